@@ -1,0 +1,139 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/viper"
+)
+
+// Exit codes of mlbuild, one per class of failure. They are documented in the
+// README; scripts may rely on them.
+const (
+	ExitOK       = 0 // success
+	ExitInvalid  = 1 // a spec (or another input file) is not legal: the messages say where and why
+	ExitUsage    = 2 // the command line is wrong
+	ExitBuild    = 3 // planning, code generation or the Go build failed
+	ExitIO       = 4 // a file could not be read or written, or the cache is unusable
+	ExitInternal = 70 // a bug in mlbuild: please report it
+)
+
+// exitError carries an exit code through cobra's error return.
+type exitError struct {
+	code int
+	err  error // nil when the messages were already printed
+}
+
+func (e *exitError) Error() string {
+	if e.err == nil {
+		return fmt.Sprintf("exit %d", e.code)
+	}
+	return e.err.Error()
+}
+
+func (e *exitError) Unwrap() error { return e.err }
+
+// withCode wraps err so that mlbuild exits with code.
+func withCode(code int, err error) error { return &exitError{code: code, err: err} }
+
+// silentExit makes mlbuild exit with code without printing anything more.
+func silentExit(code int) error { return &exitError{code: code} }
+
+// globalOptions are settings every command reads, resolved by viper from
+// flags, MLBUILD_* environment variables and mlbuild.yaml (in the current
+// directory or the user's config directory), in that order of precedence.
+type globalOptions struct {
+	config *viper.Viper
+	stdout io.Writer
+	stderr io.Writer
+}
+
+// newRootCmd builds the command tree.
+func newRootCmd(g *globalOptions) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "mlbuild",
+		Short: "Build neural networks from shape-checked CUE specs",
+		Long: `mlbuild checks a model written as a CUE spec, plans it (every shape known,
+the backward pass derived, buffers planned, ops fused) and compiles it to a
+standalone binary that trains, evaluates and runs that one model.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
+			return loadConfig(g, cmd)
+		},
+	}
+	root.SetOut(g.stdout)
+	root.SetErr(g.stderr)
+	root.PersistentFlags().String("config", "", "configuration file (default: ./mlbuild.yaml, then the user config dir)")
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		return withCode(ExitUsage, fmt.Errorf("%v\nRun '%s --help' for usage.", err, c.CommandPath()))
+	})
+	for _, add := range subcommands {
+		root.AddCommand(add(g))
+	}
+	return root
+}
+
+// subcommands lists the constructors of mlbuild's commands; each command's
+// file adds itself here from an init function, so that commands do not
+// collide in one list.
+var subcommands []func(*globalOptions) *cobra.Command
+
+// loadConfig reads mlbuild.yaml and the environment into g.config and binds
+// the command's flags, so that a flag given on the command line wins.
+func loadConfig(g *globalOptions, cmd *cobra.Command) error {
+	v := viper.New()
+	v.SetEnvPrefix("MLBUILD")
+	v.SetEnvKeyReplacer(strings.NewReplacer("-", "_"))
+	v.AutomaticEnv()
+	if f, _ := cmd.Flags().GetString("config"); f != "" {
+		v.SetConfigFile(f)
+		if err := v.ReadInConfig(); err != nil {
+			return withCode(ExitUsage, fmt.Errorf("reading config %s: %v", f, err))
+		}
+	} else {
+		v.SetConfigName("mlbuild")
+		v.SetConfigType("yaml")
+		v.AddConfigPath(".")
+		if dir, err := os.UserConfigDir(); err == nil {
+			v.AddConfigPath(filepath.Join(dir, "mlbuild"))
+		}
+		if err := v.ReadInConfig(); err != nil {
+			var notFound viper.ConfigFileNotFoundError
+			if !errors.As(err, &notFound) {
+				return withCode(ExitUsage, fmt.Errorf("reading mlbuild.yaml: %v", err))
+			}
+		}
+	}
+	if err := v.BindPFlags(cmd.Flags()); err != nil {
+		return withCode(ExitInternal, err)
+	}
+	g.config = v
+	return nil
+}
+
+// run executes mlbuild with args and returns the process exit code.
+func run(args []string, stdout, stderr io.Writer) int {
+	g := &globalOptions{stdout: stdout, stderr: stderr}
+	root := newRootCmd(g)
+	root.SetArgs(args)
+	err := root.Execute()
+	if err == nil {
+		return ExitOK
+	}
+	var ee *exitError
+	if errors.As(err, &ee) {
+		if ee.err != nil {
+			fmt.Fprintf(stderr, "mlbuild: %v\n", ee.err)
+		}
+		return ee.code
+	}
+	// cobra's own errors (unknown command, wrong number of args) are usage errors.
+	fmt.Fprintf(stderr, "mlbuild: %v\n", err)
+	return ExitUsage
+}

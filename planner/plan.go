@@ -1,0 +1,252 @@
+// Package planner lowers a shaped spec.Model to a static Plan: every tensor a
+// buffer with a constant shape, the forward pass, the loss, the backward pass
+// derived by reverse-mode differentiation at plan time (no runtime tape), the
+// optimizer's updates, a memory plan from liveness analysis, and fusion
+// decisions. Emitters for every backend read the same Plan.
+//
+// The passes run in this order, one per file: lower.go (spec nodes to forward
+// steps), differentiate.go, optimize.go (optimizer updates), fuse_epilogue.go,
+// fuse_elementwise.go, assign_buffers.go. Verify checks the invariants that
+// must hold between passes.
+package planner
+
+// BufID indexes Plan.Buffers. NoBuf marks an optional operand that is absent.
+type BufID int
+
+// NoBuf is an absent optional operand (a layer without bias, the gradient of
+// the model's input, which nobody needs).
+const NoBuf BufID = -1
+
+// BufKind says what a buffer holds and so how long it lives.
+type BufKind string
+
+// Buffer kinds. Params, ParamGrads, OptState and Stats persist for the whole
+// run and are never shared; the others are placed by the memory plan.
+const (
+	KindInput      BufKind = "input"      // the batch of images (double-buffered by the loader)
+	KindLabels     BufKind = "labels"     // one-hot labels, [batch, classes]
+	KindParam      BufKind = "param"      // trainable weights
+	KindStat       BufKind = "stat"       // non-trainable saved state (batchnorm running mean/var)
+	KindParamGrad  BufKind = "param_grad" // gradient of a param
+	KindOptState   BufKind = "opt_state"  // optimizer moments
+	KindActivation BufKind = "activation" // a forward value
+	KindGrad       BufKind = "grad"       // gradient of a forward value
+	KindScratch    BufKind = "scratch"    // workspace of one step (im2col columns, dropout mask, batchnorm saved statistics)
+	KindLoss       BufKind = "loss"       // the scalar loss, shape [1]
+)
+
+// Buffer is one tensor of the plan. Shapes include the batch dimension first
+// for everything that is per sample; params and their state have no batch
+// dimension. All data are float32, row-major (NCHW for images).
+type Buffer struct {
+	ID    BufID   `json:"id"`
+	Name  string  `json:"name"` // e.g. "conv1.out", "conv1.out.grad", "fc1.weight", "fc1.weight.adam_m"
+	Kind  BufKind `json:"kind"`
+	Shape []int   `json:"shape"`
+	Size  int     `json:"size"` // number of float32 elements (product of Shape)
+	// AliasOf is the buffer whose storage this one views with another shape
+	// (reshape, flatten, and their gradients); NoBuf when it owns storage.
+	AliasOf BufID `json:"aliasOf"`
+	// Offset is the element offset of the buffer's storage in its arena,
+	// set by assign_buffers: params, stats, param grads and optimizer state
+	// live in the "state" arena, everything else in the "work" arena.
+	Offset int    `json:"offset"`
+	Arena  string `json:"arena"` // "state" or "work"
+}
+
+// Param is a trainable tensor (or saved statistic) with the buffers that go
+// with it. Names follow PyTorch's state_dict convention ("fc1.weight",
+// "fc1.bias", "bn1.running_mean") so exported safetensors load into an
+// equivalent torch.nn module.
+type Param struct {
+	Name      string  `json:"name"`
+	Buf       BufID   `json:"buf"`
+	Grad      BufID   `json:"grad"`      // NoBuf for statistics
+	State     []BufID `json:"state"`     // optimizer state: sgd [velocity]; adam/adamw [m, v]
+	Trainable bool    `json:"trainable"` //
+	// Init is how the program fills it before training: "uniform" draws from
+	// U(-Bound, Bound) (PyTorch's default for Linear and Conv2d weights and
+	// biases, Bound = 1/sqrt(FanIn)), "ones", "zeros".
+	Init  string  `json:"init"`
+	Bound float64 `json:"bound,omitempty"`
+	Layer string  `json:"layer"`
+}
+
+// Kernel names the operation a Step performs. Each kernel documents the
+// order of its In and Out operands; a NoBuf operand is optional.
+type Kernel string
+
+// Forward kernels.
+const (
+	// KGemm: dense layer y = act(x·Wᵀ + b).
+	// In: x [B,K], W [N,K], b [N] (optional). Out: y [B,N]. Attr: Act, Alpha.
+	KGemm Kernel = "gemm"
+	// KConv2D: y = act(conv(x, W) + b) by im2col + GEMM.
+	// In: x [B,C,H,W], W [OC,C/G,KH,KW], b [OC] (optional).
+	// Out: y [B,OC,OH,OW], cols (scratch, [C/G*KH*KW, OH*OW]·G... see Attr.Conv).
+	// Attr: Conv, Act, Alpha.
+	KConv2D Kernel = "conv2d"
+	// KMaxPool2D, KAvgPool2D: In: x [B,C,H,W]. Out: y [B,C,OH,OW]. Attr: Conv (kernel, stride, padding, dilation; Groups unused).
+	KMaxPool2D Kernel = "maxpool2d"
+	KAvgPool2D Kernel = "avgpool2d"
+	// KGlobalAvgPool: In: x [B,C,H,W...]. Out: y [B,C].
+	KGlobalAvgPool Kernel = "globalavgpool"
+	// KUnary: y = chain(x), element-wise. In: x. Out: y (same shape). Attr: Chain.
+	// A chain of more than one op is the result of element-wise fusion.
+	KUnary Kernel = "unary"
+	// KBinary: y = a ∘ b with numpy broadcasting. In: a, b. Out: y. Attr: BinOp.
+	KBinary Kernel = "binary"
+	// KSoftmax, KLogSoftmax: along Attr.Axis (an axis of the full shape, batch = 0).
+	// In: x. Out: y.
+	KSoftmax    Kernel = "softmax"
+	KLogSoftmax Kernel = "logsoftmax"
+	// KDropout: In: x. Out: y, mask (scratch, same shape). Attr: Rate.
+	// In evaluation mode y = x and mask is untouched.
+	KDropout Kernel = "dropout"
+	// KBatchNorm: normalise over every axis but 1 (channels/features).
+	// In: x, gamma [C], beta [C], runningMean [C], runningVar [C].
+	// Out: y, saveMean [C], saveInvStd [C] (scratch). Attr: Eps, Momentum.
+	// Training mode uses batch statistics and updates the running ones.
+	KBatchNorm Kernel = "batchnorm"
+	// KMatMul: batched y = a·b over the last two axes; leading axes broadcast.
+	// In: a [..., M, K], b [..., K, N]. Out: y [..., M, N].
+	KMatMul Kernel = "matmul"
+	// KTranspose: y = x permuted by Attr.Perm (axes of the full shape; Perm[0] == 0).
+	KTranspose Kernel = "transpose"
+	// KConcat: In: x0, x1, ... Out: y. Attr: Axis (of the full shape).
+	KConcat Kernel = "concat"
+)
+
+// Loss kernels: the loss value and the gradient of the mean loss over the
+// batch with respect to the prediction, in one step.
+const (
+	// KSoftmaxXent: In: logits [B,C], labels [B,C] one-hot. Out: loss [1], dlogits [B,C].
+	KSoftmaxXent Kernel = "softmax_xent"
+	// KMSE: In: pred [B,...], target [B,...]. Out: loss [1], dpred.
+	KMSE Kernel = "mse"
+)
+
+// Backward kernels. A backward kernel may overwrite its dy operand (nothing
+// reads a value's gradient after the backward step of the op that made the
+// value). An Out gradient of NoBuf is not computed.
+const (
+	// KGemmBwd: In: x, W, y, dy. Out: dx (optional), dW, db (optional). Attr: Act, Alpha
+	// (the activation's derivative is taken from y).
+	KGemmBwd Kernel = "gemm_bwd"
+	// KConv2DBwd: In: x, W, y, dy, cols (scratch). Out: dx (optional), dW, db (optional). Attr: Conv, Act, Alpha.
+	KConv2DBwd Kernel = "conv2d_bwd"
+	// KMaxPool2DBwd: In: x, y, dy. Out: dx. KAvgPool2DBwd: In: dy. Out: dx.
+	KMaxPool2DBwd     Kernel = "maxpool2d_bwd"
+	KAvgPool2DBwd     Kernel = "avgpool2d_bwd"
+	KGlobalAvgPoolBwd Kernel = "globalavgpool_bwd"
+	// KUnaryBwd: In: x (the chain's input), dy. Out: dx. Attr: Chain.
+	// Intermediate values of a fused chain are recomputed from x.
+	KUnaryBwd Kernel = "unary_bwd"
+	// KBinaryBwd: In: a, b, dy. Out: da (optional), db (optional), summed
+	// over the axes that were broadcast. Attr: BinOp.
+	KBinaryBwd Kernel = "binary_bwd"
+	// KSoftmaxBwd, KLogSoftmaxBwd: In: y, dy. Out: dx. Attr: Axis.
+	KSoftmaxBwd    Kernel = "softmax_bwd"
+	KLogSoftmaxBwd Kernel = "logsoftmax_bwd"
+	// KDropoutBwd: In: mask, dy. Out: dx. Attr: Rate.
+	KDropoutBwd Kernel = "dropout_bwd"
+	// KBatchNormBwd: In: x, gamma, saveMean, saveInvStd, dy. Out: dx, dgamma, dbeta.
+	KBatchNormBwd Kernel = "batchnorm_bwd"
+	// KMatMulBwd: In: a, b, dy. Out: da (optional), db (optional).
+	KMatMulBwd Kernel = "matmul_bwd"
+	// KConcatBwd: In: dy. Out: dx0, dx1, ... (optional each). Attr: Axis.
+	KConcatBwd Kernel = "concat_bwd"
+	// KAccumulate: y = a + b for equal shapes: sums the gradient
+	// contributions of a value read by several steps. In: a, b. Out: y.
+	KAccumulate Kernel = "accumulate"
+)
+
+// Optimizer kernels, one step per trainable param. The learning rate and the
+// step count are run-time values the program passes in (schedules change them).
+const (
+	// KSGD: In: grad, velocity. Out: param (updated in place), velocity. Attr: Momentum, WeightDecay.
+	KSGD Kernel = "sgd"
+	// KAdam: In: grad, m, v. Out: param, m, v. Attr: Beta1, Beta2, Eps, WeightDecay,
+	// Decoupled (AdamW when true).
+	KAdam Kernel = "adam"
+)
+
+// UnaryOp is one element-wise function in a Chain.
+type UnaryOp struct {
+	Op    string  `json:"op"` // relu, leakyrelu, sigmoid, tanh, gelu, exp, log, addconst, mulconst
+	Alpha float64 `json:"alpha,omitempty"`
+}
+
+// ConvGeom is the static geometry of a convolution or pooling window.
+type ConvGeom struct {
+	N, C, H, W int // input: batch, channels, height, width
+	OC, OH, OW int // output channels (= C for pooling), height, width
+	KH, KW     int
+	SH, SW     int // stride
+	PH, PW     int // padding (both sides)
+	DH, DW     int // dilation
+	Groups     int
+}
+
+// Attr holds the static parameters of a step; only those of its Kernel are set.
+type Attr struct {
+	Act         string    `json:"act,omitempty"` // fused activation of gemm/conv2d: "", relu, leakyrelu, sigmoid, tanh
+	Alpha       float64   `json:"alpha,omitempty"`
+	Conv        *ConvGeom `json:"conv,omitempty"`
+	Chain       []UnaryOp `json:"chain,omitempty"`
+	BinOp       string    `json:"binop,omitempty"` // add, sub, mul
+	Axis        int       `json:"axis,omitempty"`
+	Perm        []int     `json:"perm,omitempty"`
+	Rate        float64   `json:"rate,omitempty"`
+	Eps         float64   `json:"eps,omitempty"`
+	Momentum    float64   `json:"momentum,omitempty"`
+	Beta1       float64   `json:"beta1,omitempty"`
+	Beta2       float64   `json:"beta2,omitempty"`
+	WeightDecay float64   `json:"weightDecay,omitempty"`
+	Decoupled   bool      `json:"decoupled,omitempty"`
+}
+
+// Step is one kernel call.
+type Step struct {
+	Kernel Kernel  `json:"kernel"`
+	Layer  string  `json:"layer"` // the spec node it came from (for messages: "NaN first seen after conv2")
+	In     []BufID `json:"in"`
+	Out    []BufID `json:"out"`
+	Attr   Attr    `json:"attr"`
+	FLOPs  int64   `json:"flops"`
+	Bytes  int64   `json:"bytes"` // bytes read and written
+	// Fused lists the spec nodes folded into this step by fusion, in order.
+	Fused []string `json:"fused,omitempty"`
+}
+
+// Phase is an ordered list of steps run together.
+type Phase []Step
+
+// Plan is the static program for one model at one batch size.
+type Plan struct {
+	Model    string `json:"model"`
+	Batch    int    `json:"batch"`
+	Training bool   `json:"training"` // has Backward and Update
+	Fusion   bool   `json:"fusion"`
+
+	Buffers []Buffer `json:"buffers"`
+	Params  []Param  `json:"params"` // in spec order; the safetensors order
+
+	Input  BufID `json:"input"`
+	Labels BufID `json:"labels"` // NoBuf when !Training
+	Output BufID `json:"output"` // the model's prediction (logits for softmax_cross_entropy)
+	Loss   BufID `json:"loss"`   // NoBuf when !Training
+
+	Forward  Phase `json:"forward"`
+	Backward Phase `json:"backward"` // the loss step first, then gradients in reverse order
+	Update   Phase `json:"update"`
+
+	// Memory plan: sizes of the two arenas in float32 elements, and the
+	// naive size (every work buffer its own storage) to report the saving.
+	StateSize     int `json:"stateSize"`
+	WorkSize      int `json:"workSize"`
+	NaiveWorkSize int `json:"naiveWorkSize"`
+
+	// Fusions lists the fusion decisions for `mlbuild plan`.
+	Fusions []string `json:"fusions,omitempty"`
+}

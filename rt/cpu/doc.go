@@ -1,0 +1,8 @@
+// Package cpu is the CPU runtime that every program mlbuild produces links:
+// the kernels behind each planner.Kernel, forward and backward, on float32
+// slices in row-major (NCHW) layout. The emitter calls them with constant
+// sizes; nothing here allocates inside a training step.
+//
+// This package is copied into each generated program's module (it is
+// embedded in the mlbuild binary), so it imports only the standard library.
+package cpu

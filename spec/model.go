@@ -1,0 +1,156 @@
+// Package spec loads a model spec written in CUE, unifies it with mlbuild's
+// schema (which does the dimension arithmetic), and turns the result into a
+// Model: a plain Go value in which every shape is already known.
+//
+// A Model is the hand-off between the front end (CUE) and the planner: the
+// planner never sees CUE values, and nothing below spec/ imports cuelang.org/go.
+package spec
+
+// Pos is a position in a spec file, kept so that every later stage can point
+// a user back at the line that declared a layer.
+type Pos struct {
+	File string `json:"file"`
+	Line int    `json:"line"`
+	Col  int    `json:"col"`
+}
+
+// Op names the operation a Node performs. The values are the `op` strings of
+// the CUE schema.
+type Op string
+
+// The operations a spec can use.
+const (
+	OpInput         Op = "input"
+	OpDense         Op = "dense"
+	OpMatMul        Op = "matmul"
+	OpConv2D        Op = "conv2d"
+	OpMaxPool2D     Op = "maxpool2d"
+	OpAvgPool2D     Op = "avgpool2d"
+	OpGlobalAvgPool Op = "globalavgpool"
+	OpFlatten       Op = "flatten"
+	OpReshape       Op = "reshape"
+	OpTranspose     Op = "transpose"
+	OpReLU          Op = "relu"
+	OpLeakyReLU     Op = "leakyrelu"
+	OpSigmoid       Op = "sigmoid"
+	OpTanh          Op = "tanh"
+	OpGELU          Op = "gelu"
+	OpSoftmax       Op = "softmax"
+	OpLogSoftmax    Op = "logsoftmax"
+	OpDropout       Op = "dropout"
+	OpBatchNorm     Op = "batchnorm"
+	OpAdd           Op = "add"
+	OpSub           Op = "sub"
+	OpMul           Op = "mul"
+	OpAddConst      Op = "addconst"
+	OpMulConst      Op = "mulconst"
+	OpExp           Op = "exp"
+	OpLog           Op = "log"
+	OpConcat        Op = "concat"
+)
+
+// Node is one layer of a model after the schema has computed its shapes.
+//
+// Shapes are per sample: the batch dimension is implicit and leading
+// everywhere (a Dense layer on [784] sees a [batch, 784] tensor at run time).
+// Only the fields that belong to Op are meaningful; the others are zero.
+type Node struct {
+	Name     string   `json:"name"` // the user's name for the layer (sequential layers get "<op><index>" when unnamed)
+	Op       Op       `json:"op"`
+	Inputs   []string `json:"inputs"` // names of the nodes this one reads, in argument order; empty for input
+	InShapes [][]int  `json:"inShapes"`
+	OutShape []int    `json:"outShape"`
+	Pos      Pos      `json:"pos"`
+
+	// dense
+	Units int  `json:"units,omitempty"`
+	Bias  bool `json:"bias,omitempty"` // dense and conv2d: a learned bias is added (default true)
+
+	// conv2d, maxpool2d, avgpool2d (all [height, width] pairs)
+	OutChannels int    `json:"outChannels,omitempty"`
+	Kernel      [2]int `json:"kernel,omitempty"`
+	Stride      [2]int `json:"stride,omitempty"`
+	Padding     [2]int `json:"padding,omitempty"`
+	Dilation    [2]int `json:"dilation,omitempty"`
+	Groups      int    `json:"groups,omitempty"`
+	Rounding    string `json:"rounding,omitempty"` // "exact" (default) or "floor"
+
+	// softmax, logsoftmax, concat, flatten (start axis, per-sample)
+	Axis int `json:"axis,omitempty"`
+	// transpose: a permutation of the per-sample axes
+	Perm []int `json:"perm,omitempty"`
+	// reshape: the target per-sample shape (already resolved, no -1)
+	Shape []int `json:"shape,omitempty"`
+
+	// leakyrelu slope; addconst/mulconst constant
+	Alpha float64 `json:"alpha,omitempty"`
+	// dropout probability of zeroing an element
+	Rate float64 `json:"rate,omitempty"`
+	// batchnorm
+	Eps      float64 `json:"eps,omitempty"`
+	Momentum float64 `json:"momentum,omitempty"`
+}
+
+// Optimizer is the update rule and its hyper-parameters.
+type Optimizer struct {
+	Kind        string  `json:"kind"` // "sgd", "adam" or "adamw"
+	LR          float64 `json:"lr"`
+	Momentum    float64 `json:"momentum,omitempty"` // sgd
+	Beta1       float64 `json:"beta1,omitempty"`    // adam, adamw
+	Beta2       float64 `json:"beta2,omitempty"`
+	Eps         float64 `json:"eps,omitempty"`
+	WeightDecay float64 `json:"weightDecay,omitempty"`
+}
+
+// Schedule changes the learning rate as training goes on.
+type Schedule struct {
+	Kind     string  `json:"kind"`               // "constant", "step" or "cosine"
+	StepSize int     `json:"stepSize,omitempty"` // step: epochs between decays
+	Gamma    float64 `json:"gamma,omitempty"`    // step: factor per decay
+	MinLR    float64 `json:"minLR,omitempty"`    // cosine: final learning rate
+}
+
+// Training holds the settings a produced binary uses as its defaults.
+type Training struct {
+	Loss            string    `json:"loss"` // "softmax_cross_entropy" or "mse"
+	Optimizer       Optimizer `json:"optimizer"`
+	Schedule        Schedule  `json:"schedule"`
+	Epochs          int       `json:"epochs"`
+	BatchSize       int       `json:"batchSize"`
+	Seed            int64     `json:"seed"`
+	ValidationSplit float64   `json:"validationSplit"`
+	Patience        int       `json:"patience"` // early stopping; 0 means off
+}
+
+// Dataset binds a model to its data files.
+type Dataset struct {
+	Format      string `json:"format"` // "idx"
+	TrainImages string `json:"trainImages"`
+	TrainLabels string `json:"trainLabels"`
+	TestImages  string `json:"testImages"`
+	TestLabels  string `json:"testLabels"`
+	Classes     int    `json:"classes"`
+	ImageShape  []int  `json:"imageShape"` // per-sample shape the images are read as, e.g. [1, 28, 28]
+}
+
+// Model is a legal, fully shaped model: what the planner takes.
+type Model struct {
+	Name  string `json:"name"`
+	File  string `json:"file"`
+	DType string `json:"dtype"` // "f32"
+	// Nodes in topological order; Nodes[0] is the input.
+	Nodes    []Node   `json:"nodes"`
+	Output   string   `json:"output"` // the node whose value is the model's prediction
+	Training Training `json:"training"`
+	Dataset  Dataset  `json:"dataset"`
+}
+
+// Node returns the node called name, or nil.
+func (m *Model) Node(name string) *Node {
+	for i := range m.Nodes {
+		if m.Nodes[i].Name == name {
+			return &m.Nodes[i]
+		}
+	}
+	return nil
+}
