@@ -1,0 +1,200 @@
+package cpu
+
+import "fmt"
+
+// BinOp names an element-wise binary operation with broadcasting.
+type BinOp uint8
+
+// Binary operations.
+const (
+	BAdd BinOp = iota
+	BSub
+	BMul
+)
+
+// maxRank is the largest tensor rank the broadcasting kernels take; the
+// iteration state lives in fixed arrays so a call allocates nothing.
+const maxRank = 8
+
+// broadcast is the iteration space of y = a ∘ b after merging adjacent axes
+// that broadcast alike: dims of y, and the element strides of a and b along
+// them (0 along an axis where the operand has size 1).
+type broadcast struct {
+	rank       int
+	dims       [maxRank]int
+	aStr, bStr [maxRank]int
+}
+
+// newBroadcast builds the iteration space from full shapes of equal rank.
+func newBroadcast(aShape, bShape, yShape []int) broadcast {
+	r := len(yShape)
+	if r > maxRank || len(aShape) != r || len(bShape) != r {
+		panic(fmt.Sprintf("cpu: broadcast of shapes %v and %v to %v: ranks must be equal and at most %d", aShape, bShape, yShape, maxRank))
+	}
+	var bc broadcast
+	// Natural strides of a and b.
+	var as, bs [maxRank]int
+	sa, sb := 1, 1
+	for d := r - 1; d >= 0; d-- {
+		if aShape[d] != 1 {
+			as[d] = sa
+		}
+		if bShape[d] != 1 {
+			bs[d] = sb
+		}
+		sa *= aShape[d]
+		sb *= bShape[d]
+	}
+	for d := 0; d < r; d++ {
+		if yShape[d] == 1 {
+			continue
+		}
+		if k := bc.rank - 1; k >= 0 &&
+			(as[d] == 0) == (bc.aStr[k] == 0) && (bs[d] == 0) == (bc.bStr[k] == 0) &&
+			(as[d] == 0 || bc.aStr[k] == as[d]*yShape[d]) &&
+			(bs[d] == 0 || bc.bStr[k] == bs[d]*yShape[d]) {
+			// Axis d continues axis k contiguously in all three: merge.
+			bc.dims[k] *= yShape[d]
+			bc.aStr[k], bc.bStr[k] = as[d], bs[d]
+			continue
+		}
+		bc.dims[bc.rank], bc.aStr[bc.rank], bc.bStr[bc.rank] = yShape[d], as[d], bs[d]
+		bc.rank++
+	}
+	if bc.rank == 0 {
+		bc.rank, bc.dims[0] = 1, 1
+	}
+	return bc
+}
+
+// inner is the length of the innermost (merged) axis.
+func (bc *broadcast) inner() int { return bc.dims[bc.rank-1] }
+
+// rows is the number of inner rows.
+func (bc *broadcast) rows() int {
+	n := 1
+	for d := 0; d < bc.rank-1; d++ {
+		n *= bc.dims[d]
+	}
+	return n
+}
+
+// offsets returns where inner row number row starts in a and b.
+func (bc *broadcast) offsets(row int) (aOff, bOff int) {
+	for d := bc.rank - 2; d >= 0; d-- {
+		i := row % bc.dims[d]
+		row /= bc.dims[d]
+		aOff += i * bc.aStr[d]
+		bOff += i * bc.bStr[d]
+	}
+	return aOff, bOff
+}
+
+// BinaryFwd writes y = a ∘ b with numpy broadcasting; the shapes are full
+// shapes (batch included) of equal rank, the caller padding with 1s.
+func BinaryFwd(op BinOp, a, b, y []float32, aShape, bShape, yShape []int) {
+	bc := newBroadcast(aShape, bShape, yShape)
+	n := bc.inner()
+	sa, sb := bc.aStr[bc.rank-1], bc.bStr[bc.rank-1]
+	ParallelFor(bc.rows(), rowGrain(n), func(lo, hi int) {
+		for r := lo; r < hi; r++ {
+			ao, bo := bc.offsets(r)
+			yr := y[r*n : (r+1)*n]
+			switch {
+			case sa == 1 && sb == 1:
+				ar, br := a[ao:ao+n], b[bo:bo+n]
+				switch op {
+				case BAdd:
+					for i := range yr {
+						yr[i] = ar[i] + br[i]
+					}
+				case BSub:
+					for i := range yr {
+						yr[i] = ar[i] - br[i]
+					}
+				case BMul:
+					for i := range yr {
+						yr[i] = ar[i] * br[i]
+					}
+				}
+			default:
+				for i := range yr {
+					av, bv := a[ao+i*sa], b[bo+i*sb]
+					switch op {
+					case BAdd:
+						yr[i] = av + bv
+					case BSub:
+						yr[i] = av - bv
+					case BMul:
+						yr[i] = av * bv
+					}
+				}
+			}
+		}
+	})
+}
+
+// BinaryBwd writes the gradients of y = a ∘ b: da and db are dy times the
+// partial derivative, summed over the axes along which the operand was
+// broadcast. Either may be nil.
+func BinaryBwd(op BinOp, a, b, dy, da, db []float32, aShape, bShape, yShape []int) {
+	bc := newBroadcast(aShape, bShape, yShape)
+	if da != nil {
+		binaryGrad(&bc, op, true, b, dy, da, size(aShape) != size(yShape))
+	}
+	if db != nil {
+		binaryGrad(&bc, op, false, a, dy, db, size(bShape) != size(yShape))
+	}
+}
+
+// binaryGrad writes the gradient of one operand (the first when first is
+// true); other is the other operand, needed for BMul. A reduced gradient
+// (the operand was broadcast) is accumulated serially, since many rows of
+// dy add into each of its elements.
+func binaryGrad(bc *broadcast, op BinOp, first bool, other, dy, dz []float32, reduced bool) {
+	n := bc.inner()
+	sa, sb := bc.aStr[bc.rank-1], bc.bStr[bc.rank-1]
+	if !first {
+		sa, sb = sb, sa
+	}
+	sign := float32(1)
+	if op == BSub && !first {
+		sign = -1
+	}
+	rowsFn := func(lo, hi int) {
+		for r := lo; r < hi; r++ {
+			zo, oo := bc.offsets(r)
+			if !first {
+				zo, oo = oo, zo
+			}
+			dr := dy[r*n : (r+1)*n]
+			for i, g := range dr {
+				if op == BMul {
+					g *= other[oo+i*sb]
+				} else {
+					g *= sign
+				}
+				if reduced {
+					dz[zo+i*sa] += g
+				} else {
+					dz[zo+i*sa] = g
+				}
+			}
+		}
+	}
+	if reduced {
+		clear(dz)
+		rowsFn(0, bc.rows())
+		return
+	}
+	ParallelFor(bc.rows(), rowGrain(n), rowsFn)
+}
+
+// size is the number of elements of a shape.
+func size(shape []int) int {
+	n := 1
+	for _, d := range shape {
+		n *= d
+	}
+	return n
+}

@@ -1,0 +1,75 @@
+package cpu
+
+// GemmFwd is the dense layer y = act(x·wᵀ + b): x is [batch,in], w is
+// [out,in] (PyTorch's Linear layout, so exported weights load unchanged), b
+// is [out] or nil, y is [batch,out].
+func GemmFwd(x, w, b, y []float32, batch, in, out int, act Act, alpha float32) {
+	Sgemm(false, true, batch, out, in, 1, x, in, w, in, 0, y, out)
+	ParallelFor(batch, rowGrain(out), func(lo, hi int) {
+		for r := lo; r < hi; r++ {
+			row := y[r*out : (r+1)*out]
+			if b != nil {
+				for j := range row {
+					row[j] += b[j]
+				}
+			}
+			applyAct(row, act, alpha)
+		}
+	})
+}
+
+// GemmBwd is the backward pass of GemmFwd. It turns dy into the gradient of
+// the pre-activation in place, then writes dw = dyᵀ·x (overwriting it),
+// db = Σ_rows dy and dx = dy·w; dx and db may be nil when nobody needs them.
+func GemmBwd(x, w, y, dy, dx, dw, db []float32, batch, in, out int, act Act, alpha float32) {
+	if act != ActNone {
+		ParallelFor(batch, rowGrain(out), func(lo, hi int) {
+			actBackward(y[lo*out:hi*out], dy[lo*out:hi*out], act, alpha)
+		})
+	}
+	Sgemm(true, false, out, in, batch, 1, dy, out, x, in, 0, dw, in)
+	if db != nil {
+		sumRows(dy, db, batch, out)
+	}
+	if dx != nil {
+		Sgemm(false, false, batch, in, out, 1, dy, out, w, in, 0, dx, in)
+	}
+}
+
+// sumRows writes into dst[j] the sum over the rows of the [rows,cols]
+// matrix m of column j.
+func sumRows(m, dst []float32, rows, cols int) {
+	ParallelFor(cols, 64, func(lo, hi int) {
+		d := dst[lo:hi]
+		for j := range d {
+			d[j] = 0
+		}
+		for r := 0; r < rows; r++ {
+			row := m[r*cols+lo : r*cols+hi]
+			for j, v := range row {
+				d[j] += v
+			}
+		}
+	})
+}
+
+// rowGrain is how many rows of the given length make a piece of work worth a
+// goroutine (about 16k elements).
+func rowGrain(rowLen int) int {
+	if rowLen <= 0 {
+		return 1
+	}
+	return max(1, (16<<10)/rowLen)
+}
+
+// Add writes y = a + b element-wise; y may alias a or b. It sums the
+// gradient contributions of a value read by several steps.
+func Add(a, b, y []float32) {
+	n := len(y)
+	a, b = a[:n], b[:n]
+	ParallelFor(n, 1<<15, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			y[i] = a[i] + b[i]
+		}
+	})
+}

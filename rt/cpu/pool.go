@@ -1,0 +1,160 @@
+package cpu
+
+import "math"
+
+// poolPlanes runs fn over the N·C image planes of a pooling layer, split
+// over the threads.
+func poolPlanes(g Conv, fn func(p int)) {
+	ParallelFor(g.N*g.C, 1, func(lo, hi int) {
+		for p := lo; p < hi; p++ {
+			fn(p)
+		}
+	})
+}
+
+// MaxPool2DFwd writes y [N,C,OH,OW] = the maximum of each window of x
+// [N,C,H,W]; padding counts as -inf, so it never wins.
+func MaxPool2DFwd(x, y []float32, g Conv) {
+	g = g.norm()
+	hw, ohw := g.H*g.W, g.OH*g.OW
+	poolPlanes(g, func(p int) {
+		xp, yp := x[p*hw:(p+1)*hw], y[p*ohw:(p+1)*ohw]
+		for oh := 0; oh < g.OH; oh++ {
+			for ow := 0; ow < g.OW; ow++ {
+				yp[oh*g.OW+ow] = xp[maxPoolArg(xp, g, oh, ow)]
+			}
+		}
+	})
+}
+
+// maxPoolArg returns the index within the plane of the first maximum of the
+// window at (oh, ow), scanning rows then columns like PyTorch, or -1 when
+// the window lies wholly in the padding (which valid geometry rules out).
+// A NaN in the window wins, as it does in PyTorch.
+func maxPoolArg(xp []float32, g Conv, oh, ow int) int {
+	best, arg := float32(math.Inf(-1)), -1
+	for kh := 0; kh < g.KH; kh++ {
+		ih := oh*g.SH - g.PH + kh*g.DH
+		if ih < 0 || ih >= g.H {
+			continue
+		}
+		for kw := 0; kw < g.KW; kw++ {
+			iw := ow*g.SW - g.PW + kw*g.DW
+			if iw < 0 || iw >= g.W {
+				continue
+			}
+			v := xp[ih*g.W+iw]
+			if arg < 0 || v > best || (v != v && best == best) {
+				best, arg = v, ih*g.W+iw
+			}
+		}
+	}
+	return arg
+}
+
+// MaxPool2DBwd writes dx: each window's gradient dy goes to the input pixel
+// that won the window (the first maximum on ties); the rest get zero.
+// It recomputes the winners from x.
+func MaxPool2DBwd(x, y, dy, dx []float32, g Conv) {
+	g = g.norm()
+	hw, ohw := g.H*g.W, g.OH*g.OW
+	poolPlanes(g, func(p int) {
+		xp, dyp, dxp := x[p*hw:(p+1)*hw], dy[p*ohw:(p+1)*ohw], dx[p*hw:(p+1)*hw]
+		clear(dxp)
+		for oh := 0; oh < g.OH; oh++ {
+			for ow := 0; ow < g.OW; ow++ {
+				if a := maxPoolArg(xp, g, oh, ow); a >= 0 {
+					dxp[a] += dyp[oh*g.OW+ow]
+				}
+			}
+		}
+	})
+}
+
+// AvgPool2DFwd writes y = the mean of each window of x, the padding counted
+// as zeros in a divisor of KH·KW (PyTorch's count_include_pad default).
+func AvgPool2DFwd(x, y []float32, g Conv) {
+	g = g.norm()
+	hw, ohw := g.H*g.W, g.OH*g.OW
+	scale := 1 / float32(g.KH*g.KW)
+	poolPlanes(g, func(p int) {
+		xp, yp := x[p*hw:(p+1)*hw], y[p*ohw:(p+1)*ohw]
+		for oh := 0; oh < g.OH; oh++ {
+			for ow := 0; ow < g.OW; ow++ {
+				var s float32
+				for kh := 0; kh < g.KH; kh++ {
+					ih := oh*g.SH - g.PH + kh*g.DH
+					if ih < 0 || ih >= g.H {
+						continue
+					}
+					for kw := 0; kw < g.KW; kw++ {
+						iw := ow*g.SW - g.PW + kw*g.DW
+						if iw >= 0 && iw < g.W {
+							s += xp[ih*g.W+iw]
+						}
+					}
+				}
+				yp[oh*g.OW+ow] = s * scale
+			}
+		}
+	})
+}
+
+// AvgPool2DBwd writes dx: each window's gradient dy/(KH·KW) is spread over
+// the input pixels of the window.
+func AvgPool2DBwd(dy, dx []float32, g Conv) {
+	g = g.norm()
+	hw, ohw := g.H*g.W, g.OH*g.OW
+	scale := 1 / float32(g.KH*g.KW)
+	poolPlanes(g, func(p int) {
+		dyp, dxp := dy[p*ohw:(p+1)*ohw], dx[p*hw:(p+1)*hw]
+		clear(dxp)
+		for oh := 0; oh < g.OH; oh++ {
+			for ow := 0; ow < g.OW; ow++ {
+				d := dyp[oh*g.OW+ow] * scale
+				for kh := 0; kh < g.KH; kh++ {
+					ih := oh*g.SH - g.PH + kh*g.DH
+					if ih < 0 || ih >= g.H {
+						continue
+					}
+					for kw := 0; kw < g.KW; kw++ {
+						iw := ow*g.SW - g.PW + kw*g.DW
+						if iw >= 0 && iw < g.W {
+							dxp[ih*g.W+iw] += d
+						}
+					}
+				}
+			}
+		}
+	})
+}
+
+// GlobalAvgPoolFwd writes y [n,c] = the mean of x [n,c,spatial] over the
+// spatial positions.
+func GlobalAvgPoolFwd(x, y []float32, n, c, spatial int) {
+	scale := 1 / float32(spatial)
+	ParallelFor(n*c, rowGrain(spatial), func(lo, hi int) {
+		for p := lo; p < hi; p++ {
+			var s float32
+			for _, v := range x[p*spatial : (p+1)*spatial] {
+				s += v
+			}
+			y[p] = s * scale
+		}
+	})
+}
+
+// GlobalAvgPoolBwd writes dx [n,c,spatial] = dy [n,c] / spatial at every
+// position.
+func GlobalAvgPoolBwd(dy, dx []float32, n, c, spatial int) {
+	scale := 1 / float32(spatial)
+	ParallelFor(n*c, rowGrain(spatial), func(lo, hi int) {
+		for p := lo; p < hi; p++ {
+			d := dy[p] * scale
+			row := dx[p*spatial : (p+1)*spatial]
+			for i := range row {
+				row[i] = d
+			}
+		}
+	})
+}

@@ -1,0 +1,150 @@
+package cpu
+
+import "math"
+
+// UnaryKind names one element-wise function of a fused chain.
+type UnaryKind uint8
+
+// Element-wise functions. ULeakyReLU takes its slope from Unary.Alpha,
+// UAddConst and UMulConst their constant; UGELU is the exact erf form
+// (PyTorch's default, not the tanh approximation).
+const (
+	UReLU UnaryKind = iota
+	ULeakyReLU
+	USigmoid
+	UTanh
+	UGELU
+	UExp
+	ULog
+	UAddConst
+	UMulConst
+)
+
+// Unary is one step of an element-wise chain.
+type Unary struct {
+	Kind  UnaryKind
+	Alpha float32
+}
+
+// maxStackChain is the chain length whose intermediates UnaryBwd keeps on
+// the stack; longer chains (rare: fusion rarely makes them) recompute.
+const maxStackChain = 16
+
+// eval applies u to v, in float64 for accuracy of the transcendental ones.
+func (u Unary) eval(v float64) float64 {
+	switch u.Kind {
+	case UReLU:
+		if v < 0 {
+			return 0
+		}
+		return v
+	case ULeakyReLU:
+		if v < 0 {
+			return float64(u.Alpha) * v
+		}
+		return v
+	case USigmoid:
+		return 1 / (1 + math.Exp(-v))
+	case UTanh:
+		return math.Tanh(v)
+	case UGELU:
+		return 0.5 * v * (1 + math.Erf(v/math.Sqrt2))
+	case UExp:
+		return math.Exp(v)
+	case ULog:
+		return math.Log(v)
+	case UAddConst:
+		return v + float64(u.Alpha)
+	case UMulConst:
+		return v * float64(u.Alpha)
+	}
+	return v
+}
+
+// deriv is the derivative of u at input in, whose output is out.
+func (u Unary) deriv(in, out float64) float64 {
+	switch u.Kind {
+	case UReLU:
+		if in > 0 {
+			return 1
+		}
+		return 0
+	case ULeakyReLU:
+		if in > 0 {
+			return 1
+		}
+		return float64(u.Alpha)
+	case USigmoid:
+		return out * (1 - out)
+	case UTanh:
+		return 1 - out*out
+	case UGELU:
+		return 0.5*(1+math.Erf(in/math.Sqrt2)) + in*math.Exp(-0.5*in*in)/math.Sqrt(2*math.Pi)
+	case UExp:
+		return out
+	case ULog:
+		return 1 / in
+	case UAddConst:
+		return 1
+	case UMulConst:
+		return float64(u.Alpha)
+	}
+	return 1
+}
+
+// UnaryFwd writes y = chain(x) element-wise, the functions applied in order
+// (chain[0] first). y may alias x.
+func UnaryFwd(x, y []float32, chain []Unary) {
+	n := len(y)
+	x = x[:n]
+	if len(chain) == 1 && chain[0].Kind == UReLU {
+		ParallelFor(n, 1<<15, func(lo, hi int) {
+			for i := lo; i < hi; i++ {
+				y[i] = max(x[i], 0)
+			}
+		})
+		return
+	}
+	ParallelFor(n, 1<<13, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			v := float64(x[i])
+			for _, u := range chain {
+				v = float64(float32(u.eval(v)))
+			}
+			y[i] = float32(v)
+		}
+	})
+}
+
+// UnaryBwd writes dx = dy·chain'(x), recomputing each element's
+// intermediate values from x (the chain's input), so a fused chain stores
+// nothing between the passes. dx may alias dy.
+func UnaryBwd(x, dy, dx []float32, chain []Unary) {
+	n := len(dx)
+	x, dy = x[:n], dy[:n]
+	ParallelFor(n, 1<<13, func(lo, hi int) {
+		var vals [maxStackChain + 1]float64
+		for i := lo; i < hi; i++ {
+			d := float64(dy[i])
+			if len(chain) <= maxStackChain {
+				vals[0] = float64(x[i])
+				for k, u := range chain {
+					vals[k+1] = float64(float32(u.eval(vals[k])))
+				}
+				for k := len(chain) - 1; k >= 0; k-- {
+					d *= chain[k].deriv(vals[k], vals[k+1])
+				}
+			} else {
+				// Recompute the input of step k from scratch each time.
+				for k := len(chain) - 1; k >= 0; k-- {
+					in := float64(x[i])
+					for _, u := range chain[:k] {
+						in = float64(float32(u.eval(in)))
+					}
+					d *= chain[k].deriv(in, float64(float32(chain[k].eval(in))))
+				}
+			}
+			dx[i] = float32(d)
+		}
+	})
+}
