@@ -1,8 +1,343 @@
 package cpu
 
+import (
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+)
+
+//go:generate go run gemm_gen.go
+
+// gemmKernel computes one register tile, C[mr×nr] = alpha·Ap·Bp + beta·C,
+// from a packed A micro-panel (k steps of mr floats) and a packed B
+// micro-panel (k steps of nr floats); c points at the tile's first element
+// and ldc is C's row stride. When beta is zero it must not read C, so that
+// NaN garbage in an output buffer is overwritten as BLAS promises.
+type gemmKernel func(k int, a, b, c *float32, ldc int, alpha, beta float32)
+
+// gemmPath is one way of running Sgemm: a microkernel with its register tile
+// (mr×nr) and the cache blocks it is fed (kc for the shared dimension, mc rows
+// of packed A kept in L2, nc columns of packed B).
+type gemmPath struct {
+	name       string
+	mr, nr     int
+	kc, mc, nc int
+	kernel     gemmKernel
+}
+
+// genericGemmPath is the pure-Go path every GOARCH has.
+var genericGemmPath = &gemmPath{name: "generic", mr: 4, nr: 4, kc: 256, mc: 128, nc: 1024, kernel: sgemmKernel4x4Go}
+
+var (
+	// gemmPathsSupported lists the paths this CPU can run, fastest first.
+	gemmPathsSupported = append(archGemmPaths(), genericGemmPath)
+	activeGemmPath     atomic.Pointer[gemmPath]
+)
+
+func init() { activeGemmPath.Store(gemmPathsSupported[0]) }
+
+// GemmPaths lists the Sgemm implementations this CPU supports, fastest
+// first: some of "avx512", "avx2", "neon", and always "generic". Tests use it
+// to run every path the machine has.
+func GemmPaths() []string {
+	names := make([]string, len(gemmPathsSupported))
+	for i, p := range gemmPathsSupported {
+		names[i] = p.name
+	}
+	return names
+}
+
+// GemmPath names the implementation Sgemm uses now.
+func GemmPath() string { return activeGemmPath.Load().name }
+
+// SetGemmPath forces Sgemm onto one implementation (a name from GemmPaths),
+// or back to the fastest with "". It exists so tests and benchmarks can check
+// and compare every instruction set the machine has; programs never need it.
+func SetGemmPath(name string) error {
+	if name == "" {
+		activeGemmPath.Store(gemmPathsSupported[0])
+		return nil
+	}
+	for _, p := range gemmPathsSupported {
+		if p.name == name {
+			activeGemmPath.Store(p)
+			return nil
+		}
+	}
+	return fmt.Errorf("cpu.SetGemmPath: %q is not supported on this machine (supported: %s)", name, strings.Join(GemmPaths(), ", "))
+}
+
+// gemmParallelMinFlops is the smallest product worth splitting over
+// goroutines: below it the start-up of a goroutine costs more than it saves.
+const gemmParallelMinFlops = 1 << 21
+
+// gemmArena holds one goroutine's packing buffers. Arenas are recycled
+// through gemmArenas so that Sgemm does not allocate in steady state.
+type gemmArena struct {
+	a, b, tile []float32
+}
+
+var gemmArenas = sync.Pool{New: func() any { return new(gemmArena) }}
+
+func (w *gemmArena) fit(p *gemmPath) {
+	if need := gemmRoundUp(p.mc, p.mr) * p.kc; len(w.a) < need {
+		w.a = make([]float32, need)
+	}
+	if need := gemmRoundUp(p.nc, p.nr) * p.kc; len(w.b) < need {
+		w.b = make([]float32, need)
+	}
+	if need := p.mr * p.nr; len(w.tile) < need {
+		w.tile = make([]float32, need)
+	}
+}
+
 // Sgemm computes C = alpha·op(A)·op(B) + beta·C on row-major matrices (see
 // SgemmRef for the argument convention). Every kernel of this package that
 // multiplies matrices goes through it.
+//
+// It packs panels of A and B into cache-sized blocks, runs a SIMD register
+// tile over them (AVX-512, AVX2+FMA or NEON, chosen once at start-up; pure Go
+// elsewhere) and splits large products over Threads() goroutines. When beta
+// is zero C is only written, never read. It panics, naming the argument, when
+// a slice is too short for the sizes and strides given: that is a bug in the
+// caller, never user input.
 func Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
-	SgemmRef(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+	if m <= 0 || n <= 0 {
+		return
+	}
+	checkGemmOperand("c", c, m, n, ldc)
+	if k <= 0 || alpha == 0 {
+		scaleMatrix(m, n, beta, c, ldc)
+		return
+	}
+	if transA {
+		checkGemmOperand("a", a, k, m, lda)
+	} else {
+		checkGemmOperand("a", a, m, k, lda)
+	}
+	if transB {
+		checkGemmOperand("b", b, n, k, ldb)
+	} else {
+		checkGemmOperand("b", b, k, n, ldb)
+	}
+	p := activeGemmPath.Load()
+	g := gemmCall{p: p, transA: transA, transB: transB, m: m, n: n, k: k, alpha: alpha, a: a, lda: lda, b: b, ldb: ldb, beta: beta, c: c, ldc: ldc}
+	threads := Threads()
+	if threads <= 1 || 2*m*n*k < gemmParallelMinFlops {
+		g.run(0, m, 0, n)
+		return
+	}
+	g.runParallel(threads)
 }
+
+// runParallel splits C into row blocks (or column blocks when C is short and
+// wide) over up to threads goroutines; each packs its own panels, so they
+// share nothing but read-only A and B. It is a method on a copy so that only
+// parallel calls move the arguments to the heap.
+func (g gemmCall) runParallel(threads int) {
+	p, m, n := g.p, g.m, g.n
+	if rowBlocks := gemmCeilDiv(m, p.mr); rowBlocks >= threads || m >= n {
+		ParallelFor(rowBlocks, 1, func(lo, hi int) { g.run(lo*p.mr, min(hi*p.mr, m), 0, n) })
+		return
+	}
+	ParallelFor(gemmCeilDiv(n, p.nr), 1, func(lo, hi int) { g.run(0, m, lo*p.nr, min(hi*p.nr, n)) })
+}
+
+// gemmCall is one Sgemm's arguments, shared read-only by its goroutines.
+type gemmCall struct {
+	p              *gemmPath
+	transA, transB bool
+	m, n, k        int
+	alpha, beta    float32
+	a, b, c        []float32
+	lda, ldb, ldc  int
+}
+
+// run computes rows [i0, i1) and columns [j0, j1) of C on the calling
+// goroutine with the classic five-loop blocking: nc columns of B, kc of the
+// shared dimension, mc rows of A, then nr×mr register tiles.
+func (g *gemmCall) run(i0, i1, j0, j1 int) {
+	p := g.p
+	w := gemmArenas.Get().(*gemmArena)
+	w.fit(p)
+	mr, nr := p.mr, p.nr
+	for jc := j0; jc < j1; jc += p.nc {
+		nb := min(p.nc, j1-jc)
+		for pc := 0; pc < g.k; pc += p.kc {
+			kb := min(p.kc, g.k-pc)
+			packB(g.transB, g.b, g.ldb, pc, jc, kb, nb, nr, w.b)
+			beta := g.beta
+			if pc > 0 {
+				beta = 1
+			}
+			for ic := i0; ic < i1; ic += p.mc {
+				mb := min(p.mc, i1-ic)
+				packA(g.transA, g.a, g.lda, ic, pc, mb, kb, mr, w.a)
+				for jr := 0; jr < nb; jr += nr {
+					bp := &w.b[jr*kb]
+					cols := min(nr, nb-jr)
+					for ir := 0; ir < mb; ir += mr {
+						ap := &w.a[ir*kb]
+						rows := min(mr, mb-ir)
+						at := (ic+ir)*g.ldc + jc + jr
+						if rows == mr && cols == nr {
+							p.kernel(kb, ap, bp, &g.c[at], g.ldc, g.alpha, beta)
+							continue
+						}
+						p.kernel(kb, ap, bp, &w.tile[0], nr, 1, 0)
+						mergeTile(w.tile, nr, rows, cols, g.c[at:], g.ldc, g.alpha, beta)
+					}
+				}
+			}
+		}
+	}
+	gemmArenas.Put(w)
+}
+
+// packA copies op(A)[row0:row0+mb, col0:col0+kb] into dst as micro-panels of
+// mr rows, each stored k-major (mr floats per step), padding the last panel
+// with zeros so the kernel never needs a row count.
+func packA(trans bool, a []float32, lda, row0, col0, mb, kb, mr int, dst []float32) {
+	for ir := 0; ir < mb; ir += mr {
+		rows := min(mr, mb-ir)
+		d := dst[ir*kb : ir*kb+mr*kb]
+		if trans {
+			for p := 0; p < kb; p++ {
+				src := a[(col0+p)*lda+row0+ir:]
+				dp := d[p*mr : p*mr+mr]
+				copy(dp, src[:rows])
+				clear(dp[rows:])
+			}
+			continue
+		}
+		for r := 0; r < rows; r++ {
+			src := a[(row0+ir+r)*lda+col0:]
+			src = src[:kb]
+			for p, v := range src {
+				d[p*mr+r] = v
+			}
+		}
+		for r := rows; r < mr; r++ {
+			for p := 0; p < kb; p++ {
+				d[p*mr+r] = 0
+			}
+		}
+	}
+}
+
+// packB copies op(B)[row0:row0+kb, col0:col0+nb] into dst as micro-panels of
+// nr columns, each stored k-major (nr floats per step), zero-padded.
+func packB(trans bool, b []float32, ldb, row0, col0, kb, nb, nr int, dst []float32) {
+	for jr := 0; jr < nb; jr += nr {
+		cols := min(nr, nb-jr)
+		d := dst[jr*kb : jr*kb+nr*kb]
+		if !trans {
+			for p := 0; p < kb; p++ {
+				src := b[(row0+p)*ldb+col0+jr:]
+				dp := d[p*nr : p*nr+nr]
+				copy(dp, src[:cols])
+				clear(dp[cols:])
+			}
+			continue
+		}
+		for j := 0; j < cols; j++ {
+			src := b[(col0+jr+j)*ldb+row0:]
+			src = src[:kb]
+			for p, v := range src {
+				d[p*nr+j] = v
+			}
+		}
+		for j := cols; j < nr; j++ {
+			for p := 0; p < kb; p++ {
+				d[p*nr+j] = 0
+			}
+		}
+	}
+}
+
+// mergeTile writes the top-left rows×cols of a product tile (row stride
+// ldt) into c as c = alpha·tile + beta·c, not reading c when beta is zero.
+func mergeTile(tile []float32, ldt, rows, cols int, c []float32, ldc int, alpha, beta float32) {
+	for r := 0; r < rows; r++ {
+		t := tile[r*ldt : r*ldt+cols]
+		cr := c[r*ldc : r*ldc+cols]
+		if beta == 0 {
+			for j, v := range t {
+				cr[j] = alpha * v
+			}
+			continue
+		}
+		for j, v := range t {
+			cr[j] = alpha*v + beta*cr[j]
+		}
+	}
+}
+
+// scaleMatrix sets C = beta·C, writing zeros without reading when beta is 0.
+func scaleMatrix(m, n int, beta float32, c []float32, ldc int) {
+	if beta == 1 {
+		return
+	}
+	for i := 0; i < m; i++ {
+		row := c[i*ldc : i*ldc+n]
+		if beta == 0 {
+			clear(row)
+			continue
+		}
+		for j := range row {
+			row[j] *= beta
+		}
+	}
+}
+
+// checkGemmOperand panics with a readable message when x cannot hold a
+// rows×cols row-major matrix with row stride ld, so that the assembly
+// kernels, which do no bounds checks, never touch memory outside x.
+func checkGemmOperand(name string, x []float32, rows, cols, ld int) {
+	if ld < max(cols, 1) {
+		panic(fmt.Sprintf("cpu.Sgemm: ld%s = %d is smaller than the %d columns of %s as stored", name, ld, cols, name))
+	}
+	if rows > 0 && cols > 0 {
+		if need := (rows-1)*ld + cols; len(x) < need {
+			panic(fmt.Sprintf("cpu.Sgemm: %s has %d elements; %d×%d with stride %d needs %d", name, len(x), rows, cols, ld, need))
+		}
+	}
+}
+
+// sgemmKernel4x4Go is the pure-Go register tile: sixteen accumulators held
+// across the k loop, which the compiler keeps in registers on amd64 and
+// arm64 alike.
+func sgemmKernel4x4Go(k int, a, b, c *float32, ldc int, alpha, beta float32) {
+	ap := unsafe.Slice(a, 4*k)
+	bp := unsafe.Slice(b, 4*k)
+	var c00, c01, c02, c03, c10, c11, c12, c13, c20, c21, c22, c23, c30, c31, c32, c33 float32
+	for p := 0; p < k; p++ {
+		av := ap[4*p : 4*p+4 : 4*p+4]
+		bv := bp[4*p : 4*p+4 : 4*p+4]
+		a0, a1, a2, a3 := av[0], av[1], av[2], av[3]
+		b0, b1, b2, b3 := bv[0], bv[1], bv[2], bv[3]
+		c00 += a0 * b0
+		c01 += a0 * b1
+		c02 += a0 * b2
+		c03 += a0 * b3
+		c10 += a1 * b0
+		c11 += a1 * b1
+		c12 += a1 * b2
+		c13 += a1 * b3
+		c20 += a2 * b0
+		c21 += a2 * b1
+		c22 += a2 * b2
+		c23 += a2 * b3
+		c30 += a3 * b0
+		c31 += a3 * b1
+		c32 += a3 * b2
+		c33 += a3 * b3
+	}
+	tile := [16]float32{c00, c01, c02, c03, c10, c11, c12, c13, c20, c21, c22, c23, c30, c31, c32, c33}
+	mergeTile(tile[:], 4, 4, 4, unsafe.Slice(c, 3*ldc+4), ldc, alpha, beta)
+}
+
+func gemmRoundUp(x, to int) int { return gemmCeilDiv(x, to) * to }
+func gemmCeilDiv(x, y int) int  { return (x + y - 1) / y }

@@ -1,0 +1,51 @@
+//go:build !purego
+
+package cpu
+
+// archGemmPaths reports the amd64 SIMD paths this CPU and OS support,
+// fastest first. Detection uses CPUID and XGETBV directly (the standard
+// library keeps its own copy internal, and rt/cpu may import nothing else).
+func archGemmPaths() []*gemmPath {
+	var paths []*gemmPath
+	avx2, avx512 := x86Features()
+	if avx512 {
+		// 12×32 tile: 24 zmm accumulators. kc·nr·4 bytes of B (16 KiB) sit
+		// in L1 while mc·kc of A (384 KiB) streams from L2.
+		paths = append(paths, &gemmPath{name: "avx512", mr: 12, nr: 32, kc: 256, mc: 192, nc: 2048, kernel: sgemmKernel12x32AVX512})
+	}
+	if avx2 {
+		paths = append(paths, &gemmPath{name: "avx2", mr: 6, nr: 16, kc: 256, mc: 144, nc: 2048, kernel: sgemmKernel6x16AVX2})
+	}
+	return paths
+}
+
+// x86Features reports whether AVX2 with FMA, and AVX-512F, are usable: the
+// CPU must have them and the OS must save their registers (XCR0).
+func x86Features() (avx2, avx512 bool) {
+	maxLeaf, _, _, _ := cpuid(0, 0)
+	if maxLeaf < 7 {
+		return false, false
+	}
+	_, _, ecx1, _ := cpuid(1, 0)
+	const fma, osxsave, avx = 1 << 12, 1 << 27, 1 << 28
+	if ecx1&(fma|osxsave|avx) != fma|osxsave|avx {
+		return false, false
+	}
+	xcr0, _ := xgetbv()
+	const ymmState = 0x6      // SSE and AVX state
+	const zmmState = 0xe0 | 6 // opmask, upper ZMM0-15, ZMM16-31
+	_, ebx7, _, _ := cpuid(7, 0)
+	avx2 = xcr0&ymmState == ymmState && ebx7&(1<<5) != 0
+	avx512 = avx2 && xcr0&zmmState == zmmState && ebx7&(1<<16) != 0
+	return avx2, avx512
+}
+
+func cpuid(leaf, subleaf uint32) (eax, ebx, ecx, edx uint32)
+
+func xgetbv() (eax, edx uint32)
+
+//go:noescape
+func sgemmKernel6x16AVX2(k int, a, b, c *float32, ldc int, alpha, beta float32)
+
+//go:noescape
+func sgemmKernel12x32AVX512(k int, a, b, c *float32, ldc int, alpha, beta float32)

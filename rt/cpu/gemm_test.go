@@ -1,0 +1,209 @@
+package cpu
+
+import (
+	"fmt"
+	"math"
+	"math/rand"
+	"testing"
+)
+
+// forEachGemmPath runs f once per implementation this CPU supports, forced
+// with SetGemmPath, and restores the default afterwards.
+func forEachGemmPath(t *testing.T, f func(t *testing.T)) {
+	t.Helper()
+	paths := GemmPaths()
+	if len(paths) == 0 || paths[len(paths)-1] != "generic" {
+		t.Fatalf("GemmPaths() = %v; want a list ending in generic", paths)
+	}
+	defer SetGemmPath("")
+	for _, name := range paths {
+		if err := SetGemmPath(name); err != nil {
+			t.Fatal(err)
+		}
+		if got := GemmPath(); got != name {
+			t.Fatalf("after SetGemmPath(%q), GemmPath() = %q", name, got)
+		}
+		t.Run(name, f)
+	}
+}
+
+type gemmCase struct {
+	transA, transB bool
+	m, n, k        int
+	alpha, beta    float32
+	padA, padB     int // extra row stride beyond the stored width
+	padC           int
+}
+
+func (c gemmCase) String() string {
+	return fmt.Sprintf("tA=%v,tB=%v,m=%d,n=%d,k=%d,alpha=%g,beta=%g,pad=%d/%d/%d",
+		c.transA, c.transB, c.m, c.n, c.k, c.alpha, c.beta, c.padA, c.padB, c.padC)
+}
+
+func randomSlice(r *rand.Rand, n int) []float32 {
+	x := make([]float32, n)
+	for i := range x {
+		x[i] = r.Float32()*2 - 1
+	}
+	return x
+}
+
+// checkGemm runs Sgemm and SgemmRef on the same random operands and
+// compares every element of C, including the padding C's stride leaves,
+// which neither may touch.
+func checkGemm(t *testing.T, r *rand.Rand, c gemmCase) {
+	t.Helper()
+	rowsA, colsA := c.m, c.k
+	if c.transA {
+		rowsA, colsA = c.k, c.m
+	}
+	rowsB, colsB := c.k, c.n
+	if c.transB {
+		rowsB, colsB = c.n, c.k
+	}
+	lda, ldb, ldc := max(colsA, 1)+c.padA, max(colsB, 1)+c.padB, max(c.n, 1)+c.padC
+	a := randomSlice(r, max(rowsA*lda, 1))
+	b := randomSlice(r, max(rowsB*ldb, 1))
+	want := randomSlice(r, max(c.m*ldc, 1))
+	got := append([]float32(nil), want...)
+	if c.beta == 0 {
+		// BLAS semantics: beta = 0 means C is not read, so NaN must vanish.
+		for i := 0; i < c.m; i++ {
+			for j := 0; j < c.n; j++ {
+				got[i*ldc+j] = float32(math.NaN())
+			}
+		}
+	}
+	SgemmRef(c.transA, c.transB, c.m, c.n, c.k, c.alpha, a, lda, b, ldb, c.beta, want, ldc)
+	Sgemm(c.transA, c.transB, c.m, c.n, c.k, c.alpha, a, lda, b, ldb, c.beta, got, ldc)
+	// Both sum k products of numbers in [-1, 1] in a different order.
+	tol := 1e-5 * float64(c.k+1) * float64(max(abs32(c.alpha), 1)+abs32(c.beta))
+	for i := range want {
+		d := math.Abs(float64(got[i] - want[i]))
+		if !(d <= tol) {
+			t.Fatalf("%v: C[%d][%d] = %v, reference %v (tolerance %g)", c, i/ldc, i%ldc, got[i], want[i], tol)
+		}
+	}
+}
+
+func abs32(x float32) float32 { return float32(math.Abs(float64(x))) }
+
+// TestSgemmAgainstReference checks every path on sizes that are not
+// multiples of any tile or block, every transpose combination, strides
+// larger than the width and the alpha/beta special cases.
+func TestSgemmAgainstReference(t *testing.T) {
+	defer SetThreads(Threads())
+	SetThreads(1)
+	forEachGemmPath(t, func(t *testing.T) {
+		r := rand.New(rand.NewSource(1))
+		sizes := []int{1, 2, 7, 13, 33, 65}
+		for _, tA := range []bool{false, true} {
+			for _, tB := range []bool{false, true} {
+				for _, m := range sizes {
+					for _, n := range sizes {
+						for _, k := range []int{1, 7, 33} {
+							checkGemm(t, r, gemmCase{transA: tA, transB: tB, m: m, n: n, k: k, alpha: 1, beta: 0})
+						}
+					}
+				}
+				for _, c := range []gemmCase{
+					{m: 257, n: 33, k: 300, alpha: 1, beta: 1},
+					{m: 33, n: 257, k: 513, alpha: -0.5, beta: 2, padA: 3, padB: 5, padC: 7},
+					{m: 100, n: 70, k: 260, alpha: 2, beta: 0, padA: 1, padB: 17, padC: 1},
+					{m: 7, n: 1, k: 1000, alpha: 1, beta: -1},
+					{m: 1, n: 300, k: 7, alpha: 0.25, beta: 0.5, padC: 3},
+					{m: 25, n: 33, k: 0, alpha: 1, beta: 0.5},
+					{m: 25, n: 33, k: 0, alpha: 1, beta: 0},
+					{m: 0, n: 33, k: 10, alpha: 1, beta: 0},
+					{m: 25, n: 0, k: 10, alpha: 1, beta: 0},
+					{m: 40, n: 40, k: 40, alpha: 0, beta: 3},
+				} {
+					c.transA, c.transB = tA, tB
+					checkGemm(t, r, c)
+				}
+			}
+		}
+	})
+}
+
+// TestSgemmLarge crosses every cache block boundary (kc, mc, nc) once.
+func TestSgemmLarge(t *testing.T) {
+	forEachGemmPath(t, func(t *testing.T) {
+		r := rand.New(rand.NewSource(2))
+		checkGemm(t, r, gemmCase{m: 401, n: 2100, k: 530, alpha: 1, beta: 0.5, padA: 2})
+		checkGemm(t, r, gemmCase{transA: true, transB: true, m: 257, n: 257, k: 257, alpha: 1.5, beta: 0})
+	})
+}
+
+// TestSgemmParallel runs products big enough to be split over goroutines, in
+// both directions (tall C by rows, short wide C by columns).
+func TestSgemmParallel(t *testing.T) {
+	defer SetThreads(Threads())
+	for _, threads := range []int{2, 3, 8} {
+		SetThreads(threads)
+		forEachGemmPath(t, func(t *testing.T) {
+			r := rand.New(rand.NewSource(3))
+			checkGemm(t, r, gemmCase{m: 300, n: 129, k: 200, alpha: 1, beta: 1})
+			checkGemm(t, r, gemmCase{transB: true, m: 5, n: 1000, k: 300, alpha: 1, beta: 0})
+			checkGemm(t, r, gemmCase{transA: true, m: 37, n: 45, k: 900, alpha: -1, beta: 0.5})
+		})
+	}
+}
+
+// TestSgemmPathErrors checks that an unknown or unsupported path is refused
+// and leaves the current one in place.
+func TestSgemmPathErrors(t *testing.T) {
+	before := GemmPath()
+	if err := SetGemmPath("sse9"); err == nil {
+		t.Fatal("SetGemmPath(sse9) succeeded")
+	}
+	if GemmPath() != before {
+		t.Fatalf("failed SetGemmPath changed the path from %s to %s", before, GemmPath())
+	}
+}
+
+// TestSgemmNoAllocs checks that steady-state calls reuse their packing
+// buffers, on one thread and on several.
+func TestSgemmNoAllocs(t *testing.T) {
+	defer SetThreads(Threads())
+	r := rand.New(rand.NewSource(4))
+	const n = 200
+	a, b, c := randomSlice(r, n*n), randomSlice(r, n*n), make([]float32, n*n)
+	for _, threads := range []int{1, 2} {
+		SetThreads(threads)
+		allocs := testing.AllocsPerRun(20, func() {
+			Sgemm(false, true, n, n, n, 1, a, n, b, n, 0, c, n)
+		})
+		// With several goroutines, ParallelFor's closure and goroutine
+		// starts allocate a little; packing buffers must not.
+		limit := 0.0
+		if threads > 1 {
+			limit = float64(4 * threads)
+		}
+		if allocs > limit {
+			t.Errorf("Sgemm with %d threads allocates %v times per call; want at most %v", threads, allocs, limit)
+		}
+	}
+}
+
+func TestSgemmShortSlicePanics(t *testing.T) {
+	defer func() {
+		if recover() == nil {
+			t.Fatal("Sgemm with a too-short A did not panic")
+		}
+	}()
+	Sgemm(false, false, 4, 4, 4, 1, make([]float32, 15), 4, make([]float32, 16), 4, 0, make([]float32, 16), 4)
+}
+
+func BenchmarkSgemm(b *testing.B) {
+	for _, n := range []int{64, 256, 1024} {
+		r := rand.New(rand.NewSource(5))
+		x, y, z := randomSlice(r, n*n), randomSlice(r, n*n), make([]float32, n*n)
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			for b.Loop() {
+				Sgemm(false, false, n, n, n, 1, x, n, y, n, 0, z, n)
+			}
+			b.ReportMetric(2*float64(n)*float64(n)*float64(n)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+		})
+	}
+}
