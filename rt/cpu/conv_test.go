@@ -1,0 +1,231 @@
+package cpu
+
+import (
+	"fmt"
+	"math"
+	"testing"
+)
+
+// convCase builds a Conv geometry from input and window sizes, computing the
+// output size the way PyTorch does.
+func convCase(n, c, h, w, oc, kh, kw, s, p, d, groups int) Conv {
+	oh := (h+2*p-d*(kh-1)-1)/s + 1
+	ow := (w+2*p-d*(kw-1)-1)/s + 1
+	return Conv{N: n, C: c, H: h, W: w, OC: oc, OH: oh, OW: ow, KH: kh, KW: kw,
+		SH: s, SW: s, PH: p, PW: p, DH: d, DW: d, Groups: groups}
+}
+
+// convGeoms are the awkward geometries every conv and pool test runs over.
+var convGeoms = []struct {
+	name string
+	g    Conv
+}{
+	{"3x3 pad1", convCase(2, 3, 5, 6, 4, 3, 3, 1, 1, 1, 1)},
+	{"stride2 pad1", convCase(2, 3, 7, 5, 2, 3, 3, 2, 1, 1, 1)},
+	{"dilation2", convCase(1, 2, 7, 7, 3, 3, 3, 1, 2, 2, 1)},
+	{"groups2", convCase(2, 4, 5, 5, 6, 3, 3, 1, 1, 1, 2)},
+	{"pointwise", convCase(2, 4, 3, 5, 3, 1, 1, 1, 0, 1, 1)},
+	{"pointwise groups2", convCase(1, 4, 3, 3, 4, 1, 1, 1, 0, 1, 2)},
+	{"1x1 stride2", convCase(2, 3, 5, 5, 2, 1, 1, 2, 0, 1, 1)},
+	{"5x5 pad2", convCase(1, 1, 6, 6, 2, 5, 5, 1, 2, 1, 1)},
+	{"2x4 rect", Conv{N: 2, C: 2, H: 6, W: 7, OC: 3, OH: 5, OW: 3, KH: 2, KW: 4, SH: 1, SW: 2, PH: 0, PW: 1, DH: 1, DW: 1, Groups: 1}},
+	{"batch past slots", convCase(19, 2, 4, 4, 2, 3, 3, 1, 1, 1, 1)},
+}
+
+// convRef is the plain seven-loop convolution with bias and activation.
+func convRef(x, w, b []float32, g Conv, act Act, alpha float32) []float32 {
+	g = g.norm()
+	cg, ocg := g.C/g.Groups, g.OC/g.Groups
+	y := make([]float32, g.N*g.OC*g.OH*g.OW)
+	for n := 0; n < g.N; n++ {
+		for oc := 0; oc < g.OC; oc++ {
+			grp := oc / ocg
+			for oh := 0; oh < g.OH; oh++ {
+				for ow := 0; ow < g.OW; ow++ {
+					var s float64
+					if b != nil {
+						s = float64(b[oc])
+					}
+					for ci := 0; ci < cg; ci++ {
+						c := grp*cg + ci
+						for kh := 0; kh < g.KH; kh++ {
+							for kw := 0; kw < g.KW; kw++ {
+								ih, iw := oh*g.SH-g.PH+kh*g.DH, ow*g.SW-g.PW+kw*g.DW
+								if ih < 0 || ih >= g.H || iw < 0 || iw >= g.W {
+									continue
+								}
+								s += float64(x[((n*g.C+c)*g.H+ih)*g.W+iw]) * float64(w[((oc*cg+ci)*g.KH+kh)*g.KW+kw])
+							}
+						}
+					}
+					y[((n*g.OC+oc)*g.OH+oh)*g.OW+ow] = float32(actRef(s, act, alpha))
+				}
+			}
+		}
+	}
+	return y
+}
+
+func TestConv2DFwdMatchesNaive(t *testing.T) {
+	r := newTestRand(10)
+	for _, tc := range convGeoms {
+		g := tc.g
+		for _, a := range allActs {
+			x := randSlice(r, g.N*g.C*g.H*g.W, 1)
+			w := randSlice(r, g.OC*g.C/g.Groups*g.KH*g.KW, 1)
+			b := randSlice(r, g.OC, 1)
+			if a.act == ActSigmoid {
+				b = nil
+			}
+			y := make([]float32, g.N*g.OC*g.OH*g.OW)
+			cols := make([]float32, g.ColsSize())
+			Conv2DFwd(x, w, b, y, cols, g, a.act, 0.2)
+			if msg := closeTo(y, convRef(x, w, b, g, a.act, 0.2), 1e-5); msg != "" {
+				t.Errorf("Conv2DFwd %s act %s: %s", tc.name, a.name, msg)
+			}
+		}
+	}
+}
+
+func TestConv2DBwdFiniteDifferences(t *testing.T) {
+	r := newTestRand(11)
+	for _, tc := range convGeoms {
+		g := tc.g
+		if g.N > 4 {
+			g.N = 17 // still past the 16 slots, but fewer forward passes per probe
+		}
+		for _, a := range []struct {
+			name  string
+			act   Act
+			check gradCheck
+		}{{"tanh", ActTanh, smoothCheck}, {"relu", ActReLU, kinkyCheck}} {
+			name := fmt.Sprintf("conv %s act %s", tc.name, a.name)
+			if a.check.kinks && g.N > 2 {
+				// Over many outputs a bias probe nearly always crosses
+				// some ReLU kink; the smooth run covers the big batch.
+				g.N = 2
+			}
+			x := randSlice(r, g.N*g.C*g.H*g.W, 1)
+			w := randSlice(r, g.OC*g.C/g.Groups*g.KH*g.KW, 0.5)
+			b := randSlice(r, g.OC, 0.5)
+			y := make([]float32, g.N*g.OC*g.OH*g.OW)
+			cols := make([]float32, g.ColsSize())
+			fwd := func() []float32 { Conv2DFwd(x, w, b, y, cols, g, a.act, 0); return y }
+			proj := randSlice(r, len(y), 1)
+			fwd()
+			dx, dw, db := randSlice(r, len(x), 9), randSlice(r, len(w), 9), randSlice(r, len(b), 9)
+			Conv2DBwd(x, w, y, cloneF(proj), cols, dx, dw, db, g, a.act, 0)
+			a.check.run(t, name, proj, fwd, gradInput{"x", x, dx}, gradInput{"w", w, dw}, gradInput{"b", b, db})
+
+			// Without dx and db, dw is the same.
+			fwd()
+			dw2 := make([]float32, len(w))
+			Conv2DBwd(x, w, y, cloneF(proj), cols, nil, dw2, nil, g, a.act, 0)
+			if msg := closeTo(dw2, dw, 1e-6); msg != "" {
+				t.Errorf("%s: dw without dx/db differs: %s", name, msg)
+			}
+		}
+	}
+}
+
+// poolRef is the plain max or average pooling, padding as -inf or 0.
+func poolRef(x []float32, g Conv, isMax bool) []float32 {
+	g = g.norm()
+	y := make([]float32, g.N*g.C*g.OH*g.OW)
+	for p := 0; p < g.N*g.C; p++ {
+		for oh := 0; oh < g.OH; oh++ {
+			for ow := 0; ow < g.OW; ow++ {
+				best, sum := math.Inf(-1), 0.0
+				for kh := 0; kh < g.KH; kh++ {
+					for kw := 0; kw < g.KW; kw++ {
+						ih, iw := oh*g.SH-g.PH+kh*g.DH, ow*g.SW-g.PW+kw*g.DW
+						v := math.Inf(-1)
+						if ih >= 0 && ih < g.H && iw >= 0 && iw < g.W {
+							v = float64(x[(p*g.H+ih)*g.W+iw])
+							sum += v
+						}
+						best = math.Max(best, v)
+					}
+				}
+				if isMax {
+					y[(p*g.OH+oh)*g.OW+ow] = float32(best)
+				} else {
+					y[(p*g.OH+oh)*g.OW+ow] = float32(sum / float64(g.KH*g.KW))
+				}
+			}
+		}
+	}
+	return y
+}
+
+// poolGeoms are pooling windows: the usual 2×2/2, overlapping 3×3/2 with
+// padding, odd sizes, and dilation.
+var poolGeoms = []struct {
+	name string
+	g    Conv
+}{
+	{"2x2 s2", convCase(2, 3, 6, 6, 3, 2, 2, 2, 0, 1, 1)},
+	{"2x2 s2 odd", convCase(1, 2, 7, 5, 2, 2, 2, 2, 0, 1, 1)},
+	{"3x3 s2 pad1", convCase(2, 2, 7, 6, 2, 3, 3, 2, 1, 1, 1)},
+	{"3x3 s1 dilation2", convCase(1, 2, 7, 7, 2, 3, 3, 1, 1, 2, 1)},
+}
+
+func TestPoolsMatchNaiveAndFiniteDifferences(t *testing.T) {
+	r := newTestRand(12)
+	for _, tc := range poolGeoms {
+		g := tc.g
+		x := randSlice(r, g.N*g.C*g.H*g.W, 1)
+		y := make([]float32, g.N*g.C*g.OH*g.OW)
+		proj := randSlice(r, len(y), 1)
+
+		MaxPool2DFwd(x, y, g)
+		if msg := closeTo(y, poolRef(x, g, true), 0); msg != "" {
+			t.Errorf("MaxPool2DFwd %s: %s", tc.name, msg)
+		}
+		dx := randSlice(r, len(x), 9)
+		MaxPool2DBwd(x, y, cloneF(proj), dx, g)
+		kinkyCheck.run(t, "maxpool "+tc.name, proj, func() []float32 { MaxPool2DFwd(x, y, g); return y }, gradInput{"x", x, dx})
+
+		AvgPool2DFwd(x, y, g)
+		if msg := closeTo(y, poolRef(x, g, false), 1e-6); msg != "" {
+			t.Errorf("AvgPool2DFwd %s: %s", tc.name, msg)
+		}
+		AvgPool2DBwd(cloneF(proj), dx, g)
+		smoothCheck.run(t, "avgpool "+tc.name, proj, func() []float32 { AvgPool2DFwd(x, y, g); return y }, gradInput{"x", x, dx})
+	}
+}
+
+func TestMaxPoolTiesGoToFirst(t *testing.T) {
+	g := convCase(1, 1, 2, 2, 1, 2, 2, 2, 0, 1, 1)
+	x := []float32{1, 3, 3, 2}
+	y := make([]float32, 1)
+	MaxPool2DFwd(x, y, g)
+	dx := make([]float32, 4)
+	MaxPool2DBwd(x, y, []float32{5}, dx, g)
+	if want := []float32{0, 5, 0, 0}; closeTo(dx, want, 0) != "" || y[0] != 3 {
+		t.Errorf("max pool of %v: y = %v dx = %v, want y = [3] dx = %v", x, y, dx, want)
+	}
+}
+
+func TestGlobalAvgPool(t *testing.T) {
+	r := newTestRand(13)
+	n, c, sp := 3, 4, 5
+	x := randSlice(r, n*c*sp, 1)
+	y := make([]float32, n*c)
+	GlobalAvgPoolFwd(x, y, n, c, sp)
+	want := make([]float32, n*c)
+	for p := range want {
+		var s float64
+		for i := 0; i < sp; i++ {
+			s += float64(x[p*sp+i])
+		}
+		want[p] = float32(s / float64(sp))
+	}
+	if msg := closeTo(y, want, 1e-6); msg != "" {
+		t.Errorf("GlobalAvgPoolFwd: %s", msg)
+	}
+	proj := randSlice(r, len(y), 1)
+	dx := make([]float32, len(x))
+	GlobalAvgPoolBwd(proj, dx, n, c, sp)
+	smoothCheck.run(t, "globalavgpool", proj, func() []float32 { GlobalAvgPoolFwd(x, y, n, c, sp); return y }, gradInput{"x", x, dx})
+}
