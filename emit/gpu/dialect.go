@@ -1,0 +1,92 @@
+package gpu
+
+// Dialect is everything that differs between C-family GPU languages, as
+// data: a new language is a new value, not a new printer. Format strings use
+// explicit argument indexes so a dialect may reorder or drop arguments.
+type Dialect struct {
+	Name string
+	// Header is printed once at the top of a source file.
+	Header string
+	// KernelDecl declares a kernel function; %[1]s is its name.
+	KernelDecl string
+	// ConstBuffer and MutableBuffer declare a buffer parameter:
+	// %[1]s element type, %[2]s name, %[3]d binding index.
+	ConstBuffer, MutableBuffer string
+	// BuiltinParams are extra parameters after the buffers through which
+	// the language passes thread coordinates (Metal's attributes).
+	BuiltinParams []string
+	// Builtins spells each thread coordinate as an int expression.
+	Builtins map[BuiltinKind]string
+	// Types spells each scalar type.
+	Types map[Type]string
+	// SharedArray declares a threadgroup float array: %[1]s name, %[2]d size.
+	SharedArray string
+	// Barrier is the threadgroup barrier statement.
+	Barrier string
+	// Funcs spells each math function; a function without an entry is
+	// rewritten in terms of others by Rewrite before printing.
+	Funcs map[Func]string
+	// FloatSuffix follows every float literal.
+	FloatSuffix string
+}
+
+// Metal is the Metal Shading Language dialect (MSL 2.x). Kernels are
+// dispatched with dispatchThreadgroups, so the grid is uniform.
+var Metal = &Dialect{
+	Name:          "metal",
+	Header:        "#include <metal_stdlib>\nusing namespace metal;\n",
+	KernelDecl:    "kernel void %[1]s",
+	ConstBuffer:   "device const %[1]s* %[2]s [[buffer(%[3]d)]]",
+	MutableBuffer: "device %[1]s* %[2]s [[buffer(%[3]d)]]",
+	BuiltinParams: []string{
+		"uint mlb_gid [[thread_position_in_grid]]",
+		"uint mlb_lid [[thread_position_in_threadgroup]]",
+		"uint mlb_tgid [[threadgroup_position_in_grid]]",
+		"uint mlb_tgsize [[threads_per_threadgroup]]",
+	},
+	Builtins: map[BuiltinKind]string{
+		GlobalID:  "(int)mlb_gid",
+		LocalID:   "(int)mlb_lid",
+		GroupID:   "(int)mlb_tgid",
+		GroupSize: "(int)mlb_tgsize",
+	},
+	Types:       map[Type]string{Float: "float", Int: "int", Uint: "uint"},
+	SharedArray: "threadgroup float %[1]s[%[2]d];",
+	Barrier:     "threadgroup_barrier(mem_flags::mem_threadgroup);",
+	Funcs: map[Func]string{
+		FnExp: "metal::exp", FnLog: "metal::log", FnTanh: "metal::tanh",
+		FnSqrt: "metal::sqrt", FnRsqrt: "metal::rsqrt", FnMax: "metal::fmax",
+		FnMin: "metal::fmin", FnAbs: "metal::fabs", FnAsFloat: "as_type<float>",
+		// No erf in the Metal standard library: Rewrite expands it.
+	},
+	FloatSuffix: "f",
+}
+
+// CUDA is the CUDA C++ dialect. Kernels are extern "C" so a driver can find
+// them by name with cuModuleGetFunction; launches use Groups blocks of
+// Threadgroup threads.
+var CUDA = &Dialect{
+	Name:          "cuda",
+	Header:        "// CUDA C++; compile with nvcc or NVRTC.\n",
+	KernelDecl:    "extern \"C\" __global__ void %[1]s",
+	ConstBuffer:   "const %[1]s* __restrict__ %[2]s",
+	MutableBuffer: "%[1]s* __restrict__ %[2]s",
+	Builtins: map[BuiltinKind]string{
+		GlobalID:  "(int)(blockIdx.x * blockDim.x + threadIdx.x)",
+		LocalID:   "(int)threadIdx.x",
+		GroupID:   "(int)blockIdx.x",
+		GroupSize: "(int)blockDim.x",
+	},
+	Types:       map[Type]string{Float: "float", Int: "int", Uint: "unsigned int"},
+	SharedArray: "__shared__ float %[1]s[%[2]d];",
+	Barrier:     "__syncthreads();",
+	Funcs: map[Func]string{
+		FnExp: "expf", FnLog: "logf", FnTanh: "tanhf", FnErf: "erff",
+		FnSqrt: "sqrtf", FnRsqrt: "rsqrtf", FnMax: "fmaxf", FnMin: "fminf",
+		FnAbs: "fabsf", FnAsFloat: "__uint_as_float",
+	},
+	FloatSuffix: "f",
+}
+
+// Dialects lists the dialects by name, for command-line switches.
+var Dialects = map[string]*Dialect{"metal": Metal, "cuda": CUDA}

@@ -1,0 +1,227 @@
+package gpu
+
+// Type is the scalar type of a kernel value. Buffers hold float32 (Float) or
+// uint32 (Uint, the per-step argument buffer); loop counters and indices are
+// 32-bit signed (Int), which every GPU language has.
+type Type uint8
+
+// The scalar types of the IR.
+const (
+	Float Type = iota
+	Int
+	Uint
+)
+
+// Expr is an expression of the kernel IR. The set of expression kinds is
+// closed: the printer handles each one.
+type Expr interface{ isExpr() }
+
+// IntLit is a 32-bit signed integer literal.
+type IntLit struct{ V int64 }
+
+// UintLit is a 32-bit unsigned integer literal (hash constants).
+type UintLit struct{ V uint32 }
+
+// FloatLit is a float32 literal; the printer writes the shortest decimal
+// that reads back as the same float32.
+type FloatLit struct{ V float32 }
+
+// Var reads a variable declared by Let or For.
+type Var struct{ Name string }
+
+// BinOp is a binary operator with C semantics.
+type BinOp uint8
+
+// Binary operators. Comparisons and logical operators yield a C boolean.
+const (
+	OpAdd BinOp = iota
+	OpSub
+	OpMul
+	OpDiv
+	OpRem
+	OpLt
+	OpLe
+	OpGt
+	OpGe
+	OpEq
+	OpNe
+	OpAnd
+	OpOr
+	OpBitAnd
+	OpBitOr
+	OpBitXor
+	OpShl
+	OpShr
+)
+
+// Binary applies Op to L and R.
+type Binary struct {
+	Op   BinOp
+	L, R Expr
+}
+
+// UnOp is a prefix operator.
+type UnOp uint8
+
+// Unary operators.
+const (
+	OpNeg UnOp = iota
+	OpNot
+)
+
+// Unary applies Op to X.
+type Unary struct {
+	Op UnOp
+	X  Expr
+}
+
+// Select is Cond ? Then : Else.
+type Select struct{ Cond, Then, Else Expr }
+
+// Func is a math function a dialect may provide.
+type Func uint8
+
+// The math functions of the IR, on float arguments, plus AsFloat, which
+// reinterprets the bits of a uint as a float (the learning rate travels in
+// the uint argument buffer).
+const (
+	FnExp Func = iota
+	FnLog
+	FnTanh
+	FnErf
+	FnSqrt
+	FnRsqrt
+	FnMax
+	FnMin
+	FnAbs
+	FnAsFloat
+)
+
+// Call calls a math function.
+type Call struct {
+	Fn   Func
+	Args []Expr
+}
+
+// Load reads Buf[Index], where Buf is a kernel parameter or a threadgroup
+// array.
+type Load struct {
+	Buf   string
+	Index Expr
+}
+
+// BuiltinKind is a thread coordinate. Grids are one-dimensional.
+type BuiltinKind uint8
+
+// Thread coordinates, all Int in expressions.
+const (
+	GlobalID    BuiltinKind = iota // thread position in the grid
+	LocalID                        // position in the threadgroup
+	GroupID                        // threadgroup index in the grid
+	GroupSize                      // threads per threadgroup
+)
+
+// Builtin reads a thread coordinate.
+type Builtin struct{ Kind BuiltinKind }
+
+// Cast converts X to type To (C conversion rules).
+type Cast struct {
+	To Type
+	X  Expr
+}
+
+func (IntLit) isExpr()   {}
+func (UintLit) isExpr()  {}
+func (FloatLit) isExpr() {}
+func (Var) isExpr()      {}
+func (Binary) isExpr()   {}
+func (Unary) isExpr()    {}
+func (Select) isExpr()   {}
+func (Call) isExpr()     {}
+func (Load) isExpr()     {}
+func (Builtin) isExpr()  {}
+func (Cast) isExpr()     {}
+
+// Stmt is a statement of the kernel IR.
+type Stmt interface{ isStmt() }
+
+// Let declares a mutable local variable.
+type Let struct {
+	Name string
+	Type Type
+	Init Expr
+}
+
+// Assign sets a variable declared by Let.
+type Assign struct {
+	Name  string
+	Value Expr
+}
+
+// Store writes Buf[Index] = Value; Buf is a mutable parameter or a
+// threadgroup array.
+type Store struct {
+	Buf          string
+	Index, Value Expr
+}
+
+// If runs Then when Cond holds, else Else (which may be empty).
+type If struct {
+	Cond       Expr
+	Then, Else []Stmt
+}
+
+// For runs Body for Var = From; Var < To; Var += Step. To and Step are
+// constants in every generator; From may be a thread coordinate (strided
+// loops over a threadgroup).
+type For struct {
+	Var      string
+	From, To Expr
+	Step     Expr
+	Body     []Stmt
+}
+
+// Shared declares a threadgroup (shared) float array of Size elements. It
+// must appear at the top level of a kernel body.
+type Shared struct {
+	Name string
+	Size int
+}
+
+// Barrier waits for every thread of the threadgroup and makes its threadgroup
+// memory writes visible. Every thread of a threadgroup must reach it.
+type Barrier struct{}
+
+// Return ends the thread.
+type Return struct{}
+
+func (Let) isStmt()     {}
+func (Assign) isStmt()  {}
+func (Store) isStmt()   {}
+func (If) isStmt()      {}
+func (For) isStmt()     {}
+func (Shared) isStmt()  {}
+func (Barrier) isStmt() {}
+func (Return) isStmt()  {}
+
+// Param is a buffer parameter of a kernel. Its position in Kernel.Params is
+// its binding index ([[buffer(i)]] in Metal, the i-th argument in CUDA).
+type Param struct {
+	Name    string
+	Elem    Type // Float, or Uint for the per-step argument buffer
+	Mutable bool
+	// Size is the number of elements the kernel may touch, so a runtime can
+	// check that the buffer bound there is large enough.
+	Size int
+}
+
+// Kernel is one GPU function. It is launched as Groups threadgroups of
+// Threadgroup threads (a uniform grid: kernels guard their own bounds).
+type Kernel struct {
+	Name        string
+	Doc         string // one line printed above the kernel
+	Params      []Param
+	Threadgroup int
+	Groups      int
+	Body        []Stmt
+}

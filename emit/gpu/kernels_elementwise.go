@@ -1,0 +1,432 @@
+package gpu
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/mlbuild/mlbuild/planner"
+)
+
+// tgElem is the threadgroup size of element-wise kernels: a multiple of the
+// 32-wide SIMD group of Apple GPUs and of CUDA warps.
+const tgElem = 256
+
+// elementwise builds a kernel with one thread per element of an n-element
+// index space; threads past n return at once (the grid is a whole number of
+// threadgroups).
+func elementwise(doc string, n int, params []Param, body func(i Expr) []Stmt) *Kernel {
+	b := []Stmt{let("i", Int, gidE), when(ge(vr("i"), i32(n)), Return{})}
+	b = append(b, body(vr("i"))...)
+	return &Kernel{Doc: doc, Params: params, Threadgroup: tgElem, Groups: ceilDiv(n, tgElem), Body: b}
+}
+
+// actExpr applies a fused activation (planner.Attr.Act) to x.
+func actExpr(act string, alpha float32, x Expr) (Expr, error) {
+	switch act {
+	case "":
+		return x, nil
+	case "relu":
+		return call(FnMax, x, flt(0)), nil
+	case "leakyrelu":
+		return sel(gt(x, flt(0)), x, mul(flt(alpha), x)), nil
+	case "sigmoid":
+		return div(flt(1), add(flt(1), call(FnExp, neg(x)))), nil
+	case "tanh":
+		return call(FnTanh, x), nil
+	}
+	return nil, fmt.Errorf("unknown activation %q", act)
+}
+
+// actGradFromY is the derivative of a fused activation written in terms of
+// its output y, as rt/cpu computes it.
+func actGradFromY(act string, alpha float32, y Expr) (Expr, error) {
+	switch act {
+	case "":
+		return flt(1), nil
+	case "relu":
+		return sel(gt(y, flt(0)), flt(1), flt(0)), nil
+	case "leakyrelu":
+		return sel(gt(y, flt(0)), flt(1), flt(alpha)), nil
+	case "sigmoid":
+		return mul(y, sub(flt(1), y)), nil
+	case "tanh":
+		return sub(flt(1), mul(y, y)), nil
+	}
+	return nil, fmt.Errorf("unknown activation %q", act)
+}
+
+// biasActKernel is the epilogue run in place after a GEMM: y = act(y + b),
+// where the bias index of element i is (i / inner) % channels: per column
+// for a dense output [B,N] (inner 1), per channel for a convolution output
+// [B,OC,OH·OW] (inner OH·OW).
+func biasActKernel(n, channels, inner int, hasBias bool, act string, alpha float32) (*Kernel, error) {
+	params := []Param{out("y", n)}
+	if hasBias {
+		params = append(params, in("b", channels))
+	}
+	v := Expr(load("y", vr("i")))
+	if hasBias {
+		v = add(v, load("b", rem(div(vr("i"), i32(inner)), i32(channels))))
+	}
+	e, err := actExpr(act, alpha, vr("v"))
+	if err != nil {
+		return nil, err
+	}
+	return elementwise(fmt.Sprintf("bias + %q epilogue, %d elements, %d channels x %d", act, n, channels, inner), n, params,
+		func(i Expr) []Stmt { return []Stmt{let("v", Float, v), store("y", i, e)} }), nil
+}
+
+// actBwdKernel turns dy into the gradient of the pre-activation in place:
+// dy *= act'(y).
+func actBwdKernel(n int, act string, alpha float32) (*Kernel, error) {
+	g, err := actGradFromY(act, alpha, load("y", vr("i")))
+	if err != nil {
+		return nil, err
+	}
+	return elementwise(fmt.Sprintf("%q backward from y, %d elements", act, n), n, []Param{in("y", n), out("dy", n)},
+		func(i Expr) []Stmt { return []Stmt{store("dy", i, mul(load("dy", i), g))} }), nil
+}
+
+// unaryFwd applies one chain op to x.
+func unaryFwd(op planner.UnaryOp, x Expr) (Expr, error) {
+	a := float32(op.Alpha)
+	switch op.Op {
+	case "relu", "leakyrelu", "sigmoid", "tanh":
+		return actExpr(op.Op, a, x)
+	case "gelu":
+		return mul(mul(flt(0.5), x), add(flt(1), call(FnErf, mul(x, flt(float32(1/math.Sqrt2)))))), nil
+	case "exp":
+		return call(FnExp, x), nil
+	case "log":
+		return call(FnLog, x), nil
+	case "addconst":
+		return add(x, flt(a)), nil
+	case "mulconst":
+		return mul(x, flt(a)), nil
+	}
+	return nil, fmt.Errorf("unknown element-wise op %q", op.Op)
+}
+
+// unaryGrad is the derivative of one chain op at its input x.
+func unaryGrad(op planner.UnaryOp, x Expr) (Expr, error) {
+	a := float32(op.Alpha)
+	switch op.Op {
+	case "relu":
+		return sel(gt(x, flt(0)), flt(1), flt(0)), nil
+	case "leakyrelu":
+		return sel(gt(x, flt(0)), flt(1), flt(a)), nil
+	case "sigmoid":
+		s, _ := actExpr("sigmoid", 0, x)
+		return mul(s, sub(flt(1), s)), nil
+	case "tanh":
+		t := call(FnTanh, x)
+		return sub(flt(1), mul(t, t)), nil
+	case "gelu":
+		cdf := mul(flt(0.5), add(flt(1), call(FnErf, mul(x, flt(float32(1/math.Sqrt2))))))
+		pdf := mul(flt(float32(1/math.Sqrt(2*math.Pi))), call(FnExp, mul(flt(-0.5), mul(x, x))))
+		return add(cdf, mul(x, pdf)), nil
+	case "exp":
+		return call(FnExp, x), nil
+	case "log":
+		return div(flt(1), x), nil
+	case "addconst":
+		return flt(1), nil
+	case "mulconst":
+		return flt(a), nil
+	}
+	return nil, fmt.Errorf("unknown element-wise op %q", op.Op)
+}
+
+func chainName(chain []planner.UnaryOp) string {
+	s := ""
+	for i, op := range chain {
+		if i > 0 {
+			s += "∘"
+		}
+		s += op.Op
+	}
+	return s
+}
+
+// unaryKernel is a (possibly fused) element-wise chain y = f_k(…f_1(x)).
+func unaryKernel(n int, chain []planner.UnaryOp) (*Kernel, error) {
+	body := []Stmt{let("v", Float, load("x", vr("i")))}
+	for _, op := range chain {
+		e, err := unaryFwd(op, vr("v"))
+		if err != nil {
+			return nil, err
+		}
+		body = append(body, set("v", e))
+	}
+	body = append(body, store("y", vr("i"), vr("v")))
+	return elementwise(fmt.Sprintf("element-wise %s, %d elements", chainName(chain), n), n,
+		[]Param{in("x", n), out("y", n)}, func(Expr) []Stmt { return body }), nil
+}
+
+// unaryBwdKernel is the chain's backward pass: the intermediate values are
+// recomputed from x and dx = dy · Π f_k'(v_{k-1}). dx may be dy.
+func unaryBwdKernel(n int, chain []planner.UnaryOp) (*Kernel, error) {
+	body := []Stmt{let("v0", Float, load("x", vr("i")))}
+	for k, op := range chain[:len(chain)-1] {
+		e, err := unaryFwd(op, vr(fmt.Sprintf("v%d", k)))
+		if err != nil {
+			return nil, err
+		}
+		body = append(body, let(fmt.Sprintf("v%d", k+1), Float, e))
+	}
+	body = append(body, let("g", Float, load("dy", vr("i"))))
+	for k := len(chain) - 1; k >= 0; k-- {
+		d, err := unaryGrad(chain[k], vr(fmt.Sprintf("v%d", k)))
+		if err != nil {
+			return nil, err
+		}
+		body = append(body, set("g", mul(vr("g"), d)))
+	}
+	body = append(body, store("dx", vr("i"), vr("g")))
+	return elementwise(fmt.Sprintf("element-wise %s backward, %d elements", chainName(chain), n), n,
+		[]Param{in("x", n), in("dy", n), out("dx", n)}, func(Expr) []Stmt { return body }), nil
+}
+
+// copyKernel is y = x (dropout in evaluation mode).
+func copyKernel(n int) *Kernel {
+	return elementwise(fmt.Sprintf("copy, %d elements", n), n, []Param{in("x", n), out("y", n)},
+		func(i Expr) []Stmt { return []Stmt{store("y", i, load("x", i))} })
+}
+
+// accumulateKernel is y = a + b (y may be a).
+func accumulateKernel(n int) *Kernel {
+	return elementwise(fmt.Sprintf("accumulate, %d elements", n), n, []Param{in("a", n), in("b", n), out("y", n)},
+		func(i Expr) []Stmt { return []Stmt{store("y", i, add(load("a", i), load("b", i)))} })
+}
+
+// dropoutKernel draws a keep mask from DropoutUniform and scales kept
+// elements by 1/(1-rate) (inverted dropout): mask holds 0 or the scale.
+func dropoutKernel(n int, rate float32) *Kernel {
+	scale := 1 / (1 - rate)
+	return elementwise(fmt.Sprintf("dropout rate %g, %d elements", rate, n), n,
+		[]Param{argsParam(), in("x", n), out("y", n), out("mask", n)}, func(i Expr) []Stmt {
+			s := hashUniformStmts("u", i)
+			return append(s,
+				let("m", Float, sel(ge(vr("u"), flt(rate)), flt(scale), flt(0))),
+				store("mask", i, vr("m")),
+				store("y", i, mul(load("x", i), vr("m"))))
+		})
+}
+
+// dropoutBwdKernel is dx = dy · mask.
+func dropoutBwdKernel(n int) *Kernel {
+	return elementwise(fmt.Sprintf("dropout backward, %d elements", n), n,
+		[]Param{in("mask", n), in("dy", n), out("dx", n)},
+		func(i Expr) []Stmt { return []Stmt{store("dx", i, mul(load("dy", i), load("mask", i)))} })
+}
+
+// broadcastIndex maps flat index i of the output shape y to the flat index
+// of operand x under numpy broadcasting (x right-aligned to y; size-1 axes
+// repeat).
+func broadcastIndex(i Expr, y, x []int) Expr {
+	xs := alignShape(x, len(y))
+	xst := stridesOf(xs)
+	var idx Expr = i32(0)
+	for k := range y {
+		if xs[k] == 1 {
+			continue
+		}
+		idx = add(idx, mul(coord(i, y, k), i32(xst[k])))
+	}
+	return idx
+}
+
+// alignShape pads shape with leading 1s to rank n.
+func alignShape(shape []int, n int) []int {
+	out := make([]int, n)
+	for k := range out {
+		out[k] = 1
+	}
+	copy(out[n-len(shape):], shape)
+	return out
+}
+
+func binExpr(op string, a, b Expr) (Expr, error) {
+	switch op {
+	case "add":
+		return add(a, b), nil
+	case "sub":
+		return sub(a, b), nil
+	case "mul":
+		return mul(a, b), nil
+	}
+	return nil, fmt.Errorf("unknown binary op %q", op)
+}
+
+// binaryKernel is y = a ∘ b with numpy broadcasting; y has the full shape.
+func binaryKernel(op string, aShape, bShape, yShape []int) (*Kernel, error) {
+	n := prod(yShape)
+	e, err := binExpr(op, load("a", broadcastIndex(vr("i"), yShape, aShape)), load("b", broadcastIndex(vr("i"), yShape, bShape)))
+	if err != nil {
+		return nil, err
+	}
+	return elementwise(fmt.Sprintf("%s %v %v -> %v", op, aShape, bShape, yShape), n,
+		[]Param{in("a", prod(aShape)), in("b", prod(bShape)), out("y", n)},
+		func(i Expr) []Stmt { return []Stmt{store("y", i, e)} }), nil
+}
+
+// binaryBwdKernel computes the gradient of one operand (second false: a,
+// true: b) of y = a ∘ b: each element of the operand gathers dy (times the
+// other operand for mul, negated for sub's b) over the axes it was broadcast
+// along, so no atomics are needed.
+func binaryBwdKernel(op string, second bool, aShape, bShape, yShape []int) (*Kernel, error) {
+	self, other := aShape, bShape
+	if second {
+		self, other = bShape, aShape
+	}
+	xs := alignShape(self, len(yShape))
+	yst := stridesOf(yShape)
+	var reduced []int // axes of y that self was broadcast along
+	for k := range yShape {
+		if xs[k] == 1 && yShape[k] != 1 {
+			reduced = append(reduced, k)
+		}
+	}
+	rShape := make([]int, len(reduced))
+	for j, k := range reduced {
+		rShape[j] = yShape[k]
+	}
+	// y index from the operand's index i and the reduction counter r.
+	var yIdx Expr = i32(0)
+	for k := range yShape {
+		if xs[k] == 1 {
+			continue
+		}
+		yIdx = add(yIdx, mul(coord(vr("i"), xs, k), i32(yst[k])))
+	}
+	for j, k := range reduced {
+		yIdx = add(yIdx, mul(coord(vr("r"), rShape, j), i32(yst[k])))
+	}
+	term := Expr(load("dy", vr("yi")))
+	switch op {
+	case "add":
+	case "sub":
+		if second {
+			term = neg(term)
+		}
+	case "mul":
+		term = mul(term, load("o", broadcastIndex(vr("yi"), yShape, other)))
+	default:
+		return nil, fmt.Errorf("unknown binary op %q", op)
+	}
+	n := prod(self)
+	params := []Param{in("dy", prod(yShape))}
+	if op == "mul" {
+		params = append(params, in("o", prod(other)))
+	}
+	params = append(params, out("dx", n))
+	name := "a"
+	if second {
+		name = "b"
+	}
+	return elementwise(fmt.Sprintf("%s backward for %s %v of %v", op, name, self, yShape), n, params, func(i Expr) []Stmt {
+		return []Stmt{
+			let("acc", Float, flt(0)),
+			loop("r", 0, prod(rShape), 1,
+				let("yi", Int, yIdx),
+				set("acc", add(vr("acc"), term))),
+			store("dx", i, vr("acc")),
+		}
+	}), nil
+}
+
+// transposeKernel is y = x with axes permuted: y.shape[k] = x.shape[perm[k]].
+func transposeKernel(xShape, perm []int) (*Kernel, error) {
+	if len(perm) != len(xShape) {
+		return nil, fmt.Errorf("transpose: perm %v does not fit shape %v", perm, xShape)
+	}
+	yShape := make([]int, len(perm))
+	for k, p := range perm {
+		if p < 0 || p >= len(xShape) {
+			return nil, fmt.Errorf("transpose: perm %v out of range for shape %v", perm, xShape)
+		}
+		yShape[k] = xShape[p]
+	}
+	xst := stridesOf(xShape)
+	var idx Expr = i32(0)
+	for k, p := range perm {
+		idx = add(idx, mul(coord(vr("i"), yShape, k), i32(xst[p])))
+	}
+	n := prod(xShape)
+	return elementwise(fmt.Sprintf("transpose %v by %v", xShape, perm), n, []Param{in("x", n), out("y", n)},
+		func(i Expr) []Stmt { return []Stmt{store("y", i, load("x", idx))} }), nil
+}
+
+// sliceCopyKernel copies between a narrow tensor [outer, l, inner] and the
+// slice [offset, offset+l) of axis 1 of a wide tensor [outer, total, inner]:
+// concat copies narrow into wide (toWide), its backward (split) the reverse.
+func sliceCopyKernel(outer, l, inner, total, offset int, toWide bool) *Kernel {
+	n := outer * l * inner
+	shape := []int{outer, l, inner}
+	wide := add(mul(add(add(mul(coord(vr("i"), shape, 0), i32(total)), i32(offset)), coord(vr("i"), shape, 1)), i32(inner)), coord(vr("i"), shape, 2))
+	if toWide {
+		return elementwise(fmt.Sprintf("concat slice [%d:%d] of %d", offset, offset+l, total), n,
+			[]Param{in("x", n), out("y", outer*total*inner)},
+			func(i Expr) []Stmt { return []Stmt{store("y", wide, load("x", i))} })
+	}
+	return elementwise(fmt.Sprintf("split slice [%d:%d] of %d", offset, offset+l, total), n,
+		[]Param{in("dy", outer*total*inner), out("dx", n)},
+		func(i Expr) []Stmt { return []Stmt{store("dx", i, load("dy", wide))} })
+}
+
+// sgdKernel: d = g + wd·p; v = momentum·v + d (when momentum ≠ 0); p -= lr·v
+// (PyTorch's SGD without dampening or Nesterov). lr comes from args.
+func sgdKernel(n int, momentum, wd float32) *Kernel {
+	params := []Param{argsParam(), in("g", n)}
+	if momentum != 0 {
+		params = append(params, out("vel", n))
+	}
+	params = append(params, out("p", n))
+	return elementwise(fmt.Sprintf("sgd momentum %g weight decay %g, %d elements", momentum, wd, n), n, params, func(i Expr) []Stmt {
+		s := []Stmt{let("lr", Float, call(FnAsFloat, load("args", i32(ArgLR)))), let("d", Float, load("g", i))}
+		if wd != 0 {
+			s = append(s, set("d", add(vr("d"), mul(flt(wd), load("p", i)))))
+		}
+		if momentum != 0 {
+			s = append(s, set("d", add(mul(flt(momentum), load("vel", i)), vr("d"))), store("vel", i, vr("d")))
+		}
+		return append(s, store("p", i, sub(load("p", i), mul(vr("lr"), vr("d")))))
+	})
+}
+
+// adamKernel is Adam (decoupled false: L2 weight decay added to the
+// gradient) or AdamW (decoupled: p *= 1 − lr·wd first), with bias
+// correction 1 − βᵗ computed as 1 − exp(t·ln β) from the step in args.
+func adamKernel(n int, beta1, beta2, eps, wd float32, decoupled bool) *Kernel {
+	params := []Param{argsParam(), in("g", n), out("m", n), out("v", n), out("p", n)}
+	kind := "adam"
+	if decoupled {
+		kind = "adamw"
+	}
+	return elementwise(fmt.Sprintf("%s beta1 %g beta2 %g eps %g weight decay %g, %d elements", kind, beta1, beta2, eps, wd, n), n, params, func(i Expr) []Stmt {
+		t := toFloat(load("args", i32(ArgStep)))
+		s := []Stmt{
+			let("lr", Float, call(FnAsFloat, load("args", i32(ArgLR)))),
+			let("bc1", Float, sub(flt(1), call(FnExp, mul(t, flt(float32(math.Log(float64(beta1)))))))),
+			let("bc2", Float, sub(flt(1), call(FnExp, mul(t, flt(float32(math.Log(float64(beta2)))))))),
+			let("w", Float, load("p", i)),
+			let("d", Float, load("g", i)),
+		}
+		if wd != 0 {
+			if decoupled {
+				s = append(s, set("w", sub(vr("w"), mul(mul(vr("lr"), flt(wd)), vr("w")))))
+			} else {
+				s = append(s, set("d", add(vr("d"), mul(flt(wd), vr("w")))))
+			}
+		}
+		s = append(s,
+			let("m1", Float, add(mul(flt(beta1), load("m", i)), mul(flt(1-beta1), vr("d")))),
+			let("v1", Float, add(mul(flt(beta2), load("v", i)), mul(flt(1-beta2), mul(vr("d"), vr("d"))))),
+			store("m", i, vr("m1")),
+			store("v", i, vr("v1")),
+			store("p", i, sub(vr("w"), div(mul(vr("lr"), div(vr("m1"), vr("bc1"))),
+				add(call(FnSqrt, div(vr("v1"), vr("bc2"))), flt(eps))))),
+		)
+		return s
+	})
+}

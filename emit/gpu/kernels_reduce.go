@@ -1,0 +1,438 @@
+package gpu
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/mlbuild/mlbuild/planner"
+)
+
+// tgReduce caps the threadgroup size of reduction kernels (a power of two,
+// which treeReduce needs).
+const tgReduce = 256
+
+// negHuge stands in for −∞ as the start of a max reduction (a literal every
+// dialect can spell).
+const negHuge = -math.MaxFloat32
+
+// treeReduce combines sh[0..tg) into sh[0] with op, halving the active
+// threads each round; every thread must run it (it holds barriers). The
+// partial of this thread must already be stored in sh[lid].
+func treeReduce(sh string, tg int, op func(a, b Expr) Expr) []Stmt {
+	s := []Stmt{Barrier{}}
+	for half := tg / 2; half > 0; half /= 2 {
+		s = append(s,
+			when(lt(lidE, i32(half)), store(sh, lidE, op(load(sh, lidE), load(sh, add(lidE, i32(half)))))),
+			Barrier{})
+	}
+	return s
+}
+
+func sumOp(a, b Expr) Expr { return add(a, b) }
+func maxOp(a, b Expr) Expr { return call(FnMax, a, b) }
+
+// reduceInto stores the thread's partial, reduces the threadgroup, and
+// declares name = the result in every thread (with a barrier after the
+// read, so sh can be reused).
+func reduceInto(name, partial, sh string, tg int, op func(a, b Expr) Expr) []Stmt {
+	s := []Stmt{store(sh, lidE, vr(partial))}
+	s = append(s, treeReduce(sh, tg, op)...)
+	return append(s, let(name, Float, load(sh, i32(0))), Barrier{})
+}
+
+// strided is a loop of each thread over j = lid, lid+tg, … < n.
+func strided(j string, n, tg int, body ...Stmt) Stmt {
+	return For{j, lidE, i32(n), i32(tg), body}
+}
+
+// channelSumKernel is the bias gradient: db[c] = Σ dy[o, c, j] over o <
+// outer and j < inner, one threadgroup per channel.
+func channelSumKernel(outer, channels, inner int) *Kernel {
+	m := outer * inner
+	tg := pow2AtMost(m, tgReduce)
+	shape := []int{outer, inner}
+	idx := add(mul(add(mul(coord(vr("j"), shape, 0), i32(channels)), tgidE), i32(inner)), coord(vr("j"), shape, 1))
+	body := []Stmt{
+		Shared{"sh", tg},
+		let("acc", Float, flt(0)),
+		strided("j", m, tg, set("acc", add(vr("acc"), load("dy", idx)))),
+	}
+	body = append(body, reduceInto("total", "acc", "sh", tg, sumOp)...)
+	body = append(body, when(eq(lidE, i32(0)), store("db", tgidE, vr("total"))))
+	return &Kernel{
+		Doc:    fmt.Sprintf("bias gradient: sums of [%d,%d,%d] over axes 0 and 2", outer, channels, inner),
+		Params: []Param{in("dy", outer*channels*inner), out("db", channels)}, Threadgroup: tg, Groups: channels, Body: body,
+	}
+}
+
+// rowLayout is a softmax axis inside a tensor [outer, l, inner]: a row is
+// fixed (outer, inner) coordinates, one threadgroup each.
+func rowElem(l, inner int) Expr {
+	// base of the row of this threadgroup plus j·inner
+	row := tgidE
+	base := add(mul(mul(div(row, i32(inner)), i32(l)), i32(inner)), rem(row, i32(inner)))
+	return add(base, mul(vr("j"), i32(inner)))
+}
+
+// softmaxKernel is softmax (or log-softmax) along the middle axis of
+// [outer, l, inner]: per row a max reduction, a sum of exponentials, then
+// the element pass; y may be x.
+func softmaxKernel(outer, l, inner int, logSoftmax bool) *Kernel {
+	tg := pow2AtMost(l, tgReduce)
+	e := rowElem(l, inner)
+	body := []Stmt{
+		Shared{"sh", tg},
+		let("mx", Float, flt(negHuge)),
+		strided("j", l, tg, set("mx", call(FnMax, vr("mx"), load("x", e)))),
+	}
+	body = append(body, reduceInto("m", "mx", "sh", tg, maxOp)...)
+	body = append(body, let("s", Float, flt(0)),
+		strided("j", l, tg, set("s", add(vr("s"), call(FnExp, sub(load("x", e), vr("m")))))))
+	body = append(body, reduceInto("total", "s", "sh", tg, sumOp)...)
+	var y Expr
+	kind := "softmax"
+	if logSoftmax {
+		kind = "log-softmax"
+		body = append(body, let("lse", Float, add(vr("m"), call(FnLog, vr("total")))))
+		y = sub(load("x", e), vr("lse"))
+	} else {
+		body = append(body, let("inv", Float, div(flt(1), vr("total"))))
+		y = mul(call(FnExp, sub(load("x", e), vr("m"))), vr("inv"))
+	}
+	body = append(body, strided("j", l, tg, store("y", e, y)))
+	n := outer * l * inner
+	return &Kernel{Doc: fmt.Sprintf("%s over axis of %d in [%d,%d,%d]", kind, l, outer, l, inner),
+		Params: []Param{in("x", n), out("y", n)}, Threadgroup: tg, Groups: outer * inner, Body: body}
+}
+
+// softmaxBwdKernel: softmax dx = y·(dy − Σ dy·y); log-softmax
+// dx = dy − exp(y)·Σ dy. dx may be dy.
+func softmaxBwdKernel(outer, l, inner int, logSoftmax bool) *Kernel {
+	tg := pow2AtMost(l, tgReduce)
+	e := rowElem(l, inner)
+	term := mul(load("dy", e), load("y", e))
+	dx := mul(load("y", e), sub(load("dy", e), vr("total")))
+	kind := "softmax"
+	if logSoftmax {
+		kind = "log-softmax"
+		term = load("dy", e)
+		dx = sub(load("dy", e), mul(call(FnExp, load("y", e)), vr("total")))
+	}
+	body := []Stmt{
+		Shared{"sh", tg},
+		let("acc", Float, flt(0)),
+		strided("j", l, tg, set("acc", add(vr("acc"), term))),
+	}
+	body = append(body, reduceInto("total", "acc", "sh", tg, sumOp)...)
+	body = append(body, strided("j", l, tg, store("dx", e, dx)))
+	n := outer * l * inner
+	return &Kernel{Doc: fmt.Sprintf("%s backward over axis of %d in [%d,%d,%d]", kind, l, outer, l, inner),
+		Params: []Param{in("y", n), in("dy", n), out("dx", n)}, Threadgroup: tg, Groups: outer * inner, Body: body}
+}
+
+// softmaxXentKernel is the softmax cross-entropy loss averaged over the
+// batch and its gradient (softmax − labels)/batch, in one threadgroup: each
+// thread takes whole rows, then the row losses are reduced.
+func softmaxXentKernel(batch, classes int) *Kernel {
+	tg := pow2AtMost(batch, tgReduce)
+	x := func(c Expr) Expr { return load("z", add(mul(vr("r"), i32(classes)), c)) }
+	t := func(c Expr) Expr { return load("t", add(mul(vr("r"), i32(classes)), c)) }
+	inv := flt(1 / float32(batch))
+	body := []Stmt{
+		Shared{"sh", tg},
+		let("acc", Float, flt(0)),
+		strided("r", batch, tg,
+			let("m", Float, x(i32(0))),
+			loop("c", 1, classes, 1, set("m", call(FnMax, vr("m"), x(vr("c"))))),
+			let("s", Float, flt(0)),
+			loop("c", 0, classes, 1, set("s", add(vr("s"), call(FnExp, sub(x(vr("c")), vr("m")))))),
+			let("lse", Float, add(vr("m"), call(FnLog, vr("s")))),
+			loop("c", 0, classes, 1,
+				let("lp", Float, sub(x(vr("c")), vr("lse"))),
+				set("acc", sub(vr("acc"), mul(t(vr("c")), vr("lp")))),
+				store("dz", add(mul(vr("r"), i32(classes)), vr("c")), mul(sub(call(FnExp, vr("lp")), t(vr("c"))), inv))),
+		),
+	}
+	body = append(body, reduceInto("total", "acc", "sh", tg, sumOp)...)
+	body = append(body, when(eq(lidE, i32(0)), store("loss", i32(0), mul(vr("total"), inv))))
+	n := batch * classes
+	return &Kernel{Doc: fmt.Sprintf("softmax cross-entropy, batch %d, %d classes", batch, classes),
+		Params:      []Param{in("z", n), in("t", n), out("loss", 1), out("dz", n)},
+		Threadgroup: tg, Groups: 1, Body: body}
+}
+
+// mseKernel is the mean over all n elements of (pred − target)² and its
+// gradient 2(pred − target)/n, in one threadgroup.
+func mseKernel(n int) *Kernel {
+	tg := pow2AtMost(n, tgReduce)
+	body := []Stmt{
+		Shared{"sh", tg},
+		let("acc", Float, flt(0)),
+		strided("j", n, tg,
+			let("d", Float, sub(load("p", vr("j")), load("t", vr("j")))),
+			set("acc", add(vr("acc"), mul(vr("d"), vr("d")))),
+			store("dp", vr("j"), mul(flt(2/float32(n)), vr("d")))),
+	}
+	body = append(body, reduceInto("total", "acc", "sh", tg, sumOp)...)
+	body = append(body, when(eq(lidE, i32(0)), store("loss", i32(0), mul(vr("total"), flt(1/float32(n))))))
+	return &Kernel{Doc: fmt.Sprintf("mean squared error over %d elements", n),
+		Params:      []Param{in("p", n), in("t", n), out("loss", 1), out("dp", n)},
+		Threadgroup: tg, Groups: 1, Body: body}
+}
+
+// batchNormKernel is training-mode batch normalisation of [outer, c,
+// inner], one threadgroup per channel: mean, biased variance (two passes),
+// y = gamma·x̂ + beta, saved mean and 1/sqrt(var+eps), and the running
+// statistics moved by momentum (the variance unbiased, as PyTorch).
+func batchNormKernel(outer, c, inner int, eps, momentum float32) *Kernel {
+	m := outer * inner
+	tg := pow2AtMost(m, tgReduce)
+	shape := []int{outer, inner}
+	e := add(mul(add(mul(coord(vr("j"), shape, 0), i32(c)), tgidE), i32(inner)), coord(vr("j"), shape, 1))
+	body := []Stmt{
+		Shared{"sh", tg},
+		let("acc", Float, flt(0)),
+		strided("j", m, tg, set("acc", add(vr("acc"), load("x", e)))),
+	}
+	body = append(body, reduceInto("sum", "acc", "sh", tg, sumOp)...)
+	body = append(body, let("mean", Float, mul(vr("sum"), flt(1/float32(m)))),
+		let("acc2", Float, flt(0)),
+		strided("j", m, tg, let("d", Float, sub(load("x", e), vr("mean"))), set("acc2", add(vr("acc2"), mul(vr("d"), vr("d"))))))
+	body = append(body, reduceInto("ss", "acc2", "sh", tg, sumOp)...)
+	unbiased := float32(1) / float32(max(m-1, 1))
+	body = append(body,
+		let("var", Float, mul(vr("ss"), flt(1/float32(m)))),
+		let("inv", Float, call(FnRsqrt, add(vr("var"), flt(eps)))),
+		let("scale", Float, mul(load("gamma", tgidE), vr("inv"))),
+		let("shift", Float, sub(load("beta", tgidE), mul(vr("mean"), vr("scale")))),
+		strided("j", m, tg, store("y", e, add(mul(load("x", e), vr("scale")), vr("shift")))),
+		when(eq(lidE, i32(0)),
+			store("smean", tgidE, vr("mean")),
+			store("sinv", tgidE, vr("inv")),
+			store("rmean", tgidE, add(mul(flt(1-momentum), load("rmean", tgidE)), mul(flt(momentum), vr("mean")))),
+			store("rvar", tgidE, add(mul(flt(1-momentum), load("rvar", tgidE)), mul(flt(momentum), mul(vr("ss"), flt(unbiased)))))),
+	)
+	n := outer * c * inner
+	return &Kernel{Doc: fmt.Sprintf("batch norm (training) of [%d,%d,%d]", outer, c, inner),
+		Params: []Param{in("x", n), in("gamma", c), in("beta", c), out("rmean", c), out("rvar", c),
+			out("y", n), out("smean", c), out("sinv", c)},
+		Threadgroup: tg, Groups: c, Body: body}
+}
+
+// batchNormEvalKernel normalises with the running statistics, element-wise.
+func batchNormEvalKernel(outer, c, inner int, eps float32) *Kernel {
+	n := outer * c * inner
+	return elementwise(fmt.Sprintf("batch norm (evaluation) of [%d,%d,%d]", outer, c, inner), n,
+		[]Param{in("x", n), in("gamma", c), in("beta", c), in("rmean", c), in("rvar", c), out("y", n)},
+		func(i Expr) []Stmt {
+			ch := rem(div(i, i32(inner)), i32(c))
+			return []Stmt{
+				let("ch", Int, ch),
+				store("y", i, add(mul(mul(load("gamma", vr("ch")), sub(load("x", i), load("rmean", vr("ch")))),
+					call(FnRsqrt, add(load("rvar", vr("ch")), flt(eps)))), load("beta", vr("ch")))),
+			}
+		})
+}
+
+// batchNormBwdKernel: per channel dbeta = Σ dy, dgamma = Σ dy·x̂, and
+// dx = gamma·inv·(dy − dbeta/m − x̂·dgamma/m); dx may be dy.
+func batchNormBwdKernel(outer, c, inner int) *Kernel {
+	m := outer * inner
+	tg := pow2AtMost(m, tgReduce)
+	shape := []int{outer, inner}
+	e := add(mul(add(mul(coord(vr("j"), shape, 0), i32(c)), tgidE), i32(inner)), coord(vr("j"), shape, 1))
+	xhat := mul(sub(load("x", e), vr("mean")), vr("inv"))
+	body := []Stmt{
+		Shared{"sh", tg},
+		let("mean", Float, load("smean", tgidE)),
+		let("inv", Float, load("sinv", tgidE)),
+		let("a1", Float, flt(0)),
+		let("a2", Float, flt(0)),
+		strided("j", m, tg, set("a1", add(vr("a1"), load("dy", e))), set("a2", add(vr("a2"), mul(load("dy", e), xhat)))),
+	}
+	body = append(body, reduceInto("sdy", "a1", "sh", tg, sumOp)...)
+	body = append(body, reduceInto("sdyx", "a2", "sh", tg, sumOp)...)
+	body = append(body,
+		let("k", Float, mul(load("gamma", tgidE), vr("inv"))),
+		strided("j", m, tg, store("dx", e, mul(vr("k"),
+			sub(sub(load("dy", e), mul(vr("sdy"), flt(1/float32(m)))), mul(xhat, mul(vr("sdyx"), flt(1/float32(m)))))))),
+		when(eq(lidE, i32(0)), store("dgamma", tgidE, vr("sdyx")), store("dbeta", tgidE, vr("sdy"))),
+	)
+	n := outer * c * inner
+	return &Kernel{Doc: fmt.Sprintf("batch norm backward of [%d,%d,%d]", outer, c, inner),
+		Params: []Param{in("x", n), in("gamma", c), in("smean", c), in("sinv", c), in("dy", n),
+			out("dx", n), out("dgamma", c), out("dbeta", c)},
+		Threadgroup: tg, Groups: c, Body: body}
+}
+
+// windowOrigin gives the input coordinate of tap k of output position o.
+func windowOrigin(o Expr, stride, pad, k, dil int) Expr {
+	return add(sub(mul(o, i32(stride)), i32(pad)), mul(k2e(k), i32(dil)))
+}
+
+func k2e(k int) Expr { return i32(k) }
+
+// im2colKernel writes the columns of one image for a convolution:
+// cols[(c·KH + kh)·KW + kw, oh·OW + ow] = x[c, oh·SH − PH + kh·DH, …], zero
+// in the padding. Rows of one group are contiguous, so group g's GEMM reads
+// rows [g·C/G·KH·KW, (g+1)·C/G·KH·KW).
+func im2colKernel(g planner.ConvGeom) *Kernel {
+	ohw := g.OH * g.OW
+	n := g.C * g.KH * g.KW * ohw
+	return elementwise(fmt.Sprintf("im2col of [%d,%d,%d] with %dx%d window", g.C, g.H, g.W, g.KH, g.KW), n,
+		[]Param{in("x", g.C*g.H*g.W), out("cols", n)}, func(i Expr) []Stmt {
+			row, col := div(i, i32(ohw)), rem(i, i32(ohw))
+			return []Stmt{
+				let("row", Int, row),
+				let("col", Int, col),
+				let("h", Int, add(sub(mul(div(vr("col"), i32(g.OW)), i32(g.SH)), i32(g.PH)), mul(rem(div(vr("row"), i32(g.KW)), i32(g.KH)), i32(g.DH)))),
+				let("w", Int, add(sub(mul(rem(vr("col"), i32(g.OW)), i32(g.SW)), i32(g.PW)), mul(rem(vr("row"), i32(g.KW)), i32(g.DW)))),
+				let("v", Float, flt(0)),
+				when(and(ge(vr("h"), i32(0)), lt(vr("h"), i32(g.H)), ge(vr("w"), i32(0)), lt(vr("w"), i32(g.W))),
+					set("v", load("x", add(mul(add(mul(div(vr("row"), i32(g.KH*g.KW)), i32(g.H)), vr("h")), i32(g.W)), vr("w"))))),
+				store("cols", i, vr("v")),
+			}
+		})
+}
+
+// tapsCovering emits body for every window (oh, ow) of output that covers
+// input pixel (h, w): oh·S − P + k·D = h for some tap k.
+func tapsCovering(g planner.ConvGeom, body ...Stmt) []Stmt {
+	condAxis := func(t string, stride, outN int) Expr {
+		c := []Expr{ge(vr(t), i32(0))}
+		if stride != 1 {
+			c = append(c, eq(rem(vr(t), i32(stride)), i32(0)))
+		}
+		return and(append(c, lt(div(vr(t), i32(stride)), i32(outN)))...)
+	}
+	inner := append([]Stmt{
+		let("oh", Int, div(vr("th"), i32(g.SH))),
+		let("ow", Int, div(vr("tw"), i32(g.SW))),
+	}, body...)
+	return []Stmt{loop("kh", 0, g.KH, 1,
+		let("th", Int, sub(add(vr("h"), i32(g.PH)), mul(vr("kh"), i32(g.DH)))),
+		when(condAxis("th", g.SH, g.OH),
+			loop("kw", 0, g.KW, 1,
+				let("tw", Int, sub(add(vr("w"), i32(g.PW)), mul(vr("kw"), i32(g.DW)))),
+				when(condAxis("tw", g.SW, g.OW), inner...))))}
+}
+
+// planeCoords declares h, w and the plane p (n·C + c) of input index i.
+func planeCoords(g planner.ConvGeom, i Expr) []Stmt {
+	return []Stmt{
+		let("w", Int, rem(i, i32(g.W))),
+		let("h", Int, rem(div(i, i32(g.W)), i32(g.H))),
+		let("p", Int, div(i, i32(g.H*g.W))),
+	}
+}
+
+// col2imKernel is the adjoint of im2colKernel as a gather: each input pixel
+// of one image sums the column entries of the taps that read it, so no two
+// threads write the same element and no atomics are needed.
+func col2imKernel(g planner.ConvGeom) *Kernel {
+	ohw := g.OH * g.OW
+	n := g.C * g.H * g.W
+	return elementwise(fmt.Sprintf("col2im to [%d,%d,%d] with %dx%d window", g.C, g.H, g.W, g.KH, g.KW), n,
+		[]Param{in("cols", g.C*g.KH*g.KW*ohw), out("dx", n)}, func(i Expr) []Stmt {
+			s := append(planeCoords(g, i), let("acc", Float, flt(0)))
+			s = append(s, tapsCovering(g, set("acc", add(vr("acc"),
+				load("cols", add(mul(add(mul(add(mul(vr("p"), i32(g.KH)), vr("kh")), i32(g.KW)), vr("kw")), i32(ohw)),
+					add(mul(vr("oh"), i32(g.OW)), vr("ow")))))))...)
+			return append(s, store("dx", i, vr("acc")))
+		})
+}
+
+// poolWindow emits body for every in-bounds tap (ih, iw) of window (oh, ow)
+// of plane p; x index in "xi".
+func poolWindow(g planner.ConvGeom, oh, ow Expr, body ...Stmt) Stmt {
+	return loop("qh", 0, g.KH, 1,
+		let("ih", Int, add(sub(mul(oh, i32(g.SH)), i32(g.PH)), mul(vr("qh"), i32(g.DH)))),
+		loop("qw", 0, g.KW, 1,
+			let("iw", Int, add(sub(mul(ow, i32(g.SW)), i32(g.PW)), mul(vr("qw"), i32(g.DW)))),
+			when(and(ge(vr("ih"), i32(0)), lt(vr("ih"), i32(g.H)), ge(vr("iw"), i32(0)), lt(vr("iw"), i32(g.W))),
+				append([]Stmt{let("xi", Int, add(mul(vr("ih"), i32(g.W)), vr("iw")))}, body...)...)))
+}
+
+// poolKernel is max or average pooling of [N,C,H,W], one thread per output;
+// padding never wins a max and counts as zero in an average whose divisor
+// is KH·KW (PyTorch's count_include_pad).
+func poolKernel(g planner.ConvGeom, maxPool bool) *Kernel {
+	ohw := g.OH * g.OW
+	n := g.N * g.C * ohw
+	kind := "average"
+	if maxPool {
+		kind = "max"
+	}
+	return elementwise(fmt.Sprintf("%s pool [%d,%d,%d,%d] -> %dx%d", kind, g.N, g.C, g.H, g.W, g.OH, g.OW), n,
+		[]Param{in("x", g.N*g.C*g.H*g.W), out("y", n)}, func(i Expr) []Stmt {
+			base := mul(div(i, i32(ohw)), i32(g.H*g.W))
+			s := []Stmt{
+				let("oh", Int, rem(div(i, i32(g.OW)), i32(g.OH))),
+				let("ow", Int, rem(i, i32(g.OW))),
+				let("base", Int, base),
+			}
+			if maxPool {
+				return append(s, let("m", Float, flt(negHuge)),
+					poolWindow(g, vr("oh"), vr("ow"), set("m", call(FnMax, vr("m"), load("x", add(vr("base"), vr("xi")))))),
+					store("y", i, vr("m")))
+			}
+			return append(s, let("acc", Float, flt(0)),
+				poolWindow(g, vr("oh"), vr("ow"), set("acc", add(vr("acc"), load("x", add(vr("base"), vr("xi")))))),
+				store("y", i, mul(vr("acc"), flt(1/float32(g.KH*g.KW)))))
+		})
+}
+
+// poolBwdKernel is the gradient of pooling as a gather over input pixels:
+// max pooling re-finds each covering window's first maximum from x and
+// takes its dy when that is this pixel; average pooling takes dy/(KH·KW)
+// from every covering window.
+func poolBwdKernel(g planner.ConvGeom, maxPool bool) *Kernel {
+	ohw := g.OH * g.OW
+	n := g.N * g.C * g.H * g.W
+	params := []Param{in("dy", g.N*g.C*ohw), out("dx", n)}
+	kind := "average"
+	if maxPool {
+		kind = "max"
+		params = append([]Param{in("x", n)}, params...)
+	}
+	return elementwise(fmt.Sprintf("%s pool backward [%d,%d,%d,%d] <- %dx%d", kind, g.N, g.C, g.H, g.W, g.OH, g.OW), n, params,
+		func(i Expr) []Stmt {
+			s := append(planeCoords(g, i), let("acc", Float, flt(0)), let("base", Int, mul(vr("p"), i32(g.H*g.W))))
+			dy := load("dy", add(mul(vr("p"), i32(ohw)), add(mul(vr("oh"), i32(g.OW)), vr("ow"))))
+			if maxPool {
+				s = append(s, tapsCovering(g,
+					let("best", Float, flt(0)),
+					let("arg", Int, i32(-1)),
+					poolWindow(g, vr("oh"), vr("ow"),
+						let("xv", Float, load("x", add(vr("base"), vr("xi")))),
+						when(Binary{OpOr, lt(vr("arg"), i32(0)), gt(vr("xv"), vr("best"))},
+							set("best", vr("xv")), set("arg", vr("xi")))),
+					when(eq(vr("arg"), add(mul(vr("h"), i32(g.W)), vr("w"))), set("acc", add(vr("acc"), dy))))...)
+			} else {
+				s = append(s, tapsCovering(g, set("acc", add(vr("acc"), mul(dy, flt(1/float32(g.KH*g.KW))))))...)
+			}
+			return append(s, store("dx", i, vr("acc")))
+		})
+}
+
+// globalAvgPoolKernel is y[p] = mean of x over the spatial positions of
+// plane p.
+func globalAvgPoolKernel(planes, spatial int) *Kernel {
+	return elementwise(fmt.Sprintf("global average pool of %d planes of %d", planes, spatial), planes,
+		[]Param{in("x", planes*spatial), out("y", planes)}, func(i Expr) []Stmt {
+			return []Stmt{
+				let("acc", Float, flt(0)),
+				loop("j", 0, spatial, 1, set("acc", add(vr("acc"), load("x", add(mul(i, i32(spatial)), vr("j")))))),
+				store("y", i, mul(vr("acc"), flt(1/float32(spatial)))),
+			}
+		})
+}
+
+// globalAvgPoolBwdKernel is dx = dy/spatial at every position of a plane.
+func globalAvgPoolBwdKernel(planes, spatial int) *Kernel {
+	n := planes * spatial
+	return elementwise(fmt.Sprintf("global average pool backward of %d planes of %d", planes, spatial), n,
+		[]Param{in("dy", planes), out("dx", n)}, func(i Expr) []Stmt {
+			return []Stmt{store("dx", i, mul(load("dy", div(i, i32(spatial))), flt(1/float32(spatial))))}
+		})
+}

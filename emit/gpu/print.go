@@ -1,0 +1,204 @@
+package gpu
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Source prints kernels as one source file in dialect d: the dialect's
+// header, then each kernel. Kernels must have been rewritten for d (Rewrite).
+func Source(d *Dialect, kernels []*Kernel) (string, error) {
+	var b strings.Builder
+	b.WriteString(d.Header)
+	for _, k := range kernels {
+		b.WriteString("\n")
+		if err := PrintKernel(&b, d, k); err != nil {
+			return "", err
+		}
+	}
+	return b.String(), nil
+}
+
+// PrintKernel writes one kernel in dialect d. It fails on a construct the
+// dialect cannot spell (a math function Rewrite did not expand).
+func PrintKernel(b *strings.Builder, d *Dialect, k *Kernel) error {
+	p := printer{d: d, b: b}
+	if k.Doc != "" {
+		fmt.Fprintf(b, "// %s\n", k.Doc)
+	}
+	fmt.Fprintf(b, "// threadgroups %d x %d threads\n", k.Groups, k.Threadgroup)
+	fmt.Fprintf(b, d.KernelDecl, k.Name)
+	b.WriteString("(")
+	var params []string
+	for i, prm := range k.Params {
+		f := d.ConstBuffer
+		if prm.Mutable {
+			f = d.MutableBuffer
+		}
+		params = append(params, fmt.Sprintf(f, d.Types[prm.Elem], prm.Name, i))
+	}
+	params = append(params, d.BuiltinParams...)
+	b.WriteString(strings.Join(params, ",\n    "))
+	b.WriteString(") {\n")
+	p.stmts(k.Body, 1)
+	b.WriteString("}\n")
+	if p.err != nil {
+		return fmt.Errorf("gpu: printing kernel %s for %s: %w", k.Name, d.Name, p.err)
+	}
+	return nil
+}
+
+type printer struct {
+	d   *Dialect
+	b   *strings.Builder
+	err error
+}
+
+func (p *printer) line(depth int, format string, args ...any) {
+	p.b.WriteString(strings.Repeat("    ", depth))
+	fmt.Fprintf(p.b, format, args...)
+	p.b.WriteString("\n")
+}
+
+func (p *printer) stmts(ss []Stmt, depth int) {
+	for _, s := range ss {
+		p.stmt(s, depth)
+	}
+}
+
+func (p *printer) stmt(s Stmt, depth int) {
+	switch s := s.(type) {
+	case Let:
+		p.line(depth, "%s %s = %s;", p.d.Types[s.Type], s.Name, p.expr(s.Init, 0))
+	case Assign:
+		p.line(depth, "%s = %s;", s.Name, p.expr(s.Value, 0))
+	case Store:
+		p.line(depth, "%s[%s] = %s;", s.Buf, p.expr(s.Index, 0), p.expr(s.Value, 0))
+	case If:
+		p.line(depth, "if (%s) {", p.expr(s.Cond, 0))
+		p.stmts(s.Then, depth+1)
+		if len(s.Else) > 0 {
+			p.line(depth, "} else {")
+			p.stmts(s.Else, depth+1)
+		}
+		p.line(depth, "}")
+	case For:
+		p.line(depth, "for (%s %s = %s; %s < %s; %s += %s) {", p.d.Types[Int], s.Var, p.expr(s.From, 0),
+			s.Var, p.expr(s.To, precRel+1), s.Var, p.expr(s.Step, 0))
+		p.stmts(s.Body, depth+1)
+		p.line(depth, "}")
+	case Shared:
+		p.line(depth, p.d.SharedArray, s.Name, s.Size)
+	case Barrier:
+		p.line(depth, "%s", p.d.Barrier)
+	case Return:
+		p.line(depth, "return;")
+	default:
+		p.fail("unknown statement %T", s)
+	}
+}
+
+func (p *printer) fail(format string, args ...any) {
+	if p.err == nil {
+		p.err = fmt.Errorf(format, args...)
+	}
+}
+
+// C operator precedences, higher binds tighter.
+const (
+	precTernary = 3
+	precOr      = 4
+	precAnd     = 5
+	precBitOr   = 6
+	precBitXor  = 7
+	precBitAnd  = 8
+	precEq      = 9
+	precRel     = 10
+	precShift   = 11
+	precAdd     = 12
+	precMul     = 13
+	precUnary   = 15
+	precPrimary = 16
+)
+
+var binOps = map[BinOp]struct {
+	tok  string
+	prec int
+}{
+	OpAdd: {"+", precAdd}, OpSub: {"-", precAdd}, OpMul: {"*", precMul}, OpDiv: {"/", precMul},
+	OpRem: {"%", precMul}, OpLt: {"<", precRel}, OpLe: {"<=", precRel}, OpGt: {">", precRel},
+	OpGe: {">=", precRel}, OpEq: {"==", precEq}, OpNe: {"!=", precEq}, OpAnd: {"&&", precAnd},
+	OpOr: {"||", precOr}, OpBitAnd: {"&", precBitAnd}, OpBitOr: {"|", precBitOr},
+	OpBitXor: {"^", precBitXor}, OpShl: {"<<", precShift}, OpShr: {">>", precShift},
+}
+
+// expr prints e, parenthesised when its precedence is below min.
+func (p *printer) expr(e Expr, min int) string {
+	s, prec := p.exprPrec(e)
+	if prec < min {
+		return "(" + s + ")"
+	}
+	return s
+}
+
+func (p *printer) exprPrec(e Expr) (string, int) {
+	switch e := e.(type) {
+	case IntLit:
+		if e.V < 0 {
+			return strconv.FormatInt(e.V, 10), precUnary
+		}
+		return strconv.FormatInt(e.V, 10), precPrimary
+	case UintLit:
+		return strconv.FormatUint(uint64(e.V), 10) + "u", precPrimary
+	case FloatLit:
+		s := strconv.FormatFloat(float64(e.V), 'g', -1, 32)
+		if !strings.ContainsAny(s, ".en") {
+			s += ".0"
+		}
+		if e.V < 0 {
+			return s + p.d.FloatSuffix, precUnary
+		}
+		return s + p.d.FloatSuffix, precPrimary
+	case Var:
+		return e.Name, precPrimary
+	case Binary:
+		op, ok := binOps[e.Op]
+		if !ok {
+			p.fail("unknown binary operator %d", e.Op)
+			return "?", precPrimary
+		}
+		return p.expr(e.L, op.prec) + " " + op.tok + " " + p.expr(e.R, op.prec+1), op.prec
+	case Unary:
+		tok := "-"
+		if e.Op == OpNot {
+			tok = "!"
+		}
+		return tok + p.expr(e.X, precUnary), precUnary
+	case Select:
+		return p.expr(e.Cond, precTernary+1) + " ? " + p.expr(e.Then, precTernary+1) + " : " +
+			p.expr(e.Else, precTernary), precTernary
+	case Call:
+		name, ok := p.d.Funcs[e.Fn]
+		if !ok {
+			p.fail("dialect has no math function %d (run Rewrite first)", e.Fn)
+		}
+		args := make([]string, len(e.Args))
+		for i, a := range e.Args {
+			args[i] = p.expr(a, 0)
+		}
+		return name + "(" + strings.Join(args, ", ") + ")", precPrimary
+	case Load:
+		return e.Buf + "[" + p.expr(e.Index, 0) + "]", precPrimary
+	case Builtin:
+		s, ok := p.d.Builtins[e.Kind]
+		if !ok {
+			p.fail("dialect has no thread coordinate %d", e.Kind)
+		}
+		return s, precUnary
+	case Cast:
+		return "(" + p.d.Types[e.To] + ")" + p.expr(e.X, precUnary), precUnary
+	}
+	p.fail("unknown expression %T", e)
+	return "?", precPrimary
+}
