@@ -63,9 +63,11 @@ func LogSoftmaxFwd(x, y []float32, outer, axis, inner int) {
 		for k := 0; k < axis; k++ {
 			s += math.Exp(float64(x[base+k*inner] - m))
 		}
-		lse := m + float32(math.Log(s))
+		// (x - m) is exact for the entries that matter, so subtract the
+		// small log-sum last rather than forming the large x - (m + log s).
+		ls := float32(math.Log(s))
 		for k := 0; k < axis; k++ {
-			y[base+k*inner] = x[base+k*inner] - lse
+			y[base+k*inner] = (x[base+k*inner] - m) - ls
 		}
 	})
 }

@@ -1,0 +1,265 @@
+package cpu
+
+import (
+	"fmt"
+	"math"
+	"testing"
+)
+
+// unaryRef is each element-wise function written out directly.
+func unaryRef(u Unary, v float64) float64 {
+	a := float64(u.Alpha)
+	switch u.Kind {
+	case UReLU:
+		return math.Max(v, 0)
+	case ULeakyReLU:
+		if v < 0 {
+			return a * v
+		}
+		return v
+	case USigmoid:
+		return 1 / (1 + math.Exp(-v))
+	case UTanh:
+		return math.Tanh(v)
+	case UGELU:
+		return v * 0.5 * math.Erfc(-v/math.Sqrt2)
+	case UExp:
+		return math.Exp(v)
+	case ULog:
+		return math.Log(v)
+	case UAddConst:
+		return v + a
+	case UMulConst:
+		return v * a
+	}
+	panic("unknown unary")
+}
+
+func TestUnaryChainsMatchReferenceAndFiniteDifferences(t *testing.T) {
+	long := make([]Unary, 0, 20)
+	for i := 0; i < 10; i++ {
+		long = append(long, Unary{Kind: UTanh}, Unary{Kind: UMulConst, Alpha: 1.2})
+	}
+	chains := []struct {
+		name  string
+		chain []Unary
+		lo    float32 // inputs uniform in [lo, lo+2)
+		kinky bool
+	}{
+		{"relu", []Unary{{Kind: UReLU}}, -1, true},
+		{"leakyrelu", []Unary{{Kind: ULeakyReLU, Alpha: 0.1}}, -1, true},
+		{"sigmoid", []Unary{{Kind: USigmoid}}, -1, false},
+		{"tanh", []Unary{{Kind: UTanh}}, -1, false},
+		{"gelu", []Unary{{Kind: UGELU}}, -1, false},
+		{"exp", []Unary{{Kind: UExp}}, -1, false},
+		{"log", []Unary{{Kind: ULog}}, 0.5, false},
+		{"addconst mulconst", []Unary{{Kind: UAddConst, Alpha: 0.7}, {Kind: UMulConst, Alpha: -3}}, -1, false},
+		{"sigmoid log", []Unary{{Kind: USigmoid}, {Kind: ULog}}, -1, false},
+		{"mulconst gelu exp", []Unary{{Kind: UMulConst, Alpha: 2}, {Kind: UGELU}, {Kind: UExp}}, -1, false},
+		{"relu addconst tanh", []Unary{{Kind: UReLU}, {Kind: UAddConst, Alpha: -0.5}, {Kind: UTanh}}, -1, true},
+		{"20 steps", long, -1, false},
+	}
+	r := newTestRand(20)
+	for _, c := range chains {
+		x := randSlice(r, 101, 1)
+		for i := range x {
+			x[i] += c.lo + 1
+		}
+		y := make([]float32, len(x))
+		UnaryFwd(x, y, c.chain)
+		want := make([]float32, len(x))
+		for i, v := range x {
+			w := float64(v)
+			for _, u := range c.chain {
+				w = unaryRef(u, w)
+			}
+			want[i] = float32(w)
+		}
+		if msg := closeTo(y, want, 1e-5); msg != "" {
+			t.Errorf("UnaryFwd %s: %s", c.name, msg)
+		}
+		proj := randSlice(r, len(x), 1)
+		dx := make([]float32, len(x))
+		UnaryBwd(x, proj, dx, c.chain)
+		check := smoothCheck
+		if len(c.chain) > 10 {
+			// A deep composition curves sharply: shorten the step.
+			check = gradCheck{h: 1e-3, rtol: 2e-2, atol: 5e-3, maxProbes: 40}
+		}
+		if c.kinky {
+			check = kinkyCheck
+		}
+		check.run(t, "unary "+c.name, proj, func() []float32 { UnaryFwd(x, y, c.chain); return y }, gradInput{"x", x, dx})
+	}
+}
+
+// binaryRef computes y = a ∘ b by walking y's multi-index.
+func binaryRef(op BinOp, a, b []float32, aShape, bShape, yShape []int) []float32 {
+	y := make([]float32, size(yShape))
+	idx := make([]int, len(yShape))
+	for i := range y {
+		q := i
+		for d := len(yShape) - 1; d >= 0; d-- {
+			idx[d] = q % yShape[d]
+			q /= yShape[d]
+		}
+		at := func(shape []int) int {
+			off := 0
+			for d, n := range shape {
+				off = off*n + idx[d]%n
+			}
+			return off
+		}
+		av, bv := a[at(aShape)], b[at(bShape)]
+		switch op {
+		case BAdd:
+			y[i] = av + bv
+		case BSub:
+			y[i] = av - bv
+		case BMul:
+			y[i] = av * bv
+		}
+	}
+	return y
+}
+
+func TestBinaryBroadcastingMatchesReferenceAndFiniteDifferences(t *testing.T) {
+	cases := [][3][]int{
+		{{2, 3, 4}, {2, 3, 4}, {2, 3, 4}},
+		{{2, 3, 4, 5}, {1, 3, 1, 1}, {2, 3, 4, 5}},
+		{{1, 3, 1, 1}, {2, 3, 4, 5}, {2, 3, 4, 5}},
+		{{2, 1, 4}, {1, 3, 1}, {2, 3, 4}},
+		{{3, 1}, {1, 1}, {3, 1}},
+		{{2, 3, 5}, {1, 1, 5}, {2, 3, 5}},
+		{{4, 1, 3, 1}, {4, 2, 1, 1}, {4, 2, 3, 1}},
+		{{5, 7}, {5, 1}, {5, 7}},
+	}
+	r := newTestRand(21)
+	for _, c := range cases {
+		aShape, bShape, yShape := c[0], c[1], c[2]
+		for _, op := range []struct {
+			name string
+			op   BinOp
+		}{{"add", BAdd}, {"sub", BSub}, {"mul", BMul}} {
+			name := fmt.Sprintf("binary %s %v %v", op.name, aShape, bShape)
+			a, b := randSlice(r, size(aShape), 1), randSlice(r, size(bShape), 1)
+			y := make([]float32, size(yShape))
+			BinaryFwd(op.op, a, b, y, aShape, bShape, yShape)
+			if msg := closeTo(y, binaryRef(op.op, a, b, aShape, bShape, yShape), 0); msg != "" {
+				t.Errorf("%s: %s", name, msg)
+			}
+			proj := randSlice(r, len(y), 1)
+			da, db := randSlice(r, len(a), 9), randSlice(r, len(b), 9)
+			BinaryBwd(op.op, a, b, proj, da, db, aShape, bShape, yShape)
+			fwd := func() []float32 { BinaryFwd(op.op, a, b, y, aShape, bShape, yShape); return y }
+			smoothCheck.run(t, name, proj, fwd, gradInput{"a", a, da}, gradInput{"b", b, db})
+			// Each gradient alone equals the pair.
+			da2 := make([]float32, len(a))
+			BinaryBwd(op.op, a, b, proj, da2, nil, aShape, bShape, yShape)
+			if msg := closeTo(da2, da, 0); msg != "" {
+				t.Errorf("%s: da alone: %s", name, msg)
+			}
+		}
+	}
+}
+
+func TestSoftmaxesMatchReferenceAndFiniteDifferences(t *testing.T) {
+	r := newTestRand(22)
+	for _, sz := range [][3]int{{4, 7, 1}, {2, 5, 3}, {1, 1, 4}} {
+		outer, axis, inner := sz[0], sz[1], sz[2]
+		x := randSlice(r, outer*axis*inner, 3)
+		y := make([]float32, len(x))
+		want, wantLog := make([]float32, len(x)), make([]float32, len(x))
+		for o := 0; o < outer; o++ {
+			for i := 0; i < inner; i++ {
+				var s float64
+				for k := 0; k < axis; k++ {
+					s += math.Exp(float64(x[(o*axis+k)*inner+i]))
+				}
+				for k := 0; k < axis; k++ {
+					j := (o*axis+k)*inner + i
+					want[j] = float32(math.Exp(float64(x[j])) / s)
+					wantLog[j] = float32(float64(x[j]) - math.Log(s))
+				}
+			}
+		}
+		SoftmaxFwd(x, y, outer, axis, inner)
+		if msg := closeTo(y, want, 1e-6); msg != "" {
+			t.Errorf("SoftmaxFwd %v: %s", sz, msg)
+		}
+		proj := randSlice(r, len(y), 1)
+		dx := make([]float32, len(x))
+		SoftmaxBwd(y, proj, dx, outer, axis, inner)
+		smoothCheck.run(t, fmt.Sprintf("softmax %v", sz), proj, func() []float32 { SoftmaxFwd(x, y, outer, axis, inner); return y }, gradInput{"x", x, dx})
+
+		LogSoftmaxFwd(x, y, outer, axis, inner)
+		if msg := closeTo(y, wantLog, 1e-6); msg != "" {
+			t.Errorf("LogSoftmaxFwd %v: %s", sz, msg)
+		}
+		LogSoftmaxBwd(y, proj, dx, outer, axis, inner)
+		smoothCheck.run(t, fmt.Sprintf("logsoftmax %v", sz), proj, func() []float32 { LogSoftmaxFwd(x, y, outer, axis, inner); return y }, gradInput{"x", x, dx})
+	}
+	// Large logits neither overflow nor lose precision.
+	x := []float32{1000, 1001, 999}
+	y := make([]float32, 3)
+	SoftmaxFwd(x, y, 1, 3, 1)
+	LogSoftmaxFwd(x, y, 1, 3, 1)
+	if NonFinite(y) >= 0 || math.Abs(float64(y[1])+0.40760596) > 1e-5 {
+		t.Errorf("LogSoftmaxFwd(%v) = %v, want finite with y[1] ≈ -0.4076", x, y)
+	}
+}
+
+func TestSoftmaxXentAgainstFormulaAndFiniteDifferences(t *testing.T) {
+	r := newTestRand(23)
+	batch, classes := 6, 5
+	logits := randSlice(r, batch*classes, 4)
+	labels := make([]float32, batch*classes)
+	for i := 0; i < batch; i++ {
+		labels[i*classes+r.IntN(classes)] = 1
+	}
+	d := make([]float32, len(logits))
+	got := SoftmaxXent(logits, labels, d, batch, classes)
+	var want float64
+	for i := 0; i < batch; i++ {
+		var s float64
+		for j := 0; j < classes; j++ {
+			s += math.Exp(float64(logits[i*classes+j]))
+		}
+		for j := 0; j < classes; j++ {
+			if labels[i*classes+j] == 1 {
+				want += -math.Log(math.Exp(float64(logits[i*classes+j])) / s)
+			}
+		}
+	}
+	want /= float64(batch)
+	if math.Abs(float64(got)-want) > 1e-5*math.Max(1, want) {
+		t.Errorf("SoftmaxXent = %.7g, want %.7g", got, want)
+	}
+	// The loss is the "output" and its gradient is dlogits.
+	smoothCheck.run(t, "softmax_xent", []float32{1}, func() []float32 {
+		return []float32{SoftmaxXent(logits, labels, nil, batch, classes)}
+	}, gradInput{"logits", logits, d})
+	// Stable for huge logits: the correct class far ahead costs ~0, far behind ~the gap.
+	big := []float32{1e4, -1e4, 0, 0}
+	loss := SoftmaxXent(big, []float32{1, 0, 0, 1}, make([]float32, 4), 2, 2)
+	if NonFinite([]float32{loss}) >= 0 || math.Abs(float64(loss)-(0+0.6931472)/2) > 1e-4 {
+		t.Errorf("SoftmaxXent of huge logits = %v, want ≈ 0.3466", loss)
+	}
+}
+
+func TestMSEAgainstFormulaAndFiniteDifferences(t *testing.T) {
+	r := newTestRand(24)
+	n := 13
+	pred, target := randSlice(r, n, 2), randSlice(r, n, 2)
+	d := make([]float32, n)
+	got := MSE(pred, target, d, n)
+	var want float64
+	for i := range pred {
+		e := float64(pred[i]) - float64(target[i])
+		want += e * e / float64(n)
+	}
+	if math.Abs(float64(got)-want) > 1e-6*math.Max(1, want) {
+		t.Errorf("MSE = %.7g, want %.7g", got, want)
+	}
+	smoothCheck.run(t, "mse", []float32{1}, func() []float32 { return []float32{MSE(pred, target, nil, n)} }, gradInput{"pred", pred, d})
+}
