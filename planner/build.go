@@ -1,0 +1,152 @@
+package planner
+
+import (
+	"fmt"
+
+	"github.com/mlbuild/mlbuild/spec"
+)
+
+// Options choose what kind of plan Build makes.
+type Options struct {
+	// Batch is the batch size every per-sample shape is planned for; 0 means
+	// the spec's training batch size.
+	Batch int
+	// Training adds the loss, the backward pass and the optimizer updates;
+	// false gives a forward-only inference plan (dropout is the identity,
+	// batchnorm uses its running statistics).
+	Training bool
+	// Fusion runs the fusion passes; turning it off measures their effect.
+	Fusion bool
+	// ConvScratch returns the number of float32 elements of im2col scratch one
+	// convolution step needs, so each backend sizes it for its own kernels;
+	// nil uses DefaultConvScratch (the CPU kernels' need).
+	ConvScratch func(ConvGeom) int
+	// MemoryLimit is the most bytes the state and work arenas may take
+	// together; 0 means no limit.
+	MemoryLimit int64
+}
+
+// Error is a planner error about the user's spec: it points at the layer's
+// position so that the user can find the line to change.
+type Error struct {
+	Pos   spec.Pos
+	Layer string
+	Msg   string
+}
+
+// Error formats the error as FILE:LINE:COL: layer NAME: message.
+func (e *Error) Error() string {
+	where := ""
+	if e.Pos.File != "" {
+		where = fmt.Sprintf("%s:%d:%d: ", e.Pos.File, e.Pos.Line, e.Pos.Col)
+	}
+	if e.Layer == "" {
+		return where + e.Msg
+	}
+	return fmt.Sprintf("%slayer %s: %s", where, e.Layer, e.Msg)
+}
+
+// Build plans m: it runs the passes in order (lower, add the loss, fuse,
+// differentiate, optimize, measure costs, assign buffers) and checks the
+// plan's invariants with Verify after each one, so that a bug in one pass is
+// reported at that pass and not as a wrong number at run time.
+func Build(m *spec.Model, opts Options) (*Plan, error) {
+	if m == nil || len(m.Nodes) == 0 {
+		return nil, fmt.Errorf("planner: the model has no layers")
+	}
+	batch := opts.Batch
+	if batch <= 0 {
+		batch = m.Training.BatchSize
+	}
+	if batch <= 0 {
+		return nil, &Error{Pos: m.Nodes[0].Pos, Layer: m.Nodes[0].Name,
+			Msg: "no batch size: the spec's training.batchSize is not set and none was given"}
+	}
+	scratch := opts.ConvScratch
+	if scratch == nil {
+		scratch = DefaultConvScratch
+	}
+	p, err := lower(m, batch, opts.Training, scratch)
+	if err != nil {
+		return nil, err
+	}
+	check := func(pass string) error {
+		if err := Verify(p); err != nil {
+			return positioned(m, fmt.Errorf("planner: invalid plan after %s (a bug in mlbuild): %w", pass, err))
+		}
+		return nil
+	}
+	p.Fusion = opts.Fusion
+	if err := check("lower"); err != nil {
+		return nil, err
+	}
+	if opts.Training {
+		if err := addLoss(p, m); err != nil {
+			return nil, err
+		}
+		if err := check("addLoss"); err != nil {
+			return nil, err
+		}
+	}
+	if opts.Fusion {
+		fuseEpilogue(p)
+		if err := check("fuseEpilogue"); err != nil {
+			return nil, err
+		}
+		fuseElementwise(p)
+		if err := check("fuseElementwise"); err != nil {
+			return nil, err
+		}
+	}
+	if opts.Training {
+		differentiate(p)
+		if err := check("differentiate"); err != nil {
+			return nil, err
+		}
+		if err := optimize(p, m.Training.Optimizer); err != nil {
+			return nil, positioned(m, err)
+		}
+		if err := check("optimize"); err != nil {
+			return nil, err
+		}
+	}
+	measureCosts(p)
+	if err := assignBuffers(p, opts.MemoryLimit); err != nil {
+		return nil, positioned(m, err)
+	}
+	if err := check("assignBuffers"); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// positioned fills in the spec position of a planner *Error (or of a
+// *StepError's layer) so that messages point at the user's file.
+func positioned(m *spec.Model, err error) error {
+	switch e := err.(type) {
+	case *Error:
+		if e.Pos.File == "" {
+			if n := m.Node(e.Layer); n != nil {
+				e.Pos = n.Pos
+			}
+		}
+		return e
+	}
+	if u, ok := err.(interface{ Unwrap() error }); ok {
+		if se, ok := u.Unwrap().(*StepError); ok {
+			if n := m.Node(se.Layer); n != nil && n.Pos.File != "" {
+				return fmt.Errorf("%s:%d:%d: %w", n.Pos.File, n.Pos.Line, n.Pos.Col, err)
+			}
+		}
+	}
+	return err
+}
+
+// DefaultConvScratch is the im2col scratch of the CPU kernels: one image's
+// columns for one group, [C/G·KH·KW, OH·OW].
+// TODO(planner): switch to cpu.Conv.ColsSize once rt/cpu's convolution is
+// committed, so that the CPU kernels' batching of images is accounted for.
+func DefaultConvScratch(g ConvGeom) int {
+	groups := max(g.Groups, 1)
+	return g.C / groups * g.KH * g.KW * g.OH * g.OW
+}

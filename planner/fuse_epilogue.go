@@ -1,0 +1,97 @@
+package planner
+
+import "fmt"
+
+// epilogueActs are the activations a gemm or conv2d step can apply in its
+// epilogue: those whose derivative can be computed from the output alone.
+// GELU is not one of them (its derivative needs the pre-activation), so it
+// stays a step of its own.
+var epilogueActs = map[string]bool{"relu": true, "leakyrelu": true, "sigmoid": true, "tanh": true}
+
+// fuseEpilogue folds an activation into the gemm or conv2d step before it,
+// so the activation is applied while the output tile is still in cache
+// instead of in a second pass over memory.
+//
+// Before: Forward is lowered (no backward steps exist yet, so the backward
+// kernels derived later take the fused step's Act). After: every gemm or
+// conv2d step whose output is read by exactly one step, a single-op unary
+// relu, leakyrelu (with a positive slope), sigmoid or tanh, and by nothing
+// else (not the loss, not a view), writes the activation's output itself
+// with Attr.Act set, and the unary step and the intermediate buffer are
+// gone. Params keep their buffers and IDs.
+func fuseEpilogue(p *Plan) {
+	var kept Phase
+	fused := make([]bool, len(p.Forward))
+	for i := range p.Forward {
+		s := &p.Forward[i]
+		if fused[i] || (s.Kernel != KGemm && s.Kernel != KConv2D) || s.Attr.Act != "" {
+			continue
+		}
+		j, ok := soleForwardReader(p, s.Out[0])
+		if !ok {
+			continue
+		}
+		r := &p.Forward[j]
+		if r.Kernel != KUnary || len(r.Attr.Chain) != 1 || !epilogueActs[r.Attr.Chain[0].Op] {
+			continue
+		}
+		act := r.Attr.Chain[0]
+		if act.Op == "leakyrelu" && act.Alpha <= 0 {
+			continue // the derivative from the output needs the sign of the input
+		}
+		s.Attr.Act, s.Attr.Alpha = act.Op, act.Alpha
+		s.Out[0] = r.Out[0]
+		s.Fused = append(fusedNames(s), r.Layer)
+		fused[j] = true
+		r.In = nil // dead now: later searches must not count its read
+		p.Fusions = append(p.Fusions, fmt.Sprintf("%s + %s -> %s (%s epilogue)", s.Layer, r.Layer, s.Kernel, act.Op))
+	}
+	for i, s := range p.Forward {
+		if !fused[i] {
+			kept = append(kept, s)
+		}
+	}
+	p.Forward = kept
+	p.removeUnused()
+}
+
+// fusedNames returns the layers a step stands for: its Fused list, or its
+// own layer when nothing has been fused into it yet.
+func fusedNames(s *Step) []string {
+	if len(s.Fused) > 0 {
+		return s.Fused
+	}
+	return []string{s.Layer}
+}
+
+// soleForwardReader returns the index of the only forward step that reads
+// buffer id, provided that id owns its storage, is not the plan's output,
+// no view shares its storage, and no step in any phase reads it otherwise.
+func soleForwardReader(p *Plan, id BufID) (int, bool) {
+	if p.Buffers[id].AliasOf != NoBuf || p.root(p.Output) == id {
+		return 0, false
+	}
+	for _, b := range p.Buffers {
+		if b.AliasOf == id {
+			return 0, false
+		}
+	}
+	reader, uses := -1, 0
+	for i, s := range p.Forward {
+		for _, in := range s.In {
+			if in == id {
+				reader, uses = i, uses+1
+			}
+		}
+	}
+	for _, ph := range []Phase{p.Backward, p.Update} {
+		for _, s := range ph {
+			for _, in := range s.In {
+				if in == id {
+					uses++
+				}
+			}
+		}
+	}
+	return reader, uses == 1
+}

@@ -1,0 +1,54 @@
+package planner
+
+import (
+	"fmt"
+
+	"github.com/mlbuild/mlbuild/spec"
+)
+
+// optimize adds the optimizer's state and its update steps.
+//
+// Before: every trainable param has its gradient buffer, written in
+// Backward. After: Update holds one KSGD or KAdam step per trainable param,
+// in Params order, and each such param has its state buffers (sgd:
+// "<param>.velocity"; adam and adamw: "<param>.adam_m", "<param>.adam_v").
+// The learning rate and step count are run-time inputs of the program, so
+// they are not in the plan. adamw is Adam with decoupled weight decay.
+// Zero Adam hyper-parameters take PyTorch's defaults (0.9, 0.999, 1e-8).
+func optimize(p *Plan, opt spec.Optimizer) error {
+	attr := Attr{WeightDecay: opt.WeightDecay}
+	var k Kernel
+	var states []string
+	switch opt.Kind {
+	case "sgd":
+		k, states = KSGD, []string{"velocity"}
+		attr.Momentum = opt.Momentum
+	case "adam", "adamw":
+		k, states = KAdam, []string{"adam_m", "adam_v"}
+		attr.Beta1, attr.Beta2, attr.Eps = opt.Beta1, opt.Beta2, opt.Eps
+		if attr.Beta1 == 0 && attr.Beta2 == 0 {
+			attr.Beta1, attr.Beta2 = 0.9, 0.999
+		}
+		if attr.Eps == 0 {
+			attr.Eps = 1e-8
+		}
+		attr.Decoupled = opt.Kind == "adamw"
+	default:
+		return &Error{Msg: fmt.Sprintf("the planner knows no optimizer %q (sgd, adam or adamw)", opt.Kind)}
+	}
+	for i := range p.Params {
+		pr := &p.Params[i]
+		if !pr.Trainable {
+			continue
+		}
+		pr.State = nil
+		for _, st := range states {
+			pr.State = append(pr.State, p.addBuffer(pr.Name+"."+st, KindOptState, p.shapeOf(pr.Buf)))
+		}
+		step := Step{Kernel: k, Layer: pr.Layer, Attr: attr}
+		step.In = append([]BufID{pr.Grad}, pr.State...)
+		step.Out = append([]BufID{pr.Buf}, pr.State...)
+		p.Update = append(p.Update, step)
+	}
+	return nil
+}

@@ -1,0 +1,169 @@
+package planner
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+)
+
+// WriteText prints p for people: the steps of each phase (kernel, layer,
+// shapes in and out, FLOPs), the buffers with their arena offsets, the
+// fusion decisions, and the totals per training step. The output depends
+// only on the plan, so it can be kept as a golden file.
+func WriteText(w io.Writer, p *Plan) error {
+	ew := &errWriter{w: w}
+	mode := "inference"
+	if p.Training {
+		mode = "training"
+	}
+	fusion := "off"
+	if p.Fusion {
+		fusion = "on"
+	}
+	ew.printf("plan %s: batch %d, %s, fusion %s\n", p.Model, p.Batch, mode, fusion)
+	ew.printf("input %s, output %s", p.Buffers[p.Input].Name, p.Buffers[p.Output].Name)
+	if p.Loss != NoBuf {
+		ew.printf(", labels %s, loss %s", p.Buffers[p.Labels].Name, p.Buffers[p.Loss].Name)
+	}
+	ew.printf("\n")
+	for _, ph := range []struct {
+		name  string
+		steps Phase
+	}{{"forward", p.Forward}, {"backward", p.Backward}, {"update", p.Update}} {
+		if len(ph.steps) == 0 {
+			continue
+		}
+		ew.printf("\n%s (%d steps)\n", ph.name, len(ph.steps))
+		tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', tabwriter.AlignRight*0)
+		fmt.Fprintf(tw, "  #\tkernel\tlayer\tin -> out\tflops\tbytes\n")
+		for i, s := range ph.steps {
+			layer := s.Layer
+			if len(s.Fused) > 1 {
+				layer = strings.Join(s.Fused, "+")
+			}
+			kernel := string(s.Kernel)
+			if a := stepAttr(s); a != "" {
+				kernel += "(" + a + ")"
+			}
+			fmt.Fprintf(tw, "  %d\t%s\t%s\t%s -> %s\t%s\t%s\n", i, kernel, layer,
+				operandShapes(p, s.In), operandShapes(p, s.Out), human(s.FLOPs, ""), human(s.Bytes, "B"))
+		}
+		tw.Flush()
+	}
+	ew.printf("\nbuffers (%d)\n", len(p.Buffers))
+	tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "  id\tname\tkind\tshape\tarena\toffset\tsize\n")
+	for _, b := range p.Buffers {
+		where := fmt.Sprint(b.Offset)
+		if b.AliasOf != NoBuf {
+			where += " (view of " + p.Buffers[b.AliasOf].Name + ")"
+		}
+		fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%s\t%d\n", b.ID, b.Name, b.Kind, shapeString(b.Shape), b.Arena, where, b.Size)
+	}
+	tw.Flush()
+	if len(p.Fusions) > 0 {
+		ew.printf("\nfusions (%d)\n", len(p.Fusions))
+		for _, f := range p.Fusions {
+			ew.printf("  %s\n", f)
+		}
+	}
+	st := p.Stats()
+	ew.printf("\ntotals per %s step\n", map[bool]string{true: "training", false: "inference"}[p.Training])
+	tw = tabwriter.NewWriter(ew, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "  \tsteps\tflops\tbytes moved\n")
+	fmt.Fprintf(tw, "  forward\t%d\t%d\t%d\n", st.ForwardSteps, st.ForwardFLOPs, st.ForwardBytes)
+	if p.Training {
+		fmt.Fprintf(tw, "  backward\t%d\t%d\t%d\n", st.BackwardSteps, st.BackwardFLOPs, st.BackwardBytes)
+		fmt.Fprintf(tw, "  update\t%d\t%d\t%d\n", st.UpdateSteps, st.UpdateFLOPs, st.UpdateBytes)
+		fmt.Fprintf(tw, "  total\t%d\t%d\t%d\n", st.ForwardSteps+st.BackwardSteps+st.UpdateSteps, st.TotalFLOPs, st.TotalBytes)
+	}
+	tw.Flush()
+	ew.printf("params: %d in %d tensors\n", st.Params, st.ParamTensors)
+	saved := 0.0
+	if st.NaiveWorkBytes > 0 {
+		saved = 100 * (1 - float64(st.PeakWorkBytes)/float64(st.NaiveWorkBytes))
+	}
+	ew.printf("memory: state %s, work %s peak vs %s naive (%.1f%% saved)\n",
+		formatBytes(st.StateBytes), formatBytes(st.PeakWorkBytes), formatBytes(st.NaiveWorkBytes), saved)
+	return ew.err
+}
+
+// stepAttr prints the attributes that tell steps of one kernel apart.
+func stepAttr(s Step) string {
+	a := s.Attr
+	var parts []string
+	if a.Act != "" {
+		parts = append(parts, a.Act)
+	}
+	if a.Conv != nil {
+		g := a.Conv
+		parts = append(parts, fmt.Sprintf("k%dx%d s%d p%d", g.KH, g.KW, g.SH, g.PH))
+	}
+	if len(a.Chain) > 0 {
+		ops := make([]string, len(a.Chain))
+		for i, u := range a.Chain {
+			ops[i] = u.Op
+		}
+		parts = append(parts, strings.Join(ops, ","))
+	}
+	if a.BinOp != "" {
+		parts = append(parts, a.BinOp)
+	}
+	if a.Perm != nil {
+		parts = append(parts, fmt.Sprint(a.Perm))
+	}
+	if s.Kernel == KSoftmax || s.Kernel == KLogSoftmax || s.Kernel == KConcat || s.Kernel == KConcatBwd ||
+		s.Kernel == KSoftmaxBwd || s.Kernel == KLogSoftmaxBwd {
+		parts = append(parts, fmt.Sprintf("axis %d", a.Axis))
+	}
+	if a.Decoupled {
+		parts = append(parts, "decoupled")
+	}
+	return strings.Join(parts, " ")
+}
+
+// operandShapes prints the shapes of a step's operands; "-" for NoBuf.
+func operandShapes(p *Plan, ids []BufID) string {
+	parts := make([]string, len(ids))
+	for i, id := range ids {
+		if id == NoBuf {
+			parts[i] = "-"
+		} else {
+			parts[i] = shapeString(p.Buffers[id].Shape)
+		}
+	}
+	return strings.Join(parts, " ")
+}
+
+// human prints n with a decimal SI prefix (1.5M), exact below 1000.
+func human(n int64, unit string) string {
+	f := float64(n)
+	for _, pre := range []string{"", "k", "M", "G", "T"} {
+		if f < 1000 || pre == "T" {
+			if pre == "" {
+				return fmt.Sprintf("%d%s", n, unit)
+			}
+			return fmt.Sprintf("%.1f%s%s", f, pre, unit)
+		}
+		f /= 1000
+	}
+	return ""
+}
+
+// errWriter keeps the first write error so printing code stays linear.
+type errWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (e *errWriter) Write(b []byte) (int, error) {
+	if e.err != nil {
+		return 0, e.err
+	}
+	n, err := e.w.Write(b)
+	e.err = err
+	return n, err
+}
+
+func (e *errWriter) printf(format string, args ...any) { fmt.Fprintf(e, format, args...) }
