@@ -1,0 +1,392 @@
+package main
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/mlbuild/mlbuild/cache"
+	"github.com/mlbuild/mlbuild/emit"
+	"github.com/mlbuild/mlbuild/planner"
+	"github.com/mlbuild/mlbuild/rt"
+	"github.com/mlbuild/mlbuild/rt/atomicfile"
+	"github.com/mlbuild/mlbuild/spec"
+)
+
+func init() { subcommands = append(subcommands, newCompileCmd) }
+
+// compileOptions are the inputs of `mlbuild compile`.
+type compileOptions struct {
+	files    []string
+	out      string
+	target   string // GOOS/GOARCH
+	backend  string
+	emitDir  string
+	fusion   bool
+	force    bool
+	cacheDir string
+	stdout   io.Writer
+	stderr   io.Writer
+}
+
+func newCompileCmd(g *globalOptions) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "compile FILE...",
+		Short: "Compile a model spec to a standalone binary",
+		Long: `Compile checks a model spec, plans it, writes a Go program specialised to
+that one model and builds it into a standalone binary (CGO_ENABLED=0,
+statically linked on Linux) that trains, evaluates and runs the model.
+
+Binaries are cached by a key that covers everything that changes the
+generated program (the plans, the backend, the target, mlbuild's and Go's
+versions), so compiling the same spec again is a cache hit. Set
+MLBUILD_DEBUG=cachekey to print the key's lines.
+
+Examples:
+  # compile for this machine; the binary is ./mnist
+  mlbuild compile models/mnist.cue
+
+  # keep the generated source to read it
+  mlbuild compile models/mnist.cue --emit build/mnist-src
+
+  # cross-compile for an Apple M-series Mac
+  mlbuild compile models/mnist.cue --target darwin/arm64 -o mnist-mac
+
+  # measure what fusion buys
+  mlbuild compile models/mnist.cue --fusion=off -o mnist-unfused`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c := g.config
+			opts := &compileOptions{
+				files:    args,
+				out:      c.GetString("output"),
+				target:   c.GetString("target"),
+				backend:  c.GetString("backend"),
+				emitDir:  c.GetString("emit"),
+				fusion:   c.GetBool("fusion"),
+				force:    c.GetBool("force"),
+				cacheDir: c.GetString("cache-dir"),
+				stdout:   g.stdout,
+				stderr:   g.stderr,
+			}
+			return compileRun(opts)
+		},
+	}
+	f := cmd.Flags()
+	f.StringP("output", "o", "", "where to write the binary (default: the model's name in the current directory)")
+	f.String("target", runtime.GOOS+"/"+runtime.GOARCH, "GOOS/GOARCH to build for")
+	f.String("backend", "cpu", "backend: cpu")
+	f.String("emit", "", "also write the generated Go source to this directory")
+	f.Bool("fusion", true, "fuse bias+activation into GEMMs and chains of element-wise ops")
+	f.Bool("force", false, "overwrite an output file that mlbuild did not make")
+	f.String("cache-dir", "", "build cache directory (default $MLBUILD_CACHE_DIR or the user cache dir)")
+	return cmd
+}
+
+// buildKey lists everything that changes the generated program, one
+// readable line each.
+func buildKey(opts *compileOptions, m *spec.Model, plans []*planner.Plan, goVersion string) (*cache.Key, error) {
+	k := cache.NewKey()
+	k.Add("mlbuild", mlbuildVersion())
+	if mlbuildVersion() == "devel" {
+		// A development build's version says nothing: use its own bytes.
+		if h, err := selfHash(); err == nil {
+			k.Add("mlbuild-binary", h)
+		}
+	}
+	k.Add("runtime", runtimeHash())
+	k.Add("go", goVersion)
+	k.Add("backend", opts.backend)
+	k.Add("target", opts.target)
+	k.Add("fusion", fmt.Sprint(opts.fusion))
+	mj, err := json.Marshal(m)
+	if err != nil {
+		return nil, err
+	}
+	k.Add("model", string(mj))
+	for i, p := range plans {
+		pj, err := json.Marshal(p)
+		if err != nil {
+			return nil, err
+		}
+		k.Add(fmt.Sprintf("plan%d", i), string(pj))
+	}
+	return k, nil
+}
+
+func selfHash() (string, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return "", err
+	}
+	id, _, err := cache.HashFile(exe)
+	if err != nil {
+		return "", err
+	}
+	return id.String(), nil
+}
+
+// runtimeHash hashes the embedded runtime sources.
+func runtimeHash() string {
+	h := sha256.New()
+	fs.WalkDir(rt.Sources, ".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		data, err := fs.ReadFile(rt.Sources, path)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(h, "%s %d\n", path, len(data))
+		h.Write(data)
+		return nil
+	})
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// goToolVersion asks the go command on PATH which version it is.
+func goToolVersion() (string, error) {
+	out, err := exec.Command("go", "env", "GOVERSION").Output()
+	if err != nil {
+		return "", fmt.Errorf("mlbuild compile needs the Go toolchain (go) on PATH to build the model: %v", err)
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+// planAll makes the three plans a program needs.
+func planAll(m *spec.Model, fusion bool) ([]*planner.Plan, error) {
+	var plans []*planner.Plan
+	for _, o := range []planner.Options{
+		{Training: true, Fusion: fusion},
+		{Training: false, Fusion: fusion},
+		{Training: false, Fusion: fusion, Batch: 1},
+	} {
+		p, err := planner.Build(m, o)
+		if err != nil {
+			return nil, err
+		}
+		plans = append(plans, p)
+	}
+	return plans, nil
+}
+
+func compileRun(opts *compileOptions) error {
+	start := time.Now()
+	goos, goarch, ok := strings.Cut(opts.target, "/")
+	if !ok || goos == "" || goarch == "" {
+		return withCode(ExitUsage, fmt.Errorf("--target must be GOOS/GOARCH, e.g. linux/amd64 or darwin/arm64, got %q", opts.target))
+	}
+	if opts.backend != "cpu" {
+		return withCode(ExitUsage, fmt.Errorf("unknown --backend %q; available: cpu", opts.backend))
+	}
+	m, err := spec.Load(opts.files...)
+	if err != nil {
+		return reportSpecError(opts.stderr, err)
+	}
+	plans, err := planAll(m, opts.fusion)
+	if err != nil {
+		return reportSpecError(opts.stderr, err)
+	}
+	goVersion, err := goToolVersion()
+	if err != nil {
+		return withCode(ExitBuild, err)
+	}
+	key, err := buildKey(opts, m, plans, goVersion)
+	if err != nil {
+		return withCode(ExitInternal, err)
+	}
+	in := &emit.Input{Model: m, Train: plans[0], Infer: plans[1], Infer1: plans[2],
+		Backend: opts.backend, Version: mlbuildVersion(), BuildKey: key.ID().Short()}
+	generate := func() ([]emit.File, error) {
+		files, err := emit.Program(in)
+		if err != nil {
+			return nil, withCode(ExitInternal, err)
+		}
+		return files, nil
+	}
+	if opts.emitDir != "" {
+		files, err := generate()
+		if err != nil {
+			return err
+		}
+		if err := writeTree(opts.emitDir, files, opts.force); err != nil {
+			return withCode(ExitIO, err)
+		}
+		fmt.Fprintf(opts.stderr, "generated source in %s\n", opts.emitDir)
+	}
+
+	dir := opts.cacheDir
+	if dir == "" {
+		if dir, err = cache.DefaultDir(); err != nil {
+			return withCode(ExitIO, err)
+		}
+	}
+	c, err := cache.Open(dir)
+	if err != nil {
+		return withCode(ExitIO, err)
+	}
+	label := cache.Label{Model: m.Name, Backend: opts.backend, Target: opts.target, Version: mlbuildVersion(), GoVersion: goVersion, Source: m.File}
+	res, err := c.GetOrBuild(key, label, opts.stderr, func(outPath string) error {
+		files, err := generate()
+		if err != nil {
+			return err
+		}
+		return goBuild(files, goos, goarch, outPath)
+	})
+	if err != nil {
+		var ee *exitError
+		if errors.As(err, &ee) {
+			return err
+		}
+		return withCode(ExitIO, err)
+	}
+
+	out := opts.out
+	if out == "" {
+		out = m.Name
+		if goos == "windows" {
+			out += ".exe"
+		}
+	}
+	if err := installBinary(res.Path, out, opts.force); err != nil {
+		return withCode(ExitIO, err)
+	}
+	how := "built"
+	if res.Hit {
+		how = "cache hit"
+	}
+	fmt.Fprintf(opts.stdout, "%s: %s (%s, %s/%s, %s, %.2fs)\n", m.Name, out, opts.backend, goos, goarch, how, time.Since(start).Seconds())
+	return nil
+}
+
+// reportSpecError prints a spec or planner error and returns the exit.
+func reportSpecError(w io.Writer, err error) error {
+	var es spec.Errors
+	if errors.As(err, &es) {
+		for _, e := range es {
+			fmt.Fprintln(w, e.Error())
+		}
+		return silentExit(ExitInvalid)
+	}
+	var pe *planner.Error
+	if errors.As(err, &pe) {
+		fmt.Fprintln(w, pe.Error())
+		return silentExit(ExitInvalid)
+	}
+	return withCode(ExitInvalid, err)
+}
+
+// goBuild writes files into a fresh module directory and builds it.
+func goBuild(files []emit.File, goos, goarch, outPath string) error {
+	tmp, err := os.MkdirTemp("", "mlbuild-build-")
+	if err != nil {
+		return withCode(ExitIO, err)
+	}
+	defer os.RemoveAll(tmp)
+	for _, f := range files {
+		p := filepath.Join(tmp, filepath.FromSlash(f.Path))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return withCode(ExitIO, err)
+		}
+		if err := os.WriteFile(p, f.Data, 0o644); err != nil {
+			return withCode(ExitIO, err)
+		}
+	}
+	abs, err := filepath.Abs(outPath)
+	if err != nil {
+		return withCode(ExitIO, err)
+	}
+	cmd := exec.Command("go", "build", "-trimpath", "-buildvcs=false", "-ldflags=-s -w -buildid=", "-o", abs, ".")
+	cmd.Dir = tmp
+	cmd.Env = append(os.Environ(),
+		"CGO_ENABLED=0", "GOOS="+goos, "GOARCH="+goarch,
+		"GOFLAGS=-mod=mod", "GOPROXY=off", "GOWORK=off", "GO111MODULE=on", "GOTOOLCHAIN=local")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return withCode(ExitBuild, fmt.Errorf("building the generated program for %s/%s failed (a bug in mlbuild; --emit DIR keeps the source):\n%s", goos, goarch, out))
+	}
+	return nil
+}
+
+// installBinary copies the cached binary to out atomically. An existing
+// file is replaced only when mlbuild made it (it holds the generated
+// program's module path) or with --force.
+func installBinary(cached, out string, force bool) error {
+	if fi, err := os.Stat(out); err == nil {
+		if fi.IsDir() {
+			return fmt.Errorf("%s is a directory; use -o to name the binary", out)
+		}
+		if !force && !madeByMlbuild(out) {
+			return fmt.Errorf("%s exists and was not made by mlbuild; remove it, choose another -o, or pass --force", out)
+		}
+	}
+	data, err := os.ReadFile(cached)
+	if err != nil {
+		return err
+	}
+	return atomicfile.WriteBytes(out, 0o755, data)
+}
+
+// madeByMlbuild reports whether path is a binary that mlbuild produced.
+func madeByMlbuild(path string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	buf := make([]byte, 1<<20)
+	marker := []byte(emit.ModulePath + "/rt/app")
+	for {
+		n, err := io.ReadFull(f, buf)
+		if n > 0 && strings.Contains(string(buf[:n]), string(marker)) {
+			return true
+		}
+		if err != nil {
+			return false
+		}
+		// Overlap chunks so a marker across a boundary is still found.
+		if _, err := f.Seek(-int64(len(marker)), io.SeekCurrent); err != nil {
+			return false
+		}
+	}
+}
+
+// writeTree writes generated files under dir. A non-empty dir is replaced
+// only when mlbuild wrote it (it holds .mlbuild-generated) or with force.
+func writeTree(dir string, files []emit.File, force bool) error {
+	marker := filepath.Join(dir, ".mlbuild-generated")
+	if entries, err := os.ReadDir(dir); err == nil && len(entries) > 0 {
+		if _, err := os.Stat(marker); err != nil && !force {
+			return fmt.Errorf("--emit %s: the directory is not empty and was not written by mlbuild; choose an empty one or pass --force", dir)
+		}
+	}
+	for _, f := range files {
+		p := filepath.Join(dir, filepath.FromSlash(f.Path))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return err
+		}
+		if err := atomicfile.WriteBytes(p, 0o644, f.Data); err != nil {
+			return err
+		}
+	}
+	return atomicfile.WriteBytes(marker, 0o644, []byte("This directory was written by mlbuild compile --emit.\n"))
+}
+
+// releaseVersion is mlbuild's version, set at release time with
+// -ldflags "-X main.releaseVersion=v0.1.0"; "devel" otherwise.
+var releaseVersion = "devel"
+
+// mlbuildVersion is the version written into generated programs and keys.
+func mlbuildVersion() string { return releaseVersion }
