@@ -61,13 +61,13 @@ func rem(a, b Expr) Expr {
 	}
 	return Binary{OpRem, a, b}
 }
-func lt(a, b Expr) Expr   { return Binary{OpLt, a, b} }
-func le(a, b Expr) Expr   { return Binary{OpLe, a, b} }
-func gt(a, b Expr) Expr   { return Binary{OpGt, a, b} }
-func ge(a, b Expr) Expr   { return Binary{OpGe, a, b} }
-func eq(a, b Expr) Expr   { return Binary{OpEq, a, b} }
-func ne(a, b Expr) Expr   { return Binary{OpNe, a, b} }
-func neg(a Expr) Expr     { return Unary{OpNeg, a} }
+func lt(a, b Expr) Expr { return Binary{OpLt, a, b} }
+func le(a, b Expr) Expr { return Binary{OpLe, a, b} }
+func gt(a, b Expr) Expr { return Binary{OpGt, a, b} }
+func ge(a, b Expr) Expr { return Binary{OpGe, a, b} }
+func eq(a, b Expr) Expr { return Binary{OpEq, a, b} }
+func ne(a, b Expr) Expr { return Binary{OpNe, a, b} }
+func neg(a Expr) Expr   { return Unary{OpNeg, a} }
 func sel(c, t, f Expr) Expr {
 	return Select{c, t, f}
 }
@@ -95,9 +95,9 @@ func and(cs ...Expr) Expr {
 }
 
 func let(name string, t Type, init Expr) Stmt { return Let{name, t, init} }
-func set(name string, v Expr) Stmt           { return Assign{name, v} }
-func store(buf string, idx, v Expr) Stmt     { return Store{buf, idx, v} }
-func when(c Expr, then ...Stmt) Stmt         { return If{Cond: c, Then: then} }
+func set(name string, v Expr) Stmt            { return Assign{name, v} }
+func store(buf string, idx, v Expr) Stmt      { return Store{buf, idx, v} }
+func when(c Expr, then ...Stmt) Stmt          { return If{Cond: c, Then: then} }
 func loop(v string, from, to, step int, body ...Stmt) Stmt {
 	return For{v, i32(from), i32(to), i32(step), body}
 }

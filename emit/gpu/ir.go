@@ -115,10 +115,10 @@ type BuiltinKind uint8
 
 // Thread coordinates, all Int in expressions.
 const (
-	GlobalID    BuiltinKind = iota // thread position in the grid
-	LocalID                        // position in the threadgroup
-	GroupID                        // threadgroup index in the grid
-	GroupSize                      // threads per threadgroup
+	GlobalID  BuiltinKind = iota // thread position in the grid
+	LocalID                      // position in the threadgroup
+	GroupID                      // threadgroup index in the grid
+	GroupSize                    // threads per threadgroup
 )
 
 // Builtin reads a thread coordinate.

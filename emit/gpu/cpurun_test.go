@@ -1,0 +1,250 @@
+package gpu
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// gpuCase is one kernel run on the CPU: the initial contents of each of its
+// parameters (uint parameters as float32 bit patterns) and the expected
+// final contents of those that want checks.
+type gpuCase struct {
+	name string
+	k    *Kernel
+	in   [][]float32
+	want map[int][]float32
+	tol  float64
+}
+
+// hasBarrier reports whether a kernel body synchronises its threadgroup.
+func hasBarrier(ss []Stmt) bool {
+	for _, s := range ss {
+		switch s := s.(type) {
+		case Barrier:
+			return true
+		case If:
+			if hasBarrier(s.Then) || hasBarrier(s.Else) {
+				return true
+			}
+		case For:
+			if hasBarrier(s.Body) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// driverSource is the C++ main that runs every case's kernel over its whole
+// grid: threadgroups one after another; when the kernel has barriers, one
+// std::thread per lane, synchronised by the shim's std::barrier; otherwise
+// the lanes run in turn on one thread. It reads dir/<kernel>.<i>.in and
+// writes dir/<kernel>.<i>.out for every parameter.
+func driverSource(d *Dialect, kernels []*Kernel) string {
+	var b strings.Builder
+	b.WriteString("\n// ---- test driver ----\n#include <cstdio>\n#include <string>\n#include <thread>\n#include <vector>\n")
+	b.WriteString("typedef void (*mlb_fn)(void**, uint, uint, uint, uint);\n")
+	b.WriteString("struct mlb_case { const char* name; int nbuf; int groups; int tg; bool barriers; mlb_fn fn; };\n")
+	for _, k := range kernels {
+		var args []string
+		for i, p := range k.Params {
+			cnst := "const "
+			if p.Mutable {
+				cnst = ""
+			}
+			args = append(args, fmt.Sprintf("(%s%s*)b[%d]", cnst, d.Types[p.Elem], i))
+		}
+		fmt.Fprintf(&b, "static void mlb_call_%s(void** b, uint gid, uint lid, uint tgid, uint tgs) {\n", k.Name)
+		if len(d.BuiltinParams) > 0 {
+			args = append(args, "gid", "lid", "tgid", "tgs")
+		} else {
+			b.WriteString("    (void)gid; (void)tgs; threadIdx.x = lid; blockIdx.x = tgid;\n")
+		}
+		fmt.Fprintf(&b, "    %s(%s);\n}\n", k.Name, strings.Join(args, ", "))
+	}
+	b.WriteString("static mlb_case mlb_cases[] = {\n")
+	for _, k := range kernels {
+		fmt.Fprintf(&b, "    {\"%s\", %d, %d, %d, %v, mlb_call_%s},\n", k.Name, len(k.Params), k.Groups, k.Threadgroup, hasBarrier(k.Body), k.Name)
+	}
+	b.WriteString("};\n")
+	setBlockDim := ""
+	if len(d.BuiltinParams) == 0 {
+		setBlockDim = "blockDim.x = c.tg;"
+	}
+	b.WriteString(`
+static std::vector<char> mlb_read(const std::string& path) {
+    std::vector<char> v;
+    FILE* f = std::fopen(path.c_str(), "rb");
+    if (!f) { std::fprintf(stderr, "cannot open %s\n", path.c_str()); std::exit(2); }
+    std::fseek(f, 0, SEEK_END);
+    long n = std::ftell(f);
+    std::fseek(f, 0, SEEK_SET);
+    v.resize(n > 0 ? n : 4);
+    if (n > 0 && std::fread(v.data(), 1, n, f) != (size_t)n) { std::fprintf(stderr, "short read %s\n", path.c_str()); std::exit(2); }
+    std::fclose(f);
+    v.resize(n);
+    return v;
+}
+
+int main(int argc, char** argv) {
+    if (argc != 2) { std::fprintf(stderr, "usage: driver DIR\n"); return 2; }
+    std::string dir = argv[1];
+    for (mlb_case& c : mlb_cases) {
+        std::vector<std::vector<char>> data(c.nbuf);
+        std::vector<void*> ptrs(c.nbuf);
+        for (int i = 0; i < c.nbuf; i++) {
+            data[i] = mlb_read(dir + "/" + c.name + "." + std::to_string(i) + ".in");
+            ptrs[i] = data[i].data();
+        }
+        ` + setBlockDim + `
+        if (c.barriers) {
+            std::barrier<> group(c.tg);
+            mlb_group_barrier = &group;
+            std::vector<std::thread> lanes;
+            for (int l = 0; l < c.tg; l++) {
+                lanes.emplace_back([&c, &ptrs, &group, l] {
+                    for (int g = 0; g < c.groups; g++) {
+                        c.fn(ptrs.data(), g * c.tg + l, l, g, c.tg);
+                        group.arrive_and_wait();
+                    }
+                });
+            }
+            for (auto& t : lanes) t.join();
+        } else {
+            for (int g = 0; g < c.groups; g++)
+                for (int l = 0; l < c.tg; l++) c.fn(ptrs.data(), g * c.tg + l, l, g, c.tg);
+        }
+        for (int i = 0; i < c.nbuf; i++) {
+            std::string path = dir + "/" + c.name + "." + std::to_string(i) + ".out";
+            FILE* f = std::fopen(path.c_str(), "wb");
+            if (!f || std::fwrite(data[i].data(), 1, data[i].size(), f) != data[i].size()) { std::fprintf(stderr, "cannot write %s\n", path.c_str()); return 2; }
+            std::fclose(f);
+        }
+    }
+    return 0;
+}
+`)
+	return b.String()
+}
+
+// gxx returns the path of g++ or fails the test: the kernel checks are part
+// of the evidence for the Metal backend and must not be skipped silently.
+func gxx(t *testing.T) string {
+	t.Helper()
+	p, err := exec.LookPath("g++")
+	if err != nil {
+		t.Fatalf("g++ not found (%v): the generated GPU kernels are checked by compiling them as C++; run `make deps` to install it", err)
+	}
+	return p
+}
+
+// runCases prints every case's kernel in dialect d, compiles them with the
+// driver in one g++ run, runs them, and returns each case's final buffers.
+func runCases(t *testing.T, d *Dialect, cases []gpuCase) [][][]float32 {
+	t.Helper()
+	gpp := gxx(t)
+	dir := t.TempDir()
+	var kernels []*Kernel
+	for i, c := range cases {
+		k := Rewrite(c.k, d)
+		k.Name = fmt.Sprintf("t%02d_%s", i, c.name)
+		kernels = append(kernels, k)
+		if len(c.in) != len(k.Params) {
+			t.Fatalf("case %s: %d inputs for %d params", c.name, len(c.in), len(k.Params))
+		}
+		for j, data := range c.in {
+			if len(data) < k.Params[j].Size {
+				t.Fatalf("case %s: param %s has %d elements, kernel touches %d", c.name, k.Params[j].Name, len(data), k.Params[j].Size)
+			}
+			writeFloats(t, filepath.Join(dir, fmt.Sprintf("%s.%d.in", k.Name, j)), data)
+		}
+	}
+	src, err := Source(d, kernels)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d == CUDA {
+		src = "#include \"cuda_shim.h\"\n" + src
+	}
+	src += driverSource(d, kernels)
+	cpp := filepath.Join(dir, "kernels_"+d.Name+".cpp")
+	if err := os.WriteFile(cpp, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	shim, err := filepath.Abs("testdata/shim")
+	if err != nil {
+		t.Fatal(err)
+	}
+	exe := filepath.Join(dir, "driver")
+	cmd := exec.Command(gpp, "-std=c++20", "-O1", "-pthread", "-Wno-attributes", "-I", shim, "-o", exe, cpp)
+	if outp, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("g++ on the %s kernels failed: %v\n%s\n(source kept in %s)", d.Name, err, outp, cpp)
+	}
+	if outp, err := exec.Command(exe, dir).CombinedOutput(); err != nil {
+		t.Fatalf("running the %s kernels failed: %v\n%s", d.Name, err, outp)
+	}
+	res := make([][][]float32, len(cases))
+	for i, k := range kernels {
+		for j := range k.Params {
+			res[i] = append(res[i], readFloats(t, filepath.Join(dir, fmt.Sprintf("%s.%d.out", k.Name, j))))
+		}
+	}
+	return res
+}
+
+func writeFloats(t *testing.T, path string, v []float32) {
+	b := make([]byte, 4*len(v))
+	for i, x := range v {
+		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(x))
+	}
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func readFloats(t *testing.T, path string) []float32 {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := make([]float32, len(b)/4)
+	for i := range v {
+		v[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+	}
+	return v
+}
+
+// checkCases compares each case's results with its expectations and
+// reports the largest error of each.
+func checkCases(t *testing.T, d *Dialect, cases []gpuCase, res [][][]float32) {
+	t.Helper()
+	for i, c := range cases {
+		if len(c.want) == 0 {
+			t.Errorf("%s/%s: case checks nothing", d.Name, c.name)
+		}
+		for j, want := range c.want {
+			got := res[i][j]
+			worst, at := 0.0, -1
+			for e := range want {
+				diff := math.Abs(float64(got[e]) - float64(want[e]))
+				if math.IsNaN(float64(got[e])) != math.IsNaN(float64(want[e])) {
+					diff = math.Inf(1)
+				}
+				rel := diff / (1 + math.Abs(float64(want[e])))
+				if rel > worst || (at < 0 && rel > c.tol) {
+					worst, at = rel, e
+				}
+			}
+			if worst > c.tol {
+				t.Errorf("%s/%s: param %s: element %d is %g, want %g (relative error %.3g > %.3g)",
+					d.Name, c.name, cases[i].k.Params[j].Name, at, got[at], want[at], worst, c.tol)
+			}
+		}
+	}
+}

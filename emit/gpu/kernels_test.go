@@ -1,0 +1,417 @@
+package gpu
+
+import (
+	"math"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/mlbuild/mlbuild/planner"
+	"github.com/mlbuild/mlbuild/rt/cpu"
+)
+
+func randVec(r *rand.Rand, n int, lo, hi float32) []float32 {
+	v := make([]float32, n)
+	for i := range v {
+		v[i] = lo + (hi-lo)*r.Float32()
+	}
+	return v
+}
+
+func zeros(n int) []float32 { return make([]float32, n) }
+
+
+func argsVec(lr float32, step, seed uint32) []float32 {
+	a := PackStepArgs(lr, step, seed)
+	v := make([]float32, len(a))
+	for i, w := range a {
+		v[i] = math.Float32frombits(w)
+	}
+	return v
+}
+
+func cpuAct(act string) cpu.Unary {
+	kinds := map[string]cpu.UnaryKind{"relu": cpu.UReLU, "leakyrelu": cpu.ULeakyReLU, "sigmoid": cpu.USigmoid,
+		"tanh": cpu.UTanh, "gelu": cpu.UGELU, "exp": cpu.UExp, "log": cpu.ULog, "addconst": cpu.UAddConst, "mulconst": cpu.UMulConst}
+	return cpu.Unary{Kind: kinds[act]}
+}
+
+func cpuChain(chain []planner.UnaryOp) []cpu.Unary {
+	var c []cpu.Unary
+	for _, op := range chain {
+		u := cpuAct(op.Op)
+		u.Alpha = float32(op.Alpha)
+		c = append(c, u)
+	}
+	return c
+}
+
+func cpuConv(g planner.ConvGeom) cpu.Conv {
+	return cpu.Conv{N: g.N, C: g.C, H: g.H, W: g.W, OC: g.OC, OH: g.OH, OW: g.OW, KH: g.KH, KW: g.KW,
+		SH: g.SH, SW: g.SW, PH: g.PH, PW: g.PW, DH: g.DH, DW: g.DW, Groups: g.Groups}
+}
+
+// kernelCases builds every generator's kernels on awkward sizes (not
+// multiples of the threadgroup size, rows longer than a threadgroup) with
+// expectations from rt/cpu, or from a plain loop where rt/cpu has no
+// matching entry point (the epilogue and im2col halves of its fused calls).
+func kernelCases(t *testing.T) []gpuCase {
+	r := rand.New(rand.NewPCG(1, 2))
+	must := func(k *Kernel, err error) *Kernel {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	var cs []gpuCase
+	addCase := func(c gpuCase) {
+		if c.tol == 0 {
+			c.tol = 2e-5
+		}
+		cs = append(cs, c)
+	}
+
+	// Epilogues: dense [B,N] and conv [B,OC,OHW].
+	for _, tc := range []struct {
+		act                string
+		b, channels, inner int
+		bias               bool
+	}{{"relu", 5, 37, 1, true}, {"leakyrelu", 3, 5, 63, true}, {"sigmoid", 7, 11, 1, false}, {"tanh", 2, 3, 301, true}, {"", 9, 13, 1, true}} {
+		n := tc.b * tc.channels * tc.inner
+		y, bias := randVec(r, n, -3, 3), randVec(r, tc.channels, -1, 1)
+		want := slices.Clone(y)
+		for i := range want {
+			if tc.bias {
+				want[i] += bias[(i/tc.inner)%tc.channels]
+			}
+		}
+		if tc.act != "" {
+			u := cpuAct(tc.act)
+			u.Alpha = 0.1
+			cpu.UnaryFwd(want, want, []cpu.Unary{u})
+		}
+		k := must(biasActKernel(n, tc.channels, tc.inner, tc.bias, tc.act, 0.1))
+		in := [][]float32{y}
+		if tc.bias {
+			in = append(in, bias)
+		}
+		addCase(gpuCase{name: "bias_act_" + tc.act, k: k, in: in, want: map[int][]float32{0: want}})
+
+		// Activation backward from y.
+		if tc.act != "" {
+			dy := randVec(r, n, -1, 1)
+			wantDy := slices.Clone(dy)
+			u := cpuAct(tc.act)
+			u.Alpha = 0.1
+			// dy·act'(pre) where the pre-activation is recovered through y
+			for i := range wantDy {
+				switch tc.act {
+				case "relu":
+					if want[i] <= 0 {
+						wantDy[i] = 0
+					}
+				case "leakyrelu":
+					if want[i] <= 0 {
+						wantDy[i] *= 0.1
+					}
+				case "sigmoid":
+					wantDy[i] *= want[i] * (1 - want[i])
+				case "tanh":
+					wantDy[i] *= 1 - want[i]*want[i]
+				}
+			}
+			addCase(gpuCase{name: "act_bwd_" + tc.act, k: must(actBwdKernel(n, tc.act, 0.1)),
+				in: [][]float32{want, dy}, want: map[int][]float32{1: wantDy}})
+		}
+
+		// Bias gradient: sums over axes 0 and 2.
+		dy := randVec(r, n, -1, 1)
+		db := zeros(tc.channels)
+		for i, v := range dy {
+			db[(i/tc.inner)%tc.channels] += v
+		}
+		addCase(gpuCase{name: "bias_grad", k: channelSumKernel(tc.b, tc.channels, tc.inner),
+			in: [][]float32{dy, zeros(tc.channels)}, want: map[int][]float32{1: db}, tol: 1e-4})
+	}
+	// A bias gradient whose reduction is longer than a threadgroup.
+	{
+		dy := randVec(r, 300*3, -1, 1)
+		db := zeros(3)
+		for i, v := range dy {
+			db[i%3] += v
+		}
+		addCase(gpuCase{name: "bias_grad_long", k: channelSumKernel(300, 3, 1),
+			in: [][]float32{dy, zeros(3)}, want: map[int][]float32{1: db}, tol: 1e-4})
+	}
+
+	// im2col and col2im on a strided, padded, dilated, grouped geometry.
+	g := planner.ConvGeom{N: 1, C: 4, H: 9, W: 7, OC: 6, KH: 3, KW: 2, SH: 2, SW: 1, PH: 1, PW: 1, DH: 2, DW: 1, Groups: 2}
+	g.OH = (g.H+2*g.PH-g.DH*(g.KH-1)-1)/g.SH + 1
+	g.OW = (g.W+2*g.PW-g.DW*(g.KW-1)-1)/g.SW + 1
+	{
+		x := randVec(r, g.C*g.H*g.W, -1, 1)
+		rows, ohw := g.C*g.KH*g.KW, g.OH*g.OW
+		cols := zeros(rows * ohw)
+		for c := 0; c < g.C; c++ {
+			for kh := 0; kh < g.KH; kh++ {
+				for kw := 0; kw < g.KW; kw++ {
+					for oh := 0; oh < g.OH; oh++ {
+						for ow := 0; ow < g.OW; ow++ {
+							h, w := oh*g.SH-g.PH+kh*g.DH, ow*g.SW-g.PW+kw*g.DW
+							if h >= 0 && h < g.H && w >= 0 && w < g.W {
+								cols[((c*g.KH+kh)*g.KW+kw)*ohw+oh*g.OW+ow] = x[(c*g.H+h)*g.W+w]
+							}
+						}
+					}
+				}
+			}
+		}
+		addCase(gpuCase{name: "im2col", k: im2colKernel(g), in: [][]float32{x, zeros(len(cols))}, want: map[int][]float32{1: cols}})
+		dcols := randVec(r, rows*ohw, -1, 1)
+		dx := zeros(len(x))
+		for c := 0; c < g.C; c++ {
+			for kh := 0; kh < g.KH; kh++ {
+				for kw := 0; kw < g.KW; kw++ {
+					for oh := 0; oh < g.OH; oh++ {
+						for ow := 0; ow < g.OW; ow++ {
+							h, w := oh*g.SH-g.PH+kh*g.DH, ow*g.SW-g.PW+kw*g.DW
+							if h >= 0 && h < g.H && w >= 0 && w < g.W {
+								dx[(c*g.H+h)*g.W+w] += dcols[((c*g.KH+kh)*g.KW+kw)*ohw+oh*g.OW+ow]
+							}
+						}
+					}
+				}
+			}
+		}
+		addCase(gpuCase{name: "col2im", k: col2imKernel(g), in: [][]float32{dcols, randVec(r, len(x), 5, 6)}, want: map[int][]float32{1: dx}})
+	}
+
+	// Pooling, against rt/cpu.
+	for _, pg := range []planner.ConvGeom{
+		{N: 2, C: 3, H: 9, W: 11, KH: 2, KW: 2, SH: 2, SW: 2, DH: 1, DW: 1},
+		{N: 3, C: 2, H: 7, W: 6, KH: 3, KW: 3, SH: 2, SW: 1, PH: 1, PW: 1, DH: 1, DW: 2},
+	} {
+		pg.OC = pg.C
+		pg.OH = (pg.H+2*pg.PH-pg.DH*(pg.KH-1)-1)/pg.SH + 1
+		pg.OW = (pg.W+2*pg.PW-pg.DW*(pg.KW-1)-1)/pg.SW + 1
+		n, on := pg.N*pg.C*pg.H*pg.W, pg.N*pg.C*pg.OH*pg.OW
+		x := randVec(r, n, -2, 2)
+		x[3] = x[4] // a tie: the first maximum wins
+		dy := randVec(r, on, -1, 1)
+		cg := cpuConv(pg)
+		ymax, yavg, dxmax, dxavg := zeros(on), zeros(on), zeros(n), zeros(n)
+		cpu.MaxPool2DFwd(x, ymax, cg)
+		cpu.AvgPool2DFwd(x, yavg, cg)
+		cpu.MaxPool2DBwd(x, ymax, dy, dxmax, cg)
+		cpu.AvgPool2DBwd(dy, dxavg, cg)
+		addCase(gpuCase{name: "maxpool", k: poolKernel(pg, true), in: [][]float32{x, zeros(on)}, want: map[int][]float32{1: ymax}})
+		addCase(gpuCase{name: "avgpool", k: poolKernel(pg, false), in: [][]float32{x, zeros(on)}, want: map[int][]float32{1: yavg}})
+		addCase(gpuCase{name: "maxpool_bwd", k: poolBwdKernel(pg, true), in: [][]float32{x, dy, zeros(n)}, want: map[int][]float32{2: dxmax}})
+		addCase(gpuCase{name: "avgpool_bwd", k: poolBwdKernel(pg, false), in: [][]float32{dy, zeros(n)}, want: map[int][]float32{1: dxavg}})
+	}
+	{
+		planes, spatial := 2*5, 13
+		x, dy := randVec(r, planes*spatial, -1, 1), randVec(r, planes, -1, 1)
+		y, dx := zeros(planes), zeros(planes*spatial)
+		cpu.GlobalAvgPoolFwd(x, y, 2, 5, spatial)
+		cpu.GlobalAvgPoolBwd(dy, dx, 2, 5, spatial)
+		addCase(gpuCase{name: "gap", k: globalAvgPoolKernel(planes, spatial), in: [][]float32{x, zeros(planes)}, want: map[int][]float32{1: y}})
+		addCase(gpuCase{name: "gap_bwd", k: globalAvgPoolBwdKernel(planes, spatial), in: [][]float32{dy, zeros(len(dx))}, want: map[int][]float32{1: dx}})
+	}
+
+	// Element-wise chains, forward and backward.
+	for _, ch := range [][]planner.UnaryOp{
+		{{Op: "relu"}},
+		{{Op: "gelu"}},
+		{{Op: "gelu"}, {Op: "tanh"}, {Op: "mulconst", Alpha: 1.5}, {Op: "leakyrelu", Alpha: 0.1}},
+		{{Op: "sigmoid"}, {Op: "addconst", Alpha: 0.5}, {Op: "log"}, {Op: "exp"}},
+	} {
+		n := 1000
+		x, dy := randVec(r, n, -3, 3), randVec(r, n, -1, 1)
+		y, dx := zeros(n), zeros(n)
+		cpu.UnaryFwd(x, y, cpuChain(ch))
+		cpu.UnaryBwd(x, dy, dx, cpuChain(ch))
+		addCase(gpuCase{name: "unary", k: must(unaryKernel(n, ch)), in: [][]float32{x, zeros(n)}, want: map[int][]float32{1: y}, tol: 1e-5})
+		addCase(gpuCase{name: "unary_bwd", k: must(unaryBwdKernel(n, ch)), in: [][]float32{x, dy, zeros(n)}, want: map[int][]float32{2: dx}, tol: 1e-5})
+	}
+
+	// Broadcasting binary ops, forward and both gradients.
+	for _, op := range []string{"add", "sub", "mul"} {
+		aS, bS, yS := []int{2, 1, 5, 3}, []int{4, 1, 3}, []int{2, 4, 5, 3}
+		cop := map[string]cpu.BinOp{"add": cpu.BAdd, "sub": cpu.BSub, "mul": cpu.BMul}[op]
+		a, b, dy := randVec(r, prod(aS), -1, 1), randVec(r, prod(bS), -1, 1), randVec(r, prod(yS), -1, 1)
+		y, da, db := zeros(prod(yS)), zeros(prod(aS)), zeros(prod(bS))
+		cpu.BinaryFwd(cop, a, b, y, aS, alignShape(bS, 4), yS)
+		cpu.BinaryBwd(cop, a, b, dy, da, db, aS, alignShape(bS, 4), yS)
+		addCase(gpuCase{name: "binary_" + op, k: must(binaryKernel(op, aS, bS, yS)), in: [][]float32{a, b, zeros(len(y))}, want: map[int][]float32{2: y}})
+		ka := must(binaryBwdKernel(op, false, aS, bS, yS))
+		kb := must(binaryBwdKernel(op, true, aS, bS, yS))
+		ina, inb := [][]float32{dy, zeros(len(da))}, [][]float32{dy, zeros(len(db))}
+		if op == "mul" {
+			ina = [][]float32{dy, b, zeros(len(da))}
+			inb = [][]float32{dy, a, zeros(len(db))}
+		}
+		addCase(gpuCase{name: "binary_bwd_a_" + op, k: ka, in: ina, want: map[int][]float32{len(ina) - 1: da}, tol: 1e-4})
+		addCase(gpuCase{name: "binary_bwd_b_" + op, k: kb, in: inb, want: map[int][]float32{len(inb) - 1: db}, tol: 1e-4})
+	}
+
+	// Softmax and log-softmax along a middle axis and along the last axis,
+	// rows shorter and longer than a threadgroup.
+	for _, sh := range [][3]int{{3, 300, 2}, {4, 10, 1}, {2, 5, 7}} {
+		outer, l, inner := sh[0], sh[1], sh[2]
+		n := outer * l * inner
+		x, dy := randVec(r, n, -5, 5), randVec(r, n, -1, 1)
+		for _, log := range []bool{false, true} {
+			y, dx := zeros(n), zeros(n)
+			name := "softmax"
+			if log {
+				name = "logsoftmax"
+				cpu.LogSoftmaxFwd(x, y, outer, l, inner)
+				cpu.LogSoftmaxBwd(y, dy, dx, outer, l, inner)
+			} else {
+				cpu.SoftmaxFwd(x, y, outer, l, inner)
+				cpu.SoftmaxBwd(y, dy, dx, outer, l, inner)
+			}
+			addCase(gpuCase{name: name, k: softmaxKernel(outer, l, inner, log), in: [][]float32{x, zeros(n)}, want: map[int][]float32{1: y}})
+			// in place: dx written over dy, as the planner allows
+			addCase(gpuCase{name: name + "_bwd", k: softmaxBwdKernel(outer, l, inner, log), in: [][]float32{y, dy, zeros(n)}, want: map[int][]float32{2: dx}, tol: 1e-4})
+		}
+	}
+
+	// Losses.
+	for _, bc := range [][2]int{{300, 10}, {7, 3}} {
+		batch, classes := bc[0], bc[1]
+		z := randVec(r, batch*classes, -4, 4)
+		labels := zeros(batch * classes)
+		for b := 0; b < batch; b++ {
+			labels[b*classes+r.IntN(classes)] = 1
+		}
+		dz := zeros(len(z))
+		loss := cpu.SoftmaxXent(z, labels, dz, batch, classes)
+		addCase(gpuCase{name: "softmax_xent", k: softmaxXentKernel(batch, classes), in: [][]float32{z, labels, zeros(1), zeros(len(z))},
+			want: map[int][]float32{2: {loss}, 3: dz}, tol: 1e-5})
+	}
+	{
+		n := 777
+		p, tg := randVec(r, n, -2, 2), randVec(r, n, -2, 2)
+		dp := zeros(n)
+		loss := cpu.MSE(p, tg, dp, n)
+		addCase(gpuCase{name: "mse", k: mseKernel(n), in: [][]float32{p, tg, zeros(1), zeros(n)}, want: map[int][]float32{2: {loss}, 3: dp}, tol: 1e-5})
+	}
+
+	// Dropout with the counter-based hash.
+	{
+		n, rate := 1234, float32(0.3)
+		x := randVec(r, n, -1, 1)
+		y, mask := zeros(n), zeros(n)
+		kept := 0
+		for i := range x {
+			if DropoutUniform(42, 7, uint32(i)) >= rate {
+				mask[i] = 1 / (1 - rate)
+				kept++
+			}
+			y[i] = x[i] * mask[i]
+		}
+		if kept < n/2 || kept > n*9/10 {
+			t.Fatalf("DropoutUniform kept %d of %d at rate %g", kept, n, rate)
+		}
+		addCase(gpuCase{name: "dropout", k: dropoutKernel(n, rate), in: [][]float32{argsVec(0.1, 7, 42), x, zeros(n), zeros(n)},
+			want: map[int][]float32{2: y, 3: mask}})
+		dy := randVec(r, n, -1, 1)
+		dx := zeros(n)
+		cpu.DropoutBwd(mask, dy, dx)
+		addCase(gpuCase{name: "dropout_bwd", k: dropoutBwdKernel(n), in: [][]float32{mask, dy, zeros(n)}, want: map[int][]float32{2: dx}})
+		addCase(gpuCase{name: "copy", k: copyKernel(n), in: [][]float32{x, zeros(n)}, want: map[int][]float32{1: x}})
+	}
+
+	// Batch normalisation: training, evaluation, backward.
+	for _, sh := range [][3]int{{6, 3, 50}, {300, 4, 1}} {
+		nb, c, sp := sh[0], sh[1], sh[2]
+		n := nb * c * sp
+		x, gamma, beta := randVec(r, n, -2, 3), randVec(r, c, 0.5, 1.5), randVec(r, c, -1, 1)
+		rm, rv := randVec(r, c, -0.1, 0.1), randVec(r, c, 0.9, 1.1)
+		wrm, wrv, y, sm, si := slices.Clone(rm), slices.Clone(rv), zeros(n), zeros(c), zeros(c)
+		cpu.BatchNormFwd(x, gamma, beta, wrm, wrv, y, sm, si, nb, c, sp, 1e-5, 0.1, true)
+		addCase(gpuCase{name: "batchnorm", k: batchNormKernel(nb, c, sp, 1e-5, 0.1),
+			in:   [][]float32{x, gamma, beta, slices.Clone(rm), slices.Clone(rv), zeros(n), zeros(c), zeros(c)},
+			want: map[int][]float32{3: wrm, 4: wrv, 5: y, 6: sm, 7: si}, tol: 1e-4})
+		ye := zeros(n)
+		cpu.BatchNormFwd(x, gamma, beta, rm, rv, ye, nil, nil, nb, c, sp, 1e-5, 0.1, false)
+		addCase(gpuCase{name: "batchnorm_eval", k: batchNormEvalKernel(nb, c, sp, 1e-5),
+			in: [][]float32{x, gamma, beta, rm, rv, zeros(n)}, want: map[int][]float32{5: ye}, tol: 1e-5})
+		dy := randVec(r, n, -1, 1)
+		dx, dg, dbt := zeros(n), zeros(c), zeros(c)
+		cpu.BatchNormBwd(x, gamma, sm, si, dy, dx, dg, dbt, nb, c, sp)
+		addCase(gpuCase{name: "batchnorm_bwd", k: batchNormBwdKernel(nb, c, sp),
+			in:   [][]float32{x, gamma, sm, si, dy, zeros(n), zeros(c), zeros(c)},
+			want: map[int][]float32{5: dx, 6: dg, 7: dbt}, tol: 1e-4})
+	}
+
+	// Layout kernels.
+	{
+		shape, perm := []int{2, 3, 4, 5}, []int{0, 2, 3, 1}
+		x := randVec(r, prod(shape), -1, 1)
+		y := zeros(len(x))
+		cpu.Transpose(x, y, shape, perm)
+		addCase(gpuCase{name: "transpose", k: must(transposeKernel(shape, perm)), in: [][]float32{x, zeros(len(x))}, want: map[int][]float32{1: y}})
+
+		shapes := [][]int{{2, 3, 4}, {2, 5, 4}}
+		xs := [][]float32{randVec(r, 24, -1, 1), randVec(r, 40, -1, 1)}
+		cat := zeros(64)
+		cpu.ConcatFwd(xs, cat, shapes, 1)
+		// Both slices land in one buffer: chain the second copy's input on
+		// the first one's expected output.
+		first := zeros(64)
+		cpu.ConcatFwd([][]float32{xs[0], zeros(40)}, first, shapes, 1)
+		addCase(gpuCase{name: "concat0", k: sliceCopyKernel(2, 3, 4, 8, 0, true), in: [][]float32{xs[0], zeros(64)}, want: map[int][]float32{1: first}})
+		addCase(gpuCase{name: "concat1", k: sliceCopyKernel(2, 5, 4, 8, 3, true), in: [][]float32{xs[1], first}, want: map[int][]float32{1: cat}})
+		dxs := [][]float32{zeros(24), zeros(40)}
+		dcat := randVec(r, 64, -1, 1)
+		cpu.ConcatBwd(dcat, dxs, shapes, 1)
+		addCase(gpuCase{name: "split0", k: sliceCopyKernel(2, 3, 4, 8, 0, false), in: [][]float32{dcat, zeros(24)}, want: map[int][]float32{1: dxs[0]}})
+		addCase(gpuCase{name: "split1", k: sliceCopyKernel(2, 5, 4, 8, 3, false), in: [][]float32{dcat, zeros(40)}, want: map[int][]float32{1: dxs[1]}})
+
+		a, b := randVec(r, 500, -1, 1), randVec(r, 500, -1, 1)
+		sum := zeros(500)
+		cpu.Add(a, b, sum)
+		addCase(gpuCase{name: "accumulate", k: accumulateKernel(500), in: [][]float32{a, b, zeros(500)}, want: map[int][]float32{2: sum}})
+	}
+
+	// Optimizers, a few steps each so that the moments and the bias
+	// correction are exercised at step > 1.
+	{
+		n := 999
+		g, p, vel := randVec(r, n, -1, 1), randVec(r, n, -1, 1), randVec(r, n, -0.1, 0.1)
+		wp, wv := slices.Clone(p), slices.Clone(vel)
+		cpu.SGD(wp, g, wv, 0.05, 0.9, 1e-3)
+		addCase(gpuCase{name: "sgd", k: sgdKernel(n, 0.9, 1e-3), in: [][]float32{argsVec(0.05, 3, 0), g, slices.Clone(vel), slices.Clone(p)},
+			want: map[int][]float32{2: wv, 3: wp}})
+		wp0 := slices.Clone(p)
+		cpu.SGD(wp0, g, nil, 0.05, 0, 0)
+		addCase(gpuCase{name: "sgd_plain", k: sgdKernel(n, 0, 0), in: [][]float32{argsVec(0.05, 3, 0), g, slices.Clone(p)},
+			want: map[int][]float32{2: wp0}})
+		for _, decoupled := range []bool{false, true} {
+			m, v := randVec(r, n, -0.1, 0.1), randVec(r, n, 0, 0.01)
+			wp, wm, wv := slices.Clone(p), slices.Clone(m), slices.Clone(v)
+			cpu.Adam(wp, g, wm, wv, 1e-3, 0.9, 0.999, 1e-8, 0.01, 5, decoupled)
+			addCase(gpuCase{name: "adam", k: adamKernel(n, 0.9, 0.999, 1e-8, 0.01, decoupled),
+				in:   [][]float32{argsVec(1e-3, 5, 0), g, slices.Clone(m), slices.Clone(v), slices.Clone(p)},
+				want: map[int][]float32{2: wm, 3: wv, 4: wp}, tol: 1e-5})
+		}
+	}
+	return cs
+}
+
+// TestKernelsOnCPU compiles every generated kernel, in both the Metal and
+// the CUDA dialect, as C++ with g++ through the shims in testdata/shim and
+// runs it over its whole grid against the CPU reference.
+func TestKernelsOnCPU(t *testing.T) {
+	cases := kernelCases(t)
+	for _, d := range []*Dialect{Metal, CUDA} {
+		t.Run(d.Name, func(t *testing.T) {
+			t.Parallel()
+			checkCases(t, d, cases, runCases(t, d, cases))
+		})
+	}
+}

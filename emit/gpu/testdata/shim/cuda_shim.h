@@ -1,0 +1,29 @@
+// A shim that lets g++ -std=c++20 compile the CUDA C++ that mlbuild's CUDA
+// dialect prints, so the same kernels also run on the CPU in tests:
+// __global__ vanishes, __shared__ becomes static (shared by the lanes of the
+// block being run), threadIdx/blockIdx are per-lane thread_locals set by the
+// driver, __syncthreads is a std::barrier across the lanes of the block.
+#ifndef MLBUILD_CUDA_SHIM
+#define MLBUILD_CUDA_SHIM
+#include <barrier>
+#include <cmath>
+#include <cstring>
+
+typedef unsigned int uint;
+struct mlb_dim { unsigned int x; };
+inline thread_local mlb_dim threadIdx, blockIdx;
+inline mlb_dim blockDim;
+
+inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
+inline float __uint_as_float(unsigned int bits) {
+    float v;
+    std::memcpy(&v, &bits, sizeof v);
+    return v;
+}
+
+inline std::barrier<>* mlb_group_barrier = nullptr;
+inline void __syncthreads() { mlb_group_barrier->arrive_and_wait(); }
+
+#define __global__
+#define __shared__ static
+#endif
