@@ -1,0 +1,341 @@
+package spec
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"slices"
+	"strings"
+	"time"
+
+	"cuelang.org/go/cue"
+	"cuelang.org/go/cue/ast"
+	"cuelang.org/go/cue/cuecontext"
+	"cuelang.org/go/cue/load"
+	"cuelang.org/go/cue/parser"
+	"cuelang.org/go/cue/token"
+
+	"github.com/mlbuild/mlbuild/schema"
+)
+
+// MaxSpecBytes bounds the total size of a spec's files. Real specs are a few
+// kilobytes; the bound keeps a stray data file from being evaluated.
+const MaxSpecBytes = 1 << 20
+
+// MaxNesting bounds how deeply brackets, braces and parentheses may nest, so
+// that a pathological file cannot exhaust the parser's stack.
+const MaxNesting = 200
+
+// EvalTimeout bounds how long Load waits for CUE to evaluate a spec. CUE
+// evaluation cannot be interrupted, so on time-out Load returns an error and
+// leaves the evaluation to finish in the background.
+var EvalTimeout = 20 * time.Second
+
+// source is one spec file: the name the user gave, its absolute path and
+// its contents.
+type source struct {
+	name string
+	abs  string
+	data []byte
+}
+
+// Load reads one model spec (one file, or several files of one CUE
+// package), checks it against the schema and returns the shaped Model. When
+// the spec is not legal the error is an Errors value holding every problem
+// found, each positioned in the user's files.
+func Load(files ...string) (*Model, error) {
+	if len(files) == 0 {
+		return nil, Errors{{Message: "no spec file given"}}
+	}
+	var srcs []source
+	total := 0
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			msg := err.Error()
+			var pe *os.PathError
+			if errors.As(err, &pe) {
+				msg = "cannot read the spec: " + pe.Err.Error()
+			}
+			return nil, Errors{{Pos: Pos{File: f}, Message: msg}}
+		}
+		total += len(data)
+		if total > MaxSpecBytes {
+			return nil, Errors{{Pos: Pos{File: f, Line: 1, Col: 1}, Message: fmt.Sprintf("the spec is larger than %d bytes; mlbuild does not evaluate specs this large", MaxSpecBytes)}}
+		}
+		abs, err := filepath.Abs(f)
+		if err != nil {
+			return nil, Errors{{Pos: Pos{File: f}, Message: err.Error()}}
+		}
+		srcs = append(srcs, source{name: f, abs: abs, data: data})
+	}
+	return loadSources(srcs)
+}
+
+// LoadBytes is Load for a spec held in memory, as if read from filename
+// (whose directory is searched for a CUE module like Load's files are).
+func LoadBytes(filename string, src []byte) (*Model, error) {
+	if len(src) > MaxSpecBytes {
+		return nil, Errors{{Pos: Pos{File: filename, Line: 1, Col: 1}, Message: fmt.Sprintf("the spec is larger than %d bytes; mlbuild does not evaluate specs this large", MaxSpecBytes)}}
+	}
+	abs, err := filepath.Abs(filename)
+	if err != nil {
+		return nil, Errors{{Pos: Pos{File: filename}, Message: err.Error()}}
+	}
+	return loadSources([]source{{name: filename, abs: abs, data: src}})
+}
+
+// loadSources evaluates the spec under the time bound, turning a panic in
+// CUE into an error.
+func loadSources(srcs []source) (*Model, error) {
+	for _, s := range srcs {
+		if err := checkNesting(s); err != nil {
+			return nil, Errors{*err}
+		}
+	}
+	type result struct {
+		m   *Model
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		defer func() {
+			if r := recover(); r != nil {
+				done <- result{err: Errors{{Pos: Pos{File: srcs[0].name}, Message: fmt.Sprintf("internal error while evaluating the spec (please report it): %v\n%s", r, debug.Stack())}}}
+			}
+		}()
+		m, err := evaluate(srcs)
+		done <- result{m, err}
+	}()
+	timer := time.NewTimer(EvalTimeout)
+	defer timer.Stop()
+	select {
+	case r := <-done:
+		return r.m, r.err
+	case <-timer.C:
+		return nil, Errors{{Pos: Pos{File: srcs[0].name, Line: 1, Col: 1}, Message: fmt.Sprintf("evaluating the spec took longer than %v, so mlbuild stopped waiting: the spec is too large or too deeply nested", EvalTimeout)}}
+	}
+}
+
+// checkNesting rejects files whose brackets nest deeper than MaxNesting.
+// It skips strings and comments only roughly, which is enough to bound the
+// parser's recursion.
+func checkNesting(s source) *Error {
+	depth, line, col := 0, 1, 0
+	inString := false
+	for i := 0; i < len(s.data); i++ {
+		c := s.data[i]
+		col++
+		switch {
+		case c == '\n':
+			line, col = line+1, 0
+			inString = false
+		case inString:
+			if c == '\\' {
+				i++
+				col++
+			} else if c == '"' {
+				inString = false
+			}
+		case c == '"':
+			inString = true
+		case c == '/' && i+1 < len(s.data) && s.data[i+1] == '/':
+			for i < len(s.data) && s.data[i] != '\n' {
+				i++
+			}
+			i--
+		case c == '[' || c == '{' || c == '(':
+			depth++
+			if depth > MaxNesting {
+				return &Error{Pos: Pos{File: s.name, Line: line, Col: col}, Message: fmt.Sprintf("brackets nest more than %d levels deep; mlbuild does not evaluate specs this deeply nested", MaxNesting)}
+			}
+		case c == ']' || c == '}' || c == ')':
+			depth--
+		}
+	}
+	return nil
+}
+
+// evaluate builds the CUE instance with the embedded schema overlaid at
+// cue.mod/pkg, validates it and decodes the Model.
+func evaluate(srcs []source) (*Model, error) {
+	dir := filepath.Dir(srcs[0].abs)
+	for _, s := range srcs[1:] {
+		if filepath.Dir(s.abs) != dir {
+			return nil, Errors{{Pos: Pos{File: s.name}, Message: "all files of one spec must be in one directory (" + filepath.Dir(srcs[0].name) + ")"}}
+		}
+	}
+	pos := newPositions(srcs)
+	// Parse first: syntax errors come out positioned, all of them.
+	var all Errors
+	for _, s := range srcs {
+		f, err := parser.ParseFile(s.abs, s.data, parser.ParseComments)
+		if err != nil {
+			all = append(all, pos.translateAll(err, nil)...)
+			continue
+		}
+		pos.index(s, f)
+	}
+	if len(all) > 0 {
+		return nil, all
+	}
+
+	root := moduleRoot(dir)
+	overlay := map[string]load.Source{}
+	for _, s := range srcs {
+		overlay[s.abs] = load.FromBytes(s.data)
+	}
+	modFile := filepath.Join(root, "cue.mod", "module.cue")
+	if _, err := os.Stat(modFile); err != nil {
+		overlay[modFile] = load.FromString(fmt.Sprintf("module: \"mlbuild.local/spec@v0\"\nlanguage: version: %q\n", schema.LanguageVersion))
+	}
+	for _, f := range schema.Files() {
+		overlay[filepath.Join(root, filepath.FromSlash(schema.PkgDir), f.Name)] = load.FromBytes(f.Data)
+	}
+	args := make([]string, len(srcs))
+	for i, s := range srcs {
+		args[i] = s.abs
+	}
+	insts := load.Instances(args, &load.Config{Dir: dir, ModuleRoot: root, Overlay: overlay})
+	if len(insts) != 1 {
+		return nil, Errors{{Pos: Pos{File: srcs[0].name}, Message: "the files do not form one CUE package"}}
+	}
+	inst := insts[0]
+	if inst.Err != nil {
+		return nil, pos.translateAll(inst.Err, nil)
+	}
+	if !slices.Contains(inst.ImportPaths, schema.ImportPath) {
+		return nil, Errors{{Pos: Pos{File: srcs[0].name, Line: 1, Col: 1}, Message: fmt.Sprintf("the spec does not use mlbuild's schema: add `import \"%s\"` and embed schema.#Spec at the top level (see `mlbuild init`)", schema.ImportPath)}}
+	}
+	ctx := cuecontext.New()
+	v := ctx.BuildInstance(inst)
+	if es := checkGraph(v, pos); len(es) > 0 {
+		return nil, es
+	}
+	if err := v.Validate(cue.Concrete(true), cue.Hidden(true)); err != nil {
+		return nil, pos.translateAll(err, &v)
+	}
+	m, err := decode(v, pos)
+	if err != nil {
+		return nil, err
+	}
+	m.File = srcs[0].name
+	return m, nil
+}
+
+// moduleRoot is the nearest directory at or above dir holding cue.mod, or
+// dir itself, where Load then supplies a module file of its own.
+func moduleRoot(dir string) string {
+	for d := dir; ; {
+		if st, err := os.Stat(filepath.Join(d, "cue.mod")); err == nil && st.IsDir() {
+			return d
+		}
+		parent := filepath.Dir(d)
+		if parent == d {
+			return dir
+		}
+		d = parent
+	}
+}
+
+// positions maps absolute file names back to the names the user gave, and
+// value paths (as in "model.layers.3") to where the user wrote them.
+type positions struct {
+	names map[string]string
+	paths map[string]token.Pos
+}
+
+func newPositions(srcs []source) *positions {
+	p := &positions{names: map[string]string{}, paths: map[string]token.Pos{}}
+	for _, s := range srcs {
+		p.names[s.abs] = s.name
+	}
+	return p
+}
+
+// index records the position of every field and list element of a user
+// file by its label path. Embedded expressions (schema.#Spec & {...}) keep
+// the path of the struct that embeds them.
+func (p *positions) index(s source, f *ast.File) {
+	var walk func(n ast.Node, path string)
+	add := func(path string, at token.Pos) {
+		if _, ok := p.paths[path]; !ok && at.IsValid() {
+			p.paths[path] = at
+		}
+	}
+	join := func(path, label string) string {
+		if path == "" {
+			return label
+		}
+		return path + "." + label
+	}
+	walk = func(n ast.Node, path string) {
+		switch x := n.(type) {
+		case *ast.File:
+			for _, d := range x.Decls {
+				walk(d, path)
+			}
+		case *ast.EmbedDecl:
+			walk(x.Expr, path)
+		case *ast.BinaryExpr:
+			walk(x.X, path)
+			walk(x.Y, path)
+		case *ast.ParenExpr:
+			walk(x.X, path)
+		case *ast.StructLit:
+			for _, d := range x.Elts {
+				walk(d, path)
+			}
+		case *ast.Field:
+			label, _, err := ast.LabelName(x.Label)
+			if err != nil {
+				return
+			}
+			fp := join(path, label)
+			add(fp, x.Pos())
+			walk(x.Value, fp)
+		case *ast.ListLit:
+			for i, e := range x.Elts {
+				ep := join(path, fmt.Sprint(i))
+				add(ep, e.Pos())
+				walk(e, ep)
+			}
+		}
+	}
+	walk(f, "")
+}
+
+// userPos converts a CUE position to a Pos if it lies in a user file.
+func (p *positions) userPos(tp token.Pos) (Pos, bool) {
+	if !tp.IsValid() {
+		return Pos{}, false
+	}
+	name, ok := p.names[tp.Filename()]
+	if !ok {
+		return Pos{}, false
+	}
+	return Pos{File: name, Line: tp.Line(), Col: tp.Column()}, true
+}
+
+// lookup returns where the user wrote path or its longest written prefix.
+func (p *positions) lookup(path []string) (Pos, bool) {
+	for n := len(path); n > 0; n-- {
+		if tp, ok := p.paths[strings.Join(path[:n], ".")]; ok {
+			return p.userPos(tp)
+		}
+	}
+	return Pos{}, false
+}
+
+// firstFile is a fallback position: line 1 of the first user file.
+func (p *positions) firstFile() Pos {
+	best := ""
+	for _, name := range p.names {
+		if best == "" || name < best {
+			best = name
+		}
+	}
+	return Pos{File: best, Line: 1, Col: 1}
+}

@@ -1,0 +1,244 @@
+package spec
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+
+	"cuelang.org/go/cue"
+	cueerrors "cuelang.org/go/cue/errors"
+	"cuelang.org/go/cue/token"
+)
+
+// translateAll turns CUE's errors into Errors a user can act on: each one
+// positioned at the user's line, attributed to a layer, and with the field
+// it concerns spelled out. Messages written by the schema's checks are kept
+// as they are; CUE's own messages get the field name and, for the common
+// kinds, a plainer wording. Errors that only follow from another one (a
+// shape left unknown because an earlier layer is illegal) are dropped when
+// a cause was found.
+func (p *positions) translateAll(err error, v *cue.Value) Errors {
+	var causes, followers Errors
+	seen := map[string]bool{}
+	for _, e := range cueerrors.Errors(err) {
+		te, follower, ok := p.translate(e, v)
+		if !ok {
+			continue
+		}
+		key := te.Error()
+		if seen[key] {
+			continue
+		}
+		seen[key] = true
+		if follower {
+			followers = append(followers, te)
+		} else {
+			causes = append(causes, te)
+		}
+	}
+	out := causes
+	if len(out) == 0 {
+		out = followers
+	}
+	if len(out) == 0 {
+		// CUE reported something none of the rules above recognise: say so
+		// rather than print nothing.
+		out = Errors{{Pos: p.firstFile(), Message: "the spec is not valid: " + cueerrors.Details(err, nil)}}
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		a, b := out[i].Pos, out[j].Pos
+		if a.File != b.File {
+			return a.File < b.File
+		}
+		if a.Line != b.Line {
+			return a.Line < b.Line
+		}
+		return a.Col < b.Col
+	})
+	return out
+}
+
+// translate converts one CUE error. follower reports that the error is only
+// a consequence of another (an unknown shape); ok is false for errors that
+// merely group others (empty disjunctions, whose parts come separately).
+func (p *positions) translate(e cueerrors.Error, v *cue.Value) (te Error, follower, ok bool) {
+	path := e.Path()
+	format, args := e.Msg()
+	raw := fmt.Sprintf(format, args...)
+	if strings.Contains(raw, "errors in empty disjunction") {
+		return Error{}, false, false
+	}
+
+	layerPath, rest := splitLayerPath(path)
+	if layerPath != nil {
+		te.Layer = layerName(layerPath, v)
+	}
+	field := visibleField(rest)
+	if layerPath == nil {
+		field = visibleField(path)
+	}
+	fromSchemaCheck := len(path) > 0 && strings.HasSuffix(path[len(path)-1], "Err") && slices.ContainsFunc(path, func(l string) bool { return strings.HasPrefix(l, "_check") })
+
+	switch {
+	case fromSchemaCheck:
+		te.Message = raw
+		if te.Layer != "" {
+			te.Message = strings.TrimPrefix(raw, "layer "+te.Layer+": ")
+		}
+	case strings.Contains(raw, "incomplete value") || strings.Contains(raw, "non-concrete value") || strings.HasPrefix(raw, "incomplete"):
+		if field == "" || isComputedField(field) {
+			follower = true
+			te.Message = "the shape here cannot be computed (" + raw + ")"
+			if field != "" {
+				te.Message = field + " cannot be computed (" + raw + ")"
+			}
+		} else {
+			te.Message = fmt.Sprintf("missing required field %s (%s)", field, strings.TrimPrefix(strings.TrimPrefix(raw, "incomplete value "), "non-concrete value "))
+		}
+	case strings.Contains(raw, "field not allowed"):
+		name := ""
+		if len(path) > 0 {
+			name = path[len(path)-1]
+		}
+		if te.Layer != "" {
+			te.Message = fmt.Sprintf("%s layers have no field %q", layerOp(layerPath, v), name)
+		} else {
+			te.Message = fmt.Sprintf("field %q is not allowed here (in %s)", name, strings.Join(path[:max(len(path)-1, 0)], "."))
+		}
+	case strings.HasPrefix(raw, "invalid value") && strings.Contains(raw, "out of bound"):
+		// "invalid value 0 (out of bound >=1)"
+		val, bound := raw, ""
+		if i := strings.Index(raw, " (out of bound "); i >= 0 {
+			val = strings.TrimPrefix(raw[:i], "invalid value ")
+			bound = strings.TrimSuffix(raw[i+len(" (out of bound "):], ")")
+		}
+		te.Message = fmt.Sprintf("%s is %s but must be %s", orValue(field), val, bound)
+	case strings.Contains(raw, "conflicting values"):
+		if strings.Contains(raw, "mismatched types") {
+			te.Message = fmt.Sprintf("%s has the wrong type: %s", orValue(field), raw)
+		} else {
+			te.Message = fmt.Sprintf("%s: %s", orValue(field), raw)
+		}
+	case strings.Contains(raw, "undefined field"):
+		te.Message = fmt.Sprintf("%s refers to something that does not exist: %s", orValue(field), raw)
+	default:
+		te.Message = raw
+		if field != "" {
+			te.Message = field + ": " + raw
+		}
+	}
+
+	// Where: a user position among CUE's, unless the error is a schema check
+	// (all its positions are in the schema), then where the user wrote the
+	// layer or field.
+	found := false
+	if !fromSchemaCheck {
+		for _, tp := range append([]token.Pos{e.Position()}, e.InputPositions()...) {
+			if up, ok := p.userPos(tp); ok {
+				te.Pos, found = up, true
+				break
+			}
+		}
+	}
+	if !found && fromSchemaCheck {
+		// a check named after a field ("kindErr") points at that field
+		label := strings.TrimSuffix(path[len(path)-1], "Err")
+		prefix := visibleField(path)
+		for _, cand := range []string{prefix + "." + label, "dataset." + label, "training." + label, "model." + label, label} {
+			if tp, ok := p.paths[strings.TrimPrefix(cand, ".")]; ok {
+				if up, ok := p.userPos(tp); ok {
+					te.Pos, found = up, true
+					break
+				}
+			}
+		}
+	}
+	if !found {
+		if up, ok := p.lookup(path); ok {
+			te.Pos, found = up, true
+		}
+	}
+	if !found {
+		te.Pos = p.firstFile()
+	}
+	return te, follower, true
+}
+
+// splitLayerPath splits a value path into the layer it belongs to
+// (model.layers.N or model.nodes.NAME) and the rest.
+func splitLayerPath(path []string) (layer, rest []string) {
+	if len(path) >= 3 && path[0] == "model" && (path[1] == "layers" || path[1] == "nodes") {
+		return path[:3], path[3:]
+	}
+	return nil, path
+}
+
+// layerName is the name of the layer at path, falling back to its position
+// in the list when the name itself is in error.
+func layerName(layerPath []string, v *cue.Value) string {
+	if layerPath[1] == "nodes" {
+		return layerPath[2]
+	}
+	if v != nil {
+		if s, err := v.LookupPath(cuePath(append(slices.Clone(layerPath), "name"))).String(); err == nil {
+			return s
+		}
+	}
+	return "#" + layerPath[2]
+}
+
+// layerOp is the op of the layer at path, for messages.
+func layerOp(layerPath []string, v *cue.Value) string {
+	if v != nil {
+		if s, err := v.LookupPath(cuePath(append(slices.Clone(layerPath), "op"))).String(); err == nil {
+			return s
+		}
+	}
+	return "these"
+}
+
+// cuePath builds a cue.Path from labels, list indices included.
+func cuePath(labels []string) cue.Path {
+	sels := make([]cue.Selector, len(labels))
+	for i, l := range labels {
+		if n, err := strconv.Atoi(l); err == nil {
+			sels[i] = cue.Index(n)
+		} else {
+			sels[i] = cue.Str(l)
+		}
+	}
+	return cue.MakePath(sels...)
+}
+
+// visibleField joins the user-visible labels of a path ("training.epochs"),
+// stopping at the first hidden or definition label.
+func visibleField(path []string) string {
+	var parts []string
+	for _, l := range path {
+		if strings.HasPrefix(l, "_") || strings.HasPrefix(l, "#") {
+			break
+		}
+		parts = append(parts, l)
+	}
+	return strings.Join(parts, ".")
+}
+
+// isComputedField reports whether a layer field is computed by the schema
+// rather than written by the user.
+func isComputedField(field string) bool {
+	first, _, _ := strings.Cut(field, ".")
+	switch first {
+	case "in", "inShapes", "out", "output", "name", "inputs":
+		return true
+	}
+	return strings.HasPrefix(field, "model.layers") || strings.HasPrefix(field, "model.nodes") || field == "model.output"
+}
+
+func orValue(field string) string {
+	if field == "" {
+		return "the value"
+	}
+	return field
+}
