@@ -65,7 +65,10 @@ func NewEngine(m Messenger) (*Engine, error) {
 func (e *Engine) Device() Device { return e.dev }
 
 // DeviceName is the GPU's name, for logs and the selftest header.
-func (e *Engine) DeviceName() string { return e.dev.Name() }
+func (e *Engine) DeviceName() string {
+	defer e.withPool()()
+	return e.dev.Name()
+}
 
 // NewBuffer allocates length bytes of shared (unified) memory. The Engine
 // owns it and releases it in Close; do not Release it yourself.

@@ -60,7 +60,8 @@ func CreateSystemDefaultDevice(m Messenger) (Device, error) {
 	return Device{b: b, id: id}, nil
 }
 
-// Name is the GPU's name, such as "Apple M1 Pro".
+// Name is the GPU's name, such as "Apple M1 Pro". The NSString behind it
+// is autoreleased: call it inside an autorelease pool.
 // https://developer.apple.com/documentation/metal/mtldevice/1433359-name?language=objc
 func (d Device) Name() string {
 	return d.b.goString(ID(d.b.send(d.id, selName)))

@@ -418,6 +418,10 @@ func (f *Fake) receive(receiver mps.ID, sel mps.SEL, args []any) (*object, strin
 		f.violate(CheckNilReceiver, "%s sent to %#x, which is no object", name, uintptr(receiver))
 		return nil, name, false
 	}
+	if o.dead && name == "release" {
+		f.violate(CheckDoubleRelease, "%s released again after it was freed", o)
+		return nil, name, false
+	}
 	if o.dead {
 		f.violate(CheckUseAfterRelease, "%s sent to %s after it was freed", name, o)
 		return nil, name, false
@@ -1023,13 +1027,16 @@ func runGemm(g gemmParams, a, b, c matrixData) {
 		for j := 0; j < g.n; j++ {
 			var sum float64
 			for p := 0; p < g.k; p++ {
-				av := at(a, i, p)
+				var av, bv *float32
 				if g.transA {
 					av = at(a, p, i)
+				} else {
+					av = at(a, i, p)
 				}
-				bv := at(b, p, j)
 				if g.transB {
 					bv = at(b, j, p)
+				} else {
+					bv = at(b, p, j)
 				}
 				sum += float64(*av) * float64(*bv)
 			}
