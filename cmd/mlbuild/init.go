@@ -1,0 +1,131 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+
+	"github.com/mlbuild/mlbuild/schema"
+)
+
+func init() { subcommands = append(subcommands, newInitCmd) }
+
+// initOptions are the inputs of `mlbuild init`.
+type initOptions struct {
+	dir    string
+	force  bool
+	stdout io.Writer
+}
+
+func newInitCmd(g *globalOptions) *cobra.Command {
+	opts := &initOptions{}
+	cmd := &cobra.Command{
+		Use:   "init [DIR]",
+		Short: "Write a starter spec and the CUE module files it needs",
+		Long: `Init writes, into DIR (default: the current directory):
+
+  model.cue                 a starter spec (a small MNIST classifier) to edit
+  cue.mod/module.cue        a CUE module, so that stock CUE tools work here
+  cue.mod/pkg/` + schema.ImportPath + `/*.cue
+                            mlbuild's schema, the same files the binary embeds
+
+With these, 'cue vet ./...' in DIR reports the same shape violations as
+'mlbuild validate' (and editors with CUE support show them). Init refuses to
+overwrite model.cue unless --force is given; the schema files are always
+rewritten so that they match this mlbuild.
+
+Examples:
+  mlbuild init myproject
+  cd myproject && mlbuild validate model.cue && cue vet ./...
+`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.dir = "."
+			if len(args) == 1 {
+				opts.dir = args[0]
+			}
+			opts.force = g.config.GetBool("force")
+			opts.stdout = g.stdout
+			return initRun(opts)
+		},
+	}
+	cmd.Flags().Bool("force", false, "overwrite an existing model.cue")
+	return cmd
+}
+
+// starterSpec is the spec `mlbuild init` writes.
+const starterSpec = `// A starter spec: a small classifier for 28×28 grey-scale digits (MNIST).
+// Edit the layers, then run 'mlbuild validate model.cue' and
+// 'mlbuild shapes model.cue'. docs/specs.md lists every op and field.
+package model
+
+import "` + schema.ImportPath + `"
+
+schema.#Spec & {
+	name: "starter"
+
+	model: {
+		input: [1, 28, 28]
+		layers: [
+			{op: "conv2d", outChannels: 8, kernel: 3, padding: 1},
+			{op: "relu"},
+			{op: "maxpool2d", kernel: 2},
+			{op: "flatten"},
+			{op: "dense", units: 64},
+			{op: "relu"},
+			{op: "dense", units: 10},
+		]
+	}
+
+	training: {
+		optimizer: {kind: "adam", lr: 1e-3}
+		epochs:    2
+		batchSize: 128
+	}
+
+	dataset: {
+		trainImages: "train-images-idx3-ubyte"
+		trainLabels: "train-labels-idx1-ubyte"
+		testImages:  "t10k-images-idx3-ubyte"
+		testLabels:  "t10k-labels-idx1-ubyte"
+		classes:     10
+		imageShape: [1, 28, 28]
+	}
+}
+`
+
+// moduleFile is the cue.mod/module.cue `mlbuild init` writes.
+var moduleFile = fmt.Sprintf("module: \"example.com/model@v0\"\nlanguage: version: %q\n", schema.LanguageVersion)
+
+// initRun writes the starter files into opts.dir.
+func initRun(opts *initOptions) error {
+	specPath := filepath.Join(opts.dir, "model.cue")
+	if _, err := os.Stat(specPath); err == nil && !opts.force {
+		return withCode(ExitUsage, fmt.Errorf("%s exists; use --force to overwrite it", specPath))
+	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return withCode(ExitIO, err)
+	}
+	files := map[string][]byte{specPath: []byte(starterSpec)}
+	modPath := filepath.Join(opts.dir, "cue.mod", "module.cue")
+	if _, err := os.Stat(modPath); errors.Is(err, fs.ErrNotExist) {
+		files[modPath] = []byte(moduleFile)
+	}
+	for _, f := range schema.Files() {
+		files[filepath.Join(opts.dir, filepath.FromSlash(schema.PkgDir), f.Name)] = f.Data
+	}
+	for path, data := range files {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			return withCode(ExitIO, err)
+		}
+		if err := os.WriteFile(path, data, 0o644); err != nil {
+			return withCode(ExitIO, err)
+		}
+	}
+	fmt.Fprintf(opts.stdout, "wrote %s and the CUE module files; next: mlbuild validate %s\n", specPath, specPath)
+	return nil
+}
