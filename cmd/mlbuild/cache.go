@@ -252,12 +252,16 @@ func cacheLsRun(opts cacheLsOptions) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	noun := "entries"
-	if len(entries) == 1 {
-		noun = "entry"
-	}
-	_, err = fmt.Fprintf(opts.Stdout, "%d %s, %s in %s\n", len(entries), noun, humanBytes(total), opts.Dir)
+	_, err = fmt.Fprintf(opts.Stdout, "%s, %s in %s\n", countEntries(len(entries)), humanBytes(total), opts.Dir)
 	return err
+}
+
+// countEntries writes "1 entry" or "n entries".
+func countEntries(n int) string {
+	if n == 1 {
+		return "1 entry"
+	}
+	return fmt.Sprintf("%d entries", n)
 }
 
 // cell makes a label printable in one table cell: "-" when empty, Go-quoted
@@ -326,7 +330,7 @@ func cacheCleanRun(opts cacheOptions) error {
 	if err != nil {
 		return withCode(ExitIO, err)
 	}
-	_, err = fmt.Fprintf(opts.Stdout, "removed %d entries (%s) from %s\n", r.Entries, humanBytes(r.Bytes), opts.Dir)
+	_, err = fmt.Fprintf(opts.Stdout, "removed %s (%s) from %s\n", countEntries(r.Entries), humanBytes(r.Bytes), opts.Dir)
 	return err
 }
 
@@ -414,7 +418,7 @@ func cacheTrimRun(opts cacheTrimOptions) error {
 	for _, e := range left {
 		leftBytes += e.Size
 	}
-	_, err = fmt.Fprintf(opts.Stdout, "removed %d entries (%s) unused for %s; %d entries (%s) remain\n",
-		r.Entries, humanBytes(r.Bytes), formatAge(opts.MaxAge), len(left), humanBytes(leftBytes))
+	_, err = fmt.Fprintf(opts.Stdout, "removed %s (%s) unused for %s; %s (%s) remain\n",
+		countEntries(r.Entries), humanBytes(r.Bytes), formatAge(opts.MaxAge), countEntries(len(left)), humanBytes(leftBytes))
 	return err
 }

@@ -13,8 +13,8 @@ import (
 	"github.com/mlbuild/mlbuild/cache"
 )
 
-// mlbuild runs the CLI in-process and returns its exit code and output.
-func mlbuild(t *testing.T, args ...string) (code int, stdout, stderr string) {
+// cacheCLI runs the CLI in-process and returns its exit code and output.
+func cacheCLI(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
 	var out, errb bytes.Buffer
 	code = run(args, &out, &errb)
@@ -49,10 +49,10 @@ func fillCache(t *testing.T, dir string) (recent, old cache.ActionID) {
 
 func TestCacheDir(t *testing.T) {
 	t.Setenv(cache.EnvDir, "/from/env")
-	if code, out, errs := mlbuild(t, "cache", "dir"); code != ExitOK || out != "/from/env\n" {
+	if code, out, errs := cacheCLI(t, "cache", "dir"); code != ExitOK || out != "/from/env\n" {
 		t.Errorf("cache dir with %s: %d %q %q", cache.EnvDir, code, out, errs)
 	}
-	if code, out, _ := mlbuild(t, "cache", "dir", "--cache-dir", "/from/flag"); code != ExitOK || out != "/from/flag\n" {
+	if code, out, _ := cacheCLI(t, "cache", "dir", "--cache-dir", "/from/flag"); code != ExitOK || out != "/from/flag\n" {
 		t.Errorf("cache dir --cache-dir: %d %q", code, out)
 	}
 	if _, err := os.Stat("/from/flag"); err == nil {
@@ -60,10 +60,10 @@ func TestCacheDir(t *testing.T) {
 	}
 	t.Setenv(cache.EnvDir, "")
 	want, _ := cache.DefaultDir()
-	if code, out, _ := mlbuild(t, "cache", "dir"); code != ExitOK || out != want+"\n" {
+	if code, out, _ := cacheCLI(t, "cache", "dir"); code != ExitOK || out != want+"\n" {
 		t.Errorf("cache dir by default: %d %q, want %q", code, out, want)
 	}
-	if code, _, errs := mlbuild(t, "cache", "dir", "extra"); code != ExitUsage {
+	if code, _, errs := cacheCLI(t, "cache", "dir", "extra"); code != ExitUsage {
 		t.Errorf("cache dir extra: exit %d (%s), want %d", code, errs, ExitUsage)
 	}
 }
@@ -71,14 +71,14 @@ func TestCacheDir(t *testing.T) {
 func TestCacheLs(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "cache")
 	t.Setenv(cache.EnvDir, dir)
-	if code, out, _ := mlbuild(t, "cache", "ls"); code != ExitOK || out != "no entries in "+dir+"\n" {
+	if code, out, _ := cacheCLI(t, "cache", "ls"); code != ExitOK || out != "no entries in "+dir+"\n" {
 		t.Errorf("ls of a missing cache: %d %q", code, out)
 	}
 	if _, err := os.Stat(dir); err == nil {
 		t.Errorf("ls created the cache")
 	}
 	recent, old := fillCache(t, dir)
-	code, out, errs := mlbuild(t, "cache", "ls")
+	code, out, errs := cacheCLI(t, "cache", "ls")
 	if code != ExitOK {
 		t.Fatalf("ls: exit %d: %s", code, errs)
 	}
@@ -98,7 +98,7 @@ func TestCacheLs(t *testing.T) {
 		t.Errorf("total line %q, want %q", lines[3], want)
 	}
 
-	code, out, _ = mlbuild(t, "cache", "ls", "--json", "--cache-dir", dir)
+	code, out, _ = cacheCLI(t, "cache", "ls", "--json", "--cache-dir", dir)
 	var list []lsEntry
 	if err := json.Unmarshal([]byte(out), &list); code != ExitOK || err != nil {
 		t.Fatalf("ls --json: exit %d, %v:\n%s", code, err, out)
@@ -108,13 +108,13 @@ func TestCacheLs(t *testing.T) {
 		t.Errorf("ls --json = %+v", list)
 	}
 	// An empty cache prints an empty array, not null.
-	if code, out, _ := mlbuild(t, "cache", "ls", "--json", "--cache-dir", t.TempDir()); code != ExitOK || strings.TrimSpace(out) != "[]" {
+	if code, out, _ := cacheCLI(t, "cache", "ls", "--json", "--cache-dir", t.TempDir()); code != ExitOK || strings.TrimSpace(out) != "[]" {
 		t.Errorf("ls --json of an empty cache: %d %q", code, out)
 	}
 	// A file where the cache should be is an I/O error, named.
 	file := filepath.Join(t.TempDir(), "file")
 	os.WriteFile(file, nil, 0o644)
-	if code, _, errs := mlbuild(t, "cache", "ls", "--cache-dir", file); code != ExitIO || !strings.Contains(errs, file+" is not a directory") {
+	if code, _, errs := cacheCLI(t, "cache", "ls", "--cache-dir", file); code != ExitIO || !strings.Contains(errs, file+" is not a directory") {
 		t.Errorf("ls of a file: exit %d, %q", code, errs)
 	}
 }
@@ -122,9 +122,9 @@ func TestCacheLs(t *testing.T) {
 func TestCacheTrimAndClean(t *testing.T) {
 	dir := t.TempDir()
 	recent, old := fillCache(t, dir)
-	code, out, errs := mlbuild(t, "cache", "trim", "--cache-dir", dir, "--max-age", "2d")
+	code, out, errs := cacheCLI(t, "cache", "trim", "--cache-dir", dir, "--max-age", "2d")
 	// The removed bytes count the entry file as well as the 4-byte output.
-	if code != ExitOK || !regexp.MustCompile(`^removed 1 entries \(\d+ B\) unused for 2d; 1 entries \(2\.9 KiB\) remain\n$`).MatchString(out) {
+	if code != ExitOK || !regexp.MustCompile(`^removed 1 entry \(\d+ B\) unused for 2d; 1 entry \(2\.9 KiB\) remain\n$`).MatchString(out) {
 		t.Errorf("trim: exit %d %q %q", code, out, errs)
 	}
 	c, err := cache.Open(dir)
@@ -138,28 +138,28 @@ func TestCacheTrimAndClean(t *testing.T) {
 		t.Errorf("recent entry trimmed: %v", err)
 	}
 	for _, bad := range []string{"five", "-3d", "-1h", "1.5d"} {
-		if code, _, errs := mlbuild(t, "cache", "trim", "--cache-dir", dir, "--max-age", bad); code != ExitUsage || !strings.Contains(errs, "--max-age") {
+		if code, _, errs := cacheCLI(t, "cache", "trim", "--cache-dir", dir, "--max-age", bad); code != ExitUsage || !strings.Contains(errs, "--max-age") {
 			t.Errorf("trim --max-age %s: exit %d %q", bad, code, errs)
 		}
 	}
-	code, out, _ = mlbuild(t, "cache", "trim", "--cache-dir", dir)
-	if code != ExitOK || !strings.Contains(out, "unused for 5d; 1 entries") {
+	code, out, _ = cacheCLI(t, "cache", "trim", "--cache-dir", dir)
+	if code != ExitOK || !strings.Contains(out, "removed 0 entries (0 B) unused for 5d; 1 entry") {
 		t.Errorf("trim with the default age: %d %q", code, out)
 	}
 
-	code, out, errs = mlbuild(t, "cache", "clean", "--cache-dir", dir)
-	if code != ExitOK || !regexp.MustCompile(`^removed 1 entries \(\d\.\d KiB\) from `+regexp.QuoteMeta(dir)+"\n$").MatchString(out) {
+	code, out, errs = cacheCLI(t, "cache", "clean", "--cache-dir", dir)
+	if code != ExitOK || !regexp.MustCompile(`^removed 1 entry \(\d\.\d KiB\) from `+regexp.QuoteMeta(dir)+"\n$").MatchString(out) {
 		t.Errorf("clean: exit %d %q %q", code, out, errs)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "README")); err != nil {
 		t.Errorf("clean removed the README: %v", err)
 	}
-	if code, out, _ := mlbuild(t, "cache", "ls", "--cache-dir", dir); code != ExitOK || !strings.HasPrefix(out, "no entries") {
+	if code, out, _ := cacheCLI(t, "cache", "ls", "--cache-dir", dir); code != ExitOK || !strings.HasPrefix(out, "no entries") {
 		t.Errorf("ls after clean: %d %q", code, out)
 	}
 	missing := filepath.Join(t.TempDir(), "none")
 	for _, sub := range []string{"clean", "trim"} {
-		if code, out, _ := mlbuild(t, "cache", sub, "--cache-dir", missing); code != ExitOK || !strings.Contains(out, "nothing to "+sub) {
+		if code, out, _ := cacheCLI(t, "cache", sub, "--cache-dir", missing); code != ExitOK || !strings.Contains(out, "nothing to "+sub) {
 			t.Errorf("%s of a missing cache: %d %q", sub, code, out)
 		}
 		if _, err := os.Stat(missing); err == nil {
