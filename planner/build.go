@@ -3,6 +3,7 @@ package planner
 import (
 	"fmt"
 
+	"github.com/mlbuild/mlbuild/rt/cpu"
 	"github.com/mlbuild/mlbuild/spec"
 )
 
@@ -142,11 +143,14 @@ func positioned(m *spec.Model, err error) error {
 	return err
 }
 
-// DefaultConvScratch is the im2col scratch of the CPU kernels: one image's
-// columns for one group, [C/G·KH·KW, OH·OW].
-// TODO(planner): switch to cpu.Conv.ColsSize once rt/cpu's convolution is
-// committed, so that the CPU kernels' batching of images is accounted for.
+// DefaultConvScratch is the im2col scratch the CPU kernels need for one
+// convolution step (rt/cpu's Conv.ColsSize: a few images' columns at once,
+// none for a pointwise convolution), so that a CPU plan's buffers are
+// exactly what its kernels use.
 func DefaultConvScratch(g ConvGeom) int {
-	groups := max(g.Groups, 1)
-	return g.C / groups * g.KH * g.KW * g.OH * g.OW
+	return cpu.Conv{
+		N: g.N, C: g.C, H: g.H, W: g.W, OC: g.OC, OH: g.OH, OW: g.OW,
+		KH: g.KH, KW: g.KW, SH: g.SH, SW: g.SW, PH: g.PH, PW: g.PW,
+		DH: g.DH, DW: g.DW, Groups: g.Groups,
+	}.ColsSize()
 }
