@@ -21,10 +21,11 @@ const (
 func applyAct(v []float32, act Act, alpha float32) {
 	switch act {
 	case ActReLU:
+		// Branch-free: clear the bits of negative values (sign bit set),
+		// since their signs are as unpredictable as the data.
 		for i, x := range v {
-			if x < 0 {
-				v[i] = 0
-			}
+			b := math.Float32bits(x)
+			v[i] = math.Float32frombits(b &^ uint32(int32(b)>>31))
 		}
 	case ActLeakyReLU:
 		for i, x := range v {
@@ -49,10 +50,11 @@ func actBackward(y, dy []float32, act Act, alpha float32) {
 	dy = dy[:len(y)]
 	switch act {
 	case ActReLU:
+		// y is +0 or positive: keep dy where y's bits are non-zero, without
+		// a branch (b-1 is negative as an int32 only for b = 0).
 		for i, v := range y {
-			if v <= 0 {
-				dy[i] = 0
-			}
+			b := math.Float32bits(v)
+			dy[i] = math.Float32frombits(math.Float32bits(dy[i]) &^ uint32(int32(b-1)>>31))
 		}
 	case ActLeakyReLU:
 		for i, v := range y {

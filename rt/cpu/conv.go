@@ -13,11 +13,15 @@ type Conv struct {
 	Groups     int
 }
 
-// convSlots is how many images' im2col columns the scratch buffer holds at
-// once. It bounds both the scratch memory and the parallelism of the
-// convolution kernels over the batch, and it does not depend on the number
-// of threads so that a plan's buffer sizes are the same on every machine.
-const convSlots = 16
+// convMaxSlots and convSlotBudget bound how many images' im2col columns
+// the scratch buffer holds at once: at most 16 images and about 4M float32s
+// (16 MiB), though never less than one image. The slot count depends only on
+// the geometry, never on the thread count, so that a plan's buffer sizes are
+// the same on every machine.
+const (
+	convMaxSlots   = 16
+	convSlotBudget = 1 << 22
+)
 
 // norm returns g with zero strides, dilations and groups read as 1.
 func (g Conv) norm() Conv {
@@ -34,45 +38,40 @@ func (g Conv) norm() Conv {
 	return g
 }
 
-// pointwise reports whether the convolution is a 1×1, stride 1, unpadded
-// one, whose im2col matrix is the input image itself.
-func (g Conv) pointwise() bool {
-	g = g.norm()
-	return g.KH == 1 && g.KW == 1 && g.SH == 1 && g.SW == 1 && g.PH == 0 && g.PW == 0
-}
-
 // colRows is the number of rows of one group's im2col matrix, C/G·KH·KW,
 // which is also the length of one output channel's filter.
 func (g Conv) colRows() int { return g.C / g.norm().Groups * g.KH * g.KW }
 
-// colsPerImage is the size of one image's im2col matrices, all groups.
-func (g Conv) colsPerImage() int { return g.norm().Groups * g.colRows() * g.OH * g.OW }
+// slotSize is the scratch one image needs: its im2col columns for every
+// group (C·KH·KW rows of OH·OW) and a copy of its output or output gradient
+// (OC rows of OH·OW).
+func (g Conv) slotSize() int { return (g.C*g.KH*g.KW + g.OC) * g.OH * g.OW }
 
-// slots is the number of images whose columns the scratch holds at once.
-func (g Conv) slots() int { return max(1, min(g.N, convSlots)) }
-
-// ColsSize is the number of float32s of im2col scratch that Conv2DFwd and
-// Conv2DBwd need: for each of min(N, 16) image slots, per group, a
-// [C/G·KH·KW, OH·OW] matrix. A 1×1, stride 1, unpadded convolution needs none.
-func (g Conv) ColsSize() int {
-	if g.pointwise() {
-		return 0
-	}
-	return g.slots() * g.colsPerImage()
+// slots is the number of images processed per round.
+func (g Conv) slots() int {
+	return max(1, min(g.N, convMaxSlots, convSlotBudget/max(1, g.slotSize())))
 }
 
-// im2col writes the columns of one image x [C,H,W] into cols: for each group
-// a [C/G·KH·KW, OH·OW] matrix whose row (c,kh,kw) holds the input pixel each
-// output position sees through that filter tap (0 in the padding).
-func im2col(x, cols []float32, g Conv) {
-	ohw := g.OH * g.OW
-	rows := g.C * g.KH * g.KW // all groups, laid out group after group
+// ColsSize is the number of float32s of scratch that Conv2DFwd and
+// Conv2DBwd need. They work in rounds of up to 16 images; for a round of n
+// images the scratch holds, per group, the [C/G·KH·KW, n·OH·OW] im2col
+// matrix of the round (image i in columns i·OH·OW onwards), followed by the
+// round's [OC, n·OH·OW] output (or output gradient), so that each group is
+// one large GEMM per round rather than one small GEMM per image.
+func (g Conv) ColsSize() int { return g.slots() * g.slotSize() }
+
+// im2col writes the columns of one image x [C,H,W] into cols, whose rows
+// are ld apart: row (c,kh,kw) holds, for each output position, the input
+// pixel it sees through that filter tap (0 in the padding). Rows of all
+// groups follow each other, so group g's rows start at g·C/G·KH·KW.
+func im2col(x, cols []float32, ld int, g Conv) {
+	rows := g.C * g.KH * g.KW
 	for r := 0; r < rows; r++ {
 		kw := r % g.KW
 		kh := r / g.KW % g.KH
 		c := r / (g.KW * g.KH)
 		plane := x[c*g.H*g.W : (c+1)*g.H*g.W]
-		dst := cols[r*ohw : (r+1)*ohw]
+		dst := cols[r*ld : r*ld+g.OH*g.OW]
 		for oh := 0; oh < g.OH; oh++ {
 			out := dst[oh*g.OW : (oh+1)*g.OW]
 			ih := oh*g.SH - g.PH + kh*g.DH
@@ -107,17 +106,17 @@ func im2col(x, cols []float32, g Conv) {
 	}
 }
 
-// col2im adds the columns of one image back into dx [C,H,W], the adjoint of
-// im2col: each column entry is summed into the pixel it was read from.
-func col2im(cols, dx []float32, g Conv) {
-	ohw := g.OH * g.OW
+// col2im adds columns laid out as im2col writes them (rows ld apart) back
+// into dx [C,H,W], the adjoint of im2col: each entry is summed into the
+// pixel it was read from.
+func col2im(cols []float32, ld int, dx []float32, g Conv) {
 	rows := g.C * g.KH * g.KW
 	for r := 0; r < rows; r++ {
 		kw := r % g.KW
 		kh := r / g.KW % g.KH
 		c := r / (g.KW * g.KH)
 		plane := dx[c*g.H*g.W : (c+1)*g.H*g.W]
-		src := cols[r*ohw : (r+1)*ohw]
+		src := cols[r*ld : r*ld+g.OH*g.OW]
 		for oh := 0; oh < g.OH; oh++ {
 			ih := oh*g.SH - g.PH + kh*g.DH
 			if ih < 0 || ih >= g.H {
@@ -147,63 +146,74 @@ func col2im(cols, dx []float32, g Conv) {
 	}
 }
 
-// forEachSlot runs fn(slot, image) for every image of the batch, images
-// spread over the scratch slots (image i uses slot i mod slots) and the
-// slots spread over the threads, so no two goroutines share a slot.
-func (g Conv) forEachSlot(first, count int, fn func(slot, img int)) {
-	slots := g.slots()
-	ParallelFor(min(slots, count), 1, func(lo, hi int) {
-		for s := lo; s < hi; s++ {
-			for i := first + s; i < first+count; i += slots {
-				fn(s, i)
-			}
-		}
-	})
+// convRound is the scratch of one round of count images starting at image
+// first: the round's im2col matrices (row stride ld = count·OH·OW) and its
+// [OC, ld] output block.
+type convRound struct {
+	first, count, ld int
+	cols, out        []float32
 }
 
-// Conv2DFwd computes y = act(conv(x, w) + b) by im2col and one GEMM per
-// image and group, with the bias and activation applied while the output is
-// still in cache. x is [N,C,H,W], w [OC,C/G,KH,KW], b [OC] or nil, y
-// [N,OC,OH,OW]; cols is scratch of g.ColsSize() float32s.
+// forEachRound splits the batch into rounds of up to g.slots() images and
+// lays out the scratch for each.
+func (g Conv) forEachRound(scratch []float32, fn func(r convRound)) {
+	ohw, slots := g.OH*g.OW, g.slots()
+	for first := 0; first < g.N; first += slots {
+		count := min(slots, g.N-first)
+		ld := count * ohw
+		colsLen := g.C * g.KH * g.KW * ld
+		fn(convRound{first: first, count: count, ld: ld,
+			cols: scratch[:colsLen], out: scratch[colsLen : colsLen+g.OC*ld]})
+	}
+}
+
+// Conv2DFwd computes y = act(conv(x, w) + b) by im2col and, per round of
+// images and per group, one GEMM, with the bias and activation applied as
+// the output is copied into place. x is [N,C,H,W], w [OC,C/G,KH,KW], b
+// [OC] or nil, y [N,OC,OH,OW]; cols is scratch of g.ColsSize() float32s.
 func Conv2DFwd(x, w, b, y, cols []float32, g Conv, act Act, alpha float32) {
 	g = g.norm()
 	G, ohw, krows := g.Groups, g.OH*g.OW, g.colRows()
-	ocg, chw, per := g.OC/G, g.C*g.H*g.W, g.colsPerImage()
-	pw := g.pointwise()
-	g.forEachSlot(0, g.N, func(slot, n int) {
-		xn := x[n*chw : (n+1)*chw]
-		yn := y[n*g.OC*ohw : (n+1)*g.OC*ohw]
-		c := xn
-		if !pw {
-			c = cols[slot*per : (slot+1)*per]
-			im2col(xn, c, g)
-		}
+	ocg, chw := g.OC/G, g.C*g.H*g.W
+	g.forEachRound(cols, func(r convRound) {
+		ParallelFor(r.count, 1, func(lo, hi int) {
+			for i := lo; i < hi; i++ {
+				n := r.first + i
+				im2col(x[n*chw:(n+1)*chw], r.cols[i*ohw:], r.ld, g)
+			}
+		})
 		for gi := 0; gi < G; gi++ {
-			Sgemm(false, false, ocg, ohw, krows, 1, w[gi*ocg*krows:], krows,
-				c[gi*krows*ohw:], ohw, 0, yn[gi*ocg*ohw:], ohw)
+			Sgemm(false, false, ocg, r.ld, krows, 1, w[gi*ocg*krows:], krows,
+				r.cols[gi*krows*r.ld:], r.ld, 0, r.out[gi*ocg*r.ld:], r.ld)
 		}
-		for oc := 0; oc < g.OC; oc++ {
-			row := yn[oc*ohw : (oc+1)*ohw]
-			if b != nil {
-				bv := b[oc]
-				for i := range row {
-					row[i] += bv
+		ParallelFor(r.count, 1, func(lo, hi int) {
+			for i := lo; i < hi; i++ {
+				yn := y[(r.first+i)*g.OC*ohw:]
+				for oc := 0; oc < g.OC; oc++ {
+					row := yn[oc*ohw : (oc+1)*ohw]
+					copy(row, r.out[oc*r.ld+i*ohw:])
+					if b != nil {
+						bv := b[oc]
+						for j := range row {
+							row[j] += bv
+						}
+					}
+					applyAct(row, act, alpha)
 				}
 			}
-			applyAct(row, act, alpha)
-		}
+		})
 	})
 }
 
 // Conv2DBwd is the backward pass of Conv2DFwd. It turns dy into the gradient
-// of the pre-activation in place, then writes db (Σ over images and
-// positions), dw (Σ over images of dy·colsᵀ) and dx (col2im of wᵀ·dy),
-// recomputing the columns from x in rounds of as many images as cols has
-// slots. dx and db may be nil.
+// of the pre-activation in place, writes db (Σ over images and positions),
+// and then per round of images recomputes the columns from x, gathers the
+// round's dy, and adds dy·colsᵀ into dw and col2im(wᵀ·dy) into dx, one GEMM
+// per group each. dx and db may be nil.
 func Conv2DBwd(x, w, y, dy, cols, dx, dw, db []float32, g Conv, act Act, alpha float32) {
 	g = g.norm()
 	G, ohw, krows := g.Groups, g.OH*g.OW, g.colRows()
-	ocg, chw, per := g.OC/G, g.C*g.H*g.W, g.colsPerImage()
+	ocg, chw := g.OC/G, g.C*g.H*g.W
 	yimg := g.OC * ohw
 	if act != ActNone {
 		ParallelFor(g.N, 1, func(lo, hi int) {
@@ -224,57 +234,33 @@ func Conv2DBwd(x, w, y, dy, cols, dx, dw, db []float32, g Conv, act Act, alpha f
 		})
 	}
 	clear(dw[:g.OC*krows])
-	pw := g.pointwise()
-	// imageCols returns the columns of image n, already computed into slot.
-	imageCols := func(slot, n int) []float32 {
-		if pw {
-			return x[n*chw : (n+1)*chw]
-		}
-		return cols[slot*per : (slot+1)*per]
-	}
-	round := g.N
-	if !pw {
-		round = g.slots()
-	}
-	for first := 0; first < g.N; first += round {
-		count := min(round, g.N-first)
-		if !pw {
-			g.forEachSlot(first, count, func(slot, n int) {
-				im2col(x[n*chw:(n+1)*chw], imageCols(slot, n), g)
-			})
-		}
-		// dw[oc, r] += Σ_n dy_n[oc, :]·cols_n[r, :], split over the filter
-		// taps r so that each goroutine owns its own columns of dw.
-		for gi := 0; gi < G; gi++ {
-			dwg := dw[gi*ocg*krows:]
-			ParallelFor(krows, 8, func(lo, hi int) {
-				for i := 0; i < count; i++ {
-					n := first + i
-					c := imageCols(i%g.slots(), n)
-					Sgemm(false, true, ocg, hi-lo, ohw, 1, dy[n*yimg+gi*ocg*ohw:], ohw,
-						c[(gi*krows+lo)*ohw:], ohw, 1, dwg[lo:], krows)
+	g.forEachRound(cols, func(r convRound) {
+		ParallelFor(r.count, 1, func(lo, hi int) {
+			for i := lo; i < hi; i++ {
+				n := r.first + i
+				im2col(x[n*chw:(n+1)*chw], r.cols[i*ohw:], r.ld, g)
+				for oc := 0; oc < g.OC; oc++ {
+					copy(r.out[oc*r.ld+i*ohw:oc*r.ld+(i+1)*ohw], dy[n*yimg+oc*ohw:])
 				}
-			})
+			}
+		})
+		for gi := 0; gi < G; gi++ {
+			Sgemm(false, true, ocg, krows, r.ld, 1, r.out[gi*ocg*r.ld:], r.ld,
+				r.cols[gi*krows*r.ld:], r.ld, 1, dw[gi*ocg*krows:], krows)
 		}
 		if dx == nil {
-			continue
+			return
 		}
-		g.forEachSlot(first, count, func(slot, n int) {
-			dxn := dx[n*chw : (n+1)*chw]
-			if pw {
-				for gi := 0; gi < G; gi++ {
-					Sgemm(true, false, krows, ohw, ocg, 1, w[gi*ocg*krows:], krows,
-						dy[n*yimg+gi*ocg*ohw:], ohw, 0, dxn[gi*krows*ohw:], ohw)
-				}
-				return
+		for gi := 0; gi < G; gi++ {
+			Sgemm(true, false, krows, r.ld, ocg, 1, w[gi*ocg*krows:], krows,
+				r.out[gi*ocg*r.ld:], r.ld, 0, r.cols[gi*krows*r.ld:], r.ld)
+		}
+		ParallelFor(r.count, 1, func(lo, hi int) {
+			for i := lo; i < hi; i++ {
+				dxn := dx[(r.first+i)*chw : (r.first+i+1)*chw]
+				clear(dxn)
+				col2im(r.cols[i*ohw:], r.ld, dxn, g)
 			}
-			c := imageCols(slot, n)
-			for gi := 0; gi < G; gi++ {
-				Sgemm(true, false, krows, ohw, ocg, 1, w[gi*ocg*krows:], krows,
-					dy[n*yimg+gi*ocg*ohw:], ohw, 0, c[gi*krows*ohw:], ohw)
-			}
-			clear(dxn)
-			col2im(c, dxn, g)
 		})
-	}
+	})
 }

@@ -19,12 +19,61 @@ func MaxPool2DFwd(x, y []float32, g Conv) {
 	hw, ohw := g.H*g.W, g.OH*g.OW
 	poolPlanes(g, func(p int) {
 		xp, yp := x[p*hw:(p+1)*hw], y[p*ohw:(p+1)*ohw]
+		if g.pool2x2() {
+			for oh := 0; oh < g.OH; oh++ {
+				r0, r1 := xp[2*oh*g.W:(2*oh+1)*g.W], xp[(2*oh+1)*g.W:(2*oh+2)*g.W]
+				out := yp[oh*g.OW : (oh+1)*g.OW]
+				for ow := range out {
+					out[ow] = max2x2(r0, r1, 2*ow)
+				}
+			}
+			return
+		}
 		for oh := 0; oh < g.OH; oh++ {
 			for ow := 0; ow < g.OW; ow++ {
 				yp[oh*g.OW+ow] = xp[maxPoolArg(xp, g, oh, ow)]
 			}
 		}
 	})
+}
+
+// pool2x2 reports whether the window is the common 2×2, stride 2,
+// unpadded, undilated one, which has a fast path.
+func (g Conv) pool2x2() bool {
+	return g.KH == 2 && g.KW == 2 && g.SH == 2 && g.SW == 2 && g.PH == 0 && g.PW == 0 && g.DH == 1 && g.DW == 1
+}
+
+// beats reports whether v replaces best as a window's maximum: it is larger,
+// or a NaN replacing a number (PyTorch propagates NaN).
+func beats(v, best float32) bool { return v > best || (v != v && best == best) }
+
+// argmax2x2 returns which of the window's four pixels r0[j], r0[j+1],
+// r1[j], r1[j+1] (0 to 3, in scan order) is its first maximum.
+func argmax2x2(r0, r1 []float32, j int) int {
+	best, arg := r0[j], 0
+	if v := r0[j+1]; beats(v, best) {
+		best, arg = v, 1
+	}
+	if v := r1[j]; beats(v, best) {
+		best, arg = v, 2
+	}
+	if v := r1[j+1]; beats(v, best) {
+		arg = 3
+	}
+	return arg
+}
+
+// max2x2 is the maximum of the 2×2 window at column j of rows r0 and r1.
+func max2x2(r0, r1 []float32, j int) float32 {
+	switch argmax2x2(r0, r1, j) {
+	case 0:
+		return r0[j]
+	case 1:
+		return r0[j+1]
+	case 2:
+		return r1[j]
+	}
+	return r1[j+1]
 }
 
 // maxPoolArg returns the index within the plane of the first maximum of the
@@ -44,7 +93,7 @@ func maxPoolArg(xp []float32, g Conv, oh, ow int) int {
 				continue
 			}
 			v := xp[ih*g.W+iw]
-			if arg < 0 || v > best || (v != v && best == best) {
+			if arg < 0 || beats(v, best) {
 				best, arg = v, ih*g.W+iw
 			}
 		}
@@ -61,6 +110,16 @@ func MaxPool2DBwd(x, y, dy, dx []float32, g Conv) {
 	poolPlanes(g, func(p int) {
 		xp, dyp, dxp := x[p*hw:(p+1)*hw], dy[p*ohw:(p+1)*ohw], dx[p*hw:(p+1)*hw]
 		clear(dxp)
+		if g.pool2x2() {
+			for oh := 0; oh < g.OH; oh++ {
+				r0, r1 := xp[2*oh*g.W:(2*oh+1)*g.W], xp[(2*oh+1)*g.W:(2*oh+2)*g.W]
+				for ow, d := range dyp[oh*g.OW : (oh+1)*g.OW] {
+					a := argmax2x2(r0, r1, 2*ow)
+					dxp[(2*oh+a>>1)*g.W+2*ow+a&1] = d
+				}
+			}
+			return
+		}
 		for oh := 0; oh < g.OH; oh++ {
 			for ow := 0; ow < g.OW; ow++ {
 				if a := maxPoolArg(xp, g, oh, ow); a >= 0 {
