@@ -20,7 +20,6 @@ func randVec(r *rand.Rand, n int, lo, hi float32) []float32 {
 
 func zeros(n int) []float32 { return make([]float32, n) }
 
-
 func argsVec(lr float32, step, seed uint32) []float32 {
 	a := PackStepArgs(lr, step, seed)
 	v := make([]float32, len(a))

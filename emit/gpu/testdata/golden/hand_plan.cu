@@ -1,0 +1,471 @@
+// CUDA C++; compile with nvcc or NVRTC.
+
+// im2col of [1,28,28] with 3x3 window
+// threadgroups 24 x 256 threads
+extern "C" __global__ void mlb000_im2col(const float* __restrict__ x,
+    float* __restrict__ cols) {
+    int i = (int)(blockIdx.x * blockDim.x + threadIdx.x);
+    if (i >= 6084) {
+        return;
+    }
+    int row = i / 676;
+    int col = i % 676;
+    int h = col / 26 + row / 3 % 3;
+    int w = col % 26 + row % 3;
+    float v = 0.0f;
+    if (h >= 0 && h < 28 && w >= 0 && w < 28) {
+        v = x[(row / 9 * 28 + h) * 28 + w];
+    }
+    cols[i] = v;
+}
+
+// bias + "relu" epilogue, 8112 elements, 4 channels x 676
+// threadgroups 32 x 256 threads
+extern "C" __global__ void mlb001_bias_act(float* __restrict__ y,
+    const float* __restrict__ b) {
+    int i = (int)(blockIdx.x * blockDim.x + threadIdx.x);
+    if (i >= 8112) {
+        return;
+    }
+    float v = y[i] + b[i / 676 % 4];
+    y[i] = fmaxf(v, 0.0f);
+}
+
+// max pool [3,4,26,26] -> 13x13
+// threadgroups 8 x 256 threads
+extern "C" __global__ void mlb002_maxpool2d(const float* __restrict__ x,
+    float* __restrict__ y) {
+    int i = (int)(blockIdx.x * blockDim.x + threadIdx.x);
+    if (i >= 2028) {
+        return;
+    }
+    int oh = i / 13 % 13;
+    int ow = i % 13;
+    int base = i / 169 * 676;
+    float m = -3.4028235e+38f;
+    for (int qh = 0; qh < 2; qh += 1) {
+        int ih = oh * 2 + qh;
+        for (int qw = 0; qw < 2; qw += 1) {
+            int iw = ow * 2 + qw;
+            if (ih >= 0 && ih < 26 && iw >= 0 && iw < 26) {
+                int xi = ih * 26 + iw;
+                m = fmaxf(m, x[base + xi]);
+            }
+        }
+    }
+    y[i] = m;
+}
+
+// bias + "relu" epilogue, 48 elements, 16 channels x 1
+// threadgroups 1 x 256 threads
+extern "C" __global__ void mlb003_bias_act(float* __restrict__ y,
+    const float* __restrict__ b) {
+    int i = (int)(blockIdx.x * blockDim.x + threadIdx.x);
+    if (i >= 48) {
+        return;
+    }
+    float v = y[i] + b[i % 16];
+    y[i] = fmaxf(v, 0.0f);
+}
+
+// dropout rate 0.25, 48 elements
+// threadgroups 1 x 256 threads
+extern "C" __global__ void mlb004_dropout(const unsigned int* __restrict__ args,
+    const float* __restrict__ x,
+    float* __restrict__ y,
+    float* __restrict__ mask) {
+    int i = (int)(blockIdx.x * blockDim.x + threadIdx.x);
+    if (i >= 48) {
+        return;
+    }
+    unsigned int h_u = (unsigned int)i * 2654435769u ^ args[2];
+    h_u = h_u ^ h_u >> 16u;
+    h_u = h_u * 2146121005u;
+    h_u = h_u ^ h_u >> 15u;
+    h_u = h_u * 2221713035u;
+    h_u = h_u ^ h_u >> 16u;
+    h_u = h_u ^ args[1] * 2246822507u;
+    h_u = h_u ^ h_u >> 16u;
+    h_u = h_u * 2146121005u;
+    h_u = h_u ^ h_u >> 15u;
+    h_u = h_u * 2221713035u;
+    h_u = h_u ^ h_u >> 16u;
+    float u = (float)(h_u >> 8u) * 5.9604645e-08f;
+    float m = u >= 0.25f ? 1.3333334f : 0.0f;
+    mask[i] = m;
+    y[i] = x[i] * m;
+}
+
+// bias + "" epilogue, 30 elements, 10 channels x 1
+// threadgroups 1 x 256 threads
+extern "C" __global__ void mlb005_bias_act(float* __restrict__ y,
+    const float* __restrict__ b) {
+    int i = (int)(blockIdx.x * blockDim.x + threadIdx.x);
+    if (i >= 30) {
+        return;
+    }
+    float v = y[i] + b[i % 10];
+    y[i] = v;
+}
+
+// softmax cross-entropy, batch 3, 10 classes
+// threadgroups 1 x 2 threads
+extern "C" __global__ void mlb006_softmax_xent(const float* __restrict__ z,
+    const float* __restrict__ t,
+    float* __restrict__ loss,
+    float* __restrict__ dz) {
+    __shared__ float sh[2];
+    float acc = 0.0f;
+    for (int r = (int)threadIdx.x; r < 3; r += 2) {
+        float m = z[r * 10];
+        for (int c = 1; c < 10; c += 1) {
+            m = fmaxf(m, z[r * 10 + c]);
+        }
+        float s = 0.0f;
+        for (int c = 0; c < 10; c += 1) {
+            s = s + expf(z[r * 10 + c] - m);
+        }
+        float lse = m + logf(s);
+        for (int c = 0; c < 10; c += 1) {
+            float lp = z[r * 10 + c] - lse;
+            acc = acc - t[r * 10 + c] * lp;
+            dz[r * 10 + c] = (expf(lp) - t[r * 10 + c]) * 0.33333334f;
+        }
+    }
+    sh[(int)threadIdx.x] = acc;
+    __syncthreads();
+    if ((int)threadIdx.x < 1) {
+        sh[(int)threadIdx.x] = sh[(int)threadIdx.x] + sh[(int)threadIdx.x + 1];
+    }
+    __syncthreads();
+    float total = sh[0];
+    __syncthreads();
+    if ((int)threadIdx.x == 0) {
+        loss[0] = total * 0.33333334f;
+    }
+}
+
+// bias gradient: sums of [3,10,1] over axes 0 and 2
+// threadgroups 10 x 2 threads
+extern "C" __global__ void mlb007_bias_grad(const float* __restrict__ dy,
+    float* __restrict__ db) {
+    __shared__ float sh[2];
+    float acc = 0.0f;
+    for (int j = (int)threadIdx.x; j < 3; j += 2) {
+        acc = acc + dy[j * 10 + (int)blockIdx.x];
+    }
+    sh[(int)threadIdx.x] = acc;
+    __syncthreads();
+    if ((int)threadIdx.x < 1) {
+        sh[(int)threadIdx.x] = sh[(int)threadIdx.x] + sh[(int)threadIdx.x + 1];
+    }
+    __syncthreads();
+    float total = sh[0];
+    __syncthreads();
+    if ((int)threadIdx.x == 0) {
+        db[(int)blockIdx.x] = total;
+    }
+}
+
+// dropout backward, 48 elements
+// threadgroups 1 x 256 threads
+extern "C" __global__ void mlb008_dropout_bwd(const float* __restrict__ mask,
+    const float* __restrict__ dy,
+    float* __restrict__ dx) {
+    int i = (int)(blockIdx.x * blockDim.x + threadIdx.x);
+    if (i >= 48) {
+        return;
+    }
+    dx[i] = dy[i] * mask[i];
+}
+
+// "relu" backward from y, 48 elements
+// threadgroups 1 x 256 threads
+extern "C" __global__ void mlb009_act_bwd(const float* __restrict__ y,
+    float* __restrict__ dy) {
+    int i = (int)(blockIdx.x * blockDim.x + threadIdx.x);
+    if (i >= 48) {
+        return;
+    }
+    dy[i] = dy[i] * (y[i] > 0.0f ? 1.0f : 0.0f);
+}
+
+// bias gradient: sums of [3,16,1] over axes 0 and 2
+// threadgroups 16 x 2 threads
+extern "C" __global__ void mlb010_bias_grad(const float* __restrict__ dy,
+    float* __restrict__ db) {
+    __shared__ float sh[2];
+    float acc = 0.0f;
+    for (int j = (int)threadIdx.x; j < 3; j += 2) {
+        acc = acc + dy[j * 16 + (int)blockIdx.x];
+    }
+    sh[(int)threadIdx.x] = acc;
+    __syncthreads();
+    if ((int)threadIdx.x < 1) {
+        sh[(int)threadIdx.x] = sh[(int)threadIdx.x] + sh[(int)threadIdx.x + 1];
+    }
+    __syncthreads();
+    float total = sh[0];
+    __syncthreads();
+    if ((int)threadIdx.x == 0) {
+        db[(int)blockIdx.x] = total;
+    }
+}
+
+// max pool backward [3,4,26,26] <- 13x13
+// threadgroups 32 x 256 threads
+extern "C" __global__ void mlb011_maxpool2d_bwd(const float* __restrict__ x,
+    const float* __restrict__ dy,
+    float* __restrict__ dx) {
+    int i = (int)(blockIdx.x * blockDim.x + threadIdx.x);
+    if (i >= 8112) {
+        return;
+    }
+    int w = i % 26;
+    int h = i / 26 % 26;
+    int p = i / 676;
+    float acc = 0.0f;
+    int base = p * 676;
+    for (int kh = 0; kh < 2; kh += 1) {
+        int th = h - kh;
+        if (th >= 0 && th % 2 == 0 && th / 2 < 13) {
+            for (int kw = 0; kw < 2; kw += 1) {
+                int tw = w - kw;
+                if (tw >= 0 && tw % 2 == 0 && tw / 2 < 13) {
+                    int oh = th / 2;
+                    int ow = tw / 2;
+                    float best = 0.0f;
+                    int arg = -1;
+                    for (int qh = 0; qh < 2; qh += 1) {
+                        int ih = oh * 2 + qh;
+                        for (int qw = 0; qw < 2; qw += 1) {
+                            int iw = ow * 2 + qw;
+                            if (ih >= 0 && ih < 26 && iw >= 0 && iw < 26) {
+                                int xi = ih * 26 + iw;
+                                float xv = x[base + xi];
+                                if (arg < 0 || xv > best) {
+                                    best = xv;
+                                    arg = xi;
+                                }
+                            }
+                        }
+                    }
+                    if (arg == h * 26 + w) {
+                        acc = acc + dy[p * 169 + (oh * 13 + ow)];
+                    }
+                }
+            }
+        }
+    }
+    dx[i] = acc;
+}
+
+// "relu" backward from y, 8112 elements
+// threadgroups 32 x 256 threads
+extern "C" __global__ void mlb012_act_bwd(const float* __restrict__ y,
+    float* __restrict__ dy) {
+    int i = (int)(blockIdx.x * blockDim.x + threadIdx.x);
+    if (i >= 8112) {
+        return;
+    }
+    dy[i] = dy[i] * (y[i] > 0.0f ? 1.0f : 0.0f);
+}
+
+// bias gradient: sums of [3,4,676] over axes 0 and 2
+// threadgroups 4 x 256 threads
+extern "C" __global__ void mlb013_bias_grad(const float* __restrict__ dy,
+    float* __restrict__ db) {
+    __shared__ float sh[256];
+    float acc = 0.0f;
+    for (int j = (int)threadIdx.x; j < 2028; j += 256) {
+        acc = acc + dy[(j / 676 * 4 + (int)blockIdx.x) * 676 + j % 676];
+    }
+    sh[(int)threadIdx.x] = acc;
+    __syncthreads();
+    if ((int)threadIdx.x < 128) {
+        sh[(int)threadIdx.x] = sh[(int)threadIdx.x] + sh[(int)threadIdx.x + 128];
+    }
+    __syncthreads();
+    if ((int)threadIdx.x < 64) {
+        sh[(int)threadIdx.x] = sh[(int)threadIdx.x] + sh[(int)threadIdx.x + 64];
+    }
+    __syncthreads();
+    if ((int)threadIdx.x < 32) {
+        sh[(int)threadIdx.x] = sh[(int)threadIdx.x] + sh[(int)threadIdx.x + 32];
+    }
+    __syncthreads();
+    if ((int)threadIdx.x < 16) {
+        sh[(int)threadIdx.x] = sh[(int)threadIdx.x] + sh[(int)threadIdx.x + 16];
+    }
+    __syncthreads();
+    if ((int)threadIdx.x < 8) {
+        sh[(int)threadIdx.x] = sh[(int)threadIdx.x] + sh[(int)threadIdx.x + 8];
+    }
+    __syncthreads();
+    if ((int)threadIdx.x < 4) {
+        sh[(int)threadIdx.x] = sh[(int)threadIdx.x] + sh[(int)threadIdx.x + 4];
+    }
+    __syncthreads();
+    if ((int)threadIdx.x < 2) {
+        sh[(int)threadIdx.x] = sh[(int)threadIdx.x] + sh[(int)threadIdx.x + 2];
+    }
+    __syncthreads();
+    if ((int)threadIdx.x < 1) {
+        sh[(int)threadIdx.x] = sh[(int)threadIdx.x] + sh[(int)threadIdx.x + 1];
+    }
+    __syncthreads();
+    float total = sh[0];
+    __syncthreads();
+    if ((int)threadIdx.x == 0) {
+        db[(int)blockIdx.x] = total;
+    }
+}
+
+// adam beta1 0.9 beta2 0.999 eps 1e-08 weight decay 0, 36 elements
+// threadgroups 1 x 256 threads
+extern "C" __global__ void mlb014_adam(const unsigned int* __restrict__ args,
+    const float* __restrict__ g,
+    float* __restrict__ m,
+    float* __restrict__ v,
+    float* __restrict__ p) {
+    int i = (int)(blockIdx.x * blockDim.x + threadIdx.x);
+    if (i >= 36) {
+        return;
+    }
+    float lr = __uint_as_float(args[0]);
+    float bc1 = 1.0f - expf((float)args[1] * -0.105360545f);
+    float bc2 = 1.0f - expf((float)args[1] * -0.0010004875f);
+    float w = p[i];
+    float d = g[i];
+    float m1 = 0.9f * m[i] + 0.100000024f * d;
+    float v1 = 0.999f * v[i] + 0.0009999871f * (d * d);
+    m[i] = m1;
+    v[i] = v1;
+    p[i] = w - lr * (m1 / bc1) / (sqrtf(v1 / bc2) + 1e-08f);
+}
+
+// adam beta1 0.9 beta2 0.999 eps 1e-08 weight decay 0, 4 elements
+// threadgroups 1 x 256 threads
+extern "C" __global__ void mlb015_adam(const unsigned int* __restrict__ args,
+    const float* __restrict__ g,
+    float* __restrict__ m,
+    float* __restrict__ v,
+    float* __restrict__ p) {
+    int i = (int)(blockIdx.x * blockDim.x + threadIdx.x);
+    if (i >= 4) {
+        return;
+    }
+    float lr = __uint_as_float(args[0]);
+    float bc1 = 1.0f - expf((float)args[1] * -0.105360545f);
+    float bc2 = 1.0f - expf((float)args[1] * -0.0010004875f);
+    float w = p[i];
+    float d = g[i];
+    float m1 = 0.9f * m[i] + 0.100000024f * d;
+    float v1 = 0.999f * v[i] + 0.0009999871f * (d * d);
+    m[i] = m1;
+    v[i] = v1;
+    p[i] = w - lr * (m1 / bc1) / (sqrtf(v1 / bc2) + 1e-08f);
+}
+
+// adam beta1 0.9 beta2 0.999 eps 1e-08 weight decay 0, 10816 elements
+// threadgroups 43 x 256 threads
+extern "C" __global__ void mlb016_adam(const unsigned int* __restrict__ args,
+    const float* __restrict__ g,
+    float* __restrict__ m,
+    float* __restrict__ v,
+    float* __restrict__ p) {
+    int i = (int)(blockIdx.x * blockDim.x + threadIdx.x);
+    if (i >= 10816) {
+        return;
+    }
+    float lr = __uint_as_float(args[0]);
+    float bc1 = 1.0f - expf((float)args[1] * -0.105360545f);
+    float bc2 = 1.0f - expf((float)args[1] * -0.0010004875f);
+    float w = p[i];
+    float d = g[i];
+    float m1 = 0.9f * m[i] + 0.100000024f * d;
+    float v1 = 0.999f * v[i] + 0.0009999871f * (d * d);
+    m[i] = m1;
+    v[i] = v1;
+    p[i] = w - lr * (m1 / bc1) / (sqrtf(v1 / bc2) + 1e-08f);
+}
+
+// adam beta1 0.9 beta2 0.999 eps 1e-08 weight decay 0, 16 elements
+// threadgroups 1 x 256 threads
+extern "C" __global__ void mlb017_adam(const unsigned int* __restrict__ args,
+    const float* __restrict__ g,
+    float* __restrict__ m,
+    float* __restrict__ v,
+    float* __restrict__ p) {
+    int i = (int)(blockIdx.x * blockDim.x + threadIdx.x);
+    if (i >= 16) {
+        return;
+    }
+    float lr = __uint_as_float(args[0]);
+    float bc1 = 1.0f - expf((float)args[1] * -0.105360545f);
+    float bc2 = 1.0f - expf((float)args[1] * -0.0010004875f);
+    float w = p[i];
+    float d = g[i];
+    float m1 = 0.9f * m[i] + 0.100000024f * d;
+    float v1 = 0.999f * v[i] + 0.0009999871f * (d * d);
+    m[i] = m1;
+    v[i] = v1;
+    p[i] = w - lr * (m1 / bc1) / (sqrtf(v1 / bc2) + 1e-08f);
+}
+
+// adam beta1 0.9 beta2 0.999 eps 1e-08 weight decay 0, 160 elements
+// threadgroups 1 x 256 threads
+extern "C" __global__ void mlb018_adam(const unsigned int* __restrict__ args,
+    const float* __restrict__ g,
+    float* __restrict__ m,
+    float* __restrict__ v,
+    float* __restrict__ p) {
+    int i = (int)(blockIdx.x * blockDim.x + threadIdx.x);
+    if (i >= 160) {
+        return;
+    }
+    float lr = __uint_as_float(args[0]);
+    float bc1 = 1.0f - expf((float)args[1] * -0.105360545f);
+    float bc2 = 1.0f - expf((float)args[1] * -0.0010004875f);
+    float w = p[i];
+    float d = g[i];
+    float m1 = 0.9f * m[i] + 0.100000024f * d;
+    float v1 = 0.999f * v[i] + 0.0009999871f * (d * d);
+    m[i] = m1;
+    v[i] = v1;
+    p[i] = w - lr * (m1 / bc1) / (sqrtf(v1 / bc2) + 1e-08f);
+}
+
+// adam beta1 0.9 beta2 0.999 eps 1e-08 weight decay 0, 10 elements
+// threadgroups 1 x 256 threads
+extern "C" __global__ void mlb019_adam(const unsigned int* __restrict__ args,
+    const float* __restrict__ g,
+    float* __restrict__ m,
+    float* __restrict__ v,
+    float* __restrict__ p) {
+    int i = (int)(blockIdx.x * blockDim.x + threadIdx.x);
+    if (i >= 10) {
+        return;
+    }
+    float lr = __uint_as_float(args[0]);
+    float bc1 = 1.0f - expf((float)args[1] * -0.105360545f);
+    float bc2 = 1.0f - expf((float)args[1] * -0.0010004875f);
+    float w = p[i];
+    float d = g[i];
+    float m1 = 0.9f * m[i] + 0.100000024f * d;
+    float v1 = 0.999f * v[i] + 0.0009999871f * (d * d);
+    m[i] = m1;
+    v[i] = v1;
+    p[i] = w - lr * (m1 / bc1) / (sqrtf(v1 / bc2) + 1e-08f);
+}
+
+// copy, 48 elements
+// threadgroups 1 x 256 threads
+extern "C" __global__ void mlb020_copy(const float* __restrict__ x,
+    float* __restrict__ y) {
+    int i = (int)(blockIdx.x * blockDim.x + threadIdx.x);
+    if (i >= 48) {
+        return;
+    }
+    y[i] = x[i];
+}

@@ -1,0 +1,556 @@
+#include <metal_stdlib>
+using namespace metal;
+
+// im2col of [1,28,28] with 3x3 window
+// threadgroups 24 x 256 threads
+kernel void mlb000_im2col(device const float* x [[buffer(0)]],
+    device float* cols [[buffer(1)]],
+    uint mlb_gid [[thread_position_in_grid]],
+    uint mlb_lid [[thread_position_in_threadgroup]],
+    uint mlb_tgid [[threadgroup_position_in_grid]],
+    uint mlb_tgsize [[threads_per_threadgroup]]) {
+    int i = (int)mlb_gid;
+    if (i >= 6084) {
+        return;
+    }
+    int row = i / 676;
+    int col = i % 676;
+    int h = col / 26 + row / 3 % 3;
+    int w = col % 26 + row % 3;
+    float v = 0.0f;
+    if (h >= 0 && h < 28 && w >= 0 && w < 28) {
+        v = x[(row / 9 * 28 + h) * 28 + w];
+    }
+    cols[i] = v;
+}
+
+// bias + "relu" epilogue, 8112 elements, 4 channels x 676
+// threadgroups 32 x 256 threads
+kernel void mlb001_bias_act(device float* y [[buffer(0)]],
+    device const float* b [[buffer(1)]],
+    uint mlb_gid [[thread_position_in_grid]],
+    uint mlb_lid [[thread_position_in_threadgroup]],
+    uint mlb_tgid [[threadgroup_position_in_grid]],
+    uint mlb_tgsize [[threads_per_threadgroup]]) {
+    int i = (int)mlb_gid;
+    if (i >= 8112) {
+        return;
+    }
+    float v = y[i] + b[i / 676 % 4];
+    y[i] = metal::fmax(v, 0.0f);
+}
+
+// max pool [3,4,26,26] -> 13x13
+// threadgroups 8 x 256 threads
+kernel void mlb002_maxpool2d(device const float* x [[buffer(0)]],
+    device float* y [[buffer(1)]],
+    uint mlb_gid [[thread_position_in_grid]],
+    uint mlb_lid [[thread_position_in_threadgroup]],
+    uint mlb_tgid [[threadgroup_position_in_grid]],
+    uint mlb_tgsize [[threads_per_threadgroup]]) {
+    int i = (int)mlb_gid;
+    if (i >= 2028) {
+        return;
+    }
+    int oh = i / 13 % 13;
+    int ow = i % 13;
+    int base = i / 169 * 676;
+    float m = -3.4028235e+38f;
+    for (int qh = 0; qh < 2; qh += 1) {
+        int ih = oh * 2 + qh;
+        for (int qw = 0; qw < 2; qw += 1) {
+            int iw = ow * 2 + qw;
+            if (ih >= 0 && ih < 26 && iw >= 0 && iw < 26) {
+                int xi = ih * 26 + iw;
+                m = metal::fmax(m, x[base + xi]);
+            }
+        }
+    }
+    y[i] = m;
+}
+
+// bias + "relu" epilogue, 48 elements, 16 channels x 1
+// threadgroups 1 x 256 threads
+kernel void mlb003_bias_act(device float* y [[buffer(0)]],
+    device const float* b [[buffer(1)]],
+    uint mlb_gid [[thread_position_in_grid]],
+    uint mlb_lid [[thread_position_in_threadgroup]],
+    uint mlb_tgid [[threadgroup_position_in_grid]],
+    uint mlb_tgsize [[threads_per_threadgroup]]) {
+    int i = (int)mlb_gid;
+    if (i >= 48) {
+        return;
+    }
+    float v = y[i] + b[i % 16];
+    y[i] = metal::fmax(v, 0.0f);
+}
+
+// dropout rate 0.25, 48 elements
+// threadgroups 1 x 256 threads
+kernel void mlb004_dropout(device const uint* args [[buffer(0)]],
+    device const float* x [[buffer(1)]],
+    device float* y [[buffer(2)]],
+    device float* mask [[buffer(3)]],
+    uint mlb_gid [[thread_position_in_grid]],
+    uint mlb_lid [[thread_position_in_threadgroup]],
+    uint mlb_tgid [[threadgroup_position_in_grid]],
+    uint mlb_tgsize [[threads_per_threadgroup]]) {
+    int i = (int)mlb_gid;
+    if (i >= 48) {
+        return;
+    }
+    uint h_u = (uint)i * 2654435769u ^ args[2];
+    h_u = h_u ^ h_u >> 16u;
+    h_u = h_u * 2146121005u;
+    h_u = h_u ^ h_u >> 15u;
+    h_u = h_u * 2221713035u;
+    h_u = h_u ^ h_u >> 16u;
+    h_u = h_u ^ args[1] * 2246822507u;
+    h_u = h_u ^ h_u >> 16u;
+    h_u = h_u * 2146121005u;
+    h_u = h_u ^ h_u >> 15u;
+    h_u = h_u * 2221713035u;
+    h_u = h_u ^ h_u >> 16u;
+    float u = (float)(h_u >> 8u) * 5.9604645e-08f;
+    float m = u >= 0.25f ? 1.3333334f : 0.0f;
+    mask[i] = m;
+    y[i] = x[i] * m;
+}
+
+// bias + "" epilogue, 30 elements, 10 channels x 1
+// threadgroups 1 x 256 threads
+kernel void mlb005_bias_act(device float* y [[buffer(0)]],
+    device const float* b [[buffer(1)]],
+    uint mlb_gid [[thread_position_in_grid]],
+    uint mlb_lid [[thread_position_in_threadgroup]],
+    uint mlb_tgid [[threadgroup_position_in_grid]],
+    uint mlb_tgsize [[threads_per_threadgroup]]) {
+    int i = (int)mlb_gid;
+    if (i >= 30) {
+        return;
+    }
+    float v = y[i] + b[i % 10];
+    y[i] = v;
+}
+
+// softmax cross-entropy, batch 3, 10 classes
+// threadgroups 1 x 2 threads
+kernel void mlb006_softmax_xent(device const float* z [[buffer(0)]],
+    device const float* t [[buffer(1)]],
+    device float* loss [[buffer(2)]],
+    device float* dz [[buffer(3)]],
+    uint mlb_gid [[thread_position_in_grid]],
+    uint mlb_lid [[thread_position_in_threadgroup]],
+    uint mlb_tgid [[threadgroup_position_in_grid]],
+    uint mlb_tgsize [[threads_per_threadgroup]]) {
+    threadgroup float sh[2];
+    float acc = 0.0f;
+    for (int r = (int)mlb_lid; r < 3; r += 2) {
+        float m = z[r * 10];
+        for (int c = 1; c < 10; c += 1) {
+            m = metal::fmax(m, z[r * 10 + c]);
+        }
+        float s = 0.0f;
+        for (int c = 0; c < 10; c += 1) {
+            s = s + metal::exp(z[r * 10 + c] - m);
+        }
+        float lse = m + metal::log(s);
+        for (int c = 0; c < 10; c += 1) {
+            float lp = z[r * 10 + c] - lse;
+            acc = acc - t[r * 10 + c] * lp;
+            dz[r * 10 + c] = (metal::exp(lp) - t[r * 10 + c]) * 0.33333334f;
+        }
+    }
+    sh[(int)mlb_lid] = acc;
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    if ((int)mlb_lid < 1) {
+        sh[(int)mlb_lid] = sh[(int)mlb_lid] + sh[(int)mlb_lid + 1];
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    float total = sh[0];
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    if ((int)mlb_lid == 0) {
+        loss[0] = total * 0.33333334f;
+    }
+}
+
+// bias gradient: sums of [3,10,1] over axes 0 and 2
+// threadgroups 10 x 2 threads
+kernel void mlb007_bias_grad(device const float* dy [[buffer(0)]],
+    device float* db [[buffer(1)]],
+    uint mlb_gid [[thread_position_in_grid]],
+    uint mlb_lid [[thread_position_in_threadgroup]],
+    uint mlb_tgid [[threadgroup_position_in_grid]],
+    uint mlb_tgsize [[threads_per_threadgroup]]) {
+    threadgroup float sh[2];
+    float acc = 0.0f;
+    for (int j = (int)mlb_lid; j < 3; j += 2) {
+        acc = acc + dy[j * 10 + (int)mlb_tgid];
+    }
+    sh[(int)mlb_lid] = acc;
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    if ((int)mlb_lid < 1) {
+        sh[(int)mlb_lid] = sh[(int)mlb_lid] + sh[(int)mlb_lid + 1];
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    float total = sh[0];
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    if ((int)mlb_lid == 0) {
+        db[(int)mlb_tgid] = total;
+    }
+}
+
+// dropout backward, 48 elements
+// threadgroups 1 x 256 threads
+kernel void mlb008_dropout_bwd(device const float* mask [[buffer(0)]],
+    device const float* dy [[buffer(1)]],
+    device float* dx [[buffer(2)]],
+    uint mlb_gid [[thread_position_in_grid]],
+    uint mlb_lid [[thread_position_in_threadgroup]],
+    uint mlb_tgid [[threadgroup_position_in_grid]],
+    uint mlb_tgsize [[threads_per_threadgroup]]) {
+    int i = (int)mlb_gid;
+    if (i >= 48) {
+        return;
+    }
+    dx[i] = dy[i] * mask[i];
+}
+
+// "relu" backward from y, 48 elements
+// threadgroups 1 x 256 threads
+kernel void mlb009_act_bwd(device const float* y [[buffer(0)]],
+    device float* dy [[buffer(1)]],
+    uint mlb_gid [[thread_position_in_grid]],
+    uint mlb_lid [[thread_position_in_threadgroup]],
+    uint mlb_tgid [[threadgroup_position_in_grid]],
+    uint mlb_tgsize [[threads_per_threadgroup]]) {
+    int i = (int)mlb_gid;
+    if (i >= 48) {
+        return;
+    }
+    dy[i] = dy[i] * (y[i] > 0.0f ? 1.0f : 0.0f);
+}
+
+// bias gradient: sums of [3,16,1] over axes 0 and 2
+// threadgroups 16 x 2 threads
+kernel void mlb010_bias_grad(device const float* dy [[buffer(0)]],
+    device float* db [[buffer(1)]],
+    uint mlb_gid [[thread_position_in_grid]],
+    uint mlb_lid [[thread_position_in_threadgroup]],
+    uint mlb_tgid [[threadgroup_position_in_grid]],
+    uint mlb_tgsize [[threads_per_threadgroup]]) {
+    threadgroup float sh[2];
+    float acc = 0.0f;
+    for (int j = (int)mlb_lid; j < 3; j += 2) {
+        acc = acc + dy[j * 16 + (int)mlb_tgid];
+    }
+    sh[(int)mlb_lid] = acc;
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    if ((int)mlb_lid < 1) {
+        sh[(int)mlb_lid] = sh[(int)mlb_lid] + sh[(int)mlb_lid + 1];
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    float total = sh[0];
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    if ((int)mlb_lid == 0) {
+        db[(int)mlb_tgid] = total;
+    }
+}
+
+// max pool backward [3,4,26,26] <- 13x13
+// threadgroups 32 x 256 threads
+kernel void mlb011_maxpool2d_bwd(device const float* x [[buffer(0)]],
+    device const float* dy [[buffer(1)]],
+    device float* dx [[buffer(2)]],
+    uint mlb_gid [[thread_position_in_grid]],
+    uint mlb_lid [[thread_position_in_threadgroup]],
+    uint mlb_tgid [[threadgroup_position_in_grid]],
+    uint mlb_tgsize [[threads_per_threadgroup]]) {
+    int i = (int)mlb_gid;
+    if (i >= 8112) {
+        return;
+    }
+    int w = i % 26;
+    int h = i / 26 % 26;
+    int p = i / 676;
+    float acc = 0.0f;
+    int base = p * 676;
+    for (int kh = 0; kh < 2; kh += 1) {
+        int th = h - kh;
+        if (th >= 0 && th % 2 == 0 && th / 2 < 13) {
+            for (int kw = 0; kw < 2; kw += 1) {
+                int tw = w - kw;
+                if (tw >= 0 && tw % 2 == 0 && tw / 2 < 13) {
+                    int oh = th / 2;
+                    int ow = tw / 2;
+                    float best = 0.0f;
+                    int arg = -1;
+                    for (int qh = 0; qh < 2; qh += 1) {
+                        int ih = oh * 2 + qh;
+                        for (int qw = 0; qw < 2; qw += 1) {
+                            int iw = ow * 2 + qw;
+                            if (ih >= 0 && ih < 26 && iw >= 0 && iw < 26) {
+                                int xi = ih * 26 + iw;
+                                float xv = x[base + xi];
+                                if (arg < 0 || xv > best) {
+                                    best = xv;
+                                    arg = xi;
+                                }
+                            }
+                        }
+                    }
+                    if (arg == h * 26 + w) {
+                        acc = acc + dy[p * 169 + (oh * 13 + ow)];
+                    }
+                }
+            }
+        }
+    }
+    dx[i] = acc;
+}
+
+// "relu" backward from y, 8112 elements
+// threadgroups 32 x 256 threads
+kernel void mlb012_act_bwd(device const float* y [[buffer(0)]],
+    device float* dy [[buffer(1)]],
+    uint mlb_gid [[thread_position_in_grid]],
+    uint mlb_lid [[thread_position_in_threadgroup]],
+    uint mlb_tgid [[threadgroup_position_in_grid]],
+    uint mlb_tgsize [[threads_per_threadgroup]]) {
+    int i = (int)mlb_gid;
+    if (i >= 8112) {
+        return;
+    }
+    dy[i] = dy[i] * (y[i] > 0.0f ? 1.0f : 0.0f);
+}
+
+// bias gradient: sums of [3,4,676] over axes 0 and 2
+// threadgroups 4 x 256 threads
+kernel void mlb013_bias_grad(device const float* dy [[buffer(0)]],
+    device float* db [[buffer(1)]],
+    uint mlb_gid [[thread_position_in_grid]],
+    uint mlb_lid [[thread_position_in_threadgroup]],
+    uint mlb_tgid [[threadgroup_position_in_grid]],
+    uint mlb_tgsize [[threads_per_threadgroup]]) {
+    threadgroup float sh[256];
+    float acc = 0.0f;
+    for (int j = (int)mlb_lid; j < 2028; j += 256) {
+        acc = acc + dy[(j / 676 * 4 + (int)mlb_tgid) * 676 + j % 676];
+    }
+    sh[(int)mlb_lid] = acc;
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    if ((int)mlb_lid < 128) {
+        sh[(int)mlb_lid] = sh[(int)mlb_lid] + sh[(int)mlb_lid + 128];
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    if ((int)mlb_lid < 64) {
+        sh[(int)mlb_lid] = sh[(int)mlb_lid] + sh[(int)mlb_lid + 64];
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    if ((int)mlb_lid < 32) {
+        sh[(int)mlb_lid] = sh[(int)mlb_lid] + sh[(int)mlb_lid + 32];
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    if ((int)mlb_lid < 16) {
+        sh[(int)mlb_lid] = sh[(int)mlb_lid] + sh[(int)mlb_lid + 16];
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    if ((int)mlb_lid < 8) {
+        sh[(int)mlb_lid] = sh[(int)mlb_lid] + sh[(int)mlb_lid + 8];
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    if ((int)mlb_lid < 4) {
+        sh[(int)mlb_lid] = sh[(int)mlb_lid] + sh[(int)mlb_lid + 4];
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    if ((int)mlb_lid < 2) {
+        sh[(int)mlb_lid] = sh[(int)mlb_lid] + sh[(int)mlb_lid + 2];
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    if ((int)mlb_lid < 1) {
+        sh[(int)mlb_lid] = sh[(int)mlb_lid] + sh[(int)mlb_lid + 1];
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    float total = sh[0];
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    if ((int)mlb_lid == 0) {
+        db[(int)mlb_tgid] = total;
+    }
+}
+
+// adam beta1 0.9 beta2 0.999 eps 1e-08 weight decay 0, 36 elements
+// threadgroups 1 x 256 threads
+kernel void mlb014_adam(device const uint* args [[buffer(0)]],
+    device const float* g [[buffer(1)]],
+    device float* m [[buffer(2)]],
+    device float* v [[buffer(3)]],
+    device float* p [[buffer(4)]],
+    uint mlb_gid [[thread_position_in_grid]],
+    uint mlb_lid [[thread_position_in_threadgroup]],
+    uint mlb_tgid [[threadgroup_position_in_grid]],
+    uint mlb_tgsize [[threads_per_threadgroup]]) {
+    int i = (int)mlb_gid;
+    if (i >= 36) {
+        return;
+    }
+    float lr = as_type<float>(args[0]);
+    float bc1 = 1.0f - metal::exp((float)args[1] * -0.105360545f);
+    float bc2 = 1.0f - metal::exp((float)args[1] * -0.0010004875f);
+    float w = p[i];
+    float d = g[i];
+    float m1 = 0.9f * m[i] + 0.100000024f * d;
+    float v1 = 0.999f * v[i] + 0.0009999871f * (d * d);
+    m[i] = m1;
+    v[i] = v1;
+    p[i] = w - lr * (m1 / bc1) / (metal::sqrt(v1 / bc2) + 1e-08f);
+}
+
+// adam beta1 0.9 beta2 0.999 eps 1e-08 weight decay 0, 4 elements
+// threadgroups 1 x 256 threads
+kernel void mlb015_adam(device const uint* args [[buffer(0)]],
+    device const float* g [[buffer(1)]],
+    device float* m [[buffer(2)]],
+    device float* v [[buffer(3)]],
+    device float* p [[buffer(4)]],
+    uint mlb_gid [[thread_position_in_grid]],
+    uint mlb_lid [[thread_position_in_threadgroup]],
+    uint mlb_tgid [[threadgroup_position_in_grid]],
+    uint mlb_tgsize [[threads_per_threadgroup]]) {
+    int i = (int)mlb_gid;
+    if (i >= 4) {
+        return;
+    }
+    float lr = as_type<float>(args[0]);
+    float bc1 = 1.0f - metal::exp((float)args[1] * -0.105360545f);
+    float bc2 = 1.0f - metal::exp((float)args[1] * -0.0010004875f);
+    float w = p[i];
+    float d = g[i];
+    float m1 = 0.9f * m[i] + 0.100000024f * d;
+    float v1 = 0.999f * v[i] + 0.0009999871f * (d * d);
+    m[i] = m1;
+    v[i] = v1;
+    p[i] = w - lr * (m1 / bc1) / (metal::sqrt(v1 / bc2) + 1e-08f);
+}
+
+// adam beta1 0.9 beta2 0.999 eps 1e-08 weight decay 0, 10816 elements
+// threadgroups 43 x 256 threads
+kernel void mlb016_adam(device const uint* args [[buffer(0)]],
+    device const float* g [[buffer(1)]],
+    device float* m [[buffer(2)]],
+    device float* v [[buffer(3)]],
+    device float* p [[buffer(4)]],
+    uint mlb_gid [[thread_position_in_grid]],
+    uint mlb_lid [[thread_position_in_threadgroup]],
+    uint mlb_tgid [[threadgroup_position_in_grid]],
+    uint mlb_tgsize [[threads_per_threadgroup]]) {
+    int i = (int)mlb_gid;
+    if (i >= 10816) {
+        return;
+    }
+    float lr = as_type<float>(args[0]);
+    float bc1 = 1.0f - metal::exp((float)args[1] * -0.105360545f);
+    float bc2 = 1.0f - metal::exp((float)args[1] * -0.0010004875f);
+    float w = p[i];
+    float d = g[i];
+    float m1 = 0.9f * m[i] + 0.100000024f * d;
+    float v1 = 0.999f * v[i] + 0.0009999871f * (d * d);
+    m[i] = m1;
+    v[i] = v1;
+    p[i] = w - lr * (m1 / bc1) / (metal::sqrt(v1 / bc2) + 1e-08f);
+}
+
+// adam beta1 0.9 beta2 0.999 eps 1e-08 weight decay 0, 16 elements
+// threadgroups 1 x 256 threads
+kernel void mlb017_adam(device const uint* args [[buffer(0)]],
+    device const float* g [[buffer(1)]],
+    device float* m [[buffer(2)]],
+    device float* v [[buffer(3)]],
+    device float* p [[buffer(4)]],
+    uint mlb_gid [[thread_position_in_grid]],
+    uint mlb_lid [[thread_position_in_threadgroup]],
+    uint mlb_tgid [[threadgroup_position_in_grid]],
+    uint mlb_tgsize [[threads_per_threadgroup]]) {
+    int i = (int)mlb_gid;
+    if (i >= 16) {
+        return;
+    }
+    float lr = as_type<float>(args[0]);
+    float bc1 = 1.0f - metal::exp((float)args[1] * -0.105360545f);
+    float bc2 = 1.0f - metal::exp((float)args[1] * -0.0010004875f);
+    float w = p[i];
+    float d = g[i];
+    float m1 = 0.9f * m[i] + 0.100000024f * d;
+    float v1 = 0.999f * v[i] + 0.0009999871f * (d * d);
+    m[i] = m1;
+    v[i] = v1;
+    p[i] = w - lr * (m1 / bc1) / (metal::sqrt(v1 / bc2) + 1e-08f);
+}
+
+// adam beta1 0.9 beta2 0.999 eps 1e-08 weight decay 0, 160 elements
+// threadgroups 1 x 256 threads
+kernel void mlb018_adam(device const uint* args [[buffer(0)]],
+    device const float* g [[buffer(1)]],
+    device float* m [[buffer(2)]],
+    device float* v [[buffer(3)]],
+    device float* p [[buffer(4)]],
+    uint mlb_gid [[thread_position_in_grid]],
+    uint mlb_lid [[thread_position_in_threadgroup]],
+    uint mlb_tgid [[threadgroup_position_in_grid]],
+    uint mlb_tgsize [[threads_per_threadgroup]]) {
+    int i = (int)mlb_gid;
+    if (i >= 160) {
+        return;
+    }
+    float lr = as_type<float>(args[0]);
+    float bc1 = 1.0f - metal::exp((float)args[1] * -0.105360545f);
+    float bc2 = 1.0f - metal::exp((float)args[1] * -0.0010004875f);
+    float w = p[i];
+    float d = g[i];
+    float m1 = 0.9f * m[i] + 0.100000024f * d;
+    float v1 = 0.999f * v[i] + 0.0009999871f * (d * d);
+    m[i] = m1;
+    v[i] = v1;
+    p[i] = w - lr * (m1 / bc1) / (metal::sqrt(v1 / bc2) + 1e-08f);
+}
+
+// adam beta1 0.9 beta2 0.999 eps 1e-08 weight decay 0, 10 elements
+// threadgroups 1 x 256 threads
+kernel void mlb019_adam(device const uint* args [[buffer(0)]],
+    device const float* g [[buffer(1)]],
+    device float* m [[buffer(2)]],
+    device float* v [[buffer(3)]],
+    device float* p [[buffer(4)]],
+    uint mlb_gid [[thread_position_in_grid]],
+    uint mlb_lid [[thread_position_in_threadgroup]],
+    uint mlb_tgid [[threadgroup_position_in_grid]],
+    uint mlb_tgsize [[threads_per_threadgroup]]) {
+    int i = (int)mlb_gid;
+    if (i >= 10) {
+        return;
+    }
+    float lr = as_type<float>(args[0]);
+    float bc1 = 1.0f - metal::exp((float)args[1] * -0.105360545f);
+    float bc2 = 1.0f - metal::exp((float)args[1] * -0.0010004875f);
+    float w = p[i];
+    float d = g[i];
+    float m1 = 0.9f * m[i] + 0.100000024f * d;
+    float v1 = 0.999f * v[i] + 0.0009999871f * (d * d);
+    m[i] = m1;
+    v[i] = v1;
+    p[i] = w - lr * (m1 / bc1) / (metal::sqrt(v1 / bc2) + 1e-08f);
+}
+
+// copy, 48 elements
+// threadgroups 1 x 256 threads
+kernel void mlb020_copy(device const float* x [[buffer(0)]],
+    device float* y [[buffer(1)]],
+    uint mlb_gid [[thread_position_in_grid]],
+    uint mlb_lid [[thread_position_in_threadgroup]],
+    uint mlb_tgid [[threadgroup_position_in_grid]],
+    uint mlb_tgsize [[threads_per_threadgroup]]) {
+    int i = (int)mlb_gid;
+    if (i >= 48) {
+        return;
+    }
+    y[i] = x[i];
+}
