@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime/debug"
 	"slices"
 	"strings"
 	"time"
@@ -103,7 +102,7 @@ func loadSources(srcs []source) (*Model, error) {
 	go func() {
 		defer func() {
 			if r := recover(); r != nil {
-				done <- result{err: Errors{{Pos: Pos{File: srcs[0].name}, Message: fmt.Sprintf("internal error while evaluating the spec (please report it): %v\n%s", r, debug.Stack())}}}
+				done <- result{err: Errors{{Pos: Pos{File: srcs[0].name}, Message: fmt.Sprintf("internal error while evaluating the spec (please report it): %v", r)}}}
 			}
 		}()
 		m, err := evaluate(srcs)

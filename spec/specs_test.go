@@ -1,0 +1,122 @@
+package spec
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// positioned matches the FILE:LINE:COL prefix every reported problem has.
+var positioned = regexp.MustCompile(`^[^:]+\.cue:\d+:\d+: `)
+
+// TestInvalidSpecs checks that every spec in testdata/specs/invalid is
+// rejected with positioned errors, one of which contains the words of its
+// `// want:` line.
+func TestInvalidSpecs(t *testing.T) {
+	files, _ := filepath.Glob("../testdata/specs/invalid/*.cue")
+	if len(files) < 60 {
+		t.Fatalf("only %d invalid specs; want at least 60", len(files))
+	}
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			data, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			first, _, _ := strings.Cut(string(data), "\n")
+			want, ok := strings.CutPrefix(first, "// want: ")
+			if !ok {
+				t.Fatalf("first line %q is not a // want: comment", first)
+			}
+			_, err = Load(f)
+			if err == nil {
+				t.Fatalf("accepted; want an error containing %q", want)
+			}
+			var es Errors
+			if !errors.As(err, &es) || len(es) == 0 {
+				t.Fatalf("error %v is not a spec.Errors", err)
+			}
+			found := false
+			for _, e := range es {
+				if !positioned.MatchString(e.Error()) {
+					t.Errorf("error without FILE:LINE:COL position: %s", e.Error())
+				}
+				if strings.Contains(e.Error(), want) {
+					found = true
+				}
+			}
+			if !found {
+				t.Errorf("errors do not mention %q:\n%s", want, err)
+			}
+		})
+	}
+}
+
+// TestValidSpecs checks every spec in testdata/specs/valid, and the
+// flagship model, loads into a Model that keeps the planner's conventions.
+func TestValidSpecs(t *testing.T) {
+	files, _ := filepath.Glob("../testdata/specs/valid/*.cue")
+	if len(files) < 20 {
+		t.Fatalf("only %d valid specs; want at least 20", len(files))
+	}
+	files = append(files, "../models/mnist.cue")
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			m, err := Load(f)
+			if err != nil {
+				t.Fatalf("rejected:\n%v", err)
+			}
+			if m.Nodes[0].Op != OpInput || m.Nodes[0].Name != "input" {
+				t.Errorf("Nodes[0] = %s %s; want the input", m.Nodes[0].Op, m.Nodes[0].Name)
+			}
+			seen := map[string]bool{}
+			for _, n := range m.Nodes {
+				for _, in := range n.Inputs {
+					if !seen[in] {
+						t.Errorf("node %s reads %s before it is defined", n.Name, in)
+					}
+				}
+				if len(n.OutShape) == 0 || n.Pos.Line == 0 {
+					t.Errorf("node %s: out shape %v, pos %v", n.Name, n.OutShape, n.Pos)
+				}
+				seen[n.Name] = true
+			}
+			if m.Node(m.Output) == nil {
+				t.Errorf("output %q is not a node", m.Output)
+			}
+		})
+	}
+}
+
+// TestMNISTModel pins the flagship model's shapes and training settings.
+func TestMNISTModel(t *testing.T) {
+	m, err := Load("../models/mnist.cue")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, n := range m.Nodes {
+		got = append(got, n.Name)
+	}
+	want := "input conv2d1 relu1 maxpool2d1 conv2d2 relu2 maxpool2d2 flatten1 dense1 relu3 dense2"
+	if strings.Join(got, " ") != want {
+		t.Errorf("names = %s; want %s", strings.Join(got, " "), want)
+	}
+	if fl := m.Node("flatten1").OutShape; len(fl) != 1 || fl[0] != 32*7*7 {
+		t.Errorf("flatten1 out = %v; want [1568]", fl)
+	}
+	c := m.Node("conv2d1")
+	if c.Kernel != [2]int{5, 5} || c.Padding != [2]int{2, 2} || c.Stride != [2]int{1, 1} || !c.Bias || c.Groups != 1 || c.Rounding != "exact" {
+		t.Errorf("conv2d1 = %+v", c)
+	}
+	tr := m.Training
+	if tr.Optimizer.Kind != "adam" || tr.Optimizer.Beta1 != 0.9 || tr.Optimizer.Beta2 != 0.999 || tr.BatchSize != 250 || tr.Epochs != 8 || tr.Patience != 3 || tr.ValidationSplit != 0.05 {
+		t.Errorf("training = %+v", tr)
+	}
+	if m.Dataset.Classes != 10 || m.Output != "dense2" || m.DType != "f32" {
+		t.Errorf("dataset %+v output %s dtype %s", m.Dataset, m.Output, m.DType)
+	}
+}
