@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 )
 
@@ -92,9 +91,9 @@ func (c *Cache) GetOrBuild(key *Key, label Label, notes io.Writer, build func(ou
 // buildToTemp reserves a temporary file in the cache's tmp/ folder and runs
 // build on it. The file's name is returned even on error, for removal.
 func (c *Cache) buildToTemp(build func(outPath string) error) (string, error) {
-	f, err := os.CreateTemp(filepath.Join(c.dir, tmpDirName), "build-*")
+	f, err := c.createTemp("build-*")
 	if err != nil {
-		return "", fmt.Errorf("cache: %v", err)
+		return "", err
 	}
 	name := f.Name()
 	f.Close()

@@ -230,6 +230,22 @@ func (c *Cache) OutputPath(id OutputID) string {
 	return filepath.Join(c.dir, s[:2], s+outputSuffix)
 }
 
+// createTemp makes a temporary file in tmp/, re-creating tmp/ (and the cache
+// folder) if someone removed them while the cache was open.
+func (c *Cache) createTemp(pattern string) (*os.File, error) {
+	dir := filepath.Join(c.dir, tmpDirName)
+	f, err := os.CreateTemp(dir, pattern)
+	if errors.Is(err, fs.ErrNotExist) {
+		if merr := os.MkdirAll(dir, 0o777); merr == nil {
+			f, err = os.CreateTemp(dir, pattern)
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("cache: %v", err)
+	}
+	return f, nil
+}
+
 // Put stores the bytes read from r as the output of action id, with label
 // for `mlbuild cache ls`, replacing any earlier entry for id. It returns the
 // output's ID and size. The bytes are written to a temporary file, synced,
@@ -237,9 +253,9 @@ func (c *Cache) OutputPath(id OutputID) string {
 // (again through a temporary file and a rename), so a reader or a crash at
 // any moment sees the old entry, the new one, or none.
 func (c *Cache) Put(id ActionID, r io.Reader, label Label) (OutputID, int64, error) {
-	tmp, err := os.CreateTemp(filepath.Join(c.dir, tmpDirName), "output-*")
+	tmp, err := c.createTemp("output-*")
 	if err != nil {
-		return OutputID{}, 0, fmt.Errorf("cache: %v", err)
+		return OutputID{}, 0, err
 	}
 	tmpName := tmp.Name()
 	committed := false
@@ -299,9 +315,9 @@ func (c *Cache) PutFile(id ActionID, path string, label Label) (OutputID, int64,
 // writeFileAtomic writes data to a synced temporary file and renames it to
 // name. hookStage, if not empty, is passed to TestHookPut before the rename.
 func (c *Cache) writeFileAtomic(name string, data []byte, hookStage string) error {
-	tmp, err := os.CreateTemp(filepath.Join(c.dir, tmpDirName), "write-*")
+	tmp, err := c.createTemp("write-*")
 	if err != nil {
-		return fmt.Errorf("cache: %v", err)
+		return err
 	}
 	tmpName := tmp.Name()
 	ok := false
@@ -335,11 +351,18 @@ func (c *Cache) writeFileAtomic(name string, data []byte, hookStage string) erro
 
 // renameReplacing renames tmp to name. If name is in the way as something
 // other than a regular file (a folder made by hand, say), it is removed and
-// the rename tried once more, so that a Put repairs such damage too.
+// the rename tried once more, so that a Put repairs such damage too; so is
+// a missing shard folder.
 func renameReplacing(tmp, name string) error {
 	err := os.Rename(tmp, name)
 	if err == nil {
 		return nil
+	}
+	if errors.Is(err, fs.ErrNotExist) {
+		// The shard folder was removed while the cache was open.
+		if _, serr := os.Stat(tmp); serr == nil && os.MkdirAll(filepath.Dir(name), 0o777) == nil {
+			return os.Rename(tmp, name)
+		}
 	}
 	if fi, serr := os.Lstat(name); serr == nil && !fi.Mode().IsRegular() {
 		if rerr := os.RemoveAll(name); rerr == nil {

@@ -700,3 +700,35 @@ func TestKillDuringPut(t *testing.T) {
 		}
 	}
 }
+
+// TestCacheRemovedWhileOpen: someone runs rm -rf on the cache (or a shard)
+// while mlbuild has it open; Get misses and Put rebuilds the folders.
+func TestCacheRemovedWhileOpen(t *testing.T) {
+	c := openTemp(t)
+	id := testID("removed")
+	out := mustPut(t, c, id, "x", Label{})
+	if err := os.RemoveAll(filepath.Dir(c.OutputPath(out))); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(filepath.Dir(c.entryPath(id))); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := c.Get(id); !errors.Is(err, ErrMiss) {
+		t.Errorf("Get after its shard was removed: %v", err)
+	}
+	mustPut(t, c, id, "x", Label{})
+	mustHit(t, c, id, "x")
+
+	if err := os.RemoveAll(c.Dir()); err != nil {
+		t.Fatal(err)
+	}
+	if me := missOf(t, func() error { _, _, err := c.Get(id); return err }()); me.Corrupt {
+		t.Errorf("Get after the cache was removed: %+v, want a plain miss", me)
+	}
+	mustPut(t, c, id, "y", Label{})
+	mustHit(t, c, id, "y")
+	r, err := c.GetOrBuild(NewKey(), Label{}, new(bytes.Buffer), func(p string) error { return os.WriteFile(p, []byte("z"), 0o644) })
+	if err != nil || r.Hit {
+		t.Errorf("GetOrBuild in a re-created cache: %+v, %v", r, err)
+	}
+}
