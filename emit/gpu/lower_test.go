@@ -3,6 +3,7 @@ package gpu
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -163,11 +164,30 @@ func TestLowerHandPlan(t *testing.T) {
 		if len(prog.Kernels) >= launches {
 			t.Errorf("%s: %d kernels for %d launches: nothing was shared", d.Name, len(prog.Kernels), launches)
 		}
+		syntaxCheck(t, d, prog.Source)
 		ext := map[string]string{"metal": "metal", "cuda": "cu"}[d.Name]
 		golden(t, "hand_plan."+ext, prog.Source)
 		if d == Metal {
 			golden(t, "hand_plan.ops", describe(prog))
 		}
+	}
+}
+
+// syntaxCheck compiles a whole program's kernel source with g++ through the
+// dialect's shim (syntax and types only).
+func syntaxCheck(t *testing.T, d *Dialect, src string) {
+	t.Helper()
+	gpp := gxx(t)
+	if d == CUDA {
+		src = "#include \"cuda_shim.h\"\n" + src
+	}
+	path := filepath.Join(t.TempDir(), "program.cpp")
+	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	shim, _ := filepath.Abs("testdata/shim")
+	if out, err := exec.Command(gpp, "-std=c++20", "-fsyntax-only", "-Wno-attributes", "-I", shim, path).CombinedOutput(); err != nil {
+		t.Errorf("%s program source does not compile through the shim: %v\n%s", d.Name, err, out)
 	}
 }
 
