@@ -1,0 +1,410 @@
+package safetensors
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"math/bits"
+	"os"
+	"slices"
+	"strconv"
+	"unicode/utf8"
+)
+
+// dtypeSizes gives the element size in bytes of every dtype the format
+// defines, so that files with other dtypes can still be checked and
+// reported precisely.
+var dtypeSizes = map[string]uint64{
+	"F64": 8, "F32": 4, "F16": 2, "BF16": 2,
+	"I64": 8, "I32": 4, "I16": 2, "I8": 1,
+	"U64": 8, "U32": 4, "U16": 2, "U8": 1,
+	"BOOL": 1, "F8_E4M3": 1, "F8_E5M2": 1,
+}
+
+// converters turn the little-endian bytes of a supported dtype into float32.
+var converters = map[string]func(dst []float32, src []byte){
+	"F32": func(dst []float32, src []byte) {
+		for i := range dst {
+			dst[i] = math.Float32frombits(binary.LittleEndian.Uint32(src[4*i:]))
+		}
+	},
+	"F64": func(dst []float32, src []byte) {
+		for i := range dst {
+			dst[i] = float32(math.Float64frombits(binary.LittleEndian.Uint64(src[8*i:])))
+		}
+	},
+	"F16": func(dst []float32, src []byte) {
+		for i := range dst {
+			dst[i] = halfToFloat32(binary.LittleEndian.Uint16(src[2*i:]))
+		}
+	},
+	"BF16": func(dst []float32, src []byte) {
+		for i := range dst {
+			dst[i] = math.Float32frombits(uint32(binary.LittleEndian.Uint16(src[2*i:])) << 16)
+		}
+	},
+}
+
+// halfToFloat32 converts an IEEE 754 binary16 value, subnormals, infinities
+// and NaNs included.
+func halfToFloat32(h uint16) float32 {
+	sign := uint32(h>>15) << 31
+	exp := uint32(h>>10) & 0x1f
+	frac := uint32(h) & 0x3ff
+	switch {
+	case exp == 0x1f: // infinity or NaN
+		return math.Float32frombits(sign | 0xff<<23 | frac<<13)
+	case exp != 0: // normal
+		return math.Float32frombits(sign | (exp+127-15)<<23 | frac<<13)
+	case frac == 0: // zero
+		return math.Float32frombits(sign)
+	}
+	// Subnormal: frac * 2^-24, exact in float32.
+	v := float32(frac) * (1.0 / (1 << 24))
+	if sign != 0 {
+		v = -v
+	}
+	return v
+}
+
+// Read reads and checks the safetensors file at path.
+func Read(path string) (*File, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err // *PathError names the file
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if fi.IsDir() {
+		return nil, fmt.Errorf("%s: is a directory, not a safetensors file", path)
+	}
+	// Check the header length against the file size before reading the
+	// whole file, so that a wrong file (a text file, a multi-gigabyte
+	// download) fails fast.
+	var prefix [8]byte
+	n, _ := io.ReadFull(f, prefix[:])
+	if n == 8 {
+		if err := checkHeaderLen(path, binary.LittleEndian.Uint64(prefix[:]), uint64(fi.Size())); err != nil {
+			return nil, err
+		}
+	}
+	data := make([]byte, 0, fi.Size())
+	data = append(data, prefix[:n]...)
+	buf := bytes.NewBuffer(data)
+	if _, err := buf.ReadFrom(f); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return ReadBytes(path, buf.Bytes())
+}
+
+func checkHeaderLen(name string, n, fileSize uint64) error {
+	if n > MaxHeaderSize {
+		return fmt.Errorf("%s: the header length field says %d bytes, more than the %d a safetensors header may have; this is not a safetensors file, or it is corrupt", name, n, MaxHeaderSize)
+	}
+	if n > fileSize-8 {
+		return fmt.Errorf("%s: truncated: the header length field says %d bytes, but the file has only %d bytes after it", name, n, fileSize-8)
+	}
+	return nil
+}
+
+// ReadBytes checks and decodes a safetensors file held in memory; name is
+// used in messages. The tensors' data are copied out of data.
+func ReadBytes(name string, data []byte) (*File, error) {
+	if len(data) < 8 {
+		return nil, fmt.Errorf("%s: truncated: a safetensors file starts with an 8-byte header length, but the file has %d bytes", name, len(data))
+	}
+	n := binary.LittleEndian.Uint64(data)
+	if err := checkHeaderLen(name, n, uint64(len(data))); err != nil {
+		return nil, err
+	}
+	header := data[8 : 8+n]
+	body := data[8+n:]
+	entries, meta, err := parseHeader(name, header)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkLayout(name, entries, uint64(len(body))); err != nil {
+		return nil, err
+	}
+	f := &File{Path: name, Metadata: meta, index: make(map[string]int, len(entries))}
+	f.Tensors = make([]Tensor, len(entries))
+	for i, e := range entries {
+		conv, ok := converters[e.dtype]
+		if !ok {
+			return nil, fmt.Errorf("%s: tensor %q: dtype %s is not supported: mlbuild's models compute in float32 and read F32, F64, F16 and BF16 tensors",
+				name, e.name, e.dtype)
+		}
+		shape := make([]int, len(e.shape))
+		for j, d := range e.shape {
+			shape[j] = int(d) // fits: parseEntry bounds every dimension
+		}
+		t := Tensor{Name: e.name, Shape: shape, Data: make([]float32, e.elements), DType: e.dtype}
+		conv(t.Data, body[e.begin:e.end])
+		f.Tensors[i] = t
+		f.index[e.name] = i
+	}
+	return f, nil
+}
+
+// entry is one tensor as the header describes it.
+type entry struct {
+	name       string
+	dtype      string
+	shape      []uint64
+	begin, end uint64
+	elements   uint64
+}
+
+// parseHeader decodes the JSON header strictly: a single object, no
+// duplicate keys at any level, the required fields of every tensor with the
+// right types, metadata values that are strings. Trailing whitespace (the
+// format pads the header with spaces) is allowed.
+func parseHeader(name string, header []byte) ([]entry, map[string]string, error) {
+	if !utf8.Valid(header) {
+		return nil, nil, fmt.Errorf("%s: the header is not valid UTF-8; this is not a safetensors file, or it is corrupt", name)
+	}
+	if len(header) == 0 || header[0] != '{' {
+		start := header[:min(len(header), 16)]
+		return nil, nil, fmt.Errorf("%s: the header must be a JSON object starting with '{', it starts with %q", name, start)
+	}
+	fields, err := objectFields(header, true)
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		err = errors.New("it ends in the middle of a value")
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: the header is not valid JSON: %v", name, err)
+	}
+	meta := map[string]string{}
+	var entries []entry
+	for _, fld := range fields {
+		if fld.key == metadataKey {
+			if meta, err = parseMetadata(fld.value); err != nil {
+				return nil, nil, fmt.Errorf("%s: %s: %v", name, metadataKey, err)
+			}
+			continue
+		}
+		e, err := parseEntry(fld.key, fld.value)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s: tensor %q: %v", name, fld.key, err)
+		}
+		entries = append(entries, e)
+	}
+	return entries, meta, nil
+}
+
+type field struct {
+	key   string
+	value json.RawMessage
+}
+
+// objectFields splits a JSON object into its fields in order, rejecting
+// duplicate keys (encoding/json would silently keep the last). With
+// trailingSpace, whitespace may follow the object; otherwise nothing may.
+func objectFields(raw []byte, trailingSpace bool) ([]field, error) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	tok, err := dec.Token()
+	if err != nil {
+		return nil, err
+	}
+	if tok != json.Delim('{') {
+		return nil, fmt.Errorf("want an object, found %s", describeToken(tok))
+	}
+	var fields []field
+	seen := map[string]bool{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, err
+		}
+		key, ok := tok.(string)
+		if !ok {
+			return nil, fmt.Errorf("want a key, found %s", describeToken(tok))
+		}
+		if seen[key] {
+			return nil, fmt.Errorf("duplicate key %q", key)
+		}
+		seen[key] = true
+		var value json.RawMessage
+		if err := dec.Decode(&value); err != nil {
+			return nil, fmt.Errorf("key %q: %w", key, err)
+		}
+		fields = append(fields, field{key, value})
+	}
+	if _, err := dec.Token(); err != nil { // the closing brace
+		return nil, err
+	}
+	rest := raw[dec.InputOffset():]
+	if len(bytes.TrimLeft(rest, " \t\r\n")) != 0 || (!trailingSpace && len(rest) != 0) {
+		return nil, fmt.Errorf("unexpected data after the object at byte %d", dec.InputOffset())
+	}
+	return fields, nil
+}
+
+func describeToken(tok json.Token) string {
+	switch v := tok.(type) {
+	case json.Delim:
+		return fmt.Sprintf("%q", string(v))
+	case string:
+		return fmt.Sprintf("the string %q", v)
+	case nil:
+		return "null"
+	default:
+		return fmt.Sprint(v)
+	}
+}
+
+func parseMetadata(raw json.RawMessage) (map[string]string, error) {
+	if string(raw) == "null" {
+		return map[string]string{}, nil
+	}
+	fields, err := objectFields(raw, false)
+	if err != nil {
+		return nil, err
+	}
+	meta := make(map[string]string, len(fields))
+	for _, f := range fields {
+		var s string
+		if err := json.Unmarshal(f.value, &s); err != nil {
+			return nil, fmt.Errorf("value of %q must be a string, found %s", f.key, clip(f.value))
+		}
+		meta[f.key] = s
+	}
+	return meta, nil
+}
+
+// clip shortens raw JSON for a message.
+func clip(raw []byte) string {
+	if len(raw) > 40 {
+		return string(raw[:40]) + "..."
+	}
+	return string(raw)
+}
+
+func parseEntry(name string, raw json.RawMessage) (entry, error) {
+	fields, err := objectFields(raw, false)
+	if err != nil {
+		return entry{}, fmt.Errorf("want an object with dtype, shape and data_offsets: %v", err)
+	}
+	e := entry{name: name}
+	var haveDtype, haveShape, haveOffsets bool
+	for _, f := range fields {
+		switch f.key {
+		case "dtype":
+			if err := json.Unmarshal(f.value, &e.dtype); err != nil {
+				return entry{}, fmt.Errorf("dtype must be a string, found %s", clip(f.value))
+			}
+			haveDtype = true
+		case "shape":
+			if e.shape, err = parseUints(f.value); err != nil {
+				return entry{}, fmt.Errorf("shape: %v", err)
+			}
+			haveShape = true
+		case "data_offsets":
+			offs, err := parseUints(f.value)
+			if err != nil || len(offs) != 2 {
+				return entry{}, fmt.Errorf("data_offsets must be two byte offsets [begin, end], found %s", clip(f.value))
+			}
+			e.begin, e.end = offs[0], offs[1]
+			haveOffsets = true
+		}
+		// Other keys are ignored, as the reference implementation does.
+	}
+	switch {
+	case !haveDtype:
+		return entry{}, errors.New("no dtype")
+	case !haveShape:
+		return entry{}, errors.New("no shape")
+	case !haveOffsets:
+		return entry{}, errors.New("no data_offsets")
+	}
+	size, ok := dtypeSizes[e.dtype]
+	if !ok {
+		return entry{}, fmt.Errorf("unknown dtype %q", e.dtype)
+	}
+	if e.end < e.begin {
+		return entry{}, fmt.Errorf("data_offsets [%d, %d] end before they begin", e.begin, e.end)
+	}
+	// Multiply with overflow checks: the product must equal the span,
+	// which is bounded by the file size.
+	elements := uint64(1)
+	for _, d := range e.shape {
+		if d > math.MaxInt32 {
+			return entry{}, fmt.Errorf("shape %v has an absurdly large dimension", e.shape)
+		}
+		hi, lo := bits.Mul64(elements, d)
+		if hi != 0 || lo > math.MaxInt32*16 {
+			return entry{}, fmt.Errorf("shape %v is absurdly large", e.shape)
+		}
+		elements = lo
+	}
+	if elements*size != e.end-e.begin {
+		return entry{}, fmt.Errorf("shape %v of %s needs %d bytes, but data_offsets [%d, %d] span %d",
+			e.shape, e.dtype, elements*size, e.begin, e.end, e.end-e.begin)
+	}
+	e.elements = elements
+	return e, nil
+}
+
+// parseUints decodes a JSON array of non-negative integers.
+func parseUints(raw json.RawMessage) ([]uint64, error) {
+	var nums []json.Number
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	if err := dec.Decode(&nums); err != nil {
+		return nil, fmt.Errorf("want an array of non-negative integers, found %s", clip(raw))
+	}
+	out := make([]uint64, len(nums))
+	for i, n := range nums {
+		v, err := strconv.ParseUint(n.String(), 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("want an array of non-negative integers, found %s", n)
+		}
+		out[i] = v
+	}
+	return out, nil
+}
+
+// checkLayout sorts entries by their data and checks that they tile the
+// data section exactly: no gap, no overlap, nothing after the last tensor.
+func checkLayout(name string, entries []entry, dataLen uint64) error {
+	slices.SortStableFunc(entries, func(a, b entry) int {
+		if a.begin != b.begin {
+			if a.begin < b.begin {
+				return -1
+			}
+			return 1
+		}
+		if a.end != b.end {
+			if a.end < b.end {
+				return -1
+			}
+			return 1
+		}
+		return 0
+	})
+	pos := uint64(0)
+	for i, e := range entries {
+		switch {
+		case e.begin > pos:
+			return fmt.Errorf("%s: tensor %q: data_offsets [%d, %d] leave bytes %d..%d of the data to no tensor", name, e.name, e.begin, e.end, pos, e.begin)
+		case e.begin < pos:
+			return fmt.Errorf("%s: tensor %q: data_offsets [%d, %d] overlap tensor %q, which ends at %d", name, e.name, e.begin, e.end, entries[i-1].name, pos)
+		}
+		if e.end > dataLen {
+			return fmt.Errorf("%s: tensor %q: truncated: data_offsets [%d, %d] end past the data, which has %d bytes", name, e.name, e.begin, e.end, dataLen)
+		}
+		pos = e.end
+	}
+	if pos != dataLen {
+		return fmt.Errorf("%s: %d bytes after the last tensor's data (%d bytes of data, tensors cover %d); the file is corrupt", name, dataLen-pos, dataLen, pos)
+	}
+	return nil
+}
