@@ -89,9 +89,18 @@ func im2col(x, cols []float32, ld int, g Conv) {
 					clear(out)
 					continue
 				}
-				clear(out[:lo])
-				copy(out[lo:hi], src[lo+iw0:hi+iw0])
-				clear(out[hi:])
+				// Rows are short (often under 32): plain loops beat the
+				// call overhead of clear and copy.
+				for j := range out[:lo] {
+					out[j] = 0
+				}
+				s := src[lo+iw0 : hi+iw0]
+				for j, v := range s {
+					out[lo+j] = v
+				}
+				for j := hi; j < len(out); j++ {
+					out[j] = 0
+				}
 				continue
 			}
 			for ow := range out {
