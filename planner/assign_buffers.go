@@ -122,9 +122,9 @@ func assignBuffers(p *Plan, memoryLimit int64) error {
 		if total := 4 * int64(p.StateSize+p.WorkSize); total > memoryLimit {
 			layer, bytes := dominantLayer(p)
 			return &Error{Layer: layer, Msg: fmt.Sprintf(
-				"the plan needs %s (state %s, work %s at batch %d), above the memory limit of %s; this layer's buffers take the most (%s): lower the batch size or shrink this layer",
-				formatBytes(total), formatBytes(4*int64(p.StateSize)), formatBytes(4*int64(p.WorkSize)), p.Batch,
-				formatBytes(memoryLimit), formatBytes(bytes))}
+				"the plan needs %d bytes (%s: state %s, work %s at batch %d), above the memory limit of %d bytes (%s); this layer's buffers take the most (%s): lower the batch size or shrink this layer",
+				total, formatBytes(total), formatBytes(4*int64(p.StateSize)), formatBytes(4*int64(p.WorkSize)), p.Batch,
+				memoryLimit, formatBytes(memoryLimit), formatBytes(bytes))}
 		}
 	}
 	return nil

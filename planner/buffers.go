@@ -34,14 +34,8 @@ func (p *Plan) root(id BufID) BufID {
 	return id
 }
 
-// buf returns the buffer id.
-func (p *Plan) buf(id BufID) *Buffer { return &p.Buffers[id] }
-
 // shapeOf returns the shape of buffer id.
 func (p *Plan) shapeOf(id BufID) []int { return p.Buffers[id].Shape }
-
-// phases returns the three phases in execution order.
-func (p *Plan) phases() []Phase { return []Phase{p.Forward, p.Backward, p.Update} }
 
 // allSteps returns the steps of every phase in execution order: the order
 // liveness is computed over.
