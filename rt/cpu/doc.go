@@ -3,6 +3,12 @@
 // slices in row-major (NCHW) layout. The emitter calls them with constant
 // sizes; nothing here allocates inside a training step.
 //
+// Conventions shared by all kernels: shapes handed to the broadcasting
+// kernels are full shapes (batch included); optional operands are nil;
+// scratch (im2col columns, masks, saved statistics) comes from the caller;
+// backward kernels overwrite their outputs and may overwrite dy. See
+// docs/kernels-cpu.md.
+//
 // This package is copied into each generated program's module (it is
 // embedded in the mlbuild binary), so it imports only the standard library.
 package cpu
