@@ -15,11 +15,11 @@ import (
 // Exit codes of mlbuild, one per class of failure. They are documented in the
 // README; scripts may rely on them.
 const (
-	ExitOK       = 0 // success
-	ExitInvalid  = 1 // a spec (or another input file) is not legal: the messages say where and why
-	ExitUsage    = 2 // the command line is wrong
-	ExitBuild    = 3 // planning, code generation or the Go build failed
-	ExitIO       = 4 // a file could not be read or written, or the cache is unusable
+	ExitOK       = 0  // success
+	ExitInvalid  = 1  // a spec (or another input file) is not legal: the messages say where and why
+	ExitUsage    = 2  // the command line is wrong
+	ExitBuild    = 3  // planning, code generation or the Go build failed
+	ExitIO       = 4  // a file could not be read or written, or the cache is unusable
 	ExitInternal = 70 // a bug in mlbuild: please report it
 )
 
@@ -96,18 +96,10 @@ func loadConfig(g *globalOptions, cmd *cobra.Command) error {
 		if err := v.ReadInConfig(); err != nil {
 			return withCode(ExitUsage, fmt.Errorf("reading config %s: %v", f, err))
 		}
-	} else {
-		v.SetConfigName("mlbuild")
-		v.SetConfigType("yaml")
-		v.AddConfigPath(".")
-		if dir, err := os.UserConfigDir(); err == nil {
-			v.AddConfigPath(filepath.Join(dir, "mlbuild"))
-		}
+	} else if f := findConfig(); f != "" {
+		v.SetConfigFile(f)
 		if err := v.ReadInConfig(); err != nil {
-			var notFound viper.ConfigFileNotFoundError
-			if !errors.As(err, &notFound) {
-				return withCode(ExitUsage, fmt.Errorf("reading mlbuild.yaml: %v", err))
-			}
+			return withCode(ExitUsage, fmt.Errorf("reading %s: %v", f, err))
 		}
 	}
 	if err := v.BindPFlags(cmd.Flags()); err != nil {
@@ -115,6 +107,25 @@ func loadConfig(g *globalOptions, cmd *cobra.Command) error {
 	}
 	g.config = v
 	return nil
+}
+
+// findConfig returns the first mlbuild.yaml found in the current directory
+// or the user's config directory, or "". The name is matched exactly (a
+// binary called mlbuild next to it is not a config file).
+func findConfig() string {
+	dirs := []string{"."}
+	if dir, err := os.UserConfigDir(); err == nil {
+		dirs = append(dirs, filepath.Join(dir, "mlbuild"))
+	}
+	for _, d := range dirs {
+		for _, name := range []string{"mlbuild.yaml", "mlbuild.yml"} {
+			p := filepath.Join(d, name)
+			if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() {
+				return p
+			}
+		}
+	}
+	return ""
 }
 
 // run executes mlbuild with args and returns the process exit code.
