@@ -5,8 +5,10 @@
 // decisions. Emitters for every backend read the same Plan.
 //
 // The passes run in this order, one per file: lower.go (spec nodes to forward
-// steps), differentiate.go, optimize.go (optimizer updates), fuse_epilogue.go,
-// fuse_elementwise.go, assign_buffers.go. Verify checks the invariants that
+// steps), loss.go, fuse_epilogue.go, fuse_elementwise.go (fusion rewrites the
+// forward pass before differentiation, so backward kernels inherit the fused
+// Act and Chain), differentiate.go, optimize.go (optimizer updates),
+// measure_costs.go, assign_buffers.go. Verify checks the invariants that
 // must hold between passes.
 package planner
 
@@ -112,6 +114,7 @@ const (
 	// In: a [..., M, K], b [..., K, N]. Out: y [..., M, N].
 	KMatMul Kernel = "matmul"
 	// KTranspose: y = x permuted by Attr.Perm (axes of the full shape; Perm[0] == 0).
+	// It is also the backward of a transpose (with the inverse Perm).
 	KTranspose Kernel = "transpose"
 	// KConcat: In: x0, x1, ... Out: y. Attr: Axis (of the full shape).
 	KConcat Kernel = "concat"
@@ -134,8 +137,11 @@ const (
 	// (the activation's derivative is taken from y).
 	KGemmBwd Kernel = "gemm_bwd"
 	// KConv2DBwd: In: x, W, y, dy, cols (scratch). Out: dx (optional), dW, db (optional). Attr: Conv, Act, Alpha.
+	// cols is a workspace of the backward step's own (nothing is read from
+	// it), the same size as the forward step's cols.
 	KConv2DBwd Kernel = "conv2d_bwd"
 	// KMaxPool2DBwd: In: x, y, dy. Out: dx. KAvgPool2DBwd: In: dy. Out: dx.
+	// KGlobalAvgPoolBwd: In: dy [B,C]. Out: dx [B,C,H,W...].
 	KMaxPool2DBwd     Kernel = "maxpool2d_bwd"
 	KAvgPool2DBwd     Kernel = "avgpool2d_bwd"
 	KGlobalAvgPoolBwd Kernel = "globalavgpool_bwd"
