@@ -210,6 +210,22 @@ func concatModel() *spec.Model {
 	return b.model()
 }
 
+// views reads one flattened value twice (its gradient contributions are
+// summed through views of the owner's gradient) and ends in a reshape, so
+// the output itself is a view.
+func views() *spec.Model {
+	b := newModel("views", 2, 4, 4)
+	c := b.conv("conv", 2, 3, 1)
+	f := b.flatten("flat", c)
+	l := b.dense("left", 8, f)
+	r := b.dense("right", 8, f)
+	s := b.binary("sum", spec.OpAdd, l, r)
+	b.dense("head", 6, s)
+	b.add(spec.Node{Name: "out", Op: spec.OpReshape, Shape: []int{6}}, same)
+	b.m.Training.Loss = "mse"
+	return b.model()
+}
+
 // allModels are the hand-built models every test runs over.
 var allModels = []struct {
 	name  string
@@ -217,6 +233,7 @@ var allModels = []struct {
 }{
 	{"mlp", mlp}, {"lenet5", lenet5}, {"flagship", flagship}, {"residual", residual},
 	{"regularised", regularised}, {"attention", attention}, {"concat", concatModel},
+	{"views", views},
 }
 
 // mustBuild builds m or fails the test.
