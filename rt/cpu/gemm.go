@@ -79,7 +79,10 @@ type gemmArena struct {
 	a, b, tile []float32
 }
 
-var gemmArenas = sync.Pool{New: func() any { return new(gemmArena) }}
+var (
+	gemmArenas = sync.Pool{New: func() any { return new(gemmArena) }}
+	gemmCalls  = sync.Pool{New: func() any { return new(gemmCall) }}
+)
 
 func (w *gemmArena) fit(p *gemmPath) {
 	if need := gemmRoundUp(p.mc, p.mr) * p.kc; len(w.a) < need {
@@ -122,31 +125,22 @@ func Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int
 	} else {
 		checkGemmOperand("b", b, k, n, ldb)
 	}
-	p := activeGemmPath.Load()
-	g := gemmCall{p: p, transA: transA, transB: transB, m: m, n: n, k: k, alpha: alpha, a: a, lda: lda, b: b, ldb: ldb, beta: beta, c: c, ldc: ldc}
-	threads := Threads()
-	if threads <= 1 || 2*m*n*k < gemmParallelMinFlops {
+	g := gemmCalls.Get().(*gemmCall)
+	*g = gemmCall{p: activeGemmPath.Load(), transA: transA, transB: transB, m: m, n: n, k: k, alpha: alpha, a: a, lda: lda, b: b, ldb: ldb, beta: beta, c: c, ldc: ldc}
+	if threads := Threads(); threads > 1 && 2*m*n*k >= gemmParallelMinFlops {
+		g.runParallel(threads)
+	} else {
 		g.run(0, m, 0, n)
-		return
 	}
-	g.runParallel(threads)
-}
-
-// runParallel splits C into row blocks (or column blocks when C is short and
-// wide) over up to threads goroutines; each packs its own panels, so they
-// share nothing but read-only A and B. It is a method on a copy so that only
-// parallel calls move the arguments to the heap.
-func (g gemmCall) runParallel(threads int) {
-	p, m, n := g.p, g.m, g.n
-	if rowBlocks := gemmCeilDiv(m, p.mr); rowBlocks >= threads || m >= n {
-		ParallelFor(rowBlocks, 1, func(lo, hi int) { g.run(lo*p.mr, min(hi*p.mr, m), 0, n) })
-		return
-	}
-	ParallelFor(gemmCeilDiv(n, p.nr), 1, func(lo, hi int) { g.run(0, m, lo*p.nr, min(hi*p.nr, n)) })
+	*g = gemmCall{} // drop the references to the caller's slices
+	gemmCalls.Put(g)
 }
 
 // gemmCall is one Sgemm's arguments, shared read-only by its goroutines.
+// Calls are recycled through gemmCalls so that handing one to the workers
+// does not allocate.
 type gemmCall struct {
+	pending        sync.WaitGroup // parts handed to gemmWorkers, not yet done
 	p              *gemmPath
 	transA, transB bool
 	m, n, k        int
