@@ -229,3 +229,27 @@ func TestGlobalAvgPool(t *testing.T) {
 	GlobalAvgPoolBwd(proj, dx, n, c, sp)
 	smoothCheck.run(t, "globalavgpool", proj, func() []float32 { GlobalAvgPoolFwd(x, y, n, c, sp); return y }, gradInput{"x", x, dx})
 }
+
+func TestConvSameResultOnAnyThreadCount(t *testing.T) {
+	defer SetThreads(Threads())
+	g := convCase(21, 4, 9, 8, 6, 3, 3, 2, 1, 1, 2)
+	r := newTestRand(14)
+	x, w, b := randSlice(r, g.N*g.C*g.H*g.W, 1), randSlice(r, g.OC*g.C/g.Groups*9, 1), randSlice(r, g.OC, 1)
+	proj := randSlice(r, g.N*g.OC*g.OH*g.OW, 1)
+	run := func(threads int) [][]float32 {
+		SetThreads(threads)
+		y, cols := make([]float32, len(proj)), make([]float32, g.ColsSize())
+		Conv2DFwd(x, w, b, y, cols, g, ActReLU, 0)
+		dx, dw, db := make([]float32, len(x)), make([]float32, len(w)), make([]float32, len(b))
+		Conv2DBwd(x, w, y, cloneF(proj), cols, dx, dw, db, g, ActReLU, 0)
+		return [][]float32{y, dx, dw, db}
+	}
+	one := run(1)
+	for _, n := range []int{2, 3, 8} {
+		for i, got := range run(n) {
+			if msg := closeTo(got, one[i], 1e-5); msg != "" {
+				t.Errorf("conv with %d threads, output %d differs from 1 thread: %s", n, i, msg)
+			}
+		}
+	}
+}
