@@ -1,0 +1,65 @@
+package imageio
+
+import (
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// FuzzImage feeds arbitrary bytes to the PNG and PGM decoders. They must
+// never panic nor allocate beyond MaxPixels, every error must name the file,
+// and every accepted image must hold h*w finite values in [0, 1] that survive
+// a round trip through EncodePGM (to within 8-bit quantisation) and resample
+// to the MNIST input size without leaving [0, 1]. Crashers found by
+// `go test -fuzz FuzzImage` are kept in testdata/fuzz/FuzzImage.
+func FuzzImage(f *testing.F) {
+	seeds, _ := filepath.Glob(filepath.Join("testdata", "*.p?m"))
+	seeds = append(seeds, filepath.Join("testdata", "gray.png"), filepath.Join("testdata", "alpha.png"))
+	for _, s := range seeds {
+		b, err := os.ReadFile(s)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Add([]byte("P5 2 2 65535\n\xff\xff\x00\x00\x80\x00\x00\x01"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		pix, h, w, err := Decode("fuzz.img", data)
+		if err != nil {
+			if !strings.HasPrefix(err.Error(), "fuzz.img: ") {
+				t.Fatalf("error %q does not name the file", err)
+			}
+			return
+		}
+		if h < 1 || w < 1 || h*w > MaxPixels || len(pix) != h*w {
+			t.Fatalf("accepted %dx%d with %d values", h, w, len(pix))
+		}
+		for _, v := range pix {
+			if !(v >= 0 && v <= 1) {
+				t.Fatalf("pixel %v outside [0, 1]", v)
+			}
+		}
+		again, h2, w2, err := Decode("again.pgm", EncodePGM(pix, h, w))
+		if err != nil || h2 != h || w2 != w {
+			t.Fatalf("round trip: %v, %dx%d became %dx%d", err, h, w, h2, w2)
+		}
+		for i := range pix {
+			if math.Abs(float64(again[i]-pix[i])) > 0.5/255+1e-6 {
+				t.Fatalf("round trip: pixel %d %v became %v", i, pix[i], again[i])
+			}
+		}
+		if h*w <= 1<<16 { // keep each run fast; Resize has no size-dependent branches
+			fit, err := Fit(pix, h, w, 28, 28, true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, v := range fit {
+				if !(v >= 0 && v <= 1) {
+					t.Fatalf("resampled pixel %v outside [0, 1]", v)
+				}
+			}
+		}
+	})
+}
