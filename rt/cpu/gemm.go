@@ -25,7 +25,14 @@ type gemmPath struct {
 	mr, nr     int
 	kc, mc, nc int
 	kernel     gemmKernel
+	// transpose8 and transpose4, when set, transpose a block of 8 (or 4)
+	// rows × 8 columns; packA uses them for untransposed A.
+	transpose8, transpose4 blockTranspose
 }
+
+// blockTranspose writes the transpose of a rows×8 block of src (row stride
+// lds) to dst as 8 rows of rows floats (row stride ldd).
+type blockTranspose func(src *float32, lds int, dst *float32, ldd int)
 
 // genericGemmPath is the pure-Go path every GOARCH has.
 var genericGemmPath = &gemmPath{name: "generic", mr: 4, nr: 4, kc: 256, mc: 128, nc: 1024, kernel: sgemmKernel4x4Go}
@@ -168,7 +175,7 @@ func (g *gemmCall) run(i0, i1, j0, j1 int) {
 			}
 			for ic := i0; ic < i1; ic += p.mc {
 				mb := min(p.mc, i1-ic)
-				packA(g.transA, g.a, g.lda, ic, pc, mb, kb, mr, w.a)
+				packA(p, g.transA, g.a, g.lda, ic, pc, mb, kb, w.a)
 				for jr := 0; jr < nb; jr += nr {
 					bp := &w.b[jr*kb]
 					cols := min(nr, nb-jr)
@@ -193,7 +200,8 @@ func (g *gemmCall) run(i0, i1, j0, j1 int) {
 // packA copies op(A)[row0:row0+mb, col0:col0+kb] into dst as micro-panels of
 // mr rows, each stored k-major (mr floats per step), padding the last panel
 // with zeros so the kernel never needs a row count.
-func packA(trans bool, a []float32, lda, row0, col0, mb, kb, mr int, dst []float32) {
+func packA(path *gemmPath, trans bool, a []float32, lda, row0, col0, mb, kb int, dst []float32) {
+	mr := path.mr
 	for ir := 0; ir < mb; ir += mr {
 		rows := min(mr, mb-ir)
 		d := dst[ir*kb : ir*kb+mr*kb]
@@ -206,17 +214,46 @@ func packA(trans bool, a []float32, lda, row0, col0, mb, kb, mr int, dst []float
 			}
 			continue
 		}
-		for r := 0; r < rows; r++ {
-			src := a[(row0+ir+r)*lda+col0:]
-			src = src[:kb]
-			for p, v := range src {
-				d[p*mr+r] = v
+		for r := 0; r < rows; {
+			first := (row0+ir+r)*lda + col0
+			done := 0
+			switch {
+			case path.transpose8 != nil && rows-r >= 8:
+				for ; done+8 <= kb; done += 8 {
+					path.transpose8(&a[first+done], lda, &d[done*mr+r], mr)
+				}
+				if done < kb {
+					packRowsScalar(a[first+done:], lda, 8, kb-done, d[done*mr+r:], mr)
+				}
+				r += 8
+			case path.transpose4 != nil && rows-r >= 4:
+				for ; done+8 <= kb; done += 8 {
+					path.transpose4(&a[first+done], lda, &d[done*mr+r], mr)
+				}
+				if done < kb {
+					packRowsScalar(a[first+done:], lda, 4, kb-done, d[done*mr+r:], mr)
+				}
+				r += 4
+			default:
+				packRowsScalar(a[first:], lda, 1, kb, d[r:], mr)
+				r++
 			}
 		}
 		for r := rows; r < mr; r++ {
 			for p := 0; p < kb; p++ {
 				d[p*mr+r] = 0
 			}
+		}
+	}
+}
+
+// packRowsScalar stores rows×cols of src (row stride lds) transposed into
+// dst (row stride ldd): the element-by-element part of packA.
+func packRowsScalar(src []float32, lds, rows, cols int, dst []float32, ldd int) {
+	for r := 0; r < rows; r++ {
+		row := src[r*lds : r*lds+cols]
+		for p, v := range row {
+			dst[p*ldd+r] = v
 		}
 	}
 }

@@ -11,10 +11,10 @@ func archGemmPaths() []*gemmPath {
 	if avx512 {
 		// 12×32 tile: 24 zmm accumulators. kc·nr·4 bytes of B (16 KiB) sit
 		// in L1 while mc·kc of A (384 KiB) streams from L2.
-		paths = append(paths, &gemmPath{name: "avx512", mr: 12, nr: 32, kc: 256, mc: 192, nc: 2048, kernel: sgemmKernel12x32AVX512})
+		paths = append(paths, &gemmPath{name: "avx512", mr: 12, nr: 32, kc: 256, mc: 192, nc: 2048, kernel: sgemmKernel12x32AVX512, transpose8: transpose8x8AVX, transpose4: transpose4x8AVX})
 	}
 	if avx2 {
-		paths = append(paths, &gemmPath{name: "avx2", mr: 6, nr: 16, kc: 256, mc: 144, nc: 2048, kernel: sgemmKernel6x16AVX2})
+		paths = append(paths, &gemmPath{name: "avx2", mr: 6, nr: 16, kc: 256, mc: 144, nc: 2048, kernel: sgemmKernel6x16AVX2, transpose8: transpose8x8AVX, transpose4: transpose4x8AVX})
 	}
 	return paths
 }
@@ -49,3 +49,9 @@ func sgemmKernel6x16AVX2(k int, a, b, c *float32, ldc int, alpha, beta float32)
 
 //go:noescape
 func sgemmKernel12x32AVX512(k int, a, b, c *float32, ldc int, alpha, beta float32)
+
+//go:noescape
+func transpose8x8AVX(src *float32, lds int, dst *float32, ldd int)
+
+//go:noescape
+func transpose4x8AVX(src *float32, lds int, dst *float32, ldd int)

@@ -29,6 +29,8 @@ func main() {
 	w.WriteString("//go:build !purego\n\n" + header)
 	cpuidAMD64(&w)
 	x86Kernel(&w, x86Config{name: "sgemmKernel6x16AVX2", mr: 6, vecs: 2, reg: "Y", width: 8, unroll: 4})
+	transposeAVX(&w, 8)
+	transposeAVX(&w, 4)
 	x86Kernel(&w, x86Config{name: "sgemmKernel12x32AVX512", mr: 12, vecs: 2, reg: "Z", width: 16, unroll: 4, avx512: true})
 	write("gemm_amd64.s", &w)
 
@@ -162,6 +164,66 @@ func x86Kernel(w *asm, c x86Config) {
 			w.l("VMOVUPS %s, %d(DX)", acc(r, v), 4*v*c.width)
 		}
 		w.l("ADDQ R8, DX")
+	}
+	w.l("VZEROUPPER")
+	w.l("RET\n")
+}
+
+// transposeAVX emits transpose<rows>x8AVX(src *float32, lds int, dst
+// *float32, ldd int): it reads rows×8 floats (row stride lds) and writes
+// their transpose, 8 rows of rows floats (row stride ldd). It is how packA
+// turns row-major A into k-major micro-panels without scalar gathers.
+// Registers: rows in Y0–Y7, unpacked pairs in Y8–Y11 (Y12–Y15), shuffled
+// quads back in Y0–Y7.
+func transposeAVX(w *asm, rows int) {
+	name := fmt.Sprintf("transpose%dx8AVX", rows)
+	fmt.Fprintf(&w.Buffer, "// func %s(src *float32, lds int, dst *float32, ldd int)\n", name)
+	fmt.Fprintf(&w.Buffer, "TEXT ·%s(SB), NOSPLIT, $0-32\n", name)
+	w.l("MOVQ src+0(FP), SI")
+	w.l("MOVQ lds+8(FP), AX")
+	w.l("SHLQ $2, AX")
+	w.l("MOVQ dst+16(FP), DI")
+	w.l("MOVQ ldd+24(FP), BX")
+	w.l("SHLQ $2, BX")
+	for r := 0; r < rows; r++ {
+		w.l("VMOVUPS (SI), Y%d", r)
+		if r < rows-1 {
+			w.l("ADDQ AX, SI")
+		}
+	}
+	// Per group of four rows g: pairs, then quads q0..q3 holding
+	// columns (0|4), (1|5), (2|6), (3|7) of those four rows.
+	for g := 0; g < rows/4; g++ {
+		r, t := 4*g, 8+4*g
+		w.l("VUNPCKLPS Y%d, Y%d, Y%d", r+1, r, t)
+		w.l("VUNPCKHPS Y%d, Y%d, Y%d", r+1, r, t+1)
+		w.l("VUNPCKLPS Y%d, Y%d, Y%d", r+3, r+2, t+2)
+		w.l("VUNPCKHPS Y%d, Y%d, Y%d", r+3, r+2, t+3)
+		w.l("VSHUFPS $0x44, Y%d, Y%d, Y%d", t+2, t, r)
+		w.l("VSHUFPS $0xee, Y%d, Y%d, Y%d", t+2, t, r+1)
+		w.l("VSHUFPS $0x44, Y%d, Y%d, Y%d", t+3, t+1, r+2)
+		w.l("VSHUFPS $0xee, Y%d, Y%d, Y%d", t+3, t+1, r+3)
+	}
+	// Output row c (a column of the input) is quad c%4, low lane for
+	// c < 4 and high lane otherwise, of each group in turn.
+	for c := 0; c < 8; c++ {
+		q := c % 4
+		if rows == 8 {
+			imm := 0x20
+			if c >= 4 {
+				imm = 0x31
+			}
+			w.l("VPERM2F128 $0x%x, Y%d, Y%d, Y12", imm, 4+q, q)
+			w.l("VMOVUPS Y12, (DI)")
+		} else if c < 4 {
+			w.l("VMOVUPS X%d, (DI)", q)
+		} else {
+			w.l("VEXTRACTF128 $1, Y%d, X12", q)
+			w.l("VMOVUPS X12, (DI)")
+		}
+		if c < 7 {
+			w.l("ADDQ BX, DI")
+		}
 	}
 	w.l("VZEROUPPER")
 	w.l("RET\n")
