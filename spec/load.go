@@ -12,6 +12,7 @@ import (
 	"cuelang.org/go/cue"
 	"cuelang.org/go/cue/ast"
 	"cuelang.org/go/cue/cuecontext"
+	cueerrors "cuelang.org/go/cue/errors"
 	"cuelang.org/go/cue/load"
 	"cuelang.org/go/cue/parser"
 	"cuelang.org/go/cue/token"
@@ -213,7 +214,7 @@ func evaluate(srcs []source) (*Model, error) {
 	if es := checkGraph(v, pos); len(es) > 0 {
 		return nil, es
 	}
-	if err := v.Validate(cue.Concrete(true), cue.Hidden(true)); err != nil {
+	if err := validateAll(v); err != nil {
 		return nil, pos.translateAll(err, &v)
 	}
 	m, err := decode(v, pos)
@@ -222,6 +223,44 @@ func evaluate(srcs []source) (*Model, error) {
 	}
 	m.File = srcs[0].name
 	return m, nil
+}
+
+// validateAll validates the whole spec and, when that fails, each part of
+// it on its own. CUE stops short of reporting missing values once it has
+// found a conflict, so a spec with a wrong learning rate and a layer without
+// its kernel would otherwise show only the first; validating the parts
+// separately reports both. Duplicates are removed by translateAll.
+func validateAll(v cue.Value) error {
+	opts := []cue.Option{cue.Concrete(true), cue.Hidden(true)}
+	err := v.Validate(opts...)
+	if err == nil {
+		return nil
+	}
+	parts := []cue.Value{v.LookupPath(cue.ParsePath("training")), v.LookupPath(cue.ParsePath("dataset")), v.LookupPath(cue.ParsePath("model.input"))}
+	for _, group := range []string{"model.layers", "model.nodes"} {
+		g := v.LookupPath(cue.ParsePath(group))
+		if !g.Exists() {
+			continue
+		}
+		if it, lerr := g.List(); lerr == nil {
+			for it.Next() {
+				parts = append(parts, it.Value())
+			}
+		} else if it, ferr := g.Fields(); ferr == nil {
+			for it.Next() {
+				parts = append(parts, it.Value())
+			}
+		}
+	}
+	for _, p := range parts {
+		if !p.Exists() {
+			continue
+		}
+		if perr := p.Validate(opts...); perr != nil {
+			err = cueerrors.Append(cueerrors.Promote(err, ""), cueerrors.Promote(perr, ""))
+		}
+	}
+	return err
 }
 
 // moduleRoot is the nearest directory at or above dir holding cue.mod, or

@@ -82,6 +82,11 @@ func (p *positions) translate(e cueerrors.Error, v *cue.Value) (te Error, follow
 	fromSchemaCheck := len(path) > 0 && strings.HasSuffix(path[len(path)-1], "Err") && slices.ContainsFunc(path, func(l string) bool { return strings.HasPrefix(l, "_check") })
 
 	switch {
+	case fromSchemaCheck && strings.TrimSpace(raw) == "":
+		// A check whose message could not be formatted because a value
+		// it quotes is unknown: a consequence of another error.
+		follower = true
+		te.Message = "the shape here cannot be computed"
 	case fromSchemaCheck:
 		te.Message = raw
 		if te.Layer != "" {
