@@ -1,0 +1,205 @@
+// Package app is the part of every program mlbuild produces that does not
+// depend on the model: the command line (train, eval, predict, bench, info,
+// selftest), the training loop with validation, early stopping, checkpoints
+// and progress, and loading and saving weights.
+//
+// The generated code supplies a Model: buffers with constant shapes and the
+// forward, backward and update passes of its plans. Keeping the loop here,
+// written once and tested once, leaves the generated code to what only it
+// can know.
+package app
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+)
+
+// ParamMeta describes one tensor of the model's state arena.
+type ParamMeta struct {
+	Name      string  // PyTorch state_dict name, e.g. "conv2d1.weight"
+	Shape     []int   // its shape
+	Offset    int     // element offset in State()
+	Size      int     // elements
+	Trainable bool    // false for statistics (batchnorm running mean/var)
+	Init      string  // "uniform", "ones" or "zeros"
+	Bound     float32 // for "uniform": U(-Bound, Bound)
+	// State holds the offsets of the optimizer's state tensors, in the order
+	// the optimizer names them (StateNames).
+	State []int
+}
+
+// LayerMeta is one layer of the spec, for `info`.
+type LayerMeta struct {
+	Name     string
+	Op       string
+	OutShape []int
+	Params   int
+}
+
+// Defaults are the training settings of the spec, baked into the flags.
+type Defaults struct {
+	Loss            string
+	Optimizer       string // sgd, adam, adamw
+	LR              float64
+	Schedule        string // constant, step, cosine
+	StepSize        int
+	Gamma           float64
+	MinLR           float64
+	Epochs          int
+	Seed            int64
+	ValidationSplit float64
+	Patience        int
+	TrainImages     string
+	TrainLabels     string
+	TestImages      string
+	TestLabels      string
+}
+
+// Meta is what a generated model tells the program about itself.
+type Meta struct {
+	Name       string
+	SpecFile   string
+	Backend    string
+	BuildKey   string
+	Version    string // mlbuild version that generated the program
+	InputShape []int  // per sample
+	Classes    int
+	Batch      int
+	Params     []ParamMeta
+	StateNames []string // names of the optimizer state tensors per param, e.g. ["adam_m", "adam_v"]
+	Layers     []LayerMeta
+	Defaults   Defaults
+	// Memory of the plans, in bytes, for `info`.
+	StateBytes, TrainWorkBytes, InferWorkBytes int64
+}
+
+// Model is implemented by the generated code. All slices are views into
+// fixed buffers; calls are not safe for concurrent use.
+type Model interface {
+	Meta() *Meta
+	// State is the whole state arena: params, statistics, gradients and
+	// optimizer state.
+	State() []float32
+	// TrainInput and TrainLabels are the training plan's batch buffers.
+	TrainInput() []float32
+	TrainLabels() []float32
+	// TrainStep runs forward, loss, backward and update on the batch in the
+	// training buffers and returns the mean loss. step counts from 1.
+	TrainStep(lr float32, step int) float32
+	// TrainOutput is the prediction of the last TrainStep (logits).
+	TrainOutput() []float32
+	// InferInput is the batch buffer of the inference plan: batch rows of
+	// Meta().Batch, or one row when one is true.
+	InferInput(one bool) []float32
+	// Infer runs the inference plan and returns its output.
+	Infer(one bool) []float32
+	// TraceTrainForward runs the training plan's forward pass step by step,
+	// calling visit with each step's layer and output, and stops when visit
+	// returns false. It finds the first op that made a NaN.
+	TraceTrainForward(visit func(layer string, out []float32) bool)
+	// SetRand gives the model the random source of dropout.
+	SetRand(seed uint64)
+	// SelfTest checks the backend's kernels against the CPU reference and
+	// returns one row per check.
+	SelfTest() []SelfTestRow
+}
+
+// SelfTestRow is one line of `selftest`.
+type SelfTestRow struct {
+	Name     string
+	MaxError float64
+	Tol      float64
+	Err      error
+}
+
+// Exit codes of a produced program.
+const (
+	exitOK      = 0
+	exitFailure = 1 // bad input: a data or weights file, an image
+	exitUsage   = 2
+	exitNaN     = 3 // training diverged
+	exitSignal  = 130
+)
+
+// usageError marks command-line mistakes.
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+
+// Main runs the program's command line and exits.
+func Main(m Model) {
+	os.Exit(Run(m, os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// Run runs one command and returns the exit code.
+func Run(m Model, args []string, stdout, stderr io.Writer) int {
+	prog := m.Meta().Name
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		printUsage(m, stdout)
+		if len(args) == 0 {
+			return exitUsage
+		}
+		return exitOK
+	}
+	var err error
+	switch args[0] {
+	case "train":
+		err = trainCmd(m, args[1:], stdout, stderr)
+	case "eval":
+		err = evalCmd(m, args[1:], stdout, stderr)
+	case "predict":
+		err = predictCmd(m, args[1:], stdout, stderr)
+	case "bench":
+		err = benchCmd(m, args[1:], stdout, stderr)
+	case "info":
+		err = infoCmd(m, args[1:], stdout)
+	case "selftest":
+		err = selftestCmd(m, args[1:], stdout)
+	default:
+		err = usageError{fmt.Sprintf("unknown command %q; commands: train, eval, predict, bench, info, selftest", args[0])}
+	}
+	if err == nil {
+		return exitOK
+	}
+	fmt.Fprintf(stderr, "%s: %v\n", prog, err)
+	var ue usageError
+	var ne *nanError
+	var ie *interruptedError
+	switch {
+	case errors.As(err, &ue):
+		return exitUsage
+	case errors.As(err, &ne):
+		return exitNaN
+	case errors.As(err, &ie):
+		return exitSignal
+	}
+	return exitFailure
+}
+
+func printUsage(m Model, w io.Writer) {
+	meta := m.Meta()
+	fmt.Fprintf(w, `%s: a model compiled by mlbuild from %s (backend %s)
+
+Commands:
+  train    --data DIR [--epochs N] [--out FILE] [--resume FILE] [--metrics FILE] [--lr X] [--seed N] [--threads N]
+  eval     --data DIR --weights FILE [--json]
+  predict  --weights FILE INPUT...      (PNG or PGM images, or an IDX images file)
+  bench    [--iters N] [--json]
+  info
+  selftest
+
+Run '%s COMMAND -h' for a command's flags.
+`, meta.Name, meta.SpecFile, meta.Backend, meta.Name)
+}
+
+// joinShape formats a shape as 1×28×28.
+func joinShape(s []int) string {
+	parts := make([]string, len(s))
+	for i, d := range s {
+		parts[i] = fmt.Sprint(d)
+	}
+	return strings.Join(parts, "×")
+}

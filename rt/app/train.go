@@ -1,0 +1,306 @@
+package app
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/mlbuild/mlbuild/rt/cpu"
+	"github.com/mlbuild/mlbuild/rt/progress"
+)
+
+// nanError reports a loss or weight that stopped being a finite number.
+type nanError struct{ msg string }
+
+func (e *nanError) Error() string { return e.msg }
+
+// interruptedError reports training stopped by a signal after a checkpoint.
+type interruptedError struct{ checkpoint string }
+
+func (e *interruptedError) Error() string {
+	return fmt.Sprintf("interrupted; checkpoint written to %s (continue with --resume %s)", e.checkpoint, e.checkpoint)
+}
+
+// trainOptions are the flags of `train`.
+type trainOptions struct {
+	data, out, checkpoint, resume, metrics string
+	epochs, threads, limit, patience       int
+	lr, valSplit                           float64
+	seed                                   int64
+	quiet                                  bool
+}
+
+func parseTrainFlags(meta *Meta, args []string, stderr io.Writer) (*trainOptions, error) {
+	d := meta.Defaults
+	o := &trainOptions{}
+	fs := flag.NewFlagSet("train", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&o.data, "data", "", "folder with the IDX files ("+d.TrainImages+", ...)")
+	fs.IntVar(&o.epochs, "epochs", d.Epochs, "epochs to train")
+	fs.StringVar(&o.out, "out", meta.Name+".safetensors", "where to write the trained weights (safetensors)")
+	fs.StringVar(&o.checkpoint, "checkpoint", "", "checkpoint written every epoch and on Ctrl-C (default: OUT with .ckpt before the extension)")
+	fs.StringVar(&o.resume, "resume", "", "continue from this checkpoint")
+	fs.StringVar(&o.metrics, "metrics", "", "write JSON lines of step and epoch metrics to this file")
+	fs.Float64Var(&o.lr, "lr", d.LR, "learning rate")
+	fs.Int64Var(&o.seed, "seed", d.Seed, "random seed (initial weights, shuffling, dropout)")
+	fs.IntVar(&o.threads, "threads", 0, "CPU threads (0: all)")
+	fs.IntVar(&o.limit, "limit", 0, "use only the first N training images (0: all)")
+	fs.Float64Var(&o.valSplit, "validation-split", d.ValidationSplit, "fraction of the training images held out for validation")
+	fs.IntVar(&o.patience, "patience", d.Patience, "stop after this many epochs without a better validation loss (0: never)")
+	fs.BoolVar(&o.quiet, "quiet", false, "print only the summary")
+	if err := fs.Parse(args); err != nil {
+		return nil, usageError{err.Error()}
+	}
+	switch {
+	case o.data == "":
+		return nil, usageError{"train needs --data DIR (the folder with " + d.TrainImages + " and the other IDX files)"}
+	case fs.NArg() > 0:
+		return nil, usageError{fmt.Sprintf("train takes no arguments, got %q", fs.Args())}
+	case o.epochs < 1:
+		return nil, usageError{fmt.Sprintf("--epochs must be at least 1, got %d", o.epochs)}
+	case !(o.lr > 0) || math.IsInf(o.lr, 0):
+		return nil, usageError{fmt.Sprintf("--lr must be a positive number, got %v", o.lr)}
+	case o.valSplit < 0 || o.valSplit >= 1:
+		return nil, usageError{fmt.Sprintf("--validation-split must be in [0, 1), got %v", o.valSplit)}
+	case o.limit < 0 || o.patience < 0:
+		return nil, usageError{"--limit and --patience must not be negative"}
+	}
+	if o.checkpoint == "" {
+		ext := filepath.Ext(o.out)
+		o.checkpoint = strings.TrimSuffix(o.out, ext) + ".ckpt" + ext
+	}
+	return o, nil
+}
+
+// learningRate applies the spec's schedule for an epoch (counted from 0).
+func learningRate(d Defaults, base float64, epoch, epochs int) float32 {
+	switch d.Schedule {
+	case "step":
+		if d.StepSize > 0 {
+			return float32(base * math.Pow(d.Gamma, float64(epoch/d.StepSize)))
+		}
+	case "cosine":
+		if epochs > 1 {
+			c := (1 + math.Cos(math.Pi*float64(epoch)/float64(epochs-1))) / 2
+			return float32(d.MinLR + (base-d.MinLR)*c)
+		}
+	}
+	return float32(base)
+}
+
+// stepSeed derives the dropout seed of one global step, so that a resumed
+// run draws the same masks as an uninterrupted one.
+func stepSeed(seed int64, step int) uint64 {
+	return mix64(uint64(seed)*0x9E3779B97F4A7C15 + uint64(step))
+}
+
+func mix64(z uint64) uint64 {
+	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9
+	z = (z ^ (z >> 27)) * 0x94D049BB133111EB
+	return z ^ (z >> 31)
+}
+
+func trainCmd(m Model, args []string, stdout, stderr io.Writer) error {
+	meta := m.Meta()
+	o, err := parseTrainFlags(meta, args, stderr)
+	if err != nil {
+		return err
+	}
+	cpu.SetThreads(o.threads)
+	ds, err := openTrainSet(meta, o.data, o.limit)
+	if err != nil {
+		return err
+	}
+	defer ds.close()
+	train, val := ds.split(o.valSplit, o.seed)
+	B := meta.Batch
+	if len(train) < B {
+		return fmt.Errorf("%d training images are fewer than one batch of %d", len(train), B)
+	}
+
+	st := trainState{bestVal: math.Inf(1)}
+	if o.resume != "" {
+		if st, err = loadCheckpoint(m, o.resume); err != nil {
+			return err
+		}
+		if st.seed != o.seed {
+			fmt.Fprintf(stderr, "note: the checkpoint was made with --seed %d; using it\n", st.seed)
+			o.seed = st.seed
+			train, val = ds.split(o.valSplit, o.seed)
+		}
+	} else {
+		initParams(m, o.seed)
+	}
+
+	var metrics *progress.Metrics
+	if o.metrics != "" {
+		f, err := os.OpenFile(o.metrics, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			return fmt.Errorf("opening metrics file: %v", err)
+		}
+		defer f.Close()
+		metrics = progress.NewMetrics(f)
+	}
+	stepsPerEpoch := len(train) / B
+	rep := progress.NewReporter(stdout, o.epochs, stepsPerEpoch, B)
+	rep.Quiet = o.quiet
+
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+
+	loader := newBatchLoader(ds, B, meta.Classes)
+	start := time.Now()
+	lastEpoch := st.epoch
+	for epoch := st.epoch; epoch < o.epochs; epoch++ {
+		lastEpoch = epoch
+		order := epochOrder(train, o.seed, epoch)
+		lr := learningRate(meta.Defaults, o.lr, epoch, o.epochs)
+		rep.StartEpoch(epoch + 1)
+		loader.prefetch(order, st.batch)
+		var sumLoss float64
+		var correct, seen int
+		for b := st.batch; b < stepsPerEpoch; b++ {
+			loader.wait(m.TrainInput(), m.TrainLabels())
+			if b+1 < stepsPerEpoch {
+				loader.prefetch(order, b+1)
+			}
+			st.step++
+			m.SetRand(stepSeed(o.seed, st.step))
+			loss := m.TrainStep(lr, st.step)
+			if math.IsNaN(float64(loss)) || math.IsInf(float64(loss), 0) {
+				return divergence(m, st, o.checkpoint, epoch, b, loss)
+			}
+			c := countCorrect(m.TrainOutput(), m.TrainLabels(), meta.Classes)
+			sumLoss += float64(loss)
+			correct += c
+			seen += B
+			rep.Step(b+1, sumLoss/float64(b+1-st.batch), float64(correct)/float64(seen))
+			if metrics != nil && (b+1)%50 == 0 {
+				metrics.Write(progress.Event{Event: "step", Epoch: epoch + 1, Step: st.step, Loss: float64(loss), Acc: float64(c) / float64(B), LR: float64(lr)})
+			}
+			select {
+			case <-sigs:
+				st.epoch, st.batch = epoch, b+1
+				st.seed = o.seed
+				if err := saveCheckpoint(m, o.checkpoint, st); err != nil {
+					return fmt.Errorf("interrupted, and the checkpoint could not be written: %v", err)
+				}
+				rep.Interrupted()
+				return &interruptedError{o.checkpoint}
+			default:
+			}
+		}
+		st.batch = 0
+		trainLoss := sumLoss / float64(stepsPerEpoch)
+		trainAcc := float64(correct) / float64(max(seen, 1))
+		ev := progress.Event{Event: "epoch", Epoch: epoch + 1, Step: st.step, Loss: trainLoss, Acc: trainAcc, LR: float64(lr)}
+		improved := true
+		if len(val) > 0 {
+			r := evaluate(m, ds.images, ds.labels, val, meta)
+			ev.ValLoss, ev.ValAcc = r.loss, r.accuracy
+			improved = r.loss < st.bestVal
+			if improved {
+				st.bestVal, st.badEpochs = r.loss, 0
+			} else {
+				st.badEpochs++
+			}
+		}
+		ev.ImagesPerSec = rep.EndEpoch(ev)
+		if metrics != nil {
+			metrics.Write(ev)
+		}
+		st.epoch = epoch + 1
+		st.seed = o.seed
+		if err := saveCheckpoint(m, o.checkpoint, st); err != nil {
+			return err
+		}
+		if improved {
+			// With a validation split the weights kept are the best ones seen.
+			if err := saveWeights(m, o.out); err != nil {
+				return err
+			}
+		}
+		if o.patience > 0 && st.badEpochs >= o.patience {
+			fmt.Fprintf(stdout, "early stopping: validation loss has not improved for %d epochs (best %.4f)\n", st.badEpochs, st.bestVal)
+			break
+		}
+	}
+	elapsed := time.Since(start)
+	fmt.Fprintf(stdout, "trained %d epochs in %s; weights in %s, checkpoint in %s\n", lastEpoch+1, progress.FormatDuration(elapsed), o.out, o.checkpoint)
+	return nil
+}
+
+// divergence explains a non-finite loss: the step, the first op of the
+// forward pass whose output is not finite, and the last good checkpoint.
+func divergence(m Model, st trainState, ckpt string, epoch, batch int, loss float32) error {
+	where := "the loss"
+	m.TraceTrainForward(func(layer string, out []float32) bool {
+		if i := cpu.NonFinite(out); i >= 0 {
+			where = fmt.Sprintf("the output of layer %s (element %d = %v)", layer, i, out[i])
+			return false
+		}
+		return true
+	})
+	for _, p := range m.Meta().Params {
+		if i := cpu.NonFinite(m.State()[p.Offset : p.Offset+p.Size]); i >= 0 {
+			where = fmt.Sprintf("weight %s (element %d) and then %s", p.Name, i, where)
+			break
+		}
+	}
+	last := "no checkpoint was written yet"
+	if _, err := os.Stat(ckpt); err == nil {
+		last = "the last good checkpoint is " + ckpt
+	}
+	return &nanError{fmt.Sprintf("training diverged at epoch %d, step %d (batch %d): loss is %v; first non-finite value in %s; %s. Try a lower --lr.",
+		epoch+1, st.step, batch+1, loss, where, last)}
+}
+
+// countCorrect counts rows whose argmax matches the one-hot label.
+func countCorrect(logits, labels []float32, classes int) int {
+	n := 0
+	for r := 0; r+classes <= len(logits) && r+classes <= len(labels); r += classes {
+		if cpu.Argmax(logits[r:r+classes]) == cpu.Argmax(labels[r:r+classes]) {
+			n++
+		}
+	}
+	return n
+}
+
+// epochOrder is the seeded shuffle of the training indices for one epoch.
+func epochOrder(train []int, seed int64, epoch int) []int {
+	order := append([]int(nil), train...)
+	rng := cpu.NewRand(mix64(uint64(seed)) ^ uint64(epoch+1)*0xD1B54A32D192ED03)
+	rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+	return order
+}
+
+// initParams fills the state arena as the plan's init rules say.
+func initParams(m Model, seed int64) {
+	rng := cpu.NewRand(uint64(seed))
+	state := m.State()
+	for i := range state {
+		state[i] = 0
+	}
+	for _, p := range m.Meta().Params {
+		w := state[p.Offset : p.Offset+p.Size]
+		switch p.Init {
+		case "uniform":
+			cpu.FillUniform(w, p.Bound, rng)
+		case "ones":
+			cpu.Fill(w, 1)
+		default:
+			cpu.Fill(w, 0)
+		}
+	}
+}
+
+var errNoWeights = errors.New("no weights")

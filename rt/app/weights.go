@@ -1,0 +1,135 @@
+package app
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+
+	"github.com/mlbuild/mlbuild/rt/safetensors"
+)
+
+// trainState is where a run stands: what a checkpoint saves besides tensors.
+type trainState struct {
+	epoch     int // epochs completed
+	batch     int // batches of the current epoch completed
+	step      int // optimizer steps taken
+	seed      int64
+	bestVal   float64
+	badEpochs int
+}
+
+// weightTensors lists the params and statistics as safetensors tensors, in
+// plan order, viewing the state arena (no copies).
+func weightTensors(m Model, withOptimizer bool) []safetensors.Tensor {
+	meta := m.Meta()
+	state := m.State()
+	var ts []safetensors.Tensor
+	for _, p := range meta.Params {
+		ts = append(ts, safetensors.Tensor{Name: p.Name, Shape: p.Shape, Data: state[p.Offset : p.Offset+p.Size]})
+		if !withOptimizer {
+			continue
+		}
+		for i, off := range p.State {
+			ts = append(ts, safetensors.Tensor{Name: p.Name + "." + meta.StateNames[i], Shape: p.Shape, Data: state[off : off+p.Size]})
+		}
+	}
+	return ts
+}
+
+func baseMetadata(meta *Meta) map[string]string {
+	return map[string]string{
+		"format":          "pt",
+		"mlbuild.model":   meta.Name,
+		"mlbuild.version": meta.Version,
+		"mlbuild.spec":    meta.SpecFile,
+	}
+}
+
+// saveWeights writes the params and statistics (a file PyTorch's
+// safetensors.torch.load_file reads into an equivalent module's state_dict).
+// The write is atomic: a crash leaves the old file.
+func saveWeights(m Model, path string) error {
+	if err := safetensors.Write(path, weightTensors(m, false), baseMetadata(m.Meta())); err != nil {
+		return fmt.Errorf("writing weights: %v", err)
+	}
+	return nil
+}
+
+// saveCheckpoint writes weights, optimizer state and the run's position.
+func saveCheckpoint(m Model, path string, st trainState) error {
+	md := baseMetadata(m.Meta())
+	md["mlbuild.epoch"] = strconv.Itoa(st.epoch)
+	md["mlbuild.batch"] = strconv.Itoa(st.batch)
+	md["mlbuild.step"] = strconv.Itoa(st.step)
+	md["mlbuild.seed"] = strconv.FormatInt(st.seed, 10)
+	md["mlbuild.best_val_loss"] = strconv.FormatFloat(st.bestVal, 'g', -1, 64)
+	md["mlbuild.bad_epochs"] = strconv.Itoa(st.badEpochs)
+	if err := safetensors.Write(path, weightTensors(m, true), md); err != nil {
+		return fmt.Errorf("writing checkpoint: %v", err)
+	}
+	return nil
+}
+
+// expected lists the tensors a weights file for this model must have.
+func expected(m Model, withOptimizer bool) []safetensors.Spec {
+	var want []safetensors.Spec
+	for _, t := range weightTensors(m, withOptimizer) {
+		want = append(want, safetensors.Spec{Name: t.Name, Shape: t.Shape})
+	}
+	return want
+}
+
+// loadInto reads path, checks every tensor this model needs is there with
+// its shape, and copies them into the state arena.
+func loadInto(m Model, path string, withOptimizer bool) (*safetensors.File, error) {
+	f, err := safetensors.Read(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := safetensors.CheckShapes(f, expected(m, withOptimizer)); err != nil {
+		return nil, fmt.Errorf("%s does not hold weights of model %s: %v", path, m.Meta().Name, err)
+	}
+	for _, t := range weightTensors(m, withOptimizer) {
+		if err := f.CopyInto(t.Name, t.Data); err != nil {
+			return nil, err
+		}
+	}
+	return f, nil
+}
+
+// loadWeights loads params and statistics from a weights file or a
+// checkpoint (whose extra optimizer tensors are ignored).
+func loadWeights(m Model, path string) error {
+	_, err := loadInto(m, path, false)
+	return err
+}
+
+// loadCheckpoint restores weights, optimizer state and the run's position.
+func loadCheckpoint(m Model, path string) (trainState, error) {
+	f, err := loadInto(m, path, true)
+	if err != nil {
+		return trainState{}, err
+	}
+	md := f.Metadata
+	st := trainState{bestVal: math.Inf(1)}
+	for _, field := range []struct {
+		key string
+		dst *int
+	}{{"mlbuild.epoch", &st.epoch}, {"mlbuild.batch", &st.batch}, {"mlbuild.step", &st.step}, {"mlbuild.bad_epochs", &st.badEpochs}} {
+		v, err := strconv.Atoi(md[field.key])
+		if err != nil || v < 0 {
+			return trainState{}, fmt.Errorf("%s: not a training checkpoint (metadata %q is %q); pass weights with --weights to eval or predict, or start training afresh", path, field.key, md[field.key])
+		}
+		*field.dst = v
+	}
+	if st.seed, err = strconv.ParseInt(md["mlbuild.seed"], 10, 64); err != nil {
+		return trainState{}, fmt.Errorf("%s: checkpoint metadata mlbuild.seed is %q", path, md["mlbuild.seed"])
+	}
+	if v, err := strconv.ParseFloat(md["mlbuild.best_val_loss"], 64); err == nil {
+		st.bestVal = v
+	}
+	if name := md["mlbuild.model"]; name != "" && name != m.Meta().Name {
+		return trainState{}, fmt.Errorf("%s is a checkpoint of model %q, not %q", path, name, m.Meta().Name)
+	}
+	return st, nil
+}
