@@ -290,3 +290,23 @@ func TestOpenNotAFile(t *testing.T) {
 		t.Errorf("missing file: got %v", err)
 	}
 }
+
+// TestOpenHugeFile opens a sparse file larger than any valid labels file;
+// the error must give the real size without reading it.
+func TestOpenHugeFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "huge.idx")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Write(header(MagicLabels, 10))
+	if err := f.Truncate(1<<31 + 100); err != nil {
+		f.Close()
+		t.Skipf("cannot make a sparse file here: %v", err)
+	}
+	f.Close()
+	_, err = OpenLabels(path)
+	if err == nil || !strings.Contains(err.Error(), "needs 18 bytes") || !strings.Contains(err.Error(), "2147483748") || !strings.Contains(err.Error(), "trailing data") {
+		t.Fatalf("got %v", err)
+	}
+}

@@ -124,7 +124,14 @@ func openFile(path string, want kind) (decoded, error) {
 		// header so the message can say what it declares.
 		head := make([]byte, want.headerLen())
 		n, _ := io.ReadFull(br, head)
-		return decodeBytes(path, head[:n], want)
+		if err := checkMagic(path, [4]byte(head[:4]), want); err != nil || n < len(head) {
+			return decodeBytes(path, head[:n], want) // says what is wrong with the header
+		}
+		_, size, err := parseDims(path, head, want)
+		if err != nil {
+			return decoded{}, err
+		}
+		return decoded{}, sizeError(path, head, want, int64(len(head))+int64(size), fi.Size(), false)
 	}
 	if data, unmap, err := mapFile(f, fi.Size()); err == nil {
 		d, err := decodeBytes(path, data, want)
