@@ -120,3 +120,44 @@ func TestMNISTModel(t *testing.T) {
 		t.Errorf("dataset %+v output %s dtype %s", m.Dataset, m.Output, m.DType)
 	}
 }
+
+// TestAllErrorsReported checks that independent problems in one spec are
+// all reported, not only the first CUE finds: a missing field beside a
+// conflict, and a dataset mismatch beside bad training settings.
+func TestAllErrorsReported(t *testing.T) {
+	const src = `package p
+
+import "github.com/mlbuild/mlbuild/schema"
+
+schema.#Spec & {
+	name: "m"
+	model: {
+		input: [1, 28, 28]
+		layers: [
+			{op: "flatten"},
+			{op: "dense", units: 16},
+			{op: "relu"},
+			{op: "dense", units: 10},
+			{op: "conv2d", outChannels: 4},
+			{op: "flatten"},
+		]
+	}
+	training: {optimizer: {kind: "adam", lr: -1}, epochs: 1, batchSize: 0}
+	dataset: {trainImages: "a", trainLabels: "b", testImages: "c", classes: 12, imageShape: [1, 28, 28]}
+}
+`
+	_, err := LoadBytes(filepath.Join(t.TempDir(), "multi.cue"), []byte(src))
+	if err == nil {
+		t.Fatal("accepted")
+	}
+	for _, want := range []string{
+		"multi.cue:14:4: layer conv2d1: needs a [channels, height, width] input but gets 10 from dense2",
+		"multi.cue:18:43: training.optimizer.lr is -1 but must be >0",
+		"multi.cue:18:70: training.batchSize is 0 but must be >=1",
+		"missing required field dataset.testLabels",
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("errors do not mention %q:\n%s", want, err)
+		}
+	}
+}

@@ -38,7 +38,7 @@ func (p *positions) translateAll(err error, v *cue.Value) Errors {
 			causes = append(causes, te)
 		}
 	}
-	out := causes
+	out := dropConflictEchoes(causes)
 	if len(out) == 0 {
 		out = followers
 	}
@@ -60,11 +60,37 @@ func (p *positions) translateAll(err error, v *cue.Value) Errors {
 	return out
 }
 
+// dropConflictEchoes removes CUE's "conflicting values" messages at a
+// position that has another, plainer message: a value outside its bounds
+// also conflicts with the field's default, and the bound is what the user
+// needs to read.
+func dropConflictEchoes(es Errors) Errors {
+	plain := map[Pos]bool{}
+	for _, e := range es {
+		if !strings.Contains(e.Message, "conflicting values") {
+			plain[e.Pos] = true
+		}
+	}
+	var out Errors
+	for _, e := range es {
+		if strings.Contains(e.Message, "conflicting values") && plain[e.Pos] {
+			continue
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
 // translate converts one CUE error. follower reports that the error is only
 // a consequence of another (an unknown shape); ok is false for errors that
 // merely group others (empty disjunctions, whose parts come separately).
 func (p *positions) translate(e cueerrors.Error, v *cue.Value) (te Error, follower, ok bool) {
-	path := e.Path()
+	path := slices.Clone(e.Path())
+	for i, l := range path {
+		if u, err := strconv.Unquote(l); err == nil {
+			path[i] = u // CUE quotes labels that are not identifiers ("9a")
+		}
+	}
 	format, args := e.Msg()
 	raw := fmt.Sprintf(format, args...)
 	if strings.Contains(raw, "errors in empty disjunction") {
@@ -135,6 +161,13 @@ func (p *positions) translate(e cueerrors.Error, v *cue.Value) (te Error, follow
 		}
 	}
 
+	// A complaint about a value the schema computes (a layer's out or
+	// inShapes) or about a message that could not be formatted repeats a
+	// problem reported at its source.
+	if !fromSchemaCheck && ((te.Layer != "" && isComputedField(field)) || strings.Contains(raw, "invalid interpolation")) {
+		follower = true
+	}
+
 	// Where: a user position among CUE's, unless the error is a schema check
 	// (all its positions are in the schema), then where the user wrote the
 	// layer or field.
@@ -151,7 +184,11 @@ func (p *positions) translate(e cueerrors.Error, v *cue.Value) (te Error, follow
 		// a check named after a field ("kindErr") points at that field
 		label := strings.TrimSuffix(path[len(path)-1], "Err")
 		prefix := visibleField(path)
-		for _, cand := range []string{prefix + "." + label, "dataset." + label, "training." + label, "model." + label, label} {
+		cands := []string{prefix + "." + label, "dataset." + label, "training." + label, "model." + label, label}
+		if layerPath != nil {
+			cands = cands[:1] // a layer's check points into that layer only
+		}
+		for _, cand := range cands {
 			if tp, ok := p.paths[strings.TrimPrefix(cand, ".")]; ok {
 				if up, ok := p.userPos(tp); ok {
 					te.Pos, found = up, true
