@@ -256,6 +256,9 @@ func (o operand) slice() string {
 	if o.param == "" {
 		return "nil"
 	}
+	if strings.ContainsAny(o.param, "[(") {
+		return o.param // already a slice expression (the Metal selftest's references)
+	}
 	return o.param + "[:]"
 }
 

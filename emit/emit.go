@@ -53,7 +53,11 @@ type File struct {
 // Program returns the files of the generated program's module: go.mod, the
 // generated main package, and the runtime packages it links.
 func Program(in *Input) ([]File, error) {
-	if in.Backend != "cpu" {
+	switch in.Backend {
+	case "cpu":
+	case "metal":
+		return metalProgram(in)
+	default:
 		return nil, fmt.Errorf("emit: backend %q is not supported by this emitter", in.Backend)
 	}
 	model, err := ModelSource(in)
@@ -64,12 +68,16 @@ func Program(in *Input) ([]File, error) {
 		{Path: "go.mod", Data: []byte("module " + ModulePath + "\n\ngo 1.22\n")},
 		{Path: "main.go", Data: model},
 	}
-	rtFiles, err := RuntimeFiles("cpu", "app", "idx", "safetensors", "imageio", "progress", "atomicfile")
+	rtFiles, err := RuntimeFiles(runtimePackages...)
 	if err != nil {
 		return nil, err
 	}
 	return append(files, rtFiles...), nil
 }
+
+// runtimePackages are the runtime packages under rt/ that every generated
+// program links, whatever its backend.
+var runtimePackages = []string{"cpu", "app", "idx", "safetensors", "imageio", "progress", "atomicfile"}
 
 // RuntimeFiles copies the named runtime packages (non-test sources only)
 // under rt/ with their imports rewritten to the generated module.

@@ -1,0 +1,75 @@
+package emit
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/mlbuild/mlbuild/planner"
+	"github.com/mlbuild/mlbuild/spec"
+)
+
+// metalInputFor loads a spec and plans it as `mlbuild compile --backend
+// metal` does: GPU-sized convolution scratch.
+func metalInputFor(t testing.TB, file string, fusion bool) *Input {
+	t.Helper()
+	m, err := spec.Load(file)
+	if err != nil {
+		t.Fatalf("loading %s: %v", file, err)
+	}
+	var plans []*planner.Plan
+	for _, o := range []planner.Options{{Training: true, Fusion: fusion}, {Fusion: fusion}, {Fusion: fusion, Batch: 1}} {
+		o.ConvScratch = MetalConvScratch
+		p, err := planner.Build(m, o)
+		if err != nil {
+			t.Fatalf("planning %s: %v", file, err)
+		}
+		plans = append(plans, p)
+	}
+	return &Input{Model: m, Train: plans[0], Infer: plans[1], Infer1: plans[2], Backend: "metal", Version: "golden", BuildKey: "golden"}
+}
+
+// checkGolden compares got with a golden file; MLBUILD_UPDATE=1 rewrites it.
+func checkGolden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	golden := filepath.Join("testdata", "metal", name)
+	if os.Getenv("MLBUILD_UPDATE") != "" {
+		if err := os.WriteFile(golden, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatalf("%v (run with MLBUILD_UPDATE=1 to create it)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("generated %s for models/mnist.cue differs from %s; review the diff and rerun with MLBUILD_UPDATE=1", name, golden)
+	}
+}
+
+// TestMetalMNISTGolden keeps the Metal program's main.go, host.go and MSL
+// for the flagship spec as golden files, reviewed like code.
+func TestMetalMNISTGolden(t *testing.T) {
+	src, err := RenderMetal(metalInputFor(t, "../models/mnist.cue", true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkGolden(t, "mnist.main.go.golden", src.Main)
+	checkGolden(t, "host.go.golden", src.Host)
+	checkGolden(t, "mnist.metal.golden", []byte(src.MSL))
+}
+
+// writeModule writes generated files under dir.
+func writeModule(t testing.TB, dir string, files []File) {
+	t.Helper()
+	for _, f := range files {
+		p := filepath.Join(dir, filepath.FromSlash(f.Path))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, f.Data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
