@@ -88,7 +88,7 @@ type gemmArena struct {
 
 var (
 	gemmArenas = sync.Pool{New: func() any { return new(gemmArena) }}
-	gemmCalls  = sync.Pool{New: func() any { return new(gemmCall) }}
+	gemmCalls  = sync.Pool{New: func() any { return &gemmCall{barrier: newGemmBarrier()} }}
 )
 
 func (w *gemmArena) fit(p *gemmPath) {
@@ -133,13 +133,13 @@ func Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int
 		checkGemmOperand("b", b, k, n, ldb)
 	}
 	g := gemmCalls.Get().(*gemmCall)
-	*g = gemmCall{p: activeGemmPath.Load(), transA: transA, transB: transB, m: m, n: n, k: k, alpha: alpha, a: a, lda: lda, b: b, ldb: ldb, beta: beta, c: c, ldc: ldc}
+	*g = gemmCall{barrier: g.barrier, p: activeGemmPath.Load(), transA: transA, transB: transB, m: m, n: n, k: k, alpha: alpha, a: a, lda: lda, b: b, ldb: ldb, beta: beta, c: c, ldc: ldc}
 	if threads := Threads(); threads > 1 && 2*m*n*k >= gemmParallelMinFlops {
 		g.runParallel(threads)
 	} else {
 		g.run(0, m, 0, n)
 	}
-	*g = gemmCall{} // drop the references to the caller's slices
+	*g = gemmCall{barrier: g.barrier} // drop the references to the caller's slices
 	gemmCalls.Put(g)
 }
 
@@ -148,6 +148,11 @@ func Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int
 // does not allocate.
 type gemmCall struct {
 	pending        sync.WaitGroup // parts handed to gemmWorkers, not yet done
+	barrier        *gemmBarrier   // phases of a shared-B parallel run
+	sharedB        []float32      // the B panel all parts of a shared run pack and read
+	rowBlock       int            // rows per dynamically scheduled block
+	rowBlocks      int
+	nextRowBlock   atomic.Int64
 	p              *gemmPath
 	transA, transB bool
 	m, n, k        int
@@ -163,38 +168,47 @@ func (g *gemmCall) run(i0, i1, j0, j1 int) {
 	p := g.p
 	w := gemmArenas.Get().(*gemmArena)
 	w.fit(p)
-	mr, nr := p.mr, p.nr
 	for jc := j0; jc < j1; jc += p.nc {
 		nb := min(p.nc, j1-jc)
 		for pc := 0; pc < g.k; pc += p.kc {
 			kb := min(p.kc, g.k-pc)
-			packB(g.transB, g.b, g.ldb, pc, jc, kb, nb, nr, w.b)
-			beta := g.beta
-			if pc > 0 {
-				beta = 1
-			}
+			packB(g.transB, g.b, g.ldb, pc, jc, kb, nb, p.nr, w.b)
 			for ic := i0; ic < i1; ic += p.mc {
 				mb := min(p.mc, i1-ic)
 				packA(p, g.transA, g.a, g.lda, ic, pc, mb, kb, w.a)
-				for jr := 0; jr < nb; jr += nr {
-					bp := &w.b[jr*kb]
-					cols := min(nr, nb-jr)
-					for ir := 0; ir < mb; ir += mr {
-						ap := &w.a[ir*kb]
-						rows := min(mr, mb-ir)
-						at := (ic+ir)*g.ldc + jc + jr
-						if rows == mr && cols == nr {
-							p.kernel(kb, ap, bp, &g.c[at], g.ldc, g.alpha, beta)
-							continue
-						}
-						p.kernel(kb, ap, bp, &w.tile[0], nr, 1, 0)
-						mergeTile(w.tile, nr, rows, cols, g.c[at:], g.ldc, g.alpha, beta)
-					}
-				}
+				g.tiles(w, w.b, ic, mb, jc, nb, pc, kb)
 			}
 		}
 	}
 	gemmArenas.Put(w)
+}
+
+// tiles runs the register tiles of one packed block: rows [ic, ic+mb) of C
+// from w.a against columns [jc, jc+nb) from the packed B panel bp, for the
+// kb steps of the shared dimension that start at pc. Only the first kc
+// block applies beta; later ones accumulate.
+func (g *gemmCall) tiles(w *gemmArena, bPanel []float32, ic, mb, jc, nb, pc, kb int) {
+	p := g.p
+	mr, nr := p.mr, p.nr
+	beta := g.beta
+	if pc > 0 {
+		beta = 1
+	}
+	for jr := 0; jr < nb; jr += nr {
+		bp := &bPanel[jr*kb]
+		cols := min(nr, nb-jr)
+		for ir := 0; ir < mb; ir += mr {
+			ap := &w.a[ir*kb]
+			rows := min(mr, mb-ir)
+			at := (ic+ir)*g.ldc + jc + jr
+			if rows == mr && cols == nr {
+				p.kernel(kb, ap, bp, &g.c[at], g.ldc, g.alpha, beta)
+				continue
+			}
+			p.kernel(kb, ap, bp, &w.tile[0], nr, 1, 0)
+			mergeTile(w.tile, nr, rows, cols, g.c[at:], g.ldc, g.alpha, beta)
+		}
+	}
 }
 
 // packA copies op(A)[row0:row0+mb, col0:col0+kb] into dst as micro-panels of

@@ -1,71 +1,176 @@
 package cpu
 
-import "sync"
+import (
+	"sync"
+)
 
-// gemmPart is one block of C for a worker: rows [i0, i1), columns [j0, j1).
+// gemmPart is one goroutine's share of a parallel Sgemm: either a fixed
+// block of C (rows [i0, i1), columns [j0, j1)) computed independently, or,
+// when shared is set, participant id of a shared-B run.
 type gemmPart struct {
 	g              *gemmCall
+	shared         bool
+	id, parties    int
 	i0, i1, j0, j1 int
+}
+
+func (p gemmPart) run() {
+	if p.shared {
+		p.g.runShared(p.id, p.parties)
+	} else {
+		p.g.run(p.i0, p.i1, p.j0, p.j1)
+	}
 }
 
 // gemmWorkers is Sgemm's own pool of long-lived goroutines. Unlike
 // ParallelFor it hands work over a channel of plain values, so a parallel
-// Sgemm neither allocates nor starts goroutines in steady state. Workers
-// only ever run gemmCall.run, which never waits on anything, so nested or
-// concurrent Sgemm calls cannot deadlock: a caller waits only for parts a
-// worker has already taken or will take.
+// Sgemm neither allocates nor starts goroutines in steady state.
+//
+// Parts of a shared run meet at barriers, so all of them must run at once.
+// Each call enqueues its parts together under the lock and there are always
+// at least as many workers as a call has queued parts, so the oldest call in
+// the queue always has all its parts running: concurrent Sgemm calls cannot
+// deadlock. Workers never call Sgemm themselves.
 var gemmWorkers struct {
 	sync.Mutex
 	started int
 	parts   chan gemmPart
 }
 
-// ensureGemmWorkers starts workers until n are running.
-func ensureGemmWorkers(n int) {
+// gemmDispatch starts workers until there are enough for len(parts), then
+// queues the parts in one piece.
+func gemmDispatch(parts []gemmPart) {
 	w := &gemmWorkers
 	w.Lock()
 	defer w.Unlock()
 	if w.parts == nil {
 		w.parts = make(chan gemmPart, 256)
 	}
-	for ; w.started < n; w.started++ {
+	for ; w.started < len(parts); w.started++ {
 		go func(parts <-chan gemmPart) {
 			for p := range parts {
-				p.g.run(p.i0, p.i1, p.j0, p.j1)
+				p.run()
 				p.g.pending.Done()
 			}
 		}(w.parts)
 	}
+	for _, p := range parts {
+		p.g.pending.Add(1)
+		w.parts <- p
+	}
 }
 
-// runParallel splits C into up to threads row blocks of whole register
-// tiles (column blocks when C is too short to feed every thread), runs the
-// first on the calling goroutine and the rest on gemmWorkers. Each part packs
-// its own panels, so parts share nothing but the read-only A and B.
+// gemmMaxParts bounds the parts of one call (and so the worker pool).
+const gemmMaxParts = 64
+
+// runParallel spreads the product over up to threads goroutines: the caller
+// and threads-1 workers. When C has enough rows, all of them pack one shared
+// B panel together and then take blocks of rows from a common counter, so a
+// core slowed down by another process simply takes fewer blocks. When C is
+// too short for that, each takes a fixed column block with its own panels.
 func (g *gemmCall) runParallel(threads int) {
-	ensureGemmWorkers(threads - 1)
+	threads = min(threads, gemmMaxParts)
 	p := g.p
-	byRows := gemmCeilDiv(g.m, p.mr) >= threads || g.m >= g.n
-	tiles, unit, extent := gemmCeilDiv(g.n, p.nr), p.nr, g.n
-	if byRows {
-		tiles, unit, extent = gemmCeilDiv(g.m, p.mr), p.mr, g.m
-	}
-	parts := min(threads, tiles)
-	var first gemmPart
-	for i := range parts {
-		lo := min(tiles*i/parts*unit, extent)
-		hi := min(tiles*(i+1)/parts*unit, extent)
-		part := gemmPart{g: g, i0: 0, i1: g.m, j0: lo, j1: hi}
-		if byRows {
-			part = gemmPart{g: g, i0: lo, i1: hi, j0: 0, j1: g.n}
+	var buf [gemmMaxParts]gemmPart
+	if rowTiles := gemmCeilDiv(g.m, p.mr); rowTiles >= 2*threads || g.m >= g.n {
+		parties := min(threads, rowTiles)
+		// About three blocks per party, of whole tiles, at most mc rows.
+		g.rowBlock = min(p.mc, gemmCeilDiv(rowTiles, 3*parties)*p.mr)
+		g.rowBlocks = gemmCeilDiv(g.m, g.rowBlock)
+		shared := gemmArenas.Get().(*gemmArena)
+		shared.fit(p)
+		g.sharedB = shared.b
+		g.barrier.reset(parties)
+		parts := buf[:parties-1]
+		for i := range parts {
+			parts[i] = gemmPart{g: g, shared: true, id: i + 1, parties: parties}
 		}
-		if i == 0 {
-			first = part
-			continue
-		}
-		g.pending.Add(1)
-		gemmWorkers.parts <- part
+		gemmDispatch(parts)
+		g.runShared(0, parties)
+		g.pending.Wait()
+		g.sharedB = nil
+		gemmArenas.Put(shared)
+		return
 	}
-	g.run(first.i0, first.i1, first.j0, first.j1)
+	tiles := gemmCeilDiv(g.n, p.nr)
+	parties := min(threads, tiles)
+	for i := range parties {
+		buf[i] = gemmPart{g: g, i0: 0, i1: g.m, j0: min(tiles*i/parties*p.nr, g.n), j1: min(tiles*(i+1)/parties*p.nr, g.n)}
+	}
+	gemmDispatch(buf[1:parties])
+	buf[0].run()
 	g.pending.Wait()
+}
+
+// runShared is participant id of parties in a shared-B run. For each block
+// of B (nc columns × kc steps) all participants pack a slice of its panels,
+// meet, take row blocks from the common counter until none is left, and meet
+// again before the panel is overwritten.
+func (g *gemmCall) runShared(id, parties int) {
+	p := g.p
+	w := gemmArenas.Get().(*gemmArena)
+	w.fit(p)
+	for jc := 0; jc < g.n; jc += p.nc {
+		nb := min(p.nc, g.n-jc)
+		panels := gemmCeilDiv(nb, p.nr)
+		for pc := 0; pc < g.k; pc += p.kc {
+			kb := min(p.kc, g.k-pc)
+			if id == 0 {
+				g.nextRowBlock.Store(0)
+			}
+			lo, hi := panels*id/parties*p.nr, min(panels*(id+1)/parties*p.nr, nb)
+			if lo < hi {
+				packB(g.transB, g.b, g.ldb, pc, jc+lo, kb, hi-lo, p.nr, g.sharedB[lo*kb:])
+			}
+			g.barrier.wait() // B panel complete, counter reset
+			for {
+				blk := int(g.nextRowBlock.Add(1)) - 1
+				if blk >= g.rowBlocks {
+					break
+				}
+				ic := blk * g.rowBlock
+				mb := min(g.rowBlock, g.m-ic)
+				packA(p, g.transA, g.a, g.lda, ic, pc, mb, kb, w.a)
+				g.tiles(w, g.sharedB, ic, mb, jc, nb, pc, kb)
+			}
+			g.barrier.wait() // everyone is done with this B panel
+		}
+	}
+	gemmArenas.Put(w)
+}
+
+// gemmBarrier is a reusable meeting point for the parties of a shared run.
+type gemmBarrier struct {
+	mu                    sync.Mutex
+	cond                  sync.Cond
+	parties, waiting, gen int
+}
+
+func newGemmBarrier() *gemmBarrier {
+	b := &gemmBarrier{}
+	b.cond.L = &b.mu
+	return b
+}
+
+func (b *gemmBarrier) reset(parties int) {
+	b.mu.Lock()
+	b.parties, b.waiting = parties, 0
+	b.mu.Unlock()
+}
+
+// wait returns once all parties have called it in this generation.
+func (b *gemmBarrier) wait() {
+	b.mu.Lock()
+	gen := b.gen
+	b.waiting++
+	if b.waiting == b.parties {
+		b.waiting = 0
+		b.gen++
+		b.cond.Broadcast()
+	} else {
+		for gen == b.gen {
+			b.cond.Wait()
+		}
+	}
+	b.mu.Unlock()
 }
