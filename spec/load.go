@@ -316,6 +316,11 @@ func (p *positions) index(s source, f *ast.File) {
 				walk(d, path)
 			}
 		case *ast.EmbedDecl:
+			if path == "" {
+				// a field missing from the spec as a whole is reported
+				// where the spec embeds the schema
+				add("", x.Pos())
+			}
 			walk(x.Expr, path)
 		case *ast.BinaryExpr:
 			walk(x.X, path)
@@ -357,9 +362,10 @@ func (p *positions) userPos(tp token.Pos) (Pos, bool) {
 	return Pos{File: name, Line: tp.Line(), Col: tp.Column()}, true
 }
 
-// lookup returns where the user wrote path or its longest written prefix.
+// lookup returns where the user wrote path or its longest written prefix
+// (at worst the embedding of schema.#Spec).
 func (p *positions) lookup(path []string) (Pos, bool) {
-	for n := len(path); n > 0; n-- {
+	for n := len(path); n >= 0; n-- {
 		if tp, ok := p.paths[strings.Join(path[:n], ".")]; ok {
 			return p.userPos(tp)
 		}

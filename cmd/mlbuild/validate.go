@@ -76,6 +76,7 @@ func validateRun(opts *validateOptions) error {
 	}
 	failed := false
 	enc := json.NewEncoder(opts.stdout)
+	enc.SetEscapeHTML(false) // messages hold ">=1", not "\u003e=1"
 	for _, f := range opts.files {
 		_, err := spec.Load(f)
 		es := specErrors(f, err)
