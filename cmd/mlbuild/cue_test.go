@@ -69,7 +69,9 @@ func TestCueVetAgrees(t *testing.T) {
 	}
 	// the real cue command, when one is installed, says the same
 	if cueBin, lerr := exec.LookPath("cue"); lerr == nil {
-		out, err := exec.Command(cueBin, "vet", "-c", "-C", dir, "./...").CombinedOutput()
+		cmd := exec.Command(cueBin, "vet", "-c", "./...")
+		cmd.Dir = dir
+		out, err := cmd.CombinedOutput()
 		if err == nil || !strings.Contains(string(out), want) {
 			t.Errorf("%s vet: err %v, output:\n%s", cueBin, err, out)
 		}
