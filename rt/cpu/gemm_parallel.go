@@ -1,7 +1,9 @@
 package cpu
 
 import (
+	"runtime"
 	"sync"
+	"sync/atomic"
 )
 
 // gemmPart is one goroutine's share of a parallel Sgemm: either a fixed
@@ -140,10 +142,15 @@ func (g *gemmCall) runShared(id, parties int) {
 }
 
 // gemmBarrier is a reusable meeting point for the parties of a shared run.
+// Waiters spin briefly (yielding) before they sleep: phases of a 256³
+// product last tens of microseconds, about what waking a parked goroutine
+// costs.
 type gemmBarrier struct {
-	mu                    sync.Mutex
-	cond                  sync.Cond
-	parties, waiting, gen int
+	parties int
+	arrived atomic.Int32
+	gen     atomic.Uint32
+	mu      sync.Mutex
+	cond    sync.Cond
 }
 
 func newGemmBarrier() *gemmBarrier {
@@ -152,25 +159,36 @@ func newGemmBarrier() *gemmBarrier {
 	return b
 }
 
+// reset prepares the barrier for a run of parties; no one may be waiting.
 func (b *gemmBarrier) reset(parties int) {
-	b.mu.Lock()
-	b.parties, b.waiting = parties, 0
-	b.mu.Unlock()
+	b.parties = parties
+	b.arrived.Store(0)
 }
+
+// gemmBarrierSpins is how many times a waiter checks (yielding the
+// processor in between) before it sleeps.
+const gemmBarrierSpins = 1000
 
 // wait returns once all parties have called it in this generation.
 func (b *gemmBarrier) wait() {
-	b.mu.Lock()
-	gen := b.gen
-	b.waiting++
-	if b.waiting == b.parties {
-		b.waiting = 0
-		b.gen++
+	gen := b.gen.Load()
+	if int(b.arrived.Add(1)) == b.parties {
+		b.arrived.Store(0)
+		b.mu.Lock()
+		b.gen.Add(1)
 		b.cond.Broadcast()
-	} else {
-		for gen == b.gen {
-			b.cond.Wait()
+		b.mu.Unlock()
+		return
+	}
+	for range gemmBarrierSpins {
+		if b.gen.Load() != gen {
+			return
 		}
+		runtime.Gosched()
+	}
+	b.mu.Lock()
+	for b.gen.Load() == gen {
+		b.cond.Wait()
 	}
 	b.mu.Unlock()
 }
