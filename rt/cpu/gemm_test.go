@@ -126,11 +126,13 @@ func TestSgemmAgainstReference(t *testing.T) {
 	})
 }
 
-// TestSgemmLarge crosses every cache block boundary (kc, mc, nc) once.
+// TestSgemmLarge crosses every cache block boundary (kc, mc, nc) at least
+// twice, with partial blocks after each.
 func TestSgemmLarge(t *testing.T) {
 	forEachGemmPath(t, func(t *testing.T) {
 		r := rand.New(rand.NewSource(2))
-		checkGemm(t, r, gemmCase{m: 401, n: 2100, k: 530, alpha: 1, beta: 0.5, padA: 2})
+		checkGemm(t, r, gemmCase{m: 401, n: 100, k: 530, alpha: 1, beta: 0.5, padA: 2})
+		checkGemm(t, r, gemmCase{transB: true, m: 13, n: 2100, k: 300, alpha: 1, beta: 0, padC: 5})
 		checkGemm(t, r, gemmCase{transA: true, transB: true, m: 257, n: 257, k: 257, alpha: 1.5, beta: 0})
 	})
 }
