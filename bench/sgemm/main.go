@@ -165,7 +165,11 @@ func runDriver(cfg driverConfig) error {
 	}
 	host, _ := os.Hostname()
 	fmt.Printf("sgemm C = A·B, row-major, no transposes, float32; GFLOP/s = 2n³/time, median of samples\n")
-	fmt.Printf("machine: %s, %s, %d CPUs, %s/%s\n", host, cpuModel(), runtime.NumCPU(), runtime.GOOS, runtime.GOARCH)
+	fmt.Printf("machine: %s, %s, %d CPUs, %s/%s, rt/cpu GEMM paths %v\n", host, cpuModel(), runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, cpu.GemmPaths())
+	// Other processes skew every column, OpenMP pools most: say how busy
+	// the machine was.
+	fmt.Printf("load average at start: %s\n", loadAverage())
+	defer func() { fmt.Printf("\nload average at end: %s\n", loadAverage()) }()
 	for _, t := range cfg.threads {
 		commands := [][2]string{{"mlbuild", self + " -worker mlbuild -threads " + strconv.Itoa(t)}}
 		if cfg.openblas != "" {
@@ -232,6 +236,14 @@ func median(x []float64) float64 {
 		return s[len(s)/2]
 	}
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+func loadAverage() string {
+	data, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	return strings.Join(strings.Fields(string(data))[:3], " ")
 }
 
 func cpuModel() string {
