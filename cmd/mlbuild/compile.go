@@ -37,6 +37,7 @@ type compileOptions struct {
 	fusion   bool
 	force    bool
 	cacheDir string
+	memLimit string // --memory-limit, "" for this machine's memory
 	stdout   io.Writer
 	stderr   io.Writer
 }
@@ -78,6 +79,7 @@ Examples:
 				fusion:   c.GetBool("fusion"),
 				force:    c.GetBool("force"),
 				cacheDir: c.GetString("cache-dir"),
+				memLimit: c.GetString("memory-limit"),
 				stdout:   g.stdout,
 				stderr:   g.stderr,
 			}
@@ -92,6 +94,7 @@ Examples:
 	f.Bool("fusion", true, "fuse bias+activation into GEMMs and chains of element-wise ops")
 	f.Bool("force", false, "overwrite an output file that mlbuild did not make")
 	f.String("cache-dir", "", "build cache directory (default $MLBUILD_CACHE_DIR or the user cache dir)")
+	f.String("memory-limit", "", memoryLimitHelp)
 	return cmd
 }
 
@@ -166,12 +169,12 @@ func goToolVersion() (string, error) {
 }
 
 // planAll makes the three plans a program needs.
-func planAll(m *spec.Model, fusion bool) ([]*planner.Plan, error) {
+func planAll(m *spec.Model, fusion bool, memoryLimit int64) ([]*planner.Plan, error) {
 	var plans []*planner.Plan
 	for _, o := range []planner.Options{
-		{Training: true, Fusion: fusion},
-		{Training: false, Fusion: fusion},
-		{Training: false, Fusion: fusion, Batch: 1},
+		{Training: true, Fusion: fusion, MemoryLimit: memoryLimit},
+		{Training: false, Fusion: fusion, MemoryLimit: memoryLimit},
+		{Training: false, Fusion: fusion, Batch: 1, MemoryLimit: memoryLimit},
 	} {
 		p, err := planner.Build(m, o)
 		if err != nil {
@@ -191,11 +194,18 @@ func compileRun(opts *compileOptions) error {
 	if opts.backend != "cpu" {
 		return withCode(ExitUsage, fmt.Errorf("unknown --backend %q; available: cpu", opts.backend))
 	}
+	memLimit, err := resolveMemoryLimit(opts.memLimit)
+	if err != nil {
+		return err
+	}
 	m, err := spec.Load(opts.files...)
 	if err != nil {
 		return reportSpecError(opts.stderr, err)
 	}
-	plans, err := planAll(m, opts.fusion)
+	if err := spec.CheckSafety(m); err != nil {
+		return reportSpecError(opts.stderr, err)
+	}
+	plans, err := planAll(m, opts.fusion, memLimit)
 	if err != nil {
 		return reportSpecError(opts.stderr, err)
 	}

@@ -21,8 +21,10 @@ type planOptions struct {
 	batch  int    // 0: the spec's batch size
 	fusion string // "on" or "off"
 	mode   string // "train" or "infer"
-	stdout io.Writer
-	stderr io.Writer
+	// memLimit is --memory-limit, "" for this machine's memory.
+	memLimit string
+	stdout   io.Writer
+	stderr   io.Writer
 }
 
 func newPlanCmd(g *globalOptions) *cobra.Command {
@@ -55,13 +57,14 @@ Examples:
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c := g.config
 			return planRun(&planOptions{
-				files:  args,
-				format: c.GetString("format"),
-				batch:  c.GetInt("batch"),
-				fusion: c.GetString("fusion"),
-				mode:   c.GetString("mode"),
-				stdout: g.stdout,
-				stderr: g.stderr,
+				files:    args,
+				format:   c.GetString("format"),
+				batch:    c.GetInt("batch"),
+				fusion:   c.GetString("fusion"),
+				mode:     c.GetString("mode"),
+				memLimit: c.GetString("memory-limit"),
+				stdout:   g.stdout,
+				stderr:   g.stderr,
 			})
 		},
 	}
@@ -70,6 +73,7 @@ Examples:
 	f.Int("batch", 0, "batch size to plan for (default: the spec's training.batchSize)")
 	f.String("fusion", "on", "fusion passes: on or off")
 	f.String("mode", "train", "plan kind: train (forward, loss, backward, update) or infer (forward only, eval mode)")
+	f.String("memory-limit", "", memoryLimitHelp)
 	return cmd
 }
 
@@ -92,11 +96,15 @@ func planRun(opts *planOptions) error {
 	if opts.batch < 0 {
 		return withCode(ExitUsage, fmt.Errorf("--batch must be positive, got %d", opts.batch))
 	}
+	memLimit, err := resolveMemoryLimit(opts.memLimit)
+	if err != nil {
+		return err
+	}
 	m, err := spec.Load(opts.files...)
 	if err != nil {
 		return reportSpecError(opts.stderr, err)
 	}
-	p, err := planner.Build(m, planner.Options{Batch: opts.batch, Training: opts.mode == "train", Fusion: fusion})
+	p, err := planner.Build(m, planner.Options{Batch: opts.batch, Training: opts.mode == "train", Fusion: fusion, MemoryLimit: memLimit})
 	if err != nil {
 		var pe *planner.Error
 		if errors.As(err, &pe) {
