@@ -204,3 +204,37 @@ func BenchmarkSgemm(b *testing.B) {
 		})
 	}
 }
+
+// TestSgemmConcurrentCalls runs parallel products from several goroutines
+// at once, as kernels that call Sgemm inside ParallelFor do: the worker pool
+// must neither deadlock at a barrier nor mix up the calls' parts.
+func TestSgemmConcurrentCalls(t *testing.T) {
+	defer SetThreads(Threads())
+	SetThreads(3)
+	const callers, n = 6, 150
+	r := rand.New(rand.NewSource(7))
+	a, b := randomSlice(r, n*n), randomSlice(r, n*n)
+	want := make([]float32, n*n)
+	SgemmRef(false, false, n, n, n, 1, a, n, b, n, 0, want, n)
+	errs := make(chan string, callers)
+	for range callers {
+		go func() {
+			c := make([]float32, n*n)
+			for range 5 {
+				Sgemm(false, false, n, n, n, 1, a, n, b, n, 0, c, n)
+				for i := range c {
+					if d := math.Abs(float64(c[i] - want[i])); d > 1e-3 {
+						errs <- fmt.Sprintf("C[%d] = %v, reference %v", i, c[i], want[i])
+						return
+					}
+				}
+			}
+			errs <- ""
+		}()
+	}
+	for range callers {
+		if e := <-errs; e != "" {
+			t.Error(e)
+		}
+	}
+}
