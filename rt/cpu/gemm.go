@@ -278,6 +278,22 @@ func packB(trans bool, b []float32, ldb, row0, col0, kb, nb, nr int, dst []float
 	for jr := 0; jr < nb; jr += nr {
 		cols := min(nr, nb-jr)
 		d := dst[jr*kb : jr*kb+nr*kb]
+		if !trans && cols == 32 && nr == 32 {
+			// Fixed-size array copies compile to a few vector moves, where
+			// copy() would call memmove once per step.
+			for p := 0; p < kb; p++ {
+				at := (row0+p)*ldb + col0 + jr
+				*(*[32]float32)(d[p*32 : p*32+32]) = [32]float32(b[at : at+32])
+			}
+			continue
+		}
+		if !trans && cols == 16 && nr == 16 {
+			for p := 0; p < kb; p++ {
+				at := (row0+p)*ldb + col0 + jr
+				*(*[16]float32)(d[p*16 : p*16+16]) = [16]float32(b[at : at+16])
+			}
+			continue
+		}
 		if !trans {
 			for p := 0; p < kb; p++ {
 				src := b[(row0+p)*ldb+col0+jr:]
