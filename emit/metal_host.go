@@ -408,6 +408,10 @@ func (m *model) selftestInit() {
 		uniform(m.view(a), -1, 1)
 	}
 	labels := m.view(arenaTrainLabels)
+	if meta.Classes == 0 || len(labels) != meta.Batch*meta.Classes {
+		uniform(labels, -1, 1) // regression targets
+		return
+	}
 	clear(labels)
 	for r := 0; r < meta.Batch; r++ {
 		labels[r*meta.Classes+rng.Intn(meta.Classes)] = 1

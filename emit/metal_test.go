@@ -13,13 +13,19 @@ import (
 // metalInputFor loads a spec and plans it as `mlbuild compile --backend
 // metal` does: GPU-sized convolution scratch.
 func metalInputFor(t testing.TB, file string, fusion bool) *Input {
+	return metalInputBatch(t, file, fusion, 0)
+}
+
+// metalInputBatch is metalInputFor with the training and inference plans at
+// batch (0: the spec's), for host-code tests that need small plans.
+func metalInputBatch(t testing.TB, file string, fusion bool, batch int) *Input {
 	t.Helper()
 	m, err := spec.Load(file)
 	if err != nil {
 		t.Fatalf("loading %s: %v", file, err)
 	}
 	var plans []*planner.Plan
-	for _, o := range []planner.Options{{Training: true, Fusion: fusion}, {Fusion: fusion}, {Fusion: fusion, Batch: 1}} {
+	for _, o := range []planner.Options{{Training: true, Fusion: fusion, Batch: batch}, {Fusion: fusion, Batch: batch}, {Fusion: fusion, Batch: 1}} {
 		o.ConvScratch = MetalConvScratch
 		p, err := planner.Build(m, o)
 		if err != nil {

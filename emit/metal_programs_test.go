@@ -1,0 +1,162 @@
+package emit
+
+import (
+	"debug/macho"
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/mlbuild/mlbuild/emit/gpu"
+)
+
+// metalProgramSpecs are the specs whose Metal programs the evidence tests
+// build: the flagship spec (with and without fusion) and every valid spec.
+func metalProgramSpecs(t *testing.T) map[string]struct {
+	file   string
+	fusion bool
+} {
+	specs := map[string]struct {
+		file   string
+		fusion bool
+	}{
+		"mnist":         {"../models/mnist.cue", true},
+		"mnist_unfused": {"../models/mnist.cue", false},
+	}
+	valid, err := filepath.Glob("../testdata/specs/valid/*.cue")
+	if err != nil || len(valid) == 0 {
+		t.Fatalf("no valid specs found (%v)", err)
+	}
+	for _, f := range valid {
+		name := "spec_" + strings.TrimSuffix(filepath.Base(f), ".cue")
+		specs[name] = struct {
+			file   string
+			fusion bool
+		}{f, true}
+	}
+	return specs
+}
+
+// metalModule writes one Go module holding the Metal program of every spec
+// as its own main package under cmd/NAME, sharing one copy of the runtime
+// and of mps (with its fake), so one `go build` and one `go test` cover
+// them all. Each package also gets fake_test.go, which runs its host code on
+// mps/fakemetal.
+func metalModule(t *testing.T, dir string, batch int) []string {
+	t.Helper()
+	var names []string
+	var shared []File
+	for name, s := range metalProgramSpecs(t) {
+		files, err := Program(metalInputBatch(t, s.file, s.fusion, batch))
+		if err != nil {
+			t.Fatalf("%s (%s): %v", name, s.file, err)
+		}
+		names = append(names, name)
+		for _, f := range files {
+			switch f.Path {
+			case "main.go", "host.go", "kernels.go":
+				writeModule(t, dir, []File{{Path: "cmd/" + name + "/" + f.Path, Data: f.Data}})
+			}
+		}
+		writeModule(t, dir, []File{{Path: "cmd/" + name + "/fake_test.go", Data: []byte(fakeTestSource())}})
+		if shared == nil {
+			shared = files
+		}
+	}
+	fake, err := MPSFiles(true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range append(shared, fake...) {
+		switch f.Path {
+		case "main.go", "host.go", "kernels.go":
+		default:
+			writeModule(t, dir, []File{f})
+		}
+	}
+	sort.Strings(names)
+	return names
+}
+
+// goEnv is the environment `mlbuild compile` builds generated programs in.
+func goEnv(goos, goarch string) []string {
+	return append(os.Environ(), "CGO_ENABLED=0", "GOOS="+goos, "GOARCH="+goarch,
+		"GOFLAGS=-mod=mod", "GOPROXY=off", "GOWORK=off", "GO111MODULE=on", "GOTOOLCHAIN=local")
+}
+
+// TestMetalPrograms is the evidence without a Mac: the Metal programs of
+// models/mnist.cue (fused and unfused) and of every valid spec
+// cross-compile to Mach-O arm64 executables, and each program's host code
+// runs a training step, both inference plans and the GEMM selftest on the
+// recording fake (at a small batch) of Metal with its protocol checks passing.
+func TestMetalPrograms(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds every generated Metal program")
+	}
+	t.Run("darwin-arm64", func(t *testing.T) {
+		t.Parallel()
+		dir := t.TempDir()
+		names := metalModule(t, dir, 0)
+		out := t.TempDir()
+		cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", out+string(filepath.Separator), "./cmd/...")
+		cmd.Dir = dir
+		cmd.Env = goEnv("darwin", "arm64")
+		if b, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("cross-compiling the Metal programs for darwin/arm64: %v\n%s", err, b)
+		}
+		for _, name := range names {
+			f, err := macho.Open(filepath.Join(out, name))
+			if err != nil {
+				t.Errorf("%s: not a Mach-O file: %v", name, err)
+				continue
+			}
+			if f.Cpu != macho.CpuArm64 || f.Type != macho.TypeExec {
+				t.Errorf("%s: Mach-O cpu %v type %v, want arm64 executable", name, f.Cpu, f.Type)
+			}
+			f.Close()
+		}
+	})
+	t.Run("fake", func(t *testing.T) {
+		// The fake computes GEMMs in plain Go, so the host code runs here
+		// on the same programs planned at batch 3 (awkward for every
+		// threadgroup size); only the tables' numbers differ.
+		t.Parallel()
+		dir := t.TempDir()
+		names := metalModule(t, dir, 3)
+		cmd := exec.Command("go", "test", "-count=1", "./cmd/...")
+		cmd.Dir = dir
+		cmd.Env = goEnv(goHost("GOOS"), goHost("GOARCH"))
+		b, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("the generated host code failed on the fake: %v\n%s", err, b)
+		}
+		for _, name := range names {
+			if !strings.Contains(string(b), "ok  \tmlbuildprog/cmd/"+name) {
+				t.Errorf("no passing test run for %s in:\n%s", name, b)
+			}
+		}
+	})
+}
+
+func goHost(v string) string {
+	b, err := exec.Command("go", "env", v).Output()
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// fakeTestSource is fake_test.go of a generated program: it runs the host
+// code on mps/fakemetal. Expected dropout draws come from emit/gpu, so the
+// program's copy of the hash is checked against the kernels'.
+func fakeTestSource() string {
+	var draws []string
+	for _, c := range [][3]uint32{{1, 1, 0}, {7, 3, 12345}, {0xDEADBEEF, 99, 1 << 20}} {
+		draws = append(draws, fmt.Sprintf("{%d, %d, %d, %d}", c[0], c[1], c[2], math.Float32bits(gpu.DropoutUniform(c[0], c[1], c[2]))))
+	}
+	return strings.Replace(fakeTestTemplate, "DRAWS", strings.Join(draws, ", "), 1)
+}
