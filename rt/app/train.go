@@ -35,7 +35,7 @@ type trainOptions struct {
 	epochs, threads, limit, patience       int
 	lr, valSplit                           float64
 	seed                                   int64
-	quiet                                  bool
+	quiet, force                           bool
 }
 
 func parseTrainFlags(meta *Meta, args []string, stderr io.Writer) (*trainOptions, error) {
@@ -56,6 +56,7 @@ func parseTrainFlags(meta *Meta, args []string, stderr io.Writer) (*trainOptions
 	fs.Float64Var(&o.valSplit, "validation-split", d.ValidationSplit, "fraction of the training images held out for validation")
 	fs.IntVar(&o.patience, "patience", d.Patience, "stop after this many epochs without a better validation loss (0: never)")
 	fs.BoolVar(&o.quiet, "quiet", false, "print only the summary")
+	fs.BoolVar(&o.force, "force", false, "replace --out and --checkpoint even when they exist and were not written by an mlbuild program")
 	if err := fs.Parse(args); err != nil {
 		return nil, usageError{err.Error()}
 	}
@@ -76,6 +77,12 @@ func parseTrainFlags(meta *Meta, args []string, stderr io.Writer) (*trainOptions
 	if o.checkpoint == "" {
 		ext := filepath.Ext(o.out)
 		o.checkpoint = strings.TrimSuffix(o.out, ext) + ".ckpt" + ext
+	}
+	if err := checkReplaceable("out", o.out, o.force); err != nil {
+		return nil, err
+	}
+	if err := checkReplaceable("checkpoint", o.checkpoint, o.force); err != nil {
+		return nil, err
 	}
 	return o, nil
 }
@@ -127,10 +134,12 @@ func trainCmd(m Model, args []string, stdout, stderr io.Writer) error {
 	}
 
 	st := trainState{bestVal: math.Inf(1)}
+	lastGood := "" // the newest checkpoint known to hold finite weights
 	if o.resume != "" {
 		if st, err = loadCheckpoint(m, o.resume); err != nil {
 			return err
 		}
+		lastGood = o.resume
 		if st.seed != o.seed {
 			fmt.Fprintf(stderr, "note: the checkpoint was made with --seed %d; using it\n", st.seed)
 			o.seed = st.seed
@@ -150,6 +159,9 @@ func trainCmd(m Model, args []string, stdout, stderr io.Writer) error {
 		metrics = progress.NewMetrics(f)
 	}
 	stepsPerEpoch := len(train) / B
+	if st.batch > stepsPerEpoch {
+		return fmt.Errorf("%s stopped after batch %d of epoch %d, but this data set has %d batches per epoch: resume with the --data, --limit and --validation-split of the interrupted run", o.resume, st.batch, st.epoch+1, stepsPerEpoch)
+	}
 	rep := progress.NewReporter(stdout, o.epochs, stepsPerEpoch, B)
 	rep.Quiet = o.quiet
 
@@ -165,7 +177,9 @@ func trainCmd(m Model, args []string, stdout, stderr io.Writer) error {
 		order := epochOrder(train, o.seed, epoch)
 		lr := learningRate(meta.Defaults, o.lr, epoch, o.epochs)
 		rep.StartEpoch(epoch + 1)
-		loader.prefetch(order, st.batch)
+		if st.batch < stepsPerEpoch { // a checkpoint taken after an epoch's last step resumes at its end
+			loader.prefetch(order, st.batch)
+		}
 		var sumLoss float64
 		var correct, seen int
 		for b := st.batch; b < stepsPerEpoch; b++ {
@@ -177,7 +191,7 @@ func trainCmd(m Model, args []string, stdout, stderr io.Writer) error {
 			m.SetRand(stepSeed(o.seed, st.step))
 			loss := m.TrainStep(lr, st.step)
 			if math.IsNaN(float64(loss)) || math.IsInf(float64(loss), 0) {
-				return divergence(m, st, o.checkpoint, epoch, b, loss)
+				return divergence(m, st, lastGood, epoch, b, loss)
 			}
 			c := countCorrect(m.TrainOutput(), m.TrainLabels(), meta.Classes)
 			sumLoss += float64(loss)
@@ -191,6 +205,9 @@ func trainCmd(m Model, args []string, stdout, stderr io.Writer) error {
 			case <-sigs:
 				st.epoch, st.batch = epoch, b+1
 				st.seed = o.seed
+				if err := nonFiniteWeights(m, st, lastGood, epoch, b); err != nil {
+					return err
+				}
 				if err := saveCheckpoint(m, o.checkpoint, st); err != nil {
 					return fmt.Errorf("interrupted, and the checkpoint could not be written: %v", err)
 				}
@@ -218,11 +235,15 @@ func trainCmd(m Model, args []string, stdout, stderr io.Writer) error {
 		if metrics != nil {
 			metrics.Write(ev)
 		}
+		if err := nonFiniteWeights(m, st, lastGood, epoch, stepsPerEpoch-1); err != nil {
+			return err
+		}
 		st.epoch = epoch + 1
 		st.seed = o.seed
 		if err := saveCheckpoint(m, o.checkpoint, st); err != nil {
 			return err
 		}
+		lastGood = o.checkpoint
 		if improved {
 			// With a validation split the weights kept are the best ones seen.
 			if err := saveWeights(m, o.out); err != nil {
@@ -241,7 +262,7 @@ func trainCmd(m Model, args []string, stdout, stderr io.Writer) error {
 
 // divergence explains a non-finite loss: the step, the first op of the
 // forward pass whose output is not finite, and the last good checkpoint.
-func divergence(m Model, st trainState, ckpt string, epoch, batch int, loss float32) error {
+func divergence(m Model, st trainState, lastGood string, epoch, batch int, loss float32) error {
 	where := "the loss"
 	m.TraceTrainForward(func(layer string, out []float32) bool {
 		if i := cpu.NonFinite(out); i >= 0 {
@@ -256,12 +277,31 @@ func divergence(m Model, st trainState, ckpt string, epoch, batch int, loss floa
 			break
 		}
 	}
-	last := "no checkpoint was written yet"
-	if _, err := os.Stat(ckpt); err == nil {
-		last = "the last good checkpoint is " + ckpt
-	}
 	return &nanError{fmt.Sprintf("training diverged at epoch %d, step %d (batch %d): loss is %v; first non-finite value in %s; %s. Try a lower --lr.",
-		epoch+1, st.step, batch+1, loss, where, last)}
+		epoch+1, st.step, batch+1, loss, where, lastGoodText(lastGood))}
+}
+
+// lastGoodText names the newest checkpoint of the run that holds finite
+// weights, for divergence messages.
+func lastGoodText(lastGood string) string {
+	if lastGood == "" {
+		return "no good checkpoint was written in this run"
+	}
+	return "the last good checkpoint is " + lastGood + " (continue from it with --resume " + lastGood + " and a lower --lr)"
+}
+
+// nonFiniteWeights checks every weight before a checkpoint is written, so
+// that a checkpoint never holds a NaN or Inf: a loss can stay finite for
+// the step whose update overflowed a weight.
+func nonFiniteWeights(m Model, st trainState, lastGood string, epoch, batch int) error {
+	state := m.State()
+	for _, p := range m.Meta().Params {
+		if i := cpu.NonFinite(state[p.Offset : p.Offset+p.Size]); i >= 0 {
+			return &nanError{fmt.Sprintf("training diverged at epoch %d, step %d (batch %d): the update made weight %s (element %d) %v; %s. Try a lower --lr.",
+				epoch+1, st.step, batch+1, p.Name, i, state[p.Offset+i], lastGoodText(lastGood))}
+		}
+	}
+	return nil
 }
 
 // countCorrect counts rows whose argmax matches the one-hot label.

@@ -86,7 +86,10 @@ func loadInto(m Model, path string, withOptimizer bool) (*safetensors.File, erro
 	if err != nil {
 		return nil, err
 	}
-	if err := safetensors.CheckShapes(f, expected(m, withOptimizer)); err != nil {
+	// A checkpoint also holds the optimizer state: check it whole, then
+	// take only what was asked for.
+	_, isCheckpoint := f.Metadata["mlbuild.epoch"]
+	if err := safetensors.CheckShapes(f, expected(m, withOptimizer || isCheckpoint)); err != nil {
 		return nil, fmt.Errorf("%s does not hold weights of model %s: %v", path, m.Meta().Name, err)
 	}
 	for _, t := range weightTensors(m, withOptimizer) {
