@@ -17,6 +17,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	mlbuildroot "github.com/mlbuild/mlbuild"
 	"github.com/mlbuild/mlbuild/cache"
 	"github.com/mlbuild/mlbuild/emit"
 	"github.com/mlbuild/mlbuild/planner"
@@ -65,6 +66,9 @@ Examples:
   # cross-compile for an Apple M-series Mac
   mlbuild compile models/mnist.cue --target darwin/arm64 -o mnist-mac
 
+  # the Metal backend (MPS GEMMs and generated Metal kernels), from any OS
+  mlbuild compile models/mnist.cue --backend metal --target darwin/arm64 -o mnist-metal
+
   # measure what fusion buys
   mlbuild compile models/mnist.cue --fusion=off -o mnist-unfused`,
 		Args: cobra.MinimumNArgs(1),
@@ -89,7 +93,7 @@ Examples:
 	f := cmd.Flags()
 	f.StringP("output", "o", "", "where to write the binary (default: the model's name in the current directory)")
 	f.String("target", runtime.GOOS+"/"+runtime.GOARCH, "GOOS/GOARCH to build for")
-	f.String("backend", "cpu", "backend: cpu")
+	f.String("backend", "cpu", "backend: cpu, or metal (Apple M-series GPUs; needs a darwin --target)")
 	f.String("emit", "", "also write the generated Go source to this directory")
 	f.Bool("fusion", true, "fuse bias+activation into GEMMs and chains of element-wise ops")
 	f.Bool("force", false, "overwrite an output file that mlbuild did not make")
@@ -112,6 +116,9 @@ func buildKey(opts *compileOptions, m *spec.Model, plans []*planner.Plan, goVers
 	k.Add("runtime", runtimeHash())
 	k.Add("go", goVersion)
 	k.Add("backend", opts.backend)
+	if opts.backend == "metal" {
+		k.Add("mps-runtime", mpsHash()) // the Metal runtime copied into the program
+	}
 	k.Add("target", opts.target)
 	k.Add("fusion", fmt.Sprint(opts.fusion))
 	mj, err := json.Marshal(m)
@@ -160,6 +167,25 @@ func runtimeHash() string {
 }
 
 // goToolVersion asks the go command on PATH which version it is.
+// mpsHash hashes the embedded Metal runtime (mps/), which Metal programs
+// link, so that a change to it is a cache miss.
+func mpsHash() string {
+	h := sha256.New()
+	fs.WalkDir(mlbuildroot.MPSSources, ".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		data, err := fs.ReadFile(mlbuildroot.MPSSources, path)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(h, "%s %d\n", path, len(data))
+		h.Write(data)
+		return nil
+	})
+	return hex.EncodeToString(h.Sum(nil))
+}
+
 func goToolVersion() (string, error) {
 	out, err := exec.Command("go", "env", "GOVERSION").Output()
 	if err != nil {
@@ -169,13 +195,16 @@ func goToolVersion() (string, error) {
 }
 
 // planAll makes the three plans a program needs.
-func planAll(m *spec.Model, fusion bool, memoryLimit int64) ([]*planner.Plan, error) {
+func planAll(m *spec.Model, fusion bool, memoryLimit int64, backend string) ([]*planner.Plan, error) {
 	var plans []*planner.Plan
 	for _, o := range []planner.Options{
 		{Training: true, Fusion: fusion, MemoryLimit: memoryLimit},
 		{Training: false, Fusion: fusion, MemoryLimit: memoryLimit},
 		{Training: false, Fusion: fusion, Batch: 1, MemoryLimit: memoryLimit},
 	} {
+		if backend == "metal" {
+			o.ConvScratch = emit.MetalConvScratch // the GPU's im2col columns, one image at a time
+		}
 		p, err := planner.Build(m, o)
 		if err != nil {
 			return nil, err
@@ -191,8 +220,14 @@ func compileRun(opts *compileOptions) error {
 	if !ok || goos == "" || goarch == "" {
 		return withCode(ExitUsage, fmt.Errorf("--target must be GOOS/GOARCH, e.g. linux/amd64 or darwin/arm64, got %q", opts.target))
 	}
-	if opts.backend != "cpu" {
-		return withCode(ExitUsage, fmt.Errorf("unknown --backend %q; available: cpu", opts.backend))
+	switch opts.backend {
+	case "cpu":
+	case "metal":
+		if goos != "darwin" {
+			return withCode(ExitUsage, fmt.Errorf("--backend metal builds for Apple GPUs, which only macOS drives, but --target is %s; use --target darwin/arm64 (from any OS), or --backend cpu for %s", opts.target, opts.target))
+		}
+	default:
+		return withCode(ExitUsage, fmt.Errorf("unknown --backend %q; available: cpu, metal", opts.backend))
 	}
 	memLimit, err := resolveMemoryLimit(opts.memLimit)
 	if err != nil {
@@ -205,7 +240,7 @@ func compileRun(opts *compileOptions) error {
 	if err := spec.CheckSafety(m); err != nil {
 		return reportSpecError(opts.stderr, err)
 	}
-	plans, err := planAll(m, opts.fusion, memLimit)
+	plans, err := planAll(m, opts.fusion, memLimit, opts.backend)
 	if err != nil {
 		return reportSpecError(opts.stderr, err)
 	}
@@ -324,6 +359,10 @@ func goBuild(files []emit.File, goos, goarch, outPath string) error {
 		"CGO_ENABLED=0", "GOOS="+goos, "GOARCH="+goarch,
 		"GOFLAGS=-mod=mod", "GOPROXY=off", "GOWORK=off", "GO111MODULE=on", "GOTOOLCHAIN=local")
 	out, err := cmd.CombinedOutput()
+	if err != nil && strings.Contains(string(out), emit.PuregoModule) {
+		return withCode(ExitBuild, fmt.Errorf("building the generated Metal program needs %s %s in the Go module cache, and builds run offline (GOPROXY=off); fetch it once with\n  go mod download %s@%s\n%s",
+			emit.PuregoModule, emit.PuregoVersion, emit.PuregoModule, emit.PuregoVersion, out))
+	}
 	if err != nil {
 		return withCode(ExitBuild, fmt.Errorf("building the generated program for %s/%s failed (a bug in mlbuild; --emit DIR keeps the source):\n%s", goos, goarch, out))
 	}
