@@ -195,7 +195,13 @@ func goToolVersion() (string, error) {
 }
 
 // planAll makes the three plans a program needs.
-func planAll(m *spec.Model, fusion bool, memoryLimit int64, backend string) ([]*planner.Plan, error) {
+func planAll(m *spec.Model, fusion bool, memoryLimit int64) ([]*planner.Plan, error) {
+	return planBackend(m, fusion, memoryLimit, "cpu")
+}
+
+// planBackend is planAll for a backend: Metal plans size convolution
+// scratch for the GPU's kernels.
+func planBackend(m *spec.Model, fusion bool, memoryLimit int64, backend string) ([]*planner.Plan, error) {
 	var plans []*planner.Plan
 	for _, o := range []planner.Options{
 		{Training: true, Fusion: fusion, MemoryLimit: memoryLimit},
@@ -240,7 +246,7 @@ func compileRun(opts *compileOptions) error {
 	if err := spec.CheckSafety(m); err != nil {
 		return reportSpecError(opts.stderr, err)
 	}
-	plans, err := planAll(m, opts.fusion, memLimit, opts.backend)
+	plans, err := planBackend(m, opts.fusion, memLimit, opts.backend)
 	if err != nil {
 		return reportSpecError(opts.stderr, err)
 	}
