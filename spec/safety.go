@@ -19,7 +19,7 @@ var namePattern = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,63}$`)
 // error messages and documentation.
 const (
 	NameRule     = "names must match [A-Za-z_][A-Za-z0-9_]{0,63} (ASCII letters, digits and _, not starting with a digit, at most 64 characters)"
-	FileNameRule = "dataset file names must be plain file names inside the --data folder: not empty, at most 255 bytes, no / or \\, no drive letter, not . or .., no control characters"
+	FileNameRule = "dataset file names must be plain file names inside the --data folder: not empty, at most 255 bytes, no / or \\, no drive letter, not . or .., no control or invisible characters"
 )
 
 // CheckSafety re-checks, on the decoded Model, every string that a spec
@@ -79,8 +79,8 @@ func unsafeFileName(s string) string {
 		return "starts with a drive letter"
 	}
 	for _, r := range s {
-		if unicode.IsControl(r) || r == utf8.RuneError {
-			return "contains a control character"
+		if !unicode.IsPrint(r) || r == utf8.RuneError {
+			return "contains a control or invisible character"
 		}
 	}
 	return ""
