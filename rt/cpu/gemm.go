@@ -149,10 +149,10 @@ func Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int
 type gemmCall struct {
 	pending        sync.WaitGroup // parts handed to gemmWorkers, not yet done
 	barrier        *gemmBarrier   // phases of a shared-B parallel run
-	sharedB        []float32      // the B panel all parts of a shared run pack and read
+	sharedB        [2][]float32   // B panels of a shared run, even and odd phases
 	rowBlock       int            // rows per dynamically scheduled block
 	rowBlocks      int
-	nextRowBlock   atomic.Int64
+	nextRowBlock   [2]atomic.Int64 // row-block counters, even and odd phases
 	p              *gemmPath
 	transA, transB bool
 	m, n, k        int

@@ -49,16 +49,37 @@ func gemmDispatch(parts []gemmPart) {
 		w.parts = make(chan gemmPart, 256)
 	}
 	for ; w.started < len(parts); w.started++ {
-		go func(parts <-chan gemmPart) {
-			for p := range parts {
-				p.run()
-				p.g.pending.Done()
-			}
-		}(w.parts)
+		go gemmWorker(w.parts)
 	}
 	for _, p := range parts {
 		p.g.pending.Add(1)
 		w.parts <- p
+	}
+}
+
+// gemmWorkerSpins is how many times an idle worker polls for a part,
+// yielding in between, before it blocks: a training loop calls Sgemm again
+// within microseconds, and waking a parked goroutine costs about as long as
+// a small product.
+const gemmWorkerSpins = 2000
+
+func gemmWorker(parts <-chan gemmPart) {
+	for {
+		var p gemmPart
+		got := false
+		for i := 0; i < gemmWorkerSpins && !got; i++ {
+			select {
+			case p = <-parts:
+				got = true
+			default:
+				runtime.Gosched()
+			}
+		}
+		if !got {
+			p = <-parts
+		}
+		p.run()
+		p.g.pending.Done()
 	}
 }
 
@@ -79,9 +100,12 @@ func (g *gemmCall) runParallel(threads int) {
 		// About three blocks per party, of whole tiles, at most mc rows.
 		g.rowBlock = min(p.mc, gemmCeilDiv(rowTiles, 3*parties)*p.mr)
 		g.rowBlocks = gemmCeilDiv(g.m, g.rowBlock)
-		shared := gemmArenas.Get().(*gemmArena)
-		shared.fit(p)
-		g.sharedB = shared.b
+		even, odd := gemmArenas.Get().(*gemmArena), gemmArenas.Get().(*gemmArena)
+		even.fit(p)
+		odd.fit(p)
+		g.sharedB = [2][]float32{even.b, odd.b}
+		g.nextRowBlock[0].Store(0)
+		g.nextRowBlock[1].Store(0)
 		g.barrier.reset(parties)
 		parts := buf[:parties-1]
 		for i := range parts {
@@ -90,8 +114,9 @@ func (g *gemmCall) runParallel(threads int) {
 		gemmDispatch(parts)
 		g.runShared(0, parties)
 		g.pending.Wait()
-		g.sharedB = nil
-		gemmArenas.Put(shared)
+		g.sharedB = [2][]float32{}
+		gemmArenas.Put(even)
+		gemmArenas.Put(odd)
 		return
 	}
 	tiles := gemmCeilDiv(g.n, p.nr)
@@ -105,37 +130,41 @@ func (g *gemmCall) runParallel(threads int) {
 }
 
 // runShared is participant id of parties in a shared-B run. For each block
-// of B (nc columns × kc steps) all participants pack a slice of its panels,
-// meet, take row blocks from the common counter until none is left, and meet
-// again before the panel is overwritten.
+// of B (nc columns × kc steps, a phase) all participants pack a slice of its
+// panels, meet, then take row blocks from the phase's counter until none is
+// left. Phases alternate between two B buffers and two counters, so one
+// meeting per phase suffices: passing the meeting of phase p means everyone
+// has finished phase p-1, whose buffer and counter phase p+1 reuses.
 func (g *gemmCall) runShared(id, parties int) {
 	p := g.p
 	w := gemmArenas.Get().(*gemmArena)
 	w.fit(p)
+	phase := 0
 	for jc := 0; jc < g.n; jc += p.nc {
 		nb := min(p.nc, g.n-jc)
 		panels := gemmCeilDiv(nb, p.nr)
 		for pc := 0; pc < g.k; pc += p.kc {
 			kb := min(p.kc, g.k-pc)
-			if id == 0 {
-				g.nextRowBlock.Store(0)
+			bPanel, counter := g.sharedB[phase%2], &g.nextRowBlock[phase%2]
+			if id == 0 && phase >= 2 {
+				counter.Store(0)
 			}
 			lo, hi := panels*id/parties*p.nr, min(panels*(id+1)/parties*p.nr, nb)
 			if lo < hi {
-				packB(g.transB, g.b, g.ldb, pc, jc+lo, kb, hi-lo, p.nr, g.sharedB[lo*kb:])
+				packB(g.transB, g.b, g.ldb, pc, jc+lo, kb, hi-lo, p.nr, bPanel[lo*kb:])
 			}
 			g.barrier.wait() // B panel complete, counter reset
 			for {
-				blk := int(g.nextRowBlock.Add(1)) - 1
+				blk := int(counter.Add(1)) - 1
 				if blk >= g.rowBlocks {
 					break
 				}
 				ic := blk * g.rowBlock
 				mb := min(g.rowBlock, g.m-ic)
 				packA(p, g.transA, g.a, g.lda, ic, pc, mb, kb, w.a)
-				g.tiles(w, g.sharedB, ic, mb, jc, nb, pc, kb)
+				g.tiles(w, bPanel, ic, mb, jc, nb, pc, kb)
 			}
-			g.barrier.wait() // everyone is done with this B panel
+			phase++
 		}
 	}
 	gemmArenas.Put(w)

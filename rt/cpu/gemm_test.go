@@ -148,6 +148,7 @@ func TestSgemmParallel(t *testing.T) {
 			checkGemm(t, r, gemmCase{m: 300, n: 129, k: 200, alpha: 1, beta: 1})
 			checkGemm(t, r, gemmCase{transB: true, m: 5, n: 1000, k: 300, alpha: 1, beta: 0})
 			checkGemm(t, r, gemmCase{transA: true, m: 37, n: 45, k: 900, alpha: -1, beta: 0.5})
+			checkGemm(t, r, gemmCase{m: 100, n: 2100, k: 300, alpha: 1, beta: 0, padB: 3})
 		})
 	}
 }
