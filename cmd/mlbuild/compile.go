@@ -80,13 +80,17 @@ Examples:
 				target:   c.GetString("target"),
 				backend:  c.GetString("backend"),
 				emitDir:  c.GetString("emit"),
-				fusion:   c.GetBool("fusion"),
 				force:    c.GetBool("force"),
 				cacheDir: c.GetString("cache-dir"),
 				memLimit: c.GetString("memory-limit"),
 				stdout:   g.stdout,
 				stderr:   g.stderr,
 			}
+			fusion, err := parseSwitch("--fusion", c.GetString("fusion"))
+			if err != nil {
+				return err
+			}
+			opts.fusion = fusion
 			return compileRun(opts)
 		},
 	}
@@ -95,7 +99,7 @@ Examples:
 	f.String("target", runtime.GOOS+"/"+runtime.GOARCH, "GOOS/GOARCH to build for")
 	f.String("backend", "cpu", "backend: cpu, or metal (Apple M-series GPUs; needs a darwin --target)")
 	f.String("emit", "", "also write the generated Go source to this directory")
-	f.Bool("fusion", true, "fuse bias+activation into GEMMs and chains of element-wise ops")
+	f.String("fusion", "on", "fuse bias+activation into GEMMs and chains of element-wise ops: on or off")
 	f.Bool("force", false, "overwrite an output file that mlbuild did not make")
 	f.String("cache-dir", "", "build cache directory (default $MLBUILD_CACHE_DIR or the user cache dir)")
 	f.String("memory-limit", "", memoryLimitHelp)
@@ -445,3 +449,14 @@ var releaseVersion = "devel"
 
 // mlbuildVersion is the version written into generated programs and keys.
 func mlbuildVersion() string { return releaseVersion }
+
+// parseSwitch reads an on/off flag value; true/false and 1/0 are accepted too.
+func parseSwitch(flag, v string) (bool, error) {
+	switch strings.ToLower(v) {
+	case "on", "true", "1", "yes":
+		return true, nil
+	case "off", "false", "0", "no":
+		return false, nil
+	}
+	return false, withCode(ExitUsage, fmt.Errorf("%s must be on or off, got %q", flag, v))
+}
