@@ -198,7 +198,7 @@ func trainCmd(m Model, args []string, stdout, stderr io.Writer) error {
 			correct += c
 			seen += B
 			rep.Step(b+1, sumLoss/float64(b+1-st.batch), float64(correct)/float64(seen))
-			if metrics != nil && (b+1)%50 == 0 {
+			if metrics != nil {
 				metrics.Write(progress.Event{Event: "step", Epoch: epoch + 1, Step: st.step, Loss: float64(loss), Acc: float64(c) / float64(B), LR: float64(lr)})
 			}
 			select {
@@ -287,7 +287,7 @@ func lastGoodText(lastGood string) string {
 	if lastGood == "" {
 		return "no good checkpoint was written in this run"
 	}
-	return "the last good checkpoint is " + lastGood + " (continue from it with --resume " + lastGood + " and a lower --lr)"
+	return "the last good checkpoint is " + lastGood + " (continue from it with --resume " + lastGood + ")"
 }
 
 // nonFiniteWeights checks every weight before a checkpoint is written, so
