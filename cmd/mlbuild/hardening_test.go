@@ -541,7 +541,8 @@ func testTrainingDiverges(t *testing.T, e *hardEnv) {
 	if code != 3 {
 		t.Fatalf("train --lr 1e30: exit %d, want 3:\n%s%s", code, out, errOut)
 	}
-	for _, want := range []string{"diverged at epoch 3, step 1", "layer dense", "the last good checkpoint is a.ckpt.safetensors", "--lr"} {
+	t.Logf("divergence message: %s", errOut)
+	for _, want := range []string{"diverged at epoch 3, step 1", "layer dense", "the last good checkpoint is a.ckpt.safetensors", "--resume a.ckpt.safetensors", "Try a lower --lr"} {
 		if !strings.Contains(errOut, want) {
 			t.Errorf("divergence message lacks %q:\n%s", want, errOut)
 		}
