@@ -3,10 +3,16 @@
 # driver) and PyTorch CPU side by side, on 1 thread and on all cores, from
 # one run (see bench/sgemm/main.go). Extra arguments go to the driver, e.g.
 #   bench/sgemm.sh -sizes 256,512 -reps 5
+# With SGEMM_BOOST=1 (root only) the run gets its own session at autogroup
+# nice -15, so that other work on a shared machine disturbs all three
+# implementations less; it is printed with the results.
 # OpenBLAS is the OpenMP build selected with LD_LIBRARY_PATH, so that its
 # pool and PyTorch's are libgomp's one pool (see /work/shared/BENCHMARKS.md).
 set -eu
 cd "$(dirname "$0")/.."
+if [ "${SGEMM_BOOST:-}" = 1 ] && [ -z "${SGEMM_BOOSTED:-}" ]; then
+	exec env SGEMM_BOOSTED=1 setsid sh -c 'echo -15 >/proc/self/autogroup && echo "sgemm.sh: autogroup $(cat /proc/self/autogroup)" && exec nice -n -15 "$0" "$@"' "$0" "$@"
+fi
 bench/setup.sh
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
