@@ -1,0 +1,162 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// mnistDir finds the MNIST files that `make data` fetches. The smoke test
+// needs the real digits; it fails (never skips) without them.
+func mnistDir(t *testing.T) string {
+	t.Helper()
+	dir := os.Getenv("MLBUILD_MNIST_DIR")
+	if dir == "" {
+		dir = filepath.Join("..", "..", "data", "mnist")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "train-images-idx3-ubyte")); err != nil {
+		t.Fatalf("MNIST is not in %s: run `make data` (or set MLBUILD_MNIST_DIR): %v", dir, err)
+	}
+	return dir
+}
+
+// mlbuild runs the command in-process and returns its exit code and output.
+func mlbuild(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	code := run(args, &stdout, &stderr)
+	return code, stdout.String(), stderr.String()
+}
+
+// TestCompileTrainEvalPredict is the smoke test of the whole pipeline:
+// compile models/mnist.cue, train on a subset for two epochs, and check the
+// loss falls and test accuracy is far above chance (0.1); then eval and predict.
+func TestCompileTrainEvalPredict(t *testing.T) {
+	data := mnistDir(t)
+	tmp := t.TempDir()
+	cacheDir := filepath.Join(tmp, "cache")
+	bin := filepath.Join(tmp, "mnist")
+
+	start := time.Now()
+	code, out, errOut := mlbuild(t, "compile", "../../models/mnist.cue", "-o", bin, "--cache-dir", cacheDir)
+	if code != 0 {
+		t.Fatalf("compile exited %d:\n%s%s", code, out, errOut)
+	}
+	cold := time.Since(start)
+	if !strings.Contains(out, "built") {
+		t.Errorf("first compile should build, said %q", out)
+	}
+
+	// A second compile is a cache hit, fast.
+	start = time.Now()
+	code, out, errOut = mlbuild(t, "compile", "../../models/mnist.cue", "-o", bin, "--cache-dir", cacheDir)
+	if code != 0 || !strings.Contains(out, "cache hit") {
+		t.Fatalf("second compile: exit %d, %q %q", code, out, errOut)
+	}
+	if hit := time.Since(start); hit > 2*time.Second {
+		t.Errorf("cache hit took %v (cold build %v)", hit, cold)
+	}
+
+	metrics := filepath.Join(tmp, "metrics.jsonl")
+	weights := filepath.Join(tmp, "w.safetensors")
+	cmd := exec.Command(bin, "train", "--data", data, "--limit", "6000", "--epochs", "2", "--validation-split", "0",
+		"--out", weights, "--metrics", metrics)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("train: %v\n%s", err, b)
+	}
+	var losses []float64
+	var epochAcc float64
+	f, err := os.Open(metrics)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		var ev struct {
+			Event string  `json:"event"`
+			Loss  float64 `json:"loss"`
+			Acc   float64 `json:"acc"`
+		}
+		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
+			t.Fatalf("metrics line %q: %v", sc.Text(), err)
+		}
+		switch ev.Event {
+		case "step":
+			losses = append(losses, ev.Loss)
+		case "epoch":
+			epochAcc = ev.Acc
+		}
+	}
+	if len(losses) < 10 {
+		t.Fatalf("want at least 10 step events in %s, got %d", metrics, len(losses))
+	}
+	// The mean of the last five steps against the first step's loss.
+	var tail float64
+	for _, l := range losses[len(losses)-5:] {
+		tail += l / 5
+	}
+	if !(tail < losses[0]*0.5) {
+		t.Errorf("loss did not fall: first step %.3f, mean of the last five %.3f", losses[0], tail)
+	}
+
+	b, err := exec.Command(bin, "eval", "--data", data, "--weights", weights, "--json").Output()
+	if err != nil {
+		t.Fatalf("eval: %v", err)
+	}
+	var ev struct {
+		Accuracy float64 `json:"accuracy"`
+		Samples  int     `json:"samples"`
+	}
+	if err := json.Unmarshal(b, &ev); err != nil {
+		t.Fatalf("eval --json printed %q: %v", b, err)
+	}
+	if ev.Samples != 10000 || ev.Accuracy < 0.8 {
+		t.Errorf("after two epochs on 6000 images: accuracy %.3f on %d samples (chance is 0.1; epoch training accuracy %.3f)", ev.Accuracy, ev.Samples, epochAcc)
+	}
+
+	b, err = exec.Command(bin, "predict", "--weights", weights, "--limit", "3", filepath.Join(data, "t10k-images-idx3-ubyte")).Output()
+	if err != nil {
+		t.Fatalf("predict: %v", err)
+	}
+	if n := strings.Count(string(b), "class "); n != 3 {
+		t.Errorf("predict printed %d predictions, want 3:\n%s", n, b)
+	}
+}
+
+// TestCompileRejectsInvalidSpec: an illegal spec fails with exit 1 and a
+// positioned message, and nothing is built.
+func TestCompileRejectsInvalidSpec(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.cue")
+	src, err := os.ReadFile("../../models/mnist.cue")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Turn the first dense layer's width into something the next layer's
+	// declared input cannot accept by breaking the kernel size.
+	broken := strings.Replace(string(src), "kernel: 5", "kernel: 50", 1)
+	if broken == string(src) {
+		t.Fatal("models/mnist.cue no longer has `kernel: 5`; update this test")
+	}
+	if err := os.WriteFile(bad, []byte(broken), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "never")
+	code, _, errOut := mlbuild(t, "compile", bad, "-o", out, "--cache-dir", filepath.Join(dir, "cache"))
+	if code != ExitInvalid {
+		t.Errorf("exit %d, want %d; stderr:\n%s", code, ExitInvalid, errOut)
+	}
+	if !strings.Contains(errOut, "bad.cue:") {
+		t.Errorf("message has no position in bad.cue:\n%s", errOut)
+	}
+	if _, err := os.Stat(out); err == nil {
+		t.Error("a binary was written for an invalid spec")
+	}
+}
