@@ -169,6 +169,7 @@ func trainCmd(m Model, args []string, stdout, stderr io.Writer) error {
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	defer signal.Stop(sigs)
 
+	snapshot := make([]float32, len(m.State()))
 	loader := newBatchLoader(ds, B, meta.Classes)
 	start := time.Now()
 	lastEpoch := st.epoch
@@ -189,9 +190,11 @@ func trainCmd(m Model, args []string, stdout, stderr io.Writer) error {
 			}
 			st.step++
 			m.SetRand(stepSeed(o.seed, st.step))
+			// The weights before the step let a divergence be traced to its op.
+			copy(snapshot, m.State())
 			loss := m.TrainStep(lr, st.step)
 			if math.IsNaN(float64(loss)) || math.IsInf(float64(loss), 0) {
-				return divergence(m, st, lastGood, epoch, b, loss)
+				return divergence(m, snapshot, st, lastGood, epoch, b, loss)
 			}
 			c := countCorrect(m.TrainOutput(), m.TrainLabels(), meta.Classes)
 			sumLoss += float64(loss)
@@ -260,22 +263,31 @@ func trainCmd(m Model, args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
-// divergence explains a non-finite loss: the step, the first op of the
-// forward pass whose output is not finite, and the last good checkpoint.
-func divergence(m Model, st trainState, lastGood string, epoch, batch int, loss float32) error {
-	where := "the loss"
-	m.TraceTrainForward(func(layer string, out []float32) bool {
-		if i := cpu.NonFinite(out); i >= 0 {
-			where = fmt.Sprintf("the output of layer %s (element %d = %v)", layer, i, out[i])
-			return false
-		}
-		return true
-	})
+// divergence explains a non-finite loss: the step, the first op whose
+// output stopped being finite, and the last good checkpoint. It restores the
+// weights from before the step (the loss was computed from them) and runs
+// the forward pass again, op by op, to find where it first appeared.
+func divergence(m Model, before []float32, st trainState, lastGood string, epoch, batch int, loss float32) error {
+	state := m.State()
+	copy(state, before)
+	where := ""
 	for _, p := range m.Meta().Params {
-		if i := cpu.NonFinite(m.State()[p.Offset : p.Offset+p.Size]); i >= 0 {
-			where = fmt.Sprintf("weight %s (element %d) and then %s", p.Name, i, where)
+		if i := cpu.NonFinite(state[p.Offset : p.Offset+p.Size]); i >= 0 {
+			where = fmt.Sprintf("weight %s (element %d = %v), made by the update of the step before", p.Name, i, state[p.Offset+i])
 			break
 		}
+	}
+	if where == "" {
+		m.TraceTrainForward(func(layer string, out []float32) bool {
+			if i := cpu.NonFinite(out); i >= 0 {
+				where = fmt.Sprintf("the output of layer %s (element %d = %v)", layer, i, out[i])
+				return false
+			}
+			return true
+		})
+	}
+	if where == "" {
+		where = "the loss (every layer's output was finite)"
 	}
 	return &nanError{fmt.Sprintf("training diverged at epoch %d, step %d (batch %d): loss is %v; first non-finite value in %s; %s. Try a lower --lr.",
 		epoch+1, st.step, batch+1, loss, where, lastGoodText(lastGood))}
