@@ -140,14 +140,19 @@ func TestSgemmLarge(t *testing.T) {
 // TestSgemmParallel runs products big enough to be split over goroutines, in
 // both directions (tall C by rows, short wide C by columns).
 func TestSgemmParallel(t *testing.T) {
+	for _, c := range []gemmCase{{m: 5, n: 2000, k: 500}, {m: 37, n: 45, k: 3000}} {
+		if 2*c.m*c.n*c.k < gemmParallelMinFlops {
+			t.Fatalf("%v is too small to run in parallel; grow it", c)
+		}
+	}
 	defer SetThreads(Threads())
 	for _, threads := range []int{2, 3, 8} {
 		SetThreads(threads)
 		forEachGemmPath(t, func(t *testing.T) {
 			r := rand.New(rand.NewSource(3))
 			checkGemm(t, r, gemmCase{m: 300, n: 129, k: 200, alpha: 1, beta: 1})
-			checkGemm(t, r, gemmCase{transB: true, m: 5, n: 1000, k: 300, alpha: 1, beta: 0})
-			checkGemm(t, r, gemmCase{transA: true, m: 37, n: 45, k: 900, alpha: -1, beta: 0.5})
+			checkGemm(t, r, gemmCase{transB: true, m: 5, n: 2000, k: 500, alpha: 1, beta: 0})
+			checkGemm(t, r, gemmCase{transA: true, m: 37, n: 45, k: 3000, alpha: -1, beta: 0.5})
 			checkGemm(t, r, gemmCase{m: 100, n: 2100, k: 300, alpha: 1, beta: 0, padB: 3})
 		})
 	}
@@ -212,7 +217,7 @@ func BenchmarkSgemm(b *testing.B) {
 func TestSgemmConcurrentCalls(t *testing.T) {
 	defer SetThreads(Threads())
 	SetThreads(3)
-	const callers, n = 6, 150
+	const callers, n = 6, 170
 	r := rand.New(rand.NewSource(7))
 	a, b := randomSlice(r, n*n), randomSlice(r, n*n)
 	want := make([]float32, n*n)
