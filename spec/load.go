@@ -113,7 +113,15 @@ func loadSources(srcs []source) (*Model, error) {
 	defer timer.Stop()
 	select {
 	case r := <-done:
-		return r.m, r.err
+		if r.err != nil {
+			return nil, r.err
+		}
+		// Names and file names reach generated code and the file system:
+		// every command checks them, not only compile.
+		if err := CheckSafety(r.m); err != nil {
+			return nil, err
+		}
+		return r.m, nil
 	case <-timer.C:
 		return nil, Errors{{Pos: Pos{File: srcs[0].name, Line: 1, Col: 1}, Message: fmt.Sprintf("evaluating the spec took longer than %v, so mlbuild stopped waiting: the spec is too large or too deeply nested", EvalTimeout)}}
 	}
