@@ -103,14 +103,15 @@ func run(c config) error {
 		Torch   string   `json:"torch"`
 		Python  string   `json:"python"`
 		MKLDNN  bool     `json:"mkldnn"`
+		MKL     bool     `json:"mkl"`
 		Threads int      `json:"threads"`
 		BLAS    []string `json:"blas"`
 	}
 	if err := torchJSON(c, maxT, &info, "info"); err != nil {
 		return err
 	}
-	fmt.Printf("pytorch: torch %s (%s), oneDNN %v, OMP_WAIT_POLICY=%s, loaded: %s\n",
-		info.Torch, info.Python, info.MKLDNN, c.waitPolicy, strings.Join(info.BLAS, " "))
+	fmt.Printf("pytorch: torch %s (%s), %d threads, oneDNN %v, MKL %v, OMP_WAIT_POLICY=%s, loaded: %s\n",
+		info.Torch, info.Python, info.Threads, info.MKLDNN, info.MKL, c.waitPolicy, strings.Join(info.BLAS, " "))
 
 	fmt.Println("\nparameters (must be equal):")
 	for _, m := range benchModels {

@@ -61,7 +61,9 @@ def build(name):
 
 
 def loaded_blas():
-    """The BLAS (and OpenMP) libraries this process really mapped."""
+    """The BLAS (and OpenMP) libraries this process really mapped. A BLAS
+    linked statically into libtorch (MKL in pip wheels) is not a file of its
+    own: the info command's "mkl" field tells about that one."""
     seen = []
     with open("/proc/self/maps") as maps:
         for line in maps:
@@ -153,6 +155,7 @@ def main():
     if a.command == "info":
         out.update(torch=torch.__version__, python=sys.executable,
                    mkldnn=torch.backends.mkldnn.is_available(),
+                   mkl=torch.backends.mkl.is_available(),
                    omp_num_threads=os.environ.get("OMP_NUM_THREADS", ""),
                    blas=loaded_blas())
     else:
