@@ -113,7 +113,7 @@ func TestMNISTModel(t *testing.T) {
 		t.Errorf("conv2d1 = %+v", c)
 	}
 	tr := m.Training
-	if tr.Optimizer.Kind != "adam" || tr.Optimizer.Beta1 != 0.9 || tr.Optimizer.Beta2 != 0.999 || tr.BatchSize != 250 || tr.Epochs != 8 || tr.Patience != 3 || tr.ValidationSplit != 0.05 {
+	if tr.Optimizer.Kind != "adam" || tr.Optimizer.Beta1 != 0.9 || tr.Optimizer.Beta2 != 0.999 || tr.BatchSize != 250 || tr.Epochs != 10 || tr.Schedule.Kind != "cosine" || tr.Schedule.MinLR != 1e-5 || tr.Patience != 3 || tr.ValidationSplit != 0.05 {
 		t.Errorf("training = %+v", tr)
 	}
 	if m.Dataset.Classes != 10 || m.Output != "dense2" || m.DType != "f32" {
