@@ -11,7 +11,7 @@ VERSION   ?= devel
 FUZZTIME  ?= 20s
 export CGO_ENABLED ?= 0
 
-.PHONY: all build test unit fuzz demo deps data bench bench-sgemm bench-models bench-mnist clean FORCE
+.PHONY: all build test unit fuzz demo deps data bench bench-sgemm bench-models bench-mnist cuda-check clean FORCE
 
 all: build
 
@@ -62,8 +62,14 @@ bench: bench-sgemm bench-models
 bench-sgemm:
 	bench/sgemm.sh
 
-bench-models: build data
-	@if [ -x bench/models.sh ]; then bench/models.sh; else echo "bench/models.sh is missing" >&2; exit 1; fi
+bench-models: data
+	bench/models.sh
+
+# cuda-check renders every tested GPU kernel in the CUDA dialect with a
+# driver that checks it against the CPU runtime, builds it with nvcc and runs
+# it (on a machine with an NVIDIA GPU; --cpu builds it with g++ instead).
+cuda-check:
+	scripts/cuda-check.sh
 
 clean:
 	rm -rf $(BIN)
