@@ -4,12 +4,17 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"image"
+	"image/png"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mlbuild/mlbuild/rt/idx"
+	"github.com/mlbuild/mlbuild/rt/imageio"
 )
 
 // mnistDir finds the MNIST files that `make data` fetches. The smoke test
@@ -127,6 +132,43 @@ func TestCompileTrainEvalPredict(t *testing.T) {
 	}
 	if n := strings.Count(string(b), "class "); n != 3 {
 		t.Errorf("predict printed %d predictions, want 3:\n%s", n, b)
+	}
+
+	// The same first test digit as a PGM image and as a PNG gives the same
+	// class as from the IDX file.
+	im, err := idx.OpenImages(filepath.Join(data, "t10k-images-idx3-ubyte"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pix := make([]float32, 28*28)
+	im.Batch(pix, []int{0})
+	im.Close()
+	pgm := filepath.Join(tmp, "digit.pgm")
+	if err := os.WriteFile(pgm, imageio.EncodePGM(pix, 28, 28), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	gray := image.NewGray(image.Rect(0, 0, 28, 28))
+	for i, v := range pix {
+		gray.Pix[i] = uint8(v*255 + 0.5)
+	}
+	var pngBytes bytes.Buffer
+	if err := png.Encode(&pngBytes, gray); err != nil {
+		t.Fatal(err)
+	}
+	pngPath := filepath.Join(tmp, "digit.png")
+	if err := os.WriteFile(pngPath, pngBytes.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	b2, err := exec.Command(bin, "predict", "--weights", weights, pgm, pngPath).Output()
+	if err != nil {
+		t.Fatalf("predict on images: %v", err)
+	}
+	first := strings.SplitN(string(b), "\n", 2)[0]
+	class := first[strings.Index(first, "class "):strings.Index(first, " (p=")]
+	for _, line := range strings.Split(strings.TrimSpace(string(b2)), "\n") {
+		if !strings.Contains(line, class+" (") {
+			t.Errorf("image prediction %q differs from the IDX one %q", line, first)
+		}
 	}
 }
 
