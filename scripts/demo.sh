@@ -34,6 +34,10 @@ printf '(their labels: '
 od -An -tu1 -j8 -N5 "$data/t10k-labels-idx1-ubyte" | tr -s ' ' | sed 's/^ //'
 printf ')\n'
 
+step "$out/mnist predict on an image file (the first test digit as a PGM)"
+{ printf 'P5\n28 28\n255\n'; dd if="$data/t10k-images-idx3-ubyte" bs=1 skip=16 count=784 status=none; } >"$out/digit0.pgm"
+"$out/mnist" predict --weights "$out/mnist.safetensors" "$out/digit0.pgm"
+
 acc=$(awk '/^accuracy:/ {print $2}' "$out/mnist-eval.txt")
 awk -v a="$acc" 'BEGIN { if (a + 0 < 0.99) { printf "test accuracy %s is below 0.99\n", a; exit 1 } }'
 echo "demo done: test accuracy $acc"
