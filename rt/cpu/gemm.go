@@ -77,11 +77,11 @@ func SetGemmPath(name string) error {
 }
 
 // gemmParallelMinFlops is the smallest product worth splitting over
-// goroutines. Below it (a 128³ product is 4.2 MFLOP, about 40 µs on one
-// Zen 4 core) handing out parts and meeting at the barrier cost more than a
-// second core saves: measured here, 2 threads ran 128³ at 70 GFLOP/s
-// against 96 on one.
-const gemmParallelMinFlops = 1 << 23
+// goroutines: below it (a 100³ product, about 20 µs on one Zen 4 core)
+// handing out parts and meeting at the barrier cost more than a second core
+// saves. OpenBLAS, measured on the same machine, gains from 2 threads from
+// 128³ up when the machine is quiet.
+const gemmParallelMinFlops = 1 << 21
 
 // gemmArena holds one goroutine's packing buffers. Arenas are recycled
 // through gemmArenas so that Sgemm does not allocate in steady state.
@@ -150,11 +150,11 @@ func Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int
 // Calls are recycled through gemmCalls so that handing one to the workers
 // does not allocate.
 type gemmCall struct {
-	pending        sync.WaitGroup // parts handed to gemmWorkers, not yet done
-	barrier        *gemmBarrier   // phases of a shared-B parallel run
-	sharedB        [2][]float32   // B panels of a shared run, even and odd phases
-	rowBlock       int            // rows per dynamically scheduled block
-	rowBlocks      int
+	pending        sync.WaitGroup  // parts handed to gemmWorkers, not yet done
+	barrier        *gemmBarrier    // phases of a shared-B parallel run
+	sharedB        [2][]float32    // B panels of a shared run, even and odd phases
+	rowTiles       int             // register-tile rows of C (ceil(m/mr))
+	rowBlocks      int             // dynamically scheduled blocks of them
 	nextRowBlock   [2]atomic.Int64 // row-block counters, even and odd phases
 	p              *gemmPath
 	transA, transB bool

@@ -97,9 +97,11 @@ func (g *gemmCall) runParallel(threads int) {
 	var buf [gemmMaxParts]gemmPart
 	if rowTiles := gemmCeilDiv(g.m, p.mr); rowTiles >= 2*threads || g.m >= g.n {
 		parties := min(threads, rowTiles)
-		// About three blocks per party, of whole tiles, at most mc rows.
-		g.rowBlock = min(p.mc, gemmCeilDiv(rowTiles, 3*parties)*p.mr)
-		g.rowBlocks = gemmCeilDiv(g.m, g.rowBlock)
+		// About three blocks per party, of whole tiles, at most mc rows,
+		// sized evenly (they differ by at most one tile) so the last one
+		// taken is not the odd one out.
+		g.rowTiles = rowTiles
+		g.rowBlocks = min(rowTiles, max(3*parties, gemmCeilDiv(rowTiles, max(p.mc/p.mr, 1))))
 		even, odd := gemmArenas.Get().(*gemmArena), gemmArenas.Get().(*gemmArena)
 		even.fit(p)
 		odd.fit(p)
@@ -159,8 +161,8 @@ func (g *gemmCall) runShared(id, parties int) {
 				if blk >= g.rowBlocks {
 					break
 				}
-				ic := blk * g.rowBlock
-				mb := min(g.rowBlock, g.m-ic)
+				ic := g.rowTiles * blk / g.rowBlocks * p.mr
+				mb := min(g.rowTiles*(blk+1)/g.rowBlocks*p.mr, g.m) - ic
 				packA(p, g.transA, g.a, g.lda, ic, pc, mb, kb, w.a)
 				g.tiles(w, bPanel, ic, mb, jc, nb, pc, kb)
 			}
