@@ -44,8 +44,11 @@ func hasBarrier(ss []Stmt) bool {
 // driverSource is the C++ main that runs every case's kernel over its whole
 // grid: threadgroups one after another; when the kernel has barriers, one
 // std::thread per lane, synchronised by the shim's std::barrier; otherwise
-// the lanes run in turn on one thread. It reads dir/<kernel>.<i>.in and
-// writes dir/<kernel>.<i>.out for every parameter.
+// the lanes run in turn on one thread. Run as `driver DIR`, it runs every
+// case once, reading dir/<kernel>.<i>.in and writing dir/<kernel>.<i>.out
+// for every parameter; run as `driver -serve`, it runs the launches sent on
+// its stdin (see mlb_serve and kernelServer), so that a test can interleave
+// kernels with GEMMs computed in Go.
 func driverSource(d *Dialect, kernels []*Kernel) string {
 	var b strings.Builder
 	b.WriteString("\n// ---- test driver ----\n#include <cstdio>\n#include <string>\n#include <thread>\n#include <vector>\n")
@@ -92,8 +95,62 @@ static std::vector<char> mlb_read(const std::string& path) {
     return v;
 }
 
+// mlb_run runs case c over its whole grid on the buffers ptrs.
+static void mlb_run(mlb_case& c, void** ptrs) {
+    ` + setBlockDim + `
+    if (c.barriers) {
+        std::barrier<> group(c.tg);
+        mlb_group_barrier = &group;
+        std::vector<std::thread> lanes;
+        for (int l = 0; l < c.tg; l++) {
+            lanes.emplace_back([&c, ptrs, &group, l] {
+                for (int g = 0; g < c.groups; g++) {
+                    c.fn(ptrs, g * c.tg + l, l, g, c.tg);
+                    group.arrive_and_wait();
+                }
+            });
+        }
+        for (auto& t : lanes) t.join();
+    } else {
+        for (int g = 0; g < c.groups; g++)
+            for (int l = 0; l < c.tg; l++) c.fn(ptrs, g * c.tg + l, l, g, c.tg);
+    }
+}
+
+static void mlb_io(bool ok) {
+    if (!ok) { std::fprintf(stderr, "driver: short read or write on the serve pipe\n"); std::exit(2); }
+}
+
+// mlb_serve runs launches sent on stdin: an int32 case index (-1 ends),
+// then per parameter a uint32 element count and the elements; it answers
+// with every parameter's final elements.
+static int mlb_serve() {
+    for (;;) {
+        int idx;
+        mlb_io(std::fread(&idx, 4, 1, stdin) == 1);
+        if (idx < 0) return 0;
+        if (idx >= (int)(sizeof mlb_cases / sizeof mlb_cases[0])) { std::fprintf(stderr, "driver: no case %d\n", idx); return 2; }
+        mlb_case& c = mlb_cases[idx];
+        std::vector<std::vector<float>> data(c.nbuf);
+        std::vector<void*> ptrs(c.nbuf);
+        for (int i = 0; i < c.nbuf; i++) {
+            unsigned n;
+            mlb_io(std::fread(&n, 4, 1, stdin) == 1);
+            data[i].resize(n > 0 ? n : 1);
+            mlb_io(n == 0 || std::fread(data[i].data(), 4, n, stdin) == n);
+            data[i].resize(n);
+            ptrs[i] = data[i].data();
+        }
+        mlb_run(c, ptrs.data());
+        for (int i = 0; i < c.nbuf; i++)
+            mlb_io(data[i].empty() || std::fwrite(data[i].data(), 4, data[i].size(), stdout) == data[i].size());
+        std::fflush(stdout);
+    }
+}
+
 int main(int argc, char** argv) {
-    if (argc != 2) { std::fprintf(stderr, "usage: driver DIR\n"); return 2; }
+    if (argc == 2 && std::string(argv[1]) == "-serve") return mlb_serve();
+    if (argc != 2) { std::fprintf(stderr, "usage: driver DIR | driver -serve\n"); return 2; }
     std::string dir = argv[1];
     for (mlb_case& c : mlb_cases) {
         std::vector<std::vector<char>> data(c.nbuf);
@@ -102,24 +159,7 @@ int main(int argc, char** argv) {
             data[i] = mlb_read(dir + "/" + c.name + "." + std::to_string(i) + ".in");
             ptrs[i] = data[i].data();
         }
-        ` + setBlockDim + `
-        if (c.barriers) {
-            std::barrier<> group(c.tg);
-            mlb_group_barrier = &group;
-            std::vector<std::thread> lanes;
-            for (int l = 0; l < c.tg; l++) {
-                lanes.emplace_back([&c, &ptrs, &group, l] {
-                    for (int g = 0; g < c.groups; g++) {
-                        c.fn(ptrs.data(), g * c.tg + l, l, g, c.tg);
-                        group.arrive_and_wait();
-                    }
-                });
-            }
-            for (auto& t : lanes) t.join();
-        } else {
-            for (int g = 0; g < c.groups; g++)
-                for (int l = 0; l < c.tg; l++) c.fn(ptrs.data(), g * c.tg + l, l, g, c.tg);
-        }
+        mlb_run(c, ptrs.data());
         for (int i = 0; i < c.nbuf; i++) {
             std::string path = dir + "/" + c.name + "." + std::to_string(i) + ".out";
             FILE* f = std::fopen(path.c_str(), "wb");

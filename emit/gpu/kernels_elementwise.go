@@ -76,6 +76,31 @@ func biasActKernel(n, channels, inner int, hasBias bool, act string, alpha float
 		func(i Expr) []Stmt { return []Stmt{let("v", Float, v), store("y", i, e)} }), nil
 }
 
+// convScatterKernel is the epilogue of a convolution computed a round of
+// images at a time: it moves the round's GEMM output rows, [channels,
+// images·inner] with each channel's row holding the images side by side,
+// into place in y [images, channels, inner], adding the bias and applying
+// the activation on the way, one thread per element of y.
+func convScatterKernel(images, channels, inner int, hasBias bool, act string, alpha float32) (*Kernel, error) {
+	n := images * channels * inner
+	params := []Param{in("rows", n), out("y", n)}
+	if hasBias {
+		params = append(params, in("b", channels))
+	}
+	shape := []int{images, channels, inner}
+	src := add(mul(add(mul(coord(vr("i"), shape, 1), i32(images)), coord(vr("i"), shape, 0)), i32(inner)), coord(vr("i"), shape, 2))
+	v := Expr(load("rows", src))
+	if hasBias {
+		v = add(v, load("b", coord(vr("i"), shape, 1)))
+	}
+	e, err := actExpr(act, alpha, vr("v"))
+	if err != nil {
+		return nil, err
+	}
+	return elementwise(fmt.Sprintf("conv output rows of %d images to [%d,%d,%d] with bias + %q", images, images, channels, inner, act), n, params,
+		func(i Expr) []Stmt { return []Stmt{let("v", Float, v), store("y", i, e)} }), nil
+}
+
 // actBwdKernel turns dy into the gradient of the pre-activation in place:
 // dy *= act'(y).
 func actBwdKernel(n int, act string, alpha float32) (*Kernel, error) {

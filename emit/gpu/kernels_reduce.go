@@ -272,26 +272,39 @@ func windowOrigin(o Expr, stride, pad, k, dil int) Expr {
 
 func k2e(k int) Expr { return i32(k) }
 
-// im2colKernel writes the columns of one image for a convolution:
-// cols[(c·KH + kh)·KW + kw, oh·OW + ow] = x[c, oh·SH − PH + kh·DH, …], zero
-// in the padding. Rows of one group are contiguous, so group g's GEMM reads
-// rows [g·C/G·KH·KW, (g+1)·C/G·KH·KW).
-func im2colKernel(g planner.ConvGeom) *Kernel {
-	ohw := g.OH * g.OW
-	n := g.C * g.KH * g.KW * ohw
-	return elementwise(fmt.Sprintf("im2col of [%d,%d,%d] with %dx%d window", g.C, g.H, g.W, g.KH, g.KW), n,
-		[]Param{in("x", g.C*g.H*g.W), out("cols", n)}, func(i Expr) []Stmt {
-			row, col := div(i, i32(ohw)), rem(i, i32(ohw))
-			return []Stmt{
-				let("row", Int, row),
-				let("col", Int, col),
+// im2colKernel writes the columns of a round of images consecutive images
+// for a convolution, side by side: cols[(c·KH + kh)·KW + kw, i·OH·OW +
+// oh·OW + ow] = x[i, c, oh·SH − PH + kh·DH, …], zero in the padding, so
+// rows are images·OH·OW long. Rows of one group are contiguous, so group
+// g's GEMM reads rows [g·C/G·KH·KW, (g+1)·C/G·KH·KW) and covers the whole
+// round at once.
+func im2colKernel(g planner.ConvGeom, images int) *Kernel {
+	ohw, chw := g.OH*g.OW, g.C*g.H*g.W
+	ld := images * ohw
+	n := g.C * g.KH * g.KW * ld
+	doc := fmt.Sprintf("im2col of [%d,%d,%d] with %dx%d window", g.C, g.H, g.W, g.KH, g.KW)
+	if images > 1 {
+		doc = fmt.Sprintf("im2col of %d images [%d,%d,%d] side by side, %dx%d window", images, g.C, g.H, g.W, g.KH, g.KW)
+	}
+	return elementwise(doc, n,
+		[]Param{in("x", images*chw), out("cols", n)}, func(i Expr) []Stmt {
+			s := []Stmt{
+				let("row", Int, div(i, i32(ld))),
+				let("col", Int, rem(i, i32(ld))),
+			}
+			var img Expr = i32(0)
+			if images > 1 {
+				s = append(s, let("img", Int, div(vr("col"), i32(ohw))), set("col", rem(vr("col"), i32(ohw))))
+				img = mul(vr("img"), i32(chw))
+			}
+			return append(s,
 				let("h", Int, add(sub(mul(div(vr("col"), i32(g.OW)), i32(g.SH)), i32(g.PH)), mul(rem(div(vr("row"), i32(g.KW)), i32(g.KH)), i32(g.DH)))),
 				let("w", Int, add(sub(mul(rem(vr("col"), i32(g.OW)), i32(g.SW)), i32(g.PW)), mul(rem(vr("row"), i32(g.KW)), i32(g.DW)))),
 				let("v", Float, flt(0)),
 				when(and(ge(vr("h"), i32(0)), lt(vr("h"), i32(g.H)), ge(vr("w"), i32(0)), lt(vr("w"), i32(g.W))),
-					set("v", load("x", add(mul(add(mul(div(vr("row"), i32(g.KH*g.KW)), i32(g.H)), vr("h")), i32(g.W)), vr("w"))))),
+					set("v", load("x", add(img, add(mul(add(mul(div(vr("row"), i32(g.KH*g.KW)), i32(g.H)), vr("h")), i32(g.W)), vr("w")))))),
 				store("cols", i, vr("v")),
-			}
+			)
 		})
 }
 
@@ -326,18 +339,31 @@ func planeCoords(g planner.ConvGeom, i Expr) []Stmt {
 	}
 }
 
-// col2imKernel is the adjoint of im2colKernel as a gather: each input pixel
-// of one image sums the column entries of the taps that read it, so no two
-// threads write the same element and no atomics are needed.
-func col2imKernel(g planner.ConvGeom) *Kernel {
+// col2imKernel is the adjoint of im2colKernel as a gather: each input
+// pixel of the round's images sums the column entries of the taps that read
+// it, so no two threads write the same element and no atomics are needed.
+func col2imKernel(g planner.ConvGeom, images int) *Kernel {
 	ohw := g.OH * g.OW
-	n := g.C * g.H * g.W
-	return elementwise(fmt.Sprintf("col2im to [%d,%d,%d] with %dx%d window", g.C, g.H, g.W, g.KH, g.KW), n,
-		[]Param{in("cols", g.C*g.KH*g.KW*ohw), out("dx", n)}, func(i Expr) []Stmt {
-			s := append(planeCoords(g, i), let("acc", Float, flt(0)))
+	ld := images * ohw
+	n := images * g.C * g.H * g.W
+	doc := fmt.Sprintf("col2im to [%d,%d,%d] with %dx%d window", g.C, g.H, g.W, g.KH, g.KW)
+	if images > 1 {
+		doc = fmt.Sprintf("col2im to %d images [%d,%d,%d] side by side, %dx%d window", images, g.C, g.H, g.W, g.KH, g.KW)
+	}
+	return elementwise(doc, n,
+		[]Param{in("cols", g.C*g.KH*g.KW*ld), out("dx", n)}, func(i Expr) []Stmt {
+			s := planeCoords(g, i)
+			// p is img·C + c; the channel picks the row, the image the
+			// column block.
+			channel, column := vr("p"), i32(0)
+			if images > 1 {
+				s = append(s, let("img", Int, div(vr("p"), i32(g.C))), set("p", rem(vr("p"), i32(g.C))))
+				column = mul(vr("img"), i32(ohw))
+			}
+			s = append(s, let("acc", Float, flt(0)))
 			s = append(s, tapsCovering(g, set("acc", add(vr("acc"),
-				load("cols", add(mul(add(mul(add(mul(vr("p"), i32(g.KH)), vr("kh")), i32(g.KW)), vr("kw")), i32(ohw)),
-					add(mul(vr("oh"), i32(g.OW)), vr("ow")))))))...)
+				load("cols", add(mul(add(mul(add(mul(channel, i32(g.KH)), vr("kh")), i32(g.KW)), vr("kw")), i32(ld)),
+					add(column, add(mul(vr("oh"), i32(g.OW)), vr("ow"))))))))...)
 			return append(s, store("dx", i, vr("acc")))
 		})
 }

@@ -166,7 +166,7 @@ func kernelCases(t *testing.T) []gpuCase {
 				}
 			}
 		}
-		addCase(gpuCase{name: "im2col", k: im2colKernel(g), in: [][]float32{x, zeros(len(cols))}, want: map[int][]float32{1: cols}})
+		addCase(gpuCase{name: "im2col", k: im2colKernel(g, 1), in: [][]float32{x, zeros(len(cols))}, want: map[int][]float32{1: cols}})
 		dcols := randVec(r, rows*ohw, -1, 1)
 		dx := zeros(len(x))
 		for c := 0; c < g.C; c++ {
@@ -183,7 +183,7 @@ func kernelCases(t *testing.T) []gpuCase {
 				}
 			}
 		}
-		addCase(gpuCase{name: "col2im", k: col2imKernel(g), in: [][]float32{dcols, randVec(r, len(x), 5, 6)}, want: map[int][]float32{1: dx}})
+		addCase(gpuCase{name: "col2im", k: col2imKernel(g, 1), in: [][]float32{dcols, randVec(r, len(x), 5, 6)}, want: map[int][]float32{1: dx}})
 	}
 
 	// Pooling, against rt/cpu.

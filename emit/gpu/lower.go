@@ -185,8 +185,36 @@ func (l *lowering) launch(kind string, k *Kernel, err error, ops ...operand) err
 	return nil
 }
 
-func (l *lowering) gemm(g Gemm) {
+// gemm appends a GEMM after checking that its operands have the shapes
+// its M, N, K and transpositions say and lie inside their buffers.
+func (l *lowering) gemm(g Gemm) error {
+	ar, ac := g.M, g.K
+	if g.TransA {
+		ar, ac = ac, ar
+	}
+	br, bc := g.K, g.N
+	if g.TransB {
+		br, bc = bc, br
+	}
+	for _, m := range []struct {
+		name       string
+		x          Matrix
+		rows, cols int
+	}{{"A", g.A, ar, ac}, {"B", g.B, br, bc}, {"C", g.C, g.M, g.N}} {
+		if m.x.Rows != m.rows || m.x.Cols != m.cols {
+			return fmt.Errorf("GEMM %dx%dx%d operand %s is %dx%d, want %dx%d", g.M, g.N, g.K, m.name, m.x.Rows, m.x.Cols, m.rows, m.cols)
+		}
+		buf, err := l.buf(m.x.Buf)
+		if err != nil {
+			return err
+		}
+		if m.x.LD < m.x.Cols || m.x.Offset < 0 || m.x.Offset+(m.x.Rows-1)*m.x.LD+m.x.Cols > buf.Size {
+			return fmt.Errorf("GEMM operand %s, %dx%d from offset %d with leading dimension %d, does not fit buffer %q of %d elements",
+				m.name, m.x.Rows, m.x.Cols, m.x.Offset, m.x.LD, buf.Name, buf.Size)
+		}
+	}
 	l.ops = append(l.ops, Op{Layer: l.step.Layer, Kernel: string(l.step.Kernel), Gemm: &g})
+	return nil
 }
 
 func (l *lowering) buf(id planner.BufID) (*planner.Buffer, error) {
@@ -237,8 +265,10 @@ func (l *lowering) lowerStep(st *planner.Step, training bool) error {
 		n, k := ws[0], ws[1]
 		xb, _ := l.buf(x)
 		batch := xb.Size / k
-		l.gemm(Gemm{TransB: true, M: batch, N: n, K: k, Alpha: 1,
-			A: Matrix{x, 0, batch, k, k}, B: Matrix{w, 0, n, k, k}, C: Matrix{y, 0, batch, n, n}})
+		if err := l.gemm(Gemm{TransB: true, M: batch, N: n, K: k, Alpha: 1,
+			A: Matrix{x, 0, batch, k, k}, B: Matrix{w, 0, n, k, k}, C: Matrix{y, 0, batch, n, n}}); err != nil {
+			return err
+		}
 		if present(b) || a.Act != "" {
 			kk, err := biasActKernel(batch*n, n, 1, present(b), a.Act, alpha)
 			ops := []operand{whole(y)}
@@ -268,8 +298,10 @@ func (l *lowering) lowerStep(st *planner.Step, training bool) error {
 			}
 		}
 		if present(dw) {
-			l.gemm(Gemm{TransA: true, M: n, N: k, K: batch, Alpha: 1,
-				A: Matrix{dy, 0, batch, n, n}, B: Matrix{x, 0, batch, k, k}, C: Matrix{dw, 0, n, k, k}})
+			if err := l.gemm(Gemm{TransA: true, M: n, N: k, K: batch, Alpha: 1,
+				A: Matrix{dy, 0, batch, n, n}, B: Matrix{x, 0, batch, k, k}, C: Matrix{dw, 0, n, k, k}}); err != nil {
+				return err
+			}
 		}
 		if present(db) {
 			if err := l.launch("bias_grad", channelSumKernel(batch, n, 1), nil, whole(dy), whole(db)); err != nil {
@@ -277,8 +309,10 @@ func (l *lowering) lowerStep(st *planner.Step, training bool) error {
 			}
 		}
 		if present(dx) {
-			l.gemm(Gemm{M: batch, N: k, K: n, Alpha: 1,
-				A: Matrix{dy, 0, batch, n, n}, B: Matrix{w, 0, n, k, k}, C: Matrix{dx, 0, batch, k, k}})
+			if err := l.gemm(Gemm{M: batch, N: k, K: n, Alpha: 1,
+				A: Matrix{dy, 0, batch, n, n}, B: Matrix{w, 0, n, k, k}, C: Matrix{dx, 0, batch, k, k}}); err != nil {
+				return err
+			}
 		}
 		return nil
 	case planner.KConv2D:
@@ -500,100 +534,6 @@ func (l *lowering) channels(id planner.BufID) (outer, c, inner int, err error) {
 	return s[0], s[1], prod(s[2:]), nil
 }
 
-// conv lowers a convolution, forward or backward, image by image: im2col
-// into the scratch columns, one GEMM per group, the epilogue over the whole
-// batch; backward accumulates dW over the images (Beta 1 after the first)
-// and writes dcols over the columns, gathered back by col2im.
-func (l *lowering) conv(st *planner.Step, bwd bool) error {
-	a := st.Attr
-	if a.Conv == nil {
-		return fmt.Errorf("convolution without Attr.Conv")
-	}
-	g := *a.Conv
-	if g.Groups < 1 {
-		g.Groups = 1
-	}
-	for _, v := range []*int{&g.SH, &g.SW, &g.DH, &g.DW} {
-		if *v < 1 {
-			*v = 1
-		}
-	}
-	cg, ocg := g.C/g.Groups, g.OC/g.Groups
-	ckk, ohw, chw := cg*g.KH*g.KW, g.OH*g.OW, g.C*g.H*g.W
-	alpha := float32(a.Alpha)
-	if !bwd {
-		if err := l.operands(st, 3, 2); err != nil {
-			return err
-		}
-		x, w, b, y, cols := st.In[0], st.In[1], st.In[2], st.Out[0], st.Out[1]
-		for n := 0; n < g.N; n++ {
-			if err := l.launch("im2col", im2colKernel(g), nil, at(x, n*chw), whole(cols)); err != nil {
-				return err
-			}
-			for gi := 0; gi < g.Groups; gi++ {
-				l.gemm(Gemm{M: ocg, N: ohw, K: ckk, Alpha: 1,
-					A: Matrix{w, gi * ocg * ckk, ocg, ckk, ckk},
-					B: Matrix{cols, gi * ckk * ohw, ckk, ohw, ohw},
-					C: Matrix{y, (n*g.OC + gi*ocg) * ohw, ocg, ohw, ohw}})
-			}
-		}
-		if present(b) || a.Act != "" {
-			k, err := biasActKernel(g.N*g.OC*ohw, g.OC, ohw, present(b), a.Act, alpha)
-			ops := []operand{whole(y)}
-			if present(b) {
-				ops = append(ops, whole(b))
-			}
-			return l.launch("bias_act", k, err, ops...)
-		}
-		return nil
-	}
-	if err := l.operands(st, 5, 3); err != nil {
-		return err
-	}
-	x, w, y, dy, cols := st.In[0], st.In[1], st.In[2], st.In[3], st.In[4]
-	dx, dw, db := st.Out[0], st.Out[1], st.Out[2]
-	if a.Act != "" {
-		k, err := actBwdKernel(g.N*g.OC*ohw, a.Act, alpha)
-		if err := l.launch("act_bwd", k, err, whole(y), whole(dy)); err != nil {
-			return err
-		}
-	}
-	if present(db) {
-		if err := l.launch("bias_grad", channelSumKernel(g.N, g.OC, ohw), nil, whole(dy), whole(db)); err != nil {
-			return err
-		}
-	}
-	for n := 0; n < g.N; n++ {
-		if present(dw) {
-			if err := l.launch("im2col", im2colKernel(g), nil, at(x, n*chw), whole(cols)); err != nil {
-				return err
-			}
-			beta := float32(1)
-			if n == 0 {
-				beta = 0
-			}
-			for gi := 0; gi < g.Groups; gi++ {
-				l.gemm(Gemm{TransB: true, M: ocg, N: ckk, K: ohw, Alpha: 1, Beta: beta,
-					A: Matrix{dy, (n*g.OC + gi*ocg) * ohw, ocg, ohw, ohw},
-					B: Matrix{cols, gi * ckk * ohw, ckk, ohw, ohw},
-					C: Matrix{dw, gi * ocg * ckk, ocg, ckk, ckk}})
-			}
-		}
-		if present(dx) {
-			for gi := 0; gi < g.Groups; gi++ {
-				l.gemm(Gemm{TransA: true, M: ckk, N: ohw, K: ocg, Alpha: 1,
-					A: Matrix{w, gi * ocg * ckk, ocg, ckk, ckk},
-					B: Matrix{dy, (n*g.OC + gi*ocg) * ohw, ocg, ohw, ohw},
-					C: Matrix{cols, gi * ckk * ohw, ckk, ohw, ohw}})
-			}
-			if err := l.launch("col2im", col2imKernel(g), nil, whole(cols), at(dx, n*chw)); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
-
 // binary lowers broadcasting add/sub/mul and their gradients (one gather
 // kernel per wanted operand gradient).
 func (l *lowering) binary(st *planner.Step) error {
@@ -733,7 +673,9 @@ func (l *lowering) matmul(st *planner.Step) error {
 		A := Matrix{st.In[0], ai * m * k, m, k, k}
 		B := Matrix{st.In[1], bi * k * n, k, n, n}
 		if st.Kernel == planner.KMatMul {
-			l.gemm(Gemm{M: m, N: n, K: k, Alpha: 1, A: A, B: B, C: Matrix{st.Out[0], t * m * n, m, n, n}})
+			if err := l.gemm(Gemm{M: m, N: n, K: k, Alpha: 1, A: A, B: B, C: Matrix{st.Out[0], t * m * n, m, n, n}}); err != nil {
+				return err
+			}
 			continue
 		}
 		if err := l.operands(st, 3, 2); err != nil {
@@ -741,12 +683,16 @@ func (l *lowering) matmul(st *planner.Step) error {
 		}
 		dy := Matrix{st.In[2], t * m * n, m, n, n}
 		if present(st.Out[0]) {
-			l.gemm(Gemm{TransB: true, M: m, N: k, K: n, Alpha: 1, Beta: beta(0, ai),
-				A: dy, B: B, C: Matrix{st.Out[0], ai * m * k, m, k, k}})
+			if err := l.gemm(Gemm{TransB: true, M: m, N: k, K: n, Alpha: 1, Beta: beta(0, ai),
+				A: dy, B: B, C: Matrix{st.Out[0], ai * m * k, m, k, k}}); err != nil {
+				return err
+			}
 		}
 		if present(st.Out[1]) {
-			l.gemm(Gemm{TransA: true, M: k, N: n, K: m, Alpha: 1, Beta: beta(1, bi),
-				A: A, B: dy, C: Matrix{st.Out[1], bi * k * n, k, n, n}})
+			if err := l.gemm(Gemm{TransA: true, M: k, N: n, K: m, Alpha: 1, Beta: beta(1, bi),
+				A: A, B: dy, C: Matrix{st.Out[1], bi * k * n, k, n, n}}); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
