@@ -174,6 +174,9 @@ func TestSgemmPathErrors(t *testing.T) {
 // buffers and call records, on one thread and on several (the worker pool
 // takes parts over a channel of values).
 func TestSgemmNoAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector's sync.Pool drops items on purpose")
+	}
 	defer SetThreads(Threads())
 	r := rand.New(rand.NewSource(4))
 	const n = 200
