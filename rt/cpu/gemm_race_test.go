@@ -2,6 +2,6 @@
 
 package cpu
 
-// raceEnabled is set under the race detector, whose sync.Pool drops items
+// gemmRaceEnabled is set under the race detector, whose sync.Pool drops items
 // on purpose, so allocation counts mean nothing there.
-const raceEnabled = true
+const gemmRaceEnabled = true

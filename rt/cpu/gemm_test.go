@@ -174,7 +174,7 @@ func TestSgemmPathErrors(t *testing.T) {
 // buffers and call records, on one thread and on several (the worker pool
 // takes parts over a channel of values).
 func TestSgemmNoAllocs(t *testing.T) {
-	if raceEnabled {
+	if gemmRaceEnabled {
 		t.Skip("the race detector's sync.Pool drops items on purpose")
 	}
 	defer SetThreads(Threads())
