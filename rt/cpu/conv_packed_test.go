@@ -1,0 +1,126 @@
+package cpu
+
+import (
+	"fmt"
+	"testing"
+)
+
+// forEachPathAndThreads runs f under every Sgemm implementation this CPU
+// has (the conv kernels use its microkernels) and thread counts 1, 2 and 3,
+// restoring both afterwards.
+func forEachPathAndThreads(t *testing.T, f func(t *testing.T)) {
+	t.Helper()
+	defer SetGemmPath("")
+	defer SetThreads(Threads())
+	for _, path := range GemmPaths() {
+		if err := SetGemmPath(path); err != nil {
+			t.Fatal(err)
+		}
+		for _, threads := range []int{1, 2, 3} {
+			SetThreads(threads)
+			t.Run(fmt.Sprintf("%s/%dthreads", path, threads), f)
+		}
+	}
+}
+
+// convBwdRef is the plain backward pass of a convolution without
+// activation: dx, dw and db for the output gradient dy, in float64.
+func convBwdRef(x, w, dy []float32, g Conv) (dx, dw, db []float32) {
+	g = g.norm()
+	cg, ocg := g.C/g.Groups, g.OC/g.Groups
+	dx64 := make([]float64, len(x))
+	dw64 := make([]float64, len(w))
+	db64 := make([]float64, g.OC)
+	for n := 0; n < g.N; n++ {
+		for oc := 0; oc < g.OC; oc++ {
+			grp := oc / ocg
+			for oh := 0; oh < g.OH; oh++ {
+				for ow := 0; ow < g.OW; ow++ {
+					d := float64(dy[((n*g.OC+oc)*g.OH+oh)*g.OW+ow])
+					db64[oc] += d
+					for ci := 0; ci < cg; ci++ {
+						c := grp*cg + ci
+						for kh := 0; kh < g.KH; kh++ {
+							for kw := 0; kw < g.KW; kw++ {
+								ih, iw := oh*g.SH-g.PH+kh*g.DH, ow*g.SW-g.PW+kw*g.DW
+								if ih < 0 || ih >= g.H || iw < 0 || iw >= g.W {
+									continue
+								}
+								xi := ((n*g.C+c)*g.H+ih)*g.W + iw
+								wi := ((oc*cg+ci)*g.KH+kh)*g.KW + kw
+								dx64[xi] += float64(w[wi]) * d
+								dw64[wi] += float64(x[xi]) * d
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+	f32 := func(v []float64) []float32 {
+		out := make([]float32, len(v))
+		for i, x := range v {
+			out[i] = float32(x)
+		}
+		return out
+	}
+	return f32(dx64), f32(dw64), f32(db64)
+}
+
+// packedConvGeoms add, to convGeoms, shapes that exercise the packed
+// driver's edges: output positions not a multiple of any panel width (16,
+// 32), channel counts past one or two register tiles (12 rows on AVX-512, 6
+// on AVX2), filters longer than one kc block (256 taps), batch 1 (split
+// over panels), and the benchmarks' LeNet-5 and MNIST layers.
+var packedConvGeoms = append([]struct {
+	name string
+	g    Conv
+}{
+	{"c1 5x5 pad2 33x7", convCase(3, 1, 33, 7, 7, 5, 5, 1, 2, 1, 1)},
+	{"oc 13 past one tile", convCase(2, 3, 9, 11, 13, 3, 3, 1, 1, 1, 1)},
+	{"oc 25 stride2", convCase(2, 2, 13, 9, 25, 3, 3, 2, 0, 1, 1)},
+	{"taps 261 past kc", convCase(2, 29, 6, 5, 5, 3, 3, 1, 1, 1, 1)},
+	{"batch 1", convCase(1, 3, 17, 19, 4, 3, 3, 1, 1, 1, 1)},
+	{"groups3 oc33", convCase(2, 6, 7, 7, 33, 2, 2, 1, 0, 1, 3)},
+	{"lenet conv2", convCase(4, 6, 14, 14, 16, 5, 5, 1, 0, 1, 1)},
+	{"mnist conv1", convCase(3, 1, 28, 28, 16, 5, 5, 1, 2, 1, 1)},
+}, convGeoms...)
+
+func TestConvPackedMatchesNaiveOnEveryPath(t *testing.T) {
+	forEachPathAndThreads(t, func(t *testing.T) {
+		r := newTestRand(21)
+		for _, tc := range packedConvGeoms {
+			g := tc.g
+			x := randSlice(r, g.N*g.C*g.H*g.W, 1)
+			w := randSlice(r, g.OC*g.C/g.Groups*g.KH*g.KW, 1)
+			b := randSlice(r, g.OC, 1)
+			y := randSlice(r, g.N*g.OC*g.OH*g.OW, 100) // garbage to overwrite
+			Conv2DFwd(x, w, b, y, nil, g, ActNone, 0)
+			if msg := closeTo(y, convRef(x, w, b, g, ActNone, 0), 1e-5); msg != "" {
+				t.Errorf("Conv2DFwd %s: %s", tc.name, msg)
+			}
+			Conv2DFwd(x, w, nil, y, nil, g, ActReLU, 0)
+			if msg := closeTo(y, convRef(x, w, nil, g, ActReLU, 0), 1e-5); msg != "" {
+				t.Errorf("Conv2DFwd %s relu no bias: %s", tc.name, msg)
+			}
+
+			dy := randSlice(r, len(y), 1)
+			wantDx, wantDw, wantDb := convBwdRef(x, w, dy, g)
+			dx, dw, db := randSlice(r, len(x), 9), randSlice(r, len(w), 9), randSlice(r, g.OC, 9)
+			Conv2DBwd(x, w, y, cloneF(dy), nil, dx, dw, db, g, ActNone, 0)
+			for _, c := range []struct {
+				name      string
+				got, want []float32
+			}{{"dx", dx, wantDx}, {"dw", dw, wantDw}, {"db", db, wantDb}} {
+				if msg := closeTo(c.got, c.want, 1e-5); msg != "" {
+					t.Errorf("Conv2DBwd %s %s: %s", tc.name, c.name, msg)
+				}
+			}
+			dw2 := randSlice(r, len(w), 9)
+			Conv2DBwd(x, w, y, cloneF(dy), nil, nil, dw2, nil, g, ActNone, 0)
+			if msg := closeTo(dw2, wantDw, 1e-5); msg != "" {
+				t.Errorf("Conv2DBwd %s dw without dx and db: %s", tc.name, msg)
+			}
+		}
+	})
+}
