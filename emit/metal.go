@@ -34,12 +34,13 @@ const (
 // rewritten to ModulePath+"/mps" in generated programs.
 const mpsImport = "github.com/mlbuild/mlbuild/mps"
 
-// MetalConvScratch is the im2col scratch the Metal kernels need for one
-// convolution step: the columns of one image, all groups (emit/gpu lowers a
-// convolution image by image). Plans for the Metal backend are built with
+// MetalConvScratch is the convolution scratch the Metal program needs for
+// one convolution step: gpu.ConvScratch, the im2col columns and output
+// rows of a round of images (emit/gpu lowers a convolution a round of
+// images at a time). Plans for the Metal backend are built with
 // planner.Options{ConvScratch: MetalConvScratch}.
 func MetalConvScratch(g planner.ConvGeom) int {
-	return g.C * g.KH * g.KW * g.OH * g.OW
+	return gpu.ConvScratch(g)
 }
 
 // MetalGoMod is go.mod of a generated Metal program.

@@ -213,7 +213,7 @@ func planBackend(m *spec.Model, fusion bool, memoryLimit int64, backend string) 
 		{Training: false, Fusion: fusion, Batch: 1, MemoryLimit: memoryLimit},
 	} {
 		if backend == "metal" {
-			o.ConvScratch = emit.MetalConvScratch // the GPU's im2col columns, one image at a time
+			o.ConvScratch = emit.MetalConvScratch // the GPU's im2col columns and output rows, a round of images at a time
 		}
 		p, err := planner.Build(m, o)
 		if err != nil {
