@@ -11,7 +11,7 @@ VERSION   ?= devel
 FUZZTIME  ?= 20s
 export CGO_ENABLED ?= 0
 
-.PHONY: all build test unit fuzz demo deps data bench bench-sgemm bench-models bench-mnist cuda-check clean FORCE
+.PHONY: all build test unit fuzz demo deps data bench bench-sgemm bench-models bench-mnist cuda-check test-arm64 clean FORCE
 
 all: build
 
@@ -64,6 +64,11 @@ bench-sgemm:
 
 bench-models: data
 	bench/models.sh
+
+# test-arm64 cross-compiles rt/cpu's tests for arm64 and runs them under
+# qemu-aarch64 (Debian's qemu-user, installed if missing): the NEON GEMM.
+test-arm64:
+	bench/gemm-arm64-qemu.sh
 
 # cuda-check renders every tested GPU kernel in the CUDA dialect with a
 # driver that checks it against the CPU runtime, builds it with nvcc and runs
