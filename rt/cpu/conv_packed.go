@@ -24,7 +24,7 @@ import (
 // workspace).
 type convWorker struct {
 	panel, tile, a []float32
-	dw, db         []float32
+	dw, db, rows   []float32
 	cols           []float32
 }
 
@@ -201,42 +201,36 @@ func gatherRow(out, src []float32, iw0, sw int) {
 // B panel of the weight-gradient product dW = dY·colsᵀ: for output
 // positions [p0, p0+kb) (the shared dimension) and filter taps [t0,
 // t0+cols) of the group starting at channel c0, dst[p·nr + t] is the input
-// pixel tap t sees at position p (0 in the padding), zero for t ≥ cols.
-func packConvPanelT(x []float32, g Conv, c0, t0, cols, p0, kb, nr int, dst []float32, line []float32) {
+// pixel tap t sees at position p (0 in the padding), zero for t ≥ cols. It
+// gathers tap-major rows into rows (cols·kb floats of scratch), the fast
+// contiguous way packConvPanel does, then transposes them in 8×8 blocks
+// with the path's transpose8 when it has one.
+func packConvPanelT(p *gemmPath, x []float32, g Conv, c0, t0, cols, p0, kb int, dst, rows []float32) {
+	nr := p.nr
 	dst = dst[:kb*nr]
-	hw := g.H * g.W
-	kw, kh, c := t0%g.KW, t0/g.KW%g.KH, c0+t0/(g.KW*g.KH)
-	for t := 0; t < cols; t++ {
-		plane := x[c*hw : (c+1)*hw]
-		// Gather the tap's row of positions into line (contiguous reads
-		// and writes), then scatter it down the panel's column t.
-		oh, ow := p0/g.OW, p0%g.OW
-		for jj := 0; jj < kb; {
-			n := min(kb-jj, g.OW-ow)
-			out := line[jj : jj+n]
-			ih := oh*g.SH - g.PH + kh*g.DH
-			if ih < 0 || ih >= g.H {
-				clear(out)
-			} else {
-				gatherRow(out, plane[ih*g.W:(ih+1)*g.W], ow*g.SW-g.PW+kw*g.DW, g.SW)
+	packConvPanel(x, g, c0, t0, cols, p0, kb, kb, rows)
+	t := 0
+	if p.transpose8 != nil {
+		for ; t+8 <= cols; t += 8 {
+			q := 0
+			for ; q+8 <= kb; q += 8 {
+				p.transpose8(&rows[t*kb+q], kb, &dst[q*nr+t], nr)
 			}
-			jj += n
-			oh, ow = oh+1, 0
-		}
-		for p, v := range line[:kb] {
-			dst[p*nr+t] = v
-		}
-		if kw++; kw == g.KW {
-			kw = 0
-			if kh++; kh == g.KH {
-				kh = 0
-				c++
+			for ; q < kb; q++ {
+				for r := t; r < t+8; r++ {
+					dst[q*nr+r] = rows[r*kb+q]
+				}
 			}
 		}
 	}
+	for ; t < cols; t++ {
+		for q, v := range rows[t*kb : t*kb+kb] {
+			dst[q*nr+t] = v
+		}
+	}
 	if cols < nr {
-		for p := 0; p < kb; p++ {
-			clear(dst[p*nr+cols : p*nr+nr])
+		for q := 0; q < kb; q++ {
+			clear(dst[q*nr+cols : q*nr+nr])
 		}
 	}
 }
@@ -331,6 +325,7 @@ func convBackward(x, w, y, dy, dx, dw, db []float32, g Conv, act Act, alpha floa
 		cw.panel = grow(cw.panel, max(kc, ocg)*p.nr)
 		cw.tile = grow(cw.tile, max(p.mr*p.nr, kc))
 		cw.a = grow(cw.a, gemmRoundUp(ocg, p.mr)*kc)
+		cw.rows = grow(cw.rows, p.nr*kc)
 		cw.dw = grow(cw.dw, g.OC*krows)
 		clear(cw.dw)
 		cw.db = grow(cw.db, g.OC)
@@ -360,7 +355,7 @@ func convBackward(x, w, y, dy, dx, dw, db []float32, g Conv, act Act, alpha floa
 				for tp := 0; tp < tapPanels; tp++ {
 					t0 := tp * p.nr
 					cols := min(p.nr, krows-t0)
-					packConvPanelT(xn, g, gi*cg, t0, cols, pc, kb, p.nr, cw.panel, cw.tile)
+					packConvPanelT(p, xn, g, gi*cg, t0, cols, pc, kb, cw.panel, cw.rows)
 					convTiles(p, ocg, kb, cw.a, cw.panel, cols, dwg[t0:], krows, 1, cw.tile)
 				}
 			}

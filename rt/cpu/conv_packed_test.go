@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"fmt"
+	"math"
 	"testing"
 )
 
@@ -123,4 +124,41 @@ func TestConvPackedMatchesNaiveOnEveryPath(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestMaxPool2x2NaNAndTies checks the 2×2 fast path's edge cases, and its
+// winners against the general path's maxPoolArg: NaN wins and its first occurrence takes the gradient, ties go to the first
+// pixel, ±Inf and -0 are ordinary values, odd planes leave the last row and
+// column with zero gradient.
+func TestMaxPool2x2NaNAndTies(t *testing.T) {
+	nan, inf := float32(math.NaN()), float32(math.Inf(1))
+	g := convCase(1, 1, 3, 5, 1, 2, 2, 2, 0, 1, 1) // 3x5 in, 1x2 out
+	x := []float32{
+		1, nan, 2, 2, 9,
+		nan, 0, 2, -inf, 9,
+		7, 7, 7, 7, 7,
+	}
+	y := make([]float32, 2)
+	MaxPool2DFwd(x, y, g)
+	if !math.IsNaN(float64(y[0])) || y[1] != 2 {
+		t.Fatalf("max pool of %v: y = %v, want [NaN 2]", x, y)
+	}
+	dx := randSlice(newTestRand(3), len(x), 9)
+	MaxPool2DBwd(x, y, []float32{5, 6}, dx, g)
+	want := []float32{
+		0, 5, 6, 0, 0,
+		0, 0, 0, 0, 0,
+		0, 0, 0, 0, 0,
+	}
+	if msg := closeTo(dx, want, 0); msg != "" {
+		t.Errorf("max pool backward of %v: dx = %v, want %v: %s", x, dx, want, msg)
+	}
+	for oh := 0; oh < g.OH; oh++ {
+		for ow := 0; ow < g.OW; ow++ {
+			a := maxPoolArg(x, g.norm(), oh, ow)
+			if dx[a] != []float32{5, 6}[ow] {
+				t.Errorf("window %d: general path's winner %d has gradient %v", ow, a, dx[a])
+			}
+		}
+	}
 }

@@ -20,13 +20,7 @@ func MaxPool2DFwd(x, y []float32, g Conv) {
 	poolPlanes(g, func(p int) {
 		xp, yp := x[p*hw:(p+1)*hw], y[p*ohw:(p+1)*ohw]
 		if g.pool2x2() {
-			for oh := 0; oh < g.OH; oh++ {
-				r0, r1 := xp[2*oh*g.W:(2*oh+1)*g.W], xp[(2*oh+1)*g.W:(2*oh+2)*g.W]
-				out := yp[oh*g.OW : (oh+1)*g.OW]
-				for ow := range out {
-					out[ow] = max2x2(r0, r1, 2*ow)
-				}
-			}
+			maxPool2x2Plane(xp, yp, g.W, g.OH, g.OW)
 			return
 		}
 		for oh := 0; oh < g.OH; oh++ {
@@ -63,17 +57,60 @@ func argmax2x2(r0, r1 []float32, j int) int {
 	return arg
 }
 
-// max2x2 is the maximum of the 2×2 window at column j of rows r0 and r1.
-func max2x2(r0, r1 []float32, j int) float32 {
-	switch argmax2x2(r0, r1, j) {
-	case 0:
-		return r0[j]
-	case 1:
-		return r0[j+1]
-	case 2:
-		return r1[j]
+// maxPool2x2Plane writes the 2×2 stride-2 maxima of one plane xp (row
+// length w) into yp [oh, ow]. The builtin max propagates NaN, as PyTorch
+// does, and compiles to branch-free max instructions.
+func maxPool2x2Plane(xp, yp []float32, w, oh, ow int) {
+	for i := 0; i < oh; i++ {
+		r0 := xp[2*i*w : 2*i*w+2*ow]
+		r1 := xp[(2*i+1)*w : (2*i+1)*w+2*ow]
+		out := yp[i*ow : (i+1)*ow]
+		for j := range out {
+			out[j] = max(max(r0[2*j], r0[2*j+1]), max(r1[2*j], r1[2*j+1]))
+		}
 	}
-	return r1[j+1]
+}
+
+// maxPool2x2BwdPlane is MaxPool2DBwd's 2×2 stride-2 path for one plane: each
+// window's gradient goes to its first pixel (in scan order) equal to the
+// window's output y, and every other pixel of dx gets zero, written once
+// (no clearing pass). A NaN output falls back to argmax2x2, which finds the
+// first NaN.
+func maxPool2x2BwdPlane(xp, yp, dyp, dxp []float32, w, h, oh, ow int) {
+	for i := 0; i < oh; i++ {
+		r0 := xp[2*i*w : 2*i*w+2*ow]
+		r1 := xp[(2*i+1)*w : (2*i+1)*w+2*ow]
+		d0 := dxp[2*i*w : (2*i+1)*w]
+		d1 := dxp[(2*i+1)*w : (2*i+2)*w]
+		ys, dys := yp[i*ow:(i+1)*ow], dyp[i*ow:(i+1)*ow]
+		for j, m := range ys {
+			d := dys[j]
+			a, b, c := r0[2*j], r0[2*j+1], r1[2*j]
+			// The winner's index by conditional moves, not branches: which
+			// pixel wins is as unpredictable as the data.
+			win := 3
+			if c == m {
+				win = 2
+			}
+			if b == m {
+				win = 1
+			}
+			if a == m {
+				win = 0
+			}
+			if m != m {
+				win = argmax2x2(r0, r1, 2*j)
+			}
+			var q [4]float32
+			q[win&3] = d
+			g0, g1, g2, g3 := q[0], q[1], q[2], q[3]
+			d0[2*j], d0[2*j+1] = g0, g1
+			d1[2*j], d1[2*j+1] = g2, g3
+		}
+		clear(d0[2*ow:])
+		clear(d1[2*ow:])
+	}
+	clear(dxp[2*oh*w : h*w])
 }
 
 // maxPoolArg returns the index within the plane of the first maximum of the
@@ -103,23 +140,19 @@ func maxPoolArg(xp []float32, g Conv, oh, ow int) int {
 
 // MaxPool2DBwd writes dx: each window's gradient dy goes to the input pixel
 // that won the window (the first maximum on ties); the rest get zero.
-// It recomputes the winners from x.
+// For the common 2×2 stride-2 window the winner is the first pixel equal to
+// the forward output y (so y must be MaxPool2DFwd's output for x); other
+// windows recompute the winners from x.
 func MaxPool2DBwd(x, y, dy, dx []float32, g Conv) {
 	g = g.norm()
 	hw, ohw := g.H*g.W, g.OH*g.OW
 	poolPlanes(g, func(p int) {
 		xp, dyp, dxp := x[p*hw:(p+1)*hw], dy[p*ohw:(p+1)*ohw], dx[p*hw:(p+1)*hw]
-		clear(dxp)
 		if g.pool2x2() {
-			for oh := 0; oh < g.OH; oh++ {
-				r0, r1 := xp[2*oh*g.W:(2*oh+1)*g.W], xp[(2*oh+1)*g.W:(2*oh+2)*g.W]
-				for ow, d := range dyp[oh*g.OW : (oh+1)*g.OW] {
-					a := argmax2x2(r0, r1, 2*ow)
-					dxp[(2*oh+a>>1)*g.W+2*ow+a&1] = d
-				}
-			}
+			maxPool2x2BwdPlane(xp, y[p*ohw:(p+1)*ohw], dyp, dxp, g.W, g.H, g.OH, g.OW)
 			return
 		}
+		clear(dxp)
 		for oh := 0; oh < g.OH; oh++ {
 			for ow := 0; ow < g.OW; ow++ {
 				if a := maxPoolArg(xp, g, oh, ow); a >= 0 {
