@@ -7,7 +7,11 @@
 // Every shape is a constant in the generated code, so a kernel is specific to
 // one step of one plan; identical kernels are shared. GEMMs are not kernels
 // here: the Metal runtime hands them to MPSMatrixMultiplication, and Lower
-// describes them as Gemm entries.
+// describes them as Gemm entries. A convolution is lowered a round of
+// images at a time (im2col of the round side by side, one GEMM per group,
+// an epilogue kernel into place), so a batch is a few large GEMMs; the
+// round size follows from the scratch the planner gave it, which
+// ConvScratch sizes.
 //
 // Differences between GPU languages are data in a Dialect, never branches in
 // the printer. A feature a language lacks (Metal has no erf) is rewritten in

@@ -1,6 +1,7 @@
 package gpu
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -148,42 +149,56 @@ func kernelCases(t *testing.T) []gpuCase {
 	g := planner.ConvGeom{N: 1, C: 4, H: 9, W: 7, OC: 6, KH: 3, KW: 2, SH: 2, SW: 1, PH: 1, PW: 1, DH: 2, DW: 1, Groups: 2}
 	g.OH = (g.H+2*g.PH-g.DH*(g.KH-1)-1)/g.SH + 1
 	g.OW = (g.W+2*g.PW-g.DW*(g.KW-1)-1)/g.SW + 1
-	{
-		x := randVec(r, g.C*g.H*g.W, -1, 1)
-		rows, ohw := g.C*g.KH*g.KW, g.OH*g.OW
-		cols := zeros(rows * ohw)
-		for c := 0; c < g.C; c++ {
-			for kh := 0; kh < g.KH; kh++ {
-				for kw := 0; kw < g.KW; kw++ {
-					for oh := 0; oh < g.OH; oh++ {
-						for ow := 0; ow < g.OW; ow++ {
-							h, w := oh*g.SH-g.PH+kh*g.DH, ow*g.SW-g.PW+kw*g.DW
-							if h >= 0 && h < g.H && w >= 0 && w < g.W {
-								cols[((c*g.KH+kh)*g.KW+kw)*ohw+oh*g.OW+ow] = x[(c*g.H+h)*g.W+w]
-							}
-						}
-					}
-				}
-			}
-		}
-		addCase(gpuCase{name: "im2col", k: im2colKernel(g, 1), in: [][]float32{x, zeros(len(cols))}, want: map[int][]float32{1: cols}})
-		dcols := randVec(r, rows*ohw, -1, 1)
+	// One image, and a round of three side by side (rows images·OH·OW long).
+	for _, images := range []int{1, 3} {
+		chw, rows, ohw := g.C*g.H*g.W, g.C*g.KH*g.KW, g.OH*g.OW
+		ld := images * ohw
+		x := randVec(r, images*chw, -1, 1)
+		cols := zeros(rows * ld)
+		dcols := randVec(r, rows*ld, -1, 1)
 		dx := zeros(len(x))
-		for c := 0; c < g.C; c++ {
-			for kh := 0; kh < g.KH; kh++ {
-				for kw := 0; kw < g.KW; kw++ {
-					for oh := 0; oh < g.OH; oh++ {
-						for ow := 0; ow < g.OW; ow++ {
-							h, w := oh*g.SH-g.PH+kh*g.DH, ow*g.SW-g.PW+kw*g.DW
-							if h >= 0 && h < g.H && w >= 0 && w < g.W {
-								dx[(c*g.H+h)*g.W+w] += dcols[((c*g.KH+kh)*g.KW+kw)*ohw+oh*g.OW+ow]
+		for i := 0; i < images; i++ {
+			for c := 0; c < g.C; c++ {
+				for kh := 0; kh < g.KH; kh++ {
+					for kw := 0; kw < g.KW; kw++ {
+						for oh := 0; oh < g.OH; oh++ {
+							for ow := 0; ow < g.OW; ow++ {
+								h, w := oh*g.SH-g.PH+kh*g.DH, ow*g.SW-g.PW+kw*g.DW
+								if h >= 0 && h < g.H && w >= 0 && w < g.W {
+									at := ((c*g.KH+kh)*g.KW+kw)*ld + i*ohw + oh*g.OW + ow
+									cols[at] = x[i*chw+(c*g.H+h)*g.W+w]
+									dx[i*chw+(c*g.H+h)*g.W+w] += dcols[at]
+								}
 							}
 						}
 					}
 				}
 			}
 		}
-		addCase(gpuCase{name: "col2im", k: col2imKernel(g, 1), in: [][]float32{dcols, randVec(r, len(x), 5, 6)}, want: map[int][]float32{1: dx}})
+		addCase(gpuCase{name: fmt.Sprintf("im2col_%d", images), k: im2colKernel(g, images), in: [][]float32{x, randVec(r, len(cols), 5, 6)}, want: map[int][]float32{1: cols}})
+		addCase(gpuCase{name: fmt.Sprintf("col2im_%d", images), k: col2imKernel(g, images), in: [][]float32{dcols, randVec(r, len(x), 5, 6)}, want: map[int][]float32{1: dx}})
+	}
+
+	// The epilogue of a round: output rows [C, images·inner] to y
+	// [images, C, inner] with bias and activation.
+	{
+		images, channels, inner := 3, 5, 37
+		rows := randVec(r, images*channels*inner, -1, 1)
+		b := randVec(r, channels, -1, 1)
+		y := zeros(len(rows))
+		for i := 0; i < images; i++ {
+			for c := 0; c < channels; c++ {
+				for j := 0; j < inner; j++ {
+					v := rows[(c*images+i)*inner+j] + b[c]
+					if v <= 0 {
+						v *= 0.2
+					}
+					y[(i*channels+c)*inner+j] = v
+				}
+			}
+		}
+		addCase(gpuCase{name: "conv_epilogue", k: must(convScatterKernel(images, channels, inner, true, "leakyrelu", 0.2)),
+			in: [][]float32{rows, randVec(r, len(y), 5, 6), b}, want: map[int][]float32{1: y}})
 	}
 
 	// Pooling, against rt/cpu.

@@ -28,7 +28,7 @@ func handPlan(batch int) *planner.Plan {
 	lab := add("labels", planner.KindLabels, batch, 10)
 	cw, cb := add("conv1.weight", planner.KindParam, 4, 1, 3, 3), add("conv1.bias", planner.KindParam, 4)
 	c1 := add("conv1.out", planner.KindActivation, batch, 4, 26, 26)
-	cols := add("conv1.cols", planner.KindScratch, 9, 26*26)
+	cols := add("conv1.cols", planner.KindScratch, ConvScratch(*geom))
 	p1 := add("pool1.out", planner.KindActivation, batch, 4, 13, 13)
 	f1 := add("flatten.out", planner.KindActivation, batch, 676)
 	w1, b1 := add("fc1.weight", planner.KindParam, 16, 676), add("fc1.bias", planner.KindParam, 16)

@@ -1,33 +1,36 @@
 // CUDA C++; compile with nvcc or NVRTC.
 
-// im2col of [1,28,28] with 3x3 window
-// threadgroups 24 x 256 threads
+// im2col of 3 images [1,28,28] side by side, 3x3 window
+// threadgroups 72 x 256 threads
 extern "C" __global__ void mlb000_im2col(const float* __restrict__ x,
     float* __restrict__ cols) {
     int i = (int)(blockIdx.x * blockDim.x + threadIdx.x);
-    if (i >= 6084) {
+    if (i >= 18252) {
         return;
     }
-    int row = i / 676;
-    int col = i % 676;
+    int row = i / 2028;
+    int col = i % 2028;
+    int img = col / 676;
+    col = col % 676;
     int h = col / 26 + row / 3 % 3;
     int w = col % 26 + row % 3;
     float v = 0.0f;
     if (h >= 0 && h < 28 && w >= 0 && w < 28) {
-        v = x[(row / 9 * 28 + h) * 28 + w];
+        v = x[img * 784 + ((row / 9 * 28 + h) * 28 + w)];
     }
     cols[i] = v;
 }
 
-// bias + "relu" epilogue, 8112 elements, 4 channels x 676
+// conv output rows of 3 images to [3,4,676] with bias + "relu"
 // threadgroups 32 x 256 threads
-extern "C" __global__ void mlb001_bias_act(float* __restrict__ y,
+extern "C" __global__ void mlb001_conv_epilogue(const float* __restrict__ rows,
+    float* __restrict__ y,
     const float* __restrict__ b) {
     int i = (int)(blockIdx.x * blockDim.x + threadIdx.x);
     if (i >= 8112) {
         return;
     }
-    float v = y[i] + b[i / 676 % 4];
+    float v = rows[(i / 676 % 4 * 3 + i / 2704) * 676 + i % 676] + b[i / 676 % 4];
     y[i] = fmaxf(v, 0.0f);
 }
 
@@ -321,9 +324,20 @@ extern "C" __global__ void mlb013_bias_grad(const float* __restrict__ dy,
     }
 }
 
+// transpose [3 4 676] by [1 0 2]
+// threadgroups 32 x 256 threads
+extern "C" __global__ void mlb014_conv_rows(const float* __restrict__ x,
+    float* __restrict__ y) {
+    int i = (int)(blockIdx.x * blockDim.x + threadIdx.x);
+    if (i >= 8112) {
+        return;
+    }
+    y[i] = x[i / 2028 * 676 + i / 676 % 3 * 2704 + i % 676];
+}
+
 // adam beta1 0.9 beta2 0.999 eps 1e-08 weight decay 0, 36 elements
 // threadgroups 1 x 256 threads
-extern "C" __global__ void mlb014_adam(const unsigned int* __restrict__ args,
+extern "C" __global__ void mlb015_adam(const unsigned int* __restrict__ args,
     const float* __restrict__ g,
     float* __restrict__ m,
     float* __restrict__ v,
@@ -346,7 +360,7 @@ extern "C" __global__ void mlb014_adam(const unsigned int* __restrict__ args,
 
 // adam beta1 0.9 beta2 0.999 eps 1e-08 weight decay 0, 4 elements
 // threadgroups 1 x 256 threads
-extern "C" __global__ void mlb015_adam(const unsigned int* __restrict__ args,
+extern "C" __global__ void mlb016_adam(const unsigned int* __restrict__ args,
     const float* __restrict__ g,
     float* __restrict__ m,
     float* __restrict__ v,
@@ -369,7 +383,7 @@ extern "C" __global__ void mlb015_adam(const unsigned int* __restrict__ args,
 
 // adam beta1 0.9 beta2 0.999 eps 1e-08 weight decay 0, 10816 elements
 // threadgroups 43 x 256 threads
-extern "C" __global__ void mlb016_adam(const unsigned int* __restrict__ args,
+extern "C" __global__ void mlb017_adam(const unsigned int* __restrict__ args,
     const float* __restrict__ g,
     float* __restrict__ m,
     float* __restrict__ v,
@@ -392,7 +406,7 @@ extern "C" __global__ void mlb016_adam(const unsigned int* __restrict__ args,
 
 // adam beta1 0.9 beta2 0.999 eps 1e-08 weight decay 0, 16 elements
 // threadgroups 1 x 256 threads
-extern "C" __global__ void mlb017_adam(const unsigned int* __restrict__ args,
+extern "C" __global__ void mlb018_adam(const unsigned int* __restrict__ args,
     const float* __restrict__ g,
     float* __restrict__ m,
     float* __restrict__ v,
@@ -415,7 +429,7 @@ extern "C" __global__ void mlb017_adam(const unsigned int* __restrict__ args,
 
 // adam beta1 0.9 beta2 0.999 eps 1e-08 weight decay 0, 160 elements
 // threadgroups 1 x 256 threads
-extern "C" __global__ void mlb018_adam(const unsigned int* __restrict__ args,
+extern "C" __global__ void mlb019_adam(const unsigned int* __restrict__ args,
     const float* __restrict__ g,
     float* __restrict__ m,
     float* __restrict__ v,
@@ -438,7 +452,7 @@ extern "C" __global__ void mlb018_adam(const unsigned int* __restrict__ args,
 
 // adam beta1 0.9 beta2 0.999 eps 1e-08 weight decay 0, 10 elements
 // threadgroups 1 x 256 threads
-extern "C" __global__ void mlb019_adam(const unsigned int* __restrict__ args,
+extern "C" __global__ void mlb020_adam(const unsigned int* __restrict__ args,
     const float* __restrict__ g,
     float* __restrict__ m,
     float* __restrict__ v,
@@ -461,7 +475,7 @@ extern "C" __global__ void mlb019_adam(const unsigned int* __restrict__ args,
 
 // copy, 48 elements
 // threadgroups 1 x 256 threads
-extern "C" __global__ void mlb020_copy(const float* __restrict__ x,
+extern "C" __global__ void mlb021_copy(const float* __restrict__ x,
     float* __restrict__ y) {
     int i = (int)(blockIdx.x * blockDim.x + threadIdx.x);
     if (i >= 48) {

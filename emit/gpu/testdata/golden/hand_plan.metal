@@ -1,8 +1,8 @@
 #include <metal_stdlib>
 using namespace metal;
 
-// im2col of [1,28,28] with 3x3 window
-// threadgroups 24 x 256 threads
+// im2col of 3 images [1,28,28] side by side, 3x3 window
+// threadgroups 72 x 256 threads
 kernel void mlb000_im2col(device const float* x [[buffer(0)]],
     device float* cols [[buffer(1)]],
     uint mlb_gid [[thread_position_in_grid]],
@@ -10,24 +10,27 @@ kernel void mlb000_im2col(device const float* x [[buffer(0)]],
     uint mlb_tgid [[threadgroup_position_in_grid]],
     uint mlb_tgsize [[threads_per_threadgroup]]) {
     int i = (int)mlb_gid;
-    if (i >= 6084) {
+    if (i >= 18252) {
         return;
     }
-    int row = i / 676;
-    int col = i % 676;
+    int row = i / 2028;
+    int col = i % 2028;
+    int img = col / 676;
+    col = col % 676;
     int h = col / 26 + row / 3 % 3;
     int w = col % 26 + row % 3;
     float v = 0.0f;
     if (h >= 0 && h < 28 && w >= 0 && w < 28) {
-        v = x[(row / 9 * 28 + h) * 28 + w];
+        v = x[img * 784 + ((row / 9 * 28 + h) * 28 + w)];
     }
     cols[i] = v;
 }
 
-// bias + "relu" epilogue, 8112 elements, 4 channels x 676
+// conv output rows of 3 images to [3,4,676] with bias + "relu"
 // threadgroups 32 x 256 threads
-kernel void mlb001_bias_act(device float* y [[buffer(0)]],
-    device const float* b [[buffer(1)]],
+kernel void mlb001_conv_epilogue(device const float* rows [[buffer(0)]],
+    device float* y [[buffer(1)]],
+    device const float* b [[buffer(2)]],
     uint mlb_gid [[thread_position_in_grid]],
     uint mlb_lid [[thread_position_in_threadgroup]],
     uint mlb_tgid [[threadgroup_position_in_grid]],
@@ -36,7 +39,7 @@ kernel void mlb001_bias_act(device float* y [[buffer(0)]],
     if (i >= 8112) {
         return;
     }
-    float v = y[i] + b[i / 676 % 4];
+    float v = rows[(i / 676 % 4 * 3 + i / 2704) * 676 + i % 676] + b[i / 676 % 4];
     y[i] = metal::fmax(v, 0.0f);
 }
 
@@ -378,9 +381,24 @@ kernel void mlb013_bias_grad(device const float* dy [[buffer(0)]],
     }
 }
 
+// transpose [3 4 676] by [1 0 2]
+// threadgroups 32 x 256 threads
+kernel void mlb014_conv_rows(device const float* x [[buffer(0)]],
+    device float* y [[buffer(1)]],
+    uint mlb_gid [[thread_position_in_grid]],
+    uint mlb_lid [[thread_position_in_threadgroup]],
+    uint mlb_tgid [[threadgroup_position_in_grid]],
+    uint mlb_tgsize [[threads_per_threadgroup]]) {
+    int i = (int)mlb_gid;
+    if (i >= 8112) {
+        return;
+    }
+    y[i] = x[i / 2028 * 676 + i / 676 % 3 * 2704 + i % 676];
+}
+
 // adam beta1 0.9 beta2 0.999 eps 1e-08 weight decay 0, 36 elements
 // threadgroups 1 x 256 threads
-kernel void mlb014_adam(device const uint* args [[buffer(0)]],
+kernel void mlb015_adam(device const uint* args [[buffer(0)]],
     device const float* g [[buffer(1)]],
     device float* m [[buffer(2)]],
     device float* v [[buffer(3)]],
@@ -407,7 +425,7 @@ kernel void mlb014_adam(device const uint* args [[buffer(0)]],
 
 // adam beta1 0.9 beta2 0.999 eps 1e-08 weight decay 0, 4 elements
 // threadgroups 1 x 256 threads
-kernel void mlb015_adam(device const uint* args [[buffer(0)]],
+kernel void mlb016_adam(device const uint* args [[buffer(0)]],
     device const float* g [[buffer(1)]],
     device float* m [[buffer(2)]],
     device float* v [[buffer(3)]],
@@ -434,7 +452,7 @@ kernel void mlb015_adam(device const uint* args [[buffer(0)]],
 
 // adam beta1 0.9 beta2 0.999 eps 1e-08 weight decay 0, 10816 elements
 // threadgroups 43 x 256 threads
-kernel void mlb016_adam(device const uint* args [[buffer(0)]],
+kernel void mlb017_adam(device const uint* args [[buffer(0)]],
     device const float* g [[buffer(1)]],
     device float* m [[buffer(2)]],
     device float* v [[buffer(3)]],
@@ -461,7 +479,7 @@ kernel void mlb016_adam(device const uint* args [[buffer(0)]],
 
 // adam beta1 0.9 beta2 0.999 eps 1e-08 weight decay 0, 16 elements
 // threadgroups 1 x 256 threads
-kernel void mlb017_adam(device const uint* args [[buffer(0)]],
+kernel void mlb018_adam(device const uint* args [[buffer(0)]],
     device const float* g [[buffer(1)]],
     device float* m [[buffer(2)]],
     device float* v [[buffer(3)]],
@@ -488,7 +506,7 @@ kernel void mlb017_adam(device const uint* args [[buffer(0)]],
 
 // adam beta1 0.9 beta2 0.999 eps 1e-08 weight decay 0, 160 elements
 // threadgroups 1 x 256 threads
-kernel void mlb018_adam(device const uint* args [[buffer(0)]],
+kernel void mlb019_adam(device const uint* args [[buffer(0)]],
     device const float* g [[buffer(1)]],
     device float* m [[buffer(2)]],
     device float* v [[buffer(3)]],
@@ -515,7 +533,7 @@ kernel void mlb018_adam(device const uint* args [[buffer(0)]],
 
 // adam beta1 0.9 beta2 0.999 eps 1e-08 weight decay 0, 10 elements
 // threadgroups 1 x 256 threads
-kernel void mlb019_adam(device const uint* args [[buffer(0)]],
+kernel void mlb020_adam(device const uint* args [[buffer(0)]],
     device const float* g [[buffer(1)]],
     device float* m [[buffer(2)]],
     device float* v [[buffer(3)]],
@@ -542,7 +560,7 @@ kernel void mlb019_adam(device const uint* args [[buffer(0)]],
 
 // copy, 48 elements
 // threadgroups 1 x 256 threads
-kernel void mlb020_copy(device const float* x [[buffer(0)]],
+kernel void mlb021_copy(device const float* x [[buffer(0)]],
     device float* y [[buffer(1)]],
     uint mlb_gid [[thread_position_in_grid]],
     uint mlb_lid [[thread_position_in_threadgroup]],
