@@ -25,32 +25,55 @@ func SGD(param, grad, vel []float32, lr, momentum, weightDecay float32) {
 // Adam takes one step of torch.optim.Adam, or of AdamW when decoupled (the
 // weight decay shrinks the param by lr·weightDecay instead of being added to
 // the gradient). The moments m and v are bias-corrected by step, which
-// starts at 1; the arithmetic follows torch's order so results agree to
-// rounding.
+// starts at 1; the arithmetic is float32 and follows torch's order, so
+// results agree to rounding. Where the CPU has AVX2 the bulk runs eight
+// parameters per instruction (adamStepAVX2, same operations and roundings).
 func Adam(param, grad, m, v []float32, lr, beta1, beta2, eps, weightDecay float32, step int, decoupled bool) {
 	n := len(param)
 	grad, m, v = grad[:n], m[:n], v[:n]
 	bc1 := 1 - math.Pow(float64(beta1), float64(step))
 	bc2 := 1 - math.Pow(float64(beta2), float64(step))
-	stepSize := float32(float64(lr) / bc1)
-	bc2Sqrt := float32(math.Sqrt(bc2))
-	shrink := 1 - lr*weightDecay
+	k := adamConsts{beta1: beta1, omb1: 1 - beta1, beta2: beta2, omb2: 1 - beta2,
+		bc2Sqrt: float32(math.Sqrt(bc2)), eps: eps, stepSize: float32(float64(lr) / bc1), shrink: 1, wd: weightDecay}
+	if decoupled {
+		k.shrink, k.wd = 1-lr*weightDecay, 0
+	}
+	vector := adamVectorSupported && adamUseVector
 	ParallelFor(n, 1<<13, func(lo, hi int) {
-		for i := lo; i < hi; i++ {
-			g := grad[i]
-			p := param[i]
-			if decoupled {
-				p *= shrink
-			} else {
-				g += weightDecay * p
-			}
-			mi := beta1*m[i] + (1-beta1)*g
-			vi := beta2*v[i] + (1-beta2)*g*g
-			m[i], v[i] = mi, vi
-			denom := float32(math.Sqrt(float64(vi)))/bc2Sqrt + eps
-			param[i] = p - stepSize*mi/denom
+		done := 0
+		if vector {
+			done = adamStepVector(param[lo:hi], grad[lo:hi], m[lo:hi], v[lo:hi], &k)
 		}
+		adamStepGo(param[lo+done:hi], grad[lo+done:hi], m[lo+done:hi], v[lo+done:hi], &k)
 	})
+}
+
+// adamUseVector lets tests force the pure-Go loop on a machine with AVX2.
+var adamUseVector = true
+
+// adamConsts are one Adam step's scalars, laid out as adamStepAVX2 reads
+// them. Plain Adam has shrink 1 and wd its L2 decay; AdamW has shrink
+// 1 - lr·weightDecay and wd 0.
+type adamConsts struct {
+	beta1, omb1, beta2, omb2 float32
+	bc2Sqrt, eps, stepSize   float32
+	shrink, wd               float32
+}
+
+// adamStepGo is the scalar Adam update, the reference for the vector one.
+func adamStepGo(param, grad, m, v []float32, k *adamConsts) {
+	n := len(param)
+	grad, m, v = grad[:n], m[:n], v[:n]
+	for i, p := range param {
+		g := grad[i]
+		g += k.wd * p
+		p *= k.shrink
+		mi := k.beta1*m[i] + k.omb1*g
+		vi := k.beta2*v[i] + k.omb2*g*g
+		m[i], v[i] = mi, vi
+		denom := float32(math.Sqrt(float64(vi)))/k.bc2Sqrt + k.eps
+		param[i] = p - k.stepSize*mi/denom
+	}
 }
 
 // Argmax returns the index of the first largest value of row (the
