@@ -2,8 +2,13 @@ package cpu
 
 // GemmFwd is the dense layer y = act(x·wᵀ + b): x is [batch,in], w is
 // [out,in] (PyTorch's Linear layout, so exported weights load unchanged), b
-// is [out] or nil, y is [batch,out].
+// is [out] or nil, y is [batch,out]. A batch of one or two rows runs as dot
+// products over w's rows (gemv.go) instead of packing w for Sgemm.
 func GemmFwd(x, w, b, y []float32, batch, in, out int, act Act, alpha float32) {
+	if batch <= gemvMaxBatch {
+		gemvFwd(x, w, b, y, batch, in, out, act, alpha)
+		return
+	}
 	Sgemm(false, true, batch, out, in, 1, x, in, w, in, 0, y, out)
 	ParallelFor(batch, rowGrain(out), func(lo, hi int) {
 		for r := lo; r < hi; r++ {

@@ -1,0 +1,64 @@
+package cpu
+
+// A dense layer on one row (batch-1 inference) is a matrix-vector product.
+// Sgemm would pack the whole weight matrix into panels on every call to
+// use each weight once; here each output is one dot product over a
+// contiguous row of w ([out,in], PyTorch's layout), so no weight is copied.
+
+// gemvMaxBatch is the largest batch GemmFwd runs as dot products rather
+// than through Sgemm: beyond a couple of rows, Sgemm's packing of w is
+// shared by enough rows to pay for itself.
+const gemvMaxBatch = 2
+
+// dotUseVector lets tests force the pure-Go dot product on a machine with
+// AVX2.
+var dotUseVector = true
+
+// dot returns Σ x[i]·y[i] over len(x) elements.
+func dot(x, y []float32) float32 {
+	y = y[:len(x)]
+	var s float32
+	done := 0
+	if dotVectorSupported && dotUseVector {
+		s, done = dotVector(x, y)
+	}
+	return s + dotGo(x[done:], y[done:])
+}
+
+// dotGo is the pure-Go dot product, with four accumulators so the adds do
+// not wait on each other.
+func dotGo(x, y []float32) float32 {
+	y = y[:len(x)]
+	var s0, s1, s2, s3 float32
+	i := 0
+	for ; i+4 <= len(x); i += 4 {
+		s0 += x[i] * y[i]
+		s1 += x[i+1] * y[i+1]
+		s2 += x[i+2] * y[i+2]
+		s3 += x[i+3] * y[i+3]
+	}
+	for ; i < len(x); i++ {
+		s0 += x[i] * y[i]
+	}
+	return (s0 + s1) + (s2 + s3)
+}
+
+// gemvFwd is GemmFwd for a batch of at most a few rows: y[r,j] =
+// act(x[r]·w[j] + b[j]), outputs split over threads in pieces of at least
+// about 32k multiply-adds.
+func gemvFwd(x, w, b, y []float32, batch, in, out int, act Act, alpha float32) {
+	grain := max(1, (32<<10)/max(1, in))
+	ParallelFor(out, grain, func(lo, hi int) {
+		for r := 0; r < batch; r++ {
+			xr, yr := x[r*in:(r+1)*in], y[r*out:(r+1)*out]
+			for j := lo; j < hi; j++ {
+				v := dot(xr, w[j*in:(j+1)*in])
+				if b != nil {
+					v += b[j]
+				}
+				yr[j] = v
+			}
+			applyAct(yr[lo:hi], act, alpha)
+		}
+	})
+}
