@@ -106,12 +106,22 @@ func col2im(cols []float32, ld int, dx []float32, g Conv) {
 // its own (see conv_packed.go) and leaves cols untouched, which the
 // signature keeps for the emitter's sake.
 func Conv2DFwd(x, w, b, y, cols []float32, g Conv, act Act, alpha float32) {
-	convForward(x, w, b, y, g.norm(), act, alpha)
+	g = g.norm()
+	if convDirectOK(g) {
+		convDirectForward(x, w, b, y, g, act, alpha, convDirectFor(activeGemmPath.Load()))
+		return
+	}
+	convForward(x, w, b, y, g, act, alpha)
 }
 
 // Conv2DBwd is the backward pass of Conv2DFwd. It turns dy into the gradient
 // of the pre-activation in place and writes dw, db (Σ over images and
 // positions) and dx; dx and db may be nil. cols is unused, as in Conv2DFwd.
 func Conv2DBwd(x, w, y, dy, cols, dx, dw, db []float32, g Conv, act Act, alpha float32) {
-	convBackward(x, w, y, dy, dx, dw, db, g.norm(), act, alpha)
+	g = g.norm()
+	if dx == nil && convDirectOK(g) {
+		convDirectBackward(x, y, dy, dw, db, g, act, alpha, convDirectFor(activeGemmPath.Load()))
+		return
+	}
+	convBackward(x, w, y, dy, dx, dw, db, g, act, alpha)
 }

@@ -26,6 +26,7 @@ type convWorker struct {
 	panel, tile, a []float32
 	dw, db, rows   []float32
 	cols           []float32
+	offs           []int
 }
 
 var convWorkers convWorkerList

@@ -1,0 +1,285 @@
+package cpu
+
+import "unsafe"
+
+// This file holds the direct convolution for layers with one input channel
+// per group (the first layer of an image model: C = 1, K = KH·KW taps). A
+// GEMM over im2col columns fits them badly: its shared dimension is only
+// KH·KW (25 for a 5×5 filter), the columns cost as much to gather as the
+// product costs to run, and 6 or 16 output channels fill a 12-row tile
+// half or two-thirds. Here there are no columns at all.
+//
+// The input plane is copied once per image into a zero-padded plane of
+// row stride Wp = W + 2·PW. With stride 1, the output at flat position
+// j = oh·Wp + ow is then Σ_t w[t]·xp[j + off_t], off_t = kh·DH·Wp + kw·DW:
+// every tap is the same plane shifted by a constant, so one output channel
+// is KH·KW multiply-adds of long contiguous vectors. Positions with
+// ow ≥ OW are computed too and dropped (they wrap into the next row), the
+// price of unmasked full-width vectors. The weight gradient is the same
+// sum turned around, dW[oc][t] = Σ_j dy[oc][j]·xp[j + off_t], one dot
+// product per output channel and tap over the image, with dy laid out in
+// the same flat, zero-padded way.
+
+// convDirectKernels is one instruction set's pair of direct-convolution
+// kernels and their block shapes.
+type convDirectKernels struct {
+	// fwd computes fwdOC output channels at fwdPos flat positions: y[r][j]
+	// = Σ_t w[t·fwdOC + r]·x[offs[t] + j], rows ldy floats apart.
+	fwd           func(taps int, offs *int, w, x, y *float32, ldy int)
+	fwdOC, fwdPos int
+	// dw adds to acc[(r·dwTaps + t)·dwLanes + lane] the lane-wise partial
+	// sums Σ_i dy[r·lddy + i·dwLanes + lane]·x[offs[t] + i·dwLanes + lane]
+	// over i < n, for dwOC rows of dy and dwTaps offsets.
+	dw                    func(n int, offs *int, x, dy *float32, lddy int, acc *float32)
+	dwOC, dwTaps, dwLanes int
+}
+
+// convDirectGo is the pure-Go pair, which every GOARCH has.
+var convDirectGo = &convDirectKernels{
+	fwd: convDirectFwdGo, fwdOC: 2, fwdPos: 16,
+	dw: convDirectDWGo, dwOC: 4, dwTaps: 4, dwLanes: 1,
+}
+
+// convDirectFor returns the direct kernels that go with GEMM path p, so
+// that forcing a path in tests forces the matching convolution kernels.
+func convDirectFor(p *gemmPath) *convDirectKernels {
+	if k := archConvDirect(p.name); k != nil {
+		return k
+	}
+	return convDirectGo
+}
+
+// convDirectFwdGo is convDirectKernels.fwd for 2 channels × 16 positions.
+func convDirectFwdGo(taps int, offs *int, w, x, y *float32, ldy int) {
+	os := unsafe.Slice(offs, taps)
+	ws := unsafe.Slice(w, 2*taps)
+	var a0, a1 [16]float32
+	for t, o := range os {
+		xs := (*[16]float32)(unsafe.Add(unsafe.Pointer(x), o*4))
+		w0, w1 := ws[2*t], ws[2*t+1]
+		for j, v := range xs {
+			a0[j] += w0 * v
+			a1[j] += w1 * v
+		}
+	}
+	ys := unsafe.Slice(y, ldy+16)
+	copy(ys[:16], a0[:])
+	copy(ys[ldy:ldy+16], a1[:])
+}
+
+// convDirectDWGo is convDirectKernels.dw for 4 rows × 4 taps, one lane.
+func convDirectDWGo(n int, offs *int, x, dy *float32, lddy int, acc *float32) {
+	os := unsafe.Slice(offs, 4)
+	as := unsafe.Slice(acc, 16)
+	dys := unsafe.Slice(dy, 3*lddy+n)
+	for t, o := range os {
+		xs := unsafe.Slice((*float32)(unsafe.Add(unsafe.Pointer(x), o*4)), n)
+		for r := 0; r < 4; r++ {
+			var s float64
+			for i, v := range dys[r*lddy : r*lddy+n] {
+				s += float64(v * xs[i])
+			}
+			as[r*4+t] += float32(s)
+		}
+	}
+}
+
+// convDirectOK reports whether the direct kernels handle normalised
+// geometry g: stride 1 and one input channel per group.
+func convDirectOK(g Conv) bool {
+	return g.SH == 1 && g.SW == 1 && g.C == g.Groups
+}
+
+// convDirectGeom is the flat layout of one padded input plane.
+type convDirectGeom struct {
+	wp   int // padded row stride, W + 2·PW
+	n    int // flat output positions computed, OH·Wp rounded up to the blocks
+	xlen int // padded plane length, room for every shifted read
+}
+
+func newConvDirectGeom(g Conv, k *convDirectKernels) convDirectGeom {
+	wp := g.W + 2*g.PW
+	block := k.fwdPos
+	for block%k.dwLanes != 0 {
+		block += k.fwdPos
+	}
+	n := gemmRoundUp(g.OH*wp, block)
+	maxOff := (g.KH-1)*g.DH*wp + (g.KW-1)*g.DW
+	return convDirectGeom{wp: wp, n: n, xlen: max(n+maxOff, (g.H+2*g.PH)*wp)}
+}
+
+// offsets fills offs[t] with tap t's shift in the flat padded plane, and
+// zero (a harmless read of the first taps's plane) past the taps.
+func (d convDirectGeom) offsets(g Conv, offs []int) {
+	clear(offs)
+	for kh := 0; kh < g.KH; kh++ {
+		for kw := 0; kw < g.KW; kw++ {
+			offs[kh*g.KW+kw] = kh*g.DH*d.wp + kw*g.DW
+		}
+	}
+}
+
+// pad copies plane [H,W] into xp's interior; xp's border stays as it was
+// (zero: the callers clear it once per call).
+func (d convDirectGeom) pad(plane, xp []float32, g Conv) {
+	for ih := 0; ih < g.H; ih++ {
+		copy(xp[(ih+g.PH)*d.wp+g.PW:], plane[ih*g.W:(ih+1)*g.W])
+	}
+}
+
+// growInts is grow for ints.
+func growInts(s []int, n int) []int {
+	if cap(s) < n {
+		return make([]int, n)
+	}
+	return s[:n]
+}
+
+// convDirectForward is Conv2DFwd for geometry that convDirectOK accepts.
+func convDirectForward(x, w, b, y []float32, g Conv, act Act, alpha float32, k *convDirectKernels) {
+	G, taps, ohw := g.Groups, g.KH*g.KW, g.OH*g.OW
+	ocg, hw := g.OC/G, g.H*g.W
+	d := newConvDirectGeom(g, k)
+	ocp := gemmRoundUp(ocg, k.fwdOC)
+	// Filters packed per group and block of fwdOC channels, tap-major,
+	// zero for the channels past ocg.
+	lead := convWorkers.Get()
+	lead.a = grow(lead.a, G*ocp*taps)
+	lead.offs = growInts(lead.offs, taps)
+	d.offsets(g, lead.offs)
+	for gi := 0; gi < G; gi++ {
+		for oc := 0; oc < ocp; oc++ {
+			blk := lead.a[(gi*ocp+oc-oc%k.fwdOC)*taps:]
+			for t := 0; t < taps; t++ {
+				v := float32(0)
+				if oc < ocg {
+					v = w[(gi*ocg+oc)*taps+t]
+				}
+				blk[t*k.fwdOC+oc%k.fwdOC] = v
+			}
+		}
+	}
+	wp, offs := lead.a, lead.offs
+	workers := convParallel(g.N, func(cw *convWorker) {
+		cw.panel = grow(cw.panel, d.xlen)
+		clear(cw.panel)
+		cw.cols = grow(cw.cols, ocp*d.n)
+	}, func(cw *convWorker, n int) {
+		xp, yf := cw.panel, cw.cols
+		for gi := 0; gi < G; gi++ {
+			d.pad(x[(n*g.C+gi)*hw:(n*g.C+gi+1)*hw], xp, g)
+			for ob := 0; ob < ocp; ob += k.fwdOC {
+				wb := wp[(gi*ocp+ob)*taps:]
+				for j0 := 0; j0 < d.n; j0 += k.fwdPos {
+					k.fwd(taps, &offs[0], &wb[0], &xp[j0], &yf[ob*d.n+j0], d.n)
+				}
+			}
+			for oc := 0; oc < ocg; oc++ {
+				c := gi*ocg + oc
+				dst := y[(n*g.OC+c)*ohw : (n*g.OC+c+1)*ohw]
+				src := yf[oc*d.n:]
+				for oh := 0; oh < g.OH; oh++ {
+					copy(dst[oh*g.OW:(oh+1)*g.OW], src[oh*d.wp:])
+				}
+				if b != nil {
+					bv := b[c]
+					for j := range dst {
+						dst[j] += bv
+					}
+				}
+				applyAct(dst, act, alpha)
+			}
+		}
+	})
+	releaseConvWorkers(workers)
+	convWorkers.Put(lead)
+}
+
+// convDirectBackward is Conv2DBwd without dx for geometry that
+// convDirectOK accepts: dy becomes the pre-activation gradient in place,
+// db (when not nil) its sum, and dw the direct dot products. Each worker
+// keeps its lane-wise partial sums over its images; they are summed once
+// at the end.
+func convDirectBackward(x, y, dy, dw, db []float32, g Conv, act Act, alpha float32, k *convDirectKernels) {
+	G, taps, ohw := g.Groups, g.KH*g.KW, g.OH*g.OW
+	ocg, hw, yimg := g.OC/G, g.H*g.W, g.OC*g.OH*g.OW
+	d := newConvDirectGeom(g, k)
+	ocq, tq := gemmRoundUp(ocg, k.dwOC), gemmRoundUp(taps, k.dwTaps)
+	blockLen := k.dwOC * k.dwTaps * k.dwLanes
+	accLen := G * (ocq / k.dwOC) * (tq / k.dwTaps) * blockLen
+	lead := convWorkers.Get()
+	lead.offs = growInts(lead.offs, tq)
+	d.offsets(g, lead.offs)
+	offs := lead.offs
+	workers := convParallel(g.N, func(cw *convWorker) {
+		cw.panel = grow(cw.panel, d.xlen)
+		clear(cw.panel)
+		cw.cols = grow(cw.cols, ocq*d.n)
+		clear(cw.cols)
+		cw.dw = grow(cw.dw, accLen)
+		clear(cw.dw)
+		cw.db = grow(cw.db, g.OC)
+		clear(cw.db)
+	}, func(cw *convWorker, n int) {
+		xp, dyf := cw.panel, cw.cols
+		dyn := dy[n*yimg : (n+1)*yimg]
+		if act != ActNone {
+			actBackward(y[n*yimg:(n+1)*yimg], dyn, act, alpha)
+		}
+		for oc := 0; oc < g.OC; oc++ {
+			var s float32
+			for _, v := range dyn[oc*ohw : (oc+1)*ohw] {
+				s += v
+			}
+			cw.db[oc] += s
+		}
+		blk := 0
+		for gi := 0; gi < G; gi++ {
+			d.pad(x[(n*g.C+gi)*hw:(n*g.C+gi+1)*hw], xp, g)
+			for oc := 0; oc < ocg; oc++ {
+				src := dyn[(gi*ocg+oc)*ohw:]
+				dst := dyf[oc*d.n:]
+				for oh := 0; oh < g.OH; oh++ {
+					copy(dst[oh*d.wp:oh*d.wp+g.OW], src[oh*g.OW:(oh+1)*g.OW])
+				}
+			}
+			for ob := 0; ob < ocq; ob += k.dwOC {
+				for tb := 0; tb < tq; tb += k.dwTaps {
+					k.dw(d.n/k.dwLanes, &offs[tb], &xp[0], &dyf[ob*d.n], d.n, &cw.dw[blk*blockLen])
+					blk++
+				}
+			}
+		}
+	})
+	clear(dw[:g.OC*taps])
+	if db != nil {
+		clear(db[:g.OC])
+	}
+	for _, cw := range workers {
+		blk := 0
+		for gi := 0; gi < G; gi++ {
+			for ob := 0; ob < ocq; ob += k.dwOC {
+				for tb := 0; tb < tq; tb += k.dwTaps {
+					acc := cw.dw[blk*blockLen : (blk+1)*blockLen]
+					blk++
+					for r := 0; r < k.dwOC && ob+r < ocg; r++ {
+						for t := 0; t < k.dwTaps && tb+t < taps; t++ {
+							var s float32
+							for _, v := range acc[(r*k.dwTaps+t)*k.dwLanes : (r*k.dwTaps+t+1)*k.dwLanes] {
+								s += v
+							}
+							dw[(gi*ocg+ob+r)*taps+tb+t] += s
+						}
+					}
+				}
+			}
+		}
+		if db != nil {
+			for i, v := range cw.db {
+				db[i] += v
+			}
+		}
+	}
+	releaseConvWorkers(workers)
+	convWorkers.Put(lead)
+}

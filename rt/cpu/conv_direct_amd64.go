@@ -1,0 +1,38 @@
+//go:build !purego
+
+package cpu
+
+// archConvDirect returns the assembly direct-convolution kernels that go
+// with the amd64 GEMM path of that name, or nil for the Go ones.
+func archConvDirect(path string) *convDirectKernels {
+	switch path {
+	case "avx512":
+		return convDirectAVX512
+	case "avx2":
+		return convDirectAVX2
+	}
+	return nil
+}
+
+var (
+	convDirectAVX512 = &convDirectKernels{
+		fwd: convDirectFwd2x128AVX512, fwdOC: 2, fwdPos: 128,
+		dw: convDirectDW4x4AVX512, dwOC: 4, dwTaps: 4, dwLanes: 16,
+	}
+	convDirectAVX2 = &convDirectKernels{
+		fwd: convDirectFwd2x48AVX2, fwdOC: 2, fwdPos: 48,
+		dw: convDirectDW4x2AVX2, dwOC: 4, dwTaps: 2, dwLanes: 8,
+	}
+)
+
+//go:noescape
+func convDirectFwd2x128AVX512(taps int, offs *int, w, x, y *float32, ldy int)
+
+//go:noescape
+func convDirectFwd2x48AVX2(taps int, offs *int, w, x, y *float32, ldy int)
+
+//go:noescape
+func convDirectDW4x4AVX512(n int, offs *int, x, dy *float32, lddy int, acc *float32)
+
+//go:noescape
+func convDirectDW4x2AVX2(n int, offs *int, x, dy *float32, lddy int, acc *float32)
