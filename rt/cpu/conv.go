@@ -114,9 +114,10 @@ func Conv2DFwd(x, w, b, y, cols []float32, g Conv, act Act, alpha float32) {
 	convForward(x, w, b, y, g, act, alpha)
 }
 
-// Conv2DBwd is the backward pass of Conv2DFwd. It turns dy into the gradient
-// of the pre-activation in place and writes dw, db (Σ over images and
-// positions) and dx; dx and db may be nil. cols is unused, as in Conv2DFwd.
+// Conv2DBwd is the backward pass of Conv2DFwd. It writes dw, db (Σ over
+// images and positions) and dx; dx and db may be nil. It may overwrite dy
+// with the gradient of the pre-activation (the packed path does, the
+// direct one may not). cols is unused, as in Conv2DFwd.
 func Conv2DBwd(x, w, y, dy, cols, dx, dw, db []float32, g Conv, act Act, alpha float32) {
 	g = g.norm()
 	if dx == nil && convDirectOK(g) {

@@ -32,6 +32,69 @@ type convDirectKernels struct {
 	// over i < n, for dwOC rows of dy and dwTaps offsets.
 	dw                    func(n int, offs *int, x, dy *float32, lddy int, acc *float32)
 	dwOC, dwTaps, dwLanes int
+	// store and grad, when set, are the vector forms of convDirectStore
+	// and convDirectGrad (one pass instead of a copy, a bias pass and an
+	// activation pass).
+	store func(src, dst *float32, rows, ow, wp int, bias float32, relu int)
+	grad  func(dy, y, dyf *float32, rows, ow, wp, relu int, sums *float32)
+}
+
+// convDirectStore writes one output plane from its flat form src (rows wp
+// apart) into dst [OH,OW], adding bias and applying act.
+func (k *convDirectKernels) convDirectStore(src, dst []float32, g Conv, wp int, bias float32, act Act, alpha float32) {
+	if k.store != nil && (act == ActNone || act == ActReLU) {
+		relu := 0
+		if act == ActReLU {
+			relu = 1
+		}
+		src = src[:(g.OH-1)*wp+g.OW]
+		dst = dst[:g.OH*g.OW]
+		k.store(&src[0], &dst[0], g.OH, g.OW, wp, bias, relu)
+		return
+	}
+	for oh := 0; oh < g.OH; oh++ {
+		d := dst[oh*g.OW : (oh+1)*g.OW]
+		for i, v := range src[oh*wp : oh*wp+g.OW] {
+			d[i] = v + bias
+		}
+	}
+	applyAct(dst, act, alpha)
+}
+
+// convDirectGrad spreads one output-gradient plane dy [OH,OW] into its flat
+// form dyf (rows wp apart; the gaps are left as they are), multiplied by
+// the derivative of act taken from y, and returns its sum (the plane's bias
+// gradient). dy itself is only changed on the Go path (actBackward in
+// place), which Conv2DBwd's contract allows.
+func (k *convDirectKernels) convDirectGrad(dy, y, dyf []float32, g Conv, wp int, act Act, alpha float32) float32 {
+	ohw := g.OH * g.OW
+	dy, y = dy[:ohw], y[:ohw]
+	if k.grad != nil && (act == ActNone || act == ActReLU) {
+		relu := 0
+		if act == ActReLU {
+			relu = 1
+		}
+		var sums [16]float32
+		dyf = dyf[:(g.OH-1)*wp+g.OW]
+		k.grad(&dy[0], &y[0], &dyf[0], g.OH, g.OW, wp, relu, &sums[0])
+		var s float32
+		for _, v := range sums {
+			s += v
+		}
+		return s
+	}
+	if act != ActNone {
+		actBackward(y, dy, act, alpha)
+	}
+	var s float32
+	for oh := 0; oh < g.OH; oh++ {
+		src := dy[oh*g.OW : (oh+1)*g.OW]
+		copy(dyf[oh*wp:oh*wp+g.OW], src)
+		for _, v := range src {
+			s += v
+		}
+	}
+	return s
 }
 
 // convDirectGo is the pure-Go pair, which every GOARCH has.
@@ -176,18 +239,11 @@ func convDirectForward(x, w, b, y []float32, g Conv, act Act, alpha float32, k *
 			}
 			for oc := 0; oc < ocg; oc++ {
 				c := gi*ocg + oc
-				dst := y[(n*g.OC+c)*ohw : (n*g.OC+c+1)*ohw]
-				src := yf[oc*d.n:]
-				for oh := 0; oh < g.OH; oh++ {
-					copy(dst[oh*g.OW:(oh+1)*g.OW], src[oh*d.wp:])
-				}
+				bv := float32(0)
 				if b != nil {
-					bv := b[c]
-					for j := range dst {
-						dst[j] += bv
-					}
+					bv = b[c]
 				}
-				applyAct(dst, act, alpha)
+				k.convDirectStore(yf[oc*d.n:], y[(n*g.OC+c)*ohw:(n*g.OC+c+1)*ohw], g, d.wp, bv, act, alpha)
 			}
 		}
 	})
@@ -196,13 +252,15 @@ func convDirectForward(x, w, b, y []float32, g Conv, act Act, alpha float32, k *
 }
 
 // convDirectBackward is Conv2DBwd without dx for geometry that
-// convDirectOK accepts: dy becomes the pre-activation gradient in place,
-// db (when not nil) its sum, and dw the direct dot products. Each worker
+// convDirectOK accepts: each plane of dy times the activation's derivative
+// is spread into the worker's flat gradient plane (dy itself is left as it
+// is on the vector path), its sum goes to db (when not nil), and dw gets
+// the direct dot products. Each worker
 // keeps its lane-wise partial sums over its images; they are summed once
 // at the end.
 func convDirectBackward(x, y, dy, dw, db []float32, g Conv, act Act, alpha float32, k *convDirectKernels) {
 	G, taps, ohw := g.Groups, g.KH*g.KW, g.OH*g.OW
-	ocg, hw, yimg := g.OC/G, g.H*g.W, g.OC*g.OH*g.OW
+	ocg, hw := g.OC/G, g.H*g.W
 	d := newConvDirectGeom(g, k)
 	ocq, tq := gemmRoundUp(ocg, k.dwOC), gemmRoundUp(taps, k.dwTaps)
 	blockLen := k.dwOC * k.dwTaps * k.dwLanes
@@ -222,26 +280,16 @@ func convDirectBackward(x, y, dy, dw, db []float32, g Conv, act Act, alpha float
 		clear(cw.db)
 	}, func(cw *convWorker, n int) {
 		xp, dyf := cw.panel, cw.cols
-		dyn := dy[n*yimg : (n+1)*yimg]
-		if act != ActNone {
-			actBackward(y[n*yimg:(n+1)*yimg], dyn, act, alpha)
-		}
-		for oc := 0; oc < g.OC; oc++ {
-			var s float32
-			for _, v := range dyn[oc*ohw : (oc+1)*ohw] {
-				s += v
-			}
-			cw.db[oc] += s
-		}
 		blk := 0
 		for gi := 0; gi < G; gi++ {
 			d.pad(x[(n*g.C+gi)*hw:(n*g.C+gi+1)*hw], xp, g)
 			for oc := 0; oc < ocg; oc++ {
-				src := dyn[(gi*ocg+oc)*ohw:]
-				dst := dyf[oc*d.n:]
-				for oh := 0; oh < g.OH; oh++ {
-					copy(dst[oh*d.wp:oh*d.wp+g.OW], src[oh*g.OW:(oh+1)*g.OW])
+				c := (n*g.OC + gi*ocg + oc) * ohw
+				yc := dy[c : c+ohw] // y is read only with an activation
+				if act != ActNone {
+					yc = y[c : c+ohw]
 				}
+				cw.db[gi*ocg+oc] += k.convDirectGrad(dy[c:c+ohw], yc, dyf[oc*d.n:], g, d.wp, act, alpha)
 			}
 			for ob := 0; ob < ocq; ob += k.dwOC {
 				for tb := 0; tb < tq; tb += k.dwTaps {

@@ -18,6 +18,7 @@ var (
 	convDirectAVX512 = &convDirectKernels{
 		fwd: convDirectFwd2x128AVX512, fwdOC: 2, fwdPos: 128,
 		dw: convDirectDW4x4AVX512, dwOC: 4, dwTaps: 4, dwLanes: 16,
+		store: convDirectStoreAVX512, grad: convDirectGradAVX512,
 	}
 	convDirectAVX2 = &convDirectKernels{
 		fwd: convDirectFwd2x48AVX2, fwdOC: 2, fwdPos: 48,
@@ -36,3 +37,9 @@ func convDirectDW4x4AVX512(n int, offs *int, x, dy *float32, lddy int, acc *floa
 
 //go:noescape
 func convDirectDW4x2AVX2(n int, offs *int, x, dy *float32, lddy int, acc *float32)
+
+//go:noescape
+func convDirectStoreAVX512(src, dst *float32, rows, ow, wp int, bias float32, relu int)
+
+//go:noescape
+func convDirectGradAVX512(dy, y, dyf *float32, rows, ow, wp, relu int, sums *float32)

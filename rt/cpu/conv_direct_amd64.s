@@ -298,3 +298,141 @@ dw256loop:
 	VMOVUPS Y7, 224(R9)
 	VZEROUPPER
 	RET
+
+// func convDirectStoreAVX512(src, dst *float32, rows, ow, wp int, bias float32, relu int)
+// Compacts rows of a flat output plane: dst[r·ow + i] = f(src[r·wp + i] +
+// bias) for i < ow, where f clears negative values (sign bit set, so -0
+// too, as applyAct does) when relu is not zero and is the identity
+// otherwise. Tails are masked, so nothing past a row is read or written.
+TEXT ·convDirectStoreAVX512(SB), NOSPLIT, $0-56
+	MOVQ src+0(FP), SI
+	MOVQ dst+8(FP), DI
+	MOVQ rows+16(FP), R8
+	MOVQ ow+24(FP), R9
+	MOVQ wp+32(FP), R10
+	VBROADCASTSS bias+40(FP), Z31
+	MOVQ relu+48(FP), R11
+	// K1: the lanes of a row's last partial vector.
+	MOVQ R9, CX
+	ANDQ $15, CX
+	MOVL $1, AX
+	SHLL CX, AX
+	DECL AX
+	KMOVW AX, K1
+	SHLQ $2, R10
+	MOVQ R9, R12
+	ANDQ $-16, R12
+	SHLQ $2, R12
+
+storerow:
+	XORQ AX, AX
+	CMPQ AX, R12
+	JEQ storetail
+
+storevec:
+	VADDPS (SI)(AX*1), Z31, Z0
+	TESTQ R11, R11
+	JZ storeplain
+	VPSRAD $31, Z0, Z1
+	VPANDND Z0, Z1, Z0
+
+storeplain:
+	VMOVUPS Z0, (DI)(AX*1)
+	ADDQ $64, AX
+	CMPQ AX, R12
+	JNE storevec
+
+storetail:
+	KORTESTW K1, K1
+	JZ storenext
+	VMOVUPS.Z (SI)(AX*1), K1, Z0
+	VADDPS Z0, Z31, Z0
+	TESTQ R11, R11
+	JZ storetailplain
+	VPSRAD $31, Z0, Z1
+	VPANDND Z0, Z1, Z0
+
+storetailplain:
+	VMOVUPS Z0, K1, (DI)(AX*1)
+
+storenext:
+	ADDQ R10, SI
+	LEAQ (DI)(R9*4), DI
+	DECQ R8
+	JNZ storerow
+	VZEROUPPER
+	RET
+
+// func convDirectGradAVX512(dy, y, dyf *float32, rows, ow, wp, relu int, sums *float32)
+// Spreads rows of an output gradient into a flat plane: dyf[r·wp + i] =
+// dy[r·ow + i] for i < ow, zeroed where y[r·ow + i] is +0 when relu is
+// not zero (the ReLU derivative from y, as actBackward takes it), and
+// stores the 16 lane-wise partial sums of what it wrote to sums. dy is
+// not modified; dyf's gaps between rows are left alone.
+TEXT ·convDirectGradAVX512(SB), NOSPLIT, $0-64
+	MOVQ dy+0(FP), SI
+	MOVQ y+8(FP), BX
+	MOVQ dyf+16(FP), DI
+	MOVQ rows+24(FP), R8
+	MOVQ ow+32(FP), R9
+	MOVQ wp+40(FP), R10
+	MOVQ relu+48(FP), R11
+	MOVQ sums+56(FP), R13
+	MOVQ R9, CX
+	ANDQ $15, CX
+	MOVL $1, AX
+	SHLL CX, AX
+	DECL AX
+	KMOVW AX, K1
+	MOVL $-1, AX
+	KMOVW AX, K3
+	SHLQ $2, R10
+	MOVQ R9, R12
+	ANDQ $-16, R12
+	SHLQ $2, R12
+	VPXORD Z2, Z2, Z2
+
+gradrow:
+	XORQ AX, AX
+	CMPQ AX, R12
+	JEQ gradtail
+
+gradvec:
+	KMOVW K3, K2
+	TESTQ R11, R11
+	JZ gradall
+	VMOVUPS (BX)(AX*1), Z1
+	VPTESTMD Z1, Z1, K2
+
+gradall:
+	VMOVUPS.Z (SI)(AX*1), K2, Z0
+	VADDPS Z0, Z2, Z2
+	VMOVUPS Z0, (DI)(AX*1)
+	ADDQ $64, AX
+	CMPQ AX, R12
+	JNE gradvec
+
+gradtail:
+	KORTESTW K1, K1
+	JZ gradnext
+	KMOVW K1, K2
+	TESTQ R11, R11
+	JZ gradtailall
+	VMOVUPS.Z (BX)(AX*1), K1, Z1
+	VPTESTMD Z1, Z1, K2
+	KANDW K1, K2, K2
+
+gradtailall:
+	VMOVUPS.Z (SI)(AX*1), K2, Z0
+	VADDPS Z0, Z2, Z2
+	VMOVUPS Z0, K1, (DI)(AX*1)
+
+gradnext:
+	ADDQ R10, DI
+	LEAQ (SI)(R9*4), SI
+	LEAQ (BX)(R9*4), BX
+	DECQ R8
+	JNZ gradrow
+	VMOVUPS Z2, (R13)
+	VZEROUPPER
+	RET

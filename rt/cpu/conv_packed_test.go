@@ -136,6 +136,34 @@ func TestConvPackedMatchesNaiveOnEveryPath(t *testing.T) {
 			if msg := closeTo(dw2, wantDw, sumTol); msg != "" {
 				t.Errorf("Conv2DBwd %s dw without dx and db: %s", tc.name, msg)
 			}
+
+			// With ReLU: y from the ReLU forward above (no bias), dy
+			// masked where y is zero, with and without dx.
+			Conv2DFwd(x, w, nil, y, nil, g, ActReLU, 0)
+			masked := cloneF(dy)
+			for i, v := range y {
+				if v == 0 {
+					masked[i] = 0
+				}
+			}
+			wantDx, wantDw, wantDb = convBwdRef(x, w, masked, g)
+			for _, withDx := range []bool{true, false} {
+				var dx []float32
+				if withDx {
+					dx = randSlice(r, len(x), 9)
+				}
+				dw, db := randSlice(r, len(w), 9), randSlice(r, g.OC, 9)
+				Conv2DBwd(x, w, y, cloneF(dy), nil, dx, dw, db, g, ActReLU, 0)
+				if msg := closeTo(dw, wantDw, sumTol); msg != "" {
+					t.Errorf("Conv2DBwd %s relu dx %v: dw %s", tc.name, withDx, msg)
+				}
+				if msg := closeTo(db, wantDb, sumTol); msg != "" {
+					t.Errorf("Conv2DBwd %s relu dx %v: db %s", tc.name, withDx, msg)
+				}
+				if msg := closeTo(dx, wantDx, 1e-5); withDx && msg != "" {
+					t.Errorf("Conv2DBwd %s relu: dx %s", tc.name, msg)
+				}
+			}
 		}
 	})
 }
