@@ -581,6 +581,11 @@ func (g *generator) renderModel(t, e, o *planView) {
 	g.p("return loss")
 	g.p("}")
 	g.p("")
+	g.p("func (model) Gradients() float32 {")
+	g.p("tForward()")
+	g.p("return tBackward()")
+	g.p("}")
+	g.p("")
 	g.p("func (model) InferInput(one bool) []float32 {")
 	g.p("if one { return %s[:] }", o.vars[o.plan.Input])
 	g.p("return %s[:]", e.vars[e.plan.Input])
@@ -598,9 +603,10 @@ func (g *generator) renderModel(t, e, o *planView) {
 	g.p("func (model) TraceTrainForward(visit func(layer string, out []float32) bool) { tTraceForward(visit) }")
 	g.p("func (model) SetRand(seed uint64) { dropoutRand = cpu.NewRand(seed) }")
 	g.p("")
-	g.p("// SelfTest checks the fast GEMM against the reference on this model's shapes.")
-	g.p("func (model) SelfTest() []app.SelfTestRow {")
-	g.p("return []app.SelfTestRow{")
+	g.p("// SelfTest checks the fast GEMM against the reference on this model's")
+	g.p("// shapes, and the whole backward pass against finite differences.")
+	g.p("func (m model) SelfTest() []app.SelfTestRow {")
+	g.p("return append(app.GradCheck(m), []app.SelfTestRow{")
 	for _, st := range tp.Forward {
 		switch st.Kernel {
 		case planner.KGemm:
@@ -613,7 +619,7 @@ func (g *generator) renderModel(t, e, o *planView) {
 			g.p("app.GemmCheck(%s, %d, %d, %d, false, false),", quote(st.Layer+" forward"), c.OC/c.Groups, c.OH*c.OW, c.C/c.Groups*c.KH*c.KW)
 		}
 	}
-	g.p("}")
+	g.p("}...)")
 	g.p("}")
 	g.p("")
 }
@@ -632,7 +638,13 @@ func (g *generator) renderMeta() {
 	g.p("BuildKey: %s,", quote(in.BuildKey))
 	g.p("Version: %s,", quote(in.Version))
 	g.p("InputShape: %s,", ints(m.Nodes[0].OutShape))
-	g.p("Classes: %d,", ds.Classes)
+	// Classes is what one row of labels holds: the dataset's class count, or
+	// the output's size for a spec without a dataset.
+	classes := ds.Classes
+	if tp.Labels != planner.NoBuf {
+		classes = tp.Buffers[tp.Labels].Size / tp.Batch
+	}
+	g.p("Classes: %d,", classes)
 	g.p("Batch: %d,", tp.Batch)
 	stateNames := "nil"
 	switch tr.Optimizer.Kind {
@@ -652,8 +664,12 @@ func (g *generator) renderMeta() {
 		if tr.Optimizer.Kind == "sgd" && tr.Optimizer.Momentum == 0 {
 			state = nil
 		}
-		g.p("{Name: %s, Shape: %s, Offset: %d, Size: %d, Trainable: %v, Init: %s, Bound: %s, State: %s},",
-			quote(p.Name), ints(b.Shape), b.Offset, b.Size, p.Trainable, quote(p.Init), float(p.Bound), ints(state))
+		grad := -1
+		if p.Grad != planner.NoBuf {
+			grad = tp.Buffers[p.Grad].Offset
+		}
+		g.p("{Name: %s, Shape: %s, Offset: %d, Size: %d, Trainable: %v, Init: %s, Bound: %s, State: %s, Grad: %d},",
+			quote(p.Name), ints(b.Shape), b.Offset, b.Size, p.Trainable, quote(p.Init), float(p.Bound), ints(state), grad)
 	}
 	g.p("},")
 	g.p("Layers: []app.LayerMeta{")

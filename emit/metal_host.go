@@ -304,6 +304,19 @@ func (m *model) TrainStep(lr float32, step int) float32 {
 	return loss
 }
 
+// Gradients runs forward, loss and backward as one command buffer, without
+// the update.
+func (m *model) Gradients() float32 {
+	m.setArgs(0, 1)
+	err := m.run("gradients",
+		func(s *mps.Step) error { return m.encodeSteps(s, "forward", tForward) },
+		func(s *mps.Step) error { return m.encodeSteps(s, "backward", tBackward) })
+	if err != nil {
+		fail(err)
+	}
+	return m.slice(trainLoss)[0]
+}
+
 func (m *model) InferInput(one bool) []float32 {
 	if one {
 		return m.slice(oInput)

@@ -29,6 +29,9 @@ type ParamMeta struct {
 	// State holds the offsets of the optimizer's state tensors, in the order
 	// the optimizer names them (StateNames).
 	State []int
+	// Grad is the element offset of the param's gradient in State(), or -1
+	// for statistics, which have none.
+	Grad int
 }
 
 // LayerMeta is one layer of the spec, for `info`.
@@ -89,6 +92,11 @@ type Model interface {
 	// TrainStep runs forward, loss, backward and update on the batch in the
 	// training buffers and returns the mean loss. step counts from 1.
 	TrainStep(lr float32, step int) float32
+	// Gradients runs forward, loss and backward on the training batch
+	// without updating the weights, and returns the mean loss; the
+	// gradients are then in State() at each ParamMeta.Grad. The gradient
+	// check of selftest uses it.
+	Gradients() float32
 	// TrainOutput is the prediction of the last TrainStep (logits).
 	TrainOutput() []float32
 	// InferInput is the batch buffer of the inference plan: batch rows of

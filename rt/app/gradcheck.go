@@ -1,0 +1,109 @@
+package app
+
+import (
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/mlbuild/mlbuild/rt/cpu"
+)
+
+// gradCheckProbes is how many elements of each param the gradient check
+// perturbs: those with the largest gradients, where the finite difference
+// stands furthest above float32 rounding. The row reports the median
+// relative error of the probes: ReLU and max-pool are not smooth, so a
+// probe whose step moves some unit across a kink is off by a few percent,
+// while a wrong backward pass is off by tens of percent at every probe.
+const gradCheckProbes = 5
+
+// gradCheckStep is the finite-difference step, relative to the weight
+// (at least 1): small enough that few units cross a kink, large enough
+// that the loss difference stands well above float32 rounding.
+const gradCheckStep = 1e-3
+
+// GradCheck compares the gradient of every trainable param, as the plan's
+// backward pass computes it, with a central finite difference of the loss
+// on one random batch. It checks the whole chain end to end: the planner's
+// differentiation (which buffer feeds which backward step, the sums where a
+// value is read twice, the views) as well as the kernels. Dropout draws the
+// same mask for every evaluation, so the loss is a function of the weights.
+func GradCheck(m Model) []SelfTestRow {
+	meta := m.Meta()
+	initParams(m, 1)
+	rng := cpu.NewRand(11)
+	x := m.TrainInput()
+	for i := range x {
+		x[i] = rng.Float32()
+	}
+	labels := m.TrainLabels()
+	clear(labels)
+	for r := 0; r < meta.Batch; r++ {
+		labels[r*meta.Classes+rng.Intn(meta.Classes)] = 1
+	}
+	const seed = 5
+	loss := func() float64 {
+		m.SetRand(seed)
+		return float64(m.Gradients())
+	}
+	loss()
+	state := m.State()
+	type probe struct {
+		param *ParamMeta
+		index []int
+		grad  []float32
+	}
+	var probes []probe
+	for i := range meta.Params {
+		p := &meta.Params[i]
+		if !p.Trainable || p.Grad < 0 {
+			continue
+		}
+		g := slices.Clone(state[p.Grad : p.Grad+p.Size])
+		order := make([]int, len(g))
+		for k := range order {
+			order[k] = k
+		}
+		slices.SortStableFunc(order, func(a, b int) int {
+			return cmpDesc(math.Abs(float64(g[a])), math.Abs(float64(g[b])))
+		})
+		probes = append(probes, probe{p, order[:min(gradCheckProbes, len(order))], g})
+	}
+	var rows []SelfTestRow
+	for _, pr := range probes {
+		row := SelfTestRow{Name: "gradient of " + pr.param.Name + " (finite differences, median of probes)", Tol: 0.1}
+		var rels []float64
+		for _, k := range pr.index {
+			w := &state[pr.param.Offset+k]
+			orig := *w
+			h := float32(gradCheckStep) * max(1, float32(math.Abs(float64(orig))))
+			*w = orig + h
+			up := loss()
+			*w = orig - h
+			down := loss()
+			span := float64((orig + h) - (orig - h))
+			*w = orig
+			num := (up - down) / span
+			ana := float64(pr.grad[k])
+			rel := math.Abs(num-ana) / math.Max(math.Max(math.Abs(num), math.Abs(ana)), 1e-3)
+			if math.IsNaN(rel) {
+				row.Err = fmt.Errorf("element %d: analytic %g, numeric %g", k, ana, num)
+			}
+			rels = append(rels, rel)
+		}
+		slices.Sort(rels)
+		row.MaxError = rels[len(rels)/2]
+		rows = append(rows, row)
+	}
+	loss() // leave the gradients of the unperturbed weights in place
+	return rows
+}
+
+func cmpDesc(a, b float64) int {
+	switch {
+	case a > b:
+		return -1
+	case a < b:
+		return 1
+	}
+	return 0
+}
