@@ -2,23 +2,23 @@ package cpu
 
 import "unsafe"
 
-// This file holds the direct convolution for layers with one input channel
-// per group (the first layer of an image model: C = 1, K = KH·KW taps). A
-// GEMM over im2col columns fits them badly: its shared dimension is only
-// KH·KW (25 for a 5×5 filter), the columns cost as much to gather as the
-// product costs to run, and 6 or 16 output channels fill a 12-row tile
-// half or two-thirds. Here there are no columns at all.
+// This file holds the direct convolution for stride-1 layers. A GEMM over
+// im2col columns fits MNIST-sized layers badly: the first layer's shared
+// dimension is only KH·KW (25 for a 5×5 filter), the columns cost as much
+// to gather as the product costs to run, and 6 to 32 output channels leave
+// a 12-row tile partly empty. Here there are no columns at all.
 //
-// The input plane is copied once per image into a zero-padded plane of
-// row stride Wp = W + 2·PW. With stride 1, the output at flat position
-// j = oh·Wp + ow is then Σ_t w[t]·xp[j + off_t], off_t = kh·DH·Wp + kw·DW:
-// every tap is the same plane shifted by a constant, so one output channel
-// is KH·KW multiply-adds of long contiguous vectors. Positions with
-// ow ≥ OW are computed too and dropped (they wrap into the next row), the
-// price of unmasked full-width vectors. The weight gradient is the same
-// sum turned around, dW[oc][t] = Σ_j dy[oc][j]·xp[j + off_t], one dot
-// product per output channel and tap over the image, with dy laid out in
-// the same flat, zero-padded way.
+// Each input plane is copied once per image into a zero-padded plane of
+// row stride Wp = W + PW (a row's right padding is the next row's left
+// padding). With stride 1, the output at flat position j = oh·Wp + ow is
+// then Σ_t w[t]·xp[j + off_t], off_t = c·plane + kh·DH·Wp + kw·DW: every
+// tap is a padded plane shifted by a constant, so one output channel is
+// C·KH·KW multiply-adds of long contiguous vectors. Positions with ow ≥ OW
+// are computed too and dropped (they wrap into the next row), the price of
+// unmasked full-width vectors. The weight gradient is the same sum turned
+// around, dW[oc][t] = Σ_j dy[oc][j]·xp[j + off_t], one dot product per
+// output channel and tap over the image, with dy laid out in the same
+// flat, zero-padded way.
 
 // convDirectKernels is one instruction set's pair of direct-convolution
 // kernels and their block shapes.
@@ -148,45 +148,63 @@ func convDirectDWGo(n int, offs *int, x, dy *float32, lddy int, acc *float32) {
 }
 
 // convDirectOK reports whether the direct kernels handle normalised
-// geometry g: stride 1 and one input channel per group.
+// geometry g: stride 1, any channels, groups, dilation and padding. With
+// several input channels per group the taps run over every channel's
+// padded plane (t = (c·KH + kh)·KW + kw, as in the filter), which beats
+// the packed im2col path as well: MNIST conv2 (16->32 5x5 pad 2, 14x14)
+// forward 37.7 -> 15.3 ms, LeNet-5 conv2 (6->16 5x5, 14x14) 7.6 -> 3.0 ms
+// at batch 250 on one Zen 4 core, though the flat rows waste up to half the
+// lanes on such small planes.
 func convDirectOK(g Conv) bool {
-	return g.SH == 1 && g.SW == 1 && g.C == g.Groups
+	return g.SH == 1 && g.SW == 1
 }
 
 // convDirectGeom is the flat layout of one padded input plane.
 type convDirectGeom struct {
-	wp   int // padded row stride, W + 2·PW
+	wp   int // padded row stride, W + PW
 	n    int // flat output positions computed, OH·Wp rounded up to the blocks
-	xlen int // padded plane length, room for every shifted read
+	xlen int // padded plane length and stride, room for every shifted read
 }
 
 func newConvDirectGeom(g Conv, k *convDirectKernels) convDirectGeom {
-	wp := g.W + 2*g.PW
+	// A row's right padding is the next row's left padding: reads past
+	// column W-1 (at most PW of them) land on the next row's zeros.
+	wp := g.W + g.PW
 	block := k.fwdPos
 	for block%k.dwLanes != 0 {
 		block += k.fwdPos
 	}
 	n := gemmRoundUp(g.OH*wp, block)
 	maxOff := (g.KH-1)*g.DH*wp + (g.KW-1)*g.DW
-	return convDirectGeom{wp: wp, n: n, xlen: max(n+maxOff, (g.H+2*g.PH)*wp)}
+	return convDirectGeom{wp: wp, n: n, xlen: max(n+maxOff, (g.H+2*g.PH)*wp+g.PW)}
 }
 
-// offsets fills offs[t] with tap t's shift in the flat padded plane, and
-// zero (a harmless read of the first taps's plane) past the taps.
+// offsets fills offs[t] with tap t's shift in a group's padded planes
+// (xlen apart, one per input channel of the group), t = (c·KH + kh)·KW +
+// kw as in the filter, and zero (a harmless read of the first plane) past
+// the taps.
 func (d convDirectGeom) offsets(g Conv, offs []int) {
 	clear(offs)
-	for kh := 0; kh < g.KH; kh++ {
-		for kw := 0; kw < g.KW; kw++ {
-			offs[kh*g.KW+kw] = kh*g.DH*d.wp + kw*g.DW
+	t := 0
+	for c := 0; c < g.C/g.Groups; c++ {
+		for kh := 0; kh < g.KH; kh++ {
+			for kw := 0; kw < g.KW; kw++ {
+				offs[t] = c*d.xlen + kh*g.DH*d.wp + kw*g.DW
+				t++
+			}
 		}
 	}
 }
 
-// pad copies plane [H,W] into xp's interior; xp's border stays as it was
-// (zero: the callers clear it once per call).
-func (d convDirectGeom) pad(plane, xp []float32, g Conv) {
-	for ih := 0; ih < g.H; ih++ {
-		copy(xp[(ih+g.PH)*d.wp+g.PW:], plane[ih*g.W:(ih+1)*g.W])
+// pad copies planes [cg,H,W] into the interiors of xp's padded planes;
+// the borders stay as they were (zero: the callers clear them once per
+// call).
+func (d convDirectGeom) pad(planes, xp []float32, g Conv) {
+	hw := g.H * g.W
+	for c := 0; c*hw < len(planes); c++ {
+		for ih := 0; ih < g.H; ih++ {
+			copy(xp[c*d.xlen+(ih+g.PH)*d.wp+g.PW:], planes[c*hw+ih*g.W:c*hw+(ih+1)*g.W])
+		}
 	}
 }
 
@@ -200,8 +218,8 @@ func growInts(s []int, n int) []int {
 
 // convDirectForward is Conv2DFwd for geometry that convDirectOK accepts.
 func convDirectForward(x, w, b, y []float32, g Conv, act Act, alpha float32, k *convDirectKernels) {
-	G, taps, ohw := g.Groups, g.KH*g.KW, g.OH*g.OW
-	ocg, hw := g.OC/G, g.H*g.W
+	G, taps, ohw := g.Groups, g.colRows(), g.OH*g.OW
+	ocg, cg, hw := g.OC/G, g.C/g.Groups, g.H*g.W
 	d := newConvDirectGeom(g, k)
 	ocp := gemmRoundUp(ocg, k.fwdOC)
 	// Filters packed per group and block of fwdOC channels, tap-major,
@@ -224,13 +242,13 @@ func convDirectForward(x, w, b, y []float32, g Conv, act Act, alpha float32, k *
 	}
 	wp, offs := lead.a, lead.offs
 	workers := convParallel(g.N, func(cw *convWorker) {
-		cw.panel = grow(cw.panel, d.xlen)
+		cw.panel = grow(cw.panel, cg*d.xlen)
 		clear(cw.panel)
 		cw.cols = grow(cw.cols, ocp*d.n)
 	}, func(cw *convWorker, n int) {
 		xp, yf := cw.panel, cw.cols
 		for gi := 0; gi < G; gi++ {
-			d.pad(x[(n*g.C+gi)*hw:(n*g.C+gi+1)*hw], xp, g)
+			d.pad(x[(n*g.C+gi*cg)*hw:(n*g.C+(gi+1)*cg)*hw], xp, g)
 			for ob := 0; ob < ocp; ob += k.fwdOC {
 				wb := wp[(gi*ocp+ob)*taps:]
 				for j0 := 0; j0 < d.n; j0 += k.fwdPos {
@@ -259,8 +277,8 @@ func convDirectForward(x, w, b, y []float32, g Conv, act Act, alpha float32, k *
 // keeps its lane-wise partial sums over its images; they are summed once
 // at the end.
 func convDirectBackward(x, y, dy, dw, db []float32, g Conv, act Act, alpha float32, k *convDirectKernels) {
-	G, taps, ohw := g.Groups, g.KH*g.KW, g.OH*g.OW
-	ocg, hw := g.OC/G, g.H*g.W
+	G, taps, ohw := g.Groups, g.colRows(), g.OH*g.OW
+	ocg, cg, hw := g.OC/G, g.C/g.Groups, g.H*g.W
 	d := newConvDirectGeom(g, k)
 	ocq, tq := gemmRoundUp(ocg, k.dwOC), gemmRoundUp(taps, k.dwTaps)
 	blockLen := k.dwOC * k.dwTaps * k.dwLanes
@@ -270,7 +288,7 @@ func convDirectBackward(x, y, dy, dw, db []float32, g Conv, act Act, alpha float
 	d.offsets(g, lead.offs)
 	offs := lead.offs
 	workers := convParallel(g.N, func(cw *convWorker) {
-		cw.panel = grow(cw.panel, d.xlen)
+		cw.panel = grow(cw.panel, cg*d.xlen)
 		clear(cw.panel)
 		cw.cols = grow(cw.cols, ocq*d.n)
 		clear(cw.cols)
@@ -282,7 +300,7 @@ func convDirectBackward(x, y, dy, dw, db []float32, g Conv, act Act, alpha float
 		xp, dyf := cw.panel, cw.cols
 		blk := 0
 		for gi := 0; gi < G; gi++ {
-			d.pad(x[(n*g.C+gi)*hw:(n*g.C+gi+1)*hw], xp, g)
+			d.pad(x[(n*g.C+gi*cg)*hw:(n*g.C+(gi+1)*cg)*hw], xp, g)
 			for oc := 0; oc < ocg; oc++ {
 				c := (n*g.OC + gi*ocg + oc) * ohw
 				yc := dy[c : c+ohw] // y is read only with an activation
