@@ -120,8 +120,8 @@ func Conv2DFwd(x, w, b, y, cols []float32, g Conv, act Act, alpha float32) {
 // direct one may not). cols is unused, as in Conv2DFwd.
 func Conv2DBwd(x, w, y, dy, cols, dx, dw, db []float32, g Conv, act Act, alpha float32) {
 	g = g.norm()
-	if dx == nil && convDirectOK(g) {
-		convDirectBackward(x, y, dy, dw, db, g, act, alpha, convDirectFor(activeGemmPath.Load()))
+	if dx == nil && convDirectOK(g) || convDirectDxOK(g) {
+		convDirectBackward(x, w, y, dy, dx, dw, db, g, act, alpha, convDirectFor(activeGemmPath.Load()))
 		return
 	}
 	convBackward(x, w, y, dy, dx, dw, db, g, act, alpha)

@@ -147,6 +147,24 @@ func convDirectDWGo(n int, offs *int, x, dy *float32, lddy int, acc *float32) {
 	}
 }
 
+// convDirectTransposed returns the geometry of dx's computation as a
+// forward convolution, and its flat layout: its input is dy (OC channels,
+// OH×OW) padded by (KH-1)·DH-PH rows and (KW-1)·DW-PW columns, its filters
+// the transposed and flipped w, its output dx (C channels, H×W).
+func convDirectTransposed(g Conv, k *convDirectKernels) (Conv, convDirectGeom) {
+	gt := Conv{N: g.N, C: g.OC, H: g.OH, W: g.OW, OC: g.C, OH: g.H, OW: g.W,
+		KH: g.KH, KW: g.KW, SH: 1, SW: 1, PH: (g.KH-1)*g.DH - g.PH, PW: (g.KW-1)*g.DW - g.PW,
+		DH: g.DH, DW: g.DW, Groups: g.Groups}
+	return gt, newConvDirectGeom(gt, k)
+}
+
+// convDirectDxOK reports whether convDirectBackward computes dx for g: the
+// padding must not exceed the filter's reach, so that dy's padding for the
+// transposed convolution is not negative.
+func convDirectDxOK(g Conv) bool {
+	return convDirectOK(g) && g.PH <= (g.KH-1)*g.DH && g.PW <= (g.KW-1)*g.DW
+}
+
 // convDirectOK reports whether the direct kernels handle normalised
 // geometry g: stride 1, any channels, groups, dilation and padding. With
 // several input channels per group the taps run over every channel's
@@ -276,7 +294,7 @@ func convDirectForward(x, w, b, y []float32, g Conv, act Act, alpha float32, k *
 // the direct dot products. Each worker
 // keeps its lane-wise partial sums over its images; they are summed once
 // at the end.
-func convDirectBackward(x, y, dy, dw, db []float32, g Conv, act Act, alpha float32, k *convDirectKernels) {
+func convDirectBackward(x, w, y, dy, dx, dw, db []float32, g Conv, act Act, alpha float32, k *convDirectKernels) {
 	G, taps, ohw := g.Groups, g.colRows(), g.OH*g.OW
 	ocg, cg, hw := g.OC/G, g.C/g.Groups, g.H*g.W
 	d := newConvDirectGeom(g, k)
@@ -284,18 +302,54 @@ func convDirectBackward(x, y, dy, dw, db []float32, g Conv, act Act, alpha float
 	blockLen := k.dwOC * k.dwTaps * k.dwLanes
 	accLen := G * (ocq / k.dwOC) * (tq / k.dwTaps) * blockLen
 	lead := convWorkers.Get()
-	lead.offs = growInts(lead.offs, tq)
-	d.offsets(g, lead.offs)
-	offs := lead.offs
+	// dy's flat planes, stride planeLen, hold the gradient at shift off
+	// within each plane: from there the weight-gradient dot products read
+	// it in the input's flat layout, and from the plane's start the
+	// transposed convolution for dx reads it as its padded input (the two
+	// layouts have the same row stride, W + PW).
+	gt, dt := convDirectTransposed(g, k)
+	off := gt.PH*dt.wp + gt.PW
+	planeLen := d.n + off
+	tapsT, cgp := ocg*g.KH*g.KW, gemmRoundUp(cg, k.fwdOC)
+	lead.offs = growInts(lead.offs, tq+tapsT)
+	d.offsets(g, lead.offs[:tq])
+	offs, offsT := lead.offs[:tq], lead.offs[tq:]
+	if dx != nil {
+		planeLen = max(planeLen, dt.xlen)
+		dt.offsets(gt, offsT)
+		for i := range offsT {
+			offsT[i] += (offsT[i] / dt.xlen) * (planeLen - dt.xlen) // planes planeLen apart
+		}
+		// The filters transposed and flipped, packed as the forward
+		// pass packs them: wt[c][oc][kh][kw] = w[oc][c][KH-1-kh][KW-1-kw].
+		lead.a = grow(lead.a, G*cgp*tapsT)
+		for gi := 0; gi < G; gi++ {
+			for c := 0; c < cgp; c++ {
+				blk := lead.a[(gi*cgp+c-c%k.fwdOC)*tapsT:]
+				for t := 0; t < tapsT; t++ {
+					v := float32(0)
+					if c < cg {
+						oc, kh, kw := t/(g.KH*g.KW), t/g.KW%g.KH, t%g.KW
+						v = w[(((gi*ocg+oc)*cg+c)*g.KH+g.KH-1-kh)*g.KW+g.KW-1-kw]
+					}
+					blk[t*k.fwdOC+c%k.fwdOC] = v
+				}
+			}
+		}
+	}
+	wt := lead.a
 	workers := convParallel(g.N, func(cw *convWorker) {
 		cw.panel = grow(cw.panel, cg*d.xlen)
 		clear(cw.panel)
-		cw.cols = grow(cw.cols, ocq*d.n)
+		cw.cols = grow(cw.cols, ocq*planeLen)
 		clear(cw.cols)
 		cw.dw = grow(cw.dw, accLen)
 		clear(cw.dw)
 		cw.db = grow(cw.db, g.OC)
 		clear(cw.db)
+		if dx != nil {
+			cw.tile = grow(cw.tile, cgp*dt.n)
+		}
 	}, func(cw *convWorker, n int) {
 		xp, dyf := cw.panel, cw.cols
 		blk := 0
@@ -307,13 +361,27 @@ func convDirectBackward(x, y, dy, dw, db []float32, g Conv, act Act, alpha float
 				if act != ActNone {
 					yc = y[c : c+ohw]
 				}
-				cw.db[gi*ocg+oc] += k.convDirectGrad(dy[c:c+ohw], yc, dyf[oc*d.n:], g, d.wp, act, alpha)
+				cw.db[gi*ocg+oc] += k.convDirectGrad(dy[c:c+ohw], yc, dyf[oc*planeLen+off:], g, d.wp, act, alpha)
 			}
 			for ob := 0; ob < ocq; ob += k.dwOC {
 				for tb := 0; tb < tq; tb += k.dwTaps {
-					k.dw(d.n/k.dwLanes, &offs[tb], &xp[0], &dyf[ob*d.n], d.n, &cw.dw[blk*blockLen])
+					k.dw(d.n/k.dwLanes, &offs[tb], &xp[0], &dyf[ob*planeLen+off], planeLen, &cw.dw[blk*blockLen])
 					blk++
 				}
+			}
+			if dx == nil {
+				continue
+			}
+			dxf := cw.tile
+			for cb := 0; cb < cgp; cb += k.fwdOC {
+				wb := wt[(gi*cgp+cb)*tapsT:]
+				for j0 := 0; j0 < dt.n; j0 += k.fwdPos {
+					k.fwd(tapsT, &offsT[0], &wb[0], &dyf[j0], &dxf[cb*dt.n+j0], dt.n)
+				}
+			}
+			for c := 0; c < cg; c++ {
+				p := (n*g.C + gi*cg + c) * hw
+				k.convDirectStore(dxf[c*dt.n:], dx[p:p+hw], gt, dt.wp, 0, ActNone, 0)
 			}
 		}
 	})
