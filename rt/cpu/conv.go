@@ -13,16 +13,6 @@ type Conv struct {
 	Groups     int
 }
 
-// convMaxSlots and convSlotBudget bound how many images' im2col columns
-// the scratch buffer holds at once: at most 16 images and about 4M float32s
-// (16 MiB), though never less than one image. The slot count depends only on
-// the geometry, never on the thread count, so that a plan's buffer sizes are
-// the same on every machine.
-const (
-	convMaxSlots   = 16
-	convSlotBudget = 1 << 22
-)
-
 // norm returns g with zero strides, dilations and groups read as 1.
 func (g Conv) norm() Conv {
 	one := func(v *int) {
@@ -42,23 +32,13 @@ func (g Conv) norm() Conv {
 // which is also the length of one output channel's filter.
 func (g Conv) colRows() int { return g.C / g.norm().Groups * g.KH * g.KW }
 
-// slotSize is the scratch one image needs: its im2col columns for every
-// group (C·KH·KW rows of OH·OW) and a copy of its output or output gradient
-// (OC rows of OH·OW).
-func (g Conv) slotSize() int { return (g.C*g.KH*g.KW + g.OC) * g.OH * g.OW }
-
-// slots is the number of images processed per round.
-func (g Conv) slots() int {
-	return max(1, min(g.N, convMaxSlots, convSlotBudget/max(1, g.slotSize())))
-}
-
 // ColsSize is the number of float32s of scratch that Conv2DFwd and
-// Conv2DBwd need. They work in rounds of up to 16 images; for a round of n
-// images the scratch holds, per group, the [C/G·KH·KW, n·OH·OW] im2col
-// matrix of the round (image i in columns i·OH·OW onwards), followed by the
-// round's [OC, n·OH·OW] output (or output gradient), so that each group is
-// one large GEMM per round rather than one small GEMM per image.
-func (g Conv) ColsSize() int { return g.slots() * g.slotSize() }
+// Conv2DBwd need from the caller: none. The direct kernels
+// (conv_direct.go) gather nothing, and the packed path gathers its columns
+// into per-goroutine panels of its own (conv_packed.go), so the plan's
+// cols buffer is empty; the method stays so that plans and emitted code
+// keep one place to ask.
+func (g Conv) ColsSize() int { return 0 }
 
 // col2im adds an image's column gradient [C·KH·KW, OH·OW] (rows ld apart,
 // laid out as packConvPanel gathers them) back into dx [C,H,W]: each entry
@@ -101,10 +81,10 @@ func col2im(cols []float32, ld int, dx []float32, g Conv) {
 }
 
 // Conv2DFwd computes y = act(conv(x, w) + b): x is [N,C,H,W], w
-// [OC,C/G,KH,KW], b [OC] or nil, y [N,OC,OH,OW]. cols is the plan's scratch
-// of g.ColsSize() float32s; the kernel now keeps per-thread panel buffers of
-// its own (see conv_packed.go) and leaves cols untouched, which the
-// signature keeps for the emitter's sake.
+// [OC,C/G,KH,KW], b [OC] or nil, y [N,OC,OH,OW]. Stride-1 convolutions run
+// the direct kernels (conv_direct.go), strided ones the packed im2col GEMM
+// (conv_packed.go). cols is the plan's scratch of g.ColsSize() (zero)
+// float32s, left untouched; the signature keeps it for the emitter's sake.
 func Conv2DFwd(x, w, b, y, cols []float32, g Conv, act Act, alpha float32) {
 	g = g.norm()
 	if convDirectOK(g) {

@@ -5,8 +5,9 @@
 //
 // Conventions shared by all kernels: shapes handed to the broadcasting
 // kernels are full shapes (batch included); optional operands are nil;
-// scratch (im2col columns, masks, saved statistics) comes from the caller;
-// backward kernels overwrite their outputs and may overwrite dy. See
+// scratch (dropout masks, saved statistics) comes from the caller, though
+// convolutions keep their packing buffers to themselves (Conv.ColsSize is
+// 0); backward kernels overwrite their outputs and may overwrite dy. See
 // docs/kernels-cpu.md.
 //
 // This package is copied into each generated program's module (it is
