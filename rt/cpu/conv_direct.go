@@ -66,7 +66,11 @@ func (k *convDirectKernels) convDirectStore(src, dst []float32, g Conv, wp int, 
 // the derivative of act taken from y, and returns its sum (the plane's bias
 // gradient). dy itself is only changed on the Go path (actBackward in
 // place), which Conv2DBwd's contract allows.
-func (k *convDirectKernels) convDirectGrad(dy, y, dyf []float32, g Conv, wp int, act Act, alpha float32) float32 {
+//
+// sums is 16 floats of scratch: the kernels are called through function
+// values, so escape analysis cannot see that they keep no pointer, and a
+// local array would be allocated on every call.
+func (k *convDirectKernels) convDirectGrad(dy, y, dyf []float32, g Conv, wp int, act Act, alpha float32, sums []float32) float32 {
 	ohw := g.OH * g.OW
 	dy, y = dy[:ohw], y[:ohw]
 	if k.grad != nil && (act == ActNone || act == ActReLU) {
@@ -74,7 +78,7 @@ func (k *convDirectKernels) convDirectGrad(dy, y, dyf []float32, g Conv, wp int,
 		if act == ActReLU {
 			relu = 1
 		}
-		var sums [16]float32
+		sums = sums[:16]
 		dyf = dyf[:(g.OH-1)*wp+g.OW]
 		k.grad(&dy[0], &y[0], &dyf[0], g.OH, g.OW, wp, relu, &sums[0])
 		var s float32
@@ -347,6 +351,7 @@ func convDirectBackward(x, w, y, dy, dx, dw, db []float32, g Conv, act Act, alph
 		clear(cw.dw)
 		cw.db = grow(cw.db, g.OC)
 		clear(cw.db)
+		cw.rows = grow(cw.rows, 16)
 		if dx != nil {
 			cw.tile = grow(cw.tile, cgp*dt.n)
 		}
@@ -361,7 +366,7 @@ func convDirectBackward(x, w, y, dy, dx, dw, db []float32, g Conv, act Act, alph
 				if act != ActNone {
 					yc = y[c : c+ohw]
 				}
-				cw.db[gi*ocg+oc] += k.convDirectGrad(dy[c:c+ohw], yc, dyf[oc*planeLen+off:], g, d.wp, act, alpha)
+				cw.db[gi*ocg+oc] += k.convDirectGrad(dy[c:c+ohw], yc, dyf[oc*planeLen+off:], g, d.wp, act, alpha, cw.rows)
 			}
 			for ob := 0; ob < ocq; ob += k.dwOC {
 				for tb := 0; tb < tq; tb += k.dwTaps {
