@@ -27,6 +27,11 @@ type convDirectKernels struct {
 	// = Σ_t w[t·fwdOC + r]·x[offs[t] + j], rows ldy floats apart.
 	fwd           func(taps int, offs *int, w, x, y *float32, ldy int)
 	fwdOC, fwdPos int
+	// fwdTail, when set, is fwd for fwdTailPos positions (a divisor of
+	// fwdPos): planes are rounded up to fwdTailPos positions and the last
+	// part of each runs fwdTail.
+	fwdTail    func(taps int, offs *int, w, x, y *float32, ldy int)
+	fwdTailPos int
 	// dw adds to acc[(r·dwTaps + t)·dwLanes + lane] the lane-wise partial
 	// sums Σ_i dy[r·lddy + i·dwLanes + lane]·x[offs[t] + i·dwLanes + lane]
 	// over i < n, for dwOC rows of dy and dwTaps offsets.
@@ -37,6 +42,19 @@ type convDirectKernels struct {
 	// activation pass).
 	store func(src, dst *float32, rows, ow, wp int, bias float32, relu int)
 	grad  func(dy, y, dyf *float32, rows, ow, wp, relu int, sums *float32)
+}
+
+// forwardPlane runs fwd over the n flat positions of one block of fwdOC
+// output channels (rows n apart in y), and fwdTail over what is left past
+// the last whole fwdPos block.
+func (k *convDirectKernels) forwardPlane(taps int, offs []int, w, x, y []float32, n int) {
+	j0 := 0
+	for ; j0+k.fwdPos <= n; j0 += k.fwdPos {
+		k.fwd(taps, &offs[0], &w[0], &x[j0], &y[j0], n)
+	}
+	for ; j0 < n; j0 += k.fwdTailPos {
+		k.fwdTail(taps, &offs[0], &w[0], &x[j0], &y[j0], n)
+	}
 }
 
 // convDirectStore writes one output plane from its flat form src (rows wp
@@ -192,9 +210,13 @@ func newConvDirectGeom(g Conv, k *convDirectKernels) convDirectGeom {
 	// A row's right padding is the next row's left padding: reads past
 	// column W-1 (at most PW of them) land on the next row's zeros.
 	wp := g.W + g.PW
-	block := k.fwdPos
+	grain := k.fwdPos
+	if k.fwdTail != nil {
+		grain = k.fwdTailPos
+	}
+	block := grain
 	for block%k.dwLanes != 0 {
-		block += k.fwdPos
+		block += grain
 	}
 	n := gemmRoundUp(g.OH*wp, block)
 	maxOff := (g.KH-1)*g.DH*wp + (g.KW-1)*g.DW
@@ -273,9 +295,7 @@ func convDirectForward(x, w, b, y []float32, g Conv, act Act, alpha float32, k *
 			d.pad(x[(n*g.C+gi*cg)*hw:(n*g.C+(gi+1)*cg)*hw], xp, g)
 			for ob := 0; ob < ocp; ob += k.fwdOC {
 				wb := wp[(gi*ocp+ob)*taps:]
-				for j0 := 0; j0 < d.n; j0 += k.fwdPos {
-					k.fwd(taps, &offs[0], &wb[0], &xp[j0], &yf[ob*d.n+j0], d.n)
-				}
+				k.forwardPlane(taps, offs, wb, xp, yf[ob*d.n:], d.n)
 			}
 			for oc := 0; oc < ocg; oc++ {
 				c := gi*ocg + oc
@@ -380,9 +400,7 @@ func convDirectBackward(x, w, y, dy, dx, dw, db []float32, g Conv, act Act, alph
 			dxf := cw.tile
 			for cb := 0; cb < cgp; cb += k.fwdOC {
 				wb := wt[(gi*cgp+cb)*tapsT:]
-				for j0 := 0; j0 < dt.n; j0 += k.fwdPos {
-					k.fwd(tapsT, &offsT[0], &wb[0], &dyf[j0], &dxf[cb*dt.n+j0], dt.n)
-				}
+				k.forwardPlane(tapsT, offsT, wb, dyf, dxf[cb*dt.n:], dt.n)
 			}
 			for c := 0; c < cg; c++ {
 				p := (n*g.C + gi*cg + c) * hw

@@ -17,6 +17,7 @@ func archConvDirect(path string) *convDirectKernels {
 var (
 	convDirectAVX512 = &convDirectKernels{
 		fwd: convDirectFwd2x128AVX512, fwdOC: 2, fwdPos: 128,
+		fwdTail: convDirectFwd2x32AVX512, fwdTailPos: 32,
 		dw: convDirectDW4x4AVX512, dwOC: 4, dwTaps: 4, dwLanes: 16,
 		store: convDirectStoreAVX512, grad: convDirectGradAVX512,
 	}
@@ -28,6 +29,9 @@ var (
 
 //go:noescape
 func convDirectFwd2x128AVX512(taps int, offs *int, w, x, y *float32, ldy int)
+
+//go:noescape
+func convDirectFwd2x32AVX512(taps int, offs *int, w, x, y *float32, ldy int)
 
 //go:noescape
 func convDirectFwd2x48AVX2(taps int, offs *int, w, x, y *float32, ldy int)

@@ -85,6 +85,82 @@ fwd512loop:
 	VZEROUPPER
 	RET
 
+// func convDirectFwd2x32AVX512(taps int, offs *int, w, x, y *float32, ldy int)
+// convDirectFwd2x128AVX512 for the last 32 to 96 positions of a plane, 32
+// at a time, so that planes are rounded up to 32 positions, not 128.
+TEXT ·convDirectFwd2x32AVX512(SB), NOSPLIT, $0-48
+	MOVQ taps+0(FP), CX
+	MOVQ offs+8(FP), R8
+	MOVQ w+16(FP), R9
+	MOVQ x+24(FP), SI
+	MOVQ y+32(FP), DI
+	MOVQ ldy+40(FP), DX
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	// Two taps per iteration (a second set of accumulators) when the
+	// count is even, to keep eight FMA chains in flight.
+	TESTQ $1, CX
+	JZ fwd32pair
+	MOVQ (R8), AX
+	LEAQ (SI)(AX*4), BX
+	VBROADCASTSS (R9), Z30
+	VBROADCASTSS 4(R9), Z31
+	VMOVUPS (BX), Z16
+	VMOVUPS 64(BX), Z17
+	VFMADD231PS Z16, Z30, Z0
+	VFMADD231PS Z17, Z30, Z1
+	VFMADD231PS Z16, Z31, Z2
+	VFMADD231PS Z17, Z31, Z3
+	ADDQ $8, R8
+	ADDQ $8, R9
+	DECQ CX
+	JZ fwd32done
+
+fwd32pair:
+	MOVQ (R8), AX
+	LEAQ (SI)(AX*4), BX
+	MOVQ 8(R8), AX
+	LEAQ (SI)(AX*4), R10
+	VBROADCASTSS (R9), Z28
+	VBROADCASTSS 4(R9), Z29
+	VBROADCASTSS 8(R9), Z30
+	VBROADCASTSS 12(R9), Z31
+	VMOVUPS (BX), Z16
+	VMOVUPS 64(BX), Z17
+	VMOVUPS (R10), Z18
+	VMOVUPS 64(R10), Z19
+	VFMADD231PS Z16, Z28, Z0
+	VFMADD231PS Z17, Z28, Z1
+	VFMADD231PS Z16, Z29, Z2
+	VFMADD231PS Z17, Z29, Z3
+	VFMADD231PS Z18, Z30, Z4
+	VFMADD231PS Z19, Z30, Z5
+	VFMADD231PS Z18, Z31, Z6
+	VFMADD231PS Z19, Z31, Z7
+	ADDQ $16, R8
+	ADDQ $16, R9
+	SUBQ $2, CX
+	JNZ fwd32pair
+
+fwd32done:
+	VADDPS Z4, Z0, Z0
+	VADDPS Z5, Z1, Z1
+	VADDPS Z6, Z2, Z2
+	VADDPS Z7, Z3, Z3
+	VMOVUPS Z0, (DI)
+	VMOVUPS Z1, 64(DI)
+	LEAQ (DI)(DX*4), DI
+	VMOVUPS Z2, (DI)
+	VMOVUPS Z3, 64(DI)
+	VZEROUPPER
+	RET
+
 // func convDirectFwd2x48AVX2(taps int, offs *int, w, x, y *float32, ldy int)
 // convDirectFwd2x128AVX512 with 48 positions: 12 ymm accumulators.
 TEXT ·convDirectFwd2x48AVX2(SB), NOSPLIT, $0-48
