@@ -5,7 +5,9 @@ import (
 	"sync/atomic"
 )
 
-// This file holds the convolution's own matrix-multiply driver. Sgemm would
+// This file holds the convolution's own matrix-multiply driver, which now
+// runs only what the direct kernels (conv_direct.go) do not: strided
+// convolutions, and dx where the padding exceeds the filter's reach. Sgemm would
 // need the im2col matrix built first and then copied again into its packed
 // B panels, and its parallel split does not fit the conv products (6 to 32
 // output channels, so one row tile): here the columns are gathered from the
