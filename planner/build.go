@@ -22,6 +22,10 @@ type Options struct {
 	// convolution step needs, so each backend sizes it for its own kernels;
 	// nil uses DefaultConvScratch (the CPU kernels' need).
 	ConvScratch func(ConvGeom) int
+	// ConvMethod names how the backend computes a convolution of geometry g
+	// (forward, or backward with or without the input gradient); nil uses
+	// DefaultConvMethod, the CPU kernels' rule.
+	ConvMethod func(g ConvGeom, backward, needDx bool) string
 	// MemoryLimit is the most bytes the state and work arenas may take
 	// together; 0 means no limit.
 	MemoryLimit int64
@@ -111,6 +115,11 @@ func Build(m *spec.Model, opts Options) (*Plan, error) {
 			return nil, err
 		}
 	}
+	convMethod := opts.ConvMethod
+	if convMethod == nil {
+		convMethod = DefaultConvMethod
+	}
+	chooseMethods(p, convMethod)
 	measureCosts(p)
 	if err := assignBuffers(p, opts.MemoryLimit); err != nil {
 		return nil, positioned(m, err)
@@ -143,14 +152,29 @@ func positioned(m *spec.Model, err error) error {
 	return err
 }
 
+// DefaultConvMethod is the CPU kernels' choice between a direct
+// convolution and im2col + GEMM (rt/cpu's Conv.ForwardMethod and
+// BackwardMethod), so that the plan shows what the CPU program runs.
+func DefaultConvMethod(g ConvGeom, backward, needDx bool) string {
+	c := cpuConv(g)
+	if backward {
+		return c.BackwardMethod(needDx)
+	}
+	return c.ForwardMethod()
+}
+
+func cpuConv(g ConvGeom) cpu.Conv {
+	return cpu.Conv{
+		N: g.N, C: g.C, H: g.H, W: g.W, OC: g.OC, OH: g.OH, OW: g.OW,
+		KH: g.KH, KW: g.KW, SH: g.SH, SW: g.SW, PH: g.PH, PW: g.PW,
+		DH: g.DH, DW: g.DW, Groups: g.Groups,
+	}
+}
+
 // DefaultConvScratch is the im2col scratch the CPU kernels need for one
 // convolution step (rt/cpu's Conv.ColsSize: a few images' columns at once,
 // none for a pointwise convolution), so that a CPU plan's buffers are
 // exactly what its kernels use.
 func DefaultConvScratch(g ConvGeom) int {
-	return cpu.Conv{
-		N: g.N, C: g.C, H: g.H, W: g.W, OC: g.OC, OH: g.OH, OW: g.OW,
-		KH: g.KH, KW: g.KW, SH: g.SH, SW: g.SW, PH: g.PH, PW: g.PW,
-		DH: g.DH, DW: g.DW, Groups: g.Groups,
-	}.ColsSize()
+	return cpuConv(g).ColsSize()
 }

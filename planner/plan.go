@@ -8,7 +8,8 @@
 // steps), loss.go, fuse_epilogue.go, fuse_elementwise.go (fusion rewrites the
 // forward pass before differentiation, so backward kernels inherit the fused
 // Act and Chain), differentiate.go, optimize.go (optimizer updates),
-// measure_costs.go, assign_buffers.go. Verify checks the invariants that
+// choose_methods.go (how each convolution runs), measure_costs.go,
+// assign_buffers.go. Verify checks the invariants that
 // must hold between passes.
 package planner
 
@@ -210,6 +211,9 @@ type Attr struct {
 	Beta2       float64   `json:"beta2,omitempty"`
 	WeightDecay float64   `json:"weightDecay,omitempty"`
 	Decoupled   bool      `json:"decoupled,omitempty"`
+	// Method is how the backend computes a conv2d or conv2d_bwd step
+	// ("direct" or "im2col+gemm" on the CPU), chosen by choose_methods.go.
+	Method string `json:"method,omitempty"`
 }
 
 // Step is one kernel call.

@@ -100,6 +100,9 @@ func stepAttr(s Step) string {
 		g := a.Conv
 		parts = append(parts, fmt.Sprintf("k%dx%d s%d p%d", g.KH, g.KW, g.SH, g.PH))
 	}
+	if a.Method != "" {
+		parts = append(parts, a.Method)
+	}
 	if len(a.Chain) > 0 {
 		ops := make([]string, len(a.Chain))
 		for i, u := range a.Chain {

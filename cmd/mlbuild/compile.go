@@ -179,6 +179,7 @@ func planBackend(m *spec.Model, fusion bool, memoryLimit int64, backend string) 
 	} {
 		if backend == "metal" {
 			o.ConvScratch = emit.MetalConvScratch // the GPU's im2col columns and output rows, a round of images at a time
+			o.ConvMethod = func(planner.ConvGeom, bool, bool) string { return "im2col+mps" }
 		}
 		p, err := planner.Build(m, o)
 		if err != nil {
