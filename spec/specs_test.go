@@ -105,8 +105,8 @@ func TestMNISTModel(t *testing.T) {
 	if strings.Join(got, " ") != want {
 		t.Errorf("names = %s; want %s", strings.Join(got, " "), want)
 	}
-	if fl := m.Node("flatten1").OutShape; len(fl) != 1 || fl[0] != 32*7*7 {
-		t.Errorf("flatten1 out = %v; want [1568]", fl)
+	if fl := m.Node("flatten1").OutShape; len(fl) != 1 || fl[0] != 64*7*7 {
+		t.Errorf("flatten1 out = %v; want [3136]", fl)
 	}
 	c := m.Node("conv2d1")
 	if c.Kernel != [2]int{5, 5} || c.Padding != [2]int{2, 2} || c.Stride != [2]int{1, 1} || !c.Bias || c.Groups != 1 || c.Rounding != "exact" {

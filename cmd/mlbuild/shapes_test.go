@@ -51,25 +51,25 @@ func TestShapesGolden(t *testing.T) {
 }
 
 // TestShapesMNISTTotals pins the flagship's parameter and FLOP totals,
-// computed by hand: conv1 16·1·25+16 = 416 params, conv2 32·16·25+32 =
-// 12,832, dense1 1568·128+128 = 200,832, dense2 128·10+10 = 1,290.
+// computed by hand: conv1 32·1·25+32 = 832 params, conv2 64·32·25+64 =
+// 51,264, dense1 3136·128+128 = 401,536, dense2 128·10+10 = 1,290.
 func TestShapesMNISTTotals(t *testing.T) {
 	code, stdout, stderr := specCLI("shapes", "../../models/mnist.cue")
 	if code != ExitOK {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
-	const params = 416 + 12832 + 200832 + 1290
+	const params = 832 + 51264 + 401536 + 1290
 	// conv FLOPs: out elements × (2·inC·k·k + 1 for the bias)
-	const flops = 16*28*28*(2*25+1) + 16*28*28 + 16*14*14*4 +
-		32*14*14*(2*16*25+1) + 32*14*14 + 32*7*7*4 +
-		(2*1568*128 + 128) + 128 + (2*128*10 + 10)
+	const flops = 32*28*28*(2*25+1) + 32*28*28 + 32*14*14*4 +
+		64*14*14*(2*32*25+1) + 64*14*14 + 64*7*7*4 +
+		(2*3136*128 + 128) + 128 + (2*128*10 + 10)
 	lines := strings.Split(strings.TrimSpace(stdout), "\n")
 	total := strings.Fields(lines[len(lines)-1])
 	if len(total) != 3 || total[0] != "total" || total[1] != group(params) || total[2] != group(flops) {
 		t.Errorf("total line %q; want total %s %s", lines[len(lines)-1], group(params), group(flops))
 	}
-	if !strings.Contains(stdout, "flatten1") || !strings.Contains(stdout, "1568") {
-		t.Errorf("no flatten1 of 1568 in:\n%s", stdout)
+	if !strings.Contains(stdout, "flatten1") || !strings.Contains(stdout, "3136") {
+		t.Errorf("no flatten1 of 3136 in:\n%s", stdout)
 	}
 }
 

@@ -102,17 +102,28 @@ func newBatchLoader(ds *dataset, batch, classes int) *batchLoader {
 // prefetch starts filling batch number b of order.
 func (l *batchLoader) prefetch(order []int, b int) {
 	copy(l.idx, order[b*l.batch:(b+1)*l.batch])
-	l.done = make(chan struct{})
+	done := make(chan struct{})
+	l.done = done
 	go func() {
 		l.ds.images.Batch(l.x, l.idx)
 		l.ds.labels.OneHot(l.y, l.idx, l.classes)
-		close(l.done)
+		close(done)
 	}()
 }
 
 // wait blocks until the prefetched batch is ready and copies it into x, y.
 func (l *batchLoader) wait(x, y []float32) {
 	<-l.done
+	l.done = nil
 	copy(x, l.x)
 	copy(y, l.y)
+}
+
+// drain waits for a prefetch still under way, so that the files it reads
+// are not closed (unmapped) beneath it when training stops early.
+func (l *batchLoader) drain() {
+	if l.done != nil {
+		<-l.done
+		l.done = nil
+	}
 }

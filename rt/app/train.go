@@ -171,6 +171,7 @@ func trainCmd(m Model, args []string, stdout, stderr io.Writer) error {
 
 	snapshot := make([]float32, len(m.State()))
 	loader := newBatchLoader(ds, B, meta.Classes)
+	defer loader.drain() // before the deferred close of the data set
 	start := time.Now()
 	lastEpoch := st.epoch
 	for epoch := st.epoch; epoch < o.epochs; epoch++ {
