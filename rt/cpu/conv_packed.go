@@ -2,7 +2,6 @@ package cpu
 
 import (
 	"sync"
-	"sync/atomic"
 )
 
 // This file holds the convolution's own matrix-multiply driver, which now
@@ -70,41 +69,39 @@ func grow(s []float32, n int) []float32 {
 const convMaxWorkers = 64
 
 // convParallel runs fn(w, task) for every task in [0, tasks) over up to
-// Threads() goroutines (the caller's among them) that take tasks from a
-// shared counter, so a core slowed by another process simply takes fewer.
-// It returns the workers used, for the caller to reduce their accumulators
-// and then release with releaseConvWorkers; prepare runs on each worker
-// before its first task.
+// Threads() goroutines (the caller's among them). Worker i takes the
+// contiguous tasks [i·tasks/n, (i+1)·tasks/n): a fixed partition, so that
+// the per-worker accumulators the caller reduces (in worker order) hold the
+// same sums in the same order on every run, and training with a seed is
+// reproducible. It returns the workers used, for the caller to reduce their
+// accumulators and then release with releaseConvWorkers; prepare runs on
+// each worker before its first task.
 func convParallel(tasks int, prepare func(w *convWorker), fn func(w *convWorker, task int)) []*convWorker {
 	n := max(1, min(Threads(), tasks, convMaxWorkers))
 	workers := make([]*convWorker, n)
 	for i := range workers {
 		workers[i] = convWorkers.Get()
 	}
-	var next atomic.Int64
-	body := func(w *convWorker) {
+	body := func(i int) {
+		w := workers[i]
 		prepare(w)
-		for {
-			t := int(next.Add(1)) - 1
-			if t >= tasks {
-				return
-			}
+		for t := i * tasks / n; t < (i+1)*tasks/n; t++ {
 			fn(w, t)
 		}
 	}
 	if n == 1 {
-		body(workers[0])
+		body(0)
 		return workers
 	}
 	var wg sync.WaitGroup
 	wg.Add(n - 1)
-	for _, w := range workers[1:] {
+	for i := 1; i < n; i++ {
 		go func() {
 			defer wg.Done()
-			body(w)
+			body(i)
 		}()
 	}
-	body(workers[0])
+	body(0)
 	wg.Wait()
 	return workers
 }
