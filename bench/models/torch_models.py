@@ -51,10 +51,10 @@ def build(name):
         )
     if name == "mnist":  # models/mnist.cue
         return nn.Sequential(
-            nn.Conv2d(1, 16, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),
-            nn.Conv2d(16, 32, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Conv2d(1, 32, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Conv2d(32, 64, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),
             nn.Flatten(),
-            nn.Linear(1568, 128), nn.ReLU(),
+            nn.Linear(3136, 128), nn.ReLU(),
             nn.Linear(128, 10),
         )
     raise SystemExit(f"torch_models.py: unknown model {name!r}; models: mlp, lenet5, mnist")
