@@ -11,7 +11,7 @@ VERSION   ?= devel
 FUZZTIME  ?= 20s
 export CGO_ENABLED ?= 0
 
-.PHONY: all build test unit fuzz demo deps data bench bench-sgemm bench-models bench-mnist cuda-check test-arm64 clean FORCE
+.PHONY: all build test unit fuzz demo deps data bench bench-sgemm bench-models bench-mnist bench-fusion cuda-check test-arm64 clean FORCE
 
 all: build
 
@@ -57,7 +57,12 @@ demo: build data
 bench-mnist: build data
 	@scripts/demo.sh $(MLBUILD) $(DATA)
 
-bench: bench-sgemm bench-models
+bench: bench-sgemm bench-models bench-fusion
+
+# bench-fusion compiles models/mnist.cue with and without fusion and
+# compares the two binaries' bench, alternating.
+bench-fusion:
+	scripts/bench-fusion.sh
 
 bench-sgemm:
 	bench/sgemm.sh
