@@ -366,7 +366,7 @@ func convBackward(x, w, y, dy, dx, dw, db []float32, g Conv, act Act, alpha floa
 			cgrad := cw.cols[gi*krows*ohw:]
 			for j0 := 0; j0 < ohw; j0 += p.nr {
 				cols := min(p.nr, ohw-j0)
-				packB(false, dyg, ohw, 0, j0, ocg, cols, p.nr, cw.panel)
+				packB(false, dyg, ohw, 0, j0, ocg, cols, p.nr, cw.panel, nil)
 				convTiles(p, krows, ocg, wt[gi*kmPad*ocg:], cw.panel, cols, cgrad[j0:], ohw, 0, cw.tile)
 			}
 		}

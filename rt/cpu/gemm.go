@@ -175,7 +175,7 @@ func (g *gemmCall) run(i0, i1, j0, j1 int) {
 		nb := min(p.nc, j1-jc)
 		for pc := 0; pc < g.k; pc += p.kc {
 			kb := min(p.kc, g.k-pc)
-			packB(g.transB, g.b, g.ldb, pc, jc, kb, nb, p.nr, w.b)
+			packB(g.transB, g.b, g.ldb, pc, jc, kb, nb, p.nr, w.b, p.transpose8)
 			for ic := i0; ic < i1; ic += p.mc {
 				mb := min(p.mc, i1-ic)
 				packA(p, g.transA, g.a, g.lda, ic, pc, mb, kb, w.a)
@@ -276,8 +276,12 @@ func packRowsScalar(src []float32, lds, rows, cols int, dst []float32, ldd int) 
 }
 
 // packB copies op(B)[row0:row0+kb, col0:col0+nb] into dst as micro-panels of
-// nr columns, each stored k-major (nr floats per step), zero-padded.
-func packB(trans bool, b []float32, ldb, row0, col0, kb, nb, nr int, dst []float32) {
+// nr columns, each stored k-major (nr floats per step), zero-padded. When B
+// is transposed and t8 (a path's transpose8) is set, whole 8×8 blocks are
+// transposed with it: the element-by-element loop stores with a stride of nr
+// floats and took a sixth of a 250×512×784 product (a dense layer's forward
+// pass, whose weights are stored out×in).
+func packB(trans bool, b []float32, ldb, row0, col0, kb, nb, nr int, dst []float32, t8 blockTranspose) {
 	for jr := 0; jr < nb; jr += nr {
 		cols := min(nr, nb-jr)
 		d := dst[jr*kb : jr*kb+nr*kb]
@@ -306,7 +310,21 @@ func packB(trans bool, b []float32, ldb, row0, col0, kb, nb, nr int, dst []float
 			}
 			continue
 		}
-		for j := 0; j < cols; j++ {
+		j0 := 0
+		if t8 != nil && nr%8 == 0 {
+			for ; j0+8 <= cols; j0 += 8 {
+				first := (col0+jr+j0)*ldb + row0
+				_ = b[first+7*ldb+kb-1] // the assembly does no bounds checks
+				p := 0
+				for ; p+8 <= kb; p += 8 {
+					t8(&b[first+p], ldb, &d[p*nr+j0], nr)
+				}
+				if p < kb {
+					packRowsScalar(b[first+p:], ldb, 8, kb-p, d[p*nr+j0:], nr)
+				}
+			}
+		}
+		for j := j0; j < cols; j++ {
 			src := b[(col0+jr+j)*ldb+row0:]
 			src = src[:kb]
 			for p, v := range src {

@@ -153,7 +153,7 @@ func (g *gemmCall) runShared(id, parties int) {
 			}
 			lo, hi := panels*id/parties*p.nr, min(panels*(id+1)/parties*p.nr, nb)
 			if lo < hi {
-				packB(g.transB, g.b, g.ldb, pc, jc+lo, kb, hi-lo, p.nr, bPanel[lo*kb:])
+				packB(g.transB, g.b, g.ldb, pc, jc+lo, kb, hi-lo, p.nr, bPanel[lo*kb:], p.transpose8)
 			}
 			g.barrier.wait() // B panel complete, counter reset
 			for {
