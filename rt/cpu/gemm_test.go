@@ -154,6 +154,7 @@ func TestSgemmParallel(t *testing.T) {
 			checkGemm(t, r, gemmCase{transB: true, m: 5, n: 2000, k: 500, alpha: 1, beta: 0})
 			checkGemm(t, r, gemmCase{transA: true, m: 37, n: 45, k: 3000, alpha: -1, beta: 0.5})
 			checkGemm(t, r, gemmCase{m: 100, n: 2100, k: 300, alpha: 1, beta: 0, padB: 3})
+			checkGemm(t, r, gemmCase{transB: true, m: 250, n: 520, k: 300, alpha: 1, beta: 0.5})
 		})
 	}
 }
