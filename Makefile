@@ -18,7 +18,7 @@ all: build
 build: $(MLBUILD)
 
 $(MLBUILD): FORCE
-	$(GO) build -trimpath -ldflags "-X main.releaseVersion=$(VERSION)" -o $(MLBUILD) ./cmd/mlbuild
+	$(GO) build -trimpath -ldflags "-X main.version=$(VERSION)" -o $(MLBUILD) ./cmd/mlbuild
 
 FORCE:
 

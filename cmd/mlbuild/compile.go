@@ -406,13 +406,6 @@ func writeTree(dir string, files []emit.File, force bool) error {
 	return atomicfile.WriteBytes(marker, 0o644, []byte("This directory was written by mlbuild compile --emit.\n"))
 }
 
-// releaseVersion is mlbuild's version, set at release time with
-// -ldflags "-X main.releaseVersion=v0.1.0"; "devel" otherwise.
-var releaseVersion = "devel"
-
-// mlbuildVersion is the version written into generated programs and keys.
-func mlbuildVersion() string { return releaseVersion }
-
 // parseSwitch reads an on/off flag value; true/false and 1/0 are accepted too.
 func parseSwitch(flag, v string) (bool, error) {
 	switch strings.ToLower(v) {

@@ -11,6 +11,10 @@ import (
 // -ldflags "-X main.version=v1.2.3"; "devel" for a plain go build.
 var version = "devel"
 
+// mlbuildVersion is the version written into generated programs and build
+// keys: the one `mlbuild version` prints.
+func mlbuildVersion() string { return version }
+
 func init() { subcommands = append(subcommands, newVersionCmd) }
 
 func newVersionCmd(g *globalOptions) *cobra.Command {
