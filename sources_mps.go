@@ -1,7 +1,7 @@
 // Package mlbuild is the root of mlbuild's module. It holds no code of its
 // own beyond embedded files that the emitter copies into generated programs
-// and that //go:embed can only reach from here: the Metal runtime (mps/)
-// and the module's go.sum.
+// and that //go:embed can only reach from here: the Metal runtime (mps/),
+// the carried third-party modules (third_party/) and the module's go.sum.
 package mlbuild
 
 import "embed"
@@ -13,9 +13,8 @@ import "embed"
 //go:embed mps/*.go mps/*/*.go
 var MPSSources embed.FS
 
-// GoSum is mlbuild's own go.sum. The emitter copies the lines of the
-// modules a generated program requires (purego for Metal), so the program
-// builds offline (GOPROXY=off) against the checksums mlbuild was built with.
+// GoSum is mlbuild's own go.sum. emit's tests check the module zips that
+// mlbuild carries for generated programs (third_party/) against it.
 //
 //go:embed go.sum
 var GoSum []byte

@@ -22,14 +22,6 @@ import (
 // plan step also gets a CPU reference function (the CPU backend's kernel
 // call on copies of the arenas) for the program's selftest.
 
-// PuregoModule and PuregoVersion are the Objective-C bridge a Metal program
-// requires; mlbuild's own go.mod requires the same version, so building
-// mlbuild put it in the module cache and the program builds offline.
-const (
-	PuregoModule  = "github.com/ebitengine/purego"
-	PuregoVersion = "v0.11.3"
-)
-
 // mpsImport is the import path of the Metal runtime in mlbuild's module,
 // rewritten to ModulePath+"/mps" in generated programs.
 const mpsImport = "github.com/mlbuild/mlbuild/mps"
@@ -41,27 +33,6 @@ const mpsImport = "github.com/mlbuild/mlbuild/mps"
 // planner.Options{ConvScratch: MetalConvScratch}.
 func MetalConvScratch(g planner.ConvGeom) int {
 	return gpu.ConvScratch(g)
-}
-
-// MetalGoMod is go.mod of a generated Metal program.
-func MetalGoMod() []byte {
-	return []byte("module " + ModulePath + "\n\ngo 1.22\n\nrequire " + PuregoModule + " " + PuregoVersion + "\n")
-}
-
-// MetalGoSum is the go.sum of a generated Metal program: purego's lines
-// from mlbuild's own go.sum.
-func MetalGoSum() ([]byte, error) {
-	var out bytes.Buffer
-	prefix := PuregoModule + " " + PuregoVersion
-	for _, line := range strings.Split(string(mlbuild.GoSum), "\n") {
-		if strings.HasPrefix(line, prefix+" ") || strings.HasPrefix(line, prefix+"/go.mod ") {
-			out.WriteString(line + "\n")
-		}
-	}
-	if out.Len() == 0 {
-		return nil, fmt.Errorf("emit: mlbuild's go.sum has no line for %s %s, which Metal programs need (a bug in mlbuild's build)", PuregoModule, PuregoVersion)
-	}
-	return out.Bytes(), nil
 }
 
 // MPSFiles copies the Metal runtime (mps/*.go, no tests) and, when withFake
@@ -110,13 +81,12 @@ func metalProgram(in *Input) ([]File, error) {
 	if err != nil {
 		return nil, err
 	}
-	sum, err := MetalGoSum()
+	vendor, err := VendorFiles(Purego)
 	if err != nil {
 		return nil, err
 	}
 	files := []File{
-		{Path: "go.mod", Data: MetalGoMod()},
-		{Path: "go.sum", Data: sum},
+		{Path: "go.mod", Data: GoMod(Purego)},
 		{Path: "main.go", Data: src.Main},
 		{Path: "host.go", Data: src.Host},
 		{Path: "kernels.go", Data: src.Kernels},
@@ -129,7 +99,7 @@ func metalProgram(in *Input) ([]File, error) {
 	if err != nil {
 		return nil, err
 	}
-	return append(append(files, rtFiles...), mpsFiles...), nil
+	return append(append(append(files, rtFiles...), mpsFiles...), vendor...), nil
 }
 
 // metalPlan is one plan being rendered for Metal: its prefix (t, e, o), its

@@ -82,10 +82,12 @@ func metalModule(t *testing.T, dir string, batch int) []string {
 	return names
 }
 
-// goEnv is the environment `mlbuild compile` builds generated programs in.
-func goEnv(goos, goarch string) []string {
-	return append(os.Environ(), "CGO_ENABLED=0", "GOOS="+goos, "GOARCH="+goarch,
-		"GOFLAGS=-mod=mod", "GOPROXY=off", "GOWORK=off", "GO111MODULE=on", "GOTOOLCHAIN=local")
+// goEnv is the environment `mlbuild compile` builds generated programs in,
+// with an empty module cache of its own: the programs build from what
+// mlbuild carries (their vendor/ folder), never from a cache that happens
+// to hold their dependencies.
+func goEnv(t *testing.T, goos, goarch string) []string {
+	return append(append(os.Environ(), BuildEnv([]File{{Path: "vendor/modules.txt"}}, goos, goarch)...), "GOMODCACHE="+t.TempDir())
 }
 
 // TestMetalPrograms is the evidence without a Mac: the Metal programs of
@@ -104,7 +106,7 @@ func TestMetalPrograms(t *testing.T) {
 		out := t.TempDir()
 		cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", out+string(filepath.Separator), "./cmd/...")
 		cmd.Dir = dir
-		cmd.Env = goEnv("darwin", "arm64")
+		cmd.Env = goEnv(t, "darwin", "arm64")
 		if b, err := cmd.CombinedOutput(); err != nil {
 			t.Fatalf("cross-compiling the Metal programs for darwin/arm64: %v\n%s", err, b)
 		}
@@ -129,7 +131,7 @@ func TestMetalPrograms(t *testing.T) {
 		names := metalModule(t, dir, 3)
 		cmd := exec.Command("go", "test", "-count=1", "./cmd/...")
 		cmd.Dir = dir
-		cmd.Env = goEnv(goHost("GOOS"), goHost("GOARCH"))
+		cmd.Env = goEnv(t, goHost("GOOS"), goHost("GOARCH"))
 		b, err := cmd.CombinedOutput()
 		if err != nil {
 			t.Fatalf("the generated host code failed on the fake: %v\n%s", err, b)

@@ -328,14 +328,8 @@ func goBuild(files []emit.File, goos, goarch, outPath string) error {
 	}
 	cmd := exec.Command("go", "build", "-trimpath", "-buildvcs=false", "-ldflags=-s -w -buildid=", "-o", abs, ".")
 	cmd.Dir = tmp
-	cmd.Env = append(os.Environ(),
-		"CGO_ENABLED=0", "GOOS="+goos, "GOARCH="+goarch,
-		"GOFLAGS=-mod=mod", "GOPROXY=off", "GOWORK=off", "GO111MODULE=on", "GOTOOLCHAIN=local")
+	cmd.Env = append(os.Environ(), emit.BuildEnv(files, goos, goarch)...)
 	out, err := cmd.CombinedOutput()
-	if err != nil && strings.Contains(string(out), emit.PuregoModule) {
-		return withCode(ExitBuild, fmt.Errorf("building the generated Metal program needs %s %s in the Go module cache, and builds run offline (GOPROXY=off); fetch it once with\n  go mod download %s@%s\n%s",
-			emit.PuregoModule, emit.PuregoVersion, emit.PuregoModule, emit.PuregoVersion, out))
-	}
 	if err != nil {
 		return withCode(ExitBuild, fmt.Errorf("building the generated program for %s/%s failed (a bug in mlbuild; --emit DIR keeps the source):\n%s", goos, goarch, out))
 	}
