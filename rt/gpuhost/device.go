@@ -1,0 +1,106 @@
+package gpuhost
+
+// Device is what the GPU host program needs from a GPU: memory, a kernel
+// library, and recorded sequences of kernel launches and GEMMs. The Metal
+// device (package mps) and the CUDA device (package cuda) implement it, and
+// so do their fakes; one conformance suite (gpuhosttest) holds them all to
+// the same contract.
+//
+// The memory contract. Every buffer lives on the device. A device whose
+// memory the host shares (Apple GPUs, the fakes) returns the buffer's bytes
+// from HostView, and the host program then reads and writes them in place;
+// a discrete GPU returns nil and the host program keeps its own copy,
+// moving it with Upload and Download only at phase boundaries (before a
+// sequence that reads what the host wrote, after one whose results the host
+// reads). Upload and Download first wait for every launched sequence, so
+// they never race the GPU.
+//
+// The step contract. A Sequence is recorded once (Record calls encode with
+// an Encoder that takes the ops in order) and launched any number of times;
+// Launch only enqueues, and Sync waits for everything launched, reporting
+// the first failure with the name of its sequence. A CUDA device captures a
+// sequence as one CUDA graph; Metal encodes it into one command buffer per
+// launch. Values that change between launches (learning rate, step count,
+// dropout seed, batch position) live in device buffers that kernels read,
+// never in the recorded ops.
+type Device interface {
+	// Name is the GPU's name, e.g. "NVIDIA H100 80GB HBM3".
+	Name() string
+	// Facts are the lines `info` prints about the device: libraries loaded
+	// and their versions, memory, architecture.
+	Facts() []Fact
+	// Alloc returns a zeroed buffer of n bytes; label names it in errors.
+	Alloc(label string, n int) (Buffer, error)
+	// Free releases a buffer that no recorded sequence uses.
+	Free(b Buffer) error
+	// HostView is b's memory as bytes when the host shares it, else nil.
+	HostView(b Buffer) []byte
+	// Upload copies src to b at byte offset off; Download copies from b at
+	// off into dst. Both wait for launched sequences first.
+	Upload(b Buffer, off int, src []byte) error
+	Download(dst []byte, b Buffer, off int) error
+	// LoadKernels compiles the program's kernel source (in the device's
+	// language) and finds every kernel named in kernels, so that a compile
+	// error or a missing kernel shows before any work.
+	LoadKernels(source string, kernels []KernelInfo) error
+	// Record records the ops encode adds as one sequence named name.
+	Record(name string, encode func(Encoder) error) (Sequence, error)
+	// Sync waits for every launched sequence.
+	Sync() error
+	// Close releases everything the device holds.
+	Close() error
+}
+
+// Fact is one line of `info`.
+type Fact struct{ Key, Value string }
+
+// Buffer is a device allocation.
+type Buffer interface {
+	// Len is its size in bytes.
+	Len() int
+}
+
+// KernelInfo names one kernel of the program's source and the bytes each
+// of its buffer arguments touches, so a device can check every binding.
+type KernelInfo struct {
+	Name     string
+	ArgBytes []int
+}
+
+// Arg is one buffer argument of a kernel launch: Bytes bytes of Buf from
+// byte Offset.
+type Arg struct {
+	Buf           Buffer
+	Offset, Bytes int
+}
+
+// Operand is a row-major GEMM matrix: rows of RowBytes bytes in Buf from
+// byte Offset (RowBytes 0: packed rows).
+type Operand struct {
+	Buf              Buffer
+	Offset, RowBytes int
+}
+
+// Gemm is C = Alpha·op(A)·op(B) + Beta·C in row-major float32, with op(X)
+// = Xᵀ when the flag is set; C is M×N and the inner dimension is K.
+type Gemm struct {
+	TransA, TransB bool
+	M, N, K        int
+	Alpha, Beta    float32
+	A, B, C        Operand
+}
+
+// Encoder takes the ops of a sequence being recorded, in order.
+type Encoder interface {
+	// Dispatch launches kernel as groups threadgroups (blocks) of threads
+	// threads each, with one Arg per buffer parameter.
+	Dispatch(kernel string, args []Arg, groups, threads int) error
+	Gemm(g Gemm) error
+}
+
+// Sequence is a recorded sequence of ops.
+type Sequence interface {
+	// Launch enqueues one run of the sequence and returns without waiting;
+	// an error the GPU reports later comes from Sync.
+	Launch() error
+}
