@@ -169,6 +169,10 @@ func trainCmd(m Model, args []string, stdout, stderr io.Writer) error {
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	defer signal.Stop(sigs)
 
+	res, err := residentModel(m, ds, meta.Classes)
+	if err != nil {
+		return err
+	}
 	snapshot := make([]float32, len(m.State()))
 	loader := newBatchLoader(ds, B, meta.Classes)
 	defer loader.drain() // before the deferred close of the data set
@@ -179,12 +183,16 @@ func trainCmd(m Model, args []string, stdout, stderr io.Writer) error {
 		order := epochOrder(train, o.seed, epoch)
 		lr := learningRate(meta.Defaults, o.lr, epoch, o.epochs)
 		rep.StartEpoch(epoch + 1)
-		if st.batch < stepsPerEpoch { // a checkpoint taken after an epoch's last step resumes at its end
-			loader.prefetch(order, st.batch)
-		}
 		var sumLoss float64
 		var correct, seen int
-		for b := st.batch; b < stepsPerEpoch; b++ {
+		if res != nil {
+			if sumLoss, correct, seen, err = residentEpoch(res, o, &st, lastGood, order, lr, epoch, stepsPerEpoch, rep, metrics, sigs); err != nil {
+				return err
+			}
+		} else if st.batch < stepsPerEpoch { // a checkpoint taken after an epoch's last step resumes at its end
+			loader.prefetch(order, st.batch)
+		}
+		for b := st.batch; res == nil && b < stepsPerEpoch; b++ {
 			loader.wait(m.TrainInput(), m.TrainLabels())
 			if b+1 < stepsPerEpoch {
 				loader.prefetch(order, b+1)

@@ -1,0 +1,348 @@
+package gpuhost
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"unsafe"
+
+	"github.com/mlbuild/mlbuild/rt/app"
+)
+
+// ErrNoDevice is wrapped by a device's Open error when the machine has no
+// usable GPU of its kind (no driver, no device, a missing library).
+var ErrNoDevice = errors.New("no GPU")
+
+// Main opens the device, starts the model on it and runs the program's
+// command line.
+func Main(open func() (Device, error), p *Program) {
+	d, err := open()
+	if err != nil {
+		fail(p, err)
+	}
+	m, err := New(d, p)
+	if err != nil {
+		fail(p, err)
+	}
+	code := app.Run(m, os.Args[1:], os.Stdout, os.Stderr)
+	if err := d.Close(); err != nil && code == 0 {
+		fmt.Fprintf(os.Stderr, "%s: %v\n", p.Meta.Name, err)
+		code = 1
+	}
+	os.Exit(code)
+}
+
+// fail reports an error the app.Model interface cannot return (a GPU
+// failure in the middle of a command) and exits with the failure code.
+func fail(p *Program, err error) {
+	fmt.Fprintf(os.Stderr, "%s: %v\n", p.Meta.Name, err)
+	if errors.Is(err, ErrNoDevice) {
+		fmt.Fprintf(os.Stderr, "%s: this binary needs a %s GPU; compile the spec again with --backend cpu to run it on the CPU\n", p.Meta.Name, p.Meta.Backend)
+	}
+	os.Exit(1)
+}
+
+// Model implements app.Model on a Device. Each arena is one device buffer
+// and a host copy of it: on unified memory the host copy is the buffer
+// itself; on a discrete GPU it is moved only when one side needs what the
+// other wrote (hostNewer: the host may have written it since the last
+// upload; devNewer: a sequence may have written it since the last
+// download).
+type Model struct {
+	d    Device
+	p    *Program
+	bufs [ArenaCount]Buffer
+	host [ArenaCount][]float32
+	// unified is set when every host copy is the device buffer itself.
+	unified   bool
+	hostNewer [ArenaCount]bool
+	devNewer  [ArenaCount]bool
+	args      []uint32 // the host copy of ArenaArgs
+	seed      uint32
+
+	train, grads, evalInfer, oneInfer Sequence
+	traces                            []Sequence // one per training forward step, made on first use
+
+	res *resident // nil until the app loads a training set
+}
+
+// New loads the program's kernels on d (so a compile error shows before any
+// work), allocates the arenas and records the plans' sequences.
+func New(d Device, p *Program) (*Model, error) {
+	if err := d.LoadKernels(p.Source, p.Kernels); err != nil {
+		return nil, fmt.Errorf("loading the model's kernels on %s: %w", d.Name(), err)
+	}
+	m := &Model{d: d, p: p, seed: 1, unified: true}
+	sizes := [ArenaCount]int{ArenaState: p.StateSize, ArenaTrainWork: p.TrainWorkSize, ArenaEvalWork: p.EvalWorkSize,
+		ArenaOneWork: p.OneWorkSize, ArenaTrainInput: p.TrainInputSize, ArenaTrainLabels: p.TrainLabelsSize,
+		ArenaArgs: StepArgsLen, ArenaLogits: p.OutputSize}
+	for a, n := range sizes {
+		buf, err := d.Alloc(arenaNames[a], 4*max(n, 1))
+		if err != nil {
+			return nil, fmt.Errorf("allocating the %s arena (%d bytes): %w", arenaNames[a], 4*max(n, 1), err)
+		}
+		m.bufs[a] = buf
+		if v := d.HostView(buf); v != nil {
+			m.host[a] = floats(v)[:n]
+		} else {
+			m.unified = false
+			m.host[a] = make([]float32, n)
+		}
+	}
+	m.args = unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData(m.host[ArenaArgs]))), StepArgsLen)
+	var err error
+	if m.train, err = m.record("training step", p.TrainForward, []Op{p.CopyOutput}, p.TrainBackward, p.TrainUpdate); err != nil {
+		return nil, err
+	}
+	if m.grads, err = m.record("gradients", p.TrainForward, p.TrainBackward); err != nil {
+		return nil, err
+	}
+	if m.evalInfer, err = m.record("inference", p.EvalInfer); err != nil {
+		return nil, err
+	}
+	if m.oneInfer, err = m.record("one-sample inference", p.OneInfer); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// floats views little-endian bytes as float32s.
+func floats(b []byte) []float32 {
+	if len(b) < 4 {
+		return nil
+	}
+	return unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(b))), len(b)/4)
+}
+
+// bytesOf views float32s as bytes.
+func bytesOf(v []float32) []byte {
+	if len(v) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(v))), 4*len(v))
+}
+
+// Device is the device the model runs on.
+func (m *Model) Device() Device { return m.d }
+
+// record records a sequence from the ops of plan steps and plain op lists
+// ([]PlanStep or []Op); an error names the step and op.
+func (m *Model) record(name string, parts ...any) (Sequence, error) {
+	return m.d.Record(name, func(enc Encoder) error {
+		for _, part := range parts {
+			switch part := part.(type) {
+			case []PlanStep:
+				for i := range part {
+					if err := m.encodeStep(enc, &part[i]); err != nil {
+						return err
+					}
+				}
+			case []Op:
+				for i := range part {
+					if err := m.encode(enc, &part[i]); err != nil {
+						return fmt.Errorf("%s, op %d: %w", name, i, err)
+					}
+				}
+			default:
+				return fmt.Errorf("gpuhost: cannot record a %T", part)
+			}
+		}
+		return nil
+	})
+}
+
+func (m *Model) encodeStep(enc Encoder, st *PlanStep) error {
+	for j := range st.Ops {
+		if err := m.encode(enc, &st.Ops[j]); err != nil {
+			what := "GEMM"
+			if st.Ops[j].Gemm == nil {
+				what = "kernel " + st.Ops[j].Kernel
+			}
+			return fmt.Errorf("step %q, op %d (%s): %w", st.Name, j, what, err)
+		}
+	}
+	return nil
+}
+
+// encode adds one op.
+func (m *Model) encode(enc Encoder, op *Op) error {
+	if g := op.Gemm; g != nil {
+		operand := func(x Matrix) Operand {
+			return Operand{Buf: m.bufs[x.Arena], Offset: x.Offset, RowBytes: x.RowBytes}
+		}
+		s := g.Shape
+		return enc.Gemm(Gemm{TransA: s.TransA, TransB: s.TransB, M: s.M, N: s.N, K: s.K, Alpha: s.Alpha, Beta: s.Beta,
+			A: operand(g.A), B: operand(g.B), C: operand(g.C)})
+	}
+	args := make([]Arg, len(op.Binds))
+	for i, b := range op.Binds {
+		args[i] = Arg{Buf: m.bufs[b.Arena], Offset: b.Offset, Bytes: b.Bytes}
+	}
+	return enc.Dispatch(op.Kernel, args, op.Groups, op.Threadgroup)
+}
+
+// upload moves every arena the host may have written to the device.
+func (m *Model) upload() error {
+	if m.unified {
+		return nil
+	}
+	for a := range m.bufs {
+		if m.hostNewer[a] {
+			if err := m.d.Upload(m.bufs[a], 0, bytesOf(m.host[a])); err != nil {
+				return fmt.Errorf("copying the %s arena to %s: %w", arenaNames[a], m.d.Name(), err)
+			}
+			m.hostNewer[a] = false
+		}
+	}
+	return nil
+}
+
+// hostView returns an arena's host copy, current with the device; write
+// marks it as written by the host.
+func (m *Model) hostView(a int, write bool) []float32 {
+	if !m.unified && m.devNewer[a] {
+		if err := m.d.Download(bytesOf(m.host[a]), m.bufs[a], 0); err != nil {
+			fail(m.p, fmt.Errorf("copying the %s arena from %s: %w", arenaNames[a], m.d.Name(), err))
+		}
+		m.devNewer[a] = false
+	}
+	if write {
+		m.hostNewer[a] = true
+	}
+	return m.host[a]
+}
+
+func (m *Model) slice(r Region) []float32 {
+	return m.hostView(r.Arena, false)[r.Offset : r.Offset+r.Size]
+}
+
+// run launches sequences in order and waits for them: uploads first, and
+// afterwards every arena counts as written by the device.
+func (m *Model) run(seqs ...Sequence) error {
+	if err := m.upload(); err != nil {
+		return err
+	}
+	for _, s := range seqs {
+		if err := s.Launch(); err != nil {
+			m.touched()
+			return err
+		}
+	}
+	err := m.d.Sync()
+	m.touched()
+	return err
+}
+
+// touched marks every arena as possibly written by the device.
+func (m *Model) touched() {
+	if m.unified {
+		return
+	}
+	for a := range m.devNewer {
+		m.devNewer[a] = true
+	}
+}
+
+func (m *Model) setArgs(lr float32, step int) {
+	m.hostView(ArenaArgs, true)
+	m.args[ArgLR] = math.Float32bits(lr)
+	m.args[ArgStep] = uint32(step)
+	m.args[ArgSeed] = m.seed
+}
+
+func (m *Model) Meta() *app.Meta  { return m.p.Meta }
+func (m *Model) State() []float32 { return m.hostView(ArenaState, true) }
+
+func (m *Model) TrainInput() []float32  { return m.hostView(ArenaTrainInput, true) }
+func (m *Model) TrainLabels() []float32 { return m.hostView(ArenaTrainLabels, true) }
+func (m *Model) TrainOutput() []float32 { return m.hostView(ArenaLogits, false)[:m.p.OutputSize] }
+
+// TrainStep runs forward, loss, backward and update as one sequence.
+func (m *Model) TrainStep(lr float32, step int) float32 {
+	m.setArgs(lr, step)
+	if err := m.run(m.train); err != nil {
+		fail(m.p, fmt.Errorf("training step %d: %w", step, err))
+	}
+	return m.slice(m.p.TrainLoss)[0]
+}
+
+// Gradients runs forward, loss and backward as one sequence, without the
+// update.
+func (m *Model) Gradients() float32 {
+	m.setArgs(0, 1)
+	if err := m.run(m.grads); err != nil {
+		fail(m.p, fmt.Errorf("gradients: %w", err))
+	}
+	return m.slice(m.p.TrainLoss)[0]
+}
+
+func (m *Model) InferInput(one bool) []float32 {
+	r := m.p.EvalInput
+	if one {
+		r = m.p.OneInput
+	}
+	return m.hostView(r.Arena, true)[r.Offset : r.Offset+r.Size]
+}
+
+// Infer runs an inference plan as one sequence.
+func (m *Model) Infer(one bool) []float32 {
+	seq, out := m.evalInfer, m.p.EvalOutput
+	if one {
+		seq, out = m.oneInfer, m.p.OneOutput
+	}
+	m.setArgs(0, 0)
+	if err := m.run(seq); err != nil {
+		fail(m.p, fmt.Errorf("inference: %w", err))
+	}
+	return m.slice(out)
+}
+
+// TraceTrainForward runs the training forward pass one step per sequence,
+// handing each step's first output to visit.
+func (m *Model) TraceTrainForward(visit func(layer string, out []float32) bool) {
+	if m.traces == nil {
+		for i := range m.p.TrainForward {
+			s, err := m.record("trace "+m.p.TrainForward[i].Name, m.p.TrainForward[i:i+1])
+			if err != nil {
+				fail(m.p, err)
+			}
+			m.traces = append(m.traces, s)
+		}
+	}
+	for i := range m.p.TrainForward {
+		st := &m.p.TrainForward[i]
+		if err := m.run(m.traces[i]); err != nil {
+			fail(m.p, err)
+		}
+		if len(st.Check) > 0 && !visit(st.Layer, m.slice(st.Check[0])) {
+			return
+		}
+	}
+}
+
+func (m *Model) SetRand(seed uint64) { m.seed = foldSeed(seed) }
+
+// foldSeed is the 32-bit dropout seed of a 64-bit step seed.
+func foldSeed(seed uint64) uint32 { return uint32(seed) ^ uint32(seed>>32) }
+
+// DropoutUniform is the counter-based dropout draw of every GPU program: a
+// uniform float32 in [0, 1) from (seed, step, element index), with no
+// state, so that a GPU thread per element and the CPU reference draw the
+// same mask. emit/gpu generates the same function as kernel code.
+func DropoutUniform(seed, step, index uint32) float32 {
+	h := mix32(index*0x9E3779B9 ^ seed)
+	h ^= step * 0x85EBCA6B
+	h = mix32(h)
+	return float32(h>>8) * (1.0 / 16777216.0)
+}
+
+// mix32 is the "lowbias32" integer finaliser (Chris Wellons' hash prospector).
+func mix32(h uint32) uint32 {
+	h ^= h >> 16
+	h *= 0x7FEB352D
+	h ^= h >> 15
+	h *= 0x846CA68B
+	h ^= h >> 16
+	return h
+}

@@ -1,0 +1,117 @@
+// Package gpuhost is the host side of every GPU program mlbuild produces,
+// whatever the GPU: it turns the model's tables (the plans lowered to
+// kernel launches and GEMMs, written by the emitter into the program's
+// main.go) into recorded sequences on a Device, implements app.Model over
+// them, and runs selftest (each plan step on the GPU against its CPU
+// reference). The generated main.go keeps only the model's tables; the
+// Metal device (package mps) and the CUDA device (package cuda) plug in
+// behind the Device interface.
+package gpuhost
+
+import "github.com/mlbuild/mlbuild/rt/app"
+
+// Arenas: the device buffers a table entry can refer to.
+const (
+	ArenaState       = iota // params, statistics, gradients, optimizer state (all plans)
+	ArenaTrainWork          // the training plan's work arena
+	ArenaEvalWork           // the inference plan's work arena
+	ArenaOneWork            // the one-sample inference plan's work arena
+	ArenaTrainInput         // the training batch
+	ArenaTrainLabels        // its labels (one-hot rows, or regression targets)
+	ArenaArgs               // the per-step arguments (uint32 words, StepArgs layout)
+	ArenaLogits             // the training prediction, copied out of the work arena
+	ArenaCount
+)
+
+var arenaNames = [ArenaCount]string{"state", "training work", "inference work", "one-sample work",
+	"training input", "training labels", "step arguments", "training output"}
+
+// Words of the step-argument buffer (emit/gpu's StepArgs layout).
+const (
+	ArgLR       = 0 // math.Float32bits(learning rate)
+	ArgStep     = 1 // optimizer step, from 1
+	ArgSeed     = 2 // dropout seed of the step
+	StepArgsLen = 4
+)
+
+// Bind is one kernel buffer argument: an arena, a byte offset, and the
+// bytes the kernel touches from there.
+type Bind struct{ Arena, Offset, Bytes int }
+
+// Matrix is one GEMM operand: an arena, a byte offset and the row stride
+// in bytes.
+type Matrix struct{ Arena, Offset, RowBytes int }
+
+// GemmShape is what a GEMM is made for: C = Alpha·op(A)·op(B) + Beta·C.
+type GemmShape struct {
+	TransA, TransB bool
+	M, N, K        int
+	Alpha, Beta    float32
+}
+
+// GemmOp is one GEMM of a plan.
+type GemmOp struct {
+	Shape   GemmShape
+	A, B, C Matrix
+}
+
+// Op is one kernel launch (Groups threadgroups of Threadgroup threads) or,
+// when Gemm is set, one GEMM.
+type Op struct {
+	Kernel              string
+	Binds               []Bind
+	Groups, Threadgroup int
+	Gemm                *GemmOp
+}
+
+// Region is a tensor of a plan: arena, element offset, elements.
+type Region struct{ Arena, Offset, Size int }
+
+// RefFunc is a plan step's CPU reference, run on copies of the arenas:
+// state, the plan's work arena, the training input and labels.
+type RefFunc func(sa, wa, xa, ya []float32, lr float32, step int, seed uint32) float32
+
+// PlanStep is one step of a plan: its GPU ops, its CPU reference, the
+// regions selftest compares, and the length of the longest sum behind one
+// output element (which scales the tolerance).
+type PlanStep struct {
+	Name   string
+	Layer  string
+	Ops    []Op
+	Ref    RefFunc
+	Check  []Region
+	Reduce int
+}
+
+// Program is everything the generated main.go tells the host: sizes in
+// float32 elements, where the plans' inputs and outputs are, the kernel
+// library and the step tables.
+type Program struct {
+	Meta *app.Meta
+	// Source is the kernel library in the device's language; Kernels names
+	// each kernel with the bytes of each of its buffer arguments.
+	Source  string
+	Kernels []KernelInfo
+
+	StateSize, TrainWorkSize, EvalWorkSize, OneWorkSize int
+	TrainInputSize, TrainLabelsSize, OutputSize         int
+
+	TrainOutput, TrainLoss Region
+	EvalInput, EvalOutput  Region
+	OneInput, OneOutput    Region
+
+	// CopyOutput copies the training prediction into ArenaLogits inside
+	// the training step, before the backward pass reuses its storage.
+	CopyOutput Op
+
+	TrainForward, TrainBackward, TrainUpdate []PlanStep
+	EvalInfer, OneInfer                      []PlanStep
+
+	// GemmShapes are the distinct GEMMs of all plans, each checked against
+	// cpu.Sgemm by selftest.
+	GemmShapes []GemmShape
+
+	// Resident, when set, lets the device keep the training set and run
+	// many steps between host synchronisations (see resident.go).
+	Resident *ResidentKernels
+}

@@ -1,0 +1,197 @@
+package gpuhost
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/mlbuild/mlbuild/rt/app"
+	"github.com/mlbuild/mlbuild/rt/cpu"
+)
+
+// Selftest settings: the step arguments of the checked steps.
+const (
+	selftestLR   = 1e-3
+	selftestStep = 3
+)
+
+// SelfTest runs every plan step on the GPU, alone in a sequence, and
+// compares what it wrote with the step's CPU reference run on copies of the
+// same inputs; then every GEMM shape against cpu.Sgemm. The plans run in
+// order on seeded random weights and inputs, so each step sees realistic
+// values.
+func (m *Model) SelfTest() []app.SelfTestRow {
+	m.selftestInit()
+	var rows []app.SelfTestRow
+	phases := []struct {
+		plan  string
+		work  int
+		steps []PlanStep
+	}{
+		{"train", ArenaTrainWork, m.p.TrainForward}, {"train", ArenaTrainWork, m.p.TrainBackward},
+		{"train", ArenaTrainWork, m.p.TrainUpdate},
+		{"eval", ArenaEvalWork, m.p.EvalInfer}, {"eval-1", ArenaOneWork, m.p.OneInfer},
+	}
+	for _, ph := range phases {
+		for i := range ph.steps {
+			rows = append(rows, m.checkStep(ph.plan, ph.work, &ph.steps[i]))
+		}
+	}
+	return append(rows, m.checkGemms()...)
+}
+
+// selftestInit fills the state with seeded weights (positive where a
+// parameter must be: batch-norm scales and variances, Adam's second
+// moment) and the work arenas and batches with random values.
+func (m *Model) selftestInit() {
+	rng := cpu.NewRand(20240607)
+	uniform := func(v []float32, lo, hi float32) {
+		for i := range v {
+			v[i] = lo + (hi-lo)*rng.Float32()
+		}
+	}
+	meta := m.p.Meta
+	state := m.hostView(ArenaState, true)
+	uniform(state, -0.5, 0.5)
+	for _, p := range meta.Params {
+		if p.Init == "ones" {
+			uniform(state[p.Offset:p.Offset+p.Size], 0.5, 1.5)
+		}
+		for k, off := range p.State {
+			if k == 1 {
+				uniform(state[off:off+p.Size], 0, 0.1)
+			}
+		}
+	}
+	for _, a := range []int{ArenaTrainWork, ArenaEvalWork, ArenaOneWork, ArenaTrainInput} {
+		uniform(m.hostView(a, true), -1, 1)
+	}
+	labels := m.hostView(ArenaTrainLabels, true)
+	if meta.Classes == 0 || len(labels) != meta.Batch*meta.Classes {
+		uniform(labels, -1, 1) // regression targets
+		return
+	}
+	clear(labels)
+	for r := 0; r < meta.Batch; r++ {
+		labels[r*meta.Classes+rng.Intn(meta.Classes)] = 1
+	}
+}
+
+// checkStep runs one plan step on the GPU and on the CPU from the same
+// inputs and returns the largest difference over the step's outputs.
+func (m *Model) checkStep(plan string, work int, st *PlanStep) app.SelfTestRow {
+	row := app.SelfTestRow{Name: plan + " " + st.Name}
+	ref := map[int][]float32{}
+	for _, a := range []int{ArenaState, work, ArenaTrainInput, ArenaTrainLabels} {
+		ref[a] = append([]float32(nil), m.hostView(a, false)...)
+	}
+	m.setArgs(selftestLR, selftestStep)
+	seq, err := m.record("selftest "+row.Name, []PlanStep{*st})
+	if err == nil {
+		err = m.run(seq)
+	}
+	if err != nil {
+		row.Err = err
+		return row
+	}
+	st.Ref(ref[ArenaState], ref[work], ref[ArenaTrainInput], ref[ArenaTrainLabels], selftestLR, selftestStep, m.seed)
+	var maxErr, scale float64
+	for _, r := range st.Check {
+		got, want := m.slice(r), ref[r.Arena][r.Offset:r.Offset+r.Size]
+		for i := range want {
+			maxErr = math.Max(maxErr, absDiff(got[i], want[i]))
+			scale = math.Max(scale, math.Abs(float64(want[i])))
+		}
+	}
+	row.MaxError = maxErr
+	row.Tol = tolerance(st.Reduce, scale)
+	return row
+}
+
+// absDiff is |a-b|, 0 when both are NaN (the reference made one too) and
+// +Inf when only one is.
+func absDiff(a, b float32) float64 {
+	an, bn := a != a, b != b
+	switch {
+	case an && bn:
+		return 0
+	case an || bn:
+		return math.Inf(1)
+	}
+	return math.Abs(float64(a) - float64(b))
+}
+
+// tolerance allows float32 rounding that grows with the length of the sums
+// behind an output (GEMMs: K) and with the outputs' magnitude; fast math
+// adds a little to element-wise functions.
+func tolerance(reduce int, scale float64) float64 {
+	return math.Max(1e-4, 4e-6*float64(reduce)) * math.Max(1, scale)
+}
+
+// checkGemms runs each GEMM shape of the plans alone, on random matrices
+// in buffers of their own, against cpu.Sgemm.
+func (m *Model) checkGemms() []app.SelfTestRow {
+	var rows []app.SelfTestRow
+	rng := cpu.NewRand(7)
+	for _, g := range m.p.GemmShapes {
+		row := app.SelfTestRow{Name: fmt.Sprintf("GEMM %dx%dx%d transA=%v transB=%v beta=%g", g.M, g.N, g.K, g.TransA, g.TransB, g.Beta)}
+		row.MaxError, row.Tol, row.Err = m.checkGemm(g, rng)
+		rows = append(rows, row)
+	}
+	return rows
+}
+
+func (m *Model) checkGemm(g GemmShape, rng *cpu.Rand) (maxErr, tol float64, err error) {
+	aCols, bCols := g.K, g.N
+	if g.TransA {
+		aCols = g.M
+	}
+	if g.TransB {
+		bCols = g.K
+	}
+	var host [3][]float32
+	var bufs [3]Buffer
+	defer func() {
+		for _, b := range bufs {
+			if b != nil {
+				m.d.Free(b)
+			}
+		}
+	}()
+	for i, n := range []int{g.M * g.K, g.K * g.N, g.M * g.N} {
+		host[i] = make([]float32, n)
+		for j := range host[i] {
+			host[i][j] = rng.Float32()*2 - 1
+		}
+		if bufs[i], err = m.d.Alloc(fmt.Sprintf("selftest GEMM operand %d", i), 4*n); err != nil {
+			return 0, 0, err
+		}
+		if err = m.d.Upload(bufs[i], 0, bytesOf(host[i])); err != nil {
+			return 0, 0, err
+		}
+	}
+	seq, err := m.d.Record("selftest GEMM", func(enc Encoder) error {
+		return enc.Gemm(Gemm{TransA: g.TransA, TransB: g.TransB, M: g.M, N: g.N, K: g.K, Alpha: g.Alpha, Beta: g.Beta,
+			A: Operand{Buf: bufs[0]}, B: Operand{Buf: bufs[1]}, C: Operand{Buf: bufs[2]}})
+	})
+	if err == nil {
+		err = seq.Launch()
+	}
+	if err == nil {
+		err = m.d.Sync()
+	}
+	if err != nil {
+		return 0, 0, err
+	}
+	got := make([]float32, g.M*g.N)
+	if err = m.d.Download(bytesOf(got), bufs[2], 0); err != nil {
+		return 0, 0, err
+	}
+	want := host[2]
+	cpu.Sgemm(g.TransA, g.TransB, g.M, g.N, g.K, g.Alpha, host[0], aCols, host[1], bCols, g.Beta, want, g.N)
+	var scale float64
+	for i, v := range got {
+		maxErr = math.Max(maxErr, absDiff(v, want[i]))
+		scale = math.Max(scale, math.Abs(float64(want[i])))
+	}
+	return maxErr, tolerance(g.K, scale), nil
+}
