@@ -21,6 +21,8 @@ type generator struct {
 	// identical ones are emitted once, in first-use order.
 	shared     []string
 	sharedName map[string]string
+	// imports are main.go's imports besides rt/app and rt/cpu.
+	imports []string
 }
 
 func (g *generator) p(format string, args ...any) {
@@ -129,6 +131,9 @@ func (g *generator) fileHeader(backend string, about ...string) {
 	g.p("import (")
 	g.p("%q", ModulePath+"/rt/app")
 	g.p("%q", ModulePath+"/rt/cpu")
+	for _, imp := range g.imports {
+		g.p("%q", imp)
+	}
 	g.p(")")
 	g.p("")
 }

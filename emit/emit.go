@@ -20,8 +20,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/mlbuild/mlbuild"
 	"github.com/mlbuild/mlbuild/planner"
-	"github.com/mlbuild/mlbuild/rt"
 	"github.com/mlbuild/mlbuild/spec"
 )
 
@@ -39,7 +39,7 @@ type Input struct {
 	Train    *planner.Plan // training plan at the spec's batch size
 	Infer    *planner.Plan // inference plan at the spec's batch size
 	Infer1   *planner.Plan // inference plan at batch 1
-	Backend  string        // "cpu"
+	Backend  string        // the Backend's name
 	Version  string        // mlbuild's version
 	BuildKey string        // the cache key, shown by `info`
 }
@@ -53,13 +53,15 @@ type File struct {
 // Program returns the files of the generated program's module: go.mod, the
 // generated main package, and the runtime packages it links.
 func Program(in *Input) ([]File, error) {
-	switch in.Backend {
-	case "cpu":
-	case "metal":
-		return metalProgram(in)
-	default:
-		return nil, fmt.Errorf("emit: backend %q is not supported by this emitter", in.Backend)
+	b, err := LookupBackend(in.Backend)
+	if err != nil {
+		return nil, fmt.Errorf("emit: %v", err)
 	}
+	return b.program(in)
+}
+
+// cpuProgram returns the module of a CPU program.
+func cpuProgram(in *Input) ([]File, error) {
 	model, err := ModelSource(in)
 	if err != nil {
 		return nil, err
@@ -84,7 +86,7 @@ var runtimePackages = []string{"cpu", "app", "idx", "safetensors", "imageio", "p
 func RuntimeFiles(pkgs ...string) ([]File, error) {
 	var out []File
 	for _, pkg := range pkgs {
-		entries, err := fs.ReadDir(rt.Sources, pkg)
+		entries, err := fs.ReadDir(mlbuild.RuntimeSources, path.Join("rt", pkg))
 		if err != nil {
 			return nil, fmt.Errorf("emit: runtime package %s is not embedded in this mlbuild: %v", pkg, err)
 		}
@@ -93,7 +95,7 @@ func RuntimeFiles(pkgs ...string) ([]File, error) {
 			if strings.HasSuffix(name, "_test.go") || !(strings.HasSuffix(name, ".go") || strings.HasSuffix(name, ".s")) {
 				continue
 			}
-			data, err := fs.ReadFile(rt.Sources, path.Join(pkg, name))
+			data, err := fs.ReadFile(mlbuild.RuntimeSources, path.Join("rt", pkg, name))
 			if err != nil {
 				return nil, err
 			}

@@ -2,16 +2,12 @@ package emit
 
 import (
 	"debug/macho"
-	"fmt"
-	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
-
-	"github.com/mlbuild/mlbuild/emit/gpu"
 )
 
 // metalProgramSpecs are the specs whose Metal programs the evidence tests
@@ -50,30 +46,34 @@ func metalModule(t *testing.T, dir string, batch int) []string {
 	t.Helper()
 	var names []string
 	var shared []File
+	fakeTest, err := os.ReadFile(filepath.Join("testdata", "fakehost", "metal_test.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	for name, s := range metalProgramSpecs(t) {
-		files, err := Program(metalInputBatch(t, s.file, s.fusion, batch))
+		files, err := Metal.program(metalInputBatch(t, s.file, s.fusion, batch))
 		if err != nil {
 			t.Fatalf("%s (%s): %v", name, s.file, err)
 		}
 		names = append(names, name)
 		for _, f := range files {
 			switch f.Path {
-			case "main.go", "host.go", "kernels.go":
+			case "main.go", "kernels.go":
 				writeModule(t, dir, []File{{Path: "cmd/" + name + "/" + f.Path, Data: f.Data}})
 			}
 		}
-		writeModule(t, dir, []File{{Path: "cmd/" + name + "/fake_test.go", Data: []byte(fakeTestSource())}})
+		writeModule(t, dir, []File{{Path: "cmd/" + name + "/fake_test.go", Data: fakeTest}})
 		if shared == nil {
 			shared = files
 		}
 	}
-	fake, err := MPSFiles(true)
+	fake, err := Metal.DeviceFiles(true)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, f := range append(shared, fake...) {
 		switch f.Path {
-		case "main.go", "host.go", "kernels.go":
+		case "main.go", "kernels.go":
 		default:
 			writeModule(t, dir, []File{f})
 		}
@@ -150,15 +150,4 @@ func goHost(v string) string {
 		return ""
 	}
 	return strings.TrimSpace(string(b))
-}
-
-// fakeTestSource is fake_test.go of a generated program: it runs the host
-// code on mps/fakemetal. Expected dropout draws come from emit/gpu, so the
-// program's copy of the hash is checked against the kernels'.
-func fakeTestSource() string {
-	var draws []string
-	for _, c := range [][3]uint32{{1, 1, 0}, {7, 3, 12345}, {0xDEADBEEF, 99, 1 << 20}} {
-		draws = append(draws, fmt.Sprintf("{%d, %d, %d, %d}", c[0], c[1], c[2], math.Float32bits(gpu.DropoutUniform(c[0], c[1], c[2]))))
-	}
-	return strings.Replace(fakeTestTemplate, "DRAWS", strings.Join(draws, ", "), 1)
 }

@@ -26,8 +26,7 @@ func metalInputBatch(t testing.TB, file string, fusion bool, batch int) *Input {
 	}
 	var plans []*planner.Plan
 	for _, o := range []planner.Options{{Training: true, Fusion: fusion, Batch: batch}, {Fusion: fusion, Batch: batch}, {Fusion: fusion, Batch: 1}} {
-		o.ConvScratch = MetalConvScratch
-		p, err := planner.Build(m, o)
+		p, err := planner.Build(m, Metal.PlanOptions(o))
 		if err != nil {
 			t.Fatalf("planning %s: %v", file, err)
 		}
@@ -36,10 +35,11 @@ func metalInputBatch(t testing.TB, file string, fusion bool, batch int) *Input {
 	return &Input{Model: m, Train: plans[0], Infer: plans[1], Infer1: plans[2], Backend: "metal", Version: "golden", BuildKey: "golden"}
 }
 
-// checkGolden compares got with a golden file; MLBUILD_UPDATE=1 rewrites it.
-func checkGolden(t *testing.T, name string, got []byte) {
+// checkGolden compares got with a golden file of a backend's folder in
+// testdata; MLBUILD_UPDATE=1 rewrites it.
+func checkGolden(t *testing.T, backend, name string, got []byte) {
 	t.Helper()
-	golden := filepath.Join("testdata", "metal", name)
+	golden := filepath.Join("testdata", backend, name)
 	if os.Getenv("MLBUILD_UPDATE") != "" {
 		if err := os.WriteFile(golden, got, 0o644); err != nil {
 			t.Fatal(err)
@@ -54,16 +54,20 @@ func checkGolden(t *testing.T, name string, got []byte) {
 	}
 }
 
-// TestMetalMNISTGolden keeps the Metal program's main.go, host.go and MSL
-// for the flagship spec as golden files, reviewed like code.
-func TestMetalMNISTGolden(t *testing.T) {
-	src, err := RenderMetal(metalInputFor(t, "../models/mnist.cue", true))
-	if err != nil {
-		t.Fatal(err)
+// TestGPUMNISTGolden keeps each GPU backend's main.go and kernel source for
+// the flagship spec as golden files, reviewed like code. The two main.go
+// differ only in the device package and the header comment.
+func TestGPUMNISTGolden(t *testing.T) {
+	for _, b := range []*Backend{Metal, CUDA} {
+		in := metalInputFor(t, "../models/mnist.cue", true)
+		in.Backend = b.Name
+		src, err := b.RenderGPU(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkGolden(t, b.Name, "mnist.main.go.golden", src.Main)
+		checkGolden(t, b.Name, "mnist."+map[string]string{"metal": "metal", "cuda": "cu"}[b.Name]+".golden", []byte(src.KernelSource))
 	}
-	checkGolden(t, "mnist.main.go.golden", src.Main)
-	checkGolden(t, "host.go.golden", src.Host)
-	checkGolden(t, "mnist.metal.golden", []byte(src.MSL))
 }
 
 // writeModule writes generated files under dir.

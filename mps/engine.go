@@ -87,6 +87,26 @@ func (e *Engine) NewBuffer(label string, length int) (Buffer, error) {
 	return buf, nil
 }
 
+// ReleaseBuffer gives back a buffer of NewBuffer before Close, with the
+// GEMM operands cached on it.
+func (e *Engine) ReleaseBuffer(buf Buffer) error {
+	for i, b := range e.buffers {
+		if b.id != buf.id {
+			continue
+		}
+		e.buffers = append(e.buffers[:i], e.buffers[i+1:]...)
+		for k, m := range e.matrices {
+			if k.buf == buf.id {
+				m.Release()
+				delete(e.matrices, k)
+			}
+		}
+		buf.Release()
+		return nil
+	}
+	return fmt.Errorf("mps: ReleaseBuffer of a buffer this engine did not make or already released")
+}
+
 // DoubleBuffer is two shared buffers of the same size for the input batch:
 // the data loader fills Next while the GPU reads Current, and Swap after
 // the step's Wait exchanges them, so loading overlaps compute with no copy.

@@ -1,7 +1,8 @@
 package main
 
 import (
-	"encoding/json"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -14,11 +15,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	mlbuildroot "github.com/mlbuild/mlbuild"
 	"github.com/mlbuild/mlbuild/cache"
 	"github.com/mlbuild/mlbuild/emit"
 	"github.com/mlbuild/mlbuild/planner"
-	"github.com/mlbuild/mlbuild/rt"
 	"github.com/mlbuild/mlbuild/rt/atomicfile"
 	"github.com/mlbuild/mlbuild/spec"
 )
@@ -66,6 +65,9 @@ Examples:
   # the Metal backend (MPS GEMMs and generated Metal kernels), from any OS
   mlbuild compile models/mnist.cue --backend metal --target darwin/arm64 -o mnist-metal
 
+  # the CUDA backend (cuBLAS GEMMs, generated CUDA kernels, one CUDA graph per step)
+  mlbuild compile models/mnist.cue --backend cuda --target linux/amd64 -o mnist-cuda
+
   # measure what fusion buys
   mlbuild compile models/mnist.cue --fusion=off -o mnist-unfused`,
 		Args: cobra.MinimumNArgs(1),
@@ -94,7 +96,7 @@ Examples:
 	f := cmd.Flags()
 	f.StringP("output", "o", "", "where to write the binary (default: the model's name in the current directory)")
 	f.String("target", runtime.GOOS+"/"+runtime.GOARCH, "GOOS/GOARCH to build for")
-	f.String("backend", "cpu", "backend: cpu, or metal (Apple M-series GPUs; needs a darwin --target)")
+	f.String("backend", "cpu", backendHelp())
 	f.String("emit", "", "also write the generated Go source to this directory")
 	f.String("fusion", "on", "fuse bias+activation into GEMMs and chains of element-wise ops: on or off")
 	f.Bool("force", false, "overwrite an output file that mlbuild did not make")
@@ -103,55 +105,31 @@ Examples:
 	return cmd
 }
 
-// buildKey lists everything that changes the generated program, one
-// readable line each.
-func buildKey(opts *compileOptions, m *spec.Model, plans []*planner.Plan, goVersion string) (*cache.Key, error) {
-	k := cache.NewKey()
-	k.Add("mlbuild", mlbuildVersion())
-	if mlbuildVersion() == "devel" {
-		// A development build's version says nothing: use its own bytes.
-		if h, err := selfHash(); err == nil {
-			k.Add("mlbuild-binary", h)
-		}
+// backendHelp describes --backend from the backend table.
+func backendHelp() string {
+	var lines []string
+	for _, b := range emit.Backends {
+		lines = append(lines, b.Name+": "+b.Doc)
 	}
-	if err := k.AddFS("runtime", rt.Sources); err != nil {
-		return nil, err
-	}
-	k.Add("go", goVersion)
-	k.Add("backend", opts.backend)
-	if opts.backend == "metal" {
-		// the Metal runtime copied into the program
-		if err := k.AddFS("mps-runtime", mlbuildroot.MPSSources); err != nil {
-			return nil, err
-		}
-	}
-	k.Add("target", opts.target)
-	k.Add("fusion", fmt.Sprint(opts.fusion))
-	mj, err := json.Marshal(m)
-	if err != nil {
-		return nil, err
-	}
-	k.Add("model", string(mj))
-	for i, p := range plans {
-		pj, err := json.Marshal(p)
-		if err != nil {
-			return nil, err
-		}
-		k.Add(fmt.Sprintf("plan%d", i), string(pj))
-	}
-	return k, nil
+	return "backend, one of\n" + strings.Join(lines, "\n")
 }
 
-func selfHash() (string, error) {
-	exe, err := os.Executable()
-	if err != nil {
-		return "", err
+// buildKey lists everything that changes the built program, one readable
+// line each: mlbuild's version, Go's, the backend, the target and every
+// file the emitter writes (generated with an empty BuildKey, which the key
+// itself fills in afterwards), so editing what no program carries (a test,
+// a document) never invalidates a cached binary.
+func buildKey(opts *compileOptions, files []emit.File, goVersion string) (*cache.Key, error) {
+	k := cache.NewKey()
+	k.Add("mlbuild", mlbuildVersion())
+	k.Add("go", goVersion)
+	k.Add("backend", opts.backend)
+	k.Add("target", opts.target)
+	for _, f := range files {
+		sum := sha256.Sum256(f.Data)
+		k.Add("file "+f.Path, hex.EncodeToString(sum[:]))
 	}
-	id, _, err := cache.HashFile(exe)
-	if err != nil {
-		return "", err
-	}
-	return id.String(), nil
+	return k, nil
 }
 
 // goToolVersion asks the go command on PATH which version it is.
@@ -163,25 +141,22 @@ func goToolVersion() (string, error) {
 	return strings.TrimSpace(string(out)), nil
 }
 
-// planAll makes the three plans a program needs.
+// planAll makes the three plans a CPU program needs.
 func planAll(m *spec.Model, fusion bool, memoryLimit int64) ([]*planner.Plan, error) {
-	return planBackend(m, fusion, memoryLimit, "cpu")
+	return planBackend(m, fusion, memoryLimit, emit.CPU)
 }
 
-// planBackend is planAll for a backend: Metal plans size convolution
-// scratch for the GPU's kernels.
-func planBackend(m *spec.Model, fusion bool, memoryLimit int64, backend string) ([]*planner.Plan, error) {
+// planBackend makes the three plans of a program of backend b (training at
+// the spec's batch, inference at the spec's batch and at batch 1), with the
+// backend's planning rules.
+func planBackend(m *spec.Model, fusion bool, memoryLimit int64, b *emit.Backend) ([]*planner.Plan, error) {
 	var plans []*planner.Plan
 	for _, o := range []planner.Options{
 		{Training: true, Fusion: fusion, MemoryLimit: memoryLimit},
 		{Training: false, Fusion: fusion, MemoryLimit: memoryLimit},
 		{Training: false, Fusion: fusion, Batch: 1, MemoryLimit: memoryLimit},
 	} {
-		if backend == "metal" {
-			o.ConvScratch = emit.MetalConvScratch // the GPU's im2col columns and output rows, a round of images at a time
-			o.ConvMethod = func(planner.ConvGeom, bool, bool) string { return "im2col+mps" }
-		}
-		p, err := planner.Build(m, o)
+		p, err := planner.Build(m, b.PlanOptions(o))
 		if err != nil {
 			return nil, err
 		}
@@ -196,14 +171,12 @@ func compileRun(opts *compileOptions) error {
 	if !ok || goos == "" || goarch == "" {
 		return withCode(ExitUsage, fmt.Errorf("--target must be GOOS/GOARCH, e.g. linux/amd64 or darwin/arm64, got %q", opts.target))
 	}
-	switch opts.backend {
-	case "cpu":
-	case "metal":
-		if goos != "darwin" {
-			return withCode(ExitUsage, fmt.Errorf("--backend metal builds for Apple GPUs, which only macOS drives, but --target is %s; use --target darwin/arm64 (from any OS), or --backend cpu for %s", opts.target, opts.target))
-		}
-	default:
-		return withCode(ExitUsage, fmt.Errorf("unknown --backend %q; available: cpu, metal", opts.backend))
+	backend, err := emit.LookupBackend(opts.backend)
+	if err != nil {
+		return withCode(ExitUsage, err)
+	}
+	if err := backend.CheckTarget(goos, goarch); err != nil {
+		return withCode(ExitUsage, err)
 	}
 	memLimit, err := resolveMemoryLimit(opts.memLimit)
 	if err != nil {
@@ -213,7 +186,7 @@ func compileRun(opts *compileOptions) error {
 	if err != nil {
 		return reportSpecError(opts.stderr, err)
 	}
-	plans, err := planBackend(m, opts.fusion, memLimit, opts.backend)
+	plans, err := planBackend(m, opts.fusion, memLimit, backend)
 	if err != nil {
 		return reportSpecError(opts.stderr, err)
 	}
@@ -221,12 +194,17 @@ func compileRun(opts *compileOptions) error {
 	if err != nil {
 		return withCode(ExitBuild, err)
 	}
-	key, err := buildKey(opts, m, plans, goVersion)
+	in := &emit.Input{Model: m, Train: plans[0], Infer: plans[1], Infer1: plans[2],
+		Backend: backend.Name, Version: mlbuildVersion()}
+	unkeyed, err := emit.Program(in)
 	if err != nil {
 		return withCode(ExitInternal, err)
 	}
-	in := &emit.Input{Model: m, Train: plans[0], Infer: plans[1], Infer1: plans[2],
-		Backend: opts.backend, Version: mlbuildVersion(), BuildKey: key.ID().Short()}
+	key, err := buildKey(opts, unkeyed, goVersion)
+	if err != nil {
+		return withCode(ExitInternal, err)
+	}
+	in.BuildKey = key.ID().Short()
 	generate := func() ([]emit.File, error) {
 		files, err := emit.Program(in)
 		if err != nil {

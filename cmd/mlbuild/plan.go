@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/mlbuild/mlbuild/emit"
 	"github.com/mlbuild/mlbuild/planner"
 	"github.com/mlbuild/mlbuild/spec"
 )
@@ -21,6 +22,8 @@ type planOptions struct {
 	batch  int    // 0: the spec's batch size
 	fusion string // "on" or "off"
 	mode   string // "train" or "infer"
+	// backend is --backend, whose planning rules the plan follows.
+	backend string
 	// memLimit is --memory-limit, "" for this machine's memory.
 	memLimit string
 	stdout   io.Writer
@@ -50,6 +53,9 @@ Examples:
   # what fusion buys: compare step counts and bytes moved
   mlbuild plan models/mnist.cue --fusion off
 
+  # as the Metal backend plans it (its convolution methods and scratch)
+  mlbuild plan models/mnist.cue --backend metal
+
   # the inference plan at batch 1, as JSON for scripts
   mlbuild plan models/mnist.cue --mode infer --batch 1 --format json
 `,
@@ -62,6 +68,7 @@ Examples:
 				batch:    c.GetInt("batch"),
 				fusion:   c.GetString("fusion"),
 				mode:     c.GetString("mode"),
+				backend:  c.GetString("backend"),
 				memLimit: c.GetString("memory-limit"),
 				stdout:   g.stdout,
 				stderr:   g.stderr,
@@ -74,6 +81,7 @@ Examples:
 	f.String("fusion", "on", "fusion passes: on or off")
 	f.String("mode", "train", "plan kind: train (forward, loss, backward, update) or infer (forward only, eval mode)")
 	f.String("memory-limit", "", memoryLimitHelp)
+	f.String("backend", "cpu", "plan as this backend's programs are planned (its convolution methods and scratch): "+emit.BackendNames())
 	return cmd
 }
 
@@ -96,6 +104,10 @@ func planRun(opts *planOptions) error {
 	if opts.batch < 0 {
 		return withCode(ExitUsage, fmt.Errorf("--batch must be positive, got %d", opts.batch))
 	}
+	backend, err := emit.LookupBackend(opts.backend)
+	if err != nil {
+		return withCode(ExitUsage, err)
+	}
 	memLimit, err := resolveMemoryLimit(opts.memLimit)
 	if err != nil {
 		return err
@@ -104,7 +116,7 @@ func planRun(opts *planOptions) error {
 	if err != nil {
 		return reportSpecError(opts.stderr, err)
 	}
-	p, err := planner.Build(m, planner.Options{Batch: opts.batch, Training: opts.mode == "train", Fusion: fusion, MemoryLimit: memLimit})
+	p, err := planner.Build(m, backend.PlanOptions(planner.Options{Batch: opts.batch, Training: opts.mode == "train", Fusion: fusion, MemoryLimit: memLimit}))
 	if err != nil {
 		var pe *planner.Error
 		if errors.As(err, &pe) {

@@ -1,6 +1,10 @@
 package gpu
 
-import "math"
+import (
+	"math"
+
+	"github.com/mlbuild/mlbuild/rt/gpuhost"
+)
 
 // StepArgs is the layout of the small uint32 buffer that carries the values
 // that change from one training step to the next, so kernels need not be
@@ -21,24 +25,9 @@ func PackStepArgs(lr float32, step, seed uint32) [StepArgsLen]uint32 {
 // DropoutUniform is the counter-based random number behind dropout masks: a
 // uniform float32 in [0, 1) from (seed, step, element index), with no state,
 // so that a GPU thread per element and a CPU reference draw the same mask.
-// It must stay identical to hashUniformExpr.
-func DropoutUniform(seed, step, index uint32) float32 {
-	h := index*0x9E3779B9 ^ seed
-	h = mix32(h)
-	h ^= step * 0x85EBCA6B
-	h = mix32(h)
-	return float32(h>>8) * (1.0 / 16777216.0)
-}
-
-// mix32 is the "lowbias32" integer finaliser (Chris Wellons' hash prospector).
-func mix32(h uint32) uint32 {
-	h ^= h >> 16
-	h *= 0x7FEB352D
-	h ^= h >> 15
-	h *= 0x846CA68B
-	h ^= h >> 16
-	return h
-}
+// hashUniformStmts generates the same function as kernel code; the host's
+// copy is the one in rt/gpuhost.
+var DropoutUniform = gpuhost.DropoutUniform
 
 // hashUniformStmts declares float variable name = DropoutUniform(seed, step,
 // index) in the IR, reading seed and step from the args buffer.

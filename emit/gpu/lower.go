@@ -2,7 +2,6 @@ package gpu
 
 import (
 	"fmt"
-	"strings"
 
 	"github.com/mlbuild/mlbuild/planner"
 )
@@ -71,6 +70,9 @@ type Program struct {
 	Backward []Op      `json:"backward"`
 	Update   []Op      `json:"update"`
 	Infer    []Op      `json:"infer"`
+	// The same ops grouped per plan step (the i-th group is the ops of the
+	// phase's i-th step; a step may lower to none).
+	ForwardSteps, BackwardSteps, UpdateSteps, InferSteps [][]Op `json:"-"`
 }
 
 // KernelPrefix starts every generated kernel name; the rest is a counter in
@@ -80,17 +82,35 @@ const KernelPrefix = "mlb"
 // Lower maps every step of p to kernel launches and GEMMs, generating and
 // deduplicating kernels, and prints them in dialect d.
 func Lower(p *planner.Plan, d *Dialect) (*Program, error) {
-	l := &lowering{p: p, d: d, names: map[string]string{}}
+	lib := NewLibrary(d)
+	prog, err := LowerInto(lib, p)
+	if err != nil {
+		return nil, err
+	}
+	prog.Kernels = lib.Kernels
+	if prog.Source, err = lib.Source(); err != nil {
+		return nil, err
+	}
+	return prog, nil
+}
+
+// LowerInto lowers p with its kernels added to lib, so that the plans of
+// one program share one library; the returned Program's Kernels and Source
+// are left empty (they are lib's).
+func LowerInto(lib *Library, p *planner.Plan) (*Program, error) {
+	d := lib.Dialect()
+	l := &lowering{p: p, d: d, lib: lib}
 	prog := &Program{Dialect: d.Name}
 	phases := []struct {
 		steps    planner.Phase
 		training bool
 		dst      *[]Op
+		grouped  *[][]Op
 	}{
-		{p.Forward, p.Training, &prog.Forward},
-		{p.Backward, true, &prog.Backward},
-		{p.Update, true, &prog.Update},
-		{p.Forward, false, &prog.Infer},
+		{p.Forward, p.Training, &prog.Forward, &prog.ForwardSteps},
+		{p.Backward, true, &prog.Backward, &prog.BackwardSteps},
+		{p.Update, true, &prog.Update, &prog.UpdateSteps},
+		{p.Forward, false, &prog.Infer, &prog.InferSteps},
 	}
 	for _, ph := range phases {
 		for i := range ph.steps {
@@ -101,24 +121,18 @@ func Lower(p *planner.Plan, d *Dialect) (*Program, error) {
 				return nil, fmt.Errorf("gpu: lowering step %d (%s) of layer %q: %w", i, st.Kernel, st.Layer, err)
 			}
 			*ph.dst = append(*ph.dst, l.ops...)
+			*ph.grouped = append(*ph.grouped, l.ops)
 		}
 	}
-	prog.Kernels = l.kernels
-	src, err := Source(d, l.kernels)
-	if err != nil {
-		return nil, err
-	}
-	prog.Source = src
 	return prog, nil
 }
 
 type lowering struct {
-	p       *planner.Plan
-	d       *Dialect
-	step    *planner.Step
-	ops     []Op
-	kernels []*Kernel
-	names   map[string]string // printed body → kernel name
+	p    *planner.Plan
+	d    *Dialect
+	step *planner.Step
+	ops  []Op
+	lib  *Library
 }
 
 // operand is a buffer and element offset to bind; args marks StepArgs.
@@ -133,22 +147,9 @@ func whole(b planner.BufID) operand       { return operand{buf: b} }
 
 var stepArgs = operand{buf: planner.NoBuf, args: true}
 
-// kernelName registers k (after Rewrite for the dialect), reusing the name
-// of an identical kernel.
+// kernelName adds k to the program's library and returns its name.
 func (l *lowering) kernelName(k *Kernel, kind string) (string, error) {
-	k = Rewrite(k, l.d)
-	k.Name = "KERNEL"
-	var b strings.Builder
-	if err := PrintKernel(&b, l.d, k); err != nil {
-		return "", err
-	}
-	if name, ok := l.names[b.String()]; ok {
-		return name, nil
-	}
-	k.Name = fmt.Sprintf("%s%03d_%s", KernelPrefix, len(l.kernels), kind)
-	l.names[b.String()] = k.Name
-	l.kernels = append(l.kernels, k)
-	return k.Name, nil
+	return l.lib.Add(k, kind)
 }
 
 // launch appends a launch of k binding ops in parameter order, checking

@@ -35,9 +35,9 @@ type ResidentKernels struct {
 	Record        string
 	RecordThreads int
 	// CopyState (state, snapshot) copies the state arena, CopyGroups groups
-	// of 256 threads.
-	CopyState  string
-	CopyGroups int
+	// of CopyThreads threads.
+	CopyState               string
+	CopyGroups, CopyThreads int
 }
 
 // Words of the uint32 control buffer of device-resident training.
@@ -271,12 +271,12 @@ func (m *Model) recordResident() error {
 	state := Arg{Buf: m.bufs[ArenaState], Bytes: 4 * p.StateSize}
 	snap := Arg{Buf: r.snapshot, Bytes: 4 * p.StateSize}
 	if r.save, err = m.d.Record("state snapshot", func(enc Encoder) error {
-		return enc.Dispatch(rk.CopyState, []Arg{state, snap}, rk.CopyGroups, 256)
+		return enc.Dispatch(rk.CopyState, []Arg{state, snap}, rk.CopyGroups, rk.CopyThreads)
 	}); err != nil {
 		return err
 	}
 	r.restore, err = m.d.Record("state restore", func(enc Encoder) error {
-		return enc.Dispatch(rk.CopyState, []Arg{snap, state}, rk.CopyGroups, 256)
+		return enc.Dispatch(rk.CopyState, []Arg{snap, state}, rk.CopyGroups, rk.CopyThreads)
 	})
 	return err
 }

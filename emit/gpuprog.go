@@ -15,51 +15,65 @@ import (
 	"github.com/mlbuild/mlbuild/planner"
 )
 
-// The Metal backend's program: the same three plans as the CPU backend
+// A GPU backend's program: the same three plans as the CPU backend
 // (training at the spec's batch, inference at the spec's batch and at batch
-// 1), lowered to GPU ops by emit/gpu, rendered as tables that a fixed host
-// (metal_host.go) encodes into command buffers through mps.Engine. Each
-// plan step also gets a CPU reference function (the CPU backend's kernel
-// call on copies of the arenas) for the program's selftest.
+// 1), lowered to GPU ops by emit/gpu in the device's kernel language and
+// rendered as the tables of a gpuhost.Program, which the carried host
+// package rt/gpuhost records into sequences on the device (package mps for
+// Metal, cuda for CUDA). Each plan step also gets a CPU reference function
+// (the CPU backend's kernel call on copies of the arenas) for the program's
+// selftest. Nothing in the generated main.go depends on the GPU family but
+// the kernel language and the device's Open function.
 
-// mpsImport is the import path of the Metal runtime in mlbuild's module,
-// rewritten to ModulePath+"/mps" in generated programs.
-const mpsImport = "github.com/mlbuild/mlbuild/mps"
+// gpuDevice is what one GPU family adds to a GPU program.
+type gpuDevice struct {
+	backend string       // the Backend's name
+	dialect *gpu.Dialect // the kernel language
+	pkg     string       // the device package mlbuild carries: "mps", "cuda"
+	fake    string       // its fake, a subpackage: "fakemetal", "fakecuda"
+	about   []string     // lines of main.go's header comment on how it runs
+}
 
-// MetalConvScratch is the convolution scratch the Metal program needs for
-// one convolution step: gpu.ConvScratch, the im2col columns and output
-// rows of a round of images (emit/gpu lowers a convolution a round of
-// images at a time). Plans for the Metal backend are built with
-// planner.Options{ConvScratch: MetalConvScratch}.
+// MetalConvScratch is the convolution scratch a GPU program needs for one
+// convolution step: gpu.ConvScratch, the im2col columns and output rows of
+// a round of images (emit/gpu lowers a convolution a round of images at a
+// time).
 func MetalConvScratch(g planner.ConvGeom) int {
 	return gpu.ConvScratch(g)
 }
 
-// MPSFiles copies the Metal runtime (mps/*.go, no tests) and, when withFake
-// is set, its recording fake (mps/fakemetal, for tests that run a
-// program's host code off a Mac), with imports rewritten to the generated
-// module.
-func MPSFiles(withFake bool) ([]File, error) {
-	dirs := []string{"mps"}
+// DeviceFiles copies the device package of a GPU backend (mps/*.go or
+// cuda/*.go, no tests) into a program and, when withFake is set, its fake
+// (for tests that run a program's host code off the real GPU), with imports
+// rewritten to the generated module.
+func (b *Backend) DeviceFiles(withFake bool) ([]File, error) {
+	if b.gpu == nil {
+		return nil, nil
+	}
+	return b.gpu.files(withFake)
+}
+
+func (d *gpuDevice) files(withFake bool) ([]File, error) {
+	dirs := []string{d.pkg}
 	if withFake {
-		dirs = append(dirs, "mps/fakemetal")
+		dirs = append(dirs, d.pkg+"/"+d.fake)
 	}
 	var out []File
 	for _, dir := range dirs {
-		entries, err := fs.ReadDir(mlbuild.MPSSources, dir)
+		entries, err := fs.ReadDir(mlbuild.RuntimeSources, dir)
 		if err != nil {
-			return nil, fmt.Errorf("emit: the Metal runtime %s is not embedded in this mlbuild: %v", dir, err)
+			return nil, fmt.Errorf("emit: the device package %s is not embedded in this mlbuild: %v", dir, err)
 		}
 		for _, e := range entries {
 			name := e.Name()
 			if e.IsDir() || strings.HasSuffix(name, "_test.go") || !strings.HasSuffix(name, ".go") {
 				continue
 			}
-			data, err := fs.ReadFile(mlbuild.MPSSources, path.Join(dir, name))
+			data, err := fs.ReadFile(mlbuild.RuntimeSources, path.Join(dir, name))
 			if err != nil {
 				return nil, err
 			}
-			data = bytes.ReplaceAll(data, []byte(`"`+mpsImport), []byte(`"`+ModulePath+"/mps"))
+			data = bytes.ReplaceAll(data, []byte(`"github.com/mlbuild/mlbuild/`), []byte(`"`+ModulePath+"/"))
 			out = append(out, File{Path: path.Join(dir, name), Data: data})
 		}
 	}
@@ -67,17 +81,17 @@ func MPSFiles(withFake bool) ([]File, error) {
 	return out, nil
 }
 
-// MetalSources is what the Metal emitter renders besides the runtime: the
-// model's main.go (tables, CPU references, meta), host.go (the fixed host
-// code), kernels.go (the MSL as a Go constant) and the MSL itself.
-type MetalSources struct {
-	Main, Host, Kernels []byte
-	MSL                 string
+// GPUSources is what the GPU emitter renders besides the runtime: the
+// model's main.go (tables, CPU references, meta), kernels.go (the kernel
+// source as a Go constant) and the kernel source itself.
+type GPUSources struct {
+	Main, Kernels []byte
+	KernelSource  string
 }
 
-// metalProgram returns the module of a Metal program.
-func metalProgram(in *Input) ([]File, error) {
-	src, err := RenderMetal(in)
+// gpuProgram returns the module of a GPU program.
+func (d *gpuDevice) program(in *Input) ([]File, error) {
+	src, err := d.render(in)
 	if err != nil {
 		return nil, err
 	}
@@ -88,23 +102,22 @@ func metalProgram(in *Input) ([]File, error) {
 	files := []File{
 		{Path: "go.mod", Data: GoMod(Purego)},
 		{Path: "main.go", Data: src.Main},
-		{Path: "host.go", Data: src.Host},
 		{Path: "kernels.go", Data: src.Kernels},
 	}
-	rtFiles, err := RuntimeFiles(runtimePackages...)
+	rtFiles, err := RuntimeFiles(append(runtimePackages, "gpuhost")...)
 	if err != nil {
 		return nil, err
 	}
-	mpsFiles, err := MPSFiles(false)
+	devFiles, err := d.files(false)
 	if err != nil {
 		return nil, err
 	}
-	return append(append(append(files, rtFiles...), mpsFiles...), vendor...), nil
+	return append(append(append(files, rtFiles...), devFiles...), vendor...), nil
 }
 
-// metalPlan is one plan being rendered for Metal: its prefix (t, e, o), its
+// gpuPlan is one plan being rendered for a GPU: its prefix (t, e, o), its
 // lowered program, and the GPU ops of each plan step.
-type metalPlan struct {
+type gpuPlan struct {
 	*planView
 	work     string // arena constant of its work arena
 	prog     *gpu.Program
@@ -114,29 +127,30 @@ type metalPlan struct {
 	infer    [][]gpu.Op
 }
 
-// metalGen renders a Metal program. It embeds the CPU generator to reuse
-// its kernel calls as the selftest's reference.
-type metalGen struct {
+// gpuGen renders a GPU program. It embeds the CPU generator to reuse its
+// kernel calls as the selftest's reference.
+type gpuGen struct {
 	*generator
-	kernels     []*gpu.Kernel     // all plans' kernels, deduplicated, renamed
-	kernelNames map[string]string // printed body -> global name
-	gemmShapes  []string          // distinct GEMM shapes, as literals
+	dev         *gpuDevice
+	lib         *gpu.Library // all plans' kernels, each once
+	gemmShapes  []string     // distinct GEMM shapes, as literals
 	gemmSeen    map[string]bool
 	trainParams map[string]int // param name -> state offset in the training plan
 }
 
-// RenderMetal renders the generated files of a Metal program.
-func RenderMetal(in *Input) (*MetalSources, error) {
+// render renders the generated files of a GPU program.
+func (d *gpuDevice) render(in *Input) (*GPUSources, error) {
 	if in.Train == nil || in.Infer == nil || in.Infer1 == nil {
 		return nil, fmt.Errorf("emit: missing plan")
 	}
-	g := &metalGen{
+	g := &gpuGen{
 		generator:   &generator{in: in, trainState: map[string]string{}},
-		kernelNames: map[string]string{},
+		dev:         d,
+		lib:         gpu.NewLibrary(d.dialect),
 		gemmSeen:    map[string]bool{},
 		trainParams: map[string]int{},
 	}
-	plans := []*metalPlan{
+	plans := []*gpuPlan{
 		{planView: &planView{prefix: "t", plan: in.Train}, work: "arenaTrainWork"},
 		{planView: &planView{prefix: "e", plan: in.Infer}, work: "arenaEvalWork"},
 		{planView: &planView{prefix: "o", plan: in.Infer1}, work: "arenaOneWork"},
@@ -152,35 +166,35 @@ func RenderMetal(in *Input) (*MetalSources, error) {
 			return nil, err
 		}
 	}
-	copyName, err := g.register(copyKernel(in.Train.Buffers[in.Train.Output].Size), "copy_output")
+	tp := in.Train
+	copyName, err := g.register(gpu.CopyKernel(tp.Buffers[tp.Output].Size), "copy_output")
 	if err != nil {
 		return nil, err
 	}
-	msl, err := gpu.Source(gpu.Metal, g.kernels)
+	res, err := g.residentKernels()
 	if err != nil {
-		return nil, fmt.Errorf("emit: printing the Metal kernels: %v", err)
+		return nil, err
 	}
-	main, err := g.renderMain(plans, copyName)
+	source, err := g.lib.Source()
+	if err != nil {
+		return nil, fmt.Errorf("emit: printing the %s kernels: %v", d.backend, err)
+	}
+	main, err := g.renderMain(plans, copyName, res)
 	if err != nil {
 		return nil, err
 	}
 	kernels := fmt.Sprintf("// Code generated by mlbuild %s. DO NOT EDIT.\n\npackage main\n\n"+
-		"// metalSource is the Metal Shading Language source of every kernel of the\n"+
-		"// model's plans, compiled when the program starts (Apple's offline\n"+
-		"// compiler does not run where mlbuild does).\nconst metalSource = %s\n", comment(in.Version), goString(msl))
+		"// kernelSource is the %s source of every kernel of the model's plans,\n"+
+		"// compiled for the device when the program starts.\nconst kernelSource = %s\n", comment(in.Version), d.dialect.Name, goString(source))
 	kernelsSrc, err := format.Source([]byte(kernels))
 	if err != nil {
 		return nil, fmt.Errorf("emit: kernels.go does not parse (a bug in mlbuild): %v", err)
 	}
-	host, err := format.Source([]byte(metalHostSource))
-	if err != nil {
-		return nil, fmt.Errorf("emit: host.go does not parse (a bug in mlbuild): %v", err)
-	}
-	return &MetalSources{Main: main, Host: host, Kernels: kernelsSrc, MSL: msl}, nil
+	return &GPUSources{Main: main, Kernels: kernelsSrc, KernelSource: source}, nil
 }
 
-// goString quotes s as a raw string literal when it can (readable MSL in
-// kernels.go), else as an interpreted one.
+// goString quotes s as a raw string literal when it can (readable kernels
+// in kernels.go), else as an interpreted one.
 func goString(s string) string {
 	if !strings.Contains(s, "`") && !strings.Contains(s, "\r") {
 		return "`" + s + "`"
@@ -188,144 +202,35 @@ func goString(s string) string {
 	return strconv.Quote(s)
 }
 
-// copyKernel copies n floats: the training prediction into its own buffer
-// inside the training step's command buffer, before the backward pass may
-// reuse the prediction's storage.
-func copyKernel(n int) *gpu.Kernel {
-	const tg = 256
-	gid := gpu.Builtin{Kind: gpu.GlobalID}
-	return &gpu.Kernel{
-		Name: "copy",
-		Doc:  fmt.Sprintf("copy %d elements", n),
-		Params: []gpu.Param{
-			{Name: "x", Elem: gpu.Float, Size: n},
-			{Name: "y", Elem: gpu.Float, Mutable: true, Size: n},
-		},
-		Threadgroup: tg,
-		Groups:      (n + tg - 1) / tg,
-		Body: []gpu.Stmt{gpu.If{
-			Cond: gpu.Binary{Op: gpu.OpLt, L: gid, R: gpu.IntLit{V: int64(n)}},
-			Then: []gpu.Stmt{gpu.Store{Buf: "y", Index: gid, Value: gpu.Load{Buf: "x", Index: gid}}},
-		}},
-	}
-}
-
-// register adds a kernel to the program's library, reusing the name of an
-// identical kernel of another plan. Names are KernelPrefix, a counter in
-// plan order and the kind, as emit/gpu names them within one plan.
-func (g *metalGen) register(k *gpu.Kernel, kind string) (string, error) {
-	k = gpu.Rewrite(k, gpu.Metal)
-	k.Name = "KERNEL"
-	var b strings.Builder
-	if err := gpu.PrintKernel(&b, gpu.Metal, k); err != nil {
+// register adds a kernel of the host's own (not a plan step's) to the
+// program's library.
+func (g *gpuGen) register(k *gpu.Kernel, kind string) (string, error) {
+	name, err := g.lib.Add(k, kind)
+	if err != nil {
 		return "", fmt.Errorf("emit: %v", err)
 	}
-	if name, ok := g.kernelNames[b.String()]; ok {
-		return name, nil
-	}
-	k.Name = fmt.Sprintf("%s%03d_%s", gpu.KernelPrefix, len(g.kernels), kind)
-	g.kernelNames[b.String()] = k.Name
-	g.kernels = append(g.kernels, k)
-	return k.Name, nil
+	return name, nil
 }
 
-// lower lowers one plan, renames its kernels into the program's library,
-// and splits each phase's ops by plan step (by lowering each step alone and
-// counting its ops, since gpu.Op does not carry its step's index).
-func (g *metalGen) lower(mp *metalPlan) error {
+// lower lowers one plan into the program's kernel library; gpu.Lower
+// groups the ops by plan step.
+func (g *gpuGen) lower(mp *gpuPlan) error {
 	pl := mp.plan
-	prog, err := gpu.Lower(pl, gpu.Metal)
+	prog, err := gpu.LowerInto(g.lib, pl)
 	if err != nil {
-		return fmt.Errorf("emit: lowering the batch-%d plan for Metal: %v", pl.Batch, err)
-	}
-	rename := map[string]string{}
-	for _, k := range prog.Kernels {
-		kind := k.Name
-		if _, rest, ok := strings.Cut(k.Name, "_"); ok {
-			kind = rest
-		}
-		kc := *k
-		name, err := g.register(&kc, kind)
-		if err != nil {
-			return err
-		}
-		rename[k.Name] = name
-	}
-	for _, ops := range [][]gpu.Op{prog.Forward, prog.Backward, prog.Update, prog.Infer} {
-		for _, op := range ops {
-			if op.Launch != nil {
-				name, ok := rename[op.Launch.Kernel]
-				if !ok {
-					return fmt.Errorf("emit: launch of kernel %s, which the lowered program does not define (a bug in emit/gpu)", op.Launch.Kernel)
-				}
-				op.Launch.Kernel = name
-			}
-		}
+		return fmt.Errorf("emit: lowering the batch-%d plan for %s: %v", pl.Batch, g.dev.backend, err)
 	}
 	mp.prog = prog
-	split := func(phase string, steps planner.Phase, ops []gpu.Op) ([][]gpu.Op, error) {
-		var out [][]gpu.Op
-		rest := ops
-		for i, st := range steps {
-			one := *pl
-			one.Forward, one.Backward, one.Update = nil, nil, nil
-			var n int
-			switch phase {
-			case "forward", "infer":
-				one.Forward = planner.Phase{st}
-			case "backward":
-				one.Backward = planner.Phase{st}
-			case "update":
-				one.Update = planner.Phase{st}
-			}
-			p1, err := gpu.Lower(&one, gpu.Metal)
-			if err != nil {
-				return nil, fmt.Errorf("emit: lowering %s step %d (%s, layer %s) alone: %v", phase, i, st.Kernel, st.Layer, err)
-			}
-			switch phase {
-			case "forward":
-				n = len(p1.Forward)
-			case "infer":
-				n = len(p1.Infer)
-			case "backward":
-				n = len(p1.Backward)
-			case "update":
-				n = len(p1.Update)
-			}
-			if n > len(rest) {
-				return nil, fmt.Errorf("emit: %s step %d (layer %s) lowers to %d ops alone but only %d remain (a bug in emit/gpu)", phase, i, st.Layer, n, len(rest))
-			}
-			for _, op := range rest[:n] {
-				if op.Layer != st.Layer || op.Kernel != string(st.Kernel) {
-					return nil, fmt.Errorf("emit: %s step %d (%s, layer %s) got an op of %s, layer %s, when split (a bug in emit/gpu)", phase, i, st.Kernel, st.Layer, op.Kernel, op.Layer)
-				}
-			}
-			out = append(out, rest[:n])
-			rest = rest[n:]
-		}
-		if len(rest) != 0 {
-			return nil, fmt.Errorf("emit: %d %s ops left over after splitting by step (a bug in emit/gpu)", len(rest), phase)
-		}
-		return out, nil
-	}
 	if mp.prefix == "t" {
-		if mp.forward, err = split("forward", pl.Forward, prog.Forward); err != nil {
-			return err
-		}
-		if mp.backward, err = split("backward", pl.Backward, prog.Backward); err != nil {
-			return err
-		}
-		if mp.update, err = split("update", pl.Update, prog.Update); err != nil {
-			return err
-		}
+		mp.forward, mp.backward, mp.update = prog.ForwardSteps, prog.BackwardSteps, prog.UpdateSteps
 		return nil
 	}
-	mp.infer, err = split("infer", pl.Forward, prog.Infer)
-	return err
+	mp.infer = prog.InferSteps
+	return nil
 }
 
 // location is where a plan buffer lives in the program: an arena (a
-// constant of host.go) and an element offset in it.
+// constant of main.go, naming a gpuhost arena) and an element offset in it.
 type location struct {
 	arena string
 	off   int
@@ -337,7 +242,7 @@ var refArena = map[string]string{
 	"arenaTrainInput": "xa", "arenaTrainLabels": "ya",
 }
 
-func (g *metalGen) locate(mp *metalPlan, id planner.BufID) (location, error) {
+func (g *gpuGen) locate(mp *gpuPlan, id planner.BufID) (location, error) {
 	pl := mp.plan
 	if id < 0 || int(id) >= len(pl.Buffers) {
 		return location{}, fmt.Errorf("buffer id %d out of range", id)
@@ -371,9 +276,39 @@ func (g *metalGen) locate(mp *metalPlan, id planner.BufID) (location, error) {
 	return location{mp.work, b.Offset}, nil
 }
 
-// renderMain writes main.go: sizes, kernel table, per-plan step tables,
-// CPU reference functions and the model's meta.
-func (g *metalGen) renderMain(plans []*metalPlan, copyName string) ([]byte, error) {
+// residentKernels adds the kernels of device-resident training to the
+// library and returns the gpuhost.ResidentKernels literal naming them.
+func (g *gpuGen) residentKernels() (string, error) {
+	tp := g.in.Train
+	B := tp.Batch
+	in, labels := tp.Buffers[tp.Input].Size, tp.Buffers[tp.Labels].Size
+	classes := 0 // as countCorrect: argmax rows when prediction and labels have one shape
+	if tp.Buffers[tp.Output].Size == labels {
+		classes = labels / B
+	}
+	const recordThreads = 256
+	gx, gy := gpu.GatherKernel(B, in/B), gpu.GatherKernel(B, labels/B)
+	cp := gpu.CopyKernel(tp.StateSize)
+	var names [5]string
+	for i, k := range []struct {
+		k    *gpu.Kernel
+		kind string
+	}{{gpu.AdvanceKernel(), "advance"}, {gx, "gather"}, {gy, "gather"},
+		{gpu.RecordKernel(B, classes, recordThreads), "record"}, {cp, "copy_state"}} {
+		name, err := g.register(k.k, k.kind)
+		if err != nil {
+			return "", err
+		}
+		names[i] = name
+	}
+	return fmt.Sprintf("&gpuhost.ResidentKernels{\nAdvance: %q,\nGatherInput: %q, GatherLabels: %q, GatherGroups: [2]int{%d, %d}, GatherThreads: %d,\n"+
+		"Record: %q, RecordThreads: %d,\nCopyState: %q, CopyGroups: %d, CopyThreads: %d,\n}",
+		names[0], names[1], names[2], gx.Groups, gy.Groups, gx.Threadgroup, names[3], recordThreads, names[4], cp.Groups, cp.Threadgroup), nil
+}
+
+// renderMain writes main.go: the program's tables (sizes, kernel library,
+// per-plan step tables), CPU reference functions and the model's meta.
+func (g *gpuGen) renderMain(plans []*gpuPlan, copyName, resident string) ([]byte, error) {
 	t, e, o := plans[0], plans[1], plans[2]
 	tp := t.plan
 	outLoc, err := g.locate(t, tp.Output)
@@ -389,23 +324,26 @@ func (g *metalGen) renderMain(plans []*metalPlan, copyName string) ([]byte, erro
 	saved := g.buf
 	g.buf = body
 
-	g.p("// Arena sizes in float32 elements. The state arena is shared by all plans;")
-	g.p("// each plan has its own work arena; the training batch is double-buffered.")
-	g.p("const (")
-	g.p("stateSize = %d", tp.StateSize)
-	for _, mp := range plans {
-		g.p("%sWorkSize = %d // naive: %d", mp.prefix, mp.plan.WorkSize, mp.plan.NaiveWorkSize)
-	}
-	g.p("trainInputSize = %d // %s", tp.Buffers[tp.Input].Size, shapeText(tp.Buffers[tp.Input].Shape))
-	g.p("trainLabelsSize = %d // %s", tp.Buffers[tp.Labels].Size, shapeText(tp.Buffers[tp.Labels].Shape))
-	g.p("outputSize = %d // the training prediction, %s", outSize, shapeText(tp.Buffers[tp.Output].Shape))
-	g.p(")")
+	g.p("func main() { gpuhost.Main(%s.OpenDevice, &program) }", g.dev.pkg)
 	g.p("")
-	g.p("// Where the plans' inputs and outputs are (arena, element offset).")
-	g.p("var (")
-	g.p("trainOutput = region{%s, %d, outputSize}", outLoc.arena, outLoc.off)
-	g.p("trainLoss = region{%s, %d, 1}", lossLoc.arena, lossLoc.off)
-	for _, mp := range []*metalPlan{e, o} {
+	g.p("// program is the model's part of the GPU program; rt/gpuhost runs it.")
+	g.p("var program = gpuhost.Program{")
+	g.p("Meta: &meta,")
+	g.p("Source: kernelSource,")
+	g.p("Kernels: kernels,")
+	g.p("// Arena sizes in float32 elements. The state arena is shared by all plans;")
+	g.p("// each plan has its own work arena.")
+	g.p("StateSize: %d,", tp.StateSize)
+	for _, mp := range plans {
+		g.p("%s: %d, // naive: %d", map[string]string{"t": "TrainWorkSize", "e": "EvalWorkSize", "o": "OneWorkSize"}[mp.prefix], mp.plan.WorkSize, mp.plan.NaiveWorkSize)
+	}
+	g.p("TrainInputSize: %d, // %s", tp.Buffers[tp.Input].Size, shapeText(tp.Buffers[tp.Input].Shape))
+	g.p("TrainLabelsSize: %d, // %s", tp.Buffers[tp.Labels].Size, shapeText(tp.Buffers[tp.Labels].Shape))
+	g.p("OutputSize: %d, // the training prediction, %s", outSize, shapeText(tp.Buffers[tp.Output].Shape))
+	g.p("// Where the plans' inputs and outputs are (arena, element offset, elements).")
+	g.p("TrainOutput: region{%s, %d, %d},", outLoc.arena, outLoc.off, outSize)
+	g.p("TrainLoss: region{%s, %d, 1},", lossLoc.arena, lossLoc.off)
+	for _, mp := range []*gpuPlan{e, o} {
 		pl := mp.plan
 		il, err := g.locate(mp, pl.Input)
 		if err != nil {
@@ -415,31 +353,52 @@ func (g *metalGen) renderMain(plans []*metalPlan, copyName string) ([]byte, erro
 		if err != nil {
 			return nil, err
 		}
-		g.p("%sInput = region{%s, %d, %d}", mp.prefix, il.arena, il.off, pl.Buffers[pl.Input].Size)
-		g.p("%sOutput = region{%s, %d, %d}", mp.prefix, ol.arena, ol.off, pl.Buffers[pl.Output].Size)
+		name := map[string]string{"e": "Eval", "o": "One"}[mp.prefix]
+		g.p("%sInput: region{%s, %d, %d},", name, il.arena, il.off, pl.Buffers[pl.Input].Size)
+		g.p("%sOutput: region{%s, %d, %d},", name, ol.arena, ol.off, pl.Buffers[pl.Output].Size)
+	}
+	g.p("CopyOutput: op{Kernel: %q, Binds: []bind{{%s, %d, %d}, {arenaLogits, 0, %d}}, Groups: %d, Threadgroup: 256},",
+		copyName, outLoc.arena, 4*outLoc.off, 4*outSize, 4*outSize, (outSize+255)/256)
+	g.p("TrainForward: tForward, TrainBackward: tBackward, TrainUpdate: tUpdate,")
+	g.p("EvalInfer: eInfer, OneInfer: oInfer,")
+	g.p("GemmShapes: gemmShapes,")
+	g.p("Resident: %s,", resident)
+	g.p("}")
+	g.p("")
+	g.p("// Short names for the host's table types.")
+	g.p("type (")
+	g.p("bind = gpuhost.Bind")
+	g.p("matrix = gpuhost.Matrix")
+	g.p("gemmShape = gpuhost.GemmShape")
+	g.p("gemmOp = gpuhost.GemmOp")
+	g.p("op = gpuhost.Op")
+	g.p("region = gpuhost.Region")
+	g.p("step = gpuhost.PlanStep")
+	g.p(")")
+	g.p("")
+	g.p("const (")
+	for _, a := range []string{"State", "TrainWork", "EvalWork", "OneWork", "TrainInput", "TrainLabels", "Args", "Logits"} {
+		g.p("arena%s = gpuhost.Arena%s", a, a)
 	}
 	g.p(")")
 	g.p("")
-	g.p("// copyOutput keeps the training prediction in its own buffer, inside the")
-	g.p("// training step's command buffer, before the backward pass reuses its storage.")
-	g.p("var copyOutput = gpuOp{kernel: %q, binds: []bind{{%s, %d, %d}, {arenaLogits, 0, %d}}, groups: %d, threadgroup: 256}",
-		copyName, outLoc.arena, 4*outLoc.off, 4*outSize, 4*outSize, (outSize+255)/256)
+	g.p("var dropoutUniform = gpuhost.DropoutUniform")
 	g.p("")
-	g.p("// kernels lists every kernel of metalSource with the bytes each buffer")
-	g.p("// argument needs, so every pipeline is built (and checked) at start.")
-	g.p("var kernels = []kernelInfo{")
-	for _, k := range g.kernels {
+	g.p("// kernels lists every kernel of kernelSource with the bytes each buffer")
+	g.p("// argument needs, so every kernel is loaded (and checked) at start.")
+	g.p("var kernels = []gpuhost.KernelInfo{")
+	for _, k := range g.lib.Kernels {
 		var sizes []string
 		for _, prm := range k.Params {
 			sizes = append(sizes, strconv.Itoa(4*prm.Size))
 		}
-		g.p("{%q, []int{%s}},", k.Name, strings.Join(sizes, ", "))
+		g.p("{Name: %q, ArgBytes: []int{%s}},", k.Name, strings.Join(sizes, ", "))
 	}
 	g.p("}")
 	g.p("")
 
 	phases := []struct {
-		mp    *metalPlan
+		mp    *gpuPlan
 		name  string
 		short string
 		steps planner.Phase
@@ -456,7 +415,7 @@ func (g *metalGen) renderMain(plans []*metalPlan, copyName string) ([]byte, erro
 	for _, ph := range phases {
 		g.p("// %s%s is the %s of the %s plan (batch %d), one entry per plan step.", ph.mp.prefix, ph.name,
 			strings.ToLower(ph.name), map[string]string{"t": "training", "e": "inference", "o": "one-sample inference"}[ph.mp.prefix], ph.mp.plan.Batch)
-		g.p("var %s%s = []planStep{", ph.mp.prefix, ph.name)
+		g.p("var %s%s = []step{", ph.mp.prefix, ph.name)
 		for i, st := range ph.steps {
 			ref, entry, err := g.renderStep(ph.mp, ph.short, i, st, ph.ops[i], ph.train)
 			if err != nil {
@@ -468,7 +427,7 @@ func (g *metalGen) renderMain(plans []*metalPlan, copyName string) ([]byte, erro
 		g.p("}")
 		g.p("")
 	}
-	g.p("// gemmShapes are the distinct MPS GEMMs of all plans, checked one by one")
+	g.p("// gemmShapes are the distinct GEMMs of all plans, checked one by one")
 	g.p("// against cpu.Sgemm by selftest.")
 	g.p("var gemmShapes = []gemmShape{")
 	for _, s := range g.gemmShapes {
@@ -481,24 +440,21 @@ func (g *metalGen) renderMain(plans []*metalPlan, copyName string) ([]byte, erro
 	body = g.buf
 	g.buf = saved
 
-	g.fileHeader("metal",
-		"the plans' GEMMs run on MPSMatrixMultiplication and every other op on a",
-		"Metal kernel generated for its constant shapes (kernels.go). host.go",
-		"encodes the tables below; each step also has its CPU reference, which",
-		"selftest compares with the GPU. Run it with no arguments for its commands.")
+	g.imports = []string{ModulePath + "/rt/gpuhost", ModulePath + "/" + g.dev.pkg}
+	g.fileHeader(g.dev.backend, g.dev.about...)
 	g.p("var dropoutRand = cpu.NewRand(1) // the evaluation-mode reference takes one; unused there")
 	g.p("")
 	g.sharedDecls("Constant shapes and element-wise chains of the reference steps.")
 	g.buf.Write(body.Bytes())
 	src, err := format.Source(g.buf.Bytes())
 	if err != nil {
-		return nil, fmt.Errorf("emit: generated Metal code does not parse (a bug in mlbuild): %v\n%s", err, g.buf.Bytes())
+		return nil, fmt.Errorf("emit: generated %s code does not parse (a bug in mlbuild): %v\n%s", g.dev.backend, err, g.buf.Bytes())
 	}
 	return src, nil
 }
 
 // renderStep returns a step's reference function and its planStep entry.
-func (g *metalGen) renderStep(mp *metalPlan, short string, i int, st planner.Step, ops []gpu.Op, training bool) (string, string, error) {
+func (g *gpuGen) renderStep(mp *gpuPlan, short string, i int, st planner.Step, ops []gpu.Op, training bool) (string, string, error) {
 	pl := mp.plan
 	fn := fmt.Sprintf("%sRef%s%d", mp.prefix, short, i)
 	// Operands: slices of the reference arenas.
@@ -617,17 +573,17 @@ func (g *metalGen) renderStep(mp *metalPlan, short string, i int, st planner.Ste
 		}
 		opLits = append(opLits, lit)
 	}
-	head := fmt.Sprintf("name: %s, layer: %s, ref: %s, reduce: %d, check: []region{%s}",
+	head := fmt.Sprintf("Name: %s, Layer: %s, Ref: %s, Reduce: %d, Check: []region{%s}",
 		quote(fmt.Sprintf("%s %d %s: %s", strings.ToLower(short), i, st.Layer, st.Kernel)), quote(st.Layer), fn, reduceLen(pl, st), strings.Join(check, ", "))
 	entry := "{" + head + "},"
 	if len(opLits) > 0 {
-		entry = "{" + head + ", ops: []gpuOp{\n" + strings.Join(opLits, ",\n") + ",\n}},"
+		entry = "{" + head + ", Ops: []op{\n" + strings.Join(opLits, ",\n") + ",\n}},"
 	}
 	return ref, entry, nil
 }
 
 // opLiteral renders one GPU op as a gpuOp literal, byte offsets resolved.
-func (g *metalGen) opLiteral(mp *metalPlan, op gpu.Op) (string, error) {
+func (g *gpuGen) opLiteral(mp *gpuPlan, op gpu.Op) (string, error) {
 	if op.Launch != nil {
 		l := op.Launch
 		var binds []string
@@ -642,7 +598,7 @@ func (g *metalGen) opLiteral(mp *metalPlan, op gpu.Op) (string, error) {
 			}
 			binds = append(binds, fmt.Sprintf("{%s, %d, %d}", loc.arena, 4*(loc.off+b.Offset), 4*b.Size))
 		}
-		return fmt.Sprintf("{kernel: %q, binds: []bind{%s}, groups: %d, threadgroup: %d}", l.Kernel, strings.Join(binds, ", "), l.Groups, l.Threadgroup), nil
+		return fmt.Sprintf("{Kernel: %q, Binds: []bind{%s}, Groups: %d, Threadgroup: %d}", l.Kernel, strings.Join(binds, ", "), l.Groups, l.Threadgroup), nil
 	}
 	gm := op.Gemm
 	if gm == nil {
@@ -667,13 +623,13 @@ func (g *metalGen) opLiteral(mp *metalPlan, op gpu.Op) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	shape := fmt.Sprintf("gemmShape{transA: %v, transB: %v, m: %d, n: %d, k: %d, alpha: %s, beta: %s}",
+	shape := fmt.Sprintf("gemmShape{TransA: %v, TransB: %v, M: %d, N: %d, K: %d, Alpha: %s, Beta: %s}",
 		gm.TransA, gm.TransB, gm.M, gm.N, gm.K, float(float64(gm.Alpha)), float(float64(gm.Beta)))
 	if !g.gemmSeen[shape] {
 		g.gemmSeen[shape] = true
 		g.gemmShapes = append(g.gemmShapes, shape)
 	}
-	return fmt.Sprintf("{gemm: &gemmOp{shape: %s, a: %s, b: %s, c: %s}}", shape, a, b, c), nil
+	return fmt.Sprintf("{Gemm: &gemmOp{Shape: %s, A: %s, B: %s, C: %s}}", shape, a, b, c), nil
 }
 
 // reduceLen is the longest sum behind one output element of a step, which

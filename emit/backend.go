@@ -1,0 +1,130 @@
+package emit
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/mlbuild/mlbuild/emit/gpu"
+	"github.com/mlbuild/mlbuild/planner"
+)
+
+// Backend is one kind of program `mlbuild compile` can make: what the
+// planner needs from it, which targets it builds for, and how its program
+// is written. A new backend is a new value in Backends; nothing else in
+// mlbuild tests a backend's name.
+type Backend struct {
+	// Name is the --backend value and app.Meta's Backend.
+	Name string
+	// Doc is one line for `mlbuild compile --help`.
+	Doc string
+	// CheckTarget returns an error, for the user, when the backend cannot
+	// build for goos/goarch.
+	CheckTarget func(goos, goarch string) error
+	// ConvScratch and ConvMethod are the planner's rules for this backend's
+	// convolution kernels (planner.Options); nil means the CPU's.
+	ConvScratch func(planner.ConvGeom) int
+	ConvMethod  func(g planner.ConvGeom, backward, needDx bool) string
+	// program writes the program's module.
+	program func(in *Input) ([]File, error)
+	// gpu is the GPU family of a GPU backend, nil for the CPU.
+	gpu *gpuDevice
+}
+
+// RenderGPU renders the generated sources of a GPU backend's program (the
+// runtime it carries aside), for goldens and tests.
+func (b *Backend) RenderGPU(in *Input) (*GPUSources, error) {
+	if b.gpu == nil {
+		return nil, fmt.Errorf("emit: backend %s is not a GPU backend", b.Name)
+	}
+	return b.gpu.render(in)
+}
+
+// DevicePackage is the device package a GPU backend's programs carry
+// ("mps", "cuda"), "" for the CPU.
+func (b *Backend) DevicePackage() string {
+	if b.gpu == nil {
+		return ""
+	}
+	return b.gpu.pkg
+}
+
+func gpuBackend(b *Backend, d *gpuDevice) *Backend {
+	d.backend = b.Name
+	b.gpu, b.program = d, d.program
+	return b
+}
+
+// PlanOptions returns o with the backend's planning rules set.
+func (b *Backend) PlanOptions(o planner.Options) planner.Options {
+	o.ConvScratch, o.ConvMethod = b.ConvScratch, b.ConvMethod
+	return o
+}
+
+// The backends.
+var (
+	CPU = &Backend{
+		Name:        "cpu",
+		Doc:         "a pure-Go program for the CPU of any Go target",
+		CheckTarget: func(goos, goarch string) error { return nil },
+		program:     cpuProgram,
+	}
+	Metal = gpuBackend(&Backend{
+		Name: "metal",
+		Doc:  "Apple GPUs: MPS GEMMs and generated Metal kernels (darwin/arm64)",
+		CheckTarget: func(goos, goarch string) error {
+			if goos != "darwin" {
+				return fmt.Errorf("--backend metal builds for Apple GPUs, which only macOS drives, but --target is %s/%s; use --target darwin/arm64 (from any OS), or --backend cpu for %s/%s", goos, goarch, goos, goarch)
+			}
+			return nil
+		},
+		ConvScratch: gpu.ConvScratch, // the GPU's im2col columns and output rows, a round of images at a time
+		ConvMethod:  func(planner.ConvGeom, bool, bool) string { return "im2col+mps" },
+	}, &gpuDevice{dialect: gpu.Metal, pkg: "mps", fake: "fakemetal", about: []string{
+		"the plans' GEMMs run on MPSMatrixMultiplication and every other op on a",
+		"Metal kernel generated for its constant shapes (kernels.go), all recorded",
+		"by rt/gpuhost into one command buffer per training step; each step also",
+		"has its CPU reference, which selftest compares with the GPU. Run it with",
+		"no arguments for its commands."}})
+	CUDA = gpuBackend(&Backend{
+		Name: "cuda",
+		Doc:  "NVIDIA GPUs: cuBLAS GEMMs and generated CUDA kernels, one CUDA graph per training step (linux/amd64, linux/arm64)",
+		CheckTarget: func(goos, goarch string) error {
+			if goos != "linux" || (goarch != "amd64" && goarch != "arm64") {
+				return fmt.Errorf("--backend cuda builds for NVIDIA GPUs on Linux, but --target is %s/%s; use --target linux/amd64 or linux/arm64, or --backend cpu for %s/%s", goos, goarch, goos, goarch)
+			}
+			return nil
+		},
+		ConvScratch: gpu.ConvScratch,
+		ConvMethod:  func(planner.ConvGeom, bool, bool) string { return "im2col+cublas" },
+	}, &gpuDevice{dialect: gpu.CUDA, pkg: "cuda", fake: "fakecuda", about: []string{
+		"the plans' GEMMs run on cuBLAS and every other op on a CUDA kernel",
+		"generated for its constant shapes (kernels.go, compiled by NVRTC at the",
+		"first run and cached); rt/gpuhost records a training step as one CUDA",
+		"graph and keeps the training set on the GPU. Each step also has its CPU",
+		"reference, which selftest compares with the GPU. Run it with no arguments",
+		"for its commands."}})
+)
+
+// Backends lists every backend, in the order help shows them.
+var Backends = []*Backend{CPU, Metal, CUDA}
+
+// LookupBackend finds a backend by name.
+func LookupBackend(name string) (*Backend, error) {
+	for _, b := range Backends {
+		if b.Name == name {
+			return b, nil
+		}
+	}
+	return nil, fmt.Errorf("unknown --backend %q; available: %s", name, BackendNames())
+}
+
+// BackendNames lists the backends' names, for messages.
+func BackendNames() string {
+	var names []string
+	for _, b := range Backends {
+		names = append(names, b.Name)
+	}
+	sort.Strings(names)
+	return strings.Join(names, ", ")
+}

@@ -1,0 +1,185 @@
+package mps
+
+import (
+	"fmt"
+	"unsafe"
+
+	"github.com/mlbuild/mlbuild/rt/gpuhost"
+)
+
+// HostDevice is the Metal device of the GPU host program (rt/gpuhost) over an
+// Engine. Apple GPUs share memory with the CPU: HostView hands out every
+// buffer's contents, so the host reads and writes them in place and Upload
+// and Download are plain copies. A sequence is re-encoded into one command
+// buffer per launch, committed and waited for at once (Metal command
+// buffers are not replayable, and one training step per command buffer is
+// what the Metal program has always done).
+type HostDevice struct {
+	e *Engine
+}
+
+// OpenDevice opens the system's default Metal GPU as a gpuhost.Device.
+func OpenDevice() (gpuhost.Device, error) {
+	e, err := Open()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", gpuhost.ErrNoDevice, err)
+	}
+	return &HostDevice{e: e}, nil
+}
+
+// NewHostDevice makes a HostDevice of an Engine (a fake's, in tests).
+func NewHostDevice(e *Engine) *HostDevice { return &HostDevice{e: e} }
+
+// deviceBuffer is a Buffer as a gpuhost.Buffer.
+type deviceBuffer struct{ Buffer }
+
+func (b deviceBuffer) Len() int { return int(b.Length()) }
+
+func (d *HostDevice) buffer(b gpuhost.Buffer) (Buffer, error) {
+	db, ok := b.(deviceBuffer)
+	if !ok || db.IsNil() {
+		return Buffer{}, fmt.Errorf("mps: a buffer of another device (%T)", b)
+	}
+	return db.Buffer, nil
+}
+
+func (d *HostDevice) Name() string { return d.e.DeviceName() }
+
+func (d *HostDevice) Facts() []gpuhost.Fact {
+	return []gpuhost.Fact{{Key: "device", Value: d.e.DeviceName()}, {Key: "memory", Value: "unified (shared with the CPU)"}}
+}
+
+func (d *HostDevice) Alloc(label string, n int) (gpuhost.Buffer, error) {
+	b, err := d.e.NewBuffer(label, n)
+	if err != nil {
+		return nil, err
+	}
+	clear(unsafe.Slice((*byte)(b.Contents()), n))
+	return deviceBuffer{b}, nil
+}
+
+func (d *HostDevice) Free(b gpuhost.Buffer) error {
+	buf, err := d.buffer(b)
+	if err != nil {
+		return err
+	}
+	return d.e.ReleaseBuffer(buf)
+}
+
+func (d *HostDevice) HostView(b gpuhost.Buffer) []byte {
+	buf, err := d.buffer(b)
+	if err != nil {
+		return nil
+	}
+	return unsafe.Slice((*byte)(buf.Contents()), int(buf.Length()))
+}
+
+// span checks that n bytes from off lie inside b.
+func (d *HostDevice) span(b gpuhost.Buffer, off, n int) ([]byte, error) {
+	v := d.HostView(b)
+	if v == nil {
+		return nil, fmt.Errorf("mps: a buffer of another device (%T)", b)
+	}
+	if off < 0 || n < 0 || off+n > len(v) {
+		return nil, fmt.Errorf("mps: %d bytes at offset %d of a %d-byte buffer", n, off, len(v))
+	}
+	return v[off : off+n], nil
+}
+
+func (d *HostDevice) Upload(b gpuhost.Buffer, off int, src []byte) error {
+	dst, err := d.span(b, off, len(src))
+	if err != nil {
+		return err
+	}
+	copy(dst, src)
+	return nil
+}
+
+func (d *HostDevice) Download(dst []byte, b gpuhost.Buffer, off int) error {
+	src, err := d.span(b, off, len(dst))
+	if err != nil {
+		return err
+	}
+	copy(dst, src)
+	return nil
+}
+
+func (d *HostDevice) LoadKernels(source string, kernels []gpuhost.KernelInfo) error {
+	if err := d.e.LoadLibrary(source); err != nil {
+		return fmt.Errorf("compiling the Metal kernels: %w", err)
+	}
+	for _, k := range kernels {
+		if _, err := d.e.Pipeline(k.Name); err != nil {
+			return fmt.Errorf("making the pipeline of kernel %s: %w", k.Name, err)
+		}
+	}
+	return nil
+}
+
+// sequence is a recorded sequence: its encode function, run again into a
+// new command buffer at each launch.
+type sequence struct {
+	d      *HostDevice
+	name   string
+	encode func(gpuhost.Encoder) error
+}
+
+func (d *HostDevice) Record(name string, encode func(gpuhost.Encoder) error) (gpuhost.Sequence, error) {
+	return &sequence{d: d, name: name, encode: encode}, nil
+}
+
+// Launch encodes the sequence into one command buffer, commits it once and
+// waits once (Metal's completion is where its errors show).
+func (s *sequence) Launch() error {
+	st, err := s.d.e.Begin(s.name)
+	if err != nil {
+		return err
+	}
+	err = s.encode(&encoder{d: s.d, s: st})
+	// Commit and wait even after an encoding error, so the step closes.
+	if cerr := st.Commit(); err == nil {
+		err = cerr
+	}
+	if werr := st.Wait(); err == nil {
+		err = werr
+	}
+	return err
+}
+
+// Sync has nothing to wait for: every launch has waited.
+func (d *HostDevice) Sync() error { return nil }
+
+func (d *HostDevice) Close() error { return d.e.Close() }
+
+// encoder encodes a sequence's ops into one Step.
+type encoder struct {
+	d     *HostDevice
+	s     *Step
+	binds []Binding
+}
+
+func (en *encoder) Dispatch(kernel string, args []gpuhost.Arg, groups, threads int) error {
+	en.binds = en.binds[:0]
+	for _, a := range args {
+		buf, err := en.d.buffer(a.Buf)
+		if err != nil {
+			return err
+		}
+		en.binds = append(en.binds, Binding{Buffer: buf, Offset: a.Offset, Bytes: a.Bytes})
+	}
+	return en.s.DispatchThreadgroups(kernel, en.binds, Size{Width: uint(groups), Height: 1, Depth: 1},
+		Size{Width: uint(threads), Height: 1, Depth: 1}, nil)
+}
+
+func (en *encoder) Gemm(g gpuhost.Gemm) error {
+	var ops [3]MatrixOperand
+	for i, o := range []gpuhost.Operand{g.A, g.B, g.C} {
+		buf, err := en.d.buffer(o.Buf)
+		if err != nil {
+			return err
+		}
+		ops[i] = MatrixOperand{Buffer: buf, Offset: o.Offset, RowBytes: o.RowBytes}
+	}
+	return en.s.Gemm(GemmSpec{TransA: g.TransA, TransB: g.TransB, M: g.M, N: g.N, K: g.K,
+		Alpha: float64(g.Alpha), Beta: float64(g.Beta), A: ops[0], B: ops[1], C: ops[2]})
+}
