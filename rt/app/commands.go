@@ -207,6 +207,12 @@ func benchCmd(m Model, args []string, stdout, stderr io.Writer) error {
 	return tw.Flush()
 }
 
+// DeviceInfo is a Model that runs on a device with facts worth showing in
+// `info`: its name, memory, the libraries it loaded.
+type DeviceInfo interface {
+	DeviceFacts() [][2]string
+}
+
 func infoCmd(m Model, args []string, w io.Writer) error {
 	if len(args) > 0 {
 		return usageError{"info takes no arguments"}
@@ -218,6 +224,11 @@ func infoCmd(m Model, args []string, w io.Writer) error {
 	fmt.Fprintf(tw, "input:\t%s\nclasses:\t%d\nbatch:\t%d\n", joinShape(meta.InputShape), meta.Classes, meta.Batch)
 	fmt.Fprintf(tw, "memory:\tstate %s, training work %s, inference work %s\n",
 		bytesString(meta.StateBytes), bytesString(meta.TrainWorkBytes), bytesString(meta.InferWorkBytes))
+	if d, ok := m.(DeviceInfo); ok {
+		for _, f := range d.DeviceFacts() {
+			fmt.Fprintf(tw, "%s:\t%s\n", f[0], f[1])
+		}
+	}
 	tw.Flush()
 	fmt.Fprintln(w)
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)

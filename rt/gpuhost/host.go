@@ -123,6 +123,15 @@ func bytesOf(v []float32) []byte {
 	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(v))), 4*len(v))
 }
 
+// DeviceFacts are the device's lines of `info`.
+func (m *Model) DeviceFacts() [][2]string {
+	var out [][2]string
+	for _, f := range m.d.Facts() {
+		out = append(out, [2]string{f.Key, f.Value})
+	}
+	return out
+}
+
 // Device is the device the model runs on.
 func (m *Model) Device() Device { return m.d }
 
