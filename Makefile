@@ -11,7 +11,7 @@ VERSION   ?= devel
 FUZZTIME  ?= 20s
 export CGO_ENABLED ?= 0
 
-.PHONY: all build test unit fuzz demo deps data bench bench-sgemm bench-models bench-mnist bench-fusion cuda-check test-arm64 clean FORCE
+.PHONY: all build test unit fuzz demo deps data bench bench-sgemm bench-models bench-mnist bench-fusion cuda-check cuda-bundle test-arm64 clean FORCE
 
 all: build
 
@@ -56,6 +56,14 @@ demo: build data
 # settings, timed; bench compares mlbuild with OpenBLAS and PyTorch CPU.
 bench-mnist: build data
 	@scripts/demo.sh $(MLBUILD) $(DATA)
+
+# cuda-bundle builds, here (no GPU needed), the CUDA programs of the three
+# benchmark models, a CPU program, MNIST and the PyTorch reference into .gpu/;
+# on a Linux machine with an NVIDIA GPU, `.gpu/run.sh .gpu OUT` then runs
+# selftest, the full training run and the side-by-side table against
+# PyTorch (docs/benchmarks.md).
+cuda-bundle:
+	@bench/gpu/bundle.sh .gpu
 
 bench: bench-sgemm bench-models bench-fusion
 

@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# run.sh runs, on a Linux machine with an NVIDIA GPU, what bench/gpu/bundle.sh
+# built: every program's info and selftest; models/mnist.cue trained with its
+# own settings and evaluated (on the GPU, and the GPU's weights on the CPU
+# program); the first steps' losses of the CPU and CUDA programs side by side;
+# kernel start-up cold and from the cache; then epoch times and inference
+# latency of the three models against PyTorch eager and torch.compile, in one
+# run. Usage: run.sh BUNDLE OUTDIR [EPOCHS]
+set -uo pipefail
+b=$(cd "$1" && pwd); out=$2; epochs=${3:-4}
+mkdir -p "$out"
+work=$(mktemp -d)
+data=$work/mnist
+mkdir -p "$data"
+for f in "$b"/mnist/*.gz; do gunzip -c "$f" >"$data/$(basename "$f" .gz)"; done
+export MLBUILD_CUDA_CACHE_DIR=$work/kernels
+step() { echo; echo "== $*"; }
+step "machine"; cat "$b/VERSION"; nvidia-smi -L; nvidia-smi --query-gpu=driver_version,memory.total --format=csv,noheader
+for m in mnist lenet5 mlp; do
+	step "$m info"; "$b/bin/$m" info | head -12
+	step "$m start-up: cold kernel cache, then warm"
+	rm -rf "$MLBUILD_CUDA_CACHE_DIR"
+	for i in 1 2; do /usr/bin/time -f "%e s wall" "$b/bin/$m" info >/dev/null; done
+	step "$m selftest"; "$b/bin/$m" selftest | tail -n 25
+done
+step "mnist: CPU and CUDA programs, first steps' losses"
+for p in mnist mnist-cpu; do
+	"$b/bin/$p" train --data "$data" --epochs 1 --limit 5000 --validation-split 0 --out "$work/$p-first.safetensors" --metrics "$work/$p-first.jsonl" --quiet >/dev/null
+done
+python3 - "$work/mnist-first.jsonl" "$work/mnist-cpu-first.jsonl" <<'PY'
+import json, sys
+g, c = ([json.loads(l) for l in open(p) if '"step"' in l] for p in sys.argv[1:3])
+worst = 0.0
+for a, b in zip(g[:20], c[:20]):
+    d = abs(a['loss'] - b['loss']); worst = max(worst, d)
+    print(f"step {a['step']:3d}  cuda {a['loss']:.6f}  cpu {b['loss']:.6f}  |diff| {d:.2e}")
+print(f"largest difference over the first {min(20, len(g))} steps: {worst:.2e}")
+PY
+step "mnist: full training with the spec's settings"
+"$b/bin/mnist" train --data "$data" --out "$out/mnist-cuda.safetensors" --metrics "$out/mnist-train.jsonl" 2>&1 | tail -n 15
+step "mnist: evaluation of the GPU-trained weights, on the GPU and on the CPU"
+"$b/bin/mnist" eval --data "$data" --weights "$out/mnist-cuda.safetensors" | tail -n 1
+"$b/bin/mnist-cpu" eval --data "$data" --weights "$out/mnist-cuda.safetensors" | tail -n 1
+step "epoch times and inference (mlbuild CUDA)"
+for m in mnist lenet5 mlp; do
+	rm -f "$work/$m-bench.jsonl"
+	"$b/bin/$m" train --data "$data" --epochs "$epochs" --validation-split 0 --out "$work/$m-bench.safetensors" --metrics "$work/$m-bench.jsonl" --quiet >/dev/null
+	"$b/bin/$m" bench --json --iters 50 >"$work/$m-bench.json"
+	python3 - "$m" "$work/$m-bench.jsonl" "$work/$m-bench.json" >>"$out/mlbuild.jsonl" <<'PY'
+import json, sys
+ev = [json.loads(l) for l in open(sys.argv[2]) if '"epoch"' in l]
+secs = [60000 / e['images_per_sec'] for e in ev if e.get('images_per_sec')]
+bench = json.load(open(sys.argv[3]))
+rest = secs[1:] or secs
+print(json.dumps(dict(model=sys.argv[1], first_epoch_s=round(secs[0], 4), epoch_s=[round(s, 4) for s in rest],
+      median_epoch_s=round(sorted(rest)[len(rest)//2], 4), infer_batch_ms=bench.get('infer_batch_ms'), infer_one_ms=bench.get('infer_batch1_ms'),
+      train_step_ms=bench.get('train_step_ms'))))
+PY
+	tail -n 1 "$out/mlbuild.jsonl"
+done
+step "PyTorch reference (eager and torch.compile reduce-overhead)"
+PYTHONUNBUFFERED=1 python3 "$b/torch_gpu_mnist.py" "$b/mnist" "$epochs" flagship,lenet5,mlp | tee "$out/torch.jsonl"
+step "side by side"
+python3 - "$out/mlbuild.jsonl" "$out/torch.jsonl" <<'PY'
+import json, sys
+ml = {r['model']: r for r in map(json.loads, open(sys.argv[1]))}
+tr = {}
+for r in map(json.loads, open(sys.argv[2])):
+    if 'model' in r: tr[(r['model'], r['mode'])] = r
+names = {'mnist': 'flagship', 'lenet5': 'lenet5', 'mlp': 'mlp'}
+print('| model | mlbuild epoch s | eager | ratio | compiled | ratio | mlbuild infer b250 ms | eager | compiled | ratio vs best |')
+print('|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|')
+for m, t in names.items():
+    a, e, c = ml.get(m), tr.get((t, 'eager')), tr.get((t, 'compiled'))
+    if not (a and e and c) or 'failed' in e or 'failed' in c: print('|', m, '| missing |'); continue
+    best = min(e['infer_batch_ms'], c['infer_batch_ms'])
+    print(f"| {m} | {a['median_epoch_s']:.3f} | {e['median_epoch_s']:.3f} | {e['median_epoch_s']/a['median_epoch_s']:.2f}x | {c['median_epoch_s']:.3f} | {c['median_epoch_s']/a['median_epoch_s']:.2f}x | {a['infer_batch_ms']:.3f} | {e['infer_batch_ms']:.3f} | {c['infer_batch_ms']:.3f} | {best/a['infer_batch_ms']:.2f}x |")
+PY
