@@ -58,13 +58,15 @@ type Model struct {
 	unified   bool
 	hostNewer [ArenaCount]bool
 	devNewer  [ArenaCount]bool
-	args      []uint32 // the host copy of ArenaArgs
+	args      []uint32     // the host copy of ArenaArgs
+	stage     [2][]float32 // inference inputs (batch, one) on a discrete GPU
 	seed      uint32
 
 	train, grads, evalInfer, oneInfer Sequence
 	traces                            []Sequence // one per training forward step, made on first use
 
-	res *resident // nil until the app loads a training set
+	res     *resident // nil until the app loads a training set
+	feeding bool      // resident kernels write the batch and step arguments
 }
 
 // New loads the program's kernels on d (so a compile error shows before any
@@ -222,8 +224,26 @@ func (m *Model) hostView(a int, write bool) []float32 {
 	return m.host[a]
 }
 
+// slice returns a region's values as the device has them. On a discrete
+// GPU it copies only the region (a loss, an output), not its arena.
 func (m *Model) slice(r Region) []float32 {
-	return m.hostView(r.Arena, false)[r.Offset : r.Offset+r.Size]
+	v := m.host[r.Arena][r.Offset : r.Offset+r.Size]
+	if !m.unified && m.devNewer[r.Arena] {
+		if err := m.d.Download(bytesOf(v), m.bufs[r.Arena], 4*r.Offset); err != nil {
+			fail(m.p, fmt.Errorf("copying %d values of the %s arena from %s: %w", r.Size, arenaNames[r.Arena], m.d.Name(), err))
+		}
+	}
+	return v
+}
+
+// setRegion writes v into a region on the device at once, leaving the rest
+// of its arena alone (an inference batch into a work arena).
+func (m *Model) setRegion(r Region, v []float32) error {
+	copy(m.host[r.Arena][r.Offset:r.Offset+r.Size], v)
+	if m.unified {
+		return nil
+	}
+	return m.d.Upload(m.bufs[r.Arena], 4*r.Offset, bytesOf(v))
 }
 
 // run launches sequences in order and waits for them: uploads first, and
@@ -243,13 +263,21 @@ func (m *Model) run(seqs ...Sequence) error {
 	return err
 }
 
-// touched marks every arena as possibly written by the device.
+// touched marks the arenas that launched sequences may have written: the
+// plans' kernels write state, work arenas and the prediction; the kernels
+// of device-resident training (feeding set) also the batch and the step
+// arguments.
 func (m *Model) touched() {
 	if m.unified {
 		return
 	}
 	for a := range m.devNewer {
-		m.devNewer[a] = true
+		switch a {
+		case ArenaTrainInput, ArenaTrainLabels, ArenaArgs:
+			m.devNewer[a] = m.devNewer[a] || m.feeding
+		default:
+			m.devNewer[a] = true
+		}
 	}
 }
 
@@ -286,21 +314,42 @@ func (m *Model) Gradients() float32 {
 	return m.slice(m.p.TrainLoss)[0]
 }
 
+// InferInput is where the app writes an inference batch: the region
+// itself on unified memory, a staging copy that Infer uploads otherwise.
 func (m *Model) InferInput(one bool) []float32 {
 	r := m.p.EvalInput
 	if one {
 		r = m.p.OneInput
 	}
-	return m.hostView(r.Arena, true)[r.Offset : r.Offset+r.Size]
+	if m.unified {
+		return m.host[r.Arena][r.Offset : r.Offset+r.Size]
+	}
+	if len(m.stage[b2i(one)]) != r.Size {
+		m.stage[b2i(one)] = make([]float32, r.Size)
+	}
+	return m.stage[b2i(one)]
 }
 
-// Infer runs an inference plan as one sequence.
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// Infer runs an inference plan as one sequence: on a discrete GPU, the
+// input region goes up and the output region comes back, nothing else.
 func (m *Model) Infer(one bool) []float32 {
-	seq, out := m.evalInfer, m.p.EvalOutput
+	seq, in, out := m.evalInfer, m.p.EvalInput, m.p.EvalOutput
 	if one {
-		seq, out = m.oneInfer, m.p.OneOutput
+		seq, in, out = m.oneInfer, m.p.OneInput, m.p.OneOutput
 	}
 	m.setArgs(0, 0)
+	if !m.unified {
+		if err := m.setRegion(in, m.InferInput(one)); err != nil {
+			fail(m.p, fmt.Errorf("inference input: %w", err))
+		}
+	}
 	if err := m.run(seq); err != nil {
 		fail(m.p, fmt.Errorf("inference: %w", err))
 	}

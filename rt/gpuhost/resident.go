@@ -89,6 +89,7 @@ func (m *Model) LoadTrainSet(x, y []float32, rows int) (bool, error) {
 	m.freeResident()
 	r := &resident{rows: rows, inW: inW, labW: labW}
 	m.res = r
+	m.feeding = true
 	var err error
 	alloc := func(label string, n int) Buffer {
 		if err != nil {
