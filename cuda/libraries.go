@@ -254,8 +254,35 @@ func digits(s string) int {
 // describeMissing turns the attempts at lib into a MissingLibrary.
 func (lib library) describeMissing(tried []attempt) MissingLibrary {
 	m := MissingLibrary{Library: lib.name, Env: lib.env, Fix: lib.fix}
-	for _, t := range tried {
-		m.Tried = append(m.Tried, t.path+": "+t.why)
+	// Consecutive misses in one folder for the same reason share a line:
+	// /usr/local/cuda/lib64/libnvrtc.so.{13,12,11.2}: no such file.
+	for i := 0; i < len(tried); {
+		dir, name := filepath.Split(tried[i].path)
+		names := []string{name}
+		j := i + 1
+		for ; dir != "" && j < len(tried); j++ {
+			d, n := filepath.Split(tried[j].path)
+			if d != dir || tried[j].why != tried[i].why {
+				break
+			}
+			names = append(names, n)
+		}
+		line := tried[i].path
+		if len(names) > 1 {
+			prefix := names[0]
+			for _, n := range names[1:] {
+				for !strings.HasPrefix(n, prefix) {
+					prefix = prefix[:len(prefix)-1]
+				}
+			}
+			prefix = prefix[:strings.LastIndexByte(prefix, '.')+1]
+			for k := range names {
+				names[k] = names[k][len(prefix):]
+			}
+			line = dir + prefix + "{" + strings.Join(names, ",") + "}"
+		}
+		m.Tried = append(m.Tried, line+": "+tried[i].why)
+		i = j
 	}
 	return m
 }
