@@ -1,0 +1,178 @@
+package cuda
+
+import "unsafe"
+
+// The C types of the three libraries, as Go types of the same size. Handles
+// are opaque pointers (uintptr); CUdevice is an int; CUdeviceptr is 64 bits
+// on every platform this package supports.
+type (
+	// Result is a driver API status (CUresult); 0 is CUDA_SUCCESS.
+	Result int32
+	// DeviceHandle is a CUdevice, the driver's handle of one GPU.
+	DeviceHandle int32
+	// DevicePtr is a CUdeviceptr, an address in the GPU's memory.
+	DevicePtr uint64
+	// Context is a CUcontext.
+	Context uintptr
+	// Module is a CUmodule, a loaded PTX or CUBIN image.
+	Module uintptr
+	// Function is a CUfunction, one kernel of a module.
+	Function uintptr
+	// Stream is a CUstream.
+	Stream uintptr
+	// Graph is a CUgraph, the result of a stream capture.
+	Graph uintptr
+	// GraphExec is a CUgraphExec, an instantiated graph ready to launch.
+	GraphExec uintptr
+
+	// NVRTCResult is an NVRTC status (nvrtcResult); 0 is NVRTC_SUCCESS.
+	NVRTCResult int32
+	// Program is an nvrtcProgram.
+	Program uintptr
+
+	// BLASStatus is a cuBLAS status (cublasStatus_t); 0 is success.
+	BLASStatus int32
+	// BLASHandle is a cublasHandle_t.
+	BLASHandle uintptr
+	// Operation is a cublasOperation_t.
+	Operation int32
+)
+
+// Values of the C enums this package passes or checks.
+const (
+	Success Result = 0
+
+	ErrorInvalidValue         Result = 1
+	ErrorOutOfMemory          Result = 2
+	ErrorNotInitialized       Result = 3
+	ErrorInsufficientDriver   Result = 35
+	ErrorNoDevice             Result = 100
+	ErrorInvalidDevice        Result = 101
+	ErrorInvalidImage         Result = 200
+	ErrorInvalidContext       Result = 201
+	ErrorNoBinaryForGPU       Result = 209
+	ErrorNotFound             Result = 500
+	ErrorIllegalAddress       Result = 700
+	ErrorLaunchFailed         Result = 719
+	ErrorStreamCaptureUnsup   Result = 900
+	ErrorStreamCaptureInvalid Result = 901
+	ErrorUnknown              Result = 999
+
+	// CUdevice_attribute values.
+	AttrComputeCapabilityMajor int32 = 75
+	AttrComputeCapabilityMinor int32 = 76
+
+	// CUstreamCaptureMode values. ThreadLocal forbids unsafe calls (an
+	// allocation, a synchronous copy) from this thread while it captures.
+	CaptureModeGlobal      int32 = 0
+	CaptureModeThreadLocal int32 = 1
+	CaptureModeRelaxed     int32 = 2
+
+	NVRTCSuccess          NVRTCResult = 0
+	NVRTCErrorCompilation NVRTCResult = 6
+
+	BLASSuccess        BLASStatus = 0
+	BLASNotInitialized BLASStatus = 1
+	BLASInvalidValue   BLASStatus = 7
+	BLASExecFailed     BLASStatus = 13
+
+	OpN Operation = 0 // CUBLAS_OP_N
+	OpT Operation = 1 // CUBLAS_OP_T
+
+	// cublasMath_t values.
+	BLASDefaultMath      int32 = 0
+	BLASTF32TensorOpMath int32 = 3
+	BLASPedanticMath     int32 = 2
+)
+
+// DriverAPI is every function of the CUDA driver API (libcuda.so.1) this
+// package calls, one field each. The sym tag is the exported C symbol
+// (the versioned _v2 names that cuda.h maps the plain names to); optional
+// symbols may be missing from older libraries and are left nil. Reference:
+// https://docs.nvidia.com/cuda/cuda-driver-api/
+type DriverAPI struct {
+	Init                    func(flags uint32) Result                                           `sym:"cuInit"`
+	DriverGetVersion        func(version *int32) Result                                         `sym:"cuDriverGetVersion"`
+	GetErrorName            func(r Result, name **byte) Result                                  `sym:"cuGetErrorName"`
+	GetErrorString          func(r Result, message **byte) Result                               `sym:"cuGetErrorString"`
+	DeviceGetCount          func(count *int32) Result                                           `sym:"cuDeviceGetCount"`
+	DeviceGet               func(dev *DeviceHandle, ordinal int32) Result                       `sym:"cuDeviceGet"`
+	DeviceGetName           func(name *byte, length int32, dev DeviceHandle) Result             `sym:"cuDeviceGetName"`
+	DeviceGetAttribute      func(value *int32, attr int32, dev DeviceHandle) Result             `sym:"cuDeviceGetAttribute"`
+	DeviceTotalMem          func(bytes *uintptr, dev DeviceHandle) Result                       `sym:"cuDeviceTotalMem_v2"`
+	DevicePrimaryCtxRetain  func(ctx *Context, dev DeviceHandle) Result                         `sym:"cuDevicePrimaryCtxRetain"`
+	DevicePrimaryCtxRelease func(dev DeviceHandle) Result                                       `sym:"cuDevicePrimaryCtxRelease_v2"`
+	CtxSetCurrent           func(ctx Context) Result                                            `sym:"cuCtxSetCurrent"`
+	MemGetInfo              func(free, total *uintptr) Result                                   `sym:"cuMemGetInfo_v2"`
+	MemAlloc                func(ptr *DevicePtr, bytes uintptr) Result                          `sym:"cuMemAlloc_v2"`
+	MemFree                 func(ptr DevicePtr) Result                                          `sym:"cuMemFree_v2"`
+	MemsetD8                func(dst DevicePtr, value uint8, n uintptr) Result                  `sym:"cuMemsetD8_v2"`
+	MemcpyHtoD              func(dst DevicePtr, src unsafe.Pointer, n uintptr) Result           `sym:"cuMemcpyHtoD_v2"`
+	MemcpyDtoH              func(dst unsafe.Pointer, src DevicePtr, n uintptr) Result           `sym:"cuMemcpyDtoH_v2"`
+	MemcpyHtoDAsync         func(dst DevicePtr, src unsafe.Pointer, n uintptr, s Stream) Result `sym:"cuMemcpyHtoDAsync_v2"`
+	MemcpyDtoHAsync         func(dst unsafe.Pointer, src DevicePtr, n uintptr, s Stream) Result `sym:"cuMemcpyDtoHAsync_v2"`
+	ModuleLoadData          func(mod *Module, image unsafe.Pointer) Result                      `sym:"cuModuleLoadData"`
+	ModuleUnload            func(mod Module) Result                                             `sym:"cuModuleUnload"`
+	ModuleGetFunction       func(fn *Function, mod Module, name string) Result                  `sym:"cuModuleGetFunction"`
+	// LaunchKernel's params points to one pointer per kernel parameter, each
+	// to that parameter's value; extra is nil here.
+	LaunchKernel func(f Function, gridX, gridY, gridZ, blockX, blockY, blockZ, sharedBytes uint32,
+		s Stream, params *unsafe.Pointer, extra *unsafe.Pointer) Result `sym:"cuLaunchKernel"`
+	StreamCreate       func(s *Stream, flags uint32) Result                `sym:"cuStreamCreate"`
+	StreamDestroy      func(s Stream) Result                               `sym:"cuStreamDestroy_v2"`
+	StreamSynchronize  func(s Stream) Result                               `sym:"cuStreamSynchronize"`
+	StreamBeginCapture func(s Stream, mode int32) Result                   `sym:"cuStreamBeginCapture_v2"`
+	StreamEndCapture   func(s Stream, g *Graph) Result                     `sym:"cuStreamEndCapture"`
+	GraphInstantiate   func(exec *GraphExec, g Graph, flags uint64) Result `sym:"cuGraphInstantiateWithFlags"`
+	GraphLaunch        func(exec GraphExec, s Stream) Result               `sym:"cuGraphLaunch"`
+	GraphExecDestroy   func(exec GraphExec) Result                         `sym:"cuGraphExecDestroy"`
+	GraphDestroy       func(g Graph) Result                                `sym:"cuGraphDestroy"`
+}
+
+// NVRTCAPI is every NVRTC function (libnvrtc.so) this package calls.
+// Reference: https://docs.nvidia.com/cuda/nvrtc/
+type NVRTCAPI struct {
+	Version        func(major, minor *int32) NVRTCResult `sym:"nvrtcVersion"`
+	GetErrorString func(r NVRTCResult) string            `sym:"nvrtcGetErrorString"`
+	// GetNumSupportedArchs and GetSupportedArchs list the sm_XY numbers
+	// (XY as an int) the library compiles for (NVRTC 11.2 and newer).
+	GetNumSupportedArchs func(n *int32) NVRTCResult                                                                        `sym:"nvrtcGetNumSupportedArchs" optional:"true"`
+	GetSupportedArchs    func(archs *int32) NVRTCResult                                                                    `sym:"nvrtcGetSupportedArchs" optional:"true"`
+	CreateProgram        func(prog *Program, src, name string, numHeaders int32, headers, includeNames **byte) NVRTCResult `sym:"nvrtcCreateProgram"`
+	CompileProgram       func(prog Program, numOptions int32, options **byte) NVRTCResult                                  `sym:"nvrtcCompileProgram"`
+	DestroyProgram       func(prog *Program) NVRTCResult                                                                   `sym:"nvrtcDestroyProgram"`
+	GetProgramLogSize    func(prog Program, size *uintptr) NVRTCResult                                                     `sym:"nvrtcGetProgramLogSize"`
+	GetProgramLog        func(prog Program, log *byte) NVRTCResult                                                         `sym:"nvrtcGetProgramLog"`
+	GetPTXSize           func(prog Program, size *uintptr) NVRTCResult                                                     `sym:"nvrtcGetPTXSize"`
+	GetPTX               func(prog Program, ptx *byte) NVRTCResult                                                         `sym:"nvrtcGetPTX"`
+	GetCUBINSize         func(prog Program, size *uintptr) NVRTCResult                                                     `sym:"nvrtcGetCUBINSize" optional:"true"`
+	GetCUBIN             func(prog Program, cubin *byte) NVRTCResult                                                       `sym:"nvrtcGetCUBIN" optional:"true"`
+}
+
+// BLASAPI is every cuBLAS function (libcublas.so) this package calls. Its
+// matrices are column-major; see Engine.Gemm for the row-major mapping.
+// Reference: https://docs.nvidia.com/cuda/cublas/
+type BLASAPI struct {
+	Create        func(h *BLASHandle) BLASStatus                             `sym:"cublasCreate_v2"`
+	Destroy       func(h BLASHandle) BLASStatus                              `sym:"cublasDestroy_v2"`
+	GetVersion    func(h BLASHandle, version *int32) BLASStatus              `sym:"cublasGetVersion_v2"`
+	SetStream     func(h BLASHandle, s Stream) BLASStatus                    `sym:"cublasSetStream_v2"`
+	SetMathMode   func(h BLASHandle, mode int32) BLASStatus                  `sym:"cublasSetMathMode"`
+	SetWorkspace  func(h BLASHandle, ws DevicePtr, bytes uintptr) BLASStatus `sym:"cublasSetWorkspace_v2" optional:"true"`
+	GetStatusName func(s BLASStatus) string                                  `sym:"cublasGetStatusName" optional:"true"`
+	Sgemm         func(h BLASHandle, transA, transB Operation, m, n, k int32, alpha *float32, a DevicePtr, lda int32,
+		b DevicePtr, ldb int32, beta *float32, c DevicePtr, ldc int32) BLASStatus `sym:"cublasSgemm_v2"`
+}
+
+// cString reads a NUL-terminated C string that a library returned; nil is
+// the empty string.
+func cString(p *byte) string {
+	if p == nil {
+		return ""
+	}
+	n := 0
+	for *(*byte)(unsafe.Add(unsafe.Pointer(p), n)) != 0 {
+		n++
+	}
+	return string(unsafe.Slice(p, n))
+}

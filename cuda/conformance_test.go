@@ -1,0 +1,63 @@
+package cuda_test
+
+import (
+	"fmt"
+	"os"
+	"testing"
+
+	"github.com/mlbuild/mlbuild/cuda"
+	"github.com/mlbuild/mlbuild/cuda/fakecuda"
+	"github.com/mlbuild/mlbuild/emit/gpu"
+	"github.com/mlbuild/mlbuild/rt/gpuhost"
+	"github.com/mlbuild/mlbuild/rt/gpuhost/gpuhosttest"
+)
+
+// fakeWorkDir keeps the kernels g++ builds for one test run, shared by
+// every fake of it so each source is built once; TestMain removes it.
+var fakeWorkDir string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "cuda-test-kernels-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	fakeWorkDir = dir
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// openFake opens a Device on a new fake GPU whose leaks are checked when
+// the test ends.
+func openFake(t *testing.T, opts cuda.Options) (*cuda.Device, *fakecuda.Fake) {
+	t.Helper()
+	f := fakecuda.New(fakecuda.Options{WorkDir: fakeWorkDir})
+	opts.Libraries = f.Libraries()
+	if opts.KernelCacheDir == "" {
+		opts.KernelCacheDir = t.TempDir()
+	}
+	d, err := cuda.OpenDevice(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d, f
+}
+
+func TestConformanceOnFake(t *testing.T) {
+	fakes := map[gpuhost.Device]*fakecuda.Fake{}
+	gpuhosttest.Run(t, gpuhosttest.Suite{
+		Dialect: gpu.CUDA,
+		Open: func(t *testing.T) gpuhost.Device {
+			d, f := openFake(t, cuda.Options{})
+			fakes[d] = f
+			t.Cleanup(func() {
+				if leaks := f.Leaks(); len(leaks) > 0 && !t.Failed() && len(f.Faults()) == 0 {
+					t.Errorf("after Close the fake still holds: %v", leaks)
+				}
+			})
+			return d
+		},
+		FailNextLaunch: func(d gpuhost.Device) { fakes[d].FailNextGraphLaunch(cuda.ErrorIllegalAddress) },
+	})
+}

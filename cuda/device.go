@@ -1,0 +1,457 @@
+package cuda
+
+import (
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/mlbuild/mlbuild/rt/gpuhost"
+)
+
+// Device is an NVIDIA GPU as a gpuhost.Device. Its memory is the GPU's own:
+// HostView returns nil, and the host program moves data with Upload and
+// Download, which first wait for the launched sequences. A sequence is
+// captured from the engine's stream into one CUDA graph when it is
+// recorded, and each Launch is one cuGraphLaunch: the ops are checked and
+// encoded once, and a training step costs one launch. Use a Device from
+// one goroutine at a time.
+type Device struct {
+	e         *Engine
+	kernels   map[string]deviceKernel
+	sequences []*sequence
+	// recording names the sequence being recorded, "" when none: the
+	// stream is being captured and only Encoder calls are allowed.
+	recording string
+	// lastLaunched names the last sequence launched since the last Sync,
+	// "" when none was.
+	lastLaunched string
+	launches     int
+	closed       bool
+}
+
+type deviceKernel struct {
+	fn       Function
+	argBytes []int
+}
+
+// OpenDevice opens GPU opts.Ordinal as a gpuhost.Device; the error of a
+// machine without a usable GPU wraps ErrNoDevice (and so
+// gpuhost.ErrNoDevice).
+func OpenDevice(opts Options) (*Device, error) {
+	e, err := Open(opts)
+	if err != nil {
+		return nil, err
+	}
+	return NewDevice(e), nil
+}
+
+// NewDevice makes a Device of an open Engine; Close closes the Engine.
+func NewDevice(e *Engine) *Device { return &Device{e: e, kernels: map[string]deviceKernel{}} }
+
+// Engine is the Device's Engine.
+func (d *Device) Engine() *Engine { return d.e }
+
+// buffer is a device allocation as a gpuhost.Buffer.
+type buffer struct {
+	d     *Device
+	ptr   DevicePtr
+	n     int
+	label string
+	freed bool
+	users []string // the sequences recorded with it
+}
+
+func (b *buffer) Len() int { return b.n }
+
+// buffer checks that b is a live buffer of this device.
+func (d *Device) buffer(b gpuhost.Buffer, what string) (*buffer, error) {
+	bb, ok := b.(*buffer)
+	if !ok || bb == nil || bb.d != d {
+		return nil, fmt.Errorf("cuda: %s: a buffer of another device (%T)", what, b)
+	}
+	if bb.freed {
+		return nil, fmt.Errorf("cuda: %s: buffer %q was freed", what, bb.label)
+	}
+	return bb, nil
+}
+
+// busy refuses what may not happen while a sequence is being recorded or
+// after Close.
+func (d *Device) busy(what string) error {
+	if d.closed {
+		return fmt.Errorf("cuda: %s: %w", what, errClosed)
+	}
+	if d.recording != "" {
+		return fmt.Errorf("cuda: %s while sequence %q is being recorded: a recording captures only the Encoder's Dispatch and Gemm (CUDA stream capture allows no allocation, copy or wait)", what, d.recording)
+	}
+	return nil
+}
+
+func (d *Device) Name() string { return d.e.Name() }
+
+// Facts lists the GPU, its memory, the driver, each library file loaded
+// with its version, and how the kernels were compiled.
+func (d *Device) Facts() []gpuhost.Fact {
+	e := d.e
+	major, minor := e.ComputeCapability()
+	facts := []gpuhost.Fact{
+		{Key: "device", Value: fmt.Sprintf("%s (GPU %d)", e.name, e.opts.Ordinal)},
+		{Key: "compute capability", Value: fmt.Sprintf("%d.%d (sm_%d%d)", major, minor, major, minor)},
+		{Key: "driver", Value: "CUDA " + versionString(e.driverVer)},
+	}
+	mem := fmt.Sprintf("%s total", gib(uint64(e.totalMem)))
+	if !d.closed && d.recording == "" {
+		if free, _, err := e.MemInfo(); err == nil {
+			mem += fmt.Sprintf(", %s free", gib(free))
+		}
+	}
+	facts = append(facts, gpuhost.Fact{Key: "memory", Value: mem})
+	for _, f := range e.lib.Files {
+		v := f.Version
+		if f.Library == blasLibrary.name {
+			v = e.blasVersion
+		}
+		where := f.Path
+		if f.File != "" && f.File != f.Path {
+			where = f.File + " (as " + f.Path + ")"
+		}
+		facts = append(facts, gpuhost.Fact{Key: f.Library, Value: where + ", version " + v})
+	}
+	math := "fp32 (TF32 off)"
+	if e.opts.TF32 {
+		math = "TF32 tensor cores (inputs rounded to 10-bit mantissas)"
+	}
+	facts = append(facts, gpuhost.Fact{Key: "GEMM", Value: "cuBLAS " + e.blasVersion + ", " + math})
+	for _, l := range e.loads {
+		how := fmt.Sprintf("compiled by NVRTC %s in %v", e.nvrtcVersion, l.Took.Round(100_000))
+		if l.FromCache {
+			how = fmt.Sprintf("from the cache in %v", l.Took.Round(10_000))
+		}
+		facts = append(facts, gpuhost.Fact{Key: "kernels", Value: l.Arch + ", " + how})
+	}
+	if e.cache.dir != "" {
+		facts = append(facts, gpuhost.Fact{Key: "kernel cache", Value: e.cache.dir})
+	} else {
+		facts = append(facts, gpuhost.Fact{Key: "kernel cache", Value: "off"})
+	}
+	return facts
+}
+
+func gib(n uint64) string { return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30)) }
+
+func (d *Device) Alloc(label string, n int) (gpuhost.Buffer, error) {
+	if err := d.busy(fmt.Sprintf("Alloc of %q", label)); err != nil {
+		return nil, err
+	}
+	p, err := d.e.Alloc(n, fmt.Sprintf("buffer %q", label))
+	if err != nil {
+		return nil, err
+	}
+	return &buffer{d: d, ptr: p, n: n, label: label}, nil
+}
+
+func (d *Device) Free(b gpuhost.Buffer) error {
+	if err := d.busy("Free"); err != nil {
+		return err
+	}
+	bb, err := d.buffer(b, "Free")
+	if err != nil {
+		return err
+	}
+	if len(bb.users) > 0 {
+		return fmt.Errorf("cuda: Free of buffer %q, which recorded sequence %q uses", bb.label, bb.users[0])
+	}
+	bb.freed = true
+	return d.e.Free(bb.ptr)
+}
+
+// HostView is nil: the GPU's memory is its own.
+func (d *Device) HostView(gpuhost.Buffer) []byte { return nil }
+
+// span checks that n bytes from off lie inside b.
+func (d *Device) span(what string, b gpuhost.Buffer, off, n int) (*buffer, error) {
+	if err := d.busy(what); err != nil {
+		return nil, err
+	}
+	bb, err := d.buffer(b, what)
+	if err != nil {
+		return nil, err
+	}
+	if off < 0 || off+n > bb.n {
+		return nil, fmt.Errorf("cuda: %s of %d bytes at offset %d of buffer %q, which has %d bytes", what, n, off, bb.label, bb.n)
+	}
+	return bb, nil
+}
+
+func (d *Device) Upload(b gpuhost.Buffer, off int, src []byte) error {
+	bb, err := d.span("Upload", b, off, len(src))
+	if err != nil {
+		return err
+	}
+	return d.launched(d.e.CopyIn(bb.ptr+DevicePtr(off), src))
+}
+
+func (d *Device) Download(dst []byte, b gpuhost.Buffer, off int) error {
+	bb, err := d.span("Download", b, off, len(dst))
+	if err != nil {
+		return err
+	}
+	return d.launched(d.e.CopyOut(dst, bb.ptr+DevicePtr(off)))
+}
+
+// kernelNames finds the kernels a CUDA source defines, for error messages.
+var kernelNames = regexp.MustCompile(`__global__\s+void\s+(\w+)`)
+
+func (d *Device) LoadKernels(source string, kernels []gpuhost.KernelInfo) error {
+	if err := d.busy("LoadKernels"); err != nil {
+		return err
+	}
+	if _, err := d.e.LoadModule(source); err != nil {
+		return fmt.Errorf("cuda: compiling the kernels for %s: %w", d.e.Name(), err)
+	}
+	for _, k := range kernels {
+		fn, err := d.e.Function(k.Name)
+		if err != nil {
+			var defined []string
+			for _, m := range kernelNames.FindAllStringSubmatch(source, -1) {
+				defined = append(defined, m[1])
+			}
+			return fmt.Errorf("cuda: kernel %q is not in the program's source, which defines %d kernels (%s): %w",
+				k.Name, len(defined), strings.Join(firstN(defined, 8), ", "), err)
+		}
+		d.kernels[k.Name] = deviceKernel{fn: fn, argBytes: slices.Clone(k.ArgBytes)}
+	}
+	return nil
+}
+
+func firstN(s []string, n int) []string {
+	if len(s) > n {
+		return append(s[:n:n], "...")
+	}
+	return s
+}
+
+// sequence is a recorded sequence: an instantiated CUDA graph.
+type sequence struct {
+	d    *Device
+	name string
+	exec GraphExec // 0 for a sequence with no ops
+}
+
+// Record captures the ops encode adds into one CUDA graph. The ops are
+// checked as they are added; an error from encode or from the capture ends
+// the capture and is returned, naming the sequence.
+func (d *Device) Record(name string, encode func(gpuhost.Encoder) error) (gpuhost.Sequence, error) {
+	if err := d.busy(fmt.Sprintf("Record of %q", name)); err != nil {
+		return nil, err
+	}
+	if name == "" {
+		name = fmt.Sprintf("sequence %d", len(d.sequences)+1)
+	}
+	// Waiting first keeps an earlier launch's failure out of this capture.
+	if err := d.launched(d.e.Synchronize()); err != nil {
+		return nil, err
+	}
+	if err := d.e.BeginCapture(); err != nil {
+		return nil, fmt.Errorf("cuda: recording sequence %q: %w", name, err)
+	}
+	enc := &encoder{d: d, seq: name}
+	d.recording = name
+	err := encode(enc)
+	d.recording = ""
+	exec, endErr := d.e.EndCapture()
+	if err == nil {
+		err = endErr
+	} else if endErr == nil {
+		d.e.DestroyGraph(exec)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("cuda: recording sequence %q: %w", name, err)
+	}
+	if enc.ops == 0 {
+		d.e.DestroyGraph(exec)
+		exec = 0
+	}
+	for _, b := range enc.used {
+		if !slices.Contains(b.users, name) {
+			b.users = append(b.users, name)
+		}
+	}
+	s := &sequence{d: d, name: name, exec: exec}
+	d.sequences = append(d.sequences, s)
+	return s, nil
+}
+
+// Launch queues one run of the graph.
+func (s *sequence) Launch() error {
+	d := s.d
+	if err := d.busy(fmt.Sprintf("Launch of %q", s.name)); err != nil {
+		return err
+	}
+	if s.exec == 0 {
+		return nil
+	}
+	if err := d.e.LaunchGraph(s.exec); err != nil {
+		return fmt.Errorf("cuda: launching sequence %q: %w", s.name, err)
+	}
+	d.lastLaunched = s.name
+	d.launches++
+	return nil
+}
+
+// launched adds to err (from a call that waited for the stream) which
+// sequences were launched since the last wait, and forgets them when the
+// wait succeeded.
+func (d *Device) launched(err error) error {
+	if err == nil {
+		d.lastLaunched, d.launches = "", 0
+		return nil
+	}
+	if d.lastLaunched != "" {
+		err = fmt.Errorf("cuda: %d sequence launches since the last wait, the last of sequence %q, failed on %s: %w", d.launches, d.lastLaunched, d.e.Name(), err)
+		d.lastLaunched, d.launches = "", 0
+	}
+	return err
+}
+
+// Sync waits for every launched sequence; a failure names the last one.
+func (d *Device) Sync() error {
+	if err := d.busy("Sync"); err != nil {
+		return err
+	}
+	return d.launched(d.e.Synchronize())
+}
+
+// Close destroys the graphs and closes the Engine, which frees every
+// buffer. Calling it again does nothing.
+func (d *Device) Close() error {
+	if d.closed {
+		return nil
+	}
+	if d.recording != "" {
+		return d.busy("Close")
+	}
+	var first error
+	if err := d.launched(d.e.Synchronize()); err != nil {
+		first = err
+	}
+	for _, s := range d.sequences {
+		if s.exec != 0 {
+			if err := d.e.DestroyGraph(s.exec); err != nil && first == nil {
+				first = err
+			}
+		}
+	}
+	if err := d.e.Close(); err != nil && first == nil {
+		first = err
+	}
+	d.closed = true
+	return first
+}
+
+// encoder checks and captures the ops of the sequence being recorded.
+type encoder struct {
+	d    *Device
+	seq  string
+	ops  int
+	used []*buffer
+	ptrs []DevicePtr
+}
+
+func (en *encoder) use(b *buffer) {
+	if !slices.Contains(en.used, b) {
+		en.used = append(en.used, b)
+	}
+}
+
+// Dispatch checks every argument against the kernel's KernelInfo (each
+// binding's bytes, from its offset, inside its buffer) and captures the
+// launch.
+func (en *encoder) Dispatch(kernel string, args []gpuhost.Arg, groups, threads int) error {
+	op := fmt.Sprintf("op %d (kernel %s)", en.ops, kernel)
+	if en.d.recording != en.seq {
+		return fmt.Errorf("cuda: %s: the encoder of sequence %q is used outside its Record", op, en.seq)
+	}
+	k, ok := en.d.kernels[kernel]
+	if !ok {
+		return fmt.Errorf("cuda: %s: kernel %q was not loaded by LoadKernels", op, kernel)
+	}
+	if len(args) != len(k.argBytes) {
+		return fmt.Errorf("cuda: %s: %d buffer arguments, the kernel takes %d", op, len(args), len(k.argBytes))
+	}
+	if groups <= 0 || threads <= 0 || threads > 1024 || groups > 1<<31-1 {
+		return fmt.Errorf("cuda: %s: %d blocks of %d threads, want at least 1 block of 1 to 1024 threads", op, groups, threads)
+	}
+	en.ptrs = en.ptrs[:0]
+	for i, a := range args {
+		b, err := en.d.buffer(a.Buf, fmt.Sprintf("%s, argument %d", op, i))
+		if err != nil {
+			return err
+		}
+		need := max(a.Bytes, k.argBytes[i])
+		if a.Offset < 0 || a.Offset%4 != 0 || a.Bytes < 0 || a.Offset+need > b.n {
+			return fmt.Errorf("cuda: %s, argument %d: bytes [%d, %d) of buffer %q, which has %d bytes (the kernel touches %d bytes there; offsets are multiples of 4)",
+				op, i, a.Offset, a.Offset+need, b.label, b.n, k.argBytes[i])
+		}
+		en.use(b)
+		en.ptrs = append(en.ptrs, b.ptr+DevicePtr(a.Offset))
+	}
+	if err := en.d.e.Launch(k.fn, groups, threads, en.ptrs); err != nil {
+		return fmt.Errorf("cuda: %s: %w", op, err)
+	}
+	en.ops++
+	return nil
+}
+
+// Gemm checks the three operands fit their buffers and captures one
+// cuBLAS GEMM.
+func (en *encoder) Gemm(g gpuhost.Gemm) error {
+	op := fmt.Sprintf("op %d (%dx%dx%d GEMM)", en.ops, g.M, g.N, g.K)
+	if en.d.recording != en.seq {
+		return fmt.Errorf("cuda: %s: the encoder of sequence %q is used outside its Record", op, en.seq)
+	}
+	if g.M <= 0 || g.N <= 0 || g.K <= 0 || g.M > 1<<31-1 || g.N > 1<<31-1 || g.K > 1<<31-1 {
+		return fmt.Errorf("cuda: %s: sizes must be positive", op)
+	}
+	rowsCols := func(t bool, r, c int) (int, int) {
+		if t {
+			return c, r
+		}
+		return r, c
+	}
+	ar, ac := rowsCols(g.TransA, g.M, g.K)
+	br, bc := rowsCols(g.TransB, g.K, g.N)
+	var ptrs [3]DevicePtr
+	var lds [3]int
+	for i, o := range []struct {
+		name       string
+		x          gpuhost.Operand
+		rows, cols int
+	}{{"A", g.A, ar, ac}, {"B", g.B, br, bc}, {"C", g.C, g.M, g.N}} {
+		b, err := en.d.buffer(o.x.Buf, op+", operand "+o.name)
+		if err != nil {
+			return err
+		}
+		rowBytes := o.x.RowBytes
+		if rowBytes == 0 {
+			rowBytes = 4 * o.cols
+		}
+		end := o.x.Offset + (o.rows-1)*rowBytes + 4*o.cols
+		if rowBytes < 4*o.cols || rowBytes%4 != 0 || o.x.Offset < 0 || o.x.Offset%4 != 0 || end > b.n {
+			return fmt.Errorf("cuda: %s, operand %s: a %dx%d float32 matrix at offset %d with rows %d bytes apart needs bytes up to %d of buffer %q, which has %d (offsets and row bytes are multiples of 4, rows at least %d bytes)",
+				op, o.name, o.rows, o.cols, o.x.Offset, rowBytes, end, b.label, b.n, 4*o.cols)
+		}
+		en.use(b)
+		ptrs[i], lds[i] = b.ptr+DevicePtr(o.x.Offset), rowBytes/4
+	}
+	err := en.d.e.Gemm(GemmArgs{TransA: g.TransA, TransB: g.TransB, M: g.M, N: g.N, K: g.K, Alpha: g.Alpha, Beta: g.Beta,
+		A: ptrs[0], B: ptrs[1], C: ptrs[2], LDA: lds[0], LDB: lds[1], LDC: lds[2]})
+	if err != nil {
+		return fmt.Errorf("cuda: %s: %w", op, err)
+	}
+	en.ops++
+	return nil
+}
+
+var _ gpuhost.Device = (*Device)(nil)

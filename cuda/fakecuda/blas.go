@@ -1,0 +1,188 @@
+package fakecuda
+
+import (
+	"unsafe"
+
+	"github.com/mlbuild/mlbuild/cuda"
+)
+
+// blasNames are cuBLAS's status names.
+var blasNames = map[cuda.BLASStatus]string{
+	0: "CUBLAS_STATUS_SUCCESS", 1: "CUBLAS_STATUS_NOT_INITIALIZED", 7: "CUBLAS_STATUS_INVALID_VALUE",
+	13: "CUBLAS_STATUS_EXECUTION_FAILED",
+}
+
+// gemmCall is one cublasSgemm, its scalars read at the call (host pointer
+// mode: a captured GEMM keeps the values it was captured with).
+type gemmCall struct {
+	ta, tb      cuda.Operation
+	m, n, k     int
+	alpha, beta float32
+	a, b, c     uint64
+	lda, ldb    int
+	ldc         int
+}
+
+// blas is the fake cuBLAS: column-major SGEMM in Go on device memory.
+func (f *Fake) blas() *cuda.BLASAPI {
+	withHandle := func(h cuda.BLASHandle, do func(*blasHandle) cuda.BLASStatus) cuda.BLASStatus {
+		defer f.mu.Unlock()
+		if r := f.enter(true); r != 0 {
+			return cuda.BLASExecFailed
+		}
+		bh := f.handles[h]
+		if bh == nil {
+			return cuda.BLASNotInitialized
+		}
+		return do(bh)
+	}
+	return &cuda.BLASAPI{
+		Create: func(h *cuda.BLASHandle) cuda.BLASStatus {
+			defer f.mu.Unlock()
+			if r := f.enter(true); r != 0 {
+				return cuda.BLASNotInitialized
+			}
+			*h = cuda.BLASHandle(f.handle())
+			f.handles[*h] = &blasHandle{}
+			return 0
+		},
+		Destroy: func(h cuda.BLASHandle) cuda.BLASStatus {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			if f.handles[h] == nil {
+				return cuda.BLASNotInitialized
+			}
+			delete(f.handles, h)
+			return 0
+		},
+		GetVersion: func(h cuda.BLASHandle, v *int32) cuda.BLASStatus {
+			return withHandle(h, func(*blasHandle) cuda.BLASStatus {
+				*v = f.opts.NVRTCMajor*10000 + f.opts.NVRTCMinor*100
+				return 0
+			})
+		},
+		SetStream: func(h cuda.BLASHandle, s cuda.Stream) cuda.BLASStatus {
+			return withHandle(h, func(bh *blasHandle) cuda.BLASStatus {
+				if s != 0 && f.streams[s] == nil {
+					return cuda.BLASInvalidValue
+				}
+				bh.stream = s
+				return 0
+			})
+		},
+		SetMathMode: func(h cuda.BLASHandle, mode int32) cuda.BLASStatus {
+			return withHandle(h, func(bh *blasHandle) cuda.BLASStatus {
+				switch mode {
+				case cuda.BLASDefaultMath, cuda.BLASPedanticMath, cuda.BLASTF32TensorOpMath:
+					bh.math = mode
+					return 0
+				}
+				return cuda.BLASInvalidValue
+			})
+		},
+		SetWorkspace: func(h cuda.BLASHandle, ws cuda.DevicePtr, n uintptr) cuda.BLASStatus {
+			return withHandle(h, func(bh *blasHandle) cuda.BLASStatus {
+				if n > 0 && f.find(uint64(ws), uint64(n)) == nil {
+					return cuda.BLASInvalidValue
+				}
+				bh.workspace = uint64(ws)
+				return 0
+			})
+		},
+		GetStatusName: func(s cuda.BLASStatus) string {
+			if n, ok := blasNames[s]; ok {
+				return n
+			}
+			return "CUBLAS_STATUS_UNKNOWN"
+		},
+		Sgemm: func(h cuda.BLASHandle, ta, tb cuda.Operation, m, n, k int32, alpha *float32, a cuda.DevicePtr, lda int32,
+			b cuda.DevicePtr, ldb int32, beta *float32, c cuda.DevicePtr, ldc int32) cuda.BLASStatus {
+			return withHandle(h, func(bh *blasHandle) cuda.BLASStatus {
+				rowsA, rowsB := m, k
+				if ta == cuda.OpT {
+					rowsA = k
+				}
+				if tb == cuda.OpT {
+					rowsB = n
+				}
+				if ta < cuda.OpN || ta > cuda.OpT || tb < cuda.OpN || tb > cuda.OpT || m < 0 || n < 0 || k < 0 ||
+					lda < max(1, rowsA) || ldb < max(1, rowsB) || ldc < max(1, m) || alpha == nil || beta == nil {
+					return cuda.BLASInvalidValue
+				}
+				g := &gemmCall{ta: ta, tb: tb, m: int(m), n: int(n), k: int(k), alpha: *alpha, beta: *beta,
+					a: uint64(a), b: uint64(b), c: uint64(c), lda: int(lda), ldb: int(ldb), ldc: int(ldc)}
+				if m == 0 || n == 0 {
+					return 0
+				}
+				if st := f.streams[bh.stream]; st != nil && st.capturing {
+					st.ops = append(st.ops, op{gemm: g})
+					return 0
+				}
+				f.stats.Gemms++
+				f.execute(op{gemm: g})
+				return 0
+			})
+		},
+	}
+}
+
+// floats is device memory [p, p+4n) as float32s, or nil with a fault
+// recorded when it is not inside one allocation or not aligned.
+func (f *Fake) floats(what string, p uint64, n int) []float32 {
+	b := f.bytesAt(p, uint64(4*n))
+	if b == nil {
+		f.fault(cuda.ErrorIllegalAddress, "cublasSgemm, matrix %s: %d floats at %#x are not inside one live allocation", what, n, p)
+		return nil
+	}
+	if p%4 != 0 {
+		f.fault(716, "cublasSgemm, matrix %s: address %#x is not 4-byte aligned", what, p)
+		return nil
+	}
+	return unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(b))), n)
+}
+
+// runGemm computes C = alpha·op(A)·op(B) + beta·C column-major, as cuBLAS
+// does (C is not read when beta is 0).
+func (f *Fake) runGemm(g *gemmCall) {
+	extent := func(t cuda.Operation, rows, cols, ld int) int {
+		if t == cuda.OpT {
+			rows, cols = cols, rows
+		}
+		if cols == 0 || rows == 0 {
+			return 0
+		}
+		return (cols-1)*ld + rows
+	}
+	A := f.floats("A", g.a, extent(g.ta, g.m, g.k, g.lda))
+	B := f.floats("B", g.b, extent(g.tb, g.k, g.n, g.ldb))
+	C := f.floats("C", g.c, extent(cuda.OpN, g.m, g.n, g.ldc))
+	if (A == nil && g.k > 0) || (B == nil && g.k > 0) || C == nil {
+		return
+	}
+	at := func(i, l int) float32 {
+		if g.ta == cuda.OpT {
+			return A[l+i*g.lda]
+		}
+		return A[i+l*g.lda]
+	}
+	bt := func(l, j int) float32 {
+		if g.tb == cuda.OpT {
+			return B[j+l*g.ldb]
+		}
+		return B[l+j*g.ldb]
+	}
+	for j := 0; j < g.n; j++ {
+		for i := 0; i < g.m; i++ {
+			var s float64
+			for l := 0; l < g.k; l++ {
+				s += float64(at(i, l)) * float64(bt(l, j))
+			}
+			v := g.alpha * float32(s)
+			if g.beta != 0 {
+				v += g.beta * C[i+j*g.ldc]
+			}
+			C[i+j*g.ldc] = v
+		}
+	}
+	f.stats.GemmRuns++
+}

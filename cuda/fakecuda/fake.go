@@ -1,0 +1,941 @@
+// Package fakecuda is a simulated NVIDIA GPU behind the function tables of
+// package cuda, so the Engine and Device code that drives a real GPU runs in
+// tests on any Linux machine. It computes for real: NVRTC's compile builds
+// the CUDA C++ source with g++ through a shim into a shared library that
+// cuLaunchKernel calls, and cublasSgemm multiplies in Go on the simulated
+// device memory (real memory mapped for each allocation).
+//
+// It enforces the rules a real GPU enforces, with the status codes a real
+// driver returns: a context must be current on the calling OS thread
+// (CUDA_ERROR_INVALID_CONTEXT otherwise); while a stream is captured, the
+// capturing thread may not allocate, copy synchronously or wait
+// (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, and the capture is invalidated);
+// every pointer a kernel or GEMM receives must lie inside a live
+// allocation, checked when the work runs, and a fault is reported at the
+// next synchronisation and then sticks (CUDA_ERROR_ILLEGAL_ADDRESS); an
+// image must be for the device's architecture. Work recorded in a graph
+// runs when the graph is launched, with the buffers' values at that time.
+// Counters (Stats) let tests assert how many launches, graph launches,
+// synchronisations and allocations the host code made.
+package fakecuda
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"unsafe"
+
+	"github.com/mlbuild/mlbuild/cuda"
+)
+
+// Options describe the simulated machine.
+type Options struct {
+	// Name is the GPU's name; "" is "fakecuda simulated GPU".
+	Name string
+	// CCMajor, CCMinor is its compute capability; 0.0 is 9.0.
+	CCMajor, CCMinor int
+	// Memory is its memory in bytes; 0 is 1 GiB.
+	Memory uint64
+	// Devices is how many GPUs the driver sees; 0 is 1, -1 is none (cuInit
+	// then fails with CUDA_ERROR_NO_DEVICE, as a machine without a GPU).
+	Devices int
+	// DriverVersion is cuDriverGetVersion's answer; 0 is 13000 (13.0).
+	DriverVersion int32
+	// NVRTCMajor, NVRTCMinor is NVRTC's version; 0.0 is 13.0.
+	NVRTCMajor, NVRTCMinor int32
+	// Archs are the sm numbers NVRTC compiles for; nil is 75 to 120.
+	Archs []int32
+	// WorkDir keeps the kernels built by g++; "" is a folder in the
+	// system's temporary folder shared by every fake.
+	WorkDir string
+}
+
+// Stats counts what the host code did.
+type Stats struct {
+	Inits         int // cuInit
+	Allocs, Frees int // cuMemAlloc, cuMemFree
+	Copies        int // host↔device copies, synchronous or not
+	Launches      int // kernel launches run directly (not captured)
+	KernelRuns    int // kernels run, directly or by a graph
+	Gemms         int // cublasSgemm calls run directly (not captured)
+	GemmRuns      int // GEMMs run, directly or by a graph
+	Captures      int // stream captures ended into a graph
+	GraphLaunches int // cuGraphLaunch
+	Syncs         int // cuStreamSynchronize
+	Compiles      int // nvrtcCompileProgram
+	ModuleLoads   int // cuModuleLoadData
+}
+
+// Fake is the simulated GPU, its driver, NVRTC and cuBLAS. It is safe for
+// use from several goroutines; the CUDA rules it checks are per OS thread.
+type Fake struct {
+	mu   sync.Mutex
+	opts Options
+
+	current  map[int]cuda.Context // OS thread → current context
+	ctxRefs  int
+	next     uintptr
+	allocs   map[uint64]*allocation
+	streams  map[cuda.Stream]*stream
+	modules  map[cuda.Module]*module
+	funcs    map[cuda.Function]*function
+	graphs   map[uintptr]*graph // captured graphs and instantiated ones
+	programs map[cuda.Program]*program
+	handles  map[cuda.BLASHandle]*blasHandle
+	cstrings map[string][]byte
+
+	pending cuda.Result // a fault to report at the next synchronisation
+	sticky  cuda.Result // a fault reported: every call fails with it
+	fail    []cuda.Result
+	stats   Stats
+	faults  []string
+}
+
+type allocation struct {
+	base uint64
+	mem  []byte // mapped; len is the size asked for
+}
+
+type stream struct {
+	capturing   bool
+	mode        int32
+	thread      int
+	invalidated string
+	ops         []op
+}
+
+// op is one piece of captured work.
+type op struct {
+	kernel *function
+	args   []uint64
+	groups uint32
+	block  uint32
+	gemm   *gemmCall
+}
+
+type graph struct {
+	ops  []op
+	exec bool
+}
+
+type module struct {
+	lib   *loaded
+	funcs []cuda.Function
+}
+
+type function struct {
+	mod    cuda.Module
+	name   string
+	launch uintptr
+	nargs  int
+}
+
+type program struct {
+	src     string
+	log     string
+	arch    string
+	kernels []kernelSig
+}
+
+type blasHandle struct {
+	stream    cuda.Stream
+	math      int32
+	workspace uint64
+}
+
+// New makes a fake GPU.
+func New(opts Options) *Fake {
+	if opts.Name == "" {
+		opts.Name = "fakecuda simulated GPU"
+	}
+	if opts.CCMajor == 0 {
+		opts.CCMajor, opts.CCMinor = 9, 0
+	}
+	if opts.Memory == 0 {
+		opts.Memory = 1 << 30
+	}
+	if opts.Devices == 0 {
+		opts.Devices = 1
+	}
+	if opts.DriverVersion == 0 {
+		opts.DriverVersion = 13000
+	}
+	if opts.NVRTCMajor == 0 {
+		opts.NVRTCMajor, opts.NVRTCMinor = 13, 0
+	}
+	if opts.Archs == nil {
+		opts.Archs = []int32{75, 80, 86, 87, 89, 90, 100, 103, 110, 120}
+	}
+	if opts.WorkDir == "" {
+		opts.WorkDir = filepath.Join(os.TempDir(), fmt.Sprintf("mlbuild-fakecuda-%d", os.Getuid()))
+	}
+	return &Fake{
+		opts: opts, current: map[int]cuda.Context{}, next: 0x100,
+		allocs: map[uint64]*allocation{}, streams: map[cuda.Stream]*stream{},
+		modules: map[cuda.Module]*module{}, funcs: map[cuda.Function]*function{},
+		graphs: map[uintptr]*graph{}, programs: map[cuda.Program]*program{},
+		handles: map[cuda.BLASHandle]*blasHandle{}, cstrings: map[string][]byte{},
+	}
+}
+
+// Stats returns the counters.
+func (f *Fake) Stats() Stats {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.stats
+}
+
+// MathMode is the math mode last set on any cuBLAS handle (-1 if none).
+func (f *Fake) MathMode() int32 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, h := range f.handles {
+		return h.math
+	}
+	return -1
+}
+
+// Faults lists the faults the simulated GPU hit, in order, each naming the
+// work and the address.
+func (f *Fake) Faults() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.faults)
+}
+
+// FailNextGraphLaunch makes the next graph launch fail on the simulated GPU
+// with code, as a kernel fault would: the launch itself succeeds, the
+// failure shows at the next synchronisation and then sticks.
+func (f *Fake) FailNextGraphLaunch(code cuda.Result) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.fail = append(f.fail, code)
+}
+
+// Leaks lists what is still allocated or created, for a check after the
+// host code has closed everything.
+func (f *Fake) Leaks() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []string
+	for _, a := range f.allocs {
+		out = append(out, fmt.Sprintf("allocation %#x of %d bytes", a.base, len(a.mem)))
+	}
+	for s := range f.streams {
+		out = append(out, fmt.Sprintf("stream %#x", s))
+	}
+	for m := range f.modules {
+		out = append(out, fmt.Sprintf("module %#x", m))
+	}
+	for g, x := range f.graphs {
+		out = append(out, fmt.Sprintf("graph %#x (instantiated %v)", g, x.exec))
+	}
+	for h := range f.handles {
+		out = append(out, fmt.Sprintf("cuBLAS handle %#x", h))
+	}
+	if f.ctxRefs > 0 {
+		out = append(out, fmt.Sprintf("primary context with %d references", f.ctxRefs))
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Libraries returns the function tables of the fake, for cuda.Options.
+func (f *Fake) Libraries() *cuda.Libraries {
+	files := []cuda.LibraryFile{
+		{Library: "CUDA driver", Path: "fakecuda", Version: fmt.Sprintf("%d.%d", f.opts.DriverVersion/1000, f.opts.DriverVersion%1000/10)},
+		{Library: "NVRTC", Path: "fakecuda (g++)", Version: fmt.Sprintf("%d.%d", f.opts.NVRTCMajor, f.opts.NVRTCMinor)},
+		{Library: "cuBLAS", Path: "fakecuda (Go)"},
+	}
+	return &cuda.Libraries{Driver: f.driver(), NVRTC: f.nvrtc(), BLAS: f.blas(), Files: files}
+}
+
+// handle returns a new handle value.
+func (f *Fake) handle() uintptr {
+	f.next += 0x10
+	return f.next
+}
+
+// enter locks the fake for one call and checks the sticky fault and, with
+// needCtx, that a context is current on the calling thread. A non-zero
+// result is the call's answer; the caller must unlock either way.
+func (f *Fake) enter(needCtx bool) cuda.Result {
+	f.mu.Lock()
+	if f.sticky != cuda.Success {
+		return f.sticky
+	}
+	if needCtx && f.current[threadID()] == 0 {
+		return cuda.ErrorInvalidContext
+	}
+	return cuda.Success
+}
+
+// unsafeCall reports whether the calling thread may not make a
+// synchronous call now (a capture forbids it), and invalidates that
+// capture as CUDA does.
+func (f *Fake) unsafeCall(what string) cuda.Result {
+	tid := threadID()
+	for _, s := range f.streams {
+		if s.capturing && (s.mode == cuda.CaptureModeGlobal || s.mode == cuda.CaptureModeThreadLocal && s.thread == tid) {
+			if s.invalidated == "" {
+				s.invalidated = what + " during stream capture"
+			}
+			return cuda.ErrorStreamCaptureUnsup
+		}
+	}
+	return cuda.Success
+}
+
+// synchronise delivers a pending fault (and makes it stick).
+func (f *Fake) synchronise() cuda.Result {
+	if f.pending != cuda.Success {
+		f.sticky, f.pending = f.pending, cuda.Success
+		return f.sticky
+	}
+	return cuda.Success
+}
+
+// fault records a fault of running work; the first is reported later.
+func (f *Fake) fault(code cuda.Result, format string, args ...any) {
+	f.faults = append(f.faults, fmt.Sprintf(format, args...))
+	if f.pending == cuda.Success {
+		f.pending = code
+	}
+}
+
+// find returns the allocation holding bytes [p, p+n), or nil.
+func (f *Fake) find(p, n uint64) *allocation {
+	for _, a := range f.allocs {
+		if p >= a.base && p+n <= a.base+uint64(len(a.mem)) && p+n >= p {
+			return a
+		}
+	}
+	return nil
+}
+
+// bytesAt is the device memory [p, p+n), or nil when it is not inside one
+// allocation.
+func (f *Fake) bytesAt(p, n uint64) []byte {
+	a := f.find(p, n)
+	if a == nil {
+		return nil
+	}
+	return a.mem[p-a.base : p-a.base+n]
+}
+
+// cstring returns a NUL-terminated copy of s that lives as long as the fake.
+func (f *Fake) cstring(s string) *byte {
+	b, ok := f.cstrings[s]
+	if !ok {
+		b = append([]byte(s), 0)
+		f.cstrings[s] = b
+	}
+	return &b[0]
+}
+
+// goString reads a NUL-terminated C string.
+func goString(p *byte) string {
+	if p == nil {
+		return ""
+	}
+	n := 0
+	for *(*byte)(unsafe.Add(unsafe.Pointer(p), n)) != 0 {
+		n++
+	}
+	return string(unsafe.Slice(p, n))
+}
+
+// errorNames are the driver statuses the fake returns, with CUDA's names
+// and messages.
+var errorNames = map[cuda.Result][2]string{
+	0:   {"CUDA_SUCCESS", "no error"},
+	1:   {"CUDA_ERROR_INVALID_VALUE", "invalid argument"},
+	2:   {"CUDA_ERROR_OUT_OF_MEMORY", "out of memory"},
+	3:   {"CUDA_ERROR_NOT_INITIALIZED", "initialization error"},
+	100: {"CUDA_ERROR_NO_DEVICE", "no CUDA-capable device is detected"},
+	101: {"CUDA_ERROR_INVALID_DEVICE", "invalid device ordinal"},
+	200: {"CUDA_ERROR_INVALID_IMAGE", "device kernel image is invalid"},
+	201: {"CUDA_ERROR_INVALID_CONTEXT", "invalid device context"},
+	209: {"CUDA_ERROR_NO_BINARY_FOR_GPU", "no kernel image is available for execution on the device"},
+	222: {"CUDA_ERROR_UNSUPPORTED_PTX_VERSION", "the provided PTX was compiled with an unsupported toolchain"},
+	400: {"CUDA_ERROR_INVALID_HANDLE", "invalid resource handle"},
+	401: {"CUDA_ERROR_ILLEGAL_STATE", "the operation cannot be performed in the present state"},
+	500: {"CUDA_ERROR_NOT_FOUND", "named symbol not found"},
+	700: {"CUDA_ERROR_ILLEGAL_ADDRESS", "an illegal memory access was encountered"},
+	716: {"CUDA_ERROR_MISALIGNED_ADDRESS", "misaligned address"},
+	719: {"CUDA_ERROR_LAUNCH_FAILED", "unspecified launch failure"},
+	900: {"CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED", "operation not permitted when stream is capturing"},
+	901: {"CUDA_ERROR_STREAM_CAPTURE_INVALIDATED", "operation failed due to a previous error during capture"},
+	906: {"CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD", "attempt to terminate a thread-local capture sequence from another thread"},
+}
+
+func (f *Fake) driver() *cuda.DriverAPI {
+	return &cuda.DriverAPI{
+		Init: func(flags uint32) cuda.Result {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			f.stats.Inits++
+			if flags != 0 {
+				return cuda.ErrorInvalidValue
+			}
+			if f.opts.Devices < 0 {
+				return cuda.ErrorNoDevice
+			}
+			return cuda.Success
+		},
+		DriverGetVersion: func(v *int32) cuda.Result { *v = f.opts.DriverVersion; return cuda.Success },
+		GetErrorName: func(r cuda.Result, name **byte) cuda.Result {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			n, ok := errorNames[r]
+			if !ok {
+				return cuda.ErrorInvalidValue
+			}
+			*name = f.cstring(n[0])
+			return cuda.Success
+		},
+		GetErrorString: func(r cuda.Result, msg **byte) cuda.Result {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			n, ok := errorNames[r]
+			if !ok {
+				return cuda.ErrorInvalidValue
+			}
+			*msg = f.cstring(n[1])
+			return cuda.Success
+		},
+		DeviceGetCount: func(n *int32) cuda.Result { *n = int32(max(f.opts.Devices, 0)); return cuda.Success },
+		DeviceGet: func(dev *cuda.DeviceHandle, ordinal int32) cuda.Result {
+			if ordinal < 0 || int(ordinal) >= f.opts.Devices {
+				return cuda.ErrorInvalidDevice
+			}
+			*dev = cuda.DeviceHandle(ordinal)
+			return cuda.Success
+		},
+		DeviceGetName: func(name *byte, n int32, dev cuda.DeviceHandle) cuda.Result {
+			if n <= 0 || name == nil {
+				return cuda.ErrorInvalidValue
+			}
+			dst := unsafe.Slice(name, n)
+			s := f.opts.Name
+			if len(s) >= int(n) {
+				s = s[:n-1]
+			}
+			copy(dst, s)
+			dst[len(s)] = 0
+			return cuda.Success
+		},
+		DeviceGetAttribute: func(v *int32, attr int32, dev cuda.DeviceHandle) cuda.Result {
+			switch attr {
+			case cuda.AttrComputeCapabilityMajor:
+				*v = int32(f.opts.CCMajor)
+			case cuda.AttrComputeCapabilityMinor:
+				*v = int32(f.opts.CCMinor)
+			default:
+				return cuda.ErrorInvalidValue
+			}
+			return cuda.Success
+		},
+		DeviceTotalMem: func(n *uintptr, dev cuda.DeviceHandle) cuda.Result { *n = uintptr(f.opts.Memory); return cuda.Success },
+		DevicePrimaryCtxRetain: func(ctx *cuda.Context, dev cuda.DeviceHandle) cuda.Result {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			f.ctxRefs++
+			*ctx = cuda.Context(0xC0 + uintptr(dev))
+			return cuda.Success
+		},
+		DevicePrimaryCtxRelease: func(dev cuda.DeviceHandle) cuda.Result {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			if f.ctxRefs == 0 {
+				return cuda.ErrorInvalidContext
+			}
+			f.ctxRefs--
+			if f.ctxRefs == 0 {
+				// The context is destroyed: it no longer is current anywhere.
+				clear(f.current)
+				f.sticky, f.pending = cuda.Success, cuda.Success
+			}
+			return cuda.Success
+		},
+		CtxSetCurrent: func(ctx cuda.Context) cuda.Result {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			if ctx != 0 && f.ctxRefs == 0 {
+				return cuda.ErrorInvalidContext
+			}
+			f.current[threadID()] = ctx
+			return cuda.Success
+		},
+		MemGetInfo: func(free, total *uintptr) cuda.Result {
+			defer f.mu.Unlock()
+			if r := f.enter(true); r != 0 {
+				return r
+			}
+			*free, *total = uintptr(f.opts.Memory-f.used()), uintptr(f.opts.Memory)
+			return cuda.Success
+		},
+		MemAlloc: f.memAlloc,
+		MemFree:  f.memFree,
+		MemsetD8: f.memsetD8,
+		MemcpyHtoD: func(dst cuda.DevicePtr, src unsafe.Pointer, n uintptr) cuda.Result {
+			return f.copyIn(dst, src, n, 0, false)
+		},
+		MemcpyDtoH: func(dst unsafe.Pointer, src cuda.DevicePtr, n uintptr) cuda.Result {
+			return f.copyOut(dst, src, n, 0, false)
+		},
+		MemcpyHtoDAsync: func(dst cuda.DevicePtr, src unsafe.Pointer, n uintptr, s cuda.Stream) cuda.Result {
+			return f.copyIn(dst, src, n, s, true)
+		},
+		MemcpyDtoHAsync: func(dst unsafe.Pointer, src cuda.DevicePtr, n uintptr, s cuda.Stream) cuda.Result {
+			return f.copyOut(dst, src, n, s, true)
+		},
+		ModuleLoadData:    f.moduleLoadData,
+		ModuleUnload:      f.moduleUnload,
+		ModuleGetFunction: f.moduleGetFunction,
+		LaunchKernel:      f.launchKernel,
+		StreamCreate: func(s *cuda.Stream, flags uint32) cuda.Result {
+			defer f.mu.Unlock()
+			if r := f.enter(true); r != 0 {
+				return r
+			}
+			*s = cuda.Stream(f.handle())
+			f.streams[*s] = &stream{}
+			return cuda.Success
+		},
+		StreamDestroy: func(s cuda.Stream) cuda.Result {
+			defer f.mu.Unlock()
+			if r := f.enter(true); r != 0 {
+				return r
+			}
+			if f.streams[s] == nil {
+				return 400
+			}
+			delete(f.streams, s)
+			return cuda.Success
+		},
+		StreamSynchronize:  f.streamSynchronize,
+		StreamBeginCapture: f.beginCapture,
+		StreamEndCapture:   f.endCapture,
+		GraphInstantiate: func(exec *cuda.GraphExec, g cuda.Graph, flags uint64) cuda.Result {
+			defer f.mu.Unlock()
+			if r := f.enter(true); r != 0 {
+				return r
+			}
+			src := f.graphs[uintptr(g)]
+			if src == nil || src.exec || flags != 0 {
+				return cuda.ErrorInvalidValue
+			}
+			h := f.handle()
+			f.graphs[h] = &graph{ops: slices.Clone(src.ops), exec: true}
+			*exec = cuda.GraphExec(h)
+			return cuda.Success
+		},
+		GraphLaunch: f.graphLaunch,
+		GraphExecDestroy: func(exec cuda.GraphExec) cuda.Result {
+			return f.destroyGraph(uintptr(exec), true)
+		},
+		GraphDestroy: func(g cuda.Graph) cuda.Result { return f.destroyGraph(uintptr(g), false) },
+	}
+}
+
+func (f *Fake) used() uint64 {
+	var n uint64
+	for _, a := range f.allocs {
+		n += uint64(len(a.mem))
+	}
+	return n
+}
+
+func (f *Fake) memAlloc(p *cuda.DevicePtr, n uintptr) cuda.Result {
+	defer f.mu.Unlock()
+	if r := f.enter(true); r != 0 {
+		return r
+	}
+	if r := f.unsafeCall("cuMemAlloc"); r != 0 {
+		return r
+	}
+	if n == 0 {
+		return cuda.ErrorInvalidValue
+	}
+	if uint64(n) > f.opts.Memory-f.used() {
+		return cuda.ErrorOutOfMemory
+	}
+	mem, err := syscall.Mmap(-1, 0, int(n), syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_ANON|syscall.MAP_PRIVATE)
+	if err != nil {
+		return cuda.ErrorOutOfMemory
+	}
+	// Real allocations are not zeroed: make that visible to the host code.
+	for i := range mem {
+		mem[i] = 0xA5
+	}
+	base := uint64(uintptr(unsafe.Pointer(unsafe.SliceData(mem))))
+	f.allocs[base] = &allocation{base: base, mem: mem}
+	f.stats.Allocs++
+	*p = cuda.DevicePtr(base)
+	return cuda.Success
+}
+
+func (f *Fake) memFree(p cuda.DevicePtr) cuda.Result {
+	defer f.mu.Unlock()
+	if r := f.enter(true); r != 0 {
+		return r
+	}
+	if r := f.unsafeCall("cuMemFree"); r != 0 {
+		return r
+	}
+	a := f.allocs[uint64(p)]
+	if a == nil {
+		return cuda.ErrorInvalidValue
+	}
+	delete(f.allocs, uint64(p))
+	syscall.Munmap(a.mem)
+	f.stats.Frees++
+	return cuda.Success
+}
+
+func (f *Fake) memsetD8(p cuda.DevicePtr, v uint8, n uintptr) cuda.Result {
+	defer f.mu.Unlock()
+	if r := f.enter(true); r != 0 {
+		return r
+	}
+	if r := f.unsafeCall("cuMemsetD8"); r != 0 {
+		return r
+	}
+	b := f.bytesAt(uint64(p), uint64(n))
+	if b == nil {
+		return cuda.ErrorInvalidValue
+	}
+	for i := range b {
+		b[i] = v
+	}
+	return cuda.Success
+}
+
+// copyArgs checks a copy's stream: a synchronous copy is unsafe during a
+// capture and waits for pending work; an asynchronous one on a capturing
+// stream is not simulated (CUDA would capture a memcpy node).
+func (f *Fake) copyCheck(s cuda.Stream, async bool, what string) cuda.Result {
+	if !async {
+		if r := f.unsafeCall(what); r != 0 {
+			return r
+		}
+		return f.synchronise()
+	}
+	st := f.streams[s]
+	if s != 0 && st == nil {
+		return 400
+	}
+	if st != nil && st.capturing {
+		st.invalidated = what + " on a capturing stream (not simulated)"
+		return cuda.ErrorStreamCaptureUnsup
+	}
+	return cuda.Success
+}
+
+func (f *Fake) copyIn(dst cuda.DevicePtr, src unsafe.Pointer, n uintptr, s cuda.Stream, async bool) cuda.Result {
+	defer f.mu.Unlock()
+	if r := f.enter(true); r != 0 {
+		return r
+	}
+	if r := f.copyCheck(s, async, "cuMemcpyHtoD"); r != 0 {
+		return r
+	}
+	b := f.bytesAt(uint64(dst), uint64(n))
+	if b == nil || src == nil {
+		return cuda.ErrorInvalidValue
+	}
+	copy(b, unsafe.Slice((*byte)(src), n))
+	f.stats.Copies++
+	return cuda.Success
+}
+
+func (f *Fake) copyOut(dst unsafe.Pointer, src cuda.DevicePtr, n uintptr, s cuda.Stream, async bool) cuda.Result {
+	defer f.mu.Unlock()
+	if r := f.enter(true); r != 0 {
+		return r
+	}
+	if r := f.copyCheck(s, async, "cuMemcpyDtoH"); r != 0 {
+		return r
+	}
+	b := f.bytesAt(uint64(src), uint64(n))
+	if b == nil || dst == nil {
+		return cuda.ErrorInvalidValue
+	}
+	copy(unsafe.Slice((*byte)(dst), n), b)
+	f.stats.Copies++
+	return cuda.Success
+}
+
+// Images: what the fake NVRTC produces and the fake driver loads. A header
+// line names the format and the architecture, then the CUDA source.
+const (
+	ptxMagic   = "// fakecuda PTX image v1\n"
+	cubinMagic = "\x7fFAKECUBIN v1\n"
+)
+
+func (f *Fake) moduleLoadData(mod *cuda.Module, image unsafe.Pointer) cuda.Result {
+	defer f.mu.Unlock()
+	if r := f.enter(true); r != 0 {
+		return r
+	}
+	if image == nil {
+		return cuda.ErrorInvalidValue
+	}
+	text := goString((*byte)(image))
+	var arch string
+	switch {
+	case strings.HasPrefix(text, ptxMagic):
+		text = text[len(ptxMagic):]
+	case strings.HasPrefix(text, cubinMagic):
+		text = text[len(cubinMagic):]
+	default:
+		return cuda.ErrorInvalidImage
+	}
+	nl := strings.IndexByte(text, '\n')
+	if nl < 0 {
+		return cuda.ErrorInvalidImage
+	}
+	arch, text = text[:nl], text[nl+1:]
+	sm := int32(f.opts.CCMajor*10 + f.opts.CCMinor)
+	var n int32
+	switch {
+	case arch == fmt.Sprintf("sm_%d", sm):
+	case strings.HasPrefix(arch, "sm_"):
+		return cuda.ErrorNoBinaryForGPU
+	case strings.HasPrefix(arch, "compute_"):
+		if _, err := fmt.Sscanf(arch, "compute_%d", &n); err != nil {
+			return cuda.ErrorInvalidImage
+		}
+		if n > sm {
+			return cuda.ErrorNoBinaryForGPU
+		}
+	default:
+		return cuda.ErrorInvalidImage
+	}
+	sigs, err := parseKernels(text)
+	if err != nil {
+		return cuda.ErrorInvalidImage
+	}
+	so, err := build(f.opts.WorkDir, text, sigs)
+	if err != nil {
+		return cuda.ErrorInvalidImage
+	}
+	lib, err := load(so, sigs)
+	if err != nil {
+		return cuda.ErrorInvalidImage
+	}
+	*mod = cuda.Module(f.handle())
+	f.modules[*mod] = &module{lib: lib}
+	f.stats.ModuleLoads++
+	return cuda.Success
+}
+
+func (f *Fake) moduleUnload(mod cuda.Module) cuda.Result {
+	defer f.mu.Unlock()
+	if r := f.enter(true); r != 0 {
+		return r
+	}
+	m := f.modules[mod]
+	if m == nil {
+		return 400
+	}
+	for _, fn := range m.funcs {
+		delete(f.funcs, fn)
+	}
+	delete(f.modules, mod)
+	return cuda.Success
+}
+
+func (f *Fake) moduleGetFunction(fn *cuda.Function, mod cuda.Module, name string) cuda.Result {
+	defer f.mu.Unlock()
+	if r := f.enter(true); r != 0 {
+		return r
+	}
+	m := f.modules[mod]
+	if m == nil {
+		return 400
+	}
+	l, ok := m.lib.launchers[name]
+	if !ok {
+		return cuda.ErrorNotFound
+	}
+	h := cuda.Function(f.handle())
+	f.funcs[h] = &function{mod: mod, name: name, launch: l, nargs: len(m.lib.sigs[name].params)}
+	m.funcs = append(m.funcs, h)
+	*fn = h
+	return cuda.Success
+}
+
+func (f *Fake) launchKernel(fn cuda.Function, gx, gy, gz, bx, by, bz, shared uint32, s cuda.Stream, params *unsafe.Pointer, extra *unsafe.Pointer) cuda.Result {
+	defer f.mu.Unlock()
+	if r := f.enter(true); r != 0 {
+		return r
+	}
+	k := f.funcs[fn]
+	st := f.streams[s]
+	if k == nil || (s != 0 && st == nil) {
+		return 400
+	}
+	// The fake runs one-dimensional grids, the only kind mlbuild launches.
+	if gx == 0 || bx == 0 || bx > 1024 || gy != 1 || gz != 1 || by != 1 || bz != 1 || shared != 0 || extra != nil {
+		return cuda.ErrorInvalidValue
+	}
+	if k.nargs > 0 && params == nil {
+		return cuda.ErrorInvalidValue
+	}
+	o := op{kernel: k, groups: gx, block: bx}
+	if k.nargs > 0 {
+		for _, p := range unsafe.Slice(params, k.nargs) {
+			o.args = append(o.args, *(*uint64)(p))
+		}
+	}
+	if st != nil && st.capturing {
+		st.ops = append(st.ops, o)
+		return cuda.Success
+	}
+	f.stats.Launches++
+	f.execute(o)
+	return cuda.Success
+}
+
+// execute runs one op on the simulated GPU, checking its pointers first.
+func (f *Fake) execute(o op) {
+	if f.pending != cuda.Success {
+		return // a faulted stream runs nothing more
+	}
+	if o.gemm != nil {
+		f.runGemm(o.gemm)
+		return
+	}
+	k := o.kernel
+	if f.modules[k.mod] == nil {
+		f.fault(cuda.ErrorLaunchFailed, "kernel %s: its module was unloaded", k.name)
+		return
+	}
+	for i, p := range o.args {
+		if f.find(p, 1) == nil {
+			f.fault(cuda.ErrorIllegalAddress, "kernel %s, argument %d: address %#x is in no live allocation", k.name, i, p)
+			return
+		}
+		if p%4 != 0 {
+			f.fault(716, "kernel %s, argument %d: address %#x is not 4-byte aligned", k.name, i, p)
+			return
+		}
+	}
+	run(k.launch, o.args, o.groups, o.block)
+	f.stats.KernelRuns++
+}
+
+func (f *Fake) streamSynchronize(s cuda.Stream) cuda.Result {
+	defer f.mu.Unlock()
+	if r := f.enter(true); r != 0 {
+		return r
+	}
+	st := f.streams[s]
+	if s != 0 && st == nil {
+		return 400
+	}
+	f.stats.Syncs++
+	if st != nil && st.capturing {
+		if st.invalidated == "" {
+			st.invalidated = "cuStreamSynchronize of the capturing stream"
+		}
+		return cuda.ErrorStreamCaptureUnsup
+	}
+	return f.synchronise()
+}
+
+func (f *Fake) beginCapture(s cuda.Stream, mode int32) cuda.Result {
+	defer f.mu.Unlock()
+	if r := f.enter(true); r != 0 {
+		return r
+	}
+	st := f.streams[s]
+	if st == nil {
+		if s == 0 {
+			return cuda.ErrorStreamCaptureUnsup // the legacy stream cannot be captured
+		}
+		return 400
+	}
+	if st.capturing {
+		return 401
+	}
+	if mode < cuda.CaptureModeGlobal || mode > cuda.CaptureModeRelaxed {
+		return cuda.ErrorInvalidValue
+	}
+	*st = stream{capturing: true, mode: mode, thread: threadID()}
+	return cuda.Success
+}
+
+func (f *Fake) endCapture(s cuda.Stream, g *cuda.Graph) cuda.Result {
+	defer f.mu.Unlock()
+	if r := f.enter(true); r != 0 {
+		return r
+	}
+	st := f.streams[s]
+	if st == nil {
+		return 400
+	}
+	if !st.capturing {
+		return 401
+	}
+	if st.mode == cuda.CaptureModeThreadLocal && st.thread != threadID() {
+		return 906
+	}
+	ops, bad := st.ops, st.invalidated
+	*st = stream{}
+	*g = 0
+	if bad != "" {
+		return cuda.ErrorStreamCaptureInvalid
+	}
+	h := f.handle()
+	f.graphs[h] = &graph{ops: ops}
+	f.stats.Captures++
+	*g = cuda.Graph(h)
+	return cuda.Success
+}
+
+func (f *Fake) graphLaunch(exec cuda.GraphExec, s cuda.Stream) cuda.Result {
+	defer f.mu.Unlock()
+	if r := f.enter(true); r != 0 {
+		return r
+	}
+	g := f.graphs[uintptr(exec)]
+	st := f.streams[s]
+	if g == nil || !g.exec || (s != 0 && st == nil) {
+		return 400
+	}
+	if st != nil && st.capturing {
+		return cuda.ErrorStreamCaptureUnsup // graphs in graphs are not simulated
+	}
+	f.stats.GraphLaunches++
+	if len(f.fail) > 0 {
+		code := f.fail[0]
+		f.fail = f.fail[1:]
+		f.fault(code, "graph %#x: a fault injected by FailNextGraphLaunch", exec)
+		return cuda.Success
+	}
+	for _, o := range g.ops {
+		f.execute(o)
+	}
+	return cuda.Success
+}
+
+func (f *Fake) destroyGraph(h uintptr, exec bool) cuda.Result {
+	defer f.mu.Unlock()
+	if r := f.enter(true); r != 0 {
+		return r
+	}
+	g := f.graphs[h]
+	if g == nil || g.exec != exec {
+		return 400
+	}
+	delete(f.graphs, h)
+	return cuda.Success
+}

@@ -1,0 +1,75 @@
+// fakecuda's shim: it lets g++ -std=c++20 compile the CUDA C++ that
+// mlbuild's CUDA dialect prints into a shared library the fake runs on the
+// CPU. __global__ and __device__ vanish; __shared__ becomes a function
+// static, which the lanes of the block being run share; threadIdx and
+// blockIdx are per-lane thread_locals; __syncthreads is a std::barrier
+// across the lanes of the block. mlb_run runs a launch: block after block;
+// with barriers, one std::thread per lane (all lanes of a block run
+// together), else the lanes one after another on the calling thread.
+#ifndef MLBUILD_FAKECUDA_SHIM
+#define MLBUILD_FAKECUDA_SHIM
+#include <barrier>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+typedef unsigned int uint;
+struct mlb_dim3 { unsigned int x, y, z; };
+inline thread_local mlb_dim3 threadIdx{0, 0, 0};
+inline thread_local mlb_dim3 blockIdx{0, 0, 0};
+inline mlb_dim3 blockDim{1, 1, 1};
+inline mlb_dim3 gridDim{1, 1, 1};
+
+inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
+inline float __uint_as_float(unsigned int bits) {
+    float v;
+    std::memcpy(&v, &bits, sizeof v);
+    return v;
+}
+inline unsigned int __float_as_uint(float v) {
+    unsigned int bits;
+    std::memcpy(&bits, &v, sizeof bits);
+    return bits;
+}
+
+inline std::barrier<>* mlb_block_barrier = nullptr;
+inline void __syncthreads() { mlb_block_barrier->arrive_and_wait(); }
+
+#define __global__
+#define __device__
+#define __shared__ static
+
+// mlb_run runs body for every thread of a groups x threads launch.
+template <class Body>
+void mlb_run(unsigned groups, unsigned threads, bool barriers, Body body) {
+    blockDim = mlb_dim3{threads, 1, 1};
+    gridDim = mlb_dim3{groups, 1, 1};
+    if (!barriers) {
+        for (unsigned g = 0; g < groups; g++) {
+            for (unsigned l = 0; l < threads; l++) {
+                blockIdx = mlb_dim3{g, 0, 0};
+                threadIdx = mlb_dim3{l, 0, 0};
+                body();
+            }
+        }
+        return;
+    }
+    std::barrier<> block(threads);
+    mlb_block_barrier = &block;
+    std::vector<std::thread> lanes;
+    for (unsigned l = 0; l < threads; l++) {
+        lanes.emplace_back([&block, &body, groups, l] {
+            threadIdx = mlb_dim3{l, 0, 0};
+            for (unsigned g = 0; g < groups; g++) {
+                blockIdx = mlb_dim3{g, 0, 0};
+                body();
+                block.arrive_and_wait();
+            }
+        });
+    }
+    for (auto& t : lanes) t.join();
+    mlb_block_barrier = nullptr;
+}
+#endif

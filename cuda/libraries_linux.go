@@ -1,0 +1,104 @@
+//go:build linux
+
+package cuda
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+
+	"github.com/ebitengine/purego"
+)
+
+// LoadLibraries loads the CUDA driver, NVRTC and cuBLAS, each from the
+// first place that works in the order library.candidates documents, and
+// fills their function tables. When any is missing, the error
+// (a *MissingLibraryError, wrapping ErrNoDevice) lists every place tried
+// for each missing library and how to install it.
+func LoadLibraries() (*Libraries, error) {
+	return loadLibraries(systemSearchEnv(), filepath.Glob, dlopen)
+}
+
+// dlopen opens a library file or soname with the system loader.
+func dlopen(p string) (uintptr, error) {
+	if strings.Contains(p, "/") && !fileExists(p) {
+		return 0, errors.New("no such file")
+	}
+	return purego.Dlopen(p, purego.RTLD_NOW|purego.RTLD_GLOBAL)
+}
+
+func loadLibraries(env searchEnv, glob func(string) ([]string, error), openFile func(string) (uintptr, error)) (*Libraries, error) {
+	l := &Libraries{Driver: &DriverAPI{}, NVRTC: &NVRTCAPI{}, BLAS: &BLASAPI{}}
+	type loaded struct {
+		lib    library
+		table  any
+		handle uintptr
+		path   string
+	}
+	var ok []loaded
+	var missing MissingLibraryError
+	for _, x := range []struct {
+		lib   library
+		table any
+	}{{driverLibrary, l.Driver}, {nvrtcLibrary, l.NVRTC}, {blasLibrary, l.BLAS}} {
+		h, path, tried := x.lib.open(env, glob, openFile)
+		if h == 0 {
+			missing.Missing = append(missing.Missing, x.lib.describeMissing(tried))
+			continue
+		}
+		ok = append(ok, loaded{x.lib, x.table, h, path})
+	}
+	if len(missing.Missing) > 0 {
+		return nil, &missing
+	}
+	maps, _ := os.ReadFile("/proc/self/maps")
+	for _, x := range ok {
+		if err := bind(x.table, x.handle, x.path); err != nil {
+			return nil, err
+		}
+		file := x.path
+		if !strings.Contains(file, "/") {
+			file = mappedFile(string(maps), strings.SplitAfter(x.lib.sonames[0], ".so")[0])
+		} else if r, err := filepath.EvalSymlinks(file); err == nil {
+			file = r
+		}
+		l.Files = append(l.Files, LibraryFile{Library: x.lib.name, Path: x.path, File: file})
+	}
+	var v, minor int32
+	if l.Driver.DriverGetVersion(&v) == Success {
+		l.Files[0].Version = versionString(v)
+	}
+	if l.NVRTC.Version(&v, &minor) == NVRTCSuccess {
+		l.Files[1].Version = fmt.Sprintf("%d.%d", v, minor)
+	}
+	return l, nil
+}
+
+// bind fills the function table at table (a pointer to DriverAPI, NVRTCAPI
+// or BLASAPI) from the library handle: each field from the symbol its sym
+// tag names. A required symbol the library lacks is an error naming it.
+func bind(table any, handle uintptr, path string) error {
+	v := reflect.ValueOf(table).Elem()
+	t := v.Type()
+	var missing []string
+	for i := range t.NumField() {
+		f := t.Field(i)
+		sym := f.Tag.Get("sym")
+		addr, err := purego.Dlsym(handle, sym)
+		if err != nil || addr == 0 {
+			if f.Tag.Get("optional") == "" {
+				missing = append(missing, sym)
+			}
+			continue
+		}
+		purego.RegisterFunc(v.Field(i).Addr().Interface(), addr)
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("cuda: %s lacks %s: the library is too old (mlbuild needs CUDA 11.4 or newer): %w",
+			path, strings.Join(missing, ", "), ErrNoDevice)
+	}
+	return nil
+}

@@ -1,0 +1,16 @@
+//go:build !linux
+
+package cuda
+
+import (
+	"fmt"
+	"runtime"
+)
+
+// LoadLibraries reports that NVIDIA's libraries load only on Linux: the
+// package builds everywhere (so the programs that carry it do), but a CUDA
+// program runs on linux/amd64 or linux/arm64.
+func LoadLibraries() (*Libraries, error) {
+	return nil, fmt.Errorf("cuda: NVIDIA's libraries are loaded only on Linux, this is %s/%s; compile the spec again with --backend cpu to run here: %w",
+		runtime.GOOS, runtime.GOARCH, ErrNoDevice)
+}

@@ -1,0 +1,668 @@
+// Package gpuhosttest is the one conformance suite of gpuhost.Device: every
+// device (Metal, CUDA) and every fake of one runs it, so the GPU host
+// program can rely on the same contract from all of them. The suite's
+// kernels are defined once in emit/gpu's IR and printed in the device's
+// language.
+package gpuhosttest
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/mlbuild/mlbuild/emit/gpu"
+	"github.com/mlbuild/mlbuild/rt/gpuhost"
+)
+
+// Suite is the device under test.
+type Suite struct {
+	// Open returns a new device; each case opens its own and closes it.
+	Open func(t *testing.T) gpuhost.Device
+	// Dialect is the device's kernel language.
+	Dialect *gpu.Dialect
+	// FailNextLaunch, when set, makes the next launched sequence on d fail
+	// on the device as a kernel fault would (a fake can; a real GPU
+	// cannot be asked to). Without it the Sync failure case is skipped.
+	FailNextLaunch func(d gpuhost.Device)
+}
+
+// Run runs every case of the suite as a subtest.
+func Run(t *testing.T, s Suite) {
+	if s.Open == nil || s.Dialect == nil {
+		t.Fatal("gpuhosttest: Suite needs Open and Dialect")
+	}
+	cases := []struct {
+		name string
+		run  func(t *testing.T, s Suite)
+	}{
+		{"Identity", testIdentity},
+		{"AllocZeroed", testAllocZeroed},
+		{"UploadDownload", testUploadDownload},
+		{"HostView", testHostView},
+		{"Saxpy", testSaxpy},
+		{"BlockSum", testBlockSum},
+		{"Gemm", testGemm},
+		{"KernelThenGemm", testKernelThenGemm},
+		{"Replay", testReplay},
+		{"SyncFailure", testSyncFailure},
+		{"BoundsRefused", testBoundsRefused},
+		{"MissingKernel", testMissingKernel},
+		{"Close", testClose},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) { c.run(t, s) })
+	}
+}
+
+// open opens a device that the test closes at its end, checking Close.
+func open(t *testing.T, s Suite) gpuhost.Device {
+	t.Helper()
+	d := s.Open(t)
+	if d == nil {
+		t.Fatal("Open returned a nil device")
+	}
+	t.Cleanup(func() {
+		if err := d.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return d
+}
+
+// loaded opens a device with the suite's kernels loaded.
+func loaded(t *testing.T, s Suite) gpuhost.Device {
+	t.Helper()
+	d := open(t, s)
+	src, infos, err := Source(s.Dialect)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.LoadKernels(src, infos); err != nil {
+		t.Fatalf("LoadKernels: %v", err)
+	}
+	return d
+}
+
+func alloc(t *testing.T, d gpuhost.Device, label string, n int) gpuhost.Buffer {
+	t.Helper()
+	b, err := d.Alloc(label, n)
+	if err != nil {
+		t.Fatalf("Alloc(%q, %d): %v", label, n, err)
+	}
+	if b.Len() != n {
+		t.Fatalf("Alloc(%q, %d): Len %d", label, n, b.Len())
+	}
+	return b
+}
+
+func toBytes(v []float32) []byte {
+	b := make([]byte, 4*len(v))
+	for i, x := range v {
+		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(x))
+	}
+	return b
+}
+
+func toFloats(b []byte) []float32 {
+	v := make([]float32, len(b)/4)
+	for i := range v {
+		v[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+	}
+	return v
+}
+
+func upload(t *testing.T, d gpuhost.Device, b gpuhost.Buffer, off int, v []float32) {
+	t.Helper()
+	if err := d.Upload(b, off, toBytes(v)); err != nil {
+		t.Fatalf("Upload of %d floats at byte %d: %v", len(v), off, err)
+	}
+}
+
+func download(t *testing.T, d gpuhost.Device, b gpuhost.Buffer, off, n int) []float32 {
+	t.Helper()
+	dst := make([]byte, 4*n)
+	if err := d.Download(dst, b, off); err != nil {
+		t.Fatalf("Download of %d floats at byte %d: %v", n, off, err)
+	}
+	return toFloats(dst)
+}
+
+// random returns n floats in [-1, 1) from a fixed seed.
+func random(seed uint64, n int) []float32 {
+	r := rand.New(rand.NewPCG(seed, 7))
+	v := make([]float32, n)
+	for i := range v {
+		v[i] = 2*r.Float32() - 1
+	}
+	return v
+}
+
+// run records a sequence, launches it once and waits: the first error of
+// the three (a device may check ops when recording or when launching).
+func run(d gpuhost.Device, name string, encode func(gpuhost.Encoder) error) error {
+	seq, err := d.Record(name, encode)
+	if err != nil {
+		return err
+	}
+	if err := seq.Launch(); err != nil {
+		return err
+	}
+	return d.Sync()
+}
+
+// near compares got with want elementwise: |got-want| <= tol·(1+|want|).
+func near(t *testing.T, what string, got, want []float32, tol float64) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s: %d values, want %d", what, len(got), len(want))
+	}
+	bad := 0
+	for i := range want {
+		diff := math.Abs(float64(got[i]) - float64(want[i]))
+		if !(diff <= tol*(1+math.Abs(float64(want[i])))) {
+			if bad < 5 {
+				t.Errorf("%s[%d] = %g, want %g", what, i, got[i], want[i])
+			}
+			bad++
+		}
+	}
+	if bad > 5 {
+		t.Errorf("%s: %d of %d values wrong", what, bad, len(want))
+	}
+}
+
+func kernel(name string) Kernel {
+	for _, k := range Kernels() {
+		if k.IR.Name == name {
+			return k
+		}
+	}
+	panic("gpuhosttest: no kernel " + name)
+}
+
+func testIdentity(t *testing.T, s Suite) {
+	d := open(t, s)
+	if d.Name() == "" {
+		t.Error("Name is empty")
+	}
+	facts := d.Facts()
+	if len(facts) == 0 {
+		t.Error("Facts is empty")
+	}
+	for i, f := range facts {
+		if f.Key == "" || f.Value == "" {
+			t.Errorf("fact %d: %q = %q: empty key or value", i, f.Key, f.Value)
+		}
+	}
+}
+
+func testAllocZeroed(t *testing.T, s Suite) {
+	d := open(t, s)
+	for _, n := range []int{4, 1000, 1<<20 + 12} {
+		b := alloc(t, d, fmt.Sprintf("zeroed-%d", n), n)
+		got := make([]byte, n)
+		if err := d.Download(got, b, 0); err != nil {
+			t.Fatal(err)
+		}
+		for i, v := range got {
+			if v != 0 {
+				t.Fatalf("new %d-byte buffer: byte %d is %#x, want 0", n, i, v)
+			}
+		}
+		// Memory given back and taken again must be zeroed again.
+		ones := make([]byte, n)
+		for i := range ones {
+			ones[i] = 0xFF
+		}
+		if err := d.Upload(b, 0, ones); err != nil {
+			t.Fatal(err)
+		}
+		if err := d.Free(b); err != nil {
+			t.Fatalf("Free: %v", err)
+		}
+		b = alloc(t, d, fmt.Sprintf("again-%d", n), n)
+		if err := d.Download(got, b, 0); err != nil {
+			t.Fatal(err)
+		}
+		for i, v := range got {
+			if v != 0 {
+				t.Fatalf("re-allocated %d-byte buffer: byte %d is %#x, want 0", n, i, v)
+			}
+		}
+	}
+	for _, n := range []int{0, -8} {
+		if _, err := d.Alloc("bad", n); err == nil {
+			t.Errorf("Alloc of %d bytes: no error", n)
+		}
+	}
+}
+
+func testUploadDownload(t *testing.T, s Suite) {
+	d := open(t, s)
+	b := alloc(t, d, "round-trip", 256)
+	pattern := make([]byte, 256)
+	for i := range pattern {
+		pattern[i] = byte(i*7 + 3)
+	}
+	if err := d.Upload(b, 0, pattern); err != nil {
+		t.Fatal(err)
+	}
+	patch := []byte("sixteen bytes!!!")
+	if err := d.Upload(b, 100, patch); err != nil {
+		t.Fatal(err)
+	}
+	want := append([]byte(nil), pattern...)
+	copy(want[100:], patch)
+	got := make([]byte, 256)
+	if err := d.Download(got, b, 0); err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != string(want) {
+		t.Errorf("whole buffer after two uploads:\n got %x\nwant %x", got, want)
+	}
+	part := make([]byte, 32)
+	if err := d.Download(part, b, 92); err != nil {
+		t.Fatal(err)
+	}
+	if string(part) != string(want[92:124]) {
+		t.Errorf("bytes [92, 124): got %x, want %x", part, want[92:124])
+	}
+	for _, c := range []struct {
+		what string
+		err  error
+	}{
+		{"Upload past the end", d.Upload(b, 252, make([]byte, 8))},
+		{"Upload at a negative offset", d.Upload(b, -4, make([]byte, 4))},
+		{"Download past the end", d.Download(make([]byte, 8), b, 250)},
+		{"Download at a negative offset", d.Download(make([]byte, 4), b, -4)},
+	} {
+		if c.err == nil {
+			t.Errorf("%s: no error", c.what)
+		}
+	}
+	if err := d.Download(got, b, 0); err != nil || string(got) != string(want) {
+		t.Errorf("refused copies changed the buffer or broke the device (%v)", err)
+	}
+}
+
+func testHostView(t *testing.T, s Suite) {
+	d := open(t, s)
+	b := alloc(t, d, "view", 64)
+	v := d.HostView(b)
+	if v == nil {
+		// A discrete GPU: every buffer must say so.
+		if d.HostView(alloc(t, d, "view2", 8)) != nil {
+			t.Error("HostView is nil for one buffer and not for another")
+		}
+		return
+	}
+	if len(v) != b.Len() {
+		t.Fatalf("HostView has %d bytes, the buffer %d", len(v), b.Len())
+	}
+	for i := range v {
+		v[i] = byte(i)
+	}
+	got := make([]byte, 64)
+	if err := d.Download(got, b, 0); err != nil {
+		t.Fatal(err)
+	}
+	for i := range got {
+		if got[i] != byte(i) {
+			t.Fatalf("Download after a HostView write: byte %d is %d, want %d", i, got[i], i)
+		}
+	}
+	if err := d.Upload(b, 8, []byte{200, 201}); err != nil {
+		t.Fatal(err)
+	}
+	if v[8] != 200 || v[9] != 201 {
+		t.Errorf("HostView after Upload: bytes 8, 9 are %d, %d, want 200, 201", v[8], v[9])
+	}
+}
+
+func testSaxpy(t *testing.T, s Suite) {
+	d := loaded(t, s)
+	k := kernel("conf_saxpy")
+	x, y := random(1, saxpyN), random(2, saxpyN)
+	a := []float32{1.75}
+	// x and y sit at offsets inside larger buffers, so offsets must reach
+	// the kernel.
+	const xOff, yOff = 64, 4096
+	bx := alloc(t, d, "x", xOff+4*saxpyN+12)
+	by := alloc(t, d, "y", yOff+4*saxpyN)
+	ba := alloc(t, d, "a", 4)
+	upload(t, d, bx, xOff, x)
+	upload(t, d, by, yOff, y)
+	upload(t, d, ba, 0, a)
+	err := run(d, "saxpy", func(e gpuhost.Encoder) error {
+		return e.Dispatch(k.IR.Name, []gpuhost.Arg{{Buf: bx, Offset: xOff, Bytes: 4 * saxpyN}, {Buf: by, Offset: yOff, Bytes: 4 * saxpyN}, {Buf: ba, Bytes: 4}},
+			k.IR.Groups, k.IR.Threadgroup)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := [][]float32{x, append([]float32(nil), y...), a}
+	k.Reference(want)
+	near(t, "y", download(t, d, by, yOff, saxpyN), want[1], 1e-6)
+	if got := download(t, d, by, 0, yOff/4); !allZero(got) {
+		t.Error("saxpy wrote before y's offset")
+	}
+}
+
+func allZero(v []float32) bool {
+	for _, x := range v {
+		if x != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+func testBlockSum(t *testing.T, s Suite) {
+	d := loaded(t, s)
+	k := kernel("conf_block_sum")
+	x := random(3, sumBlocks*sumPerBlk)
+	bx := alloc(t, d, "x", 4*len(x))
+	bo := alloc(t, d, "sums", 4*sumBlocks)
+	upload(t, d, bx, 0, x)
+	err := run(d, "block sum", func(e gpuhost.Encoder) error {
+		return e.Dispatch(k.IR.Name, []gpuhost.Arg{{Buf: bx, Bytes: 4 * len(x)}, {Buf: bo, Bytes: 4 * sumBlocks}}, k.IR.Groups, k.IR.Threadgroup)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := make([]float32, sumBlocks)
+	for b := range sumBlocks {
+		var s float64
+		for _, v := range x[b*sumPerBlk : (b+1)*sumPerBlk] {
+			s += float64(v)
+		}
+		want[b] = float32(s)
+	}
+	near(t, "sums", download(t, d, bo, 0, sumBlocks), want, 1e-4)
+}
+
+// matrix is a row-major float32 matrix stored with padded rows at an
+// offset in its own buffer.
+type matrix struct {
+	rows, cols, ld, off int
+	v                   []float32 // the whole buffer's contents
+}
+
+func newMatrix(seed uint64, rows, cols, pad, off int) matrix {
+	m := matrix{rows: rows, cols: cols, ld: cols + pad, off: off}
+	m.v = random(seed, off/4+rows*m.ld)
+	return m
+}
+
+func (m matrix) at(i, j int) float32 { return m.v[m.off/4+i*m.ld+j] }
+
+// gemmReference computes C = alpha·op(A)·op(B) + beta·C in float64.
+func gemmReference(ta, tb bool, M, N, K int, alpha, beta float32, a, b, c matrix) []float32 {
+	out := append([]float32(nil), c.v...)
+	for i := range M {
+		for j := range N {
+			var s float64
+			for l := range K {
+				var av, bv float32
+				if ta {
+					av = a.at(l, i)
+				} else {
+					av = a.at(i, l)
+				}
+				if tb {
+					bv = b.at(j, l)
+				} else {
+					bv = b.at(l, j)
+				}
+				s += float64(av) * float64(bv)
+			}
+			p := c.off/4 + i*c.ld + j
+			out[p] = float32(float64(alpha)*s + float64(beta)*float64(c.v[p]))
+		}
+	}
+	return out
+}
+
+func testGemm(t *testing.T, s Suite) {
+	d := open(t, s)
+	for _, sz := range []struct{ M, N, K int }{{5, 7, 3}, {33, 17, 65}} {
+		for _, ta := range []bool{false, true} {
+			for _, tb := range []bool{false, true} {
+				name := fmt.Sprintf("%dx%dx%d/transA=%v/transB=%v", sz.M, sz.N, sz.K, ta, tb)
+				t.Run(name, func(t *testing.T) {
+					M, N, K := sz.M, sz.N, sz.K
+					ar, ac := M, K
+					if ta {
+						ar, ac = K, M
+					}
+					br, bc := K, N
+					if tb {
+						br, bc = N, K
+					}
+					a := newMatrix(10, ar, ac, 3, 16)
+					b := newMatrix(11, br, bc, 0, 0)
+					c := newMatrix(12, M, N, 5, 32)
+					bufs := make([]gpuhost.Buffer, 3)
+					for i, m := range []matrix{a, b, c} {
+						bufs[i] = alloc(t, d, "abc"[i:i+1], 4*len(m.v))
+						upload(t, d, bufs[i], 0, m.v)
+					}
+					const alpha, beta = 1.5, -0.5
+					err := run(d, "gemm "+name, func(e gpuhost.Encoder) error {
+						return e.Gemm(gpuhost.Gemm{TransA: ta, TransB: tb, M: M, N: N, K: K, Alpha: alpha, Beta: beta,
+							A: gpuhost.Operand{Buf: bufs[0], Offset: a.off, RowBytes: 4 * a.ld},
+							B: gpuhost.Operand{Buf: bufs[1], Offset: b.off}, // packed rows
+							C: gpuhost.Operand{Buf: bufs[2], Offset: c.off, RowBytes: 4 * c.ld}})
+					})
+					if err != nil {
+						t.Fatal(err)
+					}
+					want := gemmReference(ta, tb, M, N, K, alpha, beta, a, b, c)
+					// The whole buffer: C's padding must be left alone.
+					near(t, "C", download(t, d, bufs[2], 0, len(c.v)), want, 1e-5)
+				})
+			}
+		}
+	}
+}
+
+func testKernelThenGemm(t *testing.T, s Suite) {
+	d := loaded(t, s)
+	k := kernel("conf_accumulate")
+	// acc (16x16) += x, then C = acc·B: the GEMM must see the kernel's result.
+	x, acc0 := random(20, accN), random(21, accN)
+	bm := newMatrix(22, 16, 16, 0, 0)
+	bx := alloc(t, d, "x", 4*accN)
+	bacc := alloc(t, d, "acc", 4*accN)
+	bb := alloc(t, d, "B", 4*len(bm.v))
+	bc := alloc(t, d, "C", 4*256)
+	upload(t, d, bx, 0, x)
+	upload(t, d, bacc, 0, acc0)
+	upload(t, d, bb, 0, bm.v)
+	err := run(d, "kernel then GEMM", func(e gpuhost.Encoder) error {
+		if err := e.Dispatch(k.IR.Name, []gpuhost.Arg{{Buf: bx, Bytes: 4 * accN}, {Buf: bacc, Bytes: 4 * accN}}, k.IR.Groups, k.IR.Threadgroup); err != nil {
+			return err
+		}
+		return e.Gemm(gpuhost.Gemm{M: 16, N: 16, K: 16, Alpha: 1, A: gpuhost.Operand{Buf: bacc}, B: gpuhost.Operand{Buf: bb}, C: gpuhost.Operand{Buf: bc}})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := make([]float32, accN)
+	for i := range sum {
+		sum[i] = acc0[i] + x[i]
+	}
+	am := matrix{rows: 16, cols: 16, ld: 16, v: sum}
+	cm := matrix{rows: 16, cols: 16, ld: 16, v: make([]float32, 256)}
+	near(t, "C", download(t, d, bc, 0, 256), gemmReference(false, false, 16, 16, 16, 1, 0, am, bm, cm), 1e-5)
+}
+
+func testReplay(t *testing.T, s Suite) {
+	d := loaded(t, s)
+	k := kernel("conf_accumulate")
+	x1, x2 := random(30, accN), random(31, accN)
+	bx := alloc(t, d, "x", 4*accN)
+	bacc := alloc(t, d, "acc", 4*accN)
+	upload(t, d, bx, 0, x1)
+	seq, err := d.Record("accumulate", func(e gpuhost.Encoder) error {
+		return e.Dispatch(k.IR.Name, []gpuhost.Arg{{Buf: bx, Bytes: 4 * accN}, {Buf: bacc, Bytes: 4 * accN}}, k.IR.Groups, k.IR.Threadgroup)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := download(t, d, bacc, 0, accN); !allZero(got) {
+		t.Fatal("Record ran the sequence: acc changed before any Launch")
+	}
+	launch := func(n int) {
+		t.Helper()
+		for range n {
+			if err := seq.Launch(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := d.Sync(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	launch(3)
+	want := make([]float32, accN)
+	for i := range want {
+		want[i] = x1[i] + x1[i] + x1[i]
+	}
+	near(t, "acc after 3 launches", download(t, d, bacc, 0, accN), want, 1e-6)
+	// New values uploaded between launches are what the replays read.
+	upload(t, d, bx, 0, x2)
+	launch(2)
+	for i := range want {
+		want[i] = want[i] + x2[i] + x2[i]
+	}
+	near(t, "acc after 2 more launches with new x", download(t, d, bacc, 0, accN), want, 1e-6)
+}
+
+func testSyncFailure(t *testing.T, s Suite) {
+	if s.FailNextLaunch == nil {
+		t.Skip("this device cannot be made to fail on demand (Suite.FailNextLaunch is nil)")
+	}
+	d := s.Open(t)
+	defer d.Close() // a failed GPU may refuse to close cleanly; Close must not panic
+	src, infos, err := Source(s.Dialect)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.LoadKernels(src, infos); err != nil {
+		t.Fatal(err)
+	}
+	k := kernel("conf_accumulate")
+	bx := alloc(t, d, "x", 4*accN)
+	bacc := alloc(t, d, "acc", 4*accN)
+	seq, err := d.Record("doomed step", func(e gpuhost.Encoder) error {
+		return e.Dispatch(k.IR.Name, []gpuhost.Arg{{Buf: bx, Bytes: 4 * accN}, {Buf: bacc, Bytes: 4 * accN}}, k.IR.Groups, k.IR.Threadgroup)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.FailNextLaunch(d)
+	err = seq.Launch()
+	if err == nil {
+		err = d.Sync()
+	}
+	if err == nil {
+		t.Fatal("a failed launch: Launch and Sync returned no error")
+	}
+	if !strings.Contains(err.Error(), "doomed step") {
+		t.Errorf("the error does not name the failed sequence %q: %v", "doomed step", err)
+	}
+}
+
+func testBoundsRefused(t *testing.T, s Suite) {
+	d := loaded(t, s)
+	acc := kernel("conf_accumulate")
+	small := alloc(t, d, "small", 4*accN)
+	big := alloc(t, d, "big", 8*accN)
+	dispatch := func(args ...gpuhost.Arg) func(gpuhost.Encoder) error {
+		return func(e gpuhost.Encoder) error {
+			return e.Dispatch(acc.IR.Name, args, acc.IR.Groups, acc.IR.Threadgroup)
+		}
+	}
+	gemm := func(g gpuhost.Gemm) func(gpuhost.Encoder) error {
+		return func(e gpuhost.Encoder) error { return e.Gemm(g) }
+	}
+	n := 4 * accN
+	for _, c := range []struct {
+		what   string
+		encode func(gpuhost.Encoder) error
+	}{
+		{"binding past the end of its buffer", dispatch(gpuhost.Arg{Buf: big, Bytes: n}, gpuhost.Arg{Buf: small, Offset: 4, Bytes: n})},
+		{"kernel touching more than the buffer holds from the offset", dispatch(gpuhost.Arg{Buf: big, Bytes: n}, gpuhost.Arg{Buf: small, Offset: 512})},
+		{"negative offset", dispatch(gpuhost.Arg{Buf: big, Bytes: n}, gpuhost.Arg{Buf: big, Offset: -4, Bytes: n})},
+		{"too few arguments", dispatch(gpuhost.Arg{Buf: big, Bytes: n})},
+		{"unknown kernel", func(e gpuhost.Encoder) error {
+			return e.Dispatch("conf_no_such_kernel", []gpuhost.Arg{{Buf: big, Bytes: 4}}, 1, 1)
+		}},
+		{"GEMM C past the end", gemm(gpuhost.Gemm{M: 16, N: 17, K: 16, Alpha: 1, A: gpuhost.Operand{Buf: big}, B: gpuhost.Operand{Buf: big}, C: gpuhost.Operand{Buf: small}})},
+		{"GEMM A rows too short", gemm(gpuhost.Gemm{M: 8, N: 8, K: 8, Alpha: 1, A: gpuhost.Operand{Buf: big, RowBytes: 16}, B: gpuhost.Operand{Buf: big}, C: gpuhost.Operand{Buf: small}})},
+		{"GEMM of size 0", gemm(gpuhost.Gemm{M: 0, N: 8, K: 8, Alpha: 1, A: gpuhost.Operand{Buf: big}, B: gpuhost.Operand{Buf: big}, C: gpuhost.Operand{Buf: small}})},
+	} {
+		if err := run(d, c.what, c.encode); err == nil {
+			t.Errorf("%s: no error", c.what)
+		} else {
+			t.Logf("%s: %v", c.what, err)
+		}
+	}
+	// The device still works after the refusals.
+	x := random(40, accN)
+	upload(t, d, big, 0, x)
+	if err := run(d, "after refusals", dispatch(gpuhost.Arg{Buf: big, Bytes: n}, gpuhost.Arg{Buf: small, Bytes: n})); err != nil {
+		t.Fatalf("a good sequence after refused ones: %v", err)
+	}
+	near(t, "acc", download(t, d, small, 0, accN), x, 1e-6)
+}
+
+func testMissingKernel(t *testing.T, s Suite) {
+	d := open(t, s)
+	src, infos, err := Source(s.Dialect)
+	if err != nil {
+		t.Fatal(err)
+	}
+	infos = append(infos, gpuhost.KernelInfo{Name: "conf_missing", ArgBytes: []int{4}})
+	err = d.LoadKernels(src, infos)
+	if err == nil {
+		t.Fatal("LoadKernels with a kernel the source lacks: no error")
+	}
+	if !strings.Contains(err.Error(), "conf_missing") {
+		t.Errorf("the error does not name the missing kernel: %v", err)
+	}
+}
+
+func testClose(t *testing.T, s Suite) {
+	d := s.Open(t)
+	src, infos, err := Source(s.Dialect)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.LoadKernels(src, infos); err != nil {
+		t.Fatal(err)
+	}
+	k := kernel("conf_accumulate")
+	bx := alloc(t, d, "x", 4*accN)
+	bacc := alloc(t, d, "acc", 4*accN)
+	seq, err := d.Record("before close", func(e gpuhost.Encoder) error {
+		return e.Dispatch(k.IR.Name, []gpuhost.Arg{{Buf: bx, Bytes: 4 * accN}, {Buf: bacc, Bytes: 4 * accN}}, k.IR.Groups, k.IR.Threadgroup)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := seq.Launch(); err != nil {
+		t.Fatal(err)
+	}
+	// Close waits for the launched work and frees everything.
+	if err := d.Close(); err != nil {
+		t.Fatalf("Close with a launched sequence: %v", err)
+	}
+	if err := d.Close(); err != nil {
+		t.Errorf("a second Close: %v", err)
+	}
+}
