@@ -1,7 +1,7 @@
 // Package mlbuild is the root of mlbuild's module. It holds no code of its
 // own beyond embedded files that the emitter copies into generated programs
 // and that //go:embed can only reach from here: the runtime (rt/), the
-// device packages (mps/), the carried third-party modules (third_party/)
+// device packages (mps/, cuda/), the carried third-party modules (third_party/)
 // and the module's go.sum.
 package mlbuild
 
@@ -12,7 +12,7 @@ import "embed"
 // fakes (tests included; the emitter copies only the non-test files a
 // program needs, rewriting their imports to the program's module).
 //
-//go:embed rt/*/*.go rt/*/*.s mps/*.go mps/*/*.go
+//go:embed rt/*/*.go rt/*/*.s mps/*.go mps/*/*.go cuda/*.go cuda/*/*.go cuda/*/*.h
 var RuntimeSources embed.FS
 
 // GoSum is mlbuild's own go.sum. emit's tests check the module zips that

@@ -66,7 +66,7 @@ func (d *gpuDevice) files(withFake bool) ([]File, error) {
 		}
 		for _, e := range entries {
 			name := e.Name()
-			if e.IsDir() || strings.HasSuffix(name, "_test.go") || !strings.HasSuffix(name, ".go") {
+			if e.IsDir() || strings.HasSuffix(name, "_test.go") || !(strings.HasSuffix(name, ".go") || strings.HasSuffix(name, ".h")) {
 				continue
 			}
 			data, err := fs.ReadFile(mlbuild.RuntimeSources, path.Join(dir, name))
@@ -324,7 +324,7 @@ func (g *gpuGen) renderMain(plans []*gpuPlan, copyName, resident string) ([]byte
 	saved := g.buf
 	g.buf = body
 
-	g.p("func main() { gpuhost.Main(%s.OpenDevice, &program) }", g.dev.pkg)
+	g.p("func main() { gpuhost.Main(%s.OpenHostDevice, &program) }", g.dev.pkg)
 	g.p("")
 	g.p("// program is the model's part of the GPU program; rt/gpuhost runs it.")
 	g.p("var program = gpuhost.Program{")

@@ -151,3 +151,110 @@ func goHost(v string) string {
 	}
 	return strings.TrimSpace(string(b))
 }
+
+// cudaModule writes one Go module holding the CUDA program of each named
+// spec under cmd/NAME, sharing the runtime, cuda/ and its fake, each with
+// the fake test of testdata/fakehost/cuda_test.go.
+func cudaModule(t *testing.T, dir string, batch int, names []string) {
+	t.Helper()
+	specs := metalProgramSpecs(t)
+	fakeTest, err := os.ReadFile(filepath.Join("testdata", "fakehost", "cuda_test.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var shared []File
+	for _, name := range names {
+		s, ok := specs[name]
+		if !ok {
+			t.Fatalf("no spec %s", name)
+		}
+		in := metalInputBatch(t, s.file, s.fusion, batch)
+		in.Backend = CUDA.Name
+		files, err := CUDA.program(in)
+		if err != nil {
+			t.Fatalf("%s (%s): %v", name, s.file, err)
+		}
+		for _, f := range files {
+			switch f.Path {
+			case "main.go", "kernels.go":
+				writeModule(t, dir, []File{{Path: "cmd/" + name + "/" + f.Path, Data: f.Data}})
+			}
+		}
+		writeModule(t, dir, []File{{Path: "cmd/" + name + "/fake_test.go", Data: fakeTest}})
+		if shared == nil {
+			shared = files
+		}
+	}
+	fake, err := CUDA.DeviceFiles(true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range append(shared, fake...) {
+		switch f.Path {
+		case "main.go", "kernels.go":
+		default:
+			writeModule(t, dir, []File{f})
+		}
+	}
+}
+
+// TestCUDAPrograms is the CUDA backend's evidence without a GPU: the CUDA
+// programs of every valid spec cross-compile for linux/amd64 and
+// linux/arm64 (CGO_ENABLED=0), and the programs of the flagship (fused and
+// unfused) and of specs that exercise dropout, batch norm and the other
+// kernels run on cuda/fakecuda, which computes every kernel and GEMM:
+// selftest, three training steps against the CPU backend's kernels, and
+// device-resident training against host-fed training.
+func TestCUDAPrograms(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds every generated CUDA program")
+	}
+	var all []string
+	for name := range metalProgramSpecs(t) {
+		all = append(all, name)
+	}
+	sort.Strings(all)
+	for _, arch := range []string{"amd64", "arm64"} {
+		t.Run("linux-"+arch, func(t *testing.T) {
+			dir := t.TempDir()
+			cudaModule(t, dir, 0, all)
+			out := t.TempDir()
+			cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", out+string(filepath.Separator), "./cmd/...")
+			cmd.Dir = dir
+			cmd.Env = goEnv(t, "linux", arch)
+			if b, err := cmd.CombinedOutput(); err != nil {
+				t.Fatalf("compiling the CUDA programs for linux/%s: %v\n%s", arch, err, b)
+			}
+			for _, name := range all {
+				if _, err := os.Stat(filepath.Join(out, name)); err != nil {
+					t.Errorf("%s: %v", name, err)
+				}
+			}
+		})
+	}
+	t.Run("fake", func(t *testing.T) {
+		names := strings.Fields(os.Getenv("MLBUILD_CUDA_FAKE_SPECS"))
+		if len(names) == 0 {
+			names = cudaFakeSpecs
+		}
+		dir := t.TempDir()
+		cudaModule(t, dir, 3, names)
+		cmd := exec.Command("go", "test", "-count=1", "./cmd/...")
+		cmd.Dir = dir
+		cmd.Env = append(goEnv(t, goHost("GOOS"), goHost("GOARCH")), "MLBUILD_FAKECUDA_DIR="+t.TempDir())
+		b, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("the CUDA programs failed on the fake GPU: %v\n%s", err, b)
+		}
+		for _, name := range names {
+			if !strings.Contains(string(b), "ok  \tmlbuildprog/cmd/"+name) {
+				t.Errorf("no passing test run for %s in:\n%s", name, b)
+			}
+		}
+	})
+}
+
+// cudaFakeSpecs are the programs run on the fake GPU in CI (each compiles
+// its kernels with g++): the flagship fused and unfused; set
+// MLBUILD_CUDA_FAKE_SPECS to run others (`go test ./emit -run CUDAPrograms`).
+var cudaFakeSpecs = []string{"mnist", "mnist_unfused"}

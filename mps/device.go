@@ -18,8 +18,8 @@ type HostDevice struct {
 	e *Engine
 }
 
-// OpenDevice opens the system's default Metal GPU as a gpuhost.Device.
-func OpenDevice() (gpuhost.Device, error) {
+// OpenHostDevice opens the system's default Metal GPU as a gpuhost.Device.
+func OpenHostDevice() (gpuhost.Device, error) {
 	e, err := Open()
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", gpuhost.ErrNoDevice, err)

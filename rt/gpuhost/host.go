@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"strings"
 	"unsafe"
 
 	"github.com/mlbuild/mlbuild/rt/app"
@@ -37,7 +38,7 @@ func Main(open func() (Device, error), p *Program) {
 // failure in the middle of a command) and exits with the failure code.
 func fail(p *Program, err error) {
 	fmt.Fprintf(os.Stderr, "%s: %v\n", p.Meta.Name, err)
-	if errors.Is(err, ErrNoDevice) {
+	if errors.Is(err, ErrNoDevice) && !strings.Contains(err.Error(), "--backend cpu") {
 		fmt.Fprintf(os.Stderr, "%s: this binary needs a %s GPU; compile the spec again with --backend cpu to run it on the CPU\n", p.Meta.Name, p.Meta.Backend)
 	}
 	os.Exit(1)

@@ -1,0 +1,40 @@
+package cuda
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+
+	"github.com/mlbuild/mlbuild/rt/gpuhost"
+)
+
+// OpenHostDevice opens the GPU a produced program runs on, as its
+// environment chooses:
+//
+//	MLBUILD_CUDA_DEVICE  the GPU's ordinal (default 0)
+//	MLBUILD_CUDA_TF32    1: let cuBLAS use TF32 tensor cores (faster, not exact fp32)
+//	MLBUILD_CUDA_CACHE   the kernel cache folder ("off": none)
+//
+// and the library overrides of LoadLibraries.
+func OpenHostDevice() (gpuhost.Device, error) {
+	opts := Options{}
+	if v := os.Getenv("MLBUILD_CUDA_DEVICE"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			return nil, fmt.Errorf("MLBUILD_CUDA_DEVICE=%q: want a GPU ordinal (0, 1, …)", v)
+		}
+		opts.Ordinal = n
+	}
+	switch v := os.Getenv("MLBUILD_CUDA_TF32"); v {
+	case "", "0":
+	case "1":
+		opts.TF32 = true
+	default:
+		return nil, fmt.Errorf("MLBUILD_CUDA_TF32=%q: want 1 (TF32 GEMMs) or 0 (exact fp32, the default)", v)
+	}
+	d, err := OpenDevice(opts)
+	if err != nil {
+		return nil, err
+	}
+	return d, nil
+}

@@ -1,0 +1,233 @@
+package main
+
+// This file is copied next to the main.go of generated CUDA programs by
+// emit's tests (TestCUDAPrograms): it runs the program's own tables through
+// rt/gpuhost on cuda/fakecuda, which computes every kernel (built by g++)
+// and every GEMM, so the GPU program is checked against the CPU backend's
+// kernels step by step and over whole training steps.
+
+import (
+	"math"
+	"os"
+	"testing"
+
+	"mlbuildprog/cuda"
+	"mlbuildprog/cuda/fakecuda"
+	"mlbuildprog/rt/cpu"
+	"mlbuildprog/rt/gpuhost"
+)
+
+func newFakeModel(t *testing.T) (*fakecuda.Fake, *gpuhost.Model) {
+	t.Helper()
+	f := fakecuda.New(fakecuda.Options{WorkDir: os.Getenv("MLBUILD_FAKECUDA_DIR")})
+	d, err := cuda.OpenDevice(cuda.Options{Libraries: f.Libraries(), KernelCacheDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := gpuhost.New(d, &program)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := d.Close(); err != nil {
+			t.Error(err)
+		}
+		if faults := f.Faults(); len(faults) > 0 {
+			t.Errorf("the fake GPU saw faults: %v", faults)
+		}
+	})
+	return f, m
+}
+
+// TestSelftestOnFakeCUDA: every plan step of the CUDA program, run on the
+// fake (kernels by g++ from the program's CUDA source), agrees with its CPU
+// reference, and so does every GEMM shape.
+func TestSelftestOnFakeCUDA(t *testing.T) {
+	_, m := newFakeModel(t)
+	for _, row := range m.SelfTest() {
+		if row.Err != nil || !(row.MaxError <= row.Tol) {
+			t.Errorf("%s: error %v, max error %g, tolerance %g", row.Name, row.Err, row.MaxError, row.Tol)
+		}
+	}
+}
+
+// seeded fills the state as training starts (the params' init rules) and
+// returns a batch of inputs and labels.
+func seeded(m *gpuhost.Model, rows int) (x, y []float32) {
+	rng := cpu.NewRand(42)
+	state := m.State()
+	clear(state)
+	for _, p := range program.Meta.Params {
+		w := state[p.Offset : p.Offset+p.Size]
+		switch p.Init {
+		case "uniform":
+			cpu.FillUniform(w, p.Bound, rng)
+		case "ones":
+			cpu.Fill(w, 1)
+		}
+	}
+	B := program.Meta.Batch
+	inW, labW := program.TrainInputSize/B, program.TrainLabelsSize/B
+	x = make([]float32, rows*inW)
+	for i := range x {
+		x[i] = rng.Float32()
+	}
+	y = make([]float32, rows*labW)
+	classes := program.Meta.Classes
+	for r := 0; r < rows; r++ {
+		if classes == labW && classes > 1 {
+			y[r*labW+rng.Intn(classes)] = 1
+			continue
+		}
+		for j := 0; j < labW; j++ {
+			y[r*labW+j] = rng.Float32()*2 - 1
+		}
+	}
+	return x, y
+}
+
+// fold is rt/gpuhost's 32-bit dropout seed of a step seed.
+func fold(s uint64) uint32 { return uint32(s) ^ uint32(s>>32) }
+
+func near(a, b float32, tol float64) bool {
+	return math.Abs(float64(a)-float64(b)) <= tol*math.Max(1, math.Abs(float64(b)))
+}
+
+// TestTrainingMatchesCPU runs three training steps on the fake GPU and the
+// same three through the CPU backend's kernels (each step's reference, on
+// host copies of the arenas): the losses agree, and so do the weights.
+func TestTrainingMatchesCPU(t *testing.T) {
+	_, m := newFakeModel(t)
+	B := program.Meta.Batch
+	x, y := seeded(m, B)
+	sa := append([]float32(nil), m.State()...)
+	wa := make([]float32, max(program.TrainWorkSize, 1))
+	const lr = 1e-3
+	for step := 1; step <= 3; step++ {
+		seed := uint64(step) * 0x9E3779B97F4A7C15
+		copy(m.TrainInput(), x)
+		copy(m.TrainLabels(), y)
+		m.SetRand(seed)
+		got := m.TrainStep(lr, step)
+		var want float32
+		for _, ph := range [][]gpuhost.PlanStep{program.TrainForward, program.TrainBackward, program.TrainUpdate} {
+			for _, st := range ph {
+				if l := st.Ref(sa, wa, x, y, lr, step, fold(seed)); l != 0 {
+					want = l
+				}
+			}
+		}
+		if !near(got, want, 1e-4) {
+			t.Errorf("step %d: loss %v on the fake GPU, %v on the CPU kernels", step, got, want)
+		}
+	}
+	// Adam moves each weight by about lr a step whatever the gradient's
+	// size, so a gradient near zero whose sign rounding flips moves it the
+	// other way: weights agree within 2·lr·steps, and nearly all far closer.
+	state := m.State()
+	for _, p := range program.Meta.Params {
+		far := 0
+		for i := p.Offset; i < p.Offset+p.Size; i++ {
+			d := math.Abs(float64(state[i] - sa[i]))
+			if d > 2*lr*3 {
+				t.Errorf("after 3 steps %s[%d] is %v on the fake GPU, %v on the CPU kernels", p.Name, i-p.Offset, state[i], sa[i])
+				break
+			}
+			if d > 1e-4 {
+				far++
+			}
+		}
+		if far > p.Size/100+1 {
+			t.Errorf("after 3 steps %d of the %d weights of %s differ by more than 1e-4 between the fake GPU and the CPU kernels", far, p.Size, p.Name)
+		}
+	}
+}
+
+// TestResidentMatchesHostFed trains two steps with the training set on the
+// device (gathered by the advance, gather and record kernels, one graph
+// launch a step) and the same two steps fed from the host: the losses are
+// identical, and a restore and replay gives them again.
+func TestResidentMatchesHostFed(t *testing.T) {
+	f, m := newFakeModel(t)
+	B := program.Meta.Batch
+	rows := 2*B + 3
+	x, y := seeded(m, rows)
+	initial := append([]float32(nil), m.State()...)
+	inW, labW := program.TrainInputSize/B, program.TrainLabelsSize/B
+	order := make([]int, 2*B)
+	for i := range order {
+		order[i] = (i*7 + 3) % rows
+	}
+	seeds := []uint64{0xABCDEF12345, 0x1234}
+	const lr = 2e-3
+	if ok, err := m.LoadTrainSet(x, y, rows); err != nil || !ok {
+		t.Fatalf("LoadTrainSet: %v, %v", ok, err)
+	}
+	if err := m.StartEpoch(order, seeds, lr, 5, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.SaveState(); err != nil {
+		t.Fatal(err)
+	}
+	before := f.Stats()
+	if err := m.QueueSteps(2); err != nil {
+		t.Fatal(err)
+	}
+	loss, correct, err := m.StepResults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	after := f.Stats()
+	if d := after.GraphLaunches - before.GraphLaunches; d != 2 {
+		t.Errorf("two device-resident steps made %d graph launches, want 2", d)
+	}
+	if d := after.Allocs - before.Allocs; d != 0 {
+		t.Errorf("two device-resident steps allocated %d times, want 0", d)
+	}
+	if d := after.Launches + after.Gemms - before.Launches - before.Gemms; d != 0 {
+		t.Errorf("two device-resident steps launched %d kernels or GEMMs outside their graphs", d)
+	}
+
+	// Replay: restore the state saved before the steps and run them again.
+	if err := m.RestoreState(); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.SetBatch(0); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.QueueSteps(2); err != nil {
+		t.Fatal(err)
+	}
+	again, _, err := m.StepResults()
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// The host-fed run from the same initial state.
+	copy(m.State(), initial)
+	for b := 0; b < 2; b++ {
+		in, lab := m.TrainInput(), m.TrainLabels()
+		for r := 0; r < B; r++ {
+			row := order[b*B+r]
+			copy(in[r*inW:(r+1)*inW], x[row*inW:(row+1)*inW])
+			copy(lab[r*labW:(r+1)*labW], y[row*labW:(row+1)*labW])
+		}
+		m.SetRand(seeds[b])
+		want := m.TrainStep(lr, 5+b)
+		if loss[b] != want || again[b] != want {
+			t.Errorf("step %d: loss %v device-resident, %v replayed, %v fed from the host", b+1, loss[b], again[b], want)
+		}
+		if classes := program.Meta.Classes; classes == labW && classes > 1 {
+			n := 0
+			out, lab := m.TrainOutput(), m.TrainLabels()
+			for r := 0; r < B; r++ {
+				if cpu.Argmax(out[r*classes:(r+1)*classes]) == cpu.Argmax(lab[r*classes:(r+1)*classes]) {
+					n++
+				}
+			}
+			if correct[b] != n {
+				t.Errorf("step %d: %d rows correct device-resident, %d fed from the host", b+1, correct[b], n)
+			}
+		}
+	}
+}
