@@ -331,8 +331,14 @@ func convDirectBackward(x, w, y, dy, dx, dw, db []float32, g Conv, act Act, alph
 	// it in the input's flat layout, and from the plane's start the
 	// transposed convolution for dx reads it as its padded input (the two
 	// layouts have the same row stride, W + PW).
+	// Without dx nothing reads before off, so it is 0: the transposed
+	// padding is negative when the padding exceeds the filter's reach (a
+	// 1x1 filter padded by 1), which only dx cannot handle.
 	gt, dt := convDirectTransposed(g, k)
-	off := gt.PH*dt.wp + gt.PW
+	off := 0
+	if dx != nil {
+		off = gt.PH*dt.wp + gt.PW
+	}
 	planeLen := d.n + off
 	tapsT, cgp := ocg*g.KH*g.KW, gemmRoundUp(cg, k.fwdOC)
 	lead.offs = growInts(lead.offs, tq+tapsT)

@@ -95,6 +95,8 @@ var packedConvGeoms = append([]struct {
 	{"direct pad 0x3", Conv{N: 2, C: 1, H: 8, W: 6, OC: 6, OH: 6, OW: 6, KH: 3, KW: 7, SH: 1, SW: 1, PH: 0, PW: 3, DH: 1, DW: 1, Groups: 1}},
 	{"direct ow1", convCase(1, 1, 5, 3, 1, 3, 3, 1, 0, 1, 1)},
 	{"direct 67x31 oc17", convCase(2, 1, 67, 31, 17, 4, 4, 1, 1, 1, 1)},
+	// Padding past a 1x1 filter's reach: direct without dx only.
+	{"1x1 pad1", convCase(2, 3, 5, 4, 4, 1, 1, 1, 1, 1, 1)},
 }, convGeoms...)
 
 func TestConvPackedMatchesNaiveOnEveryPath(t *testing.T) {
