@@ -83,7 +83,7 @@ func (k *convDirectKernels) convDirectStore(src, dst []float32, g Conv, wp int, 
 // form dyf (rows wp apart; the gaps are left as they are), multiplied by
 // the derivative of act taken from y, and returns its sum (the plane's bias
 // gradient). dy itself is only changed on the Go path (actBackward in
-// place), which Conv2DBwd's contract allows.
+// place), which Conv2DDirectBwd's contract allows.
 //
 // sums is 16 floats of scratch: the kernels are called through function
 // values, so escape analysis cannot see that they keep no pointer, and a
@@ -260,7 +260,7 @@ func growInts(s []int, n int) []int {
 	return s[:n]
 }
 
-// convDirectForward is Conv2DFwd for geometry that convDirectOK accepts.
+// convDirectForward is Conv2DDirectFwd for geometry that convDirectOK accepts.
 func convDirectForward(x, w, b, y []float32, g Conv, act Act, alpha float32, k *convDirectKernels) {
 	G, taps, ohw := g.Groups, g.colRows(), g.OH*g.OW
 	ocg, cg, hw := g.OC/G, g.C/g.Groups, g.H*g.W
@@ -311,13 +311,13 @@ func convDirectForward(x, w, b, y []float32, g Conv, act Act, alpha float32, k *
 	convWorkers.Put(lead)
 }
 
-// convDirectBackward is Conv2DBwd without dx for geometry that
-// convDirectOK accepts: each plane of dy times the activation's derivative
-// is spread into the worker's flat gradient plane (dy itself is left as it
-// is on the vector path), its sum goes to db (when not nil), and dw gets
-// the direct dot products. Each worker
-// keeps its lane-wise partial sums over its images; they are summed once
-// at the end.
+// convDirectBackward is Conv2DDirectBwd for geometry that convDirectOK
+// (and, with dx, convDirectDxOK) accepts: each plane of dy times the
+// activation's derivative is spread into the worker's flat gradient plane
+// (dy itself is left as it is on the vector path), its sum goes to db
+// (when not nil), and dw gets the direct dot products. Each worker keeps
+// its lane-wise partial sums over its images; they are summed once at the
+// end.
 func convDirectBackward(x, w, y, dy, dx, dw, db []float32, g Conv, act Act, alpha float32, k *convDirectKernels) {
 	G, taps, ohw := g.Groups, g.colRows(), g.OH*g.OW
 	ocg, cg, hw := g.OC/G, g.C/g.Groups, g.H*g.W
@@ -330,10 +330,10 @@ func convDirectBackward(x, w, y, dy, dx, dw, db []float32, g Conv, act Act, alph
 	// within each plane: from there the weight-gradient dot products read
 	// it in the input's flat layout, and from the plane's start the
 	// transposed convolution for dx reads it as its padded input (the two
-	// layouts have the same row stride, W + PW).
-	// Without dx nothing reads before off, so it is 0: the transposed
-	// padding is negative when the padding exceeds the filter's reach (a
-	// 1x1 filter padded by 1), which only dx cannot handle.
+	// layouts have the same row stride, W + PW). Without dx nothing reads
+	// before off, so it is 0: the transposed padding is negative when the
+	// padding exceeds the filter's reach (a 1x1 filter padded by 1), which
+	// only dx cannot handle.
 	gt, dt := convDirectTransposed(g, k)
 	off := 0
 	if dx != nil {
