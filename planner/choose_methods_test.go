@@ -111,8 +111,8 @@ func TestChooseMethodsTarget(t *testing.T) {
 }
 
 // TestCPUConvRule: the CPU runs the direct method wherever rt/cpu's
-// direct kernels apply (stride 1; for dx, padding within the filter's
-// reach) and im2col + GEMM elsewhere, with no scratch from the plan.
+// direct kernels apply (stride 1, padding within the filter's reach) and
+// im2col + GEMM elsewhere, in every pass, with no scratch from the plan.
 func TestCPUConvRule(t *testing.T) {
 	geom := func(k, s, p, d int) ConvGeom {
 		return ConvGeom{N: 2, C: 3, H: 9, W: 9, OC: 4, OH: 4, OW: 4, KH: k, KW: k, SH: s, SW: s, PH: p, PW: p, DH: d, DW: d, Groups: 1}
@@ -124,9 +124,10 @@ func TestCPUConvRule(t *testing.T) {
 	}{
 		{"5x5 pad 2", geom(5, 1, 2, 1), [3]string{ConvDirect, ConvDirect, ConvDirect}},
 		{"3x3 stride 2", geom(3, 2, 1, 1), [3]string{ConvIm2colGemm, ConvIm2colGemm, ConvIm2colGemm}},
-		{"1x1 pad 1", geom(1, 1, 1, 1), [3]string{ConvDirect, ConvIm2colGemm, ConvDirect}},
+		{"1x1 pad 1", geom(1, 1, 1, 1), [3]string{ConvIm2colGemm, ConvIm2colGemm, ConvIm2colGemm}},
 		{"3x3 dilation 2 pad 4", geom(3, 1, 4, 2), [3]string{ConvDirect, ConvDirect, ConvDirect}},
-		{"3x3 dilation 2 pad 5", geom(3, 1, 5, 2), [3]string{ConvDirect, ConvIm2colGemm, ConvDirect}},
+		{"3x3 dilation 2 pad 5", geom(3, 1, 5, 2), [3]string{ConvIm2colGemm, ConvIm2colGemm, ConvIm2colGemm}},
+		{"3x3 pad 1x3", func() ConvGeom { g := geom(3, 1, 1, 1); g.PW = 3; return g }(), [3]string{ConvIm2colGemm, ConvIm2colGemm, ConvIm2colGemm}},
 		{"unset stride and dilation", geom(3, 0, 1, 0), [3]string{ConvDirect, ConvDirect, ConvDirect}},
 		{"stride 2 across only", func() ConvGeom { g := geom(3, 1, 1, 1); g.SW = 2; return g }(), [3]string{ConvIm2colGemm, ConvIm2colGemm, ConvIm2colGemm}},
 	} {

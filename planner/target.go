@@ -55,9 +55,10 @@ type ConvChoice struct {
 // Conv2DIm2col* kernels).
 const (
 	// ConvDirect convolves shifted, zero-padded input planes with no
-	// columns; it needs stride 1, and to compute dx the padding must not
-	// exceed the filter's reach (dx is then the direct convolution of the
-	// padded dy with the flipped filters).
+	// columns; it needs stride 1 and padding within the filter's reach
+	// ((KH-1)·DH rows, (KW-1)·DW columns: its planes share their padding
+	// between rows, and dx is the direct convolution of dy padded by the
+	// reach less the padding).
 	ConvDirect = "direct"
 	// ConvIm2colGemm gathers packed columns straight into the GEMM
 	// microkernels' layout; it handles every geometry.
@@ -72,14 +73,9 @@ var CPU = Target{Name: "cpu", Conv: cpuConv}
 // GEMM, see rt/cpu's conv_direct.go), im2col + GEMM elsewhere. Neither needs
 // scratch from the plan: the packed path gathers its columns into panels
 // of its own, one per worker.
-func cpuConv(g ConvGeom, pass ConvPass) ConvChoice {
-	dh, dw := max(g.DH, 1), max(g.DW, 1)
+func cpuConv(g ConvGeom, _ ConvPass) ConvChoice {
 	stride1 := max(g.SH, 1) == 1 && max(g.SW, 1) == 1
-	direct := stride1
-	if pass == ConvBackward {
-		direct = stride1 && g.PH <= (g.KH-1)*dh && g.PW <= (g.KW-1)*dw
-	}
-	if direct {
+	if stride1 && g.PH <= (g.KH-1)*max(g.DH, 1) && g.PW <= (g.KW-1)*max(g.DW, 1) {
 		return ConvChoice{Method: ConvDirect}
 	}
 	return ConvChoice{Method: ConvIm2colGemm}

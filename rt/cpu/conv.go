@@ -86,26 +86,32 @@ func col2im(cols []float32, ld int, dx []float32, g Conv) {
 // gradient of the pre-activation.
 
 // Conv2DDirectFwd computes y = act(conv(x, w) + b) by the direct method. It
-// needs stride 1 and panics otherwise (the planner chooses it only then).
+// needs stride 1 and padding within the filter's reach ((KH-1)·DH rows,
+// (KW-1)·DW columns), and panics otherwise (the planner chooses it only
+// then).
 func Conv2DDirectFwd(x, w, b, y []float32, g Conv, act Act, alpha float32) {
 	g = g.norm()
 	if !convDirectOK(g) {
-		panic(fmt.Sprintf("cpu.Conv2DDirectFwd: stride %dx%d; the direct method needs stride 1", g.SH, g.SW))
+		panic(directRefusal("Conv2DDirectFwd", g))
 	}
 	convDirectForward(x, w, b, y, g, act, alpha, convDirectFor(activeGemmPath.Load()))
 }
 
-// Conv2DDirectBwd is the backward pass of Conv2DDirectFwd; dx, when wanted,
-// is the direct convolution of dy with the flipped filters. It needs stride
-// 1 and, with dx, padding within the filter's reach ((KH-1)·DH rows,
-// (KW-1)·DW columns); it panics otherwise.
+// Conv2DDirectBwd is the backward pass of Conv2DDirectFwd, for the same
+// geometry; dx, when wanted, is the direct convolution of dy with the
+// flipped filters.
 func Conv2DDirectBwd(x, w, y, dy, dx, dw, db []float32, g Conv, act Act, alpha float32) {
 	g = g.norm()
-	if !convDirectOK(g) || dx != nil && !convDirectDxOK(g) {
-		panic(fmt.Sprintf("cpu.Conv2DDirectBwd: stride %dx%d, padding %dx%d of a %dx%d filter dilated %dx%d, dx wanted %v; the direct method needs stride 1 and, for dx, padding within the filter's reach",
-			g.SH, g.SW, g.PH, g.PW, g.KH, g.KW, g.DH, g.DW, dx != nil))
+	if !convDirectOK(g) {
+		panic(directRefusal("Conv2DDirectBwd", g))
 	}
 	convDirectBackward(x, w, y, dy, dx, dw, db, g, act, alpha, convDirectFor(activeGemmPath.Load()))
+}
+
+// directRefusal says why the direct method does not take normalised g.
+func directRefusal(fn string, g Conv) string {
+	return fmt.Sprintf("cpu.%s: stride %dx%d, padding %dx%d of a %dx%d filter dilated %dx%d; the direct method needs stride 1 and padding within the filter's reach",
+		fn, g.SH, g.SW, g.PH, g.PW, g.KH, g.KW, g.DH, g.DW)
 }
 
 // Conv2DIm2colFwd computes y = act(conv(x, w) + b) by im2col + GEMM, for

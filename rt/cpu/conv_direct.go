@@ -180,15 +180,13 @@ func convDirectTransposed(g Conv, k *convDirectKernels) (Conv, convDirectGeom) {
 	return gt, newConvDirectGeom(gt, k)
 }
 
-// convDirectDxOK reports whether convDirectBackward computes dx for g: the
-// padding must not exceed the filter's reach, so that dy's padding for the
-// transposed convolution is not negative.
-func convDirectDxOK(g Conv) bool {
-	return convDirectOK(g) && g.PH <= (g.KH-1)*g.DH && g.PW <= (g.KW-1)*g.DW
-}
-
 // convDirectOK reports whether the direct kernels handle normalised
-// geometry g: stride 1, any channels, groups, dilation and padding. With
+// geometry g: stride 1 and padding within the filter's reach ((KH-1)·DH
+// rows, (KW-1)·DW columns), any channels, groups and dilation. The flat
+// layout needs that reach: an output row, OW = W + 2·PW - (KW-1)·DW wide,
+// must fit in the padded row stride W + PW (or the last row reads past
+// the plane), and dx's transposed convolution pads dy by the reach less
+// the padding, which must not be negative. With
 // several input channels per group the taps run over every channel's
 // padded plane (t = (c·KH + kh)·KW + kw, as in the filter), which beats
 // the packed im2col path as well: MNIST conv2 (16->32 5x5 pad 2, 14x14)
@@ -196,7 +194,7 @@ func convDirectDxOK(g Conv) bool {
 // at batch 250 on one Zen 4 core, though the flat rows waste up to half the
 // lanes on such small planes.
 func convDirectOK(g Conv) bool {
-	return g.SH == 1 && g.SW == 1
+	return g.SH == 1 && g.SW == 1 && g.PH <= (g.KH-1)*g.DH && g.PW <= (g.KW-1)*g.DW
 }
 
 // convDirectGeom is the flat layout of one padded input plane.
@@ -312,7 +310,7 @@ func convDirectForward(x, w, b, y []float32, g Conv, act Act, alpha float32, k *
 }
 
 // convDirectBackward is Conv2DDirectBwd for geometry that convDirectOK
-// (and, with dx, convDirectDxOK) accepts: each plane of dy times the
+// accepts: each plane of dy times the
 // activation's derivative is spread into the worker's flat gradient plane
 // (dy itself is left as it is on the vector path), its sum goes to db
 // (when not nil), and dw gets the direct dot products. Each worker keeps
@@ -330,15 +328,9 @@ func convDirectBackward(x, w, y, dy, dx, dw, db []float32, g Conv, act Act, alph
 	// within each plane: from there the weight-gradient dot products read
 	// it in the input's flat layout, and from the plane's start the
 	// transposed convolution for dx reads it as its padded input (the two
-	// layouts have the same row stride, W + PW). Without dx nothing reads
-	// before off, so it is 0: the transposed padding is negative when the
-	// padding exceeds the filter's reach (a 1x1 filter padded by 1), which
-	// only dx cannot handle.
+	// layouts have the same row stride, W + PW).
 	gt, dt := convDirectTransposed(g, k)
-	off := 0
-	if dx != nil {
-		off = gt.PH*dt.wp + gt.PW
-	}
+	off := gt.PH*dt.wp + gt.PW
 	planeLen := d.n + off
 	tapsT, cgp := ocg*g.KH*g.KW, gemmRoundUp(cg, k.fwdOC)
 	lead.offs = growInts(lead.offs, tq+tapsT)

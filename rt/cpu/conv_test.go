@@ -41,13 +41,10 @@ var convMethods = []struct {
 	name string
 	fwd  func(x, w, b, y []float32, g Conv, act Act, alpha float32)
 	bwd  func(x, w, y, dy, dx, dw, db []float32, g Conv, act Act, alpha float32)
-	ok   func(g Conv, dx bool) bool
+	ok   func(g Conv) bool
 }{
-	{"direct", Conv2DDirectFwd, Conv2DDirectBwd, func(g Conv, dx bool) bool {
-		g = g.norm()
-		return convDirectOK(g) && (!dx || convDirectDxOK(g))
-	}},
-	{"im2col", Conv2DIm2colFwd, Conv2DIm2colBwd, func(Conv, bool) bool { return true }},
+	{"direct", Conv2DDirectFwd, Conv2DDirectBwd, func(g Conv) bool { return convDirectOK(g.norm()) }},
+	{"im2col", Conv2DIm2colFwd, Conv2DIm2colBwd, func(Conv) bool { return true }},
 }
 
 // convRef is the plain seven-loop convolution with bias and activation.
@@ -89,7 +86,7 @@ func TestConv2DFwdMatchesNaive(t *testing.T) {
 	for _, m := range convMethods {
 		for _, tc := range convGeoms {
 			g := tc.g
-			if !m.ok(g, false) {
+			if !m.ok(g) {
 				continue
 			}
 			for _, a := range allActs {
@@ -113,7 +110,7 @@ func TestConv2DBwdFiniteDifferences(t *testing.T) {
 	r := newTestRand(11)
 	for _, m := range convMethods {
 		for _, tc := range convGeoms {
-			if !m.ok(tc.g, true) {
+			if !m.ok(tc.g) {
 				continue
 			}
 			convBwdFiniteDifferences(t, r, m.name, tc.name, tc.g, m.fwd, m.bwd)
@@ -273,7 +270,7 @@ func TestConvSameResultOnAnyThreadCount(t *testing.T) {
 			stride = 1
 		}
 		g := convCase(21, 4, 9, 8, 6, 3, 3, stride, 1, 1, 2)
-		if !m.ok(g, true) {
+		if !m.ok(g) {
 			t.Fatalf("%s does not take its own test geometry", m.name)
 		}
 		r := newTestRand(14)
@@ -300,31 +297,36 @@ func TestConvSameResultOnAnyThreadCount(t *testing.T) {
 
 // TestConvDirectRefusesOtherGeometry: the direct kernels panic, naming the
 // geometry, when handed one they do not compute (the planner never does),
-// rather than writing a wrong result.
+// rather than reading past a plane or writing a wrong result.
 func TestConvDirectRefusesOtherGeometry(t *testing.T) {
-	mustPanic := func(what, want string, f func()) {
-		t.Helper()
-		defer func() {
-			r := recover()
-			if msg, _ := r.(string); !strings.Contains(msg, want) {
-				t.Errorf("%s: recovered %v, want a panic saying %q", what, r, want)
+	for _, c := range []struct {
+		name string
+		g    Conv
+		want string
+	}{
+		{"stride 2", convCase(1, 2, 7, 7, 2, 3, 3, 2, 1, 1, 1), "stride 2x2"},
+		// Output rows 6 wide in a padded row stride of 5.
+		{"1x1 pad 1", convCase(1, 2, 5, 5, 2, 1, 1, 1, 1, 1, 1), "padding 1x1 of a 1x1 filter"},
+		{"3x3 dilation 2 pad 5", convCase(1, 2, 9, 9, 2, 3, 3, 1, 5, 2, 1), "padding 5x5 of a 3x3 filter dilated 2x2"},
+	} {
+		g := c.g
+		x, w := make([]float32, g.N*g.C*g.H*g.W), make([]float32, g.OC*g.C*g.KH*g.KW)
+		y := make([]float32, g.N*g.OC*g.OH*g.OW)
+		for _, dx := range [][]float32{nil, make([]float32, len(x))} {
+			for pass, f := range map[string]func(){
+				"forward":  func() { Conv2DDirectFwd(x, w, nil, y, g, ActNone, 0) },
+				"backward": func() { Conv2DDirectBwd(x, w, y, cloneF(y), dx, make([]float32, len(w)), nil, g, ActNone, 0) },
+			} {
+				func() {
+					defer func() {
+						r := recover()
+						if msg, _ := r.(string); !strings.Contains(msg, c.want) || !strings.Contains(msg, "needs stride 1 and padding within the filter's reach") {
+							t.Errorf("%s %s (dx %v): recovered %v, want a panic saying %q and why", c.name, pass, dx != nil, r, c.want)
+						}
+					}()
+					f()
+				}()
 			}
-		}()
-		f()
+		}
 	}
-	strided := convCase(1, 2, 7, 7, 2, 3, 3, 2, 1, 1, 1)
-	x, w := make([]float32, 2*49), make([]float32, 2*2*9)
-	y := make([]float32, 2*strided.OH*strided.OW)
-	mustPanic("stride 2 forward", "stride 2x2", func() { Conv2DDirectFwd(x, w, nil, y, strided, ActNone, 0) })
-	mustPanic("stride 2 backward", "stride 2x2", func() {
-		Conv2DDirectBwd(x, w, y, cloneF(y), nil, make([]float32, len(w)), nil, strided, ActNone, 0)
-	})
-	// A 1x1 filter padded by 1: dy would need negative padding for dx.
-	padded := convCase(1, 2, 5, 5, 2, 1, 1, 1, 1, 1, 1)
-	x, w = make([]float32, 2*25), make([]float32, 2*2)
-	y = make([]float32, 2*padded.OH*padded.OW)
-	mustPanic("dx past the filter's reach", "dx wanted true", func() {
-		Conv2DDirectBwd(x, w, y, cloneF(y), make([]float32, len(x)), make([]float32, len(w)), nil, padded, ActNone, 0)
-	})
-	Conv2DDirectBwd(x, w, y, cloneF(y), nil, make([]float32, len(w)), nil, padded, ActNone, 0) // without dx it applies
 }
