@@ -49,7 +49,7 @@ func (b *Backend) DevicePackage() string {
 }
 
 func gpuBackend(b *Backend, d *gpuDevice) *Backend {
-	d.backend = b.Name
+	d.backend, b.Target.Name = b.Name, b.Name
 	b.gpu, b.program = d, d.program
 	return b
 }
@@ -60,12 +60,13 @@ func (b *Backend) PlanOptions(o planner.Options) planner.Options {
 	return o
 }
 
-// gpuTarget is a GPU backend's planning rules: every convolution, forward
-// or backward, runs as im2col and the device's GEMM (method), with
-// gpu.ConvScratch of workspace, the im2col columns and output rows of a
-// round of images (emit/gpu lowers a convolution a round at a time).
-func gpuTarget(name, method string) planner.Target {
-	return planner.Target{Name: name, Conv: func(g planner.ConvGeom, _ planner.ConvPass) planner.ConvChoice {
+// gpuTarget is a GPU backend's planning rules (gpuBackend names them):
+// every convolution, forward or backward, runs as im2col and the device's
+// GEMM (method), with gpu.ConvScratch of workspace, the im2col columns and
+// output rows of a round of images (emit/gpu lowers a convolution a round
+// at a time).
+func gpuTarget(method string) planner.Target {
+	return planner.Target{Conv: func(g planner.ConvGeom, _ planner.ConvPass) planner.ConvChoice {
 		return planner.ConvChoice{Method: method, Scratch: gpu.ConvScratch(g)}
 	}}
 }
@@ -88,7 +89,7 @@ var (
 			}
 			return nil
 		},
-		Target: gpuTarget("metal", "im2col+mps"),
+		Target: gpuTarget("im2col+mps"),
 	}, &gpuDevice{dialect: gpu.Metal, pkg: "mps", fake: "fakemetal", about: []string{
 		"the plans' GEMMs run on MPSMatrixMultiplication and every other op on a",
 		"Metal kernel generated for its constant shapes (kernels.go), all recorded",
@@ -104,7 +105,7 @@ var (
 			}
 			return nil
 		},
-		Target: gpuTarget("cuda", "im2col+cublas"),
+		Target: gpuTarget("im2col+cublas"),
 	}, &gpuDevice{dialect: gpu.CUDA, pkg: "cuda", fake: "fakecuda", about: []string{
 		"the plans' GEMMs run on cuBLAS and every other op on a CUDA kernel",
 		"generated for its constant shapes (kernels.go, compiled by NVRTC at the",

@@ -134,3 +134,21 @@ func compare(t *testing.T, name string, got, want []float32) {
 		}
 	}
 }
+
+// TestBackendTargets: every backend plans with a rule of its own, named
+// after it, that gives every convolution a method.
+func TestBackendTargets(t *testing.T) {
+	g := planner.ConvGeom{N: 2, C: 3, H: 8, W: 8, OC: 4, OH: 8, OW: 8, KH: 3, KW: 3, SH: 1, SW: 1, PH: 1, PW: 1, DH: 1, DW: 1, Groups: 1}
+	for _, b := range Backends {
+		if b.Target.Name != b.Name || b.Target.Conv == nil {
+			t.Errorf("backend %s plans for target %q (rule set: %v)", b.Name, b.Target.Name, b.Target.Conv != nil)
+			continue
+		}
+		if o := b.PlanOptions(planner.Options{}); o.Target.Name != b.Name {
+			t.Errorf("backend %s: PlanOptions sets target %q", b.Name, o.Target.Name)
+		}
+		if c := b.Target.Conv(g, planner.ConvForward); c.Method == "" || c.Scratch < 0 {
+			t.Errorf("backend %s: a 3x3 convolution gets %+v", b.Name, c)
+		}
+	}
+}
