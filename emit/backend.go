@@ -21,10 +21,9 @@ type Backend struct {
 	// CheckTarget returns an error, for the user, when the backend cannot
 	// build for goos/goarch.
 	CheckTarget func(goos, goarch string) error
-	// ConvScratch and ConvMethod are the planner's rules for this backend's
-	// convolution kernels (planner.Options); nil means the CPU's.
-	ConvScratch func(planner.ConvGeom) int
-	ConvMethod  func(g planner.ConvGeom, backward, needDx bool) string
+	// Target is what the planner needs to know about this backend: how
+	// it computes each convolution and with how much scratch.
+	Target planner.Target
 	// program writes the program's module.
 	program func(in *Input) ([]File, error)
 	// gpu is the GPU family of a GPU backend, nil for the CPU.
@@ -50,15 +49,26 @@ func (b *Backend) DevicePackage() string {
 }
 
 func gpuBackend(b *Backend, d *gpuDevice) *Backend {
-	d.backend = b.Name
+	d.backend, b.Target.Name = b.Name, b.Name
 	b.gpu, b.program = d, d.program
 	return b
 }
 
 // PlanOptions returns o with the backend's planning rules set.
 func (b *Backend) PlanOptions(o planner.Options) planner.Options {
-	o.ConvScratch, o.ConvMethod = b.ConvScratch, b.ConvMethod
+	o.Target = b.Target
 	return o
+}
+
+// gpuTarget is a GPU backend's planning rules (gpuBackend names them):
+// every convolution, forward or backward, runs as im2col and the device's
+// GEMM (method), with gpu.ConvScratch of workspace, the im2col columns and
+// output rows of a round of images (emit/gpu lowers a convolution a round
+// at a time).
+func gpuTarget(method string) planner.Target {
+	return planner.Target{Conv: func(g planner.ConvGeom, _ planner.ConvPass) planner.ConvChoice {
+		return planner.ConvChoice{Method: method, Scratch: gpu.ConvScratch(g)}
+	}}
 }
 
 // The backends.
@@ -67,6 +77,7 @@ var (
 		Name:        "cpu",
 		Doc:         "a pure-Go program for the CPU of any Go target",
 		CheckTarget: func(goos, goarch string) error { return nil },
+		Target:      planner.CPU,
 		program:     cpuProgram,
 	}
 	Metal = gpuBackend(&Backend{
@@ -78,8 +89,7 @@ var (
 			}
 			return nil
 		},
-		ConvScratch: gpu.ConvScratch, // the GPU's im2col columns and output rows, a round of images at a time
-		ConvMethod:  func(planner.ConvGeom, bool, bool) string { return "im2col+mps" },
+		Target: gpuTarget("im2col+mps"),
 	}, &gpuDevice{dialect: gpu.Metal, pkg: "mps", fake: "fakemetal", about: []string{
 		"the plans' GEMMs run on MPSMatrixMultiplication and every other op on a",
 		"Metal kernel generated for its constant shapes (kernels.go), all recorded",
@@ -95,8 +105,7 @@ var (
 			}
 			return nil
 		},
-		ConvScratch: gpu.ConvScratch,
-		ConvMethod:  func(planner.ConvGeom, bool, bool) string { return "im2col+cublas" },
+		Target: gpuTarget("im2col+cublas"),
 	}, &gpuDevice{dialect: gpu.CUDA, pkg: "cuda", fake: "fakecuda", about: []string{
 		"the plans' GEMMs run on cuBLAS and every other op on a CUDA kernel",
 		"generated for its constant shapes (kernels.go, compiled by NVRTC at the",

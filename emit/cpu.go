@@ -398,6 +398,25 @@ func convLit(c *planner.ConvGeom) string {
 		c.N, c.C, c.H, c.W, c.OC, c.OH, c.OW, c.KH, c.KW, c.SH, c.SW, c.PH, c.PW, c.DH, c.DW, c.Groups)
 }
 
+// cpuConvKernels are the rt/cpu kernels of each CPU convolution method
+// (planner.CPU's choices), forward and backward. None takes scratch.
+var cpuConvKernels = map[string]struct{ fwd, bwd string }{
+	planner.ConvDirect:     {"Conv2DDirectFwd", "Conv2DDirectBwd"},
+	planner.ConvIm2colGemm: {"Conv2DIm2colFwd", "Conv2DIm2colBwd"},
+}
+
+// cpuConvKernel returns the rt/cpu kernels of a convolution step whose
+// plan recorded method: a CPU plan records one of the CPU's methods, and
+// the program calls it with no choice left for run time. A step planned
+// for another backend (the CPU reference of a GPU program's step, which
+// checks the GPU) runs what the CPU's rule chooses for its geometry.
+func cpuConvKernel(g planner.ConvGeom, pass planner.ConvPass, method string) struct{ fwd, bwd string } {
+	if k, ok := cpuConvKernels[method]; ok {
+		return k
+	}
+	return cpuConvKernels[planner.CPU.Conv(g, pass).Method]
+}
+
 // axisSplit returns outer, axis length and inner sizes of shape around axis.
 func axisSplit(shape []int, axis int) (int, int, int, error) {
 	if axis < 0 || axis >= len(shape) {
@@ -447,11 +466,8 @@ func (g *generator) kernelCall(st planner.Step, in, out []operand, training bool
 		if err != nil {
 			return "", err
 		}
-		cols := "nil"
-		if len(out) > 1 {
-			cols = out[1].slice()
-		}
-		return fmt.Sprintf("cpu.Conv2DFwd(%s, %s, %s, %s, %s, %s, %s, %s)", in[0].slice(), in[1].slice(), in[2].slice(), out[0].slice(), cols, convLit(a.Conv), ac, float(a.Alpha)), nil
+		k := cpuConvKernel(*a.Conv, planner.ConvForward, a.Method)
+		return fmt.Sprintf("cpu.%s(%s, %s, %s, %s, %s, %s, %s)", k.fwd, in[0].slice(), in[1].slice(), in[2].slice(), out[0].slice(), convLit(a.Conv), ac, float(a.Alpha)), nil
 	case planner.KConv2DBwd:
 		if err := need(in, 5, "input"); err != nil {
 			return "", err
@@ -459,11 +475,19 @@ func (g *generator) kernelCall(st planner.Step, in, out []operand, training bool
 		if err := need(out, 3, "output"); err != nil {
 			return "", err
 		}
+		if a.Conv == nil {
+			return "", fmt.Errorf("conv2d_bwd without geometry")
+		}
 		ac, err := act(a.Act)
 		if err != nil {
 			return "", err
 		}
-		return fmt.Sprintf("cpu.Conv2DBwd(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)", in[0].slice(), in[1].slice(), in[2].slice(), in[3].slice(), in[4].slice(),
+		pass := planner.ConvBackward
+		if out[0].param == "" {
+			pass = planner.ConvBackwardNoDx
+		}
+		k := cpuConvKernel(*a.Conv, pass, a.Method)
+		return fmt.Sprintf("cpu.%s(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)", k.bwd, in[0].slice(), in[1].slice(), in[2].slice(), in[3].slice(),
 			out[0].slice(), out[1].slice(), out[2].slice(), convLit(a.Conv), ac, float(a.Alpha)), nil
 	case planner.KMaxPool2D, planner.KAvgPool2D:
 		fn := map[planner.Kernel]string{planner.KMaxPool2D: "MaxPool2DFwd", planner.KAvgPool2D: "AvgPool2DFwd"}[st.Kernel]

@@ -484,21 +484,6 @@ func (g *gpuGen) renderStep(mp *gpuPlan, short string, i int, st planner.Step, o
 		}
 		outs = append(outs, o)
 	}
-	// The CPU kernels need their own convolution scratch (a different
-	// layout and size from the GPU's columns).
-	if st.Kernel == planner.KConv2D || st.Kernel == planner.KConv2DBwd {
-		c := st.Attr.Conv
-		if c == nil {
-			return "", "", fmt.Errorf("convolution without geometry")
-		}
-		cols := fmt.Sprintf("make([]float32, %s.ColsSize())", convLit(c))
-		if st.Kernel == planner.KConv2D && len(outs) > 1 {
-			outs[1].param = cols
-		}
-		if st.Kernel == planner.KConv2DBwd && len(ins) > 4 {
-			ins[4].param = cols
-		}
-	}
 	var body string
 	var c stepCall
 	if st.Kernel == planner.KDropout && training && st.Attr.Rate > 0 {

@@ -3,7 +3,6 @@ package planner
 import (
 	"fmt"
 
-	"github.com/mlbuild/mlbuild/rt/cpu"
 	"github.com/mlbuild/mlbuild/spec"
 )
 
@@ -18,14 +17,9 @@ type Options struct {
 	Training bool
 	// Fusion runs the fusion passes; turning it off measures their effect.
 	Fusion bool
-	// ConvScratch returns the number of float32 elements of im2col scratch one
-	// convolution step needs, so each backend sizes it for its own kernels;
-	// nil uses DefaultConvScratch (the CPU kernels' need).
-	ConvScratch func(ConvGeom) int
-	// ConvMethod names how the backend computes a convolution of geometry g
-	// (forward, or backward with or without the input gradient); nil uses
-	// DefaultConvMethod, the CPU kernels' rule.
-	ConvMethod func(g ConvGeom, backward, needDx bool) string
+	// Target is the backend the plan is for: its rules choose each
+	// convolution's method and scratch. The zero Target means CPU.
+	Target Target
 	// MemoryLimit is the most bytes the state and work arenas may take
 	// together; 0 means no limit.
 	MemoryLimit int64
@@ -51,10 +45,11 @@ func (e *Error) Error() string {
 	return fmt.Sprintf("%slayer %s: %s", where, e.Layer, e.Msg)
 }
 
-// Build plans m: it runs the passes in order (lower, add the loss, fuse,
-// differentiate, optimize, measure costs, assign buffers) and checks the
-// plan's invariants with Verify after each one, so that a bug in one pass is
-// reported at that pass and not as a wrong number at run time.
+// Build plans m for opts.Target: it runs the passes in order (lower, add
+// the loss, fuse, differentiate, optimize, choose methods, measure costs,
+// assign buffers) and checks the plan's invariants with Verify after each
+// one, so that a bug in one pass is reported at that pass and not as a
+// wrong number at run time.
 func Build(m *spec.Model, opts Options) (*Plan, error) {
 	if m == nil || len(m.Nodes) == 0 {
 		return nil, fmt.Errorf("planner: the model has no layers")
@@ -67,11 +62,11 @@ func Build(m *spec.Model, opts Options) (*Plan, error) {
 		return nil, &Error{Pos: m.Nodes[0].Pos, Layer: m.Nodes[0].Name,
 			Msg: "no batch size: the spec's training.batchSize is not set and none was given"}
 	}
-	scratch := opts.ConvScratch
-	if scratch == nil {
-		scratch = DefaultConvScratch
+	target := opts.Target
+	if target.Conv == nil {
+		target = CPU
 	}
-	p, err := lower(m, batch, opts.Training, scratch)
+	p, err := lower(m, batch, opts.Training)
 	if err != nil {
 		return nil, err
 	}
@@ -115,11 +110,12 @@ func Build(m *spec.Model, opts Options) (*Plan, error) {
 			return nil, err
 		}
 	}
-	convMethod := opts.ConvMethod
-	if convMethod == nil {
-		convMethod = DefaultConvMethod
+	if err := chooseMethods(p, target); err != nil {
+		return nil, positioned(m, err)
 	}
-	chooseMethods(p, convMethod)
+	if err := check("chooseMethods"); err != nil {
+		return nil, err
+	}
 	measureCosts(p)
 	if err := assignBuffers(p, opts.MemoryLimit); err != nil {
 		return nil, positioned(m, err)
@@ -150,31 +146,4 @@ func positioned(m *spec.Model, err error) error {
 		}
 	}
 	return err
-}
-
-// DefaultConvMethod is the CPU kernels' choice between a direct
-// convolution and im2col + GEMM (rt/cpu's Conv.ForwardMethod and
-// BackwardMethod), so that the plan shows what the CPU program runs.
-func DefaultConvMethod(g ConvGeom, backward, needDx bool) string {
-	c := cpuConv(g)
-	if backward {
-		return c.BackwardMethod(needDx)
-	}
-	return c.ForwardMethod()
-}
-
-func cpuConv(g ConvGeom) cpu.Conv {
-	return cpu.Conv{
-		N: g.N, C: g.C, H: g.H, W: g.W, OC: g.OC, OH: g.OH, OW: g.OW,
-		KH: g.KH, KW: g.KW, SH: g.SH, SW: g.SW, PH: g.PH, PW: g.PW,
-		DH: g.DH, DW: g.DW, Groups: g.Groups,
-	}
-}
-
-// DefaultConvScratch is the im2col scratch the CPU kernels need for one
-// convolution step (rt/cpu's Conv.ColsSize: a few images' columns at once,
-// none for a pointwise convolution), so that a CPU plan's buffers are
-// exactly what its kernels use.
-func DefaultConvScratch(g ConvGeom) int {
-	return cpuConv(g).ColsSize()
 }

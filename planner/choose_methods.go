@@ -1,23 +1,61 @@
 package planner
 
-// chooseMethods records, on every conv2d and conv2d_bwd step, how the
-// backend will compute it (Attr.Method), so that `mlbuild plan` shows the
-// choice and the cache key covers it.
+import "fmt"
+
+// chooseMethods asks the target, for every conv2d and conv2d_bwd step, how
+// the backend computes it, and records the answer in the plan: the method
+// in Attr.Method (so that the emitter calls that kernel, `mlbuild plan`
+// shows it and the cache key covers it) and the method's scratch as the
+// step's workspace operand.
 //
 // Before: the plan is lowered and, when training, differentiated (whether
-// a conv2d_bwd computes dx is final). After: every convolution step has a
-// non-empty Method; nothing else changed.
-func chooseMethods(p *Plan, method func(g ConvGeom, backward, needDx bool) string) {
+// a conv2d_bwd computes dx is final); no convolution step has a Method or
+// a workspace (Out[1] of conv2d and In[4] of conv2d_bwd are NoBuf).
+// After: every convolution step has the target's Method; a step whose
+// method needs scratch has a workspace, a new scratch buffer of that many
+// float32s appended to Buffers (LAYER.cols forward, LAYER.bwd_cols
+// backward); a method that needs none leaves the operand NoBuf, so no
+// empty buffer reaches the program. Nothing else changed.
+func chooseMethods(p *Plan, t Target) error {
+	taken := map[string]bool{}
+	for _, b := range p.Buffers {
+		taken[b.Name] = true
+	}
+	name := func(base string) string {
+		n := base
+		for i := 2; taken[n]; i++ {
+			n = fmt.Sprintf("%s.%d", base, i)
+		}
+		taken[n] = true
+		return n
+	}
 	for _, ph := range []Phase{p.Forward, p.Backward} {
 		for i := range ph {
 			s := &ph[i]
+			var pass ConvPass
+			var slot *BufID
+			var suffix string
 			switch s.Kernel {
 			case KConv2D:
-				s.Attr.Method = method(*s.Attr.Conv, false, false)
+				pass, slot, suffix = ConvForward, &s.Out[1], ".cols"
 			case KConv2DBwd:
-				needDx := len(s.Out) > 0 && s.Out[0] != NoBuf
-				s.Attr.Method = method(*s.Attr.Conv, true, needDx)
+				pass, slot, suffix = ConvBackward, &s.In[4], ".bwd_cols"
+				if s.Out[0] == NoBuf {
+					pass = ConvBackwardNoDx
+				}
+			default:
+				continue
+			}
+			c := t.Conv(*s.Attr.Conv, pass)
+			if c.Method == "" || c.Scratch < 0 {
+				return &Error{Layer: s.Layer, Msg: fmt.Sprintf("the %s backend gives its %s convolution the method %q and %d float32s of scratch (a bug in mlbuild)",
+					t.Name, pass, c.Method, c.Scratch)}
+			}
+			s.Attr.Method = c.Method
+			if c.Scratch > 0 {
+				*slot = p.addBuffer(name(s.Layer+suffix), KindScratch, []int{c.Scratch})
 			}
 		}
 	}
+	return nil
 }

@@ -1,42 +1,182 @@
 package planner
 
-import "testing"
+import (
+	"bytes"
+	"slices"
+	"strings"
+	"testing"
 
-// TestChooseMethods: every convolution step of a training plan records how
-// it runs; the first conv's backward, which needs no dx, and stride-1
-// layers run direct on the CPU, and a backend's own rule replaces the
-// CPU's.
-func TestChooseMethods(t *testing.T) {
-	p := mustBuild(t, lenet5(), Options{Training: true, Fusion: true})
-	seen := 0
+	"github.com/mlbuild/mlbuild/spec"
+)
+
+// convSteps returns the conv2d and conv2d_bwd steps of p in phase order.
+func convSteps(p *Plan) []Step {
+	var out []Step
 	for _, ph := range []Phase{p.Forward, p.Backward} {
 		for _, s := range ph {
-			if s.Kernel != KConv2D && s.Kernel != KConv2DBwd {
-				continue
-			}
-			seen++
-			if s.Attr.Method != "direct" {
-				t.Errorf("%s %s: method %q, want direct for a stride-1 convolution", s.Kernel, s.Layer, s.Attr.Method)
+			if s.Kernel == KConv2D || s.Kernel == KConv2DBwd {
+				out = append(out, s)
 			}
 		}
 	}
-	if seen != 4 {
-		t.Errorf("saw %d convolution steps, want 4", seen)
+	return out
+}
+
+// workspace returns a convolution step's scratch operand.
+func workspace(s Step) BufID {
+	if s.Kernel == KConv2D {
+		return s.Out[1]
 	}
-	gpu := mustBuild(t, lenet5(), Options{Training: true, Fusion: true,
-		ConvMethod: func(g ConvGeom, backward, needDx bool) string {
-			if backward && !needDx {
-				return "gpu-no-dx"
-			}
-			return "gpu"
-		}})
-	for _, s := range gpu.Backward {
-		if s.Kernel == KConv2DBwd && s.Layer == "conv1" && s.Attr.Method != "gpu-no-dx" {
-			t.Errorf("first conv's backward: method %q, want the backend's no-dx choice", s.Attr.Method)
+	return s.In[4]
+}
+
+// TestChooseMethodsCPU: on the CPU (the default target) every convolution
+// step of LeNet-5 (stride 1 throughout) records the direct method, and no
+// step has a workspace: the plan holds no empty scratch buffer at all.
+func TestChooseMethodsCPU(t *testing.T) {
+	p := mustBuild(t, lenet5(), Options{Training: true, Fusion: true})
+	steps := convSteps(p)
+	if len(steps) != 4 {
+		t.Fatalf("saw %d convolution steps, want 4", len(steps))
+	}
+	for _, s := range steps {
+		if s.Attr.Method != ConvDirect {
+			t.Errorf("%s %s: method %q, want %q for a stride-1 convolution", s.Kernel, s.Layer, s.Attr.Method, ConvDirect)
+		}
+		if ws := workspace(s); ws != NoBuf {
+			t.Errorf("%s %s: workspace %s, but no CPU method needs one", s.Kernel, s.Layer, p.Buffers[ws].Name)
 		}
 	}
-	g := ConvGeom{N: 2, C: 3, H: 9, W: 9, OC: 4, OH: 4, OW: 4, KH: 3, KW: 3, SH: 2, SW: 2, DH: 1, DW: 1, Groups: 1}
-	if m := DefaultConvMethod(g, false, false); m != "im2col+gemm" {
-		t.Errorf("a stride-2 convolution runs %q on the CPU, want im2col+gemm", m)
+	for _, b := range p.Buffers {
+		if b.Size == 0 || strings.Contains(b.Name, "cols") {
+			t.Errorf("buffer %s (%s, %d float32s) left in a CPU plan", b.Name, b.Kind, b.Size)
+		}
+	}
+}
+
+// TestChooseMethodsTarget: a backend's own rule replaces the CPU's; the
+// plan records its method per pass and gives each step exactly the
+// scratch it asks for, as a buffer of the step's own that the memory plan
+// places.
+func TestChooseMethodsTarget(t *testing.T) {
+	var asked []ConvPass
+	target := Target{Name: "test", Conv: func(g ConvGeom, pass ConvPass) ConvChoice {
+		asked = append(asked, pass)
+		switch pass {
+		case ConvForward:
+			return ConvChoice{Method: "fwd", Scratch: g.C * g.KH * g.KW}
+		case ConvBackward:
+			return ConvChoice{Method: "bwd", Scratch: 7}
+		}
+		return ConvChoice{Method: "bwd-no-dx"}
+	}}
+	p := mustBuild(t, lenet5(), Options{Training: true, Fusion: true, Target: target})
+	if wantAsked := []ConvPass{ConvForward, ConvForward, ConvBackward, ConvBackwardNoDx}; !slices.Equal(asked, wantAsked) {
+		t.Errorf("the rule was asked for %v, want %v (conv1, conv2 forward; conv2 backward with dx, conv1 without)", asked, wantAsked)
+	}
+	want := map[string]struct {
+		method  string
+		scratch string // the workspace's name, "" for none
+		size    int
+	}{
+		"conv2d conv1":     {"fwd", "conv1.cols", 1 * 5 * 5},
+		"conv2d conv2":     {"fwd", "conv2.cols", 6 * 5 * 5},
+		"conv2d_bwd conv2": {"bwd", "conv2.bwd_cols", 7},
+		"conv2d_bwd conv1": {"bwd-no-dx", "", 0},
+	}
+	for _, s := range convSteps(p) {
+		key := string(s.Kernel) + " " + s.Layer
+		w, ok := want[key]
+		if !ok {
+			t.Errorf("unexpected step %s", key)
+			continue
+		}
+		if s.Attr.Method != w.method {
+			t.Errorf("%s: method %q, want %q", key, s.Attr.Method, w.method)
+		}
+		ws := workspace(s)
+		switch {
+		case w.scratch == "" && ws != NoBuf:
+			t.Errorf("%s: workspace %s, want none", key, p.Buffers[ws].Name)
+		case w.scratch != "" && ws == NoBuf:
+			t.Errorf("%s: no workspace, want %s", key, w.scratch)
+		case w.scratch != "":
+			b := p.Buffers[ws]
+			if b.Name != w.scratch || b.Kind != KindScratch || b.Size != w.size || b.Arena != ArenaWork {
+				t.Errorf("%s: workspace %s %s of %d float32s in arena %q, want scratch %s of %d in the work arena",
+					key, b.Name, b.Kind, b.Size, b.Arena, w.scratch, w.size)
+			}
+		}
+	}
+}
+
+// TestCPUConvRule: the CPU runs the direct method wherever rt/cpu's
+// direct kernels apply (stride 1, padding within the filter's reach) and
+// im2col + GEMM elsewhere, in every pass, with no scratch from the plan.
+func TestCPUConvRule(t *testing.T) {
+	geom := func(k, s, p, d int) ConvGeom {
+		return ConvGeom{N: 2, C: 3, H: 9, W: 9, OC: 4, OH: 4, OW: 4, KH: k, KW: k, SH: s, SW: s, PH: p, PW: p, DH: d, DW: d, Groups: 1}
+	}
+	for _, c := range []struct {
+		name string
+		g    ConvGeom
+		want [3]string // forward, backward, backward without dx
+	}{
+		{"5x5 pad 2", geom(5, 1, 2, 1), [3]string{ConvDirect, ConvDirect, ConvDirect}},
+		{"3x3 stride 2", geom(3, 2, 1, 1), [3]string{ConvIm2colGemm, ConvIm2colGemm, ConvIm2colGemm}},
+		{"1x1 pad 1", geom(1, 1, 1, 1), [3]string{ConvIm2colGemm, ConvIm2colGemm, ConvIm2colGemm}},
+		{"3x3 dilation 2 pad 4", geom(3, 1, 4, 2), [3]string{ConvDirect, ConvDirect, ConvDirect}},
+		{"3x3 dilation 2 pad 5", geom(3, 1, 5, 2), [3]string{ConvIm2colGemm, ConvIm2colGemm, ConvIm2colGemm}},
+		{"3x3 pad 1x3", func() ConvGeom { g := geom(3, 1, 1, 1); g.PW = 3; return g }(), [3]string{ConvIm2colGemm, ConvIm2colGemm, ConvIm2colGemm}},
+		{"unset stride and dilation", geom(3, 0, 1, 0), [3]string{ConvDirect, ConvDirect, ConvDirect}},
+		{"stride 2 across only", func() ConvGeom { g := geom(3, 1, 1, 1); g.SW = 2; return g }(), [3]string{ConvIm2colGemm, ConvIm2colGemm, ConvIm2colGemm}},
+	} {
+		for i, pass := range []ConvPass{ConvForward, ConvBackward, ConvBackwardNoDx} {
+			got := CPU.Conv(c.g, pass)
+			if got != (ConvChoice{Method: c.want[i]}) {
+				t.Errorf("%s, %s: %+v, want method %q and no scratch", c.name, pass, got, c.want[i])
+			}
+		}
+	}
+}
+
+// TestChooseMethodsBadRule: a target whose rule names no method is
+// reported as an error naming the layer, not a panic or an empty call.
+func TestChooseMethodsBadRule(t *testing.T) {
+	bad := Target{Name: "broken", Conv: func(ConvGeom, ConvPass) ConvChoice { return ConvChoice{Scratch: -1} }}
+	_, err := Build(lenet5(), Options{Training: true, Target: bad})
+	if err == nil || !strings.Contains(err.Error(), "conv1") || !strings.Contains(err.Error(), "broken") {
+		t.Errorf("Build with a rule that gives no method: error %v, want one naming conv1 and the broken backend", err)
+	}
+}
+
+// TestPlanTextShowsMethods: `mlbuild plan` prints each convolution step's
+// recorded method, and an absent workspace as "-", never an empty buffer.
+func TestPlanTextShowsMethods(t *testing.T) {
+	b := newModel("strided", 1, 12, 12)
+	b.conv("conv1", 4, 3, 1)
+	b.add(spec.Node{Name: "conv2", Op: spec.OpConv2D, OutChannels: 4, Kernel: [2]int{3, 3},
+		Stride: [2]int{2, 2}, Padding: [2]int{1, 1}, Dilation: [2]int{1, 1}, Groups: 1, Bias: true},
+		func(in [][]int) []int { return []int{4, 6, 6} })
+	b.flatten("flat")
+	b.dense("fc", 10)
+	p := mustBuild(t, b.model(), Options{Batch: 2, Training: true})
+	var text bytes.Buffer
+	if err := WriteText(&text, p); err != nil {
+		t.Fatal(err)
+	}
+	out := text.String()
+	for _, want := range []string{
+		"conv2d(k3x3 s1 p1 direct)  conv1  [2,1,12,12] [4,1,3,3] [4] -> [2,4,12,12] -",
+		"conv2d(k3x3 s2 p1 im2col+gemm)  conv2  [2,4,12,12] [4,4,3,3] [4] -> [2,4,6,6] -",
+		"conv2d_bwd(k3x3 s2 p1 im2col+gemm)",
+		"conv2d_bwd(k3x3 s1 p1 direct)",
+	} {
+		if !strings.Contains(strings.Join(strings.Fields(out), " "), strings.Join(strings.Fields(want), " ")) {
+			t.Errorf("plan text lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "cols") {
+		t.Errorf("plan text names a convolution workspace, but CPU methods take none:\n%s", out)
 	}
 }

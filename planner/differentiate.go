@@ -252,9 +252,8 @@ func (d *differentiation) backward(s Step) {
 		bwd.Attr = Attr{Act: s.Attr.Act, Alpha: s.Attr.Alpha}
 	case KConv2D:
 		newGrads(0)
-		cols := p.addBuffer(d.name(s.Layer+".bwd_cols"), KindScratch, p.shapeOf(s.Out[1]))
 		bwd.Kernel = KConv2DBwd
-		bwd.In = []BufID{s.In[0], s.In[1], y, dy, cols}
+		bwd.In = []BufID{s.In[0], s.In[1], y, dy, NoBuf} // the workspace, sized by chooseMethods
 		bwd.Out = []BufID{grads[0], pg(s.In[1]), pg(s.In[2])}
 		bwd.Attr = Attr{Conv: s.Attr.Conv, Act: s.Attr.Act, Alpha: s.Attr.Alpha}
 	case KMaxPool2D:

@@ -17,9 +17,9 @@ import (
 // dimension first, the Forward phase, and Output. Flatten and reshape (and
 // dropout in an inference plan) are views of their input with no step.
 // Backward, Update and the memory plan are empty.
-func lower(m *spec.Model, batch int, training bool, convScratch func(ConvGeom) int) (*Plan, error) {
+func lower(m *spec.Model, batch int, training bool) (*Plan, error) {
 	l := &lowering{
-		m: m, batch: batch, training: training, convScratch: convScratch,
+		m: m, batch: batch, training: training,
 		p: &Plan{
 			Model: m.Name, Batch: batch, Training: training,
 			Input: NoBuf, Labels: NoBuf, Output: NoBuf, Loss: NoBuf,
@@ -52,13 +52,12 @@ func lower(m *spec.Model, batch int, training bool, convScratch func(ConvGeom) i
 
 // lowering is the state of one lower call.
 type lowering struct {
-	m           *spec.Model
-	p           *Plan
-	batch       int
-	training    bool
-	convScratch func(ConvGeom) int
-	value       map[string]BufID // node name -> buffer holding its output
-	params      map[string]BufID // param name -> buffer
+	m        *spec.Model
+	p        *Plan
+	batch    int
+	training bool
+	value    map[string]BufID // node name -> buffer holding its output
+	params   map[string]BufID // param name -> buffer
 }
 
 // fail makes a positioned error about node n.
@@ -400,8 +399,8 @@ func (l *lowering) lowerWindow(n *spec.Node) error {
 	y := l.output(n)
 	switch n.Op {
 	case spec.OpConv2D:
-		cols := l.p.addBuffer(n.Name+".cols", KindScratch, []int{l.convScratch(g)})
-		l.emit(n, KConv2D, []BufID{x, l.param(n, "weight"), l.param(n, "bias")}, []BufID{y, cols}, Attr{Conv: &g})
+		// The workspace (Out[1]) is the backend's to size: chooseMethods.
+		l.emit(n, KConv2D, []BufID{x, l.param(n, "weight"), l.param(n, "bias")}, []BufID{y, NoBuf}, Attr{Conv: &g})
 	case spec.OpMaxPool2D:
 		l.emit(n, KMaxPool2D, []BufID{x}, []BufID{y}, Attr{Conv: &g})
 	case spec.OpAvgPool2D:

@@ -95,7 +95,7 @@ func TestLowerForward(t *testing.T) {
 	}
 	for _, tc := range tests {
 		m := tc.model()
-		p, err := lower(m, 3, true, DefaultConvScratch)
+		p, err := lower(m, 3, true)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -462,6 +462,7 @@ func TestVerifyCatches(t *testing.T) {
 		}, "itself a view"},
 		{"backward kernel forward", func(p *Plan) { p.Forward[0].Kernel = KGemmBwd }, "phase"},
 		{"unfusable act", func(p *Plan) { p.Forward[0].Attr.Act = "gelu" }, "cannot be fused"},
+		{"empty scratch", func(p *Plan) { p.addBuffer("fc1.cols", KindScratch, []int{0}) }, "has an empty axis"},
 	}
 	for _, tc := range tests {
 		p := mustBuild(t, mlp(), Options{Batch: 2, Training: true})

@@ -8,9 +8,9 @@
 // steps), loss.go, fuse_epilogue.go, fuse_elementwise.go (fusion rewrites the
 // forward pass before differentiation, so backward kernels inherit the fused
 // Act and Chain), differentiate.go, optimize.go (optimizer updates),
-// choose_methods.go (how each convolution runs), measure_costs.go,
-// assign_buffers.go. Verify checks the invariants that
-// must hold between passes.
+// choose_methods.go (how each convolution runs on the plan's Target, and
+// the scratch it needs: target.go), measure_costs.go, assign_buffers.go.
+// Verify checks the invariants that must hold between passes.
 package planner
 
 // BufID indexes Plan.Buffers. NoBuf marks an optional operand that is absent.
@@ -84,10 +84,11 @@ const (
 	// KGemm: dense layer y = act(x·Wᵀ + b).
 	// In: x [B,K], W [N,K], b [N] (optional). Out: y [B,N]. Attr: Act, Alpha.
 	KGemm Kernel = "gemm"
-	// KConv2D: y = act(conv(x, W) + b) by im2col + GEMM.
+	// KConv2D: y = act(conv(x, W) + b), by the backend's Attr.Method.
 	// In: x [B,C,H,W], W [OC,C/G,KH,KW], b [OC] (optional).
-	// Out: y [B,OC,OH,OW], cols (scratch, [C/G*KH*KW, OH*OW]·G... see Attr.Conv).
-	// Attr: Conv, Act, Alpha.
+	// Out: y [B,OC,OH,OW], cols (optional scratch: the method's workspace,
+	// sized by the target; absent when the method needs none).
+	// Attr: Conv, Act, Alpha, Method.
 	KConv2D Kernel = "conv2d"
 	// KMaxPool2D, KAvgPool2D: In: x [B,C,H,W]. Out: y [B,C,OH,OW]. Attr: Conv (kernel, stride, padding, dilation; Groups unused).
 	KMaxPool2D Kernel = "maxpool2d"
@@ -137,9 +138,10 @@ const (
 	// KGemmBwd: In: x, W, y, dy. Out: dx (optional), dW, db (optional). Attr: Act, Alpha
 	// (the activation's derivative is taken from y).
 	KGemmBwd Kernel = "gemm_bwd"
-	// KConv2DBwd: In: x, W, y, dy, cols (scratch). Out: dx (optional), dW, db (optional). Attr: Conv, Act, Alpha.
-	// cols is a workspace of the backward step's own (nothing is read from
-	// it), the same size as the forward step's cols.
+	// KConv2DBwd: In: x, W, y, dy, cols (optional scratch). Out: dx (optional), dW, db (optional).
+	// Attr: Conv, Act, Alpha, Method. cols is a workspace of the backward
+	// step's own (nothing is read from it), sized by the target for the
+	// backward method; absent when the method needs none.
 	KConv2DBwd Kernel = "conv2d_bwd"
 	// KMaxPool2DBwd: In: x, y, dy. Out: dx. KAvgPool2DBwd: In: dy. Out: dx.
 	// KGlobalAvgPoolBwd: In: dy [B,C]. Out: dx [B,C,H,W...].
@@ -212,7 +214,8 @@ type Attr struct {
 	WeightDecay float64   `json:"weightDecay,omitempty"`
 	Decoupled   bool      `json:"decoupled,omitempty"`
 	// Method is how the backend computes a conv2d or conv2d_bwd step
-	// ("direct" or "im2col+gemm" on the CPU), chosen by choose_methods.go.
+	// (ConvDirect or ConvIm2colGemm on the CPU), chosen by the plan's
+	// Target in choose_methods.go; the emitter calls that method's kernel.
 	Method string `json:"method,omitempty"`
 }
 

@@ -81,7 +81,7 @@ func verifyBuffers(p *Plan) error {
 			return fmt.Errorf("buffer %s: unknown kind %q", b.Name, b.Kind)
 		}
 		for _, d := range b.Shape {
-			if d < 1 && !(d == 0 && b.Kind == KindScratch) {
+			if d < 1 {
 				return fmt.Errorf("buffer %s: shape %s has an empty axis", b.Name, shapeString(b.Shape))
 			}
 		}
@@ -214,7 +214,7 @@ var operands = map[Kernel]struct {
 	optIn, optOut []int
 }{
 	KGemm:             {3, 1, []int{2}, nil},
-	KConv2D:           {3, 2, []int{2}, nil},
+	KConv2D:           {3, 2, []int{2}, []int{1}},
 	KMaxPool2D:        {1, 1, nil, nil},
 	KAvgPool2D:        {1, 1, nil, nil},
 	KGlobalAvgPool:    {1, 1, nil, nil},
@@ -230,7 +230,7 @@ var operands = map[Kernel]struct {
 	KSoftmaxXent:      {2, 2, nil, nil},
 	KMSE:              {2, 2, nil, nil},
 	KGemmBwd:          {4, 3, nil, []int{0, 2}},
-	KConv2DBwd:        {5, 3, nil, []int{0, 2}},
+	KConv2DBwd:        {5, 3, []int{4}, []int{0, 2}},
 	KMaxPool2DBwd:     {3, 1, nil, nil},
 	KAvgPool2DBwd:     {1, 1, nil, nil},
 	KGlobalAvgPoolBwd: {1, 1, nil, nil},

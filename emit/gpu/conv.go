@@ -37,8 +37,8 @@ func convScratchPerImage(g planner.ConvGeom) int { return (g.C*g.KH*g.KW + g.OC)
 // convolution step with geometry g: rounds of as many images as fit in
 // 64 MiB of columns and output rows (the whole batch when it fits), the
 // rounds balanced so the last is not a small remainder, or one image's
-// columns when not even two images fit. Plans for a GPU backend are built
-// with planner.Options{ConvScratch: gpu.ConvScratch}; Lower reads the round
+// columns when not even two images fit. A GPU backend's planner.Target
+// asks for it (emit's gpuTarget); Lower reads the round
 // size back from the scratch buffer's size, so any size that holds one
 // image's columns lowers correctly.
 func ConvScratch(g planner.ConvGeom) int {
@@ -62,7 +62,7 @@ func convRoundImages(g planner.ConvGeom, scratch int) (int, error) {
 	if scratch >= convColsPerImage(g) {
 		return 1, nil
 	}
-	return 0, fmt.Errorf("convolution scratch of %d float32s is smaller than one image's columns (C·KH·KW·OH·OW = %d); plan with planner.Options{ConvScratch: gpu.ConvScratch}",
+	return 0, fmt.Errorf("convolution scratch of %d float32s is smaller than one image's columns (C·KH·KW·OH·OW = %d); plan with a Target whose convolution scratch is gpu.ConvScratch",
 		scratch, convColsPerImage(g))
 }
 

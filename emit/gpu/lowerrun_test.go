@@ -259,7 +259,7 @@ func cpuFusedAct(t *testing.T, act string) cpu.Act {
 // TestLoweredConvMatchesCPU lowers whole convolution layers, forward and
 // backward, runs every op (kernels through the dialect's g++ shim, GEMMs by
 // refGemm, in program order) and compares y, dx, dW and db with rt/cpu's
-// Conv2DFwd and Conv2DBwd. The layers cover rounds of several images with a
+// Conv2DIm2colFwd and Conv2DIm2colBwd. The layers cover rounds of several images with a
 // batch that is not a multiple of the round, the whole batch in one round,
 // one image at a time (GEMMs straight into y and dy), groups, stride,
 // padding, dilation, and absent bias and dx. Scratch starts as NaN and every
@@ -352,11 +352,10 @@ func TestLoweredConvMatchesCPU(t *testing.T) {
 					dx = make([]float32, len(initial[lb.x]))
 				}
 				y := make([]float32, len(initial[lb.y]))
-				cols := make([]float32, g.ColsSize())
-				cpu.Conv2DFwd(initial[lb.x], initial[lb.w], b, y, cols, g, act, c.alpha)
+				cpu.Conv2DIm2colFwd(initial[lb.x], initial[lb.w], b, y, g, act, c.alpha) // the CPU method that takes every geometry
 				dy := append([]float32(nil), initial[lb.dy]...)
 				dw := make([]float32, len(initial[lb.w]))
-				cpu.Conv2DBwd(initial[lb.x], initial[lb.w], y, dy, cols, dx, dw, db, g, act, c.alpha)
+				cpu.Conv2DIm2colBwd(initial[lb.x], initial[lb.w], y, dy, dx, dw, db, g, act, c.alpha)
 				compare := func(what string, got, want []float32) {
 					t.Helper()
 					worst, at := 0.0, 0

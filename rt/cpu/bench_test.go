@@ -6,7 +6,7 @@ import "testing"
 // conv16@5x5 pad2 - pool - conv32@5x5 pad2 - pool - dense128 - dense10.
 type flagship struct {
 	c1, p1, c2, p2                                                                    Conv
-	x, w1, b1, y1, s1, w2, b2, y2, s2, w3, b3, y3, w4, b4, y4, cols                   []float32
+	x, w1, b1, y1, s1, w2, b2, y2, s2, w3, b3, y3, w4, b4, y4                         []float32
 	dy4, dy3, dx3, dw3, db3, dw4, db4, ds2, dy2, dw2, db2, ds1, dy1, dw1, db1, labels []float32
 }
 
@@ -23,7 +23,6 @@ func newFlagship(batch int) *flagship {
 	f.w2, f.b2, f.y2, f.s2 = randSlice(r, 32*16*25, 0.05), randSlice(r, 32, 0.05), make([]float32, batch*32*196), make([]float32, batch*32*49)
 	f.w3, f.b3, f.y3 = randSlice(r, 128*1568, 0.03), randSlice(r, 128, 0.03), make([]float32, batch*128)
 	f.w4, f.b4, f.y4 = randSlice(r, 10*128, 0.1), randSlice(r, 10, 0.1), make([]float32, batch*10)
-	f.cols = make([]float32, max(f.c1.ColsSize(), f.c2.ColsSize()))
 	f.dy4, f.dy3, f.dx3 = make([]float32, len(f.y4)), make([]float32, len(f.y3)), make([]float32, len(f.s2))
 	f.dw3, f.db3, f.dw4, f.db4 = make([]float32, len(f.w3)), make([]float32, 128), make([]float32, len(f.w4)), make([]float32, 10)
 	f.dy2, f.dw2, f.db2 = make([]float32, len(f.y2)), make([]float32, len(f.w2)), make([]float32, 32)
@@ -37,9 +36,9 @@ func newFlagship(batch int) *flagship {
 
 // step runs one forward and backward pass.
 func (f *flagship) step(batch int) {
-	Conv2DFwd(f.x, f.w1, f.b1, f.y1, f.cols, f.c1, ActReLU, 0)
+	Conv2DDirectFwd(f.x, f.w1, f.b1, f.y1, f.c1, ActReLU, 0)
 	MaxPool2DFwd(f.y1, f.s1, f.p1)
-	Conv2DFwd(f.s1, f.w2, f.b2, f.y2, f.cols, f.c2, ActReLU, 0)
+	Conv2DDirectFwd(f.s1, f.w2, f.b2, f.y2, f.c2, ActReLU, 0)
 	MaxPool2DFwd(f.y2, f.s2, f.p2)
 	GemmFwd(f.s2, f.w3, f.b3, f.y3, batch, 1568, 128, ActReLU, 0)
 	GemmFwd(f.y3, f.w4, f.b4, f.y4, batch, 128, 10, ActNone, 0)
@@ -47,9 +46,9 @@ func (f *flagship) step(batch int) {
 	GemmBwd(f.y3, f.w4, f.y4, f.dy4, f.dy3, f.dw4, f.db4, batch, 128, 10, ActNone, 0)
 	GemmBwd(f.s2, f.w3, f.y3, f.dy3, f.dx3, f.dw3, f.db3, batch, 1568, 128, ActReLU, 0)
 	MaxPool2DBwd(f.y2, f.s2, f.dx3, f.dy2, f.p2)
-	Conv2DBwd(f.s1, f.w2, f.y2, f.dy2, f.cols, f.ds1, f.dw2, f.db2, f.c2, ActReLU, 0)
+	Conv2DDirectBwd(f.s1, f.w2, f.y2, f.dy2, f.ds1, f.dw2, f.db2, f.c2, ActReLU, 0)
 	MaxPool2DBwd(f.y1, f.s1, f.ds1, f.dy1, f.p1)
-	Conv2DBwd(f.x, f.w1, f.y1, f.dy1, f.cols, nil, f.dw1, f.db1, f.c1, ActReLU, 0)
+	Conv2DDirectBwd(f.x, f.w1, f.y1, f.dy1, nil, f.dw1, f.db1, f.c1, ActReLU, 0)
 }
 
 // BenchmarkFlagshipStep times one training step's kernels of the demo model
@@ -69,22 +68,22 @@ func BenchmarkConvLayers(b *testing.B) {
 	f := newFlagship(batch)
 	b.Run("conv1 fwd", func(b *testing.B) {
 		for b.Loop() {
-			Conv2DFwd(f.x, f.w1, f.b1, f.y1, f.cols, f.c1, ActReLU, 0)
+			Conv2DDirectFwd(f.x, f.w1, f.b1, f.y1, f.c1, ActReLU, 0)
 		}
 	})
 	b.Run("conv1 bwd", func(b *testing.B) {
 		for b.Loop() {
-			Conv2DBwd(f.x, f.w1, f.y1, f.dy1, f.cols, nil, f.dw1, f.db1, f.c1, ActReLU, 0)
+			Conv2DDirectBwd(f.x, f.w1, f.y1, f.dy1, nil, f.dw1, f.db1, f.c1, ActReLU, 0)
 		}
 	})
 	b.Run("conv2 fwd", func(b *testing.B) {
 		for b.Loop() {
-			Conv2DFwd(f.s1, f.w2, f.b2, f.y2, f.cols, f.c2, ActReLU, 0)
+			Conv2DDirectFwd(f.s1, f.w2, f.b2, f.y2, f.c2, ActReLU, 0)
 		}
 	})
 	b.Run("conv2 bwd", func(b *testing.B) {
 		for b.Loop() {
-			Conv2DBwd(f.s1, f.w2, f.y2, f.dy2, f.cols, f.ds1, f.dw2, f.db2, f.c2, ActReLU, 0)
+			Conv2DDirectBwd(f.s1, f.w2, f.y2, f.dy2, f.ds1, f.dw2, f.db2, f.c2, ActReLU, 0)
 		}
 	})
 	b.Run("pool1 fwd", func(b *testing.B) {

@@ -1,5 +1,7 @@
 package cpu
 
+import "fmt"
+
 // Conv is the static geometry of a 2-D convolution or pooling window; it
 // mirrors planner.ConvGeom field for field so the emitter can print one as a
 // composite literal. Groups, SH/SW and DH/DW of 0 are read as 1.
@@ -31,14 +33,6 @@ func (g Conv) norm() Conv {
 // colRows is the number of rows of one group's im2col matrix, C/G·KH·KW,
 // which is also the length of one output channel's filter.
 func (g Conv) colRows() int { return g.C / g.norm().Groups * g.KH * g.KW }
-
-// ColsSize is the number of float32s of scratch that Conv2DFwd and
-// Conv2DBwd need from the caller: none. The direct kernels
-// (conv_direct.go) gather nothing, and the packed path gathers its columns
-// into per-goroutine panels of its own (conv_packed.go), so the plan's
-// cols buffer is empty; the method stays so that plans and emitted code
-// keep one place to ask.
-func (g Conv) ColsSize() int { return 0 }
 
 // col2im adds an image's column gradient [C·KH·KW, OH·OW] (rows ld apart,
 // laid out as packConvPanel gathers them) back into dx [C,H,W]: each entry
@@ -80,29 +74,54 @@ func col2im(cols []float32, ld int, dx []float32, g Conv) {
 	}
 }
 
-// Conv2DFwd computes y = act(conv(x, w) + b): x is [N,C,H,W], w
-// [OC,C/G,KH,KW], b [OC] or nil, y [N,OC,OH,OW]. Stride-1 convolutions run
-// the direct kernels (conv_direct.go), strided ones the packed im2col GEMM
-// (conv_packed.go). cols is the plan's scratch of g.ColsSize() (zero)
-// float32s, left untouched; the signature keeps it for the emitter's sake.
-func Conv2DFwd(x, w, b, y, cols []float32, g Conv, act Act, alpha float32) {
+// Convolutions come in two methods, and the planner chooses one per step
+// (its CPU rule, planner.CPU) so that the program calls it directly:
+// Conv2DDirect* convolve shifted, zero-padded planes (conv_direct.go) and
+// Conv2DIm2col* gather packed columns straight into the GEMM microkernels
+// (conv_packed.go). Neither takes scratch from the caller; the packed path
+// keeps its panels to itself, one per worker. Both use the same operand
+// conventions: x is [N,C,H,W], w [OC,C/G,KH,KW], b [OC] or nil, y
+// [N,OC,OH,OW]; the backward writes dw, db (Σ over images and positions)
+// and dx, of which dx and db may be nil, and may overwrite dy with the
+// gradient of the pre-activation.
+
+// Conv2DDirectFwd computes y = act(conv(x, w) + b) by the direct method. It
+// needs stride 1 and padding within the filter's reach ((KH-1)·DH rows,
+// (KW-1)·DW columns), and panics otherwise (the planner chooses it only
+// then).
+func Conv2DDirectFwd(x, w, b, y []float32, g Conv, act Act, alpha float32) {
 	g = g.norm()
-	if convDirectOK(g) {
-		convDirectForward(x, w, b, y, g, act, alpha, convDirectFor(activeGemmPath.Load()))
-		return
+	if !convDirectOK(g) {
+		panic(directRefusal("Conv2DDirectFwd", g))
 	}
-	convForward(x, w, b, y, g, act, alpha)
+	convDirectForward(x, w, b, y, g, act, alpha, convDirectFor(activeGemmPath.Load()))
 }
 
-// Conv2DBwd is the backward pass of Conv2DFwd. It writes dw, db (Σ over
-// images and positions) and dx; dx and db may be nil. It may overwrite dy
-// with the gradient of the pre-activation (the packed path does, the
-// direct one may not). cols is unused, as in Conv2DFwd.
-func Conv2DBwd(x, w, y, dy, cols, dx, dw, db []float32, g Conv, act Act, alpha float32) {
+// Conv2DDirectBwd is the backward pass of Conv2DDirectFwd, for the same
+// geometry; dx, when wanted, is the direct convolution of dy with the
+// flipped filters.
+func Conv2DDirectBwd(x, w, y, dy, dx, dw, db []float32, g Conv, act Act, alpha float32) {
 	g = g.norm()
-	if dx == nil && convDirectOK(g) || convDirectDxOK(g) {
-		convDirectBackward(x, w, y, dy, dx, dw, db, g, act, alpha, convDirectFor(activeGemmPath.Load()))
-		return
+	if !convDirectOK(g) {
+		panic(directRefusal("Conv2DDirectBwd", g))
 	}
-	convBackward(x, w, y, dy, dx, dw, db, g, act, alpha)
+	convDirectBackward(x, w, y, dy, dx, dw, db, g, act, alpha, convDirectFor(activeGemmPath.Load()))
+}
+
+// directRefusal says why the direct method does not take normalised g.
+func directRefusal(fn string, g Conv) string {
+	return fmt.Sprintf("cpu.%s: stride %dx%d, padding %dx%d of a %dx%d filter dilated %dx%d; the direct method needs stride 1 and padding within the filter's reach",
+		fn, g.SH, g.SW, g.PH, g.PW, g.KH, g.KW, g.DH, g.DW)
+}
+
+// Conv2DIm2colFwd computes y = act(conv(x, w) + b) by im2col + GEMM, for
+// any geometry.
+func Conv2DIm2colFwd(x, w, b, y []float32, g Conv, act Act, alpha float32) {
+	convForward(x, w, b, y, g.norm(), act, alpha)
+}
+
+// Conv2DIm2colBwd is the backward pass of Conv2DIm2colFwd, for any
+// geometry; it overwrites dy with the gradient of the pre-activation.
+func Conv2DIm2colBwd(x, w, y, dy, dx, dw, db []float32, g Conv, act Act, alpha float32) {
+	convBackward(x, w, y, dy, dx, dw, db, g.norm(), act, alpha)
 }

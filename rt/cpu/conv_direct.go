@@ -83,7 +83,7 @@ func (k *convDirectKernels) convDirectStore(src, dst []float32, g Conv, wp int, 
 // form dyf (rows wp apart; the gaps are left as they are), multiplied by
 // the derivative of act taken from y, and returns its sum (the plane's bias
 // gradient). dy itself is only changed on the Go path (actBackward in
-// place), which Conv2DBwd's contract allows.
+// place), which Conv2DDirectBwd's contract allows.
 //
 // sums is 16 floats of scratch: the kernels are called through function
 // values, so escape analysis cannot see that they keep no pointer, and a
@@ -180,15 +180,13 @@ func convDirectTransposed(g Conv, k *convDirectKernels) (Conv, convDirectGeom) {
 	return gt, newConvDirectGeom(gt, k)
 }
 
-// convDirectDxOK reports whether convDirectBackward computes dx for g: the
-// padding must not exceed the filter's reach, so that dy's padding for the
-// transposed convolution is not negative.
-func convDirectDxOK(g Conv) bool {
-	return convDirectOK(g) && g.PH <= (g.KH-1)*g.DH && g.PW <= (g.KW-1)*g.DW
-}
-
 // convDirectOK reports whether the direct kernels handle normalised
-// geometry g: stride 1, any channels, groups, dilation and padding. With
+// geometry g: stride 1 and padding within the filter's reach ((KH-1)·DH
+// rows, (KW-1)·DW columns), any channels, groups and dilation. The flat
+// layout needs that reach: an output row, OW = W + 2·PW - (KW-1)·DW wide,
+// must fit in the padded row stride W + PW (or the last row reads past
+// the plane), and dx's transposed convolution pads dy by the reach less
+// the padding, which must not be negative. With
 // several input channels per group the taps run over every channel's
 // padded plane (t = (c·KH + kh)·KW + kw, as in the filter), which beats
 // the packed im2col path as well: MNIST conv2 (16->32 5x5 pad 2, 14x14)
@@ -196,7 +194,7 @@ func convDirectDxOK(g Conv) bool {
 // at batch 250 on one Zen 4 core, though the flat rows waste up to half the
 // lanes on such small planes.
 func convDirectOK(g Conv) bool {
-	return g.SH == 1 && g.SW == 1
+	return g.SH == 1 && g.SW == 1 && g.PH <= (g.KH-1)*g.DH && g.PW <= (g.KW-1)*g.DW
 }
 
 // convDirectGeom is the flat layout of one padded input plane.
@@ -260,7 +258,7 @@ func growInts(s []int, n int) []int {
 	return s[:n]
 }
 
-// convDirectForward is Conv2DFwd for geometry that convDirectOK accepts.
+// convDirectForward is Conv2DDirectFwd for geometry that convDirectOK accepts.
 func convDirectForward(x, w, b, y []float32, g Conv, act Act, alpha float32, k *convDirectKernels) {
 	G, taps, ohw := g.Groups, g.colRows(), g.OH*g.OW
 	ocg, cg, hw := g.OC/G, g.C/g.Groups, g.H*g.W
@@ -311,13 +309,13 @@ func convDirectForward(x, w, b, y []float32, g Conv, act Act, alpha float32, k *
 	convWorkers.Put(lead)
 }
 
-// convDirectBackward is Conv2DBwd without dx for geometry that
-// convDirectOK accepts: each plane of dy times the activation's derivative
-// is spread into the worker's flat gradient plane (dy itself is left as it
-// is on the vector path), its sum goes to db (when not nil), and dw gets
-// the direct dot products. Each worker
-// keeps its lane-wise partial sums over its images; they are summed once
-// at the end.
+// convDirectBackward is Conv2DDirectBwd for geometry that convDirectOK
+// accepts: each plane of dy times the
+// activation's derivative is spread into the worker's flat gradient plane
+// (dy itself is left as it is on the vector path), its sum goes to db
+// (when not nil), and dw gets the direct dot products. Each worker keeps
+// its lane-wise partial sums over its images; they are summed once at the
+// end.
 func convDirectBackward(x, w, y, dy, dx, dw, db []float32, g Conv, act Act, alpha float32, k *convDirectKernels) {
 	G, taps, ohw := g.Groups, g.colRows(), g.OH*g.OW
 	ocg, cg, hw := g.OC/G, g.C/g.Groups, g.H*g.W

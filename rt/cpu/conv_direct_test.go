@@ -4,7 +4,8 @@ import "testing"
 
 // BenchmarkLeNetConvLayers times LeNet-5's two convolutions at batch 250
 // (conv1 1->6 5x5 pad 2 on 28x28, conv2 6->16 5x5 on 14x14), forward and
-// backward as the training step calls them (conv1 without dx).
+// backward as the training step calls them (conv1 without dx), by the
+// direct method the planner chooses for them.
 func BenchmarkLeNetConvLayers(b *testing.B) {
 	const batch = 250
 	r := newTestRand(5)
@@ -29,12 +30,12 @@ func BenchmarkLeNetConvLayers(b *testing.B) {
 		}
 		b.Run(tc.name+" fwd", func(b *testing.B) {
 			for b.Loop() {
-				Conv2DFwd(x, w, bias, y, nil, g, ActReLU, 0)
+				Conv2DDirectFwd(x, w, bias, y, g, ActReLU, 0)
 			}
 		})
 		b.Run(tc.name+" bwd", func(b *testing.B) {
 			for b.Loop() {
-				Conv2DBwd(x, w, y, dy, nil, dx, dw, db, g, ActReLU, 0)
+				Conv2DDirectBwd(x, w, y, dy, dx, dw, db, g, ActReLU, 0)
 			}
 		})
 	}

@@ -235,7 +235,7 @@ func packConvPanelT(p *gemmPath, x []float32, g Conv, c0, t0, cols, p0, kb int, 
 	}
 }
 
-// convForward is Conv2DFwd's body for normalised geometry g.
+// convForward is Conv2DIm2colFwd's body for normalised geometry g.
 func convForward(x, w, b, y []float32, g Conv, act Act, alpha float32) {
 	p := activeGemmPath.Load()
 	G, ohw, krows := g.Groups, g.OH*g.OW, g.colRows()
@@ -297,7 +297,7 @@ func convForward(x, w, b, y []float32, g Conv, act Act, alpha float32) {
 	convWorkers.Put(lead)
 }
 
-// convBackward is Conv2DBwd's body for normalised geometry g. Each task is
+// convBackward is Conv2DIm2colBwd's body for normalised geometry g. Each task is
 // one image: its dy becomes the pre-activation gradient, is summed into the
 // worker's db, multiplied with the image's columns (gathered straight into
 // packed panels) into the worker's dw, and multiplied with the filters into

@@ -95,73 +95,87 @@ var packedConvGeoms = append([]struct {
 	{"direct pad 0x3", Conv{N: 2, C: 1, H: 8, W: 6, OC: 6, OH: 6, OW: 6, KH: 3, KW: 7, SH: 1, SW: 1, PH: 0, PW: 3, DH: 1, DW: 1, Groups: 1}},
 	{"direct ow1", convCase(1, 1, 5, 3, 1, 3, 3, 1, 0, 1, 1)},
 	{"direct 67x31 oc17", convCase(2, 1, 67, 31, 17, 4, 4, 1, 1, 1, 1)},
+	// Padding past the filter's reach (im2col only): output rows wider
+	// than the padded input's.
+	{"1x1 pad1", convCase(2, 3, 5, 4, 4, 1, 1, 1, 1, 1, 1)},
+	{"3x3 dilation2 pad5", convCase(2, 2, 6, 7, 3, 3, 3, 1, 5, 2, 1)},
 }, convGeoms...)
 
-func TestConvPackedMatchesNaiveOnEveryPath(t *testing.T) {
+// TestConvMatchesNaiveOnEveryPath runs every convolution method on every
+// geometry it accepts, on every GEMM path and thread count, against the
+// plain loops: forward with and without bias, backward with and without
+// dx.
+func TestConvMatchesNaiveOnEveryPath(t *testing.T) {
 	forEachPathAndThreads(t, func(t *testing.T) {
 		r := newTestRand(21)
-		for _, tc := range packedConvGeoms {
-			g := tc.g
-			x := randSlice(r, g.N*g.C*g.H*g.W, 1)
-			w := randSlice(r, g.OC*g.C/g.Groups*g.KH*g.KW, 1)
-			b := randSlice(r, g.OC, 1)
-			y := randSlice(r, g.N*g.OC*g.OH*g.OW, 100) // garbage to overwrite
-			Conv2DFwd(x, w, b, y, nil, g, ActNone, 0)
-			if msg := closeTo(y, convRef(x, w, b, g, ActNone, 0), 1e-5); msg != "" {
-				t.Errorf("Conv2DFwd %s: %s", tc.name, msg)
-			}
-			Conv2DFwd(x, w, nil, y, nil, g, ActReLU, 0)
-			if msg := closeTo(y, convRef(x, w, nil, g, ActReLU, 0), 1e-5); msg != "" {
-				t.Errorf("Conv2DFwd %s relu no bias: %s", tc.name, msg)
-			}
+		for _, m := range convMethods {
+			for _, tc := range packedConvGeoms {
+				g := tc.g
+				if !m.ok(g) {
+					continue
+				}
+				name := m.name + " " + tc.name
+				x := randSlice(r, g.N*g.C*g.H*g.W, 1)
+				w := randSlice(r, g.OC*g.C/g.Groups*g.KH*g.KW, 1)
+				b := randSlice(r, g.OC, 1)
+				y := randSlice(r, g.N*g.OC*g.OH*g.OW, 100) // garbage to overwrite
+				m.fwd(x, w, b, y, g, ActNone, 0)
+				if msg := closeTo(y, convRef(x, w, b, g, ActNone, 0), 1e-5); msg != "" {
+					t.Errorf("%s forward: %s", name, msg)
+				}
+				m.fwd(x, w, nil, y, g, ActReLU, 0)
+				if msg := closeTo(y, convRef(x, w, nil, g, ActReLU, 0), 1e-5); msg != "" {
+					t.Errorf("%s forward relu no bias: %s", name, msg)
+				}
 
-			dy := randSlice(r, len(y), 1)
-			wantDx, wantDw, wantDb := convBwdRef(x, w, dy, g)
-			dx, dw, db := randSlice(r, len(x), 9), randSlice(r, len(w), 9), randSlice(r, g.OC, 9)
-			Conv2DBwd(x, w, y, cloneF(dy), nil, dx, dw, db, g, ActNone, 0)
-			// dw and db are float32 sums over every image and position:
-			// their rounding grows with that count.
-			sumTol := 1e-5 * max(1, float64(g.N*g.OH*g.OW)/1024)
-			for _, c := range []struct {
-				name      string
-				got, want []float32
-				tol       float64
-			}{{"dx", dx, wantDx, 1e-5}, {"dw", dw, wantDw, sumTol}, {"db", db, wantDb, sumTol}} {
-				if msg := closeTo(c.got, c.want, c.tol); msg != "" {
-					t.Errorf("Conv2DBwd %s %s: %s", tc.name, c.name, msg)
+				dy := randSlice(r, len(y), 1)
+				wantDx, wantDw, wantDb := convBwdRef(x, w, dy, g)
+				// dw and db are float32 sums over every image and position:
+				// allow one rounding (2⁻²⁴) per term summed.
+				sumTol := max(1e-5, float64(g.N*g.OH*g.OW)*0x1p-24)
+				dx, dw, db := randSlice(r, len(x), 9), randSlice(r, len(w), 9), randSlice(r, g.OC, 9)
+				m.bwd(x, w, y, cloneF(dy), dx, dw, db, g, ActNone, 0)
+				for _, c := range []struct {
+					name      string
+					got, want []float32
+					tol       float64
+				}{{"dx", dx, wantDx, 1e-5}, {"dw", dw, wantDw, sumTol}, {"db", db, wantDb, sumTol}} {
+					if msg := closeTo(c.got, c.want, c.tol); msg != "" {
+						t.Errorf("%s backward %s: %s", name, c.name, msg)
+					}
 				}
-			}
-			dw2 := randSlice(r, len(w), 9)
-			Conv2DBwd(x, w, y, cloneF(dy), nil, nil, dw2, nil, g, ActNone, 0)
-			if msg := closeTo(dw2, wantDw, sumTol); msg != "" {
-				t.Errorf("Conv2DBwd %s dw without dx and db: %s", tc.name, msg)
-			}
+				dw2 := randSlice(r, len(w), 9)
+				m.bwd(x, w, y, cloneF(dy), nil, dw2, nil, g, ActNone, 0)
+				if msg := closeTo(dw2, wantDw, sumTol); msg != "" {
+					t.Errorf("%s backward dw without dx and db: %s", name, msg)
+				}
 
-			// With ReLU: y from the ReLU forward above (no bias), dy
-			// masked where y is zero, with and without dx.
-			Conv2DFwd(x, w, nil, y, nil, g, ActReLU, 0)
-			masked := cloneF(dy)
-			for i, v := range y {
-				if v == 0 {
-					masked[i] = 0
+				// With ReLU: y from the ReLU forward (no bias), dy masked
+				// where y is zero, with and without dx.
+				m.fwd(x, w, nil, y, g, ActReLU, 0)
+				masked := cloneF(dy)
+				for i, v := range y {
+					if v == 0 {
+						masked[i] = 0
+					}
 				}
-			}
-			wantDx, wantDw, wantDb = convBwdRef(x, w, masked, g)
-			for _, withDx := range []bool{true, false} {
-				var dx []float32
-				if withDx {
-					dx = randSlice(r, len(x), 9)
-				}
-				dw, db := randSlice(r, len(w), 9), randSlice(r, g.OC, 9)
-				Conv2DBwd(x, w, y, cloneF(dy), nil, dx, dw, db, g, ActReLU, 0)
-				if msg := closeTo(dw, wantDw, sumTol); msg != "" {
-					t.Errorf("Conv2DBwd %s relu dx %v: dw %s", tc.name, withDx, msg)
-				}
-				if msg := closeTo(db, wantDb, sumTol); msg != "" {
-					t.Errorf("Conv2DBwd %s relu dx %v: db %s", tc.name, withDx, msg)
-				}
-				if msg := closeTo(dx, wantDx, 1e-5); withDx && msg != "" {
-					t.Errorf("Conv2DBwd %s relu: dx %s", tc.name, msg)
+				wantDx, wantDw, wantDb = convBwdRef(x, w, masked, g)
+				for _, withDx := range []bool{true, false} {
+					var dx []float32
+					if withDx {
+						dx = randSlice(r, len(x), 9)
+					}
+					dw, db := randSlice(r, len(w), 9), randSlice(r, g.OC, 9)
+					m.bwd(x, w, y, cloneF(dy), dx, dw, db, g, ActReLU, 0)
+					if msg := closeTo(dw, wantDw, sumTol); msg != "" {
+						t.Errorf("%s backward relu dx %v: dw %s", name, withDx, msg)
+					}
+					if msg := closeTo(db, wantDb, sumTol); msg != "" {
+						t.Errorf("%s backward relu dx %v: db %s", name, withDx, msg)
+					}
+					if msg := closeTo(dx, wantDx, 1e-5); withDx && msg != "" {
+						t.Errorf("%s backward relu: dx %s", name, msg)
+					}
 				}
 			}
 		}

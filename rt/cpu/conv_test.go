@@ -3,6 +3,8 @@ package cpu
 import (
 	"fmt"
 	"math"
+	"math/rand/v2"
+	"strings"
 	"testing"
 )
 
@@ -30,6 +32,19 @@ var convGeoms = []struct {
 	{"5x5 pad2", convCase(1, 1, 6, 6, 2, 5, 5, 1, 2, 1, 1)},
 	{"2x4 rect", Conv{N: 2, C: 2, H: 6, W: 7, OC: 3, OH: 5, OW: 3, KH: 2, KW: 4, SH: 1, SW: 2, PH: 0, PW: 1, DH: 1, DW: 1, Groups: 1}},
 	{"batch past slots", convCase(19, 2, 4, 4, 2, 3, 3, 1, 1, 1, 1)},
+}
+
+// convMethods are the convolution methods, each with the geometry it
+// accepts (the planner's CPU rule chooses among them; here every method
+// runs on every geometry it accepts).
+var convMethods = []struct {
+	name string
+	fwd  func(x, w, b, y []float32, g Conv, act Act, alpha float32)
+	bwd  func(x, w, y, dy, dx, dw, db []float32, g Conv, act Act, alpha float32)
+	ok   func(g Conv) bool
+}{
+	{"direct", Conv2DDirectFwd, Conv2DDirectBwd, func(g Conv) bool { return convDirectOK(g.norm()) }},
+	{"im2col", Conv2DIm2colFwd, Conv2DIm2colBwd, func(Conv) bool { return true }},
 }
 
 // convRef is the plain seven-loop convolution with bias and activation.
@@ -68,20 +83,24 @@ func convRef(x, w, b []float32, g Conv, act Act, alpha float32) []float32 {
 
 func TestConv2DFwdMatchesNaive(t *testing.T) {
 	r := newTestRand(10)
-	for _, tc := range convGeoms {
-		g := tc.g
-		for _, a := range allActs {
-			x := randSlice(r, g.N*g.C*g.H*g.W, 1)
-			w := randSlice(r, g.OC*g.C/g.Groups*g.KH*g.KW, 1)
-			b := randSlice(r, g.OC, 1)
-			if a.act == ActSigmoid {
-				b = nil
+	for _, m := range convMethods {
+		for _, tc := range convGeoms {
+			g := tc.g
+			if !m.ok(g) {
+				continue
 			}
-			y := make([]float32, g.N*g.OC*g.OH*g.OW)
-			cols := make([]float32, g.ColsSize())
-			Conv2DFwd(x, w, b, y, cols, g, a.act, 0.2)
-			if msg := closeTo(y, convRef(x, w, b, g, a.act, 0.2), 1e-5); msg != "" {
-				t.Errorf("Conv2DFwd %s act %s: %s", tc.name, a.name, msg)
+			for _, a := range allActs {
+				x := randSlice(r, g.N*g.C*g.H*g.W, 1)
+				w := randSlice(r, g.OC*g.C/g.Groups*g.KH*g.KW, 1)
+				b := randSlice(r, g.OC, 1)
+				if a.act == ActSigmoid {
+					b = nil
+				}
+				y := make([]float32, g.N*g.OC*g.OH*g.OW)
+				m.fwd(x, w, b, y, g, a.act, 0.2)
+				if msg := closeTo(y, convRef(x, w, b, g, a.act, 0.2), 1e-5); msg != "" {
+					t.Errorf("%s forward %s act %s: %s", m.name, tc.name, a.name, msg)
+				}
 			}
 		}
 	}
@@ -89,41 +108,54 @@ func TestConv2DFwdMatchesNaive(t *testing.T) {
 
 func TestConv2DBwdFiniteDifferences(t *testing.T) {
 	r := newTestRand(11)
-	for _, tc := range convGeoms {
-		g := tc.g
-		if g.N > 4 {
-			g.N = 17 // still past the 16 slots, but fewer forward passes per probe
+	for _, m := range convMethods {
+		for _, tc := range convGeoms {
+			if !m.ok(tc.g) {
+				continue
+			}
+			convBwdFiniteDifferences(t, r, m.name, tc.name, tc.g, m.fwd, m.bwd)
 		}
-		for _, a := range []struct {
-			name  string
-			act   Act
-			check gradCheck
-		}{{"tanh", ActTanh, smoothCheck}, {"relu", ActReLU, kinkyCheck}} {
-			name := fmt.Sprintf("conv %s act %s", tc.name, a.name)
-			if a.check.kinks && g.N > 2 {
-				// Over many outputs a bias probe nearly always crosses
-				// some ReLU kink; the smooth run covers the big batch.
-				g.N = 2
-			}
-			x := randSlice(r, g.N*g.C*g.H*g.W, 1)
-			w := randSlice(r, g.OC*g.C/g.Groups*g.KH*g.KW, 0.5)
-			b := randSlice(r, g.OC, 0.5)
-			y := make([]float32, g.N*g.OC*g.OH*g.OW)
-			cols := make([]float32, g.ColsSize())
-			fwd := func() []float32 { Conv2DFwd(x, w, b, y, cols, g, a.act, 0); return y }
-			proj := randSlice(r, len(y), 1)
-			fwd()
-			dx, dw, db := randSlice(r, len(x), 9), randSlice(r, len(w), 9), randSlice(r, len(b), 9)
-			Conv2DBwd(x, w, y, cloneF(proj), cols, dx, dw, db, g, a.act, 0)
-			a.check.run(t, name, proj, fwd, gradInput{"x", x, dx}, gradInput{"w", w, dw}, gradInput{"b", b, db})
+	}
+}
 
-			// Without dx and db, dw is the same.
-			fwd()
-			dw2 := make([]float32, len(w))
-			Conv2DBwd(x, w, y, cloneF(proj), cols, nil, dw2, nil, g, a.act, 0)
-			if msg := closeTo(dw2, dw, 1e-6); msg != "" {
-				t.Errorf("%s: dw without dx/db differs: %s", name, msg)
-			}
+// convBwdFiniteDifferences checks one method's backward on geometry g
+// against finite differences of its forward, with dx and db, and dw again
+// without them.
+func convBwdFiniteDifferences(t *testing.T, r *rand.Rand, method, geom string, g Conv,
+	fwdFn func(x, w, b, y []float32, g Conv, act Act, alpha float32),
+	bwdFn func(x, w, y, dy, dx, dw, db []float32, g Conv, act Act, alpha float32)) {
+	t.Helper()
+	if g.N > 4 {
+		g.N = 17 // still past the 16 slots, but fewer forward passes per probe
+	}
+	for _, a := range []struct {
+		name  string
+		act   Act
+		check gradCheck
+	}{{"tanh", ActTanh, smoothCheck}, {"relu", ActReLU, kinkyCheck}} {
+		name := fmt.Sprintf("conv %s %s act %s", method, geom, a.name)
+		if a.check.kinks && g.N > 2 {
+			// Over many outputs a bias probe nearly always crosses
+			// some ReLU kink; the smooth run covers the big batch.
+			g.N = 2
+		}
+		x := randSlice(r, g.N*g.C*g.H*g.W, 1)
+		w := randSlice(r, g.OC*g.C/g.Groups*g.KH*g.KW, 0.5)
+		b := randSlice(r, g.OC, 0.5)
+		y := make([]float32, g.N*g.OC*g.OH*g.OW)
+		fwd := func() []float32 { fwdFn(x, w, b, y, g, a.act, 0); return y }
+		proj := randSlice(r, len(y), 1)
+		fwd()
+		dx, dw, db := randSlice(r, len(x), 9), randSlice(r, len(w), 9), randSlice(r, len(b), 9)
+		bwdFn(x, w, y, cloneF(proj), dx, dw, db, g, a.act, 0)
+		a.check.run(t, name, proj, fwd, gradInput{"x", x, dx}, gradInput{"w", w, dw}, gradInput{"b", b, db})
+
+		// Without dx and db, dw is the same.
+		fwd()
+		dw2 := make([]float32, len(w))
+		bwdFn(x, w, y, cloneF(proj), nil, dw2, nil, g, a.act, 0)
+		if msg := closeTo(dw2, dw, 1e-6); msg != "" {
+			t.Errorf("%s: dw without dx/db differs: %s", name, msg)
 		}
 	}
 }
@@ -232,23 +264,68 @@ func TestGlobalAvgPool(t *testing.T) {
 
 func TestConvSameResultOnAnyThreadCount(t *testing.T) {
 	defer SetThreads(Threads())
-	g := convCase(21, 4, 9, 8, 6, 3, 3, 2, 1, 1, 2)
-	r := newTestRand(14)
-	x, w, b := randSlice(r, g.N*g.C*g.H*g.W, 1), randSlice(r, g.OC*g.C/g.Groups*9, 1), randSlice(r, g.OC, 1)
-	proj := randSlice(r, g.N*g.OC*g.OH*g.OW, 1)
-	run := func(threads int) [][]float32 {
-		SetThreads(threads)
-		y, cols := make([]float32, len(proj)), make([]float32, g.ColsSize())
-		Conv2DFwd(x, w, b, y, cols, g, ActReLU, 0)
-		dx, dw, db := make([]float32, len(x)), make([]float32, len(w)), make([]float32, len(b))
-		Conv2DBwd(x, w, y, cloneF(proj), cols, dx, dw, db, g, ActReLU, 0)
-		return [][]float32{y, dx, dw, db}
+	for _, m := range convMethods {
+		stride := 2
+		if m.name == "direct" {
+			stride = 1
+		}
+		g := convCase(21, 4, 9, 8, 6, 3, 3, stride, 1, 1, 2)
+		if !m.ok(g) {
+			t.Fatalf("%s does not take its own test geometry", m.name)
+		}
+		r := newTestRand(14)
+		x, w, b := randSlice(r, g.N*g.C*g.H*g.W, 1), randSlice(r, g.OC*g.C/g.Groups*9, 1), randSlice(r, g.OC, 1)
+		proj := randSlice(r, g.N*g.OC*g.OH*g.OW, 1)
+		run := func(threads int) [][]float32 {
+			SetThreads(threads)
+			y := make([]float32, len(proj))
+			m.fwd(x, w, b, y, g, ActReLU, 0)
+			dx, dw, db := make([]float32, len(x)), make([]float32, len(w)), make([]float32, len(b))
+			m.bwd(x, w, y, cloneF(proj), dx, dw, db, g, ActReLU, 0)
+			return [][]float32{y, dx, dw, db}
+		}
+		one := run(1)
+		for _, n := range []int{2, 3, 8} {
+			for i, got := range run(n) {
+				if msg := closeTo(got, one[i], 1e-5); msg != "" {
+					t.Errorf("%s conv with %d threads, output %d differs from 1 thread: %s", m.name, n, i, msg)
+				}
+			}
+		}
 	}
-	one := run(1)
-	for _, n := range []int{2, 3, 8} {
-		for i, got := range run(n) {
-			if msg := closeTo(got, one[i], 1e-5); msg != "" {
-				t.Errorf("conv with %d threads, output %d differs from 1 thread: %s", n, i, msg)
+}
+
+// TestConvDirectRefusesOtherGeometry: the direct kernels panic, naming the
+// geometry, when handed one they do not compute (the planner never does),
+// rather than reading past a plane or writing a wrong result.
+func TestConvDirectRefusesOtherGeometry(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		g    Conv
+		want string
+	}{
+		{"stride 2", convCase(1, 2, 7, 7, 2, 3, 3, 2, 1, 1, 1), "stride 2x2"},
+		// Output rows 6 wide in a padded row stride of 5.
+		{"1x1 pad 1", convCase(1, 2, 5, 5, 2, 1, 1, 1, 1, 1, 1), "padding 1x1 of a 1x1 filter"},
+		{"3x3 dilation 2 pad 5", convCase(1, 2, 9, 9, 2, 3, 3, 1, 5, 2, 1), "padding 5x5 of a 3x3 filter dilated 2x2"},
+	} {
+		g := c.g
+		x, w := make([]float32, g.N*g.C*g.H*g.W), make([]float32, g.OC*g.C*g.KH*g.KW)
+		y := make([]float32, g.N*g.OC*g.OH*g.OW)
+		for _, dx := range [][]float32{nil, make([]float32, len(x))} {
+			for pass, f := range map[string]func(){
+				"forward":  func() { Conv2DDirectFwd(x, w, nil, y, g, ActNone, 0) },
+				"backward": func() { Conv2DDirectBwd(x, w, y, cloneF(y), dx, make([]float32, len(w)), nil, g, ActNone, 0) },
+			} {
+				func() {
+					defer func() {
+						r := recover()
+						if msg, _ := r.(string); !strings.Contains(msg, c.want) || !strings.Contains(msg, "needs stride 1 and padding within the filter's reach") {
+							t.Errorf("%s %s (dx %v): recovered %v, want a panic saying %q and why", c.name, pass, dx != nil, r, c.want)
+						}
+					}()
+					f()
+				}()
 			}
 		}
 	}

@@ -1,0 +1,154 @@
+package emit
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/mlbuild/mlbuild/planner"
+	"github.com/mlbuild/mlbuild/rt/cpu"
+)
+
+type (
+	convFwdKernel func(x, w, b, y []float32, g cpu.Conv, act cpu.Act, alpha float32)
+	convBwdKernel func(x, w, y, dy, dx, dw, db []float32, g cpu.Conv, act cpu.Act, alpha float32)
+)
+
+// rtConvKernels are the rt/cpu functions behind the names the CPU emitter
+// writes: the test fails to build when one is renamed, and fails when the
+// emitter names a kernel missing here.
+var (
+	rtConvFwd = map[string]convFwdKernel{"Conv2DDirectFwd": cpu.Conv2DDirectFwd, "Conv2DIm2colFwd": cpu.Conv2DIm2colFwd}
+	rtConvBwd = map[string]convBwdKernel{"Conv2DDirectBwd": cpu.Conv2DDirectBwd, "Conv2DIm2colBwd": cpu.Conv2DIm2colBwd}
+)
+
+// TestCPUConvRuleMatchesKernels ties the planner's CPU rule to rt/cpu:
+// on every geometry, in every pass, the kernel the emitter calls for the
+// method the rule chooses accepts the geometry (the direct kernels panic
+// on one they do not compute) and gives what im2col + GEMM gives, which
+// takes every geometry.
+func TestCPUConvRuleMatchesKernels(t *testing.T) {
+	for method, k := range cpuConvKernels {
+		if rtConvFwd[k.fwd] == nil || rtConvBwd[k.bwd] == nil {
+			t.Fatalf("method %s: the emitter calls cpu.%s and cpu.%s, not both known to this test", method, k.fwd, k.bwd)
+		}
+	}
+	geom := func(n, c, h, w, oc, kh, kw, sh, sw, ph, pw, d, groups int) planner.ConvGeom {
+		return planner.ConvGeom{N: n, C: c, H: h, W: w, OC: oc,
+			OH: (h+2*ph-d*(kh-1)-1)/sh + 1, OW: (w+2*pw-d*(kw-1)-1)/sw + 1,
+			KH: kh, KW: kw, SH: sh, SW: sw, PH: ph, PW: pw, DH: d, DW: d, Groups: groups}
+	}
+	r := rand.New(rand.NewPCG(3, 0x5eed))
+	seen := map[string]bool{}
+	for _, c := range []struct {
+		name string
+		g    planner.ConvGeom
+	}{
+		{"mnist conv1 5x5 pad 2", geom(3, 1, 12, 12, 4, 5, 5, 1, 1, 2, 2, 1, 1)},
+		{"3x3 stride 2", geom(2, 3, 9, 8, 4, 3, 3, 2, 2, 1, 1, 1, 1)},
+		{"stride 2 across only", geom(2, 2, 7, 9, 3, 3, 3, 1, 2, 1, 1, 1, 1)},
+		{"1x1 pad 1", geom(2, 3, 5, 4, 4, 1, 1, 1, 1, 1, 1, 1, 1)},
+		{"3x3 dilation 2 pad 5", geom(2, 2, 9, 9, 2, 3, 3, 1, 1, 5, 5, 2, 1)},
+		{"groups 2 pad 0x2", geom(2, 4, 6, 6, 6, 3, 5, 1, 1, 0, 2, 1, 2)},
+	} {
+		g := c.g
+		cg := cpu.Conv{N: g.N, C: g.C, H: g.H, W: g.W, OC: g.OC, OH: g.OH, OW: g.OW, KH: g.KH, KW: g.KW,
+			SH: g.SH, SW: g.SW, PH: g.PH, PW: g.PW, DH: g.DH, DW: g.DW, Groups: g.Groups}
+		rnd := func(n int) []float32 {
+			s := make([]float32, n)
+			for i := range s {
+				s[i] = float32(r.Float64()*2 - 1)
+			}
+			return s
+		}
+		x, w, b := rnd(g.N*g.C*g.H*g.W), rnd(g.OC*g.C/g.Groups*g.KH*g.KW), rnd(g.OC)
+		ny := g.N * g.OC * g.OH * g.OW
+		dy := rnd(ny)
+		ref := cpuConvKernels[planner.ConvIm2colGemm]
+
+		for _, pass := range []planner.ConvPass{planner.ConvForward, planner.ConvBackward, planner.ConvBackwardNoDx} {
+			choice := planner.CPU.Conv(g, pass)
+			k, ok := cpuConvKernels[choice.Method]
+			if !ok || choice.Scratch != 0 {
+				t.Errorf("%s, %s: the CPU rule chose %+v, which the CPU emitter has no scratch-free kernel for", c.name, pass, choice)
+				continue
+			}
+			seen[choice.Method] = true
+			name := fmt.Sprintf("%s, %s by %s", c.name, pass, choice.Method)
+			y, want := make([]float32, ny), make([]float32, ny)
+			if !runs(t, name, func() { rtConvFwd[k.fwd](x, w, b, y, cg, cpu.ActTanh, 0) }) {
+				continue
+			}
+			rtConvFwd[ref.fwd](x, w, b, want, cg, cpu.ActTanh, 0)
+			if pass == planner.ConvForward {
+				compare(t, name+": y", y, want)
+				continue
+			}
+			grads := func(fn convBwdKernel) [][]float32 {
+				var dx []float32
+				if pass == planner.ConvBackward {
+					dx = make([]float32, len(x))
+				}
+				dw, db := make([]float32, len(w)), make([]float32, len(b))
+				fn(x, w, want, append([]float32(nil), dy...), dx, dw, db, cg, cpu.ActTanh, 0)
+				return [][]float32{dx, dw, db}
+			}
+			var got [][]float32
+			if !runs(t, name, func() { got = grads(rtConvBwd[k.bwd]) }) {
+				continue
+			}
+			for i, wantGrad := range grads(rtConvBwd[ref.bwd]) {
+				compare(t, name+": "+[]string{"dx", "dw", "db"}[i], got[i], wantGrad)
+			}
+		}
+	}
+	for method := range cpuConvKernels {
+		if !seen[method] {
+			t.Errorf("no geometry made the CPU rule choose %s", method)
+		}
+	}
+}
+
+// runs calls f and reports a panic as a test error.
+func runs(t *testing.T, name string, f func()) (ok bool) {
+	t.Helper()
+	defer func() {
+		if r := recover(); r != nil {
+			t.Errorf("%s: the kernel refused the geometry the rule chose it for: %v", name, r)
+			ok = false
+		}
+	}()
+	f()
+	return true
+}
+
+// compare reports where got and want differ by more than float32 sums of
+// these sizes round to.
+func compare(t *testing.T, name string, got, want []float32) {
+	t.Helper()
+	for i := range want {
+		if d := math.Abs(float64(got[i]) - float64(want[i])); d > 1e-4*math.Max(1, math.Abs(float64(want[i]))) || math.IsNaN(float64(got[i])) {
+			t.Errorf("%s: element %d = %g, want %g", name, i, got[i], want[i])
+			return
+		}
+	}
+}
+
+// TestBackendTargets: every backend plans with a rule of its own, named
+// after it, that gives every convolution a method.
+func TestBackendTargets(t *testing.T) {
+	g := planner.ConvGeom{N: 2, C: 3, H: 8, W: 8, OC: 4, OH: 8, OW: 8, KH: 3, KW: 3, SH: 1, SW: 1, PH: 1, PW: 1, DH: 1, DW: 1, Groups: 1}
+	for _, b := range Backends {
+		if b.Target.Name != b.Name || b.Target.Conv == nil {
+			t.Errorf("backend %s plans for target %q (rule set: %v)", b.Name, b.Target.Name, b.Target.Conv != nil)
+			continue
+		}
+		if o := b.PlanOptions(planner.Options{}); o.Target.Name != b.Name {
+			t.Errorf("backend %s: PlanOptions sets target %q", b.Name, o.Target.Name)
+		}
+		if c := b.Target.Conv(g, planner.ConvForward); c.Method == "" || c.Scratch < 0 {
+			t.Errorf("backend %s: a 3x3 convolution gets %+v", b.Name, c)
+		}
+	}
+}

@@ -1,0 +1,82 @@
+package planner
+
+// Target is what the planner needs to know about the backend a plan is
+// for: today, how that backend computes each convolution. A backend
+// supplies its Target beside its emitter and Build records the Target's
+// choices in the plan, so that the emitted program calls the chosen
+// kernel directly and `mlbuild plan` shows what will run. The planner
+// imports no runtime: a Target is planning knowledge held as a value.
+type Target struct {
+	// Name is the backend's name, for messages.
+	Name string
+	// Conv chooses how the backend computes one convolution step.
+	Conv ConvRule
+}
+
+// ConvRule is a backend's rule for convolutions: for the geometry of one
+// step and the pass it belongs to, the method the backend runs and the
+// scratch that method needs from the plan.
+type ConvRule func(g ConvGeom, pass ConvPass) ConvChoice
+
+// ConvPass says which computation of a convolution a method is chosen for.
+type ConvPass int
+
+// Convolution passes.
+const (
+	ConvForward      ConvPass = iota // conv2d: y from x, W and b
+	ConvBackward                     // conv2d_bwd: dx, dW and db
+	ConvBackwardNoDx                 // conv2d_bwd without dx (the model input's layer): dW and db only
+)
+
+// String names the pass for messages.
+func (p ConvPass) String() string {
+	switch p {
+	case ConvForward:
+		return "forward"
+	case ConvBackward:
+		return "backward"
+	case ConvBackwardNoDx:
+		return "backward without dx"
+	}
+	return "unknown pass"
+}
+
+// ConvChoice is how a backend computes one convolution step.
+type ConvChoice struct {
+	// Method names the backend's kernel (Attr.Method); the emitter turns it
+	// into a call of that kernel and nothing chooses again at run time.
+	Method string
+	// Scratch is the number of float32s of workspace the method needs; the
+	// step gets a scratch buffer of that size, or none when it is 0.
+	Scratch int
+}
+
+// The CPU backend's convolution methods (rt/cpu's Conv2DDirect* and
+// Conv2DIm2col* kernels).
+const (
+	// ConvDirect convolves shifted, zero-padded input planes with no
+	// columns; it needs stride 1 and padding within the filter's reach
+	// ((KH-1)·DH rows, (KW-1)·DW columns: its planes share their padding
+	// between rows, and dx is the direct convolution of dy padded by the
+	// reach less the padding).
+	ConvDirect = "direct"
+	// ConvIm2colGemm gathers packed columns straight into the GEMM
+	// microkernels' layout; it handles every geometry.
+	ConvIm2colGemm = "im2col+gemm"
+)
+
+// CPU is the CPU backend's Target, the default of Options.Target.
+var CPU = Target{Name: "cpu", Conv: cpuConv}
+
+// cpuConv is the CPU backend's convolution rule: the direct method
+// wherever it applies (on the stride-1 layers measured it beats im2col +
+// GEMM, see rt/cpu's conv_direct.go), im2col + GEMM elsewhere. Neither needs
+// scratch from the plan: the packed path gathers its columns into panels
+// of its own, one per worker.
+func cpuConv(g ConvGeom, _ ConvPass) ConvChoice {
+	stride1 := max(g.SH, 1) == 1 && max(g.SW, 1) == 1
+	if stride1 && g.PH <= (g.KH-1)*max(g.DH, 1) && g.PW <= (g.KW-1)*max(g.DW, 1) {
+		return ConvChoice{Method: ConvDirect}
+	}
+	return ConvChoice{Method: ConvIm2colGemm}
+}
