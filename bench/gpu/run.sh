@@ -58,6 +58,29 @@ print(json.dumps(dict(model=sys.argv[1], first_epoch_s=round(secs[0], 4), epoch_
 PY
 	tail -n 1 "$out/mlbuild.jsonl"
 done
+step "mnist: where a training step's time goes (ncu, one training step's kernels)"
+ncu=$(command -v ncu || ls /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -n 1)
+if [ -n "$ncu" ]; then
+	# skip start-up and the first 20 steps (each step is ~21 kernels and GEMMs), then time one step's kernels
+	timeout 240 "$ncu" --clock-control none --metrics gpu__time_duration.sum --csv --launch-skip 600 --launch-count 60 \
+		"$b/bin/mnist" train --data "$data" --epochs 1 --limit 10000 --validation-split 0 --out "$work/prof.safetensors" --quiet >"$out/ncu.csv" 2>"$work/ncu.err"
+	python3 - "$out/ncu.csv" <<'PY'
+import csv, sys, collections
+rows = [r for r in csv.reader(open(sys.argv[1])) if len(r) > 10]
+if not rows: print("ncu gave no rows"); sys.exit()
+h = rows[0]; ki, vi = h.index('Kernel Name'), h.index('Metric Value')
+t = collections.Counter(); n = collections.Counter()
+for r in rows[1:]:
+    try: v = float(r[vi].replace(',', ''))
+    except ValueError: continue
+    t[r[ki][:70]] += v; n[r[ki][:70]] += 1
+tot = sum(t.values())
+print(f"{len(rows)-1} kernels, {tot/1e3:.1f} us in all")
+for k, v in t.most_common(30): print(f"{v/1e3:9.1f} us  x{n[k]:<3d} {k}")
+PY
+else
+	echo "no ncu here"
+fi
 step "PyTorch reference (eager and torch.compile reduce-overhead)"
 PYTHONUNBUFFERED=1 python3 "$b/torch_gpu_mnist.py" "$b/mnist" "$epochs" flagship,lenet5,mlp | tee "$out/torch.jsonl"
 step "side by side"
