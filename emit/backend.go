@@ -62,12 +62,12 @@ func (b *Backend) PlanOptions(o planner.Options) planner.Options {
 
 // gpuTarget is a GPU backend's planning rules (gpuBackend names them):
 // every convolution, forward or backward, runs as im2col and the device's
-// GEMM (method), with gpu.ConvScratch of workspace, the im2col columns and
+// GEMM (method), with scratch(g) of workspace (gpu.ConvScratch), the im2col columns and
 // output rows of a round of images (emit/gpu lowers a convolution a round
 // at a time).
-func gpuTarget(method string) planner.Target {
+func gpuTarget(method string, scratch func(planner.ConvGeom) int) planner.Target {
 	return planner.Target{Conv: func(g planner.ConvGeom, _ planner.ConvPass) planner.ConvChoice {
-		return planner.ConvChoice{Method: method, Scratch: gpu.ConvScratch(g)}
+		return planner.ConvChoice{Method: method, Scratch: scratch(g)}
 	}}
 }
 
@@ -89,7 +89,7 @@ var (
 			}
 			return nil
 		},
-		Target: gpuTarget("im2col+mps"),
+		Target: gpuTarget("im2col+mps", gpu.ConvScratch), // 64 MiB rounds: unified memory shared with the system
 	}, &gpuDevice{dialect: gpu.Metal, pkg: "mps", fake: "fakemetal", about: []string{
 		"the plans' GEMMs run on MPSMatrixMultiplication and every other op on a",
 		"Metal kernel generated for its constant shapes (kernels.go), all recorded",
@@ -105,7 +105,7 @@ var (
 			}
 			return nil
 		},
-		Target: gpuTarget("im2col+cublas"),
+		Target: gpuTarget("im2col+cublas", gpu.ConvScratchWithin(1<<27)), // 512 MiB rounds: a batch of MNIST images in one GEMM
 	}, &gpuDevice{dialect: gpu.CUDA, pkg: "cuda", fake: "fakecuda", about: []string{
 		"the plans' GEMMs run on cuBLAS and every other op on a CUDA kernel",
 		"generated for its constant shapes (kernels.go, compiled by NVRTC at the",

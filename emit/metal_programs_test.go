@@ -168,9 +168,7 @@ func cudaModule(t *testing.T, dir string, batch int, names []string) {
 		if !ok {
 			t.Fatalf("no spec %s", name)
 		}
-		in := metalInputBatch(t, s.file, s.fusion, batch)
-		in.Backend = CUDA.Name
-		files, err := CUDA.program(in)
+		files, err := CUDA.program(backendInput(t, CUDA, s.file, s.fusion, batch))
 		if err != nil {
 			t.Fatalf("%s (%s): %v", name, s.file, err)
 		}

@@ -20,19 +20,26 @@ func metalInputFor(t testing.TB, file string, fusion bool) *Input {
 // batch (0: the spec's), for host-code tests that need small plans.
 func metalInputBatch(t testing.TB, file string, fusion bool, batch int) *Input {
 	t.Helper()
+	return backendInput(t, Metal, file, fusion, batch)
+}
+
+// backendInput loads a spec and plans it as `mlbuild compile --backend b`
+// does, with the plans at batch (0: the spec's).
+func backendInput(t testing.TB, b *Backend, file string, fusion bool, batch int) *Input {
+	t.Helper()
 	m, err := spec.Load(file)
 	if err != nil {
 		t.Fatalf("loading %s: %v", file, err)
 	}
 	var plans []*planner.Plan
 	for _, o := range []planner.Options{{Training: true, Fusion: fusion, Batch: batch}, {Fusion: fusion, Batch: batch}, {Fusion: fusion, Batch: 1}} {
-		p, err := planner.Build(m, Metal.PlanOptions(o))
+		p, err := planner.Build(m, b.PlanOptions(o))
 		if err != nil {
 			t.Fatalf("planning %s: %v", file, err)
 		}
 		plans = append(plans, p)
 	}
-	return &Input{Model: m, Train: plans[0], Infer: plans[1], Infer1: plans[2], Backend: "metal", Version: "golden", BuildKey: "golden"}
+	return &Input{Model: m, Train: plans[0], Infer: plans[1], Infer1: plans[2], Backend: b.Name, Version: "golden", BuildKey: "golden"}
 }
 
 // checkGolden compares got with a golden file of a backend's folder in
@@ -59,9 +66,7 @@ func checkGolden(t *testing.T, backend, name string, got []byte) {
 // differ only in the device package and the header comment.
 func TestGPUMNISTGolden(t *testing.T) {
 	for _, b := range []*Backend{Metal, CUDA} {
-		in := metalInputFor(t, "../models/mnist.cue", true)
-		in.Backend = b.Name
-		src, err := b.RenderGPU(in)
+		src, err := b.RenderGPU(backendInput(t, b, "../models/mnist.cue", true, 0))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -41,9 +41,18 @@ func convScratchPerImage(g planner.ConvGeom) int { return (g.C*g.KH*g.KW + g.OC)
 // asks for it (emit's gpuTarget); Lower reads the round
 // size back from the scratch buffer's size, so any size that holds one
 // image's columns lowers correctly.
-func ConvScratch(g planner.ConvGeom) int {
+func ConvScratch(g planner.ConvGeom) int { return convScratchWithin(g, convScratchBudget) }
+
+// ConvScratchWithin is ConvScratch with a budget of its own (float32s), for
+// a device with memory to spare: a discrete GPU's larger rounds make fewer,
+// larger GEMMs and launches.
+func ConvScratchWithin(budget int) func(planner.ConvGeom) int {
+	return func(g planner.ConvGeom) int { return convScratchWithin(g, budget) }
+}
+
+func convScratchWithin(g planner.ConvGeom, budget int) int {
 	g = normConv(g)
-	most := min(g.N, convScratchBudget/max(1, convScratchPerImage(g)))
+	most := min(g.N, budget/max(1, convScratchPerImage(g)))
 	if most < 2 {
 		return convColsPerImage(g)
 	}

@@ -11,6 +11,10 @@ import (
 // which treeReduce needs).
 const tgReduce = 256
 
+// tgWide is the threadgroup of reductions over very long rows (1024, what
+// CUDA and Apple GPUs allow for simple kernels).
+const tgWide = 1024
+
 // negHuge stands in for −∞ as the start of a max reduction (a literal every
 // dialect can spell).
 const negHuge = -math.MaxFloat32
@@ -49,7 +53,9 @@ func strided(j string, n, tg int, body ...Stmt) Stmt {
 // outer and j < inner, one threadgroup per channel.
 func channelSumKernel(outer, channels, inner int) *Kernel {
 	m := outer * inner
-	tg := pow2AtMost(m, tgReduce)
+	// One threadgroup per channel sums a whole batch: as wide a group as
+	// GPUs allow, so the loads of many threads hide each other's latency.
+	tg := pow2AtMost(m, tgWide)
 	shape := []int{outer, inner}
 	idx := add(mul(add(mul(coord(vr("j"), shape, 0), i32(channels)), tgidE), i32(inner)), coord(vr("j"), shape, 1))
 	body := []Stmt{

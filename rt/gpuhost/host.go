@@ -283,6 +283,9 @@ func (m *Model) touched() {
 }
 
 func (m *Model) setArgs(lr float32, step int) {
+	if !m.devNewer[ArenaArgs] && m.args[ArgLR] == math.Float32bits(lr) && m.args[ArgStep] == uint32(step) && m.args[ArgSeed] == m.seed {
+		return // the device has these already: no copy before an inference
+	}
 	m.hostView(ArenaArgs, true)
 	m.args[ArgLR] = math.Float32bits(lr)
 	m.args[ArgStep] = uint32(step)
