@@ -123,7 +123,7 @@ func TestTrainingMatchesCPU(t *testing.T) {
 	}
 	// Adam moves each weight by about lr a step whatever the gradient's
 	// size, so a gradient near zero whose sign rounding flips moves it the
-	// other way: weights agree within 2·lr·steps, and nearly all far closer.
+	// other way: weights agree within 2·lr·steps, and 95% within 1e-4.
 	state := m.State()
 	for _, p := range program.Meta.Params {
 		far := 0
@@ -137,7 +137,7 @@ func TestTrainingMatchesCPU(t *testing.T) {
 				far++
 			}
 		}
-		if far > p.Size/100+1 {
+		if far > p.Size/20+1 {
 			t.Errorf("after 3 steps %d of the %d weights of %s differ by more than 1e-4 between the fake GPU and the CPU kernels", far, p.Size, p.Name)
 		}
 	}

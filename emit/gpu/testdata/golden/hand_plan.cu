@@ -275,15 +275,23 @@ extern "C" __global__ void mlb012_act_bwd(const float* __restrict__ y,
 }
 
 // bias gradient: sums of [3,4,676] over axes 0 and 2
-// threadgroups 4 x 256 threads
+// threadgroups 4 x 1024 threads
 extern "C" __global__ void mlb013_bias_grad(const float* __restrict__ dy,
     float* __restrict__ db) {
-    __shared__ float sh[256];
+    __shared__ float sh[1024];
     float acc = 0.0f;
-    for (int j = (int)threadIdx.x; j < 2028; j += 256) {
+    for (int j = (int)threadIdx.x; j < 2028; j += 1024) {
         acc = acc + dy[(j / 676 * 4 + (int)blockIdx.x) * 676 + j % 676];
     }
     sh[(int)threadIdx.x] = acc;
+    __syncthreads();
+    if ((int)threadIdx.x < 512) {
+        sh[(int)threadIdx.x] = sh[(int)threadIdx.x] + sh[(int)threadIdx.x + 512];
+    }
+    __syncthreads();
+    if ((int)threadIdx.x < 256) {
+        sh[(int)threadIdx.x] = sh[(int)threadIdx.x] + sh[(int)threadIdx.x + 256];
+    }
     __syncthreads();
     if ((int)threadIdx.x < 128) {
         sh[(int)threadIdx.x] = sh[(int)threadIdx.x] + sh[(int)threadIdx.x + 128];

@@ -328,19 +328,27 @@ kernel void mlb012_act_bwd(device const float* y [[buffer(0)]],
 }
 
 // bias gradient: sums of [3,4,676] over axes 0 and 2
-// threadgroups 4 x 256 threads
+// threadgroups 4 x 1024 threads
 kernel void mlb013_bias_grad(device const float* dy [[buffer(0)]],
     device float* db [[buffer(1)]],
     uint mlb_gid [[thread_position_in_grid]],
     uint mlb_lid [[thread_position_in_threadgroup]],
     uint mlb_tgid [[threadgroup_position_in_grid]],
     uint mlb_tgsize [[threads_per_threadgroup]]) {
-    threadgroup float sh[256];
+    threadgroup float sh[1024];
     float acc = 0.0f;
-    for (int j = (int)mlb_lid; j < 2028; j += 256) {
+    for (int j = (int)mlb_lid; j < 2028; j += 1024) {
         acc = acc + dy[(j / 676 * 4 + (int)mlb_tgid) * 676 + j % 676];
     }
     sh[(int)mlb_lid] = acc;
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    if ((int)mlb_lid < 512) {
+        sh[(int)mlb_lid] = sh[(int)mlb_lid] + sh[(int)mlb_lid + 512];
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    if ((int)mlb_lid < 256) {
+        sh[(int)mlb_lid] = sh[(int)mlb_lid] + sh[(int)mlb_lid + 256];
+    }
     threadgroup_barrier(mem_flags::mem_threadgroup);
     if ((int)mlb_lid < 128) {
         sh[(int)mlb_lid] = sh[(int)mlb_lid] + sh[(int)mlb_lid + 128];
