@@ -170,29 +170,27 @@ func assignBuffers(p *Plan, memoryLimit int64, why string) error {
 const maxArenaElements = min(math.MaxInt, math.MaxInt64/(2*spec.BytesPerElement))
 
 // checkBufferSizes checks, before any offset is added up, that every
-// buffer's size is its shape's element count computed without overflow and
-// at most spec.MaxCount, and fails naming the layer, the buffer and its
-// bytes otherwise. Activations and params are within the bound whenever
+// buffer's shape holds at most spec.MaxCount elements, counted without
+// overflow, and fails naming the layer, the buffer and its bytes otherwise
+// (a size that is not its shape's count is a bug, reported as one). Activations and params are within the bound whenever
 // the spec is (spec.CheckLimitsAt); a step's scratch, which a backend
 // sizes, is checked here alone.
 func checkBufferSizes(p *Plan) error {
 	var layers []string
 	for i, b := range p.Buffers {
-		n, exact := int64(1), true // spec.ShapeCount, but a scratch may be empty
-		for _, d := range b.Shape {
-			var ok bool
-			n, ok = spec.MulCount(n, int64(d))
-			exact = exact && ok
-		}
+		n, exact := spec.ShapeCount(b.Shape)
 		if exact && n == int64(b.Size) && n <= spec.MaxCount {
 			continue
 		}
 		if layers == nil {
 			layers = bufferLayers(p)
 		}
+		if exact && n != int64(b.Size) {
+			return fmt.Errorf("planner: buffer %s has size %d but its shape %s holds %d elements (a bug in mlbuild)", b.Name, b.Size, shapeString(b.Shape), n)
+		}
 		what := fmt.Sprintf("%d elements (%s as f32)", n, bytesText(n))
-		if !exact || n != int64(b.Size) {
-			what = "more elements than mlbuild can count"
+		if !exact {
+			what = "more than 2^63 elements"
 		}
 		return &Error{Layer: layers[p.root(BufID(i))], Msg: fmt.Sprintf(
 			"buffer %s %s holds %s, more than the %d (2^40) mlbuild allows in one buffer; lower the batch size or shrink this layer",

@@ -51,13 +51,13 @@ func AddCount(a, b int64) (int64, bool) {
 }
 
 // ShapeCount returns the number of elements of a shape, and whether that
-// count is exact (every dimension positive and the product below 2^63).
+// count is exact (no dimension negative and the product below 2^63).
 func ShapeCount(shape []int) (int64, bool) {
 	n, exact := int64(1), true
 	for _, d := range shape {
 		var ok bool
 		n, ok = MulCount(n, int64(d))
-		exact = exact && ok && d > 0
+		exact = exact && ok
 	}
 	return n, exact
 }

@@ -36,8 +36,11 @@ func TestMulAddCount(t *testing.T) {
 	if n, ok := ShapeCount([]int{1 << 30, 1 << 30, 1 << 30}); ok || n != math.MaxInt64 {
 		t.Errorf("ShapeCount(2^90) = %d, %v; want saturated", n, ok)
 	}
-	if n, ok := ShapeCount([]int{3, 0}); ok || n != 0 {
-		t.Errorf("ShapeCount([3, 0]) = %d, %v; want 0, not exact", n, ok)
+	if n, ok := ShapeCount([]int{3, 0}); !ok || n != 0 {
+		t.Errorf("ShapeCount([3, 0]) = %d, %v; want 0, exact", n, ok)
+	}
+	if n, ok := ShapeCount([]int{3, -1}); ok || n != math.MaxInt64 {
+		t.Errorf("ShapeCount([3, -1]) = %d, %v; want saturated", n, ok)
 	}
 }
 
