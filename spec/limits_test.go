@@ -187,12 +187,26 @@ schema.#Spec & {
 `
 	}
 	dense := `{op: "dense", units: 10}`
+	graph := `package p
+
+import "github.com/mlbuild/mlbuild/schema"
+
+schema.#Spec & {
+	name: "m"
+	model: {
+		input: [4]
+		nodes: "` + name + `": {op: "relu", inputs: ["` + field + `"]}
+	}
+	training: {loss: "mse", optimizer: {kind: "adam", lr: 1e-3}, epochs: 1, batchSize: 32}
+}
+`
 	for _, c := range []struct{ src, want string }{
 		{spec("m", `{op: "dense", units: 10, name: "`+name+`"}`, "mse"), `layer ` + Short(name) + `: name "` + Short(name) + `" is not a safe identifier`},
 		{spec("m", `{op: "dense", units: 10, `+field+`: 1}`, "mse"), `layer dense1: dense layers have no field "` + strings.Repeat("q", 40) + `…" (10000 characters)`},
 		{spec("m", `{op: "`+name+`"}, `+dense, "mse"), `unknown op "` + Short(name) + `"`},
 		{spec("m", dense, name), `unknown loss "` + Short(name) + `"`},
 		{spec(name, dense, "mse"), `model name "` + Short(name) + `" is not a safe identifier`},
+		{graph, `layer ` + Short(name) + `: input "` + strings.Repeat("q", 40) + `…" (10000 characters) is not a node of the graph (nodes: ` + Short(name) + `; the model input is "input")`},
 	} {
 		_, err := LoadBytes(filepath.Join(t.TempDir(), "long.cue"), []byte(c.src))
 		var es Errors
