@@ -2,7 +2,11 @@ package planner
 
 import (
 	"fmt"
+	"math"
+	"math/bits"
 	"sort"
+
+	"github.com/mlbuild/mlbuild/spec"
 )
 
 // Align is the alignment, in float32 elements, of every buffer's offset in
@@ -42,12 +46,28 @@ func alignUp(n int) int { return (n + Align - 1) / Align * Align }
 // and the input, labels, output and loss until after the last (the program
 // reads them between steps). Views take their storage owner's offset.
 // StateSize, WorkSize and NaiveWorkSize (every work buffer its own storage)
-// are set. With a memory limit, a plan above it fails naming the layer
-// whose buffers take the most.
-func assignBuffers(p *Plan, memoryLimit int64) error {
+// are set. Sizes and offsets are added up with checked arithmetic: a buffer
+// of more than spec.MaxCount elements, or arenas whose bytes would not fit
+// the integers of mlbuild or of the program, fail naming the layer and the
+// bytes. With a memory limit (why says where it comes from, for the
+// message), a plan above it fails naming the layer whose buffers take the
+// most.
+func assignBuffers(p *Plan, memoryLimit int64, why string) error {
+	if err := checkBufferSizes(p); err != nil {
+		return err
+	}
 	for i := range p.Buffers {
 		p.Buffers[i].Arena = arenaOf(p.Buffers[i].Kind)
 		p.Buffers[i].Offset = 0
+	}
+	// Offsets are counted in int64 and must fit an int (and their bytes an
+	// int64); over marks the first buffer placed past that.
+	over := NoBuf
+	fits := func(id BufID, end int64) int {
+		if end > maxArenaElements && over == NoBuf {
+			over = id
+		}
+		return int(min(end, maxArenaElements))
 	}
 	// State arena, in Params order.
 	next := 0
@@ -56,7 +76,7 @@ func assignBuffers(p *Plan, memoryLimit int64) error {
 			return
 		}
 		p.Buffers[id].Offset = next
-		next += alignUp(p.Buffers[id].Size)
+		next = fits(id, int64(next)+int64(alignUp(p.Buffers[id].Size)))
 	}
 	for _, pr := range p.Params {
 		place(pr.Buf)
@@ -78,7 +98,7 @@ func assignBuffers(p *Plan, memoryLimit int64) error {
 	for i, b := range p.Buffers {
 		if b.Arena == ArenaWork && b.AliasOf == NoBuf {
 			order = append(order, BufID(i))
-			p.NaiveWorkSize += alignUp(b.Size)
+			p.NaiveWorkSize = fits(BufID(i), int64(p.NaiveWorkSize)+int64(alignUp(b.Size)))
 		}
 	}
 	sort.SliceStable(order, func(i, j int) bool {
@@ -109,7 +129,7 @@ func assignBuffers(p *Plan, memoryLimit int64) error {
 			off = max(off, s.hi)
 		}
 		p.Buffers[id].Offset = off
-		p.WorkSize = max(p.WorkSize, off+size)
+		p.WorkSize = max(p.WorkSize, fits(id, int64(off)+int64(size)))
 		placed = append(placed, id)
 	}
 	for i := range p.Buffers {
@@ -118,14 +138,63 @@ func assignBuffers(p *Plan, memoryLimit int64) error {
 			p.Buffers[i].Arena = p.Buffers[r].Arena
 		}
 	}
+	total := int64(p.StateSize) + int64(p.WorkSize) // each below 2^61: no overflow
+	if over == NoBuf && total > maxArenaElements {
+		over = p.Output
+	}
+	if over != NoBuf {
+		layer := bufferLayers(p)[p.root(over)]
+		return &Error{Layer: layer, Msg: fmt.Sprintf(
+			"the plan's buffers at batch %d need more than %s, more than mlbuild can place (the arenas' offsets must fit this mlbuild's %d-bit integers); lower the batch size or shrink this layer, whose %s takes %s",
+			p.Batch, bytesText(maxArenaElements), bits.UintSize, p.Buffers[over].Name, bytesText(int64(p.Buffers[over].Size)))}
+	}
 	if memoryLimit > 0 {
-		if total := 4 * int64(p.StateSize+p.WorkSize); total > memoryLimit {
+		if total := spec.BytesPerElement * total; total > memoryLimit {
 			layer, bytes := dominantLayer(p)
+			limit := formatBytes(memoryLimit)
+			if why != "" {
+				limit += ", " + why
+			}
 			return &Error{Layer: layer, Msg: fmt.Sprintf(
 				"the plan needs %d bytes (%s: state %s, work %s at batch %d), above the memory limit of %d bytes (%s); this layer's buffers take the most (%s): lower the batch size or shrink this layer",
 				total, formatBytes(total), formatBytes(4*int64(p.StateSize)), formatBytes(4*int64(p.WorkSize)), p.Batch,
-				memoryLimit, formatBytes(memoryLimit), formatBytes(bytes))}
+				memoryLimit, limit, formatBytes(bytes))}
 		}
+	}
+	return nil
+}
+
+// maxArenaElements bounds an arena's size and every offset in it, in
+// elements: an int of this mlbuild holds it, and its bytes (with the two
+// arenas together) an int64.
+const maxArenaElements = min(math.MaxInt, math.MaxInt64/(2*spec.BytesPerElement))
+
+// checkBufferSizes checks, before any offset is added up, that every
+// buffer's shape holds at most spec.MaxCount elements, counted without
+// overflow, and fails naming the layer, the buffer and its bytes otherwise
+// (a size that is not its shape's count is a bug, reported as one). Activations and params are within the bound whenever
+// the spec is (spec.CheckLimitsAt); a step's scratch, which a backend
+// sizes, is checked here alone.
+func checkBufferSizes(p *Plan) error {
+	var layers []string
+	for i, b := range p.Buffers {
+		n, exact := spec.ShapeCount(b.Shape)
+		if exact && n == int64(b.Size) && n <= spec.MaxCount {
+			continue
+		}
+		if layers == nil {
+			layers = bufferLayers(p)
+		}
+		if exact && n != int64(b.Size) {
+			return fmt.Errorf("planner: buffer %s has size %d but its shape %s holds %d elements (a bug in mlbuild)", b.Name, b.Size, shapeString(b.Shape), n)
+		}
+		what := fmt.Sprintf("%d elements (%s as f32)", n, bytesText(n))
+		if !exact {
+			what = "more than 2^63 elements"
+		}
+		return &Error{Layer: layers[p.root(BufID(i))], Msg: fmt.Sprintf(
+			"buffer %s %s holds %s, more than the %d (2^40) mlbuild allows in one buffer; lower the batch size or shrink this layer",
+			b.Name, shapeString(b.Shape), what, spec.MaxCount)}
 	}
 	return nil
 }
@@ -215,15 +284,15 @@ func dominantLayer(p *Plan) (string, int64) {
 	return best, total[best]
 }
 
-// formatBytes prints a byte count with a binary unit.
-func formatBytes(n int64) string {
-	switch {
-	case n >= 1<<30:
-		return fmt.Sprintf("%.2f GiB", float64(n)/(1<<30))
-	case n >= 1<<20:
-		return fmt.Sprintf("%.2f MiB", float64(n)/(1<<20))
-	case n >= 1<<10:
-		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+// bytesText is the bytes of n float32 elements, "N bytes (X GiB)", counted
+// without overflow.
+func bytesText(n int64) string {
+	b, ok := spec.MulCount(n, spec.BytesPerElement)
+	if !ok {
+		return "more than 2^63 bytes"
 	}
-	return fmt.Sprintf("%d B", n)
+	return fmt.Sprintf("%d bytes (%s)", b, formatBytes(b))
 }
+
+// formatBytes prints a byte count with a binary unit.
+func formatBytes(n int64) string { return spec.FormatBytes(n) }

@@ -23,6 +23,10 @@ type Options struct {
 	// MemoryLimit is the most bytes the state and work arenas may take
 	// together; 0 means no limit.
 	MemoryLimit int64
+	// MemoryLimitSource says where MemoryLimit comes from ("this machine's
+	// memory", "the most a 32-bit program can address"), for the message
+	// of a plan above it; empty says nothing.
+	MemoryLimitSource string
 }
 
 // Error is a planner error about the user's spec: it points at the layer's
@@ -61,6 +65,11 @@ func Build(m *spec.Model, opts Options) (*Plan, error) {
 	if batch <= 0 {
 		return nil, &Error{Pos: m.Nodes[0].Pos, Layer: m.Nodes[0].Name,
 			Msg: "no batch size: the spec's training.batchSize is not set and none was given"}
+	}
+	// Every size the plan computes is within the bounds at this batch,
+	// which a command line may set apart from the spec's.
+	if err := spec.CheckLimitsAt(m, batch); err != nil {
+		return nil, err
 	}
 	target := opts.Target
 	if target.Conv == nil {
@@ -116,8 +125,10 @@ func Build(m *spec.Model, opts Options) (*Plan, error) {
 	if err := check("chooseMethods"); err != nil {
 		return nil, err
 	}
-	measureCosts(p)
-	if err := assignBuffers(p, opts.MemoryLimit); err != nil {
+	if err := measureCosts(p); err != nil {
+		return nil, positioned(m, err)
+	}
+	if err := assignBuffers(p, opts.MemoryLimit, opts.MemoryLimitSource); err != nil {
 		return nil, positioned(m, err)
 	}
 	if err := check("assignBuffers"); err != nil {

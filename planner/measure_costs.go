@@ -1,18 +1,60 @@
 package planner
 
+import (
+	"fmt"
+
+	"github.com/mlbuild/mlbuild/spec"
+)
+
 // measureCosts sets every step's FLOPs and Bytes.
 //
-// Before: all phases are final. After: each step's FLOPs counts a
-// multiply-add as 2 and any other arithmetic op as 1 (transcendental
-// functions too), and Bytes counts 4 bytes per element of every operand
-// read or written (an in-place optimizer update reads and writes its
-// param). These are model-level estimates for comparing plans (fused
-// against unfused, one model against another), not hardware counters.
-func measureCosts(p *Plan) {
+// Before: all phases are final, and the spec's sizes are within
+// spec.CheckLimitsAt at the plan's batch (Build checks that first). After:
+// each step's FLOPs counts a multiply-add as 2 and any other arithmetic op
+// as 1 (transcendental functions too), and Bytes counts 4 bytes per element
+// of every operand read or written (an in-place optimizer update reads and
+// writes its param). These are model-level estimates for comparing plans
+// (fused against unfused, one model against another), not hardware
+// counters. Every product and sum is checked (spec.MulCount, AddCount): a
+// count that would pass 2^63 fails the pass with an error naming the
+// step's layer, never a wrapped-around, negative figure.
+func measureCosts(p *Plan) error {
 	for _, s := range p.allSteps() {
-		s.FLOPs = stepFLOPs(p, s)
-		s.Bytes = stepBytes(p, s)
+		var c costCounter
+		s.FLOPs = stepFLOPs(p, s, &c)
+		s.Bytes = stepBytes(p, s, &c)
+		if c.over {
+			return &Error{Layer: s.Layer, Msg: fmt.Sprintf(
+				"the %s step's FLOPs or bytes at batch %d pass 2^63, more than mlbuild counts; lower the batch size or shrink this layer", s.Kernel, p.Batch)}
+		}
 	}
+	return nil
+}
+
+// costCounter does the checked arithmetic of one step's costs, remembering
+// whether any product or sum overflowed.
+type costCounter struct{ over bool }
+
+// mul multiplies counts.
+func (c *costCounter) mul(xs ...int64) int64 {
+	n := int64(1)
+	for _, x := range xs {
+		var ok bool
+		n, ok = spec.MulCount(n, x)
+		c.over = c.over || !ok
+	}
+	return n
+}
+
+// sum adds counts.
+func (c *costCounter) sum(xs ...int64) int64 {
+	n := int64(0)
+	for _, x := range xs {
+		var ok bool
+		n, ok = spec.AddCount(n, x)
+		c.over = c.over || !ok
+	}
+	return n
 }
 
 // size returns the number of elements of operand id (0 for NoBuf).
@@ -24,22 +66,22 @@ func (p *Plan) size(id BufID) int64 {
 }
 
 // stepBytes is 4 bytes per element of each operand read and each written.
-func stepBytes(p *Plan, s *Step) int64 {
+func stepBytes(p *Plan, s *Step, c *costCounter) int64 {
 	var n int64
 	for _, id := range s.In {
-		n += p.size(id)
+		n = c.sum(n, p.size(id))
 	}
 	for _, id := range s.Out {
-		n += p.size(id)
+		n = c.sum(n, p.size(id))
 	}
 	if s.Kernel == KSGD || s.Kernel == KAdam {
-		n += p.size(s.Out[0]) // the param is read as well as written
+		n = c.sum(n, p.size(s.Out[0])) // the param is read as well as written
 	}
-	return 4 * n
+	return c.mul(spec.BytesPerElement, n)
 }
 
 // stepFLOPs estimates the arithmetic of one step.
-func stepFLOPs(p *Plan, s *Step) int64 {
+func stepFLOPs(p *Plan, s *Step, c *costCounter) int64 {
 	in0 := func() int64 { return p.size(s.In[0]) }
 	out0 := func() int64 { return p.size(s.Out[0]) }
 	act := func() int64 {
@@ -54,67 +96,66 @@ func stepFLOPs(p *Plan, s *Step) int64 {
 		}
 		return 0
 	}
+	window := func() int64 { return c.mul(int64(s.Attr.Conv.KH), int64(s.Attr.Conv.KW)) }
+	taps := func() int64 {
+		g := s.Attr.Conv
+		return c.mul(int64(g.C/max(g.Groups, 1)), int64(g.KH), int64(g.KW))
+	}
 	switch s.Kernel {
 	case KGemm:
 		// y [B,N] = x [B,K] · Wᵀ: 2·B·N·K, plus bias and activation per output.
 		k := int64(p.shapeOf(s.In[1])[1])
-		return out0() * (2*k + has(s.In[2]) + act())
+		return c.mul(out0(), c.sum(c.mul(2, k), has(s.In[2]), act()))
 	case KGemmBwd:
 		k := int64(p.shapeOf(s.In[1])[1])
 		y := p.size(s.In[2])
-		return y*2*k*(has(s.Out[0])+1) + y*(has(s.Out[2])+act())
+		return c.sum(c.mul(y, 2, k, has(s.Out[0])+1), c.mul(y, has(s.Out[2])+act()))
 	case KConv2D:
-		g := s.Attr.Conv
-		taps := int64(g.C / max(g.Groups, 1) * g.KH * g.KW)
-		return out0() * (2*taps + has(s.In[2]) + act())
+		return c.mul(out0(), c.sum(c.mul(2, taps()), has(s.In[2]), act()))
 	case KConv2DBwd:
-		g := s.Attr.Conv
-		taps := int64(g.C / max(g.Groups, 1) * g.KH * g.KW)
 		y := p.size(s.In[2])
-		return y*2*taps*(has(s.Out[0])+1) + y*(has(s.Out[2])+act())
+		return c.sum(c.mul(y, 2, taps(), has(s.Out[0])+1), c.mul(y, has(s.Out[2])+act()))
 	case KMaxPool2D, KAvgPool2D:
-		return out0() * int64(s.Attr.Conv.KH*s.Attr.Conv.KW)
+		return c.mul(out0(), window())
 	case KMaxPool2DBwd:
-		return p.size(s.In[1]) * int64(s.Attr.Conv.KH*s.Attr.Conv.KW)
+		return c.mul(p.size(s.In[1]), window())
 	case KAvgPool2DBwd:
-		return p.size(s.In[0]) * int64(s.Attr.Conv.KH*s.Attr.Conv.KW)
+		return c.mul(p.size(s.In[0]), window())
 	case KGlobalAvgPool:
 		return in0()
 	case KGlobalAvgPoolBwd:
 		return out0()
 	case KUnary:
-		return out0() * int64(len(s.Attr.Chain))
+		return c.mul(out0(), int64(len(s.Attr.Chain)))
 	case KUnaryBwd:
 		// Recompute the chain forward, then multiply by each derivative.
-		return out0() * int64(3*len(s.Attr.Chain))
+		return c.mul(out0(), 3, int64(len(s.Attr.Chain)))
 	case KBinary, KAccumulate, KDropout, KDropoutBwd:
 		return out0()
 	case KBinaryBwd:
-		n := p.size(s.In[2])
-		return n * (has(s.Out[0]) + has(s.Out[1]))
+		return c.mul(p.size(s.In[2]), has(s.Out[0])+has(s.Out[1]))
 	case KSoftmax, KLogSoftmax:
-		return 4 * out0() // max, exp, sum, divide
+		return c.mul(4, out0()) // max, exp, sum, divide
 	case KSoftmaxBwd, KLogSoftmaxBwd:
-		return 3 * out0()
+		return c.mul(3, out0())
 	case KBatchNorm:
-		return 6 * out0() // mean, variance, normalise, scale and shift
+		return c.mul(6, out0()) // mean, variance, normalise, scale and shift
 	case KBatchNormBwd:
-		return 8 * p.size(s.In[0])
+		return c.mul(8, p.size(s.In[0]))
 	case KMatMul:
 		a := p.shapeOf(s.In[0])
-		return out0() * 2 * int64(a[len(a)-1])
+		return c.mul(out0(), 2, int64(a[len(a)-1]))
 	case KMatMulBwd:
 		a := p.shapeOf(s.In[0])
-		y := p.size(s.In[2])
-		return y * 2 * int64(a[len(a)-1]) * (has(s.Out[0]) + has(s.Out[1]))
+		return c.mul(p.size(s.In[2]), 2, int64(a[len(a)-1]), has(s.Out[0])+has(s.Out[1]))
 	case KSoftmaxXent:
-		return 5 * in0()
+		return c.mul(5, in0())
 	case KMSE:
-		return 4 * in0()
+		return c.mul(4, in0())
 	case KSGD:
-		return 4 * out0()
+		return c.mul(4, out0())
 	case KAdam:
-		return 12 * out0()
+		return c.mul(12, out0())
 	}
 	return 0 // transpose, concat and their gradients move data only
 }

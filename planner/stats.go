@@ -1,5 +1,7 @@
 package planner
 
+import "github.com/mlbuild/mlbuild/spec"
+
 // Stats summarises a plan's cost per training step (or per forward pass
 // for an inference plan): what `mlbuild plan` prints and what fusion and
 // the memory plan are judged by.
@@ -23,16 +25,18 @@ func (p *Plan) Stats() Stats {
 	var st Stats
 	sum := func(ph Phase) (n int, flops, bytes int64) {
 		for _, s := range ph {
-			flops += s.FLOPs
-			bytes += s.Bytes
+			flops, _ = spec.AddCount(flops, s.FLOPs) // saturates, never wraps
+			bytes, _ = spec.AddCount(bytes, s.Bytes)
 		}
 		return len(ph), flops, bytes
 	}
 	st.ForwardSteps, st.ForwardFLOPs, st.ForwardBytes = sum(p.Forward)
 	st.BackwardSteps, st.BackwardFLOPs, st.BackwardBytes = sum(p.Backward)
 	st.UpdateSteps, st.UpdateFLOPs, st.UpdateBytes = sum(p.Update)
-	st.TotalFLOPs = st.ForwardFLOPs + st.BackwardFLOPs + st.UpdateFLOPs
-	st.TotalBytes = st.ForwardBytes + st.BackwardBytes + st.UpdateBytes
+	st.TotalFLOPs, _ = spec.AddCount(st.ForwardFLOPs, st.BackwardFLOPs)
+	st.TotalFLOPs, _ = spec.AddCount(st.TotalFLOPs, st.UpdateFLOPs)
+	st.TotalBytes, _ = spec.AddCount(st.ForwardBytes, st.BackwardBytes)
+	st.TotalBytes, _ = spec.AddCount(st.TotalBytes, st.UpdateBytes)
 	for _, pr := range p.Params {
 		if p.Buffers[pr.Buf].Kind == KindParam {
 			st.Params += int64(p.Buffers[pr.Buf].Size)

@@ -33,7 +33,7 @@ func checkGraph(v cue.Value, pos *positions) Errors {
 				if !ok {
 					where = at
 				}
-				es = append(es, Error{Pos: where, Layer: n, Message: fmt.Sprintf("input %q is not a node of the graph (nodes: %s; the model input is \"input\")", in, strings.Join(names, ", "))})
+				es = append(es, Error{Pos: where, Layer: n, Message: fmt.Sprintf("input %s is not a node of the graph (nodes: %s; the model input is \"input\")", QuoteShort(in), shortList(names))})
 			}
 		}
 	}
@@ -42,9 +42,27 @@ func checkGraph(v cue.Value, pos *positions) Errors {
 	}
 	if cycle := findCycle(names, inputs); cycle != nil {
 		at, _ := pos.lookup([]string{"model", "nodes", cycle[0]})
+		for i, n := range cycle {
+			cycle[i] = Short(n)
+		}
 		es = append(es, Error{Pos: at, Layer: cycle[0], Message: fmt.Sprintf("the nodes form a cycle: %s; every node must read only nodes that do not depend on it", strings.Join(cycle, " → "))})
 	}
 	return es
+}
+
+// shortList joins names for a message: each shortened, and at most ten of
+// them, then how many more there are.
+func shortList(names []string) string {
+	const most = 10
+	var parts []string
+	for i, n := range names {
+		if i == most {
+			parts = append(parts, fmt.Sprintf("and %d more", len(names)-most))
+			break
+		}
+		parts = append(parts, Short(n))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // graphInputs lists the graph's node names in declaration order and the
@@ -171,7 +189,7 @@ func decode(v cue.Value, pos *positions) (*Model, error) {
 	for i := range m.Nodes {
 		n := &m.Nodes[i]
 		if prev, ok := first[n.Name]; ok {
-			d.errs = append(d.errs, Error{Pos: n.Pos, Layer: n.Name, Message: fmt.Sprintf("the name %s is already used by the %s layer at %s; give this layer another name", n.Name, prev.Op, prev.Pos)})
+			d.errs = append(d.errs, Error{Pos: n.Pos, Layer: n.Name, Message: fmt.Sprintf("the name %s is already used by the %s layer at %s; give this layer another name", Short(n.Name), Short(string(prev.Op)), prev.Pos)})
 			continue
 		}
 		first[n.Name] = n

@@ -13,13 +13,14 @@ type Error struct {
 	Message string `json:"message"`
 }
 
-// Error formats the problem as FILE:LINE:COL: layer NAME: message.
+// Error formats the problem as FILE:LINE:COL: layer NAME: message, with
+// a long name shortened (Short).
 func (e Error) Error() string {
 	var b strings.Builder
 	b.WriteString(e.Pos.String())
 	b.WriteString(": ")
 	if e.Layer != "" {
-		fmt.Fprintf(&b, "layer %s: ", e.Layer)
+		fmt.Fprintf(&b, "layer %s: ", Short(e.Layer))
 	}
 	b.WriteString(e.Message)
 	return b.String()

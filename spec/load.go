@@ -121,6 +121,10 @@ func loadSources(srcs []source) (*Model, error) {
 		if err := CheckSafety(r.m); err != nil {
 			return nil, err
 		}
+		// The size bounds again, with the model totals CUE does not add up.
+		if err := CheckLimits(r.m); err != nil {
+			return nil, err
+		}
 		return r.m, nil
 	case <-timer.C:
 		return nil, Errors{{Pos: Pos{File: srcs[0].name, Line: 1, Col: 1}, Message: fmt.Sprintf("evaluating the spec took longer than %v, so mlbuild stopped waiting: the spec is too large or too deeply nested", EvalTimeout)}}
@@ -244,7 +248,8 @@ func validateAll(v cue.Value) error {
 	if err == nil {
 		return nil
 	}
-	parts := []cue.Value{v.LookupPath(cue.ParsePath("training")), v.LookupPath(cue.ParsePath("dataset")), v.LookupPath(cue.ParsePath("model.input"))}
+	parts := []cue.Value{v.LookupPath(cue.ParsePath("training")), v.LookupPath(cue.ParsePath("dataset")), v.LookupPath(cue.ParsePath("model.input")),
+		v.LookupPath(cue.MakePath(cue.Str("model"), cue.Hid("_check", schema.ImportPath)))}
 	for _, group := range []string{"model.layers", "model.nodes"} {
 		g := v.LookupPath(cue.ParsePath(group))
 		if !g.Exists() {

@@ -35,12 +35,12 @@ func CheckSafety(m *Model) error {
 	var es Errors
 	if !namePattern.MatchString(m.Name) {
 		es = append(es, Error{Pos: findString(m.File, src, "name", m.Name),
-			Message: fmt.Sprintf("model name %s is not a safe identifier: %s", strconv.QuoteToASCII(m.Name), NameRule)})
+			Message: fmt.Sprintf("model name %s is not a safe identifier: %s", QuoteShort(m.Name), NameRule)})
 	}
 	for _, n := range m.Nodes {
 		if !namePattern.MatchString(n.Name) {
 			es = append(es, Error{Pos: n.Pos,
-				Message: fmt.Sprintf("layer name %s is not a safe identifier: %s", strconv.QuoteToASCII(n.Name), NameRule)})
+				Message: fmt.Sprintf("layer name %s is not a safe identifier: %s", QuoteShort(n.Name), NameRule)})
 		}
 	}
 	d := m.Dataset
@@ -53,7 +53,7 @@ func CheckSafety(m *Model) error {
 		}
 		if why := unsafeFileName(f.value); why != "" {
 			es = append(es, Error{Pos: findString(m.File, src, f.field, f.value),
-				Message: fmt.Sprintf("dataset.%s %s %s: %s", f.field, strconv.QuoteToASCII(f.value), why, FileNameRule)})
+				Message: fmt.Sprintf("dataset.%s %s %s: %s", f.field, QuoteShort(f.value), why, FileNameRule)})
 		}
 	}
 	if len(es) > 0 {

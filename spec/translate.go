@@ -45,7 +45,7 @@ func (p *positions) translateAll(err error, v *cue.Value) Errors {
 	if len(out) == 0 {
 		// CUE reported something none of the rules above recognise: say so
 		// rather than print nothing.
-		out = Errors{{Pos: p.firstFile(), Message: "the spec is not valid: " + cueerrors.Details(err, nil)}}
+		out = Errors{{Pos: p.firstFile(), Message: "the spec is not valid: " + shortenMessage(cueerrors.Details(err, nil))}}
 	}
 	sort.SliceStable(out, func(i, j int) bool {
 		a, b := out[i].Pos, out[j].Pos
@@ -92,7 +92,7 @@ func (p *positions) translate(e cueerrors.Error, v *cue.Value) (te Error, follow
 		}
 	}
 	format, args := e.Msg()
-	raw := fmt.Sprintf(format, args...)
+	raw := shortenMessage(fmt.Sprintf(format, args...))
 	if strings.Contains(raw, "errors in empty disjunction") {
 		return Error{}, false, false
 	}
@@ -105,6 +105,7 @@ func (p *positions) translate(e cueerrors.Error, v *cue.Value) (te Error, follow
 	if layerPath == nil {
 		field = visibleField(path)
 	}
+	field = Short(field)
 	fromSchemaCheck := len(path) > 0 && strings.HasSuffix(path[len(path)-1], "Err") && slices.ContainsFunc(path, func(l string) bool { return strings.HasPrefix(l, "_check") })
 
 	switch {
@@ -116,7 +117,7 @@ func (p *positions) translate(e cueerrors.Error, v *cue.Value) (te Error, follow
 	case fromSchemaCheck:
 		te.Message = raw
 		if te.Layer != "" {
-			te.Message = strings.TrimPrefix(raw, "layer "+te.Layer+": ")
+			te.Message = strings.TrimPrefix(raw, "layer "+Short(te.Layer)+": ")
 		}
 	case strings.Contains(raw, "incomplete value") || strings.Contains(raw, "non-concrete value") || strings.HasPrefix(raw, "incomplete"):
 		if field == "" || isComputedField(field) {
@@ -134,9 +135,9 @@ func (p *positions) translate(e cueerrors.Error, v *cue.Value) (te Error, follow
 			name = path[len(path)-1]
 		}
 		if te.Layer != "" {
-			te.Message = fmt.Sprintf("%s layers have no field %q", layerOp(layerPath, v), name)
+			te.Message = fmt.Sprintf("%s layers have no field %s", Short(layerOp(layerPath, v)), QuoteShort(name))
 		} else {
-			te.Message = fmt.Sprintf("field %q is not allowed here (in %s)", name, strings.Join(path[:max(len(path)-1, 0)], "."))
+			te.Message = fmt.Sprintf("field %s is not allowed here (in %s)", QuoteShort(name), Short(strings.Join(path[:max(len(path)-1, 0)], ".")))
 		}
 	case strings.HasPrefix(raw, "invalid value") && strings.Contains(raw, "out of bound"):
 		// "invalid value 0 (out of bound >=1)"
@@ -146,6 +147,9 @@ func (p *positions) translate(e cueerrors.Error, v *cue.Value) (te Error, follow
 			bound = strings.TrimSuffix(raw[i+len(" (out of bound "):], ")")
 		}
 		te.Message = fmt.Sprintf("%s is %s but must be %s", orValue(field), val, bound)
+		if strings.HasSuffix(bound, fmt.Sprint(MaxCount)) {
+			te.Message += " (2^40: mlbuild's bound on every size and count, see docs/specs.md)"
+		}
 	case strings.Contains(raw, "conflicting values"):
 		if strings.Contains(raw, "mismatched types") {
 			te.Message = fmt.Sprintf("%s has the wrong type: %s", orValue(field), raw)
@@ -162,9 +166,11 @@ func (p *positions) translate(e cueerrors.Error, v *cue.Value) (te Error, follow
 	}
 
 	// A complaint about a value the schema computes (a layer's out or
-	// inShapes) or about a message that could not be formatted repeats a
-	// problem reported at its source.
-	if !fromSchemaCheck && ((te.Layer != "" && isComputedField(field)) || strings.Contains(raw, "invalid interpolation")) {
+	// inShapes), about a message that could not be formatted, or about an
+	// argument of a builtin such as list.Product (its path is an index into
+	// the argument, not a path of the spec) repeats a problem reported at
+	// its source.
+	if !fromSchemaCheck && ((te.Layer != "" && isComputedField(field)) || strings.Contains(raw, "invalid interpolation") || builtinArgument(path)) {
 		follower = true
 	}
 
@@ -206,6 +212,16 @@ func (p *positions) translate(e cueerrors.Error, v *cue.Value) (te Error, follow
 		te.Pos = p.firstFile()
 	}
 	return te, follower, true
+}
+
+// builtinArgument reports whether an error path is an index into a
+// builtin's argument: a spec's paths start with a field name.
+func builtinArgument(path []string) bool {
+	if len(path) == 0 {
+		return false
+	}
+	_, err := strconv.Atoi(path[0])
+	return err == nil
 }
 
 // splitLayerPath splits a value path into the layer it belongs to

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -143,18 +144,19 @@ func goToolVersion() (string, error) {
 
 // planAll makes the three plans a CPU program needs.
 func planAll(m *spec.Model, fusion bool, memoryLimit int64) ([]*planner.Plan, error) {
-	return planBackend(m, fusion, memoryLimit, emit.CPU)
+	return planBackend(m, fusion, memoryLimit, "", emit.CPU)
 }
 
 // planBackend makes the three plans of a program of backend b (training at
 // the spec's batch, inference at the spec's batch and at batch 1), with the
-// backend's planning rules.
-func planBackend(m *spec.Model, fusion bool, memoryLimit int64, b *emit.Backend) ([]*planner.Plan, error) {
+// backend's planning rules. limitSource says where memoryLimit comes from,
+// for the message of a plan above it.
+func planBackend(m *spec.Model, fusion bool, memoryLimit int64, limitSource string, b *emit.Backend) ([]*planner.Plan, error) {
 	var plans []*planner.Plan
 	for _, o := range []planner.Options{
-		{Training: true, Fusion: fusion, MemoryLimit: memoryLimit},
-		{Training: false, Fusion: fusion, MemoryLimit: memoryLimit},
-		{Training: false, Fusion: fusion, Batch: 1, MemoryLimit: memoryLimit},
+		{Training: true, Fusion: fusion, MemoryLimit: memoryLimit, MemoryLimitSource: limitSource},
+		{Training: false, Fusion: fusion, MemoryLimit: memoryLimit, MemoryLimitSource: limitSource},
+		{Training: false, Fusion: fusion, Batch: 1, MemoryLimit: memoryLimit, MemoryLimitSource: limitSource},
 	} {
 		p, err := planner.Build(m, b.PlanOptions(o))
 		if err != nil {
@@ -169,7 +171,7 @@ func compileRun(opts *compileOptions) error {
 	start := time.Now()
 	goos, goarch, ok := strings.Cut(opts.target, "/")
 	if !ok || goos == "" || goarch == "" {
-		return withCode(ExitUsage, fmt.Errorf("--target must be GOOS/GOARCH, e.g. linux/amd64 or darwin/arm64, got %q", opts.target))
+		return withCode(ExitUsage, fmt.Errorf("--target must be GOOS/GOARCH, e.g. linux/amd64 or darwin/arm64, got %s", spec.QuoteShort(opts.target)))
 	}
 	backend, err := emit.LookupBackend(opts.backend)
 	if err != nil {
@@ -182,11 +184,16 @@ func compileRun(opts *compileOptions) error {
 	if err != nil {
 		return err
 	}
+	limitSource := "this machine's memory"
+	if strings.TrimSpace(opts.memLimit) != "" {
+		limitSource = "--memory-limit"
+	}
+	memLimit, limitSource = targetMemoryLimit(memLimit, limitSource, goos, goarch)
 	m, err := spec.Load(opts.files...)
 	if err != nil {
 		return reportSpecError(opts.stderr, err)
 	}
-	plans, err := planBackend(m, opts.fusion, memLimit, backend)
+	plans, err := planBackend(m, opts.fusion, memLimit, limitSource, backend)
 	if err != nil {
 		return reportSpecError(opts.stderr, err)
 	}
@@ -265,6 +272,27 @@ func compileRun(opts *compileOptions) error {
 	}
 	fmt.Fprintf(opts.stdout, "%s: %s (%s, %s/%s, %s, %.2fs)\n", m.Name, out, opts.backend, goos, goarch, how, time.Since(start).Seconds())
 	return nil
+}
+
+// memory32 is the most bytes mlbuild lets the buffers of a program for a
+// 32-bit target take: such a program's ints end at 2^31 - 1 and its
+// address space at 4 GiB (less in practice), which its code, heap and data
+// set share.
+const memory32 = math.MaxInt32
+
+// targets32 are the GOARCHes whose programs address 32 bits (wasm's ints
+// are 64-bit, but its memory is 32-bit).
+var targets32 = map[string]bool{"386": true, "arm": true, "mips": true, "mipsle": true, "wasm": true}
+
+// targetMemoryLimit caps the memory limit (0: none) at memory32 when the
+// target is 32-bit, so that a plan too large for such a program fails at
+// compile time naming its bytes, and returns where the limit now comes
+// from.
+func targetMemoryLimit(limit int64, source, goos, goarch string) (int64, string) {
+	if !targets32[goarch] || (limit > 0 && limit <= memory32) {
+		return limit, source
+	}
+	return memory32, fmt.Sprintf("the most mlbuild gives a program for %s/%s, a 32-bit target", goos, goarch)
 }
 
 // reportSpecError prints a spec or planner error and returns the exit.
@@ -386,5 +414,5 @@ func parseSwitch(flag, v string) (bool, error) {
 	case "off", "false", "0", "no":
 		return false, nil
 	}
-	return false, withCode(ExitUsage, fmt.Errorf("%s must be on or off, got %q", flag, v))
+	return false, withCode(ExitUsage, fmt.Errorf("%s must be on or off, got %s", flag, spec.QuoteShort(v)))
 }

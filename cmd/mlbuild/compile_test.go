@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"image"
 	"image/png"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -217,5 +218,32 @@ func TestCompileRejectsInvalidSpec(t *testing.T) {
 	}
 	if _, err := os.Stat(out); err == nil {
 		t.Error("a binary was written for an invalid spec")
+	}
+}
+
+// TestTargetMemoryLimit checks that a 32-bit target caps the memory limit
+// at what its program can hold, and says so, while a 64-bit target keeps
+// the limit it was given.
+func TestTargetMemoryLimit(t *testing.T) {
+	for _, c := range []struct {
+		limit        int64
+		goarch       string
+		want         int64
+		wantFromUser bool
+	}{
+		{0, "amd64", 0, true},
+		{64 << 30, "arm64", 64 << 30, true},
+		{0, "386", math.MaxInt32, false},
+		{64 << 30, "arm", math.MaxInt32, false},
+		{1 << 30, "mipsle", 1 << 30, true},
+		{64 << 30, "wasm", math.MaxInt32, false},
+	} {
+		got, source := targetMemoryLimit(c.limit, "--memory-limit", "linux", c.goarch)
+		if got != c.want || (source == "--memory-limit") != c.wantFromUser {
+			t.Errorf("targetMemoryLimit(%d, linux/%s) = %d, %q; want %d", c.limit, c.goarch, got, source, c.want)
+		}
+		if !c.wantFromUser && !strings.Contains(source, "linux/"+c.goarch+", a 32-bit target") {
+			t.Errorf("linux/%s: the source %q does not name the target", c.goarch, source)
+		}
 	}
 }

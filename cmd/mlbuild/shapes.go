@@ -62,20 +62,25 @@ func shapesRun(opts *shapesOptions) error {
 
 // writeShapes prints the summary table of m.
 func writeShapes(w io.Writer, m *spec.Model) {
-	fmt.Fprintf(w, "model %s (%s), output %s\n\n", m.Name, m.File, m.Output)
+	fmt.Fprintf(w, "model %s (%s), output %s\n\n", spec.Short(m.Name), m.File, spec.Short(m.Output))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "layer\top\tinputs\toutput shape\tparams\tFLOPs\t")
 	var params, flops int64
 	for i := range m.Nodes {
 		n := &m.Nodes[i]
+		// Load has checked the counts against the bounds (spec.CheckLimits);
+		// the sums saturate rather than wrap for a Model made elsewhere.
 		p, f := n.Params(), n.ForwardFLOPs()
-		params += p
-		flops += f
-		inputs := strings.Join(n.Inputs, ",")
-		if inputs == "" {
-			inputs = "-"
+		params, _ = spec.AddCount(params, p)
+		flops, _ = spec.AddCount(flops, f)
+		var inputs []string
+		for _, in := range n.Inputs {
+			inputs = append(inputs, spec.Short(in))
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t\n", n.Name, n.Op, inputs, shapeText(n.OutShape), group(p), group(f))
+		if len(inputs) == 0 {
+			inputs = []string{"-"}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t\n", spec.Short(n.Name), spec.Short(string(n.Op)), strings.Join(inputs, ","), shapeText(n.OutShape), group(p), group(f))
 	}
 	fmt.Fprintf(tw, "total\t\t\t\t%s\t%s\t\n", group(params), group(flops))
 	tw.Flush()

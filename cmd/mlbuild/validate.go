@@ -72,7 +72,7 @@ type validateResult struct {
 // validateRun checks every file and reports each one's problems.
 func validateRun(opts *validateOptions) error {
 	if opts.format != "text" && opts.format != "json" {
-		return withCode(ExitUsage, fmt.Errorf("unknown --format %q: use text or json", opts.format))
+		return withCode(ExitUsage, fmt.Errorf("unknown --format %s: use text or json", spec.QuoteShort(opts.format)))
 	}
 	failed := false
 	enc := json.NewEncoder(opts.stdout)
