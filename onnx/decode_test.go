@@ -155,7 +155,7 @@ func TestHostileInputs(t *testing.T) {
 		{"truncated length", model(pb{}.msg(1, node))[:20], "runs past the end"},
 		{"length past end", pb{}.key(7, wireBytes).varint(1 << 40), "length 1099511627776 runs past the end"},
 		{"varint overflow", append(pb{}.key(1, wireVarint), 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f), "overflows"},
-		{"group wire type", append(pb{}.key(9, wireGroupSt)), "groups are obsolete"},
+		{"group wire type", pb{}.key(9, wireGroupSt), "groups are obsolete"},
 		{"field zero", []byte{0x02, 0x00}, "field number 0"},
 		{"wrong wire type for graph", pb{}.int(7, 3), "wire type 0"},
 		{"huge dims", model(pb{}.msg(5, pb{}.msg(1, packedInts(1<<20, 1<<20, 1<<20)).int(2, int64(Float)).str(8, "w"))), `graph.initializer[0]`},

@@ -10,8 +10,10 @@ import (
 // FuzzDecode feeds arbitrary bytes to the decoder, starting from real models
 // of ONNX's test suite. It must never panic, every error must be a
 // *DecodeError, and every tensor it accepts must hold exactly the values
-// its shape asks for, no more than the input could carry. Crashers found by
-// `go test -fuzz FuzzDecode` are kept in testdata/fuzz/FuzzDecode.
+// its shape asks for, no more than the input could carry. Whatever decodes
+// is then imported, which must not panic either and must give layers or
+// an error. Crashers found by `go test -fuzz FuzzDecode` are kept in
+// testdata/fuzz/FuzzDecode.
 func FuzzDecode(f *testing.F) {
 	files, err := filepath.Glob(filepath.Join("..", "testdata", "onnx", "*.onnx"))
 	if err != nil || len(files) == 0 {
@@ -54,6 +56,14 @@ func FuzzDecode(f *testing.F) {
 			if v, err := tn.Float32s(); err == nil && int64(len(v)) != n {
 				t.Fatalf("tensor %q: %d values for %d elements", tn.Name, len(v), n)
 			}
+		}
+		im, err := Import(m)
+		if err == nil && len(im.Layers) == 0 {
+			t.Fatalf("import succeeded with no layers")
+		}
+		if err == nil {
+			im.Spec("fuzz", "fuzz.onnx", "fuzz.safetensors")
+			im.Weights()
 		}
 	})
 }

@@ -288,6 +288,9 @@ func (im *importer) bindInput() error {
 		}
 		shape = append(shape, int(d.Value))
 	}
+	if err := checkShape(toInt64s(shape)); err != nil {
+		return fail(fmt.Sprintf("input %q: per-sample shape %s: %v", in.Name, shapeText(shape), err), "")
+	}
 	b := in.Dims[0]
 	switch {
 	case !b.Known:
@@ -452,13 +455,13 @@ func (im *importer) materialize(v *value) string {
 
 // setOutput binds the node's first output; extra outputs must be unused.
 func (c *nodeCtx) setOutput(v *value) error {
+	if len(c.n.Outputs) == 0 || c.n.Outputs[0] == "" {
+		return unsupported("", "the node has no output")
+	}
 	for _, o := range c.n.Outputs[1:] {
 		if o != "" && c.im.uses[o] > 0 {
 			return unsupported("export in eval mode so that only the main output is used", "output %q (an optional output of %s) is used, and mlbuild has no counterpart for it", o, c.n.OpType)
 		}
-	}
-	if len(c.n.Outputs) == 0 {
-		return unsupported("", "the node has no output")
 	}
 	c.im.vals[c.n.Outputs[0]] = v
 	return nil
@@ -491,6 +494,14 @@ func dimsText(ds []Dim) string {
 		parts[i] = dimText(d)
 	}
 	return strings.Join(parts, "×")
+}
+
+func toInt64s(s []int) []int64 {
+	out := make([]int64, len(s))
+	for i, d := range s {
+		out[i] = int64(d)
+	}
+	return out
 }
 
 func product(s []int) int {

@@ -166,3 +166,18 @@ func TestIdentifier(t *testing.T) {
 		}
 	}
 }
+
+// TestImportBoundsFolding: constants the importer computes are bounded, so
+// a small file cannot make it allocate a huge broadcast.
+func TestImportBoundsFolding(t *testing.T) {
+	m := graphModel([]int{4}, []*Tensor{
+		NewFloatTensor("a", []int64{5000, 1}, make([]float32, 5000)),
+		NewFloatTensor("b", []int64{1, 5000}, make([]float32, 5000)),
+	}, "y",
+		node("Mul", "big", []string{"a", "b"}, []string{"ab"}),
+		node("Add", "y", []string{"x", "ab"}, []string{"y"}))
+	_, err := Import(m)
+	if err == nil || !strings.Contains(err.Error(), "more than 16777216 elements") {
+		t.Errorf("error %v", err)
+	}
+}

@@ -139,11 +139,23 @@ func (c *nodeCtx) emit(l *Layer, ins ...*value) (string, error) {
 	return l.Op, nil
 }
 
+// MaxFoldElements bounds a constant the importer computes (by Gather or a
+// broadcast), so that a small hostile file cannot ask for a huge one.
+const MaxFoldElements = 1 << 24
+
+func checkFoldSize(dims []int) error {
+	n := 1
+	for _, d := range dims {
+		if d < 0 || (d > 0 && n > MaxFoldElements/d) {
+			return unsupported("", "the folded constant of shape %v would hold more than %d elements", dims, MaxFoldElements)
+		}
+		n *= d
+	}
+	return nil
+}
+
 // fold binds the node's output to a constant.
 func (c *nodeCtx) fold(k *constant, how string) (string, error) {
-	if k.size() > MaxElements {
-		return "", unsupported("", "the folded constant is too large")
-	}
 	return "folded: " + how, c.setOutput(&value{konst: k})
 }
 
@@ -352,6 +364,9 @@ func importGather(c *nodeCtx) (string, error) {
 		return "", err
 	}
 	outDims := slices.Concat(data.dims[:ax], idx.dims, data.dims[ax+1:])
+	if err := checkFoldSize(outDims); err != nil {
+		return "", err
+	}
 	outer, inner := product(data.dims[:ax]), product(data.dims[ax+1:])
 	n := data.dims[ax]
 	out := &constant{dims: outDims}
@@ -1060,6 +1075,9 @@ func foldBinary(c *nodeCtx, op string, a, b *constant) (string, error) {
 	dims, ok := broadcastShapes(a.dims, b.dims)
 	if !ok {
 		return "", unsupported("", "constant shapes %v and %v do not broadcast", a.dims, b.dims)
+	}
+	if err := checkFoldSize(dims); err != nil {
+		return "", err
 	}
 	out := &constant{dims: dims}
 	n := product(dims)
