@@ -93,6 +93,11 @@ type value struct {
 	shape  []int  // runtime: the per-sample shape ONNX sees (differs for a pending view)
 	view   *Layer // runtime: a reshape or flatten not yet written, materialised on use
 	poison bool
+	// pad is a zero padding of height and width that a Pad node asked for
+	// and that the Conv or AveragePool reading the value takes over;
+	// padNode names that Pad node.
+	pad     [2]int
+	padNode string
 }
 
 // constant is a tensor known at import time. Shape arithmetic needs the
@@ -339,6 +344,10 @@ func (im *importer) node(i int, n *Node) {
 		}
 		if v.poison {
 			im.poison(n) // a consequence of an earlier problem, already reported
+			return
+		}
+		if v.pad != [2]int{} && !padConsumers[n.OpType] {
+			im.fail(n, name, unsupported("pad inside the Conv or AvgPool2d (its padding argument) instead", "reads the output of Pad node %s; mlbuild folds a zero Pad only into the Conv or AveragePool that reads it", v.padNode))
 			return
 		}
 		ins[j] = v

@@ -181,3 +181,27 @@ func TestImportBoundsFolding(t *testing.T) {
 		t.Errorf("error %v", err)
 	}
 }
+
+// TestImportPad: a zero Pad of height and width (how PyTorch exports a
+// padded AvgPool2d) becomes the pooling layer's padding; read by anything
+// else it is reported.
+func TestImportPad(t *testing.T) {
+	pads := NewInt64Tensor("pads", []int64{8}, []int64{0, 0, 1, 1, 0, 0, 1, 1})
+	pool := func(op string) *Model {
+		return graphModel([]int{2, 4, 4}, []*Tensor{pads}, "y",
+			node("Pad", "pad", []string{"x", "pads"}, []string{"p"}),
+			node(op, "pool", []string{"p"}, []string{"y"}, &Attribute{Name: "kernel_shape", Type: AttrInts, Ints: []int64{3, 3}}))
+	}
+	im, err := Import(pool("AveragePool"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := im.Layers[0]
+	if l.Op != "avgpool2d" || !slices.Equal(l.OutShape, []int{2, 4, 4}) || !slices.ContainsFunc(l.Fields, func(f Field) bool { return f.Name == "padding" && f.Value == 1 }) {
+		t.Errorf("layer %+v", l)
+	}
+	_, err = Import(pool("MaxPool"))
+	if err == nil || !strings.Contains(err.Error(), `reads the output of Pad node "pad"`) {
+		t.Errorf("Pad into MaxPool: %v", err)
+	}
+}

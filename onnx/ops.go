@@ -38,9 +38,12 @@ func init() {
 		"Exp": importUnary("exp"), "Log": importUnary("log"), "LeakyRelu": importUnary("leakyrelu"),
 		"Gelu":    importUnary("gelu"),
 		"Softmax": importSoftmax("softmax"), "LogSoftmax": importSoftmax("logsoftmax"),
-		"BatchNormalization": importBatchNorm,
+		"BatchNormalization": importBatchNorm, "Pad": importPad,
 	}
 }
+
+// padConsumers are the ops that take over the padding of a Pad node.
+var padConsumers = map[string]bool{"Conv": true, "AveragePool": true, "Identity": true}
 
 // ---- access to inputs and attributes ----
 
@@ -1349,6 +1352,15 @@ func (c *nodeCtx) window(x *value, kernel [2]int) (windowGeom, error) {
 	if err != nil {
 		return g, err
 	}
+	if x.pad != [2]int{} {
+		if autoPad != "NOTSET" && autoPad != "" {
+			return g, unsupported("", "auto_pad %q after a Pad node", autoPad)
+		}
+		for i := 0; i < 2; i++ {
+			p[i] += x.pad[i]
+			p[i+2] += x.pad[i]
+		}
+	}
 	for i := 0; i < 2; i++ {
 		if s[i] < 1 || d[i] < 1 || kernel[i] < 1 {
 			return g, unsupported("", "strides, dilations and kernel must be at least 1")
@@ -1481,7 +1493,7 @@ func importPool(c *nodeCtx) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		if g.pad != [2]int{} && include == 0 {
+		if g.pad != x.pad && include == 0 {
 			return "", unsupported("use count_include_pad=True (PyTorch's default), or pad the input explicitly", "count_include_pad=0 averages padded windows over their real elements only; mlbuild's avgpool2d divides by the whole window")
 		}
 		if g.dil != [2]int{1, 1} {
@@ -1577,4 +1589,72 @@ func importBatchNorm(c *nodeCtx) (string, error) {
 		l.Fields = append(l.Fields, Field{"momentum", m})
 	}
 	return c.emit(l, x)
+}
+
+// importPad records a constant zero padding of height and width for the
+// Conv or AveragePool that reads it (PyTorch exports AvgPool2d's padding
+// this way); a Pad of nothing is folded away.
+func importPad(c *nodeCtx) (string, error) {
+	x, err := c.runtime(0)
+	if err != nil {
+		return "", err
+	}
+	mode, err := c.attrString("mode", "constant")
+	if err != nil {
+		return "", err
+	}
+	var pads []int64
+	fill := 0.0
+	if c.im.opset < 11 {
+		var ok bool
+		if pads, ok, err = c.attrInts("pads"); err != nil || !ok {
+			return "", unsupported("", "Pad without pads")
+		}
+		if fill, err = c.attrFloat("value", 0); err != nil {
+			return "", err
+		}
+	} else {
+		k, err := c.konst(1, "pads")
+		if err != nil {
+			return "", err
+		}
+		for _, v := range k.vals {
+			pads = append(pads, int64(v))
+		}
+		if c.has(2) {
+			v, err := c.konst(2, "constant_value")
+			if err != nil {
+				return "", err
+			}
+			if fill, _ = v.scalar(); v.size() != 1 {
+				return "", unsupported("", "constant_value is not a scalar")
+			}
+		}
+		if c.has(3) {
+			return "", unsupported("", "Pad with axes")
+		}
+	}
+	r := len(x.shape) + 1
+	if len(pads) != 2*r {
+		return "", unsupported("", "pads %v for rank %d", pads, r)
+	}
+	zero := true
+	for _, p := range pads {
+		zero = zero && p == 0
+	}
+	if zero {
+		return "folded: a Pad of nothing", c.setOutput(x)
+	}
+	if mode != "constant" || fill != 0 {
+		return "", unsupported("", "Pad mode %q with value %v; mlbuild pads only with zeros, inside a convolution or average pooling", mode, fill)
+	}
+	if r != 4 || pads[0] != 0 || pads[1] != 0 || pads[4] != 0 || pads[5] != 0 || pads[2] != pads[6] || pads[3] != pads[7] || pads[2] < 0 || pads[3] < 0 || pads[2] > MaxElements || pads[3] > MaxElements {
+		return "", unsupported("", "pads %v: mlbuild pads height and width of [batch, channels, height, width] alike on both sides", pads)
+	}
+	if x.pad != [2]int{} {
+		return "", unsupported("", "a Pad of a Pad")
+	}
+	v := *x
+	v.pad, v.padNode = [2]int{int(pads[2]), int(pads[3])}, c.name
+	return "folded: padding taken over by the Conv or AveragePool that reads it", c.setOutput(&v)
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"math"
 	"os"
@@ -281,6 +282,24 @@ func runBackendCase(t *testing.T, dir string) (bool, string) {
 	if len(outputs) != 1 {
 		t.Fatalf("%d expected outputs", len(outputs))
 	}
+	x, err := runtimeIn.Float32s()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := outputs[0].Float32s()
+	if err != nil {
+		t.Fatal(err)
+	}
+	runImported(t, im, x, want)
+	return true, ""
+}
+
+// runImported writes the imported spec and weights, checks them as import
+// does, compiles the spec with the CPU backend, runs the binary on the
+// samples in x and compares its outputs with want: the largest absolute
+// difference must be at most 1e-4.
+func runImported(t *testing.T, im *onnx.Imported, x, want []float32) {
+	t.Helper()
 	out := t.TempDir()
 	cuePath := filepath.Join(out, "model.cue")
 	src := im.Spec("model", "model.onnx", "model.safetensors")
@@ -288,17 +307,15 @@ func runBackendCase(t *testing.T, dir string) (bool, string) {
 	if err := checkImported(cuePath, src, im, tensors); err != nil {
 		t.Fatalf("importer bug: %v\n%s", err, src)
 	}
-	os.WriteFile(cuePath, src, 0o644)
+	if err := os.WriteFile(cuePath, src, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	weights := filepath.Join(out, "model.safetensors")
 	if err := safetensors.Write(weights, tensors, nil); err != nil {
 		t.Fatal(err)
 	}
 	bin := buildWithHarness(t, cuePath, filepath.Join(out, "model"))
 
-	x, err := runtimeIn.Float32s()
-	if err != nil {
-		t.Fatal(err)
-	}
 	var stdin bytes.Buffer
 	binary.Write(&stdin, binary.LittleEndian, x)
 	cmd := exec.Command(bin, "onnx-check", weights)
@@ -308,14 +325,10 @@ func runBackendCase(t *testing.T, dir string) (bool, string) {
 	if err := cmd.Run(); err != nil {
 		t.Fatalf("running the model: %v\n%s", err, stderr.String())
 	}
-	want, err := outputs[0].Float32s()
-	if err != nil {
-		t.Fatal(err)
-	}
 	got := make([]float32, stdout.Len()/4)
 	binary.Read(&stdout, binary.LittleEndian, got)
 	if len(got) != len(want) {
-		t.Fatalf("the model wrote %d values, the test expects %d (shape %v)\n%s", len(got), len(want), outputs[0].Dims, src)
+		t.Fatalf("the model wrote %d values, the reference has %d\n%s", len(got), len(want), src)
 	}
 	worst, at := 0.0, 0
 	for i := range got {
@@ -327,7 +340,65 @@ func runBackendCase(t *testing.T, dir string) (bool, string) {
 	if worst > 1e-4 || math.IsNaN(worst) {
 		t.Fatalf("max |difference| %g at element %d (got %g, want %g)\n%s", worst, at, got[at], want[at], src)
 	}
-	return true, ""
+	t.Logf("%d values, max |difference| %.3g", len(got), worst)
+}
+
+// TestImportTorchExports imports models that Debian's python3-torch 1.13
+// exported (testdata/onnx/torch/export.py: an MLP written with
+// x.view(x.size(0), -1) and batchnorm over features, a CNN with batchnorm,
+// padded average pooling and log-softmax, a residual block with global
+// average pooling; opsets 9, 11, 13 and 17, a dynamic batch), compiles
+// them and compares the binaries' outputs with PyTorch's on the same three
+// samples.
+func TestImportTorchExports(t *testing.T) {
+	dir := "../../testdata/onnx/torch"
+	data, err := os.ReadFile(filepath.Join(dir, "manifest.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var manifest []struct {
+		Model, Input, Output    string
+		InputShape, OutputShape []int
+	}
+	if err := json.Unmarshal(data, &manifest); err != nil {
+		t.Fatal(err)
+	}
+	if len(manifest) < 12 {
+		t.Fatalf("manifest lists %d models", len(manifest))
+	}
+	readF32 := func(name string, shape []int) []float32 {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 1
+		for _, d := range shape {
+			n *= d
+		}
+		if len(b) != 4*n {
+			t.Fatalf("%s: %d bytes for shape %v", name, len(b), shape)
+		}
+		v := make([]float32, n)
+		binary.Read(bytes.NewReader(b), binary.LittleEndian, v)
+		return v
+	}
+	for _, c := range manifest {
+		t.Run(c.Model, func(t *testing.T) {
+			t.Parallel()
+			m, err := onnx.ReadFile(filepath.Join(dir, c.Model))
+			if err != nil {
+				t.Fatal(err)
+			}
+			im, err := onnx.Import(m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(im.Warnings) != 0 {
+				t.Errorf("warnings for a dynamic batch: %v", im.Warnings)
+			}
+			runImported(t, im, readF32(c.Input, c.InputShape), readF32(c.Output, c.OutputShape))
+		})
+	}
 }
 
 func readPBs(t *testing.T, dir, prefix string) []*onnx.Tensor {
