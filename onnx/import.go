@@ -179,6 +179,8 @@ type importer struct {
 	counts   map[string]int // per spec op, for generated names
 	problems []Problem
 	batchN   int // the fixed batch size of the input, 0 when dynamic
+	// constNodes maps the outputs of Constant nodes to them, for scalarOf.
+	constNodes map[string]*Node
 }
 
 // skipImport is returned by an op's import when the node cannot be imported.
@@ -220,7 +222,12 @@ func Import(m *Model) (*Imported, error) {
 	for _, o := range g.Outputs {
 		im.uses[o.Name]++
 	}
+	gelus := findErfGELU(g, im.scalarOf, im.uses)
 	for i, n := range g.Nodes {
+		if p, ok := gelus[i]; ok {
+			im.importGELUPattern(i, n, p)
+			continue
+		}
 		im.node(i, n)
 	}
 	if len(g.Outputs) != 1 {
@@ -310,6 +317,38 @@ func (im *importer) bindInput() error {
 	im.out.Input = shape
 	im.vals[in.Name] = &value{layer: "input", lshape: shape, shape: shape}
 	return nil
+}
+
+// scalarOf returns the value of a one-element constant, from an
+// initializer or a Constant node, before the nodes are imported.
+func (im *importer) scalarOf(name string) (float64, bool) {
+	if v, ok := im.vals[name]; ok {
+		if v.konst != nil && v.konst.size() == 1 && !v.konst.hasBatch() {
+			return v.konst.vals[0], true
+		}
+		return 0, false
+	}
+	if im.constNodes == nil {
+		im.constNodes = map[string]*Node{}
+		for _, n := range im.m.Graph.Nodes {
+			if n.OpType == "Constant" && len(n.Outputs) == 1 {
+				im.constNodes[n.Outputs[0]] = n
+			}
+		}
+	}
+	if n, ok := im.constNodes[name]; ok {
+		for _, a := range n.Attrs {
+			switch {
+			case a.Name == "value_float":
+				return shortFloat(a.F), true
+			case a.Name == "value" && a.T != nil && a.T.NumElements() == 1:
+				if k, err := constFromTensor(a.T); err == nil {
+					return k.vals[0], true
+				}
+			}
+		}
+	}
+	return 0, false
 }
 
 // nodeName is a node's name for messages.

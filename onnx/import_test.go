@@ -205,3 +205,41 @@ func TestImportPad(t *testing.T) {
 		t.Errorf("Pad into MaxPool: %v", err)
 	}
 }
+
+// TestImportErfGELU: the written-out GELU becomes one gelu layer in each
+// order exporters use; an Erf outside the pattern is reported.
+func TestImportErfGELU(t *testing.T) {
+	consts := []*Tensor{
+		NewFloatTensor("sqrt2", nil, []float32{float32(1.4142135)}),
+		NewFloatTensor("one", nil, []float32{1}),
+		NewFloatTensor("half", nil, []float32{0.5}),
+	}
+	head := []*Node{
+		node("Div", "div", []string{"x", "sqrt2"}, []string{"t"}),
+		node("Erf", "erf", []string{"t"}, []string{"e"}),
+		node("Add", "add", []string{"e", "one"}, []string{"s"}),
+	}
+	forms := map[string][]*Node{
+		"(x·(1+erf))·0.5": {node("Mul", "m1", []string{"x", "s"}, []string{"p"}), node("Mul", "m2", []string{"p", "half"}, []string{"y"})},
+		"x·((1+erf)·0.5)": {node("Mul", "m1", []string{"s", "half"}, []string{"p"}), node("Mul", "m2", []string{"x", "p"}, []string{"y"})},
+		"(x·0.5)·(1+erf)": {node("Mul", "h", []string{"x", "half"}, []string{"xh"}), node("Mul", "m2", []string{"xh", "s"}, []string{"y"})},
+	}
+	for name, tail := range forms {
+		m := graphModel([]int{5}, consts, "y", append(slices.Clone(head), tail...)...)
+		im, err := Import(m)
+		if err != nil {
+			t.Errorf("%s: %v", name, err)
+			continue
+		}
+		if len(im.Layers) != 1 || im.Layers[0].Op != "gelu" || im.Layers[0].Inputs[0] != "input" {
+			t.Errorf("%s: layers %+v", name, im.Layers)
+		}
+	}
+	// the Erf's value is also read elsewhere: not a GELU
+	m := graphModel([]int{5}, consts, "z", append(slices.Clone(head),
+		node("Mul", "m1", []string{"x", "s"}, []string{"p"}), node("Mul", "m2", []string{"p", "half"}, []string{"y"}),
+		node("Add", "z", []string{"y", "e"}, []string{"z"}))...)
+	if _, err := Import(m); err == nil || !strings.Contains(err.Error(), "op Erf has no counterpart") {
+		t.Errorf("Erf read twice: %v", err)
+	}
+}

@@ -363,7 +363,7 @@ func TestImportTorchExports(t *testing.T) {
 	if err := json.Unmarshal(data, &manifest); err != nil {
 		t.Fatal(err)
 	}
-	if len(manifest) < 12 {
+	if len(manifest) < 16 {
 		t.Fatalf("manifest lists %d models", len(manifest))
 	}
 	readF32 := func(name string, shape []int) []float32 {

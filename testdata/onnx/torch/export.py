@@ -73,7 +73,20 @@ class Residual(nn.Module):
         return self.fc(y.view(y.size(0), -1))
 
 
-MODELS = [("mlp", MLP, [1, 8, 8]), ("cnn", CNN, [1, 16, 16]), ("residual", Residual, [4, 6, 6])]
+class GELU(nn.Module):
+    """Linear, GELU (before opset 20 exported as its Erf formula), Linear."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(16, 32)
+        self.act = nn.GELU()
+        self.fc2 = nn.Linear(32, 4)
+
+    def forward(self, x):
+        return self.fc2(self.act(self.fc1(x)))
+
+
+MODELS = [("mlp", MLP, [1, 8, 8]), ("cnn", CNN, [1, 16, 16]), ("residual", Residual, [4, 6, 6]), ("gelu", GELU, [16])]
 
 
 def main():
