@@ -481,7 +481,8 @@ func decodeTensor(r *wireReader) (*Tensor, error) {
 		t.External = ext
 	}
 	if err := t.checkData(); err != nil {
-		return nil, r.errorf("tensor %q: %v", t.Name, err)
+		// point at the start of the tensor, where its shape is
+		return nil, &DecodeError{Path: r.path, Offset: r.base, Msg: fmt.Sprintf("tensor %q: %v", t.Name, err)}
 	}
 	return t, nil
 }

@@ -99,6 +99,15 @@ func TestImportRejects(t *testing.T) {
 	if code != ExitUnreadableModel {
 		t.Errorf("missing file: exit %d, %s", code, stderr)
 	}
+	for file, want := range map[string]string{
+		"external-escapes.onnx": `tensor "w": external data "../../../../etc/passwd": the location leaves the model's folder`,
+		"huge-dims.onnx":        `graph.initializer[0] (byte 10): tensor "w": dimensions [1048576 1048576 1048576] hold more than 2147483648 elements`,
+	} {
+		code, _, stderr = mlbuild(t, "import", filepath.Join("../../testdata/onnx/hostile", file), "-o", dir)
+		if code != ExitUnreadableModel || !strings.Contains(stderr, want) {
+			t.Errorf("%s: exit %d, %s", file, code, stderr)
+		}
+	}
 
 	suite := onnxSuite(t)
 	code, stdout, stderr := mlbuild(t, "import", filepath.Join(suite, "node", "test_maxpool_2d_ceil", "model.onnx"), "-o", dir)
