@@ -1,0 +1,561 @@
+package onnx
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+)
+
+// Imported is an ONNX graph turned into the layers of an mlbuild spec: the
+// per-sample input shape, the layers in execution order with their weights
+// in mlbuild's names, and how each ONNX node became (part of) a layer.
+type Imported struct {
+	Input    []int // per sample: the batch axis is implicit
+	Layers   []*Layer
+	Output   string // the layer whose value is the model's output
+	Warnings []string
+	Mapping  []Mapping
+	Opset    int64
+	Producer string // producer name and version, for the spec's header
+}
+
+// Layer is one layer of the imported spec.
+type Layer struct {
+	Name     string
+	Op       string   // a spec op: "dense", "conv2d", ...
+	Inputs   []string // layer names, or "input"
+	Fields   []Field  // the op's fields, in the order they are written
+	Params   []Param  // weights, in the planner's order
+	OutShape []int    // per sample, as the importer computed it
+	Source   string   // the ONNX node(s) it came from, for the spec's comment
+}
+
+// Field is one field of a layer: a name and an int, float64, bool, string
+// or []int value.
+type Field struct {
+	Name  string
+	Value any
+}
+
+// Param is one weight tensor of a layer; its full name is the layer's name,
+// a dot and Suffix ("dense1.weight"), as the planner names it.
+type Param struct {
+	Suffix string
+	Shape  []int
+	Data   []float32
+}
+
+// Mapping says what became of one ONNX node: the layer that computes it,
+// or how it was folded away.
+type Mapping struct {
+	Node  string // the node's name, or op#index when it has none
+	Op    string
+	Layer string // "" when folded
+	How   string // e.g. "dense (transB, alpha 0.5 folded into the weight)", "folded: shape arithmetic"
+}
+
+// Problem is a node that cannot be imported: which node, its op and the
+// opset it was exported under, why, and what to do about it.
+type Problem struct {
+	Node  string
+	Op    string
+	Opset int64
+	Why   string
+	Fix   string
+}
+
+// ImportError lists every node that cannot be imported; the import checks
+// all nodes before it gives up.
+type ImportError struct {
+	Problems []Problem
+}
+
+func (e *ImportError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d node(s) cannot be imported:", len(e.Problems))
+	for _, p := range e.Problems {
+		fmt.Fprintf(&b, "\n  node %s (%s, opset %d): %s", p.Node, p.Op, p.Opset, p.Why)
+		if p.Fix != "" {
+			fmt.Fprintf(&b, "; %s", p.Fix)
+		}
+	}
+	return b.String()
+}
+
+// value is what an ONNX value name stands for during the import: a
+// constant (folded at import time), a runtime tensor produced by a layer,
+// or poison (its producer could not be imported).
+type value struct {
+	konst  *constant
+	layer  string // runtime: the layer holding the data ("input" for the model input)
+	lshape []int  // runtime: the per-sample shape the layer produces
+	shape  []int  // runtime: the per-sample shape ONNX sees (differs for a pending view)
+	view   *Layer // runtime: a reshape or flatten not yet written, materialised on use
+	poison bool
+	// pad is a zero padding of height and width that a Pad node asked for
+	// and that the Conv or AveragePool reading the value takes over;
+	// padNode names that Pad node.
+	pad     [2]int
+	padNode string
+}
+
+// constant is a tensor known at import time. Shape arithmetic needs the
+// batch size, which is not known: elements marked batch stand for it.
+type constant struct {
+	dims  []int
+	vals  []float64
+	batch []bool // nil when no element is the batch size
+}
+
+func (c *constant) size() int { return len(c.vals) }
+
+func (c *constant) isBatch(i int) bool { return c.batch != nil && c.batch[i] }
+
+func (c *constant) hasBatch() bool { return slices.Contains(c.batch, true) }
+
+// float32s returns the values as float32 for weights.
+func (c *constant) float32s() []float32 {
+	out := make([]float32, len(c.vals))
+	for i, v := range c.vals {
+		out[i] = float32(v)
+	}
+	return out
+}
+
+// scalar returns the single value of a constant that has one value, or
+// whose values are all equal (a broadcast scalar).
+func (c *constant) scalar() (float64, bool) {
+	if len(c.vals) == 0 || c.hasBatch() {
+		return 0, false
+	}
+	for _, v := range c.vals[1:] {
+		if v != c.vals[0] {
+			return 0, false
+		}
+	}
+	return c.vals[0], true
+}
+
+func constFromTensor(t *Tensor) (*constant, error) {
+	if err := checkShape(t.Dims); err != nil {
+		return nil, err
+	}
+	c := &constant{dims: t.Shape()}
+	switch t.DataType {
+	case Int64, Int32, Int16, Int8, Uint8, Uint16, Uint32, Uint64, Bool:
+		ints, err := t.Int64s()
+		if err != nil {
+			return nil, err
+		}
+		c.vals = make([]float64, len(ints))
+		for i, v := range ints {
+			c.vals[i] = float64(v)
+		}
+	default:
+		fs, err := t.Float32s()
+		if err != nil {
+			return nil, err
+		}
+		c.vals = make([]float64, len(fs))
+		for i, v := range fs {
+			if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+				return nil, fmt.Errorf("tensor %q holds %v at element %d; weights must be finite", t.Name, v, i)
+			}
+			c.vals[i] = float64(v)
+		}
+	}
+	return c, nil
+}
+
+// importer holds the state of one import.
+type importer struct {
+	m        *Model
+	opset    int64
+	vals     map[string]*value
+	uses     map[string]int // how many node inputs and graph outputs read each value
+	out      *Imported
+	names    map[string]bool
+	counts   map[string]int // per spec op, for generated names
+	problems []Problem
+	batchN   int // the fixed batch size of the input, 0 when dynamic
+	// constNodes maps the outputs of Constant nodes to them, for scalarOf.
+	constNodes map[string]*Node
+}
+
+// skipImport is returned by an op's import when the node cannot be imported.
+type skipImport struct{ why, fix string }
+
+func (s *skipImport) Error() string { return s.why }
+
+func unsupported(fix, format string, args ...any) error {
+	return &skipImport{why: fmt.Sprintf(format, args...), fix: fix}
+}
+
+// Import turns a model's graph into spec layers. Every node is checked; if
+// any cannot be imported, the error is an *ImportError listing them all.
+func Import(m *Model) (*Imported, error) {
+	g := m.Graph
+	im := &importer{m: m, opset: m.Opset(), vals: map[string]*value{}, uses: map[string]int{},
+		out: &Imported{Opset: m.Opset()}, names: map[string]bool{"input": true}, counts: map[string]int{}}
+	im.out.Producer = strings.TrimSpace(m.ProducerName + " " + m.ProducerVersion)
+	for _, d := range m.Opsets {
+		if d.Domain != "" && d.Domain != "ai.onnx" {
+			im.out.Warnings = append(im.out.Warnings, fmt.Sprintf("the model imports operator set %q version %d; only nodes of the standard set can be imported", d.Domain, d.Version))
+		}
+	}
+	for _, t := range g.Initializers {
+		c, err := constFromTensor(t)
+		if err != nil {
+			return nil, &ImportError{Problems: []Problem{{Node: "initializer " + t.Name, Op: "initializer", Opset: im.opset, Why: err.Error()}}}
+		}
+		im.vals[t.Name] = &value{konst: c}
+	}
+	if err := im.bindInput(); err != nil {
+		return nil, err
+	}
+	for _, n := range g.Nodes {
+		for _, in := range n.Inputs {
+			im.uses[in]++
+		}
+	}
+	for _, o := range g.Outputs {
+		im.uses[o.Name]++
+	}
+	gelus := findErfGELU(g, im.scalarOf, im.uses)
+	for i, n := range g.Nodes {
+		if p, ok := gelus[i]; ok {
+			im.importGELUPattern(i, n, p)
+			continue
+		}
+		im.node(i, n)
+	}
+	if len(g.Outputs) != 1 {
+		im.problems = append(im.problems, Problem{Node: "graph", Op: "outputs", Opset: im.opset,
+			Why: fmt.Sprintf("the graph has %d outputs; an mlbuild model has exactly one", len(g.Outputs)),
+			Fix: "export the model with one output (return a single tensor from forward)"})
+	}
+	if len(im.problems) > 0 {
+		return nil, &ImportError{Problems: im.problems}
+	}
+	outInfo := g.Outputs[0]
+	v, ok := im.vals[outInfo.Name]
+	switch {
+	case !ok:
+		return nil, &ImportError{Problems: []Problem{{Node: "graph", Op: "outputs", Opset: im.opset, Why: fmt.Sprintf("output %q is not produced by any node", outInfo.Name)}}}
+	case v.konst != nil:
+		return nil, &ImportError{Problems: []Problem{{Node: "graph", Op: "outputs", Opset: im.opset, Why: fmt.Sprintf("output %q is a constant: the model does not depend on its input", outInfo.Name)}}}
+	case v.layer == "input" && v.view == nil:
+		return nil, &ImportError{Problems: []Problem{{Node: "graph", Op: "outputs", Opset: im.opset, Why: "the output is the input: the model computes nothing"}}}
+	}
+	name := im.materialize(v)
+	if outInfo.HasShape && len(outInfo.Dims) == len(v.shape)+1 {
+		for i, d := range outInfo.Dims[1:] {
+			if d.Known && int(d.Value) != v.shape[i] {
+				return nil, fmt.Errorf("importer bug: the graph declares output %q as %s per sample but the imported layers compute %s", outInfo.Name, dimsText(outInfo.Dims[1:]), shapeText(v.shape))
+			}
+		}
+	}
+	im.out.Output = name
+	for i := range im.out.Mapping {
+		if strings.HasPrefix(im.out.Mapping[i].How, "pending:") {
+			im.out.Mapping[i].How = "folded: a change of shape that the next layer makes or needs no layer"
+		}
+	}
+	return im.out, nil
+}
+
+// bindInput finds the one runtime input (graph inputs that are not
+// initializers) and records its per-sample shape.
+func (im *importer) bindInput() error {
+	var inputs []*ValueInfo
+	for _, in := range im.m.Graph.Inputs {
+		if _, isConst := im.vals[in.Name]; !isConst {
+			inputs = append(inputs, in)
+		}
+	}
+	fail := func(why, fix string) error {
+		return &ImportError{Problems: []Problem{{Node: "graph", Op: "inputs", Opset: im.opset, Why: why, Fix: fix}}}
+	}
+	if len(inputs) != 1 {
+		var names []string
+		for _, in := range inputs {
+			names = append(names, fmt.Sprintf("%q", in.Name))
+		}
+		return fail(fmt.Sprintf("the graph has %d runtime inputs (%s); an mlbuild model has exactly one", len(inputs), strings.Join(names, ", ")),
+			"export with one input tensor; weights must be initializers, not inputs")
+	}
+	in := inputs[0]
+	if in.ElemType != Float && in.ElemType != Undefined {
+		return fail(fmt.Sprintf("input %q is %v; mlbuild models read float32", in.Name, in.ElemType), "export with a float32 input")
+	}
+	if !in.HasShape || len(in.Dims) < 2 {
+		return fail(fmt.Sprintf("input %q has no shape of rank 2 or more ([batch, ...])", in.Name), "export with a static per-sample shape and a leading batch dimension")
+	}
+	var shape []int
+	for i, d := range in.Dims[1:] {
+		if !d.Known || d.Value < 1 {
+			return fail(fmt.Sprintf("input %q: dimension %d is %s; mlbuild needs every per-sample size fixed", in.Name, i+1, dimText(d)),
+				"export with a fixed example size (only the batch dimension may be dynamic)")
+		}
+		shape = append(shape, int(d.Value))
+	}
+	if err := checkShape(toInt64s(shape)); err != nil {
+		return fail(fmt.Sprintf("input %q: per-sample shape %s: %v", in.Name, shapeText(shape), err), "")
+	}
+	b := in.Dims[0]
+	switch {
+	case !b.Known:
+		// a dynamic batch: mlbuild's implicit batch
+	case b.Value == 1:
+		im.batchN = 1
+		im.out.Warnings = append(im.out.Warnings, fmt.Sprintf("input %q has a batch of 1 baked into the graph; the spec treats the first axis as mlbuild's batch, chosen at run time (export with dynamic_axes={%q: {0: \"batch\"}} to say so)", in.Name, in.Name))
+	default:
+		im.batchN = int(b.Value)
+		im.out.Warnings = append(im.out.Warnings, fmt.Sprintf("input %q has a fixed batch of %d; the spec treats the first axis as mlbuild's batch, chosen at run time", in.Name, b.Value))
+	}
+	im.out.Input = shape
+	im.vals[in.Name] = &value{layer: "input", lshape: shape, shape: shape}
+	return nil
+}
+
+// scalarOf returns the value of a one-element constant, from an
+// initializer or a Constant node, before the nodes are imported.
+func (im *importer) scalarOf(name string) (float64, bool) {
+	if v, ok := im.vals[name]; ok {
+		if v.konst != nil && v.konst.size() == 1 && !v.konst.hasBatch() {
+			return v.konst.vals[0], true
+		}
+		return 0, false
+	}
+	if im.constNodes == nil {
+		im.constNodes = map[string]*Node{}
+		for _, n := range im.m.Graph.Nodes {
+			if n.OpType == "Constant" && len(n.Outputs) == 1 {
+				im.constNodes[n.Outputs[0]] = n
+			}
+		}
+	}
+	if n, ok := im.constNodes[name]; ok {
+		for _, a := range n.Attrs {
+			switch {
+			case a.Name == "value_float":
+				return shortFloat(a.F), true
+			case a.Name == "value" && a.T != nil && a.T.NumElements() == 1:
+				if k, err := constFromTensor(a.T); err == nil {
+					return k.vals[0], true
+				}
+			}
+		}
+	}
+	return 0, false
+}
+
+// nodeName is a node's name for messages.
+func nodeName(i int, n *Node) string {
+	if n.Name != "" {
+		return fmt.Sprintf("%q", n.Name)
+	}
+	return fmt.Sprintf("#%d", i)
+}
+
+// node imports one node, or records why it cannot.
+func (im *importer) node(i int, n *Node) {
+	name := nodeName(i, n)
+	if n.Domain != "" && n.Domain != "ai.onnx" {
+		im.fail(n, name, unsupported("", "op %s of domain %q is not a standard ONNX op", n.OpType, n.Domain))
+		return
+	}
+	imp, ok := opImporters[n.OpType]
+	if !ok {
+		im.fail(n, name, unsupported("rewrite the model with ops from the list in docs/onnx.md, or file an issue naming the op", "op %s has no counterpart in mlbuild's schema", n.OpType))
+		return
+	}
+	ins := make([]*value, len(n.Inputs))
+	for j, in := range n.Inputs {
+		if in == "" {
+			continue
+		}
+		v, ok := im.vals[in]
+		if !ok {
+			im.fail(n, name, unsupported("", "input %q is produced by no earlier node and is not an initializer or graph input", in))
+			return
+		}
+		if v.poison {
+			im.poison(n) // a consequence of an earlier problem, already reported
+			return
+		}
+		if v.pad != [2]int{} && !padConsumers[n.OpType] {
+			im.fail(n, name, unsupported("pad inside the Conv or AvgPool2d (its padding argument) instead", "reads the output of Pad node %s; mlbuild folds a zero Pad only into the Conv or AveragePool that reads it", v.padNode))
+			return
+		}
+		ins[j] = v
+	}
+	ctx := &nodeCtx{im: im, n: n, name: name, ins: ins}
+	how, err := imp(ctx)
+	if err != nil {
+		im.fail(n, name, err)
+		return
+	}
+	im.out.Mapping = append(im.out.Mapping, Mapping{Node: name, Op: n.OpType, Layer: ctx.layerName, How: how})
+}
+
+func (im *importer) fail(n *Node, name string, err error) {
+	p := Problem{Node: name, Op: n.OpType, Opset: im.opset, Why: err.Error()}
+	if s, ok := err.(*skipImport); ok {
+		p.Fix = s.fix
+	}
+	im.problems = append(im.problems, p)
+	im.poison(n)
+}
+
+func (im *importer) poison(n *Node) {
+	for _, o := range n.Outputs {
+		im.vals[o] = &value{poison: true}
+	}
+}
+
+// layerName makes a spec name for a layer from its ONNX node: the node's
+// name with the exporter's op suffix dropped ("/conv1/Conv" → "conv1"),
+// reduced to identifier characters, or op+counter when the node has none.
+func (im *importer) layerName(n *Node, op string) string {
+	base := ""
+	if n != nil {
+		parts := strings.Split(strings.Trim(n.Name, "/"), "/")
+		if len(parts) > 1 && strings.EqualFold(strings.SplitN(parts[len(parts)-1], "_", 2)[0], n.OpType) {
+			parts = parts[:len(parts)-1]
+		}
+		base = identifier(strings.Join(parts, "_"))
+	}
+	if base == "" {
+		im.counts[op]++
+		base = fmt.Sprintf("%s%d", op, im.counts[op])
+		for im.names[base] {
+			im.counts[op]++
+			base = fmt.Sprintf("%s%d", op, im.counts[op])
+		}
+	}
+	name := base
+	for k := 2; im.names[name]; k++ {
+		suffix := fmt.Sprintf("_%d", k)
+		name = base[:min(len(base), 64-len(suffix))] + suffix
+	}
+	im.names[name] = true
+	return name
+}
+
+// identifier reduces s to [A-Za-z_][A-Za-z0-9_]{0,63}: other characters
+// become "_", runs of "_" collapse, and a leading digit gets "n" before it.
+func identifier(s string) string {
+	var b strings.Builder
+	last := byte('_')
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		ok := c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+		if !ok {
+			c = '_'
+		}
+		if c == '_' && last == '_' {
+			continue
+		}
+		b.WriteByte(c)
+		last = c
+	}
+	out := strings.TrimRight(b.String(), "_")
+	if out != "" && out[0] >= '0' && out[0] <= '9' {
+		out = "n" + out
+	}
+	if len(out) > 64 {
+		out = strings.TrimRight(out[:64], "_")
+	}
+	return out
+}
+
+// addLayer appends a layer reading the given runtime values, and returns
+// the runtime value of its output.
+func (im *importer) addLayer(l *Layer, ins ...*value) *value {
+	for _, v := range ins {
+		l.Inputs = append(l.Inputs, im.materialize(v))
+	}
+	im.out.Layers = append(im.out.Layers, l)
+	return &value{layer: l.Name, lshape: l.OutShape, shape: l.OutShape}
+}
+
+// materialize writes the pending view of v, if any, as a flatten or
+// reshape layer, and returns the name of the layer holding v.
+func (im *importer) materialize(v *value) string {
+	if v.view == nil {
+		return v.layer
+	}
+	l := v.view
+	v.view = nil
+	l.Inputs = []string{v.layer}
+	im.out.Layers = append(im.out.Layers, l)
+	v.layer, v.lshape = l.Name, l.OutShape
+	for i := range im.out.Mapping {
+		if im.out.Mapping[i].Layer == "" && im.out.Mapping[i].How == "pending:"+l.Name {
+			im.out.Mapping[i].Layer = l.Name
+			im.out.Mapping[i].How = l.Op
+		}
+	}
+	return v.layer
+}
+
+// setOutput binds the node's first output; extra outputs must be unused.
+func (c *nodeCtx) setOutput(v *value) error {
+	if len(c.n.Outputs) == 0 || c.n.Outputs[0] == "" {
+		return unsupported("", "the node has no output")
+	}
+	for _, o := range c.n.Outputs[1:] {
+		if o != "" && c.im.uses[o] > 0 {
+			return unsupported("export in eval mode so that only the main output is used", "output %q (an optional output of %s) is used, and mlbuild has no counterpart for it", o, c.n.OpType)
+		}
+	}
+	c.im.vals[c.n.Outputs[0]] = v
+	return nil
+}
+
+func shapeText(s []int) string {
+	if len(s) == 0 {
+		return "a scalar"
+	}
+	parts := make([]string, len(s))
+	for i, d := range s {
+		parts[i] = fmt.Sprint(d)
+	}
+	return strings.Join(parts, "×")
+}
+
+func dimText(d Dim) string {
+	switch {
+	case d.Known:
+		return fmt.Sprint(d.Value)
+	case d.Param != "":
+		return fmt.Sprintf("symbolic (%q)", d.Param)
+	}
+	return "unknown"
+}
+
+func dimsText(ds []Dim) string {
+	parts := make([]string, len(ds))
+	for i, d := range ds {
+		parts[i] = dimText(d)
+	}
+	return strings.Join(parts, "×")
+}
+
+func toInt64s(s []int) []int64 {
+	out := make([]int64, len(s))
+	for i, d := range s {
+		out[i] = int64(d)
+	}
+	return out
+}
+
+func product(s []int) int {
+	n := 1
+	for _, d := range s {
+		n *= d
+	}
+	return n
+}

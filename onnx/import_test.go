@@ -1,0 +1,245 @@
+package onnx
+
+import (
+	"slices"
+	"strings"
+	"testing"
+)
+
+// graphModel builds a model of opset 13 whose input x is [batch, shape...]
+// with a dynamic batch (dim_param "N") and whose output is out.
+func graphModel(shape []int, inits []*Tensor, out string, nodes ...*Node) *Model {
+	dims := []Dim{{Param: "N"}}
+	for _, d := range shape {
+		dims = append(dims, Dim{Value: int64(d), Known: true})
+	}
+	return &Model{Opsets: []OpsetID{{Version: 13}}, Graph: &Graph{
+		Nodes:        nodes,
+		Initializers: inits,
+		Inputs:       []*ValueInfo{{Name: "x", ElemType: Float, HasShape: true, Dims: dims}},
+		Outputs:      []*ValueInfo{{Name: out, ElemType: Float}},
+	}}
+}
+
+func node(op, name string, in []string, out []string, attrs ...*Attribute) *Node {
+	return &Node{OpType: op, Name: name, Inputs: in, Outputs: out, Attrs: attrs}
+}
+
+func ones(n int) []float32 {
+	v := make([]float32, n)
+	for i := range v {
+		v[i] = float32(i + 1)
+	}
+	return v
+}
+
+// TestImportViewPattern: x.view(x.size(0), -1) as torch exports it
+// (Shape → Gather → Unsqueeze → Concat → Reshape), then MatMul + Add,
+// becomes flatten and one dense layer with a bias, in the sequential form.
+func TestImportViewPattern(t *testing.T) {
+	m := graphModel([]int{2, 3, 3}, []*Tensor{
+		NewFloatTensor("W", []int64{18, 4}, ones(72)),
+		NewFloatTensor("b", []int64{4}, []float32{1, 2, 3, 4}),
+	}, "y",
+		node("Conv", "/conv/Conv", []string{"x", "cw"}, []string{"c"}),
+		node("Shape", "/Shape", []string{"c"}, []string{"s"}),
+		node("Constant", "/Constant", nil, []string{"zero"}, &Attribute{Name: "value", Type: AttrTensor, T: NewInt64Tensor("", nil, []int64{0})}),
+		node("Gather", "/Gather", []string{"s", "zero"}, []string{"n"}, &Attribute{Name: "axis", Type: AttrInt, I: 0}),
+		node("Unsqueeze", "/Unsqueeze", []string{"n", "axes"}, []string{"n1"}),
+		node("Concat", "/Concat", []string{"n1", "minus1"}, []string{"shape"}, &Attribute{Name: "axis", Type: AttrInt, I: 0}),
+		node("Reshape", "/Reshape", []string{"c", "shape"}, []string{"flat"}),
+		node("MatMul", "/fc/MatMul", []string{"flat", "W"}, []string{"mm"}),
+		node("Add", "/fc/Add", []string{"mm", "b"}, []string{"y"}),
+	)
+	m.Graph.Initializers = append(m.Graph.Initializers,
+		NewFloatTensor("cw", []int64{2, 2, 1, 1}, ones(4)),
+		NewInt64Tensor("axes", []int64{1}, []int64{0}),
+		NewInt64Tensor("minus1", []int64{1}, []int64{-1}))
+	im, err := Import(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ops []string
+	for _, l := range im.Layers {
+		ops = append(ops, l.Name+":"+l.Op)
+	}
+	if want := []string{"conv:conv2d", "Reshape:flatten", "fc:dense"}; !slices.Equal(ops, want) {
+		t.Fatalf("layers %v, want %v", ops, want)
+	}
+	if !im.IsChain() || im.Output != "fc" {
+		t.Errorf("chain %v, output %q", im.IsChain(), im.Output)
+	}
+	dense := im.Layers[2]
+	if len(dense.Params) != 2 || dense.Params[1].Suffix != "bias" || !slices.Equal(dense.Params[1].Data, []float32{1, 2, 3, 4}) {
+		t.Errorf("dense params: %+v", dense.Params)
+	}
+	// weight is W transposed: row o holds W[:, o]
+	if w := dense.Params[0]; !slices.Equal(w.Shape, []int{4, 18}) || w.Data[1] != 5 || w.Data[18] != 2 {
+		t.Errorf("dense weight %v: %v", w.Shape, w.Data[:20])
+	}
+	spec := string(im.Spec("m", "m.onnx", "m.safetensors"))
+	for _, want := range []string{`layers: [`, `{name: "fc", op: "dense", units: 4, inFeatures: 18}`, `// "/fc/MatMul" (MatMul) + "/fc/Add" (Add): 4`} {
+		if !strings.Contains(spec, want) {
+			t.Errorf("spec lacks %q:\n%s", want, spec)
+		}
+	}
+}
+
+// TestImportGemm folds transB, alpha and beta into the dense layer's
+// weight and bias.
+func TestImportGemm(t *testing.T) {
+	m := graphModel([]int{3}, []*Tensor{
+		NewFloatTensor("B", []int64{2, 3}, []float32{1, 2, 3, 4, 5, 6}),
+		NewFloatTensor("C", []int64{1, 2}, []float32{10, 20}),
+	}, "y", node("Gemm", "fc", []string{"x", "B", "C"}, []string{"y"},
+		&Attribute{Name: "transB", Type: AttrInt, I: 1},
+		&Attribute{Name: "alpha", Type: AttrFloat, F: 0.5},
+		&Attribute{Name: "beta", Type: AttrFloat, F: 2}))
+	im, err := Import(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := im.Layers[0]
+	if !slices.Equal(l.Params[0].Data, []float32{0.5, 1, 1.5, 2, 2.5, 3}) || !slices.Equal(l.Params[1].Data, []float32{20, 40}) {
+		t.Errorf("params %+v", l.Params)
+	}
+	if im.Mapping[0].How != "dense (transB, alpha 0.5 folded into the weight, beta 2 folded into the bias)" {
+		t.Errorf("mapping %+v", im.Mapping[0])
+	}
+}
+
+// TestImportReportsEveryNode: all nodes are checked, and each one that
+// cannot be imported is reported once, with its op, opset and a reason;
+// nodes downstream of a failed node are not reported again.
+func TestImportReportsEveryNode(t *testing.T) {
+	m := graphModel([]int{4}, nil, "z",
+		node("Abs", "a", []string{"x"}, []string{"y1"}),
+		node("Relu", "r", []string{"y1"}, []string{"y2"}),
+		node("Softmax", "s", []string{"x"}, []string{"y3"}, &Attribute{Name: "axis", Type: AttrInt, I: 0}),
+		node("Add", "sum", []string{"y2", "y3"}, []string{"z"}),
+	)
+	_, err := Import(m)
+	ie, ok := err.(*ImportError)
+	if !ok {
+		t.Fatalf("error %v is not an *ImportError", err)
+	}
+	var got []string
+	for _, p := range ie.Problems {
+		got = append(got, p.Node+" "+p.Op)
+		if p.Opset != 13 || p.Why == "" {
+			t.Errorf("problem %+v", p)
+		}
+	}
+	if want := []string{`"a" Abs`, `"s" Softmax`}; !slices.Equal(got, want) {
+		t.Errorf("problems %v, want %v", got, want)
+	}
+}
+
+// TestImportBatchWarning: a batch of 1 written into the graph is accepted
+// as mlbuild's batch, with a warning; the graph form is used for a graph
+// that is not a chain.
+func TestImportBatchWarning(t *testing.T) {
+	m := graphModel([]int{4}, nil, "z",
+		node("Relu", "r", []string{"x"}, []string{"y"}),
+		node("Add", "sum", []string{"y", "x"}, []string{"z"}))
+	m.Graph.Inputs[0].Dims[0] = Dim{Value: 1, Known: true}
+	im, err := Import(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(im.Warnings) != 1 || !strings.Contains(im.Warnings[0], "batch of 1 baked into the graph") {
+		t.Errorf("warnings %v", im.Warnings)
+	}
+	if im.IsChain() {
+		t.Errorf("a residual graph is not a chain")
+	}
+	spec := string(im.Spec("m", "m.onnx", "m.safetensors"))
+	if !strings.Contains(spec, `sum: {op: "add", inputs: ["r", "input"]}`) || !strings.Contains(spec, `output: "sum"`) {
+		t.Errorf("graph form:\n%s", spec)
+	}
+}
+
+func TestIdentifier(t *testing.T) {
+	for in, want := range map[string]string{"/features/features.0/Conv": "features_features_0_Conv", "0": "n0", "a\nb": "a_b", "": "", "__x__": "x"} {
+		if got := identifier(in); got != want {
+			t.Errorf("identifier(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// TestImportBoundsFolding: constants the importer computes are bounded, so
+// a small file cannot make it allocate a huge broadcast.
+func TestImportBoundsFolding(t *testing.T) {
+	m := graphModel([]int{4}, []*Tensor{
+		NewFloatTensor("a", []int64{5000, 1}, make([]float32, 5000)),
+		NewFloatTensor("b", []int64{1, 5000}, make([]float32, 5000)),
+	}, "y",
+		node("Mul", "big", []string{"a", "b"}, []string{"ab"}),
+		node("Add", "y", []string{"x", "ab"}, []string{"y"}))
+	_, err := Import(m)
+	if err == nil || !strings.Contains(err.Error(), "more than 16777216 elements") {
+		t.Errorf("error %v", err)
+	}
+}
+
+// TestImportPad: a zero Pad of height and width (how PyTorch exports a
+// padded AvgPool2d) becomes the pooling layer's padding; read by anything
+// else it is reported.
+func TestImportPad(t *testing.T) {
+	pads := NewInt64Tensor("pads", []int64{8}, []int64{0, 0, 1, 1, 0, 0, 1, 1})
+	pool := func(op string) *Model {
+		return graphModel([]int{2, 4, 4}, []*Tensor{pads}, "y",
+			node("Pad", "pad", []string{"x", "pads"}, []string{"p"}),
+			node(op, "pool", []string{"p"}, []string{"y"}, &Attribute{Name: "kernel_shape", Type: AttrInts, Ints: []int64{3, 3}}))
+	}
+	im, err := Import(pool("AveragePool"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := im.Layers[0]
+	if l.Op != "avgpool2d" || !slices.Equal(l.OutShape, []int{2, 4, 4}) || !slices.ContainsFunc(l.Fields, func(f Field) bool { return f.Name == "padding" && f.Value == 1 }) {
+		t.Errorf("layer %+v", l)
+	}
+	_, err = Import(pool("MaxPool"))
+	if err == nil || !strings.Contains(err.Error(), `reads the output of Pad node "pad"`) {
+		t.Errorf("Pad into MaxPool: %v", err)
+	}
+}
+
+// TestImportErfGELU: the written-out GELU becomes one gelu layer in each
+// order exporters use; an Erf outside the pattern is reported.
+func TestImportErfGELU(t *testing.T) {
+	consts := []*Tensor{
+		NewFloatTensor("sqrt2", nil, []float32{float32(1.4142135)}),
+		NewFloatTensor("one", nil, []float32{1}),
+		NewFloatTensor("half", nil, []float32{0.5}),
+	}
+	head := []*Node{
+		node("Div", "div", []string{"x", "sqrt2"}, []string{"t"}),
+		node("Erf", "erf", []string{"t"}, []string{"e"}),
+		node("Add", "add", []string{"e", "one"}, []string{"s"}),
+	}
+	forms := map[string][]*Node{
+		"(x·(1+erf))·0.5": {node("Mul", "m1", []string{"x", "s"}, []string{"p"}), node("Mul", "m2", []string{"p", "half"}, []string{"y"})},
+		"x·((1+erf)·0.5)": {node("Mul", "m1", []string{"s", "half"}, []string{"p"}), node("Mul", "m2", []string{"x", "p"}, []string{"y"})},
+		"(x·0.5)·(1+erf)": {node("Mul", "h", []string{"x", "half"}, []string{"xh"}), node("Mul", "m2", []string{"xh", "s"}, []string{"y"})},
+	}
+	for name, tail := range forms {
+		m := graphModel([]int{5}, consts, "y", append(slices.Clone(head), tail...)...)
+		im, err := Import(m)
+		if err != nil {
+			t.Errorf("%s: %v", name, err)
+			continue
+		}
+		if len(im.Layers) != 1 || im.Layers[0].Op != "gelu" || im.Layers[0].Inputs[0] != "input" {
+			t.Errorf("%s: layers %+v", name, im.Layers)
+		}
+	}
+	// the Erf's value is also read elsewhere: not a GELU
+	m := graphModel([]int{5}, consts, "z", append(slices.Clone(head),
+		node("Mul", "m1", []string{"x", "s"}, []string{"p"}), node("Mul", "m2", []string{"p", "half"}, []string{"y"}),
+		node("Add", "z", []string{"y", "e"}, []string{"z"}))...)
+	if _, err := Import(m); err == nil || !strings.Contains(err.Error(), "op Erf has no counterpart") {
+		t.Errorf("Erf read twice: %v", err)
+	}
+}

@@ -1,0 +1,1660 @@
+package onnx
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// nodeCtx is one node being imported.
+type nodeCtx struct {
+	im        *importer
+	n         *Node
+	name      string
+	ins       []*value
+	layerName string // the layer the node became, for the mapping
+}
+
+// opImport imports one node and says how (for the mapping), or returns a
+// *skipImport saying why it cannot.
+type opImport func(c *nodeCtx) (string, error)
+
+// opImporters lists every ONNX op the importer knows, by op_type.
+var opImporters map[string]opImport
+
+func init() {
+	opImporters = map[string]opImport{
+		"Constant": importConstant, "Identity": importIdentity, "Dropout": importDropout, "Cast": importCast,
+		"Shape": importShape, "Gather": importGather, "Unsqueeze": importUnsqueeze, "Squeeze": importSqueeze,
+		"Concat": importConcat, "Slice": importSlice, "Reshape": importReshape, "Flatten": importFlatten,
+		"Transpose": importTranspose,
+		"Add":       importBinary, "Sub": importBinary, "Mul": importBinary, "Div": importBinary,
+		"Gemm": importGemm, "MatMul": importMatMul,
+		"Conv": importConv, "MaxPool": importPool, "AveragePool": importPool,
+		"GlobalAveragePool": importGlobalAvgPool,
+		"Relu":              importUnary("relu"), "Sigmoid": importUnary("sigmoid"), "Tanh": importUnary("tanh"),
+		"Exp": importUnary("exp"), "Log": importUnary("log"), "LeakyRelu": importUnary("leakyrelu"),
+		"Gelu":    importUnary("gelu"),
+		"Softmax": importSoftmax("softmax"), "LogSoftmax": importSoftmax("logsoftmax"),
+		"BatchNormalization": importBatchNorm, "Pad": importPad,
+	}
+}
+
+// padConsumers are the ops that take over the padding of a Pad node.
+var padConsumers = map[string]bool{"Conv": true, "AveragePool": true, "Identity": true}
+
+// ---- access to inputs and attributes ----
+
+func (c *nodeCtx) has(i int) bool { return i < len(c.ins) && c.ins[i] != nil }
+
+// runtime returns input i, which must be computed at run time.
+func (c *nodeCtx) runtime(i int) (*value, error) {
+	if !c.has(i) {
+		return nil, unsupported("", "%s needs input %d", c.n.OpType, i)
+	}
+	v := c.ins[i]
+	if v.konst != nil {
+		return nil, unsupported("", "input %q is a constant; mlbuild computes %s only on values that depend on the model input", c.n.Inputs[i], c.n.OpType)
+	}
+	return v, nil
+}
+
+// konst returns input i, which must be known at import time.
+func (c *nodeCtx) konst(i int, what string) (*constant, error) {
+	if !c.has(i) {
+		return nil, unsupported("", "%s needs input %d (%s)", c.n.OpType, i, what)
+	}
+	v := c.ins[i]
+	if v.konst == nil {
+		return nil, unsupported("export with the "+what+" as an initializer (a trained parameter or a constant)", "input %q (%s) depends on the model input; mlbuild needs it known at import time", c.n.Inputs[i], what)
+	}
+	return v.konst, nil
+}
+
+func (c *nodeCtx) attrInt(name string, def int64) (int64, error) {
+	a := c.n.Attr(name)
+	if a == nil {
+		return def, nil
+	}
+	if a.Type != AttrInt {
+		return 0, unsupported("", "attribute %s has type %d, want an int", name, a.Type)
+	}
+	return a.I, nil
+}
+
+// attrFloat returns a float attribute as the shortest decimal of its
+// float32 value (1e-05 rather than 9.99999974e-06).
+func (c *nodeCtx) attrFloat(name string, def float64) (float64, error) {
+	a := c.n.Attr(name)
+	if a == nil {
+		return def, nil
+	}
+	if a.Type != AttrFloat {
+		return 0, unsupported("", "attribute %s has type %d, want a float", name, a.Type)
+	}
+	if math.IsNaN(float64(a.F)) || math.IsInf(float64(a.F), 0) {
+		return 0, unsupported("", "attribute %s is %v", name, a.F)
+	}
+	return shortFloat(a.F), nil
+}
+
+func shortFloat(f float32) float64 {
+	v, _ := strconv.ParseFloat(strconv.FormatFloat(float64(f), 'g', -1, 32), 64)
+	return v
+}
+
+func (c *nodeCtx) attrInts(name string) ([]int64, bool, error) {
+	a := c.n.Attr(name)
+	if a == nil {
+		return nil, false, nil
+	}
+	if a.Type != AttrInts {
+		return nil, false, unsupported("", "attribute %s has type %d, want a list of ints", name, a.Type)
+	}
+	return a.Ints, true, nil
+}
+
+func (c *nodeCtx) attrString(name, def string) (string, error) {
+	a := c.n.Attr(name)
+	if a == nil {
+		return def, nil
+	}
+	if a.Type != AttrString {
+		return "", unsupported("", "attribute %s has type %d, want a string", name, a.Type)
+	}
+	return string(a.S), nil
+}
+
+// newLayer makes a layer named after the node.
+func (c *nodeCtx) newLayer(op string, out []int) *Layer {
+	src := c.name + " (" + c.n.OpType + ")"
+	return &Layer{Name: c.im.layerName(c.n, op), Op: op, OutShape: out, Source: src}
+}
+
+// emit adds l reading ins and binds the node's output to it.
+func (c *nodeCtx) emit(l *Layer, ins ...*value) (string, error) {
+	c.layerName = l.Name
+	if err := c.setOutput(c.im.addLayer(l, ins...)); err != nil {
+		return "", err
+	}
+	return l.Op, nil
+}
+
+// MaxFoldElements bounds a constant the importer computes (by Gather or a
+// broadcast), so that a small hostile file cannot ask for a huge one.
+const MaxFoldElements = 1 << 24
+
+func checkFoldSize(dims []int) error {
+	n := 1
+	for _, d := range dims {
+		if d < 0 || (d > 0 && n > MaxFoldElements/d) {
+			return unsupported("", "the folded constant of shape %v would hold more than %d elements", dims, MaxFoldElements)
+		}
+		n *= d
+	}
+	return nil
+}
+
+// fold binds the node's output to a constant.
+func (c *nodeCtx) fold(k *constant, how string) (string, error) {
+	return "folded: " + how, c.setOutput(&value{konst: k})
+}
+
+// axis normalises an ONNX axis (counting the batch axis) against a rank.
+func (c *nodeCtx) axis(a int64, rank int) (int, error) {
+	if a < 0 {
+		a += int64(rank)
+	}
+	if a < 0 || a >= int64(rank) {
+		return 0, unsupported("", "axis %d is out of range for rank %d", a, rank)
+	}
+	return int(a), nil
+}
+
+// ---- folding and aliases ----
+
+func importConstant(c *nodeCtx) (string, error) {
+	for _, a := range c.n.Attrs {
+		var k *constant
+		var err error
+		switch a.Name {
+		case "value":
+			if a.T == nil {
+				return "", unsupported("", "attribute value holds no tensor")
+			}
+			k, err = constFromTensor(a.T)
+		case "value_float":
+			k = &constant{vals: []float64{shortFloat(a.F)}}
+		case "value_int":
+			k = &constant{vals: []float64{float64(a.I)}}
+		case "value_floats":
+			k = &constant{dims: []int{len(a.Floats)}}
+			for _, f := range a.Floats {
+				k.vals = append(k.vals, shortFloat(f))
+			}
+		case "value_ints":
+			k = &constant{dims: []int{len(a.Ints)}}
+			for _, v := range a.Ints {
+				k.vals = append(k.vals, float64(v))
+			}
+		default:
+			continue
+		}
+		if err != nil {
+			return "", unsupported("", "%v", err)
+		}
+		return c.fold(k, "constant")
+	}
+	return "", unsupported("", "Constant without a value, value_float(s) or value_int(s) attribute (sparse and string constants are not supported)")
+}
+
+func importIdentity(c *nodeCtx) (string, error) {
+	if !c.has(0) {
+		return "", unsupported("", "Identity needs an input")
+	}
+	return "folded: identity", c.setOutput(c.ins[0])
+}
+
+func importDropout(c *nodeCtx) (string, error) {
+	x, err := c.runtime(0)
+	if err != nil {
+		return "", err
+	}
+	rate := 0.5
+	if c.im.opset < 12 {
+		if rate, err = c.attrFloat("ratio", 0.5); err != nil {
+			return "", err
+		}
+	} else if c.has(1) {
+		k, err := c.konst(1, "ratio")
+		if err != nil {
+			return "", err
+		}
+		if v, ok := k.scalar(); ok && k.size() == 1 {
+			rate = v
+		} else {
+			return "", unsupported("", "ratio is not a scalar")
+		}
+	}
+	if c.has(2) {
+		k, err := c.konst(2, "training_mode")
+		if err != nil {
+			return "", err
+		}
+		if v, ok := k.scalar(); !ok || v != 0 {
+			return "", unsupported("export in eval mode (model.eval())", "training_mode is true; an imported model runs in inference mode")
+		}
+	}
+	if rate < 0 || rate >= 1 {
+		return "", unsupported("", "ratio %v is outside [0, 1)", rate)
+	}
+	if rate == 0 {
+		return "folded: dropout with ratio 0", c.setOutput(x)
+	}
+	l := c.newLayer("dropout", x.shape)
+	l.Fields = []Field{{"rate", rate}}
+	return c.emit(l, x)
+}
+
+func importCast(c *nodeCtx) (string, error) {
+	to, err := c.attrInt("to", 0)
+	if err != nil {
+		return "", err
+	}
+	if !c.has(0) {
+		return "", unsupported("", "Cast needs an input")
+	}
+	v := c.ins[0]
+	if v.konst == nil {
+		if DataType(to) != Float {
+			return "", unsupported("", "casts the model's values to %v; mlbuild computes in float32", DataType(to))
+		}
+		return "folded: cast to float32", c.setOutput(v)
+	}
+	k := *v.konst
+	k.vals = slices.Clone(k.vals)
+	switch DataType(to) {
+	case Float, Double, Float16, BFloat16:
+	case Bool:
+		for i, x := range k.vals {
+			if x != 0 {
+				k.vals[i] = 1
+			}
+		}
+	default:
+		for i, x := range k.vals {
+			k.vals[i] = math.Trunc(x)
+		}
+	}
+	return c.fold(&k, "cast")
+}
+
+// importShape folds Shape of a runtime value into a constant whose first
+// element is the batch size (unknown until run time, marked as such).
+func importShape(c *nodeCtx) (string, error) {
+	if !c.has(0) {
+		return "", unsupported("", "Shape needs an input")
+	}
+	v := c.ins[0]
+	k := &constant{}
+	if v.konst != nil {
+		for _, d := range v.konst.dims {
+			k.vals = append(k.vals, float64(d))
+		}
+	} else {
+		k.vals = append(k.vals, 0)
+		k.batch = []bool{true}
+		for _, d := range v.shape {
+			k.vals = append(k.vals, float64(d))
+			k.batch = append(k.batch, false)
+		}
+	}
+	start, err := c.attrInt("start", 0)
+	if err != nil {
+		return "", err
+	}
+	end, err := c.attrInt("end", int64(len(k.vals)))
+	if err != nil {
+		return "", err
+	}
+	r := int64(len(k.vals))
+	clamp := func(i int64) int {
+		if i < 0 {
+			i += r
+		}
+		return int(min(max(i, 0), r))
+	}
+	s, e := clamp(start), clamp(end)
+	if e < s {
+		e = s
+	}
+	k.vals = k.vals[s:e]
+	if k.batch != nil {
+		k.batch = k.batch[s:e]
+	}
+	k.dims = []int{len(k.vals)}
+	return c.fold(k, "shape")
+}
+
+// strides returns the row-major strides of dims.
+func strides(dims []int) []int {
+	s := make([]int, len(dims))
+	n := 1
+	for i := len(dims) - 1; i >= 0; i-- {
+		s[i] = n
+		n *= dims[i]
+	}
+	return s
+}
+
+func importGather(c *nodeCtx) (string, error) {
+	data, err := c.konst(0, "data")
+	if err != nil {
+		return "", unsupported("", "Gather reads from a value that depends on the model input; mlbuild folds Gather only in shape arithmetic")
+	}
+	idx, err := c.konst(1, "indices")
+	if err != nil {
+		return "", err
+	}
+	a, err := c.attrInt("axis", 0)
+	if err != nil {
+		return "", err
+	}
+	ax, err := c.axis(a, len(data.dims))
+	if err != nil {
+		return "", err
+	}
+	outDims := slices.Concat(data.dims[:ax], idx.dims, data.dims[ax+1:])
+	if err := checkFoldSize(outDims); err != nil {
+		return "", err
+	}
+	outer, inner := product(data.dims[:ax]), product(data.dims[ax+1:])
+	n := data.dims[ax]
+	out := &constant{dims: outDims}
+	for o := 0; o < outer; o++ {
+		for _, fi := range idx.vals {
+			i := int(fi)
+			if i < 0 {
+				i += n
+			}
+			if i < 0 || i >= n {
+				return "", unsupported("", "index %v is out of range for size %d", fi, n)
+			}
+			for j := 0; j < inner; j++ {
+				src := (o*n+i)*inner + j
+				out.vals = append(out.vals, data.vals[src])
+				if data.batch != nil {
+					out.batch = append(out.batch, data.batch[src])
+				}
+			}
+		}
+	}
+	return c.fold(out, "gather")
+}
+
+// axesOf reads the axes of Unsqueeze, Squeeze (an attribute before opset
+// 13, an input since) or Slice.
+func (c *nodeCtx) axesOf(input int) ([]int64, bool, error) {
+	if c.im.opset < 13 || input < 0 {
+		return c.attrInts("axes")
+	}
+	if !c.has(input) {
+		return nil, false, nil
+	}
+	k, err := c.konst(input, "axes")
+	if err != nil {
+		return nil, false, err
+	}
+	axes := make([]int64, len(k.vals))
+	for i, v := range k.vals {
+		axes[i] = int64(v)
+	}
+	return axes, true, nil
+}
+
+func importUnsqueeze(c *nodeCtx) (string, error) {
+	axes, ok, err := c.axesOf(1)
+	if err != nil {
+		return "", err
+	}
+	if !ok {
+		return "", unsupported("", "Unsqueeze without axes")
+	}
+	if !c.has(0) {
+		return "", unsupported("", "Unsqueeze needs an input")
+	}
+	v := c.ins[0]
+	full := v.fullDims()
+	r := len(full) + len(axes)
+	ins := make([]bool, r)
+	for _, a := range axes {
+		ax, err := c.axis(a, r)
+		if err != nil {
+			return "", err
+		}
+		ins[ax] = true
+	}
+	var out []int
+	j := 0
+	for i := 0; i < r; i++ {
+		if ins[i] {
+			out = append(out, 1)
+		} else {
+			out = append(out, full[j])
+			j++
+		}
+	}
+	return c.reshapeTo(v, out, ins[0], "unsqueeze")
+}
+
+func importSqueeze(c *nodeCtx) (string, error) {
+	axes, ok, err := c.axesOf(1)
+	if err != nil {
+		return "", err
+	}
+	if !c.has(0) {
+		return "", unsupported("", "Squeeze needs an input")
+	}
+	v := c.ins[0]
+	full := v.fullDims()
+	drop := make([]bool, len(full))
+	for i, d := range full {
+		if !ok && d == 1 {
+			drop[i] = true
+		}
+	}
+	for _, a := range axes {
+		ax, err := c.axis(a, len(full))
+		if err != nil {
+			return "", err
+		}
+		if full[ax] != 1 {
+			return "", unsupported("", "squeezes axis %d of size %d", ax, full[ax])
+		}
+		drop[ax] = true
+	}
+	var out []int
+	for i, d := range full {
+		if !drop[i] {
+			out = append(out, d)
+		}
+	}
+	return c.reshapeTo(v, out, drop[0], "squeeze")
+}
+
+// fullDims is the shape ONNX sees: a constant's dims, or a runtime value's
+// per-sample shape after the batch (shown as -1).
+func (v *value) fullDims() []int {
+	if v.konst != nil {
+		return v.konst.dims
+	}
+	return append([]int{-1}, v.shape...)
+}
+
+// reshapeTo gives v the full ONNX shape out: a constant is folded, a
+// runtime value becomes a view (a flatten or reshape layer written when
+// something reads it). touchesBatch says the change moves the batch axis.
+func (c *nodeCtx) reshapeTo(v *value, out []int, touchesBatch bool, how string) (string, error) {
+	if v.konst != nil {
+		k := *v.konst
+		k.dims = out
+		return c.fold(&k, how)
+	}
+	if touchesBatch || len(out) == 0 || out[0] != -1 {
+		return "", unsupported("", "%s changes the batch axis (axis 0); mlbuild's batch axis is implicit and must stay first", c.n.OpType)
+	}
+	return c.view(v, out[1:])
+}
+
+// view makes v's per-sample shape s without writing a layer yet.
+func (c *nodeCtx) view(v *value, s []int) (string, error) {
+	if product(s) != product(v.shape) {
+		return "", unsupported("", "the new shape %s holds %d elements per sample but the input %s holds %d", shapeText(s), product(s), shapeText(v.shape), product(v.shape))
+	}
+	if slices.Equal(s, v.lshape) {
+		return "folded: the layer " + v.layer + " already has this shape", c.setOutput(&value{layer: v.layer, lshape: v.lshape, shape: s})
+	}
+	op := "reshape"
+	if len(s) == 1 {
+		op = "flatten"
+	}
+	l := c.newLayer(op, s)
+	if op == "reshape" {
+		l.Fields = []Field{{"shape", slices.Clone(s)}}
+	}
+	if err := c.setOutput(&value{layer: v.layer, lshape: v.lshape, shape: s, view: l}); err != nil {
+		return "", err
+	}
+	return "pending:" + l.Name, nil
+}
+
+func importConcat(c *nodeCtx) (string, error) {
+	a, err := c.attrInt("axis", 0)
+	if err != nil {
+		return "", err
+	}
+	var ks []*constant
+	var rs []*value
+	for i := range c.n.Inputs {
+		if !c.has(i) {
+			continue
+		}
+		if c.ins[i].konst != nil {
+			ks = append(ks, c.ins[i].konst)
+		} else {
+			rs = append(rs, c.ins[i])
+		}
+	}
+	if len(rs) > 0 {
+		if len(ks) > 0 {
+			return "", unsupported("", "concatenates constants with values that depend on the model input; mlbuild concatenates only the latter")
+		}
+		ax, err := c.axis(a, len(rs[0].shape)+1)
+		if err != nil {
+			return "", err
+		}
+		if ax == 0 {
+			return "", unsupported("", "concatenates along the batch axis")
+		}
+		out := slices.Clone(rs[0].shape)
+		for _, r := range rs[1:] {
+			if len(r.shape) != len(out) {
+				return "", unsupported("", "inputs of different ranks")
+			}
+			out[ax-1] += r.shape[ax-1]
+		}
+		if len(rs) == 1 {
+			return "folded: concat of one input", c.setOutput(rs[0])
+		}
+		l := c.newLayer("concat", out)
+		if ax-1 != 0 {
+			l.Fields = []Field{{"axis", ax - 1}}
+		}
+		return c.emit(l, rs...)
+	}
+	if len(ks) == 0 {
+		return "", unsupported("", "Concat without inputs")
+	}
+	ax, err := c.axis(a, len(ks[0].dims))
+	if err != nil {
+		return "", err
+	}
+	out := &constant{dims: slices.Clone(ks[0].dims)}
+	out.dims[ax] = 0
+	for _, k := range ks {
+		if len(k.dims) != len(out.dims) {
+			return "", unsupported("", "inputs of different ranks")
+		}
+		out.dims[ax] += k.dims[ax]
+	}
+	outer := product(out.dims[:ax])
+	withBatch := false
+	for _, k := range ks {
+		withBatch = withBatch || k.hasBatch()
+	}
+	for o := 0; o < outer; o++ {
+		for _, k := range ks {
+			chunk := product(k.dims[ax:])
+			out.vals = append(out.vals, k.vals[o*chunk:(o+1)*chunk]...)
+			if withBatch {
+				for j := o * chunk; j < (o+1)*chunk; j++ {
+					out.batch = append(out.batch, k.isBatch(j))
+				}
+			}
+		}
+	}
+	return c.fold(out, "concat")
+}
+
+func importSlice(c *nodeCtx) (string, error) {
+	data, err := c.konst(0, "data")
+	if err != nil {
+		return "", unsupported("", "Slice of a value that depends on the model input; mlbuild folds Slice only in shape arithmetic")
+	}
+	var starts, ends, axes, steps []int64
+	if c.im.opset < 10 {
+		starts, _, _ = c.attrInts("starts")
+		ends, _, _ = c.attrInts("ends")
+		axes, _, _ = c.attrInts("axes")
+	} else {
+		get := func(i int, what string) ([]int64, error) {
+			if !c.has(i) {
+				return nil, nil
+			}
+			k, err := c.konst(i, what)
+			if err != nil {
+				return nil, err
+			}
+			out := make([]int64, len(k.vals))
+			for j, v := range k.vals {
+				out[j] = int64(max(min(v, math.MaxInt32), math.MinInt32))
+			}
+			return out, nil
+		}
+		for i, p := range []*[]int64{&starts, &ends, &axes, &steps} {
+			if *p, err = get(i+1, []string{"starts", "ends", "axes", "steps"}[i]); err != nil {
+				return "", err
+			}
+		}
+	}
+	if len(starts) != len(ends) {
+		return "", unsupported("", "starts and ends differ in length")
+	}
+	r := len(data.dims)
+	lo, hi, step := make([]int, r), slices.Clone(data.dims), make([]int, r)
+	for i := range step {
+		step[i] = 1
+	}
+	for i := range starts {
+		a := int64(i)
+		if axes != nil {
+			if i >= len(axes) {
+				return "", unsupported("", "fewer axes than starts")
+			}
+			a = axes[i]
+		}
+		ax, err := c.axis(a, r)
+		if err != nil {
+			return "", err
+		}
+		st := int64(1)
+		if steps != nil && i < len(steps) {
+			st = steps[i]
+		}
+		if st != 1 {
+			return "", unsupported("", "Slice with step %d", st)
+		}
+		n := int64(data.dims[ax])
+		clamp := func(v int64) int {
+			if v < 0 {
+				v += n
+			}
+			return int(min(max(v, 0), n))
+		}
+		lo[ax], hi[ax] = clamp(starts[i]), clamp(ends[i])
+		if hi[ax] < lo[ax] {
+			hi[ax] = lo[ax]
+		}
+	}
+	out := &constant{}
+	for i := range data.dims {
+		out.dims = append(out.dims, hi[i]-lo[i])
+	}
+	st := strides(data.dims)
+	idx := make([]int, r)
+	total := product(out.dims)
+	for n := 0; n < total; n++ {
+		rem, src := n, 0
+		for i := r - 1; i >= 0; i-- {
+			idx[i] = rem % out.dims[i]
+			rem /= out.dims[i]
+		}
+		for i := range idx {
+			src += (idx[i] + lo[i]) * st[i]
+		}
+		out.vals = append(out.vals, data.vals[src])
+		if data.batch != nil {
+			out.batch = append(out.batch, data.batch[src])
+		}
+	}
+	return c.fold(out, "slice")
+}
+
+func importReshape(c *nodeCtx) (string, error) {
+	if !c.has(0) {
+		return "", unsupported("", "Reshape needs an input")
+	}
+	x := c.ins[0]
+	var target *constant
+	if c.im.opset < 5 {
+		s, ok, err := c.attrInts("shape")
+		if err != nil || !ok {
+			return "", unsupported("", "Reshape without a shape")
+		}
+		target = &constant{dims: []int{len(s)}}
+		for _, v := range s {
+			target.vals = append(target.vals, float64(v))
+		}
+	} else {
+		var err error
+		if target, err = c.konst(1, "shape"); err != nil {
+			return "", err
+		}
+	}
+	allowZero, err := c.attrInt("allowzero", 0)
+	if err != nil {
+		return "", err
+	}
+	in := x.fullDims()
+	out := make([]int, len(target.vals))
+	infer := -1
+	for i, v := range target.vals {
+		switch {
+		case target.isBatch(i):
+			if i != 0 {
+				return "", unsupported("", "the target shape puts the batch size at axis %d; mlbuild's batch axis stays first", i)
+			}
+			out[i] = -1
+		case v == 0 && allowZero == 0:
+			if i >= len(in) {
+				return "", unsupported("", "target entry %d copies an axis the input does not have", i)
+			}
+			out[i] = in[i]
+		case v == -1:
+			if infer >= 0 {
+				return "", unsupported("", "the target shape has two -1 entries")
+			}
+			infer = i
+			out[i] = -1
+		case v < 0 || v > MaxElements:
+			return "", unsupported("", "target size %v is not valid", v)
+		default:
+			out[i] = int(v)
+		}
+	}
+	if x.konst != nil {
+		if infer >= 0 {
+			known := 1
+			for i, d := range out {
+				if i != infer {
+					known *= d
+				}
+			}
+			if known == 0 || x.konst.size()%known != 0 {
+				return "", unsupported("", "cannot infer the -1 size")
+			}
+			out[infer] = x.konst.size() / known
+		}
+		if product(out) != x.konst.size() {
+			return "", unsupported("", "reshape of %d elements to %v", x.konst.size(), out)
+		}
+		return c.reshapeTo(x, out, false, "reshape")
+	}
+	// A runtime value: the first target entry must be the batch.
+	per := product(x.shape)
+	if len(out) == 0 {
+		return "", unsupported("", "reshape to a scalar")
+	}
+	batchFirst := target.isBatch(0) || (target.vals[0] == 0 && allowZero == 0)
+	switch {
+	case batchFirst || infer == 0:
+		// the batch, by symbol, by copying, or inferred from the rest
+	case c.im.batchN > 0 && out[0] == c.im.batchN:
+		// the fixed batch written as a number
+	default:
+		return "", unsupported("export with x.view(x.size(0), -1) or torch.flatten(x, 1), which keep the batch axis", "the target shape %v does not keep the batch axis first", target.vals)
+	}
+	rest := slices.Clone(out[1:])
+	if infer > 0 {
+		known := product(rest[:infer-1]) * product(rest[infer:])
+		if known == 0 || per%known != 0 {
+			return "", unsupported("", "cannot infer the -1 size: %d elements per sample are not divisible by %d", per, known)
+		}
+		rest[infer-1] = per / known
+	}
+	if product(rest) != per {
+		return "", unsupported("", "the target shape %v does not hold the %d elements of each sample (%s)", target.vals, per, shapeText(x.shape))
+	}
+	return c.view(x, rest)
+}
+
+func importFlatten(c *nodeCtx) (string, error) {
+	if !c.has(0) {
+		return "", unsupported("", "Flatten needs an input")
+	}
+	x := c.ins[0]
+	full := x.fullDims()
+	a, err := c.attrInt("axis", 1)
+	if err != nil {
+		return "", err
+	}
+	if a < 0 {
+		a += int64(len(full))
+	}
+	if a < 0 || a > int64(len(full)) {
+		return "", unsupported("", "axis %d is out of range", a)
+	}
+	if x.konst != nil {
+		k := *x.konst
+		k.dims = []int{product(full[:a]), product(full[a:])}
+		return c.fold(&k, "flatten")
+	}
+	if a != 1 {
+		return "", unsupported("use torch.flatten(x, 1) (Flatten with axis 1), which keeps the batch axis", "Flatten with axis %d merges the batch axis with others", a)
+	}
+	return c.view(x, []int{product(x.shape)})
+}
+
+func importTranspose(c *nodeCtx) (string, error) {
+	if !c.has(0) {
+		return "", unsupported("", "Transpose needs an input")
+	}
+	x := c.ins[0]
+	full := x.fullDims()
+	p, ok, err := c.attrInts("perm")
+	if err != nil {
+		return "", err
+	}
+	if !ok {
+		for i := len(full) - 1; i >= 0; i-- {
+			p = append(p, int64(i))
+		}
+	}
+	if len(p) != len(full) {
+		return "", unsupported("", "perm %v for rank %d", p, len(full))
+	}
+	seen := make([]bool, len(full))
+	for _, a := range p {
+		if a < 0 || int(a) >= len(full) || seen[a] {
+			return "", unsupported("", "perm %v is not a permutation", p)
+		}
+		seen[a] = true
+	}
+	if x.konst != nil {
+		k := x.konst
+		out := &constant{}
+		for _, a := range p {
+			out.dims = append(out.dims, k.dims[a])
+		}
+		st := strides(k.dims)
+		idx := make([]int, len(p))
+		for n := 0; n < k.size(); n++ {
+			rem, src := n, 0
+			for i := len(p) - 1; i >= 0; i-- {
+				idx[i] = rem % out.dims[i]
+				rem /= out.dims[i]
+			}
+			for i, a := range p {
+				src += idx[i] * st[a]
+			}
+			out.vals = append(out.vals, k.vals[src])
+		}
+		return c.fold(out, "transpose")
+	}
+	if p[0] != 0 {
+		return "", unsupported("", "perm %v moves the batch axis; mlbuild's batch axis stays first", p)
+	}
+	perm := make([]int, len(p)-1)
+	ident := true
+	out := make([]int, len(p)-1)
+	for i, a := range p[1:] {
+		perm[i] = int(a) - 1
+		out[i] = x.shape[perm[i]]
+		ident = ident && perm[i] == i
+	}
+	if ident {
+		return "folded: identity permutation", c.setOutput(x)
+	}
+	l := c.newLayer("transpose", out)
+	l.Fields = []Field{{"perm", perm}}
+	return c.emit(l, x)
+}
+
+// ---- element-wise ----
+
+func importUnary(op string) opImport {
+	return func(c *nodeCtx) (string, error) {
+		x, err := c.runtime(0)
+		if err != nil {
+			return "", err
+		}
+		l := c.newLayer(op, x.shape)
+		switch op {
+		case "leakyrelu":
+			alpha, err := c.attrFloat("alpha", 0.01)
+			if err != nil {
+				return "", err
+			}
+			if alpha != 0.01 {
+				l.Fields = []Field{{"alpha", alpha}}
+			}
+		case "gelu":
+			approx, err := c.attrString("approximate", "none")
+			if err != nil {
+				return "", err
+			}
+			if approx != "none" {
+				return "", unsupported("export with approximate='none'", "Gelu with approximate=%q; mlbuild's gelu is the exact erf form", approx)
+			}
+		}
+		return c.emit(l, x)
+	}
+}
+
+func importSoftmax(op string) opImport {
+	return func(c *nodeCtx) (string, error) {
+		x, err := c.runtime(0)
+		if err != nil {
+			return "", err
+		}
+		r := len(x.shape) + 1
+		def := int64(-1)
+		if c.im.opset < 13 {
+			def = 1
+		}
+		a, err := c.attrInt("axis", def)
+		if err != nil {
+			return "", err
+		}
+		ax, err := c.axis(a, r)
+		if err != nil {
+			return "", err
+		}
+		if ax == 0 {
+			return "", unsupported("", "%s over the batch axis", c.n.OpType)
+		}
+		if c.im.opset < 13 && ax != r-1 && product(x.shape[ax:]) != x.shape[ax-1] {
+			// Before opset 13 the op normalises over all axes from axis
+			// on, flattened; that is one axis only when the rest are 1.
+			return "", unsupported("export with opset 13 or later, or apply it to the last axis", "before opset 13, %s with axis %d normalises over axes %d.. together, which mlbuild's per-axis op does not", c.n.OpType, ax, ax)
+		}
+		l := c.newLayer(op, x.shape)
+		if ax != r-1 {
+			l.Fields = []Field{{"axis", ax - 1}}
+		}
+		return c.emit(l, x)
+	}
+}
+
+// importBinary imports Add, Sub, Mul and Div: of two runtime values an
+// element-wise layer; with a constant operand, a bias folded into the
+// dense or conv2d layer before it, or addconst/mulconst for a scalar.
+func importBinary(c *nodeCtx) (string, error) {
+	if !c.has(0) || !c.has(1) {
+		return "", unsupported("", "%s needs two inputs", c.n.OpType)
+	}
+	a, b := c.ins[0], c.ins[1]
+	op := strings.ToLower(c.n.OpType)
+	if a.konst != nil && b.konst != nil {
+		return foldBinary(c, op, a.konst, b.konst)
+	}
+	if a.konst == nil && b.konst == nil {
+		if op == "div" {
+			return "", unsupported("", "Div of two values that depend on the model input; the schema has no div op yet")
+		}
+		sa, sb := a.shape, b.shape
+		out, ok := broadcastShapes(sa, sb)
+		if !ok || len(sa) != len(sb) {
+			return "", unsupported("", "shapes %s and %s do not broadcast per sample", shapeText(sa), shapeText(sb))
+		}
+		return c.emit(c.newLayer(op, out), a, b)
+	}
+	x, k, constFirst := a, b.konst, false
+	if a.konst != nil {
+		x, k, constFirst = b, a.konst, true
+	}
+	if k.hasBatch() {
+		return "", unsupported("", "arithmetic with the batch size")
+	}
+	if op == "add" {
+		if how, ok, err := c.foldBias(x, k); ok || err != nil {
+			return how, err
+		}
+	}
+	s, isScalar := k.scalar()
+	if !isScalar || len(k.dims) > len(x.shape)+1 {
+		return "", unsupported("", "%s with a constant of shape %s; mlbuild adds or multiplies only scalar constants, or folds a bias into the dense or conv2d layer before it", c.n.OpType, shapeText(k.dims))
+	}
+	var lop string
+	var v float64
+	switch {
+	case op == "add":
+		lop, v = "addconst", s
+	case op == "mul":
+		lop, v = "mulconst", s
+	case op == "sub" && !constFirst:
+		lop, v = "addconst", -s
+	case op == "div" && !constFirst && s != 0:
+		lop, v = "mulconst", 1/s
+	default:
+		return "", unsupported("", "%s with the constant as the first operand", c.n.OpType)
+	}
+	if math.IsInf(v, 0) || math.IsNaN(v) {
+		return "", unsupported("", "the constant is not finite")
+	}
+	l := c.newLayer(lop, x.shape)
+	l.Fields = []Field{{"value", v}}
+	return c.emit(l, x)
+}
+
+// foldBias adds the constant k as the bias of the dense or conv2d layer
+// that produced x, when that layer has none and x is read only here.
+func (c *nodeCtx) foldBias(x *value, k *constant) (string, bool, error) {
+	if x.view != nil || x.layer == "input" {
+		return "", false, nil
+	}
+	var l *Layer
+	for _, cand := range c.im.out.Layers {
+		if cand.Name == x.layer {
+			l = cand
+		}
+	}
+	if l == nil || (l.Op != "dense" && l.Op != "conv2d") || len(l.Params) != 1 || !slices.Equal(x.shape, l.OutShape) {
+		return "", false, nil
+	}
+	xi := 0
+	if c.ins[0].konst != nil {
+		xi = 1
+	}
+	if c.im.uses[c.n.Inputs[xi]] != 1 {
+		return "", false, nil
+	}
+	ch := l.OutShape[0]
+	// the constant must vary along the channel (conv) or feature (dense)
+	// axis only: shape [..., ch] for dense, [..., ch, 1, 1] for conv
+	want := []int{ch}
+	if l.Op == "conv2d" {
+		want = []int{ch, 1, 1}
+	}
+	dims := slices.Clone(k.dims)
+	for len(dims) > len(want) && dims[0] == 1 {
+		dims = dims[1:]
+	}
+	var bias []float32
+	switch {
+	case slices.Equal(dims, want):
+		bias = k.float32s()
+	case k.size() == 1:
+		bias = make([]float32, ch)
+		for i := range bias {
+			bias[i] = float32(k.vals[0])
+		}
+	default:
+		return "", false, nil
+	}
+	l.Params = append(l.Params, Param{Suffix: "bias", Shape: []int{ch}, Data: bias})
+	l.Fields = slices.DeleteFunc(l.Fields, func(f Field) bool { return f.Name == "bias" })
+	l.Source += " + " + c.name + " (Add)"
+	c.layerName = l.Name
+	return "folded: the bias of " + l.Name, true, c.setOutput(x)
+}
+
+func foldBinary(c *nodeCtx, op string, a, b *constant) (string, error) {
+	if a.hasBatch() || b.hasBatch() {
+		return "", unsupported("", "arithmetic with the batch size")
+	}
+	dims, ok := broadcastShapes(a.dims, b.dims)
+	if !ok {
+		return "", unsupported("", "constant shapes %v and %v do not broadcast", a.dims, b.dims)
+	}
+	if err := checkFoldSize(dims); err != nil {
+		return "", err
+	}
+	out := &constant{dims: dims}
+	n := product(dims)
+	at := func(k *constant, i int) float64 {
+		// index into k with broadcasting
+		off, rem, st := 0, i, strides(k.dims)
+		for d := len(dims) - 1; d >= 0; d-- {
+			pos := rem % dims[d]
+			rem /= dims[d]
+			kd := d - (len(dims) - len(k.dims))
+			if kd >= 0 && k.dims[kd] != 1 {
+				off += pos * st[kd]
+			}
+		}
+		return k.vals[off]
+	}
+	for i := 0; i < n; i++ {
+		x, y := at(a, i), at(b, i)
+		var v float64
+		switch op {
+		case "add":
+			v = x + y
+		case "sub":
+			v = x - y
+		case "mul":
+			v = x * y
+		case "div":
+			if y == 0 {
+				return "", unsupported("", "division by zero in a constant")
+			}
+			v = x / y
+		}
+		out.vals = append(out.vals, v)
+	}
+	return c.fold(out, op)
+}
+
+// broadcastShapes applies numpy's rule.
+func broadcastShapes(a, b []int) ([]int, bool) {
+	r := max(len(a), len(b))
+	out := make([]int, r)
+	for i := 0; i < r; i++ {
+		x, y := 1, 1
+		if j := i - (r - len(a)); j >= 0 {
+			x = a[j]
+		}
+		if j := i - (r - len(b)); j >= 0 {
+			y = b[j]
+		}
+		switch {
+		case x == y || y == 1:
+			out[i] = x
+		case x == 1:
+			out[i] = y
+		default:
+			return nil, false
+		}
+	}
+	return out, true
+}
+
+// ---- dense ----
+
+func importGemm(c *nodeCtx) (string, error) {
+	x, err := c.runtime(0)
+	if err != nil {
+		return "", err
+	}
+	w, err := c.konst(1, "weight B")
+	if err != nil {
+		return "", err
+	}
+	transA, err := c.attrInt("transA", 0)
+	if err != nil {
+		return "", err
+	}
+	transB, err := c.attrInt("transB", 0)
+	if err != nil {
+		return "", err
+	}
+	alpha, err := c.attrFloat("alpha", 1)
+	if err != nil {
+		return "", err
+	}
+	beta, err := c.attrFloat("beta", 1)
+	if err != nil {
+		return "", err
+	}
+	if transA != 0 {
+		return "", unsupported("", "transA=1 transposes the input batch")
+	}
+	if len(x.shape) != 1 || len(w.dims) != 2 {
+		return "", unsupported("", "Gemm of %s per sample and a weight of shape %v; want a vector per sample and a matrix", shapeText(x.shape), w.dims)
+	}
+	k := x.shape[0]
+	rows, cols := w.dims[0], w.dims[1] // [K, N], or [N, K] with transB
+	n := cols
+	if transB != 0 {
+		n = rows
+	}
+	if (transB == 0 && rows != k) || (transB != 0 && cols != k) {
+		return "", unsupported("", "the weight %v does not multiply an input of %d features (transB=%d)", w.dims, k, transB)
+	}
+	weight := make([]float32, n*k)
+	for o := 0; o < n; o++ {
+		for i := 0; i < k; i++ {
+			v := w.vals[i*n+o]
+			if transB != 0 {
+				v = w.vals[o*k+i]
+			}
+			weight[o*k+i] = float32(alpha * v)
+		}
+	}
+	l := c.newLayer("dense", []int{n})
+	l.Fields = []Field{{"units", n}, {"inFeatures", k}}
+	l.Params = []Param{{Suffix: "weight", Shape: []int{n, k}, Data: weight}}
+	var how []string
+	if transB != 0 {
+		how = append(how, "transB")
+	}
+	if alpha != 1 {
+		how = append(how, fmt.Sprintf("alpha %v folded into the weight", alpha))
+	}
+	if c.has(2) && beta != 0 {
+		bk, err := c.konst(2, "bias C")
+		if err != nil {
+			return "", err
+		}
+		dims := slices.Clone(bk.dims)
+		for len(dims) > 1 && dims[0] == 1 {
+			dims = dims[1:]
+		}
+		bias := make([]float32, n)
+		switch {
+		case bk.size() == 1:
+			for i := range bias {
+				bias[i] = float32(beta * bk.vals[0])
+			}
+		case slices.Equal(dims, []int{n}):
+			for i := range bias {
+				bias[i] = float32(beta * bk.vals[i])
+			}
+		default:
+			return "", unsupported("", "bias C of shape %v is not one value per output feature (%d)", bk.dims, n)
+		}
+		l.Params = append(l.Params, Param{Suffix: "bias", Shape: []int{n}, Data: bias})
+		if beta != 1 {
+			how = append(how, fmt.Sprintf("beta %v folded into the bias", beta))
+		}
+	} else {
+		l.Fields = append(l.Fields, Field{"bias", false})
+	}
+	op, err := c.emit(l, x)
+	if len(how) > 0 {
+		op += " (" + strings.Join(how, ", ") + ")"
+	}
+	return op, err
+}
+
+func importMatMul(c *nodeCtx) (string, error) {
+	if !c.has(0) || !c.has(1) {
+		return "", unsupported("", "MatMul needs two inputs")
+	}
+	a, b := c.ins[0], c.ins[1]
+	if a.konst != nil && b.konst != nil {
+		return "", unsupported("", "MatMul of two constants")
+	}
+	if a.konst != nil {
+		return "", unsupported("", "MatMul with a constant first operand")
+	}
+	if b.konst == nil {
+		if len(a.shape) < 2 || len(b.shape) < 2 {
+			return "", unsupported("", "MatMul of %s and %s per sample; mlbuild's matmul needs rank 2 or more", shapeText(a.shape), shapeText(b.shape))
+		}
+		ra, rb := len(a.shape), len(b.shape)
+		if a.shape[ra-1] != b.shape[rb-2] {
+			return "", unsupported("", "inner sizes differ: %s and %s", shapeText(a.shape), shapeText(b.shape))
+		}
+		batch, ok := broadcastShapes(a.shape[:ra-2], b.shape[:rb-2])
+		if !ok {
+			return "", unsupported("", "batch axes of %s and %s do not broadcast", shapeText(a.shape), shapeText(b.shape))
+		}
+		out := append(batch, a.shape[ra-2], b.shape[rb-1])
+		return c.emit(c.newLayer("matmul", out), a, b)
+	}
+	w := b.konst
+	if len(a.shape) != 1 || len(w.dims) != 2 {
+		return "", unsupported("", "MatMul of %s per sample by a constant of shape %v; mlbuild's dense layer takes a vector per sample and a matrix", shapeText(a.shape), w.dims)
+	}
+	k, n := w.dims[0], w.dims[1]
+	if k != a.shape[0] {
+		return "", unsupported("", "the weight %v does not multiply %d features", w.dims, a.shape[0])
+	}
+	weight := make([]float32, n*k)
+	for o := 0; o < n; o++ {
+		for i := 0; i < k; i++ {
+			weight[o*k+i] = float32(w.vals[i*n+o])
+		}
+	}
+	l := c.newLayer("dense", []int{n})
+	l.Fields = []Field{{"units", n}, {"inFeatures", k}, {"bias", false}}
+	l.Params = []Param{{Suffix: "weight", Shape: []int{n, k}, Data: weight}}
+	return c.emit(l, a)
+}
+
+// ---- windows ----
+
+// pair writes an int when both entries agree, else [h, w].
+func pair(p [2]int) any {
+	if p[0] == p[1] {
+		return p[0]
+	}
+	return []int{p[0], p[1]}
+}
+
+// windowGeom reads the strides, pads, dilations, auto_pad and ceil_mode of
+// a Conv or pooling node over input x ([C, H, W] per sample) with the
+// given kernel, and computes the output size with mlbuild's window rule.
+type windowGeom struct {
+	stride, pad, dil [2]int
+	out              [2]int
+	floor            bool
+}
+
+func (c *nodeCtx) window(x *value, kernel [2]int) (windowGeom, error) {
+	var g windowGeom
+	if len(x.shape) != 3 {
+		return g, unsupported("", "%s over %s per sample; mlbuild's windows are 2-D over [channels, height, width]", c.n.OpType, shapeText(x.shape))
+	}
+	read := func(name string, n int, def int) ([]int, error) {
+		v, ok, err := c.attrInts(name)
+		if err != nil {
+			return nil, err
+		}
+		out := make([]int, n)
+		for i := range out {
+			out[i] = def
+		}
+		if ok {
+			if len(v) != n {
+				return nil, unsupported("", "attribute %s has %d entries, want %d", name, len(v), n)
+			}
+			for i, e := range v {
+				if e < 0 || e > MaxElements {
+					return nil, unsupported("", "attribute %s entry %d is %d", name, i, e)
+				}
+				out[i] = int(e)
+			}
+		}
+		return out, nil
+	}
+	s, err := read("strides", 2, 1)
+	if err != nil {
+		return g, err
+	}
+	d, err := read("dilations", 2, 1)
+	if err != nil {
+		return g, err
+	}
+	p, err := read("pads", 4, 0)
+	if err != nil {
+		return g, err
+	}
+	autoPad, err := c.attrString("auto_pad", "NOTSET")
+	if err != nil {
+		return g, err
+	}
+	ceil, err := c.attrInt("ceil_mode", 0)
+	if err != nil {
+		return g, err
+	}
+	if x.pad != [2]int{} {
+		if autoPad != "NOTSET" && autoPad != "" {
+			return g, unsupported("", "auto_pad %q after a Pad node", autoPad)
+		}
+		for i := 0; i < 2; i++ {
+			p[i] += x.pad[i]
+			p[i+2] += x.pad[i]
+		}
+	}
+	for i := 0; i < 2; i++ {
+		if s[i] < 1 || d[i] < 1 || kernel[i] < 1 {
+			return g, unsupported("", "strides, dilations and kernel must be at least 1")
+		}
+		in := x.shape[i+1]
+		span := d[i]*(kernel[i]-1) + 1
+		switch autoPad {
+		case "NOTSET", "":
+		case "VALID":
+			p[i], p[i+2] = 0, 0
+		case "SAME_UPPER", "SAME_LOWER":
+			outSize := (in + s[i] - 1) / s[i]
+			total := max((outSize-1)*s[i]+span-in, 0)
+			p[i], p[i+2] = total/2, total-total/2
+			if autoPad == "SAME_LOWER" {
+				p[i], p[i+2] = p[i+2], p[i]
+			}
+		default:
+			return g, unsupported("", "auto_pad %q", autoPad)
+		}
+		if p[i] != p[i+2] {
+			return g, unsupported("pad the input symmetrically, or choose a kernel and stride whose padding is even", "pads %v are not symmetric (%s %d before, %d after); mlbuild pads both sides alike", p, []string{"height", "width"}[i], p[i], p[i+2])
+		}
+		num := in + 2*p[i] - span
+		if num < 0 {
+			return g, unsupported("", "the window (extent %d) is larger than the padded input (%d)", span, in+2*p[i])
+		}
+		if num%s[i] != 0 {
+			if ceil != 0 {
+				return g, unsupported("use ceil_mode=False, or pad the input so the windows fit exactly", "ceil_mode=1 keeps a partial window at the end of the %s; mlbuild's windows round down", []string{"height", "width"}[i])
+			}
+			g.floor = true
+		}
+		g.stride[i], g.pad[i], g.dil[i] = s[i], p[i], d[i]
+		g.out[i] = num/s[i] + 1
+	}
+	return g, nil
+}
+
+func importConv(c *nodeCtx) (string, error) {
+	x, err := c.runtime(0)
+	if err != nil {
+		return "", err
+	}
+	w, err := c.konst(1, "weight")
+	if err != nil {
+		return "", err
+	}
+	if len(w.dims) != 4 {
+		return "", unsupported("", "a weight of rank %d: only 2-D convolutions (rank-4 weights) are supported", len(w.dims))
+	}
+	if len(x.shape) != 3 {
+		return "", unsupported("", "Conv over %s per sample; only 2-D convolutions are supported", shapeText(x.shape))
+	}
+	group, err := c.attrInt("group", 1)
+	if err != nil {
+		return "", err
+	}
+	oc, icg, kh, kw := w.dims[0], w.dims[1], w.dims[2], w.dims[3]
+	if group < 1 || int64(x.shape[0]) != int64(icg)*group || int64(oc)%group != 0 {
+		return "", unsupported("", "weight %v with group %d does not fit %d input channels", w.dims, group, x.shape[0])
+	}
+	if ks, ok, err := c.attrInts("kernel_shape"); err != nil {
+		return "", err
+	} else if ok && (len(ks) != 2 || int(ks[0]) != kh || int(ks[1]) != kw) {
+		return "", unsupported("", "kernel_shape %v disagrees with the weight %v", ks, w.dims)
+	}
+	g, err := c.window(x, [2]int{kh, kw})
+	if err != nil {
+		return "", err
+	}
+	l := c.newLayer("conv2d", []int{oc, g.out[0], g.out[1]})
+	l.Fields = []Field{{"outChannels", oc}, {"kernel", pair([2]int{kh, kw})}}
+	if g.stride != [2]int{1, 1} {
+		l.Fields = append(l.Fields, Field{"stride", pair(g.stride)})
+	}
+	if g.pad != [2]int{} {
+		l.Fields = append(l.Fields, Field{"padding", pair(g.pad)})
+	}
+	if g.dil != [2]int{1, 1} {
+		l.Fields = append(l.Fields, Field{"dilation", pair(g.dil)})
+	}
+	if group != 1 {
+		l.Fields = append(l.Fields, Field{"groups", int(group)})
+	}
+	if g.floor {
+		l.Fields = append(l.Fields, Field{"rounding", "floor"})
+	}
+	l.Fields = append(l.Fields, Field{"inChannels", x.shape[0]})
+	l.Params = []Param{{Suffix: "weight", Shape: slices.Clone(w.dims), Data: w.float32s()}}
+	if c.has(2) {
+		b, err := c.konst(2, "bias")
+		if err != nil {
+			return "", err
+		}
+		if b.size() != oc {
+			return "", unsupported("", "bias of %d values for %d output channels", b.size(), oc)
+		}
+		l.Params = append(l.Params, Param{Suffix: "bias", Shape: []int{oc}, Data: b.float32s()})
+	} else {
+		l.Fields = append(l.Fields, Field{"bias", false})
+	}
+	return c.emit(l, x)
+}
+
+func importPool(c *nodeCtx) (string, error) {
+	x, err := c.runtime(0)
+	if err != nil {
+		return "", err
+	}
+	ks, ok, err := c.attrInts("kernel_shape")
+	if err != nil {
+		return "", err
+	}
+	if !ok || len(ks) != 2 {
+		return "", unsupported("", "kernel_shape %v: only 2-D pooling is supported", ks)
+	}
+	if ks[0] < 1 || ks[1] < 1 || ks[0] > MaxElements || ks[1] > MaxElements {
+		return "", unsupported("", "kernel_shape %v", ks)
+	}
+	kernel := [2]int{int(ks[0]), int(ks[1])}
+	g, err := c.window(x, kernel)
+	if err != nil {
+		return "", err
+	}
+	op := "maxpool2d"
+	if c.n.OpType == "AveragePool" {
+		op = "avgpool2d"
+		include, err := c.attrInt("count_include_pad", 0)
+		if err != nil {
+			return "", err
+		}
+		if g.pad != x.pad && include == 0 {
+			return "", unsupported("use count_include_pad=True (PyTorch's default), or pad the input explicitly", "count_include_pad=0 averages padded windows over their real elements only; mlbuild's avgpool2d divides by the whole window")
+		}
+		if g.dil != [2]int{1, 1} {
+			return "", unsupported("", "AveragePool with dilations")
+		}
+	}
+	l := c.newLayer(op, []int{x.shape[0], g.out[0], g.out[1]})
+	l.Fields = []Field{{"kernel", pair(kernel)}}
+	if g.stride != kernel {
+		l.Fields = append(l.Fields, Field{"stride", pair(g.stride)})
+	}
+	if g.pad != [2]int{} {
+		l.Fields = append(l.Fields, Field{"padding", pair(g.pad)})
+	}
+	if g.dil != [2]int{1, 1} {
+		l.Fields = append(l.Fields, Field{"dilation", pair(g.dil)})
+	}
+	if g.floor {
+		l.Fields = append(l.Fields, Field{"rounding", "floor"})
+	}
+	return c.emit(l, x)
+}
+
+func importGlobalAvgPool(c *nodeCtx) (string, error) {
+	x, err := c.runtime(0)
+	if err != nil {
+		return "", err
+	}
+	if len(x.shape) != 3 {
+		return "", unsupported("", "GlobalAveragePool over %s per sample; only [channels, height, width] is supported", shapeText(x.shape))
+	}
+	l := c.newLayer("globalavgpool", []int{x.shape[0]})
+	c.layerName = l.Name
+	v := c.im.addLayer(l, x)
+	// ONNX keeps the pooled axes as 1×1; mlbuild's op drops them. The
+	// value is a view of shape [C, 1, 1] until a flatten makes it [C].
+	view := &Layer{Name: c.im.layerName(nil, "reshape"), Op: "reshape", OutShape: []int{x.shape[0], 1, 1}, Source: l.Source, Fields: []Field{{"shape", []int{x.shape[0], 1, 1}}}}
+	return "globalavgpool", c.setOutput(&value{layer: v.layer, lshape: v.lshape, shape: view.OutShape, view: view})
+}
+
+// ---- normalisation ----
+
+func importBatchNorm(c *nodeCtx) (string, error) {
+	x, err := c.runtime(0)
+	if err != nil {
+		return "", err
+	}
+	if len(x.shape) != 1 && len(x.shape) != 3 {
+		return "", unsupported("", "BatchNormalization over %s per sample; mlbuild normalises [features] or [channels, height, width]", shapeText(x.shape))
+	}
+	if tm, err := c.attrInt("training_mode", 0); err != nil || tm != 0 {
+		return "", unsupported("export in eval mode (model.eval())", "training_mode=1 normalises with batch statistics; an imported model runs in inference mode")
+	}
+	if sp, err := c.attrInt("spatial", 1); err != nil || sp != 1 {
+		return "", unsupported("", "spatial=0 (statistics per element, not per channel)")
+	}
+	eps, err := c.attrFloat("epsilon", 1e-5)
+	if err != nil {
+		return "", err
+	}
+	mom, err := c.attrFloat("momentum", 0.9)
+	if err != nil {
+		return "", err
+	}
+	ch := x.shape[0]
+	l := c.newLayer("batchnorm", x.shape)
+	for i, suffix := range []string{"weight", "bias", "running_mean", "running_var"} {
+		k, err := c.konst(i+1, suffix)
+		if err != nil {
+			return "", err
+		}
+		if k.size() != ch {
+			return "", unsupported("", "%s has %d values for %d channels", suffix, k.size(), ch)
+		}
+		if suffix == "running_var" {
+			for _, v := range k.vals {
+				if v+eps <= 0 {
+					return "", unsupported("", "running variance %v plus epsilon is not positive", v)
+				}
+			}
+		}
+		l.Params = append(l.Params, Param{Suffix: suffix, Shape: []int{ch}, Data: k.float32s()})
+	}
+	if eps <= 0 {
+		return "", unsupported("", "epsilon %v is not positive", eps)
+	}
+	if eps != 1e-5 {
+		l.Fields = append(l.Fields, Field{"eps", eps})
+	}
+	// ONNX's momentum weighs the running statistic; mlbuild's (PyTorch's)
+	// weighs the new batch.
+	if m := shortFloat(float32(1 - mom)); m >= 0 && m <= 1 && m != 0.1 {
+		l.Fields = append(l.Fields, Field{"momentum", m})
+	}
+	return c.emit(l, x)
+}
+
+// importPad records a constant zero padding of height and width for the
+// Conv or AveragePool that reads it (PyTorch exports AvgPool2d's padding
+// this way); a Pad of nothing is folded away.
+func importPad(c *nodeCtx) (string, error) {
+	x, err := c.runtime(0)
+	if err != nil {
+		return "", err
+	}
+	mode, err := c.attrString("mode", "constant")
+	if err != nil {
+		return "", err
+	}
+	var pads []int64
+	fill := 0.0
+	if c.im.opset < 11 {
+		var ok bool
+		if pads, ok, err = c.attrInts("pads"); err != nil || !ok {
+			return "", unsupported("", "Pad without pads")
+		}
+		if fill, err = c.attrFloat("value", 0); err != nil {
+			return "", err
+		}
+	} else {
+		k, err := c.konst(1, "pads")
+		if err != nil {
+			return "", err
+		}
+		for _, v := range k.vals {
+			pads = append(pads, int64(v))
+		}
+		if c.has(2) {
+			v, err := c.konst(2, "constant_value")
+			if err != nil {
+				return "", err
+			}
+			if fill, _ = v.scalar(); v.size() != 1 {
+				return "", unsupported("", "constant_value is not a scalar")
+			}
+		}
+		if c.has(3) {
+			return "", unsupported("", "Pad with axes")
+		}
+	}
+	r := len(x.shape) + 1
+	if len(pads) != 2*r {
+		return "", unsupported("", "pads %v for rank %d", pads, r)
+	}
+	zero := true
+	for _, p := range pads {
+		zero = zero && p == 0
+	}
+	if zero {
+		return "folded: a Pad of nothing", c.setOutput(x)
+	}
+	if mode != "constant" || fill != 0 {
+		return "", unsupported("", "Pad mode %q with value %v; mlbuild pads only with zeros, inside a convolution or average pooling", mode, fill)
+	}
+	if r != 4 || pads[0] != 0 || pads[1] != 0 || pads[4] != 0 || pads[5] != 0 || pads[2] != pads[6] || pads[3] != pads[7] || pads[2] < 0 || pads[3] < 0 || pads[2] > MaxElements || pads[3] > MaxElements {
+		return "", unsupported("", "pads %v: mlbuild pads height and width of [batch, channels, height, width] alike on both sides", pads)
+	}
+	if x.pad != [2]int{} {
+		return "", unsupported("", "a Pad of a Pad")
+	}
+	v := *x
+	v.pad, v.padNode = [2]int{int(pads[2]), int(pads[3])}, c.name
+	return "folded: padding taken over by the Conv or AveragePool that reads it", c.setOutput(&v)
+}

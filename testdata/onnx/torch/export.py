@@ -1,0 +1,123 @@
+"""Exports small PyTorch models to ONNX for mlbuild's import tests.
+
+Run with Debian's python3-torch (1.13):  /usr/bin/python3 export.py
+It writes, next to itself, NAME_opsetN.onnx for each model and opset (eval
+mode, a dynamic batch axis), the input it ran (NAME.input.bin) and PyTorch's
+output (NAME.output.bin) as raw little-endian float32, and manifest.json
+with their shapes. cmd/mlbuild/import_test.go imports each model, compiles
+it and checks the binary's output against PyTorch's within 1e-4.
+"""
+import json
+import os
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+OPSETS = [9, 11, 13, 17]
+
+
+class MLP(nn.Module):
+    """x.view(x.size(0), -1), two Linear layers, batchnorm over features,
+    tanh, dropout, sigmoid."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(64, 32)
+        self.bn = nn.BatchNorm1d(32)
+        self.drop = nn.Dropout(0.3)
+        self.fc2 = nn.Linear(32, 10)
+
+    def forward(self, x):
+        x = x.view(x.size(0), -1)
+        x = self.drop(torch.tanh(self.bn(self.fc1(x))))
+        return torch.sigmoid(self.fc2(x))
+
+
+class CNN(nn.Module):
+    """Convolutions with batchnorm, pools (one padded: exported as a Pad),
+    leaky ReLU, flatten, log-softmax."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(1, 8, 3, padding=1)
+        self.bn1 = nn.BatchNorm2d(8)
+        self.pool1 = nn.MaxPool2d(2)
+        self.conv2 = nn.Conv2d(8, 16, 3, stride=2, padding=1, bias=False)
+        self.bn2 = nn.BatchNorm2d(16)
+        self.pool2 = nn.AvgPool2d(3, stride=1, padding=1)
+        self.pool3 = nn.AvgPool2d(2)
+        self.fc = nn.Linear(16 * 2 * 2, 10)
+
+    def forward(self, x):
+        x = self.pool1(F.relu(self.bn1(self.conv1(x))))
+        x = self.pool3(self.pool2(F.leaky_relu(self.bn2(self.conv2(x)), 0.1)))
+        x = torch.flatten(x, 1)
+        return F.log_softmax(self.fc(x), dim=1)
+
+
+class Residual(nn.Module):
+    """A residual block (graph form), global average pooling, a linear head."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(4, 4, 3, padding=1)
+        self.conv2 = nn.Conv2d(4, 4, 3, padding=1)
+        self.fc = nn.Linear(4, 3)
+
+    def forward(self, x):
+        y = F.relu(self.conv1(x))
+        y = F.relu(self.conv2(y) + x)
+        y = F.adaptive_avg_pool2d(y, 1)
+        return self.fc(y.view(y.size(0), -1))
+
+
+class GELU(nn.Module):
+    """Linear, GELU (before opset 20 exported as its Erf formula), Linear."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(16, 32)
+        self.act = nn.GELU()
+        self.fc2 = nn.Linear(32, 4)
+
+    def forward(self, x):
+        return self.fc2(self.act(self.fc1(x)))
+
+
+MODELS = [("mlp", MLP, [1, 8, 8]), ("cnn", CNN, [1, 16, 16]), ("residual", Residual, [4, 6, 6]), ("gelu", GELU, [16])]
+
+
+def main():
+    torch.manual_seed(0)
+    manifest = []
+    for name, cls, shape in MODELS:
+        model = cls()
+        for m in model.modules():
+            if isinstance(m, (nn.BatchNorm1d, nn.BatchNorm2d)):
+                # trained-looking statistics, so that batchnorm matters
+                m.running_mean.uniform_(-0.5, 0.5)
+                m.running_var.uniform_(0.5, 2.0)
+                m.weight.data.uniform_(0.5, 1.5)
+                m.bias.data.uniform_(-0.2, 0.2)
+        model.eval()
+        x = torch.randn(3, *shape)
+        with torch.no_grad():
+            y = model(x)
+        x.numpy().astype("<f4").tofile(os.path.join(HERE, name + ".input.bin"))
+        y.numpy().astype("<f4").tofile(os.path.join(HERE, name + ".output.bin"))
+        for opset in OPSETS:
+            path = os.path.join(HERE, "%s_opset%d.onnx" % (name, opset))
+            torch.onnx.export(model, x, path, opset_version=opset, input_names=["x"], output_names=["y"],
+                              dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}})
+            manifest.append({"model": os.path.basename(path), "input": name + ".input.bin",
+                             "inputShape": list(x.shape), "output": name + ".output.bin",
+                             "outputShape": list(y.shape)})
+    with open(os.path.join(HERE, "manifest.json"), "w") as f:
+        json.dump(manifest, f, indent=1)
+        f.write("\n")
+
+
+if __name__ == "__main__":
+    main()
