@@ -16,6 +16,7 @@ type trainState struct {
 	seed      int64
 	bestVal   float64
 	badEpochs int
+	run       *trainOptions // the run's settings, kept so that --resume continues it
 }
 
 // weightTensors lists the params and statistics as safetensors tensors, in
@@ -64,6 +65,9 @@ func saveCheckpoint(m Model, path string, st trainState) error {
 	md["mlbuild.seed"] = strconv.FormatInt(st.seed, 10)
 	md["mlbuild.best_val_loss"] = strconv.FormatFloat(st.bestVal, 'g', -1, 64)
 	md["mlbuild.bad_epochs"] = strconv.Itoa(st.badEpochs)
+	if st.run != nil {
+		settingsMetadata(md, st.run)
+	}
 	if err := safetensors.Write(path, weightTensors(m, true), md); err != nil {
 		return fmt.Errorf("writing checkpoint: %v", err)
 	}
