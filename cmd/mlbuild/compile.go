@@ -110,7 +110,7 @@ Examples:
 func buildKey(opts *compileOptions, m *spec.Model, plans []*planner.Plan, goVersion string) (*cache.Key, error) {
 	k := cache.NewKey()
 	k.Add("mlbuild", mlbuildVersion())
-	if mlbuildVersion() == "devel" {
+	if !versionIsExact(mlbuildVersion()) {
 		// A development build's version says nothing: use its own bytes.
 		if h, err := selfHash(); err == nil {
 			k.Add("mlbuild-binary", h)

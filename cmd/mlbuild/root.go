@@ -67,6 +67,8 @@ standalone binary that trains, evaluates and runs that one model.`,
 			return loadConfig(g, cmd)
 		},
 	}
+	root.Version = mlbuildVersion()
+	root.SetVersionTemplate(versionLine())
 	root.SetOut(g.stdout)
 	root.SetErr(g.stderr)
 	root.PersistentFlags().String("config", "", "configuration file (default: ./mlbuild.yaml, then the user config dir)")
