@@ -223,7 +223,7 @@ func evaluate(srcs []source) (*Model, error) {
 		return nil, es
 	}
 	if err := validateAll(v); err != nil {
-		return nil, pos.translateAll(err, &v)
+		return nil, withMissingFields(pos.translateAll(err, &v), missingFields(v, pos))
 	}
 	m, err := decode(v, pos)
 	if err != nil {
