@@ -121,6 +121,9 @@ func loadSources(srcs []source) (*Model, error) {
 		if err := CheckSafety(r.m); err != nil {
 			return nil, err
 		}
+		if err := CheckLossInput(r.m); err != nil {
+			return nil, err
+		}
 		return r.m, nil
 	case <-timer.C:
 		return nil, Errors{{Pos: Pos{File: srcs[0].name, Line: 1, Col: 1}, Message: fmt.Sprintf("evaluating the spec took longer than %v, so mlbuild stopped waiting: the spec is too large or too deeply nested", EvalTimeout)}}
