@@ -213,7 +213,7 @@ func compileRun(opts *compileOptions) error {
 	}
 	m, err := spec.Load(opts.files...)
 	if err != nil {
-		return reportSpecError(opts.stderr, err)
+		return reportSpecError(opts.stderr, err, opts.files...)
 	}
 	plans, err := planBackend(m, opts.fusion, memLimit, opts.backend)
 	if err != nil {
@@ -291,21 +291,23 @@ func compileRun(opts *compileOptions) error {
 	return nil
 }
 
-// reportSpecError prints a spec or planner error and returns the exit.
-func reportSpecError(w io.Writer, err error) error {
+// reportSpecError prints a spec or planner error and returns the exit
+// (see specExitCode; files are the spec's).
+func reportSpecError(w io.Writer, err error, files ...string) error {
+	code := specExitCode(err, files...)
 	var es spec.Errors
 	if errors.As(err, &es) {
 		for _, e := range es {
 			fmt.Fprintln(w, e.Error())
 		}
-		return silentExit(ExitInvalid)
+		return silentExit(code)
 	}
 	var pe *planner.Error
 	if errors.As(err, &pe) {
 		fmt.Fprintln(w, pe.Error())
-		return silentExit(ExitInvalid)
+		return silentExit(code)
 	}
-	return withCode(ExitInvalid, err)
+	return withCode(code, err)
 }
 
 // goBuild writes files into a fresh module directory and builds it.

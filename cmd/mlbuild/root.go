@@ -131,7 +131,8 @@ func findConfig() string {
 }
 
 // run executes mlbuild with args and returns the process exit code.
-func run(args []string, stdout, stderr io.Writer) int {
+func run(args []string, stdout, stderr io.Writer) (code int) {
+	defer recoverBug(stderr, &code)
 	g := &globalOptions{stdout: stdout, stderr: stderr}
 	root := newRootCmd(g)
 	root.SetArgs(args)

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/debug"
 	"strings"
 )
 
@@ -130,6 +131,7 @@ const (
 	exitUsage   = 2
 	exitNaN     = 3 // training diverged
 	exitSignal  = 130
+	exitBug     = 70 // a bug in mlbuild or the program: please report it
 )
 
 // usageError marks command-line mistakes.
@@ -143,8 +145,14 @@ func Main(m Model) {
 }
 
 // Run runs one command and returns the exit code.
-func Run(m Model, args []string, stdout, stderr io.Writer) int {
+func Run(m Model, args []string, stdout, stderr io.Writer) (code int) {
 	prog := m.Meta().Name
+	defer func() {
+		if r := recover(); r != nil {
+			fmt.Fprintf(stderr, "%s: internal error (a bug in mlbuild; please report it with this message): %v\n%s", prog, r, debug.Stack())
+			code = exitBug
+		}
+	}()
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "-help" || len(args) == 1 && args[0] == "help" {
 		printUsage(m, stdout)
 		return exitOK

@@ -133,3 +133,17 @@ func TestUsageErrors(t *testing.T) {
 		}
 	}
 }
+
+// panicModel fails the way a bug does.
+type panicModel struct{ *linearModel }
+
+func (panicModel) SelfTest() []SelfTestRow { panic("an invariant broke") }
+
+// TestPanicIsABug: a panic exits 70 (a bug, as the README's table says),
+// not Go's 2, which is the usage-error code.
+func TestPanicIsABug(t *testing.T) {
+	code, _, errOut := runModel(t, t.TempDir(), panicModel{newLinearModel()}, "selftest")
+	if code != exitBug || !strings.Contains(errOut, "a bug in mlbuild; please report it") || !strings.Contains(errOut, "an invariant broke") {
+		t.Errorf("exit %d (want %d):\n%s", code, exitBug, errOut)
+	}
+}
