@@ -179,8 +179,10 @@ func Run(m Model, args []string, stdout, stderr io.Writer) (code int) {
 		err = selftestCmd(m, args[1:], stdout)
 	case "version":
 		err = versionCmd(m, args[1:], stdout)
+	case "sample":
+		err = sampleCmd(m, args[1:], stdout)
 	default:
-		err = usageError{fmt.Sprintf("unknown command %q; commands: train, eval, predict, bench, info, selftest, version\nRun '%s --help' for usage.", args[0], prog)}
+		err = usageError{fmt.Sprintf("unknown command %q; commands: train, eval, predict, sample, bench, info, selftest, version\nRun '%s --help' for usage.", args[0], prog)}
 	}
 	if err == nil || errors.Is(err, errHelpShown) {
 		return exitOK

@@ -51,6 +51,13 @@ INPUT: a PNG or PGM image (grey, or RGB made grey; pixels scaled to [0, 1])
 of the model's input size, or an IDX images file (the first --limit images).`,
 		examples: `predict --weights NAME.safetensors digit.png
 predict digit.png --weights NAME.safetensors --top 3`},
+	{name: "sample", required: "--data DIR", operands: "OUT",
+		summary: "write an image of the data set to a PNG file, to try predict on",
+		long: `Sample writes image --index of the spec's IDX test files (--train: the
+training files) to OUT, a PNG file (a PGM file when OUT ends in .pgm), and
+prints its label: an input for predict.`,
+		examples: `sample --data data/mnist --index 0 digit.png
+predict --weights NAME.safetensors digit.png`},
 	{name: "bench", summary: "forward latency and throughput, and training-step time",
 		long:     `Bench times the inference plan at the spec's batch size and at batch 1, and one training step, on random data.`,
 		examples: `bench --json`},

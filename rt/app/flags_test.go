@@ -61,6 +61,7 @@ func TestHelpExitsZero(t *testing.T) {
 		"eval":     {"data", "weights", "json", "threads"},
 		"predict":  {"weights", "limit", "resize", "top"},
 		"bench":    {"iters", "threads", "json"},
+		"sample":   {"data", "index", "train", "force"},
 		"info":     {},
 		"selftest": {},
 		"version":  {},
