@@ -31,6 +31,9 @@ func predictCmd(m Model, args []string, stdout, stderr io.Writer) error {
 	if *weights == "" || len(inputs) == 0 {
 		return usageError{"predict needs --weights FILE and at least one INPUT (PNG, PGM or IDX images)"}
 	}
+	if *limit < 1 {
+		return usageError{fmt.Sprintf("--limit must be at least 1, got %d", *limit)}
+	}
 	if *top < 1 || *top > meta.Classes {
 		return usageError{fmt.Sprintf("--top must be between 1 and %d", meta.Classes)}
 	}
@@ -172,6 +175,9 @@ func benchCmd(m Model, args []string, stdout, stderr io.Writer) error {
 	}
 	if *iters < 1 {
 		return usageError{"--iters must be at least 1"}
+	}
+	if err := checkThreads(*threads); err != nil {
+		return err
 	}
 	cpu.SetThreads(*threads)
 	initParams(m, 1)

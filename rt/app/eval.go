@@ -94,6 +94,9 @@ func evalCmd(m Model, args []string, stdout, stderr io.Writer) error {
 	if *data == "" || *weights == "" {
 		return usageError{"eval needs --data DIR and --weights FILE"}
 	}
+	if err := checkThreads(*threads); err != nil {
+		return err
+	}
 	cpu.SetThreads(*threads)
 	if err := loadWeights(m, *weights); err != nil {
 		return err

@@ -241,3 +241,11 @@ func noOperands(fs *flag.FlagSet, args []string, stdout io.Writer) error {
 	}
 	return nil
 }
+
+// checkThreads refuses a negative --threads (0 means all cores).
+func checkThreads(n int) error {
+	if n < 0 {
+		return usageError{fmt.Sprintf("--threads must be 0 (all cores) or more, got %d", n)}
+	}
+	return nil
+}

@@ -148,3 +148,22 @@ func TestPanicIsABug(t *testing.T) {
 		t.Errorf("exit %d (want %d):\n%s", code, exitBug, errOut)
 	}
 }
+
+// TestBadNumbersAreUsageErrors: values that used to pass silently.
+func TestBadNumbersAreUsageErrors(t *testing.T) {
+	dir := trainedLin(t)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"predict", "--weights", "lin.safetensors", "--limit", "0", "data/test-images"}, "--limit must be at least 1, got 0"},
+		{[]string{"train", "--data", "data", "--threads", "-1"}, "--threads must be 0 (all cores) or more, got -1"},
+		{[]string{"eval", "--data", "data", "--weights", "lin.safetensors", "--threads", "-1"}, "--threads must be 0"},
+		{[]string{"bench", "--threads", "-2"}, "--threads must be 0"},
+	} {
+		code, out, errOut := runLin(t, dir, c.args...)
+		if code != exitUsage || !strings.Contains(errOut, c.want) {
+			t.Errorf("%q: exit %d (want 2), stderr lacks %q:\n%s%s", c.args, code, c.want, out, errOut)
+		}
+	}
+}

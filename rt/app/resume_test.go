@@ -112,3 +112,21 @@ func mustRead(t *testing.T, path string) []byte {
 	}
 	return b
 }
+
+// TestWeightsRecordTheirEpoch: the weights file says how many epochs made
+// it; with a validation split, the best epoch's.
+func TestWeightsRecordTheirEpoch(t *testing.T) {
+	dir := t.TempDir()
+	writeQuadrants(t, filepath.Join(dir, "data"), 64, 32)
+	if code, out, errOut := runLin(t, dir, "train", "--data", "data", "--epochs", "3", "--quiet"); code != 0 {
+		t.Fatalf("train: exit %d\n%s%s", code, out, errOut)
+	}
+	md, err := readMetadata(filepath.Join(dir, "lin.safetensors"))
+	if err != nil || md["mlbuild.trained_epochs"] != "3" {
+		t.Errorf("weights metadata %v (%v), want mlbuild.trained_epochs 3", md, err)
+	}
+	// still weights, not a checkpoint: eval and predict take it
+	if code, out, errOut := runLin(t, dir, "eval", "--data", "data", "--weights", "lin.safetensors"); code != 0 {
+		t.Errorf("eval: exit %d\n%s%s", code, out, errOut)
+	}
+}

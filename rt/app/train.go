@@ -76,6 +76,8 @@ func parseTrainFlags(meta *Meta, args []string, stdout, stderr io.Writer) (*trai
 		return nil, usageError{fmt.Sprintf("--validation-split must be in [0, 1), got %v", o.valSplit)}
 	case o.limit < 0 || o.patience < 0:
 		return nil, usageError{"--limit and --patience must not be negative"}
+	case o.threads < 0:
+		return nil, checkThreads(o.threads)
 	}
 	if at != nil {
 		if err := checkFinished(o, at); err != nil {
@@ -269,7 +271,7 @@ func trainCmd(m Model, args []string, stdout, stderr io.Writer) error {
 		lastGood = o.checkpoint
 		if improved {
 			// With a validation split the weights kept are the best ones seen.
-			if err := saveWeights(m, o.out); err != nil {
+			if err := saveWeightsAt(m, o.out, st.epoch); err != nil {
 				return err
 			}
 		}

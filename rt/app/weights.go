@@ -56,6 +56,18 @@ func saveWeights(m Model, path string) error {
 	return nil
 }
 
+// saveWeightsAt is saveWeights for training's output: the file records
+// how many epochs made the weights (mlbuild.trained_epochs), which with a
+// validation split is the best epoch, not the last.
+func saveWeightsAt(m Model, path string, epochs int) error {
+	md := baseMetadata(m.Meta())
+	md["mlbuild.trained_epochs"] = strconv.Itoa(epochs)
+	if err := safetensors.Write(path, weightTensors(m, false), md); err != nil {
+		return fmt.Errorf("writing weights: %v", err)
+	}
+	return nil
+}
+
 // saveCheckpoint writes weights, optimizer state and the run's position.
 func saveCheckpoint(m Model, path string, st trainState) error {
 	md := baseMetadata(m.Meta())
