@@ -104,6 +104,11 @@ func loadConfig(g *globalOptions, cmd *cobra.Command) error {
 			return withCode(ExitUsage, fmt.Errorf("reading %s: %v", f, err))
 		}
 	}
+	if f := v.ConfigFileUsed(); f != "" {
+		if err := checkConfigKeys(v, f, cmd.Root()); err != nil {
+			return err
+		}
+	}
 	if err := v.BindPFlags(cmd.Flags()); err != nil {
 		return withCode(ExitInternal, err)
 	}
