@@ -50,6 +50,7 @@ func parseTour(readme string) ([]tourStep, error) {
 	var prose []string
 	edit := ""
 	inFence := false
+	current := -1 // the step whose output the lines are; none at a block's start
 	for _, line := range strings.Split(section, "\n") {
 		switch {
 		case strings.HasPrefix(line, "```"):
@@ -60,13 +61,15 @@ func parseTour(readme string) ([]tourStep, error) {
 				prose = nil
 			}
 			inFence = !inFence
+			current = -1
 		case !inFence:
 			prose = append(prose, line)
 		case strings.HasPrefix(line, "$ "):
 			steps = append(steps, tourStep{cmd: strings.TrimPrefix(line, "$ "), edit: edit})
 			edit = ""
-		case len(steps) > 0:
-			steps[len(steps)-1].want = append(steps[len(steps)-1].want, line)
+			current = len(steps) - 1
+		case current >= 0:
+			steps[current].want = append(steps[current].want, line)
 		}
 	}
 	if len(steps) == 0 {
@@ -214,11 +217,11 @@ func editFirstLayer(path, layer string) error {
 // TestTourParser checks the parser on a small tour, so that a README
 // whose tour it misreads cannot pass by running nothing.
 func TestTourParser(t *testing.T) {
-	steps, err := parseTour("# x\n\n## A five-minute tour\n\nchange the first layer of `model.cue` to\n`{op: \"relu\"},` now:\n\n```\n$ a\nout 1\n…\n$ b\n```\n\n## Next\n```\n$ c\n```\n")
+	steps, err := parseTour("# x\n\n## A five-minute tour\n\nchange the first layer of `model.cue` to\n`{op: \"relu\"},` now:\n\n```\n$ a\nout 1\n…\n$ b\n```\n\n```sh\nnot a step\n```\n\n## Next\n```\n$ c\n```\n")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(steps) != 2 || steps[0].cmd != "a" || steps[0].edit != `{op: "relu"},` || len(steps[0].want) != 2 || steps[1].cmd != "b" {
+	if len(steps) != 2 || steps[0].cmd != "a" || steps[0].edit != `{op: "relu"},` || len(steps[0].want) != 2 || steps[1].cmd != "b" || len(steps[1].want) != 0 {
 		t.Errorf("parsed %+v", steps)
 	}
 	if err := matchOutput([]string{"epoch 1/2 loss 0.5", "…", "done in 3s"}, "epoch 1/2 loss 0.25\nx\ny\ndone in 12s\n", true); err != nil {
