@@ -2,8 +2,8 @@ package plot
 
 import (
 	"bytes"
-	"fmt"
 	"encoding/xml"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -147,4 +147,3 @@ func TestNiceTicks(t *testing.T) {
 		}
 	}
 }
-
