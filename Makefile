@@ -7,7 +7,8 @@ GO        ?= go
 BIN       := bin
 MLBUILD   := $(BIN)/mlbuild
 DATA      := data/mnist
-VERSION   ?= devel
+# the checkout's commit (and -dirty when modified), or devel outside git
+VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
 FUZZTIME  ?= 20s
 export CGO_ENABLED ?= 0
 

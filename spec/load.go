@@ -125,6 +125,9 @@ func loadSources(srcs []source) (*Model, error) {
 		if err := CheckLimits(r.m); err != nil {
 			return nil, err
 		}
+		if err := CheckLossInput(r.m); err != nil {
+			return nil, err
+		}
 		return r.m, nil
 	case <-timer.C:
 		return nil, Errors{{Pos: Pos{File: srcs[0].name, Line: 1, Col: 1}, Message: fmt.Sprintf("evaluating the spec took longer than %v, so mlbuild stopped waiting: the spec is too large or too deeply nested", EvalTimeout)}}
@@ -227,7 +230,7 @@ func evaluate(srcs []source) (*Model, error) {
 		return nil, es
 	}
 	if err := validateAll(v); err != nil {
-		return nil, pos.translateAll(err, &v)
+		return nil, withMissingFields(pos.translateAll(err, &v), missingFields(v, pos))
 	}
 	m, err := decode(v, pos)
 	if err != nil {

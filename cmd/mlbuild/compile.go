@@ -2,10 +2,12 @@ package main
 
 import (
 	"crypto/sha256"
+	"debug/buildinfo"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"math"
 	"os"
 	"os/exec"
@@ -191,7 +193,7 @@ func compileRun(opts *compileOptions) error {
 	memLimit, limitSource = targetMemoryLimit(memLimit, limitSource, goos, goarch)
 	m, err := spec.Load(opts.files...)
 	if err != nil {
-		return reportSpecError(opts.stderr, err)
+		return reportSpecError(opts.stderr, err, opts.files...)
 	}
 	plans, err := planBackend(m, opts.fusion, memLimit, limitSource, backend)
 	if err != nil {
@@ -295,21 +297,23 @@ func targetMemoryLimit(limit int64, source, goos, goarch string) (int64, string)
 	return memory32, fmt.Sprintf("the most mlbuild gives a program for %s/%s, a 32-bit target", goos, goarch)
 }
 
-// reportSpecError prints a spec or planner error and returns the exit.
-func reportSpecError(w io.Writer, err error) error {
+// reportSpecError prints a spec or planner error and returns the exit
+// (see specExitCode; files are the spec's).
+func reportSpecError(w io.Writer, err error, files ...string) error {
+	code := specExitCode(err, files...)
 	var es spec.Errors
 	if errors.As(err, &es) {
 		for _, e := range es {
 			fmt.Fprintln(w, e.Error())
 		}
-		return silentExit(ExitInvalid)
+		return silentExit(code)
 	}
 	var pe *planner.Error
 	if errors.As(err, &pe) {
 		fmt.Fprintln(w, pe.Error())
-		return silentExit(ExitInvalid)
+		return silentExit(code)
 	}
-	return withCode(ExitInvalid, err)
+	return withCode(code, err)
 }
 
 // goBuild writes files into a fresh module directory and builds it.
@@ -342,16 +346,25 @@ func goBuild(files []emit.File, goos, goarch, outPath string) error {
 	return nil
 }
 
-// installBinary copies the cached binary to out atomically. An existing
-// file is replaced only when mlbuild made it (it holds the generated
-// program's module path) or with --force.
+// installBinary copies the cached binary to out atomically, creating
+// out's folder when it is missing. An existing file is replaced only when
+// mlbuild made it (see madeByMlbuild) or with --force.
 func installBinary(cached, out string, force bool) error {
 	if fi, err := os.Stat(out); err == nil {
 		if fi.IsDir() {
-			return fmt.Errorf("%s is a directory; use -o to name the binary", out)
+			return fmt.Errorf("%s is a directory; use -o to name the binary, e.g. -o %s", out, filepath.Join(out, filepath.Base(out)))
 		}
 		if !force && !madeByMlbuild(out) {
 			return fmt.Errorf("%s exists and was not made by mlbuild; remove it, choose another -o, or pass --force", out)
+		}
+	}
+	if dir := filepath.Dir(out); dir != "." {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			var pe *fs.PathError
+			if errors.As(err, &pe) {
+				err = fmt.Errorf("%s: %v", pe.Path, pe.Err)
+			}
+			return fmt.Errorf("-o %s: cannot create the folder %s: %v", out, dir, err)
 		}
 	}
 	data, err := os.ReadFile(cached)
@@ -361,28 +374,17 @@ func installBinary(cached, out string, force bool) error {
 	return atomicfile.WriteBytes(out, 0o755, data)
 }
 
-// madeByMlbuild reports whether path is a binary that mlbuild produced.
+// madeByMlbuild reports whether path is a program that mlbuild produced:
+// a Go executable (ELF, Mach-O, PE, ...) whose embedded build information,
+// read where the Go linker puts it, names the generated program's module
+// as its main package. Nothing else qualifies: not mlbuild itself, not a
+// generated main.go, not a file that merely mentions the module's name.
 func madeByMlbuild(path string) bool {
-	f, err := os.Open(path)
+	info, err := buildinfo.ReadFile(path)
 	if err != nil {
 		return false
 	}
-	defer f.Close()
-	buf := make([]byte, 1<<20)
-	marker := []byte(emit.ModulePath + "/rt/app")
-	for {
-		n, err := io.ReadFull(f, buf)
-		if n > 0 && strings.Contains(string(buf[:n]), string(marker)) {
-			return true
-		}
-		if err != nil {
-			return false
-		}
-		// Overlap chunks so a marker across a boundary is still found.
-		if _, err := f.Seek(-int64(len(marker)), io.SeekCurrent); err != nil {
-			return false
-		}
-	}
+	return info.Path == emit.ModulePath && info.Main.Path == emit.ModulePath
 }
 
 // writeTree writes generated files under dir. A non-empty dir is replaced

@@ -130,6 +130,7 @@ func TestHardening(t *testing.T) {
 		{"MemoryLimit", testMemoryLimit},
 		{"HostileCUEIsBounded", testHostileCUEIsBounded},
 		{"OutputPaths", testOutputPaths},
+		{"OverwriteOnlyPrograms", testOverwriteOnlyPrograms},
 		{"BinaryExitCodesAndOutputs", testBinaryExitCodesAndOutputs},
 		{"TrainingDiverges", testTrainingDiverges},
 		{"InterruptAndResume", testInterruptAndResume},

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -58,7 +59,8 @@ Examples:
 	return cmd
 }
 
-// starterSpec is the spec `mlbuild init` writes.
+// starterSpec is the spec `mlbuild init` writes, for a model called
+// starterName (replaced by the project's name).
 const starterSpec = `// A starter spec: a small classifier for 28×28 grey-scale digits (MNIST).
 // Edit the layers, then run 'mlbuild validate model.cue' and
 // 'mlbuild shapes model.cue'. docs/specs.md lists every op and field.
@@ -67,7 +69,7 @@ package model
 import "` + schema.ImportPath + `"
 
 schema.#Spec & {
-	name: "starter"
+	name: "` + starterName + `"
 
 	model: {
 		input: [1, 28, 28]
@@ -99,6 +101,44 @@ schema.#Spec & {
 }
 `
 
+const starterName = "starter"
+
+// modelName turns a project folder's name into a model name: the
+// characters a name may not hold (-, spaces, dots) become underscores and
+// a leading digit gets an m before it, so that 'mlbuild init my-digits'
+// makes a model (and a binary) called my_digits.
+func modelName(dir string) string {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "model"
+	}
+	var b strings.Builder
+	for _, r := range filepath.Base(abs) {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r == '_', r >= '0' && r <= '9':
+			b.WriteRune(r)
+		default:
+			b.WriteByte('_')
+		}
+	}
+	name := strings.Trim(b.String(), "_")
+	switch {
+	case name == "":
+		return "model"
+	case name[0] >= '0' && name[0] <= '9':
+		name = "m" + name
+	}
+	if len(name) > 64 {
+		name = name[:64]
+	}
+	return name
+}
+
+// starterFor is the starter spec for the project in dir.
+func starterFor(dir string) string {
+	return strings.Replace(starterSpec, `name: "`+starterName+`"`, `name: "`+modelName(dir)+`"`, 1)
+}
+
 // moduleFile is the cue.mod/module.cue `mlbuild init` writes.
 var moduleFile = fmt.Sprintf("module: \"example.com/model@v0\"\nlanguage: version: %q\n", schema.LanguageVersion)
 
@@ -110,7 +150,7 @@ func initRun(opts *initOptions) error {
 	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return withCode(ExitIO, err)
 	}
-	files := map[string][]byte{specPath: []byte(starterSpec)}
+	files := map[string][]byte{specPath: []byte(starterFor(opts.dir))}
 	modPath := filepath.Join(opts.dir, "cue.mod", "module.cue")
 	if _, err := os.Stat(modPath); errors.Is(err, fs.ErrNotExist) {
 		files[modPath] = []byte(moduleFile)
@@ -126,6 +166,10 @@ func initRun(opts *initOptions) error {
 			return withCode(ExitIO, err)
 		}
 	}
-	fmt.Fprintf(opts.stdout, "wrote %s and the CUE module files; next: mlbuild validate %s\n", specPath, specPath)
+	next := "mlbuild validate model.cue"
+	if filepath.Clean(opts.dir) != "." {
+		next = "cd " + opts.dir + " && " + next
+	}
+	fmt.Fprintf(opts.stdout, "wrote %s (model %s) and the CUE module files; next: %s\n", specPath, modelName(opts.dir), next)
 	return nil
 }

@@ -52,7 +52,7 @@ func TestInitKeepsEdits(t *testing.T) {
 	if code, _, stderr := specCLI("init", "--force", dir); code != ExitOK {
 		t.Fatalf("init --force: exit %d: %s", code, stderr)
 	}
-	if got, _ := os.ReadFile(spec); string(got) != starterSpec {
+	if got, _ := os.ReadFile(spec); string(got) != starterFor(dir) {
 		t.Errorf("init --force did not write the starter spec")
 	}
 }

@@ -114,7 +114,7 @@ func planRun(opts *planOptions) error {
 	}
 	m, err := spec.Load(opts.files...)
 	if err != nil {
-		return reportSpecError(opts.stderr, err)
+		return reportSpecError(opts.stderr, err, opts.files...)
 	}
 	p, err := planner.Build(m, backend.PlanOptions(planner.Options{Batch: opts.batch, Training: opts.mode == "train", Fusion: fusion, MemoryLimit: memLimit}))
 	if err != nil {

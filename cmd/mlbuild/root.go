@@ -67,6 +67,8 @@ standalone binary that trains, evaluates and runs that one model.`,
 			return loadConfig(g, cmd)
 		},
 	}
+	root.Version = mlbuildVersion()
+	root.SetVersionTemplate(versionLine())
 	root.SetOut(g.stdout)
 	root.SetErr(g.stderr)
 	root.PersistentFlags().String("config", "", "configuration file (default: ./mlbuild.yaml, then the user config dir)")
@@ -102,6 +104,11 @@ func loadConfig(g *globalOptions, cmd *cobra.Command) error {
 			return withCode(ExitUsage, fmt.Errorf("reading %s: %v", f, err))
 		}
 	}
+	if f := v.ConfigFileUsed(); f != "" {
+		if err := checkConfigKeys(v, f, cmd.Root()); err != nil {
+			return err
+		}
+	}
 	if err := v.BindPFlags(cmd.Flags()); err != nil {
 		return withCode(ExitInternal, err)
 	}
@@ -129,7 +136,8 @@ func findConfig() string {
 }
 
 // run executes mlbuild with args and returns the process exit code.
-func run(args []string, stdout, stderr io.Writer) int {
+func run(args []string, stdout, stderr io.Writer) (code int) {
+	defer recoverBug(stderr, &code)
 	g := &globalOptions{stdout: stdout, stderr: stderr}
 	root := newRootCmd(g)
 	root.SetArgs(args)

@@ -54,7 +54,7 @@ func shapesRun(opts *shapesOptions) error {
 		for _, e := range specErrors(opts.files[0], err) {
 			fmt.Fprintln(opts.stderr, e.Error())
 		}
-		return silentExit(ExitInvalid)
+		return silentExit(specExitCode(err, opts.files...))
 	}
 	writeShapes(opts.stdout, m)
 	return nil

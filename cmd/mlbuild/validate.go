@@ -34,7 +34,8 @@ All problems of a file are reported, not only the first.
 Each FILE is one spec. To check a spec split over several files of one
 CUE package, use 'mlbuild shapes' or 'mlbuild compile' on the files together.
 
-Exit status: 0 when every spec is legal, 1 when any is not, 2 on usage errors.
+Exit status: 0 when every spec is legal, 1 when any is not, 2 on usage
+errors, 4 when a file cannot be read.
 
 With --format json, the problems go to stdout as one JSON object per file:
 {"file": ..., "valid": ..., "errors": [{"pos": {"file", "line", "col"},
@@ -74,7 +75,7 @@ func validateRun(opts *validateOptions) error {
 	if opts.format != "text" && opts.format != "json" {
 		return withCode(ExitUsage, fmt.Errorf("unknown --format %s: use text or json", spec.QuoteShort(opts.format)))
 	}
-	failed := false
+	failed, code := false, ExitInvalid
 	enc := json.NewEncoder(opts.stdout)
 	enc.SetEscapeHTML(false) // messages hold ">=1", not "\u003e=1"
 	for _, f := range opts.files {
@@ -82,6 +83,7 @@ func validateRun(opts *validateOptions) error {
 		es := specErrors(f, err)
 		if len(es) > 0 {
 			failed = true
+			code = max(code, specExitCode(err, f)) // 4 or 70 over 1
 		}
 		if opts.format == "json" {
 			if es == nil {
@@ -97,7 +99,7 @@ func validateRun(opts *validateOptions) error {
 		}
 	}
 	if failed {
-		return silentExit(ExitInvalid)
+		return silentExit(code)
 	}
 	return nil
 }

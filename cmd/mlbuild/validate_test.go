@@ -14,7 +14,8 @@ const validSpecs = "../../testdata/specs/valid/"
 const invalidSpecs = "../../testdata/specs/invalid/"
 
 // TestValidateExitCodes checks the documented exit codes: 0 when every
-// spec is legal, 1 when any is not, 2 on usage errors.
+// spec is legal, 1 when any is not, 2 on usage errors, 4 when a file
+// cannot be read.
 func TestValidateExitCodes(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -25,7 +26,7 @@ func TestValidateExitCodes(t *testing.T) {
 		{"all legal", []string{"validate", validSpecs + "lenet5.cue", validSpecs + "residual_graph.cue", "../../models/mnist.cue"}, ExitOK},
 		{"one illegal", []string{"validate", invalidSpecs + "conv_remainder.cue"}, ExitInvalid},
 		{"legal then illegal", []string{"validate", validSpecs + "lenet5.cue", invalidSpecs + "graph_cycle.cue"}, ExitInvalid},
-		{"missing file", []string{"validate", "nosuch.cue"}, ExitInvalid},
+		{"missing file", []string{"validate", "nosuch.cue"}, ExitIO},
 		{"json illegal", []string{"validate", "--format", "json", invalidSpecs + "negative_lr.cue"}, ExitInvalid},
 		{"no file", []string{"validate"}, ExitUsage},
 		{"bad format", []string{"validate", "--format", "yaml", validSpecs + "lenet5.cue"}, ExitUsage},

@@ -3,24 +3,47 @@ package main
 import (
 	"fmt"
 	"runtime"
+	"runtime/debug"
+	"strings"
 
 	"github.com/spf13/cobra"
 )
 
 // version is mlbuild's version, set at build time with
-// -ldflags "-X main.version=v1.2.3"; "devel" for a plain go build.
+// -ldflags "-X main.version=v1.2.3" (make build sets it from git describe).
 var version = "devel"
 
 // mlbuildVersion is the version written into generated programs and build
-// keys: the one `mlbuild version` prints.
-func mlbuildVersion() string { return version }
+// keys: the one `mlbuild version` prints. Without -X it is the module
+// version the go command stamped (go install ...@v1.2.3, or a pseudo-version
+// from the checkout's commit), and "devel" when there is none.
+func mlbuildVersion() string {
+	if version != "devel" {
+		return version
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		return bi.Main.Version
+	}
+	return version
+}
+
+// versionIsExact reports whether a version names one build of mlbuild's
+// sources: not "devel", and not a build of a modified checkout.
+func versionIsExact(v string) bool {
+	return v != "devel" && !strings.Contains(v, "dirty")
+}
+
+// versionLine is what `mlbuild version` and `mlbuild --version` print.
+func versionLine() string {
+	return fmt.Sprintf("mlbuild %s %s %s/%s\n", mlbuildVersion(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
+}
 
 func init() { subcommands = append(subcommands, newVersionCmd) }
 
 func newVersionCmd(g *globalOptions) *cobra.Command {
 	return &cobra.Command{
 		Use:   "version",
-		Short: "Print mlbuild's version and the Go version it was built with",
+		Short: "Print mlbuild's version and the Go version it was built with (also --version)",
 		Long: `Version prints mlbuild's version (set with -ldflags "-X main.version=...")
 and the Go toolchain that built it.
 
@@ -29,7 +52,7 @@ Examples:
 `,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			fmt.Fprintf(g.stdout, "mlbuild %s %s %s/%s\n", version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+			fmt.Fprint(g.stdout, versionLine())
 			return nil
 		},
 	}

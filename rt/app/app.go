@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/debug"
 	"strings"
 )
 
@@ -130,6 +131,7 @@ const (
 	exitUsage   = 2
 	exitNaN     = 3 // training diverged
 	exitSignal  = 130
+	exitBug     = 70 // a bug in mlbuild or the program: please report it
 )
 
 // usageError marks command-line mistakes.
@@ -143,14 +145,23 @@ func Main(m Model) {
 }
 
 // Run runs one command and returns the exit code.
-func Run(m Model, args []string, stdout, stderr io.Writer) int {
+func Run(m Model, args []string, stdout, stderr io.Writer) (code int) {
 	prog := m.Meta().Name
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		printUsage(m, stdout)
-		if len(args) == 0 {
-			return exitUsage
+	defer func() {
+		if r := recover(); r != nil {
+			fmt.Fprintf(stderr, "%s: internal error (a bug in mlbuild; please report it with this message): %v\n%s", prog, r, debug.Stack())
+			code = exitBug
 		}
+	}()
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "-help" || len(args) == 1 && args[0] == "help" {
+		printUsage(m, stdout)
 		return exitOK
+	}
+	switch args[0] {
+	case "help": // help COMMAND is COMMAND --help
+		args = []string{args[1], "--help"}
+	case "--version", "-version":
+		args = append([]string{"version"}, args[1:]...)
 	}
 	var err error
 	switch args[0] {
@@ -166,10 +177,19 @@ func Run(m Model, args []string, stdout, stderr io.Writer) int {
 		err = infoCmd(m, args[1:], stdout)
 	case "selftest":
 		err = selftestCmd(m, args[1:], stdout)
+	case "version":
+		err = versionCmd(m, args[1:], stdout)
+	case "sample":
+		err = sampleCmd(m, args[1:], stdout)
 	default:
-		err = usageError{fmt.Sprintf("unknown command %q; commands: train, eval, predict, bench, info, selftest", args[0])}
+		err = usageError{fmt.Sprintf("unknown command %q; commands: train, eval, predict, sample, bench, info, selftest, version\nRun '%s --help' for usage.", args[0], prog)}
 	}
-	if err == nil {
+	if err == nil || errors.Is(err, errHelpShown) {
+		return exitOK
+	}
+	var done finishedRun
+	if errors.As(err, &done) {
+		fmt.Fprintln(stdout, done.msg)
 		return exitOK
 	}
 	fmt.Fprintf(stderr, "%s: %v\n", prog, err)
@@ -185,22 +205,6 @@ func Run(m Model, args []string, stdout, stderr io.Writer) int {
 		return exitSignal
 	}
 	return exitFailure
-}
-
-func printUsage(m Model, w io.Writer) {
-	meta := m.Meta()
-	fmt.Fprintf(w, `%s: a model compiled by mlbuild from %s (backend %s)
-
-Commands:
-  train    --data DIR [--epochs N] [--out FILE] [--resume FILE] [--metrics FILE] [--lr X] [--seed N] [--threads N]
-  eval     --data DIR --weights FILE [--json]
-  predict  --weights FILE INPUT...      (PNG or PGM images, or an IDX images file)
-  bench    [--iters N] [--json]
-  info
-  selftest
-
-Run '%s COMMAND -h' for a command's flags.
-`, meta.Name, meta.SpecFile, meta.Backend, meta.Name)
 }
 
 // joinShape formats a shape as 1×28×28.

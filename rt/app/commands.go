@@ -3,7 +3,6 @@ package app
 import (
 	"bytes"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"math"
@@ -20,17 +19,20 @@ import (
 
 func predictCmd(m Model, args []string, stdout, stderr io.Writer) error {
 	meta := m.Meta()
-	fs := flag.NewFlagSet("predict", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	weights := fs.String("weights", "", "trained weights (safetensors)")
-	limit := fs.Int("limit", 10, "for an IDX file: how many of its images to predict")
+	fs := newFlags(meta, "predict")
+	weights := fs.String("weights", "", "the trained weights `FILE` (safetensors)")
+	limit := fs.Int("limit", 10, "predict the first `N` images of an IDX file")
 	resize := fs.Bool("resize", false, "resize images whose size differs from the model's input")
-	top := fs.Int("top", 1, "how many classes to print per input")
-	if err := fs.Parse(args); err != nil {
-		return usageError{err.Error()}
+	top := fs.Int("top", 1, "print the `N` most probable classes of each input")
+	inputs, err := parseFlags(fs, args, stdout)
+	if err != nil {
+		return err
 	}
-	if *weights == "" || fs.NArg() == 0 {
+	if *weights == "" || len(inputs) == 0 {
 		return usageError{"predict needs --weights FILE and at least one INPUT (PNG, PGM or IDX images)"}
+	}
+	if *limit < 1 {
+		return usageError{fmt.Sprintf("--limit must be at least 1, got %d", *limit)}
 	}
 	if *top < 1 || *top > meta.Classes {
 		return usageError{fmt.Sprintf("--top must be between 1 and %d", meta.Classes)}
@@ -43,7 +45,7 @@ func predictCmd(m Model, args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("internal: input buffer size %d", len(x))
 	}
 	h, w := inputHW(meta)
-	for _, path := range fs.Args() {
+	for _, path := range inputs {
 		head := make([]byte, 4)
 		if f, err := os.Open(path); err == nil {
 			io.ReadFull(f, head)
@@ -164,16 +166,18 @@ func median(iters int, fn func()) float64 {
 
 func benchCmd(m Model, args []string, stdout, stderr io.Writer) error {
 	meta := m.Meta()
-	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	iters := fs.Int("iters", 20, "timed iterations per measurement (the median is reported)")
-	threads := fs.Int("threads", 0, "CPU threads (0: all)")
+	fs := newFlags(meta, "bench")
+	iters := fs.Int("iters", 20, "time `N` iterations per measurement and report the median")
+	threads := fs.Int("threads", 0, "use `N` CPU threads (0: all)")
 	asJSON := fs.Bool("json", false, "print one JSON object")
-	if err := fs.Parse(args); err != nil {
-		return usageError{err.Error()}
+	if err := noOperands(fs, args, stdout); err != nil {
+		return err
 	}
 	if *iters < 1 {
 		return usageError{"--iters must be at least 1"}
+	}
+	if err := checkThreads(*threads); err != nil {
+		return err
 	}
 	cpu.SetThreads(*threads)
 	initParams(m, 1)
@@ -214,10 +218,10 @@ type DeviceInfo interface {
 }
 
 func infoCmd(m Model, args []string, w io.Writer) error {
-	if len(args) > 0 {
-		return usageError{"info takes no arguments"}
-	}
 	meta := m.Meta()
+	if err := noOperands(newFlags(meta, "info"), args, w); err != nil {
+		return err
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "model:\t%s\nspec:\t%s\nbackend:\t%s\nbuild key:\t%s\nmlbuild:\t%s\ngo:\t%s %s/%s\n",
 		meta.Name, meta.SpecFile, meta.Backend, meta.BuildKey, meta.Version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
@@ -253,8 +257,8 @@ func bytesString(n int64) string {
 }
 
 func selftestCmd(m Model, args []string, w io.Writer) error {
-	if len(args) > 0 {
-		return usageError{"selftest takes no arguments"}
+	if err := noOperands(newFlags(m.Meta(), "selftest"), args, w); err != nil {
+		return err
 	}
 	rows := m.SelfTest()
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)

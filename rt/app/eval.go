@@ -2,7 +2,6 @@ package app
 
 import (
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"math"
@@ -84,17 +83,19 @@ func sampleLoss(kind string, out, target []float32) float64 {
 
 func evalCmd(m Model, args []string, stdout, stderr io.Writer) error {
 	meta := m.Meta()
-	fs := flag.NewFlagSet("eval", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	data := fs.String("data", "", "folder with the test IDX files ("+meta.Defaults.TestImages+", "+meta.Defaults.TestLabels+")")
-	weights := fs.String("weights", "", "trained weights (safetensors), e.g. the output of train")
+	fs := newFlags(meta, "eval")
+	data := fs.String("data", "", "the `DIR` holding the test IDX files ("+meta.Defaults.TestImages+", "+meta.Defaults.TestLabels+")")
+	weights := fs.String("weights", "", "the trained weights `FILE` (safetensors), e.g. the output of train")
 	asJSON := fs.Bool("json", false, "print one JSON object")
-	threads := fs.Int("threads", 0, "CPU threads (0: all)")
-	if err := fs.Parse(args); err != nil {
-		return usageError{err.Error()}
+	threads := fs.Int("threads", 0, "use `N` CPU threads (0: all)")
+	if err := noOperands(fs, args, stdout); err != nil {
+		return err
 	}
 	if *data == "" || *weights == "" {
 		return usageError{"eval needs --data DIR and --weights FILE"}
+	}
+	if err := checkThreads(*threads); err != nil {
+		return err
 	}
 	cpu.SetThreads(*threads)
 	if err := loadWeights(m, *weights); err != nil {

@@ -3,9 +3,12 @@ package app
 import (
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
+	"path/filepath"
 )
 
 // checkReplaceable refuses, before any training, to let train's --out or
@@ -31,29 +34,67 @@ func checkReplaceable(flagName, path string, force bool) error {
 // reports whether its metadata carries mlbuild.model, as every file that
 // saveWeights and saveCheckpoint write does.
 func writtenByMlbuild(path string) bool {
-	f, err := os.Open(path)
+	md, err := readMetadata(path)
 	if err != nil {
 		return false
+	}
+	_, ok := md["mlbuild.model"]
+	return ok
+}
+
+// readMetadata reads the __metadata__ of a safetensors file's header,
+// without its tensors.
+func readMetadata(path string) (map[string]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
 	}
 	defer f.Close()
 	var n [8]byte
 	if _, err := io.ReadFull(f, n[:]); err != nil {
-		return false
+		return nil, fmt.Errorf("%s is not a safetensors file (it is shorter than a header)", path)
 	}
 	size := binary.LittleEndian.Uint64(n[:])
 	if size < 2 || size > 100<<20 {
-		return false
+		return nil, fmt.Errorf("%s is not a safetensors file (its header would be %d bytes)", path, size)
 	}
 	header := make([]byte, size)
 	if _, err := io.ReadFull(f, header); err != nil {
-		return false
+		return nil, fmt.Errorf("%s is not a safetensors file (it ends inside its %d-byte header)", path, size)
 	}
 	var h struct {
 		Metadata map[string]string `json:"__metadata__"`
 	}
-	if json.Unmarshal(header, &h) != nil {
-		return false
+	if err := json.Unmarshal(header, &h); err != nil {
+		return nil, fmt.Errorf("%s is not a safetensors file (its header is not JSON: %v)", path, err)
 	}
-	_, ok := h.Metadata["mlbuild.model"]
-	return ok
+	return h.Metadata, nil
+}
+
+// checkWritable makes sure, before any training, that a file can be
+// written at path: its folder exists and takes new files (the writes are
+// atomic, so they create a file next to path and rename it). Finding out
+// after the first epoch would cost the epoch.
+func checkWritable(flagName, path string) error {
+	dir := filepath.Dir(path)
+	fi, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("--%s %s: the folder %s does not exist; create it first (mkdir -p %s) or choose another path", flagName, path, dir, dir)
+	case err != nil:
+		return fmt.Errorf("--%s %s: %v", flagName, path, err)
+	case !fi.IsDir():
+		return fmt.Errorf("--%s %s: %s is not a folder", flagName, path, dir)
+	}
+	probe, err := os.CreateTemp(dir, "."+filepath.Base(path)+".probe-")
+	if err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return fmt.Errorf("--%s %s: cannot write in the folder %s: %v", flagName, path, dir, err)
+	}
+	probe.Close()
+	os.Remove(probe.Name())
+	return nil
 }

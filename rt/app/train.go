@@ -2,7 +2,6 @@ package app
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"math"
@@ -38,33 +37,37 @@ type trainOptions struct {
 	quiet, force                           bool
 }
 
-func parseTrainFlags(meta *Meta, args []string, stderr io.Writer) (*trainOptions, error) {
+func parseTrainFlags(meta *Meta, args []string, stdout, stderr io.Writer) (*trainOptions, error) {
 	d := meta.Defaults
 	o := &trainOptions{}
-	fs := flag.NewFlagSet("train", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.StringVar(&o.data, "data", "", "folder with the IDX files ("+d.TrainImages+", ...)")
-	fs.IntVar(&o.epochs, "epochs", d.Epochs, "epochs to train")
-	fs.StringVar(&o.out, "out", meta.Name+".safetensors", "where to write the trained weights (safetensors)")
-	fs.StringVar(&o.checkpoint, "checkpoint", "", "checkpoint written every epoch and on Ctrl-C (default: OUT with .ckpt before the extension)")
-	fs.StringVar(&o.resume, "resume", "", "continue from this checkpoint")
-	fs.StringVar(&o.metrics, "metrics", "", "write JSON lines of step and epoch metrics to this file")
-	fs.Float64Var(&o.lr, "lr", d.LR, "learning rate")
-	fs.Int64Var(&o.seed, "seed", d.Seed, "random seed (initial weights, shuffling, dropout)")
-	fs.IntVar(&o.threads, "threads", 0, "CPU threads (0: all)")
-	fs.IntVar(&o.limit, "limit", 0, "use only the first N training images (0: all)")
-	fs.Float64Var(&o.valSplit, "validation-split", d.ValidationSplit, "fraction of the training images held out for validation")
-	fs.IntVar(&o.patience, "patience", d.Patience, "stop after this many epochs without a better validation loss (0: never)")
+	fs := newFlags(meta, "train")
+	fs.StringVar(&o.data, "data", "", "the `DIR` holding the IDX files ("+d.TrainImages+", ...); with --resume, the interrupted run's")
+	fs.IntVar(&o.epochs, "epochs", d.Epochs, "train for `N` epochs (the learning-rate schedule spans them)")
+	fs.StringVar(&o.out, "out", meta.Name+".safetensors", "write the trained weights to `FILE` (safetensors)")
+	fs.StringVar(&o.checkpoint, "checkpoint", "", "write a checkpoint to `FILE` every epoch and on Ctrl-C (default: OUT with .ckpt before the extension)")
+	fs.StringVar(&o.resume, "resume", "", "continue the run that wrote the checkpoint `FILE`, with its settings")
+	fs.StringVar(&o.metrics, "metrics", "", "append JSON lines of step and epoch metrics to `FILE`")
+	fs.Float64Var(&o.lr, "lr", d.LR, "the learning rate `X` (the schedule's first)")
+	fs.Int64Var(&o.seed, "seed", d.Seed, "the random seed `N` of initial weights, shuffling and dropout")
+	fs.IntVar(&o.threads, "threads", 0, "use `N` CPU threads (0: all)")
+	fs.IntVar(&o.limit, "limit", 0, "use only the first `N` training images (0: all)")
+	fs.Float64Var(&o.valSplit, "validation-split", d.ValidationSplit, "hold out the fraction `X` of the training images for validation, in [0, 1)")
+	fs.IntVar(&o.patience, "patience", d.Patience, "stop after `N` epochs without a better validation loss (0: never)")
 	fs.BoolVar(&o.quiet, "quiet", false, "print only the summary")
 	fs.BoolVar(&o.force, "force", false, "replace --out and --checkpoint even when they exist and were not written by an mlbuild program")
-	if err := fs.Parse(args); err != nil {
-		return nil, usageError{err.Error()}
+	if err := noOperands(fs, args, stdout); err != nil {
+		return nil, err
+	}
+	var at *resumePoint
+	if o.resume != "" {
+		var err error
+		if at, err = adoptRunSettings(fs, o, stderr); err != nil {
+			return nil, err
+		}
 	}
 	switch {
 	case o.data == "":
 		return nil, usageError{"train needs --data DIR (the folder with " + d.TrainImages + " and the other IDX files)"}
-	case fs.NArg() > 0:
-		return nil, usageError{fmt.Sprintf("train takes no arguments, got %q", fs.Args())}
 	case o.epochs < 1:
 		return nil, usageError{fmt.Sprintf("--epochs must be at least 1, got %d", o.epochs)}
 	case !(o.lr > 0) || math.IsInf(o.lr, 0):
@@ -73,16 +76,25 @@ func parseTrainFlags(meta *Meta, args []string, stderr io.Writer) (*trainOptions
 		return nil, usageError{fmt.Sprintf("--validation-split must be in [0, 1), got %v", o.valSplit)}
 	case o.limit < 0 || o.patience < 0:
 		return nil, usageError{"--limit and --patience must not be negative"}
+	case o.threads < 0:
+		return nil, checkThreads(o.threads)
+	}
+	if at != nil {
+		if err := checkFinished(o, at); err != nil {
+			return nil, err
+		}
 	}
 	if o.checkpoint == "" {
 		ext := filepath.Ext(o.out)
 		o.checkpoint = strings.TrimSuffix(o.out, ext) + ".ckpt" + ext
 	}
-	if err := checkReplaceable("out", o.out, o.force); err != nil {
-		return nil, err
-	}
-	if err := checkReplaceable("checkpoint", o.checkpoint, o.force); err != nil {
-		return nil, err
+	for _, f := range []struct{ name, path string }{{"out", o.out}, {"checkpoint", o.checkpoint}} {
+		if err := checkReplaceable(f.name, f.path, o.force); err != nil {
+			return nil, err
+		}
+		if err := checkWritable(f.name, f.path); err != nil {
+			return nil, err
+		}
 	}
 	return o, nil
 }
@@ -117,7 +129,7 @@ func mix64(z uint64) uint64 {
 
 func trainCmd(m Model, args []string, stdout, stderr io.Writer) error {
 	meta := m.Meta()
-	o, err := parseTrainFlags(meta, args, stderr)
+	o, err := parseTrainFlags(meta, args, stdout, stderr)
 	if err != nil {
 		return err
 	}
@@ -148,6 +160,7 @@ func trainCmd(m Model, args []string, stdout, stderr io.Writer) error {
 	} else {
 		initParams(m, o.seed)
 	}
+	st.run = o // checkpoints keep the run's settings
 
 	var metrics *progress.Metrics
 	if o.metrics != "" {
@@ -258,7 +271,7 @@ func trainCmd(m Model, args []string, stdout, stderr io.Writer) error {
 		lastGood = o.checkpoint
 		if improved {
 			// With a validation split the weights kept are the best ones seen.
-			if err := saveWeights(m, o.out); err != nil {
+			if err := saveWeightsAt(m, o.out, st.epoch); err != nil {
 				return err
 			}
 		}

@@ -16,6 +16,7 @@ type trainState struct {
 	seed      int64
 	bestVal   float64
 	badEpochs int
+	run       *trainOptions // the run's settings, kept so that --resume continues it
 }
 
 // weightTensors lists the params and statistics as safetensors tensors, in
@@ -55,6 +56,18 @@ func saveWeights(m Model, path string) error {
 	return nil
 }
 
+// saveWeightsAt is saveWeights for training's output: the file records
+// how many epochs made the weights (mlbuild.trained_epochs), which with a
+// validation split is the best epoch, not the last.
+func saveWeightsAt(m Model, path string, epochs int) error {
+	md := baseMetadata(m.Meta())
+	md["mlbuild.trained_epochs"] = strconv.Itoa(epochs)
+	if err := safetensors.Write(path, weightTensors(m, false), md); err != nil {
+		return fmt.Errorf("writing weights: %v", err)
+	}
+	return nil
+}
+
 // saveCheckpoint writes weights, optimizer state and the run's position.
 func saveCheckpoint(m Model, path string, st trainState) error {
 	md := baseMetadata(m.Meta())
@@ -64,6 +77,9 @@ func saveCheckpoint(m Model, path string, st trainState) error {
 	md["mlbuild.seed"] = strconv.FormatInt(st.seed, 10)
 	md["mlbuild.best_val_loss"] = strconv.FormatFloat(st.bestVal, 'g', -1, 64)
 	md["mlbuild.bad_epochs"] = strconv.Itoa(st.badEpochs)
+	if st.run != nil {
+		settingsMetadata(md, st.run)
+	}
 	if err := safetensors.Write(path, weightTensors(m, true), md); err != nil {
 		return fmt.Errorf("writing checkpoint: %v", err)
 	}
