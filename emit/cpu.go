@@ -566,6 +566,12 @@ func (g *generator) kernelCall(st planner.Step, in, out []operand, training bool
 	case planner.KMSE:
 		c.loss = true
 		return fmt.Sprintf("l := cpu.MSE(%s, %s, %s, %d)\n%s[0] = l\nreturn l", in[0].slice(), in[1].slice(), out[1].slice(), in[0].buf.Size, out[0].param), nil
+	case planner.KMAE:
+		c.loss = true
+		return fmt.Sprintf("l := cpu.MAE(%s, %s, %s, %d)\n%s[0] = l\nreturn l", in[0].slice(), in[1].slice(), out[1].slice(), in[0].buf.Size, out[0].param), nil
+	case planner.KHuber:
+		c.loss = true
+		return fmt.Sprintf("l := cpu.Huber(%s, %s, %s, %d, %s)\n%s[0] = l\nreturn l", in[0].slice(), in[1].slice(), out[1].slice(), in[0].buf.Size, float(a.Delta), out[0].param), nil
 	case planner.KAccumulate:
 		return fmt.Sprintf("cpu.Add(%s, %s, %s)", in[0].slice(), in[1].slice(), out[0].slice()), nil
 	case planner.KSGD:

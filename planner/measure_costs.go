@@ -109,8 +109,10 @@ func stepFLOPs(p *Plan, s *Step) int64 {
 		return y * 2 * int64(a[len(a)-1]) * (has(s.Out[0]) + has(s.Out[1]))
 	case KSoftmaxXent:
 		return 5 * in0()
-	case KMSE:
+	case KMSE, KMAE:
 		return 4 * in0()
+	case KHuber:
+		return 6 * in0()
 	case KSGD:
 		return 4 * out0()
 	case KAdam:
