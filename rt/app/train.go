@@ -43,7 +43,7 @@ func parseTrainFlags(meta *Meta, args []string, stderr io.Writer) (*trainOptions
 	o := &trainOptions{}
 	fs := flag.NewFlagSet("train", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&o.data, "data", "", "folder with the IDX files ("+d.TrainImages+", ...)")
+	fs.StringVar(&o.data, "data", "", "folder with the training data ("+dataFiles(meta, true)+")")
 	fs.IntVar(&o.epochs, "epochs", d.Epochs, "epochs to train")
 	fs.StringVar(&o.out, "out", meta.Name+".safetensors", "where to write the trained weights (safetensors)")
 	fs.StringVar(&o.checkpoint, "checkpoint", "", "checkpoint written every epoch and on Ctrl-C (default: OUT with .ckpt before the extension)")
@@ -62,7 +62,7 @@ func parseTrainFlags(meta *Meta, args []string, stderr io.Writer) (*trainOptions
 	}
 	switch {
 	case o.data == "":
-		return nil, usageError{"train needs --data DIR (the folder with " + d.TrainImages + " and the other IDX files)"}
+		return nil, usageError{"train needs --data DIR (the folder with " + dataFiles(meta, true) + ")"}
 	case fs.NArg() > 0:
 		return nil, usageError{fmt.Sprintf("train takes no arguments, got %q", fs.Args())}
 	case o.epochs < 1:
@@ -164,6 +164,7 @@ func trainCmd(m Model, args []string, stdout, stderr io.Writer) error {
 	}
 	rep := progress.NewReporter(stdout, o.epochs, stepsPerEpoch, B)
 	rep.Quiet = o.quiet
+	rep.NoAccuracy = meta.regression()
 
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
@@ -193,7 +194,9 @@ func trainCmd(m Model, args []string, stdout, stderr io.Writer) error {
 			loader.prefetch(order, st.batch)
 		}
 		for b := st.batch; res == nil && b < stepsPerEpoch; b++ {
-			loader.wait(m.TrainInput(), m.TrainLabels())
+			if err := loader.wait(m.TrainInput(), m.TrainLabels()); err != nil {
+				return err
+			}
 			if b+1 < stepsPerEpoch {
 				loader.prefetch(order, b+1)
 			}
@@ -205,7 +208,7 @@ func trainCmd(m Model, args []string, stdout, stderr io.Writer) error {
 			if math.IsNaN(float64(loss)) || math.IsInf(float64(loss), 0) {
 				return divergence(m, snapshot, st, lastGood, epoch, b, loss)
 			}
-			c := countCorrect(m.TrainOutput(), m.TrainLabels(), meta.Classes)
+			c := trainCorrect(meta, m.TrainOutput(), m.TrainLabels())
 			sumLoss += float64(loss)
 			correct += c
 			seen += B
@@ -234,7 +237,10 @@ func trainCmd(m Model, args []string, stdout, stderr io.Writer) error {
 		ev := progress.Event{Event: "epoch", Epoch: epoch + 1, Step: st.step, Loss: trainLoss, Acc: trainAcc, LR: float64(lr)}
 		improved := true
 		if len(val) > 0 {
-			r := evaluate(m, ds.images, ds.labels, val, meta)
+			r, err := evaluate(m, ds, val, meta)
+			if err != nil {
+				return err
+			}
 			ev.ValLoss, ev.ValAcc = r.loss, r.accuracy
 			improved = r.loss < st.bestVal
 			if improved {

@@ -368,16 +368,17 @@ func (t *Table) Targets() ([]float32, error) {
 }
 
 // Classes converts the single label column to class indices in
-// [0, classes). A cell that is a whole number is taken as the index itself
-// unless names are given; any other cell is a class name and is looked up
-// in names, or, when names is empty, the names are the distinct cells in
-// sorted order (returned, so that the order can be recorded and reused).
+// [0, classes). When every cell is a whole number, the cells are the
+// indices themselves (names, if given, only name them); otherwise each cell
+// is a class name and is looked up in names, or, when names is empty, the
+// names are the distinct cells in sorted order (returned, so that the
+// order can be recorded and reused).
 func (t *Table) Classes(classes int, names []string) ([]int32, []string, error) {
 	if len(t.LabelNames) != 1 {
 		return nil, nil, fmt.Errorf("%s: a classification task reads one label column, but %d are given", t.File, len(t.LabelNames))
 	}
 	out := make([]int32, t.Rows)
-	if len(names) == 0 && allIntegers(t.LabelCells) {
+	if allIntegers(t.LabelCells) {
 		for r, cell := range t.LabelCells {
 			v, _ := strconv.ParseInt(cell, 10, 64)
 			if v < 0 || v >= int64(classes) {
