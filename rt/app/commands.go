@@ -127,7 +127,14 @@ func infoCmd(m Model, args []string, w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "model:\t%s\nspec:\t%s\nbackend:\t%s\nbuild key:\t%s\nmlbuild:\t%s\ngo:\t%s %s/%s\n",
 		meta.Name, meta.SpecFile, meta.Backend, meta.BuildKey, meta.Version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
-	fmt.Fprintf(tw, "input:\t%s\nclasses:\t%d\nbatch:\t%d\n", joinShape(meta.InputShape), meta.Classes, meta.Batch)
+	if meta.regression() {
+		fmt.Fprintf(tw, "input:\t%s\ntask:\tregression\ntargets:\t%d\nbatch:\t%d\n", joinShape(meta.InputShape), meta.Classes, meta.Batch)
+	} else {
+		fmt.Fprintf(tw, "input:\t%s\nclasses:\t%d\nbatch:\t%d\n", joinShape(meta.InputShape), meta.Classes, meta.Batch)
+	}
+	if meta.format() != "idx" {
+		fmt.Fprintf(tw, "data:\t%s (%s)\n", meta.format(), dataFiles(meta, true))
+	}
 	fmt.Fprintf(tw, "memory:\tstate %s, training work %s, inference work %s\n",
 		bytesString(meta.StateBytes), bytesString(meta.TrainWorkBytes), bytesString(meta.InferWorkBytes))
 	tw.Flush()
