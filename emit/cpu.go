@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/mlbuild/mlbuild/planner"
+	"github.com/mlbuild/mlbuild/spec"
 )
 
 // generator renders one program. Plans are rendered with a one-letter
@@ -595,6 +596,12 @@ func (g *generator) kernelCall(st planner.Step, in, out []operand, training bool
 	case planner.KMSE:
 		c.loss = true
 		return fmt.Sprintf("l := cpu.MSE(%s, %s, %s, %d)\n%s[0] = l\nreturn l", in[0].slice(), in[1].slice(), out[1].slice(), in[0].buf.Size, out[0].param), nil
+	case planner.KMAE:
+		c.loss = true
+		return fmt.Sprintf("l := cpu.MAE(%s, %s, %s, %d)\n%s[0] = l\nreturn l", in[0].slice(), in[1].slice(), out[1].slice(), in[0].buf.Size, out[0].param), nil
+	case planner.KHuber:
+		c.loss = true
+		return fmt.Sprintf("l := cpu.Huber(%s, %s, %s, %d, %s)\n%s[0] = l\nreturn l", in[0].slice(), in[1].slice(), out[1].slice(), in[0].buf.Size, float(a.Delta), out[0].param), nil
 	case planner.KAccumulate:
 		return fmt.Sprintf("cpu.Add(%s, %s, %s)", in[0].slice(), in[1].slice(), out[0].slice()), nil
 	case planner.KSGD:
@@ -732,10 +739,58 @@ func (g *generator) renderMeta() {
 	g.p("},")
 	g.p("Defaults: app.Defaults{")
 	g.p("Loss: %s, Optimizer: %s, LR: %s,", quote(tr.Loss), quote(tr.Optimizer.Kind), float(tr.Optimizer.LR))
+	if tr.Loss == "huber" {
+		g.p("HuberDelta: %s,", float(tr.HuberDelta))
+	}
 	g.p("Schedule: %s, StepSize: %d, Gamma: %s, MinLR: %s,", quote(tr.Schedule.Kind), tr.Schedule.StepSize, float(tr.Schedule.Gamma), float(tr.Schedule.MinLR))
 	g.p("Epochs: %d, Seed: %d, ValidationSplit: %s, Patience: %d,", tr.Epochs, tr.Seed, float(tr.ValidationSplit), tr.Patience)
 	g.p("TrainImages: %s, TrainLabels: %s, TestImages: %s, TestLabels: %s,", quote(ds.TrainImages), quote(ds.TrainLabels), quote(ds.TestImages), quote(ds.TestLabels))
 	g.p("},")
+	g.renderDataSpec(ds)
 	g.p("StateBytes: %d, TrainWorkBytes: %d, InferWorkBytes: %d,", 4*int64(tp.StateSize), 4*int64(tp.WorkSize), 4*int64(in.Infer.WorkSize))
 	g.p("}")
+}
+
+// renderDataSpec writes the dataset block of a csv or npy spec (IDX file
+// names travel in Defaults, as before) and the task of any dataset.
+func (g *generator) renderDataSpec(ds spec.Dataset) {
+	if ds.Format == "" || (ds.Format == "idx" && ds.Task == "classification") {
+		return // the zero DataSpec means IDX and classification
+	}
+	g.p("Data: app.DataSpec{")
+	g.p("Format: %s, Task: %s,", quote(ds.Format), quote(ds.Task))
+	if ds.Format == "idx" {
+		g.p("},")
+		return
+	}
+	g.p("Train: %s, TrainLabels: %s, Test: %s, TestLabels: %s, TestSplit: %s,", quote(ds.Train), quote(ds.TrainLabels), quote(ds.Test), quote(ds.TestLabels), float(ds.TestSplit))
+	if ds.Format == "csv" {
+		g.p("Header: %v, SkipRows: %d, Delimiter: %s,", ds.Header, ds.SkipRows, quote(ds.Delimiter))
+		g.p("Label: %s, Drop: %s,", columns(ds.Label), columns(ds.Drop))
+	}
+	if len(ds.ClassNames) > 0 {
+		names := make([]string, len(ds.ClassNames))
+		for i, n := range ds.ClassNames {
+			names[i] = quote(n)
+		}
+		g.p("ClassNames: []string{%s},", strings.Join(names, ", "))
+	}
+	g.p("Standardize: %v, StandardizeTargets: %v,", ds.Standardize, ds.StandardizeTargets)
+	g.p("},")
+}
+
+// columns writes CSV column choices as an []app.Column literal.
+func columns(cs []spec.Column) string {
+	if len(cs) == 0 {
+		return "nil"
+	}
+	parts := make([]string, len(cs))
+	for i, c := range cs {
+		if c.Name != "" {
+			parts[i] = fmt.Sprintf("{Name: %s}", quote(c.Name))
+		} else {
+			parts[i] = fmt.Sprintf("{Index: %d}", c.Index)
+		}
+	}
+	return "[]app.Column{" + strings.Join(parts, ", ") + "}"
 }

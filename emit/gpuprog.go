@@ -654,7 +654,7 @@ func reduceLen(pl *planner.Plan, st planner.Step) int {
 		if c := st.Attr.Conv; c != nil {
 			r = c.KH * c.KW
 		}
-	case planner.KSoftmaxXent, planner.KMSE, planner.KBatchNorm, planner.KBatchNormBwd, planner.KBinaryBwd,
+	case planner.KSoftmaxXent, planner.KMSE, planner.KMAE, planner.KHuber, planner.KBatchNorm, planner.KBatchNormBwd, planner.KBinaryBwd,
 		planner.KGlobalAvgPool, planner.KGlobalAvgPoolBwd:
 		r = size(0, st.In)
 	case planner.KSoftmax, planner.KLogSoftmax, planner.KSoftmaxBwd, planner.KLogSoftmaxBwd:

@@ -13,7 +13,8 @@ import (
 // reads the output and the labels and writes the loss and the gradient of
 // the mean loss with respect to the output ("<output>.grad"), which seeds
 // differentiate. softmax_cross_entropy takes the output as logits and
-// one-hot labels [batch, classes]; mse takes a target of the output's shape.
+// one-hot labels [batch, classes]; mse, mae and huber take a target of the
+// output's shape.
 func addLoss(p *Plan, m *spec.Model) error {
 	out := p.Output
 	outShape := p.shapeOf(out)
@@ -30,6 +31,7 @@ func addLoss(p *Plan, m *spec.Model) error {
 		return e
 	}
 	var k Kernel
+	var attr Attr
 	switch m.Training.Loss {
 	case "softmax_cross_entropy":
 		if len(outShape) != 2 {
@@ -41,14 +43,22 @@ func addLoss(p *Plan, m *spec.Model) error {
 		k = KSoftmaxXent
 	case "mse":
 		k = KMSE
+	case "mae":
+		k = KMAE
+	case "huber":
+		k = KHuber
+		attr.Delta = m.Training.HuberDelta
+		if !(attr.Delta > 0) {
+			attr.Delta = 1 // the schema's default
+		}
 	default:
-		return failf("the planner knows no loss %q (softmax_cross_entropy or mse)", m.Training.Loss)
+		return failf("the planner knows no loss %q (softmax_cross_entropy, mse, mae or huber)", m.Training.Loss)
 	}
 	p.Labels = p.addBuffer("labels", KindLabels, outShape)
 	p.Loss = p.addBuffer("loss", KindLoss, []int{1})
 	grad := p.addBuffer(p.Buffers[out].Name+".grad", KindGrad, outShape)
 	p.Backward = append(p.Backward, Step{
-		Kernel: k, Layer: layer, In: []BufID{out, p.Labels}, Out: []BufID{p.Loss, grad},
+		Kernel: k, Layer: layer, In: []BufID{out, p.Labels}, Out: []BufID{p.Loss, grad}, Attr: attr,
 	})
 	return nil
 }

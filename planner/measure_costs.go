@@ -150,8 +150,10 @@ func stepFLOPs(p *Plan, s *Step, c *costCounter) int64 {
 		return c.mul(p.size(s.In[2]), 2, int64(a[len(a)-1]), has(s.Out[0])+has(s.Out[1]))
 	case KSoftmaxXent:
 		return c.mul(5, in0())
-	case KMSE:
+	case KMSE, KMAE:
 		return c.mul(4, in0())
+	case KHuber:
+		return c.mul(6, in0())
 	case KSGD:
 		return c.mul(4, out0())
 	case KAdam:

@@ -176,6 +176,23 @@ func TestLoss(t *testing.T) {
 	if p.Backward[0].Kernel != KMSE {
 		t.Errorf("mse model's loss is %s", p.Backward[0].Kernel)
 	}
+	for _, c := range []struct {
+		loss  string
+		delta float64
+		want  Kernel
+	}{{"mae", 0, KMAE}, {"huber", 0.5, KHuber}, {"huber", 0, KHuber}} {
+		m := concatModel()
+		m.Training.Loss, m.Training.HuberDelta = c.loss, c.delta
+		p = mustBuild(t, m, Options{Batch: 5, Training: true})
+		st := p.Backward[0]
+		wantDelta := c.delta
+		if c.want == KHuber && wantDelta == 0 {
+			wantDelta = 1 // the schema's default
+		}
+		if st.Kernel != c.want || st.Attr.Delta != wantDelta || st.In[1] != p.Labels {
+			t.Errorf("%s model's loss step is %s with delta %v, want %s with %v", c.loss, st.Kernel, st.Attr.Delta, c.want, wantDelta)
+		}
+	}
 }
 
 func TestDifferentiate(t *testing.T) {

@@ -129,6 +129,11 @@ const (
 	KSoftmaxXent Kernel = "softmax_xent"
 	// KMSE: In: pred [B,...], target [B,...]. Out: loss [1], dpred.
 	KMSE Kernel = "mse"
+	// KMAE: mean absolute error (L1). In, Out: as KMSE.
+	KMAE Kernel = "mae"
+	// KHuber: Huber loss, ½d² for |d| <= Attr.Delta and Delta·(|d| − ½Delta)
+	// above, averaged over all elements. In, Out: as KMSE.
+	KHuber Kernel = "huber"
 )
 
 // Backward kernels. A backward kernel may overwrite its dy operand (nothing
@@ -213,6 +218,8 @@ type Attr struct {
 	Beta2       float64   `json:"beta2,omitempty"`
 	WeightDecay float64   `json:"weightDecay,omitempty"`
 	Decoupled   bool      `json:"decoupled,omitempty"`
+	// Delta is where the Huber loss turns from quadratic to linear.
+	Delta float64 `json:"delta,omitempty"`
 	// Method is how the backend computes a conv2d or conv2d_bwd step
 	// (ConvDirect or ConvIm2colGemm on the CPU), chosen by the plan's
 	// Target in choose_methods.go; the emitter calls that method's kernel.

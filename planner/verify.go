@@ -198,7 +198,7 @@ var kernelPhase = map[Kernel]string{
 	KGlobalAvgPool: "forward", KUnary: "forward", KBinary: "forward", KSoftmax: "forward",
 	KLogSoftmax: "forward", KDropout: "forward", KBatchNorm: "forward", KMatMul: "forward",
 	KConcat:      "forward",
-	KSoftmaxXent: "loss", KMSE: "loss",
+	KSoftmaxXent: "loss", KMSE: "loss", KMAE: "loss", KHuber: "loss",
 	KGemmBwd: "backward", KConv2DBwd: "backward", KMaxPool2DBwd: "backward", KAvgPool2DBwd: "backward",
 	KGlobalAvgPoolBwd: "backward", KUnaryBwd: "backward", KBinaryBwd: "backward", KSoftmaxBwd: "backward",
 	KLogSoftmaxBwd: "backward", KDropoutBwd: "backward", KBatchNormBwd: "backward", KMatMulBwd: "backward",
@@ -229,6 +229,8 @@ var operands = map[Kernel]struct {
 	KConcat:           {-1, 1, nil, nil},
 	KSoftmaxXent:      {2, 2, nil, nil},
 	KMSE:              {2, 2, nil, nil},
+	KMAE:              {2, 2, nil, nil},
+	KHuber:            {2, 2, nil, nil},
 	KGemmBwd:          {4, 3, nil, []int{0, 2}},
 	KConv2DBwd:        {5, 3, []int{4}, []int{0, 2}},
 	KMaxPool2DBwd:     {3, 1, nil, nil},
@@ -527,8 +529,11 @@ func checkShapes(p *Plan, s *Step) error {
 		return nil
 	case KAccumulate:
 		return first(same("b", in[1], in[0]), same("y", out[0], in[0]), kindIs(out[0], KindGrad))
-	case KSoftmaxXent, KMSE:
+	case KSoftmaxXent, KMSE, KMAE, KHuber:
 		x := sh(in[0])
+		if s.Kernel == KHuber && !(s.Attr.Delta > 0) {
+			return fmt.Errorf("huber delta %v is not positive", s.Attr.Delta)
+		}
 		if s.Kernel == KSoftmaxXent && len(x) != 2 {
 			return fmt.Errorf("logits %s are not [B,C]", shapeString(x))
 		}

@@ -182,6 +182,8 @@ func decode(v cue.Value, pos *positions) (*Model, error) {
 		if err := ds.Decode(&m.Dataset); err != nil {
 			d.fail([]string{"dataset"}, "cannot read the dataset: "+err.Error())
 		}
+		m.Dataset.Label = d.columns(ds, "label")
+		m.Dataset.Drop = d.columns(ds, "drop")
 	}
 
 	// Layer names must be unique: they name weights and generated code.
@@ -239,6 +241,42 @@ type decoder struct {
 	v    cue.Value
 	pos  *positions
 	errs Errors
+}
+
+// columns reads a CSV column choice, field, of the dataset: a name, an
+// index or a list of them.
+func (d *decoder) columns(ds cue.Value, field string) []Column {
+	v := ds.LookupPath(cue.ParsePath(field))
+	if !v.Exists() {
+		return nil
+	}
+	one := func(e cue.Value) (Column, bool) {
+		if s, err := e.String(); err == nil {
+			return Column{Name: s}, true
+		}
+		if i, err := e.Int64(); err == nil {
+			return Column{Index: int(i)}, true
+		}
+		return Column{}, false
+	}
+	if c, ok := one(v); ok {
+		return []Column{c}
+	}
+	var out []Column
+	it, err := v.List()
+	if err != nil {
+		d.fail([]string{"dataset", field}, field+" must be a column name, an index or a list of them")
+		return nil
+	}
+	for it.Next() {
+		c, ok := one(it.Value())
+		if !ok {
+			d.fail([]string{"dataset", field}, field+" must be a column name, an index or a list of them")
+			return nil
+		}
+		out = append(out, c)
+	}
+	return out
 }
 
 func (d *decoder) fail(path []string, msg string) {

@@ -112,7 +112,8 @@ type Schedule struct {
 
 // Training holds the settings a produced binary uses as its defaults.
 type Training struct {
-	Loss            string    `json:"loss"` // "softmax_cross_entropy" or "mse"
+	Loss            string    `json:"loss"` // "softmax_cross_entropy", "mse", "mae" or "huber"
+	HuberDelta      float64   `json:"huberDelta,omitempty"`
 	Optimizer       Optimizer `json:"optimizer"`
 	Schedule        Schedule  `json:"schedule"`
 	Epochs          int       `json:"epochs"`
@@ -124,13 +125,40 @@ type Training struct {
 
 // Dataset binds a model to its data files.
 type Dataset struct {
-	Format      string `json:"format"` // "idx"
-	TrainImages string `json:"trainImages"`
-	TrainLabels string `json:"trainLabels"`
-	TestImages  string `json:"testImages"`
-	TestLabels  string `json:"testLabels"`
-	Classes     int    `json:"classes"`
-	ImageShape  []int  `json:"imageShape"` // per-sample shape the images are read as, e.g. [1, 28, 28]
+	Format      string `json:"format"` // "idx", "csv" or "npy"; "" without a dataset
+	Task        string `json:"task"`   // "classification" or "regression"
+	TrainImages string `json:"trainImages,omitempty"`
+	TrainLabels string `json:"trainLabels,omitempty"` // idx: the labels file; csv, npy: labels beside Train
+	TestImages  string `json:"testImages,omitempty"`
+	TestLabels  string `json:"testLabels,omitempty"`
+	Classes     int    `json:"classes,omitempty"`
+	ImageShape  []int  `json:"imageShape,omitempty"` // per-sample shape the images are read as, e.g. [1, 28, 28]
+
+	// csv and npy: the training and test files, or a held-out fraction.
+	Train     string  `json:"train,omitempty"`
+	Test      string  `json:"test,omitempty"`
+	TestSplit float64 `json:"testSplit,omitempty"`
+	// csv layout.
+	Header    bool     `json:"header,omitempty"`
+	SkipRows  int      `json:"skipRows,omitempty"`
+	Delimiter string   `json:"delimiter,omitempty"`
+	Label     []Column `json:"-"` // the label columns
+	Drop      []Column `json:"-"` // the dropped columns
+	// ClassNames names the classes in index order (optional).
+	ClassNames []string `json:"classNames,omitempty"`
+	// Targets is the number of regression targets.
+	Targets int `json:"targets,omitempty"`
+	// Standardize fits per-feature standardisation on the training split;
+	// StandardizeTargets does the same for regression targets.
+	Standardize        bool `json:"standardize,omitempty"`
+	StandardizeTargets bool `json:"standardizeTargets,omitempty"`
+}
+
+// Column picks a CSV column by header name or, when Name is empty, by
+// index (negative counts from the end).
+type Column struct {
+	Name  string `json:"name,omitempty"`
+	Index int    `json:"index"`
 }
 
 // Model is a legal, fully shaped model: what the planner takes.

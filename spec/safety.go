@@ -44,10 +44,19 @@ func CheckSafety(m *Model) error {
 		}
 	}
 	d := m.Dataset
-	for _, f := range []struct{ field, value string }{
+	files := []struct{ field, value string }{
 		{"trainImages", d.TrainImages}, {"trainLabels", d.TrainLabels},
 		{"testImages", d.TestImages}, {"testLabels", d.TestLabels},
-	} {
+	}
+	if d.Format == "csv" || d.Format == "npy" {
+		files = []struct{ field, value string }{{"train", d.Train}}
+		for _, f := range []struct{ field, value string }{{"trainLabels", d.TrainLabels}, {"test", d.Test}, {"testLabels", d.TestLabels}} {
+			if f.value != "" { // optional files
+				files = append(files, f)
+			}
+		}
+	}
+	for _, f := range files {
 		if d.Format == "" && f.value == "" {
 			continue // no dataset section
 		}

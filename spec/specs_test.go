@@ -56,13 +56,14 @@ func TestInvalidSpecs(t *testing.T) {
 }
 
 // TestValidSpecs checks every spec in testdata/specs/valid, and the
-// flagship model, loads into a Model that keeps the planner's conventions.
+// example models, loads into a Model that keeps the planner's conventions.
 func TestValidSpecs(t *testing.T) {
 	files, _ := filepath.Glob("../testdata/specs/valid/*.cue")
 	if len(files) < 20 {
 		t.Fatalf("only %d valid specs; want at least 20", len(files))
 	}
-	files = append(files, "../models/mnist.cue")
+	models, _ := filepath.Glob("../models/*.cue")
+	files = append(files, models...)
 	for _, f := range files {
 		t.Run(filepath.Base(f), func(t *testing.T) {
 			m, err := Load(f)
@@ -159,5 +160,30 @@ schema.#Spec & {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("errors do not mention %q:\n%s", want, err)
 		}
+	}
+}
+
+// TestDatasetDecoded checks that the dataset blocks of the CSV examples
+// reach the Model whole: format, task, files, layout and columns.
+func TestDatasetDecoded(t *testing.T) {
+	iris, err := Load("../models/iris.cue")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := iris.Dataset
+	if d.Format != "csv" || d.Task != "classification" || d.Train != "iris.csv" || d.SkipRows != 1 || d.Header ||
+		d.Delimiter != "," || d.TestSplit != 0.2 || d.Classes != 3 || !d.Standardize ||
+		len(d.Label) != 1 || d.Label[0] != (Column{Index: -1}) || len(d.Drop) != 0 ||
+		strings.Join(d.ClassNames, ",") != "setosa,versicolor,virginica" {
+		t.Errorf("iris dataset decoded as %+v", d)
+	}
+	diab, err := Load("../models/diabetes.cue")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d = diab.Dataset
+	if d.Format != "csv" || d.Task != "regression" || d.Targets != 1 || d.TrainLabels != "diabetes_target.csv" ||
+		d.Delimiter != " " || !d.Standardize || !d.StandardizeTargets || diab.Training.Loss != "mse" {
+		t.Errorf("diabetes dataset decoded as %+v", d)
 	}
 }

@@ -186,6 +186,49 @@ func mseKernel(n int) *Kernel {
 		Threadgroup: tg, Groups: 1, Body: body}
 }
 
+// maeKernel is the mean absolute error over n elements, one threadgroup,
+// and its gradient sign(p − t)/n (0 where they are equal).
+func maeKernel(n int) *Kernel {
+	tg := pow2AtMost(n, tgReduce)
+	inv := flt(1 / float32(n))
+	body := []Stmt{
+		Shared{"sh", tg},
+		let("acc", Float, flt(0)),
+		strided("j", n, tg,
+			let("d", Float, sub(load("p", vr("j")), load("t", vr("j")))),
+			set("acc", add(vr("acc"), call(FnAbs, vr("d")))),
+			store("dp", vr("j"), sel(gt(vr("d"), flt(0)), inv, sel(lt(vr("d"), flt(0)), neg(inv), flt(0))))),
+	}
+	body = append(body, reduceInto("total", "acc", "sh", tg, sumOp)...)
+	body = append(body, when(eq(lidE, i32(0)), store("loss", i32(0), mul(vr("total"), inv))))
+	return &Kernel{Doc: fmt.Sprintf("mean absolute error over %d elements", n),
+		Params:      []Param{in("p", n), in("t", n), out("loss", 1), out("dp", n)},
+		Threadgroup: tg, Groups: 1, Body: body}
+}
+
+// huberKernel is the mean Huber loss over n elements (½d² within delta,
+// delta·(|d| − ½delta) beyond), one threadgroup, and its gradient
+// clamp(d, −delta, delta)/n.
+func huberKernel(n int, delta float32) *Kernel {
+	tg := pow2AtMost(n, tgReduce)
+	body := []Stmt{
+		Shared{"sh", tg},
+		let("acc", Float, flt(0)),
+		strided("j", n, tg,
+			let("d", Float, sub(load("p", vr("j")), load("t", vr("j")))),
+			let("a", Float, call(FnAbs, vr("d"))),
+			set("acc", add(vr("acc"), sel(le(vr("a"), flt(delta)),
+				mul(flt(0.5), mul(vr("d"), vr("d"))),
+				mul(flt(delta), sub(vr("a"), flt(delta/2)))))),
+			store("dp", vr("j"), mul(flt(1/float32(n)), call(FnMax, flt(-delta), call(FnMin, flt(delta), vr("d")))))),
+	}
+	body = append(body, reduceInto("total", "acc", "sh", tg, sumOp)...)
+	body = append(body, when(eq(lidE, i32(0)), store("loss", i32(0), mul(vr("total"), flt(1/float32(n))))))
+	return &Kernel{Doc: fmt.Sprintf("mean Huber loss (delta %g) over %d elements", delta, n),
+		Params:      []Param{in("p", n), in("t", n), out("loss", 1), out("dp", n)},
+		Threadgroup: tg, Groups: 1, Body: body}
+}
+
 // batchNormKernel is training-mode batch normalisation of [outer, c,
 // inner], one threadgroup per channel: mean, biased variance (two passes),
 // y = gamma·x̂ + beta, saved mean and 1/sqrt(var+eps), and the running

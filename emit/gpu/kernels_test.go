@@ -312,6 +312,12 @@ func kernelCases(t *testing.T) []gpuCase {
 		dp := zeros(n)
 		loss := cpu.MSE(p, tg, dp, n)
 		addCase(gpuCase{name: "mse", k: mseKernel(n), in: [][]float32{p, tg, zeros(1), zeros(n)}, want: map[int][]float32{2: {loss}, 3: dp}, tol: 1e-5})
+		dp = zeros(n)
+		loss = cpu.MAE(p, tg, dp, n)
+		addCase(gpuCase{name: "mae", k: maeKernel(n), in: [][]float32{p, tg, zeros(1), zeros(n)}, want: map[int][]float32{2: {loss}, 3: dp}, tol: 1e-5})
+		dp = zeros(n)
+		loss = cpu.Huber(p, tg, dp, n, 0.7)
+		addCase(gpuCase{name: "huber", k: huberKernel(n, 0.7), in: [][]float32{p, tg, zeros(1), zeros(n)}, want: map[int][]float32{2: {loss}, 3: dp}, tol: 1e-5})
 	}
 
 	// Dropout with the counter-based hash.

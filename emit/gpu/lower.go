@@ -488,6 +488,19 @@ func (l *lowering) lowerStep(st *planner.Step, training bool) error {
 			return err
 		}
 		return l.launch("mse", mseKernel(pb.Size), nil, whole(st.In[0]), whole(st.In[1]), whole(st.Out[0]), whole(st.Out[1]))
+	case planner.KMAE, planner.KHuber:
+		if err := l.operands(st, 2, 2); err != nil {
+			return err
+		}
+		pb, err := l.buf(st.In[0])
+		if err != nil {
+			return err
+		}
+		name, k := "mae", maeKernel(pb.Size)
+		if st.Kernel == planner.KHuber {
+			name, k = "huber", huberKernel(pb.Size, float32(st.Attr.Delta))
+		}
+		return l.launch(name, k, nil, whole(st.In[0]), whole(st.In[1]), whole(st.Out[0]), whole(st.Out[1]))
 	case planner.KSGD:
 		if err := l.operands(st, 1, 1); err != nil {
 			return err

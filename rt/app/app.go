@@ -46,7 +46,8 @@ type LayerMeta struct {
 // Defaults are the training settings of the spec, baked into the flags.
 type Defaults struct {
 	Loss            string
-	Optimizer       string // sgd, adam, adamw
+	HuberDelta      float64 // for the huber loss
+	Optimizer       string  // sgd, adam, adamw
 	LR              float64
 	Schedule        string // constant, step, cosine
 	StepSize        int
@@ -76,8 +77,14 @@ type Meta struct {
 	StateNames []string // names of the optimizer state tensors per param, e.g. ["adam_m", "adam_v"]
 	Layers     []LayerMeta
 	Defaults   Defaults
+	// Data describes a csv or npy data set (zero for IDX files).
+	Data DataSpec
 	// Memory of the plans, in bytes, for `info`.
 	StateBytes, TrainWorkBytes, InferWorkBytes int64
+
+	// rec is what training fitted on the data (standardisation, string
+	// class order), saved with the weights; loadWeights reads it back.
+	rec *record
 }
 
 // Model is implemented by the generated code. All slices are views into

@@ -1,85 +1,17 @@
 package app
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"runtime"
 	"slices"
 	"text/tabwriter"
 	"time"
 
 	"github.com/mlbuild/mlbuild/rt/cpu"
-	"github.com/mlbuild/mlbuild/rt/idx"
-	"github.com/mlbuild/mlbuild/rt/imageio"
 )
-
-func predictCmd(m Model, args []string, stdout, stderr io.Writer) error {
-	meta := m.Meta()
-	fs := newFlags(meta, "predict")
-	weights := fs.String("weights", "", "the trained weights `FILE` (safetensors)")
-	limit := fs.Int("limit", 10, "predict the first `N` images of an IDX file")
-	resize := fs.Bool("resize", false, "resize images whose size differs from the model's input")
-	top := fs.Int("top", 1, "print the `N` most probable classes of each input")
-	inputs, err := parseFlags(fs, args, stdout)
-	if err != nil {
-		return err
-	}
-	if *weights == "" || len(inputs) == 0 {
-		return usageError{"predict needs --weights FILE and at least one INPUT (PNG, PGM or IDX images)"}
-	}
-	if *limit < 1 {
-		return usageError{fmt.Sprintf("--limit must be at least 1, got %d", *limit)}
-	}
-	if *top < 1 || *top > meta.Classes {
-		return usageError{fmt.Sprintf("--top must be between 1 and %d", meta.Classes)}
-	}
-	if err := loadWeights(m, *weights); err != nil {
-		return err
-	}
-	x := m.InferInput(true)
-	if len(meta.InputShape) < 2 && len(x) != meta.InputShape[0] {
-		return fmt.Errorf("internal: input buffer size %d", len(x))
-	}
-	h, w := inputHW(meta)
-	for _, path := range inputs {
-		head := make([]byte, 4)
-		if f, err := os.Open(path); err == nil {
-			io.ReadFull(f, head)
-			f.Close()
-		}
-		if bytes.HasPrefix(head, []byte("\x89PNG")) || bytes.HasPrefix(head, []byte("P2")) || bytes.HasPrefix(head, []byte("P5")) {
-			pix, ih, iw, err := imageio.Load(path)
-			if err != nil {
-				return err
-			}
-			pix, err = imageio.Fit(pix, ih, iw, h, w, *resize)
-			if err != nil {
-				return fmt.Errorf("%s: %v", path, err)
-			}
-			copy(x, pix)
-			printPrediction(stdout, path, m.Infer(true), *top)
-			continue
-		}
-		im, err := idx.OpenImages(path)
-		if err != nil {
-			return fmt.Errorf("%v (predict takes PNG or PGM images, or an IDX images file)", err)
-		}
-		if im.Rows*im.Cols != len(x) {
-			im.Close()
-			return fmt.Errorf("%s: images are %d×%d but the model's input is %s", path, im.Rows, im.Cols, joinShape(meta.InputShape))
-		}
-		for i := 0; i < min(im.N, *limit); i++ {
-			im.Batch(x, []int{i})
-			printPrediction(stdout, fmt.Sprintf("%s[%d]", path, i), m.Infer(true), *top)
-		}
-		im.Close()
-	}
-	return nil
-}
 
 // inputHW is the image size the model reads: the last two axes of its input.
 func inputHW(meta *Meta) (int, int) {
@@ -95,29 +27,6 @@ func inputHW(meta *Meta) (int, int) {
 		return 1, s[0]
 	}
 	return s[len(s)-2], s[len(s)-1]
-}
-
-// printPrediction prints the most probable classes of one output row.
-func printPrediction(w io.Writer, name string, logits []float32, top int) {
-	probs := softmax64(logits)
-	order := make([]int, len(probs))
-	for i := range order {
-		order[i] = i
-	}
-	slices.SortStableFunc(order, func(a, b int) int {
-		switch {
-		case probs[a] > probs[b]:
-			return -1
-		case probs[a] < probs[b]:
-			return 1
-		}
-		return 0
-	})
-	fmt.Fprintf(w, "%s: class %d (p=%.3f)", name, order[0], probs[order[0]])
-	for _, c := range order[1:top] {
-		fmt.Fprintf(w, ", %d (p=%.3f)", c, probs[c])
-	}
-	fmt.Fprintln(w)
 }
 
 func softmax64(v []float32) []float64 {
@@ -225,7 +134,14 @@ func infoCmd(m Model, args []string, w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "model:\t%s\nspec:\t%s\nbackend:\t%s\nbuild key:\t%s\nmlbuild:\t%s\ngo:\t%s %s/%s\n",
 		meta.Name, meta.SpecFile, meta.Backend, meta.BuildKey, meta.Version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
-	fmt.Fprintf(tw, "input:\t%s\nclasses:\t%d\nbatch:\t%d\n", joinShape(meta.InputShape), meta.Classes, meta.Batch)
+	if meta.regression() {
+		fmt.Fprintf(tw, "input:\t%s\ntask:\tregression\ntargets:\t%d\nbatch:\t%d\n", joinShape(meta.InputShape), meta.Classes, meta.Batch)
+	} else {
+		fmt.Fprintf(tw, "input:\t%s\nclasses:\t%d\nbatch:\t%d\n", joinShape(meta.InputShape), meta.Classes, meta.Batch)
+	}
+	if meta.format() != "idx" {
+		fmt.Fprintf(tw, "data:\t%s (%s)\n", meta.format(), dataFiles(meta, true))
+	}
 	fmt.Fprintf(tw, "memory:\tstate %s, training work %s, inference work %s\n",
 		bytesString(meta.StateBytes), bytesString(meta.TrainWorkBytes), bytesString(meta.InferWorkBytes))
 	if d, ok := m.(DeviceInfo); ok {

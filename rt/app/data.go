@@ -8,16 +8,61 @@ import (
 	"github.com/mlbuild/mlbuild/rt/idx"
 )
 
-// dataset is a pair of IDX files checked against the model.
-type dataset struct {
-	images *idx.Images
-	labels *idx.Labels
-	n      int
+// source is one data format's samples, read by index: fill writes the
+// features of the samples idx into x (as the file holds them, before any
+// preprocessing) and their labels into y (one-hot rows of the classes, or
+// the regression targets).
+type source interface {
+	fill(x, y []float32, idx []int) error
+	close()
 }
 
-func (d *dataset) close() {
-	d.images.Close()
-	d.labels.Close()
+// dataset is the samples of one split (training or test) in any format,
+// checked against the model, with the preprocessing that training fitted.
+type dataset struct {
+	src      source
+	n        int
+	features int     // values per sample: the model's input size
+	width    int     // values per label row: classes, or targets
+	rec      *record // applied by fill; nil: none
+	// images and labels are the IDX files of an IDX data set (nil for the
+	// other formats), for what only IDX files have (predict's --limit).
+	images *idx.Images
+	labels *idx.Labels
+}
+
+func (d *dataset) close() { d.src.close() }
+
+// fill writes the samples idx, preprocessed, into x and their labels into
+// y: the training loop's batches, the evaluation's, and (for the whole
+// set at once) a device that keeps the training set in its memory.
+func (d *dataset) fill(x, y []float32, idx []int) error {
+	if err := d.src.fill(x, y, idx); err != nil {
+		return err
+	}
+	if d.rec != nil {
+		standardize(x[:len(idx)*d.features], d.features, d.rec.mean, d.rec.std)
+		standardize(y[:len(idx)*d.width], d.width, d.rec.tmean, d.rec.tstd)
+	}
+	return nil
+}
+
+// idxSource is a pair of IDX files.
+type idxSource struct {
+	images  *idx.Images
+	labels  *idx.Labels
+	classes int
+}
+
+func (s *idxSource) fill(x, y []float32, indices []int) error {
+	s.images.Batch(x, indices)
+	s.labels.OneHot(y, indices, s.classes)
+	return nil
+}
+
+func (s *idxSource) close() {
+	s.images.Close()
+	s.labels.Close()
 }
 
 // openPair opens an images and a labels file and checks them against each
@@ -32,7 +77,7 @@ func openPair(meta *Meta, imagesPath, labelsPath string) (*dataset, error) {
 		im.Close()
 		return nil, err
 	}
-	ds := &dataset{images: im, labels: lb, n: im.N}
+	ds := &dataset{src: &idxSource{im, lb, meta.Classes}, n: im.N, features: im.Rows * im.Cols, width: meta.Classes, images: im, labels: lb}
 	fail := func(err error) (*dataset, error) {
 		ds.close()
 		return nil, err
@@ -43,10 +88,7 @@ func openPair(meta *Meta, imagesPath, labelsPath string) (*dataset, error) {
 	if err := lb.Check(meta.Classes); err != nil {
 		return fail(err)
 	}
-	want := 1
-	for _, d := range meta.InputShape {
-		want *= d
-	}
+	want := meta.inputSize()
 	if im.Rows*im.Cols != want {
 		return fail(fmt.Errorf("%s: images are %d×%d (%d values) but the model's input is %s (%d values)",
 			imagesPath, im.Rows, im.Cols, im.Rows*im.Cols, joinShape(meta.InputShape), want))
@@ -54,16 +96,50 @@ func openPair(meta *Meta, imagesPath, labelsPath string) (*dataset, error) {
 	return ds, nil
 }
 
-// openTrainSet opens the training files named by the spec in dir.
+// openTrainSet opens the training samples named by the spec in dir (the
+// first limit of them when limit > 0) and fits the preprocessing the spec
+// asks for on them, recording it in meta for the weights files.
 func openTrainSet(meta *Meta, dir string, limit int) (*dataset, error) {
-	d := meta.Defaults
-	ds, err := openPair(meta, filepath.Join(dir, d.TrainImages), filepath.Join(dir, d.TrainLabels))
+	if meta.format() == "idx" {
+		d := meta.Defaults
+		ds, err := openPair(meta, filepath.Join(dir, d.TrainImages), filepath.Join(dir, d.TrainLabels))
+		if err != nil {
+			return nil, err
+		}
+		if limit > 0 && limit < ds.n {
+			ds.n = limit
+		}
+		return ds, nil
+	}
+	ds, names, err := openSplit(meta, dir, true, nil)
 	if err != nil {
 		return nil, err
 	}
 	if limit > 0 && limit < ds.n {
 		ds.n = limit
 	}
+	rec := &record{classNames: names}
+	if err := fitRecord(ds, meta, rec); err != nil {
+		ds.close()
+		return nil, err
+	}
+	ds.rec = rec
+	meta.rec = rec
+	return ds, nil
+}
+
+// openTestSet opens the test samples named by the spec in dir, with the
+// preprocessing that training recorded in rec.
+func openTestSet(meta *Meta, dir string, rec *record) (*dataset, error) {
+	if meta.format() == "idx" {
+		d := meta.Defaults
+		return openPair(meta, filepath.Join(dir, d.TestImages), filepath.Join(dir, d.TestLabels))
+	}
+	ds, _, err := openSplit(meta, dir, false, rec)
+	if err != nil {
+		return nil, err
+	}
+	ds.rec = rec
 	return ds, nil
 }
 
@@ -91,11 +167,12 @@ type batchLoader struct {
 	x, y    []float32
 	idx     []int
 	done    chan struct{}
+	err     error // of the last fill, read after done
 }
 
 func newBatchLoader(ds *dataset, batch, classes int) *batchLoader {
 	return &batchLoader{ds: ds, batch: batch, classes: classes,
-		x: make([]float32, batch*ds.images.Rows*ds.images.Cols), y: make([]float32, batch*classes),
+		x: make([]float32, batch*ds.features), y: make([]float32, batch*classes),
 		idx: make([]int, batch)}
 }
 
@@ -105,18 +182,22 @@ func (l *batchLoader) prefetch(order []int, b int) {
 	done := make(chan struct{})
 	l.done = done
 	go func() {
-		l.ds.images.Batch(l.x, l.idx)
-		l.ds.labels.OneHot(l.y, l.idx, l.classes)
+		l.err = l.ds.fill(l.x, l.y, l.idx)
 		close(done)
 	}()
 }
 
-// wait blocks until the prefetched batch is ready and copies it into x, y.
-func (l *batchLoader) wait(x, y []float32) {
+// wait blocks until the prefetched batch is ready and copies it into x, y,
+// or returns why it could not be read.
+func (l *batchLoader) wait(x, y []float32) error {
 	<-l.done
 	l.done = nil
+	if l.err != nil {
+		return l.err
+	}
 	copy(x, l.x)
 	copy(y, l.y)
+	return nil
 }
 
 // drain waits for a prefetch still under way, so that the files it reads

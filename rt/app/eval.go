@@ -5,10 +5,9 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"path/filepath"
+	"text/tabwriter"
 
 	"github.com/mlbuild/mlbuild/rt/cpu"
-	"github.com/mlbuild/mlbuild/rt/idx"
 )
 
 // evalResult is the outcome of running the inference plan over a set.
@@ -17,47 +16,136 @@ type evalResult struct {
 	Loss     float64 `json:"loss"`
 	Samples  int     `json:"samples"`
 	Correct  int     `json:"correct"`
-	accuracy float64
-	loss     float64
+	// Regression: mean squared and absolute errors and the coefficient of
+	// determination, in the targets' own units (averaged over targets).
+	MSE *float64 `json:"mse,omitempty"`
+	MAE *float64 `json:"mae,omitempty"`
+	R2  *float64 `json:"r2,omitempty"`
+	// Confusion counts samples by true class (rows) and predicted class
+	// (columns), when asked for.
+	Confusion [][]int `json:"confusion,omitempty"`
+	accuracy  float64
+	loss      float64
 }
 
 // evaluate runs the inference plan (batch by batch, padding the last one)
-// over the images named by indices and returns accuracy and mean loss.
-func evaluate(m Model, images *idx.Images, labels *idx.Labels, indices []int, meta *Meta) evalResult {
+// over the samples named by indices and returns accuracy (or, for
+// regression, the error measures) and mean loss.
+func evaluate(m Model, ds *dataset, indices []int, meta *Meta) (evalResult, error) {
 	B, C := meta.Batch, meta.Classes
 	x := m.InferInput(false)
-	onehot := make([]float32, B*C)
-	var lossSum float64
+	labels := make([]float32, B*C)
+	pred := make([]float32, C)
+	truth := make([]float32, C)
+	reg := meta.regression()
+	var rec record
+	if ds.rec != nil {
+		rec = *ds.rec
+	}
+	var lossSum, se, ae float64
+	seJ, sumY, sumY2 := make([]float64, C), make([]float64, C), make([]float64, C)
 	correct := 0
+	r := evalResult{Samples: len(indices)}
+	if !reg {
+		r.Confusion = make([][]int, C)
+		for i := range r.Confusion {
+			r.Confusion[i] = make([]int, C)
+		}
+	}
+	per := len(x) / B
 	for start := 0; start < len(indices); start += B {
 		n := min(B, len(indices)-start)
 		chunk := indices[start : start+n]
-		per := len(x) / B
-		images.Batch(x[:n*per], chunk)
+		if err := ds.fill(x[:n*per], labels[:n*C], chunk); err != nil {
+			return evalResult{}, err
+		}
 		clear(x[n*per:])
-		labels.OneHot(onehot[:n*C], chunk, C)
 		out := m.Infer(false)
-		for r := 0; r < n; r++ {
-			logits := out[r*C : (r+1)*C]
-			lab := onehot[r*C : (r+1)*C]
-			if cpu.Argmax(logits) == cpu.Argmax(lab) {
-				correct++
+		for i := 0; i < n; i++ {
+			o := out[i*C : (i+1)*C]
+			lab := labels[i*C : (i+1)*C]
+			lossSum += sampleLoss(meta.Defaults, o, lab)
+			if !reg {
+				p, t := cpu.Argmax(o), cpu.Argmax(lab)
+				if p == t {
+					correct++
+				}
+				r.Confusion[t][p]++
+				continue
 			}
-			lossSum += sampleLoss(meta.Defaults.Loss, logits, lab)
+			copy(pred, o)
+			copy(truth, lab)
+			unstandardize(pred, C, rec.tmean, rec.tstd)
+			unstandardize(truth, C, rec.tmean, rec.tstd)
+			for j := range pred {
+				d := float64(pred[j]) - float64(truth[j])
+				se += d * d
+				seJ[j] += d * d
+				ae += math.Abs(d)
+				sumY[j] += float64(truth[j])
+				sumY2[j] += float64(truth[j]) * float64(truth[j])
+			}
 		}
 	}
-	r := evalResult{Samples: len(indices), Correct: correct}
-	if len(indices) > 0 {
-		r.Accuracy = float64(correct) / float64(len(indices))
-		r.Loss = lossSum / float64(len(indices))
+	r.Correct = correct
+	if n := len(indices); n > 0 {
+		r.Accuracy = float64(correct) / float64(n)
+		r.Loss = lossSum / float64(n)
+		if reg {
+			mse, mae := se/float64(n*C), ae/float64(n*C)
+			r2 := rSquared(seJ, sumY, sumY2, n)
+			r.MSE, r.MAE, r.R2 = &mse, &mae, &r2
+		}
 	}
 	r.accuracy, r.loss = r.Accuracy, r.Loss
-	return r
+	return r, nil
+}
+
+// rSquared is the coefficient of determination 1 − SS_res/SS_tot of each
+// target, averaged over targets (scikit-learn's r2_score), from each
+// target's residual sum of squares and its sums of y and y² over n
+// samples. A constant target scores 1 when predicted exactly, else 0.
+func rSquared(seJ, sumY, sumY2 []float64, n int) float64 {
+	var r2 float64
+	for j := range seJ {
+		mean := sumY[j] / float64(n)
+		tot := sumY2[j] - float64(n)*mean*mean
+		switch {
+		case tot > 1e-12*max(sumY2[j], 1):
+			r2 += 1 - seJ[j]/tot
+		case seJ[j] == 0:
+			r2++
+		}
+	}
+	return r2 / float64(len(seJ))
 }
 
 // sampleLoss is one sample's loss, the same quantity training minimises.
-func sampleLoss(kind string, out, target []float32) float64 {
-	if kind == "mse" {
+func sampleLoss(d Defaults, out, target []float32) float64 {
+	switch d.Loss {
+	case "mae":
+		var s float64
+		for i := range out {
+			s += math.Abs(float64(out[i] - target[i]))
+		}
+		return s / float64(len(out))
+	case "huber":
+		delta := d.HuberDelta
+		if !(delta > 0) {
+			delta = 1
+		}
+		var s float64
+		for i := range out {
+			a := math.Abs(float64(out[i] - target[i]))
+			if a <= delta {
+				s += 0.5 * a * a
+			} else {
+				s += delta * (a - 0.5*delta)
+			}
+		}
+		return s / float64(len(out))
+	}
+	if d.Loss == "mse" {
 		var s float64
 		for i := range out {
 			d := float64(out[i] - target[i])
@@ -84,9 +172,10 @@ func sampleLoss(kind string, out, target []float32) float64 {
 func evalCmd(m Model, args []string, stdout, stderr io.Writer) error {
 	meta := m.Meta()
 	fs := newFlags(meta, "eval")
-	data := fs.String("data", "", "the `DIR` holding the test IDX files ("+meta.Defaults.TestImages+", "+meta.Defaults.TestLabels+")")
+	data := fs.String("data", "", "the `DIR` holding the test data ("+dataFiles(meta, false)+")")
 	weights := fs.String("weights", "", "the trained weights `FILE` (safetensors), e.g. the output of train")
 	asJSON := fs.Bool("json", false, "print one JSON object")
+	confusion := fs.Bool("confusion", false, "classification: also print the confusion matrix (rows: true class, columns: predicted)")
 	threads := fs.Int("threads", 0, "use `N` CPU threads (0: all)")
 	if err := noOperands(fs, args, stdout); err != nil {
 		return err
@@ -101,7 +190,7 @@ func evalCmd(m Model, args []string, stdout, stderr io.Writer) error {
 	if err := loadWeights(m, *weights); err != nil {
 		return err
 	}
-	ds, err := openPair(meta, filepath.Join(*data, meta.Defaults.TestImages), filepath.Join(*data, meta.Defaults.TestLabels))
+	ds, err := openTestSet(meta, *data, meta.rec)
 	if err != nil {
 		return err
 	}
@@ -110,10 +199,41 @@ func evalCmd(m Model, args []string, stdout, stderr io.Writer) error {
 	for i := range all {
 		all[i] = i
 	}
-	r := evaluate(m, ds.images, ds.labels, all, meta)
+	r, err := evaluate(m, ds, all, meta)
+	if err != nil {
+		return err
+	}
+	if !*confusion {
+		r.Confusion = nil
+	}
 	if *asJSON {
 		return json.NewEncoder(stdout).Encode(r)
 	}
+	if meta.regression() {
+		fmt.Fprintf(stdout, "samples: %d\nloss: %.4f\nmse: %.4f\nmae: %.4f\nr2: %.4f\n", r.Samples, r.Loss, *r.MSE, *r.MAE, *r.R2)
+		return nil
+	}
 	fmt.Fprintf(stdout, "samples: %d\ncorrect: %d\nloss: %.4f\naccuracy: %.4f\n", r.Samples, r.Correct, r.Loss, r.Accuracy)
+	if r.Confusion != nil {
+		printConfusion(stdout, r.Confusion, classLabels(meta))
+	}
 	return nil
+}
+
+// printConfusion prints the confusion matrix with the class names.
+func printConfusion(w io.Writer, c [][]int, names []string) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprint(tw, "true \\ predicted\t")
+	for _, n := range names {
+		fmt.Fprintf(tw, "%s\t", n)
+	}
+	fmt.Fprintln(tw)
+	for i, row := range c {
+		fmt.Fprintf(tw, "%s\t", names[i])
+		for _, v := range row {
+			fmt.Fprintf(tw, "%d\t", v)
+		}
+		fmt.Fprintln(tw)
+	}
+	tw.Flush()
 }

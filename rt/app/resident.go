@@ -50,7 +50,7 @@ func residentModel(m Model, ds *dataset, classes int) (Resident, error) {
 	}
 	meta := m.Meta()
 	n := ds.n
-	inW := ds.images.Rows * ds.images.Cols
+	inW := ds.features
 	if classes <= 0 || int64(n)*int64(max(inW, classes)) > math.MaxInt32 {
 		return nil, nil
 	}
@@ -60,8 +60,9 @@ func residentModel(m Model, ds *dataset, classes int) (Resident, error) {
 	}
 	x := make([]float32, n*inW)
 	y := make([]float32, n*classes)
-	ds.images.Batch(x, all)
-	ds.labels.OneHot(y, all, classes)
+	if err := ds.fill(x, y, all); err != nil {
+		return nil, err
+	}
 	ok, err := r.LoadTrainSet(x, y, n)
 	if err != nil || !ok {
 		return nil, err

@@ -41,7 +41,7 @@ func parseTrainFlags(meta *Meta, args []string, stdout, stderr io.Writer) (*trai
 	d := meta.Defaults
 	o := &trainOptions{}
 	fs := newFlags(meta, "train")
-	fs.StringVar(&o.data, "data", "", "the `DIR` holding the IDX files ("+d.TrainImages+", ...); with --resume, the interrupted run's")
+	fs.StringVar(&o.data, "data", "", "the `DIR` holding the training data ("+dataFiles(meta, true)+"); with --resume, the interrupted run's")
 	fs.IntVar(&o.epochs, "epochs", d.Epochs, "train for `N` epochs (the learning-rate schedule spans them)")
 	fs.StringVar(&o.out, "out", meta.Name+".safetensors", "write the trained weights to `FILE` (safetensors)")
 	fs.StringVar(&o.checkpoint, "checkpoint", "", "write a checkpoint to `FILE` every epoch and on Ctrl-C (default: OUT with .ckpt before the extension)")
@@ -67,7 +67,7 @@ func parseTrainFlags(meta *Meta, args []string, stdout, stderr io.Writer) (*trai
 	}
 	switch {
 	case o.data == "":
-		return nil, usageError{"train needs --data DIR (the folder with " + d.TrainImages + " and the other IDX files)"}
+		return nil, usageError{"train needs --data DIR (the folder with " + dataFiles(meta, true) + ")"}
 	case o.epochs < 1:
 		return nil, usageError{fmt.Sprintf("--epochs must be at least 1, got %d", o.epochs)}
 	case !(o.lr > 0) || math.IsInf(o.lr, 0):
@@ -177,6 +177,7 @@ func trainCmd(m Model, args []string, stdout, stderr io.Writer) error {
 	}
 	rep := progress.NewReporter(stdout, o.epochs, stepsPerEpoch, B)
 	rep.Quiet = o.quiet
+	rep.NoAccuracy = meta.regression()
 
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
@@ -206,7 +207,9 @@ func trainCmd(m Model, args []string, stdout, stderr io.Writer) error {
 			loader.prefetch(order, st.batch)
 		}
 		for b := st.batch; res == nil && b < stepsPerEpoch; b++ {
-			loader.wait(m.TrainInput(), m.TrainLabels())
+			if err := loader.wait(m.TrainInput(), m.TrainLabels()); err != nil {
+				return err
+			}
 			if b+1 < stepsPerEpoch {
 				loader.prefetch(order, b+1)
 			}
@@ -218,7 +221,7 @@ func trainCmd(m Model, args []string, stdout, stderr io.Writer) error {
 			if math.IsNaN(float64(loss)) || math.IsInf(float64(loss), 0) {
 				return divergence(m, snapshot, st, lastGood, epoch, b, loss)
 			}
-			c := countCorrect(m.TrainOutput(), m.TrainLabels(), meta.Classes)
+			c := trainCorrect(meta, m.TrainOutput(), m.TrainLabels())
 			sumLoss += float64(loss)
 			correct += c
 			seen += B
@@ -247,7 +250,10 @@ func trainCmd(m Model, args []string, stdout, stderr io.Writer) error {
 		ev := progress.Event{Event: "epoch", Epoch: epoch + 1, Step: st.step, Loss: trainLoss, Acc: trainAcc, LR: float64(lr)}
 		improved := true
 		if len(val) > 0 {
-			r := evaluate(m, ds.images, ds.labels, val, meta)
+			r, err := evaluate(m, ds, val, meta)
+			if err != nil {
+				return err
+			}
 			ev.ValLoss, ev.ValAcc = r.loss, r.accuracy
 			improved = r.loss < st.bestVal
 			if improved {

@@ -38,12 +38,14 @@ func weightTensors(m Model, withOptimizer bool) []safetensors.Tensor {
 }
 
 func baseMetadata(meta *Meta) map[string]string {
-	return map[string]string{
+	md := map[string]string{
 		"format":          "pt",
 		"mlbuild.model":   meta.Name,
 		"mlbuild.version": meta.Version,
 		"mlbuild.spec":    meta.SpecFile,
 	}
+	meta.rec.metadata(md) // what training fitted on the data
+	return md
 }
 
 // saveWeights writes the params and statistics (a file PyTorch's
@@ -119,7 +121,12 @@ func loadInto(m Model, path string, withOptimizer bool) (*safetensors.File, erro
 // loadWeights loads params and statistics from a weights file or a
 // checkpoint (whose extra optimizer tensors are ignored).
 func loadWeights(m Model, path string) error {
-	_, err := loadInto(m, path, false)
+	f, err := loadInto(m, path, false)
+	if err != nil {
+		return err
+	}
+	meta := m.Meta()
+	meta.rec, err = readRecord(meta, path, f.Metadata)
 	return err
 }
 

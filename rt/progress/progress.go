@@ -33,6 +33,9 @@ const redrawInterval = 100 * time.Millisecond
 type Reporter struct {
 	// Quiet suppresses all output; EndEpoch still measures throughput.
 	Quiet bool
+	// NoAccuracy leaves accuracy out of the lines: a regression model has
+	// none.
+	NoAccuracy bool
 	// Terminal selects the single updating line; NewReporter sets it when
 	// w is a terminal.
 	Terminal bool
@@ -118,7 +121,7 @@ func (r *Reporter) Step(step int, meanLoss, acc float64) {
 
 // stepLine is the progress of the current step, fields separated by sep.
 func (r *Reporter) stepLine(now time.Time, sep string) string {
-	return strings.Join([]string{
+	parts := []string{
 		fmt.Sprintf("epoch %d/%d", r.epoch, r.epochs),
 		fmt.Sprintf("step %d/%d", r.step, r.stepsPerEpoch),
 		"loss " + FormatLoss(r.loss),
@@ -126,7 +129,11 @@ func (r *Reporter) stepLine(now time.Time, sep string) string {
 		FormatRate(r.imagesPerSec()) + " img/s",
 		"elapsed " + FormatDuration(now.Sub(r.runStart)),
 		"left " + r.timeLeft(now),
-	}, sep)
+	}
+	if r.NoAccuracy {
+		parts = append(parts[:3], parts[4:]...)
+	}
+	return strings.Join(parts, sep)
 }
 
 // imagesPerSec is the training throughput of this epoch, up to its last
@@ -165,8 +172,14 @@ func (r *Reporter) EndEpoch(ev Event) float64 {
 		"loss " + FormatLoss(ev.Loss),
 		"acc " + FormatPercent(ev.Acc),
 	}
+	if r.NoAccuracy {
+		parts = parts[:2]
+	}
 	if ev.ValLoss != 0 || ev.ValAcc != 0 {
-		parts = append(parts, "val_loss "+FormatLoss(ev.ValLoss), "val_acc "+FormatPercent(ev.ValAcc))
+		parts = append(parts, "val_loss "+FormatLoss(ev.ValLoss))
+		if !r.NoAccuracy {
+			parts = append(parts, "val_acc "+FormatPercent(ev.ValAcc))
+		}
 	}
 	parts = append(parts,
 		FormatRate(ips)+" img/s",

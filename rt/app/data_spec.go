@@ -1,0 +1,245 @@
+package app
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+
+	"github.com/mlbuild/mlbuild/rt/csvdata"
+)
+
+// DataSpec is the spec's dataset block for the formats other than IDX
+// (whose file names stay in Defaults): where the samples are, how a CSV
+// file is laid out, what the labels mean and what preprocessing training
+// fits. The zero value means IDX, classification, no preprocessing.
+type DataSpec struct {
+	Format             string // "csv" or "npy"; "" or "idx" for IDX files
+	Task               string // "classification" or "regression"
+	Train, TrainLabels string
+	Test, TestLabels   string
+	TestSplit          float64 // fraction of Train held out as the test set when Test is ""
+	Header             bool
+	SkipRows           int
+	Delimiter          string
+	Label, Drop        []Column
+	ClassNames         []string
+	Standardize        bool // per-feature standardisation of the inputs
+	StandardizeTargets bool // regression: standardised targets
+}
+
+// Column picks a CSV column by header name or, when Name is "", by index.
+type Column struct {
+	Name  string
+	Index int
+}
+
+// regression reports whether the model predicts real values: the spec's
+// task, or a regression loss without a dataset block.
+func (m *Meta) regression() bool {
+	if m.Data.Task != "" {
+		return m.Data.Task == "regression"
+	}
+	return m.Defaults.Loss == "mae" || m.Defaults.Loss == "huber"
+}
+
+// format is the data format, "idx" when the spec names none.
+func (m *Meta) format() string {
+	if m.Data.Format == "" {
+		return "idx"
+	}
+	return m.Data.Format
+}
+
+// csvOptions translates the spec's CSV layout for the reader; labels says
+// whether the file holds the label columns.
+func (d *DataSpec) csvOptions(labels bool) csvdata.Options {
+	o := csvdata.Options{SkipRows: d.SkipRows, Header: d.Header}
+	if d.Delimiter != "" {
+		o.Delimiter = []rune(d.Delimiter)[0]
+	}
+	if labels {
+		for _, c := range d.Label {
+			o.Labels = append(o.Labels, csvdata.Column{Name: c.Name, Index: c.Index})
+		}
+		if len(o.Labels) == 0 {
+			o.Labels = []csvdata.Column{{Index: -1}}
+		}
+	}
+	for _, c := range d.Drop {
+		o.Drop = append(o.Drop, csvdata.Column{Name: c.Name, Index: c.Index})
+	}
+	return o
+}
+
+// record is what training learned about the data besides the weights: the
+// standardisation statistics and the order of string classes. It is stored
+// in the weights file's metadata, so that eval and predict apply exactly
+// what training did.
+type record struct {
+	mean, std   []float32 // per input feature; nil without standardisation
+	tmean, tstd []float32 // per regression target; nil without
+	classNames  []string  // string classes in index order; nil for integer labels
+}
+
+// Metadata keys of a record.
+const (
+	mdMean       = "mlbuild.standardize.mean"
+	mdStd        = "mlbuild.standardize.std"
+	mdTargetMean = "mlbuild.targets.mean"
+	mdTargetStd  = "mlbuild.targets.std"
+	mdClasses    = "mlbuild.classes"
+)
+
+// metadata adds the record to a weights file's metadata.
+func (r *record) metadata(md map[string]string) {
+	if r == nil {
+		return
+	}
+	put := func(key string, v []float32) {
+		if v == nil {
+			return
+		}
+		parts := make([]string, len(v))
+		for i, x := range v {
+			parts[i] = strconv.FormatFloat(float64(x), 'g', -1, 32)
+		}
+		md[key] = "[" + strings.Join(parts, ",") + "]"
+	}
+	put(mdMean, r.mean)
+	put(mdStd, r.std)
+	put(mdTargetMean, r.tmean)
+	put(mdTargetStd, r.tstd)
+	if r.classNames != nil {
+		b, _ := json.Marshal(r.classNames)
+		md[mdClasses] = string(b)
+	}
+}
+
+// readRecord reads a record from a weights file's metadata and checks it
+// against what the spec says training fits; path names the file.
+func readRecord(meta *Meta, path string, md map[string]string) (*record, error) {
+	r := &record{}
+	get := func(key string, want int, needed bool) ([]float32, error) {
+		s, ok := md[key]
+		if !ok {
+			if needed {
+				return nil, fmt.Errorf("%s holds no %s: the spec standardises, so the weights must carry the statistics training fitted (train them with this program)", path, key)
+			}
+			return nil, nil
+		}
+		var v []float64
+		if err := json.Unmarshal([]byte(s), &v); err != nil || len(v) != want {
+			return nil, fmt.Errorf("%s: metadata %s is %.60q; want a list of %d numbers", path, key, s, want)
+		}
+		out := make([]float32, want)
+		for i, x := range v {
+			if math.IsNaN(x) || math.IsInf(x, 0) {
+				return nil, fmt.Errorf("%s: metadata %s has a non-finite value", path, key)
+			}
+			out[i] = float32(x)
+		}
+		return out, nil
+	}
+	var err error
+	d := &meta.Data
+	if r.mean, err = get(mdMean, meta.inputSize(), d.Standardize); err != nil {
+		return nil, err
+	}
+	if r.std, err = get(mdStd, meta.inputSize(), d.Standardize); err != nil {
+		return nil, err
+	}
+	targets := d.StandardizeTargets && meta.regression()
+	if r.tmean, err = get(mdTargetMean, meta.Classes, targets); err != nil {
+		return nil, err
+	}
+	if r.tstd, err = get(mdTargetStd, meta.Classes, targets); err != nil {
+		return nil, err
+	}
+	if s, ok := md[mdClasses]; ok {
+		if err := json.Unmarshal([]byte(s), &r.classNames); err != nil || len(r.classNames) > meta.Classes {
+			return nil, fmt.Errorf("%s: metadata %s is %.60q; want a list of at most %d class names", path, mdClasses, s, meta.Classes)
+		}
+	}
+	return r, nil
+}
+
+// inputSize is the number of values of one sample.
+func (m *Meta) inputSize() int {
+	n := 1
+	for _, d := range m.InputShape {
+		n *= d
+	}
+	return n
+}
+
+// standardize maps each row of width values to (v - mean)/std in place.
+func standardize(x []float32, width int, mean, std []float32) {
+	if mean == nil {
+		return
+	}
+	for i := range x {
+		j := i % width
+		x[i] = (x[i] - mean[j]) / std[j]
+	}
+}
+
+// unstandardize undoes standardize in place.
+func unstandardize(x []float32, width int, mean, std []float32) {
+	if mean == nil {
+		return
+	}
+	for i := range x {
+		j := i % width
+		x[i] = x[i]*std[j] + mean[j]
+	}
+}
+
+// classLabels names the classes for output: the spec's classNames, the
+// string classes training recorded, or the indices.
+func classLabels(meta *Meta) []string {
+	if len(meta.Data.ClassNames) == meta.Classes {
+		return meta.Data.ClassNames
+	}
+	out := make([]string, meta.Classes)
+	for i := range out {
+		out[i] = strconv.Itoa(i)
+		if meta.rec != nil && i < len(meta.rec.classNames) {
+			out[i] = meta.rec.classNames[i]
+		}
+	}
+	return out
+}
+
+// dataFiles names the files a command reads from --data, for help texts.
+func dataFiles(meta *Meta, train bool) string {
+	d := &meta.Data
+	if meta.format() == "idx" {
+		if train {
+			return meta.Defaults.TrainImages + ", " + meta.Defaults.TrainLabels
+		}
+		return meta.Defaults.TestImages + ", " + meta.Defaults.TestLabels
+	}
+	files := []string{d.Train, d.TrainLabels}
+	if !train && d.Test != "" {
+		files = []string{d.Test, d.TestLabels}
+	}
+	if files[1] == "" {
+		files = files[:1]
+	}
+	s := strings.Join(files, ", ")
+	if !train && d.Test == "" && d.TestSplit > 0 {
+		s += fmt.Sprintf(": the %g held out", d.TestSplit)
+	}
+	return s
+}
+
+// trainCorrect counts the rows of a training batch whose predicted class
+// is the labelled one; a regression model has no classes and counts none.
+func trainCorrect(meta *Meta, out, labels []float32) int {
+	if meta.regression() {
+		return 0
+	}
+	return countCorrect(out, labels, meta.Classes)
+}

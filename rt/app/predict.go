@@ -1,0 +1,245 @@
+package app
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/mlbuild/mlbuild/rt/csvdata"
+	"github.com/mlbuild/mlbuild/rt/idx"
+	"github.com/mlbuild/mlbuild/rt/imageio"
+	"github.com/mlbuild/mlbuild/rt/npy"
+)
+
+// predictOptions are the flags of `predict`.
+type predictOptions struct {
+	weights, output string
+	limit, top      int
+	resize          bool
+}
+
+func predictCmd(m Model, args []string, stdout, stderr io.Writer) error {
+	meta := m.Meta()
+	o := &predictOptions{}
+	fs := newFlags(meta, "predict")
+	fs.StringVar(&o.weights, "weights", "", "trained weights (safetensors)")
+	fs.IntVar(&o.limit, "limit", 10, "for a file of many samples (IDX, .npy, CSV): how many to print (0: all); --output writes all")
+	fs.BoolVar(&o.resize, "resize", false, "resize images whose size differs from the model's input")
+	fs.IntVar(&o.top, "top", 1, "classification: how many classes to print per input")
+	fs.StringVar(&o.output, "output", "", "write the raw outputs of every sample (logits, or regression values) to this .npy file instead of printing")
+	inputs, err := parseFlags(fs, args, stdout)
+	if err != nil {
+		return err
+	}
+	if o.weights == "" || len(inputs) == 0 {
+		return usageError{"predict needs --weights FILE and at least one INPUT (PNG or PGM images, an IDX images file, a .npy array or a CSV file)"}
+	}
+	if !meta.regression() && (o.top < 1 || o.top > meta.Classes) {
+		return usageError{fmt.Sprintf("--top must be between 1 and %d", meta.Classes)}
+	}
+	if o.limit < 0 {
+		return usageError{"--limit must not be negative"}
+	}
+	if o.output != "" && filepath.Ext(o.output) != ".npy" {
+		return usageError{fmt.Sprintf("--output %s: the outputs are written as a NumPy array; name a .npy file", o.output)}
+	}
+	if err := loadWeights(m, o.weights); err != nil {
+		return err
+	}
+	p := &predictor{m: m, meta: meta, o: o, w: stdout, names: classLabels(meta)}
+	for _, path := range inputs {
+		if err := p.file(path); err != nil {
+			return err
+		}
+	}
+	if o.output != "" {
+		if err := npy.Write(o.output, []int{p.rows, meta.Classes}, p.out); err != nil {
+			return fmt.Errorf("writing %s: %v", o.output, err)
+		}
+		fmt.Fprintf(stdout, "wrote %d×%d outputs to %s\n", p.rows, meta.Classes, o.output)
+	}
+	return nil
+}
+
+// predictor runs the inference plan over the samples of each input and
+// prints or collects the outputs.
+type predictor struct {
+	m     Model
+	meta  *Meta
+	o     *predictOptions
+	w     io.Writer
+	names []string
+	out   []float32 // collected outputs, for --output
+	rows  int
+}
+
+// file predicts every sample of one input file, by its contents.
+func (p *predictor) file(path string) error {
+	head := make([]byte, 6)
+	if f, err := os.Open(path); err == nil {
+		io.ReadFull(f, head)
+		f.Close()
+	} else {
+		return err
+	}
+	switch {
+	case bytes.HasPrefix(head, []byte("\x89PNG")) || bytes.HasPrefix(head, []byte("P2")) || bytes.HasPrefix(head, []byte("P5")):
+		return p.image(path)
+	case bytes.HasPrefix(head, []byte(npy.Magic)):
+		a, err := npy.Open(path)
+		if err != nil {
+			return err
+		}
+		defer a.Close()
+		if want := p.meta.inputSize(); a.RowSize() != want || len(a.Shape) == 0 {
+			return fmt.Errorf("%s: shape %s gives %d values per sample but the model takes %d (input %s)", path, a.ShapeText(), a.RowSize(), want, joinShape(p.meta.InputShape))
+		}
+		return p.rowsOf(path, a.Rows(), func(x []float32, idx []int) { a.Gather(x, idx) })
+	case strings.EqualFold(filepath.Ext(path), ".csv") || strings.EqualFold(filepath.Ext(path), ".txt") || strings.EqualFold(filepath.Ext(path), ".tsv"):
+		tb, err := p.readCSV(path)
+		if err != nil {
+			return err
+		}
+		w := tb.Features
+		return p.rowsOf(path, tb.Rows, func(x []float32, idx []int) {
+			for k, r := range idx {
+				copy(x[k*w:(k+1)*w], tb.X[r*w:(r+1)*w])
+			}
+		})
+	}
+	im, err := idx.OpenImages(path)
+	if err != nil {
+		return fmt.Errorf("%v (predict takes PNG or PGM images, an IDX images file, a .npy array or a .csv file)", err)
+	}
+	defer im.Close()
+	if im.Rows*im.Cols != p.meta.inputSize() {
+		return fmt.Errorf("%s: images are %d×%d but the model's input is %s", path, im.Rows, im.Cols, joinShape(p.meta.InputShape))
+	}
+	return p.rowsOf(path, im.N, im.Batch)
+}
+
+// image predicts one PNG or PGM image.
+func (p *predictor) image(path string) error {
+	pix, ih, iw, err := imageio.Load(path)
+	if err != nil {
+		return err
+	}
+	h, w := inputHW(p.meta)
+	pix, err = imageio.Fit(pix, ih, iw, h, w, p.o.resize)
+	if err != nil {
+		return fmt.Errorf("%s: %v", path, err)
+	}
+	if len(pix) != p.meta.inputSize() {
+		return fmt.Errorf("%s: the image gives %d values but the model takes %d values per sample (input %s)", path, len(pix), p.meta.inputSize(), joinShape(p.meta.InputShape))
+	}
+	x := p.m.InferInput(true)
+	copy(x, pix)
+	p.standardize(x, 1)
+	p.emit(path, p.m.Infer(true))
+	return nil
+}
+
+// readCSV reads samples to predict from a CSV file in the spec's layout,
+// with or without the label columns.
+func (p *predictor) readCSV(path string) (*csvdata.Table, error) {
+	d := &p.meta.Data
+	want := p.meta.inputSize()
+	withLabels, errWith := csvdata.Read(path, d.csvOptions(d.TrainLabels == ""))
+	if errWith == nil && withLabels.Features == want {
+		return withLabels, nil
+	}
+	without, err := csvdata.Read(path, d.csvOptions(false))
+	if err == nil && without.Features == want {
+		return without, nil
+	}
+	if errWith != nil {
+		return nil, errWith
+	}
+	return nil, fmt.Errorf("%s: the rows have %d feature columns (with the label columns taken out) but the model takes %d values per sample (input %s)", path, withLabels.Features, want, joinShape(p.meta.InputShape))
+}
+
+// rowsOf predicts n samples that gather copies into a batch buffer, a
+// batch at a time; printing stops after --limit unless --output collects.
+func (p *predictor) rowsOf(name string, n int, gather func(x []float32, idx []int)) error {
+	if p.o.output == "" && p.o.limit > 0 {
+		n = min(n, p.o.limit)
+	}
+	B := p.meta.Batch
+	x := p.m.InferInput(false)
+	per := len(x) / B
+	idx := make([]int, 0, B)
+	for start := 0; start < n; start += B {
+		idx = idx[:0]
+		for i := start; i < min(start+B, n); i++ {
+			idx = append(idx, i)
+		}
+		gather(x[:len(idx)*per], idx)
+		clear(x[len(idx)*per:])
+		p.standardize(x, len(idx))
+		out := p.m.Infer(false)
+		C := len(out) / B
+		for k, r := range idx {
+			p.emit(fmt.Sprintf("%s[%d]", name, r), out[k*C:(k+1)*C])
+		}
+	}
+	return nil
+}
+
+// standardize applies the input standardisation training recorded to the
+// first rows samples of x.
+func (p *predictor) standardize(x []float32, rows int) {
+	if r := p.meta.rec; r != nil {
+		w := p.meta.inputSize()
+		standardize(x[:rows*w], w, r.mean, r.std)
+	}
+}
+
+// emit prints one sample's prediction, or collects it for --output.
+// Regression values are given in the targets' own units.
+func (p *predictor) emit(name string, out []float32) {
+	row := slices.Clone(out)
+	if p.meta.regression() && p.meta.rec != nil {
+		unstandardize(row, len(row), p.meta.rec.tmean, p.meta.rec.tstd)
+	}
+	if p.o.output != "" {
+		p.out = append(p.out, row...)
+		p.rows++
+		return
+	}
+	if p.meta.regression() {
+		parts := make([]string, len(row))
+		for i, v := range row {
+			parts[i] = fmt.Sprintf("%.6g", v)
+		}
+		fmt.Fprintf(p.w, "%s: %s\n", name, strings.Join(parts, ", "))
+		return
+	}
+	printPrediction(p.w, name, row, p.o.top, p.names)
+}
+
+// printPrediction prints the most probable classes of one output row.
+func printPrediction(w io.Writer, name string, logits []float32, top int, names []string) {
+	probs := softmax64(logits)
+	order := make([]int, len(probs))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int {
+		switch {
+		case probs[a] > probs[b]:
+			return -1
+		case probs[a] < probs[b]:
+			return 1
+		}
+		return 0
+	})
+	fmt.Fprintf(w, "%s: class %s (p=%.3f)", name, names[order[0]], probs[order[0]])
+	for _, c := range order[1:top] {
+		fmt.Fprintf(w, ", %s (p=%.3f)", names[c], probs[c])
+	}
+	fmt.Fprintln(w)
+}
