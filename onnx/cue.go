@@ -25,10 +25,12 @@ func (im *Imported) IsChain() bool {
 }
 
 // Loss is the training loss the spec names: cross-entropy for a model
-// with one score per class, else mean squared error.
+// with one score per class, else mean squared error; also mean squared
+// error for a model whose output is already a softmax (cross-entropy
+// applies its own, and the schema refuses the pair).
 func (im *Imported) Loss() string {
 	for _, l := range im.Layers {
-		if l.Name == im.Output && len(l.OutShape) == 1 {
+		if l.Name == im.Output && len(l.OutShape) == 1 && l.Op != "softmax" {
 			return "softmax_cross_entropy"
 		}
 	}

@@ -13,14 +13,17 @@ work=$(mktemp -d)
 data=$work/mnist
 mkdir -p "$data"
 for f in "$b"/mnist/*.gz; do gunzip -c "$f" >"$data/$(basename "$f" .gz)"; done
-export MLBUILD_CUDA_CACHE_DIR=$work/kernels
+export MLBUILD_CUDA_CACHE=$work/kernels
 step() { echo; echo "== $*"; }
 step "machine"; cat "$b/VERSION"; nvidia-smi -L; nvidia-smi --query-gpu=driver_version,memory.total --format=csv,noheader
 for m in mnist lenet5 mlp; do
-	step "$m info"; "$b/bin/$m" info | head -12
-	step "$m start-up: cold kernel cache, then warm"
-	rm -rf "$MLBUILD_CUDA_CACHE_DIR"
-	for i in 1 2; do /usr/bin/time -f "%e s wall" "$b/bin/$m" info >/dev/null; done
+	step "$m info"; "$b/bin/$m" info | sed -n '1,/^$/p'
+	step "$m start-up: cold kernel cache, then warm (the kernels line; wall time of the whole info command)"
+	rm -rf "$MLBUILD_CUDA_CACHE"
+	for i in cold warm; do
+		s=$(date +%s.%N); k=$("$b/bin/$m" info | grep '^kernels:'); e=$(date +%s.%N)
+		echo "$i: $k; info took $(python3 -c "print(f'{$e-$s:.3f}')") s"
+	done
 	step "$m selftest"; "$b/bin/$m" selftest | tail -n 25
 done
 step "mnist: CPU and CUDA programs, first steps' losses"
@@ -58,11 +61,19 @@ print(json.dumps(dict(model=sys.argv[1], first_epoch_s=round(secs[0], 4), epoch_
 PY
 	tail -n 1 "$out/mlbuild.jsonl"
 done
-step "mnist: where a training step's time goes (ncu, one training step's kernels)"
+step "mnist with MLBUILD_CUDA_TF32=1 (TF32 tensor-core GEMMs: faster, not exact fp32; not in the table)"
+MLBUILD_CUDA_TF32=1 "$b/bin/mnist" train --data "$data" --epochs 3 --validation-split 0 --out "$work/tf32.safetensors" --metrics "$work/tf32.jsonl" --quiet >/dev/null
+python3 -c "
+import json,sys
+ev=[json.loads(l) for l in open('$work/tf32.jsonl') if '\"epoch\"' in l]
+print('epoch s (TF32):', [round(60000/e['images_per_sec'],4) for e in ev])"
+"$b/bin/mnist" eval --data "$data" --weights "$work/tf32.safetensors" | tail -n 1
+
+step "mnist: where a training step's time goes (ncu: the kernels of about three training steps)"
 ncu=$(command -v ncu || ls /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -n 1)
 if [ -n "$ncu" ]; then
 	# skip start-up and the first 20 steps (each step is ~21 kernels and GEMMs), then time one step's kernels
-	timeout 240 "$ncu" --clock-control none --metrics gpu__time_duration.sum --csv --launch-skip 600 --launch-count 60 \
+	timeout 240 "$ncu" --clock-control none --metrics gpu__time_duration.sum --csv --launch-skip 600 --launch-count 150 \
 		"$b/bin/mnist" train --data "$data" --epochs 1 --limit 10000 --validation-split 0 --out "$work/prof.safetensors" --quiet >"$out/ncu.csv" 2>"$work/ncu.err"
 	python3 - "$out/ncu.csv" <<'PY'
 import csv, sys, collections
@@ -75,7 +86,8 @@ for r in rows[1:]:
     except ValueError: continue
     t[r[ki][:70]] += v; n[r[ki][:70]] += 1
 tot = sum(t.values())
-print(f"{len(rows)-1} kernels, {tot/1e3:.1f} us in all")
+steps = max(1, sum(c for k, c in n.items() if '_record' in k))
+print(f"{len(rows)-1} kernels, {tot/1e3:.1f} us in all, {steps} whole steps among them: about {tot/1e3/(len(rows)-1)*((len(rows)-1)/steps):.0f} us of kernels a step")
 for k, v in t.most_common(30): print(f"{v/1e3:9.1f} us  x{n[k]:<3d} {k}")
 PY
 else

@@ -156,7 +156,7 @@ func TestBadNumbersAreUsageErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"predict", "--weights", "lin.safetensors", "--limit", "0", "data/test-images"}, "--limit must be at least 1, got 0"},
+		{[]string{"predict", "--weights", "lin.safetensors", "--limit", "-1", "data/test-images"}, "--limit must not be negative"},
 		{[]string{"train", "--data", "data", "--threads", "-1"}, "--threads must be 0 (all cores) or more, got -1"},
 		{[]string{"eval", "--data", "data", "--weights", "lin.safetensors", "--threads", "-1"}, "--threads must be 0"},
 		{[]string{"bench", "--threads", "-2"}, "--threads must be 0"},

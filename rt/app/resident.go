@@ -78,26 +78,30 @@ func residentEpoch(r Resident, o *trainOptions, st *trainState, lastGood string,
 	epoch, stepsPerEpoch int, rep *progress.Reporter, metrics *progress.Metrics, sigs chan os.Signal) (sumLoss float64, correct, seen int, err error) {
 	meta := r.Meta()
 	B := meta.Batch
+	// A device failure names the steps; the checkpoints written stay.
+	deviceErr := func(err error) error {
+		return fmt.Errorf("epoch %d: %w; %s", epoch+1, err, lastGoodText(lastGood))
+	}
 	step0 := st.step - st.batch // the step before batch 0 of this epoch
 	seeds := make([]uint64, stepsPerEpoch)
 	for b := range seeds {
 		seeds[b] = stepSeed(o.seed, step0+b+1)
 	}
 	if err := r.StartEpoch(order, seeds, lr, step0+1, st.batch); err != nil {
-		return 0, 0, 0, err
+		return 0, 0, 0, deviceErr(err)
 	}
 	start := st.batch
 	for b := st.batch; b < stepsPerEpoch; {
 		n := min(residentWindow, stepsPerEpoch-b)
 		if err := r.SaveState(); err != nil {
-			return 0, 0, 0, err
+			return 0, 0, 0, deviceErr(err)
 		}
 		if err := r.QueueSteps(n); err != nil {
-			return 0, 0, 0, err
+			return 0, 0, 0, deviceErr(err)
 		}
 		losses, corr, err := r.StepResults()
 		if err != nil {
-			return 0, 0, 0, err
+			return 0, 0, 0, deviceErr(err)
 		}
 		for i, loss := range losses {
 			if math.IsNaN(float64(loss)) || math.IsInf(float64(loss), 0) {
