@@ -66,7 +66,7 @@ MLBUILD_CUDA_TF32=1 "$b/bin/mnist" train --data "$data" --epochs 3 --validation-
 python3 -c "
 import json,sys
 ev=[json.loads(l) for l in open('$work/tf32.jsonl') if '\"epoch\"' in l]
-print('epoch s (TF32):', [round(60000/e['images_per_sec'],4) for e in ev])"
+print('epoch s (TF32):', [round(60000/e['images_per_sec'],4) for e in ev if e.get('images_per_sec')])"
 "$b/bin/mnist" eval --data "$data" --weights "$work/tf32.safetensors" | tail -n 1
 
 step "mnist: where a training step's time goes (ncu: the kernels of about three training steps)"
