@@ -16,6 +16,9 @@ import (
 // what the Metal program has always done).
 type HostDevice struct {
 	e *Engine
+	// argBytes holds, per kernel of LoadKernels, the bytes each buffer
+	// argument touches, which every dispatch is checked against.
+	argBytes map[string][]int
 }
 
 // OpenHostDevice opens the system's default Metal GPU as a gpuhost.Device.
@@ -108,10 +111,14 @@ func (d *HostDevice) LoadKernels(source string, kernels []gpuhost.KernelInfo) er
 	if err := d.e.LoadLibrary(source); err != nil {
 		return fmt.Errorf("compiling the Metal kernels: %w", err)
 	}
+	if d.argBytes == nil {
+		d.argBytes = map[string][]int{}
+	}
 	for _, k := range kernels {
 		if _, err := d.e.Pipeline(k.Name); err != nil {
 			return fmt.Errorf("making the pipeline of kernel %s: %w", k.Name, err)
 		}
+		d.argBytes[k.Name] = k.ArgBytes
 	}
 	return nil
 }
@@ -159,13 +166,22 @@ type encoder struct {
 }
 
 func (en *encoder) Dispatch(kernel string, args []gpuhost.Arg, groups, threads int) error {
+	need, ok := en.d.argBytes[kernel]
+	if !ok {
+		return fmt.Errorf("mps: kernel %q was not loaded by LoadKernels", kernel)
+	}
+	if len(args) != len(need) {
+		return fmt.Errorf("mps: kernel %q takes %d buffers, %d given", kernel, len(need), len(args))
+	}
 	en.binds = en.binds[:0]
-	for _, a := range args {
+	for i, a := range args {
 		buf, err := en.d.buffer(a.Buf)
 		if err != nil {
 			return err
 		}
-		en.binds = append(en.binds, Binding{Buffer: buf, Offset: a.Offset, Bytes: a.Bytes})
+		// The kernel touches what its constant shapes say, whatever the
+		// argument claims: Binding checks the larger fits.
+		en.binds = append(en.binds, Binding{Buffer: buf, Offset: a.Offset, Bytes: max(a.Bytes, need[i])})
 	}
 	return en.s.DispatchThreadgroups(kernel, en.binds, Size{Width: uint(groups), Height: 1, Depth: 1},
 		Size{Width: uint(threads), Height: 1, Depth: 1}, nil)
