@@ -29,9 +29,9 @@ import (
 // that two builds of the same plan produce the same bytes.
 const ModulePath = "mlbuildprog"
 
-// runtimeImport is the import path prefix of the runtime packages in
-// mlbuild's own module, rewritten to ModulePath in generated programs.
-const runtimeImport = "github.com/mlbuild/mlbuild/rt/"
+// moduleImport is the import path prefix of mlbuild's own packages,
+// rewritten to ModulePath in the packages programs carry.
+const moduleImport = "github.com/mlbuild/mlbuild/"
 
 // Input is everything the emitter renders.
 type Input struct {
@@ -84,23 +84,35 @@ var runtimePackages = []string{"cpu", "app", "idx", "csvdata", "npy", "safetenso
 // RuntimeFiles copies the named runtime packages (non-test sources only)
 // under rt/ with their imports rewritten to the generated module.
 func RuntimeFiles(pkgs ...string) ([]File, error) {
-	var out []File
+	var dirs []string
 	for _, pkg := range pkgs {
-		entries, err := fs.ReadDir(mlbuild.RuntimeSources, path.Join("rt", pkg))
+		dirs = append(dirs, path.Join("rt", pkg))
+	}
+	return carriedFiles(dirs...)
+}
+
+// carriedFiles copies the non-test sources (Go, assembly, C headers) of
+// packages of mlbuild's module that programs carry, from the one embed of
+// them (mlbuild.RuntimeSources), with their imports of mlbuild's packages
+// rewritten to the program's module.
+func carriedFiles(dirs ...string) ([]File, error) {
+	var out []File
+	for _, dir := range dirs {
+		entries, err := fs.ReadDir(mlbuild.RuntimeSources, dir)
 		if err != nil {
-			return nil, fmt.Errorf("emit: runtime package %s is not embedded in this mlbuild: %v", pkg, err)
+			return nil, fmt.Errorf("emit: package %s is not embedded in this mlbuild: %v", dir, err)
 		}
 		for _, e := range entries {
 			name := e.Name()
-			if strings.HasSuffix(name, "_test.go") || !(strings.HasSuffix(name, ".go") || strings.HasSuffix(name, ".s")) {
+			if e.IsDir() || strings.HasSuffix(name, "_test.go") || !(strings.HasSuffix(name, ".go") || strings.HasSuffix(name, ".s") || strings.HasSuffix(name, ".h")) {
 				continue
 			}
-			data, err := fs.ReadFile(mlbuild.RuntimeSources, path.Join("rt", pkg, name))
+			data, err := fs.ReadFile(mlbuild.RuntimeSources, path.Join(dir, name))
 			if err != nil {
 				return nil, err
 			}
-			data = bytes.ReplaceAll(data, []byte(`"`+runtimeImport), []byte(`"`+ModulePath+"/rt/"))
-			out = append(out, File{Path: path.Join("rt", pkg, name), Data: data})
+			data = bytes.ReplaceAll(data, []byte(`"`+moduleImport), []byte(`"`+ModulePath+"/"))
+			out = append(out, File{Path: path.Join(dir, name), Data: data})
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })

@@ -4,13 +4,9 @@ import (
 	"bytes"
 	"fmt"
 	"go/format"
-	"io/fs"
-	"path"
-	"sort"
 	"strconv"
 	"strings"
 
-	"github.com/mlbuild/mlbuild"
 	"github.com/mlbuild/mlbuild/emit/gpu"
 	"github.com/mlbuild/mlbuild/planner"
 )
@@ -58,27 +54,7 @@ func (d *gpuDevice) files(withFake bool) ([]File, error) {
 	if withFake {
 		dirs = append(dirs, d.pkg+"/"+d.fake)
 	}
-	var out []File
-	for _, dir := range dirs {
-		entries, err := fs.ReadDir(mlbuild.RuntimeSources, dir)
-		if err != nil {
-			return nil, fmt.Errorf("emit: the device package %s is not embedded in this mlbuild: %v", dir, err)
-		}
-		for _, e := range entries {
-			name := e.Name()
-			if e.IsDir() || strings.HasSuffix(name, "_test.go") || !(strings.HasSuffix(name, ".go") || strings.HasSuffix(name, ".h")) {
-				continue
-			}
-			data, err := fs.ReadFile(mlbuild.RuntimeSources, path.Join(dir, name))
-			if err != nil {
-				return nil, err
-			}
-			data = bytes.ReplaceAll(data, []byte(`"github.com/mlbuild/mlbuild/`), []byte(`"`+ModulePath+"/"))
-			out = append(out, File{Path: path.Join(dir, name), Data: data})
-		}
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
-	return out, nil
+	return carriedFiles(dirs...)
 }
 
 // GPUSources is what the GPU emitter renders besides the runtime: the
