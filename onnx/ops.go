@@ -1486,6 +1486,11 @@ func importPool(c *nodeCtx) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	for i := range 2 {
+		if win := g.dil[i]*(kernel[i]-1) + 1; g.pad[i] > win/2 {
+			return "", unsupported("use padding of at most half the window", "padding %v is more than half the window %v: a window could cover padding alone, which PyTorch and mlbuild refuse", g.pad, kernel)
+		}
+	}
 	op := "maxpool2d"
 	if c.n.OpType == "AveragePool" {
 		op = "avgpool2d"
