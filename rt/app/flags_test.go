@@ -59,11 +59,11 @@ func TestHelpExitsZero(t *testing.T) {
 	dir := t.TempDir()
 	every := map[string][]string{
 		"train":    {"data", "epochs", "out", "checkpoint", "resume", "metrics", "lr", "seed", "threads", "limit", "validation-split", "patience", "quiet", "force"},
-		"eval":     {"data", "weights", "json", "threads"},
-		"predict":  {"weights", "limit", "resize", "top"},
+		"eval":     {"data", "weights", "json", "threads", "split", "images", "labels", "validation-split", "seed", "limit", "confusion"},
+		"predict":  {"weights", "limit", "resize", "top", "json"},
 		"bench":    {"iters", "threads", "json"},
 		"sample":   {"data", "index", "train", "force"},
-		"info":     {},
+		"info":     {"json"},
 		"selftest": {},
 		"version":  {},
 	}
