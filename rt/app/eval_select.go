@@ -47,6 +47,9 @@ func (s *evalSelection) open(meta *Meta, dir string) (ds *dataset, indices []int
 	if dir == "" {
 		return nil, nil, "", usageError{"eval needs --data DIR (or --images FILE and --labels FILE) and --weights FILE"}
 	}
+	if err := noDataset(meta, "eval --data"); err != nil {
+		return nil, nil, "", err
+	}
 	switch s.split {
 	case "test":
 		ds, err = openTestSet(meta, dir, meta.rec)

@@ -221,3 +221,31 @@ func TestJSONForScripts(t *testing.T) {
 		}
 	}
 }
+
+// TestNoDatasetSaysWhatIsMissing: a program compiled from a spec without
+// a dataset block knows no file names; train, eval and sample say so and
+// what to add, instead of failing on the --data folder itself.
+func TestNoDatasetSaysWhatIsMissing(t *testing.T) {
+	dir := trainedLin(t)
+	m := newLinearModel()
+	d := &m.meta.Defaults
+	d.TrainImages, d.TrainLabels, d.TestImages, d.TestLabels = "", "", "", ""
+	for _, args := range [][]string{
+		{"train", "--data", "data"},
+		{"eval", "--data", "data", "--weights", "lin.safetensors"},
+		{"sample", "--data", "data", "x.png"},
+	} {
+		code, _, errOut := runModel(t, dir, m, args...)
+		if code != exitUsage || !strings.Contains(errOut, "lin.cue has none: add a dataset block to the spec") {
+			t.Errorf("%q: exit %d (want 2): %s", args, code, errOut)
+		}
+	}
+	// predict needs no data files
+	if code, out, errOut := runModel(t, dir, m, "predict", "--weights", "lin.safetensors", "digit.pgm"); code != 0 || !strings.Contains(out, "class 0") {
+		t.Errorf("predict: exit %d\n%s%s", code, out, errOut)
+	}
+	// --images and --labels name the files themselves
+	if code, out, errOut := runModel(t, dir, m, "eval", "--weights", "lin.safetensors", "--images", "data/test-images", "--labels", "data/test-labels"); code != 0 {
+		t.Errorf("eval --images: exit %d\n%s%s", code, out, errOut)
+	}
+}
