@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/xml"
 	"fmt"
+	"image/png"
 	"io"
 	"os"
 	"path/filepath"
@@ -145,5 +146,45 @@ func TestNiceTicks(t *testing.T) {
 		if got := fmt.Sprint(niceTicks(c.lo, c.hi, 5)); got != c.want {
 			t.Errorf("niceTicks(%v, %v) = %s, want %s", c.lo, c.hi, got, c.want)
 		}
+	}
+}
+
+// TestPNG draws the same figure as a PNG: a 960×400 image that decodes,
+// carries the marker, and has the curves' colours where the SVG puts
+// them (a validation point) and white where there is nothing.
+func TestPNG(t *testing.T) {
+	r, err := Read("m.jsonl", strings.NewReader(metrics(twoEpochs()...)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	if err := PNG(&b, r, "m.jsonl"); err != nil {
+		t.Fatal(err)
+	}
+	if !IsPNGMarked(b.Bytes()) {
+		t.Errorf("the PNG lacks its marker chunk")
+	}
+	img, err := png.Decode(bytes.NewReader(b.Bytes()))
+	if err != nil {
+		t.Fatalf("the PNG does not decode: %v", err)
+	}
+	if img.Bounds().Dx() != 960 || img.Bounds().Dy() != 400 {
+		t.Fatalf("size %v", img.Bounds())
+	}
+	// Where the SVG puts the last validation point of the loss panel.
+	var cx, cy float64
+	for _, s := range figure(r, "m.jsonl") {
+		if s.kind == shapeCircle && s.fill == colourVal && s.group == "loss" {
+			cx, cy = s.pts[0].x, s.pts[0].y
+		}
+	}
+	if cr, cg, cb, _ := img.At(int(cx), int(cy)).RGBA(); cr>>8 != 0xff || cg>>8 != 0x7f || cb>>8 != 0x0e {
+		t.Errorf("pixel at the validation point (%v, %v) is %x %x %x, want the validation colour", cx, cy, cr>>8, cg>>8, cb>>8)
+	}
+	if cr, cg, cb, _ := img.At(5, 395).RGBA(); cr>>8 != 0xff || cg>>8 != 0xff || cb>>8 != 0xff {
+		t.Errorf("the corner is not white")
+	}
+	if IsPNGMarked([]byte("\x89PNG\r\n\x1a\n")) {
+		t.Errorf("a bare PNG signature passes as marked")
 	}
 }

@@ -109,7 +109,7 @@ func (p *positions) translate(e cueerrors.Error, v *cue.Value) (te Error, follow
 	fromSchemaCheck := len(path) > 0 && strings.HasSuffix(path[len(path)-1], "Err") && slices.ContainsFunc(path, func(l string) bool { return strings.HasPrefix(l, "_check") })
 
 	switch {
-	case fromSchemaCheck && strings.TrimSpace(raw) == "":
+	case fromSchemaCheck && (strings.TrimSpace(raw) == "" || raw == "invalid interpolation"):
 		// A check whose message could not be formatted because a value
 		// it quotes is unknown: a consequence of another error.
 		follower = true

@@ -27,9 +27,10 @@ type plotOptions struct {
 func newPlotCmd(g *globalOptions) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "plot METRICS",
-		Short: "Draw learning curves (loss and accuracy) from train --metrics as SVG",
+		Short: "Draw learning curves (loss and accuracy) from train --metrics as SVG or PNG",
 		Long: `Plot reads the JSON lines that a program's 'train --metrics FILE' writes and
-draws the learning curves as an SVG file that a browser opens: the loss and
+draws the learning curves as an SVG file that a browser opens (or a PNG
+image, when -o names a .png file): the loss and
 the accuracy against the optimizer step, for every step (faint), each
 epoch's training mean, and the validation set when the run held one out.
 Dashed lines mark the ends of epochs.
@@ -43,13 +44,14 @@ Examples:
   ./digits train --data "$MNIST" --validation-split 0.1 --metrics metrics.jsonl
   mlbuild plot metrics.jsonl                 # writes metrics.svg
   mlbuild plot metrics.jsonl -o curves.svg
+  mlbuild plot metrics.jsonl -o curves.png
 `,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return plotRun(&plotOptions{metrics: args[0], out: g.config.GetString("output"), force: g.config.GetBool("force"), stdout: g.stdout})
 		},
 	}
-	cmd.Flags().StringP("output", "o", "", "the SVG file to write (default: METRICS with .svg for its extension)")
+	cmd.Flags().StringP("output", "o", "", "the file to write, SVG or (named .png) PNG (default: METRICS with .svg for its extension)")
 	cmd.Flags().Bool("force", false, "replace an output file that mlbuild plot did not write")
 	return cmd
 }
@@ -73,7 +75,11 @@ func plotRun(opts *plotOptions) error {
 		return withCode(ExitIO, fmt.Errorf("%s exists and was not written by mlbuild plot; choose another -o, remove it, or pass --force", out))
 	}
 	title := fmt.Sprintf("%s: %d epochs, %d steps", filepath.Base(opts.metrics), len(run.Epochs), lastStep(run))
-	if err := atomicfile.WriteFile(out, 0o644, func(w io.Writer) error { return plot.SVG(w, run, title) }); err != nil {
+	draw := plot.SVG
+	if strings.EqualFold(filepath.Ext(out), ".png") {
+		draw = plot.PNG
+	}
+	if err := atomicfile.WriteFile(out, 0o644, func(w io.Writer) error { return draw(w, run, title) }); err != nil {
 		return withCode(ExitIO, err)
 	}
 	note := ""
@@ -95,14 +101,21 @@ func lastStep(r *plot.Run) int {
 	return n
 }
 
-// writtenByPlot reports whether path is an SVG that mlbuild plot wrote:
-// its second line is plot.Marker.
+// writtenByPlot reports whether path is an SVG or PNG that mlbuild plot
+// wrote: an SVG whose second line is plot.Marker, or a PNG with its
+// marker chunk after the header.
 func writtenByPlot(path string) bool {
 	f, err := os.Open(path)
 	if err != nil {
 		return false
 	}
 	defer f.Close()
+	head := make([]byte, 128)
+	n, _ := io.ReadFull(f, head)
+	if plot.IsPNGMarked(head[:n]) {
+		return true
+	}
+	f.Seek(0, io.SeekStart)
 	sc := bufio.NewScanner(f)
 	return sc.Scan() && strings.HasPrefix(sc.Text(), "<svg ") && sc.Scan() && sc.Text() == plot.Marker
 }

@@ -128,8 +128,13 @@ type DeviceInfo interface {
 
 func infoCmd(m Model, args []string, w io.Writer) error {
 	meta := m.Meta()
-	if err := noOperands(newFlags(meta, "info"), args, w); err != nil {
+	fs := newFlags(meta, "info")
+	asJSON := fs.Bool("json", false, "print one JSON object")
+	if err := noOperands(fs, args, w); err != nil {
 		return err
+	}
+	if *asJSON {
+		return writeInfoJSON(m, w)
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "model:\t%s\nspec:\t%s\nbackend:\t%s\nbuild key:\t%s\nmlbuild:\t%s\ngo:\t%s %s/%s\n",

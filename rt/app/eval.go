@@ -177,11 +177,12 @@ func evalCmd(m Model, args []string, stdout, stderr io.Writer) error {
 	asJSON := fs.Bool("json", false, "print one JSON object")
 	confusion := fs.Bool("confusion", false, "classification: also print the confusion matrix (rows: true class, columns: predicted)")
 	threads := fs.Int("threads", 0, "use `N` CPU threads (0: all)")
+	sel := addEvalSelection(fs, meta.Defaults)
 	if err := noOperands(fs, args, stdout); err != nil {
 		return err
 	}
-	if *data == "" || *weights == "" {
-		return usageError{"eval needs --data DIR and --weights FILE"}
+	if (*data == "" && sel.images == "") || *weights == "" {
+		return usageError{"eval needs --data DIR (or --images FILE and --labels FILE) and --weights FILE"}
 	}
 	if err := checkThreads(*threads); err != nil {
 		return err
@@ -190,16 +191,12 @@ func evalCmd(m Model, args []string, stdout, stderr io.Writer) error {
 	if err := loadWeights(m, *weights); err != nil {
 		return err
 	}
-	ds, err := openTestSet(meta, *data, meta.rec)
+	ds, indices, what, err := sel.open(meta, *data)
 	if err != nil {
 		return err
 	}
 	defer ds.close()
-	all := make([]int, ds.n)
-	for i := range all {
-		all[i] = i
-	}
-	r, err := evaluate(m, ds, all, meta)
+	r, err := evaluate(m, ds, indices, meta)
 	if err != nil {
 		return err
 	}
@@ -207,7 +204,13 @@ func evalCmd(m Model, args []string, stdout, stderr io.Writer) error {
 		r.Confusion = nil
 	}
 	if *asJSON {
-		return json.NewEncoder(stdout).Encode(r)
+		return json.NewEncoder(stdout).Encode(struct {
+			evalResult
+			Split string `json:"split"`
+		}{r, what})
+	}
+	if what != "test" {
+		fmt.Fprintf(stdout, "images: %s\n", what)
 	}
 	if meta.regression() {
 		fmt.Fprintf(stdout, "samples: %d\nloss: %.4f\nmse: %.4f\nmae: %.4f\nr2: %.4f\n", r.Samples, r.Loss, *r.MSE, *r.MAE, *r.R2)

@@ -1,6 +1,7 @@
 package app
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -58,11 +59,11 @@ func TestHelpExitsZero(t *testing.T) {
 	dir := t.TempDir()
 	every := map[string][]string{
 		"train":    {"data", "epochs", "out", "checkpoint", "resume", "metrics", "lr", "seed", "threads", "limit", "validation-split", "patience", "quiet", "force"},
-		"eval":     {"data", "weights", "json", "threads"},
-		"predict":  {"weights", "limit", "resize", "top"},
+		"eval":     {"data", "weights", "json", "threads", "split", "images", "labels", "validation-split", "seed", "limit", "confusion"},
+		"predict":  {"weights", "limit", "resize", "top", "json"},
 		"bench":    {"iters", "threads", "json"},
 		"sample":   {"data", "index", "train", "force"},
-		"info":     {},
+		"info":     {"json"},
 		"selftest": {},
 		"version":  {},
 	}
@@ -165,5 +166,86 @@ func TestBadNumbersAreUsageErrors(t *testing.T) {
 		if code != exitUsage || !strings.Contains(errOut, c.want) {
 			t.Errorf("%q: exit %d (want 2), stderr lacks %q:\n%s%s", c.args, code, c.want, out, errOut)
 		}
+	}
+}
+
+// TestJSONForScripts: info --json and predict --json print JSON that
+// decodes into what the text shows.
+func TestJSONForScripts(t *testing.T) {
+	dir := trainedLin(t)
+	code, out, errOut := runLin(t, dir, "info", "--json")
+	var info struct {
+		Model   string `json:"model"`
+		Input   []int  `json:"input"`
+		Classes int    `json:"classes"`
+		Params  int    `json:"params"`
+		Layers  []struct {
+			Name string `json:"name"`
+		} `json:"layers"`
+		Tensors []struct {
+			Name  string `json:"name"`
+			Shape []int  `json:"shape"`
+		} `json:"tensors"`
+		Training struct {
+			Epochs int `json:"epochs"`
+		} `json:"training"`
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &info) != nil {
+		t.Fatalf("info --json: exit %d, %q\n%s", code, out, errOut)
+	}
+	if info.Model != "lin" || info.Classes != 4 || info.Params != 68 || len(info.Layers) != 3 || len(info.Tensors) != 2 ||
+		info.Tensors[0].Name != "dense1.weight" || len(info.Tensors[0].Shape) != 2 || info.Training.Epochs != 3 {
+		t.Errorf("info --json: %+v", info)
+	}
+
+	code, out, errOut = runLin(t, dir, "predict", "--json", "--top", "2", "--weights", "lin.safetensors", "digit.pgm", "--", "-dash.pgm")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if code != 0 || len(lines) != 2 {
+		t.Fatalf("predict --json: exit %d, %q\n%s", code, out, errOut)
+	}
+	for i, line := range lines {
+		var p struct {
+			Input string  `json:"input"`
+			Class int     `json:"class"`
+			P     float64 `json:"p"`
+			Top   []struct {
+				Class int     `json:"class"`
+				P     float64 `json:"p"`
+			} `json:"top"`
+		}
+		if err := json.Unmarshal([]byte(line), &p); err != nil {
+			t.Fatalf("line %q: %v", line, err)
+		}
+		if p.Input != []string{"digit.pgm", "-dash.pgm"}[i] || p.Class != 0 || !(p.P > 0.5) || len(p.Top) != 2 || p.Top[0].Class != 0 || p.Top[0].P != p.P || p.Top[1].P > p.P {
+			t.Errorf("predict --json line %d: %+v", i, p)
+		}
+	}
+}
+
+// TestNoDatasetSaysWhatIsMissing: a program compiled from a spec without
+// a dataset block knows no file names; train, eval and sample say so and
+// what to add, instead of failing on the --data folder itself.
+func TestNoDatasetSaysWhatIsMissing(t *testing.T) {
+	dir := trainedLin(t)
+	m := newLinearModel()
+	d := &m.meta.Defaults
+	d.TrainImages, d.TrainLabels, d.TestImages, d.TestLabels = "", "", "", ""
+	for _, args := range [][]string{
+		{"train", "--data", "data"},
+		{"eval", "--data", "data", "--weights", "lin.safetensors"},
+		{"sample", "--data", "data", "x.png"},
+	} {
+		code, _, errOut := runModel(t, dir, m, args...)
+		if code != exitUsage || !strings.Contains(errOut, "lin.cue has none: add a dataset block to the spec") {
+			t.Errorf("%q: exit %d (want 2): %s", args, code, errOut)
+		}
+	}
+	// predict needs no data files
+	if code, out, errOut := runModel(t, dir, m, "predict", "--weights", "lin.safetensors", "digit.pgm"); code != 0 || !strings.Contains(out, "class 0") {
+		t.Errorf("predict: exit %d\n%s%s", code, out, errOut)
+	}
+	// --images and --labels name the files themselves
+	if code, out, errOut := runModel(t, dir, m, "eval", "--weights", "lin.safetensors", "--images", "data/test-images", "--labels", "data/test-labels"); code != 0 {
+		t.Errorf("eval --images: exit %d\n%s%s", code, out, errOut)
 	}
 }

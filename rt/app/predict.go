@@ -19,7 +19,7 @@ import (
 type predictOptions struct {
 	weights, output string
 	limit, top      int
-	resize          bool
+	resize, json    bool
 }
 
 func predictCmd(m Model, args []string, stdout, stderr io.Writer) error {
@@ -30,6 +30,7 @@ func predictCmd(m Model, args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&o.limit, "limit", 10, "for a file of many samples (IDX, .npy, CSV): how many to print (0: all); --output writes all")
 	fs.BoolVar(&o.resize, "resize", false, "resize images whose size differs from the model's input")
 	fs.IntVar(&o.top, "top", 1, "classification: how many classes to print per input")
+	fs.BoolVar(&o.json, "json", false, "print one JSON object per sample: {\"input\", \"class\", \"label\", \"p\", \"top\"} (regression: {\"input\", \"values\"})")
 	fs.StringVar(&o.output, "output", "", "write the raw outputs of every sample (logits, or regression values) to this .npy file instead of printing")
 	inputs, err := parseFlags(fs, args, stdout)
 	if err != nil {
@@ -208,6 +209,10 @@ func (p *predictor) emit(name string, out []float32) {
 	if p.o.output != "" {
 		p.out = append(p.out, row...)
 		p.rows++
+		return
+	}
+	if p.o.json {
+		printPredictionJSON(p.w, name, row, p.o.top, p.names, p.meta.regression())
 		return
 	}
 	if p.meta.regression() {

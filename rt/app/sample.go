@@ -32,6 +32,9 @@ func sampleCmd(m Model, args []string, stdout io.Writer) error {
 	if *data == "" || len(operands) != 1 {
 		return usageError{fmt.Sprintf("sample needs --data DIR and one OUT file (e.g. digit.png)\nRun '%s --help' for usage.", flags.Name())}
 	}
+	if err := noDataset(meta, "sample"); err != nil {
+		return err
+	}
 	out := operands[0]
 	images, labels, which := d.TestImages, d.TestLabels, "test"
 	if *train {

@@ -58,6 +58,9 @@ func parseTrainFlags(meta *Meta, args []string, stdout, stderr io.Writer) (*trai
 	if err := noOperands(fs, args, stdout); err != nil {
 		return nil, err
 	}
+	if err := noDataset(meta, "train"); err != nil {
+		return nil, err
+	}
 	var at *resumePoint
 	if o.resume != "" {
 		var err error

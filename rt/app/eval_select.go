@@ -1,0 +1,93 @@
+package app
+
+import (
+	"flag"
+	"fmt"
+)
+
+// evalSelection is which samples `eval` runs: the spec's test files (the
+// default), its training files, the validation samples a training run
+// held out of them, or a pair of IDX files named on the command line.
+type evalSelection struct {
+	split          string
+	images, labels string
+	valSplit       float64
+	seed           int64
+	limit          int
+}
+
+// addEvalSelection defines eval's flags for choosing the samples.
+func addEvalSelection(fs *flag.FlagSet, d Defaults) *evalSelection {
+	s := &evalSelection{}
+	fs.StringVar(&s.split, "split", "test", "which samples of --data: `test`, train, or validation (those a training run holds out)")
+	fs.StringVar(&s.images, "images", "", "evaluate this IDX images `FILE` instead (with --labels)")
+	fs.StringVar(&s.labels, "labels", "", "the IDX labels `FILE` of --images")
+	fs.Float64Var(&s.valSplit, "validation-split", d.ValidationSplit, "for --split validation: the training run's held-out fraction `X`")
+	fs.Int64Var(&s.seed, "seed", d.Seed, "for --split validation: the training run's seed `N`")
+	fs.IntVar(&s.limit, "limit", 0, "for --split train or validation: the training run's --limit `N` (0: all)")
+	return s
+}
+
+// open checks the selection and opens its samples; indices are the ones
+// to evaluate and what names them for the output.
+func (s *evalSelection) open(meta *Meta, dir string) (ds *dataset, indices []int, what string, err error) {
+	if s.images != "" || s.labels != "" {
+		if s.images == "" || s.labels == "" {
+			return nil, nil, "", usageError{"--images and --labels go together"}
+		}
+		if meta.format() != "idx" {
+			return nil, nil, "", usageError{fmt.Sprintf("--images and --labels name IDX files, but this model reads %s data: use --data and --split", meta.format())}
+		}
+		ds, err = openPair(meta, s.images, s.labels)
+		if err != nil {
+			return nil, nil, "", err
+		}
+		return ds, allIndices(ds.n), s.images, nil
+	}
+	if dir == "" {
+		return nil, nil, "", usageError{"eval needs --data DIR (or --images FILE and --labels FILE) and --weights FILE"}
+	}
+	if err := noDataset(meta, "eval --data"); err != nil {
+		return nil, nil, "", err
+	}
+	switch s.split {
+	case "test":
+		ds, err = openTestSet(meta, dir, meta.rec)
+		if err != nil {
+			return nil, nil, "", err
+		}
+		return ds, allIndices(ds.n), "test", nil
+	case "train", "validation":
+		if s.valSplit < 0 || s.valSplit >= 1 || s.limit < 0 {
+			return nil, nil, "", usageError{fmt.Sprintf("--validation-split must be in [0, 1) and --limit not negative, got %v and %d", s.valSplit, s.limit)}
+		}
+		// The weights carry the preprocessing training fitted; opening the
+		// training set fits it again, so keep the one of the weights.
+		rec := meta.rec
+		ds, err = openTrainSet(meta, dir, s.limit)
+		if err != nil {
+			return nil, nil, "", err
+		}
+		if rec != nil {
+			ds.rec, meta.rec = rec, rec
+		}
+		if s.split == "train" {
+			return ds, allIndices(ds.n), "train", nil
+		}
+		_, val := ds.split(s.valSplit, s.seed)
+		if len(val) == 0 {
+			ds.close()
+			return nil, nil, "", usageError{fmt.Sprintf("--split validation holds no samples with --validation-split %v: give the training run's", s.valSplit)}
+		}
+		return ds, val, "validation", nil
+	}
+	return nil, nil, "", usageError{fmt.Sprintf("--split must be test, train or validation, got %q", s.split)}
+}
+
+func allIndices(n int) []int {
+	all := make([]int, n)
+	for i := range all {
+		all[i] = i
+	}
+	return all
+}
