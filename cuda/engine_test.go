@@ -43,7 +43,7 @@ func loadSuite(t *testing.T, d gpuhost.Device) {
 	}
 }
 
-func TestNoGPU(t *testing.T) {
+func TestNoDevice(t *testing.T) {
 	_, _, err := openFakeWith(t, fakecuda.Options{Devices: -1}, cuda.Options{})
 	if err == nil || !errors.Is(err, cuda.ErrNoDevice) || !errors.Is(err, gpuhost.ErrNoDevice) {
 		t.Fatalf("Open without a GPU: %v, want an error wrapping ErrNoDevice", err)
@@ -360,7 +360,7 @@ func TestFacts(t *testing.T) {
 // TestGPUFaultIsReportedAndSticks drives the Engine below the Device's
 // checks: a kernel given an address outside every allocation faults, the
 // fault shows at the next wait, names itself, and sticks, as on a GPU.
-func TestGPUFaultIsReportedAndSticks(t *testing.T) {
+func TestFaultIsReportedAndSticks(t *testing.T) {
 	d, f, err := openFakeWith(t, fakecuda.Options{}, cuda.Options{})
 	if err != nil {
 		t.Fatal(err)
