@@ -76,6 +76,16 @@ func (d *Device) buffer(b gpuhost.Buffer, what string) (*buffer, error) {
 	return bb, nil
 }
 
+// Pointer is b's device address, for work outside the Encoder (a
+// library call, another GPU's copy).
+func (d *Device) Pointer(b gpuhost.Buffer) (DevicePtr, error) {
+	bb, err := d.buffer(b, "Pointer")
+	if err != nil {
+		return 0, err
+	}
+	return bb.ptr, nil
+}
+
 // busy refuses what may not happen while a sequence is being recorded or
 // after Close.
 func (d *Device) busy(what string) error {

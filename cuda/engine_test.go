@@ -1,0 +1,530 @@
+package cuda_test
+
+import (
+	"errors"
+	"os"
+	"reflect"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/mlbuild/mlbuild/cuda"
+	"github.com/mlbuild/mlbuild/cuda/fakecuda"
+	"github.com/mlbuild/mlbuild/emit/gpu"
+	"github.com/mlbuild/mlbuild/rt/gpuhost"
+	"github.com/mlbuild/mlbuild/rt/gpuhost/gpuhosttest"
+)
+
+func openFakeWith(t *testing.T, fo fakecuda.Options, opts cuda.Options) (*cuda.Device, *fakecuda.Fake, error) {
+	t.Helper()
+	fo.WorkDir = fakeWorkDir
+	f := fakecuda.New(fo)
+	opts.Libraries = f.Libraries()
+	if opts.KernelCacheDir == "" {
+		opts.KernelCacheDir = t.TempDir()
+	}
+	d, err := cuda.OpenDevice(opts)
+	if err == nil {
+		t.Cleanup(func() { d.Close() })
+	}
+	return d, f, err
+}
+
+// loadSuite loads the conformance suite's kernels.
+func loadSuite(t *testing.T, d gpuhost.Device) {
+	t.Helper()
+	src, infos, err := gpuhosttest.Source(gpu.CUDA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.LoadKernels(src, infos); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestNoDevice(t *testing.T) {
+	_, _, err := openFakeWith(t, fakecuda.Options{Devices: -1}, cuda.Options{})
+	if err == nil || !errors.Is(err, cuda.ErrNoDevice) || !errors.Is(err, gpuhost.ErrNoDevice) {
+		t.Fatalf("Open without a GPU: %v, want an error wrapping ErrNoDevice", err)
+	}
+	var ce *cuda.Error
+	if !errors.As(err, &ce) || ce.Call != "cuInit" || ce.Name != "CUDA_ERROR_NO_DEVICE" {
+		t.Errorf("error %v: want a *cuda.Error of cuInit named CUDA_ERROR_NO_DEVICE", err)
+	}
+	_, _, err = openFakeWith(t, fakecuda.Options{}, cuda.Options{Ordinal: 2})
+	if err == nil || !strings.Contains(err.Error(), "GPU 2 asked for, but the driver sees 1") {
+		t.Errorf("Open of GPU 2 on a one-GPU machine: %v", err)
+	}
+}
+
+func TestOutOfMemoryNamesBytes(t *testing.T) {
+	d, _, err := openFakeWith(t, fakecuda.Options{Memory: 64 << 20}, cuda.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = d.Alloc("weights", 100<<20)
+	if err == nil {
+		t.Fatal("Alloc of 100 MiB on a 64 MiB GPU: no error")
+	}
+	// 32 MiB are cuBLAS's workspace.
+	for _, want := range []string{`buffer "weights"`, "104857600 bytes needed", "33554432 of 67108864 bytes free", "CUDA_ERROR_OUT_OF_MEMORY", "smaller"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the error lacks %q: %v", want, err)
+		}
+	}
+	var ce *cuda.Error
+	if !errors.As(err, &ce) || ce.Code != int(cuda.ErrorOutOfMemory) {
+		t.Errorf("error %v: want a *cuda.Error with code 2", err)
+	}
+}
+
+func TestKernelCache(t *testing.T) {
+	dir := t.TempDir()
+	open := func(fo fakecuda.Options, cacheDir string) (*cuda.Device, *fakecuda.Fake) {
+		d, f, err := openFakeWith(t, fo, cuda.Options{KernelCacheDir: cacheDir})
+		if err != nil {
+			t.Fatal(err)
+		}
+		loadSuite(t, d)
+		return d, f
+	}
+	d1, f1 := open(fakecuda.Options{}, dir)
+	l1 := d1.Engine().KernelLoads()
+	if f1.Stats().Compiles != 1 || l1[0].FromCache || l1[0].Arch != "sm_90" || l1[0].CacheFile == "" {
+		t.Fatalf("first load: %d compiles, %+v; want one compile for sm_90 written to the cache", f1.Stats().Compiles, l1)
+	}
+	d2, f2 := open(fakecuda.Options{}, dir)
+	if l := d2.Engine().KernelLoads(); f2.Stats().Compiles != 0 || !l[0].FromCache || l[0].CacheFile != l1[0].CacheFile {
+		t.Fatalf("second load: %d compiles, %+v; want the image from the cache", f2.Stats().Compiles, l)
+	}
+	// Another architecture is another entry.
+	_, f3 := open(fakecuda.Options{CCMajor: 8, CCMinor: 6}, dir)
+	if f3.Stats().Compiles != 1 {
+		t.Errorf("sm_86 after sm_90: %d compiles, want 1", f3.Stats().Compiles)
+	}
+	// A corrupt entry is recompiled and rewritten, silently.
+	for _, corrupt := range []func(b []byte) []byte{
+		func(b []byte) []byte { return b[:len(b)/2] },
+		func(b []byte) []byte { b[len(b)-2] ^= 0x55; return b },
+		func(b []byte) []byte { return []byte("garbage") },
+	} {
+		b, err := os.ReadFile(l1[0].CacheFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(l1[0].CacheFile, corrupt(b), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		d4, f4 := open(fakecuda.Options{}, dir)
+		if f4.Stats().Compiles != 1 || d4.Engine().KernelLoads()[0].FromCache {
+			t.Errorf("after corrupting the entry: %d compiles, want 1", f4.Stats().Compiles)
+		}
+		_, f5 := open(fakecuda.Options{}, dir)
+		if f5.Stats().Compiles != 0 {
+			t.Errorf("after the rewrite: %d compiles, want 0 (the entry was not repaired)", f5.Stats().Compiles)
+		}
+	}
+	// A cached image the driver refuses (here: for another GPU) is compiled again.
+	b, _ := os.ReadFile(l1[0].CacheFile)
+	os.WriteFile(l1[0].CacheFile, []byte(strings.Replace(string(b), "sm_90\n", "sm_10\n", 1)), 0o644)
+	if _, f := open(fakecuda.Options{}, dir); f.Stats().Compiles != 1 {
+		t.Errorf("an image the driver refuses: %d compiles, want 1", f.Stats().Compiles)
+	}
+	// Off: every load compiles and nothing is written.
+	for range 2 {
+		d, f := open(fakecuda.Options{}, "off")
+		if f.Stats().Compiles != 1 || d.Engine().KernelLoads()[0].CacheFile != "" {
+			t.Errorf("cache off: %d compiles, cache file %q", f.Stats().Compiles, d.Engine().KernelLoads()[0].CacheFile)
+		}
+	}
+}
+
+func TestCacheDirFromEnvironment(t *testing.T) {
+	dir := t.TempDir()
+	f := fakecuda.New(fakecuda.Options{WorkDir: fakeWorkDir})
+	d, err := cuda.OpenDevice(cuda.Options{Libraries: f.Libraries(), Getenv: func(k string) string {
+		if k == "MLBUILD_CUDA_CACHE" {
+			return dir
+		}
+		return ""
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	loadSuite(t, d)
+	if p := d.Engine().KernelLoads()[0].CacheFile; !strings.HasPrefix(p, dir+string(os.PathSeparator)) {
+		t.Errorf("cache file %q is not under $MLBUILD_CUDA_CACHE %q", p, dir)
+	}
+}
+
+func TestCompileErrorShowsLog(t *testing.T) {
+	d, _, err := openFakeWith(t, fakecuda.Options{}, cuda.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := "extern \"C\" __global__ void broken(float* __restrict__ x) {\n    x[0] = ;\n}\n"
+	err = d.LoadKernels(src, []gpuhost.KernelInfo{{Name: "broken", ArgBytes: []int{4}}})
+	if err == nil {
+		t.Fatal("LoadKernels of a broken source: no error")
+	}
+	for _, want := range []string{"nvrtcCompileProgram", "NVRTC_ERROR_COMPILATION", "--gpu-architecture=sm_90", "expected"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the error lacks %q: %v", want, err)
+		}
+	}
+}
+
+func TestArchChoice(t *testing.T) {
+	for _, c := range []struct {
+		major, minor int
+		archs        []int32
+		want, err    string
+	}{
+		{9, 0, nil, "sm_90", ""},
+		{8, 9, nil, "sm_89", ""},
+		{12, 1, []int32{75, 80, 90, 120}, "compute_120", ""},
+		{9, 0, []int32{75, 80, 86}, "compute_86", ""},
+		{6, 0, []int32{75, 80}, "", "compiles for sm_75 and newer, this GPU is sm_60"},
+	} {
+		d, _, err := openFakeWith(t, fakecuda.Options{CCMajor: c.major, CCMinor: c.minor, Archs: c.archs}, cuda.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		arch, _, err := d.Engine().Arch()
+		if c.err != "" {
+			if err == nil || !strings.Contains(err.Error(), c.err) || !errors.Is(err, cuda.ErrNoDevice) {
+				t.Errorf("sm_%d%d with NVRTC archs %v: %v, want an error with %q", c.major, c.minor, c.archs, err, c.err)
+			}
+			continue
+		}
+		if err != nil || arch != c.want {
+			t.Errorf("sm_%d%d with NVRTC archs %v: %q, %v; want %q", c.major, c.minor, c.archs, arch, err, c.want)
+			continue
+		}
+		// The image loads and runs on the fake GPU.
+		loadSuite(t, d)
+	}
+}
+
+// TestRecordingRefusesEverythingElse: inside Record only the Encoder may
+// be used, as CUDA stream capture demands.
+func TestRecordingRefusesEverythingElse(t *testing.T) {
+	d, _, err := openFakeWith(t, fakecuda.Options{}, cuda.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	loadSuite(t, d)
+	b, err := d.Alloc("b", 1024)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := d.Record("other", func(gpuhost.Encoder) error { return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	var errs []error
+	_, err = d.Record("step", func(e gpuhost.Encoder) error {
+		errs = append(errs, d.Upload(b, 0, make([]byte, 4)))
+		errs = append(errs, d.Download(make([]byte, 4), b, 0))
+		_, aerr := d.Alloc("late", 64)
+		errs = append(errs, aerr)
+		errs = append(errs, d.Free(b))
+		errs = append(errs, d.Sync())
+		_, rerr := d.Record("nested", func(gpuhost.Encoder) error { return nil })
+		errs = append(errs, rerr)
+		errs = append(errs, other.Launch())
+		errs = append(errs, d.LoadKernels("", nil))
+		return e.Dispatch("conf_accumulate", []gpuhost.Arg{{Buf: b, Bytes: 1024}, {Buf: b, Bytes: 1024}}, 4, 64)
+	})
+	if err != nil {
+		t.Fatalf("Record: %v", err)
+	}
+	for i, e := range errs {
+		if e == nil || !strings.Contains(e.Error(), `while sequence "step" is being recorded`) {
+			t.Errorf("call %d during Record: %v, want a refusal naming the sequence", i, e)
+		}
+	}
+	// An encoder kept past its Record is refused too.
+	var kept gpuhost.Encoder
+	if _, err := d.Record("keeper", func(e gpuhost.Encoder) error { kept = e; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if err := kept.Gemm(gpuhost.Gemm{M: 1, N: 1, K: 1, A: gpuhost.Operand{Buf: b}, B: gpuhost.Operand{Buf: b}, C: gpuhost.Operand{Buf: b}}); err == nil {
+		t.Error("an encoder used after its Record: no error")
+	}
+}
+
+// TestOneGraphLaunchPerStep checks the promise of the CUDA backend: after
+// recording, a step is one graph launch, with no direct launch, no
+// allocation and no synchronisation of its own.
+func TestOneGraphLaunchPerStep(t *testing.T) {
+	d, f, err := openFakeWith(t, fakecuda.Options{}, cuda.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	loadSuite(t, d)
+	x, _ := d.Alloc("x", 1024)
+	acc, _ := d.Alloc("acc", 1024)
+	c, _ := d.Alloc("c", 1024)
+	seq, err := d.Record("step", func(e gpuhost.Encoder) error {
+		for range 3 {
+			if err := e.Dispatch("conf_accumulate", []gpuhost.Arg{{Buf: x, Bytes: 1024}, {Buf: acc, Bytes: 1024}}, 4, 64); err != nil {
+				return err
+			}
+		}
+		return e.Gemm(gpuhost.Gemm{M: 16, N: 16, K: 16, Alpha: 1, A: gpuhost.Operand{Buf: acc}, B: gpuhost.Operand{Buf: x}, C: gpuhost.Operand{Buf: c}})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := f.Stats()
+	if before.KernelRuns != 0 || before.GemmRuns != 0 || before.Captures != 1 {
+		t.Fatalf("after Record: %+v; want one capture and nothing run", before)
+	}
+	for range 10 {
+		if err := seq.Launch(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := d.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	after := f.Stats()
+	if after.GraphLaunches-before.GraphLaunches != 10 || after.Launches != 0 || after.Gemms != 0 ||
+		after.KernelRuns != 30 || after.GemmRuns != 10 || after.Allocs != before.Allocs || after.Syncs-before.Syncs != 1 {
+		t.Errorf("10 launches and a Sync: before %+v, after %+v", before, after)
+	}
+	if err := d.Free(acc); err == nil || !strings.Contains(err.Error(), `sequence "step" uses`) {
+		t.Errorf("Free of a buffer a sequence uses: %v", err)
+	}
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if leaks := f.Leaks(); len(leaks) > 0 {
+		t.Errorf("after Close: %v", leaks)
+	}
+}
+
+func TestTF32OnlyWhenAsked(t *testing.T) {
+	_, f, err := openFakeWith(t, fakecuda.Options{}, cuda.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := f.MathMode(); m != cuda.BLASDefaultMath {
+		t.Errorf("default math mode %d, want CUBLAS_DEFAULT_MATH (0)", m)
+	}
+	d, f, err := openFakeWith(t, fakecuda.Options{}, cuda.Options{TF32: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := f.MathMode(); m != cuda.BLASTF32TensorOpMath {
+		t.Errorf("TF32 math mode %d, want CUBLAS_TF32_TENSOR_OP_MATH (3)", m)
+	}
+	if !strings.Contains(factsText(d), "GEMM: cuBLAS 13.0.0, TF32") {
+		t.Errorf("facts do not label TF32:\n%s", factsText(d))
+	}
+}
+
+func factsText(d gpuhost.Device) string {
+	var b strings.Builder
+	for _, f := range d.Facts() {
+		b.WriteString(f.Key + ": " + f.Value + "\n")
+	}
+	return b.String()
+}
+
+func TestFacts(t *testing.T) {
+	d, _, err := openFakeWith(t, fakecuda.Options{Name: "Test GPU 80GB", Memory: 1 << 30}, cuda.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	loadSuite(t, d)
+	text := factsText(d)
+	for _, want := range []string{
+		"device: Test GPU 80GB (GPU 0)", "compute capability: 9.0 (sm_90)", "driver: CUDA 13.0",
+		"memory: 1.0 GiB total, 1.0 GiB free", "CUDA driver: fakecuda, version 13.0", "NVRTC: fakecuda (g++), version 13.0",
+		"cuBLAS: fakecuda (Go), version 13.0.0", "GEMM: cuBLAS 13.0.0, fp32 (TF32 off)", "kernels: sm_90, compiled by NVRTC 13.0",
+		"kernel cache: /",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("facts lack %q:\n%s", want, text)
+		}
+	}
+	if d.Name() != "Test GPU 80GB" {
+		t.Errorf("Name %q", d.Name())
+	}
+}
+
+// TestGPUFaultIsReportedAndSticks drives the Engine below the Device's
+// checks: a kernel given an address outside every allocation faults, the
+// fault shows at the next wait, names itself, and sticks, as on a GPU.
+func TestFaultIsReportedAndSticks(t *testing.T) {
+	d, f, err := openFakeWith(t, fakecuda.Options{}, cuda.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	loadSuite(t, d)
+	e := d.Engine()
+	fn, err := e.Function("conf_accumulate")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := e.Alloc(1024, "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Launch(fn, 4, 64, []cuda.DevicePtr{p, p + 1<<40}); err != nil {
+		t.Fatalf("Launch returned the fault early: %v", err)
+	}
+	err = e.Synchronize()
+	var ce *cuda.Error
+	if !errors.As(err, &ce) || ce.Name != "CUDA_ERROR_ILLEGAL_ADDRESS" || ce.Call != "cuStreamSynchronize" {
+		t.Fatalf("Synchronize after a fault: %v", err)
+	}
+	if faults := f.Faults(); len(faults) != 1 || !strings.Contains(faults[0], "kernel conf_accumulate, argument 1") {
+		t.Errorf("faults %q", faults)
+	}
+	if _, err := e.Alloc(16, "after"); err == nil || !strings.Contains(err.Error(), "CUDA_ERROR_ILLEGAL_ADDRESS") {
+		t.Errorf("Alloc after a fault: %v, want the sticky error", err)
+	}
+	if _, err := e.Function("conf_accumulate"); err == nil {
+		t.Error("Function after a fault: no error")
+	}
+}
+
+// TestEngineCallsFromManyGoroutines: the Engine runs every call on its own
+// locked thread, so callers on any goroutine (any thread) are served; the
+// fake checks that a context is current on the calling thread.
+func TestEngineCallsFromManyGoroutines(t *testing.T) {
+	d, _, err := openFakeWith(t, fakecuda.Options{}, cuda.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := d.Engine()
+	var wg sync.WaitGroup
+	errs := make(chan error, 16)
+	for i := range 16 {
+		wg.Go(func() {
+			runtime.LockOSThread() // each caller on a thread of its own
+			defer runtime.UnlockOSThread()
+			p, err := e.Alloc(256+i, "g")
+			if err == nil {
+				err = e.CopyIn(p, make([]byte, 256))
+			}
+			if err == nil {
+				err = e.Free(p)
+			}
+			errs <- err
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+// TestFakeContextIsPerThread holds the fake to CUDA's rule that makes the
+// Engine's thread necessary: a context is current on one OS thread only.
+func TestFakeContextIsPerThread(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("the fake tells threads apart only on Linux")
+	}
+	f := fakecuda.New(fakecuda.Options{WorkDir: fakeWorkDir})
+	lib := f.Libraries()
+	d := lib.Driver
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	var ctx cuda.Context
+	var p cuda.DevicePtr
+	if r := d.MemAlloc(&p, 16); r != cuda.ErrorInvalidContext {
+		t.Errorf("cuMemAlloc with no context: %d, want 201", r)
+	}
+	if d.Init(0) != 0 || d.DevicePrimaryCtxRetain(&ctx, 0) != 0 || d.CtxSetCurrent(ctx) != 0 {
+		t.Fatal("setting up a context failed")
+	}
+	if r := d.MemAlloc(&p, 16); r != 0 {
+		t.Fatalf("cuMemAlloc with the context current: %d", r)
+	}
+	other := make(chan cuda.Result)
+	go func() {
+		runtime.LockOSThread()
+		var q cuda.DevicePtr
+		other <- d.MemAlloc(&q, 16)
+	}()
+	if r := <-other; r != cuda.ErrorInvalidContext {
+		t.Errorf("cuMemAlloc on another thread: %d, want 201 (CUDA_ERROR_INVALID_CONTEXT)", r)
+	}
+	if d.MemFree(p) != 0 || d.DevicePrimaryCtxRelease(0) != 0 {
+		t.Error("cleanup failed")
+	}
+}
+
+// TestFakeCaptureRules holds the fake to CUDA's stream capture rules.
+func TestFakeCaptureRules(t *testing.T) {
+	f := fakecuda.New(fakecuda.Options{WorkDir: fakeWorkDir})
+	d := f.Libraries().Driver
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	var ctx cuda.Context
+	var s cuda.Stream
+	if d.Init(0) != 0 || d.DevicePrimaryCtxRetain(&ctx, 0) != 0 || d.CtxSetCurrent(ctx) != 0 || d.StreamCreate(&s, 0) != 0 {
+		t.Fatal("setup failed")
+	}
+	var p cuda.DevicePtr
+	var g cuda.Graph
+	buf := make([]byte, 4)
+	for _, c := range []struct {
+		what   string
+		unsafe func() cuda.Result
+	}{
+		{"cuMemAlloc", func() cuda.Result { return d.MemAlloc(&p, 16) }},
+		{"cuStreamSynchronize", func() cuda.Result { return d.StreamSynchronize(s) }},
+		{"cuMemcpyHtoD", func() cuda.Result { return d.MemcpyHtoD(p, unsafePointer(buf), 4) }},
+	} {
+		if r := d.StreamBeginCapture(s, cuda.CaptureModeThreadLocal); r != 0 {
+			t.Fatalf("begin capture: %d", r)
+		}
+		if r := c.unsafe(); r != cuda.ErrorStreamCaptureUnsup {
+			t.Errorf("%s during a thread-local capture: %d, want 900", c.what, r)
+		}
+		if r := d.StreamEndCapture(s, &g); r != cuda.ErrorStreamCaptureInvalid || g != 0 {
+			t.Errorf("end of a capture %s invalidated: %d, graph %#x; want 901 and no graph", c.what, r, g)
+		}
+	}
+	// Relaxed mode allows an allocation.
+	if d.StreamBeginCapture(s, cuda.CaptureModeRelaxed) != 0 || d.MemAlloc(&p, 16) != 0 || d.StreamEndCapture(s, &g) != 0 || g == 0 {
+		t.Error("an allocation during a relaxed capture failed")
+	}
+}
+
+// TestTablesComplete checks the function tables: every field names a C
+// symbol once, and the fake fills every field, so nothing the Engine
+// calls is left untested.
+func TestTablesComplete(t *testing.T) {
+	f := fakecuda.New(fakecuda.Options{WorkDir: fakeWorkDir})
+	l := f.Libraries()
+	seen := map[string]bool{}
+	for _, table := range []any{l.Driver, l.NVRTC, l.BLAS} {
+		v := reflect.ValueOf(table).Elem()
+		for i := range v.NumField() {
+			field := v.Type().Field(i)
+			sym := field.Tag.Get("sym")
+			prefix := map[string]string{"DriverAPI": "cu", "NVRTCAPI": "nvrtc", "BLASAPI": "cublas"}[v.Type().Name()]
+			if sym == "" || !strings.HasPrefix(sym, prefix) || seen[sym] {
+				t.Errorf("%s.%s: symbol %q is missing, repeated or not a %s function", v.Type().Name(), field.Name, sym, prefix)
+			}
+			seen[sym] = true
+			if v.Field(i).IsNil() {
+				t.Errorf("the fake leaves %s.%s (%s) nil", v.Type().Name(), field.Name, sym)
+			}
+		}
+	}
+	if len(seen) < 50 {
+		t.Errorf("only %d symbols in the tables", len(seen))
+	}
+}
