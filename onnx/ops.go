@@ -1345,7 +1345,6 @@ type windowGeom struct {
 	floor            bool
 }
 
-//
 // A 1-D window (oneD: the node's attributes have one entry per axis, and
 // x is the [C, L] input viewed as [C, 1, L]) is the 2-D window of height 1.
 func (c *nodeCtx) window(x *value, kernel [2]int, oneD bool) (windowGeom, error) {
