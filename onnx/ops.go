@@ -1336,17 +1336,19 @@ func pair(p [2]int) any {
 	return []int{p[0], p[1]}
 }
 
-// windowGeom reads the strides, pads, dilations, auto_pad and ceil_mode of
-// a Conv or pooling node over input x ([C, H, W] per sample) with the
-// given kernel, and computes the output size with mlbuild's window rule.
+// windowGeom is the geometry of a convolution or pooling window in
+// mlbuild's terms: symmetric padding, and whether the output rounds down.
 type windowGeom struct {
 	stride, pad, dil [2]int
 	out              [2]int
 	floor            bool
 }
 
-// A 1-D window (oneD: the node's attributes have one entry per axis, and
-// x is the [C, L] input viewed as [C, 1, L]) is the 2-D window of height 1.
+// window reads the strides, pads, dilations, auto_pad and ceil_mode of a
+// Conv or pooling node over input x ([C, H, W] per sample) with the given
+// kernel, and computes the output size with mlbuild's window rule. A 1-D
+// window (oneD: the node's attributes have one entry per axis, and x is the
+// [C, L] input viewed as [C, 1, L]) is the 2-D window of height 1.
 func (c *nodeCtx) window(x *value, kernel [2]int, oneD bool) (windowGeom, error) {
 	var g windowGeom
 	if len(x.shape) != 3 {
