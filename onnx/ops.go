@@ -521,6 +521,9 @@ func (c *nodeCtx) reshapeTo(v *value, out []int, touchesBatch bool, how string) 
 
 // view makes v's per-sample shape s without writing a layer yet.
 func (c *nodeCtx) view(v *value, s []int) (string, error) {
+	if err := checkShape(toInt64s(s)); err != nil {
+		return "", unsupported("", "the new shape: %v", err)
+	}
 	if product(s) != product(v.shape) {
 		return "", unsupported("", "the new shape %s holds %d elements per sample but the input %s holds %d", shapeText(s), product(s), shapeText(v.shape), product(v.shape))
 	}
@@ -1028,14 +1031,16 @@ func importBinary(c *nodeCtx) (string, error) {
 	if k.hasBatch() {
 		return "", unsupported("", "arithmetic with the batch size")
 	}
-	if op == "add" {
-		if how, ok, err := c.foldBias(x, k); ok || err != nil {
+	s, isScalar := k.scalar()
+	if !isScalar || op == "add" {
+		// a per-channel constant must fold; a scalar one folds into a bias
+		// (as exporters write a bias), else becomes addconst or mulconst
+		if how, ok, err := c.foldAffine(x, k, op, constFirst); ok || err != nil {
 			return how, err
 		}
 	}
-	s, isScalar := k.scalar()
 	if !isScalar || len(k.dims) > len(x.shape)+1 {
-		return "", unsupported("", "%s with a constant of shape %s; mlbuild adds or multiplies only scalar constants, or folds a bias into the dense or conv2d layer before it", c.n.OpType, shapeText(k.dims))
+		return "", unsupported("", "%s with a constant of shape %s; mlbuild adds or multiplies only scalar constants, or folds one value per channel into the dense or conv2d layer before it when nothing else reads that layer", c.n.OpType, shapeText(k.dims))
 	}
 	var lop string
 	var v float64
@@ -1059,10 +1064,13 @@ func importBinary(c *nodeCtx) (string, error) {
 	return c.emit(l, x)
 }
 
-// foldBias adds the constant k as the bias of the dense or conv2d layer
-// that produced x, when that layer has none and x is read only here.
-func (c *nodeCtx) foldBias(x *value, k *constant) (string, bool, error) {
-	if x.view != nil || x.layer == "input" {
+// foldAffine folds x op k, for a constant k that is a scalar or holds one
+// value per output channel (conv2d) or feature (dense), into the weights of
+// the layer that produced x, when nothing else reads that layer: add and
+// sub change (or create) the bias, mul and div scale the weight and bias.
+// It reports whether it folded.
+func (c *nodeCtx) foldAffine(x *value, k *constant, op string, constFirst bool) (string, bool, error) {
+	if x.view != nil || x.layer == "input" || (constFirst && (op == "sub" || op == "div")) {
 		return "", false, nil
 	}
 	var l *Layer
@@ -1071,14 +1079,7 @@ func (c *nodeCtx) foldBias(x *value, k *constant) (string, bool, error) {
 			l = cand
 		}
 	}
-	if l == nil || (l.Op != "dense" && l.Op != "conv2d") || len(l.Params) != 1 || !slices.Equal(x.shape, l.OutShape) {
-		return "", false, nil
-	}
-	xi := 0
-	if c.ins[0].konst != nil {
-		xi = 1
-	}
-	if c.im.uses[c.n.Inputs[xi]] != 1 {
+	if l == nil || (l.Op != "dense" && l.Op != "conv2d") || !slices.Equal(x.shape, l.OutShape) || c.im.layerReads(l.Name) != 1 {
 		return "", false, nil
 	}
 	ch := l.OutShape[0]
@@ -1092,23 +1093,64 @@ func (c *nodeCtx) foldBias(x *value, k *constant) (string, bool, error) {
 	for len(dims) > len(want) && dims[0] == 1 {
 		dims = dims[1:]
 	}
-	var bias []float32
+	per := make([]float64, ch)
 	switch {
 	case slices.Equal(dims, want):
-		bias = k.float32s()
+		copy(per, k.vals)
 	case k.size() == 1:
-		bias = make([]float32, ch)
-		for i := range bias {
-			bias[i] = float32(k.vals[0])
+		for i := range per {
+			per[i] = k.vals[0]
 		}
 	default:
 		return "", false, nil
 	}
-	l.Params = append(l.Params, Param{Suffix: "bias", Shape: []int{ch}, Data: bias})
-	l.Fields = slices.DeleteFunc(l.Fields, func(f Field) bool { return f.Name == "bias" })
-	l.Source += " + " + c.name + " (Add)"
+	var bias []float32
+	if len(l.Params) == 2 {
+		bias = l.Params[1].Data
+	}
+	switch op {
+	case "add", "sub":
+		if bias == nil {
+			bias = make([]float32, ch)
+			l.Params = append(l.Params, Param{Suffix: "bias", Shape: []int{ch}, Data: bias})
+			l.Fields = slices.DeleteFunc(l.Fields, func(f Field) bool { return f.Name == "bias" })
+		}
+		for i, v := range per {
+			if op == "sub" {
+				v = -v
+			}
+			bias[i] = float32(float64(bias[i]) + v)
+		}
+	case "mul", "div":
+		w := l.Params[0].Data
+		row := len(w) / ch
+		for i, v := range per {
+			if op == "div" {
+				if v == 0 {
+					return "", false, nil
+				}
+				v = 1 / v
+			}
+			for j := i * row; j < (i+1)*row; j++ {
+				w[j] = float32(float64(w[j]) * v)
+			}
+			if bias != nil {
+				bias[i] = float32(float64(bias[i]) * v)
+			}
+		}
+	default:
+		return "", false, nil
+	}
+	l.Source += " + " + c.name + " (" + c.n.OpType + ")"
 	c.layerName = l.Name
-	return "folded: the bias of " + l.Name, true, c.setOutput(x)
+	// this node's read of the layer is spent: its output takes over
+	xi := 0
+	if constFirst {
+		xi = 1
+	}
+	c.im.uses[c.n.Inputs[xi]]--
+	what := map[string]string{"add": "the bias", "sub": "the bias", "mul": "the weight and bias", "div": "the weight and bias"}[op]
+	return fmt.Sprintf("folded: into %s of %s", what, l.Name), true, c.setOutput(x)
 }
 
 func foldBinary(c *nodeCtx, op string, a, b *constant) (string, error) {

@@ -376,7 +376,7 @@ func TestImportTorchExports(t *testing.T) {
 	if err := json.Unmarshal(data, &manifest); err != nil {
 		t.Fatal(err)
 	}
-	if len(manifest) < 16 {
+	if len(manifest) < 20 {
 		t.Fatalf("manifest lists %d models", len(manifest))
 	}
 	readF32 := func(name string, shape []int) []float32 {
