@@ -109,6 +109,11 @@ func TestImportRejects(t *testing.T) {
 		}
 	}
 
+	code, _, stderr = mlbuild(t, "import", "../../testdata/onnx/test_Linear.onnx", "--name", "1bad-name", "-o", dir)
+	if code != ExitUsage || !strings.Contains(stderr, "is not a safe identifier") {
+		t.Errorf("bad --name: exit %d, %s", code, stderr)
+	}
+
 	suite := onnxSuite(t)
 	code, stdout, stderr := mlbuild(t, "import", filepath.Join(suite, "node", "test_maxpool_2d_ceil", "model.onnx"), "-o", dir)
 	if code != ExitInvalid || !strings.Contains(stderr, "node #0 (MaxPool, opset 12): ceil_mode=1") {
