@@ -86,6 +86,11 @@ func (im *Imported) Spec(name, source, weights string) []byte {
 	b.WriteString("\t}\n\n")
 	b.WriteString("\t// ONNX does not record how a model was trained: these settings are a\n")
 	b.WriteString("\t// starting point for training further from the imported weights.\n")
+	for _, l := range im.Layers {
+		if l.Name == im.Output && (l.Op == "softmax" || l.Op == "logsoftmax" || l.Op == "sigmoid") && im.Loss() == "softmax_cross_entropy" {
+			fmt.Fprintf(&b, "\t// The loss takes raw scores: to train, make the layer before %s the output.\n", l.Name)
+		}
+	}
 	fmt.Fprintf(&b, "\ttraining: {\n\t\tloss: %s\n", strconv.Quote(im.Loss()))
 	b.WriteString("\t\toptimizer: {kind: \"adam\", lr: 1e-4}\n\t\tepochs:    1\n\t\tbatchSize: 32\n\t}\n}\n")
 	return b.Bytes()

@@ -16,7 +16,9 @@ import (
 // testdata/fuzz/FuzzDecode.
 func FuzzDecode(f *testing.F) {
 	files, err := filepath.Glob(filepath.Join("..", "testdata", "onnx", "*.onnx"))
-	if err != nil || len(files) == 0 {
+	torch, _ := filepath.Glob(filepath.Join("..", "testdata", "onnx", "torch", "*_opset1[37].onnx"))
+	files = append(files, torch...)
+	if err != nil || len(files) < 10 {
 		f.Fatalf("no seed models in testdata/onnx: %v", err)
 	}
 	for _, p := range files {

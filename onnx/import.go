@@ -181,6 +181,20 @@ type importer struct {
 	batchN   int // the fixed batch size of the input, 0 when dynamic
 	// constNodes maps the outputs of Constant nodes to them, for scalarOf.
 	constNodes map[string]*Node
+	// layerValues lists, per layer, the ONNX values bound to its output
+	// (aliases through Identity, Cast, views), for layerReads.
+	layerValues map[string][]string
+}
+
+// layerReads counts the reads of a layer's output through every ONNX value
+// bound to it: node inputs and graph outputs. A layer read once may have
+// its weights changed by a fold.
+func (im *importer) layerReads(layer string) int {
+	n := 0
+	for _, name := range im.layerValues[layer] {
+		n += im.uses[name]
+	}
+	return n
 }
 
 // skipImport is returned by an op's import when the node cannot be imported.
@@ -197,7 +211,8 @@ func unsupported(fix, format string, args ...any) error {
 func Import(m *Model) (*Imported, error) {
 	g := m.Graph
 	im := &importer{m: m, opset: m.Opset(), vals: map[string]*value{}, uses: map[string]int{},
-		out: &Imported{Opset: m.Opset()}, names: map[string]bool{"input": true}, counts: map[string]int{}}
+		out: &Imported{Opset: m.Opset()}, names: map[string]bool{"input": true}, counts: map[string]int{},
+		layerValues: map[string][]string{}}
 	im.out.Producer = strings.TrimSpace(m.ProducerName + " " + m.ProducerVersion)
 	for _, d := range m.Opsets {
 		if d.Domain != "" && d.Domain != "ai.onnx" {
@@ -512,6 +527,9 @@ func (c *nodeCtx) setOutput(v *value) error {
 		}
 	}
 	c.im.vals[c.n.Outputs[0]] = v
+	if v.konst == nil {
+		c.im.layerValues[v.layer] = append(c.im.layerValues[v.layer], c.n.Outputs[0])
+	}
 	return nil
 }
 

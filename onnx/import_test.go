@@ -243,3 +243,39 @@ func TestImportErfGELU(t *testing.T) {
 		t.Errorf("Erf read twice: %v", err)
 	}
 }
+
+// TestImportFoldsPerChannelConstants: Mul, Div, Add and Sub of a constant
+// with one value per output channel fold into the convolution before them;
+// when the convolution's output is also read elsewhere they cannot.
+func TestImportFoldsPerChannelConstants(t *testing.T) {
+	inits := []*Tensor{
+		NewFloatTensor("w", []int64{2, 1, 1, 1}, []float32{1, 2}),
+		NewFloatTensor("scale", []int64{2, 1, 1}, []float32{3, 4}),
+		NewFloatTensor("div", []int64{1, 2, 1, 1}, []float32{2, 8}),
+		NewFloatTensor("shift", []int64{2, 1, 1}, []float32{10, 20}),
+	}
+	nodes := []*Node{
+		node("Conv", "conv", []string{"x", "w"}, []string{"c"}),
+		node("Mul", "mul", []string{"c", "scale"}, []string{"m"}),
+		node("Div", "div", []string{"m", "div"}, []string{"d"}),
+		node("Sub", "y", []string{"d", "shift"}, []string{"y"}),
+	}
+	im, err := Import(graphModel([]int{1, 2, 2}, inits, "y", nodes...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(im.Layers) != 1 {
+		t.Fatalf("layers %+v", im.Layers)
+	}
+	p := im.Layers[0].Params
+	// w·scale/div = [1·3/2, 2·4/8]; bias = −shift
+	if !slices.Equal(p[0].Data, []float32{1.5, 1}) || len(p) != 2 || !slices.Equal(p[1].Data, []float32{-10, -20}) {
+		t.Errorf("params %+v", p)
+	}
+	// the convolution's output is also an input of the last Add
+	nodes = append(nodes[:3], node("Add", "y", []string{"d", "c"}, []string{"y"}))
+	_, err = Import(graphModel([]int{1, 2, 2}, inits, "y", nodes...))
+	if err == nil || !strings.Contains(err.Error(), `node "mul" (Mul, opset 13): Mul with a constant of shape 2×1×1`) {
+		t.Errorf("shared output: %v", err)
+	}
+}

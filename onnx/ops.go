@@ -100,6 +100,14 @@ func (c *nodeCtx) attrFloat(name string, def float64) (float64, error) {
 	return shortFloat(a.F), nil
 }
 
+func toInts(v []int64) []int {
+	out := make([]int, len(v))
+	for i, e := range v {
+		out[i] = int(e)
+	}
+	return out
+}
+
 func shortFloat(f float32) float64 {
 	v, _ := strconv.ParseFloat(strconv.FormatFloat(float64(f), 'g', -1, 32), 64)
 	return v
@@ -470,6 +478,9 @@ func importSqueeze(c *nodeCtx) (string, error) {
 		if err != nil {
 			return "", err
 		}
+		if ax == 0 && v.konst == nil {
+			return "", unsupported("", "Squeeze of the batch axis (axis 0); mlbuild's batch axis is implicit and must stay first")
+		}
 		if full[ax] != 1 {
 			return "", unsupported("", "squeezes axis %d of size %d", ax, full[ax])
 		}
@@ -510,6 +521,9 @@ func (c *nodeCtx) reshapeTo(v *value, out []int, touchesBatch bool, how string) 
 
 // view makes v's per-sample shape s without writing a layer yet.
 func (c *nodeCtx) view(v *value, s []int) (string, error) {
+	if err := checkShape(toInt64s(s)); err != nil {
+		return "", unsupported("", "the new shape: %v", err)
+	}
 	if product(s) != product(v.shape) {
 		return "", unsupported("", "the new shape %s holds %d elements per sample but the input %s holds %d", shapeText(s), product(s), shapeText(v.shape), product(v.shape))
 	}
@@ -528,6 +542,32 @@ func (c *nodeCtx) view(v *value, s []int) (string, error) {
 		return "", err
 	}
 	return "pending:" + l.Name, nil
+}
+
+// reshaped returns v viewed with per-sample shape s: a pending flatten or
+// reshape layer named after the op and a counter (the node's own name goes
+// to its main layer), or v's layer itself when that has shape s.
+func (c *nodeCtx) reshaped(v *value, s []int) *value {
+	if slices.Equal(s, v.lshape) {
+		return &value{layer: v.layer, lshape: v.lshape, shape: s}
+	}
+	op := "reshape"
+	if len(s) == 1 {
+		op = "flatten"
+	}
+	l := &Layer{Name: c.im.layerName(nil, op), Op: op, OutShape: slices.Clone(s), Source: c.name + " (" + c.n.OpType + ", a change of shape around it)"}
+	if op == "reshape" {
+		l.Fields = []Field{{"shape", slices.Clone(s)}}
+	}
+	return &value{layer: v.layer, lshape: v.lshape, shape: slices.Clone(s), view: l}
+}
+
+// emitReshaped adds l reading x and binds the node's output to l's output
+// viewed with per-sample shape s.
+func (c *nodeCtx) emitReshaped(l *Layer, x *value, s []int) (string, error) {
+	c.layerName = l.Name
+	out := c.im.addLayer(l, x)
+	return l.Op, c.setOutput(c.reshaped(out, s))
 }
 
 func importConcat(c *nodeCtx) (string, error) {
@@ -945,10 +985,13 @@ func importSoftmax(op string) opImport {
 		if ax == 0 {
 			return "", unsupported("", "%s over the batch axis", c.n.OpType)
 		}
-		if c.im.opset < 13 && ax != r-1 && product(x.shape[ax:]) != x.shape[ax-1] {
+		if c.im.opset < 13 && product(x.shape[ax:]) != 1 {
 			// Before opset 13 the op normalises over all axes from axis
-			// on, flattened; that is one axis only when the rest are 1.
-			return "", unsupported("export with opset 13 or later, or apply it to the last axis", "before opset 13, %s with axis %d normalises over axes %d.. together, which mlbuild's per-axis op does not", c.n.OpType, ax, ax)
+			// on, flattened: view them as one axis, normalise it, and
+			// view the result back.
+			flat := append(slices.Clone(x.shape[:ax-1]), product(x.shape[ax-1:]))
+			l := c.newLayer(op, flat)
+			return c.emitReshaped(l, c.reshaped(x, flat), x.shape)
 		}
 		l := c.newLayer(op, x.shape)
 		if ax != r-1 {
@@ -988,14 +1031,16 @@ func importBinary(c *nodeCtx) (string, error) {
 	if k.hasBatch() {
 		return "", unsupported("", "arithmetic with the batch size")
 	}
-	if op == "add" {
-		if how, ok, err := c.foldBias(x, k); ok || err != nil {
+	s, isScalar := k.scalar()
+	if !isScalar || op == "add" {
+		// a per-channel constant must fold; a scalar one folds into a bias
+		// (as exporters write a bias), else becomes addconst or mulconst
+		if how, ok, err := c.foldAffine(x, k, op, constFirst); ok || err != nil {
 			return how, err
 		}
 	}
-	s, isScalar := k.scalar()
 	if !isScalar || len(k.dims) > len(x.shape)+1 {
-		return "", unsupported("", "%s with a constant of shape %s; mlbuild adds or multiplies only scalar constants, or folds a bias into the dense or conv2d layer before it", c.n.OpType, shapeText(k.dims))
+		return "", unsupported("", "%s with a constant of shape %s; mlbuild adds or multiplies only scalar constants, or folds one value per channel into the dense or conv2d layer before it when nothing else reads that layer", c.n.OpType, shapeText(k.dims))
 	}
 	var lop string
 	var v float64
@@ -1019,10 +1064,13 @@ func importBinary(c *nodeCtx) (string, error) {
 	return c.emit(l, x)
 }
 
-// foldBias adds the constant k as the bias of the dense or conv2d layer
-// that produced x, when that layer has none and x is read only here.
-func (c *nodeCtx) foldBias(x *value, k *constant) (string, bool, error) {
-	if x.view != nil || x.layer == "input" {
+// foldAffine folds x op k, for a constant k that is a scalar or holds one
+// value per output channel (conv2d) or feature (dense), into the weights of
+// the layer that produced x, when nothing else reads that layer: add and
+// sub change (or create) the bias, mul and div scale the weight and bias.
+// It reports whether it folded.
+func (c *nodeCtx) foldAffine(x *value, k *constant, op string, constFirst bool) (string, bool, error) {
+	if x.view != nil || x.layer == "input" || (constFirst && (op == "sub" || op == "div")) {
 		return "", false, nil
 	}
 	var l *Layer
@@ -1031,14 +1079,7 @@ func (c *nodeCtx) foldBias(x *value, k *constant) (string, bool, error) {
 			l = cand
 		}
 	}
-	if l == nil || (l.Op != "dense" && l.Op != "conv2d") || len(l.Params) != 1 || !slices.Equal(x.shape, l.OutShape) {
-		return "", false, nil
-	}
-	xi := 0
-	if c.ins[0].konst != nil {
-		xi = 1
-	}
-	if c.im.uses[c.n.Inputs[xi]] != 1 {
+	if l == nil || (l.Op != "dense" && l.Op != "conv2d") || !slices.Equal(x.shape, l.OutShape) || c.im.layerReads(l.Name) != 1 {
 		return "", false, nil
 	}
 	ch := l.OutShape[0]
@@ -1052,23 +1093,64 @@ func (c *nodeCtx) foldBias(x *value, k *constant) (string, bool, error) {
 	for len(dims) > len(want) && dims[0] == 1 {
 		dims = dims[1:]
 	}
-	var bias []float32
+	per := make([]float64, ch)
 	switch {
 	case slices.Equal(dims, want):
-		bias = k.float32s()
+		copy(per, k.vals)
 	case k.size() == 1:
-		bias = make([]float32, ch)
-		for i := range bias {
-			bias[i] = float32(k.vals[0])
+		for i := range per {
+			per[i] = k.vals[0]
 		}
 	default:
 		return "", false, nil
 	}
-	l.Params = append(l.Params, Param{Suffix: "bias", Shape: []int{ch}, Data: bias})
-	l.Fields = slices.DeleteFunc(l.Fields, func(f Field) bool { return f.Name == "bias" })
-	l.Source += " + " + c.name + " (Add)"
+	var bias []float32
+	if len(l.Params) == 2 {
+		bias = l.Params[1].Data
+	}
+	switch op {
+	case "add", "sub":
+		if bias == nil {
+			bias = make([]float32, ch)
+			l.Params = append(l.Params, Param{Suffix: "bias", Shape: []int{ch}, Data: bias})
+			l.Fields = slices.DeleteFunc(l.Fields, func(f Field) bool { return f.Name == "bias" })
+		}
+		for i, v := range per {
+			if op == "sub" {
+				v = -v
+			}
+			bias[i] = float32(float64(bias[i]) + v)
+		}
+	case "mul", "div":
+		w := l.Params[0].Data
+		row := len(w) / ch
+		for i, v := range per {
+			if op == "div" {
+				if v == 0 {
+					return "", false, nil
+				}
+				v = 1 / v
+			}
+			for j := i * row; j < (i+1)*row; j++ {
+				w[j] = float32(float64(w[j]) * v)
+			}
+			if bias != nil {
+				bias[i] = float32(float64(bias[i]) * v)
+			}
+		}
+	default:
+		return "", false, nil
+	}
+	l.Source += " + " + c.name + " (" + c.n.OpType + ")"
 	c.layerName = l.Name
-	return "folded: the bias of " + l.Name, true, c.setOutput(x)
+	// this node's read of the layer is spent: its output takes over
+	xi := 0
+	if constFirst {
+		xi = 1
+	}
+	c.im.uses[c.n.Inputs[xi]]--
+	what := map[string]string{"add": "the bias", "sub": "the bias", "mul": "the weight and bias", "div": "the weight and bias"}[op]
+	return fmt.Sprintf("folded: into %s of %s", what, l.Name), true, c.setOutput(x)
 }
 
 func foldBinary(c *nodeCtx, op string, a, b *constant) (string, error) {
@@ -1296,32 +1378,40 @@ func pair(p [2]int) any {
 	return []int{p[0], p[1]}
 }
 
-// windowGeom reads the strides, pads, dilations, auto_pad and ceil_mode of
-// a Conv or pooling node over input x ([C, H, W] per sample) with the
-// given kernel, and computes the output size with mlbuild's window rule.
+// windowGeom is the geometry of a convolution or pooling window in
+// mlbuild's terms: symmetric padding, and whether the output rounds down.
 type windowGeom struct {
 	stride, pad, dil [2]int
 	out              [2]int
 	floor            bool
 }
 
-func (c *nodeCtx) window(x *value, kernel [2]int) (windowGeom, error) {
+// window reads the strides, pads, dilations, auto_pad and ceil_mode of a
+// Conv or pooling node over input x ([C, H, W] per sample) with the given
+// kernel, and computes the output size with mlbuild's window rule. A 1-D
+// window (oneD: the node's attributes have one entry per axis, and x is the
+// [C, L] input viewed as [C, 1, L]) is the 2-D window of height 1.
+func (c *nodeCtx) window(x *value, kernel [2]int, oneD bool) (windowGeom, error) {
 	var g windowGeom
 	if len(x.shape) != 3 {
-		return g, unsupported("", "%s over %s per sample; mlbuild's windows are 2-D over [channels, height, width]", c.n.OpType, shapeText(x.shape))
+		return g, unsupported("", "%s over %s per sample; mlbuild's windows are 1-D or 2-D over [channels, (height,) width]", c.n.OpType, shapeText(x.shape))
 	}
 	read := func(name string, n int, def int) ([]int, error) {
 		v, ok, err := c.attrInts(name)
 		if err != nil {
 			return nil, err
 		}
-		out := make([]int, n)
+		want := n
+		if oneD {
+			want = n / 2
+		}
+		out := make([]int, want)
 		for i := range out {
 			out[i] = def
 		}
 		if ok {
-			if len(v) != n {
-				return nil, unsupported("", "attribute %s has %d entries, want %d", name, len(v), n)
+			if len(v) != want {
+				return nil, unsupported("", "attribute %s has %d entries, want %d", name, len(v), want)
 			}
 			for i, e := range v {
 				if e < 0 || e > MaxElements {
@@ -1329,6 +1419,17 @@ func (c *nodeCtx) window(x *value, kernel [2]int) (windowGeom, error) {
 				}
 				out[i] = int(e)
 			}
+		}
+		if oneD {
+			// height: kernel 1, stride 1, no padding, dilation 1
+			h := 1
+			if name == "pads" {
+				h = 0
+			}
+			if n == 4 {
+				return []int{h, out[0], h, out[1]}, nil
+			}
+			return []int{h, out[0]}, nil
 		}
 		return out, nil
 	}
@@ -1409,29 +1510,35 @@ func importConv(c *nodeCtx) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if len(w.dims) != 4 {
-		return "", unsupported("", "a weight of rank %d: only 2-D convolutions (rank-4 weights) are supported", len(w.dims))
+	oneD := len(w.dims) == 3 && len(x.shape) == 2
+	if !oneD && (len(w.dims) != 4 || len(x.shape) != 3) {
+		return "", unsupported("", "Conv over %s per sample with a weight of rank %d: only 1-D and 2-D convolutions are supported", shapeText(x.shape), len(w.dims))
 	}
-	if len(x.shape) != 3 {
-		return "", unsupported("", "Conv over %s per sample; only 2-D convolutions are supported", shapeText(x.shape))
+	wdims := slices.Clone(w.dims)
+	in := x
+	if oneD {
+		// a 1-D convolution is the 2-D one over [C, 1, L] with kernel [1, k]
+		wdims = []int{w.dims[0], w.dims[1], 1, w.dims[2]}
+		in = c.reshaped(x, []int{x.shape[0], 1, x.shape[1]})
 	}
 	group, err := c.attrInt("group", 1)
 	if err != nil {
 		return "", err
 	}
-	oc, icg, kh, kw := w.dims[0], w.dims[1], w.dims[2], w.dims[3]
+	oc, icg, kh, kw := wdims[0], wdims[1], wdims[2], wdims[3]
 	if group < 1 || int64(x.shape[0]) != int64(icg)*group || int64(oc)%group != 0 {
 		return "", unsupported("", "weight %v with group %d does not fit %d input channels", w.dims, group, x.shape[0])
 	}
 	if ks, ok, err := c.attrInts("kernel_shape"); err != nil {
 		return "", err
-	} else if ok && (len(ks) != 2 || int(ks[0]) != kh || int(ks[1]) != kw) {
+	} else if ok && !slices.Equal(toInts(ks), w.dims[2:]) {
 		return "", unsupported("", "kernel_shape %v disagrees with the weight %v", ks, w.dims)
 	}
-	g, err := c.window(x, [2]int{kh, kw})
+	g, err := c.window(in, [2]int{kh, kw}, oneD)
 	if err != nil {
 		return "", err
 	}
+	x = in
 	l := c.newLayer("conv2d", []int{oc, g.out[0], g.out[1]})
 	l.Fields = []Field{{"outChannels", oc}, {"kernel", pair([2]int{kh, kw})}}
 	if g.stride != [2]int{1, 1} {
@@ -1450,7 +1557,7 @@ func importConv(c *nodeCtx) (string, error) {
 		l.Fields = append(l.Fields, Field{"rounding", "floor"})
 	}
 	l.Fields = append(l.Fields, Field{"inChannels", x.shape[0]})
-	l.Params = []Param{{Suffix: "weight", Shape: slices.Clone(w.dims), Data: w.float32s()}}
+	l.Params = []Param{{Suffix: "weight", Shape: wdims, Data: w.float32s()}}
 	if c.has(2) {
 		b, err := c.konst(2, "bias")
 		if err != nil {
@@ -1462,6 +1569,9 @@ func importConv(c *nodeCtx) (string, error) {
 		l.Params = append(l.Params, Param{Suffix: "bias", Shape: []int{oc}, Data: b.float32s()})
 	} else {
 		l.Fields = append(l.Fields, Field{"bias", false})
+	}
+	if oneD {
+		return c.emitReshaped(l, x, []int{oc, g.out[1]})
 	}
 	return c.emit(l, x)
 }
@@ -1475,14 +1585,23 @@ func importPool(c *nodeCtx) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if !ok || len(ks) != 2 {
-		return "", unsupported("", "kernel_shape %v: only 2-D pooling is supported", ks)
+	oneD := ok && len(ks) == 1 && len(x.shape) == 2
+	if !oneD && (!ok || len(ks) != 2 || len(x.shape) != 3) {
+		return "", unsupported("", "kernel_shape %v over %s per sample: only 1-D and 2-D pooling is supported", ks, shapeText(x.shape))
 	}
-	if ks[0] < 1 || ks[1] < 1 || ks[0] > MaxElements || ks[1] > MaxElements {
-		return "", unsupported("", "kernel_shape %v", ks)
+	for _, k := range ks {
+		if k < 1 || k > MaxElements {
+			return "", unsupported("", "kernel_shape %v", ks)
+		}
 	}
-	kernel := [2]int{int(ks[0]), int(ks[1])}
-	g, err := c.window(x, kernel)
+	var kernel [2]int
+	if oneD {
+		kernel = [2]int{1, int(ks[0])}
+		x = c.reshaped(x, []int{x.shape[0], 1, x.shape[1]})
+	} else {
+		kernel = [2]int{int(ks[0]), int(ks[1])}
+	}
+	g, err := c.window(x, kernel, oneD)
 	if err != nil {
 		return "", err
 	}
@@ -1519,6 +1638,9 @@ func importPool(c *nodeCtx) (string, error) {
 	if g.floor {
 		l.Fields = append(l.Fields, Field{"rounding", "floor"})
 	}
+	if oneD {
+		return c.emitReshaped(l, x, []int{x.shape[0], g.out[1]})
+	}
 	return c.emit(l, x)
 }
 
@@ -1546,8 +1668,8 @@ func importBatchNorm(c *nodeCtx) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if len(x.shape) != 1 && len(x.shape) != 3 {
-		return "", unsupported("", "BatchNormalization over %s per sample; mlbuild normalises [features] or [channels, height, width]", shapeText(x.shape))
+	if len(x.shape) == 0 {
+		return "", unsupported("", "BatchNormalization of a scalar per sample")
 	}
 	if tm, err := c.attrInt("training_mode", 0); err != nil || tm != 0 {
 		return "", unsupported("export in eval mode (model.eval())", "training_mode=1 normalises with batch statistics; an imported model runs in inference mode")
@@ -1592,6 +1714,16 @@ func importBatchNorm(c *nodeCtx) (string, error) {
 	// weighs the new batch.
 	if m := shortFloat(float32(1 - mom)); m >= 0 && m <= 1 && m != 0.1 {
 		l.Fields = append(l.Fields, Field{"momentum", m})
+	}
+	if len(x.shape) != 1 && len(x.shape) != 3 {
+		// statistics per channel over any other axes: view them as
+		// [C, rest, last] (or [C, L, 1]), which mlbuild normalises alike
+		v := []int{ch, product(x.shape[1 : len(x.shape)-1]), x.shape[len(x.shape)-1]}
+		if len(x.shape) == 2 {
+			v = []int{ch, x.shape[1], 1}
+		}
+		l.OutShape = v
+		return c.emitReshaped(l, c.reshaped(x, v), x.shape)
 	}
 	return c.emit(l, x)
 }

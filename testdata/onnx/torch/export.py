@@ -86,7 +86,24 @@ class GELU(nn.Module):
         return self.fc2(self.act(self.fc1(x)))
 
 
-MODELS = [("mlp", MLP, [1, 8, 8]), ("cnn", CNN, [1, 16, 16]), ("residual", Residual, [4, 6, 6]), ("gelu", GELU, [16])]
+class Scaled(nn.Module):
+    """A convolution scaled and shifted per channel by parameters
+    (LayerScale-like, folded into its weights), then halved."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(2, 4, 3)
+        self.scale = nn.Parameter(torch.rand(4, 1, 1) + 0.5)
+        self.shift = nn.Parameter(torch.randn(1, 4, 1, 1))
+        self.fc = nn.Linear(4 * 3 * 3, 5)
+
+    def forward(self, x):
+        y = (self.conv(x) * self.scale + self.shift) / 2.0
+        return self.fc(torch.flatten(F.relu(y), 1))
+
+
+MODELS = [("mlp", MLP, [1, 8, 8]), ("cnn", CNN, [1, 16, 16]), ("residual", Residual, [4, 6, 6]), ("gelu", GELU, [16]),
+          ("scaled", Scaled, [2, 5, 5])]
 
 
 def main():
