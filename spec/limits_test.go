@@ -132,9 +132,27 @@ func TestSchemaBoundsAgree(t *testing.T) {
 			t.Errorf("schema %s = %s; Go has %d", name, m[1], want)
 		}
 	}
-	short := regexp.MustCompile(`if _n <= (\d+) \{[\s\S]*SliceRunes\(s, 0, (\d+)\)`).FindSubmatch(src)
-	if short == nil || string(short[1]) != strconv.Itoa(ShortMax) || string(short[2]) != strconv.Itoa(ShortKeep) {
-		t.Errorf("schema #Short does not keep %d of more than %d characters as Short does", ShortKeep, ShortMax)
+	// #Short, and the layer names written out in model.cue, keep ShortKeep
+	// characters of more than ShortMax, as Short does.
+	model, err := os.ReadFile("../schema/model.cue")
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := string(src) + string(model)
+	maxRunes := regexp.MustCompile(`MaxRunes\(\w+, (\d+)\)`).FindAllStringSubmatch(all, -1)
+	slices := regexp.MustCompile(`SliceRunes\(\w+, 0, (\d+)\)`).FindAllStringSubmatch(all, -1)
+	if len(maxRunes) < 4 || len(slices) < 2 {
+		t.Fatalf("found %d MaxRunes and %d SliceRunes in the schema; want #Short and the layer names", len(maxRunes), len(slices))
+	}
+	for _, m := range maxRunes {
+		if m[1] != strconv.Itoa(ShortMax) {
+			t.Errorf("schema %s: want %d characters whole, as Short", m[0], ShortMax)
+		}
+	}
+	for _, m := range slices {
+		if m[1] != strconv.Itoa(ShortKeep) {
+			t.Errorf("schema %s: want %d characters kept, as Short", m[0], ShortKeep)
+		}
 	}
 }
 
