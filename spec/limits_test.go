@@ -82,7 +82,7 @@ func TestCheckLimits(t *testing.T) {
 		{"issue 10", model(Node{Name: "dense1", Op: OpDense, Units: 4611686018427387904, Bias: true, InShapes: [][]int{{4}}, OutShape: []int{4611686018427387904}, Pos: at}), 32,
 			"m.cue:7:3: layer dense1: the output 4611686018427387904 holds 4611686018427387904 elements (more than 2^63 bytes as f32) per sample"},
 		{"output at batch", model(Node{Name: "r", Op: OpReLU, InShapes: [][]int{{1 << 35}}, OutShape: []int{1 << 35}, Pos: at}), 64,
-			"layer r: at batch 64 the output 34359738368 holds 2199023255552 elements (8796093022208 bytes, 8.00 TiB as f32)"},
+			"m.cue:2:1: layer input: at batch 64 the output 34359738368 holds 2199023255552 elements (8796093022208 bytes, 8.00 TiB as f32), more than the 1099511627776 (2^40) mlbuild allows in one tensor; lower the batch size or shrink this layer (and 1 more counts past a bound at this batch, in this or later layers)"},
 		{"params", model(Node{Name: "d", Op: OpDense, Units: 1 << 21, InShapes: [][]int{{1 << 20}}, OutShape: []int{1 << 21}, Pos: at}), 1,
 			"layer d: 2199023255552 parameters are more than the 1099511627776 (2^40) parameters"},
 		{"model params", model(
