@@ -144,7 +144,7 @@ func CheckLimitsAt(m *Model, batch int) error {
 			continue // its parameters and FLOPs are not meaningful
 		case !bexact || batched > MaxCount:
 			atBatch(n, "at batch %d the output %s holds %s, more than the %d (2^40) mlbuild allows in one tensor; lower the batch size or shrink this layer", batch, shapeText(n.OutShape), elementsText(batched, bexact), MaxCount)
-		case int64(batched) > int64(math.MaxInt):
+		case batched > math.MaxInt:
 			add(n, "at batch %d the output %s holds %s, more than this mlbuild (built with %d-bit integers) can plan", batch, shapeText(n.OutShape), elementsText(batched, bexact), bits.UintSize)
 		}
 		p, pexact := n.paramsChecked()
