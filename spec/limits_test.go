@@ -249,3 +249,19 @@ schema.#Spec & {
 		}
 	}
 }
+
+// TestSizeErrorsAlone checks that a count past a bound is reported once,
+// where it is written, and not again as a consequence in every check that
+// reads it (an illegal batch size leaves the model's batch unknown).
+func TestSizeErrorsAlone(t *testing.T) {
+	for _, f := range []string{"size_batch.cue", "size_dense_units.cue", "size_kernel.cue", "size_dense_params.cue", "size_conv_flops.cue"} {
+		_, err := Load(filepath.Join("../testdata/specs/invalid", f))
+		var es Errors
+		if !errors.As(err, &es) {
+			t.Fatalf("%s: %v; want Errors", f, err)
+		}
+		if len(es) != 1 {
+			t.Errorf("%s: %d errors; want the bound's alone:\n%v", f, len(es), err)
+		}
+	}
+}
