@@ -273,7 +273,7 @@ func dominantLayer(p *Plan) (string, int64) {
 		if _, ok := total[layers[i]]; !ok {
 			names = append(names, layers[i])
 		}
-		total[layers[i]] += 4 * int64(b.Size)
+		total[layers[i]], _ = spec.AddCount(total[layers[i]], spec.BytesPerElement*int64(b.Size)) // sizes within spec.MaxCount (checkBufferSizes)
 	}
 	best := ""
 	for _, n := range names { // first in plan order wins a tie

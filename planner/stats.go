@@ -43,6 +43,7 @@ func (p *Plan) Stats() Stats {
 			st.ParamTensors++
 		}
 	}
+	// assignBuffers keeps each arena below 2^60 elements: its bytes fit.
 	st.StateBytes = 4 * int64(p.StateSize)
 	st.PeakWorkBytes = 4 * int64(p.WorkSize)
 	st.NaiveWorkBytes = 4 * int64(p.NaiveWorkSize)

@@ -176,11 +176,11 @@ func decode(v cue.Value, pos *positions) (*Model, error) {
 	m.Output = d.str(v, "model.output")
 
 	if err := v.LookupPath(cue.ParsePath("training")).Decode(&m.Training); err != nil {
-		d.fail([]string{"training"}, "cannot read the training settings: "+err.Error())
+		d.fail([]string{"training"}, "cannot read the training settings: "+shortenMessage(err.Error()))
 	}
 	if ds := v.LookupPath(cue.ParsePath("dataset")); ds.Exists() {
 		if err := ds.Decode(&m.Dataset); err != nil {
-			d.fail([]string{"dataset"}, "cannot read the dataset: "+err.Error())
+			d.fail([]string{"dataset"}, "cannot read the dataset: "+shortenMessage(err.Error()))
 		}
 		m.Dataset.Label = d.columns(ds, "label")
 		m.Dataset.Drop = d.columns(ds, "drop")

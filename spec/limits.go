@@ -123,6 +123,17 @@ func CheckLimitsAt(m *Model, batch int) error {
 	b := int64(batch)
 	var params, flops int64
 	paramsOver, flopsOver := false, false
+	// A batch too large for one layer is usually too large for the layers
+	// after it: the first is reported, with how many more there are.
+	batchFirst, batchMore := -1, 0 // index in es, and how many more
+	atBatch := func(n *Node, format string, args ...any) {
+		if batchFirst >= 0 {
+			batchMore++
+			return
+		}
+		add(n, format, args...)
+		batchFirst = len(es) - 1
+	}
 	for i := range m.Nodes {
 		n := &m.Nodes[i]
 		numel, exact := ShapeCount(n.OutShape)
@@ -132,8 +143,8 @@ func CheckLimitsAt(m *Model, batch int) error {
 			add(n, "the output %s holds %s per sample, more than the %d (2^40) mlbuild allows in one tensor", shapeText(n.OutShape), elementsText(numel, exact), MaxCount)
 			continue // its parameters and FLOPs are not meaningful
 		case !bexact || batched > MaxCount:
-			add(n, "at batch %d the output %s holds %s, more than the %d (2^40) mlbuild allows in one tensor; lower the batch size or shrink this layer", batch, shapeText(n.OutShape), elementsText(batched, bexact), MaxCount)
-		case int64(batched) > int64(math.MaxInt):
+			atBatch(n, "at batch %d the output %s holds %s, more than the %d (2^40) mlbuild allows in one tensor; lower the batch size or shrink this layer", batch, shapeText(n.OutShape), elementsText(batched, bexact), MaxCount)
+		case batched > math.MaxInt:
 			add(n, "at batch %d the output %s holds %s, more than this mlbuild (built with %d-bit integers) can plan", batch, shapeText(n.OutShape), elementsText(batched, bexact), bits.UintSize)
 		}
 		p, pexact := n.paramsChecked()
@@ -151,15 +162,18 @@ func CheckLimitsAt(m *Model, batch int) error {
 		case !fexact || f > MaxFLOPs:
 			add(n, "%s per sample are more than the %d (2^56) mlbuild counts for one layer", countText(f, fexact, "forward FLOPs"), MaxFLOPs)
 		case !fbexact || fb > MaxFLOPs:
-			add(n, "at batch %d the forward pass takes %s, more than the %d (2^56) mlbuild counts for one layer; lower the batch size or shrink this layer", batch, countText(fb, fbexact, "FLOPs"), MaxFLOPs)
+			atBatch(n, "at batch %d the forward pass takes %s, more than the %d (2^56) mlbuild counts for one layer; lower the batch size or shrink this layer", batch, countText(fb, fbexact, "FLOPs"), MaxFLOPs)
 		default:
 			if sum, ok := AddCount(flops, fb); !flopsOver && (!ok || sum > MaxFLOPs) {
 				flopsOver = true
-				add(n, "with this layer's %d FLOPs the model's forward pass at batch %d takes more than %d (2^56), the most mlbuild counts; lower the batch size or shrink the model", fb, batch, MaxFLOPs)
+				atBatch(n, "with this layer's %d FLOPs the model's forward pass at batch %d takes more than %d (2^56), the most mlbuild counts; lower the batch size or shrink the model", fb, batch, MaxFLOPs)
 			} else {
 				flops = sum
 			}
 		}
+	}
+	if batchMore > 0 {
+		es[batchFirst].Message += fmt.Sprintf(" (and %d more counts past a bound at this batch, in this or later layers)", batchMore)
 	}
 	if len(es) > 0 {
 		return es

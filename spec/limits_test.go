@@ -1,3 +1,7 @@
+// The sizes these tests use are past what a 32-bit int holds.
+
+//go:build !386 && !arm && !mips && !mipsle
+
 package spec
 
 import (
@@ -82,7 +86,7 @@ func TestCheckLimits(t *testing.T) {
 		{"issue 10", model(Node{Name: "dense1", Op: OpDense, Units: 4611686018427387904, Bias: true, InShapes: [][]int{{4}}, OutShape: []int{4611686018427387904}, Pos: at}), 32,
 			"m.cue:7:3: layer dense1: the output 4611686018427387904 holds 4611686018427387904 elements (more than 2^63 bytes as f32) per sample"},
 		{"output at batch", model(Node{Name: "r", Op: OpReLU, InShapes: [][]int{{1 << 35}}, OutShape: []int{1 << 35}, Pos: at}), 64,
-			"layer r: at batch 64 the output 34359738368 holds 2199023255552 elements (8796093022208 bytes, 8.00 TiB as f32)"},
+			"m.cue:2:1: layer input: at batch 64 the output 34359738368 holds 2199023255552 elements (8796093022208 bytes, 8.00 TiB as f32), more than the 1099511627776 (2^40) mlbuild allows in one tensor; lower the batch size or shrink this layer (and 1 more counts past a bound at this batch, in this or later layers)"},
 		{"params", model(Node{Name: "d", Op: OpDense, Units: 1 << 21, InShapes: [][]int{{1 << 20}}, OutShape: []int{1 << 21}, Pos: at}), 1,
 			"layer d: 2199023255552 parameters are more than the 1099511627776 (2^40) parameters"},
 		{"model params", model(
@@ -132,9 +136,27 @@ func TestSchemaBoundsAgree(t *testing.T) {
 			t.Errorf("schema %s = %s; Go has %d", name, m[1], want)
 		}
 	}
-	short := regexp.MustCompile(`if _n <= (\d+) \{[\s\S]*SliceRunes\(s, 0, (\d+)\)`).FindSubmatch(src)
-	if short == nil || string(short[1]) != strconv.Itoa(ShortMax) || string(short[2]) != strconv.Itoa(ShortKeep) {
-		t.Errorf("schema #Short does not keep %d of more than %d characters as Short does", ShortKeep, ShortMax)
+	// #Short, and the layer names written out in model.cue, keep ShortKeep
+	// characters of more than ShortMax, as Short does.
+	model, err := os.ReadFile("../schema/model.cue")
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := string(src) + string(model)
+	maxRunes := regexp.MustCompile(`MaxRunes\(\w+, (\d+)\)`).FindAllStringSubmatch(all, -1)
+	slices := regexp.MustCompile(`SliceRunes\(\w+, 0, (\d+)\)`).FindAllStringSubmatch(all, -1)
+	if len(maxRunes) < 4 || len(slices) < 2 {
+		t.Fatalf("found %d MaxRunes and %d SliceRunes in the schema; want #Short and the layer names", len(maxRunes), len(slices))
+	}
+	for _, m := range maxRunes {
+		if m[1] != strconv.Itoa(ShortMax) {
+			t.Errorf("schema %s: want %d characters whole, as Short", m[0], ShortMax)
+		}
+	}
+	for _, m := range slices {
+		if m[1] != strconv.Itoa(ShortKeep) {
+			t.Errorf("schema %s: want %d characters kept, as Short", m[0], ShortKeep)
+		}
 	}
 }
 
@@ -224,6 +246,22 @@ schema.#Spec & {
 			if strings.Count(line, "layer "+Short(name)) > 1 {
 				t.Errorf("the layer name is repeated: %.300s", line)
 			}
+		}
+	}
+}
+
+// TestSizeErrorsAlone checks that a count past a bound is reported once,
+// where it is written, and not again as a consequence in every check that
+// reads it (an illegal batch size leaves the model's batch unknown).
+func TestSizeErrorsAlone(t *testing.T) {
+	for _, f := range []string{"size_batch.cue", "size_dense_units.cue", "size_kernel.cue", "size_dense_params.cue", "size_conv_flops.cue"} {
+		_, err := Load(filepath.Join("../testdata/specs/invalid", f))
+		var es Errors
+		if !errors.As(err, &es) {
+			t.Fatalf("%s: %v; want Errors", f, err)
+		}
+		if len(es) != 1 {
+			t.Errorf("%s: %d errors; want the bound's alone:\n%v", f, len(es), err)
 		}
 	}
 }

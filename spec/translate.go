@@ -120,7 +120,11 @@ func (p *positions) translate(e cueerrors.Error, v *cue.Value) (te Error, follow
 			te.Message = strings.TrimPrefix(raw, "layer "+Short(te.Layer)+": ")
 		}
 	case strings.Contains(raw, "incomplete value") || strings.Contains(raw, "non-concrete value") || strings.HasPrefix(raw, "incomplete"):
-		if field == "" || isComputedField(field) {
+		// A value the schema computes in a hidden field (model._batch when
+		// training.batchSize is illegal) is incomplete because of another
+		// error, not because the user left a field out.
+		inHidden := slices.ContainsFunc(path, func(l string) bool { return strings.HasPrefix(l, "_") })
+		if field == "" || isComputedField(field) || inHidden {
 			follower = true
 			te.Message = "the shape here cannot be computed (" + raw + ")"
 			if field != "" {

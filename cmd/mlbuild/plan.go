@@ -119,7 +119,8 @@ func planRun(opts *planOptions) error {
 	p, err := planner.Build(m, backend.PlanOptions(planner.Options{Batch: opts.batch, Training: opts.mode == "train", Fusion: fusion, MemoryLimit: memLimit}))
 	if err != nil {
 		var pe *planner.Error
-		if errors.As(err, &pe) {
+		var es spec.Errors // the size bounds at --batch
+		if errors.As(err, &pe) || errors.As(err, &es) {
 			return reportSpecError(opts.stderr, err)
 		}
 		return withCode(ExitInternal, err) // an invariant broke: a bug in mlbuild
