@@ -1624,6 +1624,15 @@ func importPool(c *nodeCtx) (string, error) {
 			return "", unsupported("", "AveragePool with dilations")
 		}
 	}
+	for i, axis := range []string{"height", "width"} {
+		span := g.dil[i]*(kernel[i]-1) + 1
+		if g.pad[i] > span/2 {
+			return "", unsupported("pad the input with a Pad node before the pooling, or use less padding", "padding %d along the %s is more than half the window (%d), so a window could cover padding alone; mlbuild refuses such pooling, as PyTorch does", g.pad[i], axis, span)
+		}
+		if g.pad[i] > 0 && g.dil[i] > x.shape[i+1] {
+			return "", unsupported("", "dilation %d with padding is wider than the input %s %d, so a window can cover no input element", g.dil[i], axis, x.shape[i+1])
+		}
+	}
 	l := c.newLayer(op, []int{x.shape[0], g.out[0], g.out[1]})
 	l.Fields = []Field{{"kernel", pair(kernel)}}
 	if g.stride != kernel {

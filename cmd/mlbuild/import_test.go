@@ -18,6 +18,7 @@ import (
 
 	"github.com/mlbuild/mlbuild/emit"
 	"github.com/mlbuild/mlbuild/onnx"
+	"github.com/mlbuild/mlbuild/rt/npy"
 	"github.com/mlbuild/mlbuild/rt/safetensors"
 	"github.com/mlbuild/mlbuild/spec"
 )
@@ -151,7 +152,7 @@ const backendGolden = "../../testdata/onnx/backend.golden"
 // through the importer: each model is imported, compiled with the CPU
 // backend, run on the test's inputs, and its outputs compared with the
 // expected ones (max absolute difference ≤ 1e-4). Node tests feed weights
-// as graph inputs; the harness binds every input but the first to its test
+// as graph inputs; the test binds every input but the first to its test
 // value as an initializer, as an exporter would write trained weights.
 // Tests whose inputs are sequences or optionals (not tensors) are out of
 // scope.
@@ -332,19 +333,33 @@ func runImported(t *testing.T, im *onnx.Imported, x, want []float32) {
 	if err := safetensors.Write(weights, tensors, nil); err != nil {
 		t.Fatal(err)
 	}
-	bin := buildWithHarness(t, cuePath, filepath.Join(out, "model"))
+	bin := buildProgram(t, cuePath, filepath.Join(out, "model"))
 
-	var stdin bytes.Buffer
-	binary.Write(&stdin, binary.LittleEndian, x)
-	cmd := exec.Command(bin, "onnx-check", weights)
-	cmd.Stdin = &stdin
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("running the model: %v\n%s", err, stderr.String())
+	// Run the produced binary as a user would: predict on a .npy of the
+	// samples, writing the raw outputs to a .npy.
+	per := 1
+	for _, d := range im.Input {
+		per *= d
 	}
-	got := make([]float32, stdout.Len()/4)
-	binary.Read(&stdout, binary.LittleEndian, got)
+	xPath, yPath := filepath.Join(out, "x.npy"), filepath.Join(out, "y.npy")
+	if err := npy.Write(xPath, append([]int{len(x) / per}, im.Input...), x); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "predict", "--weights", weights, "--output", yPath, xPath)
+	if outp, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%s: %v\n%s", strings.Join(cmd.Args, " "), err, outp)
+	}
+	ya, err := npy.Open(yPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ya.Close()
+	rows := make([]int, ya.Rows())
+	for i := range rows {
+		rows[i] = i
+	}
+	got := make([]float32, ya.Rows()*ya.RowSize())
+	ya.Gather(got, rows)
 	if len(got) != len(want) {
 		t.Fatalf("the model wrote %d values, the reference has %d\n%s", len(got), len(want), src)
 	}
@@ -434,66 +449,9 @@ func readPBs(t *testing.T, dir, prefix string) []*onnx.Tensor {
 	}
 }
 
-// harnessSource is added to the generated program for the test: run as
-// `model onnx-check WEIGHTS`, it loads the weights and runs the inference
-// plan on float32 samples read from stdin, writing the outputs to stdout.
-// It calls the Model interface as predict does; the released binary has no
-// such raw-tensor command yet.
-const harnessSource = `package main
-
-import (
-	"bufio"
-	"encoding/binary"
-	"fmt"
-	"io"
-	"os"
-
-	"mlbuildprog/rt/app"
-	"mlbuildprog/rt/safetensors"
-)
-
-func init() {
-	if len(os.Args) != 3 || os.Args[1] != "onnx-check" {
-		return
-	}
-	var m app.Model = model{}
-	f, err := safetensors.Read(os.Args[2])
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	state := m.State()
-	for _, p := range m.Meta().Params {
-		if err := f.CopyInto(p.Name, state[p.Offset:p.Offset+p.Size]); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(1)
-		}
-	}
-	in, _ := io.ReadAll(os.Stdin)
-	x := m.InferInput(true)
-	w := bufio.NewWriter(os.Stdout)
-	for len(in) >= 4*len(x) {
-		for i := range x {
-			x[i] = float32frombits(binary.LittleEndian.Uint32(in[4*i:]))
-		}
-		in = in[4*len(x):]
-		binary.Write(w, binary.LittleEndian, m.Infer(true))
-	}
-	w.Flush()
-	os.Exit(0)
-}
-`
-
-const harnessMath = `package main
-
-import "math"
-
-func float32frombits(b uint32) float32 { return math.Float32frombits(b) }
-`
-
-// buildWithHarness compiles the spec with the CPU backend, as mlbuild
-// compile does, with the test harness added.
-func buildWithHarness(t *testing.T, cuePath, out string) string {
+// buildProgram compiles the spec with the CPU backend, as mlbuild compile
+// does, without the cache.
+func buildProgram(t *testing.T, cuePath, out string) string {
 	t.Helper()
 	m, err := spec.Load(cuePath)
 	if err != nil {
@@ -507,7 +465,6 @@ func buildWithHarness(t *testing.T, cuePath, out string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	files = append(files, emit.File{Path: "onnxcheck.go", Data: []byte(harnessSource)}, emit.File{Path: "onnxcheck_math.go", Data: []byte(harnessMath)})
 	if err := goBuild(files, runtime.GOOS, runtime.GOARCH, out); err != nil {
 		t.Fatal(err)
 	}
