@@ -1540,6 +1540,9 @@ func importConv(c *nodeCtx) (string, error) {
 	}
 	x = in
 	l := c.newLayer("conv2d", []int{oc, g.out[0], g.out[1]})
+	if x.padNode != "" {
+		l.Source = x.padNode + " (Pad) + " + l.Source
+	}
 	l.Fields = []Field{{"outChannels", oc}, {"kernel", pair([2]int{kh, kw})}}
 	if g.stride != [2]int{1, 1} {
 		l.Fields = append(l.Fields, Field{"stride", pair(g.stride)})
@@ -1634,6 +1637,9 @@ func importPool(c *nodeCtx) (string, error) {
 		}
 	}
 	l := c.newLayer(op, []int{x.shape[0], g.out[0], g.out[1]})
+	if x.padNode != "" {
+		l.Source = x.padNode + " (Pad) + " + l.Source
+	}
 	l.Fields = []Field{{"kernel", pair(kernel)}}
 	if g.stride != kernel {
 		l.Fields = append(l.Fields, Field{"stride", pair(g.stride)})

@@ -470,3 +470,41 @@ func buildProgram(t *testing.T, cuePath, out string) string {
 	}
 	return out
 }
+
+// TestImportSpecGolden keeps the specs written for two PyTorch exports (a
+// chain and a graph with a residual connection) as golden files, so that a
+// change in what import writes is reviewed in the diff.
+// MLBUILD_UPDATE=1 rewrites them.
+func TestImportSpecGolden(t *testing.T) {
+	for _, name := range []string{"cnn_opset13", "residual_opset13", "mlp_opset9"} {
+		m, err := onnx.ReadFile(filepath.Join("../../testdata/onnx/torch", name+".onnx"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		im, err := onnx.Import(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := im.Spec(name, name+".onnx", name+".safetensors")
+		golden := filepath.Join("../../testdata/onnx/golden", name+".cue")
+		if os.Getenv("MLBUILD_UPDATE") != "" {
+			if err := os.MkdirAll(filepath.Dir(golden), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(golden, got, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		want, err := os.ReadFile(golden)
+		if err != nil {
+			t.Fatalf("%v (run with MLBUILD_UPDATE=1 to create it)", err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("%s differs from %s (MLBUILD_UPDATE=1 rewrites it):\n%s", name, golden, lineDiff(string(want), string(got)))
+		}
+		if _, err := spec.Load(golden); err != nil {
+			t.Errorf("%s: %v", golden, err)
+		}
+	}
+}
