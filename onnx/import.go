@@ -93,10 +93,10 @@ type value struct {
 	shape  []int  // runtime: the per-sample shape ONNX sees (differs for a pending view)
 	view   *Layer // runtime: a reshape or flatten not yet written, materialised on use
 	poison bool
-	// pad is a zero padding of height and width that a Pad node asked for
-	// and that the Conv or AveragePool reading the value takes over;
-	// padNode names that Pad node.
-	pad     [2]int
+	// pad is a zero padding of height and width (top, left, bottom,
+	// right) that a Pad node asked for and that the Conv or AveragePool
+	// reading the value takes over; padNode names that Pad node.
+	pad     [4]int
 	padNode string
 }
 
@@ -260,6 +260,8 @@ func Import(m *Model) (*Imported, error) {
 		return nil, &ImportError{Problems: []Problem{{Node: "graph", Op: "outputs", Opset: im.opset, Why: fmt.Sprintf("output %q is not produced by any node", outInfo.Name)}}}
 	case v.konst != nil:
 		return nil, &ImportError{Problems: []Problem{{Node: "graph", Op: "outputs", Opset: im.opset, Why: fmt.Sprintf("output %q is a constant: the model does not depend on its input", outInfo.Name)}}}
+	case v.pad != [4]int{}:
+		return nil, &ImportError{Problems: []Problem{{Node: v.padNode, Op: "Pad", Opset: im.opset, Why: "the Pad's output is the model's output; mlbuild folds a zero Pad only into the Conv or AveragePool that reads it", Fix: "pad inside the Conv or AvgPool2d (its padding argument) instead"}}}
 	case v.layer == "input" && v.view == nil:
 		return nil, &ImportError{Problems: []Problem{{Node: "graph", Op: "outputs", Opset: im.opset, Why: "the output is the input: the model computes nothing"}}}
 	}
@@ -400,7 +402,7 @@ func (im *importer) node(i int, n *Node) {
 			im.poison(n) // a consequence of an earlier problem, already reported
 			return
 		}
-		if v.pad != [2]int{} && !padConsumers[n.OpType] {
+		if v.pad != [4]int{} && !padConsumers[n.OpType] {
 			im.fail(n, name, unsupported("pad inside the Conv or AvgPool2d (its padding argument) instead", "reads the output of Pad node %s; mlbuild folds a zero Pad only into the Conv or AveragePool that reads it", v.padNode))
 			return
 		}

@@ -279,3 +279,27 @@ func TestImportFoldsPerChannelConstants(t *testing.T) {
 		t.Errorf("shared output: %v", err)
 	}
 }
+
+// TestImportAsymmetricPadding: pads (1, 2) over 5 with kernel 3 and stride
+// 2 give the windows of padding 1 (the extra end row is never read), so
+// they import exactly; pads (0, 1) over 4 with kernel 2 and stride 1 add a
+// window that reads the extra row, so they cannot.
+func TestImportAsymmetricPadding(t *testing.T) {
+	conv := func(in int, k int64, stride int64, pads []int64) *Model {
+		return graphModel([]int{1, in, in}, []*Tensor{NewFloatTensor("w", []int64{1, 1, k, k}, make([]float32, k*k))}, "y",
+			node("Conv", "conv", []string{"x", "w"}, []string{"y"},
+				&Attribute{Name: "pads", Type: AttrInts, Ints: pads},
+				&Attribute{Name: "strides", Type: AttrInts, Ints: []int64{stride, stride}}))
+	}
+	im, err := Import(conv(5, 3, 2, []int64{1, 1, 2, 2}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := im.Layers[0]
+	if !slices.Equal(l.OutShape, []int{1, 3, 3}) || !slices.ContainsFunc(l.Fields, func(f Field) bool { return f.Name == "padding" && f.Value == 1 }) {
+		t.Errorf("layer %+v", l)
+	}
+	if _, err := Import(conv(4, 2, 1, []int64{0, 0, 1, 1})); err == nil || !strings.Contains(err.Error(), "the last window reads the padding that differs") {
+		t.Errorf("inexact padding: %v", err)
+	}
+}

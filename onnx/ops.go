@@ -38,7 +38,7 @@ func init() {
 		"Exp": importUnary("exp"), "Log": importUnary("log"), "LeakyRelu": importUnary("leakyrelu"),
 		"Gelu":    importUnary("gelu"),
 		"Softmax": importSoftmax("softmax"), "LogSoftmax": importSoftmax("logsoftmax"),
-		"BatchNormalization": importBatchNorm, "Pad": importPad,
+		"BatchNormalization": importBatchNorm, "Pad": importPad, "ConstantOfShape": importConstantOfShape,
 	}
 }
 
@@ -216,6 +216,44 @@ func importConstant(c *nodeCtx) (string, error) {
 		return c.fold(k, "constant")
 	}
 	return "", unsupported("", "Constant without a value, value_float(s) or value_int(s) attribute (sparse and string constants are not supported)")
+}
+
+// importConstantOfShape folds a constant of a given shape filled with one
+// value (PyTorch computes the pads of F.pad with it).
+func importConstantOfShape(c *nodeCtx) (string, error) {
+	shape, err := c.konst(0, "shape")
+	if err != nil {
+		return "", err
+	}
+	if shape.hasBatch() {
+		return "", unsupported("", "a constant as large as the batch")
+	}
+	dims := make([]int, len(shape.vals))
+	for i, v := range shape.vals {
+		if v < 0 || v > MaxElements {
+			return "", unsupported("", "shape %v", shape.vals)
+		}
+		dims[i] = int(v)
+	}
+	if err := checkFoldSize(dims); err != nil {
+		return "", err
+	}
+	fill := 0.0
+	if a := c.n.Attr("value"); a != nil {
+		if a.T == nil || a.T.NumElements() != 1 {
+			return "", unsupported("", "value is not a one-element tensor")
+		}
+		k, err := constFromTensor(a.T)
+		if err != nil {
+			return "", unsupported("", "%v", err)
+		}
+		fill = k.vals[0]
+	}
+	k := &constant{dims: dims, vals: make([]float64, product(dims))}
+	for i := range k.vals {
+		k.vals[i] = fill
+	}
+	return c.fold(k, "constant of shape")
 }
 
 func importIdentity(c *nodeCtx) (string, error) {
@@ -683,7 +721,7 @@ func importSlice(c *nodeCtx) (string, error) {
 		return "", unsupported("", "starts and ends differ in length")
 	}
 	r := len(data.dims)
-	lo, hi, step := make([]int, r), slices.Clone(data.dims), make([]int, r)
+	lo, count, step := make([]int, r), slices.Clone(data.dims), make([]int, r)
 	for i := range step {
 		step[i] = 1
 	}
@@ -703,25 +741,31 @@ func importSlice(c *nodeCtx) (string, error) {
 		if steps != nil && i < len(steps) {
 			st = steps[i]
 		}
-		if st != 1 {
-			return "", unsupported("", "Slice with step %d", st)
+		if st == 0 {
+			return "", unsupported("", "Slice with step 0")
 		}
+		// ONNX's rule: negative indices count from the end, then starts
+		// and ends are clamped to the axis ([0, n] going forward, [-1, n-1]
+		// going backward).
 		n := int64(data.dims[ax])
-		clamp := func(v int64) int {
-			if v < 0 {
-				v += n
-			}
-			return int(min(max(v, 0), n))
+		b, e := starts[i], ends[i]
+		if b < 0 {
+			b += n
 		}
-		lo[ax], hi[ax] = clamp(starts[i]), clamp(ends[i])
-		if hi[ax] < lo[ax] {
-			hi[ax] = lo[ax]
+		if e < 0 {
+			e += n
 		}
+		var cnt int64
+		if st > 0 {
+			b, e = min(max(b, 0), n), min(max(e, 0), n)
+			cnt = max(0, (e-b+st-1)/st)
+		} else {
+			b, e = min(max(b, 0), n-1), min(max(e, -1), n-1)
+			cnt = max(0, (b-e-st-1)/(-st))
+		}
+		lo[ax], count[ax], step[ax] = int(b), int(cnt), int(st)
 	}
-	out := &constant{}
-	for i := range data.dims {
-		out.dims = append(out.dims, hi[i]-lo[i])
-	}
+	out := &constant{dims: count}
 	st := strides(data.dims)
 	idx := make([]int, r)
 	total := product(out.dims)
@@ -732,7 +776,7 @@ func importSlice(c *nodeCtx) (string, error) {
 			rem /= out.dims[i]
 		}
 		for i := range idx {
-			src += (idx[i] + lo[i]) * st[i]
+			src += (lo[i] + idx[i]*step[i]) * st[i]
 		}
 		out.vals = append(out.vals, data.vals[src])
 		if data.batch != nil {
@@ -1384,6 +1428,7 @@ type windowGeom struct {
 	stride, pad, dil [2]int
 	out              [2]int
 	floor            bool
+	own              bool // the node pads by itself (not only a Pad before it)
 }
 
 // window reads the strides, pads, dilations, auto_pad and ceil_mode of a
@@ -1453,13 +1498,13 @@ func (c *nodeCtx) window(x *value, kernel [2]int, oneD bool) (windowGeom, error)
 	if err != nil {
 		return g, err
 	}
-	if x.pad != [2]int{} {
+	g.own = p[0] != 0 || p[1] != 0 || p[2] != 0 || p[3] != 0 || (autoPad != "NOTSET" && autoPad != "" && autoPad != "VALID")
+	if x.pad != [4]int{} {
 		if autoPad != "NOTSET" && autoPad != "" {
 			return g, unsupported("", "auto_pad %q after a Pad node", autoPad)
 		}
-		for i := 0; i < 2; i++ {
+		for i := range p {
 			p[i] += x.pad[i]
-			p[i+2] += x.pad[i]
 		}
 	}
 	for i := 0; i < 2; i++ {
@@ -1483,7 +1528,15 @@ func (c *nodeCtx) window(x *value, kernel [2]int, oneD bool) (windowGeom, error)
 			return g, unsupported("", "auto_pad %q", autoPad)
 		}
 		if p[i] != p[i+2] {
-			return g, unsupported("pad the input symmetrically, or choose a kernel and stride whose padding is even", "pads %v are not symmetric (%s %d before, %d after); mlbuild pads both sides alike", p, []string{"height", "width"}[i], p[i], p[i+2])
+			// Asymmetric padding is exact as the symmetric padding of its
+			// start when both give the same number of windows: the windows
+			// start at the same place, and none reaches the end padding
+			// that differs.
+			asym, sym := in+p[i]+p[i+2]-span, in+2*p[i]-span
+			if asym < 0 || sym < 0 || asym/s[i] != sym/s[i] || (ceil != 0 && asym%s[i] != 0) {
+				return g, unsupported("pad the input symmetrically, or choose a kernel and stride whose padding is even", "pads %v are not symmetric (%s %d before, %d after) and the last window reads the padding that differs; mlbuild pads both sides alike", p, []string{"height", "width"}[i], p[i], p[i+2])
+			}
+			p[i+2] = p[i]
 		}
 		num := in + 2*p[i] - span
 		if num < 0 {
@@ -1620,7 +1673,7 @@ func importPool(c *nodeCtx) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		if g.pad != x.pad && include == 0 {
+		if g.own && include == 0 {
 			return "", unsupported("use count_include_pad=True (PyTorch's default), or pad the input explicitly", "count_include_pad=0 averages padded windows over their real elements only; mlbuild's avgpool2d divides by the whole window")
 		}
 		if g.dil != [2]int{1, 1} {
@@ -1800,13 +1853,20 @@ func importPad(c *nodeCtx) (string, error) {
 	if mode != "constant" || fill != 0 {
 		return "", unsupported("", "Pad mode %q with value %v; mlbuild pads only with zeros, inside a convolution or average pooling", mode, fill)
 	}
-	if r != 4 || pads[0] != 0 || pads[1] != 0 || pads[4] != 0 || pads[5] != 0 || pads[2] != pads[6] || pads[3] != pads[7] || pads[2] < 0 || pads[3] < 0 || pads[2] > MaxElements || pads[3] > MaxElements {
-		return "", unsupported("", "pads %v: mlbuild pads height and width of [batch, channels, height, width] alike on both sides", pads)
+	if r != 4 || pads[0] != 0 || pads[1] != 0 || pads[4] != 0 || pads[5] != 0 {
+		return "", unsupported("", "pads %v: mlbuild pads only the height and width of [batch, channels, height, width]", pads)
 	}
-	if x.pad != [2]int{} {
+	var hw [4]int
+	for i, j := range []int{2, 3, 6, 7} {
+		if pads[j] < 0 || pads[j] > MaxElements {
+			return "", unsupported("", "pads %v: a negative or huge padding", pads)
+		}
+		hw[i] = int(pads[j])
+	}
+	if x.pad != [4]int{} {
 		return "", unsupported("", "a Pad of a Pad")
 	}
 	v := *x
-	v.pad, v.padNode = [2]int{int(pads[2]), int(pads[3])}, c.name
+	v.pad, v.padNode = hw, c.name
 	return "folded: padding taken over by the Conv or AveragePool that reads it", c.setOutput(&v)
 }

@@ -158,7 +158,7 @@ func (im *importer) importGELUPattern(i int, n *Node, p *erfGELU) {
 	case x.poison:
 		im.poison(n)
 		return
-	case x.konst != nil || x.pad != [2]int{}:
+	case x.konst != nil || x.pad != [4]int{}:
 		im.fail(n, name, unsupported("", "the GELU's input %q is a constant or a pending Pad", p.x))
 		return
 	}

@@ -102,8 +102,22 @@ class Scaled(nn.Module):
         return self.fc(torch.flatten(F.relu(y), 1))
 
 
+class Padded(nn.Module):
+    """An explicit asymmetric zero pad (exported as a Pad node) before a
+    strided convolution whose last window never reaches the extra row."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(1, 2, 3, stride=2)
+        self.fc = nn.Linear(2 * 3 * 3, 3)
+
+    def forward(self, x):
+        y = F.relu(self.conv(F.pad(x, (1, 2, 1, 2))))
+        return self.fc(torch.flatten(y, 1))
+
+
 MODELS = [("mlp", MLP, [1, 8, 8]), ("cnn", CNN, [1, 16, 16]), ("residual", Residual, [4, 6, 6]), ("gelu", GELU, [16]),
-          ("scaled", Scaled, [2, 5, 5])]
+          ("scaled", Scaled, [2, 5, 5]), ("padded", Padded, [1, 5, 5])]
 
 
 def main():
