@@ -181,6 +181,9 @@ type importer struct {
 	batchN   int // the fixed batch size of the input, 0 when dynamic
 	// constNodes maps the outputs of Constant nodes to them, for scalarOf.
 	constNodes map[string]*Node
+	// viewMapping finds the mapping entry of a node whose view layer is
+	// not written yet, to name the layer when it is.
+	viewMapping map[*Layer]int
 	// layerValues lists, per layer, the ONNX values bound to its output
 	// (aliases through Identity, Cast, views), for layerReads.
 	layerValues map[string][]string
@@ -212,7 +215,7 @@ func Import(m *Model) (*Imported, error) {
 	g := m.Graph
 	im := &importer{m: m, opset: m.Opset(), vals: map[string]*value{}, uses: map[string]int{},
 		out: &Imported{Opset: m.Opset()}, names: map[string]bool{"input": true}, counts: map[string]int{},
-		layerValues: map[string][]string{}}
+		layerValues: map[string][]string{}, viewMapping: map[*Layer]int{}}
 	im.out.Producer = strings.TrimSpace(m.ProducerName + " " + m.ProducerVersion)
 	for _, d := range m.Opsets {
 		if d.Domain != "" && d.Domain != "ai.onnx" {
@@ -274,11 +277,6 @@ func Import(m *Model) (*Imported, error) {
 		}
 	}
 	im.out.Output = name
-	for i := range im.out.Mapping {
-		if strings.HasPrefix(im.out.Mapping[i].How, "pending:") {
-			im.out.Mapping[i].How = "folded: a change of shape that the next layer makes or needs no layer"
-		}
-	}
 	return im.out, nil
 }
 
@@ -414,6 +412,10 @@ func (im *importer) node(i int, n *Node) {
 		im.fail(n, name, err)
 		return
 	}
+	if ctx.viewLayer != nil {
+		// the node's layer is written when something reads it, if ever
+		im.viewMapping[ctx.viewLayer] = len(im.out.Mapping)
+	}
 	im.out.Mapping = append(im.out.Mapping, Mapping{Node: name, Op: n.OpType, Layer: ctx.layerName, How: how})
 }
 
@@ -509,11 +511,8 @@ func (im *importer) materialize(v *value) string {
 	l.Inputs = []string{v.layer}
 	im.out.Layers = append(im.out.Layers, l)
 	v.layer, v.lshape = l.Name, l.OutShape
-	for i := range im.out.Mapping {
-		if im.out.Mapping[i].Layer == "" && im.out.Mapping[i].How == "pending:"+l.Name {
-			im.out.Mapping[i].Layer = l.Name
-			im.out.Mapping[i].How = l.Op
-		}
+	if i, ok := im.viewMapping[l]; ok {
+		im.out.Mapping[i].Layer, im.out.Mapping[i].How = l.Name, l.Op
 	}
 	return v.layer
 }

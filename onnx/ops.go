@@ -15,6 +15,7 @@ type nodeCtx struct {
 	name      string
 	ins       []*value
 	layerName string // the layer the node became, for the mapping
+	viewLayer *Layer // the node's view layer, written when something reads it
 }
 
 // opImport imports one node and says how (for the mapping), or returns a
@@ -579,7 +580,8 @@ func (c *nodeCtx) view(v *value, s []int) (string, error) {
 	if err := c.setOutput(&value{layer: v.layer, lshape: v.lshape, shape: s, view: l}); err != nil {
 		return "", err
 	}
-	return "pending:" + l.Name, nil
+	c.viewLayer = l
+	return "folded: a change of shape that the next layer makes, or that needs no layer", nil
 }
 
 // reshaped returns v viewed with per-sample shape s: a pending flatten or
