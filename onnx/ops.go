@@ -1663,11 +1663,6 @@ func importPool(c *nodeCtx) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	for i := range 2 {
-		if win := g.dil[i]*(kernel[i]-1) + 1; g.pad[i] > win/2 {
-			return "", unsupported("use padding of at most half the window", "padding %v is more than half the window %v: a window could cover padding alone, which PyTorch and mlbuild refuse", g.pad, kernel)
-		}
-	}
 	op := "maxpool2d"
 	if c.n.OpType == "AveragePool" {
 		op = "avgpool2d"
@@ -1685,7 +1680,7 @@ func importPool(c *nodeCtx) (string, error) {
 	for i, axis := range []string{"height", "width"} {
 		span := g.dil[i]*(kernel[i]-1) + 1
 		if g.pad[i] > span/2 {
-			return "", unsupported("pad the input with a Pad node before the pooling, or use less padding", "padding %d along the %s is more than half the window (%d), so a window could cover padding alone; mlbuild refuses such pooling, as PyTorch does", g.pad[i], axis, span)
+			return "", unsupported("use padding of at most half the window", "padding %d along the %s is more than half the window (%d), so a window could cover padding alone; mlbuild refuses such pooling, as PyTorch does", g.pad[i], axis, span)
 		}
 		if g.pad[i] > 0 && g.dil[i] > x.shape[i+1] {
 			return "", unsupported("", "dilation %d with padding is wider than the input %s %d, so a window can cover no input element", g.dil[i], axis, x.shape[i+1])
