@@ -52,6 +52,7 @@ fuzz:
 	$(GO) test ./rt/imageio -run '^$$' -fuzz '^FuzzImage$$' -fuzztime $(FUZZTIME)
 	MLBUILD_SKLEARN_DIR=$(CURDIR)/$(SKDATA) $(GO) test ./rt/csvdata -run '^$$' -fuzz '^FuzzCSV$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./rt/npy -run '^$$' -fuzz '^FuzzNPY$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./onnx -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME)
 	@if grep -q 'func FuzzLoad' spec/*_test.go 2>/dev/null; then \
 		$(GO) test ./spec -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(FUZZTIME); \
 	else echo "spec has no FuzzLoad target" >&2; exit 1; fi
