@@ -326,7 +326,10 @@ func k2e(k int) Expr { return i32(k) }
 // oh·OW + ow] = x[i, c, oh·SH − PH + kh·DH, …], zero in the padding, so
 // rows are images·OH·OW long. Rows of one group are contiguous, so group
 // g's GEMM reads rows [g·C/G·KH·KW, (g+1)·C/G·KH·KW) and covers the whole
-// round at once.
+// round at once. One thread per (channel, column) writes that column's
+// KH·KW rows of its channel: the index arithmetic is done once per window
+// rather than once per element, and the threads of a warp write each row
+// side by side.
 func im2colKernel(g planner.ConvGeom, images int) *Kernel {
 	ohw, chw := g.OH*g.OW, g.C*g.H*g.W
 	ld := images * ohw
@@ -335,26 +338,35 @@ func im2colKernel(g planner.ConvGeom, images int) *Kernel {
 	if images > 1 {
 		doc = fmt.Sprintf("im2col of %d images [%d,%d,%d] side by side, %dx%d window", images, g.C, g.H, g.W, g.KH, g.KW)
 	}
-	return elementwise(doc, n,
+	k := elementwise(doc, g.C*ld,
 		[]Param{in("x", images*chw), out("cols", n)}, func(i Expr) []Stmt {
 			s := []Stmt{
-				let("row", Int, div(i, i32(ld))),
+				let("c", Int, div(i, i32(ld))),
 				let("col", Int, rem(i, i32(ld))),
 			}
 			var img Expr = i32(0)
+			pix := vr("col") // the column's pixel oh·OW + ow in its image
 			if images > 1 {
-				s = append(s, let("img", Int, div(vr("col"), i32(ohw))), set("col", rem(vr("col"), i32(ohw))))
-				img = mul(vr("img"), i32(chw))
+				s = append(s, let("pix", Int, rem(vr("col"), i32(ohw))))
+				img, pix = mul(div(vr("col"), i32(ohw)), i32(chw)), vr("pix")
 			}
 			return append(s,
-				let("h", Int, add(sub(mul(div(vr("col"), i32(g.OW)), i32(g.SH)), i32(g.PH)), mul(rem(div(vr("row"), i32(g.KW)), i32(g.KH)), i32(g.DH)))),
-				let("w", Int, add(sub(mul(rem(vr("col"), i32(g.OW)), i32(g.SW)), i32(g.PW)), mul(rem(vr("row"), i32(g.KW)), i32(g.DW)))),
-				let("v", Float, flt(0)),
-				when(and(ge(vr("h"), i32(0)), lt(vr("h"), i32(g.H)), ge(vr("w"), i32(0)), lt(vr("w"), i32(g.W))),
-					set("v", load("x", add(img, add(mul(add(mul(div(vr("row"), i32(g.KH*g.KW)), i32(g.H)), vr("h")), i32(g.W)), vr("w")))))),
-				store("cols", i, vr("v")),
+				let("h0", Int, sub(mul(div(pix, i32(g.OW)), i32(g.SH)), i32(g.PH))),
+				let("w0", Int, sub(mul(rem(pix, i32(g.OW)), i32(g.SW)), i32(g.PW))),
+				let("base", Int, add(img, mul(vr("c"), i32(g.H*g.W)))),
+				loop("kh", 0, g.KH, 1,
+					let("h", Int, add(vr("h0"), mul(vr("kh"), i32(g.DH)))),
+					loop("kw", 0, g.KW, 1,
+						let("w", Int, add(vr("w0"), mul(vr("kw"), i32(g.DW)))),
+						let("v", Float, flt(0)),
+						when(and(ge(vr("h"), i32(0)), lt(vr("h"), i32(g.H)), ge(vr("w"), i32(0)), lt(vr("w"), i32(g.W))),
+							set("v", load("x", add(vr("base"), add(mul(vr("h"), i32(g.W)), vr("w")))))),
+						store("cols", add(mul(add(mul(add(mul(vr("c"), i32(g.KH)), vr("kh")), i32(g.KW)), vr("kw")), i32(ld)), vr("col")), vr("v")),
+					),
+				),
 			)
 		})
+	return k
 }
 
 // tapsCovering emits body for every window (oh, ow) of output that covers

@@ -2,7 +2,7 @@
 using namespace metal;
 
 // im2col of 3 images [1,28,28] side by side, 3x3 window
-// threadgroups 72 x 256 threads
+// threadgroups 8 x 256 threads
 kernel void mlb000_im2col(device const float* x [[buffer(0)]],
     device float* cols [[buffer(1)]],
     uint mlb_gid [[thread_position_in_grid]],
@@ -10,20 +10,26 @@ kernel void mlb000_im2col(device const float* x [[buffer(0)]],
     uint mlb_tgid [[threadgroup_position_in_grid]],
     uint mlb_tgsize [[threads_per_threadgroup]]) {
     int i = (int)mlb_gid;
-    if (i >= 18252) {
+    if (i >= 2028) {
         return;
     }
-    int row = i / 2028;
+    int c = i / 2028;
     int col = i % 2028;
-    int img = col / 676;
-    col = col % 676;
-    int h = col / 26 + row / 3 % 3;
-    int w = col % 26 + row % 3;
-    float v = 0.0f;
-    if (h >= 0 && h < 28 && w >= 0 && w < 28) {
-        v = x[img * 784 + ((row / 9 * 28 + h) * 28 + w)];
+    int pix = col % 676;
+    int h0 = pix / 26;
+    int w0 = pix % 26;
+    int base = col / 676 * 784 + c * 784;
+    for (int kh = 0; kh < 3; kh += 1) {
+        int h = h0 + kh;
+        for (int kw = 0; kw < 3; kw += 1) {
+            int w = w0 + kw;
+            float v = 0.0f;
+            if (h >= 0 && h < 28 && w >= 0 && w < 28) {
+                v = x[base + (h * 28 + w)];
+            }
+            cols[((c * 3 + kh) * 3 + kw) * 2028 + col] = v;
+        }
     }
-    cols[i] = v;
 }
 
 // conv output rows of 3 images to [3,4,676] with bias + "relu"
