@@ -38,24 +38,42 @@ func metalProgramSpecs(t *testing.T) map[string]struct {
 }
 
 // metalModule writes one Go module holding the Metal program of every spec
-// as its own main package under cmd/NAME, sharing one copy of the runtime
-// and of mps (with its fake), so one `go build` and one `go test` cover
-// them all. Each package also gets fake_test.go, which runs its host code on
-// mps/fakemetal.
+// as its own main package under cmd/NAME (see gpuModule), each with the
+// fake test of testdata/fakehost/metal_test.go, and returns their names.
 func metalModule(t *testing.T, dir string, batch int) []string {
 	t.Helper()
 	var names []string
-	var shared []File
-	fakeTest, err := os.ReadFile(filepath.Join("testdata", "fakehost", "metal_test.go"))
+	for name := range metalProgramSpecs(t) {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	gpuModule(t, Metal, dir, batch, names)
+	return names
+}
+
+// gpuModule writes one Go module holding backend b's program of each named
+// spec as its own main package under cmd/NAME, sharing one copy of the
+// runtime and of the device package (with its fake), so one `go build` and
+// one `go test` cover them all. Each package also gets fake_test.go, from
+// testdata/fakehost/<backend>_test.go, which runs the program's tables on
+// the device's fake.
+func gpuModule(t *testing.T, b *Backend, dir string, batch int, names []string) {
+	t.Helper()
+	specs := metalProgramSpecs(t)
+	fakeTest, err := os.ReadFile(filepath.Join("testdata", "fakehost", b.Name+"_test.go"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name, s := range metalProgramSpecs(t) {
-		files, err := Metal.program(metalInputBatch(t, s.file, s.fusion, batch))
+	var shared []File
+	for _, name := range names {
+		s, ok := specs[name]
+		if !ok {
+			t.Fatalf("no spec %s", name)
+		}
+		files, err := b.program(backendInput(t, b, s.file, s.fusion, batch))
 		if err != nil {
 			t.Fatalf("%s (%s): %v", name, s.file, err)
 		}
-		names = append(names, name)
 		for _, f := range files {
 			switch f.Path {
 			case "main.go", "kernels.go":
@@ -67,7 +85,7 @@ func metalModule(t *testing.T, dir string, batch int) []string {
 			shared = files
 		}
 	}
-	fake, err := Metal.DeviceFiles(true)
+	fake, err := b.DeviceFiles(true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,8 +96,6 @@ func metalModule(t *testing.T, dir string, batch int) []string {
 			writeModule(t, dir, []File{f})
 		}
 	}
-	sort.Strings(names)
-	return names
 }
 
 // goEnv is the environment `mlbuild compile` builds generated programs in,
@@ -152,50 +168,6 @@ func goHost(v string) string {
 	return strings.TrimSpace(string(b))
 }
 
-// cudaModule writes one Go module holding the CUDA program of each named
-// spec under cmd/NAME, sharing the runtime, cuda/ and its fake, each with
-// the fake test of testdata/fakehost/cuda_test.go.
-func cudaModule(t *testing.T, dir string, batch int, names []string) {
-	t.Helper()
-	specs := metalProgramSpecs(t)
-	fakeTest, err := os.ReadFile(filepath.Join("testdata", "fakehost", "cuda_test.go"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var shared []File
-	for _, name := range names {
-		s, ok := specs[name]
-		if !ok {
-			t.Fatalf("no spec %s", name)
-		}
-		files, err := CUDA.program(backendInput(t, CUDA, s.file, s.fusion, batch))
-		if err != nil {
-			t.Fatalf("%s (%s): %v", name, s.file, err)
-		}
-		for _, f := range files {
-			switch f.Path {
-			case "main.go", "kernels.go":
-				writeModule(t, dir, []File{{Path: "cmd/" + name + "/" + f.Path, Data: f.Data}})
-			}
-		}
-		writeModule(t, dir, []File{{Path: "cmd/" + name + "/fake_test.go", Data: fakeTest}})
-		if shared == nil {
-			shared = files
-		}
-	}
-	fake, err := CUDA.DeviceFiles(true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range append(shared, fake...) {
-		switch f.Path {
-		case "main.go", "kernels.go":
-		default:
-			writeModule(t, dir, []File{f})
-		}
-	}
-}
-
 // TestCUDAPrograms is the CUDA backend's evidence without a GPU: the CUDA
 // programs of every valid spec cross-compile for linux/amd64 and
 // linux/arm64 (CGO_ENABLED=0), and the programs of the flagship (fused and
@@ -215,7 +187,7 @@ func TestCUDAPrograms(t *testing.T) {
 	for _, arch := range []string{"amd64", "arm64"} {
 		t.Run("linux-"+arch, func(t *testing.T) {
 			dir := t.TempDir()
-			cudaModule(t, dir, 0, all)
+			gpuModule(t, CUDA, dir, 0, all)
 			out := t.TempDir()
 			cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", out+string(filepath.Separator), "./cmd/...")
 			cmd.Dir = dir
@@ -236,7 +208,7 @@ func TestCUDAPrograms(t *testing.T) {
 			names = cudaFakeSpecs
 		}
 		dir := t.TempDir()
-		cudaModule(t, dir, 3, names)
+		gpuModule(t, CUDA, dir, 3, names)
 		cmd := exec.Command("go", "test", "-count=1", "./cmd/...")
 		cmd.Dir = dir
 		cmd.Env = append(goEnv(t, goHost("GOOS"), goHost("GOARCH")), "MLBUILD_FAKECUDA_DIR="+t.TempDir())
