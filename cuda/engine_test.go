@@ -18,7 +18,9 @@ import (
 
 func openFakeWith(t *testing.T, fo fakecuda.Options, opts cuda.Options) (*cuda.Device, *fakecuda.Fake, error) {
 	t.Helper()
-	fo.WorkDir = fakeWorkDir
+	if fo.WorkDir == "" {
+		fo.WorkDir = fakeWorkDir
+	}
 	f := fakecuda.New(fo)
 	opts.Libraries = f.Libraries()
 	if opts.KernelCacheDir == "" {
@@ -526,5 +528,23 @@ func TestTablesComplete(t *testing.T) {
 	}
 	if len(seen) < 50 {
 		t.Errorf("only %d symbols in the tables", len(seen))
+	}
+}
+
+// TestFakeWithoutGxxSaysWhatToInstall: the fake needs g++; without it the
+// error names the package, and the tests that need it fail, never skip.
+func TestFakeWithoutGxxSaysWhatToInstall(t *testing.T) {
+	d, _, err := openFakeWith(t, fakecuda.Options{WorkDir: t.TempDir()}, cuda.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", t.TempDir())
+	src, infos, err := gpuhosttest.Source(gpu.CUDA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = d.LoadKernels(src, infos)
+	if err == nil || !strings.Contains(err.Error(), "g++ not found") || !strings.Contains(err.Error(), "apt-get install g++") {
+		t.Errorf("LoadKernels on the fake without g++: %v", err)
 	}
 }
