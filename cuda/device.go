@@ -279,7 +279,19 @@ func (d *Device) Record(name string, encode func(gpuhost.Encoder) error) (gpuhos
 	}
 	enc := &encoder{d: d, seq: name}
 	d.recording = name
-	err := encode(enc)
+	err := func() error {
+		// A panicking encode must not leave the stream capturing.
+		defer func() {
+			if p := recover(); p != nil {
+				d.recording = ""
+				if exec, err := d.e.EndCapture(); err == nil {
+					d.e.DestroyGraph(exec)
+				}
+				panic(p)
+			}
+		}()
+		return encode(enc)
+	}()
 	d.recording = ""
 	exec, endErr := d.e.EndCapture()
 	if err == nil {
@@ -330,7 +342,7 @@ func (d *Device) launched(err error) error {
 		return nil
 	}
 	if d.lastLaunched != "" {
-		err = fmt.Errorf("cuda: %d sequence launches since the last wait, the last of sequence %q, failed on %s: %w", d.launches, d.lastLaunched, d.e.Name(), err)
+		err = fmt.Errorf("cuda: %s failed running the %d sequence launches since the last wait (the last: sequence %q): %w", d.e.Name(), d.launches, d.lastLaunched, err)
 		d.lastLaunched, d.launches = "", 0
 	}
 	return err

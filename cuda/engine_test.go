@@ -548,3 +548,26 @@ func TestFakeWithoutGxxSaysWhatToInstall(t *testing.T) {
 		t.Errorf("LoadKernels on the fake without g++: %v", err)
 	}
 }
+
+// TestPanicInRecordEndsTheCapture: a panicking encode leaves the device
+// usable, not stuck capturing.
+func TestPanicInRecordEndsTheCapture(t *testing.T) {
+	d, _, err := openFakeWith(t, fakecuda.Options{}, cuda.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Error("the panic did not reach the caller")
+			}
+		}()
+		d.Record("boom", func(gpuhost.Encoder) error { panic("boom") })
+	}()
+	if _, err := d.Alloc("after", 64); err != nil {
+		t.Errorf("Alloc after a panic in Record: %v", err)
+	}
+	if _, err := d.Record("after", func(gpuhost.Encoder) error { return nil }); err != nil {
+		t.Errorf("Record after a panic in Record: %v", err)
+	}
+}
