@@ -571,3 +571,21 @@ func TestPanicInRecordEndsTheCapture(t *testing.T) {
 		t.Errorf("Record after a panic in Record: %v", err)
 	}
 }
+
+// BenchmarkEngineCall is the cost of one call on the engine's thread (a
+// stream synchronisation the fake answers at once): the hop every Launch
+// pays.
+func BenchmarkEngineCall(b *testing.B) {
+	f := fakecuda.New(fakecuda.Options{WorkDir: fakeWorkDir})
+	d, err := cuda.OpenDevice(cuda.Options{Libraries: f.Libraries(), KernelCacheDir: "off"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer d.Close()
+	e := d.Engine()
+	for b.Loop() {
+		if err := e.Synchronize(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
