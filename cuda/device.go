@@ -62,6 +62,7 @@ type buffer struct {
 	users []string // the sequences recorded with it
 }
 
+// Len is the buffer's size in bytes.
 func (b *buffer) Len() int { return b.n }
 
 // buffer checks that b is a live buffer of this device.
@@ -98,6 +99,7 @@ func (d *Device) busy(what string) error {
 	return nil
 }
 
+// Name is the GPU's name as the driver reports it.
 func (d *Device) Name() string { return d.e.Name() }
 
 // Facts lists the GPU, its memory, the driver, each library file loaded
@@ -150,6 +152,8 @@ func (d *Device) Facts() []gpuhost.Fact {
 
 func gib(n uint64) string { return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30)) }
 
+// Alloc allocates n zeroed bytes of GPU memory; label names the buffer in
+// errors. It is refused while a sequence is being recorded.
 func (d *Device) Alloc(label string, n int) (gpuhost.Buffer, error) {
 	if err := d.busy(fmt.Sprintf("Alloc of %q", label)); err != nil {
 		return nil, err
@@ -161,6 +165,7 @@ func (d *Device) Alloc(label string, n int) (gpuhost.Buffer, error) {
 	return &buffer{d: d, ptr: p, n: n, label: label}, nil
 }
 
+// Free releases a buffer that no recorded sequence uses.
 func (d *Device) Free(b gpuhost.Buffer) error {
 	if err := d.busy("Free"); err != nil {
 		return err
@@ -194,6 +199,7 @@ func (d *Device) span(what string, b gpuhost.Buffer, off, n int) (*buffer, error
 	return bb, nil
 }
 
+// Upload waits for the launched sequences, then copies src into b at off.
 func (d *Device) Upload(b gpuhost.Buffer, off int, src []byte) error {
 	bb, err := d.span("Upload", b, off, len(src))
 	if err != nil {
@@ -202,6 +208,8 @@ func (d *Device) Upload(b gpuhost.Buffer, off int, src []byte) error {
 	return d.launched(d.e.CopyIn(bb.ptr+DevicePtr(off), src))
 }
 
+// Download waits for the launched sequences, then copies b from off into
+// dst.
 func (d *Device) Download(dst []byte, b gpuhost.Buffer, off int) error {
 	bb, err := d.span("Download", b, off, len(dst))
 	if err != nil {
@@ -213,6 +221,9 @@ func (d *Device) Download(dst []byte, b gpuhost.Buffer, off int) error {
 // kernelNames finds the kernels a CUDA source defines, for error messages.
 var kernelNames = regexp.MustCompile(`__global__\s+void\s+(\w+)`)
 
+// LoadKernels compiles the CUDA source (or takes it from the kernel cache),
+// loads it, and finds every kernel of kernels, keeping its ArgBytes to
+// check each Dispatch against.
 func (d *Device) LoadKernels(source string, kernels []gpuhost.KernelInfo) error {
 	if err := d.busy("LoadKernels"); err != nil {
 		return err
@@ -268,7 +279,19 @@ func (d *Device) Record(name string, encode func(gpuhost.Encoder) error) (gpuhos
 	}
 	enc := &encoder{d: d, seq: name}
 	d.recording = name
-	err := encode(enc)
+	err := func() error {
+		// A panicking encode must not leave the stream capturing.
+		defer func() {
+			if p := recover(); p != nil {
+				d.recording = ""
+				if exec, err := d.e.EndCapture(); err == nil {
+					d.e.DestroyGraph(exec)
+				}
+				panic(p)
+			}
+		}()
+		return encode(enc)
+	}()
 	d.recording = ""
 	exec, endErr := d.e.EndCapture()
 	if err == nil {
@@ -319,7 +342,7 @@ func (d *Device) launched(err error) error {
 		return nil
 	}
 	if d.lastLaunched != "" {
-		err = fmt.Errorf("cuda: %d sequence launches since the last wait, the last of sequence %q, failed on %s: %w", d.launches, d.lastLaunched, d.e.Name(), err)
+		err = fmt.Errorf("cuda: %s failed running the %d sequence launches since the last wait (the last: sequence %q): %w", d.e.Name(), d.launches, d.lastLaunched, err)
 		d.lastLaunched, d.launches = "", 0
 	}
 	return err

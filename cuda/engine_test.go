@@ -18,7 +18,9 @@ import (
 
 func openFakeWith(t *testing.T, fo fakecuda.Options, opts cuda.Options) (*cuda.Device, *fakecuda.Fake, error) {
 	t.Helper()
-	fo.WorkDir = fakeWorkDir
+	if fo.WorkDir == "" {
+		fo.WorkDir = fakeWorkDir
+	}
 	f := fakecuda.New(fo)
 	opts.Libraries = f.Libraries()
 	if opts.KernelCacheDir == "" {
@@ -526,5 +528,64 @@ func TestTablesComplete(t *testing.T) {
 	}
 	if len(seen) < 50 {
 		t.Errorf("only %d symbols in the tables", len(seen))
+	}
+}
+
+// TestFakeWithoutGxxSaysWhatToInstall: the fake needs g++; without it the
+// error names the package, and the tests that need it fail, never skip.
+func TestFakeWithoutGxxSaysWhatToInstall(t *testing.T) {
+	d, _, err := openFakeWith(t, fakecuda.Options{WorkDir: t.TempDir()}, cuda.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", t.TempDir())
+	src, infos, err := gpuhosttest.Source(gpu.CUDA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = d.LoadKernels(src, infos)
+	if err == nil || !strings.Contains(err.Error(), "g++ not found") || !strings.Contains(err.Error(), "apt-get install g++") {
+		t.Errorf("LoadKernels on the fake without g++: %v", err)
+	}
+}
+
+// TestPanicInRecordEndsTheCapture: a panicking encode leaves the device
+// usable, not stuck capturing.
+func TestPanicInRecordEndsTheCapture(t *testing.T) {
+	d, _, err := openFakeWith(t, fakecuda.Options{}, cuda.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Error("the panic did not reach the caller")
+			}
+		}()
+		d.Record("boom", func(gpuhost.Encoder) error { panic("boom") })
+	}()
+	if _, err := d.Alloc("after", 64); err != nil {
+		t.Errorf("Alloc after a panic in Record: %v", err)
+	}
+	if _, err := d.Record("after", func(gpuhost.Encoder) error { return nil }); err != nil {
+		t.Errorf("Record after a panic in Record: %v", err)
+	}
+}
+
+// BenchmarkEngineCall is the cost of one call on the engine's thread (a
+// stream synchronisation the fake answers at once): the hop every Launch
+// pays.
+func BenchmarkEngineCall(b *testing.B) {
+	f := fakecuda.New(fakecuda.Options{WorkDir: fakeWorkDir})
+	d, err := cuda.OpenDevice(cuda.Options{Libraries: f.Libraries(), KernelCacheDir: "off"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer d.Close()
+	e := d.Engine()
+	for b.Loop() {
+		if err := e.Synchronize(); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

@@ -31,6 +31,8 @@ type Error struct {
 	driver bool
 }
 
+// Error prints the call, what it was doing, and the status's name, code
+// and message.
 func (e *Error) Error() string {
 	s := "cuda: " + e.Call
 	if e.Context != "" {

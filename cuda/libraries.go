@@ -163,6 +163,7 @@ type MissingLibrary struct {
 	Tried []string
 }
 
+// Error lists, for each missing library, every place tried and the fix.
 func (e *MissingLibraryError) Error() string {
 	var b strings.Builder
 	b.WriteString("cuda: cannot load NVIDIA's libraries:")
@@ -177,6 +178,7 @@ func (e *MissingLibraryError) Error() string {
 	return b.String()
 }
 
+// Unwrap makes the error an ErrNoDevice.
 func (e *MissingLibraryError) Unwrap() error { return ErrNoDevice }
 
 // open tries lib's candidates with dlopen (through openFile) and returns the
