@@ -13,7 +13,7 @@ SKDATA    := data/sklearn
 FUZZTIME  ?= 20s
 export CGO_ENABLED ?= 0
 
-.PHONY: all build test unit fuzz demo deps data bench bench-sgemm bench-models bench-mnist bench-fusion cuda-check cuda-bundle test-arm64 clean FORCE
+.PHONY: all build test unit fuzz demo deps data bench bench-sgemm bench-models bench-mnist bench-fusion compare-sklearn cuda-check cuda-bundle test-arm64 clean FORCE
 
 all: build
 
@@ -59,6 +59,12 @@ fuzz:
 
 demo: build data
 	@scripts/demo.sh $(MLBUILD) $(DATA)
+
+# compare-sklearn trains models/iris.cue and models/diabetes.cue beside
+# scikit-learn's MLPClassifier and MLPRegressor of the same architecture on
+# the same split (means over seeds): accuracy within 1 point, R² within 0.02.
+compare-sklearn: build data
+	@scripts/compare-sklearn.sh $(MLBUILD) $(SKDATA)
 
 # bench-mnist is the full training run of the flagship with its own
 # settings, timed; bench compares mlbuild with OpenBLAS and PyTorch CPU.

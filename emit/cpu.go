@@ -764,6 +764,9 @@ func (g *generator) renderDataSpec(ds spec.Dataset) {
 		return
 	}
 	g.p("Train: %s, TrainLabels: %s, Test: %s, TestLabels: %s, TestSplit: %s,", quote(ds.Train), quote(ds.TrainLabels), quote(ds.Test), quote(ds.TestLabels), float(ds.TestSplit))
+	if ds.Resize {
+		g.p("Resize: true,")
+	}
 	if ds.Format == "csv" {
 		g.p("Header: %v, SkipRows: %d, Delimiter: %s,", ds.Header, ds.SkipRows, quote(ds.Delimiter))
 		g.p("Label: %s, Drop: %s,", columns(ds.Label), columns(ds.Drop))

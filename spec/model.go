@@ -138,6 +138,8 @@ type Dataset struct {
 	Train     string  `json:"train,omitempty"`
 	Test      string  `json:"test,omitempty"`
 	TestSplit float64 `json:"testSplit,omitempty"`
+	// Resize resamples images of another size (imagefolder).
+	Resize bool `json:"resize,omitempty"`
 	// csv layout.
 	Header    bool     `json:"header,omitempty"`
 	SkipRows  int      `json:"skipRows,omitempty"`

@@ -25,6 +25,7 @@ type DataSpec struct {
 	Delimiter          string
 	Label, Drop        []Column
 	ClassNames         []string
+	Resize             bool // imagefolder: resample images of another size
 	Standardize        bool // per-feature standardisation of the inputs
 	StandardizeTargets bool // regression: standardised targets
 }

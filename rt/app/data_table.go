@@ -50,6 +50,8 @@ func openSplit(meta *Meta, dir string, train bool, rec *record) (*dataset, []str
 		src, n, found, err = openCSV(meta, path, labelsPath, names)
 	case "npy":
 		src, n, err = openNPY(meta, path, labelsPath)
+	case "imagefolder":
+		src, n, found, err = openImageFolder(meta, path, names)
 	default:
 		err = fmt.Errorf("data format %q is not supported by this program", meta.Data.Format)
 	}

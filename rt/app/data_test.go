@@ -1,6 +1,10 @@
 package app
 
 import (
+	"bytes"
+	"fmt"
+	"image"
+	"image/png"
 	"math"
 	"os"
 	"path/filepath"
@@ -8,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mlbuild/mlbuild/rt/idx"
 	"github.com/mlbuild/mlbuild/rt/npy"
 )
 
@@ -272,5 +277,102 @@ func TestRSquared(t *testing.T) {
 	// Two targets average: 0.5 and 1.
 	if r2 := rSquared([]float64{1, 0}, []float64{6, 6}, []float64{14, 14}, 3); math.Abs(r2-0.75) > 1e-12 {
 		t.Errorf("R² = %v, want 0.75", r2)
+	}
+}
+
+// TestImageFolder lays out real MNIST test digits (classes 0, 1 and 2, ten
+// each, from `make data`) as PNG files in class folders and reads them as
+// an image-folder data set: classes from the sorted folder names, pixels
+// as the IDX file has them, and the errors of an empty class and of an
+// image of the wrong size.
+func TestImageFolder(t *testing.T) {
+	dir := os.Getenv("MLBUILD_MNIST_DIR")
+	if dir == "" {
+		dir = filepath.Join("..", "..", "data", "mnist")
+	}
+	im, err := idx.OpenImages(filepath.Join(dir, "t10k-images-idx3-ubyte"))
+	if err != nil {
+		t.Fatalf("MNIST is needed (run `make data` or set MLBUILD_MNIST_DIR): %v", err)
+	}
+	defer im.Close()
+	lb, err := idx.OpenLabels(filepath.Join(dir, "t10k-labels-idx1-ubyte"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lb.Close()
+	tmp := t.TempDir()
+	names := []string{"one", "two", "zero"} // sorted: one=0, two=1, zero=2
+	digitOf := map[string]int{"zero": 0, "one": 1, "two": 2}
+	want := map[string][]float32{} // file → pixels
+	for _, name := range names {
+		os.MkdirAll(filepath.Join(tmp, "digits", name), 0o755)
+	}
+	counts := map[int]int{}
+	for i := 0; i < im.N && len(want) < 30; i++ {
+		d := int(lb.Values[i])
+		if d > 2 || counts[d] == 10 {
+			continue
+		}
+		counts[d]++
+		g := image.NewGray(image.Rect(0, 0, 28, 28))
+		copy(g.Pix, im.Image(i))
+		var b bytes.Buffer
+		png.Encode(&b, g)
+		name := []string{"zero", "one", "two"}[d]
+		path := filepath.Join(tmp, "digits", name, fmt.Sprintf("%05d.png", i))
+		os.WriteFile(path, b.Bytes(), 0o644)
+		pix := make([]float32, 28*28)
+		im.Batch(pix, []int{i})
+		want[path] = pix
+	}
+	meta := &Meta{Name: "digits", InputShape: []int{1, 28, 28}, Classes: 3, Batch: 8,
+		Defaults: Defaults{Loss: "softmax_cross_entropy"},
+		Data:     DataSpec{Format: "imagefolder", Task: "classification", Train: "digits", TestSplit: 0.2}}
+	tr, err := openTrainSet(meta, tmp, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.close()
+	if tr.n != 24 || !slices.Equal(meta.rec.classNames, names) {
+		t.Fatalf("%d training images (want 24 of 30), classes %v", tr.n, meta.rec.classNames)
+	}
+	x := make([]float32, tr.n*784)
+	y := make([]float32, tr.n*3)
+	if err := tr.fill(x, y, all(tr.n)); err != nil {
+		t.Fatal(err)
+	}
+	src := tr.src.(*subset).src.(*imageFolderSource)
+	for k, r := range tr.src.(*subset).rows {
+		path := src.files[r]
+		class := slices.Index(names, filepath.Base(filepath.Dir(path)))
+		if !slices.Equal(x[k*784:(k+1)*784], want[path]) || y[k*3+class] != 1 || digitOf[names[class]] != digitOf[filepath.Base(filepath.Dir(path))] {
+			t.Fatalf("%s: pixels or label %v differ", path, y[k*3:k*3+3])
+		}
+	}
+	te, err := openTestSet(meta, tmp, meta.rec)
+	if err != nil || te.n != 6 {
+		t.Fatalf("test split: %v, %d images", err, te.n)
+	}
+	te.close()
+
+	// An image of another size fails when its batch is filled, naming it.
+	small := image.NewGray(image.Rect(0, 0, 20, 20))
+	var b bytes.Buffer
+	png.Encode(&b, small)
+	odd := filepath.Join(tmp, "digits", "two", "00000-small.png")
+	os.WriteFile(odd, b.Bytes(), 0o644)
+	ds, err := openTestSet(&Meta{InputShape: []int{1, 28, 28}, Classes: 3, Data: DataSpec{Format: "imagefolder", Test: "digits"}}, tmp, &record{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = ds.fill(make([]float32, ds.n*784), make([]float32, ds.n*3), all(ds.n))
+	if err == nil || !strings.Contains(err.Error(), odd+": the image is 20x20 pixels") {
+		t.Errorf("wrong size: %v", err)
+	}
+	// An empty class folder is refused when the set is opened.
+	os.RemoveAll(filepath.Join(tmp, "digits", "one"))
+	os.MkdirAll(filepath.Join(tmp, "digits", "one"), 0o755)
+	if _, err := openTrainSet(meta, tmp, 0); err == nil || !strings.Contains(err.Error(), filepath.Join(tmp, "digits", "one")+": the class folder holds no images") {
+		t.Errorf("empty class: %v", err)
 	}
 }

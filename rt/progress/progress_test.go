@@ -220,3 +220,22 @@ func TestMetricsOneWritePerLine(t *testing.T) {
 		}
 	}
 }
+
+// TestReporterNoAccuracy checks that a regression run's lines carry the
+// losses but no accuracy.
+func TestReporterNoAccuracy(t *testing.T) {
+	var buf bytes.Buffer
+	r := NewReporter(&buf, 1, 2, 10)
+	r.Every = 2
+	r.NoAccuracy = true
+	r.Now = fakeClock(time.Second)
+	r.StartEpoch(1)
+	r.Step(1, 1, 0)
+	r.Step(2, 0.5, 0)
+	r.EndEpoch(Event{Loss: 0.5, ValLoss: 0.25})
+	want := "epoch 1/1 step 2/2 loss 0.5 10.0 img/s elapsed 2.0s left 0.0s\n" +
+		"epoch 1/1 loss 0.5 val_loss 0.25 10.0 img/s took 3.0s elapsed 3.0s\n"
+	if got := buf.String(); got != want {
+		t.Fatalf("got\n%s\nwant\n%s", got, want)
+	}
+}
