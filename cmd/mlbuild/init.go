@@ -18,9 +18,10 @@ func init() { subcommands = append(subcommands, newInitCmd) }
 
 // initOptions are the inputs of `mlbuild init`.
 type initOptions struct {
-	dir    string
-	force  bool
-	stdout io.Writer
+	dir      string
+	force    bool
+	template string
+	stdout   io.Writer
 }
 
 func newInitCmd(g *globalOptions) *cobra.Command {
@@ -30,7 +31,10 @@ func newInitCmd(g *globalOptions) *cobra.Command {
 		Short: "Write a starter spec and the CUE module files it needs",
 		Long: `Init writes, into DIR (default: the current directory):
 
-  model.cue                 a starter spec (a small MNIST classifier) to edit
+  model.cue                 a starter spec to edit: by --template, a small
+                            MNIST classifier (mnist), a classifier of CSV
+                            rows (csv), a regression from CSV (regression)
+                            or a classifier of image folders (images)
   cue.mod/module.cue        a CUE module, so that stock CUE tools work here
   cue.mod/pkg/` + schema.ImportPath + `/*.cue
                             mlbuild's schema, the same files the binary embeds
@@ -42,6 +46,7 @@ rewritten so that they match this mlbuild.
 
 Examples:
   mlbuild init myproject
+  mlbuild init --template regression house-prices
   cd myproject && mlbuild validate model.cue && cue vet ./...
 `,
 		Args: cobra.MaximumNArgs(1),
@@ -51,11 +56,13 @@ Examples:
 				opts.dir = args[0]
 			}
 			opts.force = g.config.GetBool("force")
+			opts.template = g.config.GetString("template")
 			opts.stdout = g.stdout
 			return initRun(opts)
 		},
 	}
 	cmd.Flags().Bool("force", false, "overwrite an existing model.cue")
+	cmd.Flags().String("template", "mnist", "the starter spec: mnist, csv, regression or images")
 	return cmd
 }
 
@@ -134,23 +141,25 @@ func modelName(dir string) string {
 	return name
 }
 
-// starterFor is the starter spec for the project in dir.
-func starterFor(dir string) string {
-	return strings.Replace(starterSpec, `name: "`+starterName+`"`, `name: "`+modelName(dir)+`"`, 1)
-}
-
 // moduleFile is the cue.mod/module.cue `mlbuild init` writes.
 var moduleFile = fmt.Sprintf("module: \"example.com/model@v0\"\nlanguage: version: %q\n", schema.LanguageVersion)
 
 // initRun writes the starter files into opts.dir.
 func initRun(opts *initOptions) error {
+	if opts.template == "" {
+		opts.template = "mnist"
+	}
+	starter, err := starterFor(opts.dir, opts.template)
+	if err != nil {
+		return withCode(ExitUsage, err)
+	}
 	specPath := filepath.Join(opts.dir, "model.cue")
 	if _, err := os.Stat(specPath); err == nil && !opts.force {
 		return withCode(ExitUsage, fmt.Errorf("%s exists; use --force to overwrite it", specPath))
 	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return withCode(ExitIO, err)
 	}
-	files := map[string][]byte{specPath: []byte(starterFor(opts.dir))}
+	files := map[string][]byte{specPath: []byte(starter)}
 	modPath := filepath.Join(opts.dir, "cue.mod", "module.cue")
 	if _, err := os.Stat(modPath); errors.Is(err, fs.ErrNotExist) {
 		files[modPath] = []byte(moduleFile)

@@ -52,8 +52,43 @@ func TestInitKeepsEdits(t *testing.T) {
 	if code, _, stderr := specCLI("init", "--force", dir); code != ExitOK {
 		t.Fatalf("init --force: exit %d: %s", code, stderr)
 	}
-	if got, _ := os.ReadFile(spec); string(got) != starterFor(dir) {
+	if got, _ := os.ReadFile(spec); string(got) != starterSpecOf(t, dir, "mnist") {
 		t.Errorf("init --force did not write the starter spec")
+	}
+}
+
+func starterSpecOf(t *testing.T, dir, template string) string {
+	t.Helper()
+	s, err := starterFor(dir, template)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// TestInitTemplates checks that every template writes a legal spec of its
+// data format, and that an unknown one is a usage error naming them.
+func TestInitTemplates(t *testing.T) {
+	for template, format := range map[string]string{"mnist": "", "csv": `format:    "csv"`, "regression": `task:      "regression"`, "images": `format:  "imagefolder"`} {
+		dir := filepath.Join(t.TempDir(), template+"-proj")
+		if code, _, stderr := specCLI("init", "--template", template, dir); code != ExitOK {
+			t.Fatalf("init --template %s: exit %d: %s", template, code, stderr)
+		}
+		got, _ := os.ReadFile(filepath.Join(dir, "model.cue"))
+		if !strings.Contains(string(got), format) || !strings.Contains(string(got), `name: "`+strings.ReplaceAll(template, "-", "_")+`_proj"`) {
+			t.Errorf("%s: the starter is not of its kind or not named after the folder:\n%s", template, got)
+		}
+		if code, _, stderr := specCLI("validate", filepath.Join(dir, "model.cue")); code != ExitOK {
+			t.Errorf("%s: the starter spec is not legal: %s", template, stderr)
+		}
+	}
+	dir := t.TempDir()
+	code, _, stderr := specCLI("init", "--template", "audio", dir)
+	if code != ExitUsage || !strings.Contains(stderr, `unknown template "audio"; the templates are csv, images, mnist, regression`) {
+		t.Errorf("unknown template: exit %d, %q", code, stderr)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "model.cue")); err == nil {
+		t.Error("an unknown template still wrote model.cue")
 	}
 }
 
