@@ -767,6 +767,9 @@ func (g *generator) renderDataSpec(ds spec.Dataset) {
 	if ds.Resize {
 		g.p("Resize: true,")
 	}
+	if ds.Format == "npz" {
+		g.p("FeaturesArray: %s, LabelsArray: %s,", quote(ds.Arrays.Features), quote(ds.Arrays.Labels))
+	}
 	if ds.Format == "csv" {
 		g.p("Header: %v, SkipRows: %d, Delimiter: %s,", ds.Header, ds.SkipRows, quote(ds.Delimiter))
 		g.p("Label: %s, Drop: %s,", columns(ds.Label), columns(ds.Drop))

@@ -138,6 +138,11 @@ type Dataset struct {
 	Train     string  `json:"train,omitempty"`
 	Test      string  `json:"test,omitempty"`
 	TestSplit float64 `json:"testSplit,omitempty"`
+	// Arrays names the features and labels arrays of an npz archive.
+	Arrays struct {
+		Features string `json:"features,omitempty"`
+		Labels   string `json:"labels,omitempty"`
+	} `json:"arrays,omitempty"`
 	// Resize resamples images of another size (imagefolder).
 	Resize bool `json:"resize,omitempty"`
 	// csv layout.

@@ -48,7 +48,7 @@ func CheckSafety(m *Model) error {
 		{"trainImages", d.TrainImages}, {"trainLabels", d.TrainLabels},
 		{"testImages", d.TestImages}, {"testLabels", d.TestLabels},
 	}
-	if d.Format == "csv" || d.Format == "npy" || d.Format == "imagefolder" {
+	if d.Format == "csv" || d.Format == "npy" || d.Format == "npz" || d.Format == "imagefolder" {
 		files = []struct{ field, value string }{{"train", d.Train}}
 		for _, f := range []struct{ field, value string }{{"trainLabels", d.TrainLabels}, {"test", d.Test}, {"testLabels", d.TestLabels}} {
 			if f.value != "" { // optional files

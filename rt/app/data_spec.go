@@ -15,7 +15,7 @@ import (
 // file is laid out, what the labels mean and what preprocessing training
 // fits. The zero value means IDX, classification, no preprocessing.
 type DataSpec struct {
-	Format             string // "csv" or "npy"; "" or "idx" for IDX files
+	Format             string // "csv", "npy", "npz" or "imagefolder"; "" or "idx" for IDX files
 	Task               string // "classification" or "regression"
 	Train, TrainLabels string
 	Test, TestLabels   string
@@ -26,6 +26,8 @@ type DataSpec struct {
 	Label, Drop        []Column
 	ClassNames         []string
 	Resize             bool // imagefolder: resample images of another size
+	// FeaturesArray and LabelsArray name the arrays of an npz archive.
+	FeaturesArray, LabelsArray string
 	Standardize        bool // per-feature standardisation of the inputs
 	StandardizeTargets bool // regression: standardised targets
 }

@@ -1,6 +1,7 @@
 package app
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"path/filepath"
@@ -50,6 +51,8 @@ func openSplit(meta *Meta, dir string, train bool, rec *record) (*dataset, []str
 		src, n, found, err = openCSV(meta, path, labelsPath, names)
 	case "npy":
 		src, n, err = openNPY(meta, path, labelsPath)
+	case "npz":
+		src, n, err = openNPZ(meta, path)
 	case "imagefolder":
 		src, n, found, err = openImageFolder(meta, path, names)
 	default:
@@ -253,6 +256,27 @@ func openNPY(meta *Meta, path, labelsPath string) (source, int, error) {
 		x.Close()
 		return nil, 0, err
 	}
+	return checkArrays(meta, x, y, path, labelsPath)
+}
+
+// openNPZ reads the features and labels arrays of an .npz archive.
+func openNPZ(meta *Meta, path string) (source, int, error) {
+	d := &meta.Data
+	xName, yName := cmp.Or(d.FeaturesArray, "x"), cmp.Or(d.LabelsArray, "y")
+	x, err := npy.OpenNPZ(path, xName)
+	if err != nil {
+		return nil, 0, err
+	}
+	y, err := npy.OpenNPZ(path, yName)
+	if err != nil {
+		return nil, 0, err
+	}
+	return checkArrays(meta, x, y, x.File, y.File)
+}
+
+// checkArrays checks a features array and a labels array (named path and
+// labelsPath in messages) against each other and the model.
+func checkArrays(meta *Meta, x, y *npy.Array, path, labelsPath string) (source, int, error) {
 	s := &npySource{x: x, y: y, classes: meta.Classes, regression: meta.regression()}
 	fail := func(format string, args ...any) (source, int, error) {
 		s.close()

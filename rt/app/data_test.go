@@ -1,6 +1,7 @@
 package app
 
 import (
+	"archive/zip"
 	"bytes"
 	"fmt"
 	"image"
@@ -226,6 +227,32 @@ func TestNPYDataSet(t *testing.T) {
 	}
 	if !slices.Equal(x2[:4], x[(tr.n-1)*4:]) || !slices.Equal(y2[3:], y[:3]) {
 		t.Errorf("npy rows differ from the CSV rows: %v %v", x2, y2)
+	}
+
+	// The same arrays in an .npz archive, under the names the spec gives.
+	npzPath := filepath.Join(tmp, "iris.npz")
+	f, _ := os.Create(npzPath)
+	zw := zip.NewWriter(f)
+	for name, file := range map[string]string{"features.npy": "x.npy", "species.npy": "y.npy"} {
+		w, _ := zw.Create(name)
+		b, _ := os.ReadFile(filepath.Join(tmp, file))
+		w.Write(b)
+	}
+	zw.Close()
+	f.Close()
+	zm := irisMeta()
+	zm.Data = DataSpec{Format: "npz", Task: "classification", Train: "iris.npz", TestSplit: 0.25, FeaturesArray: "features", LabelsArray: "species"}
+	zs, err := openTestSet(zm, tmp, &record{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if zs.n != 30 {
+		t.Errorf("npz test split: %d samples, want 30 of 120", zs.n)
+	}
+	zs.close()
+	zm.Data.LabelsArray = "y"
+	if _, err := openTestSet(zm, tmp, &record{}); err == nil || !strings.Contains(err.Error(), `iris.npz: the archive has no array "y"; it has features, species`) {
+		t.Errorf("missing array: %v", err)
 	}
 
 	// Labels outside the classes, and arrays that do not pair up.
