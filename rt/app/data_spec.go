@@ -28,8 +28,8 @@ type DataSpec struct {
 	Resize             bool // imagefolder: resample images of another size
 	// FeaturesArray and LabelsArray name the arrays of an npz archive.
 	FeaturesArray, LabelsArray string
-	Standardize        bool // per-feature standardisation of the inputs
-	StandardizeTargets bool // regression: standardised targets
+	Standardize                bool // per-feature standardisation of the inputs
+	StandardizeTargets         bool // regression: standardised targets
 }
 
 // Column picks a CSV column by header name or, when Name is "", by index.
