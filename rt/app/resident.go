@@ -103,6 +103,9 @@ func residentEpoch(r Resident, o *trainOptions, st *trainState, lastGood string,
 		if err != nil {
 			return 0, 0, 0, deviceErr(err)
 		}
+		if meta.regression() {
+			clear(corr) // as trainCorrect: no accuracy for real-valued targets
+		}
 		for i, loss := range losses {
 			if math.IsNaN(float64(loss)) || math.IsInf(float64(loss), 0) {
 				return 0, 0, 0, residentDivergence(r, *st, lastGood, epoch, b, i, loss)
