@@ -127,20 +127,38 @@ func tolerance(reduce int, scale float64) float64 {
 	return math.Max(1e-4, 4e-6*float64(reduce)) * math.Max(1, scale)
 }
 
-// checkGemms runs each GEMM shape of the plans alone, on random matrices
-// in buffers of their own, against cpu.Sgemm.
+// checkGemms runs each GEMM shape of the plans alone, on random matrices,
+// against cpu.Sgemm. The operands live in three buffers of their own,
+// sized for the largest shape and kept until the device closes (a recorded
+// sequence may name a buffer until then).
 func (m *Model) checkGemms() []app.SelfTestRow {
 	var rows []app.SelfTestRow
+	if len(m.p.GemmShapes) == 0 {
+		return nil
+	}
+	var most [3]int
+	for _, g := range m.p.GemmShapes {
+		for i, n := range []int{g.M * g.K, g.K * g.N, g.M * g.N} {
+			most[i] = max(most[i], n)
+		}
+	}
+	var bufs [3]Buffer
+	var err error
+	for i, n := range most {
+		if bufs[i], err = m.d.Alloc(fmt.Sprintf("selftest GEMM operand %d", i), 4*n); err != nil {
+			return []app.SelfTestRow{{Name: "GEMM operands", Err: err}}
+		}
+	}
 	rng := cpu.NewRand(7)
 	for _, g := range m.p.GemmShapes {
 		row := app.SelfTestRow{Name: fmt.Sprintf("GEMM %dx%dx%d transA=%v transB=%v beta=%g", g.M, g.N, g.K, g.TransA, g.TransB, g.Beta)}
-		row.MaxError, row.Tol, row.Err = m.checkGemm(g, rng)
+		row.MaxError, row.Tol, row.Err = m.checkGemm(g, bufs, rng)
 		rows = append(rows, row)
 	}
 	return rows
 }
 
-func (m *Model) checkGemm(g GemmShape, rng *cpu.Rand) (maxErr, tol float64, err error) {
+func (m *Model) checkGemm(g GemmShape, bufs [3]Buffer, rng *cpu.Rand) (maxErr, tol float64, err error) {
 	aCols, bCols := g.K, g.N
 	if g.TransA {
 		aCols = g.M
@@ -149,21 +167,10 @@ func (m *Model) checkGemm(g GemmShape, rng *cpu.Rand) (maxErr, tol float64, err 
 		bCols = g.K
 	}
 	var host [3][]float32
-	var bufs [3]Buffer
-	defer func() {
-		for _, b := range bufs {
-			if b != nil {
-				m.d.Free(b)
-			}
-		}
-	}()
 	for i, n := range []int{g.M * g.K, g.K * g.N, g.M * g.N} {
 		host[i] = make([]float32, n)
 		for j := range host[i] {
 			host[i][j] = rng.Float32()*2 - 1
-		}
-		if bufs[i], err = m.d.Alloc(fmt.Sprintf("selftest GEMM operand %d", i), 4*n); err != nil {
-			return 0, 0, err
 		}
 		if err = m.d.Upload(bufs[i], 0, bytesOf(host[i])); err != nil {
 			return 0, 0, err
