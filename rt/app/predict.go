@@ -226,8 +226,9 @@ func (p *predictor) emit(name string, out []float32) {
 	printPrediction(p.w, name, row, p.o.top, p.names)
 }
 
-// printPrediction prints the most probable classes of one output row.
-func printPrediction(w io.Writer, name string, logits []float32, top int, names []string) {
+// rankClasses returns the class probabilities of one output row (softmax)
+// and the classes from the most probable down, ties in class order.
+func rankClasses(logits []float32) ([]float64, []int) {
 	probs := softmax64(logits)
 	order := make([]int, len(probs))
 	for i := range order {
@@ -242,6 +243,12 @@ func printPrediction(w io.Writer, name string, logits []float32, top int, names 
 		}
 		return 0
 	})
+	return probs, order
+}
+
+// printPrediction prints the most probable classes of one output row.
+func printPrediction(w io.Writer, name string, logits []float32, top int, names []string) {
+	probs, order := rankClasses(logits)
 	fmt.Fprintf(w, "%s: class %s (p=%.3f)", name, names[order[0]], probs[order[0]])
 	for _, c := range order[1:top] {
 		fmt.Fprintf(w, ", %s (p=%.3f)", names[c], probs[c])

@@ -3,7 +3,6 @@ package app
 import (
 	"encoding/json"
 	"io"
-	"slices"
 )
 
 // predictionJSON is one line of `predict --json`.
@@ -31,20 +30,7 @@ func printPredictionJSON(w io.Writer, name string, out []float32, top int, names
 	if regression {
 		r.Values = out
 	} else {
-		probs := softmax64(out)
-		order := make([]int, len(probs))
-		for i := range order {
-			order[i] = i
-		}
-		slices.SortStableFunc(order, func(a, b int) int {
-			switch {
-			case probs[a] > probs[b]:
-				return -1
-			case probs[a] < probs[b]:
-				return 1
-			}
-			return 0
-		})
+		probs, order := rankClasses(out)
 		best := order[0]
 		r.Class, r.Label, r.P = &best, names[best], probs[best]
 		for _, c := range order[:top] {
