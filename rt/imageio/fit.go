@@ -10,8 +10,14 @@ import (
 // it returns an error that gives both sizes (the caller adds the file name);
 // with resize true it resamples with Resize.
 func Fit(pix []float32, h, w, toH, toW int, resize bool) ([]float32, error) {
-	if len(pix) != h*w {
-		return nil, fmt.Errorf("image of %dx%d pixels has %d values", h, w, len(pix))
+	return FitChannels(pix, 1, h, w, toH, toW, resize)
+}
+
+// FitChannels is Fit for channels planes of h x w (channels first), each
+// resampled on its own.
+func FitChannels(pix []float32, channels, h, w, toH, toW int, resize bool) ([]float32, error) {
+	if channels < 1 || len(pix) != channels*h*w {
+		return nil, fmt.Errorf("image of %d channel(s) of %dx%d pixels has %d values", channels, h, w, len(pix))
 	}
 	if h == toH && w == toW {
 		return pix, nil
@@ -22,14 +28,20 @@ func Fit(pix []float32, h, w, toH, toW int, resize bool) ([]float32, error) {
 	if toH <= 0 || toW <= 0 || h <= 0 || w <= 0 {
 		return nil, fmt.Errorf("cannot resample %dx%d pixels to %dx%d", h, w, toH, toW)
 	}
-	return Resize(pix, h, w, toH, toW), nil
+	out := make([]float32, 0, channels*toH*toW)
+	for c := range channels {
+		out = append(out, Resize(pix[c*h*w:(c+1)*h*w], h, w, toH, toW)...)
+	}
+	return out, nil
 }
 
 // Resize resamples an h x w image to toH x toW with a separable triangle
 // (tent) filter. Enlarging, it is exactly bilinear interpolation between
 // pixel centres; shrinking, the tent widens with the scale so that every
 // source pixel contributes (plain bilinear sampling would skip most pixels
-// of a 280x280 drawing and alias its strokes away).
+// of a 280x280 drawing and alias its strokes away). This is the filter of
+// Pillow's Image.resize with BILINEAR, and so of torchvision's Resize on
+// PIL images (antialiased).
 func Resize(pix []float32, h, w, toH, toW int) []float32 {
 	rows := make([]float32, h*toW) // horizontal pass: h x toW
 	cols := tentWeights(w, toW)
