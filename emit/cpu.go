@@ -3,6 +3,7 @@ package emit
 import (
 	"bytes"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/mlbuild/mlbuild/planner"
@@ -767,6 +768,9 @@ func (g *generator) renderDataSpec(ds spec.Dataset) {
 	if ds.Resize {
 		g.p("Resize: true,")
 	}
+	if n := ds.Normalize; n != nil {
+		g.p("Normalize: true, NormalizeFit: %v, NormalizeMean: %s, NormalizeStd: %s,", n.Fit, floats64(n.Mean), floats64(n.Std))
+	}
 	if ds.Format == "npz" {
 		g.p("FeaturesArray: %s, LabelsArray: %s,", quote(ds.Arrays.Features), quote(ds.Arrays.Labels))
 	}
@@ -783,6 +787,18 @@ func (g *generator) renderDataSpec(ds spec.Dataset) {
 	}
 	g.p("Standardize: %v, StandardizeTargets: %v,", ds.Standardize, ds.StandardizeTargets)
 	g.p("},")
+}
+
+// floats64 writes a []float64 literal, nil when empty.
+func floats64(v []float64) string {
+	if len(v) == 0 {
+		return "nil"
+	}
+	parts := make([]string, len(v))
+	for i, x := range v {
+		parts[i] = strconv.FormatFloat(x, 'g', -1, 64)
+	}
+	return "[]float64{" + strings.Join(parts, ", ") + "}"
 }
 
 // columns writes CSV column choices as an []app.Column literal.

@@ -145,6 +145,9 @@ type Dataset struct {
 	} `json:"arrays,omitempty"`
 	// Resize resamples images of another size (imagefolder).
 	Resize bool `json:"resize,omitempty"`
+	// Normalize is the per-channel normalisation of images (imagefolder);
+	// nil for none.
+	Normalize *Normalize `json:"normalize,omitempty"`
 	// csv layout.
 	Header    bool     `json:"header,omitempty"`
 	SkipRows  int      `json:"skipRows,omitempty"`
@@ -159,6 +162,14 @@ type Dataset struct {
 	// StandardizeTargets does the same for regression targets.
 	Standardize        bool `json:"standardize,omitempty"`
 	StandardizeTargets bool `json:"standardizeTargets,omitempty"`
+}
+
+// Normalize maps each image channel c to (pixel - Mean[c]) / Std[c]: the
+// values given, or with Fit those of the training split.
+type Normalize struct {
+	Fit  bool      `json:"fit,omitempty"`
+	Mean []float64 `json:"mean,omitempty"`
+	Std  []float64 `json:"std,omitempty"`
 }
 
 // Column picks a CSV column by header name or, when Name is empty, by
