@@ -68,11 +68,13 @@ fuzz:
 demo: build data
 	@scripts/demo.sh $(MLBUILD) $(DATA)
 
-# compare-sklearn trains models/iris.cue and models/diabetes.cue beside
-# scikit-learn's MLPClassifier and MLPRegressor of the same architecture on
-# the same split (means over seeds): accuracy within 1 point, R² within 0.02.
+# compare-sklearn trains models/iris.cue and models/diabetes.cue (CSV),
+# models/digits.cue (npz) and models/faces.cue (a JPEG image folder)
+# beside scikit-learn's MLPClassifier and MLPRegressor of the same
+# architecture on the same split (means over seeds): accuracy within 1
+# point, R² within 0.02.
 compare-sklearn: build data
-	@scripts/compare-sklearn.sh $(MLBUILD) $(SKDATA)
+	@scripts/compare-sklearn.sh $(MLBUILD) $(SKDATA) $(IMDATA)
 
 # bench-mnist is the full training run of the flagship with its own
 # settings, timed; bench compares mlbuild with OpenBLAS and PyTorch CPU.
