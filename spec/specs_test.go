@@ -1,8 +1,8 @@
 package spec
 
 import (
-	"fmt"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
