@@ -46,7 +46,15 @@ func openImageFolder(meta *Meta, root string, want []string) (source, int, []str
 	}
 	var names []string
 	for _, e := range entries {
-		if e.IsDir() && !strings.HasPrefix(e.Name(), ".") {
+		if strings.HasPrefix(e.Name(), ".") {
+			continue
+		}
+		dir := e.IsDir()
+		if e.Type()&os.ModeSymlink != 0 { // a linked class folder counts, as in torchvision
+			fi, err := os.Stat(filepath.Join(root, e.Name()))
+			dir = err == nil && fi.IsDir()
+		}
+		if dir {
 			names = append(names, e.Name())
 		}
 	}

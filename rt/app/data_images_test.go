@@ -242,6 +242,13 @@ func TestImageFolderErrors(t *testing.T) {
 	if err := fill(grey); err != nil {
 		t.Errorf("grey model on colour photographs: %v", err)
 	}
+	// A class folder may be a link to one elsewhere.
+	os.Rename(filepath.Join(tmp, "photos", "sklearn"), filepath.Join(tmp, "elsewhere"))
+	os.Symlink(filepath.Join(tmp, "elsewhere"), filepath.Join(tmp, "photos", "sklearn"))
+	if err := fill(photoMeta(true)); err != nil {
+		t.Errorf("linked class folder: %v", err)
+	}
+	os.Remove(filepath.Join(tmp, "photos", "sklearn"))
 	// An empty class folder is refused when the folder is opened, named.
 	empty := filepath.Join(tmp, "photos", "sklearn")
 	os.RemoveAll(empty)
