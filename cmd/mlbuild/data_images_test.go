@@ -172,6 +172,9 @@ schema.#Spec & {
 	if code, out, errOut := mlbuild(t, "compile", spec, "-o", bin, "--cache-dir", filepath.Join(tmp, "cache")); code != 0 {
 		t.Fatalf("compile exited %d:\n%s%s", code, out, errOut)
 	}
+	if info := runOK(t, bin, "info"); !strings.Contains(info, "resize to 24x32 (triangle filter); per-channel normalisation, mean [0.485 0.456 0.406] std [0.229 0.224 0.225]") {
+		t.Errorf("info does not show the preprocessing:\n%s", info)
+	}
 	weights := filepath.Join(tmp, "photos.safetensors")
 	runOK(t, bin, "train", "--data", tmp, "--out", weights, "--quiet")
 	raw, _ := os.ReadFile(weights)
