@@ -44,7 +44,7 @@ func TestSkimageArray(t *testing.T) {
 		return s / float64(to-from)
 	}
 	for _, c := range []struct {
-		what     string
+		what      string
 		got, want float64
 	}{
 		{"mean", mean(0, 200*625), 0.3771059170589177},
