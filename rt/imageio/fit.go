@@ -29,8 +29,9 @@ func FitChannels(pix []float32, channels, h, w, toH, toW int, resize bool) ([]fl
 		return nil, fmt.Errorf("cannot resample %dx%d pixels to %dx%d", h, w, toH, toW)
 	}
 	out := make([]float32, 0, channels*toH*toW)
+	rs := newResampler(h, w, toH, toW) // the filter weights, once for every plane
 	for c := range channels {
-		out = append(out, Resize(pix[c*h*w:(c+1)*h*w], h, w, toH, toW)...)
+		out = append(out, rs.resize(pix[c*h*w:(c+1)*h*w])...)
 	}
 	return out, nil
 }
@@ -43,11 +44,26 @@ func FitChannels(pix []float32, channels, h, w, toH, toW int, resize bool) ([]fl
 // Pillow's Image.resize with BILINEAR, and so of torchvision's Resize on
 // PIL images (antialiased).
 func Resize(pix []float32, h, w, toH, toW int) []float32 {
+	return newResampler(h, w, toH, toW).resize(pix)
+}
+
+// resampler holds the tent filter's taps for one change of size, which
+// every channel of an image shares.
+type resampler struct {
+	h, w, toH, toW int
+	cols, rows     [][]tap
+}
+
+func newResampler(h, w, toH, toW int) *resampler {
+	return &resampler{h, w, toH, toW, tentWeights(w, toW), tentWeights(h, toH)}
+}
+
+func (r *resampler) resize(pix []float32) []float32 {
+	h, w, toW := r.h, r.w, r.toW
 	rows := make([]float32, h*toW) // horizontal pass: h x toW
-	cols := tentWeights(w, toW)
 	for y := range h {
 		src := pix[y*w : (y+1)*w]
-		for x, taps := range cols {
+		for x, taps := range r.cols {
 			var s float32
 			for _, t := range taps {
 				s += t.weight * src[t.index]
@@ -55,8 +71,8 @@ func Resize(pix []float32, h, w, toH, toW int) []float32 {
 			rows[y*toW+x] = s
 		}
 	}
-	out := make([]float32, toH*toW) // vertical pass
-	for y, taps := range tentWeights(h, toH) {
+	out := make([]float32, r.toH*toW) // vertical pass
+	for y, taps := range r.rows {
 		dst := out[y*toW : (y+1)*toW]
 		for _, t := range taps {
 			src := rows[t.index*toW : (t.index+1)*toW]
