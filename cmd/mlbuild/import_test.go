@@ -137,10 +137,11 @@ var importScope = map[string]bool{
 	"Gemm": true, "MatMul": true, "Relu": true, "Sigmoid": true, "Tanh": true, "LeakyRelu": true,
 	"Softmax": true, "LogSoftmax": true, "BatchNormalization": true, "Dropout": true, "Flatten": true,
 	"Reshape": true, "Identity": true, "Constant": true, "Transpose": true, "Concat": true,
-	"Add": true, "Sub": true, "Mul": true, "Exp": true, "Log": true, "Gelu": true,
+	"Add": true, "Sub": true, "Mul": true, "Div": true, "Exp": true, "Log": true, "Gelu": true, "Erf": true,
+	"Sqrt": true, "Pow": true, "Reciprocal": true, "ReduceMean": true, "LayerNormalization": true,
 	// folded in shape arithmetic, or in patterns
 	"Shape": true, "Gather": true, "Unsqueeze": true, "Squeeze": true, "Slice": true, "Cast": true,
-	"Pad": true, "Div": true, "Erf": true, "ConstantOfShape": true,
+	"Pad": true, "ConstantOfShape": true,
 }
 
 // backendGolden records, for every backend test in scope, whether it
