@@ -75,6 +75,27 @@ func TestImportWrittenLayerNorm(t *testing.T) {
 	}
 }
 
+// TestImportWrittenLayerNormOpset18: from opset 18 ReduceMean reads its
+// axes from an input.
+func TestImportWrittenLayerNormOpset18(t *testing.T) {
+	m := writtenNorm("Pow", true, nil)
+	m.Opsets[0].Version = 18
+	m.Graph.Initializers = append(m.Graph.Initializers, NewInt64Tensor("axes", []int64{1}, []int64{-1}))
+	for _, n := range m.Graph.Nodes {
+		if n.OpType == "ReduceMean" {
+			n.Attrs = nil
+			n.Inputs = append(n.Inputs, "axes")
+		}
+	}
+	im, err := Import(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(im.Layers) != 1 || im.Layers[0].Op != "layernorm" {
+		t.Errorf("layers %+v", im.Layers)
+	}
+}
+
 // TestImportWrittenLayerNormFallback: means over an axis that is not the
 // last are not a layer normalisation of mlbuild's kind; the nodes are
 // imported one by one, and the Mul by a per-channel constant tensor is
