@@ -240,6 +240,11 @@ type Attr struct {
 	// (ConvDirect or ConvIm2colGemm on the CPU), chosen by the plan's
 	// Target in choose_methods.go; the emitter calls that method's kernel.
 	Method string `json:"method,omitempty"`
+	// KeptCols marks a conv2d_bwd whose workspace (In[4]) is its forward
+	// step's (Out[1]), which still holds the forward's im2col columns of
+	// the whole batch (ConvChoice.SharesForward): the backward reads them
+	// instead of gathering them again.
+	KeptCols bool `json:"keptCols,omitempty"`
 }
 
 // Step is one kernel call.

@@ -639,6 +639,46 @@ func poolBwdKernel(g planner.ConvGeom, maxPool bool) *Kernel {
 		})
 }
 
+// poolTiles reports whether g's windows tile its input exactly: stride
+// equal to the window, no padding or dilation, and every pixel in one
+// window (H = OH·KH, W = OW·KW), as in the common 2×2 max pool.
+func poolTiles(g planner.ConvGeom) bool {
+	g = normConv(g)
+	return g.SH == g.KH && g.SW == g.KW && g.PH == 0 && g.PW == 0 && g.DH == 1 && g.DW == 1 &&
+		g.H == g.OH*g.KH && g.W == g.OW*g.KW
+}
+
+// maxPoolBwdTiledKernel is the gradient of a max pool whose windows tile
+// the input (poolTiles), one thread per window: it finds the window's
+// first maximum in x, as poolBwdKernel does, and writes the window's dy
+// there and zero at every other pixel of the window. Each pixel belongs to
+// one window, so every dx element is written once, and x is read once
+// instead of once per covering window and pixel.
+func maxPoolBwdTiledKernel(g planner.ConvGeom) *Kernel {
+	ohw := g.OH * g.OW
+	n := g.N * g.C * ohw
+	hw := g.H * g.W
+	tap := func(body ...Stmt) Stmt {
+		return loop("qh", 0, g.KH, 1, loop("qw", 0, g.KW, 1,
+			append([]Stmt{let("xi", Int, add(vr("base"), add(mul(vr("qh"), i32(g.W)), vr("qw"))))}, body...)...))
+	}
+	return elementwise(fmt.Sprintf("max pool backward [%d,%d,%d,%d] <- %dx%d, one thread per %dx%d window", g.N, g.C, g.H, g.W, g.OH, g.OW, g.KH, g.KW), n,
+		[]Param{in("x", g.N*g.C*hw), in("dy", n), out("dx", g.N*g.C*hw)}, func(i Expr) []Stmt {
+			return []Stmt{
+				let("oh", Int, rem(div(i, i32(g.OW)), i32(g.OH))),
+				let("ow", Int, rem(i, i32(g.OW))),
+				let("base", Int, add(mul(div(i, i32(ohw)), i32(hw)), add(mul(vr("oh"), i32(g.KH*g.W)), mul(vr("ow"), i32(g.KW))))),
+				let("best", Float, flt(0)),
+				let("arg", Int, i32(-1)),
+				tap(let("xv", Float, load("x", vr("xi"))),
+					when(Binary{OpOr, lt(vr("arg"), i32(0)), gt(vr("xv"), vr("best"))},
+						set("best", vr("xv")), set("arg", vr("xi")))),
+				let("g", Float, load("dy", i)),
+				tap(store("dx", vr("xi"), sel(eq(vr("xi"), vr("arg")), vr("g"), flt(0)))),
+			}
+		})
+}
+
 // globalAvgPoolKernel is y[p] = mean of x over the spatial positions of
 // plane p.
 func globalAvgPoolKernel(planes, spatial int) *Kernel {

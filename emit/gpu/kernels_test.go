@@ -206,6 +206,7 @@ func kernelCases(t *testing.T) []gpuCase {
 	for _, pg := range []planner.ConvGeom{
 		{N: 2, C: 3, H: 9, W: 11, KH: 2, KW: 2, SH: 2, SW: 2, DH: 1, DW: 1},
 		{N: 3, C: 2, H: 7, W: 6, KH: 3, KW: 3, SH: 2, SW: 1, PH: 1, PW: 1, DH: 1, DW: 2},
+		{N: 2, C: 3, H: 8, W: 9, KH: 2, KW: 3, SH: 2, SW: 3, DH: 1, DW: 1}, // windows tile the input
 	} {
 		pg.OC = pg.C
 		pg.OH = (pg.H+2*pg.PH-pg.DH*(pg.KH-1)-1)/pg.SH + 1
@@ -223,6 +224,15 @@ func kernelCases(t *testing.T) []gpuCase {
 		addCase(gpuCase{name: "maxpool", k: poolKernel(pg, true), in: [][]float32{x, zeros(on)}, want: map[int][]float32{1: ymax}})
 		addCase(gpuCase{name: "avgpool", k: poolKernel(pg, false), in: [][]float32{x, zeros(on)}, want: map[int][]float32{1: yavg}})
 		addCase(gpuCase{name: "maxpool_bwd", k: poolBwdKernel(pg, true), in: [][]float32{x, dy, zeros(n)}, want: map[int][]float32{2: dxmax}})
+		if poolTiles(pg) {
+			xt := append([]float32(nil), x...)
+			xt[0] = xt[1] // a tie inside one window
+			yt, dxt := zeros(on), zeros(n)
+			cpu.MaxPool2DFwd(xt, yt, cg)
+			cpu.MaxPool2DBwd(xt, yt, dy, dxt, cg)
+			// dx starts as garbage: every element must be written.
+			addCase(gpuCase{name: "maxpool_bwd_tiled", k: maxPoolBwdTiledKernel(pg), in: [][]float32{xt, dy, randVec(r, n, 3, 4)}, want: map[int][]float32{2: dxt}})
+		}
 		addCase(gpuCase{name: "avgpool_bwd", k: poolBwdKernel(pg, false), in: [][]float32{dy, zeros(n)}, want: map[int][]float32{1: dxavg}})
 	}
 	{

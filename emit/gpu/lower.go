@@ -329,7 +329,11 @@ func (l *lowering) lowerStep(st *planner.Step, training bool) error {
 		if err := l.operands(st, 3, 1); err != nil || a.Conv == nil {
 			return fmt.Errorf("max pool backward needs x, y, dy, dx and Attr.Conv (%v)", err)
 		}
-		return l.launch("maxpool2d_bwd", poolBwdKernel(*a.Conv, true), nil, whole(st.In[0]), whole(st.In[2]), whole(st.Out[0]))
+		k := poolBwdKernel(*a.Conv, true)
+		if poolTiles(*a.Conv) {
+			k = maxPoolBwdTiledKernel(*a.Conv)
+		}
+		return l.launch("maxpool2d_bwd", k, nil, whole(st.In[0]), whole(st.In[2]), whole(st.Out[0]))
 	case planner.KAvgPool2DBwd:
 		if err := l.operands(st, 1, 1); err != nil || a.Conv == nil {
 			return fmt.Errorf("average pool backward needs dy, dx and Attr.Conv (%v)", err)
