@@ -230,6 +230,7 @@ func TestCUDAPrograms(t *testing.T) {
 }
 
 // cudaFakeSpecs are the programs run on the fake GPU in CI (each compiles
-// its kernels with g++): the flagship fused and unfused; set
+// its kernels with g++): the flagship fused and unfused, and the spec with
+// layer normalisation, reducemean, div, powconst, sqrt and erf; set
 // MLBUILD_CUDA_FAKE_SPECS to run others (`go test ./emit -run CUDAPrograms`).
-var cudaFakeSpecs = []string{"mnist", "mnist_unfused"}
+var cudaFakeSpecs = []string{"mnist", "mnist_unfused", "spec_layernorm_graph"}
