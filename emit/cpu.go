@@ -377,9 +377,10 @@ func act(name string) (string, error) {
 var unaryKinds = map[string]string{
 	"relu": "cpu.UReLU", "leakyrelu": "cpu.ULeakyReLU", "sigmoid": "cpu.USigmoid", "tanh": "cpu.UTanh",
 	"gelu": "cpu.UGELU", "exp": "cpu.UExp", "log": "cpu.ULog", "addconst": "cpu.UAddConst", "mulconst": "cpu.UMulConst",
+	"sqrt": "cpu.USqrt", "powconst": "cpu.UPowConst", "erf": "cpu.UErf",
 }
 
-var binOps = map[string]string{"add": "cpu.BAdd", "sub": "cpu.BSub", "mul": "cpu.BMul"}
+var binOps = map[string]string{"add": "cpu.BAdd", "sub": "cpu.BSub", "mul": "cpu.BMul", "div": "cpu.BDiv"}
 
 func (g *generator) chain(ch []planner.UnaryOp) (string, error) {
 	parts := make([]string, len(ch))
@@ -567,6 +568,22 @@ func (g *generator) kernelCall(st planner.Step, in, out []operand, training bool
 		s := in[0].buf.Shape
 		return fmt.Sprintf("cpu.BatchNormBwd(%s, %s, %s, %s, %s, %s, %s, %s, %d, %d, %d)", in[0].slice(), in[1].slice(), in[2].slice(), in[3].slice(), in[4].slice(),
 			out[0].slice(), out[1].slice(), out[2].slice(), s[0], s[1], prod(s[2:])), nil
+	case planner.KLayerNorm, planner.KLayerNormBwd:
+		s := in[0].buf.Shape
+		if a.Axis < 1 || a.Axis >= len(s) {
+			return "", fmt.Errorf("layernorm axis %d out of range for shape %v", a.Axis, s)
+		}
+		rows, cols := prod(s[:a.Axis]), prod(s[a.Axis:])
+		if st.Kernel == planner.KLayerNorm {
+			return fmt.Sprintf("cpu.LayerNormFwd(%s, %s, %s, %s, %s, %s, %d, %d, %s)", in[0].slice(), in[1].slice(), in[2].slice(),
+				out[0].slice(), out[1].slice(), out[2].slice(), rows, cols, float(a.Eps)), nil
+		}
+		return fmt.Sprintf("cpu.LayerNormBwd(%s, %s, %s, %s, %s, %s, %s, %s, %d, %d)", in[0].slice(), in[1].slice(), in[2].slice(), in[3].slice(), in[4].slice(),
+			out[0].slice(), out[1].slice(), out[2].slice(), rows, cols), nil
+	case planner.KReduceMean:
+		return fmt.Sprintf("cpu.ReduceMeanFwd(%s, %s, %s, %s)", in[0].slice(), out[0].slice(), g.shape(in[0].buf.Shape), g.shape(out[0].buf.Shape)), nil
+	case planner.KReduceMeanBwd:
+		return fmt.Sprintf("cpu.ReduceMeanBwd(%s, %s, %s, %s)", in[0].slice(), out[0].slice(), g.shape(out[0].buf.Shape), g.shape(in[0].buf.Shape)), nil
 	case planner.KMatMul:
 		return fmt.Sprintf("cpu.MatMulFwd(%s, %s, %s, %s, %s, %s)", in[0].slice(), in[1].slice(), out[0].slice(),
 			g.shape(in[0].buf.Shape), g.shape(in[1].buf.Shape), g.shape(out[0].buf.Shape)), nil
