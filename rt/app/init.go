@@ -1,0 +1,97 @@
+package app
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/mlbuild/mlbuild/rt/safetensors"
+)
+
+// A training run starts from one of three sets of weights, which
+// `train --init` chooses:
+//
+//   - the seed's initialisation (the spec's init rules drawn with --seed):
+//     what a program without embedded weights does, and --init seed;
+//   - the weights of a file, --init FILE: a weights file (train's --out,
+//     `mlbuild import`'s NAME.safetensors, a PyTorch state_dict saved as
+//     safetensors) or a checkpoint, of which only the weights are taken;
+//   - the weights compiled into the program (`mlbuild compile --weights`):
+//     what such a program does by default, and --init embedded.
+//
+// Every one starts a new run: epoch 1, step 1, the learning-rate schedule
+// from its start, and a fresh optimizer state (zero moments). That is the
+// difference from --resume, which continues an interrupted run with its
+// weights, optimizer state, position and settings; the two exclude each
+// other. Preprocessing the spec asks for (standardisation, the order of
+// string classes) is fitted on the training data, as in any run.
+
+// initUsage is the help of --init.
+func initUsage(meta *Meta) string {
+	if e := meta.Embedded; e != nil {
+		return "start from the weights in `FILE` (safetensors, or a checkpoint's weights) with a fresh optimizer state; 'seed': from the seed's initialisation (default: the embedded " + e.Source + ")"
+	}
+	return "start from the weights in `FILE` (safetensors, or a checkpoint's weights) with a fresh optimizer state, not from the seed's initialisation"
+}
+
+// checkInit checks --init against --resume and the program before any
+// data is read.
+func checkInit(meta *Meta, o *trainOptions) error {
+	switch {
+	case o.init != "" && o.resume != "":
+		return usageError{"--init and --resume exclude each other: --resume continues an interrupted run (its weights, optimizer state, epoch and settings); --init starts a new run from weights, with a fresh optimizer state"}
+	case o.init == "embedded" && meta.Embedded == nil:
+		return usageError{"--init embedded: this program has no embedded weights (mlbuild compile --weights FILE embeds them); give --init a safetensors FILE"}
+	case o.init == "" || o.init == "seed" || o.init == "embedded":
+		return nil
+	}
+	if fi, err := os.Stat(o.init); err != nil {
+		return fmt.Errorf("--init: %v", err)
+	} else if fi.IsDir() {
+		return usageError{fmt.Sprintf("--init %s is a folder; give a safetensors file of weights", o.init)}
+	}
+	return nil
+}
+
+// startWeights fills the state arena for a new run as --init says (see the
+// comment at the top of this file) and returns the line that tells the
+// user which weights the run starts from ("" for the seed's initialisation
+// of a program without embedded weights, the usual case).
+func startWeights(m Model, o *trainOptions) (string, error) {
+	meta := m.Meta()
+	e := meta.Embedded
+	from := o.init
+	if from == "" {
+		from = "seed"
+		if e != nil {
+			from = "embedded"
+		}
+	}
+	if from == "seed" {
+		initParams(m, o.seed)
+		if e != nil {
+			return fmt.Sprintf("starting from the seed's initialisation (--seed %d), not from the embedded weights %s", o.seed, e.Source), nil
+		}
+		return "", nil
+	}
+	var f *safetensors.File
+	var err error
+	if from == "embedded" {
+		f, err = readEmbedded(meta)
+	} else {
+		f, err = safetensors.Read(from)
+	}
+	if err != nil {
+		return "", fmt.Errorf("--init: %v", err)
+	}
+	clear(m.State()) // gradients and optimizer state start at zero
+	if err := copyWeights(m, f, false); err != nil {
+		return "", fmt.Errorf("--init: %v", err)
+	}
+	switch {
+	case from == "embedded":
+		return fmt.Sprintf("starting from the embedded weights (%s, sha256 %s…) with a fresh optimizer state; --init seed starts from the seed's initialisation instead", e.Source, e.shortHash()), nil
+	case isCheckpoint(f):
+		return fmt.Sprintf("starting a new run from the weights of the checkpoint %s, with a fresh optimizer state at epoch 1 (--resume %s would continue its run instead)", from, from), nil
+	}
+	return fmt.Sprintf("starting from the weights in %s with a fresh optimizer state", from), nil
+}
