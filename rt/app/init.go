@@ -3,6 +3,7 @@ package app
 import (
 	"fmt"
 	"os"
+	"slices"
 
 	"github.com/mlbuild/mlbuild/rt/safetensors"
 )
@@ -22,8 +23,10 @@ import (
 // from its start, and a fresh optimizer state (zero moments). That is the
 // difference from --resume, which continues an interrupted run with its
 // weights, optimizer state, position and settings; the two exclude each
-// other. Preprocessing the spec asks for (standardisation, the order of
-// string classes) is fitted on the training data, as in any run.
+// other. A run from weights keeps the standardisation the weights were
+// trained with when their file records it (keepPreprocessing); otherwise
+// the preprocessing the spec asks for is fitted on the training data, as
+// in any run.
 
 // initUsage is the help of --init.
 func initUsage(meta *Meta) string {
@@ -53,10 +56,11 @@ func checkInit(meta *Meta, o *trainOptions) error {
 }
 
 // startWeights fills the state arena for a new run as --init says (see the
-// comment at the top of this file) and returns the line that tells the
+// comment at the top of this file). It returns the line that tells the
 // user which weights the run starts from ("" for the seed's initialisation
-// of a program without embedded weights, the usual case).
-func startWeights(m Model, o *trainOptions) (string, error) {
+// of a program without embedded weights, the usual case) and the weights
+// file read (nil for the seed's initialisation).
+func startWeights(m Model, o *trainOptions) (string, *safetensors.File, error) {
 	meta := m.Meta()
 	e := meta.Embedded
 	from := o.init
@@ -69,9 +73,9 @@ func startWeights(m Model, o *trainOptions) (string, error) {
 	if from == "seed" {
 		initParams(m, o.seed)
 		if e != nil {
-			return fmt.Sprintf("starting from the seed's initialisation (--seed %d), not from the embedded weights %s", o.seed, e.Source), nil
+			return fmt.Sprintf("starting from the seed's initialisation (--seed %d), not from the embedded weights %s", o.seed, e.Source), nil, nil
 		}
-		return "", nil
+		return "", nil, nil
 	}
 	var f *safetensors.File
 	var err error
@@ -81,17 +85,53 @@ func startWeights(m Model, o *trainOptions) (string, error) {
 		f, err = safetensors.Read(from)
 	}
 	if err != nil {
-		return "", fmt.Errorf("--init: %v", err)
+		return "", nil, fmt.Errorf("--init: %v", err)
 	}
 	clear(m.State()) // gradients and optimizer state start at zero
 	if err := copyWeights(m, f, false); err != nil {
-		return "", fmt.Errorf("--init: %v", err)
+		return "", nil, fmt.Errorf("--init: %v", err)
 	}
 	switch {
 	case from == "embedded":
-		return fmt.Sprintf("starting from the embedded weights (%s, sha256 %s…) with a fresh optimizer state; --init seed starts from the seed's initialisation instead", e.Source, e.shortHash()), nil
+		return fmt.Sprintf("starting from the embedded weights (%s, sha256 %s…) with a fresh optimizer state; --init seed starts from the seed's initialisation instead", e.Source, e.shortHash()), f, nil
 	case isCheckpoint(f):
-		return fmt.Sprintf("starting a new run from the weights of the checkpoint %s, with a fresh optimizer state at epoch 1 (--resume %s would continue its run instead)", from, from), nil
+		return fmt.Sprintf("starting a new run from the weights of the checkpoint %s, with a fresh optimizer state at epoch 1 (--resume %s would continue its run instead)", from, from), f, nil
 	}
-	return fmt.Sprintf("starting from the weights in %s with a fresh optimizer state", from), nil
+	return fmt.Sprintf("starting from the weights in %s with a fresh optimizer state", from), f, nil
+}
+
+// keepPreprocessing makes a run started from weights (f) read its data
+// as the weights were trained to: with the standardisation statistics
+// that f records, in place of the ones just fitted on the training data
+// (the first layer is tuned to them; refitting on other data, or a
+// --limit, would shift every input). Statistics f lacks (an imported
+// model's weights) stay fitted. String classes must come in the order the
+// weights' outputs have. It reports whether f's statistics are used.
+func keepPreprocessing(meta *Meta, ds *dataset, f *safetensors.File) (bool, error) {
+	fitted := ds.rec
+	if f == nil || fitted == nil {
+		return false, nil // IDX data: nothing is fitted
+	}
+	// Read what f holds, none of it required.
+	lenient := *meta
+	lenient.Data.Standardize, lenient.Data.StandardizeTargets = false, false
+	kept, err := readRecord(&lenient, f.Path, f.Metadata)
+	if err != nil {
+		return false, fmt.Errorf("--init: %v", err)
+	}
+	if kept.classNames != nil && fitted.classNames != nil && !slices.Equal(kept.classNames, fitted.classNames) {
+		return false, fmt.Errorf("--init %s: the weights' outputs are the classes %q, but the training data gives %q: train from weights of this data's classes, or without --init", f.Path, kept.classNames, fitted.classNames)
+	}
+	used := kept.mean != nil || kept.tmean != nil
+	if kept.mean == nil {
+		kept.mean, kept.std = fitted.mean, fitted.std
+	}
+	if kept.tmean == nil {
+		kept.tmean, kept.tstd = fitted.tmean, fitted.tstd
+	}
+	if kept.classNames == nil {
+		kept.classNames = fitted.classNames
+	}
+	ds.rec, meta.rec = kept, kept
+	return used, nil
 }

@@ -240,7 +240,7 @@ func TestStartWeightsFreshState(t *testing.T) {
 	for i := range m.state {
 		m.state[i] = 7
 	}
-	if _, err := startWeights(m, &trainOptions{init: trained}); err != nil {
+	if _, _, err := startWeights(m, &trainOptions{init: trained}); err != nil {
 		t.Fatal(err)
 	}
 	for _, p := range m.meta.Params {

@@ -166,9 +166,16 @@ func trainCmd(m Model, args []string, stdout, stderr io.Writer) error {
 			train, val = ds.split(o.valSplit, o.seed)
 		}
 	} else {
-		from, err := startWeights(m, o)
+		from, f, err := startWeights(m, o)
 		if err != nil {
 			return err
+		}
+		kept, err := keepPreprocessing(meta, ds, f)
+		if err != nil {
+			return err
+		}
+		if kept {
+			from += ", and the standardisation they were trained with"
 		}
 		if from != "" && !o.quiet {
 			fmt.Fprintln(stdout, from)
