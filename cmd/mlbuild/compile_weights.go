@@ -17,6 +17,7 @@ import (
 const (
 	mdStandardizeMean = "mlbuild.standardize.mean"
 	mdTargetsMean     = "mlbuild.targets.mean"
+	mdNormalizeMean   = "mlbuild.normalize.mean"
 )
 
 // readWeights reads the file of `compile --weights` and checks it against
@@ -59,6 +60,7 @@ func readWeights(path string, m *spec.Model, train *planner.Plan) (*emit.Weights
 	}{
 		{d.Standardize, mdStandardizeMean, "standardises its inputs"},
 		{d.StandardizeTargets && d.Task == "regression", mdTargetsMean, "standardises its regression targets"},
+		{d.Normalize != nil, mdNormalizeMean, "normalises its image channels"},
 	} {
 		if _, ok := f.Metadata[need.key]; need.on && !ok {
 			return nil, withCode(ExitInvalid, fmt.Errorf("--weights %s holds no %s metadata, but the spec %s %s: embed weights that this model's train wrote (they carry the statistics it fitted)", path, need.key, m.File, need.why))

@@ -298,7 +298,7 @@ func TestTrainFromWeights(t *testing.T) {
 	fresh := firstLoss(t, filepath.Join(dir, "fresh.jsonl"))
 	out := run(bin, append(one, "--init", "trained.safetensors", "--metrics", "init.jsonl", "--out", "init.safetensors")...)
 	fromFile := firstLoss(t, filepath.Join(dir, "init.jsonl"))
-	if !strings.Contains(out, "starting from the weights in trained.safetensors with a fresh optimizer state, and the standardisation they were trained with") {
+	if !strings.Contains(out, "starting from the weights in trained.safetensors with a fresh optimizer state, and the preprocessing statistics they were trained with") {
 		t.Errorf("train --init does not say where it starts:\n%s", out)
 	}
 	if math.Abs(fromFile-ev.Loss) > 1e-4*math.Max(1, ev.Loss) {

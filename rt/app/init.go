@@ -23,8 +23,8 @@ import (
 // from its start, and a fresh optimizer state (zero moments). That is the
 // difference from --resume, which continues an interrupted run with its
 // weights, optimizer state, position and settings; the two exclude each
-// other. A run from weights keeps the standardisation the weights were
-// trained with when their file records it (keepPreprocessing); otherwise
+// other. A run from weights keeps the standardisation and normalisation
+// the weights were trained with when their file records them (keepPreprocessing); otherwise
 // the preprocessing the spec asks for is fitted on the training data, as
 // in any run.
 
@@ -101,8 +101,9 @@ func startWeights(m Model, o *trainOptions) (string, *safetensors.File, error) {
 }
 
 // keepPreprocessing makes a run started from weights (f) read its data
-// as the weights were trained to: with the standardisation statistics
-// that f records, in place of the ones just fitted on the training data
+// as the weights were trained to: with the standardisation and channel
+// normalisation that f records, in place of the ones just fitted on the
+// training data
 // (the first layer is tuned to them; refitting on other data, or a
 // --limit, would shift every input). Statistics f lacks (an imported
 // model's weights) stay fitted. String classes must come in the order the
@@ -114,7 +115,7 @@ func keepPreprocessing(meta *Meta, ds *dataset, f *safetensors.File) (bool, erro
 	}
 	// Read what f holds, none of it required.
 	lenient := *meta
-	lenient.Data.Standardize, lenient.Data.StandardizeTargets = false, false
+	lenient.Data.Standardize, lenient.Data.StandardizeTargets, lenient.Data.Normalize = false, false, false
 	kept, err := readRecord(&lenient, f.Path, f.Metadata)
 	if err != nil {
 		return false, fmt.Errorf("--init: %v", err)
@@ -122,7 +123,10 @@ func keepPreprocessing(meta *Meta, ds *dataset, f *safetensors.File) (bool, erro
 	if kept.classNames != nil && fitted.classNames != nil && !slices.Equal(kept.classNames, fitted.classNames) {
 		return false, fmt.Errorf("--init %s: the weights' outputs are the classes %q, but the training data gives %q: train from weights of this data's classes, or without --init", f.Path, kept.classNames, fitted.classNames)
 	}
-	used := kept.mean != nil || kept.tmean != nil
+	used := kept.mean != nil || kept.tmean != nil || kept.cmean != nil
+	if kept.cmean == nil {
+		kept.cmean, kept.cstd = fitted.cmean, fitted.cstd
+	}
 	if kept.mean == nil {
 		kept.mean, kept.std = fitted.mean, fitted.std
 	}
