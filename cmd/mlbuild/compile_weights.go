@@ -1,7 +1,9 @@
 package main
 
 import (
+	"encoding/binary"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 
@@ -35,6 +37,13 @@ func readWeights(path string, m *spec.Model, train *planner.Plan) (*emit.Weights
 	if fi.IsDir() {
 		return nil, withCode(ExitUsage, fmt.Errorf("--weights %s is a folder; give the safetensors file of the weights (NAME.safetensors)", path))
 	}
+	if !plausibleHeader(path, fi.Size()) {
+		// Not a safetensors file (a text file, a large download): Read
+		// says why from its first bytes, without reading it whole.
+		if _, err := safetensors.Read(path); err != nil {
+			return nil, withCode(ExitInvalid, fmt.Errorf("--weights: %v", err))
+		}
+	}
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, withCode(ExitIO, fmt.Errorf("--weights: %v", err))
@@ -67,4 +76,20 @@ func readWeights(path string, m *spec.Model, train *planner.Plan) (*emit.Weights
 		}
 	}
 	return &emit.Weights{Source: filepath.Base(path), Data: data}, nil
+}
+
+// plausibleHeader reports whether the file at path starts with the
+// header length a safetensors file of its size can have.
+func plausibleHeader(path string, size int64) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return true // ReadFile reports it
+	}
+	defer f.Close()
+	var prefix [8]byte
+	if _, err := io.ReadFull(f, prefix[:]); err != nil {
+		return false
+	}
+	n := binary.LittleEndian.Uint64(prefix[:])
+	return n <= safetensors.MaxHeaderSize && n <= uint64(size)-8
 }

@@ -321,4 +321,19 @@ func TestTrainFromWeights(t *testing.T) {
 	if a, b := run(emb, "eval", "--data", data), run(bin, "eval", "--data", data, "--weights", "trained.safetensors"); a != b {
 		t.Errorf("eval with the embedded weights:\n%s\nwith the file:\n%s", a, b)
 	}
+
+	// Weights without the statistics the spec standardises with cannot
+	// serve it: compile says so before building.
+	f, err := safetensors.Read(filepath.Join(dir, "trained.safetensors"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bare := filepath.Join(dir, "bare.safetensors")
+	if err := safetensors.Write(bare, f.Tensors, nil); err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr = mlbuild(t, "compile", "../../models/iris.cue", "--weights", bare, "-o", filepath.Join(dir, "iris-bare"), "--cache-dir", filepath.Join(dir, "cache"))
+	if code != ExitInvalid || !strings.Contains(stderr, "holds no mlbuild.standardize.mean metadata") {
+		t.Errorf("weights without standardisation statistics: exit %d, %s", code, stderr)
+	}
 }
