@@ -55,6 +55,25 @@ func checkInit(meta *Meta, o *trainOptions) error {
 	return nil
 }
 
+// checkInitKept refuses an --out or --checkpoint that is the file --init
+// reads (without --force): the run would replace the weights it started
+// from at its first epoch.
+func checkInitKept(o *trainOptions) error {
+	if o.init == "" || o.init == "seed" || o.init == "embedded" || o.force {
+		return nil
+	}
+	from, err := os.Stat(o.init)
+	if err != nil {
+		return nil // startWeights reports it
+	}
+	for _, f := range []struct{ name, path string }{{"out", o.out}, {"checkpoint", o.checkpoint}} {
+		if to, err := os.Stat(f.path); err == nil && os.SameFile(from, to) {
+			return usageError{fmt.Sprintf("--%s %s is the file --init reads: training would replace the weights it starts from; choose another --%s, or pass --force", f.name, f.path, f.name)}
+		}
+	}
+	return nil
+}
+
 // startWeights fills the state arena for a new run as --init says (see the
 // comment at the top of this file). It returns the line that tells the
 // user which weights the run starts from ("" for the seed's initialisation

@@ -217,6 +217,8 @@ func TestTrainInit(t *testing.T) {
 		{newLinearModel(), []string{"--init", "missing.safetensors"}, exitFailure, "missing.safetensors: no such file"},
 		{newLinearModel(), []string{"--init", "data"}, exitUsage, "--init data is a folder"},
 		{newLinearModel(), []string{"--init", "data/train-images"}, exitFailure, "--init: data/train-images"},
+		{newLinearModel(), []string{"--init", "trained.safetensors", "--out", "trained.safetensors"}, exitUsage, "--out trained.safetensors is the file --init reads"},
+		{newLinearModel(), []string{"--init", "trained.safetensors", "--checkpoint", "./trained.safetensors", "--out", "x.safetensors"}, exitUsage, "--checkpoint ./trained.safetensors is the file --init reads"},
 	} {
 		args := append(append([]string(nil), one...), c.args...)
 		code, out, errOut := runModel(t, dir, c.m, args...)

@@ -96,6 +96,9 @@ func parseTrainFlags(meta *Meta, args []string, stdout, stderr io.Writer) (*trai
 		ext := filepath.Ext(o.out)
 		o.checkpoint = strings.TrimSuffix(o.out, ext) + ".ckpt" + ext
 	}
+	if err := checkInitKept(o); err != nil {
+		return nil, err
+	}
 	for _, f := range []struct{ name, path string }{{"out", o.out}, {"checkpoint", o.checkpoint}} {
 		if err := checkReplaceable(f.name, f.path, o.force); err != nil {
 			return nil, err
