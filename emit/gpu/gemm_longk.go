@@ -25,7 +25,7 @@ const (
 	longKSlices  = 256 // most threadgroups (slices of K)
 	longKMinK    = 1 << 14
 	longKMaxOut  = 4 * longKThreads // M·N: at most four outputs a thread
-	longKMaxRows = 256              // M+N: the tile is (M+N)·longKTile floats
+	longKMaxRows = 240              // M+N: the tile, (M+N)·(longKTile+1) floats, within 32 KiB (Metal's limit)
 )
 
 // longKFits reports whether a GEMM of these sizes takes the long-K path.
@@ -52,8 +52,12 @@ func LongKPartials(m, n, k int) int {
 func longKPartialKernel(m, n, k, lda, ldb int) *Kernel {
 	slices := longKSlicesFor(k)
 	span := ceilDiv(ceilDiv(k, slices), longKTile) * longKTile // K columns a slice
+	// A tile row is padded by one float: the threads of a warp read B's
+	// rows of consecutive outputs, longKTile floats apart, which without the
+	// pad would all fall in one bank of threadgroup memory.
+	const stride = longKTile + 1
 	rows := m + n
-	tileLen := rows * longKTile
+	tileLen := rows * stride
 	outs := ceilDiv(m*n, longKThreads)
 	body := []Stmt{
 		Shared{"tile", tileLen},
@@ -64,22 +68,22 @@ func longKPartialKernel(m, n, k, lda, ldb int) *Kernel {
 		body = append(body, let(fmt.Sprintf("acc%d", r), Float, flt(0)))
 	}
 	// The tile holds A's rows then B's rows, longKTile columns each.
-	fill := For{"e", lidE, i32(tileLen), i32(longKThreads), []Stmt{
+	fill := For{"e", lidE, i32(rows * longKTile), i32(longKThreads), []Stmt{
 		let("row", Int, div(vr("e"), i32(longKTile))),
 		let("kk", Int, add(vr("kt"), rem(vr("e"), i32(longKTile)))),
 		let("v", Float, flt(0)),
 		when(lt(vr("kk"), vr("k1")), If{Cond: lt(vr("row"), i32(m)),
 			Then: []Stmt{set("v", load("a", add(mul(vr("row"), i32(lda)), vr("kk"))))},
 			Else: []Stmt{set("v", load("b", add(mul(sub(vr("row"), i32(m)), i32(ldb)), vr("kk"))))}}),
-		store("tile", vr("e"), vr("v")),
+		store("tile", add(mul(vr("row"), i32(stride)), rem(vr("e"), i32(longKTile))), vr("v")),
 	}}
 	var dot []Stmt
 	for r := 0; r < outs; r++ {
 		o := add(lidE, i32(r*longKThreads))
 		acc := fmt.Sprintf("acc%d", r)
 		dot = append(dot, when(lt(o, i32(m*n)),
-			let(fmt.Sprintf("ra%d", r), Int, mul(div(o, i32(n)), i32(longKTile))),
-			let(fmt.Sprintf("rb%d", r), Int, mul(add(rem(o, i32(n)), i32(m)), i32(longKTile))),
+			let(fmt.Sprintf("ra%d", r), Int, mul(div(o, i32(n)), i32(stride))),
+			let(fmt.Sprintf("rb%d", r), Int, mul(add(rem(o, i32(n)), i32(m)), i32(stride))),
 			loop("t", 0, longKTile, 1, set(acc, add(vr(acc), mul(
 				load("tile", add(vr(fmt.Sprintf("ra%d", r)), vr("t"))),
 				load("tile", add(vr(fmt.Sprintf("rb%d", r)), vr("t")))))))))
