@@ -69,7 +69,9 @@ func readWeights(path string, m *spec.Model, train *planner.Plan) (*emit.Weights
 	}{
 		{d.Standardize, mdStandardizeMean, "standardises its inputs"},
 		{d.StandardizeTargets && d.Task == "regression", mdTargetsMean, "standardises its regression targets"},
-		{d.Normalize != nil, mdNormalizeMean, "normalises its image channels"},
+		// Fixed normalisation values are the spec's: only fitted ones must
+		// come with the weights.
+		{d.Normalize != nil && d.Normalize.Fit, mdNormalizeMean, "fits its image channels' normalisation"},
 	} {
 		if _, ok := f.Metadata[need.key]; need.on && !ok {
 			return nil, withCode(ExitInvalid, fmt.Errorf("--weights %s holds no %s metadata, but the spec %s %s: embed weights that this model's train wrote (they carry the statistics it fitted)", path, need.key, m.File, need.why))

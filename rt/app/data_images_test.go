@@ -149,6 +149,12 @@ func TestRGBImageFolder(t *testing.T) {
 	// Values given in the spec are applied as they are (ImageNet's here).
 	mean, std := []float64{0.485, 0.456, 0.406}, []float64{0.229, 0.224, 0.225}
 	given := photoMeta(true, mean, std)
+	// Weights without channel statistics (imported ones) take the spec's
+	// fixed values; fitted statistics must come with the weights (above).
+	if rec, err := readRecord(given, "w.safetensors", map[string]string{}); err != nil ||
+		!slices.Equal(rec.cmean, float32s(mean)) || !slices.Equal(rec.cstd, float32s(std)) {
+		t.Errorf("weights without statistics, spec with fixed values: %v, %v", err, rec)
+	}
 	ds2, err := openTrainSet(given, tmp, 0)
 	if err != nil {
 		t.Fatal(err)

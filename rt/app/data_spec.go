@@ -172,11 +172,17 @@ func readRecord(meta *Meta, path string, md map[string]string) (*record, error) 
 	if r.tstd, err = get(mdTargetStd, meta.Classes, targets); err != nil {
 		return nil, err
 	}
-	if r.cmean, err = get(mdChanMean, meta.channels(), d.Normalize); err != nil {
+	// Fitted channel statistics must come with the weights; the spec's
+	// fixed values apply when the weights carry none (imported weights).
+	fit := d.Normalize && d.NormalizeFit
+	if r.cmean, err = get(mdChanMean, meta.channels(), fit); err != nil {
 		return nil, err
 	}
-	if r.cstd, err = get(mdChanStd, meta.channels(), d.Normalize); err != nil {
+	if r.cstd, err = get(mdChanStd, meta.channels(), fit); err != nil {
 		return nil, err
+	}
+	if d.Normalize && !fit && (r.cmean == nil || r.cstd == nil) {
+		r.cmean, r.cstd = float32s(d.NormalizeMean), float32s(d.NormalizeStd)
 	}
 	for c, v := range r.cstd {
 		if v <= 0 {
@@ -295,4 +301,13 @@ func trainCorrect(meta *Meta, out, labels []float32) int {
 		return 0
 	}
 	return countCorrect(out, labels, meta.Classes)
+}
+
+// float32s converts spec values to the float32s the data path applies.
+func float32s(v []float64) []float32 {
+	out := make([]float32, len(v))
+	for i, x := range v {
+		out[i] = float32(x)
+	}
+	return out
 }
