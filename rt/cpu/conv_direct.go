@@ -32,6 +32,10 @@ type convDirectKernels struct {
 	// part of each runs fwdTail.
 	fwdTail    func(taps int, offs *int, w, x, y *float32, ldy int)
 	fwdTailPos int
+	// fwdTail2 and fwdTail3, when set, are fwd for 2·fwdTailPos and
+	// 3·fwdTailPos positions, run instead of two or three calls of fwdTail,
+	// each of which would load every weight again.
+	fwdTail2, fwdTail3 func(taps int, offs *int, w, x, y *float32, ldy int)
 	// dw adds to acc[(r·dwTaps + t)·dwLanes + lane] the lane-wise partial
 	// sums Σ_i dy[r·lddy + i·dwLanes + lane]·x[offs[t] + i·dwLanes + lane]
 	// over i < n, for dwOC rows of dy and dwTaps offsets.
@@ -51,6 +55,14 @@ func (k *convDirectKernels) forwardPlane(taps int, offs []int, w, x, y []float32
 	j0 := 0
 	for ; j0+k.fwdPos <= n; j0 += k.fwdPos {
 		k.fwd(taps, &offs[0], &w[0], &x[j0], &y[j0], n)
+	}
+	switch rest := n - j0; {
+	case rest == 3*k.fwdTailPos && k.fwdTail3 != nil:
+		k.fwdTail3(taps, &offs[0], &w[0], &x[j0], &y[j0], n)
+		return
+	case rest == 2*k.fwdTailPos && k.fwdTail2 != nil:
+		k.fwdTail2(taps, &offs[0], &w[0], &x[j0], &y[j0], n)
+		return
 	}
 	for ; j0 < n; j0 += k.fwdTailPos {
 		k.fwdTail(taps, &offs[0], &w[0], &x[j0], &y[j0], n)
