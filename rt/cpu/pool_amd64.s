@@ -274,3 +274,222 @@ bwdnext:
 bwddone:
 	VZEROUPPER
 	RET
+
+// The AVX2 forms: four windows (eight input columns) per step, lanes
+// masked by vectors (VMASKMOVPS) in a row's last step.
+
+// poolLanes holds eight all-ones lanes then eight zero lanes: the 32 bytes
+// from poolLanes + 4·(8-n) are the mask of the first n lanes.
+DATA poolLanes<>+0(SB)/4, $-1
+DATA poolLanes<>+4(SB)/4, $-1
+DATA poolLanes<>+8(SB)/4, $-1
+DATA poolLanes<>+12(SB)/4, $-1
+DATA poolLanes<>+16(SB)/4, $-1
+DATA poolLanes<>+20(SB)/4, $-1
+DATA poolLanes<>+24(SB)/4, $-1
+DATA poolLanes<>+28(SB)/4, $-1
+DATA poolLanes<>+32(SB)/4, $0
+DATA poolLanes<>+36(SB)/4, $0
+DATA poolLanes<>+40(SB)/4, $0
+DATA poolLanes<>+44(SB)/4, $0
+DATA poolLanes<>+48(SB)/4, $0
+DATA poolLanes<>+52(SB)/4, $0
+DATA poolLanes<>+56(SB)/4, $0
+DATA poolLanes<>+60(SB)/4, $0
+GLOBL poolLanes<>(SB), RODATA|NOPTR, $64
+
+// poolOddLanes is all ones in the odd lanes of a ymm.
+DATA poolOddLanes<>+0(SB)/4, $0
+DATA poolOddLanes<>+4(SB)/4, $-1
+DATA poolOddLanes<>+8(SB)/4, $0
+DATA poolOddLanes<>+12(SB)/4, $-1
+DATA poolOddLanes<>+16(SB)/4, $0
+DATA poolOddLanes<>+20(SB)/4, $-1
+DATA poolOddLanes<>+24(SB)/4, $0
+DATA poolOddLanes<>+28(SB)/4, $-1
+GLOBL poolOddLanes<>(SB), RODATA|NOPTR, $32
+
+// LANEMASKS sets Y14 to the mask of the 2·(ow mod 4) input lanes of a
+// row's last step and Y13 to its ow mod 4 output lanes, from ow in R9.
+// Clobbers AX and CX.
+#define LANEMASKS \
+	MOVQ R9, CX; \
+	ANDQ $3, CX; \
+	LEAQ poolLanes<>(SB), AX; \
+	NEGQ CX; \
+	VMOVUPS 32(AX)(CX*4), Y13; \
+	VMOVUPS 32(AX)(CX*8), Y14
+
+// NANMAX2 is NANMAX for ymm registers; clobbers Y11 and Y12.
+#define NANMAX2(a, b, dst) \
+	VCMPPS $3, b, a, Y11; \
+	VADDPS b, a, Y12; \
+	VMAXPS b, a, dst; \
+	VBLENDVPS Y11, Y12, dst, dst
+
+// POOLFWD2 pools the eight columns in Y0 (first row) and Y1 (second row)
+// into the low four lanes of Y5.
+#define POOLFWD2 \
+	NANMAX2(Y0, Y1, Y2); \
+	VPERMILPS $0xB1, Y2, Y3; \
+	NANMAX2(Y2, Y3, Y4); \
+	VPERMPS Y4, Y15, Y5
+
+// func maxPool2x2FwdAVX2(x, y *float32, rows, w, ow int)
+TEXT ·maxPool2x2FwdAVX2(SB), NOSPLIT, $0-40
+	MOVQ x+0(FP), SI
+	MOVQ y+8(FP), DI
+	MOVQ rows+16(FP), R8
+	MOVQ ow+32(FP), R9
+	MOVQ w+24(FP), R10
+	SHLQ $2, R10              // w in bytes
+	LANEMASKS
+	VMOVUPS poolEven<>(SB), Y15
+	TESTQ R8, R8
+	JEQ fwd2done
+
+fwd2row:
+	LEAQ (SI)(R10*1), R11     // second input row
+	XORQ AX, AX               // input byte offset
+	XORQ BX, BX               // output byte offset
+	MOVQ R9, CX
+	SHRQ $2, CX               // whole steps per row
+	JEQ fwd2tail
+
+fwd2vec:
+	VMOVUPS (SI)(AX*1), Y0
+	VMOVUPS (R11)(AX*1), Y1
+	POOLFWD2
+	VMOVUPS X5, (DI)(BX*1)
+	ADDQ $32, AX
+	ADDQ $16, BX
+	DECQ CX
+	JNZ fwd2vec
+
+fwd2tail:
+	MOVQ R9, CX
+	ANDQ $3, CX
+	JEQ fwd2next
+	VMASKMOVPS (SI)(AX*1), Y14, Y0
+	VMASKMOVPS (R11)(AX*1), Y14, Y1
+	POOLFWD2
+	VMASKMOVPS Y5, Y13, (DI)(BX*1)
+
+fwd2next:
+	LEAQ (SI)(R10*2), SI
+	LEAQ (DI)(R9*4), DI
+	DECQ R8
+	JNZ fwd2row
+
+fwd2done:
+	VZEROUPPER
+	RET
+
+// POOLBWD2 writes to Y2 and Y3 the gradients of the first and second row
+// (eight columns in Y0 and Y1) from the window outputs Y6 and gradients Y7
+// (each twice), with the winners of WINNERS: the first match in scan
+// order, matches being equal values or, for a NaN output, NaNs. Y10 holds
+// the odd-lanes mask. Clobbers Y4, Y5, Y8, Y9, Y11, Y12.
+#define POOLBWD2 \
+	VCMPPS $0, Y6, Y0, Y4; \
+	VCMPPS $0, Y6, Y1, Y5; \
+	VCMPPS $3, Y6, Y6, Y8; \
+	VCMPPS $3, Y0, Y0, Y9; \
+	VANDPS Y8, Y9, Y9; \
+	VORPS Y9, Y4, Y4; \
+	VCMPPS $3, Y1, Y1, Y9; \
+	VANDPS Y8, Y9, Y9; \
+	VORPS Y9, Y5, Y5; \
+	VPERMILPS $0xB1, Y4, Y8; \
+	VANDPS Y10, Y8, Y9; \
+	VANDNPS Y4, Y9, Y11; \
+	VORPS Y8, Y4, Y12; \
+	VPERMILPS $0xB1, Y5, Y8; \
+	VANDPS Y10, Y8, Y9; \
+	VORPS Y12, Y9, Y9; \
+	VANDNPS Y5, Y9, Y12; \
+	VANDPS Y7, Y11, Y2; \
+	VANDPS Y7, Y12, Y3
+
+// func maxPool2x2BwdAVX2(x, y, dy, dx *float32, rows, w, ow int)
+// maxPool2x2BwdAVX512 with ymm registers.
+TEXT ·maxPool2x2BwdAVX2(SB), NOSPLIT, $0-56
+	MOVQ x+0(FP), SI
+	MOVQ y+8(FP), DX
+	MOVQ dy+16(FP), BX
+	MOVQ dx+24(FP), DI
+	MOVQ rows+32(FP), R8
+	MOVQ ow+48(FP), R9
+	MOVQ w+40(FP), R10
+	SHLQ $2, R10              // w in bytes
+	LANEMASKS
+	VMOVUPS poolTwice<>(SB), Y15
+	VMOVUPS poolOddLanes<>(SB), Y10
+	TESTQ R8, R8
+	JEQ bwd2done
+
+bwd2row:
+	XORQ AX, AX               // input byte offset
+	XORQ R11, R11             // output byte offset
+	MOVQ R9, CX
+	SHRQ $2, CX               // whole steps per row
+	JEQ bwd2tail
+
+bwd2vec:
+	VMOVUPS (SI)(AX*1), Y0
+	ADDQ R10, SI
+	VMOVUPS (SI)(AX*1), Y1
+	SUBQ R10, SI
+	VMOVUPS (DX)(R11*1), X6
+	VPERMPS Y6, Y15, Y6
+	VMOVUPS (BX)(R11*1), X7
+	VPERMPS Y7, Y15, Y7
+	POOLBWD2
+	VMOVUPS Y2, (DI)(AX*1)
+	ADDQ R10, DI
+	VMOVUPS Y3, (DI)(AX*1)
+	SUBQ R10, DI
+	ADDQ $32, AX
+	ADDQ $16, R11
+	DECQ CX
+	JNZ bwd2vec
+
+bwd2tail:
+	MOVQ R9, CX
+	ANDQ $3, CX
+	JEQ bwd2odd
+	VMASKMOVPS (SI)(AX*1), Y14, Y0
+	ADDQ R10, SI
+	VMASKMOVPS (SI)(AX*1), Y14, Y1
+	SUBQ R10, SI
+	VMASKMOVPS (DX)(R11*1), Y13, Y6
+	VPERMPS Y6, Y15, Y6
+	VMASKMOVPS (BX)(R11*1), Y13, Y7
+	VPERMPS Y7, Y15, Y7
+	POOLBWD2
+	VMASKMOVPS Y2, Y14, (DI)(AX*1)
+	ADDQ R10, DI
+	VMASKMOVPS Y3, Y14, (DI)(AX*1)
+	SUBQ R10, DI
+
+bwd2odd:
+	// An odd last column belongs to no window.
+	LEAQ (R9*8), AX
+	CMPQ AX, R10
+	JEQ bwd2next
+	MOVL $0, (DI)(AX*1)
+	ADDQ R10, DI
+	MOVL $0, (DI)(AX*1)
+	SUBQ R10, DI
+
+bwd2next:
+	LEAQ (SI)(R10*2), SI
+	LEAQ (DI)(R10*2), DI
+	LEAQ (DX)(R9*4), DX
+	LEAQ (BX)(R9*4), BX
+	DECQ R8
+	JNZ bwd2row
+
+bwd2done:
+	VZEROUPPER
+	RET

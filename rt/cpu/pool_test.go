@@ -32,8 +32,19 @@ func TestMaxPool2x2PathsAgree(t *testing.T) {
 			for p := 0; p < g.N*g.C; p++ {
 				maxPool2x2Plane(x[p*hw:(p+1)*hw], wantY[p*ohw:(p+1)*ohw], g.W, g.OH, g.OW)
 			}
-			y := make([]float32, len(wantY))
+			// Outputs are followed by guard elements that must stay 7.
+			const guard = 32
+			yg := make([]float32, len(wantY)+guard)
+			for i := range yg {
+				yg[i] = 7
+			}
+			y := yg[:len(wantY)]
 			MaxPool2DFwd(x, y, g)
+			for _, v := range yg[len(y):] {
+				if v != 7 {
+					t.Fatalf("%s forward wrote past y", name)
+				}
+			}
 			if msg := sameFloats(y, wantY); msg != "" {
 				t.Fatalf("%s forward: %s", name, msg)
 			}
@@ -42,11 +53,17 @@ func TestMaxPool2x2PathsAgree(t *testing.T) {
 			for p := 0; p < g.N*g.C; p++ {
 				maxPool2x2BwdPlane(x[p*hw:(p+1)*hw], wantY[p*ohw:(p+1)*ohw], dy[p*ohw:(p+1)*ohw], wantDx[p*hw:(p+1)*hw], g.W, g.H, g.OH, g.OW)
 			}
-			dx := make([]float32, len(x))
-			for i := range dx {
-				dx[i] = float32(math.NaN())
+			dxg := make([]float32, len(x)+guard)
+			for i := range dxg {
+				dxg[i] = float32(math.NaN())
 			}
+			dx := dxg[:len(x)]
 			MaxPool2DBwd(x, y, dy, dx, g)
+			for _, v := range dxg[len(x):] {
+				if v == v {
+					t.Fatalf("%s backward wrote past dx", name)
+				}
+			}
 			if msg := sameFloats(dx, wantDx); msg != "" {
 				t.Fatalf("%s backward: %s", name, msg)
 			}
