@@ -31,8 +31,9 @@ func TestEpiloguePathsAgree(t *testing.T) {
 			bias := randSlice(r, cols, 1)
 			for _, b := range [][]float32{nil, bias} {
 				for _, act := range []Act{ActNone, ActReLU} {
-					got, want := cloneF(y0), cloneF(y0)
+					got, want := guarded(y0), cloneF(y0)
 					biasActRows(got, b, rows, cols, act, 0)
+					checkGuard(t, name+" biasActRows", got)
 					for i := range want {
 						if b != nil {
 							want[i] += b[i%cols]
@@ -54,8 +55,9 @@ func TestEpiloguePathsAgree(t *testing.T) {
 				y[i] = math.Float32frombits(bits &^ uint32(int32(bits)>>31))
 			}
 			dy := randSlice(r, len(y), 1)
-			got, want := cloneF(dy), cloneF(dy)
+			got, want := guarded(dy), cloneF(dy)
 			actBackward(y, got, ActReLU, 0)
+			checkGuard(t, name+" actBackward", got)
 			for i, v := range y {
 				if math.Float32bits(v) == 0 {
 					want[i] = 0
@@ -67,11 +69,12 @@ func TestEpiloguePathsAgree(t *testing.T) {
 			if rows == 0 {
 				continue
 			}
-			sums := make([]float32, cols)
+			sums := guarded(make([]float32, cols))
 			for i := range sums {
 				sums[i] = float32(math.NaN()) // must be overwritten
 			}
 			sumRows(dy, sums, rows, cols)
+			checkGuard(t, name+" sumRows", sums)
 			wantSums := make([]float32, cols)
 			for rr := 0; rr < rows; rr++ {
 				for j := range wantSums {
@@ -97,4 +100,33 @@ func sameBits(got, want []float32) string {
 		}
 	}
 	return ""
+}
+
+// epilogueGuard is how many elements guarded puts after a copy, and the
+// value they hold.
+const (
+	epilogueGuard      = 16
+	epilogueGuardValue = 12345
+)
+
+// guarded returns a copy of s in a buffer with guard elements after it,
+// for checkGuard.
+func guarded(s []float32) []float32 {
+	buf := make([]float32, len(s)+epilogueGuard)
+	copy(buf, s)
+	for i := len(s); i < len(buf); i++ {
+		buf[i] = epilogueGuardValue
+	}
+	return buf[:len(s)]
+}
+
+// checkGuard fails the test when a kernel wrote past the end of s, a
+// slice from guarded.
+func checkGuard(t *testing.T, what string, s []float32) {
+	t.Helper()
+	for _, v := range s[len(s) : len(s)+epilogueGuard] {
+		if v != epilogueGuardValue {
+			t.Fatalf("%s wrote past its output", what)
+		}
+	}
 }
