@@ -314,19 +314,28 @@ func convDirectForward(x, w, b, y []float32, g Conv, act Act, alpha float32, k *
 		}
 	}
 	wp, offs := lead.a, lead.offs
-	workers := convParallel(g.N, func(cw *convWorker) {
+	// With fewer images than threads (batch-1 inference) each image's
+	// blocks of output channels are split over the threads too; every
+	// channel is still computed by one task, the same way.
+	blocks, splits := ocp/k.fwdOC, 1
+	if g.N < Threads() {
+		splits = max(1, min(Threads()/g.N, blocks))
+	}
+	workers := convParallel(g.N*splits, func(cw *convWorker) {
 		cw.panel = grow(cw.panel, cg*d.xlen)
 		clear(cw.panel)
 		cw.cols = grow(cw.cols, ocp*d.n)
-	}, func(cw *convWorker, n int) {
+	}, func(cw *convWorker, task int) {
+		n, s := task/splits, task%splits
+		ob0, ob1 := blocks*s/splits*k.fwdOC, blocks*(s+1)/splits*k.fwdOC
 		xp, yf := cw.panel, cw.cols
 		for gi := 0; gi < G; gi++ {
 			d.pad(x[(n*g.C+gi*cg)*hw:(n*g.C+(gi+1)*cg)*hw], xp, g)
-			for ob := 0; ob < ocp; ob += k.fwdOC {
+			for ob := ob0; ob < ob1; ob += k.fwdOC {
 				wb := wp[(gi*ocp+ob)*taps:]
 				k.forwardPlane(taps, offs, wb, xp, yf[ob*d.n:], d.n)
 			}
-			for oc := 0; oc < ocg; oc++ {
+			for oc := ob0; oc < min(ob1, ocg); oc++ {
 				c := gi*ocg + oc
 				bv := float32(0)
 				if b != nil {
