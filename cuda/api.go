@@ -42,21 +42,23 @@ type (
 const (
 	Success Result = 0
 
-	ErrorInvalidValue         Result = 1
-	ErrorOutOfMemory          Result = 2
-	ErrorNotInitialized       Result = 3
-	ErrorInsufficientDriver   Result = 35
-	ErrorNoDevice             Result = 100
-	ErrorInvalidDevice        Result = 101
-	ErrorInvalidImage         Result = 200
-	ErrorInvalidContext       Result = 201
-	ErrorNoBinaryForGPU       Result = 209
-	ErrorNotFound             Result = 500
-	ErrorIllegalAddress       Result = 700
-	ErrorLaunchFailed         Result = 719
-	ErrorStreamCaptureUnsup   Result = 900
-	ErrorStreamCaptureInvalid Result = 901
-	ErrorUnknown              Result = 999
+	ErrorInvalidValue                Result = 1
+	ErrorOutOfMemory                 Result = 2
+	ErrorNotInitialized              Result = 3
+	ErrorInsufficientDriver          Result = 35
+	ErrorNoDevice                    Result = 100
+	ErrorInvalidDevice               Result = 101
+	ErrorInvalidImage                Result = 200
+	ErrorInvalidContext              Result = 201
+	ErrorNoBinaryForGPU              Result = 209
+	ErrorNotFound                    Result = 500
+	ErrorIllegalAddress              Result = 700
+	ErrorLaunchFailed                Result = 719
+	ErrorHostMemoryAlreadyRegistered Result = 712
+	ErrorHostMemoryNotRegistered     Result = 713
+	ErrorStreamCaptureUnsup          Result = 900
+	ErrorStreamCaptureInvalid        Result = 901
+	ErrorUnknown                     Result = 999
 
 	// CUdevice_attribute values.
 	AttrComputeCapabilityMajor int32 = 75
@@ -91,29 +93,34 @@ const (
 // symbols may be missing from older libraries and are left nil. Reference:
 // https://docs.nvidia.com/cuda/cuda-driver-api/
 type DriverAPI struct {
-	Init                    func(flags uint32) Result                                           `sym:"cuInit"`
-	DriverGetVersion        func(version *int32) Result                                         `sym:"cuDriverGetVersion"`
-	GetErrorName            func(r Result, name **byte) Result                                  `sym:"cuGetErrorName"`
-	GetErrorString          func(r Result, message **byte) Result                               `sym:"cuGetErrorString"`
-	DeviceGetCount          func(count *int32) Result                                           `sym:"cuDeviceGetCount"`
-	DeviceGet               func(dev *DeviceHandle, ordinal int32) Result                       `sym:"cuDeviceGet"`
-	DeviceGetName           func(name *byte, length int32, dev DeviceHandle) Result             `sym:"cuDeviceGetName"`
-	DeviceGetAttribute      func(value *int32, attr int32, dev DeviceHandle) Result             `sym:"cuDeviceGetAttribute"`
-	DeviceTotalMem          func(bytes *uintptr, dev DeviceHandle) Result                       `sym:"cuDeviceTotalMem_v2"`
-	DevicePrimaryCtxRetain  func(ctx *Context, dev DeviceHandle) Result                         `sym:"cuDevicePrimaryCtxRetain"`
-	DevicePrimaryCtxRelease func(dev DeviceHandle) Result                                       `sym:"cuDevicePrimaryCtxRelease_v2"`
-	CtxSetCurrent           func(ctx Context) Result                                            `sym:"cuCtxSetCurrent"`
-	MemGetInfo              func(free, total *uintptr) Result                                   `sym:"cuMemGetInfo_v2"`
-	MemAlloc                func(ptr *DevicePtr, bytes uintptr) Result                          `sym:"cuMemAlloc_v2"`
-	MemFree                 func(ptr DevicePtr) Result                                          `sym:"cuMemFree_v2"`
-	MemsetD8                func(dst DevicePtr, value uint8, n uintptr) Result                  `sym:"cuMemsetD8_v2"`
-	MemcpyHtoD              func(dst DevicePtr, src unsafe.Pointer, n uintptr) Result           `sym:"cuMemcpyHtoD_v2"`
-	MemcpyDtoH              func(dst unsafe.Pointer, src DevicePtr, n uintptr) Result           `sym:"cuMemcpyDtoH_v2"`
-	MemcpyHtoDAsync         func(dst DevicePtr, src unsafe.Pointer, n uintptr, s Stream) Result `sym:"cuMemcpyHtoDAsync_v2"`
-	MemcpyDtoHAsync         func(dst unsafe.Pointer, src DevicePtr, n uintptr, s Stream) Result `sym:"cuMemcpyDtoHAsync_v2"`
-	ModuleLoadData          func(mod *Module, image unsafe.Pointer) Result                      `sym:"cuModuleLoadData"`
-	ModuleUnload            func(mod Module) Result                                             `sym:"cuModuleUnload"`
-	ModuleGetFunction       func(fn *Function, mod Module, name string) Result                  `sym:"cuModuleGetFunction"`
+	Init                    func(flags uint32) Result                               `sym:"cuInit"`
+	DriverGetVersion        func(version *int32) Result                             `sym:"cuDriverGetVersion"`
+	GetErrorName            func(r Result, name **byte) Result                      `sym:"cuGetErrorName"`
+	GetErrorString          func(r Result, message **byte) Result                   `sym:"cuGetErrorString"`
+	DeviceGetCount          func(count *int32) Result                               `sym:"cuDeviceGetCount"`
+	DeviceGet               func(dev *DeviceHandle, ordinal int32) Result           `sym:"cuDeviceGet"`
+	DeviceGetName           func(name *byte, length int32, dev DeviceHandle) Result `sym:"cuDeviceGetName"`
+	DeviceGetAttribute      func(value *int32, attr int32, dev DeviceHandle) Result `sym:"cuDeviceGetAttribute"`
+	DeviceTotalMem          func(bytes *uintptr, dev DeviceHandle) Result           `sym:"cuDeviceTotalMem_v2"`
+	DevicePrimaryCtxRetain  func(ctx *Context, dev DeviceHandle) Result             `sym:"cuDevicePrimaryCtxRetain"`
+	DevicePrimaryCtxRelease func(dev DeviceHandle) Result                           `sym:"cuDevicePrimaryCtxRelease_v2"`
+	CtxSetCurrent           func(ctx Context) Result                                `sym:"cuCtxSetCurrent"`
+	MemGetInfo              func(free, total *uintptr) Result                       `sym:"cuMemGetInfo_v2"`
+	MemAlloc                func(ptr *DevicePtr, bytes uintptr) Result              `sym:"cuMemAlloc_v2"`
+	MemFree                 func(ptr DevicePtr) Result                              `sym:"cuMemFree_v2"`
+	MemsetD8                func(dst DevicePtr, value uint8, n uintptr) Result      `sym:"cuMemsetD8_v2"`
+	// MemHostRegister page-locks existing host memory (flags 0), so that
+	// copies between it and the GPU skip the driver's staging buffer;
+	// MemHostUnregister undoes it.
+	MemHostRegister   func(p unsafe.Pointer, n uintptr, flags uint32) Result              `sym:"cuMemHostRegister_v2"`
+	MemHostUnregister func(p unsafe.Pointer) Result                                       `sym:"cuMemHostUnregister"`
+	MemcpyHtoD        func(dst DevicePtr, src unsafe.Pointer, n uintptr) Result           `sym:"cuMemcpyHtoD_v2"`
+	MemcpyDtoH        func(dst unsafe.Pointer, src DevicePtr, n uintptr) Result           `sym:"cuMemcpyDtoH_v2"`
+	MemcpyHtoDAsync   func(dst DevicePtr, src unsafe.Pointer, n uintptr, s Stream) Result `sym:"cuMemcpyHtoDAsync_v2"`
+	MemcpyDtoHAsync   func(dst unsafe.Pointer, src DevicePtr, n uintptr, s Stream) Result `sym:"cuMemcpyDtoHAsync_v2"`
+	ModuleLoadData    func(mod *Module, image unsafe.Pointer) Result                      `sym:"cuModuleLoadData"`
+	ModuleUnload      func(mod Module) Result                                             `sym:"cuModuleUnload"`
+	ModuleGetFunction func(fn *Function, mod Module, name string) Result                  `sym:"cuModuleGetFunction"`
 	// LaunchKernel's params points to one pointer per kernel parameter, each
 	// to that parameter's value; extra is nil here.
 	LaunchKernel func(f Function, gridX, gridY, gridZ, blockX, blockY, blockZ, sharedBytes uint32,

@@ -102,6 +102,9 @@ func (d *Device) busy(what string) error {
 // Name is the GPU's name as the driver reports it.
 func (d *Device) Name() string { return d.e.Name() }
 
+// Pin page-locks host memory the host program copies often (gpuhost.Pinner).
+func (d *Device) Pin(b []byte) error { return d.e.Pin(b) }
+
 // Facts lists the GPU, its memory, the driver, each library file loaded
 // with its version, and how the kernels were compiled.
 func (d *Device) Facts() []gpuhost.Fact {

@@ -589,3 +589,62 @@ func BenchmarkEngineCall(b *testing.B) {
 		}
 	}
 }
+
+// TestPinnedCopiesFromAnyThread: copies, launches and waits run on the
+// caller's own thread (the fake refuses a call from a thread without the
+// context current, so each goroutine on a fresh thread checks that the
+// engine made it current there); Pin page-locks host memory until Close,
+// refuses a range pinned twice, and a copy from pinned memory is right.
+func TestPinnedCopiesFromAnyThread(t *testing.T) {
+	d, f, err := openFakeWith(t, fakecuda.Options{}, cuda.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := d.Alloc("x", 4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	host := make([]byte, 4096)
+	for i := range host {
+		host[i] = byte(i * 7)
+	}
+	if err := d.Pin(host); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Pin(host[100:200]); err == nil || !strings.Contains(err.Error(), "CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED") {
+		t.Errorf("pinning a pinned range again: %v, want CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED", err)
+	}
+	if f.Pinned() != 4096 || f.Stats().Pins != 1 {
+		t.Errorf("%d bytes pinned in %d calls, want 4096 in 1", f.Pinned(), f.Stats().Pins)
+	}
+	errs := make(chan error, 4)
+	for g := 0; g < 4; g++ {
+		go func() {
+			runtime.LockOSThread() // a thread no engine call has used
+			defer runtime.UnlockOSThread()
+			got := make([]byte, 4096)
+			err := d.Upload(b, 0, host)
+			if err == nil {
+				err = d.Download(got, b, 0)
+			}
+			if err == nil {
+				err = d.Sync()
+			}
+			if err == nil && string(got) != string(host) {
+				err = errors.New("the bytes read back differ from those written")
+			}
+			errs <- err
+		}()
+	}
+	for g := 0; g < 4; g++ {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if f.Pinned() != 0 {
+		t.Errorf("%d bytes still pinned after Close", f.Pinned())
+	}
+}

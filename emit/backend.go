@@ -65,9 +65,12 @@ func (b *Backend) PlanOptions(o planner.Options) planner.Options {
 // GEMM (method), with scratch(g) of workspace (gpu.ConvScratch), the im2col columns and
 // output rows of a round of images (emit/gpu lowers a convolution a round
 // at a time).
+// A backward pass shares its forward's workspace when one round holds the
+// whole batch: the forward's columns are then still there for dW.
 func gpuTarget(method string, scratch func(planner.ConvGeom) int) planner.Target {
-	return planner.Target{Conv: func(g planner.ConvGeom, _ planner.ConvPass) planner.ConvChoice {
-		return planner.ConvChoice{Method: method, Scratch: scratch(g)}
+	return planner.Target{Conv: func(g planner.ConvGeom, pass planner.ConvPass) planner.ConvChoice {
+		s := scratch(g)
+		return planner.ConvChoice{Method: method, Scratch: s, SharesForward: pass != planner.ConvForward && gpu.ConvOneRound(g, s)}
 	}}
 }
 

@@ -3,6 +3,7 @@ package emit
 import (
 	"bytes"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/mlbuild/mlbuild/planner"
@@ -376,9 +377,10 @@ func act(name string) (string, error) {
 var unaryKinds = map[string]string{
 	"relu": "cpu.UReLU", "leakyrelu": "cpu.ULeakyReLU", "sigmoid": "cpu.USigmoid", "tanh": "cpu.UTanh",
 	"gelu": "cpu.UGELU", "exp": "cpu.UExp", "log": "cpu.ULog", "addconst": "cpu.UAddConst", "mulconst": "cpu.UMulConst",
+	"sqrt": "cpu.USqrt", "powconst": "cpu.UPowConst", "erf": "cpu.UErf",
 }
 
-var binOps = map[string]string{"add": "cpu.BAdd", "sub": "cpu.BSub", "mul": "cpu.BMul"}
+var binOps = map[string]string{"add": "cpu.BAdd", "sub": "cpu.BSub", "mul": "cpu.BMul", "div": "cpu.BDiv"}
 
 func (g *generator) chain(ch []planner.UnaryOp) (string, error) {
 	parts := make([]string, len(ch))
@@ -566,6 +568,22 @@ func (g *generator) kernelCall(st planner.Step, in, out []operand, training bool
 		s := in[0].buf.Shape
 		return fmt.Sprintf("cpu.BatchNormBwd(%s, %s, %s, %s, %s, %s, %s, %s, %d, %d, %d)", in[0].slice(), in[1].slice(), in[2].slice(), in[3].slice(), in[4].slice(),
 			out[0].slice(), out[1].slice(), out[2].slice(), s[0], s[1], prod(s[2:])), nil
+	case planner.KLayerNorm, planner.KLayerNormBwd:
+		s := in[0].buf.Shape
+		if a.Axis < 1 || a.Axis >= len(s) {
+			return "", fmt.Errorf("layernorm axis %d out of range for shape %v", a.Axis, s)
+		}
+		rows, cols := prod(s[:a.Axis]), prod(s[a.Axis:])
+		if st.Kernel == planner.KLayerNorm {
+			return fmt.Sprintf("cpu.LayerNormFwd(%s, %s, %s, %s, %s, %s, %d, %d, %s)", in[0].slice(), in[1].slice(), in[2].slice(),
+				out[0].slice(), out[1].slice(), out[2].slice(), rows, cols, float(a.Eps)), nil
+		}
+		return fmt.Sprintf("cpu.LayerNormBwd(%s, %s, %s, %s, %s, %s, %s, %s, %d, %d)", in[0].slice(), in[1].slice(), in[2].slice(), in[3].slice(), in[4].slice(),
+			out[0].slice(), out[1].slice(), out[2].slice(), rows, cols), nil
+	case planner.KReduceMean:
+		return fmt.Sprintf("cpu.ReduceMeanFwd(%s, %s, %s, %s)", in[0].slice(), out[0].slice(), g.shape(in[0].buf.Shape), g.shape(out[0].buf.Shape)), nil
+	case planner.KReduceMeanBwd:
+		return fmt.Sprintf("cpu.ReduceMeanBwd(%s, %s, %s, %s)", in[0].slice(), out[0].slice(), g.shape(out[0].buf.Shape), g.shape(in[0].buf.Shape)), nil
 	case planner.KMatMul:
 		return fmt.Sprintf("cpu.MatMulFwd(%s, %s, %s, %s, %s, %s)", in[0].slice(), in[1].slice(), out[0].slice(),
 			g.shape(in[0].buf.Shape), g.shape(in[1].buf.Shape), g.shape(out[0].buf.Shape)), nil
@@ -773,6 +791,9 @@ func (g *generator) renderDataSpec(ds spec.Dataset) {
 	if ds.Resize {
 		g.p("Resize: true,")
 	}
+	if n := ds.Normalize; n != nil {
+		g.p("Normalize: true, NormalizeFit: %v, NormalizeMean: %s, NormalizeStd: %s,", n.Fit, floats64(n.Mean), floats64(n.Std))
+	}
 	if ds.Format == "npz" {
 		g.p("FeaturesArray: %s, LabelsArray: %s,", quote(ds.Arrays.Features), quote(ds.Arrays.Labels))
 	}
@@ -789,6 +810,18 @@ func (g *generator) renderDataSpec(ds spec.Dataset) {
 	}
 	g.p("Standardize: %v, StandardizeTargets: %v,", ds.Standardize, ds.StandardizeTargets)
 	g.p("},")
+}
+
+// floats64 writes a []float64 literal, nil when empty.
+func floats64(v []float64) string {
+	if len(v) == 0 {
+		return "nil"
+	}
+	parts := make([]string, len(v))
+	for i, x := range v {
+		parts[i] = strconv.FormatFloat(x, 'g', -1, 64)
+	}
+	return "[]float64{" + strings.Join(parts, ", ") + "}"
 }
 
 // columns writes CSV column choices as an []app.Column literal.

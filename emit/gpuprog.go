@@ -631,7 +631,7 @@ func reduceLen(pl *planner.Plan, st planner.Step) int {
 			r = c.KH * c.KW
 		}
 	case planner.KSoftmaxXent, planner.KMSE, planner.KMAE, planner.KHuber, planner.KBatchNorm, planner.KBatchNormBwd, planner.KBinaryBwd,
-		planner.KGlobalAvgPool, planner.KGlobalAvgPoolBwd:
+		planner.KGlobalAvgPool, planner.KGlobalAvgPoolBwd, planner.KLayerNorm, planner.KLayerNormBwd, planner.KReduceMean:
 		r = size(0, st.In)
 	case planner.KSoftmax, planner.KLogSoftmax, planner.KSoftmaxBwd, planner.KLogSoftmaxBwd:
 		if s := shape(0, st.In); st.Attr.Axis < len(s) {

@@ -211,7 +211,12 @@ func TestCUDAPrograms(t *testing.T) {
 		gpuModule(t, CUDA, dir, 3, names)
 		cmd := exec.Command("go", "test", "-count=1", "./cmd/...")
 		cmd.Dir = dir
-		cmd.Env = append(goEnv(t, goHost("GOOS"), goHost("GOARCH")), "MLBUILD_FAKECUDA_DIR="+t.TempDir())
+		mnist := os.Getenv("MLBUILD_MNIST_DIR")
+		if mnist == "" {
+			mnist, _ = filepath.Abs(filepath.Join("..", "data", "mnist"))
+		}
+		// The programs' TestFaultMidTraining trains on real MNIST (make data).
+		cmd.Env = append(goEnv(t, goHost("GOOS"), goHost("GOARCH")), "MLBUILD_FAKECUDA_DIR="+t.TempDir(), "MLBUILD_MNIST_DIR="+mnist)
 		b, err := cmd.CombinedOutput()
 		if err != nil {
 			t.Fatalf("the CUDA programs failed on the fake GPU: %v\n%s", err, b)
@@ -225,6 +230,7 @@ func TestCUDAPrograms(t *testing.T) {
 }
 
 // cudaFakeSpecs are the programs run on the fake GPU in CI (each compiles
-// its kernels with g++): the flagship fused and unfused; set
+// its kernels with g++): the flagship fused and unfused, and the spec with
+// layer normalisation, reducemean, div, powconst, sqrt and erf; set
 // MLBUILD_CUDA_FAKE_SPECS to run others (`go test ./emit -run CUDAPrograms`).
-var cudaFakeSpecs = []string{"mnist", "mnist_unfused"}
+var cudaFakeSpecs = []string{"mnist", "mnist_unfused", "spec_layernorm_graph"}

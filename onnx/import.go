@@ -241,9 +241,14 @@ func Import(m *Model) (*Imported, error) {
 		im.uses[o.Name]++
 	}
 	gelus := findErfGELU(g, im.scalarOf, im.uses)
+	norms := findWrittenLayerNorm(g, im.scalarOf, im.isConst, im.uses)
 	for i, n := range g.Nodes {
 		if p, ok := gelus[i]; ok {
 			im.importGELUPattern(i, n, p)
+			continue
+		}
+		if p, ok := norms[i]; ok {
+			im.importWrittenLayerNorm(i, n, p)
 			continue
 		}
 		im.node(i, n)
@@ -364,6 +369,17 @@ func (im *importer) scalarOf(name string) (float64, bool) {
 		}
 	}
 	return 0, false
+}
+
+// isConst reports whether a value is known before any node runs: an
+// initializer or the output of a Constant node.
+func (im *importer) isConst(name string) bool {
+	if v, ok := im.vals[name]; ok {
+		return v.konst != nil
+	}
+	im.scalarOf("") // builds constNodes
+	_, ok := im.constNodes[name]
+	return ok
 }
 
 // nodeName is a node's name for messages.

@@ -37,7 +37,9 @@ func init() {
 		"GlobalAveragePool": importGlobalAvgPool,
 		"Relu":              importUnary("relu"), "Sigmoid": importUnary("sigmoid"), "Tanh": importUnary("tanh"),
 		"Exp": importUnary("exp"), "Log": importUnary("log"), "LeakyRelu": importUnary("leakyrelu"),
-		"Gelu":    importUnary("gelu"),
+		"Gelu": importUnary("gelu"), "Sqrt": importUnary("sqrt"), "Erf": importUnary("erf"),
+		"Reciprocal": importUnary("reciprocal"), "Pow": importPow,
+		"LayerNormalization": importLayerNorm, "ReduceMean": importReduceMean,
 		"Softmax": importSoftmax("softmax"), "LogSoftmax": importSoftmax("logsoftmax"),
 		"BatchNormalization": importBatchNorm, "Pad": importPad, "ConstantOfShape": importConstantOfShape,
 	}
@@ -988,6 +990,9 @@ func importUnary(op string) opImport {
 		}
 		l := c.newLayer(op, x.shape)
 		switch op {
+		case "reciprocal":
+			l = c.newLayer("powconst", x.shape)
+			l.Fields = []Field{{"value", -1}}
 		case "leakyrelu":
 			alpha, err := c.attrFloat("alpha", 0.01)
 			if err != nil {
@@ -1060,9 +1065,6 @@ func importBinary(c *nodeCtx) (string, error) {
 		return foldBinary(c, op, a.konst, b.konst)
 	}
 	if a.konst == nil && b.konst == nil {
-		if op == "div" {
-			return "", unsupported("", "Div of two values that depend on the model input; the schema has no div op yet")
-		}
 		sa, sb := a.shape, b.shape
 		out, ok := broadcastShapes(sa, sb)
 		if !ok || len(sa) != len(sb) {
@@ -1268,6 +1270,118 @@ func broadcastShapes(a, b []int) ([]int, bool) {
 		}
 	}
 	return out, true
+}
+
+// importPow imports Pow with a constant scalar exponent as powconst.
+func importPow(c *nodeCtx) (string, error) {
+	x, err := c.runtime(0)
+	if err != nil {
+		return "", err
+	}
+	if !c.has(1) {
+		return "", unsupported("", "Pow needs an exponent")
+	}
+	if c.ins[1].konst == nil {
+		return "", unsupported("", "the exponent %q depends on the model input; mlbuild raises values only to a constant power (powconst)", c.n.Inputs[1])
+	}
+	p, ok := c.ins[1].konst.scalar()
+	if !ok {
+		return "", unsupported("", "the exponent %q is a constant of shape %s with different values; mlbuild raises every element to one constant power", c.n.Inputs[1], shapeText(c.ins[1].konst.dims))
+	}
+	if len(c.ins[1].konst.dims) > len(x.shape)+1 {
+		return "", unsupported("", "the exponent's shape %s has more axes than the input", shapeText(c.ins[1].konst.dims))
+	}
+	if math.IsInf(p, 0) || math.IsNaN(p) {
+		return "", unsupported("", "the exponent is %v", p)
+	}
+	l := c.newLayer("powconst", x.shape)
+	l.Fields = []Field{{"value", p}}
+	return c.emit(l, x)
+}
+
+// ---- reductions ----
+
+// reduceAxes reads ReduceMean's axes (an attribute before opset 18, an
+// optional input since) as per-sample axes (0 is the first axis after the
+// batch), sorted, and keepdims.
+func (c *nodeCtx) reduceAxes(x *value) ([]int, bool, error) {
+	var axes []int64
+	if c.im.opset < 18 {
+		a, _, err := c.attrInts("axes")
+		if err != nil {
+			return nil, false, err
+		}
+		axes = a
+	} else if c.has(1) {
+		k, err := c.konst(1, "axes")
+		if err != nil {
+			return nil, false, err
+		}
+		for _, v := range k.vals {
+			axes = append(axes, int64(v))
+		}
+	}
+	keep, err := c.attrInt("keepdims", 1)
+	if err != nil {
+		return nil, false, err
+	}
+	if len(axes) == 0 {
+		if noop, err := c.attrInt("noop_with_empty_axes", 0); err == nil && noop != 0 {
+			return nil, keep != 0, nil
+		}
+		return nil, false, unsupported("give the axes to average over (dim=...)", "%s without axes averages over every axis, the batch axis included; mlbuild's batch axis is implicit", c.n.OpType)
+	}
+	r := len(x.shape) + 1
+	var out []int
+	for _, a := range axes {
+		ax, err := c.axis(a, r)
+		if err != nil {
+			return nil, false, err
+		}
+		if ax == 0 {
+			return nil, false, unsupported("", "%s over the batch axis; mlbuild's batch axis is implicit and reductions are per sample", c.n.OpType)
+		}
+		if slices.Contains(out, ax-1) {
+			return nil, false, unsupported("", "axis %d is listed twice", a)
+		}
+		out = append(out, ax-1)
+	}
+	slices.Sort(out)
+	return out, keep != 0, nil
+}
+
+// reducedShape is shape with axes reduced: kept with size 1, or dropped.
+func reducedShape(shape, axes []int, keep bool) []int {
+	out := []int{}
+	for i, d := range shape {
+		switch {
+		case !slices.Contains(axes, i):
+			out = append(out, d)
+		case keep:
+			out = append(out, 1)
+		}
+	}
+	return out
+}
+
+func importReduceMean(c *nodeCtx) (string, error) {
+	x, err := c.runtime(0)
+	if err != nil {
+		return "", err
+	}
+	axes, keep, err := c.reduceAxes(x)
+	if err != nil {
+		return "", err
+	}
+	if len(axes) == 0 { // noop_with_empty_axes
+		return "folded: a reduction over no axes", c.setOutput(x)
+	}
+	l := c.newLayer("reducemean", reducedShape(x.shape, axes, keep))
+	l.Fields = []Field{{"axes", axes}}
+	if !keep {
+		l.Fields = append(l.Fields, Field{"keepdims", false})
+	}
+	return c.emit(l, x)
 }
 
 // ---- dense ----
@@ -1789,6 +1903,116 @@ func importBatchNorm(c *nodeCtx) (string, error) {
 		}
 		l.OutShape = v
 		return c.emitReshaped(l, c.reshaped(x, v), x.shape)
+	}
+	return c.emit(l, x)
+}
+
+// affineParam expands a layer normalisation's scale or bias (a constant
+// that broadcasts to the normalised shape, as ONNX allows) to that shape.
+func affineParam(k *constant, norm []int) ([]float32, bool) {
+	if k.hasBatch() || len(k.dims) > len(norm) {
+		return nil, false
+	}
+	off := len(norm) - len(k.dims)
+	for i, d := range k.dims {
+		if d != 1 && d != norm[off+i] {
+			return nil, false
+		}
+	}
+	n := product(norm)
+	out := make([]float32, n)
+	st := strides(k.dims)
+	for i := range out {
+		src, rem := 0, i
+		for d := len(norm) - 1; d >= 0; d-- {
+			pos := rem % norm[d]
+			rem /= norm[d]
+			if kd := d - off; kd >= 0 && k.dims[kd] != 1 {
+				src += pos * st[kd]
+			}
+		}
+		out[i] = float32(k.vals[src])
+	}
+	return out, true
+}
+
+// layerNormLayer makes a layernorm layer normalising x's per-sample axes
+// from axis on, with the given scale and (optional) bias constants.
+func (c *nodeCtx) layerNormLayer(l *Layer, x *value, axis int, eps float64, scale, bias *constant) error {
+	norm := x.shape[axis:]
+	var w []float32
+	if scale == nil {
+		w = make([]float32, product(norm))
+		for i := range w {
+			w[i] = 1
+		}
+	} else {
+		var ok bool
+		if w, ok = affineParam(scale, norm); !ok {
+			return unsupported("", "the scale's shape %s does not broadcast to the normalised shape %s", shapeText(scale.dims), shapeText(norm))
+		}
+	}
+	l.Params = []Param{{Suffix: "weight", Shape: slices.Clone(norm), Data: w}}
+	if bias != nil {
+		b, ok := affineParam(bias, norm)
+		if !ok {
+			return unsupported("", "the bias's shape %s does not broadcast to the normalised shape %s", shapeText(bias.dims), shapeText(norm))
+		}
+		l.Params = append(l.Params, Param{Suffix: "bias", Shape: slices.Clone(norm), Data: b})
+	}
+	if !(eps > 0) || math.IsInf(eps, 0) {
+		return unsupported("", "epsilon %v is not positive", eps)
+	}
+	if axis != len(x.shape)-1 {
+		l.Fields = append(l.Fields, Field{"axis", axis})
+	}
+	if eps != 1e-5 {
+		l.Fields = append(l.Fields, Field{"eps", eps})
+	}
+	if bias == nil {
+		l.Fields = append(l.Fields, Field{"bias", false})
+	}
+	return nil
+}
+
+// importLayerNorm imports LayerNormalization (opset 17): each sample is
+// normalised over the axes from axis on by its own statistics.
+func importLayerNorm(c *nodeCtx) (string, error) {
+	x, err := c.runtime(0)
+	if err != nil {
+		return "", err
+	}
+	a, err := c.attrInt("axis", -1)
+	if err != nil {
+		return "", err
+	}
+	ax, err := c.axis(a, len(x.shape)+1)
+	if err != nil {
+		return "", err
+	}
+	if ax == 0 {
+		return "", unsupported("", "LayerNormalization with axis 0 normalises over the batch axis; mlbuild normalises each sample on its own")
+	}
+	if st, err := c.attrInt("stash_type", 1); err != nil || st != 1 {
+		return "", unsupported("", "stash_type %d: mlbuild computes the statistics in float32", st)
+	}
+	eps, err := c.attrFloat("epsilon", 1e-5)
+	if err != nil {
+		return "", err
+	}
+	scale, err := c.konst(1, "scale")
+	if err != nil {
+		return "", err
+	}
+	var bias *constant
+	if c.has(2) {
+		if bias, err = c.konst(2, "bias"); err != nil {
+			return "", err
+		}
+	}
+	l := c.newLayer("layernorm", x.shape)
+	if err := c.layerNormLayer(l, x, ax-1, eps, scale, bias); err != nil {
+		return "", err
 	}
 	return c.emit(l, x)
 }

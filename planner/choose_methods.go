@@ -14,7 +14,9 @@ import "fmt"
 // After: every convolution step has the target's Method; a step whose
 // method needs scratch has a workspace, a new scratch buffer of that many
 // float32s appended to Buffers (LAYER.cols forward, LAYER.bwd_cols
-// backward); a method that needs none leaves the operand NoBuf, so no
+// backward), except a backward whose choice SharesForward and whose
+// layer's forward workspace is large enough: it takes that workspace and
+// Attr.KeptCols. A method that needs none leaves the operand NoBuf, so no
 // empty buffer reaches the program. Nothing else changed.
 func chooseMethods(p *Plan, t Target) error {
 	taken := map[string]bool{}
@@ -29,6 +31,7 @@ func chooseMethods(p *Plan, t Target) error {
 		taken[n] = true
 		return n
 	}
+	fwdCols := map[string]BufID{} // layer -> its forward step's workspace
 	for _, ph := range []Phase{p.Forward, p.Backward} {
 		for i := range ph {
 			s := &ph[i]
@@ -52,8 +55,16 @@ func chooseMethods(p *Plan, t Target) error {
 					t.Name, pass, c.Method, c.Scratch)}
 			}
 			s.Attr.Method = c.Method
-			if c.Scratch > 0 {
-				*slot = p.addBuffer(name(s.Layer+suffix), KindScratch, []int{c.Scratch})
+			if c.Scratch <= 0 {
+				continue
+			}
+			if f, ok := fwdCols[s.Layer]; ok && pass != ConvForward && c.SharesForward && p.Buffers[f].Size >= c.Scratch {
+				*slot, s.Attr.KeptCols = f, true
+				continue
+			}
+			*slot = p.addBuffer(name(s.Layer+suffix), KindScratch, []int{c.Scratch})
+			if pass == ConvForward {
+				fwdCols[s.Layer] = *slot
 			}
 		}
 	}

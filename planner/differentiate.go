@@ -306,6 +306,17 @@ func (d *differentiation) backward(s Step) {
 		bwd.In = []BufID{s.In[0], s.In[1], s.Out[1], s.Out[2], dy}
 		bwd.Out = []BufID{grads[0], pg(s.In[1]), pg(s.In[2])}
 		bwd.Attr = Attr{Eps: s.Attr.Eps}
+	case KLayerNorm:
+		newGrads(0)
+		bwd.Kernel = KLayerNormBwd
+		bwd.In = []BufID{s.In[0], s.In[1], s.Out[1], s.Out[2], dy}
+		bwd.Out = []BufID{grads[0], pg(s.In[1]), pg(s.In[2])}
+		bwd.Attr = Attr{Axis: s.Attr.Axis}
+	case KReduceMean:
+		newGrads(0)
+		bwd.Kernel = KReduceMeanBwd
+		bwd.In = []BufID{dy}
+		bwd.Out = grads
 	case KMatMul:
 		newGrads(0, 1)
 		bwd.Kernel = KMatMulBwd

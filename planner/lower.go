@@ -130,6 +130,19 @@ func (l *lowering) declareParams(n *spec.Node) error {
 		l.addParam(n, "bias", c, true, "zeros", 0)
 		l.addParam(n, "running_mean", c, false, "zeros", 0)
 		l.addParam(n, "running_var", c, false, "ones", 0)
+	case spec.OpLayerNorm:
+		in, err := l.inShape(n, 0)
+		if err != nil {
+			return err
+		}
+		if n.Axis < 0 || n.Axis >= len(in) {
+			return fail(n, "layernorm axis %d is not an axis of %s", n.Axis, shapeString(in))
+		}
+		norm := append([]int(nil), in[n.Axis:]...)
+		l.addParam(n, "weight", norm, true, "ones", 0)
+		if n.Bias {
+			l.addParam(n, "bias", norm, true, "zeros", 0)
+		}
 	}
 	return nil
 }
@@ -190,10 +203,14 @@ var unaryOps = map[spec.Op]string{
 	spec.OpReLU: "relu", spec.OpLeakyReLU: "leakyrelu", spec.OpSigmoid: "sigmoid",
 	spec.OpTanh: "tanh", spec.OpGELU: "gelu", spec.OpExp: "exp", spec.OpLog: "log",
 	spec.OpAddConst: "addconst", spec.OpMulConst: "mulconst",
+	spec.OpSqrt: "sqrt", spec.OpPowConst: "powconst", spec.OpErf: "erf",
 }
 
+// unaryConstants are the element-wise ops with a constant (UnaryOp.Alpha).
+var unaryConstants = map[spec.Op]bool{spec.OpLeakyReLU: true, spec.OpAddConst: true, spec.OpMulConst: true, spec.OpPowConst: true}
+
 // binaryOps maps two-operand element-wise spec ops to their BinOp.
-var binaryOps = map[spec.Op]string{spec.OpAdd: "add", spec.OpSub: "sub", spec.OpMul: "mul"}
+var binaryOps = map[spec.Op]string{spec.OpAdd: "add", spec.OpSub: "sub", spec.OpMul: "mul", spec.OpDiv: "div"}
 
 // lowerNode adds the buffers and steps of one node.
 func (l *lowering) lowerNode(n *spec.Node) error {
@@ -206,8 +223,7 @@ func (l *lowering) lowerNode(n *spec.Node) error {
 			return err
 		}
 		u := UnaryOp{Op: op}
-		if n.Op != spec.OpReLU && n.Op != spec.OpSigmoid && n.Op != spec.OpTanh && n.Op != spec.OpGELU &&
-			n.Op != spec.OpExp && n.Op != spec.OpLog {
+		if unaryConstants[n.Op] {
 			u.Alpha = n.Alpha
 		}
 		l.emit(n, KUnary, []BufID{x}, []BufID{l.output(n)}, Attr{Chain: []UnaryOp{u}})
@@ -301,6 +317,27 @@ func (l *lowering) lowerNode(n *spec.Node) error {
 			[]BufID{y, mean, invStd}, Attr{Eps: eps, Momentum: momentum})
 	case spec.OpMatMul:
 		return l.lowerMatMul(n)
+	case spec.OpLayerNorm:
+		x, err := l.input(n, 0)
+		if err != nil {
+			return err
+		}
+		in := n.InShapes[0]
+		if n.Axis < 0 || n.Axis >= len(in) {
+			return fail(n, "layernorm axis %d is not an axis of %s", n.Axis, shapeString(in))
+		}
+		eps := n.Eps
+		if eps == 0 {
+			eps = 1e-5
+		}
+		rows := []int{l.batch * numElements(in[:n.Axis])}
+		y := l.output(n)
+		mean := l.p.addBuffer(n.Name+".save_mean", KindScratch, rows)
+		invStd := l.p.addBuffer(n.Name+".save_invstd", KindScratch, rows)
+		l.emit(n, KLayerNorm, []BufID{x, l.param(n, "weight"), l.param(n, "bias")}, []BufID{y, mean, invStd},
+			Attr{Axis: n.Axis + 1, Eps: eps})
+	case spec.OpReduceMean:
+		return l.lowerReduceMean(n)
 	case spec.OpConcat:
 		var in []BufID
 		for i := range n.Inputs {
@@ -438,6 +475,35 @@ func (l *lowering) lowerBinary(n *spec.Node, op string) error {
 	rank := max(len(l.p.shapeOf(a)), len(l.p.shapeOf(b)))
 	a, b = l.padRank(n, a, rank, "a"), l.padRank(n, b, rank, "b")
 	l.emit(n, KBinary, []BufID{a, b}, []BufID{l.output(n)}, Attr{BinOp: op})
+	return nil
+}
+
+// lowerReduceMean lowers a mean over per-sample axes. The kernel writes a
+// buffer that keeps the reduced axes with size 1; without keepdims the
+// node's value is a view of it with those axes dropped.
+func (l *lowering) lowerReduceMean(n *spec.Node) error {
+	x, err := l.input(n, 0)
+	if err != nil {
+		return err
+	}
+	in := n.InShapes[0]
+	kept := append([]int(nil), in...)
+	for _, a := range n.Axes {
+		if a < 0 || a >= len(in) {
+			return fail(n, "reducemean axis %d is not an axis of %s", a, shapeString(in))
+		}
+		kept[a] = 1
+	}
+	if numElements(kept) != numElements(n.OutShape) {
+		return fail(n, "reducemean of %s over axes %v gives %s, not %s", shapeString(in), n.Axes, shapeString(kept), shapeString(n.OutShape))
+	}
+	if n.KeepDims {
+		l.emit(n, KReduceMean, []BufID{x}, []BufID{l.output(n)}, Attr{})
+		return nil
+	}
+	y := l.p.addBuffer(n.Name+".mean", KindActivation, withBatch(l.batch, kept))
+	l.emit(n, KReduceMean, []BufID{x}, []BufID{y}, Attr{})
+	l.value[n.Name] = l.p.addView(n.Name+".out", y, withBatch(l.batch, n.OutShape))
 	return nil
 }
 

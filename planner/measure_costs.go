@@ -142,6 +142,14 @@ func stepFLOPs(p *Plan, s *Step, c *costCounter) int64 {
 		return c.mul(6, out0()) // mean, variance, normalise, scale and shift
 	case KBatchNormBwd:
 		return c.mul(8, p.size(s.In[0]))
+	case KLayerNorm:
+		return c.mul(6, out0()) // mean, variance, normalise, scale and shift
+	case KLayerNormBwd:
+		return c.mul(10, p.size(s.In[0]))
+	case KReduceMean:
+		return in0()
+	case KReduceMeanBwd:
+		return out0()
 	case KMatMul:
 		a := p.shapeOf(s.In[0])
 		return c.mul(out0(), 2, int64(a[len(a)-1]))

@@ -226,6 +226,49 @@ func views() *spec.Model {
 	return b.model()
 }
 
+// transformerNorm normalises tokens with layernorm, then again with the
+// formula older ONNX exporters write out (reducemean, sub, powconst,
+// reducemean, addconst, sqrt, div), then averages the tokens away.
+func transformerNorm() *spec.Model {
+	b := newModel("transformer_norm", 8, 16)
+	b.add(spec.Node{Name: "ln", Op: spec.OpLayerNorm, Axis: 1, Eps: 1e-5, Bias: true}, same)
+	h := b.dense("fc", 16)
+	mean := func(keep bool, axes ...int) func(in [][]int) []int {
+		return func(in [][]int) []int {
+			var out []int
+			for i, d := range in[0] {
+				switch {
+				case !slicesContains(axes, i):
+					out = append(out, d)
+				case keep:
+					out = append(out, 1)
+				}
+			}
+			return out
+		}
+	}
+	m := b.add(spec.Node{Name: "mean", Op: spec.OpReduceMean, Axes: []int{1}, KeepDims: true}, mean(true, 1), h)
+	c := b.binary("centred", spec.OpSub, h, m)
+	b.unary("sq", spec.OpPowConst, 2, c)
+	b.add(spec.Node{Name: "variance", Op: spec.OpReduceMean, Axes: []int{1}, KeepDims: true}, mean(true, 1))
+	b.unary("shifted", spec.OpAddConst, 1e-5)
+	std := b.unary("std", spec.OpSqrt, 0)
+	b.binary("normed", spec.OpDiv, c, std)
+	b.unary("act", spec.OpErf, 0)
+	b.add(spec.Node{Name: "pooled", Op: spec.OpReduceMean, Axes: []int{0}}, mean(false, 0))
+	b.dense("head", 4)
+	return b.model()
+}
+
+func slicesContains(s []int, v int) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
 // allModels are the hand-built models every test runs over.
 var allModels = []struct {
 	name  string
@@ -233,7 +276,7 @@ var allModels = []struct {
 }{
 	{"mlp", mlp}, {"lenet5", lenet5}, {"flagship", flagship}, {"residual", residual},
 	{"regularised", regularised}, {"attention", attention}, {"concat", concatModel},
-	{"views", views},
+	{"views", views}, {"transformer_norm", transformerNorm},
 }
 
 // mustBuild builds m or fails the test.

@@ -208,6 +208,9 @@ func TestDifferentiate(t *testing.T) {
 		{attention, false, "softmax_xent gemm_bwd gemm_bwd matmul_bwd softmax_bwd unary_bwd matmul_bwd transpose gemm_bwd gemm_bwd gemm_bwd"},
 		{concatModel, false, "mse gemm_bwd avgpool2d_bwd concat_bwd conv2d_bwd unary_bwd conv2d_bwd"},
 		{regularised, false, "softmax_xent gemm_bwd dropout_bwd unary_bwd batchnorm_bwd gemm_bwd globalavgpool_bwd unary_bwd batchnorm_bwd conv2d_bwd"},
+		// centred is read by powconst and div, fc by reducemean and sub:
+		// both gradients are summed.
+		{transformerNorm, true, "softmax_xent gemm_bwd reducemean_bwd unary_bwd binary_bwd unary_bwd reducemean_bwd unary_bwd accumulate binary_bwd reducemean_bwd accumulate gemm_bwd layernorm_bwd"},
 	}
 	for _, tc := range tests {
 		p := mustBuild(t, tc.model(), Options{Batch: 2, Training: true, Fusion: tc.fusion})

@@ -120,6 +120,17 @@ const (
 	KTranspose Kernel = "transpose"
 	// KConcat: In: x0, x1, ... Out: y. Attr: Axis (of the full shape).
 	KConcat Kernel = "concat"
+	// KLayerNorm: normalise each sample over the axes from Attr.Axis (of
+	// the full shape, ≥ 1) to the last, viewed as [rows, cols]:
+	// y = gamma·(x − mean)/sqrt(var + eps) + beta.
+	// In: x, gamma [cols...], beta [cols...] (optional).
+	// Out: y, saveMean [rows], saveInvStd [rows] (scratch). Attr: Axis, Eps.
+	// Training and inference compute alike (the statistics are the sample's).
+	KLayerNorm Kernel = "layernorm"
+	// KReduceMean: y = mean of x over the axes where y has size 1 and x
+	// does not (y keeps x's rank; a view drops the axes when asked).
+	// In: x. Out: y.
+	KReduceMean Kernel = "reducemean"
 )
 
 // Loss kernels: the loss value and the gradient of the mean loss over the
@@ -170,6 +181,11 @@ const (
 	KMatMulBwd Kernel = "matmul_bwd"
 	// KConcatBwd: In: dy. Out: dx0, dx1, ... (optional each). Attr: Axis.
 	KConcatBwd Kernel = "concat_bwd"
+	// KLayerNormBwd: In: x, gamma, saveMean, saveInvStd, dy.
+	// Out: dx (optional), dgamma, dbeta (optional). Attr: Axis.
+	KLayerNormBwd Kernel = "layernorm_bwd"
+	// KReduceMeanBwd: In: dy (shaped like the forward y). Out: dx.
+	KReduceMeanBwd Kernel = "reducemean_bwd"
 	// KAccumulate: y = a + b for equal shapes: sums the gradient
 	// contributions of a value read by several steps. In: a, b. Out: y.
 	KAccumulate Kernel = "accumulate"
@@ -187,8 +203,8 @@ const (
 
 // UnaryOp is one element-wise function in a Chain.
 type UnaryOp struct {
-	Op    string  `json:"op"` // relu, leakyrelu, sigmoid, tanh, gelu, exp, log, addconst, mulconst
-	Alpha float64 `json:"alpha,omitempty"`
+	Op    string  `json:"op"`              // relu, leakyrelu, sigmoid, tanh, gelu, exp, log, addconst, mulconst, sqrt, powconst, erf
+	Alpha float64 `json:"alpha,omitempty"` // leakyrelu's slope, addconst's and mulconst's constant, powconst's exponent
 }
 
 // ConvGeom is the static geometry of a convolution or pooling window.
@@ -208,7 +224,7 @@ type Attr struct {
 	Alpha       float64   `json:"alpha,omitempty"`
 	Conv        *ConvGeom `json:"conv,omitempty"`
 	Chain       []UnaryOp `json:"chain,omitempty"`
-	BinOp       string    `json:"binop,omitempty"` // add, sub, mul
+	BinOp       string    `json:"binop,omitempty"` // add, sub, mul, div
 	Axis        int       `json:"axis,omitempty"`
 	Perm        []int     `json:"perm,omitempty"`
 	Rate        float64   `json:"rate,omitempty"`
@@ -224,6 +240,11 @@ type Attr struct {
 	// (ConvDirect or ConvIm2colGemm on the CPU), chosen by the plan's
 	// Target in choose_methods.go; the emitter calls that method's kernel.
 	Method string `json:"method,omitempty"`
+	// KeptCols marks a conv2d_bwd whose workspace (In[4]) is its forward
+	// step's (Out[1]), which still holds the forward's im2col columns of
+	// the whole batch (ConvChoice.SharesForward): the backward reads them
+	// instead of gathering them again.
+	KeptCols bool `json:"keptCols,omitempty"`
 }
 
 // Step is one kernel call.

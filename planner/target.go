@@ -49,6 +49,14 @@ type ConvChoice struct {
 	// Scratch is the number of float32s of workspace the method needs; the
 	// step gets a scratch buffer of that size, or none when it is 0.
 	Scratch int
+	// SharesForward, for a backward pass, asks for the forward step's
+	// workspace instead of a new one: the backend's forward method leaves
+	// the im2col columns of the whole batch there, so the backward reads
+	// them instead of gathering them again. The planner grants it when the
+	// layer's forward step has a workspace at least Scratch long, and
+	// records it in Attr.KeptCols; the workspace then stays live from the
+	// forward to the backward (assign_buffers.go).
+	SharesForward bool
 }
 
 // The CPU backend's convolution methods (rt/cpu's Conv2DDirect* and

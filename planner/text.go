@@ -103,6 +103,9 @@ func stepAttr(s Step) string {
 	if a.Method != "" {
 		parts = append(parts, a.Method)
 	}
+	if a.KeptCols {
+		parts = append(parts, "forward's columns")
+	}
 	if len(a.Chain) > 0 {
 		ops := make([]string, len(a.Chain))
 		for i, u := range a.Chain {

@@ -197,12 +197,12 @@ var kernelPhase = map[Kernel]string{
 	KGemm: "forward", KConv2D: "forward", KMaxPool2D: "forward", KAvgPool2D: "forward",
 	KGlobalAvgPool: "forward", KUnary: "forward", KBinary: "forward", KSoftmax: "forward",
 	KLogSoftmax: "forward", KDropout: "forward", KBatchNorm: "forward", KMatMul: "forward",
-	KConcat:      "forward",
+	KConcat: "forward", KLayerNorm: "forward", KReduceMean: "forward",
 	KSoftmaxXent: "loss", KMSE: "loss", KMAE: "loss", KHuber: "loss",
 	KGemmBwd: "backward", KConv2DBwd: "backward", KMaxPool2DBwd: "backward", KAvgPool2DBwd: "backward",
 	KGlobalAvgPoolBwd: "backward", KUnaryBwd: "backward", KBinaryBwd: "backward", KSoftmaxBwd: "backward",
 	KLogSoftmaxBwd: "backward", KDropoutBwd: "backward", KBatchNormBwd: "backward", KMatMulBwd: "backward",
-	KConcatBwd: "backward", KAccumulate: "backward",
+	KConcatBwd: "backward", KAccumulate: "backward", KLayerNormBwd: "backward", KReduceMeanBwd: "backward",
 	KSGD: "update", KAdam: "update",
 	KTranspose: "any", // its own gradient
 }
@@ -227,6 +227,8 @@ var operands = map[Kernel]struct {
 	KMatMul:           {2, 1, nil, nil},
 	KTranspose:        {1, 1, nil, nil},
 	KConcat:           {-1, 1, nil, nil},
+	KLayerNorm:        {3, 3, []int{2}, nil},
+	KReduceMean:       {1, 1, nil, nil},
 	KSoftmaxXent:      {2, 2, nil, nil},
 	KMSE:              {2, 2, nil, nil},
 	KMAE:              {2, 2, nil, nil},
@@ -244,6 +246,8 @@ var operands = map[Kernel]struct {
 	KBatchNormBwd:     {5, 3, nil, []int{0}},
 	KMatMulBwd:        {3, 2, nil, []int{0, 1}},
 	KConcatBwd:        {1, -1, nil, nil},
+	KLayerNormBwd:     {5, 3, nil, []int{0, 1, 2}},
+	KReduceMeanBwd:    {1, 1, nil, nil},
 	KAccumulate:       {2, 1, nil, nil},
 	KSGD:              {2, 2, nil, nil},
 	KAdam:             {3, 3, nil, nil},
@@ -424,7 +428,7 @@ func checkShapes(p *Plan, s *Step) error {
 		}
 		return first(same("dy", in[1], in[0]), same("dx", out[0], in[0]))
 	case KBinary, KBinaryBwd:
-		if s.Attr.BinOp != "add" && s.Attr.BinOp != "sub" && s.Attr.BinOp != "mul" {
+		if s.Attr.BinOp != "add" && s.Attr.BinOp != "sub" && s.Attr.BinOp != "mul" && s.Attr.BinOp != "div" {
 			return fmt.Errorf("unknown binary op %q", s.Attr.BinOp)
 		}
 		y, err := broadcast(sh(in[0]), sh(in[1]))
@@ -467,6 +471,38 @@ func checkShapes(p *Plan, s *Step) error {
 		}
 		return first(is("gamma", in[1], c), is("saved mean", in[2], c), is("saved inverse std", in[3], c),
 			same("dy", in[4], in[0]), same("dx", out[0], in[0]), is("dgamma", out[1], c), is("dbeta", out[2], c))
+	case KLayerNorm, KLayerNormBwd:
+		x := sh(in[0])
+		ax := s.Attr.Axis
+		if ax < 1 || ax >= len(x) {
+			return fmt.Errorf("axis %d is the batch axis or out of range for %s", ax, shapeString(x))
+		}
+		norm, rows := x[ax:], []int{numElements(x[:ax])}
+		if s.Kernel == KLayerNorm {
+			if s.Attr.Eps <= 0 {
+				return fmt.Errorf("eps %g", s.Attr.Eps)
+			}
+			return first(is("gamma", in[1], norm), is("beta", in[2], norm), kindIs(in[1], KindParam), kindIs(in[2], KindParam),
+				same("y", out[0], in[0]), is("saved mean", out[1], rows), is("saved inverse std", out[2], rows),
+				kindIs(out[1], KindScratch), kindIs(out[2], KindScratch))
+		}
+		return first(is("gamma", in[1], norm), is("saved mean", in[2], rows), is("saved inverse std", in[3], rows),
+			same("dy", in[4], in[0]), same("dx", out[0], in[0]), is("dgamma", out[1], norm), is("dbeta", out[2], norm),
+			kindIs(out[1], KindParamGrad), kindIs(out[2], KindParamGrad))
+	case KReduceMean, KReduceMeanBwd:
+		x, y := sh(in[0]), sh(out[0])
+		if s.Kernel == KReduceMeanBwd {
+			x, y = y, x
+		}
+		if len(x) != len(y) || len(x) < 2 || y[0] != x[0] {
+			return fmt.Errorf("x %s and y %s do not fit (want one rank, the batch kept)", shapeString(x), shapeString(y))
+		}
+		for i := range x {
+			if y[i] != x[i] && y[i] != 1 {
+				return fmt.Errorf("y %s is not x %s with some axes reduced to 1", shapeString(y), shapeString(x))
+			}
+		}
+		return nil
 	case KMatMul, KMatMulBwd:
 		a, b := sh(in[0]), sh(in[1])
 		if len(a) != len(b) || len(a) < 3 || a[len(a)-1] != b[len(b)-2] {
@@ -558,7 +594,7 @@ func checkShapes(p *Plan, s *Step) error {
 // unaryChainOps are the ops a KUnary chain may hold.
 var unaryChainOps = map[string]bool{
 	"relu": true, "leakyrelu": true, "sigmoid": true, "tanh": true, "gelu": true,
-	"exp": true, "log": true, "addconst": true, "mulconst": true,
+	"exp": true, "log": true, "addconst": true, "mulconst": true, "sqrt": true, "powconst": true, "erf": true,
 }
 
 // checkAct checks a gemm or conv2d step's fused activation.

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""Trains mlbuild's CSV examples beside scikit-learn models of the same
-architecture on the same split, and prints the figures side by side.
+"""Trains mlbuild's examples of the CSV, npz and image-folder formats beside
+scikit-learn models of the same architecture on the same split, and prints
+the figures side by side.
 
 models/iris.cue (a 16-unit hidden layer, Adam, softmax cross-entropy) is
 compared with MLPClassifier(hidden_layer_sizes=(16,)), models/diabetes.cue
@@ -12,7 +13,15 @@ programs read through a copy of each spec naming them), and several seeds
 each, whose means are compared: accuracy within 1 percentage point, R²
 within 0.02, as issue 14 asks. Exits 1 when a figure is outside.
 
-Usage: scripts/compare-sklearn.py MLBUILD DATA_DIR [SEEDS]
+models/digits.cue (an npz archive; a 64-unit hidden layer, standardised
+pixels) is compared with MLPClassifier(hidden_layer_sizes=(64,)) inside a
+StandardScaler, the split written as two npz archives. models/faces.cue (a
+folder of JPEG photographs per class; a 32-unit hidden layer, pixels
+normalised with the training images' mean and deviation) is compared with
+MLPClassifier(hidden_layer_sizes=(32,)) on the same JPEG files decoded by
+Pillow and normalised the same way, the split written as two image folders.
+
+Usage: scripts/compare-sklearn.py MLBUILD SKLEARN_DIR IMAGES_DIR [SEEDS]
 """
 import json
 import os
@@ -72,10 +81,10 @@ def mlbuild_runs(mlbuild, spec, data, tmp, name, seeds):
 
 
 def main():
-    if len(sys.argv) < 3:
+    if len(sys.argv) < 4:
         sys.exit(__doc__)
-    mlbuild, data = os.path.abspath(sys.argv[1]), sys.argv[2]
-    seeds = list(range(1, 1 + int(sys.argv[3]) if len(sys.argv) > 3 else 6))
+    mlbuild, data, images = os.path.abspath(sys.argv[1]), sys.argv[2], sys.argv[3]
+    seeds = list(range(1, 1 + int(sys.argv[4]) if len(sys.argv) > 4 else 6))
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     failed = False
     with tempfile.TemporaryDirectory() as tmp:
@@ -140,7 +149,75 @@ def main():
                   len(tr), len(te), len(seeds), r_ours, r_theirs, r_ours - r_theirs, "ok" if ok else "OUTSIDE",
                   np.mean([r["mse"] for r in ours]), np.mean([t[1] for t in theirs]),
                   np.mean([r["mae"] for r in ours]), np.mean([t[2] for t in theirs])))
+
+        failed |= not compare_digits(mlbuild, images, tmp, root, seeds)
+        # 50 test photographs: one is 2 points, so more seeds than the rest.
+        failed |= not compare_faces(mlbuild, images, tmp, root, list(range(1, 1 + 2 * len(seeds))))
     sys.exit(1 if failed else 0)
+
+
+def report(name, ntrain, ntest, seeds, ours, theirs, what):
+    """Prints one accuracy comparison and says whether it is within 1 point."""
+    a_ours = np.mean([r["accuracy"] for r in ours])
+    a_theirs = np.mean(theirs)
+    ok = abs(a_ours - a_theirs) <= 0.01
+    print("%s (%d train, %d test samples, %d seeds): test accuracy mlbuild %.4f, scikit-learn %s %.4f, "
+          "difference %+.2f points (limit 1): %s" % (name, ntrain, ntest, len(seeds), a_ours, what, a_theirs,
+                                                   100 * (a_ours - a_theirs), "ok" if ok else "OUTSIDE"))
+    return ok
+
+
+def compare_digits(mlbuild, images, tmp, root, seeds):
+    """models/digits.cue: an npz archive of uint8 images and int64 labels."""
+    with np.load(os.path.join(images, "digits.npz")) as z:
+        x, y = z["x"], z["y"]
+    tr, te = split(len(x))
+    np.savez_compressed(os.path.join(tmp, "digits_train.npz"), x=x[tr], y=y[tr])
+    np.savez_compressed(os.path.join(tmp, "digits_test.npz"), x=x[te], y=y[te])
+    spec = os.path.join(tmp, "digits.cue")
+    spec_with_files(os.path.join(root, "models", "digits.cue"), spec,
+                    {"train": "digits_train.npz", "test": "digits_test.npz"})
+    ours = mlbuild_runs(mlbuild, spec, tmp, tmp, "digits", seeds)
+    flat = x.reshape(len(x), -1).astype(np.float64)
+    theirs = []
+    for seed in seeds:
+        clf = make_pipeline(StandardScaler(), MLPClassifier(
+            hidden_layer_sizes=(64,), activation="relu", solver="adam", learning_rate_init=1e-3,
+            batch_size=32, max_iter=50, alpha=0.0, tol=0.0, n_iter_no_change=10**6, random_state=seed))
+        clf.fit(flat[tr], y[tr])
+        theirs.append(accuracy_score(y[te], clf.predict(flat[te])))
+    return report("digits, npz", len(tr), len(te), seeds, ours, theirs, "MLPClassifier")
+
+
+def compare_faces(mlbuild, images, tmp, root, seeds):
+    """models/faces.cue: a folder of grey JPEG photographs per class."""
+    from PIL import Image
+    src = os.path.join(images, "faces")
+    classes = sorted(d for d in os.listdir(src) if os.path.isdir(os.path.join(src, d)))
+    files = [(os.path.join(src, c, f), k) for k, c in enumerate(classes)
+             for f in sorted(os.listdir(os.path.join(src, c)))]
+    tr, te = split(len(files), frac=0.25)  # the spec's testSplit: 50 photographs
+    for part, idx in (("train", tr), ("test", te)):
+        for i in idx:
+            path, k = files[i]
+            dst = os.path.join(tmp, "faces_" + part, classes[k])
+            os.makedirs(dst, exist_ok=True)
+            os.symlink(os.path.abspath(path), os.path.join(dst, os.path.basename(path)))
+    spec = os.path.join(tmp, "faces.cue")
+    spec_with_files(os.path.join(root, "models", "faces.cue"), spec, {"train": "faces_train", "test": "faces_test"})
+    ours = mlbuild_runs(mlbuild, spec, tmp, tmp, "faces", seeds)
+    x = np.stack([np.asarray(Image.open(p).convert("L"), dtype=np.float64).ravel() / 255 for p, _ in files])
+    y = np.array([k for _, k in files])
+    mean, std = x[tr].mean(), x[tr].std()  # one channel: the normalize: fit of the spec
+    xn = (x - mean) / std
+    theirs = []
+    for seed in seeds:
+        clf = MLPClassifier(hidden_layer_sizes=(32,), activation="relu", solver="adam", learning_rate_init=1e-3,
+                            batch_size=16, max_iter=100, alpha=0.0, tol=0.0, n_iter_no_change=10**6,
+                            random_state=seed)
+        clf.fit(xn[tr], y[tr])
+        theirs.append(accuracy_score(y[te], clf.predict(xn[te])))
+    return report("faces, JPEG image folder", len(tr), len(te), seeds, ours, theirs, "MLPClassifier")
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@ package spec
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"cuelang.org/go/cue"
@@ -371,8 +372,24 @@ func (d *decoder) node(v cue.Value, path []string) Node {
 		n.Shape = append([]int(nil), n.OutShape...)
 	case OpLeakyReLU:
 		n.Alpha = d.float(v, "alpha")
-	case OpAddConst, OpMulConst:
+	case OpAddConst, OpMulConst, OpPowConst:
 		n.Alpha = d.float(v, "value")
+	case OpLayerNorm:
+		n.Axis = d.integer(v, "axis")
+		if n.Axis < 0 {
+			n.Axis += rank
+		}
+		n.Eps = d.float(v, "eps")
+		n.Bias = d.boolean(v, "bias")
+	case OpReduceMean:
+		for _, a := range d.ints(v, "axes") {
+			if a < 0 {
+				a += rank
+			}
+			n.Axes = append(n.Axes, a)
+		}
+		slices.Sort(n.Axes)
+		n.KeepDims = d.boolean(v, "keepdims")
 	case OpDropout:
 		n.Rate = d.float(v, "rate")
 	case OpBatchNorm:

@@ -47,6 +47,12 @@ const (
 	OpExp           Op = "exp"
 	OpLog           Op = "log"
 	OpConcat        Op = "concat"
+	OpLayerNorm     Op = "layernorm"
+	OpDiv           Op = "div"
+	OpSqrt          Op = "sqrt"
+	OpPowConst      Op = "powconst"
+	OpErf           Op = "erf"
+	OpReduceMean    Op = "reducemean"
 )
 
 // Node is one layer of a model after the schema has computed its shapes.
@@ -64,7 +70,7 @@ type Node struct {
 
 	// dense
 	Units int  `json:"units,omitempty"`
-	Bias  bool `json:"bias,omitempty"` // dense and conv2d: a learned bias is added (default true)
+	Bias  bool `json:"bias,omitempty"` // dense, conv2d and layernorm: a learned bias is added (default true)
 
 	// conv2d, maxpool2d, avgpool2d (all [height, width] pairs)
 	OutChannels int    `json:"outChannels,omitempty"`
@@ -75,18 +81,23 @@ type Node struct {
 	Groups      int    `json:"groups,omitempty"`
 	Rounding    string `json:"rounding,omitempty"` // "exact" (default) or "floor"
 
-	// softmax, logsoftmax, concat, flatten (start axis, per-sample)
+	// softmax, logsoftmax, concat, flatten (start axis), layernorm (first
+	// normalised axis); per sample, never negative once decoded
 	Axis int `json:"axis,omitempty"`
+	// reducemean: the per-sample axes averaged over (ascending, never
+	// negative once decoded), and whether they stay with size 1
+	Axes     []int `json:"axes,omitempty"`
+	KeepDims bool  `json:"keepdims,omitempty"`
 	// transpose: a permutation of the per-sample axes
 	Perm []int `json:"perm,omitempty"`
 	// reshape: the target per-sample shape (already resolved, no -1)
 	Shape []int `json:"shape,omitempty"`
 
-	// leakyrelu slope; addconst/mulconst constant
+	// leakyrelu slope; addconst/mulconst constant; powconst exponent
 	Alpha float64 `json:"alpha,omitempty"`
 	// dropout probability of zeroing an element
 	Rate float64 `json:"rate,omitempty"`
-	// batchnorm
+	// batchnorm (and layernorm's eps)
 	Eps      float64 `json:"eps,omitempty"`
 	Momentum float64 `json:"momentum,omitempty"`
 }
@@ -145,6 +156,9 @@ type Dataset struct {
 	} `json:"arrays,omitempty"`
 	// Resize resamples images of another size (imagefolder).
 	Resize bool `json:"resize,omitempty"`
+	// Normalize is the per-channel normalisation of images (imagefolder);
+	// nil for none.
+	Normalize *Normalize `json:"normalize,omitempty"`
 	// csv layout.
 	Header    bool     `json:"header,omitempty"`
 	SkipRows  int      `json:"skipRows,omitempty"`
@@ -159,6 +173,14 @@ type Dataset struct {
 	// StandardizeTargets does the same for regression targets.
 	Standardize        bool `json:"standardize,omitempty"`
 	StandardizeTargets bool `json:"standardizeTargets,omitempty"`
+}
+
+// Normalize maps each image channel c to (pixel - Mean[c]) / Std[c]: the
+// values given, or with Fit those of the training split.
+type Normalize struct {
+	Fit  bool      `json:"fit,omitempty"`
+	Mean []float64 `json:"mean,omitempty"`
+	Std  []float64 `json:"std,omitempty"`
 }
 
 // Column picks a CSV column by header name or, when Name is empty, by

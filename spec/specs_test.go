@@ -2,6 +2,7 @@ package spec
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -185,5 +186,29 @@ func TestDatasetDecoded(t *testing.T) {
 	if d.Format != "csv" || d.Task != "regression" || d.Targets != 1 || d.TrainLabels != "diabetes_target.csv" ||
 		d.Delimiter != " " || !d.Standardize || !d.StandardizeTargets || diab.Training.Loss != "mse" {
 		t.Errorf("diabetes dataset decoded as %+v", d)
+	}
+	faces, err := Load("../models/faces.cue")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d = faces.Dataset
+	if d.Format != "imagefolder" || d.Train != "faces" || d.TestSplit != 0.25 || fmt.Sprint(d.ImageShape) != "[1 25 25]" ||
+		d.Resize || d.Normalize == nil || !d.Normalize.Fit || d.Normalize.Mean != nil {
+		t.Errorf("faces dataset decoded as %+v (normalize %+v)", d, d.Normalize)
+	}
+	given, err := LoadBytes("given.cue", []byte(`package p
+import "github.com/mlbuild/mlbuild/schema"
+schema.#Spec & {
+	name: "m"
+	model: {input: [3, 8, 8], layers: [{op: "flatten"}, {op: "dense", units: 2}]}
+	training: {optimizer: {kind: "adam", lr: 1e-3}, epochs: 1, batchSize: 8}
+	dataset: {format: "imagefolder", train: "t", classes: 2, imageShape: [3, 8, 8], resize: true,
+		normalize: {mean: [0.485, 0.456, 0.406], std: [0.229, 0.224, 0.225]}}
+}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := given.Dataset.Normalize; n == nil || n.Fit || fmt.Sprint(n.Mean, n.Std) != "[0.485 0.456 0.406] [0.229 0.224 0.225]" || !given.Dataset.Resize {
+		t.Errorf("given normalisation decoded as %+v", n)
 	}
 }

@@ -32,6 +32,15 @@ func (n *Node) paramsChecked() (int64, bool) {
 		return p, c.exact()
 	case OpBatchNorm:
 		return c.mul(2, in), c.exact()
+	case OpLayerNorm:
+		var norm int64 = 1
+		if len(n.InShapes) > 0 && n.Axis < len(n.InShapes[0]) {
+			norm = c.numel(n.InShapes[0][n.Axis:])
+		}
+		if n.Bias {
+			return c.mul(2, norm), c.exact()
+		}
+		return norm, c.exact()
 	}
 	return 0, true
 }
@@ -40,7 +49,8 @@ func (n *Node) paramsChecked() (int64, bool) {
 // for one sample. A multiply-add counts 2; adding a bias, an element-wise op
 // and one element of a pooling window count 1 each; softmax counts 3 per
 // element (exponent, sum, divide) and logsoftmax 4; batchnorm 2 per element
-// (scale and shift with folded statistics); reshapes, flatten, transpose
+// (scale and shift with folded statistics), layernorm 6 (mean, variance,
+// normalise, scale, shift); reducemean 1 per input element; reshapes, flatten, transpose
 // and dropout (at inference) count 0. A count past 2^63 is math.MaxInt64;
 // a loaded Model has none (CheckLimits).
 func (n *Node) ForwardFLOPs() int64 {
@@ -92,6 +102,10 @@ func (n *Node) forwardFLOPsChecked() (int64, bool) {
 		return c.mul(4, out), c.exact()
 	case OpBatchNorm:
 		return c.mul(2, out), c.exact()
+	case OpLayerNorm:
+		return c.mul(6, out), c.exact()
+	case OpReduceMean:
+		return c.numel(in0()), c.exact()
 	case OpInput, OpFlatten, OpReshape, OpTranspose, OpDropout, OpConcat:
 		return 0, true
 	}

@@ -25,6 +25,6 @@ done
 for f in train-images-idx3-ubyte train-labels-idx1-ubyte t10k-images-idx3-ubyte t10k-labels-idx1-ubyte; do
 	gzip -c "data/mnist/$f" >"$dir/mnist/$f.gz"
 done
-cp bench/gpu/torch_gpu_mnist.py bench/gpu/run.sh "$dir/"
+cp bench/gpu/torch_gpu_mnist.py bench/gpu/run.sh bench/gpu/gemm_algos.cu "$dir/"
 echo "mlbuild $(git describe --always --dirty 2>/dev/null || echo unknown)" >"$dir/VERSION"
 du -sh "$dir"

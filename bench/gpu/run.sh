@@ -93,6 +93,13 @@ PY
 else
 	echo "no ncu here"
 fi
+step "cuBLAS: cublasSgemm's own choice against the fastest cuBLASLt algorithm, per GEMM shape of mnist's step (exact fp32)"
+nvcc=$(command -v nvcc || ls /usr/local/cuda*/bin/nvcc 2>/dev/null | head -n 1)
+if [ -n "$nvcc" ] && [ -f "$b/gemm_algos.cu" ]; then
+	"$nvcc" -O2 -o "$work/gemm_algos" "$b/gemm_algos.cu" -lcublasLt -lcublas 2>&1 | tail -n 5 && "$work/gemm_algos"
+else
+	echo "no nvcc here"
+fi
 step "PyTorch reference (eager and torch.compile reduce-overhead)"
 PYTHONUNBUFFERED=1 python3 "$b/torch_gpu_mnist.py" "$b/mnist" "$epochs" flagship,lenet5,mlp | tee "$out/torch.jsonl"
 step "side by side"
@@ -103,11 +110,20 @@ tr = {}
 for r in map(json.loads, open(sys.argv[2])):
     if 'model' in r: tr[(r['model'], r['mode'])] = r
 names = {'mnist': 'flagship', 'lenet5': 'lenet5', 'mlp': 'mlp'}
-print('| model | mlbuild epoch s | eager | ratio | compiled | ratio | mlbuild infer b250 ms | eager | compiled | ratio vs best |')
+print('| model | mlbuild epoch s | eager | ratio | compiled | ratio | mlbuild infer b250 ms (host to host) | eager (input and output on the GPU) | compiled (same) | ratio vs best |')
 print('|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|')
 for m, t in names.items():
     a, e, c = ml.get(m), tr.get((t, 'eager')), tr.get((t, 'compiled'))
     if not (a and e and c) or 'failed' in e or 'failed' in c: print('|', m, '| missing |'); continue
     best = min(e['infer_batch_ms'], c['infer_batch_ms'])
     print(f"| {m} | {a['median_epoch_s']:.3f} | {e['median_epoch_s']:.3f} | {e['median_epoch_s']/a['median_epoch_s']:.2f}x | {c['median_epoch_s']:.3f} | {c['median_epoch_s']/a['median_epoch_s']:.2f}x | {a['infer_batch_ms']:.3f} | {e['infer_batch_ms']:.3f} | {c['infer_batch_ms']:.3f} | {best/a['infer_batch_ms']:.2f}x |")
+print()
+print('Inference latency host to host (input from host memory, outputs back in host memory, as mlbuild bench measures): ms, and PyTorch best / mlbuild')
+print('| model | mlbuild b250 | eager | compiled | ratio | mlbuild b1 | eager | compiled | ratio |')
+print('|---|--:|--:|--:|--:|--:|--:|--:|--:|')
+for m, t in names.items():
+    a, e, c = ml.get(m), tr.get((t, 'eager')), tr.get((t, 'compiled'))
+    if not (a and e and c) or 'infer_batch_host_ms' not in e or 'infer_batch_host_ms' not in c: print('|', m, '| missing |'); continue
+    bb = min(e['infer_batch_host_ms'], c['infer_batch_host_ms']); b1 = min(e['infer_one_host_ms'], c['infer_one_host_ms'])
+    print(f"| {m} | {a['infer_batch_ms']:.3f} | {e['infer_batch_host_ms']:.3f} | {c['infer_batch_host_ms']:.3f} | {bb/a['infer_batch_ms']:.2f}x | {a['infer_one_ms']:.3f} | {e['infer_one_host_ms']:.3f} | {c['infer_one_host_ms']:.3f} | {b1/a['infer_one_ms']:.2f}x |")
 PY

@@ -68,11 +68,17 @@ for name in MODELS:
                 fwd = torch.compile(m, mode='reduce-overhead') if mode == 'compiled' else m
                 infer_ms = median_ms(lambda: fwd(x))
                 infer1_ms = median_ms(lambda: fwd(x1))
+                # host to host, as a program serving requests from host memory
+                # sees it (and as mlbuild's bench measures): input up, output back
+                xh, x1h = x.cpu(), x1.cpu()
+                infer_host_ms = median_ms(lambda: fwd(xh.cuda()).cpu())
+                infer1_host_ms = median_ms(lambda: fwd(x1h.cuda()).cpu())
         except Exception as ex:
             print(json.dumps(dict(model=name, mode=mode, failed=repr(ex)[:300])), flush=True); continue
         first, rest = times[0], times[1:] or times
         print(json.dumps(dict(model=name, mode=mode, first_epoch_s=round(first, 3), epoch_s=[round(v, 3) for v in rest],
                               median_epoch_s=round(sorted(rest)[len(rest)//2], 4), acc=accs,
                               infer_batch_ms=round(infer_ms, 4), infer_one_ms=round(infer1_ms, 4),
+                              infer_batch_host_ms=round(infer_host_ms, 4), infer_one_host_ms=round(infer1_host_ms, 4),
                               total_s=round(time.perf_counter()-t0, 2))), flush=True)
 print(json.dumps(dict(torch=torch.__version__, gpu=torch.cuda.get_device_name(0))), flush=True)

@@ -130,7 +130,8 @@ func TestDiabetesRegression(t *testing.T) {
 	data := sklearnDir(t)
 	tmp := t.TempDir()
 	bin := compileExample(t, "diabetes", tmp)
-	if info := runOK(t, bin, "info"); !strings.Contains(info, "task:       regression") || !strings.Contains(info, "targets:    1") {
+	if info := strings.Join(strings.Fields(runOK(t, bin, "info")), " "); !strings.Contains(info, "task: regression") || !strings.Contains(info, "targets: 1") ||
+		!strings.Contains(info, "preprocessing: per-feature standardisation fitted on the training split; standardised targets") {
 		t.Errorf("info:\n%s", info)
 	}
 	weights := filepath.Join(tmp, "d.safetensors")

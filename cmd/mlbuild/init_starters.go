@@ -120,12 +120,13 @@ schema.#Spec & {
 }
 `
 
-const imagesStarter = `// A starter spec: a classifier of grey-scale 28×28 images sorted into one
-// folder per class: train/<class>/*.png and test/<class>/*.png in the
+const imagesStarter = `// A starter spec: a classifier of colour photographs sorted into one folder
+// per class: train/<class>/*.jpg (or .png) and test/<class>/*.jpg in the
 // folder given to --data (torchvision's ImageFolder layout; the classes
-// are the folder names in sorted order). Set classes to your class count,
-// then run 'mlbuild validate model.cue'. docs/specs.md describes every
-// field.
+// are the folder names in sorted order). Images are resized to 64×64 and
+// read as RGB, channels first; for grey images make input and imageShape
+// [1, 64, 64]. Set classes to your class count, then run
+// 'mlbuild validate model.cue'. docs/specs.md describes every field.
 package model
 
 import "` + schema.ImportPath + `"
@@ -134,9 +135,12 @@ schema.#Spec & {
 	name: "` + starterName + `"
 
 	model: {
-		input: [1, 28, 28]
+		input: [3, 64, 64]
 		layers: [
-			{op: "conv2d", outChannels: 8, kernel: 3, padding: 1},
+			{op: "conv2d", outChannels: 16, kernel: 3, padding: 1},
+			{op: "relu"},
+			{op: "maxpool2d", kernel: 2},
+			{op: "conv2d", outChannels: 32, kernel: 3, padding: 1},
 			{op: "relu"},
 			{op: "maxpool2d", kernel: 2},
 			{op: "flatten"},
@@ -148,8 +152,8 @@ schema.#Spec & {
 
 	training: {
 		optimizer: {kind: "adam", lr: 1e-3}
-		epochs:    5
-		batchSize: 64
+		epochs:    10
+		batchSize: 32
 	}
 
 	dataset: {
@@ -157,8 +161,11 @@ schema.#Spec & {
 		train:   "train"
 		test:    "test"
 		classes: 10
-		imageShape: [1, 28, 28]
+		imageShape: [3, 64, 64]
 		resize: true // resample images of another size
+		// ImageNet's per-channel mean and deviation, kept with the
+		// weights; or normalize: fit: true for your training set's own.
+		normalize: {mean: [0.485, 0.456, 0.406], std: [0.229, 0.224, 0.225]}
 	}
 }
 `

@@ -69,6 +69,7 @@ type Stats struct {
 	Syncs         int // cuStreamSynchronize
 	Compiles      int // nvrtcCompileProgram
 	ModuleLoads   int // cuModuleLoadData
+	Pins          int // cuMemHostRegister
 }
 
 // Fake is the simulated GPU, its driver, NVRTC and cuBLAS. It is safe for
@@ -81,6 +82,7 @@ type Fake struct {
 	ctxRefs  int
 	next     uintptr
 	allocs   map[uint64]*allocation
+	pinned   map[uint64]uint64 // page-locked host ranges: base → bytes
 	streams  map[cuda.Stream]*stream
 	modules  map[cuda.Module]*module
 	funcs    map[cuda.Function]*function
@@ -176,7 +178,7 @@ func New(opts Options) *Fake {
 	}
 	return &Fake{
 		opts: opts, current: map[int]cuda.Context{}, next: 0x100,
-		allocs: map[uint64]*allocation{}, streams: map[cuda.Stream]*stream{},
+		allocs: map[uint64]*allocation{}, pinned: map[uint64]uint64{}, streams: map[cuda.Stream]*stream{},
 		modules: map[cuda.Module]*module{}, funcs: map[cuda.Function]*function{},
 		graphs: map[uintptr]*graph{}, programs: map[cuda.Program]*program{},
 		handles: map[cuda.BLASHandle]*blasHandle{}, cstrings: map[string][]byte{},
@@ -211,9 +213,20 @@ func (f *Fake) Faults() []string {
 // FailNextGraphLaunch makes the next graph launch fail on the simulated GPU
 // with code, as a kernel fault would: the launch itself succeeds, the
 // failure shows at the next synchronisation and then sticks.
-func (f *Fake) FailNextGraphLaunch(code cuda.Result) {
+func (f *Fake) FailNextGraphLaunch(code cuda.Result) { f.FailGraphLaunch(1, code) }
+
+// FailGraphLaunch makes the nth graph launch from now (1: the next) fail
+// as FailNextGraphLaunch does; the launches before it run normally.
+func (f *Fake) FailGraphLaunch(n int, code cuda.Result) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	for len(f.fail) < n-1 {
+		f.fail = append(f.fail, cuda.Success)
+	}
+	if len(f.fail) >= n {
+		f.fail[n-1] = code
+		return
+	}
 	f.fail = append(f.fail, code)
 }
 
@@ -367,6 +380,8 @@ var errorNames = map[cuda.Result][2]string{
 	401: {"CUDA_ERROR_ILLEGAL_STATE", "the operation cannot be performed in the present state"},
 	500: {"CUDA_ERROR_NOT_FOUND", "named symbol not found"},
 	700: {"CUDA_ERROR_ILLEGAL_ADDRESS", "an illegal memory access was encountered"},
+	712: {"CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED", "part or all of the requested memory range is already mapped"},
+	713: {"CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED", "pointer does not correspond to a registered memory region"},
 	716: {"CUDA_ERROR_MISALIGNED_ADDRESS", "misaligned address"},
 	719: {"CUDA_ERROR_LAUNCH_FAILED", "unspecified launch failure"},
 	900: {"CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED", "operation not permitted when stream is capturing"},
@@ -480,9 +495,11 @@ func (f *Fake) driver() *cuda.DriverAPI {
 			*free, *total = uintptr(f.opts.Memory-f.used()), uintptr(f.opts.Memory)
 			return cuda.Success
 		},
-		MemAlloc: f.memAlloc,
-		MemFree:  f.memFree,
-		MemsetD8: f.memsetD8,
+		MemAlloc:          f.memAlloc,
+		MemFree:           f.memFree,
+		MemsetD8:          f.memsetD8,
+		MemHostRegister:   f.hostRegister,
+		MemHostUnregister: f.hostUnregister,
 		MemcpyHtoD: func(dst cuda.DevicePtr, src unsafe.Pointer, n uintptr) cuda.Result {
 			return f.copyIn(dst, src, n, 0, false)
 		},
@@ -597,6 +614,56 @@ func (f *Fake) memFree(p cuda.DevicePtr) cuda.Result {
 	syscall.Munmap(a.mem)
 	f.stats.Frees++
 	return cuda.Success
+}
+
+// hostRegister page-locks host memory: the fake records the range (a real
+// driver refuses a range that overlaps one already registered) and counts it.
+func (f *Fake) hostRegister(p unsafe.Pointer, n uintptr, flags uint32) cuda.Result {
+	defer f.mu.Unlock()
+	if r := f.enter(true); r != 0 {
+		return r
+	}
+	if r := f.unsafeCall("cuMemHostRegister"); r != 0 {
+		return r
+	}
+	base := uint64(uintptr(p))
+	if p == nil || n == 0 || flags != 0 {
+		return cuda.ErrorInvalidValue
+	}
+	for b, m := range f.pinned {
+		if base < b+m && b < base+uint64(n) {
+			return cuda.ErrorHostMemoryAlreadyRegistered
+		}
+	}
+	f.pinned[base] = uint64(n)
+	f.stats.Pins++
+	return cuda.Success
+}
+
+func (f *Fake) hostUnregister(p unsafe.Pointer) cuda.Result {
+	defer f.mu.Unlock()
+	if r := f.enter(true); r != 0 {
+		return r
+	}
+	if r := f.unsafeCall("cuMemHostUnregister"); r != 0 {
+		return r
+	}
+	if _, ok := f.pinned[uint64(uintptr(p))]; !ok {
+		return cuda.ErrorHostMemoryNotRegistered
+	}
+	delete(f.pinned, uint64(uintptr(p)))
+	return cuda.Success
+}
+
+// Pinned reports how many bytes of host memory are page-locked now.
+func (f *Fake) Pinned() uint64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var n uint64
+	for _, m := range f.pinned {
+		n += m
+	}
+	return n
 }
 
 func (f *Fake) memsetD8(p cuda.DevicePtr, v uint8, n uintptr) cuda.Result {
@@ -918,8 +985,10 @@ func (f *Fake) graphLaunch(exec cuda.GraphExec, s cuda.Stream) cuda.Result {
 	if len(f.fail) > 0 {
 		code := f.fail[0]
 		f.fail = f.fail[1:]
-		f.fault(code, "graph %#x: a fault injected by FailNextGraphLaunch", exec)
-		return cuda.Success
+		if code != cuda.Success {
+			f.fault(code, "graph %#x: a fault injected by FailGraphLaunch", exec)
+			return cuda.Success
+		}
 	}
 	for _, o := range g.ops {
 		f.execute(o)

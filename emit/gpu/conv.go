@@ -60,6 +60,16 @@ func convScratchWithin(g planner.ConvGeom, budget int) int {
 	return ceilDiv(g.N, rounds) * convScratchPerImage(g)
 }
 
+// ConvOneRound reports whether scratch float32s hold the whole batch of a
+// convolution with geometry g in one round, so that after the forward step
+// they still hold the columns of every image (the backward can reuse them:
+// planner.ConvChoice.SharesForward).
+func ConvOneRound(g planner.ConvGeom, scratch int) bool {
+	g = normConv(g)
+	r, err := convRoundImages(g, scratch)
+	return err == nil && r >= g.N
+}
+
 // convRoundImages is the number of images per round that scratch (in
 // float32s) allows: as many as fit their columns and output rows, or 1
 // (written straight into y, no output rows) when only one image's columns
@@ -197,8 +207,12 @@ func (l *lowering) conv(st *planner.Step, bwd bool) error {
 			}
 		}
 		if present(dw) {
-			if err := l.launch("im2col", im2colKernel(g, rd.r), nil, at(x, rd.first*chw), whole(cols)); err != nil {
-				return err
+			// With Attr.KeptCols and one round, the forward step's columns
+			// of the whole batch are still in the workspace.
+			if !a.KeptCols || len(rounds) > 1 {
+				if err := l.launch("im2col", im2colKernel(g, rd.r), nil, at(x, rd.first*chw), whole(cols)); err != nil {
+					return err
+				}
 			}
 			beta := float32(1)
 			if n == 0 {

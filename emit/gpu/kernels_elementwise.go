@@ -128,8 +128,51 @@ func unaryFwd(op planner.UnaryOp, x Expr) (Expr, error) {
 		return add(x, flt(a)), nil
 	case "mulconst":
 		return mul(x, flt(a)), nil
+	case "sqrt":
+		return call(FnSqrt, x), nil
+	case "powconst":
+		return powExpr(x, op.Alpha), nil
+	case "erf":
+		return call(FnErf, x), nil
 	}
 	return nil, fmt.Errorf("unknown element-wise op %q", op.Op)
+}
+
+// maxPowMuls is the largest integer exponent powExpr writes as products.
+const maxPowMuls = 8
+
+// powExpr is x^p for a constant p, from functions every dialect has (no
+// pow: Metal's is undefined for a negative x). Small integer exponents
+// are products, exact for any x, and their reciprocal for a negative p;
+// 0.5 is a square root; any other p is exp(p·log|x|), with the sign of x
+// for an odd integer p, and NaN for a negative x and a fractional p (as
+// C's pow): log of a negative number is NaN.
+func powExpr(x Expr, p float64) Expr {
+	whole := p == math.Trunc(p)
+	switch {
+	case whole && math.Abs(p) <= maxPowMuls:
+		var r Expr = flt(1)
+		for k := 0; k < int(math.Abs(p)); k++ {
+			if k == 0 {
+				r = x
+			} else {
+				r = mul(r, x)
+			}
+		}
+		if p < 0 {
+			r = div(flt(1), r)
+		}
+		return r
+	case p == 0.5:
+		return call(FnSqrt, x)
+	case whole:
+		r := call(FnExp, mul(flt(float32(p)), call(FnLog, call(FnAbs, x))))
+		if math.Mod(p, 2) != 0 {
+			return sel(lt(x, flt(0)), neg(r), r)
+		}
+		return r
+	}
+	return call(FnExp, mul(flt(float32(p)), call(FnLog, x)))
 }
 
 // unaryGrad is the derivative of one chain op at its input x.
@@ -158,6 +201,15 @@ func unaryGrad(op planner.UnaryOp, x Expr) (Expr, error) {
 		return flt(1), nil
 	case "mulconst":
 		return flt(a), nil
+	case "sqrt":
+		return div(flt(0.5), call(FnSqrt, x)), nil
+	case "powconst":
+		if op.Alpha == 0 {
+			return flt(0), nil
+		}
+		return mul(flt(a), powExpr(x, op.Alpha-1)), nil
+	case "erf":
+		return mul(flt(float32(2/math.Sqrt(math.Pi))), call(FnExp, neg(mul(x, x)))), nil
 	}
 	return nil, fmt.Errorf("unknown element-wise op %q", op.Op)
 }
@@ -279,6 +331,8 @@ func binExpr(op string, a, b Expr) (Expr, error) {
 		return sub(a, b), nil
 	case "mul":
 		return mul(a, b), nil
+	case "div":
+		return div(a, b), nil
 	}
 	return nil, fmt.Errorf("unknown binary op %q", op)
 }
@@ -297,8 +351,10 @@ func binaryKernel(op string, aShape, bShape, yShape []int) (*Kernel, error) {
 
 // binaryBwdKernel computes the gradient of one operand (second false: a,
 // true: b) of y = a ∘ b: each element of the operand gathers dy (times the
-// other operand for mul, negated for sub's b) over the axes it was broadcast
-// along, so no atomics are needed.
+// other operand for mul, negated for sub's b, divided by b for div's a,
+// times −a/b² for div's b) over the axes it was broadcast along, so no
+// atomics are needed. The operands are dy, then o (the other operand) for
+// mul and div, then s (the operand itself) for div's b, then dx.
 func binaryBwdKernel(op string, second bool, aShape, bShape, yShape []int) (*Kernel, error) {
 	self, other := aShape, bShape
 	if second {
@@ -336,13 +392,25 @@ func binaryBwdKernel(op string, second bool, aShape, bShape, yShape []int) (*Ker
 		}
 	case "mul":
 		term = mul(term, load("o", broadcastIndex(vr("yi"), yShape, other)))
+	case "div":
+		if second {
+			// −dy·a/b², b the thread's own element
+			term = div(neg(mul(term, load("o", broadcastIndex(vr("yi"), yShape, other)))), mul(vr("sv"), vr("sv")))
+		} else {
+			term = div(term, load("o", broadcastIndex(vr("yi"), yShape, other)))
+		}
 	default:
 		return nil, fmt.Errorf("unknown binary op %q", op)
 	}
 	n := prod(self)
 	params := []Param{in("dy", prod(yShape))}
-	if op == "mul" {
+	if op == "mul" || op == "div" {
 		params = append(params, in("o", prod(other)))
+	}
+	var pre []Stmt
+	if op == "div" && second {
+		params = append(params, in("s", n))
+		pre = []Stmt{let("sv", Float, load("s", vr("i")))}
 	}
 	params = append(params, out("dx", n))
 	name := "a"
@@ -350,13 +418,13 @@ func binaryBwdKernel(op string, second bool, aShape, bShape, yShape []int) (*Ker
 		name = "b"
 	}
 	return elementwise(fmt.Sprintf("%s backward for %s %v of %v", op, name, self, yShape), n, params, func(i Expr) []Stmt {
-		return []Stmt{
+		return append(pre,
 			let("acc", Float, flt(0)),
 			loop("r", 0, prod(rShape), 1,
 				let("yi", Int, yIdx),
 				set("acc", add(vr("acc"), term))),
 			store("dx", i, vr("acc")),
-		}
+		)
 	}), nil
 }
 

@@ -314,6 +314,143 @@ func batchNormBwdKernel(outer, c, inner int) *Kernel {
 		Threadgroup: tg, Groups: c, Body: body}
 }
 
+// layerNormKernel normalises each row of x [rows, cols] by its own mean
+// and biased variance, one threadgroup per row: y = gamma·x̂ + beta, and the
+// row's mean and 1/sqrt(var+eps) saved for the backward pass.
+func layerNormKernel(rows, cols int, eps float32, hasBias bool) *Kernel {
+	tg := pow2AtMost(cols, tgReduce)
+	e := add(mul(tgidE, i32(cols)), vr("j"))
+	body := []Stmt{
+		Shared{"sh", tg},
+		let("acc", Float, flt(0)),
+		strided("j", cols, tg, set("acc", add(vr("acc"), load("x", e)))),
+	}
+	body = append(body, reduceInto("sum", "acc", "sh", tg, sumOp)...)
+	body = append(body, let("mean", Float, mul(vr("sum"), flt(1/float32(cols)))),
+		let("acc2", Float, flt(0)),
+		strided("j", cols, tg, let("d", Float, sub(load("x", e), vr("mean"))), set("acc2", add(vr("acc2"), mul(vr("d"), vr("d"))))))
+	body = append(body, reduceInto("ss", "acc2", "sh", tg, sumOp)...)
+	y := mul(mul(sub(load("x", e), vr("mean")), vr("inv")), load("gamma", vr("j")))
+	params := []Param{in("x", rows*cols), in("gamma", cols)}
+	if hasBias {
+		y = add(y, load("beta", vr("j")))
+		params = append(params, in("beta", cols))
+	}
+	params = append(params, out("y", rows*cols), out("smean", rows), out("sinv", rows))
+	body = append(body,
+		let("inv", Float, call(FnRsqrt, add(mul(vr("ss"), flt(1/float32(cols))), flt(eps)))),
+		strided("j", cols, tg, store("y", e, y)),
+		when(eq(lidE, i32(0)), store("smean", tgidE, vr("mean")), store("sinv", tgidE, vr("inv"))),
+	)
+	return &Kernel{Doc: fmt.Sprintf("layer norm of %d rows of %d", rows, cols),
+		Params: params, Threadgroup: tg, Groups: rows, Body: body}
+}
+
+// layerNormParamGradKernel sums the parameter gradients over the rows, one
+// thread per column: dgamma = Σ dy·x̂, dbeta = Σ dy.
+func layerNormParamGradKernel(rows, cols int, gamma, beta bool) *Kernel {
+	n := rows * cols
+	params := []Param{in("x", n), in("smean", rows), in("sinv", rows), in("dy", n)}
+	if gamma {
+		params = append(params, out("dgamma", cols))
+	}
+	if beta {
+		params = append(params, out("dbeta", cols))
+	}
+	return elementwise(fmt.Sprintf("layer norm parameter gradients, %d rows of %d", rows, cols), cols, params, func(i Expr) []Stmt {
+		e := add(mul(vr("r"), i32(cols)), i)
+		body := []Stmt{let("sg", Float, flt(0)), let("sb", Float, flt(0)),
+			loop("r", 0, rows, 1,
+				let("g", Float, load("dy", e)),
+				set("sg", add(vr("sg"), mul(vr("g"), mul(sub(load("x", e), load("smean", vr("r"))), load("sinv", vr("r")))))),
+				set("sb", add(vr("sb"), vr("g"))))}
+		if gamma {
+			body = append(body, store("dgamma", i, vr("sg")))
+		}
+		if beta {
+			body = append(body, store("dbeta", i, vr("sb")))
+		}
+		return body
+	})
+}
+
+// layerNormBwdKernel is dx = inv·(g − mean(g) − x̂·mean(g·x̂)) per row, with
+// g = dy·gamma, one threadgroup per row; dx may be dy.
+func layerNormBwdKernel(rows, cols int) *Kernel {
+	tg := pow2AtMost(cols, tgReduce)
+	e := add(mul(tgidE, i32(cols)), vr("j"))
+	g := mul(load("dy", e), load("gamma", vr("j")))
+	xhat := mul(sub(load("x", e), vr("mean")), vr("inv"))
+	body := []Stmt{
+		Shared{"sh", tg},
+		let("mean", Float, load("smean", tgidE)),
+		let("inv", Float, load("sinv", tgidE)),
+		let("a1", Float, flt(0)),
+		let("a2", Float, flt(0)),
+		strided("j", cols, tg, set("a1", add(vr("a1"), g)), set("a2", add(vr("a2"), mul(g, xhat)))),
+	}
+	body = append(body, reduceInto("s1", "a1", "sh", tg, sumOp)...)
+	body = append(body, reduceInto("s2", "a2", "sh", tg, sumOp)...)
+	body = append(body, strided("j", cols, tg, store("dx", e, mul(vr("inv"),
+		sub(sub(g, mul(vr("s1"), flt(1/float32(cols)))), mul(xhat, mul(vr("s2"), flt(1/float32(cols)))))))))
+	n := rows * cols
+	return &Kernel{Doc: fmt.Sprintf("layer norm backward of %d rows of %d", rows, cols),
+		Params:      []Param{in("x", n), in("gamma", cols), in("smean", rows), in("sinv", rows), in("dy", n), out("dx", n)},
+		Threadgroup: tg, Groups: rows, Body: body}
+}
+
+// reduceMeanKernel averages x over the axes where yShape is 1 (y keeps
+// x's rank), one thread per element of y summing its elements of x.
+func reduceMeanKernel(xShape, yShape []int) (*Kernel, error) {
+	if len(xShape) != len(yShape) {
+		return nil, fmt.Errorf("reduce mean of %v to %v: ranks differ", xShape, yShape)
+	}
+	xst := stridesOf(xShape)
+	var reduced []int
+	for k := range xShape {
+		if yShape[k] == 1 && xShape[k] != 1 {
+			reduced = append(reduced, k)
+		}
+	}
+	rShape := make([]int, len(reduced))
+	for j, k := range reduced {
+		rShape[j] = xShape[k]
+	}
+	var xIdx Expr = i32(0)
+	for k := range xShape {
+		if yShape[k] == 1 {
+			continue
+		}
+		xIdx = add(xIdx, mul(coord(vr("i"), yShape, k), i32(xst[k])))
+	}
+	for j, k := range reduced {
+		xIdx = add(xIdx, mul(coord(vr("r"), rShape, j), i32(xst[k])))
+	}
+	n, count := prod(yShape), prod(rShape)
+	return elementwise(fmt.Sprintf("mean of %v to %v", xShape, yShape), n,
+		[]Param{in("x", prod(xShape)), out("y", n)}, func(i Expr) []Stmt {
+			return []Stmt{
+				let("acc", Float, flt(0)),
+				loop("r", 0, count, 1, set("acc", add(vr("acc"), load("x", xIdx)))),
+				store("y", i, mul(vr("acc"), flt(1/float32(count)))),
+			}
+		}), nil
+}
+
+// reduceMeanBwdKernel spreads the gradient of each mean over the elements
+// it averaged: dx = dy (broadcast back to x) / count.
+func reduceMeanBwdKernel(xShape, yShape []int) (*Kernel, error) {
+	if len(xShape) != len(yShape) {
+		return nil, fmt.Errorf("reduce mean backward of %v to %v: ranks differ", xShape, yShape)
+	}
+	n := prod(xShape)
+	scale := float32(prod(yShape)) / float32(n)
+	return elementwise(fmt.Sprintf("mean backward of %v to %v", yShape, xShape), n,
+		[]Param{in("dy", prod(yShape)), out("dx", n)}, func(i Expr) []Stmt {
+			return []Stmt{store("dx", i, mul(load("dy", broadcastIndex(i, xShape, yShape)), flt(scale)))}
+		}), nil
+}
+
 // windowOrigin gives the input coordinate of tap k of output position o.
 func windowOrigin(o Expr, stride, pad, k, dil int) Expr {
 	return add(sub(mul(o, i32(stride)), i32(pad)), mul(k2e(k), i32(dil)))
@@ -499,6 +636,46 @@ func poolBwdKernel(g planner.ConvGeom, maxPool bool) *Kernel {
 				s = append(s, tapsCovering(g, set("acc", add(vr("acc"), mul(dy, flt(1/float32(g.KH*g.KW))))))...)
 			}
 			return append(s, store("dx", i, vr("acc")))
+		})
+}
+
+// poolTiles reports whether g's windows tile its input exactly: stride
+// equal to the window, no padding or dilation, and every pixel in one
+// window (H = OH·KH, W = OW·KW), as in the common 2×2 max pool.
+func poolTiles(g planner.ConvGeom) bool {
+	g = normConv(g)
+	return g.SH == g.KH && g.SW == g.KW && g.PH == 0 && g.PW == 0 && g.DH == 1 && g.DW == 1 &&
+		g.H == g.OH*g.KH && g.W == g.OW*g.KW
+}
+
+// maxPoolBwdTiledKernel is the gradient of a max pool whose windows tile
+// the input (poolTiles), one thread per window: it finds the window's
+// first maximum in x, as poolBwdKernel does, and writes the window's dy
+// there and zero at every other pixel of the window. Each pixel belongs to
+// one window, so every dx element is written once, and x is read once
+// instead of once per covering window and pixel.
+func maxPoolBwdTiledKernel(g planner.ConvGeom) *Kernel {
+	ohw := g.OH * g.OW
+	n := g.N * g.C * ohw
+	hw := g.H * g.W
+	tap := func(body ...Stmt) Stmt {
+		return loop("qh", 0, g.KH, 1, loop("qw", 0, g.KW, 1,
+			append([]Stmt{let("xi", Int, add(vr("base"), add(mul(vr("qh"), i32(g.W)), vr("qw"))))}, body...)...))
+	}
+	return elementwise(fmt.Sprintf("max pool backward [%d,%d,%d,%d] <- %dx%d, one thread per %dx%d window", g.N, g.C, g.H, g.W, g.OH, g.OW, g.KH, g.KW), n,
+		[]Param{in("x", g.N*g.C*hw), in("dy", n), out("dx", g.N*g.C*hw)}, func(i Expr) []Stmt {
+			return []Stmt{
+				let("oh", Int, rem(div(i, i32(g.OW)), i32(g.OH))),
+				let("ow", Int, rem(i, i32(g.OW))),
+				let("base", Int, add(mul(div(i, i32(ohw)), i32(hw)), add(mul(vr("oh"), i32(g.KH*g.W)), mul(vr("ow"), i32(g.KW))))),
+				let("best", Float, flt(0)),
+				let("arg", Int, i32(-1)),
+				tap(let("xv", Float, load("x", vr("xi"))),
+					when(Binary{OpOr, lt(vr("arg"), i32(0)), gt(vr("xv"), vr("best"))},
+						set("best", vr("xv")), set("arg", vr("xi")))),
+				let("g", Float, load("dy", i)),
+				tap(store("dx", vr("xi"), sel(eq(vr("xi"), vr("arg")), vr("g"), flt(0)))),
+			}
 		})
 }
 

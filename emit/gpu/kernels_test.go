@@ -32,7 +32,8 @@ func argsVec(lr float32, step, seed uint32) []float32 {
 
 func cpuAct(act string) cpu.Unary {
 	kinds := map[string]cpu.UnaryKind{"relu": cpu.UReLU, "leakyrelu": cpu.ULeakyReLU, "sigmoid": cpu.USigmoid,
-		"tanh": cpu.UTanh, "gelu": cpu.UGELU, "exp": cpu.UExp, "log": cpu.ULog, "addconst": cpu.UAddConst, "mulconst": cpu.UMulConst}
+		"tanh": cpu.UTanh, "gelu": cpu.UGELU, "exp": cpu.UExp, "log": cpu.ULog, "addconst": cpu.UAddConst, "mulconst": cpu.UMulConst,
+		"sqrt": cpu.USqrt, "powconst": cpu.UPowConst, "erf": cpu.UErf}
 	return cpu.Unary{Kind: kinds[act]}
 }
 
@@ -205,6 +206,7 @@ func kernelCases(t *testing.T) []gpuCase {
 	for _, pg := range []planner.ConvGeom{
 		{N: 2, C: 3, H: 9, W: 11, KH: 2, KW: 2, SH: 2, SW: 2, DH: 1, DW: 1},
 		{N: 3, C: 2, H: 7, W: 6, KH: 3, KW: 3, SH: 2, SW: 1, PH: 1, PW: 1, DH: 1, DW: 2},
+		{N: 2, C: 3, H: 8, W: 9, KH: 2, KW: 3, SH: 2, SW: 3, DH: 1, DW: 1}, // windows tile the input
 	} {
 		pg.OC = pg.C
 		pg.OH = (pg.H+2*pg.PH-pg.DH*(pg.KH-1)-1)/pg.SH + 1
@@ -222,6 +224,15 @@ func kernelCases(t *testing.T) []gpuCase {
 		addCase(gpuCase{name: "maxpool", k: poolKernel(pg, true), in: [][]float32{x, zeros(on)}, want: map[int][]float32{1: ymax}})
 		addCase(gpuCase{name: "avgpool", k: poolKernel(pg, false), in: [][]float32{x, zeros(on)}, want: map[int][]float32{1: yavg}})
 		addCase(gpuCase{name: "maxpool_bwd", k: poolBwdKernel(pg, true), in: [][]float32{x, dy, zeros(n)}, want: map[int][]float32{2: dxmax}})
+		if poolTiles(pg) {
+			xt := append([]float32(nil), x...)
+			xt[0] = xt[1] // a tie inside one window
+			yt, dxt := zeros(on), zeros(n)
+			cpu.MaxPool2DFwd(xt, yt, cg)
+			cpu.MaxPool2DBwd(xt, yt, dy, dxt, cg)
+			// dx starts as garbage: every element must be written.
+			addCase(gpuCase{name: "maxpool_bwd_tiled", k: maxPoolBwdTiledKernel(pg), in: [][]float32{xt, dy, randVec(r, n, 3, 4)}, want: map[int][]float32{2: dxt}})
+		}
 		addCase(gpuCase{name: "avgpool_bwd", k: poolBwdKernel(pg, false), in: [][]float32{dy, zeros(n)}, want: map[int][]float32{1: dxavg}})
 	}
 	{
@@ -240,6 +251,18 @@ func kernelCases(t *testing.T) []gpuCase {
 		{{Op: "gelu"}},
 		{{Op: "gelu"}, {Op: "tanh"}, {Op: "mulconst", Alpha: 1.5}, {Op: "leakyrelu", Alpha: 0.1}},
 		{{Op: "sigmoid"}, {Op: "addconst", Alpha: 0.5}, {Op: "log"}, {Op: "exp"}},
+		{{Op: "erf"}},
+		{{Op: "exp"}, {Op: "sqrt"}},
+		// powers: products (2, 3, −1), a square root, exp·log for a
+		// fractional exponent (NaN for negative x, as on the CPU) and for
+		// a large odd integer (with x's sign)
+		{{Op: "powconst", Alpha: 2}},
+		{{Op: "powconst", Alpha: 3}, {Op: "mulconst", Alpha: 0.1}},
+		{{Op: "exp"}, {Op: "powconst", Alpha: -1}},
+		{{Op: "exp"}, {Op: "powconst", Alpha: 0.5}},
+		{{Op: "powconst", Alpha: 1.5}},
+		{{Op: "powconst", Alpha: 9}},
+		{{Op: "addconst", Alpha: 1e-5}, {Op: "exp"}, {Op: "powconst", Alpha: -2.5}},
 	} {
 		n := 1000
 		x, dy := randVec(r, n, -3, 3), randVec(r, n, -1, 1)
@@ -251,10 +274,13 @@ func kernelCases(t *testing.T) []gpuCase {
 	}
 
 	// Broadcasting binary ops, forward and both gradients.
-	for _, op := range []string{"add", "sub", "mul"} {
+	for _, op := range []string{"add", "sub", "mul", "div"} {
 		aS, bS, yS := []int{2, 1, 5, 3}, []int{4, 1, 3}, []int{2, 4, 5, 3}
-		cop := map[string]cpu.BinOp{"add": cpu.BAdd, "sub": cpu.BSub, "mul": cpu.BMul}[op]
+		cop := map[string]cpu.BinOp{"add": cpu.BAdd, "sub": cpu.BSub, "mul": cpu.BMul, "div": cpu.BDiv}[op]
 		a, b, dy := randVec(r, prod(aS), -1, 1), randVec(r, prod(bS), -1, 1), randVec(r, prod(yS), -1, 1)
+		if op == "div" {
+			b = randVec(r, prod(bS), 0.5, 1.5) // away from the pole at 0
+		}
 		y, da, db := zeros(prod(yS)), zeros(prod(aS)), zeros(prod(bS))
 		cpu.BinaryFwd(cop, a, b, y, aS, alignShape(bS, 4), yS)
 		cpu.BinaryBwd(cop, a, b, dy, da, db, aS, alignShape(bS, 4), yS)
@@ -262,9 +288,13 @@ func kernelCases(t *testing.T) []gpuCase {
 		ka := must(binaryBwdKernel(op, false, aS, bS, yS))
 		kb := must(binaryBwdKernel(op, true, aS, bS, yS))
 		ina, inb := [][]float32{dy, zeros(len(da))}, [][]float32{dy, zeros(len(db))}
-		if op == "mul" {
+		switch op {
+		case "mul":
 			ina = [][]float32{dy, b, zeros(len(da))}
 			inb = [][]float32{dy, a, zeros(len(db))}
+		case "div":
+			ina = [][]float32{dy, b, zeros(len(da))}
+			inb = [][]float32{dy, a, b, zeros(len(db))}
 		}
 		addCase(gpuCase{name: "binary_bwd_a_" + op, k: ka, in: ina, want: map[int][]float32{len(ina) - 1: da}, tol: 1e-4})
 		addCase(gpuCase{name: "binary_bwd_b_" + op, k: kb, in: inb, want: map[int][]float32{len(inb) - 1: db}, tol: 1e-4})
@@ -366,6 +396,52 @@ func kernelCases(t *testing.T) []gpuCase {
 		addCase(gpuCase{name: "batchnorm_bwd", k: batchNormBwdKernel(nb, c, sp),
 			in:   [][]float32{x, gamma, sm, si, dy, zeros(n), zeros(c), zeros(c)},
 			want: map[int][]float32{5: dx, 6: dg, 7: dbt}, tol: 1e-4})
+	}
+
+	// Layer normalisation: rows shorter and longer than a threadgroup,
+	// with and without a bias; backward with dx, and the parameter
+	// gradients alone.
+	for _, sh := range []struct {
+		rows, cols int
+		bias       bool
+	}{{6, 50, true}, {3, 300, false}, {40, 1, true}} {
+		rows, cols := sh.rows, sh.cols
+		n := rows * cols
+		x, gamma, beta := randVec(r, n, -2, 3), randVec(r, cols, 0.5, 1.5), randVec(r, cols, -1, 1)
+		y, sm, si := zeros(n), zeros(rows), zeros(rows)
+		var b []float32
+		in := [][]float32{x, gamma}
+		if sh.bias {
+			b = beta
+			in = append(in, beta)
+		}
+		cpu.LayerNormFwd(x, gamma, b, y, sm, si, rows, cols, 1e-5)
+		in = append(in, zeros(n), zeros(rows), zeros(rows))
+		addCase(gpuCase{name: "layernorm", k: layerNormKernel(rows, cols, 1e-5, sh.bias), in: in,
+			want: map[int][]float32{len(in) - 3: y, len(in) - 2: sm, len(in) - 1: si}, tol: 1e-4})
+		dy := randVec(r, n, -1, 1)
+		dx, dg, dbt := zeros(n), zeros(cols), zeros(cols)
+		cpu.LayerNormBwd(x, gamma, sm, si, dy, dx, dg, dbt, rows, cols)
+		addCase(gpuCase{name: "layernorm_bwd", k: layerNormBwdKernel(rows, cols),
+			in: [][]float32{x, gamma, sm, si, dy, zeros(n)}, want: map[int][]float32{5: dx}, tol: 1e-4})
+		addCase(gpuCase{name: "layernorm_bwd_params", k: layerNormParamGradKernel(rows, cols, true, sh.bias),
+			in:   append([][]float32{x, sm, si, dy, zeros(cols)}, [][]float32{zeros(cols)}[:map[bool]int{true: 1}[sh.bias]]...),
+			want: map[int][]float32{4: dg}, tol: 1e-4})
+		if sh.bias {
+			addCase(gpuCase{name: "layernorm_bwd_dbeta", k: layerNormParamGradKernel(rows, cols, false, true),
+				in: [][]float32{x, sm, si, dy, zeros(cols)}, want: map[int][]float32{4: dbt}, tol: 1e-4})
+		}
+	}
+
+	// Means over axes: the last, a middle one, two apart, all per sample.
+	for _, c := range [][2][]int{{{3, 4, 5}, {3, 4, 1}}, {{3, 4, 5}, {3, 1, 5}}, {{2, 3, 4, 5}, {2, 1, 4, 1}}, {{2, 300, 3}, {2, 1, 1}}} {
+		xS, yS := c[0], c[1]
+		x, dy := randVec(r, prod(xS), -2, 2), randVec(r, prod(yS), -1, 1)
+		y, dx := zeros(prod(yS)), zeros(prod(xS))
+		cpu.ReduceMeanFwd(x, y, xS, yS)
+		cpu.ReduceMeanBwd(dy, dx, xS, yS)
+		addCase(gpuCase{name: "reducemean", k: must(reduceMeanKernel(xS, yS)), in: [][]float32{x, zeros(len(y))}, want: map[int][]float32{1: y}, tol: 1e-5})
+		addCase(gpuCase{name: "reducemean_bwd", k: must(reduceMeanBwdKernel(xS, yS)), in: [][]float32{dy, zeros(len(dx))}, want: map[int][]float32{1: dx}})
 	}
 
 	// Layout kernels.

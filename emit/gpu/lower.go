@@ -329,7 +329,11 @@ func (l *lowering) lowerStep(st *planner.Step, training bool) error {
 		if err := l.operands(st, 3, 1); err != nil || a.Conv == nil {
 			return fmt.Errorf("max pool backward needs x, y, dy, dx and Attr.Conv (%v)", err)
 		}
-		return l.launch("maxpool2d_bwd", poolBwdKernel(*a.Conv, true), nil, whole(st.In[0]), whole(st.In[2]), whole(st.Out[0]))
+		k := poolBwdKernel(*a.Conv, true)
+		if poolTiles(*a.Conv) {
+			k = maxPoolBwdTiledKernel(*a.Conv)
+		}
+		return l.launch("maxpool2d_bwd", k, nil, whole(st.In[0]), whole(st.In[2]), whole(st.Out[0]))
 	case planner.KAvgPool2DBwd:
 		if err := l.operands(st, 1, 1); err != nil || a.Conv == nil {
 			return fmt.Errorf("average pool backward needs dy, dx and Attr.Conv (%v)", err)
@@ -449,6 +453,30 @@ func (l *lowering) lowerStep(st *planner.Step, training bool) error {
 			whole(in[0]), whole(in[1]), whole(in[2]), whole(in[3]), whole(in[4]), whole(st.Out[0]), whole(st.Out[1]), whole(st.Out[2]))
 	case planner.KMatMul, planner.KMatMulBwd:
 		return l.matmul(st)
+	case planner.KLayerNorm, planner.KLayerNormBwd:
+		return l.layerNorm(st)
+	case planner.KReduceMean, planner.KReduceMeanBwd:
+		if err := l.operands(st, 1, 1); err != nil {
+			return err
+		}
+		xid, yid := st.In[0], st.Out[0]
+		if st.Kernel == planner.KReduceMeanBwd {
+			xid, yid = yid, xid
+		}
+		xs, err := l.shape(xid)
+		if err != nil {
+			return err
+		}
+		ys, err := l.shape(yid)
+		if err != nil {
+			return err
+		}
+		if st.Kernel == planner.KReduceMean {
+			k, err := reduceMeanKernel(xs, ys)
+			return l.launch("reducemean", k, err, whole(st.In[0]), whole(st.Out[0]))
+		}
+		k, err := reduceMeanBwdKernel(xs, ys)
+		return l.launch("reducemean_bwd", k, err, whole(st.In[0]), whole(st.Out[0]))
 	case planner.KTranspose:
 		if err := l.operands(st, 1, 1); err != nil {
 			return err
@@ -584,14 +612,65 @@ func (l *lowering) binary(st *planner.Step) error {
 		}
 		k, err := binaryBwdKernel(op, side == 1, as, bs, ys)
 		ops := []operand{whole(st.In[2])}
-		if op == "mul" {
+		if op == "mul" || op == "div" {
 			ops = append(ops, whole(st.In[1-side]))
+		}
+		if op == "div" && side == 1 {
+			ops = append(ops, whole(st.In[1]))
 		}
 		if err := l.launch("binary_bwd_"+op, k, err, append(ops, whole(out))...); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// layerNorm lowers layer normalisation: one threadgroup per row forward;
+// backward, the parameter gradients (one thread per column, summing the
+// rows) before dx, which may overwrite dy.
+func (l *lowering) layerNorm(st *planner.Step) error {
+	xs, err := l.shape(st.In[0])
+	if err != nil {
+		return err
+	}
+	ax := st.Attr.Axis
+	if ax < 1 || ax >= len(xs) {
+		return fmt.Errorf("layer norm axis %d out of range for %v", ax, xs)
+	}
+	rows, cols := prod(xs[:ax]), prod(xs[ax:])
+	in := st.In
+	if st.Kernel == planner.KLayerNorm {
+		if err := l.operands(st, 3, 3); err != nil {
+			return err
+		}
+		ops := []operand{whole(in[0]), whole(in[1])}
+		if present(in[2]) {
+			ops = append(ops, whole(in[2]))
+		}
+		ops = append(ops, whole(st.Out[0]), whole(st.Out[1]), whole(st.Out[2]))
+		return l.launch("layernorm", layerNormKernel(rows, cols, float32(st.Attr.Eps), present(in[2])), nil, ops...)
+	}
+	if err := l.operands(st, 5, 3); err != nil {
+		return err
+	}
+	dgamma, dbeta := st.Out[1], st.Out[2]
+	if present(dgamma) || present(dbeta) {
+		ops := []operand{whole(in[0]), whole(in[2]), whole(in[3]), whole(in[4])}
+		for _, g := range []planner.BufID{dgamma, dbeta} {
+			if present(g) {
+				ops = append(ops, whole(g))
+			}
+		}
+		k := layerNormParamGradKernel(rows, cols, present(dgamma), present(dbeta))
+		if err := l.launch("layernorm_bwd_params", k, nil, ops...); err != nil {
+			return err
+		}
+	}
+	if !present(st.Out[0]) {
+		return nil
+	}
+	return l.launch("layernorm_bwd", layerNormBwdKernel(rows, cols), nil,
+		whole(in[0]), whole(in[1]), whole(in[2]), whole(in[3]), whole(in[4]), whole(st.Out[0]))
 }
 
 // concat lowers concatenation and its backward to one slice copy per

@@ -7,11 +7,37 @@ import (
 	"math"
 	"runtime"
 	"slices"
+	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/mlbuild/mlbuild/rt/cpu"
 )
+
+// preprocessingText says what the spec does to the data before the model
+// sees it, for info: resampling, channel normalisation, standardisation.
+func preprocessingText(meta *Meta) string {
+	d := &meta.Data
+	var parts []string
+	if d.Resize {
+		h, w := inputHW(meta)
+		parts = append(parts, fmt.Sprintf("resize to %dx%d (triangle filter)", h, w))
+	}
+	if d.Normalize {
+		if d.NormalizeFit {
+			parts = append(parts, "per-channel normalisation fitted on the training split")
+		} else {
+			parts = append(parts, fmt.Sprintf("per-channel normalisation, mean %v std %v", d.NormalizeMean, d.NormalizeStd))
+		}
+	}
+	if d.Standardize {
+		parts = append(parts, "per-feature standardisation fitted on the training split")
+	}
+	if d.StandardizeTargets && meta.regression() {
+		parts = append(parts, "standardised targets")
+	}
+	return strings.Join(parts, "; ")
+}
 
 // inputHW is the image size the model reads: the last two axes of its input.
 func inputHW(meta *Meta) (int, int) {
@@ -146,6 +172,9 @@ func infoCmd(m Model, args []string, w io.Writer) error {
 	}
 	if meta.format() != "idx" {
 		fmt.Fprintf(tw, "data:\t%s (%s)\n", meta.format(), dataFiles(meta, true))
+	}
+	if p := preprocessingText(meta); p != "" {
+		fmt.Fprintf(tw, "preprocessing:\t%s\n", p)
 	}
 	fmt.Fprintf(tw, "memory:\tstate %s, training work %s, inference work %s\n",
 		bytesString(meta.StateBytes), bytesString(meta.TrainWorkBytes), bytesString(meta.InferWorkBytes))

@@ -1,8 +1,10 @@
 package app
 
 import (
+	"errors"
 	"fmt"
 	"path/filepath"
+	"time"
 
 	"github.com/mlbuild/mlbuild/rt/cpu"
 	"github.com/mlbuild/mlbuild/rt/idx"
@@ -41,7 +43,7 @@ func (d *dataset) fill(x, y []float32, idx []int) error {
 		return err
 	}
 	if d.rec != nil {
-		standardize(x[:len(idx)*d.features], d.features, d.rec.mean, d.rec.std)
+		d.rec.apply(x, len(idx), d.features)
 		standardize(y[:len(idx)*d.width], d.width, d.rec.tmean, d.rec.tstd)
 	}
 	return nil
@@ -158,53 +160,115 @@ func (d *dataset) split(frac float64, seed int64) (train, val []int) {
 	return perm[nVal:], perm[:nVal]
 }
 
-// batchLoader fills the next batch on another goroutine while the current
-// one computes, then copies it into the plan's input buffers.
+// loaderDepth is how many batches the loader keeps filled ahead of the
+// training step: enough to hide a slow file, and the bound (with the
+// decoding of one batch) on the memory the data takes, whatever the size
+// of the data set.
+const loaderDepth = 3
+
+// batchLoader fills batches on a background goroutine, up to loaderDepth
+// ahead of the one being computed, and copies each into the plan's input
+// buffers when asked. The batches are consecutive slices of an order of
+// sample indices (the last one may be short).
 type batchLoader struct {
-	ds      *dataset
-	batch   int
-	classes int
-	x, y    []float32
-	idx     []int
-	done    chan struct{}
-	err     error // of the last fill, read after done
+	ds    *dataset
+	batch int
+	free  chan *loadedBatch // buffers ready to be filled
+	ready chan *loadedBatch // filled buffers, in order
+	quit  chan struct{}     // closed to stop the producer
+	done  chan struct{}     // closed when the producer has returned
+	// waited is the time next spent blocked on the producer: the part
+	// of a run the data did not keep up with.
+	waited time.Duration
 }
 
-func newBatchLoader(ds *dataset, batch, classes int) *batchLoader {
-	return &batchLoader{ds: ds, batch: batch, classes: classes,
-		x: make([]float32, batch*ds.features), y: make([]float32, batch*classes),
-		idx: make([]int, batch)}
+// loadedBatch is one buffer of the loader: a batch's samples and labels,
+// or why they could not be read.
+type loadedBatch struct {
+	x, y []float32
+	rows int
+	err  error
 }
 
-// prefetch starts filling batch number b of order.
-func (l *batchLoader) prefetch(order []int, b int) {
-	copy(l.idx, order[b*l.batch:(b+1)*l.batch])
-	done := make(chan struct{})
-	l.done = done
+func newBatchLoader(ds *dataset, batch int) *batchLoader {
+	l := &batchLoader{ds: ds, batch: batch,
+		free: make(chan *loadedBatch, loaderDepth), ready: make(chan *loadedBatch, loaderDepth)}
+	for range loaderDepth {
+		l.free <- &loadedBatch{x: make([]float32, batch*ds.features), y: make([]float32, batch*ds.width)}
+	}
+	return l
+}
+
+// start begins filling the batches of order, stopping first what an
+// earlier start left running.
+func (l *batchLoader) start(order []int) {
+	l.stop()
+	quit, done := make(chan struct{}), make(chan struct{})
+	l.quit, l.done = quit, done
 	go func() {
-		l.err = l.ds.fill(l.x, l.y, l.idx)
-		close(done)
+		defer close(done)
+		for s := 0; s < len(order); s += l.batch {
+			var b *loadedBatch
+			select {
+			case b = <-l.free:
+			case <-quit:
+				return
+			}
+			idx := order[s:min(s+l.batch, len(order))]
+			b.rows = len(idx)
+			b.err = l.ds.fill(b.x[:b.rows*l.ds.features], b.y[:b.rows*l.ds.width], idx)
+			l.ready <- b // never blocks: there are loaderDepth buffers
+			if b.err != nil {
+				return
+			}
+		}
 	}()
 }
 
-// wait blocks until the prefetched batch is ready and copies it into x, y,
-// or returns why it could not be read.
-func (l *batchLoader) wait(x, y []float32) error {
-	<-l.done
-	l.done = nil
-	if l.err != nil {
-		return l.err
+// next waits for the next batch and copies it into x and y (its rows
+// samples and label rows), or returns why it could not be read.
+func (l *batchLoader) next(x, y []float32) error {
+	t := time.Now()
+	var b *loadedBatch
+	select {
+	case b = <-l.ready:
+	case <-l.done:
+		select {
+		case b = <-l.ready:
+		default:
+			return errors.New("internal error: the batch loader ran out of batches")
+		}
 	}
-	copy(x, l.x)
-	copy(y, l.y)
+	l.waited += time.Since(t)
+	defer func() { l.free <- b }()
+	if b.err != nil {
+		return b.err
+	}
+	copy(x, b.x[:b.rows*l.ds.features])
+	copy(y, b.y[:b.rows*l.ds.width])
 	return nil
 }
 
-// drain waits for a prefetch still under way, so that the files it reads
-// are not closed (unmapped) beneath it when training stops early.
-func (l *batchLoader) drain() {
-	if l.done != nil {
-		<-l.done
-		l.done = nil
+// stop ends the producer, waiting for a fill under way, so that the files
+// it reads are not closed (unmapped) beneath it when training stops early;
+// the buffers it filled go back to the pool.
+func (l *batchLoader) stop() {
+	if l.done == nil {
+		return
 	}
+	close(l.quit)
+	<-l.done
+	for len(l.ready) > 0 {
+		l.free <- <-l.ready
+	}
+	l.quit, l.done = nil, nil
+}
+
+// bytesRead is how many bytes of files the data set has read so far, for
+// sources that read files per batch (0 for the others).
+func (l *batchLoader) bytesRead() int64 {
+	if c, ok := l.ds.src.(interface{ bytesRead() int64 }); ok {
+		return c.bytesRead()
+	}
+	return 0
 }

@@ -26,6 +26,13 @@ type DataSpec struct {
 	Label, Drop        []Column
 	ClassNames         []string
 	Resize             bool // imagefolder: resample images of another size
+	// Normalize maps each image channel c to (v - mean[c]) / std[c], with
+	// the spec's values (NormalizeMean, NormalizeStd) or, when
+	// NormalizeFit, those of the training split; what was applied is
+	// stored with the weights.
+	Normalize                   bool
+	NormalizeFit                bool
+	NormalizeMean, NormalizeStd []float64
 	// FeaturesArray and LabelsArray name the arrays of an npz archive.
 	FeaturesArray, LabelsArray string
 	Standardize                bool // per-feature standardisation of the inputs
@@ -82,6 +89,7 @@ func (d *DataSpec) csvOptions(labels bool) csvdata.Options {
 // what training did.
 type record struct {
 	mean, std   []float32 // per input feature; nil without standardisation
+	cmean, cstd []float32 // per image channel; nil without normalisation
 	tmean, tstd []float32 // per regression target; nil without
 	classNames  []string  // string classes in index order; nil for integer labels
 }
@@ -93,6 +101,8 @@ const (
 	mdTargetMean = "mlbuild.targets.mean"
 	mdTargetStd  = "mlbuild.targets.std"
 	mdClasses    = "mlbuild.classes"
+	mdChanMean   = "mlbuild.normalize.mean"
+	mdChanStd    = "mlbuild.normalize.std"
 )
 
 // metadata adds the record to a weights file's metadata.
@@ -114,6 +124,8 @@ func (r *record) metadata(md map[string]string) {
 	put(mdStd, r.std)
 	put(mdTargetMean, r.tmean)
 	put(mdTargetStd, r.tstd)
+	put(mdChanMean, r.cmean)
+	put(mdChanStd, r.cstd)
 	if r.classNames != nil {
 		b, _ := json.Marshal(r.classNames)
 		md[mdClasses] = string(b)
@@ -128,7 +140,7 @@ func readRecord(meta *Meta, path string, md map[string]string) (*record, error) 
 		s, ok := md[key]
 		if !ok {
 			if needed {
-				return nil, fmt.Errorf("%s holds no %s: the spec standardises, so the weights must carry the statistics training fitted (train them with this program)", path, key)
+				return nil, fmt.Errorf("%s holds no %s: the spec standardises or normalises, so the weights must carry the statistics training applied (train them with this program)", path, key)
 			}
 			return nil, nil
 		}
@@ -160,6 +172,17 @@ func readRecord(meta *Meta, path string, md map[string]string) (*record, error) 
 	if r.tstd, err = get(mdTargetStd, meta.Classes, targets); err != nil {
 		return nil, err
 	}
+	if r.cmean, err = get(mdChanMean, meta.channels(), d.Normalize); err != nil {
+		return nil, err
+	}
+	if r.cstd, err = get(mdChanStd, meta.channels(), d.Normalize); err != nil {
+		return nil, err
+	}
+	for c, v := range r.cstd {
+		if v <= 0 {
+			return nil, fmt.Errorf("%s: metadata %s: channel %d has deviation %v; it must be positive", path, mdChanStd, c, v)
+		}
+	}
 	if s, ok := md[mdClasses]; ok {
 		if err := json.Unmarshal([]byte(s), &r.classNames); err != nil || len(r.classNames) > meta.Classes {
 			return nil, fmt.Errorf("%s: metadata %s is %.60q; want a list of at most %d class names", path, mdClasses, s, meta.Classes)
@@ -175,6 +198,33 @@ func (m *Meta) inputSize() int {
 		n *= d
 	}
 	return n
+}
+
+// channels is the channel count of an image input: the first of three
+// axes, or 1.
+func (m *Meta) channels() int {
+	if len(m.InputShape) == 3 {
+		return m.InputShape[0]
+	}
+	return 1
+}
+
+// apply does the input preprocessing of the record to rows samples of x
+// (features values each): per-channel normalisation, then per-feature
+// standardisation.
+func (r *record) apply(x []float32, rows, features int) {
+	if r == nil {
+		return
+	}
+	x = x[:rows*features]
+	if r.cmean != nil {
+		plane := features / len(r.cmean)
+		for i := range x {
+			c := i % features / plane
+			x[i] = (x[i] - r.cmean[c]) / r.cstd[c]
+		}
+	}
+	standardize(x, features, r.mean, r.std)
 }
 
 // standardize maps each row of width values to (v - mean)/std in place.

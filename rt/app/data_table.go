@@ -116,6 +116,13 @@ func (s *subset) fill(x, y []float32, idx []int) error {
 
 func (s *subset) close() { s.src.close() }
 
+func (s *subset) bytesRead() int64 {
+	if c, ok := s.src.(interface{ bytesRead() int64 }); ok {
+		return c.bytesRead()
+	}
+	return 0
+}
+
 // memSource is samples held in memory: features and label rows.
 type memSource struct {
 	x, y            []float32
@@ -319,35 +326,39 @@ func checkArrays(meta *Meta, x, y *npy.Array, path, labelsPath string) (source, 
 	return s, n, nil
 }
 
-// fitRecord fits the standardisation the spec asks for on every sample of
-// ds, reading it in chunks so that a mapped array is never copied whole.
+// fitRecord fits the preprocessing the spec asks for on every sample of
+// ds (channel normalisation first, then per-feature standardisation of
+// the normalised values), reading it in chunks so that a mapped array or
+// an image folder is never held whole.
 func fitRecord(ds *dataset, meta *Meta, rec *record) error {
 	d := &meta.Data
+	if d.Normalize {
+		if d.NormalizeFit {
+			if err := fitChannels(ds, meta.channels(), rec); err != nil {
+				return err
+			}
+		} else {
+			rec.cmean, rec.cstd = to32(d.NormalizeMean), to32(d.NormalizeStd)
+		}
+	}
 	doX := d.Standardize
 	doY := d.StandardizeTargets && meta.regression()
 	if !doX && !doY {
 		return nil
 	}
-	const chunk = 1024
-	x := make([]float32, chunk*ds.features)
-	y := make([]float32, chunk*ds.width)
-	idx := make([]int, 0, chunk)
 	sx, sy := newMoments(ds.features), newMoments(ds.width)
 	for pass := 0; pass < 2; pass++ {
-		for start := 0; start < ds.n; start += chunk {
-			idx = idx[:0]
-			for i := start; i < min(start+chunk, ds.n); i++ {
-				idx = append(idx, i)
-			}
-			if err := ds.src.fill(x, y, idx); err != nil {
-				return err
-			}
+		err := eachChunk(ds, func(x, y []float32, rows int) {
+			rec.apply(x, rows, ds.features) // the channel normalisation, when fitted
 			if doX {
-				sx.add(pass, x[:len(idx)*ds.features])
+				sx.add(pass, x[:rows*ds.features])
 			}
 			if doY {
-				sy.add(pass, y[:len(idx)*ds.width])
+				sy.add(pass, y[:rows*ds.width])
 			}
+		})
+		if err != nil {
+			return err
 		}
 		sx.finish(pass, ds.n)
 		sy.finish(pass, ds.n)
@@ -357,6 +368,57 @@ func fitRecord(ds *dataset, meta *Meta, rec *record) error {
 	}
 	if doY {
 		rec.tmean, rec.tstd = sy.mean32(), sy.std32()
+	}
+	return nil
+}
+
+// fitChannels sets rec's per-channel means and deviations (population,
+// as torchvision's usual recipe computes them) from every pixel of ds, in
+// one pass of float64 sums of values and squares: pixels lie in [0, 1], so
+// the difference of the two loses nothing that matters.
+func fitChannels(ds *dataset, channels int, rec *record) error {
+	sum, sq := make([]float64, channels), make([]float64, channels)
+	plane := ds.features / channels
+	err := eachChunk(ds, func(x, _ []float32, rows int) {
+		for i, v := range x[:rows*ds.features] {
+			c := i % ds.features / plane
+			sum[c] += float64(v)
+			sq[c] += float64(v) * float64(v)
+		}
+	})
+	if err != nil {
+		return err
+	}
+	n := float64(ds.n) * float64(plane)
+	rec.cmean, rec.cstd = make([]float32, channels), make([]float32, channels)
+	for c := range channels {
+		mean := sum[c] / n
+		sd := math.Sqrt(max(sq[c]/n-mean*mean, 0))
+		if sd < 1e-6 {
+			sd = 1 // a constant channel maps to 0
+		}
+		rec.cmean[c], rec.cstd[c] = float32(mean), float32(sd)
+	}
+	return nil
+}
+
+// eachChunk reads every sample of ds, unpreprocessed, in chunks (through
+// the batch loader, so that image folders decode in parallel), and calls
+// visit with each chunk's features, labels and row count.
+func eachChunk(ds *dataset, visit func(x, y []float32, rows int)) error {
+	const chunk = 256
+	raw := *ds
+	raw.rec = nil
+	l := newBatchLoader(&raw, chunk)
+	defer l.stop()
+	l.start(allIndices(ds.n))
+	x := make([]float32, chunk*ds.features)
+	y := make([]float32, chunk*ds.width)
+	for start := 0; start < ds.n; start += chunk {
+		if err := l.next(x, y); err != nil {
+			return err
+		}
+		visit(x, y, min(chunk, ds.n-start))
 	}
 	return nil
 }

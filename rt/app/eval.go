@@ -53,10 +53,12 @@ func evaluate(m Model, ds *dataset, indices []int, meta *Meta) (evalResult, erro
 		}
 	}
 	per := len(x) / B
+	loader := newBatchLoader(ds, B)
+	defer loader.stop()
+	loader.start(indices)
 	for start := 0; start < len(indices); start += B {
 		n := min(B, len(indices)-start)
-		chunk := indices[start : start+n]
-		if err := ds.fill(x[:n*per], labels[:n*C], chunk); err != nil {
+		if err := loader.next(x[:n*per], labels[:n*C]); err != nil {
 			return evalResult{}, err
 		}
 		clear(x[n*per:])

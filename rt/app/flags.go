@@ -45,12 +45,16 @@ train --resume NAME.ckpt.safetensors`},
 		examples: `eval --data data/mnist --weights NAME.safetensors
 eval --data data/mnist --weights NAME.safetensors --json`},
 	{name: "predict", required: "--weights FILE", operands: "INPUT...",
-		summary: "the most probable class of PNG, PGM or IDX images",
+		summary: "the most probable class of images (PNG, JPEG, PGM), IDX, .npy or CSV samples",
 		long: `Predict prints the most probable class and its probability for each
-INPUT: a PNG or PGM image (grey, or RGB made grey; pixels scaled to [0, 1])
-of the model's input size, or an IDX images file (the first --limit images).`,
+INPUT: a PNG, JPEG, PGM or PPM image of the model's input size (read as
+its channels, grey or RGB, pixels scaled to [0, 1], and normalised as
+training recorded; --resize resamples another size), or a file of many
+samples: an IDX images file, a .npy array or a CSV file (the first
+--limit of them).`,
 		examples: `predict --weights NAME.safetensors digit.png
-predict digit.png --weights NAME.safetensors --top 3`},
+predict digit.png --weights NAME.safetensors --top 3
+predict --weights NAME.safetensors --resize photo.jpg`},
 	{name: "sample", required: "--data DIR", operands: "OUT",
 		summary: "write an image of the data set to a PNG file, to try predict on",
 		long: `Sample writes image --index of the spec's IDX test files (--train: the

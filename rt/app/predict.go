@@ -37,7 +37,7 @@ func predictCmd(m Model, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if o.weights == "" || len(inputs) == 0 {
-		return usageError{"predict needs --weights FILE and at least one INPUT (PNG or PGM images, an IDX images file, a .npy array or a CSV file)"}
+		return usageError{"predict needs --weights FILE and at least one INPUT (PNG, JPEG or PGM images, an IDX images file, a .npy array or a CSV file)"}
 	}
 	if !meta.regression() && (o.top < 1 || o.top > meta.Classes) {
 		return usageError{fmt.Sprintf("--top must be between 1 and %d", meta.Classes)}
@@ -88,7 +88,7 @@ func (p *predictor) file(path string) error {
 		return err
 	}
 	switch {
-	case bytes.HasPrefix(head, []byte("\x89PNG")) || bytes.HasPrefix(head, []byte("P2")) || bytes.HasPrefix(head, []byte("P5")):
+	case imageio.IsImage(head):
 		return p.image(path)
 	case bytes.HasPrefix(head, []byte(npy.Magic)):
 		a, err := npy.Open(path)
@@ -114,7 +114,7 @@ func (p *predictor) file(path string) error {
 	}
 	im, err := idx.OpenImages(path)
 	if err != nil {
-		return fmt.Errorf("%v (predict takes PNG or PGM images, an IDX images file, a .npy array or a .csv file)", err)
+		return fmt.Errorf("%v (predict takes PNG, JPEG or PGM images, an IDX images file, a .npy array or a .csv file)", err)
 	}
 	defer im.Close()
 	if im.Rows*im.Cols != p.meta.inputSize() {
@@ -123,14 +123,22 @@ func (p *predictor) file(path string) error {
 	return p.rowsOf(path, im.N, im.Batch)
 }
 
-// image predicts one PNG or PGM image.
+// image predicts one PNG, JPEG, PGM or PPM image, read as the model's
+// channels (grey or RGB).
 func (p *predictor) image(path string) error {
-	pix, ih, iw, err := imageio.Load(path)
+	c := p.meta.channels()
+	if c != 1 && c != 3 {
+		return fmt.Errorf("%s: images are read as grey or RGB, but the model input %s has %d channels", path, joinShape(p.meta.InputShape), c)
+	}
+	pix, ih, iw, err := imageio.LoadChannels(path, c)
 	if err != nil {
 		return err
 	}
 	h, w := inputHW(p.meta)
-	pix, err = imageio.Fit(pix, ih, iw, h, w, p.o.resize)
+	if p.meta.Data.Resize {
+		p.o.resize = true // the spec resamples its images; so does predict
+	}
+	pix, err = imageio.FitChannels(pix, c, ih, iw, h, w, p.o.resize)
 	if err != nil {
 		return fmt.Errorf("%s: %v", path, err)
 	}
@@ -190,13 +198,10 @@ func (p *predictor) rowsOf(name string, n int, gather func(x []float32, idx []in
 	return nil
 }
 
-// standardize applies the input standardisation training recorded to the
-// first rows samples of x.
+// standardize applies the input preprocessing training recorded (channel
+// normalisation, feature standardisation) to the first rows samples of x.
 func (p *predictor) standardize(x []float32, rows int) {
-	if r := p.meta.rec; r != nil {
-		w := p.meta.inputSize()
-		standardize(x[:rows*w], w, r.mean, r.std)
-	}
+	p.meta.rec.apply(x, rows, p.meta.inputSize())
 }
 
 // emit prints one sample's prediction, or collects it for --output.

@@ -38,6 +38,10 @@ type Resident interface {
 	PrepareBatch() error
 }
 
+// residentStreamedMax bounds the bytes of a data set read from files per
+// batch that a Resident device is offered whole.
+const residentStreamedMax = 1 << 30
+
 // residentWindow is how many steps run between host synchronisations.
 const residentWindow = 40
 
@@ -52,6 +56,12 @@ func residentModel(m Model, ds *dataset, classes int) (Resident, error) {
 	n := ds.n
 	inW := ds.features
 	if classes <= 0 || int64(n)*int64(max(inW, classes)) > math.MaxInt32 {
+		return nil, nil
+	}
+	// The set is decoded whole into host memory first: a set read from
+	// files per batch (an image folder) stays host-fed beyond a size, so
+	// that its memory stays bounded.
+	if _, streamed := ds.src.(interface{ bytesRead() int64 }); streamed && int64(n)*int64(inW+classes)*4 > residentStreamedMax {
 		return nil, nil
 	}
 	all := make([]int, n)

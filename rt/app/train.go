@@ -196,8 +196,9 @@ func trainCmd(m Model, args []string, stdout, stderr io.Writer) error {
 	if _, guarded := m.(UpdateGuard); !guarded {
 		snapshot = make([]float32, len(m.State()))
 	}
-	loader := newBatchLoader(ds, B, meta.Classes)
-	defer loader.drain() // before the deferred close of the data set
+	loader := newBatchLoader(ds, B)
+	defer loader.stop() // before the deferred close of the data set
+	rep.Data = func() (int64, time.Duration) { return loader.bytesRead(), loader.waited }
 	start := time.Now()
 	lastEpoch := st.epoch
 	for epoch := st.epoch; epoch < o.epochs; epoch++ {
@@ -212,14 +213,11 @@ func trainCmd(m Model, args []string, stdout, stderr io.Writer) error {
 				return err
 			}
 		} else if st.batch < stepsPerEpoch { // a checkpoint taken after an epoch's last step resumes at its end
-			loader.prefetch(order, st.batch)
+			loader.start(order[st.batch*B : stepsPerEpoch*B])
 		}
 		for b := st.batch; res == nil && b < stepsPerEpoch; b++ {
-			if err := loader.wait(m.TrainInput(), m.TrainLabels()); err != nil {
+			if err := loader.next(m.TrainInput(), m.TrainLabels()); err != nil {
 				return err
-			}
-			if b+1 < stepsPerEpoch {
-				loader.prefetch(order, b+1)
 			}
 			st.step++
 			m.SetRand(stepSeed(o.seed, st.step))

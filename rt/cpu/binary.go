@@ -10,6 +10,7 @@ const (
 	BAdd BinOp = iota
 	BSub
 	BMul
+	BDiv
 )
 
 // maxRank is the largest tensor rank the broadcasting kernels take; the
@@ -116,6 +117,10 @@ func BinaryFwd(op BinOp, a, b, y []float32, aShape, bShape, yShape []int) {
 					for i := range yr {
 						yr[i] = ar[i] * br[i]
 					}
+				case BDiv:
+					for i := range yr {
+						yr[i] = ar[i] / br[i]
+					}
 				}
 			default:
 				for i := range yr {
@@ -127,6 +132,8 @@ func BinaryFwd(op BinOp, a, b, y []float32, aShape, bShape, yShape []int) {
 						yr[i] = av - bv
 					case BMul:
 						yr[i] = av * bv
+					case BDiv:
+						yr[i] = av / bv
 					}
 				}
 			}
@@ -140,18 +147,19 @@ func BinaryFwd(op BinOp, a, b, y []float32, aShape, bShape, yShape []int) {
 func BinaryBwd(op BinOp, a, b, dy, da, db []float32, aShape, bShape, yShape []int) {
 	bc := newBroadcast(aShape, bShape, yShape)
 	if da != nil {
-		binaryGrad(&bc, op, true, b, dy, da, size(aShape) != size(yShape))
+		binaryGrad(&bc, op, true, a, b, dy, da, size(aShape) != size(yShape))
 	}
 	if db != nil {
-		binaryGrad(&bc, op, false, a, dy, db, size(bShape) != size(yShape))
+		binaryGrad(&bc, op, false, b, a, dy, db, size(bShape) != size(yShape))
 	}
 }
 
 // binaryGrad writes the gradient of one operand (the first when first is
-// true); other is the other operand, needed for BMul. A reduced gradient
-// (the operand was broadcast) is accumulated serially, since many rows of
-// dy add into each of its elements.
-func binaryGrad(bc *broadcast, op BinOp, first bool, other, dy, dz []float32, reduced bool) {
+// true); self is that operand and other the other one, needed for BMul
+// and BDiv (∂(a/b)/∂a = 1/b, ∂(a/b)/∂b = −a/b²). A reduced gradient (the
+// operand was broadcast) is accumulated serially, since many rows of dy
+// add into each of its elements.
+func binaryGrad(bc *broadcast, op BinOp, first bool, self, other, dy, dz []float32, reduced bool) {
 	n := bc.inner()
 	sa, sb := bc.aStr[bc.rank-1], bc.bStr[bc.rank-1]
 	if !first {
@@ -169,9 +177,15 @@ func binaryGrad(bc *broadcast, op BinOp, first bool, other, dy, dz []float32, re
 			}
 			dr := dy[r*n : (r+1)*n]
 			for i, g := range dr {
-				if op == BMul {
+				switch {
+				case op == BMul:
 					g *= other[oo+i*sb]
-				} else {
+				case op == BDiv && first:
+					g /= other[oo+i*sb]
+				case op == BDiv:
+					s := self[zo+i*sa]
+					g *= -other[oo+i*sb] / (s * s)
+				default:
 					g *= sign
 				}
 				if reduced {

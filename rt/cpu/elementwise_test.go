@@ -31,6 +31,12 @@ func unaryRef(u Unary, v float64) float64 {
 		return v + a
 	case UMulConst:
 		return v * a
+	case USqrt:
+		return math.Sqrt(v)
+	case UPowConst:
+		return math.Pow(v, a)
+	case UErf:
+		return 1 - math.Erfc(v)
 	}
 	panic("unknown unary")
 }
@@ -54,6 +60,13 @@ func TestUnaryChainsMatchReferenceAndFiniteDifferences(t *testing.T) {
 		{"exp", []Unary{{Kind: UExp}}, -1, false},
 		{"log", []Unary{{Kind: ULog}}, 0.5, false},
 		{"addconst mulconst", []Unary{{Kind: UAddConst, Alpha: 0.7}, {Kind: UMulConst, Alpha: -3}}, -1, false},
+		{"sqrt", []Unary{{Kind: USqrt}}, 0.5, false},
+		{"powconst 2", []Unary{{Kind: UPowConst, Alpha: 2}}, -1, false},
+		{"powconst 3", []Unary{{Kind: UPowConst, Alpha: 3}}, -1, false},
+		{"powconst -1", []Unary{{Kind: UPowConst, Alpha: -1}}, 0.5, false},
+		{"powconst 1.5", []Unary{{Kind: UPowConst, Alpha: 1.5}}, 0.5, false},
+		{"erf", []Unary{{Kind: UErf}}, -1, false},
+		{"addconst sqrt (layer norm's std)", []Unary{{Kind: UAddConst, Alpha: 1e-5}, {Kind: USqrt}}, 0.5, false},
 		{"sigmoid log", []Unary{{Kind: USigmoid}, {Kind: ULog}}, -1, false},
 		{"mulconst gelu exp", []Unary{{Kind: UMulConst, Alpha: 2}, {Kind: UGELU}, {Kind: UExp}}, -1, false},
 		{"relu addconst tanh", []Unary{{Kind: UReLU}, {Kind: UAddConst, Alpha: -0.5}, {Kind: UTanh}}, -1, true},
@@ -118,6 +131,8 @@ func binaryRef(op BinOp, a, b []float32, aShape, bShape, yShape []int) []float32
 			y[i] = av - bv
 		case BMul:
 			y[i] = av * bv
+		case BDiv:
+			y[i] = av / bv
 		}
 	}
 	return y
@@ -140,9 +155,15 @@ func TestBinaryBroadcastingMatchesReferenceAndFiniteDifferences(t *testing.T) {
 		for _, op := range []struct {
 			name string
 			op   BinOp
-		}{{"add", BAdd}, {"sub", BSub}, {"mul", BMul}} {
+		}{{"add", BAdd}, {"sub", BSub}, {"mul", BMul}, {"div", BDiv}} {
 			name := fmt.Sprintf("binary %s %v %v", op.name, aShape, bShape)
 			a, b := randSlice(r, size(aShape), 1), randSlice(r, size(bShape), 1)
+			if op.op == BDiv {
+				// divisors in ±[0.5, 1.5), away from the pole at 0
+				for i, v := range b {
+					b[i] = v/2 + float32(math.Copysign(1, float64(v)))
+				}
+			}
 			y := make([]float32, size(yShape))
 			BinaryFwd(op.op, a, b, y, aShape, bShape, yShape)
 			if msg := closeTo(y, binaryRef(op.op, a, b, aShape, bShape, yShape), 0); msg != "" {

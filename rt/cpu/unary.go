@@ -6,8 +6,8 @@ import "math"
 type UnaryKind uint8
 
 // Element-wise functions. ULeakyReLU takes its slope from Unary.Alpha,
-// UAddConst and UMulConst their constant; UGELU is the exact erf form
-// (PyTorch's default, not the tanh approximation).
+// UAddConst and UMulConst their constant, UPowConst its exponent; UGELU is
+// the exact erf form (PyTorch's default, not the tanh approximation).
 const (
 	UReLU UnaryKind = iota
 	ULeakyReLU
@@ -18,6 +18,9 @@ const (
 	ULog
 	UAddConst
 	UMulConst
+	USqrt
+	UPowConst
+	UErf
 )
 
 // Unary is one step of an element-wise chain.
@@ -57,6 +60,12 @@ func (u Unary) eval(v float64) float64 {
 		return v + float64(u.Alpha)
 	case UMulConst:
 		return v * float64(u.Alpha)
+	case USqrt:
+		return math.Sqrt(v)
+	case UPowConst:
+		return math.Pow(v, float64(u.Alpha))
+	case UErf:
+		return math.Erf(v)
 	}
 	return v
 }
@@ -88,6 +97,16 @@ func (u Unary) deriv(in, out float64) float64 {
 		return 1
 	case UMulConst:
 		return float64(u.Alpha)
+	case USqrt:
+		return 0.5 / out
+	case UPowConst:
+		p := float64(u.Alpha)
+		if p == 0 {
+			return 0
+		}
+		return p * math.Pow(in, p-1)
+	case UErf:
+		return 2 / math.Sqrt(math.Pi) * math.Exp(-in*in)
 	}
 	return 1
 }

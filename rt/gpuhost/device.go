@@ -51,6 +51,14 @@ type Device interface {
 	Close() error
 }
 
+// Pinner is a discrete GPU's Device whose copies run faster from
+// page-locked host memory: Pin locks b until the device closes (b stays
+// valid memory afterwards). The host program pins what a latency-bound
+// call copies every time: the staged inference inputs.
+type Pinner interface {
+	Pin(b []byte) error
+}
+
 // Fact is one line of `info`.
 type Fact struct{ Key, Value string }
 

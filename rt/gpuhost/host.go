@@ -329,7 +329,12 @@ func (m *Model) InferInput(one bool) []float32 {
 		return m.host[r.Arena][r.Offset : r.Offset+r.Size]
 	}
 	if len(m.stage[b2i(one)]) != r.Size {
-		m.stage[b2i(one)] = make([]float32, r.Size)
+		s := make([]float32, r.Size)
+		if p, ok := m.d.(Pinner); ok {
+			// Unpinned memory is only slower: a failure changes no result.
+			_ = p.Pin(bytesOf(s))
+		}
+		m.stage[b2i(one)] = s
 	}
 	return m.stage[b2i(one)]
 }

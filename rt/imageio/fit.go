@@ -10,8 +10,14 @@ import (
 // it returns an error that gives both sizes (the caller adds the file name);
 // with resize true it resamples with Resize.
 func Fit(pix []float32, h, w, toH, toW int, resize bool) ([]float32, error) {
-	if len(pix) != h*w {
-		return nil, fmt.Errorf("image of %dx%d pixels has %d values", h, w, len(pix))
+	return FitChannels(pix, 1, h, w, toH, toW, resize)
+}
+
+// FitChannels is Fit for channels planes of h x w (channels first), each
+// resampled on its own.
+func FitChannels(pix []float32, channels, h, w, toH, toW int, resize bool) ([]float32, error) {
+	if channels < 1 || len(pix) != channels*h*w {
+		return nil, fmt.Errorf("image of %d channel(s) of %dx%d pixels has %d values", channels, h, w, len(pix))
 	}
 	if h == toH && w == toW {
 		return pix, nil
@@ -22,20 +28,42 @@ func Fit(pix []float32, h, w, toH, toW int, resize bool) ([]float32, error) {
 	if toH <= 0 || toW <= 0 || h <= 0 || w <= 0 {
 		return nil, fmt.Errorf("cannot resample %dx%d pixels to %dx%d", h, w, toH, toW)
 	}
-	return Resize(pix, h, w, toH, toW), nil
+	out := make([]float32, 0, channels*toH*toW)
+	rs := newResampler(h, w, toH, toW) // the filter weights, once for every plane
+	for c := range channels {
+		out = append(out, rs.resize(pix[c*h*w:(c+1)*h*w])...)
+	}
+	return out, nil
 }
 
 // Resize resamples an h x w image to toH x toW with a separable triangle
 // (tent) filter. Enlarging, it is exactly bilinear interpolation between
 // pixel centres; shrinking, the tent widens with the scale so that every
 // source pixel contributes (plain bilinear sampling would skip most pixels
-// of a 280x280 drawing and alias its strokes away).
+// of a 280x280 drawing and alias its strokes away). This is the filter of
+// Pillow's Image.resize with BILINEAR, and so of torchvision's Resize on
+// PIL images (antialiased).
 func Resize(pix []float32, h, w, toH, toW int) []float32 {
+	return newResampler(h, w, toH, toW).resize(pix)
+}
+
+// resampler holds the tent filter's taps for one change of size, which
+// every channel of an image shares.
+type resampler struct {
+	h, w, toH, toW int
+	cols, rows     [][]tap
+}
+
+func newResampler(h, w, toH, toW int) *resampler {
+	return &resampler{h, w, toH, toW, tentWeights(w, toW), tentWeights(h, toH)}
+}
+
+func (r *resampler) resize(pix []float32) []float32 {
+	h, w, toW := r.h, r.w, r.toW
 	rows := make([]float32, h*toW) // horizontal pass: h x toW
-	cols := tentWeights(w, toW)
 	for y := range h {
 		src := pix[y*w : (y+1)*w]
-		for x, taps := range cols {
+		for x, taps := range r.cols {
 			var s float32
 			for _, t := range taps {
 				s += t.weight * src[t.index]
@@ -43,8 +71,8 @@ func Resize(pix []float32, h, w, toH, toW int) []float32 {
 			rows[y*toW+x] = s
 		}
 	}
-	out := make([]float32, toH*toW) // vertical pass
-	for y, taps := range tentWeights(h, toH) {
+	out := make([]float32, r.toH*toW) // vertical pass
+	for y, taps := range r.rows {
 		dst := out[y*toW : (y+1)*toW]
 		for _, t := range taps {
 			src := rows[t.index*toW : (t.index+1)*toW]

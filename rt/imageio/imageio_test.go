@@ -191,8 +191,9 @@ func TestDecodeErrors(t *testing.T) {
 		want string
 	}{
 		{"empty", nil, "empty file, not an image"},
-		{"text", []byte("hello world"), "not a PNG or PGM image (it starts with bytes 68 65 6c"},
-		{"jpeg", []byte("\xff\xd8\xff\xe0\x00\x10JFIF"), "JPEG images are not supported"},
+		{"text", []byte("hello world"), "not a PNG, JPEG, PGM or PPM image (it starts with bytes 68 65 6c"},
+		{"jpeg header only", []byte("\xff\xd8\xff\xe0\x00\x10JFIF"), "truncated JPEG"},
+		{"jpeg two bytes", []byte("\xff\xd8"), "truncated JPEG"},
 		{"gif", []byte("GIF89a...."), "GIF images are not supported"},
 		{"bmp", []byte("BM\x00\x00"), "BMP images are not supported"},
 		{"webp", []byte("RIFF\x00\x00\x00\x00WEBPVP8 "), "WebP images are not supported"},
@@ -203,7 +204,7 @@ func TestDecodeErrors(t *testing.T) {
 		{"png huge", pngWithSize(t, 5000, 5000), "5000x5000 pixels is larger than the 16777216 pixels"},
 		{"pbm", []byte("P1 1 1 1"), "P1 (PBM bitmap) images are not supported"},
 		{"pam", []byte("P7\nWIDTH 1\n"), "P7 (PAM) images are not supported"},
-		{"p5 glued", []byte("P5x"), "not a PNG or PGM image"},
+		{"p5 glued", []byte("P5x"), "not a PNG, JPEG, PGM or PPM image"},
 		{"p2 no size", []byte("P2\n"), "truncated: the file ends before the width"},
 		{"p2 no maxval", []byte("P2 3 2"), "truncated: the file ends before the maxval"},
 		{"p2 garbage", []byte("P2 3 x 255"), `expected height at byte 5, found 'x'`},

@@ -81,8 +81,9 @@ func (e errTruncated) Error() string { return "truncated: the file ends before t
 // product.
 const maxDimension = MaxPixels
 
-// decodeNetpbm decodes P2, P5, P3 and P6 images to luminance in [0, 1].
-func decodeNetpbm(data []byte) ([]float32, int, int, error) {
+// decodeNetpbm decodes P2, P5, P3 and P6 images to channels planes in
+// [0, 1].
+func decodeNetpbm(data []byte, channels int) ([]float32, int, int, error) {
 	format, ok := netpbmFormats[data[1]]
 	if !ok {
 		switch data[1] {
@@ -126,16 +127,24 @@ func decodeNetpbm(data []byte) ([]float32, int, int, error) {
 	if err != nil {
 		return nil, 0, 0, err
 	}
-	pix := make([]float32, w*h)
+	n := w * h
+	pix := make([]float32, channels*n)
 	scale := 1 / float64(maxval)
-	for i := range pix {
+	for i := range n {
 		if format.channels == 1 {
-			pix[i] = float32(float64(raw[i]) * scale)
+			for c := range channels {
+				pix[c*n+i] = float32(float64(raw[i]) * scale)
+			}
 			continue
 		}
-		c := raw[3*i : 3*i+3]
-		y := (0.299*float64(c[0]) + 0.587*float64(c[1]) + 0.114*float64(c[2])) * scale
-		pix[i] = float32(min(y, 1))
+		s := raw[3*i : 3*i+3]
+		if channels == 1 {
+			pix[i] = luma(float64(s[0]), float64(s[1]), float64(s[2]), float64(maxval))
+			continue
+		}
+		for c := range 3 {
+			pix[c*n+i] = float32(min(float64(s[c])*scale, 1))
+		}
 	}
 	return pix, h, w, nil
 }

@@ -6,58 +6,131 @@ import (
 	"fmt"
 	"image"
 	"image/color"
+	"image/jpeg"
 	"image/png"
 	"io"
 	"strings"
 )
 
-// decodePNG decodes a PNG of any color model to luminance in [0, 1]. A
-// transparent pixel is composited on black, the background of MNIST-style
-// digits, which is what the premultiplied values of color.RGBA give directly.
-func decodePNG(data []byte) ([]float32, int, int, error) {
+// decodePNG decodes a PNG of any color model to channels planes in [0, 1].
+// A transparent pixel is composited on black, the background of
+// MNIST-style digits, which is what the premultiplied values of color.RGBA
+// give directly.
+func decodePNG(data []byte, channels int) ([]float32, int, int, error) {
 	cfg, err := png.DecodeConfig(bytes.NewReader(data))
 	if err != nil {
 		return nil, 0, 0, pngError(err)
 	}
-	if cfg.Width <= 0 || cfg.Height <= 0 || cfg.Width > MaxPixels/max(cfg.Height, 1) {
-		return nil, 0, 0, fmt.Errorf("PNG of %dx%d pixels is larger than the %d pixels this reader accepts", cfg.Width, cfg.Height, MaxPixels)
+	if err := checkSize("PNG", cfg.Width, cfg.Height); err != nil {
+		return nil, 0, 0, err
 	}
 	img, err := png.Decode(bytes.NewReader(data))
 	if err != nil {
 		return nil, 0, 0, pngError(err)
 	}
+	pix, h, w := planes(img, channels)
+	return pix, h, w, nil
+}
+
+// decodeJPEG decodes a JPEG (grey, YCbCr or CMYK; baseline or progressive)
+// to channels planes in [0, 1], with the YCbCr to RGB conversion of the
+// JPEG File Interchange Format that Go's image/color implements.
+func decodeJPEG(data []byte, channels int) ([]float32, int, int, error) {
+	cfg, err := jpeg.DecodeConfig(bytes.NewReader(data))
+	if err != nil {
+		return nil, 0, 0, jpegError(err)
+	}
+	if err := checkSize("JPEG", cfg.Width, cfg.Height); err != nil {
+		return nil, 0, 0, err
+	}
+	img, err := jpeg.Decode(bytes.NewReader(data))
+	if err != nil {
+		return nil, 0, 0, jpegError(err)
+	}
+	pix, h, w := planes(img, channels)
+	return pix, h, w, nil
+}
+
+// checkSize refuses images beyond MaxPixels before their pixels are
+// decoded, so that a small file claiming a huge size costs nothing.
+func checkSize(format string, w, h int) error {
+	if w <= 0 || h <= 0 || w > MaxPixels/max(h, 1) {
+		return fmt.Errorf("%s of %dx%d pixels is larger than the %d pixels this reader accepts", format, w, h, MaxPixels)
+	}
+	return nil
+}
+
+// planes converts a decoded image to channels planes in [0, 1], channels
+// first: luminance for one channel, red, green and blue for three.
+func planes(img image.Image, channels int) ([]float32, int, int) {
 	b := img.Bounds()
 	w, h := b.Dx(), b.Dy()
-	pix := make([]float32, w*h)
+	n := w * h
+	pix := make([]float32, channels*n)
 	switch m := img.(type) {
-	case *image.Gray:
+	case *image.Gray: // grey PNGs and JPEGs: every channel is the grey value
 		for y := range h {
 			row := m.Pix[y*m.Stride : y*m.Stride+w]
 			for x, v := range row {
-				pix[y*w+x] = float32(v) / 255
+				for c := range channels {
+					pix[c*n+y*w+x] = float32(v) / 255
+				}
 			}
 		}
-	case *image.Gray16:
+	case *image.YCbCr: // colour JPEGs, without an interface call per pixel
 		for y := range h {
 			for x := range w {
-				v := m.Gray16At(b.Min.X+x, b.Min.Y+y).Y
-				pix[y*w+x] = float32(v) / 65535
+				yi, ci := m.YOffset(b.Min.X+x, b.Min.Y+y), m.COffset(b.Min.X+x, b.Min.Y+y)
+				r, g, bl := color.YCbCrToRGB(m.Y[yi], m.Cb[ci], m.Cr[ci])
+				put8(pix, channels, n, y*w+x, r, g, bl)
+			}
+		}
+	case *image.RGBA: // premultiplied, so already on black
+		for y := range h {
+			row := m.Pix[y*m.Stride : y*m.Stride+4*w]
+			for x := range w {
+				put8(pix, channels, n, y*w+x, row[4*x], row[4*x+1], row[4*x+2])
 			}
 		}
 	default:
 		for y := range h {
 			for x := range w {
-				pix[y*w+x] = luminance(color.RGBA64Model.Convert(img.At(b.Min.X+x, b.Min.Y+y)).(color.RGBA64))
+				c := color.RGBA64Model.Convert(img.At(b.Min.X+x, b.Min.Y+y)).(color.RGBA64)
+				i := y*w + x
+				if channels == 1 {
+					pix[i] = luminance(c)
+					continue
+				}
+				pix[i] = float32(c.R) / 65535
+				pix[n+i] = float32(c.G) / 65535
+				pix[2*n+i] = float32(c.B) / 65535
 			}
 		}
 	}
-	return pix, h, w, nil
+	return pix, h, w
+}
+
+// put8 stores one 8-bit RGB pixel at i of the planes: as luminance for one
+// channel, else as red, green and blue.
+func put8(pix []float32, channels, n, i int, r, g, b uint8) {
+	if channels == 1 {
+		pix[i] = luma(float64(r), float64(g), float64(b), 255)
+		return
+	}
+	pix[i] = float32(r) / 255
+	pix[n+i] = float32(g) / 255
+	pix[2*n+i] = float32(b) / 255
 }
 
 // luminance is the Rec. 601 luma of a premultiplied color (so on black), the
 // weights Go's color.GrayModel uses, in [0, 1].
 func luminance(c color.RGBA64) float32 {
-	y := (0.299*float64(c.R) + 0.587*float64(c.G) + 0.114*float64(c.B)) / 65535
+	return luma(float64(c.R), float64(c.G), float64(c.B), 65535)
+}
+
+// luma is the Rec. 601 luma of r, g, b out of maxval, in [0, 1].
+func luma(r, g, b, maxval float64) float32 {
+	y := (0.299*r + 0.587*g + 0.114*b) / maxval
 	return float32(min(max(y, 0), 1))
 }
 
@@ -79,4 +152,20 @@ func pngError(err error) error {
 		return fmt.Errorf("unsupported PNG: %v", err)
 	}
 	return fmt.Errorf("corrupt PNG: %v", err)
+}
+
+// jpegError words the JPEG decoder's errors as pngError does.
+func jpegError(err error) error {
+	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+		return errors.New("truncated JPEG: the file ends before the image data does")
+	}
+	var fe jpeg.FormatError
+	if errors.As(err, &fe) && strings.Contains(string(fe), "short") {
+		return fmt.Errorf("truncated JPEG: %v", err)
+	}
+	var ue jpeg.UnsupportedError
+	if errors.As(err, &ue) {
+		return fmt.Errorf("unsupported JPEG: %v", err)
+	}
+	return fmt.Errorf("corrupt JPEG: %v", err)
 }

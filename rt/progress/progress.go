@@ -43,6 +43,12 @@ type Reporter struct {
 	Every int
 	// Now is the clock; tests replace it.
 	Now func() time.Time
+	// Data, when set, reports the bytes of files the data loader has read
+	// and the time training has waited for it, both since the run began;
+	// the lines then show the rate the data is read at and the share of
+	// the epoch spent waiting for it (a data set read from files per
+	// batch, such as an image folder, can be what limits a run).
+	Data func() (bytes int64, waited time.Duration)
 
 	w             io.Writer
 	epochs        int
@@ -60,6 +66,9 @@ type Reporter struct {
 	lastDraw    time.Time
 	loss, acc   float64
 	lineShowing bool // the terminal line is drawn and not yet ended
+	// the Data figures when the epoch started
+	epochBytes  int64
+	epochWaited time.Duration
 }
 
 // NewReporter returns a Reporter for a run of epochs epochs of stepsPerEpoch
@@ -94,6 +103,26 @@ func (r *Reporter) StartEpoch(epoch int) {
 		r.started, r.runStart = true, now
 	}
 	r.epoch, r.epochStart, r.lastStep, r.epochSteps = epoch, now, now, 0
+	if r.Data != nil {
+		r.epochBytes, r.epochWaited = r.Data()
+	}
+}
+
+// dataRate is the data loader's part of a line: the megabytes per second
+// read from files this epoch and the share of the epoch spent waiting for
+// them, or nothing when no files are read per batch.
+func (r *Reporter) dataRate(now time.Time) []string {
+	if r.Data == nil {
+		return nil
+	}
+	bytes, waited := r.Data()
+	d := now.Sub(r.epochStart).Seconds()
+	if bytes == r.epochBytes || d <= 0 {
+		return nil
+	}
+	rate := float64(bytes-r.epochBytes) / d / 1e6
+	wait := (waited - r.epochWaited).Seconds() / d
+	return []string{"data " + FormatRate(rate) + " MB/s", "waiting " + FormatPercent(min(wait, 1))}
 }
 
 // Step records that step (counted from 1 within the epoch) is done, with the
@@ -127,12 +156,12 @@ func (r *Reporter) stepLine(now time.Time, sep string) string {
 		"loss " + FormatLoss(r.loss),
 		"acc " + FormatPercent(r.acc),
 		FormatRate(r.imagesPerSec()) + " img/s",
-		"elapsed " + FormatDuration(now.Sub(r.runStart)),
-		"left " + r.timeLeft(now),
 	}
 	if r.NoAccuracy {
 		parts = append(parts[:3], parts[4:]...)
 	}
+	parts = append(parts, r.dataRate(r.lastStep)...)
+	parts = append(parts, "elapsed "+FormatDuration(now.Sub(r.runStart)), "left "+r.timeLeft(now))
 	return strings.Join(parts, sep)
 }
 
@@ -181,8 +210,9 @@ func (r *Reporter) EndEpoch(ev Event) float64 {
 			parts = append(parts, "val_acc "+FormatPercent(ev.ValAcc))
 		}
 	}
+	parts = append(parts, FormatRate(ips)+" img/s")
+	parts = append(parts, r.dataRate(r.lastStep)...)
 	parts = append(parts,
-		FormatRate(ips)+" img/s",
 		"took "+FormatDuration(now.Sub(r.epochStart)),
 		"elapsed "+FormatDuration(now.Sub(r.runStart)),
 	)

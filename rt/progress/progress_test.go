@@ -239,3 +239,42 @@ func TestReporterNoAccuracy(t *testing.T) {
 		t.Fatalf("got\n%s\nwant\n%s", got, want)
 	}
 }
+
+// TestReporterDataRate runs an epoch whose loader reads 2 MB and waits a
+// quarter of a second per one-second step, on top of 5 MB read before the
+// epoch, and checks the rate and the waiting share the lines show.
+func TestReporterDataRate(t *testing.T) {
+	var buf bytes.Buffer
+	r := NewReporter(&buf, 1, 4, 10)
+	r.Every = 2
+	r.Now = fakeClock(time.Second)
+	read, waited := int64(5e6), 3*time.Second
+	r.Data = func() (int64, time.Duration) { return read, waited }
+	r.StartEpoch(1)
+	for s := 1; s <= 4; s++ {
+		read += 2e6
+		waited += time.Second / 4
+		r.Step(s, 1, 0.5)
+	}
+	r.EndEpoch(Event{Loss: 1, Acc: 0.5})
+	want := strings.Join([]string{
+		"epoch 1/1 step 2/4 loss 1 acc 50.00% 10.0 img/s data 2.0 MB/s waiting 25.00% elapsed 2.0s left 2.0s",
+		"epoch 1/1 step 4/4 loss 1 acc 50.00% 10.0 img/s data 2.0 MB/s waiting 25.00% elapsed 4.0s left 0.0s",
+		"epoch 1/1 loss 1 acc 50.00% 10.0 img/s data 2.0 MB/s waiting 25.00% took 5.0s elapsed 5.0s",
+		"",
+	}, "\n")
+	if got := buf.String(); got != want {
+		t.Fatalf("got\n%s\nwant\n%s", got, want)
+	}
+	// A loader that reads no files (arrays in memory) adds nothing.
+	buf.Reset()
+	r = NewReporter(&buf, 1, 2, 10)
+	r.Every = 1
+	r.Now = fakeClock(time.Second)
+	r.Data = func() (int64, time.Duration) { return 0, time.Millisecond }
+	r.StartEpoch(1)
+	r.Step(1, 1, 0.5)
+	if strings.Contains(buf.String(), "data") {
+		t.Errorf("no files read, yet: %s", buf.String())
+	}
+}

@@ -9,6 +9,7 @@ it and checks the binary's output against PyTorch's within 1e-4.
 """
 import json
 import os
+import sys
 
 import torch
 import torch.nn as nn
@@ -116,11 +117,50 @@ class Padded(nn.Module):
         return self.fc(torch.flatten(y, 1))
 
 
+class Norms(nn.Module):
+    """LayerNorm (LayerNormalization from opset 17, written out as
+    ReduceMean, Sub, Pow, ReduceMean, Add, Sqrt, Div, Mul, Add before), one
+    without parameters, and arithmetic of runtime values: Pow, ReduceMean,
+    Sqrt and Div (an RMS normalisation written by hand)."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(16, 32)
+        self.ln1 = nn.LayerNorm(32)
+        self.ln2 = nn.LayerNorm(32, eps=1e-6)
+        self.fc2 = nn.Linear(32, 4)
+
+    def forward(self, x):
+        h = self.ln2(F.gelu(self.ln1(self.fc1(x))))
+        rms = torch.sqrt(h.pow(2).mean(dim=-1, keepdim=True) + 1.0)
+        return self.fc2(h / rms)
+
+
+class Norm2D(nn.Module):
+    """LayerNorm over the last two axes of [4, 8] samples, then each
+    column's mean over the rows subtracted (ReduceMean of a middle axis)."""
+
+    def __init__(self):
+        super().__init__()
+        self.ln = nn.LayerNorm([4, 8], eps=1e-3)
+        self.fc = nn.Linear(32, 3)
+
+    def forward(self, x):
+        y = self.ln(x)
+        y = y - y.mean(dim=1, keepdim=True)
+        return self.fc(torch.flatten(y, 1))
+
+
 MODELS = [("mlp", MLP, [1, 8, 8]), ("cnn", CNN, [1, 16, 16]), ("residual", Residual, [4, 6, 6]), ("gelu", GELU, [16]),
-          ("scaled", Scaled, [2, 5, 5]), ("padded", Padded, [1, 5, 5])]
+          ("scaled", Scaled, [2, 5, 5]), ("padded", Padded, [1, 5, 5]), ("norms", Norms, [16]), ("norm2d", Norm2D, [4, 8])]
 
 
 def main():
+    # Each model's files are rewritten only when it is named on the
+    # command line (all when none is): PyTorch's float results vary a
+    # little between machines, and files other tests compare against
+    # should not churn.
+    only = set(sys.argv[1:])
     torch.manual_seed(0)
     manifest = []
     for name, cls, shape in MODELS:
@@ -132,8 +172,18 @@ def main():
                 m.running_var.uniform_(0.5, 2.0)
                 m.weight.data.uniform_(0.5, 1.5)
                 m.bias.data.uniform_(-0.2, 0.2)
+            if isinstance(m, nn.LayerNorm) and m.elementwise_affine:
+                # trained-looking parameters, so that they matter
+                m.weight.data.uniform_(0.5, 1.5)
+                m.bias.data.uniform_(-0.2, 0.2)
         model.eval()
         x = torch.randn(3, *shape)
+        if only and name not in only:
+            for opset in OPSETS:
+                manifest.append({"model": "%s_opset%d.onnx" % (name, opset), "input": name + ".input.bin",
+                                 "inputShape": list(x.shape), "output": name + ".output.bin",
+                                 "outputShape": list(model(x).shape)})
+            continue
         with torch.no_grad():
             y = model(x)
         x.numpy().astype("<f4").tofile(os.path.join(HERE, name + ".input.bin"))

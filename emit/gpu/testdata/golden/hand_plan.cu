@@ -221,52 +221,37 @@ extern "C" __global__ void mlb010_bias_grad(const float* __restrict__ dy,
     }
 }
 
-// max pool backward [3,4,26,26] <- 13x13
-// threadgroups 32 x 256 threads
+// max pool backward [3,4,26,26] <- 13x13, one thread per 2x2 window
+// threadgroups 8 x 256 threads
 extern "C" __global__ void mlb011_maxpool2d_bwd(const float* __restrict__ x,
     const float* __restrict__ dy,
     float* __restrict__ dx) {
     int i = (int)(blockIdx.x * blockDim.x + threadIdx.x);
-    if (i >= 8112) {
+    if (i >= 2028) {
         return;
     }
-    int w = i % 26;
-    int h = i / 26 % 26;
-    int p = i / 676;
-    float acc = 0.0f;
-    int base = p * 676;
-    for (int kh = 0; kh < 2; kh += 1) {
-        int th = h - kh;
-        if (th >= 0 && th % 2 == 0 && th / 2 < 13) {
-            for (int kw = 0; kw < 2; kw += 1) {
-                int tw = w - kw;
-                if (tw >= 0 && tw % 2 == 0 && tw / 2 < 13) {
-                    int oh = th / 2;
-                    int ow = tw / 2;
-                    float best = 0.0f;
-                    int arg = -1;
-                    for (int qh = 0; qh < 2; qh += 1) {
-                        int ih = oh * 2 + qh;
-                        for (int qw = 0; qw < 2; qw += 1) {
-                            int iw = ow * 2 + qw;
-                            if (ih >= 0 && ih < 26 && iw >= 0 && iw < 26) {
-                                int xi = ih * 26 + iw;
-                                float xv = x[base + xi];
-                                if (arg < 0 || xv > best) {
-                                    best = xv;
-                                    arg = xi;
-                                }
-                            }
-                        }
-                    }
-                    if (arg == h * 26 + w) {
-                        acc = acc + dy[p * 169 + (oh * 13 + ow)];
-                    }
-                }
+    int oh = i / 13 % 13;
+    int ow = i % 13;
+    int base = i / 169 * 676 + (oh * 52 + ow * 2);
+    float best = 0.0f;
+    int arg = -1;
+    for (int qh = 0; qh < 2; qh += 1) {
+        for (int qw = 0; qw < 2; qw += 1) {
+            int xi = base + (qh * 26 + qw);
+            float xv = x[xi];
+            if (arg < 0 || xv > best) {
+                best = xv;
+                arg = xi;
             }
         }
     }
-    dx[i] = acc;
+    float g = dy[i];
+    for (int qh = 0; qh < 2; qh += 1) {
+        for (int qw = 0; qw < 2; qw += 1) {
+            int xi = base + (qh * 26 + qw);
+            dx[xi] = xi == arg ? g : 0.0f;
+        }
+    }
 }
 
 // "relu" backward from y, 8112 elements
