@@ -772,6 +772,9 @@ func (g *generator) renderMeta() {
 	g.p("},")
 	g.renderDataSpec(ds)
 	g.p("StateBytes: %d, TrainWorkBytes: %d, InferWorkBytes: %d,", 4*int64(tp.StateSize), 4*int64(tp.WorkSize), 4*int64(in.Infer.WorkSize))
+	if in.Weights != nil {
+		g.p("Embedded: &embeddedWeights, // weights.go")
+	}
 	g.p("}")
 }
 

@@ -42,6 +42,7 @@ type Input struct {
 	Backend  string        // the Backend's name
 	Version  string        // mlbuild's version
 	BuildKey string        // the cache key, shown by `info`
+	Weights  *Weights      // weights to embed; nil for none
 }
 
 // File is one generated file, with a path relative to the module root.
@@ -57,7 +58,15 @@ func Program(in *Input) ([]File, error) {
 	if err != nil {
 		return nil, fmt.Errorf("emit: %v", err)
 	}
-	return b.program(in)
+	files, err := b.program(in)
+	if err != nil || in.Weights == nil {
+		return files, err
+	}
+	wf, err := weightsFiles(in)
+	if err != nil {
+		return nil, err
+	}
+	return append(files, wf...), nil
 }
 
 // cpuProgram returns the module of a CPU program.

@@ -55,8 +55,9 @@ func (im *Imported) Spec(name, source, weights string) []byte {
 	}
 	from = append(from, fmt.Sprintf("opset %d", im.Opset))
 	fmt.Fprintf(&b, " (%s).\n", strings.Join(from, ", "))
-	fmt.Fprintf(&b, "// Its weights are in %s under the layer names below: build it with\n", commentText(weights))
-	fmt.Fprintf(&b, "//\n//\tmlbuild compile %s.cue\n//\n// and give the binary --weights %s.\n", name, commentText(weights))
+	fmt.Fprintf(&b, "// Its weights are in %s under the layer names below: build one binary\n", commentText(weights))
+	fmt.Fprintf(&b, "// that carries them with\n//\n//\tmlbuild compile %s.cue --weights %s\n//\n", name, commentText(weights))
+	fmt.Fprintf(&b, "// or build without --weights and give the binary --weights %s.\n", commentText(weights))
 	for _, w := range im.Warnings {
 		fmt.Fprintf(&b, "//\n// Warning: %s\n", commentText(w))
 	}

@@ -38,6 +38,7 @@ type compileOptions struct {
 	force    bool
 	cacheDir string
 	memLimit string // --memory-limit, "" for this machine's memory
+	weights  string // --weights, a safetensors file to embed; "" for none
 	stdout   io.Writer
 	stderr   io.Writer
 }
@@ -52,8 +53,14 @@ statically linked on Linux) that trains, evaluates and runs the model.
 
 Binaries are cached by a key that covers everything that changes the
 generated program (the plans, the backend, the target, mlbuild's and Go's
-versions), so compiling the same spec again is a cache hit. Set
-MLBUILD_DEBUG=cachekey to print the key's lines.
+versions, the bytes of embedded weights), so compiling the same spec again
+is a cache hit. Set MLBUILD_DEBUG=cachekey to print the key's lines.
+
+--weights FILE compiles a safetensors file of weights into the binary,
+which then predicts, evaluates and trains on from them with no other file
+(a --weights given to the binary still overrides them). The file is
+checked first: every param of the spec by name, with its shape and a
+dtype the program reads (F32, F64, F16, BF16), and nothing else.
 
 Examples:
   # compile for this machine; the binary is ./mnist
@@ -71,6 +78,10 @@ Examples:
   # the CUDA backend (cuBLAS GEMMs, generated CUDA kernels, one CUDA graph per step)
   mlbuild compile models/mnist.cue --backend cuda --target linux/amd64 -o mnist-cuda
 
+  # one file to ship: the weights are compiled in (checked against the
+  # spec first); ./mlp predict x.npy then needs no --weights
+  mlbuild import mlp.onnx && mlbuild compile mlp.cue --weights mlp.safetensors
+
   # measure what fusion buys
   mlbuild compile models/mnist.cue --fusion=off -o mnist-unfused`,
 		Args: cobra.MinimumNArgs(1),
@@ -85,6 +96,7 @@ Examples:
 				force:    c.GetBool("force"),
 				cacheDir: c.GetString("cache-dir"),
 				memLimit: c.GetString("memory-limit"),
+				weights:  c.GetString("weights"),
 				stdout:   g.stdout,
 				stderr:   g.stderr,
 			}
@@ -105,6 +117,7 @@ Examples:
 	f.Bool("force", false, "overwrite an output file that mlbuild did not make")
 	f.String("cache-dir", "", "build cache directory (default $MLBUILD_CACHE_DIR or the user cache dir)")
 	f.String("memory-limit", "", memoryLimitHelp)
+	f.String("weights", "", "embed the weights in this safetensors file, checked against the spec's params, so the binary predicts with no other file")
 	return cmd
 }
 
@@ -199,12 +212,18 @@ func compileRun(opts *compileOptions) error {
 	if err != nil {
 		return reportSpecError(opts.stderr, err)
 	}
+	var weights *emit.Weights
+	if opts.weights != "" {
+		if weights, err = readWeights(opts.weights, m, plans[0]); err != nil {
+			return err
+		}
+	}
 	goVersion, err := goToolVersion()
 	if err != nil {
 		return withCode(ExitBuild, err)
 	}
 	in := &emit.Input{Model: m, Train: plans[0], Infer: plans[1], Infer1: plans[2],
-		Backend: backend.Name, Version: mlbuildVersion()}
+		Backend: backend.Name, Version: mlbuildVersion(), Weights: weights}
 	unkeyed, err := emit.Program(in)
 	if err != nil {
 		return withCode(ExitInternal, err)
@@ -272,7 +291,11 @@ func compileRun(opts *compileOptions) error {
 	if res.Hit {
 		how = "cache hit"
 	}
-	fmt.Fprintf(opts.stdout, "%s: %s (%s, %s/%s, %s, %.2fs)\n", m.Name, out, opts.backend, goos, goarch, how, time.Since(start).Seconds())
+	embedded := ""
+	if weights != nil {
+		embedded = ", weights " + weights.Source + " embedded"
+	}
+	fmt.Fprintf(opts.stdout, "%s: %s (%s, %s/%s%s, %s, %.2fs)\n", m.Name, out, opts.backend, goos, goarch, embedded, how, time.Since(start).Seconds())
 	return nil
 }
 

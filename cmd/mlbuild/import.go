@@ -71,7 +71,10 @@ Examples:
   mlbuild import exported/model.onnx -o specs --name lenet
 
   # then build it and run it on the imported weights
-  mlbuild compile specs/lenet.cue && ./lenet predict --weights specs/lenet.safetensors digit.png`,
+  mlbuild compile specs/lenet.cue && ./lenet predict --weights specs/lenet.safetensors digit.png
+
+  # or build one binary that carries the weights (no --weights to give it)
+  mlbuild compile specs/lenet.cue --weights specs/lenet.safetensors && ./lenet predict digit.png`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c := g.config

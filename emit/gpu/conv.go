@@ -57,7 +57,15 @@ func convScratchWithin(g planner.ConvGeom, budget int) int {
 		return convColsPerImage(g)
 	}
 	rounds := ceilDiv(g.N, most)
-	return ceilDiv(g.N, rounds) * convScratchPerImage(g)
+	r := ceilDiv(g.N, rounds)
+	return r*convScratchPerImage(g) + convDWPartials(g, r)
+}
+
+// convDWPartials is the scratch for the partial sums of the weight
+// gradient of a round of images when that GEMM takes the long-K path
+// (gemm_longk.go), after the round's columns and output rows; else 0.
+func convDWPartials(g planner.ConvGeom, images int) int {
+	return LongKPartials(g.OC/g.Groups, g.C/g.Groups*g.KH*g.KW, images*g.OH*g.OW)
 }
 
 // ConvOneRound reports whether scratch float32s hold the whole batch of a
@@ -75,7 +83,11 @@ func ConvOneRound(g planner.ConvGeom, scratch int) bool {
 // (written straight into y, no output rows) when only one image's columns
 // fit.
 func convRoundImages(g planner.ConvGeom, scratch int) (int, error) {
-	if r := min(g.N, scratch/max(1, convScratchPerImage(g))); r >= 2 {
+	r := min(g.N, scratch/max(1, convScratchPerImage(g)))
+	for r >= 2 && r*convScratchPerImage(g)+convDWPartials(g, r) > scratch {
+		r-- // room for the weight gradient's partials too, where it takes them
+	}
+	if r >= 2 {
 		return r, nil
 	}
 	if scratch >= convColsPerImage(g) {
@@ -218,9 +230,20 @@ func (l *lowering) conv(st *planner.Step, bwd bool) error {
 			if n == 0 {
 				beta = 0
 			}
+			// A long, thin dW (few channels, a small window) takes the
+			// long-K kernels, their partials after the round's rows.
+			partOff := rounds[0].rowsOff + g.OC*rounds[0].ld
+			longK := !direct && longKFits(false, true, ocg, ckk, rd.ld) && partOff+LongKPartials(ocg, ckk, rd.ld) <= sb.Size
 			for gi := 0; gi < g.Groups; gi++ {
-				if err := l.gemm(Gemm{TransB: true, M: ocg, N: ckk, K: rd.ld, Alpha: 1, Beta: beta,
-					A: rowsOf(rd, gi, dy), B: colsOf(rd, gi), C: Matrix{dw, gi * ocg * ckk, ocg, ckk, ckk}}); err != nil {
+				gm := Gemm{TransB: true, M: ocg, N: ckk, K: rd.ld, Alpha: 1, Beta: beta,
+					A: rowsOf(rd, gi, dy), B: colsOf(rd, gi), C: Matrix{dw, gi * ocg * ckk, ocg, ckk, ckk}}
+				var err error
+				if longK {
+					err = l.longKGemm(gm, at(cols, partOff))
+				} else {
+					err = l.gemm(gm)
+				}
+				if err != nil {
 					return err
 				}
 			}

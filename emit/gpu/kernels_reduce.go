@@ -55,14 +55,35 @@ func channelSumKernel(outer, channels, inner int) *Kernel {
 	m := outer * inner
 	// One threadgroup per channel sums a whole batch: as wide a group as
 	// GPUs allow, so the loads of many threads hide each other's latency.
+	// Each thread keeps ways loads in flight (independent sums, one per
+	// way): a thread waiting on one load at a time left a 64-channel
+	// gradient bound by memory latency (30 µs for 12.5 MB on an H100).
 	tg := pow2AtMost(m, tgWide)
+	ways := min(4, ceilDiv(m, tg))
 	shape := []int{outer, inner}
-	idx := add(mul(add(mul(coord(vr("j"), shape, 0), i32(channels)), tgidE), i32(inner)), coord(vr("j"), shape, 1))
-	body := []Stmt{
-		Shared{"sh", tg},
-		let("acc", Float, flt(0)),
-		strided("j", m, tg, set("acc", add(vr("acc"), load("dy", idx)))),
+	idx := func(j Expr) Expr {
+		return add(mul(add(mul(coord(j, shape, 0), i32(channels)), tgidE), i32(inner)), coord(j, shape, 1))
 	}
+	body := []Stmt{Shared{"sh", tg}}
+	var step []Stmt
+	sum := Expr(nil)
+	for w := 0; w < ways; w++ {
+		acc := fmt.Sprintf("acc%d", w)
+		body = append(body, let(acc, Float, flt(0)))
+		jw := add(vr("j"), i32(w*tg))
+		upd := set(acc, add(vr(acc), load("dy", idx(jw))))
+		if w == 0 {
+			step = append(step, upd)
+		} else {
+			step = append(step, when(lt(jw, i32(m)), upd))
+		}
+		if sum == nil {
+			sum = vr(acc)
+		} else {
+			sum = add(sum, vr(acc))
+		}
+	}
+	body = append(body, For{"j", lidE, i32(m), i32(ways * tg), step}, let("acc", Float, sum))
 	body = append(body, reduceInto("total", "acc", "sh", tg, sumOp)...)
 	body = append(body, when(eq(lidE, i32(0)), store("db", tgidE, vr("total"))))
 	return &Kernel{

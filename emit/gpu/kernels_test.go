@@ -202,6 +202,41 @@ func kernelCases(t *testing.T) []gpuCase {
 			in: [][]float32{rows, randVec(r, len(y), 5, 6), b}, want: map[int][]float32{1: y}})
 	}
 
+	// The long-K GEMM's two kernels: partial sums of slices of K (a K that
+	// is not a whole number of tiles, padded rows), and their reduction into
+	// C with alpha, beta and a padded C.
+	{
+		m, n, k, lda, ldb, ldc := 3, 7, 20000+5, 20011, 20007, 9
+		a, b := randVec(r, (m-1)*lda+k, -1, 1), randVec(r, (n-1)*ldb+k, -1, 1)
+		slices := longKSlicesFor(k)
+		span := ceilDiv(ceilDiv(k, slices), longKTile) * longKTile
+		part := zeros(slices * m * n)
+		for g := 0; g < slices; g++ {
+			for i := 0; i < m*n; i++ {
+				var acc float64
+				for kk := g * span; kk < min(k, (g+1)*span); kk++ {
+					acc += float64(a[i/n*lda+kk]) * float64(b[i%n*ldb+kk])
+				}
+				part[g*m*n+i] = float32(acc)
+			}
+		}
+		addCase(gpuCase{name: "gemm_longk_partials", k: longKPartialKernel(m, n, k, lda, ldb),
+			in: [][]float32{a, b, randVec(r, len(part), 7, 8)}, want: map[int][]float32{2: part}, tol: 1e-4})
+		p := randVec(r, len(part), -1, 1)
+		c := randVec(r, (m-1)*ldc+n, -1, 1)
+		want := append([]float32(nil), c...)
+		for i := 0; i < m*n; i++ {
+			var acc float64
+			for g := 0; g < slices; g++ {
+				acc += float64(p[g*m*n+i])
+			}
+			at := i/n*ldc + i%n
+			want[at] = 0.5*float32(acc) + 0.25*c[at]
+		}
+		addCase(gpuCase{name: "gemm_longk", k: longKReduceKernel(m, n, k, ldc, 0.5, 0.25),
+			in: [][]float32{p, c}, want: map[int][]float32{1: want}, tol: 1e-5})
+	}
+
 	// Pooling, against rt/cpu.
 	for _, pg := range []planner.ConvGeom{
 		{N: 2, C: 3, H: 9, W: 11, KH: 2, KW: 2, SH: 2, SW: 2, DH: 1, DW: 1},

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/mlbuild/mlbuild/planner"
@@ -267,6 +268,8 @@ func cpuFusedAct(t *testing.T, act string) cpu.Act {
 func TestLoweredConvMatchesCPU(t *testing.T) {
 	grouped := withOutputSize(planner.ConvGeom{N: 5, C: 4, H: 9, W: 8, OC: 6, KH: 3, KW: 2, SH: 2, SW: 2, PH: 1, PW: 1, DH: 2, DW: 1, Groups: 2})
 	plain := withOutputSize(planner.ConvGeom{N: 7, C: 3, H: 6, W: 5, OC: 4, KH: 3, KW: 3, SH: 1, SW: 1, DH: 1, DW: 1, Groups: 1})
+	// 2·90·92 = 16,560 output pixels: dW (5×18) takes the long-K kernels.
+	longK := withOutputSize(planner.ConvGeom{N: 2, C: 2, H: 90, W: 92, OC: 5, KH: 3, KW: 3, SH: 1, SW: 1, PH: 1, PW: 1, DH: 1, DW: 1, Groups: 1})
 	cases := []convLayerCase{
 		{name: "rounds_of_2", g: grouped, bias: true, act: "leakyrelu", alpha: 0.1, dx: true,
 			scratch: 2 * convScratchPerImage(grouped), rounds: 3},
@@ -275,6 +278,7 @@ func TestLoweredConvMatchesCPU(t *testing.T) {
 		{name: "one_image", g: grouped, bias: true, act: "tanh", dx: true,
 			scratch: convColsPerImage(grouped), rounds: 5, direct: true},
 		{name: "rounds_of_3", g: plain, scratch: 3*convScratchPerImage(plain) + 7, rounds: 3},
+		{name: "long_k", g: longK, bias: true, act: "relu", dx: true, scratch: ConvScratch(longK), rounds: 1},
 	}
 	p, bufs := convLayerPlan(cases)
 	r := rand.New(rand.NewSource(7))
@@ -329,6 +333,15 @@ func TestLoweredConvMatchesCPU(t *testing.T) {
 				if gemms != c.rounds*c.g.Groups || launches != wantLaunches {
 					t.Errorf("%s: forward has %d GEMMs and %d launches, want %d and %d (%d rounds)",
 						c.name, gemms, launches, c.rounds*c.g.Groups, wantLaunches, c.rounds)
+				}
+				longK := 0
+				for _, op := range prog.Backward {
+					if op.Layer == c.name && op.Launch != nil && strings.Contains(op.Launch.Kernel, "gemm_longk") {
+						longK++
+					}
+				}
+				if want := map[bool]int{true: 2, false: 0}[c.name == "long_k"]; longK != want {
+					t.Errorf("%s: the backward has %d long-K GEMM kernels, want %d", c.name, longK, want)
 				}
 			}
 			arena := make([][]float32, len(initial))

@@ -81,6 +81,9 @@ type Meta struct {
 	Data DataSpec
 	// Memory of the plans, in bytes, for `info`.
 	StateBytes, TrainWorkBytes, InferWorkBytes int64
+	// Embedded are the weights compiled into the program by `mlbuild
+	// compile --weights`, nil when there are none.
+	Embedded *EmbeddedWeights
 
 	// rec is what training fitted on the data (standardisation, string
 	// class order), saved with the weights; loadWeights reads it back.
@@ -94,6 +97,15 @@ type Meta struct {
 // model benchmark that copy (8.6 MB a step) took a sixth of the epoch.
 type UpdateGuard interface {
 	SkipsUpdateOnNonFiniteLoss()
+}
+
+// EmbeddedWeights is a safetensors file compiled into the program, so that
+// the one binary predicts and evaluates with no other file: predict and
+// eval use it when --weights is not given, and train starts from it.
+type EmbeddedWeights struct {
+	Source string // the file's name when it was compiled in, e.g. "mlp.safetensors"
+	SHA256 string // the hex SHA-256 of Data, the file's bytes
+	Data   []byte // the file
 }
 
 // Model is implemented by the generated code. All slices are views into

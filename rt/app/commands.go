@@ -176,6 +176,11 @@ func infoCmd(m Model, args []string, w io.Writer) error {
 	if p := preprocessingText(meta); p != "" {
 		fmt.Fprintf(tw, "preprocessing:\t%s\n", p)
 	}
+	if e := meta.Embedded; e != nil {
+		fmt.Fprintf(tw, "weights:\tembedded: %s, %s, sha256 %s\n", e.Source, bytesString(int64(len(e.Data))), e.SHA256)
+	} else {
+		fmt.Fprintf(tw, "weights:\tnone embedded (eval and predict need --weights FILE)\n")
+	}
 	fmt.Fprintf(tw, "memory:\tstate %s, training work %s, inference work %s\n",
 		bytesString(meta.StateBytes), bytesString(meta.TrainWorkBytes), bytesString(meta.InferWorkBytes))
 	if d, ok := m.(DeviceInfo); ok {

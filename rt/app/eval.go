@@ -175,7 +175,7 @@ func evalCmd(m Model, args []string, stdout, stderr io.Writer) error {
 	meta := m.Meta()
 	fs := newFlags(meta, "eval")
 	data := fs.String("data", "", "the `DIR` holding the test data ("+dataFiles(meta, false)+")")
-	weights := fs.String("weights", "", "the trained weights `FILE` (safetensors), e.g. the output of train")
+	weights := fs.String("weights", "", weightsUsage(meta))
 	asJSON := fs.Bool("json", false, "print one JSON object")
 	confusion := fs.Bool("confusion", false, "classification: also print the confusion matrix (rows: true class, columns: predicted)")
 	threads := fs.Int("threads", 0, "use `N` CPU threads (0: all)")
@@ -183,8 +183,11 @@ func evalCmd(m Model, args []string, stdout, stderr io.Writer) error {
 	if err := noOperands(fs, args, stdout); err != nil {
 		return err
 	}
-	if (*data == "" && sel.images == "") || *weights == "" {
-		return usageError{"eval needs --data DIR (or --images FILE and --labels FILE) and --weights FILE"}
+	if err := weightsRequired(meta, *weights, "eval needs --weights FILE (this program has no embedded weights) and --data DIR (or --images FILE and --labels FILE)"); err != nil {
+		return err
+	}
+	if *data == "" && sel.images == "" {
+		return usageError{"eval needs --data DIR (or --images FILE and --labels FILE)"}
 	}
 	if err := checkThreads(*threads); err != nil {
 		return err

@@ -35,10 +35,18 @@ after every epoch and on Ctrl-C, and the weights to --out; with a
 validation split the weights kept are the best seen. --resume continues
 an interrupted run with its own settings (epochs, learning rate, limit,
 validation split, patience, seed and data folder); a flag given with
---resume overrides the interrupted run's value, and says so.`,
+--resume overrides the interrupted run's value, and says so.
+
+A new run starts from the seed's initialisation, or from weights with
+--init FILE (a weights file, e.g. one that mlbuild import wrote, or the
+weights of a checkpoint): epoch 1 and a fresh optimizer state, where
+--resume would continue a run. A program compiled with embedded weights
+starts from them unless --init names a file or says seed (--init ./seed
+for a file called seed); the first line of the output says which.`,
 		examples: `train --data data/mnist
 train --data data/mnist --epochs 3 --metrics metrics.jsonl
-train --resume NAME.ckpt.safetensors`},
+train --resume NAME.ckpt.safetensors
+train --data data/mnist --init NAME.safetensors --lr 1e-4`},
 	{name: "eval", required: "--data DIR --weights FILE",
 		summary: "accuracy and loss of trained weights on the test files",
 		long:    `Eval runs the inference plan over the spec's IDX test files in --data.`,
@@ -157,7 +165,11 @@ func printCommandHelp(fs *flag.FlagSet, w io.Writer) {
 	if h.long != "" {
 		fmt.Fprintf(w, "%s\n\n", h.long)
 	}
-	fmt.Fprintf(w, "Usage:\n  %s\n\n", strings.Join(strings.Fields(fmt.Sprintf("%s %s %s [flags] %s", prog, name, h.required, h.operands)), " "))
+	required := h.required
+	if f := fs.Lookup("weights"); f != nil && strings.Contains(f.Usage, overridesEmbedded) {
+		required = strings.Replace(required, "--weights FILE", "", 1) // the embedded weights serve
+	}
+	fmt.Fprintf(w, "Usage:\n  %s\n\n", strings.Join(strings.Fields(fmt.Sprintf("%s %s %s [flags] %s", prog, name, required, h.operands)), " "))
 	fmt.Fprintln(w, "Flags:")
 	type row struct{ left, usage string }
 	var rows []row
@@ -209,6 +221,14 @@ func printUsage(m Model, w io.Writer) {
 		meta.Name, meta.SpecFile, meta.Backend, meta.Name)
 	for _, c := range commands {
 		fmt.Fprintf(w, "  %-9s %s\n", c.name, c.summary)
+	}
+	if e := meta.Embedded; e != nil {
+		fmt.Fprintf(w, `
+Weights:
+  %s is compiled in (sha256 %s…): predict and eval use it
+  unless --weights names another file, and train starts from it (see
+  'train --help', --init).
+`, e.Source, e.shortHash())
 	}
 	fmt.Fprintf(w, `
 Flags:

@@ -26,6 +26,15 @@ type infoJSON struct {
 	Layers         []layerJSON  `json:"layers"`
 	Tensors        []tensor     `json:"tensors"`
 	Training       trainingJSON `json:"training"`
+	// Weights are the embedded weights, null when the program has none.
+	Weights *weightsJSON `json:"embedded_weights"`
+}
+
+// weightsJSON describes the weights compiled into the program.
+type weightsJSON struct {
+	Source string `json:"source"`
+	SHA256 string `json:"sha256"`
+	Bytes  int    `json:"bytes"`
 }
 
 // trainingJSON is the spec's training settings, the flags' defaults.
@@ -68,6 +77,9 @@ func writeInfoJSON(m Model, w io.Writer) error {
 	}
 	for _, p := range meta.Params {
 		r.Tensors = append(r.Tensors, tensor{p.Name, p.Shape, p.Trainable})
+	}
+	if e := meta.Embedded; e != nil {
+		r.Weights = &weightsJSON{e.Source, e.SHA256, len(e.Data)}
 	}
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)

@@ -26,7 +26,7 @@ func predictCmd(m Model, args []string, stdout, stderr io.Writer) error {
 	meta := m.Meta()
 	o := &predictOptions{}
 	fs := newFlags(meta, "predict")
-	fs.StringVar(&o.weights, "weights", "", "trained weights (safetensors)")
+	fs.StringVar(&o.weights, "weights", "", weightsUsage(meta))
 	fs.IntVar(&o.limit, "limit", 10, "for a file of many samples (IDX, .npy, CSV): how many to print (0: all); --output writes all")
 	fs.BoolVar(&o.resize, "resize", false, "resize images whose size differs from the model's input")
 	fs.IntVar(&o.top, "top", 1, "classification: how many classes to print per input")
@@ -36,8 +36,11 @@ func predictCmd(m Model, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if o.weights == "" || len(inputs) == 0 {
-		return usageError{"predict needs --weights FILE and at least one INPUT (PNG, JPEG or PGM images, an IDX images file, a .npy array or a CSV file)"}
+	if err := weightsRequired(meta, o.weights, "predict needs --weights FILE (this program has no embedded weights) and at least one INPUT"); err != nil {
+		return err
+	}
+	if len(inputs) == 0 {
+		return usageError{"predict needs at least one INPUT (PNG, JPEG or PGM images, an IDX images file, a .npy array or a CSV file)"}
 	}
 	if !meta.regression() && (o.top < 1 || o.top > meta.Classes) {
 		return usageError{fmt.Sprintf("--top must be between 1 and %d", meta.Classes)}

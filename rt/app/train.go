@@ -31,6 +31,7 @@ func (e *interruptedError) Error() string {
 // trainOptions are the flags of `train`.
 type trainOptions struct {
 	data, out, checkpoint, resume, metrics string
+	init                                   string // --init: a weights file, "seed", "embedded", or "" (see startWeights)
 	epochs, threads, limit, patience       int
 	lr, valSplit                           float64
 	seed                                   int64
@@ -46,6 +47,7 @@ func parseTrainFlags(meta *Meta, args []string, stdout, stderr io.Writer) (*trai
 	fs.StringVar(&o.out, "out", meta.Name+".safetensors", "write the trained weights to `FILE` (safetensors)")
 	fs.StringVar(&o.checkpoint, "checkpoint", "", "write a checkpoint to `FILE` every epoch and on Ctrl-C (default: OUT with .ckpt before the extension)")
 	fs.StringVar(&o.resume, "resume", "", "continue the run that wrote the checkpoint `FILE`, with its settings")
+	fs.StringVar(&o.init, "init", "", initUsage(meta))
 	fs.StringVar(&o.metrics, "metrics", "", "append JSON lines of step and epoch metrics to `FILE`")
 	fs.Float64Var(&o.lr, "lr", d.LR, "the learning rate `X` (the schedule's first)")
 	fs.Int64Var(&o.seed, "seed", d.Seed, "the random seed `N` of initial weights, shuffling and dropout")
@@ -59,6 +61,9 @@ func parseTrainFlags(meta *Meta, args []string, stdout, stderr io.Writer) (*trai
 		return nil, err
 	}
 	if err := noDataset(meta, "train"); err != nil {
+		return nil, err
+	}
+	if err := checkInit(meta, o); err != nil {
 		return nil, err
 	}
 	var at *resumePoint
@@ -90,6 +95,9 @@ func parseTrainFlags(meta *Meta, args []string, stdout, stderr io.Writer) (*trai
 	if o.checkpoint == "" {
 		ext := filepath.Ext(o.out)
 		o.checkpoint = strings.TrimSuffix(o.out, ext) + ".ckpt" + ext
+	}
+	if err := checkInitKept(o); err != nil {
+		return nil, err
 	}
 	for _, f := range []struct{ name, path string }{{"out", o.out}, {"checkpoint", o.checkpoint}} {
 		if err := checkReplaceable(f.name, f.path, o.force); err != nil {
@@ -161,7 +169,20 @@ func trainCmd(m Model, args []string, stdout, stderr io.Writer) error {
 			train, val = ds.split(o.valSplit, o.seed)
 		}
 	} else {
-		initParams(m, o.seed)
+		from, f, err := startWeights(m, o)
+		if err != nil {
+			return err
+		}
+		kept, err := keepPreprocessing(meta, ds, f)
+		if err != nil {
+			return err
+		}
+		if kept {
+			from += ", and the preprocessing statistics they were trained with"
+		}
+		if from != "" && !o.quiet {
+			fmt.Fprintln(stdout, from)
+		}
 	}
 	st.run = o // checkpoints keep the run's settings
 

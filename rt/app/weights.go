@@ -104,30 +104,99 @@ func loadInto(m Model, path string, withOptimizer bool) (*safetensors.File, erro
 	if err != nil {
 		return nil, err
 	}
+	return f, copyWeights(m, f, withOptimizer)
+}
+
+// copyWeights checks that f holds every tensor this model needs, with its
+// shape, and copies them into the state arena; f.Path names it in
+// messages.
+func copyWeights(m Model, f *safetensors.File, withOptimizer bool) error {
 	// A checkpoint also holds the optimizer state: check it whole, then
 	// take only what was asked for.
-	_, isCheckpoint := f.Metadata["mlbuild.epoch"]
-	if err := safetensors.CheckShapes(f, expected(m, withOptimizer || isCheckpoint)); err != nil {
-		return nil, fmt.Errorf("%s does not hold weights of model %s: %v", path, m.Meta().Name, err)
+	if err := safetensors.CheckShapes(f, expected(m, withOptimizer || isCheckpoint(f))); err != nil {
+		return fmt.Errorf("%s does not hold weights of model %s: %v", f.Path, m.Meta().Name, err)
 	}
 	for _, t := range weightTensors(m, withOptimizer) {
 		if err := f.CopyInto(t.Name, t.Data); err != nil {
-			return nil, err
+			return err
 		}
+	}
+	return nil
+}
+
+// isCheckpoint reports whether f was written by train as a checkpoint
+// (weights, optimizer state and the run's position).
+func isCheckpoint(f *safetensors.File) bool {
+	_, ok := f.Metadata["mlbuild.epoch"]
+	return ok
+}
+
+// embeddedName is how messages name the weights compiled into the program.
+func (e *EmbeddedWeights) embeddedName() string {
+	return fmt.Sprintf("the embedded weights (%s)", e.Source)
+}
+
+// shortHash is the first 12 hex digits of the weights' SHA-256, enough to
+// tell two files apart in a message; info prints the whole hash.
+func (e *EmbeddedWeights) shortHash() string {
+	if len(e.SHA256) > 12 {
+		return e.SHA256[:12]
+	}
+	return e.SHA256
+}
+
+// readEmbedded decodes the weights compiled into the program.
+func readEmbedded(meta *Meta) (*safetensors.File, error) {
+	e := meta.Embedded
+	f, err := safetensors.ReadBytes(e.embeddedName(), e.Data)
+	if err != nil {
+		return nil, fmt.Errorf("%v (a bug in mlbuild: compile checked them)", err)
 	}
 	return f, nil
 }
 
 // loadWeights loads params and statistics from a weights file or a
-// checkpoint (whose extra optimizer tensors are ignored).
+// checkpoint (whose extra optimizer tensors are ignored); path "" means
+// the weights compiled into the program.
 func loadWeights(m Model, path string) error {
-	f, err := loadInto(m, path, false)
+	meta := m.Meta()
+	var f *safetensors.File
+	var err error
+	if path == "" && meta.Embedded != nil {
+		if f, err = readEmbedded(meta); err == nil {
+			err = copyWeights(m, f, false)
+		}
+	} else {
+		f, err = loadInto(m, path, false)
+	}
 	if err != nil {
 		return err
 	}
-	meta := m.Meta()
-	meta.rec, err = readRecord(meta, path, f.Metadata)
+	meta.rec, err = readRecord(meta, f.Path, f.Metadata)
 	return err
+}
+
+// weightsRequired is the usage error of eval and predict run without
+// --weights by a program that has no embedded weights; nil when the
+// program has them or a file was given.
+func weightsRequired(meta *Meta, path, message string) error {
+	if path == "" && meta.Embedded == nil {
+		return usageError{message}
+	}
+	return nil
+}
+
+// overridesEmbedded is in the help of --weights when the program has
+// embedded weights; a command's help then leaves --weights out of the
+// flags it requires.
+const overridesEmbedded = "instead of the embedded "
+
+// weightsUsage is the help of the --weights flag of eval and predict.
+func weightsUsage(meta *Meta) string {
+	if e := meta.Embedded; e != nil {
+		return "use the trained weights in `FILE` (safetensors) " + overridesEmbedded + e.Source
+	}
+	return "the trained weights `FILE` (safetensors), e.g. the output of train"
 }
 
 // loadCheckpoint restores weights, optimizer state and the run's position.

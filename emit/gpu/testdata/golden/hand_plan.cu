@@ -159,10 +159,15 @@ extern "C" __global__ void mlb006_softmax_xent(const float* __restrict__ z,
 extern "C" __global__ void mlb007_bias_grad(const float* __restrict__ dy,
     float* __restrict__ db) {
     __shared__ float sh[2];
-    float acc = 0.0f;
-    for (int j = (int)threadIdx.x; j < 3; j += 2) {
-        acc = acc + dy[j * 10 + (int)blockIdx.x];
+    float acc0 = 0.0f;
+    float acc1 = 0.0f;
+    for (int j = (int)threadIdx.x; j < 3; j += 4) {
+        acc0 = acc0 + dy[j * 10 + (int)blockIdx.x];
+        if (j + 2 < 3) {
+            acc1 = acc1 + dy[(j + 2) * 10 + (int)blockIdx.x];
+        }
     }
+    float acc = acc0 + acc1;
     sh[(int)threadIdx.x] = acc;
     __syncthreads();
     if ((int)threadIdx.x < 1) {
@@ -204,10 +209,15 @@ extern "C" __global__ void mlb009_act_bwd(const float* __restrict__ y,
 extern "C" __global__ void mlb010_bias_grad(const float* __restrict__ dy,
     float* __restrict__ db) {
     __shared__ float sh[2];
-    float acc = 0.0f;
-    for (int j = (int)threadIdx.x; j < 3; j += 2) {
-        acc = acc + dy[j * 16 + (int)blockIdx.x];
+    float acc0 = 0.0f;
+    float acc1 = 0.0f;
+    for (int j = (int)threadIdx.x; j < 3; j += 4) {
+        acc0 = acc0 + dy[j * 16 + (int)blockIdx.x];
+        if (j + 2 < 3) {
+            acc1 = acc1 + dy[(j + 2) * 16 + (int)blockIdx.x];
+        }
     }
+    float acc = acc0 + acc1;
     sh[(int)threadIdx.x] = acc;
     __syncthreads();
     if ((int)threadIdx.x < 1) {
@@ -270,10 +280,15 @@ extern "C" __global__ void mlb012_act_bwd(const float* __restrict__ y,
 extern "C" __global__ void mlb013_bias_grad(const float* __restrict__ dy,
     float* __restrict__ db) {
     __shared__ float sh[1024];
-    float acc = 0.0f;
-    for (int j = (int)threadIdx.x; j < 2028; j += 1024) {
-        acc = acc + dy[(j / 676 * 4 + (int)blockIdx.x) * 676 + j % 676];
+    float acc0 = 0.0f;
+    float acc1 = 0.0f;
+    for (int j = (int)threadIdx.x; j < 2028; j += 2048) {
+        acc0 = acc0 + dy[(j / 676 * 4 + (int)blockIdx.x) * 676 + j % 676];
+        if (j + 1024 < 2028) {
+            acc1 = acc1 + dy[((j + 1024) / 676 * 4 + (int)blockIdx.x) * 676 + (j + 1024) % 676];
+        }
     }
+    float acc = acc0 + acc1;
     sh[(int)threadIdx.x] = acc;
     __syncthreads();
     if ((int)threadIdx.x < 512) {

@@ -192,10 +192,15 @@ kernel void mlb007_bias_grad(device const float* dy [[buffer(0)]],
     uint mlb_tgid [[threadgroup_position_in_grid]],
     uint mlb_tgsize [[threads_per_threadgroup]]) {
     threadgroup float sh[2];
-    float acc = 0.0f;
-    for (int j = (int)mlb_lid; j < 3; j += 2) {
-        acc = acc + dy[j * 10 + (int)mlb_tgid];
+    float acc0 = 0.0f;
+    float acc1 = 0.0f;
+    for (int j = (int)mlb_lid; j < 3; j += 4) {
+        acc0 = acc0 + dy[j * 10 + (int)mlb_tgid];
+        if (j + 2 < 3) {
+            acc1 = acc1 + dy[(j + 2) * 10 + (int)mlb_tgid];
+        }
     }
+    float acc = acc0 + acc1;
     sh[(int)mlb_lid] = acc;
     threadgroup_barrier(mem_flags::mem_threadgroup);
     if ((int)mlb_lid < 1) {
@@ -249,10 +254,15 @@ kernel void mlb010_bias_grad(device const float* dy [[buffer(0)]],
     uint mlb_tgid [[threadgroup_position_in_grid]],
     uint mlb_tgsize [[threads_per_threadgroup]]) {
     threadgroup float sh[2];
-    float acc = 0.0f;
-    for (int j = (int)mlb_lid; j < 3; j += 2) {
-        acc = acc + dy[j * 16 + (int)mlb_tgid];
+    float acc0 = 0.0f;
+    float acc1 = 0.0f;
+    for (int j = (int)mlb_lid; j < 3; j += 4) {
+        acc0 = acc0 + dy[j * 16 + (int)mlb_tgid];
+        if (j + 2 < 3) {
+            acc1 = acc1 + dy[(j + 2) * 16 + (int)mlb_tgid];
+        }
     }
+    float acc = acc0 + acc1;
     sh[(int)mlb_lid] = acc;
     threadgroup_barrier(mem_flags::mem_threadgroup);
     if ((int)mlb_lid < 1) {
@@ -327,10 +337,15 @@ kernel void mlb013_bias_grad(device const float* dy [[buffer(0)]],
     uint mlb_tgid [[threadgroup_position_in_grid]],
     uint mlb_tgsize [[threads_per_threadgroup]]) {
     threadgroup float sh[1024];
-    float acc = 0.0f;
-    for (int j = (int)mlb_lid; j < 2028; j += 1024) {
-        acc = acc + dy[(j / 676 * 4 + (int)mlb_tgid) * 676 + j % 676];
+    float acc0 = 0.0f;
+    float acc1 = 0.0f;
+    for (int j = (int)mlb_lid; j < 2028; j += 2048) {
+        acc0 = acc0 + dy[(j / 676 * 4 + (int)mlb_tgid) * 676 + j % 676];
+        if (j + 1024 < 2028) {
+            acc1 = acc1 + dy[((j + 1024) / 676 * 4 + (int)mlb_tgid) * 676 + (j + 1024) % 676];
+        }
     }
+    float acc = acc0 + acc1;
     sh[(int)mlb_lid] = acc;
     threadgroup_barrier(mem_flags::mem_threadgroup);
     if ((int)mlb_lid < 512) {

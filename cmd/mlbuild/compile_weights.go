@@ -1,0 +1,95 @@
+package main
+
+import (
+	"encoding/binary"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/mlbuild/mlbuild/emit"
+	"github.com/mlbuild/mlbuild/planner"
+	"github.com/mlbuild/mlbuild/rt/safetensors"
+	"github.com/mlbuild/mlbuild/spec"
+)
+
+// Metadata keys of the preprocessing that training fits and records in a
+// weights file (rt/app/data_spec.go writes and reads them): a program
+// whose spec standardises cannot use weights without them.
+const (
+	mdStandardizeMean = "mlbuild.standardize.mean"
+	mdTargetsMean     = "mlbuild.targets.mean"
+	mdNormalizeMean   = "mlbuild.normalize.mean"
+)
+
+// readWeights reads the file of `compile --weights` and checks it against
+// the training plan's params before anything is built: every param the
+// model has, by name, with its shape, and nothing else; every tensor of a
+// dtype the programs read (F32, or F64, F16 and BF16, converted on
+// loading); and the preprocessing statistics the spec's training fits.
+// The file is embedded byte for byte, so its SHA-256 is the one sha256sum
+// prints.
+func readWeights(path string, m *spec.Model, train *planner.Plan) (*emit.Weights, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, withCode(ExitIO, fmt.Errorf("--weights: %v", err))
+	}
+	if fi.IsDir() {
+		return nil, withCode(ExitUsage, fmt.Errorf("--weights %s is a folder; give the safetensors file of the weights (NAME.safetensors)", path))
+	}
+	if !plausibleHeader(path, fi.Size()) {
+		// Not a safetensors file (a text file, a large download): Read
+		// says why from its first bytes, without reading it whole.
+		if _, err := safetensors.Read(path); err != nil {
+			return nil, withCode(ExitInvalid, fmt.Errorf("--weights: %v", err))
+		}
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, withCode(ExitIO, fmt.Errorf("--weights: %v", err))
+	}
+	f, err := safetensors.ReadBytes(path, data)
+	if err != nil {
+		return nil, withCode(ExitInvalid, fmt.Errorf("--weights: %v", err))
+	}
+	if _, ok := f.Metadata["mlbuild.epoch"]; ok {
+		return nil, withCode(ExitInvalid, fmt.Errorf("--weights %s is a training checkpoint (weights and optimizer state); embed the weights file that train wrote with --out (%s.safetensors by default)", path, m.Name))
+	}
+	var want []safetensors.Spec
+	for _, p := range train.Params {
+		want = append(want, safetensors.Spec{Name: p.Name, Shape: train.Buffers[p.Buf].Shape})
+	}
+	if err := safetensors.CheckShapes(f, want); err != nil {
+		return nil, withCode(ExitInvalid, fmt.Errorf("--weights: %v\nthe model is the one of %s; `mlbuild plan %s` lists its params (the buffers of kind param and stat)", err, m.File, m.File))
+	}
+	d := m.Dataset
+	for _, need := range []struct {
+		on       bool
+		key, why string
+	}{
+		{d.Standardize, mdStandardizeMean, "standardises its inputs"},
+		{d.StandardizeTargets && d.Task == "regression", mdTargetsMean, "standardises its regression targets"},
+		{d.Normalize != nil, mdNormalizeMean, "normalises its image channels"},
+	} {
+		if _, ok := f.Metadata[need.key]; need.on && !ok {
+			return nil, withCode(ExitInvalid, fmt.Errorf("--weights %s holds no %s metadata, but the spec %s %s: embed weights that this model's train wrote (they carry the statistics it fitted)", path, need.key, m.File, need.why))
+		}
+	}
+	return &emit.Weights{Source: filepath.Base(path), Data: data}, nil
+}
+
+// plausibleHeader reports whether the file at path starts with the
+// header length a safetensors file of its size can have.
+func plausibleHeader(path string, size int64) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return true // ReadFile reports it
+	}
+	defer f.Close()
+	var prefix [8]byte
+	if _, err := io.ReadFull(f, prefix[:]); err != nil {
+		return false
+	}
+	n := binary.LittleEndian.Uint64(prefix[:])
+	return n <= safetensors.MaxHeaderSize && n <= uint64(size)-8
+}
