@@ -6,10 +6,12 @@ import (
 	"math/rand"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/mlbuild/mlbuild/rt/cpu"
 	"github.com/mlbuild/mlbuild/rt/idx"
 )
 
@@ -29,6 +31,8 @@ type linearModel struct {
 	// interruptAt sends the process SIGINT during that training step, as
 	// Ctrl-C would.
 	interruptAt int
+	// before is the state at the start of the latest TrainStep.
+	before []float32
 }
 
 const (
@@ -125,6 +129,7 @@ func (m *linearModel) TrainStep(lr float32, step int) float32 {
 		syscall.Kill(os.Getpid(), syscall.SIGINT)
 		time.Sleep(20 * time.Millisecond) // let the signal reach the loop's channel
 	}
+	m.before = append(m.before[:0], m.state...)
 	loss := m.Gradients()
 	for i := 0; i < lmGW; i++ {
 		m.state[i] -= lr * m.state[lmGW+i]
@@ -207,5 +212,56 @@ func TestLinearModelLearns(t *testing.T) {
 	code, out, errOut = runLin(t, dir, "eval", "--data", "data", "--weights", "lin.safetensors", "--json")
 	if code != 0 || !bytes.Contains([]byte(out), []byte(`"accuracy":1`)) {
 		t.Fatalf("eval: exit %d, want accuracy 1:\n%s%s", code, out, errOut)
+	}
+}
+
+// guardedLinearModel is linearModel with the CPU backend's TrainStep
+// contract: no update when the loss is not finite (UpdateGuard).
+type guardedLinearModel struct{ *linearModel }
+
+func (m guardedLinearModel) SkipsUpdateOnNonFiniteLoss() {}
+
+func (m guardedLinearModel) TrainStep(lr float32, step int) float32 {
+	m.before = append(m.before[:0], m.state...)
+	loss := m.Gradients()
+	if cpu.Finite(loss) {
+		for i := 0; i < lmGW; i++ {
+			m.state[i] -= lr * m.state[lmGW+i]
+		}
+	}
+	return loss
+}
+
+// TestDivergenceWithAndWithoutGuard checks that a diverging run names the
+// same step and the same first non-finite value whether the training loop
+// restores its own copy of the weights or the model kept them (UpdateGuard),
+// and that either way the weights left are those the failing step started
+// from.
+func TestDivergenceWithAndWithoutGuard(t *testing.T) {
+	dir := t.TempDir()
+	writeQuadrants(t, filepath.Join(dir, "data"), 64, 32)
+	var msgs []string
+	for _, lm := range []*linearModel{newLinearModel(), newLinearModel()} {
+		var m Model = lm
+		if len(msgs) == 1 {
+			m = guardedLinearModel{lm}
+		}
+		code, out, errOut := runModel(t, dir, m, "train", "--data", "data", "--epochs", "3", "--lr", "1e30", "--quiet", "--force")
+		if code != 3 || !strings.Contains(errOut, "training diverged at epoch") {
+			t.Fatalf("%T: exit %d, want 3 and a divergence message:\n%s%s", m, code, out, errOut)
+		}
+		for i, v := range lm.state[:lmGW] {
+			if v != lm.before[i] {
+				t.Fatalf("%T: weight %d is %v after the divergence, %v before the failing step", m, i, v, lm.before[i])
+			}
+		}
+		msgs = append(msgs, errOut)
+	}
+	if _, guarded := Model(guardedLinearModel{}).(UpdateGuard); !guarded {
+		t.Fatal("guardedLinearModel does not implement UpdateGuard")
+	}
+	t.Logf("report: %s", msgs[0])
+	if msgs[0] != msgs[1] {
+		t.Fatalf("the divergence reports differ:\nunguarded: %s\nguarded:   %s", msgs[0], msgs[1])
 	}
 }

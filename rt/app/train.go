@@ -211,7 +211,12 @@ func trainCmd(m Model, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	snapshot := make([]float32, len(m.State()))
+	// The weights before each step let a divergence be traced to its op;
+	// a model that skips the update on a non-finite loss keeps them itself.
+	var snapshot []float32
+	if _, guarded := m.(UpdateGuard); !guarded {
+		snapshot = make([]float32, len(m.State()))
+	}
 	loader := newBatchLoader(ds, B)
 	defer loader.stop() // before the deferred close of the data set
 	rep.Data = func() (int64, time.Duration) { return loader.bytesRead(), loader.waited }
@@ -237,8 +242,9 @@ func trainCmd(m Model, args []string, stdout, stderr io.Writer) error {
 			}
 			st.step++
 			m.SetRand(stepSeed(o.seed, st.step))
-			// The weights before the step let a divergence be traced to its op.
-			copy(snapshot, m.State())
+			if snapshot != nil {
+				copy(snapshot, m.State())
+			}
 			loss := m.TrainStep(lr, st.step)
 			if math.IsNaN(float64(loss)) || math.IsInf(float64(loss), 0) {
 				return divergence(m, snapshot, st, lastGood, epoch, b, loss)
@@ -315,11 +321,15 @@ func trainCmd(m Model, args []string, stdout, stderr io.Writer) error {
 
 // divergence explains a non-finite loss: the step, the first op whose
 // output stopped being finite, and the last good checkpoint. It restores the
-// weights from before the step (the loss was computed from them) and runs
-// the forward pass again, op by op, to find where it first appeared.
+// weights from before the step (the loss was computed from them; before is
+// nil when the model's TrainStep left them as they were, see UpdateGuard)
+// and runs the forward pass again, op by op, to find where it first
+// appeared.
 func divergence(m Model, before []float32, st trainState, lastGood string, epoch, batch int, loss float32) error {
 	state := m.State()
-	copy(state, before)
+	if before != nil {
+		copy(state, before)
+	}
 	where := ""
 	for _, p := range m.Meta().Params {
 		if i := cpu.NonFinite(state[p.Offset : p.Offset+p.Size]); i >= 0 {

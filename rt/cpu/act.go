@@ -17,8 +17,62 @@ const (
 	ActTanh
 )
 
+// epilogueKernels are the vector forms of the passes around a product:
+// bias and ReLU over rows, ReLU's derivative, and column sums. Each gives
+// the Go loop's results bit for bit (same operations, same order).
+type epilogueKernels struct {
+	// biasAct adds bias (when flags&1) to each of rows rows of cols
+	// contiguous floats, then applies ReLU (when flags&2).
+	biasAct func(y, bias *float32, rows, cols, flags int)
+	// reluBwd clears dy[i] where y[i] is +0, for i < n.
+	reluBwd func(y, dy *float32, n int)
+	// sumRows writes dst[j] = Σ_r m[r·ld+j] for j < cols, in row order.
+	sumRows func(m, dst *float32, rows, cols, ld int)
+}
+
+// epilogue returns the epilogue kernels of the active GEMM path, or nil
+// where the Go loops run, so that forcing a path in tests forces them too.
+func epilogue() *epilogueKernels { return archEpilogue(activeGemmPath.Load().name) }
+
+// biasActRows adds b (when not nil) to each of the rows of y ([rows,cols])
+// and applies act: the epilogue of a dense layer's product.
+func biasActRows(y, b []float32, rows, cols int, act Act, alpha float32) {
+	y = y[:rows*cols]
+	if k := epilogue(); k != nil && (act == ActNone || act == ActReLU) && len(y) > 0 {
+		flags := 0
+		if b != nil {
+			_ = b[cols-1] // the assembly does no bounds checks
+			flags |= 1
+		}
+		if act == ActReLU {
+			flags |= 2
+		}
+		if flags != 0 {
+			var bp *float32
+			if b != nil {
+				bp = &b[0]
+			}
+			k.biasAct(&y[0], bp, rows, cols, flags)
+		}
+		return
+	}
+	for r := 0; r < rows; r++ {
+		row := y[r*cols : (r+1)*cols]
+		if b != nil {
+			for j := range row {
+				row[j] += b[j]
+			}
+		}
+		applyAct(row, act, alpha)
+	}
+}
+
 // applyAct applies act in place to v.
 func applyAct(v []float32, act Act, alpha float32) {
+	if k := epilogue(); k != nil && act == ActReLU && len(v) > 0 {
+		k.biasAct(&v[0], nil, 1, len(v), 2)
+		return
+	}
 	switch act {
 	case ActReLU:
 		// Branch-free: clear the bits of negative values (sign bit set),
@@ -48,6 +102,10 @@ func applyAct(v []float32, act Act, alpha float32) {
 // the activation's output y.
 func actBackward(y, dy []float32, act Act, alpha float32) {
 	dy = dy[:len(y)]
+	if k := epilogue(); k != nil && act == ActReLU && len(y) > 0 {
+		k.reluBwd(&y[0], &dy[0], len(y))
+		return
+	}
 	switch act {
 	case ActReLU:
 		// y is +0 or positive: keep dy where y's bits are non-zero, without

@@ -161,6 +161,128 @@ fwd32done:
 	VZEROUPPER
 	RET
 
+// func convDirectFwd2x64AVX512(taps int, offs *int, w, x, y *float32, ldy int)
+// convDirectFwd2x128AVX512 for the last 64 positions of a plane in one
+// pass (8 zmm accumulators), where 2 calls of the 32-position
+// kernel would load every weight 2 times.
+TEXT ·convDirectFwd2x64AVX512(SB), NOSPLIT, $0-48
+	MOVQ taps+0(FP), CX
+	MOVQ offs+8(FP), R8
+	MOVQ w+16(FP), R9
+	MOVQ x+24(FP), SI
+	MOVQ y+32(FP), DI
+	MOVQ ldy+40(FP), DX
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+
+fwd64loop:
+	MOVQ (R8), AX
+	LEAQ (SI)(AX*4), BX
+	VBROADCASTSS (R9), Z30
+	VBROADCASTSS 4(R9), Z31
+	VMOVUPS (BX), Z16
+	VMOVUPS 64(BX), Z17
+	VMOVUPS 128(BX), Z18
+	VMOVUPS 192(BX), Z19
+	VFMADD231PS Z16, Z30, Z0
+	VFMADD231PS Z17, Z30, Z1
+	VFMADD231PS Z18, Z30, Z2
+	VFMADD231PS Z19, Z30, Z3
+	VFMADD231PS Z16, Z31, Z4
+	VFMADD231PS Z17, Z31, Z5
+	VFMADD231PS Z18, Z31, Z6
+	VFMADD231PS Z19, Z31, Z7
+	ADDQ $8, R8
+	ADDQ $8, R9
+	DECQ CX
+	JNZ fwd64loop
+
+	VMOVUPS Z0, (DI)
+	VMOVUPS Z1, 64(DI)
+	VMOVUPS Z2, 128(DI)
+	VMOVUPS Z3, 192(DI)
+	LEAQ (DI)(DX*4), DI
+	VMOVUPS Z4, (DI)
+	VMOVUPS Z5, 64(DI)
+	VMOVUPS Z6, 128(DI)
+	VMOVUPS Z7, 192(DI)
+	VZEROUPPER
+	RET
+
+// func convDirectFwd2x96AVX512(taps int, offs *int, w, x, y *float32, ldy int)
+// convDirectFwd2x128AVX512 for the last 96 positions of a plane in one
+// pass (12 zmm accumulators), where 3 calls of the 32-position
+// kernel would load every weight 3 times.
+TEXT ·convDirectFwd2x96AVX512(SB), NOSPLIT, $0-48
+	MOVQ taps+0(FP), CX
+	MOVQ offs+8(FP), R8
+	MOVQ w+16(FP), R9
+	MOVQ x+24(FP), SI
+	MOVQ y+32(FP), DI
+	MOVQ ldy+40(FP), DX
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+
+fwd96loop:
+	MOVQ (R8), AX
+	LEAQ (SI)(AX*4), BX
+	VBROADCASTSS (R9), Z30
+	VBROADCASTSS 4(R9), Z31
+	VMOVUPS (BX), Z16
+	VMOVUPS 64(BX), Z17
+	VMOVUPS 128(BX), Z18
+	VMOVUPS 192(BX), Z19
+	VMOVUPS 256(BX), Z20
+	VMOVUPS 320(BX), Z21
+	VFMADD231PS Z16, Z30, Z0
+	VFMADD231PS Z17, Z30, Z1
+	VFMADD231PS Z18, Z30, Z2
+	VFMADD231PS Z19, Z30, Z3
+	VFMADD231PS Z20, Z30, Z4
+	VFMADD231PS Z21, Z30, Z5
+	VFMADD231PS Z16, Z31, Z6
+	VFMADD231PS Z17, Z31, Z7
+	VFMADD231PS Z18, Z31, Z8
+	VFMADD231PS Z19, Z31, Z9
+	VFMADD231PS Z20, Z31, Z10
+	VFMADD231PS Z21, Z31, Z11
+	ADDQ $8, R8
+	ADDQ $8, R9
+	DECQ CX
+	JNZ fwd96loop
+
+	VMOVUPS Z0, (DI)
+	VMOVUPS Z1, 64(DI)
+	VMOVUPS Z2, 128(DI)
+	VMOVUPS Z3, 192(DI)
+	VMOVUPS Z4, 256(DI)
+	VMOVUPS Z5, 320(DI)
+	LEAQ (DI)(DX*4), DI
+	VMOVUPS Z6, (DI)
+	VMOVUPS Z7, 64(DI)
+	VMOVUPS Z8, 128(DI)
+	VMOVUPS Z9, 192(DI)
+	VMOVUPS Z10, 256(DI)
+	VMOVUPS Z11, 320(DI)
+	VZEROUPPER
+	RET
+
 // func convDirectFwd2x48AVX2(taps int, offs *int, w, x, y *float32, ldy int)
 // convDirectFwd2x128AVX512 with 48 positions: 12 ymm accumulators.
 TEXT ·convDirectFwd2x48AVX2(SB), NOSPLIT, $0-48

@@ -1,6 +1,9 @@
 package cpu
 
-import "testing"
+import (
+	"math"
+	"testing"
+)
 
 // BenchmarkLeNetConvLayers times LeNet-5's two convolutions at batch 250
 // (conv1 1->6 5x5 pad 2 on 28x28, conv2 6->16 5x5 on 14x14), forward and
@@ -38,5 +41,42 @@ func BenchmarkLeNetConvLayers(b *testing.B) {
 				Conv2DDirectBwd(x, w, y, dy, dx, dw, db, g, ActReLU, 0)
 			}
 		})
+	}
+}
+
+// TestConvDirectFwdTails runs forwardPlane of every kernel set this machine
+// has on planes whose length leaves each possible rest past the last whole
+// fwdPos block (so the 2- and 3-block tail kernels run as well as the
+// one-block one), against sums in float64.
+func TestConvDirectFwdTails(t *testing.T) {
+	r := newTestRand(17)
+	for _, path := range GemmPaths() {
+		k := convDirectFor(&gemmPath{name: path})
+		grain := k.fwdPos
+		if k.fwdTail != nil {
+			grain = k.fwdTailPos
+		}
+		for _, n := range []int{grain, 2 * grain, 3 * grain, k.fwdPos, k.fwdPos + grain, k.fwdPos + 2*grain, 2*k.fwdPos + 3*grain} {
+			if n%grain != 0 {
+				continue
+			}
+			const taps = 7
+			offs := []int{0, 1, 5, 17, 31, 40, 63}
+			w := randSlice(r, taps*k.fwdOC, 1)
+			x := randSlice(r, n+64, 1)
+			y := make([]float32, k.fwdOC*n)
+			k.forwardPlane(taps, offs, w, x, y, n)
+			for oc := 0; oc < k.fwdOC; oc++ {
+				for j := 0; j < n; j++ {
+					var want float64
+					for tp := 0; tp < taps; tp++ {
+						want += float64(w[tp*k.fwdOC+oc]) * float64(x[offs[tp]+j])
+					}
+					if got := float64(y[oc*n+j]); math.Abs(got-want) > 1e-5*max(1, math.Abs(want)) {
+						t.Fatalf("%s, n = %d: y[%d][%d] = %v, want %v", path, n, oc, j, got, want)
+					}
+				}
+			}
+		}
 	}
 }

@@ -10,16 +10,11 @@ func GemmFwd(x, w, b, y []float32, batch, in, out int, act Act, alpha float32) {
 		return
 	}
 	Sgemm(false, true, batch, out, in, 1, x, in, w, in, 0, y, out)
+	if b == nil && act == ActNone {
+		return
+	}
 	ParallelFor(batch, rowGrain(out), func(lo, hi int) {
-		for r := lo; r < hi; r++ {
-			row := y[r*out : (r+1)*out]
-			if b != nil {
-				for j := range row {
-					row[j] += b[j]
-				}
-			}
-			applyAct(row, act, alpha)
-		}
+		biasActRows(y[lo*out:hi*out], b, hi-lo, out, act, alpha)
 	})
 }
 
@@ -44,8 +39,16 @@ func GemmBwd(x, w, y, dy, dx, dw, db []float32, batch, in, out int, act Act, alp
 // sumRows writes into dst[j] the sum over the rows of the [rows,cols]
 // matrix m of column j.
 func sumRows(m, dst []float32, rows, cols int) {
+	k := epilogue()
+	if k != nil && rows > 0 {
+		_ = m[rows*cols-1] // the assembly does no bounds checks
+	}
 	ParallelFor(cols, 64, func(lo, hi int) {
 		d := dst[lo:hi]
+		if k != nil && rows > 0 {
+			k.sumRows(&m[lo], &d[0], rows, hi-lo, cols)
+			return
+		}
 		for j := range d {
 			d[j] = 0
 		}

@@ -91,6 +91,10 @@ func Argmax(row []float32) int {
 	return best
 }
 
+// Finite reports whether v is neither NaN nor ±Inf. A generated training
+// step skips its update when the loss is not (app.UpdateGuard).
+func Finite(v float32) bool { return v == v && v <= math.MaxFloat32 && v >= -math.MaxFloat32 }
+
 // NonFinite returns the index of the first NaN or ±Inf in x, or -1, so a
 // program can name the step where training diverged.
 func NonFinite(x []float32) int {

@@ -17,6 +17,11 @@ func poolPlanes(g Conv, fn func(p int)) {
 func MaxPool2DFwd(x, y []float32, g Conv) {
 	g = g.norm()
 	hw, ohw := g.H*g.W, g.OH*g.OW
+	if k := archMaxPool2x2(activeGemmPath.Load().name); k != nil && g.pool2x2() {
+		_, _ = x[g.N*g.C*hw-1], y[g.N*g.C*ohw-1] // the assembly does no bounds checks
+		maxPool2x2Rows(g, func(x0, y0, rows int) { k.fwd(&x[x0], &y[y0], rows, g.W, g.OW) })
+		return
+	}
 	poolPlanes(g, func(p int) {
 		xp, yp := x[p*hw:(p+1)*hw], y[p*ohw:(p+1)*ohw]
 		if g.pool2x2() {
@@ -27,6 +32,38 @@ func MaxPool2DFwd(x, y []float32, g Conv) {
 			for ow := 0; ow < g.OW; ow++ {
 				yp[oh*g.OW+ow] = xp[maxPoolArg(xp, g, oh, ow)]
 			}
+		}
+	})
+}
+
+// maxPool2x2Kernels are the vector kernels of the 2×2 stride-2 max pool.
+// Each runs over rows row pairs: pair i is rows 2i and 2i+1 of x (row
+// stride w, which is 2·ow or 2·ow+1) and row i of y (ow long). The backward
+// writes the pairs' rows of dx whole, an odd last column included, with
+// the winners of maxPool2x2BwdPlane.
+type maxPool2x2Kernels struct {
+	fwd func(x, y *float32, rows, w, ow int)
+	bwd func(x, y, dy, dx *float32, rows, w, ow int)
+}
+
+// maxPool2x2Rows splits the row pairs of a 2×2 stride-2 pool over the
+// threads and calls run with the first input and output elements and the
+// number of pairs of each piece. With an even H the pairs of all planes
+// follow each other in memory and pieces span planes; with an odd one
+// pieces are whole planes.
+func maxPool2x2Rows(g Conv, run func(x0, y0, rows int)) {
+	if g.OH <= 0 || g.OW <= 0 {
+		return
+	}
+	planes := g.N * g.C
+	grain := max(1, (16<<10)/(2*g.W))
+	if g.H == 2*g.OH {
+		ParallelFor(planes*g.OH, grain, func(lo, hi int) { run(lo*2*g.W, lo*g.OW, hi-lo) })
+		return
+	}
+	ParallelFor(planes, max(1, grain/g.OH), func(lo, hi int) {
+		for p := lo; p < hi; p++ {
+			run(p*g.H*g.W, p*g.OH*g.OW, g.OH)
 		}
 	})
 }
@@ -146,6 +183,17 @@ func maxPoolArg(xp []float32, g Conv, oh, ow int) int {
 func MaxPool2DBwd(x, y, dy, dx []float32, g Conv) {
 	g = g.norm()
 	hw, ohw := g.H*g.W, g.OH*g.OW
+	if k := archMaxPool2x2(activeGemmPath.Load().name); k != nil && g.pool2x2() {
+		_, _ = y[g.N*g.C*ohw-1], dy[g.N*g.C*ohw-1] // the assembly does no bounds checks
+		_, _ = x[g.N*g.C*hw-1], dx[g.N*g.C*hw-1]
+		maxPool2x2Rows(g, func(x0, y0, rows int) { k.bwd(&x[x0], &y[y0], &dy[y0], &dx[x0], rows, g.W, g.OW) })
+		if g.H > 2*g.OH { // an odd last row belongs to no window
+			for p := 0; p < g.N*g.C; p++ {
+				clear(dx[p*hw+2*g.OH*g.W : (p+1)*hw])
+			}
+		}
+		return
+	}
 	poolPlanes(g, func(p int) {
 		xp, dyp, dxp := x[p*hw:(p+1)*hw], dy[p*ohw:(p+1)*ohw], dx[p*hw:(p+1)*hw]
 		if g.pool2x2() {

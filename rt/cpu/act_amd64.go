@@ -1,0 +1,38 @@
+//go:build !purego
+
+package cpu
+
+// archEpilogue returns the assembly epilogue kernels that go with the
+// amd64 GEMM path of that name, or nil for the Go loops.
+func archEpilogue(path string) *epilogueKernels {
+	switch path {
+	case "avx512":
+		return epilogueAVX512
+	case "avx2":
+		return epilogueAVX2
+	}
+	return nil
+}
+
+var (
+	epilogueAVX512 = &epilogueKernels{biasAct: biasActRowsAVX512, reluBwd: reluBwdAVX512, sumRows: sumRowsAVX512}
+	epilogueAVX2   = &epilogueKernels{biasAct: biasActRowsAVX2, reluBwd: reluBwdAVX2, sumRows: sumRowsAVX2}
+)
+
+//go:noescape
+func biasActRowsAVX512(y, bias *float32, rows, cols, flags int)
+
+//go:noescape
+func reluBwdAVX512(y, dy *float32, n int)
+
+//go:noescape
+func sumRowsAVX512(m, dst *float32, rows, cols, ld int)
+
+//go:noescape
+func biasActRowsAVX2(y, bias *float32, rows, cols, flags int)
+
+//go:noescape
+func reluBwdAVX2(y, dy *float32, n int)
+
+//go:noescape
+func sumRowsAVX2(m, dst *float32, rows, cols, ld int)

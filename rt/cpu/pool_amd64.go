@@ -1,0 +1,32 @@
+//go:build !purego
+
+package cpu
+
+// archMaxPool2x2 returns the assembly 2×2 stride-2 max-pool kernels that go
+// with the amd64 GEMM path of that name, or nil for the Go loops.
+func archMaxPool2x2(path string) *maxPool2x2Kernels {
+	switch path {
+	case "avx512":
+		return maxPool2x2AVX512
+	case "avx2":
+		return maxPool2x2AVX2
+	}
+	return nil
+}
+
+var (
+	maxPool2x2AVX512 = &maxPool2x2Kernels{fwd: maxPool2x2FwdAVX512, bwd: maxPool2x2BwdAVX512}
+	maxPool2x2AVX2   = &maxPool2x2Kernels{fwd: maxPool2x2FwdAVX2, bwd: maxPool2x2BwdAVX2}
+)
+
+//go:noescape
+func maxPool2x2FwdAVX512(x, y *float32, rows, w, ow int)
+
+//go:noescape
+func maxPool2x2BwdAVX512(x, y, dy, dx *float32, rows, w, ow int)
+
+//go:noescape
+func maxPool2x2FwdAVX2(x, y *float32, rows, w, ow int)
+
+//go:noescape
+func maxPool2x2BwdAVX2(x, y, dy, dx *float32, rows, w, ow int)

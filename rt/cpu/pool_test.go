@@ -1,0 +1,86 @@
+package cpu
+
+import (
+	"fmt"
+	"math"
+	"testing"
+)
+
+// TestMaxPool2x2PathsAgree checks the 2×2 stride-2 max pool of every path
+// (the assembly kernels of the GEMM paths that have them, the Go loops
+// otherwise) against the Go loops applied plane by plane, element for
+// element: data with many ties, NaNs, infinities and negative zeros, odd
+// and even planes, rows of one, several and partial vectors, and batches
+// split over threads both within and across planes. dx starts as NaN
+// garbage, so every element must be written.
+func TestMaxPool2x2PathsAgree(t *testing.T) {
+	specials := []float32{float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.Copysign(0, -1))}
+	forEachPathAndThreads(t, func(t *testing.T) {
+		r := newTestRand(11)
+		for _, s := range [][4]int{{3, 2, 28, 28}, {2, 3, 10, 10}, {5, 4, 14, 14}, {2, 1, 7, 9}, {1, 2, 6, 35}, {2, 1, 5, 33}, {4, 2, 2, 2}, {1, 1, 3, 3}, {300, 1, 4, 4}} {
+			g := convCase(s[0], s[1], s[2], s[3], s[1], 2, 2, 2, 0, 1, 1).norm()
+			name := fmt.Sprintf("%dx%dx%dx%d", s[0], s[1], s[2], s[3])
+			x := make([]float32, g.N*g.C*g.H*g.W)
+			for i := range x {
+				x[i] = float32(r.IntN(4)) // ties in most windows
+				if r.IntN(40) == 0 {
+					x[i] = specials[r.IntN(len(specials))]
+				}
+			}
+			hw, ohw := g.H*g.W, g.OH*g.OW
+			wantY := make([]float32, g.N*g.C*ohw)
+			for p := 0; p < g.N*g.C; p++ {
+				maxPool2x2Plane(x[p*hw:(p+1)*hw], wantY[p*ohw:(p+1)*ohw], g.W, g.OH, g.OW)
+			}
+			// Outputs are followed by guard elements that must stay 7.
+			const guard = 32
+			yg := make([]float32, len(wantY)+guard)
+			for i := range yg {
+				yg[i] = 7
+			}
+			y := yg[:len(wantY)]
+			MaxPool2DFwd(x, y, g)
+			for _, v := range yg[len(y):] {
+				if v != 7 {
+					t.Fatalf("%s forward wrote past y", name)
+				}
+			}
+			if msg := sameFloats(y, wantY); msg != "" {
+				t.Fatalf("%s forward: %s", name, msg)
+			}
+			dy := randSlice(r, len(y), 1)
+			wantDx := make([]float32, len(x))
+			for p := 0; p < g.N*g.C; p++ {
+				maxPool2x2BwdPlane(x[p*hw:(p+1)*hw], wantY[p*ohw:(p+1)*ohw], dy[p*ohw:(p+1)*ohw], wantDx[p*hw:(p+1)*hw], g.W, g.H, g.OH, g.OW)
+			}
+			dxg := make([]float32, len(x)+guard)
+			for i := range dxg {
+				dxg[i] = float32(math.NaN())
+			}
+			dx := dxg[:len(x)]
+			MaxPool2DBwd(x, y, dy, dx, g)
+			for _, v := range dxg[len(x):] {
+				if v == v {
+					t.Fatalf("%s backward wrote past dx", name)
+				}
+			}
+			if msg := sameFloats(dx, wantDx); msg != "" {
+				t.Fatalf("%s backward: %s", name, msg)
+			}
+		}
+	})
+}
+
+// sameFloats reports the first element where got and want differ (NaN
+// equals NaN, -0 equals 0), as an error message, or "".
+func sameFloats(got, want []float32) string {
+	if len(got) != len(want) {
+		return fmt.Sprintf("length %d, want %d", len(got), len(want))
+	}
+	for i, w := range want {
+		if g := got[i]; g != w && !(g != g && w != w) {
+			return fmt.Sprintf("element %d = %v, want %v", i, g, w)
+		}
+	}
+	return ""
+}
