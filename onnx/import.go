@@ -181,6 +181,8 @@ type importer struct {
 	batchN   int // the fixed batch size of the input, 0 when dynamic
 	// constNodes maps the outputs of Constant nodes to them, for scalarOf.
 	constNodes map[string]*Node
+	// identities maps the outputs of Identity nodes to them, for isConst.
+	identities map[string]*Node
 	// viewMapping finds the mapping entry of a node whose view layer is
 	// not written yet, to name the layer when it is.
 	viewMapping map[*Layer]int
@@ -350,9 +352,13 @@ func (im *importer) scalarOf(name string) (float64, bool) {
 	}
 	if im.constNodes == nil {
 		im.constNodes = map[string]*Node{}
+		im.identities = map[string]*Node{}
 		for _, n := range im.m.Graph.Nodes {
 			if n.OpType == "Constant" && len(n.Outputs) == 1 {
 				im.constNodes[n.Outputs[0]] = n
+			}
+			if n.OpType == "Identity" && len(n.Inputs) == 1 && len(n.Outputs) == 1 {
+				im.identities[n.Outputs[0]] = n
 			}
 		}
 	}
@@ -372,14 +378,25 @@ func (im *importer) scalarOf(name string) (float64, bool) {
 }
 
 // isConst reports whether a value is known before any node runs: an
-// initializer or the output of a Constant node.
+// initializer, the output of a Constant node, or an Identity of one
+// (PyTorch writes a second parameter equal to a first, such as two
+// LayerNorms' initial weights, as an Identity of the first).
 func (im *importer) isConst(name string) bool {
-	if v, ok := im.vals[name]; ok {
-		return v.konst != nil
+	for range len(im.m.Graph.Nodes) + 1 {
+		if v, ok := im.vals[name]; ok {
+			return v.konst != nil
+		}
+		im.scalarOf("") // builds constNodes
+		if _, ok := im.constNodes[name]; ok {
+			return true
+		}
+		n, ok := im.identities[name]
+		if !ok {
+			return false
+		}
+		name = n.Inputs[0]
 	}
-	im.scalarOf("") // builds constNodes
-	_, ok := im.constNodes[name]
-	return ok
+	return false
 }
 
 // nodeName is a node's name for messages.

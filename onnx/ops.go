@@ -984,6 +984,18 @@ func importTranspose(c *nodeCtx) (string, error) {
 
 func importUnary(op string) opImport {
 	return func(c *nodeCtx) (string, error) {
+		if op == "sqrt" && c.has(0) && c.ins[0].konst != nil && !c.ins[0].konst.hasBatch() {
+			// the square root of shape arithmetic (an attention scale)
+			k := c.ins[0].konst
+			out := &constant{dims: slices.Clone(k.dims)}
+			for _, v := range k.vals {
+				if v < 0 {
+					return "", unsupported("", "the square root of %v in a constant", v)
+				}
+				out.vals = append(out.vals, math.Sqrt(v))
+			}
+			return c.fold(out, "sqrt")
+		}
 		x, err := c.runtime(0)
 		if err != nil {
 			return "", err
@@ -1130,11 +1142,13 @@ func (c *nodeCtx) foldAffine(x *value, k *constant, op string, constFirst bool) 
 	if l == nil || (l.Op != "dense" && l.Op != "conv2d") || !slices.Equal(x.shape, l.OutShape) || c.im.layerReads(l.Name) != 1 {
 		return "", false, nil
 	}
-	ch := l.OutShape[0]
-	// the constant must vary along the channel (conv) or feature (dense)
-	// axis only: shape [..., ch] for dense, [..., ch, 1, 1] for conv
+	// the constant must vary along the channel (conv) or feature (dense:
+	// the last axis) axis only: shape [..., ch] for dense, [..., ch, 1, 1]
+	// for conv
+	ch := l.OutShape[len(l.OutShape)-1]
 	want := []int{ch}
 	if l.Op == "conv2d" {
+		ch = l.OutShape[0]
 		want = []int{ch, 1, 1}
 	}
 	dims := slices.Clone(k.dims)
@@ -1242,6 +1256,11 @@ func foldBinary(c *nodeCtx, op string, a, b *constant) (string, error) {
 				return "", unsupported("", "division by zero in a constant")
 			}
 			v = x / y
+		case "pow":
+			v = math.Pow(x, y)
+			if math.IsNaN(v) || math.IsInf(v, 0) {
+				return "", unsupported("", "%v to the power %v in a constant is not a finite number", x, y)
+			}
 		}
 		out.vals = append(out.vals, v)
 	}
@@ -1272,8 +1291,13 @@ func broadcastShapes(a, b []int) ([]int, bool) {
 	return out, true
 }
 
-// importPow imports Pow with a constant scalar exponent as powconst.
+// importPow imports Pow with a constant scalar exponent as powconst, and
+// folds the Pow of two constants (shape arithmetic such as PyTorch's
+// `q.size(-1) ** 0.5` for attention's scale).
 func importPow(c *nodeCtx) (string, error) {
+	if c.has(0) && c.has(1) && c.ins[0].konst != nil && c.ins[1].konst != nil {
+		return foldBinary(c, "pow", c.ins[0].konst, c.ins[1].konst)
+	}
 	x, err := c.runtime(0)
 	if err != nil {
 		return "", err
@@ -1508,13 +1532,16 @@ func importMatMul(c *nodeCtx) (string, error) {
 		out := append(batch, a.shape[ra-2], b.shape[rb-1])
 		return c.emit(c.newLayer("matmul", out), a, b)
 	}
+	// by a constant matrix: a dense layer on the last axis, the same
+	// weight for every row of the others (PyTorch's Linear on [tokens,
+	// features] samples)
 	w := b.konst
-	if len(a.shape) != 1 || len(w.dims) != 2 {
-		return "", unsupported("", "MatMul of %s per sample by a constant of shape %v; mlbuild's dense layer takes a vector per sample and a matrix", shapeText(a.shape), w.dims)
+	if len(a.shape) < 1 || len(w.dims) != 2 {
+		return "", unsupported("", "MatMul of %s per sample by a constant of shape %v; mlbuild's dense layer multiplies the last axis by a matrix", shapeText(a.shape), w.dims)
 	}
 	k, n := w.dims[0], w.dims[1]
-	if k != a.shape[0] {
-		return "", unsupported("", "the weight %v does not multiply %d features", w.dims, a.shape[0])
+	if last := a.shape[len(a.shape)-1]; k != last {
+		return "", unsupported("", "the weight %v does not multiply %d features", w.dims, last)
 	}
 	weight := make([]float32, n*k)
 	for o := 0; o < n; o++ {
@@ -1522,7 +1549,7 @@ func importMatMul(c *nodeCtx) (string, error) {
 			weight[o*k+i] = float32(w.vals[i*n+o])
 		}
 	}
-	l := c.newLayer("dense", []int{n})
+	l := c.newLayer("dense", append(slices.Clone(a.shape[:len(a.shape)-1]), n))
 	l.Fields = []Field{{"units", n}, {"inFeatures", k}, {"bias", false}}
 	l.Params = []Param{{Suffix: "weight", Shape: []int{n, k}, Data: weight}}
 	return c.emit(l, a)

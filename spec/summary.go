@@ -18,6 +18,10 @@ func (n *Node) paramsChecked() (int64, bool) {
 	var c counter
 	switch n.Op {
 	case OpDense:
+		// the weight multiplies the last axis (every row of the others)
+		if len(n.InShapes) > 0 && len(n.InShapes[0]) > 0 {
+			in = int64(n.InShapes[0][len(n.InShapes[0])-1])
+		}
 		p := c.mul(in, int64(n.Units))
 		if n.Bias {
 			p = c.add(p, int64(n.Units))
@@ -72,7 +76,7 @@ func (n *Node) forwardFLOPsChecked() (int64, bool) {
 	case OpDense:
 		f := c.mul(2, int64(n.Units), c.numel(in0()))
 		if n.Bias {
-			f = c.add(f, int64(n.Units))
+			f = c.add(f, out)
 		}
 		return f, c.exact()
 	case OpConv2D:

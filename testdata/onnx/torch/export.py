@@ -151,8 +151,42 @@ class Norm2D(nn.Module):
         return self.fc(torch.flatten(y, 1))
 
 
+class Attention(nn.Module):
+    """A pre-norm transformer encoder block written by hand, on [tokens,
+    features] samples: LayerNorm, Linear q, k and v (MatMul by a constant
+    of rank-2 samples, Add), heads split by view and transpose, q·kᵀ (a
+    MatMul of two runtime values) scaled, softmax over the last axis,
+    times v, heads merged, Linear, a residual Add, then LayerNorm, a GELU
+    MLP and a second residual Add."""
+
+    def __init__(self, d=16, heads=2, ff=32):
+        super().__init__()
+        self.heads = heads
+        self.ln1 = nn.LayerNorm(d)
+        self.q = nn.Linear(d, d)
+        self.k = nn.Linear(d, d)
+        self.v = nn.Linear(d, d)
+        self.o = nn.Linear(d, d)
+        self.ln2 = nn.LayerNorm(d)
+        self.fc1 = nn.Linear(d, ff)
+        self.fc2 = nn.Linear(ff, d)
+
+    def forward(self, x):
+        b, t, d = x.shape
+        dh = d // self.heads
+        y = self.ln1(x)
+        q = self.q(y).view(b, t, self.heads, dh).transpose(1, 2)
+        k = self.k(y).view(b, t, self.heads, dh).transpose(1, 2)
+        v = self.v(y).view(b, t, self.heads, dh).transpose(1, 2)
+        a = torch.softmax(q @ k.transpose(-2, -1) / dh ** 0.5, dim=-1)
+        z = (a @ v).transpose(1, 2).reshape(b, t, d)
+        x = x + self.o(z)
+        return x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
+
+
 MODELS = [("mlp", MLP, [1, 8, 8]), ("cnn", CNN, [1, 16, 16]), ("residual", Residual, [4, 6, 6]), ("gelu", GELU, [16]),
-          ("scaled", Scaled, [2, 5, 5]), ("padded", Padded, [1, 5, 5]), ("norms", Norms, [16]), ("norm2d", Norm2D, [4, 8])]
+          ("scaled", Scaled, [2, 5, 5]), ("padded", Padded, [1, 5, 5]), ("norms", Norms, [16]), ("norm2d", Norm2D, [4, 8]),
+          ("attention", Attention, [5, 16])]
 
 
 def main():
