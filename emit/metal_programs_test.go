@@ -231,6 +231,8 @@ func TestCUDAPrograms(t *testing.T) {
 
 // cudaFakeSpecs are the programs run on the fake GPU in CI (each compiles
 // its kernels with g++): the flagship fused and unfused, and the spec with
-// layer normalisation, reducemean, div, powconst, sqrt and erf; set
+// layer normalisation, reducemean, div, powconst, sqrt and erf, and the
+// transformer block (dense layers on [tokens, features], matmul of two
+// values over heads, transpose, softmax over the last of three axes); set
 // MLBUILD_CUDA_FAKE_SPECS to run others (`go test ./emit -run CUDAPrograms`).
-var cudaFakeSpecs = []string{"mnist", "mnist_unfused", "spec_layernorm_graph"}
+var cudaFakeSpecs = []string{"mnist", "mnist_unfused", "spec_layernorm_graph", "spec_transformer_block"}
