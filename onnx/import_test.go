@@ -312,3 +312,73 @@ func TestImportAsymmetricPadding(t *testing.T) {
 		t.Errorf("inexact padding: %v", err)
 	}
 }
+
+// TestImportDenseOnTokens: a MatMul by a constant matrix of [tokens,
+// features] samples is a dense layer on the last axis; an Add of one value
+// per feature folds into its bias, an Add of a constant that differs per
+// token does not (a bias is the same for every token).
+func TestImportDenseOnTokens(t *testing.T) {
+	inits := []*Tensor{
+		NewFloatTensor("w", []int64{3, 2}, []float32{1, 2, 3, 4, 5, 6}),
+		NewFloatTensor("b", []int64{2}, []float32{10, 20}),
+		NewFloatTensor("pos", []int64{4, 2}, ones(8)),
+	}
+	im, err := Import(graphModel([]int{4, 3}, inits, "y",
+		node("MatMul", "/fc/MatMul", []string{"x", "w"}, []string{"h"}),
+		node("Add", "/fc/Add", []string{"b", "h"}, []string{"y"})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := im.Layers[0]
+	if len(im.Layers) != 1 || l.Op != "dense" || !slices.Equal(l.OutShape, []int{4, 2}) {
+		t.Fatalf("layers %+v", im.Layers)
+	}
+	// the weight is transposed to [units, in]
+	if !slices.Equal(l.Params[0].Data, []float32{1, 3, 5, 2, 4, 6}) || len(l.Params) != 2 || !slices.Equal(l.Params[1].Data, []float32{10, 20}) {
+		t.Errorf("params %+v", l.Params)
+	}
+	_, err = Import(graphModel([]int{4, 3}, inits, "y",
+		node("MatMul", "/fc/MatMul", []string{"x", "w"}, []string{"h"}),
+		node("Add", "/pos/Add", []string{"h", "pos"}, []string{"y"})))
+	if err == nil || !strings.Contains(err.Error(), `node "/pos/Add" (Add, opset 13): Add with a constant of shape 4×2`) {
+		t.Errorf("a per-token constant: %v", err)
+	}
+	// a constant with batch axes of its own is not a weight matrix
+	inits = append(inits, NewFloatTensor("w3", []int64{2, 3, 2}, ones(12)))
+	_, err = Import(graphModel([]int{4, 3}, inits, "y", node("MatMul", "mm", []string{"x", "w3"}, []string{"y"})))
+	if err == nil || !strings.Contains(err.Error(), "multiplies the last axis by a matrix") {
+		t.Errorf("a rank-3 constant: %v", err)
+	}
+}
+
+// TestImportFoldsAttentionScale: PyTorch writes the attention scale
+// q.size(-1) ** 0.5 as shape arithmetic (Shape, Gather, Cast, Pow), and
+// math.sqrt of it as Sqrt; both fold to a constant, and the Div by it
+// becomes a mulconst by the reciprocal.
+func TestImportFoldsAttentionScale(t *testing.T) {
+	for _, op := range []string{"Pow", "Sqrt"} {
+		nodes := []*Node{
+			node("Shape", "s", []string{"x"}, []string{"shape"}),
+			node("Gather", "g", []string{"shape", "last"}, []string{"d"}),
+			node("Cast", "c", []string{"d"}, []string{"df"}, &Attribute{Name: "to", Type: AttrInt, I: int64(Float)}),
+		}
+		if op == "Pow" {
+			nodes = append(nodes, node("Pow", "p", []string{"df", "half"}, []string{"scale"}))
+		} else {
+			nodes = append(nodes, node("Sqrt", "p", []string{"df"}, []string{"scale"}))
+		}
+		nodes = append(nodes, node("Div", "div", []string{"x", "scale"}, []string{"y"}))
+		inits := []*Tensor{
+			NewFloatTensor("half", nil, []float32{0.5}),
+			NewInt64Tensor("last", nil, []int64{-1}),
+		}
+		im, err := Import(graphModel([]int{2, 16}, inits, "y", nodes...))
+		if err != nil {
+			t.Fatalf("%s: %v", op, err)
+		}
+		l := im.Layers[len(im.Layers)-1]
+		if l.Op != "mulconst" || len(l.Fields) != 1 || l.Fields[0].Value != 0.25 {
+			t.Errorf("%s: layers %+v", op, im.Layers)
+		}
+	}
+}

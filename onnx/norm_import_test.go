@@ -159,3 +159,24 @@ func TestImportLayerNormalization(t *testing.T) {
 		t.Errorf("fields %+v, want %+v", l.Fields, want)
 	}
 }
+
+// TestImportWrittenLayerNormIdentityWeight: PyTorch writes a parameter
+// equal to an earlier one (two LayerNorms' initial weights) as an Identity
+// of it; the weight is still a constant, and the Mul and Add still fold.
+func TestImportWrittenLayerNormIdentityWeight(t *testing.T) {
+	m := writtenNorm("Pow", true, []int64{-1})
+	g := m.Graph
+	for _, n := range g.Nodes {
+		if n.Name == "/ln/Mul" {
+			n.Inputs[1] = "w_again"
+		}
+	}
+	g.Nodes = append([]*Node{node("Identity", "Identity_0", []string{"w"}, []string{"w_again"})}, g.Nodes...)
+	im, err := Import(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(im.Layers) != 1 || im.Layers[0].Op != "layernorm" || !slices.Equal(im.Layers[0].Params[0].Data, []float32{1, 2, 3, 4}) {
+		t.Errorf("layers %+v", im.Layers)
+	}
+}
