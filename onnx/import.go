@@ -106,6 +106,10 @@ type constant struct {
 	dims  []int
 	vals  []float64
 	batch []bool // nil when no element is the batch size
+	// ints is set when the ONNX type is an integer one (shape arithmetic):
+	// a Div of two of them truncates, as ONNX's integer Div does
+	// (PyTorch's chunk computes its split sizes with one).
+	ints bool
 }
 
 func (c *constant) size() int { return len(c.vals) }
@@ -144,6 +148,7 @@ func constFromTensor(t *Tensor) (*constant, error) {
 	c := &constant{dims: t.Shape()}
 	switch t.DataType {
 	case Int64, Int32, Int16, Int8, Uint8, Uint16, Uint32, Uint64, Bool:
+		c.ints = true
 		ints, err := t.Int64s()
 		if err != nil {
 			return nil, err

@@ -382,3 +382,29 @@ func TestImportFoldsAttentionScale(t *testing.T) {
 		}
 	}
 }
+
+// TestImportIntegerDivision: a Div of integer constants truncates, as
+// ONNX's integer Div does (PyTorch's chunk and `//` of sizes export one):
+// here the target size (7 // 2)·4 + 2 is 14, the element count of a [7, 2]
+// sample; with a float division it would be 16, and the Reshape refused.
+func TestImportIntegerDivision(t *testing.T) {
+	i64 := func(name string, v int64) *Tensor { return NewInt64Tensor(name, nil, []int64{v}) }
+	inits := []*Tensor{i64("zero", 0), i64("one", 1), i64("two", 2), i64("four", 4), NewInt64Tensor("axes", []int64{1}, []int64{0})}
+	im, err := Import(graphModel([]int{7, 2}, inits, "y",
+		node("Shape", "s", []string{"x"}, []string{"shape"}),
+		node("Gather", "gb", []string{"shape", "zero"}, []string{"b"}),
+		node("Gather", "gt", []string{"shape", "one"}, []string{"t"}),
+		node("Div", "half", []string{"t", "two"}, []string{"h"}),
+		node("Mul", "times", []string{"h", "four"}, []string{"h4"}),
+		node("Add", "plus", []string{"h4", "two"}, []string{"n"}),
+		node("Unsqueeze", "ub", []string{"b", "axes"}, []string{"b1"}),
+		node("Unsqueeze", "un", []string{"n", "axes"}, []string{"n1"}),
+		node("Concat", "cat", []string{"b1", "n1"}, []string{"target"}, &Attribute{Name: "axis", Type: AttrInt, I: 0}),
+		node("Reshape", "r", []string{"x", "target"}, []string{"y"})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := im.Layers[len(im.Layers)-1]; !slices.Equal(l.OutShape, []int{14}) {
+		t.Errorf("layers %+v", im.Layers)
+	}
+}

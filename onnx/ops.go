@@ -199,14 +199,14 @@ func importConstant(c *nodeCtx) (string, error) {
 		case "value_float":
 			k = &constant{vals: []float64{shortFloat(a.F)}}
 		case "value_int":
-			k = &constant{vals: []float64{float64(a.I)}}
+			k = &constant{vals: []float64{float64(a.I)}, ints: true}
 		case "value_floats":
 			k = &constant{dims: []int{len(a.Floats)}}
 			for _, f := range a.Floats {
 				k.vals = append(k.vals, shortFloat(f))
 			}
 		case "value_ints":
-			k = &constant{dims: []int{len(a.Ints)}}
+			k = &constant{dims: []int{len(a.Ints)}, ints: true}
 			for _, v := range a.Ints {
 				k.vals = append(k.vals, float64(v))
 			}
@@ -241,7 +241,7 @@ func importConstantOfShape(c *nodeCtx) (string, error) {
 	if err := checkFoldSize(dims); err != nil {
 		return "", err
 	}
-	fill := 0.0
+	fill, ints := 0.0, false
 	if a := c.n.Attr("value"); a != nil {
 		if a.T == nil || a.T.NumElements() != 1 {
 			return "", unsupported("", "value is not a one-element tensor")
@@ -250,9 +250,9 @@ func importConstantOfShape(c *nodeCtx) (string, error) {
 		if err != nil {
 			return "", unsupported("", "%v", err)
 		}
-		fill = k.vals[0]
+		fill, ints = k.vals[0], k.ints
 	}
-	k := &constant{dims: dims, vals: make([]float64, product(dims))}
+	k := &constant{dims: dims, vals: make([]float64, product(dims)), ints: ints}
 	for i := range k.vals {
 		k.vals[i] = fill
 	}
@@ -324,8 +324,10 @@ func importCast(c *nodeCtx) (string, error) {
 	}
 	k := *v.konst
 	k.vals = slices.Clone(k.vals)
+	k.ints = true
 	switch DataType(to) {
 	case Float, Double, Float16, BFloat16:
+		k.ints = false
 	case Bool:
 		for i, x := range k.vals {
 			if x != 0 {
@@ -347,7 +349,7 @@ func importShape(c *nodeCtx) (string, error) {
 		return "", unsupported("", "Shape needs an input")
 	}
 	v := c.ins[0]
-	k := &constant{}
+	k := &constant{ints: true}
 	if v.konst != nil {
 		for _, d := range v.konst.dims {
 			k.vals = append(k.vals, float64(d))
@@ -421,7 +423,7 @@ func importGather(c *nodeCtx) (string, error) {
 	}
 	outer, inner := product(data.dims[:ax]), product(data.dims[ax+1:])
 	n := data.dims[ax]
-	out := &constant{dims: outDims}
+	out := &constant{dims: outDims, ints: data.ints}
 	for o := 0; o < outer; o++ {
 		for _, fi := range idx.vals {
 			i := int(fi)
@@ -663,7 +665,10 @@ func importConcat(c *nodeCtx) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	out := &constant{dims: slices.Clone(ks[0].dims)}
+	out := &constant{dims: slices.Clone(ks[0].dims), ints: true}
+	for _, k := range ks {
+		out.ints = out.ints && k.ints
+	}
 	out.dims[ax] = 0
 	for _, k := range ks {
 		if len(k.dims) != len(out.dims) {
@@ -769,7 +774,7 @@ func importSlice(c *nodeCtx) (string, error) {
 		}
 		lo[ax], count[ax], step[ax] = int(b), int(cnt), int(st)
 	}
-	out := &constant{dims: count}
+	out := &constant{dims: count, ints: data.ints}
 	st := strides(data.dims)
 	idx := make([]int, r)
 	total := product(out.dims)
@@ -801,7 +806,7 @@ func importReshape(c *nodeCtx) (string, error) {
 		if err != nil || !ok {
 			return "", unsupported("", "Reshape without a shape")
 		}
-		target = &constant{dims: []int{len(s)}}
+		target = &constant{dims: []int{len(s)}, ints: true}
 		for _, v := range s {
 			target.vals = append(target.vals, float64(v))
 		}
@@ -942,7 +947,7 @@ func importTranspose(c *nodeCtx) (string, error) {
 	}
 	if x.konst != nil {
 		k := x.konst
-		out := &constant{}
+		out := &constant{ints: k.ints}
 		for _, a := range p {
 			out.dims = append(out.dims, k.dims[a])
 		}
@@ -1226,7 +1231,7 @@ func foldBinary(c *nodeCtx, op string, a, b *constant) (string, error) {
 	if err := checkFoldSize(dims); err != nil {
 		return "", err
 	}
-	out := &constant{dims: dims}
+	out := &constant{dims: dims, ints: a.ints && b.ints}
 	n := product(dims)
 	at := func(k *constant, i int) float64 {
 		// index into k with broadcasting
@@ -1256,6 +1261,9 @@ func foldBinary(c *nodeCtx, op string, a, b *constant) (string, error) {
 				return "", unsupported("", "division by zero in a constant")
 			}
 			v = x / y
+			if out.ints {
+				v = math.Trunc(v)
+			}
 		case "pow":
 			v = math.Pow(x, y)
 			if math.IsNaN(v) || math.IsInf(v, 0) {
