@@ -194,6 +194,9 @@ type importer struct {
 	// layerValues lists, per layer, the ONNX values bound to its output
 	// (aliases through Identity, Cast, views), for layerReads.
 	layerValues map[string][]string
+	// pieces lists, per packed dense layer, the layers its Slices and
+	// Splits became (split_dense.go).
+	pieces map[string][]string
 }
 
 // layerReads counts the reads of a layer's output through every ONNX value
@@ -222,7 +225,7 @@ func Import(m *Model) (*Imported, error) {
 	g := m.Graph
 	im := &importer{m: m, opset: m.Opset(), vals: map[string]*value{}, uses: map[string]int{},
 		out: &Imported{Opset: m.Opset()}, names: map[string]bool{"input": true}, counts: map[string]int{},
-		layerValues: map[string][]string{}, viewMapping: map[*Layer]int{}}
+		layerValues: map[string][]string{}, viewMapping: map[*Layer]int{}, pieces: map[string][]string{}}
 	im.out.Producer = strings.TrimSpace(m.ProducerName + " " + m.ProducerVersion)
 	for _, d := range m.Opsets {
 		if d.Domain != "" && d.Domain != "ai.onnx" {

@@ -408,3 +408,76 @@ func TestImportIntegerDivision(t *testing.T) {
 		t.Errorf("layers %+v", im.Layers)
 	}
 }
+
+// TestImportPackedProjection: a Split (or Slices) of a dense layer's
+// output along its features become dense layers with the weight rows and
+// bias entries of their pieces; the packed layer goes once only pieces
+// read it, and stays when something else reads it too. A Slice of any
+// other runtime value, or across tokens, is reported.
+func TestImportPackedProjection(t *testing.T) {
+	w := make([]float32, 2*6) // [in 2, out 6]: row i holds inputs' weights
+	for i := range w {
+		w[i] = float32(i)
+	}
+	inits := []*Tensor{
+		NewFloatTensor("w", []int64{2, 6}, w),
+		NewFloatTensor("b", []int64{6}, []float32{10, 11, 12, 13, 14, 15}),
+		NewInt64Tensor("sizes", []int64{2}, []int64{2, 4}),
+		NewInt64Tensor("s0", []int64{1}, []int64{2}), NewInt64Tensor("e0", []int64{1}, []int64{6}),
+		NewInt64Tensor("ax", []int64{1}, []int64{-1}), NewInt64Tensor("ax1", []int64{1}, []int64{1}),
+	}
+	packed := []*Node{
+		node("MatMul", "/qkv/MatMul", []string{"x", "w"}, []string{"h0"}),
+		node("Add", "/qkv/Add", []string{"h0", "b"}, []string{"h"}),
+	}
+	im, err := Import(graphModel([]int{3, 2}, inits, "y", append(slices.Clone(packed),
+		node("Split", "/Split", []string{"h", "sizes"}, []string{"q", "k"}, &Attribute{Name: "axis", Type: AttrInt, I: 2}),
+		node("Slice", "/Slice", []string{"k", "s0", "e0", "ax"}, []string{"k2"}),
+		node("Add", "/y", []string{"q", "k2"}, []string{"y"}))...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, l := range im.Layers {
+		names = append(names, l.Name)
+	}
+	// k is read only by its Slice: it goes too, k2 taking its rows
+	if strings.Join(names, " ") != "qkv_0 qkv_1_0 y" {
+		t.Fatalf("layers %v", names)
+	}
+	q, k2 := im.Layers[0], im.Layers[1]
+	// the transposed weight's rows are the output features: q takes 0–1,
+	// k features 2–5, and k2 features 2–3 of k (4–5 of the packed layer)
+	if !slices.Equal(q.Params[0].Data, []float32{0, 6, 1, 7}) || !slices.Equal(q.Params[1].Data, []float32{10, 11}) {
+		t.Errorf("q params %+v", q.Params)
+	}
+	if !slices.Equal(k2.Params[0].Data, []float32{4, 10, 5, 11}) || !slices.Equal(k2.Params[1].Data, []float32{14, 15}) || !slices.Equal(k2.OutShape, []int{3, 2}) {
+		t.Errorf("k2 %+v", k2)
+	}
+	// the packed output read by the Add as well: it stays
+	im, err = Import(graphModel([]int{3, 2}, inits, "y", append(slices.Clone(packed),
+		node("Slice", "/Slice", []string{"h", "s0", "e0", "ax"}, []string{"p"}),
+		node("Slice", "/Slice_1", []string{"h", "s0", "e0", "ax"}, []string{"p2"}),
+		node("Add", "/sum", []string{"p", "p2"}, []string{"y0"}),
+		node("Concat", "/cat", []string{"y0", "h"}, []string{"y"}, &Attribute{Name: "axis", Type: AttrInt, I: -1}))...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if im.Layers[0].Name != "qkv" || len(im.Layers) != 5 {
+		t.Errorf("layers %+v", im.Layers)
+	}
+	for _, tc := range []struct {
+		nodes []*Node
+		want  string
+	}{
+		{[]*Node{node("Relu", "/act", []string{"x"}, []string{"a"}), node("Slice", "/s", []string{"a", "s0", "e0", "ax"}, []string{"y"})},
+			"mlbuild takes pieces of the features only of a dense layer's output"},
+		{append(slices.Clone(packed), node("Slice", "/s", []string{"h", "s0", "e0", "ax1"}, []string{"y"})),
+			"along axis 1; mlbuild takes pieces of the features (the last axis)"},
+	} {
+		_, err := Import(graphModel([]int{3, 2}, inits, "y", tc.nodes...))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v", tc.nodes[len(tc.nodes)-1].Name, err)
+		}
+	}
+}

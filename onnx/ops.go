@@ -30,8 +30,8 @@ func init() {
 		"Constant": importConstant, "Identity": importIdentity, "Dropout": importDropout, "Cast": importCast,
 		"Shape": importShape, "Gather": importGather, "Unsqueeze": importUnsqueeze, "Squeeze": importSqueeze,
 		"Concat": importConcat, "Slice": importSlice, "Reshape": importReshape, "Flatten": importFlatten,
-		"Transpose": importTranspose,
-		"Add":       importBinary, "Sub": importBinary, "Mul": importBinary, "Div": importBinary,
+		"Transpose": importTranspose, "Split": importSplit,
+		"Add": importBinary, "Sub": importBinary, "Mul": importBinary, "Div": importBinary,
 		"Gemm": importGemm, "MatMul": importMatMul,
 		"Conv": importConv, "MaxPool": importPool, "AveragePool": importPool,
 		"GlobalAveragePool": importGlobalAvgPool,
@@ -355,6 +355,10 @@ func importShape(c *nodeCtx) (string, error) {
 			k.vals = append(k.vals, float64(d))
 		}
 	} else {
+		// a Shape reads no data: the read is not one that keeps the
+		// producer's output alive (layerReads: a fold may change it, and a
+		// packed projection split into pieces is removed)
+		c.im.uses[c.n.Inputs[0]]--
 		k.vals = append(k.vals, 0)
 		k.batch = []bool{true}
 		for _, d := range v.shape {
@@ -695,11 +699,16 @@ func importConcat(c *nodeCtx) (string, error) {
 	return c.fold(out, "concat")
 }
 
+// importSlice folds a Slice of a constant (shape arithmetic), and imports
+// one of a dense layer's features as a dense layer of its own (a packed
+// projection split by chunk: split_dense.go).
 func importSlice(c *nodeCtx) (string, error) {
-	data, err := c.konst(0, "data")
-	if err != nil {
-		return "", unsupported("", "Slice of a value that depends on the model input; mlbuild folds Slice only in shape arithmetic")
+	if !c.has(0) {
+		return "", unsupported("", "Slice needs an input")
 	}
+	x := c.ins[0]
+	data := x.konst
+	var err error
 	var starts, ends, axes, steps []int64
 	if c.im.opset < 10 {
 		starts, _, _ = c.attrInts("starts")
@@ -729,8 +738,9 @@ func importSlice(c *nodeCtx) (string, error) {
 	if len(starts) != len(ends) {
 		return "", unsupported("", "starts and ends differ in length")
 	}
-	r := len(data.dims)
-	lo, count, step := make([]int, r), slices.Clone(data.dims), make([]int, r)
+	dims := x.fullDims()
+	r := len(dims)
+	lo, count, step := make([]int, r), slices.Clone(dims), make([]int, r)
 	for i := range step {
 		step[i] = 1
 	}
@@ -746,6 +756,9 @@ func importSlice(c *nodeCtx) (string, error) {
 		if err != nil {
 			return "", err
 		}
+		if data == nil && ax != r-1 {
+			return "", unsupported("", "Slice of a value computed at run time along axis %d; mlbuild takes pieces of the features (the last axis) of a dense layer's output only", a)
+		}
 		st := int64(1)
 		if steps != nil && i < len(steps) {
 			st = steps[i]
@@ -756,7 +769,7 @@ func importSlice(c *nodeCtx) (string, error) {
 		// ONNX's rule: negative indices count from the end, then starts
 		// and ends are clamped to the axis ([0, n] going forward, [-1, n-1]
 		// going backward).
-		n := int64(data.dims[ax])
+		n := int64(dims[ax])
 		b, e := starts[i], ends[i]
 		if b < 0 {
 			b += n
@@ -773,6 +786,9 @@ func importSlice(c *nodeCtx) (string, error) {
 			cnt = max(0, (b-e-st-1)/(-st))
 		}
 		lo[ax], count[ax], step[ax] = int(b), int(cnt), int(st)
+	}
+	if data == nil {
+		return c.sliceDense(x, lo, count, step)
 	}
 	out := &constant{dims: count, ints: data.ints}
 	st := strides(data.dims)

@@ -142,6 +142,8 @@ var importScope = map[string]bool{
 	// folded in shape arithmetic, or in patterns
 	"Shape": true, "Gather": true, "Unsqueeze": true, "Squeeze": true, "Slice": true, "Cast": true,
 	"Pad": true, "ConstantOfShape": true,
+	// pieces of a dense layer's features (a packed q, k, v projection)
+	"Split": true,
 }
 
 // backendGolden records, for every backend test in scope, whether it

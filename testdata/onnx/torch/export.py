@@ -8,6 +8,7 @@ with their shapes. cmd/mlbuild/import_test.go imports each model, compiles
 it and checks the binary's output against PyTorch's within 1e-4.
 """
 import json
+import math
 import os
 import sys
 
@@ -184,9 +185,35 @@ class Attention(nn.Module):
         return x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
 
 
+class Packed(nn.Module):
+    """Self-attention with one packed q, k, v projection (as nanoGPT
+    writes it), split by torch.split (a Split node) in the first block and
+    by chunk (Slices with computed ends) in the second; four heads, a
+    scale from math.sqrt, no MLP."""
+
+    def __init__(self, d=16, heads=4):
+        super().__init__()
+        self.heads = heads
+        self.qkv1 = nn.Linear(d, 3 * d)
+        self.o1 = nn.Linear(d, d)
+        self.qkv2 = nn.Linear(d, 3 * d, bias=False)
+        self.o2 = nn.Linear(d, d)
+
+    def attend(self, x, qkv, o, split):
+        b, t, d = x.shape
+        h = qkv(x)
+        q, k, v = h.split(d, dim=2) if split else h.chunk(3, dim=-1)
+        q, k, v = [z.view(b, t, self.heads, d // self.heads).transpose(1, 2) for z in (q, k, v)]
+        a = F.softmax((q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(d // self.heads)), dim=-1)
+        return x + o((a @ v).transpose(1, 2).contiguous().view(b, t, d))
+
+    def forward(self, x):
+        return self.attend(self.attend(x, self.qkv1, self.o1, True), self.qkv2, self.o2, False)
+
+
 MODELS = [("mlp", MLP, [1, 8, 8]), ("cnn", CNN, [1, 16, 16]), ("residual", Residual, [4, 6, 6]), ("gelu", GELU, [16]),
           ("scaled", Scaled, [2, 5, 5]), ("padded", Padded, [1, 5, 5]), ("norms", Norms, [16]), ("norm2d", Norm2D, [4, 8]),
-          ("attention", Attention, [5, 16])]
+          ("attention", Attention, [5, 16]), ("packed", Packed, [6, 16])]
 
 
 def main():
