@@ -98,6 +98,9 @@ type value struct {
 	// reading the value takes over; padNode names that Pad node.
 	pad     [4]int
 	padNode string
+	// moved is a Transpose that moves the batch axis, pending until a
+	// Split and Squeeze (or Gather) take it apart (unbind_packed.go).
+	moved *movedBatch
 }
 
 // constant is a tensor known at import time. Shape arithmetic needs the
@@ -280,10 +283,13 @@ func Import(m *Model) (*Imported, error) {
 		return nil, &ImportError{Problems: []Problem{{Node: "graph", Op: "outputs", Opset: im.opset, Why: fmt.Sprintf("output %q is a constant: the model does not depend on its input", outInfo.Name)}}}
 	case v.pad != [4]int{}:
 		return nil, &ImportError{Problems: []Problem{{Node: v.padNode, Op: "Pad", Opset: im.opset, Why: "the Pad's output is the model's output; mlbuild folds a zero Pad only into the Conv or AveragePool that reads it", Fix: "pad inside the Conv or AvgPool2d (its padding argument) instead"}}}
+	case v.moved != nil:
+		return nil, &ImportError{Problems: []Problem{{Node: v.moved.node, Op: "Transpose", Opset: im.opset, Why: fmt.Sprintf("perm %v moves the batch axis, and its output is the model's output; mlbuild's batch axis stays first", v.moved.perm)}}}
 	case v.layer == "input" && v.view == nil:
 		return nil, &ImportError{Problems: []Problem{{Node: "graph", Op: "outputs", Opset: im.opset, Why: "the output is the input: the model computes nothing"}}}
 	}
 	name := im.materialize(v)
+	im.dropPacked(name)
 	if outInfo.HasShape && len(outInfo.Dims) == len(v.shape)+1 {
 		for i, d := range outInfo.Dims[1:] {
 			if d.Known && int(d.Value) != v.shape[i] {
@@ -443,6 +449,15 @@ func (im *importer) node(i int, n *Node) {
 		}
 		if v.pad != [4]int{} && !padConsumers[n.OpType] {
 			im.fail(n, name, unsupported("pad inside the Conv or AvgPool2d (its padding argument) instead", "reads the output of Pad node %s; mlbuild folds a zero Pad only into the Conv or AveragePool that reads it", v.padNode))
+			return
+		}
+		if v.moved != nil && (!movedConsumers[n.OpType] || j != 0) {
+			if v.moved.reported {
+				im.poison(n) // the first such reader is reported
+				return
+			}
+			v.moved.reported = true
+			im.fail(n, name, unsupported("", "reads the output of Transpose node %s, whose perm %v moves the batch axis; mlbuild's batch axis stays first (only taking one entry of its first axis, as unbind(0) of a packed projection does, brings it back)", v.moved.node, v.moved.perm))
 			return
 		}
 		ins[j] = v

@@ -481,3 +481,65 @@ func TestImportPackedProjection(t *testing.T) {
 		}
 	}
 }
+
+// TestImportUnbindPacked: timm's attention, a packed projection viewed as
+// [N, 3, H, d], permuted (2, 0, 3, 1, 4) and unbound along the first axis,
+// becomes one dense layer per entry, viewed as [N, H, d] and transposed
+// to [H, N, d]; the packed layer goes. A Transpose that moves the batch
+// axis read by anything else, or as the model's output, is reported.
+func TestImportUnbindPacked(t *testing.T) {
+	const n, h, d = 2, 2, 3
+	w := make([]float32, 4*3*h*d) // [in 4, out 18]
+	for i := range w {
+		w[i] = float32(i)
+	}
+	inits := []*Tensor{
+		NewFloatTensor("w", []int64{4, 3 * h * d}, w),
+		NewInt64Tensor("shape", []int64{5}, []int64{0, n, 3, h, d}),
+		NewInt64Tensor("ones", []int64{3}, []int64{1, 1, 1}),
+		NewInt64Tensor("zero", []int64{1}, []int64{0}),
+		NewInt64Tensor("two", nil, []int64{2}),
+	}
+	perm := &Attribute{Name: "perm", Type: AttrInts, Ints: []int64{2, 0, 3, 1, 4}}
+	head := []*Node{
+		node("MatMul", "/qkv/MatMul", []string{"x", "w"}, []string{"p"}),
+		node("Reshape", "/Reshape", []string{"p", "shape"}, []string{"r"}),
+		node("Transpose", "/Transpose", []string{"r"}, []string{"t"}, perm),
+	}
+	im, err := Import(graphModel([]int{n, 4}, inits, "y", append(slices.Clone(head),
+		node("Split", "/Split", []string{"t", "ones"}, []string{"q", "k", "v"}, &Attribute{Name: "axis", Type: AttrInt, I: 0}),
+		node("Squeeze", "/Squeeze", []string{"q", "zero"}, []string{"q1"}),
+		node("Gather", "/Gather", []string{"t", "two"}, []string{"v1"}),
+		node("Add", "/y", []string{"q1", "v1"}, []string{"y"}))...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, l := range im.Layers {
+		names = append(names, l.Name+":"+l.Op+shapeText(l.OutShape))
+	}
+	if got := strings.Join(names, " "); got != "qkv_0:dense2×6 qkv_0_heads:reshape2×2×3 qkv_0_t:transpose2×2×3 qkv_2:dense2×6 qkv_2_heads:reshape2×2×3 qkv_2_t:transpose2×2×3 y:add2×2×3" {
+		t.Fatalf("layers %s", got)
+	}
+	// v (entry 2) takes features 12 to 17: the transposed weight's rows
+	if v := im.Layers[3].Params[0].Data; v[0] != 12 || v[1] != 30 || len(v) != 6*4 {
+		t.Errorf("v weight %v", v)
+	}
+	for _, tc := range []struct {
+		nodes []*Node
+		want  string
+	}{
+		{append(slices.Clone(head), node("Relu", "/act", []string{"t"}, []string{"y"})),
+			`node "/act" (Relu, opset 13): reads the output of Transpose node "/Transpose", whose perm [2 0 3 1 4] moves the batch axis`},
+		{slices.Clone(head), `node "/Transpose" (Transpose, opset 13): perm [2 0 3 1 4] moves the batch axis, and its output is the model's output`},
+		{[]*Node{head[0], node("Relu", "/act", []string{"p"}, []string{"a"}), node("Reshape", "/Reshape", []string{"a", "shape"}, []string{"r"}),
+			node("Transpose", "/Transpose", []string{"r"}, []string{"t"}, perm), node("Gather", "/Gather", []string{"t", "two"}, []string{"y"})},
+			"only when it is a view of a dense layer's output"},
+	} {
+		out := tc.nodes[len(tc.nodes)-1].Outputs[0]
+		_, err := Import(graphModel([]int{n, 4}, inits, out, tc.nodes...))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v", tc.nodes[len(tc.nodes)-1].Name, err)
+		}
+	}
+}

@@ -405,6 +405,25 @@ func strides(dims []int) []int {
 }
 
 func importGather(c *nodeCtx) (string, error) {
+	if c.has(0) && c.ins[0].moved != nil {
+		m := c.ins[0].moved
+		a, err := c.attrInt("axis", 0)
+		if err != nil {
+			return "", err
+		}
+		idx, err := c.konst(1, "indices")
+		if err != nil {
+			return "", err
+		}
+		if a != 0 || len(idx.dims) != 0 {
+			return "", unsupported("", "Gather along axis %d (indices of shape %s) of the output of Transpose node %s; mlbuild takes it apart only by one index of its first axis", a, shapeText(idx.dims), m.node)
+		}
+		i := int(idx.vals[0])
+		if i < 0 {
+			i += m.hi - m.lo
+		}
+		return c.takeMoved(m, m.lo+i)
+	}
 	data, err := c.konst(0, "data")
 	if err != nil {
 		return "", unsupported("", "Gather reads from a value that depends on the model input; mlbuild folds Gather only in shape arithmetic")
@@ -511,6 +530,12 @@ func importSqueeze(c *nodeCtx) (string, error) {
 	}
 	if !c.has(0) {
 		return "", unsupported("", "Squeeze needs an input")
+	}
+	if m := c.ins[0].moved; m != nil {
+		if !ok || len(axes) != 1 || (axes[0] != 0 && axes[0] != -int64(len(m.perm))) || m.hi-m.lo != 1 {
+			return "", unsupported("", "Squeeze of axes %v of the output of Transpose node %s; mlbuild takes it apart only by squeezing one entry of its first axis", axes, m.node)
+		}
+		return c.takeMoved(m, m.lo)
 	}
 	v := c.ins[0]
 	full := v.fullDims()
@@ -982,8 +1007,18 @@ func importTranspose(c *nodeCtx) (string, error) {
 		}
 		return c.fold(out, "transpose")
 	}
+	if x.moved != nil {
+		return "", unsupported("", "Transpose of the output of Transpose node %s, which moves the batch axis", x.moved.node)
+	}
 	if p[0] != 0 {
-		return "", unsupported("", "perm %v moves the batch axis; mlbuild's batch axis stays first", p)
+		// pending: a Split and Squeeze (or Gather) may take it apart
+		perm := make([]int, len(p))
+		for i, a := range p {
+			perm[i] = int(a)
+		}
+		m := &movedBatch{src: x, perm: perm, hi: full[perm[0]], node: c.name}
+		c.im.vals[c.n.Outputs[0]] = &value{moved: m}
+		return "pending: moves the batch axis; only taking one entry of its first axis brings it back", nil
 	}
 	perm := make([]int, len(p)-1)
 	ident := true

@@ -117,11 +117,22 @@ func importSplit(c *nodeCtx) (string, error) {
 	if x.konst != nil {
 		return "", unsupported("", "Split of a constant")
 	}
-	full := x.fullDims()
 	a, err := c.attrInt("axis", 0)
 	if err != nil {
 		return "", err
 	}
+	if m := x.moved; m != nil {
+		ax, err := c.axis(a, len(m.perm))
+		if err != nil {
+			return "", err
+		}
+		sizes, err := c.splitSizes(m.hi - m.lo)
+		if err != nil {
+			return "", err
+		}
+		return c.splitMoved(m, ax, sizes)
+	}
+	full := x.fullDims()
 	ax, err := c.axis(a, len(full))
 	if err != nil {
 		return "", err
@@ -133,52 +144,9 @@ func importSplit(c *nodeCtx) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	var sizes []int64
-	if c.im.opset < 13 {
-		sizes, _, err = c.attrInts("split")
-		if err != nil {
-			return "", err
-		}
-	} else if c.has(1) {
-		k, err := c.konst(1, "split")
-		if err != nil {
-			return "", err
-		}
-		for _, v := range k.vals {
-			sizes = append(sizes, int64(v))
-		}
-	}
-	n := full[ax]
-	outs := len(c.n.Outputs)
-	if sizes == nil {
-		// equal pieces; from opset 18 num_outputs says how many, and the
-		// last may be smaller
-		parts := int64(outs)
-		if np, err := c.attrInt("num_outputs", 0); err != nil {
-			return "", err
-		} else if np > 0 {
-			parts = np
-		}
-		if parts != int64(outs) || parts <= 0 {
-			return "", unsupported("", "Split into %d pieces with %d outputs", parts, outs)
-		}
-		each := (int64(n) + parts - 1) / parts
-		for i := range parts {
-			sizes = append(sizes, min(each, int64(n)-i*each))
-		}
-	}
-	if len(sizes) != outs {
-		return "", unsupported("", "Split sizes %v for %d outputs", sizes, outs)
-	}
-	total := int64(0)
-	for _, s := range sizes {
-		if s <= 0 {
-			return "", unsupported("", "Split sizes %v: mlbuild takes non-empty pieces", sizes)
-		}
-		total += s
-	}
-	if total != int64(n) {
-		return "", unsupported("", "Split sizes %v do not add up to the %d features", sizes, n)
+	sizes, err := c.splitSizes(full[ax])
+	if err != nil {
+		return "", err
 	}
 	var names []string
 	lo := 0
@@ -196,4 +164,57 @@ func importSplit(c *nodeCtx) (string, error) {
 	c.layerName = strings.Join(names, ", ")
 	c.spendPacked(l, names)
 	return fmt.Sprintf("dense ×%d (pieces of the features of %s)", len(names), l.Name), nil
+}
+
+// splitSizes reads a Split's sizes for an axis of n entries: the split
+// attribute before opset 13, its input from 13, or equal pieces (as many
+// as outputs, or num_outputs from opset 18, the last maybe smaller). Each
+// is at least 1, and they add up to n.
+func (c *nodeCtx) splitSizes(n int) ([]int64, error) {
+	var sizes []int64
+	var err error
+	if c.im.opset < 13 {
+		sizes, _, err = c.attrInts("split")
+		if err != nil {
+			return nil, err
+		}
+	} else if c.has(1) {
+		k, err := c.konst(1, "split")
+		if err != nil {
+			return nil, err
+		}
+		for _, v := range k.vals {
+			sizes = append(sizes, int64(v))
+		}
+	}
+	outs := len(c.n.Outputs)
+	if sizes == nil {
+		parts := int64(outs)
+		if np, err := c.attrInt("num_outputs", 0); err != nil {
+			return nil, err
+		} else if np > 0 {
+			parts = np
+		}
+		if parts != int64(outs) || parts <= 0 {
+			return nil, unsupported("", "Split into %d pieces with %d outputs", parts, outs)
+		}
+		each := (int64(n) + parts - 1) / parts
+		for i := range parts {
+			sizes = append(sizes, min(each, int64(n)-i*each))
+		}
+	}
+	if len(sizes) != outs {
+		return nil, unsupported("", "Split sizes %v for %d outputs", sizes, outs)
+	}
+	total := int64(0)
+	for _, s := range sizes {
+		if s <= 0 {
+			return nil, unsupported("", "Split sizes %v: mlbuild takes non-empty pieces", sizes)
+		}
+		total += s
+	}
+	if total != int64(n) {
+		return nil, unsupported("", "Split sizes %v do not add up to the %d entries of the axis", sizes, n)
+	}
+	return sizes, nil
 }

@@ -211,9 +211,37 @@ class Packed(nn.Module):
         return self.attend(self.attend(x, self.qkv1, self.o1, True), self.qkv2, self.o2, False)
 
 
+class ViTBlock(nn.Module):
+    """A pre-norm ViT block with attention as timm writes it: one packed
+    q, k, v Linear reshaped to [B, N, 3, heads, d] and permuted with
+    permute(2, 0, 3, 1, 4) (a Transpose that moves the batch axis), taken
+    apart by unbind(0) (a Split along the first axis and Squeezes), a
+    scale multiplied in, then a GELU MLP; residual adds."""
+
+    def __init__(self, dim=16, heads=4, ff=32):
+        super().__init__()
+        self.heads = heads
+        self.scale = (dim // heads) ** -0.5
+        self.norm1 = nn.LayerNorm(dim)
+        self.qkv = nn.Linear(dim, 3 * dim)
+        self.proj = nn.Linear(dim, dim)
+        self.norm2 = nn.LayerNorm(dim)
+        self.fc1 = nn.Linear(dim, ff)
+        self.fc2 = nn.Linear(ff, dim)
+
+    def forward(self, x):
+        b, n, c = x.shape
+        qkv = self.qkv(self.norm1(x)).reshape(b, n, 3, self.heads, c // self.heads).permute(2, 0, 3, 1, 4)
+        q, k, v = qkv.unbind(0)
+        a = ((q @ k.transpose(-2, -1)) * self.scale).softmax(dim=-1)
+        x = x + self.proj((a @ v).transpose(1, 2).reshape(b, n, c))
+        return x + self.fc2(F.gelu(self.fc1(self.norm2(x))))
+
+
 MODELS = [("mlp", MLP, [1, 8, 8]), ("cnn", CNN, [1, 16, 16]), ("residual", Residual, [4, 6, 6]), ("gelu", GELU, [16]),
           ("scaled", Scaled, [2, 5, 5]), ("padded", Padded, [1, 5, 5]), ("norms", Norms, [16]), ("norm2d", Norm2D, [4, 8]),
-          ("attention", Attention, [5, 16]), ("packed", Packed, [6, 16])]
+          ("attention", Attention, [5, 16]), ("packed", Packed, [6, 16]),
+          ("vit", ViTBlock, [6, 16])]
 
 
 def main():
