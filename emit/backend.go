@@ -67,11 +67,13 @@ func (b *Backend) PlanOptions(o planner.Options) planner.Options {
 // at a time).
 // A backward pass shares its forward's workspace when one round holds the
 // whole batch: the forward's columns are then still there for dW.
-func gpuTarget(method string, scratch func(planner.ConvGeom) int) planner.Target {
+// Its optimizer updates up to updateTensors params in one multi-tensor
+// kernel, as many as one kernel may bind buffers for (four a tensor).
+func gpuTarget(method string, scratch func(planner.ConvGeom) int, updateTensors int) planner.Target {
 	return planner.Target{Conv: func(g planner.ConvGeom, pass planner.ConvPass) planner.ConvChoice {
 		s := scratch(g)
 		return planner.ConvChoice{Method: method, Scratch: s, SharesForward: pass != planner.ConvForward && gpu.ConvOneRound(g, s)}
-	}}
+	}, UpdateTensors: updateTensors}
 }
 
 // The backends.
@@ -92,7 +94,7 @@ var (
 			}
 			return nil
 		},
-		Target: gpuTarget("im2col+mps", gpu.ConvScratch), // 64 MiB rounds: unified memory shared with the system
+		Target: gpuTarget("im2col+mps", gpu.ConvScratch, 7), // 64 MiB rounds: unified memory shared with the system; 7 tensors of Adam in 29 of Metal's 31 buffer slots
 	}, &gpuDevice{dialect: gpu.Metal, pkg: "mps", fake: "fakemetal", about: []string{
 		"the plans' GEMMs run on MPSMatrixMultiplication and every other op on a",
 		"Metal kernel generated for its constant shapes (kernels.go), all recorded",
@@ -108,7 +110,7 @@ var (
 			}
 			return nil
 		},
-		Target: gpuTarget("im2col+cublas", gpu.ConvScratchWithin(1<<27)), // 512 MiB rounds: a batch of MNIST images in one GEMM
+		Target: gpuTarget("im2col+cublas", gpu.ConvScratchWithin(1<<27), 64), // 512 MiB rounds: a batch of MNIST images in one GEMM; Adam over up to 64 tensors a launch (257 pointers of kernel parameters)
 	}, &gpuDevice{dialect: gpu.CUDA, pkg: "cuda", fake: "fakecuda", about: []string{
 		"the plans' GEMMs run on cuBLAS and every other op on a CUDA kernel",
 		"generated for its constant shapes (kernels.go, compiled by NVRTC at the",

@@ -625,10 +625,14 @@ func (g *generator) kernelCall(st planner.Step, in, out []operand, training bool
 	case planner.KSGD:
 		c.lr = true
 		return fmt.Sprintf("cpu.SGD(%s, %s, %s, lr, %s, %s)", out[0].slice(), in[0].slice(), in[1].slice(), float(a.Momentum), float(a.WeightDecay)), nil
-	case planner.KAdam:
+	case planner.KAdam, planner.KAdamMulti: // one call per (param, m, v)
 		c.lr = true
-		return fmt.Sprintf("cpu.Adam(%s, %s, %s, %s, lr, %s, %s, %s, %s, step, %v)", out[0].slice(), in[0].slice(), in[1].slice(), in[2].slice(),
-			float(a.Beta1), float(a.Beta2), float(a.Eps), float(a.WeightDecay), a.Decoupled), nil
+		var calls []string
+		for i := 0; i+2 < len(in) && i < len(out); i += 3 {
+			calls = append(calls, fmt.Sprintf("cpu.Adam(%s, %s, %s, %s, lr, %s, %s, %s, %s, step, %v)", out[i].slice(), in[i].slice(), in[i+1].slice(), in[i+2].slice(),
+				float(a.Beta1), float(a.Beta2), float(a.Eps), float(a.WeightDecay), a.Decoupled))
+		}
+		return strings.Join(calls, "\n"), nil
 	}
 	return "", fmt.Errorf("the CPU emitter has no kernel %q", st.Kernel)
 }

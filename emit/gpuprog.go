@@ -512,7 +512,7 @@ func (g *gpuGen) renderStep(mp *gpuPlan, short string, i int, st planner.Step, o
 		}
 	}
 	switch {
-	case st.Kernel == planner.KSGD || st.Kernel == planner.KAdam:
+	case st.Kernel == planner.KSGD || st.Kernel == planner.KAdam: // KAdamMulti's moments are among its outputs
 		for _, id := range st.In[1:] {
 			if err := addCheck(id); err != nil {
 				return "", "", err

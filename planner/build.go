@@ -118,6 +118,10 @@ func Build(m *spec.Model, opts Options) (*Plan, error) {
 		if err := check("optimize"); err != nil {
 			return nil, err
 		}
+		fuseUpdate(p, target)
+		if err := check("fuseUpdate"); err != nil {
+			return nil, err
+		}
 	}
 	if err := chooseMethods(p, target); err != nil {
 		return nil, positioned(m, err)

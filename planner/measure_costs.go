@@ -77,6 +77,11 @@ func stepBytes(p *Plan, s *Step, c *costCounter) int64 {
 	if s.Kernel == KSGD || s.Kernel == KAdam {
 		n = c.sum(n, p.size(s.Out[0])) // the param is read as well as written
 	}
+	if s.Kernel == KAdamMulti {
+		for i := 0; i < len(s.Out); i += 3 {
+			n = c.sum(n, p.size(s.Out[i]))
+		}
+	}
 	return c.mul(spec.BytesPerElement, n)
 }
 
@@ -166,6 +171,12 @@ func stepFLOPs(p *Plan, s *Step, c *costCounter) int64 {
 		return c.mul(4, out0())
 	case KAdam:
 		return c.mul(12, out0())
+	case KAdamMulti:
+		var n int64
+		for i := 0; i < len(s.Out); i += 3 {
+			n = c.sum(n, p.size(s.Out[i]))
+		}
+		return c.mul(12, n)
 	}
 	return 0 // transpose, concat and their gradients move data only
 }

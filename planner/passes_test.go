@@ -298,6 +298,57 @@ func TestOptimize(t *testing.T) {
 	}
 }
 
+// TestFuseUpdate: a target with UpdateTensors gets its Adam steps in
+// multi-tensor steps of at most that many params, each param's (grad, m,
+// v) and (param, m, v) in Params order; SGD and the CPU target keep one
+// step per param.
+func TestFuseUpdate(t *testing.T) {
+	gpu := Target{Name: "gpu", Conv: CPU.Conv, UpdateTensors: 3}
+	for _, tc := range []struct {
+		model  func() *spec.Model
+		target Target
+	}{
+		{mlp, gpu},
+		{mlp, CPU},
+		{regularised, gpu},
+	} {
+		p := mustBuild(t, tc.model(), Options{Batch: 2, Training: true, Target: tc.target})
+		var trainable []Param
+		for _, pr := range p.Params {
+			if pr.Trainable {
+				trainable = append(trainable, pr)
+			}
+		}
+		n := 0
+		for _, s := range p.Update {
+			k := 1
+			if s.Kernel == KAdamMulti {
+				k = len(s.Out) / 3
+				if tc.target.UpdateTensors < 2 || k > tc.target.UpdateTensors || k < 2 {
+					t.Errorf("%s on %s: a multi-tensor step of %d params", p.Model, tc.target.Name, k)
+				}
+			}
+			for j := 0; j < k; j++ {
+				pr := trainable[n+j]
+				if s.Out[3*j] != pr.Buf || s.In[3*j] != pr.Grad {
+					t.Errorf("%s on %s: param %d of update step is %v, want %s", p.Model, tc.target.Name, j, s.Out[3*j], pr.Name)
+				}
+			}
+			n += k
+		}
+		if n != len(trainable) {
+			t.Errorf("%s on %s: the updates cover %d of %d trainable params", p.Model, tc.target.Name, n, len(trainable))
+		}
+		if tc.model().Training.Optimizer.Kind == "sgd" || tc.target.UpdateTensors < 2 {
+			if len(p.Update) != len(trainable) {
+				t.Errorf("%s on %s: %d update steps for %d params, want one each", p.Model, tc.target.Name, len(p.Update), len(trainable))
+			}
+		} else if want := (len(trainable) + 2) / 3; len(p.Update) != want {
+			t.Errorf("%s on %s: %d update steps for %d params, want %d", p.Model, tc.target.Name, len(p.Update), len(trainable), want)
+		}
+	}
+}
+
 func TestFuseEpilogue(t *testing.T) {
 	p := mustBuild(t, lenet5(), Options{Batch: 2, Training: true, Fusion: true})
 	want := []string{

@@ -199,6 +199,11 @@ const (
 	// KAdam: In: grad, m, v. Out: param, m, v. Attr: Beta1, Beta2, Eps, WeightDecay,
 	// Decoupled (AdamW when true).
 	KAdam Kernel = "adam"
+	// KAdamMulti: Adam over several params in one step, for a backend that
+	// updates them in one multi-tensor kernel (fuse_update.go). In: grad_1,
+	// m_1, v_1, …, grad_k, m_k, v_k. Out: param_1, m_1, v_1, …, param_k,
+	// m_k, v_k. Attr as KAdam, shared by all.
+	KAdamMulti Kernel = "adam_multi"
 )
 
 // UnaryOp is one element-wise function in a Chain.

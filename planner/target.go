@@ -11,6 +11,10 @@ type Target struct {
 	Name string
 	// Conv chooses how the backend computes one convolution step.
 	Conv ConvRule
+	// UpdateTensors is the most params one optimizer step may update: a
+	// GPU backend's multi-tensor kernel, bounded by the buffers one kernel
+	// may bind (fuse_update.go). 0 or 1: one step per param.
+	UpdateTensors int
 }
 
 // ConvRule is a backend's rule for convolutions: for the geometry of one

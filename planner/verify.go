@@ -143,8 +143,14 @@ func verifyParams(p *Plan) error {
 	names := map[string]bool{}
 	updates := map[BufID]int{}
 	for _, s := range p.Update {
-		if len(s.Out) > 0 && p.validID(s.Out[0]) {
-			updates[s.Out[0]]++
+		step := len(s.Out) // one param per step, or one per triple of KAdamMulti
+		if s.Kernel == KAdamMulti {
+			step = 3
+		}
+		for i := 0; i < len(s.Out); i += step {
+			if p.validID(s.Out[i]) {
+				updates[s.Out[i]]++
+			}
 		}
 	}
 	for _, pr := range p.Params {
@@ -203,7 +209,7 @@ var kernelPhase = map[Kernel]string{
 	KGlobalAvgPoolBwd: "backward", KUnaryBwd: "backward", KBinaryBwd: "backward", KSoftmaxBwd: "backward",
 	KLogSoftmaxBwd: "backward", KDropoutBwd: "backward", KBatchNormBwd: "backward", KMatMulBwd: "backward",
 	KConcatBwd: "backward", KAccumulate: "backward", KLayerNormBwd: "backward", KReduceMeanBwd: "backward",
-	KSGD: "update", KAdam: "update",
+	KSGD: "update", KAdam: "update", KAdamMulti: "update",
 	KTranspose: "any", // its own gradient
 }
 
@@ -251,6 +257,7 @@ var operands = map[Kernel]struct {
 	KAccumulate:       {2, 1, nil, nil},
 	KSGD:              {2, 2, nil, nil},
 	KAdam:             {3, 3, nil, nil},
+	KAdamMulti:        {-1, -1, nil, nil},
 }
 
 // verifyStep checks one step: phase, operand counts, and shapes.
@@ -575,6 +582,18 @@ func checkShapes(p *Plan, s *Step) error {
 		}
 		return first(same("labels", in[1], in[0]), is("loss", out[0], []int{1}), same("dpred", out[1], in[0]),
 			kindIs(in[1], KindLabels), kindIs(out[0], KindLoss), kindIs(out[1], KindGrad))
+	case KAdamMulti:
+		if len(in)%3 != 0 || len(out) != len(in) || len(in) < 6 {
+			return fmt.Errorf("%d inputs and %d outputs: want two or more (grad, m, v) and (param, m, v) triples", len(in), len(out))
+		}
+		for i := 0; i < len(in); i += 3 {
+			t := *s
+			t.Kernel, t.In, t.Out = KAdam, in[i:i+3:i+3], out[i:i+3:i+3] // capped: the rule appends to them
+			if err := checkShapes(p, &t); err != nil {
+				return fmt.Errorf("param %d: %w", i/3+1, err)
+			}
+		}
+		return nil
 	case KSGD, KAdam:
 		for i := 1; i < len(in); i++ {
 			if in[i] != out[i] {

@@ -80,14 +80,20 @@ import csv, sys, collections
 rows = [r for r in csv.reader(open(sys.argv[1])) if len(r) > 10]
 if not rows: print("ncu gave no rows"); sys.exit()
 h = rows[0]; ki, vi = h.index('Kernel Name'), h.index('Metric Value')
-t = collections.Counter(); n = collections.Counter()
+t = collections.Counter(); n = collections.Counter(); seq = []
 for r in rows[1:]:
     try: v = float(r[vi].replace(',', ''))
     except ValueError: continue
-    t[r[ki][:70]] += v; n[r[ki][:70]] += 1
+    t[r[ki][:70]] += v; n[r[ki][:70]] += 1; seq.append((r[ki], v))
 tot = sum(t.values())
-steps = max(1, sum(c for k, c in n.items() if '_record' in k))
-print(f"{len(rows)-1} kernels, {tot/1e3:.1f} us in all, {steps} whole steps among them: about {tot/1e3/(len(rows)-1)*((len(rows)-1)/steps):.0f} us of kernels a step")
+# A step ends with its record kernel: the kernels after the first record up
+# to the last one are whole steps.
+ends = [i for i, (k, _) in enumerate(seq) if '_record' in k]
+if len(ends) >= 2:
+    whole = sum(v for _, v in seq[ends[0]+1:ends[-1]+1]); steps = len(ends) - 1
+    print(f"{len(seq)} kernels, {tot/1e3:.1f} us in all; {steps} whole steps among them, {(ends[-1]-ends[0])//steps} kernels and {whole/1e3/steps:.0f} us of kernels a step")
+else:
+    print(f"{len(seq)} kernels, {tot/1e3:.1f} us in all; fewer than two step ends among them")
 for k, v in t.most_common(30): print(f"{v/1e3:9.1f} us  x{n[k]:<3d} {k}")
 PY
 else

@@ -497,29 +497,82 @@ func adamKernel(n int, beta1, beta2, eps, wd float32, decoupled bool) *Kernel {
 		kind = "adamw"
 	}
 	return elementwise(fmt.Sprintf("%s beta1 %g beta2 %g eps %g weight decay %g, %d elements", kind, beta1, beta2, eps, wd, n), n, params, func(i Expr) []Stmt {
-		t := toFloat(load("args", i32(ArgStep)))
-		s := []Stmt{
-			let("lr", Float, call(FnAsFloat, load("args", i32(ArgLR)))),
-			let("bc1", Float, sub(flt(1), call(FnExp, mul(t, flt(float32(math.Log(float64(beta1)))))))),
-			let("bc2", Float, sub(flt(1), call(FnExp, mul(t, flt(float32(math.Log(float64(beta2)))))))),
-			let("w", Float, load("p", i)),
-			let("d", Float, load("g", i)),
-		}
-		if wd != 0 {
-			if decoupled {
-				s = append(s, set("w", sub(vr("w"), mul(mul(vr("lr"), flt(wd)), vr("w")))))
-			} else {
-				s = append(s, set("d", add(vr("d"), mul(flt(wd), vr("w")))))
-			}
-		}
-		s = append(s,
-			let("m1", Float, add(mul(flt(beta1), load("m", i)), mul(flt(1-beta1), vr("d")))),
-			let("v1", Float, add(mul(flt(beta2), load("v", i)), mul(flt(1-beta2), mul(vr("d"), vr("d"))))),
-			store("m", i, vr("m1")),
-			store("v", i, vr("v1")),
-			store("p", i, sub(vr("w"), div(mul(vr("lr"), div(vr("m1"), vr("bc1"))),
-				add(call(FnSqrt, div(vr("v1"), vr("bc2"))), flt(eps))))),
-		)
-		return s
+		return append(adamScalars(beta1, beta2), adamElement("", i, beta1, beta2, eps, wd, decoupled)...)
 	})
+}
+
+// adamScalars declares the learning rate and the bias corrections of the
+// step (args' step count t): bc = 1 − βᵗ.
+func adamScalars(beta1, beta2 float32) []Stmt {
+	t := toFloat(load("args", i32(ArgStep)))
+	return []Stmt{
+		let("lr", Float, call(FnAsFloat, load("args", i32(ArgLR)))),
+		let("bc1", Float, sub(flt(1), call(FnExp, mul(t, flt(float32(math.Log(float64(beta1)))))))),
+		let("bc2", Float, sub(flt(1), call(FnExp, mul(t, flt(float32(math.Log(float64(beta2)))))))),
+	}
+}
+
+// adamElement updates element i of the param, moments and gradient named
+// p, m, v and g followed by suffix, as rt/cpu's Adam does.
+func adamElement(suffix string, i Expr, beta1, beta2, eps, wd float32, decoupled bool) []Stmt {
+	g, m, v, p := "g"+suffix, "m"+suffix, "v"+suffix, "p"+suffix
+	s := []Stmt{
+		let("w", Float, load(p, i)),
+		let("d", Float, load(g, i)),
+	}
+	if wd != 0 {
+		if decoupled {
+			s = append(s, set("w", sub(vr("w"), mul(mul(vr("lr"), flt(wd)), vr("w")))))
+		} else {
+			s = append(s, set("d", add(vr("d"), mul(flt(wd), vr("w")))))
+		}
+	}
+	return append(s,
+		let("m1", Float, add(mul(flt(beta1), load(m, i)), mul(flt(1-beta1), vr("d")))),
+		let("v1", Float, add(mul(flt(beta2), load(v, i)), mul(flt(1-beta2), mul(vr("d"), vr("d"))))),
+		store(m, i, vr("m1")),
+		store(v, i, vr("v1")),
+		store(p, i, sub(vr("w"), div(mul(vr("lr"), div(vr("m1"), vr("bc1"))),
+			add(call(FnSqrt, div(vr("v1"), vr("bc2"))), flt(eps))))),
+	)
+}
+
+// adamMultiKernel is Adam over several params in one launch (the multi-tensor
+// update of planner.KAdamMulti): params args, then g, m, v, p of each
+// tensor. Each tensor gets whole threadgroups of its own, so no group
+// straddles two tensors; a chain of comparisons of the group index finds
+// the tensor, which runs the same arithmetic as adamKernel.
+func adamMultiKernel(sizes []int, beta1, beta2, eps, wd float32, decoupled bool) *Kernel {
+	params := []Param{argsParam()}
+	total, groups := 0, 0
+	starts := make([]int, len(sizes)+1) // first group of each tensor
+	for j, n := range sizes {
+		sfx := fmt.Sprint("_", j)
+		params = append(params, in("g"+sfx, n), out("m"+sfx, n), out("v"+sfx, n), out("p"+sfx, n))
+		starts[j] = groups
+		groups += ceilDiv(n, tgElem)
+		total += n
+	}
+	starts[len(sizes)] = groups
+	// Innermost first: the last tensor's branch, then each earlier one
+	// wrapped around it.
+	var chain []Stmt
+	for j := len(sizes) - 1; j >= 0; j-- {
+		k := sub(gidE, i32(starts[j]*tgElem))
+		body := []Stmt{let("k", Int, k), when(lt(vr("k"), i32(sizes[j])), adamElement(fmt.Sprint("_", j), vr("k"), beta1, beta2, eps, wd, decoupled)...)}
+		if chain == nil {
+			chain = body
+			continue
+		}
+		chain = []Stmt{If{Cond: lt(tgidE, i32(starts[j+1])), Then: body, Else: chain}}
+	}
+	kind := "adam"
+	if decoupled {
+		kind = "adamw"
+	}
+	return &Kernel{
+		Doc:    fmt.Sprintf("%s over %d tensors (%d elements), beta1 %g beta2 %g eps %g weight decay %g", kind, len(sizes), total, beta1, beta2, eps, wd),
+		Params: params, Threadgroup: tgElem, Groups: groups,
+		Body: append(adamScalars(beta1, beta2), chain...),
+	}
 }

@@ -569,6 +569,25 @@ func (l *lowering) lowerStep(st *planner.Step, training bool) error {
 		}
 		return l.launch(kind, adamKernel(pb.Size, float32(a.Beta1), float32(a.Beta2), float32(a.Eps), float32(a.WeightDecay), a.Decoupled), nil,
 			stepArgs, whole(st.In[0]), whole(st.In[1]), whole(st.In[2]), whole(st.Out[0]))
+	case planner.KAdamMulti:
+		if len(st.In)%3 != 0 || len(st.Out) != len(st.In) {
+			return fmt.Errorf("multi-tensor Adam with %d inputs and %d outputs", len(st.In), len(st.Out))
+		}
+		var sizes []int
+		ops := []operand{stepArgs}
+		for i := 0; i < len(st.In); i += 3 {
+			pb, err := l.buf(st.Out[i])
+			if err != nil {
+				return err
+			}
+			sizes = append(sizes, pb.Size)
+			ops = append(ops, whole(st.In[i]), whole(st.In[i+1]), whole(st.In[i+2]), whole(st.Out[i]))
+		}
+		kind := "adam_multi"
+		if a.Decoupled {
+			kind = "adamw_multi"
+		}
+		return l.launch(kind, adamMultiKernel(sizes, float32(a.Beta1), float32(a.Beta2), float32(a.Eps), float32(a.WeightDecay), a.Decoupled), nil, ops...)
 	}
 	return fmt.Errorf("no GPU lowering for kernel %q", st.Kernel)
 }

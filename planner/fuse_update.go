@@ -1,0 +1,55 @@
+package planner
+
+// fuseUpdate gathers the Adam steps of a target that updates several params
+// in one multi-tensor kernel, so that a training step's optimizer is one
+// launch (or a few) instead of one per param.
+//
+// Before: Update holds one KAdam (or KSGD) step per trainable param, in
+// Params order, all with the same Attr (optimize.go). After: for a Target
+// whose UpdateTensors is 2 or more, each run of up to UpdateTensors
+// consecutive KAdam steps with the same Attr is one KAdamMulti step: its
+// operands the steps' operands in order, its Layer the first step's, Fused
+// every step's layer (once for consecutive steps of one layer). A run of one stays KAdam; KSGD steps are unchanged.
+// The arithmetic of each param is the same; nothing else changed.
+func fuseUpdate(p *Plan, t Target) {
+	if t.UpdateTensors < 2 {
+		return
+	}
+	var out []Step
+	flush := func(run []Step) {
+		if len(run) == 1 {
+			out = append(out, run[0])
+			return
+		}
+		m := Step{Kernel: KAdamMulti, Layer: run[0].Layer, Attr: run[0].Attr}
+		for _, s := range run {
+			m.In = append(m.In, s.In...)
+			m.Out = append(m.Out, s.Out...)
+			if len(m.Fused) == 0 || m.Fused[len(m.Fused)-1] != s.Layer {
+				m.Fused = append(m.Fused, s.Layer) // a layer's weight and bias: once
+			}
+		}
+		out = append(out, m)
+	}
+	var run []Step
+	for _, s := range p.Update {
+		if len(run) > 0 && (s.Kernel != KAdam || !sameAdam(s.Attr, run[0].Attr) || len(run) == t.UpdateTensors) {
+			flush(run)
+			run = nil
+		}
+		if s.Kernel != KAdam {
+			out = append(out, s)
+			continue
+		}
+		run = append(run, s)
+	}
+	if len(run) > 0 {
+		flush(run)
+	}
+	p.Update = out
+}
+
+// sameAdam reports whether two Adam steps have the same hyper-parameters.
+func sameAdam(a, b Attr) bool {
+	return a.Beta1 == b.Beta1 && a.Beta2 == b.Beta2 && a.Eps == b.Eps && a.WeightDecay == b.WeightDecay && a.Decoupled == b.Decoupled
+}
