@@ -101,6 +101,9 @@ type value struct {
 	// moved is a Transpose that moves the batch axis, pending until a
 	// Split and Squeeze (or Gather) take it apart (unbind_packed.go).
 	moved *movedBatch
+	// lazy is a value whose batch axis moved or merged with others,
+	// followed through the ops that allow it (batch_layout.go).
+	lazy *lazyLayout
 }
 
 // constant is a tensor known at import time. Shape arithmetic needs the
@@ -283,6 +286,8 @@ func Import(m *Model) (*Imported, error) {
 		return nil, &ImportError{Problems: []Problem{{Node: "graph", Op: "outputs", Opset: im.opset, Why: fmt.Sprintf("output %q is a constant: the model does not depend on its input", outInfo.Name)}}}
 	case v.pad != [4]int{}:
 		return nil, &ImportError{Problems: []Problem{{Node: v.padNode, Op: "Pad", Opset: im.opset, Why: "the Pad's output is the model's output; mlbuild folds a zero Pad only into the Conv or AveragePool that reads it", Fix: "pad inside the Conv or AvgPool2d (its padding argument) instead"}}}
+	case v.lazy != nil:
+		return nil, &ImportError{Problems: []Problem{{Node: "graph", Op: "outputs", Opset: im.opset, Why: "the output's batch axis is not first (a Transpose or Reshape moved it); mlbuild's batch axis stays first"}}}
 	case v.moved != nil:
 		return nil, &ImportError{Problems: []Problem{{Node: v.moved.node, Op: "Transpose", Opset: im.opset, Why: fmt.Sprintf("perm %v moves the batch axis, and its output is the model's output; mlbuild's batch axis stays first", v.moved.perm)}}}
 	case v.layer == "input" && v.view == nil:
@@ -460,10 +465,25 @@ func (im *importer) node(i int, n *Node) {
 			im.fail(n, name, unsupported("", "reads the output of Transpose node %s, whose perm %v moves the batch axis; mlbuild's batch axis stays first (only taking one entry of its first axis, as unbind(0) of a packed projection does, brings it back)", v.moved.node, v.moved.perm))
 			return
 		}
+		if v.lazy != nil && !lazyConsumers[n.OpType] {
+			if !v.lazy.reported {
+				v.lazy.reported = true
+				im.fail(n, name, unsupported("", "reads a value whose batch axis a Transpose or Reshape moved; mlbuild's batch axis stays first, and it follows a moved one only through Transpose, Reshape, Shape, MatMul, Gemm, Softmax, Slices of features and arithmetic with a scalar or one value per feature"))
+			} else {
+				im.poison(n)
+			}
+			return
+		}
 		ins[j] = v
 	}
 	ctx := &nodeCtx{im: im, n: n, name: name, ins: ins}
-	how, err := imp(ctx)
+	var how string
+	var err error
+	if slices.ContainsFunc(ins, func(v *value) bool { return v != nil && v.lazy != nil }) {
+		how, err = ctx.throughLazy(imp)
+	} else {
+		how, err = imp(ctx)
+	}
 	if err != nil {
 		im.fail(n, name, err)
 		return

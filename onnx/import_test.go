@@ -543,3 +543,36 @@ func TestImportUnbindPacked(t *testing.T) {
 		}
 	}
 }
+
+// TestImportMovedBatch: a Transpose that moves the batch axis is followed
+// (written by nobody) through ops on the last axis and back: Softmax over
+// the features of [T, B, D] is a softmax of the [T, D] samples, and the
+// Transpose back leaves no layer. Ops that cannot follow it, a Softmax
+// over another axis, and a moved batch at the output are reported.
+func TestImportMovedBatch(t *testing.T) {
+	tr := func(in, out string) *Node {
+		return node("Transpose", "/T_"+out, []string{in}, []string{out}, &Attribute{Name: "perm", Type: AttrInts, Ints: []int64{1, 0, 2}})
+	}
+	im, err := Import(graphModel([]int{3, 4}, nil, "y",
+		tr("x", "t"), node("Softmax", "/sm", []string{"t"}, []string{"s"}, &Attribute{Name: "axis", Type: AttrInt, I: -1}), tr("s", "y")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(im.Layers) != 1 || im.Layers[0].Op != "softmax" || !slices.Equal(im.Layers[0].Inputs, []string{"input"}) || !slices.Equal(im.Layers[0].OutShape, []int{3, 4}) {
+		t.Errorf("layers %+v", im.Layers)
+	}
+	for _, tc := range []struct {
+		nodes []*Node
+		want  string
+	}{
+		{[]*Node{tr("x", "t"), node("Relu", "/act", []string{"t"}, []string{"y"})}, `node "/act" (Relu, opset 13): reads a value whose batch axis a Transpose or Reshape moved`},
+		{[]*Node{tr("x", "y")}, "the output's batch axis is not first"},
+		{[]*Node{tr("x", "t"), node("Softmax", "/sm", []string{"t"}, []string{"y"}, &Attribute{Name: "axis", Type: AttrInt, I: 0})}, "Softmax over axis 0 of a value whose batch axis moved"},
+	} {
+		out := tc.nodes[len(tc.nodes)-1].Outputs[0]
+		_, err := Import(graphModel([]int{3, 4}, nil, out, tc.nodes...))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v", tc.nodes[len(tc.nodes)-1].Name, err)
+		}
+	}
+}

@@ -359,7 +359,7 @@ func importShape(c *nodeCtx) (string, error) {
 		// producer's output alive (layerReads: a fold may change it, and a
 		// packed projection split into pieces is removed)
 		c.im.uses[c.n.Inputs[0]]--
-		k.vals = append(k.vals, 0)
+		k.vals = append(k.vals, 1) // the batch size times 1
 		k.batch = []bool{true}
 		for _, d := range v.shape {
 			k.vals = append(k.vals, float64(d))
@@ -867,7 +867,12 @@ func importReshape(c *nodeCtx) (string, error) {
 	for i, v := range target.vals {
 		switch {
 		case target.isBatch(i):
-			if i != 0 {
+			if (i != 0 || v != 1) && x.konst == nil {
+				// the batch moves or merges with other axes: followed
+				// (batch_layout.go)
+				return c.reshapeLazy(c.lazyOf(0))
+			}
+			if i != 0 || v != 1 {
 				return "", unsupported("", "the target shape puts the batch size at axis %d; mlbuild's batch axis stays first", i)
 			}
 			out[i] = -1
@@ -1009,6 +1014,10 @@ func importTranspose(c *nodeCtx) (string, error) {
 	}
 	if x.moved != nil {
 		return "", unsupported("", "Transpose of the output of Transpose node %s, which moves the batch axis", x.moved.node)
+	}
+	if p[0] != 0 && x.view == nil {
+		// the batch axis moves: followed (batch_layout.go)
+		return c.lazyTranspose(c.lazyOf(0), p)
 	}
 	if p[0] != 0 {
 		// pending: a Split and Squeeze (or Gather) may take it apart
@@ -1273,6 +1282,15 @@ func (c *nodeCtx) foldAffine(x *value, k *constant, op string, constFirst bool) 
 
 func foldBinary(c *nodeCtx, op string, a, b *constant) (string, error) {
 	if a.hasBatch() || b.hasBatch() {
+		// the batch size times a number (B·H where attention merges the
+		// batch with its heads) stays the batch size, with a multiplier
+		if op == "mul" && a.size() == 1 && b.size() == 1 && a.hasBatch() != b.hasBatch() && len(a.dims) == 0 && len(b.dims) == 0 {
+			m := a.vals[0] * b.vals[0]
+			if m != math.Trunc(m) || m < 1 || m > MaxElements {
+				return "", unsupported("", "the batch size times %v", m)
+			}
+			return c.fold(&constant{vals: []float64{m}, batch: []bool{true}, ints: a.ints && b.ints}, op)
+		}
 		return "", unsupported("", "arithmetic with the batch size")
 	}
 	dims, ok := broadcastShapes(a.dims, b.dims)
@@ -1497,10 +1515,12 @@ func importGemm(c *nodeCtx) (string, error) {
 	if transA != 0 {
 		return "", unsupported("", "transA=1 transposes the input batch")
 	}
-	if len(x.shape) != 1 || len(w.dims) != 2 {
+	if len(x.shape) < 1 || len(w.dims) != 2 {
 		return "", unsupported("", "Gemm of %s per sample and a weight of shape %v; want a vector per sample and a matrix", shapeText(x.shape), w.dims)
 	}
-	k := x.shape[0]
+	// a vector per sample, or (where the batch axis merged with others:
+	// batch_layout.go) rows of them
+	k := x.shape[len(x.shape)-1]
 	rows, cols := w.dims[0], w.dims[1] // [K, N], or [N, K] with transB
 	n := cols
 	if transB != 0 {
@@ -1519,7 +1539,7 @@ func importGemm(c *nodeCtx) (string, error) {
 			weight[o*k+i] = float32(alpha * v)
 		}
 	}
-	l := c.newLayer("dense", []int{n})
+	l := c.newLayer("dense", append(slices.Clone(x.shape[:len(x.shape)-1]), n))
 	l.Fields = []Field{{"units", n}, {"inFeatures", k}}
 	l.Params = []Param{{Suffix: "weight", Shape: []int{n, k}, Data: weight}}
 	var how []string

@@ -238,10 +238,24 @@ class ViTBlock(nn.Module):
         return x + self.fc2(F.gelu(self.fc1(self.norm2(x))))
 
 
+class Encoder(nn.Module):
+    """PyTorch's own nn.TransformerEncoderLayer (batch_first, GELU, two
+    heads): its attention moves the batch axis (sequence-first inside),
+    splits the packed projection by chunk, merges the batch with the heads
+    and with the tokens, and moves it back."""
+
+    def __init__(self):
+        super().__init__()
+        self.layer = nn.TransformerEncoderLayer(16, 2, 32, dropout=0.0, activation="gelu", batch_first=True)
+
+    def forward(self, x):
+        return self.layer(x)
+
+
 MODELS = [("mlp", MLP, [1, 8, 8]), ("cnn", CNN, [1, 16, 16]), ("residual", Residual, [4, 6, 6]), ("gelu", GELU, [16]),
           ("scaled", Scaled, [2, 5, 5]), ("padded", Padded, [1, 5, 5]), ("norms", Norms, [16]), ("norm2d", Norm2D, [4, 8]),
           ("attention", Attention, [5, 16]), ("packed", Packed, [6, 16]),
-          ("vit", ViTBlock, [6, 16])]
+          ("vit", ViTBlock, [6, 16]), ("encoder", Encoder, [5, 16])]
 
 
 def main():

@@ -1,0 +1,548 @@
+package onnx
+
+import (
+	"fmt"
+	"slices"
+)
+
+// Following the batch axis where PyTorch's nn.MultiheadAttention moves it.
+// Even with batch_first=True, PyTorch 1.13 writes its attention
+// sequence-first:
+//
+//	x [B, T, D] → Transpose(1, 0, 2) → [T, B, D] → MatMul, Add, Slices (q, k, v)
+//	→ Reshape [T, B·H, d] → Transpose → [B·H, T, d] → MatMul, Softmax, MatMul
+//	→ Transpose → Reshape [T·B, D] → Gemm → Reshape [T, B, D] → Transpose → [B, T, D]
+//
+// mlbuild's values have the batch first. A lazyLayout holds such an ONNX
+// value as a real value (src: batch first, per-sample shape S) and, for
+// each ONNX axis, the axes of src it merges, outer first, with -1 for the
+// batch: [T, B·H, d] over src [B, T, H, d] is [[0], [-1, 1], [2]]. A
+// Transpose permutes the groups and a Reshape regroups them (splitting an
+// axis of src by a reshape layer when it must), both writing nothing; ops
+// on the last axis (MatMul by a constant, Gemm, Softmax, a bias, Slices of
+// features) and element-wise ops with a scalar run on src; a MatMul of two
+// such values first transposes each src so that its axes come in the ONNX
+// order, batch first. A value whose groups are [[-1], [0], [1], …] is an
+// ordinary value again.
+
+type lazyLayout struct {
+	src    *value  // the data: a runtime value with no pending view
+	groups [][]int // per ONNX axis, the src axes it merges (-1: the batch)
+	// reported is set once a node that cannot read it was reported
+	reported bool
+}
+
+// lazyConsumers are the ops that read a lazyLayout value.
+var lazyConsumers = map[string]bool{"Transpose": true, "Reshape": true, "Shape": true, "MatMul": true, "Gemm": true,
+	"Add": true, "Sub": true, "Mul": true, "Div": true, "Slice": true, "Split": true, "Softmax": true}
+
+// size is the size of src axis f (not the batch).
+func (lz *lazyLayout) size(f int) int { return lz.src.shape[f] }
+
+// dims returns the ONNX dims, the batch's group as its multiplier (the
+// product of its other axes), and which group holds the batch.
+func (lz *lazyLayout) dims() ([]int, int) {
+	out, bat := make([]int, len(lz.groups)), -1
+	for i, g := range lz.groups {
+		out[i] = 1
+		for _, f := range g {
+			if f < 0 {
+				bat = i
+				continue
+			}
+			out[i] *= lz.size(f)
+		}
+	}
+	return out, bat
+}
+
+// setLazy binds the node's output to src seen through groups: src itself
+// when the groups are the plain batch-first layout.
+func (c *nodeCtx) setLazy(src *value, groups [][]int) error {
+	plain := len(groups) == len(src.shape)+1 && slices.Equal(groups[0], []int{-1})
+	for i, g := range groups[1:] {
+		plain = plain && slices.Equal(g, []int{i})
+	}
+	if plain {
+		return c.setOutput(src)
+	}
+	if err := c.setOutput(&value{lazy: &lazyLayout{src: src, groups: groups}}); err != nil {
+		return err
+	}
+	// reads of the lazy value are reads of src's layer (folds check them)
+	c.im.layerValues[src.layer] = append(c.im.layerValues[src.layer], c.n.Outputs[0])
+	return nil
+}
+
+// lazyOf returns input i as a lazyLayout: its own, or the plain layout of
+// an ordinary runtime value (materialized: no pending view).
+func (c *nodeCtx) lazyOf(i int) *lazyLayout {
+	v := c.ins[i]
+	if v.lazy != nil {
+		return v.lazy
+	}
+	c.im.materialize(v)
+	g := [][]int{{-1}}
+	for f := range v.shape {
+		g = append(g, []int{f})
+	}
+	return &lazyLayout{src: &value{layer: v.layer, lshape: v.lshape, shape: v.shape}, groups: g}
+}
+
+// order rewrites src so that its axes come in the order given (the src
+// axes, batch excluded), merged as merge says (per output axis, how many
+// of the ordered axes), writing a transpose and a reshape when needed. It
+// returns the new src and the renumbered groups.
+func (c *nodeCtx) order(lz *lazyLayout, order []int, merge []int) (*value, [][]int) {
+	src := lz.src
+	ident := true
+	for i, f := range order {
+		ident = ident && f == i
+	}
+	if !ident {
+		shape := make([]int, len(order))
+		for i, f := range order {
+			shape[i] = lz.size(f)
+		}
+		t := c.newLayer("transpose", shape)
+		t.Fields = []Field{{"perm", slices.Clone(order)}}
+		src = c.im.addLayer(t, src)
+	}
+	// renumber: src axis order[i] is now axis i, then merged
+	pos := map[int]int{-1: -1}
+	merged, k := []int{}, 0
+	for j, n := range merge {
+		d := 1
+		for range n {
+			pos[order[k]] = j
+			d *= src.shape[k]
+			k++
+		}
+		merged = append(merged, d)
+	}
+	if !slices.Equal(merged, src.shape) {
+		r := c.newLayer("reshape", merged)
+		r.Fields = []Field{{"shape", slices.Clone(merged)}}
+		src = c.im.addLayer(r, src)
+	}
+	var groups [][]int
+	for _, g := range lz.groups {
+		var ng []int
+		for _, f := range g {
+			if p := pos[f]; len(ng) == 0 || ng[len(ng)-1] != p {
+				ng = append(ng, p)
+			}
+		}
+		groups = append(groups, ng)
+	}
+	return src, groups
+}
+
+// batchFirst lays src out in the ONNX order, each group one axis, for
+// ops that need it (a MatMul of two values): the batch must lead its
+// group and its group must be the first.
+func (c *nodeCtx) batchFirst(lz *lazyLayout) (*value, [][]int, error) {
+	if len(lz.groups[0]) == 0 || lz.groups[0][0] != -1 {
+		return nil, nil, unsupported("", "the batch axis is not the outermost part of the first axis here; mlbuild's batch axis stays first")
+	}
+	var order, merge []int
+	for _, g := range lz.groups {
+		n := 0
+		for _, f := range g {
+			if f >= 0 {
+				order = append(order, f)
+				n++
+			}
+		}
+		if n > 0 {
+			merge = append(merge, n)
+		}
+	}
+	src, groups := c.order(lz, order, merge)
+	return src, groups, nil
+}
+
+// lastAxis lays src out so that the last ONNX axis is src's last axis
+// (its axes merged), for ops on the last axis; the other axes keep their
+// order.
+func (c *nodeCtx) lastAxis(lz *lazyLayout) (*value, [][]int, error) {
+	last := lz.groups[len(lz.groups)-1]
+	if slices.Contains(last, -1) {
+		return nil, nil, unsupported("", "the last axis holds the batch here; mlbuild's batch axis stays first")
+	}
+	var order, merge []int
+	for f := range lz.src.shape {
+		if !slices.Contains(last, f) {
+			order = append(order, f)
+			merge = append(merge, 1)
+		}
+	}
+	order = append(order, last...)
+	merge = append(merge, len(last))
+	src, groups := c.order(lz, order, merge)
+	return src, groups, nil
+}
+
+// lazyTranspose permutes the groups.
+func (c *nodeCtx) lazyTranspose(lz *lazyLayout, p []int64) (string, error) {
+	if len(p) != len(lz.groups) {
+		return "", unsupported("", "perm %v for rank %d", p, len(lz.groups))
+	}
+	groups := make([][]int, len(p))
+	for i, a := range p {
+		groups[i] = lz.groups[a]
+	}
+	return "folded: follows the batch axis (written by the ops that read it)", c.setLazy(lz.src, groups)
+}
+
+// lazyShape is the Shape of a lazy value: the batch's axis is the batch
+// size times its multiplier.
+func (c *nodeCtx) lazyShape(lz *lazyLayout) *constant {
+	d, bat := lz.dims()
+	k := &constant{dims: []int{len(d)}, ints: true}
+	for i, v := range d {
+		k.vals = append(k.vals, float64(v))
+		k.batch = append(k.batch, i == bat)
+	}
+	return k
+}
+
+// lazyReshape regroups the axes for a target shape whose entries are
+// sizes or the batch size times a multiplier (entry bat).
+func (c *nodeCtx) lazyReshape(lz *lazyLayout, target []int, bat int) (string, error) {
+	// the src axes in ONNX order (the batch among them)
+	var seq []int
+	for _, g := range lz.groups {
+		seq = append(seq, g...)
+	}
+	src := lz.src
+	var groups [][]int
+	split := map[int][]int{} // src axis → the sizes it splits into
+	k, rem := 0, 0           // rem: what is left of seq[k] (0: all of it)
+	for i, want := range target {
+		var g []int
+		have := 1
+		for have < want || (i == bat && !slices.Contains(g, -1)) || (len(g) == 0 && k < len(seq)) {
+			if k >= len(seq) {
+				return "", unsupported("", "the target shape %v does not regroup the axes %v", target, lz.groups)
+			}
+			f := seq[k]
+			if f < 0 {
+				if i != bat {
+					return "", unsupported("", "the target shape %v puts the batch size in axis %d alone", target, bat)
+				}
+				g = append(g, -1)
+				k++
+				continue
+			}
+			n := lz.size(f)
+			if rem > 0 {
+				n = rem
+			}
+			if have*n <= want {
+				have *= n
+				g = append(g, f)
+				k, rem = k+1, 0
+				continue
+			}
+			// split src axis f: the part taken here, the rest after
+			if want%have != 0 || n%(want/have) != 0 {
+				return "", unsupported("", "the target shape %v splits an axis of %d", target, n)
+			}
+			part := want / have
+			if part == 1 || len(split[f]) >= MaxRank {
+				return "", unsupported("", "the target shape %v does not regroup the axes %v", target, lz.groups)
+			}
+			split[f] = append(split[f], part)
+			g = append(g, f)
+			have, rem = want, n/part
+		}
+		if have != want {
+			return "", unsupported("", "the target shape %v does not regroup the axes %v", target, lz.groups)
+		}
+		groups = append(groups, g)
+		if rem > 0 && i == len(target)-1 {
+			return "", unsupported("", "the target shape %v does not hold every element", target)
+		}
+	}
+	if k != len(seq) {
+		return "", unsupported("", "the target shape %v does not hold every element", target)
+	}
+	if len(split) > 0 {
+		// write the splits: src axis f becomes the sizes it was cut into,
+		// then its remainder; groups then name the new axes
+		var shape []int
+		newAxes := map[int][]int{}
+		for f, n := range src.shape {
+			parts := append(slices.Clone(split[f]), 0)
+			rest := n
+			for _, p := range split[f] {
+				rest /= p
+			}
+			parts[len(parts)-1] = rest
+			if len(split[f]) == 0 {
+				parts = []int{n}
+			}
+			for _, p := range parts {
+				newAxes[f] = append(newAxes[f], len(shape))
+				shape = append(shape, p)
+			}
+		}
+		r := c.newLayer("reshape", shape)
+		r.Fields = []Field{{"shape", slices.Clone(shape)}}
+		src = c.im.addLayer(r, src)
+		used := map[int]int{}
+		for gi, g := range groups {
+			var ng []int
+			for _, f := range g {
+				if f < 0 {
+					ng = append(ng, -1)
+					continue
+				}
+				ng = append(ng, newAxes[f][used[f]])
+				used[f]++
+			}
+			groups[gi] = ng
+		}
+		for f, g := range newAxes {
+			if used[f] != len(g) {
+				return "", fmt.Errorf("importer bug: axis %d split into %d parts, %d used", f, len(g), used[f])
+			}
+		}
+	}
+	return "folded: follows the batch axis (written by the ops that read it)", c.setLazy(src, groups)
+}
+
+// throughLazy imports a node that reads a lazyLayout value (input 0, or
+// both inputs of a MatMul): it rewrites the input as a plain value laid
+// out for the op, runs the op's import on it, and sees the output through
+// the same groups.
+func (c *nodeCtx) throughLazy(imp opImport) (string, error) {
+	op := c.n.OpType
+	binary := op == "Add" || op == "Sub" || op == "Mul" || op == "Div"
+	li := 0 // the lazy input
+	for i, v := range c.ins {
+		if v != nil && v.lazy != nil && i > 0 {
+			if op != "MatMul" && !(binary && i == 1 && c.ins[0] != nil && c.ins[0].konst != nil) {
+				return "", unsupported("", "input %d follows a moved batch axis; mlbuild reads it only as the first input", i)
+			}
+			if op != "MatMul" {
+				li = 1
+			}
+		}
+	}
+	x := c.ins[li]
+	switch op {
+	case "Transpose":
+		p, ok, err := c.attrInts("perm")
+		if err != nil {
+			return "", err
+		}
+		if !ok {
+			for i := len(x.lazy.groups) - 1; i >= 0; i-- {
+				p = append(p, int64(i))
+			}
+		}
+		return c.lazyTranspose(x.lazy, p)
+	case "Shape":
+		if start, _ := c.attrInt("start", 0); start != 0 {
+			return "", unsupported("", "Shape with start of a value whose batch axis moved")
+		}
+		if end, _ := c.attrInt("end", -1<<40); end != -1<<40 {
+			return "", unsupported("", "Shape with end of a value whose batch axis moved")
+		}
+		c.im.uses[c.n.Inputs[0]]-- // reads no data
+		return c.fold(c.lazyShape(x.lazy), "shape")
+	case "Reshape":
+		return c.reshapeLazy(x.lazy)
+	case "MatMul":
+		if c.has(1) && c.ins[1].konst == nil {
+			return c.matmulLazy()
+		}
+	}
+	rank := len(x.lazy.groups)
+	switch op {
+	case "Softmax":
+		def := int64(1)
+		if c.im.opset >= 13 {
+			def = -1
+		}
+		a, err := c.attrInt("axis", def)
+		if err != nil {
+			return "", err
+		}
+		if ax, err := c.axis(a, rank); err != nil || ax != rank-1 {
+			return "", unsupported("", "Softmax over axis %d of a value whose batch axis moved; mlbuild follows it only over the last axis", a)
+		}
+		// the last axis of src, whose rank differs
+		n := *c.n
+		n.Attrs = append(slices.DeleteFunc(slices.Clone(n.Attrs), func(a *Attribute) bool { return a.Name == "axis" }), &Attribute{Name: "axis", Type: AttrInt, I: -1})
+		c.n = &n
+	case "Slice":
+		var axes []int64
+		if c.im.opset < 10 {
+			axes, _, _ = c.attrInts("axes")
+		} else if c.has(3) {
+			k, err := c.konst(3, "axes")
+			if err != nil {
+				return "", err
+			}
+			for _, v := range k.vals {
+				axes = append(axes, int64(v))
+			}
+		}
+		if len(axes) == 0 {
+			return "", unsupported("", "Slice without axes of a value whose batch axis moved")
+		}
+		for _, a := range axes {
+			if a != -1 && a != int64(rank-1) {
+				return "", unsupported("", "Slice along axis %d of a value whose batch axis moved; mlbuild follows it only along the last axis", a)
+			}
+		}
+		if c.im.opset >= 10 {
+			// the src's last axis is the ONNX last axis
+			c.ins[3] = &value{konst: &constant{dims: []int{len(axes)}, vals: slices.Repeat([]float64{-1}, len(axes)), ints: true}}
+		}
+	case "Split":
+		a, err := c.attrInt("axis", 0)
+		if err != nil {
+			return "", err
+		}
+		if a != -1 && a != int64(rank-1) {
+			return "", unsupported("", "Split along axis %d of a value whose batch axis moved; mlbuild follows it only along the last axis", a)
+		}
+		n := *c.n
+		n.Attrs = append(slices.DeleteFunc(slices.Clone(n.Attrs), func(a *Attribute) bool { return a.Name == "axis" }), &Attribute{Name: "axis", Type: AttrInt, I: -1})
+		c.n = &n
+	case "Add", "Sub", "Mul", "Div":
+		k := c.ins[1-li]
+		if k == nil || k.konst == nil {
+			return "", unsupported("", "%s of two values whose batch axes moved", op)
+		}
+		dims := slices.Clone(k.konst.dims)
+		for len(dims) > 0 && dims[0] == 1 {
+			dims = dims[1:]
+		}
+		if len(dims) > 1 {
+			return "", unsupported("", "%s with a constant of shape %s of a value whose batch axis moved; mlbuild follows it with scalars or one value per feature", op, shapeText(k.konst.dims))
+		}
+		c.ins[1-li] = &value{konst: &constant{dims: dims, vals: k.konst.vals, ints: k.konst.ints}}
+	case "MatMul", "Gemm":
+	default:
+		return "", unsupported("", "%s of a value whose batch axis moved", op)
+	}
+	src, groups, err := c.lastAxis(x.lazy)
+	if err != nil {
+		return "", err
+	}
+	c.ins[li] = src
+	how, err := imp(c)
+	if err != nil {
+		return "", err
+	}
+	for _, o := range c.n.Outputs {
+		if err := c.regroup(o, groups); err != nil {
+			return "", err
+		}
+	}
+	return how, nil
+}
+
+// regroup sees output o, bound as a plain value, through groups.
+func (c *nodeCtx) regroup(o string, groups [][]int) error {
+	v := c.im.vals[o]
+	if v == nil || v.konst != nil || v.lazy != nil {
+		return nil
+	}
+	c.im.materialize(v)
+	plain := len(groups) == len(v.shape)+1 && slices.Equal(groups[0], []int{-1})
+	for i, g := range groups[1:] {
+		plain = plain && slices.Equal(g, []int{i})
+	}
+	if !plain {
+		c.im.vals[o] = &value{lazy: &lazyLayout{src: v, groups: groups}}
+	}
+	return nil
+}
+
+// matmulLazy multiplies two values whose batch axes moved, each laid out
+// batch first in its ONNX order.
+func (c *nodeCtx) matmulLazy() (string, error) {
+	la, lb := c.lazyOf(0), c.lazyOf(1)
+	a, ga, err := c.batchFirst(la)
+	if err != nil {
+		return "", err
+	}
+	b, gb, err := c.batchFirst(lb)
+	if err != nil {
+		return "", err
+	}
+	if len(ga) != len(gb) || !slices.EqualFunc(ga[:len(ga)-2], gb[:len(gb)-2], slices.Equal) {
+		return "", unsupported("", "MatMul of values whose batch axes moved differently (%v and %v)", ga, gb)
+	}
+	c.ins[0], c.ins[1] = a, b
+	how, err := importMatMul(c)
+	if err != nil {
+		return "", err
+	}
+	return how, c.regroup(c.n.Outputs[0], ga)
+}
+
+// reshapeLazy reads a Reshape's target for a value whose batch axis moved
+// (or that this Reshape moves): sizes, 0 (copy), one -1, and the batch
+// size times a multiplier.
+func (c *nodeCtx) reshapeLazy(lz *lazyLayout) (string, error) {
+	var target *constant
+	var err error
+	if c.im.opset < 5 {
+		return "", unsupported("", "Reshape with a shape attribute of a value whose batch axis moved")
+	}
+	if target, err = c.konst(1, "shape"); err != nil {
+		return "", err
+	}
+	if az, _ := c.attrInt("allowzero", 0); az != 0 {
+		return "", unsupported("", "Reshape with allowzero of a value whose batch axis moved")
+	}
+	d, bat := lz.dims()
+	out := make([]int, len(target.vals))
+	outBat, infer := -1, -1
+	for i, v := range target.vals {
+		switch {
+		case target.isBatch(i):
+			if outBat >= 0 {
+				return "", unsupported("", "the target shape names the batch size twice")
+			}
+			outBat, out[i] = i, int(v)
+		case v == 0:
+			if i >= len(d) {
+				return "", unsupported("", "target entry %d copies an axis the input does not have", i)
+			}
+			out[i] = d[i]
+			if i == bat {
+				outBat = i
+			}
+		case v == -1 && infer < 0:
+			infer = i
+		case v < 1 || v > MaxElements:
+			return "", unsupported("", "target size %v is not valid", v)
+		default:
+			out[i] = int(v)
+		}
+	}
+	if outBat < 0 {
+		return "", unsupported("", "the target shape %v does not keep the batch size; mlbuild's batch axis stays first", target.vals)
+	}
+	if infer >= 0 {
+		known := 1
+		for i, v := range out {
+			if i != infer {
+				known *= v
+			}
+		}
+		if known == 0 || product(d)%known != 0 {
+			return "", unsupported("", "cannot infer the -1 size")
+		}
+		out[infer] = product(d) / known
+	}
+	return c.lazyReshape(lz, out, outBat)
+}
