@@ -562,6 +562,16 @@ func adamElement(suffix string, i Expr, beta1, beta2, eps, wd float32, decoupled
 	)
 }
 
+// UpdateTensors is the most params one multi-tensor Adam kernel of dialect d
+// updates: four buffers a param and the step arguments within the
+// dialect's buffer limit, and at most 64 (CUDA's kernel parameters).
+func UpdateTensors(d *Dialect) int {
+	if d.MaxBuffers == 0 {
+		return 64
+	}
+	return min(64, (d.MaxBuffers-1)/4)
+}
+
 // adamMultiKernel is Adam over several params in one launch (the multi-tensor
 // update of planner.KAdamMulti): params args, then g, m, v, p of each
 // tensor. Each tensor gets whole threadgroups of its own, so no group
