@@ -94,7 +94,7 @@ var (
 			}
 			return nil
 		},
-		Target: gpuTarget("im2col+mps", gpu.ConvScratch, 7), // 64 MiB rounds: unified memory shared with the system; 7 tensors of Adam in 29 of Metal's 31 buffer slots
+		Target: gpuTarget("im2col+mps", gpu.ConvScratch, gpu.UpdateTensors(gpu.Metal)), // 64 MiB rounds: unified memory shared with the system
 	}, &gpuDevice{dialect: gpu.Metal, pkg: "mps", fake: "fakemetal", about: []string{
 		"the plans' GEMMs run on MPSMatrixMultiplication and every other op on a",
 		"Metal kernel generated for its constant shapes (kernels.go), all recorded",
@@ -110,7 +110,7 @@ var (
 			}
 			return nil
 		},
-		Target: gpuTarget("im2col+cublas", gpu.ConvScratchWithin(1<<27), 64), // 512 MiB rounds: a batch of MNIST images in one GEMM; Adam over up to 64 tensors a launch (257 pointers of kernel parameters)
+		Target: gpuTarget("im2col+cublas", gpu.ConvScratchWithin(1<<27), gpu.UpdateTensors(gpu.CUDA)), // 512 MiB rounds: a batch of MNIST images in one GEMM
 	}, &gpuDevice{dialect: gpu.CUDA, pkg: "cuda", fake: "fakecuda", about: []string{
 		"the plans' GEMMs run on cuBLAS and every other op on a CUDA kernel",
 		"generated for its constant shapes (kernels.go, compiled by NVRTC at the",

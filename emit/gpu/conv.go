@@ -98,7 +98,9 @@ func convRoundImages(g planner.ConvGeom, scratch int) (int, error) {
 // the whole batch first; then per round dy is gathered into output rows
 // [OC, images·OH·OW] (the forward's layout), dW_g += rows_g · cols_gᵀ (Beta
 // 0 in the first round, 1 after), cols_g = W_gᵀ · rows_g, and col2im gathers
-// the columns back into the round's dx.
+// the columns back into the round's dx. When one round holds the batch, the
+// derivative is applied as dy is gathered into the rows (convRowsKernel),
+// and db sums the rows, so dy itself is left as it came.
 //
 // With room for one image only, the rows of an image are its own block of y
 // (or dy), so the GEMMs read and write y and dy in place and the bias and
@@ -185,13 +187,33 @@ func (l *lowering) conv(st *planner.Step, bwd bool) error {
 	}
 	x, y, dy := st.In[0], st.In[2], st.In[3]
 	dx, dw, db := st.Out[0], st.Out[1], st.Out[2]
-	if a.Act != "" {
+	// With the whole batch in one round, the activation's derivative is
+	// applied while dy is gathered into the GEMMs' rows, and the bias
+	// gradient sums those rows (contiguous per channel).
+	rowsAct := !direct && len(rounds) == 1 && (present(dw) || present(dx))
+	if rowsAct {
+		rd := rounds[0]
+		k, err := convRowsKernel(rd.r, g.OC, ohw, a.Act, alpha)
+		ops := []operand{at(dy, 0), at(cols, rd.rowsOff)}
+		if a.Act != "" {
+			ops = append(ops, at(y, 0))
+		}
+		if err := l.launch("conv_rows", k, err, ops...); err != nil {
+			return err
+		}
+		if present(db) {
+			if err := l.launch("bias_grad", channelSumKernel(1, g.OC, rd.ld), nil, at(cols, rd.rowsOff), whole(db)); err != nil {
+				return err
+			}
+		}
+	}
+	if a.Act != "" && !rowsAct {
 		k, err := actBwdKernel(g.N*yimg, a.Act, alpha)
 		if err := l.launch("act_bwd", k, err, whole(y), whole(dy)); err != nil {
 			return err
 		}
 	}
-	if present(db) {
+	if present(db) && !rowsAct {
 		if err := l.launch("bias_grad", channelSumKernel(g.N, g.OC, ohw), nil, whole(dy), whole(db)); err != nil {
 			return err
 		}
@@ -200,7 +222,7 @@ func (l *lowering) conv(st *planner.Step, bwd bool) error {
 		return nil
 	}
 	for n, rd := range rounds {
-		if !direct {
+		if !direct && !rowsAct {
 			k, err := transposeKernel([]int{rd.r, g.OC, ohw}, []int{1, 0, 2})
 			if err := l.launch("conv_rows", k, err, at(dy, rd.first*yimg), at(cols, rd.rowsOff)); err != nil {
 				return err

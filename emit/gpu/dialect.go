@@ -28,12 +28,16 @@ type Dialect struct {
 	Funcs map[Func]string
 	// FloatSuffix follows every float literal.
 	FloatSuffix string
+	// MaxBuffers is the most buffers one kernel may bind (0: no limit that
+	// generated kernels reach).
+	MaxBuffers int
 }
 
 // Metal is the Metal Shading Language dialect (MSL 2.x). Kernels are
 // dispatched with dispatchThreadgroups, so the grid is uniform.
 var Metal = &Dialect{
 	Name:          "metal",
+	MaxBuffers:    31, // a compute function's buffer argument table
 	Header:        "#include <metal_stdlib>\nusing namespace metal;\n",
 	KernelDecl:    "kernel void %[1]s",
 	ConstBuffer:   "device const %[1]s* %[2]s [[buffer(%[3]d)]]",

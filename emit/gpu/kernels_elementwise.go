@@ -112,6 +112,31 @@ func actBwdKernel(n int, act string, alpha float32) (*Kernel, error) {
 		func(i Expr) []Stmt { return []Stmt{store("dy", i, mul(load("dy", i), g))} }), nil
 }
 
+// convRowsKernel gathers a convolution's output gradient dy [images, C,
+// inner] into the rows [C, images·inner] of its backward GEMMs, applying
+// the fused activation's derivative on the way (from y, as actBwdKernel):
+// one pass instead of an in-place activation pass and a transpose.
+func convRowsKernel(images, channels, inner int, act string, alpha float32) (*Kernel, error) {
+	n := images * channels * inner
+	shape := []int{channels, images, inner}
+	src := add(mul(add(mul(coord(vr("i"), shape, 1), i32(channels)), coord(vr("i"), shape, 0)), i32(inner)), coord(vr("i"), shape, 2))
+	params := []Param{in("dy", n), out("rows", n)}
+	v := load("dy", vr("s"))
+	doc := fmt.Sprintf("convolution rows [%d, %d·%d] from dy [%d,%d,%d]", channels, images, inner, images, channels, inner)
+	if act != "" {
+		g, err := actGradFromY(act, alpha, load("y", vr("s")))
+		if err != nil {
+			return nil, err
+		}
+		params = append(params, in("y", n))
+		v = mul(v, g)
+		doc += fmt.Sprintf(", times %q's derivative from y", act)
+	}
+	return elementwise(doc, n, params, func(i Expr) []Stmt {
+		return []Stmt{let("s", Int, src), store("rows", i, v)}
+	}), nil
+}
+
 // unaryFwd applies one chain op to x.
 func unaryFwd(op planner.UnaryOp, x Expr) (Expr, error) {
 	a := float32(op.Alpha)
@@ -535,6 +560,16 @@ func adamElement(suffix string, i Expr, beta1, beta2, eps, wd float32, decoupled
 		store(p, i, sub(vr("w"), div(mul(vr("lr"), div(vr("m1"), vr("bc1"))),
 			add(call(FnSqrt, div(vr("v1"), vr("bc2"))), flt(eps))))),
 	)
+}
+
+// UpdateTensors is the most params one multi-tensor Adam kernel of dialect d
+// updates: four buffers a param and the step arguments within the
+// dialect's buffer limit, and at most 64 (CUDA's kernel parameters).
+func UpdateTensors(d *Dialect) int {
+	if d.MaxBuffers == 0 {
+		return 64
+	}
+	return min(64, (d.MaxBuffers-1)/4)
 }
 
 // adamMultiKernel is Adam over several params in one launch (the multi-tensor

@@ -180,6 +180,30 @@ func kernelCases(t *testing.T) []gpuCase {
 		addCase(gpuCase{name: fmt.Sprintf("col2im_%d", images), k: col2imKernel(g, images), in: [][]float32{dcols, randVec(r, len(x), 5, 6)}, want: map[int][]float32{1: dx}})
 	}
 
+	// The backward's rows: dy [images, C, inner] to rows [C, images·inner],
+	// times leaky ReLU's derivative from y, or plain.
+	{
+		images, channels, inner := 3, 5, 37
+		dy, y := randVec(r, images*channels*inner, -1, 1), randVec(r, images*channels*inner, -1, 1)
+		rows, plain := zeros(len(dy)), zeros(len(dy))
+		for i := 0; i < images; i++ {
+			for c := 0; c < channels; c++ {
+				for j := 0; j < inner; j++ {
+					s, d := (i*channels+c)*inner+j, (c*images+i)*inner+j
+					plain[d] = dy[s]
+					rows[d] = dy[s]
+					if y[s] <= 0 {
+						rows[d] *= 0.2
+					}
+				}
+			}
+		}
+		addCase(gpuCase{name: "conv_rows_act", k: must(convRowsKernel(images, channels, inner, "leakyrelu", 0.2)),
+			in: [][]float32{dy, randVec(r, len(dy), 5, 6), y}, want: map[int][]float32{1: rows}})
+		addCase(gpuCase{name: "conv_rows", k: must(convRowsKernel(images, channels, inner, "", 0)),
+			in: [][]float32{dy, randVec(r, len(dy), 5, 6)}, want: map[int][]float32{1: plain}})
+	}
+
 	// The epilogue of a round: output rows [C, images·inner] to y
 	// [images, C, inner] with bias and activation.
 	{

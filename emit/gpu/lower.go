@@ -161,6 +161,9 @@ func (l *lowering) launch(kind string, k *Kernel, err error, ops ...operand) err
 	if len(ops) != len(k.Params) {
 		return fmt.Errorf("kernel %s takes %d buffers, %d bound", kind, len(k.Params), len(ops))
 	}
+	if l.d.MaxBuffers > 0 && len(k.Params) > l.d.MaxBuffers {
+		return fmt.Errorf("kernel %s binds %d buffers; %s allows %d", kind, len(k.Params), l.d.Name, l.d.MaxBuffers)
+	}
 	var binds []Binding
 	for i, o := range ops {
 		prm := k.Params[i]

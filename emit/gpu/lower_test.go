@@ -208,3 +208,30 @@ func TestLowerErrors(t *testing.T) {
 		t.Errorf("unknown kernel: got error %v", err)
 	}
 }
+
+// TestBufferLimit: a kernel that binds more buffers than its dialect allows
+// (Metal: 31) is refused when it is lowered, not when Metal compiles it;
+// the multi-tensor Adam of each dialect fits.
+func TestBufferLimit(t *testing.T) {
+	var params []Param
+	var ops []operand
+	for i := 0; i < 32; i++ {
+		params = append(params, in(fmt.Sprint("x", i), 1))
+		ops = append(ops, operand{args: true})
+	}
+	k := &Kernel{Params: params, Threadgroup: 1, Groups: 1}
+	l := &lowering{d: Metal, lib: NewLibrary(Metal), step: &planner.Step{}}
+	if err := l.launch("wide", k, nil, ops...); err == nil || !strings.Contains(err.Error(), "binds 32 buffers; metal allows 31") {
+		t.Errorf("a 32-buffer Metal kernel: %v", err)
+	}
+	for _, d := range []*Dialect{Metal, CUDA} {
+		n := UpdateTensors(d)
+		sizes := make([]int, n)
+		for i := range sizes {
+			sizes[i] = 3
+		}
+		if k := adamMultiKernel(sizes, 0.9, 0.999, 1e-8, 0, false); d.MaxBuffers > 0 && len(k.Params) > d.MaxBuffers || n < 2 {
+			t.Errorf("%s: Adam over %d tensors binds %d buffers (limit %d)", d.Name, n, len(k.Params), d.MaxBuffers)
+		}
+	}
+}

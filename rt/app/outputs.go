@@ -15,7 +15,9 @@ import (
 // --checkpoint replace a file that an mlbuild program did not write: a
 // typo in a path must not cost a user's data, and finding out after hours
 // of training would cost the run. A missing file, a safetensors file whose
-// metadata names an mlbuild model, or force make it replaceable.
+// metadata names an mlbuild model (and that `mlbuild import` did not
+// write: imported weights are a user's converted model, the default --out
+// of a spec written beside them), or force make it replaceable.
 func checkReplaceable(flagName, path string, force bool) error {
 	fi, err := os.Stat(path)
 	if err != nil {
@@ -24,10 +26,26 @@ func checkReplaceable(flagName, path string, force bool) error {
 	if fi.IsDir() {
 		return fmt.Errorf("--%s %s is a directory; name a file", flagName, path)
 	}
-	if force || writtenByMlbuild(path) {
+	if force {
+		return nil
+	}
+	if src := importedFrom(path); src != "" {
+		return fmt.Errorf("--%s %s holds the weights `mlbuild import` converted from %s; choose another path (train --init %s --out NEW.safetensors starts from them), or pass --force to replace them", flagName, path, src, path)
+	}
+	if writtenByMlbuild(path) {
 		return nil
 	}
 	return fmt.Errorf("--%s %s exists and is not a weights file written by an mlbuild program; choose another path, remove it, or pass --force to replace it", flagName, path)
+}
+
+// importedFrom is the model file that `mlbuild import` converted into the
+// weights at path (its mlbuild.source metadata), or "".
+func importedFrom(path string) string {
+	md, err := readMetadata(path)
+	if err != nil {
+		return ""
+	}
+	return md["mlbuild.source"]
 }
 
 // writtenByMlbuild reads only the header of a safetensors file and

@@ -1,6 +1,8 @@
 package app
 
 import (
+	"encoding/binary"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -46,4 +48,41 @@ func TestOutputsCheckedBeforeTraining(t *testing.T) {
 			t.Errorf("left behind: %s", e.Name())
 		}
 	}
+}
+
+// TestImportedWeightsNotReplaced: weights that `mlbuild import` wrote are
+// not replaced by train's --out without --force (they are the default
+// --out of the spec written beside them); weights a program wrote are.
+func TestImportedWeightsNotReplaced(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name string, md map[string]string) string {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, safetensorsHeaderOnly(t, md), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	imported := write("imported.safetensors", map[string]string{"format": "pt", "mlbuild.model": "lin", "mlbuild.source": "lin.onnx"})
+	trained := write("trained.safetensors", map[string]string{"mlbuild.model": "lin"})
+	if err := checkReplaceable("out", imported, false); err == nil || !strings.Contains(err.Error(), "converted from lin.onnx") || !strings.Contains(err.Error(), "--force") {
+		t.Errorf("imported weights as --out: %v", err)
+	}
+	if err := checkReplaceable("out", imported, true); err != nil {
+		t.Errorf("imported weights as --out with --force: %v", err)
+	}
+	if err := checkReplaceable("out", trained, false); err != nil {
+		t.Errorf("a program's weights as --out: %v", err)
+	}
+}
+
+// safetensorsHeaderOnly is a safetensors file with metadata md and no tensors.
+func safetensorsHeaderOnly(t *testing.T, md map[string]string) []byte {
+	t.Helper()
+	h, err := json.Marshal(map[string]any{"__metadata__": md})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n [8]byte
+	binary.LittleEndian.PutUint64(n[:], uint64(len(h)))
+	return append(n[:], h...)
 }

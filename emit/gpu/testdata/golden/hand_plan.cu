@@ -264,18 +264,20 @@ extern "C" __global__ void mlb011_maxpool2d_bwd(const float* __restrict__ x,
     }
 }
 
-// "relu" backward from y, 8112 elements
+// convolution rows [4, 3·676] from dy [3,4,676], times "relu"'s derivative from y
 // threadgroups 32 x 256 threads
-extern "C" __global__ void mlb012_act_bwd(const float* __restrict__ y,
-    float* __restrict__ dy) {
+extern "C" __global__ void mlb012_conv_rows(const float* __restrict__ dy,
+    float* __restrict__ rows,
+    const float* __restrict__ y) {
     int i = (int)(blockIdx.x * blockDim.x + threadIdx.x);
     if (i >= 8112) {
         return;
     }
-    dy[i] = dy[i] * (y[i] > 0.0f ? 1.0f : 0.0f);
+    int s = (i / 676 % 3 * 4 + i / 2028) * 676 + i % 676;
+    rows[i] = dy[s] * (y[s] > 0.0f ? 1.0f : 0.0f);
 }
 
-// bias gradient: sums of [3,4,676] over axes 0 and 2
+// bias gradient: sums of [1,4,2028] over axes 0 and 2
 // threadgroups 4 x 1024 threads
 extern "C" __global__ void mlb013_bias_grad(const float* __restrict__ dy,
     float* __restrict__ db) {
@@ -283,9 +285,9 @@ extern "C" __global__ void mlb013_bias_grad(const float* __restrict__ dy,
     float acc0 = 0.0f;
     float acc1 = 0.0f;
     for (int j = (int)threadIdx.x; j < 2028; j += 2048) {
-        acc0 = acc0 + dy[(j / 676 * 4 + (int)blockIdx.x) * 676 + j % 676];
+        acc0 = acc0 + dy[(j / 2028 * 4 + (int)blockIdx.x) * 2028 + j % 2028];
         if (j + 1024 < 2028) {
-            acc1 = acc1 + dy[((j + 1024) / 676 * 4 + (int)blockIdx.x) * 676 + (j + 1024) % 676];
+            acc1 = acc1 + dy[((j + 1024) / 2028 * 4 + (int)blockIdx.x) * 2028 + (j + 1024) % 2028];
         }
     }
     float acc = acc0 + acc1;
@@ -338,20 +340,9 @@ extern "C" __global__ void mlb013_bias_grad(const float* __restrict__ dy,
     }
 }
 
-// transpose [3 4 676] by [1 0 2]
-// threadgroups 32 x 256 threads
-extern "C" __global__ void mlb014_conv_rows(const float* __restrict__ x,
-    float* __restrict__ y) {
-    int i = (int)(blockIdx.x * blockDim.x + threadIdx.x);
-    if (i >= 8112) {
-        return;
-    }
-    y[i] = x[i / 2028 * 676 + i / 676 % 3 * 2704 + i % 676];
-}
-
 // adam beta1 0.9 beta2 0.999 eps 1e-08 weight decay 0, 36 elements
 // threadgroups 1 x 256 threads
-extern "C" __global__ void mlb015_adam(const unsigned int* __restrict__ args,
+extern "C" __global__ void mlb014_adam(const unsigned int* __restrict__ args,
     const float* __restrict__ g,
     float* __restrict__ m,
     float* __restrict__ v,
@@ -374,7 +365,7 @@ extern "C" __global__ void mlb015_adam(const unsigned int* __restrict__ args,
 
 // adam beta1 0.9 beta2 0.999 eps 1e-08 weight decay 0, 4 elements
 // threadgroups 1 x 256 threads
-extern "C" __global__ void mlb016_adam(const unsigned int* __restrict__ args,
+extern "C" __global__ void mlb015_adam(const unsigned int* __restrict__ args,
     const float* __restrict__ g,
     float* __restrict__ m,
     float* __restrict__ v,
@@ -397,7 +388,7 @@ extern "C" __global__ void mlb016_adam(const unsigned int* __restrict__ args,
 
 // adam beta1 0.9 beta2 0.999 eps 1e-08 weight decay 0, 10816 elements
 // threadgroups 43 x 256 threads
-extern "C" __global__ void mlb017_adam(const unsigned int* __restrict__ args,
+extern "C" __global__ void mlb016_adam(const unsigned int* __restrict__ args,
     const float* __restrict__ g,
     float* __restrict__ m,
     float* __restrict__ v,
@@ -420,7 +411,7 @@ extern "C" __global__ void mlb017_adam(const unsigned int* __restrict__ args,
 
 // adam beta1 0.9 beta2 0.999 eps 1e-08 weight decay 0, 16 elements
 // threadgroups 1 x 256 threads
-extern "C" __global__ void mlb018_adam(const unsigned int* __restrict__ args,
+extern "C" __global__ void mlb017_adam(const unsigned int* __restrict__ args,
     const float* __restrict__ g,
     float* __restrict__ m,
     float* __restrict__ v,
@@ -443,7 +434,7 @@ extern "C" __global__ void mlb018_adam(const unsigned int* __restrict__ args,
 
 // adam beta1 0.9 beta2 0.999 eps 1e-08 weight decay 0, 160 elements
 // threadgroups 1 x 256 threads
-extern "C" __global__ void mlb019_adam(const unsigned int* __restrict__ args,
+extern "C" __global__ void mlb018_adam(const unsigned int* __restrict__ args,
     const float* __restrict__ g,
     float* __restrict__ m,
     float* __restrict__ v,
@@ -466,7 +457,7 @@ extern "C" __global__ void mlb019_adam(const unsigned int* __restrict__ args,
 
 // adam beta1 0.9 beta2 0.999 eps 1e-08 weight decay 0, 10 elements
 // threadgroups 1 x 256 threads
-extern "C" __global__ void mlb020_adam(const unsigned int* __restrict__ args,
+extern "C" __global__ void mlb019_adam(const unsigned int* __restrict__ args,
     const float* __restrict__ g,
     float* __restrict__ m,
     float* __restrict__ v,
@@ -489,7 +480,7 @@ extern "C" __global__ void mlb020_adam(const unsigned int* __restrict__ args,
 
 // copy, 48 elements
 // threadgroups 1 x 256 threads
-extern "C" __global__ void mlb021_copy(const float* __restrict__ x,
+extern "C" __global__ void mlb020_copy(const float* __restrict__ x,
     float* __restrict__ y) {
     int i = (int)(blockIdx.x * blockDim.x + threadIdx.x);
     if (i >= 48) {

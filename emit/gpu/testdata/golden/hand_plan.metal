@@ -313,10 +313,11 @@ kernel void mlb011_maxpool2d_bwd(device const float* x [[buffer(0)]],
     }
 }
 
-// "relu" backward from y, 8112 elements
+// convolution rows [4, 3·676] from dy [3,4,676], times "relu"'s derivative from y
 // threadgroups 32 x 256 threads
-kernel void mlb012_act_bwd(device const float* y [[buffer(0)]],
-    device float* dy [[buffer(1)]],
+kernel void mlb012_conv_rows(device const float* dy [[buffer(0)]],
+    device float* rows [[buffer(1)]],
+    device const float* y [[buffer(2)]],
     uint mlb_gid [[thread_position_in_grid]],
     uint mlb_lid [[thread_position_in_threadgroup]],
     uint mlb_tgid [[threadgroup_position_in_grid]],
@@ -325,10 +326,11 @@ kernel void mlb012_act_bwd(device const float* y [[buffer(0)]],
     if (i >= 8112) {
         return;
     }
-    dy[i] = dy[i] * (y[i] > 0.0f ? 1.0f : 0.0f);
+    int s = (i / 676 % 3 * 4 + i / 2028) * 676 + i % 676;
+    rows[i] = dy[s] * (y[s] > 0.0f ? 1.0f : 0.0f);
 }
 
-// bias gradient: sums of [3,4,676] over axes 0 and 2
+// bias gradient: sums of [1,4,2028] over axes 0 and 2
 // threadgroups 4 x 1024 threads
 kernel void mlb013_bias_grad(device const float* dy [[buffer(0)]],
     device float* db [[buffer(1)]],
@@ -340,9 +342,9 @@ kernel void mlb013_bias_grad(device const float* dy [[buffer(0)]],
     float acc0 = 0.0f;
     float acc1 = 0.0f;
     for (int j = (int)mlb_lid; j < 2028; j += 2048) {
-        acc0 = acc0 + dy[(j / 676 * 4 + (int)mlb_tgid) * 676 + j % 676];
+        acc0 = acc0 + dy[(j / 2028 * 4 + (int)mlb_tgid) * 2028 + j % 2028];
         if (j + 1024 < 2028) {
-            acc1 = acc1 + dy[((j + 1024) / 676 * 4 + (int)mlb_tgid) * 676 + (j + 1024) % 676];
+            acc1 = acc1 + dy[((j + 1024) / 2028 * 4 + (int)mlb_tgid) * 2028 + (j + 1024) % 2028];
         }
     }
     float acc = acc0 + acc1;
@@ -395,24 +397,9 @@ kernel void mlb013_bias_grad(device const float* dy [[buffer(0)]],
     }
 }
 
-// transpose [3 4 676] by [1 0 2]
-// threadgroups 32 x 256 threads
-kernel void mlb014_conv_rows(device const float* x [[buffer(0)]],
-    device float* y [[buffer(1)]],
-    uint mlb_gid [[thread_position_in_grid]],
-    uint mlb_lid [[thread_position_in_threadgroup]],
-    uint mlb_tgid [[threadgroup_position_in_grid]],
-    uint mlb_tgsize [[threads_per_threadgroup]]) {
-    int i = (int)mlb_gid;
-    if (i >= 8112) {
-        return;
-    }
-    y[i] = x[i / 2028 * 676 + i / 676 % 3 * 2704 + i % 676];
-}
-
 // adam beta1 0.9 beta2 0.999 eps 1e-08 weight decay 0, 36 elements
 // threadgroups 1 x 256 threads
-kernel void mlb015_adam(device const uint* args [[buffer(0)]],
+kernel void mlb014_adam(device const uint* args [[buffer(0)]],
     device const float* g [[buffer(1)]],
     device float* m [[buffer(2)]],
     device float* v [[buffer(3)]],
@@ -439,7 +426,7 @@ kernel void mlb015_adam(device const uint* args [[buffer(0)]],
 
 // adam beta1 0.9 beta2 0.999 eps 1e-08 weight decay 0, 4 elements
 // threadgroups 1 x 256 threads
-kernel void mlb016_adam(device const uint* args [[buffer(0)]],
+kernel void mlb015_adam(device const uint* args [[buffer(0)]],
     device const float* g [[buffer(1)]],
     device float* m [[buffer(2)]],
     device float* v [[buffer(3)]],
@@ -466,7 +453,7 @@ kernel void mlb016_adam(device const uint* args [[buffer(0)]],
 
 // adam beta1 0.9 beta2 0.999 eps 1e-08 weight decay 0, 10816 elements
 // threadgroups 43 x 256 threads
-kernel void mlb017_adam(device const uint* args [[buffer(0)]],
+kernel void mlb016_adam(device const uint* args [[buffer(0)]],
     device const float* g [[buffer(1)]],
     device float* m [[buffer(2)]],
     device float* v [[buffer(3)]],
@@ -493,7 +480,7 @@ kernel void mlb017_adam(device const uint* args [[buffer(0)]],
 
 // adam beta1 0.9 beta2 0.999 eps 1e-08 weight decay 0, 16 elements
 // threadgroups 1 x 256 threads
-kernel void mlb018_adam(device const uint* args [[buffer(0)]],
+kernel void mlb017_adam(device const uint* args [[buffer(0)]],
     device const float* g [[buffer(1)]],
     device float* m [[buffer(2)]],
     device float* v [[buffer(3)]],
@@ -520,7 +507,7 @@ kernel void mlb018_adam(device const uint* args [[buffer(0)]],
 
 // adam beta1 0.9 beta2 0.999 eps 1e-08 weight decay 0, 160 elements
 // threadgroups 1 x 256 threads
-kernel void mlb019_adam(device const uint* args [[buffer(0)]],
+kernel void mlb018_adam(device const uint* args [[buffer(0)]],
     device const float* g [[buffer(1)]],
     device float* m [[buffer(2)]],
     device float* v [[buffer(3)]],
@@ -547,7 +534,7 @@ kernel void mlb019_adam(device const uint* args [[buffer(0)]],
 
 // adam beta1 0.9 beta2 0.999 eps 1e-08 weight decay 0, 10 elements
 // threadgroups 1 x 256 threads
-kernel void mlb020_adam(device const uint* args [[buffer(0)]],
+kernel void mlb019_adam(device const uint* args [[buffer(0)]],
     device const float* g [[buffer(1)]],
     device float* m [[buffer(2)]],
     device float* v [[buffer(3)]],
@@ -574,7 +561,7 @@ kernel void mlb020_adam(device const uint* args [[buffer(0)]],
 
 // copy, 48 elements
 // threadgroups 1 x 256 threads
-kernel void mlb021_copy(device const float* x [[buffer(0)]],
+kernel void mlb020_copy(device const float* x [[buffer(0)]],
     device float* y [[buffer(1)]],
     uint mlb_gid [[thread_position_in_grid]],
     uint mlb_lid [[thread_position_in_threadgroup]],
