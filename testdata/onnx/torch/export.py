@@ -252,10 +252,24 @@ class Encoder(nn.Module):
         return self.layer(x)
 
 
+class Encoder2(nn.Module):
+    """Two pre-norm nn.TransformerEncoderLayers (norm_first, ReLU, four
+    heads) stacked by nn.TransformerEncoder."""
+
+    def __init__(self):
+        super().__init__()
+        layer = nn.TransformerEncoderLayer(16, 4, 32, dropout=0.0, batch_first=True, norm_first=True)
+        self.enc = nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
+
+    def forward(self, x):
+        return self.enc(x)
+
+
 MODELS = [("mlp", MLP, [1, 8, 8]), ("cnn", CNN, [1, 16, 16]), ("residual", Residual, [4, 6, 6]), ("gelu", GELU, [16]),
           ("scaled", Scaled, [2, 5, 5]), ("padded", Padded, [1, 5, 5]), ("norms", Norms, [16]), ("norm2d", Norm2D, [4, 8]),
           ("attention", Attention, [5, 16]), ("packed", Packed, [6, 16]),
-          ("vit", ViTBlock, [6, 16]), ("encoder", Encoder, [5, 16])]
+          ("vit", ViTBlock, [6, 16]), ("encoder", Encoder, [5, 16]),
+          ("encoder2", Encoder2, [5, 16])]
 
 
 def main():
