@@ -399,9 +399,13 @@ func (c *nodeCtx) throughLazy(imp opImport) (string, error) {
 				return "", unsupported("", "Slice along axis %d of a value whose batch axis moved; mlbuild follows it only along the last axis", a)
 			}
 		}
+		// the src's last axis is the ONNX last axis (their ranks differ)
 		if c.im.opset >= 10 {
-			// the src's last axis is the ONNX last axis
 			c.ins[3] = &value{konst: &constant{dims: []int{len(axes)}, vals: slices.Repeat([]float64{-1}, len(axes)), ints: true}}
+		} else {
+			n := *c.n
+			n.Attrs = append(slices.DeleteFunc(slices.Clone(n.Attrs), func(a *Attribute) bool { return a.Name == "axes" }), &Attribute{Name: "axes", Type: AttrInts, Ints: slices.Repeat([]int64{-1}, len(axes))})
+			c.n = &n
 		}
 	case "Split":
 		a, err := c.attrInt("axis", 0)
@@ -468,6 +472,9 @@ func (c *nodeCtx) regroup(o string, groups [][]int) error {
 // matmulLazy multiplies two values whose batch axes moved, each laid out
 // batch first in its ONNX order.
 func (c *nodeCtx) matmulLazy() (string, error) {
+	if c.ins[0] == nil || c.ins[0].konst != nil {
+		return "", unsupported("", "MatMul of a constant by a value whose batch axis moved")
+	}
 	la, lb := c.lazyOf(0), c.lazyOf(1)
 	a, ga, err := c.batchFirst(la)
 	if err != nil {
