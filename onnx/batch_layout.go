@@ -59,12 +59,10 @@ func (lz *lazyLayout) dims() ([]int, int) {
 // setLazy binds the node's output to src seen through groups: src itself
 // when the groups are the plain batch-first layout.
 func (c *nodeCtx) setLazy(src *value, groups [][]int) error {
-	plain := len(groups) == len(src.shape)+1 && slices.Equal(groups[0], []int{-1})
-	for i, g := range groups[1:] {
-		plain = plain && slices.Equal(g, []int{i})
-	}
-	if plain {
-		return c.setOutput(src)
+	if merge, ok := inOrder(src, groups); ok {
+		// batch first, the other axes in order: a reshape at most
+		plain, _ := c.order(&lazyLayout{src: src, groups: groups}, identity(len(src.shape)), merge)
+		return c.setOutput(plain)
 	}
 	if err := c.setOutput(&value{lazy: &lazyLayout{src: src, groups: groups}}); err != nil {
 		return err
@@ -72,6 +70,37 @@ func (c *nodeCtx) setLazy(src *value, groups [][]int) error {
 	// reads of the lazy value are reads of src's layer (folds check them)
 	c.im.layerValues[src.layer] = append(c.im.layerValues[src.layer], c.n.Outputs[0])
 	return nil
+}
+
+// inOrder reports whether groups hold the batch alone first, then src's
+// axes in order, and how many each group merges.
+func inOrder(src *value, groups [][]int) ([]int, bool) {
+	if len(groups) == 0 || !slices.Equal(groups[0], []int{-1}) {
+		return nil, false
+	}
+	var merge []int
+	next := 0
+	for _, g := range groups[1:] {
+		if len(g) == 0 {
+			return nil, false
+		}
+		for _, f := range g {
+			if f != next {
+				return nil, false
+			}
+			next++
+		}
+		merge = append(merge, len(g))
+	}
+	return merge, next == len(src.shape)
+}
+
+func identity(n int) []int {
+	out := make([]int, n)
+	for i := range out {
+		out[i] = i
+	}
+	return out
 }
 
 // lazyOf returns input i as a lazyLayout: its own, or the plain layout of

@@ -576,3 +576,37 @@ func TestImportMovedBatch(t *testing.T) {
 		}
 	}
 }
+
+// TestImportMergedBatch: the batch size times a number in a Reshape
+// target merges the batch with part of an axis ([T, B, 4] to [T, B·2, 2]
+// splits the features, a reshape layer); reshaping back and transposing
+// the batch first leaves the axes in order, which one reshape merges.
+func TestImportMergedBatch(t *testing.T) {
+	i64 := func(name string, v ...int64) *Tensor { return NewInt64Tensor(name, []int64{int64(len(v))}, v) }
+	inits := []*Tensor{i64("three", 3), i64("two1", 2), i64("four", 4), NewInt64Tensor("zero", nil, []int64{0}),
+		NewInt64Tensor("two", nil, []int64{2}), i64("axes", 0)}
+	perm := &Attribute{Name: "perm", Type: AttrInts, Ints: []int64{1, 0, 2}}
+	cat := &Attribute{Name: "axis", Type: AttrInt, I: 0}
+	im, err := Import(graphModel([]int{3, 4}, inits, "y",
+		node("Shape", "s", []string{"x"}, []string{"shape"}),
+		node("Gather", "g", []string{"shape", "zero"}, []string{"b"}),
+		node("Mul", "m", []string{"b", "two"}, []string{"b2"}),
+		node("Unsqueeze", "u", []string{"b2", "axes"}, []string{"b2u"}),
+		node("Unsqueeze", "u1", []string{"b", "axes"}, []string{"bu"}),
+		node("Concat", "c", []string{"three", "b2u", "two1"}, []string{"t1"}, cat),
+		node("Concat", "c1", []string{"three", "bu", "four"}, []string{"t2"}, cat),
+		node("Transpose", "/T", []string{"x"}, []string{"xt"}, perm),
+		node("Reshape", "/R", []string{"xt", "t1"}, []string{"r"}),
+		node("Reshape", "/R1", []string{"r", "t2"}, []string{"r1"}),
+		node("Transpose", "/T1", []string{"r1"}, []string{"y"}, perm)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, l := range im.Layers {
+		got = append(got, l.Op+shapeText(l.OutShape))
+	}
+	if strings.Join(got, " ") != "reshape3×2×2 reshape3×4" {
+		t.Errorf("layers %v", got)
+	}
+}
