@@ -720,6 +720,11 @@ func (g *generator) renderMeta() {
 	g.p("BuildKey: %s,", quote(in.BuildKey))
 	g.p("Version: %s,", quote(in.Version))
 	g.p("InputShape: %s,", ints(m.Nodes[0].OutShape))
+	if tp.Output != planner.NoBuf {
+		if s := tp.Buffers[tp.Output].Shape[1:]; len(s) > 1 {
+			g.p("OutputShape: %s,", ints(s))
+		}
+	}
 	// Classes is what one row of labels holds: the dataset's class count, or
 	// the output's size for a spec without a dataset.
 	classes := ds.Classes

@@ -345,15 +345,16 @@ func runBackendCase(t *testing.T, dir string) (bool, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	runImported(t, im, x, want)
+	runImported(t, im, x, want, nil)
 	return true, ""
 }
 
 // runImported writes the imported spec and weights, checks them as import
 // does, compiles the spec with the CPU backend, runs the binary on the
 // samples in x and compares its outputs with want: the largest absolute
-// difference must be at most 1e-4.
-func runImported(t *testing.T, im *onnx.Imported, x, want []float32) {
+// difference must be at most 1e-4. With wantShape, the .npy predict wrote
+// must have that shape (the samples' axes kept, not flattened).
+func runImported(t *testing.T, im *onnx.Imported, x, want []float32, wantShape []int) {
 	t.Helper()
 	out := t.TempDir()
 	cuePath := filepath.Join(out, "model.cue")
@@ -390,6 +391,9 @@ func runImported(t *testing.T, im *onnx.Imported, x, want []float32) {
 		t.Fatal(err)
 	}
 	defer ya.Close()
+	if wantShape != nil && !slices.Equal(ya.Shape, wantShape) {
+		t.Errorf("predict --output wrote an array of shape %v; PyTorch's output is %v", ya.Shape, wantShape)
+	}
 	rows := make([]int, ya.Rows())
 	for i := range rows {
 		rows[i] = i
@@ -468,7 +472,7 @@ func TestImportTorchExports(t *testing.T) {
 			if len(im.Warnings) != 0 {
 				t.Errorf("warnings for a dynamic batch: %v", im.Warnings)
 			}
-			runImported(t, im, readF32(c.Input, c.InputShape), readF32(c.Output, c.OutputShape))
+			runImported(t, im, readF32(c.Input, c.InputShape), readF32(c.Output, c.OutputShape), c.OutputShape)
 		})
 	}
 }

@@ -71,12 +71,15 @@ type Meta struct {
 	BuildKey   string
 	Version    string // mlbuild version that generated the program
 	InputShape []int  // per sample
-	Classes    int
-	Batch      int
-	Params     []ParamMeta
-	StateNames []string // names of the optimizer state tensors per param, e.g. ["adam_m", "adam_v"]
-	Layers     []LayerMeta
-	Defaults   Defaults
+	// OutputShape is the per-sample shape of the model's output when it has
+	// more than one axis (e.g. [tokens, features]); nil means [Classes].
+	OutputShape []int
+	Classes     int
+	Batch       int
+	Params      []ParamMeta
+	StateNames  []string // names of the optimizer state tensors per param, e.g. ["adam_m", "adam_v"]
+	Layers      []LayerMeta
+	Defaults    Defaults
 	// Data describes a csv or npy data set (zero for IDX files).
 	Data DataSpec
 	// Memory of the plans, in bytes, for `info`.

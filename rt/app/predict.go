@@ -61,10 +61,18 @@ func predictCmd(m Model, args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	if o.output != "" {
-		if err := npy.Write(o.output, []int{p.rows, meta.Classes}, p.out); err != nil {
+		shape := []int{p.rows, meta.Classes}
+		if len(meta.OutputShape) > 1 {
+			shape = append([]int{p.rows}, meta.OutputShape...)
+		}
+		if err := npy.Write(o.output, shape, p.out); err != nil {
 			return fmt.Errorf("writing %s: %v", o.output, err)
 		}
-		fmt.Fprintf(stdout, "wrote %d×%d outputs to %s\n", p.rows, meta.Classes, o.output)
+		dims := make([]string, len(shape))
+		for i, d := range shape {
+			dims[i] = fmt.Sprint(d)
+		}
+		fmt.Fprintf(stdout, "wrote %s outputs to %s\n", strings.Join(dims, "×"), o.output)
 	}
 	return nil
 }
