@@ -9,8 +9,9 @@ package planner
 // whose UpdateTensors is 2 or more, each run of up to UpdateTensors
 // consecutive KAdam steps with the same Attr is one KAdamMulti step: its
 // operands the steps' operands in order, its Layer the first step's, Fused
-// every step's layer (once for consecutive steps of one layer). A run of one stays KAdam; KSGD steps are unchanged.
-// The arithmetic of each param is the same; nothing else changed.
+// every step's layer (once for a layer's consecutive params). A run of one
+// stays KAdam; KSGD steps are unchanged. The arithmetic of each param is
+// the same; nothing else changed.
 func fuseUpdate(p *Plan, t Target) {
 	if t.UpdateTensors < 2 {
 		return
