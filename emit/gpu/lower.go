@@ -192,16 +192,6 @@ func (l *lowering) launch(kind string, k *Kernel, err error, ops ...operand) err
 // gemm appends a GEMM after checking that its operands have the shapes
 // its M, N, K and transpositions say and lie inside their buffers.
 func (l *lowering) gemm(g Gemm) error {
-	if err := l.checkGemm(g); err != nil {
-		return err
-	}
-	l.ops = append(l.ops, Op{Layer: l.step.Layer, Kernel: string(l.step.Kernel), Gemm: &g})
-	return nil
-}
-
-// checkGemm checks that g's operands have the shapes its M, N, K and
-// transpositions say and lie inside their buffers.
-func (l *lowering) checkGemm(g Gemm) error {
 	ar, ac := g.M, g.K
 	if g.TransA {
 		ar, ac = ac, ar
@@ -227,6 +217,7 @@ func (l *lowering) checkGemm(g Gemm) error {
 				m.name, m.x.Rows, m.x.Cols, m.x.Offset, m.x.LD, buf.Name, buf.Size)
 		}
 	}
+	l.ops = append(l.ops, Op{Layer: l.step.Layer, Kernel: string(l.step.Kernel), Gemm: &g})
 	return nil
 }
 
