@@ -385,29 +385,9 @@ func binaryBwdKernel(op string, second bool, aShape, bShape, yShape []int) (*Ker
 	if second {
 		self, other = bShape, aShape
 	}
-	xs := alignShape(self, len(yShape))
-	yst := stridesOf(yShape)
-	var reduced []int // axes of y that self was broadcast along
-	for k := range yShape {
-		if xs[k] == 1 && yShape[k] != 1 {
-			reduced = append(reduced, k)
-		}
-	}
-	rShape := make([]int, len(reduced))
-	for j, k := range reduced {
-		rShape[j] = yShape[k]
-	}
-	// y index from the operand's index i and the reduction counter r.
-	var yIdx Expr = i32(0)
-	for k := range yShape {
-		if xs[k] == 1 {
-			continue
-		}
-		yIdx = add(yIdx, mul(coord(vr("i"), xs, k), i32(yst[k])))
-	}
-	for j, k := range reduced {
-		yIdx = add(yIdx, mul(coord(vr("r"), rShape, j), i32(yst[k])))
-	}
+	// y's index from the operand's index i and the counter r over the
+	// axes of y that the operand was broadcast along.
+	yIdx, count := reducedIndex(yShape, alignShape(self, len(yShape)))
 	term := Expr(load("dy", vr("yi")))
 	switch op {
 	case "add":
@@ -445,7 +425,7 @@ func binaryBwdKernel(op string, second bool, aShape, bShape, yShape []int) (*Ker
 	return elementwise(fmt.Sprintf("%s backward for %s %v of %v", op, name, self, yShape), n, params, func(i Expr) []Stmt {
 		return append(pre,
 			let("acc", Float, flt(0)),
-			loop("r", 0, prod(rShape), 1,
+			loop("r", 0, count, 1,
 				let("yi", Int, yIdx),
 				set("acc", add(vr("acc"), term))),
 			store("dx", i, vr("acc")),

@@ -420,34 +420,44 @@ func layerNormBwdKernel(rows, cols int) *Kernel {
 		Threadgroup: tg, Groups: rows, Body: body}
 }
 
+// reducedIndex is the index into a tensor of shape full of the element
+// that a thread reducing along some axes visits: vr("i") indexes the kept
+// tensor (full's shape with the reduced axes 1, same rank) and vr("r")
+// counts over the reduced axes. It also returns how many elements each
+// thread reduces.
+func reducedIndex(full, kept []int) (Expr, int) {
+	st := stridesOf(full)
+	var reduced []int
+	for k := range full {
+		if kept[k] == 1 && full[k] != 1 {
+			reduced = append(reduced, k)
+		}
+	}
+	rShape := make([]int, len(reduced))
+	for j, k := range reduced {
+		rShape[j] = full[k]
+	}
+	var idx Expr = i32(0)
+	for k := range full {
+		if kept[k] == 1 {
+			continue
+		}
+		idx = add(idx, mul(coord(vr("i"), kept, k), i32(st[k])))
+	}
+	for j, k := range reduced {
+		idx = add(idx, mul(coord(vr("r"), rShape, j), i32(st[k])))
+	}
+	return idx, prod(rShape)
+}
+
 // reduceMeanKernel averages x over the axes where yShape is 1 (y keeps
 // x's rank), one thread per element of y summing its elements of x.
 func reduceMeanKernel(xShape, yShape []int) (*Kernel, error) {
 	if len(xShape) != len(yShape) {
 		return nil, fmt.Errorf("reduce mean of %v to %v: ranks differ", xShape, yShape)
 	}
-	xst := stridesOf(xShape)
-	var reduced []int
-	for k := range xShape {
-		if yShape[k] == 1 && xShape[k] != 1 {
-			reduced = append(reduced, k)
-		}
-	}
-	rShape := make([]int, len(reduced))
-	for j, k := range reduced {
-		rShape[j] = xShape[k]
-	}
-	var xIdx Expr = i32(0)
-	for k := range xShape {
-		if yShape[k] == 1 {
-			continue
-		}
-		xIdx = add(xIdx, mul(coord(vr("i"), yShape, k), i32(xst[k])))
-	}
-	for j, k := range reduced {
-		xIdx = add(xIdx, mul(coord(vr("r"), rShape, j), i32(xst[k])))
-	}
-	n, count := prod(yShape), prod(rShape)
+	xIdx, count := reducedIndex(xShape, yShape)
+	n := prod(yShape)
 	return elementwise(fmt.Sprintf("mean of %v to %v", xShape, yShape), n,
 		[]Param{in("x", prod(xShape)), out("y", n)}, func(i Expr) []Stmt {
 			return []Stmt{
