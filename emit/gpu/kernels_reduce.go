@@ -259,16 +259,7 @@ func batchNormKernel(outer, c, inner int, eps, momentum float32) *Kernel {
 	tg := pow2AtMost(m, tgReduce)
 	shape := []int{outer, inner}
 	e := add(mul(add(mul(coord(vr("j"), shape, 0), i32(c)), tgidE), i32(inner)), coord(vr("j"), shape, 1))
-	body := []Stmt{
-		Shared{"sh", tg},
-		let("acc", Float, flt(0)),
-		strided("j", m, tg, set("acc", add(vr("acc"), load("x", e)))),
-	}
-	body = append(body, reduceInto("sum", "acc", "sh", tg, sumOp)...)
-	body = append(body, let("mean", Float, mul(vr("sum"), flt(1/float32(m)))),
-		let("acc2", Float, flt(0)),
-		strided("j", m, tg, let("d", Float, sub(load("x", e), vr("mean"))), set("acc2", add(vr("acc2"), mul(vr("d"), vr("d"))))))
-	body = append(body, reduceInto("ss", "acc2", "sh", tg, sumOp)...)
+	body := meanAndSquares(e, m, tg)
 	unbiased := float32(1) / float32(max(m-1, 1))
 	body = append(body,
 		let("var", Float, mul(vr("ss"), flt(1/float32(m)))),
@@ -335,22 +326,30 @@ func batchNormBwdKernel(outer, c, inner int) *Kernel {
 		Threadgroup: tg, Groups: c, Body: body}
 }
 
+// meanAndSquares is the two passes a normalisation makes over the n values
+// x[e] (e an index expression in j) of its threadgroup of tg threads: it
+// declares the threadgroup array sh, mean, and ss, the sum of squared
+// deviations from the mean.
+func meanAndSquares(e Expr, n, tg int) []Stmt {
+	body := []Stmt{
+		Shared{"sh", tg},
+		let("acc", Float, flt(0)),
+		strided("j", n, tg, set("acc", add(vr("acc"), load("x", e)))),
+	}
+	body = append(body, reduceInto("sum", "acc", "sh", tg, sumOp)...)
+	body = append(body, let("mean", Float, mul(vr("sum"), flt(1/float32(n)))),
+		let("acc2", Float, flt(0)),
+		strided("j", n, tg, let("d", Float, sub(load("x", e), vr("mean"))), set("acc2", add(vr("acc2"), mul(vr("d"), vr("d"))))))
+	return append(body, reduceInto("ss", "acc2", "sh", tg, sumOp)...)
+}
+
 // layerNormKernel normalises each row of x [rows, cols] by its own mean
 // and biased variance, one threadgroup per row: y = gamma·x̂ + beta, and the
 // row's mean and 1/sqrt(var+eps) saved for the backward pass.
 func layerNormKernel(rows, cols int, eps float32, hasBias bool) *Kernel {
 	tg := pow2AtMost(cols, tgReduce)
 	e := add(mul(tgidE, i32(cols)), vr("j"))
-	body := []Stmt{
-		Shared{"sh", tg},
-		let("acc", Float, flt(0)),
-		strided("j", cols, tg, set("acc", add(vr("acc"), load("x", e)))),
-	}
-	body = append(body, reduceInto("sum", "acc", "sh", tg, sumOp)...)
-	body = append(body, let("mean", Float, mul(vr("sum"), flt(1/float32(cols)))),
-		let("acc2", Float, flt(0)),
-		strided("j", cols, tg, let("d", Float, sub(load("x", e), vr("mean"))), set("acc2", add(vr("acc2"), mul(vr("d"), vr("d"))))))
-	body = append(body, reduceInto("ss", "acc2", "sh", tg, sumOp)...)
+	body := meanAndSquares(e, cols, tg)
 	y := mul(mul(sub(load("x", e), vr("mean")), vr("inv")), load("gamma", vr("j")))
 	params := []Param{in("x", rows*cols), in("gamma", cols)}
 	if hasBias {
