@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -81,6 +82,13 @@ func gpuModule(t *testing.T, b *Backend, dir string, batch int, names []string) 
 			}
 		}
 		writeModule(t, dir, []File{{Path: "cmd/" + name + "/fake_test.go", Data: fakeTest}})
+		if b == CUDA && slices.Contains(cudaFaultSpecs, name) {
+			faultTest, err := os.ReadFile(filepath.Join("testdata", "fakehost", "cuda_fault_test.go"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			writeModule(t, dir, []File{{Path: "cmd/" + name + "/fault_test.go", Data: faultTest}})
+		}
 		if shared == nil {
 			shared = files
 		}
@@ -236,3 +244,7 @@ func TestCUDAPrograms(t *testing.T) {
 // values over heads, transpose, softmax over the last of three axes); set
 // MLBUILD_CUDA_FAKE_SPECS to run others (`go test ./emit -run CUDAPrograms`).
 var cudaFakeSpecs = []string{"mnist", "mnist_unfused", "spec_layernorm_graph", "spec_transformer_block"}
+
+// cudaFaultSpecs are the programs whose fake run also trains on MNIST
+// through a GPU fault (testdata/fakehost/cuda_fault_test.go).
+var cudaFaultSpecs = []string{"mnist", "mnist_unfused"}

@@ -1,0 +1,92 @@
+package main
+
+// This file is copied next to the main.go of the generated CUDA programs
+// of MNIST specs by emit's tests (TestCUDAPrograms, cudaFaultSpecs), beside
+// cuda_test.go: it runs the program itself, as a command, on a fake GPU
+// whose graph launch faults in the middle of training.
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"mlbuildprog/cuda"
+	"mlbuildprog/cuda/fakecuda"
+	"mlbuildprog/rt/gpuhost"
+)
+
+// TestMain lets TestFaultMidTraining run this program as a command on the
+// fake GPU: with MLBUILD_FAKEHOST_FAIL_AT set to n, the test binary is the
+// program (gpuhost.Main, as main.go runs it, on a fake whose nth graph
+// launch faults; 0: none) with the arguments in MLBUILD_FAKEHOST_ARGS, one
+// per line.
+func TestMain(m *testing.M) {
+	if at := os.Getenv("MLBUILD_FAKEHOST_FAIL_AT"); at != "" {
+		n, err := strconv.Atoi(at)
+		if err != nil {
+			panic(err)
+		}
+		os.Args = append(os.Args[:1], strings.Split(os.Getenv("MLBUILD_FAKEHOST_ARGS"), "\n")...)
+		gpuhost.Main(func() (gpuhost.Device, error) {
+			f := fakecuda.New(fakecuda.Options{WorkDir: os.Getenv("MLBUILD_FAKECUDA_DIR")})
+			if n > 0 {
+				f.FailGraphLaunch(n, cuda.ErrorLaunchFailed)
+			}
+			return cuda.OpenDevice(cuda.Options{Libraries: f.Libraries(), KernelCacheDir: os.Getenv("MLBUILD_FAKEHOST_CACHE")})
+		}, &program)
+	}
+	os.Exit(m.Run())
+}
+
+// TestFaultMidTraining: a GPU fault in the second epoch of `train` ends
+// the command with exit status 1 and a message naming the epoch, the
+// failing sequence, the CUDA error and the last good checkpoint, which is
+// the first epoch's and resumes to the end of the run.
+func TestFaultMidTraining(t *testing.T) {
+	B := program.Meta.Batch
+	if program.TrainInputSize/B != 784 || program.Meta.Classes != 10 {
+		t.Fatalf("%s does not take MNIST digits; emit's tests copy this file only beside programs that do", program.Meta.Name)
+	}
+	mnist := os.Getenv("MLBUILD_MNIST_DIR")
+	if _, err := os.Stat(filepath.Join(mnist, "train-images-idx3-ubyte")); err != nil {
+		t.Fatalf("MNIST is needed (run `make data` or set MLBUILD_MNIST_DIR): %v", err)
+	}
+	dir, cache := t.TempDir(), t.TempDir()
+	out := filepath.Join(dir, "w.safetensors")
+	ckpt := filepath.Join(dir, "w.ckpt.safetensors")
+	// 4 steps an epoch, one graph launch each (the device-resident loop):
+	// launch 6 is in the second epoch.
+	args := []string{"train", "--data", mnist, "--epochs", "2", "--limit", strconv.Itoa(4 * B), "--validation-split", "0", "--out", out, "--quiet"}
+	run := func(failAt int, args []string) (string, int) {
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), "MLBUILD_FAKEHOST_FAIL_AT="+strconv.Itoa(failAt),
+			"MLBUILD_FAKEHOST_ARGS="+strings.Join(args, "\n"), "MLBUILD_FAKEHOST_CACHE="+cache)
+		b, err := cmd.CombinedOutput()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		return string(b), code
+	}
+	msg, code := run(6, args)
+	if code != 1 {
+		t.Fatalf("train with a fault in epoch 2: exit status %d, want 1; output:\n%s", code, msg)
+	}
+	for _, want := range []string{"epoch 2", "CUDA_ERROR_LAUNCH_FAILED", "train", "the last good checkpoint is " + ckpt, "--resume " + ckpt} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("the failure message lacks %q:\n%s", want, msg)
+		}
+	}
+	msg, code = run(0, []string{"train", "--resume", ckpt, "--data", mnist, "--quiet"})
+	if code != 0 {
+		t.Fatalf("resuming from %s after the fault: exit status %d; output:\n%s", ckpt, code, msg)
+	}
+	if !strings.Contains(msg, "trained 2 epochs") {
+		t.Errorf("the resumed run did not finish the second epoch:\n%s", msg)
+	}
+}
