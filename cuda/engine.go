@@ -26,6 +26,11 @@ type Options struct {
 	// TF32 lets cuBLAS round GEMM inputs to TF32 on tensor cores: faster
 	// on Ampere and newer, no longer exact fp32. Off unless asked for.
 	TF32 bool
+	// Blocking runs every kernel and GEMM of a sequence as its own launch
+	// and waits for it, instead of replaying the sequence as one CUDA
+	// graph: many times slower, but a GPU fault names the op, kernel and
+	// sequence that hit it (MLBUILD_CUDA_BLOCKING=1).
+	Blocking bool
 	// Getenv reads the environment; nil is os.Getenv.
 	Getenv func(string) string
 }
@@ -422,6 +427,53 @@ func (e *Engine) CopyOut(dst []byte, src DevicePtr) error {
 		}
 		err := e.lib.driverError("cuMemcpyDtoH_v2", d.MemcpyDtoH(unsafe.Pointer(unsafe.SliceData(dst)), src, uintptr(len(dst))), "")
 		runtime.KeepAlive(dst)
+		return err
+	})
+}
+
+// HostCopy is one copy between host memory and the GPU: len(Host) bytes
+// at device address Dev.
+type HostCopy struct {
+	Dev  DevicePtr
+	Host []byte
+}
+
+// Call queues the copies in up to the GPU, one run of exec (none when 0)
+// and the copies out back to the host on the engine's stream, then waits
+// once for all of it: a latency-bound call (an inference) costs one wait
+// instead of one for each copy. The copies are asynchronous, so they
+// overlap nothing but also hold the thread for no extra wait; from
+// page-locked memory (Pin) they run at the link's speed.
+func (e *Engine) Call(in []HostCopy, exec GraphExec, out []HostCopy) error {
+	if e.closed {
+		return errClosed
+	}
+	return e.doHere(func() error {
+		d, l := e.lib.Driver, e.lib
+		for _, c := range in {
+			if len(c.Host) == 0 {
+				continue
+			}
+			if err := l.driverError("cuMemcpyHtoDAsync_v2", d.MemcpyHtoDAsync(c.Dev, unsafe.Pointer(unsafe.SliceData(c.Host)), uintptr(len(c.Host)), e.stream), ""); err != nil {
+				return err
+			}
+		}
+		if exec != 0 {
+			if err := l.driverError("cuGraphLaunch", d.GraphLaunch(exec, e.stream), ""); err != nil {
+				return err
+			}
+		}
+		for _, c := range out {
+			if len(c.Host) == 0 {
+				continue
+			}
+			if err := l.driverError("cuMemcpyDtoHAsync_v2", d.MemcpyDtoHAsync(unsafe.Pointer(unsafe.SliceData(c.Host)), c.Dev, uintptr(len(c.Host)), e.stream), ""); err != nil {
+				return err
+			}
+		}
+		err := l.driverError("cuStreamSynchronize", d.StreamSynchronize(e.stream), "")
+		runtime.KeepAlive(in)
+		runtime.KeepAlive(out)
 		return err
 	})
 }

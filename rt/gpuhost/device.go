@@ -59,6 +59,25 @@ type Pinner interface {
 	Pin(b []byte) error
 }
 
+// Caller is a discrete GPU's Device that runs a sequence between copies as
+// one call with one wait: the copies in go up, the sequence runs, the
+// copies out come back, all queued at once. The host program runs an
+// inference this way instead of an Upload, a Launch, a Sync and a
+// Download, each of which waits. Call first waits for nothing more than
+// Upload would (the device's queue keeps the order), and reports a failure
+// as Sync does.
+type Caller interface {
+	Call(seq Sequence, in, out []Transfer) error
+}
+
+// Transfer is one copy between host memory and a buffer: len(Host) bytes
+// at byte offset Off of Buf.
+type Transfer struct {
+	Buf  Buffer
+	Off  int
+	Host []byte
+}
+
 // Fact is one line of `info`.
 type Fact struct{ Key, Value string }
 

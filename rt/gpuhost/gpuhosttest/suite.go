@@ -27,6 +27,10 @@ type Suite struct {
 	// on the device as a kernel fault would (a fake can; a real GPU
 	// cannot be asked to). Without it the Sync failure case is skipped.
 	FailNextLaunch func(d gpuhost.Device)
+	// Caller says the device is a discrete GPU that must implement
+	// gpuhost.Caller; the Call case then runs (devices sharing memory with
+	// the host have no use for it and leave this false).
+	Caller bool
 }
 
 // Run runs every case of the suite as a subtest.
@@ -51,6 +55,12 @@ func Run(t *testing.T, s Suite) {
 		{"BoundsRefused", testBoundsRefused},
 		{"MissingKernel", testMissingKernel},
 		{"Close", testClose},
+	}
+	if s.Caller {
+		cases = append(cases, struct {
+			name string
+			run  func(t *testing.T, s Suite)
+		}{"Call", testCall})
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { c.run(t, s) })
@@ -540,6 +550,49 @@ func testReplay(t *testing.T, s Suite) {
 		want[i] = want[i] + x2[i] + x2[i]
 	}
 	near(t, "acc after 2 more launches with new x", download(t, d, bacc, 0, accN), want, 1e-6)
+}
+
+// testCall: Call uploads, runs the sequence and downloads in one call, so
+// that each call's outputs are of its own inputs; transfers outside a
+// buffer are refused.
+func testCall(t *testing.T, s Suite) {
+	d := loaded(t, s)
+	c, ok := d.(gpuhost.Caller)
+	if !ok {
+		t.Fatalf("%T does not implement gpuhost.Caller", d)
+	}
+	k := kernel("conf_accumulate")
+	bx := alloc(t, d, "x", 4*accN)
+	bacc := alloc(t, d, "acc", 4*accN)
+	seq, err := d.Record("accumulate", func(e gpuhost.Encoder) error {
+		return e.Dispatch(k.IR.Name, []gpuhost.Arg{{Buf: bx, Bytes: 4 * accN}, {Buf: bacc, Bytes: 4 * accN}}, k.IR.Groups, k.IR.Threadgroup)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := make([]float32, accN)
+	for i, x := range [][]float32{random(40, accN), random(41, accN), random(42, accN)} {
+		// Upload the second half only through Call, the first half before.
+		half := accN / 2
+		upload(t, d, bx, 0, x[:half])
+		got := make([]byte, 4*accN)
+		if err := c.Call(seq, []gpuhost.Transfer{{Buf: bx, Off: 4 * half, Host: toBytes(x[half:])}},
+			[]gpuhost.Transfer{{Buf: bacc, Host: got}}); err != nil {
+			t.Fatalf("call %d: %v", i, err)
+		}
+		for j := range want {
+			want[j] += x[j]
+		}
+		near(t, fmt.Sprintf("acc after call %d", i), toFloats(got), want, 1e-6)
+	}
+	over := []gpuhost.Transfer{{Buf: bacc, Off: 4, Host: make([]byte, 4*accN)}}
+	if err := c.Call(seq, nil, over); err == nil || !strings.Contains(err.Error(), "acc") {
+		t.Errorf("a copy out past the buffer's end: %v, want an error naming the buffer", err)
+	}
+	if err := c.Call(seq, over, nil); err == nil {
+		t.Error("a copy in past the buffer's end: no error")
+	}
+	near(t, "acc after the refused calls", download(t, d, bacc, 0, accN), want, 1e-6)
 }
 
 func testSyncFailure(t *testing.T, s Suite) {
