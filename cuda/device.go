@@ -525,6 +525,10 @@ func (en *encoder) Dispatch(kernel string, args []gpuhost.Arg, groups, threads i
 // cuBLAS GEMM.
 func (en *encoder) Gemm(g gpuhost.Gemm) error {
 	op := fmt.Sprintf("op %d (%dx%dx%d GEMM)", en.ops, g.M, g.N, g.K)
+	batch := max(g.Batch, 1)
+	if batch > 1 {
+		op = fmt.Sprintf("op %d (%d %dx%dx%d GEMMs)", en.ops, batch, g.M, g.N, g.K)
+	}
 	if en.d.recording != en.seq {
 		return fmt.Errorf("cuda: %s: the encoder of sequence %q is used outside its Record", op, en.seq)
 	}
@@ -540,7 +544,7 @@ func (en *encoder) Gemm(g gpuhost.Gemm) error {
 	ar, ac := rowsCols(g.TransA, g.M, g.K)
 	br, bc := rowsCols(g.TransB, g.K, g.N)
 	var ptrs [3]DevicePtr
-	var lds [3]int
+	var lds, strides [3]int
 	for i, o := range []struct {
 		name       string
 		x          gpuhost.Operand
@@ -559,11 +563,21 @@ func (en *encoder) Gemm(g gpuhost.Gemm) error {
 			return fmt.Errorf("cuda: %s, operand %s: a %dx%d float32 matrix at offset %d with rows %d bytes apart needs bytes up to %d of buffer %q, which has %d (offsets and row bytes are multiples of 4, rows at least %d bytes)",
 				op, o.name, o.rows, o.cols, o.x.Offset, rowBytes, end, b.label, b.n, 4*o.cols)
 		}
+		if batch > 1 {
+			last := end + (batch-1)*o.x.MatrixBytes
+			if o.x.MatrixBytes < 0 || o.x.MatrixBytes%4 != 0 || last > b.n {
+				return fmt.Errorf("cuda: %s, operand %s: %d matrices %d bytes apart from offset %d need bytes up to %d of buffer %q, which has %d (matrix strides are multiples of 4)",
+					op, o.name, batch, o.x.MatrixBytes, o.x.Offset, last, b.label, b.n)
+			}
+		}
 		en.use(b)
-		ptrs[i], lds[i] = b.ptr+DevicePtr(o.x.Offset), rowBytes/4
+		ptrs[i], lds[i], strides[i] = b.ptr+DevicePtr(o.x.Offset), rowBytes/4, o.x.MatrixBytes/4
 	}
 	e, args := en.d.e, GemmArgs{TransA: g.TransA, TransB: g.TransB, M: g.M, N: g.N, K: g.K, Alpha: g.Alpha, Beta: g.Beta,
 		A: ptrs[0], B: ptrs[1], C: ptrs[2], LDA: lds[0], LDB: lds[1], LDC: lds[2]}
+	if batch > 1 {
+		args.Batch, args.StrideA, args.StrideB, args.StrideC = batch, strides[0], strides[1], strides[2]
+	}
 	return en.add(op, func() error { return e.Gemm(args) })
 }
 

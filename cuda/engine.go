@@ -670,6 +670,11 @@ type GemmArgs struct {
 	Alpha, Beta    float32
 	A, B, C        DevicePtr
 	LDA, LDB, LDC  int
+	// Batch above 1 makes it one strided batched GEMM: the i-th product
+	// reads and writes the matrices StrideA·i, StrideB·i and StrideC·i
+	// elements after A, B and C.
+	Batch                     int
+	StrideA, StrideB, StrideC int
 }
 
 // Gemm queues one cublasSgemm on the engine's stream. cuBLAS is
@@ -688,6 +693,13 @@ func (e *Engine) Gemm(g GemmArgs) error {
 		return OpN
 	}
 	alpha, beta := g.Alpha, g.Beta
+	if g.Batch > 1 {
+		return e.doHere(func() error {
+			s := e.lib.BLAS.SgemmStridedBatched(e.blas, op(g.TransB), op(g.TransA), int32(g.N), int32(g.M), int32(g.K),
+				&alpha, g.B, int32(g.LDB), int64(g.StrideB), g.A, int32(g.LDA), int64(g.StrideA), &beta, g.C, int32(g.LDC), int64(g.StrideC), int32(g.Batch))
+			return e.lib.blasError("cublasSgemmStridedBatched", s, fmt.Sprintf("%d %dx%dx%d GEMMs", g.Batch, g.M, g.N, g.K))
+		})
+	}
 	return e.doHere(func() error {
 		s := e.lib.BLAS.Sgemm(e.blas, op(g.TransB), op(g.TransA), int32(g.N), int32(g.M), int32(g.K),
 			&alpha, g.B, int32(g.LDB), g.A, int32(g.LDA), &beta, g.C, int32(g.LDC))

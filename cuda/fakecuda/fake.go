@@ -98,8 +98,8 @@ type Fake struct {
 	// failKernelCode.
 	failKernel     string
 	failKernelCode cuda.Result
-	stats   Stats
-	faults  []string
+	stats          Stats
+	faults         []string
 }
 
 type allocation struct {

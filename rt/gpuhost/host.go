@@ -181,12 +181,12 @@ func (m *Model) encodeStep(enc Encoder, st *PlanStep) error {
 // encode adds one op.
 func (m *Model) encode(enc Encoder, op *Op) error {
 	if g := op.Gemm; g != nil {
-		operand := func(x Matrix) Operand {
-			return Operand{Buf: m.bufs[x.Arena], Offset: x.Offset, RowBytes: x.RowBytes}
+		operand := func(x Matrix, stride int) Operand {
+			return Operand{Buf: m.bufs[x.Arena], Offset: x.Offset, RowBytes: x.RowBytes, MatrixBytes: stride}
 		}
 		s := g.Shape
-		return enc.Gemm(Gemm{TransA: s.TransA, TransB: s.TransB, M: s.M, N: s.N, K: s.K, Alpha: s.Alpha, Beta: s.Beta,
-			A: operand(g.A), B: operand(g.B), C: operand(g.C)})
+		return enc.Gemm(Gemm{TransA: s.TransA, TransB: s.TransB, M: s.M, N: s.N, K: s.K, Batch: s.Batch, Alpha: s.Alpha, Beta: s.Beta,
+			A: operand(g.A, g.MatrixBytes[0]), B: operand(g.B, g.MatrixBytes[1]), C: operand(g.C, g.MatrixBytes[2])})
 	}
 	args := make([]Arg, len(op.Binds))
 	for i, b := range op.Binds {

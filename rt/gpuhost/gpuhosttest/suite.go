@@ -49,6 +49,7 @@ func Run(t *testing.T, s Suite) {
 		{"Saxpy", testSaxpy},
 		{"BlockSum", testBlockSum},
 		{"Gemm", testGemm},
+		{"GemmBatched", testGemmBatched},
 		{"KernelThenGemm", testKernelThenGemm},
 		{"Replay", testReplay},
 		{"SyncFailure", testSyncFailure},
@@ -434,6 +435,46 @@ func gemmReference(ta, tb bool, M, N, K int, alpha, beta float32, a, b, c matrix
 		}
 	}
 	return out
+}
+
+// testGemmBatched: a strided batched GEMM is its products one by one, each
+// on its own matrices (strides with a gap between matrices, padded rows),
+// and nothing between the matrices is written.
+func testGemmBatched(t *testing.T, s Suite) {
+	d := open(t, s)
+	const batch, M, N, K = 3, 6, 5, 7
+	for _, tb := range []bool{false, true} {
+		br, bc := K, N
+		if tb {
+			br, bc = N, K
+		}
+		// Each operand buffer holds batch matrices, matStride floats apart.
+		aStride, bStride, cStride := M*(K+1)+4, br*bc+8, M*(N+2)+12
+		abuf, bbuf, cbuf := random(50, batch*aStride), random(51, batch*bStride), random(52, batch*cStride)
+		bufs := make([]gpuhost.Buffer, 3)
+		for i, v := range [][]float32{abuf, bbuf, cbuf} {
+			bufs[i] = alloc(t, d, "abc"[i:i+1], 4*len(v))
+			upload(t, d, bufs[i], 0, v)
+		}
+		const alpha, beta = 0.75, 0.25
+		err := run(d, "batched gemm", func(e gpuhost.Encoder) error {
+			return e.Gemm(gpuhost.Gemm{TransB: tb, M: M, N: N, K: K, Batch: batch, Alpha: alpha, Beta: beta,
+				A: gpuhost.Operand{Buf: bufs[0], RowBytes: 4 * (K + 1), MatrixBytes: 4 * aStride},
+				B: gpuhost.Operand{Buf: bufs[1], MatrixBytes: 4 * bStride},
+				C: gpuhost.Operand{Buf: bufs[2], RowBytes: 4 * (N + 2), MatrixBytes: 4 * cStride}})
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := append([]float32(nil), cbuf...)
+		for i := range batch {
+			a := matrix{rows: M, cols: K, ld: K + 1, off: 4 * i * aStride, v: abuf}
+			b := matrix{rows: br, cols: bc, ld: bc, off: 4 * i * bStride, v: bbuf}
+			c := matrix{rows: M, cols: N, ld: N + 2, off: 4 * i * cStride, v: want}
+			want = gemmReference(false, tb, M, N, K, alpha, beta, a, b, c)
+		}
+		near(t, fmt.Sprintf("C of %d batched products, transB=%v", batch, tb), download(t, d, bufs[2], 0, len(cbuf)), want, 1e-5)
+	}
 }
 
 func testGemm(t *testing.T, s Suite) {
