@@ -97,18 +97,41 @@ func WinogradFits(g planner.ConvGeom) bool {
 // wgTiles is the number of 2×2 output tiles of the batch.
 func wgTiles(g planner.ConvGeom) int { return g.N * ceilDiv(g.OH, 2) * ceilDiv(g.OW, 2) }
 
+// wgChunk is the number of tiles a chunk aims at. The tiles are cut into S
+// chunks of Tc, and each product of the 36 becomes S GEMMs of the batched
+// GEMM: the weight gradient's GEMMs sum over tiles (K = tiles), and one
+// 64×32 product over all 12,250 tiles of a batch of MNIST images is 72
+// thread blocks for 132 SMs (451 µs on an H100); 36·S products, summed by
+// the weight-gradient kernel, fill the GPU. A variable so that tests can
+// cut small batches into several chunks.
+var wgChunk = 1024
+
+// wgTiling is the tiles' split: S chunks of Tc tiles (S·Tc ≥ T; the tiles
+// past T are zero in every transform).
+type wgTiling struct{ t, s, tc int }
+
+func winogradTiling(g planner.ConvGeom) wgTiling {
+	t := wgTiles(g)
+	s := max(1, t/wgChunk)
+	return wgTiling{t, s, ceilDiv(t, s)}
+}
+
 // wgLayout is where each part of a Winograd convolution's workspace lies,
 // in float32s; forward and backward use one layout, so the backward finds
-// the forward's V where it left it.
-type wgLayout struct{ v, u, r1, r2, size int }
+// the forward's V where it left it. Every transformed operand is
+// [36][S][rows][cols]: product ξν, chunk s.
+type wgLayout struct {
+	wgTiling
+	v, u, r1, r2, size int
+}
 
 func winogradLayout(g planner.ConvGeom) wgLayout {
-	t := wgTiles(g)
-	var l wgLayout
-	l.u = l.v + 36*g.C*t     // V: the input's transform [36][C][T]
-	l.r1 = l.u + 36*g.OC*g.C // U, M2 or U': [36][OC][C] or [36][C][OC]
-	l.r2 = l.r1 + 36*g.OC*t  // M, U2 or V': [36][OC][T]
-	l.size = l.r2 + 36*g.C*t // M': [36][C][T]
+	l := wgLayout{wgTiling: winogradTiling(g)}
+	tp := l.s * l.tc
+	l.u = l.v + 36*g.C*tp        // V: the input's transform [36][S][C][Tc]
+	l.r1 = l.u + 36*l.s*g.OC*g.C // U, M2 or U': [36][S][OC][C] or [36][S][C][OC]
+	l.r2 = l.r1 + 36*g.OC*tp     // M, U2 or V': [36][S][OC][Tc]
+	l.size = l.r2 + 36*g.C*tp    // M': [36][S][C][Tc]
 	return l
 }
 
@@ -178,7 +201,10 @@ func sandwich(L [][]float32, R [][]float32, xName, tName, outName string, a, b i
 // p < outCh, q < inCh. Forward: w = W[p][q]. For the input gradient
 // (flip): w = W[q][p] turned by 180°, so that outCh is the layer's input
 // channels. W is the layer's [OC][C][5][5].
-func wgFilterKernel(g planner.ConvGeom, flip bool) *Kernel {
+//
+// Each product's matrix is written once per chunk of tiles (S copies), so
+// that the batched GEMM's i-th product finds its own.
+func wgFilterKernel(g planner.ConvGeom, flip bool, chunks int) *Kernel {
 	outCh, inCh := g.OC, g.C
 	what := "filters"
 	if flip {
@@ -186,8 +212,8 @@ func wgFilterKernel(g planner.ConvGeom, flip bool) *Kernel {
 		what = "filters turned by 180°, channels swapped,"
 	}
 	n := outCh * inCh
-	return elementwise(fmt.Sprintf("Winograd F(2x2,5x5) transform of %d %s G·w·Gᵀ", n, what), n,
-		[]Param{in("w", g.OC*g.C*25), out("u", 36*n)}, func(i Expr) []Stmt {
+	return elementwise(fmt.Sprintf("Winograd F(2x2,5x5) transform of %d %s G·w·Gᵀ, %d copies", n, what, chunks), n,
+		[]Param{in("w", g.OC*g.C*25), out("u", 36*chunks*n)}, func(i Expr) []Stmt {
 			s := []Stmt{let("p", Int, div(i, i32(inCh))), let("q", Int, rem(i, i32(inCh)))}
 			base := add(mul(vr("p"), i32(g.C)), vr("q"))
 			if flip {
@@ -206,34 +232,37 @@ func wgFilterKernel(g planner.ConvGeom, flip bool) *Kernel {
 			s = append(s, sandwich(wgG, wgG, "w", "t", "u", 5, 5)...)
 			for xi := range 6 {
 				for nu := range 6 {
-					s = append(s, store("u", add(i32((xi*6+nu)*n), i), vr(fmt.Sprintf("u%d%d", xi, nu))))
+					for c := range chunks {
+						s = append(s, store("u", add(i32(((xi*6+nu)*chunks+c)*n), i), vr(fmt.Sprintf("u%d%d", xi, nu))))
+					}
 				}
 			}
 			return s
 		})
 }
 
-// wgTileCoords declares n, th, tw of tile t of an H×W output.
-func wgTileCoords(t Expr, oh, ow int) []Stmt {
+// wgThread declares, for thread i of a kernel over the chunked operand
+// [S][ch][Tc] (i = (s·ch + c)·Tc + tc), the channel c (named chName) and
+// the tile t = s·Tc + tc, then n, th, tw of tile t of an oh×ow output.
+func wgThread(i Expr, tl wgTiling, ch int, chName string, oh, ow int) []Stmt {
 	th, tw := ceilDiv(oh, 2), ceilDiv(ow, 2)
 	return []Stmt{
-		let("n", Int, div(t, i32(th*tw))),
-		let("th", Int, div(rem(t, i32(th*tw)), i32(tw))),
-		let("tw", Int, rem(t, i32(tw))),
+		let(chName, Int, rem(div(i, i32(tl.tc)), i32(ch))),
+		let("t", Int, add(mul(div(i, i32(ch*tl.tc)), i32(tl.tc)), rem(i, i32(tl.tc)))),
+		let("n", Int, div(vr("t"), i32(th*tw))),
+		let("th", Int, div(rem(vr("t"), i32(th*tw)), i32(tw))),
+		let("tw", Int, rem(vr("t"), i32(tw))),
 	}
 }
 
 // wgInputKernel transforms the 6×6 input patches: V[ξν][c][t] =
 // (Bᵀ·d·B)[ξ][ν], d the patch of channel c at (2·th − 2, 2·tw − 2) of
 // x [N][ch][h][w], zero outside the image.
-func wgInputKernel(n, ch, h, w int) *Kernel {
-	g := planner.ConvGeom{N: n, OH: h, OW: w}
-	t := wgTiles(g)
-	total := ch * t
-	return elementwise(fmt.Sprintf("Winograd F(2x2,5x5) transform of %d 6x6 patches of [%d,%d,%d,%d], Bᵀ·d·B", total, n, ch, h, w), total,
+func wgInputKernel(n, ch, h, w int, tl wgTiling) *Kernel {
+	total := tl.s * ch * tl.tc
+	return elementwise(fmt.Sprintf("Winograd F(2x2,5x5) transform of the 6x6 patches of [%d,%d,%d,%d], Bᵀ·d·B, in %d chunks of %d tiles", n, ch, h, w, tl.s, tl.tc), total,
 		[]Param{in("x", n*ch*h*w), out("v", 36*total)}, func(i Expr) []Stmt {
-			s := []Stmt{let("c", Int, div(i, i32(t))), let("t", Int, rem(i, i32(t)))}
-			s = append(s, wgTileCoords(vr("t"), h, w)...)
+			s := wgThread(i, tl, ch, "c", h, w)
 			s = append(s,
 				let("h0", Int, sub(mul(vr("th"), i32(2)), i32(2))),
 				let("w0", Int, sub(mul(vr("tw"), i32(2)), i32(2))),
@@ -241,7 +270,7 @@ func wgInputKernel(n, ch, h, w int) *Kernel {
 			for a := range 6 {
 				for b := range 6 {
 					hh, ww := add(vr("h0"), i32(a)), add(vr("w0"), i32(b))
-					inside := and(ge(hh, i32(0)), lt(hh, i32(h)), ge(ww, i32(0)), lt(ww, i32(w)))
+					inside := and(lt(vr("t"), i32(tl.t)), ge(hh, i32(0)), lt(hh, i32(h)), ge(ww, i32(0)), lt(ww, i32(w)))
 					s = append(s, let(fmt.Sprintf("d%d%d", a, b), Float,
 						sel(inside, load("x", add(vr("xb"), add(mul(hh, i32(w)), ww))), flt(0))))
 				}
@@ -259,10 +288,8 @@ func wgInputKernel(n, ch, h, w int) *Kernel {
 // wgOutputKernel turns the GEMMs' products back into 2×2 output tiles:
 // y[n][o][2·th + a][2·tw + b] = (Aᵀ·M[·][o][t]·A)[a][b] (+ bias, act), for
 // y [N][outCh][h][w].
-func wgOutputKernel(n, outCh, h, w int, hasBias bool, act string, alpha float32) (*Kernel, error) {
-	g := planner.ConvGeom{N: n, OH: h, OW: w}
-	t := wgTiles(g)
-	total := outCh * t
+func wgOutputKernel(n, outCh, h, w int, tl wgTiling, hasBias bool, act string, alpha float32) (*Kernel, error) {
+	total := tl.s * outCh * tl.tc
 	params := []Param{in("m", 36*total), out("y", n*outCh*h*w)}
 	if hasBias {
 		params = append(params, in("b", outCh))
@@ -270,8 +297,8 @@ func wgOutputKernel(n, outCh, h, w int, hasBias bool, act string, alpha float32)
 	var err error
 	k := elementwise(fmt.Sprintf("Winograd F(2x2,5x5) output tiles Aᵀ·M·A of [%d,%d,%d,%d], bias %v, %q", n, outCh, h, w, hasBias, act), total,
 		params, func(i Expr) []Stmt {
-			s := []Stmt{let("o", Int, div(i, i32(t))), let("t", Int, rem(i, i32(t)))}
-			s = append(s, wgTileCoords(vr("t"), h, w)...)
+			s := wgThread(i, tl, outCh, "o", h, w)
+			s = append(s, when(ge(vr("t"), i32(tl.t)), Return{}))
 			for xi := range 6 {
 				for nu := range 6 {
 					s = append(s, let(fmt.Sprintf("m%d%d", xi, nu), Float, load("m", add(i32((xi*6+nu)*total), i))))
@@ -304,20 +331,18 @@ func wgOutputKernel(n, outCh, h, w int, hasBias bool, act string, alpha float32)
 // wgDyKernel transforms dy's 2×2 blocks, the filters of the weight
 // gradient's F(5×5, 2×2): U2[ξν][o][t] = (G2·z·G2ᵀ)[ξ][ν], z the block of
 // dy [N][OC][OH][OW] at (2·th, 2·tw), zero past the edge.
-func wgDyKernel(g planner.ConvGeom) *Kernel {
-	t := wgTiles(g)
-	total := g.OC * t
-	return elementwise(fmt.Sprintf("Winograd F(5x5,2x2) transform of %d 2x2 blocks of dy [%d,%d,%d,%d], G2·z·G2ᵀ", total, g.N, g.OC, g.OH, g.OW), total,
+func wgDyKernel(g planner.ConvGeom, tl wgTiling) *Kernel {
+	total := tl.s * g.OC * tl.tc
+	return elementwise(fmt.Sprintf("Winograd F(5x5,2x2) transform of the 2x2 blocks of dy [%d,%d,%d,%d], G2·z·G2ᵀ, in %d chunks of %d tiles", g.N, g.OC, g.OH, g.OW, tl.s, tl.tc), total,
 		[]Param{in("dy", g.N*g.OC*g.OH*g.OW), out("u", 36*total)}, func(i Expr) []Stmt {
-			s := []Stmt{let("o", Int, div(i, i32(t))), let("t", Int, rem(i, i32(t)))}
-			s = append(s, wgTileCoords(vr("t"), g.OH, g.OW)...)
+			s := wgThread(i, tl, g.OC, "o", g.OH, g.OW)
 			s = append(s, let("zb", Int, mul(add(mul(vr("n"), i32(g.OC)), vr("o")), i32(g.OH*g.OW))))
 			for a := range 2 {
 				for b := range 2 {
 					hh := add(mul(vr("th"), i32(2)), i32(a))
 					ww := add(mul(vr("tw"), i32(2)), i32(b))
 					s = append(s, let(fmt.Sprintf("z%d%d", a, b), Float,
-						sel(and(lt(hh, i32(g.OH)), lt(ww, i32(g.OW))), load("dy", add(vr("zb"), add(mul(hh, i32(g.OW)), ww))), flt(0))))
+						sel(and(lt(vr("t"), i32(tl.t)), lt(hh, i32(g.OH)), lt(ww, i32(g.OW))), load("dy", add(vr("zb"), add(mul(hh, i32(g.OW)), ww))), flt(0))))
 				}
 			}
 			s = append(s, sandwich(wgG2, wgG2, "z", "t", "u", 2, 2)...)
@@ -331,15 +356,25 @@ func wgDyKernel(g planner.ConvGeom) *Kernel {
 }
 
 // wgWeightGradKernel turns the weight gradient's products into the 5×5
-// taps: dW[o][c] = A2ᵀ·M2[·][o][c]·A2.
-func wgWeightGradKernel(g planner.ConvGeom) *Kernel {
+// taps: dW[o][c] = A2ᵀ·(Σ_s M2[·][s][o][c])·A2, the chunks' partial sums
+// added first.
+func wgWeightGradKernel(g planner.ConvGeom, chunks int) *Kernel {
 	total := g.OC * g.C
-	return elementwise(fmt.Sprintf("Winograd F(5x5,2x2) weight gradient taps A2ᵀ·M2·A2 of [%d,%d,5,5]", g.OC, g.C), total,
-		[]Param{in("m", 36*total), out("dw", total*25)}, func(i Expr) []Stmt {
+	return elementwise(fmt.Sprintf("Winograd F(5x5,2x2) weight gradient taps A2ᵀ·M2·A2 of [%d,%d,5,5], %d chunks summed", g.OC, g.C, chunks), total,
+		[]Param{in("m", 36*chunks*total), out("dw", total*25)}, func(i Expr) []Stmt {
 			var s []Stmt
 			for xi := range 6 {
 				for nu := range 6 {
-					s = append(s, let(fmt.Sprintf("m%d%d", xi, nu), Float, load("m", add(i32((xi*6+nu)*total), i))))
+					var sum Expr
+					for c := range chunks {
+						v := load("m", add(i32(((xi*6+nu)*chunks+c)*total), i))
+						if sum == nil {
+							sum = v
+						} else {
+							sum = add(sum, v)
+						}
+					}
+					s = append(s, let(fmt.Sprintf("m%d%d", xi, nu), Float, sum))
 				}
 			}
 			s = append(s, sandwich(wgAT2, wgAT2, "m", "t", "k", 6, 6)...)
@@ -375,21 +410,21 @@ func (l *lowering) winograd(st *planner.Step, bwd bool) error {
 	} else if b.Size < lay.size {
 		return fmt.Errorf("Winograd workspace %q has %d float32s, the method needs %d (gpu.WinogradScratch)", b.Name, b.Size, lay.size)
 	}
-	t := wgTiles(g)
+	tl, tc, batch := lay.wgTiling, lay.tc, 36*lay.s
 	alpha := float32(a.Alpha)
 	if !bwd {
 		x, b, y := st.In[0], st.In[2], st.Out[0]
-		if err := l.launch("winograd_filter", wgFilterKernel(g, false), nil, whole(st.In[1]), at(ws, lay.u)); err != nil {
+		if err := l.launch("winograd_filter", wgFilterKernel(g, false, tl.s), nil, whole(st.In[1]), at(ws, lay.u)); err != nil {
 			return err
 		}
-		if err := l.launch("winograd_input", wgInputKernel(g.N, g.C, g.H, g.W), nil, whole(x), at(ws, lay.v)); err != nil {
+		if err := l.launch("winograd_input", wgInputKernel(g.N, g.C, g.H, g.W, tl), nil, whole(x), at(ws, lay.v)); err != nil {
 			return err
 		}
-		if err := l.gemm(Gemm{M: g.OC, N: t, K: g.C, Alpha: 1, Batch: 36, Stride: [3]int{g.OC * g.C, g.C * t, g.OC * t},
-			A: Matrix{ws, lay.u, g.OC, g.C, g.C}, B: Matrix{ws, lay.v, g.C, t, t}, C: Matrix{ws, lay.r1, g.OC, t, t}}); err != nil {
+		if err := l.gemm(Gemm{M: g.OC, N: tc, K: g.C, Alpha: 1, Batch: batch, Stride: [3]int{g.OC * g.C, g.C * tc, g.OC * tc},
+			A: Matrix{ws, lay.u, g.OC, g.C, g.C}, B: Matrix{ws, lay.v, g.C, tc, tc}, C: Matrix{ws, lay.r1, g.OC, tc, tc}}); err != nil {
 			return err
 		}
-		k, err := wgOutputKernel(g.N, g.OC, g.OH, g.OW, present(b), a.Act, alpha)
+		k, err := wgOutputKernel(g.N, g.OC, g.OH, g.OW, tl, present(b), a.Act, alpha)
 		ops := []operand{at(ws, lay.r1), whole(y)}
 		if present(b) {
 			ops = append(ops, whole(b))
@@ -411,33 +446,33 @@ func (l *lowering) winograd(st *planner.Step, bwd bool) error {
 	}
 	if present(dw) {
 		if !a.KeptCols {
-			if err := l.launch("winograd_input", wgInputKernel(g.N, g.C, g.H, g.W), nil, whole(x), at(ws, lay.v)); err != nil {
+			if err := l.launch("winograd_input", wgInputKernel(g.N, g.C, g.H, g.W, tl), nil, whole(x), at(ws, lay.v)); err != nil {
 				return err
 			}
 		}
-		if err := l.launch("winograd_dy", wgDyKernel(g), nil, whole(dy), at(ws, lay.r1)); err != nil {
+		if err := l.launch("winograd_dy", wgDyKernel(g, tl), nil, whole(dy), at(ws, lay.r1)); err != nil {
 			return err
 		}
-		if err := l.gemm(Gemm{TransB: true, M: g.OC, N: g.C, K: t, Alpha: 1, Batch: 36, Stride: [3]int{g.OC * t, g.C * t, g.OC * g.C},
-			A: Matrix{ws, lay.r1, g.OC, t, t}, B: Matrix{ws, lay.v, g.C, t, t}, C: Matrix{ws, lay.u, g.OC, g.C, g.C}}); err != nil {
+		if err := l.gemm(Gemm{TransB: true, M: g.OC, N: g.C, K: tc, Alpha: 1, Batch: batch, Stride: [3]int{g.OC * tc, g.C * tc, g.OC * g.C},
+			A: Matrix{ws, lay.r1, g.OC, tc, tc}, B: Matrix{ws, lay.v, g.C, tc, tc}, C: Matrix{ws, lay.u, g.OC, g.C, g.C}}); err != nil {
 			return err
 		}
-		if err := l.launch("winograd_weight_grad", wgWeightGradKernel(g), nil, at(ws, lay.u), whole(dw)); err != nil {
+		if err := l.launch("winograd_weight_grad", wgWeightGradKernel(g, tl.s), nil, at(ws, lay.u), whole(dw)); err != nil {
 			return err
 		}
 	}
 	if present(dx) {
-		if err := l.launch("winograd_filter", wgFilterKernel(g, true), nil, whole(w), at(ws, lay.u)); err != nil {
+		if err := l.launch("winograd_filter", wgFilterKernel(g, true, tl.s), nil, whole(w), at(ws, lay.u)); err != nil {
 			return err
 		}
-		if err := l.launch("winograd_input", wgInputKernel(g.N, g.OC, g.OH, g.OW), nil, whole(dy), at(ws, lay.r1)); err != nil {
+		if err := l.launch("winograd_input", wgInputKernel(g.N, g.OC, g.OH, g.OW, tl), nil, whole(dy), at(ws, lay.r1)); err != nil {
 			return err
 		}
-		if err := l.gemm(Gemm{M: g.C, N: t, K: g.OC, Alpha: 1, Batch: 36, Stride: [3]int{g.C * g.OC, g.OC * t, g.C * t},
-			A: Matrix{ws, lay.u, g.C, g.OC, g.OC}, B: Matrix{ws, lay.r1, g.OC, t, t}, C: Matrix{ws, lay.r2, g.C, t, t}}); err != nil {
+		if err := l.gemm(Gemm{M: g.C, N: tc, K: g.OC, Alpha: 1, Batch: batch, Stride: [3]int{g.C * g.OC, g.OC * tc, g.C * tc},
+			A: Matrix{ws, lay.u, g.C, g.OC, g.OC}, B: Matrix{ws, lay.r1, g.OC, tc, tc}, C: Matrix{ws, lay.r2, g.C, tc, tc}}); err != nil {
 			return err
 		}
-		k, err := wgOutputKernel(g.N, g.C, g.H, g.W, false, "", 0)
+		k, err := wgOutputKernel(g.N, g.C, g.H, g.W, tl, false, "", 0)
 		if err := l.launch("winograd_output", k, err, at(ws, lay.r2), whole(dx)); err != nil {
 			return err
 		}
