@@ -128,10 +128,10 @@ type wgLayout struct {
 func winogradLayout(g planner.ConvGeom) wgLayout {
 	l := wgLayout{wgTiling: winogradTiling(g)}
 	tp := l.s * l.tc
-	l.u = l.v + 36*g.C*tp        // V: the input's transform [36][S][C][Tc]
-	l.r1 = l.u + 36*l.s*g.OC*g.C // U, M2 or U': [36][S][OC][C] or [36][S][C][OC]
-	l.r2 = l.r1 + 36*g.OC*tp     // M, U2 or V': [36][S][OC][Tc]
-	l.size = l.r2 + 36*g.C*tp    // M': [36][S][C][Tc]
+	l.u = l.v + 36*g.C*tp                    // V: the input's transform [36][S][C][Tc]
+	l.r1 = l.u + 36*l.s*g.OC*g.C             // U, M2 or U': [36][S][OC][C] or [36][S][C][OC]
+	l.r2 = l.r1 + 36*g.OC*tp                 // M, U2 or V': [36][S][OC][Tc]
+	l.size = l.r2 + 36*max(g.C*tp, g.OC*g.C) // M' [36][S][C][Tc], or the weight gradient's sum [36][OC][C]
 	return l
 }
 
@@ -203,7 +203,8 @@ func sandwich(L [][]float32, R [][]float32, xName, tName, outName string, a, b i
 // channels. W is the layer's [OC][C][5][5].
 //
 // Each product's matrix is written once per chunk of tiles (S copies), so
-// that the batched GEMM's i-th product finds its own.
+// that the batched GEMM's i-th product finds its own: one thread per copy
+// and filter, a grid that fills the GPU.
 func wgFilterKernel(g planner.ConvGeom, flip bool, chunks int) *Kernel {
 	outCh, inCh := g.OC, g.C
 	what := "filters"
@@ -212,9 +213,9 @@ func wgFilterKernel(g planner.ConvGeom, flip bool, chunks int) *Kernel {
 		what = "filters turned by 180°, channels swapped,"
 	}
 	n := outCh * inCh
-	return elementwise(fmt.Sprintf("Winograd F(2x2,5x5) transform of %d %s G·w·Gᵀ, %d copies", n, what, chunks), n,
+	return elementwise(fmt.Sprintf("Winograd F(2x2,5x5) transform of %d %s G·w·Gᵀ, %d copies", n, what, chunks), chunks*n,
 		[]Param{in("w", g.OC*g.C*25), out("u", 36*chunks*n)}, func(i Expr) []Stmt {
-			s := []Stmt{let("p", Int, div(i, i32(inCh))), let("q", Int, rem(i, i32(inCh)))}
+			s := []Stmt{let("r", Int, rem(i, i32(n))), let("p", Int, div(vr("r"), i32(inCh))), let("q", Int, rem(vr("r"), i32(inCh)))}
 			base := add(mul(vr("p"), i32(g.C)), vr("q"))
 			if flip {
 				base = add(mul(vr("q"), i32(g.C)), vr("p"))
@@ -232,9 +233,7 @@ func wgFilterKernel(g planner.ConvGeom, flip bool, chunks int) *Kernel {
 			s = append(s, sandwich(wgG, wgG, "w", "t", "u", 5, 5)...)
 			for xi := range 6 {
 				for nu := range 6 {
-					for c := range chunks {
-						s = append(s, store("u", add(i32(((xi*6+nu)*chunks+c)*n), i), vr(fmt.Sprintf("u%d%d", xi, nu))))
-					}
+					s = append(s, store("u", add(i32((xi*6+nu)*chunks*n), i), vr(fmt.Sprintf("u%d%d", xi, nu))))
 				}
 			}
 			return s
@@ -356,25 +355,16 @@ func wgDyKernel(g planner.ConvGeom, tl wgTiling) *Kernel {
 }
 
 // wgWeightGradKernel turns the weight gradient's products into the 5×5
-// taps: dW[o][c] = A2ᵀ·(Σ_s M2[·][s][o][c])·A2, the chunks' partial sums
-// added first.
-func wgWeightGradKernel(g planner.ConvGeom, chunks int) *Kernel {
+// taps: dW[o][c] = A2ᵀ·M2[·][o][c]·A2, from the chunks' sum
+// (wgChunkSumKernel).
+func wgWeightGradKernel(g planner.ConvGeom) *Kernel {
 	total := g.OC * g.C
-	return elementwise(fmt.Sprintf("Winograd F(5x5,2x2) weight gradient taps A2ᵀ·M2·A2 of [%d,%d,5,5], %d chunks summed", g.OC, g.C, chunks), total,
-		[]Param{in("m", 36*chunks*total), out("dw", total*25)}, func(i Expr) []Stmt {
+	return elementwise(fmt.Sprintf("Winograd F(5x5,2x2) weight gradient taps A2ᵀ·M2·A2 of [%d,%d,5,5]", g.OC, g.C), total,
+		[]Param{in("m", 36*total), out("dw", total*25)}, func(i Expr) []Stmt {
 			var s []Stmt
 			for xi := range 6 {
 				for nu := range 6 {
-					var sum Expr
-					for c := range chunks {
-						v := load("m", add(i32(((xi*6+nu)*chunks+c)*total), i))
-						if sum == nil {
-							sum = v
-						} else {
-							sum = add(sum, v)
-						}
-					}
-					s = append(s, let(fmt.Sprintf("m%d%d", xi, nu), Float, sum))
+					s = append(s, let(fmt.Sprintf("m%d%d", xi, nu), Float, load("m", add(i32((xi*6+nu)*total), i))))
 				}
 			}
 			s = append(s, sandwich(wgAT2, wgAT2, "m", "t", "k", 6, 6)...)
@@ -385,6 +375,19 @@ func wgWeightGradKernel(g planner.ConvGeom, chunks int) *Kernel {
 				}
 			}
 			return s
+		})
+}
+
+// wgChunkSumKernel adds the weight gradient's chunks: out[ξν][r] =
+// Σ_s m[ξν][s][r] for the n values r of one product.
+func wgChunkSumKernel(n, chunks int) *Kernel {
+	return elementwise(fmt.Sprintf("sum of %d chunks of the Winograd weight gradient's 36 products of %d values", chunks, n), 36*n,
+		[]Param{in("m", 36*chunks*n), out("sum", 36*n)}, func(i Expr) []Stmt {
+			s := []Stmt{let("b", Int, add(mul(div(i, i32(n)), i32(chunks*n)), rem(i, i32(n)))), let("acc", Float, load("m", vr("b")))}
+			for c := 1; c < chunks; c++ {
+				s = append(s, set("acc", add(vr("acc"), load("m", add(vr("b"), i32(c*n))))))
+			}
+			return append(s, store("sum", i, vr("acc")))
 		})
 }
 
@@ -457,7 +460,11 @@ func (l *lowering) winograd(st *planner.Step, bwd bool) error {
 			A: Matrix{ws, lay.r1, g.OC, tc, tc}, B: Matrix{ws, lay.v, g.C, tc, tc}, C: Matrix{ws, lay.u, g.OC, g.C, g.C}}); err != nil {
 			return err
 		}
-		if err := l.launch("winograd_weight_grad", wgWeightGradKernel(g, tl.s), nil, at(ws, lay.u), whole(dw)); err != nil {
+		// The chunks' sum goes where dx's M' goes later.
+		if err := l.launch("winograd_chunk_sum", wgChunkSumKernel(g.OC*g.C, tl.s), nil, at(ws, lay.u), at(ws, lay.r2)); err != nil {
+			return err
+		}
+		if err := l.launch("winograd_weight_grad", wgWeightGradKernel(g), nil, at(ws, lay.r2), whole(dw)); err != nil {
 			return err
 		}
 	}
