@@ -780,6 +780,7 @@ func (g *generator) renderMeta() {
 	g.p("TrainImages: %s, TrainLabels: %s, TestImages: %s, TestLabels: %s,", quote(ds.TrainImages), quote(ds.TrainLabels), quote(ds.TestImages), quote(ds.TestLabels))
 	g.p("},")
 	g.renderDataSpec(ds)
+	g.p("Readers: %s,", readersFor(ds))
 	g.p("StateBytes: %d, TrainWorkBytes: %d, InferWorkBytes: %d,", 4*int64(tp.StateSize), 4*int64(tp.WorkSize), 4*int64(in.Infer.WorkSize))
 	if in.Weights != nil {
 		g.p("Embedded: &embeddedWeights, // weights.go")

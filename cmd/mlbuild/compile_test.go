@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"image"
+	"image/jpeg"
 	"image/png"
 	"math"
 	"os"
@@ -58,6 +59,7 @@ func TestCompileTrainEvalPredict(t *testing.T) {
 	if !strings.Contains(out, "built") {
 		t.Errorf("first compile should build, said %q", out)
 	}
+	checkMNISTBinary(t, bin)
 
 	// A second compile is a cache hit, fast.
 	start = time.Now()
@@ -177,7 +179,15 @@ func TestCompileTrainEvalPredict(t *testing.T) {
 	if err := os.WriteFile(pngPath, pngBytes.Bytes(), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	b2, err := exec.Command(bin, "predict", "--weights", weights, pgm, pngPath).Output()
+	var jpegBytes bytes.Buffer
+	if err := jpeg.Encode(&jpegBytes, gray, &jpeg.Options{Quality: 100}); err != nil {
+		t.Fatal(err)
+	}
+	jpegPath := filepath.Join(tmp, "digit.jpg")
+	if err := os.WriteFile(jpegPath, jpegBytes.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	b2, err := exec.Command(bin, "predict", "--weights", weights, pgm, pngPath, jpegPath).Output()
 	if err != nil {
 		t.Fatalf("predict on images: %v", err)
 	}
@@ -186,6 +196,32 @@ func TestCompileTrainEvalPredict(t *testing.T) {
 	for _, line := range strings.Split(strings.TrimSpace(string(b2)), "\n") {
 		if !strings.Contains(line, class+" (") {
 			t.Errorf("image prediction %q differs from the IDX one %q", line, first)
+		}
+	}
+}
+
+// mnistBinaryBudget is the most bytes the program of models/mnist.cue may
+// take (for linux/amd64, as the smoke test builds it): the README states
+// its size, and issue 16 asks for 2 MB. It guards against a reader or a
+// heavy package slipping back into every program.
+const mnistBinaryBudget = 3_400_000
+
+// checkMNISTBinary checks the size of the program of models/mnist.cue and
+// that it links none of the readers its IDX dataset does not need: the
+// function names that a stripped Go binary keeps for its stack traces
+// name no CSV or zip code.
+func checkMNISTBinary(t *testing.T, bin string) {
+	t.Helper()
+	b, err := os.ReadFile(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b) > mnistBinaryBudget {
+		t.Errorf("the program of models/mnist.cue is %d bytes, over its budget of %d", len(b), mnistBinaryBudget)
+	}
+	for _, pkg := range []string{"encoding/csv.", "/rt/csvdata.", "archive/zip.(*Reader)", "/rt/npy.OpenNPZ", "/rt/app.openImageFolder", "/rt/app.predictCSV"} {
+		if bytes.Contains(b, []byte(pkg)) {
+			t.Errorf("the program of models/mnist.cue links %s, which its IDX dataset does not need", strings.TrimSuffix(pkg, "."))
 		}
 	}
 }

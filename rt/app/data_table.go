@@ -46,17 +46,9 @@ func openSplit(meta *Meta, dir string, train bool, rec *record) (*dataset, []str
 		found []string
 		err   error
 	)
-	switch meta.format() {
-	case "csv":
-		src, n, found, err = openCSV(meta, path, labelsPath, names)
-	case "npy":
-		src, n, err = openNPY(meta, path, labelsPath)
-	case "npz":
-		src, n, err = openNPZ(meta, path)
-	case "imagefolder":
-		src, n, found, err = openImageFolder(meta, path, names)
-	default:
-		err = fmt.Errorf("data format %q is not supported by this program", meta.Data.Format)
+	reader, err := meta.datasetReader()
+	if err == nil {
+		src, n, found, err = reader.open(meta, path, labelsPath, names)
 	}
 	if err != nil {
 		return nil, nil, err
