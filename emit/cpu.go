@@ -133,7 +133,7 @@ func (g *generator) fileHeader(backend string, about ...string) {
 	g.p("import (")
 	g.p("%q", ModulePath+"/rt/app")
 	g.p("%q", ModulePath+"/rt/cpu")
-	for _, imp := range g.imports {
+	for _, imp := range append(readerImports(m.Dataset), g.imports...) {
 		g.p("%q", imp)
 	}
 	g.p(")")

@@ -14,11 +14,19 @@ func TestReadersFor(t *testing.T) {
 		{"", "[]*app.Reader{app.Images, app.NPY, app.CSV, app.IDX}"},
 		{"csv", "[]*app.Reader{app.NPY, app.CSV}"},
 		{"npy", "[]*app.Reader{app.Images, app.NPY, app.CSV, app.IDX}"},
-		{"npz", "[]*app.Reader{app.Images, app.NPY, app.CSV, app.NPZ, app.IDX}"},
+		{"npz", "[]*app.Reader{app.Images, app.NPY, app.CSV, app.NPZ(npz.Open), app.IDX}"},
 		{"imagefolder", "[]*app.Reader{app.Images, app.NPY, app.ImageFolder, app.IDX}"},
 	} {
-		if got := readersFor(spec.Dataset{Format: c.format}); got != c.want {
+		ds := spec.Dataset{Format: c.format}
+		if got := readersFor(ds); got != c.want {
 			t.Errorf("format %q: %s, want %s", c.format, got, c.want)
+		}
+		wantImports := 0
+		if c.format == "npz" {
+			wantImports = 1
+		}
+		if imps := readerImports(ds); len(imps) != wantImports || wantImports == 1 && imps[0] != "mlbuildprog/rt/npz" {
+			t.Errorf("format %q: imports %q", c.format, imps)
 		}
 	}
 }

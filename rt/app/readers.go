@@ -53,11 +53,6 @@ var (
 		src, n, err := openNPY(meta, path, labelsPath)
 		return src, n, nil, err
 	}, predict: predictNPY}
-	// NPZ reads the features and labels arrays of an .npz archive.
-	NPZ = &Reader{Format: "npz", open: func(meta *Meta, path, _ string, _ []string) (source, int, []string, error) {
-		src, n, err := openNPZ(meta, path)
-		return src, n, nil, err
-	}}
 	// ImageFolder reads a folder of class folders of images.
 	ImageFolder = &Reader{Format: "imagefolder", open: func(meta *Meta, path, _ string, names []string) (source, int, []string, error) {
 		return openImageFolder(meta, path, names)
@@ -67,6 +62,17 @@ var (
 	// IDX reads IDX images files for predict.
 	IDX = &Reader{Inputs: "an IDX images file", predict: predictIDX}
 )
+
+// NPZ reads the features and labels arrays of an .npz archive, each opened
+// by openArray: rt/npz's Open, which links archive/zip, so that only the
+// programs of npz datasets import it (their main.go lists
+// app.NPZ(npz.Open)).
+func NPZ(openArray func(path, name string) (*npy.Array, error)) *Reader {
+	return &Reader{Format: "npz", open: func(meta *Meta, path, _ string, _ []string) (source, int, []string, error) {
+		src, n, err := openNPZ(meta, path, openArray)
+		return src, n, nil, err
+	}}
+}
 
 // datasetReader is the reader of the spec's dataset format, or an error
 // naming the format when the program was built without it.

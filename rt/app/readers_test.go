@@ -5,11 +5,13 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/mlbuild/mlbuild/rt/npz"
 )
 
 // allReaders are every reader, in the emitter's order: the tests' models
 // read every format.
-var allReaders = []*Reader{Images, NPY, CSV, NPZ, ImageFolder, IDX}
+var allReaders = []*Reader{Images, NPY, CSV, NPZ(npz.Open), ImageFolder, IDX}
 
 // idxReaders are what the emitter lists for a spec of IDX files.
 var idxReaders = []*Reader{Images, NPY, IDX}
