@@ -210,7 +210,8 @@ const mnistBinaryBudget = 3_400_000
 // that it links none of the readers its IDX dataset does not need: the
 // function names that a stripped Go binary keeps for its stack traces
 // name no CSV, zip or deflate-compressor code, no encoding/json (rt/jsontext does its work)
-// and no PNG encoder (sample writes stored PNGs).
+// no PNG encoder (sample writes stored PNGs) and no reflection-driven
+// encoding/binary.Write.
 func checkMNISTBinary(t *testing.T, bin string) {
 	t.Helper()
 	b, err := os.ReadFile(bin)
@@ -220,7 +221,7 @@ func checkMNISTBinary(t *testing.T, bin string) {
 	if len(b) > mnistBinaryBudget {
 		t.Errorf("the program of models/mnist.cue is %d bytes, over its budget of %d", len(b), mnistBinaryBudget)
 	}
-	for _, pkg := range []string{"encoding/json.", "encoding/csv.", "/rt/csvdata.", "archive/zip.", "compress/flate.(*compressor)", "/rt/npz.", "/rt/app.openImageFolder", "/rt/app.predictCSV", "image/png.(*encoder)"} {
+	for _, pkg := range []string{"encoding/json.", "encoding/csv.", "/rt/csvdata.", "archive/zip.", "compress/flate.(*compressor)", "/rt/npz.", "/rt/app.openImageFolder", "/rt/app.predictCSV", "image/png.(*encoder)", "encoding/binary.Write"} {
 		if bytes.Contains(b, []byte(pkg)) {
 			t.Errorf("the program of models/mnist.cue links %s, which nothing it does needs", strings.TrimSuffix(pkg, "."))
 		}
