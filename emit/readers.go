@@ -31,8 +31,9 @@ type dataReader struct {
 // (rt/app's IDX reader takes what the others leave, so it comes last).
 var dataReaders = []dataReader{
 	{value: "app.Images", inputsFor: []string{"", "idx", "imagefolder", "npy", "npz"}},
-	{value: "app.NPY", dataset: "npy", inputsFor: []string{"", "idx", "imagefolder", "csv", "npy", "npz"}},
+	{value: "app.NPYArrays", inputsFor: []string{"", "idx", "imagefolder", "csv", "npy", "npz"}},
 	{value: "app.CSV", dataset: "csv", inputsFor: []string{"", "csv", "npy", "npz"}},
+	{value: "app.NPY", dataset: "npy"},
 	{value: "app.NPZ(npz.Open)", imports: "npz", dataset: "npz"}, // archive/zip only where needed
 	{value: "app.ImageFolder", dataset: "imagefolder"},
 	{value: "app.IDX", inputsFor: []string{"", "idx", "imagefolder", "npy", "npz"}},

@@ -10,12 +10,12 @@ import (
 // those of predict's inputs for its kind of data, and no other.
 func TestReadersFor(t *testing.T) {
 	for _, c := range []struct{ format, want string }{
-		{"idx", "[]*app.Reader{app.Images, app.NPY, app.IDX}"},
-		{"", "[]*app.Reader{app.Images, app.NPY, app.CSV, app.IDX}"},
-		{"csv", "[]*app.Reader{app.NPY, app.CSV}"},
-		{"npy", "[]*app.Reader{app.Images, app.NPY, app.CSV, app.IDX}"},
-		{"npz", "[]*app.Reader{app.Images, app.NPY, app.CSV, app.NPZ(npz.Open), app.IDX}"},
-		{"imagefolder", "[]*app.Reader{app.Images, app.NPY, app.ImageFolder, app.IDX}"},
+		{"idx", "[]*app.Reader{app.Images, app.NPYArrays, app.IDX}"},
+		{"", "[]*app.Reader{app.Images, app.NPYArrays, app.CSV, app.IDX}"},
+		{"csv", "[]*app.Reader{app.NPYArrays, app.CSV}"},
+		{"npy", "[]*app.Reader{app.Images, app.NPYArrays, app.CSV, app.NPY, app.IDX}"},
+		{"npz", "[]*app.Reader{app.Images, app.NPYArrays, app.CSV, app.NPZ(npz.Open), app.IDX}"},
+		{"imagefolder", "[]*app.Reader{app.Images, app.NPYArrays, app.ImageFolder, app.IDX}"},
 	} {
 		ds := spec.Dataset{Format: c.format}
 		if got := readersFor(ds); got != c.want {

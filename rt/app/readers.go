@@ -47,12 +47,15 @@ var (
 	// CSV reads a CSV dataset in the spec's layout, and CSV files for
 	// predict, with or without the label columns.
 	CSV = &Reader{Format: "csv", Inputs: "a CSV file", open: openCSV, predict: predictCSV}
-	// NPY reads a features .npy array and a labels one, and .npy arrays
-	// for predict.
-	NPY = &Reader{Format: "npy", Inputs: "a .npy array", open: func(meta *Meta, path, labelsPath string, _ []string) (source, int, []string, error) {
+	// NPY reads a dataset of a features .npy array and a labels one.
+	NPY = &Reader{Format: "npy", open: func(meta *Meta, path, labelsPath string, _ []string) (source, int, []string, error) {
 		src, n, err := openNPY(meta, path, labelsPath)
 		return src, n, nil, err
-	}, predict: predictNPY}
+	}}
+	// NPYArrays reads .npy arrays for predict. It is a reader apart from
+	// NPY, which checks a dataset's pair of arrays, so that a program whose
+	// dataset is not npy links no more than npy.Open for it.
+	NPYArrays = &Reader{Inputs: "a .npy array", predict: predictNPY}
 	// ImageFolder reads a folder of class folders of images.
 	ImageFolder = &Reader{Format: "imagefolder", open: func(meta *Meta, path, _ string, names []string) (source, int, []string, error) {
 		return openImageFolder(meta, path, names)

@@ -11,10 +11,10 @@ import (
 
 // allReaders are every reader, in the emitter's order: the tests' models
 // read every format.
-var allReaders = []*Reader{Images, NPY, CSV, NPZ(npz.Open), ImageFolder, IDX}
+var allReaders = []*Reader{Images, NPYArrays, CSV, NPY, NPZ(npz.Open), ImageFolder, IDX}
 
 // idxReaders are what the emitter lists for a spec of IDX files.
-var idxReaders = []*Reader{Images, NPY, IDX}
+var idxReaders = []*Reader{Images, NPYArrays, IDX}
 
 // TestPredictReadsThroughTheListedReaders: predict takes the inputs of the
 // readers its program lists and no others, and says which it takes.
