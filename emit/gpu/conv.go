@@ -57,7 +57,56 @@ func convScratchWithin(g planner.ConvGeom, budget int) int {
 		return convColsPerImage(g)
 	}
 	rounds := ceilDiv(g.N, most)
-	return ceilDiv(g.N, rounds) * convScratchPerImage(g)
+	s := ceilDiv(g.N, rounds) * convScratchPerImage(g)
+	if rounds == 1 && budget != convScratchBudget {
+		// A discrete GPU's whole batch: room for the weight gradient's
+		// split-K partial sums after the rows.
+		s += convSplitKPartials(g)
+	}
+	return s
+}
+
+// splitKChunks is the number of equal chunks a GEMM's inner dimension k is
+// cut into when its output is small (m·n ≤ 4096) and k long (≥ 16384),
+// as the first layer's weight gradient is (32×25 outputs summed over
+// 196,000 pixels of a batch of MNIST images): cuBLAS runs such a product on
+// a few thread blocks (76 µs on an H100 for 0.3 GFLOP), while S chunks are
+// S products of one batched GEMM that fill the GPU, and a small kernel adds
+// their partial sums. 1: no split.
+func splitKChunks(m, n, k int) int {
+	if m*n > 4096 || k < 16384 {
+		return 1
+	}
+	for s := min(128, k/1024); s >= 8; s-- {
+		if k%s == 0 {
+			return s
+		}
+	}
+	return 1
+}
+
+// convSplitKPartials is the scratch, in float32s, of the split-K partial
+// sums of a whole-batch convolution's weight gradient (0 when it is not
+// split).
+func convSplitKPartials(g planner.ConvGeom) int {
+	ocg, ckk := g.OC/g.Groups, g.C/g.Groups*g.KH*g.KW
+	s := splitKChunks(ocg, ckk, g.N*g.OH*g.OW)
+	if s == 1 {
+		return 0
+	}
+	return s * ocg * ckk
+}
+
+// splitKSumKernel adds chunks partial products of n values each into out.
+func splitKSumKernel(chunks, n int) *Kernel {
+	return elementwise(fmt.Sprintf("sum of %d split-K partial products of %d values", chunks, n), n,
+		[]Param{in("p", chunks*n), out("c", n)}, func(i Expr) []Stmt {
+			s := []Stmt{let("acc", Float, load("p", i))}
+			for c := 1; c < chunks; c++ {
+				s = append(s, set("acc", add(vr("acc"), load("p", add(i, i32(c*n))))))
+			}
+			return append(s, store("c", i, vr("acc")))
+		})
 }
 
 // ConvOneRound reports whether scratch float32s hold the whole batch of a
@@ -243,9 +292,28 @@ func (l *lowering) conv(st *planner.Step, bwd bool) error {
 			if n == 0 {
 				beta = 0
 			}
+			// One round with room after its rows (convScratchWithin): a
+			// long K is split, each group's partial sums after the rows.
+			chunks := splitKChunks(ocg, ckk, rd.ld)
+			part := rd.rowsOff + g.OC*rd.ld
+			split := !direct && len(rounds) == 1 && chunks > 1 && part+g.Groups*chunks*ocg*ckk <= sb.Size
 			for gi := 0; gi < g.Groups; gi++ {
+				dwg := Matrix{dw, gi * ocg * ckk, ocg, ckk, ckk}
+				if split {
+					kc, pg := rd.ld/chunks, part+gi*chunks*ocg*ckk
+					a, b := rowsOf(rd, gi, dy), colsOf(rd, gi)
+					a.Cols, b.Cols = kc, kc
+					if err := l.gemm(Gemm{TransB: true, M: ocg, N: ckk, K: kc, Alpha: 1, Batch: chunks, Stride: [3]int{kc, kc, ocg * ckk},
+						A: a, B: b, C: Matrix{cols, pg, ocg, ckk, ckk}}); err != nil {
+						return err
+					}
+					if err := l.launch("splitk_sum", splitKSumKernel(chunks, ocg*ckk), nil, at(cols, pg), at(dw, gi*ocg*ckk)); err != nil {
+						return err
+					}
+					continue
+				}
 				if err := l.gemm(Gemm{TransB: true, M: ocg, N: ckk, K: rd.ld, Alpha: 1, Beta: beta,
-					A: rowsOf(rd, gi, dy), B: colsOf(rd, gi), C: Matrix{dw, gi * ocg * ckk, ocg, ckk, ckk}}); err != nil {
+					A: rowsOf(rd, gi, dy), B: colsOf(rd, gi), C: dwg}); err != nil {
 					return err
 				}
 			}

@@ -273,6 +273,7 @@ func cpuFusedAct(t *testing.T, act string) cpu.Act {
 func TestLoweredConvMatchesCPU(t *testing.T) {
 	grouped := withOutputSize(planner.ConvGeom{N: 5, C: 4, H: 9, W: 8, OC: 6, KH: 3, KW: 2, SH: 2, SW: 2, PH: 1, PW: 1, DH: 2, DW: 1, Groups: 2})
 	plain := withOutputSize(planner.ConvGeom{N: 7, C: 3, H: 6, W: 5, OC: 4, KH: 3, KW: 3, SH: 1, SW: 1, DH: 1, DW: 1, Groups: 1})
+	long := withOutputSize(planner.ConvGeom{N: 40, C: 1, H: 28, W: 28, OC: 4, KH: 3, KW: 3, SH: 1, SW: 1, PH: 1, PW: 1, DH: 1, DW: 1, Groups: 1})
 	cases := []convLayerCase{
 		{name: "rounds_of_2", g: grouped, bias: true, act: "leakyrelu", alpha: 0.1, dx: true,
 			scratch: 2 * convScratchPerImage(grouped), rounds: 3},
@@ -281,6 +282,8 @@ func TestLoweredConvMatchesCPU(t *testing.T) {
 		{name: "one_image", g: grouped, bias: true, act: "tanh", dx: true,
 			scratch: convColsPerImage(grouped), rounds: 5, direct: true},
 		{name: "rounds_of_3", g: plain, scratch: 3*convScratchPerImage(plain) + 7, rounds: 3},
+		// K = 40·28·28 = 31,360 pixels for 4×9 outputs: dW is split-K.
+		{name: "split_k", g: long, bias: true, act: "relu", dx: true, scratch: ConvScratchWithin(1 << 27)(long), rounds: 1},
 	}
 	p, bufs := convLayerPlan(cases)
 	r := rand.New(rand.NewSource(7))
@@ -336,6 +339,15 @@ func TestLoweredConvMatchesCPU(t *testing.T) {
 					t.Errorf("%s: forward has %d GEMMs and %d launches, want %d and %d (%d rounds)",
 						c.name, gemms, launches, c.rounds*c.g.Groups, wantLaunches, c.rounds)
 				}
+			}
+			split := 0
+			for _, op := range prog.Backward {
+				if op.Layer == "split_k" && op.Gemm != nil && op.Gemm.Batch > 1 {
+					split++
+				}
+			}
+			if split != 1 {
+				t.Errorf("split_k: %d batched weight-gradient GEMMs, want 1 (split-K)", split)
 			}
 			arena := make([][]float32, len(initial))
 			for i := range initial {
