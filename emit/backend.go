@@ -74,13 +74,21 @@ func (b *Backend) PlanOptions(o planner.Options) planner.Options {
 // gpu.WinogradFits and whose whole batch's workspace fits the budget runs
 // as Winograd F(4×4, 5×5) instead: its 36 products are one strided batched
 // GEMM of the device, and its backward reads the forward's input transform.
-func gpuTarget(method string, scratch func(planner.ConvGeom) int, updateTensors int, winograd int) planner.Target {
+//
+// With direct set, a forward convolution whose window holds few values
+// (gpu.DirectFits: the first layer of an image model) runs as the direct
+// kernel, one thread per output; its backward gathers its own columns.
+func gpuTarget(method string, scratch func(planner.ConvGeom) int, updateTensors int, winograd int, direct bool) planner.Target {
 	return planner.Target{Conv: func(g planner.ConvGeom, pass planner.ConvPass) planner.ConvChoice {
 		if ws := gpu.WinogradF4.Scratch(g); gpu.WinogradFits(g) && ws <= winograd {
 			return planner.ConvChoice{Method: gpu.WinogradF4.Method, Scratch: ws, SharesForward: pass != planner.ConvForward}
 		}
+		direct := direct && gpu.DirectFits(g)
+		if direct && pass == planner.ConvForward {
+			return planner.ConvChoice{Method: gpu.ConvDirectMethod}
+		}
 		s := scratch(g)
-		return planner.ConvChoice{Method: method, Scratch: s, SharesForward: pass != planner.ConvForward && gpu.ConvOneRound(g, s)}
+		return planner.ConvChoice{Method: method, Scratch: s, SharesForward: pass != planner.ConvForward && !direct && gpu.ConvOneRound(g, s)}
 	}, UpdateTensors: updateTensors}
 }
 
@@ -102,7 +110,7 @@ var (
 			}
 			return nil
 		},
-		Target: gpuTarget("im2col+mps", gpu.ConvScratch, gpu.UpdateTensors(gpu.Metal), 0), // 64 MiB rounds: unified memory shared with the system
+		Target: gpuTarget("im2col+mps", gpu.ConvScratch, gpu.UpdateTensors(gpu.Metal), 0, false), // 64 MiB rounds: unified memory shared with the system
 	}, &gpuDevice{dialect: gpu.Metal, pkg: "mps", fake: "fakemetal", about: []string{
 		"the plans' GEMMs run on MPSMatrixMultiplication and every other op on a",
 		"Metal kernel generated for its constant shapes (kernels.go), all recorded",
@@ -118,7 +126,7 @@ var (
 			}
 			return nil
 		},
-		Target: gpuTarget("im2col+cublas", gpu.ConvScratchWithin(1<<27), gpu.UpdateTensors(gpu.CUDA), 1<<27), // 512 MiB rounds: a batch of MNIST images in one GEMM; Winograd 5×5 convolutions within the same
+		Target: gpuTarget("im2col+cublas", gpu.ConvScratchWithin(1<<27), gpu.UpdateTensors(gpu.CUDA), 1<<27, true), // 512 MiB rounds: a batch of MNIST images in one GEMM; Winograd 5×5 convolutions within the same
 	}, &gpuDevice{dialect: gpu.CUDA, pkg: "cuda", fake: "fakecuda", about: []string{
 		"the plans' GEMMs run on cuBLAS and every other op on a CUDA kernel",
 		"generated for its constant shapes (kernels.go, compiled by NVRTC at the",

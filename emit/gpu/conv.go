@@ -162,6 +162,9 @@ func (l *lowering) conv(st *planner.Step, bwd bool) error {
 	if wa := WinogradByMethod(a.Method); wa != nil {
 		return l.winograd(st, bwd, wa)
 	}
+	if a.Method == ConvDirectMethod && !bwd {
+		return l.convDirect(st)
+	}
 	g := normConv(*a.Conv)
 	if g.C%g.Groups != 0 || g.OC%g.Groups != 0 {
 		return fmt.Errorf("%d input and %d output channels do not split into %d groups", g.C, g.OC, g.Groups)

@@ -188,6 +188,9 @@ type convLayerCase struct {
 	scratch int
 	rounds  int // forward GEMMs are rounds·Groups
 	direct  bool
+	// fwdDirect: the forward runs as the direct kernel (ConvDirectMethod),
+	// one launch and no GEMM.
+	fwdDirect bool
 }
 
 // withOutputSize fills in OH and OW from the window rule (zero strides,
@@ -284,8 +287,14 @@ func TestLoweredConvMatchesCPU(t *testing.T) {
 		{name: "rounds_of_3", g: plain, scratch: 3*convScratchPerImage(plain) + 7, rounds: 3},
 		// K = 40·28·28 = 31,360 pixels for 4×9 outputs: dW is split-K.
 		{name: "split_k", g: long, bias: true, act: "relu", dx: true, scratch: ConvScratchWithin(1 << 27)(long), rounds: 1},
+		{name: "direct_fwd", g: grouped, bias: true, act: "sigmoid", dx: true, scratch: ConvScratch(grouped), rounds: 1, fwdDirect: true},
 	}
 	p, bufs := convLayerPlan(cases)
+	for i, c := range cases {
+		if c.fwdDirect {
+			p.Forward[i].Attr.Method = ConvDirectMethod
+		}
+	}
 	r := rand.New(rand.NewSource(7))
 	fill := func(n int, lo, hi float32) []float32 {
 		v := make([]float32, n)
@@ -331,13 +340,16 @@ func TestLoweredConvMatchesCPU(t *testing.T) {
 						launches++
 					}
 				}
-				wantLaunches := c.rounds * 2 // im2col and epilogue per round
+				wantLaunches, wantGemms := c.rounds*2, c.rounds*c.g.Groups // im2col and epilogue per round
 				if c.direct {
 					wantLaunches = c.rounds + 1 // im2col per image, bias+act once
 				}
-				if gemms != c.rounds*c.g.Groups || launches != wantLaunches {
+				if c.fwdDirect {
+					wantLaunches, wantGemms = 1, 0
+				}
+				if gemms != wantGemms || launches != wantLaunches {
 					t.Errorf("%s: forward has %d GEMMs and %d launches, want %d and %d (%d rounds)",
-						c.name, gemms, launches, c.rounds*c.g.Groups, wantLaunches, c.rounds)
+						c.name, gemms, launches, wantGemms, wantLaunches, c.rounds)
 				}
 			}
 			split := 0
