@@ -402,22 +402,41 @@ func convLit(c *planner.ConvGeom) string {
 }
 
 // cpuConvKernels are the rt/cpu kernels of each CPU convolution method
-// (planner.CPU's choices), forward and backward. None takes scratch.
+// (planner.CPU's choices), forward and backward; "" where the method has
+// no kernel for that pass (the CPU rule never chooses it there). None
+// takes scratch.
 var cpuConvKernels = map[string]struct{ fwd, bwd string }{
 	planner.ConvDirect:     {"Conv2DDirectFwd", "Conv2DDirectBwd"},
 	planner.ConvIm2colGemm: {"Conv2DIm2colFwd", "Conv2DIm2colBwd"},
+	planner.ConvWinograd:   {"Conv2DWinogradFwd", ""},
 }
 
 // cpuConvKernel returns the rt/cpu kernels of a convolution step whose
 // plan recorded method: a CPU plan records one of the CPU's methods, and
 // the program calls it with no choice left for run time. A step planned
 // for another backend (the CPU reference of a GPU program's step, which
-// checks the GPU) runs what the CPU's rule chooses for its geometry.
-func cpuConvKernel(g planner.ConvGeom, pass planner.ConvPass, method string) struct{ fwd, bwd string } {
-	if k, ok := cpuConvKernels[method]; ok {
-		return k
+// checks the GPU) runs what the CPU's rule chooses for its geometry, save
+// Winograd.
+func cpuConvKernel(g planner.ConvGeom, pass planner.ConvPass, method string) (struct{ fwd, bwd string }, error) {
+	k, ok := cpuConvKernels[method]
+	if !ok {
+		// A reference should not add Winograd's larger rounding error:
+		// it gets the method the CPU would run for the backward pass
+		// (direct or im2col, never Winograd).
+		method = planner.CPU.Conv(g, pass).Method
+		if method == planner.ConvWinograd {
+			method = planner.CPU.Conv(g, planner.ConvBackward).Method
+		}
+		k = cpuConvKernels[method]
 	}
-	return cpuConvKernels[planner.CPU.Conv(g, pass).Method]
+	missing := k.fwd == ""
+	if pass != planner.ConvForward {
+		missing = k.bwd == ""
+	}
+	if missing {
+		return k, fmt.Errorf("the CPU has no %s kernel for the convolution method %q", pass, method)
+	}
+	return k, nil
 }
 
 // axisSplit returns outer, axis length and inner sizes of shape around axis.
@@ -469,7 +488,10 @@ func (g *generator) kernelCall(st planner.Step, in, out []operand, training bool
 		if err != nil {
 			return "", err
 		}
-		k := cpuConvKernel(*a.Conv, planner.ConvForward, a.Method)
+		k, err := cpuConvKernel(*a.Conv, planner.ConvForward, a.Method)
+		if err != nil {
+			return "", err
+		}
 		return fmt.Sprintf("cpu.%s(%s, %s, %s, %s, %s, %s, %s)", k.fwd, in[0].slice(), in[1].slice(), in[2].slice(), out[0].slice(), convLit(a.Conv), ac, float(a.Alpha)), nil
 	case planner.KConv2DBwd:
 		if err := need(in, 5, "input"); err != nil {
@@ -489,7 +511,10 @@ func (g *generator) kernelCall(st planner.Step, in, out []operand, training bool
 		if out[0].param == "" {
 			pass = planner.ConvBackwardNoDx
 		}
-		k := cpuConvKernel(*a.Conv, pass, a.Method)
+		k, err := cpuConvKernel(*a.Conv, pass, a.Method)
+		if err != nil {
+			return "", err
+		}
 		return fmt.Sprintf("cpu.%s(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)", k.bwd, in[0].slice(), in[1].slice(), in[2].slice(), in[3].slice(),
 			out[0].slice(), out[1].slice(), out[2].slice(), convLit(a.Conv), ac, float(a.Alpha)), nil
 	case planner.KMaxPool2D, planner.KAvgPool2D:
@@ -699,6 +724,22 @@ func (g *generator) renderModel(t, e, o *planView) {
 		case planner.KConv2D:
 			c := st.Attr.Conv
 			g.p("app.GemmCheck(%s, %d, %d, %d, false, false),", quote(st.Layer+" forward"), c.OC/c.Groups, c.OH*c.OW, c.C/c.Groups*c.KH*c.KW)
+		}
+	}
+	// Each convolution method a forward plan chose, once per layer,
+	// against a float64 convolution.
+	checked := map[string]bool{}
+	for _, pv := range []*planView{t, e, o} {
+		for _, st := range pv.plan.Forward {
+			if st.Kernel != planner.KConv2D || checked[st.Layer+" "+st.Attr.Method] {
+				continue
+			}
+			checked[st.Layer+" "+st.Attr.Method] = true
+			k, err := cpuConvKernel(*st.Attr.Conv, planner.ConvForward, st.Attr.Method)
+			if err != nil {
+				continue // kernelCall has reported it
+			}
+			g.p("app.ConvCheck(%s, cpu.%s, %s),", quote(st.Layer+" forward by "+st.Attr.Method), k.fwd, convLit(st.Attr.Conv))
 		}
 	}
 	g.p("}...)")

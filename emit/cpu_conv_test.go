@@ -19,7 +19,7 @@ type (
 // writes: the test fails to build when one is renamed, and fails when the
 // emitter names a kernel missing here.
 var (
-	rtConvFwd = map[string]convFwdKernel{"Conv2DDirectFwd": cpu.Conv2DDirectFwd, "Conv2DIm2colFwd": cpu.Conv2DIm2colFwd}
+	rtConvFwd = map[string]convFwdKernel{"Conv2DDirectFwd": cpu.Conv2DDirectFwd, "Conv2DIm2colFwd": cpu.Conv2DIm2colFwd, "Conv2DWinogradFwd": cpu.Conv2DWinogradFwd}
 	rtConvBwd = map[string]convBwdKernel{"Conv2DDirectBwd": cpu.Conv2DDirectBwd, "Conv2DIm2colBwd": cpu.Conv2DIm2colBwd}
 )
 
@@ -30,7 +30,7 @@ var (
 // takes every geometry.
 func TestCPUConvRuleMatchesKernels(t *testing.T) {
 	for method, k := range cpuConvKernels {
-		if rtConvFwd[k.fwd] == nil || rtConvBwd[k.bwd] == nil {
+		if rtConvFwd[k.fwd] == nil || k.bwd != "" && rtConvBwd[k.bwd] == nil {
 			t.Fatalf("method %s: the emitter calls cpu.%s and cpu.%s, not both known to this test", method, k.fwd, k.bwd)
 		}
 	}
@@ -51,6 +51,7 @@ func TestCPUConvRuleMatchesKernels(t *testing.T) {
 		{"1x1 pad 1", geom(2, 3, 5, 4, 4, 1, 1, 1, 1, 1, 1, 1, 1)},
 		{"3x3 dilation 2 pad 5", geom(2, 2, 9, 9, 2, 3, 3, 1, 1, 5, 5, 2, 1)},
 		{"groups 2 pad 0x2", geom(2, 4, 6, 6, 6, 3, 5, 1, 1, 0, 2, 1, 2)},
+		{"16 to 32 5x5, 1024 tiles", geom(4, 16, 32, 32, 32, 5, 5, 1, 1, 2, 2, 1, 1)},
 	} {
 		g := c.g
 		cg := cpu.Conv{N: g.N, C: g.C, H: g.H, W: g.W, OC: g.OC, OH: g.OH, OW: g.OW, KH: g.KH, KW: g.KW,
@@ -70,6 +71,9 @@ func TestCPUConvRuleMatchesKernels(t *testing.T) {
 		for _, pass := range []planner.ConvPass{planner.ConvForward, planner.ConvBackward, planner.ConvBackwardNoDx} {
 			choice := planner.CPU.Conv(g, pass)
 			k, ok := cpuConvKernels[choice.Method]
+			if pass != planner.ConvForward && k.bwd == "" {
+				ok = false
+			}
 			if !ok || choice.Scratch != 0 {
 				t.Errorf("%s, %s: the CPU rule chose %+v, which the CPU emitter has no scratch-free kernel for", c.name, pass, choice)
 				continue

@@ -110,12 +110,23 @@ func TestChooseMethodsTarget(t *testing.T) {
 	}
 }
 
-// TestCPUConvRule: the CPU runs the direct method wherever rt/cpu's
-// direct kernels apply (stride 1, padding within the filter's reach) and
-// im2col + GEMM elsewhere, in every pass, with no scratch from the plan.
+// TestCPUConvRule: the CPU runs Winograd forward on 5×5 layers with
+// enough channels and tiles, the direct method wherever rt/cpu's direct
+// kernels apply (stride 1, padding within the filter's reach) and im2col +
+// GEMM elsewhere, with no scratch from the plan.
 func TestCPUConvRule(t *testing.T) {
 	geom := func(k, s, p, d int) ConvGeom {
 		return ConvGeom{N: 2, C: 3, H: 9, W: 9, OC: 4, OH: 4, OW: 4, KH: k, KW: k, SH: s, SW: s, PH: p, PW: p, DH: d, DW: d, Groups: 1}
+	}
+	// wide is a 5×5 layer padded by 2 on 32×32 (14×14 for batch 250).
+	wide := func(n, c, oc, s, d, groups int) ConvGeom {
+		h := 32
+		if n == 250 {
+			h = 14
+		}
+		p := 2 * max(d, 1)
+		o := (h+2*p-max(d, 1)*4-1)/max(s, 1) + 1
+		return ConvGeom{N: n, C: c, H: h, W: h, OC: oc, OH: o, OW: o, KH: 5, KW: 5, SH: s, SW: s, PH: p, PW: p, DH: d, DW: d, Groups: groups}
 	}
 	for _, c := range []struct {
 		name string
@@ -130,6 +141,15 @@ func TestCPUConvRule(t *testing.T) {
 		{"3x3 pad 1x3", func() ConvGeom { g := geom(3, 1, 1, 1); g.PW = 3; return g }(), [3]string{ConvIm2colGemm, ConvIm2colGemm, ConvIm2colGemm}},
 		{"unset stride and dilation", geom(3, 0, 1, 0), [3]string{ConvDirect, ConvDirect, ConvDirect}},
 		{"stride 2 across only", func() ConvGeom { g := geom(3, 1, 1, 1); g.SW = 2; return g }(), [3]string{ConvIm2colGemm, ConvIm2colGemm, ConvIm2colGemm}},
+		{"mnist conv2 batch 250", wide(250, 32, 64, 1, 1, 1), [3]string{ConvWinograd, ConvDirect, ConvDirect}},
+		{"16 to 32, 1024 tiles", wide(4, 16, 32, 1, 1, 1), [3]string{ConvWinograd, ConvDirect, ConvDirect}},
+		{"32 to 64, batch 1", wide(1, 32, 64, 1, 1, 1), [3]string{ConvDirect, ConvDirect, ConvDirect}},
+		{"15 input channels", wide(250, 15, 64, 1, 1, 1), [3]string{ConvDirect, ConvDirect, ConvDirect}},
+		{"31 output channels", wide(250, 32, 31, 1, 1, 1), [3]string{ConvDirect, ConvDirect, ConvDirect}},
+		{"5x5 stride 2", wide(250, 32, 64, 2, 1, 1), [3]string{ConvIm2colGemm, ConvIm2colGemm, ConvIm2colGemm}},
+		{"5x5 dilation 2", wide(250, 32, 64, 1, 2, 1), [3]string{ConvDirect, ConvDirect, ConvDirect}},
+		{"5x5 groups 2", wide(250, 32, 64, 1, 1, 2), [3]string{ConvDirect, ConvDirect, ConvDirect}},
+		{"unset stride, dilation, groups", wide(250, 32, 64, 0, 0, 0), [3]string{ConvWinograd, ConvDirect, ConvDirect}},
 	} {
 		for i, pass := range []ConvPass{ConvForward, ConvBackward, ConvBackwardNoDx} {
 			got := CPU.Conv(c.g, pass)
