@@ -3,6 +3,7 @@ package emit
 import (
 	"bytes"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -402,13 +403,13 @@ func convLit(c *planner.ConvGeom) string {
 }
 
 // cpuConvKernels are the rt/cpu kernels of each CPU convolution method
-// (planner.CPU's choices), forward and backward; "" where the method has
-// no kernel for that pass (the CPU rule never chooses it there). None
-// takes scratch.
+// (planner.CPU's choices), forward and backward ("" would mark a pass
+// the method has no kernel for, which the CPU rule must never choose it
+// for). None takes scratch.
 var cpuConvKernels = map[string]struct{ fwd, bwd string }{
 	planner.ConvDirect:     {"Conv2DDirectFwd", "Conv2DDirectBwd"},
 	planner.ConvIm2colGemm: {"Conv2DIm2colFwd", "Conv2DIm2colBwd"},
-	planner.ConvWinograd:   {"Conv2DWinogradFwd", ""},
+	planner.ConvWinograd:   {"Conv2DWinogradFwd", "Conv2DWinogradBwd"},
 }
 
 // cpuConvKernel returns the rt/cpu kernels of a convolution step whose
@@ -421,11 +422,15 @@ func cpuConvKernel(g planner.ConvGeom, pass planner.ConvPass, method string) (st
 	k, ok := cpuConvKernels[method]
 	if !ok {
 		// A reference should not add Winograd's larger rounding error:
-		// it gets the method the CPU would run for the backward pass
-		// (direct or im2col, never Winograd).
+		// where the CPU would run it, the reference runs the direct
+		// method (stride 1 holds), or im2col past the direct method's
+		// padding.
 		method = planner.CPU.Conv(g, pass).Method
 		if method == planner.ConvWinograd {
-			method = planner.CPU.Conv(g, planner.ConvBackward).Method
+			method = planner.ConvDirect
+			if g.PH > g.KH-1 || g.PW > g.KW-1 {
+				method = planner.ConvIm2colGemm
+			}
 		}
 		k = cpuConvKernels[method]
 	}
@@ -726,20 +731,32 @@ func (g *generator) renderModel(t, e, o *planView) {
 			g.p("app.GemmCheck(%s, %d, %d, %d, false, false),", quote(st.Layer+" forward"), c.OC/c.Groups, c.OH*c.OW, c.C/c.Groups*c.KH*c.KW)
 		}
 	}
-	// Each convolution method a forward plan chose, once per layer,
-	// against a float64 convolution.
+	// Each convolution method a plan chose, once per layer and pass,
+	// against float64 sums.
 	checked := map[string]bool{}
 	for _, pv := range []*planView{t, e, o} {
-		for _, st := range pv.plan.Forward {
-			if st.Kernel != planner.KConv2D || checked[st.Layer+" "+st.Attr.Method] {
+		for _, st := range append(slices.Clone(pv.plan.Forward), pv.plan.Backward...) {
+			pass, call := planner.ConvForward, "ConvCheck"
+			switch {
+			case st.Kernel == planner.KConv2DBwd:
+				pass, call = planner.ConvBackward, "ConvBwdCheck"
+			case st.Kernel != planner.KConv2D:
 				continue
 			}
-			checked[st.Layer+" "+st.Attr.Method] = true
-			k, err := cpuConvKernel(*st.Attr.Conv, planner.ConvForward, st.Attr.Method)
+			key := st.Layer + " " + pass.String() + " " + st.Attr.Method
+			if checked[key] {
+				continue
+			}
+			checked[key] = true
+			k, err := cpuConvKernel(*st.Attr.Conv, pass, st.Attr.Method)
 			if err != nil {
 				continue // kernelCall has reported it
 			}
-			g.p("app.ConvCheck(%s, cpu.%s, %s),", quote(st.Layer+" forward by "+st.Attr.Method), k.fwd, convLit(st.Attr.Conv))
+			fn := k.fwd
+			if pass != planner.ConvForward {
+				fn = k.bwd
+			}
+			g.p("app.%s(%s, cpu.%s, %s),", call, quote(st.Layer+" "+pass.String()+" by "+st.Attr.Method), fn, convLit(st.Attr.Conv))
 		}
 	}
 	g.p("}...)")

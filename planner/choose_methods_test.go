@@ -111,7 +111,8 @@ func TestChooseMethodsTarget(t *testing.T) {
 }
 
 // TestCPUConvRule: the CPU runs Winograd forward on 5×5 layers with
-// enough channels and tiles, the direct method wherever rt/cpu's direct
+// enough channels and tiles, and backward where they do too (with dx:
+// and dx's convolution, channels swapped, has enough of them), the direct method wherever rt/cpu's direct
 // kernels apply (stride 1, padding within the filter's reach) and im2col +
 // GEMM elsewhere, with no scratch from the plan.
 func TestCPUConvRule(t *testing.T) {
@@ -141,15 +142,17 @@ func TestCPUConvRule(t *testing.T) {
 		{"3x3 pad 1x3", func() ConvGeom { g := geom(3, 1, 1, 1); g.PW = 3; return g }(), [3]string{ConvIm2colGemm, ConvIm2colGemm, ConvIm2colGemm}},
 		{"unset stride and dilation", geom(3, 0, 1, 0), [3]string{ConvDirect, ConvDirect, ConvDirect}},
 		{"stride 2 across only", func() ConvGeom { g := geom(3, 1, 1, 1); g.SW = 2; return g }(), [3]string{ConvIm2colGemm, ConvIm2colGemm, ConvIm2colGemm}},
-		{"mnist conv2 batch 250", wide(250, 32, 64, 1, 1, 1), [3]string{ConvWinograd, ConvDirect, ConvDirect}},
-		{"16 to 32, 1024 tiles", wide(4, 16, 32, 1, 1, 1), [3]string{ConvWinograd, ConvDirect, ConvDirect}},
+		{"mnist conv2 batch 250", wide(250, 32, 64, 1, 1, 1), [3]string{ConvWinograd, ConvWinograd, ConvWinograd}},
+		{"16 to 32, 1024 tiles", wide(4, 16, 32, 1, 1, 1), [3]string{ConvWinograd, ConvDirect, ConvWinograd}},
+		{"32 to 32, 1024 tiles", wide(4, 32, 32, 1, 1, 1), [3]string{ConvWinograd, ConvWinograd, ConvWinograd}},
+		{"32 to 32, pad 5", func() ConvGeom { g := wide(4, 32, 32, 1, 1, 1); g.PH, g.PW, g.OH, g.OW = 5, 5, 38, 38; return g }(), [3]string{ConvWinograd, ConvIm2colGemm, ConvIm2colGemm}},
 		{"32 to 64, batch 1", wide(1, 32, 64, 1, 1, 1), [3]string{ConvDirect, ConvDirect, ConvDirect}},
 		{"15 input channels", wide(250, 15, 64, 1, 1, 1), [3]string{ConvDirect, ConvDirect, ConvDirect}},
 		{"31 output channels", wide(250, 32, 31, 1, 1, 1), [3]string{ConvDirect, ConvDirect, ConvDirect}},
 		{"5x5 stride 2", wide(250, 32, 64, 2, 1, 1), [3]string{ConvIm2colGemm, ConvIm2colGemm, ConvIm2colGemm}},
 		{"5x5 dilation 2", wide(250, 32, 64, 1, 2, 1), [3]string{ConvDirect, ConvDirect, ConvDirect}},
 		{"5x5 groups 2", wide(250, 32, 64, 1, 1, 2), [3]string{ConvDirect, ConvDirect, ConvDirect}},
-		{"unset stride, dilation, groups", wide(250, 32, 64, 0, 0, 0), [3]string{ConvWinograd, ConvDirect, ConvDirect}},
+		{"unset stride, dilation, groups", wide(250, 32, 64, 0, 0, 0), [3]string{ConvWinograd, ConvWinograd, ConvWinograd}},
 	} {
 		for i, pass := range []ConvPass{ConvForward, ConvBackward, ConvBackwardNoDx} {
 			got := CPU.Conv(c.g, pass)

@@ -87,13 +87,22 @@ const (
 var CPU = Target{Name: "cpu", Conv: cpuConv}
 
 // cpuConv is the CPU backend's convolution rule: Winograd for the forward
-// pass of the 5×5 layers where it pays (cpuWinogradPays), the direct
+// pass of the 5×5 layers where it pays (cpuWinogradPays), and for the
+// backward pass (dw by F(5×5,2×2), dx by F(2×2,5×5)) where it pays for
+// the forward geometry and, with dx, for dx's convolution too, the direct
 // method wherever it applies (on the stride-1 layers measured it beats
 // im2col + GEMM, see rt/cpu's conv_direct.go), im2col + GEMM elsewhere.
 // None needs scratch from the plan: each keeps its work buffers to itself,
 // one per worker.
 func cpuConv(g ConvGeom, pass ConvPass) ConvChoice {
 	if pass == ConvForward && cpuWinogradPays(g) {
+		return ConvChoice{Method: ConvWinograd}
+	}
+	// dx is the convolution of dy, padded by 4 less the padding, with the
+	// filters transposed and flipped: Winograd again where it pays there.
+	dx := ConvGeom{N: g.N, C: g.OC, H: g.OH, W: g.OW, OC: g.C, OH: g.H, OW: g.W,
+		KH: g.KH, KW: g.KW, SH: g.SH, SW: g.SW, PH: 4 - g.PH, PW: 4 - g.PW, DH: g.DH, DW: g.DW, Groups: g.Groups}
+	if dx.PH >= 0 && dx.PW >= 0 && cpuWinogradPays(g) && (pass == ConvBackwardNoDx || pass == ConvBackward && cpuWinogradPays(dx)) {
 		return ConvChoice{Method: ConvWinograd}
 	}
 	stride1 := max(g.SH, 1) == 1 && max(g.SW, 1) == 1

@@ -72,12 +72,16 @@ type winogradKernels struct {
 	// negative results cleared when relu is not zero: m[ξ][c] is
 	// src[ξ·ldXi + c] and y[a][b][c] goes to dst[a·ldRow + b·ldCol + c].
 	output func(src *float32, ldXi int, dst *float32, ldRow, ldCol int, bias *float32, relu, n int)
-	lanes  int
+	// dy writes E g Eᵀ of one 2×2 tile g of the output gradient for n
+	// channels (winoDyGo says what E is): g[a][b][c] is src[a·ldRow +
+	// b·ldCol + c] and the result at ξ goes to dst[ξ·ldXi + c].
+	dy    func(src *float32, ldRow, ldCol int, dst *float32, ldXi, n int)
+	lanes int
 }
 
 // winogradGo is the pure-Go pair, which every GOARCH has; it computes
 // what the vector kernels compute, in the same order.
-var winogradGo = &winogradKernels{input: winoInputGo, output: winoOutputGo, lanes: 1}
+var winogradGo = &winogradKernels{input: winoInputGo, output: winoOutputGo, dy: winoDyGo, lanes: 1}
 
 // winogradFor returns the transform kernels that go with GEMM path p, so
 // that forcing a path in tests forces the matching transforms.
@@ -152,6 +156,28 @@ func winoOutputGo(src *float32, ldXi int, dst *float32, ldRow, ldCol int, bias *
 	}
 }
 
+// winoE applies E, the filter transform of F(5×5,2×2) without its row
+// scales (winogradScale), to the pair z: e_p = z0 + p·z1 at the points 0,
+// 1, −1, 2, −2, and z1 at ∞.
+func winoE(z0, z1 float32) [winoTile]float32 {
+	p1, m1 := z0+z1, z0-z1
+	return [winoTile]float32{z0, p1, m1, p1 + z1, m1 - z1, z1}
+}
+
+func winoDyGo(src *float32, ldRow, ldCol int, dst *float32, ldXi, n int) {
+	s := unsafe.Slice(src, ldRow+ldCol+n)
+	d := unsafe.Slice(dst, 35*ldXi+n)
+	for c := 0; c < n; c++ {
+		col0 := winoE(s[c], s[ldRow+c])             // down column 0
+		col1 := winoE(s[ldCol+c], s[ldRow+ldCol+c]) // down column 1
+		for i := 0; i < winoTile; i++ {
+			for j, v := range winoE(col0[i], col1[i]) {
+				d[(i*winoTile+j)*ldXi+c] = v
+			}
+		}
+	}
+}
+
 // reluSign clears v when its sign bit is set, as the vector kernels do.
 func reluSign(v float32) float32 {
 	if int32(*(*uint32)(unsafe.Pointer(&v))) < 0 {
@@ -189,6 +215,21 @@ func newWinoGeom(g Conv, lanes int) winoGeom {
 	images := max(1, min(g.N, winogradRoundBytes/(4*winoXi*(cp+ocp)*th*tw)))
 	return winoGeom{th: th, tw: tw, hp: 2*th + 4, wp: 2*tw + 4, cp: cp, ocp: ocp,
 		images: images, rowTiles: images * th * tw}
+}
+
+// winogradScale are the row scales of G' = diag(winogradScale)·E, the
+// filter transform of F(5×5,2×2) (the same points, so the same Bᵀ): one
+// over the product of (p − q) over the other points q.
+var winogradScale = [winoTile]float64{1.0 / 4, -1.0 / 6, -1.0 / 6, 1.0 / 24, 1.0 / 24, 1}
+
+// winogradAW is A'ᵀ of F(5×5,2×2): row i holds the points to the power i
+// (and 1 for ∞ in the last row).
+var winogradAW = [5][winoTile]float64{
+	{1, 1, 1, 1, 1, 0},
+	{0, 1, -1, 2, -2, 0},
+	{0, 1, 1, 4, 4, 0},
+	{0, 1, -1, 8, -8, 0},
+	{0, 1, 1, 16, 16, 1},
 }
 
 // winogradFilters writes U[ξ][c][oc] = (G f Gᵀ)[ξ] into u (36·C·ocp
@@ -232,14 +273,23 @@ func winogradFilters(w []float32, u []float32, g Conv, ocp int, flip bool) {
 	}
 }
 
-// sgemmSerial is Sgemm on the calling goroutine only, for kernels that
-// already split their work over threads.
+// sgemmSerial is Sgemm (alpha 1, beta 0, no transposes) on the calling
+// goroutine only, for kernels that already split their work over threads.
 func sgemmSerial(m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int) {
-	checkGemmOperand("a", a, m, k, lda)
+	sgemmSerialT(false, m, n, k, a, lda, b, ldb, 0, c, ldc)
+}
+
+// sgemmSerialT is sgemmSerial with op(A) = Aᵀ when transA, and beta.
+func sgemmSerialT(transA bool, m, n, k int, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+	if transA {
+		checkGemmOperand("a", a, k, m, lda)
+	} else {
+		checkGemmOperand("a", a, m, k, lda)
+	}
 	checkGemmOperand("b", b, k, n, ldb)
 	checkGemmOperand("c", c, m, n, ldc)
 	g := gemmCalls.Get().(*gemmCall)
-	*g = gemmCall{barrier: g.barrier, p: activeGemmPath.Load(), m: m, n: n, k: k, alpha: 1, a: a, lda: lda, b: b, ldb: ldb, c: c, ldc: ldc}
+	*g = gemmCall{barrier: g.barrier, p: activeGemmPath.Load(), transA: transA, m: m, n: n, k: k, alpha: 1, a: a, lda: lda, b: b, ldb: ldb, beta: beta, c: c, ldc: ldc}
 	g.run(0, m, 0, n)
 	*g = gemmCall{barrier: g.barrier}
 	gemmCalls.Put(g)
@@ -254,6 +304,7 @@ func sgemmSerial(m, n, k int, a []float32, lda int, b []float32, ldb int, c []fl
 func convWinogradForward(x, w, b, y []float32, g Conv, act Act, alpha float32, k *winogradKernels, flip bool) {
 	d := newWinoGeom(g, k.lanes)
 	hw, ohw := g.H*g.W, g.OH*g.OW
+	path := activeGemmPath.Load()
 	lead := convWorkers.Get()
 	lead.a = grow(lead.a, winoXi*g.C*d.ocp+d.ocp)
 	u, bias := lead.a[:winoXi*g.C*d.ocp], lead.a[winoXi*g.C*d.ocp:]
@@ -274,21 +325,18 @@ func convWinogradForward(x, w, b, y []float32, g Conv, act Act, alpha float32, k
 		clear(cw.panel)
 		cw.cols = grow(cw.cols, winoXi*(ldV+ldM))
 		cw.tile = grow(cw.tile, imgOut)
+		cw.rows = grow(cw.rows, hw*d.cp)
+		clear(cw.rows)
 	}, func(cw *convWorker, round int) {
 		n0 := round * d.images
 		n1 := min(g.N, n0+d.images)
 		xh, v, m := cw.panel, cw.cols[:winoXi*ldV], cw.cols[winoXi*ldV:]
 		for n := n0; n < n1; n++ {
-			// The image channels-last, padded; the borders stay zero.
-			img := x[n*g.C*hw : (n+1)*g.C*hw]
+			// The image channels-last, then into the padded rows; the
+			// borders and the channels past C stay zero.
+			transposeBlocks(path, x[n*g.C*hw:(n+1)*g.C*hw], g.C, hw, hw, cw.rows, d.cp)
 			for ih := 0; ih < g.H; ih++ {
-				row := xh[((ih+g.PH)*d.wp+g.PW)*d.cp:]
-				for c := 0; c < g.C; c++ {
-					src := img[c*hw+ih*g.W : c*hw+(ih+1)*g.W]
-					for iw, val := range src {
-						row[iw*d.cp+c] = val
-					}
-				}
+				copy(xh[((ih+g.PH)*d.wp+g.PW)*d.cp:((ih+g.PH)*d.wp+g.PW+g.W)*d.cp], cw.rows[ih*g.W*d.cp:])
 			}
 			t0 := (n - n0) * d.th * d.tw
 			for ty := 0; ty < d.th; ty++ {
@@ -311,15 +359,14 @@ func convWinogradForward(x, w, b, y []float32, g Conv, act Act, alpha float32, k
 					k.output(&m[t*d.ocp], ldM, &yh[(2*ty*2*d.tw+2*tx)*d.ocp], 2*d.tw*d.ocp, d.ocp, &bias[0], relu, d.ocp)
 				}
 			}
-			// Channels-last back to NCHW.
+			// Channels-last back to NCHW: all rows at once when they
+			// are contiguous (OW even), else row by row.
 			out := y[n*g.OC*ohw : (n+1)*g.OC*ohw]
-			for oh := 0; oh < g.OH; oh++ {
-				src := yh[oh*2*d.tw*d.ocp:]
-				for oc := 0; oc < g.OC; oc++ {
-					dst := out[oc*ohw+oh*g.OW : oc*ohw+(oh+1)*g.OW]
-					for ow := range dst {
-						dst[ow] = src[ow*d.ocp+oc]
-					}
+			if g.OW == 2*d.tw {
+				transposeBlocks(path, yh, g.OH*g.OW, g.OC, d.ocp, out, ohw)
+			} else {
+				for oh := 0; oh < g.OH; oh++ {
+					transposeBlocks(path, yh[oh*2*d.tw*d.ocp:], g.OW, g.OC, d.ocp, out[oh*g.OW:], ohw)
 				}
 			}
 			if act != ActNone && act != ActReLU {
@@ -333,21 +380,179 @@ func convWinogradForward(x, w, b, y []float32, g Conv, act Act, alpha float32, k
 
 // convWinogradBackward is Conv2DWinogradBwd for geometry that both
 // winogradOK and convDirectOK accept: dy is multiplied in place by the
-// activation's derivative, dw and db come from the direct method, and dx
-// is Winograd's forward convolution of dy, padded by 4 less the padding,
-// with the filters transposed and turned by 180 degrees.
+// activation's derivative, dw and db come from convWinogradWeightGrad,
+// and dx is Winograd's forward convolution of dy, padded by 4 less the
+// padding, with the filters transposed and turned by 180 degrees.
 func convWinogradBackward(x, w, y, dy, dx, dw, db []float32, g Conv, act Act, alpha float32, k *winogradKernels) {
 	ny := g.N * g.OC * g.OH * g.OW
 	if act != ActNone {
 		actBackward(y[:ny], dy[:ny], act, alpha)
 	}
-	convDirectBackward(x, w, y, dy, nil, dw, db, g, ActNone, 0, convDirectFor(activeGemmPath.Load()))
+	convWinogradWeightGrad(x, dy, dw, db, g, k)
 	if dx == nil {
 		return
 	}
 	gt := Conv{N: g.N, C: g.OC, H: g.OH, W: g.OW, OC: g.C, OH: g.H, OW: g.W,
 		KH: 5, KW: 5, SH: 1, SW: 1, PH: 4 - g.PH, PW: 4 - g.PW, DH: 1, DW: 1, Groups: 1}
 	convWinogradForward(dy, w, nil, dx, gt, ActNone, 0, k, true)
+}
+
+// convWinogradWeightGrad writes dw and, when not nil, db of a convolution
+// that winogradOK accepts from x and dy (already multiplied by the
+// activation's derivative) by Winograd F(5×5,2×2): every 2×2 tile of dy
+// is a filter slid over the 6×6 input tile the forward pass reads for it,
+// giving a 5×5 contribution to dw. Per round of images, the input tiles
+// are transformed as in the forward pass (V), the dy tiles by E (D), and
+// the 36 products P[ξ] (OC × C) += D[ξ]ᵀ·V[ξ] summed over the tiles; at
+// the end dw = A'ᵀ (scales ⊙ ΣP) A' per filter, in float64. Each worker
+// keeps its own sums, added in worker order.
+func convWinogradWeightGrad(x, dy, dw, db []float32, g Conv, k *winogradKernels) {
+	d := newWinoGeom(g, k.lanes)
+	hw, ohw := g.H*g.W, g.OH*g.OW
+	path := activeGemmPath.Load()
+	ep := epilogue()
+	rounds := gemmCeilDiv(g.N, d.images)
+	imgIn, imgDy := d.hp*d.wp*d.cp, 2*d.th*2*d.tw*d.ocp
+	ldV, ldD := d.rowTiles*d.cp, d.rowTiles*d.ocp
+	pLen := winoXi * g.OC * d.cp
+	workers := convParallel(rounds, func(cw *convWorker) {
+		cw.panel = grow(cw.panel, imgIn)
+		clear(cw.panel)
+		cw.tile = grow(cw.tile, imgDy)
+		clear(cw.tile)
+		cw.rows = grow(cw.rows, max(hw*d.cp, ohw*d.ocp))
+		clear(cw.rows)
+		cw.cols = grow(cw.cols, winoXi*(ldV+ldD))
+		cw.dw = grow(cw.dw, pLen)
+		clear(cw.dw)
+		cw.db = grow(cw.db, 2*d.ocp)
+		clear(cw.db)
+	}, func(cw *convWorker, round int) {
+		n0 := round * d.images
+		n1 := min(g.N, n0+d.images)
+		xh, dyh, v, dd := cw.panel, cw.tile, cw.cols[:winoXi*ldV], cw.cols[winoXi*ldV:]
+		for n := n0; n < n1; n++ {
+			transposeBlocks(path, x[n*g.C*hw:(n+1)*g.C*hw], g.C, hw, hw, cw.rows, d.cp)
+			for ih := 0; ih < g.H; ih++ {
+				copy(xh[((ih+g.PH)*d.wp+g.PW)*d.cp:((ih+g.PH)*d.wp+g.PW+g.W)*d.cp], cw.rows[ih*g.W*d.cp:])
+			}
+			// dy channels-last in rows of 2·tw pixels; the pixels past
+			// OH×OW and the channels past OC stay zero.
+			transposeBlocks(path, dy[n*g.OC*ohw:(n+1)*g.OC*ohw], g.OC, ohw, ohw, cw.rows, d.ocp)
+			for oh := 0; oh < g.OH; oh++ {
+				copy(dyh[oh*2*d.tw*d.ocp:(oh*2*d.tw+g.OW)*d.ocp], cw.rows[oh*g.OW*d.ocp:])
+			}
+			if db != nil {
+				sums := cw.db[d.ocp:]
+				if ep != nil {
+					ep.sumRows(&cw.rows[0], &sums[0], ohw, g.OC, d.ocp)
+				} else {
+					clear(sums)
+					for p := 0; p < ohw; p++ {
+						for oc, val := range cw.rows[p*d.ocp : p*d.ocp+g.OC] {
+							sums[oc] += val
+						}
+					}
+				}
+				for oc := 0; oc < g.OC; oc++ {
+					cw.db[oc] += sums[oc]
+				}
+			}
+			t0 := (n - n0) * d.th * d.tw
+			for ty := 0; ty < d.th; ty++ {
+				for tx := 0; tx < d.tw; tx++ {
+					t := t0 + ty*d.tw + tx
+					k.input(&xh[(2*ty*d.wp+2*tx)*d.cp], d.wp*d.cp, d.cp, &v[t*d.cp], ldV, d.cp)
+					k.dy(&dyh[(2*ty*2*d.tw+2*tx)*d.ocp], 2*d.tw*d.ocp, d.ocp, &dd[t*d.ocp], ldD, d.ocp)
+				}
+			}
+		}
+		tiles := (n1 - n0) * d.th * d.tw
+		for xi := 0; xi < winoXi; xi++ {
+			sgemmSerialT(true, g.OC, g.C, tiles, dd[xi*ldD:], d.ocp, v[xi*ldV:], d.cp, 1, cw.dw[xi*g.OC*d.cp:], d.cp)
+		}
+	})
+	p := workers[0].dw[:pLen]
+	for _, cw := range workers[1:] {
+		for i, val := range cw.dw[:pLen] {
+			p[i] += val
+		}
+	}
+	for oc := 0; oc < g.OC; oc++ {
+		for c := 0; c < g.C; c++ {
+			var m [winoTile][winoTile]float64
+			for i := range m {
+				for j := range m[i] {
+					m[i][j] = winogradScale[i] * winogradScale[j] * float64(p[((i*winoTile+j)*g.OC+oc)*d.cp+c])
+				}
+			}
+			f := dw[(oc*g.C+c)*25 : (oc*g.C+c+1)*25]
+			for kh := 0; kh < 5; kh++ {
+				var r [winoTile]float64 // row kh of A'ᵀ·m
+				for i, a := range winogradAW[kh] {
+					if a != 0 {
+						for j := range r {
+							r[j] += a * m[i][j]
+						}
+					}
+				}
+				for kw := 0; kw < 5; kw++ {
+					var s float64
+					for j, a := range winogradAW[kw] {
+						s += a * r[j]
+					}
+					f[kh*5+kw] = float32(s)
+				}
+			}
+		}
+	}
+	if db != nil {
+		clear(db[:g.OC])
+		for _, cw := range workers {
+			for oc := 0; oc < g.OC; oc++ {
+				db[oc] += cw.db[oc]
+			}
+		}
+	}
+	releaseConvWorkers(workers)
+}
+
+// transposeBlocks writes the transpose of src [rows][cols] (rows lds
+// apart) into dst [cols][rows] (rows ldd apart), by the path's 8×8 and 4×8
+// block transposes where it has them and element by element elsewhere.
+func transposeBlocks(p *gemmPath, src []float32, rows, cols, lds int, dst []float32, ldd int) {
+	if rows <= 0 || cols <= 0 {
+		return
+	}
+	src = src[:(rows-1)*lds+cols]
+	dst = dst[:(cols-1)*ldd+rows]
+	rb, cb := rows&^7, cols&^7
+	if p.transpose8 == nil {
+		rb, cb = 0, 0
+	}
+	for r0 := 0; r0 < rb; r0 += 8 {
+		for c0 := 0; c0 < cb; c0 += 8 {
+			p.transpose8(&src[r0*lds+c0], lds, &dst[c0*ldd+r0], ldd)
+		}
+	}
+	r1 := rb
+	if p.transpose4 != nil && cb > 0 && rows-rb >= 4 {
+		for c0 := 0; c0 < cb; c0 += 8 {
+			p.transpose4(&src[rb*lds+c0], lds, &dst[c0*ldd+rb], ldd)
+		}
+		r1 = rb + 4
+	}
+	for r := r1; r < rows; r++ {
+		for c := 0; c < cb; c++ {
+			dst[c*ldd+r] = src[r*lds+c]
+		}
+	}
+	for c := cb; c < cols; c++ {
+		d := dst[c*ldd : c*ldd+rows]
+		for r := range d {
+			d[r] = src[r*lds+c]
+		}
+	}
 }
 
 // winogradRefusal says why the Winograd method does not take normalised g.

@@ -15,8 +15,8 @@ func archWinograd(path string) *winogradKernels {
 }
 
 var (
-	winogradAVX512 = &winogradKernels{input: winoInputAVX512, output: winoOutputAVX512, lanes: 16}
-	winogradAVX2   = &winogradKernels{input: winoInputAVX2, output: winoOutputAVX2, lanes: 8}
+	winogradAVX512 = &winogradKernels{input: winoInputAVX512, output: winoOutputAVX512, dy: winoDyAVX512, lanes: 16}
+	winogradAVX2   = &winogradKernels{input: winoInputAVX2, output: winoOutputAVX2, dy: winoDyAVX2, lanes: 8}
 )
 
 //go:noescape
@@ -30,3 +30,9 @@ func winoOutputAVX512(src *float32, ldXi int, dst *float32, ldRow, ldCol int, bi
 
 //go:noescape
 func winoOutputAVX2(src *float32, ldXi int, dst *float32, ldRow, ldCol int, bias *float32, relu, n int)
+
+//go:noescape
+func winoDyAVX512(src *float32, ldRow, ldCol int, dst *float32, ldXi, n int)
+
+//go:noescape
+func winoDyAVX2(src *float32, ldRow, ldCol int, dst *float32, ldXi, n int)

@@ -174,6 +174,64 @@ L: \
 	VMOVUPS Y0, (P) \
 	VMOVUPS Y1, (P)(R9*1)
 
+// E applies the unscaled filter transform of F(5×5,2×2) to the pair
+// (Z0, Z1) in place into R0..R5: z0, z0 + z1, z0 − z1, (z0 + z1) + z1,
+// (z0 − z1) − z1, z1 (R0 is Z0 and R5 is Z1).
+#define E(R0, R1, R2, R3, R4, R5) \
+	VADDPS R5, R0, R1 \
+	VSUBPS R5, R0, R2 \
+	VADDPS R5, R1, R3 \
+	VSUBPS R5, R2, R4
+
+// EROW stores E of the pair (W0, W1) at BX, BX + ldXi, … BX + 5·ldXi with
+// T1, T2 as temporaries, and moves BX on by 6·ldXi.
+#define EROW(W0, W1, T1, T2) \
+	VMOVUPS W0, (BX) \
+	VADDPS W1, W0, T1 \
+	VMOVUPS T1, (BX)(R11*1) \
+	VSUBPS W1, W0, T2 \
+	VMOVUPS T2, (BX)(R11*2) \
+	VADDPS W1, T1, T1 \
+	VMOVUPS T1, (BX)(R12*1) \
+	VSUBPS W1, T2, T2 \
+	VMOVUPS T2, (BX)(R11*4) \
+	VMOVUPS W1, (BX)(R13*1) \
+	ADDQ R12, BX \
+	ADDQ R12, BX
+
+// Registers of the dy transforms: SI src, DI dst, DX ldRow, R8 ldCol, R11
+// ldXi, R12 3·ldXi, R13 5·ldXi (bytes), CX vectors left.
+#define DY_SETUP \
+	MOVQ src+0(FP), SI \
+	MOVQ ldRow+8(FP), DX \
+	MOVQ ldCol+16(FP), R8 \
+	MOVQ dst+24(FP), DI \
+	MOVQ ldXi+32(FP), R11 \
+	MOVQ n+40(FP), CX \
+	SHLQ $2, DX \
+	SHLQ $2, R8 \
+	SHLQ $2, R11 \
+	LEAQ (R11)(R11*2), R12 \
+	LEAQ (R11)(R11*4), R13
+
+// DY_TILE transforms the 2×2 tile at SI into 36 vectors at DI: columns
+// first (E down each column), then E along each of the six rows.
+#define DY_TILE(A0, A1, A2, A3, A4, A5, B0, B1, B2, B3, B4, B5, T1, T2) \
+	VMOVUPS (SI), A0 \
+	VMOVUPS (SI)(R8*1), B0 \
+	LEAQ (SI)(DX*1), AX \
+	VMOVUPS (AX), A5 \
+	VMOVUPS (AX)(R8*1), B5 \
+	E(A0, A1, A2, A3, A4, A5) \
+	E(B0, B1, B2, B3, B4, B5) \
+	MOVQ DI, BX \
+	EROW(A0, B0, T1, T2) \
+	EROW(A1, B1, T1, T2) \
+	EROW(A2, B2, T1, T2) \
+	EROW(A3, B3, T1, T2) \
+	EROW(A4, B4, T1, T2) \
+	EROW(A5, B5, T1, T2)
+
 // func winoInputAVX512(src *float32, ldRow, ldCol int, dst *float32, ldXi, n int)
 TEXT ·winoInputAVX512(SB), NOSPLIT, $0-48
 	INPUT_SETUP(64)
@@ -306,5 +364,33 @@ out256loop:
 	ADDQ $32, R8
 	DECQ CX
 	JNZ out256loop
+	VZEROUPPER
+	RET
+
+// func winoDyAVX512(src *float32, ldRow, ldCol int, dst *float32, ldXi, n int)
+TEXT ·winoDyAVX512(SB), NOSPLIT, $0-48
+	DY_SETUP
+	SHRQ $4, CX
+
+dy512loop:
+	DY_TILE(Z0, Z1, Z2, Z3, Z4, Z5, Z6, Z7, Z8, Z9, Z10, Z11, Z12, Z13)
+	ADDQ $64, SI
+	ADDQ $64, DI
+	DECQ CX
+	JNZ dy512loop
+	VZEROUPPER
+	RET
+
+// func winoDyAVX2(src *float32, ldRow, ldCol int, dst *float32, ldXi, n int)
+TEXT ·winoDyAVX2(SB), NOSPLIT, $0-48
+	DY_SETUP
+	SHRQ $3, CX
+
+dy256loop:
+	DY_TILE(Y0, Y1, Y2, Y3, Y4, Y5, Y6, Y7, Y8, Y9, Y10, Y11, Y12, Y13)
+	ADDQ $32, SI
+	ADDQ $32, DI
+	DECQ CX
+	JNZ dy256loop
 	VZEROUPPER
 	RET
