@@ -169,6 +169,10 @@ type BLASAPI struct {
 	GetStatusName func(s BLASStatus) string                                  `sym:"cublasGetStatusName" optional:"true"`
 	Sgemm         func(h BLASHandle, transA, transB Operation, m, n, k int32, alpha *float32, a DevicePtr, lda int32,
 		b DevicePtr, ldb int32, beta *float32, c DevicePtr, ldc int32) BLASStatus `sym:"cublasSgemm_v2"`
+	// SgemmStridedBatched is batch Sgemms, the i-th on the matrices at
+	// a + i·strideA, b + i·strideB, c + i·strideC (strides in elements).
+	SgemmStridedBatched func(h BLASHandle, transA, transB Operation, m, n, k int32, alpha *float32, a DevicePtr, lda int32, strideA int64,
+		b DevicePtr, ldb int32, strideB int64, beta *float32, c DevicePtr, ldc int32, strideC int64, batch int32) BLASStatus `sym:"cublasSgemmStridedBatched"`
 }
 
 // cString reads a NUL-terminated C string that a library returned; nil is

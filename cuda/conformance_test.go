@@ -59,5 +59,30 @@ func TestConformanceOnFake(t *testing.T) {
 			return d
 		},
 		FailNextLaunch: func(d gpuhost.Device) { fakes[d].FailNextGraphLaunch(cuda.ErrorIllegalAddress) },
+		Caller:         true,
+	})
+}
+
+// TestConformanceBlockingOnFake runs the suite on devices whose sequences
+// are blocking (MLBUILD_CUDA_BLOCKING=1): op lists launched one by one.
+func TestConformanceBlockingOnFake(t *testing.T) {
+	fakes := map[gpuhost.Device]*fakecuda.Fake{}
+	gpuhosttest.Run(t, gpuhosttest.Suite{
+		Dialect: gpu.CUDA,
+		Open: func(t *testing.T) gpuhost.Device {
+			d, f := openFake(t, cuda.Options{Blocking: true})
+			fakes[d] = f
+			t.Cleanup(func() {
+				if s := f.Stats(); s.Captures != 0 || s.GraphLaunches != 0 {
+					t.Errorf("blocking sequences made %d captures and %d graph launches, want none", s.Captures, s.GraphLaunches)
+				}
+				if leaks := f.Leaks(); len(leaks) > 0 && !t.Failed() && len(f.Faults()) == 0 {
+					t.Errorf("after Close the fake still holds: %v", leaks)
+				}
+			})
+			return d
+		},
+		FailNextLaunch: func(d gpuhost.Device) { fakes[d].FailKernel("*", cuda.ErrorIllegalAddress) },
+		Caller:         true,
 	})
 }

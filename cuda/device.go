@@ -14,8 +14,10 @@ import (
 // Download, which first wait for the launched sequences. A sequence is
 // captured from the engine's stream into one CUDA graph when it is
 // recorded, and each Launch is one cuGraphLaunch: the ops are checked and
-// encoded once, and a training step costs one launch. Use a Device from
-// one goroutine at a time.
+// encoded once, and a training step costs one launch. With
+// Options.Blocking a sequence is kept as its list of ops instead, each
+// launched alone and waited for, so that a fault names its op. Use a
+// Device from one goroutine at a time.
 type Device struct {
 	e         *Engine
 	kernels   map[string]deviceKernel
@@ -260,7 +262,17 @@ func firstN(s []string, n int) []string {
 type sequence struct {
 	d    *Device
 	name string
-	exec GraphExec // 0 for a sequence with no ops
+	exec GraphExec // 0 for a sequence with no ops, or a blocking one
+	// blocking: ops are launched one by one (Options.Blocking).
+	blocking bool
+	ops      []blockingOp
+}
+
+// blockingOp is one op of a sequence recorded with Options.Blocking: its
+// name in errors ("op 3 (kernel mlb002_maxpool2d)") and its launch.
+type blockingOp struct {
+	name   string
+	launch func() error
 }
 
 // Record captures the ops encode adds into one CUDA graph. The ops are
@@ -277,10 +289,13 @@ func (d *Device) Record(name string, encode func(gpuhost.Encoder) error) (gpuhos
 	if err := d.launched(d.e.Synchronize()); err != nil {
 		return nil, err
 	}
+	enc := &encoder{d: d, seq: name, blocking: d.e.opts.Blocking}
+	if enc.blocking {
+		return d.recordBlocking(name, enc, encode)
+	}
 	if err := d.e.BeginCapture(); err != nil {
 		return nil, fmt.Errorf("cuda: recording sequence %q: %w", name, err)
 	}
-	enc := &encoder{d: d, seq: name}
 	d.recording = name
 	err := func() error {
 		// A panicking encode must not leave the stream capturing.
@@ -309,14 +324,18 @@ func (d *Device) Record(name string, encode func(gpuhost.Encoder) error) (gpuhos
 		d.e.DestroyGraph(exec)
 		exec = 0
 	}
-	for _, b := range enc.used {
-		if !slices.Contains(b.users, name) {
-			b.users = append(b.users, name)
+	return d.keep(&sequence{d: d, name: name, exec: exec}, enc.used), nil
+}
+
+// keep registers a recorded sequence and marks the buffers it uses.
+func (d *Device) keep(s *sequence, used []*buffer) *sequence {
+	for _, b := range used {
+		if !slices.Contains(b.users, s.name) {
+			b.users = append(b.users, s.name)
 		}
 	}
-	s := &sequence{d: d, name: name, exec: exec}
 	d.sequences = append(d.sequences, s)
-	return s, nil
+	return s
 }
 
 // Launch queues one run of the graph.
@@ -324,6 +343,9 @@ func (s *sequence) Launch() error {
 	d := s.d
 	if err := d.busy(fmt.Sprintf("Launch of %q", s.name)); err != nil {
 		return err
+	}
+	if s.blocking {
+		return s.launchBlocking()
 	}
 	if s.exec == 0 {
 		return nil
@@ -345,10 +367,59 @@ func (d *Device) launched(err error) error {
 		return nil
 	}
 	if d.lastLaunched != "" {
-		err = fmt.Errorf("cuda: %s failed running the %d sequence launches since the last wait (the last: sequence %q): %w", d.e.Name(), d.launches, d.lastLaunched, err)
+		err = fmt.Errorf("cuda: %s failed running the %d sequence launches since the last wait (the last: sequence %q): %w; "+
+			"each sequence runs as one CUDA graph, which does not say which of its kernels failed: run again with "+
+			"MLBUILD_CUDA_BLOCKING=1 (every kernel launched alone and waited for: slow) to name it",
+			d.e.Name(), d.launches, d.lastLaunched, err)
 		d.lastLaunched, d.launches = "", 0
 	}
 	return err
+}
+
+// Call runs seq between the copies in and out (gpuhost.Caller): one graph
+// launch and one wait for the whole exchange, the copies asynchronous on
+// the engine's stream. A blocking sequence runs its parts one by one.
+func (d *Device) Call(seq gpuhost.Sequence, in, out []gpuhost.Transfer) error {
+	s, ok := seq.(*sequence)
+	if !ok || s == nil || s.d != d {
+		return fmt.Errorf("cuda: Call of a sequence of another device (%T)", seq)
+	}
+	if err := d.busy(fmt.Sprintf("Call of %q", s.name)); err != nil {
+		return err
+	}
+	copies := func(ts []gpuhost.Transfer, what string) ([]HostCopy, error) {
+		cs := make([]HostCopy, len(ts))
+		for i, t := range ts {
+			bb, err := d.span(fmt.Sprintf("%s %d of Call of %q", what, i, s.name), t.Buf, t.Off, len(t.Host))
+			if err != nil {
+				return nil, err
+			}
+			cs[i] = HostCopy{Dev: bb.ptr + DevicePtr(t.Off), Host: t.Host}
+		}
+		return cs, nil
+	}
+	ins, err := copies(in, "copy in")
+	if err != nil {
+		return err
+	}
+	outs, err := copies(out, "copy out")
+	if err != nil {
+		return err
+	}
+	if s.blocking {
+		if err := d.launched(d.e.Call(ins, 0, nil)); err != nil {
+			return err
+		}
+		if err := s.launchBlocking(); err != nil {
+			return err
+		}
+		return d.launched(d.e.Call(nil, 0, outs))
+	}
+	if s.exec != 0 {
+		d.lastLaunched = s.name
+		d.launches++
+	}
+	return d.launched(d.e.Call(ins, s.exec, outs))
 }
 
 // Sync waits for every launched sequence; a failure names the last one.
@@ -388,11 +459,24 @@ func (d *Device) Close() error {
 
 // encoder checks and captures the ops of the sequence being recorded.
 type encoder struct {
-	d    *Device
-	seq  string
-	ops  int
-	used []*buffer
-	ptrs []DevicePtr
+	d        *Device
+	seq      string
+	ops      int
+	used     []*buffer
+	ptrs     []DevicePtr
+	blocking bool         // keep the ops (Options.Blocking) instead of capturing them
+	kept     []blockingOp // the kept ops
+}
+
+// add captures one op's launch, or keeps it for a blocking sequence.
+func (en *encoder) add(name string, launch func() error) error {
+	if en.blocking {
+		en.kept = append(en.kept, blockingOp{name: name, launch: launch})
+	} else if err := launch(); err != nil {
+		return fmt.Errorf("cuda: %s: %w", name, err)
+	}
+	en.ops++
+	return nil
 }
 
 func (en *encoder) use(b *buffer) {
@@ -433,17 +517,18 @@ func (en *encoder) Dispatch(kernel string, args []gpuhost.Arg, groups, threads i
 		en.use(b)
 		en.ptrs = append(en.ptrs, b.ptr+DevicePtr(a.Offset))
 	}
-	if err := en.d.e.Launch(k.fn, groups, threads, en.ptrs); err != nil {
-		return fmt.Errorf("cuda: %s: %w", op, err)
-	}
-	en.ops++
-	return nil
+	e, ptrs := en.d.e, slices.Clone(en.ptrs)
+	return en.add(op, func() error { return e.Launch(k.fn, groups, threads, ptrs) })
 }
 
 // Gemm checks the three operands fit their buffers and captures one
 // cuBLAS GEMM.
 func (en *encoder) Gemm(g gpuhost.Gemm) error {
 	op := fmt.Sprintf("op %d (%dx%dx%d GEMM)", en.ops, g.M, g.N, g.K)
+	batch := max(g.Batch, 1)
+	if batch > 1 {
+		op = fmt.Sprintf("op %d (%d %dx%dx%d GEMMs)", en.ops, batch, g.M, g.N, g.K)
+	}
 	if en.d.recording != en.seq {
 		return fmt.Errorf("cuda: %s: the encoder of sequence %q is used outside its Record", op, en.seq)
 	}
@@ -459,7 +544,7 @@ func (en *encoder) Gemm(g gpuhost.Gemm) error {
 	ar, ac := rowsCols(g.TransA, g.M, g.K)
 	br, bc := rowsCols(g.TransB, g.K, g.N)
 	var ptrs [3]DevicePtr
-	var lds [3]int
+	var lds, strides [3]int
 	for i, o := range []struct {
 		name       string
 		x          gpuhost.Operand
@@ -478,16 +563,26 @@ func (en *encoder) Gemm(g gpuhost.Gemm) error {
 			return fmt.Errorf("cuda: %s, operand %s: a %dx%d float32 matrix at offset %d with rows %d bytes apart needs bytes up to %d of buffer %q, which has %d (offsets and row bytes are multiples of 4, rows at least %d bytes)",
 				op, o.name, o.rows, o.cols, o.x.Offset, rowBytes, end, b.label, b.n, 4*o.cols)
 		}
+		if batch > 1 {
+			last := end + (batch-1)*o.x.MatrixBytes
+			if o.x.MatrixBytes < 0 || o.x.MatrixBytes%4 != 0 || last > b.n {
+				return fmt.Errorf("cuda: %s, operand %s: %d matrices %d bytes apart from offset %d need bytes up to %d of buffer %q, which has %d (matrix strides are multiples of 4)",
+					op, o.name, batch, o.x.MatrixBytes, o.x.Offset, last, b.label, b.n)
+			}
+		}
 		en.use(b)
-		ptrs[i], lds[i] = b.ptr+DevicePtr(o.x.Offset), rowBytes/4
+		ptrs[i], lds[i], strides[i] = b.ptr+DevicePtr(o.x.Offset), rowBytes/4, o.x.MatrixBytes/4
 	}
-	err := en.d.e.Gemm(GemmArgs{TransA: g.TransA, TransB: g.TransB, M: g.M, N: g.N, K: g.K, Alpha: g.Alpha, Beta: g.Beta,
-		A: ptrs[0], B: ptrs[1], C: ptrs[2], LDA: lds[0], LDB: lds[1], LDC: lds[2]})
-	if err != nil {
-		return fmt.Errorf("cuda: %s: %w", op, err)
+	e, args := en.d.e, GemmArgs{TransA: g.TransA, TransB: g.TransB, M: g.M, N: g.N, K: g.K, Alpha: g.Alpha, Beta: g.Beta,
+		A: ptrs[0], B: ptrs[1], C: ptrs[2], LDA: lds[0], LDB: lds[1], LDC: lds[2]}
+	if batch > 1 {
+		args.Batch, args.StrideA, args.StrideB, args.StrideC = batch, strides[0], strides[1], strides[2]
 	}
-	en.ops++
-	return nil
+	return en.add(op, func() error { return e.Gemm(args) })
 }
 
-var _ gpuhost.Device = (*Device)(nil)
+var (
+	_ gpuhost.Device = (*Device)(nil)
+	_ gpuhost.Caller = (*Device)(nil)
+	_ gpuhost.Pinner = (*Device)(nil)
+)

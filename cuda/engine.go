@@ -26,6 +26,11 @@ type Options struct {
 	// TF32 lets cuBLAS round GEMM inputs to TF32 on tensor cores: faster
 	// on Ampere and newer, no longer exact fp32. Off unless asked for.
 	TF32 bool
+	// Blocking runs every kernel and GEMM of a sequence as its own launch
+	// and waits for it, instead of replaying the sequence as one CUDA
+	// graph: many times slower, but a GPU fault names the op, kernel and
+	// sequence that hit it (MLBUILD_CUDA_BLOCKING=1).
+	Blocking bool
 	// Getenv reads the environment; nil is os.Getenv.
 	Getenv func(string) string
 }
@@ -426,6 +431,53 @@ func (e *Engine) CopyOut(dst []byte, src DevicePtr) error {
 	})
 }
 
+// HostCopy is one copy between host memory and the GPU: len(Host) bytes
+// at device address Dev.
+type HostCopy struct {
+	Dev  DevicePtr
+	Host []byte
+}
+
+// Call queues the copies in up to the GPU, one run of exec (none when 0)
+// and the copies out back to the host on the engine's stream, then waits
+// once for all of it: a latency-bound call (an inference) costs one wait
+// instead of one for each copy. The copies are asynchronous, so they
+// overlap nothing but also hold the thread for no extra wait; from
+// page-locked memory (Pin) they run at the link's speed.
+func (e *Engine) Call(in []HostCopy, exec GraphExec, out []HostCopy) error {
+	if e.closed {
+		return errClosed
+	}
+	return e.doHere(func() error {
+		d, l := e.lib.Driver, e.lib
+		for _, c := range in {
+			if len(c.Host) == 0 {
+				continue
+			}
+			if err := l.driverError("cuMemcpyHtoDAsync_v2", d.MemcpyHtoDAsync(c.Dev, unsafe.Pointer(unsafe.SliceData(c.Host)), uintptr(len(c.Host)), e.stream), ""); err != nil {
+				return err
+			}
+		}
+		if exec != 0 {
+			if err := l.driverError("cuGraphLaunch", d.GraphLaunch(exec, e.stream), ""); err != nil {
+				return err
+			}
+		}
+		for _, c := range out {
+			if len(c.Host) == 0 {
+				continue
+			}
+			if err := l.driverError("cuMemcpyDtoHAsync_v2", d.MemcpyDtoHAsync(unsafe.Pointer(unsafe.SliceData(c.Host)), c.Dev, uintptr(len(c.Host)), e.stream), ""); err != nil {
+				return err
+			}
+		}
+		err := l.driverError("cuStreamSynchronize", d.StreamSynchronize(e.stream), "")
+		runtime.KeepAlive(in)
+		runtime.KeepAlive(out)
+		return err
+	})
+}
+
 // Arch is the architecture NVRTC compiles for on this GPU and the image
 // format: sm_XY and CUBIN when NVRTC knows the GPU's architecture, else
 // PTX for the newest compute_XY it knows that the GPU runs (the driver
@@ -618,6 +670,11 @@ type GemmArgs struct {
 	Alpha, Beta    float32
 	A, B, C        DevicePtr
 	LDA, LDB, LDC  int
+	// Batch above 1 makes it one strided batched GEMM: the i-th product
+	// reads and writes the matrices StrideA·i, StrideB·i and StrideC·i
+	// elements after A, B and C.
+	Batch                     int
+	StrideA, StrideB, StrideC int
 }
 
 // Gemm queues one cublasSgemm on the engine's stream. cuBLAS is
@@ -636,6 +693,13 @@ func (e *Engine) Gemm(g GemmArgs) error {
 		return OpN
 	}
 	alpha, beta := g.Alpha, g.Beta
+	if g.Batch > 1 {
+		return e.doHere(func() error {
+			s := e.lib.BLAS.SgemmStridedBatched(e.blas, op(g.TransB), op(g.TransA), int32(g.N), int32(g.M), int32(g.K),
+				&alpha, g.B, int32(g.LDB), int64(g.StrideB), g.A, int32(g.LDA), int64(g.StrideA), &beta, g.C, int32(g.LDC), int64(g.StrideC), int32(g.Batch))
+			return e.lib.blasError("cublasSgemmStridedBatched", s, fmt.Sprintf("%d %dx%dx%d GEMMs", g.Batch, g.M, g.N, g.K))
+		})
+	}
 	return e.doHere(func() error {
 		s := e.lib.BLAS.Sgemm(e.blas, op(g.TransB), op(g.TransA), int32(g.N), int32(g.M), int32(g.K),
 			&alpha, g.B, int32(g.LDB), g.A, int32(g.LDA), &beta, g.C, int32(g.LDC))

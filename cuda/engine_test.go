@@ -1,7 +1,10 @@
 package cuda_test
 
 import (
+	"bytes"
+	"encoding/binary"
 	"errors"
+	"math"
 	"os"
 	"reflect"
 	"runtime"
@@ -646,5 +649,109 @@ func TestPinnedCopiesFromAnyThread(t *testing.T) {
 	}
 	if f.Pinned() != 0 {
 		t.Errorf("%d bytes still pinned after Close", f.Pinned())
+	}
+}
+
+// TestFaultNamesItsKernel: a kernel fault inside a graph names the
+// sequence and tells how to name the kernel; with Options.Blocking the
+// same fault names the op and its kernel.
+func TestFaultNamesItsKernel(t *testing.T) {
+	for _, blocking := range []bool{false, true} {
+		d, f, err := openFakeWith(t, fakecuda.Options{}, cuda.Options{Blocking: blocking})
+		if err != nil {
+			t.Fatal(err)
+		}
+		loadSuite(t, d)
+		x, _ := d.Alloc("x", 1024)
+		acc, _ := d.Alloc("acc", 1024)
+		c, _ := d.Alloc("c", 1024)
+		seq, err := d.Record("training step", func(e gpuhost.Encoder) error {
+			if err := e.Gemm(gpuhost.Gemm{M: 16, N: 16, K: 16, Alpha: 1, A: gpuhost.Operand{Buf: acc}, B: gpuhost.Operand{Buf: x}, C: gpuhost.Operand{Buf: c}}); err != nil {
+				return err
+			}
+			for range 2 {
+				if err := e.Dispatch("conf_accumulate", []gpuhost.Arg{{Buf: x, Bytes: 1024}, {Buf: acc, Bytes: 1024}}, 4, 64); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := seq.Launch(); err != nil {
+			t.Fatal(err)
+		}
+		if err := d.Sync(); err != nil {
+			t.Fatal(err)
+		}
+		f.FailKernel("conf_accumulate", cuda.ErrorIllegalAddress)
+		err = seq.Launch()
+		if err == nil {
+			err = d.Sync()
+		}
+		if err == nil {
+			t.Fatalf("blocking %v: a kernel fault gave no error", blocking)
+		}
+		want := []string{`sequence "training step"`, "CUDA_ERROR_ILLEGAL_ADDRESS", "MLBUILD_CUDA_BLOCKING=1"}
+		if blocking {
+			want = []string{`sequence "training step"`, "op 1 (kernel conf_accumulate)", "of its 3 ops", "CUDA_ERROR_ILLEGAL_ADDRESS"}
+		}
+		for _, w := range want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("blocking %v: the error does not say %q: %v", blocking, w, err)
+			}
+		}
+		if s := f.Stats(); blocking != (s.GraphLaunches == 0) {
+			t.Errorf("blocking %v: %d graph launches", blocking, s.GraphLaunches)
+		}
+		d.Close()
+	}
+}
+
+// TestCallWaitsOnce: an inference through Call is one graph launch, its
+// copies and one wait, with no direct launches.
+func TestCallWaitsOnce(t *testing.T) {
+	d, f, err := openFakeWith(t, fakecuda.Options{}, cuda.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	loadSuite(t, d)
+	x, _ := d.Alloc("x", 1024)
+	acc, _ := d.Alloc("acc", 1024)
+	seq, err := d.Record("inference", func(e gpuhost.Encoder) error {
+		return e.Dispatch("conf_accumulate", []gpuhost.Arg{{Buf: x, Bytes: 1024}, {Buf: acc, Bytes: 1024}}, 4, 64)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, out := make([]byte, 1024), make([]byte, 512)
+	for i := 0; i < len(in); i += 4 {
+		binary.LittleEndian.PutUint32(in[i:], math.Float32bits(float32(i)/7))
+	}
+	before := f.Stats()
+	if err := d.Call(seq, []gpuhost.Transfer{{Buf: x, Host: in}}, []gpuhost.Transfer{{Buf: acc, Off: 512, Host: out}}); err != nil {
+		t.Fatal(err)
+	}
+	after := f.Stats()
+	if after.Syncs-before.Syncs != 1 || after.GraphLaunches-before.GraphLaunches != 1 || after.Copies-before.Copies != 2 || after.Launches != before.Launches {
+		t.Errorf("one Call: before %+v, after %+v; want 1 wait, 1 graph launch, 2 copies", before, after)
+	}
+	if !bytes.Equal(out, in[512:]) { // acc was zero: acc += x
+		t.Errorf("Call's output is not its input added to zero")
+	}
+}
+
+// TestBlockingFromEnvironment: a value of MLBUILD_CUDA_BLOCKING other than
+// 0 or 1 is refused before any library is loaded, naming the variable.
+func TestBlockingFromEnvironment(t *testing.T) {
+	for _, name := range []string{"MLBUILD_CUDA_BLOCKING", "CUDA_LAUNCH_BLOCKING"} {
+		t.Setenv(name, "yes")
+		_, err := cuda.OpenHostDevice()
+		if err == nil || !strings.Contains(err.Error(), name+`="yes"`) {
+			t.Errorf("%s=yes: %v, want an error naming the variable", name, err)
+		}
+		t.Setenv(name, "")
 	}
 }

@@ -14,6 +14,9 @@ import (
 //	MLBUILD_CUDA_DEVICE  the GPU's ordinal (default 0)
 //	MLBUILD_CUDA_TF32    1: let cuBLAS use TF32 tensor cores (faster, not exact fp32)
 //	MLBUILD_CUDA_CACHE   the kernel cache folder ("off": none)
+//	MLBUILD_CUDA_BLOCKING 1: launch every kernel alone and wait for it, so
+//	                     that a GPU fault names its kernel (slow; also
+//	                     CUDA_LAUNCH_BLOCKING=1, the variable CUDA users know)
 //
 // and the library overrides of LoadLibraries.
 func OpenHostDevice() (gpuhost.Device, error) {
@@ -31,6 +34,15 @@ func OpenHostDevice() (gpuhost.Device, error) {
 		opts.TF32 = true
 	default:
 		return nil, fmt.Errorf("MLBUILD_CUDA_TF32=%q: want 1 (TF32 GEMMs) or 0 (exact fp32, the default)", v)
+	}
+	for _, name := range []string{"MLBUILD_CUDA_BLOCKING", "CUDA_LAUNCH_BLOCKING"} {
+		switch v := os.Getenv(name); v {
+		case "", "0":
+		case "1":
+			opts.Blocking = true
+		default:
+			return nil, fmt.Errorf("%s=%q: want 1 (every kernel launched alone and waited for, so a fault names it) or 0 (the default: one CUDA graph a step)", name, v)
+		}
 	}
 	d, err := OpenDevice(opts)
 	if err != nil {

@@ -46,6 +46,7 @@ func TestRealConformance(t *testing.T) {
 	gpuhosttest.Run(t, gpuhosttest.Suite{
 		Dialect: gpu.CUDA,
 		Open:    func(t *testing.T) gpuhost.Device { return openReal(t, cache) },
+		Caller:  true,
 	})
 }
 

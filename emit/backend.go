@@ -69,8 +69,16 @@ func (b *Backend) PlanOptions(o planner.Options) planner.Options {
 // whole batch: the forward's columns are then still there for dW.
 // Its optimizer updates up to updateTensors params in one multi-tensor
 // kernel, as many as one kernel may bind buffers for (four a tensor).
-func gpuTarget(method string, scratch func(planner.ConvGeom) int, updateTensors int) planner.Target {
+//
+// With a winograd budget (float32s; 0: never), a convolution that
+// gpu.WinogradFits and whose whole batch's workspace fits the budget runs
+// as Winograd F(2×2, 5×5) instead: its 36 products are one strided batched
+// GEMM of the device, and its backward reads the forward's input transform.
+func gpuTarget(method string, scratch func(planner.ConvGeom) int, updateTensors int, winograd int) planner.Target {
 	return planner.Target{Conv: func(g planner.ConvGeom, pass planner.ConvPass) planner.ConvChoice {
+		if ws := gpu.WinogradScratch(g); gpu.WinogradFits(g) && ws <= winograd {
+			return planner.ConvChoice{Method: gpu.WinogradMethod, Scratch: ws, SharesForward: pass != planner.ConvForward}
+		}
 		s := scratch(g)
 		return planner.ConvChoice{Method: method, Scratch: s, SharesForward: pass != planner.ConvForward && gpu.ConvOneRound(g, s)}
 	}, UpdateTensors: updateTensors}
@@ -94,7 +102,7 @@ var (
 			}
 			return nil
 		},
-		Target: gpuTarget("im2col+mps", gpu.ConvScratch, gpu.UpdateTensors(gpu.Metal)), // 64 MiB rounds: unified memory shared with the system
+		Target: gpuTarget("im2col+mps", gpu.ConvScratch, gpu.UpdateTensors(gpu.Metal), 0), // 64 MiB rounds: unified memory shared with the system
 	}, &gpuDevice{dialect: gpu.Metal, pkg: "mps", fake: "fakemetal", about: []string{
 		"the plans' GEMMs run on MPSMatrixMultiplication and every other op on a",
 		"Metal kernel generated for its constant shapes (kernels.go), all recorded",
@@ -110,7 +118,7 @@ var (
 			}
 			return nil
 		},
-		Target: gpuTarget("im2col+cublas", gpu.ConvScratchWithin(1<<27), gpu.UpdateTensors(gpu.CUDA)), // 512 MiB rounds: a batch of MNIST images in one GEMM
+		Target: gpuTarget("im2col+cublas", gpu.ConvScratchWithin(1<<27), gpu.UpdateTensors(gpu.CUDA), 1<<27), // 512 MiB rounds: a batch of MNIST images in one GEMM; Winograd 5×5 convolutions within the same
 	}, &gpuDevice{dialect: gpu.CUDA, pkg: "cuda", fake: "fakecuda", about: []string{
 		"the plans' GEMMs run on cuBLAS and every other op on a CUDA kernel",
 		"generated for its constant shapes (kernels.go, compiled by NVRTC at the",

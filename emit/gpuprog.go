@@ -584,11 +584,19 @@ func (g *gpuGen) opLiteral(mp *gpuPlan, op gpu.Op) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	shape := fmt.Sprintf("gemmShape{TransA: %v, TransB: %v, M: %d, N: %d, K: %d, Alpha: %s, Beta: %s}",
-		gm.TransA, gm.TransB, gm.M, gm.N, gm.K, float(float64(gm.Alpha)), float(float64(gm.Beta)))
+	batch := ""
+	if gm.Batch > 1 {
+		batch = fmt.Sprintf(", Batch: %d", gm.Batch)
+	}
+	shape := fmt.Sprintf("gemmShape{TransA: %v, TransB: %v, M: %d, N: %d, K: %d, Alpha: %s, Beta: %s%s}",
+		gm.TransA, gm.TransB, gm.M, gm.N, gm.K, float(float64(gm.Alpha)), float(float64(gm.Beta)), batch)
 	if !g.gemmSeen[shape] {
 		g.gemmSeen[shape] = true
 		g.gemmShapes = append(g.gemmShapes, shape)
+	}
+	if gm.Batch > 1 {
+		return fmt.Sprintf("{Gemm: &gemmOp{Shape: %s, A: %s, B: %s, C: %s, MatrixBytes: [3]int{%d, %d, %d}}}", shape, a, b, c,
+			4*gm.Stride[0], 4*gm.Stride[1], 4*gm.Stride[2]), nil
 	}
 	return fmt.Sprintf("{Gemm: &gemmOp{Shape: %s, A: %s, B: %s, C: %s}}", shape, a, b, c), nil
 }

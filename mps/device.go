@@ -187,15 +187,25 @@ func (en *encoder) Dispatch(kernel string, args []gpuhost.Arg, groups, threads i
 		Size{Width: uint(threads), Height: 1, Depth: 1}, nil)
 }
 
+// Gemm encodes one MPS matrix multiplication, or for a batched GEMM one
+// per matrix of the batch.
 func (en *encoder) Gemm(g gpuhost.Gemm) error {
-	var ops [3]MatrixOperand
-	for i, o := range []gpuhost.Operand{g.A, g.B, g.C} {
-		buf, err := en.d.buffer(o.Buf)
-		if err != nil {
+	for b := range max(g.Batch, 1) {
+		var ops [3]MatrixOperand
+		for i, o := range []gpuhost.Operand{g.A, g.B, g.C} {
+			buf, err := en.d.buffer(o.Buf)
+			if err != nil {
+				return err
+			}
+			if b > 0 && o.MatrixBytes <= 0 {
+				return fmt.Errorf("mps: a batched GEMM of %d matrices whose operand %d has no matrix stride", g.Batch, i)
+			}
+			ops[i] = MatrixOperand{Buffer: buf, Offset: o.Offset + b*o.MatrixBytes, RowBytes: o.RowBytes}
+		}
+		if err := en.s.Gemm(GemmSpec{TransA: g.TransA, TransB: g.TransB, M: g.M, N: g.N, K: g.K,
+			Alpha: float64(g.Alpha), Beta: float64(g.Beta), A: ops[0], B: ops[1], C: ops[2]}); err != nil {
 			return err
 		}
-		ops[i] = MatrixOperand{Buffer: buf, Offset: o.Offset, RowBytes: o.RowBytes}
 	}
-	return en.s.Gemm(GemmSpec{TransA: g.TransA, TransB: g.TransB, M: g.M, N: g.N, K: g.K,
-		Alpha: float64(g.Alpha), Beta: float64(g.Beta), A: ops[0], B: ops[1], C: ops[2]})
+	return nil
 }

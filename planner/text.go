@@ -104,7 +104,7 @@ func stepAttr(s Step) string {
 		parts = append(parts, a.Method)
 	}
 	if a.KeptCols {
-		parts = append(parts, "forward's columns")
+		parts = append(parts, "forward's workspace")
 	}
 	if len(a.Chain) > 0 {
 		ops := make([]string, len(a.Chain))

@@ -22,6 +22,8 @@ for spec in models/mnist.cue bench/models/lenet5.cue bench/models/mlp.cue; do
 	"$tmp/mlbuild" compile "$spec" --backend cuda --target linux/amd64 -o "$dir/bin/$name" --cache-dir "$tmp/cache" --force
 done
 "$tmp/mlbuild" compile models/mnist.cue --backend cpu --target linux/amd64 -o "$dir/bin/mnist-cpu" --cache-dir "$tmp/cache" --force
+# the cuda package's tests, whose Real cases run on the GPU (the conformance suite among them)
+CGO_ENABLED=0 GOOS=linux GOARCH=amd64 go test -c -o "$dir/bin/cuda.test" ./cuda
 for f in train-images-idx3-ubyte train-labels-idx1-ubyte t10k-images-idx3-ubyte t10k-labels-idx1-ubyte; do
 	gzip -c "data/mnist/$f" >"$dir/mnist/$f.gz"
 done

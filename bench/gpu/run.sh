@@ -16,6 +16,8 @@ for f in "$b"/mnist/*.gz; do gunzip -c "$f" >"$data/$(basename "$f" .gz)"; done
 export MLBUILD_CUDA_CACHE=$work/kernels
 step() { echo; echo "== $*"; }
 step "machine"; cat "$b/VERSION"; nvidia-smi -L; nvidia-smi --query-gpu=driver_version,memory.total --format=csv,noheader
+step "the cuda package's tests on this GPU (the Real cases: the gpuhost conformance suite, start-up, facts)"
+MLBUILD_CUDA_REAL=1 "$b/bin/cuda.test" -test.run Real -test.v 2>&1 | grep -E '^\s*(--- |ok|FAIL|PASS)' | tail -n 30
 for m in mnist lenet5 mlp; do
 	step "$m info"; "$b/bin/$m" info | sed -n '1,/^$/p'
 	step "$m start-up: cold kernel cache, then warm (the kernels line; wall time of the whole info command)"
@@ -38,6 +40,16 @@ for a, b in zip(g[:20], c[:20]):
     d = abs(a['loss'] - b['loss']); worst = max(worst, d)
     print(f"step {a['step']:3d}  cuda {a['loss']:.6f}  cpu {b['loss']:.6f}  |diff| {d:.2e}")
 print(f"largest difference over the first {min(20, len(g))} steps: {worst:.2e}")
+PY
+step "mnist with MLBUILD_CUDA_BLOCKING=1 (every op launched alone and waited for, so a fault names its kernel): the same first steps"
+s=$(date +%s.%N)
+MLBUILD_CUDA_BLOCKING=1 "$b/bin/mnist" train --data "$data" --epochs 1 --limit 5000 --validation-split 0 --out "$work/blocking.safetensors" --metrics "$work/blocking.jsonl" --quiet >/dev/null
+e=$(date +%s.%N)
+python3 - "$work/mnist-first.jsonl" "$work/blocking.jsonl" "$s" "$e" <<'PY'
+import json, sys
+g, b = ([json.loads(l) for l in open(p) if '"step"' in l] for p in sys.argv[1:3])
+same = sum(1 for x, y in zip(g, b) if x['loss'] == y['loss'])
+print(f"{len(b)} steps in {float(sys.argv[4]) - float(sys.argv[3]):.2f} s with the command's start-up; losses identical to the graphs' for {same} of {min(len(g), len(b))} steps")
 PY
 step "mnist: full training with the spec's settings"
 "$b/bin/mnist" train --data "$data" --out "$out/mnist-cuda.safetensors" --metrics "$out/mnist-train.jsonl" 2>&1 | tail -n 15

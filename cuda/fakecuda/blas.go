@@ -21,6 +21,9 @@ type gemmCall struct {
 	a, b, c     uint64
 	lda, ldb    int
 	ldc         int
+	// batch products, the i-th on matrices stride·i elements on
+	batch      int
+	sa, sb, sc int64
 }
 
 // blas is the fake cuBLAS: column-major SGEMM in Go on device memory.
@@ -36,6 +39,7 @@ func (f *Fake) blas() *cuda.BLASAPI {
 		}
 		return do(bh)
 	}
+	sgemm := f.sgemm(withHandle)
 	return &cuda.BLASAPI{
 		Create: func(h *cuda.BLASHandle) cuda.BLASStatus {
 			defer f.mu.Unlock()
@@ -97,32 +101,46 @@ func (f *Fake) blas() *cuda.BLASAPI {
 		},
 		Sgemm: func(h cuda.BLASHandle, ta, tb cuda.Operation, m, n, k int32, alpha *float32, a cuda.DevicePtr, lda int32,
 			b cuda.DevicePtr, ldb int32, beta *float32, c cuda.DevicePtr, ldc int32) cuda.BLASStatus {
-			return withHandle(h, func(bh *blasHandle) cuda.BLASStatus {
-				rowsA, rowsB := m, k
-				if ta == cuda.OpT {
-					rowsA = k
-				}
-				if tb == cuda.OpT {
-					rowsB = n
-				}
-				if ta < cuda.OpN || ta > cuda.OpT || tb < cuda.OpN || tb > cuda.OpT || m < 0 || n < 0 || k < 0 ||
-					lda < max(1, rowsA) || ldb < max(1, rowsB) || ldc < max(1, m) || alpha == nil || beta == nil {
-					return cuda.BLASInvalidValue
-				}
-				g := &gemmCall{ta: ta, tb: tb, m: int(m), n: int(n), k: int(k), alpha: *alpha, beta: *beta,
-					a: uint64(a), b: uint64(b), c: uint64(c), lda: int(lda), ldb: int(ldb), ldc: int(ldc)}
-				if m == 0 || n == 0 {
-					return 0
-				}
-				if st := f.streams[bh.stream]; st != nil && st.capturing {
-					st.ops = append(st.ops, op{gemm: g})
-					return 0
-				}
-				f.stats.Gemms++
-				f.execute(op{gemm: g})
-				return 0
-			})
+			return sgemm(h, ta, tb, m, n, k, alpha, a, lda, 0, b, ldb, 0, beta, c, ldc, 0, 1)
 		},
+		SgemmStridedBatched: func(h cuda.BLASHandle, ta, tb cuda.Operation, m, n, k int32, alpha *float32, a cuda.DevicePtr, lda int32, sa int64,
+			b cuda.DevicePtr, ldb int32, sb int64, beta *float32, c cuda.DevicePtr, ldc int32, sc int64, batch int32) cuda.BLASStatus {
+			return sgemm(h, ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta, c, ldc, sc, batch)
+		},
+	}
+}
+
+func (f *Fake) sgemm(withHandle func(cuda.BLASHandle, func(*blasHandle) cuda.BLASStatus) cuda.BLASStatus) func(h cuda.BLASHandle, ta, tb cuda.Operation, m, n, k int32, alpha *float32, a cuda.DevicePtr, lda int32, sa int64,
+	b cuda.DevicePtr, ldb int32, sb int64, beta *float32, c cuda.DevicePtr, ldc int32, sc int64, batch int32) cuda.BLASStatus {
+	return func(h cuda.BLASHandle, ta, tb cuda.Operation, m, n, k int32, alpha *float32, a cuda.DevicePtr, lda int32, sa int64,
+		b cuda.DevicePtr, ldb int32, sb int64, beta *float32, c cuda.DevicePtr, ldc int32, sc int64, batch int32) cuda.BLASStatus {
+		return withHandle(h, func(bh *blasHandle) cuda.BLASStatus {
+			rowsA, rowsB := m, k
+			if ta == cuda.OpT {
+				rowsA = k
+			}
+			if tb == cuda.OpT {
+				rowsB = n
+			}
+			if ta < cuda.OpN || ta > cuda.OpT || tb < cuda.OpN || tb > cuda.OpT || m < 0 || n < 0 || k < 0 ||
+				lda < max(1, rowsA) || ldb < max(1, rowsB) || ldc < max(1, m) || alpha == nil || beta == nil ||
+				batch < 0 || sa < 0 || sb < 0 || sc < 0 {
+				return cuda.BLASInvalidValue
+			}
+			g := &gemmCall{ta: ta, tb: tb, m: int(m), n: int(n), k: int(k), alpha: *alpha, beta: *beta,
+				a: uint64(a), b: uint64(b), c: uint64(c), lda: int(lda), ldb: int(ldb), ldc: int(ldc),
+				batch: int(batch), sa: sa, sb: sb, sc: sc}
+			if m == 0 || n == 0 || batch == 0 {
+				return 0
+			}
+			if st := f.streams[bh.stream]; st != nil && st.capturing {
+				st.ops = append(st.ops, op{gemm: g})
+				return 0
+			}
+			f.stats.Gemms++
+			f.execute(op{gemm: g})
+			return 0
+		})
 	}
 }
 
@@ -144,6 +162,18 @@ func (f *Fake) floats(what string, p uint64, n int) []float32 {
 // runGemm computes C = alpha·op(A)·op(B) + beta·C column-major, as cuBLAS
 // does (C is not read when beta is 0).
 func (f *Fake) runGemm(g *gemmCall) {
+	for i := range int64(max(g.batch, 1)) {
+		one := *g
+		one.a, one.b, one.c = g.a+uint64(4*i*g.sa), g.b+uint64(4*i*g.sb), g.c+uint64(4*i*g.sc)
+		if !f.runGemm1(&one) {
+			return
+		}
+	}
+	f.stats.GemmRuns++
+}
+
+// runGemm1 runs one product of a GEMM; false when it faulted.
+func (f *Fake) runGemm1(g *gemmCall) bool {
 	extent := func(t cuda.Operation, rows, cols, ld int) int {
 		if t == cuda.OpT {
 			rows, cols = cols, rows
@@ -157,7 +187,7 @@ func (f *Fake) runGemm(g *gemmCall) {
 	B := f.floats("B", g.b, extent(g.tb, g.k, g.n, g.ldb))
 	C := f.floats("C", g.c, extent(cuda.OpN, g.m, g.n, g.ldc))
 	if (A == nil && g.k > 0) || (B == nil && g.k > 0) || C == nil {
-		return
+		return false
 	}
 	at := func(i, l int) float32 {
 		if g.ta == cuda.OpT {
@@ -184,5 +214,5 @@ func (f *Fake) runGemm(g *gemmCall) {
 			C[i+j*g.ldc] = v
 		}
 	}
-	f.stats.GemmRuns++
+	return true
 }

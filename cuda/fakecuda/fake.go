@@ -94,8 +94,12 @@ type Fake struct {
 	pending cuda.Result // a fault to report at the next synchronisation
 	sticky  cuda.Result // a fault reported: every call fails with it
 	fail    []cuda.Result
-	stats   Stats
-	faults  []string
+	// failKernel: the next run of this kernel ("*": of any) faults with
+	// failKernelCode.
+	failKernel     string
+	failKernelCode cuda.Result
+	stats          Stats
+	faults         []string
 }
 
 type allocation struct {
@@ -228,6 +232,16 @@ func (f *Fake) FailGraphLaunch(n int, code cuda.Result) {
 		return
 	}
 	f.fail = append(f.fail, code)
+}
+
+// FailKernel makes the next run of the kernel named name ("*": of any
+// kernel), launched directly or by a graph, fault with code on the
+// simulated GPU: the launch succeeds, the fault shows at the next
+// synchronisation and then sticks, naming the kernel in Faults.
+func (f *Fake) FailKernel(name string, code cuda.Result) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.failKernel, f.failKernelCode = name, code
 }
 
 // Leaks lists what is still allocated or created, for a check after the
@@ -881,6 +895,11 @@ func (f *Fake) execute(o op) {
 		return
 	}
 	k := o.kernel
+	if f.failKernel != "" && (f.failKernel == "*" || f.failKernel == k.name) {
+		f.failKernel = ""
+		f.fault(f.failKernelCode, "kernel %s: a fault injected by FailKernel", k.name)
+		return
+	}
 	if f.modules[k.mod] == nil {
 		f.fault(cuda.ErrorLaunchFailed, "kernel %s: its module was unloaded", k.name)
 		return

@@ -110,6 +110,9 @@ func (l *lowering) conv(st *planner.Step, bwd bool) error {
 	if a.Conv == nil {
 		return fmt.Errorf("convolution without Attr.Conv")
 	}
+	if a.Method == WinogradMethod {
+		return l.winograd(st, bwd)
+	}
 	g := normConv(*a.Conv)
 	if g.C%g.Groups != 0 || g.OC%g.Groups != 0 {
 		return fmt.Errorf("%d input and %d output channels do not split into %d groups", g.C, g.OC, g.Groups)

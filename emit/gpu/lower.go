@@ -42,11 +42,17 @@ type Matrix struct {
 // Gemm is C = Alpha·op(A)·op(B) + Beta·C with op(X) = Xᵀ when the flag is
 // set; op(A) is M×K, op(B) K×N, C M×N. A, B and C are given as stored
 // (before transposition), which is what MPSMatrixMultiplication takes.
+//
+// With Batch above 1 it is Batch products, the i-th on the matrices
+// Stride[0]·i, Stride[1]·i and Stride[2]·i elements after A, B and C: one
+// strided batched GEMM (the Winograd convolution's 36 products).
 type Gemm struct {
 	TransA, TransB bool
 	M, N, K        int
 	Alpha, Beta    float32
 	A, B, C        Matrix
+	Batch          int    `json:"batch,omitempty"`
+	Stride         [3]int `json:"stride,omitzero"`
 }
 
 // Op is one entry of a phase: exactly one of Launch and Gemm is set. Layer
@@ -215,6 +221,15 @@ func (l *lowering) gemm(g Gemm) error {
 		if m.x.LD < m.x.Cols || m.x.Offset < 0 || m.x.Offset+(m.x.Rows-1)*m.x.LD+m.x.Cols > buf.Size {
 			return fmt.Errorf("GEMM operand %s, %dx%d from offset %d with leading dimension %d, does not fit buffer %q of %d elements",
 				m.name, m.x.Rows, m.x.Cols, m.x.Offset, m.x.LD, buf.Name, buf.Size)
+		}
+	}
+	if g.Batch > 1 {
+		for i, x := range []Matrix{g.A, g.B, g.C} {
+			buf, _ := l.buf(x.Buf)
+			if s := g.Stride[i]; s < 0 || x.Offset+(g.Batch-1)*s+(x.Rows-1)*x.LD+x.Cols > buf.Size {
+				return fmt.Errorf("batched GEMM operand %s: %d matrices %d elements apart from offset %d do not fit buffer %q of %d elements",
+					"ABC"[i:i+1], g.Batch, s, x.Offset, buf.Name, buf.Size)
+			}
 		}
 	}
 	l.ops = append(l.ops, Op{Layer: l.step.Layer, Kernel: string(l.step.Kernel), Gemm: &g})

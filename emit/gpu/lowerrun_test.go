@@ -162,7 +162,13 @@ func (s *kernelServer) run(t *testing.T, ops []Op, arena [][]float32, args []flo
 		case op.Launch != nil:
 			s.launch(t, op.Launch, arena, args)
 		case op.Gemm != nil:
-			refGemm(t, op.Gemm, arena)
+			for b := range max(op.Gemm.Batch, 1) {
+				one := *op.Gemm
+				one.A.Offset += b * one.Stride[0]
+				one.B.Offset += b * one.Stride[1]
+				one.C.Offset += b * one.Stride[2]
+				refGemm(t, &one, arena)
+			}
 		default:
 			t.Fatalf("op of layer %s is neither a launch nor a GEMM", op.Layer)
 		}

@@ -59,6 +59,25 @@ type Pinner interface {
 	Pin(b []byte) error
 }
 
+// Caller is a discrete GPU's Device that runs a sequence between copies as
+// one call with one wait: the copies in go up, the sequence runs, the
+// copies out come back, all queued at once. The host program runs an
+// inference this way instead of an Upload, a Launch, a Sync and a
+// Download, each of which waits. Call first waits for nothing more than
+// Upload would (the device's queue keeps the order), and reports a failure
+// as Sync does.
+type Caller interface {
+	Call(seq Sequence, in, out []Transfer) error
+}
+
+// Transfer is one copy between host memory and a buffer: len(Host) bytes
+// at byte offset Off of Buf.
+type Transfer struct {
+	Buf  Buffer
+	Off  int
+	Host []byte
+}
+
 // Fact is one line of `info`.
 type Fact struct{ Key, Value string }
 
@@ -83,17 +102,21 @@ type Arg struct {
 }
 
 // Operand is a row-major GEMM matrix: rows of RowBytes bytes in Buf from
-// byte Offset (RowBytes 0: packed rows).
+// byte Offset (RowBytes 0: packed rows). In a batched GEMM, matrix i
+// starts MatrixBytes·i bytes after the first.
 type Operand struct {
-	Buf              Buffer
-	Offset, RowBytes int
+	Buf                           Buffer
+	Offset, RowBytes, MatrixBytes int
 }
 
 // Gemm is C = Alpha·op(A)·op(B) + Beta·C in row-major float32, with op(X)
-// = Xᵀ when the flag is set; C is M×N and the inner dimension is K.
+// = Xᵀ when the flag is set; C is M×N and the inner dimension is K. With
+// Batch above 1 it is Batch such products, the i-th on the operands'
+// i-th matrices (Operand.MatrixBytes apart): one strided batched GEMM.
 type Gemm struct {
 	TransA, TransB bool
 	M, N, K        int
+	Batch          int // 0 or 1: one product
 	Alpha, Beta    float32
 	A, B, C        Operand
 }

@@ -61,6 +61,7 @@ type Model struct {
 	devNewer  [ArenaCount]bool
 	args      []uint32     // the host copy of ArenaArgs
 	stage     [2][]float32 // inference inputs (batch, one) on a discrete GPU
+	outStage  [2][]float32 // their outputs, when the device is a Caller
 	seed      uint32
 
 	train, grads, evalInfer, oneInfer Sequence
@@ -180,12 +181,12 @@ func (m *Model) encodeStep(enc Encoder, st *PlanStep) error {
 // encode adds one op.
 func (m *Model) encode(enc Encoder, op *Op) error {
 	if g := op.Gemm; g != nil {
-		operand := func(x Matrix) Operand {
-			return Operand{Buf: m.bufs[x.Arena], Offset: x.Offset, RowBytes: x.RowBytes}
+		operand := func(x Matrix, stride int) Operand {
+			return Operand{Buf: m.bufs[x.Arena], Offset: x.Offset, RowBytes: x.RowBytes, MatrixBytes: stride}
 		}
 		s := g.Shape
-		return enc.Gemm(Gemm{TransA: s.TransA, TransB: s.TransB, M: s.M, N: s.N, K: s.K, Alpha: s.Alpha, Beta: s.Beta,
-			A: operand(g.A), B: operand(g.B), C: operand(g.C)})
+		return enc.Gemm(Gemm{TransA: s.TransA, TransB: s.TransB, M: s.M, N: s.N, K: s.K, Batch: s.Batch, Alpha: s.Alpha, Beta: s.Beta,
+			A: operand(g.A, g.MatrixBytes[0]), B: operand(g.B, g.MatrixBytes[1]), C: operand(g.C, g.MatrixBytes[2])})
 	}
 	args := make([]Arg, len(op.Binds))
 	for i, b := range op.Binds {
@@ -328,15 +329,20 @@ func (m *Model) InferInput(one bool) []float32 {
 	if m.unified {
 		return m.host[r.Arena][r.Offset : r.Offset+r.Size]
 	}
-	if len(m.stage[b2i(one)]) != r.Size {
-		s := make([]float32, r.Size)
+	return m.staged(&m.stage[b2i(one)], r.Size)
+}
+
+// staged returns *s, made first with n values in memory the device pins
+// when it can (unpinned memory is only slower: a failure changes no
+// result).
+func (m *Model) staged(s *[]float32, n int) []float32 {
+	if len(*s) != n {
+		*s = make([]float32, n)
 		if p, ok := m.d.(Pinner); ok {
-			// Unpinned memory is only slower: a failure changes no result.
-			_ = p.Pin(bytesOf(s))
+			_ = p.Pin(bytesOf(*s))
 		}
-		m.stage[b2i(one)] = s
 	}
-	return m.stage[b2i(one)]
+	return *s
 }
 
 func b2i(b bool) int {
@@ -354,6 +360,9 @@ func (m *Model) Infer(one bool) []float32 {
 		seq, in, out = m.oneInfer, m.p.OneInput, m.p.OneOutput
 	}
 	m.setArgs(0, 0)
+	if c, ok := m.d.(Caller); ok && !m.unified {
+		return m.call(c, seq, in, out, one)
+	}
 	if !m.unified {
 		if err := m.setRegion(in, m.InferInput(one)); err != nil {
 			fail(m.p, fmt.Errorf("inference input: %w", err))
@@ -363,6 +372,24 @@ func (m *Model) Infer(one bool) []float32 {
 		fail(m.p, fmt.Errorf("inference: %w", err))
 	}
 	return m.slice(out)
+}
+
+// call runs an inference on a Caller: the staged input goes up, the
+// sequence runs and the output comes back into its own staging copy, with
+// one wait. The output arena's host copy is left stale (touched marks it).
+func (m *Model) call(c Caller, seq Sequence, in, out Region, one bool) []float32 {
+	if err := m.upload(); err != nil {
+		fail(m.p, fmt.Errorf("inference: %w", err))
+	}
+	res := m.staged(&m.outStage[b2i(one)], out.Size)
+	err := c.Call(seq,
+		[]Transfer{{Buf: m.bufs[in.Arena], Off: 4 * in.Offset, Host: bytesOf(m.InferInput(one))}},
+		[]Transfer{{Buf: m.bufs[out.Arena], Off: 4 * out.Offset, Host: bytesOf(res)}})
+	m.touched()
+	if err != nil {
+		fail(m.p, fmt.Errorf("inference: %w", err))
+	}
+	return res
 }
 
 // TraceTrainForward runs the training forward pass one step per sequence,

@@ -42,17 +42,21 @@ type Bind struct{ Arena, Offset, Bytes int }
 // in bytes.
 type Matrix struct{ Arena, Offset, RowBytes int }
 
-// GemmShape is what a GEMM is made for: C = Alpha·op(A)·op(B) + Beta·C.
+// GemmShape is what a GEMM is made for: C = Alpha·op(A)·op(B) + Beta·C,
+// Batch times over consecutive matrices when Batch is above 1.
 type GemmShape struct {
 	TransA, TransB bool
 	M, N, K        int
 	Alpha, Beta    float32
+	Batch          int
 }
 
-// GemmOp is one GEMM of a plan.
+// GemmOp is one GEMM of a plan. In a batched GEMM (Shape.Batch above 1)
+// the operands' consecutive matrices are MatrixBytes apart (A, B, C).
 type GemmOp struct {
-	Shape   GemmShape
-	A, B, C Matrix
+	Shape       GemmShape
+	A, B, C     Matrix
+	MatrixBytes [3]int
 }
 
 // Op is one kernel launch (Groups threadgroups of Threadgroup threads) or,

@@ -139,7 +139,7 @@ func (m *Model) checkGemms() []app.SelfTestRow {
 	var most [3]int
 	for _, g := range m.p.GemmShapes {
 		for i, n := range []int{g.M * g.K, g.K * g.N, g.M * g.N} {
-			most[i] = max(most[i], n)
+			most[i] = max(most[i], n*max(g.Batch, 1))
 		}
 	}
 	var bufs [3]Buffer
@@ -152,6 +152,9 @@ func (m *Model) checkGemms() []app.SelfTestRow {
 	rng := cpu.NewRand(7)
 	for _, g := range m.p.GemmShapes {
 		row := app.SelfTestRow{Name: fmt.Sprintf("GEMM %dx%dx%d transA=%v transB=%v beta=%g", g.M, g.N, g.K, g.TransA, g.TransB, g.Beta)}
+		if g.Batch > 1 {
+			row.Name = fmt.Sprintf("GEMM %d x %dx%dx%d transA=%v transB=%v beta=%g", g.Batch, g.M, g.N, g.K, g.TransA, g.TransB, g.Beta)
+		}
 		row.MaxError, row.Tol, row.Err = m.checkGemm(g, bufs, rng)
 		rows = append(rows, row)
 	}
@@ -166,9 +169,11 @@ func (m *Model) checkGemm(g GemmShape, bufs [3]Buffer, rng *cpu.Rand) (maxErr, t
 	if g.TransB {
 		bCols = g.K
 	}
+	batch := max(g.Batch, 1)
+	sizes := [3]int{g.M * g.K, g.K * g.N, g.M * g.N}
 	var host [3][]float32
-	for i, n := range []int{g.M * g.K, g.K * g.N, g.M * g.N} {
-		host[i] = make([]float32, n)
+	for i, n := range sizes {
+		host[i] = make([]float32, n*batch)
 		for j := range host[i] {
 			host[i][j] = rng.Float32()*2 - 1
 		}
@@ -177,8 +182,9 @@ func (m *Model) checkGemm(g GemmShape, bufs [3]Buffer, rng *cpu.Rand) (maxErr, t
 		}
 	}
 	seq, err := m.d.Record("selftest GEMM", func(enc Encoder) error {
-		return enc.Gemm(Gemm{TransA: g.TransA, TransB: g.TransB, M: g.M, N: g.N, K: g.K, Alpha: g.Alpha, Beta: g.Beta,
-			A: Operand{Buf: bufs[0]}, B: Operand{Buf: bufs[1]}, C: Operand{Buf: bufs[2]}})
+		return enc.Gemm(Gemm{TransA: g.TransA, TransB: g.TransB, M: g.M, N: g.N, K: g.K, Batch: g.Batch, Alpha: g.Alpha, Beta: g.Beta,
+			A: Operand{Buf: bufs[0], MatrixBytes: 4 * sizes[0]}, B: Operand{Buf: bufs[1], MatrixBytes: 4 * sizes[1]},
+			C: Operand{Buf: bufs[2], MatrixBytes: 4 * sizes[2]}})
 	})
 	if err == nil {
 		err = seq.Launch()
@@ -189,12 +195,14 @@ func (m *Model) checkGemm(g GemmShape, bufs [3]Buffer, rng *cpu.Rand) (maxErr, t
 	if err != nil {
 		return 0, 0, err
 	}
-	got := make([]float32, g.M*g.N)
+	got := make([]float32, g.M*g.N*batch)
 	if err = m.d.Download(bytesOf(got), bufs[2], 0); err != nil {
 		return 0, 0, err
 	}
 	want := host[2]
-	cpu.Sgemm(g.TransA, g.TransB, g.M, g.N, g.K, g.Alpha, host[0], aCols, host[1], bCols, g.Beta, want, g.N)
+	for b := range batch {
+		cpu.Sgemm(g.TransA, g.TransB, g.M, g.N, g.K, g.Alpha, host[0][b*sizes[0]:], aCols, host[1][b*sizes[1]:], bCols, g.Beta, want[b*sizes[2]:], g.N)
+	}
 	var scale float64
 	for i, v := range got {
 		maxErr = math.Max(maxErr, absDiff(v, want[i]))

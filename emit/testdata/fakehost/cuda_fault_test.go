@@ -22,7 +22,8 @@ import (
 // fake GPU: with MLBUILD_FAKEHOST_FAIL_AT set to n, the test binary is the
 // program (gpuhost.Main, as main.go runs it, on a fake whose nth graph
 // launch faults; 0: none) with the arguments in MLBUILD_FAKEHOST_ARGS, one
-// per line.
+// per line. MLBUILD_FAKEHOST_FAIL_KERNEL names a kernel whose first run
+// faults instead, and MLBUILD_CUDA_BLOCKING=1 makes the sequences blocking.
 func TestMain(m *testing.M) {
 	if at := os.Getenv("MLBUILD_FAKEHOST_FAIL_AT"); at != "" {
 		n, err := strconv.Atoi(at)
@@ -35,7 +36,11 @@ func TestMain(m *testing.M) {
 			if n > 0 {
 				f.FailGraphLaunch(n, cuda.ErrorLaunchFailed)
 			}
-			return cuda.OpenDevice(cuda.Options{Libraries: f.Libraries(), KernelCacheDir: os.Getenv("MLBUILD_FAKEHOST_CACHE")})
+			if k := os.Getenv("MLBUILD_FAKEHOST_FAIL_KERNEL"); k != "" {
+				f.FailKernel(k, cuda.ErrorLaunchFailed)
+			}
+			return cuda.OpenDevice(cuda.Options{Libraries: f.Libraries(), KernelCacheDir: os.Getenv("MLBUILD_FAKEHOST_CACHE"),
+				Blocking: os.Getenv("MLBUILD_CUDA_BLOCKING") == "1"})
 		}, &program)
 	}
 	os.Exit(m.Run())
@@ -60,10 +65,11 @@ func TestFaultMidTraining(t *testing.T) {
 	// 4 steps an epoch, one graph launch each (the device-resident loop):
 	// launch 6 is in the second epoch.
 	args := []string{"train", "--data", mnist, "--epochs", "2", "--limit", strconv.Itoa(4 * B), "--validation-split", "0", "--out", out, "--quiet"}
-	run := func(failAt int, args []string) (string, int) {
+	run := func(failAt int, args []string, env ...string) (string, int) {
 		cmd := exec.Command(os.Args[0], "-test.run=^$")
 		cmd.Env = append(os.Environ(), "MLBUILD_FAKEHOST_FAIL_AT="+strconv.Itoa(failAt),
 			"MLBUILD_FAKEHOST_ARGS="+strings.Join(args, "\n"), "MLBUILD_FAKEHOST_CACHE="+cache)
+		cmd.Env = append(cmd.Env, env...)
 		b, err := cmd.CombinedOutput()
 		code := 0
 		if ee, ok := err.(*exec.ExitError); ok {
@@ -77,7 +83,8 @@ func TestFaultMidTraining(t *testing.T) {
 	if code != 1 {
 		t.Fatalf("train with a fault in epoch 2: exit status %d, want 1; output:\n%s", code, msg)
 	}
-	for _, want := range []string{"epoch 2", "CUDA_ERROR_LAUNCH_FAILED", "train", "the last good checkpoint is " + ckpt, "--resume " + ckpt} {
+	for _, want := range []string{"epoch 2", "CUDA_ERROR_LAUNCH_FAILED", "train", "the last good checkpoint is " + ckpt, "--resume " + ckpt,
+		"MLBUILD_CUDA_BLOCKING=1"} { // the graph's failure cannot name the kernel: it says how to
 		if !strings.Contains(msg, want) {
 			t.Errorf("the failure message lacks %q:\n%s", want, msg)
 		}
@@ -88,5 +95,23 @@ func TestFaultMidTraining(t *testing.T) {
 	}
 	if !strings.Contains(msg, "trained 2 epochs") {
 		t.Errorf("the resumed run did not finish the second epoch:\n%s", msg)
+	}
+	// Run as the graph failure's message says, the kernel and step are named.
+	var kernel string
+	for _, st := range program.TrainBackward {
+		for _, op := range st.Ops {
+			if kernel == "" && op.Gemm == nil {
+				kernel = op.Kernel
+			}
+		}
+	}
+	msg, code = run(0, args, "MLBUILD_CUDA_BLOCKING=1", "MLBUILD_FAKEHOST_FAIL_KERNEL="+kernel)
+	if code != 1 {
+		t.Fatalf("train with a fault in kernel %s, blocking: exit status %d, want 1; output:\n%s", kernel, code, msg)
+	}
+	for _, want := range []string{"epoch 1", "training step 1 ", "(kernel " + kernel + ")", `training step" at op `, "CUDA_ERROR_LAUNCH_FAILED"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("the blocking failure message lacks %q:\n%s", want, msg)
+		}
 	}
 }

@@ -231,3 +231,45 @@ func TestResidentMatchesHostFed(t *testing.T) {
 		}
 	}
 }
+
+// plainDevice hides the CUDA device's Call (and Pin), so that a Model on it
+// runs an inference as Upload, Launch, Sync and Download.
+type plainDevice struct{ gpuhost.Device }
+
+// TestInferenceIsOneCall: an inference on the CUDA device is one call (one
+// graph launch, its two copies, one wait) and gives what the same
+// inference gives through separate uploads, launches and downloads.
+func TestInferenceIsOneCall(t *testing.T) {
+	f, m := newFakeModel(t)
+	plain, err := gpuhost.New(plainDevice{m.Device()}, &program)
+	if err != nil {
+		t.Fatal(err)
+	}
+	B := program.Meta.Batch
+	x, _ := seeded(m, 2*B)
+	copy(plain.State(), m.State())
+	inW := program.TrainInputSize / B
+	for _, one := range []bool{false, true} {
+		for i := range 2 {
+			in := m.InferInput(one)
+			copy(in, x[i*inW:i*inW+len(in)])
+			copy(plain.InferInput(one), in)
+			before := f.Stats()
+			got := append([]float32(nil), m.Infer(one)...)
+			after := f.Stats()
+			if i == 1 && (after.GraphLaunches-before.GraphLaunches != 1 || after.Syncs-before.Syncs != 1 || after.Copies-before.Copies != 2) {
+				t.Errorf("one=%v: an inference made %d graph launches, %d waits and %d copies, want 1, 1 and 2",
+					one, after.GraphLaunches-before.GraphLaunches, after.Syncs-before.Syncs, after.Copies-before.Copies)
+			}
+			want := plain.Infer(one)
+			if len(got) != len(want) || len(got) == 0 {
+				t.Fatalf("one=%v: %d outputs through Call, %d without", one, len(got), len(want))
+			}
+			for j := range got {
+				if got[j] != want[j] {
+					t.Fatalf("one=%v, batch %d: output %d is %v through Call, %v without", one, i, j, got[j], want[j])
+				}
+			}
+		}
+	}
+}

@@ -27,6 +27,10 @@ type Suite struct {
 	// on the device as a kernel fault would (a fake can; a real GPU
 	// cannot be asked to). Without it the Sync failure case is skipped.
 	FailNextLaunch func(d gpuhost.Device)
+	// Caller says the device is a discrete GPU that must implement
+	// gpuhost.Caller; the Call case then runs (devices sharing memory with
+	// the host have no use for it and leave this false).
+	Caller bool
 }
 
 // Run runs every case of the suite as a subtest.
@@ -45,12 +49,19 @@ func Run(t *testing.T, s Suite) {
 		{"Saxpy", testSaxpy},
 		{"BlockSum", testBlockSum},
 		{"Gemm", testGemm},
+		{"GemmBatched", testGemmBatched},
 		{"KernelThenGemm", testKernelThenGemm},
 		{"Replay", testReplay},
 		{"SyncFailure", testSyncFailure},
 		{"BoundsRefused", testBoundsRefused},
 		{"MissingKernel", testMissingKernel},
 		{"Close", testClose},
+	}
+	if s.Caller {
+		cases = append(cases, struct {
+			name string
+			run  func(t *testing.T, s Suite)
+		}{"Call", testCall})
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { c.run(t, s) })
@@ -426,6 +437,46 @@ func gemmReference(ta, tb bool, M, N, K int, alpha, beta float32, a, b, c matrix
 	return out
 }
 
+// testGemmBatched: a strided batched GEMM is its products one by one, each
+// on its own matrices (strides with a gap between matrices, padded rows),
+// and nothing between the matrices is written.
+func testGemmBatched(t *testing.T, s Suite) {
+	d := open(t, s)
+	const batch, M, N, K = 3, 6, 5, 7
+	for _, tb := range []bool{false, true} {
+		br, bc := K, N
+		if tb {
+			br, bc = N, K
+		}
+		// Each operand buffer holds batch matrices, matStride floats apart.
+		aStride, bStride, cStride := M*(K+1)+4, br*bc+8, M*(N+2)+12
+		abuf, bbuf, cbuf := random(50, batch*aStride), random(51, batch*bStride), random(52, batch*cStride)
+		bufs := make([]gpuhost.Buffer, 3)
+		for i, v := range [][]float32{abuf, bbuf, cbuf} {
+			bufs[i] = alloc(t, d, "abc"[i:i+1], 4*len(v))
+			upload(t, d, bufs[i], 0, v)
+		}
+		const alpha, beta = 0.75, 0.25
+		err := run(d, "batched gemm", func(e gpuhost.Encoder) error {
+			return e.Gemm(gpuhost.Gemm{TransB: tb, M: M, N: N, K: K, Batch: batch, Alpha: alpha, Beta: beta,
+				A: gpuhost.Operand{Buf: bufs[0], RowBytes: 4 * (K + 1), MatrixBytes: 4 * aStride},
+				B: gpuhost.Operand{Buf: bufs[1], MatrixBytes: 4 * bStride},
+				C: gpuhost.Operand{Buf: bufs[2], RowBytes: 4 * (N + 2), MatrixBytes: 4 * cStride}})
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := append([]float32(nil), cbuf...)
+		for i := range batch {
+			a := matrix{rows: M, cols: K, ld: K + 1, off: 4 * i * aStride, v: abuf}
+			b := matrix{rows: br, cols: bc, ld: bc, off: 4 * i * bStride, v: bbuf}
+			c := matrix{rows: M, cols: N, ld: N + 2, off: 4 * i * cStride, v: want}
+			want = gemmReference(false, tb, M, N, K, alpha, beta, a, b, c)
+		}
+		near(t, fmt.Sprintf("C of %d batched products, transB=%v", batch, tb), download(t, d, bufs[2], 0, len(cbuf)), want, 1e-5)
+	}
+}
+
 func testGemm(t *testing.T, s Suite) {
 	d := open(t, s)
 	for _, sz := range []struct{ M, N, K int }{{5, 7, 3}, {33, 17, 65}} {
@@ -540,6 +591,49 @@ func testReplay(t *testing.T, s Suite) {
 		want[i] = want[i] + x2[i] + x2[i]
 	}
 	near(t, "acc after 2 more launches with new x", download(t, d, bacc, 0, accN), want, 1e-6)
+}
+
+// testCall: Call uploads, runs the sequence and downloads in one call, so
+// that each call's outputs are of its own inputs; transfers outside a
+// buffer are refused.
+func testCall(t *testing.T, s Suite) {
+	d := loaded(t, s)
+	c, ok := d.(gpuhost.Caller)
+	if !ok {
+		t.Fatalf("%T does not implement gpuhost.Caller", d)
+	}
+	k := kernel("conf_accumulate")
+	bx := alloc(t, d, "x", 4*accN)
+	bacc := alloc(t, d, "acc", 4*accN)
+	seq, err := d.Record("accumulate", func(e gpuhost.Encoder) error {
+		return e.Dispatch(k.IR.Name, []gpuhost.Arg{{Buf: bx, Bytes: 4 * accN}, {Buf: bacc, Bytes: 4 * accN}}, k.IR.Groups, k.IR.Threadgroup)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := make([]float32, accN)
+	for i, x := range [][]float32{random(40, accN), random(41, accN), random(42, accN)} {
+		// Upload the second half only through Call, the first half before.
+		half := accN / 2
+		upload(t, d, bx, 0, x[:half])
+		got := make([]byte, 4*accN)
+		if err := c.Call(seq, []gpuhost.Transfer{{Buf: bx, Off: 4 * half, Host: toBytes(x[half:])}},
+			[]gpuhost.Transfer{{Buf: bacc, Host: got}}); err != nil {
+			t.Fatalf("call %d: %v", i, err)
+		}
+		for j := range want {
+			want[j] += x[j]
+		}
+		near(t, fmt.Sprintf("acc after call %d", i), toFloats(got), want, 1e-6)
+	}
+	over := []gpuhost.Transfer{{Buf: bacc, Off: 4, Host: make([]byte, 4*accN)}}
+	if err := c.Call(seq, nil, over); err == nil || !strings.Contains(err.Error(), "acc") {
+		t.Errorf("a copy out past the buffer's end: %v, want an error naming the buffer", err)
+	}
+	if err := c.Call(seq, over, nil); err == nil {
+		t.Error("a copy in past the buffer's end: no error")
+	}
+	near(t, "acc after the refused calls", download(t, d, bacc, 0, accN), want, 1e-6)
 }
 
 func testSyncFailure(t *testing.T, s Suite) {

@@ -1,0 +1,215 @@
+package gpu
+
+import (
+	"math"
+	"math/rand"
+	"testing"
+
+	"github.com/mlbuild/mlbuild/planner"
+	"github.com/mlbuild/mlbuild/rt/cpu"
+)
+
+// TestWinogradMatrices checks the transforms' one-dimensional identities
+// in float64 on random data: Aᵀ[(G·g) ⊙ (Bᵀ·d)] is the correlation of d
+// (6 values) with g, for F(2, 5) (g: 5 taps, 2 outputs) and F(5, 2) (g: 2
+// taps, 5 outputs).
+func TestWinogradMatrices(t *testing.T) {
+	r := rand.New(rand.NewSource(3))
+	for _, c := range []struct {
+		name  string
+		at, g [][]float32
+		m, k  int
+	}{{"F(2,5)", wgAT, wgG, 2, 5}, {"F(5,2)", wgAT2, wgG2, 5, 2}} {
+		for range 20 {
+			g, d := make([]float64, c.k), make([]float64, 6)
+			for i := range g {
+				g[i] = r.Float64()*2 - 1
+			}
+			for i := range d {
+				d[i] = r.Float64()*2 - 1
+			}
+			var prod [6]float64
+			for xi := range 6 {
+				var u, v float64
+				for k := range c.k {
+					u += float64(c.g[xi][k]) * g[k]
+				}
+				for j := range 6 {
+					v += float64(wgBT[xi][j]) * d[j]
+				}
+				prod[xi] = u * v
+			}
+			for i := range c.m {
+				var got, want float64
+				for xi := range 6 {
+					got += float64(c.at[i][xi]) * prod[xi]
+				}
+				for k := range c.k {
+					want += g[k] * d[i+k]
+				}
+				// float32 coefficients (1/6, 1/24) round at 6e-8.
+				if math.Abs(got-want) > 1e-6 {
+					t.Fatalf("%s output %d: %g, the correlation is %g", c.name, i, got, want)
+				}
+			}
+		}
+	}
+}
+
+// TestWinogradFits: only stride-1 "same" 5×5 convolutions with 16 or more
+// channels each way take the method.
+func TestWinogradFits(t *testing.T) {
+	base := planner.ConvGeom{N: 4, C: 32, H: 14, W: 14, OC: 64, OH: 14, OW: 14, KH: 5, KW: 5, SH: 1, SW: 1, PH: 2, PW: 2, DH: 1, DW: 1, Groups: 1}
+	if !WinogradFits(base) {
+		t.Fatal("models/mnist.cue's second convolution does not fit")
+	}
+	for name, change := range map[string]func(g *planner.ConvGeom){
+		"3x3":        func(g *planner.ConvGeom) { g.KH, g.KW, g.PH, g.PW = 3, 3, 1, 1 },
+		"stride 2":   func(g *planner.ConvGeom) { g.SH, g.SW, g.OH, g.OW = 2, 2, 7, 7 },
+		"padding 0":  func(g *planner.ConvGeom) { g.PH, g.PW, g.OH, g.OW = 0, 0, 10, 10 },
+		"dilation 2": func(g *planner.ConvGeom) { g.DH, g.DW = 2, 2 },
+		"groups 2":   func(g *planner.ConvGeom) { g.Groups = 2 },
+		"1 channel":  func(g *planner.ConvGeom) { g.C = 1 },
+		"8 outputs":  func(g *planner.ConvGeom) { g.OC = 8 },
+	} {
+		g := base
+		change(&g)
+		if WinogradFits(g) {
+			t.Errorf("%s: WinogradFits, want not", name)
+		}
+	}
+}
+
+// TestLoweredWinogradMatchesCPU lowers convolution layers with the Winograd
+// method, forward and backward, runs every op (kernels through each
+// dialect's g++ shim, the batched GEMMs product by product in float64) and
+// compares y, dx, dW and db with rt/cpu's im2col convolution: sizes whose
+// tiles overrun the edge (odd), channels that are not multiples of
+// anything, with and without bias, activation and dx, the backward reading
+// the forward's input transform or computing it again.
+func TestLoweredWinogradMatchesCPU(t *testing.T) {
+	odd := withOutputSize(planner.ConvGeom{N: 3, C: 16, H: 9, W: 7, OC: 17, KH: 5, KW: 5, SH: 1, SW: 1, PH: 2, PW: 2, DH: 1, DW: 1, Groups: 1})
+	even := withOutputSize(planner.ConvGeom{N: 2, C: 19, H: 6, W: 8, OC: 16, KH: 5, KW: 5, SH: 1, SW: 1, PH: 2, PW: 2, DH: 1, DW: 1, Groups: 1})
+	cases := []convLayerCase{
+		{name: "odd_kept", g: odd, bias: true, act: "relu", dx: true, scratch: WinogradScratch(odd)},
+		{name: "even_again", g: even, act: "", dx: true, scratch: WinogradScratch(even)},
+		{name: "odd_no_dx", g: odd, bias: true, act: "leakyrelu", alpha: 0.1, scratch: WinogradScratch(odd)},
+	}
+	kept := map[string]bool{"odd_kept": true, "odd_no_dx": true}
+	p, bufs := convLayerPlan(cases)
+	for i := range cases {
+		for _, st := range []*planner.Step{&p.Forward[i], &p.Backward[i]} {
+			g := *st.Attr.Conv
+			st.Attr.Conv, st.Attr.Method = &g, WinogradMethod
+		}
+		if kept[cases[i].name] {
+			p.Backward[i].In[4] = bufs[i].cols
+			p.Backward[i].Attr.KeptCols = true
+		}
+	}
+	r := rand.New(rand.NewSource(11))
+	fill := func(n int, lo, hi float32) []float32 {
+		v := make([]float32, n)
+		for i := range v {
+			v[i] = lo + (hi-lo)*r.Float32()
+		}
+		return v
+	}
+	initial := make([][]float32, len(p.Buffers))
+	for i, b := range p.Buffers {
+		switch b.Kind {
+		case planner.KindScratch:
+			initial[i] = fill(b.Size, 0, 0)
+			for j := range initial[i] {
+				initial[i][j] = float32(math.NaN())
+			}
+		case planner.KindActivation, planner.KindParam:
+			initial[i] = fill(b.Size, -1, 1)
+		default:
+			initial[i] = fill(b.Size, 500, 600)
+		}
+	}
+	for _, lb := range bufs {
+		initial[lb.dy] = fill(p.Buffers[lb.dy].Size, -1, 1)
+	}
+	for _, d := range []*Dialect{CUDA, Metal} {
+		t.Run(d.Name, func(t *testing.T) {
+			t.Parallel()
+			prog, err := Lower(p, d)
+			if err != nil {
+				t.Fatal(err)
+			}
+			batched := 0
+			for _, ph := range [][]Op{prog.Forward, prog.Backward} {
+				for _, op := range ph {
+					if op.Gemm != nil {
+						if op.Gemm.Batch != 36 {
+							t.Errorf("%s: a GEMM of batch %d, want every GEMM batched 36", op.Layer, op.Gemm.Batch)
+						}
+						batched++
+					}
+				}
+			}
+			if want := 3 + 2 + 1 + 2; batched != want { // forward 3; dW and dx of two layers, dW of one
+				t.Errorf("%d batched GEMMs, want %d", batched, want)
+			}
+			arena := make([][]float32, len(initial))
+			for i := range initial {
+				arena[i] = append([]float32(nil), initial[i]...)
+			}
+			s := startKernelServer(t, d, prog)
+			args := make([]float32, StepArgsLen)
+			s.run(t, prog.Forward, arena, args)
+			s.run(t, prog.Backward, arena, args)
+			for ci, c := range cases {
+				lb := bufs[ci]
+				g := cpuConv(c.g)
+				act := cpuFusedAct(t, c.act)
+				var b, db, dx []float32
+				if c.bias {
+					b, db = initial[lb.b], make([]float32, c.g.OC)
+				}
+				if c.dx {
+					dx = make([]float32, len(initial[lb.x]))
+				}
+				y := make([]float32, len(initial[lb.y]))
+				cpu.Conv2DIm2colFwd(initial[lb.x], initial[lb.w], b, y, g, act, c.alpha)
+				dy := append([]float32(nil), initial[lb.dy]...)
+				dw := make([]float32, len(initial[lb.w]))
+				cpu.Conv2DIm2colBwd(initial[lb.x], initial[lb.w], y, dy, dx, dw, db, g, act, c.alpha)
+				compare := func(what string, got, want []float32) {
+					t.Helper()
+					var scale float64
+					for _, v := range want {
+						scale = math.Max(scale, math.Abs(float64(v)))
+					}
+					worst, at := 0.0, 0
+					for i := range want {
+						e := math.Abs(float64(got[i])-float64(want[i])) / scale
+						if math.IsNaN(float64(got[i])) {
+							e = math.Inf(1)
+						}
+						if e > worst {
+							worst, at = e, i
+						}
+					}
+					// Winograd's transforms amplify float32 rounding
+					// (entries up to 16 in A2ᵀ): relative to the
+					// output's scale, 1e-5 is what float32 allows here.
+					if worst > 1e-5 {
+						t.Errorf("%s/%s: %s[%d] = %g, rt/cpu has %g (error %.3g of the largest |value| %g)", d.Name, c.name, what, at, got[at], want[at], worst, scale)
+					}
+					t.Logf("%s/%s: %s within %.2g of the largest |value|", d.Name, c.name, what, worst)
+				}
+				compare("y", arena[lb.y], y)
+				compare("dW", arena[lb.dw], dw)
+				if c.bias {
+					compare("db", arena[lb.db], db)
+				}
+				if c.dx {
+					compare("dx", arena[lb.dx], dx)
+				}
+			}
+		})
+	}
+}
