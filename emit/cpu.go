@@ -26,6 +26,10 @@ type generator struct {
 	sharedName map[string]string
 	// imports are main.go's imports besides rt/app and rt/cpu.
 	imports []string
+	// reference says the plans are another backend's, whose steps the
+	// CPU kernels check: their convolution methods name that backend's
+	// kernels, and the CPU runs its own exact ones instead.
+	reference bool
 }
 
 func (g *generator) p(format string, args ...any) {
@@ -414,13 +418,13 @@ var cpuConvKernels = map[string]struct{ fwd, bwd string }{
 
 // cpuConvKernel returns the rt/cpu kernels of a convolution step whose
 // plan recorded method: a CPU plan records one of the CPU's methods, and
-// the program calls it with no choice left for run time. A step planned
-// for another backend (the CPU reference of a GPU program's step, which
-// checks the GPU) runs what the CPU's rule chooses for its geometry, save
-// Winograd.
-func cpuConvKernel(g planner.ConvGeom, pass planner.ConvPass, method string) (struct{ fwd, bwd string }, error) {
+// the program calls it with no choice left for run time. A step of
+// another backend's plan (reference: the CPU reference of a GPU program's
+// step, which checks the GPU; its method may share a CPU method's name)
+// runs what the CPU's rule chooses for its geometry, save Winograd.
+func cpuConvKernel(g planner.ConvGeom, pass planner.ConvPass, method string, reference bool) (struct{ fwd, bwd string }, error) {
 	k, ok := cpuConvKernels[method]
-	if !ok {
+	if !ok || reference {
 		// A reference should not add Winograd's larger rounding error:
 		// where the CPU would run it, the reference runs the direct
 		// method (stride 1 holds), or im2col past the direct method's
@@ -493,7 +497,7 @@ func (g *generator) kernelCall(st planner.Step, in, out []operand, training bool
 		if err != nil {
 			return "", err
 		}
-		k, err := cpuConvKernel(*a.Conv, planner.ConvForward, a.Method)
+		k, err := cpuConvKernel(*a.Conv, planner.ConvForward, a.Method, g.reference)
 		if err != nil {
 			return "", err
 		}
@@ -516,7 +520,7 @@ func (g *generator) kernelCall(st planner.Step, in, out []operand, training bool
 		if out[0].param == "" {
 			pass = planner.ConvBackwardNoDx
 		}
-		k, err := cpuConvKernel(*a.Conv, pass, a.Method)
+		k, err := cpuConvKernel(*a.Conv, pass, a.Method, g.reference)
 		if err != nil {
 			return "", err
 		}
@@ -748,7 +752,7 @@ func (g *generator) renderModel(t, e, o *planView) {
 				continue
 			}
 			checked[key] = true
-			k, err := cpuConvKernel(*st.Attr.Conv, pass, st.Attr.Method)
+			k, err := cpuConvKernel(*st.Attr.Conv, pass, st.Attr.Method, false)
 			if err != nil {
 				continue // kernelCall has reported it
 			}

@@ -194,9 +194,12 @@ func TestCPUReferenceAvoidsWinograd(t *testing.T) {
 			t.Fatalf("the CPU rule chooses %q for %+v; the test wants a Winograd geometry", m, c.g)
 		}
 		for _, pass := range []planner.ConvPass{planner.ConvForward, planner.ConvBackward} {
-			k, err := cpuConvKernel(c.g, pass, "im2col+cublas")
-			if err != nil || k.fwd != c.fwd || k.bwd != c.bwd {
-				t.Errorf("padding %d, %s: reference kernels %+v (%v), want %s and %s", c.g.PH, pass, k, err, c.fwd, c.bwd)
+			// The GPU's own Winograd method has the CPU's name.
+			for _, method := range []string{"im2col+cublas", planner.ConvWinograd} {
+				k, err := cpuConvKernel(c.g, pass, method, true)
+				if err != nil || k.fwd != c.fwd || k.bwd != c.bwd {
+					t.Errorf("padding %d, %s, GPU method %q: reference kernels %+v (%v), want %s and %s", c.g.PH, pass, method, k, err, c.fwd, c.bwd)
+				}
 			}
 		}
 	}
