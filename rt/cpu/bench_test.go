@@ -72,9 +72,11 @@ func BenchmarkFlagshipStep(b *testing.B) {
 		b.Run(name, func(b *testing.B) {
 			f.winograd = wino
 			b.ReportAllocs()
+			start := processCPU()
 			for b.Loop() {
 				f.step(batch)
 			}
+			reportCPUTime(b, start)
 		})
 	}
 }

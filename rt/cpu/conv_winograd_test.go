@@ -241,25 +241,33 @@ func BenchmarkConvWinograd(b *testing.B) {
 		x, w, bias := randSlice(r, g.N*g.C*g.H*g.W, 1), randSlice(r, g.OC*g.C*25, 0.05), randSlice(r, g.OC, 0.05)
 		y := make([]float32, g.N*g.OC*g.OH*g.OW)
 		b.Run(tc.name+"/direct fwd", func(b *testing.B) {
+			start := processCPU()
 			for b.Loop() {
 				Conv2DDirectFwd(x, w, bias, y, g, ActReLU, 0)
 			}
+			reportCPUTime(b, start)
 		})
 		b.Run(tc.name+"/winograd fwd", func(b *testing.B) {
+			start := processCPU()
 			for b.Loop() {
 				Conv2DWinogradFwd(x, w, bias, y, g, ActReLU, 0)
 			}
+			reportCPUTime(b, start)
 		})
 		dy, dx, dw, db := randSlice(r, len(y), 1), make([]float32, len(x)), make([]float32, len(w)), make([]float32, g.OC)
 		b.Run(tc.name+"/direct bwd", func(b *testing.B) {
+			start := processCPU()
 			for b.Loop() {
 				Conv2DDirectBwd(x, w, y, dy, dx, dw, db, g, ActReLU, 0)
 			}
+			reportCPUTime(b, start)
 		})
 		b.Run(tc.name+"/winograd bwd", func(b *testing.B) {
+			start := processCPU()
 			for b.Loop() {
 				Conv2DWinogradBwd(x, w, y, dy, dx, dw, db, g, ActReLU, 0)
 			}
+			reportCPUTime(b, start)
 		})
 	}
 }
