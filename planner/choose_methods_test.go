@@ -149,6 +149,8 @@ func TestCPUConvRule(t *testing.T) {
 		{"32 to 64, batch 1", wide(1, 32, 64, 1, 1, 1), [3]string{ConvDirect, ConvDirect, ConvDirect}},
 		{"15 input channels", wide(250, 15, 64, 1, 1, 1), [3]string{ConvDirect, ConvDirect, ConvDirect}},
 		{"31 output channels", wide(250, 32, 31, 1, 1, 1), [3]string{ConvDirect, ConvDirect, ConvDirect}},
+		{"64x64 images", func() ConvGeom { g := wide(4, 32, 64, 1, 1, 1); g.H, g.W, g.OH, g.OW = 64, 64, 64, 64; return g }(), [3]string{ConvWinograd, ConvWinograd, ConvWinograd}},
+		{"72x72 images, past the work buffers' bound", func() ConvGeom { g := wide(4, 32, 64, 1, 1, 1); g.H, g.W, g.OH, g.OW = 72, 72, 72, 72; return g }(), [3]string{ConvDirect, ConvDirect, ConvDirect}},
 		{"5x5 stride 2", wide(250, 32, 64, 2, 1, 1), [3]string{ConvIm2colGemm, ConvIm2colGemm, ConvIm2colGemm}},
 		{"5x5 dilation 2", wide(250, 32, 64, 1, 2, 1), [3]string{ConvDirect, ConvDirect, ConvDirect}},
 		{"5x5 groups 2", wide(250, 32, 64, 1, 1, 2), [3]string{ConvDirect, ConvDirect, ConvDirect}},

@@ -117,7 +117,8 @@ func cpuConv(g ConvGeom, pass ConvPass) ConvChoice {
 // there. Its matrix products have the input channels as their shared
 // dimension and the output channels as their width, and its filter
 // transform costs the same for any batch, so it needs at least 16 input
-// and 32 output channels and 1024 output tiles of 2×2 in the batch.
+// and 32 output channels and 1024 output tiles of 2×2 in the batch (and
+// images within cpuWinogradImageLimit).
 // Measured on one core of a Xeon with AVX-512, batch 250: 32→64 channels
 // on 14×14 (models/mnist.cue's second layer) 31 ms against 46 ms direct,
 // 16→32 even, 1→32 on 28×28 29 against 4 ms, 6→16 (LeNet-5) 6.4 against
@@ -127,6 +128,13 @@ func cpuWinogradPays(g ConvGeom) bool {
 	if g.KH != 5 || g.KW != 5 || !one(g.SH) || !one(g.SW) || !one(g.DH) || !one(g.DW) || !one(g.Groups) {
 		return false
 	}
-	tiles := g.N * ((g.OH + 1) / 2) * ((g.OW + 1) / 2)
-	return g.C >= 16 && g.OC >= 32 && tiles >= 1024
+	perImage := ((g.OH + 1) / 2) * ((g.OW + 1) / 2)
+	return g.C >= 16 && g.OC >= 32 && g.N*perImage >= 1024 && perImage*(g.C+g.OC) <= cpuWinogradImageLimit
 }
+
+// cpuWinogradImageLimit bounds tiles × (C + OC) of one image: the CPU
+// kernel transforms and multiplies whole images at a time, with work
+// buffers of 36·4 bytes per tile and channel for each thread, here at
+// most 16 MiB (a 64×64 image of 32 and 64 channels takes 14 MiB). Larger
+// images keep the direct method.
+const cpuWinogradImageLimit = 16 << 20 / (36 * 4)

@@ -119,7 +119,8 @@ func directRefusal(fn string, g Conv) string {
 // instead of 100 multiply-adds per 2×2 outputs. It needs a 5×5 filter,
 // stride 1, no dilation and one group, and panics otherwise (the planner
 // chooses it only then). Its rounding error is larger than the other
-// methods' (TestConvWinograd states the bound).
+// methods' (TestConvWinograd states the bound). Its work buffers hold
+// whole images, 36·4 bytes per 2×2 tile and channel (C + OC) per thread.
 func Conv2DWinogradFwd(x, w, b, y []float32, g Conv, act Act, alpha float32) {
 	g = g.norm()
 	if !winogradOK(g) {
