@@ -295,6 +295,29 @@ func sgemmSerialT(transA bool, m, n, k int, a []float32, lda int, b []float32, l
 	gemmCalls.Put(g)
 }
 
+// sgemmPackedB is sgemmSerial with B (k × n) already packed by packB into
+// one panel: k within the path's kc and n within its nc, so Sgemm's
+// blocking would pack it whole on every call.
+func sgemmPackedB(p *gemmPath, m, n, k int, a []float32, lda int, bp []float32, c []float32, ldc int) {
+	checkGemmOperand("a", a, m, k, lda)
+	checkGemmOperand("c", c, m, n, ldc)
+	if k > p.kc || n > p.nc || len(bp) < gemmRoundUp(n, p.nr)*k {
+		panic("cpu: sgemmPackedB: B is not one packed panel")
+	}
+	g := gemmCalls.Get().(*gemmCall)
+	*g = gemmCall{barrier: g.barrier, p: p, m: m, n: n, k: k, alpha: 1, a: a, lda: lda, c: c, ldc: ldc}
+	w := gemmArenas.Get().(*gemmArena)
+	w.fit(p)
+	for ic := 0; ic < m; ic += p.mc {
+		mb := min(p.mc, m-ic)
+		packA(p, false, a, lda, ic, 0, mb, k, w.a)
+		g.tiles(w, bp, ic, mb, 0, n, 0, k)
+	}
+	gemmArenas.Put(w)
+	*g = gemmCall{barrier: g.barrier}
+	gemmCalls.Put(g)
+}
+
 // convWinogradForward is Conv2DWinogradFwd for geometry that winogradOK
 // accepts (with flip, the filters are those of the forward convolution
 // whose dx g computes: see winogradFilters). Rounds of whole images are
@@ -312,6 +335,17 @@ func convWinogradForward(x, w, b, y []float32, g Conv, act Act, alpha float32, k
 	clear(bias)
 	if b != nil {
 		copy(bias, b[:g.OC])
+	}
+	// The filters packed once into the GEMM's B panels, where one panel
+	// holds a whole U[ξ] (the shared dimension C within the path's kc).
+	var packed []float32
+	panel := gemmRoundUp(d.ocp, path.nr) * g.C
+	if g.C <= path.kc && d.ocp <= path.nc {
+		lead.tile = grow(lead.tile, winoXi*panel)
+		packed = lead.tile
+		for xi := 0; xi < winoXi; xi++ {
+			packB(false, u[xi*g.C*d.ocp:], d.ocp, 0, 0, g.C, d.ocp, path.nr, packed[xi*panel:], path.transpose8)
+		}
 	}
 	relu := 0
 	if act == ActReLU {
@@ -348,6 +382,10 @@ func convWinogradForward(x, w, b, y []float32, g Conv, act Act, alpha float32, k
 		}
 		tiles := (n1 - n0) * d.th * d.tw
 		for xi := 0; xi < winoXi; xi++ {
+			if packed != nil {
+				sgemmPackedB(path, tiles, d.ocp, g.C, v[xi*ldV:], d.cp, packed[xi*panel:(xi+1)*panel], m[xi*ldM:], d.ocp)
+				continue
+			}
 			sgemmSerial(tiles, d.ocp, g.C, v[xi*ldV:], d.cp, u[xi*g.C*d.ocp:], d.ocp, m[xi*ldM:], d.ocp)
 		}
 		yh := cw.tile
