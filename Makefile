@@ -57,6 +57,7 @@ unit:
 fuzz:
 	$(GO) test ./rt/idx -run '^$$' -fuzz '^FuzzIDX$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./rt/safetensors -run '^$$' -fuzz '^FuzzSafetensors$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./rt/jsontext -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./rt/imageio -run '^$$' -fuzz '^FuzzImage$$' -fuzztime $(FUZZTIME)
 	MLBUILD_SKLEARN_DIR=$(CURDIR)/$(SKDATA) $(GO) test ./rt/csvdata -run '^$$' -fuzz '^FuzzCSV$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./rt/npy -run '^$$' -fuzz '^FuzzNPY$$' -fuzztime $(FUZZTIME)

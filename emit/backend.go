@@ -72,12 +72,12 @@ func (b *Backend) PlanOptions(o planner.Options) planner.Options {
 //
 // With a winograd budget (float32s; 0: never), a convolution that
 // gpu.WinogradFits and whose whole batch's workspace fits the budget runs
-// as Winograd F(2×2, 5×5) instead: its 36 products are one strided batched
+// as Winograd F(4×4, 5×5) instead: its 36 products are one strided batched
 // GEMM of the device, and its backward reads the forward's input transform.
 func gpuTarget(method string, scratch func(planner.ConvGeom) int, updateTensors int, winograd int) planner.Target {
 	return planner.Target{Conv: func(g planner.ConvGeom, pass planner.ConvPass) planner.ConvChoice {
-		if ws := gpu.WinogradScratch(g); gpu.WinogradFits(g) && ws <= winograd {
-			return planner.ConvChoice{Method: gpu.WinogradMethod, Scratch: ws, SharesForward: pass != planner.ConvForward}
+		if ws := gpu.WinogradF4.Scratch(g); gpu.WinogradFits(g) && ws <= winograd {
+			return planner.ConvChoice{Method: gpu.WinogradF4.Method, Scratch: ws, SharesForward: pass != planner.ConvForward}
 		}
 		s := scratch(g)
 		return planner.ConvChoice{Method: method, Scratch: s, SharesForward: pass != planner.ConvForward && gpu.ConvOneRound(g, s)}

@@ -138,7 +138,7 @@ func (g *generator) fileHeader(backend string, about ...string) {
 	g.p("import (")
 	g.p("%q", ModulePath+"/rt/app")
 	g.p("%q", ModulePath+"/rt/cpu")
-	for _, imp := range g.imports {
+	for _, imp := range append(readerImports(m.Dataset), g.imports...) {
 		g.p("%q", imp)
 	}
 	g.p(")")
@@ -842,6 +842,7 @@ func (g *generator) renderMeta() {
 	g.p("TrainImages: %s, TrainLabels: %s, TestImages: %s, TestLabels: %s,", quote(ds.TrainImages), quote(ds.TrainLabels), quote(ds.TestImages), quote(ds.TestLabels))
 	g.p("},")
 	g.renderDataSpec(ds)
+	g.p("Readers: %s,", readersFor(ds))
 	g.p("StateBytes: %d, TrainWorkBytes: %d, InferWorkBytes: %d,", 4*int64(tp.StateSize), 4*int64(tp.WorkSize), 4*int64(in.Infer.WorkSize))
 	if in.Weights != nil {
 		g.p("Embedded: &embeddedWeights, // weights.go")

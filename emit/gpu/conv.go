@@ -110,8 +110,8 @@ func (l *lowering) conv(st *planner.Step, bwd bool) error {
 	if a.Conv == nil {
 		return fmt.Errorf("convolution without Attr.Conv")
 	}
-	if a.Method == WinogradMethod {
-		return l.winograd(st, bwd)
+	if wa := WinogradByMethod(a.Method); wa != nil {
+		return l.winograd(st, bwd, wa)
 	}
 	g := normConv(*a.Conv)
 	if g.C%g.Groups != 0 || g.OC%g.Groups != 0 {

@@ -6,85 +6,153 @@ import (
 	"github.com/mlbuild/mlbuild/planner"
 )
 
-// Winograd convolution, F(2×2, 5×5): the "winograd F(2x2,5x5)" method of a
-// GPU target, for stride-1, "same"-padded 5×5 convolutions (padding 2, no
-// dilation, one group) with enough channels to pay for the transforms.
+// Winograd convolutions F(m×m, 5×5): the "winograd F(2x2,5x5)" and
+// "winograd F(4x4,5x5)" methods of a GPU target, for stride-1,
+// "same"-padded 5×5 convolutions (padding 2, no dilation, one group) with
+// enough channels to pay for the transforms.
 //
-// The output is cut into 2×2 tiles; tile t of image n reads the 6×6 patch
-// of the padded input at (2·th − 2, 2·tw − 2). With the transforms of
-// Toom-Cook on the points 0, 1, −1, 2, −2 and ∞ (wgBT, wgG, wgAT), one
-// channel's tile is Aᵀ[(G·w·Gᵀ) ⊙ (Bᵀ·d·B)]A: 36 multiplications for 4
-// outputs instead of 100. Summed over input channels, the 36 elementwise
-// products become 36 GEMMs, one strided batched GEMM:
+// The output is cut into m×m tiles; tile t of image n reads the α×α patch
+// (α = m + 4) of the padded input at (m·th − 2, m·tw − 2). With the
+// transforms of Toom-Cook on α points (Winograd: Bᵀ, G, Aᵀ), one channel's
+// tile is Aᵀ[(G·w·Gᵀ) ⊙ (Bᵀ·d·B)]A: α² multiplications for m² outputs
+// instead of 25·m² (F(2x2): 36 for 4, F(4x4): 64 for 16). Summed over input
+// channels, the α² elementwise products become α² GEMMs, one strided
+// batched GEMM:
 //
-//	U[ξν] = G·W[o][c]·Gᵀ          [36][OC][C]   (wgFilterKernel)
-//	V[ξν] = Bᵀ·patch[c][t]·B       [36][C][T]    (wgInputKernel)
-//	M[ξν] = U[ξν]·V[ξν]            [36][OC][T]   (cuBLAS, batch 36)
+//	U[ξν] = G·W[o][c]·Gᵀ          [α²][OC][C]   (wgFilterKernel)
+//	V[ξν] = Bᵀ·patch[c][t]·B       [α²][C][T]    (wgInputKernel)
+//	M[ξν] = U[ξν]·V[ξν]            [α²][OC][T]   (cuBLAS, batched)
 //	y     = Aᵀ·M[·][o][t]·A + b     act, into y  (wgOutputKernel)
 //
 // The input gradient is the same algorithm on dy (the activation's
 // derivative applied first) with the filter turned by 180° and its channel
-// axes swapped. The weight gradient is F(5×5, 2×2), which shares the input
-// transform Bᵀ: a tile's 2×2 block of dy is the filter (G2, wgDyKernel) and
-// the forward's V the input, so the backward reads the forward's V again
-// (planner.ConvChoice.SharesForward):
+// axes swapped. The weight gradient is F(5×5, m×m) on the same points,
+// which shares the input transform Bᵀ: a tile's m×m block of dy is the
+// filter (G2, wgDyKernel) and the forward's V the input, so the backward
+// reads the forward's V again (planner.ConvChoice.SharesForward):
 //
-//	U2[ξν] = G2·dy[o][t]·G2ᵀ       [36][OC][T]   (wgDyKernel)
-//	M2[ξν] = U2[ξν]·V[ξν]ᵀ         [36][OC][C]   (cuBLAS, batch 36, K = T)
+//	U2[ξν] = G2·dy[o][t]·G2ᵀ       [α²][OC][T]   (wgDyKernel)
+//	M2[ξν] = U2[ξν]·V[ξν]ᵀ         [α²][OC][C]   (cuBLAS, batched, K = T)
 //	dW     = A2ᵀ·M2[·][o][c]·A2    [OC][C][5][5] (wgWeightGradKernel)
 //
 // The matrices were derived for these points with exact fractions and are
 // checked by the tests against direct correlation (winograd_test.go).
 
-// WinogradMethod is the method name the planner records (Attr.Method).
-const WinogradMethod = "winograd F(2x2,5x5)"
+// Winograd is one Winograd algorithm F(m×m, 5×5) with its weight gradient's
+// F(5×5, m×m).
+type Winograd struct {
+	Method   string      // Attr.Method
+	m, alpha int         // output tile side, points (m + 4)
+	bt       [][]float32 // Bᵀ, α×α: the input transform of both
+	g        [][]float32 // G, α×5: the filter transform
+	at       [][]float32 // Aᵀ, m×α: the output transform
+	g2       [][]float32 // G2, α×m: dy's blocks, the weight gradient's filters
+	at2      [][]float32 // A2ᵀ, 5×α: the weight gradient's output transform
+}
+
+// products is α², the number of GEMMs of one pass.
+func (wa *Winograd) products() int { return wa.alpha * wa.alpha }
 
 // winogradMinChannels: below this many input or output channels the
 // transforms cost more than the multiplications they save.
 const winogradMinChannels = 16
 
-var (
-	// wgBT is Bᵀ, the input transform of F(2, 5) and F(5, 2).
-	wgBT = [][]float32{
+// WinogradF2 is F(2×2, 5×5) on the points 0, ±1, ±2, ∞: 36 products.
+var WinogradF2 = &Winograd{Method: "winograd F(2x2,5x5)", m: 2, alpha: 6,
+	bt: [][]float32{
 		{4, 0, -5, 0, 1, 0},
 		{0, -4, -4, 1, 1, 0},
 		{0, 4, -4, -1, 1, 0},
 		{0, -2, -1, 2, 1, 0},
 		{0, 2, -1, -2, 1, 0},
 		{0, 4, 0, -5, 0, 1},
-	}
-	// wgG is the filter transform of F(2, 5): 5 taps to 6 points.
-	wgG = [][]float32{
+	},
+	g: [][]float32{
 		{1. / 4, 0, 0, 0, 0},
 		{-1. / 6, -1. / 6, -1. / 6, -1. / 6, -1. / 6},
 		{-1. / 6, 1. / 6, -1. / 6, 1. / 6, -1. / 6},
 		{1. / 24, 1. / 12, 1. / 6, 1. / 3, 2. / 3},
 		{1. / 24, -1. / 12, 1. / 6, -1. / 3, 2. / 3},
 		{0, 0, 0, 0, 1},
-	}
-	// wgAT is Aᵀ, the output transform of F(2, 5): 6 points to 2 outputs.
-	wgAT = [][]float32{
+	},
+	at: [][]float32{
 		{1, 1, 1, 1, 1, 0},
 		{0, 1, -1, 2, -2, 1},
-	}
-	// wgG2 is the filter transform of F(5, 2): a 2×2 block of dy.
-	wgG2 = [][]float32{
+	},
+	g2: [][]float32{
 		{1. / 4, 0},
 		{-1. / 6, -1. / 6},
 		{-1. / 6, 1. / 6},
 		{1. / 24, 1. / 12},
 		{1. / 24, -1. / 12},
 		{0, 1},
-	}
-	// wgAT2 is the output transform of F(5, 2): 6 points to 5 taps.
-	wgAT2 = [][]float32{
+	},
+	at2: [][]float32{
 		{1, 1, 1, 1, 1, 0},
 		{0, 1, -1, 2, -2, 0},
 		{0, 1, 1, 4, 4, 0},
 		{0, 1, -1, 8, -8, 0},
 		{0, 1, 1, 16, 16, 1},
+	},
+}
+
+// WinogradF4 is F(4×4, 5×5) on the points 0, ±1, ±2, ±1/2, ∞: 64 products
+// for 16 outputs, less than half the transformed data of F(2×2) a pixel.
+var WinogradF4 = &Winograd{Method: "winograd F(4x4,5x5)", m: 4, alpha: 8,
+	bt: [][]float32{
+		{-1, 0, 21. / 4, 0, -21. / 4, 0, 1, 0},
+		{0, 1, 1, -17. / 4, -17. / 4, 1, 1, 0},
+		{0, -1, 1, 17. / 4, -17. / 4, -1, 1, 0},
+		{0, 1. / 2, 1. / 4, -5. / 2, -5. / 4, 2, 1, 0},
+		{0, -1. / 2, 1. / 4, 5. / 2, -5. / 4, -2, 1, 0},
+		{0, 2, 4, -5. / 2, -5, 1. / 2, 1, 0},
+		{0, -2, 4, 5. / 2, -5, -1. / 2, 1, 0},
+		{0, -1, 0, 21. / 4, 0, -21. / 4, 0, 1},
+	},
+	g: [][]float32{
+		{-1, 0, 0, 0, 0},
+		{-2. / 9, -2. / 9, -2. / 9, -2. / 9, -2. / 9},
+		{-2. / 9, 2. / 9, -2. / 9, 2. / 9, -2. / 9},
+		{1. / 90, 1. / 45, 2. / 45, 4. / 45, 8. / 45},
+		{1. / 90, -1. / 45, 2. / 45, -4. / 45, 8. / 45},
+		{32. / 45, 16. / 45, 8. / 45, 4. / 45, 2. / 45},
+		{32. / 45, -16. / 45, 8. / 45, -4. / 45, 2. / 45},
+		{0, 0, 0, 0, 1},
+	},
+	at: [][]float32{
+		{1, 1, 1, 1, 1, 1, 1, 0},
+		{0, 1, -1, 2, -2, 1. / 2, -1. / 2, 0},
+		{0, 1, 1, 4, 4, 1. / 4, 1. / 4, 0},
+		{0, 1, -1, 8, -8, 1. / 8, -1. / 8, 1},
+	},
+	g2: [][]float32{
+		{-1, 0, 0, 0},
+		{-2. / 9, -2. / 9, -2. / 9, -2. / 9},
+		{-2. / 9, 2. / 9, -2. / 9, 2. / 9},
+		{1. / 90, 1. / 45, 2. / 45, 4. / 45},
+		{1. / 90, -1. / 45, 2. / 45, -4. / 45},
+		{32. / 45, 16. / 45, 8. / 45, 4. / 45},
+		{32. / 45, -16. / 45, 8. / 45, -4. / 45},
+		{0, 0, 0, 1},
+	},
+	at2: [][]float32{
+		{1, 1, 1, 1, 1, 1, 1, 0},
+		{0, 1, -1, 2, -2, 1. / 2, -1. / 2, 0},
+		{0, 1, 1, 4, 4, 1. / 4, 1. / 4, 0},
+		{0, 1, -1, 8, -8, 1. / 8, -1. / 8, 0},
+		{0, 1, 1, 16, 16, 1. / 16, 1. / 16, 1},
+	},
+}
+
+// WinogradByMethod is the algorithm a method name names, or nil.
+func WinogradByMethod(method string) *Winograd {
+	for _, wa := range []*Winograd{WinogradF2, WinogradF4} {
+		if wa.Method == method {
+			return wa
+		}
 	}
-)
+	return nil
+}
 
 // WinogradFits reports whether a convolution of geometry g can run as
 // Winograd F(2×2, 5×5) and has the channels to gain from it.
@@ -94,27 +162,52 @@ func WinogradFits(g planner.ConvGeom) bool {
 		g.Groups == 1 && g.OH == g.H && g.OW == g.W && g.C >= winogradMinChannels && g.OC >= winogradMinChannels
 }
 
-// wgTiles is the number of 2×2 output tiles of the batch.
-func wgTiles(g planner.ConvGeom) int { return g.N * ceilDiv(g.OH, 2) * ceilDiv(g.OW, 2) }
+// wgTiles is the number of m×m output tiles of the batch.
+func (wa *Winograd) tiles(g planner.ConvGeom) int {
+	return g.N * ceilDiv(g.OH, wa.m) * ceilDiv(g.OW, wa.m)
+}
+
+// wgChunk is the number of tiles a chunk aims at. The tiles are cut into S
+// chunks of Tc, and each of the α² products becomes S GEMMs of the batched
+// GEMM: the weight gradient's GEMMs sum over tiles (K = tiles), and one
+// 64×32 product over all 12,250 tiles of a batch of MNIST images is 72
+// thread blocks for 132 SMs (451 µs on an H100); α²·S products, summed by
+// the weight-gradient kernel, fill the GPU. A variable so that tests can
+// cut small batches into several chunks.
+var wgChunk = 1024
+
+// wgTiling is the tiles' split: S chunks of Tc tiles (S·Tc ≥ T; the tiles
+// past T are zero in every transform).
+type wgTiling struct{ t, s, tc int }
+
+func (wa *Winograd) tiling(g planner.ConvGeom) wgTiling {
+	t := wa.tiles(g)
+	s := max(1, t/wgChunk)
+	return wgTiling{t, s, ceilDiv(t, s)}
+}
 
 // wgLayout is where each part of a Winograd convolution's workspace lies,
 // in float32s; forward and backward use one layout, so the backward finds
-// the forward's V where it left it.
-type wgLayout struct{ v, u, r1, r2, size int }
+// the forward's V where it left it. Every transformed operand is
+// [α²][S][rows][cols]: product ξν, chunk s.
+type wgLayout struct {
+	wgTiling
+	v, u, r1, r2, size int
+}
 
-func winogradLayout(g planner.ConvGeom) wgLayout {
-	t := wgTiles(g)
-	var l wgLayout
-	l.u = l.v + 36*g.C*t     // V: the input's transform [36][C][T]
-	l.r1 = l.u + 36*g.OC*g.C // U, M2 or U': [36][OC][C] or [36][C][OC]
-	l.r2 = l.r1 + 36*g.OC*t  // M, U2 or V': [36][OC][T]
-	l.size = l.r2 + 36*g.C*t // M': [36][C][T]
+func (wa *Winograd) layout(g planner.ConvGeom) wgLayout {
+	l := wgLayout{wgTiling: wa.tiling(g)}
+	tp, np := l.s*l.tc, wa.products()
+	l.u = l.v + np*g.C*tp                    // V: the input's transform [α²][S][C][Tc]
+	l.r1 = l.u + np*l.s*g.OC*g.C             // U, M2 or U': [α²][S][OC][C] or [α²][S][C][OC]
+	l.r2 = l.r1 + np*g.OC*tp                 // M, U2 or V': [α²][S][OC][Tc]
+	l.size = l.r2 + np*max(g.C*tp, g.OC*g.C) // M' [α²][S][C][Tc], or the weight gradient's sum [α²][OC][C]
 	return l
 }
 
-// WinogradScratch is the workspace, in float32s, of a Winograd convolution
-// of geometry g, forward or backward.
-func WinogradScratch(g planner.ConvGeom) int { return winogradLayout(normConv(g)).size }
+// Scratch is the workspace, in float32s, of the algorithm's convolution of
+// geometry g, forward or backward.
+func (wa *Winograd) Scratch(g planner.ConvGeom) int { return wa.layout(normConv(g)).size }
 
 // lin is Σ coefs[i]·terms[i] without the zero terms, ±1 as additions.
 func lin(coefs []float32, terms []Expr) Expr {
@@ -178,7 +271,11 @@ func sandwich(L [][]float32, R [][]float32, xName, tName, outName string, a, b i
 // p < outCh, q < inCh. Forward: w = W[p][q]. For the input gradient
 // (flip): w = W[q][p] turned by 180°, so that outCh is the layer's input
 // channels. W is the layer's [OC][C][5][5].
-func wgFilterKernel(g planner.ConvGeom, flip bool) *Kernel {
+//
+// Each product's matrix is written once per chunk of tiles (S copies), so
+// that the batched GEMM's i-th product finds its own: one thread per copy
+// and filter, a grid that fills the GPU.
+func wgFilterKernel(wa *Winograd, g planner.ConvGeom, flip bool, chunks int) *Kernel {
 	outCh, inCh := g.OC, g.C
 	what := "filters"
 	if flip {
@@ -186,9 +283,10 @@ func wgFilterKernel(g planner.ConvGeom, flip bool) *Kernel {
 		what = "filters turned by 180°, channels swapped,"
 	}
 	n := outCh * inCh
-	return elementwise(fmt.Sprintf("Winograd F(2x2,5x5) transform of %d %s G·w·Gᵀ", n, what), n,
-		[]Param{in("w", g.OC*g.C*25), out("u", 36*n)}, func(i Expr) []Stmt {
-			s := []Stmt{let("p", Int, div(i, i32(inCh))), let("q", Int, rem(i, i32(inCh)))}
+	np := wa.products()
+	return elementwise(fmt.Sprintf("Winograd F(%dx%d,5x5) transform of %d %s G·w·Gᵀ, %d copies", wa.m, wa.m, n, what, chunks), chunks*n,
+		[]Param{in("w", g.OC*g.C*25), out("u", np*chunks*n)}, func(i Expr) []Stmt {
+			s := []Stmt{let("r", Int, rem(i, i32(n))), let("p", Int, div(vr("r"), i32(inCh))), let("q", Int, rem(vr("r"), i32(inCh)))}
 			base := add(mul(vr("p"), i32(g.C)), vr("q"))
 			if flip {
 				base = add(mul(vr("q"), i32(g.C)), vr("p"))
@@ -203,53 +301,54 @@ func wgFilterKernel(g planner.ConvGeom, flip bool) *Kernel {
 					s = append(s, let(fmt.Sprintf("w%d%d", kh, kw), Float, load("w", add(vr("wb"), i32(tap)))))
 				}
 			}
-			s = append(s, sandwich(wgG, wgG, "w", "t", "u", 5, 5)...)
-			for xi := range 6 {
-				for nu := range 6 {
-					s = append(s, store("u", add(i32((xi*6+nu)*n), i), vr(fmt.Sprintf("u%d%d", xi, nu))))
+			s = append(s, sandwich(wa.g, wa.g, "w", "t", "u", 5, 5)...)
+			for xi := range wa.alpha {
+				for nu := range wa.alpha {
+					s = append(s, store("u", add(i32((xi*wa.alpha+nu)*chunks*n), i), vr(fmt.Sprintf("u%d%d", xi, nu))))
 				}
 			}
 			return s
 		})
 }
 
-// wgTileCoords declares n, th, tw of tile t of an H×W output.
-func wgTileCoords(t Expr, oh, ow int) []Stmt {
-	th, tw := ceilDiv(oh, 2), ceilDiv(ow, 2)
+// wgThread declares, for thread i of a kernel over the chunked operand
+// [S][ch][Tc] (i = (s·ch + c)·Tc + tc), the channel c (named chName) and
+// the tile t = s·Tc + tc, then n, th, tw of tile t of an oh×ow output.
+func wgThread(wa *Winograd, i Expr, tl wgTiling, ch int, chName string, oh, ow int) []Stmt {
+	th, tw := ceilDiv(oh, wa.m), ceilDiv(ow, wa.m)
 	return []Stmt{
-		let("n", Int, div(t, i32(th*tw))),
-		let("th", Int, div(rem(t, i32(th*tw)), i32(tw))),
-		let("tw", Int, rem(t, i32(tw))),
+		let(chName, Int, rem(div(i, i32(tl.tc)), i32(ch))),
+		let("t", Int, add(mul(div(i, i32(ch*tl.tc)), i32(tl.tc)), rem(i, i32(tl.tc)))),
+		let("n", Int, div(vr("t"), i32(th*tw))),
+		let("th", Int, div(rem(vr("t"), i32(th*tw)), i32(tw))),
+		let("tw", Int, rem(vr("t"), i32(tw))),
 	}
 }
 
 // wgInputKernel transforms the 6×6 input patches: V[ξν][c][t] =
 // (Bᵀ·d·B)[ξ][ν], d the patch of channel c at (2·th − 2, 2·tw − 2) of
 // x [N][ch][h][w], zero outside the image.
-func wgInputKernel(n, ch, h, w int) *Kernel {
-	g := planner.ConvGeom{N: n, OH: h, OW: w}
-	t := wgTiles(g)
-	total := ch * t
-	return elementwise(fmt.Sprintf("Winograd F(2x2,5x5) transform of %d 6x6 patches of [%d,%d,%d,%d], Bᵀ·d·B", total, n, ch, h, w), total,
-		[]Param{in("x", n*ch*h*w), out("v", 36*total)}, func(i Expr) []Stmt {
-			s := []Stmt{let("c", Int, div(i, i32(t))), let("t", Int, rem(i, i32(t)))}
-			s = append(s, wgTileCoords(vr("t"), h, w)...)
+func wgInputKernel(wa *Winograd, n, ch, h, w int, tl wgTiling) *Kernel {
+	total, al := tl.s*ch*tl.tc, wa.alpha
+	return elementwise(fmt.Sprintf("Winograd F(%dx%d,5x5) transform of the %dx%d patches of [%d,%d,%d,%d], Bᵀ·d·B, in %d chunks of %d tiles", wa.m, wa.m, al, al, n, ch, h, w, tl.s, tl.tc), total,
+		[]Param{in("x", n*ch*h*w), out("v", wa.products()*total)}, func(i Expr) []Stmt {
+			s := wgThread(wa, i, tl, ch, "c", h, w)
 			s = append(s,
-				let("h0", Int, sub(mul(vr("th"), i32(2)), i32(2))),
-				let("w0", Int, sub(mul(vr("tw"), i32(2)), i32(2))),
+				let("h0", Int, sub(mul(vr("th"), i32(wa.m)), i32(2))),
+				let("w0", Int, sub(mul(vr("tw"), i32(wa.m)), i32(2))),
 				let("xb", Int, mul(add(mul(vr("n"), i32(ch)), vr("c")), i32(h*w))))
-			for a := range 6 {
-				for b := range 6 {
+			for a := range al {
+				for b := range al {
 					hh, ww := add(vr("h0"), i32(a)), add(vr("w0"), i32(b))
-					inside := and(ge(hh, i32(0)), lt(hh, i32(h)), ge(ww, i32(0)), lt(ww, i32(w)))
+					inside := and(lt(vr("t"), i32(tl.t)), ge(hh, i32(0)), lt(hh, i32(h)), ge(ww, i32(0)), lt(ww, i32(w)))
 					s = append(s, let(fmt.Sprintf("d%d%d", a, b), Float,
 						sel(inside, load("x", add(vr("xb"), add(mul(hh, i32(w)), ww))), flt(0))))
 				}
 			}
-			s = append(s, sandwich(wgBT, wgBT, "d", "t", "v", 6, 6)...)
-			for xi := range 6 {
-				for nu := range 6 {
-					s = append(s, store("v", add(i32((xi*6+nu)*total), i), vr(fmt.Sprintf("v%d%d", xi, nu))))
+			s = append(s, sandwich(wa.bt, wa.bt, "d", "t", "v", al, al)...)
+			for xi := range al {
+				for nu := range al {
+					s = append(s, store("v", add(i32((xi*al+nu)*total), i), vr(fmt.Sprintf("v%d%d", xi, nu))))
 				}
 			}
 			return s
@@ -259,39 +358,37 @@ func wgInputKernel(n, ch, h, w int) *Kernel {
 // wgOutputKernel turns the GEMMs' products back into 2×2 output tiles:
 // y[n][o][2·th + a][2·tw + b] = (Aᵀ·M[·][o][t]·A)[a][b] (+ bias, act), for
 // y [N][outCh][h][w].
-func wgOutputKernel(n, outCh, h, w int, hasBias bool, act string, alpha float32) (*Kernel, error) {
-	g := planner.ConvGeom{N: n, OH: h, OW: w}
-	t := wgTiles(g)
-	total := outCh * t
-	params := []Param{in("m", 36*total), out("y", n*outCh*h*w)}
+func wgOutputKernel(wa *Winograd, n, outCh, h, w int, tl wgTiling, hasBias bool, act string, alpha float32) (*Kernel, error) {
+	total, al := tl.s*outCh*tl.tc, wa.alpha
+	params := []Param{in("m", wa.products()*total), out("y", n*outCh*h*w)}
 	if hasBias {
 		params = append(params, in("b", outCh))
 	}
 	var err error
-	k := elementwise(fmt.Sprintf("Winograd F(2x2,5x5) output tiles Aᵀ·M·A of [%d,%d,%d,%d], bias %v, %q", n, outCh, h, w, hasBias, act), total,
+	k := elementwise(fmt.Sprintf("Winograd F(%dx%d,5x5) output tiles Aᵀ·M·A of [%d,%d,%d,%d], bias %v, %q", wa.m, wa.m, n, outCh, h, w, hasBias, act), total,
 		params, func(i Expr) []Stmt {
-			s := []Stmt{let("o", Int, div(i, i32(t))), let("t", Int, rem(i, i32(t)))}
-			s = append(s, wgTileCoords(vr("t"), h, w)...)
-			for xi := range 6 {
-				for nu := range 6 {
-					s = append(s, let(fmt.Sprintf("m%d%d", xi, nu), Float, load("m", add(i32((xi*6+nu)*total), i))))
+			s := wgThread(wa, i, tl, outCh, "o", h, w)
+			s = append(s, when(ge(vr("t"), i32(tl.t)), Return{}))
+			for xi := range al {
+				for nu := range al {
+					s = append(s, let(fmt.Sprintf("m%d%d", xi, nu), Float, load("m", add(i32((xi*al+nu)*total), i))))
 				}
 			}
-			s = append(s, sandwich(wgAT, wgAT, "m", "t", "y", 6, 6)...)
+			s = append(s, sandwich(wa.at, wa.at, "m", "t", "y", al, al)...)
 			s = append(s, let("yb", Int, mul(add(mul(vr("n"), i32(outCh)), vr("o")), i32(h*w))))
 			if hasBias {
 				s = append(s, let("bias", Float, load("b", vr("o"))))
 			}
-			for a := range 2 {
-				for b := range 2 {
+			for a := range wa.m {
+				for b := range wa.m {
 					var v Expr = vr(fmt.Sprintf("y%d%d", a, b))
 					if hasBias {
 						v = add(v, vr("bias"))
 					}
 					var e Expr
 					e, err = actExpr(act, alpha, v)
-					hh := add(mul(vr("th"), i32(2)), i32(a))
-					ww := add(mul(vr("tw"), i32(2)), i32(b))
+					hh := add(mul(vr("th"), i32(wa.m)), i32(a))
+					ww := add(mul(vr("tw"), i32(wa.m)), i32(b))
 					s = append(s, when(and(lt(hh, i32(h)), lt(ww, i32(w))),
 						store("y", add(vr("yb"), add(mul(hh, i32(w)), ww)), e)))
 				}
@@ -304,26 +401,24 @@ func wgOutputKernel(n, outCh, h, w int, hasBias bool, act string, alpha float32)
 // wgDyKernel transforms dy's 2×2 blocks, the filters of the weight
 // gradient's F(5×5, 2×2): U2[ξν][o][t] = (G2·z·G2ᵀ)[ξ][ν], z the block of
 // dy [N][OC][OH][OW] at (2·th, 2·tw), zero past the edge.
-func wgDyKernel(g planner.ConvGeom) *Kernel {
-	t := wgTiles(g)
-	total := g.OC * t
-	return elementwise(fmt.Sprintf("Winograd F(5x5,2x2) transform of %d 2x2 blocks of dy [%d,%d,%d,%d], G2·z·G2ᵀ", total, g.N, g.OC, g.OH, g.OW), total,
-		[]Param{in("dy", g.N*g.OC*g.OH*g.OW), out("u", 36*total)}, func(i Expr) []Stmt {
-			s := []Stmt{let("o", Int, div(i, i32(t))), let("t", Int, rem(i, i32(t)))}
-			s = append(s, wgTileCoords(vr("t"), g.OH, g.OW)...)
+func wgDyKernel(wa *Winograd, g planner.ConvGeom, tl wgTiling) *Kernel {
+	total, al := tl.s*g.OC*tl.tc, wa.alpha
+	return elementwise(fmt.Sprintf("Winograd F(5x5,%dx%d) transform of the %dx%d blocks of dy [%d,%d,%d,%d], G2·z·G2ᵀ, in %d chunks of %d tiles", wa.m, wa.m, wa.m, wa.m, g.N, g.OC, g.OH, g.OW, tl.s, tl.tc), total,
+		[]Param{in("dy", g.N*g.OC*g.OH*g.OW), out("u", wa.products()*total)}, func(i Expr) []Stmt {
+			s := wgThread(wa, i, tl, g.OC, "o", g.OH, g.OW)
 			s = append(s, let("zb", Int, mul(add(mul(vr("n"), i32(g.OC)), vr("o")), i32(g.OH*g.OW))))
-			for a := range 2 {
-				for b := range 2 {
-					hh := add(mul(vr("th"), i32(2)), i32(a))
-					ww := add(mul(vr("tw"), i32(2)), i32(b))
+			for a := range wa.m {
+				for b := range wa.m {
+					hh := add(mul(vr("th"), i32(wa.m)), i32(a))
+					ww := add(mul(vr("tw"), i32(wa.m)), i32(b))
 					s = append(s, let(fmt.Sprintf("z%d%d", a, b), Float,
-						sel(and(lt(hh, i32(g.OH)), lt(ww, i32(g.OW))), load("dy", add(vr("zb"), add(mul(hh, i32(g.OW)), ww))), flt(0))))
+						sel(and(lt(vr("t"), i32(tl.t)), lt(hh, i32(g.OH)), lt(ww, i32(g.OW))), load("dy", add(vr("zb"), add(mul(hh, i32(g.OW)), ww))), flt(0))))
 				}
 			}
-			s = append(s, sandwich(wgG2, wgG2, "z", "t", "u", 2, 2)...)
-			for xi := range 6 {
-				for nu := range 6 {
-					s = append(s, store("u", add(i32((xi*6+nu)*total), i), vr(fmt.Sprintf("u%d%d", xi, nu))))
+			s = append(s, sandwich(wa.g2, wa.g2, "z", "t", "u", wa.m, wa.m)...)
+			for xi := range al {
+				for nu := range al {
+					s = append(s, store("u", add(i32((xi*al+nu)*total), i), vr(fmt.Sprintf("u%d%d", xi, nu))))
 				}
 			}
 			return s
@@ -331,18 +426,19 @@ func wgDyKernel(g planner.ConvGeom) *Kernel {
 }
 
 // wgWeightGradKernel turns the weight gradient's products into the 5×5
-// taps: dW[o][c] = A2ᵀ·M2[·][o][c]·A2.
-func wgWeightGradKernel(g planner.ConvGeom) *Kernel {
-	total := g.OC * g.C
-	return elementwise(fmt.Sprintf("Winograd F(5x5,2x2) weight gradient taps A2ᵀ·M2·A2 of [%d,%d,5,5]", g.OC, g.C), total,
-		[]Param{in("m", 36*total), out("dw", total*25)}, func(i Expr) []Stmt {
+// taps: dW[o][c] = A2ᵀ·M2[·][o][c]·A2, from the chunks' sum
+// (wgChunkSumKernel).
+func wgWeightGradKernel(wa *Winograd, g planner.ConvGeom) *Kernel {
+	total, al := g.OC*g.C, wa.alpha
+	return elementwise(fmt.Sprintf("Winograd F(5x5,%dx%d) weight gradient taps A2ᵀ·M2·A2 of [%d,%d,5,5]", wa.m, wa.m, g.OC, g.C), total,
+		[]Param{in("m", wa.products()*total), out("dw", total*25)}, func(i Expr) []Stmt {
 			var s []Stmt
-			for xi := range 6 {
-				for nu := range 6 {
-					s = append(s, let(fmt.Sprintf("m%d%d", xi, nu), Float, load("m", add(i32((xi*6+nu)*total), i))))
+			for xi := range al {
+				for nu := range al {
+					s = append(s, let(fmt.Sprintf("m%d%d", xi, nu), Float, load("m", add(i32((xi*al+nu)*total), i))))
 				}
 			}
-			s = append(s, sandwich(wgAT2, wgAT2, "m", "t", "k", 6, 6)...)
+			s = append(s, sandwich(wa.at2, wa.at2, "m", "t", "k", al, al)...)
 			s = append(s, let("kb", Int, mul(i, i32(25))))
 			for kh := range 5 {
 				for kw := range 5 {
@@ -353,13 +449,26 @@ func wgWeightGradKernel(g planner.ConvGeom) *Kernel {
 		})
 }
 
-// winograd lowers a convolution step whose method is WinogradMethod.
-func (l *lowering) winograd(st *planner.Step, bwd bool) error {
+// wgChunkSumKernel adds the weight gradient's chunks: out[ξν][r] =
+// Σ_s m[ξν][s][r] for the n values r of one product.
+func wgChunkSumKernel(np, n, chunks int) *Kernel {
+	return elementwise(fmt.Sprintf("sum of %d chunks of the Winograd weight gradient's %d products of %d values", chunks, np, n), np*n,
+		[]Param{in("m", np*chunks*n), out("sum", np*n)}, func(i Expr) []Stmt {
+			s := []Stmt{let("b", Int, add(mul(div(i, i32(n)), i32(chunks*n)), rem(i, i32(n)))), let("acc", Float, load("m", vr("b")))}
+			for c := 1; c < chunks; c++ {
+				s = append(s, set("acc", add(vr("acc"), load("m", add(vr("b"), i32(c*n))))))
+			}
+			return append(s, store("sum", i, vr("acc")))
+		})
+}
+
+// winograd lowers a convolution step whose method is wa's.
+func (l *lowering) winograd(st *planner.Step, bwd bool, wa *Winograd) error {
 	a := st.Attr
 	g := normConv(*a.Conv)
 	if !WinogradFits(g) {
 		return fmt.Errorf("method %q does not apply to this convolution (%dx%d window, stride %dx%d, padding %dx%d, %d groups, %d→%d channels)",
-			WinogradMethod, g.KH, g.KW, g.SH, g.SW, g.PH, g.PW, g.Groups, g.C, g.OC)
+			wa.Method, g.KH, g.KW, g.SH, g.SW, g.PH, g.PW, g.Groups, g.C, g.OC)
 	}
 	nin, nout, wsAt := 3, 2, func() planner.BufID { return st.Out[1] }
 	if bwd {
@@ -369,27 +478,27 @@ func (l *lowering) winograd(st *planner.Step, bwd bool) error {
 		return err
 	}
 	ws := wsAt()
-	lay := winogradLayout(g)
+	lay := wa.layout(g)
 	if b, err := l.buf(ws); err != nil {
 		return err
 	} else if b.Size < lay.size {
-		return fmt.Errorf("Winograd workspace %q has %d float32s, the method needs %d (gpu.WinogradScratch)", b.Name, b.Size, lay.size)
+		return fmt.Errorf("Winograd workspace %q has %d float32s, the method needs %d (its Scratch)", b.Name, b.Size, lay.size)
 	}
-	t := wgTiles(g)
+	tl, tc, batch := lay.wgTiling, lay.tc, wa.products()*lay.s
 	alpha := float32(a.Alpha)
 	if !bwd {
 		x, b, y := st.In[0], st.In[2], st.Out[0]
-		if err := l.launch("winograd_filter", wgFilterKernel(g, false), nil, whole(st.In[1]), at(ws, lay.u)); err != nil {
+		if err := l.launch("winograd_filter", wgFilterKernel(wa, g, false, tl.s), nil, whole(st.In[1]), at(ws, lay.u)); err != nil {
 			return err
 		}
-		if err := l.launch("winograd_input", wgInputKernel(g.N, g.C, g.H, g.W), nil, whole(x), at(ws, lay.v)); err != nil {
+		if err := l.launch("winograd_input", wgInputKernel(wa, g.N, g.C, g.H, g.W, tl), nil, whole(x), at(ws, lay.v)); err != nil {
 			return err
 		}
-		if err := l.gemm(Gemm{M: g.OC, N: t, K: g.C, Alpha: 1, Batch: 36, Stride: [3]int{g.OC * g.C, g.C * t, g.OC * t},
-			A: Matrix{ws, lay.u, g.OC, g.C, g.C}, B: Matrix{ws, lay.v, g.C, t, t}, C: Matrix{ws, lay.r1, g.OC, t, t}}); err != nil {
+		if err := l.gemm(Gemm{M: g.OC, N: tc, K: g.C, Alpha: 1, Batch: batch, Stride: [3]int{g.OC * g.C, g.C * tc, g.OC * tc},
+			A: Matrix{ws, lay.u, g.OC, g.C, g.C}, B: Matrix{ws, lay.v, g.C, tc, tc}, C: Matrix{ws, lay.r1, g.OC, tc, tc}}); err != nil {
 			return err
 		}
-		k, err := wgOutputKernel(g.N, g.OC, g.OH, g.OW, present(b), a.Act, alpha)
+		k, err := wgOutputKernel(wa, g.N, g.OC, g.OH, g.OW, tl, present(b), a.Act, alpha)
 		ops := []operand{at(ws, lay.r1), whole(y)}
 		if present(b) {
 			ops = append(ops, whole(b))
@@ -411,33 +520,37 @@ func (l *lowering) winograd(st *planner.Step, bwd bool) error {
 	}
 	if present(dw) {
 		if !a.KeptCols {
-			if err := l.launch("winograd_input", wgInputKernel(g.N, g.C, g.H, g.W), nil, whole(x), at(ws, lay.v)); err != nil {
+			if err := l.launch("winograd_input", wgInputKernel(wa, g.N, g.C, g.H, g.W, tl), nil, whole(x), at(ws, lay.v)); err != nil {
 				return err
 			}
 		}
-		if err := l.launch("winograd_dy", wgDyKernel(g), nil, whole(dy), at(ws, lay.r1)); err != nil {
+		if err := l.launch("winograd_dy", wgDyKernel(wa, g, tl), nil, whole(dy), at(ws, lay.r1)); err != nil {
 			return err
 		}
-		if err := l.gemm(Gemm{TransB: true, M: g.OC, N: g.C, K: t, Alpha: 1, Batch: 36, Stride: [3]int{g.OC * t, g.C * t, g.OC * g.C},
-			A: Matrix{ws, lay.r1, g.OC, t, t}, B: Matrix{ws, lay.v, g.C, t, t}, C: Matrix{ws, lay.u, g.OC, g.C, g.C}}); err != nil {
+		if err := l.gemm(Gemm{TransB: true, M: g.OC, N: g.C, K: tc, Alpha: 1, Batch: batch, Stride: [3]int{g.OC * tc, g.C * tc, g.OC * g.C},
+			A: Matrix{ws, lay.r1, g.OC, tc, tc}, B: Matrix{ws, lay.v, g.C, tc, tc}, C: Matrix{ws, lay.u, g.OC, g.C, g.C}}); err != nil {
 			return err
 		}
-		if err := l.launch("winograd_weight_grad", wgWeightGradKernel(g), nil, at(ws, lay.u), whole(dw)); err != nil {
+		// The chunks' sum goes where dx's M' goes later.
+		if err := l.launch("winograd_chunk_sum", wgChunkSumKernel(wa.products(), g.OC*g.C, tl.s), nil, at(ws, lay.u), at(ws, lay.r2)); err != nil {
+			return err
+		}
+		if err := l.launch("winograd_weight_grad", wgWeightGradKernel(wa, g), nil, at(ws, lay.r2), whole(dw)); err != nil {
 			return err
 		}
 	}
 	if present(dx) {
-		if err := l.launch("winograd_filter", wgFilterKernel(g, true), nil, whole(w), at(ws, lay.u)); err != nil {
+		if err := l.launch("winograd_filter", wgFilterKernel(wa, g, true, tl.s), nil, whole(w), at(ws, lay.u)); err != nil {
 			return err
 		}
-		if err := l.launch("winograd_input", wgInputKernel(g.N, g.OC, g.OH, g.OW), nil, whole(dy), at(ws, lay.r1)); err != nil {
+		if err := l.launch("winograd_input", wgInputKernel(wa, g.N, g.OC, g.OH, g.OW, tl), nil, whole(dy), at(ws, lay.r1)); err != nil {
 			return err
 		}
-		if err := l.gemm(Gemm{M: g.C, N: t, K: g.OC, Alpha: 1, Batch: 36, Stride: [3]int{g.C * g.OC, g.OC * t, g.C * t},
-			A: Matrix{ws, lay.u, g.C, g.OC, g.OC}, B: Matrix{ws, lay.r1, g.OC, t, t}, C: Matrix{ws, lay.r2, g.C, t, t}}); err != nil {
+		if err := l.gemm(Gemm{M: g.C, N: tc, K: g.OC, Alpha: 1, Batch: batch, Stride: [3]int{g.C * g.OC, g.OC * tc, g.C * tc},
+			A: Matrix{ws, lay.u, g.C, g.OC, g.OC}, B: Matrix{ws, lay.r1, g.OC, tc, tc}, C: Matrix{ws, lay.r2, g.C, tc, tc}}); err != nil {
 			return err
 		}
-		k, err := wgOutputKernel(g.N, g.C, g.H, g.W, false, "", 0)
+		k, err := wgOutputKernel(wa, g.N, g.C, g.H, g.W, tl, false, "", 0)
 		if err := l.launch("winograd_output", k, err, at(ws, lay.r2), whole(dx)); err != nil {
 			return err
 		}

@@ -11,37 +11,40 @@ import (
 
 // TestWinogradMatrices checks the transforms' one-dimensional identities
 // in float64 on random data: Aᵀ[(G·g) ⊙ (Bᵀ·d)] is the correlation of d
-// (6 values) with g, for F(2, 5) (g: 5 taps, 2 outputs) and F(5, 2) (g: 2
-// taps, 5 outputs).
+// (α values) with g, for F(2, 5) and F(4, 5) (g: 5 taps) and for the weight
+// gradients' F(5, 2) and F(5, 4) (5 outputs), each pair sharing Bᵀ.
 func TestWinogradMatrices(t *testing.T) {
 	r := rand.New(rand.NewSource(3))
 	for _, c := range []struct {
 		name  string
 		at, g [][]float32
 		m, k  int
-	}{{"F(2,5)", wgAT, wgG, 2, 5}, {"F(5,2)", wgAT2, wgG2, 5, 2}} {
+		bt    [][]float32
+	}{{"F(2,5)", WinogradF2.at, WinogradF2.g, 2, 5, WinogradF2.bt}, {"F(5,2)", WinogradF2.at2, WinogradF2.g2, 5, 2, WinogradF2.bt},
+		{"F(4,5)", WinogradF4.at, WinogradF4.g, 4, 5, WinogradF4.bt}, {"F(5,4)", WinogradF4.at2, WinogradF4.g2, 5, 4, WinogradF4.bt}} {
+		alpha := len(c.bt)
 		for range 20 {
-			g, d := make([]float64, c.k), make([]float64, 6)
+			g, d := make([]float64, c.k), make([]float64, alpha)
 			for i := range g {
 				g[i] = r.Float64()*2 - 1
 			}
 			for i := range d {
 				d[i] = r.Float64()*2 - 1
 			}
-			var prod [6]float64
-			for xi := range 6 {
+			prod := make([]float64, alpha)
+			for xi := range alpha {
 				var u, v float64
 				for k := range c.k {
 					u += float64(c.g[xi][k]) * g[k]
 				}
-				for j := range 6 {
-					v += float64(wgBT[xi][j]) * d[j]
+				for j := range alpha {
+					v += float64(c.bt[xi][j]) * d[j]
 				}
 				prod[xi] = u * v
 			}
 			for i := range c.m {
 				var got, want float64
-				for xi := range 6 {
+				for xi := range alpha {
 					got += float64(c.at[i][xi]) * prod[xi]
 				}
 				for k := range c.k {
@@ -87,20 +90,35 @@ func TestWinogradFits(t *testing.T) {
 // tiles overrun the edge (odd), channels that are not multiples of
 // anything, with and without bias, activation and dx, the backward reading
 // the forward's input transform or computing it again.
+//
+// wgChunk is lowered to a few tiles so that every layer's tiles are cut
+// into several chunks, the last one padded for some.
 func TestLoweredWinogradMatchesCPU(t *testing.T) {
+	saved := wgChunk
+	t.Cleanup(func() { wgChunk = saved })
+	for _, c := range []struct {
+		wa    *Winograd
+		chunk int
+	}{{WinogradF2, 7}, {WinogradF4, 4}} {
+		wgChunk = c.chunk // t.Run returns when its parallel subtests are done
+		t.Run(c.wa.Method, func(t *testing.T) { testLoweredWinograd(t, c.wa) })
+	}
+}
+
+func testLoweredWinograd(t *testing.T, wa *Winograd) {
 	odd := withOutputSize(planner.ConvGeom{N: 3, C: 16, H: 9, W: 7, OC: 17, KH: 5, KW: 5, SH: 1, SW: 1, PH: 2, PW: 2, DH: 1, DW: 1, Groups: 1})
 	even := withOutputSize(planner.ConvGeom{N: 2, C: 19, H: 6, W: 8, OC: 16, KH: 5, KW: 5, SH: 1, SW: 1, PH: 2, PW: 2, DH: 1, DW: 1, Groups: 1})
 	cases := []convLayerCase{
-		{name: "odd_kept", g: odd, bias: true, act: "relu", dx: true, scratch: WinogradScratch(odd)},
-		{name: "even_again", g: even, act: "", dx: true, scratch: WinogradScratch(even)},
-		{name: "odd_no_dx", g: odd, bias: true, act: "leakyrelu", alpha: 0.1, scratch: WinogradScratch(odd)},
+		{name: "odd_kept", g: odd, bias: true, act: "relu", dx: true, scratch: wa.Scratch(odd)},
+		{name: "even_again", g: even, act: "", dx: true, scratch: wa.Scratch(even)},
+		{name: "odd_no_dx", g: odd, bias: true, act: "leakyrelu", alpha: 0.1, scratch: wa.Scratch(odd)},
 	}
 	kept := map[string]bool{"odd_kept": true, "odd_no_dx": true}
 	p, bufs := convLayerPlan(cases)
 	for i := range cases {
 		for _, st := range []*planner.Step{&p.Forward[i], &p.Backward[i]} {
 			g := *st.Attr.Conv
-			st.Attr.Conv, st.Attr.Method = &g, WinogradMethod
+			st.Attr.Conv, st.Attr.Method = &g, wa.Method
 		}
 		if kept[cases[i].name] {
 			p.Backward[i].In[4] = bufs[i].cols
@@ -143,8 +161,8 @@ func TestLoweredWinogradMatchesCPU(t *testing.T) {
 			for _, ph := range [][]Op{prog.Forward, prog.Backward} {
 				for _, op := range ph {
 					if op.Gemm != nil {
-						if op.Gemm.Batch != 36 {
-							t.Errorf("%s: a GEMM of batch %d, want every GEMM batched 36", op.Layer, op.Gemm.Batch)
+						if np := wa.products(); op.Gemm.Batch%np != 0 || op.Gemm.Batch <= np {
+							t.Errorf("%s: a GEMM of batch %d, want %d products of several chunks", op.Layer, op.Gemm.Batch, np)
 						}
 						batched++
 					}

@@ -82,6 +82,10 @@ type Meta struct {
 	Defaults    Defaults
 	// Data describes a csv or npy data set (zero for IDX files).
 	Data DataSpec
+	// Readers are the data files the program reads besides a dataset's
+	// IDX files: its dataset's format and predict's inputs, in the order
+	// predict tries them (see Reader).
+	Readers []*Reader
 	// Memory of the plans, in bytes, for `info`.
 	StateBytes, TrainWorkBytes, InferWorkBytes int64
 	// Embedded are the weights compiled into the program by `mlbuild

@@ -1,7 +1,6 @@
 package app
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"math"
@@ -12,6 +11,7 @@ import (
 	"time"
 
 	"github.com/mlbuild/mlbuild/rt/cpu"
+	"github.com/mlbuild/mlbuild/rt/jsontext"
 )
 
 // preprocessingText says what the spec does to the data before the model
@@ -74,16 +74,43 @@ func softmax64(v []float32) []float64 {
 
 // benchResult is what `bench --json` prints.
 type benchResult struct {
-	Model          string  `json:"model"`
-	Backend        string  `json:"backend"`
-	Threads        int     `json:"threads"`
-	Batch          int     `json:"batch"`
-	InferBatchMS   float64 `json:"infer_batch_ms"`
-	InferImagesSec float64 `json:"infer_images_per_sec"`
-	InferOneMS     float64 `json:"infer_batch1_ms"`
-	TrainStepMS    float64 `json:"train_step_ms"`
-	TrainImagesSec float64 `json:"train_images_per_sec"`
-	Iterations     int     `json:"iterations"`
+	Model          string
+	Backend        string
+	Threads        int
+	Batch          int
+	InferBatchMS   float64
+	InferImagesSec float64
+	InferOneMS     float64
+	TrainStepMS    float64
+	TrainImagesSec float64
+	Iterations     int
+}
+
+// writeJSON prints the result as `bench --json` does: one object on a line.
+func (r *benchResult) writeJSON(w io.Writer) error {
+	j := jsontext.NewWriter("")
+	j.BeginObject()
+	j.Key("model")
+	j.String(r.Model)
+	j.Key("backend")
+	j.String(r.Backend)
+	j.Key("threads")
+	j.Int(int64(r.Threads))
+	j.Key("batch")
+	j.Int(int64(r.Batch))
+	for _, f := range []struct {
+		key string
+		v   float64
+	}{{"infer_batch_ms", r.InferBatchMS}, {"infer_images_per_sec", r.InferImagesSec}, {"infer_batch1_ms", r.InferOneMS},
+		{"train_step_ms", r.TrainStepMS}, {"train_images_per_sec", r.TrainImagesSec}} {
+		j.Key(f.key)
+		j.Float(f.v, 64)
+	}
+	j.Key("iterations")
+	j.Int(int64(r.Iterations))
+	j.EndObject()
+	_, err := w.Write(append(j.Bytes(), '\n'))
+	return err
 }
 
 // median times fn over iters runs after one warm-up run, in milliseconds.
@@ -135,7 +162,7 @@ func benchCmd(m Model, args []string, stdout, stderr io.Writer) error {
 	r.InferImagesSec = float64(meta.Batch) / (r.InferBatchMS / 1000)
 	r.TrainImagesSec = float64(meta.Batch) / (r.TrainStepMS / 1000)
 	if *asJSON {
-		return json.NewEncoder(stdout).Encode(r)
+		return r.writeJSON(stdout)
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "model\t%s (backend %s, %d threads, %s/%s)\n", meta.Name, meta.Backend, r.Threads, runtime.GOOS, runtime.GOARCH)

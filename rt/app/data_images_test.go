@@ -56,7 +56,7 @@ func photoFolder(t *testing.T, tmp string) map[string][]string {
 
 // photoMeta is a model reading the photographs as RGB 24x32 images.
 func photoMeta(resize bool, norm ...[]float64) *Meta {
-	m := &Meta{Name: "photos", InputShape: []int{3, 24, 32}, Classes: 2, Batch: 4,
+	m := &Meta{Name: "photos", InputShape: []int{3, 24, 32}, Classes: 2, Batch: 4, Readers: allReaders,
 		Defaults: Defaults{Loss: "softmax_cross_entropy"},
 		Data:     DataSpec{Format: "imagefolder", Task: "classification", Train: "photos", Test: "photos", Resize: resize}}
 	if len(norm) == 2 {

@@ -1,13 +1,13 @@
 package app
 
 import (
-	"encoding/json"
 	"fmt"
 	"math"
 	"strconv"
 	"strings"
 
 	"github.com/mlbuild/mlbuild/rt/csvdata"
+	"github.com/mlbuild/mlbuild/rt/jsontext"
 )
 
 // DataSpec is the spec's dataset block for the formats other than IDX
@@ -127,8 +127,9 @@ func (r *record) metadata(md map[string]string) {
 	put(mdChanMean, r.cmean)
 	put(mdChanStd, r.cstd)
 	if r.classNames != nil {
-		b, _ := json.Marshal(r.classNames)
-		md[mdClasses] = string(b)
+		j := jsontext.NewWriter("")
+		j.Strings(r.classNames)
+		md[mdClasses] = string(j.Bytes())
 	}
 }
 
@@ -144,8 +145,8 @@ func readRecord(meta *Meta, path string, md map[string]string) (*record, error) 
 			}
 			return nil, nil
 		}
-		var v []float64
-		if err := json.Unmarshal([]byte(s), &v); err != nil || len(v) != want {
+		v, ok := parseNumbers(s)
+		if !ok || len(v) != want {
 			return nil, fmt.Errorf("%s: metadata %s is %.60q; want a list of %d numbers", path, key, s, want)
 		}
 		out := make([]float32, want)
@@ -190,11 +191,46 @@ func readRecord(meta *Meta, path string, md map[string]string) (*record, error) 
 		}
 	}
 	if s, ok := md[mdClasses]; ok {
-		if err := json.Unmarshal([]byte(s), &r.classNames); err != nil || len(r.classNames) > meta.Classes {
+		names, ok := parseStrings(s)
+		if !ok || len(names) > meta.Classes {
 			return nil, fmt.Errorf("%s: metadata %s is %.60q; want a list of at most %d class names", path, mdClasses, s, meta.Classes)
 		}
+		r.classNames = names
 	}
 	return r, nil
+}
+
+// parseNumbers reads a JSON array of numbers (null: none).
+func parseNumbers(s string) ([]float64, bool) {
+	v, err := jsontext.Parse([]byte(s))
+	if err != nil || (v.Kind != jsontext.Array && v.Kind != jsontext.Null) {
+		return nil, false
+	}
+	out := make([]float64, len(v.Items))
+	for i, x := range v.Items {
+		f, err := strconv.ParseFloat(x.Text, 64)
+		if x.Kind != jsontext.Number || err != nil {
+			return nil, false
+		}
+		out[i] = f
+	}
+	return out, true
+}
+
+// parseStrings reads a JSON array of strings (null: none).
+func parseStrings(s string) ([]string, bool) {
+	v, err := jsontext.Parse([]byte(s))
+	if err != nil || (v.Kind != jsontext.Array && v.Kind != jsontext.Null) {
+		return nil, false
+	}
+	var out []string
+	for _, x := range v.Items {
+		if x.Kind != jsontext.String {
+			return nil, false
+		}
+		out = append(out, x.Text)
+	}
+	return out, true
 }
 
 // inputSize is the number of values of one sample.

@@ -46,17 +46,9 @@ func openSplit(meta *Meta, dir string, train bool, rec *record) (*dataset, []str
 		found []string
 		err   error
 	)
-	switch meta.format() {
-	case "csv":
-		src, n, found, err = openCSV(meta, path, labelsPath, names)
-	case "npy":
-		src, n, err = openNPY(meta, path, labelsPath)
-	case "npz":
-		src, n, err = openNPZ(meta, path)
-	case "imagefolder":
-		src, n, found, err = openImageFolder(meta, path, names)
-	default:
-		err = fmt.Errorf("data format %q is not supported by this program", meta.Data.Format)
+	reader, err := meta.datasetReader()
+	if err == nil {
+		src, n, found, err = reader.open(meta, path, labelsPath, names)
 	}
 	if err != nil {
 		return nil, nil, err
@@ -266,15 +258,16 @@ func openNPY(meta *Meta, path, labelsPath string) (source, int, error) {
 	return checkArrays(meta, x, y, path, labelsPath)
 }
 
-// openNPZ reads the features and labels arrays of an .npz archive.
-func openNPZ(meta *Meta, path string) (source, int, error) {
+// openNPZ reads the features and labels arrays of an .npz archive with
+// openArray (rt/npz's Open).
+func openNPZ(meta *Meta, path string, openArray func(path, name string) (*npy.Array, error)) (source, int, error) {
 	d := &meta.Data
 	xName, yName := cmp.Or(d.FeaturesArray, "x"), cmp.Or(d.LabelsArray, "y")
-	x, err := npy.OpenNPZ(path, xName)
+	x, err := openArray(path, xName)
 	if err != nil {
 		return nil, 0, err
 	}
-	y, err := npy.OpenNPZ(path, yName)
+	y, err := openArray(path, yName)
 	if err != nil {
 		return nil, 0, err
 	}

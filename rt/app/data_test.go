@@ -33,7 +33,7 @@ func sklearnDir(t *testing.T) string {
 
 // irisMeta is what models/iris.cue tells its program.
 func irisMeta() *Meta {
-	return &Meta{Name: "iris", InputShape: []int{4}, Classes: 3, Batch: 8,
+	return &Meta{Name: "iris", InputShape: []int{4}, Classes: 3, Batch: 8, Readers: allReaders,
 		Defaults: Defaults{Loss: "softmax_cross_entropy"},
 		Data: DataSpec{Format: "csv", Task: "classification", Train: "iris.csv", TestSplit: 0.2, SkipRows: 1,
 			Delimiter: ",", Label: []Column{{Index: -1}}, ClassNames: []string{"setosa", "versicolor", "virginica"}, Standardize: true}}
@@ -41,7 +41,7 @@ func irisMeta() *Meta {
 
 // diabetesMeta is what models/diabetes.cue tells its program.
 func diabetesMeta() *Meta {
-	return &Meta{Name: "diabetes", InputShape: []int{10}, Classes: 1, Batch: 16,
+	return &Meta{Name: "diabetes", InputShape: []int{10}, Classes: 1, Batch: 16, Readers: allReaders,
 		Defaults: Defaults{Loss: "mse"},
 		Data: DataSpec{Format: "csv", Task: "regression", Train: "diabetes_data_raw.csv", TrainLabels: "diabetes_target.csv",
 			TestSplit: 0.2, Delimiter: " ", Standardize: true, StandardizeTargets: true}}
@@ -352,7 +352,7 @@ func TestImageFolder(t *testing.T) {
 		im.Batch(pix, []int{i})
 		want[path] = pix
 	}
-	meta := &Meta{Name: "digits", InputShape: []int{1, 28, 28}, Classes: 3, Batch: 8,
+	meta := &Meta{Name: "digits", InputShape: []int{1, 28, 28}, Classes: 3, Batch: 8, Readers: allReaders,
 		Defaults: Defaults{Loss: "softmax_cross_entropy"},
 		Data:     DataSpec{Format: "imagefolder", Task: "classification", Train: "digits", TestSplit: 0.2}}
 	tr, err := openTrainSet(meta, tmp, 0)
@@ -388,7 +388,7 @@ func TestImageFolder(t *testing.T) {
 	png.Encode(&b, small)
 	odd := filepath.Join(tmp, "digits", "two", "00000-small.png")
 	os.WriteFile(odd, b.Bytes(), 0o644)
-	ds, err := openTestSet(&Meta{InputShape: []int{1, 28, 28}, Classes: 3, Data: DataSpec{Format: "imagefolder", Test: "digits"}}, tmp, &record{})
+	ds, err := openTestSet(&Meta{InputShape: []int{1, 28, 28}, Classes: 3, Readers: allReaders, Data: DataSpec{Format: "imagefolder", Test: "digits"}}, tmp, &record{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,31 +1,66 @@
 package app
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"math"
 	"text/tabwriter"
 
 	"github.com/mlbuild/mlbuild/rt/cpu"
+	"github.com/mlbuild/mlbuild/rt/jsontext"
 )
 
 // evalResult is the outcome of running the inference plan over a set.
 type evalResult struct {
-	Accuracy float64 `json:"accuracy"`
-	Loss     float64 `json:"loss"`
-	Samples  int     `json:"samples"`
-	Correct  int     `json:"correct"`
+	Accuracy float64
+	Loss     float64
+	Samples  int
+	Correct  int
 	// Regression: mean squared and absolute errors and the coefficient of
 	// determination, in the targets' own units (averaged over targets).
-	MSE *float64 `json:"mse,omitempty"`
-	MAE *float64 `json:"mae,omitempty"`
-	R2  *float64 `json:"r2,omitempty"`
+	MSE, MAE, R2 *float64
 	// Confusion counts samples by true class (rows) and predicted class
 	// (columns), when asked for.
-	Confusion [][]int `json:"confusion,omitempty"`
+	Confusion [][]int
 	accuracy  float64
 	loss      float64
+}
+
+// writeJSON prints the result as `eval --json` does: one object on a line,
+// split naming the samples.
+func (r *evalResult) writeJSON(w io.Writer, split string) error {
+	j := jsontext.NewWriter("")
+	j.BeginObject()
+	j.Key("accuracy")
+	j.Float(r.Accuracy, 64)
+	j.Key("loss")
+	j.Float(r.Loss, 64)
+	j.Key("samples")
+	j.Int(int64(r.Samples))
+	j.Key("correct")
+	j.Int(int64(r.Correct))
+	for _, f := range []struct {
+		key string
+		v   *float64
+	}{{"mse", r.MSE}, {"mae", r.MAE}, {"r2", r.R2}} {
+		if f.v != nil {
+			j.Key(f.key)
+			j.Float(*f.v, 64)
+		}
+	}
+	if len(r.Confusion) > 0 {
+		j.Key("confusion")
+		j.BeginArray()
+		for _, row := range r.Confusion {
+			j.Ints(row)
+		}
+		j.EndArray()
+	}
+	j.Key("split")
+	j.String(split)
+	j.EndObject()
+	_, err := w.Write(append(j.Bytes(), '\n'))
+	return err
 }
 
 // evaluate runs the inference plan (batch by batch, padding the last one)
@@ -209,10 +244,7 @@ func evalCmd(m Model, args []string, stdout, stderr io.Writer) error {
 		r.Confusion = nil
 	}
 	if *asJSON {
-		return json.NewEncoder(stdout).Encode(struct {
-			evalResult
-			Split string `json:"split"`
-		}{r, what})
+		return r.writeJSON(stdout, what)
 	}
 	if what != "test" {
 		fmt.Fprintf(stdout, "images: %s\n", what)

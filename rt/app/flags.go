@@ -53,13 +53,17 @@ train --data data/mnist --init NAME.safetensors --lr 1e-4`},
 		examples: `eval --data data/mnist --weights NAME.safetensors
 eval --data data/mnist --weights NAME.safetensors --json`},
 	{name: "predict", required: "--weights FILE", operands: "INPUT...",
-		summary: "the most probable class of images (PNG, JPEG, PGM), IDX, .npy or CSV samples",
+		summary: "the most probable class of images (PNG, JPEG, PGM) or .npy, IDX or CSV samples",
 		long: `Predict prints the most probable class and its probability for each
 INPUT: a PNG, JPEG, PGM or PPM image of the model's input size (read as
 its channels, grey or RGB, pixels scaled to [0, 1], and normalised as
 training recorded; --resize resamples another size), or a file of many
-samples: an IDX images file, a .npy array or a CSV file (the first
---limit of them).`,
+samples: a .npy array, an IDX images file or a CSV file (the first
+--limit of them). A program reads the files its spec's dataset calls
+for: .npy arrays always, images and IDX files for a model of images
+(an IDX, image-folder, npy or npz dataset), CSV files for a model of
+rows of features (a CSV, npy or npz dataset); one of an IDX or
+image-folder dataset takes no CSV file, one of a CSV dataset no image.`,
 		examples: `predict --weights NAME.safetensors digit.png
 predict digit.png --weights NAME.safetensors --top 3
 predict --weights NAME.safetensors --resize photo.jpg`},

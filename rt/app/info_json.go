@@ -1,88 +1,105 @@
 package app
 
 import (
-	"encoding/json"
 	"io"
 	"runtime"
+
+	"github.com/mlbuild/mlbuild/rt/jsontext"
 )
 
-// infoJSON is what `info --json` prints: the same facts as the table, for
-// scripts.
-type infoJSON struct {
-	Model          string       `json:"model"`
-	Spec           string       `json:"spec"`
-	Backend        string       `json:"backend"`
-	BuildKey       string       `json:"build_key"`
-	Mlbuild        string       `json:"mlbuild"`
-	Go             string       `json:"go"`
-	Platform       string       `json:"platform"`
-	Input          []int        `json:"input"`
-	Classes        int          `json:"classes"`
-	Batch          int          `json:"batch"`
-	StateBytes     int64        `json:"state_bytes"`
-	TrainWorkBytes int64        `json:"train_work_bytes"`
-	InferWorkBytes int64        `json:"infer_work_bytes"`
-	Params         int          `json:"params"`
-	Layers         []layerJSON  `json:"layers"`
-	Tensors        []tensor     `json:"tensors"`
-	Training       trainingJSON `json:"training"`
-	// Weights are the embedded weights, null when the program has none.
-	Weights *weightsJSON `json:"embedded_weights"`
-}
-
-// weightsJSON describes the weights compiled into the program.
-type weightsJSON struct {
-	Source string `json:"source"`
-	SHA256 string `json:"sha256"`
-	Bytes  int    `json:"bytes"`
-}
-
-// trainingJSON is the spec's training settings, the flags' defaults.
-type trainingJSON struct {
-	Loss            string  `json:"loss"`
-	Optimizer       string  `json:"optimizer"`
-	LR              float64 `json:"lr"`
-	Schedule        string  `json:"schedule"`
-	Epochs          int     `json:"epochs"`
-	Seed            int64   `json:"seed"`
-	ValidationSplit float64 `json:"validation_split"`
-	Patience        int     `json:"patience"`
-}
-
-type layerJSON struct {
-	Name   string `json:"name"`
-	Op     string `json:"op"`
-	Output []int  `json:"output"`
-	Params int    `json:"params"`
-}
-
-// tensor is one entry of the weights file, with its PyTorch state_dict name.
-type tensor struct {
-	Name      string `json:"name"`
-	Shape     []int  `json:"shape"`
-	Trainable bool   `json:"trainable"`
-}
-
+// writeInfoJSON prints what `info --json` prints: the same facts as the
+// table, for scripts, as one indented object: model, spec, backend,
+// build_key, mlbuild, go, platform, input, classes, batch, state_bytes,
+// train_work_bytes, infer_work_bytes, params, layers (name, op, output,
+// params), tensors (name, shape, trainable: the weights file's entries,
+// with their PyTorch state_dict names), training (the spec's settings,
+// the flags' defaults) and embedded_weights (source, sha256, bytes; null
+// when the program has none).
 func writeInfoJSON(m Model, w io.Writer) error {
 	meta := m.Meta()
-	r := infoJSON{Model: meta.Name, Spec: meta.SpecFile, Backend: meta.Backend, BuildKey: meta.BuildKey, Mlbuild: meta.Version,
-		Go: runtime.Version(), Platform: runtime.GOOS + "/" + runtime.GOARCH, Input: meta.InputShape, Classes: meta.Classes, Batch: meta.Batch,
-		StateBytes: meta.StateBytes, TrainWorkBytes: meta.TrainWorkBytes, InferWorkBytes: meta.InferWorkBytes,
-		Layers: []layerJSON{}, Tensors: []tensor{}}
-	d := meta.Defaults
-	r.Training = trainingJSON{d.Loss, d.Optimizer, d.LR, d.Schedule, d.Epochs, d.Seed, d.ValidationSplit, d.Patience}
+	j := jsontext.NewWriter("  ")
+	str := func(key, v string) {
+		j.Key(key)
+		j.String(v)
+	}
+	num := func(key string, v int64) {
+		j.Key(key)
+		j.Int(v)
+	}
+	ints := func(key string, v []int) {
+		j.Key(key)
+		if v == nil {
+			j.Null()
+			return
+		}
+		j.Ints(v)
+	}
+	j.BeginObject()
+	str("model", meta.Name)
+	str("spec", meta.SpecFile)
+	str("backend", meta.Backend)
+	str("build_key", meta.BuildKey)
+	str("mlbuild", meta.Version)
+	str("go", runtime.Version())
+	str("platform", runtime.GOOS+"/"+runtime.GOARCH)
+	ints("input", meta.InputShape)
+	num("classes", int64(meta.Classes))
+	num("batch", int64(meta.Batch))
+	num("state_bytes", meta.StateBytes)
+	num("train_work_bytes", meta.TrainWorkBytes)
+	num("infer_work_bytes", meta.InferWorkBytes)
+	params := 0
 	for _, l := range meta.Layers {
-		r.Layers = append(r.Layers, layerJSON{l.Name, l.Op, l.OutShape, l.Params})
-		r.Params += l.Params
+		params += l.Params
 	}
+	num("params", int64(params))
+	j.Key("layers")
+	j.BeginArray()
+	for _, l := range meta.Layers {
+		j.BeginObject()
+		str("name", l.Name)
+		str("op", l.Op)
+		ints("output", l.OutShape)
+		num("params", int64(l.Params))
+		j.EndObject()
+	}
+	j.EndArray()
+	j.Key("tensors")
+	j.BeginArray()
 	for _, p := range meta.Params {
-		r.Tensors = append(r.Tensors, tensor{p.Name, p.Shape, p.Trainable})
+		j.BeginObject()
+		str("name", p.Name)
+		ints("shape", p.Shape)
+		j.Key("trainable")
+		j.Bool(p.Trainable)
+		j.EndObject()
 	}
+	j.EndArray()
+	d := meta.Defaults
+	j.Key("training")
+	j.BeginObject()
+	str("loss", d.Loss)
+	str("optimizer", d.Optimizer)
+	j.Key("lr")
+	j.Float(d.LR, 64)
+	str("schedule", d.Schedule)
+	num("epochs", int64(d.Epochs))
+	num("seed", d.Seed)
+	j.Key("validation_split")
+	j.Float(d.ValidationSplit, 64)
+	num("patience", int64(d.Patience))
+	j.EndObject()
+	j.Key("embedded_weights")
 	if e := meta.Embedded; e != nil {
-		r.Weights = &weightsJSON{e.Source, e.SHA256, len(e.Data)}
+		j.BeginObject()
+		str("source", e.Source)
+		str("sha256", e.SHA256)
+		num("bytes", int64(len(e.Data)))
+		j.EndObject()
+	} else {
+		j.Null()
 	}
-	enc := json.NewEncoder(w)
-	enc.SetEscapeHTML(false)
-	enc.SetIndent("", "  ")
-	return enc.Encode(r)
+	j.EndObject()
+	_, err := w.Write(append(j.Bytes(), '\n'))
+	return err
 }

@@ -51,7 +51,7 @@ func newLinearModel() *linearModel {
 	}
 	m.meta = Meta{
 		Name: "lin", SpecFile: "lin.cue", Backend: "cpu", BuildKey: "test", Version: "v0.0.0-test",
-		InputShape: []int{1, 4, 4}, Classes: lmClasses, Batch: lmBatch,
+		InputShape: []int{1, 4, 4}, Classes: lmClasses, Batch: lmBatch, Readers: allReaders,
 		Params: []ParamMeta{
 			{Name: "dense1.weight", Shape: []int{lmClasses, lmIn}, Offset: lmW, Size: lmIn * lmClasses, Trainable: true, Init: "uniform", Bound: 0.25, Grad: lmGW},
 			{Name: "dense1.bias", Shape: []int{lmClasses}, Offset: lmB, Size: lmClasses, Trainable: true, Init: "uniform", Bound: 0.25, Grad: lmGB},

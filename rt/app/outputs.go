@@ -2,13 +2,14 @@ package app
 
 import (
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
+
+	"github.com/mlbuild/mlbuild/rt/jsontext"
 )
 
 // checkReplaceable refuses, before any training, to let train's --out or
@@ -80,13 +81,25 @@ func readMetadata(path string) (map[string]string, error) {
 	if _, err := io.ReadFull(f, header); err != nil {
 		return nil, fmt.Errorf("%s is not a safetensors file (it ends inside its %d-byte header)", path, size)
 	}
-	var h struct {
-		Metadata map[string]string `json:"__metadata__"`
-	}
-	if err := json.Unmarshal(header, &h); err != nil {
+	h, err := jsontext.Parse(header)
+	if err != nil {
 		return nil, fmt.Errorf("%s is not a safetensors file (its header is not JSON: %v)", path, err)
 	}
-	return h.Metadata, nil
+	if h.Kind != jsontext.Object {
+		return nil, fmt.Errorf("%s is not a safetensors file (its header is a JSON %s, not an object)", path, h.Kind)
+	}
+	v, ok := h.Lookup("__metadata__")
+	if !ok || v.Kind == jsontext.Null {
+		return nil, nil
+	}
+	md := map[string]string{}
+	for _, f := range v.Fields {
+		if f.Value.Kind != jsontext.String {
+			return nil, fmt.Errorf("%s: the value of __metadata__ %q is a JSON %s, not a string", path, f.Key, f.Value.Kind)
+		}
+		md[f.Key] = f.Value.Text
+	}
+	return md, nil
 }
 
 // checkWritable makes sure, before any training, that a file can be

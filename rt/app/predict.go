@@ -1,7 +1,6 @@
 package app
 
 import (
-	"bytes"
 	"fmt"
 	"io"
 	"os"
@@ -10,7 +9,6 @@ import (
 	"strings"
 
 	"github.com/mlbuild/mlbuild/rt/csvdata"
-	"github.com/mlbuild/mlbuild/rt/idx"
 	"github.com/mlbuild/mlbuild/rt/imageio"
 	"github.com/mlbuild/mlbuild/rt/npy"
 )
@@ -40,7 +38,7 @@ func predictCmd(m Model, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if len(inputs) == 0 {
-		return usageError{"predict needs at least one INPUT (PNG, JPEG or PGM images, an IDX images file, a .npy array or a CSV file)"}
+		return usageError{fmt.Sprintf("predict needs at least one INPUT (%s)", meta.predictInputs())}
 	}
 	if !meta.regression() && (o.top < 1 || o.top > meta.Classes) {
 		return usageError{fmt.Sprintf("--top must be between 1 and %d", meta.Classes)}
@@ -98,40 +96,15 @@ func (p *predictor) file(path string) error {
 	} else {
 		return err
 	}
-	switch {
-	case imageio.IsImage(head):
-		return p.image(path)
-	case bytes.HasPrefix(head, []byte(npy.Magic)):
-		a, err := npy.Open(path)
-		if err != nil {
+	for _, r := range p.meta.Readers {
+		if r.predict == nil {
+			continue
+		}
+		if ok, err := r.predict(p, path, head); ok {
 			return err
 		}
-		defer a.Close()
-		if want := p.meta.inputSize(); a.RowSize() != want || len(a.Shape) == 0 {
-			return fmt.Errorf("%s: shape %s gives %d values per sample but the model takes %d (input %s)", path, a.ShapeText(), a.RowSize(), want, joinShape(p.meta.InputShape))
-		}
-		return p.rowsOf(path, a.Rows(), func(x []float32, idx []int) { a.Gather(x, idx) })
-	case strings.EqualFold(filepath.Ext(path), ".csv") || strings.EqualFold(filepath.Ext(path), ".txt") || strings.EqualFold(filepath.Ext(path), ".tsv"):
-		tb, err := p.readCSV(path)
-		if err != nil {
-			return err
-		}
-		w := tb.Features
-		return p.rowsOf(path, tb.Rows, func(x []float32, idx []int) {
-			for k, r := range idx {
-				copy(x[k*w:(k+1)*w], tb.X[r*w:(r+1)*w])
-			}
-		})
 	}
-	im, err := idx.OpenImages(path)
-	if err != nil {
-		return fmt.Errorf("%v (predict takes PNG, JPEG or PGM images, an IDX images file, a .npy array or a .csv file)", err)
-	}
-	defer im.Close()
-	if im.Rows*im.Cols != p.meta.inputSize() {
-		return fmt.Errorf("%s: images are %d×%d but the model's input is %s", path, im.Rows, im.Cols, joinShape(p.meta.InputShape))
-	}
-	return p.rowsOf(path, im.N, im.Batch)
+	return fmt.Errorf("%s: not a file this program predicts from (it takes %s)", path, p.meta.predictInputs())
 }
 
 // image predicts one PNG, JPEG, PGM or PPM image, read as the model's

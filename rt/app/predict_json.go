@@ -1,43 +1,60 @@
 package app
 
 import (
-	"encoding/json"
 	"io"
+
+	"github.com/mlbuild/mlbuild/rt/jsontext"
 )
 
-// predictionJSON is one line of `predict --json`.
-type predictionJSON struct {
-	Input  string      `json:"input"`
-	Class  *int        `json:"class,omitempty"`
-	Label  string      `json:"label,omitempty"`
-	P      float64     `json:"p,omitempty"`
-	Top    []classProb `json:"top,omitempty"`
-	Values []float32   `json:"values,omitempty"` // regression outputs
-}
-
-// classProb is a class with its probability.
-type classProb struct {
-	Class int     `json:"class"`
-	Label string  `json:"label"`
-	P     float64 `json:"p"`
-}
-
 // printPredictionJSON prints one sample's prediction as a JSON object on
-// its own line, for scripts: the most probable class (its index and its
-// label), its probability and the top classes; or a regression's values.
+// its own line, for scripts: {"input", "class", "label", "p", "top"}, the
+// most probable class (its index and its label), its probability and the
+// top classes (each {"class", "label", "p"}); or, for regression,
+// {"input", "values"}.
 func printPredictionJSON(w io.Writer, name string, out []float32, top int, names []string, regression bool) error {
-	r := predictionJSON{Input: name}
+	j := jsontext.NewWriter("")
+	j.BeginObject()
+	j.Key("input")
+	j.String(name)
 	if regression {
-		r.Values = out
+		if len(out) > 0 {
+			j.Key("values")
+			j.BeginArray()
+			for _, v := range out {
+				j.Float(float64(v), 32)
+			}
+			j.EndArray()
+		}
 	} else {
 		probs, order := rankClasses(out)
 		best := order[0]
-		r.Class, r.Label, r.P = &best, names[best], probs[best]
-		for _, c := range order[:top] {
-			r.Top = append(r.Top, classProb{c, names[c], probs[c]})
+		j.Key("class")
+		j.Int(int64(best))
+		if names[best] != "" {
+			j.Key("label")
+			j.String(names[best])
+		}
+		if probs[best] != 0 {
+			j.Key("p")
+			j.Float(probs[best], 64)
+		}
+		if top > 0 {
+			j.Key("top")
+			j.BeginArray()
+			for _, c := range order[:top] {
+				j.BeginObject()
+				j.Key("class")
+				j.Int(int64(c))
+				j.Key("label")
+				j.String(names[c])
+				j.Key("p")
+				j.Float(probs[c], 64)
+				j.EndObject()
+			}
+			j.EndArray()
 		}
 	}
-	enc := json.NewEncoder(w)
-	enc.SetEscapeHTML(false)
-	return enc.Encode(r)
+	j.EndObject()
+	_, err := w.Write(append(j.Bytes(), '\n'))
+	return err
 }

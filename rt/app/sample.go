@@ -3,8 +3,6 @@ package app
 import (
 	"errors"
 	"fmt"
-	"image"
-	"image/png"
 	"io"
 	"io/fs"
 	"path/filepath"
@@ -12,6 +10,7 @@ import (
 
 	"github.com/mlbuild/mlbuild/rt/atomicfile"
 	"github.com/mlbuild/mlbuild/rt/idx"
+	"github.com/mlbuild/mlbuild/rt/imageio"
 )
 
 // sampleCmd writes one image of the data set to a PNG (or PGM) file and
@@ -62,9 +61,8 @@ func sampleCmd(m Model, args []string, stdout io.Writer) error {
 			_, err := fmt.Fprintf(w, "P5\n%d %d\n255\n%s", im.Cols, im.Rows, pix)
 			return err
 		}
-		g := image.NewGray(image.Rect(0, 0, im.Cols, im.Rows))
-		copy(g.Pix, pix)
-		return png.Encode(w, g)
+		_, err := w.Write(imageio.EncodeGrayPNG(pix, im.Cols, im.Rows))
+		return err
 	}
 	if *force {
 		err = atomicfile.WriteFile(out, 0o644, write)

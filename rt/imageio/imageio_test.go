@@ -311,3 +311,29 @@ func TestEncodePGMRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// TestEncodeGrayPNG: Go's PNG decoder reads the stored PNG back exactly,
+// for an image of one pixel, a digit, and one whose data takes several
+// stored blocks; so does LoadChannels.
+func TestEncodeGrayPNG(t *testing.T) {
+	for _, size := range [][2]int{{1, 1}, {28, 28}, {301, 257}} {
+		w, h := size[0], size[1]
+		pix := make([]byte, w*h)
+		for i := range pix {
+			pix[i] = byte(i*7 + i/w)
+		}
+		data := EncodeGrayPNG(pix, w, h)
+		img, err := png.Decode(bytes.NewReader(data))
+		if err != nil {
+			t.Fatalf("%d×%d: %v", w, h, err)
+		}
+		g, ok := img.(*image.Gray)
+		if !ok || g.Rect.Dx() != w || g.Rect.Dy() != h || !bytes.Equal(g.Pix, pix) {
+			t.Fatalf("%d×%d: decoded %T %v, pixels equal %v", w, h, img, img.Bounds(), ok && bytes.Equal(g.Pix, pix))
+		}
+		got, gh, gw, err := DecodeChannels("x.png", data, 1)
+		if err != nil || gh != h || gw != w || got[len(got)-1] != float32(pix[len(pix)-1])/255 {
+			t.Fatalf("%d×%d: DecodeChannels %d×%d, %v", w, h, gh, gw, err)
+		}
+	}
+}

@@ -1,7 +1,6 @@
 package npy
 
 import (
-	"archive/zip"
 	"bytes"
 	"encoding/binary"
 	"fmt"
@@ -164,42 +163,5 @@ func TestBadFiles(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: got %v, want %q", c.name, err, c.want)
 		}
-	}
-}
-
-// TestNPZ reads iris's features from an archive written as numpy.savez
-// does (stored and compressed entries) and refuses NumPy's object-array
-// archive and a missing name.
-func TestNPZ(t *testing.T) {
-	tb := irisX(t)
-	var arr bytes.Buffer
-	if err := Encode(&arr, []int{tb.Rows, tb.Features}, tb.X); err != nil {
-		t.Fatal(err)
-	}
-	for _, method := range []uint16{zip.Store, zip.Deflate} {
-		path := filepath.Join(t.TempDir(), "iris.npz")
-		f, _ := os.Create(path)
-		zw := zip.NewWriter(f)
-		w, _ := zw.CreateHeader(&zip.FileHeader{Name: "x.npy", Method: method})
-		w.Write(arr.Bytes())
-		zw.Close()
-		f.Close()
-		a, err := OpenNPZ(path, "x")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if a.ShapeText() != "(150, 4)" || float32(a.At(4)) != tb.X[4] {
-			t.Errorf("method %d: %s, element 4 %v", method, a.ShapeText(), a.At(4))
-		}
-		if _, err := OpenNPZ(path, "y"); err == nil || !strings.Contains(err.Error(), `the archive has no array "y"; it has x`) {
-			t.Errorf("missing array: %v", err)
-		}
-	}
-	_, err := OpenNPZ(filepath.Join("testdata", "py3-objarr.npz"), "x")
-	if err == nil || !strings.Contains(err.Error(), `py3-objarr.npz[x]: element type "|O8" is not supported`) {
-		t.Errorf("object array: %v", err)
-	}
-	if _, err := OpenNPZ(filepath.Join("testdata", "python3.npy"), "x"); err == nil || !strings.Contains(err.Error(), "not an .npz archive") {
-		t.Errorf("not a zip: %v", err)
 	}
 }

@@ -5,8 +5,6 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
-
-	"github.com/mlbuild/mlbuild/rt/csvdata"
 )
 
 // imagesDir finds the files `make data` fetches from python3-skimage and
@@ -61,45 +59,5 @@ func TestSkimageArray(t *testing.T) {
 	a.Gather(row, []int{37})
 	if row[12*25+5] != float32(0.7215686440467823) {
 		t.Errorf("Gather gave %v for [37, 12, 5]", row[12*25+5])
-	}
-}
-
-// TestDigitsArchive reads the digits.npz that make data writes (uint8
-// images, int64 labels, deflated) and checks every value against
-// python3-sklearn's digits.csv it came from.
-func TestDigitsArchive(t *testing.T) {
-	dir := imagesDir(t)
-	x, err := OpenNPZ(filepath.Join(dir, "digits.npz"), "x")
-	if err != nil {
-		t.Fatal(err)
-	}
-	y, err := OpenNPZ(filepath.Join(dir, "digits.npz"), "y")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if x.ShapeText() != "(1797, 8, 8)" || x.Dtype.Name != "uint8" || y.ShapeText() != "(1797,)" || y.Dtype.Name != "int64" {
-		t.Fatalf("x %s of %s, y %s of %s", x.ShapeText(), x.Dtype.Name, y.ShapeText(), y.Dtype.Name)
-	}
-	skdir := os.Getenv("MLBUILD_SKLEARN_DIR")
-	if skdir == "" {
-		skdir = filepath.Join("..", "..", "data", "sklearn")
-	}
-	tb, err := csvdata.Read(filepath.Join(skdir, "digits.csv"), csvdata.Options{Labels: []csvdata.Column{{Index: -1}}})
-	if err != nil {
-		t.Fatalf("digits.csv (run `make data`): %v", err)
-	}
-	labels, err := tb.Targets()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for r := range 1797 {
-		for c := range 64 {
-			if float32(x.At(r*64+c)) != tb.X[r*64+c] {
-				t.Fatalf("sample %d pixel %d: npz %v, csv %v", r, c, x.At(r*64+c), tb.X[r*64+c])
-			}
-		}
-		if float32(y.At(r)) != labels[r] {
-			t.Fatalf("sample %d: npz label %v, csv %v", r, y.At(r), labels[r])
-		}
 	}
 }

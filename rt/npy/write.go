@@ -32,7 +32,7 @@ func Encode(w io.Writer, shape []int, data []float32) error {
 	bw := bufio.NewWriter(w)
 	bw.WriteString(Magic)
 	bw.Write([]byte{1, 0})
-	binary.Write(bw, binary.LittleEndian, uint16(len(header)))
+	bw.Write(binary.LittleEndian.AppendUint16(nil, uint16(len(header)))) // not binary.Write: its reflection would cost every program
 	bw.WriteString(header)
 	var b [4]byte
 	for _, v := range data {

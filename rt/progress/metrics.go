@@ -1,12 +1,13 @@
 package progress
 
 import (
-	"encoding/json"
 	"io"
 	"math"
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/mlbuild/mlbuild/rt/jsontext"
 )
 
 // Event is one line of the metrics file. Event is "step", "epoch" or "eval".
@@ -55,8 +56,7 @@ func (m *Metrics) Write(ev Event) error {
 // AppendEvent appends the JSON line of ev (with its newline) to b.
 func AppendEvent(b []byte, ev Event) []byte {
 	b = append(b, `{"event":`...)
-	name, _ := json.Marshal(ev.Event) // a string always marshals
-	b = append(b, name...)
+	b = jsontext.AppendString(b, ev.Event)
 	b = appendInt(b, "epoch", ev.Epoch)
 	b = appendInt(b, "step", ev.Step)
 	b = appendFloat(b, "loss", ev.Loss)

@@ -3,7 +3,6 @@ package safetensors
 import (
 	"bytes"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +12,8 @@ import (
 	"slices"
 	"strconv"
 	"unicode/utf8"
+
+	"github.com/mlbuild/mlbuild/rt/jsontext"
 )
 
 // dtypeSizes gives the element size in bytes of every dtype the format
@@ -174,108 +175,48 @@ func parseHeader(name string, header []byte) ([]entry, map[string]string, error)
 		start := header[:min(len(header), 16)]
 		return nil, nil, fmt.Errorf("%s: the header must be a JSON object starting with '{', it starts with %q", name, start)
 	}
-	fields, err := objectFields(header, true)
-	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-		err = errors.New("it ends in the middle of a value")
-	}
+	v, err := jsontext.Parse(header)
 	if err != nil {
+		var se *jsontext.SyntaxError
+		if errors.As(err, &se) && len(se.Keys) > 0 && se.Keys[0] != metadataKey {
+			tensor := se.Keys[0]
+			se.Keys = se.Keys[1:]
+			return nil, nil, fmt.Errorf("%s: tensor %q: the header is not valid JSON: %v", name, tensor, se)
+		}
 		return nil, nil, fmt.Errorf("%s: the header is not valid JSON: %v", name, err)
 	}
 	meta := map[string]string{}
 	var entries []entry
-	for _, fld := range fields {
-		if fld.key == metadataKey {
-			if meta, err = parseMetadata(fld.value); err != nil {
+	for i := range v.Fields {
+		fld := &v.Fields[i]
+		if fld.Key == metadataKey {
+			if meta, err = parseMetadata(&fld.Value); err != nil {
 				return nil, nil, fmt.Errorf("%s: %s: %v", name, metadataKey, err)
 			}
 			continue
 		}
-		e, err := parseEntry(fld.key, fld.value)
+		e, err := parseEntry(fld.Key, &fld.Value)
 		if err != nil {
-			return nil, nil, fmt.Errorf("%s: tensor %q: %v", name, fld.key, err)
+			return nil, nil, fmt.Errorf("%s: tensor %q: %v", name, fld.Key, err)
 		}
 		entries = append(entries, e)
 	}
 	return entries, meta, nil
 }
 
-type field struct {
-	key   string
-	value json.RawMessage
-}
-
-// objectFields splits a JSON object into its fields in order, rejecting
-// duplicate keys (encoding/json would silently keep the last). With
-// trailingSpace, whitespace may follow the object; otherwise nothing may.
-func objectFields(raw []byte, trailingSpace bool) ([]field, error) {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	tok, err := dec.Token()
-	if err != nil {
-		return nil, err
-	}
-	if tok != json.Delim('{') {
-		return nil, fmt.Errorf("want an object, found %s", describeToken(tok))
-	}
-	var fields []field
-	seen := map[string]bool{}
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return nil, err
-		}
-		key, ok := tok.(string)
-		if !ok {
-			return nil, fmt.Errorf("want a key, found %s", describeToken(tok))
-		}
-		if seen[key] {
-			return nil, fmt.Errorf("duplicate key %q", key)
-		}
-		seen[key] = true
-		var value json.RawMessage
-		if err := dec.Decode(&value); err != nil {
-			return nil, fmt.Errorf("key %q: %w", key, err)
-		}
-		fields = append(fields, field{key, value})
-	}
-	if _, err := dec.Token(); err != nil { // the closing brace
-		return nil, err
-	}
-	rest := raw[dec.InputOffset():]
-	if len(bytes.TrimLeft(rest, " \t\r\n")) != 0 || (!trailingSpace && len(rest) != 0) {
-		return nil, fmt.Errorf("unexpected data after the object at byte %d", dec.InputOffset())
-	}
-	return fields, nil
-}
-
-func describeToken(tok json.Token) string {
-	switch v := tok.(type) {
-	case json.Delim:
-		return fmt.Sprintf("%q", string(v))
-	case string:
-		return fmt.Sprintf("the string %q", v)
-	case nil:
-		return "null"
-	default:
-		return fmt.Sprint(v)
-	}
-}
-
-func parseMetadata(raw json.RawMessage) (map[string]string, error) {
-	if string(raw) == "null" {
+func parseMetadata(v *jsontext.Value) (map[string]string, error) {
+	if v.Kind == jsontext.Null {
 		return map[string]string{}, nil
 	}
-	fields, err := objectFields(raw, false)
-	if err != nil {
-		return nil, err
+	if v.Kind != jsontext.Object {
+		return nil, fmt.Errorf("want an object, found %s", clip(v.Raw))
 	}
-	meta := make(map[string]string, len(fields))
-	for _, f := range fields {
-		var s string
-		if err := json.Unmarshal(f.value, &s); err != nil {
-			return nil, fmt.Errorf("value of %q must be a string, found %s", f.key, clip(f.value))
+	meta := make(map[string]string, len(v.Fields))
+	for _, f := range v.Fields {
+		if f.Value.Kind != jsontext.String {
+			return nil, fmt.Errorf("value of %q must be a string, found %s", f.Key, clip(f.Value.Raw))
 		}
-		meta[f.key] = s
+		meta[f.Key] = f.Value.Text
 	}
 	return meta, nil
 }
@@ -288,29 +229,31 @@ func clip(raw []byte) string {
 	return string(raw)
 }
 
-func parseEntry(name string, raw json.RawMessage) (entry, error) {
-	fields, err := objectFields(raw, false)
-	if err != nil {
-		return entry{}, fmt.Errorf("want an object with dtype, shape and data_offsets: %v", err)
+func parseEntry(name string, v *jsontext.Value) (entry, error) {
+	if v.Kind != jsontext.Object {
+		return entry{}, fmt.Errorf("want an object with dtype, shape and data_offsets, found %s", clip(v.Raw))
 	}
 	e := entry{name: name}
 	var haveDtype, haveShape, haveOffsets bool
-	for _, f := range fields {
-		switch f.key {
+	var err error
+	for i := range v.Fields {
+		f := &v.Fields[i].Value
+		switch v.Fields[i].Key {
 		case "dtype":
-			if err := json.Unmarshal(f.value, &e.dtype); err != nil {
-				return entry{}, fmt.Errorf("dtype must be a string, found %s", clip(f.value))
+			if f.Kind != jsontext.String {
+				return entry{}, fmt.Errorf("dtype must be a string, found %s", clip(f.Raw))
 			}
+			e.dtype = f.Text
 			haveDtype = true
 		case "shape":
-			if e.shape, err = parseUints(f.value); err != nil {
+			if e.shape, err = parseUints(f); err != nil {
 				return entry{}, fmt.Errorf("shape: %v", err)
 			}
 			haveShape = true
 		case "data_offsets":
-			offs, err := parseUints(f.value)
+			offs, err := parseUints(f)
 			if err != nil || len(offs) != 2 {
-				return entry{}, fmt.Errorf("data_offsets must be two byte offsets [begin, end], found %s", clip(f.value))
+				return entry{}, fmt.Errorf("data_offsets must be two byte offsets [begin, end], found %s", clip(f.Raw))
 			}
 			e.begin, e.end = offs[0], offs[1]
 			haveOffsets = true
@@ -354,20 +297,17 @@ func parseEntry(name string, raw json.RawMessage) (entry, error) {
 }
 
 // parseUints decodes a JSON array of non-negative integers.
-func parseUints(raw json.RawMessage) ([]uint64, error) {
-	var nums []json.Number
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	if err := dec.Decode(&nums); err != nil {
-		return nil, fmt.Errorf("want an array of non-negative integers, found %s", clip(raw))
+func parseUints(v *jsontext.Value) ([]uint64, error) {
+	if v.Kind != jsontext.Array {
+		return nil, fmt.Errorf("want an array of non-negative integers, found %s", clip(v.Raw))
 	}
-	out := make([]uint64, len(nums))
-	for i, n := range nums {
-		v, err := strconv.ParseUint(n.String(), 10, 64)
-		if err != nil {
-			return nil, fmt.Errorf("want an array of non-negative integers, found %s", n)
+	out := make([]uint64, len(v.Items))
+	for i, n := range v.Items {
+		u, err := strconv.ParseUint(n.Text, 10, 64)
+		if n.Kind != jsontext.Number || err != nil {
+			return nil, fmt.Errorf("want an array of non-negative integers, found %s", clip(n.Raw))
 		}
-		out[i] = v
+		out[i] = u
 	}
 	return out, nil
 }

@@ -3,7 +3,6 @@ package safetensors
 import (
 	"bytes"
 	"encoding/binary"
-	"encoding/json"
 	"fmt"
 	"io"
 	"math"
@@ -12,6 +11,8 @@ import (
 	"strings"
 
 	"github.com/mlbuild/mlbuild/rt/atomicfile"
+
+	"github.com/mlbuild/mlbuild/rt/jsontext"
 )
 
 // Write saves tensors and metadata to path as a safetensors file of F32
@@ -111,10 +112,7 @@ func encodeHeader(tensors []Tensor, metadata map[string]string) ([]byte, error) 
 // writeString writes s as a JSON string; names and metadata may hold any
 // characters, which end up escaped.
 func writeString(b *bytes.Buffer, s string) {
-	enc := json.NewEncoder(b)
-	enc.SetEscapeHTML(false)
-	enc.Encode(s)           // cannot fail for a string
-	b.Truncate(b.Len() - 1) // Encode adds a newline
+	b.Write(jsontext.AppendString(nil, s))
 }
 
 func checkTensor(t *Tensor) error {

@@ -1,0 +1,32 @@
+package emit
+
+import (
+	"testing"
+
+	"github.com/mlbuild/mlbuild/spec"
+)
+
+// TestReadersFor: a program lists the reader of its dataset's format and
+// those of predict's inputs for its kind of data, and no other.
+func TestReadersFor(t *testing.T) {
+	for _, c := range []struct{ format, want string }{
+		{"idx", "[]*app.Reader{app.Images, app.NPYArrays, app.IDX}"},
+		{"", "[]*app.Reader{app.Images, app.NPYArrays, app.CSV, app.IDX}"},
+		{"csv", "[]*app.Reader{app.NPYArrays, app.CSV}"},
+		{"npy", "[]*app.Reader{app.Images, app.NPYArrays, app.CSV, app.NPY, app.IDX}"},
+		{"npz", "[]*app.Reader{app.Images, app.NPYArrays, app.CSV, app.NPZ(npz.Open), app.IDX}"},
+		{"imagefolder", "[]*app.Reader{app.Images, app.NPYArrays, app.ImageFolder, app.IDX}"},
+	} {
+		ds := spec.Dataset{Format: c.format}
+		if got := readersFor(ds); got != c.want {
+			t.Errorf("format %q: %s, want %s", c.format, got, c.want)
+		}
+		wantImports := 0
+		if c.format == "npz" {
+			wantImports = 1
+		}
+		if imps := readerImports(ds); len(imps) != wantImports || wantImports == 1 && imps[0] != "mlbuildprog/rt/npz" {
+			t.Errorf("format %q: imports %q", c.format, imps)
+		}
+	}
+}
