@@ -205,3 +205,25 @@ func TestPlanTextShowsMethods(t *testing.T) {
 		t.Errorf("plan text names a convolution workspace, but CPU methods take none:\n%s", out)
 	}
 }
+
+// TestPlanTextShowsWinograd: at batch 250 the seed paper's MNIST model
+// (conv2: 16 to 32 channels on 14×14) runs its second convolution forward
+// by Winograd, and its backward with dx by the direct method (dx's
+// convolution has only 16 output channels); `mlbuild plan` says so.
+func TestPlanTextShowsWinograd(t *testing.T) {
+	p := mustBuild(t, flagship(), Options{Batch: 250, Training: true, Fusion: true})
+	var text bytes.Buffer
+	if err := WriteText(&text, p); err != nil {
+		t.Fatal(err)
+	}
+	out := strings.Join(strings.Fields(text.String()), " ")
+	for _, want := range []string{
+		"conv2d(relu k5x5 s1 p2 winograd F(2x2,5x5)) conv2+relu2 [250,16,14,14] [32,16,5,5] [32] -> [250,32,14,14] -",
+		"conv2d(relu k5x5 s1 p2 direct) conv1+relu1",
+		"conv2d_bwd(relu k5x5 s1 p2 direct) conv2+relu2",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("plan text lacks %q:\n%s", want, text.String())
+		}
+	}
+}
