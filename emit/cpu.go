@@ -3,6 +3,7 @@ package emit
 import (
 	"bytes"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -25,6 +26,10 @@ type generator struct {
 	sharedName map[string]string
 	// imports are main.go's imports besides rt/app and rt/cpu.
 	imports []string
+	// reference says the plans are another backend's, whose steps the
+	// CPU kernels check: their convolution methods name that backend's
+	// kernels, and the CPU runs its own exact ones instead.
+	reference bool
 }
 
 func (g *generator) p(format string, args ...any) {
@@ -402,22 +407,45 @@ func convLit(c *planner.ConvGeom) string {
 }
 
 // cpuConvKernels are the rt/cpu kernels of each CPU convolution method
-// (planner.CPU's choices), forward and backward. None takes scratch.
+// (planner.CPU's choices), forward and backward ("" would mark a pass
+// the method has no kernel for, which the CPU rule must never choose it
+// for). None takes scratch.
 var cpuConvKernels = map[string]struct{ fwd, bwd string }{
 	planner.ConvDirect:     {"Conv2DDirectFwd", "Conv2DDirectBwd"},
 	planner.ConvIm2colGemm: {"Conv2DIm2colFwd", "Conv2DIm2colBwd"},
+	planner.ConvWinograd:   {"Conv2DWinogradFwd", "Conv2DWinogradBwd"},
 }
 
 // cpuConvKernel returns the rt/cpu kernels of a convolution step whose
 // plan recorded method: a CPU plan records one of the CPU's methods, and
-// the program calls it with no choice left for run time. A step planned
-// for another backend (the CPU reference of a GPU program's step, which
-// checks the GPU) runs what the CPU's rule chooses for its geometry.
-func cpuConvKernel(g planner.ConvGeom, pass planner.ConvPass, method string) struct{ fwd, bwd string } {
-	if k, ok := cpuConvKernels[method]; ok {
-		return k
+// the program calls it with no choice left for run time. A step of
+// another backend's plan (reference: the CPU reference of a GPU program's
+// step, which checks the GPU; its method may share a CPU method's name)
+// runs what the CPU's rule chooses for its geometry, save Winograd.
+func cpuConvKernel(g planner.ConvGeom, pass planner.ConvPass, method string, reference bool) (struct{ fwd, bwd string }, error) {
+	k, ok := cpuConvKernels[method]
+	if !ok || reference {
+		// A reference should not add Winograd's larger rounding error:
+		// where the CPU would run it, the reference runs the direct
+		// method (stride 1 holds), or im2col past the direct method's
+		// padding.
+		method = planner.CPU.Conv(g, pass).Method
+		if method == planner.ConvWinograd {
+			method = planner.ConvDirect
+			if g.PH > g.KH-1 || g.PW > g.KW-1 {
+				method = planner.ConvIm2colGemm
+			}
+		}
+		k = cpuConvKernels[method]
 	}
-	return cpuConvKernels[planner.CPU.Conv(g, pass).Method]
+	missing := k.fwd == ""
+	if pass != planner.ConvForward {
+		missing = k.bwd == ""
+	}
+	if missing {
+		return k, fmt.Errorf("the CPU has no %s kernel for the convolution method %q", pass, method)
+	}
+	return k, nil
 }
 
 // axisSplit returns outer, axis length and inner sizes of shape around axis.
@@ -469,7 +497,10 @@ func (g *generator) kernelCall(st planner.Step, in, out []operand, training bool
 		if err != nil {
 			return "", err
 		}
-		k := cpuConvKernel(*a.Conv, planner.ConvForward, a.Method)
+		k, err := cpuConvKernel(*a.Conv, planner.ConvForward, a.Method, g.reference)
+		if err != nil {
+			return "", err
+		}
 		return fmt.Sprintf("cpu.%s(%s, %s, %s, %s, %s, %s, %s)", k.fwd, in[0].slice(), in[1].slice(), in[2].slice(), out[0].slice(), convLit(a.Conv), ac, float(a.Alpha)), nil
 	case planner.KConv2DBwd:
 		if err := need(in, 5, "input"); err != nil {
@@ -489,7 +520,10 @@ func (g *generator) kernelCall(st planner.Step, in, out []operand, training bool
 		if out[0].param == "" {
 			pass = planner.ConvBackwardNoDx
 		}
-		k := cpuConvKernel(*a.Conv, pass, a.Method)
+		k, err := cpuConvKernel(*a.Conv, pass, a.Method, g.reference)
+		if err != nil {
+			return "", err
+		}
 		return fmt.Sprintf("cpu.%s(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)", k.bwd, in[0].slice(), in[1].slice(), in[2].slice(), in[3].slice(),
 			out[0].slice(), out[1].slice(), out[2].slice(), convLit(a.Conv), ac, float(a.Alpha)), nil
 	case planner.KMaxPool2D, planner.KAvgPool2D:
@@ -699,6 +733,34 @@ func (g *generator) renderModel(t, e, o *planView) {
 		case planner.KConv2D:
 			c := st.Attr.Conv
 			g.p("app.GemmCheck(%s, %d, %d, %d, false, false),", quote(st.Layer+" forward"), c.OC/c.Groups, c.OH*c.OW, c.C/c.Groups*c.KH*c.KW)
+		}
+	}
+	// Each convolution method a plan chose, once per layer and pass,
+	// against float64 sums.
+	checked := map[string]bool{}
+	for _, pv := range []*planView{t, e, o} {
+		for _, st := range append(slices.Clone(pv.plan.Forward), pv.plan.Backward...) {
+			pass, call := planner.ConvForward, "ConvCheck"
+			switch {
+			case st.Kernel == planner.KConv2DBwd:
+				pass, call = planner.ConvBackward, "ConvBwdCheck"
+			case st.Kernel != planner.KConv2D:
+				continue
+			}
+			key := st.Layer + " " + pass.String() + " " + st.Attr.Method
+			if checked[key] {
+				continue
+			}
+			checked[key] = true
+			k, err := cpuConvKernel(*st.Attr.Conv, pass, st.Attr.Method, false)
+			if err != nil {
+				continue // kernelCall has reported it
+			}
+			fn := k.fwd
+			if pass != planner.ConvForward {
+				fn = k.bwd
+			}
+			g.p("app.%s(%s, cpu.%s, %s),", call, quote(st.Layer+" "+pass.String()+" by "+st.Attr.Method), fn, convLit(st.Attr.Conv))
 		}
 	}
 	g.p("}...)")

@@ -19,8 +19,8 @@ type (
 // writes: the test fails to build when one is renamed, and fails when the
 // emitter names a kernel missing here.
 var (
-	rtConvFwd = map[string]convFwdKernel{"Conv2DDirectFwd": cpu.Conv2DDirectFwd, "Conv2DIm2colFwd": cpu.Conv2DIm2colFwd}
-	rtConvBwd = map[string]convBwdKernel{"Conv2DDirectBwd": cpu.Conv2DDirectBwd, "Conv2DIm2colBwd": cpu.Conv2DIm2colBwd}
+	rtConvFwd = map[string]convFwdKernel{"Conv2DDirectFwd": cpu.Conv2DDirectFwd, "Conv2DIm2colFwd": cpu.Conv2DIm2colFwd, "Conv2DWinogradFwd": cpu.Conv2DWinogradFwd}
+	rtConvBwd = map[string]convBwdKernel{"Conv2DDirectBwd": cpu.Conv2DDirectBwd, "Conv2DIm2colBwd": cpu.Conv2DIm2colBwd, "Conv2DWinogradBwd": cpu.Conv2DWinogradBwd}
 )
 
 // TestCPUConvRuleMatchesKernels ties the planner's CPU rule to rt/cpu:
@@ -30,7 +30,7 @@ var (
 // takes every geometry.
 func TestCPUConvRuleMatchesKernels(t *testing.T) {
 	for method, k := range cpuConvKernels {
-		if rtConvFwd[k.fwd] == nil || rtConvBwd[k.bwd] == nil {
+		if rtConvFwd[k.fwd] == nil || k.bwd != "" && rtConvBwd[k.bwd] == nil {
 			t.Fatalf("method %s: the emitter calls cpu.%s and cpu.%s, not both known to this test", method, k.fwd, k.bwd)
 		}
 	}
@@ -51,6 +51,8 @@ func TestCPUConvRuleMatchesKernels(t *testing.T) {
 		{"1x1 pad 1", geom(2, 3, 5, 4, 4, 1, 1, 1, 1, 1, 1, 1, 1)},
 		{"3x3 dilation 2 pad 5", geom(2, 2, 9, 9, 2, 3, 3, 1, 1, 5, 5, 2, 1)},
 		{"groups 2 pad 0x2", geom(2, 4, 6, 6, 6, 3, 5, 1, 1, 0, 2, 1, 2)},
+		{"16 to 32 5x5, 1024 tiles", geom(4, 16, 32, 32, 32, 5, 5, 1, 1, 2, 2, 1, 1)},
+		{"32 to 32 5x5 pad 1, 1024 tiles", geom(4, 32, 33, 33, 32, 5, 5, 1, 1, 1, 1, 1, 1)},
 	} {
 		g := c.g
 		cg := cpu.Conv{N: g.N, C: g.C, H: g.H, W: g.W, OC: g.OC, OH: g.OH, OW: g.OW, KH: g.KH, KW: g.KW,
@@ -70,6 +72,9 @@ func TestCPUConvRuleMatchesKernels(t *testing.T) {
 		for _, pass := range []planner.ConvPass{planner.ConvForward, planner.ConvBackward, planner.ConvBackwardNoDx} {
 			choice := planner.CPU.Conv(g, pass)
 			k, ok := cpuConvKernels[choice.Method]
+			if pass != planner.ConvForward && k.bwd == "" {
+				ok = false
+			}
 			if !ok || choice.Scratch != 0 {
 				t.Errorf("%s, %s: the CPU rule chose %+v, which the CPU emitter has no scratch-free kernel for", c.name, pass, choice)
 				continue
@@ -81,8 +86,12 @@ func TestCPUConvRuleMatchesKernels(t *testing.T) {
 				continue
 			}
 			rtConvFwd[ref.fwd](x, w, b, want, cg, cpu.ActTanh, 0)
+			cmp := compare
+			if choice.Method == planner.ConvWinograd {
+				cmp = compareScaled
+			}
 			if pass == planner.ConvForward {
-				compare(t, name+": y", y, want)
+				cmp(t, name+": y", y, want)
 				continue
 			}
 			grads := func(fn convBwdKernel) [][]float32 {
@@ -99,7 +108,7 @@ func TestCPUConvRuleMatchesKernels(t *testing.T) {
 				continue
 			}
 			for i, wantGrad := range grads(rtConvBwd[ref.bwd]) {
-				compare(t, name+": "+[]string{"dx", "dw", "db"}[i], got[i], wantGrad)
+				cmp(t, name+": "+[]string{"dx", "dw", "db"}[i], got[i], wantGrad)
 			}
 		}
 	}
@@ -135,6 +144,23 @@ func compare(t *testing.T, name string, got, want []float32) {
 	}
 }
 
+// compareScaled is compare for Winograd, whose error is bounded relative
+// to the scale of the whole output (rt/cpu's TestConvWinograd*), not of
+// each element.
+func compareScaled(t *testing.T, name string, got, want []float32) {
+	t.Helper()
+	scale := 1.0
+	for _, v := range want {
+		scale = math.Max(scale, math.Abs(float64(v)))
+	}
+	for i := range want {
+		if d := math.Abs(float64(got[i]) - float64(want[i])); d > 1e-4*scale || math.IsNaN(float64(got[i])) {
+			t.Errorf("%s: element %d = %g, want %g (output scale %g)", name, i, got[i], want[i], scale)
+			return
+		}
+	}
+}
+
 // TestBackendTargets: every backend plans with a rule of its own, named
 // after it, that gives every convolution a method.
 func TestBackendTargets(t *testing.T) {
@@ -149,6 +175,32 @@ func TestBackendTargets(t *testing.T) {
 		}
 		if c := b.Target.Conv(g, planner.ConvForward); c.Method == "" || c.Scratch < 0 {
 			t.Errorf("backend %s: a 3x3 convolution gets %+v", b.Name, c)
+		}
+	}
+}
+
+// TestCPUReferenceAvoidsWinograd: a GPU step's CPU reference runs the
+// direct method (or im2col past its padding) where the CPU itself would
+// run Winograd, so the reference adds no Winograd rounding error.
+func TestCPUReferenceAvoidsWinograd(t *testing.T) {
+	g := planner.ConvGeom{N: 250, C: 32, H: 14, W: 14, OC: 64, OH: 14, OW: 14, KH: 5, KW: 5, SH: 1, SW: 1, PH: 2, PW: 2, DH: 1, DW: 1, Groups: 1}
+	wide := g
+	wide.PH, wide.PW, wide.OH, wide.OW = 5, 5, 20, 20
+	for _, c := range []struct {
+		g        planner.ConvGeom
+		fwd, bwd string
+	}{{g, "Conv2DDirectFwd", "Conv2DDirectBwd"}, {wide, "Conv2DIm2colFwd", "Conv2DIm2colBwd"}} {
+		if m := planner.CPU.Conv(c.g, planner.ConvForward).Method; m != planner.ConvWinograd {
+			t.Fatalf("the CPU rule chooses %q for %+v; the test wants a Winograd geometry", m, c.g)
+		}
+		for _, pass := range []planner.ConvPass{planner.ConvForward, planner.ConvBackward} {
+			// The GPU's own Winograd method has the CPU's name.
+			for _, method := range []string{"im2col+cublas", planner.ConvWinograd} {
+				k, err := cpuConvKernel(c.g, pass, method, true)
+				if err != nil || k.fwd != c.fwd || k.bwd != c.bwd {
+					t.Errorf("padding %d, %s, GPU method %q: reference kernels %+v (%v), want %s and %s", c.g.PH, pass, method, k, err, c.fwd, c.bwd)
+				}
+			}
 		}
 	}
 }

@@ -120,7 +120,7 @@ func (d *gpuDevice) render(in *Input) (*GPUSources, error) {
 		return nil, fmt.Errorf("emit: missing plan")
 	}
 	g := &gpuGen{
-		generator:   &generator{in: in, trainState: map[string]string{}},
+		generator:   &generator{in: in, trainState: map[string]string{}, reference: true},
 		dev:         d,
 		lib:         gpu.NewLibrary(d.dialect),
 		gemmSeen:    map[string]bool{},

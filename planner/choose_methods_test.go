@@ -110,12 +110,24 @@ func TestChooseMethodsTarget(t *testing.T) {
 	}
 }
 
-// TestCPUConvRule: the CPU runs the direct method wherever rt/cpu's
-// direct kernels apply (stride 1, padding within the filter's reach) and
-// im2col + GEMM elsewhere, in every pass, with no scratch from the plan.
+// TestCPUConvRule: the CPU runs Winograd forward on 5×5 layers with
+// enough channels and tiles, and backward where they do too (with dx:
+// and dx's convolution, channels swapped, has enough of them), the direct method wherever rt/cpu's direct
+// kernels apply (stride 1, padding within the filter's reach) and im2col +
+// GEMM elsewhere, with no scratch from the plan.
 func TestCPUConvRule(t *testing.T) {
 	geom := func(k, s, p, d int) ConvGeom {
 		return ConvGeom{N: 2, C: 3, H: 9, W: 9, OC: 4, OH: 4, OW: 4, KH: k, KW: k, SH: s, SW: s, PH: p, PW: p, DH: d, DW: d, Groups: 1}
+	}
+	// wide is a 5×5 layer padded by 2 on 32×32 (14×14 for batch 250).
+	wide := func(n, c, oc, s, d, groups int) ConvGeom {
+		h := 32
+		if n == 250 {
+			h = 14
+		}
+		p := 2 * max(d, 1)
+		o := (h+2*p-max(d, 1)*4-1)/max(s, 1) + 1
+		return ConvGeom{N: n, C: c, H: h, W: h, OC: oc, OH: o, OW: o, KH: 5, KW: 5, SH: s, SW: s, PH: p, PW: p, DH: d, DW: d, Groups: groups}
 	}
 	for _, c := range []struct {
 		name string
@@ -130,6 +142,19 @@ func TestCPUConvRule(t *testing.T) {
 		{"3x3 pad 1x3", func() ConvGeom { g := geom(3, 1, 1, 1); g.PW = 3; return g }(), [3]string{ConvIm2colGemm, ConvIm2colGemm, ConvIm2colGemm}},
 		{"unset stride and dilation", geom(3, 0, 1, 0), [3]string{ConvDirect, ConvDirect, ConvDirect}},
 		{"stride 2 across only", func() ConvGeom { g := geom(3, 1, 1, 1); g.SW = 2; return g }(), [3]string{ConvIm2colGemm, ConvIm2colGemm, ConvIm2colGemm}},
+		{"mnist conv2 batch 250", wide(250, 32, 64, 1, 1, 1), [3]string{ConvWinograd, ConvWinograd, ConvWinograd}},
+		{"16 to 32, 1024 tiles", wide(4, 16, 32, 1, 1, 1), [3]string{ConvWinograd, ConvDirect, ConvWinograd}},
+		{"32 to 32, 1024 tiles", wide(4, 32, 32, 1, 1, 1), [3]string{ConvWinograd, ConvWinograd, ConvWinograd}},
+		{"32 to 32, pad 5", func() ConvGeom { g := wide(4, 32, 32, 1, 1, 1); g.PH, g.PW, g.OH, g.OW = 5, 5, 38, 38; return g }(), [3]string{ConvWinograd, ConvIm2colGemm, ConvIm2colGemm}},
+		{"32 to 64, batch 1", wide(1, 32, 64, 1, 1, 1), [3]string{ConvDirect, ConvDirect, ConvDirect}},
+		{"15 input channels", wide(250, 15, 64, 1, 1, 1), [3]string{ConvDirect, ConvDirect, ConvDirect}},
+		{"31 output channels", wide(250, 32, 31, 1, 1, 1), [3]string{ConvDirect, ConvDirect, ConvDirect}},
+		{"64x64 images", func() ConvGeom { g := wide(4, 32, 64, 1, 1, 1); g.H, g.W, g.OH, g.OW = 64, 64, 64, 64; return g }(), [3]string{ConvWinograd, ConvWinograd, ConvWinograd}},
+		{"72x72 images, past the work buffers' bound", func() ConvGeom { g := wide(4, 32, 64, 1, 1, 1); g.H, g.W, g.OH, g.OW = 72, 72, 72, 72; return g }(), [3]string{ConvDirect, ConvDirect, ConvDirect}},
+		{"5x5 stride 2", wide(250, 32, 64, 2, 1, 1), [3]string{ConvIm2colGemm, ConvIm2colGemm, ConvIm2colGemm}},
+		{"5x5 dilation 2", wide(250, 32, 64, 1, 2, 1), [3]string{ConvDirect, ConvDirect, ConvDirect}},
+		{"5x5 groups 2", wide(250, 32, 64, 1, 1, 2), [3]string{ConvDirect, ConvDirect, ConvDirect}},
+		{"unset stride, dilation, groups", wide(250, 32, 64, 0, 0, 0), [3]string{ConvWinograd, ConvWinograd, ConvWinograd}},
 	} {
 		for i, pass := range []ConvPass{ConvForward, ConvBackward, ConvBackwardNoDx} {
 			got := CPU.Conv(c.g, pass)
@@ -178,5 +203,27 @@ func TestPlanTextShowsMethods(t *testing.T) {
 	}
 	if strings.Contains(out, "cols") {
 		t.Errorf("plan text names a convolution workspace, but CPU methods take none:\n%s", out)
+	}
+}
+
+// TestPlanTextShowsWinograd: at batch 250 the seed paper's MNIST model
+// (conv2: 16 to 32 channels on 14×14) runs its second convolution forward
+// by Winograd, and its backward with dx by the direct method (dx's
+// convolution has only 16 output channels); `mlbuild plan` says so.
+func TestPlanTextShowsWinograd(t *testing.T) {
+	p := mustBuild(t, flagship(), Options{Batch: 250, Training: true, Fusion: true})
+	var text bytes.Buffer
+	if err := WriteText(&text, p); err != nil {
+		t.Fatal(err)
+	}
+	out := strings.Join(strings.Fields(text.String()), " ")
+	for _, want := range []string{
+		"conv2d(relu k5x5 s1 p2 winograd F(2x2,5x5)) conv2+relu2 [250,16,14,14] [32,16,5,5] [32] -> [250,32,14,14] -",
+		"conv2d(relu k5x5 s1 p2 direct) conv1+relu1",
+		"conv2d_bwd(relu k5x5 s1 p2 direct) conv2+relu2",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("plan text lacks %q:\n%s", want, text.String())
+		}
 	}
 }

@@ -295,3 +295,111 @@ func GemmCheck(name string, m, n, k int, transA, transB bool) SelfTestRow {
 	}
 	return SelfTestRow{Name: fmt.Sprintf("%s sgemm %dx%dx%d", name, m, n, k), MaxError: maxErr, Tol: 1e-4 * float64(k)}
 }
+
+// ConvCheck runs one convolution step's kernel (the method the plan chose
+// for it) on random data for up to 4 images of its geometry and compares
+// the output with a float64 convolution, for the CPU backend's selftest.
+// The error is relative to the output's scale (its largest magnitude):
+// Winograd's is a few times the direct sum's, still below 1e-5 there.
+func ConvCheck(name string, fwd func(x, w, b, y []float32, g cpu.Conv, act cpu.Act, alpha float32), g cpu.Conv) SelfTestRow {
+	g.N = min(g.N, 4)
+	groups := max(g.Groups, 1)
+	sh, sw, dh, dw := max(g.SH, 1), max(g.SW, 1), max(g.DH, 1), max(g.DW, 1)
+	cg, ocg := g.C/groups, g.OC/groups
+	rng := cpu.NewRand(uint64(g.C*131 + g.OC*17 + g.H))
+	rnd := func(n int) []float32 {
+		s := make([]float32, n)
+		for i := range s {
+			s[i] = rng.Float32()*2 - 1
+		}
+		return s
+	}
+	x, w, b := rnd(g.N*g.C*g.H*g.W), rnd(g.OC*cg*g.KH*g.KW), rnd(g.OC)
+	y := make([]float32, g.N*g.OC*g.OH*g.OW)
+	fwd(x, w, b, y, g, cpu.ActNone, 0)
+	var maxErr, scale float64
+	for n := 0; n < g.N; n++ {
+		for oc := 0; oc < g.OC; oc++ {
+			grp := oc / ocg
+			for oh := 0; oh < g.OH; oh++ {
+				for ow := 0; ow < g.OW; ow++ {
+					s := float64(b[oc])
+					for ci := 0; ci < cg; ci++ {
+						for kh := 0; kh < g.KH; kh++ {
+							for kw := 0; kw < g.KW; kw++ {
+								ih, iw := oh*sh-g.PH+kh*dh, ow*sw-g.PW+kw*dw
+								if ih < 0 || ih >= g.H || iw < 0 || iw >= g.W {
+									continue
+								}
+								s += float64(x[((n*g.C+grp*cg+ci)*g.H+ih)*g.W+iw]) * float64(w[((oc*cg+ci)*g.KH+kh)*g.KW+kw])
+							}
+						}
+					}
+					got := float64(y[((n*g.OC+oc)*g.OH+oh)*g.OW+ow])
+					maxErr = math.Max(maxErr, math.Abs(got-s))
+					scale = math.Max(scale, math.Abs(s))
+				}
+			}
+		}
+	}
+	return SelfTestRow{Name: fmt.Sprintf("%s conv %dx%dx%dx%d (error relative to the output scale)", name, g.N, g.C, g.H, g.W), MaxError: maxErr / max(scale, 1e-30), Tol: 2e-5}
+}
+
+// ConvBwdCheck runs one convolution step's backward kernel (the plan's
+// method, without activation) on random data for up to 4 images of its
+// geometry and compares dx, dw and db with float64 sums, for the CPU
+// backend's selftest. The error is the largest of the three, each relative
+// to its own scale.
+func ConvBwdCheck(name string, bwd func(x, w, y, dy, dx, dw, db []float32, g cpu.Conv, act cpu.Act, alpha float32), g cpu.Conv) SelfTestRow {
+	g.N = min(g.N, 4)
+	groups := max(g.Groups, 1)
+	sh, sw, dh, dwl := max(g.SH, 1), max(g.SW, 1), max(g.DH, 1), max(g.DW, 1)
+	cg, ocg := g.C/groups, g.OC/groups
+	rng := cpu.NewRand(uint64(g.C*137 + g.OC*19 + g.H))
+	rnd := func(n int) []float32 {
+		s := make([]float32, n)
+		for i := range s {
+			s[i] = rng.Float32()*2 - 1
+		}
+		return s
+	}
+	x, w, dy := rnd(g.N*g.C*g.H*g.W), rnd(g.OC*cg*g.KH*g.KW), rnd(g.N*g.OC*g.OH*g.OW)
+	dx, dw, db := make([]float32, len(x)), make([]float32, len(w)), make([]float32, g.OC)
+	bwd(x, w, nil, slices.Clone(dy), dx, dw, db, g, cpu.ActNone, 0)
+	rx, rw, rb := make([]float64, len(x)), make([]float64, len(w)), make([]float64, g.OC)
+	for n := 0; n < g.N; n++ {
+		for oc := 0; oc < g.OC; oc++ {
+			grp := oc / ocg
+			for oh := 0; oh < g.OH; oh++ {
+				for ow := 0; ow < g.OW; ow++ {
+					d := float64(dy[((n*g.OC+oc)*g.OH+oh)*g.OW+ow])
+					rb[oc] += d
+					for ci := 0; ci < cg; ci++ {
+						for kh := 0; kh < g.KH; kh++ {
+							for kw := 0; kw < g.KW; kw++ {
+								ih, iw := oh*sh-g.PH+kh*dh, ow*sw-g.PW+kw*dwl
+								if ih < 0 || ih >= g.H || iw < 0 || iw >= g.W {
+									continue
+								}
+								xi := ((n*g.C+grp*cg+ci)*g.H+ih)*g.W + iw
+								wi := ((oc*cg+ci)*g.KH+kh)*g.KW + kw
+								rx[xi] += d * float64(w[wi])
+								rw[wi] += d * float64(x[xi])
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+	rel := func(got []float32, want []float64) float64 {
+		var e, s float64
+		for i, v := range want {
+			e = math.Max(e, math.Abs(float64(got[i])-v))
+			s = math.Max(s, math.Abs(v))
+		}
+		return e / max(s, 1e-30)
+	}
+	worst := max(rel(dx, rx), rel(dw, rw), rel(db, rb))
+	return SelfTestRow{Name: fmt.Sprintf("%s conv backward %dx%dx%dx%d (largest of dx, dw, db errors relative to their scales)", name, g.N, g.C, g.H, g.W), MaxError: worst, Tol: 5e-5}
+}

@@ -114,6 +114,34 @@ func directRefusal(fn string, g Conv) string {
 		fn, g.SH, g.SW, g.PH, g.PW, g.KH, g.KW, g.DH, g.DW)
 }
 
+// Conv2DWinogradFwd computes y = act(conv(x, w) + b) by Winograd
+// F(2×2,5×5) (conv_winograd.go): 36 matrix products of transformed tiles
+// instead of 100 multiply-adds per 2×2 outputs. It needs a 5×5 filter,
+// stride 1, no dilation and one group, and panics otherwise (the planner
+// chooses it only then). Its rounding error is larger than the other
+// methods' (TestConvWinograd states the bound). Its work buffers hold
+// whole images, 36·4 bytes per 2×2 tile and channel (C + OC) per thread.
+func Conv2DWinogradFwd(x, w, b, y []float32, g Conv, act Act, alpha float32) {
+	g = g.norm()
+	if !winogradOK(g) {
+		panic(winogradRefusal("Conv2DWinogradFwd", g))
+	}
+	convWinogradForward(x, w, b, y, g, act, alpha, winogradFor(activeGemmPath.Load()), false)
+}
+
+// Conv2DWinogradBwd is the backward pass of a convolution that
+// Conv2DWinogradFwd takes, with padding up to 4: dx, when wanted, is
+// Winograd's convolution of dy with the flipped filters, dw and db are
+// the direct method's. It overwrites dy with the gradient of the
+// pre-activation.
+func Conv2DWinogradBwd(x, w, y, dy, dx, dw, db []float32, g Conv, act Act, alpha float32) {
+	g = g.norm()
+	if !winogradOK(g) || !convDirectOK(g) {
+		panic(winogradRefusal("Conv2DWinogradBwd", g))
+	}
+	convWinogradBackward(x, w, y, dy, dx, dw, db, g, act, alpha, winogradFor(activeGemmPath.Load()))
+}
+
 // Conv2DIm2colFwd computes y = act(conv(x, w) + b) by im2col + GEMM, for
 // any geometry.
 func Conv2DIm2colFwd(x, w, b, y []float32, g Conv, act Act, alpha float32) {

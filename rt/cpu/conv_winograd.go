@@ -1,0 +1,600 @@
+package cpu
+
+import (
+	"fmt"
+	"unsafe"
+)
+
+// This file holds Winograd convolution F(2×2,5×5) for stride-1, undilated,
+// ungrouped 5×5 layers. Each output tile of 2×2 pixels is computed from a
+// 6×6 input tile d as
+//
+//	Y = Aᵀ [ (G g Gᵀ) ⊙ (Bᵀ d B) ] A
+//
+// with the interpolation points 0, ±1, ±2 and ∞: 36 multiplications per
+// tile and channel pair instead of 100. Summed over input channels, the
+// element-wise products become 36 independent matrix products, one per
+// position ξ of the 6×6 transformed tile:
+//
+//	M[ξ] (tiles × OC) = V[ξ] (tiles × C) · U[ξ] (C × OC)
+//
+// which run through the package's SGEMM. The transforms of the input (V)
+// and of the products (M → Y) are vectorised across channels: images are
+// first copied into a zero-padded channels-last layout, [row][column][c],
+// so that one tile's 36 inputs of 16 (AVX-512) or 8 (AVX2) consecutive
+// channels are 36 vector loads at fixed strides, and the outputs come back
+// channels-last and are transposed into NCHW. The filter transform U is
+// done once per call, in float64.
+//
+// The matrices (rows of Bᵀ are the products of (x − p) over the other
+// points, G's rows evaluate the filter polynomial at each point divided by
+// that product's value there, Aᵀ's rows are powers of the points):
+//
+//	Bᵀ = [4  0 -5  0 1 0]   G = [ 1/4     0      0      0     0   ]   Aᵀ = [1 1  1 1  1 0]
+//	     [0 -4 -4  1 1 0]       [-1/6  -1/6   -1/6   -1/6  -1/6  ]        [0 1 -1 2 -2 1]
+//	     [0  4 -4 -1 1 0]       [-1/6   1/6   -1/6    1/6  -1/6  ]
+//	     [0 -2 -1  2 1 0]       [1/24  1/12    1/6    1/3   2/3  ]
+//	     [0  2 -1 -2 1 0]       [1/24 -1/12    1/6   -1/3   2/3  ]
+//	     [0  4  0 -5 0 1]       [ 0      0      0      0     1   ]
+//
+// The rounding error is larger than the direct sum's: the transformed
+// values are up to 5·5·|d| in size and the filter's up to |g|, and the
+// output transform adds terms scaled by up to 2·2; TestConvWinograd states
+// the measured bound.
+
+// winoTile is the side of the transformed tile (F(2×2,5×5): 2 + 5 − 1) and
+// winoOut the side of the output tile.
+const (
+	winoTile = 6
+	winoOut  = 2
+	winoXi   = winoTile * winoTile
+)
+
+// winogradG is the filter transform G of F(2,5), in float64.
+var winogradG = [winoTile][5]float64{
+	{1.0 / 4, 0, 0, 0, 0},
+	{-1.0 / 6, -1.0 / 6, -1.0 / 6, -1.0 / 6, -1.0 / 6},
+	{-1.0 / 6, 1.0 / 6, -1.0 / 6, 1.0 / 6, -1.0 / 6},
+	{1.0 / 24, 1.0 / 12, 1.0 / 6, 1.0 / 3, 2.0 / 3},
+	{1.0 / 24, -1.0 / 12, 1.0 / 6, -1.0 / 3, 2.0 / 3},
+	{0, 0, 0, 0, 1},
+}
+
+// winogradKernels is one instruction set's pair of transform kernels.
+// Strides are in floats; n is the number of channels, a multiple of lanes.
+type winogradKernels struct {
+	// input writes Bᵀ d B of one tile for n channels: d[i][j][c] is
+	// src[i·ldRow + j·ldCol + c] and the result at ξ = 6i + j goes to
+	// dst[ξ·ldXi + c]. dst is also its scratch between the row and the
+	// column pass.
+	input func(src *float32, ldRow, ldCol int, dst *float32, ldXi, n int)
+	// output writes Aᵀ m A + bias of one tile for n channels, with
+	// negative results cleared when relu is not zero: m[ξ][c] is
+	// src[ξ·ldXi + c] and y[a][b][c] goes to dst[a·ldRow + b·ldCol + c].
+	output func(src *float32, ldXi int, dst *float32, ldRow, ldCol int, bias *float32, relu, n int)
+	// dy writes E g Eᵀ of one 2×2 tile g of the output gradient for n
+	// channels (winoDyGo says what E is): g[a][b][c] is src[a·ldRow +
+	// b·ldCol + c] and the result at ξ goes to dst[ξ·ldXi + c].
+	dy    func(src *float32, ldRow, ldCol int, dst *float32, ldXi, n int)
+	lanes int
+}
+
+// winogradGo is the pure-Go pair, which every GOARCH has; it computes
+// what the vector kernels compute, in the same order.
+var winogradGo = &winogradKernels{input: winoInputGo, output: winoOutputGo, dy: winoDyGo, lanes: 1}
+
+// winogradFor returns the transform kernels that go with GEMM path p, so
+// that forcing a path in tests forces the matching transforms.
+func winogradFor(p *gemmPath) *winogradKernels {
+	if k := archWinograd(p.name); k != nil {
+		return k
+	}
+	return winogradGo
+}
+
+// winoBT applies Bᵀ to z in place, in the order the vector kernels use.
+func winoBT(z *[winoTile]float32) {
+	z0, z1, z2, z3, z4, z5 := z[0], z[1], z[2], z[3], z[4], z[5]
+	s1, s2 := z4-4*z2, 4*z1-z3
+	s3, s4 := z4-z2, (z1-z3)+(z1-z3)
+	z[0] = (4*z0 + z4) - 5*z2
+	z[1], z[2] = s1-s2, s1+s2
+	z[3], z[4] = s3-s4, s3+s4
+	z[5] = (4*z1 + z5) - 5*z3
+}
+
+func winoInputGo(src *float32, ldRow, ldCol int, dst *float32, ldXi, n int) {
+	s := unsafe.Slice(src, 5*ldRow+5*ldCol+n)
+	d := unsafe.Slice(dst, 35*ldXi+n)
+	var z [winoTile]float32
+	for c := 0; c < n; c++ {
+		// Rows first (d·B), then columns (Bᵀ·), as the vector kernels.
+		for i := 0; i < winoTile; i++ {
+			for j := range z {
+				z[j] = s[i*ldRow+j*ldCol+c]
+			}
+			winoBT(&z)
+			for j, v := range z {
+				d[(i*winoTile+j)*ldXi+c] = v
+			}
+		}
+		for j := 0; j < winoTile; j++ {
+			for i := range z {
+				z[i] = d[(i*winoTile+j)*ldXi+c]
+			}
+			winoBT(&z)
+			for i, v := range z {
+				d[(i*winoTile+j)*ldXi+c] = v
+			}
+		}
+	}
+}
+
+func winoOutputGo(src *float32, ldXi int, dst *float32, ldRow, ldCol int, bias *float32, relu, n int) {
+	s := unsafe.Slice(src, 35*ldXi+n)
+	d := unsafe.Slice(dst, ldRow+ldCol+n)
+	b := unsafe.Slice(bias, n)
+	for c := 0; c < n; c++ {
+		m := func(i, j int) float32 { return s[(i*winoTile+j)*ldXi+c] }
+		for a := 0; a < winoOut; a++ {
+			// Row a of Aᵀ over the columns, then over the rows.
+			var r [winoTile]float32
+			for j := range r {
+				if a == 0 {
+					r[j] = m(0, j) + m(1, j) + m(2, j) + m(3, j) + m(4, j)
+				} else {
+					r[j] = ((m(1, j) - m(2, j)) + m(5, j)) + 2*(m(3, j)-m(4, j))
+				}
+			}
+			y0 := r[0] + r[1] + r[2] + r[3] + r[4] + b[c]
+			y1 := ((r[1] - r[2]) + r[5]) + 2*(r[3]-r[4]) + b[c]
+			if relu != 0 {
+				y0, y1 = reluSign(y0), reluSign(y1)
+			}
+			d[a*ldRow+c], d[a*ldRow+ldCol+c] = y0, y1
+		}
+	}
+}
+
+// winoE applies E, the filter transform of F(5×5,2×2) without its row
+// scales (winogradScale), to the pair z: e_p = z0 + p·z1 at the points 0,
+// 1, −1, 2, −2, and z1 at ∞.
+func winoE(z0, z1 float32) [winoTile]float32 {
+	p1, m1 := z0+z1, z0-z1
+	return [winoTile]float32{z0, p1, m1, p1 + z1, m1 - z1, z1}
+}
+
+func winoDyGo(src *float32, ldRow, ldCol int, dst *float32, ldXi, n int) {
+	s := unsafe.Slice(src, ldRow+ldCol+n)
+	d := unsafe.Slice(dst, 35*ldXi+n)
+	for c := 0; c < n; c++ {
+		col0 := winoE(s[c], s[ldRow+c])             // down column 0
+		col1 := winoE(s[ldCol+c], s[ldRow+ldCol+c]) // down column 1
+		for i := 0; i < winoTile; i++ {
+			for j, v := range winoE(col0[i], col1[i]) {
+				d[(i*winoTile+j)*ldXi+c] = v
+			}
+		}
+	}
+}
+
+// reluSign clears v when its sign bit is set, as the vector kernels do.
+func reluSign(v float32) float32 {
+	if int32(*(*uint32)(unsafe.Pointer(&v))) < 0 {
+		return 0
+	}
+	return v
+}
+
+// winogradOK reports whether normalised geometry g suits F(2×2,5×5):
+// stride 1, no dilation, one group, a 5×5 filter. Any padding works.
+func winogradOK(g Conv) bool {
+	return g.SH == 1 && g.SW == 1 && g.DH == 1 && g.DW == 1 && g.Groups == 1 && g.KH == 5 && g.KW == 5
+}
+
+// winoGeom is the tiling of one image and the sizes of the work buffers.
+type winoGeom struct {
+	th, tw   int // tile rows and columns: ⌈OH/2⌉, ⌈OW/2⌉
+	hp, wp   int // the padded channels-last image: 2·th+4 rows of 2·tw+4 pixels
+	cp, ocp  int // channels and output channels rounded up to the vector lanes
+	images   int // images per round of 36 products
+	rowTiles int // tiles of one round (the rows of each product)
+}
+
+// winogradRoundBytes bounds V and M of one round (36·tiles·(C+OC)
+// floats), at least one image: on the 2-core Xeon measured, rounds of one
+// image of models/mnist.cue's second layer (49 tiles, 677 KB) ran in 18 ms
+// on 2 threads, rounds of 2 to 6 images in 30 ms (1 thread: 31-33 ms
+// either way).
+const winogradRoundBytes = 768 << 10
+
+func newWinoGeom(g Conv, lanes int) winoGeom {
+	th, tw := (g.OH+1)/2, (g.OW+1)/2
+	lanes = max(lanes, 16) // one padded layout on every path
+	cp, ocp := gemmRoundUp(g.C, lanes), gemmRoundUp(g.OC, lanes)
+	images := max(1, min(g.N, winogradRoundBytes/(4*winoXi*(cp+ocp)*th*tw)))
+	return winoGeom{th: th, tw: tw, hp: 2*th + 4, wp: 2*tw + 4, cp: cp, ocp: ocp,
+		images: images, rowTiles: images * th * tw}
+}
+
+// winogradScale are the row scales of G' = diag(winogradScale)·E, the
+// filter transform of F(5×5,2×2) (the same points, so the same Bᵀ): one
+// over the product of (p − q) over the other points q.
+var winogradScale = [winoTile]float64{1.0 / 4, -1.0 / 6, -1.0 / 6, 1.0 / 24, 1.0 / 24, 1}
+
+// winogradAW is A'ᵀ of F(5×5,2×2): row i holds the points to the power i
+// (and 1 for ∞ in the last row).
+var winogradAW = [5][winoTile]float64{
+	{1, 1, 1, 1, 1, 0},
+	{0, 1, -1, 2, -2, 0},
+	{0, 1, 1, 4, 4, 0},
+	{0, 1, -1, 8, -8, 0},
+	{0, 1, 1, 16, 16, 1},
+}
+
+// winogradFilters writes U[ξ][c][oc] = (G f Gᵀ)[ξ] into u (36·C·ocp
+// floats, zero for oc ≥ OC), computed in float64, where the filter f of
+// output channel oc and input channel c is w[oc][c], or with flip (g is
+// then the geometry of dx's convolution, see convWinogradBackward) the
+// forward filter w[c][oc] turned by 180 degrees.
+func winogradFilters(w []float32, u []float32, g Conv, ocp int, flip bool) {
+	clear(u[:winoXi*g.C*ocp])
+	var f [25]float32
+	for oc := 0; oc < g.OC; oc++ {
+		for c := 0; c < g.C; c++ {
+			if flip {
+				src := w[(c*g.OC+oc)*25 : (c*g.OC+oc+1)*25]
+				for i, v := range src {
+					f[24-i] = v
+				}
+			} else {
+				copy(f[:], w[(oc*g.C+c)*25:(oc*g.C+c+1)*25])
+			}
+			var t [winoTile][5]float64 // G·f
+			for i := range t {
+				for l := 0; l < 5; l++ {
+					var s float64
+					for k := 0; k < 5; k++ {
+						s += winogradG[i][k] * float64(f[k*5+l])
+					}
+					t[i][l] = s
+				}
+			}
+			for i := 0; i < winoTile; i++ {
+				for j := 0; j < winoTile; j++ {
+					var s float64
+					for l := 0; l < 5; l++ {
+						s += t[i][l] * winogradG[j][l]
+					}
+					u[((i*winoTile+j)*g.C+c)*ocp+oc] = float32(s)
+				}
+			}
+		}
+	}
+}
+
+// sgemmSerial is Sgemm (alpha 1, beta 0, no transposes) on the calling
+// goroutine only, for kernels that already split their work over threads.
+func sgemmSerial(m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int) {
+	sgemmSerialT(false, m, n, k, a, lda, b, ldb, 0, c, ldc)
+}
+
+// sgemmSerialT is sgemmSerial with op(A) = Aᵀ when transA, and beta.
+func sgemmSerialT(transA bool, m, n, k int, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+	if transA {
+		checkGemmOperand("a", a, k, m, lda)
+	} else {
+		checkGemmOperand("a", a, m, k, lda)
+	}
+	checkGemmOperand("b", b, k, n, ldb)
+	checkGemmOperand("c", c, m, n, ldc)
+	g := gemmCalls.Get().(*gemmCall)
+	*g = gemmCall{barrier: g.barrier, p: activeGemmPath.Load(), transA: transA, m: m, n: n, k: k, alpha: 1, a: a, lda: lda, b: b, ldb: ldb, beta: beta, c: c, ldc: ldc}
+	g.run(0, m, 0, n)
+	*g = gemmCall{barrier: g.barrier}
+	gemmCalls.Put(g)
+}
+
+// sgemmPackedB is sgemmSerial with B (k × n) already packed by packB into
+// one panel: k within the path's kc and n within its nc, so Sgemm's
+// blocking would pack it whole on every call.
+func sgemmPackedB(p *gemmPath, m, n, k int, a []float32, lda int, bp []float32, c []float32, ldc int) {
+	checkGemmOperand("a", a, m, k, lda)
+	checkGemmOperand("c", c, m, n, ldc)
+	if k > p.kc || n > p.nc || len(bp) < gemmRoundUp(n, p.nr)*k {
+		panic("cpu: sgemmPackedB: B is not one packed panel")
+	}
+	g := gemmCalls.Get().(*gemmCall)
+	*g = gemmCall{barrier: g.barrier, p: p, m: m, n: n, k: k, alpha: 1, a: a, lda: lda, c: c, ldc: ldc}
+	w := gemmArenas.Get().(*gemmArena)
+	w.fit(p)
+	for ic := 0; ic < m; ic += p.mc {
+		mb := min(p.mc, m-ic)
+		packA(p, false, a, lda, ic, 0, mb, k, w.a)
+		g.tiles(w, bp, ic, mb, 0, n, 0, k)
+	}
+	gemmArenas.Put(w)
+	*g = gemmCall{barrier: g.barrier}
+	gemmCalls.Put(g)
+}
+
+// convWinogradForward is Conv2DWinogradFwd for geometry that winogradOK
+// accepts (with flip, the filters are those of the forward convolution
+// whose dx g computes: see winogradFilters). Rounds of whole images are
+// split over the threads; each worker pads its images channels-last,
+// transforms their tiles into V, runs the 36 products into M and
+// transforms M back into the output.
+func convWinogradForward(x, w, b, y []float32, g Conv, act Act, alpha float32, k *winogradKernels, flip bool) {
+	d := newWinoGeom(g, k.lanes)
+	hw, ohw := g.H*g.W, g.OH*g.OW
+	path := activeGemmPath.Load()
+	lead := convWorkers.Get()
+	lead.a = grow(lead.a, winoXi*g.C*d.ocp+d.ocp)
+	u, bias := lead.a[:winoXi*g.C*d.ocp], lead.a[winoXi*g.C*d.ocp:]
+	winogradFilters(w, u, g, d.ocp, flip)
+	clear(bias)
+	if b != nil {
+		copy(bias, b[:g.OC])
+	}
+	// The filters packed once into the GEMM's B panels, where one panel
+	// holds a whole U[ξ] (the shared dimension C within the path's kc).
+	var packed []float32
+	panel := gemmRoundUp(d.ocp, path.nr) * g.C
+	if g.C <= path.kc && d.ocp <= path.nc {
+		lead.tile = grow(lead.tile, winoXi*panel)
+		packed = lead.tile
+		for xi := 0; xi < winoXi; xi++ {
+			packB(false, u[xi*g.C*d.ocp:], d.ocp, 0, 0, g.C, d.ocp, path.nr, packed[xi*panel:], path.transpose8)
+		}
+	}
+	relu := 0
+	if act == ActReLU {
+		relu = 1
+	}
+	rounds := gemmCeilDiv(g.N, d.images)
+	imgIn, imgOut := d.hp*d.wp*d.cp, 2*d.th*2*d.tw*d.ocp
+	ldV, ldM := d.rowTiles*d.cp, d.rowTiles*d.ocp
+	workers := convParallel(rounds, func(cw *convWorker) {
+		cw.panel = grow(cw.panel, imgIn)
+		clear(cw.panel)
+		cw.cols = grow(cw.cols, winoXi*(ldV+ldM))
+		cw.tile = grow(cw.tile, imgOut)
+		cw.rows = grow(cw.rows, hw*d.cp)
+		clear(cw.rows)
+	}, func(cw *convWorker, round int) {
+		n0 := round * d.images
+		n1 := min(g.N, n0+d.images)
+		xh, v, m := cw.panel, cw.cols[:winoXi*ldV], cw.cols[winoXi*ldV:]
+		for n := n0; n < n1; n++ {
+			// The image channels-last, then into the padded rows; the
+			// borders and the channels past C stay zero.
+			transposeBlocks(path, x[n*g.C*hw:(n+1)*g.C*hw], g.C, hw, hw, cw.rows, d.cp)
+			for ih := 0; ih < g.H; ih++ {
+				copy(xh[((ih+g.PH)*d.wp+g.PW)*d.cp:((ih+g.PH)*d.wp+g.PW+g.W)*d.cp], cw.rows[ih*g.W*d.cp:])
+			}
+			t0 := (n - n0) * d.th * d.tw
+			for ty := 0; ty < d.th; ty++ {
+				for tx := 0; tx < d.tw; tx++ {
+					t := t0 + ty*d.tw + tx
+					k.input(&xh[(2*ty*d.wp+2*tx)*d.cp], d.wp*d.cp, d.cp, &v[t*d.cp], ldV, d.cp)
+				}
+			}
+		}
+		tiles := (n1 - n0) * d.th * d.tw
+		for xi := 0; xi < winoXi; xi++ {
+			if packed != nil {
+				sgemmPackedB(path, tiles, d.ocp, g.C, v[xi*ldV:], d.cp, packed[xi*panel:(xi+1)*panel], m[xi*ldM:], d.ocp)
+				continue
+			}
+			sgemmSerial(tiles, d.ocp, g.C, v[xi*ldV:], d.cp, u[xi*g.C*d.ocp:], d.ocp, m[xi*ldM:], d.ocp)
+		}
+		yh := cw.tile
+		for n := n0; n < n1; n++ {
+			t0 := (n - n0) * d.th * d.tw
+			for ty := 0; ty < d.th; ty++ {
+				for tx := 0; tx < d.tw; tx++ {
+					t := t0 + ty*d.tw + tx
+					k.output(&m[t*d.ocp], ldM, &yh[(2*ty*2*d.tw+2*tx)*d.ocp], 2*d.tw*d.ocp, d.ocp, &bias[0], relu, d.ocp)
+				}
+			}
+			// Channels-last back to NCHW: all rows at once when they
+			// are contiguous (OW even), else row by row.
+			out := y[n*g.OC*ohw : (n+1)*g.OC*ohw]
+			if g.OW == 2*d.tw {
+				transposeBlocks(path, yh, g.OH*g.OW, g.OC, d.ocp, out, ohw)
+			} else {
+				for oh := 0; oh < g.OH; oh++ {
+					transposeBlocks(path, yh[oh*2*d.tw*d.ocp:], g.OW, g.OC, d.ocp, out[oh*g.OW:], ohw)
+				}
+			}
+			if act != ActNone && act != ActReLU {
+				applyAct(out, act, alpha)
+			}
+		}
+	})
+	releaseConvWorkers(workers)
+	convWorkers.Put(lead)
+}
+
+// convWinogradBackward is Conv2DWinogradBwd for geometry that both
+// winogradOK and convDirectOK accept: dy is multiplied in place by the
+// activation's derivative, dw and db come from convWinogradWeightGrad,
+// and dx is Winograd's forward convolution of dy, padded by 4 less the
+// padding, with the filters transposed and turned by 180 degrees.
+func convWinogradBackward(x, w, y, dy, dx, dw, db []float32, g Conv, act Act, alpha float32, k *winogradKernels) {
+	ny := g.N * g.OC * g.OH * g.OW
+	if act != ActNone {
+		actBackward(y[:ny], dy[:ny], act, alpha)
+	}
+	convWinogradWeightGrad(x, dy, dw, db, g, k)
+	if dx == nil {
+		return
+	}
+	gt := Conv{N: g.N, C: g.OC, H: g.OH, W: g.OW, OC: g.C, OH: g.H, OW: g.W,
+		KH: 5, KW: 5, SH: 1, SW: 1, PH: 4 - g.PH, PW: 4 - g.PW, DH: 1, DW: 1, Groups: 1}
+	convWinogradForward(dy, w, nil, dx, gt, ActNone, 0, k, true)
+}
+
+// convWinogradWeightGrad writes dw and, when not nil, db of a convolution
+// that winogradOK accepts from x and dy (already multiplied by the
+// activation's derivative) by Winograd F(5×5,2×2): every 2×2 tile of dy
+// is a filter slid over the 6×6 input tile the forward pass reads for it,
+// giving a 5×5 contribution to dw. Per round of images, the input tiles
+// are transformed as in the forward pass (V), the dy tiles by E (D), and
+// the 36 products P[ξ] (OC × C) += D[ξ]ᵀ·V[ξ] summed over the tiles; at
+// the end dw = A'ᵀ (scales ⊙ ΣP) A' per filter, in float64. Each worker
+// keeps its own sums, added in worker order.
+func convWinogradWeightGrad(x, dy, dw, db []float32, g Conv, k *winogradKernels) {
+	d := newWinoGeom(g, k.lanes)
+	hw, ohw := g.H*g.W, g.OH*g.OW
+	path := activeGemmPath.Load()
+	ep := epilogue()
+	rounds := gemmCeilDiv(g.N, d.images)
+	imgIn, imgDy := d.hp*d.wp*d.cp, 2*d.th*2*d.tw*d.ocp
+	ldV, ldD := d.rowTiles*d.cp, d.rowTiles*d.ocp
+	pLen := winoXi * g.OC * d.cp
+	workers := convParallel(rounds, func(cw *convWorker) {
+		cw.panel = grow(cw.panel, imgIn)
+		clear(cw.panel)
+		cw.tile = grow(cw.tile, imgDy)
+		clear(cw.tile)
+		cw.rows = grow(cw.rows, max(hw*d.cp, ohw*d.ocp))
+		clear(cw.rows)
+		cw.cols = grow(cw.cols, winoXi*(ldV+ldD))
+		cw.dw = grow(cw.dw, pLen)
+		clear(cw.dw)
+		cw.db = grow(cw.db, 2*d.ocp)
+		clear(cw.db)
+	}, func(cw *convWorker, round int) {
+		n0 := round * d.images
+		n1 := min(g.N, n0+d.images)
+		xh, dyh, v, dd := cw.panel, cw.tile, cw.cols[:winoXi*ldV], cw.cols[winoXi*ldV:]
+		for n := n0; n < n1; n++ {
+			transposeBlocks(path, x[n*g.C*hw:(n+1)*g.C*hw], g.C, hw, hw, cw.rows, d.cp)
+			for ih := 0; ih < g.H; ih++ {
+				copy(xh[((ih+g.PH)*d.wp+g.PW)*d.cp:((ih+g.PH)*d.wp+g.PW+g.W)*d.cp], cw.rows[ih*g.W*d.cp:])
+			}
+			// dy channels-last in rows of 2·tw pixels; the pixels past
+			// OH×OW and the channels past OC stay zero.
+			transposeBlocks(path, dy[n*g.OC*ohw:(n+1)*g.OC*ohw], g.OC, ohw, ohw, cw.rows, d.ocp)
+			for oh := 0; oh < g.OH; oh++ {
+				copy(dyh[oh*2*d.tw*d.ocp:(oh*2*d.tw+g.OW)*d.ocp], cw.rows[oh*g.OW*d.ocp:])
+			}
+			if db != nil {
+				sums := cw.db[d.ocp:]
+				if ep != nil {
+					ep.sumRows(&cw.rows[0], &sums[0], ohw, g.OC, d.ocp)
+				} else {
+					clear(sums)
+					for p := 0; p < ohw; p++ {
+						for oc, val := range cw.rows[p*d.ocp : p*d.ocp+g.OC] {
+							sums[oc] += val
+						}
+					}
+				}
+				for oc := 0; oc < g.OC; oc++ {
+					cw.db[oc] += sums[oc]
+				}
+			}
+			t0 := (n - n0) * d.th * d.tw
+			for ty := 0; ty < d.th; ty++ {
+				for tx := 0; tx < d.tw; tx++ {
+					t := t0 + ty*d.tw + tx
+					k.input(&xh[(2*ty*d.wp+2*tx)*d.cp], d.wp*d.cp, d.cp, &v[t*d.cp], ldV, d.cp)
+					k.dy(&dyh[(2*ty*2*d.tw+2*tx)*d.ocp], 2*d.tw*d.ocp, d.ocp, &dd[t*d.ocp], ldD, d.ocp)
+				}
+			}
+		}
+		tiles := (n1 - n0) * d.th * d.tw
+		for xi := 0; xi < winoXi; xi++ {
+			sgemmSerialT(true, g.OC, g.C, tiles, dd[xi*ldD:], d.ocp, v[xi*ldV:], d.cp, 1, cw.dw[xi*g.OC*d.cp:], d.cp)
+		}
+	})
+	p := workers[0].dw[:pLen]
+	for _, cw := range workers[1:] {
+		for i, val := range cw.dw[:pLen] {
+			p[i] += val
+		}
+	}
+	for oc := 0; oc < g.OC; oc++ {
+		for c := 0; c < g.C; c++ {
+			var m [winoTile][winoTile]float64
+			for i := range m {
+				for j := range m[i] {
+					m[i][j] = winogradScale[i] * winogradScale[j] * float64(p[((i*winoTile+j)*g.OC+oc)*d.cp+c])
+				}
+			}
+			f := dw[(oc*g.C+c)*25 : (oc*g.C+c+1)*25]
+			for kh := 0; kh < 5; kh++ {
+				var r [winoTile]float64 // row kh of A'ᵀ·m
+				for i, a := range winogradAW[kh] {
+					if a != 0 {
+						for j := range r {
+							r[j] += a * m[i][j]
+						}
+					}
+				}
+				for kw := 0; kw < 5; kw++ {
+					var s float64
+					for j, a := range winogradAW[kw] {
+						s += a * r[j]
+					}
+					f[kh*5+kw] = float32(s)
+				}
+			}
+		}
+	}
+	if db != nil {
+		clear(db[:g.OC])
+		for _, cw := range workers {
+			for oc := 0; oc < g.OC; oc++ {
+				db[oc] += cw.db[oc]
+			}
+		}
+	}
+	releaseConvWorkers(workers)
+}
+
+// transposeBlocks writes the transpose of src [rows][cols] (rows lds
+// apart) into dst [cols][rows] (rows ldd apart), by the path's 8×8 and 4×8
+// block transposes where it has them and element by element elsewhere.
+func transposeBlocks(p *gemmPath, src []float32, rows, cols, lds int, dst []float32, ldd int) {
+	if rows <= 0 || cols <= 0 {
+		return
+	}
+	src = src[:(rows-1)*lds+cols]
+	dst = dst[:(cols-1)*ldd+rows]
+	rb, cb := rows&^7, cols&^7
+	if p.transpose8 == nil {
+		rb, cb = 0, 0
+	}
+	for r0 := 0; r0 < rb; r0 += 8 {
+		for c0 := 0; c0 < cb; c0 += 8 {
+			p.transpose8(&src[r0*lds+c0], lds, &dst[c0*ldd+r0], ldd)
+		}
+	}
+	r1 := rb
+	if p.transpose4 != nil && cb > 0 && rows-rb >= 4 {
+		for c0 := 0; c0 < cb; c0 += 8 {
+			p.transpose4(&src[rb*lds+c0], lds, &dst[c0*ldd+rb], ldd)
+		}
+		r1 = rb + 4
+	}
+	for r := r1; r < rows; r++ {
+		for c := 0; c < cb; c++ {
+			dst[c*ldd+r] = src[r*lds+c]
+		}
+	}
+	for c := cb; c < cols; c++ {
+		d := dst[c*ldd : c*ldd+rows]
+		for r := range d {
+			d[r] = src[r*lds+c]
+		}
+	}
+}
+
+// winogradRefusal says why the Winograd method does not take normalised g.
+func winogradRefusal(fn string, g Conv) string {
+	return fmt.Sprintf("cpu.%s: a %dx%d filter, stride %dx%d, dilation %dx%d, %d groups, padding %dx%d; Winograd F(2x2,5x5) needs a 5x5 filter, stride 1, no dilation and one group (and for the backward pass padding up to 4)",
+		fn, g.KH, g.KW, g.SH, g.SW, g.DH, g.DW, g.Groups, g.PH, g.PW)
+}
