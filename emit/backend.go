@@ -77,7 +77,9 @@ func (b *Backend) PlanOptions(o planner.Options) planner.Options {
 //
 // With direct set, a forward convolution whose window holds few values
 // (gpu.DirectFits: the first layer of an image model) runs as the direct
-// kernel, one thread per output; its backward gathers its own columns.
+// kernel; so does its backward when it has no dx (the weight and bias
+// gradients in one pass over dy), else its backward gathers its own
+// columns.
 func gpuTarget(method string, scratch func(planner.ConvGeom) int, updateTensors int, winograd int, direct bool) planner.Target {
 	return planner.Target{Conv: func(g planner.ConvGeom, pass planner.ConvPass) planner.ConvChoice {
 		if ws := gpu.WinogradF4.Scratch(g); gpu.WinogradFits(g) && ws <= winograd {
@@ -86,6 +88,9 @@ func gpuTarget(method string, scratch func(planner.ConvGeom) int, updateTensors 
 		direct := direct && gpu.DirectFits(g)
 		if direct && pass == planner.ConvForward {
 			return planner.ConvChoice{Method: gpu.ConvDirectMethod}
+		}
+		if direct && pass == planner.ConvBackwardNoDx {
+			return planner.ConvChoice{Method: gpu.ConvDirectMethod, Scratch: gpu.DirectBwdScratch(g)}
 		}
 		s := scratch(g)
 		return planner.ConvChoice{Method: method, Scratch: s, SharesForward: pass != planner.ConvForward && !direct && gpu.ConvOneRound(g, s)}

@@ -162,7 +162,10 @@ func (l *lowering) conv(st *planner.Step, bwd bool) error {
 	if wa := WinogradByMethod(a.Method); wa != nil {
 		return l.winograd(st, bwd, wa)
 	}
-	if a.Method == ConvDirectMethod && !bwd {
+	if a.Method == ConvDirectMethod {
+		if bwd {
+			return l.convDirectBwd(st)
+		}
 		return l.convDirect(st)
 	}
 	g := normConv(*a.Conv)

@@ -121,3 +121,144 @@ func (l *lowering) convDirect(st *planner.Step) error {
 	}
 	return l.launch("conv_direct", k, err, ops...)
 }
+
+// directBwdChunks is how many thread blocks share one output channel's
+// sums in the direct weight gradient: about 1024 blocks in all.
+func directBwdChunks(g planner.ConvGeom) int {
+	return max(1, min(ceilDiv(1024, g.OC), ceilDiv(g.N*g.OH*g.OW, 1024)))
+}
+
+// DirectBwdScratch is the scratch, in float32s, of the direct weight
+// gradient: each block's partial sums of its channel's taps and bias.
+func DirectBwdScratch(g planner.ConvGeom) int {
+	g = normConv(g)
+	return directBwdChunks(g) * g.OC * (g.C/g.Groups*g.KH*g.KW + 1)
+}
+
+// convDirectBwdKernel computes the weight and bias gradients of a direct
+// convolution that has no dx (the model input's layer) in one pass over
+// dy: block (o, chunk) walks its chunk of the batch's pixels, applies the
+// activation's derivative to dy (from y), and sums dz·x for each of the
+// window's taps and dz for the bias, in registers; the block's sums go to
+// partial [chunks][OC][taps+1]. It replaces im2col, the gather of dy into
+// rows, the bias gradient's pass and a GEMM with 25 outputs a channel.
+func convDirectBwdKernel(g planner.ConvGeom, act string, alpha float32) (*Kernel, error) {
+	cg, ocg := g.C/g.Groups, g.OC/g.Groups
+	taps := cg * g.KH * g.KW
+	chunks := directBwdChunks(g)
+	pix, ohw := g.N*g.OH*g.OW, g.OH*g.OW
+	chunkLen := ceilDiv(pix, chunks)
+	const tg = 256
+	params := []Param{in("x", g.N*g.C*g.H*g.W), in("dy", g.N*g.OC*ohw)}
+	dz := Expr(load("dy", vr("yi")))
+	if act != "" {
+		params = append(params, in("y", g.N*g.OC*ohw))
+		d, err := actGradFromY(act, alpha, load("y", vr("yi")))
+		if err != nil {
+			return nil, err
+		}
+		dz = mul(dz, d)
+	}
+	params = append(params, out("partial", chunks*g.OC*(taps+1)))
+	body := []Stmt{Shared{"sh", tg},
+		let("o", Int, div(tgidE, i32(chunks))),
+		let("ch", Int, rem(tgidE, i32(chunks))),
+		let("xc", Int, mul(div(vr("o"), i32(ocg)), i32(cg))),
+	}
+	for t := 0; t <= taps; t++ {
+		body = append(body, let(fmt.Sprintf("acc%d", t), Float, flt(0)))
+	}
+	step := []Stmt{
+		let("img", Int, div(vr("p"), i32(ohw))),
+		let("r", Int, rem(vr("p"), i32(ohw))),
+		let("yi", Int, add(mul(add(mul(vr("img"), i32(g.OC)), vr("o")), i32(ohw)), vr("r"))),
+		let("dz", Float, dz),
+		let("h0", Int, sub(mul(div(vr("r"), i32(g.OW)), i32(g.SH)), i32(g.PH))),
+		let("w0", Int, sub(mul(rem(vr("r"), i32(g.OW)), i32(g.SW)), i32(g.PW))),
+		let("xb", Int, mul(add(mul(vr("img"), i32(g.C)), vr("xc")), i32(g.H*g.W))),
+	}
+	for c := range cg {
+		for kh := range g.KH {
+			hh := add(vr("h0"), i32(kh*g.DH))
+			for kw := range g.KW {
+				ww := add(vr("w0"), i32(kw*g.DW))
+				inside := and(ge(hh, i32(0)), lt(hh, i32(g.H)), ge(ww, i32(0)), lt(ww, i32(g.W)))
+				xv := sel(inside, load("x", add(vr("xb"), add(i32(c*g.H*g.W), add(mul(hh, i32(g.W)), ww)))), flt(0))
+				acc := fmt.Sprintf("acc%d", (c*g.KH+kh)*g.KW+kw)
+				step = append(step, set(acc, add(vr(acc), mul(vr("dz"), xv))))
+			}
+		}
+	}
+	step = append(step, set(fmt.Sprintf("acc%d", taps), add(vr(fmt.Sprintf("acc%d", taps)), vr("dz"))))
+	body = append(body, For{"j", lidE, i32(chunkLen), i32(tg), []Stmt{
+		let("p", Int, add(mul(vr("ch"), i32(chunkLen)), vr("j"))),
+		when(lt(vr("p"), i32(pix)), step...),
+	}})
+	for t := 0; t <= taps; t++ {
+		tot := fmt.Sprintf("tot%d", t)
+		body = append(body, reduceInto(tot, fmt.Sprintf("acc%d", t), "sh", tg, sumOp)...)
+		body = append(body, when(eq(lidE, i32(0)),
+			store("partial", add(mul(add(mul(vr("ch"), i32(g.OC)), vr("o")), i32(taps+1)), i32(t)), vr(tot))))
+	}
+	return &Kernel{
+		Doc:    fmt.Sprintf("direct weight and bias gradients of a %dx%d window over [%d,%d,%d,%d], %d blocks a channel", g.KH, g.KW, g.N, g.C, g.H, g.W, chunks),
+		Params: params, Threadgroup: tg, Groups: g.OC * chunks, Body: body,
+	}, nil
+}
+
+// convDirectBwdSumKernel adds the blocks' partial sums into dW [OC, taps]
+// and db [OC].
+func convDirectBwdSumKernel(g planner.ConvGeom, hasBias bool) *Kernel {
+	taps := g.C / g.Groups * g.KH * g.KW
+	chunks := directBwdChunks(g)
+	n := g.OC * (taps + 1)
+	params := []Param{in("partial", chunks*n), out("dw", g.OC*taps)}
+	if hasBias {
+		params = append(params, out("db", g.OC))
+	}
+	return elementwise(fmt.Sprintf("sum of %d blocks' weight and bias gradients of %d channels", chunks, g.OC), n, params, func(i Expr) []Stmt {
+		s := []Stmt{let("acc", Float, load("partial", i))}
+		for c := 1; c < chunks; c++ {
+			s = append(s, set("acc", add(vr("acc"), load("partial", add(i, i32(c*n))))))
+		}
+		s = append(s, let("o", Int, div(i, i32(taps+1))), let("t", Int, rem(i, i32(taps+1))))
+		st := If{Cond: lt(vr("t"), i32(taps)), Then: []Stmt{store("dw", add(mul(vr("o"), i32(taps)), vr("t")), vr("acc"))}}
+		if hasBias {
+			st.Else = []Stmt{store("db", vr("o"), vr("acc"))}
+		}
+		return append(s, st)
+	})
+}
+
+// convDirectBwd lowers the backward step of a direct convolution without
+// dx: the weight and bias gradients in one pass and a sum.
+func (l *lowering) convDirectBwd(st *planner.Step) error {
+	a := st.Attr
+	g := normConv(*a.Conv)
+	if err := l.operands(st, 5, 3); err != nil {
+		return err
+	}
+	x, y, dy, ws := st.In[0], st.In[2], st.In[3], st.In[4]
+	dx, dw, db := st.Out[0], st.Out[1], st.Out[2]
+	if present(dx) || !present(dw) {
+		return fmt.Errorf("method %q computes the weight gradient of a layer without dx", ConvDirectMethod)
+	}
+	if b, err := l.buf(ws); err != nil {
+		return err
+	} else if b.Size < DirectBwdScratch(g) {
+		return fmt.Errorf("scratch %q has %d float32s, the direct weight gradient needs %d (DirectBwdScratch)", b.Name, b.Size, DirectBwdScratch(g))
+	}
+	k, err := convDirectBwdKernel(g, a.Act, float32(a.Alpha))
+	ops := []operand{whole(x), whole(dy)}
+	if a.Act != "" {
+		ops = append(ops, whole(y))
+	}
+	if err := l.launch("conv_direct_wgrad", k, err, append(ops, whole(ws))...); err != nil {
+		return err
+	}
+	ops = []operand{whole(ws), whole(dw)}
+	if present(db) {
+		ops = append(ops, whole(db))
+	}
+	return l.launch("conv_direct_wgrad_sum", convDirectBwdSumKernel(g, present(db)), nil, ops...)
+}

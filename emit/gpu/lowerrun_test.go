@@ -191,6 +191,9 @@ type convLayerCase struct {
 	// fwdDirect: the forward runs as the direct kernel (ConvDirectMethod),
 	// one launch and no GEMM.
 	fwdDirect bool
+	// bwdDirect: the backward too (no dx: the weight and bias gradients
+	// in one pass).
+	bwdDirect bool
 }
 
 // withOutputSize fills in OH and OW from the window rule (zero strides,
@@ -288,11 +291,17 @@ func TestLoweredConvMatchesCPU(t *testing.T) {
 		// K = 40·28·28 = 31,360 pixels for 4×9 outputs: dW is split-K.
 		{name: "split_k", g: long, bias: true, act: "relu", dx: true, scratch: ConvScratchWithin(1 << 27)(long), rounds: 1},
 		{name: "direct_fwd", g: grouped, bias: true, act: "sigmoid", dx: true, scratch: ConvScratch(grouped), rounds: 1, fwdDirect: true},
+		{name: "direct_both", g: grouped, bias: true, act: "leakyrelu", alpha: 0.2, scratch: max(ConvScratch(grouped), DirectBwdScratch(grouped)),
+			rounds: 1, fwdDirect: true, bwdDirect: true},
+		{name: "direct_long", g: long, act: "relu", scratch: DirectBwdScratch(long), rounds: 1, fwdDirect: true, bwdDirect: true},
 	}
 	p, bufs := convLayerPlan(cases)
 	for i, c := range cases {
 		if c.fwdDirect {
 			p.Forward[i].Attr.Method = ConvDirectMethod
+		}
+		if c.bwdDirect {
+			p.Backward[i].Attr.Method = ConvDirectMethod
 		}
 	}
 	r := rand.New(rand.NewSource(7))
