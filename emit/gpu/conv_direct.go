@@ -148,7 +148,9 @@ func convDirectBwdKernel(g planner.ConvGeom, act string, alpha float32) (*Kernel
 	chunks := directBwdChunks(g)
 	pix, ohw := g.N*g.OH*g.OW, g.OH*g.OW
 	chunkLen := ceilDiv(pix, chunks)
-	const tg = 256
+	// 128 threads: the shared sums of a 32-value window (33 × 128 floats)
+	// stay within any GPU's 32 KiB of threadgroup memory.
+	const tg = 128
 	params := []Param{in("x", g.N*g.C*g.H*g.W), in("dy", g.N*g.OC*ohw)}
 	dz := Expr(load("dy", vr("yi")))
 	if act != "" {
@@ -160,7 +162,7 @@ func convDirectBwdKernel(g planner.ConvGeom, act string, alpha float32) (*Kernel
 		dz = mul(dz, d)
 	}
 	params = append(params, out("partial", chunks*g.OC*(taps+1)))
-	body := []Stmt{Shared{"sh", tg},
+	body := []Stmt{Shared{"sh", (taps + 1) * tg}, Shared{"sh2", (taps + 1) * 8},
 		let("o", Int, div(tgidE, i32(chunks))),
 		let("ch", Int, rem(tgidE, i32(chunks))),
 		let("xc", Int, mul(div(vr("o"), i32(ocg)), i32(cg))),
@@ -194,12 +196,25 @@ func convDirectBwdKernel(g planner.ConvGeom, act string, alpha float32) (*Kernel
 		let("p", Int, add(mul(vr("ch"), i32(chunkLen)), vr("j"))),
 		when(lt(vr("p"), i32(pix)), step...),
 	}})
+	// The block's sums: every thread's accumulators into shared memory, one
+	// barrier, then 8 threads a sum add 16 values each and one thread the
+	// 8 results (a tree per accumulator cost 26 × 8 barriers a block).
 	for t := 0; t <= taps; t++ {
-		tot := fmt.Sprintf("tot%d", t)
-		body = append(body, reduceInto(tot, fmt.Sprintf("acc%d", t), "sh", tg, sumOp)...)
-		body = append(body, when(eq(lidE, i32(0)),
-			store("partial", add(mul(add(mul(vr("ch"), i32(g.OC)), vr("o")), i32(taps+1)), i32(t)), vr(tot))))
+		body = append(body, store("sh", add(i32(t*tg), lidE), vr(fmt.Sprintf("acc%d", t))))
 	}
+	const parts = 8
+	body = append(body, Barrier{},
+		when(lt(lidE, i32((taps+1)*parts)),
+			let("st", Int, div(lidE, i32(parts))),
+			let("sb", Int, add(mul(vr("st"), i32(tg)), mul(rem(lidE, i32(parts)), i32(tg/parts)))),
+			let("ps", Float, flt(0)),
+			loop("q", 0, tg/parts, 1, set("ps", add(vr("ps"), load("sh", add(vr("sb"), vr("q")))))),
+			store("sh2", lidE, vr("ps"))),
+		Barrier{},
+		when(lt(lidE, i32(taps+1)),
+			let("tot", Float, flt(0)),
+			loop("q", 0, parts, 1, set("tot", add(vr("tot"), load("sh2", add(mul(lidE, i32(parts)), vr("q")))))),
+			store("partial", add(mul(add(mul(vr("ch"), i32(g.OC)), vr("o")), i32(taps+1)), lidE), vr("tot"))))
 	return &Kernel{
 		Doc:    fmt.Sprintf("direct weight and bias gradients of a %dx%d window over [%d,%d,%d,%d], %d blocks a channel", g.KH, g.KW, g.N, g.C, g.H, g.W, chunks),
 		Params: params, Threadgroup: tg, Groups: g.OC * chunks, Body: body,
