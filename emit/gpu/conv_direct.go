@@ -197,19 +197,20 @@ func convDirectBwdKernel(g planner.ConvGeom, act string, alpha float32) (*Kernel
 		when(lt(vr("p"), i32(pix)), step...),
 	}})
 	// The block's sums: every thread's accumulators into shared memory, one
-	// barrier, then 8 threads a sum add 16 values each and one thread the
-	// 8 results (a tree per accumulator cost 26 × 8 barriers a block).
+	// barrier, then 8 parts a sum of 16 values each (strided over the
+	// threads: there are more parts than threads) and one thread the 8
+	// results (a tree per accumulator cost 26 × 8 barriers a block).
 	for t := 0; t <= taps; t++ {
 		body = append(body, store("sh", add(i32(t*tg), lidE), vr(fmt.Sprintf("acc%d", t))))
 	}
 	const parts = 8
 	body = append(body, Barrier{},
-		when(lt(lidE, i32((taps+1)*parts)),
-			let("st", Int, div(lidE, i32(parts))),
-			let("sb", Int, add(mul(vr("st"), i32(tg)), mul(rem(lidE, i32(parts)), i32(tg/parts)))),
+		strided("k", (taps+1)*parts, tg,
+			let("st", Int, div(vr("k"), i32(parts))),
+			let("sb", Int, add(mul(vr("st"), i32(tg)), mul(rem(vr("k"), i32(parts)), i32(tg/parts)))),
 			let("ps", Float, flt(0)),
 			loop("q", 0, tg/parts, 1, set("ps", add(vr("ps"), load("sh", add(vr("sb"), vr("q")))))),
-			store("sh2", lidE, vr("ps"))),
+			store("sh2", vr("k"), vr("ps"))),
 		Barrier{},
 		when(lt(lidE, i32(taps+1)),
 			let("tot", Float, flt(0)),

@@ -280,6 +280,9 @@ func TestLoweredConvMatchesCPU(t *testing.T) {
 	grouped := withOutputSize(planner.ConvGeom{N: 5, C: 4, H: 9, W: 8, OC: 6, KH: 3, KW: 2, SH: 2, SW: 2, PH: 1, PW: 1, DH: 2, DW: 1, Groups: 2})
 	plain := withOutputSize(planner.ConvGeom{N: 7, C: 3, H: 6, W: 5, OC: 4, KH: 3, KW: 3, SH: 1, SW: 1, DH: 1, DW: 1, Groups: 1})
 	long := withOutputSize(planner.ConvGeom{N: 40, C: 1, H: 28, W: 28, OC: 4, KH: 3, KW: 3, SH: 1, SW: 1, PH: 1, PW: 1, DH: 1, DW: 1, Groups: 1})
+	// the first layer of models/mnist.cue in small: 25 taps, more partial
+	// sums than a direct weight-gradient block has threads
+	first := withOutputSize(planner.ConvGeom{N: 6, C: 1, H: 28, W: 28, OC: 5, KH: 5, KW: 5, SH: 1, SW: 1, PH: 2, PW: 2, DH: 1, DW: 1, Groups: 1})
 	cases := []convLayerCase{
 		{name: "rounds_of_2", g: grouped, bias: true, act: "leakyrelu", alpha: 0.1, dx: true,
 			scratch: 2 * convScratchPerImage(grouped), rounds: 3},
@@ -294,6 +297,7 @@ func TestLoweredConvMatchesCPU(t *testing.T) {
 		{name: "direct_both", g: grouped, bias: true, act: "leakyrelu", alpha: 0.2, scratch: max(ConvScratch(grouped), DirectBwdScratch(grouped)),
 			rounds: 1, fwdDirect: true, bwdDirect: true},
 		{name: "direct_long", g: long, act: "relu", scratch: DirectBwdScratch(long), rounds: 1, fwdDirect: true, bwdDirect: true},
+		{name: "direct_first", g: first, bias: true, act: "relu", scratch: DirectBwdScratch(first), rounds: 1, fwdDirect: true, bwdDirect: true},
 	}
 	p, bufs := convLayerPlan(cases)
 	for i, c := range cases {
