@@ -41,16 +41,18 @@ func convScratchPerImage(g planner.ConvGeom) int { return (g.C*g.KH*g.KW + g.OC)
 // asks for it (emit's gpuTarget); Lower reads the round
 // size back from the scratch buffer's size, so any size that holds one
 // image's columns lowers correctly.
-func ConvScratch(g planner.ConvGeom) int { return convScratchWithin(g, convScratchBudget) }
+func ConvScratch(g planner.ConvGeom) int { return convScratchWithin(g, convScratchBudget, false) }
 
 // ConvScratchWithin is ConvScratch with a budget of its own (float32s), for
-// a device with memory to spare: a discrete GPU's larger rounds make fewer,
-// larger GEMMs and launches.
+// a discrete GPU with memory to spare: larger rounds make fewer, larger
+// GEMMs and launches, and a whole batch's round gets room for its weight
+// gradient's split-K partial sums (its device runs strided batched GEMMs
+// as one launch).
 func ConvScratchWithin(budget int) func(planner.ConvGeom) int {
-	return func(g planner.ConvGeom) int { return convScratchWithin(g, budget) }
+	return func(g planner.ConvGeom) int { return convScratchWithin(g, budget, true) }
 }
 
-func convScratchWithin(g planner.ConvGeom, budget int) int {
+func convScratchWithin(g planner.ConvGeom, budget int, splitK bool) int {
 	g = normConv(g)
 	most := min(g.N, budget/max(1, convScratchPerImage(g)))
 	if most < 2 {
@@ -58,9 +60,9 @@ func convScratchWithin(g planner.ConvGeom, budget int) int {
 	}
 	rounds := ceilDiv(g.N, most)
 	s := ceilDiv(g.N, rounds) * convScratchPerImage(g)
-	if rounds == 1 && budget != convScratchBudget {
-		// A discrete GPU's whole batch: room for the weight gradient's
-		// split-K partial sums after the rows.
+	if rounds == 1 && splitK {
+		// Room for the weight gradient's split-K partial sums after the
+		// rows.
 		s += convSplitKPartials(g)
 	}
 	return s
