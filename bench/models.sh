@@ -25,6 +25,7 @@ done
 blasdir=/usr/lib/$(gcc -print-multiarch)/openblas-openmp
 export LD_LIBRARY_PATH="$blasdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 go build -o "$tmp/models" ./bench/models
+. bench/openblas-coretype.sh
 echo "command: bench/models.sh $*"
 echo "mlbuild: $(git describe --always --dirty 2>/dev/null || echo unknown), $(go version)"
 "$tmp/models" -bin "$tmp" -torch "/usr/bin/python3 bench/models/torch_models.py" -data data/mnist "$@"

@@ -20,4 +20,5 @@ blasdir=/usr/lib/$(gcc -print-multiarch)/openblas-openmp
 gcc -O2 -o "$tmp/openblas_worker" bench/sgemm/workers/openblas_worker.c -lopenblas
 go build -o "$tmp/sgemm" ./bench/sgemm
 export LD_LIBRARY_PATH="$blasdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+. bench/openblas-coretype.sh
 "$tmp/sgemm" -openblas "$tmp/openblas_worker" -torch "/usr/bin/python3 bench/sgemm/workers/torch_worker.py" "$@"
