@@ -250,6 +250,59 @@ func convLayerPlan(cases []convLayerCase) (*planner.Plan, []convLayerBuffers) {
 	return p, bufs
 }
 
+// convLayerArena is the starting contents of a convLayerPlan's buffers:
+// inputs and params in [-1, 1), dy too, outputs and gradients junk in
+// [500, 600) and scratch NaN, so that reading what was not written fails.
+func convLayerArena(p *planner.Plan, bufs []convLayerBuffers, seed int64) [][]float32 {
+	r := rand.New(rand.NewSource(seed))
+	fill := func(n int, lo, hi float32) []float32 {
+		v := make([]float32, n)
+		for i := range v {
+			v[i] = lo + (hi-lo)*r.Float32()
+		}
+		return v
+	}
+	initial := make([][]float32, len(p.Buffers))
+	for i, b := range p.Buffers {
+		switch b.Kind {
+		case planner.KindScratch:
+			initial[i] = make([]float32, b.Size)
+			for j := range initial[i] {
+				initial[i][j] = float32(math.NaN())
+			}
+		case planner.KindActivation, planner.KindParam:
+			initial[i] = fill(b.Size, -1, 1)
+		default:
+			initial[i] = fill(b.Size, 500, 600)
+		}
+	}
+	for _, lb := range bufs {
+		initial[lb.dy] = fill(p.Buffers[lb.dy].Size, -1, 1)
+	}
+	return initial
+}
+
+// convLayerReference is rt/cpu's y, dx, dW and db of one layer of a
+// convLayerPlan from its starting contents, by the CPU method that takes
+// every geometry (im2col); dx and db are nil where the layer has none.
+func convLayerReference(t *testing.T, c convLayerCase, lb convLayerBuffers, initial [][]float32) (y, dx, dw, db []float32) {
+	g := cpuConv(c.g)
+	act := cpuFusedAct(t, c.act)
+	var b []float32
+	if c.bias {
+		b, db = initial[lb.b], make([]float32, c.g.OC)
+	}
+	if c.dx {
+		dx = make([]float32, len(initial[lb.x]))
+	}
+	y = make([]float32, len(initial[lb.y]))
+	cpu.Conv2DIm2colFwd(initial[lb.x], initial[lb.w], b, y, g, act, c.alpha)
+	dy := append([]float32(nil), initial[lb.dy]...)
+	dw = make([]float32, len(initial[lb.w]))
+	cpu.Conv2DIm2colBwd(initial[lb.x], initial[lb.w], y, dy, dx, dw, db, g, act, c.alpha)
+	return y, dx, dw, db
+}
+
 // cpuFusedAct is rt/cpu's fused activation named act.
 func cpuFusedAct(t *testing.T, act string) cpu.Act {
 	switch act {
@@ -308,31 +361,7 @@ func TestLoweredConvMatchesCPU(t *testing.T) {
 			p.Backward[i].Attr.Method = ConvDirectMethod
 		}
 	}
-	r := rand.New(rand.NewSource(7))
-	fill := func(n int, lo, hi float32) []float32 {
-		v := make([]float32, n)
-		for i := range v {
-			v[i] = lo + (hi-lo)*r.Float32()
-		}
-		return v
-	}
-	initial := make([][]float32, len(p.Buffers))
-	for i, b := range p.Buffers {
-		switch b.Kind {
-		case planner.KindScratch:
-			initial[i] = fill(b.Size, 0, 0)
-			for j := range initial[i] {
-				initial[i][j] = float32(math.NaN())
-			}
-		case planner.KindActivation, planner.KindParam:
-			initial[i] = fill(b.Size, -1, 1)
-		default: // outputs and gradients: junk, except dy, set below
-			initial[i] = fill(b.Size, 500, 600)
-		}
-	}
-	for _, lb := range bufs {
-		initial[lb.dy] = fill(p.Buffers[lb.dy].Size, -1, 1)
-	}
+	initial := convLayerArena(p, bufs, 7)
 
 	for _, d := range []*Dialect{Metal, CUDA} {
 		t.Run(d.Name, func(t *testing.T) {
@@ -385,20 +414,7 @@ func TestLoweredConvMatchesCPU(t *testing.T) {
 
 			for ci, c := range cases {
 				lb := bufs[ci]
-				g := cpuConv(c.g)
-				act := cpuFusedAct(t, c.act)
-				var b, db, dx []float32
-				if c.bias {
-					b, db = initial[lb.b], make([]float32, c.g.OC)
-				}
-				if c.dx {
-					dx = make([]float32, len(initial[lb.x]))
-				}
-				y := make([]float32, len(initial[lb.y]))
-				cpu.Conv2DIm2colFwd(initial[lb.x], initial[lb.w], b, y, g, act, c.alpha) // the CPU method that takes every geometry
-				dy := append([]float32(nil), initial[lb.dy]...)
-				dw := make([]float32, len(initial[lb.w]))
-				cpu.Conv2DIm2colBwd(initial[lb.x], initial[lb.w], y, dy, dx, dw, db, g, act, c.alpha)
+				y, dx, dw, db := convLayerReference(t, c, lb, initial)
 				compare := func(what string, got, want []float32) {
 					t.Helper()
 					worst, at := 0.0, 0

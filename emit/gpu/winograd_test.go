@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/mlbuild/mlbuild/planner"
-	"github.com/mlbuild/mlbuild/rt/cpu"
 )
 
 // TestWinogradMatrices checks the transforms' one-dimensional identities
@@ -125,31 +124,7 @@ func testLoweredWinograd(t *testing.T, wa *Winograd) {
 			p.Backward[i].Attr.KeptCols = true
 		}
 	}
-	r := rand.New(rand.NewSource(11))
-	fill := func(n int, lo, hi float32) []float32 {
-		v := make([]float32, n)
-		for i := range v {
-			v[i] = lo + (hi-lo)*r.Float32()
-		}
-		return v
-	}
-	initial := make([][]float32, len(p.Buffers))
-	for i, b := range p.Buffers {
-		switch b.Kind {
-		case planner.KindScratch:
-			initial[i] = fill(b.Size, 0, 0)
-			for j := range initial[i] {
-				initial[i][j] = float32(math.NaN())
-			}
-		case planner.KindActivation, planner.KindParam:
-			initial[i] = fill(b.Size, -1, 1)
-		default:
-			initial[i] = fill(b.Size, 500, 600)
-		}
-	}
-	for _, lb := range bufs {
-		initial[lb.dy] = fill(p.Buffers[lb.dy].Size, -1, 1)
-	}
+	initial := convLayerArena(p, bufs, 11)
 	for _, d := range []*Dialect{CUDA, Metal} {
 		t.Run(d.Name, func(t *testing.T) {
 			t.Parallel()
@@ -181,20 +156,7 @@ func testLoweredWinograd(t *testing.T, wa *Winograd) {
 			s.run(t, prog.Backward, arena, args)
 			for ci, c := range cases {
 				lb := bufs[ci]
-				g := cpuConv(c.g)
-				act := cpuFusedAct(t, c.act)
-				var b, db, dx []float32
-				if c.bias {
-					b, db = initial[lb.b], make([]float32, c.g.OC)
-				}
-				if c.dx {
-					dx = make([]float32, len(initial[lb.x]))
-				}
-				y := make([]float32, len(initial[lb.y]))
-				cpu.Conv2DIm2colFwd(initial[lb.x], initial[lb.w], b, y, g, act, c.alpha)
-				dy := append([]float32(nil), initial[lb.dy]...)
-				dw := make([]float32, len(initial[lb.w]))
-				cpu.Conv2DIm2colBwd(initial[lb.x], initial[lb.w], y, dy, dx, dw, db, g, act, c.alpha)
+				y, dx, dw, db := convLayerReference(t, c, lb, initial)
 				compare := func(what string, got, want []float32) {
 					t.Helper()
 					var scale float64
