@@ -282,6 +282,22 @@ func convLayerArena(p *planner.Plan, bufs []convLayerBuffers, seed int64) [][]fl
 	return initial
 }
 
+// runConvLayers runs a lowered convLayerPlan's forward and backward ops on
+// a copy of its starting arena (kernels through d's g++ shim, GEMMs in
+// float64) and returns the arena afterwards.
+func runConvLayers(t *testing.T, d *Dialect, prog *Program, initial [][]float32) [][]float32 {
+	t.Helper()
+	arena := make([][]float32, len(initial))
+	for i := range initial {
+		arena[i] = append([]float32(nil), initial[i]...)
+	}
+	s := startKernelServer(t, d, prog)
+	args := make([]float32, StepArgsLen)
+	s.run(t, prog.Forward, arena, args)
+	s.run(t, prog.Backward, arena, args)
+	return arena
+}
+
 // convLayerReference is rt/cpu's y, dx, dW and db of one layer of a
 // convLayerPlan from its starting contents, by the CPU method that takes
 // every geometry (im2col); dx and db are nil where the layer has none.
@@ -403,14 +419,7 @@ func TestLoweredConvMatchesCPU(t *testing.T) {
 			if split != 1 {
 				t.Errorf("split_k: %d batched weight-gradient GEMMs, want 1 (split-K)", split)
 			}
-			arena := make([][]float32, len(initial))
-			for i := range initial {
-				arena[i] = append([]float32(nil), initial[i]...)
-			}
-			s := startKernelServer(t, d, prog)
-			args := make([]float32, StepArgsLen)
-			s.run(t, prog.Forward, arena, args)
-			s.run(t, prog.Backward, arena, args)
+			arena := runConvLayers(t, d, prog, initial)
 
 			for ci, c := range cases {
 				lb := bufs[ci]

@@ -146,14 +146,7 @@ func testLoweredWinograd(t *testing.T, wa *Winograd) {
 			if want := 3 + 2 + 1 + 2; batched != want { // forward 3; dW and dx of two layers, dW of one
 				t.Errorf("%d batched GEMMs, want %d", batched, want)
 			}
-			arena := make([][]float32, len(initial))
-			for i := range initial {
-				arena[i] = append([]float32(nil), initial[i]...)
-			}
-			s := startKernelServer(t, d, prog)
-			args := make([]float32, StepArgsLen)
-			s.run(t, prog.Forward, arena, args)
-			s.run(t, prog.Backward, arena, args)
+			arena := runConvLayers(t, d, prog, initial)
 			for ci, c := range cases {
 				lb := bufs[ci]
 				y, dx, dw, db := convLayerReference(t, c, lb, initial)

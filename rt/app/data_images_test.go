@@ -16,14 +16,7 @@ import (
 // without them.
 func imagesDir(t *testing.T) string {
 	t.Helper()
-	dir := os.Getenv("MLBUILD_IMAGES_DIR")
-	if dir == "" {
-		dir = filepath.Join("..", "..", "data", "images")
-	}
-	if _, err := os.Stat(filepath.Join(dir, "china.jpg")); err != nil {
-		t.Fatalf("the photographs are not in %s: run `make data` (or set MLBUILD_IMAGES_DIR): %v", dir, err)
-	}
-	return dir
+	return testDataDir(t, "MLBUILD_IMAGES_DIR", "images", "china.jpg", "the photographs")
 }
 
 // photoFolder lays out real colour photographs (JPEG and PNG, of several

@@ -21,12 +21,19 @@ import (
 // `make data` fetches; the tests fail, never skip, without them.
 func sklearnDir(t *testing.T) string {
 	t.Helper()
-	dir := os.Getenv("MLBUILD_SKLEARN_DIR")
+	return testDataDir(t, "MLBUILD_SKLEARN_DIR", "sklearn", "iris.csv", "the scikit-learn data sets")
+}
+
+// testDataDir is the folder of data that `make data` fetches: $env, else
+// data/sub at the repository's top; the test fails when probe is not in it.
+func testDataDir(t *testing.T, env, sub, probe, what string) string {
+	t.Helper()
+	dir := os.Getenv(env)
 	if dir == "" {
-		dir = filepath.Join("..", "..", "data", "sklearn")
+		dir = filepath.Join("..", "..", "data", sub)
 	}
-	if _, err := os.Stat(filepath.Join(dir, "iris.csv")); err != nil {
-		t.Fatalf("the scikit-learn data sets are not in %s: run `make data` (or set MLBUILD_SKLEARN_DIR): %v", dir, err)
+	if _, err := os.Stat(filepath.Join(dir, probe)); err != nil {
+		t.Fatalf("%s are not in %s: run `make data` (or set %s): %v", what, dir, env, err)
 	}
 	return dir
 }
