@@ -28,7 +28,23 @@ type gemmPath struct {
 	// transpose8 and transpose4, when set, transpose a block of 8 (or 4)
 	// rows × 8 columns; packA uses them for untransposed A.
 	transpose8, transpose4 blockTranspose
+	// direct, when set, are the tiles of the small-product path (see
+	// runSmall), widest first: the first has mr rows, the others the row
+	// counts a remainder of fewer than mr rows is split into, down to 1.
+	direct []directTile
 }
+
+// directTile is one small-product register tile of rows×nr.
+type directTile struct {
+	rows   int
+	kernel directKernel
+}
+
+// directKernel computes C[rows×nr] = alpha·A·B + beta·C reading the
+// operands in place: A[r][p] is a[r·aRow+p·aStep] (row-major A, transposed
+// A and a packed panel are all strides of one kernel) and B[p][0:nr] starts
+// at b[p·ldb]. Like gemmKernel it does not read C when beta is zero.
+type directKernel func(k int, a *float32, aRow, aStep int, b *float32, ldb int, c *float32, ldc int, alpha, beta float32)
 
 // blockTranspose writes the transpose of a rows×8 block of src (row stride
 // lds) to dst as 8 rows of rows floats (row stride ldd).
@@ -137,9 +153,12 @@ func Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int
 	}
 	g := gemmCalls.Get().(*gemmCall)
 	*g = gemmCall{barrier: g.barrier, p: activeGemmPath.Load(), transA: transA, transB: transB, m: m, n: n, k: k, alpha: alpha, a: a, lda: lda, b: b, ldb: ldb, beta: beta, c: c, ldc: ldc}
-	if threads := Threads(); threads > 1 && 2*m*n*k >= gemmParallelMinFlops {
+	switch threads := Threads(); {
+	case threads > 1 && 2*m*n*k >= gemmParallelMinFlops:
 		g.runParallel(threads)
-	} else {
+	case g.p.direct != nil && gemmSmall(m, n, k):
+		g.runSmall()
+	default:
 		g.run(0, m, 0, n)
 	}
 	*g = gemmCall{barrier: g.barrier} // drop the references to the caller's slices
