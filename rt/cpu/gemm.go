@@ -156,8 +156,6 @@ func Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int
 	switch threads := Threads(); {
 	case threads > 1 && 2*m*n*k >= gemmParallelMinFlops:
 		g.runParallel(threads)
-	case g.p.direct != nil && gemmSmall(m, n, k):
-		g.runSmall()
 	default:
 		g.run(0, m, 0, n)
 	}
@@ -184,9 +182,19 @@ type gemmCall struct {
 }
 
 // run computes rows [i0, i1) and columns [j0, j1) of C on the calling
-// goroutine with the classic five-loop blocking: nc columns of B, kc of the
+// goroutine: a block small enough for gemmSmall in place with runSmall,
+// others with the classic five-loop blocking: nc columns of B, kc of the
 // shared dimension, mc rows of A, then nr×mr register tiles.
 func (g *gemmCall) run(i0, i1, j0, j1 int) {
+	if g.p.direct != nil && gemmSmall(i1-i0, j1-j0, g.k) {
+		g.runSmall(i0, i1, j0, j1)
+		return
+	}
+	g.runPacked(i0, i1, j0, j1)
+}
+
+// runPacked is run's packed blocking.
+func (g *gemmCall) runPacked(i0, i1, j0, j1 int) {
 	p := g.p
 	w := gemmArenas.Get().(*gemmArena)
 	w.fit(p)

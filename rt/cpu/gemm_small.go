@@ -16,18 +16,18 @@ const (
 	gemmSmallMaxA = 256 * 256
 )
 
-// gemmSmall reports whether an m×n×k product on one goroutine is small
-// enough for runSmall.
+// gemmSmall reports whether an m×n×k product (or one goroutine's block of
+// a larger one) is small enough for runSmall.
 func gemmSmall(m, n, k int) bool {
-	return k <= gemmSmallMaxK && m*k <= gemmSmallMaxA
+	return k >= 1 && k <= gemmSmallMaxK && m*k <= gemmSmallMaxA
 }
 
-// runSmall computes all of C on the calling goroutine with the path's
-// direct tiles: for each panel of nr columns of B, the rows of C in tiles
+// runSmall computes rows [i0, i1) and columns [j0, j1) of C on the
+// calling goroutine with the path's direct tiles: for each panel of nr columns of B, the rows of C in tiles
 // of mr rows, then the remainder in the smaller tiles (8+4+2+1 rows, say),
 // so no tile reads a row of A beyond m. A panel narrower than nr is
 // computed into the arena's tile and merged, as in tiles.
-func (g *gemmCall) runSmall() {
+func (g *gemmCall) runSmall(i0, i1, j0, j1 int) {
 	p := g.p
 	w := gemmArenas.Get().(*gemmArena)
 	w.fit(p)
@@ -36,8 +36,8 @@ func (g *gemmCall) runSmall() {
 		aRow, aStep = 1, g.lda
 	}
 	nr := p.nr
-	for jr := 0; jr < g.n; jr += nr {
-		cols := min(nr, g.n-jr)
+	for jr := j0; jr < j1; jr += nr {
+		cols := min(nr, j1-jr)
 		bp, ldb := &g.b[0], g.ldb
 		if g.transB || cols < nr {
 			packB(g.transB, g.b, g.ldb, 0, jr, g.k, cols, nr, w.b, p.transpose8)
@@ -45,9 +45,9 @@ func (g *gemmCall) runSmall() {
 		} else {
 			bp = &g.b[jr]
 		}
-		i := 0
+		i := i0
 		for _, t := range p.direct {
-			for ; g.m-i >= t.rows; i += t.rows {
+			for ; i1-i >= t.rows; i += t.rows {
 				a := &g.a[i*aRow]
 				if cols == nr {
 					t.kernel(g.k, a, aRow, aStep, bp, ldb, &g.c[i*g.ldc+jr], g.ldc, g.alpha, g.beta)

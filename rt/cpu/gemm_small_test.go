@@ -3,6 +3,7 @@ package cpu
 import (
 	"math"
 	"math/rand"
+	"strings"
 	"testing"
 )
 
@@ -80,7 +81,8 @@ func TestGemmDirectKernels(t *testing.T) {
 }
 
 // TestSgemmSmall runs products the small-product path takes on every
-// path, one goroutine and two: every remainder of rows a 12-row tile
+// path, on one goroutine and split over two or three by columns (each
+// block in runSmall): every remainder of rows a 12-row tile
 // leaves (m = 1…25), columns short of and past whole 16- and 32-column
 // panels, every transpose, strides, alpha and beta. Operands end at an
 // unreadable page, so a tile reading one element past a matrix (a row of
@@ -91,7 +93,7 @@ func TestSgemmSmall(t *testing.T) {
 	}
 	defer SetThreads(Threads())
 	alloc := func(n int) []float32 { return guardedFloats(t, n) }
-	for _, threads := range []int{1, 2} {
+	for _, threads := range []int{1, 2, 3} {
 		SetThreads(threads)
 		forEachGemmPath(t, func(t *testing.T) {
 			r := rand.New(rand.NewSource(12))
@@ -110,6 +112,8 @@ func TestSgemmSmall(t *testing.T) {
 						{m: 37, n: 70, k: 256, alpha: 1, beta: 1, padA: 1, padC: 9},
 						{m: 96, n: 35, k: 96, alpha: 0.5, beta: -1, padB: 7},
 						{m: 5, n: 129, k: 200, alpha: 1, beta: 0, padA: 4, padB: 1, padC: 1},
+						// Parallel by columns, each goroutine's block in runSmall.
+						{m: 29, n: 611, k: 200, alpha: 1, beta: 0.5, padA: 2, padB: 1, padC: 3},
 					} {
 						c.transA, c.transB = tA, tB
 						cases = append(cases, c)
@@ -119,9 +123,6 @@ func TestSgemmSmall(t *testing.T) {
 			for _, c := range cases {
 				if !gemmSmall(c.m, c.n, c.k) {
 					t.Fatalf("%v does not take the small-product path; shrink it", c)
-				}
-				if threads > 1 && 2*c.m*c.n*c.k >= gemmParallelMinFlops {
-					continue // runs in parallel, not in runSmall
 				}
 				checkGemmIn(t, r, c, alloc)
 			}
@@ -153,5 +154,45 @@ func TestSgemmGuarded(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// BenchmarkSgemmSmallVsPacked times runSmall against the packed run on
+// the same products, per path, so that gemmSmall's bounds can be checked
+// against both: `go test ./rt/cpu -run X -bench SmallVsPacked`.
+func BenchmarkSgemmSmallVsPacked(b *testing.B) {
+	for _, p := range gemmPathsSupported {
+		if p.direct == nil {
+			continue
+		}
+		for _, c := range []gemmCase{
+			{m: 64, n: 64, k: 64}, {transA: true, m: 64, n: 64, k: 64}, {transB: true, m: 64, n: 64, k: 64},
+			{transA: true, transB: true, m: 64, n: 64, k: 64}, {m: 96, n: 96, k: 96}, {m: 128, n: 128, k: 128},
+			{m: 256, n: 256, k: 256}, {transB: true, m: 256, n: 256, k: 256}, {transA: true, m: 256, n: 256, k: 256},
+			{m: 250, n: 128, k: 100}, {m: 128, n: 784, k: 250, transA: true},
+		} {
+			r := rand.New(rand.NewSource(14))
+			x, y, z := randomSlice(r, c.m*c.k), randomSlice(r, c.k*c.n), make([]float32, c.m*c.n)
+			lda, ldb := c.k, c.n
+			if c.transA {
+				lda = c.m
+			}
+			if c.transB {
+				ldb = c.k
+			}
+			g := &gemmCall{p: p, transA: c.transA, transB: c.transB, m: c.m, n: c.n, k: c.k, alpha: 1, a: x, lda: lda, b: y, ldb: ldb, c: z, ldc: c.n}
+			for _, way := range []string{"packed", "small"} {
+				b.Run(p.name+"/"+c.String()[:strings.Index(c.String(), ",alpha")]+"/"+way, func(b *testing.B) {
+					for b.Loop() {
+						if way == "small" {
+							g.runSmall(0, c.m, 0, c.n)
+						} else {
+							g.runPacked(0, c.m, 0, c.n)
+						}
+					}
+					b.ReportMetric(2*float64(c.m*c.n*c.k)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+				})
+			}
+		}
 	}
 }
