@@ -32,6 +32,10 @@ type gemmPath struct {
 	// runSmall), widest first: the first has mr rows, the others the row
 	// counts a remainder of fewer than mr rows is split into, down to 1.
 	direct []directTile
+	// directHalf, when set, are direct tiles of nr/2 columns, for a last
+	// panel that narrow (the 10 classes of an output layer, say), which
+	// the full tiles would compute at half their width or less.
+	directHalf []directTile
 }
 
 // directTile is one small-product register tile of rows×nr.

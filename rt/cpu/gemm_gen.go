@@ -37,6 +37,10 @@ func main() {
 	for _, mr := range []int{12, 8, 4, 2, 1} {
 		x86Direct(&w, x86Config{name: fmt.Sprintf("sgemmDirect%dx32AVX512", mr), mr: mr, vecs: 2, reg: "Z", width: 16, unroll: 4, avx512: true})
 	}
+	// Half-width AVX-512 tiles, for a last panel of 16 columns or fewer.
+	for _, mr := range []int{12, 8, 4, 2, 1} {
+		x86Direct(&w, x86Config{name: fmt.Sprintf("sgemmDirect%dx16AVX512", mr), mr: mr, vecs: 1, reg: "Z", width: 16, unroll: 4, avx512: true})
+	}
 	for _, mr := range []int{6, 4, 2, 1} {
 		x86Direct(&w, x86Config{name: fmt.Sprintf("sgemmDirect%dx16AVX2", mr), mr: mr, vecs: 2, reg: "Y", width: 8, unroll: 4})
 	}

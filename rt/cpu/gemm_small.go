@@ -23,10 +23,13 @@ func gemmSmall(m, n, k int) bool {
 }
 
 // runSmall computes rows [i0, i1) and columns [j0, j1) of C on the
-// calling goroutine with the path's direct tiles: for each panel of nr columns of B, the rows of C in tiles
-// of mr rows, then the remainder in the smaller tiles (8+4+2+1 rows, say),
-// so no tile reads a row of A beyond m. A panel narrower than nr is
-// computed into the arena's tile and merged, as in tiles.
+// calling goroutine with the path's direct tiles: for each panel of nr
+// columns of B, the rows of C in tiles of mr rows, then the remainder in
+// the smaller tiles (8+4+2+1 rows, say), so no tile reads a row of A
+// beyond m. A last panel of nr/2 columns or
+// fewer takes the half-width tiles where the path has them; a panel
+// narrower than its tiles is computed into the arena's tile and merged, as
+// in tiles.
 func (g *gemmCall) runSmall(i0, i1, j0, j1 int) {
 	p := g.p
 	w := gemmArenas.Get().(*gemmArena)
@@ -35,9 +38,12 @@ func (g *gemmCall) runSmall(i0, i1, j0, j1 int) {
 	if g.transA {
 		aRow, aStep = 1, g.lda
 	}
-	nr := p.nr
-	for jr := j0; jr < j1; jr += nr {
-		cols := min(nr, j1-jr)
+	for jr := j0; jr < j1; jr += p.nr {
+		cols := min(p.nr, j1-jr)
+		nr, tiles := p.nr, p.direct
+		if cols <= p.nr/2 && p.directHalf != nil {
+			nr, tiles = p.nr/2, p.directHalf
+		}
 		bp, ldb := &g.b[0], g.ldb
 		if g.transB || cols < nr {
 			packB(g.transB, g.b, g.ldb, 0, jr, g.k, cols, nr, w.b, p.transpose8)
@@ -46,7 +52,7 @@ func (g *gemmCall) runSmall(i0, i1, j0, j1 int) {
 			bp = &g.b[jr]
 		}
 		i := i0
-		for _, t := range p.direct {
+		for _, t := range tiles {
 			for ; i1-i >= t.rows; i += t.rows {
 				a := &g.a[i*aRow]
 				if cols == nr {

@@ -7,24 +7,41 @@ import (
 	"testing"
 )
 
-// TestGemmDirectTiles checks each path's small-product tile list: the
+// directTileSets lists a path's direct tile sets with their widths.
+func directTileSets(p *gemmPath) []struct {
+	tiles []directTile
+	nr    int
+} {
+	return []struct {
+		tiles []directTile
+		nr    int
+	}{{p.direct, p.nr}, {p.directHalf, p.nr / 2}}
+}
+
+// TestGemmDirectTiles checks each path's small-product tile lists: the
 // first tile is the path's mr rows and the rest step down to 1, each
 // smaller than the one before, so that runSmall can cover any remainder of
 // rows without reading a row of A beyond m.
 func TestGemmDirectTiles(t *testing.T) {
 	for _, p := range gemmPathsSupported {
-		if p.direct == nil {
-			continue
+		if p.direct == nil && p.directHalf != nil {
+			t.Errorf("%s has half-width direct tiles but no full ones", p.name)
 		}
-		if p.direct[0].rows != p.mr {
-			t.Errorf("%s: first direct tile has %d rows; want mr = %d", p.name, p.direct[0].rows, p.mr)
-		}
-		if last := p.direct[len(p.direct)-1].rows; last != 1 {
-			t.Errorf("%s: last direct tile has %d rows; want 1", p.name, last)
-		}
-		for i := 1; i < len(p.direct); i++ {
-			if p.direct[i].rows >= p.direct[i-1].rows {
-				t.Errorf("%s: direct tile %d has %d rows, not fewer than the %d before it", p.name, i, p.direct[i].rows, p.direct[i-1].rows)
+		for _, set := range directTileSets(p) {
+			tiles := set.tiles
+			if tiles == nil {
+				continue
+			}
+			if tiles[0].rows != p.mr {
+				t.Errorf("%s, %d columns: first direct tile has %d rows; want mr = %d", p.name, set.nr, tiles[0].rows, p.mr)
+			}
+			if last := tiles[len(tiles)-1].rows; last != 1 {
+				t.Errorf("%s, %d columns: last direct tile has %d rows; want 1", p.name, set.nr, last)
+			}
+			for i := 1; i < len(tiles); i++ {
+				if tiles[i].rows >= tiles[i-1].rows {
+					t.Errorf("%s, %d columns: direct tile %d has %d rows, not fewer than the %d before it", p.name, set.nr, i, tiles[i].rows, tiles[i-1].rows)
+				}
 			}
 		}
 	}
@@ -33,46 +50,54 @@ func TestGemmDirectTiles(t *testing.T) {
 // TestGemmDirectKernels runs every direct tile alone on the three A
 // layouts it serves (row-major, transposed and packed, as strides), with
 // B and C strides wider than the tile, k on and off the unrolled step, and
-// beta zero (C holds NaN, which must not leak) and not.
+// beta zero (C holds NaN, which must not leak) and not. Only the tile's
+// own rows×nr block of C may change.
 func TestGemmDirectKernels(t *testing.T) {
 	r := rand.New(rand.NewSource(11))
 	for _, p := range gemmPathsSupported {
-		for _, tile := range p.direct {
-			rows, nr := tile.rows, p.nr
-			for _, k := range []int{1, 3, 4, 5, 8, 17} {
-				for _, layout := range []struct {
-					name        string
-					aRow, aStep int
-				}{{"row-major", k + 3, 1}, {"transposed", 1, rows + 2}, {"packed", 1, rows}} {
-					for _, beta := range []float32{0, 0.5} {
-						const ldb, ldc, alpha = 37 + 32, 41 + 32, 1.5
-						a := randomSlice(r, (rows-1)*layout.aRow+(k-1)*layout.aStep+1)
-						b := randomSlice(r, (k-1)*ldb+nr)
-						c := randomSlice(r, (rows-1)*ldc+nr)
-						want := append([]float32(nil), c...)
-						if beta == 0 {
-							for i := range c {
-								c[i] = float32(math.NaN())
-							}
+		for _, set := range directTileSets(p) {
+			for _, tile := range set.tiles {
+				checkDirectTile(t, r, p.name, tile, set.nr)
+			}
+		}
+	}
+}
+
+func checkDirectTile(t *testing.T, r *rand.Rand, path string, tile directTile, nr int) {
+	t.Helper()
+	rows := tile.rows
+	for _, k := range []int{1, 3, 4, 5, 8, 17} {
+		for _, layout := range []struct {
+			name        string
+			aRow, aStep int
+		}{{"row-major", k + 3, 1}, {"transposed", 1, rows + 2}, {"packed", 1, rows}} {
+			for _, beta := range []float32{0, 0.5} {
+				const ldb, ldc, alpha = 37 + 32, 41 + 32, 1.5
+				a := randomSlice(r, (rows-1)*layout.aRow+(k-1)*layout.aStep+1)
+				b := randomSlice(r, (k-1)*ldb+nr)
+				c := randomSlice(r, rows*ldc)
+				want := append([]float32(nil), c...)
+				if beta == 0 {
+					for i := 0; i < rows; i++ {
+						for j := 0; j < nr; j++ {
+							c[i*ldc+j] = float32(math.NaN())
 						}
-						for i := 0; i < rows; i++ {
-							for j := 0; j < nr; j++ {
-								var sum float32
-								for q := 0; q < k; q++ {
-									sum += a[i*layout.aRow+q*layout.aStep] * b[q*ldb+j]
-								}
-								want[i*ldc+j] = alpha*sum + beta*want[i*ldc+j]
-							}
+					}
+				}
+				for i := 0; i < rows; i++ {
+					for j := 0; j < nr; j++ {
+						var sum float32
+						for q := 0; q < k; q++ {
+							sum += a[i*layout.aRow+q*layout.aStep] * b[q*ldb+j]
 						}
-						tile.kernel(k, &a[0], layout.aRow, layout.aStep, &b[0], ldb, &c[0], ldc, alpha, beta)
-						for i := 0; i < rows; i++ {
-							for j := 0; j < nr; j++ {
-								got, w := c[i*ldc+j], want[i*ldc+j]
-								if d := math.Abs(float64(got - w)); !(d <= 1e-4*float64(k+1)) {
-									t.Fatalf("%s %d×%d tile, %s A, k=%d, beta=%g: C[%d][%d] = %v, want %v", p.name, rows, nr, layout.name, k, beta, i, j, got, w)
-								}
-							}
-						}
+						want[i*ldc+j] = alpha*sum + beta*want[i*ldc+j]
+					}
+				}
+				tile.kernel(k, &a[0], layout.aRow, layout.aStep, &b[0], ldb, &c[0], ldc, alpha, beta)
+				for i := range c {
+					got, w := c[i], want[i]
+					if d := math.Abs(float64(got - w)); !(d <= 1e-4*float64(k+1)) {
+						t.Fatalf("%s %d×%d tile, %s A, k=%d, beta=%g: C[%d][%d] = %v, want %v", path, rows, nr, layout.name, k, beta, i/ldc, i%ldc, got, w)
 					}
 				}
 			}
