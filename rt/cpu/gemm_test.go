@@ -198,23 +198,28 @@ func TestSgemmPathErrors(t *testing.T) {
 
 // TestSgemmNoAllocs checks that steady-state calls reuse their packing
 // buffers and call records, on one thread and on several (the worker pool
-// takes parts over a channel of values).
+// takes parts over a channel of values), for products small enough to be
+// read in place (64, 200) and one that is packed (300).
 func TestSgemmNoAllocs(t *testing.T) {
 	if gemmRaceEnabled {
 		t.Skip("the race detector's sync.Pool drops items on purpose")
 	}
 	defer SetThreads(Threads())
 	r := rand.New(rand.NewSource(4))
-	const n = 200
-	a, b, c := randomSlice(r, n*n), randomSlice(r, n*n), make([]float32, n*n)
-	for _, threads := range []int{1, 2} {
-		SetThreads(threads)
-		allocs := testing.AllocsPerRun(20, func() {
-			Sgemm(false, true, n, n, n, 1, a, n, b, n, 0, c, n)
-		})
-		if allocs != 0 {
-			t.Errorf("Sgemm with %d threads allocates %v times per call; want 0", threads, allocs)
+	for _, n := range []int{64, 200, 300} {
+		a, b, c := randomSlice(r, n*n), randomSlice(r, n*n), make([]float32, n*n)
+		for _, threads := range []int{1, 2} {
+			SetThreads(threads)
+			allocs := testing.AllocsPerRun(20, func() {
+				Sgemm(false, true, n, n, n, 1, a, n, b, n, 0, c, n)
+			})
+			if allocs != 0 {
+				t.Errorf("%d³ Sgemm with %d threads allocates %v times per call; want 0", n, threads, allocs)
+			}
 		}
+	}
+	if !gemmSmall(64, 64, 64) || gemmSmall(300, 300, 300) {
+		t.Error("the sizes above no longer cover both the small-product and the packed path")
 	}
 }
 
