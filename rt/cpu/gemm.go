@@ -132,7 +132,9 @@ func (w *gemmArena) fit(p *gemmPath) {
 //
 // It packs panels of A and B into cache-sized blocks, runs a SIMD register
 // tile over them (AVX-512, AVX2+FMA or NEON, chosen once at start-up; pure Go
-// elsewhere) and splits large products over Threads() goroutines. When beta
+// elsewhere) and splits large products over Threads() goroutines; products
+// (or goroutines' blocks) that fit in cache are read in place instead, on
+// the x86 paths (runSmall). When beta
 // is zero C is only written, never read. It panics, naming the argument, when
 // a slice is too short for the sizes and strides given: that is a bug in the
 // caller, never user input.
