@@ -94,7 +94,7 @@ func gpuTarget(method string, scratch func(planner.ConvGeom) int, updateTensors 
 		}
 		s := scratch(g)
 		return planner.ConvChoice{Method: method, Scratch: s, SharesForward: pass != planner.ConvForward && !direct && gpu.ConvOneRound(g, s)}
-	}, UpdateTensors: updateTensors}
+	}, UpdateTensors: updateTensors, PoolBwdAct: true}
 }
 
 // The backends.

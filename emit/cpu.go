@@ -512,7 +512,11 @@ func (g *generator) kernelCall(st planner.Step, in, out []operand, training bool
 		if a.Conv == nil {
 			return "", fmt.Errorf("conv2d_bwd without geometry")
 		}
-		ac, err := act(a.Act)
+		actName := a.Act
+		if a.ActApplied {
+			actName = "" // dy carries the derivative already
+		}
+		ac, err := act(actName)
 		if err != nil {
 			return "", err
 		}
@@ -530,7 +534,15 @@ func (g *generator) kernelCall(st planner.Step, in, out []operand, training bool
 		fn := map[planner.Kernel]string{planner.KMaxPool2D: "MaxPool2DFwd", planner.KAvgPool2D: "AvgPool2DFwd"}[st.Kernel]
 		return fmt.Sprintf("cpu.%s(%s, %s, %s)", fn, in[0].slice(), out[0].slice(), convLit(a.Conv)), nil
 	case planner.KMaxPool2DBwd:
-		return fmt.Sprintf("cpu.MaxPool2DBwd(%s, %s, %s, %s, %s)", in[0].slice(), in[1].slice(), in[2].slice(), out[0].slice(), convLit(a.Conv)), nil
+		call := fmt.Sprintf("cpu.MaxPool2DBwd(%s, %s, %s, %s, %s)", in[0].slice(), in[1].slice(), in[2].slice(), out[0].slice(), convLit(a.Conv))
+		if a.Act == "" {
+			return call, nil
+		}
+		ac, err := act(a.Act)
+		if err != nil {
+			return "", err
+		}
+		return fmt.Sprintf("%s\n\tcpu.ActBwd(%s, %s, %s, %s)", call, in[0].slice(), out[0].slice(), ac, float(a.Alpha)), nil
 	case planner.KAvgPool2DBwd:
 		return fmt.Sprintf("cpu.AvgPool2DBwd(%s, %s, %s)", in[0].slice(), out[0].slice(), convLit(a.Conv)), nil
 	case planner.KGlobalAvgPool:

@@ -122,6 +122,12 @@ func Build(m *spec.Model, opts Options) (*Plan, error) {
 		if err := check("fuseUpdate"); err != nil {
 			return nil, err
 		}
+		if opts.Fusion {
+			fuseActBwd(p, target)
+			if err := check("fuseActBwd"); err != nil {
+				return nil, err
+			}
+		}
 	}
 	if err := chooseMethods(p, target); err != nil {
 		return nil, positioned(m, err)

@@ -155,11 +155,17 @@ const (
 	// (the activation's derivative is taken from y).
 	KGemmBwd Kernel = "gemm_bwd"
 	// KConv2DBwd: In: x, W, y, dy, cols (optional scratch). Out: dx (optional), dW, db (optional).
-	// Attr: Conv, Act, Alpha, Method. cols is a workspace of the backward
-	// step's own (nothing is read from it), sized by the target for the
-	// backward method; absent when the method needs none.
+	// Attr: Conv, Act, Alpha, Method, ActApplied. cols is a workspace of
+	// the backward step's own (nothing is read from it), sized by the
+	// target for the backward method; absent when the method needs none.
+	// With ActApplied, dy already carries Act's derivative (the max pool
+	// backward that wrote it applied it: fuse_act_bwd.go) and the step
+	// applies none.
 	KConv2DBwd Kernel = "conv2d_bwd"
-	// KMaxPool2DBwd: In: x, y, dy. Out: dx. KAvgPool2DBwd: In: dy. Out: dx.
+	// KMaxPool2DBwd: In: x, y, dy. Out: dx. Attr: Conv, and Act, Alpha
+	// when x is the output of that activation and dx goes to its layer's
+	// backward alone: dx is then multiplied by the activation's derivative,
+	// taken from x (fuse_act_bwd.go). KAvgPool2DBwd: In: dy. Out: dx.
 	// KGlobalAvgPoolBwd: In: dy [B,C]. Out: dx [B,C,H,W...].
 	KMaxPool2DBwd     Kernel = "maxpool2d_bwd"
 	KAvgPool2DBwd     Kernel = "avgpool2d_bwd"
@@ -250,6 +256,9 @@ type Attr struct {
 	// the whole batch (ConvChoice.SharesForward): the backward reads them
 	// instead of gathering them again.
 	KeptCols bool `json:"keptCols,omitempty"`
+	// ActApplied marks a conv2d_bwd whose dy already carries its Act's
+	// derivative (fuse_act_bwd.go).
+	ActApplied bool `json:"actApplied,omitempty"`
 }
 
 // Step is one kernel call.

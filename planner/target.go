@@ -15,6 +15,11 @@ type Target struct {
 	// GPU backend's multi-tensor kernel, bounded by the buffers one kernel
 	// may bind (fuse_update.go). 0 or 1: one step per param.
 	UpdateTensors int
+	// PoolBwdAct says the backend's max pool backward multiplies its dx
+	// by an activation's derivative (Attr.Act of maxpool2d_bwd) and its
+	// conv2d_bwd honours Attr.ActApplied: fuse_act_bwd.go then folds a
+	// convolution's activation derivative into the pool's backward.
+	PoolBwdAct bool
 }
 
 // ConvRule is a backend's rule for convolutions: for the geometry of one

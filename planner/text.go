@@ -94,7 +94,14 @@ func stepAttr(s Step) string {
 	a := s.Attr
 	var parts []string
 	if a.Act != "" {
-		parts = append(parts, a.Act)
+		switch {
+		case s.Kernel == KMaxPool2DBwd:
+			parts = append(parts, a.Act+"'")
+		case a.ActApplied:
+			parts = append(parts, a.Act+" (derivative applied by the pool)")
+		default:
+			parts = append(parts, a.Act)
+		}
 	}
 	if a.Conv != nil {
 		g := a.Conv

@@ -402,6 +402,13 @@ func checkShapes(p *Plan, s *Step) error {
 		}
 		x := []int{g.N, g.C, g.H, g.W}
 		y := []int{g.N, g.C, g.OH, g.OW}
+		if s.Kernel == KMaxPool2DBwd {
+			if err := checkAct(s.Attr); err != nil {
+				return err
+			}
+		} else if s.Attr.Act != "" {
+			return fmt.Errorf("activation %q on a %s step: only maxpool2d_bwd applies one", s.Attr.Act, s.Kernel)
+		}
 		switch s.Kernel {
 		case KMaxPool2DBwd:
 			return first(is("x", in[0], x), is("y", in[1], y), is("dy", in[2], y), is("dx", out[0], x))
