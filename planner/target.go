@@ -15,6 +15,12 @@ type Target struct {
 	// GPU backend's multi-tensor kernel, bounded by the buffers one kernel
 	// may bind (fuse_update.go). 0 or 1: one step per param.
 	UpdateTensors int
+	// PoolEpilogue says whether the backend's method for a forward
+	// convolution of geometry g can take a max pool of geometry pool
+	// (which reads g's output) into its epilogue: compute a window's
+	// convolution outputs and write only their maximum (fuse_pool.go,
+	// inference plans only). nil: no method pools.
+	PoolEpilogue func(g ConvGeom, method string, pool ConvGeom) bool
 }
 
 // ConvRule is a backend's rule for convolutions: for the geometry of one
