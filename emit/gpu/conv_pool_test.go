@@ -69,7 +69,8 @@ type pooledConvCase struct {
 // through each dialect's g++ shim, GEMMs in float64) and compares the
 // pooled output with rt/cpu's convolution followed by its max pool. The
 // direct layers have rows of pooled pixels that leave a thread a ragged
-// run, odd sizes whose last row and column no window reads, stride,
+// run (1×1 windows, 2 a thread), odd sizes whose last row and column no
+// window reads, stride,
 // dilation, groups and non-square windows; the Winograd layers have
 // ragged tiles (14×14 and 13×13 outputs of 4×4 tiles: the last tile row
 // holds 2 rows of output, one window, or 1, none) and 4×4 windows. y
@@ -80,10 +81,12 @@ func TestLoweredPooledConvMatchesCPU(t *testing.T) {
 	}
 	f4, f2 := WinogradF4.Method, WinogradF2.Method
 	cases := []pooledConvCase{
-		// models/mnist.cue's first layer in small: 14 pooled pixels a row, 2 a thread
+		// models/mnist.cue's first layer in small: 14 pooled pixels a row, 1 a thread
 		{"direct_first", conv(3, 1, 28, 28, 8, 5, 1, 2, 1, 1), 2, 2, ConvDirectMethod, true, "relu", 0},
-		// 11×15 output: the last row and column are in no window; 7 pooled pixels a row, a ragged run
+		// 11×15 output: the last row and column are in no window
 		{"direct_odd", conv(2, 2, 11, 15, 3, 3, 1, 1, 1, 1), 2, 2, ConvDirectMethod, true, "tanh", 0},
+		// 1×1 windows, 2 pixels a thread: rows of 15 end in a ragged run
+		{"direct_1x1", conv(2, 2, 11, 15, 3, 3, 1, 1, 1, 1), 1, 1, ConvDirectMethod, true, "relu", 0},
 		{"direct_strided_3x3", conv(2, 1, 19, 17, 4, 3, 2, 1, 1, 1), 3, 3, ConvDirectMethod, false, "", 0},
 		{"direct_dilated_grouped", conv(2, 2, 13, 12, 4, 3, 1, 2, 2, 2), 2, 2, ConvDirectMethod, true, "leakyrelu", 0.1},
 		{"direct_2x1", conv(2, 1, 9, 9, 6, 3, 1, 1, 1, 1), 2, 1, ConvDirectMethod, true, "sigmoid", 0},
