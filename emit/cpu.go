@@ -501,7 +501,14 @@ func (g *generator) kernelCall(st planner.Step, in, out []operand, training bool
 		if err != nil {
 			return "", err
 		}
-		return fmt.Sprintf("cpu.%s(%s, %s, %s, %s, %s, %s, %s)", k.fwd, in[0].slice(), in[1].slice(), in[2].slice(), out[0].slice(), convLit(a.Conv), ac, float(a.Alpha)), nil
+		if a.Pool == nil {
+			return fmt.Sprintf("cpu.%s(%s, %s, %s, %s, %s, %s, %s)", k.fwd, in[0].slice(), in[1].slice(), in[2].slice(), out[0].slice(), convLit(a.Conv), ac, float(a.Alpha)), nil
+		}
+		// A max pool in the epilogue (an inference plan of a GPU
+		// backend): the convolution into a temporary, then the pool.
+		c := a.Conv
+		return fmt.Sprintf("conv := make([]float32, %d) // the convolution's output, which the step pools\ncpu.%s(%s, %s, %s, conv, %s, %s, %s)\ncpu.MaxPool2DFwd(conv, %s, %s)",
+			c.N*c.OC*c.OH*c.OW, k.fwd, in[0].slice(), in[1].slice(), in[2].slice(), convLit(a.Conv), ac, float(a.Alpha), out[0].slice(), convLit(a.Pool)), nil
 	case planner.KConv2DBwd:
 		if err := need(in, 5, "input"); err != nil {
 			return "", err

@@ -20,6 +20,12 @@ type Target struct {
 	// conv2d_bwd honours Attr.ActApplied: fuse_act_bwd.go then folds a
 	// convolution's activation derivative into the pool's backward.
 	PoolBwdAct bool
+	// PoolEpilogue says whether the backend's method for a forward
+	// convolution of geometry g can take a max pool of geometry pool
+	// (which reads g's output) into its epilogue: compute a window's
+	// convolution outputs and write only their maximum (fuse_pool.go,
+	// inference plans only). nil: no method pools.
+	PoolEpilogue func(g ConvGeom, method string, pool ConvGeom) bool
 }
 
 // ConvRule is a backend's rule for convolutions: for the geometry of one

@@ -110,6 +110,9 @@ func stepAttr(s Step) string {
 	if a.Method != "" {
 		parts = append(parts, a.Method)
 	}
+	if g := a.Pool; g != nil {
+		parts = append(parts, fmt.Sprintf("maxpool k%dx%d s%d", g.KH, g.KW, g.SH))
+	}
 	if a.KeptCols {
 		parts = append(parts, "forward's workspace")
 	}

@@ -2,6 +2,7 @@ package gpu
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/mlbuild/mlbuild/planner"
 )
@@ -58,58 +59,108 @@ func directPixels(ow int) int {
 // convDirectKernel computes y [N, OC, OH, OW] from x [N, C, H, W], W [OC,
 // C/G, KH, KW] and the bias, one thread per directPixels pixels of a row
 // and directChannels output channels.
-func convDirectKernel(g planner.ConvGeom, hasBias bool, act string, alpha float32) (*Kernel, error) {
+//
+// With a pool (a max pool of window = stride, no padding, over this
+// convolution's output: PoolEpilogue), y is the pool's output [N, OC,
+// pool.OH, pool.OW]: each of a thread's directPoolPixels pixels is the
+// maximum of a window of the convolution's outputs, which the thread
+// computes in registers, and act is applied to the maximum (the epilogue's
+// activations do not decrease, so act of the maximum is the maximum of
+// act, for a quarter of the work with 2×2 windows).
+func convDirectKernel(g planner.ConvGeom, pool *planner.ConvGeom, hasBias bool, act string, alpha float32) (*Kernel, error) {
 	cg, ocg := g.C/g.Groups, g.OC/g.Groups
-	ob, px := directChannels(ocg), directPixels(g.OW)
-	runs := ceilDiv(g.OW, px)
-	n := g.N * g.OC / ob * g.OH * runs
-	params := []Param{in("x", g.N*g.C*g.H*g.W), in("w", g.OC*cg*g.KH*g.KW), out("y", g.N*g.OC*g.OH*g.OW)}
+	ob := directChannels(ocg)
+	// The thread computes px pixels of a row of y, each the maximum of a
+	// wr×wc window of the convolution's outputs (1×1 without a pool).
+	oh, ow, px, wr, wc := g.OH, g.OW, directPixels(g.OW), 1, 1
+	if pool != nil {
+		oh, ow, px, wr, wc = pool.OH, pool.OW, directPoolPixels(*pool), pool.KH, pool.KW
+	}
+	convCols := px * wc // the convolution's outputs a window row of the thread spans
+	runs := ceilDiv(ow, px)
+	n := g.N * g.OC / ob * oh * runs
+	params := []Param{in("x", g.N*g.C*g.H*g.W), in("w", g.OC*cg*g.KH*g.KW), out("y", g.N*g.OC*oh*ow)}
 	if hasBias {
 		params = append(params, in("b", g.OC))
 	}
-	shape := []int{g.N, g.OC / ob, g.OH, runs}
+	shape := []int{g.N, g.OC / ob, oh, runs}
 	taps := cg * g.KH * g.KW
-	// The columns of input the run's windows cover.
-	cols := (px-1)*g.SW + (g.KW-1)*g.DW + 1
-	xv := func(c, kh, col int) string { return fmt.Sprintf("x%d_%d_%d", c, kh, col) }
+	// The rows of input the windows cover, as offsets from h0 in order,
+	// and the columns.
+	rowAt := map[int]int{}
+	var rows []int
+	for r := range wr {
+		for kh := range g.KH {
+			if off := r*g.SH + kh*g.DH; !slices.Contains(rows, off) {
+				rows = append(rows, off)
+			}
+		}
+	}
+	slices.Sort(rows)
+	for i, off := range rows {
+		rowAt[off] = i
+	}
+	cols := (convCols-1)*g.SW + (g.KW-1)*g.DW + 1
+	xv := func(c, row, col int) string { return fmt.Sprintf("x%d_%d_%d", c, row, col) }
 	var err error
 	doc := fmt.Sprintf("direct convolution of [%d,%d,%d,%d] with a %dx%d window, %d output channels and %d pixels a thread, bias + %q",
 		g.N, g.C, g.H, g.W, g.KH, g.KW, ob, px, act)
+	if pool != nil {
+		doc = fmt.Sprintf("direct convolution of [%d,%d,%d,%d] with a %dx%d window and a %dx%d max pool, %d output channels and %d pooled pixels a thread, bias + %q",
+			g.N, g.C, g.H, g.W, g.KH, g.KW, wr, wc, ob, px, act)
+	}
 	k := elementwise(doc, n, params,
 		func(i Expr) []Stmt {
 			s := []Stmt{
 				let("img", Int, coord(i, shape, 0)),
 				let("o0", Int, mul(coord(i, shape, 1), i32(ob))),
-				let("oh", Int, coord(i, shape, 2)),
-				let("ow", Int, mul(coord(i, shape, 3), i32(px))),
+			}
+			if pool == nil {
+				s = append(s,
+					let("oh", Int, coord(i, shape, 2)),
+					let("ow", Int, mul(coord(i, shape, 3), i32(px))))
+			} else {
+				s = append(s,
+					let("ph", Int, coord(i, shape, 2)),
+					let("pw", Int, mul(coord(i, shape, 3), i32(px))),
+					let("oh", Int, mul(vr("ph"), i32(pool.SH))),
+					let("ow", Int, mul(vr("pw"), i32(pool.SW))))
+			}
+			s = append(s,
 				let("h0", Int, sub(mul(vr("oh"), i32(g.SH)), i32(g.PH))),
 				let("w0", Int, sub(mul(vr("ow"), i32(g.SW)), i32(g.PW))),
 				let("xb", Int, mul(add(mul(vr("img"), i32(g.C)), mul(div(vr("o0"), i32(ocg)), i32(cg))), i32(g.H*g.W))),
-			}
+			)
 			// The windows' inputs, loaded once.
 			for c := range cg {
-				for kh := range g.KH {
-					hh := add(vr("h0"), i32(kh*g.DH))
+				for row, off := range rows {
+					hh := add(vr("h0"), i32(off))
 					for col := range cols {
 						ww := add(vr("w0"), i32(col))
 						inside := and(ge(hh, i32(0)), lt(hh, i32(g.H)), ge(ww, i32(0)), lt(ww, i32(g.W)))
-						s = append(s, let(xv(c, kh, col), Float,
+						s = append(s, let(xv(c, row, col), Float,
 							sel(inside, load("x", add(vr("xb"), add(i32(c*g.H*g.W), add(mul(hh, i32(g.W)), ww)))), flt(0))))
 					}
 				}
 			}
-			s = append(s, let("yb", Int, add(mul(add(mul(vr("img"), i32(g.OC)), vr("o0")), i32(g.OH*g.OW)), add(mul(vr("oh"), i32(g.OW)), vr("ow")))))
+			if pool == nil {
+				s = append(s, let("yb", Int, add(mul(add(mul(vr("img"), i32(g.OC)), vr("o0")), i32(oh*ow)), add(mul(vr("oh"), i32(ow)), vr("ow")))))
+			} else {
+				s = append(s, let("yb", Int, add(mul(add(mul(vr("img"), i32(g.OC)), vr("o0")), i32(oh*ow)), add(mul(vr("ph"), i32(ow)), vr("pw")))))
+			}
+			// Accumulator q of a channel is the convolution's output at
+			// row q / convCols of the windows and column q % convCols.
 			for j := range ob {
 				o := add(vr("o0"), i32(j))
 				wb := fmt.Sprintf("wb%d", j)
-				acc := func(p int) string { return fmt.Sprintf("acc%d_%d", j, p) }
+				acc := func(q int) string { return fmt.Sprintf("acc%d_%d", j, q) }
 				var init Expr = flt(0)
 				if hasBias {
 					s = append(s, let(fmt.Sprintf("b%d", j), Float, load("b", o)))
 					init = vr(fmt.Sprintf("b%d", j))
 				}
-				for p := range px {
-					s = append(s, let(acc(p), Float, init))
+				for q := range wr * convCols {
+					s = append(s, let(acc(q), Float, init))
 				}
 				s = append(s, let(wb, Int, mul(o, i32(taps))))
 				for c := range cg {
@@ -118,18 +169,35 @@ func convDirectKernel(g planner.ConvGeom, hasBias bool, act string, alpha float3
 							t := (c*g.KH+kh)*g.KW + kw
 							wv := fmt.Sprintf("w%d_%d", j, t)
 							s = append(s, let(wv, Float, load("w", add(vr(wb), i32(t)))))
-							for p := range px {
-								s = append(s, set(acc(p), add(vr(acc(p)), mul(vr(wv), vr(xv(c, kh, p*g.SW+kw*g.DW))))))
+							for r := range wr {
+								row := rowAt[r*g.SH+kh*g.DH]
+								for p := range convCols {
+									q := r*convCols + p
+									s = append(s, set(acc(q), add(vr(acc(q)), mul(vr(wv), vr(xv(c, row, p*g.SW+kw*g.DW))))))
+								}
 							}
 						}
 					}
 				}
 				for p := range px {
+					// the pixel's window: the maximum of its accumulators
+					var v Expr = vr(acc(p * wc))
+					for r := range wr {
+						for cc := range wc {
+							if q := r*convCols + p*wc + cc; q != p*wc {
+								v = call(FnMax, v, vr(acc(q)))
+							}
+						}
+					}
 					var e Expr
-					e, err = actExpr(act, alpha, vr(acc(p)))
-					st := store("y", add(vr("yb"), i32(j*g.OH*g.OW+p)), e)
-					if g.OW%px != 0 && p > 0 {
-						st = when(lt(add(vr("ow"), i32(p)), i32(g.OW)), st)
+					e, err = actExpr(act, alpha, v)
+					st := store("y", add(vr("yb"), i32(j*oh*ow+p)), e)
+					first := "ow"
+					if pool != nil {
+						first = "pw"
+					}
+					if ow%px != 0 && p > 0 {
+						st = when(lt(add(vr(first), i32(p)), i32(ow)), st)
 					}
 					s = append(s, st)
 				}
@@ -139,7 +207,17 @@ func convDirectKernel(g planner.ConvGeom, hasBias bool, act string, alpha float3
 	return k, err
 }
 
-// convDirect lowers a forward convolution step whose method is direct.
+// directPoolPixels is how many neighbouring pixels of a row of a pool's
+// output one thread of a pooled direct convolution computes: as many as
+// keep its convolution outputs within directPixels' (2 a thread measured
+// fastest unpooled: more outputs took more registers and fewer warps ran),
+// and at least one, a whole window (4 outputs for 2×2).
+func directPoolPixels(pool planner.ConvGeom) int {
+	return max(1, directPixels(pool.OW)/(pool.KH*pool.KW))
+}
+
+// convDirect lowers a forward convolution step whose method is direct,
+// with its epilogue pool if it has one.
 func (l *lowering) convDirect(st *planner.Step) error {
 	a := st.Attr
 	g := normConv(*a.Conv)
@@ -149,8 +227,12 @@ func (l *lowering) convDirect(st *planner.Step) error {
 	if err := l.operands(st, 3, 2); err != nil {
 		return err
 	}
+	pool, err := epiloguePool(a)
+	if err != nil {
+		return err
+	}
 	x, w, b, y := st.In[0], st.In[1], st.In[2], st.Out[0]
-	k, err := convDirectKernel(g, present(b), a.Act, float32(a.Alpha))
+	k, err := convDirectKernel(g, pool, present(b), a.Act, float32(a.Alpha))
 	ops := []operand{whole(x), whole(w), whole(y)}
 	if present(b) {
 		ops = append(ops, whole(b))
