@@ -111,12 +111,28 @@ PY
 else
 	echo "no ncu here"
 fi
-step "cuBLAS: cublasSgemm's own choice against the fastest cuBLASLt algorithm, per GEMM shape of mnist's step (exact fp32)"
-nvcc=$(command -v nvcc || ls /usr/local/cuda*/bin/nvcc 2>/dev/null | head -n 1)
-if [ -n "$nvcc" ] && [ -f "$b/gemm_algos.cu" ]; then
-	"$nvcc" -O2 -o "$work/gemm_algos" "$b/gemm_algos.cu" -lcublasLt -lcublas 2>&1 | tail -n 5 && "$work/gemm_algos"
-else
-	echo "no nvcc here"
+step "mnist: where a batch-250 inference's time goes (ncu: the kernels of two inferences of eval, in order)"
+if [ -n "$ncu" ]; then
+	timeout 120 "$ncu" --clock-control none --metrics gpu__time_duration.sum --csv --launch-skip 120 --launch-count 40 \
+		"$b/bin/mnist" eval --data "$data" --weights "$out/mnist-cuda.safetensors" >"$out/ncu-infer.csv" 2>"$work/ncu-infer.err"
+	python3 - "$out/ncu-infer.csv" <<'PY'
+import csv, sys
+rows = [r for r in csv.reader(open(sys.argv[1])) if len(r) > 10]
+if not rows: print("ncu gave no rows"); sys.exit()
+h = rows[0]; ki, vi = h.index('Kernel Name'), h.index('Metric Value')
+seq = []
+for r in rows[1:]:
+    try: seq.append((r[ki][:70], float(r[vi].replace(',', ''))))
+    except ValueError: pass
+# one inference starts with the first convolution's kernel
+starts = [i for i, (k, _) in enumerate(seq) if k.startswith('mlb000_')]
+if len(starts) >= 2:
+    one = seq[starts[0]:starts[1]]
+    print(f"one inference: {len(one)} kernels, {sum(v for _, v in one)/1e3:.1f} us of kernels")
+    for k, v in one: print(f"{v/1e3:9.1f} us  {k}")
+else:
+    for k, v in seq: print(f"{v/1e3:9.1f} us  {k}")
+PY
 fi
 step "PyTorch reference (eager and torch.compile reduce-overhead)"
 PYTHONUNBUFFERED=1 python3 "$b/torch_gpu_mnist.py" "$b/mnist" "$epochs" flagship,lenet5,mlp | tee "$out/torch.jsonl"
