@@ -173,7 +173,7 @@ func TestSgemmPathErrors(t *testing.T) {
 
 // TestSgemmNoAllocs checks that steady-state calls reuse their packing
 // buffers and call records, on one thread and on several (the worker pool
-// takes parts over a channel of values).
+// recycles its task records and starts no goroutine per call).
 func TestSgemmNoAllocs(t *testing.T) {
 	if gemmRaceEnabled {
 		t.Skip("the race detector's sync.Pool drops items on purpose")
