@@ -80,6 +80,9 @@ func (b *Backend) PlanOptions(o planner.Options) planner.Options {
 // kernel; so does its backward when it has no dx (the weight and bias
 // gradients in one pass over dy), else its backward gathers its own
 // columns.
+//
+// In inference plans, the direct and Winograd methods take the max pool
+// after them into their epilogue where gpu.PoolEpilogue allows.
 func gpuTarget(method string, scratch func(planner.ConvGeom) int, updateTensors int, winograd int, direct bool) planner.Target {
 	return planner.Target{Conv: func(g planner.ConvGeom, pass planner.ConvPass) planner.ConvChoice {
 		if ws := gpu.WinogradF4.Scratch(g); gpu.WinogradFits(g) && ws <= winograd {
@@ -94,7 +97,7 @@ func gpuTarget(method string, scratch func(planner.ConvGeom) int, updateTensors 
 		}
 		s := scratch(g)
 		return planner.ConvChoice{Method: method, Scratch: s, SharesForward: pass != planner.ConvForward && !direct && gpu.ConvOneRound(g, s)}
-	}, UpdateTensors: updateTensors}
+	}, UpdateTensors: updateTensors, PoolBwdAct: true, PoolEpilogue: gpu.PoolEpilogue}
 }
 
 // The backends.

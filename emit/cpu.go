@@ -501,7 +501,14 @@ func (g *generator) kernelCall(st planner.Step, in, out []operand, training bool
 		if err != nil {
 			return "", err
 		}
-		return fmt.Sprintf("cpu.%s(%s, %s, %s, %s, %s, %s, %s)", k.fwd, in[0].slice(), in[1].slice(), in[2].slice(), out[0].slice(), convLit(a.Conv), ac, float(a.Alpha)), nil
+		if a.Pool == nil {
+			return fmt.Sprintf("cpu.%s(%s, %s, %s, %s, %s, %s, %s)", k.fwd, in[0].slice(), in[1].slice(), in[2].slice(), out[0].slice(), convLit(a.Conv), ac, float(a.Alpha)), nil
+		}
+		// A max pool in the epilogue (an inference plan of a GPU
+		// backend): the convolution into a temporary, then the pool.
+		c := a.Conv
+		return fmt.Sprintf("conv := make([]float32, %d) // the convolution's output, which the step pools\ncpu.%s(%s, %s, %s, conv, %s, %s, %s)\ncpu.MaxPool2DFwd(conv, %s, %s)",
+			c.N*c.OC*c.OH*c.OW, k.fwd, in[0].slice(), in[1].slice(), in[2].slice(), convLit(a.Conv), ac, float(a.Alpha), out[0].slice(), convLit(a.Pool)), nil
 	case planner.KConv2DBwd:
 		if err := need(in, 5, "input"); err != nil {
 			return "", err
@@ -512,7 +519,11 @@ func (g *generator) kernelCall(st planner.Step, in, out []operand, training bool
 		if a.Conv == nil {
 			return "", fmt.Errorf("conv2d_bwd without geometry")
 		}
-		ac, err := act(a.Act)
+		actName := a.Act
+		if a.ActApplied {
+			actName = "" // dy carries the derivative already
+		}
+		ac, err := act(actName)
 		if err != nil {
 			return "", err
 		}
@@ -530,7 +541,15 @@ func (g *generator) kernelCall(st planner.Step, in, out []operand, training bool
 		fn := map[planner.Kernel]string{planner.KMaxPool2D: "MaxPool2DFwd", planner.KAvgPool2D: "AvgPool2DFwd"}[st.Kernel]
 		return fmt.Sprintf("cpu.%s(%s, %s, %s)", fn, in[0].slice(), out[0].slice(), convLit(a.Conv)), nil
 	case planner.KMaxPool2DBwd:
-		return fmt.Sprintf("cpu.MaxPool2DBwd(%s, %s, %s, %s, %s)", in[0].slice(), in[1].slice(), in[2].slice(), out[0].slice(), convLit(a.Conv)), nil
+		call := fmt.Sprintf("cpu.MaxPool2DBwd(%s, %s, %s, %s, %s)", in[0].slice(), in[1].slice(), in[2].slice(), out[0].slice(), convLit(a.Conv))
+		if a.Act == "" {
+			return call, nil
+		}
+		ac, err := act(a.Act)
+		if err != nil {
+			return "", err
+		}
+		return fmt.Sprintf("%s\n\tcpu.ActBwd(%s, %s, %s, %s)", call, in[0].slice(), out[0].slice(), ac, float(a.Alpha)), nil
 	case planner.KAvgPool2DBwd:
 		return fmt.Sprintf("cpu.AvgPool2DBwd(%s, %s, %s)", in[0].slice(), out[0].slice(), convLit(a.Conv)), nil
 	case planner.KGlobalAvgPool:

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/mlbuild/mlbuild/planner"
@@ -201,6 +202,55 @@ func TestCPUReferenceAvoidsWinograd(t *testing.T) {
 					t.Errorf("padding %d, %s, GPU method %q: reference kernels %+v (%v), want %s and %s", c.g.PH, pass, method, k, err, c.fwd, c.bwd)
 				}
 			}
+		}
+	}
+}
+
+// TestBackendPoolEpilogue: the GPU backends pool in a convolution's
+// epilogue (the CPU never does), and CUDA's inference plans of
+// models/mnist.cue fold both max pools into the convolutions before them
+// (the direct and Winograd methods), while its training plan and the
+// plans of Metal (im2col only) and the CPU keep them as steps.
+func TestBackendPoolEpilogue(t *testing.T) {
+	for _, b := range Backends {
+		if (b.gpu != nil) != (b.Target.PoolEpilogue != nil) {
+			t.Errorf("backend %s: GPU %v, pools in a convolution's epilogue %v", b.Name, b.gpu != nil, b.Target.PoolEpilogue != nil)
+		}
+	}
+	for _, c := range []struct {
+		b     *Backend
+		batch int
+		train bool
+		want  string
+	}{
+		{CUDA, 250, false, "conv2d(direct+pool) conv2d(winograd F(4x4,5x5)+pool) gemm gemm"},
+		{CUDA, 1, false, "conv2d(direct+pool) conv2d(winograd F(4x4,5x5)+pool) gemm gemm"},
+		{CUDA, 250, true, "conv2d(direct) maxpool2d conv2d(winograd F(4x4,5x5)) maxpool2d gemm gemm"},
+		{Metal, 250, false, "conv2d(im2col+mps) maxpool2d conv2d(im2col+mps) maxpool2d gemm gemm"},
+		{CPU, 250, false, "conv2d(direct) maxpool2d conv2d(winograd F(2x2,5x5)) maxpool2d gemm gemm"},
+	} {
+		in := backendInput(t, c.b, "../models/mnist.cue", true, c.batch)
+		p := in.Infer
+		if c.batch == 1 {
+			p = in.Infer1
+		}
+		if c.train {
+			p = in.Train
+		}
+		var steps []string
+		for _, s := range p.Forward {
+			k := string(s.Kernel)
+			if s.Kernel == planner.KConv2D {
+				k += "(" + s.Attr.Method
+				if s.Attr.Pool != nil {
+					k += "+pool"
+				}
+				k += ")"
+			}
+			steps = append(steps, k)
+		}
+		if got := strings.Join(steps, " "); got != c.want {
+			t.Errorf("%s, batch %d, training %v: forward %s, want %s", c.b.Name, c.batch, c.train, got, c.want)
 		}
 	}
 }

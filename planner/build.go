@@ -50,8 +50,8 @@ func (e *Error) Error() string {
 }
 
 // Build plans m for opts.Target: it runs the passes in order (lower, add
-// the loss, fuse, differentiate, optimize, choose methods, measure costs,
-// assign buffers) and checks the plan's invariants with Verify after each
+// the loss, fuse, differentiate, optimize, choose methods, fuse pools into
+// convolutions, measure costs, assign buffers) and checks the plan's invariants with Verify after each
 // one, so that a bug in one pass is reported at that pass and not as a
 // wrong number at run time.
 func Build(m *spec.Model, opts Options) (*Plan, error) {
@@ -122,12 +122,24 @@ func Build(m *spec.Model, opts Options) (*Plan, error) {
 		if err := check("fuseUpdate"); err != nil {
 			return nil, err
 		}
+		if opts.Fusion {
+			fuseActBwd(p, target)
+			if err := check("fuseActBwd"); err != nil {
+				return nil, err
+			}
+		}
 	}
 	if err := chooseMethods(p, target); err != nil {
 		return nil, positioned(m, err)
 	}
 	if err := check("chooseMethods"); err != nil {
 		return nil, err
+	}
+	if opts.Fusion && !opts.Training {
+		fusePool(p, target)
+		if err := check("fusePool"); err != nil {
+			return nil, err
+		}
 	}
 	if err := measureCosts(p); err != nil {
 		return nil, positioned(m, err)

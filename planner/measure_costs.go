@@ -116,6 +116,12 @@ func stepFLOPs(p *Plan, s *Step, c *costCounter) int64 {
 		y := p.size(s.In[2])
 		return c.sum(c.mul(y, 2, k, has(s.Out[0])+1), c.mul(y, has(s.Out[2])+act()))
 	case KConv2D:
+		if pg := s.Attr.Pool; pg != nil {
+			// every convolution output, then one comparison per window value
+			g := s.Attr.Conv
+			conv := c.mul(int64(g.N), int64(g.OC), int64(g.OH), int64(g.OW))
+			return c.sum(c.mul(conv, c.sum(c.mul(2, taps()), has(s.In[2]), act())), c.mul(out0(), int64(pg.KH), int64(pg.KW)))
+		}
 		return c.mul(out0(), c.sum(c.mul(2, taps()), has(s.In[2]), act()))
 	case KConv2DBwd:
 		y := p.size(s.In[2])

@@ -8,8 +8,10 @@
 // steps), loss.go, fuse_epilogue.go, fuse_elementwise.go (fusion rewrites the
 // forward pass before differentiation, so backward kernels inherit the fused
 // Act and Chain), differentiate.go, optimize.go (optimizer updates),
-// choose_methods.go (how each convolution runs on the plan's Target, and
-// the scratch it needs: target.go), measure_costs.go, assign_buffers.go.
+// fuse_update.go, choose_methods.go (how each convolution runs on the
+// plan's Target, and the scratch it needs: target.go), fuse_pool.go (max
+// pools into the convolutions before them, in inference plans, where the
+// target's chosen method can pool), measure_costs.go, assign_buffers.go.
 // Verify checks the invariants that must hold between passes.
 package planner
 
@@ -88,7 +90,9 @@ const (
 	// In: x [B,C,H,W], W [OC,C/G,KH,KW], b [OC] (optional).
 	// Out: y [B,OC,OH,OW], cols (optional scratch: the method's workspace,
 	// sized by the target; absent when the method needs none).
-	// Attr: Conv, Act, Alpha, Method.
+	// Attr: Conv, Act, Alpha, Method, Pool. With Attr.Pool (a max pool
+	// folded into the epilogue of an inference plan's step, fuse_pool.go)
+	// y is the pool's output [B,OC,Pool.OH,Pool.OW].
 	KConv2D Kernel = "conv2d"
 	// KMaxPool2D, KAvgPool2D: In: x [B,C,H,W]. Out: y [B,C,OH,OW]. Attr: Conv (kernel, stride, padding, dilation; Groups unused).
 	KMaxPool2D Kernel = "maxpool2d"
@@ -155,11 +159,17 @@ const (
 	// (the activation's derivative is taken from y).
 	KGemmBwd Kernel = "gemm_bwd"
 	// KConv2DBwd: In: x, W, y, dy, cols (optional scratch). Out: dx (optional), dW, db (optional).
-	// Attr: Conv, Act, Alpha, Method. cols is a workspace of the backward
-	// step's own (nothing is read from it), sized by the target for the
-	// backward method; absent when the method needs none.
+	// Attr: Conv, Act, Alpha, Method, ActApplied. cols is a workspace of
+	// the backward step's own (nothing is read from it), sized by the
+	// target for the backward method; absent when the method needs none.
+	// With ActApplied, dy already carries Act's derivative (the max pool
+	// backward that wrote it applied it: fuse_act_bwd.go) and the step
+	// applies none.
 	KConv2DBwd Kernel = "conv2d_bwd"
-	// KMaxPool2DBwd: In: x, y, dy. Out: dx. KAvgPool2DBwd: In: dy. Out: dx.
+	// KMaxPool2DBwd: In: x, y, dy. Out: dx. Attr: Conv, and Act, Alpha
+	// when x is the output of that activation and dx goes to its layer's
+	// backward alone: dx is then multiplied by the activation's derivative,
+	// taken from x (fuse_act_bwd.go). KAvgPool2DBwd: In: dy. Out: dx.
 	// KGlobalAvgPoolBwd: In: dy [B,C]. Out: dx [B,C,H,W...].
 	KMaxPool2DBwd     Kernel = "maxpool2d_bwd"
 	KAvgPool2DBwd     Kernel = "avgpool2d_bwd"
@@ -245,11 +255,21 @@ type Attr struct {
 	// (ConvDirect or ConvIm2colGemm on the CPU), chosen by the plan's
 	// Target in choose_methods.go; the emitter calls that method's kernel.
 	Method string `json:"method,omitempty"`
+	// Pool is the geometry of a max pool folded into a conv2d step's
+	// epilogue (fuse_pool.go, inference plans only): the step writes the
+	// maximum over each of the pool's windows of act(conv(x, W) + b), and
+	// its y is the pool's output [N, OC, Pool.OH, Pool.OW], while Conv
+	// keeps the convolution's own geometry (Pool.N, C, H, W are Conv.N,
+	// OC, OH, OW). nil: y is the convolution's output.
+	Pool *ConvGeom `json:"pool,omitempty"`
 	// KeptCols marks a conv2d_bwd whose workspace (In[4]) is its forward
 	// step's (Out[1]), which still holds the forward's im2col columns of
 	// the whole batch (ConvChoice.SharesForward): the backward reads them
 	// instead of gathering them again.
 	KeptCols bool `json:"keptCols,omitempty"`
+	// ActApplied marks a conv2d_bwd whose dy already carries its Act's
+	// derivative (fuse_act_bwd.go).
+	ActApplied bool `json:"actApplied,omitempty"`
 }
 
 // Step is one kernel call.

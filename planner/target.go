@@ -15,6 +15,17 @@ type Target struct {
 	// GPU backend's multi-tensor kernel, bounded by the buffers one kernel
 	// may bind (fuse_update.go). 0 or 1: one step per param.
 	UpdateTensors int
+	// PoolBwdAct says the backend's max pool backward multiplies its dx
+	// by an activation's derivative (Attr.Act of maxpool2d_bwd) and its
+	// conv2d_bwd honours Attr.ActApplied: fuse_act_bwd.go then folds a
+	// convolution's activation derivative into the pool's backward.
+	PoolBwdAct bool
+	// PoolEpilogue says whether the backend's method for a forward
+	// convolution of geometry g can take a max pool of geometry pool
+	// (which reads g's output) into its epilogue: compute a window's
+	// convolution outputs and write only their maximum (fuse_pool.go,
+	// inference plans only). nil: no method pools.
+	PoolEpilogue func(g ConvGeom, method string, pool ConvGeom) bool
 }
 
 // ConvRule is a backend's rule for convolutions: for the geometry of one

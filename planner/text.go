@@ -94,7 +94,14 @@ func stepAttr(s Step) string {
 	a := s.Attr
 	var parts []string
 	if a.Act != "" {
-		parts = append(parts, a.Act)
+		switch {
+		case s.Kernel == KMaxPool2DBwd:
+			parts = append(parts, a.Act+"'")
+		case a.ActApplied:
+			parts = append(parts, a.Act+" (derivative applied by the pool)")
+		default:
+			parts = append(parts, a.Act)
+		}
 	}
 	if a.Conv != nil {
 		g := a.Conv
@@ -102,6 +109,9 @@ func stepAttr(s Step) string {
 	}
 	if a.Method != "" {
 		parts = append(parts, a.Method)
+	}
+	if g := a.Pool; g != nil {
+		parts = append(parts, fmt.Sprintf("maxpool k%dx%d s%d", g.KH, g.KW, g.SH))
 	}
 	if a.KeptCols {
 		parts = append(parts, "forward's workspace")

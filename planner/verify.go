@@ -275,6 +275,12 @@ func verifyStep(p *Plan, phase string, index int, s *Step) error {
 	case want == "any" && phase == "update", want != "any" && want != "loss" && want != phase:
 		return fmt.Errorf("a %s kernel in the %s phase", want, phase)
 	}
+	switch {
+	case s.Attr.Pool != nil && s.Kernel != KConv2D:
+		return fmt.Errorf("an epilogue pool on a %s step (only conv2d pools)", s.Kernel)
+	case s.Attr.Pool != nil && p.Training:
+		return fmt.Errorf("an epilogue pool in a training plan (the backward needs the unpooled output)")
+	}
 	if len(s.Fused) > 0 && s.Fused[0] != s.Layer {
 		return fmt.Errorf("fused layers %v do not start with the step's layer", s.Fused)
 	}
@@ -388,6 +394,15 @@ func checkShapes(p *Plan, s *Step) error {
 		y := []int{g.N, g.OC, g.OH, g.OW}
 		common := first(is("x", in[0], x), is("W", in[1], w), kindIs(in[1], KindParam))
 		if s.Kernel == KConv2D {
+			if pg := s.Attr.Pool; pg != nil {
+				if err := checkWindow(pg, false); err != nil {
+					return fmt.Errorf("epilogue pool: %w", err)
+				}
+				if pg.N != g.N || pg.C != g.OC || pg.H != g.OH || pg.W != g.OW {
+					return fmt.Errorf("epilogue pool reads [%d,%d,%d,%d], the convolution writes %s", pg.N, pg.C, pg.H, pg.W, shapeString(y))
+				}
+				y = []int{g.N, g.OC, pg.OH, pg.OW}
+			}
 			return first(common, is("b", in[2], []int{g.OC}), is("y", out[0], y), kindIs(out[1], KindScratch))
 		}
 		return first(common, is("y", in[2], y), is("dy", in[3], y), kindIs(in[4], KindScratch),
@@ -402,6 +417,13 @@ func checkShapes(p *Plan, s *Step) error {
 		}
 		x := []int{g.N, g.C, g.H, g.W}
 		y := []int{g.N, g.C, g.OH, g.OW}
+		if s.Kernel == KMaxPool2DBwd {
+			if err := checkAct(s.Attr); err != nil {
+				return err
+			}
+		} else if s.Attr.Act != "" {
+			return fmt.Errorf("activation %q on a %s step: only maxpool2d_bwd applies one", s.Attr.Act, s.Kernel)
+		}
 		switch s.Kernel {
 		case KMaxPool2DBwd:
 			return first(is("x", in[0], x), is("y", in[1], y), is("dy", in[2], y), is("dx", out[0], x))

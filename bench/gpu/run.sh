@@ -124,8 +124,8 @@ seq = []
 for r in rows[1:]:
     try: seq.append((r[ki][:70], float(r[vi].replace(',', ''))))
     except ValueError: pass
-# one inference starts with the first convolution's kernel
-starts = [i for i, (k, _) in enumerate(seq) if k.startswith('mlb000_')]
+# one inference starts with the first convolution's kernel (direct)
+starts = [i for i, (k, _) in enumerate(seq) if 'conv_direct' in k]
 if len(starts) >= 2:
     one = seq[starts[0]:starts[1]]
     print(f"one inference: {len(one)} kernels, {sum(v for _, v in one)/1e3:.1f} us of kernels")

@@ -202,11 +202,13 @@ func TestCompileTrainEvalPredict(t *testing.T) {
 
 // mnistBinaryBudget is the most bytes the program of models/mnist.cue may
 // take (for linux/amd64, as the smoke test builds it): 2,916,478 at
-// 96f696e with Go 1.26.8, and some room for another Go. Issue 16 asks for
+// 96f696e with Go 1.26.8, 2,982,014 with the CPU's Winograd kernels,
+// 3,010,686 with SGEMM's in-place small-product kernels (d0368ad), and
+// some room for another Go. Issue 16 asks for
 // 2 MB; docs/architecture.md (Where the bytes go) says where they go. The
 // budget catches a reader or a heavy package slipping back into every
 // program.
-const mnistBinaryBudget = 3_000_000
+const mnistBinaryBudget = 3_050_000
 
 // checkMNISTBinary checks the size of the program of models/mnist.cue and
 // what it links: the function names that a stripped Go binary keeps for

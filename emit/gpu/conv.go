@@ -161,6 +161,9 @@ func (l *lowering) conv(st *planner.Step, bwd bool) error {
 	if a.Conv == nil {
 		return fmt.Errorf("convolution without Attr.Conv")
 	}
+	if a.Pool != nil && bwd {
+		return fmt.Errorf("a backward convolution with an epilogue pool (a planner bug: only inference plans pool)")
+	}
 	if wa := WinogradByMethod(a.Method); wa != nil {
 		return l.winograd(st, bwd, wa)
 	}
@@ -169,6 +172,9 @@ func (l *lowering) conv(st *planner.Step, bwd bool) error {
 			return l.convDirectBwd(st)
 		}
 		return l.convDirect(st)
+	}
+	if _, err := epiloguePool(a); err != nil {
+		return err
 	}
 	g := normConv(*a.Conv)
 	if g.C%g.Groups != 0 || g.OC%g.Groups != 0 {

@@ -2,6 +2,7 @@ package gpu
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/mlbuild/mlbuild/planner"
 )
@@ -9,7 +10,7 @@ import (
 // Direct convolution: the "direct" forward method of a GPU target for
 // layers whose window holds few values (C/G·KH·KW ≤ DirectMaxTaps, the
 // first layer of an image model: 1·5·5 for MNIST). One thread computes
-// the outputs of up to 8 channels at up to 4 neighbouring pixels of a row,
+// the outputs of up to 8 channels at up to 2 neighbouring pixels of a row,
 // y = act(b + Σ W·x) over each window, straight from x: no im2col
 // columns, no GEMM whose inner dimension would be 25, no epilogue pass.
 // The windows' inputs are loaded once for all the thread's channels (one
@@ -46,76 +47,120 @@ func directChannels(ocg int) int {
 }
 
 // directPixels is how many neighbouring pixels of a row one thread
-// computes: 4 on rows of 8 pixels or more, else 2 or 1. Each weight a
-// thread loads then feeds that many products: one pixel a thread spent
-// 200 warp-wide weight loads on 200 products, and the load units, not the
-// arithmetic, bounded the kernel (30 µs for the first layer of
-// models/mnist.cue on an H100).
+// computes: 2 where the row has them. Each weight a thread loads then
+// feeds two products. For the first layer of models/mnist.cue on an H100
+// (ncu, side by side): 1 pixel a thread 30.2 µs, 2 pixels 22.4 µs, 4
+// pixels 24.7 µs (64 registers a thread against 48: fewer warps in
+// flight).
 func directPixels(ow int) int {
-	switch {
-	case ow >= 8:
-		return 4
-	case ow >= 2:
-		return 2
-	}
-	return 1
+	return min(2, max(ow, 1))
 }
 
 // convDirectKernel computes y [N, OC, OH, OW] from x [N, C, H, W], W [OC,
 // C/G, KH, KW] and the bias, one thread per directPixels pixels of a row
 // and directChannels output channels.
-func convDirectKernel(g planner.ConvGeom, hasBias bool, act string, alpha float32) (*Kernel, error) {
+//
+// With a pool (a max pool of window = stride, no padding, over this
+// convolution's output: PoolEpilogue), y is the pool's output [N, OC,
+// pool.OH, pool.OW]: each of a thread's directPoolPixels pixels is the
+// maximum of a window of the convolution's outputs, which the thread
+// computes in registers, and act is applied to the maximum (the epilogue's
+// activations do not decrease, so act of the maximum is the maximum of
+// act, for a quarter of the work with 2×2 windows).
+func convDirectKernel(g planner.ConvGeom, pool *planner.ConvGeom, hasBias bool, act string, alpha float32) (*Kernel, error) {
 	cg, ocg := g.C/g.Groups, g.OC/g.Groups
-	ob, px := directChannels(ocg), directPixels(g.OW)
-	runs := ceilDiv(g.OW, px)
-	n := g.N * g.OC / ob * g.OH * runs
-	params := []Param{in("x", g.N*g.C*g.H*g.W), in("w", g.OC*cg*g.KH*g.KW), out("y", g.N*g.OC*g.OH*g.OW)}
+	ob := directChannels(ocg)
+	// The thread computes px pixels of a row of y, each the maximum of a
+	// wr×wc window of the convolution's outputs (1×1 without a pool).
+	oh, ow, px, wr, wc := g.OH, g.OW, directPixels(g.OW), 1, 1
+	if pool != nil {
+		oh, ow, px, wr, wc = pool.OH, pool.OW, directPoolPixels(*pool), pool.KH, pool.KW
+	}
+	convCols := px * wc // the convolution's outputs a window row of the thread spans
+	runs := ceilDiv(ow, px)
+	n := g.N * g.OC / ob * oh * runs
+	params := []Param{in("x", g.N*g.C*g.H*g.W), in("w", g.OC*cg*g.KH*g.KW), out("y", g.N*g.OC*oh*ow)}
 	if hasBias {
 		params = append(params, in("b", g.OC))
 	}
-	shape := []int{g.N, g.OC / ob, g.OH, runs}
+	shape := []int{g.N, g.OC / ob, oh, runs}
 	taps := cg * g.KH * g.KW
-	// The columns of input the run's windows cover.
-	cols := (px-1)*g.SW + (g.KW-1)*g.DW + 1
-	xv := func(c, kh, col int) string { return fmt.Sprintf("x%d_%d_%d", c, kh, col) }
+	// The rows of input the windows cover, as offsets from h0 in order,
+	// and the columns.
+	rowAt := map[int]int{}
+	var rows []int
+	for r := range wr {
+		for kh := range g.KH {
+			if off := r*g.SH + kh*g.DH; !slices.Contains(rows, off) {
+				rows = append(rows, off)
+			}
+		}
+	}
+	slices.Sort(rows)
+	for i, off := range rows {
+		rowAt[off] = i
+	}
+	cols := (convCols-1)*g.SW + (g.KW-1)*g.DW + 1
+	xv := func(c, row, col int) string { return fmt.Sprintf("x%d_%d_%d", c, row, col) }
 	var err error
 	doc := fmt.Sprintf("direct convolution of [%d,%d,%d,%d] with a %dx%d window, %d output channels and %d pixels a thread, bias + %q",
 		g.N, g.C, g.H, g.W, g.KH, g.KW, ob, px, act)
+	if pool != nil {
+		doc = fmt.Sprintf("direct convolution of [%d,%d,%d,%d] with a %dx%d window and a %dx%d max pool, %d output channels and %d pooled pixels a thread, bias + %q",
+			g.N, g.C, g.H, g.W, g.KH, g.KW, wr, wc, ob, px, act)
+	}
 	k := elementwise(doc, n, params,
 		func(i Expr) []Stmt {
 			s := []Stmt{
 				let("img", Int, coord(i, shape, 0)),
 				let("o0", Int, mul(coord(i, shape, 1), i32(ob))),
-				let("oh", Int, coord(i, shape, 2)),
-				let("ow", Int, mul(coord(i, shape, 3), i32(px))),
+			}
+			if pool == nil {
+				s = append(s,
+					let("oh", Int, coord(i, shape, 2)),
+					let("ow", Int, mul(coord(i, shape, 3), i32(px))))
+			} else {
+				s = append(s,
+					let("ph", Int, coord(i, shape, 2)),
+					let("pw", Int, mul(coord(i, shape, 3), i32(px))),
+					let("oh", Int, mul(vr("ph"), i32(pool.SH))),
+					let("ow", Int, mul(vr("pw"), i32(pool.SW))))
+			}
+			s = append(s,
 				let("h0", Int, sub(mul(vr("oh"), i32(g.SH)), i32(g.PH))),
 				let("w0", Int, sub(mul(vr("ow"), i32(g.SW)), i32(g.PW))),
 				let("xb", Int, mul(add(mul(vr("img"), i32(g.C)), mul(div(vr("o0"), i32(ocg)), i32(cg))), i32(g.H*g.W))),
-			}
+			)
 			// The windows' inputs, loaded once.
 			for c := range cg {
-				for kh := range g.KH {
-					hh := add(vr("h0"), i32(kh*g.DH))
+				for row, off := range rows {
+					hh := add(vr("h0"), i32(off))
 					for col := range cols {
 						ww := add(vr("w0"), i32(col))
 						inside := and(ge(hh, i32(0)), lt(hh, i32(g.H)), ge(ww, i32(0)), lt(ww, i32(g.W)))
-						s = append(s, let(xv(c, kh, col), Float,
+						s = append(s, let(xv(c, row, col), Float,
 							sel(inside, load("x", add(vr("xb"), add(i32(c*g.H*g.W), add(mul(hh, i32(g.W)), ww)))), flt(0))))
 					}
 				}
 			}
-			s = append(s, let("yb", Int, add(mul(add(mul(vr("img"), i32(g.OC)), vr("o0")), i32(g.OH*g.OW)), add(mul(vr("oh"), i32(g.OW)), vr("ow")))))
+			if pool == nil {
+				s = append(s, let("yb", Int, add(mul(add(mul(vr("img"), i32(g.OC)), vr("o0")), i32(oh*ow)), add(mul(vr("oh"), i32(ow)), vr("ow")))))
+			} else {
+				s = append(s, let("yb", Int, add(mul(add(mul(vr("img"), i32(g.OC)), vr("o0")), i32(oh*ow)), add(mul(vr("ph"), i32(ow)), vr("pw")))))
+			}
+			// Accumulator q of a channel is the convolution's output at
+			// row q / convCols of the windows and column q % convCols.
 			for j := range ob {
 				o := add(vr("o0"), i32(j))
 				wb := fmt.Sprintf("wb%d", j)
-				acc := func(p int) string { return fmt.Sprintf("acc%d_%d", j, p) }
+				acc := func(q int) string { return fmt.Sprintf("acc%d_%d", j, q) }
 				var init Expr = flt(0)
 				if hasBias {
 					s = append(s, let(fmt.Sprintf("b%d", j), Float, load("b", o)))
 					init = vr(fmt.Sprintf("b%d", j))
 				}
-				for p := range px {
-					s = append(s, let(acc(p), Float, init))
+				for q := range wr * convCols {
+					s = append(s, let(acc(q), Float, init))
 				}
 				s = append(s, let(wb, Int, mul(o, i32(taps))))
 				for c := range cg {
@@ -124,18 +169,35 @@ func convDirectKernel(g planner.ConvGeom, hasBias bool, act string, alpha float3
 							t := (c*g.KH+kh)*g.KW + kw
 							wv := fmt.Sprintf("w%d_%d", j, t)
 							s = append(s, let(wv, Float, load("w", add(vr(wb), i32(t)))))
-							for p := range px {
-								s = append(s, set(acc(p), add(vr(acc(p)), mul(vr(wv), vr(xv(c, kh, p*g.SW+kw*g.DW))))))
+							for r := range wr {
+								row := rowAt[r*g.SH+kh*g.DH]
+								for p := range convCols {
+									q := r*convCols + p
+									s = append(s, set(acc(q), add(vr(acc(q)), mul(vr(wv), vr(xv(c, row, p*g.SW+kw*g.DW))))))
+								}
 							}
 						}
 					}
 				}
 				for p := range px {
+					// the pixel's window: the maximum of its accumulators
+					var v Expr = vr(acc(p * wc))
+					for r := range wr {
+						for cc := range wc {
+							if q := r*convCols + p*wc + cc; q != p*wc {
+								v = call(FnMax, v, vr(acc(q)))
+							}
+						}
+					}
 					var e Expr
-					e, err = actExpr(act, alpha, vr(acc(p)))
-					st := store("y", add(vr("yb"), i32(j*g.OH*g.OW+p)), e)
-					if g.OW%px != 0 && p > 0 {
-						st = when(lt(add(vr("ow"), i32(p)), i32(g.OW)), st)
+					e, err = actExpr(act, alpha, v)
+					st := store("y", add(vr("yb"), i32(j*oh*ow+p)), e)
+					first := "ow"
+					if pool != nil {
+						first = "pw"
+					}
+					if ow%px != 0 && p > 0 {
+						st = when(lt(add(vr(first), i32(p)), i32(ow)), st)
 					}
 					s = append(s, st)
 				}
@@ -145,7 +207,17 @@ func convDirectKernel(g planner.ConvGeom, hasBias bool, act string, alpha float3
 	return k, err
 }
 
-// convDirect lowers a forward convolution step whose method is direct.
+// directPoolPixels is how many neighbouring pixels of a row of a pool's
+// output one thread of a pooled direct convolution computes: as many as
+// keep its convolution outputs within directPixels' (2 a thread measured
+// fastest unpooled: more outputs took more registers and fewer warps ran),
+// and at least one, a whole window (4 outputs for 2×2).
+func directPoolPixels(pool planner.ConvGeom) int {
+	return max(1, directPixels(pool.OW)/(pool.KH*pool.KW))
+}
+
+// convDirect lowers a forward convolution step whose method is direct,
+// with its epilogue pool if it has one.
 func (l *lowering) convDirect(st *planner.Step) error {
 	a := st.Attr
 	g := normConv(*a.Conv)
@@ -155,8 +227,12 @@ func (l *lowering) convDirect(st *planner.Step) error {
 	if err := l.operands(st, 3, 2); err != nil {
 		return err
 	}
+	pool, err := epiloguePool(a)
+	if err != nil {
+		return err
+	}
 	x, w, b, y := st.In[0], st.In[1], st.In[2], st.Out[0]
-	k, err := convDirectKernel(g, present(b), a.Act, float32(a.Alpha))
+	k, err := convDirectKernel(g, pool, present(b), a.Act, float32(a.Alpha))
 	ops := []operand{whole(x), whole(w), whole(y)}
 	if present(b) {
 		ops = append(ops, whole(b))
@@ -164,37 +240,24 @@ func (l *lowering) convDirect(st *planner.Step) error {
 	return l.launch("conv_direct", k, err, ops...)
 }
 
-// directBwdTG is the threads of a direct weight-gradient block.
-const directBwdTG = 64
-
-// directBwdChannels is how many output channels one block of the direct
-// weight gradient sums for: the largest divisor of a group's channels up
-// to 4 whose sums (taps+1 each, per thread, and 8 parts each) fit a block's 32 KiB of
-// shared memory. The channels share the window's loads: one channel a
-// block loaded 25 inputs, dy and y for 26 products, and the load units
-// bounded the kernel (47 µs for the first layer of models/mnist.cue on an
-// H100).
-func directBwdChannels(g planner.ConvGeom) int {
-	taps := g.C / g.Groups * g.KH * g.KW
-	ocg := g.OC / g.Groups
-	for d := min(4, ocg); d > 1; d-- {
-		if ocg%d == 0 && (taps+1)*d*(directBwdTG+8)*4 <= 32<<10 {
-			return d
-		}
-	}
-	return 1
+// directBwdRun is how many neighbouring outputs of a row one iteration of
+// the direct weight gradient covers: the row cut into runs of at most 8.
+// A run's windows overlap, so each input is loaded once for all the taps
+// that read it: one output an iteration loaded 25 inputs, dy and y for 26
+// products and spent 57 µs on the first layer of models/mnist.cue on an
+// H100 (ncu), bound by instruction issue, not by memory.
+func directBwdRun(ow int) int {
+	return ceilDiv(ow, ceilDiv(ow, 8))
 }
 
-// directBwdChunks is how many thread blocks share one channel group's
-// sums in the direct weight gradient: about 1024 blocks in all, at most
-// 128 a group (the sum kernel adds them one by one).
+// directBwdChunks is how many thread blocks share one output channel's
+// sums in the direct weight gradient: about 1024 blocks in all.
 func directBwdChunks(g planner.ConvGeom) int {
-	groups := g.OC / directBwdChannels(g)
-	return max(1, min(ceilDiv(1024, groups), ceilDiv(g.N*g.OH*g.OW, 4*directBwdTG), 128))
+	return max(1, min(ceilDiv(1024, g.OC), ceilDiv(g.N*g.OH*g.OW, 1024)))
 }
 
 // DirectBwdScratch is the scratch, in float32s, of the direct weight
-// gradient: each block's partial sums of its channels' taps and biases.
+// gradient: each block's partial sums of its channel's taps and bias.
 func DirectBwdScratch(g planner.ConvGeom) int {
 	g = normConv(g)
 	return directBwdChunks(g) * g.OC * (g.C/g.Groups*g.KH*g.KW + 1)
@@ -202,44 +265,48 @@ func DirectBwdScratch(g planner.ConvGeom) int {
 
 // convDirectBwdKernel computes the weight and bias gradients of a direct
 // convolution that has no dx (the model input's layer) in one pass over
-// dy: block (channel group, chunk) walks its chunk of the batch's pixels,
-// applies the activation's derivative to dy (from y), and sums dz·x for
-// each of the window's taps and dz for the bias, for each of its
-// directBwdChannels channels, in registers; the block's sums go to partial
+// dy: block (o, chunk) walks its chunk of the batch's runs of outputs
+// (directBwdRun neighbours in a row), applies the activation's derivative
+// to dy (from y), and sums dz·x for each of the window's taps and dz for
+// the bias, in registers; the block's sums go to partial
 // [chunks][OC][taps+1]. It replaces im2col, the gather of dy into rows,
 // the bias gradient's pass and a GEMM with 25 outputs a channel.
 func convDirectBwdKernel(g planner.ConvGeom, act string, alpha float32) (*Kernel, error) {
 	cg, ocg := g.C/g.Groups, g.OC/g.Groups
 	taps := cg * g.KH * g.KW
-	ob := directBwdChannels(g)
 	chunks := directBwdChunks(g)
-	pix, ohw := g.N*g.OH*g.OW, g.OH*g.OW
-	chunkLen := ceilDiv(pix, chunks)
-	const tg = directBwdTG
-	sums := (taps + 1) * ob // a thread's accumulators
+	run := directBwdRun(g.OW)
+	runsRow := ceilDiv(g.OW, run)
+	runs, ohw := g.N*g.OH*runsRow, g.OH*g.OW
+	chunkLen := ceilDiv(runs, chunks)
+	// The input columns a run's windows cover.
+	cols := (run-1)*g.SW + (g.KW-1)*g.DW + 1
+	// 128 threads: the shared sums of a 32-value window (33 × 128 floats)
+	// stay within any GPU's 32 KiB of threadgroup memory.
+	const tg = 128
 	params := []Param{in("x", g.N*g.C*g.H*g.W), in("dy", g.N*g.OC*ohw)}
 	if act != "" {
 		params = append(params, in("y", g.N*g.OC*ohw))
 	}
 	params = append(params, out("partial", chunks*g.OC*(taps+1)))
-	acc := func(j, t int) string { return fmt.Sprintf("acc%d_%d", j, t) }
-	body := []Stmt{Shared{"sh", sums * tg}, Shared{"sh2", sums * 8},
-		let("o0", Int, mul(div(tgidE, i32(chunks)), i32(ob))),
+	body := []Stmt{Shared{"sh", (taps + 1) * tg}, Shared{"sh2", (taps + 1) * 8},
+		let("o", Int, div(tgidE, i32(chunks))),
 		let("ch", Int, rem(tgidE, i32(chunks))),
-		let("xc", Int, mul(div(vr("o0"), i32(ocg)), i32(cg))),
+		let("xc", Int, mul(div(vr("o"), i32(ocg)), i32(cg))),
 	}
-	for j := range ob {
-		for t := 0; t <= taps; t++ {
-			body = append(body, let(acc(j, t), Float, flt(0)))
-		}
+	for t := 0; t <= taps; t++ {
+		body = append(body, let(fmt.Sprintf("acc%d", t), Float, flt(0)))
 	}
+	// Run q is (img, oh, ow0): its outputs ow0 … ow0+run-1, those past the
+	// row's end counting as dz = 0.
 	step := []Stmt{
-		let("img", Int, div(vr("p"), i32(ohw))),
-		let("r", Int, rem(vr("p"), i32(ohw))),
-		let("yi", Int, add(mul(add(mul(vr("img"), i32(g.OC)), vr("o0")), i32(ohw)), vr("r"))),
+		let("img", Int, div(vr("q"), i32(g.OH*runsRow))),
+		let("oh", Int, rem(div(vr("q"), i32(runsRow)), i32(g.OH))),
+		let("ow0", Int, mul(rem(vr("q"), i32(runsRow)), i32(run))),
+		let("yi", Int, add(mul(add(mul(vr("img"), i32(g.OC)), vr("o")), i32(ohw)), add(mul(vr("oh"), i32(g.OW)), vr("ow0")))),
 	}
-	for j := range ob {
-		yi := add(vr("yi"), i32(j*ohw))
+	for j := range run {
+		yi := add(vr("yi"), i32(j))
 		dz := Expr(load("dy", yi))
 		if act != "" {
 			d, err := actGradFromY(act, alpha, load("y", yi))
@@ -248,62 +315,69 @@ func convDirectBwdKernel(g planner.ConvGeom, act string, alpha float32) (*Kernel
 			}
 			dz = mul(dz, d)
 		}
+		if g.OW%run != 0 && j > 0 {
+			dz = sel(lt(add(vr("ow0"), i32(j)), i32(g.OW)), dz, flt(0))
+		}
 		step = append(step, let(fmt.Sprintf("dz%d", j), Float, dz))
 	}
 	step = append(step,
-		let("h0", Int, sub(mul(div(vr("r"), i32(g.OW)), i32(g.SH)), i32(g.PH))),
-		let("w0", Int, sub(mul(rem(vr("r"), i32(g.OW)), i32(g.SW)), i32(g.PW))),
+		let("h0", Int, sub(mul(vr("oh"), i32(g.SH)), i32(g.PH))),
+		let("w0", Int, sub(mul(vr("ow0"), i32(g.SW)), i32(g.PW))),
 		let("xb", Int, mul(add(mul(vr("img"), i32(g.C)), vr("xc")), i32(g.H*g.W))))
 	for c := range cg {
 		for kh := range g.KH {
 			hh := add(vr("h0"), i32(kh*g.DH))
-			for kw := range g.KW {
-				ww := add(vr("w0"), i32(kw*g.DW))
+			// Each input of the row once, then the products that read it.
+			for col := range cols {
+				ww := add(vr("w0"), i32(col))
 				inside := and(ge(hh, i32(0)), lt(hh, i32(g.H)), ge(ww, i32(0)), lt(ww, i32(g.W)))
-				t := (c*g.KH+kh)*g.KW + kw
-				xv := fmt.Sprintf("x%d", t)
-				step = append(step, let(xv, Float, sel(inside, load("x", add(vr("xb"), add(i32(c*g.H*g.W), add(mul(hh, i32(g.W)), ww)))), flt(0))))
-				for j := range ob {
-					step = append(step, set(acc(j, t), add(vr(acc(j, t)), mul(vr(fmt.Sprintf("dz%d", j)), vr(xv)))))
+				xv := fmt.Sprintf("x%d_%d_%d", c, kh, col)
+				step = append(step, let(xv, Float, sel(inside,
+					load("x", add(vr("xb"), add(i32(c*g.H*g.W), add(mul(hh, i32(g.W)), ww)))), flt(0))))
+				for kw := range g.KW {
+					// output j reads column j·SW + kw·DW with tap kw
+					d := col - kw*g.DW
+					if d < 0 || d%g.SW != 0 || d/g.SW >= run {
+						continue
+					}
+					j := d / g.SW
+					acc := fmt.Sprintf("acc%d", (c*g.KH+kh)*g.KW+kw)
+					step = append(step, set(acc, add(vr(acc), mul(vr(fmt.Sprintf("dz%d", j)), vr(xv)))))
 				}
 			}
 		}
 	}
-	for j := range ob {
-		step = append(step, set(acc(j, taps), add(vr(acc(j, taps)), vr(fmt.Sprintf("dz%d", j)))))
+	for j := range run {
+		step = append(step, set(fmt.Sprintf("acc%d", taps), add(vr(fmt.Sprintf("acc%d", taps)), vr(fmt.Sprintf("dz%d", j)))))
 	}
 	body = append(body, For{"j", lidE, i32(chunkLen), i32(tg), []Stmt{
-		let("p", Int, add(mul(vr("ch"), i32(chunkLen)), vr("j"))),
-		when(lt(vr("p"), i32(pix)), step...),
+		let("q", Int, add(mul(vr("ch"), i32(chunkLen)), vr("j"))),
+		when(lt(vr("q"), i32(runs)), step...),
 	}})
 	// The block's sums: every thread's accumulators into shared memory, one
-	// barrier, then 8 parts a sum of tg/8 values each (strided over the
-	// threads: there are more parts than threads) and one thread a sum
-	// the 8 results (a tree per accumulator cost 26 × 8 barriers a block).
-	for j := range ob {
-		for t := 0; t <= taps; t++ {
-			body = append(body, store("sh", add(i32((j*(taps+1)+t)*tg), lidE), vr(acc(j, t))))
-		}
+	// barrier, then 8 parts a sum of 16 values each (strided over the
+	// threads: there are more parts than threads) and one thread the 8
+	// results (a tree per accumulator cost 26 × 8 barriers a block).
+	for t := 0; t <= taps; t++ {
+		body = append(body, store("sh", add(i32(t*tg), lidE), vr(fmt.Sprintf("acc%d", t))))
 	}
 	const parts = 8
 	body = append(body, Barrier{},
-		strided("k", sums*parts, tg,
+		strided("k", (taps+1)*parts, tg,
 			let("st", Int, div(vr("k"), i32(parts))),
 			let("sb", Int, add(mul(vr("st"), i32(tg)), mul(rem(vr("k"), i32(parts)), i32(tg/parts)))),
 			let("ps", Float, flt(0)),
 			loop("q", 0, tg/parts, 1, set("ps", add(vr("ps"), load("sh", add(vr("sb"), vr("q")))))),
 			store("sh2", vr("k"), vr("ps"))),
 		Barrier{},
-		strided("k", sums, tg,
+		when(lt(lidE, i32(taps+1)),
 			let("tot", Float, flt(0)),
-			loop("q", 0, parts, 1, set("tot", add(vr("tot"), load("sh2", add(mul(vr("k"), i32(parts)), vr("q")))))),
-			// sum k is tap k % (taps+1) of channel o0 + k / (taps+1), whose
-			// (taps+1) sums follow each other in partial.
-			store("partial", add(mul(add(mul(vr("ch"), i32(g.OC)), vr("o0")), i32(taps+1)), vr("k")), vr("tot"))))
+			loop("q", 0, parts, 1, set("tot", add(vr("tot"), load("sh2", add(mul(lidE, i32(parts)), vr("q")))))),
+			store("partial", add(mul(add(mul(vr("ch"), i32(g.OC)), vr("o")), i32(taps+1)), lidE), vr("tot"))))
 	return &Kernel{
-		Doc: fmt.Sprintf("direct weight and bias gradients of a %dx%d window over [%d,%d,%d,%d], %d channels a block, %d blocks a channel group",
-			g.KH, g.KW, g.N, g.C, g.H, g.W, ob, chunks),
-		Params: params, Threadgroup: tg, Groups: g.OC / ob * chunks, Body: body,
+		Doc: fmt.Sprintf("direct weight and bias gradients of a %dx%d window over [%d,%d,%d,%d], runs of %d outputs, %d blocks a channel",
+			g.KH, g.KW, g.N, g.C, g.H, g.W, run, chunks),
+		Params: params, Threadgroup: tg, Groups: g.OC * chunks, Body: body,
 	}, nil
 }
 

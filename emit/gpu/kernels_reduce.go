@@ -640,7 +640,28 @@ func poolKernel(g planner.ConvGeom, maxPool bool) *Kernel {
 // max pooling re-finds each covering window's first maximum from x and
 // takes its dy when that is this pixel; average pooling takes dy/(KH·KW)
 // from every covering window.
-func poolBwdKernel(g planner.ConvGeom, maxPool bool) *Kernel {
+// maxPoolBwdKernel is a max pool's backward: maxPoolBwdTiledKernel where
+// the windows tile the input, else poolBwdKernel; with act, dx is also
+// multiplied by act's derivative taken from x (Attr.Act of the step:
+// planner's fuse_act_bwd.go).
+func maxPoolBwdKernel(g planner.ConvGeom, act string, alpha float32) (*Kernel, error) {
+	var d func(x Expr) Expr
+	if act != "" {
+		if _, err := actGradFromY(act, alpha, flt(1)); err != nil {
+			return nil, err
+		}
+		d = func(x Expr) Expr { e, _ := actGradFromY(act, alpha, x); return e }
+	}
+	if poolTiles(g) {
+		return maxPoolBwdTiledKernel(g, d), nil
+	}
+	return poolBwdKernel(g, true, d), nil
+}
+
+// poolBwdKernel is a max (maxPool) or average pool's backward, one thread
+// per input pixel summing the windows that cover it; a max pool's dx is
+// multiplied by d(x) when d is not nil.
+func poolBwdKernel(g planner.ConvGeom, maxPool bool, d func(x Expr) Expr) *Kernel {
 	ohw := g.OH * g.OW
 	n := g.N * g.C * g.H * g.W
 	params := []Param{in("dy", g.N*g.C*ohw), out("dx", n)}
@@ -665,6 +686,9 @@ func poolBwdKernel(g planner.ConvGeom, maxPool bool) *Kernel {
 			} else {
 				s = append(s, tapsCovering(g, set("acc", add(vr("acc"), mul(dy, flt(1/float32(g.KH*g.KW))))))...)
 			}
+			if maxPool && d != nil {
+				return append(s, store("dx", i, mul(vr("acc"), d(load("x", i)))))
+			}
 			return append(s, store("dx", i, vr("acc")))
 		})
 }
@@ -683,14 +707,19 @@ func poolTiles(g planner.ConvGeom) bool {
 // first maximum in x, as poolBwdKernel does, and writes the window's dy
 // there and zero at every other pixel of the window. Each pixel belongs to
 // one window, so every dx element is written once, and x is read once
-// instead of once per covering window and pixel.
-func maxPoolBwdTiledKernel(g planner.ConvGeom) *Kernel {
+// instead of once per covering window and pixel. With d, the window's
+// dy is multiplied by d(its maximum).
+func maxPoolBwdTiledKernel(g planner.ConvGeom, d func(x Expr) Expr) *Kernel {
 	ohw := g.OH * g.OW
 	n := g.N * g.C * ohw
 	hw := g.H * g.W
 	tap := func(body ...Stmt) Stmt {
 		return loop("qh", 0, g.KH, 1, loop("qw", 0, g.KW, 1,
 			append([]Stmt{let("xi", Int, add(vr("base"), add(mul(vr("qh"), i32(g.W)), vr("qw"))))}, body...)...))
+	}
+	gd := func(dy Expr) Expr { return dy }
+	if d != nil {
+		gd = func(dy Expr) Expr { return mul(dy, d(vr("best"))) }
 	}
 	return elementwise(fmt.Sprintf("max pool backward [%d,%d,%d,%d] <- %dx%d, one thread per %dx%d window", g.N, g.C, g.H, g.W, g.OH, g.OW, g.KH, g.KW), n,
 		[]Param{in("x", g.N*g.C*hw), in("dy", n), out("dx", g.N*g.C*hw)}, func(i Expr) []Stmt {
@@ -703,7 +732,7 @@ func maxPoolBwdTiledKernel(g planner.ConvGeom) *Kernel {
 				tap(let("xv", Float, load("x", vr("xi"))),
 					when(Binary{OpOr, lt(vr("arg"), i32(0)), gt(vr("xv"), vr("best"))},
 						set("best", vr("xv")), set("arg", vr("xi")))),
-				let("g", Float, load("dy", i)),
+				let("g", Float, gd(load("dy", i))),
 				tap(store("dx", vr("xi"), sel(eq(vr("xi"), vr("arg")), vr("g"), flt(0)))),
 			}
 		})

@@ -247,7 +247,24 @@ func kernelCases(t *testing.T) []gpuCase {
 		cpu.AvgPool2DBwd(dy, dxavg, cg)
 		addCase(gpuCase{name: "maxpool", k: poolKernel(pg, true), in: [][]float32{x, zeros(on)}, want: map[int][]float32{1: ymax}})
 		addCase(gpuCase{name: "avgpool", k: poolKernel(pg, false), in: [][]float32{x, zeros(on)}, want: map[int][]float32{1: yavg}})
-		addCase(gpuCase{name: "maxpool_bwd", k: poolBwdKernel(pg, true), in: [][]float32{x, dy, zeros(n)}, want: map[int][]float32{2: dxmax}})
+		addCase(gpuCase{name: "maxpool_bwd", k: poolBwdKernel(pg, true, nil), in: [][]float32{x, dy, zeros(n)}, want: map[int][]float32{2: dxmax}})
+		// With its input's activation derivative (fuse_act_bwd.go): x as
+		// a relu's or a sigmoid's output, zeros and ties among them.
+		for _, tc := range []struct {
+			act string
+			ca  cpu.Act
+			x   []float32
+		}{{"relu", cpu.ActReLU, reluOf(x)}, {"sigmoid", cpu.ActSigmoid, randVec(r, n, 0.05, 0.95)}} {
+			ya, dxa := zeros(on), zeros(n)
+			cpu.MaxPool2DFwd(tc.x, ya, cg)
+			cpu.MaxPool2DBwd(tc.x, ya, dy, dxa, cg)
+			cpu.ActBwd(tc.x, dxa, tc.ca, 0)
+			k, err := maxPoolBwdKernel(pg, tc.act, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			addCase(gpuCase{name: "maxpool_bwd_" + tc.act, k: k, in: [][]float32{tc.x, dy, randVec(r, n, 3, 4)}, want: map[int][]float32{2: dxa}})
+		}
 		if poolTiles(pg) {
 			xt := append([]float32(nil), x...)
 			xt[0] = xt[1] // a tie inside one window
@@ -255,9 +272,9 @@ func kernelCases(t *testing.T) []gpuCase {
 			cpu.MaxPool2DFwd(xt, yt, cg)
 			cpu.MaxPool2DBwd(xt, yt, dy, dxt, cg)
 			// dx starts as garbage: every element must be written.
-			addCase(gpuCase{name: "maxpool_bwd_tiled", k: maxPoolBwdTiledKernel(pg), in: [][]float32{xt, dy, randVec(r, n, 3, 4)}, want: map[int][]float32{2: dxt}})
+			addCase(gpuCase{name: "maxpool_bwd_tiled", k: maxPoolBwdTiledKernel(pg, nil), in: [][]float32{xt, dy, randVec(r, n, 3, 4)}, want: map[int][]float32{2: dxt}})
 		}
-		addCase(gpuCase{name: "avgpool_bwd", k: poolBwdKernel(pg, false), in: [][]float32{dy, zeros(n)}, want: map[int][]float32{1: dxavg}})
+		addCase(gpuCase{name: "avgpool_bwd", k: poolBwdKernel(pg, false, nil), in: [][]float32{dy, zeros(n)}, want: map[int][]float32{1: dxavg}})
 	}
 	{
 		planes, spatial := 2*5, 13
@@ -549,4 +566,13 @@ func TestKernelsOnCPU(t *testing.T) {
 			checkCases(t, d, cases, runCases(t, d, cases))
 		})
 	}
+}
+
+// reluOf is max(x, 0) elementwise: a relu's output, with many zeros.
+func reluOf(x []float32) []float32 {
+	y := make([]float32, len(x))
+	for i, v := range x {
+		y[i] = max(v, 0)
+	}
+	return y
 }

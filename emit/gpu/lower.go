@@ -337,6 +337,13 @@ func (l *lowering) lowerStep(st *planner.Step, training bool) error {
 	case planner.KConv2D:
 		return l.conv(st, false)
 	case planner.KConv2DBwd:
+		if a.ActApplied {
+			// dy carries the activation's derivative (the max pool's
+			// backward applied it): lower the step without one.
+			plain := *st
+			plain.Attr.Act, plain.Attr.Alpha, plain.Attr.ActApplied = "", 0, false
+			return l.conv(&plain, true)
+		}
 		return l.conv(st, true)
 	case planner.KMaxPool2D, planner.KAvgPool2D:
 		if err := l.operands(st, 1, 1); err != nil || a.Conv == nil {
@@ -347,16 +354,13 @@ func (l *lowering) lowerStep(st *planner.Step, training bool) error {
 		if err := l.operands(st, 3, 1); err != nil || a.Conv == nil {
 			return fmt.Errorf("max pool backward needs x, y, dy, dx and Attr.Conv (%v)", err)
 		}
-		k := poolBwdKernel(*a.Conv, true)
-		if poolTiles(*a.Conv) {
-			k = maxPoolBwdTiledKernel(*a.Conv)
-		}
-		return l.launch("maxpool2d_bwd", k, nil, whole(st.In[0]), whole(st.In[2]), whole(st.Out[0]))
+		k, err := maxPoolBwdKernel(*a.Conv, a.Act, float32(a.Alpha))
+		return l.launch("maxpool2d_bwd", k, err, whole(st.In[0]), whole(st.In[2]), whole(st.Out[0]))
 	case planner.KAvgPool2DBwd:
 		if err := l.operands(st, 1, 1); err != nil || a.Conv == nil {
 			return fmt.Errorf("average pool backward needs dy, dx and Attr.Conv (%v)", err)
 		}
-		return l.launch("avgpool2d_bwd", poolBwdKernel(*a.Conv, false), nil, whole(st.In[0]), whole(st.Out[0]))
+		return l.launch("avgpool2d_bwd", poolBwdKernel(*a.Conv, false, nil), nil, whole(st.In[0]), whole(st.Out[0]))
 	case planner.KGlobalAvgPool, planner.KGlobalAvgPoolBwd:
 		if err := l.operands(st, 1, 1); err != nil {
 			return err

@@ -352,8 +352,10 @@ func TestLoweredConvMatchesCPU(t *testing.T) {
 	// the first layer of models/mnist.cue in small: 25 taps, more partial
 	// sums than a direct weight-gradient block has threads
 	first := withOutputSize(planner.ConvGeom{N: 6, C: 1, H: 28, W: 28, OC: 5, KH: 5, KW: 5, SH: 1, SW: 1, PH: 2, PW: 2, DH: 1, DW: 1, Groups: 1})
-	// rows of 11 pixels: runs of 4 a thread with a ragged last run
+	// rows of 11 pixels: runs of directPixels a thread with a ragged last run
 	ragged := withOutputSize(planner.ConvGeom{N: 3, C: 2, H: 11, W: 11, OC: 3, KH: 3, KW: 3, SH: 1, SW: 1, PH: 1, PW: 1, DH: 1, DW: 1, Groups: 1})
+	// dilated windows over rows of 13: the weight gradient's runs of 7 and 6
+	dilated := withOutputSize(planner.ConvGeom{N: 2, C: 1, H: 9, W: 13, OC: 2, KH: 3, KW: 3, SH: 1, SW: 1, PH: 2, PW: 2, DH: 2, DW: 2, Groups: 1})
 	cases := []convLayerCase{
 		{name: "rounds_of_2", g: grouped, bias: true, act: "leakyrelu", alpha: 0.1, dx: true,
 			scratch: 2 * convScratchPerImage(grouped), rounds: 3},
@@ -369,6 +371,7 @@ func TestLoweredConvMatchesCPU(t *testing.T) {
 			rounds: 1, fwdDirect: true, bwdDirect: true},
 		{name: "direct_long", g: long, act: "relu", scratch: DirectBwdScratch(long), rounds: 1, fwdDirect: true, bwdDirect: true},
 		{name: "direct_ragged", g: ragged, bias: true, act: "relu", dx: true, scratch: ConvScratch(ragged), rounds: 1, fwdDirect: true},
+		{name: "direct_dilated", g: dilated, bias: true, act: "tanh", scratch: DirectBwdScratch(dilated), rounds: 1, fwdDirect: true, bwdDirect: true},
 		{name: "direct_first", g: first, bias: true, act: "relu", scratch: DirectBwdScratch(first), rounds: 1, fwdDirect: true, bwdDirect: true},
 	}
 	p, bufs := convLayerPlan(cases)

@@ -136,3 +136,9 @@ func actBackward(y, dy []float32, act Act, alpha float32) {
 func sigmoid32(x float32) float32 {
 	return float32(1 / (1 + math.Exp(-float64(x))))
 }
+
+// ActBwd multiplies dy in place by the derivative of act, taken from the
+// activation's output y: a max pool backward that applies its input's
+// activation derivative (planner's fuse_act_bwd.go) is MaxPool2DBwd, then
+// ActBwd with the pool's x.
+func ActBwd(y, dy []float32, act Act, alpha float32) { actBackward(y, dy, act, alpha) }

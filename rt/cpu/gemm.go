@@ -28,7 +28,27 @@ type gemmPath struct {
 	// transpose8 and transpose4, when set, transpose a block of 8 (or 4)
 	// rows × 8 columns; packA uses them for untransposed A.
 	transpose8, transpose4 blockTranspose
+	// direct, when set, are the tiles of the small-product path (see
+	// runSmall), widest first: the first has mr rows, the others the row
+	// counts a remainder of fewer than mr rows is split into, down to 1.
+	direct []directTile
+	// directHalf, when set, are direct tiles of nr/2 columns, for a last
+	// panel that narrow (the 10 classes of an output layer, say), which
+	// the full tiles would compute at half their width or less.
+	directHalf []directTile
 }
+
+// directTile is one small-product register tile of rows×nr.
+type directTile struct {
+	rows   int
+	kernel directKernel
+}
+
+// directKernel computes C[rows×nr] = alpha·A·B + beta·C reading the
+// operands in place: A[r][p] is a[r·aRow+p·aStep] (row-major A, transposed
+// A and a packed panel are all strides of one kernel) and B[p][0:nr] starts
+// at b[p·ldb]. Like gemmKernel it does not read C when beta is zero.
+type directKernel func(k int, a *float32, aRow, aStep int, b *float32, ldb int, c *float32, ldc int, alpha, beta float32)
 
 // blockTranspose writes the transpose of a rows×8 block of src (row stride
 // lds) to dst as 8 rows of rows floats (row stride ldd).
@@ -112,7 +132,9 @@ func (w *gemmArena) fit(p *gemmPath) {
 //
 // It packs panels of A and B into cache-sized blocks, runs a SIMD register
 // tile over them (AVX-512, AVX2+FMA or NEON, chosen once at start-up; pure Go
-// elsewhere) and splits large products over Threads() goroutines. When beta
+// elsewhere) and splits large products over Threads() goroutines; products
+// (or goroutines' blocks) that fit in cache are read in place instead, on
+// the x86 paths (runSmall). When beta
 // is zero C is only written, never read. It panics, naming the argument, when
 // a slice is too short for the sizes and strides given: that is a bug in the
 // caller, never user input.
@@ -137,9 +159,10 @@ func Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int
 	}
 	g := gemmCalls.Get().(*gemmCall)
 	*g = gemmCall{barrier: g.barrier, p: activeGemmPath.Load(), transA: transA, transB: transB, m: m, n: n, k: k, alpha: alpha, a: a, lda: lda, b: b, ldb: ldb, beta: beta, c: c, ldc: ldc}
-	if threads := Threads(); threads > 1 && 2*m*n*k >= gemmParallelMinFlops {
+	switch threads := Threads(); {
+	case threads > 1 && 2*m*n*k >= gemmParallelMinFlops:
 		g.runParallel(threads)
-	} else {
+	default:
 		g.run(0, m, 0, n)
 	}
 	*g = gemmCall{barrier: g.barrier} // drop the references to the caller's slices
@@ -165,9 +188,19 @@ type gemmCall struct {
 }
 
 // run computes rows [i0, i1) and columns [j0, j1) of C on the calling
-// goroutine with the classic five-loop blocking: nc columns of B, kc of the
+// goroutine: a block small enough for gemmSmall in place with runSmall,
+// others with the classic five-loop blocking: nc columns of B, kc of the
 // shared dimension, mc rows of A, then nr×mr register tiles.
 func (g *gemmCall) run(i0, i1, j0, j1 int) {
+	if g.p.direct != nil && gemmSmall(i1-i0, j1-j0, g.k) {
+		g.runSmall(i0, i1, j0, j1)
+		return
+	}
+	g.runPacked(i0, i1, j0, j1)
+}
+
+// runPacked is run's packed blocking.
+func (g *gemmCall) runPacked(i0, i1, j0, j1 int) {
 	p := g.p
 	w := gemmArenas.Get().(*gemmArena)
 	w.fit(p)

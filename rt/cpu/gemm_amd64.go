@@ -13,12 +13,15 @@ func archGemmPaths() []*gemmPath {
 		// 32 KiB) fills L1 and the packed A block (mc·kc, 192 KiB) sits in
 		// L2. On a Zen 4 (1 MiB L2) kc 128 or 384 and mc 96 or 384 measured
 		// no better.
-		paths = append(paths, &gemmPath{name: "avx512", mr: 12, nr: 32, kc: 256, mc: 192, nc: 2048, kernel: sgemmKernel12x32AVX512, transpose8: transpose8x8AVX, transpose4: transpose4x8AVX})
+		paths = append(paths, &gemmPath{name: "avx512", mr: 12, nr: 32, kc: 256, mc: 192, nc: 2048, kernel: sgemmKernel12x32AVX512, transpose8: transpose8x8AVX, transpose4: transpose4x8AVX,
+			direct:     []directTile{{12, sgemmDirect12x32AVX512}, {8, sgemmDirect8x32AVX512}, {4, sgemmDirect4x32AVX512}, {2, sgemmDirect2x32AVX512}, {1, sgemmDirect1x32AVX512}},
+			directHalf: []directTile{{12, sgemmDirect12x16AVX512}, {8, sgemmDirect8x16AVX512}, {4, sgemmDirect4x16AVX512}, {2, sgemmDirect2x16AVX512}, {1, sgemmDirect1x16AVX512}}})
 	}
 	if avx2 {
 		// 6×16 tile: 12 ymm accumulators; B micro-panel 16 KiB, A block
 		// 144 KiB.
-		paths = append(paths, &gemmPath{name: "avx2", mr: 6, nr: 16, kc: 256, mc: 144, nc: 2048, kernel: sgemmKernel6x16AVX2, transpose8: transpose8x8AVX, transpose4: transpose4x8AVX})
+		paths = append(paths, &gemmPath{name: "avx2", mr: 6, nr: 16, kc: 256, mc: 144, nc: 2048, kernel: sgemmKernel6x16AVX2, transpose8: transpose8x8AVX, transpose4: transpose4x8AVX,
+			direct: []directTile{{6, sgemmDirect6x16AVX2}, {4, sgemmDirect4x16AVX2}, {2, sgemmDirect2x16AVX2}, {1, sgemmDirect1x16AVX2}}})
 	}
 	return paths
 }
@@ -59,3 +62,45 @@ func transpose8x8AVX(src *float32, lds int, dst *float32, ldd int)
 
 //go:noescape
 func transpose4x8AVX(src *float32, lds int, dst *float32, ldd int)
+
+//go:noescape
+func sgemmDirect12x32AVX512(k int, a *float32, aRow, aStep int, b *float32, ldb int, c *float32, ldc int, alpha, beta float32)
+
+//go:noescape
+func sgemmDirect8x32AVX512(k int, a *float32, aRow, aStep int, b *float32, ldb int, c *float32, ldc int, alpha, beta float32)
+
+//go:noescape
+func sgemmDirect4x32AVX512(k int, a *float32, aRow, aStep int, b *float32, ldb int, c *float32, ldc int, alpha, beta float32)
+
+//go:noescape
+func sgemmDirect2x32AVX512(k int, a *float32, aRow, aStep int, b *float32, ldb int, c *float32, ldc int, alpha, beta float32)
+
+//go:noescape
+func sgemmDirect1x32AVX512(k int, a *float32, aRow, aStep int, b *float32, ldb int, c *float32, ldc int, alpha, beta float32)
+
+//go:noescape
+func sgemmDirect6x16AVX2(k int, a *float32, aRow, aStep int, b *float32, ldb int, c *float32, ldc int, alpha, beta float32)
+
+//go:noescape
+func sgemmDirect4x16AVX2(k int, a *float32, aRow, aStep int, b *float32, ldb int, c *float32, ldc int, alpha, beta float32)
+
+//go:noescape
+func sgemmDirect2x16AVX2(k int, a *float32, aRow, aStep int, b *float32, ldb int, c *float32, ldc int, alpha, beta float32)
+
+//go:noescape
+func sgemmDirect1x16AVX2(k int, a *float32, aRow, aStep int, b *float32, ldb int, c *float32, ldc int, alpha, beta float32)
+
+//go:noescape
+func sgemmDirect12x16AVX512(k int, a *float32, aRow, aStep int, b *float32, ldb int, c *float32, ldc int, alpha, beta float32)
+
+//go:noescape
+func sgemmDirect8x16AVX512(k int, a *float32, aRow, aStep int, b *float32, ldb int, c *float32, ldc int, alpha, beta float32)
+
+//go:noescape
+func sgemmDirect4x16AVX512(k int, a *float32, aRow, aStep int, b *float32, ldb int, c *float32, ldc int, alpha, beta float32)
+
+//go:noescape
+func sgemmDirect2x16AVX512(k int, a *float32, aRow, aStep int, b *float32, ldb int, c *float32, ldc int, alpha, beta float32)
+
+//go:noescape
+func sgemmDirect1x16AVX512(k int, a *float32, aRow, aStep int, b *float32, ldb int, c *float32, ldc int, alpha, beta float32)

@@ -32,6 +32,18 @@ func main() {
 	transposeAVX(&w, 8)
 	transposeAVX(&w, 4)
 	x86Kernel(&w, x86Config{name: "sgemmKernel12x32AVX512", mr: 12, vecs: 2, reg: "Z", width: 16, unroll: 4, avx512: true})
+	// The small-product tiles: the full tile and the row counts its
+	// remainder is made of (8+4+2+1 covers any 1..11 rows, 4+2+1 any 1..5).
+	for _, mr := range []int{12, 8, 4, 2, 1} {
+		x86Direct(&w, x86Config{name: fmt.Sprintf("sgemmDirect%dx32AVX512", mr), mr: mr, vecs: 2, reg: "Z", width: 16, unroll: 4, avx512: true})
+	}
+	// Half-width AVX-512 tiles, for a last panel of 16 columns or fewer.
+	for _, mr := range []int{12, 8, 4, 2, 1} {
+		x86Direct(&w, x86Config{name: fmt.Sprintf("sgemmDirect%dx16AVX512", mr), mr: mr, vecs: 1, reg: "Z", width: 16, unroll: 4, avx512: true})
+	}
+	for _, mr := range []int{6, 4, 2, 1} {
+		x86Direct(&w, x86Config{name: fmt.Sprintf("sgemmDirect%dx16AVX2", mr), mr: mr, vecs: 2, reg: "Y", width: 8, unroll: 4})
+	}
 	write("gemm_amd64.s", &w)
 
 	var n asm
@@ -164,6 +176,131 @@ func x86Kernel(w *asm, c x86Config) {
 			w.l("VMOVUPS %s, %d(DX)", acc(r, v), 4*v*c.width)
 		}
 		w.l("ADDQ R8, DX")
+	}
+	w.l("VZEROUPPER")
+	w.l("RET\n")
+}
+
+// x86Direct emits a register tile that reads its operands where they lie
+// instead of from packed panels, for products small enough that packing
+// would cost more than it saves:
+//
+//	func name(k int, a *float32, aRow, aStep int, b *float32, ldb int, c *float32, ldc int, alpha, beta float32)
+//
+// computes C[mr×nr] = alpha·A·B + beta·C with A[r][p] at a[r·aRow+p·aStep]
+// (so row-major A, transposed A and a packed panel are all one kernel) and
+// B[p][0:nr] at b[p·ldb:]. Like x86Kernel it does not read C when beta is
+// zero. Row r of A is addressed as base r/3 plus (r%3)·aRow: four base
+// registers (AX, R10, R11, R12) cover twelve rows with scaled indexes, and
+// each step moves them all by aStep.
+func x86Direct(w *asm, c x86Config) {
+	acc := func(r, v int) string { return fmt.Sprintf("%s%d", c.reg, r*c.vecs+v) }
+	bReg := func(v int) string { return fmt.Sprintf("%s%d", c.reg, c.mr*c.vecs+v) }
+	firstBcast := c.mr*c.vecs + c.vecs
+	nRegs := 16
+	if c.avx512 {
+		nRegs = 32
+	}
+	nBcast := min(nRegs-firstBcast, 6)
+	bcast := func(r int) string { return fmt.Sprintf("%s%d", c.reg, firstBcast+r%nBcast) }
+	bases := []string{"AX", "R10", "R11", "R12"}[:(c.mr+2)/3]
+	aAddr := func(r int) string {
+		switch r % 3 {
+		case 1:
+			return fmt.Sprintf("(%s)(SI*1)", bases[r/3])
+		case 2:
+			return fmt.Sprintf("(%s)(SI*2)", bases[r/3])
+		}
+		return fmt.Sprintf("(%s)", bases[r/3])
+	}
+	fmt.Fprintf(&w.Buffer, "// func %s(k int, a *float32, aRow, aStep int, b *float32, ldb int, c *float32, ldc int, alpha, beta float32)\n", c.name)
+	fmt.Fprintf(&w.Buffer, "TEXT ·%s(SB), NOSPLIT, $0-72\n", c.name)
+	w.l("MOVQ k+0(FP), CX")
+	w.l("MOVQ a+8(FP), AX")
+	w.l("MOVQ aRow+16(FP), SI")
+	w.l("SHLQ $2, SI")
+	w.l("MOVQ aStep+24(FP), DI")
+	w.l("SHLQ $2, DI")
+	w.l("MOVQ b+32(FP), BX")
+	w.l("MOVQ ldb+40(FP), R9")
+	w.l("SHLQ $2, R9")
+	w.l("MOVQ c+48(FP), DX")
+	w.l("MOVQ ldc+56(FP), R8")
+	w.l("SHLQ $2, R8")
+	for i := 1; i < len(bases); i++ {
+		// base i = base i-1 + 3·aRow
+		w.l("LEAQ (%s)(SI*2), %s", bases[i-1], bases[i])
+		w.l("ADDQ SI, %s", bases[i])
+	}
+	for r := 0; r < c.mr; r++ {
+		for v := 0; v < c.vecs; v++ {
+			if c.avx512 {
+				w.l("VPXORD %s, %s, %s", acc(r, v), acc(r, v), acc(r, v))
+			} else {
+				w.l("VXORPS %s, %s, %s", acc(r, v), acc(r, v), acc(r, v))
+			}
+		}
+	}
+	step := func() {
+		for v := 0; v < c.vecs; v++ {
+			w.l("VMOVUPS %d(BX), %s", 4*v*c.width, bReg(v))
+		}
+		for r := 0; r < c.mr; r++ {
+			w.l("VBROADCASTSS %s, %s", aAddr(r), bcast(r))
+			for v := 0; v < c.vecs; v++ {
+				w.l("VFMADD231PS %s, %s, %s", bReg(v), bcast(r), acc(r, v))
+			}
+		}
+		w.l("ADDQ R9, BX")
+		for _, base := range bases {
+			w.l("ADDQ DI, %s", base)
+		}
+	}
+	lbl := c.name
+	w.l("CMPQ CX, $%d", c.unroll)
+	w.l("JLT %s_tail", lbl)
+	w.label(lbl + "_loop")
+	for u := 0; u < c.unroll; u++ {
+		step()
+	}
+	w.l("SUBQ $%d, CX", c.unroll)
+	w.l("CMPQ CX, $%d", c.unroll)
+	w.l("JGE %s_loop", lbl)
+	w.label(lbl + "_tail")
+	w.l("TESTQ CX, CX")
+	w.l("JEQ %s_store", lbl)
+	w.label(lbl + "_one")
+	step()
+	w.l("DECQ CX")
+	w.l("JNE %s_one", lbl)
+	w.label(lbl + "_store")
+	alpha, beta := bReg(0), bReg(1)
+	w.l("VBROADCASTSS alpha+64(FP), %s", alpha)
+	w.l("MOVL beta+68(FP), R13")
+	w.l("ANDL $0x7fffffff, R13")
+	w.l("JEQ %s_nobeta", lbl)
+	w.l("VBROADCASTSS beta+68(FP), %s", beta)
+	for r := 0; r < c.mr; r++ {
+		for v := 0; v < c.vecs; v++ {
+			w.l("VMULPS %s, %s, %s", alpha, acc(r, v), acc(r, v))
+			w.l("VFMADD231PS %d(DX), %s, %s", 4*v*c.width, beta, acc(r, v))
+			w.l("VMOVUPS %s, %d(DX)", acc(r, v), 4*v*c.width)
+		}
+		if r < c.mr-1 {
+			w.l("ADDQ R8, DX")
+		}
+	}
+	w.l("VZEROUPPER")
+	w.l("RET")
+	w.label(lbl + "_nobeta")
+	for r := 0; r < c.mr; r++ {
+		for v := 0; v < c.vecs; v++ {
+			w.l("VMULPS %s, %s, %s", alpha, acc(r, v), acc(r, v))
+			w.l("VMOVUPS %s, %d(DX)", acc(r, v), 4*v*c.width)
+		}
+		if r < c.mr-1 {
+			w.l("ADDQ R8, DX")
+		}
 	}
 	w.l("VZEROUPPER")
 	w.l("RET\n")

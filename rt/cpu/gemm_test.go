@@ -53,6 +53,14 @@ func randomSlice(r *rand.Rand, n int) []float32 {
 // which neither may touch.
 func checkGemm(t *testing.T, r *rand.Rand, c gemmCase) {
 	t.Helper()
+	checkGemmIn(t, r, c, func(n int) []float32 { return make([]float32, n) })
+}
+
+// checkGemmIn is checkGemm with the operands in slices from alloc, each
+// exactly as long as its rows and stride need (no padding after the last
+// row), so that alloc can end them at an unreadable page.
+func checkGemmIn(t *testing.T, r *rand.Rand, c gemmCase, alloc func(n int) []float32) {
+	t.Helper()
 	rowsA, colsA := c.m, c.k
 	if c.transA {
 		rowsA, colsA = c.k, c.m
@@ -62,10 +70,11 @@ func checkGemm(t *testing.T, r *rand.Rand, c gemmCase) {
 		rowsB, colsB = c.n, c.k
 	}
 	lda, ldb, ldc := max(colsA, 1)+c.padA, max(colsB, 1)+c.padB, max(c.n, 1)+c.padC
-	a := randomSlice(r, max(rowsA*lda, 1))
-	b := randomSlice(r, max(rowsB*ldb, 1))
-	want := randomSlice(r, max(c.m*ldc, 1))
-	got := append([]float32(nil), want...)
+	a := fillRandom(r, alloc(gemmOperandLen(rowsA, colsA, lda)))
+	b := fillRandom(r, alloc(gemmOperandLen(rowsB, colsB, ldb)))
+	want := randomSlice(r, gemmOperandLen(c.m, c.n, ldc))
+	got := alloc(len(want))
+	copy(got, want)
 	if c.beta == 0 {
 		// BLAS semantics: beta = 0 means C is not read, so NaN must vanish.
 		for i := 0; i < c.m; i++ {
@@ -84,6 +93,22 @@ func checkGemm(t *testing.T, r *rand.Rand, c gemmCase) {
 			t.Fatalf("%v: C[%d][%d] = %v, reference %v (tolerance %g)", c, i/ldc, i%ldc, got[i], want[i], tol)
 		}
 	}
+}
+
+// gemmOperandLen is the fewest elements a rows×cols matrix with row stride
+// ld occupies (at least one, so that empty operands still have an address).
+func gemmOperandLen(rows, cols, ld int) int {
+	if rows == 0 || cols == 0 {
+		return 1
+	}
+	return (rows-1)*ld + cols
+}
+
+func fillRandom(r *rand.Rand, x []float32) []float32 {
+	for i := range x {
+		x[i] = r.Float32()*2 - 1
+	}
+	return x
 }
 
 func abs32(x float32) float32 { return float32(math.Abs(float64(x))) }
@@ -173,23 +198,29 @@ func TestSgemmPathErrors(t *testing.T) {
 
 // TestSgemmNoAllocs checks that steady-state calls reuse their packing
 // buffers and call records, on one thread and on several (the worker pool
-// recycles its task records and starts no goroutine per call).
+// recycles its task records and starts no goroutine per call), for
+// products small enough to be read in place (64, 200) and one that is
+// packed (300).
 func TestSgemmNoAllocs(t *testing.T) {
 	if gemmRaceEnabled {
 		t.Skip("the race detector's sync.Pool drops items on purpose")
 	}
 	defer SetThreads(Threads())
 	r := rand.New(rand.NewSource(4))
-	const n = 200
-	a, b, c := randomSlice(r, n*n), randomSlice(r, n*n), make([]float32, n*n)
-	for _, threads := range []int{1, 2} {
-		SetThreads(threads)
-		allocs := testing.AllocsPerRun(20, func() {
-			Sgemm(false, true, n, n, n, 1, a, n, b, n, 0, c, n)
-		})
-		if allocs != 0 {
-			t.Errorf("Sgemm with %d threads allocates %v times per call; want 0", threads, allocs)
+	for _, n := range []int{64, 200, 300} {
+		a, b, c := randomSlice(r, n*n), randomSlice(r, n*n), make([]float32, n*n)
+		for _, threads := range []int{1, 2} {
+			SetThreads(threads)
+			allocs := testing.AllocsPerRun(20, func() {
+				Sgemm(false, true, n, n, n, 1, a, n, b, n, 0, c, n)
+			})
+			if allocs != 0 {
+				t.Errorf("%d³ Sgemm with %d threads allocates %v times per call; want 0", n, threads, allocs)
+			}
 		}
+	}
+	if !gemmSmall(64, 64, 64) || gemmSmall(300, 300, 300) {
+		t.Error("the sizes above no longer cover both the small-product and the packed path")
 	}
 }
 

@@ -1,0 +1,203 @@
+package gpu
+
+import (
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/mlbuild/mlbuild/planner"
+	"github.com/mlbuild/mlbuild/rt/cpu"
+)
+
+// poolOver is the max pool of a kh×kw window and stride over g's output.
+func poolOver(g planner.ConvGeom, kh, kw int) planner.ConvGeom {
+	return planner.ConvGeom{N: g.N, C: g.OC, H: g.OH, W: g.OW, OC: g.OC, OH: g.OH / kh, OW: g.OW / kw,
+		KH: kh, KW: kw, SH: kh, SW: kw, DH: 1, DW: 1, Groups: 1}
+}
+
+func TestPoolEpilogue(t *testing.T) {
+	first := withOutputSize(planner.ConvGeom{N: 4, C: 1, H: 28, W: 28, OC: 32, KH: 5, KW: 5, SH: 1, SW: 1, PH: 2, PW: 2, DH: 1, DW: 1, Groups: 1})
+	second := withOutputSize(planner.ConvGeom{N: 4, C: 32, H: 14, W: 14, OC: 64, KH: 5, KW: 5, SH: 1, SW: 1, PH: 2, PW: 2, DH: 1, DW: 1, Groups: 1})
+	padded := poolOver(first, 2, 2)
+	padded.PH, padded.PW, padded.OH, padded.OW = 1, 1, 15, 15
+	overlapping := poolOver(first, 3, 3)
+	overlapping.SH, overlapping.SW, overlapping.OH, overlapping.OW = 2, 2, 13, 13
+	elsewhere := poolOver(second, 2, 2)
+	for _, c := range []struct {
+		name   string
+		g      planner.ConvGeom
+		method string
+		pool   planner.ConvGeom
+		want   bool
+	}{
+		{"direct 2x2", first, ConvDirectMethod, poolOver(first, 2, 2), true},
+		{"direct 4x4", first, ConvDirectMethod, poolOver(first, 4, 4), true},
+		{"direct 2x1", first, ConvDirectMethod, poolOver(first, 2, 1), true},
+		{"direct 5x5 window", first, ConvDirectMethod, poolOver(first, 5, 5), false},
+		{"direct too many taps", second, ConvDirectMethod, poolOver(second, 2, 2), false},
+		{"F(4x4) 2x2", second, WinogradF4.Method, poolOver(second, 2, 2), true},
+		{"F(4x4) 4x4", second, WinogradF4.Method, poolOver(second, 4, 4), true},
+		{"F(4x4) 3x3", second, WinogradF4.Method, poolOver(second, 3, 3), false},
+		{"F(2x2) 2x2", second, WinogradF2.Method, poolOver(second, 2, 2), true},
+		{"F(2x2) 4x4", second, WinogradF2.Method, poolOver(second, 4, 4), false},
+		{"im2col", second, "im2col+cublas", poolOver(second, 2, 2), false},
+		{"padded pool", first, ConvDirectMethod, padded, false},
+		{"overlapping windows", first, ConvDirectMethod, overlapping, false},
+		{"another tensor's pool", first, ConvDirectMethod, elsewhere, false},
+	} {
+		if got := PoolEpilogue(c.g, c.method, c.pool); got != c.want {
+			t.Errorf("%s: PoolEpilogue = %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+// pooledConvCase is one layer of TestLoweredPooledConvMatchesCPU: a
+// forward convolution by method with a max pool of a kh×kw window in its
+// epilogue.
+type pooledConvCase struct {
+	name   string
+	g      planner.ConvGeom
+	kh, kw int
+	method string
+	bias   bool
+	act    string
+	alpha  float32
+}
+
+// TestLoweredPooledConvMatchesCPU lowers inference plans of convolutions
+// that max-pool in their epilogue (Attr.Pool), runs their ops (kernels
+// through each dialect's g++ shim, GEMMs in float64) and compares the
+// pooled output with rt/cpu's convolution followed by its max pool. The
+// direct layers have rows of pooled pixels that leave a thread a ragged
+// run (1×1 windows, 2 a thread), odd sizes whose last row and column no
+// window reads, stride,
+// dilation, groups and non-square windows; the Winograd layers have
+// ragged tiles (14×14 and 13×13 outputs of 4×4 tiles: the last tile row
+// holds 2 rows of output, one window, or 1, none) and 4×4 windows. y
+// starts as junk, so a pixel not written fails.
+func TestLoweredPooledConvMatchesCPU(t *testing.T) {
+	conv := func(n, c, h, w, oc, k, s, pad, dil, groups int) planner.ConvGeom {
+		return withOutputSize(planner.ConvGeom{N: n, C: c, H: h, W: w, OC: oc, KH: k, KW: k, SH: s, SW: s, PH: pad, PW: pad, DH: dil, DW: dil, Groups: groups})
+	}
+	f4, f2 := WinogradF4.Method, WinogradF2.Method
+	cases := []pooledConvCase{
+		// models/mnist.cue's first layer in small: 14 pooled pixels a row, 1 a thread
+		{"direct_first", conv(3, 1, 28, 28, 8, 5, 1, 2, 1, 1), 2, 2, ConvDirectMethod, true, "relu", 0},
+		// 11×15 output: the last row and column are in no window
+		{"direct_odd", conv(2, 2, 11, 15, 3, 3, 1, 1, 1, 1), 2, 2, ConvDirectMethod, true, "tanh", 0},
+		// 1×1 windows, 2 pixels a thread: rows of 15 end in a ragged run
+		{"direct_1x1", conv(2, 2, 11, 15, 3, 3, 1, 1, 1, 1), 1, 1, ConvDirectMethod, true, "relu", 0},
+		{"direct_strided_3x3", conv(2, 1, 19, 17, 4, 3, 2, 1, 1, 1), 3, 3, ConvDirectMethod, false, "", 0},
+		{"direct_dilated_grouped", conv(2, 2, 13, 12, 4, 3, 1, 2, 2, 2), 2, 2, ConvDirectMethod, true, "leakyrelu", 0.1},
+		{"direct_2x1", conv(2, 1, 9, 9, 6, 3, 1, 1, 1, 1), 2, 1, ConvDirectMethod, true, "sigmoid", 0},
+		// models/mnist.cue's second layer in small: 14×14, a ragged last tile row of 2 rows
+		{"winograd_14", conv(2, 16, 14, 14, 17, 5, 1, 2, 1, 1), 2, 2, f4, true, "relu", 0},
+		// 13×13: the last tile row has 1 row, which no window reads
+		{"winograd_13", conv(2, 17, 13, 13, 16, 5, 1, 2, 1, 1), 2, 2, f4, false, "leakyrelu", 0.2},
+		{"winograd_4x4", conv(1, 16, 14, 14, 16, 5, 1, 2, 1, 1), 4, 4, f4, true, "", 0},
+		{"winograd_F2", conv(2, 16, 9, 7, 16, 5, 1, 2, 1, 1), 2, 2, f2, true, "sigmoid", 0},
+	}
+	p := &planner.Plan{Model: "pooled_convs"}
+	add := func(name string, kind planner.BufKind, shape ...int) planner.BufID {
+		id := planner.BufID(len(p.Buffers))
+		p.Buffers = append(p.Buffers, planner.Buffer{ID: id, Name: name, Kind: kind, Shape: shape, Size: prod(shape), AliasOf: planner.NoBuf})
+		return id
+	}
+	type layer struct{ x, w, b, y planner.BufID }
+	var layers []layer
+	for _, c := range cases {
+		g, pool := c.g, poolOver(c.g, c.kh, c.kw)
+		if !PoolEpilogue(g, c.method, pool) {
+			t.Fatalf("%s: PoolEpilogue declines the layer", c.name)
+		}
+		var l layer
+		l.x = add(c.name+".in", planner.KindActivation, g.N, g.C, g.H, g.W)
+		l.w = add(c.name+".weight", planner.KindParam, g.OC, g.C/g.Groups, g.KH, g.KW)
+		l.b = planner.NoBuf
+		if c.bias {
+			l.b = add(c.name+".bias", planner.KindParam, g.OC)
+		}
+		l.y = add(c.name+".pool", planner.KindActivation, g.N, g.OC, pool.OH, pool.OW)
+		cols := planner.NoBuf
+		if wa := WinogradByMethod(c.method); wa != nil {
+			cols = add(c.name+".cols", planner.KindScratch, wa.Scratch(g))
+		}
+		p.Forward = append(p.Forward, planner.Step{Kernel: planner.KConv2D, Layer: c.name,
+			In: []planner.BufID{l.x, l.w, l.b}, Out: []planner.BufID{l.y, cols},
+			Attr: planner.Attr{Conv: &g, Pool: &pool, Act: c.act, Alpha: float64(c.alpha), Method: c.method}})
+		layers = append(layers, l)
+	}
+	initial := convLayerArena(p, nil, 5)
+	for i, b := range p.Buffers {
+		if b.Kind == planner.KindActivation && strings.HasSuffix(b.Name, ".pool") {
+			for j := range initial[i] {
+				initial[i][j] = 500 + float32(j%100) // junk
+			}
+		}
+	}
+
+	for _, d := range []*Dialect{CUDA, Metal} {
+		t.Run(d.Name, func(t *testing.T) {
+			t.Parallel()
+			prog, err := Lower(p, d)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, c := range cases {
+				var ops []string
+				for _, op := range prog.Forward {
+					switch {
+					case op.Layer != c.name:
+					case op.Gemm != nil:
+						ops = append(ops, "gemm")
+					default:
+						ops = append(ops, op.Launch.Kernel[strings.Index(op.Launch.Kernel, "_")+1:])
+					}
+				}
+				want := "conv_direct"
+				if c.method != ConvDirectMethod {
+					want = "winograd_filter winograd_input gemm winograd_output"
+				}
+				if got := strings.Join(ops, " "); got != want {
+					t.Errorf("%s: forward ops %s, want %s (the pool in the convolution's epilogue)", c.name, got, want)
+				}
+			}
+			arena := make([][]float32, len(initial))
+			for i := range initial {
+				arena[i] = append([]float32(nil), initial[i]...)
+			}
+			s := startKernelServer(t, d, prog)
+			s.run(t, prog.Forward, arena, make([]float32, StepArgsLen))
+			for ci, c := range cases {
+				l := layers[ci]
+				g, pool := c.g, poolOver(c.g, c.kh, c.kw)
+				var b []float32
+				if c.bias {
+					b = initial[l.b]
+				}
+				full := make([]float32, g.N*g.OC*g.OH*g.OW)
+				cpu.Conv2DIm2colFwd(initial[l.x], initial[l.w], b, full, cpuConv(g), cpuFusedAct(t, c.act), c.alpha)
+				want := make([]float32, len(arena[l.y]))
+				cpu.MaxPool2DFwd(full, want, cpuConv(pool))
+				got := arena[l.y]
+				var scale float64
+				for _, v := range want {
+					scale = math.Max(scale, math.Abs(float64(v)))
+				}
+				worst, at := 0.0, 0
+				for i := range want {
+					e := math.Abs(float64(got[i])-float64(want[i])) / math.Max(scale, 1)
+					if math.IsNaN(float64(got[i])) {
+						e = math.Inf(1)
+					}
+					if e > worst {
+						worst, at = e, i
+					}
+				}
+				if worst > 1e-5 {
+					t.Errorf("%s/%s: pooled y[%d] = %g, rt/cpu has %g (error %.3g of the largest |value| %g)", d.Name, c.name, at, got[at], want[at], worst, scale)
+				}
+			}
+		})
+	}
+}
