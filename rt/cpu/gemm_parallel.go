@@ -1,6 +1,7 @@
 package cpu
 
 import (
+	"runtime"
 	"sync"
 	"sync/atomic"
 )
@@ -156,7 +157,7 @@ func (b *gemmBarrier) reset(parties int) {
 }
 
 // gemmBarrierSpins is how many times a waiter checks (yielding the
-// processor and the core in between) before it sleeps.
+// processor in between) before it sleeps.
 const gemmBarrierSpins = 1000
 
 // wait returns once all parties have called it in this generation.
@@ -174,7 +175,7 @@ func (b *gemmBarrier) wait() {
 		if b.gen.Load() != gen {
 			return
 		}
-		yield()
+		runtime.Gosched()
 	}
 	b.mu.Lock()
 	for b.gen.Load() == gen {

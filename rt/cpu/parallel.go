@@ -152,11 +152,14 @@ func (t *task) finish(invited int) {
 		return
 	}
 	// The last parts usually end within microseconds of each other, so
-	// spin before sleeping.
+	// poll a little before sleeping. The caller never gives its core away
+	// with osYield here: where another process shares the core, that costs
+	// a whole time slice, while a sleeping caller is woken, and run soon,
+	// when the last worker leaves.
 	for i := 0; int(t.left.Load()) < joined; i++ {
 		if i < taskWaitSpins {
 			if i%64 == 63 {
-				yield()
+				runtime.Gosched()
 			}
 			continue
 		}
@@ -173,18 +176,9 @@ func (t *task) finish(invited int) {
 	}
 }
 
-// yield lets other goroutines run on this processor and other threads on
-// this core: on a machine where another process holds some of the cores,
-// two of ours may share one, and a polling loop must not keep the thread it
-// waits for off it.
-func yield() {
-	runtime.Gosched()
-	osYield()
-}
-
 // taskWaitSpins is how many times a caller polls for its workers to leave
-// before it sleeps (some tens of microseconds).
-const taskWaitSpins = 1 << 14
+// before it sleeps (some microseconds).
+const taskWaitSpins = 1 << 12
 
 // A worker is one long-lived goroutine of the pool. It waits for an
 // invitation to a task, spinning for a while after its last one (a model
@@ -288,7 +282,14 @@ func (w *worker) accept() *task {
 			continue
 		}
 		if time.Since(start) < workerSpin {
-			yield()
+			// Let other goroutines run on this processor, and other
+			// threads on this core: where another process holds some
+			// of the cores, two of ours may share one, and an idle
+			// worker must not keep the caller off it. A worker that
+			// loses its core this way only joins later; nobody waits
+			// for it.
+			runtime.Gosched()
+			osYield()
 			continue
 		}
 		w.sleeping.Store(true)

@@ -2,6 +2,6 @@
 
 package cpu
 
-// osYield does nothing where sched_yield is not at hand; the polling loops
-// that call it also yield the processor to other goroutines.
+// osYield does nothing where sched_yield is not at hand; the idle workers'
+// polling loop that calls it also yields the processor to other goroutines.
 func osYield() {}
