@@ -81,8 +81,9 @@ func (b *Backend) PlanOptions(o planner.Options) planner.Options {
 // gradients in one pass over dy), else its backward gathers its own
 // columns.
 //
-// In inference plans, the direct and Winograd methods take the max pool
-// after them into their epilogue where gpu.PoolEpilogue allows.
+// The direct and Winograd methods take the max pool after them into their
+// epilogue where gpu.PoolEpilogue allows, in training plans too, where
+// they also write each window's argmax for the pool's backward.
 func gpuTarget(method string, scratch func(planner.ConvGeom) int, updateTensors int, winograd int, direct bool) planner.Target {
 	return planner.Target{Conv: func(g planner.ConvGeom, pass planner.ConvPass) planner.ConvChoice {
 		if ws := gpu.WinogradF4.Scratch(g); gpu.WinogradFits(g) && ws <= winograd {
@@ -97,7 +98,7 @@ func gpuTarget(method string, scratch func(planner.ConvGeom) int, updateTensors 
 		}
 		s := scratch(g)
 		return planner.ConvChoice{Method: method, Scratch: s, SharesForward: pass != planner.ConvForward && !direct && gpu.ConvOneRound(g, s)}
-	}, UpdateTensors: updateTensors, PoolBwdAct: true, PoolEpilogue: gpu.PoolEpilogue}
+	}, UpdateTensors: updateTensors, PoolBwdAct: true, PoolEpilogue: gpu.PoolEpilogue, PoolArgmax: true}
 }
 
 // The backends.

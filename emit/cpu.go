@@ -504,11 +504,16 @@ func (g *generator) kernelCall(st planner.Step, in, out []operand, training bool
 		if a.Pool == nil {
 			return fmt.Sprintf("cpu.%s(%s, %s, %s, %s, %s, %s, %s)", k.fwd, in[0].slice(), in[1].slice(), in[2].slice(), out[0].slice(), convLit(a.Conv), ac, float(a.Alpha)), nil
 		}
-		// A max pool in the epilogue (an inference plan of a GPU
-		// backend): the convolution into a temporary, then the pool.
+		// A max pool in the epilogue (a GPU backend's plan): the
+		// convolution into a temporary, then the pool, and in a
+		// training plan each window's argmax.
 		c := a.Conv
-		return fmt.Sprintf("conv := make([]float32, %d) // the convolution's output, which the step pools\ncpu.%s(%s, %s, %s, conv, %s, %s, %s)\ncpu.MaxPool2DFwd(conv, %s, %s)",
-			c.N*c.OC*c.OH*c.OW, k.fwd, in[0].slice(), in[1].slice(), in[2].slice(), convLit(a.Conv), ac, float(a.Alpha), out[0].slice(), convLit(a.Pool)), nil
+		call := fmt.Sprintf("conv := make([]float32, %d) // the convolution's output, which the step pools\ncpu.%s(%s, %s, %s, conv, %s, %s, %s)\ncpu.MaxPool2DFwd(conv, %s, %s)",
+			c.N*c.OC*c.OH*c.OW, k.fwd, in[0].slice(), in[1].slice(), in[2].slice(), convLit(a.Conv), ac, float(a.Alpha), out[0].slice(), convLit(a.Pool))
+		if len(out) > 2 && out[2].param != "" {
+			call += fmt.Sprintf("\ncpu.MaxPool2DArgmax(conv, %s, %s)", out[2].slice(), convLit(a.Pool))
+		}
+		return call, nil
 	case planner.KConv2DBwd:
 		if err := need(in, 5, "input"); err != nil {
 			return "", err
@@ -550,6 +555,21 @@ func (g *generator) kernelCall(st planner.Step, in, out []operand, training bool
 			return "", err
 		}
 		return fmt.Sprintf("%s\n\tcpu.ActBwd(%s, %s, %s, %s)", call, in[0].slice(), out[0].slice(), ac, float(a.Alpha)), nil
+	case planner.KMaxPool2DArgmaxBwd:
+		if err := need(in, 3, "input"); err != nil {
+			return "", err
+		}
+		if a.Act == "" {
+			return fmt.Sprintf("cpu.MaxPool2DArgmaxBwd(%s, %s, %s, %s)", in[0].slice(), in[2].slice(), out[0].slice(), convLit(a.Conv)), nil
+		}
+		ac, err := act(a.Act)
+		if err != nil {
+			return "", err
+		}
+		// The derivative at each window's maximum, taken from the pooled
+		// output (the activation's output there), then routed.
+		return fmt.Sprintf("dz := append([]float32(nil), %s...)\ncpu.ActBwd(%s, dz, %s, %s)\ncpu.MaxPool2DArgmaxBwd(%s, dz, %s, %s)",
+			in[2].slice(), in[1].slice(), ac, float(a.Alpha), in[0].slice(), out[0].slice(), convLit(a.Conv)), nil
 	case planner.KAvgPool2DBwd:
 		return fmt.Sprintf("cpu.AvgPool2DBwd(%s, %s, %s)", in[0].slice(), out[0].slice(), convLit(a.Conv)), nil
 	case planner.KGlobalAvgPool:

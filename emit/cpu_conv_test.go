@@ -209,12 +209,14 @@ func TestCPUReferenceAvoidsWinograd(t *testing.T) {
 // TestBackendPoolEpilogue: the GPU backends pool in a convolution's
 // epilogue (the CPU never does), and CUDA's inference plans of
 // models/mnist.cue fold both max pools into the convolutions before them
-// (the direct and Winograd methods), while its training plan and the
-// plans of Metal (im2col only) and the CPU keep them as steps.
+// (the direct and Winograd methods), and so does its training plan, whose
+// convolutions also write the windows' argmax for the pools' backward
+// steps; the plans of Metal (im2col only) and the CPU keep them as
+// steps.
 func TestBackendPoolEpilogue(t *testing.T) {
 	for _, b := range Backends {
-		if (b.gpu != nil) != (b.Target.PoolEpilogue != nil) {
-			t.Errorf("backend %s: GPU %v, pools in a convolution's epilogue %v", b.Name, b.gpu != nil, b.Target.PoolEpilogue != nil)
+		if (b.gpu != nil) != (b.Target.PoolEpilogue != nil) || (b.gpu != nil) != b.Target.PoolArgmax {
+			t.Errorf("backend %s: GPU %v, pools in a convolution's epilogue %v, with the argmax in training %v", b.Name, b.gpu != nil, b.Target.PoolEpilogue != nil, b.Target.PoolArgmax)
 		}
 	}
 	for _, c := range []struct {
@@ -225,7 +227,8 @@ func TestBackendPoolEpilogue(t *testing.T) {
 	}{
 		{CUDA, 250, false, "conv2d(direct+pool) conv2d(winograd F(4x4,5x5)+pool) gemm gemm"},
 		{CUDA, 1, false, "conv2d(direct+pool) conv2d(winograd F(4x4,5x5)+pool) gemm gemm"},
-		{CUDA, 250, true, "conv2d(direct) maxpool2d conv2d(winograd F(4x4,5x5)) maxpool2d gemm gemm"},
+		{CUDA, 250, true, "conv2d(direct+pool+argmax) conv2d(winograd F(4x4,5x5)+pool+argmax) gemm gemm"},
+		{Metal, 250, true, "conv2d(im2col+mps) maxpool2d conv2d(im2col+mps) maxpool2d gemm gemm"},
 		{Metal, 250, false, "conv2d(im2col+mps) maxpool2d conv2d(im2col+mps) maxpool2d gemm gemm"},
 		{CPU, 250, false, "conv2d(direct) maxpool2d conv2d(winograd F(2x2,5x5)) maxpool2d gemm gemm"},
 	} {
@@ -245,12 +248,27 @@ func TestBackendPoolEpilogue(t *testing.T) {
 				if s.Attr.Pool != nil {
 					k += "+pool"
 				}
+				if len(s.Out) > 2 && s.Out[2] != planner.NoBuf {
+					k += "+argmax"
+				}
 				k += ")"
 			}
 			steps = append(steps, k)
 		}
 		if got := strings.Join(steps, " "); got != c.want {
 			t.Errorf("%s, batch %d, training %v: forward %s, want %s", c.b.Name, c.batch, c.train, got, c.want)
+		}
+		if !c.train {
+			continue
+		}
+		fromArgmax := 0
+		for _, s := range p.Backward {
+			if s.Kernel == planner.KMaxPool2DArgmaxBwd {
+				fromArgmax++
+			}
+		}
+		if want := strings.Count(c.want, "+argmax"); fromArgmax != want {
+			t.Errorf("%s training: %d pool backward steps from the argmax, want %d", c.b.Name, fromArgmax, want)
 		}
 	}
 }

@@ -135,7 +135,7 @@ func Build(m *spec.Model, opts Options) (*Plan, error) {
 	if err := check("chooseMethods"); err != nil {
 		return nil, err
 	}
-	if opts.Fusion && !opts.Training {
+	if opts.Fusion {
 		fusePool(p, target)
 		if err := check("fusePool"); err != nil {
 			return nil, err

@@ -188,3 +188,222 @@ func TestVerifyPool(t *testing.T) {
 		}
 	}
 }
+
+// trainPoolTarget is poolTarget for training plans: its pooling method
+// also writes each window's argmax, and its pool backward applies the
+// convolution's activation derivative.
+var trainPoolTarget = func() Target {
+	t := poolTarget
+	t.Name, t.PoolArgmax, t.PoolBwdAct = "training pools", true, true
+	return t
+}()
+
+// TestFusePoolTraining: a training plan for a target whose pooling
+// methods write the argmax folds each of the flagship's max pools into its
+// convolution, which writes the pooled output and the argmax; the pool's
+// backward reads (argmax, pooled output, dy) and applies relu's
+// derivative; the convolution's backward reads no y; the full-size
+// outputs are gone; the plan moves fewer bytes at the same FLOPs but the
+// argmax comparisons.
+func TestFusePoolTraining(t *testing.T) {
+	p := mustBuild(t, flagship(), Options{Batch: 3, Training: true, Fusion: true, Target: trainPoolTarget})
+	if got := kernels(p.Forward); got != "conv2d conv2d gemm gemm" {
+		t.Fatalf("forward %s, want the pools folded into the convolutions", got)
+	}
+	if got := strings.Count(kernels(p.Backward), "maxpool2d_argmax_bwd"); got != 2 || strings.Contains(kernels(p.Backward), "maxpool2d_bwd") {
+		t.Fatalf("backward %s, want two maxpool2d_argmax_bwd steps and no maxpool2d_bwd", kernels(p.Backward))
+	}
+	for i, want := range []struct {
+		fused, argmax string
+		y             []int
+	}{
+		{"conv1,relu1,pool1", "pool1.argmax", []int{3, 16, 14, 14}},
+		{"conv2,relu2,pool2", "pool2.argmax", []int{3, 32, 7, 7}},
+	} {
+		s := p.Forward[i]
+		if s.Attr.Pool == nil || strings.Join(s.Fused, ",") != want.fused || len(s.Out) != 3 {
+			t.Fatalf("step %d: pool %v, fused %v, %d outputs", i, s.Attr.Pool, s.Fused, len(s.Out))
+		}
+		am := p.Buffers[s.Out[2]]
+		if am.Name != want.argmax || am.Kind != KindScratch || !equalShapes(am.Shape, want.y) || !equalShapes(p.shapeOf(s.Out[0]), want.y) {
+			t.Errorf("step %d writes %s %v and argmax %s (%s) %v, want pooled %v and %s", i,
+				p.Buffers[s.Out[0]].Name, p.shapeOf(s.Out[0]), am.Name, am.Kind, am.Shape, want.y, want.argmax)
+		}
+		var pb, cb *Step
+		for j := range p.Backward {
+			b := &p.Backward[j]
+			if b.Kernel == KMaxPool2DArgmaxBwd && b.In[0] == s.Out[2] {
+				pb = b
+			}
+			if b.Kernel == KConv2DBwd && b.Layer == s.Layer {
+				cb = b
+			}
+		}
+		if pb == nil || cb == nil {
+			t.Fatalf("step %d: no pool backward reading its argmax (%v) or no conv2d_bwd (%v)", i, pb, cb)
+		}
+		if pb.In[1] != s.Out[0] || pb.Attr.Act != "relu" || pb.Attr.Conv == nil || *pb.Attr.Conv != *s.Attr.Pool || pb.Out[0] != cb.In[3] {
+			t.Errorf("step %d: pool backward reads %v with %q over %+v, writes %d; conv2d_bwd's dy %d", i, pb.In, pb.Attr.Act, pb.Attr.Conv, pb.Out[0], cb.In[3])
+		}
+		if cb.In[2] != NoBuf || !cb.Attr.ActApplied {
+			t.Errorf("step %d: conv2d_bwd reads y %d (ActApplied %v), want none", i, cb.In[2], cb.Attr.ActApplied)
+		}
+	}
+	for _, b := range p.Buffers {
+		if b.Name == "relu1.out" || b.Name == "relu2.out" {
+			t.Errorf("the convolutions' full-size output %s is still planned", b.Name)
+		}
+	}
+	n := 0
+	for _, f := range p.Fusions {
+		if strings.Contains(f, "epilogue, pools) writing each window's argmax; pool") {
+			n++
+		}
+	}
+	if n != 2 {
+		t.Errorf("fusions %q, want two pools with their argmax", p.Fusions)
+	}
+	var text strings.Builder
+	if err := WriteText(&text, p); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"maxpool2d_argmax_bwd(relu' k2x2 s2 p0)", "[3,16,14,14] [3,16,14,14] [3,16,14,14] -> [3,16,28,28]",
+		"conv2d(relu k5x5 s1 p2 pools maxpool k2x2 s2)  conv1+relu1+pool1  [3,1,28,28] [16,1,5,5] [16] -> [3,16,14,14] - [3,16,14,14]"} {
+		if !strings.Contains(text.String(), want) {
+			t.Errorf("the plan's text lacks %q:\n%s", want, text.String())
+		}
+	}
+
+	// The same target without the argmax keeps the pools and the
+	// full-size outputs.
+	noArgmax := trainPoolTarget
+	noArgmax.PoolArgmax = false
+	kept := mustBuild(t, flagship(), Options{Batch: 3, Training: true, Fusion: true, Target: noArgmax})
+	if got := kernels(kept.Forward); got != "conv2d maxpool2d conv2d maxpool2d gemm gemm" {
+		t.Errorf("without PoolArgmax the forward is %s, want the pools kept", got)
+	}
+	fs, ks := p.Stats(), kept.Stats()
+	// the pools' comparisons move into the convolutions, doubled for the argmax
+	if fs.TotalBytes >= ks.TotalBytes || fs.ForwardFLOPs != ks.ForwardFLOPs+3*(16*14*14+32*7*7)*4 || fs.BackwardFLOPs != ks.BackwardFLOPs {
+		t.Errorf("pooled: %d FLOPs forward, %d backward, %d bytes; kept: %d, %d, %d", fs.ForwardFLOPs, fs.BackwardFLOPs, fs.TotalBytes,
+			ks.ForwardFLOPs, ks.BackwardFLOPs, ks.TotalBytes)
+	}
+	if p.WorkSize >= kept.WorkSize {
+		t.Errorf("work arena %d pooled, %d kept: want smaller", p.WorkSize, kept.WorkSize)
+	}
+}
+
+// TestFusePoolTrainingKeeps: in training plans the pass leaves the pool a
+// step of its own where the convolution's backward needs its full-size
+// output (the target's pool backward applies no derivative), where that
+// output has another reader, for an average pool, and on the CPU; a
+// convolution without an activation pools (its backward needs no y).
+func TestFusePoolTrainingKeeps(t *testing.T) {
+	noAct := trainPoolTarget
+	noAct.PoolBwdAct = false
+	for _, tc := range []struct {
+		name string
+		m    *spec.Model
+		opts Options
+		want int // convolutions that pool
+	}{
+		{"pooling target", flagship(), Options{Batch: 2, Training: true, Fusion: true, Target: trainPoolTarget}, 2},
+		{"derivative not in the pool", flagship(), Options{Batch: 2, Training: true, Fusion: true, Target: noAct}, 0},
+		{"cpu", flagship(), Options{Batch: 2, Training: true, Fusion: true}, 0},
+		{"fusion off", flagship(), Options{Batch: 2, Training: true, Target: trainPoolTarget}, 0},
+		{"second reader", func() *spec.Model {
+			b := newModel("tworeaders", 1, 12, 12)
+			b.conv("conv", 4, 5, 2)
+			r := b.unary("relu", spec.OpReLU, 0)
+			mx := b.pool("max", spec.OpMaxPool2D, 2, r)
+			avg := b.pool("avg", spec.OpAvgPool2D, 2, r)
+			b.binary("sum", spec.OpAdd, mx, avg)
+			b.flatten("flat")
+			b.dense("fc", 10)
+			return b.model()
+		}(), Options{Batch: 2, Training: true, Fusion: true, Target: trainPoolTarget}, 0},
+		{"average pool", func() *spec.Model {
+			b := newModel("avg", 1, 12, 12)
+			b.conv("conv", 4, 5, 2)
+			b.unary("relu", spec.OpReLU, 0)
+			b.pool("pool", spec.OpAvgPool2D, 2)
+			b.flatten("flat")
+			b.dense("fc", 10)
+			return b.model()
+		}(), Options{Batch: 2, Training: true, Fusion: true, Target: trainPoolTarget}, 0},
+		{"3x3 pool", func() *spec.Model {
+			b := newModel("pool3", 1, 12, 12)
+			b.conv("conv", 4, 5, 2)
+			b.pool("pool", spec.OpMaxPool2D, 3)
+			b.flatten("flat")
+			b.dense("fc", 10)
+			return b.model()
+		}(), Options{Batch: 2, Training: true, Fusion: true, Target: trainPoolTarget}, 0},
+		{"no activation", func() *spec.Model {
+			b := newModel("noact", 1, 12, 12)
+			b.conv("conv", 4, 5, 2)
+			b.pool("pool", spec.OpMaxPool2D, 2)
+			b.flatten("flat")
+			b.dense("fc", 10)
+			return b.model()
+		}(), Options{Batch: 2, Training: true, Fusion: true, Target: trainPoolTarget}, 1},
+	} {
+		p := mustBuild(t, tc.m, tc.opts)
+		pools, argmaxBwd := 0, 0
+		for _, s := range p.Forward {
+			if s.Attr.Pool != nil {
+				pools++
+			}
+		}
+		for _, s := range p.Backward {
+			if s.Kernel == KMaxPool2DArgmaxBwd {
+				argmaxBwd++
+			}
+			if s.Kernel == KConv2DBwd && s.In[2] == NoBuf && s.Attr.Act != "" && !s.Attr.ActApplied {
+				t.Errorf("%s: %s's backward has no y for its %s derivative", tc.name, s.Layer, s.Attr.Act)
+			}
+		}
+		if pools != tc.want || argmaxBwd != tc.want {
+			t.Errorf("%s: %d convolutions pool, %d pool backward steps read an argmax; want %d (forward %s, backward %s)",
+				tc.name, pools, argmaxBwd, tc.want, kernels(p.Forward), kernels(p.Backward))
+		}
+	}
+}
+
+// TestVerifyPoolTraining: Verify rejects a training plan's pooled
+// convolution without its argmax or with a misshapen one, a pool
+// backward from an argmax of the wrong shape, and a conv2d_bwd without y
+// that must apply its activation's derivative.
+func TestVerifyPoolTraining(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		change func(p *Plan)
+		want   string
+	}{
+		{"no argmax", func(p *Plan) { p.Forward[0].Out = p.Forward[0].Out[:2] }, "writes no argmax"},
+		{"argmax shape", func(p *Plan) { p.Forward[0].Out[2] = p.Forward[1].Out[2] }, "argmax pool2.argmax has shape"},
+		{"pool backward argmax", func(p *Plan) {
+			for i := range p.Backward {
+				if p.Backward[i].Kernel == KMaxPool2DArgmaxBwd && p.Backward[i].In[0] == p.Forward[0].Out[2] {
+					p.Backward[i].In[0] = p.Forward[1].Out[2]
+				}
+			}
+		}, "argmax pool2.argmax has shape"},
+		{"derivative without y", func(p *Plan) {
+			for i := range p.Backward {
+				if p.Backward[i].Kernel == KConv2DBwd {
+					p.Backward[i].Attr.ActApplied = false
+				}
+			}
+		}, "no y, but the step applies relu's derivative"},
+	} {
+		p := mustBuild(t, flagship(), Options{Batch: 2, Training: true, Fusion: true, Target: trainPoolTarget})
+		if err := Verify(p); err != nil || p.Forward[0].Attr.Pool == nil {
+			t.Fatalf("%s: the plan as built fails (%v) or does not pool (%s)", tc.name, err, kernels(p.Forward))
+		}
+		tc.change(p)
+		if err := Verify(p); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: Verify says %v, want an error about %q", tc.name, err, tc.want)
+		}
+	}
+}

@@ -117,18 +117,23 @@ func stepFLOPs(p *Plan, s *Step, c *costCounter) int64 {
 		return c.sum(c.mul(y, 2, k, has(s.Out[0])+1), c.mul(y, has(s.Out[2])+act()))
 	case KConv2D:
 		if pg := s.Attr.Pool; pg != nil {
-			// every convolution output, then one comparison per window value
+			// every convolution output, then one comparison per window
+			// value, and one more for the argmax of a training plan's step
 			g := s.Attr.Conv
 			conv := c.mul(int64(g.N), int64(g.OC), int64(g.OH), int64(g.OW))
-			return c.sum(c.mul(conv, c.sum(c.mul(2, taps()), has(s.In[2]), act())), c.mul(out0(), int64(pg.KH), int64(pg.KW)))
+			compares := int64(1)
+			if len(s.Out) > 2 {
+				compares += has(s.Out[2])
+			}
+			return c.sum(c.mul(conv, c.sum(c.mul(2, taps()), has(s.In[2]), act())), c.mul(out0(), int64(pg.KH), int64(pg.KW), compares))
 		}
 		return c.mul(out0(), c.sum(c.mul(2, taps()), has(s.In[2]), act()))
 	case KConv2DBwd:
-		y := p.size(s.In[2])
+		y := p.size(s.In[3]) // dy: y may be absent
 		return c.sum(c.mul(y, 2, taps(), has(s.Out[0])+1), c.mul(y, has(s.Out[2])+act()))
 	case KMaxPool2D, KAvgPool2D:
 		return c.mul(out0(), window())
-	case KMaxPool2DBwd:
+	case KMaxPool2DBwd, KMaxPool2DArgmaxBwd:
 		return c.mul(p.size(s.In[1]), window())
 	case KAvgPool2DBwd:
 		return c.mul(p.size(s.In[0]), window())

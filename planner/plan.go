@@ -10,8 +10,9 @@
 // Act and Chain), differentiate.go, optimize.go (optimizer updates),
 // fuse_update.go, choose_methods.go (how each convolution runs on the
 // plan's Target, and the scratch it needs: target.go), fuse_pool.go (max
-// pools into the convolutions before them, in inference plans, where the
-// target's chosen method can pool), measure_costs.go, assign_buffers.go.
+// pools into the convolutions before them, where the target's chosen
+// method can pool: in training plans with each window's argmax for the
+// pool's backward), measure_costs.go, assign_buffers.go.
 // Verify checks the invariants that must hold between passes.
 package planner
 
@@ -89,10 +90,15 @@ const (
 	// KConv2D: y = act(conv(x, W) + b), by the backend's Attr.Method.
 	// In: x [B,C,H,W], W [OC,C/G,KH,KW], b [OC] (optional).
 	// Out: y [B,OC,OH,OW], cols (optional scratch: the method's workspace,
-	// sized by the target; absent when the method needs none).
+	// sized by the target; absent when the method needs none), and in a
+	// training plan with Attr.Pool, argmax.
 	// Attr: Conv, Act, Alpha, Method, Pool. With Attr.Pool (a max pool
-	// folded into the epilogue of an inference plan's step, fuse_pool.go)
-	// y is the pool's output [B,OC,Pool.OH,Pool.OW].
+	// folded into the step's epilogue, fuse_pool.go) y is the pool's
+	// output [B,OC,Pool.OH,Pool.OW]; a training plan's step also writes
+	// argmax (scratch shaped like y): for each pool window, the position
+	// of its first maximum within the window, row-major from 0 to
+	// Pool.KH·Pool.KW−1, as a float32 (the pool's backward reads it:
+	// KMaxPool2DArgmaxBwd).
 	KConv2D Kernel = "conv2d"
 	// KMaxPool2D, KAvgPool2D: In: x [B,C,H,W]. Out: y [B,C,OH,OW]. Attr: Conv (kernel, stride, padding, dilation; Groups unused).
 	KMaxPool2D Kernel = "maxpool2d"
@@ -164,16 +170,27 @@ const (
 	// target for the backward method; absent when the method needs none.
 	// With ActApplied, dy already carries Act's derivative (the max pool
 	// backward that wrote it applied it: fuse_act_bwd.go) and the step
-	// applies none.
+	// applies none. y is absent (NoBuf) where the step needs no
+	// derivative (ActApplied or no Act) and the forward step pooled its
+	// output in its epilogue (fuse_pool.go): the full-size y is never
+	// written then.
 	KConv2DBwd Kernel = "conv2d_bwd"
 	// KMaxPool2DBwd: In: x, y, dy. Out: dx. Attr: Conv, and Act, Alpha
 	// when x is the output of that activation and dx goes to its layer's
 	// backward alone: dx is then multiplied by the activation's derivative,
-	// taken from x (fuse_act_bwd.go). KAvgPool2DBwd: In: dy. Out: dx.
+	// taken from x (fuse_act_bwd.go). KMaxPool2DArgmaxBwd: the backward of
+	// a max pool folded into a training plan's conv2d (fuse_pool.go).
+	// In: argmax (the conv2d's third output), y (the pooled output), dy,
+	// all [B,C,OH,OW]. Out: dx [B,C,H,W]: each window's dy at the
+	// argmax's position, multiplied by Act's derivative taken from y when
+	// Attr.Act is set, and zero at every other position (a position in no
+	// window too). Attr: Conv (the pool's geometry), Act, Alpha.
+	// KAvgPool2DBwd: In: dy. Out: dx.
 	// KGlobalAvgPoolBwd: In: dy [B,C]. Out: dx [B,C,H,W...].
-	KMaxPool2DBwd     Kernel = "maxpool2d_bwd"
-	KAvgPool2DBwd     Kernel = "avgpool2d_bwd"
-	KGlobalAvgPoolBwd Kernel = "globalavgpool_bwd"
+	KMaxPool2DBwd       Kernel = "maxpool2d_bwd"
+	KMaxPool2DArgmaxBwd Kernel = "maxpool2d_argmax_bwd"
+	KAvgPool2DBwd       Kernel = "avgpool2d_bwd"
+	KGlobalAvgPoolBwd   Kernel = "globalavgpool_bwd"
 	// KUnaryBwd: In: x (the chain's input), dy. Out: dx. Attr: Chain.
 	// Intermediate values of a fused chain are recomputed from x.
 	KUnaryBwd Kernel = "unary_bwd"
@@ -256,11 +273,12 @@ type Attr struct {
 	// Target in choose_methods.go; the emitter calls that method's kernel.
 	Method string `json:"method,omitempty"`
 	// Pool is the geometry of a max pool folded into a conv2d step's
-	// epilogue (fuse_pool.go, inference plans only): the step writes the
-	// maximum over each of the pool's windows of act(conv(x, W) + b), and
-	// its y is the pool's output [N, OC, Pool.OH, Pool.OW], while Conv
-	// keeps the convolution's own geometry (Pool.N, C, H, W are Conv.N,
-	// OC, OH, OW). nil: y is the convolution's output.
+	// epilogue (fuse_pool.go): the step writes the maximum over each of
+	// the pool's windows of act(conv(x, W) + b), and its y is the pool's
+	// output [N, OC, Pool.OH, Pool.OW], while Conv keeps the
+	// convolution's own geometry (Pool.N, C, H, W are Conv.N, OC, OH,
+	// OW); in a training plan it also writes each window's argmax.
+	// nil: y is the convolution's output.
 	Pool *ConvGeom `json:"pool,omitempty"`
 	// KeptCols marks a conv2d_bwd whose workspace (In[4]) is its forward
 	// step's (Out[1]), which still holds the forward's im2col columns of

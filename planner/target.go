@@ -24,8 +24,15 @@ type Target struct {
 	// convolution of geometry g can take a max pool of geometry pool
 	// (which reads g's output) into its epilogue: compute a window's
 	// convolution outputs and write only their maximum (fuse_pool.go,
-	// inference plans only). nil: no method pools.
+	// inference plans; training plans too with PoolArgmax). nil: no
+	// method pools.
 	PoolEpilogue func(g ConvGeom, method string, pool ConvGeom) bool
+	// PoolArgmax says the methods that PoolEpilogue accepts also write
+	// each pool window's argmax (conv2d's third output in a training
+	// plan) and the backend has KMaxPool2DArgmaxBwd: fuse_pool.go then
+	// pools in the epilogue of training plans' convolutions too, where
+	// their backward needs no full-size output.
+	PoolArgmax bool
 }
 
 // ConvRule is a backend's rule for convolutions: for the geometry of one

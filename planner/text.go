@@ -95,7 +95,7 @@ func stepAttr(s Step) string {
 	var parts []string
 	if a.Act != "" {
 		switch {
-		case s.Kernel == KMaxPool2DBwd:
+		case s.Kernel == KMaxPool2DBwd || s.Kernel == KMaxPool2DArgmaxBwd:
 			parts = append(parts, a.Act+"'")
 		case a.ActApplied:
 			parts = append(parts, a.Act+" (derivative applied by the pool)")

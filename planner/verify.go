@@ -205,7 +205,7 @@ var kernelPhase = map[Kernel]string{
 	KLogSoftmax: "forward", KDropout: "forward", KBatchNorm: "forward", KMatMul: "forward",
 	KConcat: "forward", KLayerNorm: "forward", KReduceMean: "forward",
 	KSoftmaxXent: "loss", KMSE: "loss", KMAE: "loss", KHuber: "loss",
-	KGemmBwd: "backward", KConv2DBwd: "backward", KMaxPool2DBwd: "backward", KAvgPool2DBwd: "backward",
+	KGemmBwd: "backward", KConv2DBwd: "backward", KMaxPool2DBwd: "backward", KMaxPool2DArgmaxBwd: "backward", KAvgPool2DBwd: "backward",
 	KGlobalAvgPoolBwd: "backward", KUnaryBwd: "backward", KBinaryBwd: "backward", KSoftmaxBwd: "backward",
 	KLogSoftmaxBwd: "backward", KDropoutBwd: "backward", KBatchNormBwd: "backward", KMatMulBwd: "backward",
 	KConcatBwd: "backward", KAccumulate: "backward", KLayerNormBwd: "backward", KReduceMeanBwd: "backward",
@@ -219,45 +219,46 @@ var operands = map[Kernel]struct {
 	in, out       int
 	optIn, optOut []int
 }{
-	KGemm:             {3, 1, []int{2}, nil},
-	KConv2D:           {3, 2, []int{2}, []int{1}},
-	KMaxPool2D:        {1, 1, nil, nil},
-	KAvgPool2D:        {1, 1, nil, nil},
-	KGlobalAvgPool:    {1, 1, nil, nil},
-	KUnary:            {1, 1, nil, nil},
-	KBinary:           {2, 1, nil, nil},
-	KSoftmax:          {1, 1, nil, nil},
-	KLogSoftmax:       {1, 1, nil, nil},
-	KDropout:          {1, 2, nil, nil},
-	KBatchNorm:        {5, 3, nil, nil},
-	KMatMul:           {2, 1, nil, nil},
-	KTranspose:        {1, 1, nil, nil},
-	KConcat:           {-1, 1, nil, nil},
-	KLayerNorm:        {3, 3, []int{2}, nil},
-	KReduceMean:       {1, 1, nil, nil},
-	KSoftmaxXent:      {2, 2, nil, nil},
-	KMSE:              {2, 2, nil, nil},
-	KMAE:              {2, 2, nil, nil},
-	KHuber:            {2, 2, nil, nil},
-	KGemmBwd:          {4, 3, nil, []int{0, 2}},
-	KConv2DBwd:        {5, 3, []int{4}, []int{0, 2}},
-	KMaxPool2DBwd:     {3, 1, nil, nil},
-	KAvgPool2DBwd:     {1, 1, nil, nil},
-	KGlobalAvgPoolBwd: {1, 1, nil, nil},
-	KUnaryBwd:         {2, 1, nil, nil},
-	KBinaryBwd:        {3, 2, nil, []int{0, 1}},
-	KSoftmaxBwd:       {2, 1, nil, nil},
-	KLogSoftmaxBwd:    {2, 1, nil, nil},
-	KDropoutBwd:       {2, 1, nil, nil},
-	KBatchNormBwd:     {5, 3, nil, []int{0}},
-	KMatMulBwd:        {3, 2, nil, []int{0, 1}},
-	KConcatBwd:        {1, -1, nil, nil},
-	KLayerNormBwd:     {5, 3, nil, []int{0, 1, 2}},
-	KReduceMeanBwd:    {1, 1, nil, nil},
-	KAccumulate:       {2, 1, nil, nil},
-	KSGD:              {2, 2, nil, nil},
-	KAdam:             {3, 3, nil, nil},
-	KAdamMulti:        {-1, -1, nil, nil},
+	KGemm:               {3, 1, []int{2}, nil},
+	KConv2D:             {3, 2, []int{2}, []int{1}},
+	KMaxPool2D:          {1, 1, nil, nil},
+	KAvgPool2D:          {1, 1, nil, nil},
+	KGlobalAvgPool:      {1, 1, nil, nil},
+	KUnary:              {1, 1, nil, nil},
+	KBinary:             {2, 1, nil, nil},
+	KSoftmax:            {1, 1, nil, nil},
+	KLogSoftmax:         {1, 1, nil, nil},
+	KDropout:            {1, 2, nil, nil},
+	KBatchNorm:          {5, 3, nil, nil},
+	KMatMul:             {2, 1, nil, nil},
+	KTranspose:          {1, 1, nil, nil},
+	KConcat:             {-1, 1, nil, nil},
+	KLayerNorm:          {3, 3, []int{2}, nil},
+	KReduceMean:         {1, 1, nil, nil},
+	KSoftmaxXent:        {2, 2, nil, nil},
+	KMSE:                {2, 2, nil, nil},
+	KMAE:                {2, 2, nil, nil},
+	KHuber:              {2, 2, nil, nil},
+	KGemmBwd:            {4, 3, nil, []int{0, 2}},
+	KConv2DBwd:          {5, 3, []int{2, 4}, []int{0, 2}}, // y: see checkShapes
+	KMaxPool2DBwd:       {3, 1, nil, nil},
+	KMaxPool2DArgmaxBwd: {3, 1, nil, nil},
+	KAvgPool2DBwd:       {1, 1, nil, nil},
+	KGlobalAvgPoolBwd:   {1, 1, nil, nil},
+	KUnaryBwd:           {2, 1, nil, nil},
+	KBinaryBwd:          {3, 2, nil, []int{0, 1}},
+	KSoftmaxBwd:         {2, 1, nil, nil},
+	KLogSoftmaxBwd:      {2, 1, nil, nil},
+	KDropoutBwd:         {2, 1, nil, nil},
+	KBatchNormBwd:       {5, 3, nil, []int{0}},
+	KMatMulBwd:          {3, 2, nil, []int{0, 1}},
+	KConcatBwd:          {1, -1, nil, nil},
+	KLayerNormBwd:       {5, 3, nil, []int{0, 1, 2}},
+	KReduceMeanBwd:      {1, 1, nil, nil},
+	KAccumulate:         {2, 1, nil, nil},
+	KSGD:                {2, 2, nil, nil},
+	KAdam:               {3, 3, nil, nil},
+	KAdamMulti:          {-1, -1, nil, nil},
 }
 
 // verifyStep checks one step: phase, operand counts, and shapes.
@@ -278,8 +279,12 @@ func verifyStep(p *Plan, phase string, index int, s *Step) error {
 	switch {
 	case s.Attr.Pool != nil && s.Kernel != KConv2D:
 		return fmt.Errorf("an epilogue pool on a %s step (only conv2d pools)", s.Kernel)
-	case s.Attr.Pool != nil && p.Training:
-		return fmt.Errorf("an epilogue pool in a training plan (the backward needs the unpooled output)")
+	}
+	if s.Kernel == KConv2D && s.Attr.Pool != nil && p.Training {
+		// the argmax of each pool window, for the pool's backward
+		if len(s.Out) != 3 || s.Out[2] == NoBuf || !p.validID(s.Out[2]) {
+			return fmt.Errorf("an epilogue pool in a training plan writes no argmax (want a third output)")
+		}
 	}
 	if len(s.Fused) > 0 && s.Fused[0] != s.Layer {
 		return fmt.Errorf("fused layers %v do not start with the step's layer", s.Fused)
@@ -287,6 +292,9 @@ func verifyStep(p *Plan, phase string, index int, s *Step) error {
 	ops := operands[s.Kernel]
 	if ops.in >= 0 && len(s.In) != ops.in || ops.in < 0 && len(s.In) < 1 {
 		return fmt.Errorf("%d inputs, want %d", len(s.In), ops.in)
+	}
+	if s.Kernel == KConv2D && s.Attr.Pool != nil && p.Training {
+		ops.out = 3
 	}
 	if ops.out >= 0 && len(s.Out) != ops.out || ops.out < 0 && len(s.Out) < 1 {
 		return fmt.Errorf("%d outputs, want %d", len(s.Out), ops.out)
@@ -403,11 +411,19 @@ func checkShapes(p *Plan, s *Step) error {
 				}
 				y = []int{g.N, g.OC, pg.OH, pg.OW}
 			}
-			return first(common, is("b", in[2], []int{g.OC}), is("y", out[0], y), kindIs(out[1], KindScratch))
+			argmax := NoBuf
+			if len(out) > 2 {
+				argmax = out[2]
+			}
+			return first(common, is("b", in[2], []int{g.OC}), is("y", out[0], y), kindIs(out[1], KindScratch),
+				is("argmax", argmax, y), kindIs(argmax, KindScratch))
+		}
+		if in[2] == NoBuf && s.Attr.Act != "" && !s.Attr.ActApplied {
+			return fmt.Errorf("no y, but the step applies %s's derivative", s.Attr.Act)
 		}
 		return first(common, is("y", in[2], y), is("dy", in[3], y), kindIs(in[4], KindScratch),
 			is("dx", out[0], x), is("dW", out[1], w), is("db", out[2], []int{g.OC}))
-	case KMaxPool2D, KAvgPool2D, KMaxPool2DBwd, KAvgPool2DBwd:
+	case KMaxPool2D, KAvgPool2D, KMaxPool2DBwd, KMaxPool2DArgmaxBwd, KAvgPool2DBwd:
 		g := s.Attr.Conv
 		if g == nil {
 			return fmt.Errorf("no window geometry")
@@ -417,16 +433,18 @@ func checkShapes(p *Plan, s *Step) error {
 		}
 		x := []int{g.N, g.C, g.H, g.W}
 		y := []int{g.N, g.C, g.OH, g.OW}
-		if s.Kernel == KMaxPool2DBwd {
+		if s.Kernel == KMaxPool2DBwd || s.Kernel == KMaxPool2DArgmaxBwd {
 			if err := checkAct(s.Attr); err != nil {
 				return err
 			}
 		} else if s.Attr.Act != "" {
-			return fmt.Errorf("activation %q on a %s step: only maxpool2d_bwd applies one", s.Attr.Act, s.Kernel)
+			return fmt.Errorf("activation %q on a %s step: only the max pool backward steps apply one", s.Attr.Act, s.Kernel)
 		}
 		switch s.Kernel {
 		case KMaxPool2DBwd:
 			return first(is("x", in[0], x), is("y", in[1], y), is("dy", in[2], y), is("dx", out[0], x))
+		case KMaxPool2DArgmaxBwd:
+			return first(is("argmax", in[0], y), kindIs(in[0], KindScratch), is("y", in[1], y), is("dy", in[2], y), is("dx", out[0], x))
 		case KAvgPool2DBwd:
 			return first(is("dy", in[0], y), is("dx", out[0], x))
 		}

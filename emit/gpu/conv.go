@@ -162,7 +162,7 @@ func (l *lowering) conv(st *planner.Step, bwd bool) error {
 		return fmt.Errorf("convolution without Attr.Conv")
 	}
 	if a.Pool != nil && bwd {
-		return fmt.Errorf("a backward convolution with an epilogue pool (a planner bug: only inference plans pool)")
+		return fmt.Errorf("a backward convolution with an epilogue pool (a planner bug: the pool belongs to the forward step)")
 	}
 	if wa := WinogradByMethod(a.Method); wa != nil {
 		return l.winograd(st, bwd, wa)

@@ -66,8 +66,13 @@ func directPixels(ow int) int {
 // maximum of a window of the convolution's outputs, which the thread
 // computes in registers, and act is applied to the maximum (the epilogue's
 // activations do not decrease, so act of the maximum is the maximum of
-// act, for a quarter of the work with 2×2 windows).
-func convDirectKernel(g planner.ConvGeom, pool *planner.ConvGeom, hasBias bool, act string, alpha float32) (*Kernel, error) {
+// act, for a quarter of the work with 2×2 windows). With argmax (a
+// training step), the thread also writes arg [N, OC, pool.OH, pool.OW]:
+// the position in its window, row-major, of the first output whose
+// activation equals the pooled value, the window's first maximum after the
+// activation, as rt/cpu's MaxPool2DArgmax finds it in the activation's
+// output.
+func convDirectKernel(g planner.ConvGeom, pool *planner.ConvGeom, hasBias bool, act string, alpha float32, argmax bool) (*Kernel, error) {
 	cg, ocg := g.C/g.Groups, g.OC/g.Groups
 	ob := directChannels(ocg)
 	// The thread computes px pixels of a row of y, each the maximum of a
@@ -82,6 +87,9 @@ func convDirectKernel(g planner.ConvGeom, pool *planner.ConvGeom, hasBias bool, 
 	params := []Param{in("x", g.N*g.C*g.H*g.W), in("w", g.OC*cg*g.KH*g.KW), out("y", g.N*g.OC*oh*ow)}
 	if hasBias {
 		params = append(params, in("b", g.OC))
+	}
+	if argmax {
+		params = append(params, out("arg", g.N*g.OC*oh*ow))
 	}
 	shape := []int{g.N, g.OC / ob, oh, runs}
 	taps := cg * g.KH * g.KW
@@ -191,15 +199,29 @@ func convDirectKernel(g planner.ConvGeom, pool *planner.ConvGeom, hasBias bool, 
 					}
 					var e Expr
 					e, err = actExpr(act, alpha, v)
-					st := store("y", add(vr("yb"), i32(j*oh*ow+p)), e)
+					at := add(vr("yb"), i32(j*oh*ow+p))
+					st := []Stmt{store("y", at, e)}
+					if argmax {
+						// the window's positions from last to first: the
+						// first whose activation equals the pooled value wins
+						yv, am := fmt.Sprintf("yv%d_%d", j, p), fmt.Sprintf("am%d_%d", j, p)
+						st = []Stmt{let(yv, Float, e), store("y", at, vr(yv)), let(am, Float, flt(0))}
+						for r := wr - 1; r >= 0; r-- {
+							for cc := wc - 1; cc >= 0; cc-- {
+								ev, _ := actExpr(act, alpha, vr(acc(r*convCols+p*wc+cc)))
+								st = append(st, set(am, sel(eq(ev, vr(yv)), flt(float32(r*wc+cc)), vr(am))))
+							}
+						}
+						st = append(st, store("arg", at, vr(am)))
+					}
 					first := "ow"
 					if pool != nil {
 						first = "pw"
 					}
 					if ow%px != 0 && p > 0 {
-						st = when(lt(add(vr(first), i32(p)), i32(ow)), st)
+						st = []Stmt{when(lt(add(vr(first), i32(p)), i32(ow)), st...)}
 					}
-					s = append(s, st)
+					s = append(s, st...)
 				}
 			}
 			return s
@@ -231,11 +253,18 @@ func (l *lowering) convDirect(st *planner.Step) error {
 	if err != nil {
 		return err
 	}
+	arg, err := poolArgmax(st, pool)
+	if err != nil {
+		return err
+	}
 	x, w, b, y := st.In[0], st.In[1], st.In[2], st.Out[0]
-	k, err := convDirectKernel(g, pool, present(b), a.Act, float32(a.Alpha))
+	k, err := convDirectKernel(g, pool, present(b), a.Act, float32(a.Alpha), present(arg))
 	ops := []operand{whole(x), whole(w), whole(y)}
 	if present(b) {
 		ops = append(ops, whole(b))
+	}
+	if present(arg) {
+		ops = append(ops, whole(arg))
 	}
 	return l.launch("conv_direct", k, err, ops...)
 }

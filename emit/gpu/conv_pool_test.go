@@ -2,6 +2,8 @@ package gpu
 
 import (
 	"math"
+	"math/rand"
+	"slices"
 	"strings"
 	"testing"
 
@@ -196,6 +198,216 @@ func TestLoweredPooledConvMatchesCPU(t *testing.T) {
 				}
 				if worst > 1e-5 {
 					t.Errorf("%s/%s: pooled y[%d] = %g, rt/cpu has %g (error %.3g of the largest |value| %g)", d.Name, c.name, at, got[at], want[at], worst, scale)
+				}
+			}
+		})
+	}
+}
+
+// TestLoweredTrainingPoolMatchesCPU lowers training plans of convolutions
+// that max-pool in their epilogue and write each window's argmax (Attr.Pool
+// with a third output), followed by the pool's backward from that argmax
+// (maxpool2d_argmax_bwd), runs them through each dialect's g++ shim and
+// compares with rt/cpu. Inputs and weights are multiples of 1/4 of a few
+// sizes, so windows hold ties: the direct method sums them exactly, and
+// its argmax must be rt/cpu's MaxPool2DArgmax of the activation's output
+// (the first maximum); Winograd rounds, so its argmax must point at a
+// window maximum, be rt/cpu's where the maximum stands clear of the
+// rest, and be 0 where relu makes the whole window 0. The backward,
+// from the GPU's argmax and pooled output, must be rt/cpu's
+// MaxPool2DArgmaxBwd of dy times the activation's derivative at every
+// pixel, the rows and columns of no window (odd outputs) included: dx and
+// the argmax start as junk.
+func TestLoweredTrainingPoolMatchesCPU(t *testing.T) {
+	conv := func(n, c, h, w, oc, k, s, pad, dil, groups int) planner.ConvGeom {
+		return withOutputSize(planner.ConvGeom{N: n, C: c, H: h, W: w, OC: oc, KH: k, KW: k, SH: s, SW: s, PH: pad, PW: pad, DH: dil, DW: dil, Groups: groups})
+	}
+	f4, f2 := WinogradF4.Method, WinogradF2.Method
+	cases := []pooledConvCase{
+		{"direct_first", conv(3, 1, 28, 28, 8, 5, 1, 2, 1, 1), 2, 2, ConvDirectMethod, true, "relu", 0},
+		// 11×15 output: the last row and column are in no window
+		{"direct_odd", conv(2, 2, 11, 15, 3, 3, 1, 1, 1, 1), 2, 2, ConvDirectMethod, true, "tanh", 0},
+		// 1×1 windows, 2 pixels a thread: rows of 15 end in a ragged run
+		{"direct_1x1", conv(2, 2, 11, 15, 3, 3, 1, 1, 1, 1), 1, 1, ConvDirectMethod, true, "relu", 0},
+		{"direct_strided_3x3", conv(2, 1, 19, 17, 4, 3, 2, 1, 1, 1), 3, 3, ConvDirectMethod, false, "", 0},
+		{"direct_dilated_grouped", conv(2, 2, 13, 12, 4, 3, 1, 2, 2, 2), 2, 2, ConvDirectMethod, true, "leakyrelu", 0.1},
+		{"direct_2x1", conv(2, 1, 9, 9, 6, 3, 1, 1, 1, 1), 2, 1, ConvDirectMethod, true, "sigmoid", 0},
+		{"winograd_14", conv(2, 16, 14, 14, 17, 5, 1, 2, 1, 1), 2, 2, f4, true, "relu", 0},
+		// 13×13: the last tile row has 1 row, which no window reads
+		{"winograd_13", conv(2, 17, 13, 13, 16, 5, 1, 2, 1, 1), 2, 2, f4, false, "relu", 0},
+		{"winograd_4x4", conv(1, 16, 14, 14, 16, 5, 1, 2, 1, 1), 4, 4, f4, true, "", 0},
+		{"winograd_F2", conv(2, 16, 9, 7, 16, 5, 1, 2, 1, 1), 2, 2, f2, true, "sigmoid", 0},
+	}
+	p := &planner.Plan{Model: "pooled_training_convs", Training: true}
+	add := func(name string, kind planner.BufKind, shape ...int) planner.BufID {
+		id := planner.BufID(len(p.Buffers))
+		p.Buffers = append(p.Buffers, planner.Buffer{ID: id, Name: name, Kind: kind, Shape: shape, Size: prod(shape), AliasOf: planner.NoBuf})
+		return id
+	}
+	type layer struct{ x, w, b, y, arg, dy, dx planner.BufID }
+	var layers []layer
+	for _, c := range cases {
+		g, pool := c.g, poolOver(c.g, c.kh, c.kw)
+		if !PoolEpilogue(g, c.method, pool) {
+			t.Fatalf("%s: PoolEpilogue declines the layer", c.name)
+		}
+		var l layer
+		l.x = add(c.name+".in", planner.KindActivation, g.N, g.C, g.H, g.W)
+		l.w = add(c.name+".weight", planner.KindParam, g.OC, g.C/g.Groups, g.KH, g.KW)
+		l.b = planner.NoBuf
+		if c.bias {
+			l.b = add(c.name+".bias", planner.KindParam, g.OC)
+		}
+		l.y = add(c.name+".pool", planner.KindActivation, g.N, g.OC, pool.OH, pool.OW)
+		l.arg = add(c.name+".argmax", planner.KindScratch, g.N, g.OC, pool.OH, pool.OW)
+		l.dy = add(c.name+".pool.grad", planner.KindGrad, g.N, g.OC, pool.OH, pool.OW)
+		l.dx = add(c.name+".out.grad", planner.KindGrad, g.N, g.OC, g.OH, g.OW)
+		cols := planner.NoBuf
+		if wa := WinogradByMethod(c.method); wa != nil {
+			cols = add(c.name+".cols", planner.KindScratch, wa.Scratch(g))
+		}
+		p.Forward = append(p.Forward, planner.Step{Kernel: planner.KConv2D, Layer: c.name,
+			In: []planner.BufID{l.x, l.w, l.b}, Out: []planner.BufID{l.y, cols, l.arg},
+			Attr: planner.Attr{Conv: &g, Pool: &pool, Act: c.act, Alpha: float64(c.alpha), Method: c.method}})
+		p.Backward = append(p.Backward, planner.Step{Kernel: planner.KMaxPool2DArgmaxBwd, Layer: c.name,
+			In: []planner.BufID{l.arg, l.y, l.dy}, Out: []planner.BufID{l.dx},
+			Attr: planner.Attr{Conv: &pool, Act: c.act, Alpha: float64(c.alpha)}})
+		layers = append(layers, l)
+	}
+	initial := convLayerArena(p, nil, 9)
+	r := rand.New(rand.NewSource(3))
+	for _, l := range layers {
+		for _, id := range []planner.BufID{l.x, l.w, l.b} {
+			if id == planner.NoBuf {
+				continue
+			}
+			for j := range initial[id] {
+				initial[id][j] = float32(r.Intn(5)-2) / 4 // ties
+			}
+		}
+		for j := range initial[l.dy] {
+			initial[l.dy][j] = 2*r.Float32() - 1
+		}
+		for _, id := range []planner.BufID{l.y, l.arg, l.dx} {
+			for j := range initial[id] {
+				initial[id][j] = 500 + float32(j%100) // junk
+			}
+		}
+	}
+
+	for _, d := range []*Dialect{CUDA, Metal} {
+		t.Run(d.Name, func(t *testing.T) {
+			t.Parallel()
+			prog, err := Lower(p, d)
+			if err != nil {
+				t.Fatal(err)
+			}
+			arena := make([][]float32, len(initial))
+			for i := range initial {
+				arena[i] = append([]float32(nil), initial[i]...)
+			}
+			s := startKernelServer(t, d, prog)
+			s.run(t, prog.Forward, arena, make([]float32, StepArgsLen))
+			s.run(t, prog.Backward, arena, make([]float32, StepArgsLen))
+			for ci, c := range cases {
+				l := layers[ci]
+				g, pool := c.g, poolOver(c.g, c.kh, c.kw)
+				var b []float32
+				if c.bias {
+					b = initial[l.b]
+				}
+				z := make([]float32, g.N*g.OC*g.OH*g.OW)
+				full := make([]float32, len(z))
+				cpu.Conv2DIm2colFwd(initial[l.x], initial[l.w], b, z, cpuConv(g), cpu.ActNone, 0)
+				cpu.Conv2DIm2colFwd(initial[l.x], initial[l.w], b, full, cpuConv(g), cpuFusedAct(t, c.act), c.alpha)
+				n := len(arena[l.y])
+				wantY, wantArg := make([]float32, n), make([]float32, n)
+				cpu.MaxPool2DFwd(full, wantY, cpuConv(pool))
+				cpu.MaxPool2DArgmax(full, wantArg, cpuConv(pool))
+				gotY, gotArg := arena[l.y], arena[l.arg]
+				var scale float64
+				for _, v := range full {
+					scale = math.Max(scale, math.Abs(float64(v)))
+				}
+				scale = math.Max(scale, 1)
+				for i := range wantY {
+					if e := math.Abs(float64(gotY[i]) - float64(wantY[i])); !(e <= 1e-5*scale) {
+						t.Fatalf("%s/%s: pooled y[%d] = %g, rt/cpu has %g", d.Name, c.name, i, gotY[i], wantY[i])
+					}
+				}
+				// the window's values in rt/cpu's output (post and pre activation)
+				window := func(v []float32, i int) []float32 {
+					pl, oh, ow := i/(pool.OH*pool.OW), i/pool.OW%pool.OH, i%pool.OW
+					var out []float32
+					for qh := range pool.KH {
+						for qw := range pool.KW {
+							out = append(out, v[pl*g.OH*g.OW+(oh*pool.KH+qh)*g.OW+ow*pool.KW+qw])
+						}
+					}
+					return out
+				}
+				tol := float32(4e-5 * scale) // Winograd's rounding, twice what y allows
+				exact, clear, zeros, firstNonzero := 0, 0, 0, 0
+				for i, a := range gotArg {
+					if a != float32(int(a)) || a < 0 || int(a) >= pool.KH*pool.KW {
+						t.Fatalf("%s/%s: argmax[%d] = %g, not a position in a %dx%d window", d.Name, c.name, i, a, pool.KH, pool.KW)
+					}
+					if wantArg[i] != 0 {
+						firstNonzero++
+					}
+					if c.method == ConvDirectMethod {
+						if a != wantArg[i] {
+							t.Fatalf("%s/%s: argmax[%d] = %g, rt/cpu has %g (window %v)", d.Name, c.name, i, a, wantArg[i], window(full, i))
+						}
+						exact++
+						continue
+					}
+					f, pre := window(full, i), window(z, i)
+					m := f[int(wantArg[i])]
+					if f[int(a)] < m-tol {
+						t.Fatalf("%s/%s: argmax[%d] = %g points at %g, the window's maximum is %g (window %v)", d.Name, c.name, i, a, f[int(a)], m, f)
+					}
+					alone := true
+					for q, v := range f {
+						if q != int(wantArg[i]) && v > m-2*tol {
+							alone = false
+						}
+					}
+					if alone {
+						clear++
+						if a != wantArg[i] {
+							t.Fatalf("%s/%s: argmax[%d] = %g, rt/cpu has %g, a clear maximum (window %v)", d.Name, c.name, i, a, wantArg[i], f)
+						}
+					}
+					if c.act == "relu" && slices.Max(pre) < -tol {
+						zeros++
+						if a != 0 {
+							t.Fatalf("%s/%s: argmax[%d] = %g in a window that relu makes all 0 (before relu %v): want the first", d.Name, c.name, i, a, pre)
+						}
+					}
+				}
+				if pool.KH*pool.KW > 1 && (firstNonzero == 0 || c.method != ConvDirectMethod && clear == 0 || c.act == "relu" && c.method != ConvDirectMethod && zeros == 0) {
+					t.Fatalf("%s/%s: %d argmaxes not 0, %d clear maxima, %d all-zero windows: the case checks too little", d.Name, c.name, firstNonzero, clear, zeros)
+				}
+				// The backward from the GPU's argmax and pooled output.
+				dz := append([]float32(nil), initial[l.dy]...)
+				if c.act != "" {
+					cpu.ActBwd(gotY, dz, cpuFusedAct(t, c.act), c.alpha)
+				}
+				want := make([]float32, len(arena[l.dx]))
+				cpu.MaxPool2DArgmaxBwd(gotArg, dz, want, cpuConv(pool))
+				got := arena[l.dx]
+				routed := 0
+				for i := range want {
+					if e := math.Abs(float64(got[i]) - float64(want[i])); !(e <= 1e-6) {
+						t.Fatalf("%s/%s: dx[%d] = %g, rt/cpu has %g", d.Name, c.name, i, got[i], want[i])
+					}
+					if want[i] != 0 {
+						routed++
+					}
+				}
+				if routed == 0 {
+					t.Fatalf("%s/%s: no gradient routed: the backward checks nothing", d.Name, c.name)
 				}
 			}
 		})

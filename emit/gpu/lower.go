@@ -356,6 +356,16 @@ func (l *lowering) lowerStep(st *planner.Step, training bool) error {
 		}
 		k, err := maxPoolBwdKernel(*a.Conv, a.Act, float32(a.Alpha))
 		return l.launch("maxpool2d_bwd", k, err, whole(st.In[0]), whole(st.In[2]), whole(st.Out[0]))
+	case planner.KMaxPool2DArgmaxBwd:
+		if err := l.operands(st, 3, 1); err != nil || a.Conv == nil {
+			return fmt.Errorf("max pool backward from the argmax needs argmax, y, dy, dx and Attr.Conv (%v)", err)
+		}
+		k, err := maxPoolArgmaxBwdKernel(*a.Conv, a.Act, float32(a.Alpha))
+		ops := []operand{whole(st.In[0]), whole(st.In[2])}
+		if a.Act != "" {
+			ops = append(ops, whole(st.In[1]))
+		}
+		return l.launch("maxpool2d_argmax_bwd", k, err, append(ops, whole(st.Out[0]))...)
 	case planner.KAvgPool2DBwd:
 		if err := l.operands(st, 1, 1); err != nil || a.Conv == nil {
 			return fmt.Errorf("average pool backward needs dy, dx and Attr.Conv (%v)", err)

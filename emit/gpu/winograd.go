@@ -370,7 +370,11 @@ func wgInputKernel(wa *Winograd, n, ch, h, w int, tl wgTiling) *Kernel {
 // do not decrease, so the order gives the same values for less work). The
 // last tiles of a ragged output (h or w not a multiple of m) hold windows
 // past its edge; those are outside the pool's output and not written.
-func wgOutputKernel(wa *Winograd, n, outCh, h, w int, tl wgTiling, pool *planner.ConvGeom, hasBias bool, act string, alpha float32) (*Kernel, error) {
+// With argmax (a training step) the thread also writes arg, shaped like
+// the pool's output: the position in each window, row-major, of the first
+// value whose bias and activation give the pooled value (rt/cpu's
+// MaxPool2DArgmax of the activation's output).
+func wgOutputKernel(wa *Winograd, n, outCh, h, w int, tl wgTiling, pool *planner.ConvGeom, hasBias bool, act string, alpha float32, argmax bool) (*Kernel, error) {
 	total, al := tl.s*outCh*tl.tc, wa.alpha
 	// The kernel writes an oh×ow output from r×c tiles of values, each the
 	// maximum of a wr×wc window of the tile (1×1 without a pool).
@@ -382,6 +386,9 @@ func wgOutputKernel(wa *Winograd, n, outCh, h, w int, tl wgTiling, pool *planner
 	params := []Param{in("m", wa.products()*total), out("y", n*outCh*oh*ow)}
 	if hasBias {
 		params = append(params, in("b", outCh))
+	}
+	if argmax {
+		params = append(params, out("arg", n*outCh*oh*ow))
 	}
 	doc := fmt.Sprintf("Winograd F(%dx%d,5x5) output tiles Aᵀ·M·A of [%d,%d,%d,%d], bias %v, %q", wa.m, wa.m, n, outCh, h, w, hasBias, act)
 	if pool != nil {
@@ -419,8 +426,26 @@ func wgOutputKernel(wa *Winograd, n, outCh, h, w int, tl wgTiling, pool *planner
 				e, err = actExpr(act, alpha, v)
 				hh := add(mul(vr("th"), i32(r)), i32(a))
 				ww := add(mul(vr("tw"), i32(c)), i32(b))
-				s = append(s, when(and(lt(hh, i32(oh)), lt(ww, i32(ow))),
-					store("y", add(vr("yb"), add(mul(hh, i32(ow)), ww)), e)))
+				at := add(vr("yb"), add(mul(hh, i32(ow)), ww))
+				st := []Stmt{store("y", at, e)}
+				if argmax {
+					// the window's positions from last to first: the first
+					// whose bias and activation give the pooled value wins
+					yv, am := fmt.Sprintf("yv%d%d", a, b), fmt.Sprintf("am%d%d", a, b)
+					st = []Stmt{let(yv, Float, e), store("y", at, vr(yv)), let(am, Float, flt(0))}
+					for dr := wr - 1; dr >= 0; dr-- {
+						for dc := wc - 1; dc >= 0; dc-- {
+							var q Expr = vr(fmt.Sprintf("y%d%d", a*wr+dr, b*wc+dc))
+							if hasBias {
+								q = add(q, vr("bias"))
+							}
+							ev, _ := actExpr(act, alpha, q)
+							st = append(st, set(am, sel(eq(ev, vr(yv)), flt(float32(dr*wc+dc)), vr(am))))
+						}
+					}
+					st = append(st, store("arg", at, vr(am)))
+				}
+				s = append(s, when(and(lt(hh, i32(oh)), lt(ww, i32(ow))), st...))
 			}
 		}
 		return s
@@ -532,10 +557,17 @@ func (l *lowering) winograd(st *planner.Step, bwd bool, wa *Winograd) error {
 		if err != nil {
 			return err
 		}
-		k, err := wgOutputKernel(wa, g.N, g.OC, g.OH, g.OW, tl, pool, present(b), a.Act, alpha)
+		arg, err := poolArgmax(st, pool)
+		if err != nil {
+			return err
+		}
+		k, err := wgOutputKernel(wa, g.N, g.OC, g.OH, g.OW, tl, pool, present(b), a.Act, alpha, present(arg))
 		ops := []operand{at(ws, lay.r1), whole(y)}
 		if present(b) {
 			ops = append(ops, whole(b))
+		}
+		if present(arg) {
+			ops = append(ops, whole(arg))
 		}
 		return l.launch("winograd_output", k, err, ops...)
 	}
@@ -584,7 +616,7 @@ func (l *lowering) winograd(st *planner.Step, bwd bool, wa *Winograd) error {
 			A: Matrix{ws, lay.u, g.C, g.OC, g.OC}, B: Matrix{ws, lay.r1, g.OC, tc, tc}, C: Matrix{ws, lay.r2, g.C, tc, tc}}); err != nil {
 			return err
 		}
-		k, err := wgOutputKernel(wa, g.N, g.C, g.H, g.W, tl, nil, false, "", 0)
+		k, err := wgOutputKernel(wa, g.N, g.C, g.H, g.W, tl, nil, false, "", 0, false)
 		if err := l.launch("winograd_output", k, err, at(ws, lay.r2), whole(dx)); err != nil {
 			return err
 		}

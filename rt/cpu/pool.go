@@ -211,6 +211,60 @@ func MaxPool2DBwd(x, y, dy, dx []float32, g Conv) {
 	})
 }
 
+// MaxPool2DArgmax writes arg [N,C,OH,OW]: for each window of x [N,C,H,W],
+// the position of its first maximum (the pixel MaxPool2DBwd routes the
+// window's gradient to, NaN winning) within the window, kh·KW + kw, as a
+// float32. It is the argmax a GPU convolution that pools in its epilogue
+// writes in a training step (the CPU reference of that step).
+func MaxPool2DArgmax(x, arg []float32, g Conv) {
+	g = g.norm()
+	hw, ohw := g.H*g.W, g.OH*g.OW
+	poolPlanes(g, func(p int) {
+		xp, ap := x[p*hw:(p+1)*hw], arg[p*ohw:(p+1)*ohw]
+		for oh := 0; oh < g.OH; oh++ {
+			for ow := 0; ow < g.OW; ow++ {
+				a, best := 0, -1
+				for kh := 0; kh < g.KH; kh++ {
+					ih := oh*g.SH - g.PH + kh*g.DH
+					for kw := 0; kw < g.KW; kw++ {
+						iw := ow*g.SW - g.PW + kw*g.DW
+						if ih < 0 || ih >= g.H || iw < 0 || iw >= g.W {
+							continue
+						}
+						if v := xp[ih*g.W+iw]; best < 0 || beats(v, xp[best]) {
+							best, a = ih*g.W+iw, kh*g.KW+kw
+						}
+					}
+				}
+				ap[oh*g.OW+ow] = float32(a)
+			}
+		}
+	})
+}
+
+// MaxPool2DArgmaxBwd writes dx [N,C,H,W] of a max pool from each window's
+// argmax (MaxPool2DArgmax's, in arg [N,C,OH,OW]): the window's gradient dy
+// goes to the pixel at that position of the window, summed where windows
+// overlap; every other pixel gets zero.
+func MaxPool2DArgmaxBwd(arg, dy, dx []float32, g Conv) {
+	g = g.norm()
+	hw, ohw := g.H*g.W, g.OH*g.OW
+	poolPlanes(g, func(p int) {
+		ap, dyp, dxp := arg[p*ohw:(p+1)*ohw], dy[p*ohw:(p+1)*ohw], dx[p*hw:(p+1)*hw]
+		clear(dxp)
+		for oh := 0; oh < g.OH; oh++ {
+			for ow := 0; ow < g.OW; ow++ {
+				a := int(ap[oh*g.OW+ow])
+				ih := oh*g.SH - g.PH + a/g.KW*g.DH
+				iw := ow*g.SW - g.PW + a%g.KW*g.DW
+				if a >= 0 && a < g.KH*g.KW && ih >= 0 && ih < g.H && iw >= 0 && iw < g.W {
+					dxp[ih*g.W+iw] += dyp[oh*g.OW+ow]
+				}
+			}
+		}
+	})
+}
+
 // AvgPool2DFwd writes y = the mean of each window of x, the padding counted
 // as zeros in a divisor of KH·KW (PyTorch's count_include_pad default).
 func AvgPool2DFwd(x, y []float32, g Conv) {

@@ -84,3 +84,53 @@ func sameFloats(got, want []float32) string {
 	}
 	return ""
 }
+
+// TestMaxPool2DArgmax: the argmax of each window and the backward from it
+// give MaxPool2DBwd's dx exactly, for data with many ties and NaNs, for
+// tiling 2×2 windows (an odd last row and column in no window) and for
+// overlapping, padded and dilated ones; the argmax is a position within
+// the window, and dx starts as NaN garbage.
+func TestMaxPool2DArgmax(t *testing.T) {
+	r := newTestRand(5)
+	for _, g := range []Conv{
+		convCase(2, 3, 8, 8, 3, 2, 2, 2, 0, 1, 1),
+		convCase(2, 2, 7, 9, 2, 2, 2, 2, 0, 1, 1),
+		convCase(1, 2, 9, 9, 2, 3, 3, 2, 1, 1, 1),
+		convCase(1, 1, 9, 10, 1, 3, 2, 1, 0, 2, 1),
+	} {
+		g = g.norm()
+		name := fmt.Sprintf("%+v", g)
+		x := make([]float32, g.N*g.C*g.H*g.W)
+		for i := range x {
+			x[i] = float32(r.IntN(3)) // ties in most windows
+			if r.IntN(30) == 0 {
+				x[i] = float32(math.NaN())
+			}
+		}
+		n := g.N * g.C * g.OH * g.OW
+		y, arg, dy := make([]float32, n), make([]float32, n), randSlice(r, n, 1)
+		MaxPool2DFwd(x, y, g)
+		MaxPool2DArgmax(x, arg, g)
+		ties := 0
+		for i, a := range arg {
+			if a != float32(int(a)) || a < 0 || int(a) >= g.KH*g.KW {
+				t.Fatalf("%s: argmax %d is %v, not a position in a %dx%d window", name, i, a, g.KH, g.KW)
+			}
+			if a > 0 {
+				ties++
+			}
+		}
+		if ties == 0 {
+			t.Fatalf("%s: every argmax is 0: the case tests nothing", name)
+		}
+		want, got := make([]float32, len(x)), make([]float32, len(x))
+		for i := range got {
+			got[i] = float32(math.NaN())
+		}
+		MaxPool2DBwd(x, y, dy, want, g)
+		MaxPool2DArgmaxBwd(arg, dy, got, g)
+		if msg := sameFloats(got, want); msg != "" {
+			t.Errorf("%s: %s", name, msg)
+		}
+	}
+}
