@@ -69,7 +69,7 @@ func grow(s []float32, n int) []float32 {
 const convMaxWorkers = 64
 
 // convParallel runs fn(w, task) for every task in [0, tasks) over up to
-// Threads() goroutines (the caller's among them). Worker i takes the
+// Threads() goroutines (the caller's among them, through ParallelFor). Worker i takes the
 // contiguous tasks [i·tasks/n, (i+1)·tasks/n): a fixed partition, so that
 // the per-worker accumulators the caller reduces (in worker order) hold the
 // same sums in the same order on every run, and training with a seed is
@@ -89,20 +89,13 @@ func convParallel(tasks int, prepare func(w *convWorker), fn func(w *convWorker,
 			fn(w, t)
 		}
 	}
-	if n == 1 {
-		body(0)
-		return workers
-	}
-	var wg sync.WaitGroup
-	wg.Add(n - 1)
-	for i := 1; i < n; i++ {
-		go func() {
-			defer wg.Done()
+	// One item per chunk: ParallelFor's pool runs them, so a core that
+	// another process holds delays no more than the chunks it started.
+	ParallelFor(n, 1, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
 			body(i)
-		}()
-	}
-	body(0)
-	wg.Wait()
+		}
+	})
 	return workers
 }
 

@@ -6,85 +6,8 @@ import (
 	"sync/atomic"
 )
 
-// gemmPart is one goroutine's share of a parallel Sgemm: either a fixed
-// block of C (rows [i0, i1), columns [j0, j1)) computed independently, or,
-// when shared is set, participant id of a shared-B run.
-type gemmPart struct {
-	g              *gemmCall
-	shared         bool
-	id, parties    int
-	i0, i1, j0, j1 int
-}
-
-func (p gemmPart) run() {
-	if p.shared {
-		p.g.runShared(p.id, p.parties)
-	} else {
-		p.g.run(p.i0, p.i1, p.j0, p.j1)
-	}
-}
-
-// gemmWorkers is Sgemm's own pool of long-lived goroutines. Unlike
-// ParallelFor it hands work over a channel of plain values, so a parallel
-// Sgemm neither allocates nor starts goroutines in steady state.
-//
-// Parts of a shared run meet at barriers, so all of them must run at once.
-// Each call enqueues its parts together under the lock and there are always
-// at least as many workers as a call has queued parts, so the oldest call in
-// the queue always has all its parts running: concurrent Sgemm calls cannot
-// deadlock. Workers never call Sgemm themselves.
-var gemmWorkers struct {
-	sync.Mutex
-	started int
-	parts   chan gemmPart
-}
-
-// gemmDispatch starts workers until there are enough for len(parts), then
-// queues the parts in one piece.
-func gemmDispatch(parts []gemmPart) {
-	w := &gemmWorkers
-	w.Lock()
-	defer w.Unlock()
-	if w.parts == nil {
-		w.parts = make(chan gemmPart, 256)
-	}
-	for ; w.started < len(parts); w.started++ {
-		go gemmWorker(w.parts)
-	}
-	for _, p := range parts {
-		p.g.pending.Add(1)
-		w.parts <- p
-	}
-}
-
-// gemmWorkerSpins is how many times an idle worker polls for a part,
-// yielding in between, before it blocks: a training loop calls Sgemm again
-// within microseconds, and waking a parked goroutine costs about as long as
-// a small product.
-const gemmWorkerSpins = 2000
-
-func gemmWorker(parts <-chan gemmPart) {
-	for {
-		var p gemmPart
-		got := false
-		for i := 0; i < gemmWorkerSpins && !got; i++ {
-			select {
-			case p = <-parts:
-				got = true
-			default:
-				runtime.Gosched()
-			}
-		}
-		if !got {
-			p = <-parts
-		}
-		p.run()
-		p.g.pending.Done()
-	}
-}
-
-// gemmMaxParts bounds the parts of one call (and so the worker pool).
-const gemmMaxParts = 64
+// gemmMaxParts bounds the parts of one call.
+const gemmMaxParts = taskMaxHelpers + 1
 
 // gemmColumnsPerPart is the fewest columns of C per goroutine for which
 // runParallel splits C by columns. A column split needs no barrier at all:
@@ -97,19 +20,31 @@ const gemmMaxParts = 64
 const gemmColumnsPerPart = 128
 
 // runParallel spreads the product over up to threads goroutines: the caller
-// and threads-1 workers. When C is wide (gemmColumnsPerPart columns or more
-// each) or too short to share rows, each takes a fixed column block with its
-// own panels. Otherwise all of them pack one shared B panel together and
-// then take blocks of rows from a common counter, so a core slowed down by
-// another process simply takes fewer blocks.
+// and idle workers of the pool (parallel.go). When C is wide
+// (gemmColumnsPerPart columns or more each) or too short to share rows, C is
+// cut into column blocks with their own panels, which the caller and the
+// workers take one at a time: a worker that wakes late or runs on a core
+// another process holds takes fewer, and the caller never waits for one
+// that has not started. Otherwise all of them pack one shared B panel
+// together and then take blocks of rows from a common counter, so a core
+// slowed down by another process simply takes fewer blocks; that run needs
+// every party at its barriers, so it counts only the workers it could
+// reserve.
 func (g *gemmCall) runParallel(threads int) {
 	threads = min(threads, gemmMaxParts)
 	p := g.p
-	var buf [gemmMaxParts]gemmPart
 	rowTiles := gemmCeilDiv(g.m, p.mr)
 	wide := g.n >= gemmColumnsPerPart*threads
 	if !wide && (rowTiles >= 2*threads || g.m >= g.n) {
-		parties := min(threads, rowTiles)
+		t := newTask(0)
+		t.single = true
+		helpers := workers.reserve(t, min(threads, rowTiles)-1)
+		if helpers == 0 {
+			t.release()
+			g.run(0, g.m, 0, g.n)
+			return
+		}
+		parties := helpers + 1
 		// About three blocks per party, of whole tiles, at most mc rows,
 		// sized evenly (they differ by at most one tile) so the last one
 		// taken is not the odd one out.
@@ -122,26 +57,38 @@ func (g *gemmCall) runParallel(threads int) {
 		g.nextRowBlock[0].Store(0)
 		g.nextRowBlock[1].Store(0)
 		g.barrier.reset(parties)
-		parts := buf[:parties-1]
-		for i := range parts {
-			parts[i] = gemmPart{g: g, shared: true, id: i + 1, parties: parties}
-		}
-		gemmDispatch(parts)
+		t.parts, t.body = helpers, (*gemmSharedParts)(g)
+		workers.invite(t, helpers)
 		g.runShared(0, parties)
-		g.pending.Wait()
+		t.finish(helpers)
+		t.release()
 		g.sharedB = [2][]float32{}
 		gemmArenas.Put(even)
 		gemmArenas.Put(odd)
 		return
 	}
-	tiles := gemmCeilDiv(g.n, p.nr)
-	parties := min(threads, tiles)
-	for i := range parties {
-		buf[i] = gemmPart{g: g, i0: 0, i1: g.m, j0: min(tiles*i/parties*p.nr, g.n), j1: min(tiles*(i+1)/parties*p.nr, g.n)}
-	}
-	gemmDispatch(buf[1:parties])
-	buf[0].run()
-	g.pending.Wait()
+	t := newTask(min(threads, gemmCeilDiv(g.n, p.nr)))
+	t.body = (*gemmColumnParts)(g)
+	t.runWith(threads - 1)
+	t.release()
+}
+
+// gemmColumnParts is a column-split Sgemm as a task body: part i of n is
+// the i-th of n column blocks of whole register tiles, sized evenly.
+type gemmColumnParts gemmCall
+
+func (c *gemmColumnParts) runPart(t *task, i int) {
+	g := (*gemmCall)(c)
+	nr, tiles := g.p.nr, gemmCeilDiv(g.n, g.p.nr)
+	g.run(0, g.m, min(tiles*i/t.parts*nr, g.n), min(tiles*(i+1)/t.parts*nr, g.n))
+}
+
+// gemmSharedParts is a shared-B Sgemm as a single task's body: part i is
+// participant i+1 (the caller is participant 0).
+type gemmSharedParts gemmCall
+
+func (s *gemmSharedParts) runPart(t *task, i int) {
+	(*gemmCall)(s).runShared(i+1, t.parts+1)
 }
 
 // runShared is participant id of parties in a shared-B run. For each block

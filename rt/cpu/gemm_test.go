@@ -198,8 +198,9 @@ func TestSgemmPathErrors(t *testing.T) {
 
 // TestSgemmNoAllocs checks that steady-state calls reuse their packing
 // buffers and call records, on one thread and on several (the worker pool
-// takes parts over a channel of values), for products small enough to be
-// read in place (64, 200) and one that is packed (300).
+// recycles its task records and starts no goroutine per call), for
+// products small enough to be read in place (64, 200) and one that is
+// packed (300).
 func TestSgemmNoAllocs(t *testing.T) {
 	if gemmRaceEnabled {
 		t.Skip("the race detector's sync.Pool drops items on purpose")
