@@ -173,7 +173,6 @@ func Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int
 // Calls are recycled through gemmCalls so that handing one to the workers
 // does not allocate.
 type gemmCall struct {
-	pending        sync.WaitGroup  // parts handed to gemmWorkers, not yet done
 	barrier        *gemmBarrier    // phases of a shared-B parallel run
 	sharedB        [2][]float32    // B panels of a shared run, even and odd phases
 	rowTiles       int             // register-tile rows of C (ceil(m/mr))
