@@ -68,30 +68,16 @@ func fusedNames(s *Step) []string {
 // buffer id, provided that id owns its storage, is not the plan's output,
 // no view shares its storage, and no step in any phase reads it otherwise.
 func soleForwardReader(p *Plan, id BufID) (int, bool) {
-	if p.Buffers[id].AliasOf != NoBuf || p.root(p.Output) == id {
+	reader, ok := onlyForwardReader(p, id)
+	if !ok {
 		return 0, false
-	}
-	for _, b := range p.Buffers {
-		if b.AliasOf == id {
-			return 0, false
-		}
-	}
-	reader, uses := -1, 0
-	for i, s := range p.Forward {
-		for _, in := range s.In {
-			if in == id {
-				reader, uses = i, uses+1
-			}
-		}
 	}
 	for _, ph := range []Phase{p.Backward, p.Update} {
 		for _, s := range ph {
-			for _, in := range s.In {
-				if in == id {
-					uses++
-				}
+			if reads(&s, id) {
+				return 0, false
 			}
 		}
 	}
-	return reader, uses == 1
+	return reader, true
 }
