@@ -73,6 +73,30 @@ func kernelCases(t *testing.T) []gpuCase {
 		cs = append(cs, c)
 	}
 
+	// The dot-product dense layer against rt/cpu's GemmFwd: sums longer
+	// and shorter than its lanes, outputs that do not fill the last
+	// threadgroup, bias and not.
+	for _, tc := range []struct {
+		batch, n, k int
+		bias        bool
+		act         string
+		ca          cpu.Act
+	}{{5, 10, 128, true, "", cpu.ActNone}, {3, 7, 37, true, "relu", cpu.ActReLU}, {4, 3, 2, false, "tanh", cpu.ActTanh}} {
+		x, w, b := randVec(r, tc.batch*tc.k, -1, 1), randVec(r, tc.n*tc.k, -1, 1), randVec(r, tc.n, -1, 1)
+		want := zeros(tc.batch * tc.n)
+		bias := b
+		if !tc.bias {
+			bias = nil
+		}
+		cpu.GemmFwd(x, w, bias, want, tc.batch, tc.k, tc.n, tc.ca, 0)
+		k := must(denseDotKernel(tc.batch, tc.n, tc.k, tc.bias, tc.act, 0))
+		in := [][]float32{x, w, randVec(r, tc.batch*tc.n, 3, 4)}
+		if tc.bias {
+			in = append(in, b)
+		}
+		addCase(gpuCase{name: fmt.Sprintf("dense_dot_%dx%dx%d", tc.batch, tc.n, tc.k), k: k, in: in, want: map[int][]float32{2: want}})
+	}
+
 	// Epilogues: dense [B,N] and conv [B,OC,OHW].
 	for _, tc := range []struct {
 		act                string

@@ -284,6 +284,14 @@ func (l *lowering) lowerStep(st *planner.Step, training bool) error {
 		n, k := ws[0], ws[1]
 		xb, _ := l.buf(x)
 		batch := xb.Size / k
+		if denseDotFits(batch, n, k) {
+			kk, err := denseDotKernel(batch, n, k, present(b), a.Act, alpha)
+			ops := []operand{whole(x), whole(w), whole(y)}
+			if present(b) {
+				ops = append(ops, whole(b))
+			}
+			return l.launch("dense_dot", kk, err, ops...)
+		}
 		if err := l.gemm(Gemm{TransB: true, M: batch, N: n, K: k, Alpha: 1,
 			A: Matrix{x, 0, batch, k, k}, B: Matrix{w, 0, n, k, k}, C: Matrix{y, 0, batch, n, n}}); err != nil {
 			return err

@@ -105,16 +105,47 @@ extern "C" __global__ void mlb004_dropout(const unsigned int* __restrict__ args,
     y[i] = x[i] * m;
 }
 
-// bias + "" epilogue, 30 elements, 10 channels x 1
-// threadgroups 1 x 256 threads
-extern "C" __global__ void mlb005_bias_act(float* __restrict__ y,
+// dense layer [3,16]·[10,16]ᵀ, 32 lanes an output, bias + ""
+// threadgroups 4 x 256 threads
+extern "C" __global__ void mlb005_dense_dot(const float* __restrict__ x,
+    const float* __restrict__ w,
+    float* __restrict__ y,
     const float* __restrict__ b) {
-    int i = (int)(blockIdx.x * blockDim.x + threadIdx.x);
-    if (i >= 30) {
-        return;
+    __shared__ float sh[256];
+    int lane = (int)threadIdx.x % 32;
+    int o = (int)blockIdx.x * 8 + (int)threadIdx.x / 32;
+    int xb = o / 10 * 16;
+    int wb = o % 10 * 16;
+    float acc = 0.0f;
+    if (o < 30) {
+        for (int j = lane; j < 16; j += 32) {
+            acc = acc + x[xb + j] * w[wb + j];
+        }
     }
-    float v = y[i] + b[i % 10];
-    y[i] = v;
+    sh[(int)threadIdx.x] = acc;
+    __syncthreads();
+    if (lane < 16) {
+        sh[(int)threadIdx.x] = sh[(int)threadIdx.x] + sh[(int)threadIdx.x + 16];
+    }
+    __syncthreads();
+    if (lane < 8) {
+        sh[(int)threadIdx.x] = sh[(int)threadIdx.x] + sh[(int)threadIdx.x + 8];
+    }
+    __syncthreads();
+    if (lane < 4) {
+        sh[(int)threadIdx.x] = sh[(int)threadIdx.x] + sh[(int)threadIdx.x + 4];
+    }
+    __syncthreads();
+    if (lane < 2) {
+        sh[(int)threadIdx.x] = sh[(int)threadIdx.x] + sh[(int)threadIdx.x + 2];
+    }
+    __syncthreads();
+    if (lane < 1) {
+        sh[(int)threadIdx.x] = sh[(int)threadIdx.x] + sh[(int)threadIdx.x + 1];
+    }
+    if (lane == 0 && o < 30) {
+        y[o] = sh[(int)threadIdx.x] + b[o % 10];
+    }
 }
 
 // softmax cross-entropy, batch 3, 10 classes

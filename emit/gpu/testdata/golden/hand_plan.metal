@@ -126,20 +126,51 @@ kernel void mlb004_dropout(device const uint* args [[buffer(0)]],
     y[i] = x[i] * m;
 }
 
-// bias + "" epilogue, 30 elements, 10 channels x 1
-// threadgroups 1 x 256 threads
-kernel void mlb005_bias_act(device float* y [[buffer(0)]],
-    device const float* b [[buffer(1)]],
+// dense layer [3,16]·[10,16]ᵀ, 32 lanes an output, bias + ""
+// threadgroups 4 x 256 threads
+kernel void mlb005_dense_dot(device const float* x [[buffer(0)]],
+    device const float* w [[buffer(1)]],
+    device float* y [[buffer(2)]],
+    device const float* b [[buffer(3)]],
     uint mlb_gid [[thread_position_in_grid]],
     uint mlb_lid [[thread_position_in_threadgroup]],
     uint mlb_tgid [[threadgroup_position_in_grid]],
     uint mlb_tgsize [[threads_per_threadgroup]]) {
-    int i = (int)mlb_gid;
-    if (i >= 30) {
-        return;
+    threadgroup float sh[256];
+    int lane = (int)mlb_lid % 32;
+    int o = (int)mlb_tgid * 8 + (int)mlb_lid / 32;
+    int xb = o / 10 * 16;
+    int wb = o % 10 * 16;
+    float acc = 0.0f;
+    if (o < 30) {
+        for (int j = lane; j < 16; j += 32) {
+            acc = acc + x[xb + j] * w[wb + j];
+        }
     }
-    float v = y[i] + b[i % 10];
-    y[i] = v;
+    sh[(int)mlb_lid] = acc;
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    if (lane < 16) {
+        sh[(int)mlb_lid] = sh[(int)mlb_lid] + sh[(int)mlb_lid + 16];
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    if (lane < 8) {
+        sh[(int)mlb_lid] = sh[(int)mlb_lid] + sh[(int)mlb_lid + 8];
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    if (lane < 4) {
+        sh[(int)mlb_lid] = sh[(int)mlb_lid] + sh[(int)mlb_lid + 4];
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    if (lane < 2) {
+        sh[(int)mlb_lid] = sh[(int)mlb_lid] + sh[(int)mlb_lid + 2];
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    if (lane < 1) {
+        sh[(int)mlb_lid] = sh[(int)mlb_lid] + sh[(int)mlb_lid + 1];
+    }
+    if (lane == 0 && o < 30) {
+        y[o] = sh[(int)mlb_lid] + b[o % 10];
+    }
 }
 
 // softmax cross-entropy, batch 3, 10 classes
