@@ -6,6 +6,7 @@ import (
 	"math"
 	"runtime"
 	"slices"
+	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -122,7 +123,7 @@ func median(iters int, fn func()) float64 {
 		fn()
 		ts[i] = float64(time.Since(t).Nanoseconds()) / 1e6
 	}
-	slices.Sort(ts)
+	sort.Sort(sort.Float64Slice(ts))
 	return ts[len(ts)/2]
 }
 
