@@ -1,6 +1,7 @@
 package emit
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/mlbuild/mlbuild/spec"
@@ -27,6 +28,15 @@ func TestReadersFor(t *testing.T) {
 		}
 		if imps := readerImports(ds); len(imps) != wantImports || wantImports == 1 && imps[0] != "mlbuildprog/rt/npz" {
 			t.Errorf("format %q: imports %q", c.format, imps)
+		}
+		// The image decoders (about 150 KB of a binary) go only into the
+		// programs that read images.
+		wantDecoders := "[image/jpeg image/png]"
+		if c.format == "csv" {
+			wantDecoders = "[]"
+		}
+		if got := fmt.Sprint(readerDecoders(ds)); got != wantDecoders {
+			t.Errorf("format %q: decoders %s, want %s", c.format, got, wantDecoders)
 		}
 	}
 }

@@ -231,6 +231,32 @@ func checkMNISTBinary(t *testing.T, bin string) {
 			t.Errorf("the program of models/mnist.cue links %s, which nothing it does needs", strings.TrimSuffix(pkg, "."))
 		}
 	}
+	// predict reads PNG and JPEG digits: main.go imports the decoders,
+	// which rt/imageio uses through package image's registry.
+	for _, dec := range imageDecoders {
+		if !bytes.Contains(b, []byte(dec)) {
+			t.Errorf("the program of models/mnist.cue does not link %s, which predict needs for its images", dec)
+		}
+	}
+}
+
+// imageDecoders are names of functions of the PNG and JPEG decoders, which
+// the stripped binary of a program keeps when it links them.
+var imageDecoders = []string{"image/png.(*decoder)", "image/jpeg.(*decoder)"}
+
+// checkNoImageDecoders checks that the program of a model that takes no
+// images does not link the PNG and JPEG decoders (about 135 KB of it).
+func checkNoImageDecoders(t *testing.T, bin string) {
+	t.Helper()
+	b, err := os.ReadFile(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, dec := range imageDecoders {
+		if bytes.Contains(b, []byte(dec)) {
+			t.Errorf("%s links %s, but its model takes no images", bin, dec)
+		}
+	}
 }
 
 // TestCompileRejectsInvalidSpec: an illegal spec fails with exit 1 and a

@@ -56,11 +56,14 @@ var (
 	// NPY, which checks a dataset's pair of arrays, so that a program whose
 	// dataset is not npy links no more than npy.Open for it.
 	NPYArrays = &Reader{Inputs: "a .npy array", predict: predictNPY}
-	// ImageFolder reads a folder of class folders of images.
+	// ImageFolder reads a folder of class folders of images. Its programs
+	// import image/png and image/jpeg, whose decoders rt/imageio uses
+	// without importing them (see its decodeRegistered).
 	ImageFolder = &Reader{Format: "imagefolder", open: func(meta *Meta, path, _ string, names []string) (source, int, []string, error) {
 		return openImageFolder(meta, path, names)
 	}}
-	// Images reads PNG, JPEG, PGM and PPM images for predict.
+	// Images reads PNG, JPEG, PGM and PPM images for predict. Its programs
+	// import image/png and image/jpeg, as ImageFolder's do.
 	Images = &Reader{Inputs: "PNG, JPEG or PGM images", predict: predictImage}
 	// IDX reads IDX images files for predict.
 	IDX = &Reader{Inputs: "an IDX images file", predict: predictIDX}
