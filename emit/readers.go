@@ -42,6 +42,7 @@ var dataReaders = []dataReader{
 	{value: "app.NPY", dataset: "npy"},
 	{value: "app.NPZ(npz.Open)", imports: "npz", dataset: "npz"}, // archive/zip only where needed
 	{value: "app.ImageFolder", decoders: imageDecoders, dataset: "imagefolder"},
+	{value: "app.IDXFiles", dataset: "idx"}, // also a spec's without a dataset block (eval --images)
 	{value: "app.IDX", inputsFor: []string{"", "idx", "imagefolder", "npy", "npz"}},
 }
 
@@ -51,9 +52,13 @@ var imageDecoders = []string{"image/jpeg", "image/png"}
 
 // readers are the readers a spec's program needs.
 func readers(ds spec.Dataset) []dataReader {
+	format := ds.Format
+	if format == "" { // no dataset block: the IDX files of eval's --images
+		format = "idx"
+	}
 	var out []dataReader
 	for _, r := range dataReaders {
-		if (r.dataset != "" && r.dataset == ds.Format) || slices.Contains(r.inputsFor, ds.Format) {
+		if (r.dataset != "" && r.dataset == format) || slices.Contains(r.inputsFor, ds.Format) {
 			out = append(out, r)
 		}
 	}

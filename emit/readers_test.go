@@ -11,8 +11,8 @@ import (
 // those of predict's inputs for its kind of data, and no other.
 func TestReadersFor(t *testing.T) {
 	for _, c := range []struct{ format, want string }{
-		{"idx", "[]*app.Reader{app.Images, app.NPYArrays, app.IDX}"},
-		{"", "[]*app.Reader{app.Images, app.NPYArrays, app.CSV, app.IDX}"},
+		{"idx", "[]*app.Reader{app.Images, app.NPYArrays, app.IDXFiles, app.IDX}"},
+		{"", "[]*app.Reader{app.Images, app.NPYArrays, app.CSV, app.IDXFiles, app.IDX}"},
 		{"csv", "[]*app.Reader{app.NPYArrays, app.CSV}"},
 		{"npy", "[]*app.Reader{app.Images, app.NPYArrays, app.CSV, app.NPY, app.IDX}"},
 		{"npz", "[]*app.Reader{app.Images, app.NPYArrays, app.CSV, app.NPZ(npz.Open), app.IDX}"},
