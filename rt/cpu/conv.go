@@ -124,9 +124,9 @@ func directRefusal(fn string, g Conv) string {
 func Conv2DWinogradFwd(x, w, b, y []float32, g Conv, act Act, alpha float32) {
 	g = g.norm()
 	if !winogradOK(g) {
-		panic(winogradRefusal("Conv2DWinogradFwd", g))
+		panic(winogradRefusal(winoF2, "Conv2DWinogradFwd", g))
 	}
-	convWinogradForward(x, w, b, y, g, act, alpha, winogradFor(activeGemmPath.Load()), false)
+	convWinogradForward(x, w, b, y, g, act, alpha, winoF2, winoF2.kernels(activeGemmPath.Load()), false)
 }
 
 // Conv2DWinogradBwd is the backward pass of a convolution that
@@ -137,9 +137,9 @@ func Conv2DWinogradFwd(x, w, b, y []float32, g Conv, act Act, alpha float32) {
 func Conv2DWinogradBwd(x, w, y, dy, dx, dw, db []float32, g Conv, act Act, alpha float32) {
 	g = g.norm()
 	if !winogradOK(g) || !convDirectOK(g) {
-		panic(winogradRefusal("Conv2DWinogradBwd", g))
+		panic(winogradRefusal(winoF2, "Conv2DWinogradBwd", g))
 	}
-	convWinogradBackward(x, w, y, dy, dx, dw, db, g, act, alpha, winogradFor(activeGemmPath.Load()))
+	convWinogradBackward(x, w, y, dy, dx, dw, db, g, act, alpha, winoF2, winoF2.kernels(activeGemmPath.Load()))
 }
 
 // Conv2DIm2colFwd computes y = act(conv(x, w) + b) by im2col + GEMM, for
