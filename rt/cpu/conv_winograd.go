@@ -606,6 +606,17 @@ func transposeBlocks(p *gemmPath, src []float32, rows, cols, lds int, dst []floa
 		}
 		r1 = rb + 4
 	}
+	if cb > 0 && r1 < rows && rows >= 8 {
+		// The last rows by one more 8-row block ending at the last row,
+		// which writes some of the rows before it again with the same
+		// values: a row of 14 pixels (F(4×4,5×5)'s outputs of a 14×14
+		// image) is 8 + 4 + 2 rows, and the 2 would otherwise go one
+		// element at a time.
+		for c0 := 0; c0 < cb; c0 += 8 {
+			p.transpose8(&src[(rows-8)*lds+c0], lds, &dst[c0*ldd+rows-8], ldd)
+		}
+		r1 = rows
+	}
 	for r := r1; r < rows; r++ {
 		for c := 0; c < cb; c++ {
 			dst[c*ldd+r] = src[r*lds+c]

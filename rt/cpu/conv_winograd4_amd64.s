@@ -1,0 +1,210 @@
+//go:build !purego
+
+#include "textflag.h"
+
+// The pass kernels of Winograd F(4×4,5×5) (conv_winograd4.go's winoPass),
+// vectorised across channels: 16 per zmm, 8 per ymm. Each applies an R×J
+// matrix (J = 8 or 4 inputs a line) whose coefficients come repeated
+// across the lanes, so each term is one multiply-add with a memory operand.
+//
+// Registers: SI src and DI dst at the current channels, AX the line's
+// source, DX the line's destination, BX a walker, CX ldJ and R10 ldR
+// (bytes), R8 the matrix row, R9 rows left, R11 lines left, R12 channel
+// vectors left, R13 bias (0 when none).
+#define PASS_SETUP(LOG) \
+	MOVQ src+16(FP), SI \
+	MOVQ ldJ+24(FP), CX \
+	SHLQ $2, CX \
+	MOVQ dst+40(FP), DI \
+	MOVQ ldR+48(FP), R10 \
+	SHLQ $2, R10 \
+	MOVQ bias+72(FP), R13 \
+	MOVQ n+88(FP), R12 \
+	SHRQ $LOG, R12
+
+// LINE_START points AX, DX at the first line and loads the line count.
+#define LINE_START \
+	MOVQ SI, AX \
+	MOVQ DI, DX \
+	MOVQ lines+64(FP), R11
+
+// LOAD8 and LOAD4 read the line's inputs at AX, AX + ldJ, ….
+#define LOAD4(R0, R1, R2, R3) \
+	MOVQ AX, BX \
+	VMOVUPS (BX), R0 \
+	ADDQ CX, BX \
+	VMOVUPS (BX), R1 \
+	ADDQ CX, BX \
+	VMOVUPS (BX), R2 \
+	ADDQ CX, BX \
+	VMOVUPS (BX), R3
+
+#define LOAD8(R0, R1, R2, R3, R4, R5, R6, R7) \
+	LOAD4(R0, R1, R2, R3) \
+	ADDQ CX, BX \
+	VMOVUPS (BX), R4 \
+	ADDQ CX, BX \
+	VMOVUPS (BX), R5 \
+	ADDQ CX, BX \
+	VMOVUPS (BX), R6 \
+	ADDQ CX, BX \
+	VMOVUPS (BX), R7
+
+// SUM4 and SUM8 form one output row in ACC: Σ_j mat[r][j]·x_j, the
+// coefficients VB bytes apart from R8.
+#define SUM4(VB, R0, R1, R2, R3, ACC) \
+	VMULPS (R8), R0, ACC \
+	VFMADD231PS (1*VB)(R8), R1, ACC \
+	VFMADD231PS (2*VB)(R8), R2, ACC \
+	VFMADD231PS (3*VB)(R8), R3, ACC
+
+#define SUM8(VB, R0, R1, R2, R3, R4, R5, R6, R7, ACC) \
+	SUM4(VB, R0, R1, R2, R3, ACC) \
+	VFMADD231PS (4*VB)(R8), R4, ACC \
+	VFMADD231PS (5*VB)(R8), R5, ACC \
+	VFMADD231PS (6*VB)(R8), R6, ACC \
+	VFMADD231PS (7*VB)(R8), R7, ACC
+
+// FINISH adds the bias (when R13 is not 0), clears negative lanes (when
+// relu is not 0) and stores ACC at BX, moving BX on by ldR; T a temporary.
+#define FINISH(ACC, T, ANDN, L1, L2) \
+	TESTQ R13, R13 \
+	JZ L1 \
+	VADDPS (R13), ACC, ACC \
+L1: \
+	CMPQ relu+80(FP), $0 \
+	JEQ L2 \
+	VPSRAD $31, ACC, T \
+	ANDN ACC, T, ACC \
+L2: \
+	VMOVUPS ACC, (BX) \
+	ADDQ R10, BX
+
+// LINE_END moves AX and DX to the next line and loops to L.
+#define LINE_END(L) \
+	MOVQ ldLine+32(FP), BX \
+	SHLQ $2, BX \
+	ADDQ BX, AX \
+	MOVQ ldLineOut+56(FP), BX \
+	SHLQ $2, BX \
+	ADDQ BX, DX \
+	DECQ R11 \
+	JNZ L
+
+// GROUP_END moves to the next vector of channels and loops to L.
+#define GROUP_END(VB, L, L1) \
+	ADDQ $VB, SI \
+	ADDQ $VB, DI \
+	TESTQ R13, R13 \
+	JZ L1 \
+	ADDQ $VB, R13 \
+L1: \
+	DECQ R12 \
+	JNZ L
+
+// ROWS_START points R8 at the matrix, R9 at the row count and BX at the
+// line's first output.
+#define ROWS_START \
+	MOVQ mat+0(FP), R8 \
+	MOVQ rows+8(FP), R9 \
+	MOVQ DX, BX
+
+// func winoPass8AVX512(mat *float32, rows int, src *float32, ldJ, ldLine int, dst *float32, ldR, ldLineOut, lines int, bias *float32, relu, n int)
+TEXT ·winoPass8AVX512(SB), NOSPLIT, $0-96
+	PASS_SETUP(4)
+	JZ p8zdone
+
+p8zgroup:
+	LINE_START
+
+p8zline:
+	LOAD8(Z0, Z1, Z2, Z3, Z4, Z5, Z6, Z7)
+	ROWS_START
+
+p8zrow:
+	SUM8(64, Z0, Z1, Z2, Z3, Z4, Z5, Z6, Z7, Z8)
+	FINISH(Z8, Z9, VPANDND, p8zb, p8zr)
+	ADDQ $512, R8
+	DECQ R9
+	JNZ p8zrow
+	LINE_END(p8zline)
+	GROUP_END(64, p8zgroup, p8zg)
+
+p8zdone:
+	VZEROUPPER
+	RET
+
+// func winoPass4AVX512(mat *float32, rows int, src *float32, ldJ, ldLine int, dst *float32, ldR, ldLineOut, lines int, bias *float32, relu, n int)
+TEXT ·winoPass4AVX512(SB), NOSPLIT, $0-96
+	PASS_SETUP(4)
+	JZ p4zdone
+
+p4zgroup:
+	LINE_START
+
+p4zline:
+	LOAD4(Z0, Z1, Z2, Z3)
+	ROWS_START
+
+p4zrow:
+	SUM4(64, Z0, Z1, Z2, Z3, Z8)
+	FINISH(Z8, Z9, VPANDND, p4zb, p4zr)
+	ADDQ $256, R8
+	DECQ R9
+	JNZ p4zrow
+	LINE_END(p4zline)
+	GROUP_END(64, p4zgroup, p4zg)
+
+p4zdone:
+	VZEROUPPER
+	RET
+
+// func winoPass8AVX2(mat *float32, rows int, src *float32, ldJ, ldLine int, dst *float32, ldR, ldLineOut, lines int, bias *float32, relu, n int)
+TEXT ·winoPass8AVX2(SB), NOSPLIT, $0-96
+	PASS_SETUP(3)
+	JZ p8ydone
+
+p8ygroup:
+	LINE_START
+
+p8yline:
+	LOAD8(Y0, Y1, Y2, Y3, Y4, Y5, Y6, Y7)
+	ROWS_START
+
+p8yrow:
+	SUM8(32, Y0, Y1, Y2, Y3, Y4, Y5, Y6, Y7, Y8)
+	FINISH(Y8, Y9, VPANDN, p8yb, p8yr)
+	ADDQ $256, R8
+	DECQ R9
+	JNZ p8yrow
+	LINE_END(p8yline)
+	GROUP_END(32, p8ygroup, p8yg)
+
+p8ydone:
+	VZEROUPPER
+	RET
+
+// func winoPass4AVX2(mat *float32, rows int, src *float32, ldJ, ldLine int, dst *float32, ldR, ldLineOut, lines int, bias *float32, relu, n int)
+TEXT ·winoPass4AVX2(SB), NOSPLIT, $0-96
+	PASS_SETUP(3)
+	JZ p4ydone
+
+p4ygroup:
+	LINE_START
+
+p4yline:
+	LOAD4(Y0, Y1, Y2, Y3)
+	ROWS_START
+
+p4yrow:
+	SUM4(32, Y0, Y1, Y2, Y3, Y8)
+	FINISH(Y8, Y9, VPANDN, p4yb, p4yr)
+	ADDQ $128, R8
+	DECQ R9
+	JNZ p4yrow
+	LINE_END(p4yline)
+	GROUP_END(32, p4ygroup, p4yg)
+
+p4ydone:
+	VZEROUPPER
+	RET
