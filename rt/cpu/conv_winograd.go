@@ -72,13 +72,15 @@ type winoAlg struct {
 	// transform of (dwScale_i·dwScale_j·P[ij]), aw being A'ᵀ (5×α).
 	dwScale []float64
 	aw      [][]float64
+	// roundBytes bounds a round's V and M (winogradRoundBytes).
+	roundBytes int
 	// kernels returns the transforms that go with a GEMM path.
 	kernels func(p *gemmPath) *winogradKernels
 }
 
 // winoF2 is F(2×2,5×5), this file's algorithm.
 var winoF2 = &winoAlg{name: "F(2x2,5x5)", m: winoOut, alpha: winoTile,
-	g: winogradG, dwScale: winogradScale, aw: winogradAW, kernels: winogradFor}
+	g: winogradG, dwScale: winogradScale, aw: winogradAW, roundBytes: winogradRoundBytes, kernels: winogradFor}
 
 // winogradKernels is one instruction set's pair of transform kernels.
 // Strides are in floats; n is the number of channels, a multiple of lanes.
@@ -223,19 +225,27 @@ type winoGeom struct {
 	rowTiles int // tiles of one round (the rows of each product)
 }
 
-// winogradRoundBytes bounds V and M of one round (α²·tiles·(C+OC)
-// floats), at least one image: on the 2-core Xeon measured, rounds of one
-// image of models/mnist.cue's second layer (49 tiles, 677 KB) ran in 18 ms
-// on 2 threads, rounds of 2 to 6 images in 30 ms (1 thread: 31-33 ms
-// either way).
+// winogradRoundBytes bounds V and M of one round of F(2×2,5×5)
+// (α²·tiles·(C+OC) floats), at least one image: on the 2-core Xeon
+// measured, rounds of one image of models/mnist.cue's second layer (49
+// tiles, 677 KB) ran in 18 ms on 2 threads, rounds of 2 to 6 images in 30
+// ms (1 thread: 31-33 ms either way).
 const winogradRoundBytes = 768 << 10
+
+// winogradF4RoundBytes is winogradRoundBytes for F(4×4,5×5), whose images
+// of that layer are 16 tiles (393 KB): rounds of one image make products
+// of 16 rows, which the AVX-512 microkernel's 12 rows cover badly. On one
+// thread of the shared 2-core Zen 4, its forward took 27 ms with 768 KB
+// (one image), 22 ms with 1280 KB (three images, 48 rows) and 24 ms with
+// 2 MB (five).
+const winogradF4RoundBytes = 1280 << 10
 
 func newWinoGeom(g Conv, a *winoAlg, lanes int) winoGeom {
 	th, tw := gemmCeilDiv(g.OH, a.m), gemmCeilDiv(g.OW, a.m)
 	lanes = max(lanes, 16) // one padded layout on every path
 	cp, ocp := gemmRoundUp(g.C, lanes), gemmRoundUp(g.OC, lanes)
 	xi := a.alpha * a.alpha
-	images := max(1, min(g.N, winogradRoundBytes/(4*xi*(cp+ocp)*th*tw)))
+	images := max(1, min(g.N, a.roundBytes/(4*xi*(cp+ocp)*th*tw)))
 	return winoGeom{m: a.m, alpha: a.alpha, xi: xi, th: th, tw: tw, hp: a.m*th + 4, wp: a.m*tw + 4, cp: cp, ocp: ocp,
 		images: images, rowTiles: images * th * tw}
 }

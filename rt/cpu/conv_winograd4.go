@@ -21,9 +21,9 @@ import "unsafe"
 // tile and one along its columns, and each pass applies a small matrix
 // (R×J, J = 8 or 4) to J vectors of channels at a time. The vector kernels
 // (conv_winograd4_amd64.s) are one generic pass for any such matrix, fed
-// with its coefficients repeated across the lanes; they multiply by the
-// zeros too, which keeps them to one loop (the input transform's 8×8 Bᵀ
-// has 44 non-zero coefficients of 64).
+// with its coefficients repeated across the lanes, which multiplies by the
+// zeros too, and for Bᵀ, the input transform of both the forward pass and
+// the weight gradient, a pass of its own (winoBTPass).
 //
 // The rounding error is larger than F(2×2)'s: Bᵀ's coefficients reach
 // 21/4, so the transformed inputs are up to about 12² times the input, and
@@ -88,7 +88,7 @@ var winoF4AW = [][]float64{
 // winoF4 is F(4×4,5×5). G2 is applied by the dy transform with its
 // scales, so the weight gradient's float64 finish scales by 1.
 var winoF4 = &winoAlg{name: "F(4x4,5x5)", m: 4, alpha: 8, g: winoF4G,
-	dwScale: []float64{1, 1, 1, 1, 1, 1, 1, 1}, aw: winoF4AW, kernels: winogradF4For}
+	dwScale: []float64{1, 1, 1, 1, 1, 1, 1, 1}, aw: winoF4AW, roundBytes: winogradF4RoundBytes, kernels: winogradF4For}
 
 // winoPass is one pass of a separable transform over n channels (a
 // multiple of the kernel's lanes), with J (8 or 4, fixed by the kernel)
@@ -116,16 +116,36 @@ func winoExpand(m [][]float64, lanes int) []float32 {
 	return out
 }
 
+// winoBTPass is winoPass with Bᵀ as the matrix (8 rows, no bias, no
+// ReLU), from the constants winoF4BTConsts lays out: the input transform
+// is most of the transforms' work, and Bᵀ's rows pair up around the points
+// ±p, so 26 vector operations a line do what 64 multiply-adds of the
+// generic pass do.
+type winoBTPass func(consts *float32, src *float32, ldJ, ldLine int, dst *float32, ldR, ldLineOut, lines, n int)
+
+// winoF4BTConsts are the constants of a winoBTPass kernel, each repeated
+// across the lanes.
+func winoF4BTConsts(lanes int) []float32 {
+	return winoExpand([][]float64{{21. / 4, 17. / 4, 1. / 4, 5. / 4, 1. / 2, 5. / 2, 2, 4, 5}}, lanes)
+}
+
 // newWinoF4Kernels builds F(4×4,5×5)'s transforms from an instruction
-// set's pass kernels (pass8: J = 8, pass4: J = 4).
-func newWinoF4Kernels(pass8, pass4 winoPass, lanes int) *winogradKernels {
+// set's pass kernels (pass8: J = 8, pass4: J = 4, bt8 Bᵀ's own pass or nil
+// for pass8 with Bᵀ).
+func newWinoF4Kernels(pass8, pass4 winoPass, bt8 winoBTPass, lanes int) *winogradKernels {
 	bt, at, g2 := winoExpand(winoF4BT, lanes), winoExpand(winoF4AT, lanes), winoExpand(winoF4G2, lanes)
+	if bt8 == nil {
+		bt8 = func(_ *float32, src *float32, ldJ, ldLine int, dst *float32, ldR, ldLineOut, lines, n int) {
+			pass8(&bt[0], 8, src, ldJ, ldLine, dst, ldR, ldLineOut, lines, nil, 0, n)
+		}
+	}
+	consts := winoF4BTConsts(lanes)
 	return &winogradKernels{lanes: lanes,
 		// V = Bᵀ d B: t = d·B row by row into dst, then Bᵀ·t column by
 		// column in place.
 		input: func(src *float32, ldRow, ldCol int, dst *float32, ldXi, n int) {
-			pass8(&bt[0], 8, src, ldCol, ldRow, dst, ldXi, 8*ldXi, 8, nil, 0, n)
-			pass8(&bt[0], 8, dst, 8*ldXi, ldXi, dst, 8*ldXi, ldXi, 8, nil, 0, n)
+			bt8(&consts[0], src, ldCol, ldRow, dst, ldXi, 8*ldXi, 8, n)
+			bt8(&consts[0], dst, 8*ldXi, ldXi, dst, 8*ldXi, ldXi, 8, n)
 		},
 		// Y = Aᵀ M A + bias: t = M·A row by row, in place into the
 		// first four columns of M, then Aᵀ·t column by column into y.
@@ -144,7 +164,7 @@ func newWinoF4Kernels(pass8, pass4 winoPass, lanes int) *winogradKernels {
 
 // winogradF4Go is F(4×4,5×5) with the pure-Go passes, which every GOARCH
 // has.
-var winogradF4Go = newWinoF4Kernels(winoPass8Go, winoPass4Go, 1)
+var winogradF4Go = newWinoF4Kernels(winoPass8Go, winoPass4Go, nil, 1)
 
 // winogradF4For returns F(4×4,5×5)'s transforms that go with GEMM path
 // p, so that forcing a path in tests forces the matching transforms.

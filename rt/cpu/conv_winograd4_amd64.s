@@ -208,3 +208,136 @@ p4yrow:
 p4ydone:
 	VZEROUPPER
 	RET
+
+// BT8 applies F(4×4,5×5)'s Bᵀ to the line's inputs Z0..Z7 and stores the
+// eight results at BX, BX + ldR, …, with A, B, T as temporaries and the
+// constants at R8 (VB bytes each, repeated across the lanes): 21/4, 17/4,
+// 1/4, 5/4, 1/2, 5/2, 2, 4, 5. The rows pair up around the points ±p:
+//   o0 = (z6 − z0) + 21/4·(z2 − z4),  o7 = (z7 − z1) + 21/4·(z3 − z5),
+//   a = (z2 + z6) − 17/4·z4,  b = (z1 + z5) − 17/4·z3:  o1, o2 = a ± b,
+//   a = z6 + 1/4·z2 − 5/4·z4,  b = 1/2·z1 − 5/2·z3 + 2·z5:  o3, o4 = a ± b,
+//   a = z6 + 4·z2 − 5·z4,  b = 2·z1 − 5/2·z3 + 1/2·z5:  o5, o6 = a ± b.
+#define BT8(VB, Z0, Z1, Z2, Z3, Z4, Z5, Z6, Z7, A, B, T) \
+	VSUBPS Z0, Z6, A \
+	VSUBPS Z4, Z2, T \
+	VFMADD231PS (0*VB)(R8), T, A \
+	VMOVUPS A, (BX) \
+	ADDQ R10, BX \
+	VADDPS Z6, Z2, A \
+	VFNMADD231PS (1*VB)(R8), Z4, A \
+	VADDPS Z5, Z1, B \
+	VFNMADD231PS (1*VB)(R8), Z3, B \
+	VADDPS B, A, T \
+	VMOVUPS T, (BX) \
+	ADDQ R10, BX \
+	VSUBPS B, A, T \
+	VMOVUPS T, (BX) \
+	ADDQ R10, BX \
+	VMOVAPS Z6, A \
+	VFMADD231PS (2*VB)(R8), Z2, A \
+	VFNMADD231PS (3*VB)(R8), Z4, A \
+	VMULPS (4*VB)(R8), Z1, B \
+	VFNMADD231PS (5*VB)(R8), Z3, B \
+	VFMADD231PS (6*VB)(R8), Z5, B \
+	VADDPS B, A, T \
+	VMOVUPS T, (BX) \
+	ADDQ R10, BX \
+	VSUBPS B, A, T \
+	VMOVUPS T, (BX) \
+	ADDQ R10, BX \
+	VMOVAPS Z6, A \
+	VFMADD231PS (7*VB)(R8), Z2, A \
+	VFNMADD231PS (8*VB)(R8), Z4, A \
+	VMULPS (6*VB)(R8), Z1, B \
+	VFNMADD231PS (5*VB)(R8), Z3, B \
+	VFMADD231PS (4*VB)(R8), Z5, B \
+	VADDPS B, A, T \
+	VMOVUPS T, (BX) \
+	ADDQ R10, BX \
+	VSUBPS B, A, T \
+	VMOVUPS T, (BX) \
+	ADDQ R10, BX \
+	VSUBPS Z1, Z7, A \
+	VSUBPS Z5, Z3, T \
+	VFMADD231PS (0*VB)(R8), T, A \
+	VMOVUPS A, (BX)
+
+// func winoBT8AVX512(consts *float32, src *float32, ldJ, ldLine int, dst *float32, ldR, ldLineOut, lines, n int)
+// is winoPass with Bᵀ as the matrix (its rows fixed at 8, no bias, no
+// ReLU), computed as BT8 says.
+TEXT ·winoBT8AVX512(SB), NOSPLIT, $0-72
+	MOVQ consts+0(FP), R8
+	MOVQ src+8(FP), SI
+	MOVQ ldJ+16(FP), CX
+	SHLQ $2, CX
+	MOVQ dst+32(FP), DI
+	MOVQ ldR+40(FP), R10
+	SHLQ $2, R10
+	MOVQ n+64(FP), R12
+	SHRQ $4, R12
+	JZ bt8zdone
+
+bt8zgroup:
+	MOVQ SI, AX
+	MOVQ DI, DX
+	MOVQ lines+56(FP), R11
+
+bt8zline:
+	LOAD8(Z0, Z1, Z2, Z3, Z4, Z5, Z6, Z7)
+	MOVQ DX, BX
+	BT8(64, Z0, Z1, Z2, Z3, Z4, Z5, Z6, Z7, Z8, Z9, Z10)
+	MOVQ ldLine+24(FP), BX
+	SHLQ $2, BX
+	ADDQ BX, AX
+	MOVQ ldLineOut+48(FP), BX
+	SHLQ $2, BX
+	ADDQ BX, DX
+	DECQ R11
+	JNZ bt8zline
+	ADDQ $64, SI
+	ADDQ $64, DI
+	DECQ R12
+	JNZ bt8zgroup
+
+bt8zdone:
+	VZEROUPPER
+	RET
+
+// func winoBT8AVX2(consts *float32, src *float32, ldJ, ldLine int, dst *float32, ldR, ldLineOut, lines, n int)
+TEXT ·winoBT8AVX2(SB), NOSPLIT, $0-72
+	MOVQ consts+0(FP), R8
+	MOVQ src+8(FP), SI
+	MOVQ ldJ+16(FP), CX
+	SHLQ $2, CX
+	MOVQ dst+32(FP), DI
+	MOVQ ldR+40(FP), R10
+	SHLQ $2, R10
+	MOVQ n+64(FP), R12
+	SHRQ $3, R12
+	JZ bt8ydone
+
+bt8ygroup:
+	MOVQ SI, AX
+	MOVQ DI, DX
+	MOVQ lines+56(FP), R11
+
+bt8yline:
+	LOAD8(Y0, Y1, Y2, Y3, Y4, Y5, Y6, Y7)
+	MOVQ DX, BX
+	BT8(32, Y0, Y1, Y2, Y3, Y4, Y5, Y6, Y7, Y8, Y9, Y10)
+	MOVQ ldLine+24(FP), BX
+	SHLQ $2, BX
+	ADDQ BX, AX
+	MOVQ ldLineOut+48(FP), BX
+	SHLQ $2, BX
+	ADDQ BX, DX
+	DECQ R11
+	JNZ bt8yline
+	ADDQ $32, SI
+	ADDQ $32, DI
+	DECQ R12
+	JNZ bt8ygroup
+
+bt8ydone:
+	VZEROUPPER
+	RET
