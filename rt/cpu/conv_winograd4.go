@@ -23,7 +23,8 @@ import "unsafe"
 // (conv_winograd4_amd64.s) are one generic pass for any such matrix, fed
 // with its coefficients repeated across the lanes, which multiplies by the
 // zeros too, and for Bᵀ, the input transform of both the forward pass and
-// the weight gradient, a pass of its own (winoBTPass).
+// the weight gradient, and Aᵀ, the output transform, passes of their own
+// that pair the points ±p (winoBTPass, winoF4ATConsts).
 //
 // The rounding error is larger than F(2×2)'s: Bᵀ's coefficients reach
 // 21/4, so the transformed inputs are up to about 12² times the input, and
@@ -129,10 +130,17 @@ func winoF4BTConsts(lanes int) []float32 {
 	return winoExpand([][]float64{{21. / 4, 17. / 4, 1. / 4, 5. / 4, 1. / 2, 5. / 2, 2, 4, 5}}, lanes)
 }
 
+// winoF4ATConsts are the constants of an Aᵀ pass kernel (a winoPass that
+// takes them for its matrix and computes Aᵀ's rows in 16 vector operations
+// a line, against 32 multiply-adds), each repeated across the lanes.
+func winoF4ATConsts(lanes int) []float32 {
+	return winoExpand([][]float64{{2, 1. / 2, 4, 1. / 4, 8, 1. / 8}}, lanes)
+}
+
 // newWinoF4Kernels builds F(4×4,5×5)'s transforms from an instruction
-// set's pass kernels (pass8: J = 8, pass4: J = 4, bt8 Bᵀ's own pass or nil
-// for pass8 with Bᵀ).
-func newWinoF4Kernels(pass8, pass4 winoPass, bt8 winoBTPass, lanes int) *winogradKernels {
+// set's pass kernels (pass8: J = 8, pass4: J = 4; bt8 and at8 Bᵀ's and
+// Aᵀ's own passes, or nil for pass8 with the matrix).
+func newWinoF4Kernels(pass8, pass4 winoPass, bt8 winoBTPass, at8 winoPass, lanes int) *winogradKernels {
 	bt, at, g2 := winoExpand(winoF4BT, lanes), winoExpand(winoF4AT, lanes), winoExpand(winoF4G2, lanes)
 	if bt8 == nil {
 		bt8 = func(_ *float32, src *float32, ldJ, ldLine int, dst *float32, ldR, ldLineOut, lines, n int) {
@@ -140,6 +148,11 @@ func newWinoF4Kernels(pass8, pass4 winoPass, bt8 winoBTPass, lanes int) *winogra
 		}
 	}
 	consts := winoF4BTConsts(lanes)
+	if at8 == nil {
+		at8 = pass8
+	} else {
+		at = winoF4ATConsts(lanes)
+	}
 	return &winogradKernels{lanes: lanes,
 		// V = Bᵀ d B: t = d·B row by row into dst, then Bᵀ·t column by
 		// column in place.
@@ -150,8 +163,8 @@ func newWinoF4Kernels(pass8, pass4 winoPass, bt8 winoBTPass, lanes int) *winogra
 		// Y = Aᵀ M A + bias: t = M·A row by row, in place into the
 		// first four columns of M, then Aᵀ·t column by column into y.
 		output: func(src *float32, ldXi int, dst *float32, ldRow, ldCol int, bias *float32, relu, n int) {
-			pass8(&at[0], 4, src, ldXi, 8*ldXi, src, ldXi, 8*ldXi, 8, nil, 0, n)
-			pass8(&at[0], 4, src, 8*ldXi, ldXi, dst, ldRow, ldCol, 4, bias, relu, n)
+			at8(&at[0], 4, src, ldXi, 8*ldXi, src, ldXi, 8*ldXi, 8, nil, 0, n)
+			at8(&at[0], 4, src, 8*ldXi, ldXi, dst, ldRow, ldCol, 4, bias, relu, n)
 		},
 		// D = G2 g G2ᵀ of a 4×4 block g of dy: t = g·G2ᵀ row by row into
 		// the first four rows of dst, then G2·t column by column in place.
@@ -164,7 +177,7 @@ func newWinoF4Kernels(pass8, pass4 winoPass, bt8 winoBTPass, lanes int) *winogra
 
 // winogradF4Go is F(4×4,5×5) with the pure-Go passes, which every GOARCH
 // has.
-var winogradF4Go = newWinoF4Kernels(winoPass8Go, winoPass4Go, nil, 1)
+var winogradF4Go = newWinoF4Kernels(winoPass8Go, winoPass4Go, nil, nil, 1)
 
 // winogradF4For returns F(4×4,5×5)'s transforms that go with GEMM path
 // p, so that forcing a path in tests forces the matching transforms.

@@ -341,3 +341,77 @@ bt8yline:
 bt8ydone:
 	VZEROUPPER
 	RET
+
+// AT8 applies F(4×4,5×5)'s Aᵀ to the line's inputs Z0..Z7 and finishes
+// (FINISH: bias, ReLU) and stores the four results at BX, BX + ldR, …,
+// with S1, D1, S2, D2, S3, D3, ACC, T as temporaries, B0..R3 the labels of
+// the four FINISHes, and the constants at
+// R8 (VB bytes each, repeated across the lanes): 2, 1/2, 4, 1/4, 8, 1/8.
+// With s_k, d_k the sum and difference of the inputs at ±p (p = 1, 2, 1/2):
+//   y0 = ((z0 + s1) + s2) + s3,  y1 = d1 + 2·d2 + 1/2·d3,
+//   y2 = s1 + 4·s2 + 1/4·s3,  y3 = (d1 + z7) + 8·d2 + 1/8·d3.
+#define AT8(VB, Z0, Z1, Z2, Z3, Z4, Z5, Z6, Z7, S1, D1, S2, D2, S3, D3, ACC, T, ANDN, B0, R0, B1, R1, B2, R2, B3, R3) \
+	VADDPS Z2, Z1, S1 \
+	VSUBPS Z2, Z1, D1 \
+	VADDPS Z4, Z3, S2 \
+	VSUBPS Z4, Z3, D2 \
+	VADDPS Z6, Z5, S3 \
+	VSUBPS Z6, Z5, D3 \
+	VADDPS S1, Z0, ACC \
+	VADDPS S2, ACC, ACC \
+	VADDPS S3, ACC, ACC \
+	FINISH(ACC, T, ANDN, B0, R0) \
+	VMOVAPS D1, ACC \
+	VFMADD231PS (0*VB)(R8), D2, ACC \
+	VFMADD231PS (1*VB)(R8), D3, ACC \
+	FINISH(ACC, T, ANDN, B1, R1) \
+	VMOVAPS S1, ACC \
+	VFMADD231PS (2*VB)(R8), S2, ACC \
+	VFMADD231PS (3*VB)(R8), S3, ACC \
+	FINISH(ACC, T, ANDN, B2, R2) \
+	VADDPS Z7, D1, ACC \
+	VFMADD231PS (4*VB)(R8), D2, ACC \
+	VFMADD231PS (5*VB)(R8), D3, ACC \
+	FINISH(ACC, T, ANDN, B3, R3)
+
+// func winoAT8AVX512(consts *float32, rows int, src *float32, ldJ, ldLine int, dst *float32, ldR, ldLineOut, lines int, bias *float32, relu, n int)
+// is winoPass with Aᵀ as the matrix (mat holds the constants, rows is 4
+// and unread), computed as AT8 says.
+TEXT ·winoAT8AVX512(SB), NOSPLIT, $0-96
+	PASS_SETUP(4)
+	JZ at8zdone
+
+at8zgroup:
+	LINE_START
+
+at8zline:
+	LOAD8(Z0, Z1, Z2, Z3, Z4, Z5, Z6, Z7)
+	MOVQ mat+0(FP), R8
+	MOVQ DX, BX
+	AT8(64, Z0, Z1, Z2, Z3, Z4, Z5, Z6, Z7, Z10, Z11, Z12, Z13, Z14, Z15, Z8, Z9, VPANDND, at8zb0, at8zr0, at8zb1, at8zr1, at8zb2, at8zr2, at8zb3, at8zr3)
+	LINE_END(at8zline)
+	GROUP_END(64, at8zgroup, at8zg)
+
+at8zdone:
+	VZEROUPPER
+	RET
+
+// func winoAT8AVX2(consts *float32, rows int, src *float32, ldJ, ldLine int, dst *float32, ldR, ldLineOut, lines int, bias *float32, relu, n int)
+TEXT ·winoAT8AVX2(SB), NOSPLIT, $0-96
+	PASS_SETUP(3)
+	JZ at8ydone
+
+at8ygroup:
+	LINE_START
+
+at8yline:
+	LOAD8(Y0, Y1, Y2, Y3, Y4, Y5, Y6, Y7)
+	MOVQ mat+0(FP), R8
+	MOVQ DX, BX
+	AT8(32, Y0, Y1, Y2, Y3, Y4, Y5, Y6, Y7, Y10, Y11, Y12, Y13, Y14, Y15, Y8, Y9, VPANDN, at8yb0, at8yr0, at8yb1, at8yr1, at8yb2, at8yr2, at8yb3, at8yr3)
+	LINE_END(at8yline)
+	GROUP_END(32, at8ygroup, at8yg)
+
+at8ydone:
+	VZEROUPPER
+	RET
