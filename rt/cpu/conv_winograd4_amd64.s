@@ -109,6 +109,145 @@ L1: \
 	MOVQ rows+8(FP), R9 \
 	MOVQ DX, BX
 
+// BT8 applies F(4×4,5×5)'s Bᵀ to the line's inputs Z0..Z7 and stores the
+// eight results at BX, BX + ldR, …, with A, B, T as temporaries and the
+// constants at R8 (VB bytes each, repeated across the lanes): 21/4, 17/4,
+// 1/4, 5/4, 1/2, 5/2, 2, 4, 5. The rows pair up around the points ±p:
+//   o0 = (z6 − z0) + 21/4·(z2 − z4),  o7 = (z7 − z1) + 21/4·(z3 − z5),
+//   a = (z2 + z6) − 17/4·z4,  b = (z1 + z5) − 17/4·z3:  o1, o2 = a ± b,
+//   a = z6 + 1/4·z2 − 5/4·z4,  b = 1/2·z1 − 5/2·z3 + 2·z5:  o3, o4 = a ± b,
+//   a = z6 + 4·z2 − 5·z4,  b = 2·z1 − 5/2·z3 + 1/2·z5:  o5, o6 = a ± b.
+#define BT8(VB, Z0, Z1, Z2, Z3, Z4, Z5, Z6, Z7, A, B, T) \
+	VSUBPS Z0, Z6, A \
+	VSUBPS Z4, Z2, T \
+	VFMADD231PS (0*VB)(R8), T, A \
+	VMOVUPS A, (BX) \
+	ADDQ R10, BX \
+	VADDPS Z6, Z2, A \
+	VFNMADD231PS (1*VB)(R8), Z4, A \
+	VADDPS Z5, Z1, B \
+	VFNMADD231PS (1*VB)(R8), Z3, B \
+	VADDPS B, A, T \
+	VMOVUPS T, (BX) \
+	ADDQ R10, BX \
+	VSUBPS B, A, T \
+	VMOVUPS T, (BX) \
+	ADDQ R10, BX \
+	VMOVAPS Z6, A \
+	VFMADD231PS (2*VB)(R8), Z2, A \
+	VFNMADD231PS (3*VB)(R8), Z4, A \
+	VMULPS (4*VB)(R8), Z1, B \
+	VFNMADD231PS (5*VB)(R8), Z3, B \
+	VFMADD231PS (6*VB)(R8), Z5, B \
+	VADDPS B, A, T \
+	VMOVUPS T, (BX) \
+	ADDQ R10, BX \
+	VSUBPS B, A, T \
+	VMOVUPS T, (BX) \
+	ADDQ R10, BX \
+	VMOVAPS Z6, A \
+	VFMADD231PS (7*VB)(R8), Z2, A \
+	VFNMADD231PS (8*VB)(R8), Z4, A \
+	VMULPS (6*VB)(R8), Z1, B \
+	VFNMADD231PS (5*VB)(R8), Z3, B \
+	VFMADD231PS (4*VB)(R8), Z5, B \
+	VADDPS B, A, T \
+	VMOVUPS T, (BX) \
+	ADDQ R10, BX \
+	VSUBPS B, A, T \
+	VMOVUPS T, (BX) \
+	ADDQ R10, BX \
+	VSUBPS Z1, Z7, A \
+	VSUBPS Z5, Z3, T \
+	VFMADD231PS (0*VB)(R8), T, A \
+	VMOVUPS A, (BX)
+
+// AT8 applies F(4×4,5×5)'s Aᵀ to the line's inputs Z0..Z7 and finishes
+// (FINISH: bias, ReLU) and stores the four results at BX, BX + ldR, …,
+// with S1, D1, S2, D2, S3, D3, ACC, T as temporaries, B0..R3 the labels of
+// the four FINISHes, and the constants at
+// R8 (VB bytes each, repeated across the lanes): 2, 1/2, 4, 1/4, 8, 1/8.
+// With s_k, d_k the sum and difference of the inputs at ±p (p = 1, 2, 1/2):
+//   y0 = ((z0 + s1) + s2) + s3,  y1 = d1 + 2·d2 + 1/2·d3,
+//   y2 = s1 + 4·s2 + 1/4·s3,  y3 = (d1 + z7) + 8·d2 + 1/8·d3.
+#define AT8(VB, Z0, Z1, Z2, Z3, Z4, Z5, Z6, Z7, S1, D1, S2, D2, S3, D3, ACC, T, ANDN, B0, R0, B1, R1, B2, R2, B3, R3) \
+	VADDPS Z2, Z1, S1 \
+	VSUBPS Z2, Z1, D1 \
+	VADDPS Z4, Z3, S2 \
+	VSUBPS Z4, Z3, D2 \
+	VADDPS Z6, Z5, S3 \
+	VSUBPS Z6, Z5, D3 \
+	VADDPS S1, Z0, ACC \
+	VADDPS S2, ACC, ACC \
+	VADDPS S3, ACC, ACC \
+	FINISH(ACC, T, ANDN, B0, R0) \
+	VMOVAPS D1, ACC \
+	VFMADD231PS (0*VB)(R8), D2, ACC \
+	VFMADD231PS (1*VB)(R8), D3, ACC \
+	FINISH(ACC, T, ANDN, B1, R1) \
+	VMOVAPS S1, ACC \
+	VFMADD231PS (2*VB)(R8), S2, ACC \
+	VFMADD231PS (3*VB)(R8), S3, ACC \
+	FINISH(ACC, T, ANDN, B2, R2) \
+	VADDPS Z7, D1, ACC \
+	VFMADD231PS (4*VB)(R8), D2, ACC \
+	VFMADD231PS (5*VB)(R8), D3, ACC \
+	FINISH(ACC, T, ANDN, B3, R3)
+
+// BTTILE is the whole input transform of one tile, Bᵀ d B, for each vector
+// of channels in turn: the row pass into the scratch (64 vectors, in L1:
+// t[i][r] at scratch + (8i + r)·VB), then the column pass from the scratch
+// into V (ξ = 8r + s at dst + ξ·ldXi), so that V is written once. Registers
+// as the passes', R9 the scratch.
+#define BTTILE(VB, LOG, Z0, Z1, Z2, Z3, Z4, Z5, Z6, Z7, A, B, T, LGROUP, LROW, LCOL, LDONE) \
+	MOVQ consts+0(FP), R8 \
+	MOVQ src+8(FP), SI \
+	MOVQ dst+32(FP), DI \
+	MOVQ scratch+56(FP), R9 \
+	MOVQ n+48(FP), R12 \
+	SHRQ $LOG, R12 \
+	JZ LDONE \
+LGROUP: \
+	MOVQ ldCol+24(FP), CX \
+	SHLQ $2, CX \
+	MOVQ $VB, R10 \
+	MOVQ SI, AX \
+	MOVQ R9, DX \
+	MOVQ $8, R11 \
+LROW: \
+	LOAD8(Z0, Z1, Z2, Z3, Z4, Z5, Z6, Z7) \
+	MOVQ DX, BX \
+	BT8(VB, Z0, Z1, Z2, Z3, Z4, Z5, Z6, Z7, A, B, T) \
+	MOVQ ldRow+16(FP), BX \
+	SHLQ $2, BX \
+	ADDQ BX, AX \
+	ADDQ $(8*VB), DX \
+	DECQ R11 \
+	JNZ LROW \
+	MOVQ $(8*VB), CX \
+	MOVQ ldXi+40(FP), R10 \
+	SHLQ $5, R10 \
+	MOVQ R9, AX \
+	MOVQ DI, DX \
+	MOVQ $8, R11 \
+LCOL: \
+	LOAD8(Z0, Z1, Z2, Z3, Z4, Z5, Z6, Z7) \
+	MOVQ DX, BX \
+	BT8(VB, Z0, Z1, Z2, Z3, Z4, Z5, Z6, Z7, A, B, T) \
+	ADDQ $VB, AX \
+	MOVQ ldXi+40(FP), BX \
+	SHLQ $2, BX \
+	ADDQ BX, DX \
+	DECQ R11 \
+	JNZ LCOL \
+	ADDQ $VB, SI \
+	ADDQ $VB, DI \
+	DECQ R12 \
+	JNZ LGROUP \
+LDONE: \
+	VZEROUPPER \
+	RET
+
 // func winoPass8AVX512(mat *float32, rows int, src *float32, ldJ, ldLine int, dst *float32, ldR, ldLineOut, lines int, bias *float32, relu, n int)
 TEXT ·winoPass8AVX512(SB), NOSPLIT, $0-96
 	PASS_SETUP(4)
@@ -209,59 +348,6 @@ p4ydone:
 	VZEROUPPER
 	RET
 
-// BT8 applies F(4×4,5×5)'s Bᵀ to the line's inputs Z0..Z7 and stores the
-// eight results at BX, BX + ldR, …, with A, B, T as temporaries and the
-// constants at R8 (VB bytes each, repeated across the lanes): 21/4, 17/4,
-// 1/4, 5/4, 1/2, 5/2, 2, 4, 5. The rows pair up around the points ±p:
-//   o0 = (z6 − z0) + 21/4·(z2 − z4),  o7 = (z7 − z1) + 21/4·(z3 − z5),
-//   a = (z2 + z6) − 17/4·z4,  b = (z1 + z5) − 17/4·z3:  o1, o2 = a ± b,
-//   a = z6 + 1/4·z2 − 5/4·z4,  b = 1/2·z1 − 5/2·z3 + 2·z5:  o3, o4 = a ± b,
-//   a = z6 + 4·z2 − 5·z4,  b = 2·z1 − 5/2·z3 + 1/2·z5:  o5, o6 = a ± b.
-#define BT8(VB, Z0, Z1, Z2, Z3, Z4, Z5, Z6, Z7, A, B, T) \
-	VSUBPS Z0, Z6, A \
-	VSUBPS Z4, Z2, T \
-	VFMADD231PS (0*VB)(R8), T, A \
-	VMOVUPS A, (BX) \
-	ADDQ R10, BX \
-	VADDPS Z6, Z2, A \
-	VFNMADD231PS (1*VB)(R8), Z4, A \
-	VADDPS Z5, Z1, B \
-	VFNMADD231PS (1*VB)(R8), Z3, B \
-	VADDPS B, A, T \
-	VMOVUPS T, (BX) \
-	ADDQ R10, BX \
-	VSUBPS B, A, T \
-	VMOVUPS T, (BX) \
-	ADDQ R10, BX \
-	VMOVAPS Z6, A \
-	VFMADD231PS (2*VB)(R8), Z2, A \
-	VFNMADD231PS (3*VB)(R8), Z4, A \
-	VMULPS (4*VB)(R8), Z1, B \
-	VFNMADD231PS (5*VB)(R8), Z3, B \
-	VFMADD231PS (6*VB)(R8), Z5, B \
-	VADDPS B, A, T \
-	VMOVUPS T, (BX) \
-	ADDQ R10, BX \
-	VSUBPS B, A, T \
-	VMOVUPS T, (BX) \
-	ADDQ R10, BX \
-	VMOVAPS Z6, A \
-	VFMADD231PS (7*VB)(R8), Z2, A \
-	VFNMADD231PS (8*VB)(R8), Z4, A \
-	VMULPS (6*VB)(R8), Z1, B \
-	VFNMADD231PS (5*VB)(R8), Z3, B \
-	VFMADD231PS (4*VB)(R8), Z5, B \
-	VADDPS B, A, T \
-	VMOVUPS T, (BX) \
-	ADDQ R10, BX \
-	VSUBPS B, A, T \
-	VMOVUPS T, (BX) \
-	ADDQ R10, BX \
-	VSUBPS Z1, Z7, A \
-	VSUBPS Z5, Z3, T \
-	VFMADD231PS (0*VB)(R8), T, A \
-	VMOVUPS A, (BX)
-
 // func winoBT8AVX512(consts *float32, src *float32, ldJ, ldLine int, dst *float32, ldR, ldLineOut, lines, n int)
 // is winoPass with Bᵀ as the matrix (its rows fixed at 8, no bias, no
 // ReLU), computed as BT8 says.
@@ -342,38 +428,6 @@ bt8ydone:
 	VZEROUPPER
 	RET
 
-// AT8 applies F(4×4,5×5)'s Aᵀ to the line's inputs Z0..Z7 and finishes
-// (FINISH: bias, ReLU) and stores the four results at BX, BX + ldR, …,
-// with S1, D1, S2, D2, S3, D3, ACC, T as temporaries, B0..R3 the labels of
-// the four FINISHes, and the constants at
-// R8 (VB bytes each, repeated across the lanes): 2, 1/2, 4, 1/4, 8, 1/8.
-// With s_k, d_k the sum and difference of the inputs at ±p (p = 1, 2, 1/2):
-//   y0 = ((z0 + s1) + s2) + s3,  y1 = d1 + 2·d2 + 1/2·d3,
-//   y2 = s1 + 4·s2 + 1/4·s3,  y3 = (d1 + z7) + 8·d2 + 1/8·d3.
-#define AT8(VB, Z0, Z1, Z2, Z3, Z4, Z5, Z6, Z7, S1, D1, S2, D2, S3, D3, ACC, T, ANDN, B0, R0, B1, R1, B2, R2, B3, R3) \
-	VADDPS Z2, Z1, S1 \
-	VSUBPS Z2, Z1, D1 \
-	VADDPS Z4, Z3, S2 \
-	VSUBPS Z4, Z3, D2 \
-	VADDPS Z6, Z5, S3 \
-	VSUBPS Z6, Z5, D3 \
-	VADDPS S1, Z0, ACC \
-	VADDPS S2, ACC, ACC \
-	VADDPS S3, ACC, ACC \
-	FINISH(ACC, T, ANDN, B0, R0) \
-	VMOVAPS D1, ACC \
-	VFMADD231PS (0*VB)(R8), D2, ACC \
-	VFMADD231PS (1*VB)(R8), D3, ACC \
-	FINISH(ACC, T, ANDN, B1, R1) \
-	VMOVAPS S1, ACC \
-	VFMADD231PS (2*VB)(R8), S2, ACC \
-	VFMADD231PS (3*VB)(R8), S3, ACC \
-	FINISH(ACC, T, ANDN, B2, R2) \
-	VADDPS Z7, D1, ACC \
-	VFMADD231PS (4*VB)(R8), D2, ACC \
-	VFMADD231PS (5*VB)(R8), D3, ACC \
-	FINISH(ACC, T, ANDN, B3, R3)
-
 // func winoAT8AVX512(consts *float32, rows int, src *float32, ldJ, ldLine int, dst *float32, ldR, ldLineOut, lines int, bias *float32, relu, n int)
 // is winoPass with Aᵀ as the matrix (mat holds the constants, rows is 4
 // and unread), computed as AT8 says.
@@ -415,3 +469,11 @@ at8yline:
 at8ydone:
 	VZEROUPPER
 	RET
+
+// func winoBTTileAVX512(consts, src *float32, ldRow, ldCol int, dst *float32, ldXi, n int, scratch *float32)
+TEXT ·winoBTTileAVX512(SB), NOSPLIT, $0-64
+	BTTILE(64, 4, Z0, Z1, Z2, Z3, Z4, Z5, Z6, Z7, Z8, Z9, Z10, bttzgroup, bttzrow, bttzcol, bttzdone)
+
+// func winoBTTileAVX2(consts, src *float32, ldRow, ldCol int, dst *float32, ldXi, n int, scratch *float32)
+TEXT ·winoBTTileAVX2(SB), NOSPLIT, $0-64
+	BTTILE(32, 3, Y0, Y1, Y2, Y3, Y4, Y5, Y6, Y7, Y8, Y9, Y10, bttygroup, bttyrow, bttycol, bttydone)
