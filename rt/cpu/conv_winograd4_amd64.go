@@ -34,7 +34,6 @@ func withBTTile(k *winogradKernels, tile func(consts, src *float32, ldRow, ldCol
 	return k
 }
 
-
 //go:noescape
 func winoPass8AVX512(mat *float32, rows int, src *float32, ldJ, ldLine int, dst *float32, ldR, ldLineOut, lines int, bias *float32, relu, n int)
 
