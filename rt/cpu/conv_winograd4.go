@@ -20,11 +20,11 @@ import "unsafe"
 // The transforms are separable: each is one pass along the rows of the
 // tile and one along its columns, and each pass applies a small matrix
 // (R×J, J = 8 or 4) to J vectors of channels at a time. The vector kernels
-// (conv_winograd4_amd64.s) are one generic pass for any such matrix, fed
-// with its coefficients repeated across the lanes, which multiplies by the
-// zeros too, and for Bᵀ, the input transform of both the forward pass and
-// the weight gradient, and Aᵀ, the output transform, passes of their own
-// that pair the points ±p (winoBTPass, winoF4ATConsts).
+// (conv_winograd4_amd64.s) for Bᵀ, the input transform of both the forward
+// pass and the weight gradient, and Aᵀ, the output transform, pair the
+// points ±p (winoF4BTConsts, winoF4ATConsts); G2, the weight gradient's dy
+// transform, goes through a generic pass (winoPass), fed with its
+// coefficients repeated across the lanes.
 //
 // The rounding error is larger than F(2×2)'s: Bᵀ's coefficients reach
 // 21/4, so the transformed inputs are up to about 12² times the input, and
@@ -92,7 +92,7 @@ var winoF4 = &winoAlg{name: "F(4x4,5x5)", m: 4, alpha: 8, g: winoF4G,
 	dwScale: []float64{1, 1, 1, 1, 1, 1, 1, 1}, aw: winoF4AW, roundBytes: winogradF4RoundBytes, kernels: winogradF4For}
 
 // winoPass is one pass of a separable transform over n channels (a
-// multiple of the kernel's lanes), with J (8 or 4, fixed by the kernel)
+// multiple of the kernel's lanes), with J (4 for the generic kernels)
 // inputs a line: for each of lines lines l and each r < rows,
 //
 //	dst[l·ldLineOut + r·ldR + c] = act(Σ_j mat[r][j]·src[l·ldLine + j·ldJ + c] + bias[c])
@@ -117,15 +117,10 @@ func winoExpand(m [][]float64, lanes int) []float32 {
 	return out
 }
 
-// winoBTPass is winoPass with Bᵀ as the matrix (8 rows, no bias, no
-// ReLU), from the constants winoF4BTConsts lays out: the input transform
-// is most of the transforms' work, and Bᵀ's rows pair up around the points
-// ±p, so 26 vector operations a line do what 64 multiply-adds of the
-// generic pass do.
-type winoBTPass func(consts *float32, src *float32, ldJ, ldLine int, dst *float32, ldR, ldLineOut, lines, n int)
-
-// winoF4BTConsts are the constants of a winoBTPass kernel, each repeated
-// across the lanes.
+// winoF4BTConsts are the constants of the vector kernels' Bᵀ (the BT8
+// macro), each repeated across the lanes. Bᵀ's rows pair up around the
+// points ±p, so 26 vector operations a line do what 64 multiply-adds of a
+// generic pass would.
 func winoF4BTConsts(lanes int) []float32 {
 	return winoExpand([][]float64{{21. / 4, 17. / 4, 1. / 4, 5. / 4, 1. / 2, 5. / 2, 2, 4, 5}}, lanes)
 }
@@ -138,28 +133,13 @@ func winoF4ATConsts(lanes int) []float32 {
 }
 
 // newWinoF4Kernels builds F(4×4,5×5)'s transforms from an instruction
-// set's pass kernels (pass8: J = 8, pass4: J = 4; bt8 and at8 Bᵀ's and
-// Aᵀ's own passes, or nil for pass8 with the matrix).
-func newWinoF4Kernels(pass8, pass4 winoPass, bt8 winoBTPass, at8 winoPass, lanes int) *winogradKernels {
-	bt, at, g2 := winoExpand(winoF4BT, lanes), winoExpand(winoF4AT, lanes), winoExpand(winoF4G2, lanes)
-	if bt8 == nil {
-		bt8 = func(_ *float32, src *float32, ldJ, ldLine int, dst *float32, ldR, ldLineOut, lines, n int) {
-			pass8(&bt[0], 8, src, ldJ, ldLine, dst, ldR, ldLineOut, lines, nil, 0, n)
-		}
-	}
-	consts := winoF4BTConsts(lanes)
-	if at8 == nil {
-		at8 = pass8
-	} else {
-		at = winoF4ATConsts(lanes)
-	}
-	return &winogradKernels{lanes: lanes,
-		// V = Bᵀ d B: t = d·B row by row into dst, then Bᵀ·t column by
-		// column in place.
-		input: func(src *float32, ldRow, ldCol int, dst *float32, ldXi, n int) {
-			bt8(&consts[0], src, ldCol, ldRow, dst, ldXi, 8*ldXi, 8, n)
-			bt8(&consts[0], dst, 8*ldXi, ldXi, dst, 8*ldXi, ldXi, 8, n)
-		},
+// set's kernels: input is the whole input transform (V = Bᵀ d B of one
+// tile, winogradKernels.input), at8 the Aᵀ pass (given winoF4ATConsts for
+// its matrix) and pass4 the generic pass of four inputs a line, which
+// applies G2.
+func newWinoF4Kernels(input func(src *float32, ldRow, ldCol int, dst *float32, ldXi, n int), at8, pass4 winoPass, lanes int) *winogradKernels {
+	at, g2 := winoF4ATConsts(lanes), winoExpand(winoF4G2, lanes)
+	return &winogradKernels{lanes: lanes, input: input,
 		// Y = Aᵀ M A + bias: t = M·A row by row, in place into the
 		// first four columns of M, then Aᵀ·t column by column into y.
 		output: func(src *float32, ldXi int, dst *float32, ldRow, ldCol int, bias *float32, relu, n int) {
@@ -175,9 +155,16 @@ func newWinoF4Kernels(pass8, pass4 winoPass, bt8 winoBTPass, at8 winoPass, lanes
 	}
 }
 
-// winogradF4Go is F(4×4,5×5) with the pure-Go passes, which every GOARCH
+// winogradF4Go is F(4×4,5×5) with the pure-Go kernels, which every GOARCH
 // has.
-var winogradF4Go = newWinoF4Kernels(winoPass8Go, winoPass4Go, nil, nil, 1)
+var winogradF4Go = newWinoF4Kernels(winoInputF4Go, winoAT8Go, winoPass4Go, 1)
+
+// winoInputF4Go is V = Bᵀ d B of one tile: t = d·B row by row into dst,
+// then Bᵀ·t column by column in place.
+func winoInputF4Go(src *float32, ldRow, ldCol int, dst *float32, ldXi, n int) {
+	winoBT8Go(src, ldCol, ldRow, dst, ldXi, 8*ldXi, 8, n)
+	winoBT8Go(dst, 8*ldXi, ldXi, dst, 8*ldXi, ldXi, 8, n)
+}
 
 // winogradF4For returns F(4×4,5×5)'s transforms that go with GEMM path
 // p, so that forcing a path in tests forces the matching transforms.
@@ -186,10 +173,6 @@ func winogradF4For(p *gemmPath) *winogradKernels {
 		return k
 	}
 	return winogradF4Go
-}
-
-func winoPass8Go(mat *float32, rows int, src *float32, ldJ, ldLine int, dst *float32, ldR, ldLineOut, lines int, bias *float32, relu, n int) {
-	winoPassGo(8, mat, rows, src, ldJ, ldLine, dst, ldR, ldLineOut, lines, bias, relu, n)
 }
 
 func winoPass4Go(mat *float32, rows int, src *float32, ldJ, ldLine int, dst *float32, ldR, ldLineOut, lines int, bias *float32, relu, n int) {
@@ -229,6 +212,57 @@ func winoPassGo(j int, mat *float32, rows int, src *float32, ldJ, ldLine int, ds
 			}
 			for r := 0; r < rows; r++ {
 				d[l*ldLineOut+r*ldR+c] = y[r]
+			}
+		}
+	}
+}
+
+// winoBT8Go is a winoPass of Bᵀ (8 rows, no bias, no ReLU) in Go: Bᵀ's
+// rows paired around the points ±p, as the vector kernels compute them
+// (conv_winograd4_amd64.s's BT8).
+func winoBT8Go(src *float32, ldJ, ldLine int, dst *float32, ldR, ldLineOut, lines, n int) {
+	s := unsafe.Slice(src, (lines-1)*ldLine+7*ldJ+n)
+	d := unsafe.Slice(dst, (lines-1)*ldLineOut+7*ldR+n)
+	for l := 0; l < lines; l++ {
+		in, out := l*ldLine, l*ldLineOut
+		for c := 0; c < n; c++ {
+			z0, z1, z2, z3 := s[in+c], s[in+ldJ+c], s[in+2*ldJ+c], s[in+3*ldJ+c]
+			z4, z5, z6, z7 := s[in+4*ldJ+c], s[in+5*ldJ+c], s[in+6*ldJ+c], s[in+7*ldJ+c]
+			o0 := (z6 - z0) + 21.0/4*(z2-z4)
+			a1, b1 := (z2+z6)-17.0/4*z4, (z1+z5)-17.0/4*z3
+			a3, b3 := z6+0.25*z2-1.25*z4, 0.5*z1-2.5*z3+2*z5
+			a5, b5 := z6+4*z2-5*z4, 2*z1-2.5*z3+0.5*z5
+			o7 := (z7 - z1) + 21.0/4*(z3-z5)
+			d[out+c], d[out+ldR+c], d[out+2*ldR+c], d[out+3*ldR+c] = o0, a1+b1, a1-b1, a3+b3
+			d[out+4*ldR+c], d[out+5*ldR+c], d[out+6*ldR+c], d[out+7*ldR+c] = a3-b3, a5+b5, a5-b5, o7
+		}
+	}
+}
+
+// winoAT8Go is the Aᵀ pass in Go (a winoPass whose mat and rows, 4, go
+// unread), as the vector kernels compute it (AT8).
+func winoAT8Go(_ *float32, _ int, src *float32, ldJ, ldLine int, dst *float32, ldR, ldLineOut, lines int, bias *float32, relu, n int) {
+	s := unsafe.Slice(src, (lines-1)*ldLine+7*ldJ+n)
+	d := unsafe.Slice(dst, (lines-1)*ldLineOut+3*ldR+n)
+	var b []float32
+	if bias != nil {
+		b = unsafe.Slice(bias, n)
+	}
+	for l := 0; l < lines; l++ {
+		in, out := l*ldLine, l*ldLineOut
+		for c := 0; c < n; c++ {
+			z0, z1, z2, z3 := s[in+c], s[in+ldJ+c], s[in+2*ldJ+c], s[in+3*ldJ+c]
+			z4, z5, z6, z7 := s[in+4*ldJ+c], s[in+5*ldJ+c], s[in+6*ldJ+c], s[in+7*ldJ+c]
+			s1, d1, s2, d2, s3, d3 := z1+z2, z1-z2, z3+z4, z3-z4, z5+z6, z5-z6
+			y := [4]float32{((z0 + s1) + s2) + s3, d1 + 2*d2 + 0.5*d3, s1 + 4*s2 + 0.25*s3, (d1 + z7) + 8*d2 + 0.125*d3}
+			for r, v := range y {
+				if b != nil {
+					v += b[c]
+				}
+				if relu != 0 {
+					v = reluSign(v)
+				}
+				d[out+r*ldR+c] = v
 			}
 		}
 	}

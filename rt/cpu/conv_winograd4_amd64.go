@@ -15,42 +15,29 @@ func archWinogradF4(path string) *winogradKernels {
 }
 
 var (
-	winogradF4AVX512 = withBTTile(newWinoF4Kernels(winoPass8AVX512, winoPass4AVX512, winoBT8AVX512, winoAT8AVX512, 16), winoBTTileAVX512)
-	winogradF4AVX2   = withBTTile(newWinoF4Kernels(winoPass8AVX2, winoPass4AVX2, winoBT8AVX2, winoAT8AVX2, 8), winoBTTileAVX2)
+	winogradF4AVX512 = newWinoF4Kernels(winoInputF4Kernel(winoBTTileAVX512, 16), winoAT8AVX512, winoPass4AVX512, 16)
+	winogradF4AVX2   = newWinoF4Kernels(winoInputF4Kernel(winoBTTileAVX2, 8), winoAT8AVX2, winoPass4AVX2, 8)
 )
 
-// withBTTile sets k's input transform to a whole-tile kernel (tile):
-// both of Bᵀ's passes per vector of channels, the row pass into a scratch
-// of 64 vectors on the stack, so that V, which the products read from L2,
-// is written once instead of written, read and written again. On one
-// thread, the flagship's second layer (median of 3, busy machine):
-// forward 19.7 → 18.7 ms, backward 44.0 → 42.5 ms.
-func withBTTile(k *winogradKernels, tile func(consts, src *float32, ldRow, ldCol int, dst *float32, ldXi, n int, scratch *float32)) *winogradKernels {
-	consts := winoF4BTConsts(k.lanes)
-	k.input = func(src *float32, ldRow, ldCol int, dst *float32, ldXi, n int) {
+// winoInputF4Kernel wraps a whole-tile input transform kernel (both of
+// Bᵀ's passes per vector of channels, the row pass into a scratch of 64
+// vectors on the stack, so that V, which the products read from L2, is
+// written once instead of written, read and written again; on one thread,
+// the flagship's second layer, median of 3 on a busy machine: forward 19.7
+// → 18.7 ms, backward 44.0 → 42.5 ms against two calls of a line pass).
+func winoInputF4Kernel(tile func(consts, src *float32, ldRow, ldCol int, dst *float32, ldXi, n int, scratch *float32), lanes int) func(src *float32, ldRow, ldCol int, dst *float32, ldXi, n int) {
+	consts := winoF4BTConsts(lanes)
+	return func(src *float32, ldRow, ldCol int, dst *float32, ldXi, n int) {
 		var scratch [64 * 16]float32
 		tile(&consts[0], src, ldRow, ldCol, dst, ldXi, n, &scratch[0])
 	}
-	return k
 }
-
-//go:noescape
-func winoPass8AVX512(mat *float32, rows int, src *float32, ldJ, ldLine int, dst *float32, ldR, ldLineOut, lines int, bias *float32, relu, n int)
 
 //go:noescape
 func winoPass4AVX512(mat *float32, rows int, src *float32, ldJ, ldLine int, dst *float32, ldR, ldLineOut, lines int, bias *float32, relu, n int)
 
 //go:noescape
-func winoPass8AVX2(mat *float32, rows int, src *float32, ldJ, ldLine int, dst *float32, ldR, ldLineOut, lines int, bias *float32, relu, n int)
-
-//go:noescape
 func winoPass4AVX2(mat *float32, rows int, src *float32, ldJ, ldLine int, dst *float32, ldR, ldLineOut, lines int, bias *float32, relu, n int)
-
-//go:noescape
-func winoBT8AVX512(consts *float32, src *float32, ldJ, ldLine int, dst *float32, ldR, ldLineOut, lines, n int)
-
-//go:noescape
-func winoBT8AVX2(consts *float32, src *float32, ldJ, ldLine int, dst *float32, ldR, ldLineOut, lines, n int)
 
 //go:noescape
 func winoAT8AVX512(mat *float32, rows int, src *float32, ldJ, ldLine int, dst *float32, ldR, ldLineOut, lines int, bias *float32, relu, n int)

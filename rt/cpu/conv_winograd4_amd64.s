@@ -2,10 +2,12 @@
 
 #include "textflag.h"
 
-// The pass kernels of Winograd F(4×4,5×5) (conv_winograd4.go's winoPass),
-// vectorised across channels: 16 per zmm, 8 per ymm. Each applies an R×J
-// matrix (J = 8 or 4 inputs a line) whose coefficients come repeated
-// across the lanes, so each term is one multiply-add with a memory operand.
+// The transform kernels of Winograd F(4×4,5×5) (conv_winograd4.go),
+// vectorised across channels: 16 per zmm, 8 per ymm. The generic pass
+// (winoPass, here for G2) applies an R×4 matrix whose coefficients come
+// repeated across the lanes, so each term is one multiply-add with a
+// memory operand; Bᵀ (BT8, whole tiles: BTTILE) and Aᵀ (AT8) have their
+// own code, with their constants repeated the same way.
 //
 // Registers: SI src and DI dst at the current channels, AX the line's
 // source, DX the line's destination, BX a walker, CX ldJ and R10 ldR
@@ -50,20 +52,13 @@
 	ADDQ CX, BX \
 	VMOVUPS (BX), R7
 
-// SUM4 and SUM8 form one output row in ACC: Σ_j mat[r][j]·x_j, the
-// coefficients VB bytes apart from R8.
+// SUM4 forms one output row in ACC: Σ_j mat[r][j]·x_j, the coefficients
+// VB bytes apart from R8.
 #define SUM4(VB, R0, R1, R2, R3, ACC) \
 	VMULPS (R8), R0, ACC \
 	VFMADD231PS (1*VB)(R8), R1, ACC \
 	VFMADD231PS (2*VB)(R8), R2, ACC \
 	VFMADD231PS (3*VB)(R8), R3, ACC
-
-#define SUM8(VB, R0, R1, R2, R3, R4, R5, R6, R7, ACC) \
-	SUM4(VB, R0, R1, R2, R3, ACC) \
-	VFMADD231PS (4*VB)(R8), R4, ACC \
-	VFMADD231PS (5*VB)(R8), R5, ACC \
-	VFMADD231PS (6*VB)(R8), R6, ACC \
-	VFMADD231PS (7*VB)(R8), R7, ACC
 
 // FINISH adds the bias (when R13 is not 0), clears negative lanes (when
 // relu is not 0) and stores ACC at BX, moving BX on by ldR; T a temporary.
@@ -248,31 +243,6 @@ LDONE: \
 	VZEROUPPER \
 	RET
 
-// func winoPass8AVX512(mat *float32, rows int, src *float32, ldJ, ldLine int, dst *float32, ldR, ldLineOut, lines int, bias *float32, relu, n int)
-TEXT ·winoPass8AVX512(SB), NOSPLIT, $0-96
-	PASS_SETUP(4)
-	JZ p8zdone
-
-p8zgroup:
-	LINE_START
-
-p8zline:
-	LOAD8(Z0, Z1, Z2, Z3, Z4, Z5, Z6, Z7)
-	ROWS_START
-
-p8zrow:
-	SUM8(64, Z0, Z1, Z2, Z3, Z4, Z5, Z6, Z7, Z8)
-	FINISH(Z8, Z9, VPANDND, p8zb, p8zr)
-	ADDQ $512, R8
-	DECQ R9
-	JNZ p8zrow
-	LINE_END(p8zline)
-	GROUP_END(64, p8zgroup, p8zg)
-
-p8zdone:
-	VZEROUPPER
-	RET
-
 // func winoPass4AVX512(mat *float32, rows int, src *float32, ldJ, ldLine int, dst *float32, ldR, ldLineOut, lines int, bias *float32, relu, n int)
 TEXT ·winoPass4AVX512(SB), NOSPLIT, $0-96
 	PASS_SETUP(4)
@@ -295,31 +265,6 @@ p4zrow:
 	GROUP_END(64, p4zgroup, p4zg)
 
 p4zdone:
-	VZEROUPPER
-	RET
-
-// func winoPass8AVX2(mat *float32, rows int, src *float32, ldJ, ldLine int, dst *float32, ldR, ldLineOut, lines int, bias *float32, relu, n int)
-TEXT ·winoPass8AVX2(SB), NOSPLIT, $0-96
-	PASS_SETUP(3)
-	JZ p8ydone
-
-p8ygroup:
-	LINE_START
-
-p8yline:
-	LOAD8(Y0, Y1, Y2, Y3, Y4, Y5, Y6, Y7)
-	ROWS_START
-
-p8yrow:
-	SUM8(32, Y0, Y1, Y2, Y3, Y4, Y5, Y6, Y7, Y8)
-	FINISH(Y8, Y9, VPANDN, p8yb, p8yr)
-	ADDQ $256, R8
-	DECQ R9
-	JNZ p8yrow
-	LINE_END(p8yline)
-	GROUP_END(32, p8ygroup, p8yg)
-
-p8ydone:
 	VZEROUPPER
 	RET
 
@@ -348,87 +293,7 @@ p4ydone:
 	VZEROUPPER
 	RET
 
-// func winoBT8AVX512(consts *float32, src *float32, ldJ, ldLine int, dst *float32, ldR, ldLineOut, lines, n int)
-// is winoPass with Bᵀ as the matrix (its rows fixed at 8, no bias, no
-// ReLU), computed as BT8 says.
-TEXT ·winoBT8AVX512(SB), NOSPLIT, $0-72
-	MOVQ consts+0(FP), R8
-	MOVQ src+8(FP), SI
-	MOVQ ldJ+16(FP), CX
-	SHLQ $2, CX
-	MOVQ dst+32(FP), DI
-	MOVQ ldR+40(FP), R10
-	SHLQ $2, R10
-	MOVQ n+64(FP), R12
-	SHRQ $4, R12
-	JZ bt8zdone
-
-bt8zgroup:
-	MOVQ SI, AX
-	MOVQ DI, DX
-	MOVQ lines+56(FP), R11
-
-bt8zline:
-	LOAD8(Z0, Z1, Z2, Z3, Z4, Z5, Z6, Z7)
-	MOVQ DX, BX
-	BT8(64, Z0, Z1, Z2, Z3, Z4, Z5, Z6, Z7, Z8, Z9, Z10)
-	MOVQ ldLine+24(FP), BX
-	SHLQ $2, BX
-	ADDQ BX, AX
-	MOVQ ldLineOut+48(FP), BX
-	SHLQ $2, BX
-	ADDQ BX, DX
-	DECQ R11
-	JNZ bt8zline
-	ADDQ $64, SI
-	ADDQ $64, DI
-	DECQ R12
-	JNZ bt8zgroup
-
-bt8zdone:
-	VZEROUPPER
-	RET
-
-// func winoBT8AVX2(consts *float32, src *float32, ldJ, ldLine int, dst *float32, ldR, ldLineOut, lines, n int)
-TEXT ·winoBT8AVX2(SB), NOSPLIT, $0-72
-	MOVQ consts+0(FP), R8
-	MOVQ src+8(FP), SI
-	MOVQ ldJ+16(FP), CX
-	SHLQ $2, CX
-	MOVQ dst+32(FP), DI
-	MOVQ ldR+40(FP), R10
-	SHLQ $2, R10
-	MOVQ n+64(FP), R12
-	SHRQ $3, R12
-	JZ bt8ydone
-
-bt8ygroup:
-	MOVQ SI, AX
-	MOVQ DI, DX
-	MOVQ lines+56(FP), R11
-
-bt8yline:
-	LOAD8(Y0, Y1, Y2, Y3, Y4, Y5, Y6, Y7)
-	MOVQ DX, BX
-	BT8(32, Y0, Y1, Y2, Y3, Y4, Y5, Y6, Y7, Y8, Y9, Y10)
-	MOVQ ldLine+24(FP), BX
-	SHLQ $2, BX
-	ADDQ BX, AX
-	MOVQ ldLineOut+48(FP), BX
-	SHLQ $2, BX
-	ADDQ BX, DX
-	DECQ R11
-	JNZ bt8yline
-	ADDQ $32, SI
-	ADDQ $32, DI
-	DECQ R12
-	JNZ bt8ygroup
-
-bt8ydone:
-	VZEROUPPER
-	RET
-
-// func winoAT8AVX512(consts *float32, rows int, src *float32, ldJ, ldLine int, dst *float32, ldR, ldLineOut, lines int, bias *float32, relu, n int)
+// func winoAT8AVX512(mat *float32, rows int, src *float32, ldJ, ldLine int, dst *float32, ldR, ldLineOut, lines int, bias *float32, relu, n int)
 // is winoPass with Aᵀ as the matrix (mat holds the constants, rows is 4
 // and unread), computed as AT8 says.
 TEXT ·winoAT8AVX512(SB), NOSPLIT, $0-96
@@ -450,7 +315,7 @@ at8zdone:
 	VZEROUPPER
 	RET
 
-// func winoAT8AVX2(consts *float32, rows int, src *float32, ldJ, ldLine int, dst *float32, ldR, ldLineOut, lines int, bias *float32, relu, n int)
+// func winoAT8AVX2(mat *float32, rows int, src *float32, ldJ, ldLine int, dst *float32, ldR, ldLineOut, lines int, bias *float32, relu, n int)
 TEXT ·winoAT8AVX2(SB), NOSPLIT, $0-96
 	PASS_SETUP(3)
 	JZ at8ydone

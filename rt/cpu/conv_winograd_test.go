@@ -410,3 +410,40 @@ func BenchmarkConvWinograd(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkConvWinogradPaths times F(2×2,5×5) against F(4×4,5×5) on
+// models/mnist.cue's second layer on every GEMM path this machine has
+// (with its transforms): the planner chooses the method without seeing
+// the machine, so F(4×4) has to win on each.
+func BenchmarkConvWinogradPaths(b *testing.B) {
+	defer SetGemmPath("")
+	g := convCase(250, 32, 14, 14, 64, 5, 5, 1, 2, 1, 1)
+	r := newTestRand(67)
+	x, w, bias := randSlice(r, g.N*g.C*g.H*g.W, 1), randSlice(r, g.OC*g.C*25, 0.05), randSlice(r, g.OC, 0.05)
+	y := make([]float32, g.N*g.OC*g.OH*g.OW)
+	dy, dx, dw, db := randSlice(r, len(y), 1), make([]float32, len(x)), make([]float32, len(w)), make([]float32, g.OC)
+	for _, path := range GemmPaths() {
+		for _, wm := range winogradMethods {
+			b.Run(path+"/"+wm.name+" fwd", func(b *testing.B) {
+				if err := SetGemmPath(path); err != nil {
+					b.Fatal(err)
+				}
+				start := processCPU()
+				for b.Loop() {
+					wm.fwd(x, w, bias, y, g, ActReLU, 0)
+				}
+				reportCPUTime(b, start)
+			})
+			b.Run(path+"/"+wm.name+" bwd", func(b *testing.B) {
+				if err := SetGemmPath(path); err != nil {
+					b.Fatal(err)
+				}
+				start := processCPU()
+				for b.Loop() {
+					wm.bwd(x, w, y, dy, dx, dw, db, g, ActReLU, 0)
+				}
+				reportCPUTime(b, start)
+			})
+		}
+	}
+}
