@@ -1,6 +1,9 @@
 package cpu
 
-import "unsafe"
+import (
+	"sync"
+	"unsafe"
+)
 
 // This file holds Winograd convolution F(4×4,5×5), the second algorithm
 // of the driver in conv_winograd.go: each output tile of 4×4 pixels comes
@@ -156,8 +159,13 @@ func newWinoF4Kernels(input func(src *float32, ldRow, ldCol int, dst *float32, l
 }
 
 // winogradF4Go is F(4×4,5×5) with the pure-Go kernels, which every GOARCH
-// has.
-var winogradF4Go = newWinoF4Kernels(winoInputF4Go, winoAT8Go, winoPass4Go, 1)
+// has, built on first use (winogradF4For), as the vector sets are
+// (archWinogradF4): built at package initialisation, they would be linked
+// into every program that imports this package, F(4×4) layers or not.
+var winogradF4Go struct {
+	once sync.Once
+	k    *winogradKernels
+}
 
 // winoInputF4Go is V = Bᵀ d B of one tile: t = d·B row by row into dst,
 // then Bᵀ·t column by column in place.
@@ -172,7 +180,8 @@ func winogradF4For(p *gemmPath) *winogradKernels {
 	if k := archWinogradF4(p.name); k != nil {
 		return k
 	}
-	return winogradF4Go
+	winogradF4Go.once.Do(func() { winogradF4Go.k = newWinoF4Kernels(winoInputF4Go, winoAT8Go, winoPass4Go, 1) })
+	return winogradF4Go.k
 }
 
 func winoPass4Go(mat *float32, rows int, src *float32, ldJ, ldLine int, dst *float32, ldR, ldLineOut, lines int, bias *float32, relu, n int) {

@@ -2,22 +2,30 @@
 
 package cpu
 
-// archWinogradF4 returns F(4×4,5×5)'s transforms on the assembly passes
+import "sync"
+
+// archWinogradF4 returns F(4×4,5×5)'s transforms on the assembly kernels
 // that go with the amd64 GEMM path of that name, or nil for the Go ones.
 func archWinogradF4(path string) *winogradKernels {
+	winogradF4Arch.once.Do(func() {
+		winogradF4Arch.avx512 = newWinoF4Kernels(winoInputF4Kernel(winoBTTileAVX512, 16), winoAT8AVX512, winoPass4AVX512, 16)
+		winogradF4Arch.avx2 = newWinoF4Kernels(winoInputF4Kernel(winoBTTileAVX2, 8), winoAT8AVX2, winoPass4AVX2, 8)
+	})
 	switch path {
 	case "avx512":
-		return winogradF4AVX512
+		return winogradF4Arch.avx512
 	case "avx2":
-		return winogradF4AVX2
+		return winogradF4Arch.avx2
 	}
 	return nil
 }
 
-var (
-	winogradF4AVX512 = newWinoF4Kernels(winoInputF4Kernel(winoBTTileAVX512, 16), winoAT8AVX512, winoPass4AVX512, 16)
-	winogradF4AVX2   = newWinoF4Kernels(winoInputF4Kernel(winoBTTileAVX2, 8), winoAT8AVX2, winoPass4AVX2, 8)
-)
+// winogradF4Arch are the vector sets, built on first use (see
+// winogradF4Go).
+var winogradF4Arch struct {
+	once         sync.Once
+	avx512, avx2 *winogradKernels
+}
 
 // winoInputF4Kernel wraps a whole-tile input transform kernel (both of
 // Bᵀ's passes per vector of channels, the row pass into a scratch of 64
