@@ -136,6 +136,13 @@ func (g *generator) fileHeader(backend string, about ...string) {
 	g.p("package main")
 	g.p("")
 	g.p("import (")
+	if decoders := readerDecoders(m.Dataset); len(decoders) > 0 {
+		g.p("// the decoders of the PNG and JPEG files that rt/imageio reads")
+		for _, imp := range decoders {
+			g.p("_ %q", imp)
+		}
+		g.p("")
+	}
 	g.p("%q", ModulePath+"/rt/app")
 	g.p("%q", ModulePath+"/rt/cpu")
 	for _, imp := range append(readerImports(m.Dataset), g.imports...) {

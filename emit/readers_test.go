@@ -1,6 +1,7 @@
 package emit
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/mlbuild/mlbuild/spec"
@@ -10,8 +11,8 @@ import (
 // those of predict's inputs for its kind of data, and no other.
 func TestReadersFor(t *testing.T) {
 	for _, c := range []struct{ format, want string }{
-		{"idx", "[]*app.Reader{app.Images, app.NPYArrays, app.IDX}"},
-		{"", "[]*app.Reader{app.Images, app.NPYArrays, app.CSV, app.IDX}"},
+		{"idx", "[]*app.Reader{app.Images, app.NPYArrays, app.IDXFiles, app.IDX}"},
+		{"", "[]*app.Reader{app.Images, app.NPYArrays, app.CSV, app.IDXFiles, app.IDX}"},
 		{"csv", "[]*app.Reader{app.NPYArrays, app.CSV}"},
 		{"npy", "[]*app.Reader{app.Images, app.NPYArrays, app.CSV, app.NPY, app.IDX}"},
 		{"npz", "[]*app.Reader{app.Images, app.NPYArrays, app.CSV, app.NPZ(npz.Open), app.IDX}"},
@@ -27,6 +28,15 @@ func TestReadersFor(t *testing.T) {
 		}
 		if imps := readerImports(ds); len(imps) != wantImports || wantImports == 1 && imps[0] != "mlbuildprog/rt/npz" {
 			t.Errorf("format %q: imports %q", c.format, imps)
+		}
+		// The image decoders (about 150 KB of a binary) go only into the
+		// programs that read images.
+		wantDecoders := "[image/jpeg image/png]"
+		if c.format == "csv" {
+			wantDecoders = "[]"
+		}
+		if got := fmt.Sprint(readerDecoders(ds)); got != wantDecoders {
+			t.Errorf("format %q: decoders %s, want %s", c.format, got, wantDecoders)
 		}
 	}
 }

@@ -58,6 +58,7 @@ func TestIrisFromCSV(t *testing.T) {
 	data := sklearnDir(t)
 	tmp := t.TempDir()
 	bin := compileExample(t, "iris", tmp)
+	checkFeatureRowsBinary(t, bin)
 	weights := filepath.Join(tmp, "iris.safetensors")
 	runOK(t, bin, "train", "--data", data, "--out", weights, "--quiet")
 

@@ -117,7 +117,7 @@ func build(dir, src string, kernels []kernelSig) (string, error) {
 		return "", err
 	}
 	tmp := filepath.Join(work, "k.so")
-	cmd := exec.Command(gpp, "-std=c++20", "-O1", "-shared", "-fPIC", "-pthread", "-w", "-I", work, "-o", tmp, srcPath)
+	cmd := exec.Command(gpp, "-std=c++20", "-O1", "-fno-strict-aliasing", "-shared", "-fPIC", "-pthread", "-w", "-I", work, "-o", tmp, srcPath)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("%w: g++: %v\n%s", errCompile, err, out)
 	}

@@ -34,12 +34,18 @@ inline unsigned int __float_as_uint(float v) {
     return bits;
 }
 
+// float4 as the CUDA dialect's 16-byte loads and stores use it (g++ runs
+// with -fno-strict-aliasing, so reading floats through it is defined).
+struct float4 { float x, y, z, w; };
+inline float4 make_float4(float x, float y, float z, float w) { return float4{x, y, z, w}; }
+
 inline std::barrier<>* mlb_block_barrier = nullptr;
 inline void __syncthreads() { mlb_block_barrier->arrive_and_wait(); }
 
 #define __global__
 #define __device__
 #define __shared__ static
+#define __align__(n) __attribute__((aligned(n)))
 
 // mlb_run runs body for every thread of a groups x threads launch.
 template <class Body>

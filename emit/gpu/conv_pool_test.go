@@ -166,6 +166,10 @@ func TestLoweredPooledConvMatchesCPU(t *testing.T) {
 				want := "conv_direct"
 				if c.method != ConvDirectMethod {
 					want = "winograd_filter winograd_input gemm winograd_output"
+					if d.Load4 != "" && wgProductsFit(c.g.OC, c.g.C, 4) {
+						// the dialect's own products kernel (winograd_products.go)
+						want = "winograd_filter winograd_input winograd_products winograd_output"
+					}
 				}
 				if got := strings.Join(ops, " "); got != want {
 					t.Errorf("%s: forward ops %s, want %s (the pool in the convolution's epilogue)", c.name, got, want)

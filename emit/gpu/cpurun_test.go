@@ -222,7 +222,7 @@ func runCases(t *testing.T, d *Dialect, cases []gpuCase) [][][]float32 {
 		t.Fatal(err)
 	}
 	exe := filepath.Join(dir, "driver")
-	cmd := exec.Command(gpp, "-std=c++20", "-O1", "-pthread", "-Wno-attributes", "-I", shim, "-o", exe, cpp)
+	cmd := exec.Command(gpp, "-std=c++20", "-O1", "-fno-strict-aliasing", "-pthread", "-Wno-attributes", "-I", shim, "-o", exe, cpp)
 	if outp, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("g++ on the %s kernels failed: %v\n%s\n(source kept in %s)", d.Name, err, outp, cpp)
 	}

@@ -362,7 +362,7 @@ func TestCUDACheckOnCPU(t *testing.T) {
 		t.Fatal(err)
 	}
 	exe := filepath.Join(dir, "cuda-check-cpu")
-	cmd := exec.Command(gpp, "-x", "c++", "-std=c++20", "-O1", "-pthread", "-Wno-attributes",
+	cmd := exec.Command(gpp, "-x", "c++", "-std=c++20", "-O1", "-fno-strict-aliasing", "-pthread", "-Wno-attributes",
 		"-I", filepath.Join(dir, "shim"), "-o", exe, filepath.Join(dir, "kernels.cu"))
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("g++ on kernels.cu failed: %v\n%s", err, out)

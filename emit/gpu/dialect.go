@@ -28,6 +28,11 @@ type Dialect struct {
 	Funcs map[Func]string
 	// FloatSuffix follows every float literal.
 	FloatSuffix string
+	// Load4 declares a 16-byte vector %[1]s read from &%[2]s[%[3]s], whose
+	// lanes the printer then names .x .y .z .w; Store4 writes the four
+	// values %[3]s … %[6]s to &%[1]s[%[2]s]. Empty: the language has no
+	// such access, and Rewrite splits Load4 and Store4 into scalar ones.
+	Load4, Store4 string
 	// MaxBuffers is the most buffers one kernel may bind (0: no limit that
 	// generated kernels reach).
 	MaxBuffers int
@@ -82,7 +87,9 @@ var CUDA = &Dialect{
 		GroupSize: "(int)blockDim.x",
 	},
 	Types:       map[Type]string{Float: "float", Int: "int", Uint: "unsigned int"},
-	SharedArray: "__shared__ float %[1]s[%[2]d];",
+	SharedArray: "__shared__ __align__(16) float %[1]s[%[2]d];",
+	Load4:       "const float4 %[1]s = *reinterpret_cast<const float4*>(&%[2]s[%[3]s]);",
+	Store4:      "*reinterpret_cast<float4*>(&%[1]s[%[2]s]) = make_float4(%[3]s, %[4]s, %[5]s, %[6]s);",
 	Barrier:     "__syncthreads();",
 	Funcs: map[Func]string{
 		FnExp: "expf", FnLog: "logf", FnTanh: "tanhf", FnErf: "erff",

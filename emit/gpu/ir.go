@@ -195,6 +195,26 @@ type Barrier struct{}
 // Return ends the thread.
 type Return struct{}
 
+// Load4 declares the four float locals Names[0..3] = Buf[Index] …
+// Buf[Index+3], read as one 16-byte access where the dialect has one
+// (Dialect.Load4; otherwise Rewrite splits it into four loads). Index is a
+// multiple of 4, and a parameter is bound at a 16-byte-aligned address (a
+// planner buffer's offset is a multiple of planner.Align, and an operand's
+// offset within it must be a multiple of 4: the generator's duty).
+type Load4 struct {
+	Buf   string
+	Index Expr
+	Names [4]string
+}
+
+// Store4 writes Values[0..3] to Buf[Index] … Buf[Index+3] as one 16-byte
+// access where the dialect has one (Dialect.Store4); Index as Load4's.
+type Store4 struct {
+	Buf    string
+	Index  Expr
+	Values [4]Expr
+}
+
 func (Let) isStmt()     {}
 func (Assign) isStmt()  {}
 func (Store) isStmt()   {}
@@ -203,6 +223,8 @@ func (For) isStmt()     {}
 func (Shared) isStmt()  {}
 func (Barrier) isStmt() {}
 func (Return) isStmt()  {}
+func (Load4) isStmt()   {}
+func (Store4) isStmt()  {}
 
 // Param is a buffer parameter of a kernel. Its position in Kernel.Params is
 // its binding index ([[buffer(i)]] in Metal, the i-th argument in CUDA).

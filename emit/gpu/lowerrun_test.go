@@ -48,7 +48,7 @@ func startKernelServer(t *testing.T, d *Dialect, prog *Program) *kernelServer {
 		t.Fatal(err)
 	}
 	exe := filepath.Join(dir, "driver")
-	if outp, err := exec.Command(gpp, "-std=c++20", "-O1", "-pthread", "-Wno-attributes", "-I", shim, "-o", exe, cpp).CombinedOutput(); err != nil {
+	if outp, err := exec.Command(gpp, "-std=c++20", "-O1", "-fno-strict-aliasing", "-pthread", "-Wno-attributes", "-I", shim, "-o", exe, cpp).CombinedOutput(); err != nil {
 		t.Fatalf("g++ on the lowered %s program failed: %v\n%s\n(source kept in %s)", d.Name, err, outp, cpp)
 	}
 	s := &kernelServer{cmd: exec.Command(exe, "-serve"), index: map[string]int{}, prog: prog}

@@ -94,6 +94,23 @@ func (p *printer) stmt(s Stmt, depth int) {
 		p.line(depth, "%s", p.d.Barrier)
 	case Return:
 		p.line(depth, "return;")
+	case Load4:
+		if p.d.Load4 == "" {
+			p.fail("dialect has no 16-byte loads (run Rewrite first)")
+			return
+		}
+		v := "mlb4_" + s.Names[0]
+		p.line(depth, p.d.Load4, v, s.Buf, p.expr(s.Index, 0))
+		for i, lane := range []string{"x", "y", "z", "w"} {
+			p.line(depth, "%s %s = %s.%s;", p.d.Types[Float], s.Names[i], v, lane)
+		}
+	case Store4:
+		if p.d.Store4 == "" {
+			p.fail("dialect has no 16-byte stores (run Rewrite first)")
+			return
+		}
+		p.line(depth, p.d.Store4, s.Buf, p.expr(s.Index, 0),
+			p.expr(s.Values[0], 0), p.expr(s.Values[1], 0), p.expr(s.Values[2], 0), p.expr(s.Values[3], 0))
 	default:
 		p.fail("unknown statement %T", s)
 	}

@@ -5,7 +5,11 @@ package gpu
 // missing features are handled, so the printer stays a table lookup.
 func Rewrite(k *Kernel, d *Dialect) *Kernel {
 	out := *k
-	out.Body = rewriteStmts(k.Body, func(e Expr) Expr {
+	body := k.Body
+	if d.Load4 == "" || d.Store4 == "" {
+		body = splitVec4(body)
+	}
+	out.Body = rewriteStmts(body, func(e Expr) Expr {
 		if c, ok := e.(Call); ok {
 			if _, has := d.Funcs[c.Fn]; !has && c.Fn == FnErf {
 				return erfPoly(c.Args[0])
@@ -30,6 +34,33 @@ func erfPoly(x Expr) Expr {
 	return sel(lt(x, flt(0)), neg(r), r)
 }
 
+// splitVec4 replaces every Load4 and Store4 in ss by four scalar loads or
+// stores, for a dialect without 16-byte accesses.
+func splitVec4(ss []Stmt) []Stmt {
+	var out []Stmt
+	for _, s := range ss {
+		switch s := s.(type) {
+		case Load4:
+			for i, n := range s.Names {
+				out = append(out, let(n, Float, load(s.Buf, add(s.Index, i32(i)))))
+			}
+		case Store4:
+			for i, v := range s.Values {
+				out = append(out, store(s.Buf, add(s.Index, i32(i)), v))
+			}
+		case If:
+			s.Then, s.Else = splitVec4(s.Then), splitVec4(s.Else)
+			out = append(out, s)
+		case For:
+			s.Body = splitVec4(s.Body)
+			out = append(out, s)
+		default:
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
 // rewriteStmts applies f bottom-up to every expression in ss.
 func rewriteStmts(ss []Stmt, f func(Expr) Expr) []Stmt {
 	out := make([]Stmt, len(ss))
@@ -43,6 +74,15 @@ func rewriteStmts(ss []Stmt, f func(Expr) Expr) []Stmt {
 			out[i] = s
 		case Store:
 			s.Index, s.Value = rewriteExpr(s.Index, f), rewriteExpr(s.Value, f)
+			out[i] = s
+		case Load4:
+			s.Index = rewriteExpr(s.Index, f)
+			out[i] = s
+		case Store4:
+			s.Index = rewriteExpr(s.Index, f)
+			for j := range s.Values {
+				s.Values[j] = rewriteExpr(s.Values[j], f)
+			}
 			out[i] = s
 		case If:
 			s.Cond = rewriteExpr(s.Cond, f)

@@ -3,6 +3,7 @@ package gpu
 import (
 	"math"
 	"math/rand"
+	"strings"
 	"testing"
 
 	"github.com/mlbuild/mlbuild/planner"
@@ -107,10 +108,14 @@ func TestLoweredWinogradMatchesCPU(t *testing.T) {
 func testLoweredWinograd(t *testing.T, wa *Winograd) {
 	odd := withOutputSize(planner.ConvGeom{N: 3, C: 16, H: 9, W: 7, OC: 17, KH: 5, KW: 5, SH: 1, SW: 1, PH: 2, PW: 2, DH: 1, DW: 1, Groups: 1})
 	even := withOutputSize(planner.ConvGeom{N: 2, C: 19, H: 6, W: 8, OC: 16, KH: 5, KW: 5, SH: 1, SW: 1, PH: 2, PW: 2, DH: 1, DW: 1, Groups: 1})
+	// 64 output channels: the forward's products are wgProductsKernel's
+	// where the dialect has 16-byte accesses
+	wide := withOutputSize(planner.ConvGeom{N: 2, C: 16, H: 9, W: 7, OC: 64, KH: 5, KW: 5, SH: 1, SW: 1, PH: 2, PW: 2, DH: 1, DW: 1, Groups: 1})
 	cases := []convLayerCase{
 		{name: "odd_kept", g: odd, bias: true, act: "relu", dx: true, scratch: wa.Scratch(odd)},
 		{name: "even_again", g: even, act: "", dx: true, scratch: wa.Scratch(even)},
 		{name: "odd_no_dx", g: odd, bias: true, act: "leakyrelu", alpha: 0.1, scratch: wa.Scratch(odd)},
+		{name: "wide", g: wide, bias: true, act: "relu", dx: true, scratch: wa.Scratch(wide)},
 	}
 	kept := map[string]bool{"odd_kept": true, "odd_no_dx": true}
 	p, bufs := convLayerPlan(cases)
@@ -132,9 +137,12 @@ func testLoweredWinograd(t *testing.T, wa *Winograd) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			batched := 0
+			batched, own := 0, 0
 			for _, ph := range [][]Op{prog.Forward, prog.Backward} {
 				for _, op := range ph {
+					if op.Launch != nil && strings.HasSuffix(op.Launch.Kernel, "_winograd_products") {
+						own++
+					}
 					if op.Gemm != nil {
 						if np := wa.products(); op.Gemm.Batch%np != 0 || op.Gemm.Batch <= np {
 							t.Errorf("%s: a GEMM of batch %d, want %d products of several chunks", op.Layer, op.Gemm.Batch, np)
@@ -143,8 +151,14 @@ func testLoweredWinograd(t *testing.T, wa *Winograd) {
 					}
 				}
 			}
-			if want := 3 + 2 + 1 + 2; batched != want { // forward 3; dW and dx of two layers, dW of one
-				t.Errorf("%d batched GEMMs, want %d", batched, want)
+			// forward 3 (and wide's without the products kernel); dW and
+			// dx of three layers, dW of one
+			wantOwn, want := 1, 3+3+1+3
+			if d.Load4 == "" {
+				wantOwn, want = 0, want+1
+			}
+			if batched != want || own != wantOwn {
+				t.Errorf("%d batched GEMMs and %d products kernels, want %d and %d", batched, own, want, wantOwn)
 			}
 			arena := runConvLayers(t, d, prog, initial)
 			for ci, c := range cases {

@@ -6,8 +6,8 @@ import (
 	"math"
 	"runtime"
 	"slices"
+	"sort"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/mlbuild/mlbuild/rt/cpu"
@@ -122,7 +122,7 @@ func median(iters int, fn func()) float64 {
 		fn()
 		ts[i] = float64(time.Since(t).Nanoseconds()) / 1e6
 	}
-	slices.Sort(ts)
+	sort.Sort(sort.Float64Slice(ts))
 	return ts[len(ts)/2]
 }
 
@@ -164,7 +164,7 @@ func benchCmd(m Model, args []string, stdout, stderr io.Writer) error {
 	if *asJSON {
 		return r.writeJSON(stdout)
 	}
-	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+	tw := newColumns(stdout, false)
 	fmt.Fprintf(tw, "model\t%s (backend %s, %d threads, %s/%s)\n", meta.Name, meta.Backend, r.Threads, runtime.GOOS, runtime.GOARCH)
 	fmt.Fprintf(tw, "inference, batch %d\t%.3f ms\t%.0f images/s\n", meta.Batch, r.InferBatchMS, r.InferImagesSec)
 	fmt.Fprintf(tw, "inference, batch 1\t%.3f ms\t%.0f images/s\n", r.InferOneMS, 1000/r.InferOneMS)
@@ -189,7 +189,7 @@ func infoCmd(m Model, args []string, w io.Writer) error {
 	if *asJSON {
 		return writeInfoJSON(m, w)
 	}
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	tw := newColumns(w, false)
 	fmt.Fprintf(tw, "model:\t%s\nspec:\t%s\nbackend:\t%s\nbuild key:\t%s\nmlbuild:\t%s\ngo:\t%s %s/%s\n",
 		meta.Name, meta.SpecFile, meta.Backend, meta.BuildKey, meta.Version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
 	if meta.regression() {
@@ -217,7 +217,7 @@ func infoCmd(m Model, args []string, w io.Writer) error {
 	}
 	tw.Flush()
 	fmt.Fprintln(w)
-	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	tw = newColumns(w, false)
 	fmt.Fprintln(tw, "layer\top\toutput\tparams")
 	total := 0
 	for _, l := range meta.Layers {
@@ -243,7 +243,7 @@ func selftestCmd(m Model, args []string, w io.Writer) error {
 		return err
 	}
 	rows := m.SelfTest()
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	tw := newColumns(w, false)
 	fmt.Fprintln(tw, "check\tresult\tmax error\ttolerance")
 	failed := 0
 	for _, r := range rows {

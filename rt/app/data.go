@@ -67,25 +67,18 @@ func (s *idxSource) close() {
 	s.labels.Close()
 }
 
-// openPair opens an images and a labels file and checks them against each
-// other and against the model's input shape and class count.
+// openPair opens an images and a labels file (with the program's IDX
+// reader, which checks them against each other) and checks them against
+// the model's input shape and class count.
 func openPair(meta *Meta, imagesPath, labelsPath string) (*dataset, error) {
-	im, err := idx.OpenImages(imagesPath)
+	im, lb, err := meta.idxPair(imagesPath, labelsPath)
 	if err != nil {
-		return nil, err
-	}
-	lb, err := idx.OpenLabels(labelsPath)
-	if err != nil {
-		im.Close()
 		return nil, err
 	}
 	ds := &dataset{src: &idxSource{im, lb, meta.Classes}, n: im.N, features: im.Rows * im.Cols, width: meta.Classes, images: im, labels: lb}
 	fail := func(err error) (*dataset, error) {
 		ds.close()
 		return nil, err
-	}
-	if err := idx.Pair(im, lb); err != nil {
-		return fail(err)
 	}
 	if err := lb.Check(meta.Classes); err != nil {
 		return fail(err)
@@ -100,19 +93,49 @@ func openPair(meta *Meta, imagesPath, labelsPath string) (*dataset, error) {
 
 // openTrainSet opens the training samples named by the spec in dir (the
 // first limit of them when limit > 0) and fits the preprocessing the spec
-// asks for on them, recording it in meta for the weights files.
+// asks for on them, recording it in meta for the weights files, with the
+// reader of the spec's dataset format.
 func openTrainSet(meta *Meta, dir string, limit int) (*dataset, error) {
-	if meta.format() == "idx" {
-		d := meta.Defaults
-		ds, err := openPair(meta, filepath.Join(dir, d.TrainImages), filepath.Join(dir, d.TrainLabels))
-		if err != nil {
-			return nil, err
-		}
-		if limit > 0 && limit < ds.n {
-			ds.n = limit
-		}
-		return ds, nil
+	r, err := meta.datasetReader()
+	if err != nil {
+		return nil, err
 	}
+	return r.openTrain(meta, dir, limit)
+}
+
+// openTestSet opens the test samples named by the spec in dir, with the
+// preprocessing that training recorded in rec.
+func openTestSet(meta *Meta, dir string, rec *record) (*dataset, error) {
+	r, err := meta.datasetReader()
+	if err != nil {
+		return nil, err
+	}
+	return r.openTest(meta, dir, rec)
+}
+
+// openIDXTrain is openTrainSet for IDX files, which have nothing to fit.
+func openIDXTrain(meta *Meta, dir string, limit int) (*dataset, error) {
+	d := meta.Defaults
+	ds, err := openPair(meta, filepath.Join(dir, d.TrainImages), filepath.Join(dir, d.TrainLabels))
+	if err != nil {
+		return nil, err
+	}
+	if limit > 0 && limit < ds.n {
+		ds.n = limit
+	}
+	return ds, nil
+}
+
+// openIDXTest is openTestSet for IDX files.
+func openIDXTest(meta *Meta, dir string, _ *record) (*dataset, error) {
+	d := meta.Defaults
+	return openPair(meta, filepath.Join(dir, d.TestImages), filepath.Join(dir, d.TestLabels))
+}
+
+// openTableTrain is openTrainSet for the formats that open reads (CSV,
+// npy, npz, image folders), whose preprocessing is fitted on the training
+// samples.
+func openTableTrain(meta *Meta, dir string, limit int) (*dataset, error) {
 	ds, names, err := openSplit(meta, dir, true, nil)
 	if err != nil {
 		return nil, err
@@ -130,13 +153,8 @@ func openTrainSet(meta *Meta, dir string, limit int) (*dataset, error) {
 	return ds, nil
 }
 
-// openTestSet opens the test samples named by the spec in dir, with the
-// preprocessing that training recorded in rec.
-func openTestSet(meta *Meta, dir string, rec *record) (*dataset, error) {
-	if meta.format() == "idx" {
-		d := meta.Defaults
-		return openPair(meta, filepath.Join(dir, d.TestImages), filepath.Join(dir, d.TestLabels))
-	}
+// openTableTest is openTestSet for the formats that open reads.
+func openTableTest(meta *Meta, dir string, rec *record) (*dataset, error) {
 	ds, _, err := openSplit(meta, dir, false, rec)
 	if err != nil {
 		return nil, err

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -58,7 +59,7 @@ func openImageFolder(meta *Meta, root string, want []string) (source, int, []str
 			names = append(names, e.Name())
 		}
 	}
-	slices.Sort(names)
+	sort.Sort(sort.StringSlice(names))
 	if len(names) != meta.Classes {
 		return nil, 0, nil, fmt.Errorf("%s has %d class folders (%s) but the model has %d classes", root, len(names), summariseNames(names), meta.Classes)
 	}

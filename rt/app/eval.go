@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"text/tabwriter"
 
 	"github.com/mlbuild/mlbuild/rt/cpu"
 	"github.com/mlbuild/mlbuild/rt/jsontext"
@@ -262,7 +261,7 @@ func evalCmd(m Model, args []string, stdout, stderr io.Writer) error {
 
 // printConfusion prints the confusion matrix with the class names.
 func printConfusion(w io.Writer, c [][]int, names []string) {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	tw := newColumns(w, true)
 	fmt.Fprint(tw, "true \\ predicted\t")
 	for _, n := range names {
 		fmt.Fprintf(tw, "%s\t", n)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"sort"
 
 	"github.com/mlbuild/mlbuild/rt/cpu"
 )
@@ -63,9 +64,7 @@ func GradCheck(m Model) []SelfTestRow {
 		for k := range order {
 			order[k] = k
 		}
-		slices.SortStableFunc(order, func(a, b int) int {
-			return cmpDesc(math.Abs(float64(g[a])), math.Abs(float64(g[b])))
-		})
+		sort.Stable(descending{order, func(k int) float64 { return math.Abs(float64(g[k])) }})
 		probes = append(probes, probe{p, order[:min(gradCheckProbes, len(order))], g})
 	}
 	var rows []SelfTestRow
@@ -90,7 +89,7 @@ func GradCheck(m Model) []SelfTestRow {
 			}
 			rels = append(rels, rel)
 		}
-		slices.Sort(rels)
+		sort.Sort(sort.Float64Slice(rels))
 		row.MaxError = rels[len(rels)/2]
 		rows = append(rows, row)
 	}
@@ -98,12 +97,15 @@ func GradCheck(m Model) []SelfTestRow {
 	return rows
 }
 
-func cmpDesc(a, b float64) int {
-	switch {
-	case a > b:
-		return -1
-	case a < b:
-		return 1
-	}
-	return 0
+// descending orders indices by a key, largest first, for sort.Stable,
+// which keeps equal keys in their order. (sort's one non-generic sort serves
+// every program's few sorts: each instantiation of slices.SortFunc is
+// kilobytes of machine code in every binary.)
+type descending struct {
+	index []int
+	key   func(int) float64
 }
+
+func (d descending) Len() int           { return len(d.index) }
+func (d descending) Less(a, b int) bool { return d.key(d.index[a]) > d.key(d.index[b]) }
+func (d descending) Swap(a, b int)      { d.index[a], d.index[b] = d.index[b], d.index[a] }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sort"
 	"strings"
 
 	"github.com/mlbuild/mlbuild/rt/csvdata"
@@ -223,15 +224,7 @@ func rankClasses(logits []float32) ([]float64, []int) {
 	for i := range order {
 		order[i] = i
 	}
-	slices.SortStableFunc(order, func(a, b int) int {
-		switch {
-		case probs[a] > probs[b]:
-			return -1
-		case probs[a] < probs[b]:
-			return 1
-		}
-		return 0
-	})
+	sort.Stable(descending{order, func(k int) float64 { return probs[k] }})
 	return probs, order
 }
 

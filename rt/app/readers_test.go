@@ -11,10 +11,13 @@ import (
 
 // allReaders are every reader, in the emitter's order: the tests' models
 // read every format.
-var allReaders = []*Reader{Images, NPYArrays, CSV, NPY, NPZ(npz.Open), ImageFolder, IDX}
+var allReaders = []*Reader{Images, NPYArrays, CSV, NPY, NPZ(npz.Open), ImageFolder, IDXFiles, IDX}
 
 // idxReaders are what the emitter lists for a spec of IDX files.
-var idxReaders = []*Reader{Images, NPYArrays, IDX}
+var idxReaders = []*Reader{Images, NPYArrays, IDXFiles, IDX}
+
+// csvReaders are what the emitter lists for a spec of a CSV file.
+var csvReaders = []*Reader{NPYArrays, CSV}
 
 // TestPredictReadsThroughTheListedReaders: predict takes the inputs of the
 // readers its program lists and no others, and says which it takes.
@@ -62,5 +65,35 @@ func TestDatasetReaderMustBeListed(t *testing.T) {
 	meta.Readers = idxReaders
 	if _, err := openTrainSet(meta, dir, 0); err == nil || !strings.Contains(err.Error(), `data format "csv" is not supported by this program`) {
 		t.Errorf("without the CSV reader: %v", err)
+	}
+
+	// An IDX dataset, for train and test, and eval's --images and --labels.
+	lin := trainedLin(t)
+	m := newLinearModel()
+	if code, out, errOut := runModel(t, lin, m, "eval", "--data", "data", "--weights", "lin.safetensors"); code != 0 {
+		t.Errorf("eval with every reader: exit %d\n%s%s", code, out, errOut)
+	}
+	m.meta.Readers = csvReaders
+	for _, args := range [][]string{
+		{"eval", "--data", "data", "--weights", "lin.safetensors"},
+		{"eval", "--images", "data/test-images", "--labels", "data/test-labels", "--weights", "lin.safetensors"},
+		{"train", "--data", "data", "--epochs", "1", "--quiet", "--out", "other.safetensors"},
+		{"sample", "--data", "data", "x.png"},
+	} {
+		if code, _, errOut := runModel(t, lin, m, args...); code != exitFailure || !strings.Contains(errOut, `data format "idx" is not supported by this program`) {
+			t.Errorf("%s without the IDX files' reader: exit %d: %s", args[0], code, errOut)
+		}
+	}
+}
+
+// TestSampleNeedsIDXFiles: sample writes out an image of IDX files, and
+// says so to the program of another format.
+func TestSampleNeedsIDXFiles(t *testing.T) {
+	lin := trainedLin(t)
+	m := newLinearModel()
+	m.meta.Data = DataSpec{Format: "csv"}
+	m.meta.Readers = allReaders
+	if code, _, errOut := runModel(t, lin, m, "sample", "--data", "data", "x.png"); code != exitUsage || !strings.Contains(errOut, "sample writes an image of the spec's IDX files, but this model reads csv data") {
+		t.Errorf("sample of a CSV model: exit %d: %s", code, errOut)
 	}
 }

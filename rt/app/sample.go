@@ -9,7 +9,6 @@ import (
 	"strings"
 
 	"github.com/mlbuild/mlbuild/rt/atomicfile"
-	"github.com/mlbuild/mlbuild/rt/idx"
 	"github.com/mlbuild/mlbuild/rt/imageio"
 )
 
@@ -31,6 +30,9 @@ func sampleCmd(m Model, args []string, stdout io.Writer) error {
 	if *data == "" || len(operands) != 1 {
 		return usageError{fmt.Sprintf("sample needs --data DIR and one OUT file (e.g. digit.png)\nRun '%s --help' for usage.", flags.Name())}
 	}
+	if meta.format() != "idx" {
+		return usageError{fmt.Sprintf("sample writes an image of the spec's IDX files, but this model reads %s data", meta.format())}
+	}
 	if err := noDataset(meta, "sample"); err != nil {
 		return err
 	}
@@ -39,19 +41,12 @@ func sampleCmd(m Model, args []string, stdout io.Writer) error {
 	if *train {
 		images, labels, which = d.TrainImages, d.TrainLabels, "training"
 	}
-	im, err := idx.OpenImages(filepath.Join(*data, images))
+	im, lb, err := meta.idxPair(filepath.Join(*data, images), filepath.Join(*data, labels))
 	if err != nil {
 		return err
 	}
 	defer im.Close()
-	lb, err := idx.OpenLabels(filepath.Join(*data, labels))
-	if err != nil {
-		return err
-	}
 	defer lb.Close()
-	if err := idx.Pair(im, lb); err != nil {
-		return err
-	}
 	if *index < 0 || *index >= im.N {
 		return usageError{fmt.Sprintf("--index %d is not an image of %s, which holds %d (0 to %d)", *index, images, im.N, im.N-1)}
 	}

@@ -185,6 +185,11 @@ func TestDecodeErrors(t *testing.T) {
 	good := grayPNG(t)
 	badCRC := bytes.Clone(good)
 	badCRC[len(badCRC)-20] ^= 0xff
+	// IHDR's compression method (byte 26) is 0, the only one PNG defines:
+	// the decoder reports another as an unsupported feature, before it
+	// checks the chunk's CRC.
+	otherCompression := bytes.Clone(good)
+	otherCompression[26] = 1
 	tests := []struct {
 		name string
 		data []byte
@@ -194,6 +199,8 @@ func TestDecodeErrors(t *testing.T) {
 		{"text", []byte("hello world"), "not a PNG, JPEG, PGM or PPM image (it starts with bytes 68 65 6c"},
 		{"jpeg header only", []byte("\xff\xd8\xff\xe0\x00\x10JFIF"), "truncated JPEG"},
 		{"jpeg two bytes", []byte("\xff\xd8"), "truncated JPEG"},
+		{"jpeg 12-bit", []byte("\xff\xd8\xff\xc0\x00\x0b\x0c\x00\x01\x00\x01\x01\x01\x11\x00\xff\xd9"), "unsupported JPEG: unsupported JPEG feature: precision"},
+		{"png other compression", otherCompression, "unsupported PNG: png: unsupported feature: compression method"},
 		{"gif", []byte("GIF89a...."), "GIF images are not supported"},
 		{"bmp", []byte("BM\x00\x00"), "BMP images are not supported"},
 		{"webp", []byte("RIFF\x00\x00\x00\x00WEBPVP8 "), "WebP images are not supported"},

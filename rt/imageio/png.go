@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"image"
 	"image/color"
-	"image/jpeg"
-	"image/png"
 	"io"
 	"strings"
 )
@@ -17,16 +15,9 @@ import (
 // MNIST-style digits, which is what the premultiplied values of color.RGBA
 // give directly.
 func decodePNG(data []byte, channels int) ([]float32, int, int, error) {
-	cfg, err := png.DecodeConfig(bytes.NewReader(data))
+	img, err := decodeRegistered("PNG", "png", data, pngError)
 	if err != nil {
-		return nil, 0, 0, pngError(err)
-	}
-	if err := checkSize("PNG", cfg.Width, cfg.Height); err != nil {
 		return nil, 0, 0, err
-	}
-	img, err := png.Decode(bytes.NewReader(data))
-	if err != nil {
-		return nil, 0, 0, pngError(err)
 	}
 	pix, h, w := planes(img, channels)
 	return pix, h, w, nil
@@ -36,19 +27,42 @@ func decodePNG(data []byte, channels int) ([]float32, int, int, error) {
 // to channels planes in [0, 1], with the YCbCr to RGB conversion of the
 // JPEG File Interchange Format that Go's image/color implements.
 func decodeJPEG(data []byte, channels int) ([]float32, int, int, error) {
-	cfg, err := jpeg.DecodeConfig(bytes.NewReader(data))
+	img, err := decodeRegistered("JPEG", "jpeg", data, jpegError)
 	if err != nil {
-		return nil, 0, 0, jpegError(err)
-	}
-	if err := checkSize("JPEG", cfg.Width, cfg.Height); err != nil {
 		return nil, 0, 0, err
-	}
-	img, err := jpeg.Decode(bytes.NewReader(data))
-	if err != nil {
-		return nil, 0, 0, jpegError(err)
 	}
 	pix, h, w := planes(img, channels)
 	return pix, h, w, nil
+}
+
+// decodeRegistered decodes a PNG or a JPEG with the standard library's
+// image/png or image/jpeg, through package image's registry of formats,
+// which those packages join when a program imports them. This package
+// does not import them, so that the programs of models that take no
+// images (CSV, npy) do not carry the decoders: image/png's init registers
+// its decoder, so importing it links all of it (with image/jpeg, 147,456
+// bytes of the program of models/mnist.cue). The emitter imports both in
+// the main.go of every program that reads images (rt/app's Images and
+// ImageFolder readers), and so do this package's tests. The header is
+// decoded first and the size checked before any pixel is; word turns the
+// decoder's errors into the messages users see. format is the name in
+// messages, name the one the decoder registers (and its package's).
+func decodeRegistered(format, name string, data []byte, word func(error) error) (image.Image, error) {
+	cfg, got, err := image.DecodeConfig(bytes.NewReader(data))
+	if errors.Is(err, image.ErrFormat) || err == nil && got != name {
+		return nil, fmt.Errorf("this program cannot decode %s images: it was built without image/%s (a bug in mlbuild)", format, name)
+	}
+	if err != nil {
+		return nil, word(err)
+	}
+	if err := checkSize(format, cfg.Width, cfg.Height); err != nil {
+		return nil, err
+	}
+	img, _, err := image.Decode(bytes.NewReader(data))
+	if err != nil {
+		return nil, word(err)
+	}
+	return img, nil
 }
 
 // checkSize refuses images beyond MaxPixels before their pixels are
@@ -134,21 +148,27 @@ func luma(r, g, b, maxval float64) float32 {
 	return float32(min(max(y, 0), 1))
 }
 
+// The messages of image/png's and image/jpeg's FormatError and
+// UnsupportedError, by which pngError and jpegError tell them apart without
+// importing those packages (their types would link them).
+const (
+	pngFormatError       = "png: invalid format: "
+	pngUnsupportedError  = "png: unsupported feature: "
+	jpegFormatError      = "invalid JPEG format: "
+	jpegUnsupportedError = "unsupported JPEG feature: "
+)
+
 // pngError words the decoder's errors for a user: a file cut short is said
 // to be truncated.
 func pngError(err error) error {
 	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
 		return errors.New("truncated PNG: the file ends before the image data does")
 	}
-	var fe png.FormatError
-	if errors.As(err, &fe) && strings.Contains(string(fe), "not enough pixel data") {
+	msg := err.Error()
+	if strings.HasPrefix(msg, pngFormatError) && strings.Contains(msg, "not enough pixel data") {
 		return errors.New("truncated PNG: the image data ends before the last row")
 	}
-	if errors.As(err, &fe) {
-		return fmt.Errorf("corrupt PNG: %v", err)
-	}
-	var ue png.UnsupportedError
-	if errors.As(err, &ue) {
+	if strings.HasPrefix(msg, pngUnsupportedError) {
 		return fmt.Errorf("unsupported PNG: %v", err)
 	}
 	return fmt.Errorf("corrupt PNG: %v", err)
@@ -159,12 +179,11 @@ func jpegError(err error) error {
 	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
 		return errors.New("truncated JPEG: the file ends before the image data does")
 	}
-	var fe jpeg.FormatError
-	if errors.As(err, &fe) && strings.Contains(string(fe), "short") {
+	msg := err.Error()
+	if strings.HasPrefix(msg, jpegFormatError) && strings.Contains(msg, "short") {
 		return fmt.Errorf("truncated JPEG: %v", err)
 	}
-	var ue jpeg.UnsupportedError
-	if errors.As(err, &ue) {
+	if strings.HasPrefix(msg, jpegUnsupportedError) {
 		return fmt.Errorf("unsupported JPEG: %v", err)
 	}
 	return fmt.Errorf("corrupt JPEG: %v", err)

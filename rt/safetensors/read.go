@@ -9,7 +9,7 @@ import (
 	"math"
 	"math/bits"
 	"os"
-	"slices"
+	"sort"
 	"strconv"
 	"unicode/utf8"
 
@@ -312,24 +312,24 @@ func parseUints(v *jsontext.Value) ([]uint64, error) {
 	return out, nil
 }
 
+// byOffsets orders entries by where their data begins, then ends, for
+// sort.Stable (sort's non-generic sort, which every program links anyway,
+// rather than an instantiation of slices.SortStableFunc of its own).
+type byOffsets []entry
+
+func (e byOffsets) Len() int      { return len(e) }
+func (e byOffsets) Swap(a, b int) { e[a], e[b] = e[b], e[a] }
+func (e byOffsets) Less(a, b int) bool {
+	if e[a].begin != e[b].begin {
+		return e[a].begin < e[b].begin
+	}
+	return e[a].end < e[b].end
+}
+
 // checkLayout sorts entries by their data and checks that they tile the
 // data section exactly: no gap, no overlap, nothing after the last tensor.
 func checkLayout(name string, entries []entry, dataLen uint64) error {
-	slices.SortStableFunc(entries, func(a, b entry) int {
-		if a.begin != b.begin {
-			if a.begin < b.begin {
-				return -1
-			}
-			return 1
-		}
-		if a.end != b.end {
-			if a.end < b.end {
-				return -1
-			}
-			return 1
-		}
-		return 0
-	})
+	sort.Stable(byOffsets(entries))
 	pos := uint64(0)
 	for i, e := range entries {
 		switch {

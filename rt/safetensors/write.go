@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -63,7 +64,7 @@ func encodeHeader(tensors []Tensor, metadata map[string]string) ([]byte, error) 
 		for k := range metadata {
 			keys = append(keys, k)
 		}
-		slices.Sort(keys)
+		sort.Sort(sort.StringSlice(keys))
 		for i, k := range keys {
 			if i > 0 {
 				js.WriteByte(',')

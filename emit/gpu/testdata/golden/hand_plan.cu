@@ -111,7 +111,7 @@ extern "C" __global__ void mlb005_dense_dot(const float* __restrict__ x,
     const float* __restrict__ w,
     float* __restrict__ y,
     const float* __restrict__ b) {
-    __shared__ float sh[256];
+    __shared__ __align__(16) float sh[256];
     int lane = (int)threadIdx.x % 32;
     int o = (int)blockIdx.x * 8 + (int)threadIdx.x / 32;
     int xb = o / 10 * 16;
@@ -154,7 +154,7 @@ extern "C" __global__ void mlb006_softmax_xent(const float* __restrict__ z,
     const float* __restrict__ t,
     float* __restrict__ loss,
     float* __restrict__ dz) {
-    __shared__ float sh[2];
+    __shared__ __align__(16) float sh[2];
     float acc = 0.0f;
     for (int r = (int)threadIdx.x; r < 3; r += 2) {
         float m = z[r * 10];
@@ -189,7 +189,7 @@ extern "C" __global__ void mlb006_softmax_xent(const float* __restrict__ z,
 // threadgroups 10 x 2 threads
 extern "C" __global__ void mlb007_bias_grad(const float* __restrict__ dy,
     float* __restrict__ db) {
-    __shared__ float sh[2];
+    __shared__ __align__(16) float sh[2];
     float acc0 = 0.0f;
     float acc1 = 0.0f;
     for (int j = (int)threadIdx.x; j < 3; j += 4) {
@@ -239,7 +239,7 @@ extern "C" __global__ void mlb009_act_bwd(const float* __restrict__ y,
 // threadgroups 16 x 2 threads
 extern "C" __global__ void mlb010_bias_grad(const float* __restrict__ dy,
     float* __restrict__ db) {
-    __shared__ float sh[2];
+    __shared__ __align__(16) float sh[2];
     float acc0 = 0.0f;
     float acc1 = 0.0f;
     for (int j = (int)threadIdx.x; j < 3; j += 4) {
@@ -312,7 +312,7 @@ extern "C" __global__ void mlb012_conv_rows(const float* __restrict__ dy,
 // threadgroups 4 x 1024 threads
 extern "C" __global__ void mlb013_bias_grad(const float* __restrict__ dy,
     float* __restrict__ db) {
-    __shared__ float sh[1024];
+    __shared__ __align__(16) float sh[1024];
     float acc0 = 0.0f;
     float acc1 = 0.0f;
     for (int j = (int)threadIdx.x; j < 2028; j += 2048) {

@@ -21,9 +21,15 @@ inline float __uint_as_float(unsigned int bits) {
     return v;
 }
 
+// float4 as the CUDA dialect's 16-byte loads and stores use it; g++ runs
+// with -fno-strict-aliasing, so reading floats through it is defined.
+struct float4 { float x, y, z, w; };
+inline float4 make_float4(float x, float y, float z, float w) { return float4{x, y, z, w}; }
+
 inline std::barrier<>* mlb_group_barrier = nullptr;
 inline void __syncthreads() { mlb_group_barrier->arrive_and_wait(); }
 
 #define __global__
 #define __shared__ static
+#define __align__(n) __attribute__((aligned(n)))
 #endif
