@@ -120,13 +120,13 @@ var CPU = Target{Name: "cpu", Conv: cpuConv}
 // worker.
 //
 // F(4×4) replaced F(2×2,5×5) (ConvWinograd, whose kernels remain) on
-// every layer where that paid: on one thread of the shared 2-core Zen 4,
-// batch 250, CPU ms a pass (rt/cpu's BenchmarkConvWinograd), forward and
-// backward with dx:
+// every layer where that paid: on one thread of the shared 2-core Zen 4
+// (load average 70-85), batch 250, CPU ms a pass, median of 3 (rt/cpu's
+// BenchmarkConvWinograd), forward and backward with dx:
 //
-//	32→64, 14×14: F(2×2) 27.2, 55.1; F(4×4) 20.9, 46.3; direct 48, 109
-//	16→32, 14×14: F(2×2) 8.4, 26.3;  F(4×4) 7.3, 22.5;  direct 13.9, 26.2
-//	8→16, 14×14:  F(2×2) 8.8, 19.7;  F(4×4) 7.0, 14.9;  direct 3.1, 6.6
+//	32→64, 14×14: F(2×2) 26.2, 55.4; F(4×4) 19.6, 44.6; direct 47.2, 109.7
+//	16→32, 14×14: F(2×2) 8.4, 27.9;  F(4×4) 6.5, 21.4;  direct 13.2, 25.7
+//	8→16, 14×14:  F(2×2) 10.3, 21.3; F(4×4) 7.4, 15.0;  direct 3.1, 6.7
 //
 // F(2×2) lost the backward with dx of 16→32 to the direct method, so it
 // took it only where dx's own geometry (32→16) paid too; F(4×4) wins it.

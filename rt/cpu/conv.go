@@ -146,7 +146,7 @@ func Conv2DWinogradBwd(x, w, y, dy, dx, dw, db []float32, g Conv, act Act, alpha
 // (conv_winograd4.go): 64 matrix products of transformed 8×8 tiles for
 // 4×4 outputs, 2.25 times fewer multiply-adds in the products than
 // F(2×2,5×5) for larger transforms and a larger rounding error
-// (TestConvWinogradF4 states the bound). Its work buffers hold whole
+// (winogradMethods in conv_winograd_test.go states the bound). Its work buffers hold whole
 // images, 64·4 bytes per 4×4 tile and channel (C + OC) per thread.
 func Conv2DWinogradF4Fwd(x, w, b, y []float32, g Conv, act Act, alpha float32) {
 	g = g.norm()

@@ -29,10 +29,11 @@ import (
 // transform, goes through a generic pass (winoPass), fed with its
 // coefficients repeated across the lanes.
 //
-// The rounding error is larger than F(2×2)'s: Bᵀ's coefficients reach
-// 21/4, so the transformed inputs are up to about 12² times the input, and
-// Aᵀ's reach 8, so the output transform adds terms scaled by up to 8²·…;
-// the tests state the measured bound.
+// The rounding error is about twice F(2×2)'s: the rows of Bᵀ sum to up to
+// 15 in absolute value (F(2×2): 10), so the transformed inputs are up to
+// 15² times the input, and the rows of Aᵀ to up to 19.25 (F(2×2): 7), so
+// the output transform sums terms up to 19.25² times larger than the
+// outputs; winogradMethods in the tests states the measured bound.
 
 // winoF4BT is Bᵀ of F(4×4,5×5), 8×8.
 var winoF4BT = [][]float64{
