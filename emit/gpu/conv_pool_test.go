@@ -90,6 +90,9 @@ func pooledConvCases() []pooledConvCase {
 		{"winograd_13", conv(2, 17, 13, 13, 16, 5, 1, 2, 1, 1), 2, 2, f4, false, "leakyrelu", 0.2},
 		{"winograd_4x4", conv(1, 16, 14, 14, 16, 5, 1, 2, 1, 1), 4, 4, f4, true, "", 0},
 		{"winograd_F2", conv(2, 16, 9, 7, 16, 5, 1, 2, 1, 1), 2, 2, f2, true, "sigmoid", 0},
+		// 64 output channels: the products and M·A in one kernel where the
+		// dialect has 16-byte accesses (wgProductRowsKernel)
+		{"winograd_64", conv(2, 16, 9, 11, 64, 5, 1, 2, 1, 1), 2, 2, f4, true, "relu", 0},
 	}
 }
 

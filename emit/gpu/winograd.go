@@ -187,7 +187,7 @@ func (wa *Winograd) tiling(g planner.ConvGeom) wgTiling {
 	t := wa.tiles(g)
 	s := max(1, t/wgChunk)
 	// Tc is a multiple of 4, so that the products kernel's 16-byte accesses
-	// of every chunk are aligned (wgProductsKernel).
+	// of every chunk are aligned (wgProductRowsKernel).
 	return wgTiling{t, s, ceilDiv(ceilDiv(t, s), 4) * 4}
 }
 
@@ -280,7 +280,7 @@ func sandwich(L [][]float32, R [][]float32, xName, tName, outName string, a, b i
 // Each product's matrix is written once per chunk of tiles (S copies), so
 // that the batched GEMM's i-th product finds its own: one thread per copy
 // and filter, a grid that fills the GPU. With kMajor it is written once
-// (chunks must be 1) and transposed, U[ξν][q][p], as wgProductsKernel
+// (chunks must be 1) and transposed, U[ξν][q][p], as wgProductRowsKernel
 // reads it, by one thread per filter and row ξ. For models/mnist.cue's
 // second layer on an H100: one thread per filter took 21 µs in threadgroups
 // of 256 (2,048 threads storing 64 values each) and 6.1 in threadgroups of
@@ -428,8 +428,15 @@ func wgInputKernel(wa *Winograd, n, ch, h, w int, tl wgTiling) *Kernel {
 // the pool's output: the position in each window, row-major, of the first
 // value whose bias and activation give the pooled value (rt/cpu's
 // MaxPool2DArgmax of the activation's output).
-func wgOutputKernel(wa *Winograd, n, outCh, h, w int, tl wgTiling, pool *planner.ConvGeom, hasBias bool, act string, alpha float32, argmax bool) (*Kernel, error) {
+//
+// With halfDone, the operand is Z = M·A [α][m][S][outCh][Tc] instead of M
+// (wgProductRowsKernel applied A along ν), and the kernel applies Aᵀ only.
+func wgOutputKernel(wa *Winograd, n, outCh, h, w int, tl wgTiling, pool *planner.ConvGeom, hasBias bool, act string, alpha float32, argmax, halfDone bool) (*Kernel, error) {
 	total, al := tl.s*outCh*tl.tc, wa.alpha
+	cols, right := al, wa.at
+	if halfDone {
+		cols, right = wa.m, identity(wa.m)
+	}
 	// The kernel writes an oh×ow output from r×c tiles of values, each the
 	// maximum of a wr×wc window of the tile (1×1 without a pool).
 	oh, ow, wr, wc := h, w, 1, 1
@@ -437,7 +444,7 @@ func wgOutputKernel(wa *Winograd, n, outCh, h, w int, tl wgTiling, pool *planner
 		oh, ow, wr, wc = pool.OH, pool.OW, pool.KH, pool.KW
 	}
 	r, c := wa.m/wr, wa.m/wc
-	params := []Param{in("m", wa.products()*total), out("y", n*outCh*oh*ow)}
+	params := []Param{in("m", al*cols*total), out("y", n*outCh*oh*ow)}
 	if hasBias {
 		params = append(params, in("b", outCh))
 	}
@@ -454,11 +461,11 @@ func wgOutputKernel(wa *Winograd, n, outCh, h, w int, tl wgTiling, pool *planner
 		s := wgThread(wa, i, tl, outCh, "o", h, w)
 		s = append(s, when(ge(vr("t"), i32(tl.t)), Return{}))
 		for xi := range al {
-			for nu := range al {
-				s = append(s, let(fmt.Sprintf("m%d%d", xi, nu), Float, load("m", add(i32((xi*al+nu)*total), i))))
+			for nu := range cols {
+				s = append(s, let(fmt.Sprintf("m%d%d", xi, nu), Float, load("m", add(i32((xi*cols+nu)*total), i))))
 			}
 		}
-		s = append(s, sandwich(wa.at, wa.at, "m", "t", "y", al, al)...)
+		s = append(s, sandwich(wa.at, right, "m", "t", "y", al, cols)...)
 		s = append(s, let("yb", Int, mul(add(mul(vr("n"), i32(outCh)), vr("o")), i32(oh*ow))))
 		if hasBias {
 			s = append(s, let("bias", Float, load("b", vr("o"))))
@@ -505,6 +512,16 @@ func wgOutputKernel(wa *Winograd, n, outCh, h, w int, tl wgTiling, pool *planner
 		return s
 	})
 	return k, err
+}
+
+// identity is the n×n identity matrix.
+func identity(n int) [][]float32 {
+	m := make([][]float32, n)
+	for i := range m {
+		m[i] = make([]float32, n)
+		m[i][i] = 1
+	}
+	return m
 }
 
 // wgDyKernel transforms dy's 2×2 blocks, the filters of the weight
@@ -597,9 +614,10 @@ func (l *lowering) winograd(st *planner.Step, bwd bool, wa *Winograd) error {
 	alpha := float32(a.Alpha)
 	if !bwd {
 		x, b, y := st.In[0], st.In[2], st.Out[0]
-		if err := l.wgProducts(wa, g, false, lay, whole(st.In[1]), func() error {
+		halfDone, err := l.wgProducts(wa, g, false, lay, whole(st.In[1]), func() error {
 			return l.launch("winograd_input", wgInputKernel(wa, g.N, g.C, g.H, g.W, tl), nil, whole(x), at(ws, lay.v))
-		}, ws, lay.v, lay.r1); err != nil {
+		}, ws, lay.v, lay.r1)
+		if err != nil {
 			return err
 		}
 		pool, err := epiloguePool(a)
@@ -610,7 +628,7 @@ func (l *lowering) winograd(st *planner.Step, bwd bool, wa *Winograd) error {
 		if err != nil {
 			return err
 		}
-		k, err := wgOutputKernel(wa, g.N, g.OC, g.OH, g.OW, tl, pool, present(b), a.Act, alpha, present(arg))
+		k, err := wgOutputKernel(wa, g.N, g.OC, g.OH, g.OW, tl, pool, present(b), a.Act, alpha, present(arg), halfDone)
 		ops := []operand{at(ws, lay.r1), whole(y)}
 		if present(b) {
 			ops = append(ops, whole(b))
@@ -655,12 +673,13 @@ func (l *lowering) winograd(st *planner.Step, bwd bool, wa *Winograd) error {
 		}
 	}
 	if present(dx) {
-		if err := l.wgProducts(wa, g, true, lay, whole(w), func() error {
+		halfDone, err := l.wgProducts(wa, g, true, lay, whole(w), func() error {
 			return l.launch("winograd_input", wgInputKernel(wa, g.N, g.OC, g.OH, g.OW, tl), nil, whole(dy), at(ws, lay.r1))
-		}, ws, lay.r1, lay.r2); err != nil {
+		}, ws, lay.r1, lay.r2)
+		if err != nil {
 			return err
 		}
-		k, err := wgOutputKernel(wa, g.N, g.C, g.H, g.W, tl, nil, false, "", 0, false)
+		k, err := wgOutputKernel(wa, g.N, g.C, g.H, g.W, tl, nil, false, "", 0, false, halfDone)
 		if err := l.launch("winograd_output", k, err, at(ws, lay.r2), whole(dx)); err != nil {
 			return err
 		}
@@ -673,9 +692,10 @@ func (l *lowering) winograd(st *planner.Step, bwd bool, wa *Winograd) error {
 // v), and multiplies: M [α²·S][rows][Tc] at m, rows the output's channels
 // (OC forward, C for the input gradient), K the other channels. Where the
 // dialect has 16-byte accesses and the shapes fit, the products are
-// wgProductsKernel's, with U written once, in-channel-major; otherwise one
-// strided batched GEMM of the library, with U copied for every chunk.
-func (l *lowering) wgProducts(wa *Winograd, g planner.ConvGeom, flip bool, lay wgLayout, w operand, input func() error, ws planner.BufID, v, m int) error {
+// wgProductRowsKernel's, with U written once, in-channel-major, and what
+// lands at m is Z = M·A (halfDone); otherwise one strided batched GEMM of
+// the library, with U copied for every chunk.
+func (l *lowering) wgProducts(wa *Winograd, g planner.ConvGeom, flip bool, lay wgLayout, w operand, input func() error, ws planner.BufID, v, m int) (halfDone bool, err error) {
 	rows, k := g.OC, g.C
 	if flip {
 		rows, k = g.C, g.OC
@@ -687,14 +707,14 @@ func (l *lowering) wgProducts(wa *Winograd, g planner.ConvGeom, flip bool, lay w
 		copies = 1
 	}
 	if err := l.launch("winograd_filter", wgFilterKernel(wa, g, flip, copies, own), nil, w, at(ws, lay.u)); err != nil {
-		return err
+		return false, err
 	}
 	if err := input(); err != nil {
-		return err
+		return false, err
 	}
 	if own {
-		return l.launch("winograd_products", wgProductsKernel(np, lay.s, rows, k, tc), nil, at(ws, lay.u), at(ws, v), at(ws, m))
+		return true, l.launch("winograd_products", wgProductRowsKernel(wa, lay.s, rows, k, tc), nil, at(ws, lay.u), at(ws, v), at(ws, m))
 	}
-	return l.gemm(Gemm{M: rows, N: tc, K: k, Alpha: 1, Batch: np * lay.s, Stride: [3]int{rows * k, k * tc, rows * tc},
+	return false, l.gemm(Gemm{M: rows, N: tc, K: k, Alpha: 1, Batch: np * lay.s, Stride: [3]int{rows * k, k * tc, rows * tc},
 		A: Matrix{ws, lay.u, rows, k, k}, B: Matrix{ws, v, k, tc, tc}, C: Matrix{ws, m, rows, tc, tc}})
 }

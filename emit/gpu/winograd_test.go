@@ -108,7 +108,7 @@ func TestLoweredWinogradMatchesCPU(t *testing.T) {
 func testLoweredWinograd(t *testing.T, wa *Winograd) {
 	odd := withOutputSize(planner.ConvGeom{N: 3, C: 16, H: 9, W: 7, OC: 17, KH: 5, KW: 5, SH: 1, SW: 1, PH: 2, PW: 2, DH: 1, DW: 1, Groups: 1})
 	even := withOutputSize(planner.ConvGeom{N: 2, C: 19, H: 6, W: 8, OC: 16, KH: 5, KW: 5, SH: 1, SW: 1, PH: 2, PW: 2, DH: 1, DW: 1, Groups: 1})
-	// 64 output channels: the forward's products are wgProductsKernel's
+	// 64 output channels: the forward's products are wgProductRowsKernel's
 	// where the dialect has 16-byte accesses
 	wide := withOutputSize(planner.ConvGeom{N: 2, C: 16, H: 9, W: 7, OC: 64, KH: 5, KW: 5, SH: 1, SW: 1, PH: 2, PW: 2, DH: 1, DW: 1, Groups: 1})
 	cases := []convLayerCase{
