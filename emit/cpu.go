@@ -416,11 +416,12 @@ func convLit(c *planner.ConvGeom) string {
 // cpuConvKernels are the rt/cpu kernels of each CPU convolution method
 // (planner.CPU's choices), forward and backward ("" would mark a pass
 // the method has no kernel for, which the CPU rule must never choose it
-// for). None takes scratch.
+// for). None takes scratch. rt/cpu's Winograd F(2×2,5×5) kernels are no
+// longer among them: F(4×4,5×5) took every layer the CPU rule gave F(2×2).
 var cpuConvKernels = map[string]struct{ fwd, bwd string }{
 	planner.ConvDirect:     {"Conv2DDirectFwd", "Conv2DDirectBwd"},
 	planner.ConvIm2colGemm: {"Conv2DIm2colFwd", "Conv2DIm2colBwd"},
-	planner.ConvWinograd:   {"Conv2DWinogradFwd", "Conv2DWinogradBwd"},
+	planner.ConvWinogradF4: {"Conv2DWinogradF4Fwd", "Conv2DWinogradF4Bwd"},
 }
 
 // cpuConvKernel returns the rt/cpu kernels of a convolution step whose
@@ -437,7 +438,7 @@ func cpuConvKernel(g planner.ConvGeom, pass planner.ConvPass, method string, ref
 		// method (stride 1 holds), or im2col past the direct method's
 		// padding.
 		method = planner.CPU.Conv(g, pass).Method
-		if method == planner.ConvWinograd {
+		if method == planner.ConvWinograd || method == planner.ConvWinogradF4 {
 			method = planner.ConvDirect
 			if g.PH > g.KH-1 || g.PW > g.KW-1 {
 				method = planner.ConvIm2colGemm

@@ -142,19 +142,19 @@ func TestCPUConvRule(t *testing.T) {
 		{"3x3 pad 1x3", func() ConvGeom { g := geom(3, 1, 1, 1); g.PW = 3; return g }(), [3]string{ConvIm2colGemm, ConvIm2colGemm, ConvIm2colGemm}},
 		{"unset stride and dilation", geom(3, 0, 1, 0), [3]string{ConvDirect, ConvDirect, ConvDirect}},
 		{"stride 2 across only", func() ConvGeom { g := geom(3, 1, 1, 1); g.SW = 2; return g }(), [3]string{ConvIm2colGemm, ConvIm2colGemm, ConvIm2colGemm}},
-		{"mnist conv2 batch 250", wide(250, 32, 64, 1, 1, 1), [3]string{ConvWinograd, ConvWinograd, ConvWinograd}},
-		{"16 to 32, 1024 tiles", wide(4, 16, 32, 1, 1, 1), [3]string{ConvWinograd, ConvDirect, ConvWinograd}},
-		{"32 to 32, 1024 tiles", wide(4, 32, 32, 1, 1, 1), [3]string{ConvWinograd, ConvWinograd, ConvWinograd}},
-		{"32 to 32, pad 5", func() ConvGeom { g := wide(4, 32, 32, 1, 1, 1); g.PH, g.PW, g.OH, g.OW = 5, 5, 38, 38; return g }(), [3]string{ConvWinograd, ConvIm2colGemm, ConvIm2colGemm}},
+		{"mnist conv2 batch 250", wide(250, 32, 64, 1, 1, 1), [3]string{ConvWinogradF4, ConvWinogradF4, ConvWinogradF4}},
+		{"16 to 32, 1024 tiles", wide(4, 16, 32, 1, 1, 1), [3]string{ConvWinogradF4, ConvWinogradF4, ConvWinogradF4}},
+		{"32 to 32, 1024 tiles", wide(4, 32, 32, 1, 1, 1), [3]string{ConvWinogradF4, ConvWinogradF4, ConvWinogradF4}},
+		{"32 to 32, pad 5", func() ConvGeom { g := wide(4, 32, 32, 1, 1, 1); g.PH, g.PW, g.OH, g.OW = 5, 5, 38, 38; return g }(), [3]string{ConvWinogradF4, ConvIm2colGemm, ConvIm2colGemm}},
 		{"32 to 64, batch 1", wide(1, 32, 64, 1, 1, 1), [3]string{ConvDirect, ConvDirect, ConvDirect}},
 		{"15 input channels", wide(250, 15, 64, 1, 1, 1), [3]string{ConvDirect, ConvDirect, ConvDirect}},
 		{"31 output channels", wide(250, 32, 31, 1, 1, 1), [3]string{ConvDirect, ConvDirect, ConvDirect}},
-		{"64x64 images", func() ConvGeom { g := wide(4, 32, 64, 1, 1, 1); g.H, g.W, g.OH, g.OW = 64, 64, 64, 64; return g }(), [3]string{ConvWinograd, ConvWinograd, ConvWinograd}},
+		{"64x64 images", func() ConvGeom { g := wide(4, 32, 64, 1, 1, 1); g.H, g.W, g.OH, g.OW = 64, 64, 64, 64; return g }(), [3]string{ConvWinogradF4, ConvWinogradF4, ConvWinogradF4}},
 		{"72x72 images, past the work buffers' bound", func() ConvGeom { g := wide(4, 32, 64, 1, 1, 1); g.H, g.W, g.OH, g.OW = 72, 72, 72, 72; return g }(), [3]string{ConvDirect, ConvDirect, ConvDirect}},
 		{"5x5 stride 2", wide(250, 32, 64, 2, 1, 1), [3]string{ConvIm2colGemm, ConvIm2colGemm, ConvIm2colGemm}},
 		{"5x5 dilation 2", wide(250, 32, 64, 1, 2, 1), [3]string{ConvDirect, ConvDirect, ConvDirect}},
 		{"5x5 groups 2", wide(250, 32, 64, 1, 1, 2), [3]string{ConvDirect, ConvDirect, ConvDirect}},
-		{"unset stride, dilation, groups", wide(250, 32, 64, 0, 0, 0), [3]string{ConvWinograd, ConvWinograd, ConvWinograd}},
+		{"unset stride, dilation, groups", wide(250, 32, 64, 0, 0, 0), [3]string{ConvWinogradF4, ConvWinogradF4, ConvWinogradF4}},
 	} {
 		for i, pass := range []ConvPass{ConvForward, ConvBackward, ConvBackwardNoDx} {
 			got := CPU.Conv(c.g, pass)
@@ -208,8 +208,8 @@ func TestPlanTextShowsMethods(t *testing.T) {
 
 // TestPlanTextShowsWinograd: at batch 250 the seed paper's MNIST model
 // (conv2: 16 to 32 channels on 14×14) runs its second convolution forward
-// by Winograd, and its backward with dx by the direct method (dx's
-// convolution has only 16 output channels); `mlbuild plan` says so.
+// and backward by Winograd F(4×4,5×5), its first (one input channel) by
+// the direct method; `mlbuild plan` says so.
 func TestPlanTextShowsWinograd(t *testing.T) {
 	p := mustBuild(t, flagship(), Options{Batch: 250, Training: true, Fusion: true})
 	var text bytes.Buffer
@@ -218,9 +218,9 @@ func TestPlanTextShowsWinograd(t *testing.T) {
 	}
 	out := strings.Join(strings.Fields(text.String()), " ")
 	for _, want := range []string{
-		"conv2d(relu k5x5 s1 p2 winograd F(2x2,5x5)) conv2+relu2 [250,16,14,14] [32,16,5,5] [32] -> [250,32,14,14] -",
+		"conv2d(relu k5x5 s1 p2 winograd F(4x4,5x5)) conv2+relu2 [250,16,14,14] [32,16,5,5] [32] -> [250,32,14,14] -",
 		"conv2d(relu k5x5 s1 p2 direct) conv1+relu1",
-		"conv2d_bwd(relu k5x5 s1 p2 direct) conv2+relu2",
+		"conv2d_bwd(relu k5x5 s1 p2 winograd F(4x4,5x5)) conv2+relu2",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("plan text lacks %q:\n%s", want, text.String())

@@ -99,29 +99,43 @@ const (
 	// tiles instead of 100 multiply-adds per output pair. Its rounding
 	// error is a few times the direct sum's (rt/cpu's TestConvWinogradFwd).
 	ConvWinograd = "winograd F(2x2,5x5)"
+	// ConvWinogradF4 is Winograd F(4×4,5×5) for the same layers: 4×4
+	// output tiles from 8×8 input tiles, 64 matrix products instead of 36
+	// but 2.25 times fewer multiply-adds in them a pixel, larger transforms,
+	// and a rounding error about twice F(2×2)'s (rt/cpu's
+	// winogradMethods); dw by F(5×5,4×4).
+	ConvWinogradF4 = "winograd F(4x4,5x5)"
 )
 
 // CPU is the CPU backend's Target, the default of Options.Target.
 var CPU = Target{Name: "cpu", Conv: cpuConv}
 
-// cpuConv is the CPU backend's convolution rule: Winograd for the forward
-// pass of the 5×5 layers where it pays (cpuWinogradPays), and for the
-// backward pass (dw by F(5×5,2×2), dx by F(2×2,5×5)) where it pays for
-// the forward geometry and, with dx, for dx's convolution too, the direct
-// method wherever it applies (on the stride-1 layers measured it beats
-// im2col + GEMM, see rt/cpu's conv_direct.go), im2col + GEMM elsewhere.
-// None needs scratch from the plan: each keeps its work buffers to itself,
-// one per worker.
+// cpuConv is the CPU backend's convolution rule: Winograd F(4×4,5×5) for
+// the forward and backward passes of the 5×5 layers where it pays
+// (cpuWinogradPays; the backward needs padding up to 4, as dx is the
+// convolution of dy padded by 4 less the padding), the direct method
+// wherever it applies (on the stride-1 layers measured it beats im2col +
+// GEMM, see rt/cpu's conv_direct.go), im2col + GEMM elsewhere. None needs
+// scratch from the plan: each keeps its work buffers to itself, one per
+// worker.
+//
+// F(4×4) replaced F(2×2,5×5) (ConvWinograd, whose kernels remain) on
+// every layer where that paid: on one thread of the shared 2-core Zen 4
+// (load average 70-85), batch 250, CPU ms a pass, median of 3 (rt/cpu's
+// BenchmarkConvWinograd), forward and backward with dx:
+//
+//	32→64, 14×14: F(2×2) 26.2, 55.4; F(4×4) 19.6, 44.6; direct 47.2, 109.7
+//	16→32, 14×14: F(2×2) 8.4, 27.9;  F(4×4) 6.5, 21.4;  direct 13.2, 25.7
+//	8→16, 14×14:  F(2×2) 10.3, 21.3; F(4×4) 7.4, 15.0;  direct 3.1, 6.7
+//
+// F(2×2) lost the backward with dx of 16→32 to the direct method, so it
+// took it only where dx's own geometry (32→16) paid too; F(4×4) wins it.
 func cpuConv(g ConvGeom, pass ConvPass) ConvChoice {
 	if pass == ConvForward && cpuWinogradPays(g) {
-		return ConvChoice{Method: ConvWinograd}
+		return ConvChoice{Method: ConvWinogradF4}
 	}
-	// dx is the convolution of dy, padded by 4 less the padding, with the
-	// filters transposed and flipped: Winograd again where it pays there.
-	dx := ConvGeom{N: g.N, C: g.OC, H: g.OH, W: g.OW, OC: g.C, OH: g.H, OW: g.W,
-		KH: g.KH, KW: g.KW, SH: g.SH, SW: g.SW, PH: 4 - g.PH, PW: 4 - g.PW, DH: g.DH, DW: g.DW, Groups: g.Groups}
-	if dx.PH >= 0 && dx.PW >= 0 && cpuWinogradPays(g) && (pass == ConvBackwardNoDx || pass == ConvBackward && cpuWinogradPays(dx)) {
-		return ConvChoice{Method: ConvWinograd}
+	if pass != ConvForward && g.PH <= 4 && g.PW <= 4 && cpuWinogradPays(g) {
+		return ConvChoice{Method: ConvWinogradF4}
 	}
 	stride1 := max(g.SH, 1) == 1 && max(g.SW, 1) == 1
 	if stride1 && g.PH <= (g.KH-1)*max(g.DH, 1) && g.PW <= (g.KW-1)*max(g.DW, 1) {
@@ -130,13 +144,15 @@ func cpuConv(g ConvGeom, pass ConvPass) ConvChoice {
 	return ConvChoice{Method: ConvIm2colGemm}
 }
 
-// cpuWinogradPays reports whether the CPU's Winograd kernel takes g (a 5×5
-// filter, stride 1, no dilation, one group) and beats the direct method
-// there. Its matrix products have the input channels as their shared
-// dimension and the output channels as their width, and its filter
-// transform costs the same for any batch, so it needs at least 16 input
-// and 32 output channels and 1024 output tiles of 2×2 in the batch (and
-// images within cpuWinogradImageLimit).
+// cpuWinogradPays reports whether the CPU's Winograd kernels take g (a 5×5
+// filter, stride 1, no dilation, one group) and beat the direct method
+// there. Their matrix products have the input channels as their shared
+// dimension and the output channels as their width, and their filter
+// transform costs the same for any batch, so they need at least 16 input
+// and 32 output channels and 1024 blocks of 2×2 outputs in the batch (and
+// images within cpuWinogradImageLimit). The thresholds were set on
+// F(2×2,5×5); F(4×4,5×5) was measured faster than F(2×2) on the layers
+// below (cpuConv).
 // Measured on one core of a Xeon with AVX-512, batch 250: 32→64 channels
 // on 14×14 (models/mnist.cue's second layer) 31 ms against 46 ms direct,
 // 16→32 even, 1→32 on 28×28 29 against 4 ms, 6→16 (LeNet-5) 6.4 against
@@ -153,6 +169,7 @@ func cpuWinogradPays(g ConvGeom) bool {
 // cpuWinogradImageLimit bounds tiles × (C + OC) of one image: the CPU
 // kernel transforms and multiplies whole images at a time, with work
 // buffers of 36·4 bytes per tile and channel for each thread, here at
-// most 16 MiB (a 64×64 image of 32 and 64 channels takes 14 MiB). Larger
-// images keep the direct method.
+// most 16 MiB (a 64×64 image of 32 and 64 channels takes 14 MiB).
+// F(4×4,5×5)'s buffers are 64·4 bytes per 4×4 tile, less than half as
+// large a pixel. Larger images keep the direct method.
 const cpuWinogradImageLimit = 16 << 20 / (36 * 4)

@@ -12,7 +12,7 @@ import (
 func TestConvCheck(t *testing.T) {
 	g := cpu.Conv{N: 250, C: 32, H: 14, W: 14, OC: 64, OH: 14, OW: 14, KH: 5, KW: 5, SH: 1, SW: 1, PH: 2, PW: 2, DH: 1, DW: 1, Groups: 1}
 	for name, fwd := range map[string]func(x, w, b, y []float32, g cpu.Conv, act cpu.Act, alpha float32){
-		"winograd": cpu.Conv2DWinogradFwd, "direct": cpu.Conv2DDirectFwd, "im2col": cpu.Conv2DIm2colFwd,
+		"winograd": cpu.Conv2DWinogradFwd, "winograd F4": cpu.Conv2DWinogradF4Fwd, "direct": cpu.Conv2DDirectFwd, "im2col": cpu.Conv2DIm2colFwd,
 	} {
 		if r := ConvCheck(name, fwd, g); !(r.MaxError <= r.Tol) || r.Err != nil {
 			t.Errorf("%s: %+v, want a pass", name, r)
@@ -33,7 +33,7 @@ func TestConvCheck(t *testing.T) {
 func TestConvBwdCheck(t *testing.T) {
 	g := cpu.Conv{N: 250, C: 32, H: 14, W: 14, OC: 64, OH: 14, OW: 14, KH: 5, KW: 5, SH: 1, SW: 1, PH: 2, PW: 2, DH: 1, DW: 1, Groups: 1}
 	for name, bwd := range map[string]func(x, w, y, dy, dx, dw, db []float32, g cpu.Conv, act cpu.Act, alpha float32){
-		"winograd": cpu.Conv2DWinogradBwd, "direct": cpu.Conv2DDirectBwd, "im2col": cpu.Conv2DIm2colBwd,
+		"winograd": cpu.Conv2DWinogradBwd, "winograd F4": cpu.Conv2DWinogradF4Bwd, "direct": cpu.Conv2DDirectBwd, "im2col": cpu.Conv2DIm2colBwd,
 	} {
 		if r := ConvBwdCheck(name, bwd, g); !(r.MaxError <= r.Tol) || r.Err != nil {
 			t.Errorf("%s: %+v, want a pass", name, r)

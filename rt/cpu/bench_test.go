@@ -10,7 +10,7 @@ import (
 // models/mnist.cue since it grew from 16 and 32 channels.
 type flagship struct {
 	c1, p1, c2, p2                                                                    Conv
-	winograd                                                                          bool // conv2 by Winograd, as the CPU's plan has it
+	conv2                                                                             string // conv2's method: "direct", "winograd" (F(2×2)) or "winograd4" (F(4×4), as the CPU's plan has it)
 	x, w1, b1, y1, s1, w2, b2, y2, s2, w3, b3, y3, w4, b4, y4                         []float32
 	dy4, dy3, dx3, dw3, db3, dw4, db4, ds2, dy2, dw2, db2, ds1, dy1, dw1, db1, labels []float32
 }
@@ -44,8 +44,11 @@ func (f *flagship) step(batch int) {
 	Conv2DDirectFwd(f.x, f.w1, f.b1, f.y1, f.c1, ActReLU, 0)
 	MaxPool2DFwd(f.y1, f.s1, f.p1)
 	conv2Fwd, conv2Bwd := Conv2DDirectFwd, Conv2DDirectBwd
-	if f.winograd {
+	switch f.conv2 {
+	case "winograd":
 		conv2Fwd, conv2Bwd = Conv2DWinogradFwd, Conv2DWinogradBwd
+	case "winograd4":
+		conv2Fwd, conv2Bwd = Conv2DWinogradF4Fwd, Conv2DWinogradF4Bwd
 	}
 	conv2Fwd(f.s1, f.w2, f.b2, f.y2, f.c2, ActReLU, 0)
 	MaxPool2DFwd(f.y2, f.s2, f.p2)
@@ -62,18 +65,14 @@ func (f *flagship) step(batch int) {
 
 // BenchmarkFlagshipStep times one training step's kernels of the demo model
 // (optimizer aside), the number that decides how long `make demo` takes:
-// its second convolution by the direct method, and by Winograd as the
-// CPU's plan runs it at batch 250.
+// its second convolution by the direct method, by Winograd F(2×2,5×5),
+// and by F(4×4,5×5) as the CPU's plan runs it at batch 250.
 func BenchmarkFlagshipStep(b *testing.B) {
 	const batch = 250
 	f := newFlagship(batch)
-	for _, wino := range []bool{false, true} {
-		name := "direct"
-		if wino {
-			name = "winograd"
-		}
+	for _, name := range []string{"direct", "winograd", "winograd4"} {
 		b.Run(name, func(b *testing.B) {
-			f.winograd = wino
+			f.conv2 = name
 			b.ReportAllocs()
 			start := processCPU()
 			for b.Loop() {

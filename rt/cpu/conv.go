@@ -124,9 +124,9 @@ func directRefusal(fn string, g Conv) string {
 func Conv2DWinogradFwd(x, w, b, y []float32, g Conv, act Act, alpha float32) {
 	g = g.norm()
 	if !winogradOK(g) {
-		panic(winogradRefusal("Conv2DWinogradFwd", g))
+		panic(winogradRefusal(winoF2, "Conv2DWinogradFwd", g))
 	}
-	convWinogradForward(x, w, b, y, g, act, alpha, winogradFor(activeGemmPath.Load()), false)
+	convWinogradForward(x, w, b, y, g, act, alpha, winoF2, winoF2.kernels(activeGemmPath.Load()), false)
 }
 
 // Conv2DWinogradBwd is the backward pass of a convolution that
@@ -137,9 +137,35 @@ func Conv2DWinogradFwd(x, w, b, y []float32, g Conv, act Act, alpha float32) {
 func Conv2DWinogradBwd(x, w, y, dy, dx, dw, db []float32, g Conv, act Act, alpha float32) {
 	g = g.norm()
 	if !winogradOK(g) || !convDirectOK(g) {
-		panic(winogradRefusal("Conv2DWinogradBwd", g))
+		panic(winogradRefusal(winoF2, "Conv2DWinogradBwd", g))
 	}
-	convWinogradBackward(x, w, y, dy, dx, dw, db, g, act, alpha, winogradFor(activeGemmPath.Load()))
+	convWinogradBackward(x, w, y, dy, dx, dw, db, g, act, alpha, winoF2, winoF2.kernels(activeGemmPath.Load()))
+}
+
+// Conv2DWinogradF4Fwd is Conv2DWinogradFwd by Winograd F(4×4,5×5)
+// (conv_winograd4.go): 64 matrix products of transformed 8×8 tiles for
+// 4×4 outputs, 2.25 times fewer multiply-adds in the products than
+// F(2×2,5×5) for larger transforms and a larger rounding error
+// (winogradMethods in conv_winograd_test.go states the bound). Its work buffers hold whole
+// images, 64·4 bytes per 4×4 tile and channel (C + OC) per thread.
+func Conv2DWinogradF4Fwd(x, w, b, y []float32, g Conv, act Act, alpha float32) {
+	g = g.norm()
+	if !winogradOK(g) {
+		panic(winogradRefusal(winoF4, "Conv2DWinogradF4Fwd", g))
+	}
+	convWinogradForward(x, w, b, y, g, act, alpha, winoF4, winoF4.kernels(activeGemmPath.Load()), false)
+}
+
+// Conv2DWinogradF4Bwd is the backward pass of a convolution that
+// Conv2DWinogradF4Fwd takes, with padding up to 4: dx is F(4×4,5×5)'s
+// convolution of dy with the flipped filters, dw is F(5×5,4×4)'s. It
+// overwrites dy with the gradient of the pre-activation.
+func Conv2DWinogradF4Bwd(x, w, y, dy, dx, dw, db []float32, g Conv, act Act, alpha float32) {
+	g = g.norm()
+	if !winogradOK(g) || !convDirectOK(g) {
+		panic(winogradRefusal(winoF4, "Conv2DWinogradF4Bwd", g))
+	}
+	convWinogradBackward(x, w, y, dy, dx, dw, db, g, act, alpha, winoF4, winoF4.kernels(activeGemmPath.Load()))
 }
 
 // Conv2DIm2colFwd computes y = act(conv(x, w) + b) by im2col + GEMM, for

@@ -51,7 +51,7 @@ const (
 )
 
 // winogradG is the filter transform G of F(2,5), in float64.
-var winogradG = [winoTile][5]float64{
+var winogradG = [][]float64{
 	{1.0 / 4, 0, 0, 0, 0},
 	{-1.0 / 6, -1.0 / 6, -1.0 / 6, -1.0 / 6, -1.0 / 6},
 	{-1.0 / 6, 1.0 / 6, -1.0 / 6, 1.0 / 6, -1.0 / 6},
@@ -60,11 +60,33 @@ var winogradG = [winoTile][5]float64{
 	{0, 0, 0, 0, 1},
 }
 
+// winoAlg is one Winograd algorithm F(m×m,5×5) with the weight gradient's
+// F(5×5,m×m) on the same α = m + 4 points: the parts that depend on the
+// points, so that one driver (convWinogradForward, convWinogradWeightGrad)
+// runs both F(2×2,5×5) and F(4×4,5×5) (conv_winograd4.go).
+type winoAlg struct {
+	name     string      // "F(2x2,5x5)", for messages
+	m, alpha int         // output tile side, transformed tile side
+	g        [][]float64 // G, α×5: the filter transform, applied in float64
+	// dwScale and aw finish the weight gradient in float64: dw = awᵀ-side
+	// transform of (dwScale_i·dwScale_j·P[ij]), aw being A'ᵀ (5×α).
+	dwScale []float64
+	aw      [][]float64
+	// roundBytes bounds a round's V and M (winogradRoundBytes).
+	roundBytes int
+	// kernels returns the transforms that go with a GEMM path.
+	kernels func(p *gemmPath) *winogradKernels
+}
+
+// winoF2 is F(2×2,5×5), this file's algorithm.
+var winoF2 = &winoAlg{name: "F(2x2,5x5)", m: winoOut, alpha: winoTile,
+	g: winogradG, dwScale: winogradScale, aw: winogradAW, roundBytes: winogradRoundBytes, kernels: winogradFor}
+
 // winogradKernels is one instruction set's pair of transform kernels.
 // Strides are in floats; n is the number of channels, a multiple of lanes.
 type winogradKernels struct {
 	// input writes Bᵀ d B of one tile for n channels: d[i][j][c] is
-	// src[i·ldRow + j·ldCol + c] and the result at ξ = 6i + j goes to
+	// src[i·ldRow + j·ldCol + c] and the result at ξ = αi + j goes to
 	// dst[ξ·ldXi + c]. dst is also its scratch between the row and the
 	// column pass.
 	input func(src *float32, ldRow, ldCol int, dst *float32, ldXi, n int)
@@ -186,7 +208,7 @@ func reluSign(v float32) float32 {
 	return v
 }
 
-// winogradOK reports whether normalised geometry g suits F(2×2,5×5):
+// winogradOK reports whether normalised geometry g suits F(m×m,5×5):
 // stride 1, no dilation, one group, a 5×5 filter. Any padding works.
 func winogradOK(g Conv) bool {
 	return g.SH == 1 && g.SW == 1 && g.DH == 1 && g.DW == 1 && g.Groups == 1 && g.KH == 5 && g.KW == 5
@@ -194,37 +216,48 @@ func winogradOK(g Conv) bool {
 
 // winoGeom is the tiling of one image and the sizes of the work buffers.
 type winoGeom struct {
-	th, tw   int // tile rows and columns: ⌈OH/2⌉, ⌈OW/2⌉
-	hp, wp   int // the padded channels-last image: 2·th+4 rows of 2·tw+4 pixels
+	m, alpha int // output tile side, transformed tile side (winoAlg)
+	xi       int // α², the number of products
+	th, tw   int // tile rows and columns: ⌈OH/m⌉, ⌈OW/m⌉
+	hp, wp   int // the padded channels-last image: m·th+4 rows of m·tw+4 pixels
 	cp, ocp  int // channels and output channels rounded up to the vector lanes
-	images   int // images per round of 36 products
+	images   int // images per round of α² products
 	rowTiles int // tiles of one round (the rows of each product)
 }
 
-// winogradRoundBytes bounds V and M of one round (36·tiles·(C+OC)
-// floats), at least one image: on the 2-core Xeon measured, rounds of one
-// image of models/mnist.cue's second layer (49 tiles, 677 KB) ran in 18 ms
-// on 2 threads, rounds of 2 to 6 images in 30 ms (1 thread: 31-33 ms
-// either way).
+// winogradRoundBytes bounds V and M of one round of F(2×2,5×5)
+// (α²·tiles·(C+OC) floats), at least one image: on the 2-core Xeon
+// measured, rounds of one image of models/mnist.cue's second layer (49
+// tiles, 677 KB) ran in 18 ms on 2 threads, rounds of 2 to 6 images in 30
+// ms (1 thread: 31-33 ms either way).
 const winogradRoundBytes = 768 << 10
 
-func newWinoGeom(g Conv, lanes int) winoGeom {
-	th, tw := (g.OH+1)/2, (g.OW+1)/2
+// winogradF4RoundBytes is winogradRoundBytes for F(4×4,5×5), whose images
+// of that layer are 16 tiles (393 KB): rounds of one image make products
+// of 16 rows, which the AVX-512 microkernel's 12 rows cover badly. On one
+// thread of the shared 2-core Zen 4, its forward took 27 ms with 768 KB
+// (one image), 22 ms with 1280 KB (three images, 48 rows) and 24 ms with
+// 2 MB (five).
+const winogradF4RoundBytes = 1280 << 10
+
+func newWinoGeom(g Conv, a *winoAlg, lanes int) winoGeom {
+	th, tw := gemmCeilDiv(g.OH, a.m), gemmCeilDiv(g.OW, a.m)
 	lanes = max(lanes, 16) // one padded layout on every path
 	cp, ocp := gemmRoundUp(g.C, lanes), gemmRoundUp(g.OC, lanes)
-	images := max(1, min(g.N, winogradRoundBytes/(4*winoXi*(cp+ocp)*th*tw)))
-	return winoGeom{th: th, tw: tw, hp: 2*th + 4, wp: 2*tw + 4, cp: cp, ocp: ocp,
+	xi := a.alpha * a.alpha
+	images := max(1, min(g.N, a.roundBytes/(4*xi*(cp+ocp)*th*tw)))
+	return winoGeom{m: a.m, alpha: a.alpha, xi: xi, th: th, tw: tw, hp: a.m*th + 4, wp: a.m*tw + 4, cp: cp, ocp: ocp,
 		images: images, rowTiles: images * th * tw}
 }
 
 // winogradScale are the row scales of G' = diag(winogradScale)·E, the
 // filter transform of F(5×5,2×2) (the same points, so the same Bᵀ): one
 // over the product of (p − q) over the other points q.
-var winogradScale = [winoTile]float64{1.0 / 4, -1.0 / 6, -1.0 / 6, 1.0 / 24, 1.0 / 24, 1}
+var winogradScale = []float64{1.0 / 4, -1.0 / 6, -1.0 / 6, 1.0 / 24, 1.0 / 24, 1}
 
 // winogradAW is A'ᵀ of F(5×5,2×2): row i holds the points to the power i
 // (and 1 for ∞ in the last row).
-var winogradAW = [5][winoTile]float64{
+var winogradAW = [][]float64{
 	{1, 1, 1, 1, 1, 0},
 	{0, 1, -1, 2, -2, 0},
 	{0, 1, 1, 4, 4, 0},
@@ -232,14 +265,16 @@ var winogradAW = [5][winoTile]float64{
 	{0, 1, 1, 16, 16, 1},
 }
 
-// winogradFilters writes U[ξ][c][oc] = (G f Gᵀ)[ξ] into u (36·C·ocp
+// winogradFilters writes U[ξ][c][oc] = (G f Gᵀ)[ξ] into u (α²·C·ocp
 // floats, zero for oc ≥ OC), computed in float64, where the filter f of
 // output channel oc and input channel c is w[oc][c], or with flip (g is
 // then the geometry of dx's convolution, see convWinogradBackward) the
 // forward filter w[c][oc] turned by 180 degrees.
-func winogradFilters(w []float32, u []float32, g Conv, ocp int, flip bool) {
-	clear(u[:winoXi*g.C*ocp])
+func winogradFilters(a *winoAlg, w []float32, u []float32, g Conv, ocp int, flip bool) {
+	al := a.alpha
+	clear(u[:al*al*g.C*ocp])
 	var f [25]float32
+	t := make([][5]float64, al) // G·f
 	for oc := 0; oc < g.OC; oc++ {
 		for c := 0; c < g.C; c++ {
 			if flip {
@@ -250,23 +285,22 @@ func winogradFilters(w []float32, u []float32, g Conv, ocp int, flip bool) {
 			} else {
 				copy(f[:], w[(oc*g.C+c)*25:(oc*g.C+c+1)*25])
 			}
-			var t [winoTile][5]float64 // G·f
 			for i := range t {
 				for l := 0; l < 5; l++ {
 					var s float64
 					for k := 0; k < 5; k++ {
-						s += winogradG[i][k] * float64(f[k*5+l])
+						s += a.g[i][k] * float64(f[k*5+l])
 					}
 					t[i][l] = s
 				}
 			}
-			for i := 0; i < winoTile; i++ {
-				for j := 0; j < winoTile; j++ {
+			for i := 0; i < al; i++ {
+				for j := 0; j < al; j++ {
 					var s float64
 					for l := 0; l < 5; l++ {
-						s += t[i][l] * winogradG[j][l]
+						s += t[i][l] * a.g[j][l]
 					}
-					u[((i*winoTile+j)*g.C+c)*ocp+oc] = float32(s)
+					u[((i*al+j)*g.C+c)*ocp+oc] = float32(s)
 				}
 			}
 		}
@@ -324,14 +358,15 @@ func sgemmPackedB(p *gemmPath, m, n, k int, a []float32, lda int, bp []float32, 
 // split over the threads; each worker pads its images channels-last,
 // transforms their tiles into V, runs the 36 products into M and
 // transforms M back into the output.
-func convWinogradForward(x, w, b, y []float32, g Conv, act Act, alpha float32, k *winogradKernels, flip bool) {
-	d := newWinoGeom(g, k.lanes)
+func convWinogradForward(x, w, b, y []float32, g Conv, act Act, alpha float32, a *winoAlg, k *winogradKernels, flip bool) {
+	d := newWinoGeom(g, a, k.lanes)
+	winoXi := d.xi
 	hw, ohw := g.H*g.W, g.OH*g.OW
 	path := activeGemmPath.Load()
 	lead := convWorkers.Get()
 	lead.a = grow(lead.a, winoXi*g.C*d.ocp+d.ocp)
 	u, bias := lead.a[:winoXi*g.C*d.ocp], lead.a[winoXi*g.C*d.ocp:]
-	winogradFilters(w, u, g, d.ocp, flip)
+	winogradFilters(a, w, u, g, d.ocp, flip)
 	clear(bias)
 	if b != nil {
 		copy(bias, b[:g.OC])
@@ -352,7 +387,7 @@ func convWinogradForward(x, w, b, y []float32, g Conv, act Act, alpha float32, k
 		relu = 1
 	}
 	rounds := gemmCeilDiv(g.N, d.images)
-	imgIn, imgOut := d.hp*d.wp*d.cp, 2*d.th*2*d.tw*d.ocp
+	imgIn, imgOut := d.hp*d.wp*d.cp, d.m*d.th*d.m*d.tw*d.ocp
 	ldV, ldM := d.rowTiles*d.cp, d.rowTiles*d.ocp
 	workers := convParallel(rounds, func(cw *convWorker) {
 		cw.panel = grow(cw.panel, imgIn)
@@ -376,7 +411,7 @@ func convWinogradForward(x, w, b, y []float32, g Conv, act Act, alpha float32, k
 			for ty := 0; ty < d.th; ty++ {
 				for tx := 0; tx < d.tw; tx++ {
 					t := t0 + ty*d.tw + tx
-					k.input(&xh[(2*ty*d.wp+2*tx)*d.cp], d.wp*d.cp, d.cp, &v[t*d.cp], ldV, d.cp)
+					k.input(&xh[(d.m*ty*d.wp+d.m*tx)*d.cp], d.wp*d.cp, d.cp, &v[t*d.cp], ldV, d.cp)
 				}
 			}
 		}
@@ -394,17 +429,17 @@ func convWinogradForward(x, w, b, y []float32, g Conv, act Act, alpha float32, k
 			for ty := 0; ty < d.th; ty++ {
 				for tx := 0; tx < d.tw; tx++ {
 					t := t0 + ty*d.tw + tx
-					k.output(&m[t*d.ocp], ldM, &yh[(2*ty*2*d.tw+2*tx)*d.ocp], 2*d.tw*d.ocp, d.ocp, &bias[0], relu, d.ocp)
+					k.output(&m[t*d.ocp], ldM, &yh[(d.m*ty*d.m*d.tw+d.m*tx)*d.ocp], d.m*d.tw*d.ocp, d.ocp, &bias[0], relu, d.ocp)
 				}
 			}
 			// Channels-last back to NCHW: all rows at once when they
-			// are contiguous (OW even), else row by row.
+			// are contiguous (OW a multiple of m), else row by row.
 			out := y[n*g.OC*ohw : (n+1)*g.OC*ohw]
-			if g.OW == 2*d.tw {
+			if g.OW == d.m*d.tw {
 				transposeBlocks(path, yh, g.OH*g.OW, g.OC, d.ocp, out, ohw)
 			} else {
 				for oh := 0; oh < g.OH; oh++ {
-					transposeBlocks(path, yh[oh*2*d.tw*d.ocp:], g.OW, g.OC, d.ocp, out[oh*g.OW:], ohw)
+					transposeBlocks(path, yh[oh*d.m*d.tw*d.ocp:], g.OW, g.OC, d.ocp, out[oh*g.OW:], ohw)
 				}
 			}
 			if act != ActNone && act != ActReLU {
@@ -421,18 +456,18 @@ func convWinogradForward(x, w, b, y []float32, g Conv, act Act, alpha float32, k
 // activation's derivative, dw and db come from convWinogradWeightGrad,
 // and dx is Winograd's forward convolution of dy, padded by 4 less the
 // padding, with the filters transposed and turned by 180 degrees.
-func convWinogradBackward(x, w, y, dy, dx, dw, db []float32, g Conv, act Act, alpha float32, k *winogradKernels) {
+func convWinogradBackward(x, w, y, dy, dx, dw, db []float32, g Conv, act Act, alpha float32, a *winoAlg, k *winogradKernels) {
 	ny := g.N * g.OC * g.OH * g.OW
 	if act != ActNone {
 		actBackward(y[:ny], dy[:ny], act, alpha)
 	}
-	convWinogradWeightGrad(x, dy, dw, db, g, k)
+	convWinogradWeightGrad(x, dy, dw, db, g, a, k)
 	if dx == nil {
 		return
 	}
 	gt := Conv{N: g.N, C: g.OC, H: g.OH, W: g.OW, OC: g.C, OH: g.H, OW: g.W,
 		KH: 5, KW: 5, SH: 1, SW: 1, PH: 4 - g.PH, PW: 4 - g.PW, DH: 1, DW: 1, Groups: 1}
-	convWinogradForward(dy, w, nil, dx, gt, ActNone, 0, k, true)
+	convWinogradForward(dy, w, nil, dx, gt, ActNone, 0, a, k, true)
 }
 
 // convWinogradWeightGrad writes dw and, when not nil, db of a convolution
@@ -444,13 +479,14 @@ func convWinogradBackward(x, w, y, dy, dx, dw, db []float32, g Conv, act Act, al
 // the 36 products P[ξ] (OC × C) += D[ξ]ᵀ·V[ξ] summed over the tiles; at
 // the end dw = A'ᵀ (scales ⊙ ΣP) A' per filter, in float64. Each worker
 // keeps its own sums, added in worker order.
-func convWinogradWeightGrad(x, dy, dw, db []float32, g Conv, k *winogradKernels) {
-	d := newWinoGeom(g, k.lanes)
+func convWinogradWeightGrad(x, dy, dw, db []float32, g Conv, a *winoAlg, k *winogradKernels) {
+	d := newWinoGeom(g, a, k.lanes)
+	winoXi, winoTile := d.xi, d.alpha
 	hw, ohw := g.H*g.W, g.OH*g.OW
 	path := activeGemmPath.Load()
 	ep := epilogue()
 	rounds := gemmCeilDiv(g.N, d.images)
-	imgIn, imgDy := d.hp*d.wp*d.cp, 2*d.th*2*d.tw*d.ocp
+	imgIn, imgDy := d.hp*d.wp*d.cp, d.m*d.th*d.m*d.tw*d.ocp
 	ldV, ldD := d.rowTiles*d.cp, d.rowTiles*d.ocp
 	pLen := winoXi * g.OC * d.cp
 	workers := convParallel(rounds, func(cw *convWorker) {
@@ -474,11 +510,11 @@ func convWinogradWeightGrad(x, dy, dw, db []float32, g Conv, k *winogradKernels)
 			for ih := 0; ih < g.H; ih++ {
 				copy(xh[((ih+g.PH)*d.wp+g.PW)*d.cp:((ih+g.PH)*d.wp+g.PW+g.W)*d.cp], cw.rows[ih*g.W*d.cp:])
 			}
-			// dy channels-last in rows of 2·tw pixels; the pixels past
+			// dy channels-last in rows of m·tw pixels; the pixels past
 			// OH×OW and the channels past OC stay zero.
 			transposeBlocks(path, dy[n*g.OC*ohw:(n+1)*g.OC*ohw], g.OC, ohw, ohw, cw.rows, d.ocp)
 			for oh := 0; oh < g.OH; oh++ {
-				copy(dyh[oh*2*d.tw*d.ocp:(oh*2*d.tw+g.OW)*d.ocp], cw.rows[oh*g.OW*d.ocp:])
+				copy(dyh[oh*d.m*d.tw*d.ocp:(oh*d.m*d.tw+g.OW)*d.ocp], cw.rows[oh*g.OW*d.ocp:])
 			}
 			if db != nil {
 				sums := cw.db[d.ocp:]
@@ -500,8 +536,8 @@ func convWinogradWeightGrad(x, dy, dw, db []float32, g Conv, k *winogradKernels)
 			for ty := 0; ty < d.th; ty++ {
 				for tx := 0; tx < d.tw; tx++ {
 					t := t0 + ty*d.tw + tx
-					k.input(&xh[(2*ty*d.wp+2*tx)*d.cp], d.wp*d.cp, d.cp, &v[t*d.cp], ldV, d.cp)
-					k.dy(&dyh[(2*ty*2*d.tw+2*tx)*d.ocp], 2*d.tw*d.ocp, d.ocp, &dd[t*d.ocp], ldD, d.ocp)
+					k.input(&xh[(d.m*ty*d.wp+d.m*tx)*d.cp], d.wp*d.cp, d.cp, &v[t*d.cp], ldV, d.cp)
+					k.dy(&dyh[(d.m*ty*d.m*d.tw+d.m*tx)*d.ocp], d.m*d.tw*d.ocp, d.ocp, &dd[t*d.ocp], ldD, d.ocp)
 				}
 			}
 		}
@@ -516,28 +552,28 @@ func convWinogradWeightGrad(x, dy, dw, db []float32, g Conv, k *winogradKernels)
 			p[i] += val
 		}
 	}
+	m, r := make([]float64, winoXi), make([]float64, winoTile)
 	for oc := 0; oc < g.OC; oc++ {
 		for c := 0; c < g.C; c++ {
-			var m [winoTile][winoTile]float64
-			for i := range m {
-				for j := range m[i] {
-					m[i][j] = winogradScale[i] * winogradScale[j] * float64(p[((i*winoTile+j)*g.OC+oc)*d.cp+c])
+			for i := range winoTile {
+				for j := range winoTile {
+					m[i*winoTile+j] = a.dwScale[i] * a.dwScale[j] * float64(p[((i*winoTile+j)*g.OC+oc)*d.cp+c])
 				}
 			}
 			f := dw[(oc*g.C+c)*25 : (oc*g.C+c+1)*25]
 			for kh := 0; kh < 5; kh++ {
-				var r [winoTile]float64 // row kh of A'ᵀ·m
-				for i, a := range winogradAW[kh] {
-					if a != 0 {
+				clear(r) // row kh of A'ᵀ·m
+				for i, c := range a.aw[kh] {
+					if c != 0 {
 						for j := range r {
-							r[j] += a * m[i][j]
+							r[j] += c * m[i*winoTile+j]
 						}
 					}
 				}
 				for kw := 0; kw < 5; kw++ {
 					var s float64
-					for j, a := range winogradAW[kw] {
-						s += a * r[j]
+					for j, c := range a.aw[kw] {
+						s += c * r[j]
 					}
 					f[kh*5+kw] = float32(s)
 				}
@@ -580,6 +616,17 @@ func transposeBlocks(p *gemmPath, src []float32, rows, cols, lds int, dst []floa
 		}
 		r1 = rb + 4
 	}
+	if cb > 0 && r1 < rows && rows >= 8 {
+		// The last rows by one more 8-row block ending at the last row,
+		// which writes some of the rows before it again with the same
+		// values: a row of 14 pixels (F(4×4,5×5)'s outputs of a 14×14
+		// image) is 8 + 4 + 2 rows, and the 2 would otherwise go one
+		// element at a time.
+		for c0 := 0; c0 < cb; c0 += 8 {
+			p.transpose8(&src[(rows-8)*lds+c0], lds, &dst[c0*ldd+rows-8], ldd)
+		}
+		r1 = rows
+	}
 	for r := r1; r < rows; r++ {
 		for c := 0; c < cb; c++ {
 			dst[c*ldd+r] = src[r*lds+c]
@@ -594,7 +641,7 @@ func transposeBlocks(p *gemmPath, src []float32, rows, cols, lds int, dst []floa
 }
 
 // winogradRefusal says why the Winograd method does not take normalised g.
-func winogradRefusal(fn string, g Conv) string {
-	return fmt.Sprintf("cpu.%s: a %dx%d filter, stride %dx%d, dilation %dx%d, %d groups, padding %dx%d; Winograd F(2x2,5x5) needs a 5x5 filter, stride 1, no dilation and one group (and for the backward pass padding up to 4)",
-		fn, g.KH, g.KW, g.SH, g.SW, g.DH, g.DW, g.Groups, g.PH, g.PW)
+func winogradRefusal(a *winoAlg, fn string, g Conv) string {
+	return fmt.Sprintf("cpu.%s: a %dx%d filter, stride %dx%d, dilation %dx%d, %d groups, padding %dx%d; Winograd %s needs a 5x5 filter, stride 1, no dilation and one group (and for the backward pass padding up to 4)",
+		fn, g.KH, g.KW, g.SH, g.SW, g.DH, g.DW, g.Groups, g.PH, g.PW, a.name)
 }

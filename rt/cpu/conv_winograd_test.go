@@ -44,21 +44,47 @@ func maxAbs(s []float32) float64 {
 	return m
 }
 
-// winogradTol bounds the forward pass's error relative to the output
-// scale (the largest |pre-activation| of the float64 reference; the fused
-// activations' slopes are at most 1) for inputs and filters uniform in
-// [-1, 1). Measured on these geometries: up to 4.8e-6 (with 260 input
-// channels; 2.8e-6 with the flagship's 32), against 1.6e-6 for the direct
-// method; the error grows with the channels summed.
-const winogradTol = 1e-5
+// winogradMethod is one Winograd algorithm's kernels and the bounds of
+// its error relative to each result's scale (for inputs and filters
+// uniform in [-1, 1)): tol for the forward pass (relative to the largest
+// |pre-activation| of the float64 reference; the fused activations'
+// slopes are at most 1) and dx, dwTol for the weight gradient against
+// im2col + GEMM.
+type winogradMethod struct {
+	name       string
+	fwd        func(x, w, b, y []float32, g Conv, act Act, alpha float32)
+	bwd        func(x, w, y, dy, dx, dw, db []float32, g Conv, act Act, alpha float32)
+	tol, dwTol float64
+}
 
-// winogradDWTol bounds the weight gradient's error relative to its scale
-// against im2col + GEMM: F(5×5,2×2)'s output transform multiplies by up
-// to 16, and each product sums the tiles of a whole round. Measured on
-// these geometries: 1.0e-5 (dx 3.6e-6, db 6.7e-8).
-const winogradDWTol = 5e-5
+// winogradMethods are F(2×2,5×5) and F(4×4,5×5).
+//
+// F(2×2): measured on winogradGeoms up to 4.8e-6 forward (with 260 input
+// channels; 2.8e-6 with the flagship's 32), against 1.6e-6 for the direct
+// method (the error grows with the channels summed); dx 3.6e-6, dw 1.0e-5
+// (F(5×5,2×2)'s output transform multiplies by up to 16, and each product
+// sums the tiles of a whole round), db 6.7e-8.
+//
+// F(4×4): measured up to 9.1e-6 forward (260 input channels; 4.7e-6 with
+// the flagship's 32), dx 6.2e-6, dw 1.0e-5: about twice F(2×2)'s. Its
+// transforms have larger coefficients: the rows of Bᵀ sum to up to 15 in
+// absolute value (F(2×2): 10), so the transformed inputs are up to 15² times
+// the input, and the rows of Aᵀ to up to 19.25 (F(2×2): 7), so the output
+// transform sums terms up to 19.25² times larger than the outputs; F(4×4)'s
+// points ±1/2 also make G's entries (down to 1/90) and the products they
+// scale cancel in the sum. The bounds leave about twice the measured error.
+var winogradMethods = []winogradMethod{
+	{"F2", Conv2DWinogradFwd, Conv2DWinogradBwd, 1e-5, 5e-5},
+	{"F4", Conv2DWinogradF4Fwd, Conv2DWinogradF4Bwd, 2e-5, 5e-5},
+}
 
 func TestConvWinogradFwd(t *testing.T) {
+	for _, wm := range winogradMethods {
+		t.Run(wm.name, func(t *testing.T) { testConvWinogradFwd(t, wm) })
+	}
+}
+
+func testConvWinogradFwd(t *testing.T, wm winogradMethod) {
 	forEachGemmPath(t, func(t *testing.T) {
 		r := newTestRand(60)
 		worst, worstDirect := 0.0, 0.0
@@ -77,7 +103,7 @@ func TestConvWinogradFwd(t *testing.T) {
 				}
 				scale := maxAbs(convRef(x, w, bias, g, ActNone, 0))
 				y := randSlice(r, g.N*g.OC*g.OH*g.OW, 100) // garbage to be overwritten
-				Conv2DWinogradFwd(x, w, bias, y, g, a.act, 0.2)
+				wm.fwd(x, w, bias, y, g, a.act, 0.2)
 				ref := convRef(x, w, bias, g, a.act, 0.2)
 				e := winogradErr(y, ref, scale)
 				if a.act == ActNone {
@@ -88,8 +114,8 @@ func TestConvWinogradFwd(t *testing.T) {
 						worstDirect = math.Max(worstDirect, winogradErr(yd, ref, scale))
 					}
 				}
-				if e > winogradTol {
-					t.Errorf("%s act %s: max |y-ref| / output scale = %.3g, bound %g", tc.name, a.name, e, winogradTol)
+				if e > wm.tol {
+					t.Errorf("%s act %s: max |y-ref| / output scale = %.3g, bound %g", tc.name, a.name, e, wm.tol)
 				}
 			}
 		}
@@ -97,10 +123,16 @@ func TestConvWinogradFwd(t *testing.T) {
 	})
 }
 
-// TestConvWinogradBwd: the backward pass against the im2col method's on
-// every path (within winogradTol of each gradient's scale), and against
+// TestConvWinogradBwd: each method's backward pass against the im2col
+// method's on every path (within its bounds of each gradient's scale), and against
 // finite differences of the Winograd forward.
 func TestConvWinogradBwd(t *testing.T) {
+	for _, wm := range winogradMethods {
+		t.Run(wm.name, func(t *testing.T) { testConvWinogradBwd(t, wm) })
+	}
+}
+
+func testConvWinogradBwd(t *testing.T, wm winogradMethod) {
 	forEachGemmPath(t, func(t *testing.T) {
 		r := newTestRand(64)
 		var worst [3]float64
@@ -116,13 +148,13 @@ func TestConvWinogradBwd(t *testing.T) {
 				bwd(x, w, y, cloneF(dy), dx, dw, db, g, ActReLU, 0)
 				return [3][]float32{dx, dw, db}
 			}
-			got, want := grads(Conv2DWinogradBwd), grads(Conv2DIm2colBwd)
+			got, want := grads(wm.bwd), grads(Conv2DIm2colBwd)
 			for i, name := range []string{"dx", "dw", "db"} {
 				e := winogradErr(got[i], want[i], maxAbs(want[i]))
 				worst[i] = math.Max(worst[i], e)
-				bound := winogradTol
+				bound := wm.tol
 				if name == "dw" {
-					bound = winogradDWTol
+					bound = wm.dwTol
 				}
 				if e > bound {
 					t.Errorf("%s %s: max error / scale = %.3g, bound %g", tc.name, name, e, bound)
@@ -133,13 +165,15 @@ func TestConvWinogradBwd(t *testing.T) {
 	})
 	// Finite differences on the geometries with few channels: over
 	// hundreds of terms Winograd's rounding noise and the ReLU kinks blur
-	// the float32 differences.
+	// the float32 differences. F(4×4)'s noise blurs them even there, so
+	// it is checked with tanh only; its ReLU gradients are those compared
+	// with im2col's above.
 	r := newTestRand(65)
 	for _, tc := range winogradGeoms {
 		if tc.g.C > 4 || tc.g.H > 14 {
 			continue
 		}
-		convBwdFiniteDifferences(t, r, "winograd", tc.name, tc.g, Conv2DWinogradFwd, Conv2DWinogradBwd)
+		convBwdFiniteDifferencesActs(t, r, "winograd "+wm.name, tc.name, tc.g, wm.fwd, wm.bwd, wm.name == "F4")
 	}
 }
 
@@ -152,18 +186,20 @@ func TestConvWinogradSameResultOnAnyThreadCount(t *testing.T) {
 	g := convCase(21, 6, 9, 10, 5, 5, 5, 1, 2, 1, 1)
 	r := newTestRand(61)
 	x, w, b := randSlice(r, g.N*g.C*g.H*g.W, 1), randSlice(r, g.OC*g.C*25, 1), randSlice(r, g.OC, 1)
-	run := func(threads int) []float32 {
-		SetThreads(threads)
-		y := make([]float32, g.N*g.OC*g.OH*g.OW)
-		Conv2DWinogradFwd(x, w, b, y, g, ActReLU, 0)
-		dx := make([]float32, len(x))
-		Conv2DWinogradBwd(x, w, y, cloneF(y), dx, make([]float32, len(w)), make([]float32, g.OC), g, ActReLU, 0)
-		return append(y, dx...)
-	}
-	one := run(1)
-	for _, n := range []int{2, 3, 8} {
-		if msg := closeTo(run(n), one, 0); msg != "" {
-			t.Errorf("%d threads differ from 1 (y, then dx): %s", n, msg)
+	for _, wm := range winogradMethods {
+		run := func(threads int) []float32 {
+			SetThreads(threads)
+			y := make([]float32, g.N*g.OC*g.OH*g.OW)
+			wm.fwd(x, w, b, y, g, ActReLU, 0)
+			dx := make([]float32, len(x))
+			wm.bwd(x, w, y, cloneF(y), dx, make([]float32, len(w)), make([]float32, g.OC), g, ActReLU, 0)
+			return append(y, dx...)
+		}
+		one := run(1)
+		for _, n := range []int{2, 3, 8} {
+			if msg := closeTo(run(n), one, 0); msg != "" {
+				t.Errorf("%s: %d threads differ from 1 (y, then dx): %s", wm.name, n, msg)
+			}
 		}
 	}
 }
@@ -206,6 +242,82 @@ func TestConvWinogradTransformsAgree(t *testing.T) {
 	}
 }
 
+// TestConvWinogradF4Transforms: F(4×4,5×5)'s transforms on every path
+// (the AVX-512 and AVX2 passes and the Go ones) against the matrices
+// applied in float64: Bᵀ d B, Aᵀ m A + bias with and without ReLU, and
+// G2 g G2ᵀ, for channel counts of one and several vectors and strides
+// that leave gaps. The vector passes multiply by the zero coefficients
+// and fuse multiply-adds, the Go passes neither, so the bound is a few
+// float32 roundings of the largest term, not the same bits.
+func TestConvWinogradF4Transforms(t *testing.T) {
+	// apply2 returns M X Mᵀ per channel, X (J×J) at x(i, j).
+	apply2 := func(m [][]float64, x func(i, j int) float64) [][]float64 {
+		r, jn := len(m), len(m[0])
+		out := make([][]float64, r)
+		for a := range r {
+			out[a] = make([]float64, r)
+			for b := range r {
+				for i := range jn {
+					for j := range jn {
+						out[a][b] += m[a][i] * x(i, j) * m[b][j]
+					}
+				}
+			}
+		}
+		return out
+	}
+	for _, path := range GemmPaths() {
+		k := winogradF4For(&gemmPath{name: path}) // the transforms go by the path's name
+		for _, n := range []int{k.lanes, 3 * k.lanes} {
+			r := newTestRand(66)
+			ldRow, ldCol, ldXi := 9*n+k.lanes, n+k.lanes, n+2*k.lanes
+			src := randSlice(r, max(8*ldRow, 64*ldXi), 3)
+			check := func(what string, got []float32, at func(a, b, c int) int, want func(c int) [][]float64, bias []float32, relu int) {
+				t.Helper()
+				worst, scale := 0.0, 0.0
+				for c := range n {
+					w := want(c)
+					for a := range w {
+						for b := range w[a] {
+							v := w[a][b]
+							if bias != nil {
+								v += float64(bias[c])
+							}
+							scale = math.Max(scale, math.Abs(v))
+							if relu != 0 && v < 0 {
+								v = 0
+							}
+							worst = math.Max(worst, math.Abs(float64(got[at(a, b, c)])-v))
+						}
+					}
+				}
+				if worst > 1e-6*scale || scale == 0 {
+					t.Errorf("%s %s, %d channels: max error %.3g against a scale of %.3g", path, what, n, worst, scale)
+				}
+			}
+			v := make([]float32, 64*ldXi)
+			k.input(&src[0], ldRow, ldCol, &v[0], ldXi, n)
+			check("input transform", v, func(a, b, c int) int { return (8*a+b)*ldXi + c }, func(c int) [][]float64 {
+				return apply2(winoF4BT, func(i, j int) float64 { return float64(src[i*ldRow+j*ldCol+c]) })
+			}, nil, 0)
+			dyv := make([]float32, 64*ldXi)
+			k.dy(&src[0], ldRow, ldCol, &dyv[0], ldXi, n)
+			check("dy transform", dyv, func(a, b, c int) int { return (8*a+b)*ldXi + c }, func(c int) [][]float64 {
+				return apply2(winoF4G2, func(i, j int) float64 { return float64(src[i*ldRow+j*ldCol+c]) })
+			}, nil, 0)
+			bias := randSlice(r, n, 1)
+			for relu := 0; relu < 2; relu++ {
+				m := cloneF(src[:64*ldXi]) // the output transform overwrites its source
+				y := make([]float32, 4*ldRow)
+				k.output(&m[0], ldXi, &y[0], ldRow, ldCol, &bias[0], relu, n)
+				check("output transform", y, func(a, b, c int) int { return a*ldRow + b*ldCol + c }, func(c int) [][]float64 {
+					return apply2(winoF4AT, func(i, j int) float64 { return float64(src[(8*i+j)*ldXi+c]) })
+				}, bias, relu)
+			}
+		}
+	}
+}
+
 // TestConvWinogradRefusesOtherGeometry: the kernel panics, naming the
 // geometry, on one it does not compute (the planner never hands it one).
 func TestConvWinogradRefusesOtherGeometry(t *testing.T) {
@@ -219,6 +331,16 @@ func TestConvWinogradRefusesOtherGeometry(t *testing.T) {
 			}()
 			y := make([]float32, g.N*g.OC*g.OH*g.OW)
 			Conv2DWinogradFwd(make([]float32, g.N*g.C*g.H*g.W), make([]float32, g.OC*g.C*g.KH*g.KW), nil, y, g, ActNone, 0)
+		}()
+		func() {
+			defer func() {
+				msg, _ := recover().(string)
+				if !strings.Contains(msg, "cpu.Conv2DWinogradF4Bwd") || !strings.Contains(msg, "Winograd F(4x4,5x5) needs") {
+					t.Errorf("%+v: panic %q, want F(4x4)'s refusal", g, msg)
+				}
+			}()
+			y := make([]float32, g.N*g.OC*g.OH*g.OW)
+			Conv2DWinogradF4Bwd(make([]float32, g.N*g.C*g.H*g.W), make([]float32, g.OC*g.C*g.KH*g.KW), y, y, nil, make([]float32, g.OC*g.C*g.KH*g.KW), nil, g, ActNone, 0)
 		}()
 	}
 }
@@ -257,6 +379,13 @@ func BenchmarkConvWinograd(b *testing.B) {
 			}
 			reportCPUTime(b, start)
 		})
+		b.Run(tc.name+"/winograd4 fwd", func(b *testing.B) {
+			start := processCPU()
+			for b.Loop() {
+				Conv2DWinogradF4Fwd(x, w, bias, y, g, ActReLU, 0)
+			}
+			reportCPUTime(b, start)
+		})
 		dy, dx, dw, db := randSlice(r, len(y), 1), make([]float32, len(x)), make([]float32, len(w)), make([]float32, g.OC)
 		b.Run(tc.name+"/direct bwd", func(b *testing.B) {
 			start := processCPU()
@@ -272,5 +401,49 @@ func BenchmarkConvWinograd(b *testing.B) {
 			}
 			reportCPUTime(b, start)
 		})
+		b.Run(tc.name+"/winograd4 bwd", func(b *testing.B) {
+			start := processCPU()
+			for b.Loop() {
+				Conv2DWinogradF4Bwd(x, w, y, dy, dx, dw, db, g, ActReLU, 0)
+			}
+			reportCPUTime(b, start)
+		})
+	}
+}
+
+// BenchmarkConvWinogradPaths times F(2×2,5×5) against F(4×4,5×5) on
+// models/mnist.cue's second layer on every GEMM path this machine has
+// (with its transforms): the planner chooses the method without seeing
+// the machine, so F(4×4) has to win on each.
+func BenchmarkConvWinogradPaths(b *testing.B) {
+	defer SetGemmPath("")
+	g := convCase(250, 32, 14, 14, 64, 5, 5, 1, 2, 1, 1)
+	r := newTestRand(67)
+	x, w, bias := randSlice(r, g.N*g.C*g.H*g.W, 1), randSlice(r, g.OC*g.C*25, 0.05), randSlice(r, g.OC, 0.05)
+	y := make([]float32, g.N*g.OC*g.OH*g.OW)
+	dy, dx, dw, db := randSlice(r, len(y), 1), make([]float32, len(x)), make([]float32, len(w)), make([]float32, g.OC)
+	for _, path := range GemmPaths() {
+		for _, wm := range winogradMethods {
+			b.Run(path+"/"+wm.name+" fwd", func(b *testing.B) {
+				if err := SetGemmPath(path); err != nil {
+					b.Fatal(err)
+				}
+				start := processCPU()
+				for b.Loop() {
+					wm.fwd(x, w, bias, y, g, ActReLU, 0)
+				}
+				reportCPUTime(b, start)
+			})
+			b.Run(path+"/"+wm.name+" bwd", func(b *testing.B) {
+				if err := SetGemmPath(path); err != nil {
+					b.Fatal(err)
+				}
+				start := processCPU()
+				for b.Loop() {
+					wm.bwd(x, w, y, dy, dx, dw, db, g, ActReLU, 0)
+				}
+				reportCPUTime(b, start)
+			})
+		}
 	}
 }
