@@ -94,8 +94,10 @@ type winogradKernels struct {
 	// negative results cleared when relu is not zero: m[ξ][c] is
 	// src[ξ·ldXi + c] and y[a][b][c] goes to dst[a·ldRow + b·ldCol + c].
 	output func(src *float32, ldXi int, dst *float32, ldRow, ldCol int, bias *float32, relu, n int)
-	// dy writes E g Eᵀ of one 2×2 tile g of the output gradient for n
-	// channels (winoDyGo says what E is): g[a][b][c] is src[a·ldRow +
+	// dy writes E g Eᵀ of one m×m tile g of the output gradient for n
+	// channels (winoDyGo and winoDyF4Go say what E is: the weight
+	// gradient's filter transform without its row scales, dwScale):
+	// g[a][b][c] is src[a·ldRow +
 	// b·ldCol + c] and the result at ξ goes to dst[ξ·ldXi + c].
 	dy    func(src *float32, ldRow, ldCol int, dst *float32, ldXi, n int)
 	lanes int

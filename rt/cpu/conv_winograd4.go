@@ -23,12 +23,12 @@ import (
 // The transforms are separable: each is one pass along the rows of the
 // tile and one along its columns, and each pass applies a small matrix
 // (R×J, J = 8 or 4) to J vectors of channels at a time. The vector kernels
-// (conv_winograd4_amd64.s) for Bᵀ, the input transform of both the forward
-// pass and the weight gradient, and Aᵀ, the output transform, pair the
-// points ±p (winoF4BTConsts, winoF4ATConsts); G2, the weight gradient's dy
-// transform, goes through a generic pass (winoPass), fed with its
-// coefficients repeated across the lanes.
-//
+// (conv_winograd4_amd64.s) pair the points ±p: Bᵀ, the input transform of
+// both the forward pass and the weight gradient (winoF4BTConsts), Aᵀ, the
+// output transform (winoF4ATConsts), and E, the weight gradient's dy
+// transform (winoF4EConsts): G2 without its row scales, which the weight
+// gradient's float64 finish applies instead.
+
 // The rounding error is about twice F(2×2)'s: the rows of Bᵀ sum to up to
 // 15 in absolute value (F(2×2): 10), so the transformed inputs are up to
 // 15² times the input, and the rows of Aᵀ to up to 19.25 (F(2×2): 7), so
@@ -69,7 +69,9 @@ var winoF4AT = [][]float64{
 	{0, 1, -1, 8, -8, 1. / 8, -1. / 8, 1},
 }
 
-// winoF4G2 is G2 of F(5×5,4×4), 8×4: G's rows cut to four powers.
+// winoF4G2 is G2 of F(5×5,4×4), 8×4: G's rows cut to four powers. The
+// kernels apply it as diag(winoF4G2Scale)·winoF4E; the tests check that
+// this is G2.
 var winoF4G2 = [][]float64{
 	{-1, 0, 0, 0},
 	{-2. / 9, -2. / 9, -2. / 9, -2. / 9},
@@ -90,14 +92,34 @@ var winoF4AW = [][]float64{
 	{0, 1, 1, 16, 16, 1. / 16, 1. / 16, 1},
 }
 
-// winoF4 is F(4×4,5×5). G2 is applied by the dy transform with its
-// scales, so the weight gradient's float64 finish scales by 1.
+// winoF4E is E, G2 without its row scales winoF4G2Scale (G2 =
+// diag(winoF4G2Scale)·E): row i holds point i to the powers 0 to 3 (∞: the
+// last power only). Its coefficients are powers of two, so the dy
+// transform rounds only its sums, and the scales (−2/9, 1/90, 32/45, which
+// float32 does not hold exactly) are applied in float64 at the end.
+var winoF4E = [][]float64{
+	{1, 0, 0, 0},
+	{1, 1, 1, 1},
+	{1, -1, 1, -1},
+	{1, 2, 4, 8},
+	{1, -2, 4, -8},
+	{1, 1. / 2, 1. / 4, 1. / 8},
+	{1, -1. / 2, 1. / 4, -1. / 8},
+	{0, 0, 0, 1},
+}
+
+// winoF4G2Scale are G2's row scales: one over the product of (p − q) over
+// the other points q.
+var winoF4G2Scale = []float64{-1, -2. / 9, -2. / 9, 1. / 90, 1. / 90, 32. / 45, 32. / 45, 1}
+
+// winoF4 is F(4×4,5×5). The dy transform applies E, so the weight
+// gradient's float64 finish scales by G2's row scales.
 var winoF4 = &winoAlg{name: "F(4x4,5x5)", m: 4, alpha: 8, g: winoF4G,
-	dwScale: []float64{1, 1, 1, 1, 1, 1, 1, 1}, aw: winoF4AW, roundBytes: winogradF4RoundBytes, kernels: winogradF4For}
+	dwScale: winoF4G2Scale, aw: winoF4AW, roundBytes: winogradF4RoundBytes, kernels: winogradF4For}
 
 // winoPass is one pass of a separable transform over n channels (a
-// multiple of the kernel's lanes), with J (4 for the generic kernels)
-// inputs a line: for each of lines lines l and each r < rows,
+// multiple of the kernel's lanes), with J inputs a line (8 for Aᵀ, the
+// one kernel of this form): for each of lines lines l and each r < rows,
 //
 //	dst[l·ldLineOut + r·ldR + c] = act(Σ_j mat[r][j]·src[l·ldLine + j·ldJ + c] + bias[c])
 //
@@ -136,25 +158,31 @@ func winoF4ATConsts(lanes int) []float32 {
 	return winoExpand([][]float64{{2, 1. / 2, 4, 1. / 4, 8, 1. / 8}}, lanes)
 }
 
+// winoF4EConsts are the constants of the vector kernels' E (the E8
+// macro), each repeated across the lanes: 16 vector operations a line,
+// the rows paired around ±p, against 32 multiply-adds of a generic pass.
+func winoF4EConsts(lanes int) []float32 {
+	return winoExpand([][]float64{{4, 2, 8, 1. / 4, 1. / 2, 1. / 8}}, lanes)
+}
+
+// winoTileFunc is a transform of one whole tile (winogradKernels.input and
+// .dy): src at rows ldRow and columns ldCol apart, dst at ξ·ldXi, n
+// channels.
+type winoTileFunc func(src *float32, ldRow, ldCol int, dst *float32, ldXi, n int)
+
 // newWinoF4Kernels builds F(4×4,5×5)'s transforms from an instruction
 // set's kernels: input is the whole input transform (V = Bᵀ d B of one
-// tile, winogradKernels.input), at8 the Aᵀ pass (given winoF4ATConsts for
-// its matrix) and pass4 the generic pass of four inputs a line, which
-// applies G2.
-func newWinoF4Kernels(input func(src *float32, ldRow, ldCol int, dst *float32, ldXi, n int), at8, pass4 winoPass, lanes int) *winogradKernels {
-	at, g2 := winoF4ATConsts(lanes), winoExpand(winoF4G2, lanes)
-	return &winogradKernels{lanes: lanes, input: input,
+// tile, winogradKernels.input), dy the whole dy transform (D = E g Eᵀ of
+// a 4×4 block g of dy, winogradKernels.dy), at8 the Aᵀ pass (given
+// winoF4ATConsts for its matrix).
+func newWinoF4Kernels(input, dy winoTileFunc, at8 winoPass, lanes int) *winogradKernels {
+	at := winoF4ATConsts(lanes)
+	return &winogradKernels{lanes: lanes, input: input, dy: dy,
 		// Y = Aᵀ M A + bias: t = M·A row by row, in place into the
 		// first four columns of M, then Aᵀ·t column by column into y.
 		output: func(src *float32, ldXi int, dst *float32, ldRow, ldCol int, bias *float32, relu, n int) {
 			at8(&at[0], 4, src, ldXi, 8*ldXi, src, ldXi, 8*ldXi, 8, nil, 0, n)
 			at8(&at[0], 4, src, 8*ldXi, ldXi, dst, ldRow, ldCol, 4, bias, relu, n)
-		},
-		// D = G2 g G2ᵀ of a 4×4 block g of dy: t = g·G2ᵀ row by row into
-		// the first four rows of dst, then G2·t column by column in place.
-		dy: func(src *float32, ldRow, ldCol int, dst *float32, ldXi, n int) {
-			pass4(&g2[0], 8, src, ldCol, ldRow, dst, ldXi, 8*ldXi, 4, nil, 0, n)
-			pass4(&g2[0], 8, dst, 8*ldXi, ldXi, dst, 8*ldXi, ldXi, 8, nil, 0, n)
 		},
 	}
 }
@@ -181,47 +209,34 @@ func winogradF4For(p *gemmPath) *winogradKernels {
 	if k := archWinogradF4(p.name); k != nil {
 		return k
 	}
-	winogradF4Go.once.Do(func() { winogradF4Go.k = newWinoF4Kernels(winoInputF4Go, winoAT8Go, winoPass4Go, 1) })
+	winogradF4Go.once.Do(func() { winogradF4Go.k = newWinoF4Kernels(winoInputF4Go, winoDyF4Go, winoAT8Go, 1) })
 	return winogradF4Go.k
 }
 
-func winoPass4Go(mat *float32, rows int, src *float32, ldJ, ldLine int, dst *float32, ldR, ldLineOut, lines int, bias *float32, relu, n int) {
-	winoPassGo(4, mat, rows, src, ldJ, ldLine, dst, ldR, ldLineOut, lines, bias, relu, n)
+// winoE8 applies E to one line z0..z3, as the vector kernels compute it
+// (conv_winograd4_amd64.s's E8). Every product is exact (the coefficients
+// are powers of two), so fused or not, the results are the same bits.
+func winoE8(z0, z1, z2, z3 float32) [8]float32 {
+	e, o := z0+z2, z1+z3
+	a3, b3 := z0+4*z2, 2*z1+8*z3
+	a5, b5 := z0+0.25*z2, 0.5*z1+0.125*z3
+	return [8]float32{z0, e + o, e - o, a3 + b3, a3 - b3, a5 + b5, a5 - b5, z3}
 }
 
-// winoPassGo is winoPass for J inputs a line and one lane, skipping the
-// zero coefficients (adding their products, zero, would change nothing).
-func winoPassGo(j int, mat *float32, rows int, src *float32, ldJ, ldLine int, dst *float32, ldR, ldLineOut, lines int, bias *float32, relu, n int) {
-	m := unsafe.Slice(mat, rows*j)
-	s := unsafe.Slice(src, (lines-1)*ldLine+(j-1)*ldJ+n)
-	d := unsafe.Slice(dst, (lines-1)*ldLineOut+(rows-1)*ldR+n)
-	var b []float32
-	if bias != nil {
-		b = unsafe.Slice(bias, n)
-	}
-	var x, y [8]float32
-	for l := 0; l < lines; l++ {
-		for c := 0; c < n; c++ {
-			for k := 0; k < j; k++ {
-				x[k] = s[l*ldLine+k*ldJ+c]
-			}
-			for r := 0; r < rows; r++ {
-				var v float32
-				for k, coef := range m[r*j : (r+1)*j] {
-					if coef != 0 {
-						v += coef * x[k]
-					}
-				}
-				if b != nil {
-					v += b[c]
-				}
-				if relu != 0 {
-					v = reluSign(v)
-				}
-				y[r] = v
-			}
-			for r := 0; r < rows; r++ {
-				d[l*ldLineOut+r*ldR+c] = y[r]
+// winoDyF4Go is D = E g Eᵀ of one 4×4 block g of dy: t = g·Eᵀ row by row,
+// then E·t column by column into dst.
+func winoDyF4Go(src *float32, ldRow, ldCol int, dst *float32, ldXi, n int) {
+	s := unsafe.Slice(src, 3*ldRow+3*ldCol+n)
+	d := unsafe.Slice(dst, 63*ldXi+n)
+	var t [4][8]float32
+	for c := 0; c < n; c++ {
+		for a := range t {
+			r := s[a*ldRow+c:]
+			t[a] = winoE8(r[0], r[ldCol], r[2*ldCol], r[3*ldCol])
+		}
+		for j := 0; j < 8; j++ {
+			for i, v := range winoE8(t[0][j], t[1][j], t[2][j], t[3][j]) {
+				d[(8*i+j)*ldXi+c] = v
 			}
 		}
 	}

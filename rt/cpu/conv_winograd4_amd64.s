@@ -3,16 +3,15 @@
 #include "textflag.h"
 
 // The transform kernels of Winograd F(4×4,5×5) (conv_winograd4.go),
-// vectorised across channels: 16 per zmm, 8 per ymm. The generic pass
-// (winoPass, here for G2) applies an R×4 matrix whose coefficients come
-// repeated across the lanes, so each term is one multiply-add with a
-// memory operand; Bᵀ (BT8, whole tiles: BTTILE) and Aᵀ (AT8) have their
-// own code, with their constants repeated the same way.
+// vectorised across channels: 16 per zmm, 8 per ymm: Bᵀ (BT8, whole
+// tiles: BTTILE), E, G2 without its row scales (E8, whole tiles: ETILE),
+// and Aᵀ (AT8, a pass), each with its constants repeated across the lanes
+// so that they are memory operands.
 //
 // Registers: SI src and DI dst at the current channels, AX the line's
 // source, DX the line's destination, BX a walker, CX ldJ and R10 ldR
-// (bytes), R8 the matrix row, R9 rows left, R11 lines left, R12 channel
-// vectors left, R13 bias (0 when none).
+// (bytes), R8 the constants, R9 the whole-tile kernels' scratch, R11
+// lines left, R12 channel vectors left, R13 bias (0 when none).
 #define PASS_SETUP(LOG) \
 	MOVQ src+16(FP), SI \
 	MOVQ ldJ+24(FP), CX \
@@ -52,14 +51,6 @@
 	ADDQ CX, BX \
 	VMOVUPS (BX), R7
 
-// SUM4 forms one output row in ACC: Σ_j mat[r][j]·x_j, the coefficients
-// VB bytes apart from R8.
-#define SUM4(VB, R0, R1, R2, R3, ACC) \
-	VMULPS (R8), R0, ACC \
-	VFMADD231PS (1*VB)(R8), R1, ACC \
-	VFMADD231PS (2*VB)(R8), R2, ACC \
-	VFMADD231PS (3*VB)(R8), R3, ACC
-
 // FINISH adds the bias (when R13 is not 0), clears negative lanes (when
 // relu is not 0) and stores ACC at BX, moving BX on by ldR; T a temporary.
 #define FINISH(ACC, T, ANDN, L1, L2) \
@@ -96,13 +87,6 @@ L2: \
 L1: \
 	DECQ R12 \
 	JNZ L
-
-// ROWS_START points R8 at the matrix, R9 at the row count and BX at the
-// line's first output.
-#define ROWS_START \
-	MOVQ mat+0(FP), R8 \
-	MOVQ rows+8(FP), R9 \
-	MOVQ DX, BX
 
 // BT8 applies F(4×4,5×5)'s Bᵀ to the line's inputs Z0..Z7 and stores the
 // eight results at BX, BX + ldR, …, with A, B, T as temporaries and the
@@ -156,6 +140,49 @@ L1: \
 	VSUBPS Z5, Z3, T \
 	VFMADD231PS (0*VB)(R8), T, A \
 	VMOVUPS A, (BX)
+
+// E8 applies E (G2 of F(5×5,4×4) without its row scales: the points 0,
+// ±1, ±2, ±1/2 to the powers 0 to 3, ∞ the last power only) to the line's
+// inputs Z0..Z3 and stores the eight results at BX, BX + ldR, …, with A,
+// B, T as temporaries and the constants at R8 (VB bytes each, repeated
+// across the lanes): 4, 2, 8, 1/4, 1/2, 1/8. The rows pair up around ±p:
+//   o0 = z0,  o7 = z3,
+//   a = z0 + z2,  b = z1 + z3:  o1, o2 = a ± b,
+//   a = z0 + 4·z2,  b = 2·z1 + 8·z3:  o3, o4 = a ± b,
+//   a = z0 + 1/4·z2,  b = 1/2·z1 + 1/8·z3:  o5, o6 = a ± b.
+// The products are exact, so the results are winoE8's bits.
+#define E8(VB, Z0, Z1, Z2, Z3, A, B, T) \
+	VMOVUPS Z0, (BX) \
+	ADDQ R10, BX \
+	VADDPS Z2, Z0, A \
+	VADDPS Z3, Z1, B \
+	VADDPS B, A, T \
+	VMOVUPS T, (BX) \
+	ADDQ R10, BX \
+	VSUBPS B, A, T \
+	VMOVUPS T, (BX) \
+	ADDQ R10, BX \
+	VMOVAPS Z0, A \
+	VFMADD231PS (0*VB)(R8), Z2, A \
+	VMULPS (1*VB)(R8), Z1, B \
+	VFMADD231PS (2*VB)(R8), Z3, B \
+	VADDPS B, A, T \
+	VMOVUPS T, (BX) \
+	ADDQ R10, BX \
+	VSUBPS B, A, T \
+	VMOVUPS T, (BX) \
+	ADDQ R10, BX \
+	VMOVAPS Z0, A \
+	VFMADD231PS (3*VB)(R8), Z2, A \
+	VMULPS (4*VB)(R8), Z1, B \
+	VFMADD231PS (5*VB)(R8), Z3, B \
+	VADDPS B, A, T \
+	VMOVUPS T, (BX) \
+	ADDQ R10, BX \
+	VSUBPS B, A, T \
+	VMOVUPS T, (BX) \
+	ADDQ R10, BX \
+	VMOVUPS Z3, (BX)
 
 // AT8 applies F(4×4,5×5)'s Aᵀ to the line's inputs Z0..Z7 and finishes
 // (FINISH: bias, ReLU) and stores the four results at BX, BX + ldR, …,
@@ -243,54 +270,57 @@ LDONE: \
 	VZEROUPPER \
 	RET
 
-// func winoPass4AVX512(mat *float32, rows int, src *float32, ldJ, ldLine int, dst *float32, ldR, ldLineOut, lines int, bias *float32, relu, n int)
-TEXT ·winoPass4AVX512(SB), NOSPLIT, $0-96
-	PASS_SETUP(4)
-	JZ p4zdone
-
-p4zgroup:
-	LINE_START
-
-p4zline:
-	LOAD4(Z0, Z1, Z2, Z3)
-	ROWS_START
-
-p4zrow:
-	SUM4(64, Z0, Z1, Z2, Z3, Z8)
-	FINISH(Z8, Z9, VPANDND, p4zb, p4zr)
-	ADDQ $256, R8
-	DECQ R9
-	JNZ p4zrow
-	LINE_END(p4zline)
-	GROUP_END(64, p4zgroup, p4zg)
-
-p4zdone:
-	VZEROUPPER
-	RET
-
-// func winoPass4AVX2(mat *float32, rows int, src *float32, ldJ, ldLine int, dst *float32, ldR, ldLineOut, lines int, bias *float32, relu, n int)
-TEXT ·winoPass4AVX2(SB), NOSPLIT, $0-96
-	PASS_SETUP(3)
-	JZ p4ydone
-
-p4ygroup:
-	LINE_START
-
-p4yline:
-	LOAD4(Y0, Y1, Y2, Y3)
-	ROWS_START
-
-p4yrow:
-	SUM4(32, Y0, Y1, Y2, Y3, Y8)
-	FINISH(Y8, Y9, VPANDN, p4yb, p4yr)
-	ADDQ $128, R8
-	DECQ R9
-	JNZ p4yrow
-	LINE_END(p4yline)
-	GROUP_END(32, p4ygroup, p4yg)
-
-p4ydone:
-	VZEROUPPER
+// ETILE is the whole dy transform of one 4×4 block, E g Eᵀ, for each
+// vector of channels in turn: the row pass into the scratch (32 vectors:
+// t[a][s] at scratch + (8a + s)·VB), then the column pass from the
+// scratch into D (ξ = 8r + s at dst + ξ·ldXi), as BTTILE.
+#define ETILE(VB, LOG, Z0, Z1, Z2, Z3, A, B, T, LGROUP, LROW, LCOL, LDONE) \
+	MOVQ consts+0(FP), R8 \
+	MOVQ src+8(FP), SI \
+	MOVQ dst+32(FP), DI \
+	MOVQ scratch+56(FP), R9 \
+	MOVQ n+48(FP), R12 \
+	SHRQ $LOG, R12 \
+	JZ LDONE \
+LGROUP: \
+	MOVQ ldCol+24(FP), CX \
+	SHLQ $2, CX \
+	MOVQ $VB, R10 \
+	MOVQ SI, AX \
+	MOVQ R9, DX \
+	MOVQ $4, R11 \
+LROW: \
+	LOAD4(Z0, Z1, Z2, Z3) \
+	MOVQ DX, BX \
+	E8(VB, Z0, Z1, Z2, Z3, A, B, T) \
+	MOVQ ldRow+16(FP), BX \
+	SHLQ $2, BX \
+	ADDQ BX, AX \
+	ADDQ $(8*VB), DX \
+	DECQ R11 \
+	JNZ LROW \
+	MOVQ $(8*VB), CX \
+	MOVQ ldXi+40(FP), R10 \
+	SHLQ $5, R10 \
+	MOVQ R9, AX \
+	MOVQ DI, DX \
+	MOVQ $8, R11 \
+LCOL: \
+	LOAD4(Z0, Z1, Z2, Z3) \
+	MOVQ DX, BX \
+	E8(VB, Z0, Z1, Z2, Z3, A, B, T) \
+	ADDQ $VB, AX \
+	MOVQ ldXi+40(FP), BX \
+	SHLQ $2, BX \
+	ADDQ BX, DX \
+	DECQ R11 \
+	JNZ LCOL \
+	ADDQ $VB, SI \
+	ADDQ $VB, DI \
+	DECQ R12 \
+	JNZ LGROUP \
+LDONE: \
+	VZEROUPPER \
 	RET
 
 // func winoAT8AVX512(mat *float32, rows int, src *float32, ldJ, ldLine int, dst *float32, ldR, ldLineOut, lines int, bias *float32, relu, n int)
@@ -342,3 +372,11 @@ TEXT ·winoBTTileAVX512(SB), NOSPLIT, $0-64
 // func winoBTTileAVX2(consts, src *float32, ldRow, ldCol int, dst *float32, ldXi, n int, scratch *float32)
 TEXT ·winoBTTileAVX2(SB), NOSPLIT, $0-64
 	BTTILE(32, 3, Y0, Y1, Y2, Y3, Y4, Y5, Y6, Y7, Y8, Y9, Y10, bttygroup, bttyrow, bttycol, bttydone)
+
+// func winoETileAVX512(consts, src *float32, ldRow, ldCol int, dst *float32, ldXi, n int, scratch *float32)
+TEXT ·winoETileAVX512(SB), NOSPLIT, $0-64
+	ETILE(64, 4, Z0, Z1, Z2, Z3, Z8, Z9, Z10, etzgroup, etzrow, etzcol, etzdone)
+
+// func winoETileAVX2(consts, src *float32, ldRow, ldCol int, dst *float32, ldXi, n int, scratch *float32)
+TEXT ·winoETileAVX2(SB), NOSPLIT, $0-64
+	ETILE(32, 3, Y0, Y1, Y2, Y3, Y8, Y9, Y10, etygroup, etyrow, etycol, etydone)

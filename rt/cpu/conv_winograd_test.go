@@ -245,11 +245,22 @@ func TestConvWinogradTransformsAgree(t *testing.T) {
 // TestConvWinogradF4Transforms: F(4×4,5×5)'s transforms on every path
 // (the AVX-512 and AVX2 passes and the Go ones) against the matrices
 // applied in float64: Bᵀ d B, Aᵀ m A + bias with and without ReLU, and
-// G2 g G2ᵀ, for channel counts of one and several vectors and strides
-// that leave gaps. The vector passes multiply by the zero coefficients
-// and fuse multiply-adds, the Go passes neither, so the bound is a few
-// float32 roundings of the largest term, not the same bits.
+// E g Eᵀ (G2 without its row scales), for channel counts of one and
+// several vectors and strides that leave gaps. The vector passes of Bᵀ
+// and Aᵀ multiply by the zero coefficients and fuse multiply-adds, the Go
+// passes neither, so the bound is a few float32 roundings of the largest
+// term, not the same bits; E's products are exact, so its transforms must
+// be the Go one's bits.
 func TestConvWinogradF4Transforms(t *testing.T) {
+	// The dy transform applies E and the weight gradient's finish the
+	// scales: together they must be G2 (emit/gpu's WinogradF4).
+	for i, row := range winoF4G2 {
+		for j, g := range row {
+			if got := winoF4G2Scale[i] * winoF4E[i][j]; math.Abs(got-g) > 1e-15 {
+				t.Errorf("G2[%d][%d]: scale·E is %v, want %v", i, j, got, g)
+			}
+		}
+	}
 	// apply2 returns M X Mᵀ per channel, X (J×J) at x(i, j).
 	apply2 := func(m [][]float64, x func(i, j int) float64) [][]float64 {
 		r, jn := len(m), len(m[0])
@@ -291,7 +302,7 @@ func TestConvWinogradF4Transforms(t *testing.T) {
 						}
 					}
 				}
-				if worst > 1e-6*scale || scale == 0 {
+				if !(worst <= 1e-6*scale) || scale == 0 { // NaN fails too
 					t.Errorf("%s %s, %d channels: max error %.3g against a scale of %.3g", path, what, n, worst, scale)
 				}
 			}
@@ -301,10 +312,22 @@ func TestConvWinogradF4Transforms(t *testing.T) {
 				return apply2(winoF4BT, func(i, j int) float64 { return float64(src[i*ldRow+j*ldCol+c]) })
 			}, nil, 0)
 			dyv := make([]float32, 64*ldXi)
+			for i := range dyv {
+				dyv[i] = float32(math.NaN()) // every ξ must be written
+			}
 			k.dy(&src[0], ldRow, ldCol, &dyv[0], ldXi, n)
 			check("dy transform", dyv, func(a, b, c int) int { return (8*a+b)*ldXi + c }, func(c int) [][]float64 {
-				return apply2(winoF4G2, func(i, j int) float64 { return float64(src[i*ldRow+j*ldCol+c]) })
+				return apply2(winoF4E, func(i, j int) float64 { return float64(src[i*ldRow+j*ldCol+c]) })
 			}, nil, 0)
+			// E's coefficients are powers of two, so every path's dy
+			// transform is the Go one's bits.
+			dyGo := make([]float32, 64*ldXi)
+			winoDyF4Go(&src[0], ldRow, ldCol, &dyGo[0], ldXi, n)
+			for xi := range 64 {
+				if msg := closeTo(dyv[xi*ldXi:xi*ldXi+n], dyGo[xi*ldXi:xi*ldXi+n], 0); msg != "" {
+					t.Errorf("%s dy transform, %d channels, ξ %d: not the Go transform's bits: %s", path, n, xi, msg)
+				}
+			}
 			bias := randSlice(r, n, 1)
 			for relu := 0; relu < 2; relu++ {
 				m := cloneF(src[:64*ldXi]) // the output transform overwrites its source
