@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"fmt"
+	"sync"
 	"unsafe"
 )
 
@@ -24,7 +25,8 @@ import (
 // so that one tile's 36 inputs of 16 (AVX-512) or 8 (AVX2) consecutive
 // channels are 36 vector loads at fixed strides, and the outputs come back
 // channels-last and are transposed into NCHW. The filter transform U is
-// done once per call, in float64.
+// done once per call, as one small SGEMM per input channel
+// (winogradFilters).
 //
 // The matrices (rows of Bᵀ are the products of (x − p) over the other
 // points, G's rows evaluate the filter polynomial at each point divided by
@@ -76,6 +78,9 @@ type winoAlg struct {
 	roundBytes int
 	// kernels returns the transforms that go with a GEMM path.
 	kernels func(p *gemmPath) *winogradKernels
+	// kronK and kronFlip are G ⊗ G for the filter transform (kron).
+	kronOnce        sync.Once
+	kronK, kronFlip []float32
 }
 
 // winoF2 is F(2×2,5×5), this file's algorithm.
@@ -268,45 +273,57 @@ var winogradAW = [][]float64{
 }
 
 // winogradFilters writes U[ξ][c][oc] = (G f Gᵀ)[ξ] into u (α²·C·ocp
-// floats, zero for oc ≥ OC), computed in float64, where the filter f of
-// output channel oc and input channel c is w[oc][c], or with flip (g is
-// then the geometry of dx's convolution, see convWinogradBackward) the
-// forward filter w[c][oc] turned by 180 degrees.
+// floats, zero for oc ≥ OC), where the filter f of output channel oc and
+// input channel c is w[oc][c], or with flip (g is then the geometry of
+// dx's convolution, see convWinogradBackward) the forward filter w[c][oc]
+// turned by 180 degrees. (G f Gᵀ)[αi + j] is Σ_kl G[i][k]·G[j][l]·f[k][l],
+// so U[·][c][·] is one product K·Fᵀ (α² × 25 by 25 × OC) per input channel,
+// K = G ⊗ G (winoKron) and F the channel's 25-tap filters, one a row (with
+// flip, K's columns reversed): a float32 SGEMM, split over the threads by
+// input channel. Against the float64 transform it replaced (scalar, 1.35
+// ms a call for the flagship's second layer), U's error grows from one
+// rounding to a 25-term float32 sum's; the convolutions' errors stay
+// within TestConvWinogradFwd/Bwd's bounds (winogradMethods gives them).
 func winogradFilters(a *winoAlg, w []float32, u []float32, g Conv, ocp int, flip bool) {
-	al := a.alpha
-	clear(u[:al*al*g.C*ocp])
-	var f [25]float32
-	t := make([][5]float64, al) // G·f
-	for oc := 0; oc < g.OC; oc++ {
-		for c := 0; c < g.C; c++ {
-			if flip {
-				src := w[(c*g.OC+oc)*25 : (c*g.OC+oc+1)*25]
-				for i, v := range src {
-					f[24-i] = v
-				}
-			} else {
-				copy(f[:], w[(oc*g.C+c)*25:(oc*g.C+c+1)*25])
-			}
-			for i := range t {
-				for l := 0; l < 5; l++ {
-					var s float64
-					for k := 0; k < 5; k++ {
-						s += a.g[i][k] * float64(f[k*5+l])
+	xi := a.alpha * a.alpha
+	u = u[:xi*g.C*ocp]
+	k, off, ldf := a.kron(flip), 25, g.C*25 // w[oc][c]: channel c's filters at c·25, C·25 apart
+	if flip {
+		off, ldf = g.OC*25, 25 // w[c][oc]: at c·OC·25, 25 apart
+	}
+	if ocp > g.OC {
+		clear(u)
+	}
+	ParallelFor(g.C, 1, func(lo, hi int) {
+		for c := lo; c < hi; c++ {
+			sgemmSerialTT(false, true, xi, g.OC, 25, k, 25, w[c*off:], ldf, 0, u[c*ocp:], g.C*ocp)
+		}
+	})
+}
+
+// kron returns K = G ⊗ G (α² × 25: K[αi + j][5k + l] = G[i][k]·G[j][l],
+// computed in float64 and rounded once), or with flip K with its columns
+// reversed, built on first use.
+func (a *winoAlg) kron(flip bool) []float32 {
+	a.kronOnce.Do(func() {
+		al := a.alpha
+		a.kronK, a.kronFlip = make([]float32, al*al*25), make([]float32, al*al*25)
+		for i := range al {
+			for j := range al {
+				for k := range 5 {
+					for l := range 5 {
+						v := float32(a.g[i][k] * a.g[j][l])
+						a.kronK[(i*al+j)*25+5*k+l] = v
+						a.kronFlip[(i*al+j)*25+24-(5*k+l)] = v
 					}
-					t[i][l] = s
-				}
-			}
-			for i := 0; i < al; i++ {
-				for j := 0; j < al; j++ {
-					var s float64
-					for l := 0; l < 5; l++ {
-						s += t[i][l] * a.g[j][l]
-					}
-					u[((i*al+j)*g.C+c)*ocp+oc] = float32(s)
 				}
 			}
 		}
+	})
+	if flip {
+		return a.kronFlip
 	}
+	return a.kronK
 }
 
 // sgemmSerial is Sgemm (alpha 1, beta 0, no transposes) on the calling
@@ -317,15 +334,24 @@ func sgemmSerial(m, n, k int, a []float32, lda int, b []float32, ldb int, c []fl
 
 // sgemmSerialT is sgemmSerial with op(A) = Aᵀ when transA, and beta.
 func sgemmSerialT(transA bool, m, n, k int, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+	sgemmSerialTT(transA, false, m, n, k, a, lda, b, ldb, beta, c, ldc)
+}
+
+// sgemmSerialTT is sgemmSerialT with op(B) = Bᵀ when transB.
+func sgemmSerialTT(transA, transB bool, m, n, k int, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
 	if transA {
 		checkGemmOperand("a", a, k, m, lda)
 	} else {
 		checkGemmOperand("a", a, m, k, lda)
 	}
-	checkGemmOperand("b", b, k, n, ldb)
+	if transB {
+		checkGemmOperand("b", b, n, k, ldb)
+	} else {
+		checkGemmOperand("b", b, k, n, ldb)
+	}
 	checkGemmOperand("c", c, m, n, ldc)
 	g := gemmCalls.Get().(*gemmCall)
-	*g = gemmCall{barrier: g.barrier, p: activeGemmPath.Load(), transA: transA, m: m, n: n, k: k, alpha: 1, a: a, lda: lda, b: b, ldb: ldb, beta: beta, c: c, ldc: ldc}
+	*g = gemmCall{barrier: g.barrier, p: activeGemmPath.Load(), transA: transA, transB: transB, m: m, n: n, k: k, alpha: 1, a: a, lda: lda, b: b, ldb: ldb, beta: beta, c: c, ldc: ldc}
 	g.run(0, m, 0, n)
 	*g = gemmCall{barrier: g.barrier}
 	gemmCalls.Put(g)

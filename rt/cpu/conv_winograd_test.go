@@ -66,7 +66,11 @@ type winogradMethod struct {
 // sums the tiles of a whole round), db 6.7e-8.
 //
 // F(4×4): measured up to 9.1e-6 forward (260 input channels; 4.7e-6 with
-// the flagship's 32), dx 6.2e-6, dw 1.0e-5: about twice F(2×2)'s. Its
+// the flagship's 32), dx 6.2e-6, dw 1.0e-5: about twice F(2×2)'s. Since
+// the filter transform is a float32 SGEMM (winogradFilters; it was
+// float64), this test measures up to 6.4e-6 forward and 9.5e-6 for dx
+// (5.4e-6 and 6.7e-6 before), and dw 8.4e-6 with the dy transform's
+// scales applied in float64 (6.1e-6 before: a different rounding). Its
 // transforms have larger coefficients: the rows of Bᵀ sum to up to 15 in
 // absolute value (F(2×2): 10), so the transformed inputs are up to 15² times
 // the input, and the rows of Aᵀ to up to 19.25 (F(2×2): 7), so the output
