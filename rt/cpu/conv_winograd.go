@@ -78,9 +78,10 @@ type winoAlg struct {
 	roundBytes int
 	// kernels returns the transforms that go with a GEMM path.
 	kernels func(p *gemmPath) *winogradKernels
-	// kronK and kronFlip are G ⊗ G for the filter transform (kron).
-	kronOnce        sync.Once
-	kronK, kronFlip []float32
+	// kronK, kronFlip and kronDW are the filter transform's G ⊗ G (kron) and
+	// the weight gradient's finish (dwKron).
+	kronOnce                sync.Once
+	kronK, kronFlip, kronDW []float32
 }
 
 // winoF2 is F(2×2,5×5), this file's algorithm.
@@ -301,29 +302,42 @@ func winogradFilters(a *winoAlg, w []float32, u []float32, g Conv, ocp int, flip
 	})
 }
 
+// dwKron returns K' (α² × 25) of the weight gradient's finish: dw's
+// 5×5 block is A'ᵀ (scales ⊙ P) A', so K'[αi + j][5k + l] =
+// aw[k][i]·aw[l][j]·dwScale[i]·dwScale[j], computed in float64 and
+// rounded once, built on first use.
+func (a *winoAlg) dwKron() []float32 {
+	a.kronOnce.Do(a.buildKron)
+	return a.kronDW
+}
+
 // kron returns K = G ⊗ G (α² × 25: K[αi + j][5k + l] = G[i][k]·G[j][l],
 // computed in float64 and rounded once), or with flip K with its columns
 // reversed, built on first use.
 func (a *winoAlg) kron(flip bool) []float32 {
-	a.kronOnce.Do(func() {
-		al := a.alpha
-		a.kronK, a.kronFlip = make([]float32, al*al*25), make([]float32, al*al*25)
-		for i := range al {
-			for j := range al {
-				for k := range 5 {
-					for l := range 5 {
-						v := float32(a.g[i][k] * a.g[j][l])
-						a.kronK[(i*al+j)*25+5*k+l] = v
-						a.kronFlip[(i*al+j)*25+24-(5*k+l)] = v
-					}
-				}
-			}
-		}
-	})
+	a.kronOnce.Do(a.buildKron)
 	if flip {
 		return a.kronFlip
 	}
 	return a.kronK
+}
+
+// buildKron computes kron's and dwKron's matrices.
+func (a *winoAlg) buildKron() {
+	al := a.alpha
+	a.kronK, a.kronFlip, a.kronDW = make([]float32, al*al*25), make([]float32, al*al*25), make([]float32, al*al*25)
+	for i := range al {
+		for j := range al {
+			for k := range 5 {
+				for l := range 5 {
+					v := float32(a.g[i][k] * a.g[j][l])
+					a.kronK[(i*al+j)*25+5*k+l] = v
+					a.kronFlip[(i*al+j)*25+24-(5*k+l)] = v
+					a.kronDW[(i*al+j)*25+5*k+l] = float32(a.aw[k][i] * a.aw[l][j] * a.dwScale[i] * a.dwScale[j])
+				}
+			}
+		}
+	}
 }
 
 // sgemmSerial is Sgemm (alpha 1, beta 0, no transposes) on the calling
@@ -505,11 +519,11 @@ func convWinogradBackward(x, w, y, dy, dx, dw, db []float32, g Conv, act Act, al
 // giving a 5×5 contribution to dw. Per round of images, the input tiles
 // are transformed as in the forward pass (V), the dy tiles by E (D), and
 // the 36 products P[ξ] (OC × C) += D[ξ]ᵀ·V[ξ] summed over the tiles; at
-// the end dw = A'ᵀ (scales ⊙ ΣP) A' per filter, in float64. Each worker
-// keeps its own sums, added in worker order.
+// the end dw = A'ᵀ (scales ⊙ ΣP) A' per filter, as one SGEMM per output
+// channel (dwKron). Each worker keeps its own sums, added in worker order.
 func convWinogradWeightGrad(x, dy, dw, db []float32, g Conv, a *winoAlg, k *winogradKernels) {
 	d := newWinoGeom(g, a, k.lanes)
-	winoXi, winoTile := d.xi, d.alpha
+	winoXi := d.xi
 	hw, ohw := g.H*g.W, g.OH*g.OW
 	path := activeGemmPath.Load()
 	ep := epilogue()
@@ -580,34 +594,14 @@ func convWinogradWeightGrad(x, dy, dw, db []float32, g Conv, a *winoAlg, k *wino
 			p[i] += val
 		}
 	}
-	m, r := make([]float64, winoXi), make([]float64, winoTile)
-	for oc := 0; oc < g.OC; oc++ {
-		for c := 0; c < g.C; c++ {
-			for i := range winoTile {
-				for j := range winoTile {
-					m[i*winoTile+j] = a.dwScale[i] * a.dwScale[j] * float64(p[((i*winoTile+j)*g.OC+oc)*d.cp+c])
-				}
-			}
-			f := dw[(oc*g.C+c)*25 : (oc*g.C+c+1)*25]
-			for kh := 0; kh < 5; kh++ {
-				clear(r) // row kh of A'ᵀ·m
-				for i, c := range a.aw[kh] {
-					if c != 0 {
-						for j := range r {
-							r[j] += c * m[i*winoTile+j]
-						}
-					}
-				}
-				for kw := 0; kw < 5; kw++ {
-					var s float64
-					for j, c := range a.aw[kw] {
-						s += c * r[j]
-					}
-					f[kh*5+kw] = float32(s)
-				}
-			}
+	// dw[oc][c] = Σ_ξ K'[ξ][·]·P[ξ][oc][c]: one product Pᵀ·K' (C × α² by
+	// α² × 25) per output channel (dwKron).
+	kw := a.dwKron()
+	ParallelFor(g.OC, 1, func(lo, hi int) {
+		for oc := lo; oc < hi; oc++ {
+			sgemmSerialT(true, g.C, 25, winoXi, p[oc*d.cp:], g.OC*d.cp, kw, 25, 0, dw[oc*g.C*25:], 25)
 		}
-	}
+	})
 	if db != nil {
 		clear(db[:g.OC])
 		for _, cw := range workers {

@@ -27,7 +27,7 @@ import (
 // both the forward pass and the weight gradient (winoF4BTConsts), Aᵀ, the
 // output transform (winoF4ATConsts), and E, the weight gradient's dy
 // transform (winoF4EConsts): G2 without its row scales, which the weight
-// gradient's float64 finish applies instead.
+// gradient's finish applies instead (dwKron).
 
 // The rounding error is about twice F(2×2)'s: the rows of Bᵀ sum to up to
 // 15 in absolute value (F(2×2): 10), so the transformed inputs are up to
@@ -95,8 +95,8 @@ var winoF4AW = [][]float64{
 // winoF4E is E, G2 without its row scales winoF4G2Scale (G2 =
 // diag(winoF4G2Scale)·E): row i holds point i to the powers 0 to 3 (∞: the
 // last power only). Its coefficients are powers of two, so the dy
-// transform rounds only its sums, and the scales (−2/9, 1/90, 32/45, which
-// float32 does not hold exactly) are applied in float64 at the end.
+// transform rounds only its sums, and the scales (−2/9, 1/90, 32/45) go
+// into the finish's matrix (dwKron), computed in float64 and rounded once.
 var winoF4E = [][]float64{
 	{1, 0, 0, 0},
 	{1, 1, 1, 1},
@@ -113,7 +113,7 @@ var winoF4E = [][]float64{
 var winoF4G2Scale = []float64{-1, -2. / 9, -2. / 9, 1. / 90, 1. / 90, 32. / 45, 32. / 45, 1}
 
 // winoF4 is F(4×4,5×5). The dy transform applies E, so the weight
-// gradient's float64 finish scales by G2's row scales.
+// gradient's finish scales by G2's row scales.
 var winoF4 = &winoAlg{name: "F(4x4,5x5)", m: 4, alpha: 8, g: winoF4G,
 	dwScale: winoF4G2Scale, aw: winoF4AW, roundBytes: winogradF4RoundBytes, kernels: winogradF4For}
 

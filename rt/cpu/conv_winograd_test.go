@@ -67,10 +67,10 @@ type winogradMethod struct {
 //
 // F(4×4): measured up to 9.1e-6 forward (260 input channels; 4.7e-6 with
 // the flagship's 32), dx 6.2e-6, dw 1.0e-5: about twice F(2×2)'s. Since
-// the filter transform is a float32 SGEMM (winogradFilters; it was
-// float64), this test measures up to 6.4e-6 forward and 9.5e-6 for dx
-// (5.4e-6 and 6.7e-6 before), and dw 8.4e-6 with the dy transform's
-// scales applied in float64 (6.1e-6 before: a different rounding). Its
+// the filter transform and the weight gradient's finish are float32
+// SGEMMs (winogradFilters, dwKron; they were float64 loops), this test
+// measures up to 6.4e-6 forward and 9.5e-6 for dx (5.4e-6 and 6.7e-6
+// before), dw 8.6e-6 (7.2e-6). Its
 // transforms have larger coefficients: the rows of Bᵀ sum to up to 15 in
 // absolute value (F(2×2): 10), so the transformed inputs are up to 15² times
 // the input, and the rows of Aᵀ to up to 19.25 (F(2×2): 7), so the output
