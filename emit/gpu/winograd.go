@@ -701,7 +701,8 @@ func (l *lowering) wgProducts(wa *Winograd, g planner.ConvGeom, flip bool, lay w
 		rows, k = g.C, g.OC
 	}
 	tc, np := lay.tc, wa.products()
-	own := l.d.Load4 != "" && l.d.Store4 != "" && wgProductsFit(rows, k, tc)
+	own := l.d.Load4 != "" && l.d.Store4 != "" && wgProductsFit(rows, k, tc) &&
+		wa.alpha*lay.s*ceilDiv(tc, wgProductTiles) >= wgRowsMinGroups
 	copies := lay.s
 	if own {
 		copies = 1
