@@ -66,6 +66,14 @@ type pooledConvCase struct {
 	alpha  float32
 }
 
+// smallProductsKernel lets the test's small Winograd layers run their
+// products as wgProductRowsKernel (wgRowsMinGroups) until it ends.
+func smallProductsKernel(t *testing.T) {
+	saved := wgRowsMinGroups
+	t.Cleanup(func() { wgRowsMinGroups = saved })
+	wgRowsMinGroups = 1
+}
+
 // pooledConvCases are the pooled layers of both lowered tests: direct
 // layers with odd outputs, ragged runs, stride, dilation, groups and
 // non-square windows; Winograd layers with ragged tiles and 4×4 windows.
@@ -108,6 +116,7 @@ func pooledConvCases() []pooledConvCase {
 // holds 2 rows of output, one window, or 1, none) and 4×4 windows. y
 // starts as junk, so a pixel not written fails.
 func TestLoweredPooledConvMatchesCPU(t *testing.T) {
+	smallProductsKernel(t)
 	cases := pooledConvCases()
 	p := &planner.Plan{Model: "pooled_convs"}
 	add := func(name string, kind planner.BufKind, shape ...int) planner.BufID {
@@ -233,6 +242,7 @@ func TestLoweredPooledConvMatchesCPU(t *testing.T) {
 // pixel, the rows and columns of no window (odd outputs) included: dx and
 // the argmax start as junk.
 func TestLoweredTrainingPoolMatchesCPU(t *testing.T) {
+	smallProductsKernel(t)
 	cases := pooledConvCases()
 	for i := range cases {
 		if cases[i].name == "winograd_13" {

@@ -346,13 +346,9 @@ func wgFilterKernel(wa *Winograd, g planner.ConvGeom, flip bool, chunks int, kMa
 				return s
 			}
 			s = append(s, sandwich(wa.g, wa.g, "w", "t", "u", 5, 5)...)
-			at := i
-			if kMajor {
-				at = add(mul(vr("q"), i32(outCh)), vr("p"))
-			}
 			for xi := range wa.alpha {
 				for nu := range wa.alpha {
-					s = append(s, store("u", add(i32((xi*wa.alpha+nu)*chunks*n), at), vr(fmt.Sprintf("u%d%d", xi, nu))))
+					s = append(s, store("u", add(i32((xi*wa.alpha+nu)*chunks*n), i), vr(fmt.Sprintf("u%d%d", xi, nu))))
 				}
 			}
 			return s
@@ -701,7 +697,8 @@ func (l *lowering) wgProducts(wa *Winograd, g planner.ConvGeom, flip bool, lay w
 		rows, k = g.C, g.OC
 	}
 	tc, np := lay.tc, wa.products()
-	own := l.d.Load4 != "" && l.d.Store4 != "" && wgProductsFit(rows, k, tc)
+	own := l.d.Load4 != "" && l.d.Store4 != "" && wgProductsFit(rows, k, tc) &&
+		wa.alpha*lay.s*ceilDiv(tc, wgProductTiles) >= wgRowsMinGroups
 	copies := lay.s
 	if own {
 		copies = 1

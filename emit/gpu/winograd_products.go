@@ -50,6 +50,15 @@ const (
 	wgProductMaxK  = 64
 )
 
+// wgRowsMinGroups is the fewest threadgroups for which the products run as
+// wgProductRowsKernel: it has α·S·⌈Tc/32⌉ of them, 8 for one 14×14 image
+// of F(4×4), and a GPU of 132 SMs then idles where the library's GEMM
+// spreads the 64 products (the batch-1 inference of models/mnist.cue on an
+// H100, side by side, four runs each: 0.055–0.060 ms with the kernel,
+// 0.039–0.043 with cuBLAS; batch 250 unmoved). A variable so that tests
+// can run the kernel on small layers.
+var wgRowsMinGroups = 128
+
 // wgProductsFit reports whether products of rows × k by k × tc run as
 // wgProductRowsKernel.
 func wgProductsFit(rows, k, tc int) bool {

@@ -94,6 +94,7 @@ func TestWinogradFits(t *testing.T) {
 // wgChunk is lowered to a few tiles so that every layer's tiles are cut
 // into several chunks, the last one padded for some.
 func TestLoweredWinogradMatchesCPU(t *testing.T) {
+	smallProductsKernel(t)
 	saved := wgChunk
 	t.Cleanup(func() { wgChunk = saved })
 	for _, c := range []struct {
