@@ -483,21 +483,33 @@ func convWinogradForward(x, w, b, y []float32, g Conv, act Act, alpha float32, a
 		// the next row's first m·tw − OW < m pixels, which the tile
 		// column 0 of the same tile row (rows within the tile) or of the
 		// next one (the row below it) writes afterwards: the tile
-		// columns go right to left, the tile rows top down. Against
-		// rows of m·tw pixels transposed one by one (for a 14-pixel row:
-		// 8, 4 and an overlapping 8 rows), F(4×4) on the flagship's
-		// second layer: forward 18.5 → 17.1 ms (one thread, median of 5).
+		// columns go right to left, the tile rows top down. With one
+		// tile column that tile would overwrite its own outputs, so the
+		// rows keep m pixels and go back one by one. Against rows of
+		// m·tw pixels transposed one by one (for a 14-pixel row: 8, 4
+		// and an overlapping 8 rows), F(4×4) on the flagship's second
+		// layer: forward 18.5 → 17.1 ms (one thread, median of 5).
+		ldY := g.OW
+		if d.tw == 1 {
+			ldY = d.m
+		}
 		yh := cw.tile
 		for n := n0; n < n1; n++ {
 			t0 := (n - n0) * d.th * d.tw
 			for ty := 0; ty < d.th; ty++ {
 				for tx := d.tw - 1; tx >= 0; tx-- {
 					t := t0 + ty*d.tw + tx
-					k.output(&m[t*d.ocp], ldM, &yh[(d.m*ty*g.OW+d.m*tx)*d.ocp], g.OW*d.ocp, d.ocp, &bias[0], relu, d.ocp)
+					k.output(&m[t*d.ocp], ldM, &yh[(d.m*ty*ldY+d.m*tx)*d.ocp], ldY*d.ocp, d.ocp, &bias[0], relu, d.ocp)
 				}
 			}
 			out := y[n*g.OC*ohw : (n+1)*g.OC*ohw]
-			transposeBlocks(path, yh, g.OH*g.OW, g.OC, d.ocp, out, ohw)
+			if ldY == g.OW {
+				transposeBlocks(path, yh, g.OH*g.OW, g.OC, d.ocp, out, ohw)
+			} else {
+				for oh := 0; oh < g.OH; oh++ {
+					transposeBlocks(path, yh[oh*ldY*d.ocp:], g.OW, g.OC, d.ocp, out[oh*g.OW:], ohw)
+				}
+			}
 			if act != ActNone && act != ActReLU {
 				applyAct(out, act, alpha)
 			}

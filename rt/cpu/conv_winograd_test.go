@@ -20,6 +20,7 @@ var winogradGeoms = []struct {
 	{"pad0 11x8", convCase(1, 17, 11, 8, 19, 5, 5, 1, 0, 1, 1)},
 	{"pad1 6x13", convCase(2, 1, 6, 13, 2, 5, 5, 1, 1, 1, 1)},
 	{"smaller than a tile", convCase(1, 2, 5, 5, 3, 5, 5, 1, 0, 1, 1)},
+	{"one tile column, 3 of 4 outputs wide", convCase(2, 3, 9, 7, 4, 5, 5, 1, 0, 1, 1)},
 	{"pad3 wider than reach", convCase(1, 4, 4, 6, 3, 5, 5, 1, 3, 1, 1)},
 	{"several rounds", convCase(9, 5, 14, 14, 7, 5, 5, 1, 2, 1, 1)},
 	{"first layer 28x28", convCase(5, 1, 28, 28, 33, 5, 5, 1, 2, 1, 1)},
