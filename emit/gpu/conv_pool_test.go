@@ -66,6 +66,33 @@ type pooledConvCase struct {
 	alpha  float32
 }
 
+// pooledLayer is one pooled case's buffers in a test plan: input, weight,
+// bias (NoBuf without), the pooled output and the Winograd workspace
+// (NoBuf for other methods).
+type pooledLayer struct{ x, w, b, y, cols planner.BufID }
+
+// addPooledLayer checks that PoolEpilogue takes case c and adds its
+// buffers to p; it returns them with the convolution's and the pool's
+// geometries.
+func addPooledLayer(t *testing.T, p *planner.Plan, c pooledConvCase) (pooledLayer, planner.ConvGeom, planner.ConvGeom) {
+	t.Helper()
+	g, pool := c.g, poolOver(c.g, c.kh, c.kw)
+	if !PoolEpilogue(g, c.method, pool) {
+		t.Fatalf("%s: PoolEpilogue declines the layer", c.name)
+	}
+	l := pooledLayer{b: planner.NoBuf, cols: planner.NoBuf}
+	l.x = testBuffer(p, c.name+".in", planner.KindActivation, g.N, g.C, g.H, g.W)
+	l.w = testBuffer(p, c.name+".weight", planner.KindParam, g.OC, g.C/g.Groups, g.KH, g.KW)
+	if c.bias {
+		l.b = testBuffer(p, c.name+".bias", planner.KindParam, g.OC)
+	}
+	l.y = testBuffer(p, c.name+".pool", planner.KindActivation, g.N, g.OC, pool.OH, pool.OW)
+	if wa := WinogradByMethod(c.method); wa != nil {
+		l.cols = testBuffer(p, c.name+".cols", planner.KindScratch, wa.Scratch(g))
+	}
+	return l, g, pool
+}
+
 // smallProductsKernel lets the test's small Winograd layers run their
 // products as wgProductRowsKernel (wgRowsMinGroups) until it ends.
 func smallProductsKernel(t *testing.T) {
@@ -119,32 +146,11 @@ func TestLoweredPooledConvMatchesCPU(t *testing.T) {
 	smallProductsKernel(t)
 	cases := pooledConvCases()
 	p := &planner.Plan{Model: "pooled_convs"}
-	add := func(name string, kind planner.BufKind, shape ...int) planner.BufID {
-		id := planner.BufID(len(p.Buffers))
-		p.Buffers = append(p.Buffers, planner.Buffer{ID: id, Name: name, Kind: kind, Shape: shape, Size: prod(shape), AliasOf: planner.NoBuf})
-		return id
-	}
-	type layer struct{ x, w, b, y planner.BufID }
-	var layers []layer
+	var layers []pooledLayer
 	for _, c := range cases {
-		g, pool := c.g, poolOver(c.g, c.kh, c.kw)
-		if !PoolEpilogue(g, c.method, pool) {
-			t.Fatalf("%s: PoolEpilogue declines the layer", c.name)
-		}
-		var l layer
-		l.x = add(c.name+".in", planner.KindActivation, g.N, g.C, g.H, g.W)
-		l.w = add(c.name+".weight", planner.KindParam, g.OC, g.C/g.Groups, g.KH, g.KW)
-		l.b = planner.NoBuf
-		if c.bias {
-			l.b = add(c.name+".bias", planner.KindParam, g.OC)
-		}
-		l.y = add(c.name+".pool", planner.KindActivation, g.N, g.OC, pool.OH, pool.OW)
-		cols := planner.NoBuf
-		if wa := WinogradByMethod(c.method); wa != nil {
-			cols = add(c.name+".cols", planner.KindScratch, wa.Scratch(g))
-		}
+		l, g, pool := addPooledLayer(t, p, c)
 		p.Forward = append(p.Forward, planner.Step{Kernel: planner.KConv2D, Layer: c.name,
-			In: []planner.BufID{l.x, l.w, l.b}, Out: []planner.BufID{l.y, cols},
+			In: []planner.BufID{l.x, l.w, l.b}, Out: []planner.BufID{l.y, l.cols},
 			Attr: planner.Attr{Conv: &g, Pool: &pool, Act: c.act, Alpha: float64(c.alpha), Method: c.method}})
 		layers = append(layers, l)
 	}
@@ -250,35 +256,19 @@ func TestLoweredTrainingPoolMatchesCPU(t *testing.T) {
 		}
 	}
 	p := &planner.Plan{Model: "pooled_training_convs", Training: true}
-	add := func(name string, kind planner.BufKind, shape ...int) planner.BufID {
-		id := planner.BufID(len(p.Buffers))
-		p.Buffers = append(p.Buffers, planner.Buffer{ID: id, Name: name, Kind: kind, Shape: shape, Size: prod(shape), AliasOf: planner.NoBuf})
-		return id
+	type layer struct {
+		pooledLayer
+		arg, dy, dx planner.BufID
 	}
-	type layer struct{ x, w, b, y, arg, dy, dx planner.BufID }
 	var layers []layer
 	for _, c := range cases {
-		g, pool := c.g, poolOver(c.g, c.kh, c.kw)
-		if !PoolEpilogue(g, c.method, pool) {
-			t.Fatalf("%s: PoolEpilogue declines the layer", c.name)
-		}
-		var l layer
-		l.x = add(c.name+".in", planner.KindActivation, g.N, g.C, g.H, g.W)
-		l.w = add(c.name+".weight", planner.KindParam, g.OC, g.C/g.Groups, g.KH, g.KW)
-		l.b = planner.NoBuf
-		if c.bias {
-			l.b = add(c.name+".bias", planner.KindParam, g.OC)
-		}
-		l.y = add(c.name+".pool", planner.KindActivation, g.N, g.OC, pool.OH, pool.OW)
-		l.arg = add(c.name+".argmax", planner.KindScratch, g.N, g.OC, pool.OH, pool.OW)
-		l.dy = add(c.name+".pool.grad", planner.KindGrad, g.N, g.OC, pool.OH, pool.OW)
-		l.dx = add(c.name+".out.grad", planner.KindGrad, g.N, g.OC, g.OH, g.OW)
-		cols := planner.NoBuf
-		if wa := WinogradByMethod(c.method); wa != nil {
-			cols = add(c.name+".cols", planner.KindScratch, wa.Scratch(g))
-		}
+		pl, g, pool := addPooledLayer(t, p, c)
+		l := layer{pooledLayer: pl}
+		l.arg = testBuffer(p, c.name+".argmax", planner.KindScratch, g.N, g.OC, pool.OH, pool.OW)
+		l.dy = testBuffer(p, c.name+".pool.grad", planner.KindGrad, g.N, g.OC, pool.OH, pool.OW)
+		l.dx = testBuffer(p, c.name+".out.grad", planner.KindGrad, g.N, g.OC, g.OH, g.OW)
 		p.Forward = append(p.Forward, planner.Step{Kernel: planner.KConv2D, Layer: c.name,
-			In: []planner.BufID{l.x, l.w, l.b}, Out: []planner.BufID{l.y, cols, l.arg},
+			In: []planner.BufID{l.x, l.w, l.b}, Out: []planner.BufID{l.y, l.cols, l.arg},
 			Attr: planner.Attr{Conv: &g, Pool: &pool, Act: c.act, Alpha: float64(c.alpha), Method: c.method}})
 		p.Backward = append(p.Backward, planner.Step{Kernel: planner.KMaxPool2DArgmaxBwd, Layer: c.name,
 			In: []planner.BufID{l.arg, l.y, l.dy}, Out: []planner.BufID{l.dx},

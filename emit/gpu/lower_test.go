@@ -11,6 +11,14 @@ import (
 	"github.com/mlbuild/mlbuild/planner"
 )
 
+// testBuffer appends a buffer of the given shape, its own (no alias), to a
+// test plan and returns its id.
+func testBuffer(p *planner.Plan, name string, kind planner.BufKind, shape ...int) planner.BufID {
+	id := planner.BufID(len(p.Buffers))
+	p.Buffers = append(p.Buffers, planner.Buffer{ID: id, Name: name, Kind: kind, Shape: shape, Size: prod(shape), AliasOf: planner.NoBuf})
+	return id
+}
+
 // handPlan builds, by hand, the plan of a small MNIST-style network
 // (conv 1→4 3x3 relu, maxpool 2, dense 676/4→16 relu, dropout, dense 16→10,
 // softmax cross-entropy, Adam), standing in for planner.Build until it
@@ -18,9 +26,7 @@ import (
 func handPlan(batch int) *planner.Plan {
 	p := &planner.Plan{Model: "hand", Batch: batch, Training: true}
 	add := func(name string, kind planner.BufKind, shape ...int) planner.BufID {
-		id := planner.BufID(len(p.Buffers))
-		p.Buffers = append(p.Buffers, planner.Buffer{ID: id, Name: name, Kind: kind, Shape: shape, Size: prod(shape), AliasOf: planner.NoBuf})
-		return id
+		return testBuffer(p, name, kind, shape...)
 	}
 	geom := &planner.ConvGeom{N: batch, C: 1, H: 28, W: 28, OC: 4, OH: 26, OW: 26, KH: 3, KW: 3, SH: 1, SW: 1, DH: 1, DW: 1, Groups: 1}
 	pool := &planner.ConvGeom{N: batch, C: 4, H: 26, W: 26, OC: 4, OH: 13, OW: 13, KH: 2, KW: 2, SH: 2, SW: 2, DH: 1, DW: 1, Groups: 1}

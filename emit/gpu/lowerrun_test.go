@@ -215,9 +215,7 @@ type convLayerBuffers struct {
 func convLayerPlan(cases []convLayerCase) (*planner.Plan, []convLayerBuffers) {
 	p := &planner.Plan{Model: "convs", Training: true}
 	add := func(name string, kind planner.BufKind, shape ...int) planner.BufID {
-		id := planner.BufID(len(p.Buffers))
-		p.Buffers = append(p.Buffers, planner.Buffer{ID: id, Name: name, Kind: kind, Shape: shape, Size: prod(shape), AliasOf: planner.NoBuf})
-		return id
+		return testBuffer(p, name, kind, shape...)
 	}
 	var bufs []convLayerBuffers
 	for _, c := range cases {
