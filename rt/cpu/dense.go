@@ -1,39 +1,17 @@
 package cpu
 
-// GemmFwd is the dense layer y = act(x·wᵀ + b): x is [batch,in], w is
-// [out,in] (PyTorch's Linear layout, so exported weights load unchanged), b
-// is [out] or nil, y is [batch,out]. A batch of one or two rows runs as dot
-// products over w's rows (gemv.go) instead of packing w for Sgemm.
+// GemmFwd is the dense layer y = act(x·wᵀ + b) in float32: x is [batch,in],
+// w is [out,in] (PyTorch's Linear layout, so exported weights load
+// unchanged), b is [out] or nil, y is [batch,out]. A batch of one or two
+// rows runs as dot products over w's rows (gemv.go) instead of packing w
+// for Sgemm. BF16.GemmFwd is the same layer with bfloat16 products.
 func GemmFwd(x, w, b, y []float32, batch, in, out int, act Act, alpha float32) {
-	if batch <= gemvMaxBatch {
-		gemvFwd(x, w, b, y, batch, in, out, act, alpha)
-		return
-	}
-	Sgemm(false, true, batch, out, in, 1, x, in, w, in, 0, y, out)
-	if b == nil && act == ActNone {
-		return
-	}
-	ParallelFor(batch, rowGrain(out), func(lo, hi int) {
-		biasActRows(y[lo*out:hi*out], b, hi-lo, out, act, alpha)
-	})
+	FP32.GemmFwd(x, w, b, y, batch, in, out, act, alpha)
 }
 
-// GemmBwd is the backward pass of GemmFwd. It turns dy into the gradient of
-// the pre-activation in place, then writes dw = dyᵀ·x (overwriting it),
-// db = Σ_rows dy and dx = dy·w; dx and db may be nil when nobody needs them.
+// GemmBwd is the backward pass of GemmFwd (Precision.GemmBwd).
 func GemmBwd(x, w, y, dy, dx, dw, db []float32, batch, in, out int, act Act, alpha float32) {
-	if act != ActNone {
-		ParallelFor(batch, rowGrain(out), func(lo, hi int) {
-			actBackward(y[lo*out:hi*out], dy[lo*out:hi*out], act, alpha)
-		})
-	}
-	Sgemm(true, false, out, in, batch, 1, dy, out, x, in, 0, dw, in)
-	if db != nil {
-		sumRows(dy, db, batch, out)
-	}
-	if dx != nil {
-		Sgemm(false, false, batch, in, out, 1, dy, out, w, in, 0, dx, in)
-	}
+	FP32.GemmBwd(x, w, y, dy, dx, dw, db, batch, in, out, act, alpha)
 }
 
 // sumRows writes into dst[j] the sum over the rows of the [rows,cols]

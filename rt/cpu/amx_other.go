@@ -1,0 +1,10 @@
+package cpu
+
+// amxGemm is the AMX product; there is none off amd64.
+func amxGemm(transA, transB bool, m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int) bool {
+	return false
+}
+
+// BF16Native reports whether BF16 products run on bfloat16 hardware (Intel
+// AMX) here; where they don't, they run in float32 on rounded operands.
+func BF16Native() bool { return false }

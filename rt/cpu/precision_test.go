@@ -1,0 +1,132 @@
+package cpu
+
+import (
+	"math"
+
+	"testing"
+)
+
+func TestRoundBF16(t *testing.T) {
+	f := math.Float32frombits
+	inf := float32(math.Inf(1))
+	for _, c := range []struct{ in, want float32 }{
+		{1, 1},
+		{f(0x3f808000), 1},             // a tie rounds to the even 0x3f80
+		{f(0x3f818000), f(0x3f820000)}, // a tie rounds to the even 0x3f82
+		{f(0x3f808001), f(0x3f810000)}, // above the tie rounds up
+		{f(0x3f807fff), 1},             // below it rounds down
+		{-2.5, -2.5},
+		{f(0xbf808001), f(0xbf810000)},
+		{f(0x7f7fffff), inf}, // too large for bfloat16
+		{inf, inf},
+		{0, 0},
+	} {
+		if got := RoundBF16(c.in); got != c.want {
+			t.Errorf("RoundBF16(%#08x) = %#08x, want %#08x", math.Float32bits(c.in), math.Float32bits(got), math.Float32bits(c.want))
+		}
+	}
+	if nan := RoundBF16(float32(math.NaN())); nan == nan {
+		t.Errorf("RoundBF16(NaN) = %v, want a NaN", nan)
+	}
+	if nan := RoundBF16(f(0x7f800001)); nan == nan { // a NaN whose payload lies in the low half
+		t.Errorf("RoundBF16(0x7f800001) = %#08x, want a NaN", math.Float32bits(nan))
+	}
+}
+
+// bf16Ref is C = A·B in float64 over the operands rounded to bfloat16, the
+// exact value that BF16's float32 accumulation approximates, and the
+// scale Σ|a||b| of each entry.
+func bf16Ref(transA, transB bool, m, n, k int, a []float32, lda int, b []float32, ldb int, round bool) (ref, scale []float64) {
+	ref, scale = make([]float64, m*n), make([]float64, m*n)
+	for i := 0; i < m; i++ {
+		for j := 0; j < n; j++ {
+			var s, sa float64
+			for p := 0; p < k; p++ {
+				av, bv := a[i*lda+p], b[p*ldb+j]
+				if transA {
+					av = a[p*lda+i]
+				}
+				if transB {
+					bv = b[j*ldb+p]
+				}
+				if round {
+					av, bv = RoundBF16(av), RoundBF16(bv)
+				}
+				s += float64(av) * float64(bv)
+				sa += math.Abs(float64(av) * float64(bv))
+			}
+			ref[i*n+j], scale[i*n+j] = s, sa
+		}
+	}
+	return ref, scale
+}
+
+// TestSgemmBF16 checks BF16's products against float64 sums of the rounded
+// operands, for every transpose and sizes that are not multiples of any
+// tile, and that they are not float32 products: the rounding must show.
+func TestSgemmBF16(t *testing.T) {
+	rng := newTestRand(3)
+	for _, sz := range [][3]int{{37, 45, 70}, {250, 10, 256}, {16, 32, 32}, {3, 5, 1}, {64, 96, 300}} {
+		m, n, k := sz[0], sz[1], sz[2]
+		for _, tr := range [][2]bool{{false, false}, {false, true}, {true, false}, {true, true}} {
+			transA, transB := tr[0], tr[1]
+			lda, ldb := k+3, n+1
+			if transA {
+				lda = m + 2
+			}
+			if transB {
+				ldb = k + 5
+			}
+			a := randSlice(rng, max(m, k)*lda, 1)
+			b := randSlice(rng, max(n, k)*ldb, 1)
+			c := make([]float32, m*n)
+			BF16.gemm(transA, transB, m, n, k, a, lda, b, ldb, c, n)
+			ref, scale := bf16Ref(transA, transB, m, n, k, a, lda, b, ldb, true)
+			exact, _ := bf16Ref(transA, transB, m, n, k, a, lda, b, ldb, false)
+			var worst, fromExact float64
+			for i := range c {
+				worst = max(worst, math.Abs(float64(c[i])-ref[i])/scale[i])
+				fromExact = max(fromExact, math.Abs(float64(c[i])-exact[i])/scale[i])
+			}
+			if worst > 2e-6*math.Sqrt(float64(k)) {
+				t.Errorf("%dx%dx%d trans %v: bf16 product is %.3g of its scale from the rounded operands' product", m, n, k, tr, worst)
+			}
+			if k >= 32 && fromExact < 1e-4 {
+				t.Errorf("%dx%dx%d trans %v: bf16 product within %.3g of the float32 operands' product: were the operands rounded?", m, n, k, tr, fromExact)
+			}
+		}
+	}
+}
+
+// TestDenseBF16 runs a dense layer's forward and backward in BF16 and FP32 on
+// the same data: they agree to bfloat16's precision, and not to float32's.
+func TestDenseBF16(t *testing.T) {
+	rng := newTestRand(5)
+	batch, in, out := 40, 70, 33
+	x, w, bias := randSlice(rng, batch*in, 1), randSlice(rng, out*in, 1), randSlice(rng, out, 1)
+	run := func(p *Precision) (y, dx, dw, db []float32) {
+		y, dx, dw, db = make([]float32, batch*out), make([]float32, batch*in), make([]float32, out*in), make([]float32, out)
+		p.GemmFwd(x, w, bias, y, batch, in, out, ActReLU, 0)
+		dy := make([]float32, batch*out)
+		for i := range dy {
+			dy[i] = float32(math.Sin(float64(i)))
+		}
+		p.GemmBwd(x, w, y, dy, dx, dw, db, batch, in, out, ActReLU, 0)
+		return
+	}
+	y32, dx32, dw32, db32 := run(FP32)
+	y16, dx16, dw16, db16 := run(BF16)
+	for _, c := range []struct {
+		name     string
+		got, ref []float32
+	}{{"y", y16, y32}, {"dx", dx16, dx32}, {"dw", dw16, dw32}, {"db", db16, db32}} {
+		var diff, norm float64
+		for i := range c.ref {
+			diff = max(diff, math.Abs(float64(c.got[i]-c.ref[i])))
+			norm = max(norm, math.Abs(float64(c.ref[i])))
+		}
+		if diff > 2e-2*norm || (c.name != "db" && diff < 1e-6*norm) {
+			t.Errorf("%s: bf16 and f32 differ by %.3g (largest |value| %.3g)", c.name, diff, norm)
+		}
+	}
+}
