@@ -5,6 +5,7 @@ package cpu
 import (
 	"sync"
 	"syscall"
+	"unsafe"
 )
 
 // Intel AMX: BF16's products on tiles, where the CPU has AMX-BF16 and the
@@ -97,8 +98,8 @@ func amxGemm(transA, transB bool, m, n, k int, a []float32, lda int, b []float32
 	s.pb = growU32(s.pb, kp/2*np)
 	s.pc = growF32(s.pc, mp*np)
 	pa, pb, pc := s.pa, s.pb, s.pc
-	packBF16A(transA, a, lda, m, k, pa, mp, kp)
-	packBF16B(transB, b, ldb, k, n, pb, kp, np)
+	packBF16AVec(transA, a, lda, m, k, pa, mp, kp)
+	packBF16BVec(transB, b, ldb, k, n, pb, kp, np)
 	ParallelFor(mp/32, 1, func(lo, hi int) {
 		for mb := lo; mb < hi; mb++ {
 			amxRowBlock(&amx.cfg[0], &pa[mb*32*kp], &pb[0], &pc[mb*32*np], np/32, kp/32, kp*2, np*4, np*4)
@@ -110,6 +111,116 @@ func amxGemm(transA, transB bool, m, n, k int, a []float32, lda int, b []float32
 		}
 	})
 	return true
+}
+
+//go:noescape
+func bf16Row(dst *uint16, src *float32, n int)
+
+//go:noescape
+func bf16Pairs(dst *uint32, lo, hi *float32, n int)
+
+//go:noescape
+func bf16PairsScatter(dst *uint32, stride int, lo, hi *float32, n int)
+
+//go:noescape
+func bf16RowPairsScatter(dst *uint32, stride int, src *float32, n int)
+
+// packBF16AVec is packBF16A with AVX-512 conversions (every CPU with AMX
+// has AVX-512): rows converted 16 at a time, or, transposed, pairs of A's
+// columns (rows of the stored matrix) scattered into pa's rows as pairs.
+func packBF16AVec(trans bool, a []float32, lda, m, k int, pa []uint16, mp, kp int) {
+	m16, k16 := m&^15, k&^15
+	if !trans {
+		ParallelFor(mp/16, 1, func(lo, hi int) {
+			for i := lo * 16; i < hi*16; i++ {
+				row := pa[i*kp : i*kp+kp]
+				if i >= m {
+					clear(row)
+					continue
+				}
+				src := a[i*lda : i*lda+k]
+				if k16 > 0 {
+					bf16Row(&row[0], &src[0], k16)
+				}
+				for p := k16; p < k; p++ {
+					row[p] = bf16Bits(src[p])
+				}
+				clear(row[k:])
+			}
+		})
+		return
+	}
+	// A(i,p) = a[p*lda+i]: stored rows p and p+1 give the pairs of pa's
+	// rows i at column p, written as one uint32 each.
+	pa32 := unsafe.Slice((*uint32)(unsafe.Pointer(&pa[0])), len(pa)/2)
+	ParallelFor(kp/2, 8, func(lo, hi int) {
+		for q := lo; q < hi; q++ {
+			p := 2 * q
+			if p+1 < k && m16 > 0 {
+				bf16PairsScatter(&pa32[q], kp/2, &a[p*lda], &a[(p+1)*lda], m16)
+			}
+			for i := m16; i < mp; i++ {
+				pa32[i*kp/2+q] = amxPair(a, trans, lda, i, p, m, k)
+			}
+			if p+1 >= k {
+				for i := 0; i < m16; i++ {
+					pa32[i*kp/2+q] = amxPair(a, trans, lda, i, p, m, k)
+				}
+			}
+		}
+	})
+}
+
+// amxPair is A(i,p) and A(i,p+1) (zero outside m×k) as a bfloat16 pair.
+func amxPair(a []float32, trans bool, lda, i, p, m, k int) uint32 {
+	at := func(p int) uint32 {
+		if i >= m || p >= k {
+			return 0
+		}
+		if trans {
+			return uint32(bf16Bits(a[p*lda+i]))
+		}
+		return uint32(bf16Bits(a[i*lda+p]))
+	}
+	return at(p) | at(p+1)<<16
+}
+
+// packBF16BVec is packBF16B with AVX-512 conversions: B's rows 2q and
+// 2q+1 interleaved 16 columns at a time, or, transposed, each stored row
+// converted 32 at a time and its pairs scattered down pb's column.
+func packBF16BVec(trans bool, b []float32, ldb, k, n int, pb []uint32, kp, np int) {
+	n16, k32 := n&^15, k&^31
+	if !trans {
+		ParallelFor(kp/2, 8, func(lo, hi int) {
+			for q := lo; q < hi; q++ {
+				row := pb[q*np : q*np+np]
+				p := 2 * q
+				j0 := 0
+				if p+1 < k && n16 > 0 {
+					bf16Pairs(&row[0], &b[p*ldb], &b[(p+1)*ldb], n16)
+					j0 = n16
+				}
+				for j := j0; j < n; j++ {
+					row[j] = amxPair(b, true, ldb, j, p, n, k)
+				}
+				clear(row[n:])
+			}
+		})
+		return
+	}
+	// B(p,j) = b[j*ldb+p]: stored row j holds column j's pairs in order.
+	ParallelFor(np, 16, func(lo, hi int) {
+		for j := lo; j < hi; j++ {
+			q0 := 0
+			if j < n && k32 > 0 {
+				bf16RowPairsScatter(&pb[j], np, &b[j*ldb], k32)
+				q0 = k32 / 2
+			}
+			for q := q0; q < kp/2; q++ {
+				pb[q*np+j] = amxPair(b, false, ldb, j, 2*q, n, k)
+			}
+		}
+	})
 }
 
 func growU16(s []uint16, n int) []uint16 {

@@ -90,3 +90,149 @@ kloop:
 
 	TILERELEASE
 	RET
+
+// The packers' conversion: Z31 holds 0x7fff in every lane, Z30 1, Z29 0x40.
+#define BF16CONSTS \
+	MOVL         $0x7fff, AX \
+	VPBROADCASTD AX, Z31     \
+	MOVL         $1, AX      \
+	VPBROADCASTD AX, Z30     \
+	MOVL         $0x40, AX   \
+	VPBROADCASTD AX, Z29
+
+// BF16ROUND rounds the 16 float32 of in to bfloat16 (to nearest, ties to
+// even; a NaN stays a quiet NaN), leaving each in the low half of out's
+// lanes; tmp is clobbered, and K2.
+#define BF16ROUND(in, out, tmp) \
+	VPSRLD  $16, in, tmp         \
+	VPANDD  Z30, tmp, tmp        \
+	VPADDD  Z31, in, out         \
+	VPADDD  tmp, out, out        \
+	VPSRLD  $16, out, out        \
+	VCMPPS  $3, in, in, K2       \
+	VPSRLD  $16, in, K2, out     \
+	VPORD   Z29, out, K2, out
+
+// func bf16Row(dst *uint16, src *float32, n int)
+// dst[j] = bfloat16(src[j]) for j < n, n a positive multiple of 16.
+TEXT ·bf16Row(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	BF16CONSTS
+
+rowloop:
+	VMOVUPS (SI), Z0
+	BF16ROUND(Z0, Z2, Z1)
+	VPMOVDW Z2, (DI)
+	ADDQ    $64, SI
+	ADDQ    $32, DI
+	SUBQ    $16, CX
+	JNZ     rowloop
+	VZEROUPPER
+	RET
+
+// func bf16Pairs(dst *uint32, lo, hi *float32, n int)
+// dst[j] = bfloat16(lo[j]) | bfloat16(hi[j])<<16 for j < n, n a positive
+// multiple of 16.
+TEXT ·bf16Pairs(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), DI
+	MOVQ lo+8(FP), SI
+	MOVQ hi+16(FP), DX
+	MOVQ n+24(FP), CX
+	BF16CONSTS
+
+pairloop:
+	VMOVUPS   (SI), Z0
+	VMOVUPS   (DX), Z3
+	BF16ROUND(Z0, Z2, Z1)
+	BF16ROUND(Z3, Z4, Z1)
+	VPSLLD    $16, Z4, Z4
+	VPORD     Z2, Z4, Z4
+	VMOVDQU32 Z4, (DI)
+	ADDQ      $64, SI
+	ADDQ      $64, DX
+	ADDQ      $64, DI
+	SUBQ      $16, CX
+	JNZ       pairloop
+	VZEROUPPER
+	RET
+
+// func bf16PairsScatter(dst *uint32, stride int, lo, hi *float32, n int)
+// dst[j*stride] = bfloat16(lo[j]) | bfloat16(hi[j])<<16 for j < n, n a
+// positive multiple of 16 and 16·stride·4 below 2^31.
+TEXT ·bf16PairsScatter(SB), NOSPLIT, $0-40
+	MOVQ dst+0(FP), DI
+	MOVQ stride+8(FP), BX
+	MOVQ lo+16(FP), SI
+	MOVQ hi+24(FP), DX
+	MOVQ n+32(FP), CX
+	BF16CONSTS
+	VPBROADCASTD BX, Z6
+	VPMULLD      bf16Iota<>(SB), Z6, Z6 // lane t: t·stride
+	SHLQ         $6, BX                  // 16 lanes of stride dwords, in bytes
+
+scatterloop:
+	VMOVUPS     (SI), Z0
+	VMOVUPS     (DX), Z3
+	BF16ROUND(Z0, Z2, Z1)
+	BF16ROUND(Z3, Z4, Z1)
+	VPSLLD      $16, Z4, Z4
+	VPORD       Z2, Z4, Z4
+	KXNORW      K1, K1, K1
+	VPSCATTERDD Z4, K1, (DI)(Z6*4)
+	ADDQ        $64, SI
+	ADDQ        $64, DX
+	ADDQ        BX, DI
+	SUBQ        $16, CX
+	JNZ         scatterloop
+	VZEROUPPER
+	RET
+
+// func bf16RowPairsScatter(dst *uint32, stride int, src *float32, n int)
+// dst[t*stride] = bfloat16(src[2t]) | bfloat16(src[2t+1])<<16 for t < n/2,
+// n a positive multiple of 32 and 16·stride·4 below 2^31.
+TEXT ·bf16RowPairsScatter(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), DI
+	MOVQ stride+8(FP), BX
+	MOVQ src+16(FP), SI
+	MOVQ n+24(FP), CX
+	BF16CONSTS
+	VPBROADCASTD BX, Z6
+	VPMULLD      bf16Iota<>(SB), Z6, Z6
+	SHLQ         $6, BX
+
+rowpairloop:
+	VMOVUPS      (SI), Z0
+	VMOVUPS      64(SI), Z3
+	BF16ROUND(Z0, Z2, Z1)
+	BF16ROUND(Z3, Z4, Z1)
+	VPMOVDW      Z2, Y7
+	VPMOVDW      Z4, Y8
+	VINSERTI64X4 $1, Y8, Z7, Z5 // 32 bfloat16 in order: 16 pairs
+	KXNORW       K1, K1, K1
+	VPSCATTERDD  Z5, K1, (DI)(Z6*4)
+	ADDQ         $128, SI
+	ADDQ         BX, DI
+	SUBQ         $32, CX
+	JNZ          rowpairloop
+	VZEROUPPER
+	RET
+
+DATA bf16Iota<>+0(SB)/4, $0
+DATA bf16Iota<>+4(SB)/4, $1
+DATA bf16Iota<>+8(SB)/4, $2
+DATA bf16Iota<>+12(SB)/4, $3
+DATA bf16Iota<>+16(SB)/4, $4
+DATA bf16Iota<>+20(SB)/4, $5
+DATA bf16Iota<>+24(SB)/4, $6
+DATA bf16Iota<>+28(SB)/4, $7
+DATA bf16Iota<>+32(SB)/4, $8
+DATA bf16Iota<>+36(SB)/4, $9
+DATA bf16Iota<>+40(SB)/4, $10
+DATA bf16Iota<>+44(SB)/4, $11
+DATA bf16Iota<>+48(SB)/4, $12
+DATA bf16Iota<>+52(SB)/4, $13
+DATA bf16Iota<>+56(SB)/4, $14
+DATA bf16Iota<>+60(SB)/4, $15
+GLOBL bf16Iota<>(SB), RODATA|NOPTR, $64

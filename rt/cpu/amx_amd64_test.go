@@ -1,0 +1,49 @@
+//go:build !purego
+
+package cpu
+
+import "testing"
+
+// TestPackBF16Vec checks the AVX-512 packers of the AMX path against the Go
+// packers, bit for bit, padding included, on sizes with every kind of tail.
+func TestPackBF16Vec(t *testing.T) {
+	if _, avx512 := x86Features(); !avx512 {
+		t.Skip("no AVX-512 here: the AMX path (which implies it) cannot run")
+	}
+	rng := newTestRand(8)
+	for _, sz := range [][3]int{{37, 45, 19}, {250, 784, 512}, {16, 32, 16}, {33, 65, 47}, {1, 1, 1}, {512, 250, 784}} {
+		m, k, n := sz[0], sz[1], sz[2]
+		mp, kp, np := gemmRoundUp(m, 32), gemmRoundUp(k, 32), gemmRoundUp(n, 32)
+		for _, trans := range []bool{false, true} {
+			lda, ldb := k+2, n+3
+			if trans {
+				lda, ldb = m+1, k+4
+			}
+			a := randSlice(rng, max(m, k)*lda, 1)
+			b := randSlice(rng, max(n, k)*ldb, 1)
+			a[0] = float32(0) / float32(len(a)-len(a)) // a NaN, converted by the vector path when aligned
+			want, got := make([]uint16, mp*kp), make([]uint16, mp*kp)
+			for i := range got {
+				got[i] = 0xffff
+			}
+			packBF16A(trans, a, lda, m, k, want, mp, kp)
+			packBF16AVec(trans, a, lda, m, k, got, mp, kp)
+			for i := range want {
+				if got[i] != want[i] {
+					t.Fatalf("%v trans %v: pa[%d] (row %d col %d) = %#04x, want %#04x", sz, trans, i, i/kp, i%kp, got[i], want[i])
+				}
+			}
+			wantB, gotB := make([]uint32, kp/2*np), make([]uint32, kp/2*np)
+			for i := range gotB {
+				gotB[i] = 0xffffffff
+			}
+			packBF16B(trans, b, ldb, k, n, wantB, kp, np)
+			packBF16BVec(trans, b, ldb, k, n, gotB, kp, np)
+			for i := range wantB {
+				if gotB[i] != wantB[i] {
+					t.Fatalf("%v trans %v: pb[%d] (pair row %d col %d) = %#08x, want %#08x", sz, trans, i, i/np, i%np, gotB[i], wantB[i])
+				}
+			}
+		}
+	}
+}
