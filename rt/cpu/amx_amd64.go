@@ -72,6 +72,7 @@ var amxBuffers struct {
 	pa []uint16
 	pb []uint32
 	pc []float32
+	pt []uint32 // a transposed operand before its transpose
 }
 
 // amxGemm is C = A·B on AMX tiles; false where the CPU has none.
@@ -98,8 +99,9 @@ func amxGemm(transA, transB bool, m, n, k int, a []float32, lda int, b []float32
 	s.pb = growU32(s.pb, kp/2*np)
 	s.pc = growF32(s.pc, mp*np)
 	pa, pb, pc := s.pa, s.pb, s.pc
-	packBF16AVec(transA, a, lda, m, k, pa, mp, kp)
-	packBF16BVec(transB, b, ldb, k, n, pb, kp, np)
+	s.pt = growU32(s.pt, max(kp/2*mp, np*kp/2))
+	packBF16AVec(transA, a, lda, m, k, pa, mp, kp, s.pt)
+	packBF16BVec(transB, b, ldb, k, n, pb, kp, np, s.pt)
 	ParallelFor(mp/32, 1, func(lo, hi int) {
 		for mb := lo; mb < hi; mb++ {
 			amxRowBlock(&amx.cfg[0], &pa[mb*32*kp], &pb[0], &pc[mb*32*np], np/32, kp/32, kp*2, np*4, np*4)
@@ -120,15 +122,13 @@ func bf16Row(dst *uint16, src *float32, n int)
 func bf16Pairs(dst *uint32, lo, hi *float32, n int)
 
 //go:noescape
-func bf16PairsScatter(dst *uint32, stride int, lo, hi *float32, n int)
-
-//go:noescape
-func bf16RowPairsScatter(dst *uint32, stride int, src *float32, n int)
+func dwordT16(dst *uint32, ldd int, src *uint32, lds int, n int)
 
 // packBF16AVec is packBF16A with AVX-512 conversions (every CPU with AMX
-// has AVX-512): rows converted 16 at a time, or, transposed, pairs of A's
-// columns (rows of the stored matrix) scattered into pa's rows as pairs.
-func packBF16AVec(trans bool, a []float32, lda, m, k int, pa []uint16, mp, kp int) {
+// has AVX-512): rows converted 16 at a time; transposed, the pairs of A's
+// columns (rows 2q and 2q+1 of the stored matrix) interleaved into the
+// rows of pt (kp/2 rows of mp pairs) and pt transposed into pa as uint32s.
+func packBF16AVec(trans bool, a []float32, lda, m, k int, pa []uint16, mp, kp int, pt []uint32) {
 	m16, k16 := m&^15, k&^15
 	if !trans {
 		ParallelFor(mp/16, 1, func(lo, hi int) {
@@ -150,23 +150,23 @@ func packBF16AVec(trans bool, a []float32, lda, m, k int, pa []uint16, mp, kp in
 		})
 		return
 	}
-	// A(i,p) = a[p*lda+i]: stored rows p and p+1 give the pairs of pa's
-	// rows i at column p, written as one uint32 each.
-	pa32 := unsafe.Slice((*uint32)(unsafe.Pointer(&pa[0])), len(pa)/2)
 	ParallelFor(kp/2, 8, func(lo, hi int) {
 		for q := lo; q < hi; q++ {
-			p := 2 * q
-			if p+1 < k && m16 > 0 {
-				bf16PairsScatter(&pa32[q], kp/2, &a[p*lda], &a[(p+1)*lda], m16)
+			row := pt[q*mp : q*mp+mp]
+			i0 := 0
+			if 2*q+1 < k && m16 > 0 {
+				bf16Pairs(&row[0], &a[2*q*lda], &a[(2*q+1)*lda], m16)
+				i0 = m16
 			}
-			for i := m16; i < mp; i++ {
-				pa32[i*kp/2+q] = amxPair(a, trans, lda, i, p, m, k)
+			for i := i0; i < mp; i++ {
+				row[i] = amxPair(a, true, lda, i, 2*q, m, k)
 			}
-			if p+1 >= k {
-				for i := 0; i < m16; i++ {
-					pa32[i*kp/2+q] = amxPair(a, trans, lda, i, p, m, k)
-				}
-			}
+		}
+	})
+	pa32 := unsafe.Slice((*uint32)(unsafe.Pointer(&pa[0])), len(pa)/2)
+	ParallelFor(kp/32, 1, func(lo, hi int) {
+		for q := lo * 16; q < hi*16; q += 16 {
+			dwordT16(&pa32[q], kp/2, &pt[q*mp], mp, mp)
 		}
 	})
 }
@@ -186,10 +186,11 @@ func amxPair(a []float32, trans bool, lda, i, p, m, k int) uint32 {
 }
 
 // packBF16BVec is packBF16B with AVX-512 conversions: B's rows 2q and
-// 2q+1 interleaved 16 columns at a time, or, transposed, each stored row
-// converted 32 at a time and its pairs scattered down pb's column.
-func packBF16BVec(trans bool, b []float32, ldb, k, n int, pb []uint32, kp, np int) {
-	n16, k32 := n&^15, k&^31
+// 2q+1 interleaved 16 columns at a time; transposed, each stored row
+// converted (its consecutive bfloat16 are the pairs of its column of B)
+// into a row of pt (np rows of kp/2 pairs), and pt transposed into pb.
+func packBF16BVec(trans bool, b []float32, ldb, k, n int, pb []uint32, kp, np int, pt []uint32) {
+	n16, k16 := n&^15, k&^15
 	if !trans {
 		ParallelFor(kp/2, 8, func(lo, hi int) {
 			for q := lo; q < hi; q++ {
@@ -208,17 +209,27 @@ func packBF16BVec(trans bool, b []float32, ldb, k, n int, pb []uint32, kp, np in
 		})
 		return
 	}
-	// B(p,j) = b[j*ldb+p]: stored row j holds column j's pairs in order.
+	pt16 := unsafe.Slice((*uint16)(unsafe.Pointer(&pt[0])), 2*len(pt))
 	ParallelFor(np, 16, func(lo, hi int) {
 		for j := lo; j < hi; j++ {
-			q0 := 0
-			if j < n && k32 > 0 {
-				bf16RowPairsScatter(&pb[j], np, &b[j*ldb], k32)
-				q0 = k32 / 2
+			row := pt16[j*kp : j*kp+kp]
+			if j >= n {
+				clear(row)
+				continue
 			}
-			for q := q0; q < kp/2; q++ {
-				pb[q*np+j] = amxPair(b, false, ldb, j, 2*q, n, k)
+			src := b[j*ldb : j*ldb+k]
+			if k16 > 0 {
+				bf16Row(&row[0], &src[0], k16)
 			}
+			for p := k16; p < k; p++ {
+				row[p] = bf16Bits(src[p])
+			}
+			clear(row[k:])
+		}
+	})
+	ParallelFor(np/16, 1, func(lo, hi int) {
+		for j := lo * 16; j < hi*16; j += 16 {
+			dwordT16(&pb[j], np, &pt[j*kp/2], kp/2, kp/2)
 		}
 	})
 }

@@ -158,81 +158,139 @@ pairloop:
 	VZEROUPPER
 	RET
 
-// func bf16PairsScatter(dst *uint32, stride int, lo, hi *float32, n int)
-// dst[j*stride] = bfloat16(lo[j]) | bfloat16(hi[j])<<16 for j < n, n a
-// positive multiple of 16 and 16·stride·4 below 2^31.
-TEXT ·bf16PairsScatter(SB), NOSPLIT, $0-40
-	MOVQ dst+0(FP), DI
-	MOVQ stride+8(FP), BX
-	MOVQ lo+16(FP), SI
-	MOVQ hi+24(FP), DX
-	MOVQ n+32(FP), CX
-	BF16CONSTS
-	VPBROADCASTD BX, Z6
-	VPMULLD      bf16Iota<>(SB), Z6, Z6 // lane t: t·stride
-	SHLQ         $6, BX                  // 16 lanes of stride dwords, in bytes
 
-scatterloop:
-	VMOVUPS     (SI), Z0
-	VMOVUPS     (DX), Z3
-	BF16ROUND(Z0, Z2, Z1)
-	BF16ROUND(Z3, Z4, Z1)
-	VPSLLD      $16, Z4, Z4
-	VPORD       Z2, Z4, Z4
-	KXNORW      K1, K1, K1
-	VPSCATTERDD Z4, K1, (DI)(Z6*4)
-	ADDQ        $64, SI
-	ADDQ        $64, DX
-	ADDQ        BX, DI
-	SUBQ        $16, CX
-	JNZ         scatterloop
-	VZEROUPPER
-	RET
-
-// func bf16RowPairsScatter(dst *uint32, stride int, src *float32, n int)
-// dst[t*stride] = bfloat16(src[2t]) | bfloat16(src[2t+1])<<16 for t < n/2,
-// n a positive multiple of 32 and 16·stride·4 below 2^31.
-TEXT ·bf16RowPairsScatter(SB), NOSPLIT, $0-32
+// func dwordT16(dst *uint32, ldd int, src *uint32, lds int, n int)
+// dst[j*ldd+r] = src[r*lds+j] for the 16 rows r of src and j < n, n a
+// positive multiple of 16 (strides in uint32s): 16×16 blocks transposed in
+// registers (32-bit, then 64-bit unpacks within 128-bit lanes, then two
+// rounds of 128-bit lane shuffles), so every load and store is a whole
+// 64-byte row.
+TEXT ·dwordT16(SB), NOSPLIT, $0-40
 	MOVQ dst+0(FP), DI
-	MOVQ stride+8(FP), BX
+	MOVQ ldd+8(FP), R8
+	SHLQ $2, R8
+	LEAQ (R8)(R8*2), R12
+	LEAQ (DI)(R8*4), R9
+	LEAQ (R9)(R8*4), R10
+	LEAQ (R10)(R8*4), R11
 	MOVQ src+16(FP), SI
-	MOVQ n+24(FP), CX
-	BF16CONSTS
-	VPBROADCASTD BX, Z6
-	VPMULLD      bf16Iota<>(SB), Z6, Z6
-	SHLQ         $6, BX
+	MOVQ lds+24(FP), BX
+	SHLQ $2, BX
+	LEAQ (BX)(BX*2), R13
+	LEAQ (SI)(BX*4), AX
+	LEAQ (AX)(BX*4), DX
+	LEAQ (DX)(BX*4), CX
 
-rowpairloop:
-	VMOVUPS      (SI), Z0
-	VMOVUPS      64(SI), Z3
-	BF16ROUND(Z0, Z2, Z1)
-	BF16ROUND(Z3, Z4, Z1)
-	VPMOVDW      Z2, Y7
-	VPMOVDW      Z4, Y8
-	VINSERTI64X4 $1, Y8, Z7, Z5 // 32 bfloat16 in order: 16 pairs
-	KXNORW       K1, K1, K1
-	VPSCATTERDD  Z5, K1, (DI)(Z6*4)
-	ADDQ         $128, SI
-	ADDQ         BX, DI
-	SUBQ         $32, CX
-	JNZ          rowpairloop
+tloop:
+	VMOVDQU32 (SI), Z0
+	VMOVDQU32 (SI)(BX*1), Z1
+	VMOVDQU32 (SI)(BX*2), Z2
+	VMOVDQU32 (SI)(R13*1), Z3
+	VMOVDQU32 (AX), Z4
+	VMOVDQU32 (AX)(BX*1), Z5
+	VMOVDQU32 (AX)(BX*2), Z6
+	VMOVDQU32 (AX)(R13*1), Z7
+	VMOVDQU32 (DX), Z8
+	VMOVDQU32 (DX)(BX*1), Z9
+	VMOVDQU32 (DX)(BX*2), Z10
+	VMOVDQU32 (DX)(R13*1), Z11
+	VMOVDQU32 (CX), Z12
+	VMOVDQU32 (CX)(BX*1), Z13
+	VMOVDQU32 (CX)(BX*2), Z14
+	VMOVDQU32 (CX)(R13*1), Z15
+	VPUNPCKLDQ Z1, Z0, Z16
+	VPUNPCKHDQ Z1, Z0, Z17
+	VPUNPCKLDQ Z3, Z2, Z18
+	VPUNPCKHDQ Z3, Z2, Z19
+	VPUNPCKLDQ Z5, Z4, Z20
+	VPUNPCKHDQ Z5, Z4, Z21
+	VPUNPCKLDQ Z7, Z6, Z22
+	VPUNPCKHDQ Z7, Z6, Z23
+	VPUNPCKLDQ Z9, Z8, Z24
+	VPUNPCKHDQ Z9, Z8, Z25
+	VPUNPCKLDQ Z11, Z10, Z26
+	VPUNPCKHDQ Z11, Z10, Z27
+	VPUNPCKLDQ Z13, Z12, Z28
+	VPUNPCKHDQ Z13, Z12, Z29
+	VPUNPCKLDQ Z15, Z14, Z30
+	VPUNPCKHDQ Z15, Z14, Z31
+	VPUNPCKLQDQ Z18, Z16, Z0
+	VPUNPCKHQDQ Z18, Z16, Z1
+	VPUNPCKLQDQ Z19, Z17, Z2
+	VPUNPCKHQDQ Z19, Z17, Z3
+	VPUNPCKLQDQ Z22, Z20, Z4
+	VPUNPCKHQDQ Z22, Z20, Z5
+	VPUNPCKLQDQ Z23, Z21, Z6
+	VPUNPCKHQDQ Z23, Z21, Z7
+	VPUNPCKLQDQ Z26, Z24, Z8
+	VPUNPCKHQDQ Z26, Z24, Z9
+	VPUNPCKLQDQ Z27, Z25, Z10
+	VPUNPCKHQDQ Z27, Z25, Z11
+	VPUNPCKLQDQ Z30, Z28, Z12
+	VPUNPCKHQDQ Z30, Z28, Z13
+	VPUNPCKLQDQ Z31, Z29, Z14
+	VPUNPCKHQDQ Z31, Z29, Z15
+	VSHUFI32X4 $0x88, Z4, Z0, Z16
+	VSHUFI32X4 $0xdd, Z4, Z0, Z17
+	VSHUFI32X4 $0x88, Z12, Z8, Z18
+	VSHUFI32X4 $0xdd, Z12, Z8, Z19
+	VSHUFI32X4 $0x88, Z18, Z16, Z20
+	VMOVDQU32 Z20, (DI)
+	VSHUFI32X4 $0xdd, Z18, Z16, Z21
+	VMOVDQU32 Z21, (R10)
+	VSHUFI32X4 $0x88, Z19, Z17, Z22
+	VMOVDQU32 Z22, (R9)
+	VSHUFI32X4 $0xdd, Z19, Z17, Z23
+	VMOVDQU32 Z23, (R11)
+	VSHUFI32X4 $0x88, Z5, Z1, Z16
+	VSHUFI32X4 $0xdd, Z5, Z1, Z17
+	VSHUFI32X4 $0x88, Z13, Z9, Z18
+	VSHUFI32X4 $0xdd, Z13, Z9, Z19
+	VSHUFI32X4 $0x88, Z18, Z16, Z20
+	VMOVDQU32 Z20, (DI)(R8*1)
+	VSHUFI32X4 $0xdd, Z18, Z16, Z21
+	VMOVDQU32 Z21, (R10)(R8*1)
+	VSHUFI32X4 $0x88, Z19, Z17, Z22
+	VMOVDQU32 Z22, (R9)(R8*1)
+	VSHUFI32X4 $0xdd, Z19, Z17, Z23
+	VMOVDQU32 Z23, (R11)(R8*1)
+	VSHUFI32X4 $0x88, Z6, Z2, Z16
+	VSHUFI32X4 $0xdd, Z6, Z2, Z17
+	VSHUFI32X4 $0x88, Z14, Z10, Z18
+	VSHUFI32X4 $0xdd, Z14, Z10, Z19
+	VSHUFI32X4 $0x88, Z18, Z16, Z20
+	VMOVDQU32 Z20, (DI)(R8*2)
+	VSHUFI32X4 $0xdd, Z18, Z16, Z21
+	VMOVDQU32 Z21, (R10)(R8*2)
+	VSHUFI32X4 $0x88, Z19, Z17, Z22
+	VMOVDQU32 Z22, (R9)(R8*2)
+	VSHUFI32X4 $0xdd, Z19, Z17, Z23
+	VMOVDQU32 Z23, (R11)(R8*2)
+	VSHUFI32X4 $0x88, Z7, Z3, Z16
+	VSHUFI32X4 $0xdd, Z7, Z3, Z17
+	VSHUFI32X4 $0x88, Z15, Z11, Z18
+	VSHUFI32X4 $0xdd, Z15, Z11, Z19
+	VSHUFI32X4 $0x88, Z18, Z16, Z20
+	VMOVDQU32 Z20, (DI)(R12*1)
+	VSHUFI32X4 $0xdd, Z18, Z16, Z21
+	VMOVDQU32 Z21, (R10)(R12*1)
+	VSHUFI32X4 $0x88, Z19, Z17, Z22
+	VMOVDQU32 Z22, (R9)(R12*1)
+	VSHUFI32X4 $0xdd, Z19, Z17, Z23
+	VMOVDQU32 Z23, (R11)(R12*1)
+	ADDQ $64, SI
+	ADDQ $64, AX
+	ADDQ $64, DX
+	ADDQ $64, CX
+	LEAQ (DI)(R8*8), DI
+	LEAQ (DI)(R8*8), DI
+	LEAQ (R9)(R8*8), R9
+	LEAQ (R9)(R8*8), R9
+	LEAQ (R10)(R8*8), R10
+	LEAQ (R10)(R8*8), R10
+	LEAQ (R11)(R8*8), R11
+	LEAQ (R11)(R8*8), R11
+	SUBQ $16, n+32(FP)
+	JNZ tloop
 	VZEROUPPER
 	RET
-
-DATA bf16Iota<>+0(SB)/4, $0
-DATA bf16Iota<>+4(SB)/4, $1
-DATA bf16Iota<>+8(SB)/4, $2
-DATA bf16Iota<>+12(SB)/4, $3
-DATA bf16Iota<>+16(SB)/4, $4
-DATA bf16Iota<>+20(SB)/4, $5
-DATA bf16Iota<>+24(SB)/4, $6
-DATA bf16Iota<>+28(SB)/4, $7
-DATA bf16Iota<>+32(SB)/4, $8
-DATA bf16Iota<>+36(SB)/4, $9
-DATA bf16Iota<>+40(SB)/4, $10
-DATA bf16Iota<>+44(SB)/4, $11
-DATA bf16Iota<>+48(SB)/4, $12
-DATA bf16Iota<>+52(SB)/4, $13
-DATA bf16Iota<>+56(SB)/4, $14
-DATA bf16Iota<>+60(SB)/4, $15
-GLOBL bf16Iota<>(SB), RODATA|NOPTR, $64

@@ -27,7 +27,7 @@ func TestPackBF16Vec(t *testing.T) {
 				got[i] = 0xffff
 			}
 			packBF16A(trans, a, lda, m, k, want, mp, kp)
-			packBF16AVec(trans, a, lda, m, k, got, mp, kp)
+			packBF16AVec(trans, a, lda, m, k, got, mp, kp, make([]uint32, max(kp/2*mp, np*kp/2)))
 			for i := range want {
 				if got[i] != want[i] {
 					t.Fatalf("%v trans %v: pa[%d] (row %d col %d) = %#04x, want %#04x", sz, trans, i, i/kp, i%kp, got[i], want[i])
@@ -38,12 +38,60 @@ func TestPackBF16Vec(t *testing.T) {
 				gotB[i] = 0xffffffff
 			}
 			packBF16B(trans, b, ldb, k, n, wantB, kp, np)
-			packBF16BVec(trans, b, ldb, k, n, gotB, kp, np)
+			packBF16BVec(trans, b, ldb, k, n, gotB, kp, np, make([]uint32, max(kp/2*mp, np*kp/2)))
 			for i := range wantB {
 				if gotB[i] != wantB[i] {
 					t.Fatalf("%v trans %v: pb[%d] (pair row %d col %d) = %#08x, want %#08x", sz, trans, i, i/np, i%np, gotB[i], wantB[i])
 				}
 			}
+		}
+	}
+}
+
+// BenchmarkAMXParts times the AMX path's phases apart on the benchmark
+// MLP's largest products: packing A, packing B, the tiles, the copy out.
+func BenchmarkAMXParts(b *testing.B) {
+	if !BF16Native() {
+		b.Skip("no AMX here")
+	}
+	rng := newTestRand(9)
+	for _, c := range []struct {
+		name           string
+		transA, transB bool
+		m, n, k        int
+	}{{"fwd1", false, true, 250, 512, 784}, {"dw1", true, false, 512, 784, 250}, {"dx2", false, false, 250, 512, 256}} {
+		lda, ldb := c.k, c.n
+		if c.transA {
+			lda = c.m
+		}
+		if c.transB {
+			ldb = c.k
+		}
+		a, bm := randSlice(rng, c.m*c.k, 1), randSlice(rng, c.n*c.k, 1)
+		out := make([]float32, c.m*c.n)
+		mp, np, kp := gemmRoundUp(c.m, 32), gemmRoundUp(c.n, 32), gemmRoundUp(c.k, 32)
+		pa, pb, pc := make([]uint16, mp*kp), make([]uint32, kp/2*np), make([]float32, mp*np)
+		pt := make([]uint32, max(kp/2*mp, np*kp/2))
+		flops := 2 * float64(c.m*c.n*c.k)
+		for _, part := range []struct {
+			name string
+			run  func()
+		}{
+			{"packA", func() { packBF16AVec(c.transA, a, lda, c.m, c.k, pa, mp, kp, pt) }},
+			{"packB", func() { packBF16BVec(c.transB, bm, ldb, c.k, c.n, pb, kp, np, pt) }},
+			{"tiles", func() {
+				for mb := 0; mb < mp/32; mb++ {
+					amxRowBlock(&amx.cfg[0], &pa[mb*32*kp], &pb[0], &pc[mb*32*np], np/32, kp/32, kp*2, np*4, np*4)
+				}
+			}},
+			{"all", func() { amxGemm(c.transA, c.transB, c.m, c.n, c.k, a, lda, bm, ldb, out, c.n) }},
+		} {
+			b.Run(c.name+"/"+part.name, func(b *testing.B) {
+				for b.Loop() {
+					part.run()
+				}
+				b.ReportMetric(flops*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+			})
 		}
 	}
 }
