@@ -92,24 +92,28 @@ func amxGemm(transA, transB bool, m, n, k int, a []float32, lda int, b []float32
 		checkGemmOperand("b", b, k, n, ldb)
 	}
 	mp, np, kp := gemmRoundUp(m, 32), gemmRoundUp(n, 32), gemmRoundUp(k, 32)
+	// Row strides one cache line longer than the rows: with n = 512 a
+	// stride of np pairs is 2 KB, and a tile's 16 rows would fall in two L1
+	// sets.
+	lpa, lpb := kp+32, np+16
 	s := &amxBuffers
 	s.Lock()
 	defer s.Unlock()
-	s.pa = growU16(s.pa, mp*kp)
-	s.pb = growU32(s.pb, kp/2*np)
-	s.pc = growF32(s.pc, mp*np)
+	s.pa = growU16(s.pa, mp*lpa)
+	s.pb = growU32(s.pb, kp/2*lpb)
+	s.pc = growF32(s.pc, mp*lpb)
+	s.pt = growU32(s.pt, max(lpa/2*mp, lpb*kp/2))
 	pa, pb, pc := s.pa, s.pb, s.pc
-	s.pt = growU32(s.pt, max(kp/2*mp, np*kp/2))
-	packBF16AVec(transA, a, lda, m, k, pa, mp, kp, s.pt)
-	packBF16BVec(transB, b, ldb, k, n, pb, kp, np, s.pt)
+	packBF16AVec(transA, a, lda, m, k, pa, mp, lpa, s.pt)
+	packBF16BVec(transB, b, ldb, k, n, pb, kp, lpb, s.pt)
 	ParallelFor(mp/32, 1, func(lo, hi int) {
 		for mb := lo; mb < hi; mb++ {
-			amxRowBlock(&amx.cfg[0], &pa[mb*32*kp], &pb[0], &pc[mb*32*np], np/32, kp/32, kp*2, np*4, np*4)
+			amxRowBlock(&amx.cfg[0], &pa[mb*32*lpa], &pb[0], &pc[mb*32*lpb], np/32, kp/32, lpa*2, lpb*4, lpb*4)
 		}
 	})
 	ParallelFor(m, rowGrain(n), func(lo, hi int) {
 		for i := lo; i < hi; i++ {
-			copy(c[i*ldc:i*ldc+n], pc[i*np:i*np+n])
+			copy(c[i*ldc:i*ldc+n], pc[i*lpb:i*lpb+n])
 		}
 	})
 	return true

@@ -70,18 +70,19 @@ func BenchmarkAMXParts(b *testing.B) {
 		a, bm := randSlice(rng, c.m*c.k, 1), randSlice(rng, c.n*c.k, 1)
 		out := make([]float32, c.m*c.n)
 		mp, np, kp := gemmRoundUp(c.m, 32), gemmRoundUp(c.n, 32), gemmRoundUp(c.k, 32)
-		pa, pb, pc := make([]uint16, mp*kp), make([]uint32, kp/2*np), make([]float32, mp*np)
-		pt := make([]uint32, max(kp/2*mp, np*kp/2))
+		lpa, lpb := kp+32, np+16
+		pa, pb, pc := make([]uint16, mp*lpa), make([]uint32, kp/2*lpb), make([]float32, mp*lpb)
+		pt := make([]uint32, max(lpa/2*mp, lpb*kp/2))
 		flops := 2 * float64(c.m*c.n*c.k)
 		for _, part := range []struct {
 			name string
 			run  func()
 		}{
-			{"packA", func() { packBF16AVec(c.transA, a, lda, c.m, c.k, pa, mp, kp, pt) }},
-			{"packB", func() { packBF16BVec(c.transB, bm, ldb, c.k, c.n, pb, kp, np, pt) }},
+			{"packA", func() { packBF16AVec(c.transA, a, lda, c.m, c.k, pa, mp, lpa, pt) }},
+			{"packB", func() { packBF16BVec(c.transB, bm, ldb, c.k, c.n, pb, kp, lpb, pt) }},
 			{"tiles", func() {
 				for mb := 0; mb < mp/32; mb++ {
-					amxRowBlock(&amx.cfg[0], &pa[mb*32*kp], &pb[0], &pc[mb*32*np], np/32, kp/32, kp*2, np*4, np*4)
+					amxRowBlock(&amx.cfg[0], &pa[mb*32*lpa], &pb[0], &pc[mb*32*lpb], np/32, kp/32, lpa*2, lpb*4, lpb*4)
 				}
 			}},
 			{"all", func() { amxGemm(c.transA, c.transB, c.m, c.n, c.k, a, lda, bm, ldb, out, c.n) }},
