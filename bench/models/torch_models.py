@@ -87,7 +87,10 @@ def loaded_blas():
 
 
 def read_idx(path):
-    """The payload of an IDX file (optionally gzipped) and its shape."""
+    """The payload of an IDX file (optionally gzipped: PATH.gz is read where
+    PATH is missing) and its shape."""
+    if not os.path.exists(path) and os.path.exists(path + ".gz"):
+        path += ".gz"
     opener = gzip.open if path.endswith(".gz") else open
     with opener(path, "rb") as f:
         data = f.read()

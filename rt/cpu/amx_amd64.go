@@ -17,7 +17,8 @@ import (
 // pairs along k (pb: kp/2 rows of np pairs, np = n rounded up to 32: the
 // layout TDPBF16PS reads), zero-padded, then multiplies 32×32 blocks of C
 // into pc (mp×np float32) with amxRowBlock, one 32-row block of C per piece
-// of work, and copies pc's m×n corner into C.
+// of work, storing whole blocks straight into C and those that C's edges
+// cut through pc.
 
 var amx struct {
 	once sync.Once
@@ -106,14 +107,28 @@ func amxGemm(transA, transB bool, m, n, k int, a []float32, lda int, b []float32
 	pa, pb, pc := s.pa, s.pb, s.pc
 	packBF16AVec(transA, a, lda, m, k, pa, mp, lpa, s.pt)
 	packBF16BVec(transB, b, ldb, k, n, pb, kp, lpb, s.pt)
+	// Whole 32×32 blocks of C are stored in place; the blocks that C's
+	// edges cut go through pc and are copied.
+	nFull := n / 32
 	ParallelFor(mp/32, 1, func(lo, hi int) {
 		for mb := lo; mb < hi; mb++ {
-			amxRowBlock(&amx.cfg[0], &pa[mb*32*lpa], &pb[0], &pc[mb*32*lpb], np/32, kp/32, lpa*2, lpb*4, lpb*4)
-		}
-	})
-	ParallelFor(m, rowGrain(n), func(lo, hi int) {
-		for i := lo; i < hi; i++ {
-			copy(c[i*ldc:i*ldc+n], pc[i*lpb:i*lpb+n])
+			i0, ap := mb*32, &pa[mb*32*lpa]
+			if i0+32 > m {
+				amxRowBlock(&amx.cfg[0], ap, &pb[0], &pc[i0*lpb], np/32, kp/32, lpa*2, lpb*4, lpb*4)
+				for i := i0; i < m; i++ {
+					copy(c[i*ldc:i*ldc+n], pc[i*lpb:i*lpb+n])
+				}
+				continue
+			}
+			if nFull > 0 {
+				amxRowBlock(&amx.cfg[0], ap, &pb[0], &c[i0*ldc], nFull, kp/32, lpa*2, lpb*4, ldc*4)
+			}
+			if nFull*32 < n {
+				amxRowBlock(&amx.cfg[0], ap, &pb[nFull*32], &pc[i0*lpb], 1, kp/32, lpa*2, lpb*4, lpb*4)
+				for i := i0; i < i0+32; i++ {
+					copy(c[i*ldc+nFull*32:i*ldc+n], pc[i*lpb:i*lpb+n-nFull*32])
+				}
+			}
 		}
 	})
 	return true
@@ -154,23 +169,23 @@ func packBF16AVec(trans bool, a []float32, lda, m, k int, pa []uint16, mp, kp in
 		})
 		return
 	}
-	ParallelFor(kp/2, 8, func(lo, hi int) {
-		for q := lo; q < hi; q++ {
-			row := pt[q*mp : q*mp+mp]
-			i0 := 0
-			if 2*q+1 < k && m16 > 0 {
-				bf16Pairs(&row[0], &a[2*q*lda], &a[(2*q+1)*lda], m16)
-				i0 = m16
-			}
-			for i := i0; i < mp; i++ {
-				row[i] = amxPair(a, true, lda, i, 2*q, m, k)
-			}
-		}
-	})
+	// 16 rows of pt at a time (16 KB with mp = 256), transposed while they
+	// are in L1.
 	pa32 := unsafe.Slice((*uint32)(unsafe.Pointer(&pa[0])), len(pa)/2)
 	ParallelFor(kp/32, 1, func(lo, hi int) {
-		for q := lo * 16; q < hi*16; q += 16 {
-			dwordT16(&pa32[q], kp/2, &pt[q*mp], mp, mp)
+		for q0 := lo * 16; q0 < hi*16; q0 += 16 {
+			for q := q0; q < q0+16; q++ {
+				row := pt[q*mp : q*mp+mp]
+				i0 := 0
+				if 2*q+1 < k && m16 > 0 {
+					bf16Pairs(&row[0], &a[2*q*lda], &a[(2*q+1)*lda], m16)
+					i0 = m16
+				}
+				for i := i0; i < mp; i++ {
+					row[i] = amxPair(a, true, lda, i, 2*q, m, k)
+				}
+			}
+			dwordT16(&pa32[q0], kp/2, &pt[q0*mp], mp, mp)
 		}
 	})
 }
@@ -213,27 +228,27 @@ func packBF16BVec(trans bool, b []float32, ldb, k, n int, pb []uint32, kp, np in
 		})
 		return
 	}
+	// 16 rows of pt at a time (25 KB with k = 784), transposed while they
+	// are in L1.
 	pt16 := unsafe.Slice((*uint16)(unsafe.Pointer(&pt[0])), 2*len(pt))
-	ParallelFor(np, 16, func(lo, hi int) {
-		for j := lo; j < hi; j++ {
-			row := pt16[j*kp : j*kp+kp]
-			if j >= n {
-				clear(row)
-				continue
-			}
-			src := b[j*ldb : j*ldb+k]
-			if k16 > 0 {
-				bf16Row(&row[0], &src[0], k16)
-			}
-			for p := k16; p < k; p++ {
-				row[p] = bf16Bits(src[p])
-			}
-			clear(row[k:])
-		}
-	})
 	ParallelFor(np/16, 1, func(lo, hi int) {
-		for j := lo * 16; j < hi*16; j += 16 {
-			dwordT16(&pb[j], np, &pt[j*kp/2], kp/2, kp/2)
+		for j0 := lo * 16; j0 < hi*16; j0 += 16 {
+			for j := j0; j < j0+16; j++ {
+				row := pt16[j*kp : j*kp+kp]
+				if j >= n {
+					clear(row)
+					continue
+				}
+				src := b[j*ldb : j*ldb+k]
+				if k16 > 0 {
+					bf16Row(&row[0], &src[0], k16)
+				}
+				for p := k16; p < k; p++ {
+					row[p] = bf16Bits(src[p])
+				}
+				clear(row[k:])
+			}
+			dwordT16(&pb[j0], np, &pt[j0*kp/2], kp/2, kp/2)
 		}
 	})
 }
