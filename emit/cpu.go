@@ -424,6 +424,29 @@ var cpuConvKernels = map[string]struct{ fwd, bwd string }{
 	planner.ConvWinogradF4: {"Conv2DWinogradF4Fwd", "Conv2DWinogradF4Bwd"},
 }
 
+// cpuDenseKernels are the rt/cpu functions of a dense step in each
+// precision (planner.Attr.Precision), forward and backward: FP32's are
+// the package's GemmFwd and GemmBwd, BF16's the methods of cpu.BF16
+// (bfloat16 operands, float32 accumulation).
+var cpuDenseKernels = map[string]struct{ fwd, bwd string }{
+	planner.PrecisionF32:  {"cpu.GemmFwd", "cpu.GemmBwd"},
+	planner.PrecisionBF16: {"cpu.BF16.GemmFwd", "cpu.BF16.GemmBwd"},
+}
+
+// cpuDenseKernel returns the rt/cpu functions of a dense step whose plan
+// recorded precision ("" in a plan built by hand: f32). A step of another
+// backend's plan (reference) runs in f32, the arithmetic it checks.
+func cpuDenseKernel(precision string, reference bool) (struct{ fwd, bwd string }, error) {
+	if precision == "" || reference {
+		precision = planner.PrecisionF32
+	}
+	k, ok := cpuDenseKernels[precision]
+	if !ok {
+		return k, fmt.Errorf("the CPU has no dense kernels in the precision %q", precision)
+	}
+	return k, nil
+}
+
 // cpuConvKernel returns the rt/cpu kernels of a convolution step whose
 // plan recorded method: a CPU plan records one of the CPU's methods, and
 // the program calls it with no choice left for run time. A step of
@@ -478,7 +501,11 @@ func (g *generator) kernelCall(st planner.Step, in, out []operand, training bool
 			return "", err
 		}
 		batch := in[0].buf.Size / w[1]
-		return fmt.Sprintf("cpu.GemmFwd(%s, %s, %s, %s, %d, %d, %d, %s, %s)", in[0].slice(), in[1].slice(), in[2].slice(), out[0].slice(), batch, w[1], w[0], ac, float(a.Alpha)), nil
+		k, err := cpuDenseKernel(a.Precision, g.reference)
+		if err != nil {
+			return "", err
+		}
+		return fmt.Sprintf("%s(%s, %s, %s, %s, %d, %d, %d, %s, %s)", k.fwd, in[0].slice(), in[1].slice(), in[2].slice(), out[0].slice(), batch, w[1], w[0], ac, float(a.Alpha)), nil
 	case planner.KGemmBwd:
 		if err := need(in, 4, "input"); err != nil {
 			return "", err
@@ -492,7 +519,11 @@ func (g *generator) kernelCall(st planner.Step, in, out []operand, training bool
 			return "", err
 		}
 		batch := in[0].buf.Size / w[1]
-		return fmt.Sprintf("cpu.GemmBwd(%s, %s, %s, %s, %s, %s, %s, %d, %d, %d, %s, %s)", in[0].slice(), in[1].slice(), in[2].slice(), in[3].slice(),
+		k, err := cpuDenseKernel(a.Precision, g.reference)
+		if err != nil {
+			return "", err
+		}
+		return fmt.Sprintf("%s(%s, %s, %s, %s, %s, %s, %s, %d, %d, %d, %s, %s)", k.bwd, in[0].slice(), in[1].slice(), in[2].slice(), in[3].slice(),
 			out[0].slice(), out[1].slice(), out[2].slice(), batch, w[1], w[0], ac, float(a.Alpha)), nil
 	case planner.KConv2D:
 		if err := need(in, 3, "input"); err != nil {
@@ -813,6 +844,33 @@ func (g *generator) renderModel(t, e, o *planView) {
 	g.p("}...)")
 	g.p("}")
 	g.p("")
+	if usesBF16(t, e, o) {
+		// Only a program with bf16 steps says how they run, so that f32
+		// programs are as they were.
+		g.p("// DeviceFacts tells `info` how this CPU runs the dense layers' bf16")
+		g.p("// products: natively on Intel AMX, or emulated in float32 on")
+		g.p("// bfloat16-rounded operands (the same numbers, at float32's speed).")
+		g.p("func (model) DeviceFacts() [][2]string {")
+		g.p("how := \"emulated (no AMX on this CPU): float32 arithmetic on bfloat16-rounded operands\"")
+		g.p("if cpu.BF16Native() {")
+		g.p("how = \"native (Intel AMX)\"")
+		g.p("}")
+		g.p("return [][2]string{{\"bf16 products\", how}}")
+		g.p("}")
+		g.p("")
+	}
+}
+
+// usesBF16 reports whether a step of the plans multiplies in bf16.
+func usesBF16(plans ...*planView) bool {
+	for _, pv := range plans {
+		for _, st := range append(slices.Clone(pv.plan.Forward), pv.plan.Backward...) {
+			if st.Attr.Precision == planner.PrecisionBF16 {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // renderMeta writes the model's description for the runtime.
