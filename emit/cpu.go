@@ -426,11 +426,12 @@ var cpuConvKernels = map[string]struct{ fwd, bwd string }{
 
 // cpuDenseKernels are the rt/cpu functions of a dense step in each
 // precision (planner.Attr.Precision), forward and backward: FP32's are
-// the package's GemmFwd and GemmBwd, BF16's the methods of cpu.BF16
-// (bfloat16 operands, float32 accumulation).
+// the package's GemmFwd and GemmBwd, BF16's the methods of the program's
+// bf16Dense, which is cpu.BF16 (bfloat16 operands, float32 accumulation)
+// save while SelfTest's gradient check runs (renderModelMethods).
 var cpuDenseKernels = map[string]struct{ fwd, bwd string }{
 	planner.PrecisionF32:  {"cpu.GemmFwd", "cpu.GemmBwd"},
-	planner.PrecisionBF16: {"cpu.BF16.GemmFwd", "cpu.BF16.GemmBwd"},
+	planner.PrecisionBF16: {"bf16Dense.GemmFwd", "bf16Dense.GemmBwd"},
 }
 
 // cpuDenseKernel returns the rt/cpu functions of a dense step whose plan
@@ -800,7 +801,11 @@ func (g *generator) renderModel(t, e, o *planView) {
 	g.p("// SelfTest checks the fast GEMM against the reference on this model's")
 	g.p("// shapes, and the whole backward pass against finite differences.")
 	g.p("func (m model) SelfTest() []app.SelfTestRow {")
-	g.p("return append(app.GradCheck(m), []app.SelfTestRow{")
+	gradCheck := "app.GradCheck"
+	if usesBF16(t, e, o) {
+		gradCheck = "gradCheckF32"
+	}
+	g.p("return append(%s(m), []app.SelfTestRow{", gradCheck)
 	for _, st := range tp.Forward {
 		switch st.Kernel {
 		case planner.KGemm:
@@ -808,6 +813,9 @@ func (g *generator) renderModel(t, e, o *planView) {
 			b := tp.Buffers[st.In[0]].Size / w[1]
 			g.p("app.GemmCheck(%s, %d, %d, %d, false, true),", quote(st.Layer+" forward"), b, w[0], w[1])
 			g.p("app.GemmCheck(%s, %d, %d, %d, true, false),", quote(st.Layer+" weight gradient"), w[0], w[1], b)
+			if st.Attr.Precision == planner.PrecisionBF16 {
+				g.p("app.DenseCheck(%s, cpu.BF16, cpu.RoundBF16, %d, %d, %d),", quote(st.Layer), b, w[1], w[0])
+			}
 		case planner.KConv2D:
 			c := st.Attr.Conv
 			g.p("app.GemmCheck(%s, %d, %d, %d, false, false),", quote(st.Layer+" forward"), c.OC/c.Groups, c.OH*c.OW, c.C/c.Groups*c.KH*c.KW)
@@ -847,6 +855,23 @@ func (g *generator) renderModel(t, e, o *planView) {
 	if usesBF16(t, e, o) {
 		// Only a program with bf16 steps says how they run, so that f32
 		// programs are as they were.
+		g.p("// bf16Dense multiplies the dense steps the plan put in bf16: cpu.BF16,")
+		g.p("// or cpu.FP32 while SelfTest's gradient check runs.")
+		g.p("var bf16Dense = cpu.BF16")
+		g.p("")
+		g.p("// gradCheckF32 is app.GradCheck with the bf16 steps in float32:")
+		g.p("// finite differences cannot see a weight's small step through")
+		g.p("// bfloat16 rounding, and the differentiation they check is the same.")
+		g.p("func gradCheckF32(m model) []app.SelfTestRow {")
+		g.p("bf16Dense = cpu.FP32")
+		g.p("defer func() { bf16Dense = cpu.BF16 }()")
+		g.p("rows := app.GradCheck(m)")
+		g.p("for i := range rows {")
+		g.p("rows[i].Name += \", bf16 steps in f32\"")
+		g.p("}")
+		g.p("return rows")
+		g.p("}")
+		g.p("")
 		g.p("// DeviceFacts tells `info` how this CPU runs the dense layers' bf16")
 		g.p("// products: natively on Intel AMX, or emulated in float32 on")
 		g.p("// bfloat16-rounded operands (the same numbers, at float32's speed).")
