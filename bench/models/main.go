@@ -28,8 +28,10 @@ import (
 	"time"
 )
 
-// benchModels names the models in table order: a binary of that name in
-// -bin, and the same name in torch_models.py.
+// benchModels names the models in table order (-models): a binary of that
+// name in -bin, and the same name in torch_models.py, where a name ending in
+// _bf16 is the model under torch.autocast to bfloat16 (the counterpart of a
+// spec with precision: "bf16", such as bench/models/mlp_bf16.cue).
 var benchModels = []string{"mlp", "lenet5", "mnist"}
 
 type config struct {
@@ -49,8 +51,10 @@ func main() {
 	flag.IntVar(&c.epochReps, "epoch-reps", 2, "alternating repetitions of the training epoch")
 	flag.IntVar(&c.iters, "iters", 20, "timed iterations per inference measurement (each side reports its median)")
 	flag.IntVar(&c.limit, "limit", 0, "train on only the first N images (quick checks of this harness; 0: all 60000)")
+	models := flag.String("models", strings.Join(benchModels, ","), "models to compare, in table order (e.g. mlp,mlp_bf16)")
 	flag.StringVar(&c.waitPolicy, "omp-wait-policy", "", "OMP_WAIT_POLICY for PyTorch (empty: try active and passive, keep the faster)")
 	flag.Parse()
+	benchModels = strings.Split(*models, ",")
 	var err error
 	if c.binDir == "" {
 		err = fmt.Errorf("-bin is required")

@@ -9,6 +9,8 @@ measure themselves:
   torch_models.py infer MODEL [--iters N]       median ms of batch-250 and batch-1 inference
   torch_models.py train MODEL --data DIR        seconds of one 60000-image training epoch
 
+A MODEL ending in _bf16 runs under torch.autocast to bfloat16 (split_precision).
+
 Every command prints one JSON object. Run it with Debian's /usr/bin/python3
 (whose python3-torch this is), with the optimised OpenBLAS selected by
 LD_LIBRARY_PATH and OMP_NUM_THREADS equal to BENCH_THREADS, so that torch's
@@ -17,6 +19,7 @@ BENCHMARKS.md explains why); BENCH_THREADS is also passed to
 torch.set_num_threads, since torch defaults to one thread on these machines.
 """
 import argparse
+import contextlib
 import gzip
 import json
 import os
@@ -29,6 +32,16 @@ from torch import nn
 
 BATCH = 250
 LR = 1e-3
+
+
+def split_precision(name):
+    """A model name and its arithmetic: "mlp_bf16" is the MLP trained and run
+    under torch.autocast to bfloat16 on the CPU (PyTorch's mixed precision:
+    bf16 products through oneDNN, AMX where the CPU has it, float32 weights
+    and optimizer), the counterpart of a spec with precision: "bf16"."""
+    if name.endswith("_bf16"):
+        return name[:-len("_bf16")], torch.bfloat16
+    return name, None
 
 
 def build(name):
@@ -96,19 +109,25 @@ def median_ms(fn, iters, warmup):
     return statistics.median(times)
 
 
-def cmd_infer(model, iters):
+def autocast(dtype):
+    if dtype is None:
+        return contextlib.nullcontext()
+    return torch.autocast("cpu", dtype=dtype)
+
+
+def cmd_infer(model, iters, dtype):
     model.eval()
     g = torch.Generator().manual_seed(7)
     xb = torch.rand(BATCH, 1, 28, 28, generator=g)
     x1 = torch.rand(1, 1, 28, 28, generator=g)
-    with torch.inference_mode():
+    with torch.inference_mode(), autocast(dtype):
         batch_ms = median_ms(lambda: model(xb), iters, 5)
         one_ms = median_ms(lambda: model(x1), iters, 5)
     return {"infer_batch_ms": batch_ms, "infer_batch1_ms": one_ms,
             "infer_images_per_sec": BATCH / (batch_ms / 1e3), "iterations": iters}
 
 
-def cmd_train(model, data, limit):
+def cmd_train(model, data, limit, dtype):
     """One epoch over the training set, timed like mlbuild's epoch report:
     from the start of the first batch to the end of the last, counting each
     batch's gather from the shuffled order, forward, loss, backward, Adam step
@@ -129,8 +148,9 @@ def cmd_train(model, data, limit):
         idx = order[b * BATCH:(b + 1) * BATCH]
         xb, yb = x[idx], labels[idx]
         opt.zero_grad(set_to_none=True)
-        out = model(xb)
-        loss = loss_fn(out, yb)
+        with autocast(dtype):
+            out = model(xb)
+            loss = loss_fn(out, yb)
         loss.backward()
         opt.step()
         sum_loss += loss.item()
@@ -159,12 +179,13 @@ def main():
                    omp_num_threads=os.environ.get("OMP_NUM_THREADS", ""),
                    blas=loaded_blas())
     else:
-        model = build(a.model)
+        name, dtype = split_precision(a.model)
+        model = build(name)
         out["params"] = sum(t.numel() for t in model.parameters())
         if a.command == "infer":
-            out.update(cmd_infer(model, a.iters))
+            out.update(cmd_infer(model, a.iters, dtype))
         elif a.command == "train":
-            out.update(cmd_train(model, a.data, a.limit))
+            out.update(cmd_train(model, a.data, a.limit, dtype))
     print(json.dumps(out))
 
 

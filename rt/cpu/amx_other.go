@@ -1,3 +1,5 @@
+//go:build !amd64 || purego
+
 package cpu
 
 // amxGemm is the AMX product; there is none off amd64.

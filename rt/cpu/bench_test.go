@@ -151,13 +151,14 @@ func BenchmarkMLPStep(b *testing.B) {
 		}
 		return y[l-1]
 	}
-	fwd := func(l int) { GemmFwd(input(l), w[l], bias[l], y[l], batch, dims[l], dims[l+1], act[l], 0) }
+	prec := FP32
+	fwd := func(l int) { prec.GemmFwd(input(l), w[l], bias[l], y[l], batch, dims[l], dims[l+1], act[l], 0) }
 	bwd := func(l int) {
 		g := dy[l]
 		if l < 2 {
 			g = dx[l+1] // the next layer's dx is this layer's dy
 		}
-		GemmBwd(input(l), w[l], y[l], g, dx[l], dw[l], db[l], batch, dims[l], dims[l+1], act[l], 0)
+		prec.GemmBwd(input(l), w[l], y[l], g, dx[l], dw[l], db[l], batch, dims[l], dims[l+1], act[l], 0)
 	}
 	adam := func(l int) { Adam(w[l], dw[l], m[l], v[l], 1e-3, 0.9, 0.999, 1e-8, 0, 1, false) }
 	step := func() {
@@ -171,9 +172,12 @@ func BenchmarkMLPStep(b *testing.B) {
 	}
 	step()
 	defer SetThreads(Threads())
-	for _, threads := range []int{1, 2} {
-		SetThreads(threads)
-		b.Run(fmt.Sprintf("threads=%d", threads), func(b *testing.B) { mlpKernels(b, fwd, bwd, adam, step) })
+	for _, p := range []*Precision{FP32, BF16} {
+		prec = p
+		for _, threads := range []int{1, 2} {
+			SetThreads(threads)
+			b.Run(fmt.Sprintf("%s/threads=%d", p, threads), func(b *testing.B) { mlpKernels(b, fwd, bwd, adam, step) })
+		}
 	}
 }
 

@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"math"
+	"os"
 
 	"testing"
 )
@@ -128,5 +129,75 @@ func TestDenseBF16(t *testing.T) {
 		if diff > 2e-2*norm || (c.name != "db" && diff < 1e-6*norm) {
 			t.Errorf("%s: bf16 and f32 differ by %.3g (largest |value| %.3g)", c.name, diff, norm)
 		}
+	}
+}
+
+// TestPackBF16 checks the AMX path's packed operands against the rounded
+// float32 operands, padding included, for both orientations.
+func TestPackBF16(t *testing.T) {
+	rng := newTestRand(7)
+	m, k, n := 37, 45, 19
+	mp, kp, np := 64, 64, 32
+	for _, trans := range []bool{false, true} {
+		lda, ldb := k+2, n+3
+		if trans {
+			lda, ldb = m+1, k+4
+		}
+		a := randSlice(rng, max(m, k)*lda, 1)
+		b := randSlice(rng, max(n, k)*ldb, 1)
+		pa := make([]uint16, mp*kp)
+		pb := make([]uint32, kp/2*np)
+		for i := range pa {
+			pa[i] = 0xffff // the packer must overwrite the padding too
+		}
+		for i := range pb {
+			pb[i] = 0xffffffff
+		}
+		packBF16A(trans, a, lda, m, k, pa, mp, kp)
+		packBF16B(trans, b, ldb, k, n, pb, kp, np)
+		bf := func(h uint16) float32 { return math.Float32frombits(uint32(h) << 16) }
+		for i := 0; i < mp; i++ {
+			for p := 0; p < kp; p++ {
+				var want float32
+				if i < m && p < k {
+					want = a[i*lda+p]
+					if trans {
+						want = a[p*lda+i]
+					}
+					want = RoundBF16(want)
+				}
+				if got := bf(pa[i*kp+p]); got != want {
+					t.Fatalf("trans %v: A[%d][%d] packed as %v, want %v", trans, i, p, got, want)
+				}
+			}
+		}
+		for p := 0; p < kp; p++ {
+			for j := 0; j < np; j++ {
+				var want float32
+				if p < k && j < n {
+					want = b[p*ldb+j]
+					if trans {
+						want = b[j*ldb+p]
+					}
+					want = RoundBF16(want)
+				}
+				pair := pb[p/2*np+j]
+				if p%2 == 1 {
+					pair >>= 16
+				}
+				if got := bf(uint16(pair)); got != want {
+					t.Fatalf("trans %v: B[%d][%d] packed as %v, want %v", trans, p, j, got, want)
+				}
+			}
+		}
+	}
+}
+
+// TestBF16Native reports which path TestSgemmBF16 took, so that a run on an
+// AMX machine shows it tested the tiles.
+func TestBF16Native(t *testing.T) {
+	t.Logf("BF16Native: %v", BF16Native())
+	if os.Getenv("MLBUILD_WANT_AMX") == "1" && !BF16Native() {
+		t.Fatal("MLBUILD_WANT_AMX=1 but this CPU or OS gives no AMX tiles")
 	}
 }

@@ -1,0 +1,260 @@
+//go:build !purego
+
+package cpu
+
+import (
+	"sync"
+	"syscall"
+	"unsafe"
+)
+
+// Intel AMX: BF16's products on tiles, where the CPU has AMX-BF16 and the
+// kernel lets this process use the tile registers (Linux asks a process to
+// request them: arch_prctl ARCH_REQ_XCOMP_PERM).
+//
+// A product C = A·B (m×k times k×n) packs A as bfloat16 rows of kp = k
+// rounded up to 32 (pa, mp×kp, mp = m rounded up to 32), B as bfloat16
+// pairs along k (pb: kp/2 rows of np pairs, np = n rounded up to 32: the
+// layout TDPBF16PS reads), zero-padded, then multiplies 32×32 blocks of C
+// into pc (mp×np float32) with amxRowBlock, one 32-row block of C per piece
+// of work, and copies pc's m×n corner into C.
+
+var amx struct {
+	once sync.Once
+	ok   bool
+	cfg  [64]byte // the tile configuration: palette 1, tmm0-7 16 rows of 64 bytes
+}
+
+func amxSetup() {
+	maxLeaf, _, _, _ := cpuid(0, 0)
+	if maxLeaf < 7 {
+		return
+	}
+	_, _, ecx1, _ := cpuid(1, 0)
+	if ecx1&(1<<27) == 0 { // no OSXSAVE: no XGETBV
+		return
+	}
+	_, _, _, edx7 := cpuid(7, 0)
+	const amxBF16, amxTile = 1 << 22, 1 << 24
+	if edx7&(amxBF16|amxTile) != amxBF16|amxTile {
+		return
+	}
+	xcr0, _ := xgetbv()
+	const tileState = 3 << 17 // XTILECFG and XTILEDATA
+	if xcr0&tileState != tileState {
+		return
+	}
+	const archReqXcompPerm, xfeatureXtiledata = 0x1023, 18
+	if _, _, errno := syscall.RawSyscall(syscall.SYS_ARCH_PRCTL, archReqXcompPerm, xfeatureXtiledata, 0); errno != 0 {
+		return
+	}
+	amx.cfg[0] = 1 // palette 1
+	for t := 0; t < 8; t++ {
+		amx.cfg[16+2*t] = 64 // bytes a row
+		amx.cfg[48+t] = 16   // rows
+	}
+	amx.ok = true
+}
+
+// BF16Native reports whether BF16 products run on bfloat16 hardware (Intel
+// AMX) here; where they don't, they run in float32 on rounded operands.
+func BF16Native() bool {
+	amx.once.Do(amxSetup)
+	return amx.ok
+}
+
+//go:noescape
+func amxRowBlock(cfg *byte, a *uint16, b *uint32, c *float32, nBlocks, kTiles, lda, ldb, ldc int)
+
+// amxBuffers are the packed operands and the padded product, reused.
+var amxBuffers struct {
+	sync.Mutex
+	pa []uint16
+	pb []uint32
+	pc []float32
+	pt []uint32 // a transposed operand before its transpose
+}
+
+// amxGemm is C = A·B on AMX tiles; false where the CPU has none.
+func amxGemm(transA, transB bool, m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int) bool {
+	if k <= 0 || !BF16Native() {
+		return false
+	}
+	checkGemmOperand("c", c, m, n, ldc)
+	if transA {
+		checkGemmOperand("a", a, k, m, lda)
+	} else {
+		checkGemmOperand("a", a, m, k, lda)
+	}
+	if transB {
+		checkGemmOperand("b", b, n, k, ldb)
+	} else {
+		checkGemmOperand("b", b, k, n, ldb)
+	}
+	mp, np, kp := gemmRoundUp(m, 32), gemmRoundUp(n, 32), gemmRoundUp(k, 32)
+	// Row strides one cache line longer than the rows: with n = 512 a
+	// stride of np pairs is 2 KB, and a tile's 16 rows would fall in two L1
+	// sets.
+	lpa, lpb := kp+32, np+16
+	s := &amxBuffers
+	s.Lock()
+	defer s.Unlock()
+	s.pa = growU16(s.pa, mp*lpa)
+	s.pb = growU32(s.pb, kp/2*lpb)
+	s.pc = growF32(s.pc, mp*lpb)
+	s.pt = growU32(s.pt, max(lpa/2*mp, lpb*kp/2))
+	pa, pb, pc := s.pa, s.pb, s.pc
+	packBF16AVec(transA, a, lda, m, k, pa, mp, lpa, s.pt)
+	packBF16BVec(transB, b, ldb, k, n, pb, kp, lpb, s.pt)
+	ParallelFor(mp/32, 1, func(lo, hi int) {
+		for mb := lo; mb < hi; mb++ {
+			amxRowBlock(&amx.cfg[0], &pa[mb*32*lpa], &pb[0], &pc[mb*32*lpb], np/32, kp/32, lpa*2, lpb*4, lpb*4)
+		}
+	})
+	ParallelFor(m, rowGrain(n), func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			copy(c[i*ldc:i*ldc+n], pc[i*lpb:i*lpb+n])
+		}
+	})
+	return true
+}
+
+//go:noescape
+func bf16Row(dst *uint16, src *float32, n int)
+
+//go:noescape
+func bf16Pairs(dst *uint32, lo, hi *float32, n int)
+
+//go:noescape
+func dwordT16(dst *uint32, ldd int, src *uint32, lds int, n int)
+
+// packBF16AVec is packBF16A with AVX-512 conversions (every CPU with AMX
+// has AVX-512): rows converted 16 at a time; transposed, the pairs of A's
+// columns (rows 2q and 2q+1 of the stored matrix) interleaved into the
+// rows of pt (kp/2 rows of mp pairs) and pt transposed into pa as uint32s.
+func packBF16AVec(trans bool, a []float32, lda, m, k int, pa []uint16, mp, kp int, pt []uint32) {
+	m16, k16 := m&^15, k&^15
+	if !trans {
+		ParallelFor(mp/16, 1, func(lo, hi int) {
+			for i := lo * 16; i < hi*16; i++ {
+				row := pa[i*kp : i*kp+kp]
+				if i >= m {
+					clear(row)
+					continue
+				}
+				src := a[i*lda : i*lda+k]
+				if k16 > 0 {
+					bf16Row(&row[0], &src[0], k16)
+				}
+				for p := k16; p < k; p++ {
+					row[p] = bf16Bits(src[p])
+				}
+				clear(row[k:])
+			}
+		})
+		return
+	}
+	ParallelFor(kp/2, 8, func(lo, hi int) {
+		for q := lo; q < hi; q++ {
+			row := pt[q*mp : q*mp+mp]
+			i0 := 0
+			if 2*q+1 < k && m16 > 0 {
+				bf16Pairs(&row[0], &a[2*q*lda], &a[(2*q+1)*lda], m16)
+				i0 = m16
+			}
+			for i := i0; i < mp; i++ {
+				row[i] = amxPair(a, true, lda, i, 2*q, m, k)
+			}
+		}
+	})
+	pa32 := unsafe.Slice((*uint32)(unsafe.Pointer(&pa[0])), len(pa)/2)
+	ParallelFor(kp/32, 1, func(lo, hi int) {
+		for q := lo * 16; q < hi*16; q += 16 {
+			dwordT16(&pa32[q], kp/2, &pt[q*mp], mp, mp)
+		}
+	})
+}
+
+// amxPair is A(i,p) and A(i,p+1) (zero outside m×k) as a bfloat16 pair.
+func amxPair(a []float32, trans bool, lda, i, p, m, k int) uint32 {
+	at := func(p int) uint32 {
+		if i >= m || p >= k {
+			return 0
+		}
+		if trans {
+			return uint32(bf16Bits(a[p*lda+i]))
+		}
+		return uint32(bf16Bits(a[i*lda+p]))
+	}
+	return at(p) | at(p+1)<<16
+}
+
+// packBF16BVec is packBF16B with AVX-512 conversions: B's rows 2q and
+// 2q+1 interleaved 16 columns at a time; transposed, each stored row
+// converted (its consecutive bfloat16 are the pairs of its column of B)
+// into a row of pt (np rows of kp/2 pairs), and pt transposed into pb.
+func packBF16BVec(trans bool, b []float32, ldb, k, n int, pb []uint32, kp, np int, pt []uint32) {
+	n16, k16 := n&^15, k&^15
+	if !trans {
+		ParallelFor(kp/2, 8, func(lo, hi int) {
+			for q := lo; q < hi; q++ {
+				row := pb[q*np : q*np+np]
+				p := 2 * q
+				j0 := 0
+				if p+1 < k && n16 > 0 {
+					bf16Pairs(&row[0], &b[p*ldb], &b[(p+1)*ldb], n16)
+					j0 = n16
+				}
+				for j := j0; j < n; j++ {
+					row[j] = amxPair(b, true, ldb, j, p, n, k)
+				}
+				clear(row[n:])
+			}
+		})
+		return
+	}
+	pt16 := unsafe.Slice((*uint16)(unsafe.Pointer(&pt[0])), 2*len(pt))
+	ParallelFor(np, 16, func(lo, hi int) {
+		for j := lo; j < hi; j++ {
+			row := pt16[j*kp : j*kp+kp]
+			if j >= n {
+				clear(row)
+				continue
+			}
+			src := b[j*ldb : j*ldb+k]
+			if k16 > 0 {
+				bf16Row(&row[0], &src[0], k16)
+			}
+			for p := k16; p < k; p++ {
+				row[p] = bf16Bits(src[p])
+			}
+			clear(row[k:])
+		}
+	})
+	ParallelFor(np/16, 1, func(lo, hi int) {
+		for j := lo * 16; j < hi*16; j += 16 {
+			dwordT16(&pb[j], np, &pt[j*kp/2], kp/2, kp/2)
+		}
+	})
+}
+
+func growU16(s []uint16, n int) []uint16 {
+	if cap(s) < n {
+		return make([]uint16, n)
+	}
+	return s[:n]
+}
+
+func growU32(s []uint32, n int) []uint32 {
+	if cap(s) < n {
+		return make([]uint32, n)
+	}
+	return s[:n]
+}
+
+func growF32(s []float32, n int) []float32 {
+	if cap(s) < n {
+		return make([]float32, n)
+	}
+	return s[:n]
+}
