@@ -424,6 +424,30 @@ var cpuConvKernels = map[string]struct{ fwd, bwd string }{
 	planner.ConvWinogradF4: {"Conv2DWinogradF4Fwd", "Conv2DWinogradF4Bwd"},
 }
 
+// cpuDenseKernels are the rt/cpu functions of a dense step in each
+// precision (planner.Attr.Precision), forward and backward: FP32's are
+// the package's GemmFwd and GemmBwd, BF16's the methods of the program's
+// bf16Dense, which is cpu.BF16 (bfloat16 operands, float32 accumulation)
+// save while SelfTest's gradient check runs (renderModelMethods).
+var cpuDenseKernels = map[string]struct{ fwd, bwd string }{
+	planner.PrecisionF32:  {"cpu.GemmFwd", "cpu.GemmBwd"},
+	planner.PrecisionBF16: {"bf16Dense.GemmFwd", "bf16Dense.GemmBwd"},
+}
+
+// cpuDenseKernel returns the rt/cpu functions of a dense step whose plan
+// recorded precision ("" in a plan built by hand: f32). A step of another
+// backend's plan (reference) runs in f32, the arithmetic it checks.
+func cpuDenseKernel(precision string, reference bool) (struct{ fwd, bwd string }, error) {
+	if precision == "" || reference {
+		precision = planner.PrecisionF32
+	}
+	k, ok := cpuDenseKernels[precision]
+	if !ok {
+		return k, fmt.Errorf("the CPU has no dense kernels in the precision %q", precision)
+	}
+	return k, nil
+}
+
 // cpuConvKernel returns the rt/cpu kernels of a convolution step whose
 // plan recorded method: a CPU plan records one of the CPU's methods, and
 // the program calls it with no choice left for run time. A step of
@@ -478,7 +502,11 @@ func (g *generator) kernelCall(st planner.Step, in, out []operand, training bool
 			return "", err
 		}
 		batch := in[0].buf.Size / w[1]
-		return fmt.Sprintf("cpu.GemmFwd(%s, %s, %s, %s, %d, %d, %d, %s, %s)", in[0].slice(), in[1].slice(), in[2].slice(), out[0].slice(), batch, w[1], w[0], ac, float(a.Alpha)), nil
+		k, err := cpuDenseKernel(a.Precision, g.reference)
+		if err != nil {
+			return "", err
+		}
+		return fmt.Sprintf("%s(%s, %s, %s, %s, %d, %d, %d, %s, %s)", k.fwd, in[0].slice(), in[1].slice(), in[2].slice(), out[0].slice(), batch, w[1], w[0], ac, float(a.Alpha)), nil
 	case planner.KGemmBwd:
 		if err := need(in, 4, "input"); err != nil {
 			return "", err
@@ -492,7 +520,11 @@ func (g *generator) kernelCall(st planner.Step, in, out []operand, training bool
 			return "", err
 		}
 		batch := in[0].buf.Size / w[1]
-		return fmt.Sprintf("cpu.GemmBwd(%s, %s, %s, %s, %s, %s, %s, %d, %d, %d, %s, %s)", in[0].slice(), in[1].slice(), in[2].slice(), in[3].slice(),
+		k, err := cpuDenseKernel(a.Precision, g.reference)
+		if err != nil {
+			return "", err
+		}
+		return fmt.Sprintf("%s(%s, %s, %s, %s, %s, %s, %s, %d, %d, %d, %s, %s)", k.bwd, in[0].slice(), in[1].slice(), in[2].slice(), in[3].slice(),
 			out[0].slice(), out[1].slice(), out[2].slice(), batch, w[1], w[0], ac, float(a.Alpha)), nil
 	case planner.KConv2D:
 		if err := need(in, 3, "input"); err != nil {
@@ -769,7 +801,11 @@ func (g *generator) renderModel(t, e, o *planView) {
 	g.p("// SelfTest checks the fast GEMM against the reference on this model's")
 	g.p("// shapes, and the whole backward pass against finite differences.")
 	g.p("func (m model) SelfTest() []app.SelfTestRow {")
-	g.p("return append(app.GradCheck(m), []app.SelfTestRow{")
+	gradCheck := "app.GradCheck"
+	if usesBF16(t, e, o) {
+		gradCheck = "gradCheckF32"
+	}
+	g.p("return append(%s(m), []app.SelfTestRow{", gradCheck)
 	for _, st := range tp.Forward {
 		switch st.Kernel {
 		case planner.KGemm:
@@ -777,6 +813,9 @@ func (g *generator) renderModel(t, e, o *planView) {
 			b := tp.Buffers[st.In[0]].Size / w[1]
 			g.p("app.GemmCheck(%s, %d, %d, %d, false, true),", quote(st.Layer+" forward"), b, w[0], w[1])
 			g.p("app.GemmCheck(%s, %d, %d, %d, true, false),", quote(st.Layer+" weight gradient"), w[0], w[1], b)
+			if st.Attr.Precision == planner.PrecisionBF16 {
+				g.p("app.DenseCheck(%s, cpu.BF16, cpu.RoundBF16, %d, %d, %d),", quote(st.Layer), b, w[1], w[0])
+			}
 		case planner.KConv2D:
 			c := st.Attr.Conv
 			g.p("app.GemmCheck(%s, %d, %d, %d, false, false),", quote(st.Layer+" forward"), c.OC/c.Groups, c.OH*c.OW, c.C/c.Groups*c.KH*c.KW)
@@ -813,6 +852,50 @@ func (g *generator) renderModel(t, e, o *planView) {
 	g.p("}...)")
 	g.p("}")
 	g.p("")
+	if usesBF16(t, e, o) {
+		// Only a program with bf16 steps says how they run, so that f32
+		// programs are as they were.
+		g.p("// bf16Dense multiplies the dense steps the plan put in bf16: cpu.BF16,")
+		g.p("// or cpu.FP32 while SelfTest's gradient check runs.")
+		g.p("var bf16Dense = cpu.BF16")
+		g.p("")
+		g.p("// gradCheckF32 is app.GradCheck with the bf16 steps in float32:")
+		g.p("// finite differences cannot see a weight's small step through")
+		g.p("// bfloat16 rounding, and the differentiation they check is the same.")
+		g.p("func gradCheckF32(m model) []app.SelfTestRow {")
+		g.p("bf16Dense = cpu.FP32")
+		g.p("defer func() { bf16Dense = cpu.BF16 }()")
+		g.p("rows := app.GradCheck(m)")
+		g.p("for i := range rows {")
+		g.p("rows[i].Name += \", bf16 steps in f32\"")
+		g.p("}")
+		g.p("return rows")
+		g.p("}")
+		g.p("")
+		g.p("// DeviceFacts tells `info` how this CPU runs the dense layers' bf16")
+		g.p("// products: natively on Intel AMX, or emulated in float32 on")
+		g.p("// bfloat16-rounded operands (the same numbers, at float32's speed).")
+		g.p("func (model) DeviceFacts() [][2]string {")
+		g.p("how := \"emulated (no AMX on this CPU): float32 arithmetic on bfloat16-rounded operands\"")
+		g.p("if cpu.BF16Native() {")
+		g.p("how = \"native (Intel AMX)\"")
+		g.p("}")
+		g.p("return [][2]string{{\"bf16 products\", how}}")
+		g.p("}")
+		g.p("")
+	}
+}
+
+// usesBF16 reports whether a step of the plans multiplies in bf16.
+func usesBF16(plans ...*planView) bool {
+	for _, pv := range plans {
+		for _, st := range append(slices.Clone(pv.plan.Forward), pv.plan.Backward...) {
+			if st.Attr.Precision == planner.PrecisionBF16 {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // renderMeta writes the model's description for the runtime.

@@ -52,6 +52,77 @@ func TestMNISTGolden(t *testing.T) {
 	}
 }
 
+// TestBF16MLPGolden keeps the generated program of the benchmark MLP with
+// bf16 products (bench/models/mlp_bf16.cue) as a golden file.
+func TestBF16MLPGolden(t *testing.T) {
+	src, err := ModelSource(inputFor(t, "../bench/models/mlp_bf16.cue", true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkGolden(t, ".", "mlp_bf16.go.golden", src)
+}
+
+// TestBF16Calls: a bf16 spec's program calls cpu.BF16's dense kernels (by
+// bf16Dense, which its gradient check sets to cpu.FP32) in
+// its training and batch inference plans and the float32 ones at batch
+// 1, and says in `info` how this CPU runs bf16; the same model in f32
+// calls the float32 kernels only and says nothing of bf16. A GPU
+// backend's plans keep f32 (their targets have no bf16 yet).
+func TestBF16Calls(t *testing.T) {
+	bf, err := ModelSource(inputFor(t, "../bench/models/mlp_bf16.cue", true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f32, err := ModelSource(inputFor(t, "../bench/models/mlp.cue", true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	count := func(src []byte, call string) int { return strings.Count(string(src), call+"(") }
+	if n := count(bf, "bf16Dense.GemmBwd"); n != 3 || count(bf, "cpu.GemmBwd") != 0 {
+		t.Errorf("bf16 program: %d cpu.BF16.GemmBwd and %d cpu.GemmBwd calls, want 3 and 0", n, count(bf, "cpu.GemmBwd"))
+	}
+	// The batch-1 plan's three layers stay f32; every other forward is bf16.
+	if n := count(bf, "cpu.GemmFwd"); n != 3 {
+		t.Errorf("bf16 program: %d cpu.GemmFwd calls, want 3 (the batch-1 plan)", n)
+	}
+	if n, all := count(bf, "bf16Dense.GemmFwd"), count(f32, "cpu.GemmFwd"); n != all-3 || n == 0 {
+		t.Errorf("bf16 program: %d cpu.BF16.GemmFwd calls, want %d (the f32 program's %d less the batch-1 plan's 3)", n, all-3, all)
+	}
+	if n := strings.Count(string(bf), "app.DenseCheck("); n != 3 {
+		t.Errorf("the bf16 program's selftest checks %d dense layers in bf16, want 3", n)
+	}
+	if !strings.Contains(string(bf), "var bf16Dense = cpu.BF16\n") || !strings.Contains(string(bf), "return append(gradCheckF32(m), ") {
+		t.Errorf("the bf16 program's dense steps do not run on cpu.BF16, or its gradient check is not in f32")
+	}
+	if strings.Contains(string(f32), "BF16") || strings.Contains(string(f32), "bf16") || strings.Contains(string(f32), "DeviceFacts") {
+		t.Errorf("the f32 program mentions bf16")
+	}
+	if !strings.Contains(string(bf), "func (model) DeviceFacts() [][2]string {") || !strings.Contains(string(bf), "cpu.BF16Native()") {
+		t.Errorf("the bf16 program does not tell `info` how bf16 runs")
+	}
+
+	m, err := spec.Load("../bench/models/mlp_bf16.cue")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range []*Backend{CUDA, Metal} {
+		p, err := planner.Build(m, b.PlanOptions(planner.Options{Training: true, Fusion: true}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ph := range []planner.Phase{p.Forward, p.Backward} {
+			for _, st := range ph {
+				if (st.Kernel == planner.KGemm || st.Kernel == planner.KGemmBwd) && st.Attr.Precision != planner.PrecisionF32 {
+					t.Errorf("%s: %s %s in %q, want f32", b.Name, st.Kernel, st.Layer, st.Attr.Precision)
+				}
+			}
+		}
+		if len(p.Precisions) != 6 {
+			t.Errorf("%s: %d steps listed as left at f32, want 6: %q", b.Name, len(p.Precisions), p.Precisions)
+		}
+	}
+}
+
 // TestDeterministic renders twice and compares: generated names must not
 // depend on map order.
 func TestDeterministic(t *testing.T) {

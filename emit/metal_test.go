@@ -57,7 +57,7 @@ func checkGolden(t *testing.T, backend, name string, got []byte) {
 		t.Fatalf("%v (run with MLBUILD_UPDATE=1 to create it)", err)
 	}
 	if !bytes.Equal(got, want) {
-		t.Errorf("generated %s for models/mnist.cue differs from %s; review the diff and rerun with MLBUILD_UPDATE=1", name, golden)
+		t.Errorf("generated %s differs from %s; review the diff and rerun with MLBUILD_UPDATE=1", name, golden)
 	}
 }
 

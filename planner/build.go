@@ -50,7 +50,7 @@ func (e *Error) Error() string {
 }
 
 // Build plans m for opts.Target: it runs the passes in order (lower, add
-// the loss, fuse, differentiate, optimize, choose methods, fuse pools into
+// the loss, fuse, differentiate, optimize, choose methods and precisions, fuse pools into
 // convolutions, measure costs, assign buffers) and checks the plan's invariants with Verify after each
 // one, so that a bug in one pass is reported at that pass and not as a
 // wrong number at run time.
@@ -133,6 +133,13 @@ func Build(m *spec.Model, opts Options) (*Plan, error) {
 		return nil, positioned(m, err)
 	}
 	if err := check("chooseMethods"); err != nil {
+		return nil, err
+	}
+	p.Precision = m.Precision
+	if err := choosePrecisions(p, target); err != nil {
+		return nil, positioned(m, err)
+	}
+	if err := check("choosePrecisions"); err != nil {
 		return nil, err
 	}
 	if opts.Fusion {

@@ -534,6 +534,8 @@ func TestVerifyCatches(t *testing.T) {
 		{"backward kernel forward", func(p *Plan) { p.Forward[0].Kernel = KGemmBwd }, "phase"},
 		{"unfusable act", func(p *Plan) { p.Forward[0].Attr.Act = "gelu" }, "cannot be fused"},
 		{"empty scratch", func(p *Plan) { p.addBuffer("fc1.cols", KindScratch, []int{0}) }, "has an empty axis"},
+		{"precision off a gemm", func(p *Plan) { p.Update[0].Attr.Precision = PrecisionBF16 }, "adam step with a precision"},
+		{"unknown precision", func(p *Plan) { p.Forward[0].Attr.Precision = "fp8" }, `unknown precision "fp8"`},
 	}
 	for _, tc := range tests {
 		p := mustBuild(t, mlp(), Options{Batch: 2, Training: true})

@@ -9,7 +9,9 @@
 // forward pass before differentiation, so backward kernels inherit the fused
 // Act and Chain), differentiate.go, optimize.go (optimizer updates),
 // fuse_update.go, choose_methods.go (how each convolution runs on the
-// plan's Target, and the scratch it needs: target.go), fuse_pool.go (max
+// plan's Target, and the scratch it needs: target.go),
+// choose_precisions.go (the precision of each dense step's products on
+// the Target), fuse_pool.go (max
 // pools into the convolutions before them, where the target's chosen
 // method can pool: in training plans with each window's argmax for the
 // pool's backward), measure_costs.go, assign_buffers.go.
@@ -85,7 +87,7 @@ type Kernel string
 // Forward kernels.
 const (
 	// KGemm: dense layer y = act(x·Wᵀ + b).
-	// In: x [B,K], W [N,K], b [N] (optional). Out: y [B,N]. Attr: Act, Alpha.
+	// In: x [B,K], W [N,K], b [N] (optional). Out: y [B,N]. Attr: Act, Alpha, Precision.
 	KGemm Kernel = "gemm"
 	// KConv2D: y = act(conv(x, W) + b), by the backend's Attr.Method.
 	// In: x [B,C,H,W], W [OC,C/G,KH,KW], b [OC] (optional).
@@ -162,7 +164,7 @@ const (
 // value). An Out gradient of NoBuf is not computed.
 const (
 	// KGemmBwd: In: x, W, y, dy. Out: dx (optional), dW, db (optional). Attr: Act, Alpha
-	// (the activation's derivative is taken from y).
+	// (the activation's derivative is taken from y), Precision.
 	KGemmBwd Kernel = "gemm_bwd"
 	// KConv2DBwd: In: x, W, y, dy, cols (optional scratch). Out: dx (optional), dW, db (optional).
 	// Attr: Conv, Act, Alpha, Method, ActApplied. cols is a workspace of
@@ -288,7 +290,23 @@ type Attr struct {
 	// ActApplied marks a conv2d_bwd whose dy already carries its Act's
 	// derivative (fuse_act_bwd.go).
 	ActApplied bool `json:"actApplied,omitempty"`
+	// Precision is the arithmetic of a gemm or gemm_bwd step's products,
+	// PrecisionF32 or PrecisionBF16, chosen by the plan's Target in
+	// choose_precisions.go; the emitter calls that precision's kernels.
+	// Empty (a plan built by hand) means f32.
+	Precision string `json:"precision,omitempty"`
 }
+
+// The precisions of dense layers' products: a spec's precision and a
+// gemm step's Attr.Precision, named as rt/cpu's Precision values.
+const (
+	// PrecisionF32 multiplies float32 operands.
+	PrecisionF32 = "f32"
+	// PrecisionBF16 rounds both operands of every product to bfloat16
+	// and accumulates in float32; weights, activations and gradients
+	// stay float32 in memory (float32 master weights).
+	PrecisionBF16 = "bf16"
+)
 
 // Step is one kernel call.
 type Step struct {
@@ -312,6 +330,10 @@ type Plan struct {
 	Batch    int    `json:"batch"`
 	Training bool   `json:"training"` // has Backward and Update
 	Fusion   bool   `json:"fusion"`
+	// Precision is the arithmetic the spec asks for in dense layers'
+	// products (PrecisionF32 or PrecisionBF16); each gemm and gemm_bwd
+	// step's Attr.Precision says what it runs.
+	Precision string `json:"precision"`
 
 	Buffers []Buffer `json:"buffers"`
 	Params  []Param  `json:"params"` // in spec order; the safetensors order
@@ -333,4 +355,7 @@ type Plan struct {
 
 	// Fusions lists the fusion decisions for `mlbuild plan`.
 	Fusions []string `json:"fusions,omitempty"`
+	// Precisions lists, for `mlbuild plan`, the dense steps that run in
+	// another precision than the spec asks for, and why.
+	Precisions []string `json:"precisions,omitempty"`
 }

@@ -1,7 +1,10 @@
 package planner
 
+import "fmt"
+
 // Target is what the planner needs to know about the backend a plan is
-// for: today, how that backend computes each convolution. A backend
+// for: how that backend computes each convolution, and in which precision
+// it multiplies each dense layer's matrices. A backend
 // supplies its Target beside its emitter and Build records the Target's
 // choices in the plan, so that the emitted program calls the chosen
 // kernel directly and `mlbuild plan` shows what will run. The planner
@@ -11,6 +14,10 @@ type Target struct {
 	Name string
 	// Conv chooses how the backend computes one convolution step.
 	Conv ConvRule
+	// Dense chooses the precision of one dense step's products where the
+	// spec asks for another than f32. nil: the backend multiplies in f32
+	// only, and every dense step stays f32 (`mlbuild plan` says so).
+	Dense DenseRule
 	// UpdateTensors is the most params one optimizer step may update: a
 	// GPU backend's multi-tensor kernel, bounded by the buffers one kernel
 	// may bind (fuse_update.go). 0 or 1: one step per param.
@@ -81,6 +88,21 @@ type ConvChoice struct {
 	SharesForward bool
 }
 
+// DenseRule is a backend's rule for dense layers' products: for one gemm
+// or gemm_bwd step, with rows rows in its batch (the batch times any
+// leading axes of the layer's input), and the precision the spec asks
+// for, the precision the backend runs the step in.
+type DenseRule func(rows int, want string) DenseChoice
+
+// DenseChoice is the precision of one dense step's products.
+type DenseChoice struct {
+	// Precision is PrecisionF32 or PrecisionBF16 (Attr.Precision).
+	Precision string
+	// Why says, when Precision is not the one asked for, why not, for
+	// `mlbuild plan` ("1 row, fewer than ...").
+	Why string
+}
+
 // The CPU backend's convolution methods (rt/cpu's Conv2DDirect* and
 // Conv2DIm2col* kernels).
 const (
@@ -108,7 +130,29 @@ const (
 )
 
 // CPU is the CPU backend's Target, the default of Options.Target.
-var CPU = Target{Name: "cpu", Conv: cpuConv}
+var CPU = Target{Name: "cpu", Conv: cpuConv, Dense: cpuDense}
+
+// cpuBF16Rows is the fewest rows of a dense step that the CPU multiplies
+// in bf16: Intel AMX's bf16 tiles hold 16 rows, and below that (batch-1
+// inference above all) float32 dot products are faster than rounding the
+// operands for a product that fills a fraction of a tile.
+const cpuBF16Rows = 16
+
+// cpuDense is the CPU backend's rule for dense steps: bf16 where the spec
+// asks for it and the step has at least cpuBF16Rows rows, f32 otherwise.
+// rt/cpu's BF16 runs on AMX where the CPU has it and elsewhere emulates
+// the same products in float32, so the plan does not depend on the
+// machine the program runs on.
+func cpuDense(rows int, want string) DenseChoice {
+	if want == PrecisionBF16 && rows < cpuBF16Rows {
+		unit := "rows"
+		if rows == 1 {
+			unit = "row"
+		}
+		return DenseChoice{Precision: PrecisionF32, Why: fmt.Sprintf("%d %s, fewer than the %d of a bf16 tile: float32 dot products are faster", rows, unit, cpuBF16Rows)}
+	}
+	return DenseChoice{Precision: want}
+}
 
 // cpuConv is the CPU backend's convolution rule: Winograd F(4×4,5×5) for
 // the forward and backward passes of the 5×5 layers where it pays

@@ -9,7 +9,8 @@ import (
 
 // WriteText prints p for people: the steps of each phase (kernel, layer,
 // shapes in and out, FLOPs), the buffers with their arena offsets, the
-// fusion decisions, and the totals per training step. The output depends
+// fusion decisions, the dense steps' precisions when the plan asks for
+// another than f32, and the totals per training step. The output depends
 // only on the plan, so it can be kept as a golden file.
 func WriteText(w io.Writer, p *Plan) error {
 	ew := &errWriter{w: w}
@@ -21,7 +22,14 @@ func WriteText(w io.Writer, p *Plan) error {
 	if p.Fusion {
 		fusion = "on"
 	}
-	ew.printf("plan %s: batch %d, %s, fusion %s\n", p.Model, p.Batch, mode, fusion)
+	// A plan in another precision than f32 names it, and each dense
+	// step's; f32 plans print as they did before precisions existed.
+	mixed := p.Precision != "" && p.Precision != PrecisionF32
+	precision := ""
+	if mixed {
+		precision = ", precision " + p.Precision
+	}
+	ew.printf("plan %s: batch %d, %s, fusion %s%s\n", p.Model, p.Batch, mode, fusion, precision)
 	ew.printf("input %s, output %s", p.Buffers[p.Input].Name, p.Buffers[p.Output].Name)
 	if p.Loss != NoBuf {
 		ew.printf(", labels %s, loss %s", p.Buffers[p.Labels].Name, p.Buffers[p.Loss].Name)
@@ -43,7 +51,7 @@ func WriteText(w io.Writer, p *Plan) error {
 				layer = strings.Join(s.Fused, "+")
 			}
 			kernel := string(s.Kernel)
-			if a := stepAttr(s); a != "" {
+			if a := stepAttr(s, mixed); a != "" {
 				kernel += "(" + a + ")"
 			}
 			fmt.Fprintf(tw, "  %d\t%s\t%s\t%s -> %s\t%s\t%s\n", i, kernel, layer,
@@ -68,6 +76,20 @@ func WriteText(w io.Writer, p *Plan) error {
 			ew.printf("  %s\n", f)
 		}
 	}
+	if mixed {
+		dense, other := 0, len(p.Precisions)
+		for _, ph := range []Phase{p.Forward, p.Backward} {
+			for _, s := range ph {
+				if s.Kernel == KGemm || s.Kernel == KGemmBwd {
+					dense++
+				}
+			}
+		}
+		ew.printf("\nprecision: %d of %d dense steps in %s\n", dense-other, dense, p.Precision)
+		for _, l := range p.Precisions {
+			ew.printf("  %s\n", l)
+		}
+	}
 	st := p.Stats()
 	ew.printf("\ntotals per %s step\n", map[bool]string{true: "training", false: "inference"}[p.Training])
 	tw = tabwriter.NewWriter(ew, 0, 0, 2, ' ', 0)
@@ -89,8 +111,9 @@ func WriteText(w io.Writer, p *Plan) error {
 	return ew.err
 }
 
-// stepAttr prints the attributes that tell steps of one kernel apart.
-func stepAttr(s Step) string {
+// stepAttr prints the attributes that tell steps of one kernel apart;
+// with precision, a dense step's precision too.
+func stepAttr(s Step, precision bool) string {
 	a := s.Attr
 	var parts []string
 	if a.Act != "" {
@@ -109,6 +132,9 @@ func stepAttr(s Step) string {
 	}
 	if a.Method != "" {
 		parts = append(parts, a.Method)
+	}
+	if precision && a.Precision != "" {
+		parts = append(parts, a.Precision)
 	}
 	if g := a.Pool; g != nil {
 		parts = append(parts, fmt.Sprintf("maxpool k%dx%d s%d", g.KH, g.KW, g.SH))

@@ -153,8 +153,9 @@ func contains(xs []string, s string) bool {
 func decode(v cue.Value, pos *positions) (*Model, error) {
 	d := decoder{v: v, pos: pos}
 	m := &Model{
-		Name:  d.str(v, "name"),
-		DType: d.str(v, "dtype"),
+		Name:      d.str(v, "name"),
+		DType:     d.str(v, "dtype"),
+		Precision: d.str(v, "precision"),
 	}
 	inputAt, _ := pos.lookup([]string{"model", "input"})
 	m.Nodes = append(m.Nodes, Node{Name: "input", Op: OpInput, OutShape: d.ints(v, "model.input"), Pos: inputAt})

@@ -118,8 +118,19 @@ func TestMNISTModel(t *testing.T) {
 	if tr.Optimizer.Kind != "adam" || tr.Optimizer.Beta1 != 0.9 || tr.Optimizer.Beta2 != 0.999 || tr.BatchSize != 250 || tr.Epochs != 10 || tr.Schedule.Kind != "cosine" || tr.Schedule.MinLR != 1e-5 || tr.Patience != 3 || tr.ValidationSplit != 0.05 {
 		t.Errorf("training = %+v", tr)
 	}
-	if m.Dataset.Classes != 10 || m.Output != "dense2" || m.DType != "f32" {
-		t.Errorf("dataset %+v output %s dtype %s", m.Dataset, m.Output, m.DType)
+	if m.Dataset.Classes != 10 || m.Output != "dense2" || m.DType != "f32" || m.Precision != "f32" {
+		t.Errorf("dataset %+v output %s dtype %s precision %s", m.Dataset, m.Output, m.DType, m.Precision)
+	}
+}
+
+// TestPrecisionBF16 checks that a spec's precision reaches the Model.
+func TestPrecisionBF16(t *testing.T) {
+	m, err := Load("../bench/models/mlp_bf16.cue")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Precision != "bf16" || m.Name != "bench_mlp_bf16" {
+		t.Errorf("precision %q name %q; want bf16 bench_mlp_bf16", m.Precision, m.Name)
 	}
 }
 

@@ -42,6 +42,44 @@ func TestPlanText(t *testing.T) {
 	}
 }
 
+// TestPlanPrecision: `mlbuild plan` of a bf16 spec shows each dense
+// step's precision, bf16 at the training batch on the CPU, f32 at batch 1
+// and on a GPU backend, with the reason for each step left at f32; the
+// JSON plan carries it too.
+func TestPlanPrecision(t *testing.T) {
+	const bf16 = "../../bench/models/mlp_bf16.cue"
+	for _, c := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{bf16}, []string{"plan bench_mlp_bf16: batch 250, training, fusion on, precision bf16\n", "gemm(relu bf16)", "gemm_bwd(relu bf16)", "precision: 6 of 6 dense steps in bf16\n"}},
+		{[]string{bf16, "--mode", "infer", "--batch", "1"}, []string{"gemm(relu f32)", "precision: 0 of 3 dense steps in bf16\n", "gemm dense1: f32, not bf16: 1 row, fewer than the 16 of a bf16 tile"}},
+		{[]string{bf16, "--backend", "cuda"}, []string{"gemm(relu f32)", "precision: 0 of 6 dense steps in bf16\n", "gemm_bwd dense1: f32, not bf16: the cuda backend has no bf16 products yet"}},
+		{[]string{bf16, "--backend", "metal"}, []string{"gemm_bwd dense1: f32, not bf16: the metal backend has no bf16 products yet"}},
+	} {
+		code, out, stderr := planCLI(c.args...)
+		if code != ExitOK {
+			t.Fatalf("%v: exit %d: %s", c.args, code, stderr)
+		}
+		for _, w := range c.want {
+			if !strings.Contains(out, w) {
+				t.Errorf("%v: output lacks %q:\n%s", c.args, w, out)
+			}
+		}
+	}
+	code, out, stderr := planCLI(bf16, "--format", "json")
+	if code != ExitOK {
+		t.Fatalf("json: exit %d: %s", code, stderr)
+	}
+	var p planner.Plan
+	if err := json.Unmarshal([]byte(out), &p); err != nil {
+		t.Fatal(err)
+	}
+	if p.Precision != "bf16" || p.Forward[0].Attr.Precision != "bf16" {
+		t.Errorf("json plan: precision %q, first step's %q; want bf16", p.Precision, p.Forward[0].Attr.Precision)
+	}
+}
+
 func TestPlanJSON(t *testing.T) {
 	code, out, stderr := planCLI("../../models/mnist.cue", "--format", "json", "--mode", "infer", "--batch", "3")
 	if code != ExitOK {

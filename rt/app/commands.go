@@ -296,6 +296,56 @@ func GemmCheck(name string, m, n, k int, transA, transB bool) SelfTestRow {
 	return SelfTestRow{Name: fmt.Sprintf("%s sgemm %dx%dx%d", name, m, n, k), MaxError: maxErr, Tol: 1e-4 * float64(k)}
 }
 
+// DenseCheck runs a dense layer's forward and backward in precision p (a
+// plan's bf16 steps: cpu.BF16, whose operands round reads) on random data
+// for up to 64 rows of its shape, and compares y = x·wᵀ, dw = dyᵀ·x and
+// dx = dy·w with float64 sums of the operands as p rounds them, for the
+// CPU backend's selftest. A product of unrounded operands is off by about
+// a hundred times the tolerance.
+func DenseCheck(name string, p *cpu.Precision, round func(float32) float32, batch, in, out int) SelfTestRow {
+	batch = min(batch, 64)
+	rng := cpu.NewRand(uint64(batch*131 + in*17 + out))
+	rnd := func(n int) []float32 {
+		s := make([]float32, n)
+		for i := range s {
+			s[i] = rng.Float32()*2 - 1
+		}
+		return s
+	}
+	x, w, dy := rnd(batch*in), rnd(out*in), rnd(batch*out)
+	y, dx, dw := make([]float32, batch*out), make([]float32, batch*in), make([]float32, out*in)
+	p.GemmFwd(x, w, nil, y, batch, in, out, cpu.ActNone, 0)
+	p.GemmBwd(x, w, nil, slices.Clone(dy), dx, dw, nil, batch, in, out, cpu.ActNone, 0)
+	r := func(v float32) float64 { return float64(round(v)) }
+	var maxErr float64
+	for b := 0; b < batch; b++ {
+		for o := 0; o < out; o++ {
+			s := 0.0
+			for i := 0; i < in; i++ {
+				s += r(x[b*in+i]) * r(w[o*in+i])
+			}
+			maxErr = math.Max(maxErr, math.Abs(float64(y[b*out+o])-s))
+		}
+		for i := 0; i < in; i++ {
+			s := 0.0
+			for o := 0; o < out; o++ {
+				s += r(dy[b*out+o]) * r(w[o*in+i])
+			}
+			maxErr = math.Max(maxErr, math.Abs(float64(dx[b*in+i])-s))
+		}
+	}
+	for o := 0; o < out; o++ {
+		for i := 0; i < in; i++ {
+			s := 0.0
+			for b := 0; b < batch; b++ {
+				s += r(dy[b*out+o]) * r(x[b*in+i])
+			}
+			maxErr = math.Max(maxErr, math.Abs(float64(dw[o*in+i])-s))
+		}
+	}
+	return SelfTestRow{Name: fmt.Sprintf("%s %s forward and backward %dx%dx%d", name, p, batch, in, out), MaxError: maxErr, Tol: 1e-6 * float64(max(batch, in, out))}
+}
+
 // ConvCheck runs one convolution step's kernel (the method the plan chose
 // for it) on random data for up to 4 images of its geometry and compares
 // the output with a float64 convolution, for the CPU backend's selftest.
