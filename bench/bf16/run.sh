@@ -5,7 +5,9 @@ b=$(cd "${1:?usage: run.sh DIR [OUT]}" && pwd)
 out=${2:-$b/out}
 mkdir -p "$out"
 work=$(mktemp -d)
-data=$b/mnist
+data=$work/mnist
+mkdir -p "$data"
+for f in "$b"/mnist/*.gz; do gunzip -c "$f" >"$data/$(basename "$f" .gz)"; done
 step() { echo; echo "== $*"; }
 cat "$b/VERSION"
 lscpu | grep -E 'Model name|^CPU\(s\)'
