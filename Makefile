@@ -18,7 +18,7 @@ FUZZTIME  ?= 400000x
 FUZZTIME_SPEC ?= 30000x
 export CGO_ENABLED ?= 0
 
-.PHONY: all build test unit fuzz demo deps data bench bench-sgemm bench-models bench-mnist bench-fusion compare-sklearn cuda-check cuda-bundle test-arm64 clean FORCE
+.PHONY: all build test unit fuzz demo deps data bench bench-sgemm bench-models bench-mnist bench-fusion compare-sklearn cuda-check cuda-bundle bf16-bundle test-arm64 clean FORCE
 
 all: build
 
@@ -87,6 +87,11 @@ bench-mnist: build data
 # on a Linux machine with an NVIDIA GPU, `.gpu/run.sh .gpu OUT` then runs
 # selftest, the full training run and the side-by-side table against
 # PyTorch (docs/benchmarks.md).
+# bf16-bundle builds what bench/bf16/run.sh measures on a CPU with Intel AMX
+# (bfloat16 products against PyTorch float32 and autocast; docs/benchmarks.md).
+bf16-bundle:
+	@bench/bf16/bundle.sh .gpu/bf16
+
 cuda-bundle:
 	@bench/gpu/bundle.sh .gpu
 

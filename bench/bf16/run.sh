@@ -20,8 +20,14 @@ step "accuracy: each model in both precisions, all cores (the MLPs 10 epochs, mo
 for m in mlp mlp_bf16 mnist mnist_bf16; do
 	epochs=()
 	case $m in mlp*) epochs=(--epochs 10) ;; esac
-	"$b/bin/$m" train --data "$data" "${epochs[@]}" --out "$out/$m.safetensors" --metrics "$out/$m-train.jsonl" --quiet >/dev/null 2>"$work/$m.err" || { echo "$m train failed:"; cat "$work/$m.err"; }
-	echo "$m: $("$b/bin/$m" eval --data "$data" --weights "$out/$m.safetensors" | tail -n 1)"
+	"$b/bin/$m" train --data "$data" "${epochs[@]}" --out "$work/$m.safetensors" --metrics "$work/$m-train.jsonl" --quiet >/dev/null 2>"$work/$m.err" || { echo "$m train failed:"; cat "$work/$m.err"; }
+	echo "$m: $("$b/bin/$m" eval --data "$data" --weights "$work/$m.safetensors" | tail -n 1), epochs at $(grep '"event":"epoch"' "$work/$m-train.jsonl" | grep -o 'images_per_sec":[0-9]*' | cut -d: -f2 | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}') images/s (median)"
+done
+step "thread scaling: each program's bench (median of 50) at 1 to 16 threads"
+for m in mlp mlp_bf16 mnist; do
+	for t in 1 2 4 8 16; do
+		"$b/bin/$m" bench --threads "$t" --json --iters 50 | python3 -c 'import json,sys; r=json.load(sys.stdin); print("%-10s %2d threads: training step %.3f ms, batch-250 inference %.3f ms, batch 1 %.3f ms" % (r["model"], r["threads"], r["train_step_ms"], r["infer_batch_ms"], r["infer_batch1_ms"]))'
+	done
 done
 step "speed against PyTorch (float32 and autocast bf16), 1 and 2 cores (taskset 2,3)"
 cd "$b"
