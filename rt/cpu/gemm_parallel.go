@@ -19,58 +19,114 @@ const gemmMaxParts = taskMaxHelpers + 1
 // faster by rows.
 const gemmColumnsPerPart = 128
 
+// gemmSplit is how runParallel divides one product among goroutines.
+type gemmSplit int
+
+const (
+	// splitColumns cuts C into column blocks of whole register tiles, each
+	// computed by run with its own panels (or in place), taken one at a
+	// time from the task's counter: no barrier, and a worker that wakes
+	// late or runs on a core another process holds takes fewer. Packing A
+	// again in each block costs about 1/n of the product. It serves wide C
+	// (gemmColumnsPerPart columns or more a goroutine) and C too short to
+	// share rows.
+	splitColumns gemmSplit = iota
+	// splitRowsInPlace cuts C into one block of whole register tiles of
+	// rows a goroutine, each small enough for runSmall, which reads A and B
+	// in place: no packing, no barrier. For 128³–224³ on two threads of
+	// the 2-core Xeon it ran 1.1–1.6 times as fast as splitSharedB (see
+	// BenchmarkSgemmSplits), which packed B and A and met at a barrier
+	// for a product of 25–120 µs.
+	splitRowsInPlace
+	// splitSharedB packs each block of B once, all goroutines together,
+	// and then hands out blocks of rows from a common counter; every
+	// party must meet at its barriers. It serves row blocks too big for
+	// runSmall (k above gemmSmallMaxK, or tall C).
+	splitSharedB
+)
+
+// split chooses how runParallel divides this call over threads goroutines.
+func (g *gemmCall) split(threads int) gemmSplit {
+	rowTiles := gemmCeilDiv(g.m, g.p.mr)
+	if g.n >= gemmColumnsPerPart*threads || (rowTiles < 2*threads && g.m < g.n) {
+		return splitColumns
+	}
+	if g.p.direct != nil && gemmSmall(gemmCeilDiv(rowTiles, threads)*g.p.mr, g.n, g.k) {
+		return splitRowsInPlace
+	}
+	return splitSharedB
+}
+
 // runParallel spreads the product over up to threads goroutines: the caller
-// and idle workers of the pool (parallel.go). When C is wide
-// (gemmColumnsPerPart columns or more each) or too short to share rows, C is
-// cut into column blocks with their own panels, which the caller and the
-// workers take one at a time: a worker that wakes late or runs on a core
-// another process holds takes fewer, and the caller never waits for one
-// that has not started. Otherwise all of them pack one shared B panel
-// together and then take blocks of rows from a common counter, so a core
-// slowed down by another process simply takes fewer blocks; that run needs
-// every party at its barriers, so it counts only the workers it could
-// reserve.
+// and idle workers of the pool (parallel.go), divided as split chooses.
+// Column and in-place row blocks are parts of a task, which the caller and
+// the workers take one at a time, so the caller never waits for a worker
+// that has not started. A shared-B run needs every party at its barriers,
+// so it counts only the workers it could reserve.
 func (g *gemmCall) runParallel(threads int) {
 	threads = min(threads, gemmMaxParts)
+	g.runSplit(threads, g.split(threads))
+}
+
+// runSplit is runParallel divided as given (tests and benchmarks force
+// each split).
+func (g *gemmCall) runSplit(threads int, split gemmSplit) {
 	p := g.p
 	rowTiles := gemmCeilDiv(g.m, p.mr)
-	wide := g.n >= gemmColumnsPerPart*threads
-	if !wide && (rowTiles >= 2*threads || g.m >= g.n) {
-		t := newTask(0)
-		t.single = true
-		helpers := workers.reserve(t, min(threads, rowTiles)-1)
-		if helpers == 0 {
-			t.release()
-			g.run(0, g.m, 0, g.n)
-			return
-		}
-		parties := helpers + 1
-		// About three blocks per party, of whole tiles, at most mc rows,
-		// sized evenly (they differ by at most one tile) so the last one
-		// taken is not the odd one out.
-		g.rowTiles = rowTiles
-		g.rowBlocks = min(rowTiles, max(3*parties, gemmCeilDiv(rowTiles, max(p.mc/p.mr, 1))))
-		even, odd := gemmArenas.Get().(*gemmArena), gemmArenas.Get().(*gemmArena)
-		even.fit(p)
-		odd.fit(p)
-		g.sharedB = [2][]float32{even.b, odd.b}
-		g.nextRowBlock[0].Store(0)
-		g.nextRowBlock[1].Store(0)
-		g.barrier.reset(parties)
-		t.parts, t.body = helpers, (*gemmSharedParts)(g)
-		workers.invite(t, helpers)
-		g.runShared(0, parties)
-		t.finish(helpers)
+	switch split {
+	case splitColumns:
+		t := newTask(min(threads, gemmCeilDiv(g.n, p.nr)))
+		t.body = (*gemmColumnParts)(g)
+		t.runWith(threads - 1)
 		t.release()
-		g.sharedB = [2][]float32{}
-		gemmArenas.Put(even)
-		gemmArenas.Put(odd)
+		return
+	case splitRowsInPlace:
+		t := newTask(min(threads, rowTiles))
+		t.body = (*gemmRowParts)(g)
+		t.runWith(threads - 1)
+		t.release()
 		return
 	}
-	t := newTask(min(threads, gemmCeilDiv(g.n, p.nr)))
-	t.body = (*gemmColumnParts)(g)
-	t.runWith(threads - 1)
+	t := newTask(0)
+	t.single = true
+	helpers := workers.reserve(t, min(threads, rowTiles)-1)
+	if helpers == 0 {
+		t.release()
+		g.run(0, g.m, 0, g.n)
+		return
+	}
+	parties := helpers + 1
+	// About three blocks per party, of whole tiles, at most mc rows,
+	// sized evenly (they differ by at most one tile) so the last one
+	// taken is not the odd one out.
+	g.rowTiles = rowTiles
+	g.rowBlocks = min(rowTiles, max(3*parties, gemmCeilDiv(rowTiles, max(p.mc/p.mr, 1))))
+	even, odd := gemmArenas.Get().(*gemmArena), gemmArenas.Get().(*gemmArena)
+	even.fit(p)
+	odd.fit(p)
+	g.sharedB = [2][]float32{even.b, odd.b}
+	g.nextRowBlock[0].Store(0)
+	g.nextRowBlock[1].Store(0)
+	g.barrier.reset(parties)
+	t.parts, t.body = helpers, (*gemmSharedParts)(g)
+	workers.invite(t, helpers)
+	g.runShared(0, parties)
+	t.finish(helpers)
 	t.release()
+	g.sharedB = [2][]float32{}
+	gemmArenas.Put(even)
+	gemmArenas.Put(odd)
+}
+
+// gemmRowParts is a row-split Sgemm as a task body: part i of n is the
+// i-th of n row blocks of whole register tiles, sized evenly, each run in
+// place by runSmall.
+type gemmRowParts gemmCall
+
+func (r *gemmRowParts) runPart(t *task, i int) {
+	g := (*gemmCall)(r)
+	mr, tiles := g.p.mr, gemmCeilDiv(g.m, g.p.mr)
+	g.run(min(tiles*i/t.parts*mr, g.m), min(tiles*(i+1)/t.parts*mr, g.m), 0, g.n)
 }
 
 // gemmColumnParts is a column-split Sgemm as a task body: part i of n is

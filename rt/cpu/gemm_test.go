@@ -279,3 +279,94 @@ func TestSgemmConcurrentCalls(t *testing.T) {
 		}
 	}
 }
+
+// TestSgemmSplits runs every way of dividing a product among goroutines,
+// forced, on every path, with transposes, beta and blocks that are not
+// whole tiles, and checks which one Sgemm chooses for products that each
+// should serve.
+func TestSgemmSplits(t *testing.T) {
+	defer SetGemmPath("")
+	for _, want := range []struct {
+		m, n, k, threads int
+		split            gemmSplit
+	}{
+		{160, 160, 160, 2, splitRowsInPlace},
+		{224, 224, 224, 2, splitRowsInPlace},
+		{300, 129, 200, 2, splitRowsInPlace},
+		{256, 256, 256, 2, splitColumns},
+		{5, 2000, 500, 2, splitColumns},
+		{37, 45, 3000, 2, splitSharedB},
+		{2000, 100, 100, 2, splitSharedB},
+	} {
+		g := &gemmCall{p: gemmPathsSupported[0], m: want.m, n: want.n, k: want.k}
+		if g.p.direct == nil {
+			break // no in-place tiles: every row split is shared
+		}
+		if got := g.split(want.threads); got != want.split {
+			t.Errorf("%s: %d×%d×%d on %d threads splits as %d; want %d", g.p.name, want.m, want.n, want.k, want.threads, got, want.split)
+		}
+	}
+	r := rand.New(rand.NewSource(9))
+	for _, p := range gemmPathsSupported {
+		for _, c := range []gemmCase{
+			{m: 161, n: 150, k: 170, alpha: 1, beta: 0},
+			{transA: true, transB: true, m: 100, n: 70, k: 260, alpha: -0.5, beta: 2},
+			{transB: true, m: 37, n: 45, k: 33, alpha: 1, beta: 0.5},
+		} {
+			for _, threads := range []int{2, 3} {
+				for _, split := range []gemmSplit{splitColumns, splitRowsInPlace, splitSharedB} {
+					checkGemmSplit(t, r, p, c, threads, split)
+				}
+			}
+		}
+	}
+}
+
+// checkGemmSplit runs one product on path p divided as split over threads
+// goroutines and compares it with SgemmRef.
+func checkGemmSplit(t *testing.T, r *rand.Rand, p *gemmPath, c gemmCase, threads int, split gemmSplit) {
+	t.Helper()
+	lda, ldb := c.k, c.n
+	if c.transA {
+		lda = c.m
+	}
+	if c.transB {
+		ldb = c.k
+	}
+	a, b := randomSlice(r, c.m*c.k), randomSlice(r, c.k*c.n)
+	want := randomSlice(r, c.m*c.n)
+	got := append([]float32(nil), want...)
+	SgemmRef(c.transA, c.transB, c.m, c.n, c.k, c.alpha, a, lda, b, ldb, c.beta, want, c.n)
+	defer SetThreads(Threads())
+	SetThreads(threads)
+	g := &gemmCall{barrier: newGemmBarrier(), p: p, transA: c.transA, transB: c.transB, m: c.m, n: c.n, k: c.k, alpha: c.alpha, a: a, lda: lda, b: b, ldb: ldb, beta: c.beta, c: got, ldc: c.n}
+	g.runSplit(threads, split)
+	tol := 1e-5 * float64(c.k+1) * float64(max(abs32(c.alpha), 1)+abs32(c.beta))
+	for i := range want {
+		if d := math.Abs(float64(got[i] - want[i])); !(d <= tol) {
+			t.Fatalf("%s, %v, %d threads, split %d: C[%d][%d] = %v, reference %v", p.name, c, threads, split, i/c.n, i%c.n, got[i], want[i])
+		}
+	}
+}
+
+// BenchmarkSgemmSplits times each way of dividing square products among
+// two goroutines on the fastest path, so that split's choices can be
+// checked: `GOMAXPROCS=2 go test ./rt/cpu -run X -bench SgemmSplits`.
+func BenchmarkSgemmSplits(b *testing.B) {
+	defer SetThreads(Threads())
+	SetThreads(2)
+	names := map[gemmSplit]string{splitColumns: "columns", splitRowsInPlace: "rows-in-place", splitSharedB: "shared-b"}
+	for _, n := range []int{128, 160, 192, 224, 256} {
+		r := rand.New(rand.NewSource(5))
+		x, y, z := randomSlice(r, n*n), randomSlice(r, n*n), make([]float32, n*n)
+		g := &gemmCall{barrier: newGemmBarrier(), p: gemmPathsSupported[0], m: n, n: n, k: n, alpha: 1, a: x, lda: n, b: y, ldb: n, c: z, ldc: n}
+		for _, split := range []gemmSplit{splitColumns, splitRowsInPlace, splitSharedB} {
+			b.Run(fmt.Sprintf("%d/%s", n, names[split]), func(b *testing.B) {
+				for b.Loop() {
+					g.runSplit(2, split)
+				}
+				b.ReportMetric(2*float64(n)*float64(n)*float64(n)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+			})
+		}
+	}
+}
