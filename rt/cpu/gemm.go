@@ -97,11 +97,20 @@ func SetGemmPath(name string) error {
 }
 
 // gemmParallelMinFlops is the smallest product worth splitting over
-// goroutines: below it (a 100³ product, about 20 µs on one Zen 4 core)
-// handing out parts and meeting at the barrier cost more than a second core
-// saves. OpenBLAS, measured on the same machine, gains from 2 threads from
-// 128³ up when the machine is quiet.
-const gemmParallelMinFlops = 1 << 21
+// goroutines (a 64³ product, about 4 µs on one core of the 2-core Xeon).
+// When the shared-B split, with its barrier, took every parallel product,
+// it was 1 << 21 (a 100³ product), which that split still needs
+// (gemmSharedBMinFlops); split by rows or columns in place, where a
+// worker that has not woken up is never waited for, two threads
+// ran 64³–96³ 1.1–1.5 times as fast as one, and the small products of the
+// flagship's last dense layer (250×10×128 and the like, 0.6–1.3 MFLOP)
+// 1.2–1.6 times.
+const gemmParallelMinFlops = 1 << 19
+
+// gemmSharedBMinFlops is the smallest product runParallel splits with a
+// shared B: below it (a 100³ product, about 20 µs on one core) handing out
+// parts and meeting at the barrier cost more than a second core saves.
+const gemmSharedBMinFlops = 1 << 21
 
 // gemmArena holds one goroutine's packing buffers. Arenas are recycled
 // through gemmArenas so that Sgemm does not allocate in steady state.

@@ -65,7 +65,12 @@ func (g *gemmCall) split(threads int) gemmSplit {
 // so it counts only the workers it could reserve.
 func (g *gemmCall) runParallel(threads int) {
 	threads = min(threads, gemmMaxParts)
-	g.runSplit(threads, g.split(threads))
+	split := g.split(threads)
+	if split == splitSharedB && 2*g.m*g.n*g.k < gemmSharedBMinFlops {
+		g.run(0, g.m, 0, g.n)
+		return
+	}
+	g.runSplit(threads, split)
 }
 
 // runSplit is runParallel divided as given (tests and benchmarks force

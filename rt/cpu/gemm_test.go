@@ -166,7 +166,7 @@ func TestSgemmLarge(t *testing.T) {
 // both directions (tall C by rows, short wide C by columns).
 func TestSgemmParallel(t *testing.T) {
 	for _, c := range []gemmCase{{m: 5, n: 2000, k: 500}, {m: 37, n: 45, k: 3000}} {
-		if 2*c.m*c.n*c.k < gemmParallelMinFlops {
+		if 2*c.m*c.n*c.k < max(gemmParallelMinFlops, gemmSharedBMinFlops) {
 			t.Fatalf("%v is too small to run in parallel; grow it", c)
 		}
 	}
