@@ -350,23 +350,25 @@ func checkGemmSplit(t *testing.T, r *rand.Rand, p *gemmPath, c gemmCase, threads
 }
 
 // BenchmarkSgemmSplits times each way of dividing square products among
-// two goroutines on the fastest path, so that split's choices can be
-// checked: `GOMAXPROCS=2 go test ./rt/cpu -run X -bench SgemmSplits`.
+// two goroutines on each path, so that split's choices can be checked:
+// `GOMAXPROCS=2 go test ./rt/cpu -run X -bench SgemmSplits`.
 func BenchmarkSgemmSplits(b *testing.B) {
 	defer SetThreads(Threads())
 	SetThreads(2)
 	names := map[gemmSplit]string{splitColumns: "columns", splitRowsInPlace: "rows-in-place", splitSharedB: "shared-b"}
-	for _, n := range []int{128, 160, 192, 224, 256} {
-		r := rand.New(rand.NewSource(5))
-		x, y, z := randomSlice(r, n*n), randomSlice(r, n*n), make([]float32, n*n)
-		g := &gemmCall{barrier: newGemmBarrier(), p: gemmPathsSupported[0], m: n, n: n, k: n, alpha: 1, a: x, lda: n, b: y, ldb: n, c: z, ldc: n}
-		for _, split := range []gemmSplit{splitColumns, splitRowsInPlace, splitSharedB} {
-			b.Run(fmt.Sprintf("%d/%s", n, names[split]), func(b *testing.B) {
-				for b.Loop() {
-					g.runSplit(2, split)
-				}
-				b.ReportMetric(2*float64(n)*float64(n)*float64(n)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
-			})
+	for _, p := range gemmPathsSupported {
+		for _, n := range []int{128, 160, 192, 224, 256} {
+			r := rand.New(rand.NewSource(5))
+			x, y, z := randomSlice(r, n*n), randomSlice(r, n*n), make([]float32, n*n)
+			g := &gemmCall{barrier: newGemmBarrier(), p: p, m: n, n: n, k: n, alpha: 1, a: x, lda: n, b: y, ldb: n, c: z, ldc: n}
+			for _, split := range []gemmSplit{splitColumns, splitRowsInPlace, splitSharedB} {
+				b.Run(fmt.Sprintf("%s/%d/%s", p.name, n, names[split]), func(b *testing.B) {
+					for b.Loop() {
+						g.runSplit(2, split)
+					}
+					b.ReportMetric(2*float64(n)*float64(n)*float64(n)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+				})
+			}
 		}
 	}
 }
