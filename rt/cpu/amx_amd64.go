@@ -3,6 +3,7 @@
 package cpu
 
 import (
+	"bytes"
 	"sync"
 	"syscall"
 	"unsafe"
@@ -68,16 +69,80 @@ func BF16Native() bool {
 func amxRowBlock(cfg *byte, a *uint16, b *uint32, c *float32, nBlocks, kTiles, lda, ldb, ldc int)
 
 // amxBuffers are the packed operands and the padded product, reused.
-var amxBuffers struct {
+var amxBuffers amxBufferSet
+
+type amxBufferSet struct {
 	sync.Mutex
 	pa []uint16
 	pb []uint32
 	pc []float32
 	pt []uint32 // a transposed operand before its transpose
+	// kept holds BF16Inference's packed B operands by the address of
+	// their first element, each with a copy of the float32 elements it was
+	// packed from: the address only finds the candidate, the comparison
+	// decides.
+	kept map[uintptr]*amxKept
 }
 
-// amxGemm is C = A·B on AMX tiles; false where the CPU has none.
-func amxGemm(transA, transB bool, m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int) bool {
+// amxKept is one packed B operand of BF16Inference.
+type amxKept struct {
+	trans     bool
+	k, n, ldb int
+	src       []float32 // B's rows×cols elements when packed, rows packed together
+	pb        []uint32
+}
+
+// amxKeptMax bounds the kept operands; past it they are dropped and packed
+// again as they come (a program's inference plans have a few dense layers).
+const amxKeptMax = 64
+
+// keptB returns B packed as packBF16BVec would, from the kept tiles when B's
+// elements equal, bit for bit, those they were packed from, else packing
+// them again and keeping them.
+func (s *amxBufferSet) keptB(trans bool, b []float32, ldb, k, n, kp, lpb int) []uint32 {
+	rows, cols := k, n
+	if trans {
+		rows, cols = n, k
+	}
+	key := uintptr(unsafe.Pointer(&b[0]))
+	e := s.kept[key]
+	if e != nil && e.trans == trans && e.k == k && e.n == n && e.ldb == ldb {
+		same := true
+		for r := 0; r < rows && same; r++ {
+			same = bytes.Equal(f32Bytes(b[r*ldb:r*ldb+cols]), f32Bytes(e.src[r*cols:r*cols+cols]))
+		}
+		if same {
+			return e.pb
+		}
+	}
+	if e == nil {
+		if s.kept == nil || len(s.kept) >= amxKeptMax {
+			s.kept = map[uintptr]*amxKept{}
+		}
+		e = &amxKept{}
+		s.kept[key] = e
+	}
+	*e = amxKept{trans: trans, k: k, n: n, ldb: ldb, src: growF32(e.src, rows*cols), pb: growU32(e.pb, kp/2*lpb)}
+	for r := 0; r < rows; r++ {
+		copy(e.src[r*cols:r*cols+cols], b[r*ldb:r*ldb+cols])
+	}
+	packBF16BVec(trans, b, ldb, k, n, e.pb, kp, lpb, s.pt)
+	return e.pb
+}
+
+// f32Bytes is x's memory as bytes, for an exact comparison (NaNs and the
+// sign of zero included).
+func f32Bytes(x []float32) []byte {
+	if len(x) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*byte)(unsafe.Pointer(&x[0])), 4*len(x))
+}
+
+// amxGemm is C = A·B on AMX tiles; false where the CPU has none. With
+// keepB, B's packed tiles are kept (amxKept) and reused while B is
+// unchanged.
+func amxGemm(transA, transB bool, m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int, keepB bool) bool {
 	if k <= 0 || !BF16Native() {
 		return false
 	}
@@ -101,12 +166,18 @@ func amxGemm(transA, transB bool, m, n, k int, a []float32, lda int, b []float32
 	s.Lock()
 	defer s.Unlock()
 	s.pa = growU16(s.pa, mp*lpa)
-	s.pb = growU32(s.pb, kp/2*lpb)
 	s.pc = growF32(s.pc, mp*lpb)
 	s.pt = growU32(s.pt, max(lpa/2*mp, lpb*kp/2))
-	pa, pb, pc := s.pa, s.pb, s.pc
+	pa, pc := s.pa, s.pc
 	packBF16AVec(transA, a, lda, m, k, pa, mp, lpa, s.pt)
-	packBF16BVec(transB, b, ldb, k, n, pb, kp, lpb, s.pt)
+	var pb []uint32
+	if keepB {
+		pb = s.keptB(transB, b, ldb, k, n, kp, lpb)
+	} else {
+		s.pb = growU32(s.pb, kp/2*lpb)
+		pb = s.pb
+		packBF16BVec(transB, b, ldb, k, n, pb, kp, lpb, s.pt)
+	}
 	// Whole 32×32 blocks of C are stored in place; the blocks that C's
 	// edges cut go through pc and are copied.
 	nFull := n / 32
