@@ -146,17 +146,7 @@ func amxGemm(transA, transB bool, m, n, k int, a []float32, lda int, b []float32
 	if k <= 0 || !BF16Native() {
 		return false
 	}
-	checkGemmOperand("c", c, m, n, ldc)
-	if transA {
-		checkGemmOperand("a", a, k, m, lda)
-	} else {
-		checkGemmOperand("a", a, m, k, lda)
-	}
-	if transB {
-		checkGemmOperand("b", b, n, k, ldb)
-	} else {
-		checkGemmOperand("b", b, k, n, ldb)
-	}
+	checkGemmOperands(transA, transB, m, n, k, a, lda, b, ldb, c, ldc)
 	mp, np, kp := gemmRoundUp(m, 32), gemmRoundUp(n, 32), gemmRoundUp(k, 32)
 	// Row strides one cache line longer than the rows: with n = 512 a
 	// stride of np pairs is 2 KB, and a tile's 16 rows would fall in two L1
@@ -219,23 +209,15 @@ func dwordT16(dst *uint32, ldd int, src *uint32, lds int, n int)
 // columns (rows 2q and 2q+1 of the stored matrix) interleaved into the
 // rows of pt (kp/2 rows of mp pairs) and pt transposed into pa as uint32s.
 func packBF16AVec(trans bool, a []float32, lda, m, k int, pa []uint16, mp, kp int, pt []uint32) {
-	m16, k16 := m&^15, k&^15
+	m16 := m &^ 15
 	if !trans {
 		ParallelFor(mp/16, 1, func(lo, hi int) {
 			for i := lo * 16; i < hi*16; i++ {
-				row := pa[i*kp : i*kp+kp]
-				if i >= m {
-					clear(row)
-					continue
+				var src []float32
+				if i < m {
+					src = a[i*lda : i*lda+k]
 				}
-				src := a[i*lda : i*lda+k]
-				if k16 > 0 {
-					bf16Row(&row[0], &src[0], k16)
-				}
-				for p := k16; p < k; p++ {
-					row[p] = bf16Bits(src[p])
-				}
-				clear(row[k:])
+				bf16ConvertRow(pa[i*kp:i*kp+kp], src)
 			}
 		})
 		return
@@ -261,6 +243,19 @@ func packBF16AVec(trans bool, a []float32, lda, m, k int, pa []uint16, mp, kp in
 	})
 }
 
+// bf16ConvertRow writes src rounded to bfloat16 at the start of dst, 16 at a
+// time by bf16Row, and zeros after it.
+func bf16ConvertRow(dst []uint16, src []float32) {
+	k16 := len(src) &^ 15
+	if k16 > 0 {
+		bf16Row(&dst[0], &src[0], k16)
+	}
+	for p := k16; p < len(src); p++ {
+		dst[p] = bf16Bits(src[p])
+	}
+	clear(dst[len(src):])
+}
+
 // amxPair is A(i,p) and A(i,p+1) (zero outside m×k) as a bfloat16 pair.
 func amxPair(a []float32, trans bool, lda, i, p, m, k int) uint32 {
 	at := func(p int) uint32 {
@@ -280,7 +275,7 @@ func amxPair(a []float32, trans bool, lda, i, p, m, k int) uint32 {
 // converted (its consecutive bfloat16 are the pairs of its column of B)
 // into a row of pt (np rows of kp/2 pairs), and pt transposed into pb.
 func packBF16BVec(trans bool, b []float32, ldb, k, n int, pb []uint32, kp, np int, pt []uint32) {
-	n16, k16 := n&^15, k&^15
+	n16 := n &^ 15
 	if !trans {
 		ParallelFor(kp/2, 8, func(lo, hi int) {
 			for q := lo; q < hi; q++ {
@@ -305,19 +300,11 @@ func packBF16BVec(trans bool, b []float32, ldb, k, n int, pb []uint32, kp, np in
 	ParallelFor(np/16, 1, func(lo, hi int) {
 		for j0 := lo * 16; j0 < hi*16; j0 += 16 {
 			for j := j0; j < j0+16; j++ {
-				row := pt16[j*kp : j*kp+kp]
-				if j >= n {
-					clear(row)
-					continue
+				var src []float32
+				if j < n {
+					src = b[j*ldb : j*ldb+k]
 				}
-				src := b[j*ldb : j*ldb+k]
-				if k16 > 0 {
-					bf16Row(&row[0], &src[0], k16)
-				}
-				for p := k16; p < k; p++ {
-					row[p] = bf16Bits(src[p])
-				}
-				clear(row[k:])
+				bf16ConvertRow(pt16[j*kp:j*kp+kp], src)
 			}
 			dwordT16(&pb[j0], np, &pt[j0*kp/2], kp/2, kp/2)
 		}
