@@ -425,19 +425,22 @@ var cpuConvKernels = map[string]struct{ fwd, bwd string }{
 }
 
 // cpuDenseKernels are the rt/cpu functions of a dense step in each
-// precision (planner.Attr.Precision), forward and backward: FP32's are
-// the package's GemmFwd and GemmBwd, BF16's the methods of the program's
+// precision (planner.Attr.Precision): forward and backward in the training
+// plan, and forward in the inference plans. FP32's are the package's
+// GemmFwd and GemmBwd; BF16's in training the methods of the program's
 // bf16Dense, which is cpu.BF16 (bfloat16 operands, float32 accumulation)
-// save while SelfTest's gradient check runs (renderModelMethods).
-var cpuDenseKernels = map[string]struct{ fwd, bwd string }{
-	planner.PrecisionF32:  {"cpu.GemmFwd", "cpu.GemmBwd"},
-	planner.PrecisionBF16: {"bf16Dense.GemmFwd", "bf16Dense.GemmBwd"},
+// save while SelfTest's gradient check runs (renderModelMethods), and in
+// inference cpu.BF16Inference, which keeps the packed weights between
+// calls while they are unchanged.
+var cpuDenseKernels = map[string]struct{ fwd, bwd, infer string }{
+	planner.PrecisionF32:  {"cpu.GemmFwd", "cpu.GemmBwd", "cpu.GemmFwd"},
+	planner.PrecisionBF16: {"bf16Dense.GemmFwd", "bf16Dense.GemmBwd", "cpu.BF16Inference.GemmFwd"},
 }
 
 // cpuDenseKernel returns the rt/cpu functions of a dense step whose plan
 // recorded precision ("" in a plan built by hand: f32). A step of another
 // backend's plan (reference) runs in f32, the arithmetic it checks.
-func cpuDenseKernel(precision string, reference bool) (struct{ fwd, bwd string }, error) {
+func cpuDenseKernel(precision string, reference bool) (struct{ fwd, bwd, infer string }, error) {
 	if precision == "" || reference {
 		precision = planner.PrecisionF32
 	}
@@ -506,7 +509,11 @@ func (g *generator) kernelCall(st planner.Step, in, out []operand, training bool
 		if err != nil {
 			return "", err
 		}
-		return fmt.Sprintf("%s(%s, %s, %s, %s, %d, %d, %d, %s, %s)", k.fwd, in[0].slice(), in[1].slice(), in[2].slice(), out[0].slice(), batch, w[1], w[0], ac, float(a.Alpha)), nil
+		fn := k.fwd
+		if !training {
+			fn = k.infer
+		}
+		return fmt.Sprintf("%s(%s, %s, %s, %s, %d, %d, %d, %s, %s)", fn, in[0].slice(), in[1].slice(), in[2].slice(), out[0].slice(), batch, w[1], w[0], ac, float(a.Alpha)), nil
 	case planner.KGemmBwd:
 		if err := need(in, 4, "input"); err != nil {
 			return "", err

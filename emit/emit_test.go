@@ -63,9 +63,9 @@ func TestBF16MLPGolden(t *testing.T) {
 }
 
 // TestBF16Calls: a bf16 spec's program calls cpu.BF16's dense kernels (by
-// bf16Dense, which its gradient check sets to cpu.FP32) in
-// its training and batch inference plans and the float32 ones at batch
-// 1, and says in `info` how this CPU runs bf16; the same model in f32
+// bf16Dense, which its gradient check sets to cpu.FP32) in its training
+// plan, cpu.BF16Inference's (packed weights kept) in its batch inference
+// plan, and the float32 ones at batch 1, and says in `info` how this CPU runs bf16; the same model in f32
 // calls the float32 kernels only and says nothing of bf16. A GPU
 // backend's plans keep f32 (their targets have no bf16 yet).
 func TestBF16Calls(t *testing.T) {
@@ -85,8 +85,11 @@ func TestBF16Calls(t *testing.T) {
 	if n := count(bf, "cpu.GemmFwd"); n != 3 {
 		t.Errorf("bf16 program: %d cpu.GemmFwd calls, want 3 (the batch-1 plan)", n)
 	}
-	if n, all := count(bf, "bf16Dense.GemmFwd"), count(f32, "cpu.GemmFwd"); n != all-3 || n == 0 {
-		t.Errorf("bf16 program: %d cpu.BF16.GemmFwd calls, want %d (the f32 program's %d less the batch-1 plan's 3)", n, all-3, all)
+	if n, all := count(bf, "bf16Dense.GemmFwd"), count(f32, "cpu.GemmFwd"); n != 3 || all != 9 {
+		t.Errorf("bf16 program: %d bf16Dense.GemmFwd calls, want 3 (the training plan's; the f32 program has %d forward calls, want 9)", n, all)
+	}
+	if n := count(bf, "cpu.BF16Inference.GemmFwd"); n != 3 {
+		t.Errorf("bf16 program: %d cpu.BF16Inference.GemmFwd calls, want 3 (the batch-250 inference plan's)", n)
 	}
 	if n := strings.Count(string(bf), "app.DenseCheck("); n != 3 {
 		t.Errorf("the bf16 program's selftest checks %d dense layers in bf16, want 3", n)

@@ -3,6 +3,7 @@
 package cpu
 
 import (
+	"bytes"
 	"sync"
 	"syscall"
 	"unsafe"
@@ -68,30 +69,84 @@ func BF16Native() bool {
 func amxRowBlock(cfg *byte, a *uint16, b *uint32, c *float32, nBlocks, kTiles, lda, ldb, ldc int)
 
 // amxBuffers are the packed operands and the padded product, reused.
-var amxBuffers struct {
+var amxBuffers amxBufferSet
+
+type amxBufferSet struct {
 	sync.Mutex
 	pa []uint16
 	pb []uint32
 	pc []float32
 	pt []uint32 // a transposed operand before its transpose
+	// kept holds BF16Inference's packed B operands by the address of
+	// their first element, each with a copy of the float32 elements it was
+	// packed from: the address only finds the candidate, the comparison
+	// decides.
+	kept map[uintptr]*amxKept
 }
 
-// amxGemm is C = A·B on AMX tiles; false where the CPU has none.
-func amxGemm(transA, transB bool, m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int) bool {
+// amxKept is one packed B operand of BF16Inference.
+type amxKept struct {
+	trans     bool
+	k, n, ldb int
+	src       []float32 // B's rows×cols elements when packed, rows packed together
+	pb        []uint32
+}
+
+// amxKeptMax bounds the kept operands; past it they are dropped and packed
+// again as they come (a program's inference plans have a few dense layers).
+const amxKeptMax = 64
+
+// keptB returns B packed as packBF16BVec would, from the kept tiles when B's
+// elements equal, bit for bit, those they were packed from, else packing
+// them again and keeping them.
+func (s *amxBufferSet) keptB(trans bool, b []float32, ldb, k, n, kp, lpb int) []uint32 {
+	rows, cols := k, n
+	if trans {
+		rows, cols = n, k
+	}
+	key := uintptr(unsafe.Pointer(&b[0]))
+	e := s.kept[key]
+	if e != nil && e.trans == trans && e.k == k && e.n == n && e.ldb == ldb {
+		same := true
+		for r := 0; r < rows && same; r++ {
+			same = bytes.Equal(f32Bytes(b[r*ldb:r*ldb+cols]), f32Bytes(e.src[r*cols:r*cols+cols]))
+		}
+		if same {
+			return e.pb
+		}
+	}
+	if e == nil {
+		if s.kept == nil || len(s.kept) >= amxKeptMax {
+			s.kept = map[uintptr]*amxKept{}
+		}
+		e = &amxKept{}
+		s.kept[key] = e
+	}
+	*e = amxKept{trans: trans, k: k, n: n, ldb: ldb, src: growF32(e.src, rows*cols), pb: growU32(e.pb, kp/2*lpb)}
+	for r := 0; r < rows; r++ {
+		copy(e.src[r*cols:r*cols+cols], b[r*ldb:r*ldb+cols])
+	}
+	packBF16BVec(trans, b, ldb, k, n, e.pb, kp, lpb, s.pt)
+	return e.pb
+}
+
+// f32Bytes is x's memory as bytes, for an exact comparison (NaNs and the
+// sign of zero included).
+func f32Bytes(x []float32) []byte {
+	if len(x) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*byte)(unsafe.Pointer(&x[0])), 4*len(x))
+}
+
+// amxGemm is C = A·B on AMX tiles; false where the CPU has none. With
+// keepB, B's packed tiles are kept (amxKept) and reused while B is
+// unchanged.
+func amxGemm(transA, transB bool, m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int, keepB bool) bool {
 	if k <= 0 || !BF16Native() {
 		return false
 	}
-	checkGemmOperand("c", c, m, n, ldc)
-	if transA {
-		checkGemmOperand("a", a, k, m, lda)
-	} else {
-		checkGemmOperand("a", a, m, k, lda)
-	}
-	if transB {
-		checkGemmOperand("b", b, n, k, ldb)
-	} else {
-		checkGemmOperand("b", b, k, n, ldb)
-	}
+	checkGemmOperands(transA, transB, m, n, k, a, lda, b, ldb, c, ldc)
 	mp, np, kp := gemmRoundUp(m, 32), gemmRoundUp(n, 32), gemmRoundUp(k, 32)
 	// Row strides one cache line longer than the rows: with n = 512 a
 	// stride of np pairs is 2 KB, and a tile's 16 rows would fall in two L1
@@ -101,12 +156,18 @@ func amxGemm(transA, transB bool, m, n, k int, a []float32, lda int, b []float32
 	s.Lock()
 	defer s.Unlock()
 	s.pa = growU16(s.pa, mp*lpa)
-	s.pb = growU32(s.pb, kp/2*lpb)
 	s.pc = growF32(s.pc, mp*lpb)
 	s.pt = growU32(s.pt, max(lpa/2*mp, lpb*kp/2))
-	pa, pb, pc := s.pa, s.pb, s.pc
+	pa, pc := s.pa, s.pc
 	packBF16AVec(transA, a, lda, m, k, pa, mp, lpa, s.pt)
-	packBF16BVec(transB, b, ldb, k, n, pb, kp, lpb, s.pt)
+	var pb []uint32
+	if keepB {
+		pb = s.keptB(transB, b, ldb, k, n, kp, lpb)
+	} else {
+		s.pb = growU32(s.pb, kp/2*lpb)
+		pb = s.pb
+		packBF16BVec(transB, b, ldb, k, n, pb, kp, lpb, s.pt)
+	}
 	// Whole 32×32 blocks of C are stored in place; the blocks that C's
 	// edges cut go through pc and are copied.
 	nFull := n / 32
@@ -148,23 +209,15 @@ func dwordT16(dst *uint32, ldd int, src *uint32, lds int, n int)
 // columns (rows 2q and 2q+1 of the stored matrix) interleaved into the
 // rows of pt (kp/2 rows of mp pairs) and pt transposed into pa as uint32s.
 func packBF16AVec(trans bool, a []float32, lda, m, k int, pa []uint16, mp, kp int, pt []uint32) {
-	m16, k16 := m&^15, k&^15
+	m16 := m &^ 15
 	if !trans {
 		ParallelFor(mp/16, 1, func(lo, hi int) {
 			for i := lo * 16; i < hi*16; i++ {
-				row := pa[i*kp : i*kp+kp]
-				if i >= m {
-					clear(row)
-					continue
+				var src []float32
+				if i < m {
+					src = a[i*lda : i*lda+k]
 				}
-				src := a[i*lda : i*lda+k]
-				if k16 > 0 {
-					bf16Row(&row[0], &src[0], k16)
-				}
-				for p := k16; p < k; p++ {
-					row[p] = bf16Bits(src[p])
-				}
-				clear(row[k:])
+				bf16ConvertRow(pa[i*kp:i*kp+kp], src)
 			}
 		})
 		return
@@ -190,6 +243,19 @@ func packBF16AVec(trans bool, a []float32, lda, m, k int, pa []uint16, mp, kp in
 	})
 }
 
+// bf16ConvertRow writes src rounded to bfloat16 at the start of dst, 16 at a
+// time by bf16Row, and zeros after it.
+func bf16ConvertRow(dst []uint16, src []float32) {
+	k16 := len(src) &^ 15
+	if k16 > 0 {
+		bf16Row(&dst[0], &src[0], k16)
+	}
+	for p := k16; p < len(src); p++ {
+		dst[p] = bf16Bits(src[p])
+	}
+	clear(dst[len(src):])
+}
+
 // amxPair is A(i,p) and A(i,p+1) (zero outside m×k) as a bfloat16 pair.
 func amxPair(a []float32, trans bool, lda, i, p, m, k int) uint32 {
 	at := func(p int) uint32 {
@@ -209,7 +275,7 @@ func amxPair(a []float32, trans bool, lda, i, p, m, k int) uint32 {
 // converted (its consecutive bfloat16 are the pairs of its column of B)
 // into a row of pt (np rows of kp/2 pairs), and pt transposed into pb.
 func packBF16BVec(trans bool, b []float32, ldb, k, n int, pb []uint32, kp, np int, pt []uint32) {
-	n16, k16 := n&^15, k&^15
+	n16 := n &^ 15
 	if !trans {
 		ParallelFor(kp/2, 8, func(lo, hi int) {
 			for q := lo; q < hi; q++ {
@@ -234,19 +300,11 @@ func packBF16BVec(trans bool, b []float32, ldb, k, n int, pb []uint32, kp, np in
 	ParallelFor(np/16, 1, func(lo, hi int) {
 		for j0 := lo * 16; j0 < hi*16; j0 += 16 {
 			for j := j0; j < j0+16; j++ {
-				row := pt16[j*kp : j*kp+kp]
-				if j >= n {
-					clear(row)
-					continue
+				var src []float32
+				if j < n {
+					src = b[j*ldb : j*ldb+k]
 				}
-				src := b[j*ldb : j*ldb+k]
-				if k16 > 0 {
-					bf16Row(&row[0], &src[0], k16)
-				}
-				for p := k16; p < k; p++ {
-					row[p] = bf16Bits(src[p])
-				}
-				clear(row[k:])
+				bf16ConvertRow(pt16[j*kp:j*kp+kp], src)
 			}
 			dwordT16(&pb[j0], np, &pt[j0*kp/2], kp/2, kp/2)
 		}

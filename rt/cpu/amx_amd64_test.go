@@ -85,7 +85,8 @@ func BenchmarkAMXParts(b *testing.B) {
 					amxRowBlock(&amx.cfg[0], &pa[mb*32*lpa], &pb[0], &pc[mb*32*lpb], np/32, kp/32, lpa*2, lpb*4, lpb*4)
 				}
 			}},
-			{"all", func() { amxGemm(c.transA, c.transB, c.m, c.n, c.k, a, lda, bm, ldb, out, c.n) }},
+			{"all", func() { amxGemm(c.transA, c.transB, c.m, c.n, c.k, a, lda, bm, ldb, out, c.n, false) }},
+			{"allKeptB", func() { amxGemm(c.transA, c.transB, c.m, c.n, c.k, a, lda, bm, ldb, out, c.n, true) }},
 		} {
 			b.Run(c.name+"/"+part.name, func(b *testing.B) {
 				for b.Loop() {

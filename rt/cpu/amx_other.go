@@ -3,7 +3,7 @@
 package cpu
 
 // amxGemm is the AMX product; there is none off amd64.
-func amxGemm(transA, transB bool, m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int) bool {
+func amxGemm(transA, transB bool, m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int, keepB bool) bool {
 	return false
 }
 

@@ -365,17 +365,7 @@ func sgemmSerialT(transA bool, m, n, k int, a []float32, lda int, b []float32, l
 
 // sgemmSerialTT is sgemmSerialT with op(B) = Bᵀ when transB.
 func sgemmSerialTT(transA, transB bool, m, n, k int, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
-	if transA {
-		checkGemmOperand("a", a, k, m, lda)
-	} else {
-		checkGemmOperand("a", a, m, k, lda)
-	}
-	if transB {
-		checkGemmOperand("b", b, n, k, ldb)
-	} else {
-		checkGemmOperand("b", b, k, n, ldb)
-	}
-	checkGemmOperand("c", c, m, n, ldc)
+	checkGemmOperands(transA, transB, m, n, k, a, lda, b, ldb, c, ldc)
 	g := gemmCalls.Get().(*gemmCall)
 	*g = gemmCall{barrier: g.barrier, p: activeGemmPath.Load(), transA: transA, transB: transB, m: m, n: n, k: k, alpha: 1, a: a, lda: lda, b: b, ldb: ldb, beta: beta, c: c, ldc: ldc}
 	g.run(0, m, 0, n)

@@ -156,16 +156,7 @@ func Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int
 		scaleMatrix(m, n, beta, c, ldc)
 		return
 	}
-	if transA {
-		checkGemmOperand("a", a, k, m, lda)
-	} else {
-		checkGemmOperand("a", a, m, k, lda)
-	}
-	if transB {
-		checkGemmOperand("b", b, n, k, ldb)
-	} else {
-		checkGemmOperand("b", b, k, n, ldb)
-	}
+	checkGemmOperands(transA, transB, m, n, k, a, lda, b, ldb, c, ldc)
 	g := gemmCalls.Get().(*gemmCall)
 	*g = gemmCall{barrier: g.barrier, p: activeGemmPath.Load(), transA: transA, transB: transB, m: m, n: n, k: k, alpha: alpha, a: a, lda: lda, b: b, ldb: ldb, beta: beta, c: c, ldc: ldc}
 	switch threads := Threads(); {
@@ -428,6 +419,22 @@ func scaleMatrix(m, n int, beta float32, c []float32, ldc int) {
 // checkGemmOperand panics with a readable message when x cannot hold a
 // rows×cols row-major matrix with row stride ld, so that the assembly
 // kernels, which do no bounds checks, never touch memory outside x.
+// checkGemmOperands checks all three operands of C = op(A)·op(B) with
+// checkGemmOperand.
+func checkGemmOperands(transA, transB bool, m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int) {
+	if transA {
+		checkGemmOperand("a", a, k, m, lda)
+	} else {
+		checkGemmOperand("a", a, m, k, lda)
+	}
+	if transB {
+		checkGemmOperand("b", b, n, k, ldb)
+	} else {
+		checkGemmOperand("b", b, k, n, ldb)
+	}
+	checkGemmOperand("c", c, m, n, ldc)
+}
+
 func checkGemmOperand(name string, x []float32, rows, cols, ld int) {
 	if ld < max(cols, 1) {
 		panic(fmt.Sprintf("cpu.Sgemm: ld%s = %d is smaller than the %d columns of %s as stored", name, ld, cols, name))

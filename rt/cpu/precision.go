@@ -27,6 +27,13 @@ var (
 	// CPU has them (BF16Native), elsewhere by Sgemm on rounded copies, which
 	// gives the same products at float32's speed.
 	BF16 = &Precision{name: "bf16", gemm: sgemmBF16}
+	// BF16Inference is BF16 for the inference plans: on AMX it keeps each
+	// weight matrix's packed tiles between calls, with a copy of the
+	// float32 weights they came from, and a call whose weights equal the
+	// copy bit for bit reuses the tiles (comparing costs a fraction of
+	// packing); any other call packs again. The training plan uses BF16,
+	// as its weights change every step. The results are BF16's.
+	BF16Inference = &Precision{name: "bf16", gemm: sgemmBF16Cached}
 )
 
 // String is the precision's name in specs and `mlbuild plan`: "f32" or "bf16".
@@ -100,7 +107,7 @@ func sgemmBF16(transA, transB bool, m, n, k int, a []float32, lda int, b []float
 	if m <= 0 || n <= 0 {
 		return
 	}
-	if amxGemm(transA, transB, m, n, k, a, lda, b, ldb, c, ldc) {
+	if amxGemm(transA, transB, m, n, k, a, lda, b, ldb, c, ldc, false) {
 		return
 	}
 	s := &bf16Scratch
@@ -117,6 +124,15 @@ func sgemmBF16(transA, transB bool, m, n, k int, a []float32, lda int, b []float
 	s.a = roundedCopy(s.a, a, lda, ar, ac)
 	s.b = roundedCopy(s.b, b, ldb, br, bc)
 	Sgemm(transA, transB, m, n, k, 1, s.a, ac, s.b, bc, 0, c, ldc)
+}
+
+// sgemmBF16Cached is BF16Inference's product: sgemmBF16 with B's packed
+// tiles kept between calls on AMX.
+func sgemmBF16Cached(transA, transB bool, m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int) {
+	if m > 0 && n > 0 && amxGemm(transA, transB, m, n, k, a, lda, b, ldb, c, ldc, true) {
+		return
+	}
+	sgemmBF16(transA, transB, m, n, k, a, lda, b, ldb, c, ldc)
 }
 
 // roundedCopy writes the rows×cols matrix src (row stride lds) rounded to

@@ -201,3 +201,37 @@ func TestBF16Native(t *testing.T) {
 		t.Fatal("MLBUILD_WANT_AMX=1 but this CPU or OS gives no AMX tiles")
 	}
 }
+
+// TestBF16InferenceKeeps checks that BF16Inference, which keeps packed
+// weights between calls on AMX, gives BF16's results call after call while
+// the weights change in place: one element changed (past bfloat16's
+// rounding), one changed below it, a zero's sign flipped, and a new matrix
+// at another address.
+func TestBF16InferenceKeeps(t *testing.T) {
+	rng := newTestRand(11)
+	batch, in, out := 40, 70, 33
+	x, w, bias := randSlice(rng, batch*in, 1), randSlice(rng, out*in, 1), randSlice(rng, out, 1)
+	w[5] = 0
+	check := func(step string) {
+		t.Helper()
+		want, got := make([]float32, batch*out), make([]float32, batch*out)
+		BF16.GemmFwd(x, w, bias, want, batch, in, out, ActNone, 0)
+		BF16Inference.GemmFwd(x, w, bias, got, batch, in, out, ActNone, 0)
+		for i := range want {
+			if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+				t.Fatalf("%s: y[%d] = %v with kept weights, %v packed afresh", step, i, got[i], want[i])
+			}
+		}
+	}
+	check("first call")
+	check("same weights")
+	w[3*in+7] += 0.5
+	check("one weight changed")
+	w[4*in+2] = math.Float32frombits(math.Float32bits(w[4*in+2]) ^ 1) // below bfloat16's precision
+	check("one weight changed in its last bit")
+	w[5] = float32(math.Copysign(0, -1))
+	check("a zero weight's sign flipped")
+	w = append([]float32(nil), w...)
+	w[0] = -w[0]
+	check("a new weight matrix")
+}
