@@ -8,6 +8,9 @@
 // sample by sample, so that drift of a shared machine hits all of them alike,
 // and prints medians and ratios. bench/sgemm.sh builds the workers and runs
 // it; `go run ./bench/sgemm -worker mlbuild -threads 1` is the Go worker.
+// With -base, the mlbuild worker of the driver built from another commit
+// runs as one more column, so that a change to rt/cpu is measured side by
+// side with what it replaces (bench/sgemm.sh's SGEMM_BASE).
 package main
 
 import (
@@ -38,6 +41,7 @@ func main() {
 		sampleSec = flag.Float64("sample", 0.2, "driver: target seconds per sample")
 		openblas  = flag.String("openblas", "", "driver: OpenBLAS worker command (space-separated); empty skips it")
 		torch     = flag.String("torch", "", "driver: PyTorch worker command (space-separated); empty skips it")
+		base      = flag.String("base", "", "driver: this driver built from another commit; its mlbuild worker runs as a column \"base\" (empty skips it)")
 	)
 	flag.Parse()
 	if *worker != "" {
@@ -47,7 +51,7 @@ func main() {
 		}
 		return
 	}
-	cfg := driverConfig{reps: *reps, bigReps: *bigReps, sample: *sampleSec, openblas: *openblas, torch: *torch}
+	cfg := driverConfig{reps: *reps, bigReps: *bigReps, sample: *sampleSec, openblas: *openblas, torch: *torch, base: *base}
 	var err error
 	if cfg.sizes, err = parseInts(*sizes); err == nil {
 		cfg.threads, err = parseInts(*threadSet)
@@ -106,6 +110,7 @@ type driverConfig struct {
 	reps, bigReps   int
 	sample          float64
 	openblas, torch string
+	base            string // driver binary of another commit, for its mlbuild worker
 }
 
 // worker is one running implementation at one thread count.
@@ -177,6 +182,9 @@ func runDriver(cfg driverConfig) error {
 		}
 		if cfg.torch != "" {
 			commands = append(commands, [2]string{"torch", cfg.torch})
+		}
+		if cfg.base != "" {
+			commands = append(commands, [2]string{"base", cfg.base + " -worker mlbuild -threads " + strconv.Itoa(t)})
 		}
 		fmt.Printf("\nthreads = %d\n", t)
 		var workers []*worker
