@@ -5,7 +5,6 @@ package cpu
 import (
 	"bytes"
 	"sync"
-	"syscall"
 	"unsafe"
 )
 
@@ -46,8 +45,7 @@ func amxSetup() {
 	if xcr0&tileState != tileState {
 		return
 	}
-	const archReqXcompPerm, xfeatureXtiledata = 0x1023, 18
-	if _, _, errno := syscall.RawSyscall(syscall.SYS_ARCH_PRCTL, archReqXcompPerm, xfeatureXtiledata, 0); errno != 0 {
+	if !amxPermit() {
 		return
 	}
 	amx.cfg[0] = 1 // palette 1
