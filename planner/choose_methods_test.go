@@ -9,18 +9,22 @@ import (
 	"github.com/mlbuild/mlbuild/spec"
 )
 
-// convSteps returns the conv2d and conv2d_bwd steps of p in phase order.
-func convSteps(p *Plan) []Step {
+// stepsOf returns the steps of p whose kernel is one of kernels, in phase
+// order.
+func stepsOf(p *Plan, kernels ...Kernel) []Step {
 	var out []Step
 	for _, ph := range []Phase{p.Forward, p.Backward} {
 		for _, s := range ph {
-			if s.Kernel == KConv2D || s.Kernel == KConv2DBwd {
+			if slices.Contains(kernels, s.Kernel) {
 				out = append(out, s)
 			}
 		}
 	}
 	return out
 }
+
+// convSteps returns the conv2d and conv2d_bwd steps of p in phase order.
+func convSteps(p *Plan) []Step { return stepsOf(p, KConv2D, KConv2DBwd) }
 
 // workspace returns a convolution step's scratch operand.
 func workspace(s Step) BufID {

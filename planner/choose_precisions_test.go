@@ -9,17 +9,7 @@ import (
 )
 
 // denseSteps returns the gemm and gemm_bwd steps of p in phase order.
-func denseSteps(p *Plan) []Step {
-	var out []Step
-	for _, ph := range []Phase{p.Forward, p.Backward} {
-		for _, s := range ph {
-			if s.Kernel == KGemm || s.Kernel == KGemmBwd {
-				out = append(out, s)
-			}
-		}
-	}
-	return out
-}
+func denseSteps(p *Plan) []Step { return stepsOf(p, KGemm, KGemmBwd) }
 
 // withPrecision returns m asking for precision.
 func withPrecision(m *spec.Model, precision string) *spec.Model {

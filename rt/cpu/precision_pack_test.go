@@ -1,7 +1,9 @@
 package cpu
 
-// The packers of BF16's AMX path (amx_amd64.go), in Go so that every
-// platform tests them against the float32 operands.
+// Reference packers of BF16's AMX path: plain Go versions of what the
+// AVX-512 packers (amx_amd64.go) must write, checked against the rounded
+// operands by TestPackBF16 and compared with the vector packers bit for bit
+// by TestPackBF16Vec.
 
 // packBF16A writes A (m×k, or k×m read transposed) as bfloat16 rows into pa
 // (mp rows of kp), zero beyond m rows and k columns.
