@@ -18,7 +18,7 @@ FUZZTIME  ?= 400000x
 FUZZTIME_SPEC ?= 30000x
 export CGO_ENABLED ?= 0
 
-.PHONY: all build test unit fuzz demo deps data bench bench-sgemm bench-models bench-mnist bench-fusion compare-sklearn cuda-check cuda-bundle bf16-bundle test-arm64 clean FORCE
+.PHONY: all build test unit fuzz demo deps data bench bench-sgemm bench-models bench-mnist bench-fusion compare-sklearn zoo cuda-check cuda-bundle bf16-bundle test-arm64 clean FORCE
 
 all: build
 
@@ -96,6 +96,15 @@ cuda-bundle:
 	@bench/gpu/bundle.sh .gpu
 
 bench: bench-sgemm bench-models bench-fusion
+
+# zoo exports torchvision's classifiers (random weights; Debian's
+# python3-torch and python3-torchvision, installed if missing), imports,
+# compiles and runs each at batch 32 on the CPU and compares it with
+# PyTorch's output (bench/zoo/run.sh; the table in docs/benchmarks.md).
+# ZOO_MODELS picks some; CUDA=1 also compiles each for CUDA.
+ZOO_DIR ?= data/zoo
+zoo: build data
+	bench/zoo/run.sh $(MLBUILD) $(IMDATA) $(ZOO_DIR) $(ZOO_MODELS)
 
 # bench-fusion compiles models/mnist.cue with and without fusion and
 # compares the two binaries' bench, alternating.
