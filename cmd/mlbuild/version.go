@@ -16,15 +16,46 @@ var version = "devel"
 // mlbuildVersion is the version written into generated programs and build
 // keys: the one `mlbuild version` prints. Without -X it is the module
 // version the go command stamped (go install ...@v1.2.3, or a pseudo-version
-// from the checkout's commit), and "devel" when there is none.
+// from the checkout's commit); when the module version is "(devel)" but the
+// build recorded its commit (vcs.revision), "devel-" and that commit
+// ("-dirty" when modified); and "devel" when the build recorded nothing
+// (go build -buildvcs=false, or a copy of the sources outside git).
 func mlbuildVersion() string {
 	if version != "devel" {
 		return version
 	}
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return version
+	}
+	return versionFromBuildInfo(bi)
+}
+
+// versionFromBuildInfo is mlbuildVersion's reading of the go command's stamp.
+func versionFromBuildInfo(bi *debug.BuildInfo) string {
+	if bi.Main.Version != "" && bi.Main.Version != "(devel)" {
 		return bi.Main.Version
 	}
-	return version
+	var rev string
+	dirty := false
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			dirty = s.Value == "true"
+		}
+	}
+	if rev == "" {
+		return "devel"
+	}
+	if len(rev) > 12 {
+		rev = rev[:12]
+	}
+	if dirty {
+		return "devel-" + rev + "-dirty"
+	}
+	return "devel-" + rev
 }
 
 // versionIsExact reports whether a version names one build of mlbuild's
