@@ -64,9 +64,12 @@ def main():
         t0 = time.time()
         with torch.no_grad():
             y = model(torch.from_numpy(x)).numpy()
+            extra = {}
+            if int(torch.__version__.split(".")[0]) >= 2:
+                extra["dynamo"] = False  # the TorchScript exporter, as 1.13 has it (2.9 made dynamo the default)
             torch.onnx.export(model, torch.from_numpy(x[:1]), path, opset_version=13,
                               input_names=["x"], output_names=["y"],
-                              dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}})
+                              dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}}, **extra)
         np.save(os.path.join(out_dir, name + ".x.npy"), x)
         np.save(os.path.join(out_dir, name + ".y.npy"), y.astype(np.float32))
         params = sum(p.numel() for p in model.parameters())
