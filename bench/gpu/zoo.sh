@@ -17,15 +17,24 @@ b=$(cd "$1" && pwd) out=$2
 mkdir -p "$out"
 work=$(mktemp -d)
 export MLBUILD_CUDA_CACHE=$work/kernels
-gunzip -c "$b/mlbuild.gz" >"$work/mlbuild" && chmod +x "$work/mlbuild"
+# unpack FILE DEST: a gzip or xz file, or a plain one, as an executable
+unpack() {
+	case $1 in
+	*.gz) gunzip -c "$1" >"$2" ;;
+	*.xz) python3 -c 'import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], "wb"))' "$1" "$2" ;;
+	*) cp "$1" "$2" ;;
+	esac
+	chmod +x "$2"
+}
+unpack "$(ls "$b"/mlbuild* | head -n 1)" "$work/mlbuild"
 table="$out/zoo-cuda.md"
 echo "| model | spec as compiled | max abs diff vs PyTorch (batch 32) | predict 32 (s) | bench: batch-32 / batch-1 inference (ms) |" >"$table"
 echo "|---|---|--:|--:|--:|" >>"$table"
-for gz in "$b"/cuda/*.gz; do
-	m=$(basename "$gz" .gz)
+for f in "$b"/cuda/*; do
+	m=$(basename "${f%.[gx]z}")
 	d=$work/$m
 	mkdir -p "$d"
-	gunzip -c "$gz" >"$d/prog" && chmod +x "$d/prog"
+	unpack "$f" "$d/prog"
 	if ! python3 "$b/export.py" "$d" "$b/photos" "$m" >"$d/export.log" 2>&1; then
 		echo "| $m | export failed: $(tail -n1 "$d/export.log" | cut -c1-100) | | | |" >>"$table"
 		continue
@@ -49,7 +58,8 @@ for gz in "$b"/cuda/*.gz; do
 	diff=$(python3 -c "
 import numpy as np, sys
 a, b = np.load('$d/y.npy'), np.load('$d/$m.y.npy')
-print(f'{float(np.max(np.abs(a.reshape(-1).astype(np.float64) - b.reshape(-1)))):.2e}' if a.size == b.size else f'shapes {a.shape} {b.shape}')")
+d = float(np.max(np.abs(a.reshape(-1).astype(np.float64) - b.reshape(-1)))) if a.size == b.size else None
+print(f'{d:.2e} ({d / float(np.max(np.abs(b))):.1e} of the largest output)' if d is not None else f'shapes {a.shape} {b.shape}')")
 lat=$("$d/prog" bench --json --iters 20 2>/dev/null | python3 -c "
 import json, sys
 j = json.load(sys.stdin); print(f\"{j.get('infer_batch_ms', 0):.2f} / {j.get('infer_batch1_ms', 0):.2f}\")" 2>/dev/null)

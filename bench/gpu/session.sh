@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# session.sh runs, on a GPU machine, what bench/gpu/session-bundle.sh built:
+#   1. the machine, and the cuda package's Real tests (the gpuhost
+#      conformance suite on the GPU);
+#   2. selftest of the CUDA program of every valid spec (selftest-all.sh);
+#   3. CIFAR ResNet-18 at batch 128: mlbuild's CUDA program (bench: training
+#      step, batch-128 and batch-1 inference; info: the memory it takes)
+#      against PyTorch in fp32 and bf16, eager and compiled, in one run;
+#   4. torchvision's classifiers on the GPU against PyTorch (zoo.sh).
+# Usage: session.sh BUNDLE OUTDIR [PARTS]   (PARTS: e.g. "1 2 3 4", the default)
+set -uo pipefail
+b=$(cd "$1" && pwd) out=$2 parts=${3:-1 2 3 4}
+mkdir -p "$out"
+work=$(mktemp -d)
+export MLBUILD_CUDA_CACHE=$work/kernels
+step() { echo; echo "== $*"; }
+unxz() { python3 -c 'import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], "wb"))' "$1" "$2" && chmod +x "$2"; }
+want() { [[ " $parts " == *" $1 "* ]]; }
+
+if want 1; then
+	step "machine"; cat "$b/VERSION"; nvidia-smi -L; nvidia-smi --query-gpu=driver_version,memory.total,memory.used --format=csv,noheader
+	step "the cuda package's Real tests on this GPU"
+	unxz "$b/cuda.test.xz" "$work/cuda.test"
+	(cd "$work" && MLBUILD_CUDA_REAL=1 timeout 300 ./cuda.test -test.run Real -test.v 2>&1 | grep -E '^\s*(--- |ok|FAIL|PASS)' | tail -n 40)
+fi
+if want 2; then
+	step "selftest of every valid spec's CUDA program"
+	mkdir -p "$work/st/selftest"
+	for f in "$b"/selftest/*.xz; do unxz "$f" "$work/st/selftest/$(basename "$f" .xz)"; done
+	[ -f "$b/selftest/COMPILE-FAILED" ] && cp "$b/selftest/COMPILE-FAILED" "$work/st/selftest/"
+	timeout 420 bash "$b/selftest-all.sh" "$work/st" 2>&1 | tee "$out/selftest-all.txt" | tail -n 60
+fi
+if want 3; then
+	step "CIFAR ResNet-18, batch 128: mlbuild CUDA"
+	unxz "$b/r18/resnet18_cifar.xz" "$work/r18"
+	"$work/r18" info | grep -iE 'memory|arena|backend|device|gpu' | head -n 12
+	timeout 240 "$work/r18" bench --json --iters 30 2>&1 | tee "$out/r18-mlbuild.json" | tail -n 3
+	step "CIFAR ResNet-18, batch 128: PyTorch"
+	PYTHONUNBUFFERED=1 timeout 420 python3 "$b/r18/torch_resnet_cifar.py" 2>&1 | grep -v Warning | tee "$out/r18-torch.jsonl" | tail -n 6
+fi
+if want 4; then
+	step "torchvision classifiers on the GPU against PyTorch"
+	mkdir -p "$work/zoo"
+	timeout 900 bash "$b/zoo.sh" "$b/zoo" "$out" 2>&1 | tail -n 20
+fi
