@@ -8,7 +8,8 @@
 # with apt-get when missing), then for each: `mlbuild import`, `mlbuild
 # compile` for the CPU at the imported spec's batch (32), `predict --output`
 # on the same 32 photographs PyTorch ran, and the largest absolute difference
-# from PyTorch's output (the goal is 1e-4). With CUDA=1 it also compiles each
+# from PyTorch's output (the goal is 1e-4), also as a fraction of the
+# largest output (export.py calibrates batch norm so outputs are near 1). With CUDA=1 it also compiles each
 # model for CUDA into OUT_DIR/cuda/ for bench/gpu's run on a GPU machine.
 # A model that fails a stage is a row that says which stage and why; the
 # script goes on with the next. The table goes to OUT_DIR/zoo.md.
@@ -40,7 +41,8 @@ import sys, numpy as np
 a, b = np.load(sys.argv[1]), np.load(sys.argv[2])
 if a.size != b.size:
     print(f"shapes {list(a.shape)} and {list(b.shape)}"); sys.exit(1)
-print(f"{float(np.max(np.abs(a.reshape(-1).astype(np.float64) - b.reshape(-1)))):.2e}")
+d = float(np.max(np.abs(a.reshape(-1).astype(np.float64) - b.reshape(-1))))
+print(f"{d:.2e} ({d / float(np.max(np.abs(b))):.1e} of the largest output)")
 EOF
 }
 
