@@ -29,26 +29,6 @@ type Options struct {
 	MemoryLimitSource string
 }
 
-// Error is a planner error about the user's spec: it points at the layer's
-// position so that the user can find the line to change.
-type Error struct {
-	Pos   spec.Pos
-	Layer string
-	Msg   string
-}
-
-// Error formats the error as FILE:LINE:COL: layer NAME: message.
-func (e *Error) Error() string {
-	where := ""
-	if e.Pos.File != "" {
-		where = fmt.Sprintf("%s:%d:%d: ", e.Pos.File, e.Pos.Line, e.Pos.Col)
-	}
-	if e.Layer == "" {
-		return where + e.Msg
-	}
-	return fmt.Sprintf("%slayer %s: %s", where, e.Layer, e.Msg)
-}
-
 // Build plans m for opts.Target: it runs the passes in order (lower, add
 // the loss, fuse, differentiate, optimize, choose methods and precisions, fuse pools into
 // convolutions, measure costs, assign buffers) and checks the plan's invariants with Verify after each
@@ -63,8 +43,8 @@ func Build(m *spec.Model, opts Options) (*Plan, error) {
 		batch = m.Training.BatchSize
 	}
 	if batch <= 0 {
-		return nil, &Error{Pos: m.Nodes[0].Pos, Layer: m.Nodes[0].Name,
-			Msg: "no batch size: the spec's training.batchSize is not set and none was given"}
+		return nil, &spec.Error{Pos: m.Nodes[0].Pos, Layer: m.Nodes[0].Name,
+			Message: "no batch size: the spec's training.batchSize is not set and none was given"}
 	}
 	// Every size the plan computes is within the bounds at this batch,
 	// which a command line may set apart from the spec's.
@@ -160,11 +140,11 @@ func Build(m *spec.Model, opts Options) (*Plan, error) {
 	return p, nil
 }
 
-// positioned fills in the spec position of a planner *Error (or of a
-// *StepError's layer) so that messages point at the user's file.
+// positioned fills in the spec position of a *spec.Error the planner made
+// (or of a *StepError's layer) so that messages point at the user's file.
 func positioned(m *spec.Model, err error) error {
 	switch e := err.(type) {
-	case *Error:
+	case *spec.Error:
 		if e.Pos.File == "" {
 			if n := m.Node(e.Layer); n != nil {
 				e.Pos = n.Pos

@@ -29,7 +29,7 @@ func lower(m *spec.Model, batch int, training bool) (*Plan, error) {
 	}
 	if m.Nodes[0].Op != spec.OpInput {
 		n := &m.Nodes[0]
-		return nil, &Error{Pos: n.Pos, Layer: n.Name, Msg: fmt.Sprintf("the first layer must be the input, not %s", n.Op)}
+		return nil, &spec.Error{Pos: n.Pos, Layer: n.Name, Message: fmt.Sprintf("the first layer must be the input, not %s", n.Op)}
 	}
 	for i := range m.Nodes {
 		if err := l.declareParams(&m.Nodes[i]); err != nil {
@@ -44,7 +44,7 @@ func lower(m *spec.Model, batch int, training bool) (*Plan, error) {
 	out, ok := l.value[m.Output]
 	if !ok {
 		n := &m.Nodes[len(m.Nodes)-1]
-		return nil, &Error{Pos: n.Pos, Layer: m.Output, Msg: "the model's output names no layer"}
+		return nil, &spec.Error{Pos: n.Pos, Layer: m.Output, Message: "the model's output names no layer"}
 	}
 	l.p.Output = out
 	return l.p, nil
@@ -62,7 +62,7 @@ type lowering struct {
 
 // fail makes a positioned error about node n.
 func fail(n *spec.Node, format string, args ...any) error {
-	return &Error{Pos: n.Pos, Layer: n.Name, Msg: fmt.Sprintf(format, args...)}
+	return &spec.Error{Pos: n.Pos, Layer: n.Name, Message: fmt.Sprintf(format, args...)}
 }
 
 // addParam declares one param (or statistic) of layer n.

@@ -24,7 +24,7 @@ func measureCosts(p *Plan) error {
 		s.FLOPs = stepFLOPs(p, s, &c)
 		s.Bytes = stepBytes(p, s, &c)
 		if c.over {
-			return &Error{Layer: s.Layer, Msg: fmt.Sprintf(
+			return &spec.Error{Layer: s.Layer, Message: fmt.Sprintf(
 				"the %s step's FLOPs or bytes at batch %d pass 2^63, more than mlbuild counts; lower the batch size or shrink this layer", s.Kernel, p.Batch)}
 		}
 	}
