@@ -107,7 +107,7 @@ func (l *lowering) declareParams(n *spec.Node) error {
 		if len(in) != 3 || len(n.OutShape) != 3 {
 			return fail(n, "conv2d needs a [channels, height, width] input, got %s", shapeString(in))
 		}
-		groups := max(n.Groups, 1)
+		groups := n.Window().Groups
 		if in[0]%groups != 0 {
 			return fail(n, "%d input channels do not split into %d groups", in[0], groups)
 		}
@@ -396,26 +396,15 @@ func (l *lowering) window(n *spec.Node) (ConvGeom, error) {
 	if len(in) != 3 || len(n.OutShape) != 3 {
 		return ConvGeom{}, fail(n, "%s needs a [channels, height, width] input, got %s", n.Op, shapeString(in))
 	}
+	w := n.Window()
 	g := ConvGeom{
 		N: l.batch, C: in[0], H: in[1], W: in[2],
 		OC: n.OutShape[0], OH: n.OutShape[1], OW: n.OutShape[2],
-		KH: n.Kernel[0], KW: n.Kernel[1],
-		SH: n.Stride[0], SW: n.Stride[1],
-		PH: n.Padding[0], PW: n.Padding[1],
-		DH: max(n.Dilation[0], 1), DW: max(n.Dilation[1], 1),
-		Groups: 1,
-	}
-	if n.Op == spec.OpConv2D {
-		g.Groups = max(n.Groups, 1)
-		g.SH, g.SW = max(g.SH, 1), max(g.SW, 1)
-	} else {
-		// Pooling strides default to the window, as in PyTorch.
-		if g.SH == 0 {
-			g.SH = g.KH
-		}
-		if g.SW == 0 {
-			g.SW = g.KW
-		}
+		KH: w.Kernel[0], KW: w.Kernel[1],
+		SH: w.Stride[0], SW: w.Stride[1],
+		PH: w.Padding[0], PW: w.Padding[1],
+		DH: w.Dilation[0], DW: w.Dilation[1],
+		Groups: w.Groups,
 	}
 	if g.KH < 1 || g.KW < 1 {
 		return g, fail(n, "%s needs a kernel size, got %dx%d", n.Op, g.KH, g.KW)

@@ -104,7 +104,7 @@ func stepFLOPs(p *Plan, s *Step, c *costCounter) int64 {
 	window := func() int64 { return c.mul(int64(s.Attr.Conv.KH), int64(s.Attr.Conv.KW)) }
 	taps := func() int64 {
 		g := s.Attr.Conv
-		return c.mul(int64(g.C/max(g.Groups, 1)), int64(g.KH), int64(g.KW))
+		return c.mul(int64(g.C/g.Groups), int64(g.KH), int64(g.KW)) // Verify: Groups ≥ 1
 	}
 	switch s.Kernel {
 	case KGemm:
