@@ -144,7 +144,7 @@ func assignBuffers(p *Plan, memoryLimit int64, why string) error {
 	}
 	if over != NoBuf {
 		layer := bufferLayers(p)[p.root(over)]
-		return &Error{Layer: layer, Msg: fmt.Sprintf(
+		return &spec.Error{Layer: layer, Message: fmt.Sprintf(
 			"the plan's buffers at batch %d need more than %s, more than mlbuild can place (the arenas' offsets must fit this mlbuild's %d-bit integers); lower the batch size or shrink this layer, whose %s takes %s",
 			p.Batch, bytesText(maxArenaElements), bits.UintSize, p.Buffers[over].Name, bytesText(int64(p.Buffers[over].Size)))}
 	}
@@ -155,7 +155,7 @@ func assignBuffers(p *Plan, memoryLimit int64, why string) error {
 			if why != "" {
 				limit += ", " + why
 			}
-			return &Error{Layer: layer, Msg: fmt.Sprintf(
+			return &spec.Error{Layer: layer, Message: fmt.Sprintf(
 				"the plan needs %d bytes (%s: state %s, work %s at batch %d), above the memory limit of %d bytes (%s); this layer's buffers take the most (%s): lower the batch size or shrink this layer",
 				total, formatBytes(total), formatBytes(4*int64(p.StateSize)), formatBytes(4*int64(p.WorkSize)), p.Batch,
 				memoryLimit, limit, formatBytes(bytes))}
@@ -192,7 +192,7 @@ func checkBufferSizes(p *Plan) error {
 		if !exact {
 			what = "more than 2^63 elements"
 		}
-		return &Error{Layer: layers[p.root(BufID(i))], Msg: fmt.Sprintf(
+		return &spec.Error{Layer: layers[p.root(BufID(i))], Message: fmt.Sprintf(
 			"buffer %s %s holds %s, more than the %d (2^40) mlbuild allows in one buffer; lower the batch size or shrink this layer",
 			b.Name, shapeString(b.Shape), what, spec.MaxCount)}
 	}

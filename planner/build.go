@@ -29,32 +29,111 @@ type Options struct {
 	MemoryLimitSource string
 }
 
-// Error is a planner error about the user's spec: it points at the layer's
-// position so that the user can find the line to change.
-type Error struct {
-	Pos   spec.Pos
-	Layer string
-	Msg   string
+// pass is one verb of the planner: a function in its own file whose doc
+// comment says what holds before and after it.
+type pass struct {
+	name  string    // the function, as "invalid plan after NAME" reports it
+	file  string    // the file that holds it and its contract
+	only  condition // the plans it runs for
+	run   func(*building) error
+	needs []string // passes that must come before it in the table
 }
 
-// Error formats the error as FILE:LINE:COL: layer NAME: message.
-func (e *Error) Error() string {
-	where := ""
-	if e.Pos.File != "" {
-		where = fmt.Sprintf("%s:%d:%d: ", e.Pos.File, e.Pos.Line, e.Pos.Col)
-	}
-	if e.Layer == "" {
-		return where + e.Msg
-	}
-	return fmt.Sprintf("%slayer %s: %s", where, e.Layer, e.Msg)
+// condition says which plans a pass runs for.
+type condition uint8
+
+const (
+	everyPlan  condition = 0
+	inTraining condition = 1 << iota // Options.Training
+	withFusion                       // Options.Fusion
+)
+
+// holds reports whether a pass with condition c runs for opts.
+func (c condition) holds(opts Options) bool {
+	return (c&inTraining == 0 || opts.Training) && (c&withFusion == 0 || opts.Fusion)
 }
 
-// Build plans m for opts.Target: it runs the passes in order (lower, add
-// the loss, fuse, differentiate, optimize, choose methods and precisions, fuse pools into
-// convolutions, measure costs, assign buffers) and checks the plan's invariants with Verify after each
-// one, so that a bug in one pass is reported at that pass and not as a
-// wrong number at run time.
+// String names the condition as the pass table in docs/architecture.md does.
+func (c condition) String() string {
+	switch c {
+	case everyPlan:
+		return "every plan"
+	case inTraining:
+		return "training"
+	case withFusion:
+		return "fusion"
+	case inTraining | withFusion:
+		return "training, fusion"
+	}
+	return fmt.Sprintf("condition(%d)", uint8(c))
+}
+
+// building is what the passes of one Build share.
+type building struct {
+	m      *spec.Model
+	opts   Options
+	target Target
+	batch  int
+	p      *Plan // nil until lower has run
+}
+
+// passes is the planner's pass order: Build runs them top to bottom, each
+// where its condition holds, and Verify after each. A pass's needs are the
+// passes whose After its Before relies on; TestPassOrder checks that each
+// comes earlier in the table, and docs/architecture.md quotes the table.
+var passes = [...]pass{
+	{name: "lower", file: "lower.go", run: func(b *building) (err error) {
+		b.p, err = lower(b.m, b.batch, b.opts.Training)
+		if err == nil {
+			b.p.Fusion = b.opts.Fusion
+		}
+		return err
+	}},
+	{name: "addLoss", file: "loss.go", only: inTraining, needs: []string{"lower"},
+		run: func(b *building) error { return addLoss(b.p, b.m) }},
+	{name: "fuseEpilogue", file: "fuse_epilogue.go", only: withFusion, needs: []string{"lower"},
+		run: func(b *building) error { fuseEpilogue(b.p); return nil }},
+	{name: "fuseElementwise", file: "fuse_elementwise.go", only: withFusion, needs: []string{"lower"},
+		run: func(b *building) error { fuseElementwise(b.p); return nil }},
+	{name: "differentiate", file: "differentiate.go", only: inTraining, needs: []string{"addLoss", "fuseEpilogue", "fuseElementwise"},
+		run: func(b *building) error { differentiate(b.p); return nil }},
+	{name: "optimize", file: "optimize.go", only: inTraining, needs: []string{"differentiate"},
+		run: func(b *building) error { return optimize(b.p, b.m.Training.Optimizer) }},
+	{name: "fuseUpdate", file: "fuse_update.go", only: inTraining, needs: []string{"optimize"},
+		run: func(b *building) error { fuseUpdate(b.p, b.target); return nil }},
+	{name: "fuseActBwd", file: "fuse_act_bwd.go", only: inTraining | withFusion, needs: []string{"fuseEpilogue", "differentiate"},
+		run: func(b *building) error { fuseActBwd(b.p, b.target); return nil }},
+	{name: "chooseMethods", file: "choose_methods.go", needs: []string{"lower", "differentiate"},
+		run: func(b *building) error { return chooseMethods(b.p, b.target) }},
+	{name: "choosePrecisions", file: "choose_precisions.go", needs: []string{"lower", "differentiate"},
+		run: func(b *building) error {
+			b.p.Precision = b.m.Precision
+			return choosePrecisions(b.p, b.target)
+		}},
+	{name: "fusePool", file: "fuse_pool.go", only: withFusion, needs: []string{"fuseEpilogue", "fuseElementwise", "fuseActBwd", "chooseMethods"},
+		run: func(b *building) error { fusePool(b.p, b.target); return nil }},
+	{name: "measureCosts", file: "measure_costs.go", needs: finalPhases,
+		run: func(b *building) error { return measureCosts(b.p) }},
+	{name: "assignBuffers", file: "assign_buffers.go", needs: finalPhases,
+		run: func(b *building) error { return assignBuffers(b.p, b.opts.MemoryLimit, b.opts.MemoryLimitSource) }},
+}
+
+// finalPhases are the passes that add or rewrite steps or buffers: after
+// them "all phases are final".
+var finalPhases = []string{"lower", "addLoss", "fuseEpilogue", "fuseElementwise", "differentiate", "optimize",
+	"fuseUpdate", "fuseActBwd", "chooseMethods", "choosePrecisions", "fusePool"}
+
+// Build plans m for opts.Target: it runs the passes of the table passes in
+// order and checks the plan's invariants with Verify after each one, so
+// that a bug in one pass is reported at that pass and not as a wrong
+// number at run time.
 func Build(m *spec.Model, opts Options) (*Plan, error) {
+	return buildPlan(m, opts, nil)
+}
+
+// buildPlan is Build; after each pass that ran and verified, it calls ran (when
+// not nil) with the pass's name, so a test can see what Build runs.
+func buildPlan(m *spec.Model, opts Options, ran func(pass string)) (*Plan, error) {
 	if m == nil || len(m.Nodes) == 0 {
 		return nil, fmt.Errorf("planner: the model has no layers")
 	}
@@ -63,108 +142,40 @@ func Build(m *spec.Model, opts Options) (*Plan, error) {
 		batch = m.Training.BatchSize
 	}
 	if batch <= 0 {
-		return nil, &Error{Pos: m.Nodes[0].Pos, Layer: m.Nodes[0].Name,
-			Msg: "no batch size: the spec's training.batchSize is not set and none was given"}
+		return nil, &spec.Error{Pos: m.Nodes[0].Pos, Layer: m.Nodes[0].Name,
+			Message: "no batch size: the spec's training.batchSize is not set and none was given"}
 	}
 	// Every size the plan computes is within the bounds at this batch,
 	// which a command line may set apart from the spec's.
 	if err := spec.CheckLimitsAt(m, batch); err != nil {
 		return nil, err
 	}
-	target := opts.Target
-	if target.Conv == nil {
-		target = CPU
+	b := &building{m: m, opts: opts, target: opts.Target, batch: batch}
+	if b.target.Conv == nil {
+		b.target = CPU
 	}
-	p, err := lower(m, batch, opts.Training)
-	if err != nil {
-		return nil, err
-	}
-	check := func(pass string) error {
-		if err := Verify(p); err != nil {
-			return positioned(m, fmt.Errorf("planner: invalid plan after %s (a bug in mlbuild): %w", pass, err))
+	for _, ps := range passes {
+		if !ps.only.holds(opts) {
+			continue
 		}
-		return nil
-	}
-	p.Fusion = opts.Fusion
-	if err := check("lower"); err != nil {
-		return nil, err
-	}
-	if opts.Training {
-		if err := addLoss(p, m); err != nil {
-			return nil, err
-		}
-		if err := check("addLoss"); err != nil {
-			return nil, err
-		}
-	}
-	if opts.Fusion {
-		fuseEpilogue(p)
-		if err := check("fuseEpilogue"); err != nil {
-			return nil, err
-		}
-		fuseElementwise(p)
-		if err := check("fuseElementwise"); err != nil {
-			return nil, err
-		}
-	}
-	if opts.Training {
-		differentiate(p)
-		if err := check("differentiate"); err != nil {
-			return nil, err
-		}
-		if err := optimize(p, m.Training.Optimizer); err != nil {
+		if err := ps.run(b); err != nil {
 			return nil, positioned(m, err)
 		}
-		if err := check("optimize"); err != nil {
-			return nil, err
+		if err := Verify(b.p); err != nil {
+			return nil, positioned(m, fmt.Errorf("planner: invalid plan after %s (a bug in mlbuild): %w", ps.name, err))
 		}
-		fuseUpdate(p, target)
-		if err := check("fuseUpdate"); err != nil {
-			return nil, err
-		}
-		if opts.Fusion {
-			fuseActBwd(p, target)
-			if err := check("fuseActBwd"); err != nil {
-				return nil, err
-			}
+		if ran != nil {
+			ran(ps.name)
 		}
 	}
-	if err := chooseMethods(p, target); err != nil {
-		return nil, positioned(m, err)
-	}
-	if err := check("chooseMethods"); err != nil {
-		return nil, err
-	}
-	p.Precision = m.Precision
-	if err := choosePrecisions(p, target); err != nil {
-		return nil, positioned(m, err)
-	}
-	if err := check("choosePrecisions"); err != nil {
-		return nil, err
-	}
-	if opts.Fusion {
-		fusePool(p, target)
-		if err := check("fusePool"); err != nil {
-			return nil, err
-		}
-	}
-	if err := measureCosts(p); err != nil {
-		return nil, positioned(m, err)
-	}
-	if err := assignBuffers(p, opts.MemoryLimit, opts.MemoryLimitSource); err != nil {
-		return nil, positioned(m, err)
-	}
-	if err := check("assignBuffers"); err != nil {
-		return nil, err
-	}
-	return p, nil
+	return b.p, nil
 }
 
-// positioned fills in the spec position of a planner *Error (or of a
-// *StepError's layer) so that messages point at the user's file.
+// positioned fills in the spec position of a *spec.Error the planner made
+// (or of a *StepError's layer) so that messages point at the user's file.
 func positioned(m *spec.Model, err error) error {
 	switch e := err.(type) {
-	case *Error:
+	case *spec.Error:
 		if e.Pos.File == "" {
 			if n := m.Node(e.Layer); n != nil {
 				e.Pos = n.Pos

@@ -1,6 +1,10 @@
 package planner
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/mlbuild/mlbuild/spec"
+)
 
 // chooseMethods asks the target, for every conv2d and conv2d_bwd step, how
 // the backend computes it, and records the answer in the plan: the method
@@ -51,7 +55,7 @@ func chooseMethods(p *Plan, t Target) error {
 			}
 			c := t.Conv(*s.Attr.Conv, pass)
 			if c.Method == "" || c.Scratch < 0 {
-				return &Error{Layer: s.Layer, Msg: fmt.Sprintf("the %s backend gives its %s convolution the method %q and %d float32s of scratch (a bug in mlbuild)",
+				return &spec.Error{Layer: s.Layer, Message: fmt.Sprintf("the %s backend gives its %s convolution the method %q and %d float32s of scratch (a bug in mlbuild)",
 					t.Name, pass, c.Method, c.Scratch)}
 			}
 			s.Attr.Method = c.Method

@@ -1,6 +1,10 @@
 package planner
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/mlbuild/mlbuild/spec"
+)
 
 // choosePrecisions asks the target, for every gemm and gemm_bwd step, in
 // which precision the backend multiplies the step's matrices, and records
@@ -23,7 +27,7 @@ func choosePrecisions(p *Plan, t Target) error {
 		p.Precision = PrecisionF32
 	}
 	if p.Precision != PrecisionF32 && p.Precision != PrecisionBF16 {
-		return &Error{Msg: fmt.Sprintf("the planner knows no precision %q (f32 or bf16)", p.Precision)}
+		return &spec.Error{Message: fmt.Sprintf("the planner knows no precision %q (f32 or bf16)", p.Precision)}
 	}
 	for _, ph := range []Phase{p.Forward, p.Backward} {
 		for i := range ph {
@@ -41,7 +45,7 @@ func choosePrecisions(p *Plan, t Target) error {
 				c = t.Dense(p.Buffers[s.In[0]].Size/w[1], p.Precision)
 			}
 			if c.Precision != PrecisionF32 && c.Precision != PrecisionBF16 {
-				return &Error{Layer: s.Layer, Msg: fmt.Sprintf("the %s backend gives its dense step the precision %q (a bug in mlbuild)", t.Name, c.Precision)}
+				return &spec.Error{Layer: s.Layer, Message: fmt.Sprintf("the %s backend gives its dense step the precision %q (a bug in mlbuild)", t.Name, c.Precision)}
 			}
 			s.Attr.Precision = c.Precision
 			if c.Precision != p.Precision {

@@ -47,7 +47,7 @@ func TestBuildChecksLimits(t *testing.T) {
 func TestScratchTooLarge(t *testing.T) {
 	huge := Target{Name: "huge", Conv: func(ConvGeom, ConvPass) ConvChoice { return ConvChoice{Method: "im2col+gemm", Scratch: 1 << 45} }}
 	_, err := Build(lenet5(), Options{Batch: 8, Training: true, Target: huge})
-	var pe *Error
+	var pe *spec.Error
 	if !errors.As(err, &pe) || pe.Layer != "conv1" || pe.Pos.File == "" {
 		t.Fatalf("Build = %v; want a positioned error about conv1", err)
 	}
@@ -72,7 +72,7 @@ func TestMeasureCostsChecked(t *testing.T) {
 	p.Forward[0].In[1] = w.ID
 	p.Buffers[p.Forward[0].Out[0]].Size = 1 << 40
 	err := measureCosts(p)
-	var pe *Error
+	var pe *spec.Error
 	if !errors.As(err, &pe) || pe.Layer != "fc1" || !strings.Contains(err.Error(), "pass 2^63") {
 		t.Fatalf("measureCosts = %v; want an error about fc1", err)
 	}
@@ -88,7 +88,7 @@ func TestMeasureCostsChecked(t *testing.T) {
 func TestMemoryLimitSource(t *testing.T) {
 	const why = "the most mlbuild gives a 32-bit linux/386 program"
 	_, err := Build(flagship(), Options{Training: true, Fusion: true, MemoryLimit: 1 << 20, MemoryLimitSource: why})
-	var pe *Error
+	var pe *spec.Error
 	if !errors.As(err, &pe) || !strings.Contains(err.Error(), "above the memory limit of 1048576 bytes (1.00 MiB, "+why+")") {
 		t.Fatalf("Build = %v", err)
 	}

@@ -24,7 +24,7 @@ func addLoss(p *Plan, m *spec.Model) error {
 		layer = n.Name
 	}
 	failf := func(format string, args ...any) error {
-		e := &Error{Layer: layer, Msg: fmt.Sprintf(format, args...)}
+		e := &spec.Error{Layer: layer, Message: fmt.Sprintf(format, args...)}
 		if n != nil {
 			e.Pos = n.Pos
 		}

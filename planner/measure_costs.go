@@ -24,7 +24,7 @@ func measureCosts(p *Plan) error {
 		s.FLOPs = stepFLOPs(p, s, &c)
 		s.Bytes = stepBytes(p, s, &c)
 		if c.over {
-			return &Error{Layer: s.Layer, Msg: fmt.Sprintf(
+			return &spec.Error{Layer: s.Layer, Message: fmt.Sprintf(
 				"the %s step's FLOPs or bytes at batch %d pass 2^63, more than mlbuild counts; lower the batch size or shrink this layer", s.Kernel, p.Batch)}
 		}
 	}
@@ -104,7 +104,7 @@ func stepFLOPs(p *Plan, s *Step, c *costCounter) int64 {
 	window := func() int64 { return c.mul(int64(s.Attr.Conv.KH), int64(s.Attr.Conv.KW)) }
 	taps := func() int64 {
 		g := s.Attr.Conv
-		return c.mul(int64(g.C/max(g.Groups, 1)), int64(g.KH), int64(g.KW))
+		return c.mul(int64(g.C/g.Groups), int64(g.KH), int64(g.KW)) // Verify: Groups ≥ 1
 	}
 	switch s.Kernel {
 	case KGemm:

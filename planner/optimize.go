@@ -34,7 +34,7 @@ func optimize(p *Plan, opt spec.Optimizer) error {
 		}
 		attr.Decoupled = opt.Kind == "adamw"
 	default:
-		return &Error{Msg: fmt.Sprintf("the planner knows no optimizer %q (sgd, adam or adamw)", opt.Kind)}
+		return &spec.Error{Message: fmt.Sprintf("the planner knows no optimizer %q (sgd, adam or adamw)", opt.Kind)}
 	}
 	for i := range p.Params {
 		pr := &p.Params[i]

@@ -140,7 +140,7 @@ func TestLowerErrors(t *testing.T) {
 	bad := mlp()
 	bad.Nodes[2].Op = "fourier"
 	_, err := Build(bad, Options{Batch: 1})
-	var pe *Error
+	var pe *spec.Error
 	if !errors.As(err, &pe) || err.Error() != `mlp.cue:3:3: layer relu1: the planner cannot lower op "fourier"` {
 		t.Errorf("unknown op: %v", err)
 	}
@@ -502,7 +502,7 @@ func TestMemoryLimit(t *testing.T) {
 		t.Errorf("a plan at the limit fails: %v", err)
 	}
 	_, err := Build(flagship(), Options{Training: true, Fusion: true, MemoryLimit: total - 1})
-	var pe *Error
+	var pe *spec.Error
 	if !errors.As(err, &pe) || pe.Pos.File != "mnist.cue" || pe.Layer == "" || !strings.Contains(err.Error(), "above the memory limit") {
 		t.Fatalf("over the limit: %v", err)
 	}

@@ -4,17 +4,10 @@
 // optimizer's updates, a memory plan from liveness analysis, and fusion
 // decisions. Emitters for every backend read the same Plan.
 //
-// The passes run in this order, one per file: lower.go (spec nodes to forward
-// steps), loss.go, fuse_epilogue.go, fuse_elementwise.go (fusion rewrites the
-// forward pass before differentiation, so backward kernels inherit the fused
-// Act and Chain), differentiate.go, optimize.go (optimizer updates),
-// fuse_update.go, choose_methods.go (how each convolution runs on the
-// plan's Target, and the scratch it needs: target.go),
-// choose_precisions.go (the precision of each dense step's products on
-// the Target), fuse_pool.go (max
-// pools into the convolutions before them, where the target's chosen
-// method can pool: in training plans with each window's argmax for the
-// pool's backward), measure_costs.go, assign_buffers.go.
+// The passes, one per file (lower.go turns spec nodes into forward
+// steps, differentiate.go derives the backward pass, assign_buffers.go
+// places the buffers, ...), run in the order of the table passes in
+// build.go, which docs/architecture.md quotes.
 // Verify checks the invariants that must hold between passes.
 package planner
 

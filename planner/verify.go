@@ -331,333 +331,104 @@ func verifyStep(p *Plan, phase string, index int, s *Step) error {
 	return checkShapes(p, s)
 }
 
-// checkShapes applies each kernel's shape rule.
+// checkShapes applies each kernel's shape rule. The rules live with their
+// family, in verify_FAMILY.go (dense, conv, pool, elementwise, norm,
+// layout, loss, update): a new kernel adds a case here and a rule there.
 func checkShapes(p *Plan, s *Step) error {
-	sh := func(id BufID) []int {
-		if id == NoBuf {
-			return nil
-		}
-		return p.shapeOf(id)
-	}
-	same := func(what string, a, b BufID) error {
-		if a == NoBuf || b == NoBuf || equalShapes(sh(a), sh(b)) {
-			return nil
-		}
-		return fmt.Errorf("%s: %s (%s) and %s (%s) differ", what, p.Buffers[a].Name, shapeString(sh(a)), p.Buffers[b].Name, shapeString(sh(b)))
-	}
-	is := func(what string, id BufID, want []int) error {
-		if id == NoBuf || equalShapes(sh(id), want) {
-			return nil
-		}
-		return fmt.Errorf("%s %s has shape %s, want %s", what, p.Buffers[id].Name, shapeString(sh(id)), shapeString(want))
-	}
-	first := func(errs ...error) error {
-		for _, e := range errs {
-			if e != nil {
-				return e
-			}
-		}
-		return nil
-	}
-	kindIs := func(id BufID, kinds ...BufKind) error {
-		if id == NoBuf {
-			return nil
-		}
-		k := p.Buffers[p.root(id)].Kind
-		for _, want := range kinds {
-			if k == want {
-				return nil
-			}
-		}
-		return fmt.Errorf("%s is a %s buffer, want %v", p.Buffers[id].Name, k, kinds)
-	}
-	in, out := s.In, s.Out
+	r := shapeRules{p}
 	switch s.Kernel {
 	case KGemm, KGemmBwd:
-		x, w := sh(in[0]), sh(in[1])
-		if len(x) != 2 || len(w) != 2 || x[1] != w[1] {
-			return fmt.Errorf("x %s and W %s do not fit (want [B,K] and [N,K])", shapeString(x), shapeString(w))
-		}
-		y := []int{x[0], w[0]}
-		if err := checkAct(s.Attr); err != nil {
-			return err
-		}
-		if err := kindIs(in[1], KindParam); err != nil {
-			return err
-		}
-		if s.Kernel == KGemm {
-			return first(is("b", in[2], []int{w[0]}), is("y", out[0], y), kindIs(out[0], KindActivation))
-		}
-		return first(is("y", in[2], y), is("dy", in[3], y), same("dx", out[0], in[0]), is("dW", out[1], w),
-			is("db", out[2], []int{w[0]}), kindIs(out[1], KindParamGrad), kindIs(out[2], KindParamGrad))
+		return r.gemm(s)
 	case KConv2D, KConv2DBwd:
-		g := s.Attr.Conv
-		if g == nil {
-			return fmt.Errorf("no convolution geometry")
-		}
-		if err := checkWindow(g, true); err != nil {
-			return err
-		}
-		if err := checkAct(s.Attr); err != nil {
-			return err
-		}
-		x := []int{g.N, g.C, g.H, g.W}
-		w := []int{g.OC, g.C / g.Groups, g.KH, g.KW}
-		y := []int{g.N, g.OC, g.OH, g.OW}
-		common := first(is("x", in[0], x), is("W", in[1], w), kindIs(in[1], KindParam))
-		if s.Kernel == KConv2D {
-			if pg := s.Attr.Pool; pg != nil {
-				if err := checkWindow(pg, false); err != nil {
-					return fmt.Errorf("epilogue pool: %w", err)
-				}
-				if pg.N != g.N || pg.C != g.OC || pg.H != g.OH || pg.W != g.OW {
-					return fmt.Errorf("epilogue pool reads [%d,%d,%d,%d], the convolution writes %s", pg.N, pg.C, pg.H, pg.W, shapeString(y))
-				}
-				y = []int{g.N, g.OC, pg.OH, pg.OW}
-			}
-			argmax := NoBuf
-			if len(out) > 2 {
-				argmax = out[2]
-			}
-			return first(common, is("b", in[2], []int{g.OC}), is("y", out[0], y), kindIs(out[1], KindScratch),
-				is("argmax", argmax, y), kindIs(argmax, KindScratch))
-		}
-		if in[2] == NoBuf && s.Attr.Act != "" && !s.Attr.ActApplied {
-			return fmt.Errorf("no y, but the step applies %s's derivative", s.Attr.Act)
-		}
-		return first(common, is("y", in[2], y), is("dy", in[3], y), kindIs(in[4], KindScratch),
-			is("dx", out[0], x), is("dW", out[1], w), is("db", out[2], []int{g.OC}))
+		return r.conv(s)
 	case KMaxPool2D, KAvgPool2D, KMaxPool2DBwd, KMaxPool2DArgmaxBwd, KAvgPool2DBwd:
-		g := s.Attr.Conv
-		if g == nil {
-			return fmt.Errorf("no window geometry")
-		}
-		if err := checkWindow(g, false); err != nil {
-			return err
-		}
-		x := []int{g.N, g.C, g.H, g.W}
-		y := []int{g.N, g.C, g.OH, g.OW}
-		if s.Kernel == KMaxPool2DBwd || s.Kernel == KMaxPool2DArgmaxBwd {
-			if err := checkAct(s.Attr); err != nil {
-				return err
-			}
-		} else if s.Attr.Act != "" {
-			return fmt.Errorf("activation %q on a %s step: only the max pool backward steps apply one", s.Attr.Act, s.Kernel)
-		}
-		switch s.Kernel {
-		case KMaxPool2DBwd:
-			return first(is("x", in[0], x), is("y", in[1], y), is("dy", in[2], y), is("dx", out[0], x))
-		case KMaxPool2DArgmaxBwd:
-			return first(is("argmax", in[0], y), kindIs(in[0], KindScratch), is("y", in[1], y), is("dy", in[2], y), is("dx", out[0], x))
-		case KAvgPool2DBwd:
-			return first(is("dy", in[0], y), is("dx", out[0], x))
-		}
-		return first(is("x", in[0], x), is("y", out[0], y))
+		return r.pool(s)
 	case KGlobalAvgPool:
-		x := sh(in[0])
-		if len(x) < 3 {
-			return fmt.Errorf("x %s has no spatial axes", shapeString(x))
-		}
-		return is("y", out[0], x[:2])
+		return r.globalAvgPool(s)
 	case KGlobalAvgPoolBwd:
-		dy, dx := sh(in[0]), sh(out[0])
-		if len(dy) != 2 || len(dx) < 3 || !equalShapes(dx[:2], dy) {
-			return fmt.Errorf("dy %s and dx %s do not fit", shapeString(dy), shapeString(dx))
-		}
-		return nil
+		return r.globalAvgPoolBwd(s)
 	case KUnary, KUnaryBwd:
-		if len(s.Attr.Chain) == 0 {
-			return fmt.Errorf("empty chain")
-		}
-		for _, u := range s.Attr.Chain {
-			if !unaryChainOps[u.Op] {
-				return fmt.Errorf("unknown element-wise op %q", u.Op)
-			}
-		}
-		if s.Kernel == KUnary {
-			return same("y", out[0], in[0])
-		}
-		return first(same("dy", in[1], in[0]), same("dx", out[0], in[0]))
+		return r.unary(s)
 	case KBinary, KBinaryBwd:
-		if s.Attr.BinOp != "add" && s.Attr.BinOp != "sub" && s.Attr.BinOp != "mul" && s.Attr.BinOp != "div" {
-			return fmt.Errorf("unknown binary op %q", s.Attr.BinOp)
-		}
-		y, err := broadcast(sh(in[0]), sh(in[1]))
-		if err != nil {
-			return err
-		}
-		if s.Kernel == KBinary {
-			return is("y", out[0], y)
-		}
-		return first(is("dy", in[2], y), same("da", out[0], in[0]), same("db", out[1], in[1]))
+		return r.binary(s)
 	case KSoftmax, KLogSoftmax, KSoftmaxBwd, KLogSoftmaxBwd:
-		if s.Attr.Axis < 1 || s.Attr.Axis >= len(sh(in[0])) {
-			return fmt.Errorf("axis %d is the batch axis or out of range for %s", s.Attr.Axis, shapeString(sh(in[0])))
-		}
-		if s.Kernel == KSoftmax || s.Kernel == KLogSoftmax {
-			return same("y", out[0], in[0])
-		}
-		return first(same("dy", in[1], in[0]), same("dx", out[0], in[0]))
+		return r.softmax(s)
 	case KDropout, KDropoutBwd:
-		if s.Attr.Rate < 0 || s.Attr.Rate >= 1 {
-			return fmt.Errorf("dropout rate %g is not in [0, 1)", s.Attr.Rate)
-		}
-		if s.Kernel == KDropout {
-			return first(same("y", out[0], in[0]), same("mask", out[1], in[0]), kindIs(out[1], KindScratch))
-		}
-		return first(same("dy", in[1], in[0]), same("dx", out[0], in[0]), kindIs(in[0], KindScratch))
+		return r.dropout(s)
 	case KBatchNorm, KBatchNormBwd:
-		x := sh(in[0])
-		if len(x) < 2 {
-			return fmt.Errorf("x %s has no channel axis", shapeString(x))
-		}
-		if s.Attr.Eps <= 0 {
-			return fmt.Errorf("eps %g", s.Attr.Eps)
-		}
-		c := []int{x[1]}
-		if s.Kernel == KBatchNorm {
-			return first(is("gamma", in[1], c), is("beta", in[2], c), is("running mean", in[3], c),
-				is("running var", in[4], c), kindIs(in[3], KindStat), kindIs(in[4], KindStat),
-				same("y", out[0], in[0]), is("saved mean", out[1], c), is("saved inverse std", out[2], c))
-		}
-		return first(is("gamma", in[1], c), is("saved mean", in[2], c), is("saved inverse std", in[3], c),
-			same("dy", in[4], in[0]), same("dx", out[0], in[0]), is("dgamma", out[1], c), is("dbeta", out[2], c))
+		return r.batchNorm(s)
 	case KLayerNorm, KLayerNormBwd:
-		x := sh(in[0])
-		ax := s.Attr.Axis
-		if ax < 1 || ax >= len(x) {
-			return fmt.Errorf("axis %d is the batch axis or out of range for %s", ax, shapeString(x))
-		}
-		norm, rows := x[ax:], []int{numElements(x[:ax])}
-		if s.Kernel == KLayerNorm {
-			if s.Attr.Eps <= 0 {
-				return fmt.Errorf("eps %g", s.Attr.Eps)
-			}
-			return first(is("gamma", in[1], norm), is("beta", in[2], norm), kindIs(in[1], KindParam), kindIs(in[2], KindParam),
-				same("y", out[0], in[0]), is("saved mean", out[1], rows), is("saved inverse std", out[2], rows),
-				kindIs(out[1], KindScratch), kindIs(out[2], KindScratch))
-		}
-		return first(is("gamma", in[1], norm), is("saved mean", in[2], rows), is("saved inverse std", in[3], rows),
-			same("dy", in[4], in[0]), same("dx", out[0], in[0]), is("dgamma", out[1], norm), is("dbeta", out[2], norm),
-			kindIs(out[1], KindParamGrad), kindIs(out[2], KindParamGrad))
+		return r.layerNorm(s)
 	case KReduceMean, KReduceMeanBwd:
-		x, y := sh(in[0]), sh(out[0])
-		if s.Kernel == KReduceMeanBwd {
-			x, y = y, x
-		}
-		if len(x) != len(y) || len(x) < 2 || y[0] != x[0] {
-			return fmt.Errorf("x %s and y %s do not fit (want one rank, the batch kept)", shapeString(x), shapeString(y))
-		}
-		for i := range x {
-			if y[i] != x[i] && y[i] != 1 {
-				return fmt.Errorf("y %s is not x %s with some axes reduced to 1", shapeString(y), shapeString(x))
-			}
-		}
-		return nil
+		return r.reduceMean(s)
 	case KMatMul, KMatMulBwd:
-		a, b := sh(in[0]), sh(in[1])
-		if len(a) != len(b) || len(a) < 3 || a[len(a)-1] != b[len(b)-2] {
-			return fmt.Errorf("a %s and b %s do not fit (want [...,M,K] and [...,K,N] of one rank)", shapeString(a), shapeString(b))
-		}
-		lead, err := broadcast(a[:len(a)-2], b[:len(b)-2])
-		if err != nil {
-			return err
-		}
-		y := append(lead, a[len(a)-2], b[len(b)-1])
-		if s.Kernel == KMatMul {
-			return is("y", out[0], y)
-		}
-		return first(is("dy", in[2], y), same("da", out[0], in[0]), same("db", out[1], in[1]))
+		return r.matMul(s)
 	case KTranspose:
-		x, perm := sh(in[0]), s.Attr.Perm
-		if len(perm) != len(x) || len(perm) == 0 || perm[0] != 0 {
-			return fmt.Errorf("perm %v does not fit %s (and must keep the batch axis first)", perm, shapeString(x))
-		}
-		seen := make([]bool, len(perm))
-		y := make([]int, len(perm))
-		for i, a := range perm {
-			if a < 0 || a >= len(perm) || seen[a] {
-				return fmt.Errorf("perm %v is not a permutation", perm)
-			}
-			seen[a] = true
-			y[i] = x[a]
-		}
-		return is("y", out[0], y)
+		return r.transpose(s)
 	case KConcat, KConcatBwd:
-		parts, whole := in, out[0]
-		if s.Kernel == KConcatBwd {
-			parts, whole = out, in[0]
-		}
-		y := sh(whole)
-		ax := s.Attr.Axis
-		if ax < 1 || ax >= len(y) {
-			return fmt.Errorf("axis %d is the batch axis or out of range for %s", ax, shapeString(y))
-		}
-		sum, all := 0, true
-		for _, id := range parts {
-			if id == NoBuf {
-				all = false
-				continue
-			}
-			x := sh(id)
-			if len(x) != len(y) {
-				return fmt.Errorf("%s %s and %s differ in rank", p.Buffers[id].Name, shapeString(x), shapeString(y))
-			}
-			for k := range x {
-				if k != ax && x[k] != y[k] {
-					return fmt.Errorf("%s %s and %s differ off the concatenation axis", p.Buffers[id].Name, shapeString(x), shapeString(y))
-				}
-			}
-			sum += x[ax]
-		}
-		if all && sum != y[ax] {
-			return fmt.Errorf("parts add up to %d along axis %d, the whole has %d", sum, ax, y[ax])
-		}
-		return nil
+		return r.concat(s)
 	case KAccumulate:
-		return first(same("b", in[1], in[0]), same("y", out[0], in[0]), kindIs(out[0], KindGrad))
+		return r.accumulate(s)
 	case KSoftmaxXent, KMSE, KMAE, KHuber:
-		x := sh(in[0])
-		if s.Kernel == KHuber && !(s.Attr.Delta > 0) {
-			return fmt.Errorf("huber delta %v is not positive", s.Attr.Delta)
-		}
-		if s.Kernel == KSoftmaxXent && len(x) != 2 {
-			return fmt.Errorf("logits %s are not [B,C]", shapeString(x))
-		}
-		return first(same("labels", in[1], in[0]), is("loss", out[0], []int{1}), same("dpred", out[1], in[0]),
-			kindIs(in[1], KindLabels), kindIs(out[0], KindLoss), kindIs(out[1], KindGrad))
+		return r.loss(s)
 	case KAdamMulti:
-		if len(in)%3 != 0 || len(out) != len(in) || len(in) < 6 {
-			return fmt.Errorf("%d inputs and %d outputs: want two or more (grad, m, v) and (param, m, v) triples", len(in), len(out))
-		}
-		for i := 0; i < len(in); i += 3 {
-			t := *s
-			t.Kernel, t.In, t.Out = KAdam, in[i:i+3:i+3], out[i:i+3:i+3] // capped: the rule appends to them
-			if err := checkShapes(p, &t); err != nil {
-				return fmt.Errorf("param %d: %w", i/3+1, err)
-			}
-		}
-		return nil
+		return r.adamMulti(s)
 	case KSGD, KAdam:
-		for i := 1; i < len(in); i++ {
-			if in[i] != out[i] {
-				return fmt.Errorf("optimizer state %d is read from %d and written to %d", i, in[i], out[i])
-			}
-		}
-		for _, id := range append(in, out...) {
-			if err := same("operand", id, out[0]); err != nil {
-				return err
-			}
-		}
-		return first(kindIs(in[0], KindParamGrad), kindIs(out[0], KindParam))
+		return r.optimizer(s)
 	}
 	return fmt.Errorf("no shape rule for kernel %s", s.Kernel)
 }
 
-// unaryChainOps are the ops a KUnary chain may hold.
-var unaryChainOps = map[string]bool{
-	"relu": true, "leakyrelu": true, "sigmoid": true, "tanh": true, "gelu": true,
-	"exp": true, "log": true, "addconst": true, "mulconst": true, "sqrt": true, "powconst": true, "erf": true,
+// shapeRules holds the checks the shape rules share, over one plan's
+// buffers.
+type shapeRules struct{ p *Plan }
+
+// sh is the shape of buffer id, or nil for NoBuf.
+func (r shapeRules) sh(id BufID) []int {
+	if id == NoBuf {
+		return nil
+	}
+	return r.p.shapeOf(id)
+}
+
+// same checks that two operands (either may be NoBuf) have one shape.
+func (r shapeRules) same(what string, a, b BufID) error {
+	if a == NoBuf || b == NoBuf || equalShapes(r.sh(a), r.sh(b)) {
+		return nil
+	}
+	return fmt.Errorf("%s: %s (%s) and %s (%s) differ", what, r.p.Buffers[a].Name, shapeString(r.sh(a)), r.p.Buffers[b].Name, shapeString(r.sh(b)))
+}
+
+// is checks that operand id (or NoBuf) has shape want.
+func (r shapeRules) is(what string, id BufID, want []int) error {
+	if id == NoBuf || equalShapes(r.sh(id), want) {
+		return nil
+	}
+	return fmt.Errorf("%s %s has shape %s, want %s", what, r.p.Buffers[id].Name, shapeString(r.sh(id)), shapeString(want))
+}
+
+// kindIs checks that operand id's storage (or NoBuf) is of one of kinds.
+func (r shapeRules) kindIs(id BufID, kinds ...BufKind) error {
+	if id == NoBuf {
+		return nil
+	}
+	k := r.p.Buffers[r.p.root(id)].Kind
+	for _, want := range kinds {
+		if k == want {
+			return nil
+		}
+	}
+	return fmt.Errorf("%s is a %s buffer, want %v", r.p.Buffers[id].Name, k, kinds)
+}
+
+// first returns the first non-nil error of errs.
+func first(errs ...error) error {
+	for _, e := range errs {
+		if e != nil {
+			return e
+		}
+	}
+	return nil
 }
 
 // checkAct checks a gemm or conv2d step's fused activation.
@@ -672,45 +443,6 @@ func checkAct(a Attr) error {
 		return fmt.Errorf("fused leakyrelu needs a positive slope, got %g", a.Alpha)
 	}
 	return fmt.Errorf("activation %q cannot be fused", a.Act)
-}
-
-// checkWindow checks the output size of a convolution or pooling window:
-// OH = (H + 2·PH − DH·(KH−1) − 1) / SH + 1 (rounded down), likewise OW.
-func checkWindow(g *ConvGeom, conv bool) error {
-	if g.N < 1 || g.C < 1 || g.KH < 1 || g.KW < 1 || g.SH < 1 || g.SW < 1 || g.DH < 1 || g.DW < 1 || g.Groups < 1 || g.PH < 0 || g.PW < 0 {
-		return fmt.Errorf("geometry %+v has a non-positive size, stride, dilation or group count", *g)
-	}
-	if conv && (g.C%g.Groups != 0 || g.OC%g.Groups != 0) {
-		return fmt.Errorf("%d input and %d output channels do not split into %d groups", g.C, g.OC, g.Groups)
-	}
-	if !conv && g.OC != g.C {
-		return fmt.Errorf("pooling changes the channels from %d to %d", g.C, g.OC)
-	}
-	oh := (g.H+2*g.PH-g.DH*(g.KH-1)-1)/g.SH + 1
-	ow := (g.W+2*g.PW-g.DW*(g.KW-1)-1)/g.SW + 1
-	if oh != g.OH || ow != g.OW || oh < 1 || ow < 1 {
-		return fmt.Errorf("output %dx%d, but the window rule gives %dx%d", g.OH, g.OW, oh, ow)
-	}
-	return nil
-}
-
-// broadcast applies numpy's broadcasting rule to two shapes of one rank.
-func broadcast(a, b []int) ([]int, error) {
-	if len(a) != len(b) {
-		return nil, fmt.Errorf("shapes %s and %s differ in rank", shapeString(a), shapeString(b))
-	}
-	y := make([]int, len(a))
-	for i := range a {
-		switch {
-		case a[i] == b[i], b[i] == 1:
-			y[i] = a[i]
-		case a[i] == 1:
-			y[i] = b[i]
-		default:
-			return nil, fmt.Errorf("shapes %s and %s do not broadcast", shapeString(a), shapeString(b))
-		}
-	}
-	return y, nil
 }
 
 // verifyDataFlow checks that every operand is written before it is read

@@ -6,7 +6,9 @@ import (
 )
 
 // Error is one problem found in a spec, positioned at the user's line so an
-// editor or a reader can jump to it.
+// editor or a reader can jump to it. The loader reports it in Errors; the
+// planner returns a *Error for a spec it cannot plan (a layer too large for
+// a buffer, a plan above the memory limit), positioned at the layer.
 type Error struct {
 	Pos     Pos    `json:"pos"`
 	Layer   string `json:"layer,omitempty"` // the layer or node the problem belongs to, if any

@@ -72,7 +72,8 @@ type Node struct {
 	Units int  `json:"units,omitempty"`
 	Bias  bool `json:"bias,omitempty"` // dense, conv2d and layernorm: a learned bias is added (default true)
 
-	// conv2d, maxpool2d, avgpool2d (all [height, width] pairs)
+	// conv2d, maxpool2d, avgpool2d (all [height, width] pairs; Window gives
+	// them with the defaults in place of zero fields)
 	OutChannels int    `json:"outChannels,omitempty"`
 	Kernel      [2]int `json:"kernel,omitempty"`
 	Stride      [2]int `json:"stride,omitempty"`

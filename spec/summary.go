@@ -28,7 +28,7 @@ func (n *Node) paramsChecked() (int64, bool) {
 		}
 		return p, c.exact()
 	case OpConv2D:
-		g := int64(max(n.Groups, 1))
+		g := int64(n.Window().Groups)
 		p := c.mul(int64(n.OutChannels), in/g, int64(n.Kernel[0]), int64(n.Kernel[1]))
 		if n.Bias {
 			p = c.add(p, int64(n.OutChannels))
@@ -80,7 +80,7 @@ func (n *Node) forwardFLOPsChecked() (int64, bool) {
 		}
 		return f, c.exact()
 	case OpConv2D:
-		g := int64(max(n.Groups, 1))
+		g := int64(n.Window().Groups)
 		ch := int64(0)
 		if in := in0(); len(in) > 0 {
 			ch = int64(in[0])

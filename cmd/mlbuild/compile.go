@@ -331,7 +331,7 @@ func reportSpecError(w io.Writer, err error, files ...string) error {
 		}
 		return silentExit(code)
 	}
-	var pe *planner.Error
+	var pe *spec.Error
 	if errors.As(err, &pe) {
 		fmt.Fprintln(w, pe.Error())
 		return silentExit(code)

@@ -8,7 +8,6 @@ import (
 	"runtime/debug"
 	"strings"
 
-	"github.com/mlbuild/mlbuild/planner"
 	"github.com/mlbuild/mlbuild/spec"
 )
 
@@ -52,7 +51,7 @@ func isBug(err error) bool {
 		}
 		return false
 	}
-	var pe *planner.Error
+	var pe *spec.Error
 	if errors.As(err, &pe) {
 		return false
 	}

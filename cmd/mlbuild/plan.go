@@ -123,7 +123,7 @@ func planRun(opts *planOptions) error {
 	}
 	p, err := planner.Build(m, backend.PlanOptions(planner.Options{Batch: opts.batch, Training: opts.mode == "train", Fusion: fusion, MemoryLimit: memLimit}))
 	if err != nil {
-		var pe *planner.Error
+		var pe *spec.Error
 		var es spec.Errors // the size bounds at --batch
 		if errors.As(err, &pe) || errors.As(err, &es) {
 			return reportSpecError(opts.stderr, err)

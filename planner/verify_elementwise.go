@@ -1,0 +1,83 @@
+package planner
+
+import "fmt"
+
+// The shape rules of the element-wise kernels: unary chains, broadcasting
+// binary ops, dropout and the sum of gradients (checkShapes in verify.go
+// dispatches to them).
+
+// unary checks an element-wise chain and its backward.
+func (r shapeRules) unary(s *Step) error {
+	in, out := s.In, s.Out
+	if len(s.Attr.Chain) == 0 {
+		return fmt.Errorf("empty chain")
+	}
+	for _, u := range s.Attr.Chain {
+		if !unaryChainOps[u.Op] {
+			return fmt.Errorf("unknown element-wise op %q", u.Op)
+		}
+	}
+	if s.Kernel == KUnary {
+		return r.same("y", out[0], in[0])
+	}
+	return first(r.same("dy", in[1], in[0]), r.same("dx", out[0], in[0]))
+}
+
+// binary checks a broadcasting binary op and its backward.
+func (r shapeRules) binary(s *Step) error {
+	in, out := s.In, s.Out
+	if s.Attr.BinOp != "add" && s.Attr.BinOp != "sub" && s.Attr.BinOp != "mul" && s.Attr.BinOp != "div" {
+		return fmt.Errorf("unknown binary op %q", s.Attr.BinOp)
+	}
+	y, err := broadcast(r.sh(in[0]), r.sh(in[1]))
+	if err != nil {
+		return err
+	}
+	if s.Kernel == KBinary {
+		return r.is("y", out[0], y)
+	}
+	return first(r.is("dy", in[2], y), r.same("da", out[0], in[0]), r.same("db", out[1], in[1]))
+}
+
+// dropout checks dropout's rate, mask and backward.
+func (r shapeRules) dropout(s *Step) error {
+	in, out := s.In, s.Out
+	if s.Attr.Rate < 0 || s.Attr.Rate >= 1 {
+		return fmt.Errorf("dropout rate %g is not in [0, 1)", s.Attr.Rate)
+	}
+	if s.Kernel == KDropout {
+		return first(r.same("y", out[0], in[0]), r.same("mask", out[1], in[0]), r.kindIs(out[1], KindScratch))
+	}
+	return first(r.same("dy", in[1], in[0]), r.same("dx", out[0], in[0]), r.kindIs(in[0], KindScratch))
+}
+
+// accumulate checks the sum of two gradient contributions.
+func (r shapeRules) accumulate(s *Step) error {
+	in, out := s.In, s.Out
+	return first(r.same("b", in[1], in[0]), r.same("y", out[0], in[0]), r.kindIs(out[0], KindGrad))
+}
+
+// unaryChainOps are the ops a KUnary chain may hold.
+var unaryChainOps = map[string]bool{
+	"relu": true, "leakyrelu": true, "sigmoid": true, "tanh": true, "gelu": true,
+	"exp": true, "log": true, "addconst": true, "mulconst": true, "sqrt": true, "powconst": true, "erf": true,
+}
+
+// broadcast applies numpy's broadcasting rule to two shapes of one rank.
+func broadcast(a, b []int) ([]int, error) {
+	if len(a) != len(b) {
+		return nil, fmt.Errorf("shapes %s and %s differ in rank", shapeString(a), shapeString(b))
+	}
+	y := make([]int, len(a))
+	for i := range a {
+		switch {
+		case a[i] == b[i], b[i] == 1:
+			y[i] = a[i]
+		case a[i] == 1:
+			y[i] = b[i]
+		default:
+			return nil, fmt.Errorf("shapes %s and %s do not broadcast", shapeString(a), shapeString(b))
+		}
+	}
+	return y, nil
+}

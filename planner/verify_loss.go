@@ -1,0 +1,21 @@
+package planner
+
+import "fmt"
+
+// The shape rules of the loss kernels, the first backward step (checkShapes
+// in verify.go dispatches to them).
+
+// loss checks a loss step: labels like the prediction, a [1] loss and its
+// gradient.
+func (r shapeRules) loss(s *Step) error {
+	in, out := s.In, s.Out
+	x := r.sh(in[0])
+	if s.Kernel == KHuber && !(s.Attr.Delta > 0) {
+		return fmt.Errorf("huber delta %v is not positive", s.Attr.Delta)
+	}
+	if s.Kernel == KSoftmaxXent && len(x) != 2 {
+		return fmt.Errorf("logits %s are not [B,C]", shapeString(x))
+	}
+	return first(r.same("labels", in[1], in[0]), r.is("loss", out[0], []int{1}), r.same("dpred", out[1], in[0]),
+		r.kindIs(in[1], KindLabels), r.kindIs(out[0], KindLoss), r.kindIs(out[1], KindGrad))
+}

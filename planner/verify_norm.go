@@ -1,0 +1,62 @@
+package planner
+
+import "fmt"
+
+// The shape rules of the normalisations: softmax and log-softmax along an
+// axis, batchnorm and layernorm (checkShapes in verify.go dispatches to
+// them).
+
+// softmax checks softmax and log-softmax along an axis, and their backward.
+func (r shapeRules) softmax(s *Step) error {
+	in, out := s.In, s.Out
+	if s.Attr.Axis < 1 || s.Attr.Axis >= len(r.sh(in[0])) {
+		return fmt.Errorf("axis %d is the batch axis or out of range for %s", s.Attr.Axis, shapeString(r.sh(in[0])))
+	}
+	if s.Kernel == KSoftmax || s.Kernel == KLogSoftmax {
+		return r.same("y", out[0], in[0])
+	}
+	return first(r.same("dy", in[1], in[0]), r.same("dx", out[0], in[0]))
+}
+
+// batchNorm checks batchnorm's per-channel params, statistics and backward.
+func (r shapeRules) batchNorm(s *Step) error {
+	in, out := s.In, s.Out
+	x := r.sh(in[0])
+	if len(x) < 2 {
+		return fmt.Errorf("x %s has no channel axis", shapeString(x))
+	}
+	if s.Attr.Eps <= 0 {
+		return fmt.Errorf("eps %g", s.Attr.Eps)
+	}
+	c := []int{x[1]}
+	if s.Kernel == KBatchNorm {
+		return first(r.is("gamma", in[1], c), r.is("beta", in[2], c), r.is("running mean", in[3], c),
+			r.is("running var", in[4], c), r.kindIs(in[3], KindStat), r.kindIs(in[4], KindStat),
+			r.same("y", out[0], in[0]), r.is("saved mean", out[1], c), r.is("saved inverse std", out[2], c))
+	}
+	return first(r.is("gamma", in[1], c), r.is("saved mean", in[2], c), r.is("saved inverse std", in[3], c),
+		r.same("dy", in[4], in[0]), r.same("dx", out[0], in[0]), r.is("dgamma", out[1], c), r.is("dbeta", out[2], c))
+}
+
+// layerNorm checks layernorm's normalised axes, per-row statistics and
+// backward.
+func (r shapeRules) layerNorm(s *Step) error {
+	in, out := s.In, s.Out
+	x := r.sh(in[0])
+	ax := s.Attr.Axis
+	if ax < 1 || ax >= len(x) {
+		return fmt.Errorf("axis %d is the batch axis or out of range for %s", ax, shapeString(x))
+	}
+	norm, rows := x[ax:], []int{numElements(x[:ax])}
+	if s.Kernel == KLayerNorm {
+		if s.Attr.Eps <= 0 {
+			return fmt.Errorf("eps %g", s.Attr.Eps)
+		}
+		return first(r.is("gamma", in[1], norm), r.is("beta", in[2], norm), r.kindIs(in[1], KindParam), r.kindIs(in[2], KindParam),
+			r.same("y", out[0], in[0]), r.is("saved mean", out[1], rows), r.is("saved inverse std", out[2], rows),
+			r.kindIs(out[1], KindScratch), r.kindIs(out[2], KindScratch))
+	}
+	return first(r.is("gamma", in[1], norm), r.is("saved mean", in[2], rows), r.is("saved inverse std", in[3], rows),
+		r.same("dy", in[4], in[0]), r.same("dx", out[0], in[0]), r.is("dgamma", out[1], norm), r.is("dbeta", out[2], norm),
+		r.kindIs(out[1], KindParamGrad), r.kindIs(out[2], KindParamGrad))
+}

@@ -1,0 +1,40 @@
+package planner
+
+import "fmt"
+
+// The shape rules of the optimizer updates (checkShapes in verify.go
+// dispatches to them).
+
+// adamMulti checks each (grad, m, v) → (param, m, v) triple of a multi-
+// tensor Adam step as one KAdam step.
+func (r shapeRules) adamMulti(s *Step) error {
+	in, out := s.In, s.Out
+	if len(in)%3 != 0 || len(out) != len(in) || len(in) < 6 {
+		return fmt.Errorf("%d inputs and %d outputs: want two or more (grad, m, v) and (param, m, v) triples", len(in), len(out))
+	}
+	for i := 0; i < len(in); i += 3 {
+		t := *s
+		t.Kernel, t.In, t.Out = KAdam, in[i:i+3:i+3], out[i:i+3:i+3] // capped: the rule appends to them
+		if err := checkShapes(r.p, &t); err != nil {
+			return fmt.Errorf("param %d: %w", i/3+1, err)
+		}
+	}
+	return nil
+}
+
+// optimizer checks an SGD or Adam step: state read and written in place,
+// every operand shaped like the param.
+func (r shapeRules) optimizer(s *Step) error {
+	in, out := s.In, s.Out
+	for i := 1; i < len(in); i++ {
+		if in[i] != out[i] {
+			return fmt.Errorf("optimizer state %d is read from %d and written to %d", i, in[i], out[i])
+		}
+	}
+	for _, id := range append(in, out...) {
+		if err := r.same("operand", id, out[0]); err != nil {
+			return err
+		}
+	}
+	return first(r.kindIs(in[0], KindParamGrad), r.kindIs(out[0], KindParam))
+}

@@ -1,0 +1,33 @@
+package spec
+
+// Window is the sliding window of a conv2d, maxpool2d or avgpool2d node,
+// every field set: the one place in Go that knows the schema's window
+// defaults (schema/model.cue's #Conv2D and #Pool2D), for code that reads a
+// Node built in Go rather than decoded, whose unset fields are zero.
+type Window struct {
+	Kernel   [2]int
+	Stride   [2]int // default 1 for a convolution, the kernel for a pool (PyTorch's)
+	Padding  [2]int // default 0
+	Dilation [2]int // default 1
+	Groups   int    // default 1; always 1 for a pool
+}
+
+// Window returns n's window with the schema's defaults in place of unset
+// fields: a stride, dilation or group count below 1 is unset (the schema
+// rejects such values in a spec, so a decoded Node has none).
+func (n *Node) Window() Window {
+	w := Window{Kernel: n.Kernel, Stride: n.Stride, Padding: n.Padding, Dilation: n.Dilation, Groups: 1}
+	for i := range 2 {
+		if w.Stride[i] < 1 {
+			w.Stride[i] = 1
+			if n.Op != OpConv2D {
+				w.Stride[i] = w.Kernel[i]
+			}
+		}
+		w.Dilation[i] = max(w.Dilation[i], 1)
+	}
+	if n.Op == OpConv2D {
+		w.Groups = max(n.Groups, 1)
+	}
+	return w
+}
