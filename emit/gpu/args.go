@@ -2,10 +2,6 @@ package gpu
 
 import "github.com/mlbuild/mlbuild/rt/gpuhost"
 
-// hashUniformStmts generates the same function as kernel code; the host's
-// copy is the one in rt/gpuhost.
-var DropoutUniform = gpuhost.DropoutUniform
-
 // hashUniformStmts declares float variable name = gpuhost.DropoutUniform(seed,
 // step, index) in the IR, reading seed and step from the args buffer (the
 // StepArgs layout of rt/gpuhost): a GPU thread per element and the CPU
