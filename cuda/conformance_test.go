@@ -7,7 +7,6 @@ import (
 
 	"github.com/mlbuild/mlbuild/cuda"
 	"github.com/mlbuild/mlbuild/cuda/fakecuda"
-	"github.com/mlbuild/mlbuild/emit/gpu"
 	"github.com/mlbuild/mlbuild/rt/gpuhost"
 	"github.com/mlbuild/mlbuild/rt/gpuhost/gpuhosttest"
 )
@@ -47,7 +46,7 @@ func openFake(t *testing.T, opts cuda.Options) (*cuda.Device, *fakecuda.Fake) {
 func TestConformanceOnFake(t *testing.T) {
 	fakes := map[gpuhost.Device]*fakecuda.Fake{}
 	gpuhosttest.Run(t, gpuhosttest.Suite{
-		Dialect: gpu.CUDA,
+		Language: gpuhosttest.CUDA,
 		Open: func(t *testing.T) gpuhost.Device {
 			d, f := openFake(t, cuda.Options{})
 			fakes[d] = f
@@ -68,7 +67,7 @@ func TestConformanceOnFake(t *testing.T) {
 func TestConformanceBlockingOnFake(t *testing.T) {
 	fakes := map[gpuhost.Device]*fakecuda.Fake{}
 	gpuhosttest.Run(t, gpuhosttest.Suite{
-		Dialect: gpu.CUDA,
+		Language: gpuhosttest.CUDA,
 		Open: func(t *testing.T) gpuhost.Device {
 			d, f := openFake(t, cuda.Options{Blocking: true})
 			fakes[d] = f

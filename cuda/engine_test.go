@@ -14,7 +14,6 @@ import (
 
 	"github.com/mlbuild/mlbuild/cuda"
 	"github.com/mlbuild/mlbuild/cuda/fakecuda"
-	"github.com/mlbuild/mlbuild/emit/gpu"
 	"github.com/mlbuild/mlbuild/rt/gpuhost"
 	"github.com/mlbuild/mlbuild/rt/gpuhost/gpuhosttest"
 )
@@ -39,7 +38,7 @@ func openFakeWith(t *testing.T, fo fakecuda.Options, opts cuda.Options) (*cuda.D
 // loadSuite loads the conformance suite's kernels.
 func loadSuite(t *testing.T, d gpuhost.Device) {
 	t.Helper()
-	src, infos, err := gpuhosttest.Source(gpu.CUDA)
+	src, infos, err := gpuhosttest.Source(gpuhosttest.CUDA)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -542,7 +541,7 @@ func TestFakeWithoutGxxSaysWhatToInstall(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Setenv("PATH", t.TempDir())
-	src, infos, err := gpuhosttest.Source(gpu.CUDA)
+	src, infos, err := gpuhosttest.Source(gpuhosttest.CUDA)
 	if err != nil {
 		t.Fatal(err)
 	}

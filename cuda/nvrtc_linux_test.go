@@ -8,7 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mlbuild/mlbuild/emit/gpu"
 	"github.com/mlbuild/mlbuild/rt/gpuhost/gpuhosttest"
 )
 
@@ -42,7 +41,7 @@ func TestNVRTCLibrary(t *testing.T) {
 	l.NVRTC.GetSupportedArchs(&archs[0])
 	t.Logf("NVRTC %d.%d from %s compiles for sm %v", major, minor, path, archs)
 	e := &Engine{lib: l, nvrtcVersion: "x", archs: archs}
-	src, _, err := gpuhosttest.Source(gpu.CUDA)
+	src, _, err := gpuhosttest.Source(gpuhosttest.CUDA)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/mlbuild/mlbuild/cuda"
-	"github.com/mlbuild/mlbuild/emit/gpu"
 	"github.com/mlbuild/mlbuild/rt/gpuhost"
 	"github.com/mlbuild/mlbuild/rt/gpuhost/gpuhosttest"
 )
@@ -44,16 +43,16 @@ func TestRealConformance(t *testing.T) {
 	realOn(t)
 	cache := t.TempDir()
 	gpuhosttest.Run(t, gpuhosttest.Suite{
-		Dialect: gpu.CUDA,
-		Open:    func(t *testing.T) gpuhost.Device { return openReal(t, cache) },
-		Caller:  true,
+		Language: gpuhosttest.CUDA,
+		Open:     func(t *testing.T) gpuhost.Device { return openReal(t, cache) },
+		Caller:   true,
 	})
 }
 
 func TestRealFactsAndStartup(t *testing.T) {
 	realOn(t)
 	cache := t.TempDir()
-	src, infos, err := gpuhosttest.Source(gpu.CUDA)
+	src, infos, err := gpuhosttest.Source(gpuhosttest.CUDA)
 	if err != nil {
 		t.Fatal(err)
 	}

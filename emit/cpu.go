@@ -912,11 +912,15 @@ func (g *generator) renderMeta() {
 	tp := in.Train
 	tr := m.Training
 	ds := m.Dataset
+	g.p("// buildKey is the cache key of this build: mlbuild compile sets it when")
+	g.p("// it links the program (-ldflags -X %s=KEY). Empty in a build by hand.", BuildKeySymbol)
+	g.p("var buildKey string")
+	g.p("")
 	g.p("var meta = app.Meta{")
 	g.p("Name: %s,", quote(m.Name))
 	g.p("SpecFile: %s,", quote(m.File))
 	g.p("Backend: %s,", quote(in.Backend))
-	g.p("BuildKey: %s,", quote(in.BuildKey))
+	g.p("BuildKey: buildKey,")
 	g.p("Version: %s,", quote(in.Version))
 	g.p("InputShape: %s,", ints(m.Nodes[0].OutShape))
 	if tp.Output != planner.NoBuf {

@@ -35,15 +35,20 @@ const moduleImport = "github.com/mlbuild/mlbuild/"
 
 // Input is everything the emitter renders.
 type Input struct {
-	Model    *spec.Model
-	Train    *planner.Plan // training plan at the spec's batch size
-	Infer    *planner.Plan // inference plan at the spec's batch size
-	Infer1   *planner.Plan // inference plan at batch 1
-	Backend  string        // the Backend's name
-	Version  string        // mlbuild's version
-	BuildKey string        // the cache key, shown by `info`
-	Weights  *Weights      // weights to embed; nil for none
+	Model   *spec.Model
+	Train   *planner.Plan // training plan at the spec's batch size
+	Infer   *planner.Plan // inference plan at the spec's batch size
+	Infer1  *planner.Plan // inference plan at batch 1
+	Backend string        // the Backend's name
+	Version string        // mlbuild's version
+	Weights *Weights      // weights to embed; nil for none
 }
+
+// BuildKeySymbol is the string variable of the generated main package that
+// holds the program's build key (shown by `info`). The key is the hash of
+// the generated files, so it cannot be written into them: mlbuild compile
+// sets it at link time, go build -ldflags "-X BuildKeySymbol=KEY".
+const BuildKeySymbol = "main.buildKey"
 
 // File is one generated file, with a path relative to the module root.
 type File struct {

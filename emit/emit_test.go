@@ -27,7 +27,7 @@ func inputFor(t *testing.T, file string, fusion bool) *Input {
 		}
 		plans = append(plans, p)
 	}
-	return &Input{Model: m, Train: plans[0], Infer: plans[1], Infer1: plans[2], Backend: "cpu", Version: "golden", BuildKey: "golden"}
+	return &Input{Model: m, Train: plans[0], Infer: plans[1], Infer1: plans[2], Backend: "cpu", Version: "golden"}
 }
 
 // TestMNISTGolden keeps the generated program for the flagship spec as a

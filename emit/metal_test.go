@@ -39,7 +39,7 @@ func backendInput(t testing.TB, b *Backend, file string, fusion bool, batch int)
 		}
 		plans = append(plans, p)
 	}
-	return &Input{Model: m, Train: plans[0], Infer: plans[1], Infer1: plans[2], Backend: b.Name, Version: "golden", BuildKey: "golden"}
+	return &Input{Model: m, Train: plans[0], Infer: plans[1], Infer1: plans[2], Backend: b.Name, Version: "golden"}
 }
 
 // checkGolden compares got with a golden file of a backend's folder in

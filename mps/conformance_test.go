@@ -4,7 +4,6 @@ import (
 	"testing"
 	"unsafe"
 
-	"github.com/mlbuild/mlbuild/emit/gpu"
 	"github.com/mlbuild/mlbuild/mps"
 	"github.com/mlbuild/mlbuild/mps/fakemetal"
 	"github.com/mlbuild/mlbuild/rt/gpuhost"
@@ -32,7 +31,7 @@ func TestConformanceOnFake(t *testing.T) {
 			}})
 	}
 	gpuhosttest.Run(t, gpuhosttest.Suite{
-		Dialect: gpu.Metal,
+		Language: gpuhosttest.Metal,
 		Open: func(t *testing.T) gpuhost.Device {
 			f := fakemetal.New(ks...)
 			e, err := mps.NewEngine(f)

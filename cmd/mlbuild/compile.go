@@ -132,9 +132,10 @@ func backendHelp() string {
 
 // buildKey lists everything that changes the built program, one readable
 // line each: mlbuild's version, Go's, the backend, the target and every
-// file the emitter writes (generated with an empty BuildKey, which the key
-// itself fills in afterwards), so editing what no program carries (a test,
-// a document) never invalidates a cached binary.
+// file the emitter writes, so editing what no program carries (a test, a
+// document) never invalidates a cached binary. The files are the ones
+// built: the key reaches the program at link time (see goBuild), not
+// through its source.
 func buildKey(opts *compileOptions, files []emit.File, goVersion string) (*cache.Key, error) {
 	k := cache.NewKey()
 	k.Add("mlbuild", mlbuildVersion())
@@ -224,27 +225,15 @@ func compileRun(opts *compileOptions) error {
 	}
 	in := &emit.Input{Model: m, Train: plans[0], Infer: plans[1], Infer1: plans[2],
 		Backend: backend.Name, Version: mlbuildVersion(), Weights: weights}
-	unkeyed, err := emit.Program(in)
+	files, err := emit.Program(in)
 	if err != nil {
 		return withCode(ExitInternal, err)
 	}
-	key, err := buildKey(opts, unkeyed, goVersion)
+	key, err := buildKey(opts, files, goVersion)
 	if err != nil {
 		return withCode(ExitInternal, err)
-	}
-	in.BuildKey = key.ID().Short()
-	generate := func() ([]emit.File, error) {
-		files, err := emit.Program(in)
-		if err != nil {
-			return nil, withCode(ExitInternal, err)
-		}
-		return files, nil
 	}
 	if opts.emitDir != "" {
-		files, err := generate()
-		if err != nil {
-			return err
-		}
 		if err := writeTree(opts.emitDir, files, opts.force); err != nil {
 			return withCode(ExitIO, err)
 		}
@@ -263,11 +252,7 @@ func compileRun(opts *compileOptions) error {
 	}
 	label := cache.Label{Model: m.Name, Backend: opts.backend, Target: opts.target, Version: mlbuildVersion(), GoVersion: goVersion, Source: m.File}
 	res, err := c.GetOrBuild(key, label, opts.stderr, func(outPath string) error {
-		files, err := generate()
-		if err != nil {
-			return err
-		}
-		return goBuild(files, goos, goarch, outPath)
+		return goBuild(files, goos, goarch, key.ID().Short(), outPath)
 	})
 	if err != nil {
 		var ee *exitError
@@ -339,8 +324,9 @@ func reportSpecError(w io.Writer, err error, files ...string) error {
 	return withCode(code, err)
 }
 
-// goBuild writes files into a fresh module directory and builds it.
-func goBuild(files []emit.File, goos, goarch, outPath string) error {
+// goBuild writes files into a fresh module directory and builds it,
+// setting the program's build key at link time (emit.BuildKeySymbol).
+func goBuild(files []emit.File, goos, goarch, key, outPath string) error {
 	tmp, err := os.MkdirTemp("", "mlbuild-build-")
 	if err != nil {
 		return withCode(ExitIO, err)
@@ -359,7 +345,7 @@ func goBuild(files []emit.File, goos, goarch, outPath string) error {
 	if err != nil {
 		return withCode(ExitIO, err)
 	}
-	cmd := exec.Command("go", "build", "-trimpath", "-buildvcs=false", "-ldflags=-s -w -buildid=", "-o", abs, ".")
+	cmd := exec.Command("go", "build", "-trimpath", "-buildvcs=false", "-ldflags=-s -w -buildid= -X "+emit.BuildKeySymbol+"="+key, "-o", abs, ".")
 	cmd.Dir = tmp
 	cmd.Env = append(os.Environ(), emit.BuildEnv(files, goos, goarch)...)
 	out, err := cmd.CombinedOutput()

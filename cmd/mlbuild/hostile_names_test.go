@@ -118,7 +118,7 @@ func hostileGenerate(dir, src string) (*hostileGenerated, error) {
 	if err != nil {
 		return nil, err
 	}
-	goSrc, err := emit.ModelSource(&emit.Input{Model: m, Train: plans[0], Infer: plans[1], Infer1: plans[2], Backend: "cpu", Version: "test", BuildKey: "k"})
+	goSrc, err := emit.ModelSource(&emit.Input{Model: m, Train: plans[0], Infer: plans[1], Infer1: plans[2], Backend: "cpu", Version: "test"})
 	if err != nil {
 		return nil, fmt.Errorf("emit: %v", err)
 	}

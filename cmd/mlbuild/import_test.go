@@ -508,7 +508,7 @@ func buildProgram(t *testing.T, cuePath, out string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := goBuild(files, runtime.GOOS, runtime.GOARCH, out); err != nil {
+	if err := goBuild(files, runtime.GOOS, runtime.GOARCH, "test", out); err != nil {
 		t.Fatal(err)
 	}
 	return out

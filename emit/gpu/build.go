@@ -1,5 +1,7 @@
 package gpu
 
+import "github.com/mlbuild/mlbuild/rt/gpuhost"
+
 // Constructors for the generators: short names and a little constant folding
 // (x+0, x*1, x/1) so that generated code reads like hand-written code.
 
@@ -107,7 +109,7 @@ func in(name string, n int) Param  { return Param{Name: name, Elem: Float, Size:
 func out(name string, n int) Param { return Param{Name: name, Elem: Float, Mutable: true, Size: n} }
 
 // argsParam is the per-step argument buffer (see StepArgs).
-func argsParam() Param { return Param{Name: "args", Elem: Uint, Size: StepArgsLen} }
+func argsParam() Param { return Param{Name: "args", Elem: Uint, Size: gpuhost.StepArgsLen} }
 
 func ceilDiv(a, b int) int { return (a + b - 1) / b }
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/mlbuild/mlbuild/planner"
 	"github.com/mlbuild/mlbuild/rt/cpu"
+	"github.com/mlbuild/mlbuild/rt/gpuhost"
 )
 
 // poolOver is the max pool of a kh×kw window and stride over g's output.
@@ -198,7 +199,7 @@ func TestLoweredPooledConvMatchesCPU(t *testing.T) {
 				arena[i] = append([]float32(nil), initial[i]...)
 			}
 			s := startKernelServer(t, d, prog)
-			s.run(t, prog.Forward, arena, make([]float32, StepArgsLen))
+			s.run(t, prog.Forward, arena, make([]float32, gpuhost.StepArgsLen))
 			for ci, c := range cases {
 				l := layers[ci]
 				g, pool := c.g, poolOver(c.g, c.kh, c.kw)
@@ -308,8 +309,8 @@ func TestLoweredTrainingPoolMatchesCPU(t *testing.T) {
 				arena[i] = append([]float32(nil), initial[i]...)
 			}
 			s := startKernelServer(t, d, prog)
-			s.run(t, prog.Forward, arena, make([]float32, StepArgsLen))
-			s.run(t, prog.Backward, arena, make([]float32, StepArgsLen))
+			s.run(t, prog.Forward, arena, make([]float32, gpuhost.StepArgsLen))
+			s.run(t, prog.Backward, arena, make([]float32, gpuhost.StepArgsLen))
 			for ci, c := range cases {
 				l := layers[ci]
 				g, pool := c.g, poolOver(c.g, c.kh, c.kw)

@@ -5,6 +5,7 @@ import (
 	"math"
 
 	"github.com/mlbuild/mlbuild/planner"
+	"github.com/mlbuild/mlbuild/rt/gpuhost"
 )
 
 // tgElem is the threadgroup size of element-wise kernels: a multiple of the
@@ -481,7 +482,7 @@ func sgdKernel(n int, momentum, wd float32) *Kernel {
 	}
 	params = append(params, out("p", n))
 	return elementwise(fmt.Sprintf("sgd momentum %g weight decay %g, %d elements", momentum, wd, n), n, params, func(i Expr) []Stmt {
-		s := []Stmt{let("lr", Float, call(FnAsFloat, load("args", i32(ArgLR)))), let("d", Float, load("g", i))}
+		s := []Stmt{let("lr", Float, call(FnAsFloat, load("args", i32(gpuhost.ArgLR)))), let("d", Float, load("g", i))}
 		if wd != 0 {
 			s = append(s, set("d", add(vr("d"), mul(flt(wd), load("p", i)))))
 		}
@@ -509,9 +510,9 @@ func adamKernel(n int, beta1, beta2, eps, wd float32, decoupled bool) *Kernel {
 // adamScalars declares the learning rate and the bias corrections of the
 // step (args' step count t): bc = 1 − βᵗ.
 func adamScalars(beta1, beta2 float32) []Stmt {
-	t := toFloat(load("args", i32(ArgStep)))
+	t := toFloat(load("args", i32(gpuhost.ArgStep)))
 	return []Stmt{
-		let("lr", Float, call(FnAsFloat, load("args", i32(ArgLR)))),
+		let("lr", Float, call(FnAsFloat, load("args", i32(gpuhost.ArgLR)))),
 		let("bc1", Float, sub(flt(1), call(FnExp, mul(t, flt(float32(math.Log(float64(beta1)))))))),
 		let("bc2", Float, sub(flt(1), call(FnExp, mul(t, flt(float32(math.Log(float64(beta2)))))))),
 	}

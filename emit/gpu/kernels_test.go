@@ -9,6 +9,7 @@ import (
 
 	"github.com/mlbuild/mlbuild/planner"
 	"github.com/mlbuild/mlbuild/rt/cpu"
+	"github.com/mlbuild/mlbuild/rt/gpuhost"
 )
 
 func randVec(r *rand.Rand, n int, lo, hi float32) []float32 {
@@ -22,7 +23,7 @@ func randVec(r *rand.Rand, n int, lo, hi float32) []float32 {
 func zeros(n int) []float32 { return make([]float32, n) }
 
 func argsVec(lr float32, step, seed uint32) []float32 {
-	a := PackStepArgs(lr, step, seed)
+	a := gpuhost.PackStepArgs(lr, step, seed)
 	v := make([]float32, len(a))
 	for i, w := range a {
 		v[i] = math.Float32frombits(w)
@@ -422,14 +423,14 @@ func kernelCases(t *testing.T) []gpuCase {
 		y, mask := zeros(n), zeros(n)
 		kept := 0
 		for i := range x {
-			if DropoutUniform(42, 7, uint32(i)) >= rate {
+			if gpuhost.DropoutUniform(42, 7, uint32(i)) >= rate {
 				mask[i] = 1 / (1 - rate)
 				kept++
 			}
 			y[i] = x[i] * mask[i]
 		}
 		if kept < n/2 || kept > n*9/10 {
-			t.Fatalf("DropoutUniform kept %d of %d at rate %g", kept, n, rate)
+			t.Fatalf("gpuhost.DropoutUniform kept %d of %d at rate %g", kept, n, rate)
 		}
 		addCase(gpuCase{name: "dropout", k: dropoutKernel(n, rate), in: [][]float32{argsVec(0.1, 7, 42), x, zeros(n), zeros(n)},
 			want: map[int][]float32{2: y, 3: mask}})

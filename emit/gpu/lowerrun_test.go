@@ -13,6 +13,7 @@ import (
 
 	"github.com/mlbuild/mlbuild/planner"
 	"github.com/mlbuild/mlbuild/rt/cpu"
+	"github.com/mlbuild/mlbuild/rt/gpuhost"
 )
 
 // kernelServer is the g++ build of a Program's kernels running as
@@ -290,7 +291,7 @@ func runConvLayers(t *testing.T, d *Dialect, prog *Program, initial [][]float32)
 		arena[i] = append([]float32(nil), initial[i]...)
 	}
 	s := startKernelServer(t, d, prog)
-	args := make([]float32, StepArgsLen)
+	args := make([]float32, gpuhost.StepArgsLen)
 	s.run(t, prog.Forward, arena, args)
 	s.run(t, prog.Backward, arena, args)
 	return arena

@@ -1,24 +1,20 @@
 package gpu
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/mlbuild/mlbuild/rt/gpuhost"
+)
 
 // The kernels of device-resident training (rt/gpuhost's resident.go): a
 // training step that needs nothing from the host. They share a uint32
-// control buffer whose words are gpuhost's Ctl constants:
-const (
-	ctlBatch = 0 // the batch of the epoch the next step trains on
-	ctlLR    = 1 // float32 bits of the epoch's learning rate
-	ctlStep  = 2 // the optimizer step of the epoch's batch 0
-	ctlRows  = 3 // rows of the training set on the device
-	ctlSteps = 4 // batches in the epoch
-	CtlLen   = 8
-)
+// control buffer laid out as rt/gpuhost's Ctl.
 
 // ctlParam is the control buffer; the set, order and seeds buffers are as
 // long as the data set, known only at run time, so their parameters
 // declare one element and the kernels guard every index with ctl's counts.
 func ctlParam(mutable bool) Param {
-	return Param{Name: "ctl", Elem: Uint, Mutable: mutable, Size: CtlLen}
+	return Param{Name: "ctl", Elem: Uint, Mutable: mutable, Size: gpuhost.CtlLen}
 }
 
 func ldInt(buf string, i Expr) Expr { return Cast{Int, load(buf, i)} }
@@ -30,17 +26,17 @@ func AdvanceKernel() *Kernel {
 		Name: "advance",
 		Doc:  "step arguments of batch ctl[0]",
 		Params: []Param{
-			{Name: "args", Elem: Uint, Mutable: true, Size: StepArgsLen},
+			{Name: "args", Elem: Uint, Mutable: true, Size: gpuhost.StepArgsLen},
 			ctlParam(false),
 			{Name: "seeds", Elem: Uint, Size: 1},
 		},
 		Threadgroup: 1, Groups: 1,
 		Body: []Stmt{when(eq(gidE, i32(0)),
-			let("b", Int, ldInt("ctl", i32(ctlBatch))),
-			store("args", i32(ArgLR), load("ctl", i32(ctlLR))),
-			store("args", i32(ArgStep), Binary{OpAdd, load("ctl", i32(ctlStep)), Cast{Uint, vr("b")}}),
-			store("args", i32(ArgSeed), u32(0)),
-			when(lt(vr("b"), ldInt("ctl", i32(ctlSteps))), store("args", i32(ArgSeed), load("seeds", vr("b")))),
+			let("b", Int, ldInt("ctl", i32(gpuhost.CtlBatch))),
+			store("args", i32(gpuhost.ArgLR), load("ctl", i32(gpuhost.CtlLR))),
+			store("args", i32(gpuhost.ArgStep), Binary{OpAdd, load("ctl", i32(gpuhost.CtlStep)), Cast{Uint, vr("b")}}),
+			store("args", i32(gpuhost.ArgSeed), u32(0)),
+			when(lt(vr("b"), ldInt("ctl", i32(gpuhost.CtlSteps))), store("args", i32(gpuhost.ArgSeed), load("seeds", vr("b")))),
 		)},
 	}
 }
@@ -64,11 +60,11 @@ func GatherKernel(batch, width int) *Kernel {
 		Body: []Stmt{when(lt(gidE, i32(n)),
 			let("r", Int, div(gidE, i32(width))),
 			let("j", Int, rem(gidE, i32(width))),
-			let("k", Int, add(mul(ldInt("ctl", i32(ctlBatch)), i32(batch)), vr("r"))),
+			let("k", Int, add(mul(ldInt("ctl", i32(gpuhost.CtlBatch)), i32(batch)), vr("r"))),
 			let("v", Float, flt(0)),
-			when(lt(vr("k"), mul(ldInt("ctl", i32(ctlSteps)), i32(batch))),
+			when(lt(vr("k"), mul(ldInt("ctl", i32(gpuhost.CtlSteps)), i32(batch))),
 				let("row", Int, ldInt("order", vr("k"))),
-				when(lt(vr("row"), ldInt("ctl", i32(ctlRows))),
+				when(lt(vr("row"), ldInt("ctl", i32(gpuhost.CtlRows))),
 					set("v", load("set", add(mul(vr("row"), i32(width)), vr("j")))))),
 			store("x", gidE, vr("v")),
 		)},
@@ -82,7 +78,7 @@ func GatherKernel(batch, width int) *Kernel {
 func RecordKernel(batch, classes, threads int) *Kernel {
 	body := []Stmt{
 		Shared{Name: "acc", Size: threads},
-		let("b", Int, ldInt("ctl", i32(ctlBatch))),
+		let("b", Int, ldInt("ctl", i32(gpuhost.CtlBatch))),
 		let("n", Float, flt(0)),
 	}
 	if classes > 0 {
@@ -108,10 +104,10 @@ func RecordKernel(batch, classes, threads int) *Kernel {
 		when(eq(lidE, i32(0)),
 			let("sum", Float, flt(0)),
 			loop("t", 0, threads, 1, set("sum", add(vr("sum"), load("acc", vr("t"))))),
-			when(lt(vr("b"), ldInt("ctl", i32(ctlSteps))),
+			when(lt(vr("b"), ldInt("ctl", i32(gpuhost.CtlSteps))),
 				store("results", mul(i32(2), vr("b")), load("loss", i32(0))),
 				store("results", add(mul(i32(2), vr("b")), i32(1)), vr("sum"))),
-			store("ctl", i32(ctlBatch), Cast{Uint, add(vr("b"), i32(1))}),
+			store("ctl", i32(gpuhost.CtlBatch), Cast{Uint, add(vr("b"), i32(1))}),
 		),
 	)
 	return &Kernel{

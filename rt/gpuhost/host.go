@@ -3,7 +3,6 @@ package gpuhost
 import (
 	"errors"
 	"fmt"
-	"math"
 	"os"
 	"strings"
 	"unsafe"
@@ -284,13 +283,12 @@ func (m *Model) touched() {
 }
 
 func (m *Model) setArgs(lr float32, step int) {
-	if !m.devNewer[ArenaArgs] && m.args[ArgLR] == math.Float32bits(lr) && m.args[ArgStep] == uint32(step) && m.args[ArgSeed] == m.seed {
+	args := PackStepArgs(lr, uint32(step), m.seed)
+	if !m.devNewer[ArenaArgs] && [StepArgsLen]uint32(m.args) == args {
 		return // the device has these already: no copy before an inference
 	}
 	m.hostView(ArenaArgs, true)
-	m.args[ArgLR] = math.Float32bits(lr)
-	m.args[ArgStep] = uint32(step)
-	m.args[ArgSeed] = m.seed
+	copy(m.args, args[:])
 }
 
 func (m *Model) Meta() *app.Meta  { return m.p.Meta }
@@ -419,24 +417,3 @@ func (m *Model) SetRand(seed uint64) { m.seed = foldSeed(seed) }
 
 // foldSeed is the 32-bit dropout seed of a 64-bit step seed.
 func foldSeed(seed uint64) uint32 { return uint32(seed) ^ uint32(seed>>32) }
-
-// DropoutUniform is the counter-based dropout draw of every GPU program: a
-// uniform float32 in [0, 1) from (seed, step, element index), with no
-// state, so that a GPU thread per element and the CPU reference draw the
-// same mask. emit/gpu generates the same function as kernel code.
-func DropoutUniform(seed, step, index uint32) float32 {
-	h := mix32(index*0x9E3779B9 ^ seed)
-	h ^= step * 0x85EBCA6B
-	h = mix32(h)
-	return float32(h>>8) * (1.0 / 16777216.0)
-}
-
-// mix32 is the "lowbias32" integer finaliser (Chris Wellons' hash prospector).
-func mix32(h uint32) uint32 {
-	h ^= h >> 16
-	h *= 0x7FEB352D
-	h ^= h >> 15
-	h *= 0x846CA68B
-	h ^= h >> 16
-	return h
-}

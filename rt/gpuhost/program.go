@@ -26,14 +26,6 @@ const (
 var arenaNames = [ArenaCount]string{"state", "training work", "inference work", "one-sample work",
 	"training input", "training labels", "step arguments", "training output"}
 
-// Words of the step-argument buffer (emit/gpu's StepArgs layout).
-const (
-	ArgLR       = 0 // math.Float32bits(learning rate)
-	ArgStep     = 1 // optimizer step, from 1
-	ArgSeed     = 2 // dropout seed of the step
-	StepArgsLen = 4
-)
-
 // Bind is one kernel buffer argument: an arena, a byte offset, and the
 // bytes the kernel touches from there.
 type Bind struct{ Arena, Offset, Bytes int }

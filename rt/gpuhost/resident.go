@@ -40,16 +40,6 @@ type ResidentKernels struct {
 	CopyGroups, CopyThreads int
 }
 
-// Words of the uint32 control buffer of device-resident training.
-const (
-	CtlBatch = 0 // the batch of the epoch the next step trains on
-	CtlLR    = 1 // math.Float32bits(learning rate of the epoch)
-	CtlStep  = 2 // the optimizer step of the epoch's batch 0
-	CtlRows  = 3 // rows in the uploaded set
-	CtlSteps = 4 // batches in the epoch (the length of seeds)
-	CtlLen   = 8
-)
-
 // resident holds the buffers of device-resident training.
 type resident struct {
 	rows, inW, labW int

@@ -1,8 +1,10 @@
 // Package gpuhosttest is the one conformance suite of gpuhost.Device: every
 // device (Metal, CUDA) and every fake of one runs it, so the GPU host
 // program can rely on the same contract from all of them. The suite's
-// kernels are defined once in emit/gpu's IR and printed in the device's
-// language.
+// kernels are defined once in emit/gpu's IR and printed in each device's
+// language into testdata (emit/gpu's TestConformanceKernels writes and
+// checks them), so the suite, like every runtime package, imports no
+// compiler package.
 package gpuhosttest
 
 import (
@@ -13,7 +15,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mlbuild/mlbuild/emit/gpu"
 	"github.com/mlbuild/mlbuild/rt/gpuhost"
 )
 
@@ -21,8 +22,8 @@ import (
 type Suite struct {
 	// Open returns a new device; each case opens its own and closes it.
 	Open func(t *testing.T) gpuhost.Device
-	// Dialect is the device's kernel language.
-	Dialect *gpu.Dialect
+	// Language is the device's kernel language.
+	Language Language
 	// FailNextLaunch, when set, makes the next launched sequence on d fail
 	// on the device as a kernel fault would (a fake can; a real GPU
 	// cannot be asked to). Without it the Sync failure case is skipped.
@@ -35,8 +36,8 @@ type Suite struct {
 
 // Run runs every case of the suite as a subtest.
 func Run(t *testing.T, s Suite) {
-	if s.Open == nil || s.Dialect == nil {
-		t.Fatal("gpuhosttest: Suite needs Open and Dialect")
+	if s.Open == nil || s.Language == "" {
+		t.Fatal("gpuhosttest: Suite needs Open and Language")
 	}
 	cases := []struct {
 		name string
@@ -87,7 +88,7 @@ func open(t *testing.T, s Suite) gpuhost.Device {
 func loaded(t *testing.T, s Suite) gpuhost.Device {
 	t.Helper()
 	d := open(t, s)
-	src, infos, err := Source(s.Dialect)
+	src, infos, err := Source(s.Language)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,7 +188,7 @@ func near(t *testing.T, what string, got, want []float32, tol float64) {
 
 func kernel(name string) Kernel {
 	for _, k := range Kernels() {
-		if k.IR.Name == name {
+		if k.Info.Name == name {
 			return k
 		}
 	}
@@ -348,8 +349,8 @@ func testSaxpy(t *testing.T, s Suite) {
 	upload(t, d, by, yOff, y)
 	upload(t, d, ba, 0, a)
 	err := run(d, "saxpy", func(e gpuhost.Encoder) error {
-		return e.Dispatch(k.IR.Name, []gpuhost.Arg{{Buf: bx, Offset: xOff, Bytes: 4 * saxpyN}, {Buf: by, Offset: yOff, Bytes: 4 * saxpyN}, {Buf: ba, Bytes: 4}},
-			k.IR.Groups, k.IR.Threadgroup)
+		return e.Dispatch(k.Info.Name, []gpuhost.Arg{{Buf: bx, Offset: xOff, Bytes: 4 * saxpyN}, {Buf: by, Offset: yOff, Bytes: 4 * saxpyN}, {Buf: ba, Bytes: 4}},
+			k.Groups, k.Threadgroup)
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -379,7 +380,7 @@ func testBlockSum(t *testing.T, s Suite) {
 	bo := alloc(t, d, "sums", 4*sumBlocks)
 	upload(t, d, bx, 0, x)
 	err := run(d, "block sum", func(e gpuhost.Encoder) error {
-		return e.Dispatch(k.IR.Name, []gpuhost.Arg{{Buf: bx, Bytes: 4 * len(x)}, {Buf: bo, Bytes: 4 * sumBlocks}}, k.IR.Groups, k.IR.Threadgroup)
+		return e.Dispatch(k.Info.Name, []gpuhost.Arg{{Buf: bx, Bytes: 4 * len(x)}, {Buf: bo, Bytes: 4 * sumBlocks}}, k.Groups, k.Threadgroup)
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -534,7 +535,7 @@ func testKernelThenGemm(t *testing.T, s Suite) {
 	upload(t, d, bacc, 0, acc0)
 	upload(t, d, bb, 0, bm.v)
 	err := run(d, "kernel then GEMM", func(e gpuhost.Encoder) error {
-		if err := e.Dispatch(k.IR.Name, []gpuhost.Arg{{Buf: bx, Bytes: 4 * accN}, {Buf: bacc, Bytes: 4 * accN}}, k.IR.Groups, k.IR.Threadgroup); err != nil {
+		if err := e.Dispatch(k.Info.Name, []gpuhost.Arg{{Buf: bx, Bytes: 4 * accN}, {Buf: bacc, Bytes: 4 * accN}}, k.Groups, k.Threadgroup); err != nil {
 			return err
 		}
 		return e.Gemm(gpuhost.Gemm{M: 16, N: 16, K: 16, Alpha: 1, A: gpuhost.Operand{Buf: bacc}, B: gpuhost.Operand{Buf: bb}, C: gpuhost.Operand{Buf: bc}})
@@ -559,7 +560,7 @@ func testReplay(t *testing.T, s Suite) {
 	bacc := alloc(t, d, "acc", 4*accN)
 	upload(t, d, bx, 0, x1)
 	seq, err := d.Record("accumulate", func(e gpuhost.Encoder) error {
-		return e.Dispatch(k.IR.Name, []gpuhost.Arg{{Buf: bx, Bytes: 4 * accN}, {Buf: bacc, Bytes: 4 * accN}}, k.IR.Groups, k.IR.Threadgroup)
+		return e.Dispatch(k.Info.Name, []gpuhost.Arg{{Buf: bx, Bytes: 4 * accN}, {Buf: bacc, Bytes: 4 * accN}}, k.Groups, k.Threadgroup)
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -606,7 +607,7 @@ func testCall(t *testing.T, s Suite) {
 	bx := alloc(t, d, "x", 4*accN)
 	bacc := alloc(t, d, "acc", 4*accN)
 	seq, err := d.Record("accumulate", func(e gpuhost.Encoder) error {
-		return e.Dispatch(k.IR.Name, []gpuhost.Arg{{Buf: bx, Bytes: 4 * accN}, {Buf: bacc, Bytes: 4 * accN}}, k.IR.Groups, k.IR.Threadgroup)
+		return e.Dispatch(k.Info.Name, []gpuhost.Arg{{Buf: bx, Bytes: 4 * accN}, {Buf: bacc, Bytes: 4 * accN}}, k.Groups, k.Threadgroup)
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -642,7 +643,7 @@ func testSyncFailure(t *testing.T, s Suite) {
 	}
 	d := s.Open(t)
 	defer d.Close() // a failed GPU may refuse to close cleanly; Close must not panic
-	src, infos, err := Source(s.Dialect)
+	src, infos, err := Source(s.Language)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -653,7 +654,7 @@ func testSyncFailure(t *testing.T, s Suite) {
 	bx := alloc(t, d, "x", 4*accN)
 	bacc := alloc(t, d, "acc", 4*accN)
 	seq, err := d.Record("doomed step", func(e gpuhost.Encoder) error {
-		return e.Dispatch(k.IR.Name, []gpuhost.Arg{{Buf: bx, Bytes: 4 * accN}, {Buf: bacc, Bytes: 4 * accN}}, k.IR.Groups, k.IR.Threadgroup)
+		return e.Dispatch(k.Info.Name, []gpuhost.Arg{{Buf: bx, Bytes: 4 * accN}, {Buf: bacc, Bytes: 4 * accN}}, k.Groups, k.Threadgroup)
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -678,7 +679,7 @@ func testBoundsRefused(t *testing.T, s Suite) {
 	big := alloc(t, d, "big", 8*accN)
 	dispatch := func(args ...gpuhost.Arg) func(gpuhost.Encoder) error {
 		return func(e gpuhost.Encoder) error {
-			return e.Dispatch(acc.IR.Name, args, acc.IR.Groups, acc.IR.Threadgroup)
+			return e.Dispatch(acc.Info.Name, args, acc.Groups, acc.Threadgroup)
 		}
 	}
 	gemm := func(g gpuhost.Gemm) func(gpuhost.Encoder) error {
@@ -717,7 +718,7 @@ func testBoundsRefused(t *testing.T, s Suite) {
 
 func testMissingKernel(t *testing.T, s Suite) {
 	d := open(t, s)
-	src, infos, err := Source(s.Dialect)
+	src, infos, err := Source(s.Language)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -733,7 +734,7 @@ func testMissingKernel(t *testing.T, s Suite) {
 
 func testClose(t *testing.T, s Suite) {
 	d := s.Open(t)
-	src, infos, err := Source(s.Dialect)
+	src, infos, err := Source(s.Language)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -744,7 +745,7 @@ func testClose(t *testing.T, s Suite) {
 	bx := alloc(t, d, "x", 4*accN)
 	bacc := alloc(t, d, "acc", 4*accN)
 	seq, err := d.Record("before close", func(e gpuhost.Encoder) error {
-		return e.Dispatch(k.IR.Name, []gpuhost.Arg{{Buf: bx, Bytes: 4 * accN}, {Buf: bacc, Bytes: 4 * accN}}, k.IR.Groups, k.IR.Threadgroup)
+		return e.Dispatch(k.Info.Name, []gpuhost.Arg{{Buf: bx, Bytes: 4 * accN}, {Buf: bacc, Bytes: 4 * accN}}, k.Groups, k.Threadgroup)
 	})
 	if err != nil {
 		t.Fatal(err)
