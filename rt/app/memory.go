@@ -42,19 +42,16 @@ func (e *MemoryError) Error() string { return e.Msg }
 // batch is the phase's plan's batch (0 for the state alone): above 1 the
 // refusal suggests a smaller one.
 func Allocate(meta *Meta, phase string, batch int, arenas ...Arena) {
-	var need int64
-	var parts []string
+	var parts []MemoryPart
 	for _, a := range arenas {
-		if *a.Data != nil {
-			continue
-		}
-		if n := 4 * int64(a.Size); n > 0 {
-			need += n
-			parts = append(parts, fmt.Sprintf("%s %s", a.Name, bytesString(n)))
+		if *a.Data == nil {
+			parts = append(parts, MemoryPart{a.Name, 4 * int64(a.Size)})
 		}
 	}
-	if avail, source, ok := AvailableMemory(); ok && need > 0 && need > avail {
-		panic(&MemoryError{memoryRefusal(meta, phase, batch, need, parts, avail, source)})
+	if avail, source, ok := AvailableMemory(); ok {
+		if err := CheckMemory(meta, phase, batch, parts, avail, source); err != nil {
+			panic(err)
+		}
 	}
 	for _, a := range arenas {
 		if *a.Data == nil {
@@ -64,15 +61,35 @@ func Allocate(meta *Meta, phase string, batch int, arenas ...Arena) {
 	}
 }
 
-// memoryRefusal says what a phase needs, what the machine has and what to
-// change.
-func memoryRefusal(meta *Meta, phase string, batch int, need int64, parts []string, avail int64, source string) string {
+// MemoryPart is one arena's share of what a phase needs, for CheckMemory.
+type MemoryPart struct {
+	Name  string
+	Bytes int64
+}
+
+// CheckMemory returns the refusal (a *MemoryError) of a phase whose arenas
+// (parts) need more than the avail bytes that source reports, or nil when
+// they fit. The message says what the phase needs, arena by arena, what
+// there is, and what to change: a smaller batch when the phase's plan has
+// one above 1 (batch; 0 for the state alone), else a larger machine.
+func CheckMemory(meta *Meta, phase string, batch int, parts []MemoryPart, avail int64, source string) error {
+	var need int64
+	var names []string
+	for _, p := range parts {
+		if p.Bytes > 0 {
+			need += p.Bytes
+			names = append(names, fmt.Sprintf("%s %s", p.Name, bytesString(p.Bytes)))
+		}
+	}
+	if need <= avail {
+		return nil
+	}
 	fix := "free memory or run it on a machine with more"
 	if batch > 1 {
 		fix = fmt.Sprintf("compile %s again with a smaller training.batchSize (now %d): the work arenas grow with it; or %s", meta.SpecFile, batch, fix)
 	}
-	return fmt.Sprintf("not enough memory for %s: it needs %d bytes (%s: %s) but %d bytes (%s) are available (%s); %s",
-		phase, need, bytesString(need), strings.Join(parts, ", "), avail, bytesString(avail), source, fix)
+	return &MemoryError{fmt.Sprintf("not enough memory for %s: it needs %d bytes (%s: %s) but %d bytes (%s) are available (%s); %s",
+		phase, need, bytesString(need), strings.Join(names, ", "), avail, bytesString(avail), source, fix)}
 }
 
 // AvailableMemory is the memory a program may still allocate, the least of
