@@ -104,6 +104,13 @@ func (d *Device) busy(what string) error {
 // Name is the GPU's name as the driver reports it.
 func (d *Device) Name() string { return d.e.Name() }
 
+// FreeMemory is the GPU's free memory in bytes (cuMemGetInfo), for
+// gpuhost's check before it allocates the arenas (gpuhost.MemoryReporter).
+func (d *Device) FreeMemory() (int64, error) {
+	free, _, err := d.e.MemInfo()
+	return int64(min(free, 1<<62)), err
+}
+
 // Pin page-locks host memory the host program copies often (gpuhost.Pinner).
 func (d *Device) Pin(b []byte) error { return d.e.Pin(b) }
 

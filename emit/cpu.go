@@ -56,6 +56,9 @@ type planView struct {
 	prefix string
 	plan   *planner.Plan
 	vars   []string // buffer id -> variable name
+	// views point the plan's buffers into their arenas, one assignment
+	// each: stateViews the state arena's, views the work arena's.
+	views, stateViews []string
 }
 
 func (g *generator) render() error {
@@ -83,16 +86,20 @@ func (g *generator) render() error {
 	for _, v := range []*planView{t, e, o} {
 		g.p("%sWorkSize = %d // naive: %d", v.prefix, v.plan.WorkSize, v.plan.NaiveWorkSize)
 	}
+	outSize := in.Train.Buffers[in.Train.Output].Size
+	g.p("tLogitsSize = %d", outSize)
 	g.p(")")
 	g.p("")
+	g.p("// The arenas, made when a phase first needs them (useState, useTrain,")
+	g.p("// useInfer, useOne) after app.Allocate has checked the machine's memory.")
 	g.p("var (")
-	g.p("state [stateSize]float32")
+	g.p("state []float32")
 	for _, v := range []*planView{t, e, o} {
-		g.p("%sWork [%sWorkSize]float32", v.prefix, v.prefix)
+		g.p("%sWork []float32", v.prefix)
 	}
+	g.p("tLogits []float32")
 	g.p("// trainLogits keeps the training prediction, whose buffer the backward pass reuses.")
-	outSize := in.Train.Buffers[in.Train.Output].Size
-	g.p("trainLogits [%d]float32", outSize)
+	g.p("trainLogits *[tLogitsSize]float32")
 	g.p("dropoutRand = cpu.NewRand(1)")
 	g.p(")")
 	g.p("")
@@ -105,6 +112,7 @@ func (g *generator) render() error {
 			return err
 		}
 	}
+	g.useArenas(t, e, o)
 
 	var body bytes.Buffer
 	saved := g.buf
@@ -167,11 +175,13 @@ func (g *generator) sharedDecls(title string) {
 	g.p("")
 }
 
-// declareBuffers gives every buffer of a plan a typed view. Params and
+// declareBuffers gives every buffer of a plan a typed view, declared
+// here and pointed into its arena by useArenas (v.views). Params and
 // statistics of the inference plans are the training plan's.
 func (g *generator) declareBuffers(v *planView, train bool) error {
 	pl := v.plan
 	v.vars = make([]string, len(pl.Buffers))
+	v.views, v.stateViews = nil, nil
 	paramName := map[planner.BufID]string{}
 	for _, p := range pl.Params {
 		paramName[p.Buf] = p.Name
@@ -183,6 +193,7 @@ func (g *generator) declareBuffers(v *planView, train bool) error {
 			return fmt.Errorf("emit: buffer %d has id %d", i, b.ID)
 		}
 		name := fmt.Sprintf("%sb%d", v.prefix, i)
+		arena := v.prefix + "Work"
 		if b.Arena == "state" {
 			pname, ok := paramName[b.ID]
 			if !train {
@@ -200,15 +211,77 @@ func (g *generator) declareBuffers(v *planView, train bool) error {
 			if ok {
 				g.trainState[pname] = name
 			}
-			g.p("%s = (*[%d]float32)(state[%d:%d]) // %s %s", name, b.Size, b.Offset, b.Offset+b.Size, comment(b.Name), shapeText(b.Shape))
+			arena = "state"
+		}
+		g.p("%s *[%d]float32 // %s %s", name, b.Size, comment(b.Name), shapeText(b.Shape))
+		view := fmt.Sprintf("%s = (*[%d]float32)(%s[%d:%d])", name, b.Size, arena, b.Offset, b.Offset+b.Size)
+		if arena == "state" {
+			v.stateViews = append(v.stateViews, view)
 		} else {
-			g.p("%s = (*[%d]float32)(%sWork[%d:%d]) // %s %s", name, b.Size, v.prefix, b.Offset, b.Offset+b.Size, comment(b.Name), shapeText(b.Shape))
+			v.views = append(v.views, view)
 		}
 		v.vars[i] = name
 	}
 	g.p(")")
 	g.p("")
 	return nil
+}
+
+// useArenas writes the functions that make each phase's arenas on first
+// use and point its buffers into them: useState for the weights alone
+// (loading or initialising them), useTrain, useInfer and useOne for a
+// plan's steps. Each checks, through app.Allocate, everything it is about
+// to make at once, so a program that only predicts never makes (nor
+// checks) the training arena.
+func (g *generator) useArenas(t, e, o *planView) {
+	stateArena := `app.Arena{Name: "state", Size: stateSize, Data: &state}`
+	g.p("// viewState points the state arena's buffers into it.")
+	g.p("func viewState() {")
+	for _, s := range t.stateViews {
+		g.p("%s", s)
+	}
+	g.p("}")
+	g.p("")
+	g.p("// useState makes the state arena, for the weights alone.")
+	g.p("func useState() {")
+	g.p("if state == nil {")
+	g.p("app.Allocate(&meta, %s, 0, %s)", quote("the weights"), stateArena)
+	g.p("viewState()")
+	g.p("}")
+	g.p("}")
+	g.p("")
+	for _, u := range []struct {
+		v     *planView
+		fn    string
+		phase string
+		name  string
+	}{
+		{t, "useTrain", "training", "training work"},
+		{e, "useInfer", "inference", "inference work"},
+		{o, "useOne", "one-sample inference", "one-sample work"},
+	} {
+		v := u.v
+		g.p("// %s makes the arenas of the %s plan (batch %d) on its first call", u.fn, u.phase, v.plan.Batch)
+		g.p("// and points the plan's buffers into them.")
+		g.p("func %s() {", u.fn)
+		g.p("if %sWork != nil {", v.prefix)
+		g.p("return")
+		g.p("}")
+		arenas := []string{stateArena, fmt.Sprintf("app.Arena{Name: %s, Size: %sWorkSize, Data: &%sWork}", quote(u.name), v.prefix, v.prefix)}
+		if v == t {
+			arenas = append(arenas, `app.Arena{Name: "training prediction", Size: tLogitsSize, Data: &tLogits}`)
+		}
+		g.p("app.Allocate(&meta, %s, %d, %s)", quote(u.phase), v.plan.Batch, strings.Join(arenas, ", "))
+		g.p("viewState()")
+		for _, s := range v.views {
+			g.p("%s", s)
+		}
+		if v == t {
+			g.p("trainLogits = (*[tLogitsSize]float32)(tLogits)")
+		}
+		g.p("}")
+		g.p("")
+	}
 }
 
 // renderPhases writes one function per step and one per phase.
@@ -764,12 +837,29 @@ func (g *generator) renderModel(t, e, o *planView) {
 	g.p("type model struct{}")
 	g.p("")
 	g.p("func (model) Meta() *app.Meta { return &meta }")
-	g.p("func (model) State() []float32 { return state[:] }")
-	g.p("func (model) TrainInput() []float32 { return %s[:] }", t.vars[tp.Input])
-	g.p("func (model) TrainLabels() []float32 { return %s[:] }", t.vars[tp.Labels])
-	g.p("func (model) TrainOutput() []float32 { return trainLogits[:] }")
+	g.p("")
+	g.p("func (model) State() []float32 {")
+	g.p("useState()")
+	g.p("return state")
+	g.p("}")
+	g.p("")
+	g.p("func (model) TrainInput() []float32 {")
+	g.p("useTrain()")
+	g.p("return %s[:]", t.vars[tp.Input])
+	g.p("}")
+	g.p("")
+	g.p("func (model) TrainLabels() []float32 {")
+	g.p("useTrain()")
+	g.p("return %s[:]", t.vars[tp.Labels])
+	g.p("}")
+	g.p("")
+	g.p("func (model) TrainOutput() []float32 {")
+	g.p("useTrain()")
+	g.p("return trainLogits[:]")
+	g.p("}")
 	g.p("")
 	g.p("func (model) TrainStep(lr float32, step int) float32 {")
+	g.p("useTrain()")
 	g.p("tForward()")
 	g.p("copy(trainLogits[:], %s[:])", t.vars[tp.Output])
 	g.p("loss := tBackward()")
@@ -784,25 +874,36 @@ func (g *generator) renderModel(t, e, o *planView) {
 	g.p("func (model) SkipsUpdateOnNonFiniteLoss() {}")
 	g.p("")
 	g.p("func (model) Gradients() float32 {")
+	g.p("useTrain()")
 	g.p("tForward()")
 	g.p("return tBackward()")
 	g.p("}")
 	g.p("")
 	g.p("func (model) InferInput(one bool) []float32 {")
-	g.p("if one { return %s[:] }", o.vars[o.plan.Input])
+	g.p("if one {")
+	g.p("useOne()")
+	g.p("return %s[:]", o.vars[o.plan.Input])
+	g.p("}")
+	g.p("useInfer()")
 	g.p("return %s[:]", e.vars[e.plan.Input])
 	g.p("}")
 	g.p("")
 	g.p("func (model) Infer(one bool) []float32 {")
 	g.p("if one {")
+	g.p("useOne()")
 	g.p("oForward()")
 	g.p("return %s[:]", o.vars[o.plan.Output])
 	g.p("}")
+	g.p("useInfer()")
 	g.p("eForward()")
 	g.p("return %s[:]", e.vars[e.plan.Output])
 	g.p("}")
 	g.p("")
-	g.p("func (model) TraceTrainForward(visit func(layer string, out []float32) bool) { tTraceForward(visit) }")
+	g.p("func (model) TraceTrainForward(visit func(layer string, out []float32) bool) {")
+	g.p("useTrain()")
+	g.p("tTraceForward(visit)")
+	g.p("}")
+	g.p("")
 	g.p("func (model) SetRand(seed uint64) { dropoutRand = cpu.NewRand(seed) }")
 	g.p("")
 	g.p("// SelfTest checks the fast GEMM against the reference on this model's")

@@ -128,6 +128,7 @@ func TestHardening(t *testing.T) {
 	}{
 		{"MlbuildExitCodes", testMlbuildExitCodes},
 		{"MemoryLimit", testMemoryLimit},
+		{"MemoryRefusal", testMemoryRefusal},
 		{"HostileCUEIsBounded", testHostileCUEIsBounded},
 		{"OutputPaths", testOutputPaths},
 		{"OverwriteOnlyPrograms", testOverwriteOnlyPrograms},

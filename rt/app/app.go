@@ -162,7 +162,7 @@ type SelfTestRow struct {
 // Exit codes of a produced program.
 const (
 	exitOK      = 0
-	exitFailure = 1 // bad input: a data or weights file, an image
+	exitFailure = 1 // bad input: a data or weights file, an image; not enough memory
 	exitUsage   = 2
 	exitNaN     = 3 // training diverged
 	exitSignal  = 130
@@ -184,6 +184,12 @@ func Run(m Model, args []string, stdout, stderr io.Writer) (code int) {
 	prog := m.Meta().Name
 	defer func() {
 		if r := recover(); r != nil {
+			if me, ok := r.(*MemoryError); ok {
+				// Allocate's refusal, from a Model method that cannot return it.
+				fmt.Fprintf(stderr, "%s: %v\n", prog, me)
+				code = exitFailure
+				return
+			}
 			fmt.Fprintf(stderr, "%s: internal error (a bug in mlbuild; please report it with this message): %v\n%s", prog, r, debug.Stack())
 			code = exitBug
 		}

@@ -51,6 +51,14 @@ type Device interface {
 	Close() error
 }
 
+// MemoryReporter is a Device that can say how many bytes of its memory
+// are free, so that New refuses a model too large for the GPU before it
+// allocates, with what each arena needs and what to change, rather than
+// failing on one allocation (CUDA: cuMemGetInfo; the fake: its Memory).
+type MemoryReporter interface {
+	FreeMemory() (int64, error)
+}
+
 // Pinner is a discrete GPU's Device whose copies run faster from
 // page-locked host memory: Pin locks b until the device closes (b stays
 // valid memory afterwards). The host program pins what a latency-bound

@@ -80,6 +80,10 @@ func New(d Device, p *Program) (*Model, error) {
 	sizes := [ArenaCount]int{ArenaState: p.StateSize, ArenaTrainWork: p.TrainWorkSize, ArenaEvalWork: p.EvalWorkSize,
 		ArenaOneWork: p.OneWorkSize, ArenaTrainInput: p.TrainInputSize, ArenaTrainLabels: p.TrainLabelsSize,
 		ArenaArgs: StepArgsLen, ArenaLogits: p.OutputSize}
+	if err := checkDeviceMemory(d, p, sizes); err != nil {
+		return nil, err
+	}
+	var hostParts []app.MemoryPart
 	for a, n := range sizes {
 		buf, err := d.Alloc(arenaNames[a], 4*max(n, 1))
 		if err != nil {
@@ -90,6 +94,17 @@ func New(d Device, p *Program) (*Model, error) {
 			m.host[a] = floats(v)[:n]
 		} else {
 			m.unified = false
+			hostParts = append(hostParts, app.MemoryPart{Name: "host copy of the " + arenaNames[a] + " arena", Bytes: 4 * int64(n)})
+		}
+	}
+	// A discrete GPU's host copies are the program's own memory.
+	if avail, source, ok := app.AvailableMemory(); ok && len(hostParts) > 0 {
+		if err := app.CheckMemory(p.Meta, "the host copies of the arenas", p.Meta.Batch, hostParts, avail, source); err != nil {
+			return nil, err
+		}
+	}
+	for a, n := range sizes {
+		if m.host[a] == nil {
 			m.host[a] = make([]float32, n)
 		}
 	}
@@ -108,6 +123,24 @@ func New(d Device, p *Program) (*Model, error) {
 		return nil, err
 	}
 	return m, nil
+}
+
+// checkDeviceMemory refuses, before any allocation, arenas that need more
+// than the device reports free (when it can report it).
+func checkDeviceMemory(d Device, p *Program, sizes [ArenaCount]int) error {
+	mr, ok := d.(MemoryReporter)
+	if !ok {
+		return nil
+	}
+	free, err := mr.FreeMemory()
+	if err != nil {
+		return nil // a device that cannot say refuses nothing; Alloc still reports a shortage
+	}
+	parts := make([]app.MemoryPart, ArenaCount)
+	for a, n := range sizes {
+		parts[a] = app.MemoryPart{Name: arenaNames[a], Bytes: 4 * int64(max(n, 1))}
+	}
+	return app.CheckMemory(p.Meta, "the arenas on "+d.Name(), p.Meta.Batch, parts, free, "free memory of "+d.Name())
 }
 
 // floats views little-endian bytes as float32s.
