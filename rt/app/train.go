@@ -305,7 +305,7 @@ func trainCmd(m Model, args []string, stdout, stderr io.Writer) error {
 		lastGood = o.checkpoint
 		if improved {
 			// With a validation split the weights kept are the best ones seen.
-			if err := saveWeightsAt(m, o.out, st.epoch); err != nil {
+			if err := saveWeightsAt(m, o.out, st.epoch, o); err != nil {
 				return err
 			}
 		}

@@ -1,0 +1,133 @@
+package app
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+// csvLinearModel is the linear test model as a program of a CSV dataset.
+func csvLinearModel() *linearModel {
+	m := newLinearModel()
+	m.meta.InputShape = []int{16}
+	m.meta.Data = DataSpec{Format: "csv", Task: "classification", Train: "rows.csv", TestSplit: 0.25, Delimiter: ",", Label: []Column{{Index: -1}}}
+	return m
+}
+
+// TestHelpSpeaksOfTheDataset: the help of a CSV program names its files,
+// not IDX files and data/mnist, and neither lists nor runs sample (which
+// writes an image of IDX files); an IDX program keeps sample.
+func TestHelpSpeaksOfTheDataset(t *testing.T) {
+	dir := t.TempDir()
+	var all strings.Builder
+	for _, args := range [][]string{{"--help"}, {"train", "--help"}, {"eval", "--help"}, {"predict", "--help"}} {
+		code, out, errOut := runModel(t, dir, csvLinearModel(), args...)
+		if code != 0 {
+			t.Fatalf("%v: exit %d\n%s", args, code, errOut)
+		}
+		all.WriteString(out)
+	}
+	help := all.String()
+	for _, bad := range []string{"IDX training files", "IDX test files", "data/mnist", "  sample "} {
+		if strings.Contains(help, bad) {
+			t.Errorf("the CSV program's help says %q:\n%s", bad, help)
+		}
+	}
+	for _, want := range []string{"training data (rows.csv)", "train --data DIR", "rows.csv --weights"} {
+		if !strings.Contains(help, want) {
+			t.Errorf("the CSV program's help lacks %q:\n%s", want, help)
+		}
+	}
+	code, _, errOut := runModel(t, dir, csvLinearModel(), "sample", "--data", "d", "x.png")
+	if code != exitUsage || !strings.Contains(errOut, "this model reads csv data") {
+		t.Errorf("sample in a CSV program: exit %d: %s", code, errOut)
+	}
+	if _, out, _ := runLin(t, dir, "--help"); !strings.Contains(out, "  sample ") {
+		t.Errorf("the IDX program's usage lost sample:\n%s", out)
+	}
+}
+
+// TestRegressionEvalReport: eval --json of a regression reports its error
+// measures and no accuracy (it printed accuracy 0), and --confusion, which
+// a regression has no classes for, is refused rather than ignored.
+func TestRegressionEvalReport(t *testing.T) {
+	mse, mae, r2 := 2.5, 1.25, 0.75
+	var b bytes.Buffer
+	r := evalResult{Loss: 2.5, Samples: 10, MSE: &mse, MAE: &mae, R2: &r2}
+	if err := r.writeJSON(&b, "test"); err != nil {
+		t.Fatal(err)
+	}
+	var got map[string]any
+	if err := json.Unmarshal(b.Bytes(), &got); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"mse", "mae", "r2", "loss", "samples"} {
+		if _, ok := got[k]; !ok {
+			t.Errorf("regression eval --json lacks %q: %s", k, b.String())
+		}
+	}
+	for _, k := range []string{"accuracy", "correct"} {
+		if _, ok := got[k]; ok {
+			t.Errorf("regression eval --json has %q: %s", k, b.String())
+		}
+	}
+	b.Reset()
+	c := evalResult{Accuracy: 0.5, Correct: 5, Samples: 10}
+	if err := c.writeJSON(&b, "test"); err != nil || !strings.Contains(b.String(), `"accuracy":0.5`) {
+		t.Errorf("classification eval --json: %v %s", err, b.String())
+	}
+
+	m := newLinearModel()
+	m.meta.Data = diabetesMeta().Data
+	m.meta.InputShape = []int{16}
+	code, _, errOut := runModel(t, t.TempDir(), m, "eval", "--weights", "w.safetensors", "--data", "d", "--confusion")
+	if code != exitUsage || !strings.Contains(errOut, "--confusion") || !strings.Contains(errOut, "regression") {
+		t.Errorf("eval --confusion of a regression: exit %d: %s", code, errOut)
+	}
+}
+
+// TestEvalValidationTakesTheRunsSplit: weights record the seed, limit and
+// validation split of their run, and eval --split validation takes them,
+// so it evaluates the samples the run held out whatever the spec's
+// defaults; a flag that differs is obeyed with a note. Without the record,
+// a run with another seed was evaluated on its training images.
+func TestEvalValidationTakesTheRunsSplit(t *testing.T) {
+	dir := t.TempDir()
+	writeQuadrants(t, dir+"/data", 64, 32)
+	if code, out, errOut := runLin(t, dir, "train", "--data", "data", "--epochs", "1", "--quiet", "--seed", "99", "--validation-split", "0.25", "--limit", "48"); code != 0 {
+		t.Fatalf("train: exit %d\n%s%s", code, out, errOut)
+	}
+	md, err := readMetadata(dir + "/lin.safetensors")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if md["mlbuild.seed"] != "99" || md["mlbuild.limit"] != "48" || md["mlbuild.validation_split"] != "0.25" {
+		t.Errorf("the weights record seed %q, limit %q, validation split %q; want 99, 48, 0.25", md["mlbuild.seed"], md["mlbuild.limit"], md["mlbuild.validation_split"])
+	}
+	// The run's validation samples: 48 images, a quarter held out by seed 99.
+	ds, err := openTrainSet(&newLinearModel().meta, dir+"/data", 48)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, val := ds.split(0.25, 99)
+	ds.close()
+
+	sel := &evalSelection{split: "validation", seed: 7, limit: 0, valSplit: 0.1}
+	var note bytes.Buffer
+	if err := sel.adopt(md, nil, &note); err != nil {
+		t.Fatal(err)
+	}
+	if sel.seed != 99 || sel.limit != 48 || sel.valSplit != 0.25 || note.Len() > 0 {
+		t.Errorf("adopt: seed %d limit %d split %v, note %q; want the run's 99, 48, 0.25 and no note", sel.seed, sel.limit, sel.valSplit, note.String())
+	}
+	code, out, errOut := runLin(t, dir, "eval", "--data", "data", "--weights", "lin.safetensors", "--split", "validation", "--json")
+	var r struct{ Samples int }
+	if code != 0 || json.Unmarshal([]byte(out), &r) != nil || r.Samples != len(val) {
+		t.Errorf("eval --split validation: exit %d, %s (want %d samples, the run's held-out ones)\n%s", code, out, len(val), errOut)
+	}
+	code, _, errOut = runLin(t, dir, "eval", "--data", "data", "--weights", "lin.safetensors", "--split", "validation", "--seed", "5")
+	if code != 0 || !strings.Contains(errOut, "trained with --seed 99") {
+		t.Errorf("eval --split validation --seed 5: exit %d, want a note that the run's seed was 99: %s", code, errOut)
+	}
+}
