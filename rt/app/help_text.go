@@ -85,3 +85,16 @@ func metaOf(fs interface{ Output() io.Writer }) *Meta {
 func sampleRefusal(meta *Meta) error {
 	return usageError{fmt.Sprintf("sample writes an image of the spec's IDX files, but this model reads %s data (%s): give predict a file of that data instead", meta.format(), dataFiles(meta, false))}
 }
+
+// sampleNoun is what a sample of the program's data is called in rates:
+// "img" for images (IDX and image-folder datasets), "rows" for a CSV
+// table, "samples" for arrays.
+func (m *Meta) sampleNoun() string {
+	switch m.format() {
+	case "idx", "imagefolder":
+		return "img"
+	case "csv":
+		return "rows"
+	}
+	return "samples"
+}

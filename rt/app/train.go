@@ -215,6 +215,7 @@ func trainCmd(m Model, args []string, stdout, stderr io.Writer) (err error) {
 	rep := progress.NewReporter(stdout, o.epochs, stepsPerEpoch, B)
 	rep.Quiet = o.quiet
 	rep.NoAccuracy = meta.regression()
+	rep.Rate = meta.sampleNoun() + "/s"
 
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
