@@ -68,7 +68,8 @@ func (r *evalResult) writeJSON(w io.Writer, split string) error {
 	return err
 }
 
-// evaluate runs the inference plan (batch by batch, padding the last one)
+// evaluate runs the inference plan (batch by batch; a short last batch
+// one sample at a time when that is cheaper, see rowInference)
 // over the samples named by indices and returns accuracy (or, for
 // regression, the error measures) and mean loss.
 func evaluate(m Model, ds *dataset, indices []int, meta *Meta) (evalResult, error) {
@@ -93,6 +94,7 @@ func evaluate(m Model, ds *dataset, indices []int, meta *Meta) (evalResult, erro
 		}
 	}
 	per := len(x) / B
+	rows := newRowInference(m)
 	loader := newBatchLoader(ds, B)
 	defer loader.stop()
 	loader.start(indices)
@@ -101,8 +103,7 @@ func evaluate(m Model, ds *dataset, indices []int, meta *Meta) (evalResult, erro
 		if err := loader.next(x[:n*per], labels[:n*C]); err != nil {
 			return evalResult{}, err
 		}
-		clear(x[n*per:])
-		out := m.Infer(false)
+		out := rows.run(x, n)
 		for i := 0; i < n; i++ {
 			o := out[i*C : (i+1)*C]
 			lab := labels[i*C : (i+1)*C]

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/mlbuild/mlbuild/rt/cpu"
 	"github.com/mlbuild/mlbuild/rt/csvdata"
 	"github.com/mlbuild/mlbuild/rt/imageio"
 	"github.com/mlbuild/mlbuild/rt/npy"
@@ -19,6 +20,7 @@ import (
 type predictOptions struct {
 	weights, output string
 	limit, top      int
+	threads         int
 	resize, json    bool
 }
 
@@ -32,10 +34,15 @@ func predictCmd(m Model, args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&o.top, "top", 1, "classification: how many classes to print per input")
 	fs.BoolVar(&o.json, "json", false, "print one JSON object per sample: {\"input\", \"class\", \"label\", \"p\", \"top\"} (regression: {\"input\", \"values\"})")
 	fs.StringVar(&o.output, "output", "", "write the raw outputs of every sample (logits, or regression values) to this .npy file instead of printing")
+	fs.IntVar(&o.threads, "threads", 0, "use `N` CPU threads (0: all)")
 	inputs, err := parseFlags(fs, args, stdout)
 	if err != nil {
 		return err
 	}
+	if err := checkThreads(o.threads); err != nil {
+		return err
+	}
+	cpu.SetThreads(o.threads)
 	if err := weightsRequired(meta, o.weights, "predict needs --weights FILE (this program has no embedded weights) and at least one INPUT"); err != nil {
 		return err
 	}
@@ -86,6 +93,7 @@ type predictor struct {
 	w     io.Writer
 	names []string
 	notes io.Writer // stderr, for notes on inputs
+	infer *rowInference
 	out   []float32 // collected outputs, for --output
 	rows  int
 }
@@ -229,6 +237,9 @@ func (p *predictor) rowsOf(name string, n int, gather func(x []float32, idx []in
 	B := p.meta.Batch
 	x := p.m.InferInput(false)
 	per := len(x) / B
+	if p.infer == nil {
+		p.infer = newRowInference(p.m)
+	}
 	idx := make([]int, 0, B)
 	for start := 0; start < n; start += B {
 		idx = idx[:0]
@@ -236,10 +247,9 @@ func (p *predictor) rowsOf(name string, n int, gather func(x []float32, idx []in
 			idx = append(idx, i)
 		}
 		gather(x[:len(idx)*per], idx)
-		clear(x[len(idx)*per:])
 		p.standardize(x, len(idx))
-		out := p.m.Infer(false)
-		C := len(out) / B
+		out := p.infer.run(x, len(idx))
+		C := len(out) / len(idx)
 		for k, r := range idx {
 			p.emit(fmt.Sprintf("%s[%d]", name, r), out[k*C:(k+1)*C])
 		}

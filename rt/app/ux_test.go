@@ -250,3 +250,63 @@ func TestPredictCSVWithoutHeader(t *testing.T) {
 		t.Errorf("predict bare.csv with named columns: exit %d: %s", code, errOut)
 	}
 }
+
+// countingModel counts the runs of each inference plan.
+type countingModel struct {
+	*linearModel
+	batches, ones int
+}
+
+func (c *countingModel) Infer(one bool) []float32 {
+	if one {
+		c.ones++
+	} else {
+		c.batches++
+	}
+	return c.linearModel.Infer(one)
+}
+
+// TestShortBatchesRunAlone: predict of one sample, or of a file whose
+// last batch is short, runs those samples through the one-sample plan
+// (a resnet18 sample from a .npy file took 22 times bench's batch-1
+// latency through the batch plan), with the same outputs; eval does the
+// same with its last batch. predict takes --threads.
+func TestShortBatchesRunAlone(t *testing.T) {
+	dir := trainedLin(t)
+	var rows []string
+	for i := range 5 {
+		cells := make([]string, 16)
+		for j := range cells {
+			cells[j] = fmt.Sprint(float32((i*7+j)%5) / 4)
+		}
+		rows = append(rows, strings.Join(cells, ","))
+	}
+	outs := map[int]string{}
+	for _, c := range []struct {
+		rows, batches, ones int
+	}{{1, 0, 1}, {4, 1, 0}, {5, 1, 1}} {
+		name := fmt.Sprintf("r%d.csv", c.rows)
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(strings.Join(rows[:c.rows], "\n")+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		m := &countingModel{linearModel: csvLinearModel()}
+		code, out, errOut := runModel(t, dir, m, "predict", "--weights", "lin.safetensors", "--threads", "1", "--json", name)
+		if code != 0 || strings.Count(out, "\n") != c.rows {
+			t.Fatalf("predict %s: exit %d\n%s%s", name, code, out, errOut)
+		}
+		if m.batches != c.batches || m.ones != c.ones {
+			t.Errorf("predict of %d rows at batch 4: %d batch runs and %d one-sample runs, want %d and %d", c.rows, m.batches, m.ones, c.batches, c.ones)
+		}
+		outs[c.rows] = strings.ReplaceAll(out, name, "f")
+	}
+	// Row 0 alone (r1.csv) and in a batch (r4.csv) gives the same output.
+	if first := strings.SplitN(outs[4], "\n", 2)[0] + "\n"; outs[1] != first {
+		t.Errorf("row 0 alone and in a batch differ:\n%s%s", outs[1], first)
+	}
+	// eval of 30 images at batch 4: 7 batches and 2 images alone.
+	m := &countingModel{linearModel: newLinearModel()}
+	code, out, errOut := runModel(t, dir, m, "eval", "--weights", "lin.safetensors", "--data", "data", "--split", "train", "--limit", "30")
+	if code != 0 || !strings.Contains(out, "samples: 30\n") || m.batches != 7 || m.ones != 2 {
+		t.Errorf("eval of 30 images: exit %d, %d batch runs and %d one-sample runs, want 7 and 2:\n%s%s", code, m.batches, m.ones, out, errOut)
+	}
+}
