@@ -181,6 +181,62 @@ func (e *MissingLibraryError) Error() string {
 // Unwrap makes the error an ErrNoDevice.
 func (e *MissingLibraryError) Unwrap() error { return ErrNoDevice }
 
+// Brief says the same in a few lines, for `info` and the commands that do
+// not need the GPU: a summary line, then for each missing library the file
+// looked for, how many places were tried and the first folders among them,
+// and the variable that names its path.
+func (e *MissingLibraryError) Brief() []string {
+	names := make([]string, len(e.Missing))
+	for i, m := range e.Missing {
+		names[i] = m.Library
+	}
+	lines := []string{"NVIDIA's libraries are missing: " + andList(names)}
+	for _, m := range e.Missing {
+		var file string
+		var folders []string
+		loader := false
+		for _, t := range m.Tried {
+			place, _, _ := strings.Cut(t, ": ")
+			dir, base := filepath.Split(place)
+			if file == "" {
+				file = base
+			}
+			if dir == "" {
+				loader = true
+				continue
+			}
+			if d := filepath.Clean(dir); !slices.Contains(folders, d) {
+				folders = append(folders, d)
+			}
+		}
+		where := fmt.Sprintf("%d folders", len(folders))
+		if len(folders) == 1 {
+			where = "1 folder"
+		}
+		if loader {
+			where = "the system loader's path and " + where
+		}
+		shown := folders[:min(len(folders), 3)]
+		if len(shown) > 0 {
+			more := ""
+			if len(folders) > len(shown) {
+				more = ", …"
+			}
+			where += " (" + strings.Join(shown, ", ") + more + ")"
+		}
+		lines = append(lines, fmt.Sprintf("%s: %s not found in %s; set %s to its path", m.Library, file, where, m.Env))
+	}
+	return lines
+}
+
+// andList joins names as "a", "a and b" or "a, b and c".
+func andList(names []string) string {
+	if len(names) < 2 {
+		return strings.Join(names, "")
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1]
+}
+
 // open tries lib's candidates with dlopen (through openFile) and returns the
 // handle and the path that worked, or the attempts.
 func (lib library) open(env searchEnv, glob func(string) ([]string, error), openFile func(string) (uintptr, error)) (uintptr, string, []attempt) {

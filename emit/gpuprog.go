@@ -511,6 +511,13 @@ func (g *gpuGen) renderStep(mp *gpuPlan, short string, i int, st planner.Step, o
 		if st.Kernel == planner.KConv2D && k >= 1 {
 			continue
 		}
+		// An inference batch norm's saved mean and 1/std feed no backward:
+		// the GPU's kernel leaves them alone while the CPU reference fills
+		// them, so they are not compared (selftest failed every batch-norm
+		// spec on a discrete GPU by comparing them).
+		if st.Kernel == planner.KBatchNorm && !training && k >= 1 {
+			continue
+		}
 		if err := addCheck(id); err != nil {
 			return "", "", err
 		}

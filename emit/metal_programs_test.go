@@ -241,9 +241,11 @@ func TestCUDAPrograms(t *testing.T) {
 // its kernels with g++): the flagship fused and unfused, and the spec with
 // layer normalisation, reducemean, div, powconst, sqrt and erf, and the
 // transformer block (dense layers on [tokens, features], matmul of two
-// values over heads, transpose, softmax over the last of three axes); set
+// values over heads, transpose, softmax over the last of three axes), and
+// batch norm (its selftest compared inference outputs the GPU never
+// writes, which a discrete device, as the fake is, shows); set
 // MLBUILD_CUDA_FAKE_SPECS to run others (`go test ./emit -run CUDAPrograms`).
-var cudaFakeSpecs = []string{"mnist", "mnist_unfused", "spec_layernorm_graph", "spec_transformer_block"}
+var cudaFakeSpecs = []string{"mnist", "mnist_unfused", "spec_layernorm_graph", "spec_transformer_block", "spec_batchnorm_dense"}
 
 // cudaFaultSpecs are the programs whose fake run also trains on MNIST
 // through a GPU fault (testdata/fakehost/cuda_fault_test.go).

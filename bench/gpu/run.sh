@@ -28,6 +28,9 @@ for m in mnist lenet5 mlp; do
 	done
 	step "$m selftest"; "$b/bin/$m" selftest | tail -n 25
 done
+step "selftest of every valid test spec and model (selftest-all.sh; the failing rows in $out/selftest-all.txt)"
+"$b/selftest-all.sh" "$b" >"$out/selftest-all.txt" 2>&1; echo "selftest-all exit $?"
+grep -E '^(==|[0-9]+ passed|COMPILE|selftest-all:)' "$out/selftest-all.txt" | tail -n 80
 step "mnist: CPU and CUDA programs, first steps' losses"
 for p in mnist mnist-cpu; do
 	"$b/bin/$p" train --data "$data" --epochs 1 --limit 5000 --validation-split 0 --out "$work/$p-first.safetensors" --metrics "$work/$p-first.jsonl" --quiet >/dev/null

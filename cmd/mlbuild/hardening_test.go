@@ -691,7 +691,7 @@ func testCheckpointSurvivesSIGKILL(t *testing.T, e *hardEnv) {
 		var epoch int
 		fmt.Sscan(f.Metadata["mlbuild.epoch"], &epoch)
 		code, o, errOut = hardRun(t, dir, bin, "train", "--data", data, "--epochs", fmt.Sprint(epoch+1), "--resume", ckpt, "--out", fmt.Sprintf("k%d-resumed.safetensors", round), "--checkpoint", fmt.Sprintf("k%d-resumed.ckpt.safetensors", round), "--quiet")
-		if code != 0 || !strings.Contains(o, fmt.Sprintf("trained %d epochs", epoch+1)) {
+		if code != 0 || !strings.Contains(o, fmt.Sprintf("trained epoch %d of %d", epoch+1, epoch+1)) {
 			t.Fatalf("round %d: --resume after SIGKILL from epoch %d: exit %d:\n%s%s", round, epoch, code, o, errOut)
 		}
 		loaded++

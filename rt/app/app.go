@@ -223,7 +223,7 @@ func Run(m Model, args []string, stdout, stderr io.Writer) (code int) {
 	case "sample":
 		err = sampleCmd(m, args[1:], stdout)
 	default:
-		err = usageError{fmt.Sprintf("unknown command %q; commands: train, eval, predict, sample, bench, info, selftest, version\nRun '%s --help' for usage.", args[0], prog)}
+		err = usageError{fmt.Sprintf("unknown command %q; commands: %s\nRun '%s --help' for usage.", args[0], commandNames(m.Meta()), prog)}
 	}
 	if err == nil || errors.Is(err, errHelpShown) {
 		return exitOK

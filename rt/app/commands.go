@@ -166,9 +166,13 @@ func benchCmd(m Model, args []string, stdout, stderr io.Writer) error {
 	}
 	tw := newColumns(stdout, false)
 	fmt.Fprintf(tw, "model\t%s (backend %s, %d threads, %s/%s)\n", meta.Name, meta.Backend, r.Threads, runtime.GOOS, runtime.GOARCH)
-	fmt.Fprintf(tw, "inference, batch %d\t%.3f ms\t%.0f images/s\n", meta.Batch, r.InferBatchMS, r.InferImagesSec)
-	fmt.Fprintf(tw, "inference, batch 1\t%.3f ms\t%.0f images/s\n", r.InferOneMS, 1000/r.InferOneMS)
-	fmt.Fprintf(tw, "training step, batch %d\t%.3f ms\t%.0f images/s\n", meta.Batch, r.TrainStepMS, r.TrainImagesSec)
+	unit := meta.sampleNoun() + "/s"
+	if unit == "img/s" {
+		unit = "images/s"
+	}
+	fmt.Fprintf(tw, "inference, batch %d\t%.3f ms\t%.0f %s\n", meta.Batch, r.InferBatchMS, r.InferImagesSec, unit)
+	fmt.Fprintf(tw, "inference, batch 1\t%.3f ms\t%.0f %s\n", r.InferOneMS, 1000/r.InferOneMS, unit)
+	fmt.Fprintf(tw, "training step, batch %d\t%.3f ms\t%.0f %s\n", meta.Batch, r.TrainStepMS, r.TrainImagesSec, unit)
 	fmt.Fprintf(tw, "(median of %d runs)\n", *iters)
 	return tw.Flush()
 }

@@ -26,18 +26,24 @@ type evalResult struct {
 }
 
 // writeJSON prints the result as `eval --json` does: one object on a line,
-// split naming the samples.
+// split naming the samples. A regression's object has its error measures
+// (mse, mae, r2) and no accuracy or correct count, which it has not.
 func (r *evalResult) writeJSON(w io.Writer, split string) error {
+	reg := r.MSE != nil
 	j := jsontext.NewWriter("")
 	j.BeginObject()
-	j.Key("accuracy")
-	j.Float(r.Accuracy, 64)
+	if !reg {
+		j.Key("accuracy")
+		j.Float(r.Accuracy, 64)
+	}
 	j.Key("loss")
 	j.Float(r.Loss, 64)
 	j.Key("samples")
 	j.Int(int64(r.Samples))
-	j.Key("correct")
-	j.Int(int64(r.Correct))
+	if !reg {
+		j.Key("correct")
+		j.Int(int64(r.Correct))
+	}
 	for _, f := range []struct {
 		key string
 		v   *float64
@@ -62,7 +68,8 @@ func (r *evalResult) writeJSON(w io.Writer, split string) error {
 	return err
 }
 
-// evaluate runs the inference plan (batch by batch, padding the last one)
+// evaluate runs the inference plan (batch by batch; a short last batch
+// one sample at a time when that is cheaper, see rowInference)
 // over the samples named by indices and returns accuracy (or, for
 // regression, the error measures) and mean loss.
 func evaluate(m Model, ds *dataset, indices []int, meta *Meta) (evalResult, error) {
@@ -87,6 +94,7 @@ func evaluate(m Model, ds *dataset, indices []int, meta *Meta) (evalResult, erro
 		}
 	}
 	per := len(x) / B
+	rows := newRowInference(m)
 	loader := newBatchLoader(ds, B)
 	defer loader.stop()
 	loader.start(indices)
@@ -95,8 +103,7 @@ func evaluate(m Model, ds *dataset, indices []int, meta *Meta) (evalResult, erro
 		if err := loader.next(x[:n*per], labels[:n*C]); err != nil {
 			return evalResult{}, err
 		}
-		clear(x[n*per:])
-		out := m.Infer(false)
+		out := rows.run(x, n)
 		for i := 0; i < n; i++ {
 			o := out[i*C : (i+1)*C]
 			lab := labels[i*C : (i+1)*C]
@@ -223,11 +230,21 @@ func evalCmd(m Model, args []string, stdout, stderr io.Writer) error {
 	if *data == "" && sel.images == "" {
 		return usageError{"eval needs --data DIR (or --images FILE and --labels FILE)"}
 	}
+	if *confusion && meta.regression() {
+		return usageError{"--confusion counts samples by true and predicted class, but this model is a regression: it has no classes (eval prints its mse, mae and r2)"}
+	}
 	if err := checkThreads(*threads); err != nil {
 		return err
 	}
 	cpu.SetThreads(*threads)
 	if err := loadWeights(m, *weights); err != nil {
+		return err
+	}
+	md, err := weightsMetadata(meta, *weights)
+	if err != nil {
+		return err
+	}
+	if err := sel.adopt(md, flagsGiven(fs), stderr); err != nil {
 		return err
 	}
 	ds, indices, what, err := sel.open(meta, *data)

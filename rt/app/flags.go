@@ -107,7 +107,7 @@ var errHelpShown = errors.New("help shown")
 // printed by parseFlags, never by the flag package.
 func newFlags(meta *Meta, command string) *flag.FlagSet {
 	fs := flag.NewFlagSet(meta.Name+" "+command, flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
+	fs.SetOutput(helpMeta{meta}) // discards; printCommandHelp reads meta from it
 	fs.Usage = func() {}
 	return fs
 }
@@ -165,7 +165,7 @@ func flagMessage(err error) string {
 // every flag with its default, and examples.
 func printCommandHelp(fs *flag.FlagSet, w io.Writer) {
 	prog, name, _ := strings.Cut(fs.Name(), " ")
-	h, _ := helpOf(name)
+	h, _ := helpFor(metaOf(fs), name)
 	if h.long != "" {
 		fmt.Fprintf(w, "%s\n\n", h.long)
 	}
@@ -223,7 +223,7 @@ func printUsage(m Model, w io.Writer) {
 	meta := m.Meta()
 	fmt.Fprintf(w, "%s: a model compiled by mlbuild from %s (backend %s)\n\nUsage:\n  %s COMMAND [flags]\n\nCommands:\n",
 		meta.Name, meta.SpecFile, meta.Backend, meta.Name)
-	for _, c := range commands {
+	for _, c := range commandsFor(meta) {
 		fmt.Fprintf(w, "  %-9s %s\n", c.name, c.summary)
 	}
 	if e := meta.Embedded; e != nil {

@@ -7,8 +7,10 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
+	"github.com/mlbuild/mlbuild/rt/cpu"
 	"github.com/mlbuild/mlbuild/rt/csvdata"
 	"github.com/mlbuild/mlbuild/rt/imageio"
 	"github.com/mlbuild/mlbuild/rt/npy"
@@ -18,6 +20,7 @@ import (
 type predictOptions struct {
 	weights, output string
 	limit, top      int
+	threads         int
 	resize, json    bool
 }
 
@@ -31,10 +34,15 @@ func predictCmd(m Model, args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&o.top, "top", 1, "classification: how many classes to print per input")
 	fs.BoolVar(&o.json, "json", false, "print one JSON object per sample: {\"input\", \"class\", \"label\", \"p\", \"top\"} (regression: {\"input\", \"values\"})")
 	fs.StringVar(&o.output, "output", "", "write the raw outputs of every sample (logits, or regression values) to this .npy file instead of printing")
+	fs.IntVar(&o.threads, "threads", 0, "use `N` CPU threads (0: all)")
 	inputs, err := parseFlags(fs, args, stdout)
 	if err != nil {
 		return err
 	}
+	if err := checkThreads(o.threads); err != nil {
+		return err
+	}
+	cpu.SetThreads(o.threads)
 	if err := weightsRequired(meta, o.weights, "predict needs --weights FILE (this program has no embedded weights) and at least one INPUT"); err != nil {
 		return err
 	}
@@ -53,7 +61,7 @@ func predictCmd(m Model, args []string, stdout, stderr io.Writer) error {
 	if err := loadWeights(m, o.weights); err != nil {
 		return err
 	}
-	p := &predictor{m: m, meta: meta, o: o, w: stdout, names: classLabels(meta)}
+	p := &predictor{m: m, meta: meta, o: o, w: stdout, notes: stderr, names: classLabels(meta)}
 	for _, path := range inputs {
 		if err := p.file(path); err != nil {
 			return err
@@ -84,6 +92,8 @@ type predictor struct {
 	o     *predictOptions
 	w     io.Writer
 	names []string
+	notes io.Writer // stderr, for notes on inputs
+	infer *rowInference
 	out   []float32 // collected outputs, for --output
 	rows  int
 }
@@ -142,18 +152,80 @@ func (p *predictor) image(path string) error {
 func (p *predictor) readCSV(path string) (*csvdata.Table, error) {
 	d := &p.meta.Data
 	want := p.meta.inputSize()
-	withLabels, errWith := csvdata.Read(path, d.csvOptions(d.TrainLabels == ""))
+	withLabels, headless, errWith := readPredictCSV(path, d.csvOptions(d.TrainLabels == ""))
 	if errWith == nil && withLabels.Features == want {
+		p.noteHeadless(path, headless, withLabels)
 		return withLabels, nil
 	}
-	without, err := csvdata.Read(path, d.csvOptions(false))
+	without, headless, err := readPredictCSV(path, d.csvOptions(false))
 	if err == nil && without.Features == want {
+		p.noteHeadless(path, headless, without)
 		return without, nil
 	}
 	if errWith != nil {
 		return nil, errWith
 	}
 	return nil, fmt.Errorf("%s: the rows have %d feature columns (with the label columns taken out) but the model takes %d values per sample (input %s)", path, withLabels.Features, want, joinShape(p.meta.InputShape))
+}
+
+// noteHeadless says that a file read as data from its first row had no
+// header.
+func (p *predictor) noteHeadless(path string, headless bool, tb *csvdata.Table) {
+	if headless && p.notes != nil && tb.Rows > 0 {
+		fmt.Fprintf(p.notes, "note: %s has no header row (its first row is numbers where the spec expects column names); predicting that row as a sample too\n", path)
+	}
+}
+
+// readPredictCSV reads a CSV file to predict from with options o. Where
+// the spec says the file starts with a header and the file's first row is
+// all numbers, the file has none: reading it as the spec says took its
+// first sample for the header and dropped it without a word. Such a file
+// is read again as data from its first row (headless), when the spec
+// selects its columns by position; when it names them, predict refuses
+// the file and says why.
+func readPredictCSV(path string, o csvdata.Options) (tb *csvdata.Table, headless bool, err error) {
+	tb, err = csvdata.Read(path, o)
+	if !o.Header {
+		return tb, false, err
+	}
+	refusal := func(first string) error {
+		return fmt.Errorf("%s: the first row (%s) is all numbers where the spec expects a header naming the columns; add the training file's header line to it", path, first)
+	}
+	if err != nil {
+		// Column names the spec gives are not in a file without a header.
+		bare := csvdata.Options{Delimiter: o.Delimiter, SkipRows: o.SkipRows}
+		if probe, perr := csvdata.Read(path, bare); perr == nil && probe.Rows > 0 {
+			return nil, false, refusal(cutValues(probe.X[:probe.Features], 4))
+		}
+		return nil, false, err
+	}
+	header := append(slices.Clone(tb.FeatureNames), tb.LabelNames...)
+	for i, cell := range header {
+		if name, err := strconv.Unquote(cell); err == nil { // the table quotes its names
+			header[i] = name
+		}
+		if _, err := strconv.ParseFloat(strings.TrimSpace(header[i]), 64); err != nil {
+			return tb, false, nil // a name: a header
+		}
+	}
+	o.Header = false
+	data, err := csvdata.Read(path, o)
+	if err != nil {
+		return nil, false, refusal(strings.Join(header[:min(len(header), 4)], ", ") + ", …")
+	}
+	return data, true, nil
+}
+
+// cutValues prints the first n values for a message.
+func cutValues(v []float32, n int) string {
+	parts := make([]string, 0, n+1)
+	for _, x := range v[:min(len(v), n)] {
+		parts = append(parts, strconv.FormatFloat(float64(x), 'g', -1, 32))
+	}
+	if len(v) > n {
+		parts = append(parts, "…")
+	}
+	return strings.Join(parts, ", ")
 }
 
 // rowsOf predicts n samples that gather copies into a batch buffer, a
@@ -165,6 +237,9 @@ func (p *predictor) rowsOf(name string, n int, gather func(x []float32, idx []in
 	B := p.meta.Batch
 	x := p.m.InferInput(false)
 	per := len(x) / B
+	if p.infer == nil {
+		p.infer = newRowInference(p.m)
+	}
 	idx := make([]int, 0, B)
 	for start := 0; start < n; start += B {
 		idx = idx[:0]
@@ -172,10 +247,9 @@ func (p *predictor) rowsOf(name string, n int, gather func(x []float32, idx []in
 			idx = append(idx, i)
 		}
 		gather(x[:len(idx)*per], idx)
-		clear(x[len(idx)*per:])
 		p.standardize(x, len(idx))
-		out := p.m.Infer(false)
-		C := len(out) / B
+		out := p.infer.run(x, len(idx))
+		C := len(out) / len(idx)
 		for k, r := range idx {
 			p.emit(fmt.Sprintf("%s[%d]", name, r), out[k*C:(k+1)*C])
 		}

@@ -54,7 +54,7 @@ func TestResumeOverride(t *testing.T) {
 		t.Fatalf("train: exit %d\n%s%s", code, out, errOut)
 	}
 	code, out, errOut := runLin(t, dir, "train", "--resume", "lin.ckpt.safetensors", "--epochs", "8", "--quiet")
-	if code != 0 || !strings.Contains(errOut, "note: --epochs 8 differs from the interrupted run's 6") || !strings.Contains(out, "trained 8 epochs") {
+	if code != 0 || !strings.Contains(errOut, "note: --epochs 8 differs from the interrupted run's 6") || !strings.Contains(out, "trained epochs 7 to 8 of 8 (resumed from lin.ckpt.safetensors)") {
 		t.Errorf("--resume --epochs 8: exit %d\n%s%s", code, out, errOut)
 	}
 }

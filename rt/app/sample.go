@@ -17,6 +17,9 @@ import (
 // but the program and its data: `sample --data DIR --index 7 digit.png`.
 func sampleCmd(m Model, args []string, stdout io.Writer) error {
 	meta := m.Meta()
+	if !showsSample(meta) {
+		return sampleRefusal(meta)
+	}
 	d := meta.Defaults
 	flags := newFlags(meta, "sample")
 	data := flags.String("data", "", "the `DIR` holding the IDX files ("+d.TestImages+", ...)")
@@ -29,9 +32,6 @@ func sampleCmd(m Model, args []string, stdout io.Writer) error {
 	}
 	if *data == "" || len(operands) != 1 {
 		return usageError{fmt.Sprintf("sample needs --data DIR and one OUT file (e.g. digit.png)\nRun '%s --help' for usage.", flags.Name())}
-	}
-	if meta.format() != "idx" {
-		return usageError{fmt.Sprintf("sample writes an image of the spec's IDX files, but this model reads %s data", meta.format())}
 	}
 	if err := noDataset(meta, "sample"); err != nil {
 		return err

@@ -138,12 +138,25 @@ func mix64(z uint64) uint64 {
 	return z ^ (z >> 31)
 }
 
-func trainCmd(m Model, args []string, stdout, stderr io.Writer) error {
+func trainCmd(m Model, args []string, stdout, stderr io.Writer) (err error) {
 	meta := m.Meta()
 	o, err := parseTrainFlags(meta, args, stdout, stderr)
 	if err != nil {
 		return err
 	}
+	// The best weights not yet written (see checkpointPacer) are written
+	// however the run ends.
+	var best pendingWeights
+	defer func() {
+		if err == nil || !best.held() {
+			return
+		}
+		if werr := best.write(meta, o.out, o); werr != nil {
+			err = fmt.Errorf("%w; and the best weights so far could not be written: %v", err, werr)
+		} else {
+			fmt.Fprintf(stderr, "note: the best weights so far (epoch %d) are in %s\n", best.epochs, o.out)
+		}
+	}()
 	cpu.SetThreads(o.threads)
 	ds, err := openTrainSet(meta, o.data, o.limit)
 	if err != nil {
@@ -202,6 +215,7 @@ func trainCmd(m Model, args []string, stdout, stderr io.Writer) error {
 	rep := progress.NewReporter(stdout, o.epochs, stepsPerEpoch, B)
 	rep.Quiet = o.quiet
 	rep.NoAccuracy = meta.regression()
+	rep.Rate = meta.sampleNoun() + "/s"
 
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
@@ -221,7 +235,8 @@ func trainCmd(m Model, args []string, stdout, stderr io.Writer) error {
 	defer loader.stop() // before the deferred close of the data set
 	rep.Data = func() (int64, time.Duration) { return loader.bytesRead(), loader.waited }
 	start := time.Now()
-	lastEpoch := st.epoch
+	firstEpoch, lastEpoch := st.epoch, st.epoch
+	pacer := checkpointPacer{now: time.Now}
 	for epoch := st.epoch; epoch < o.epochs; epoch++ {
 		lastEpoch = epoch
 		order := epochOrder(train, o.seed, epoch)
@@ -299,24 +314,53 @@ func trainCmd(m Model, args []string, stdout, stderr io.Writer) error {
 		}
 		st.epoch = epoch + 1
 		st.seed = o.seed
-		if err := saveCheckpoint(m, o.checkpoint, st); err != nil {
-			return err
-		}
-		lastGood = o.checkpoint
-		if improved {
-			// With a validation split the weights kept are the best ones seen.
-			if err := saveWeightsAt(m, o.out, st.epoch); err != nil {
+		stopping := o.patience > 0 && st.badEpochs >= o.patience
+		if pacer.due() || stopping || st.epoch == o.epochs {
+			began := pacer.now()
+			if err := saveCheckpoint(m, o.checkpoint, st); err != nil {
 				return err
 			}
+			lastGood = o.checkpoint
+			if improved {
+				// With a validation split the weights kept are the best ones seen.
+				best = pendingWeights{}
+				if err := saveWeightsAt(m, o.out, st.epoch, o); err != nil {
+					return err
+				}
+			} else if err := best.write(meta, o.out, o); err != nil {
+				return err
+			}
+			pacer.wrote(began)
+			if testHookEpochWrite != nil {
+				testHookEpochWrite()
+			}
+		} else if improved {
+			best.hold(m, st.epoch)
 		}
-		if o.patience > 0 && st.badEpochs >= o.patience {
+		if stopping {
 			fmt.Fprintf(stdout, "early stopping: validation loss has not improved for %d epochs (best %.4f)\n", st.badEpochs, st.bestVal)
 			break
 		}
 	}
 	elapsed := time.Since(start)
-	fmt.Fprintf(stdout, "trained %d epochs in %s; weights in %s, checkpoint in %s\n", lastEpoch+1, progress.FormatDuration(elapsed), o.out, o.checkpoint)
+	fmt.Fprintf(stdout, "%s in %s; weights in %s, checkpoint in %s\n", trainedText(firstEpoch, lastEpoch+1, o.epochs, o.resume), progress.FormatDuration(elapsed), o.out, o.checkpoint)
 	return nil
+}
+
+// trainedText says which epochs a run trained: "trained 1 epoch", "trained
+// 3 epochs", or, for a resumed run, "trained epochs 7 to 8 of 8 (resumed
+// from CKPT)"; first counts from 0 (a resumed epoch's rest counts as the
+// epoch), end is one past the last epoch trained.
+func trainedText(first, end, epochs int, resumed string) string {
+	switch {
+	case resumed != "" && end-first == 1:
+		return fmt.Sprintf("trained epoch %d of %d (resumed from %s)", end, epochs, resumed)
+	case resumed != "":
+		return fmt.Sprintf("trained epochs %d to %d of %d (resumed from %s)", first+1, end, epochs, resumed)
+	case end-first == 1:
+		return "trained 1 epoch"
+	}
+	return fmt.Sprintf("trained %d epochs", end-first)
 }
 
 // divergence explains a non-finite loss: the step, the first op whose

@@ -60,10 +60,12 @@ func saveWeights(m Model, path string) error {
 
 // saveWeightsAt is saveWeights for training's output: the file records
 // how many epochs made the weights (mlbuild.trained_epochs), which with a
-// validation split is the best epoch, not the last.
-func saveWeightsAt(m Model, path string, epochs int) error {
+// validation split is the best epoch, not the last, and the samples the
+// run held out (splitMetadata), which eval --split validation takes.
+func saveWeightsAt(m Model, path string, epochs int, run *trainOptions) error {
 	md := baseMetadata(m.Meta())
 	md["mlbuild.trained_epochs"] = strconv.Itoa(epochs)
+	splitMetadata(md, run)
 	if err := safetensors.Write(path, weightTensors(m, false), md); err != nil {
 		return fmt.Errorf("writing weights: %v", err)
 	}

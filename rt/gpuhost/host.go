@@ -15,9 +15,20 @@ import (
 var ErrNoDevice = errors.New("no GPU")
 
 // Main opens the device, starts the model on it and runs the program's
-// command line.
+// command line. Help, version and a command's --help run without opening
+// the device; on a machine without a usable GPU, info says briefly what is
+// missing and the commands that run the model fail with a short message
+// (app.RunWithoutDevice).
 func Main(open func() (Device, error), p *Program) {
+	args := os.Args[1:]
+	need := app.DeviceNeedOf(args)
+	if need == app.DeviceUnused {
+		os.Exit(app.RunWithoutDevice(p.Meta, nil, args, os.Stdout, os.Stderr))
+	}
 	d, err := open()
+	if errors.Is(err, ErrNoDevice) {
+		os.Exit(app.RunWithoutDevice(p.Meta, Brief(err), args, os.Stdout, os.Stderr))
+	}
 	if err != nil {
 		fail(p, err)
 	}
@@ -25,12 +36,24 @@ func Main(open func() (Device, error), p *Program) {
 	if err != nil {
 		fail(p, err)
 	}
-	code := app.Run(m, os.Args[1:], os.Stdout, os.Stderr)
+	code := app.Run(m, args, os.Stdout, os.Stderr)
 	if err := d.Close(); err != nil && code == 0 {
 		fmt.Fprintf(os.Stderr, "%s: %v\n", p.Meta.Name, err)
 		code = 1
 	}
 	os.Exit(code)
+}
+
+// Brief is err in a few lines, the first a summary: the lines of its
+// Brief method when it has one (cuda's missing-library error lists every
+// place tried, sixty lines and more, in Error), else its first line.
+func Brief(err error) []string {
+	var b interface{ Brief() []string }
+	if errors.As(err, &b) {
+		return b.Brief()
+	}
+	first, _, _ := strings.Cut(err.Error(), "\n")
+	return []string{first}
 }
 
 // fail reports an error the app.Model interface cannot return (a GPU

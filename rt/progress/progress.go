@@ -49,6 +49,9 @@ type Reporter struct {
 	// the epoch spent waiting for it (a data set read from files per
 	// batch, such as an image folder, can be what limits a run).
 	Data func() (bytes int64, waited time.Duration)
+	// Rate is the unit of the throughput in the lines; "" is "img/s".
+	// A run on rows of a table says "rows/s", on arrays "samples/s".
+	Rate string
 
 	w             io.Writer
 	epochs        int
@@ -155,7 +158,7 @@ func (r *Reporter) stepLine(now time.Time, sep string) string {
 		fmt.Sprintf("step %d/%d", r.step, r.stepsPerEpoch),
 		"loss " + FormatLoss(r.loss),
 		"acc " + FormatPercent(r.acc),
-		FormatRate(r.imagesPerSec()) + " img/s",
+		FormatRate(r.imagesPerSec()) + " " + r.rateUnit(),
 	}
 	if r.NoAccuracy {
 		parts = append(parts[:3], parts[4:]...)
@@ -163,6 +166,14 @@ func (r *Reporter) stepLine(now time.Time, sep string) string {
 	parts = append(parts, r.dataRate(r.lastStep)...)
 	parts = append(parts, "elapsed "+FormatDuration(now.Sub(r.runStart)), "left "+r.timeLeft(now))
 	return strings.Join(parts, sep)
+}
+
+// rateUnit is the unit of the throughput in the lines.
+func (r *Reporter) rateUnit() string {
+	if r.Rate == "" {
+		return "img/s"
+	}
+	return r.Rate
 }
 
 // imagesPerSec is the training throughput of this epoch, up to its last
@@ -210,7 +221,7 @@ func (r *Reporter) EndEpoch(ev Event) float64 {
 			parts = append(parts, "val_acc "+FormatPercent(ev.ValAcc))
 		}
 	}
-	parts = append(parts, FormatRate(ips)+" img/s")
+	parts = append(parts, FormatRate(ips)+" "+r.rateUnit())
 	parts = append(parts, r.dataRate(r.lastStep)...)
 	parts = append(parts,
 		"took "+FormatDuration(now.Sub(r.epochStart)),

@@ -278,3 +278,16 @@ func TestReporterDataRate(t *testing.T) {
 		t.Errorf("no files read, yet: %s", buf.String())
 	}
 }
+
+// TestReporterRateUnit: a run on rows of a table says rows/s, not img/s.
+func TestReporterRateUnit(t *testing.T) {
+	var buf bytes.Buffer
+	r := NewReporter(&buf, 1, 2, 10)
+	r.Every, r.Now, r.Rate = 1, fakeClock(time.Second), "rows/s"
+	r.StartEpoch(1)
+	r.Step(1, 1, 0.5)
+	r.EndEpoch(Event{Loss: 1, Acc: 0.5})
+	if got := buf.String(); strings.Count(got, " rows/s ") != 2 || strings.Contains(got, "img/s") {
+		t.Errorf("the lines of a run in rows/s:\n%s", got)
+	}
+}
