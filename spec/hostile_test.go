@@ -124,3 +124,57 @@ func doublingSpec() string {
 	}
 	return hostileSpec(b.String())
 }
+
+// TestNumbersFloat32Holds: numbers CUE accepts but a float32 cannot hold
+// validated, then failed at compile (exit 3 or 70) or ran with a
+// meaningless value. Each is refused where it is written, naming its layer.
+func TestNumbersFloat32Holds(t *testing.T) {
+	spec := func(layer, optimizer, training string) string {
+		return `package p
+
+import "github.com/mlbuild/mlbuild/schema"
+
+schema.#Spec & {
+	name: "m"
+	model: {
+		input: [4]
+		layers: [{op: "dense", units: 8}, ` + layer + `, {op: "dense", units: 2}]
+	}
+	training: {loss: "mse", optimizer: {` + optimizer + `}, epochs: 1, batchSize: 32` + training + `}
+}
+`
+	}
+	adam := `kind: "adam", lr: 1e-3`
+	for _, c := range []struct {
+		name, src, want string
+	}{
+		{"lr 1e39", spec(`{op: "relu"}`, `kind: "adam", lr: 1e39`, ""), "h.cue:11:56: lr 1e39 is beyond the largest number a float32 holds"},
+		{"lr 1e-400", spec(`{op: "relu"}`, `kind: "adam", lr: 1e-400`, ""), "h.cue:11:56: lr 1e-400 is closer to 0 than the smallest number a float32 holds"},
+		{"lr 1e-40", spec(`{op: "relu"}`, `kind: "adam", lr: 1e-40`, ""), "lr 1e-40 is closer to 0"},
+		{"constant 1e39", spec(`{op: "addconst", value: 1e39}`, adam, ""), "h.cue:9:61: layer addconst1: value 1e39 is beyond the largest"},
+		{"constant 1e309", spec(`{op: "mulconst", value: 1e309}`, adam, ""), "layer mulconst1: value 1e309 is beyond"},
+		{"constant -1e309", spec(`{op: "mulconst", value: -1e309}`, adam, ""), "layer mulconst1: value -1e309 is beyond"},
+		{"integer constant", spec(`{op: "addconst", value: 1`+strings.Repeat("0", 40)+`}`, adam, ""), "value 10000000000000000000000000000000000000000 is beyond"},
+		{"dropout rate", spec(`{op: "dropout", rate: 0.99999999999999999999}`, adam, ""), "layer dropout1: rate 0.99999999999999999999 rounds to 1 as a float32"},
+		{"validation split", spec(`{op: "relu"}`, adam, ", validationSplit: 0.99999999999999999999"), "validationSplit 0.99999999999999999999 rounds to 1"},
+		{"beta1", spec(`{op: "relu"}`, adam+", beta1: 0.99999999999999999999", ""), "beta1 0.99999999999999999999 rounds to 1"},
+		{"momentum", spec(`{op: "relu"}`, `kind: "sgd", lr: 0.1, momentum: 0.99999999999999999999`, ""), "momentum 0.99999999999999999999 rounds to 1"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			es := loadErr(t, c.src)
+			if !strings.Contains(es.Error(), c.want) {
+				t.Errorf("errors lack %q:\n%.1000v", c.want, es)
+			}
+		})
+	}
+	// Within float32: the extremes it holds, 0, and a rate just below 1.
+	for _, ok := range []string{
+		spec(`{op: "addconst", value: 3.4e38}`, `kind: "adam", lr: 1.2e-38`, ""),
+		spec(`{op: "mulconst", value: 0}`, adam, ""),
+		spec(`{op: "dropout", rate: 0.9999999}`, adam, ", validationSplit: 0.9"),
+	} {
+		if _, err := LoadBytes(filepath.Join(t.TempDir(), "ok.cue"), []byte(ok)); err != nil {
+			t.Errorf("a legal spec was refused: %v\n%s", err, ok)
+		}
+	}
+}

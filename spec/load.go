@@ -255,6 +255,9 @@ func evaluate(srcs []source) (*Model, error) {
 	if err := validateAll(v); err != nil {
 		return nil, withMissingFields(pos.translateAll(err, &v), missingFields(v, pos))
 	}
+	if es := checkNumbers(v, pos); len(es) > 0 {
+		return nil, es
+	}
 	m, err := decode(v, pos)
 	if err != nil {
 		return nil, err
