@@ -131,16 +131,26 @@ func backendHelp() string {
 }
 
 // buildKey lists everything that changes the built program, one readable
-// line each: mlbuild's version, Go's, the backend, the target and every
-// file the emitter writes (generated with an empty BuildKey, which the key
-// itself fills in afterwards), so editing what no program carries (a test,
-// a document) never invalidates a cached binary.
+// line each: mlbuild's version, Go's, the backend, the target, every
+// setting of the go command that can change its output (goBuildSettings:
+// GOAMD64=v4 makes a binary other machines cannot run) and every file the
+// emitter writes (generated with an empty BuildKey, which the key itself
+// fills in afterwards), so editing what no program carries (a test, a
+// document) never invalidates a cached binary. Its error carries ExitBuild.
 func buildKey(opts *compileOptions, files []emit.File, goVersion string) (*cache.Key, error) {
 	k := cache.NewKey()
 	k.Add("mlbuild", mlbuildVersion())
 	k.Add("go", goVersion)
 	k.Add("backend", opts.backend)
 	k.Add("target", opts.target)
+	goos, goarch, _ := strings.Cut(opts.target, "/")
+	settings, err := goBuildSettings(files, goos, goarch)
+	if err != nil {
+		return nil, withCode(ExitBuild, err)
+	}
+	for _, s := range settings {
+		k.Add("goenv "+s[0], s[1])
+	}
 	for _, f := range files {
 		sum := sha256.Sum256(f.Data)
 		k.Add("file "+f.Path, hex.EncodeToString(sum[:]))
@@ -230,7 +240,7 @@ func compileRun(opts *compileOptions) error {
 	}
 	key, err := buildKey(opts, unkeyed, goVersion)
 	if err != nil {
-		return withCode(ExitInternal, err)
+		return err
 	}
 	in.BuildKey = key.ID().Short()
 	generate := func() ([]emit.File, error) {
