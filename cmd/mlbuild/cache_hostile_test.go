@@ -1,10 +1,12 @@
 package main
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mlbuild/mlbuild/emit"
 )
@@ -58,5 +60,32 @@ func TestBuildKeyHasGoSettings(t *testing.T) {
 	t.Setenv("GOARM64", "v8.3")
 	if id, lines := key("linux/arm64"); id == arm || !strings.Contains(lines, `"goenv GOARM64" v8.3`) {
 		t.Errorf("GOARM64: same key, or no line:\n%s", lines)
+	}
+}
+
+// TestCompileWithoutCache: a cache that cannot be made (its folder would
+// be under a file; a read-only file system fails the same way) costs the
+// caching, not the compile: one note, and the binary.
+func TestCompileWithoutCache(t *testing.T) {
+	dir := t.TempDir()
+	blocker := filepath.Join(dir, "file")
+	os.WriteFile(blocker, []byte("not a folder"), 0o644)
+	out := filepath.Join(dir, "m")
+	var o, e bytes.Buffer
+	code := run([]string{"compile", "../../testdata/specs/valid/activations.cue", "--cache-dir", filepath.Join(blocker, "cache"), "-o", out}, &o, &e)
+	if code != ExitOK {
+		t.Fatalf("compile with an unusable cache: exit %d\n%s%s", code, o.String(), e.String())
+	}
+	if n := strings.Count(e.String(), "building without caching"); n != 1 {
+		t.Errorf("stderr: want one note that the build is not cached:\n%s", e.String())
+	}
+	if !madeByMlbuild(out) {
+		t.Errorf("no program at %s", out)
+	}
+	left, _ := filepath.Glob(filepath.Join(os.TempDir(), "mlbuild-uncached-*"))
+	for _, l := range left {
+		if fi, err := os.Stat(l); err == nil && fi.ModTime().After(time.Now().Add(-time.Minute)) {
+			t.Errorf("the uncached build left %s", l)
+		}
 	}
 }

@@ -267,18 +267,24 @@ func compileRun(opts *compileOptions) error {
 			return withCode(ExitIO, err)
 		}
 	}
-	c, err := cache.Open(dir)
-	if err != nil {
-		return withCode(ExitIO, err)
-	}
-	label := cache.Label{Model: m.Name, Backend: opts.backend, Target: opts.target, Version: mlbuildVersion(), GoVersion: goVersion, Source: m.File}
-	res, err := c.GetOrBuild(key, label, opts.stderr, func(outPath string) error {
+	build := func(outPath string) error {
 		files, err := generate()
 		if err != nil {
 			return err
 		}
 		return goBuild(files, goos, goarch, outPath)
-	})
+	}
+	var res cache.Result
+	c, err := cache.Open(dir)
+	if err != nil {
+		// A cache that cannot be made or written costs the caching only.
+		fmt.Fprintf(opts.stderr, "%v; building without caching\n", err)
+		res, err = cache.BuildUncached(build)
+	} else {
+		label := cache.Label{Model: m.Name, Backend: opts.backend, Target: opts.target, Version: mlbuildVersion(), GoVersion: goVersion, Source: m.File}
+		res, err = c.GetOrBuild(key, label, opts.stderr, build)
+	}
+	defer res.Close()
 	if err != nil {
 		var ee *exitError
 		if errors.As(err, &ee) {
