@@ -32,6 +32,35 @@ type Result struct {
 	Entry Entry
 	Path  string // the output in the cache; read or copy it, never change it
 	Hit   bool   // true when no build ran (or, under cacheverify, was needed)
+	// Uncached is true when the output could not be stored (a read-only
+	// cache): Path is then a temporary file, which Close removes.
+	Uncached bool
+}
+
+// Close removes the output of an uncached Result; it does nothing for an
+// output in the cache.
+func (r Result) Close() error {
+	if !r.Uncached || r.Path == "" {
+		return nil
+	}
+	return os.Remove(r.Path)
+}
+
+// BuildUncached runs build on a fresh temporary file outside any cache,
+// for when the cache cannot be opened. The caller reads the output at the
+// Result's Path and then calls Close.
+func BuildUncached(build func(outPath string) error) (Result, error) {
+	f, err := os.CreateTemp("", "mlbuild-uncached-*")
+	if err != nil {
+		return Result{}, fmt.Errorf("building without the cache: %v", err)
+	}
+	name := f.Name()
+	f.Close()
+	if err := build(name); err != nil {
+		os.Remove(name)
+		return Result{}, err
+	}
+	return Result{Path: name, Uncached: true}, nil
 }
 
 // GetOrBuild returns the output of the action that key describes: from the
@@ -66,16 +95,29 @@ func (c *Cache) GetOrBuild(key *Key, label Label, notes io.Writer, build func(ou
 	} else if DebugEnabled("cachekey") {
 		fmt.Fprintf(notes, "cache: no entry for %s; building\n", id.Short())
 	}
-	tmp, err := c.buildToTemp(build)
-	if tmp != "" {
-		defer os.Remove(tmp)
-	}
+	// A cache that cannot be written (read-only, full) costs the caching,
+	// not the build: one note, and the output comes from outside it.
+	f, err := c.createTemp("build-*")
 	if err != nil {
+		fmt.Fprintf(notes, "%v; building without caching\n", err)
+		return BuildUncached(build)
+	}
+	tmp := f.Name()
+	f.Close()
+	kept := false
+	defer func() {
+		if !kept {
+			os.Remove(tmp)
+		}
+	}()
+	if err := build(tmp); err != nil {
 		return Result{}, err
 	}
 	out, size, err := c.PutFile(id, tmp, label)
 	if err != nil {
-		return Result{}, err
+		fmt.Fprintf(notes, "%v; the program is built but not cached\n", err)
+		kept = true
+		return Result{Path: tmp, Uncached: true}, nil
 	}
 	c.AutoTrim() // best effort: a full disk shows up at the next Put
 	e, path, err = c.Get(id)

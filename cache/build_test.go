@@ -88,3 +88,57 @@ func TestGetOrBuild(t *testing.T) {
 		t.Errorf("tmp/ holds %d files after GetOrBuild", len(des))
 	}
 }
+
+// TestUnwritableCacheBuildsUncached: a cache that cannot be written (here
+// its tmp/ is a file, which fails for root too; a read-only file system
+// fails the same way) still serves its entries, and a miss is built
+// outside it with one note instead of failing the compile.
+func TestUnwritableCacheBuildsUncached(t *testing.T) {
+	c := openTemp(t)
+	cached := testID("cached before")
+	mustPut(t, c, cached, "old program", Label{})
+	tmp := filepath.Join(c.Dir(), tmpDirName)
+	if err := os.RemoveAll(tmp); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(tmp, []byte("in the way"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	builds := 0
+	build := func(out string) error {
+		builds++
+		return os.WriteFile(out, []byte("new program"), 0o644)
+	}
+	key := NewKey()
+	key.Add("test", "built while unwritable")
+	var notes strings.Builder
+	r, err := c.GetOrBuild(key, Label{}, &notes, build)
+	if err != nil {
+		t.Fatalf("GetOrBuild on an unwritable cache: %v", err)
+	}
+	if b, err := os.ReadFile(r.Path); err != nil || string(b) != "new program" || !r.Uncached || r.Hit {
+		t.Errorf("result %+v holds %q, %v; want the new program, uncached", r, b, err)
+	}
+	if n := strings.Count(notes.String(), "building without caching"); n != 1 {
+		t.Errorf("notes %q: want one note that the build is not cached", notes.String())
+	}
+	if err := r.Close(); err != nil {
+		t.Error(err)
+	}
+	if _, err := os.Stat(r.Path); !os.IsNotExist(err) {
+		t.Errorf("Close left the uncached output %s", r.Path)
+	}
+	if _, _, err := c.Get(key.ID()); err == nil {
+		t.Errorf("the uncached build was cached")
+	}
+	hitKey := NewKey()
+	hitKey.Add("test", "cached before")
+	r, err = c.GetOrBuild(hitKey, Label{}, &notes, build)
+	if err != nil || !r.Hit || r.Uncached || builds != 1 {
+		t.Errorf("an entry of the unwritable cache: %+v, %v, %d builds; want a hit", r, err, builds)
+	}
+	if err := r.Close(); err != nil {
+		t.Error(err)
+	}
+	mustHit(t, c, cached, "old program")
+}

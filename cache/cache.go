@@ -23,6 +23,7 @@ package cache
 import (
 	"bytes"
 	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -179,9 +180,8 @@ func Open(dir string) (*Cache, error) {
 	c := &Cache{dir: abs}
 	readme := filepath.Join(abs, readmeName)
 	if old, err := os.ReadFile(readme); err != nil || string(old) != readmeText {
-		if err := c.writeFileAtomic(readme, []byte(readmeText), ""); err != nil {
-			return nil, err
-		}
+		// Best effort: a read-only cache still serves its entries.
+		c.writeFileAtomic(readme, []byte(readmeText), "")
 	}
 	return c, nil
 }
@@ -485,18 +485,36 @@ func labelFields(l *Label) []*string {
 
 // formatEntry writes an entry as its one line:
 //
-//	v1 <action id> <output id> <size> <unix nanoseconds> model=... backend=... target=... version=... go=... source=...
+//	v1 <action id> <output id> <size> <unix nanoseconds> model=... backend=... target=... version=... go=... source=... check=<hex>
 //
 // Label values are URL-query-escaped, so they hold no spaces or newlines.
-// The line ends in a newline, whose absence marks a truncated file.
+// check is entryCheck of the line before it, so that an entry edited by
+// hand (pointed at another action's output, say) is a corrupt miss rather
+// than a hit serving the wrong program; an mlbuild that predates it skips
+// it as an unknown label. The line ends in a newline, whose absence marks
+// a truncated file.
 func formatEntry(e Entry) []byte {
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "%s %s %s %d %d", entryVersion, e.ActionID, e.OutputID, e.Size, e.Time.UnixNano())
 	for i, v := range labelFields(&e.Label) {
 		fmt.Fprintf(&b, " %s=%s", labelKeys[i], url.QueryEscape(cutLabel(*v)))
 	}
-	b.WriteByte('\n')
+	fmt.Fprintf(&b, " %s%s\n", checkPrefix, entryCheck(b.Bytes()))
 	return b.Bytes()
+}
+
+// checkPrefix starts an entry line's last field, its checksum.
+const checkPrefix = "check="
+
+// entryCheck is the checksum of an entry line (without its check field):
+// the first 16 bytes of its SHA-256, in hex. It finds edits and damage; it
+// is no defence against someone who can write the cache and recompute it,
+// who could as well put an entry of their own.
+func entryCheck(line []byte) string {
+	h := sha256.New()
+	h.Write([]byte("mlbuild cache entry\n"))
+	h.Write(line)
+	return hex.EncodeToString(h.Sum(nil)[:16])
 }
 
 // cutLabel shortens a label value to maxLabelValue bytes without splitting a
@@ -525,7 +543,11 @@ func parseEntry(data []byte) (Entry, error) {
 	if bytes.IndexByte(line, '\n') >= 0 {
 		return Entry{}, errors.New("entry has more than one line")
 	}
-	f := strings.Split(string(line), " ")
+	body, check, ok := bytes.Cut(line, []byte(" "+checkPrefix))
+	if !ok {
+		return Entry{}, errors.New("entry has no checksum (edited, or written by an older mlbuild)")
+	}
+	f := strings.Split(string(body), " ")
 	if len(f) < 5 {
 		return Entry{}, fmt.Errorf("entry has %d fields, want at least 5", len(f))
 	}
@@ -563,6 +585,9 @@ func parseEntry(data []byte) (Entry, error) {
 				*fields[i] = v
 			}
 		}
+	}
+	if string(check) != entryCheck(body) {
+		return Entry{}, errors.New("entry does not match its checksum (edited by hand?)")
 	}
 	return e, nil
 }

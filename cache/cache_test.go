@@ -277,6 +277,11 @@ func TestLabelsRoundTrip(t *testing.T) {
 	}
 }
 
+// checked is an entry line with its checksum and newline, as Put writes it.
+func checked(line string) []byte {
+	return []byte(line + " " + checkPrefix + entryCheck([]byte(line)) + "\n")
+}
+
 func TestCorruptionIsMissAndPutRepairs(t *testing.T) {
 	// 66 bytes; each case replaces its tail by its name to own its output.
 	content := "the compiled model binary\n" + strings.Repeat(".", 40)
@@ -318,18 +323,18 @@ func TestCorruptionIsMissAndPutRepairs(t *testing.T) {
 		}, "truncated entry"},
 		{"garbage entry", func(c *Cache, id ActionID, out OutputID) error {
 			return os.WriteFile(c.entryPath(id), []byte("\x00\xff\xfegarbage\n"), 0o644)
-		}, "fields"},
+		}, "no checksum"},
 		{"garbage fields", func(c *Cache, id ActionID, out OutputID) error {
-			return os.WriteFile(c.entryPath(id), []byte(fmt.Sprintf("v1 %s %s -5 zz\n", id, out)), 0o644)
+			return os.WriteFile(c.entryPath(id), checked(fmt.Sprintf("v1 %s %s -5 zz", id, out)), 0o644)
 		}, "bad entry: size"},
 		{"bad output id", func(c *Cache, id ActionID, out OutputID) error {
-			return os.WriteFile(c.entryPath(id), []byte(fmt.Sprintf("v1 %s %s 66 0\n", id, "xyz")), 0o644)
+			return os.WriteFile(c.entryPath(id), checked(fmt.Sprintf("v1 %s %s 66 0", id, "xyz")), 0o644)
 		}, "bad entry: output id"},
 		{"bad label escape", func(c *Cache, id ActionID, out OutputID) error {
-			return os.WriteFile(c.entryPath(id), []byte(fmt.Sprintf("v1 %s %s 66 0 model=%%zz\n", id, out)), 0o644)
+			return os.WriteFile(c.entryPath(id), checked(fmt.Sprintf("v1 %s %s 66 0 model=%%zz", id, out)), 0o644)
 		}, "bad entry: label model"},
 		{"unknown format version", func(c *Cache, id ActionID, out OutputID) error {
-			return os.WriteFile(c.entryPath(id), []byte(fmt.Sprintf("v9 %s %s 66 0\n", id, out)), 0o644)
+			return os.WriteFile(c.entryPath(id), checked(fmt.Sprintf("v9 %s %s 66 0", id, out)), 0o644)
 		}, `entry format "v9"`},
 		{"two lines", func(c *Cache, id ActionID, out OutputID) error {
 			b, _ := os.ReadFile(c.entryPath(id))
@@ -342,6 +347,23 @@ func TestCorruptionIsMissAndPutRepairs(t *testing.T) {
 			b, _ := os.ReadFile(c.entryPath(other))
 			return os.WriteFile(c.entryPath(id), b, 0o644)
 		}, "holds the entry of " + other.Short()},
+		{"entry pointed at another output", func(c *Cache, id ActionID, out OutputID) error {
+			// The other action's output is intact: only the entry's
+			// checksum tells that this entry was edited.
+			b, _ := os.ReadFile(c.entryPath(id))
+			oe, _, err := c.Get(other)
+			if err != nil {
+				return err
+			}
+			f := strings.Split(string(b), " ")
+			f[2], f[3] = oe.OutputID.String(), fmt.Sprint(oe.Size)
+			return os.WriteFile(c.entryPath(id), []byte(strings.Join(f, " ")), 0o644)
+		}, "entry does not match its checksum"},
+		{"entry without a checksum", func(c *Cache, id ActionID, out OutputID) error {
+			b, _ := os.ReadFile(c.entryPath(id))
+			line, _, _ := strings.Cut(string(b), " check=")
+			return os.WriteFile(c.entryPath(id), []byte(line+"\n"), 0o644)
+		}, "entry has no checksum"},
 		{"entry is a folder", func(c *Cache, id ActionID, out OutputID) error {
 			os.Remove(c.entryPath(id))
 			return os.MkdirAll(filepath.Join(c.entryPath(id), "sub"), 0o777)

@@ -3,6 +3,7 @@ package spec
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -23,10 +24,6 @@ import (
 // MaxSpecBytes bounds the total size of a spec's files. Real specs are a few
 // kilobytes; the bound keeps a stray data file from being evaluated.
 const MaxSpecBytes = 1 << 20
-
-// MaxNesting bounds how deeply brackets, braces and parentheses may nest, so
-// that a pathological file cannot exhaust the parser's stack.
-const MaxNesting = 200
 
 // EvalTimeout bounds how long Load waits for CUE to evaluate a spec. CUE
 // evaluation cannot be interrupted, so on time-out Load returns an error and
@@ -52,19 +49,11 @@ func Load(files ...string) (*Model, error) {
 	var srcs []source
 	total := 0
 	for _, f := range files {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			msg := err.Error()
-			var pe *os.PathError
-			if errors.As(err, &pe) {
-				msg = "cannot read the spec: " + pe.Err.Error()
-			}
-			return nil, Errors{{Pos: Pos{File: f}, Message: msg}}
+		data, rerr := readSpecFile(f, MaxSpecBytes-total)
+		if rerr != nil {
+			return nil, Errors{*rerr}
 		}
 		total += len(data)
-		if total > MaxSpecBytes {
-			return nil, Errors{{Pos: Pos{File: f, Line: 1, Col: 1}, Message: fmt.Sprintf("the spec is larger than %d bytes; mlbuild does not evaluate specs this large", MaxSpecBytes)}}
-		}
 		abs, err := filepath.Abs(f)
 		if err != nil {
 			return nil, Errors{{Pos: Pos{File: f}, Message: err.Error()}}
@@ -72,6 +61,68 @@ func Load(files ...string) (*Model, error) {
 		srcs = append(srcs, source{name: f, abs: abs, data: data})
 	}
 	return loadSources(srcs)
+}
+
+// readSpecFile reads the spec file name, refusing anything but a regular
+// file (a FIFO would block, a device such as /dev/zero never ends) and
+// reading at most limit+1 bytes, so that a file too large costs no more
+// memory than the bound.
+func readSpecFile(name string, limit int) ([]byte, *Error) {
+	fail := func(msg string) ([]byte, *Error) {
+		return nil, &Error{Pos: Pos{File: name}, Message: msg}
+	}
+	ioMsg := func(err error) string {
+		var pe *os.PathError
+		if errors.As(err, &pe) {
+			return "cannot read the spec: " + pe.Err.Error()
+		}
+		return "cannot read the spec: " + err.Error()
+	}
+	// Stat before opening: opening a FIFO waits for a writer.
+	fi, err := os.Stat(name)
+	if err != nil {
+		return fail(ioMsg(err))
+	}
+	if !fi.Mode().IsRegular() {
+		return fail(notRegular(fi))
+	}
+	f, err := os.Open(name)
+	if err != nil {
+		return fail(ioMsg(err))
+	}
+	defer f.Close()
+	if fi, err = f.Stat(); err != nil {
+		return fail(ioMsg(err))
+	}
+	if !fi.Mode().IsRegular() { // replaced since the Stat
+		return fail(notRegular(fi))
+	}
+	data, err := io.ReadAll(io.LimitReader(f, int64(limit)+1))
+	if err != nil {
+		return fail(ioMsg(err))
+	}
+	if len(data) > limit {
+		return nil, &Error{Pos: Pos{File: name, Line: 1, Col: 1}, Message: fmt.Sprintf("the spec is larger than %d bytes; mlbuild does not evaluate specs this large", MaxSpecBytes)}
+	}
+	return data, nil
+}
+
+// notRegular says what a spec file that is not a regular file is.
+func notRegular(fi os.FileInfo) string {
+	what := "not a regular file"
+	switch m := fi.Mode(); {
+	case m.IsDir():
+		what = "a directory"
+	case m&os.ModeNamedPipe != 0:
+		what = "a named pipe (FIFO)"
+	case m&os.ModeCharDevice != 0:
+		what = "a character device"
+	case m&os.ModeDevice != 0:
+		what = "a device"
+	case m&os.ModeSocket != 0:
+		what = "a socket"
+	}
+	return "cannot read the spec: it is " + what + ", not a regular file"
 }
 
 // LoadBytes is Load for a spec held in memory, as if read from filename
@@ -100,6 +151,11 @@ func loadSources(srcs []source) (*Model, error) {
 		err error
 	}
 	done := make(chan result, 1)
+	defer limitMemory(MaxEvalMemory)()
+	over := make(chan int64, 1)
+	stopWatch := make(chan struct{})
+	defer close(stopWatch)
+	go watchMemory(heapBytes(), MaxEvalMemory, stopWatch, over)
 	go func() {
 		defer func() {
 			if r := recover(); r != nil {
@@ -112,6 +168,8 @@ func loadSources(srcs []source) (*Model, error) {
 	timer := time.NewTimer(EvalTimeout)
 	defer timer.Stop()
 	select {
+	case grown := <-over:
+		return nil, Errors{{Pos: Pos{File: srcs[0].name, Line: 1, Col: 1}, Message: fmt.Sprintf("evaluating the spec took more than %s of memory (%s), so mlbuild stopped it: the spec builds values too large for a model (a string or list doubled over and over, a huge comprehension)", FormatBytes(MaxEvalMemory), FormatBytes(grown))}}
 	case r := <-done:
 		if r.err != nil {
 			return nil, r.err
@@ -132,45 +190,6 @@ func loadSources(srcs []source) (*Model, error) {
 	case <-timer.C:
 		return nil, Errors{{Pos: Pos{File: srcs[0].name, Line: 1, Col: 1}, Message: fmt.Sprintf("evaluating the spec took longer than %v, so mlbuild stopped waiting: the spec is too large or too deeply nested", EvalTimeout)}}
 	}
-}
-
-// checkNesting rejects files whose brackets nest deeper than MaxNesting.
-// It skips strings and comments only roughly, which is enough to bound the
-// parser's recursion.
-func checkNesting(s source) *Error {
-	depth, line, col := 0, 1, 0
-	inString := false
-	for i := 0; i < len(s.data); i++ {
-		c := s.data[i]
-		col++
-		switch {
-		case c == '\n':
-			line, col = line+1, 0
-			inString = false
-		case inString:
-			if c == '\\' {
-				i++
-				col++
-			} else if c == '"' {
-				inString = false
-			}
-		case c == '"':
-			inString = true
-		case c == '/' && i+1 < len(s.data) && s.data[i+1] == '/':
-			for i < len(s.data) && s.data[i] != '\n' {
-				i++
-			}
-			i--
-		case c == '[' || c == '{' || c == '(':
-			depth++
-			if depth > MaxNesting {
-				return &Error{Pos: Pos{File: s.name, Line: line, Col: col}, Message: fmt.Sprintf("brackets nest more than %d levels deep; mlbuild does not evaluate specs this deeply nested", MaxNesting)}
-			}
-		case c == ']' || c == '}' || c == ')':
-			depth--
-		}
-	}
-	return nil
 }
 
 // evaluate builds the CUE instance with the embedded schema overlaid at
@@ -213,7 +232,11 @@ func evaluate(srcs []source) (*Model, error) {
 	for i, s := range srcs {
 		args[i] = s.abs
 	}
-	insts := load.Instances(args, &load.Config{Dir: dir, ModuleRoot: root, Overlay: overlay})
+	bounds := newImportBounds(srcs, overlay)
+	insts := load.Instances(args, &load.Config{Dir: dir, ModuleRoot: root, Overlay: overlay, ParseFile: bounds.parseFile})
+	if es := bounds.errors(); len(es) > 0 {
+		return nil, es
+	}
 	if len(insts) != 1 {
 		return nil, Errors{{Pos: Pos{File: srcs[0].name}, Message: "the files do not form one CUE package"}}
 	}
@@ -231,6 +254,9 @@ func evaluate(srcs []source) (*Model, error) {
 	}
 	if err := validateAll(v); err != nil {
 		return nil, withMissingFields(pos.translateAll(err, &v), missingFields(v, pos))
+	}
+	if es := checkNumbers(v, pos); len(es) > 0 {
+		return nil, es
 	}
 	m, err := decode(v, pos)
 	if err != nil {

@@ -131,17 +131,27 @@ func backendHelp() string {
 }
 
 // buildKey lists everything that changes the built program, one readable
-// line each: mlbuild's version, Go's, the backend, the target and every
-// file the emitter writes, so editing what no program carries (a test, a
-// document) never invalidates a cached binary. The files are the ones
-// built: the key reaches the program at link time (see goBuild), not
-// through its source.
+// line each: mlbuild's version, Go's, the backend, the target, every
+// setting of the go command that can change its output (goBuildSettings:
+// GOAMD64=v4 makes a binary other machines cannot run) and every file the
+// emitter writes, so editing what no program carries (a test, a document)
+// never invalidates a cached binary. The files are the ones built: the key
+// reaches the program at link time (see goBuild), not through its source.
+// Its error carries ExitBuild.
 func buildKey(opts *compileOptions, files []emit.File, goVersion string) (*cache.Key, error) {
 	k := cache.NewKey()
 	k.Add("mlbuild", mlbuildVersion())
 	k.Add("go", goVersion)
 	k.Add("backend", opts.backend)
 	k.Add("target", opts.target)
+	goos, goarch, _ := strings.Cut(opts.target, "/")
+	settings, err := goBuildSettings(files, goos, goarch)
+	if err != nil {
+		return nil, withCode(ExitBuild, err)
+	}
+	for _, s := range settings {
+		k.Add("goenv "+s[0], s[1])
+	}
 	for _, f := range files {
 		sum := sha256.Sum256(f.Data)
 		k.Add("file "+f.Path, hex.EncodeToString(sum[:]))
@@ -231,7 +241,7 @@ func compileRun(opts *compileOptions) error {
 	}
 	key, err := buildKey(opts, files, goVersion)
 	if err != nil {
-		return withCode(ExitInternal, err)
+		return err
 	}
 	if opts.emitDir != "" {
 		if err := writeTree(opts.emitDir, files, opts.force); err != nil {
@@ -246,14 +256,20 @@ func compileRun(opts *compileOptions) error {
 			return withCode(ExitIO, err)
 		}
 	}
+	build := func(outPath string) error {
+		return goBuild(files, goos, goarch, key.ID().Short(), outPath)
+	}
+	var res cache.Result
 	c, err := cache.Open(dir)
 	if err != nil {
-		return withCode(ExitIO, err)
+		// A cache that cannot be made or written costs the caching only.
+		fmt.Fprintf(opts.stderr, "%v; building without caching\n", err)
+		res, err = cache.BuildUncached(build)
+	} else {
+		label := cache.Label{Model: m.Name, Backend: opts.backend, Target: opts.target, Version: mlbuildVersion(), GoVersion: goVersion, Source: m.File}
+		res, err = c.GetOrBuild(key, label, opts.stderr, build)
 	}
-	label := cache.Label{Model: m.Name, Backend: opts.backend, Target: opts.target, Version: mlbuildVersion(), GoVersion: goVersion, Source: m.File}
-	res, err := c.GetOrBuild(key, label, opts.stderr, func(outPath string) error {
-		return goBuild(files, goos, goarch, key.ID().Short(), outPath)
-	})
+	defer res.Close()
 	if err != nil {
 		var ee *exitError
 		if errors.As(err, &ee) {

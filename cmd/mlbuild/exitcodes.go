@@ -28,8 +28,12 @@ func specExitCode(err error, files ...string) int {
 }
 
 // unreadable reports whether a spec file cannot be read (missing, a
-// folder, no permission).
+// folder, a FIFO or device, no permission). It opens only regular files:
+// opening a FIFO would wait for a writer.
 func unreadable(path string) bool {
+	if fi, err := os.Stat(path); err != nil || !fi.Mode().IsRegular() {
+		return true
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		return true

@@ -1,0 +1,94 @@
+package spec
+
+import (
+	"math"
+	"runtime/debug"
+	"runtime/metrics"
+	"sync"
+	"time"
+)
+
+// MaxEvalMemory bounds how much the Go heap may grow while CUE evaluates a
+// spec: past it, Load stops waiting and returns an error. CUE evaluation
+// cannot be interrupted, so the evaluation is left behind like a timed-out
+// one; a command line tool exits right after the error, which frees it.
+// 512 MiB of evaluation on top of mlbuild's own few tens of megabytes keeps
+// the process below 1 GB, while the largest legal specs evaluate in well
+// under 100 MB.
+var MaxEvalMemory int64 = 512 << 20
+
+// memSampleEvery is how often the watchdog reads the heap's size. CUE
+// allocates a large value in one piece and then fills it, so a sample
+// every 2 ms sees it while its bytes are still being written.
+const memSampleEvery = 2 * time.Millisecond
+
+// heapMetric is the runtime's count of the bytes of heap objects, live or
+// not yet swept.
+const heapMetric = "/memory/classes/heap/objects:bytes"
+
+// heapBytes reads heapMetric.
+func heapBytes() int64 {
+	s := []metrics.Sample{{Name: heapMetric}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindUint64 {
+		return 0
+	}
+	v := s[0].Value.Uint64()
+	if v > math.MaxInt64 {
+		return math.MaxInt64
+	}
+	return int64(v)
+}
+
+// watchMemory samples the heap until stop is closed and sends the heap's
+// growth over base on over (once) when it passes limit.
+func watchMemory(base, limit int64, stop <-chan struct{}, over chan<- int64) {
+	t := time.NewTicker(memSampleEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+			if grown := heapBytes() - base; grown > limit {
+				over <- grown
+				return
+			}
+		}
+	}
+}
+
+// The soft memory limit Load sets while specs evaluate (see limitMemory),
+// shared by Loads that run at once.
+var (
+	memLimitMu    sync.Mutex
+	memLimitUsers int
+	memLimitOld   int64
+)
+
+// limitMemory lowers the Go runtime's soft memory limit to what the
+// runtime uses now plus extra, unless a lower limit is set, so that the
+// garbage collector works harder before the watchdog's bound and garbage
+// alone never trips it. The returned function restores the old limit once
+// the last concurrent Load is done.
+func limitMemory(extra int64) (restore func()) {
+	memLimitMu.Lock()
+	defer memLimitMu.Unlock()
+	if memLimitUsers == 0 {
+		memLimitOld = debug.SetMemoryLimit(-1)
+		s := []metrics.Sample{{Name: "/memory/classes/total:bytes"}}
+		metrics.Read(s)
+		if want := int64(s[0].Value.Uint64()) + extra; want < memLimitOld {
+			debug.SetMemoryLimit(want)
+		}
+	}
+	memLimitUsers++
+	return func() {
+		memLimitMu.Lock()
+		defer memLimitMu.Unlock()
+		memLimitUsers--
+		if memLimitUsers == 0 {
+			debug.SetMemoryLimit(memLimitOld)
+		}
+	}
+}

@@ -1,0 +1,99 @@
+// The spec file's checks use a FIFO and /dev/zero; the memory test reads
+// the child's peak memory from Linux's rusage (in kilobytes).
+
+//go:build linux
+
+package spec
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestSpecFileReadBounded: a spec file is read up to the size bound and no
+// further, and a file that is not a regular file is refused without
+// reading it (a FIFO would block, /dev/zero never ends).
+func TestSpecFileReadBounded(t *testing.T) {
+	dir := t.TempDir()
+	// A sparse file of 2 GiB: no disk, but os.ReadFile would take 2 GiB.
+	big := filepath.Join(dir, "big.cue")
+	f, err := os.Create(big)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate(2 << 30); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	_, err = Load(big)
+	runtime.ReadMemStats(&after)
+	if err == nil || !strings.Contains(err.Error(), "larger than 1048576 bytes") {
+		t.Errorf("Load(2 GiB file) = %v; want the size bound", err)
+	}
+	if grown := after.TotalAlloc - before.TotalAlloc; grown > 16<<20 {
+		t.Errorf("Load(2 GiB file) allocated %d bytes; want at most the bound and change", grown)
+	}
+
+	fifo := filepath.Join(dir, "pipe.cue")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	zero := filepath.Join(dir, "zero.cue")
+	if err := os.Symlink("/dev/zero", zero); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ file, want string }{
+		{fifo, "pipe.cue: cannot read the spec: it is a named pipe (FIFO), not a regular file"},
+		{zero, "zero.cue: cannot read the spec: it is a character device, not a regular file"},
+		{dir, ": cannot read the spec: it is a directory, not a regular file"},
+	} {
+		done := make(chan error, 1)
+		go func() { _, err := Load(c.file); done <- err }()
+		select {
+		case err := <-done:
+			if err == nil || !strings.HasSuffix(err.Error(), c.want) {
+				t.Errorf("Load(%s) = %v; want %q", filepath.Base(c.file), err, c.want)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("Load(%s) did not return", filepath.Base(c.file))
+		}
+	}
+}
+
+// TestEvalMemoryBounded loads the doubling spec in a child process (CUE
+// evaluation cannot be stopped, so the child exits right after Load
+// returns, as the command line does) and checks the error and the child's
+// peak memory, which without the bound passed 8 GB.
+func TestEvalMemoryBounded(t *testing.T) {
+	if os.Getenv("MLBUILD_TEST_EVALMEM") != "" {
+		_, err := LoadBytes(filepath.Join(os.TempDir(), "double.cue"), []byte(doublingSpec()))
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(0)
+	}
+	if testing.Short() {
+		t.Skip("starts a child that takes 0.5 GB")
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestEvalMemoryBounded$")
+	cmd.Env = append(os.Environ(), "MLBUILD_TEST_EVALMEM=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("child: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "double.cue:1:1: evaluating the spec took more than 512.00 MiB of memory") {
+		t.Errorf("child's error lacks the memory bound:\n%.1000s", out)
+	}
+	peak := cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss * 1024 // kilobytes on Linux
+	t.Logf("peak memory of the child: %d MB", peak>>20)
+	if peak > 1<<30 {
+		t.Errorf("the child's peak memory was %d MB; want below 1 GB", peak>>20)
+	}
+}
