@@ -116,6 +116,11 @@ func copyWeights(m Model, f *safetensors.File, withOptimizer bool) error {
 	if err := safetensors.CheckShapes(f, expected(m, withOptimizer || isCheckpoint(f))); err != nil {
 		return fmt.Errorf("%s does not hold weights of model %s: %v", f.Path, m.Meta().Name, err)
 	}
+	// A NaN or Inf weight (or optimizer moment) would make every output
+	// NaN: predict printed "class 0 (p=NaN)" and exited 0.
+	if err := f.CheckFinite(); err != nil {
+		return err
+	}
 	for _, t := range weightTensors(m, withOptimizer) {
 		if err := f.CopyInto(t.Name, t.Data); err != nil {
 			return err

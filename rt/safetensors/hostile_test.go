@@ -2,6 +2,7 @@ package safetensors
 
 import (
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -47,5 +48,31 @@ func TestManyKeysParseInLinearTime(t *testing.T) {
 	dup := strings.Replace(string(data), `"t79999"`, `"t12345"`, 1)
 	if _, err := ReadBytes("dup.safetensors", []byte(dup)); err == nil || !strings.Contains(err.Error(), `duplicate key "t12345"`) {
 		t.Errorf("a repeated tensor name among 80000: got %v, want a duplicate key error naming \"t12345\"", err)
+	}
+}
+
+// TestCheckFinite finds a NaN, +Inf and -Inf by tensor and element, and
+// passes finite weights.
+func TestCheckFinite(t *testing.T) {
+	for _, tc := range []struct {
+		v    float32
+		want string
+	}{{float32(math.NaN()), "NaN"}, {float32(math.Inf(1)), "+Inf"}, {float32(math.Inf(-1)), "-Inf"}} {
+		data := handMade(`{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[3],"data_offsets":[8,20]}}`, f32le(1, 2, 3, tc.v, 5))
+		f, err := ReadBytes("w.safetensors", data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = f.CheckFinite()
+		if err == nil || !strings.Contains(err.Error(), `w.safetensors: tensor "b" holds `+tc.want+` at element 1`) {
+			t.Errorf("%v in tensor b: got %v", tc.v, err)
+		}
+	}
+	f, err := ReadBytes("w.safetensors", handMade(`{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}`, f32le(1, -math.MaxFloat32)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.CheckFinite(); err != nil {
+		t.Errorf("finite weights: %v", err)
 	}
 }
