@@ -2,6 +2,7 @@ package app
 
 import (
 	"fmt"
+	"io"
 	"math"
 	"strconv"
 	"strings"
@@ -37,6 +38,12 @@ type DataSpec struct {
 	FeaturesArray, LabelsArray string
 	Standardize                bool // per-feature standardisation of the inputs
 	StandardizeTargets         bool // regression: standardised targets
+	// SkipBadImages (train's --skip-bad-images) leaves out, with a
+	// warning on Warn for each, the files of an image folder whose header
+	// cannot be read or whose size does not fit; otherwise they are
+	// refused before training. Set by the command line, not the spec.
+	SkipBadImages bool
+	Warn          io.Writer
 }
 
 // Column picks a CSV column by header name or, when Name is "", by index.

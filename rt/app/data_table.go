@@ -135,6 +135,9 @@ func (s *memSource) close() {}
 // labels from labelsPath. names are the class names in index order, when
 // known; found are the ones derived from string labels.
 func openCSV(meta *Meta, path, labelsPath string, names []string) (source, int, []string, error) {
+	if err := regularFiles(path, labelsPath); err != nil {
+		return nil, 0, nil, err
+	}
 	d := &meta.Data
 	tb, err := csvdata.Read(path, d.csvOptions(labelsPath == ""))
 	if err != nil {
@@ -246,6 +249,9 @@ func (s *npySource) close() {
 // against each other and the model: shapes, and every label (a class
 // index in range, or a finite target) and feature (finite).
 func openNPY(meta *Meta, path, labelsPath string) (source, int, error) {
+	if err := regularFiles(path, labelsPath); err != nil {
+		return nil, 0, err
+	}
 	x, err := npy.Open(path)
 	if err != nil {
 		return nil, 0, err
@@ -261,6 +267,9 @@ func openNPY(meta *Meta, path, labelsPath string) (source, int, error) {
 // openNPZ reads the features and labels arrays of an .npz archive with
 // openArray (rt/npz's Open).
 func openNPZ(meta *Meta, path string, openArray func(path, name string) (*npy.Array, error)) (source, int, error) {
+	if err := regularFiles(path); err != nil {
+		return nil, 0, err
+	}
 	d := &meta.Data
 	xName, yName := cmp.Or(d.FeaturesArray, "x"), cmp.Or(d.LabelsArray, "y")
 	x, err := openArray(path, xName)

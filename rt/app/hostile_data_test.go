@@ -1,12 +1,16 @@
 package app
 
 import (
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
+	"github.com/mlbuild/mlbuild/rt/imageio"
 	"github.com/mlbuild/mlbuild/rt/safetensors"
 )
 
@@ -66,5 +70,174 @@ func TestNonFiniteWeightsRefused(t *testing.T) {
 	code, out, errOut := runLin(t, dir, "train", "--resume", ckpt, "--epochs", "3", "--quiet")
 	if code != exitFailure || !strings.Contains(errOut, `holds +Inf at element 0`) || !strings.Contains(errOut, `tensor "dense1.weight"`) {
 		t.Errorf("--resume of a checkpoint with an Inf moment: exit %d\n%s%s", code, out, errOut)
+	}
+}
+
+// withTimeout runs f, failing the test when it has not returned within d
+// (a read of a FIFO or of /dev/zero would otherwise hang the test).
+func withTimeout(t *testing.T, d time.Duration, what string, f func()) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f()
+	}()
+	select {
+	case <-done:
+	case <-time.After(d):
+		t.Fatalf("%s: still running after %v", what, d)
+	}
+}
+
+// TestSpecialFilesRefused: a FIFO or a device among the data files, or
+// given to predict, is refused with its path before it is opened; a FIFO
+// was waited on for ever and /dev/zero read for ever.
+func TestSpecialFilesRefused(t *testing.T) {
+	dir := trainedLin(t)
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Skipf("cannot make a FIFO here: %v", err)
+	}
+	data := filepath.Join(dir, "data")
+	for _, c := range []struct {
+		file, target, kind string
+	}{
+		{"train-images", fifo, "a FIFO (named pipe)"},
+		{"train-labels", "/dev/zero", "a character device"},
+	} {
+		path := filepath.Join(data, c.file)
+		saved := path + ".saved"
+		if err := os.Rename(path, saved); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(c.target, path); err != nil {
+			t.Fatal(err)
+		}
+		withTimeout(t, 20*time.Second, "train with "+c.file+" → "+c.target, func() {
+			code, out, errOut := runLin(t, dir, "train", "--data", "data", "--epochs", "1", "--quiet", "--out", "x.safetensors")
+			if want := filepath.Join("data", c.file) + " is " + c.kind + ", not a regular file"; code != exitFailure || !strings.Contains(errOut, want) {
+				t.Errorf("%s → %s: exit %d, stderr lacks %q:\n%s%s", c.file, c.target, code, want, out, errOut)
+			}
+		})
+		os.Remove(path)
+		os.Rename(saved, path)
+	}
+	for _, input := range []string{fifo, "/dev/zero"} {
+		withTimeout(t, 20*time.Second, "predict "+input, func() {
+			code, out, errOut := runLin(t, dir, "predict", "--weights", "lin.safetensors", input)
+			if code != exitFailure || !strings.Contains(errOut, input+" is a ") {
+				t.Errorf("predict %s: exit %d\n%s%s", input, code, out, errOut)
+			}
+		})
+	}
+}
+
+// imageFolderLin is the test model reading a folder of 4×4 grey images
+// (class c's bright quadrant is c), 8 of each class, under dir/imgs.
+func imageFolderLin(t *testing.T, dir string) *linearModel {
+	t.Helper()
+	for c, name := range []string{"c0", "c1", "c2", "c3"} {
+		sub := filepath.Join(dir, "imgs", name)
+		if err := os.MkdirAll(sub, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for i := range 8 {
+			pix := make([]float32, 16)
+			for y := range 4 {
+				for x := range 4 {
+					if (y/2)*2+x/2 == c {
+						pix[y*4+x] = 0.8 + 0.02*float32(i)
+					}
+				}
+			}
+			if err := os.WriteFile(filepath.Join(sub, fmt.Sprintf("%d.pgm", i)), imageio.EncodePGM(pix, 4, 4), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	m := newLinearModel()
+	m.meta.Data = DataSpec{Format: "imagefolder", Task: "classification", Train: "imgs", TestSplit: 0.25}
+	return m
+}
+
+// TestBadImagesFoundBeforeTraining: a corrupt image, one cut short and one
+// of another size are named before the first step (they failed when their
+// batch came up, epochs into the run); --skip-bad-images trains on the
+// others with a warning for each; a FIFO among the images is refused.
+func TestBadImagesFoundBeforeTraining(t *testing.T) {
+	dir := t.TempDir()
+	imageFolderLin(t, dir)
+	bad := map[string][]byte{
+		filepath.Join("imgs", "c1", "corrupt.png"): []byte("\x89PNG\r\n\x1a\n not really"),
+		filepath.Join("imgs", "c2", "cut.pgm"):     []byte("P5 4 4 255\n\x00\x01"),
+		filepath.Join("imgs", "c3", "big.pgm"):     imageio.EncodePGM(make([]float32, 25), 5, 5),
+	}
+	for name, b := range bad {
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run := func(args ...string) (int, string, string, string) {
+		metrics := filepath.Join(dir, "m.jsonl")
+		os.Remove(metrics)
+		m := imageFolderLin(t, dir)
+		code, out, errOut := runModel(t, dir, m, append([]string{"train", "--data", ".", "--epochs", "2", "--quiet", "--metrics", metrics}, args...)...)
+		b, _ := os.ReadFile(metrics)
+		return code, out, errOut, string(b)
+	}
+	code, out, errOut, metrics := run()
+	if code != exitFailure || strings.Contains(metrics, `"step"`) {
+		t.Errorf("bad images: exit %d (want %d), or training ran:\n%s%s", code, exitFailure, out, errOut)
+	}
+	for name := range bad {
+		if !strings.Contains(errOut, name+": ") {
+			t.Errorf("the message does not name %s:\n%s", name, errOut)
+		}
+	}
+	for _, want := range []string{"3 files of the image folder cannot be used", "--skip-bad-images", "needs 16 bytes of pixels", "the image is 5x5 pixels"} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("the message lacks %q:\n%s", want, errOut)
+		}
+	}
+	code, out, errOut, metrics = run("--skip-bad-images")
+	if code != 0 || !strings.Contains(metrics, `"step"`) {
+		t.Errorf("--skip-bad-images: exit %d:\n%s%s", code, out, errOut)
+	}
+	for name := range bad {
+		if !strings.Contains(errOut, "warning: skipping "+name+": ") {
+			t.Errorf("--skip-bad-images: no warning naming %s:\n%s", name, errOut)
+		}
+	}
+	// The help names the flag.
+	if _, out, _ := runModel(t, dir, imageFolderLin(t, dir), "train", "--help"); !strings.Contains(out, "--skip-bad-images") {
+		t.Errorf("train --help does not document --skip-bad-images:\n%s", out)
+	}
+	for name := range bad {
+		os.Remove(filepath.Join(dir, name))
+	}
+	// A FIFO named like an image is refused, named, without waiting on it.
+	fifo := filepath.Join("imgs", "c0", "pipe.png")
+	if err := syscall.Mkfifo(filepath.Join(dir, fifo), 0o644); err != nil {
+		t.Skipf("cannot make a FIFO here: %v", err)
+	}
+	withTimeout(t, 20*time.Second, "an image folder with a FIFO", func() {
+		code, out, errOut, _ := run()
+		if code != exitFailure || !strings.Contains(errOut, fifo+" is a FIFO (named pipe), not a regular file") {
+			t.Errorf("a FIFO among the images: exit %d\n%s%s", code, out, errOut)
+		}
+	})
+}
+
+// TestNonUTF8ClassFolder: a class folder whose name is not UTF-8 is
+// refused, named, when the folder is opened.
+func TestNonUTF8ClassFolder(t *testing.T) {
+	dir := t.TempDir()
+	imageFolderLin(t, dir)
+	if err := os.Rename(filepath.Join(dir, "imgs", "c3"), filepath.Join(dir, "imgs", "c\xff3")); err != nil {
+		t.Skipf("this file system does not take such a name: %v", err)
+	}
+	code, out, errOut := runModel(t, dir, imageFolderLin(t, t.TempDir()), "train", "--data", dir, "--epochs", "1", "--quiet")
+	if code != exitFailure || !strings.Contains(errOut, `class folder "c\xff3" has a name that is not UTF-8 text`) {
+		t.Errorf("non-UTF-8 class folder: exit %d\n%s%s", code, out, errOut)
 	}
 }

@@ -90,6 +90,9 @@ type predictor struct {
 
 // file predicts every sample of one input file, by its contents.
 func (p *predictor) file(path string) error {
+	if err := regularFiles(path); err != nil {
+		return err
+	}
 	head := make([]byte, 6)
 	if f, err := os.Open(path); err == nil {
 		io.ReadFull(f, head)

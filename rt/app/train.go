@@ -35,7 +35,7 @@ type trainOptions struct {
 	epochs, threads, limit, patience       int
 	lr, valSplit                           float64
 	seed                                   int64
-	quiet, force                           bool
+	quiet, force, skipBadImages            bool
 }
 
 func parseTrainFlags(meta *Meta, args []string, stdout, stderr io.Writer) (*trainOptions, error) {
@@ -56,6 +56,9 @@ func parseTrainFlags(meta *Meta, args []string, stdout, stderr io.Writer) (*trai
 	fs.Float64Var(&o.valSplit, "validation-split", d.ValidationSplit, "hold out the fraction `X` of the training images for validation, in [0, 1)")
 	fs.IntVar(&o.patience, "patience", d.Patience, "stop after `N` epochs without a better validation loss (0: never)")
 	fs.BoolVar(&o.quiet, "quiet", false, "print only the summary")
+	if meta.format() == "imagefolder" {
+		fs.BoolVar(&o.skipBadImages, "skip-bad-images", false, "leave out, with a warning for each, the images whose header cannot be read or whose size does not fit the model (without it, training refuses them before the first step)")
+	}
 	fs.BoolVar(&o.force, "force", false, "replace --out and --checkpoint even when they exist and were not written by an mlbuild program")
 	if err := noOperands(fs, args, stdout); err != nil {
 		return nil, err
@@ -145,6 +148,7 @@ func trainCmd(m Model, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	cpu.SetThreads(o.threads)
+	meta.Data.SkipBadImages, meta.Data.Warn = o.skipBadImages, stderr
 	ds, err := openTrainSet(meta, o.data, o.limit)
 	if err != nil {
 		return err
