@@ -69,6 +69,13 @@ func (m *Meta) format() string {
 	return m.Data.Format
 }
 
+// csvColumns is the most columns a row of the spec's CSV file has: the
+// model's input values, the label columns and the dropped ones. It bounds
+// what the reader takes of each line (csvdata.Options.MaxColumns).
+func (m *Meta) csvColumns() int {
+	return m.inputSize() + max(len(m.Data.Label), 1) + len(m.Data.Drop)
+}
+
 // csvOptions translates the spec's CSV layout for the reader; labels says
 // whether the file holds the label columns.
 func (d *DataSpec) csvOptions(labels bool) csvdata.Options {

@@ -139,7 +139,9 @@ func openCSV(meta *Meta, path, labelsPath string, names []string) (source, int, 
 		return nil, 0, nil, err
 	}
 	d := &meta.Data
-	tb, err := csvdata.Read(path, d.csvOptions(labelsPath == ""))
+	opts := d.csvOptions(labelsPath == "")
+	opts.MaxColumns = meta.csvColumns()
+	tb, err := csvdata.Read(path, opts)
 	if err != nil {
 		return nil, 0, nil, err
 	}
@@ -155,6 +157,7 @@ func openCSV(meta *Meta, path, labelsPath string, names []string) (source, int, 
 		}
 		o := d.csvOptions(false)
 		o.Drop = nil
+		o.MaxColumns = meta.csvColumns() // bounds the lines; the check below says what is wrong
 		for i := 0; i < k; i++ {
 			o.Labels = append(o.Labels, csvdata.Column{Index: i})
 		}

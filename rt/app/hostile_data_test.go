@@ -241,3 +241,25 @@ func TestNonUTF8ClassFolder(t *testing.T) {
 		t.Errorf("non-UTF-8 class folder: exit %d\n%s%s", code, out, errOut)
 	}
 }
+
+// TestCSVLineBoundedBySpec: the program bounds a CSV line by the spec's
+// columns (2 features and a label: LineLimit(3) bytes), so a line of 1 MiB
+// of tiny cells is refused at its line number, for training and predict.
+func TestCSVLineBoundedBySpec(t *testing.T) {
+	dir := t.TempDir()
+	text := "1,2,0\n3,4,1\n" + strings.Repeat("0,", 1<<19) + "1\n"
+	if err := os.WriteFile(filepath.Join(dir, "t.csv"), []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	meta := &Meta{Name: "t", InputShape: []int{2}, Classes: 2, Batch: 1, Readers: allReaders,
+		Defaults: Defaults{Loss: "softmax_cross_entropy"},
+		Data:     DataSpec{Format: "csv", Task: "classification", Train: "t.csv", TestSplit: 0.5}}
+	want := "t.csv:3: the line is longer than 4864 bytes, more than 3 columns"
+	if _, err := openTrainSet(meta, dir, 0); err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("train: got %v, want %q", err, want)
+	}
+	p := &predictor{meta: meta}
+	if _, err := p.readCSV(filepath.Join(dir, "t.csv")); err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("predict: got %v, want %q", err, want)
+	}
+}

@@ -145,11 +145,13 @@ func (p *predictor) image(path string) error {
 func (p *predictor) readCSV(path string) (*csvdata.Table, error) {
 	d := &p.meta.Data
 	want := p.meta.inputSize()
-	withLabels, errWith := csvdata.Read(path, d.csvOptions(d.TrainLabels == ""))
+	with, bare := d.csvOptions(d.TrainLabels == ""), d.csvOptions(false)
+	with.MaxColumns, bare.MaxColumns = p.meta.csvColumns(), p.meta.csvColumns()
+	withLabels, errWith := csvdata.Read(path, with)
 	if errWith == nil && withLabels.Features == want {
 		return withLabels, nil
 	}
-	without, err := csvdata.Read(path, d.csvOptions(false))
+	without, err := csvdata.Read(path, bare)
 	if err == nil && without.Features == want {
 		return without, nil
 	}
