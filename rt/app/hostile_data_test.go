@@ -1,6 +1,8 @@
 package app
 
 import (
+	"archive/zip"
+	"bytes"
 	"fmt"
 	"math"
 	"os"
@@ -11,6 +13,7 @@ import (
 	"time"
 
 	"github.com/mlbuild/mlbuild/rt/imageio"
+	"github.com/mlbuild/mlbuild/rt/npy"
 	"github.com/mlbuild/mlbuild/rt/safetensors"
 )
 
@@ -261,5 +264,51 @@ func TestCSVLineBoundedBySpec(t *testing.T) {
 	p := &predictor{meta: meta}
 	if _, err := p.readCSV(filepath.Join(dir, "t.csv")); err == nil || !strings.Contains(err.Error(), want) {
 		t.Errorf("predict: got %v, want %q", err, want)
+	}
+}
+
+// TestNPZBoundedBySpec: the program checks an archive's arrays against
+// the model from their headers, before inflating them: features of
+// another row size, however many rows they claim, and labels for another
+// number of samples are refused, and features whose data inflate past
+// their shape are refused at the first byte more.
+func TestNPZBoundedBySpec(t *testing.T) {
+	dir := t.TempDir()
+	arr := func(shape []int, extra int) []byte {
+		n := 1
+		for _, d := range shape {
+			n *= d
+		}
+		var b bytes.Buffer
+		npy.Encode(&b, shape, make([]float32, n))
+		return append(b.Bytes(), make([]byte, extra)...)
+	}
+	write := func(x, y []byte) {
+		f, err := os.Create(filepath.Join(dir, "d.npz"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		zw := zip.NewWriter(f)
+		for name, b := range map[string][]byte{"x.npy": x, "y.npy": y} {
+			w, _ := zw.CreateHeader(&zip.FileHeader{Name: name, Method: zip.Deflate})
+			w.Write(b)
+		}
+		zw.Close()
+		f.Close()
+	}
+	meta := newLinearModel().Meta()
+	meta.Data = DataSpec{Format: "npz", Task: "classification", Train: "d.npz", TestSplit: 0.25}
+	for _, c := range []struct {
+		x, y []byte
+		want string
+	}{
+		{arr([]int{8, 3}, 0), arr([]int{8}, 0), "d.npz[x]: shape (8, 3) gives 3 values per sample but the model takes 16"},
+		{arr([]int{8, 16}, 8<<20), arr([]int{8}, 0), "d.npz[x]: more bytes follow the 512 bytes of data that shape (8, 16) of float32 needs"},
+		{arr([]int{8, 4, 4}, 0), arr([]int{9}, 0), "d.npz[y]: shape (9,): the labels must be 1 per sample for the 8 samples of"},
+	} {
+		write(c.x, c.y)
+		if _, err := openTrainSet(meta, dir, 0); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("got %v, want %q", err, c.want)
+		}
 	}
 }
