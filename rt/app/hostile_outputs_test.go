@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mlbuild/mlbuild/rt/npy"
 	"github.com/mlbuild/mlbuild/rt/safetensors"
 )
 
@@ -171,4 +172,43 @@ func momentumLin() *linearModel {
 	m.meta.Params[0].State = []int{lmState}
 	m.meta.Params[1].State = []int{lmState + lmIn*lmClasses}
 	return m
+}
+
+// TestPredictGoesOnAfterABadInput: predict reports a bad input and
+// predicts the others, then exits 1 (it stopped at the first bad one);
+// with --output it writes nothing, as the rows would not pair with the
+// inputs.
+func TestPredictGoesOnAfterABadInput(t *testing.T) {
+	dir := trainedLin(t)
+	os.WriteFile(filepath.Join(dir, "notes.txt"), []byte("not an input"), 0o644)
+	code, out, errOut := runLin(t, dir, "predict", "--weights", "lin.safetensors", "missing.pgm", "digit.pgm", "notes.txt", "digit.pgm")
+	if code != exitFailure || strings.Count(out, "digit.pgm: class") != 2 || !strings.Contains(errOut, "missing.pgm") || !strings.Contains(errOut, "notes.txt") || !strings.Contains(errOut, "2 of 4 inputs could not be predicted") {
+		t.Errorf("exit %d (want %d), want both digits predicted and both bad inputs named:\n%s%s", code, exitFailure, out, errOut)
+	}
+	code, out, errOut = runLin(t, dir, "predict", "--weights", "lin.safetensors", "--output", "o.npy", "missing.pgm", "digit.pgm")
+	if _, err := os.Stat(filepath.Join(dir, "o.npy")); code != exitFailure || err == nil || !strings.Contains(errOut, "o.npy was not written") {
+		t.Errorf("--output with a bad input: exit %d, o.npy written: %v\n%s%s", code, err == nil, out, errOut)
+	}
+}
+
+// TestPredictOutputReplacesOnlyItsOwn: --output replaces an array that
+// predict wrote, and no other file without --force (it replaced any).
+func TestPredictOutputReplacesOnlyItsOwn(t *testing.T) {
+	dir := trainedLin(t)
+	if err := npy.Write(filepath.Join(dir, "mine.npy"), []int{1, 4}, make([]float32, 4)); err != nil {
+		t.Fatal(err)
+	}
+	mine := mustRead(t, filepath.Join(dir, "mine.npy"))
+	for i := range 2 {
+		if code, out, errOut := runLin(t, dir, "predict", "--weights", "lin.safetensors", "--output", "o.npy", "digit.pgm"); code != 0 {
+			t.Fatalf("run %d: exit %d\n%s%s", i, code, out, errOut)
+		}
+	}
+	code, out, errOut := runLin(t, dir, "predict", "--weights", "lin.safetensors", "--output", "mine.npy", "digit.pgm")
+	if code != exitFailure || !strings.Contains(errOut, "--output mine.npy exists and is not an array written by predict") || !bytes.Equal(mustRead(t, filepath.Join(dir, "mine.npy")), mine) {
+		t.Errorf("--output on a user's array: exit %d\n%s%s", code, out, errOut)
+	}
+	if code, out, errOut := runLin(t, dir, "predict", "--weights", "lin.safetensors", "--output", "mine.npy", "--force", "digit.pgm"); code != 0 || bytes.Equal(mustRead(t, filepath.Join(dir, "mine.npy")), mine) {
+		t.Errorf("--force: exit %d\n%s%s", code, out, errOut)
+	}
 }

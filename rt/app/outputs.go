@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/mlbuild/mlbuild/rt/jsontext"
+	"github.com/mlbuild/mlbuild/rt/npy"
 )
 
 // checkReplaceable refuses, before any training, to let train's --out or
@@ -223,4 +224,21 @@ func isMetricsFile(path string) bool {
 	}
 	step, ok := v.Lookup("step")
 	return ok && step.Kind == jsontext.Number
+}
+
+// checkOutputArray refuses, before any prediction, to let predict's
+// --output replace a file that predict did not write (its header carries
+// npy.Mark), without force; a folder is refused always.
+func checkOutputArray(path string, force bool) error {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil // absent (or unreadable: the write will say why)
+	}
+	if fi.IsDir() {
+		return fmt.Errorf("--output %s is a directory; name a .npy file", path)
+	}
+	if force || npy.IsMarked(path) {
+		return nil
+	}
+	return fmt.Errorf("--output %s exists and is not an array written by predict; choose another path, remove it, or pass --force to replace it", path)
 }

@@ -19,6 +19,7 @@ type predictOptions struct {
 	weights, output string
 	limit, top      int
 	resize, json    bool
+	force           bool
 }
 
 func predictCmd(m Model, args []string, stdout, stderr io.Writer) error {
@@ -31,6 +32,7 @@ func predictCmd(m Model, args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&o.top, "top", 1, "classification: how many classes to print per input")
 	fs.BoolVar(&o.json, "json", false, "print one JSON object per sample: {\"input\", \"class\", \"label\", \"p\", \"top\"} (regression: {\"input\", \"values\"})")
 	fs.StringVar(&o.output, "output", "", "write the raw outputs of every sample (logits, or regression values) to this .npy file instead of printing")
+	fs.BoolVar(&o.force, "force", false, "replace --output even when it exists and is not an array predict wrote")
 	inputs, err := parseFlags(fs, args, stdout)
 	if err != nil {
 		return err
@@ -50,21 +52,43 @@ func predictCmd(m Model, args []string, stdout, stderr io.Writer) error {
 	if o.output != "" && filepath.Ext(o.output) != ".npy" {
 		return usageError{fmt.Sprintf("--output %s: the outputs are written as a NumPy array; name a .npy file", o.output)}
 	}
+	if o.output != "" {
+		if err := checkOutputArray(o.output, o.force); err != nil {
+			return err
+		}
+	}
 	if err := loadWeights(m, o.weights); err != nil {
 		return err
 	}
 	p := &predictor{m: m, meta: meta, o: o, w: stdout, names: classLabels(meta)}
+	// A bad input is reported and the others are predicted; the command
+	// fails at the end (it stopped at the first bad one).
+	var failed int
+	var lastErr error
 	for _, path := range inputs {
 		if err := p.file(path); err != nil {
-			return err
+			failed++
+			lastErr = err
+			if len(inputs) > 1 {
+				fmt.Fprintf(stderr, "%s: %v\n", meta.Name, err)
+			}
 		}
+	}
+	switch {
+	case failed == 0:
+	case len(inputs) == 1:
+		return lastErr
+	case o.output != "":
+		return fmt.Errorf("%d of %d inputs could not be predicted (named above); %s was not written, as its rows would not pair with the inputs", failed, len(inputs), o.output)
+	default:
+		return fmt.Errorf("%d of %d inputs could not be predicted (named above)", failed, len(inputs))
 	}
 	if o.output != "" {
 		shape := []int{p.rows, meta.Classes}
 		if len(meta.OutputShape) > 1 {
 			shape = append([]int{p.rows}, meta.OutputShape...)
 		}
-		if err := npy.Write(o.output, shape, p.out); err != nil {
+		if err := npy.WriteMarked(o.output, shape, p.out); err != nil {
 			return fmt.Errorf("writing %s: %v", o.output, err)
 		}
 		dims := make([]string, len(shape))

@@ -299,7 +299,7 @@ type header struct {
 // {'descr': '<f4', 'fortran_order': False, 'shape': (150, 4), }.
 func parseHeader(s string) (header, error) {
 	var h header
-	s = strings.TrimRight(s, " \n\x00")
+	s = strings.TrimRight(s, " \t\n\x00")
 	if !strings.HasPrefix(s, "{") || !strings.HasSuffix(s, "}") {
 		return h, fmt.Errorf("%s is not a dict", clip(s))
 	}
