@@ -62,6 +62,10 @@ func readWeights(path string, m *spec.Model, train *planner.Plan) (*emit.Weights
 	if err := safetensors.CheckShapes(f, want); err != nil {
 		return nil, withCode(ExitInvalid, fmt.Errorf("--weights: %v\nthe model is the one of %s; `mlbuild plan %s` lists its params (the buffers of kind param and stat)", err, m.File, m.File))
 	}
+	// Embedded NaN or Inf weights would make every prediction NaN.
+	if err := f.CheckFinite(); err != nil {
+		return nil, withCode(ExitInvalid, fmt.Errorf("--weights: %v", err))
+	}
 	d := m.Dataset
 	for _, need := range []struct {
 		on       bool

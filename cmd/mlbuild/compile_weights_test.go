@@ -183,6 +183,11 @@ func TestCompileEmbeddedWeights(t *testing.T) {
 			}
 		}, []string{`missing tensor "conv1.bias" [8]`, `unexpected tensor "conv1.b" [8]`}},
 		{"checkpoint", map[string]string{"mlbuild.epoch": "1"}, func(*safetensors.Tensor) {}, []string{"is a training checkpoint", "--out"}},
+		{"nan", map[string]string{}, func(tn *safetensors.Tensor) {
+			if tn.Name == "fc.bias" {
+				tn.Data[3] = float32(math.NaN())
+			}
+		}, []string{`tensor "fc.bias" holds NaN at element 3`}},
 	} {
 		bad := filepath.Join(dir, c.name+".safetensors")
 		rewriteWeights(t, weights, bad, c.md, c.edit)

@@ -3,6 +3,8 @@ package app
 import (
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -71,6 +73,9 @@ func (s *idxSource) close() {
 // reader, which checks them against each other) and checks them against
 // the model's input shape and class count.
 func openPair(meta *Meta, imagesPath, labelsPath string) (*dataset, error) {
+	if err := regularFiles(imagesPath, labelsPath); err != nil {
+		return nil, err
+	}
 	im, lb, err := meta.idxPair(imagesPath, labelsPath)
 	if err != nil {
 		return nil, err
@@ -289,4 +294,41 @@ func (l *batchLoader) bytesRead() int64 {
 		return c.bytesRead()
 	}
 	return 0
+}
+
+// regularFiles refuses, before anything opens them, paths that are not
+// regular files (links are followed): /dev/zero would be read for ever
+// and a FIFO waited on for ever, so a dataset or an input must be a file.
+// Empty paths are skipped.
+func regularFiles(paths ...string) error {
+	for _, path := range paths {
+		if path == "" {
+			continue
+		}
+		fi, err := os.Stat(path)
+		if err != nil {
+			return err // *PathError names the file
+		}
+		if !fi.Mode().IsRegular() {
+			return fmt.Errorf("%s is %s, not a regular file: data and inputs are read from files", path, fileKind(fi.Mode()))
+		}
+	}
+	return nil
+}
+
+// fileKind names the kind of a file that is not a regular one.
+func fileKind(m fs.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "a folder"
+	case m&fs.ModeNamedPipe != 0:
+		return "a FIFO (named pipe)"
+	case m&fs.ModeCharDevice != 0:
+		return "a character device"
+	case m&fs.ModeDevice != 0:
+		return "a device"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
+	}
+	return "a special file"
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"unicode/utf8"
 
 	"github.com/mlbuild/mlbuild/rt/imageio"
 )
@@ -59,6 +60,11 @@ func openImageFolder(meta *Meta, root string, want []string) (source, int, []str
 			names = append(names, e.Name())
 		}
 	}
+	for _, name := range names {
+		if !utf8.ValidString(name) {
+			return nil, 0, nil, fmt.Errorf("%s: the class folder %q has a name that is not UTF-8 text; rename it (class names are recorded as text with the weights and printed by predict)", root, name)
+		}
+	}
 	sort.Sort(sort.StringSlice(names))
 	if len(names) != meta.Classes {
 		return nil, 0, nil, fmt.Errorf("%s has %d class folders (%s) but the model has %d classes", root, len(names), summariseNames(names), meta.Classes)
@@ -74,20 +80,99 @@ func openImageFolder(meta *Meta, root string, want []string) (source, int, []str
 		if err != nil {
 			return nil, 0, nil, err
 		}
-		count := 0
 		for _, f := range files {
 			if f.IsDir() || !slices.Contains(imageExts, strings.ToLower(filepath.Ext(f.Name()))) {
 				continue
 			}
 			s.files = append(s.files, filepath.Join(dir, f.Name()))
 			s.labels = append(s.labels, c)
-			count++
 		}
-		if count == 0 {
-			return nil, 0, nil, fmt.Errorf("%s: the class folder holds no images (%s files); every class needs at least one", dir, strings.Join(imageExts, ", "))
+	}
+	if err := s.checkFiles(&meta.Data); err != nil {
+		return nil, 0, nil, err
+	}
+	count := make([]int, s.classes)
+	for _, c := range s.labels {
+		count[c]++
+	}
+	for c, n := range count {
+		if n == 0 {
+			return nil, 0, nil, fmt.Errorf("%s: the class folder holds no images (%s files); every class needs at least one", filepath.Join(root, names[c]), strings.Join(imageExts, ", "))
 		}
 	}
 	return s, len(s.files), names, nil
+}
+
+// maxBadListed bounds the bad files an error lists.
+const maxBadListed = 5
+
+// checkFiles reads the header of every image (imageio.ConfigFile: no
+// pixels) and checks its size against the model's input unless the spec
+// resizes, so that a corrupt or wrong-sized file is named before the
+// first step, not when its batch comes up epochs later. With
+// d.SkipBadImages the bad files are left out, each named on d.Warn;
+// otherwise they are refused, the first few named.
+func (s *imageFolderSource) checkFiles(d *DataSpec) error {
+	bad := make([]error, len(s.files))
+	workers := min(runtime.GOMAXPROCS(0), 8)
+	var wg sync.WaitGroup
+	for k := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := k; i < len(s.files); i += workers {
+				bad[i] = s.checkFile(s.files[i])
+			}
+		}()
+	}
+	wg.Wait()
+	var errs []error
+	files, labels := s.files[:0], s.labels[:0]
+	for i, err := range bad {
+		if err == nil {
+			files, labels = append(files, s.files[i]), append(labels, s.labels[i])
+			continue
+		}
+		errs = append(errs, err)
+		if d.SkipBadImages && d.Warn != nil {
+			fmt.Fprintf(d.Warn, "warning: skipping %v\n", err)
+		}
+	}
+	s.files, s.labels = files, labels
+	if len(errs) == 0 || d.SkipBadImages {
+		return nil
+	}
+	var b strings.Builder
+	if len(errs) == 1 {
+		b.WriteString(errs[0].Error())
+	} else {
+		fmt.Fprintf(&b, "%d files of the image folder cannot be used:", len(errs))
+		for i, err := range errs {
+			if i == maxBadListed {
+				fmt.Fprintf(&b, "\n\t… and %d more", len(errs)-i)
+				break
+			}
+			b.WriteString("\n\t" + err.Error())
+		}
+		b.WriteString("\n")
+	}
+	b.WriteString(" (pass --skip-bad-images to train on the others, with a warning for each)")
+	return fmt.Errorf("%s", b.String())
+}
+
+// checkFile checks one image's file and header.
+func (s *imageFolderSource) checkFile(path string) error {
+	if err := regularFiles(path); err != nil {
+		return err
+	}
+	h, w, err := imageio.ConfigFile(path)
+	if err != nil {
+		return err
+	}
+	if !s.resize && (h != s.h || w != s.w) {
+		return fmt.Errorf("%s: the image is %dx%d pixels (height x width) but the model takes %dx%d (set resize: true in the spec's dataset to resample every image)", path, h, w, s.h, s.w)
+	}
+	return nil
 }
 
 // fill decodes the images idx into x, a few goroutines each taking every

@@ -2,6 +2,7 @@ package app
 
 import (
 	"fmt"
+	"io"
 	"math"
 	"strconv"
 	"strings"
@@ -37,6 +38,12 @@ type DataSpec struct {
 	FeaturesArray, LabelsArray string
 	Standardize                bool // per-feature standardisation of the inputs
 	StandardizeTargets         bool // regression: standardised targets
+	// SkipBadImages (train's --skip-bad-images) leaves out, with a
+	// warning on Warn for each, the files of an image folder whose header
+	// cannot be read or whose size does not fit; otherwise they are
+	// refused before training. Set by the command line, not the spec.
+	SkipBadImages bool
+	Warn          io.Writer
 }
 
 // Column picks a CSV column by header name or, when Name is "", by index.
@@ -60,6 +67,13 @@ func (m *Meta) format() string {
 		return "idx"
 	}
 	return m.Data.Format
+}
+
+// csvColumns is the most columns a row of the spec's CSV file has: the
+// model's input values, the label columns and the dropped ones. It bounds
+// what the reader takes of each line (csvdata.Options.MaxColumns).
+func (m *Meta) csvColumns() int {
+	return m.inputSize() + max(len(m.Data.Label), 1) + len(m.Data.Drop)
 }
 
 // csvOptions translates the spec's CSV layout for the reader; labels says

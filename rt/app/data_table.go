@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/mlbuild/mlbuild/rt/cpu"
@@ -135,8 +136,13 @@ func (s *memSource) close() {}
 // labels from labelsPath. names are the class names in index order, when
 // known; found are the ones derived from string labels.
 func openCSV(meta *Meta, path, labelsPath string, names []string) (source, int, []string, error) {
+	if err := regularFiles(path, labelsPath); err != nil {
+		return nil, 0, nil, err
+	}
 	d := &meta.Data
-	tb, err := csvdata.Read(path, d.csvOptions(labelsPath == ""))
+	opts := d.csvOptions(labelsPath == "")
+	opts.MaxColumns = meta.csvColumns()
+	tb, err := csvdata.Read(path, opts)
 	if err != nil {
 		return nil, 0, nil, err
 	}
@@ -152,6 +158,7 @@ func openCSV(meta *Meta, path, labelsPath string, names []string) (source, int, 
 		}
 		o := d.csvOptions(false)
 		o.Drop = nil
+		o.MaxColumns = meta.csvColumns() // bounds the lines; the check below says what is wrong
 		for i := 0; i < k; i++ {
 			o.Labels = append(o.Labels, csvdata.Column{Index: i})
 		}
@@ -246,6 +253,9 @@ func (s *npySource) close() {
 // against each other and the model: shapes, and every label (a class
 // index in range, or a finite target) and feature (finite).
 func openNPY(meta *Meta, path, labelsPath string) (source, int, error) {
+	if err := regularFiles(path, labelsPath); err != nil {
+		return nil, 0, err
+	}
 	x, err := npy.Open(path)
 	if err != nil {
 		return nil, 0, err
@@ -259,19 +269,62 @@ func openNPY(meta *Meta, path, labelsPath string) (source, int, error) {
 }
 
 // openNPZ reads the features and labels arrays of an .npz archive with
-// openArray (rt/npz's Open).
-func openNPZ(meta *Meta, path string, openArray func(path, name string) (*npy.Array, error)) (source, int, error) {
+// openArray (rt/npz's Open), which reads them into memory. Their shapes
+// are checked against the model from their headers before their data are
+// inflated, so that the memory they take is what the model's shapes need
+// for the archive's samples (rows × (input size + label width) elements):
+// a hostile archive cannot inflate further.
+func openNPZ(meta *Meta, path string, openArray func(path, name string, check func(shape []int, elemSize int) error) (*npy.Array, error)) (source, int, error) {
+	if err := regularFiles(path); err != nil {
+		return nil, 0, err
+	}
 	d := &meta.Data
 	xName, yName := cmp.Or(d.FeaturesArray, "x"), cmp.Or(d.LabelsArray, "y")
-	x, err := openArray(path, xName)
+	x, err := openArray(path, xName, func(shape []int, _ int) error {
+		if want := meta.inputSize(); len(shape) == 0 || rowSize(shape) != want {
+			return fmt.Errorf("shape %s gives %d values per sample but the model takes %d (input %s)", shapeText(shape), rowSize(shape), want, joinShape(meta.InputShape))
+		}
+		return nil
+	})
 	if err != nil {
 		return nil, 0, err
 	}
-	y, err := openArray(path, yName)
+	w := 1
+	if meta.regression() {
+		w = meta.Classes
+	}
+	y, err := openArray(path, yName, func(shape []int, _ int) error {
+		if len(shape) == 0 || shape[0] != x.Rows() || rowSize(shape) != w {
+			return fmt.Errorf("shape %s: the labels must be %d per sample for the %d samples of %s, shape (%d,)%s", shapeText(shape), w, x.Rows(), x.File, x.Rows(), map[bool]string{true: fmt.Sprintf(" or (%d, %d)", x.Rows(), w), false: ""}[w > 1])
+		}
+		return nil
+	})
 	if err != nil {
 		return nil, 0, err
 	}
 	return checkArrays(meta, x, y, x.File, y.File)
+}
+
+// rowSize is the values per row of an array of shape (its first axis the
+// rows).
+func rowSize(shape []int) int {
+	n := 1
+	for _, d := range shape[min(1, len(shape)):] {
+		n *= d
+	}
+	return n
+}
+
+// shapeText writes a shape as NumPy does: (3, 4), (5,).
+func shapeText(shape []int) string {
+	parts := make([]string, len(shape))
+	for i, d := range shape {
+		parts[i] = strconv.Itoa(d)
+	}
+	if len(parts) == 1 {
+		return "(" + parts[0] + ",)"
+	}
+	return "(" + strings.Join(parts, ", ") + ")"
 }
 
 // checkArrays checks a features array and a labels array (named path and

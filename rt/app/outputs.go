@@ -8,8 +8,10 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/mlbuild/mlbuild/rt/jsontext"
+	"github.com/mlbuild/mlbuild/rt/npy"
 )
 
 // checkReplaceable refuses, before any training, to let train's --out or
@@ -128,4 +130,115 @@ func checkWritable(flagName, path string) error {
 	probe.Close()
 	os.Remove(probe.Name())
 	return nil
+}
+
+// samePath reports whether two paths name one file: equal once made
+// absolute and cleaned, equal after links are resolved (the file's own,
+// or its folder's when the file does not exist yet), or one file reached
+// by two names (a hard link).
+func samePath(a, b string) bool {
+	ca, cb := canonicalPath(a), canonicalPath(b)
+	if ca == cb {
+		return true
+	}
+	fa, errA := os.Stat(a)
+	fb, errB := os.Stat(b)
+	return errA == nil && errB == nil && os.SameFile(fa, fb)
+}
+
+// canonicalPath is path made absolute, with the links of its folder, and
+// its own when it exists, resolved.
+func canonicalPath(path string) string {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return filepath.Clean(path)
+	}
+	if r, err := filepath.EvalSymlinks(abs); err == nil {
+		return r
+	}
+	if dir, err := filepath.EvalSymlinks(filepath.Dir(abs)); err == nil {
+		return filepath.Join(dir, filepath.Base(abs))
+	}
+	return abs
+}
+
+// distinctOutputs refuses two of train's files that are one file: --out
+// and --checkpoint would overwrite each other (the checkpoint destroyed
+// by the weights, or the weights by the next checkpoint), --metrics
+// would be appended to weights, and --out on the checkpoint being resumed
+// would replace it. Empty paths are skipped.
+func distinctOutputs(o *trainOptions) error {
+	files := []struct{ flag, path string }{{"out", o.out}, {"checkpoint", o.checkpoint}, {"metrics", o.metrics}, {"resume", o.resume}}
+	for i, a := range files {
+		for _, b := range files[i+1:] {
+			if a.path == "" || b.path == "" || a.flag == "checkpoint" && b.flag == "resume" {
+				continue // a resumed run writes on its checkpoint
+			}
+			if samePath(a.path, b.path) {
+				return usageError{fmt.Sprintf("--%s %s and --%s %s are the same file; give each its own path", a.flag, a.path, b.flag, b.path)}
+			}
+		}
+	}
+	return nil
+}
+
+// maxMetricsLine bounds what checkMetricsFile reads of a file's first line.
+const maxMetricsLine = 4096
+
+// checkMetricsFile refuses, before training, to append metrics to a file
+// that is not a metrics file an mlbuild program wrote (without force): a
+// file that exists, is not empty and does not open with a line of
+// {"event": ..., "step": ...} JSON, as progress.Metrics writes. Appending
+// to weights or notes would corrupt them.
+func checkMetricsFile(path string, force bool) error {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil // absent (or unreadable: the open will say why)
+	}
+	if !fi.Mode().IsRegular() {
+		return fmt.Errorf("--metrics %s is %s, not a file", path, fileKind(fi.Mode()))
+	}
+	if force || fi.Size() == 0 || isMetricsFile(path) {
+		return nil
+	}
+	return fmt.Errorf("--metrics %s exists and is not a metrics file written by an mlbuild program (its first line is not one of their JSON lines); choose another path, remove it, or pass --force to append to it", path)
+}
+
+// isMetricsFile reports whether the first line of the file at path is a
+// metrics line of an mlbuild program.
+func isMetricsFile(path string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	buf := make([]byte, maxMetricsLine)
+	n, _ := io.ReadFull(f, buf)
+	line, _, ok := strings.Cut(string(buf[:n]), "\n")
+	if !ok {
+		return false
+	}
+	v, err := jsontext.Parse([]byte(line))
+	if err != nil || v.Kind != jsontext.Object || len(v.Fields) == 0 || v.Fields[0].Key != "event" || v.Fields[0].Value.Kind != jsontext.String {
+		return false
+	}
+	step, ok := v.Lookup("step")
+	return ok && step.Kind == jsontext.Number
+}
+
+// checkOutputArray refuses, before any prediction, to let predict's
+// --output replace a file that predict did not write (its header carries
+// npy.Mark), without force; a folder is refused always.
+func checkOutputArray(path string, force bool) error {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil // absent (or unreadable: the write will say why)
+	}
+	if fi.IsDir() {
+		return fmt.Errorf("--output %s is a directory; name a .npy file", path)
+	}
+	if force || npy.IsMarked(path) {
+		return nil
+	}
+	return fmt.Errorf("--output %s exists and is not an array written by predict; choose another path, remove it, or pass --force to replace it", path)
 }

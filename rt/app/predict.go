@@ -22,6 +22,7 @@ type predictOptions struct {
 	limit, top      int
 	threads         int
 	resize, json    bool
+	force           bool
 }
 
 func predictCmd(m Model, args []string, stdout, stderr io.Writer) error {
@@ -35,6 +36,7 @@ func predictCmd(m Model, args []string, stdout, stderr io.Writer) error {
 	fs.BoolVar(&o.json, "json", false, "print one JSON object per sample: {\"input\", \"class\", \"label\", \"p\", \"top\"} (regression: {\"input\", \"values\"})")
 	fs.StringVar(&o.output, "output", "", "write the raw outputs of every sample (logits, or regression values) to this .npy file instead of printing")
 	fs.IntVar(&o.threads, "threads", 0, "use `N` CPU threads (0: all)")
+	fs.BoolVar(&o.force, "force", false, "replace --output even when it exists and is not an array predict wrote")
 	inputs, err := parseFlags(fs, args, stdout)
 	if err != nil {
 		return err
@@ -58,21 +60,43 @@ func predictCmd(m Model, args []string, stdout, stderr io.Writer) error {
 	if o.output != "" && filepath.Ext(o.output) != ".npy" {
 		return usageError{fmt.Sprintf("--output %s: the outputs are written as a NumPy array; name a .npy file", o.output)}
 	}
+	if o.output != "" {
+		if err := checkOutputArray(o.output, o.force); err != nil {
+			return err
+		}
+	}
 	if err := loadWeights(m, o.weights); err != nil {
 		return err
 	}
 	p := &predictor{m: m, meta: meta, o: o, w: stdout, notes: stderr, names: classLabels(meta)}
+	// A bad input is reported and the others are predicted; the command
+	// fails at the end (it stopped at the first bad one).
+	var failed int
+	var lastErr error
 	for _, path := range inputs {
 		if err := p.file(path); err != nil {
-			return err
+			failed++
+			lastErr = err
+			if len(inputs) > 1 {
+				fmt.Fprintf(stderr, "%s: %v\n", meta.Name, err)
+			}
 		}
+	}
+	switch {
+	case failed == 0:
+	case len(inputs) == 1:
+		return lastErr
+	case o.output != "":
+		return fmt.Errorf("%d of %d inputs could not be predicted (named above); %s was not written, as its rows would not pair with the inputs", failed, len(inputs), o.output)
+	default:
+		return fmt.Errorf("%d of %d inputs could not be predicted (named above)", failed, len(inputs))
 	}
 	if o.output != "" {
 		shape := []int{p.rows, meta.Classes}
 		if len(meta.OutputShape) > 1 {
 			shape = append([]int{p.rows}, meta.OutputShape...)
 		}
-		if err := npy.Write(o.output, shape, p.out); err != nil {
+		if err := npy.WriteMarked(o.output, shape, p.out); err != nil {
 			return fmt.Errorf("writing %s: %v", o.output, err)
 		}
 		dims := make([]string, len(shape))
@@ -100,6 +124,9 @@ type predictor struct {
 
 // file predicts every sample of one input file, by its contents.
 func (p *predictor) file(path string) error {
+	if err := regularFiles(path); err != nil {
+		return err
+	}
 	head := make([]byte, 6)
 	if f, err := os.Open(path); err == nil {
 		io.ReadFull(f, head)
@@ -152,12 +179,14 @@ func (p *predictor) image(path string) error {
 func (p *predictor) readCSV(path string) (*csvdata.Table, error) {
 	d := &p.meta.Data
 	want := p.meta.inputSize()
-	withLabels, headless, errWith := readPredictCSV(path, d.csvOptions(d.TrainLabels == ""))
+	with, bare := d.csvOptions(d.TrainLabels == ""), d.csvOptions(false)
+	with.MaxColumns, bare.MaxColumns = p.meta.csvColumns(), p.meta.csvColumns()
+	withLabels, headless, errWith := readPredictCSV(path, with)
 	if errWith == nil && withLabels.Features == want {
 		p.noteHeadless(path, headless, withLabels)
 		return withLabels, nil
 	}
-	without, headless, err := readPredictCSV(path, d.csvOptions(false))
+	without, headless, err := readPredictCSV(path, bare)
 	if err == nil && without.Features == want {
 		p.noteHeadless(path, headless, without)
 		return without, nil
@@ -193,7 +222,7 @@ func readPredictCSV(path string, o csvdata.Options) (tb *csvdata.Table, headless
 	}
 	if err != nil {
 		// Column names the spec gives are not in a file without a header.
-		bare := csvdata.Options{Delimiter: o.Delimiter, SkipRows: o.SkipRows}
+		bare := csvdata.Options{Delimiter: o.Delimiter, SkipRows: o.SkipRows, MaxColumns: o.MaxColumns}
 		if probe, perr := csvdata.Read(path, bare); perr == nil && probe.Rows > 0 {
 			return nil, false, refusal(cutValues(probe.X[:probe.Features], 4))
 		}

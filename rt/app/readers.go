@@ -112,7 +112,7 @@ func openIDXPair(imagesPath, labelsPath string) (*idx.Images, *idx.Labels, error
 // by openArray: rt/npz's Open, which links archive/zip, so that only the
 // programs of npz datasets import it (their main.go lists
 // app.NPZ(npz.Open)).
-func NPZ(openArray func(path, name string) (*npy.Array, error)) *Reader {
+func NPZ(openArray func(path, name string, check func(shape []int, elemSize int) error) (*npy.Array, error)) *Reader {
 	return &Reader{Format: "npz", open: func(meta *Meta, path, _ string, _ []string) (source, int, []string, error) {
 		src, n, err := openNPZ(meta, path, openArray)
 		return src, n, nil, err

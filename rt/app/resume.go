@@ -6,6 +6,7 @@ import (
 	"io"
 	"path/filepath"
 	"strconv"
+	"strings"
 )
 
 // A checkpoint keeps the settings of its run besides its position, so
@@ -24,7 +25,12 @@ var runSettings = []struct{ flag, key string }{
 	{"validation-split", "mlbuild.validation_split"},
 	{"patience", "mlbuild.patience"},
 	{"data", "mlbuild.data"},
+	{"out", "mlbuild.out"},
+	{"checkpoint", "mlbuild.checkpoint"},
 }
+
+// pathSettings are the run settings that are paths, kept absolute.
+var pathSettings = map[string]bool{"data": true, "out": true, "checkpoint": true}
 
 // settingsMetadata records o's run settings in a checkpoint's metadata.
 func settingsMetadata(md map[string]string, o *trainOptions) {
@@ -33,8 +39,10 @@ func settingsMetadata(md map[string]string, o *trainOptions) {
 	md["mlbuild.limit"] = strconv.Itoa(o.limit)
 	md["mlbuild.validation_split"] = strconv.FormatFloat(o.valSplit, 'g', -1, 64)
 	md["mlbuild.patience"] = strconv.Itoa(o.patience)
-	if abs, err := filepath.Abs(o.data); err == nil {
-		md["mlbuild.data"] = abs
+	for key, path := range map[string]string{"mlbuild.data": o.data, "mlbuild.out": o.out, "mlbuild.checkpoint": o.checkpoint} {
+		if abs, err := filepath.Abs(path); err == nil {
+			md[key] = abs
+		}
 	}
 }
 
@@ -65,6 +73,7 @@ func adoptRunSettings(fs *flag.FlagSet, o *trainOptions, stderr io.Writer) (*res
 		*f.dst = v
 	}
 	given := flagsGiven(fs)
+	o.kept = map[string]string{}
 	for _, s := range runSettings {
 		kept, ok := md[s.key]
 		if !ok {
@@ -73,9 +82,13 @@ func adoptRunSettings(fs *flag.FlagSet, o *trainOptions, stderr io.Writer) (*res
 		at.kept = true
 		fl := fs.Lookup(s.flag)
 		if !given[s.flag] {
-			if err := fl.Value.Set(kept); err != nil {
-				return nil, fmt.Errorf("%s: checkpoint metadata %s is %q: %v", o.resume, s.key, kept, err)
+			if err := fl.Value.Set(kept); err != nil || pathSettings[s.flag] && !filepath.IsAbs(kept) {
+				if err == nil {
+					err = fmt.Errorf("a path this program records is absolute")
+				}
+				return nil, fmt.Errorf("%s: checkpoint metadata %s is %q: %v; the checkpoint is damaged: give --%s, or start training afresh", o.resume, s.key, kept, err, s.flag)
 			}
+			o.kept[s.flag] = s.key
 			continue
 		}
 		if differs(s.flag, fl.Value.String(), kept) {
@@ -86,13 +99,28 @@ func adoptRunSettings(fs *flag.FlagSet, o *trainOptions, stderr io.Writer) (*res
 			fmt.Fprintf(stderr, "note: --%s %s differs from the interrupted run's %s; using %s%s\n", s.flag, fl.Value.String(), kept, fl.Value.String(), note)
 		}
 	}
+	// A checkpoint written before the run's paths were kept continues on
+	// itself, and writes its weights where its name says (NAME.ckpt.EXT
+	// is the checkpoint of NAME.EXT), not to the default --out of the
+	// current folder, which may hold another run's weights.
+	if _, ok := md["mlbuild.checkpoint"]; !ok && !given["checkpoint"] {
+		o.checkpoint = o.resume
+	}
+	if _, ok := md["mlbuild.out"]; !ok && !given["out"] {
+		ext := filepath.Ext(o.resume)
+		if base := strings.TrimSuffix(o.resume, ext); strings.HasSuffix(base, ".ckpt") {
+			o.out = strings.TrimSuffix(base, ".ckpt") + ext
+		} else {
+			return nil, fmt.Errorf("%s does not record where its run wrote its weights (it was written by an older program) and its name does not say (NAME.ckpt.safetensors): give --out", o.resume)
+		}
+	}
 	return at, nil
 }
 
 // differs compares a flag's value with a kept one: numbers as numbers,
 // folders as absolute paths.
 func differs(flagName, value, kept string) bool {
-	if flagName == "data" {
+	if pathSettings[flagName] {
 		a, err1 := filepath.Abs(value)
 		b, err2 := filepath.Abs(kept)
 		return err1 != nil || err2 != nil || a != b

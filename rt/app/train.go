@@ -35,7 +35,10 @@ type trainOptions struct {
 	epochs, threads, limit, patience       int
 	lr, valSplit                           float64
 	seed                                   int64
-	quiet, force                           bool
+	quiet, force, skipBadImages            bool
+	// kept maps the flags whose values --resume took from the
+	// checkpoint to their metadata keys, for messages.
+	kept map[string]string
 }
 
 func parseTrainFlags(meta *Meta, args []string, stdout, stderr io.Writer) (*trainOptions, error) {
@@ -56,7 +59,10 @@ func parseTrainFlags(meta *Meta, args []string, stdout, stderr io.Writer) (*trai
 	fs.Float64Var(&o.valSplit, "validation-split", d.ValidationSplit, "hold out the fraction `X` of the training images for validation, in [0, 1)")
 	fs.IntVar(&o.patience, "patience", d.Patience, "stop after `N` epochs without a better validation loss (0: never)")
 	fs.BoolVar(&o.quiet, "quiet", false, "print only the summary")
-	fs.BoolVar(&o.force, "force", false, "replace --out and --checkpoint even when they exist and were not written by an mlbuild program")
+	if meta.format() == "imagefolder" {
+		fs.BoolVar(&o.skipBadImages, "skip-bad-images", false, "leave out, with a warning for each, the images whose header cannot be read or whose size does not fit the model (without it, training refuses them before the first step)")
+	}
+	fs.BoolVar(&o.force, "force", false, "replace --out and --checkpoint, and append to --metrics, even when they exist and were not written by an mlbuild program")
 	if err := noOperands(fs, args, stdout); err != nil {
 		return nil, err
 	}
@@ -73,18 +79,17 @@ func parseTrainFlags(meta *Meta, args []string, stdout, stderr io.Writer) (*trai
 			return nil, err
 		}
 	}
-	switch {
-	case o.data == "":
+	if o.data == "" {
 		return nil, usageError{"train needs --data DIR (the folder with " + dataFiles(meta, true) + ")"}
-	case o.epochs < 1:
-		return nil, usageError{fmt.Sprintf("--epochs must be at least 1, got %d", o.epochs)}
-	case !(o.lr > 0) || math.IsInf(o.lr, 0):
-		return nil, usageError{fmt.Sprintf("--lr must be a positive number, got %v", o.lr)}
-	case o.valSplit < 0 || o.valSplit >= 1:
-		return nil, usageError{fmt.Sprintf("--validation-split must be in [0, 1), got %v", o.valSplit)}
-	case o.limit < 0 || o.patience < 0:
-		return nil, usageError{"--limit and --patience must not be negative"}
-	case o.threads < 0:
+	}
+	if flagName, msg := badSetting(o); msg != "" {
+		if key := o.kept[flagName]; key != "" {
+			// Not the user's flag: the checkpoint's value is bad.
+			return nil, fmt.Errorf("%s: checkpoint metadata %s is %s, which --%s cannot be (%s); the checkpoint is damaged: give --%s, or start training afresh", o.resume, key, fs.Lookup(flagName).Value.String(), flagName, msg, flagName)
+		}
+		return nil, usageError{"--" + flagName + " " + msg}
+	}
+	if o.threads < 0 {
 		return nil, checkThreads(o.threads)
 	}
 	if at != nil {
@@ -99,15 +104,41 @@ func parseTrainFlags(meta *Meta, args []string, stdout, stderr io.Writer) (*trai
 	if err := checkInitKept(o); err != nil {
 		return nil, err
 	}
+	if err := distinctOutputs(o); err != nil {
+		return nil, err
+	}
 	for _, f := range []struct{ name, path string }{{"out", o.out}, {"checkpoint", o.checkpoint}} {
 		if err := checkReplaceable(f.name, f.path, o.force); err != nil {
-			return nil, err
+			return nil, keptPath(o, f.name, err)
 		}
 		if err := checkWritable(f.name, f.path); err != nil {
+			return nil, keptPath(o, f.name, err)
+		}
+	}
+	if o.metrics != "" {
+		if err := checkMetricsFile(o.metrics, o.force); err != nil {
 			return nil, err
 		}
 	}
 	return o, nil
+}
+
+// badSetting checks the run settings that a checkpoint can also give:
+// the flag of the first bad one and what it must be, or "", "".
+func badSetting(o *trainOptions) (flagName, msg string) {
+	switch {
+	case o.epochs < 1:
+		return "epochs", fmt.Sprintf("must be at least 1, got %d", o.epochs)
+	case !(o.lr > 0) || math.IsInf(o.lr, 0):
+		return "lr", fmt.Sprintf("must be a positive number, got %v", o.lr)
+	case !(o.valSplit >= 0 && o.valSplit < 1):
+		return "validation-split", fmt.Sprintf("must be in [0, 1), got %v", o.valSplit)
+	case o.limit < 0:
+		return "limit", "must not be negative"
+	case o.patience < 0:
+		return "patience", "must not be negative"
+	}
+	return "", ""
 }
 
 // learningRate applies the spec's schedule for an epoch (counted from 0).
@@ -158,6 +189,7 @@ func trainCmd(m Model, args []string, stdout, stderr io.Writer) (err error) {
 		}
 	}()
 	cpu.SetThreads(o.threads)
+	meta.Data.SkipBadImages, meta.Data.Warn = o.skipBadImages, stderr
 	ds, err := openTrainSet(meta, o.data, o.limit)
 	if err != nil {
 		return err
@@ -460,3 +492,13 @@ func initParams(m Model, seed int64) {
 }
 
 var errNoWeights = errors.New("no weights")
+
+// keptPath adds to an error about --out or --checkpoint, when --resume
+// took its path from the checkpoint, where the path came from.
+func keptPath(o *trainOptions, flagName string, err error) error {
+	key := o.kept[flagName]
+	if key == "" {
+		return err
+	}
+	return fmt.Errorf("%v (the path of the interrupted run, kept as %s in %s; give --%s to write elsewhere)", err, key, o.resume, flagName)
+}

@@ -118,6 +118,11 @@ func copyWeights(m Model, f *safetensors.File, withOptimizer bool) error {
 	if err := safetensors.CheckShapes(f, expected(m, withOptimizer || isCheckpoint(f))); err != nil {
 		return fmt.Errorf("%s does not hold weights of model %s: %v", f.Path, m.Meta().Name, err)
 	}
+	// A NaN or Inf weight (or optimizer moment) would make every output
+	// NaN: predict printed "class 0 (p=NaN)" and exited 0.
+	if err := f.CheckFinite(); err != nil {
+		return err
+	}
 	for _, t := range weightTensors(m, withOptimizer) {
 		if err := f.CopyInto(t.Name, t.Data); err != nil {
 			return err
@@ -222,8 +227,18 @@ func loadCheckpoint(m Model, path string) (trainState, error) {
 	if st.seed, err = strconv.ParseInt(md["mlbuild.seed"], 10, 64); err != nil {
 		return trainState{}, fmt.Errorf("%s: checkpoint metadata mlbuild.seed is %q", path, md["mlbuild.seed"])
 	}
-	if v, err := strconv.ParseFloat(md["mlbuild.best_val_loss"], 64); err == nil {
+	// The best validation loss decides whether an epoch's weights are
+	// written: a NaN (or -Inf) would never be beaten, so the resumed run
+	// would never write its weights.
+	if s, ok := md["mlbuild.best_val_loss"]; ok {
+		v, err := strconv.ParseFloat(s, 64)
+		if err != nil || math.IsNaN(v) || math.IsInf(v, -1) {
+			return trainState{}, fmt.Errorf("%s: checkpoint metadata mlbuild.best_val_loss is %q; want a number (+Inf before the first validation); the checkpoint is damaged", path, s)
+		}
 		st.bestVal = v
+	}
+	if st.badEpochs > st.epoch {
+		return trainState{}, fmt.Errorf("%s: checkpoint metadata mlbuild.bad_epochs is %d, more than the %d epochs of mlbuild.epoch; the checkpoint is damaged", path, st.badEpochs, st.epoch)
 	}
 	if name := md["mlbuild.model"]; name != "" && name != m.Meta().Name {
 		return trainState{}, fmt.Errorf("%s is a checkpoint of model %q, not %q", path, name, m.Meta().Name)

@@ -61,7 +61,66 @@ type Options struct {
 	Labels []Column
 	// Drop are columns that are neither features nor labels.
 	Drop []Column
+	// MaxColumns, when positive, is the most columns a row may have: the
+	// spec's features, labels and dropped columns. It bounds the memory a
+	// line takes: a line longer than LineLimit(MaxColumns) bytes, or a row
+	// of more cells, is refused with its line number as soon as it is
+	// read, so that one huge line (a file of another kind, a wrong
+	// delimiter, a hostile file) is not read whole first.
+	MaxColumns int
 }
+
+// Bytes a line may take per column, and besides, under MaxColumns:
+// generous for numbers (float32 needs at most 15 characters) and class
+// names, and still a small bound.
+const (
+	bytesPerColumn = 256
+	lineSlack      = 4096
+)
+
+// LineLimit is the longest line, in bytes, a file of columns columns may
+// have.
+func LineLimit(columns int) int { return lineSlack + bytesPerColumn*columns }
+
+// lineLimiter passes its reader's bytes on until a line runs longer than
+// max bytes, and then fails with a *LineTooLongError.
+type lineLimiter struct {
+	r    io.Reader
+	max  int
+	line int // the line being read, from 1
+	run  int // bytes of it so far
+	err  error
+}
+
+func (l *lineLimiter) Read(p []byte) (int, error) {
+	if l.err != nil {
+		return 0, l.err
+	}
+	n, err := l.r.Read(p)
+	for i, c := range p[:n] {
+		if c == '\n' {
+			l.line++
+			l.run = 0
+			continue
+		}
+		l.run++
+		if l.run > l.max {
+			l.err = &LineTooLongError{Line: l.line, Limit: l.max}
+			return i, l.err
+		}
+	}
+	return n, err
+}
+
+// LineTooLongError is a line longer than Options.MaxColumns allows.
+type LineTooLongError struct{ Line, Limit int }
+
+func (e *LineTooLongError) Error() string {
+	return fmt.Sprintf("line %d is longer than %d bytes", e.Line, e.Limit)
+}
+
+// utf8BOM is the byte order mark some editors put before UTF-8 text.
+const utf8BOM = "\xef\xbb\xbf"
 
 // Table is a file read into memory: the feature columns as float32 values
 // in row-major order, and the label cells as text, to be converted by
@@ -145,10 +204,48 @@ func (b *blankReader) next() (record, error) {
 	return record{}, io.EOF
 }
 
+// checkedReader applies Options.MaxColumns to another reader's records,
+// and words the error of a line that is too long.
+type checkedReader struct {
+	rd         reader
+	file       string
+	limiter    *lineLimiter
+	maxColumns int
+}
+
+func (c *checkedReader) next() (record, error) {
+	rec, err := c.rd.next()
+	var long *LineTooLongError
+	if c.limiter != nil && c.limiter.err != nil && err != io.EOF && errors.As(c.limiter.err, &long) {
+		return record{}, fmt.Errorf("%s:%d: the line is longer than %d bytes, more than %d columns (what the spec's dataset reads) take; is this the file the spec means, with the delimiter it says?", c.file, long.Line, long.Limit, c.maxColumns)
+	}
+	if err != nil {
+		return record{}, err
+	}
+	if c.maxColumns > 0 && len(rec.cells) > c.maxColumns {
+		return record{}, fmt.Errorf("%s:%d: the row has %d fields, more than the %d columns the spec's dataset reads (features, labels and dropped columns)", c.file, rec.line, len(rec.cells), c.maxColumns)
+	}
+	return rec, nil
+}
+
 // Parse reads a table from r; file names it in messages.
 func Parse(file string, r io.Reader, o Options) (*Table, error) {
 	if o.SkipRows < 0 {
 		return nil, fmt.Errorf("%s: skipRows is %d; it must not be negative", file, o.SkipRows)
+	}
+	// A byte order mark is not part of the first cell (a header's first
+	// name, or a headerless file's first number).
+	br := bufio.NewReader(r)
+	if b, _ := br.Peek(len(utf8BOM)); string(b) == utf8BOM {
+		br.Discard(len(utf8BOM))
+	}
+	r = br
+	var limiter *lineLimiter
+	maxLine := 16 << 20
+	if o.MaxColumns > 0 {
+		maxLine = LineLimit(o.MaxColumns)
+		limiter = &lineLimiter{r: r, max: maxLine, line: 1}
+		r = limiter
 	}
 	var rd reader
 	switch o.Delimiter {
@@ -162,11 +259,12 @@ func Parse(file string, r io.Reader, o Options) (*Table, error) {
 		rd = &csvReader{file: file, r: cr}
 	case ' ':
 		sc := bufio.NewScanner(r)
-		sc.Buffer(make([]byte, 64<<10), 16<<20)
+		sc.Buffer(make([]byte, min(64<<10, maxLine+1)), maxLine+1)
 		rd = &blankReader{s: sc}
 	default:
 		return nil, fmt.Errorf("%s: delimiter %q is not supported: use \",\", \";\", \"\\t\", \"|\" or \" \" (runs of blanks)", file, o.Delimiter)
 	}
+	rd = &checkedReader{rd: rd, file: file, limiter: limiter, maxColumns: o.MaxColumns}
 	for i := 0; i < o.SkipRows; i++ {
 		if _, err := rd.next(); err != nil {
 			if err == io.EOF {
@@ -270,10 +368,18 @@ func resolve(file string, names []string, width int, o Options) ([]colKind, []in
 			if names == nil {
 				return 0, fmt.Errorf("%s: %s column %q is named, but the file has no header row (set header: true, or give the column's index)", file, role, c.Name)
 			}
+			found := -1
 			for i, n := range names {
-				if n == c.Name {
-					return i, nil
+				if n != c.Name {
+					continue
 				}
+				if found >= 0 {
+					return 0, fmt.Errorf("%s: the header names two columns %q (columns %d and %d), so %s column %q is ambiguous; rename one, or give the column's index", file, c.Name, found+1, i+1, role, c.Name)
+				}
+				found = i
+			}
+			if found >= 0 {
+				return found, nil
 			}
 			return 0, fmt.Errorf("%s: no %s column %q; the header names %s", file, role, c.Name, strings.Join(names, ", "))
 		}

@@ -48,6 +48,11 @@ func FuzzImage(f *testing.F) {
 		if h < 1 || w < 1 || h*w > MaxPixels || len(pix) != h*w {
 			t.Fatalf("accepted %dx%d with %d values", h, w, len(pix))
 		}
+		// The header check that image folders run on every file before
+		// training passes what decodes, with the same size.
+		if ch, cw, err := Config("fuzz.img", data); err != nil || ch != h || cw != w {
+			t.Fatalf("decoded as %dx%d but Config says %dx%d, %v", h, w, ch, cw, err)
+		}
 		for _, v := range pix {
 			if !(v >= 0 && v <= 1) {
 				t.Fatalf("pixel %v outside [0, 1]", v)

@@ -81,41 +81,51 @@ func (e errTruncated) Error() string { return "truncated: the file ends before t
 // product.
 const maxDimension = MaxPixels
 
-// decodeNetpbm decodes P2, P5, P3 and P6 images to channels planes in
-// [0, 1].
-func decodeNetpbm(data []byte, channels int) ([]float32, int, int, error) {
+// netpbmHeader reads and checks the header of a P2, P5, P3 or P6 image:
+// its format, width, height and maxval, and a reader at the end of the
+// maxval.
+func netpbmHeader(data []byte) (format netpbmFormat, r *netpbmReader, w, h, maxval int, err error) {
 	format, ok := netpbmFormats[data[1]]
 	if !ok {
 		switch data[1] {
 		case '1', '4':
-			return nil, 0, 0, fmt.Errorf("P%c (PBM bitmap) images are not supported; convert it to PGM or PNG", data[1])
+			err = fmt.Errorf("P%c (PBM bitmap) images are not supported; convert it to PGM or PNG", data[1])
 		default:
-			return nil, 0, 0, fmt.Errorf("P%c (PAM) images are not supported; convert it to PGM or PNG", data[1])
+			err = fmt.Errorf("P%c (PAM) images are not supported; convert it to PGM or PNG", data[1])
 		}
+		return
 	}
 	if len(data) > 2 && !isSpace(data[2]) && data[2] != '#' {
-		return nil, 0, 0, notAnImage(data)
+		err = notAnImage(data)
+		return
 	}
-	r := &netpbmReader{data: data, pos: 2}
-	w, err := r.number("width", maxDimension)
-	if err != nil {
-		return nil, 0, 0, err
+	r = &netpbmReader{data: data, pos: 2}
+	if w, err = r.number("width", maxDimension); err != nil {
+		return
 	}
-	h, err := r.number("height", maxDimension)
-	if err != nil {
-		return nil, 0, 0, err
+	if h, err = r.number("height", maxDimension); err != nil {
+		return
 	}
-	maxval, err := r.number("maxval", 65535)
-	if err != nil {
-		return nil, 0, 0, err
+	if maxval, err = r.number("maxval", 65535); err != nil {
+		return
 	}
 	switch {
 	case w == 0 || h == 0:
-		return nil, 0, 0, fmt.Errorf("%s image of %dx%d pixels has no pixels", format.name, w, h)
+		err = fmt.Errorf("%s image of %dx%d pixels has no pixels", format.name, w, h)
 	case w > MaxPixels/h:
-		return nil, 0, 0, fmt.Errorf("%s image of %dx%d pixels is larger than the %d pixels this reader accepts", format.name, w, h, MaxPixels)
+		err = fmt.Errorf("%s image of %dx%d pixels is larger than the %d pixels this reader accepts", format.name, w, h, MaxPixels)
 	case maxval == 0:
-		return nil, 0, 0, fmt.Errorf("%s maxval is 0; it must be 1 to 65535", format.name)
+		err = fmt.Errorf("%s maxval is 0; it must be 1 to 65535", format.name)
+	}
+	return
+}
+
+// decodeNetpbm decodes P2, P5, P3 and P6 images to channels planes in
+// [0, 1].
+func decodeNetpbm(data []byte, channels int) ([]float32, int, int, error) {
+	format, r, w, h, maxval, err := netpbmHeader(data)
+	if err != nil {
+		return nil, 0, 0, err
 	}
 	samples := w * h * format.channels
 	var raw []int

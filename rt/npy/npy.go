@@ -19,6 +19,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"strconv"
@@ -110,11 +111,45 @@ func (a *Array) Close() error {
 // Parse reads an array from the bytes of a whole file; name names it in
 // messages. The elements are not copied.
 func Parse(name string, b []byte) (*Array, error) {
+	hd, err := readHeader(name, b, int64(len(b)))
+	if err != nil {
+		return nil, err
+	}
+	body := b[hd.start:]
+	if int64(len(body)) < hd.bytes {
+		return nil, fmt.Errorf("%s: the file is cut short: shape %s of %s needs %d bytes of data but %d follow the header", name, shapeText(hd.shape), hd.dt.Name, hd.bytes, len(body))
+	}
+	if int64(len(body)) > hd.bytes {
+		return nil, fmt.Errorf("%s: %d bytes follow the %d bytes of data that shape %s of %s needs; the file is not one array", name, int64(len(body))-hd.bytes, hd.bytes, shapeText(hd.shape), hd.dt.Name)
+	}
+	return &Array{File: name, Dtype: hd.dt, Shape: hd.shape, data: body}, nil
+}
+
+// headerInfo is what a header says: the element type, the shape, where
+// the data start and how many bytes they take.
+type headerInfo struct {
+	dt    Dtype
+	shape []int
+	start int
+	bytes int64
+}
+
+// prefixLen is the bytes before a header: magic, version and header length.
+func prefixLen(b []byte) int {
+	if len(b) > 6 && b[6] != 1 {
+		return 12
+	}
+	return 10
+}
+
+// readHeader reads and checks the header at the start of b, which holds
+// at least the header; size is the file's size, for messages.
+func readHeader(name string, b []byte, size int64) (headerInfo, error) {
 	if !bytes.HasPrefix(b, []byte(Magic)) {
-		return nil, fmt.Errorf("%s: not a NumPy .npy file (it does not start with \\x93NUMPY); save arrays with numpy.save", name)
+		return headerInfo{}, fmt.Errorf("%s: not a NumPy .npy file (it does not start with \\x93NUMPY); save arrays with numpy.save", name)
 	}
 	if len(b) < 10 {
-		return nil, fmt.Errorf("%s: the file ends inside its header (%d bytes)", name, len(b))
+		return headerInfo{}, fmt.Errorf("%s: the file ends inside its header (%d bytes)", name, len(b))
 	}
 	major := b[6]
 	var hlen, start int
@@ -123,49 +158,120 @@ func Parse(name string, b []byte) (*Array, error) {
 		hlen, start = int(binary.LittleEndian.Uint16(b[8:10])), 10
 	case 2, 3:
 		if len(b) < 12 {
-			return nil, fmt.Errorf("%s: the file ends inside its header (%d bytes)", name, len(b))
+			return headerInfo{}, fmt.Errorf("%s: the file ends inside its header (%d bytes)", name, len(b))
 		}
 		h := binary.LittleEndian.Uint32(b[8:12])
-		if int64(h) > int64(len(b)) {
-			return nil, fmt.Errorf("%s: the header claims %d bytes but the file has %d", name, h, len(b))
+		if int64(h) > size {
+			return headerInfo{}, fmt.Errorf("%s: the header claims %d bytes but the file has %d", name, h, size)
 		}
 		hlen, start = int(h), 12
 	default:
-		return nil, fmt.Errorf("%s: .npy format version %d.%d is not supported (1, 2 and 3 are)", name, major, b[7])
+		return headerInfo{}, fmt.Errorf("%s: .npy format version %d.%d is not supported (1, 2 and 3 are)", name, major, b[7])
 	}
 	if start+hlen > len(b) {
-		return nil, fmt.Errorf("%s: the header claims %d bytes but the file ends after %d", name, hlen, len(b)-start)
+		return headerInfo{}, fmt.Errorf("%s: the header claims %d bytes but the file ends after %d", name, hlen, len(b)-start)
 	}
 	h, err := parseHeader(string(b[start : start+hlen]))
 	if err != nil {
-		return nil, fmt.Errorf("%s: header: %v", name, err)
+		return headerInfo{}, fmt.Errorf("%s: header: %v", name, err)
 	}
 	dt, ok := lookupDtype(h.descr)
 	if !ok {
-		return nil, fmt.Errorf("%s: element type %s is not supported: %s", name, strconv.Quote(h.descr), dtypeAdvice(h.descr))
+		return headerInfo{}, fmt.Errorf("%s: element type %s is not supported: %s", name, strconv.Quote(h.descr), dtypeAdvice(h.descr))
 	}
 	if h.fortran && len(h.shape) > 1 {
-		return nil, fmt.Errorf("%s: the array is in Fortran (column-major) order; save it in C order, e.g. numpy.save(path, numpy.ascontiguousarray(a))", name)
+		return headerInfo{}, fmt.Errorf("%s: the array is in Fortran (column-major) order; save it in C order, e.g. numpy.save(path, numpy.ascontiguousarray(a))", name)
 	}
 	n := int64(1)
 	for _, d := range h.shape {
 		if d < 0 {
-			return nil, fmt.Errorf("%s: shape %s has a negative size", name, shapeText(h.shape))
+			return headerInfo{}, fmt.Errorf("%s: shape %s has a negative size", name, shapeText(h.shape))
 		}
 		if d > 0 && n > MaxElements/int64(d) {
-			return nil, fmt.Errorf("%s: shape %s has more than %d elements", name, shapeText(h.shape), int64(MaxElements))
+			return headerInfo{}, fmt.Errorf("%s: shape %s has more than %d elements", name, shapeText(h.shape), int64(MaxElements))
 		}
 		n *= int64(d)
 	}
-	body := b[start+hlen:]
-	want := n * int64(dt.Size)
-	if int64(len(body)) < want {
-		return nil, fmt.Errorf("%s: the file is cut short: shape %s of %s needs %d bytes of data but %d follow the header", name, shapeText(h.shape), dt.Name, want, len(body))
+	return headerInfo{dt: dt, shape: h.shape, start: start + hlen, bytes: n * int64(dt.Size)}, nil
+}
+
+// MaxStreamHeader bounds the header ReadFrom reads (numpy writes headers
+// of a few hundred bytes and reads none over 10 000 by default).
+const MaxStreamHeader = 1 << 20
+
+// ReadFrom reads a whole .npy file from the stream r (an entry of a zip
+// archive) into memory, checking its header before any data is read:
+// check (when not nil) is given the shape and the element size, and the
+// data may take at most maxBytes. It then reads exactly the bytes the
+// header declares and fails at the first byte more, so that a compressed
+// stream costs the memory its header's shape needs, however far it would
+// inflate. name names the array in messages.
+func ReadFrom(name string, r io.Reader, maxBytes int64, check func(shape []int, elemSize int) error) (*Array, error) {
+	prefix := make([]byte, 12)
+	n, err := io.ReadFull(r, prefix[:10])
+	if err != nil {
+		return nil, readErr(name, prefix[:n], err)
 	}
-	if int64(len(body)) > want {
-		return nil, fmt.Errorf("%s: %d bytes follow the %d bytes of data that shape %s of %s needs; the file is not one array", name, int64(len(body))-want, want, shapeText(h.shape), dt.Name)
+	if p := prefixLen(prefix); p > 10 && bytes.HasPrefix(prefix, []byte(Magic)) {
+		if n, err := io.ReadFull(r, prefix[10:p]); err != nil {
+			return nil, readErr(name, prefix[:10+n], err)
+		}
+	} else {
+		prefix = prefix[:10]
 	}
-	return &Array{File: name, Dtype: dt, Shape: h.shape, data: body}, nil
+	if !bytes.HasPrefix(prefix, []byte(Magic)) {
+		return nil, fmt.Errorf("%s: not a NumPy .npy file (it does not start with \\x93NUMPY); save arrays with numpy.save", name)
+	}
+	var hlen uint64
+	if len(prefix) == 10 {
+		hlen = uint64(binary.LittleEndian.Uint16(prefix[8:10]))
+	} else {
+		hlen = uint64(binary.LittleEndian.Uint32(prefix[8:12]))
+	}
+	if hlen > MaxStreamHeader {
+		return nil, fmt.Errorf("%s: the header claims %d bytes, more than the %d a header may have here", name, hlen, MaxStreamHeader)
+	}
+	head := make([]byte, len(prefix)+int(hlen))
+	copy(head, prefix)
+	if n, err := io.ReadFull(r, head[len(prefix):]); err != nil {
+		return nil, readErr(name, head[:len(prefix)+n], err)
+	}
+	hd, err := readHeader(name, head, int64(len(head)))
+	if err != nil {
+		return nil, err
+	}
+	if check != nil {
+		if err := check(hd.shape, hd.dt.Size); err != nil {
+			return nil, fmt.Errorf("%s: %v", name, err)
+		}
+	}
+	if hd.bytes > maxBytes {
+		return nil, fmt.Errorf("%s: shape %s of %s takes %d bytes, more than the %d this reader reads into memory; save it with numpy.save as its own .npy file, which is memory-mapped", name, shapeText(hd.shape), hd.dt.Name, hd.bytes, maxBytes)
+	}
+	b := make([]byte, int64(len(head))+hd.bytes)
+	copy(b, head)
+	if n, err := io.ReadFull(r, b[len(head):]); err != nil {
+		if err == io.ErrUnexpectedEOF || err == io.EOF {
+			return nil, fmt.Errorf("%s: the array is cut short: shape %s of %s needs %d bytes of data but %d follow the header", name, shapeText(hd.shape), hd.dt.Name, hd.bytes, n)
+		}
+		return nil, fmt.Errorf("%s: %v", name, err)
+	}
+	var one [1]byte
+	if n, _ := io.ReadFull(r, one[:]); n > 0 {
+		return nil, fmt.Errorf("%s: more bytes follow the %d bytes of data that shape %s of %s needs; the member is not one array", name, hd.bytes, shapeText(hd.shape), hd.dt.Name)
+	}
+	return &Array{File: name, Dtype: hd.dt, Shape: hd.shape, data: b[len(head):]}, nil
+}
+
+// readErr words a stream that ends, or fails, inside a header.
+func readErr(name string, got []byte, err error) error {
+	if err == io.EOF || err == io.ErrUnexpectedEOF {
+		if !bytes.HasPrefix(got, []byte(Magic)[:min(len(got), len(Magic))]) {
+			return fmt.Errorf("%s: not a NumPy .npy file (it does not start with \\x93NUMPY); save arrays with numpy.save", name)
+		}
+		return fmt.Errorf("%s: the file ends inside its header (%d bytes)", name, len(got))
+	}
+	return fmt.Errorf("%s: %v", name, err)
 }
 
 // dtypeAdvice says what to do about an element type the reader does not
@@ -193,7 +299,7 @@ type header struct {
 // {'descr': '<f4', 'fortran_order': False, 'shape': (150, 4), }.
 func parseHeader(s string) (header, error) {
 	var h header
-	s = strings.TrimRight(s, " \n\x00")
+	s = strings.TrimRight(s, " \t\n\x00")
 	if !strings.HasPrefix(s, "{") || !strings.HasSuffix(s, "}") {
 		return h, fmt.Errorf("%s is not a dict", clip(s))
 	}

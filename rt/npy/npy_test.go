@@ -165,3 +165,42 @@ func TestBadFiles(t *testing.T) {
 		}
 	}
 }
+
+// TestMarked: WriteMarked's files read like Write's (the mark is blanks
+// at the end of the header's padding, the data still 64-byte aligned)
+// and IsMarked tells them from Write's.
+func TestMarked(t *testing.T) {
+	dir := t.TempDir()
+	for _, shape := range [][]int{{3, 10}, {1}, {2, 3, 4}, {123456789, 0}} {
+		n := 1
+		for _, d := range shape {
+			n *= d
+		}
+		data := make([]float32, n)
+		for i := range data {
+			data[i] = float32(i) / 7
+		}
+		marked, plain := filepath.Join(dir, "m.npy"), filepath.Join(dir, "p.npy")
+		if err := WriteMarked(marked, shape, data); err != nil {
+			t.Fatal(err)
+		}
+		if err := Write(plain, shape, data); err != nil {
+			t.Fatal(err)
+		}
+		if !IsMarked(marked) || IsMarked(plain) {
+			t.Errorf("%v: IsMarked says %v for the marked file and %v for the plain one", shape, IsMarked(marked), IsMarked(plain))
+		}
+		a, err := Open(marked)
+		if err != nil {
+			t.Fatalf("%v: %v", shape, err)
+		}
+		b, _ := os.ReadFile(marked)
+		if start := len(b) - 4*n; start%64 != 0 || a.ShapeText() != shapeText(shape) || n > 0 && float32(a.At(n-1)) != data[n-1] {
+			t.Errorf("%v: data at %d, shape %s", shape, start, a.ShapeText())
+		}
+		a.Close()
+	}
+	if IsMarked(filepath.Join(dir, "absent.npy")) {
+		t.Error("an absent file is marked")
+	}
+}

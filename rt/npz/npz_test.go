@@ -47,22 +47,22 @@ func TestNPZ(t *testing.T) {
 		w.Write(arr.Bytes())
 		zw.Close()
 		f.Close()
-		a, err := Open(path, "x")
+		a, err := Open(path, "x", nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if a.ShapeText() != "(150, 4)" || float32(a.At(4)) != tb.X[4] {
 			t.Errorf("method %d: %s, element 4 %v", method, a.ShapeText(), a.At(4))
 		}
-		if _, err := Open(path, "y"); err == nil || !strings.Contains(err.Error(), `the archive has no array "y"; it has x`) {
+		if _, err := Open(path, "y", nil); err == nil || !strings.Contains(err.Error(), `the archive has no array "y"; it has x`) {
 			t.Errorf("missing array: %v", err)
 		}
 	}
-	_, err = Open(filepath.Join("..", "npy", "testdata", "py3-objarr.npz"), "x")
+	_, err = Open(filepath.Join("..", "npy", "testdata", "py3-objarr.npz"), "x", nil)
 	if err == nil || !strings.Contains(err.Error(), `py3-objarr.npz[x]: element type "|O8" is not supported`) {
 		t.Errorf("object array: %v", err)
 	}
-	if _, err := Open(filepath.Join("..", "npy", "testdata", "python3.npy"), "x"); err == nil || !strings.Contains(err.Error(), "not an .npz archive") {
+	if _, err := Open(filepath.Join("..", "npy", "testdata", "python3.npy"), "x", nil); err == nil || !strings.Contains(err.Error(), "not an .npz archive") {
 		t.Errorf("not a zip: %v", err)
 	}
 }
@@ -72,11 +72,11 @@ func TestNPZ(t *testing.T) {
 // python3-sklearn's digits.csv it came from.
 func TestDigitsArchive(t *testing.T) {
 	dir := dataDir(t, "MLBUILD_IMAGES_DIR", "images", "digits.npz")
-	x, err := Open(filepath.Join(dir, "digits.npz"), "x")
+	x, err := Open(filepath.Join(dir, "digits.npz"), "x", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	y, err := Open(filepath.Join(dir, "digits.npz"), "y")
+	y, err := Open(filepath.Join(dir, "digits.npz"), "y", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -136,3 +136,18 @@ func CheckShapes(f *File, want []Spec) error {
 	}
 	return fmt.Errorf("%s", b.String())
 }
+
+// CheckFinite returns an error naming the file, the tensor and the element
+// when a tensor of f holds a NaN or an infinity (nil when every value is
+// finite): such weights make every prediction NaN, so they are refused
+// where they are loaded or embedded rather than used silently.
+func (f *File) CheckFinite() error {
+	for _, t := range f.Tensors {
+		for i, v := range t.Data {
+			if v-v != 0 { // NaN or ±Inf
+				return fmt.Errorf("%s: tensor %q holds %v at element %d (of shape %s); the weights are not usable (did the training that wrote them diverge?)", f.Path, t.Name, v, i, FormatShape(t.Shape))
+			}
+		}
+	}
+	return nil
+}
