@@ -49,6 +49,65 @@ func missingFields(v cue.Value, pos *positions) Errors {
 			walk(p, []string{part})
 		}
 	}
+	return append(out, missingLayerFields(v, pos)...)
+}
+
+// missingLayerFields names the required fields each layer leaves out (a
+// conv2d without outChannels), at the layer. CUE reports one itself only
+// when nothing else is wrong in the layer: a misspelt outChanels hides the
+// missing outChannels.
+func missingLayerFields(v cue.Value, pos *positions) Errors {
+	var out Errors
+	check := func(layer cue.Value, path []string) {
+		it, err := layer.Fields()
+		if err != nil {
+			return
+		}
+		for it.Next() {
+			f := it.Value()
+			sel := it.Selector()
+			if sel.LabelType() != cue.StringLabel || sel.ConstraintType() >= cue.PatternConstraint {
+				continue
+			}
+			name := sel.Unquoted()
+			if isComputedField(name) || name == "op" || f.IsConcrete() {
+				continue
+			}
+			if _, isDefault := f.Default(); isDefault {
+				continue
+			}
+			if f.IncompleteKind() == cue.ListKind {
+				continue // a list (reshape's shape) is checked by the schema
+			}
+			where, ok := pos.lookup(path)
+			if !ok {
+				where = pos.firstFile()
+			}
+			out = append(out, Error{Pos: where, Layer: layerName(path, &v), Message: fmt.Sprintf("missing required field %s (%s)", name, describeKind(f))})
+		}
+	}
+	for _, form := range []string{"layers", "nodes"} {
+		g := v.LookupPath(cue.MakePath(cue.Str("model"), cue.Str(form)))
+		if !g.Exists() {
+			continue
+		}
+		if form == "layers" {
+			// by index: a list with an illegal element does not iterate
+			for i := 0; ; i++ {
+				l := g.LookupPath(cue.MakePath(cue.Index(i)))
+				if !l.Exists() {
+					break
+				}
+				check(l, []string{"model", form, fmt.Sprint(i)})
+			}
+		} else if it, err := g.Fields(); err == nil {
+			for it.Next() {
+				if sel := it.Selector(); sel.LabelType() == cue.StringLabel && sel.ConstraintType() < cue.PatternConstraint {
+					check(it.Value(), []string{"model", form, sel.Unquoted()})
+				}
+			}
+		}
+	}
 	return out
 }
 
@@ -68,11 +127,12 @@ func withMissingFields(es Errors, missing Errors) Errors {
 	if len(missing) == 0 {
 		return es
 	}
+	// a field is keyed by its layer (none for settings) and name
 	reported := map[string]bool{}
 	for _, e := range es {
 		if strings.HasPrefix(e.Message, "missing required field ") {
 			field, _, _ := strings.Cut(strings.TrimPrefix(e.Message, "missing required field "), " ")
-			reported[field] = true
+			reported[e.Layer+"\x00"+field] = true
 		}
 	}
 	var out Errors
@@ -84,7 +144,7 @@ func withMissingFields(es Errors, missing Errors) Errors {
 	}
 	for _, m := range missing {
 		field, _, _ := strings.Cut(strings.TrimPrefix(m.Message, "missing required field "), " ")
-		if !reported[field] {
+		if !reported[m.Layer+"\x00"+field] {
 			out = append(out, m)
 		}
 	}

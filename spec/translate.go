@@ -22,8 +22,16 @@ import (
 func (p *positions) translateAll(err error, v *cue.Value) Errors {
 	var causes, followers Errors
 	seen := map[string]bool{}
+	// the fields written where they are not allowed, so that a suggestion
+	// for one misspelt field does not offer another
+	notAllowed := map[string]bool{}
 	for _, e := range cueerrors.Errors(err) {
-		te, follower, ok := p.translate(e, v)
+		if format, args := e.Msg(); strings.Contains(fmt.Sprintf(format, args...), "field not allowed") {
+			notAllowed[strings.Join(unquoted(e.Path()), ".")] = true
+		}
+	}
+	for _, e := range cueerrors.Errors(err) {
+		te, follower, ok := p.translate(e, v, notAllowed)
 		if !ok {
 			continue
 		}
@@ -84,13 +92,8 @@ func dropConflictEchoes(es Errors) Errors {
 // translate converts one CUE error. follower reports that the error is only
 // a consequence of another (an unknown shape); ok is false for errors that
 // merely group others (empty disjunctions, whose parts come separately).
-func (p *positions) translate(e cueerrors.Error, v *cue.Value) (te Error, follower, ok bool) {
-	path := slices.Clone(e.Path())
-	for i, l := range path {
-		if u, err := strconv.Unquote(l); err == nil {
-			path[i] = u // CUE quotes labels that are not identifiers ("9a")
-		}
-	}
+func (p *positions) translate(e cueerrors.Error, v *cue.Value, notAllowed map[string]bool) (te Error, follower, ok bool) {
+	path := unquoted(e.Path())
 	format, args := e.Msg()
 	raw := shortenMessage(fmt.Sprintf(format, args...))
 	if strings.Contains(raw, "errors in empty disjunction") {
@@ -119,6 +122,9 @@ func (p *positions) translate(e cueerrors.Error, v *cue.Value) (te Error, follow
 		if te.Layer != "" {
 			te.Message = strings.TrimPrefix(raw, "layer "+Short(te.Layer)+": ")
 		}
+		if path[len(path)-1] == "opErr" {
+			te.Message = suggestOp(te.Message, layerOp(layerPath, v))
+		}
 	case strings.Contains(raw, "incomplete value") || strings.Contains(raw, "non-concrete value") || strings.HasPrefix(raw, "incomplete"):
 		// A value the schema computes in a hidden field (model._batch when
 		// training.batchSize is illegal) is incomplete because of another
@@ -139,7 +145,14 @@ func (p *positions) translate(e cueerrors.Error, v *cue.Value) (te Error, follow
 			name = path[len(path)-1]
 		}
 		if te.Layer != "" {
-			te.Message = fmt.Sprintf("%s layers have no field %s", Short(layerOp(layerPath, v)), QuoteShort(name))
+			op := Short(layerOp(layerPath, v))
+			te.Message = fmt.Sprintf("%s layers have no field %s", op, QuoteShort(name))
+			fields := layerFields(layerPath, v, notAllowed)
+			if near := nearest(name, fields); near != "" {
+				te.Message += fmt.Sprintf("; did you mean %s?", near)
+			} else if len(fields) > 0 {
+				te.Message += fmt.Sprintf(" (%s layers have %s)", op, strings.Join(fields, ", "))
+			}
 		} else {
 			te.Message = fmt.Sprintf("field %s is not allowed here (in %s)", QuoteShort(name), Short(strings.Join(path[:max(len(path)-1, 0)], ".")))
 		}
@@ -216,6 +229,18 @@ func (p *positions) translate(e cueerrors.Error, v *cue.Value) (te Error, follow
 		te.Pos = p.firstFile()
 	}
 	return te, follower, true
+}
+
+// unquoted returns a copy of an error path with its labels unquoted: CUE
+// quotes labels that are not identifiers ("9a").
+func unquoted(path []string) []string {
+	path = slices.Clone(path)
+	for i, l := range path {
+		if u, err := strconv.Unquote(l); err == nil {
+			path[i] = u
+		}
+	}
+	return path
 }
 
 // builtinArgument reports whether an error path is an index into a

@@ -78,7 +78,43 @@ standalone binary that trains, evaluates and runs that one model.`,
 	for _, add := range subcommands {
 		root.AddCommand(add(g))
 	}
+	root.InitDefaultCompletionCmd() // cobra adds it at Execute; here so that it is walked below
+	refuseUnknownSubcommands(root)
 	return root
+}
+
+// refuseUnknownSubcommands makes every command below the root that only
+// groups subcommands (cache, completion) refuse an unknown one as a usage
+// error naming the nearest, as cobra does for the root's: by default cobra
+// prints such a command's help and exits 0, so `mlbuild cache trm` looked
+// like success.
+func refuseUnknownSubcommands(c *cobra.Command) {
+	for _, sub := range c.Commands() {
+		refuseUnknownSubcommands(sub)
+	}
+	if !c.HasParent() || !c.HasSubCommands() || c.Runnable() {
+		return
+	}
+	c.Args = cobra.ArbitraryArgs
+	c.RunE = func(cmd *cobra.Command, args []string) error {
+		if len(args) == 0 {
+			return cmd.Help()
+		}
+		msg := fmt.Sprintf("unknown command %q for %q", args[0], cmd.CommandPath())
+		if cmd.SuggestionsMinimumDistance <= 0 {
+			cmd.SuggestionsMinimumDistance = 2 // cobra's default, which it sets only for the root
+		}
+		if near := cmd.SuggestionsFor(args[0]); len(near) > 0 {
+			msg += fmt.Sprintf("; did you mean %q?", near[0])
+		}
+		var names []string
+		for _, sub := range cmd.Commands() {
+			if sub.IsAvailableCommand() {
+				names = append(names, sub.Name())
+			}
+		}
+		return withCode(ExitUsage, fmt.Errorf("%s (its commands: %s)\nRun '%s --help' for usage.", msg, strings.Join(names, ", "), cmd.CommandPath()))
+	}
 }
 
 // subcommands lists the constructors of mlbuild's commands; each command's
