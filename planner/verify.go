@@ -657,7 +657,7 @@ func checkShapes(p *Plan, s *Step) error {
 // unaryChainOps are the ops a KUnary chain may hold.
 var unaryChainOps = map[string]bool{
 	"relu": true, "leakyrelu": true, "sigmoid": true, "tanh": true, "gelu": true,
-	"exp": true, "log": true, "addconst": true, "mulconst": true, "sqrt": true, "powconst": true, "erf": true,
+	"exp": true, "log": true, "addconst": true, "mulconst": true, "sqrt": true, "powconst": true, "erf": true, "relu6": true,
 }
 
 // checkAct checks a gemm or conv2d step's fused activation.
