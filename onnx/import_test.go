@@ -610,3 +610,49 @@ func TestImportMergedBatch(t *testing.T) {
 		t.Errorf("layers %v", got)
 	}
 }
+
+// TestImportClip: Clip to [0, 6] is relu6 (MobileNet's ReLU6), to
+// [0, +inf) relu, with the bounds as inputs (opset 11 on) or as
+// attributes (before); other bounds are reported with the values.
+func TestImportClip(t *testing.T) {
+	consts := []*Tensor{
+		NewFloatTensor("zero", nil, []float32{0}),
+		NewFloatTensor("six", nil, []float32{6}),
+		NewFloatTensor("minus1", nil, []float32{-1}),
+	}
+	for _, c := range []struct {
+		name string
+		ins  []string
+		want string // the layer's op, or a fragment of the error
+	}{
+		{"[0, 6]", []string{"x", "zero", "six"}, "relu6"},
+		{"[0, +inf)", []string{"x", "zero"}, "relu"},
+		{"[0, +inf) with an empty max", []string{"x", "zero", ""}, "relu"},
+		{"[-1, 6]", []string{"x", "minus1", "six"}, "Clip to [-1, 6]"},
+		{"no bounds", []string{"x"}, "Clip to [-Inf, +Inf]"},
+	} {
+		m := graphModel([]int{4}, consts, "y", node("Clip", "clip", c.ins, []string{"y"}))
+		im, err := Import(m)
+		if strings.Contains(c.want, " ") {
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("%s: error %v, want one saying %q", c.name, err, c.want)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%s: %v", c.name, err)
+			continue
+		}
+		if len(im.Layers) != 1 || im.Layers[0].Op != c.want {
+			t.Errorf("%s: layers %+v, want one %s layer", c.name, im.Layers, c.want)
+		}
+	}
+	// opset 6: the bounds are attributes
+	m := graphModel([]int{4}, nil, "y", node("Clip", "clip", []string{"x"}, []string{"y"},
+		&Attribute{Name: "min", Type: AttrFloat, F: 0}, &Attribute{Name: "max", Type: AttrFloat, F: 6}))
+	m.Opsets = []OpsetID{{Version: 6}}
+	im, err := Import(m)
+	if err != nil || len(im.Layers) != 1 || im.Layers[0].Op != "relu6" {
+		t.Errorf("opset 6 Clip(min=0, max=6): %v, layers %+v", err, im)
+	}
+}

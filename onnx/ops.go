@@ -38,7 +38,7 @@ func init() {
 		"Relu":              importUnary("relu"), "Sigmoid": importUnary("sigmoid"), "Tanh": importUnary("tanh"),
 		"Exp": importUnary("exp"), "Log": importUnary("log"), "LeakyRelu": importUnary("leakyrelu"),
 		"Gelu": importUnary("gelu"), "Sqrt": importUnary("sqrt"), "Erf": importUnary("erf"),
-		"Reciprocal": importUnary("reciprocal"), "Pow": importPow,
+		"Reciprocal": importUnary("reciprocal"), "Pow": importPow, "Clip": importClip,
 		"LayerNormalization": importLayerNorm, "ReduceMean": importReduceMean,
 		"Softmax": importSoftmax("softmax"), "LogSoftmax": importSoftmax("logsoftmax"),
 		"BatchNormalization": importBatchNorm, "Pad": importPad, "ConstantOfShape": importConstantOfShape,
@@ -1089,6 +1089,52 @@ func importUnary(op string) opImport {
 		}
 		return c.emit(l, x)
 	}
+}
+
+// importClip maps Clip to the element-wise ops mlbuild has: bounds [0, 6]
+// are relu6 (MobileNet's ReLU6, as torch.nn.ReLU6 and F.hardtanh(x, 0, 6)
+// export) and [0, +inf) is relu; other bounds are refused. The bounds are
+// attributes before opset 11 and optional constant inputs from it on.
+func importClip(c *nodeCtx) (string, error) {
+	x, err := c.runtime(0)
+	if err != nil {
+		return "", err
+	}
+	bound := func(i int, name string, def float64) (float64, error) {
+		if c.im.opset < 11 {
+			return c.attrFloat(name, def)
+		}
+		if !c.has(i) || c.n.Inputs[i] == "" {
+			return def, nil
+		}
+		k, err := c.konst(i, name)
+		if err != nil {
+			return 0, err
+		}
+		if k.size() != 1 {
+			return 0, unsupported("", "Clip's %s has %d values; it must be one number", name, k.size())
+		}
+		return k.vals[0], nil
+	}
+	lo, err := bound(1, "min", math.Inf(-1))
+	if err != nil {
+		return "", err
+	}
+	hi, err := bound(2, "max", math.Inf(1))
+	if err != nil {
+		return "", err
+	}
+	var op string
+	switch {
+	case lo == 0 && hi == 6:
+		op = "relu6"
+	case lo == 0 && math.IsInf(hi, 1):
+		op = "relu"
+	default:
+		return "", unsupported("use ReLU6 (bounds 0 and 6) or ReLU, or file an issue with the bounds your model needs",
+			"Clip to [%v, %v]; mlbuild has relu6 ([0, 6]) and relu ([0, +inf))", lo, hi)
+	}
+	return c.emit(c.newLayer(op, x.shape), x)
 }
 
 func importSoftmax(op string) opImport {

@@ -11,6 +11,7 @@ var unaryOps = map[spec.Op]string{
 	spec.OpTanh: "tanh", spec.OpGELU: "gelu", spec.OpExp: "exp", spec.OpLog: "log",
 	spec.OpAddConst: "addconst", spec.OpMulConst: "mulconst",
 	spec.OpSqrt: "sqrt", spec.OpPowConst: "powconst", spec.OpErf: "erf",
+	spec.OpReLU6: "relu6",
 }
 
 // unaryConstants are the element-wise ops with a constant (UnaryOp.Alpha).

@@ -230,7 +230,7 @@ const (
 
 // UnaryOp is one element-wise function in a Chain.
 type UnaryOp struct {
-	Op    string  `json:"op"`              // relu, leakyrelu, sigmoid, tanh, gelu, exp, log, addconst, mulconst, sqrt, powconst, erf
+	Op    string  `json:"op"`              // relu, leakyrelu, sigmoid, tanh, gelu, exp, log, addconst, mulconst, sqrt, powconst, erf, relu6
 	Alpha float64 `json:"alpha,omitempty"` // leakyrelu's slope, addconst's and mulconst's constant, powconst's exponent
 }
 

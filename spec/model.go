@@ -32,6 +32,7 @@ const (
 	OpTranspose     Op = "transpose"
 	OpReLU          Op = "relu"
 	OpLeakyReLU     Op = "leakyrelu"
+	OpReLU6         Op = "relu6"
 	OpSigmoid       Op = "sigmoid"
 	OpTanh          Op = "tanh"
 	OpGELU          Op = "gelu"

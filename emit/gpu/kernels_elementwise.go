@@ -160,6 +160,8 @@ func unaryFwd(op planner.UnaryOp, x Expr) (Expr, error) {
 		return powExpr(x, op.Alpha), nil
 	case "erf":
 		return call(FnErf, x), nil
+	case "relu6":
+		return call(FnMin, call(FnMax, x, flt(0)), flt(6)), nil
 	}
 	return nil, fmt.Errorf("unknown element-wise op %q", op.Op)
 }
@@ -229,6 +231,8 @@ func unaryGrad(op planner.UnaryOp, x Expr) (Expr, error) {
 		return flt(a), nil
 	case "sqrt":
 		return div(flt(0.5), call(FnSqrt, x)), nil
+	case "relu6":
+		return sel(and(gt(x, flt(0)), lt(x, flt(6))), flt(1), flt(0)), nil
 	case "powconst":
 		if op.Alpha == 0 {
 			return flt(0), nil

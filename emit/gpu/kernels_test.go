@@ -34,7 +34,7 @@ func argsVec(lr float32, step, seed uint32) []float32 {
 func cpuAct(act string) cpu.Unary {
 	kinds := map[string]cpu.UnaryKind{"relu": cpu.UReLU, "leakyrelu": cpu.ULeakyReLU, "sigmoid": cpu.USigmoid,
 		"tanh": cpu.UTanh, "gelu": cpu.UGELU, "exp": cpu.UExp, "log": cpu.ULog, "addconst": cpu.UAddConst, "mulconst": cpu.UMulConst,
-		"sqrt": cpu.USqrt, "powconst": cpu.UPowConst, "erf": cpu.UErf}
+		"sqrt": cpu.USqrt, "powconst": cpu.UPowConst, "erf": cpu.UErf, "relu6": cpu.UReLU6}
 	return cpu.Unary{Kind: kinds[act]}
 }
 
@@ -318,6 +318,9 @@ func kernelCases(t *testing.T) []gpuCase {
 		{{Op: "gelu"}, {Op: "tanh"}, {Op: "mulconst", Alpha: 1.5}, {Op: "leakyrelu", Alpha: 0.1}},
 		{{Op: "sigmoid"}, {Op: "addconst", Alpha: 0.5}, {Op: "log"}, {Op: "exp"}},
 		{{Op: "erf"}},
+		// relu6 on [-1, 1) and, scaled by 6, on [-6, 6): both corners
+		{{Op: "relu6"}},
+		{{Op: "mulconst", Alpha: 6}, {Op: "relu6"}, {Op: "addconst", Alpha: 0.5}},
 		{{Op: "exp"}, {Op: "sqrt"}},
 		// powers: products (2, 3, −1), a square root, exp·log for a
 		// fractional exponent (NaN for negative x, as on the CPU) and for

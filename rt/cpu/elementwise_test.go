@@ -37,6 +37,14 @@ func unaryRef(u Unary, v float64) float64 {
 		return math.Pow(v, a)
 	case UErf:
 		return 1 - math.Erfc(v)
+	case UReLU6:
+		if v < 0 {
+			return 0
+		}
+		if v > 6 {
+			return 6
+		}
+		return v
 	}
 	panic("unknown unary")
 }
@@ -66,6 +74,8 @@ func TestUnaryChainsMatchReferenceAndFiniteDifferences(t *testing.T) {
 		{"powconst -1", []Unary{{Kind: UPowConst, Alpha: -1}}, 0.5, false},
 		{"powconst 1.5", []Unary{{Kind: UPowConst, Alpha: 1.5}}, 0.5, false},
 		{"erf", []Unary{{Kind: UErf}}, -1, false},
+		{"relu6 below 0", []Unary{{Kind: UReLU6}}, -1, true},
+		{"mulconst relu6 about 6", []Unary{{Kind: UMulConst, Alpha: 6}, {Kind: UReLU6}}, 0, true},
 		{"addconst sqrt (layer norm's std)", []Unary{{Kind: UAddConst, Alpha: 1e-5}, {Kind: USqrt}}, 0.5, false},
 		{"sigmoid log", []Unary{{Kind: USigmoid}, {Kind: ULog}}, -1, false},
 		{"mulconst gelu exp", []Unary{{Kind: UMulConst, Alpha: 2}, {Kind: UGELU}, {Kind: UExp}}, -1, false},

@@ -7,7 +7,8 @@ type UnaryKind uint8
 
 // Element-wise functions. ULeakyReLU takes its slope from Unary.Alpha,
 // UAddConst and UMulConst their constant, UPowConst its exponent; UGELU is
-// the exact erf form (PyTorch's default, not the tanh approximation).
+// the exact erf form (PyTorch's default, not the tanh approximation);
+// UReLU6 is min(max(x, 0), 6), MobileNet's activation.
 const (
 	UReLU UnaryKind = iota
 	ULeakyReLU
@@ -21,6 +22,7 @@ const (
 	USqrt
 	UPowConst
 	UErf
+	UReLU6
 )
 
 // Unary is one step of an element-wise chain.
@@ -66,6 +68,8 @@ func (u Unary) eval(v float64) float64 {
 		return math.Pow(v, float64(u.Alpha))
 	case UErf:
 		return math.Erf(v)
+	case UReLU6:
+		return math.Min(math.Max(v, 0), 6)
 	}
 	return v
 }
@@ -107,6 +111,11 @@ func (u Unary) deriv(in, out float64) float64 {
 		return p * math.Pow(in, p-1)
 	case UErf:
 		return 2 / math.Sqrt(math.Pi) * math.Exp(-in*in)
+	case UReLU6:
+		if in > 0 && in < 6 {
+			return 1
+		}
+		return 0
 	}
 	return 1
 }
