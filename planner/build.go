@@ -32,11 +32,11 @@ type Options struct {
 // pass is one verb of the planner: a function in its own file whose doc
 // comment says what holds before and after it.
 type pass struct {
-	name  string    // the function, as "invalid plan after NAME" reports it
-	file  string    // the file that holds it and its contract
-	only  condition // the plans it runs for
-	run   func(*building) error
-	needs []string // passes that must come before it in the table
+	name  string                // the function, as "invalid plan after NAME" reports it
+	file  string                // the file that holds it and its contract
+	only  condition             // the plans it runs for
+	run   func(*building) error // calls the function with what it takes
+	needs []string              // passes that must come before it in the table
 }
 
 // condition says which plans a pass runs for.
@@ -123,8 +123,8 @@ var passes = [...]pass{
 var finalPhases = []string{"lower", "addLoss", "fuseEpilogue", "fuseElementwise", "differentiate", "optimize",
 	"fuseUpdate", "fuseActBwd", "chooseMethods", "choosePrecisions", "fusePool"}
 
-// Build plans m for opts.Target: it runs the passes of the table passes in
-// order and checks the plan's invariants with Verify after each one, so
+// Build plans m for opts.Target: it runs the table passes in order and
+// checks the plan's invariants with Verify after each one, so
 // that a bug in one pass is reported at that pass and not as a wrong
 // number at run time.
 func Build(m *spec.Model, opts Options) (*Plan, error) {
