@@ -119,5 +119,5 @@ func (im *importer) elementwiseShape(n *Node) ([]int, bool) {
 // fromRefused says, for a problem of a node that reads a stand-in, that
 // the problem may follow from the refused node before it.
 func fromRefused(node string) string {
-	return fmt.Sprintf(" (it reads the output of refused node %s, taken to have the shape the graph gives it; this may follow from that node's problem)", node)
+	return fmt.Sprintf(" (its input comes from refused node %s, whose output was taken to have the shape the graph declares or its inputs give; this may follow from that node's problem)", node)
 }

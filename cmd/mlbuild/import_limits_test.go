@@ -25,11 +25,22 @@ func (b pbMsg) str(field int, s string) pbMsg { return b.bytes(field, []byte(s))
 // reluChain encodes a model of opset 13 whose input x is [N, 4] and whose
 // graph is n Relu nodes in a chain.
 func reluChain(n int) []byte {
+	ops := make([]string, n)
+	for i := range ops {
+		ops[i] = "Relu"
+	}
+	return opChain(ops...)
+}
+
+// opChain encodes a model of opset 13 whose input x is [N, 4] and whose
+// graph is a chain of one-input nodes of the ops given, named after their
+// op and position (relu0, abs1).
+func opChain(ops ...string) []byte {
 	var g pbMsg
 	prev := "x"
-	for i := range n {
+	for i, op := range ops {
 		out := fmt.Sprintf("v%d", i)
-		g = g.bytes(1, pbMsg(nil).str(1, prev).str(2, out).str(3, fmt.Sprintf("relu%d", i)).str(4, "Relu"))
+		g = g.bytes(1, pbMsg(nil).str(1, prev).str(2, out).str(3, fmt.Sprintf("%s%d", strings.ToLower(op), i)).str(4, op))
 		prev = out
 	}
 	shape := pbMsg(nil).bytes(1, pbMsg(nil).str(2, "N")).bytes(1, pbMsg(nil).int(1, 4))
@@ -65,6 +76,31 @@ func TestImportSizeLimit(t *testing.T) {
 		}
 		if written == nil {
 			t.Errorf("20000 nodes: the spec was written")
+		}
+	}
+}
+
+// TestImportReportsPastRefusedNodes: the report lists the nodes refused
+// after a first one (checked on a stand-in of its shape), and counts the
+// nodes it could not check.
+func TestImportReportsPastRefusedNodes(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "m.onnx")
+	if err := os.WriteFile(file, opChain("Abs", "Relu", "Split", "Floor", "Relu"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr := mlbuild(t, "import", file, "-o", dir)
+	for _, want := range []string{
+		"m.onnx: 3 node(s) cannot be imported:",
+		`node "abs0" (Abs, opset 13): op Abs has no counterpart`,
+		// checked on a stand-in of the Abs's output: before, not checked
+		`node "split2" (Split, opset 13): Split along axis 0`,
+		`(its input comes from refused node "abs0"`,
+		`node "floor3" (Floor, opset 13): op Floor has no counterpart`,
+		"1 more node(s) read values of the nodes above whose shape is not known, and were not checked",
+	} {
+		if code != ExitInvalid || !strings.Contains(stderr, want) {
+			t.Errorf("exit %d, stderr lacks %q:\n%s", code, want, stderr)
 		}
 	}
 }
