@@ -27,7 +27,7 @@ func TestMisspeltLayerFields(t *testing.T) {
 			// nothing near: the fields are listed, without the misspelt ones
 			`layer conv2d1: conv2d layers have no field "unit" (conv2d layers have op, name, inputs, outChannels, kernel, stride, padding, dilation, groups, bias, rounding, inChannels)`,
 			`layer conv2d1: missing required field outChannels`,
-			`layer conv2d1: missing required field kernel`}},
+			`layer conv2d1: missing required field kernel (int or list)`}},
 		{`{op: "flatten"}, {op: "dense", unit: 4}`, []string{
 			`m.cue:9:43: layer dense1: dense layers have no field "unit"; did you mean units?`,
 			`m.cue:9:29: layer dense1: missing required field units`}},
