@@ -325,17 +325,17 @@ func Import(m *Model) (*Imported, error) {
 	v, ok := im.vals[outInfo.Name]
 	switch {
 	case !ok:
-		return nil, &ImportError{Problems: []Problem{{Node: "graph", Op: "outputs", Opset: im.opset, Why: fmt.Sprintf("output %q is not produced by any node", outInfo.Name)}}}
+		return nil, im.refuse(Problem{Node: "graph", Op: "outputs", Opset: im.opset, Why: fmt.Sprintf("output %q is not produced by any node", outInfo.Name)})
 	case v.konst != nil:
-		return nil, &ImportError{Problems: []Problem{{Node: "graph", Op: "outputs", Opset: im.opset, Why: fmt.Sprintf("output %q is a constant: the model does not depend on its input", outInfo.Name)}}}
+		return nil, im.refuse(Problem{Node: "graph", Op: "outputs", Opset: im.opset, Why: fmt.Sprintf("output %q is a constant: the model does not depend on its input", outInfo.Name)})
 	case v.pad != [4]int{}:
-		return nil, &ImportError{Problems: []Problem{{Node: v.padNode, Op: "Pad", Opset: im.opset, Why: "the Pad's output is the model's output; mlbuild folds a zero Pad only into the Conv or AveragePool that reads it", Fix: "pad inside the Conv or AvgPool2d (its padding argument) instead"}}}
+		return nil, im.refuse(Problem{Node: v.padNode, Op: "Pad", Opset: im.opset, Why: "the Pad's output is the model's output; mlbuild folds a zero Pad only into the Conv or AveragePool that reads it", Fix: "pad inside the Conv or AvgPool2d (its padding argument) instead"})
 	case v.lazy != nil:
-		return nil, &ImportError{Problems: []Problem{{Node: "graph", Op: "outputs", Opset: im.opset, Why: "the output's batch axis is not first (a Transpose or Reshape moved it); mlbuild's batch axis stays first"}}}
+		return nil, im.refuse(Problem{Node: "graph", Op: "outputs", Opset: im.opset, Why: "the output's batch axis is not first (a Transpose or Reshape moved it); mlbuild's batch axis stays first"})
 	case v.moved != nil:
-		return nil, &ImportError{Problems: []Problem{{Node: v.moved.node, Op: "Transpose", Opset: im.opset, Why: fmt.Sprintf("perm %v moves the batch axis, and its output is the model's output; mlbuild's batch axis stays first", v.moved.perm)}}}
+		return nil, im.refuse(Problem{Node: v.moved.node, Op: "Transpose", Opset: im.opset, Why: fmt.Sprintf("perm %v moves the batch axis, and its output is the model's output; mlbuild's batch axis stays first", v.moved.perm)})
 	case v.layer == "input" && v.view == nil:
-		return nil, &ImportError{Problems: []Problem{{Node: "graph", Op: "outputs", Opset: im.opset, Why: "the output is the input: the model computes nothing"}}}
+		return nil, im.refuse(Problem{Node: "graph", Op: "outputs", Opset: im.opset, Why: "the output is the input: the model computes nothing"})
 	}
 	name := im.materialize(v)
 	im.dropPacked(name)
@@ -493,6 +493,13 @@ func writtenTwice(g *Graph, opset int64) []Problem {
 		}
 	}
 	return ps
+}
+
+// refuse makes the error of a problem found after the nodes were
+// imported (about the graph's output), with the batch hint.
+func (im *importer) refuse(p Problem) error {
+	im.problems = append(im.problems, p)
+	return &ImportError{Problems: im.problems, Hint: im.batchHint()}
 }
 
 // batchHint advises a dynamic batch axis when the graph fixes the batch at

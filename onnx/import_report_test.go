@@ -120,6 +120,12 @@ func TestImportFixedBatchHint(t *testing.T) {
 	if ie := problemsOf(t, flatten0()); ie.Hint != "" {
 		t.Errorf("a dynamic batch got the hint %q", ie.Hint)
 	}
+	// a problem found at the graph's output gets the hint too
+	m = graphModel([]int{4}, nil, "y", node("Transpose", "t", []string{"x"}, []string{"y"}, &Attribute{Name: "perm", Type: AttrInts, Ints: []int64{1, 0}}))
+	m.Graph.Inputs[0].Dims[0] = Dim{Value: 1, Known: true}
+	if ie := problemsOf(t, m); !strings.Contains(ie.Hint, want) {
+		t.Errorf("output problem %+v: hint %q", ie.Problems, ie.Hint)
+	}
 	m = flatten0()
 	m.Graph.Inputs[0].Dims[0] = Dim{Value: 3, Known: true}
 	if ie := problemsOf(t, m); ie.Hint != "" {
