@@ -66,9 +66,15 @@ type Problem struct {
 }
 
 // ImportError lists every node that cannot be imported; the import checks
-// all nodes before it gives up.
+// all nodes before it gives up, past a refused node too where the shape of
+// its output is known (stand_in.go).
 type ImportError struct {
 	Problems []Problem
+	// Unchecked counts the nodes that read a value of a refused node whose
+	// shape is not known, and so could not be checked.
+	Unchecked int
+	// Hint is advice for the whole model, or "".
+	Hint string
 }
 
 func (e *ImportError) Error() string {
@@ -80,8 +86,32 @@ func (e *ImportError) Error() string {
 			fmt.Fprintf(&b, "; %s", p.Fix)
 		}
 	}
+	if s := e.Summary(); s != "" {
+		fmt.Fprintf(&b, "\n%s", s)
+	}
 	return b.String()
 }
+
+// Summary says what the list of problems leaves out (the nodes not
+// checked) and the hint, one line each, or "".
+func (e *ImportError) Summary() string {
+	var lines []string
+	if e.Unchecked > 0 {
+		lines = append(lines, fmt.Sprintf("%d more node(s) read values of the nodes above whose shape is not known, and were not checked", e.Unchecked))
+	}
+	if e.Hint != "" {
+		lines = append(lines, e.Hint)
+	}
+	return strings.Join(lines, "\n")
+}
+
+// MaxOpset is the newest version of the standard operator set whose
+// definitions the importer reads. A model that declares a newer one is
+// refused: an op redefined since could be read with the old meaning. The
+// changes of opsets 21 to 23 to the ops of docs/onnx.md only add element
+// types (int4, bfloat16, float4), so a model of those opsets is read as
+// its ops are defined.
+const MaxOpset = 23
 
 // value is what an ONNX value name stands for during the import: a
 // constant (folded at import time), a runtime tensor produced by a layer,
@@ -93,6 +123,10 @@ type value struct {
 	shape  []int  // runtime: the per-sample shape ONNX sees (differs for a pending view)
 	view   *Layer // runtime: a reshape or flatten not yet written, materialised on use
 	poison bool
+	// standIn names the refused node this runtime value stands in for (it
+	// has the shape of that node's output but no layer), or whose stand-in
+	// it was computed from (stand_in.go).
+	standIn string
 	// pad is a zero padding of height and width (top, left, bottom,
 	// right) that a Pad node asked for and that the Conv or AveragePool
 	// reading the value takes over; padNode names that Pad node.
@@ -189,7 +223,9 @@ type importer struct {
 	names    map[string]bool
 	counts   map[string]int // per spec op, for generated names
 	problems []Problem
-	batchN   int // the fixed batch size of the input, 0 when dynamic
+	// unchecked counts the nodes not checked because they read poison
+	unchecked int
+	batchN    int // the fixed batch size of the input, 0 when dynamic
 	// constNodes maps the outputs of Constant nodes to them, for scalarOf.
 	constNodes map[string]*Node
 	// identities maps the outputs of Identity nodes to them, for isConst.
@@ -233,6 +269,14 @@ func Import(m *Model) (*Imported, error) {
 		out: &Imported{Opset: m.Opset()}, names: map[string]bool{"input": true}, counts: map[string]int{},
 		layerValues: map[string][]string{}, viewMapping: map[*Layer]int{}, pieces: map[string][]string{}}
 	im.out.Producer = strings.TrimSpace(m.ProducerName + " " + m.ProducerVersion)
+	if im.opset > MaxOpset {
+		return nil, &ImportError{Problems: []Problem{{Node: "model", Op: "opset_import", Opset: im.opset,
+			Why: fmt.Sprintf("the model declares ONNX opset %d; the importer knows the ops as opsets 1 to %d define them, and an op changed since could be read with the wrong meaning", im.opset, MaxOpset),
+			Fix: fmt.Sprintf("export with opset_version=%d or lower (torch.onnx.export(..., opset_version=17)), or convert the file: onnx.version_converter.convert_version(onnx.load(\"model.onnx\"), %d)", MaxOpset, MaxOpset)}}}
+	}
+	if ps := writtenTwice(g, im.opset); len(ps) > 0 {
+		return nil, &ImportError{Problems: ps}
+	}
 	for _, d := range m.Opsets {
 		if d.Domain != "" && d.Domain != "ai.onnx" {
 			im.out.Warnings = append(im.out.Warnings, fmt.Sprintf("the model imports operator set %q version %d; only nodes of the standard set can be imported", d.Domain, d.Version))
@@ -275,23 +319,23 @@ func Import(m *Model) (*Imported, error) {
 			Fix: "export the model with one output (return a single tensor from forward)"})
 	}
 	if len(im.problems) > 0 {
-		return nil, &ImportError{Problems: im.problems}
+		return nil, &ImportError{Problems: im.problems, Unchecked: im.unchecked, Hint: im.batchHint()}
 	}
 	outInfo := g.Outputs[0]
 	v, ok := im.vals[outInfo.Name]
 	switch {
 	case !ok:
-		return nil, &ImportError{Problems: []Problem{{Node: "graph", Op: "outputs", Opset: im.opset, Why: fmt.Sprintf("output %q is not produced by any node", outInfo.Name)}}}
+		return nil, im.refuse(Problem{Node: "graph", Op: "outputs", Opset: im.opset, Why: fmt.Sprintf("output %q is not produced by any node", outInfo.Name)})
 	case v.konst != nil:
-		return nil, &ImportError{Problems: []Problem{{Node: "graph", Op: "outputs", Opset: im.opset, Why: fmt.Sprintf("output %q is a constant: the model does not depend on its input", outInfo.Name)}}}
+		return nil, im.refuse(Problem{Node: "graph", Op: "outputs", Opset: im.opset, Why: fmt.Sprintf("output %q is a constant: the model does not depend on its input", outInfo.Name)})
 	case v.pad != [4]int{}:
-		return nil, &ImportError{Problems: []Problem{{Node: v.padNode, Op: "Pad", Opset: im.opset, Why: "the Pad's output is the model's output; mlbuild folds a zero Pad only into the Conv or AveragePool that reads it", Fix: "pad inside the Conv or AvgPool2d (its padding argument) instead"}}}
+		return nil, im.refuse(Problem{Node: v.padNode, Op: "Pad", Opset: im.opset, Why: "the Pad's output is the model's output; mlbuild folds a zero Pad only into the Conv or AveragePool that reads it", Fix: "pad inside the Conv or AvgPool2d (its padding argument) instead"})
 	case v.lazy != nil:
-		return nil, &ImportError{Problems: []Problem{{Node: "graph", Op: "outputs", Opset: im.opset, Why: "the output's batch axis is not first (a Transpose or Reshape moved it); mlbuild's batch axis stays first"}}}
+		return nil, im.refuse(Problem{Node: "graph", Op: "outputs", Opset: im.opset, Why: "the output's batch axis is not first (a Transpose or Reshape moved it); mlbuild's batch axis stays first"})
 	case v.moved != nil:
-		return nil, &ImportError{Problems: []Problem{{Node: v.moved.node, Op: "Transpose", Opset: im.opset, Why: fmt.Sprintf("perm %v moves the batch axis, and its output is the model's output; mlbuild's batch axis stays first", v.moved.perm)}}}
+		return nil, im.refuse(Problem{Node: v.moved.node, Op: "Transpose", Opset: im.opset, Why: fmt.Sprintf("perm %v moves the batch axis, and its output is the model's output; mlbuild's batch axis stays first", v.moved.perm)})
 	case v.layer == "input" && v.view == nil:
-		return nil, &ImportError{Problems: []Problem{{Node: "graph", Op: "outputs", Opset: im.opset, Why: "the output is the input: the model computes nothing"}}}
+		return nil, im.refuse(Problem{Node: "graph", Op: "outputs", Opset: im.opset, Why: "the output is the input: the model computes nothing"})
 	}
 	name := im.materialize(v)
 	im.dropPacked(name)
@@ -418,6 +462,60 @@ func (im *importer) isConst(name string) bool {
 	return false
 }
 
+// writtenTwice reports every value that two nodes write, or that a node
+// writes over an initializer or the graph input, naming both writers: ONNX
+// graphs are in single static assignment form, and which write a reader
+// sees would be a guess.
+func writtenTwice(g *Graph, opset int64) []Problem {
+	writer := map[string]string{}
+	for _, t := range g.Initializers {
+		writer[t.Name] = fmt.Sprintf("initializer %q", t.Name)
+	}
+	for _, in := range g.Inputs {
+		if _, ok := writer[in.Name]; !ok {
+			writer[in.Name] = fmt.Sprintf("graph input %q", in.Name)
+		}
+	}
+	var ps []Problem
+	for i, n := range g.Nodes {
+		name := nodeName(i, n)
+		for _, o := range n.Outputs {
+			if o == "" {
+				continue
+			}
+			if first, ok := writer[o]; ok {
+				ps = append(ps, Problem{Node: name, Op: n.OpType, Opset: opset,
+					Why: fmt.Sprintf("writes value %q, which %s writes too; each value of an ONNX graph has one producer", o, first),
+					Fix: "the file is malformed: export it again, or rename one of the two outputs"})
+				continue
+			}
+			writer[o] = fmt.Sprintf("node %s (%s)", name, n.OpType)
+		}
+	}
+	return ps
+}
+
+// refuse makes the error of a problem found after the nodes were
+// imported (about the graph's output), with the batch hint.
+func (im *importer) refuse(p Problem) error {
+	im.problems = append(im.problems, p)
+	return &ImportError{Problems: im.problems, Hint: im.batchHint()}
+}
+
+// batchHint advises a dynamic batch axis when the graph fixes the batch at
+// 1 and some node is refused for what it does with the batch axis: traced
+// with one sample, an exporter writes the batch size into shapes and
+// squeezes as the number 1, which the importer cannot always tell from a
+// per-sample size of 1, and a dynamic axis keeps it apart. (A larger fixed
+// batch is a size that cannot be confused, and a refusal there is about
+// what the model does.)
+func (im *importer) batchHint() string {
+	if im.batchN != 1 || !slices.ContainsFunc(im.problems, func(p Problem) bool { return strings.Contains(p.Why, "batch") }) {
+		return ""
+	}
+	return `The model was exported with a fixed batch of 1, and the problems above concern the batch axis: traced with one sample, the exporter writes the batch size as the number 1, which cannot always be told from a per-sample size. Export it with a dynamic batch axis: torch.onnx.export(model, x, "model.onnx", input_names=["input"], output_names=["output"], dynamic_axes={"input": {0: "batch"}, "output": {0: "batch"}})`
+}
+
 // nodeName is a node's name for messages.
 func nodeName(i int, n *Node) string {
 	if n.Name != "" {
@@ -439,6 +537,7 @@ func (im *importer) node(i int, n *Node) {
 		return
 	}
 	ins := make([]*value, len(n.Inputs))
+	refused := "" // a refused node whose stand-in this node reads
 	for j, in := range n.Inputs {
 		if in == "" {
 			continue
@@ -449,8 +548,12 @@ func (im *importer) node(i int, n *Node) {
 			return
 		}
 		if v.poison {
-			im.poison(n) // a consequence of an earlier problem, already reported
+			im.unchecked++ // its value comes from a refused node of unknown shape
+			im.poison(n)
 			return
+		}
+		if v.standIn != "" {
+			refused = v.standIn
 		}
 		if v.pad != [4]int{} && !padConsumers[n.OpType] {
 			im.fail(n, name, unsupported("pad inside the Conv or AvgPool2d (its padding argument) instead", "reads the output of Pad node %s; mlbuild folds a zero Pad only into the Conv or AveragePool that reads it", v.padNode))
@@ -486,7 +589,19 @@ func (im *importer) node(i int, n *Node) {
 	}
 	if err != nil {
 		im.fail(n, name, err)
+		if refused != "" {
+			im.problems[len(im.problems)-1].Why += fromRefused(refused)
+		}
 		return
+	}
+	if refused != "" {
+		// what is computed from a stand-in is marked as such, so that a
+		// problem further on says where its input came from
+		for _, o := range n.Outputs {
+			if v, ok := im.vals[o]; ok && v.konst == nil && !v.poison && v.standIn == "" {
+				v.standIn = refused
+			}
+		}
 	}
 	if ctx.viewLayer != nil {
 		// the node's layer is written when something reads it, if ever
@@ -501,7 +616,7 @@ func (im *importer) fail(n *Node, name string, err error) {
 		p.Fix = s.fix
 	}
 	im.problems = append(im.problems, p)
-	im.poison(n)
+	im.standIn(n, name)
 }
 
 func (im *importer) poison(n *Node) {

@@ -156,6 +156,7 @@ func (im *importer) importGELUPattern(i int, n *Node, p *erfGELU) {
 		im.fail(n, name, unsupported("", "the GELU's input %q is produced by no earlier node", p.x))
 		return
 	case x.poison:
+		im.unchecked++
 		im.poison(n)
 		return
 	case x.konst != nil || x.pad != [4]int{}:

@@ -83,7 +83,12 @@ func missingLayerFields(v cue.Value, pos *positions) Errors {
 			if !ok {
 				where = pos.firstFile()
 			}
-			out = append(out, Error{Pos: where, Layer: layerName(path, &v), Message: fmt.Sprintf("missing required field %s (%s)", name, describeKind(f))})
+			what := describeKind(f)
+			if len(what) > 40 { // kernel's int-or-pair bounds: the kinds say it better
+				what = strings.Trim(f.IncompleteKind().String(), "()")
+				what = strings.ReplaceAll(what, "|", " or ")
+			}
+			out = append(out, Error{Pos: where, Layer: layerName(path, &v), Message: fmt.Sprintf("missing required field %s (%s)", name, what)})
 		}
 	}
 	for _, form := range []string{"layers", "nodes"} {

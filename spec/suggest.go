@@ -12,6 +12,9 @@ import (
 // third of the word's length, at least 1 and at most 3 edits), or "".
 // Ties go to the first name in the list.
 func nearest(word string, names []string) string {
+	if len(word) > 100 {
+		return "" // no misspelling of a short name; and the distance costs len(word)·len(name)
+	}
 	limit := min(max(len(word)/3, 1), 3)
 	best, bestD := "", limit+1
 	for _, n := range names {
@@ -51,6 +54,11 @@ func editDistance(a, b string) int {
 // the computed ones (in, inShapes, out) nor the fields the layer may not
 // have (unknown, keyed by the field's path joined by dots).
 func layerFields(layerPath []string, v *cue.Value, unknown map[string]bool) []string {
+	return fieldsAt(layerPath, v, unknown)
+}
+
+// fieldsAt lists the fields of the struct at path, as layerFields does.
+func fieldsAt(layerPath []string, v *cue.Value, unknown map[string]bool) []string {
 	if v == nil {
 		return nil
 	}

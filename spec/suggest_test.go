@@ -27,7 +27,7 @@ func TestMisspeltLayerFields(t *testing.T) {
 			// nothing near: the fields are listed, without the misspelt ones
 			`layer conv2d1: conv2d layers have no field "unit" (conv2d layers have op, name, inputs, outChannels, kernel, stride, padding, dilation, groups, bias, rounding, inChannels)`,
 			`layer conv2d1: missing required field outChannels`,
-			`layer conv2d1: missing required field kernel`}},
+			`layer conv2d1: missing required field kernel (int or list)`}},
 		{`{op: "flatten"}, {op: "dense", unit: 4}`, []string{
 			`m.cue:9:43: layer dense1: dense layers have no field "unit"; did you mean units?`,
 			`m.cue:9:29: layer dense1: missing required field units`}},
@@ -60,11 +60,26 @@ func TestMisspeltLayerFields(t *testing.T) {
 	}
 }
 
+// TestMisspeltSetting: a misspelt field outside the layers gets the
+// nearest field of its struct too.
+func TestMisspeltSetting(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "m.cue")
+	src := "package p\n\nimport \"github.com/mlbuild/mlbuild/schema\"\n\nschema.#Spec & {\n\tname: \"m\"\n\tmodel: {\n\t\tinput: [4]\n\t\tlayers: [{op: \"dense\", units: 2}]\n\t}\n" +
+		"\ttraining: {loss: \"softmax_cross_entropy\", optimizer: {kind: \"adam\", lr: 1e-3}, epoch: 1, batchSize: 32}\n}\n"
+	if err := os.WriteFile(f, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Load(f)
+	if err == nil || !strings.Contains(err.Error(), `field "epoch" is not allowed here (in training); did you mean epochs?`) {
+		t.Errorf("error %v", err)
+	}
+}
+
 func TestNearest(t *testing.T) {
 	names := []string{"outChannels", "kernel", "stride", "padding"}
 	for word, want := range map[string]string{
 		"outChanels": "outChannels", "OUTCHANNELS": "outChannels", "kernal": "kernel",
-		"strides": "stride", "pad": "", "units": "", "x": "",
+		"strides": "stride", "pad": "", "units": "", "x": "", strings.Repeat("kernel", 20): "",
 	} {
 		if got := nearest(word, names); got != want {
 			t.Errorf("nearest(%q) = %q, want %q", word, got, want)

@@ -154,7 +154,11 @@ func (p *positions) translate(e cueerrors.Error, v *cue.Value, notAllowed map[st
 				te.Message += fmt.Sprintf(" (%s layers have %s)", op, strings.Join(fields, ", "))
 			}
 		} else {
-			te.Message = fmt.Sprintf("field %s is not allowed here (in %s)", QuoteShort(name), Short(strings.Join(path[:max(len(path)-1, 0)], ".")))
+			parent := path[:max(len(path)-1, 0)]
+			te.Message = fmt.Sprintf("field %s is not allowed here (in %s)", QuoteShort(name), Short(strings.Join(parent, ".")))
+			if near := nearest(name, fieldsAt(parent, v, notAllowed)); near != "" {
+				te.Message += fmt.Sprintf("; did you mean %s?", near)
+			}
 		}
 	case strings.HasPrefix(raw, "invalid value") && strings.Contains(raw, "out of bound"):
 		// "invalid value 0 (out of bound >=1)"

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -57,11 +58,14 @@ and beta), Dropout in eval mode. A dynamic batch dimension becomes
 mlbuild's implicit batch; a batch fixed in the graph is accepted with a
 warning. docs/onnx.md lists the ops and opsets covered.
 
-Every node is checked before anything is written: if some cannot be
-imported, one report lists each (node, op, opset, why, what to do) and
-import exits 1. An unreadable or malformed file exits 2. The written spec
-is validated and planned before it is written; a failure there is a bug in
-the importer, and says so (exit 70).
+Every node is checked before anything is written, also past a refused
+one where its output's shape is known: if some cannot be imported, one
+report lists each (node, op, opset, why, what to do) and import exits 1.
+A model of an opset newer than the importer knows (23), a value written by
+two nodes, and a model too large for a spec (1 MiB) exit 1 too. An
+unreadable or malformed file exits 2. The written spec is validated and
+planned before it is written; a failure there is a bug in the importer,
+and says so (exit 70).
 
 Examples:
   # writes mnist.cue and mnist.safetensors in the current directory
@@ -120,6 +124,9 @@ func importRun(opts *importOptions) error {
 				fmt.Fprintf(opts.stderr, "      what to do: %s\n", p.Fix)
 			}
 		}
+		if s := ie.Summary(); s != "" {
+			fmt.Fprintln(opts.stderr, s)
+		}
 		return silentExit(ExitInvalid)
 	}
 	if err != nil {
@@ -130,7 +137,15 @@ func importRun(opts *importOptions) error {
 	weightsPath := filepath.Join(opts.outDir, name+".safetensors")
 	src := im.Spec(name, filepath.Base(opts.file), name+".safetensors")
 	tensors := im.Weights()
+	if err := checkSpecSize(opts.file, src, im); err != nil {
+		return withCode(ExitInvalid, err)
+	}
+	start := time.Now()
 	if err := checkImported(cuePath, src, im, tensors); err != nil {
+		if time.Since(start) >= spec.EvalTimeout {
+			// spec.Load gave up waiting for CUE: a limit, not a bug
+			return withCode(ExitInvalid, fmt.Errorf("%s: the model is too large for mlbuild: its spec (%d layers) did not evaluate within the %v mlbuild allows a spec; nothing was written", opts.file, len(im.Layers), spec.EvalTimeout))
+		}
 		return withCode(ExitInternal, fmt.Errorf("importer bug: the spec written for %s does not check: %v\n(please report it with the model; the spec was not written)", opts.file, err))
 	}
 	if !opts.force {
@@ -157,6 +172,16 @@ func importRun(opts *importOptions) error {
 	fmt.Fprintf(opts.stdout, "wrote %s (%d layers, %s form) and %s (%d tensors)\n", cuePath, len(im.Layers),
 		map[bool]string{true: "sequential", false: "graph"}[im.IsChain()], weightsPath, len(tensors))
 	return nil
+}
+
+// checkSpecSize refuses a model whose spec would be larger than mlbuild
+// evaluates (spec.MaxSpecBytes): a size limit, reported as such, where
+// checkImported would call it an importer bug.
+func checkSpecSize(file string, src []byte, im *onnx.Imported) error {
+	if len(src) <= spec.MaxSpecBytes {
+		return nil
+	}
+	return fmt.Errorf("%s: the model is too large for mlbuild: its spec would have %d layers in %d bytes, more than the %d bytes (1 MiB) mlbuild evaluates in one spec; nothing was written", file, len(im.Layers), len(src), spec.MaxSpecBytes)
 }
 
 // printMapping prints which layer each ONNX node became.

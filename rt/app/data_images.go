@@ -33,10 +33,11 @@ type imageFolderSource struct {
 // folder are not images of the set and are left alone.
 var imageExts = []string{".png", ".jpg", ".jpeg", ".pgm", ".ppm"}
 
-// openImageFolder lists root's class folders (in sorted order) and their
-// images. It checks what can be checked without decoding: the number of
-// classes, their names against want (the spec's classNames or the ones
-// training recorded, when known), and that no class is empty.
+// openImageFolder lists root's class folders and their images: class i is
+// the folder named want[i] (the spec's classNames or the ones training
+// recorded, when known), else the i-th folder in sorted order. It checks
+// what can be checked without decoding: the number of classes, their
+// names against want, and that no class is empty.
 func openImageFolder(meta *Meta, root string, want []string) (source, int, []string, error) {
 	c := meta.channels()
 	if len(meta.InputShape) < 2 || len(meta.InputShape) > 3 || (c != 1 && c != 3) {
@@ -70,7 +71,10 @@ func openImageFolder(meta *Meta, root string, want []string) (source, int, []str
 		return nil, 0, nil, fmt.Errorf("%s has %d class folders (%s) but the model has %d classes", root, len(names), summariseNames(names), meta.Classes)
 	}
 	if len(want) > 0 && !slices.Equal(want, names) {
-		return nil, 0, nil, fmt.Errorf("%s: the class folders are %s but the classes are %s (the spec's classNames, or the training folders recorded in the weights)", root, summariseNames(names), summariseNames(want))
+		if err := sameClasses(root, names, want); err != nil {
+			return nil, 0, nil, err
+		}
+		names = slices.Clone(want) // the class indices follow want's order
 	}
 	h, w := inputHW(meta)
 	s := &imageFolderSource{classes: meta.Classes, channels: c, h: h, w: w, resize: meta.Data.Resize}
