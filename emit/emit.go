@@ -135,7 +135,7 @@ func carriedFiles(dirs ...string) ([]File, error) {
 
 // ModelSource renders main.go of the generated program.
 func ModelSource(in *Input) ([]byte, error) {
-	g := &generator{in: in, trainState: map[string]string{}}
+	g := &generator{mainFile: &mainFile{in: in}, trainState: map[string]string{}}
 	if err := g.render(); err != nil {
 		return nil, err
 	}

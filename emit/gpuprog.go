@@ -103,10 +103,12 @@ type gpuPlan struct {
 	infer    [][]gpu.Op
 }
 
-// gpuGen renders a GPU program. It embeds the CPU generator to reuse its
-// kernel calls as the selftest's reference.
+// gpuGen renders a GPU program into a mainFile, as every backend does;
+// its CPU references are the CPU backend's kernel calls (cpu), written
+// into the same file.
 type gpuGen struct {
-	*generator
+	*mainFile
+	cpu         *generator // the CPU backend's kernel calls, the selftest's reference
 	dev         *gpuDevice
 	lib         *gpu.Library // all plans' kernels, each once
 	gemmShapes  []string     // distinct GEMM shapes, as literals
@@ -119,8 +121,10 @@ func (d *gpuDevice) render(in *Input) (*GPUSources, error) {
 	if in.Train == nil || in.Infer == nil || in.Infer1 == nil {
 		return nil, fmt.Errorf("emit: missing plan")
 	}
+	file := &mainFile{in: in}
 	g := &gpuGen{
-		generator:   &generator{in: in, trainState: map[string]string{}, reference: true},
+		mainFile:    file,
+		cpu:         &generator{mainFile: file, trainState: map[string]string{}, reference: true},
 		dev:         d,
 		lib:         gpu.NewLibrary(d.dialect),
 		gemmSeen:    map[string]bool{},
@@ -472,7 +476,7 @@ func (g *gpuGen) renderStep(mp *gpuPlan, short string, i int, st planner.Step, o
 			ins[0].slice(), outs[0].slice(), outs[1].slice(), float(float64(rate)), float(float64(scale)))
 	} else {
 		var err error
-		body, err = g.kernelCall(st, ins, outs, training, &c)
+		body, err = g.cpu.kernelCall(st, ins, outs, training, &c)
 		if err != nil {
 			return "", "", err
 		}

@@ -126,3 +126,25 @@ func testMemoryRefusal(t *testing.T, e *hardEnv) {
 		t.Errorf("predict within the inference plan's memory: exit %d:\n%s", code, stderr)
 	}
 }
+
+// TestCompileRefusesWeightsTooLargeToEmbed: weights over the 2e9 bytes Go's
+// linker puts in one symbol are refused before anything is read or built
+// (exit 1, the size and the way round it), not left to fail the build as
+// "a bug in mlbuild" (exit 3). The file is sparse: it takes no disk.
+func TestCompileRefusesWeightsTooLargeToEmbed(t *testing.T) {
+	dir := t.TempDir()
+	spec := hardWriteSpec(t, dir, "tiny.cue", "", "")
+	w := filepath.Join(dir, "big.safetensors")
+	f, err := os.Create(w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate(maxEmbeddedBytes + 1); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	code, out, errOut := hardCLI("compile", spec, "--weights", w, "--cache-dir", filepath.Join(dir, "cache"), "-o", filepath.Join(dir, "tiny"))
+	if code != ExitInvalid || !strings.Contains(errOut, "2000000001 bytes") || !strings.Contains(errOut, "predict --weights big.safetensors") {
+		t.Errorf("compile --weights of a 2 GB file: exit %d (want %d), stderr should give its size and the run-time --weights:\n%s%s", code, ExitInvalid, out, errOut)
+	}
+}

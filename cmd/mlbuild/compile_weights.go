@@ -22,6 +22,10 @@ const (
 	mdNormalizeMean   = "mlbuild.normalize.mean"
 )
 
+// maxEmbeddedBytes is the largest file go:embed can put in a program: Go's
+// linker refuses any symbol over 2e9 bytes ("symbol too large").
+const maxEmbeddedBytes = 2_000_000_000
+
 // readWeights reads the file of `compile --weights` and checks it against
 // the training plan's params before anything is built: every param the
 // model has, by name, with its shape, and nothing else; every tensor of a
@@ -36,6 +40,9 @@ func readWeights(path string, m *spec.Model, train *planner.Plan) (*emit.Weights
 	}
 	if fi.IsDir() {
 		return nil, withCode(ExitUsage, fmt.Errorf("--weights %s is a folder; give the safetensors file of the weights (NAME.safetensors)", path))
+	}
+	if fi.Size() > maxEmbeddedBytes {
+		return nil, withCode(ExitInvalid, fmt.Errorf("--weights %s is %d bytes: Go's linker cannot embed a file over %d bytes in a program; compile without --weights and give the file to the program at run time (predict --weights %s)", path, fi.Size(), int64(maxEmbeddedBytes), filepath.Base(path)))
 	}
 	if !plausibleHeader(path, fi.Size()) {
 		// Not a safetensors file (a text file, a large download): Read

@@ -152,10 +152,12 @@ func (e *EmbeddedWeights) shortHash() string {
 	return e.SHA256
 }
 
-// readEmbedded decodes the weights compiled into the program.
+// readEmbedded checks the weights compiled into the program, in place:
+// go:embed leaves them in the executable's read-only data, and CopyInto
+// converts each tensor from there into the state arena, their only copy.
 func readEmbedded(meta *Meta) (*safetensors.File, error) {
 	e := meta.Embedded
-	f, err := safetensors.ReadBytes(e.embeddedName(), e.Data)
+	f, err := safetensors.ReadBytesInPlace(e.embeddedName(), e.Data)
 	if err != nil {
 		return nil, fmt.Errorf("%v (a bug in mlbuild: compile checked them)", err)
 	}

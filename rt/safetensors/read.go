@@ -118,6 +118,21 @@ func checkHeaderLen(name string, n, fileSize uint64) error {
 // ReadBytes checks and decodes a safetensors file held in memory; name is
 // used in messages. The tensors' data are copied out of data.
 func ReadBytes(name string, data []byte) (*File, error) {
+	return readBytes(name, data, true)
+}
+
+// ReadBytesInPlace checks a safetensors file held in memory as ReadBytes
+// does, but decodes no tensor: the File's tensors have no Data, and
+// CopyInto converts each one from data straight into the caller's buffer.
+// It is for the weights compiled into a program, whose bytes (go:embed)
+// are the executable's read-only data: loading them into the state arena
+// is then their only copy, and no second copy of the weights is ever in
+// memory. data must stay as it is while the File is used.
+func ReadBytesInPlace(name string, data []byte) (*File, error) {
+	return readBytes(name, data, false)
+}
+
+func readBytes(name string, data []byte, decode bool) (*File, error) {
 	if len(data) < 8 {
 		return nil, fmt.Errorf("%s: truncated: a safetensors file starts with an 8-byte header length, but the file has %d bytes", name, len(data))
 	}
@@ -146,8 +161,16 @@ func ReadBytes(name string, data []byte) (*File, error) {
 		for j, d := range e.shape {
 			shape[j] = int(d) // fits: parseEntry bounds every dimension
 		}
-		t := Tensor{Name: e.name, Shape: shape, Data: make([]float32, e.elements), DType: e.dtype}
-		conv(t.Data, body[e.begin:e.end])
+		t := Tensor{Name: e.name, Shape: shape, DType: e.dtype}
+		if decode {
+			t.Data = make([]float32, e.elements)
+			conv(t.Data, body[e.begin:e.end])
+		} else {
+			if f.raw == nil {
+				f.raw = make([][]byte, len(entries))
+			}
+			f.raw[i] = body[e.begin:e.end]
+		}
 		f.Tensors[i] = t
 		f.index[e.name] = i
 	}

@@ -55,6 +55,9 @@ type File struct {
 	Tensors  []Tensor          // in the order of their data in the file
 	Metadata map[string]string // the "__metadata__" object; empty if absent
 	index    map[string]int
+	// raw holds each tensor's bytes in the file when it was read in place
+	// (ReadBytesInPlace; its tensors have no Data), else nil.
+	raw [][]byte
 }
 
 // Tensor returns the tensor called name.
@@ -73,6 +76,15 @@ func (f *File) CopyInto(name string, dst []float32) error {
 	t, ok := f.Tensor(name)
 	if !ok {
 		return fmt.Errorf("%s: no tensor %q", f.Path, name)
+	}
+	if f.raw != nil {
+		raw := f.raw[f.index[name]]
+		if n := len(raw) / int(dtypeSizes[t.DType]); n != len(dst) {
+			return fmt.Errorf("%s: tensor %q has %d values (shape %s), the model's buffer holds %d",
+				f.Path, name, n, FormatShape(t.Shape), len(dst))
+		}
+		converters[t.DType](dst, raw)
+		return nil
 	}
 	if len(t.Data) != len(dst) {
 		return fmt.Errorf("%s: tensor %q has %d values (shape %s), the model's buffer holds %d",
