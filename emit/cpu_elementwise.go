@@ -55,6 +55,19 @@ func (g *generator) dropoutCall(st planner.Step, in, out []operand, training boo
 	return fmt.Sprintf("cpu.DropoutFwd(%s, %s, %s, %s, dropoutRand, %v)", in[0].slice(), out[0].slice(), mask, float(a.Rate), training), nil
 }
 
+// gpuDropoutRefCall is a GPU program's CPU reference of training dropout:
+// it draws the GPU kernel's mask (dropoutUniform, from the step's seed and
+// count) rather than the CPU program's generator, so that the two agree.
+func gpuDropoutRefCall(st planner.Step, ins, outs []operand) (string, error) {
+	if len(outs) < 2 || outs[1].param == "" {
+		return "", fmt.Errorf("training dropout without a mask")
+	}
+	rate := float32(st.Attr.Rate)
+	scale := 1 / (1 - rate)
+	return fmt.Sprintf("x, y, mask := %s, %s, %s\nfor i := range y {\nm := float32(0)\nif dropoutUniform(seed, uint32(step), uint32(i)) >= %s {\nm = %s\n}\nmask[i] = m\ny[i] = x[i] * m\n}",
+		ins[0].slice(), outs[0].slice(), outs[1].slice(), float(float64(rate)), float(float64(scale))), nil
+}
+
 // dropoutBwdCall calls dropout's backward: dy through the mask.
 func (g *generator) dropoutBwdCall(st planner.Step, in, out []operand) (string, error) {
 	return fmt.Sprintf("cpu.DropoutBwd(%s, %s, %s)", in[0].slice(), in[1].slice(), out[0].slice()), nil
