@@ -482,268 +482,75 @@ func axisSplit(shape []int, axis int) (int, int, int, error) {
 	return prod(shape[:axis]), shape[axis], prod(shape[axis+1:]), nil
 }
 
-// kernelCall renders the body of one step function.
+// kernelCall renders the body of one step function. Each case is one call
+// into its kernel family's file (cpu_dense.go, cpu_conv.go, cpu_pool.go, …):
+// a new kernel adds a case here and a function there.
 func (g *generator) kernelCall(st planner.Step, in, out []operand, training bool, c *stepCall) (string, error) {
-	a := st.Attr
 	switch st.Kernel {
 	case planner.KGemm:
-		if err := need(in, 3, "input"); err != nil {
-			return "", err
-		}
-		w := in[1].buf.Shape
-		ac, err := act(a.Act)
-		if err != nil {
-			return "", err
-		}
-		batch := in[0].buf.Size / w[1]
-		k, err := cpuDenseKernel(a.Precision, g.reference)
-		if err != nil {
-			return "", err
-		}
-		fn := k.fwd
-		if !training {
-			fn = k.infer
-		}
-		return fmt.Sprintf("%s(%s, %s, %s, %s, %d, %d, %d, %s, %s)", fn, in[0].slice(), in[1].slice(), in[2].slice(), out[0].slice(), batch, w[1], w[0], ac, float(a.Alpha)), nil
+		return g.gemmCall(st, in, out, training)
 	case planner.KGemmBwd:
-		if err := need(in, 4, "input"); err != nil {
-			return "", err
-		}
-		if err := need(out, 3, "output"); err != nil {
-			return "", err
-		}
-		w := in[1].buf.Shape
-		ac, err := act(a.Act)
-		if err != nil {
-			return "", err
-		}
-		batch := in[0].buf.Size / w[1]
-		k, err := cpuDenseKernel(a.Precision, g.reference)
-		if err != nil {
-			return "", err
-		}
-		return fmt.Sprintf("%s(%s, %s, %s, %s, %s, %s, %s, %d, %d, %d, %s, %s)", k.bwd, in[0].slice(), in[1].slice(), in[2].slice(), in[3].slice(),
-			out[0].slice(), out[1].slice(), out[2].slice(), batch, w[1], w[0], ac, float(a.Alpha)), nil
+		return g.gemmBwdCall(st, in, out)
 	case planner.KConv2D:
-		if err := need(in, 3, "input"); err != nil {
-			return "", err
-		}
-		if a.Conv == nil {
-			return "", fmt.Errorf("conv2d without geometry")
-		}
-		ac, err := act(a.Act)
-		if err != nil {
-			return "", err
-		}
-		k, err := cpuConvKernel(*a.Conv, planner.ConvForward, a.Method, g.reference)
-		if err != nil {
-			return "", err
-		}
-		if a.Pool == nil {
-			return fmt.Sprintf("cpu.%s(%s, %s, %s, %s, %s, %s, %s)", k.fwd, in[0].slice(), in[1].slice(), in[2].slice(), out[0].slice(), convLit(a.Conv), ac, float(a.Alpha)), nil
-		}
-		// A max pool in the epilogue (a GPU backend's plan): the
-		// convolution into a temporary, then the pool, and in a
-		// training plan each window's argmax.
-		c := a.Conv
-		call := fmt.Sprintf("conv := make([]float32, %d) // the convolution's output, which the step pools\ncpu.%s(%s, %s, %s, conv, %s, %s, %s)\ncpu.MaxPool2DFwd(conv, %s, %s)",
-			c.N*c.OC*c.OH*c.OW, k.fwd, in[0].slice(), in[1].slice(), in[2].slice(), convLit(a.Conv), ac, float(a.Alpha), out[0].slice(), convLit(a.Pool))
-		if len(out) > 2 && out[2].param != "" {
-			call += fmt.Sprintf("\ncpu.MaxPool2DArgmax(conv, %s, %s)", out[2].slice(), convLit(a.Pool))
-		}
-		return call, nil
+		return g.conv2DCall(st, in, out)
 	case planner.KConv2DBwd:
-		if err := need(in, 5, "input"); err != nil {
-			return "", err
-		}
-		if err := need(out, 3, "output"); err != nil {
-			return "", err
-		}
-		if a.Conv == nil {
-			return "", fmt.Errorf("conv2d_bwd without geometry")
-		}
-		actName := a.Act
-		if a.ActApplied {
-			actName = "" // dy carries the derivative already
-		}
-		ac, err := act(actName)
-		if err != nil {
-			return "", err
-		}
-		pass := planner.ConvBackward
-		if out[0].param == "" {
-			pass = planner.ConvBackwardNoDx
-		}
-		k, err := cpuConvKernel(*a.Conv, pass, a.Method, g.reference)
-		if err != nil {
-			return "", err
-		}
-		return fmt.Sprintf("cpu.%s(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)", k.bwd, in[0].slice(), in[1].slice(), in[2].slice(), in[3].slice(),
-			out[0].slice(), out[1].slice(), out[2].slice(), convLit(a.Conv), ac, float(a.Alpha)), nil
+		return g.conv2DBwdCall(st, in, out)
 	case planner.KMaxPool2D, planner.KAvgPool2D:
-		fn := map[planner.Kernel]string{planner.KMaxPool2D: "MaxPool2DFwd", planner.KAvgPool2D: "AvgPool2DFwd"}[st.Kernel]
-		return fmt.Sprintf("cpu.%s(%s, %s, %s)", fn, in[0].slice(), out[0].slice(), convLit(a.Conv)), nil
+		return g.poolCall(st, in, out)
 	case planner.KMaxPool2DBwd:
-		call := fmt.Sprintf("cpu.MaxPool2DBwd(%s, %s, %s, %s, %s)", in[0].slice(), in[1].slice(), in[2].slice(), out[0].slice(), convLit(a.Conv))
-		if a.Act == "" {
-			return call, nil
-		}
-		ac, err := act(a.Act)
-		if err != nil {
-			return "", err
-		}
-		return fmt.Sprintf("%s\n\tcpu.ActBwd(%s, %s, %s, %s)", call, in[0].slice(), out[0].slice(), ac, float(a.Alpha)), nil
+		return g.maxPoolBwdCall(st, in, out)
 	case planner.KMaxPool2DArgmaxBwd:
-		if err := need(in, 3, "input"); err != nil {
-			return "", err
-		}
-		if a.Act == "" {
-			return fmt.Sprintf("cpu.MaxPool2DArgmaxBwd(%s, %s, %s, %s)", in[0].slice(), in[2].slice(), out[0].slice(), convLit(a.Conv)), nil
-		}
-		ac, err := act(a.Act)
-		if err != nil {
-			return "", err
-		}
-		// The derivative at each window's maximum, taken from the pooled
-		// output (the activation's output there), then routed.
-		return fmt.Sprintf("dz := append([]float32(nil), %s...)\ncpu.ActBwd(%s, dz, %s, %s)\ncpu.MaxPool2DArgmaxBwd(%s, dz, %s, %s)",
-			in[2].slice(), in[1].slice(), ac, float(a.Alpha), in[0].slice(), out[0].slice(), convLit(a.Conv)), nil
+		return g.maxPoolArgmaxBwdCall(st, in, out)
 	case planner.KAvgPool2DBwd:
-		return fmt.Sprintf("cpu.AvgPool2DBwd(%s, %s, %s)", in[0].slice(), out[0].slice(), convLit(a.Conv)), nil
+		return g.avgPoolBwdCall(st, in, out)
 	case planner.KGlobalAvgPool:
-		s := in[0].buf.Shape
-		return fmt.Sprintf("cpu.GlobalAvgPoolFwd(%s, %s, %d, %d, %d)", in[0].slice(), out[0].slice(), s[0], s[1], prod(s[2:])), nil
+		return g.globalAvgPoolCall(st, in, out)
 	case planner.KGlobalAvgPoolBwd:
-		s := out[0].buf.Shape
-		return fmt.Sprintf("cpu.GlobalAvgPoolBwd(%s, %s, %d, %d, %d)", in[0].slice(), out[0].slice(), s[0], s[1], prod(s[2:])), nil
+		return g.globalAvgPoolBwdCall(st, in, out)
 	case planner.KUnary, planner.KUnaryBwd:
-		ch, err := g.chain(a.Chain)
-		if err != nil {
-			return "", err
-		}
-		if st.Kernel == planner.KUnary {
-			return fmt.Sprintf("cpu.UnaryFwd(%s, %s, %s)", in[0].slice(), out[0].slice(), ch), nil
-		}
-		return fmt.Sprintf("cpu.UnaryBwd(%s, %s, %s, %s)", in[0].slice(), in[1].slice(), out[0].slice(), ch), nil
+		return g.unaryCall(st, in, out)
 	case planner.KBinary, planner.KBinaryBwd:
-		op, ok := binOps[a.BinOp]
-		if !ok {
-			return "", fmt.Errorf("unknown binary op %q", a.BinOp)
-		}
-		as, bs := in[0].buf.Shape, in[1].buf.Shape
-		var ys []int
-		if st.Kernel == planner.KBinary {
-			ys = out[0].buf.Shape
-		} else {
-			ys = in[2].buf.Shape
-		}
-		r := max(len(as), len(bs), len(ys))
-		sa, sb, sy := g.shape(full(as, r)), g.shape(full(bs, r)), g.shape(full(ys, r))
-		if st.Kernel == planner.KBinary {
-			return fmt.Sprintf("cpu.BinaryFwd(%s, %s, %s, %s, %s, %s, %s)", op, in[0].slice(), in[1].slice(), out[0].slice(), sa, sb, sy), nil
-		}
-		return fmt.Sprintf("cpu.BinaryBwd(%s, %s, %s, %s, %s, %s, %s, %s, %s)", op, in[0].slice(), in[1].slice(), in[2].slice(), out[0].slice(), out[1].slice(), sa, sb, sy), nil
+		return g.binaryCall(st, in, out)
 	case planner.KSoftmax, planner.KLogSoftmax:
-		outer, n, inner, err := axisSplit(in[0].buf.Shape, a.Axis)
-		if err != nil {
-			return "", err
-		}
-		fn := map[planner.Kernel]string{planner.KSoftmax: "SoftmaxFwd", planner.KLogSoftmax: "LogSoftmaxFwd"}[st.Kernel]
-		return fmt.Sprintf("cpu.%s(%s, %s, %d, %d, %d)", fn, in[0].slice(), out[0].slice(), outer, n, inner), nil
+		return g.softmaxCall(st, in, out)
 	case planner.KSoftmaxBwd, planner.KLogSoftmaxBwd:
-		outer, n, inner, err := axisSplit(in[0].buf.Shape, a.Axis)
-		if err != nil {
-			return "", err
-		}
-		fn := map[planner.Kernel]string{planner.KSoftmaxBwd: "SoftmaxBwd", planner.KLogSoftmaxBwd: "LogSoftmaxBwd"}[st.Kernel]
-		return fmt.Sprintf("cpu.%s(%s, %s, %s, %d, %d, %d)", fn, in[0].slice(), in[1].slice(), out[0].slice(), outer, n, inner), nil
+		return g.softmaxBwdCall(st, in, out)
 	case planner.KDropout:
-		mask := "nil"
-		if len(out) > 1 {
-			mask = out[1].slice()
-		}
-		return fmt.Sprintf("cpu.DropoutFwd(%s, %s, %s, %s, dropoutRand, %v)", in[0].slice(), out[0].slice(), mask, float(a.Rate), training), nil
+		return g.dropoutCall(st, in, out, training)
 	case planner.KDropoutBwd:
-		return fmt.Sprintf("cpu.DropoutBwd(%s, %s, %s)", in[0].slice(), in[1].slice(), out[0].slice()), nil
+		return g.dropoutBwdCall(st, in, out)
 	case planner.KBatchNorm:
-		if err := need(in, 5, "input"); err != nil {
-			return "", err
-		}
-		if err := need(out, 3, "output"); err != nil {
-			return "", err
-		}
-		s := in[0].buf.Shape
-		return fmt.Sprintf("cpu.BatchNormFwd(%s, %s, %s, %s, %s, %s, %s, %s, %d, %d, %d, %s, %s, %v)", in[0].slice(), in[1].slice(), in[2].slice(), in[3].slice(), in[4].slice(),
-			out[0].slice(), out[1].slice(), out[2].slice(), s[0], s[1], prod(s[2:]), float(a.Eps), float(a.Momentum), training), nil
+		return g.batchNormCall(st, in, out, training)
 	case planner.KBatchNormBwd:
-		s := in[0].buf.Shape
-		return fmt.Sprintf("cpu.BatchNormBwd(%s, %s, %s, %s, %s, %s, %s, %s, %d, %d, %d)", in[0].slice(), in[1].slice(), in[2].slice(), in[3].slice(), in[4].slice(),
-			out[0].slice(), out[1].slice(), out[2].slice(), s[0], s[1], prod(s[2:])), nil
+		return g.batchNormBwdCall(st, in, out)
 	case planner.KLayerNorm, planner.KLayerNormBwd:
-		s := in[0].buf.Shape
-		if a.Axis < 1 || a.Axis >= len(s) {
-			return "", fmt.Errorf("layernorm axis %d out of range for shape %v", a.Axis, s)
-		}
-		rows, cols := prod(s[:a.Axis]), prod(s[a.Axis:])
-		if st.Kernel == planner.KLayerNorm {
-			return fmt.Sprintf("cpu.LayerNormFwd(%s, %s, %s, %s, %s, %s, %d, %d, %s)", in[0].slice(), in[1].slice(), in[2].slice(),
-				out[0].slice(), out[1].slice(), out[2].slice(), rows, cols, float(a.Eps)), nil
-		}
-		return fmt.Sprintf("cpu.LayerNormBwd(%s, %s, %s, %s, %s, %s, %s, %s, %d, %d)", in[0].slice(), in[1].slice(), in[2].slice(), in[3].slice(), in[4].slice(),
-			out[0].slice(), out[1].slice(), out[2].slice(), rows, cols), nil
+		return g.layerNormCall(st, in, out)
 	case planner.KReduceMean:
-		return fmt.Sprintf("cpu.ReduceMeanFwd(%s, %s, %s, %s)", in[0].slice(), out[0].slice(), g.shape(in[0].buf.Shape), g.shape(out[0].buf.Shape)), nil
+		return g.reduceMeanCall(st, in, out)
 	case planner.KReduceMeanBwd:
-		return fmt.Sprintf("cpu.ReduceMeanBwd(%s, %s, %s, %s)", in[0].slice(), out[0].slice(), g.shape(out[0].buf.Shape), g.shape(in[0].buf.Shape)), nil
+		return g.reduceMeanBwdCall(st, in, out)
 	case planner.KMatMul:
-		return fmt.Sprintf("cpu.MatMulFwd(%s, %s, %s, %s, %s, %s)", in[0].slice(), in[1].slice(), out[0].slice(),
-			g.shape(in[0].buf.Shape), g.shape(in[1].buf.Shape), g.shape(out[0].buf.Shape)), nil
+		return g.matMulCall(st, in, out)
 	case planner.KMatMulBwd:
-		return fmt.Sprintf("cpu.MatMulBwd(%s, %s, %s, %s, %s, %s, %s, %s)", in[0].slice(), in[1].slice(), in[2].slice(), out[0].slice(), out[1].slice(),
-			g.shape(in[0].buf.Shape), g.shape(in[1].buf.Shape), g.shape(in[2].buf.Shape)), nil
+		return g.matMulBwdCall(st, in, out)
 	case planner.KTranspose:
-		return fmt.Sprintf("cpu.Transpose(%s, %s, %s, %s)", in[0].slice(), out[0].slice(), g.shape(in[0].buf.Shape), g.shape(a.Perm)), nil
+		return g.transposeCall(st, in, out)
 	case planner.KConcat, planner.KConcatBwd:
-		var shapes, bufs []string
-		parts := in
-		if st.Kernel == planner.KConcatBwd {
-			parts = out
-		}
-		for _, op := range parts {
-			shapes = append(shapes, ints(op.buf.Shape))
-			bufs = append(bufs, op.slice())
-		}
-		sh := g.sharedVar("shapes", "[][]int{"+strings.Join(shapes, ", ")+"}")
-		if st.Kernel == planner.KConcat {
-			return fmt.Sprintf("cpu.ConcatFwd([][]float32{%s}, %s, %s, %d)", strings.Join(bufs, ", "), out[0].slice(), sh, a.Axis), nil
-		}
-		return fmt.Sprintf("cpu.ConcatBwd(%s, [][]float32{%s}, %s, %d)", in[0].slice(), strings.Join(bufs, ", "), sh, a.Axis), nil
+		return g.concatCall(st, in, out)
 	case planner.KSoftmaxXent:
-		s := in[0].buf.Shape
-		c.loss = true
-		return fmt.Sprintf("l := cpu.SoftmaxXent(%s, %s, %s, %d, %d)\n%s[0] = l\nreturn l", in[0].slice(), in[1].slice(), out[1].slice(), s[0], prod(s[1:]), out[0].param), nil
+		return g.softmaxXentCall(st, in, out, c)
 	case planner.KMSE:
-		c.loss = true
-		return fmt.Sprintf("l := cpu.MSE(%s, %s, %s, %d)\n%s[0] = l\nreturn l", in[0].slice(), in[1].slice(), out[1].slice(), in[0].buf.Size, out[0].param), nil
+		return g.mseCall(st, in, out, c)
 	case planner.KMAE:
-		c.loss = true
-		return fmt.Sprintf("l := cpu.MAE(%s, %s, %s, %d)\n%s[0] = l\nreturn l", in[0].slice(), in[1].slice(), out[1].slice(), in[0].buf.Size, out[0].param), nil
+		return g.maeCall(st, in, out, c)
 	case planner.KHuber:
-		c.loss = true
-		return fmt.Sprintf("l := cpu.Huber(%s, %s, %s, %d, %s)\n%s[0] = l\nreturn l", in[0].slice(), in[1].slice(), out[1].slice(), in[0].buf.Size, float(a.Delta), out[0].param), nil
+		return g.huberCall(st, in, out, c)
 	case planner.KAccumulate:
-		return fmt.Sprintf("cpu.Add(%s, %s, %s)", in[0].slice(), in[1].slice(), out[0].slice()), nil
+		return g.accumulateCall(st, in, out)
 	case planner.KSGD:
-		c.lr = true
-		return fmt.Sprintf("cpu.SGD(%s, %s, %s, lr, %s, %s)", out[0].slice(), in[0].slice(), in[1].slice(), float(a.Momentum), float(a.WeightDecay)), nil
+		return g.sgdCall(st, in, out, c)
 	case planner.KAdam, planner.KAdamMulti: // one call per (param, m, v)
-		c.lr = true
-		var calls []string
-		for i := 0; i+2 < len(in) && i < len(out); i += 3 {
-			calls = append(calls, fmt.Sprintf("cpu.Adam(%s, %s, %s, %s, lr, %s, %s, %s, %s, step, %v)", out[i].slice(), in[i].slice(), in[i+1].slice(), in[i+2].slice(),
-				float(a.Beta1), float(a.Beta2), float(a.Eps), float(a.WeightDecay), a.Decoupled))
-		}
-		return strings.Join(calls, "\n"), nil
+		return g.adamCall(st, in, out, c)
 	}
 	return "", fmt.Errorf("the CPU emitter has no kernel %q", st.Kernel)
 }

@@ -466,20 +466,14 @@ func (g *gpuGen) renderStep(mp *gpuPlan, short string, i int, st planner.Step, o
 	}
 	var body string
 	var c stepCall
+	var err error
 	if st.Kernel == planner.KDropout && training && st.Attr.Rate > 0 {
-		if len(outs) < 2 || outs[1].param == "" {
-			return "", "", fmt.Errorf("training dropout without a mask")
-		}
-		rate := float32(st.Attr.Rate)
-		scale := 1 / (1 - rate)
-		body = fmt.Sprintf("x, y, mask := %s, %s, %s\nfor i := range y {\nm := float32(0)\nif dropoutUniform(seed, uint32(step), uint32(i)) >= %s {\nm = %s\n}\nmask[i] = m\ny[i] = x[i] * m\n}",
-			ins[0].slice(), outs[0].slice(), outs[1].slice(), float(float64(rate)), float(float64(scale)))
+		body, err = gpuDropoutRefCall(st, ins, outs)
 	} else {
-		var err error
 		body, err = g.cpu.kernelCall(st, ins, outs, training, &c)
-		if err != nil {
-			return "", "", err
-		}
+	}
+	if err != nil {
+		return "", "", err
 	}
 	if !c.loss {
 		body += "\nreturn 0"
@@ -526,18 +520,9 @@ func (g *gpuGen) renderStep(mp *gpuPlan, short string, i int, st planner.Step, o
 			return "", "", err
 		}
 	}
-	switch {
-	case st.Kernel == planner.KSGD || st.Kernel == planner.KAdam: // KAdamMulti's moments are among its outputs
-		for _, id := range st.In[1:] {
-			if err := addCheck(id); err != nil {
-				return "", "", err
-			}
-		}
-	case st.Kernel == planner.KBatchNorm && training && len(st.In) >= 5:
-		for _, id := range st.In[3:5] {
-			if err := addCheck(id); err != nil {
-				return "", "", err
-			}
+	for _, id := range updatedInputs(st, training) {
+		if err := addCheck(id); err != nil {
+			return "", "", err
 		}
 	}
 
@@ -556,6 +541,19 @@ func (g *gpuGen) renderStep(mp *gpuPlan, short string, i int, st planner.Step, o
 		entry = "{" + head + ", Ops: []op{\n" + strings.Join(opLits, ",\n") + ",\n}},"
 	}
 	return ref, entry, nil
+}
+
+// updatedInputs are the inputs a step updates in place, which selftest
+// compares with its outputs: an optimizer's state and, in training, batch
+// norm's running statistics.
+func updatedInputs(st planner.Step, training bool) []planner.BufID {
+	switch {
+	case st.Kernel == planner.KSGD || st.Kernel == planner.KAdam: // KAdamMulti's moments are among its outputs
+		return st.In[1:]
+	case st.Kernel == planner.KBatchNorm && training && len(st.In) >= 5:
+		return st.In[3:5]
+	}
+	return nil
 }
 
 // opLiteral renders one GPU op as a gpuOp literal, byte offsets resolved.

@@ -346,3 +346,17 @@ func (l *lowering) conv(st *planner.Step, bwd bool) error {
 	}
 	return nil
 }
+
+// convBwd lowers a convolution's backward; a step whose dy already
+// carries the activation's derivative is lowered as one without it.
+func (l *lowering) convBwd(st *planner.Step) error {
+	a := st.Attr
+	if a.ActApplied {
+		// dy carries the activation's derivative (the max pool's
+		// backward applied it): lower the step without one.
+		plain := *st
+		plain.Attr.Act, plain.Attr.Alpha, plain.Attr.ActApplied = "", 0, false
+		return l.conv(&plain, true)
+	}
+	return l.conv(st, true)
+}

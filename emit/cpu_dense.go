@@ -1,0 +1,69 @@
+package emit
+
+import (
+	"fmt"
+
+	"github.com/mlbuild/mlbuild/planner"
+)
+
+// The dense family's calls: dense layers (gemm) and batched matrix
+// products (matmul), forward and backward.
+
+// gemmCall calls a dense layer's forward in the step's precision (the
+// inference plans' own function outside training).
+func (g *generator) gemmCall(st planner.Step, in, out []operand, training bool) (string, error) {
+	a := st.Attr
+	if err := need(in, 3, "input"); err != nil {
+		return "", err
+	}
+	w := in[1].buf.Shape
+	ac, err := act(a.Act)
+	if err != nil {
+		return "", err
+	}
+	batch := in[0].buf.Size / w[1]
+	k, err := cpuDenseKernel(a.Precision, g.reference)
+	if err != nil {
+		return "", err
+	}
+	fn := k.fwd
+	if !training {
+		fn = k.infer
+	}
+	return fmt.Sprintf("%s(%s, %s, %s, %s, %d, %d, %d, %s, %s)", fn, in[0].slice(), in[1].slice(), in[2].slice(), out[0].slice(), batch, w[1], w[0], ac, float(a.Alpha)), nil
+}
+
+// gemmBwdCall calls a dense layer's backward in the step's precision.
+func (g *generator) gemmBwdCall(st planner.Step, in, out []operand) (string, error) {
+	a := st.Attr
+	if err := need(in, 4, "input"); err != nil {
+		return "", err
+	}
+	if err := need(out, 3, "output"); err != nil {
+		return "", err
+	}
+	w := in[1].buf.Shape
+	ac, err := act(a.Act)
+	if err != nil {
+		return "", err
+	}
+	batch := in[0].buf.Size / w[1]
+	k, err := cpuDenseKernel(a.Precision, g.reference)
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("%s(%s, %s, %s, %s, %s, %s, %s, %d, %d, %d, %s, %s)", k.bwd, in[0].slice(), in[1].slice(), in[2].slice(), in[3].slice(),
+		out[0].slice(), out[1].slice(), out[2].slice(), batch, w[1], w[0], ac, float(a.Alpha)), nil
+}
+
+// matMulCall calls a batched matrix product.
+func (g *generator) matMulCall(st planner.Step, in, out []operand) (string, error) {
+	return fmt.Sprintf("cpu.MatMulFwd(%s, %s, %s, %s, %s, %s)", in[0].slice(), in[1].slice(), out[0].slice(),
+		g.shape(in[0].buf.Shape), g.shape(in[1].buf.Shape), g.shape(out[0].buf.Shape)), nil
+}
+
+// matMulBwdCall calls a batched matrix product's backward.
+func (g *generator) matMulBwdCall(st planner.Step, in, out []operand) (string, error) {
+	return fmt.Sprintf("cpu.MatMulBwd(%s, %s, %s, %s, %s, %s, %s, %s)", in[0].slice(), in[1].slice(), in[2].slice(), out[0].slice(), out[1].slice(),
+		g.shape(in[0].buf.Shape), g.shape(in[1].buf.Shape), g.shape(in[2].buf.Shape)), nil
+}

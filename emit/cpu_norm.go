@@ -1,0 +1,49 @@
+package emit
+
+import (
+	"fmt"
+
+	"github.com/mlbuild/mlbuild/planner"
+)
+
+// The normalisation family's calls: batch and layer normalisation, forward
+// and backward.
+
+// batchNormCall calls batch normalisation (the batch's statistics in
+// training, the running ones outside).
+func (g *generator) batchNormCall(st planner.Step, in, out []operand, training bool) (string, error) {
+	a := st.Attr
+	if err := need(in, 5, "input"); err != nil {
+		return "", err
+	}
+	if err := need(out, 3, "output"); err != nil {
+		return "", err
+	}
+	s := in[0].buf.Shape
+	return fmt.Sprintf("cpu.BatchNormFwd(%s, %s, %s, %s, %s, %s, %s, %s, %d, %d, %d, %s, %s, %v)", in[0].slice(), in[1].slice(), in[2].slice(), in[3].slice(), in[4].slice(),
+		out[0].slice(), out[1].slice(), out[2].slice(), s[0], s[1], prod(s[2:]), float(a.Eps), float(a.Momentum), training), nil
+}
+
+// batchNormBwdCall calls batch normalisation's backward.
+func (g *generator) batchNormBwdCall(st planner.Step, in, out []operand) (string, error) {
+	s := in[0].buf.Shape
+	return fmt.Sprintf("cpu.BatchNormBwd(%s, %s, %s, %s, %s, %s, %s, %s, %d, %d, %d)", in[0].slice(), in[1].slice(), in[2].slice(), in[3].slice(), in[4].slice(),
+		out[0].slice(), out[1].slice(), out[2].slice(), s[0], s[1], prod(s[2:])), nil
+}
+
+// layerNormCall calls layer normalisation or its backward, over the
+// step's [rows, cols] view.
+func (g *generator) layerNormCall(st planner.Step, in, out []operand) (string, error) {
+	a := st.Attr
+	s := in[0].buf.Shape
+	if a.Axis < 1 || a.Axis >= len(s) {
+		return "", fmt.Errorf("layernorm axis %d out of range for shape %v", a.Axis, s)
+	}
+	rows, cols := prod(s[:a.Axis]), prod(s[a.Axis:])
+	if st.Kernel == planner.KLayerNorm {
+		return fmt.Sprintf("cpu.LayerNormFwd(%s, %s, %s, %s, %s, %s, %d, %d, %s)", in[0].slice(), in[1].slice(), in[2].slice(),
+			out[0].slice(), out[1].slice(), out[2].slice(), rows, cols, float(a.Eps)), nil
+	}
+	return fmt.Sprintf("cpu.LayerNormBwd(%s, %s, %s, %s, %s, %s, %s, %s, %d, %d)", in[0].slice(), in[1].slice(), in[2].slice(), in[3].slice(), in[4].slice(),
+		out[0].slice(), out[1].slice(), out[2].slice(), rows, cols), nil
+}

@@ -1,0 +1,42 @@
+package emit
+
+import (
+	"fmt"
+
+	"github.com/mlbuild/mlbuild/planner"
+)
+
+// The reduction family's calls: softmax and log-softmax along an axis, and
+// the mean over axes, forward and backward.
+
+// softmaxCall calls softmax or log-softmax along the step's axis.
+func (g *generator) softmaxCall(st planner.Step, in, out []operand) (string, error) {
+	a := st.Attr
+	outer, n, inner, err := axisSplit(in[0].buf.Shape, a.Axis)
+	if err != nil {
+		return "", err
+	}
+	fn := map[planner.Kernel]string{planner.KSoftmax: "SoftmaxFwd", planner.KLogSoftmax: "LogSoftmaxFwd"}[st.Kernel]
+	return fmt.Sprintf("cpu.%s(%s, %s, %d, %d, %d)", fn, in[0].slice(), out[0].slice(), outer, n, inner), nil
+}
+
+// softmaxBwdCall calls the backward of softmax or log-softmax.
+func (g *generator) softmaxBwdCall(st planner.Step, in, out []operand) (string, error) {
+	a := st.Attr
+	outer, n, inner, err := axisSplit(in[0].buf.Shape, a.Axis)
+	if err != nil {
+		return "", err
+	}
+	fn := map[planner.Kernel]string{planner.KSoftmaxBwd: "SoftmaxBwd", planner.KLogSoftmaxBwd: "LogSoftmaxBwd"}[st.Kernel]
+	return fmt.Sprintf("cpu.%s(%s, %s, %s, %d, %d, %d)", fn, in[0].slice(), in[1].slice(), out[0].slice(), outer, n, inner), nil
+}
+
+// reduceMeanCall calls the mean over the axes the output keeps at size 1.
+func (g *generator) reduceMeanCall(st planner.Step, in, out []operand) (string, error) {
+	return fmt.Sprintf("cpu.ReduceMeanFwd(%s, %s, %s, %s)", in[0].slice(), out[0].slice(), g.shape(in[0].buf.Shape), g.shape(out[0].buf.Shape)), nil
+}
+
+// reduceMeanBwdCall calls the mean's backward.
+func (g *generator) reduceMeanBwdCall(st planner.Step, in, out []operand) (string, error) {
+	return fmt.Sprintf("cpu.ReduceMeanBwd(%s, %s, %s, %s)", in[0].slice(), out[0].slice(), g.shape(out[0].buf.Shape), g.shape(in[0].buf.Shape)), nil
+}

@@ -1,0 +1,31 @@
+package emit
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/mlbuild/mlbuild/planner"
+)
+
+// The optimizer family's calls: one update per param, with the run-time
+// learning rate (and step count) as the step function's parameters.
+
+// sgdCall calls an SGD update, which takes the learning rate.
+func (g *generator) sgdCall(st planner.Step, in, out []operand, c *stepCall) (string, error) {
+	a := st.Attr
+	c.lr = true
+	return fmt.Sprintf("cpu.SGD(%s, %s, %s, lr, %s, %s)", out[0].slice(), in[0].slice(), in[1].slice(), float(a.Momentum), float(a.WeightDecay)), nil
+}
+
+// adamCall calls one Adam (or AdamW) update per (param, m, v) of the
+// step, which take the learning rate and the step count.
+func (g *generator) adamCall(st planner.Step, in, out []operand, c *stepCall) (string, error) {
+	a := st.Attr
+	c.lr = true
+	var calls []string
+	for i := 0; i+2 < len(in) && i < len(out); i += 3 {
+		calls = append(calls, fmt.Sprintf("cpu.Adam(%s, %s, %s, %s, lr, %s, %s, %s, %s, step, %v)", out[i].slice(), in[i].slice(), in[i+1].slice(), in[i+2].slice(),
+			float(a.Beta1), float(a.Beta2), float(a.Eps), float(a.WeightDecay), a.Decoupled))
+	}
+	return strings.Join(calls, "\n"), nil
+}

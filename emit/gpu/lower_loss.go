@@ -1,0 +1,52 @@
+package gpu
+
+import (
+	"fmt"
+
+	"github.com/mlbuild/mlbuild/planner"
+)
+
+// The loss family's lowerings: each writes the loss and the gradient of
+// the mean loss with respect to the prediction in one kernel.
+
+// softmaxXent lowers softmax cross-entropy: the loss and dlogits in one
+// kernel.
+func (l *lowering) softmaxXent(st *planner.Step) error {
+	if err := l.operands(st, 2, 2); err != nil {
+		return err
+	}
+	zs, err := l.shape(st.In[0])
+	if err != nil || len(zs) != 2 {
+		return fmt.Errorf("logits shape %v: want [batch, classes] (%v)", zs, err)
+	}
+	return l.launch("softmax_xent", softmaxXentKernel(zs[0], zs[1]), nil, whole(st.In[0]), whole(st.In[1]), whole(st.Out[0]), whole(st.Out[1]))
+}
+
+// mse lowers the mean squared error: the loss and dpred in one kernel.
+func (l *lowering) mse(st *planner.Step) error {
+	if err := l.operands(st, 2, 2); err != nil {
+		return err
+	}
+	pb, err := l.buf(st.In[0])
+	if err != nil {
+		return err
+	}
+	return l.launch("mse", mseKernel(pb.Size), nil, whole(st.In[0]), whole(st.In[1]), whole(st.Out[0]), whole(st.Out[1]))
+}
+
+// maeOrHuber lowers the mean absolute error or the Huber loss: the loss
+// and dpred in one kernel.
+func (l *lowering) maeOrHuber(st *planner.Step) error {
+	if err := l.operands(st, 2, 2); err != nil {
+		return err
+	}
+	pb, err := l.buf(st.In[0])
+	if err != nil {
+		return err
+	}
+	name, k := "mae", maeKernel(pb.Size)
+	if st.Kernel == planner.KHuber {
+		name, k = "huber", huberKernel(pb.Size, float32(st.Attr.Delta))
+	}
+	return l.launch(name, k, nil, whole(st.In[0]), whole(st.In[1]), whole(st.Out[0]), whole(st.Out[1]))
+}

@@ -1,0 +1,74 @@
+package gpu
+
+import (
+	"fmt"
+
+	"github.com/mlbuild/mlbuild/planner"
+)
+
+// The optimizer family's lowerings: one update step per param (or, for
+// multi-tensor Adam, per group of params).
+
+// sgd lowers an SGD update, with the velocity buffer when the step has
+// momentum.
+func (l *lowering) sgd(st *planner.Step) error {
+	a := st.Attr
+	if err := l.operands(st, 1, 1); err != nil {
+		return err
+	}
+	pb, err := l.buf(st.Out[0])
+	if err != nil {
+		return err
+	}
+	ops := []operand{stepArgs, whole(st.In[0])}
+	if a.Momentum != 0 {
+		if len(st.In) < 2 || !present(st.In[1]) {
+			return fmt.Errorf("sgd with momentum %g needs a velocity buffer", a.Momentum)
+		}
+		ops = append(ops, whole(st.In[1]))
+	}
+	ops = append(ops, whole(st.Out[0]))
+	return l.launch("sgd", sgdKernel(pb.Size, float32(a.Momentum), float32(a.WeightDecay)), nil, ops...)
+}
+
+// adam lowers an Adam (or AdamW) update of one param.
+func (l *lowering) adam(st *planner.Step) error {
+	a := st.Attr
+	if err := l.operands(st, 3, 1); err != nil {
+		return err
+	}
+	pb, err := l.buf(st.Out[0])
+	if err != nil {
+		return err
+	}
+	kind := "adam"
+	if a.Decoupled {
+		kind = "adamw"
+	}
+	return l.launch(kind, adamKernel(pb.Size, float32(a.Beta1), float32(a.Beta2), float32(a.Eps), float32(a.WeightDecay), a.Decoupled), nil,
+		stepArgs, whole(st.In[0]), whole(st.In[1]), whole(st.In[2]), whole(st.Out[0]))
+}
+
+// adamMulti lowers a multi-tensor Adam update: one kernel over several
+// params (fuse_update.go).
+func (l *lowering) adamMulti(st *planner.Step) error {
+	a := st.Attr
+	if len(st.In)%3 != 0 || len(st.Out) != len(st.In) {
+		return fmt.Errorf("multi-tensor Adam with %d inputs and %d outputs", len(st.In), len(st.Out))
+	}
+	var sizes []int
+	ops := []operand{stepArgs}
+	for i := 0; i < len(st.In); i += 3 {
+		pb, err := l.buf(st.Out[i])
+		if err != nil {
+			return err
+		}
+		sizes = append(sizes, pb.Size)
+		ops = append(ops, whole(st.In[i]), whole(st.In[i+1]), whole(st.In[i+2]), whole(st.Out[i]))
+	}
+	kind := "adam_multi"
+	if a.Decoupled {
+		kind = "adamw_multi"
+	}
+	return l.launch(kind, adamMultiKernel(sizes, float32(a.Beta1), float32(a.Beta2), float32(a.Eps), float32(a.WeightDecay), a.Decoupled), nil, ops...)
+}
