@@ -84,7 +84,7 @@ func parseTrainFlags(meta *Meta, args []string, stdout, stderr io.Writer) (*trai
 		return nil, usageError{fmt.Sprintf("--validation-split must be in [0, 1), got %v", o.valSplit)}
 	case o.limit < 0 || o.patience < 0:
 		return nil, usageError{"--limit and --patience must not be negative"}
-	case o.threads < 0:
+	case checkThreads(o.threads) != nil:
 		return nil, checkThreads(o.threads)
 	}
 	if at != nil {
