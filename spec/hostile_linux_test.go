@@ -80,7 +80,7 @@ func TestEvalMemoryBounded(t *testing.T) {
 		os.Exit(0)
 	}
 	if testing.Short() {
-		t.Skip("starts a child that takes 0.5 GB")
+		t.Skip("starts a child that takes 0.3 GB")
 	}
 	cmd := exec.Command(os.Args[0], "-test.run=^TestEvalMemoryBounded$")
 	cmd.Env = append(os.Environ(), "MLBUILD_TEST_EVALMEM=1")
@@ -88,7 +88,7 @@ func TestEvalMemoryBounded(t *testing.T) {
 	if err != nil {
 		t.Fatalf("child: %v\n%s", err, out)
 	}
-	if !strings.Contains(string(out), "double.cue:1:1: evaluating the spec took more than 512.00 MiB of memory") {
+	if !strings.Contains(string(out), "double.cue:1:1: evaluating the spec took more than 256.00 MiB of memory") {
 		t.Errorf("child's error lacks the memory bound:\n%.1000s", out)
 	}
 	peak := cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss * 1024 // kilobytes on Linux
