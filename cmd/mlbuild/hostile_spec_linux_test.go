@@ -25,7 +25,8 @@ import (
 // that is no regular file) with a positioned message, within a few
 // seconds, and the child's peak memory stays below 1 GB. Before, the
 // label chain crashed with a stack overflow (exit 2), the doubling spec
-// passed 8 GB, and the FIFO blocked for ever.
+// passed 8 GB, and the FIFO blocked for ever. An imported /dev/zero is
+// skipped by CUE's loader (the import fails at its line).
 func TestHostileSpecsThroughCLI(t *testing.T) {
 	dir := t.TempDir()
 	var double strings.Builder
@@ -46,10 +47,21 @@ func TestHostileSpecsThroughCLI(t *testing.T) {
 	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// A package importing a "file" that is /dev/zero.
+	imp := filepath.Join(dir, "imp")
+	os.MkdirAll(filepath.Join(imp, "cue.mod"), 0o755)
+	os.MkdirAll(filepath.Join(imp, "lib"), 0o755)
+	os.WriteFile(filepath.Join(imp, "cue.mod", "module.cue"), []byte("module: \"x.example/m@v0\"\nlanguage: version: \"v0.16.0\"\n"), 0o644)
+	if err := os.Symlink("/dev/zero", filepath.Join(imp, "lib", "lib.cue")); err != nil {
+		t.Fatal(err)
+	}
+	zeroImport := filepath.Join(imp, "spec.cue")
+	os.WriteFile(zeroImport, bytes.Replace([]byte(strings.Replace(hardSpecSource, `name: "tiny"`, "name: \"tiny\"\n_y: lib.x", 1)), []byte(`import "github.com`), []byte("import \"x.example/m/lib\"\nimport \"github.com"), 1), 0o644)
 	for _, c := range []struct {
 		file, want string
 		code       int
 	}{
+		{zeroImport, "spec.cue:3:8: import failed", ExitInvalid},
 		{doubling, "double.cue:1:1: evaluating the spec took more than 256.00 MiB of memory", ExitInvalid},
 		{chain, "chain.cue:", ExitInvalid},
 		{lr, "is beyond the largest number a float32 holds", ExitInvalid},
