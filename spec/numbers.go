@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 	"math/big"
-	"strings"
 
 	"cuelang.org/go/cue"
 	"cuelang.org/go/cue/ast"
@@ -104,17 +103,14 @@ const smallestNormal32 = 0x1p-126
 
 // numberLiteral is v's value as a decimal literal, exact.
 func numberLiteral(v cue.Value) (string, bool) {
-	if !v.IsConcrete() {
-		return "", false
-	}
 	if k := v.Kind(); k != cue.IntKind && k != cue.FloatKind {
 		return "", false
 	}
-	lit, ok := v.Syntax(cue.Final()).(*ast.BasicLit)
-	if !ok || (lit.Kind != token.INT && lit.Kind != token.FLOAT) {
+	b, err := v.MarshalJSON()
+	if err != nil {
 		return "", false
 	}
-	return strings.ReplaceAll(lit.Value, "_", ""), true
+	return string(b), true
 }
 
 // numberError positions msg at the number, or at its field's place in the
