@@ -12,10 +12,12 @@ import (
 // spec: past it, Load stops waiting and returns an error. CUE evaluation
 // cannot be interrupted, so the evaluation is left behind like a timed-out
 // one; a command line tool exits right after the error, which frees it.
-// 512 MiB of evaluation on top of mlbuild's own few tens of megabytes keeps
-// the process below 1 GB, while the largest legal specs evaluate in well
-// under 100 MB.
-var MaxEvalMemory int64 = 512 << 20
+// The bound is a quarter of the 1 GB mlbuild promises to stay under, for
+// an evaluation may go on allocating between the watchdog's sample and the
+// exit (a string doubled once more doubles the heap). Legal specs stay far
+// below it: the examples grow the heap by under 30 MB, and 800 layers
+// (10 s of evaluation, half the time bound) by 150 MB.
+var MaxEvalMemory int64 = 256 << 20
 
 // memSampleEvery is how often the watchdog reads the heap's size. CUE
 // allocates a large value in one piece and then fills it, so a sample

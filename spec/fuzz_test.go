@@ -2,8 +2,11 @@ package spec
 
 import (
 	"errors"
+	"fmt"
+	"math"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -36,6 +39,9 @@ func FuzzLoad(f *testing.F) {
 			if len(m.Nodes) < 2 || m.Nodes[0].Op != OpInput || m.Node(m.Output) == nil {
 				t.Fatalf("accepted a model without input or output: %+v", m)
 			}
+			if err := floatsHeld(reflect.ValueOf(m).Elem(), "model"); err != nil {
+				t.Fatalf("accepted %v", err)
+			}
 			for _, n := range m.Nodes {
 				for _, d := range n.OutShape {
 					if d < 1 {
@@ -58,4 +64,47 @@ func FuzzLoad(f *testing.F) {
 			}
 		}
 	})
+}
+
+// floatsHeld checks that every float64 of an accepted model is a number a
+// float32 holds (see checkNumbers): finite, at most float32's largest, 0
+// or at least its smallest normal, and, for the fields bounded below 1,
+// below 1 once rounded.
+func floatsHeld(v reflect.Value, path string) error {
+	switch v.Kind() {
+	case reflect.Float64:
+		x := v.Float()
+		f := float32(x)
+		name := path[strings.LastIndex(path, ".")+1:]
+		if math.IsInf(float64(f), 0) || math.IsNaN(x) || (x != 0 && math.Abs(x) < smallestNormal32) || (belowOne[lowerFirst(name)] && !strings.HasPrefix(path, "model.Nodes") && f >= 1) || (name == "Rate" && f >= 1) {
+			return fmt.Errorf("%s = %v, which a float32 does not hold", path, x)
+		}
+	case reflect.Struct:
+		for i := 0; i < v.NumField(); i++ {
+			if v.Type().Field(i).IsExported() {
+				if err := floatsHeld(v.Field(i), path+"."+v.Type().Field(i).Name); err != nil {
+					return err
+				}
+			}
+		}
+	case reflect.Slice, reflect.Array:
+		for i := 0; i < v.Len(); i++ {
+			if err := floatsHeld(v.Index(i), fmt.Sprintf("%s[%d]", path, i)); err != nil {
+				return err
+			}
+		}
+	case reflect.Pointer:
+		if !v.IsNil() {
+			return floatsHeld(v.Elem(), path)
+		}
+	}
+	return nil
+}
+
+// lowerFirst is a Go field name as the spec spells it (Rate: rate).
+func lowerFirst(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToLower(s[:1]) + s[1:]
 }

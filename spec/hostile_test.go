@@ -172,6 +172,7 @@ schema.#Spec & {
 		spec(`{op: "addconst", value: 3.4e38}`, `kind: "adam", lr: 1.2e-38`, ""),
 		spec(`{op: "mulconst", value: 0}`, adam, ""),
 		spec(`{op: "dropout", rate: 0.9999999}`, adam, ", validationSplit: 0.9"),
+		spec(`{op: "batchnorm", momentum: 0.99999999999999999999}`, adam, ""),
 	} {
 		if _, err := LoadBytes(filepath.Join(t.TempDir(), "ok.cue"), []byte(ok)); err != nil {
 			t.Errorf("a legal spec was refused: %v\n%s", err, ok)

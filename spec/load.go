@@ -169,7 +169,7 @@ func loadSources(srcs []source) (*Model, error) {
 	defer timer.Stop()
 	select {
 	case grown := <-over:
-		return nil, Errors{{Pos: Pos{File: srcs[0].name, Line: 1, Col: 1}, Message: fmt.Sprintf("evaluating the spec took more than %s of memory (%s), so mlbuild stopped it: the spec builds values too large for a model (a string or list doubled over and over, a huge comprehension)", FormatBytes(MaxEvalMemory), FormatBytes(grown))}}
+		return nil, Errors{{Pos: Pos{File: srcs[0].name, Line: 1, Col: 1}, Message: fmt.Sprintf("evaluating the spec took more than %s of memory (%s), so mlbuild stopped waiting: the spec builds values too large for a model (a string or list doubled over and over, a huge comprehension)", FormatBytes(MaxEvalMemory), FormatBytes(grown))}}
 	case r := <-done:
 		if r.err != nil {
 			return nil, r.err

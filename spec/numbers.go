@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 	"math/big"
-	"strings"
 
 	"cuelang.org/go/cue"
 	"cuelang.org/go/cue/ast"
@@ -23,8 +22,15 @@ import (
 // checks such specs validated and then failed to compile or ran with a
 // meaningless value.
 
-// belowOne are the fields the schema bounds with <1.
+// belowOne are the fields the schema bounds with <1 (batchnorm's momentum
+// may be 1; the optimizer's may not).
 var belowOne = map[string]bool{"rate": true, "momentum": true, "beta1": true, "beta2": true, "validationSplit": true, "testSplit": true}
+
+// boundBelowOne says whether the field at path is one of belowOne.
+func boundBelowOne(path []string) bool {
+	field := path[len(path)-1]
+	return belowOne[field] && !(field == "momentum" && path[0] == "model")
+}
 
 // checkNumbers walks the regular fields of root (see above).
 func checkNumbers(root cue.Value, pos *positions) Errors {
@@ -86,7 +92,7 @@ func numberProblem(v cue.Value, path []string) string {
 		return fmt.Sprintf("%s %s is beyond the largest number a float32 holds (±%g)", field, Short(shown), math.MaxFloat32)
 	case x.Sign() != 0 && abs < smallestNormal32:
 		return fmt.Sprintf("%s %s is closer to 0 than the smallest number a float32 holds at full precision (%g); use 0 or a larger value", field, Short(shown), smallestNormal32)
-	case belowOne[field] && x.Cmp(big.NewFloat(1)) < 0 && f32 >= 1:
+	case boundBelowOne(path) && x.Cmp(big.NewFloat(1)) < 0 && f32 >= 1:
 		return fmt.Sprintf("%s %s rounds to 1 as a float32, which the bound <1 excludes; the largest a float32 holds below 1 is %v", field, Short(shown), math.Nextafter32(1, 0))
 	}
 	return ""
@@ -97,17 +103,14 @@ const smallestNormal32 = 0x1p-126
 
 // numberLiteral is v's value as a decimal literal, exact.
 func numberLiteral(v cue.Value) (string, bool) {
-	if !v.IsConcrete() {
-		return "", false
-	}
 	if k := v.Kind(); k != cue.IntKind && k != cue.FloatKind {
 		return "", false
 	}
-	lit, ok := v.Syntax(cue.Final()).(*ast.BasicLit)
-	if !ok || (lit.Kind != token.INT && lit.Kind != token.FLOAT) {
+	b, err := v.MarshalJSON()
+	if err != nil {
 		return "", false
 	}
-	return strings.ReplaceAll(lit.Value, "_", ""), true
+	return string(b), true
 }
 
 // numberError positions msg at the number, or at its field's place in the

@@ -161,6 +161,9 @@ func TestBadNumbersAreUsageErrors(t *testing.T) {
 		{[]string{"train", "--data", "data", "--threads", "-1"}, "--threads must be 0 (all cores) or more, got -1"},
 		{[]string{"eval", "--data", "data", "--weights", "lin.safetensors", "--threads", "-1"}, "--threads must be 0"},
 		{[]string{"bench", "--threads", "-2"}, "--threads must be 0"},
+		{[]string{"train", "--data", "data", "--threads", "1000000"}, "--threads must be at most 1024"},
+		{[]string{"eval", "--data", "data", "--weights", "lin.safetensors", "--threads", "1025"}, "--threads must be at most 1024"},
+		{[]string{"bench", "--threads", "1000000"}, "--threads must be at most 1024 (this machine has"},
 	} {
 		code, out, errOut := runLin(t, dir, c.args...)
 		if code != exitUsage || !strings.Contains(errOut, c.want) {

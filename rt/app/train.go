@@ -89,7 +89,7 @@ func parseTrainFlags(meta *Meta, args []string, stdout, stderr io.Writer) (*trai
 		}
 		return nil, usageError{"--" + flagName + " " + msg}
 	}
-	if o.threads < 0 {
+	if checkThreads(o.threads) != nil {
 		return nil, checkThreads(o.threads)
 	}
 	if at != nil {
