@@ -343,3 +343,37 @@ func TestInfoMemoryByUse(t *testing.T) {
 		t.Errorf("info --json memory: %v", j.Memory)
 	}
 }
+
+// TestDeviceNeed: help, version, a command's --help and sample need no
+// device, info describes it, the commands that run the model need it.
+func TestDeviceNeed(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want DeviceNeed
+	}{
+		{nil, DeviceUnused}, {[]string{"--help"}, DeviceUnused}, {[]string{"help", "train"}, DeviceUnused},
+		{[]string{"version"}, DeviceUnused}, {[]string{"--version"}, DeviceUnused},
+		{[]string{"train", "--data", "d", "--help"}, DeviceUnused}, {[]string{"predict", "-h"}, DeviceUnused},
+		{[]string{"sample", "--data", "d", "x.png"}, DeviceUnused}, {[]string{"frobnicate"}, DeviceUnused},
+		{[]string{"info"}, DeviceDescribed}, {[]string{"info", "--json"}, DeviceDescribed},
+		{[]string{"train", "--data", "d"}, DeviceRequired}, {[]string{"eval"}, DeviceRequired},
+		{[]string{"predict", "--weights", "w", "--", "--help"}, DeviceRequired}, // an input file named --help
+		{[]string{"bench"}, DeviceRequired}, {[]string{"selftest"}, DeviceRequired},
+	} {
+		if got := DeviceNeedOf(c.args); got != c.want {
+			t.Errorf("DeviceNeedOf(%q) = %d, want %d", c.args, got, c.want)
+		}
+	}
+	var out, errOut bytes.Buffer
+	meta := &newLinearModel().meta
+	if code := RunWithoutDevice(meta, []string{"no GPU here", "CUDA driver: not found"}, []string{"info"}, &out, &errOut); code != 0 ||
+		!strings.Contains(out.String(), "device:") || !strings.Contains(out.String(), "none usable: no GPU here") || !strings.Contains(out.String(), "CUDA driver:") {
+		t.Errorf("info without a device: exit %d:\n%s%s", code, out.String(), errOut.String())
+	}
+	out.Reset()
+	errOut.Reset()
+	if code := RunWithoutDevice(meta, []string{"no GPU here"}, []string{"bench"}, &out, &errOut); code != exitFailure || out.Len() > 0 ||
+		strings.Count(errOut.String(), "\n") != 2 || !strings.Contains(errOut.String(), "bench runs the model on the GPU") {
+		t.Errorf("bench without a device: exit %d:\n%s%s", code, out.String(), errOut.String())
+	}
+}
