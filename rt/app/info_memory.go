@@ -1,7 +1,6 @@
 package app
 
 import (
-	"fmt"
 	"strings"
 
 	"github.com/mlbuild/mlbuild/rt/jsontext"
@@ -23,31 +22,21 @@ type MemoryUse struct {
 	Work, Total int64
 }
 
-// parts lists the uses that are not zero, largest first in the order
-// written, for info's line.
-func (u MemoryUse) parts() [][2]any {
-	all := [][2]any{{"weights", u.Weights}, {"gradients", u.Gradients}, {"optimizer state", u.Optimizer},
-		{"activations kept for backward", u.KeptForBackward}, {"other activations", u.Activations},
-		{"gradients of activations", u.ActivationGrads}, {"workspace", u.Scratch}}
+// memoryText is info's line for one phase: its peak and where it goes
+// (the uses that are not zero).
+func (u MemoryUse) memoryText() string {
+	activations := "other activations"
 	if u.KeptForBackward == 0 && u.ActivationGrads == 0 {
-		all[4][0] = "activations"
+		activations = "activations"
 	}
-	var out [][2]any
-	for _, p := range all {
-		if p[1].(int64) > 0 {
-			out = append(out, p)
+	parts := []string{bytesString(u.Total) + " peak:"}
+	for i, n := range []int64{u.Weights, u.Gradients, u.Optimizer, u.KeptForBackward, u.Activations, u.ActivationGrads, u.Scratch} {
+		if n > 0 {
+			what := [...]string{"weights", "gradients", "optimizer state", "activations kept for backward", activations, "gradients of activations", "workspace"}[i]
+			parts = append(parts, what+" "+bytesString(n)+",")
 		}
 	}
-	return out
-}
-
-// memoryText is info's line for one phase: its peak and where it goes.
-func (u MemoryUse) memoryText() string {
-	var parts []string
-	for _, p := range u.parts() {
-		parts = append(parts, fmt.Sprintf("%s %s", p[0], bytesString(p[1].(int64))))
-	}
-	return fmt.Sprintf("%s peak: %s", bytesString(u.Total), strings.Join(parts, ", "))
+	return strings.TrimSuffix(strings.Join(parts, " "), ",")
 }
 
 // writeMemoryJSON adds the phases' memory to info --json, one object per
