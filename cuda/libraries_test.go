@@ -142,6 +142,16 @@ func TestMissingLibrariesOneMessage(t *testing.T) {
 	if !errors.Is(err, ErrNoDevice) || !errors.Is(err, gpuhost.ErrNoDevice) {
 		t.Errorf("the error does not wrap ErrNoDevice and gpuhost.ErrNoDevice")
 	}
+	// The brief form: a summary and a line per missing library with the
+	// file, where it looked and the variable to set.
+	brief := missing.Brief()
+	want := []string{
+		"NVIDIA's libraries are missing: CUDA driver and cuBLAS",
+		"CUDA driver: libcuda.so.1 not found in the system loader's path and 4 folders (/usr/lib/x86_64-linux-gnu, /usr/lib64, /usr/lib/wsl/lib, …); set MLBUILD_CUDA_LIB to its path",
+	}
+	if len(brief) != 3 || brief[0] != want[0] || brief[1] != want[1] || !strings.HasPrefix(brief[2], "cuBLAS: libcublas.so.13 not found in the system loader's path and ") {
+		t.Errorf("Brief() = %q, want 3 lines starting %q", brief, want)
+	}
 }
 
 // TestLoadLibrariesRealOrMessage runs the real search. On a machine

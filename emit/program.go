@@ -181,6 +181,7 @@ func (g *mainFile) renderMeta() {
 	g.renderDataSpec(ds)
 	g.p("Readers: %s,", readersFor(ds))
 	g.p("StateBytes: %d, TrainWorkBytes: %d, InferWorkBytes: %d,", 4*int64(tp.StateSize), 4*int64(tp.WorkSize), 4*int64(in.Infer.WorkSize))
+	g.p("Memory: []app.MemoryUse{%s, %s},", memoryUse("training", tp), memoryUse("inference", in.Infer))
 	if in.Weights != nil {
 		g.p("Embedded: &embeddedWeights, // weights.go")
 	}

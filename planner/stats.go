@@ -49,3 +49,95 @@ func (p *Plan) Stats() Stats {
 	st.NaiveWorkBytes = 4 * int64(p.NaiveWorkSize)
 	return st
 }
+
+// Memory is where a plan's memory goes, in bytes: the state arena by
+// use, and the work arena at its peak, the step where the buffers alive
+// at once are largest, by what those buffers are for. The work arena
+// itself may be a little larger than the sum alive at its peak: reuse
+// leaves gaps.
+type Memory struct {
+	// The state arena: weights (params and statistics), the params'
+	// gradients, the optimizer's state (moments, velocities).
+	Weights, Gradients, Optimizer int64
+	// PeakPhase ("forward", "backward" or "update") and PeakStep (from 0
+	// in its phase, as `mlbuild plan` numbers them) are the step where
+	// the most work bytes are alive, PeakLayer its layer.
+	PeakStep             int
+	PeakLayer, PeakPhase string
+	// The work buffers alive at PeakStep: forward values (and the batch)
+	// that a backward step still reads, the other forward values, the
+	// gradients of forward values, and steps' workspace (im2col columns,
+	// dropout masks, saved statistics).
+	KeptForBackward, Activations, ActivationGrads, Scratch int64
+	// Work is the work arena; Total the state and work arenas together,
+	// the plan's peak.
+	Work, Total int64
+}
+
+// Memory works out where the plan's memory goes from its buffers and
+// their live ranges (the ones assign_buffers placed them by).
+func (p *Plan) Memory() Memory {
+	var m Memory
+	for _, b := range p.Buffers {
+		if b.AliasOf != NoBuf {
+			continue
+		}
+		n := 4 * int64(b.Size)
+		switch b.Kind {
+		case KindParam, KindStat:
+			m.Weights += n
+		case KindParamGrad:
+			m.Gradients += n
+		case KindOptState:
+			m.Optimizer += n
+		}
+	}
+	m.Work = 4 * int64(p.WorkSize)
+	m.Total = 4*int64(p.StateSize) + m.Work
+	first, last := liveRanges(p)
+	steps := p.allSteps()
+	readBack := make([]bool, len(p.Buffers)) // read by a backward step
+	for _, s := range p.Backward {
+		for _, id := range s.In {
+			if id != NoBuf {
+				readBack[p.root(id)] = true
+			}
+		}
+	}
+	best := int64(-1)
+	for i := range steps {
+		var at Memory
+		var alive int64
+		for id, b := range p.Buffers {
+			if b.AliasOf != NoBuf || b.Arena != ArenaWork || first[id] > i || last[id] < i {
+				continue
+			}
+			n := 4 * int64(b.Size)
+			alive += n
+			switch {
+			case b.Kind == KindScratch:
+				at.Scratch += n
+			case b.Kind == KindGrad:
+				at.ActivationGrads += n
+			case p.Training && readBack[id]:
+				at.KeptForBackward += n
+			default:
+				at.Activations += n
+			}
+		}
+		if alive > best {
+			best = alive
+			m.PeakStep, m.PeakLayer, m.PeakPhase = i, steps[i].Layer, "update"
+			switch f, b := len(p.Forward), len(p.Backward); {
+			case i < f:
+				m.PeakPhase = "forward"
+			case i < f+b:
+				m.PeakPhase, m.PeakStep = "backward", i-f
+			default:
+				m.PeakStep = i - f - b
+			}
+			m.KeptForBackward, m.Activations, m.ActivationGrads, m.Scratch = at.KeptForBackward, at.Activations, at.ActivationGrads, at.Scratch
+		}
+	}
+	return m
+}

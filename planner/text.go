@@ -59,7 +59,7 @@ func WriteText(w io.Writer, p *Plan) error {
 		}
 		tw.Flush()
 	}
-	ew.printf("\nbuffers (%d)\n", len(p.Buffers))
+	ew.printf("\nbuffers (%d; offset and size in float32 elements, 4 bytes each)\n", len(p.Buffers))
 	tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "  id\tname\tkind\tshape\tarena\toffset\tsize\n")
 	for _, b := range p.Buffers {
@@ -108,7 +108,36 @@ func WriteText(w io.Writer, p *Plan) error {
 	}
 	ew.printf("memory: state %s, work %s peak vs %s naive (%.1f%% saved)\n",
 		formatBytes(st.StateBytes), formatBytes(st.PeakWorkBytes), formatBytes(st.NaiveWorkBytes), saved)
+	writeMemory(ew, p)
 	return ew.err
+}
+
+// writeMemory prints where the plan's memory goes (Plan.Memory).
+func writeMemory(ew *errWriter, p *Plan) {
+	m := p.Memory()
+	ew.printf("\nmemory by use\n")
+	tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', 0)
+	row := func(what string, n int64) { fmt.Fprintf(tw, "  %s\t%s\n", what, formatBytes(n)) }
+	row("weights (params and statistics)", m.Weights)
+	if p.Training {
+		row("gradients of the weights", m.Gradients)
+		row("optimizer state", m.Optimizer)
+	}
+	if pad := m.Total - m.Work - m.Weights - m.Gradients - m.Optimizer; pad > 0 {
+		row("alignment between state buffers", pad)
+	}
+	fmt.Fprintf(tw, "  work arena\t%s, at its fullest in %s step %d (%s):\n", formatBytes(m.Work), m.PeakPhase, m.PeakStep, m.PeakLayer)
+	if p.Training {
+		row("  activations kept for backward", m.KeptForBackward)
+		row("  other activations", m.Activations)
+		row("  gradients of activations", m.ActivationGrads)
+	} else {
+		row("  activations", m.Activations)
+	}
+	row("  workspace (scratch)", m.Scratch)
+	row("  free (gaps and alignment)", m.Work-m.KeptForBackward-m.Activations-m.ActivationGrads-m.Scratch)
+	row("peak (state and work arenas)", m.Total)
+	tw.Flush()
 }
 
 // stepAttr prints the attributes that tell steps of one kernel apart;

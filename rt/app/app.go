@@ -88,6 +88,8 @@ type Meta struct {
 	Readers []*Reader
 	// Memory of the plans, in bytes, for `info`.
 	StateBytes, TrainWorkBytes, InferWorkBytes int64
+	// Memory says where the training and inference plans' memory goes.
+	Memory []MemoryUse
 	// Embedded are the weights compiled into the program by `mlbuild
 	// compile --weights`, nil when there are none.
 	Embedded *EmbeddedWeights

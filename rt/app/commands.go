@@ -214,6 +214,9 @@ func infoCmd(m Model, args []string, w io.Writer) error {
 	}
 	fmt.Fprintf(tw, "memory:\tstate %s, training work %s, inference work %s\n",
 		bytesString(meta.StateBytes), bytesString(meta.TrainWorkBytes), bytesString(meta.InferWorkBytes))
+	for _, u := range meta.Memory {
+		fmt.Fprintf(tw, "memory, %s:\t%s\n", u.Phase, u.memoryText())
+	}
 	if d, ok := m.(DeviceInfo); ok {
 		for _, f := range d.DeviceFacts() {
 			fmt.Fprintf(tw, "%s:\t%s\n", f[0], f[1])

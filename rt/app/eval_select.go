@@ -67,7 +67,10 @@ func (s *evalSelection) adopt(md map[string]string, given map[string]bool, stder
 			continue
 		}
 		if given[f.flag] {
-			if f.value() != kept {
+			// Another --limit for the training images evaluates a part of
+			// them, which needs no note; only the validation samples are
+			// the run's choice.
+			if f.value() != kept && s.split == "validation" {
 				fmt.Fprintf(stderr, "note: the weights were trained with --%s %s; evaluating with --%s %s, whose %s samples are not the ones the run held out\n",
 					f.flag, kept, f.flag, f.value(), s.split)
 			}

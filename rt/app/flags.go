@@ -28,11 +28,12 @@ type commandHelp struct {
 // commands lists the program's commands in the order its usage shows them.
 var commands = []commandHelp{
 	{name: "train", required: "--data DIR",
-		summary: "train the model; checkpoints every epoch and on Ctrl-C",
+		summary: "train the model; checkpoints at epochs' ends and on Ctrl-C",
 		long: `Train reads the spec's IDX training files from --data and trains the model
 with the spec's settings (flags override them). It writes a checkpoint
-after every epoch and on Ctrl-C, and the weights to --out; with a
-validation split the weights kept are the best seen. --resume continues
+after every epoch (when epochs take less than 20 times the write, as
+often as that allows, and after the last) and on Ctrl-C, and the weights
+to --out; with a validation split the weights kept are the best seen. --resume continues
 an interrupted run with its own settings (epochs, learning rate, limit,
 validation split, patience, seed and data folder); a flag given with
 --resume overrides the interrupted run's value, and says so.

@@ -52,15 +52,19 @@ func helpFor(meta *Meta, name string) (commandHelp, bool) {
 	if meta.format() == "idx" {
 		return h, true
 	}
-	r := strings.NewReplacer(
-		"the spec's IDX training files", "the spec's training data ("+dataFiles(meta, true)+")",
-		"the spec's IDX test files", "the spec's test data ("+dataFiles(meta, false)+")",
+	words := []string{
+		"the spec's IDX training files", "the spec's training data (" + dataFiles(meta, true) + ")",
+		"the spec's IDX test files", "the spec's test data (" + dataFiles(meta, false) + ")",
 		"on the test files", "on the test data",
 		"data/mnist", "DIR",
-	)
-	h.summary, h.long, h.examples = r.Replace(h.summary), r.Replace(h.long), r.Replace(h.examples)
+	}
 	if meta.format() == "csv" {
-		h.examples = strings.NewReplacer("--resize photo.jpg", "--output outputs.npy rows.csv", "digit.png", "rows.csv").Replace(h.examples)
+		words = append(words, "--resize photo.jpg", "--output outputs.npy rows.csv", "digit.png", "rows.csv")
+	}
+	for _, text := range []*string{&h.summary, &h.long, &h.examples} {
+		for i := 0; i < len(words); i += 2 {
+			*text = strings.ReplaceAll(*text, words[i], words[i+1])
+		}
 	}
 	return h, true
 }

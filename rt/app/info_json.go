@@ -48,6 +48,7 @@ func writeInfoJSON(m Model, w io.Writer) error {
 	num("state_bytes", meta.StateBytes)
 	num("train_work_bytes", meta.TrainWorkBytes)
 	num("infer_work_bytes", meta.InferWorkBytes)
+	writeMemoryJSON(j, meta.Memory)
 	params := 0
 	for _, l := range meta.Layers {
 		params += l.Params

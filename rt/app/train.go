@@ -48,7 +48,7 @@ func parseTrainFlags(meta *Meta, args []string, stdout, stderr io.Writer) (*trai
 	fs.StringVar(&o.data, "data", "", "the `DIR` holding the training data ("+dataFiles(meta, true)+"); with --resume, the interrupted run's")
 	fs.IntVar(&o.epochs, "epochs", d.Epochs, "train for `N` epochs (the learning-rate schedule spans them)")
 	fs.StringVar(&o.out, "out", meta.Name+".safetensors", "write the trained weights to `FILE` (safetensors)")
-	fs.StringVar(&o.checkpoint, "checkpoint", "", "write a checkpoint to `FILE` every epoch and on Ctrl-C (default: OUT with .ckpt before the extension)")
+	fs.StringVar(&o.checkpoint, "checkpoint", "", "write a checkpoint to `FILE` at epochs' ends (each one, unless an epoch takes less than 20 times a write), after the last and on Ctrl-C (default: OUT with .ckpt before the extension)")
 	fs.StringVar(&o.resume, "resume", "", "continue the run that wrote the checkpoint `FILE`, with its settings")
 	fs.StringVar(&o.init, "init", "", initUsage(meta))
 	fs.StringVar(&o.metrics, "metrics", "", "append JSON lines of step and epoch metrics to `FILE`")

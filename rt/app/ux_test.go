@@ -310,3 +310,70 @@ func TestShortBatchesRunAlone(t *testing.T) {
 		t.Errorf("eval of 30 images: exit %d, %d batch runs and %d one-sample runs, want 7 and 2:\n%s%s", code, m.batches, m.ones, out, errOut)
 	}
 }
+
+// TestInfoMemoryByUse: info gives each plan's peak memory and where it
+// goes, from the planner's account in the program's metadata, in its text
+// and in --json.
+func TestInfoMemoryByUse(t *testing.T) {
+	m := newLinearModel()
+	m.meta.Memory = []MemoryUse{
+		{Phase: "training", Weights: 272, Gradients: 272, Optimizer: 544, KeptForBackward: 3 << 20, Activations: 4, ActivationGrads: 1 << 20, Work: 4<<20 + 4, Total: 5 << 20},
+		{Phase: "inference", Weights: 272, Activations: 2048, Scratch: 1024, Work: 3072, Total: 4096},
+	}
+	code, out, errOut := runModel(t, t.TempDir(), m, "info")
+	if code != 0 {
+		t.Fatalf("info: exit %d: %s", code, errOut)
+	}
+	for _, want := range []string{
+		"memory, training:   5.0 MiB peak: weights 272 B, gradients 272 B, optimizer state 544 B, activations kept for backward 3.0 MiB, other activations 4 B, gradients of activations 1.0 MiB\n",
+		"memory, inference:  4.0 KiB peak: weights 272 B, activations 2.0 KiB, workspace 1.0 KiB\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("info lacks %q:\n%s", want, out)
+		}
+	}
+	_, out, _ = runModel(t, t.TempDir(), m, "info", "--json")
+	var j struct {
+		Memory map[string]map[string]int64 `json:"memory"`
+	}
+	if err := json.Unmarshal([]byte(out), &j); err != nil {
+		t.Fatal(err)
+	}
+	if j.Memory["training"]["peak_bytes"] != 5<<20 || j.Memory["inference"]["workspace_bytes"] != 1024 || j.Memory["training"]["kept_for_backward_bytes"] != 3<<20 {
+		t.Errorf("info --json memory: %v", j.Memory)
+	}
+}
+
+// TestDeviceNeed: help, version, a command's --help and sample need no
+// device, info describes it, the commands that run the model need it.
+func TestDeviceNeed(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want DeviceNeed
+	}{
+		{nil, DeviceUnused}, {[]string{"--help"}, DeviceUnused}, {[]string{"help", "train"}, DeviceUnused},
+		{[]string{"version"}, DeviceUnused}, {[]string{"--version"}, DeviceUnused},
+		{[]string{"train", "--data", "d", "--help"}, DeviceUnused}, {[]string{"predict", "-h"}, DeviceUnused},
+		{[]string{"sample", "--data", "d", "x.png"}, DeviceUnused}, {[]string{"frobnicate"}, DeviceUnused},
+		{[]string{"info"}, DeviceDescribed}, {[]string{"info", "--json"}, DeviceDescribed},
+		{[]string{"train", "--data", "d"}, DeviceRequired}, {[]string{"eval"}, DeviceRequired},
+		{[]string{"predict", "--weights", "w", "--", "--help"}, DeviceRequired}, // an input file named --help
+		{[]string{"bench"}, DeviceRequired}, {[]string{"selftest"}, DeviceRequired},
+	} {
+		if got := DeviceNeedOf(c.args); got != c.want {
+			t.Errorf("DeviceNeedOf(%q) = %d, want %d", c.args, got, c.want)
+		}
+	}
+	var out, errOut bytes.Buffer
+	meta := &newLinearModel().meta
+	if code := RunWithoutDevice(meta, []string{"no GPU here", "CUDA driver: not found"}, []string{"info"}, &out, &errOut); code != 0 ||
+		!strings.Contains(out.String(), "device:") || !strings.Contains(out.String(), "none usable: no GPU here") || !strings.Contains(out.String(), "CUDA driver:") {
+		t.Errorf("info without a device: exit %d:\n%s%s", code, out.String(), errOut.String())
+	}
+	out.Reset()
+	errOut.Reset()
+	if code := RunWithoutDevice(meta, []string{"no GPU here"}, []string{"bench"}, &out, &errOut); code != exitFailure || out.Len() > 0 ||
+		strings.Count(errOut.String(), "\n") != 2 || !strings.Contains(errOut.String(), "bench runs the model on the GPU") {
+		t.Errorf("bench without a device: exit %d:\n%s%s", code, out.String(), errOut.String())
+	}
+}
