@@ -29,6 +29,9 @@ func checkReplaceable(flagName, path string, force bool) error {
 	if fi.IsDir() {
 		return fmt.Errorf("--%s %s is a directory; name a file", flagName, path)
 	}
+	if !fi.Mode().IsRegular() {
+		return fmt.Errorf("--%s %s is %s; name a file", flagName, path, fileKind(fi.Mode()))
+	}
 	if force {
 		return nil
 	}
@@ -66,6 +69,9 @@ func writtenByMlbuild(path string) bool {
 // readMetadata reads the __metadata__ of a safetensors file's header,
 // without its tensors.
 func readMetadata(path string) (map[string]string, error) {
+	if err := regularFiles(path); err != nil {
+		return nil, err // a FIFO would be waited on for ever
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err

@@ -105,6 +105,57 @@ func Read(path string) (*File, error) {
 	return ReadBytes(path, buf.Bytes())
 }
 
+// ReadHeader reads and checks only the header of the safetensors file at
+// path (at most MaxHeaderSize bytes): its tensors' names, dtypes and
+// shapes, their layout against the file's size, and the metadata. The
+// tensors it returns have no Data. A caller checks them (CheckShapes)
+// before Read takes the whole file into memory, so that a file of
+// another model's weights, however large, costs only its header.
+func ReadHeader(path string) (*File, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err // *PathError names the file
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if fi.IsDir() {
+		return nil, fmt.Errorf("%s: is a directory, not a safetensors file", path)
+	}
+	size := uint64(fi.Size())
+	var prefix [8]byte
+	if n, _ := io.ReadFull(f, prefix[:]); n < 8 {
+		return nil, fmt.Errorf("%s: truncated: a safetensors file starts with an 8-byte header length, but the file has %d bytes", path, n)
+	}
+	n := binary.LittleEndian.Uint64(prefix[:])
+	if err := checkHeaderLen(path, n, size); err != nil {
+		return nil, err
+	}
+	header := make([]byte, n)
+	if _, err := io.ReadFull(f, header); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	entries, meta, err := parseHeader(path, header)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkLayout(path, entries, size-8-n); err != nil {
+		return nil, err
+	}
+	file := &File{Path: path, Metadata: meta, index: make(map[string]int, len(entries)), Tensors: make([]Tensor, len(entries))}
+	for i, e := range entries {
+		shape := make([]int, len(e.shape))
+		for j, d := range e.shape {
+			shape[j] = int(d) // fits: parseEntry bounds every dimension
+		}
+		file.Tensors[i] = Tensor{Name: e.name, Shape: shape, DType: e.dtype}
+		file.index[e.name] = i
+	}
+	return file, nil
+}
+
 func checkHeaderLen(name string, n, fileSize uint64) error {
 	if n > MaxHeaderSize {
 		return fmt.Errorf("%s: the header length field says %d bytes, more than the %d a safetensors header may have; this is not a safetensors file, or it is corrupt", name, n, MaxHeaderSize)
