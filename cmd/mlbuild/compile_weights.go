@@ -37,12 +37,31 @@ func readWeights(path string, m *spec.Model, train *planner.Plan) (*emit.Weights
 	if fi.IsDir() {
 		return nil, withCode(ExitUsage, fmt.Errorf("--weights %s is a folder; give the safetensors file of the weights (NAME.safetensors)", path))
 	}
+	if !fi.Mode().IsRegular() {
+		return nil, withCode(ExitIO, fmt.Errorf("--weights %s is not a regular file (a FIFO or a device would be waited on or read for ever)", path))
+	}
 	if !plausibleHeader(path, fi.Size()) {
 		// Not a safetensors file (a text file, a large download): Read
 		// says why from its first bytes, without reading it whole.
 		if _, err := safetensors.Read(path); err != nil {
 			return nil, withCode(ExitInvalid, fmt.Errorf("--weights: %v", err))
 		}
+	}
+	// The header first: a file that is a checkpoint or holds another
+	// model's tensors is refused before it is read whole.
+	h, err := safetensors.ReadHeader(path)
+	if err != nil {
+		return nil, withCode(ExitInvalid, fmt.Errorf("--weights: %v", err))
+	}
+	if _, ok := h.Metadata["mlbuild.epoch"]; ok {
+		return nil, withCode(ExitInvalid, fmt.Errorf("--weights %s is a training checkpoint (weights and optimizer state); embed the weights file that train wrote with --out (%s.safetensors by default)", path, m.Name))
+	}
+	var want []safetensors.Spec
+	for _, p := range train.Params {
+		want = append(want, safetensors.Spec{Name: p.Name, Shape: train.Buffers[p.Buf].Shape})
+	}
+	if err := safetensors.CheckShapes(h, want); err != nil {
+		return nil, withCode(ExitInvalid, fmt.Errorf("--weights: %v\nthe model is the one of %s; `mlbuild plan %s` lists its params (the buffers of kind param and stat)", err, m.File, m.File))
 	}
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -51,16 +70,6 @@ func readWeights(path string, m *spec.Model, train *planner.Plan) (*emit.Weights
 	f, err := safetensors.ReadBytes(path, data)
 	if err != nil {
 		return nil, withCode(ExitInvalid, fmt.Errorf("--weights: %v", err))
-	}
-	if _, ok := f.Metadata["mlbuild.epoch"]; ok {
-		return nil, withCode(ExitInvalid, fmt.Errorf("--weights %s is a training checkpoint (weights and optimizer state); embed the weights file that train wrote with --out (%s.safetensors by default)", path, m.Name))
-	}
-	var want []safetensors.Spec
-	for _, p := range train.Params {
-		want = append(want, safetensors.Spec{Name: p.Name, Shape: train.Buffers[p.Buf].Shape})
-	}
-	if err := safetensors.CheckShapes(f, want); err != nil {
-		return nil, withCode(ExitInvalid, fmt.Errorf("--weights: %v\nthe model is the one of %s; `mlbuild plan %s` lists its params (the buffers of kind param and stat)", err, m.File, m.File))
 	}
 	// Embedded NaN or Inf weights would make every prediction NaN.
 	if err := f.CheckFinite(); err != nil {
