@@ -47,11 +47,19 @@ func readWeights(path string, m *spec.Model, train *planner.Plan) (*emit.Weights
 			return nil, withCode(ExitInvalid, fmt.Errorf("--weights: %v", err))
 		}
 	}
-	// The header first: a file that is a checkpoint or holds another
-	// model's tensors is refused before it is read whole.
+	// The header first: a file of a dtype programs do not read, a
+	// checkpoint or another model's tensors is refused before it is read
+	// whole.
 	h, err := safetensors.ReadHeader(path)
 	if err != nil {
 		return nil, withCode(ExitInvalid, fmt.Errorf("--weights: %v", err))
+	}
+	for _, t := range h.Tensors {
+		switch t.DType {
+		case "F32", "F64", "F16", "BF16": // what programs convert (rt/safetensors)
+		default:
+			return nil, withCode(ExitInvalid, fmt.Errorf("--weights: %s: tensor %q: dtype %s is not supported: mlbuild's models compute in float32 and read F32, F64, F16 and BF16 tensors", path, t.Name, t.DType))
+		}
 	}
 	if _, ok := h.Metadata["mlbuild.epoch"]; ok {
 		return nil, withCode(ExitInvalid, fmt.Errorf("--weights %s is a training checkpoint (weights and optimizer state); embed the weights file that train wrote with --out (%s.safetensors by default)", path, m.Name))

@@ -145,9 +145,6 @@ func ReadHeader(path string) (*File, error) {
 	}
 	file := &File{Path: path, Metadata: meta, index: make(map[string]int, len(entries)), Tensors: make([]Tensor, len(entries))}
 	for i, e := range entries {
-		if _, ok := converters[e.dtype]; !ok {
-			return nil, unsupported(path, e)
-		}
 		shape := make([]int, len(e.shape))
 		for j, d := range e.shape {
 			shape[j] = int(d) // fits: parseEntry bounds every dimension
@@ -192,7 +189,8 @@ func ReadBytes(name string, data []byte) (*File, error) {
 	for i, e := range entries {
 		conv, ok := converters[e.dtype]
 		if !ok {
-			return nil, unsupported(name, e)
+			return nil, fmt.Errorf("%s: tensor %q: dtype %s is not supported: mlbuild's models compute in float32 and read F32, F64, F16 and BF16 tensors",
+				name, e.name, e.dtype)
 		}
 		shape := make([]int, len(e.shape))
 		for j, d := range e.shape {
@@ -204,12 +202,6 @@ func ReadBytes(name string, data []byte) (*File, error) {
 		f.index[e.name] = i
 	}
 	return f, nil
-}
-
-// unsupported is the error of a tensor of a dtype the reader does not
-// convert.
-func unsupported(name string, e entry) error {
-	return fmt.Errorf("%s: tensor %q: dtype %s is not supported: mlbuild's models compute in float32 and read F32, F64, F16 and BF16 tensors", name, e.name, e.dtype)
 }
 
 // entry is one tensor as the header describes it.
