@@ -16,6 +16,12 @@ IMDATA    := data/images
 # exceeded" on a loaded machine (golang/go#75804, fixed in Go 1.27).
 FUZZTIME  ?= 400000x
 FUZZTIME_SPEC ?= 30000x
+# The targets that write files per input run fewer (each ≤ 20 s here):
+# FuzzImageFolder makes a folder of images per input (~400 a second),
+# FuzzCheckpoint writes a checkpoint and runs train's flags per input.
+FUZZTIME_NPZ ?= 100000x
+FUZZTIME_FOLDER ?= 5000x
+FUZZTIME_CKPT ?= 10000x
 export CGO_ENABLED ?= 0
 
 .PHONY: all build test unit fuzz demo deps data bench bench-sgemm bench-models bench-mnist bench-fusion compare-sklearn zoo cuda-check cuda-bundle bf16-bundle test-arm64 clean FORCE
@@ -61,6 +67,9 @@ fuzz:
 	$(GO) test ./rt/imageio -run '^$$' -fuzz '^FuzzImage$$' -fuzztime $(FUZZTIME)
 	MLBUILD_SKLEARN_DIR=$(CURDIR)/$(SKDATA) $(GO) test ./rt/csvdata -run '^$$' -fuzz '^FuzzCSV$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./rt/npy -run '^$$' -fuzz '^FuzzNPY$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./rt/npz -run '^$$' -fuzz '^FuzzNPZ$$' -fuzztime $(FUZZTIME_NPZ)
+	$(GO) test ./rt/app -run '^$$' -fuzz '^FuzzImageFolder$$' -fuzztime $(FUZZTIME_FOLDER)
+	$(GO) test ./rt/app -run '^$$' -fuzz '^FuzzCheckpoint$$' -fuzztime $(FUZZTIME_CKPT)
 	$(GO) test ./onnx -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME)
 	@if grep -q 'func FuzzLoad' spec/*_test.go 2>/dev/null; then \
 		$(GO) test ./spec -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(FUZZTIME_SPEC); \

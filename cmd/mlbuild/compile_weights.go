@@ -41,6 +41,9 @@ func readWeights(path string, m *spec.Model, train *planner.Plan) (*emit.Weights
 	if fi.IsDir() {
 		return nil, withCode(ExitUsage, fmt.Errorf("--weights %s is a folder; give the safetensors file of the weights (NAME.safetensors)", path))
 	}
+	if !fi.Mode().IsRegular() {
+		return nil, withCode(ExitIO, fmt.Errorf("--weights %s is not a regular file (a FIFO or a device would be waited on or read for ever)", path))
+	}
 	if fi.Size() > maxEmbeddedBytes {
 		return nil, withCode(ExitInvalid, fmt.Errorf("--weights %s is %d bytes: Go's linker cannot embed a file over %d bytes in a program; compile without --weights and give the file to the program at run time (predict --weights %s)", path, fi.Size(), int64(maxEmbeddedBytes), filepath.Base(path)))
 	}
@@ -51,6 +54,30 @@ func readWeights(path string, m *spec.Model, train *planner.Plan) (*emit.Weights
 			return nil, withCode(ExitInvalid, fmt.Errorf("--weights: %v", err))
 		}
 	}
+	// The header first: a file of a dtype programs do not read, a
+	// checkpoint or another model's tensors is refused before it is read
+	// whole.
+	h, err := safetensors.ReadHeader(path)
+	if err != nil {
+		return nil, withCode(ExitInvalid, fmt.Errorf("--weights: %v", err))
+	}
+	for _, t := range h.Tensors {
+		switch t.DType {
+		case "F32", "F64", "F16", "BF16": // what programs convert (rt/safetensors)
+		default:
+			return nil, withCode(ExitInvalid, fmt.Errorf("--weights: %s: tensor %q: dtype %s is not supported: mlbuild's models compute in float32 and read F32, F64, F16 and BF16 tensors", path, t.Name, t.DType))
+		}
+	}
+	if _, ok := h.Metadata["mlbuild.epoch"]; ok {
+		return nil, withCode(ExitInvalid, fmt.Errorf("--weights %s is a training checkpoint (weights and optimizer state); embed the weights file that train wrote with --out (%s.safetensors by default)", path, m.Name))
+	}
+	var want []safetensors.Spec
+	for _, p := range train.Params {
+		want = append(want, safetensors.Spec{Name: p.Name, Shape: train.Buffers[p.Buf].Shape})
+	}
+	if err := safetensors.CheckShapes(h, want); err != nil {
+		return nil, withCode(ExitInvalid, fmt.Errorf("--weights: %v\nthe model is the one of %s; `mlbuild plan %s` lists its params (the buffers of kind param and stat)", err, m.File, m.File))
+	}
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, withCode(ExitIO, fmt.Errorf("--weights: %v", err))
@@ -58,16 +85,6 @@ func readWeights(path string, m *spec.Model, train *planner.Plan) (*emit.Weights
 	f, err := safetensors.ReadBytes(path, data)
 	if err != nil {
 		return nil, withCode(ExitInvalid, fmt.Errorf("--weights: %v", err))
-	}
-	if _, ok := f.Metadata["mlbuild.epoch"]; ok {
-		return nil, withCode(ExitInvalid, fmt.Errorf("--weights %s is a training checkpoint (weights and optimizer state); embed the weights file that train wrote with --out (%s.safetensors by default)", path, m.Name))
-	}
-	var want []safetensors.Spec
-	for _, p := range train.Params {
-		want = append(want, safetensors.Spec{Name: p.Name, Shape: train.Buffers[p.Buf].Shape})
-	}
-	if err := safetensors.CheckShapes(f, want); err != nil {
-		return nil, withCode(ExitInvalid, fmt.Errorf("--weights: %v\nthe model is the one of %s; `mlbuild plan %s` lists its params (the buffers of kind param and stat)", err, m.File, m.File))
 	}
 	// Embedded NaN or Inf weights would make every prediction NaN.
 	if err := f.CheckFinite(); err != nil {

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/mlbuild/mlbuild/rt/npy"
@@ -216,6 +217,15 @@ func TestCompileEmbeddedWeights(t *testing.T) {
 	code, _, errOut = mlbuild(t, "compile", spec, "--weights", bad, "--cache-dir", cacheDir, "-o", filepath.Join(dir, "bad-dtype"))
 	if code != ExitInvalid || !strings.Contains(errOut, `tensor "fc.bias": dtype I32 is not supported`) {
 		t.Errorf("an I32 tensor: exit %d, %s", code, errOut)
+	}
+	// A FIFO is refused, not waited on.
+	fifo := filepath.Join(dir, "fifo.safetensors")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errOut = mlbuild(t, "compile", spec, "--weights", fifo, "--cache-dir", cacheDir, "-o", filepath.Join(dir, "bad-fifo"))
+	if code != ExitIO || !strings.Contains(errOut, "--weights "+fifo+" is not a regular file") {
+		t.Errorf("a FIFO: exit %d, %s", code, errOut)
 	}
 }
 

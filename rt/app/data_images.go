@@ -160,7 +160,11 @@ func (s *imageFolderSource) checkFiles(d *DataSpec) error {
 		}
 		b.WriteString("\n")
 	}
-	b.WriteString(" (pass --skip-bad-images to train on the others, with a warning for each)")
+	if d.Warn != nil { // train, which can leave them out
+		b.WriteString(" (pass --skip-bad-images to train on the others, with a warning for each)")
+	} else {
+		b.WriteString(" (fix or remove them)")
+	}
 	return fmt.Errorf("%s", b.String())
 }
 

@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -310,5 +311,29 @@ func TestNPZBoundedBySpec(t *testing.T) {
 		if _, err := openTrainSet(meta, dir, 0); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("got %v, want %q", err, c.want)
 		}
+	}
+}
+
+// TestOtherWeightsCostTheirHeader: weights of another model are refused
+// from their header, before the file is read: a 64 MiB file costs well
+// under 1 MiB (it was read whole first, whatever its size).
+func TestOtherWeightsCostTheirHeader(t *testing.T) {
+	dir := trainedLin(t)
+	big := filepath.Join(dir, "big.safetensors")
+	if err := safetensors.Write(big, []safetensors.Tensor{{Name: "dense1.weight", Shape: []int{4096, 4096}, Data: make([]float32, 4096*4096)}}, map[string]string{"mlbuild.model": "other"}); err != nil {
+		t.Fatal(err)
+	}
+	m := newLinearModel()
+	var err error
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	err = loadWeights(m, big)
+	runtime.ReadMemStats(&after)
+	if err == nil || !strings.Contains(err.Error(), `tensor "dense1.weight" is [4096 4096] in the file, the model needs [4 16]`) {
+		t.Errorf("got %v", err)
+	}
+	if got := after.TotalAlloc - before.TotalAlloc; got > 1<<20 {
+		t.Errorf("refusing another model's weights allocated %d bytes", got)
 	}
 }

@@ -12,7 +12,8 @@ import (
 )
 
 // TestOutputsAreDistinct: --out and --checkpoint naming one file (as
-// written, through a link, in another relative form, or by a hard link)
+// written, through a link, in another relative form, by a hard link, or
+// not there yet, in one folder reached through a link)
 // are refused before training, and the file is left alone; so are
 // --metrics on either and --out on the checkpoint being resumed.
 func TestOutputsAreDistinct(t *testing.T) {
@@ -22,10 +23,12 @@ func TestOutputsAreDistinct(t *testing.T) {
 	os.Symlink("lin.ckpt.safetensors", filepath.Join(dir, "link.safetensors"))
 	os.Link(ckpt, filepath.Join(dir, "hard.safetensors"))
 	os.Mkdir(filepath.Join(dir, "sub"), 0o755)
+	os.Symlink(".", filepath.Join(dir, "linkdir"))
 	for _, args := range [][]string{
 		{"--out", "lin.ckpt.safetensors", "--checkpoint", "lin.ckpt.safetensors"},
 		{"--out", "link.safetensors", "--checkpoint", "lin.ckpt.safetensors"},
 		{"--out", "./sub/../lin.ckpt.safetensors", "--checkpoint", ckpt},
+		{"--out", "linkdir/new.safetensors", "--checkpoint", "new.safetensors"},
 		{"--out", "hard.safetensors", "--checkpoint", "lin.ckpt.safetensors"},
 		{"--out", "new.safetensors", "--checkpoint", "c.safetensors", "--metrics", "./c.safetensors"},
 		{"--resume", "lin.ckpt.safetensors", "--out", "link.safetensors", "--epochs", "3"},

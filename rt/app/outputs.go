@@ -29,6 +29,9 @@ func checkReplaceable(flagName, path string, force bool) error {
 	if fi.IsDir() {
 		return fmt.Errorf("--%s %s is a directory; name a file", flagName, path)
 	}
+	if !fi.Mode().IsRegular() {
+		return fmt.Errorf("--%s %s is %s; name a file", flagName, path, fileKind(fi.Mode()))
+	}
 	if force {
 		return nil
 	}
@@ -66,6 +69,9 @@ func writtenByMlbuild(path string) bool {
 // readMetadata reads the __metadata__ of a safetensors file's header,
 // without its tensors.
 func readMetadata(path string) (map[string]string, error) {
+	if err := regularFiles(path); err != nil {
+		return nil, err // a FIFO would be waited on for ever
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
@@ -133,33 +139,33 @@ func checkWritable(flagName, path string) error {
 }
 
 // samePath reports whether two paths name one file: equal once made
-// absolute and cleaned, equal after links are resolved (the file's own,
-// or its folder's when the file does not exist yet), or one file reached
-// by two names (a hard link).
+// absolute and cleaned, one existing file by two names (a link, a hard
+// link), or, for a file not there yet, one name in one folder reached by
+// two paths. (os.SameFile rather than filepath.EvalSymlinks, which every
+// program would link.)
 func samePath(a, b string) bool {
-	ca, cb := canonicalPath(a), canonicalPath(b)
-	if ca == cb {
+	if absPath(a) == absPath(b) {
 		return true
 	}
-	fa, errA := os.Stat(a)
-	fb, errB := os.Stat(b)
-	return errA == nil && errB == nil && os.SameFile(fa, fb)
+	if fa, err := os.Stat(a); err == nil {
+		fb, err := os.Stat(b)
+		return err == nil && os.SameFile(fa, fb)
+	}
+	if _, err := os.Stat(b); err == nil || filepath.Base(a) != filepath.Base(b) {
+		return false // b exists and a does not, or the names differ
+	}
+	da, errA := os.Stat(filepath.Dir(absPath(a)))
+	db, errB := os.Stat(filepath.Dir(absPath(b)))
+	return errA == nil && errB == nil && os.SameFile(da, db)
 }
 
-// canonicalPath is path made absolute, with the links of its folder, and
-// its own when it exists, resolved.
-func canonicalPath(path string) string {
-	abs, err := filepath.Abs(path)
-	if err != nil {
-		return filepath.Clean(path)
+// absPath is path made absolute and cleaned (cleaned alone when the
+// working folder is unknown).
+func absPath(path string) string {
+	if abs, err := filepath.Abs(path); err == nil {
+		return abs
 	}
-	if r, err := filepath.EvalSymlinks(abs); err == nil {
-		return r
-	}
-	if dir, err := filepath.EvalSymlinks(filepath.Dir(abs)); err == nil {
-		return filepath.Join(dir, filepath.Base(abs))
-	}
-	return abs
+	return filepath.Clean(path)
 }
 
 // distinctOutputs refuses two of train's files that are one file: --out
@@ -218,12 +224,8 @@ func isMetricsFile(path string) bool {
 	if !ok {
 		return false
 	}
-	v, err := jsontext.Parse([]byte(line))
-	if err != nil || v.Kind != jsontext.Object || len(v.Fields) == 0 || v.Fields[0].Key != "event" || v.Fields[0].Value.Kind != jsontext.String {
-		return false
-	}
-	step, ok := v.Lookup("step")
-	return ok && step.Kind == jsontext.Number
+	// As progress.AppendEvent writes it: {"event":"…","epoch":…,"step":…
+	return strings.HasPrefix(line, `{"event":"`) && strings.Contains(line, `,"step":`) && strings.HasSuffix(line, "}")
 }
 
 // checkOutputArray refuses, before any prediction, to let predict's

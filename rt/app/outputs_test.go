@@ -76,7 +76,7 @@ func TestImportedWeightsNotReplaced(t *testing.T) {
 }
 
 // safetensorsHeaderOnly is a safetensors file with metadata md and no tensors.
-func safetensorsHeaderOnly(t *testing.T, md map[string]string) []byte {
+func safetensorsHeaderOnly(t testing.TB, md map[string]string) []byte {
 	t.Helper()
 	h, err := json.Marshal(map[string]any{"__metadata__": md})
 	if err != nil {

@@ -29,8 +29,10 @@ var runSettings = []struct{ flag, key string }{
 	{"checkpoint", "mlbuild.checkpoint"},
 }
 
-// pathSettings are the run settings that are paths, kept absolute.
-var pathSettings = map[string]bool{"data": true, "out": true, "checkpoint": true}
+// pathSetting reports whether a run setting is a path (kept absolute).
+func pathSetting(flagName string) bool {
+	return flagName == "data" || flagName == "out" || flagName == "checkpoint"
+}
 
 // settingsMetadata records o's run settings in a checkpoint's metadata.
 func settingsMetadata(md map[string]string, o *trainOptions) {
@@ -82,7 +84,7 @@ func adoptRunSettings(fs *flag.FlagSet, o *trainOptions, stderr io.Writer) (*res
 		at.kept = true
 		fl := fs.Lookup(s.flag)
 		if !given[s.flag] {
-			if err := fl.Value.Set(kept); err != nil || pathSettings[s.flag] && !filepath.IsAbs(kept) {
+			if err := fl.Value.Set(kept); err != nil || pathSetting(s.flag) && !filepath.IsAbs(kept) {
 				if err == nil {
 					err = fmt.Errorf("a path this program records is absolute")
 				}
@@ -120,7 +122,7 @@ func adoptRunSettings(fs *flag.FlagSet, o *trainOptions, stderr io.Writer) (*res
 // differs compares a flag's value with a kept one: numbers as numbers,
 // folders as absolute paths.
 func differs(flagName, value, kept string) bool {
-	if pathSettings[flagName] {
+	if pathSetting(flagName) {
 		a, err1 := filepath.Abs(value)
 		b, err2 := filepath.Abs(kept)
 		return err1 != nil || err2 != nil || a != b

@@ -102,6 +102,18 @@ func expected(m Model, withOptimizer bool) []safetensors.Spec {
 // loadInto reads path, checks every tensor this model needs is there with
 // its shape, and copies them into the state arena.
 func loadInto(m Model, path string, withOptimizer bool) (*safetensors.File, error) {
+	// The header first: a file whose tensors do not fit the model costs
+	// only its header, not its size, in memory.
+	if err := regularFiles(path); err != nil {
+		return nil, err
+	}
+	h, err := safetensors.ReadHeader(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := safetensors.CheckShapes(h, expected(m, withOptimizer || isCheckpoint(h))); err != nil {
+		return nil, fmt.Errorf("%s does not hold weights of model %s: %v", path, m.Meta().Name, err)
+	}
 	f, err := safetensors.Read(path)
 	if err != nil {
 		return nil, err

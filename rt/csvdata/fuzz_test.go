@@ -41,6 +41,18 @@ func FuzzCSV(f *testing.F) {
 			}
 			return
 		}
+		// Bounded by the table's own width, the reader gives the same
+		// table, or refuses a line (or row) with its number.
+		width := tb.Features + len(tb.LabelNames) + len(o.Drop)
+		bounded := o
+		bounded.MaxColumns = width
+		tb2, err := Parse("fuzz.csv", strings.NewReader(src), bounded)
+		switch {
+		case err != nil && !strings.HasPrefix(err.Error(), "fuzz.csv:"):
+			t.Fatalf("bounded by %d columns: error without a line: %v", width, err)
+		case err == nil && (tb2.Rows != tb.Rows || tb2.Features != tb.Features || len(tb2.X) != len(tb.X)):
+			t.Fatalf("bounded by %d columns: %d rows of %d features, unbounded %d of %d", width, tb2.Rows, tb2.Features, tb.Rows, tb.Features)
+		}
 		k := len(tb.LabelNames)
 		if tb.Rows < 1 || len(tb.X) != tb.Rows*tb.Features || len(tb.LabelCells) != tb.Rows*k || len(tb.Line) != tb.Rows || len(tb.FeatureNames) != tb.Features {
 			t.Fatalf("inconsistent table: rows %d features %d X %d labels %d×%d lines %d", tb.Rows, tb.Features, len(tb.X), len(tb.LabelCells), k, len(tb.Line))

@@ -7,6 +7,7 @@ import (
 	"image/png"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -54,6 +55,36 @@ func TestConfigFile(t *testing.T) {
 		p := write(c.name, c.data)
 		if _, _, err := ConfigFile(p); err == nil || !strings.HasPrefix(err.Error(), p+": ") || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: got %v, want an error naming the file and saying %q", c.name, err, c.want)
+		}
+	}
+}
+
+// TestConfigFileReadsOnlyTheHeader: the check of an image folder's files
+// costs their headers, not their pixels: a 16 MiB PGM and a PNG of 2048x2048
+// are sized after allocating well under a mebibyte (decoding them takes
+// 64 MiB and more).
+func TestConfigFileReadsOnlyTheHeader(t *testing.T) {
+	dir := t.TempDir()
+	pgm := filepath.Join(dir, "big.pgm")
+	os.WriteFile(pgm, append([]byte("P5 4096 4096 255\n"), make([]byte, 4096*4096)...), 0o644)
+	var b bytes.Buffer
+	png.Encode(&b, image.NewGray(image.Rect(0, 0, 2048, 2048)))
+	pngPath := filepath.Join(dir, "big.png")
+	os.WriteFile(pngPath, b.Bytes(), 0o644)
+	for _, c := range []struct {
+		path string
+		size int
+	}{{pgm, 4096}, {pngPath, 2048}} {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		h, w, err := ConfigFile(c.path)
+		runtime.ReadMemStats(&after)
+		if err != nil || h != c.size || w != c.size {
+			t.Errorf("%s: %dx%d, %v", c.path, h, w, err)
+		}
+		if got := after.TotalAlloc - before.TotalAlloc; got > 256<<10 {
+			t.Errorf("%s: the header check allocated %d bytes", c.path, got)
 		}
 	}
 }

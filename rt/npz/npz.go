@@ -15,6 +15,8 @@ package npz
 import (
 	"archive/zip"
 	"fmt"
+	"io"
+	"os"
 	"sort"
 	"strings"
 
@@ -33,11 +35,25 @@ const MaxEntry = 1 << 32
 // allows: NumPy reads the last, a reader of the first would disagree
 // with it) are refused.
 func Open(path, name string, check func(shape []int, elemSize int) error) (*npy.Array, error) {
-	z, err := zip.OpenReader(path)
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err // *PathError names the file
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	return Read(path, f, fi.Size(), name, check)
+}
+
+// Read is Open for an archive of size bytes read through r; path names it
+// in messages.
+func Read(path string, r io.ReaderAt, size int64, name string, check func(shape []int, elemSize int) error) (*npy.Array, error) {
+	z, err := zip.NewReader(r, size)
 	if err != nil {
 		return nil, fmt.Errorf("%s: not an .npz archive (%v); save arrays with numpy.save", path, err)
 	}
-	defer z.Close()
 	var names []string
 	var found *zip.File
 	for _, f := range z.File {
@@ -56,10 +72,10 @@ func Open(path, name string, check func(shape []int, elemSize int) error) (*npy.
 		return nil, fmt.Errorf("%s: the archive has no array %q; it has %s", path, name, strings.Join(names, ", "))
 	}
 	where := path + "[" + name + "]"
-	r, err := found.Open()
+	rc, err := found.Open()
 	if err != nil {
 		return nil, fmt.Errorf("%s: %v", where, err)
 	}
-	defer r.Close()
-	return npy.ReadFrom(where, r, MaxEntry, check)
+	defer rc.Close()
+	return npy.ReadFrom(where, rc, MaxEntry, check)
 }

@@ -74,35 +74,85 @@ func halfToFloat32(h uint16) float32 {
 
 // Read reads and checks the safetensors file at path.
 func Read(path string) (*File, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err // *PathError names the file
-	}
-	defer f.Close()
-	fi, err := f.Stat()
+	f, size, prefix, err := open(path)
 	if err != nil {
 		return nil, err
 	}
-	if fi.IsDir() {
-		return nil, fmt.Errorf("%s: is a directory, not a safetensors file", path)
-	}
-	// Check the header length against the file size before reading the
-	// whole file, so that a wrong file (a text file, a multi-gigabyte
-	// download) fails fast.
-	var prefix [8]byte
-	n, _ := io.ReadFull(f, prefix[:])
-	if n == 8 {
-		if err := checkHeaderLen(path, binary.LittleEndian.Uint64(prefix[:]), uint64(fi.Size())); err != nil {
-			return nil, err
-		}
-	}
-	data := make([]byte, 0, fi.Size())
-	data = append(data, prefix[:n]...)
+	defer f.Close()
+	data := make([]byte, 0, size)
+	data = append(data, prefix...)
 	buf := bytes.NewBuffer(data)
 	if _, err := buf.ReadFrom(f); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return ReadBytes(path, buf.Bytes())
+}
+
+// open opens the file at path, refusing a folder, and reads its first 8
+// bytes (fewer when it is shorter), which it checks, when there are 8, as
+// the header length of a file of its size: a wrong file (a text file, a
+// multi-gigabyte download) fails before it is read.
+func open(path string) (f *os.File, size uint64, prefix []byte, err error) {
+	if f, err = os.Open(path); err != nil {
+		return nil, 0, nil, err // *PathError names the file
+	}
+	fi, err := f.Stat()
+	if err == nil && fi.IsDir() {
+		err = fmt.Errorf("%s: is a directory, not a safetensors file", path)
+	}
+	if err == nil {
+		size = uint64(fi.Size())
+		prefix = make([]byte, 8)
+		n, _ := io.ReadFull(f, prefix)
+		prefix = prefix[:n]
+		if n == 8 {
+			err = checkHeaderLen(path, binary.LittleEndian.Uint64(prefix), size)
+		}
+	}
+	if err != nil {
+		f.Close()
+		return nil, 0, nil, err
+	}
+	return f, size, prefix, nil
+}
+
+// ReadHeader reads and checks only the header of the safetensors file at
+// path (at most MaxHeaderSize bytes): its tensors' names, dtypes and
+// shapes, their layout against the file's size, and the metadata. The
+// tensors it returns have no Data. A caller checks them (CheckShapes)
+// before Read takes the whole file into memory, so that a file of
+// another model's weights, however large, costs only its header.
+func ReadHeader(path string) (*File, error) {
+	f, size, prefix, err := open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if len(prefix) < 8 {
+		return nil, fmt.Errorf("%s: truncated: a safetensors file starts with an 8-byte header length, but the file has %d bytes", path, len(prefix))
+	}
+	n := binary.LittleEndian.Uint64(prefix)
+	header := make([]byte, n)
+	if _, err := io.ReadFull(f, header); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	entries, meta, err := parseHeader(path, header)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkLayout(path, entries, size-8-n); err != nil {
+		return nil, err
+	}
+	file := &File{Path: path, Metadata: meta, index: make(map[string]int, len(entries)), Tensors: make([]Tensor, len(entries))}
+	for i, e := range entries {
+		shape := make([]int, len(e.shape))
+		for j, d := range e.shape {
+			shape[j] = int(d) // fits: parseEntry bounds every dimension
+		}
+		file.Tensors[i] = Tensor{Name: e.name, Shape: shape, DType: e.dtype}
+		file.index[e.name] = i
+	}
+	return file, nil
 }
 
 func checkHeaderLen(name string, n, fileSize uint64) error {
