@@ -656,3 +656,50 @@ func TestImportClip(t *testing.T) {
 		t.Errorf("opset 6 Clip(min=0, max=6): %v, layers %+v", err, im)
 	}
 }
+
+// TestImportPoolCeilMode: ceil_mode=1 keeps a partial last window as
+// rounding: "ceil" (GoogLeNet's and SqueezeNet's max pools), falls back to
+// "floor" where the partial window would start in the trailing padding,
+// and is refused for AveragePool, whose partial window PyTorch averages
+// differently.
+func TestImportPoolCeilMode(t *testing.T) {
+	pool := func(op string, shape []int, k, s, p int64) *Model {
+		return graphModel(shape, nil, "y", node(op, "pool", []string{"x"}, []string{"y"},
+			&Attribute{Name: "kernel_shape", Type: AttrInts, Ints: []int64{k, k}},
+			&Attribute{Name: "strides", Type: AttrInts, Ints: []int64{s, s}},
+			&Attribute{Name: "pads", Type: AttrInts, Ints: []int64{p, p, p, p}},
+			&Attribute{Name: "ceil_mode", Type: AttrInt, I: 1}))
+	}
+	rounding := func(l *Layer) any {
+		for _, f := range l.Fields {
+			if f.Name == "rounding" {
+				return f.Value
+			}
+		}
+		return nil
+	}
+	for _, tc := range []struct {
+		shape    []int
+		k, s, p  int64
+		out      []int
+		rounding any
+	}{
+		{[]int{2, 8, 10}, 3, 2, 0, []int{2, 4, 5}, "ceil"}, // floor: 3×4
+		{[]int{1, 7, 7}, 2, 2, 0, []int{1, 4, 4}, "ceil"},  // floor: 3×3
+		{[]int{1, 5, 5}, 2, 2, 1, []int{1, 3, 3}, "floor"}, // the 4th window would start in the padding
+		{[]int{1, 6, 6}, 2, 2, 0, []int{1, 3, 3}, nil},     // exact: nothing to round
+	} {
+		im, err := Import(pool("MaxPool", tc.shape, tc.k, tc.s, tc.p))
+		if err != nil {
+			t.Fatalf("%v k%d s%d p%d: %v", tc.shape, tc.k, tc.s, tc.p, err)
+		}
+		l := im.Layers[0]
+		if l.Op != "maxpool2d" || !slices.Equal(l.OutShape, tc.out) || rounding(l) != tc.rounding {
+			t.Errorf("%v k%d s%d p%d: %s %v rounding %v, want %v rounding %v", tc.shape, tc.k, tc.s, tc.p, l.Op, l.OutShape, rounding(l), tc.out, tc.rounding)
+		}
+	}
+	_, err := Import(pool("AveragePool", []int{2, 8, 10}, 3, 2, 0))
+	if err == nil || !strings.Contains(err.Error(), "ceil_mode=1") {
+		t.Errorf("AveragePool with ceil_mode: %v", err)
+	}
+}

@@ -1696,6 +1696,7 @@ type windowGeom struct {
 	stride, pad, dil [2]int
 	out              [2]int
 	floor            bool
+	ceil             bool // ceil_mode kept a partial last window (rounding: "ceil")
 	own              bool // the node pads by itself (not only a Pad before it)
 }
 
@@ -1810,14 +1811,20 @@ func (c *nodeCtx) window(x *value, kernel [2]int, oneD bool) (windowGeom, error)
 		if num < 0 {
 			return g, unsupported("", "the window (extent %d) is larger than the padded input (%d)", span, in+2*p[i])
 		}
-		if num%s[i] != 0 {
-			if ceil != 0 {
-				return g, unsupported("use ceil_mode=False, or pad the input so the windows fit exactly", "ceil_mode=1 keeps a partial window at the end of the %s; mlbuild's windows round down", []string{"height", "width"}[i])
-			}
-			g.floor = true
-		}
 		g.stride[i], g.pad[i], g.dil[i] = s[i], p[i], d[i]
 		g.out[i] = num/s[i] + 1
+		if num%s[i] != 0 {
+			// ceil_mode keeps a partial last window unless it would start
+			// in the trailing padding (ONNX's and PyTorch's rule, the
+			// schema's rounding: "ceil"); when that drops it, the floor
+			// size stands.
+			if ceil != 0 && (g.out[i])*s[i] < in+p[i] {
+				g.out[i]++
+				g.ceil = true
+			} else {
+				g.floor = true
+			}
+		}
 	}
 	return g, nil
 }
@@ -1942,6 +1949,9 @@ func importPool(c *nodeCtx) (string, error) {
 		if g.dil != [2]int{1, 1} {
 			return "", unsupported("", "AveragePool with dilations")
 		}
+		if g.ceil {
+			return "", unsupported("use ceil_mode=False, or pad the input so the windows fit exactly", "ceil_mode=1 keeps a partial last window, which PyTorch averages over its part inside the padded input; mlbuild's avgpool2d divides by the whole window")
+		}
 	}
 	for i, axis := range []string{"height", "width"} {
 		span := g.dil[i]*(kernel[i]-1) + 1
@@ -1966,7 +1976,10 @@ func importPool(c *nodeCtx) (string, error) {
 	if g.dil != [2]int{1, 1} {
 		l.Fields = append(l.Fields, Field{"dilation", pair(g.dil)})
 	}
-	if g.floor {
+	switch {
+	case g.ceil:
+		l.Fields = append(l.Fields, Field{"rounding", "ceil"})
+	case g.floor:
 		l.Fields = append(l.Fields, Field{"rounding", "floor"})
 	}
 	if oneD {

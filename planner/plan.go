@@ -243,6 +243,10 @@ type ConvGeom struct {
 	PH, PW     int // padding (both sides)
 	DH, DW     int // dilation
 	Groups     int
+	// Ceil marks a max pool whose output size rounds up (the spec's
+	// rounding: "ceil", PyTorch's ceil_mode): its last window along an axis
+	// may reach past the padded input, and the kernels skip those taps.
+	Ceil bool `json:",omitempty"`
 }
 
 // Attr holds the static parameters of a step; only those of its Kernel are set.

@@ -81,7 +81,7 @@ type Node struct {
 	Padding     [2]int `json:"padding,omitempty"`
 	Dilation    [2]int `json:"dilation,omitempty"`
 	Groups      int    `json:"groups,omitempty"`
-	Rounding    string `json:"rounding,omitempty"` // "exact" (default) or "floor"
+	Rounding    string `json:"rounding,omitempty"` // "exact" (default), "floor" or "ceil" (maxpool2d only)
 
 	// softmax, logsoftmax, concat, flatten (start axis), layernorm (first
 	// normalised axis); per sample, never negative once decoded
