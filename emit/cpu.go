@@ -785,6 +785,8 @@ func (g *generator) kernelCall(st planner.Step, in, out []operand, training bool
 			g.shape(in[0].buf.Shape), g.shape(in[1].buf.Shape), g.shape(in[2].buf.Shape)), nil
 	case planner.KTranspose:
 		return fmt.Sprintf("cpu.Transpose(%s, %s, %s, %s)", in[0].slice(), out[0].slice(), g.shape(in[0].buf.Shape), g.shape(a.Perm)), nil
+	case planner.KSlice, planner.KSliceBwd:
+		return sliceCall(st, in, out)
 	case planner.KConcat, planner.KConcatBwd:
 		var shapes, bufs []string
 		parts := in

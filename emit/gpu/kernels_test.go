@@ -547,6 +547,19 @@ func kernelCases(t *testing.T) []gpuCase {
 		addCase(gpuCase{name: "split0", k: sliceCopyKernel(2, 3, 4, 8, 0, false), in: [][]float32{dcat, zeros(24)}, want: map[int][]float32{1: dxs[0]}})
 		addCase(gpuCase{name: "split1", k: sliceCopyKernel(2, 5, 4, 8, 3, false), in: [][]float32{dcat, zeros(40)}, want: map[int][]float32{1: dxs[1]}})
 
+		// slice and its backward against rt/cpu: positions 2 to 6 of the
+		// middle axis of [3, 9, 5] (a channel split's piece); dx starts as
+		// garbage, so every element must be written.
+		{
+			outer, total, inner, start, n := 3, 9, 5, 2, 5
+			x, dy := randVec(r, outer*total*inner, -1, 1), randVec(r, outer*n*inner, -1, 1)
+			y, dx := zeros(len(dy)), zeros(len(x))
+			cpu.SliceFwd(x, y, outer, total, inner, start, n)
+			cpu.SliceBwd(dy, dx, outer, total, inner, start, n)
+			addCase(gpuCase{name: "slice", k: sliceCopyKernel(outer, n, inner, total, start, false), in: [][]float32{x, randVec(r, len(y), 5, 6)}, want: map[int][]float32{1: y}})
+			addCase(gpuCase{name: "slice_bwd", k: slicePadKernel(outer, n, inner, total, start), in: [][]float32{dy, randVec(r, len(dx), 5, 6)}, want: map[int][]float32{1: dx}})
+		}
+
 		a, b := randVec(r, 500, -1, 1), randVec(r, 500, -1, 1)
 		sum := zeros(500)
 		cpu.Add(a, b, sum)

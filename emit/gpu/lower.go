@@ -529,6 +529,8 @@ func (l *lowering) lowerStep(st *planner.Step, training bool) error {
 		return l.launch("transpose", k, err, whole(st.In[0]), whole(st.Out[0]))
 	case planner.KConcat, planner.KConcatBwd:
 		return l.concat(st)
+	case planner.KSlice, planner.KSliceBwd:
+		return l.slice(st)
 	case planner.KAccumulate:
 		if err := l.operands(st, 2, 1); err != nil {
 			return err
