@@ -724,9 +724,10 @@ func importConcat(c *nodeCtx) (string, error) {
 	return c.fold(out, "concat")
 }
 
-// importSlice folds a Slice of a constant (shape arithmetic), and imports
+// importSlice folds a Slice of a constant (shape arithmetic), imports
 // one of a dense layer's features as a dense layer of its own (a packed
-// projection split by chunk: split_dense.go).
+// projection split by chunk: split_dense.go), and any other Slice of a
+// runtime value as slice layers (slice_runtime.go).
 func importSlice(c *nodeCtx) (string, error) {
 	if !c.has(0) {
 		return "", unsupported("", "Slice needs an input")
@@ -781,8 +782,8 @@ func importSlice(c *nodeCtx) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		if data == nil && ax != r-1 {
-			return "", unsupported("", "Slice of a value computed at run time along axis %d; mlbuild takes pieces of the features (the last axis) of a dense layer's output only", a)
+		if data == nil && ax == 0 {
+			return "", unsupported("", "Slice of the batch axis; mlbuild slices the axes of each sample")
 		}
 		st := int64(1)
 		if steps != nil && i < len(steps) {
@@ -813,7 +814,10 @@ func importSlice(c *nodeCtx) (string, error) {
 		lo[ax], count[ax], step[ax] = int(b), int(cnt), int(st)
 	}
 	if data == nil {
-		return c.sliceDense(x, lo, count, step)
+		if c.featuresOfDense(x, lo, count) {
+			return c.sliceDense(x, lo, count, step)
+		}
+		return c.sliceRuntime(x, lo, count, step)
 	}
 	out := &constant{dims: count, ints: data.ints}
 	st := strides(data.dims)
