@@ -535,6 +535,8 @@ func (g *generator) kernelCall(st planner.Step, in, out []operand, training bool
 		return g.matMulBwdCall(st, in, out)
 	case planner.KTranspose:
 		return g.transposeCall(st, in, out)
+	case planner.KSlice, planner.KSliceBwd:
+		return sliceCall(st, in, out)
 	case planner.KConcat, planner.KConcatBwd:
 		return g.concatCall(st, in, out)
 	case planner.KSoftmaxXent:

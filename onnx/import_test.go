@@ -1,6 +1,7 @@
 package onnx
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -470,10 +471,9 @@ func TestImportPackedProjection(t *testing.T) {
 		nodes []*Node
 		want  string
 	}{
+		// features 2 to 6 of an activation of 2: none
 		{[]*Node{node("Relu", "/act", []string{"x"}, []string{"a"}), node("Slice", "/s", []string{"a", "s0", "e0", "ax"}, []string{"y"})},
-			"mlbuild takes pieces of the features only of a dense layer's output"},
-		{append(slices.Clone(packed), node("Slice", "/s", []string{"h", "s0", "e0", "ax1"}, []string{"y"})),
-			"along axis 1; mlbuild takes pieces of the features (the last axis)"},
+			"Slice of no elements along axis 2"},
 	} {
 		_, err := Import(graphModel([]int{3, 2}, inits, "y", tc.nodes...))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -654,5 +654,113 @@ func TestImportClip(t *testing.T) {
 	im, err := Import(m)
 	if err != nil || len(im.Layers) != 1 || im.Layers[0].Op != "relu6" {
 		t.Errorf("opset 6 Clip(min=0, max=6): %v, layers %+v", err, im)
+	}
+}
+
+// TestImportPoolCeilMode: ceil_mode=1 keeps a partial last window as
+// rounding: "ceil" (GoogLeNet's and SqueezeNet's max pools), falls back to
+// "floor" where the partial window would start in the trailing padding,
+// and is refused for AveragePool, whose partial window PyTorch averages
+// differently.
+func TestImportPoolCeilMode(t *testing.T) {
+	pool := func(op string, shape []int, k, s, p int64) *Model {
+		return graphModel(shape, nil, "y", node(op, "pool", []string{"x"}, []string{"y"},
+			&Attribute{Name: "kernel_shape", Type: AttrInts, Ints: []int64{k, k}},
+			&Attribute{Name: "strides", Type: AttrInts, Ints: []int64{s, s}},
+			&Attribute{Name: "pads", Type: AttrInts, Ints: []int64{p, p, p, p}},
+			&Attribute{Name: "ceil_mode", Type: AttrInt, I: 1}))
+	}
+	rounding := func(l *Layer) any {
+		for _, f := range l.Fields {
+			if f.Name == "rounding" {
+				return f.Value
+			}
+		}
+		return nil
+	}
+	for _, tc := range []struct {
+		shape    []int
+		k, s, p  int64
+		out      []int
+		rounding any
+	}{
+		{[]int{2, 8, 10}, 3, 2, 0, []int{2, 4, 5}, "ceil"}, // floor: 3×4
+		{[]int{1, 7, 7}, 2, 2, 0, []int{1, 4, 4}, "ceil"},  // floor: 3×3
+		{[]int{1, 5, 5}, 2, 2, 1, []int{1, 3, 3}, "floor"}, // the 4th window would start in the padding
+		{[]int{1, 6, 6}, 2, 2, 0, []int{1, 3, 3}, nil},     // exact: nothing to round
+	} {
+		im, err := Import(pool("MaxPool", tc.shape, tc.k, tc.s, tc.p))
+		if err != nil {
+			t.Fatalf("%v k%d s%d p%d: %v", tc.shape, tc.k, tc.s, tc.p, err)
+		}
+		l := im.Layers[0]
+		if l.Op != "maxpool2d" || !slices.Equal(l.OutShape, tc.out) || rounding(l) != tc.rounding {
+			t.Errorf("%v k%d s%d p%d: %s %v rounding %v, want %v rounding %v", tc.shape, tc.k, tc.s, tc.p, l.Op, l.OutShape, rounding(l), tc.out, tc.rounding)
+		}
+	}
+	_, err := Import(pool("AveragePool", []int{2, 8, 10}, 3, 2, 0))
+	if err == nil || !strings.Contains(err.Error(), "ceil_mode=1") {
+		t.Errorf("AveragePool with ceil_mode: %v", err)
+	}
+}
+
+// TestImportSliceRuntime: Slices and Splits of runtime values that are not
+// a dense layer's features become slice layers (ShuffleNet's channel
+// split, x.chunk(2, dim=1)); a piece along the rows of a dense layer's
+// output too. The batch axis and steps other than 1 are refused.
+func TestImportSliceRuntime(t *testing.T) {
+	inits := []*Tensor{
+		NewInt64Tensor("s1", []int64{1}, []int64{1}), NewInt64Tensor("e3", []int64{1}, []int64{3}),
+		NewInt64Tensor("big", []int64{1}, []int64{1 << 40}), NewInt64Tensor("ax1", []int64{1}, []int64{1}),
+		NewInt64Tensor("axm1", []int64{1}, []int64{-1}), NewInt64Tensor("ax0", []int64{1}, []int64{0}),
+		NewInt64Tensor("two", []int64{1}, []int64{2}), NewInt64Tensor("sizes", []int64{2}, []int64{2, 2}),
+	}
+	relu := node("Relu", "/act", []string{"x"}, []string{"a"})
+	fields := func(l *Layer) string {
+		var f []string
+		for _, x := range l.Fields {
+			f = append(f, fmt.Sprintf("%s:%v", x.Name, x.Value))
+		}
+		return l.Op + "{" + strings.Join(f, " ") + "}" + fmt.Sprint(l.OutShape)
+	}
+	for _, tc := range []struct {
+		name  string
+		nodes []*Node
+		want  []string // the layers after the Relu
+	}{
+		{"channels 1 to 2", []*Node{relu, node("Slice", "/s", []string{"a", "s1", "e3", "ax1"}, []string{"y"})},
+			[]string{"slice{axis:0 start:1 end:3}[2 3 5]"}},
+		{"the rest of the width", []*Node{relu, node("Slice", "/s", []string{"a", "s1", "big", "axm1"}, []string{"y"})},
+			[]string{"slice{axis:2 start:1 end:5}[4 3 4]"}},
+		{"chunk by Split", []*Node{relu,
+			node("Split", "/split", []string{"a", "sizes"}, []string{"p", "q"}, &Attribute{Name: "axis", Type: AttrInt, I: 1}),
+			node("Sub", "/y", []string{"q", "p"}, []string{"y"})},
+			[]string{"slice{axis:0 start:0 end:2}[2 3 5]", "slice{axis:0 start:2 end:4}[2 3 5]", "sub{}[2 3 5]"}},
+	} {
+		im, err := Import(graphModel([]int{4, 3, 5}, inits, "y", tc.nodes...))
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		var got []string
+		for _, l := range im.Layers[1:] {
+			got = append(got, fields(l))
+		}
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("%s: layers %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		node *Node
+		want string
+	}{
+		{"batch", node("Slice", "/s", []string{"a", "s1", "e3", "ax0"}, []string{"y"}), "Slice of the batch axis"},
+		{"step 2", node("Slice", "/s", []string{"a", "s1", "big", "ax1", "two"}, []string{"y"}), "step 2 along axis 1"},
+		{"split batch", node("Split", "/s", []string{"a"}, []string{"y", "z"}), "Split along the batch axis"},
+	} {
+		_, err := Import(graphModel([]int{4, 3, 5}, inits, "y", relu, tc.node))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: error %v, want %q", tc.name, err, tc.want)
+		}
 	}
 }

@@ -724,9 +724,10 @@ func importConcat(c *nodeCtx) (string, error) {
 	return c.fold(out, "concat")
 }
 
-// importSlice folds a Slice of a constant (shape arithmetic), and imports
+// importSlice folds a Slice of a constant (shape arithmetic), imports
 // one of a dense layer's features as a dense layer of its own (a packed
-// projection split by chunk: split_dense.go).
+// projection split by chunk: split_dense.go), and any other Slice of a
+// runtime value as slice layers (slice_runtime.go).
 func importSlice(c *nodeCtx) (string, error) {
 	if !c.has(0) {
 		return "", unsupported("", "Slice needs an input")
@@ -781,8 +782,8 @@ func importSlice(c *nodeCtx) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		if data == nil && ax != r-1 {
-			return "", unsupported("", "Slice of a value computed at run time along axis %d; mlbuild takes pieces of the features (the last axis) of a dense layer's output only", a)
+		if data == nil && ax == 0 {
+			return "", unsupported("", "Slice of the batch axis; mlbuild slices the axes of each sample")
 		}
 		st := int64(1)
 		if steps != nil && i < len(steps) {
@@ -813,7 +814,10 @@ func importSlice(c *nodeCtx) (string, error) {
 		lo[ax], count[ax], step[ax] = int(b), int(cnt), int(st)
 	}
 	if data == nil {
-		return c.sliceDense(x, lo, count, step)
+		if c.featuresOfDense(x, lo, count) {
+			return c.sliceDense(x, lo, count, step)
+		}
+		return c.sliceRuntime(x, lo, count, step)
 	}
 	out := &constant{dims: count, ints: data.ints}
 	st := strides(data.dims)
@@ -1696,6 +1700,7 @@ type windowGeom struct {
 	stride, pad, dil [2]int
 	out              [2]int
 	floor            bool
+	ceil             bool // ceil_mode kept a partial last window (rounding: "ceil")
 	own              bool // the node pads by itself (not only a Pad before it)
 }
 
@@ -1810,14 +1815,20 @@ func (c *nodeCtx) window(x *value, kernel [2]int, oneD bool) (windowGeom, error)
 		if num < 0 {
 			return g, unsupported("", "the window (extent %d) is larger than the padded input (%d)", span, in+2*p[i])
 		}
-		if num%s[i] != 0 {
-			if ceil != 0 {
-				return g, unsupported("use ceil_mode=False, or pad the input so the windows fit exactly", "ceil_mode=1 keeps a partial window at the end of the %s; mlbuild's windows round down", []string{"height", "width"}[i])
-			}
-			g.floor = true
-		}
 		g.stride[i], g.pad[i], g.dil[i] = s[i], p[i], d[i]
 		g.out[i] = num/s[i] + 1
+		if num%s[i] != 0 {
+			// ceil_mode keeps a partial last window unless it would start
+			// in the trailing padding (ONNX's and PyTorch's rule, the
+			// schema's rounding: "ceil"); when that drops it, the floor
+			// size stands.
+			if ceil != 0 && (g.out[i])*s[i] < in+p[i] {
+				g.out[i]++
+				g.ceil = true
+			} else {
+				g.floor = true
+			}
+		}
 	}
 	return g, nil
 }
@@ -1942,6 +1953,9 @@ func importPool(c *nodeCtx) (string, error) {
 		if g.dil != [2]int{1, 1} {
 			return "", unsupported("", "AveragePool with dilations")
 		}
+		if g.ceil {
+			return "", unsupported("use ceil_mode=False, or pad the input so the windows fit exactly", "ceil_mode=1 keeps a partial last window, which PyTorch averages over its part inside the padded input; mlbuild's avgpool2d divides by the whole window")
+		}
 	}
 	for i, axis := range []string{"height", "width"} {
 		span := g.dil[i]*(kernel[i]-1) + 1
@@ -1966,7 +1980,10 @@ func importPool(c *nodeCtx) (string, error) {
 	if g.dil != [2]int{1, 1} {
 		l.Fields = append(l.Fields, Field{"dilation", pair(g.dil)})
 	}
-	if g.floor {
+	switch {
+	case g.ceil:
+		l.Fields = append(l.Fields, Field{"rounding", "ceil"})
+	case g.floor:
 		l.Fields = append(l.Fields, Field{"rounding", "floor"})
 	}
 	if oneD {

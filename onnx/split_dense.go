@@ -107,8 +107,9 @@ func (c *nodeCtx) sliceDense(x *value, lo, count, step []int) (string, error) {
 }
 
 // importSplit imports a Split of a dense layer's output along its last
-// axis (sizes from the split attribute before opset 13, its input from
-// 13, or equal pieces, num_outputs from 18).
+// axis as dense layers, and of any other runtime value along a per-sample
+// axis as slice layers (sizes from the split attribute before opset 13,
+// its input from 13, or equal pieces, num_outputs from 18).
 func importSplit(c *nodeCtx) (string, error) {
 	if !c.has(0) {
 		return "", unsupported("", "Split needs an input")
@@ -137,16 +138,16 @@ func importSplit(c *nodeCtx) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if ax != len(full)-1 {
-		return "", unsupported("", "Split along axis %d; mlbuild splits only the features (the last axis) of a dense layer's output", a)
-	}
-	l, err := c.packedDense(x)
-	if err != nil {
-		return "", err
+	if ax == 0 {
+		return "", unsupported("", "Split along the batch axis; mlbuild splits the axes of each sample")
 	}
 	sizes, err := c.splitSizes(full[ax])
 	if err != nil {
 		return "", err
+	}
+	l, err := c.packedDense(x)
+	if err != nil || ax != len(full)-1 {
+		return c.splitRuntime(x, ax, sizes)
 	}
 	var names []string
 	lo := 0

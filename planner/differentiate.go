@@ -338,6 +338,14 @@ func (d *differentiation) backward(s Step) {
 		bwd.In = []BufID{dy}
 		bwd.Out = grads
 		bwd.Attr = Attr{Axis: s.Attr.Axis}
+	case KSlice:
+		// dx is dy in the slice's range and zero elsewhere; two slices of
+		// one value (a channel split) sum their dx like any other reads.
+		newGrads(0)
+		bwd.Kernel = KSliceBwd
+		bwd.In = []BufID{dy}
+		bwd.Out = grads
+		bwd.Attr = Attr{Axis: s.Attr.Axis, Start: s.Attr.Start}
 	default:
 		panic(fmt.Sprintf("planner: differentiate: no backward for kernel %s", s.Kernel))
 	}

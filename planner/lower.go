@@ -176,6 +176,8 @@ func (l *lowering) lowerNode(n *spec.Node) error {
 		return l.lowerReduceMean(n)
 	case spec.OpConcat:
 		return l.lowerConcat(n)
+	case spec.OpSlice:
+		return l.lowerSlice(n)
 	}
 	return fail(n, "the planner cannot lower op %q", n.Op)
 }

@@ -43,6 +43,7 @@ func (l *lowering) window(n *spec.Node) (ConvGeom, error) {
 		PH: w.Padding[0], PW: w.Padding[1],
 		DH: w.Dilation[0], DW: w.Dilation[1],
 		Groups: w.Groups,
+		Ceil:   n.Rounding == "ceil",
 	}
 	if g.KH < 1 || g.KW < 1 {
 		return g, fail(n, "%s needs a kernel size, got %dx%d", n.Op, g.KH, g.KW)

@@ -3,7 +3,7 @@ package planner
 import "github.com/mlbuild/mlbuild/spec"
 
 // The lowering of ops that move or reduce axes: flatten, reshape, transpose,
-// concat, reducemean (lowerNode and declareParams in lower.go dispatch to
+// concat, slice, reducemean (lowerNode and declareParams in lower.go dispatch to
 // it).
 
 // lowerView lowers flatten and reshape to a view of the input: no step, no
@@ -50,6 +50,20 @@ func (l *lowering) lowerConcat(n *spec.Node) error {
 		return err
 	}
 	l.emit(n, KConcat, in, []BufID{l.output(n)}, Attr{Axis: axis})
+	return nil
+}
+
+// lowerSlice lowers a range of positions along one axis: a copy.
+func (l *lowering) lowerSlice(n *spec.Node) error {
+	x, err := l.input(n, 0)
+	if err != nil {
+		return err
+	}
+	axis, err := fullAxis(n, n.Axis, len(n.OutShape))
+	if err != nil {
+		return err
+	}
+	l.emit(n, KSlice, []BufID{x}, []BufID{l.output(n)}, Attr{Axis: axis, Start: n.Start})
 	return nil
 }
 

@@ -189,5 +189,5 @@ func stepFLOPs(p *Plan, s *Step, c *costCounter) int64 {
 		}
 		return c.mul(12, n)
 	}
-	return 0 // transpose, concat and their gradients move data only
+	return 0 // transpose, concat, slice and their gradients move data only
 }

@@ -210,6 +210,28 @@ func concatModel() *spec.Model {
 	return b.model()
 }
 
+// channelSplit splits a convolution's channels into two slices (ShuffleNet's
+// x.chunk(2, dim=1)), activates one and joins them again; both slices'
+// gradients sum into the convolution's output gradient.
+func channelSplit() *spec.Model {
+	b := newModel("channel_split", 2, 5, 5)
+	c := b.conv("conv", 6, 3, 1)
+	piece := func(name string, start, end int) string {
+		return b.add(spec.Node{Name: name, Op: spec.OpSlice, Axis: 0, Start: start, End: end}, func(in [][]int) []int {
+			return []int{end - start, in[0][1], in[0][2]}
+		}, c)
+	}
+	l := piece("left", 0, 2)
+	r := piece("right", 2, 6)
+	r = b.unary("right_act", spec.OpTanh, 0, r)
+	b.add(spec.Node{Name: "join", Op: spec.OpConcat, Axis: 0}, func(in [][]int) []int {
+		return []int{in[0][0] + in[1][0], in[0][1], in[0][2]}
+	}, r, l)
+	b.flatten("flat")
+	b.dense("head", 3)
+	return b.model()
+}
+
 // views reads one flattened value twice (its gradient contributions are
 // summed through views of the owner's gradient) and ends in a reshape, so
 // the output itself is a view.
@@ -276,7 +298,7 @@ var allModels = []struct {
 }{
 	{"mlp", mlp}, {"lenet5", lenet5}, {"flagship", flagship}, {"residual", residual},
 	{"regularised", regularised}, {"attention", attention}, {"concat", concatModel},
-	{"views", views}, {"transformer_norm", transformerNorm},
+	{"views", views}, {"transformer_norm", transformerNorm}, {"channel_split", channelSplit},
 }
 
 // mustBuild builds m or fails the test.

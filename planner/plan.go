@@ -125,6 +125,10 @@ const (
 	KTranspose Kernel = "transpose"
 	// KConcat: In: x0, x1, ... Out: y. Attr: Axis (of the full shape).
 	KConcat Kernel = "concat"
+	// KSlice: y = positions Attr.Start to Attr.Start+len−1 of axis
+	// Attr.Axis (of the full shape, ≥ 1) of x, len being y's size there.
+	// In: x. Out: y.
+	KSlice Kernel = "slice"
 	// KLayerNorm: normalise each sample over the axes from Attr.Axis (of
 	// the full shape, ≥ 1) to the last, viewed as [rows, cols]:
 	// y = gamma·(x − mean)/sqrt(var + eps) + beta.
@@ -203,6 +207,9 @@ const (
 	KMatMulBwd Kernel = "matmul_bwd"
 	// KConcatBwd: In: dy. Out: dx0, dx1, ... (optional each). Attr: Axis.
 	KConcatBwd Kernel = "concat_bwd"
+	// KSliceBwd: dx = dy placed at Attr.Start of axis Attr.Axis, zero
+	// elsewhere (every element written). In: dy. Out: dx.
+	KSliceBwd Kernel = "slice_bwd"
 	// KLayerNormBwd: In: x, gamma, saveMean, saveInvStd, dy.
 	// Out: dx (optional), dgamma, dbeta (optional). Attr: Axis.
 	KLayerNormBwd Kernel = "layernorm_bwd"
@@ -243,6 +250,10 @@ type ConvGeom struct {
 	PH, PW     int // padding (both sides)
 	DH, DW     int // dilation
 	Groups     int
+	// Ceil marks a max pool whose output size rounds up (the spec's
+	// rounding: "ceil", PyTorch's ceil_mode): its last window along an axis
+	// may reach past the padded input, and the kernels skip those taps.
+	Ceil bool `json:",omitempty"`
 }
 
 // Attr holds the static parameters of a step; only those of its Kernel are set.
@@ -263,6 +274,9 @@ type Attr struct {
 	Decoupled   bool      `json:"decoupled,omitempty"`
 	// Delta is where the Huber loss turns from quadratic to linear.
 	Delta float64 `json:"delta,omitempty"`
+	// Start is the first position along Axis a slice or slice_bwd step
+	// keeps.
+	Start int `json:"start,omitempty"`
 	// Method is how the backend computes a conv2d or conv2d_bwd step
 	// (ConvDirect or ConvIm2colGemm on the CPU), chosen by the plan's
 	// Target in choose_methods.go; the emitter calls that method's kernel.

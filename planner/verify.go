@@ -203,12 +203,12 @@ var kernelPhase = map[Kernel]string{
 	KGemm: "forward", KConv2D: "forward", KMaxPool2D: "forward", KAvgPool2D: "forward",
 	KGlobalAvgPool: "forward", KUnary: "forward", KBinary: "forward", KSoftmax: "forward",
 	KLogSoftmax: "forward", KDropout: "forward", KBatchNorm: "forward", KMatMul: "forward",
-	KConcat: "forward", KLayerNorm: "forward", KReduceMean: "forward",
+	KConcat: "forward", KLayerNorm: "forward", KReduceMean: "forward", KSlice: "forward",
 	KSoftmaxXent: "loss", KMSE: "loss", KMAE: "loss", KHuber: "loss",
 	KGemmBwd: "backward", KConv2DBwd: "backward", KMaxPool2DBwd: "backward", KMaxPool2DArgmaxBwd: "backward", KAvgPool2DBwd: "backward",
 	KGlobalAvgPoolBwd: "backward", KUnaryBwd: "backward", KBinaryBwd: "backward", KSoftmaxBwd: "backward",
 	KLogSoftmaxBwd: "backward", KDropoutBwd: "backward", KBatchNormBwd: "backward", KMatMulBwd: "backward",
-	KConcatBwd: "backward", KAccumulate: "backward", KLayerNormBwd: "backward", KReduceMeanBwd: "backward",
+	KConcatBwd: "backward", KSliceBwd: "backward", KAccumulate: "backward", KLayerNormBwd: "backward", KReduceMeanBwd: "backward",
 	KSGD: "update", KAdam: "update", KAdamMulti: "update",
 	KTranspose: "any", // its own gradient
 }
@@ -233,6 +233,7 @@ var operands = map[Kernel]struct {
 	KMatMul:             {2, 1, nil, nil},
 	KTranspose:          {1, 1, nil, nil},
 	KConcat:             {-1, 1, nil, nil},
+	KSlice:              {1, 1, nil, nil},
 	KLayerNorm:          {3, 3, []int{2}, nil},
 	KReduceMean:         {1, 1, nil, nil},
 	KSoftmaxXent:        {2, 2, nil, nil},
@@ -253,6 +254,7 @@ var operands = map[Kernel]struct {
 	KBatchNormBwd:       {5, 3, nil, []int{0}},
 	KMatMulBwd:          {3, 2, nil, []int{0, 1}},
 	KConcatBwd:          {1, -1, nil, nil},
+	KSliceBwd:           {1, 1, nil, nil},
 	KLayerNormBwd:       {5, 3, nil, []int{0, 1, 2}},
 	KReduceMeanBwd:      {1, 1, nil, nil},
 	KAccumulate:         {2, 1, nil, nil},
@@ -367,6 +369,8 @@ func checkShapes(p *Plan, s *Step) error {
 		return r.transpose(s)
 	case KConcat, KConcatBwd:
 		return r.concat(s)
+	case KSlice, KSliceBwd:
+		return r.slice(s)
 	case KAccumulate:
 		return r.accumulate(s)
 	case KSoftmaxXent, KMSE, KMAE, KHuber:

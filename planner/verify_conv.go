@@ -1,6 +1,10 @@
 package planner
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/mlbuild/mlbuild/spec"
+)
 
 // The shape rules of the convolutions, and the window rule they share with
 // the pools (checkShapes in verify.go dispatches to them).
@@ -48,7 +52,9 @@ func (r shapeRules) conv(s *Step) error {
 }
 
 // checkWindow checks the output size of a convolution or pooling window:
-// OH = (H + 2·PH − DH·(KH−1) − 1) / SH + 1 (rounded down), likewise OW.
+// OH = (H + 2·PH − DH·(KH−1) − 1) / SH + 1, rounded down, or for a max
+// pool with Ceil rounded up less a last window starting past the input
+// (spec.WindowOutSize); likewise OW.
 func checkWindow(g *ConvGeom, conv bool) error {
 	if g.N < 1 || g.C < 1 || g.KH < 1 || g.KW < 1 || g.SH < 1 || g.SW < 1 || g.DH < 1 || g.DW < 1 || g.Groups < 1 || g.PH < 0 || g.PW < 0 {
 		return fmt.Errorf("geometry %+v has a non-positive size, stride, dilation or group count", *g)
@@ -59,8 +65,11 @@ func checkWindow(g *ConvGeom, conv bool) error {
 	if !conv && g.OC != g.C {
 		return fmt.Errorf("pooling changes the channels from %d to %d", g.C, g.OC)
 	}
-	oh := (g.H+2*g.PH-g.DH*(g.KH-1)-1)/g.SH + 1
-	ow := (g.W+2*g.PW-g.DW*(g.KW-1)-1)/g.SW + 1
+	if conv && g.Ceil {
+		return fmt.Errorf("a convolution cannot round its output size up (Ceil)")
+	}
+	oh := spec.WindowOutSize(g.H, g.KH, g.SH, g.PH, g.DH, g.Ceil)
+	ow := spec.WindowOutSize(g.W, g.KW, g.SW, g.PW, g.DW, g.Ceil)
 	if oh != g.OH || ow != g.OW || oh < 1 || ow < 1 {
 		return fmt.Errorf("output %dx%d, but the window rule gives %dx%d", g.OH, g.OW, oh, ow)
 	}

@@ -2,8 +2,8 @@ package planner
 
 import "fmt"
 
-// The shape rules of the kernels that move or reduce axes: transpose, concat
-// and reducemean (checkShapes in verify.go dispatches to them).
+// The shape rules of the kernels that move or reduce axes: transpose, concat,
+// slice and reducemean (checkShapes in verify.go dispatches to them).
 
 // reduceMean checks that y is x with some axes reduced to 1 (or the reverse
 // for the backward).
@@ -74,6 +74,28 @@ func (r shapeRules) concat(s *Step) error {
 	}
 	if all && sum != y[ax] {
 		return fmt.Errorf("parts add up to %d along axis %d, the whole has %d", sum, ax, y[ax])
+	}
+	return nil
+}
+
+// slice checks that y is x but for a range [Start, Start+len) of the axis
+// that fits in x; the backward's dx is the forward's x, dy its y.
+func (r shapeRules) slice(s *Step) error {
+	x, y := r.sh(s.In[0]), r.sh(s.Out[0])
+	if s.Kernel == KSliceBwd {
+		x, y = y, x
+	}
+	ax := s.Attr.Axis
+	if ax < 1 || ax >= len(x) || len(y) != len(x) {
+		return fmt.Errorf("axis %d is the batch axis or out of range, or x %s and y %s differ in rank", ax, shapeString(x), shapeString(y))
+	}
+	for k := range x {
+		if k != ax && x[k] != y[k] {
+			return fmt.Errorf("x %s and y %s differ off the slice axis %d", shapeString(x), shapeString(y), ax)
+		}
+	}
+	if s.Attr.Start < 0 || y[ax] < 1 || s.Attr.Start+y[ax] > x[ax] {
+		return fmt.Errorf("positions %d to %d of axis %d do not fit x %s", s.Attr.Start, s.Attr.Start+y[ax], ax, shapeString(x))
 	}
 	return nil
 }

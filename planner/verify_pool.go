@@ -16,6 +16,9 @@ func (r shapeRules) pool(s *Step) error {
 	if err := checkWindow(g, false); err != nil {
 		return err
 	}
+	if g.Ceil && (s.Kernel == KAvgPool2D || s.Kernel == KAvgPool2DBwd) {
+		return fmt.Errorf("an average pool cannot round its output size up (Ceil): its divisor is the whole window")
+	}
 	x := []int{g.N, g.C, g.H, g.W}
 	y := []int{g.N, g.C, g.OH, g.OW}
 	if s.Kernel == KMaxPool2DBwd || s.Kernel == KMaxPool2DArgmaxBwd {

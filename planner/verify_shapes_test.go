@@ -68,6 +68,8 @@ func TestShapeRulesCatch(t *testing.T) {
 		{"conv", gpuLike, KConv2D, func(p *Plan, s *Step) { g := *s.Attr.Pool; g.C++; s.Attr.Pool = &g }, "epilogue pool"},
 		{"pool", CPU, KMaxPool2D, func(p *Plan, s *Step) { g := *s.Attr.Conv; g.OC++; s.Attr.Conv = &g }, "pooling changes the channels"},
 		{"pool", CPU, KAvgPool2DBwd, func(p *Plan, s *Step) { s.Attr.Act = "relu" }, "only the max pool backward steps apply one"},
+		{"pool", CPU, KAvgPool2D, func(p *Plan, s *Step) { g := *s.Attr.Conv; g.Ceil = true; s.Attr.Conv = &g }, "an average pool cannot round its output size up"},
+		{"conv", CPU, KConv2D, func(p *Plan, s *Step) { g := *s.Attr.Conv; g.Ceil = true; s.Attr.Conv = &g }, "a convolution cannot round its output size up"},
 		{"pool", CPU, KGlobalAvgPool, func(p *Plan, s *Step) { s.Out[0] = s.In[0] }, "want"},
 		{"elementwise", CPU, KUnary, func(p *Plan, s *Step) { s.Attr.Chain = []UnaryOp{{Op: "fourier"}} }, `unknown element-wise op "fourier"`},
 		{"elementwise", CPU, KBinary, func(p *Plan, s *Step) { s.Attr.BinOp = "pow" }, `unknown binary op "pow"`},
@@ -115,4 +117,22 @@ func planWith(t *testing.T, k Kernel, target Target) (*Plan, *Step) {
 	}
 	t.Fatalf("no model has a %s step", k)
 	return nil, nil
+}
+
+// TestCheckWindowCeil: a max pool with Ceil has the rounded-up output size
+// (a partial last window), and only with Ceil.
+func TestCheckWindowCeil(t *testing.T) {
+	// 3×3 stride 2 over 8×9: floor 3×4, ceil 4×4 (GoogLeNet's pools).
+	g := ConvGeom{N: 2, C: 3, H: 8, W: 9, OC: 3, OH: 4, OW: 4, KH: 3, KW: 3, SH: 2, SW: 2, DH: 1, DW: 1, Groups: 1}
+	if err := checkWindow(&g, false); err == nil || !strings.Contains(err.Error(), "the window rule gives 3x4") {
+		t.Errorf("without Ceil: %v", err)
+	}
+	g.Ceil = true
+	if err := checkWindow(&g, false); err != nil {
+		t.Errorf("with Ceil: %v", err)
+	}
+	g.OH = 3
+	if err := checkWindow(&g, false); err == nil || !strings.Contains(err.Error(), "the window rule gives 4x4") {
+		t.Errorf("with Ceil and the floor size: %v", err)
+	}
 }

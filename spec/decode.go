@@ -367,6 +367,13 @@ func (d *decoder) node(v cue.Value, path []string) Node {
 		if n.Axis < 0 {
 			n.Axis += rank
 		}
+	case OpSlice:
+		n.Axis = d.integer(v, "axis")
+		if n.Axis < 0 {
+			n.Axis += rank
+		}
+		n.Start = d.integer(v, "start")
+		n.End = d.integer(v, "end")
 	case OpTranspose:
 		n.Perm = d.ints(v, "perm")
 	case OpReshape:

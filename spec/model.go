@@ -54,6 +54,7 @@ const (
 	OpPowConst      Op = "powconst"
 	OpErf           Op = "erf"
 	OpReduceMean    Op = "reducemean"
+	OpSlice         Op = "slice"
 )
 
 // Node is one layer of a model after the schema has computed its shapes.
@@ -81,11 +82,14 @@ type Node struct {
 	Padding     [2]int `json:"padding,omitempty"`
 	Dilation    [2]int `json:"dilation,omitempty"`
 	Groups      int    `json:"groups,omitempty"`
-	Rounding    string `json:"rounding,omitempty"` // "exact" (default) or "floor"
+	Rounding    string `json:"rounding,omitempty"` // "exact" (default), "floor" or "ceil" (maxpool2d only)
 
-	// softmax, logsoftmax, concat, flatten (start axis), layernorm (first
-	// normalised axis); per sample, never negative once decoded
+	// softmax, logsoftmax, concat, slice, flatten (start axis), layernorm
+	// (first normalised axis); per sample, never negative once decoded
 	Axis int `json:"axis,omitempty"`
+	// slice: the positions start to End−1 of Axis are kept
+	Start int `json:"start,omitempty"`
+	End   int `json:"end,omitempty"`
 	// reducemean: the per-sample axes averaged over (ascending, never
 	// negative once decoded), and whether they stay with size 1
 	Axes     []int `json:"axes,omitempty"`

@@ -110,7 +110,7 @@ func (n *Node) forwardFLOPsChecked() (int64, bool) {
 		return c.mul(6, out), c.exact()
 	case OpReduceMean:
 		return c.numel(in0()), c.exact()
-	case OpInput, OpFlatten, OpReshape, OpTranspose, OpDropout, OpConcat:
+	case OpInput, OpFlatten, OpReshape, OpTranspose, OpDropout, OpConcat, OpSlice:
 		return 0, true
 	}
 	return out, c.exact() // element-wise ops: one per output element

@@ -31,3 +31,24 @@ func (n *Node) Window() Window {
 	}
 	return w
 }
+
+// WindowOutSize is the number of windows along one axis of size in: the
+// schema's #Extent rule, for Go code that checks a geometry. Rounding down
+// (ceil false) it is (in + 2·pad − dil·(k−1) − 1) / stride + 1; rounding up
+// (PyTorch's ceil_mode) it keeps a partial last window unless that window
+// would start in the trailing padding or beyond. It is below 1 when the
+// window is larger than the padded input.
+func WindowOutSize(in, k, stride, pad, dil int, ceil bool) int {
+	num := in + 2*pad - dil*(k-1) - 1
+	if num < 0 || stride < 1 {
+		return 0
+	}
+	if !ceil {
+		return num/stride + 1
+	}
+	out := (num+stride-1)/stride + 1
+	if (out-1)*stride >= in+pad {
+		out--
+	}
+	return out
+}

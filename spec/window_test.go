@@ -1,8 +1,10 @@
 package spec
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -73,5 +75,65 @@ func TestWindowKeepsSetFields(t *testing.T) {
 	want.Groups = 1
 	if got := n.Window(); got != want {
 		t.Errorf("pool: %+v, want %+v", got, want)
+	}
+}
+
+// TestCeilRounding loads max pools with rounding: "ceil" and checks the
+// schema's output size against hand-computed PyTorch ceil_mode sizes and
+// against WindowOutSize, the Go copy of the rule the planner verifies
+// with; avgpool2d and conv2d refuse "ceil".
+func TestCeilRounding(t *testing.T) {
+	load := func(layer string) (*Model, error) {
+		src := `package p
+
+import "github.com/mlbuild/mlbuild/schema"
+
+schema.#Spec & {
+	name: "m"
+	model: {
+		input: [2, 14, 13]
+		layers: [
+			` + layer + `,
+			{op: "flatten"},
+			{op: "dense", units: 2},
+		]
+	}
+	training: {loss: "softmax_cross_entropy", optimizer: {kind: "adam", lr: 1e-3}, epochs: 1, batchSize: 4}
+}
+`
+		f := filepath.Join(t.TempDir(), "m.cue")
+		if err := os.WriteFile(f, []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return Load(f)
+	}
+	for _, tc := range []struct {
+		k, s, p int
+		out     [2]int // torch.nn.functional.max_pool2d(x, k, s, p, ceil_mode=True) on 14×13, run once
+	}{
+		{3, 2, 0, [2]int{7, 6}}, // floor: 6×6
+		{2, 2, 0, [2]int{7, 7}}, // floor: 7×6
+		{3, 2, 1, [2]int{8, 7}}, // floor: 7×7
+		{2, 2, 1, [2]int{8, 7}}, // width: an 8th window would start in the padding
+		{3, 3, 1, [2]int{5, 5}}, // height: a 6th window would start in the padding
+	} {
+		m, err := load(fmt.Sprintf(`{op: "maxpool2d", kernel: %d, stride: %d, padding: %d, rounding: "ceil"}`, tc.k, tc.s, tc.p))
+		if err != nil {
+			t.Fatalf("k%d s%d p%d: %v", tc.k, tc.s, tc.p, err)
+		}
+		n := m.Nodes[1]
+		got := [2]int{n.OutShape[1], n.OutShape[2]}
+		rule := [2]int{WindowOutSize(14, tc.k, tc.s, tc.p, 1, true), WindowOutSize(13, tc.k, tc.s, tc.p, 1, true)}
+		if got != tc.out || rule != tc.out {
+			t.Errorf("k%d s%d p%d: schema %v, WindowOutSize %v, want %v", tc.k, tc.s, tc.p, got, rule, tc.out)
+		}
+	}
+	for _, layer := range []string{
+		`{op: "avgpool2d", kernel: 3, stride: 2, rounding: "ceil"}`,
+		`{op: "conv2d", outChannels: 2, kernel: 3, stride: 2, rounding: "ceil"}`,
+	} {
+		if _, err := load(layer); err == nil || !strings.Contains(err.Error(), `rounding "ceil" is for maxpool2d only`) {
+			t.Errorf("%s: error %v", layer, err)
+		}
 	}
 }

@@ -256,10 +256,18 @@ func kernelCases(t *testing.T) []gpuCase {
 		{N: 2, C: 3, H: 9, W: 11, KH: 2, KW: 2, SH: 2, SW: 2, DH: 1, DW: 1},
 		{N: 3, C: 2, H: 7, W: 6, KH: 3, KW: 3, SH: 2, SW: 1, PH: 1, PW: 1, DH: 1, DW: 2},
 		{N: 2, C: 3, H: 8, W: 9, KH: 2, KW: 3, SH: 2, SW: 3, DH: 1, DW: 1}, // windows tile the input
+		// Max pools rounding up (ceil): the last windows reach past the
+		// input, 2×2/2 on odd sizes and GoogLeNet's 3×3/2.
+		{N: 2, C: 3, H: 9, W: 11, KH: 2, KW: 2, SH: 2, SW: 2, DH: 1, DW: 1, Ceil: true},
+		{N: 2, C: 2, H: 8, W: 13, KH: 3, KW: 3, SH: 2, SW: 2, PH: 1, PW: 0, DH: 1, DW: 1, Ceil: true},
 	} {
 		pg.OC = pg.C
 		pg.OH = (pg.H+2*pg.PH-pg.DH*(pg.KH-1)-1)/pg.SH + 1
 		pg.OW = (pg.W+2*pg.PW-pg.DW*(pg.KW-1)-1)/pg.SW + 1
+		if pg.Ceil {
+			pg.OH = ceilPoolSize(pg.H, pg.KH, pg.SH, pg.PH)
+			pg.OW = ceilPoolSize(pg.W, pg.KW, pg.SW, pg.PW)
+		}
 		n, on := pg.N*pg.C*pg.H*pg.W, pg.N*pg.C*pg.OH*pg.OW
 		x := randVec(r, n, -2, 2)
 		x[3] = x[4] // a tie: the first maximum wins
@@ -271,7 +279,10 @@ func kernelCases(t *testing.T) []gpuCase {
 		cpu.MaxPool2DBwd(x, ymax, dy, dxmax, cg)
 		cpu.AvgPool2DBwd(dy, dxavg, cg)
 		addCase(gpuCase{name: "maxpool", k: poolKernel(pg, true), in: [][]float32{x, zeros(on)}, want: map[int][]float32{1: ymax}})
-		addCase(gpuCase{name: "avgpool", k: poolKernel(pg, false), in: [][]float32{x, zeros(on)}, want: map[int][]float32{1: yavg}})
+		if !pg.Ceil { // average pools do not round up
+			addCase(gpuCase{name: "avgpool", k: poolKernel(pg, false), in: [][]float32{x, zeros(on)}, want: map[int][]float32{1: yavg}})
+			addCase(gpuCase{name: "avgpool_bwd", k: poolBwdKernel(pg, false, nil), in: [][]float32{dy, zeros(n)}, want: map[int][]float32{1: dxavg}})
+		}
 		addCase(gpuCase{name: "maxpool_bwd", k: poolBwdKernel(pg, true, nil), in: [][]float32{x, dy, zeros(n)}, want: map[int][]float32{2: dxmax}})
 		// With its input's activation derivative (fuse_act_bwd.go): x as
 		// a relu's or a sigmoid's output, zeros and ties among them.
@@ -299,7 +310,6 @@ func kernelCases(t *testing.T) []gpuCase {
 			// dx starts as garbage: every element must be written.
 			addCase(gpuCase{name: "maxpool_bwd_tiled", k: maxPoolBwdTiledKernel(pg, nil), in: [][]float32{xt, dy, randVec(r, n, 3, 4)}, want: map[int][]float32{2: dxt}})
 		}
-		addCase(gpuCase{name: "avgpool_bwd", k: poolBwdKernel(pg, false, nil), in: [][]float32{dy, zeros(n)}, want: map[int][]float32{1: dxavg}})
 	}
 	{
 		planes, spatial := 2*5, 13
@@ -537,6 +547,19 @@ func kernelCases(t *testing.T) []gpuCase {
 		addCase(gpuCase{name: "split0", k: sliceCopyKernel(2, 3, 4, 8, 0, false), in: [][]float32{dcat, zeros(24)}, want: map[int][]float32{1: dxs[0]}})
 		addCase(gpuCase{name: "split1", k: sliceCopyKernel(2, 5, 4, 8, 3, false), in: [][]float32{dcat, zeros(40)}, want: map[int][]float32{1: dxs[1]}})
 
+		// slice and its backward against rt/cpu: positions 2 to 6 of the
+		// middle axis of [3, 9, 5] (a channel split's piece); dx starts as
+		// garbage, so every element must be written.
+		{
+			outer, total, inner, start, n := 3, 9, 5, 2, 5
+			x, dy := randVec(r, outer*total*inner, -1, 1), randVec(r, outer*n*inner, -1, 1)
+			y, dx := zeros(len(dy)), zeros(len(x))
+			cpu.SliceFwd(x, y, outer, total, inner, start, n)
+			cpu.SliceBwd(dy, dx, outer, total, inner, start, n)
+			addCase(gpuCase{name: "slice", k: sliceCopyKernel(outer, n, inner, total, start, false), in: [][]float32{x, randVec(r, len(y), 5, 6)}, want: map[int][]float32{1: y}})
+			addCase(gpuCase{name: "slice_bwd", k: slicePadKernel(outer, n, inner, total, start), in: [][]float32{dy, randVec(r, len(dx), 5, 6)}, want: map[int][]float32{1: dx}})
+		}
+
 		a, b := randVec(r, 500, -1, 1), randVec(r, 500, -1, 1)
 		sum := zeros(500)
 		cpu.Add(a, b, sum)
@@ -603,4 +626,15 @@ func reluOf(x []float32) []float32 {
 		y[i] = max(v, 0)
 	}
 	return y
+}
+
+// ceilPoolSize is the output size of an undilated pool window rounding up
+// (PyTorch's ceil_mode): a partial last window is kept unless it would
+// start in the trailing padding or beyond.
+func ceilPoolSize(in, k, s, p int) int {
+	out := (in+2*p-k+s-1)/s + 1
+	if (out-1)*s >= in+p {
+		out--
+	}
+	return out
 }

@@ -317,6 +317,8 @@ func (l *lowering) lowerStep(st *planner.Step, training bool) error {
 		return l.transpose(st)
 	case planner.KConcat, planner.KConcatBwd:
 		return l.concat(st)
+	case planner.KSlice, planner.KSliceBwd:
+		return l.slice(st)
 	case planner.KAccumulate:
 		return l.accumulate(st)
 	case planner.KSoftmaxXent:

@@ -69,9 +69,12 @@ func maxPool2x2Rows(g Conv, run func(x0, y0, rows int)) {
 }
 
 // pool2x2 reports whether the window is the common 2×2, stride 2,
-// unpadded, undilated one, which has a fast path.
+// unpadded, undilated one whose windows lie inside the input, which has a
+// fast path. A pool whose output size rounded up (ceil) has a last window
+// half past the input: the fast paths would read past the plane.
 func (g Conv) pool2x2() bool {
-	return g.KH == 2 && g.KW == 2 && g.SH == 2 && g.SW == 2 && g.PH == 0 && g.PW == 0 && g.DH == 1 && g.DW == 1
+	return g.KH == 2 && g.KW == 2 && g.SH == 2 && g.SW == 2 && g.PH == 0 && g.PW == 0 && g.DH == 1 && g.DW == 1 &&
+		g.H >= 2*g.OH && g.W >= 2*g.OW
 }
 
 // beats reports whether v replaces best as a window's maximum: it is larger,

@@ -134,3 +134,54 @@ func TestMaxPool2DArgmax(t *testing.T) {
 		}
 	}
 }
+
+// ceilPoolCase is a square pool window over [n,c,h,w] with the output size
+// rounded up as PyTorch's ceil_mode does: a partial last window is kept
+// unless it would start in the trailing padding or beyond.
+func ceilPoolCase(n, c, h, w, k, s, p int) Conv {
+	size := func(in int) int {
+		out := (in+2*p-k+s-1)/s + 1
+		if (out-1)*s >= in+p {
+			out--
+		}
+		return out
+	}
+	return Conv{N: n, C: c, H: h, W: w, OC: c, OH: size(h), OW: size(w), KH: k, KW: k,
+		SH: s, SW: s, PH: p, PW: p, DH: 1, DW: 1, Groups: 1}
+}
+
+// TestMaxPoolCeilMatchesNaive runs max pools whose last windows reach past
+// the input (ceil rounding: GoogLeNet's and SqueezeNet's 3×3/2 and 2×2/2
+// pools on odd sizes) on every path, against the plain reference, and the
+// backward against finite differences. The 2×2 stride-2 fast paths read
+// two full rows per output row and must not run on them.
+func TestMaxPoolCeilMatchesNaive(t *testing.T) {
+	geoms := []Conv{
+		ceilPoolCase(2, 3, 7, 5, 2, 2, 0),   // 2×2/2 on odd sizes: 4×3
+		ceilPoolCase(1, 2, 3, 3, 2, 2, 0),   // 2×2
+		ceilPoolCase(2, 2, 8, 10, 3, 2, 0),  // 3×3/2: 4×5
+		ceilPoolCase(1, 2, 14, 13, 3, 2, 1), // padded: 8×7
+		ceilPoolCase(1, 1, 6, 7, 3, 3, 1),   // stride 3
+	}
+	for _, g := range geoms {
+		if (g.OH-1)*g.SH-g.PH+g.KH <= g.H+g.PH && (g.OW-1)*g.SW-g.PW+g.KW <= g.W+g.PW {
+			t.Fatalf("geometry %+v has no partial window", g)
+		}
+	}
+	forEachPathAndThreads(t, func(t *testing.T) {
+		r := newTestRand(17)
+		for _, g := range geoms {
+			name := fmt.Sprintf("%dx%d k%d s%d p%d -> %dx%d", g.H, g.W, g.KH, g.SH, g.PH, g.OH, g.OW)
+			x := randSlice(r, g.N*g.C*g.H*g.W, 1)
+			y := make([]float32, g.N*g.C*g.OH*g.OW)
+			MaxPool2DFwd(x, y, g)
+			if msg := closeTo(y, poolRef(x, g, true), 0); msg != "" {
+				t.Fatalf("forward %s: %s", name, msg)
+			}
+			proj := randSlice(r, len(y), 1)
+			dx := randSlice(r, len(x), 9)
+			MaxPool2DBwd(x, y, cloneF(proj), dx, g)
+			kinkyCheck.run(t, "ceil maxpool "+name, proj, func() []float32 { MaxPool2DFwd(x, y, g); return y }, gradInput{"x", x, dx})
+		}
+	})
+}
