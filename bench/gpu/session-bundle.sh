@@ -21,24 +21,24 @@ go build -trimpath -o "$tmp/mlbuild" ./cmd/mlbuild
 for spec in testdata/specs/valid/*.cue models/*.cue; do
 	name=$(basename "$spec" .cue)
 	if "$tmp/mlbuild" compile "$spec" --backend cuda --target linux/amd64 -o "$tmp/st-$name" --cache-dir "$tmp/cache" --force >"$tmp/$name.log" 2>&1; then
-		xz -9 -T0 -c "$tmp/st-$name" >"$dir/selftest/$name.xz"
+		xz -6 -T0 -c "$tmp/st-$name" >"$dir/selftest/$name.xz"
 	else
 		echo "$name: $(tail -n 1 "$tmp/$name.log")" >>"$dir/selftest/COMPILE-FAILED"
 	fi
 done
 "$tmp/mlbuild" compile bench/models/resnet18_cifar.cue --backend cuda --target linux/amd64 -o "$tmp/r18" --cache-dir "$tmp/cache" --force
-xz -9 -T0 -c "$tmp/r18" >"$dir/r18/resnet18_cifar.xz"
+xz -6 -T0 -c "$tmp/r18" >"$dir/r18/resnet18_cifar.xz"
 "$tmp/mlbuild" compile bench/models/resnet18_cifar.cue --backend cpu --target linux/amd64 -o "$tmp/r18cpu" --cache-dir "$tmp/cache" --force
-xz -9 -T0 -c "$tmp/r18cpu" >"$dir/r18/resnet18_cifar-cpu.xz"
+xz -6 -T0 -c "$tmp/r18cpu" >"$dir/r18/resnet18_cifar-cpu.xz"
 cp bench/gpu/torch_resnet_cifar.py "$dir/r18/"
 go test -c -o "$tmp/cuda.test" ./cuda
-xz -9 -T0 -c "$tmp/cuda.test" >"$dir/cuda.test.xz"
+xz -6 -T0 -c "$tmp/cuda.test" >"$dir/cuda.test.xz"
 if [ -d "$zoo" ]; then
 	bench/gpu/zoo-bundle.sh "$zoo" "$tmp/zoo" >/dev/null
 	mkdir -p "$dir/zoo/cuda"
 	cp -r "$tmp/zoo/specs" "$tmp/zoo/photos" "$tmp/zoo/export.py" "$dir/zoo/"
-	gunzip -c "$tmp/zoo/mlbuild.gz" | xz -9 -T0 >"$dir/zoo/mlbuild.xz"
-	for f in "$tmp"/zoo/cuda/*.gz; do gunzip -c "$f" | xz -9 -T0 >"$dir/zoo/cuda/$(basename "$f" .gz).xz"; done
+	gunzip -c "$tmp/zoo/mlbuild.gz" | xz -6 -T0 >"$dir/zoo/mlbuild.xz"
+	for f in "$tmp"/zoo/cuda/*.gz; do gunzip -c "$f" | xz -6 -T0 >"$dir/zoo/cuda/$(basename "$f" .gz).xz"; done
 fi
 cp bench/gpu/session.sh bench/gpu/selftest-all.sh bench/gpu/zoo.sh "$dir/"
 echo "mlbuild $(git describe --always --dirty 2>/dev/null || echo unknown)" >"$dir/VERSION"
