@@ -1,6 +1,8 @@
 // Command testtime reads `go test -json` output on standard input and
 // prints where the time went: each package's elapsed seconds, then the
-// slowest top-level tests (subtests are counted inside their parent).
+// slowest top-level tests (subtests are counted inside their parent; with
+// -sub, subtests are listed too: a parallel subtest's time can fall
+// outside its parent's).
 //
 //	go test -json -count=1 ./... > test.json
 //	go run ./scripts/testtime -n 15 < test.json
@@ -34,6 +36,7 @@ type row struct {
 
 func main() {
 	n := flag.Int("n", 15, "how many of the slowest tests to list")
+	sub := flag.Bool("sub", false, "list subtests too")
 	flag.Parse()
 	var pkgs, tests []row
 	sc := bufio.NewScanner(os.Stdin)
@@ -53,7 +56,7 @@ func main() {
 		switch {
 		case e.Test == "":
 			pkgs = append(pkgs, row{short, e.Action, e.Elapsed})
-		case !strings.Contains(e.Test, "/"):
+		case *sub || !strings.Contains(e.Test, "/"):
 			tests = append(tests, row{short + " " + e.Test, e.Action, e.Elapsed})
 		}
 	}
