@@ -14,9 +14,11 @@ IMDATA    := data/images
 # Fuzz budgets are execution counts, not durations: with a duration, Go 1.26's
 # fuzz coordinator can fail a target at the deadline with "context deadline
 # exceeded" on a loaded machine (golang/go#75804, fixed in Go 1.27).
-# Each target's count is what ran in at most about 15 s on the 2-core CI
-# machine under load, measured alone (docs/testing.md); FUZZTIME=N sets
-# every target's count, and `make fuzz-long` runs the deeper budgets.
+# Each target's count is what ran in about 15 s on the 2-core CI machine
+# under load, measured alone (docs/testing.md; the load varies, and spec's
+# FuzzLoad spends 27 s there on its seeds before it fuzzes, so it gets a
+# token count); FUZZTIME=N sets every target's count, and `make fuzz-long`
+# runs the deeper budgets.
 FUZZTIME  ?=
 FUZZ_IDX         ?= $(or $(FUZZTIME),75000x)
 FUZZ_SAFETENSORS ?= $(or $(FUZZTIME),100000x)
