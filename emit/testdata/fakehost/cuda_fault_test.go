@@ -93,7 +93,7 @@ func TestFaultMidTraining(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("resuming from %s after the fault: exit status %d; output:\n%s", ckpt, code, msg)
 	}
-	if !strings.Contains(msg, "trained 2 epochs") {
+	if !strings.Contains(msg, "trained epoch 2 of 2 (resumed from") {
 		t.Errorf("the resumed run did not finish the second epoch:\n%s", msg)
 	}
 	// Run as the graph failure's message says, the kernel and step are named.
