@@ -116,7 +116,9 @@ func testMemoryRefusal(t *testing.T, e *hardEnv) {
 		t.Fatalf("train with exactly the memory it needs: exit %d:\n%s", code, stderr)
 	}
 	npy := filepath.Join(dir, "x.npy")
-	if err := npyfile.Write(npy, []int{1, 1, 8, 8}, make([]float32, 64)); err != nil {
+	// A whole batch of samples, which predict runs through the batch plan
+	// (a short batch may go through the one-sample plan and its arena).
+	if err := npyfile.Write(npy, []int{info.Batch, 1, 8, 8}, make([]float32, 64*info.Batch)); err != nil {
 		t.Fatal(err)
 	}
 	if info.Infer >= info.Train {
