@@ -4,15 +4,17 @@
 # that a call of the device tool carries:
 #   selftest/   the CUDA program of every spec in testdata/specs/valid/ and
 #               models/ (selftest-all.sh runs their selftest)
-#   zoo/        torchvision's classifiers that `make zoo` imported, as
-#               zoo-bundle.sh makes them (zoo.sh)
+#   ZOO_OUT     (default .gpu/zoo, a folder apart: with it the whole is over
+#               64 MiB) torchvision's classifiers that `make zoo` imported,
+#               as zoo-bundle.sh makes them, and zoo.sh, which runs them
 #   r18/        bench/models/resnet18_cifar.cue for CUDA and its PyTorch twin
 #   cuda.test   the cuda package's tests, whose Real cases need the GPU
 # Every program is xz-compressed; session.sh unpacks them there.
-# Usage: bench/gpu/session-bundle.sh ZOO_DIR [DIR]     (DIR: .gpu/session)
+# Usage: bench/gpu/session-bundle.sh ZOO_DIR [DIR [ZOO_OUT]]  (DIR: .gpu/session)
+# There: session.sh DIR OUT "1 2 3", and zoo.sh ZOO_OUT OUT.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-zoo=$1 dir=${2:-.gpu/session}
+zoo=$1 dir=${2:-.gpu/session} zout=${3:-.gpu/zoo}
 rm -rf "$dir" && mkdir -p "$dir/selftest" "$dir/r18"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -35,10 +37,10 @@ go test -c -o "$tmp/cuda.test" ./cuda
 xz -6 -T0 -c "$tmp/cuda.test" >"$dir/cuda.test.xz"
 if [ -d "$zoo" ]; then
 	bench/gpu/zoo-bundle.sh "$zoo" "$tmp/zoo" >/dev/null
-	mkdir -p "$dir/zoo/cuda"
-	cp -r "$tmp/zoo/specs" "$tmp/zoo/photos" "$tmp/zoo/export.py" "$dir/zoo/"
-	gunzip -c "$tmp/zoo/mlbuild.gz" | xz -6 -T0 >"$dir/zoo/mlbuild.xz"
-	for f in "$tmp"/zoo/cuda/*.gz; do gunzip -c "$f" | xz -6 -T0 >"$dir/zoo/cuda/$(basename "$f" .gz).xz"; done
+	rm -rf "$zout" && mkdir -p "$zout/cuda"
+	cp -r "$tmp/zoo/specs" "$tmp/zoo/photos" "$tmp/zoo/export.py" bench/gpu/zoo.sh "$zout/"
+	gunzip -c "$tmp/zoo/mlbuild.gz" | xz -6 -T0 >"$zout/mlbuild.xz"
+	for f in "$tmp"/zoo/cuda/*.gz; do gunzip -c "$f" | xz -6 -T0 >"$zout/cuda/$(basename "$f" .gz).xz"; done
 fi
 cp bench/gpu/session.sh bench/gpu/selftest-all.sh bench/gpu/zoo.sh "$dir/"
 echo "mlbuild $(git describe --always --dirty 2>/dev/null || echo unknown)" >"$dir/VERSION"

@@ -6,7 +6,8 @@
 #   3. CIFAR ResNet-18 at batch 128: mlbuild's CUDA program (bench: training
 #      step, batch-128 and batch-1 inference; info: the memory it takes)
 #      against PyTorch in fp32 and bf16, eager and compiled, in one run;
-#   4. torchvision's classifiers on the GPU against PyTorch (zoo.sh).
+#   4. torchvision's classifiers on the GPU against PyTorch (zoo.sh, from
+#      ZOO_BUNDLE, default BUNDLE/../zoo: session-bundle.sh writes it apart).
 # Usage: session.sh BUNDLE OUTDIR [PARTS]   (PARTS: e.g. "1 2 3 4", the default)
 set -uo pipefail
 b=$(cd "$1" && pwd) out=$2 parts=${3:-1 2 3 4}
@@ -41,5 +42,6 @@ fi
 if want 4; then
 	step "torchvision classifiers on the GPU against PyTorch"
 	mkdir -p "$work/zoo"
-	timeout 900 bash "$b/zoo.sh" "$b/zoo" "$out" 2>&1 | tail -n 20
+	z=${ZOO_BUNDLE:-$b/../zoo}
+	timeout 900 bash "$z/zoo.sh" "$z" "$out" 2>&1 | tail -n 20
 fi
