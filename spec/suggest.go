@@ -21,15 +21,17 @@ func nearest(word string, names []string) string {
 		if n == word {
 			continue
 		}
-		if d := editDistance(strings.ToLower(word), strings.ToLower(n)); d < bestD {
+		if d := EditDistance(strings.ToLower(word), strings.ToLower(n)); d < bestD {
 			best, bestD = n, d
 		}
 	}
 	return best
 }
 
-// editDistance is the Levenshtein distance of two short strings, by byte.
-func editDistance(a, b string) int {
+// EditDistance is the Levenshtein distance of two short strings, by byte:
+// the measure of every "did you mean" mlbuild prints (spec fields and ops
+// here, configuration keys and subcommands in cmd/mlbuild).
+func EditDistance(a, b string) int {
 	prev := make([]int, len(b)+1)
 	cur := make([]int, len(b)+1)
 	for j := range prev {

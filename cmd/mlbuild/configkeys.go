@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/mlbuild/mlbuild/spec"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
@@ -48,30 +49,9 @@ func checkConfigKeys(v *viper.Viper, file string, root *cobra.Command) error {
 func closest(key string, names []string) string {
 	best, bestD := "", 3
 	for _, n := range names {
-		if d := editDistance(key, n); d < bestD {
+		if d := spec.EditDistance(key, n); d < bestD {
 			best, bestD = n, d
 		}
 	}
 	return best
-}
-
-// editDistance is the Levenshtein distance of two short strings.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
