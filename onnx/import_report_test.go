@@ -34,7 +34,7 @@ func TestImportChecksPastRefusedNode(t *testing.T) {
 		node("MaxPool", "pool", []string{"r"}, []string{"p"},
 			&Attribute{Name: "kernel_shape", Type: AttrInts, Ints: []int64{3, 3}},
 			&Attribute{Name: "strides", Type: AttrInts, Ints: []int64{2, 2}},
-			&Attribute{Name: "ceil_mode", Type: AttrInt, I: 1}),
+			&Attribute{Name: "auto_pad", Type: AttrString, S: []byte("SAME_MIDDLE")}),
 		node("Floor", "floor", []string{"p"}, []string{"f"}),
 		node("Softmax", "soft", []string{"f"}, []string{"y"}, &Attribute{Name: "axis", Type: AttrInt, I: 0}),
 	)
@@ -45,7 +45,7 @@ func TestImportChecksPastRefusedNode(t *testing.T) {
 	if want := []string{`"abs" Abs`, `"pool" MaxPool`, `"floor" Floor`, `"soft" Softmax`}; !slices.Equal(nodesOf(ie), want) {
 		t.Errorf("problems %v, want %v", nodesOf(ie), want)
 	}
-	if !strings.Contains(ie.Problems[1].Why, "ceil_mode=1") || !strings.Contains(ie.Problems[1].Why, `its input comes from refused node "abs"`) {
+	if !strings.Contains(ie.Problems[1].Why, `auto_pad "SAME_MIDDLE"`) || !strings.Contains(ie.Problems[1].Why, `its input comes from refused node "abs"`) {
 		t.Errorf("the MaxPool's problem: %s", ie.Problems[1].Why)
 	}
 	if ie.Unchecked != 0 {
