@@ -9,51 +9,59 @@ import (
 // The dense family's calls: dense layers (gemm) and batched matrix
 // products (matmul), forward and backward.
 
+// denseArgs are what a dense layer's forward and backward calls share: the
+// batch and the weight's [out, in] sizes, the fused activation and the
+// precision's kernel functions.
+type denseArgs struct {
+	batch, in, out int
+	act            string
+	k              struct{ fwd, bwd, infer string }
+}
+
+func (g *generator) denseArgs(st planner.Step, in []operand) (denseArgs, error) {
+	w := in[1].buf.Shape
+	ac, err := act(st.Attr.Act)
+	if err != nil {
+		return denseArgs{}, err
+	}
+	k, err := cpuDenseKernel(st.Attr.Precision, g.reference)
+	if err != nil {
+		return denseArgs{}, err
+	}
+	return denseArgs{batch: in[0].buf.Size / w[1], in: w[1], out: w[0], act: ac, k: k}, nil
+}
+
 // gemmCall calls a dense layer's forward in the step's precision (the
 // inference plans' own function outside training).
 func (g *generator) gemmCall(st planner.Step, in, out []operand, training bool) (string, error) {
-	a := st.Attr
 	if err := need(in, 3, "input"); err != nil {
 		return "", err
 	}
-	w := in[1].buf.Shape
-	ac, err := act(a.Act)
+	d, err := g.denseArgs(st, in)
 	if err != nil {
 		return "", err
 	}
-	batch := in[0].buf.Size / w[1]
-	k, err := cpuDenseKernel(a.Precision, g.reference)
-	if err != nil {
-		return "", err
-	}
-	fn := k.fwd
+	fn := d.k.fwd
 	if !training {
-		fn = k.infer
+		fn = d.k.infer
 	}
-	return fmt.Sprintf("%s(%s, %s, %s, %s, %d, %d, %d, %s, %s)", fn, in[0].slice(), in[1].slice(), in[2].slice(), out[0].slice(), batch, w[1], w[0], ac, float(a.Alpha)), nil
+	return fmt.Sprintf("%s(%s, %s, %s, %s, %d, %d, %d, %s, %s)", fn, in[0].slice(), in[1].slice(), in[2].slice(), out[0].slice(), d.batch, d.in, d.out, d.act, float(st.Attr.Alpha)), nil
 }
 
 // gemmBwdCall calls a dense layer's backward in the step's precision.
 func (g *generator) gemmBwdCall(st planner.Step, in, out []operand) (string, error) {
-	a := st.Attr
 	if err := need(in, 4, "input"); err != nil {
 		return "", err
 	}
 	if err := need(out, 3, "output"); err != nil {
 		return "", err
 	}
-	w := in[1].buf.Shape
-	ac, err := act(a.Act)
+	d, err := g.denseArgs(st, in)
 	if err != nil {
 		return "", err
 	}
-	batch := in[0].buf.Size / w[1]
-	k, err := cpuDenseKernel(a.Precision, g.reference)
-	if err != nil {
-		return "", err
-	}
-	return fmt.Sprintf("%s(%s, %s, %s, %s, %s, %s, %s, %d, %d, %d, %s, %s)", k.bwd, in[0].slice(), in[1].slice(), in[2].slice(), in[3].slice(),
-		out[0].slice(), out[1].slice(), out[2].slice(), batch, w[1], w[0], ac, float(a.Alpha)), nil
+	return fmt.Sprintf("%s(%s, %s, %s, %s, %s, %s, %s, %d, %d, %d, %s, %s)", d.k.bwd, in[0].slice(), in[1].slice(), in[2].slice(), in[3].slice(),
+		out[0].slice(), out[1].slice(), out[2].slice(), d.batch, d.in, d.out, d.act, float(st.Attr.Alpha)), nil
 }
 
 // matMulCall calls a batched matrix product.
