@@ -19,6 +19,9 @@ func (g *generator) unaryCall(st planner.Step, in, out []operand) (string, error
 	if st.Kernel == planner.KUnary {
 		return fmt.Sprintf("cpu.UnaryFwd(%s, %s, %s)", in[0].slice(), out[0].slice(), ch), nil
 	}
+	if a.FromOutput {
+		return fmt.Sprintf("cpu.UnaryBwdFromOutput(%s, %s, %s, %s[0])", in[0].slice(), in[1].slice(), out[0].slice(), ch), nil
+	}
 	return fmt.Sprintf("cpu.UnaryBwd(%s, %s, %s, %s)", in[0].slice(), in[1].slice(), out[0].slice(), ch), nil
 }
 
@@ -30,7 +33,10 @@ func (g *generator) binaryCall(st planner.Step, in, out []operand) (string, erro
 	if !ok {
 		return "", fmt.Errorf("unknown binary op %q", a.BinOp)
 	}
-	as, bs := in[0].buf.Shape, in[1].buf.Shape
+	as, bs, err := planner.BinaryShapes(&st, in[0].buf.Shape, in[1].buf.Shape)
+	if err != nil {
+		return "", err
+	}
 	var ys []int
 	if st.Kernel == planner.KBinary {
 		ys = out[0].buf.Shape

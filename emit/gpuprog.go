@@ -651,9 +651,11 @@ func reduceLen(pl *planner.Plan, st planner.Step) int {
 		if c := st.Attr.Conv; c != nil {
 			r = c.KH * c.KW
 		}
-	case planner.KSoftmaxXent, planner.KMSE, planner.KMAE, planner.KHuber, planner.KBatchNorm, planner.KBatchNormBwd, planner.KBinaryBwd,
+	case planner.KSoftmaxXent, planner.KMSE, planner.KMAE, planner.KHuber, planner.KBatchNorm, planner.KBatchNormBwd,
 		planner.KGlobalAvgPool, planner.KGlobalAvgPoolBwd, planner.KLayerNorm, planner.KLayerNormBwd, planner.KReduceMean:
 		r = size(0, st.In)
+	case planner.KBinaryBwd: // a and b may be NoBuf (keep_less.go): dy's size bounds the sums
+		r = size(2, st.In)
 	case planner.KSoftmax, planner.KLogSoftmax, planner.KSoftmaxBwd, planner.KLogSoftmaxBwd:
 		if s := shape(0, st.In); st.Attr.Axis < len(s) {
 			r = s[st.Attr.Axis]

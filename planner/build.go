@@ -103,6 +103,8 @@ var passes = [...]pass{
 		run: func(b *building) error { fuseUpdate(b.p, b.target); return nil }},
 	{name: "fuseActBwd", file: "fuse_act_bwd.go", only: inTraining | withFusion, needs: []string{"fuseEpilogue", "differentiate"},
 		run: func(b *building) error { fuseActBwd(b.p, b.target); return nil }},
+	{name: "keepLess", file: "keep_less.go", only: inTraining, needs: []string{"differentiate"},
+		run: func(b *building) error { keepLess(b.p); return nil }},
 	{name: "chooseMethods", file: "choose_methods.go", needs: []string{"lower", "differentiate"},
 		run: func(b *building) error { return chooseMethods(b.p, b.target) }},
 	{name: "choosePrecisions", file: "choose_precisions.go", needs: []string{"lower", "differentiate"},
@@ -121,7 +123,7 @@ var passes = [...]pass{
 // finalPhases are the passes that add or rewrite steps or buffers: after
 // them "all phases are final".
 var finalPhases = []string{"lower", "addLoss", "fuseEpilogue", "fuseElementwise", "differentiate", "optimize",
-	"fuseUpdate", "fuseActBwd", "chooseMethods", "choosePrecisions", "fusePool"}
+	"fuseUpdate", "fuseActBwd", "keepLess", "chooseMethods", "choosePrecisions", "fusePool"}
 
 // Build plans m for opts.Target: it runs the table passes in order and
 // checks the plan's invariants with Verify after each one, so

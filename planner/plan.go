@@ -191,10 +191,15 @@ const (
 	KAvgPool2DBwd       Kernel = "avgpool2d_bwd"
 	KGlobalAvgPoolBwd   Kernel = "globalavgpool_bwd"
 	// KUnaryBwd: In: x (the chain's input), dy. Out: dx. Attr: Chain.
-	// Intermediate values of a fused chain are recomputed from x.
+	// Intermediate values of a fused chain are recomputed from x. With
+	// Attr.FromOutput, In[0] is the chain's output y instead, and the
+	// chain one op whose derivative y gives (keep_less.go).
 	KUnaryBwd Kernel = "unary_bwd"
 	// KBinaryBwd: In: a, b, dy. Out: da (optional), db (optional), summed
-	// over the axes that were broadcast. Attr: BinOp.
+	// over the axes that were broadcast. Attr: BinOp. The backward of add
+	// and sub reads neither a nor b: both are NoBuf, and
+	// Attr.OperandShapes holds their shapes (keep_less.go; read them with
+	// Plan.BinaryShapes).
 	KBinaryBwd Kernel = "binary_bwd"
 	// KSoftmaxBwd, KLogSoftmaxBwd: In: y, dy. Out: dx. Attr: Axis.
 	KSoftmaxBwd    Kernel = "softmax_bwd"
@@ -302,6 +307,13 @@ type Attr struct {
 	// choose_precisions.go; the emitter calls that precision's kernels.
 	// Empty (a plan built by hand) means f32.
 	Precision string `json:"precision,omitempty"`
+	// FromOutput marks a unary_bwd whose In[0] is its chain's output y,
+	// not its input x: a one-op chain whose derivative y gives
+	// (keep_less.go), so that x need not be kept for the backward.
+	FromOutput bool `json:"fromOutput,omitempty"`
+	// OperandShapes are the shapes of a binary_bwd's a and b when it reads
+	// neither (add and sub: keep_less.go).
+	OperandShapes [][]int `json:"operandShapes,omitempty"`
 }
 
 // The precisions of dense layers' products: a spec's precision and a

@@ -178,6 +178,9 @@ func stepAttr(s Step, precision bool) string {
 		}
 		parts = append(parts, strings.Join(ops, ","))
 	}
+	if a.FromOutput {
+		parts = append(parts, "from y")
+	}
 	if a.BinOp != "" {
 		parts = append(parts, a.BinOp)
 	}

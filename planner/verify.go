@@ -247,7 +247,7 @@ var operands = map[Kernel]struct {
 	KAvgPool2DBwd:       {1, 1, nil, nil},
 	KGlobalAvgPoolBwd:   {1, 1, nil, nil},
 	KUnaryBwd:           {2, 1, nil, nil},
-	KBinaryBwd:          {3, 2, nil, []int{0, 1}},
+	KBinaryBwd:          {3, 2, []int{0, 1}, []int{0, 1}}, // a, b: see keep_less.go
 	KSoftmaxBwd:         {2, 1, nil, nil},
 	KLogSoftmaxBwd:      {2, 1, nil, nil},
 	KDropoutBwd:         {2, 1, nil, nil},

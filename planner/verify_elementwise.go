@@ -20,6 +20,9 @@ func (r shapeRules) unary(s *Step) error {
 	if s.Kernel == KUnary {
 		return r.same("y", out[0], in[0])
 	}
+	if s.Attr.FromOutput && (len(s.Attr.Chain) != 1 || !DerivativeFromOutput(s.Attr.Chain[0])) {
+		return fmt.Errorf("a backward from the output of %s, whose derivative its output does not give", chainText(s.Attr.Chain))
+	}
 	return first(r.same("dy", in[1], in[0]), r.same("dx", out[0], in[0]))
 }
 
@@ -29,14 +32,21 @@ func (r shapeRules) binary(s *Step) error {
 	if s.Attr.BinOp != "add" && s.Attr.BinOp != "sub" && s.Attr.BinOp != "mul" && s.Attr.BinOp != "div" {
 		return fmt.Errorf("unknown binary op %q", s.Attr.BinOp)
 	}
-	y, err := broadcast(r.sh(in[0]), r.sh(in[1]))
+	as, bs, err := r.p.BinaryShapes(s)
+	if err != nil {
+		return err
+	}
+	y, err := broadcast(as, bs)
 	if err != nil {
 		return err
 	}
 	if s.Kernel == KBinary {
 		return r.is("y", out[0], y)
 	}
-	return first(r.is("dy", in[2], y), r.same("da", out[0], in[0]), r.same("db", out[1], in[1]))
+	if (in[0] == NoBuf || in[1] == NoBuf) && s.Attr.BinOp != "add" && s.Attr.BinOp != "sub" {
+		return fmt.Errorf("the backward of %s reads no operands, but its gradients need them", s.Attr.BinOp)
+	}
+	return first(r.is("dy", in[2], y), r.is("da", out[0], as), r.is("db", out[1], bs))
 }
 
 // dropout checks dropout's rate, mask and backward.
@@ -80,4 +90,16 @@ func broadcast(a, b []int) ([]int, error) {
 		}
 	}
 	return y, nil
+}
+
+// chainText names a chain's ops, "relu" or "add const → relu".
+func chainText(ch []UnaryOp) string {
+	t := ""
+	for i, u := range ch {
+		if i > 0 {
+			t += " → "
+		}
+		t += u.Op
+	}
+	return t
 }

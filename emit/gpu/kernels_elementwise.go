@@ -294,6 +294,41 @@ func unaryBwdKernel(n int, chain []planner.UnaryOp) (*Kernel, error) {
 		[]Param{in("x", n), in("dy", n), out("dx", n)}, func(Expr) []Stmt { return body }), nil
 }
 
+// unaryBwdFromOutputKernel is dx = dy·op'(x) of a one-op chain whose
+// derivative its output y gives (planner.DerivativeFromOutput), reading y.
+func unaryBwdFromOutputKernel(n int, chain []planner.UnaryOp) (*Kernel, error) {
+	if len(chain) != 1 || !planner.DerivativeFromOutput(chain[0]) {
+		return nil, fmt.Errorf("a backward from the output of %s, whose derivative its output does not give", chainName(chain))
+	}
+	d, err := unaryGradFromOutput(chain[0], vr("v"))
+	if err != nil {
+		return nil, err
+	}
+	return elementwise(fmt.Sprintf("element-wise %s backward from its output, %d elements", chainName(chain), n), n,
+		[]Param{in("y", n), in("dy", n), out("dx", n)}, func(i Expr) []Stmt {
+			return []Stmt{let("v", Float, load("y", i)), store("dx", i, mul(load("dy", i), d))}
+		}), nil
+}
+
+// unaryGradFromOutput is op's derivative written with its output y.
+func unaryGradFromOutput(op planner.UnaryOp, y Expr) (Expr, error) {
+	switch op.Op {
+	case "relu":
+		return sel(gt(y, flt(0)), flt(1), flt(0)), nil
+	case "leakyrelu":
+		return sel(gt(y, flt(0)), flt(1), flt(float32(op.Alpha))), nil
+	case "relu6":
+		return sel(and(gt(y, flt(0)), lt(y, flt(6))), flt(1), flt(0)), nil
+	case "sigmoid":
+		return mul(y, sub(flt(1), y)), nil
+	case "tanh":
+		return sub(flt(1), mul(y, y)), nil
+	case "exp":
+		return y, nil
+	}
+	return nil, fmt.Errorf("the derivative of %q is not a function of its output", op.Op)
+}
+
 // copyKernel is y = x (dropout in evaluation mode).
 func copyKernel(n int) *Kernel {
 	return elementwise(fmt.Sprintf("copy, %d elements", n), n, []Param{in("x", n), out("y", n)},

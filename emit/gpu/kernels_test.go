@@ -350,6 +350,22 @@ func kernelCases(t *testing.T) []gpuCase {
 		cpu.UnaryBwd(x, dy, dx, cpuChain(ch))
 		addCase(gpuCase{name: "unary", k: must(unaryKernel(n, ch)), in: [][]float32{x, zeros(n)}, want: map[int][]float32{1: y}, tol: 1e-5})
 		addCase(gpuCase{name: "unary_bwd", k: must(unaryBwdKernel(n, ch)), in: [][]float32{x, dy, zeros(n)}, want: map[int][]float32{2: dx}, tol: 1e-5})
+		if len(ch) == 1 && planner.DerivativeFromOutput(ch[0]) {
+			addCase(gpuCase{name: "unary_bwd_from_y", k: must(unaryBwdFromOutputKernel(n, ch)), in: [][]float32{y, dy, zeros(n)}, want: map[int][]float32{2: dx}, tol: 1e-5})
+		}
+	}
+	// The backward from the output of the ops not in the table above.
+	for _, op := range []planner.UnaryOp{{Op: "leakyrelu", Alpha: 0.1}, {Op: "sigmoid"}, {Op: "tanh"}, {Op: "exp"}} {
+		n := 1000
+		x, dy := randVec(r, n, -3, 3), randVec(r, n, -1, 1)
+		y, dx := zeros(n), zeros(n)
+		ch := []planner.UnaryOp{op}
+		cpu.UnaryFwd(x, y, cpuChain(ch))
+		cpu.UnaryBwd(x, dy, dx, cpuChain(ch))
+		addCase(gpuCase{name: "unary_bwd_from_y", k: must(unaryBwdFromOutputKernel(n, ch)), in: [][]float32{y, dy, zeros(n)}, want: map[int][]float32{2: dx}, tol: 1e-5})
+	}
+	if _, err := unaryBwdFromOutputKernel(4, []planner.UnaryOp{{Op: "gelu"}}); err == nil {
+		t.Errorf("unaryBwdFromOutputKernel accepts gelu")
 	}
 
 	// Broadcasting binary ops, forward and both gradients.

@@ -23,7 +23,8 @@ func (l *lowering) unary(st *planner.Step) error {
 }
 
 // unaryBwd lowers an element-wise chain's backward, recomputing the
-// chain's intermediate values from x.
+// chain's intermediate values from x, or from the output y when the step
+// reads y (Attr.FromOutput).
 func (l *lowering) unaryBwd(st *planner.Step) error {
 	a := st.Attr
 	if err := l.operands(st, 2, 1); err != nil {
@@ -33,7 +34,12 @@ func (l *lowering) unaryBwd(st *planner.Step) error {
 	if err != nil {
 		return err
 	}
-	k, err := unaryBwdKernel(xb.Size, a.Chain)
+	var k *Kernel
+	if a.FromOutput {
+		k, err = unaryBwdFromOutputKernel(xb.Size, a.Chain)
+	} else {
+		k, err = unaryBwdKernel(xb.Size, a.Chain)
+	}
 	return l.launch("unary_bwd", k, err, whole(st.In[0]), whole(st.In[1]), whole(st.Out[0]))
 }
 
@@ -88,11 +94,17 @@ func (l *lowering) binary(st *planner.Step) error {
 	if err := l.operands(st, 2, 1); err != nil {
 		return err
 	}
-	as, err := l.shape(st.In[0])
-	if err != nil {
-		return err
+	var shapes [2][]int
+	for k, id := range st.In[:2] {
+		if present(id) {
+			s, err := l.shape(id)
+			if err != nil {
+				return err
+			}
+			shapes[k] = s
+		}
 	}
-	bs, err := l.shape(st.In[1])
+	as, bs, err := planner.BinaryShapes(st, shapes[0], shapes[1])
 	if err != nil {
 		return err
 	}

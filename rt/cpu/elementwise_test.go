@@ -3,6 +3,7 @@ package cpu
 import (
 	"fmt"
 	"math"
+	"math/rand"
 	"testing"
 )
 
@@ -293,4 +294,32 @@ func TestMSEAgainstFormulaAndFiniteDifferences(t *testing.T) {
 		t.Errorf("MSE = %.7g, want %.7g", got, want)
 	}
 	smoothCheck.run(t, "mse", []float32{1}, func() []float32 { return []float32{MSE(pred, target, nil, n)} }, gradInput{"pred", pred, d})
+}
+
+// TestUnaryBwdFromOutput: for every op whose derivative its output gives,
+// the backward from y equals UnaryBwd from x bit for bit, at the kinks
+// (0, -0, 6) and on random values.
+func TestUnaryBwdFromOutput(t *testing.T) {
+	xs := []float32{0, float32(math.Copysign(0, -1)), 6, -6, 1e-30, -1e-30, 5.999999, 6.000001, 40, -40}
+	r := rand.New(rand.NewSource(3))
+	for len(xs) < 4096 {
+		xs = append(xs, float32(r.NormFloat64()*4))
+	}
+	dy := make([]float32, len(xs))
+	for i := range dy {
+		dy[i] = float32(r.NormFloat64())
+	}
+	for _, u := range []Unary{{Kind: UReLU}, {Kind: ULeakyReLU, Alpha: 0.1}, {Kind: ULeakyReLU}, {Kind: UReLU6}, {Kind: USigmoid}, {Kind: UTanh}, {Kind: UExp}} {
+		y := make([]float32, len(xs))
+		UnaryFwd(xs, y, []Unary{u})
+		want, got := make([]float32, len(xs)), make([]float32, len(xs))
+		UnaryBwd(xs, dy, want, []Unary{u})
+		UnaryBwdFromOutput(y, dy, got, u)
+		for i := range want {
+			if math.Float32bits(want[i]) != math.Float32bits(got[i]) && !(want[i] == 0 && got[i] == 0) {
+				t.Errorf("kind %d: x %g: from y %g, from x %g", u.Kind, xs[i], got[i], want[i])
+				break
+			}
+		}
+	}
 }

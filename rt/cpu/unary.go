@@ -176,3 +176,45 @@ func UnaryBwd(x, dy, dx []float32, chain []Unary) {
 		}
 	})
 }
+
+// UnaryBwdFromOutput writes dx = dy·u'(x) from the output y = u(x) alone,
+// for the ops whose derivative y gives (UReLU, ULeakyReLU with a slope of
+// 0 or more, UReLU6, USigmoid, UTanh, UExp), so that the backward need not
+// keep x: the planner's keep_less pass chooses it. It equals UnaryBwd on
+// x bit for bit. dx may alias dy.
+func UnaryBwdFromOutput(y, dy, dx []float32, u Unary) {
+	n := len(dx)
+	y, dy = y[:n], dy[:n]
+	ParallelFor(n, 1<<13, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			dx[i] = float32(float64(dy[i]) * u.derivFromOutput(float64(y[i])))
+		}
+	})
+}
+
+// derivFromOutput is u's derivative at the input whose output is out (see
+// UnaryBwdFromOutput for the ops it covers; any other op panics, a bug in
+// the plan that chose it).
+func (u Unary) derivFromOutput(out float64) float64 {
+	switch u.Kind {
+	case UReLU, ULeakyReLU:
+		if u.Kind == ULeakyReLU && u.Alpha < 0 {
+			break
+		}
+		if out > 0 {
+			return 1
+		}
+		if u.Kind == ULeakyReLU {
+			return float64(u.Alpha)
+		}
+		return 0
+	case UReLU6:
+		if out > 0 && out < 6 {
+			return 1
+		}
+		return 0
+	case USigmoid, UTanh, UExp:
+		return u.deriv(0, out)
+	}
+	panic("cpu: UnaryBwdFromOutput of an op whose derivative its output does not give")
+}
