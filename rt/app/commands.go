@@ -84,6 +84,10 @@ type benchResult struct {
 	TrainStepMS    float64
 	TrainImagesSec float64
 	Iterations     int
+	// PeakRSS is the process's peak resident memory after the runs, in
+	// bytes (0: the platform does not say); DeviceMemory the bytes of
+	// device memory the program took (0: not on a device that says).
+	PeakRSS, DeviceMemory int64
 }
 
 // writeJSON prints the result as `bench --json` does: one object on a line.
@@ -108,6 +112,14 @@ func (r *benchResult) writeJSON(w io.Writer) error {
 	}
 	j.Key("iterations")
 	j.Int(int64(r.Iterations))
+	if r.PeakRSS > 0 {
+		j.Key("peak_rss_bytes")
+		j.Int(r.PeakRSS)
+	}
+	if r.DeviceMemory > 0 {
+		j.Key("device_memory_bytes")
+		j.Int(r.DeviceMemory)
+	}
 	j.EndObject()
 	_, err := w.Write(append(j.Bytes(), '\n'))
 	return err
@@ -161,6 +173,10 @@ func benchCmd(m Model, args []string, stdout, stderr io.Writer) error {
 	r.TrainStepMS = median(*iters, func() { step++; m.TrainStep(1e-4, step) })
 	r.InferImagesSec = float64(meta.Batch) / (r.InferBatchMS / 1000)
 	r.TrainImagesSec = float64(meta.Batch) / (r.TrainStepMS / 1000)
+	r.PeakRSS, _ = peakRSS()
+	if dm, ok := m.(DeviceMemory); ok {
+		r.DeviceMemory, _ = dm.DeviceMemoryUsed()
+	}
 	if *asJSON {
 		return r.writeJSON(stdout)
 	}
@@ -173,8 +189,20 @@ func benchCmd(m Model, args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintf(tw, "inference, batch %d\t%.3f ms\t%.0f %s\n", meta.Batch, r.InferBatchMS, r.InferImagesSec, unit)
 	fmt.Fprintf(tw, "inference, batch 1\t%.3f ms\t%.0f %s\n", r.InferOneMS, 1000/r.InferOneMS, unit)
 	fmt.Fprintf(tw, "training step, batch %d\t%.3f ms\t%.0f %s\n", meta.Batch, r.TrainStepMS, r.TrainImagesSec, unit)
+	if r.PeakRSS > 0 {
+		fmt.Fprintf(tw, "peak resident memory\t%s\n", bytesString(r.PeakRSS))
+	}
+	if r.DeviceMemory > 0 {
+		fmt.Fprintf(tw, "device memory taken\t%s\n", bytesString(r.DeviceMemory))
+	}
 	fmt.Fprintf(tw, "(median of %d runs)\n", *iters)
 	return tw.Flush()
+}
+
+// DeviceMemory is a Model on a device that can say how many bytes of the
+// device's memory the program took; bench reports it.
+type DeviceMemory interface {
+	DeviceMemoryUsed() (int64, bool)
 }
 
 // DeviceInfo is a Model that runs on a device with facts worth showing in

@@ -99,3 +99,13 @@ func fileInt(file string) (int64, bool) {
 	n, err := strconv.ParseInt(strings.TrimSpace(string(data)), 10, 64)
 	return n, err == nil
 }
+
+// peakRSS is the process's peak resident set (getrusage's ru_maxrss, in
+// kilobytes on Linux).
+func peakRSS() (int64, bool) {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil || ru.Maxrss <= 0 {
+		return 0, false
+	}
+	return int64(ru.Maxrss) << 10, true
+}

@@ -7,3 +7,7 @@ package app
 // demand), and a guess could refuse a model that would run. MemoryEnv
 // still sets one.
 func systemMemory() (int64, string, bool) { return 0, "", false }
+
+// peakRSS is not reported off Linux (ru_maxrss's unit differs between
+// the BSDs and macOS, and Windows has none).
+func peakRSS() (int64, bool) { return 0, false }

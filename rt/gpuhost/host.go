@@ -91,6 +91,10 @@ type Model struct {
 
 	res     *resident // nil until the app loads a training set
 	feeding bool      // resident kernels write the batch and step arguments
+
+	// freeAtStart is the device's free memory once the kernels were
+	// loaded, before the arenas (-1: the device does not say).
+	freeAtStart int64
 }
 
 // New loads the program's kernels on d (so a compile error shows before any
@@ -99,7 +103,12 @@ func New(d Device, p *Program) (*Model, error) {
 	if err := d.LoadKernels(p.Source, p.Kernels); err != nil {
 		return nil, fmt.Errorf("loading the model's kernels on %s: %w", d.Name(), err)
 	}
-	m := &Model{d: d, p: p, seed: 1, unified: true}
+	m := &Model{d: d, p: p, seed: 1, unified: true, freeAtStart: -1}
+	if mr, ok := d.(MemoryReporter); ok {
+		if free, err := mr.FreeMemory(); err == nil {
+			m.freeAtStart = free
+		}
+	}
 	sizes := [ArenaCount]int{ArenaState: p.StateSize, ArenaTrainWork: p.TrainWorkSize, ArenaEvalWork: p.EvalWorkSize,
 		ArenaOneWork: p.OneWorkSize, ArenaTrainInput: p.TrainInputSize, ArenaTrainLabels: p.TrainLabelsSize,
 		ArenaArgs: StepArgsLen, ArenaLogits: p.OutputSize}
@@ -146,6 +155,23 @@ func New(d Device, p *Program) (*Model, error) {
 		return nil, err
 	}
 	return m, nil
+}
+
+// DeviceMemoryUsed is how far the device's free memory has fallen since
+// the program loaded its kernels: its arenas and whatever the driver and
+// libraries allocated for it since (recorded sequences, GEMM workspaces),
+// not the context or the kernels themselves, and anything another process
+// took meanwhile (app.DeviceMemory: bench reports it).
+func (m *Model) DeviceMemoryUsed() (int64, bool) {
+	mr, ok := m.d.(MemoryReporter)
+	if !ok || m.freeAtStart < 0 {
+		return 0, false
+	}
+	free, err := mr.FreeMemory()
+	if err != nil {
+		return 0, false
+	}
+	return max(m.freeAtStart-free, 0), true
 }
 
 // checkDeviceMemory refuses, before any allocation, arenas that need more

@@ -273,3 +273,17 @@ func TestInferenceIsOneCall(t *testing.T) {
 		}
 	}
 }
+
+// TestDeviceMemoryUsed: what bench reports as the device memory the
+// program took holds at least its arenas, on a fake GPU that counts its
+// allocations.
+func TestDeviceMemoryUsed(t *testing.T) {
+	_, m := newFakeModel(t)
+	m.TrainStep(1e-3, 1)
+	used, ok := m.DeviceMemoryUsed()
+	arenas := 4 * int64(program.StateSize+program.TrainWorkSize+program.EvalWorkSize+program.OneWorkSize+
+		program.TrainInputSize+program.TrainLabelsSize+program.OutputSize)
+	if !ok || used < arenas || used > 2*arenas+1<<20 {
+		t.Errorf("DeviceMemoryUsed = %d, %v; the arenas take %d bytes", used, ok, arenas)
+	}
+}
