@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strconv"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/mlbuild/mlbuild/rt/jsontext"
 )
@@ -26,9 +27,20 @@ var dtypeSizes = map[string]uint64{
 	"BOOL": 1, "F8_E4M3": 1, "F8_E5M2": 1,
 }
 
+// littleEndian is set on a machine whose float32s are stored as the
+// format's: F32 tensors are then copied, not converted.
+var littleEndian = binary.NativeEndian.Uint16([]byte{1, 0}) == 1
+
 // converters turn the little-endian bytes of a supported dtype into float32.
 var converters = map[string]func(dst []float32, src []byte){
 	"F32": func(dst []float32, src []byte) {
+		if littleEndian && len(dst) > 0 {
+			// The file's bytes are the floats' own: one memmove (46 MB
+			// of resnet18 weights took 43 ms a float at a time, the most
+			// of a one-sample predict's start-up).
+			copy(unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(dst))), 4*len(dst)), src[:4*len(dst)])
+			return
+		}
 		for i := range dst {
 			dst[i] = math.Float32frombits(binary.LittleEndian.Uint32(src[4*i:]))
 		}
