@@ -349,6 +349,25 @@ func convDirectForward(x, w, b, y []float32, g Conv, act Act, alpha float32, k *
 	convWorkers.Put(lead)
 }
 
+// convDirectAccBudget is the most float32s of lane-wise dw partial sums a
+// worker of convDirectBackward keeps across its images (4 MiB).
+var convDirectAccBudget = 1 << 20
+
+// foldLanes adds the lane-wise partial sums of one block, acc (dwOC rows
+// of dwTaps taps of dwLanes lanes), to dw: rows rows of dw taps apart,
+// taps taps of each.
+func foldLanes(acc, dw []float32, k *convDirectKernels, rows, taps, stride int) {
+	for r := 0; r < rows; r++ {
+		for t := 0; t < taps; t++ {
+			var s float32
+			for _, v := range acc[(r*k.dwTaps+t)*k.dwLanes : (r*k.dwTaps+t+1)*k.dwLanes] {
+				s += v
+			}
+			dw[r*stride+t] += s
+		}
+	}
+}
+
 // convDirectBackward is Conv2DDirectBwd for geometry that convDirectOK
 // accepts: each plane of dy times the
 // activation's derivative is spread into the worker's flat gradient plane
@@ -363,6 +382,12 @@ func convDirectBackward(x, w, y, dy, dx, dw, db []float32, g Conv, act Act, alph
 	ocq, tq := gemmRoundUp(ocg, k.dwOC), gemmRoundUp(taps, k.dwTaps)
 	blockLen := k.dwOC * k.dwTaps * k.dwLanes
 	accLen := G * (ocq / k.dwOC) * (tq / k.dwTaps) * blockLen
+	// Each worker keeps its lane-wise partial sums of dw over its images,
+	// dwLanes floats per weight: 151 MB a worker for a 512-channel 3×3
+	// layer with AVX-512, 2.4 GB on 16 threads (ResNet-18's last stage).
+	// Past convDirectAccBudget a worker folds an image's lanes into one
+	// sum per weight instead, keeping dw's size only.
+	compact := accLen > convDirectAccBudget
 	lead := convWorkers.Get()
 	// dy's flat planes, stride planeLen, hold the gradient at shift off
 	// within each plane: from there the weight-gradient dot products read
@@ -413,7 +438,12 @@ func convDirectBackward(x, w, y, dy, dx, dw, db []float32, g Conv, act Act, alph
 		clear(cw.panel)
 		cw.cols = grow(cw.cols, ocq*planeLen)
 		clear(cw.cols)
-		cw.dw = grow(cw.dw, accLen)
+		if compact {
+			cw.dw = grow(cw.dw, G*ocg*taps)
+			cw.a = grow(cw.a, blockLen)
+		} else {
+			cw.dw = grow(cw.dw, accLen)
+		}
 		clear(cw.dw)
 		cw.db = grow(cw.db, g.OC)
 		clear(cw.db)
@@ -436,8 +466,15 @@ func convDirectBackward(x, w, y, dy, dx, dw, db []float32, g Conv, act Act, alph
 			}
 			for ob := 0; ob < ocq; ob += k.dwOC {
 				for tb := 0; tb < tq; tb += k.dwTaps {
-					k.dw(d.n/k.dwLanes, &offs[tb], &xp[0], &dyf[ob*planeLen+off], planeLen, &cw.dw[blk*blockLen])
-					blk++
+					if !compact {
+						k.dw(d.n/k.dwLanes, &offs[tb], &xp[0], &dyf[ob*planeLen+off], planeLen, &cw.dw[blk*blockLen])
+						blk++
+						continue
+					}
+					acc := cw.a[:blockLen]
+					clear(acc)
+					k.dw(d.n/k.dwLanes, &offs[tb], &xp[0], &dyf[ob*planeLen+off], planeLen, &acc[0])
+					foldLanes(acc, cw.dw[(gi*ocg+ob)*taps+tb:], k, min(k.dwOC, ocg-ob), min(k.dwTaps, taps-tb), taps)
 				}
 			}
 			if dx == nil {
@@ -459,8 +496,13 @@ func convDirectBackward(x, w, y, dy, dx, dw, db []float32, g Conv, act Act, alph
 		clear(db[:g.OC])
 	}
 	for _, cw := range workers {
+		if compact {
+			for i, v := range cw.dw[:G*ocg*taps] {
+				dw[i] += v
+			}
+		}
 		blk := 0
-		for gi := 0; gi < G; gi++ {
+		for gi := 0; gi < G && !compact; gi++ {
 			for ob := 0; ob < ocq; ob += k.dwOC {
 				for tb := 0; tb < tq; tb += k.dwTaps {
 					acc := cw.dw[blk*blockLen : (blk+1)*blockLen]

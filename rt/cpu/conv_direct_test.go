@@ -80,3 +80,44 @@ func TestConvDirectFwdTails(t *testing.T) {
 		}
 	}
 }
+
+// TestConvDirectBwdCompact: the direct backward that folds each image's
+// lane-wise dw partial sums at once (layers past convDirectAccBudget, so
+// that 16 workers do not keep 151 MB each) gives the gradients of the one
+// that keeps them over its images, and of the im2col backward.
+func TestConvDirectBwdCompact(t *testing.T) {
+	r := newTestRand(23)
+	for _, g := range []Conv{
+		convCase(3, 24, 6, 6, 20, 3, 3, 1, 1, 1, 1),
+		convCase(2, 8, 5, 7, 6, 3, 3, 1, 1, 1, 2),
+		convCase(5, 16, 4, 4, 32, 1, 1, 1, 0, 1, 1),
+	} {
+		if !convDirectOK(g.norm()) {
+			t.Fatalf("%+v: not a direct convolution's geometry", g)
+		}
+		x := randSlice(r, g.N*g.C*g.H*g.W, 1)
+		w := randSlice(r, g.OC*g.C/g.Groups*g.KH*g.KW, 1)
+		y := make([]float32, g.N*g.OC*g.OH*g.OW)
+		Conv2DDirectFwd(x, w, nil, y, g, ActReLU, 0)
+		dy := randSlice(r, len(y), 1)
+		grads := func(bwd func(x, w, y, dy, dx, dw, db []float32, g Conv, act Act, alpha float32)) [3][]float32 {
+			dx, dw, db := make([]float32, len(x)), make([]float32, len(w)), make([]float32, g.OC)
+			bwd(x, w, y, cloneF(dy), dx, dw, db, g, ActReLU, 0)
+			return [3][]float32{dx, dw, db}
+		}
+		kept := grads(Conv2DDirectBwd)
+		saved := convDirectAccBudget
+		convDirectAccBudget = 0
+		folded := grads(Conv2DDirectBwd)
+		convDirectAccBudget = saved
+		ref := grads(Conv2DIm2colBwd)
+		for i, name := range []string{"dx", "dw", "db"} {
+			if msg := closeTo(folded[i], kept[i], 1e-5); msg != "" {
+				t.Errorf("%+v: %s folded per image against kept: %s", g, name, msg)
+			}
+			if msg := closeTo(folded[i], ref[i], 1e-5); msg != "" {
+				t.Errorf("%+v: %s folded per image against im2col: %s", g, name, msg)
+			}
+		}
+	}
+}
