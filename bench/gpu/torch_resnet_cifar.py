@@ -7,7 +7,12 @@ projection shortcuts; 11,173,962 parameters), batch 128, SGD momentum 0.9,
 random data resident on the GPU. For each mode it prints one JSON line:
 the median training-step time over 50 steps after 20 warm-ups (CUDA events),
 batch-128 and batch-1 inference latency, and the peak memory a training step
-allocated (torch.cuda.max_memory_allocated, after reset_peak_memory_stats).
+allocated (torch.cuda.max_memory_allocated, after reset_peak_memory_stats),
+and the device memory the process took (device_taken_bytes: the fall of
+cudaMemGetInfo's free memory from just after the CUDA context was made to
+the end of the training steps: the caching allocator's reserve, cuDNN's and
+cuBLAS's handles, workspaces and kernels; as mlbuild's bench reports
+device_memory_bytes; only the first mode starts from a clean process).
 Modes: eager_fp32 (TF32 off, cudnn.benchmark), compile_fp32 (torch.compile
 in its default mode), compile_ro_fp32 (mode="reduce-overhead": CUDA graphs),
 and the same three in bf16 (autocast to bfloat16 + channels_last). The first
@@ -101,6 +106,7 @@ def run(mode):
     torch.cuda.reset_peak_memory_stats()
     train_ms = timed(step, 20, 50)
     peak = torch.cuda.max_memory_allocated()
+    taken = FREE_AT_START - torch.cuda.mem_get_info()[0]
     model.eval()
 
     def infer(inp):
@@ -110,10 +116,19 @@ def run(mode):
     infer_ms = timed(lambda: infer(x), 10, 50)
     one_ms = timed(lambda: infer(x1), 10, 50)
     print(json.dumps(dict(mode=mode, train_step_ms=round(train_ms, 3), infer_b128_ms=round(infer_ms, 3),
-                          infer_b1_ms=round(one_ms, 3), peak_train_bytes=peak, first_step_s=round(first, 1))), flush=True)
+                          infer_b1_ms=round(one_ms, 3), peak_train_bytes=peak, device_taken_bytes=taken,
+                          first_step_s=round(first, 1))), flush=True)
+    del model, opt, fwd, x, y, x1
+    torch.cuda.empty_cache()
+
+
+FREE_AT_START = 0
 
 
 def main():
+    global FREE_AT_START
+    torch.cuda.init()
+    FREE_AT_START = torch.cuda.mem_get_info()[0]
     torch.backends.cudnn.benchmark = True
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
