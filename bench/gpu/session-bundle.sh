@@ -7,16 +7,18 @@
 #   ZOO_OUT     (default .gpu/zoo, a folder apart: with it the whole is over
 #               64 MiB) torchvision's classifiers that `make zoo` imported,
 #               as zoo-bundle.sh makes them, and zoo.sh, which runs them
-#   r18/        bench/models/resnet18_cifar.cue for CUDA and the CPU, its
-#               PyTorch twin and cpu_memory.py; the imported resnet18 with
-#               its weights embedded and one sample (part 5; from ZOO_DIR)
+#   r18/        bench/models/resnet18_cifar.cue for CUDA and its PyTorch twin
+#   CPU_OUT     (default .gpu/cpu, apart) part 5: resnet18_cifar.cue for the
+#               CPU, cpu_memory.py, and the imported resnet18 with its
+#               weights embedded and one sample (from ZOO_DIR)
 #   cuda.test   the cuda package's tests, whose Real cases need the GPU
 # Every program is xz-compressed; session.sh unpacks them there.
-# Usage: bench/gpu/session-bundle.sh ZOO_DIR [DIR [ZOO_OUT]]  (DIR: .gpu/session)
-# There: session.sh DIR OUT "1 2 3", and zoo.sh ZOO_OUT OUT.
+# Usage: bench/gpu/session-bundle.sh ZOO_DIR [DIR [ZOO_OUT [CPU_OUT]]]  (DIR: .gpu/session, CPU_OUT: .gpu/cpu)
+# There: session.sh DIR OUT "1 2 3", zoo.sh ZOO_OUT OUT, and
+# CPU_BUNDLE=CPU_OUT bash CPU_OUT/session.sh CPU_OUT OUT 5.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-zoo=$1 dir=${2:-.gpu/session} zout=${3:-.gpu/zoo}
+zoo=$1 dir=${2:-.gpu/session} zout=${3:-.gpu/zoo} cout=${4:-.gpu/cpu}
 rm -rf "$dir" && mkdir -p "$dir/selftest" "$dir/r18"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -33,14 +35,18 @@ done
 "$tmp/mlbuild" compile bench/models/resnet18_cifar.cue --backend cuda --target linux/amd64 -o "$tmp/r18" --cache-dir "$tmp/cache" --force
 xz -6 -T0 -c "$tmp/r18" >"$dir/r18/resnet18_cifar.xz"
 "$tmp/mlbuild" compile bench/models/resnet18_cifar.cue --backend cpu --target linux/amd64 -o "$tmp/r18cpu" --cache-dir "$tmp/cache" --force
-xz -6 -T0 -c "$tmp/r18cpu" >"$dir/r18/resnet18_cifar-cpu.xz"
-cp bench/gpu/torch_resnet_cifar.py bench/gpu/cpu_memory.py "$dir/r18/"
-# The imported resnet18 with its weights embedded, and one of the
-# photographs' crops, for part 5's predict against bench.
+cp bench/gpu/torch_resnet_cifar.py "$dir/r18/"
+# Part 5 (the host CPU), a folder apart since the embedded weights would
+# take the session past 64 MiB: the CPU program of resnet18_cifar.cue,
+# cpu_memory.py with the PyTorch twin it imports, and the imported resnet18
+# with its weights embedded and one of the photographs' crops.
+rm -rf "$cout" && mkdir -p "$cout"
+xz -6 -T0 -c "$tmp/r18cpu" >"$cout/resnet18_cifar-cpu.xz"
+cp bench/gpu/torch_resnet_cifar.py bench/gpu/cpu_memory.py bench/gpu/session.sh "$cout/"
 if [ -s "$zoo/resnet18.d/resnet18.safetensors" ] && [ -s "$zoo/resnet18.x.npy" ]; then
 	"$tmp/mlbuild" compile "$zoo/resnet18.d/resnet18.cue" --weights "$zoo/resnet18.d/resnet18.safetensors" --target linux/amd64 -o "$tmp/zr18" --cache-dir "$tmp/cache" --force
-	xz -6 -T0 -c "$tmp/zr18" >"$dir/r18/resnet18-224.xz"
-	/usr/bin/python3 -c 'import numpy as np, sys; np.save(sys.argv[2], np.load(sys.argv[1])[:1])' "$zoo/resnet18.x.npy" "$dir/r18/one.npy"
+	xz -6 -T0 -c "$tmp/zr18" >"$cout/resnet18-224.xz"
+	/usr/bin/python3 -c 'import numpy as np, sys; np.save(sys.argv[2], np.load(sys.argv[1])[:1])' "$zoo/resnet18.x.npy" "$cout/one.npy"
 fi
 go test -c -o "$tmp/cuda.test" ./cuda
 xz -6 -T0 -c "$tmp/cuda.test" >"$dir/cuda.test.xz"

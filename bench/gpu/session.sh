@@ -11,7 +11,7 @@
 #   5. the host CPU: CIFAR ResNet-18's peak resident memory in training
 #      against PyTorch's (cpu_memory.py), and the imported resnet18 (224,
 #      weights embedded) predicting one sample against bench's batch-1
-#      latency, on 16 and 2 threads.
+#      latency, on 16 and 2 threads (from CPU_BUNDLE, default BUNDLE/../cpu).
 # Usage: session.sh BUNDLE OUTDIR [PARTS]   (PARTS: e.g. "1 2 3 4 5", the default)
 set -uo pipefail
 b=$(cd "$1" && pwd) out=$2 parts=${3:-1 2 3 4 5}
@@ -52,16 +52,17 @@ fi
 if want 5; then
 	step "host CPU: CIFAR ResNet-18 training, peak resident memory, mlbuild and PyTorch"
 	lscpu | grep -E 'Model name|^CPU\(s\)'
-	unxz "$b/r18/resnet18_cifar-cpu.xz" "$work/r18cpu"
-	PYTHONUNBUFFERED=1 timeout 300 python3 "$b/r18/cpu_memory.py" "$work/r18cpu" 16 3 2>&1 | tee "$out/r18-cpu-memory.jsonl"
-	if [ -f "$b/r18/resnet18-224.xz" ]; then
+	c=${CPU_BUNDLE:-$b/../cpu}
+	unxz "$c/resnet18_cifar-cpu.xz" "$work/r18cpu"
+	PYTHONUNBUFFERED=1 timeout 300 python3 "$c/cpu_memory.py" "$work/r18cpu" 16 3 2>&1 | tee "$out/r18-cpu-memory.jsonl"
+	if [ -f "$c/resnet18-224.xz" ]; then
 		step "host CPU: imported resnet18 (224, weights embedded), one sample through predict against bench's batch 1"
-		unxz "$b/r18/resnet18-224.xz" "$work/zr18"
+		unxz "$c/resnet18-224.xz" "$work/zr18"
 		for t in 16 2; do
 			timeout 200 "$work/zr18" bench --json --iters 5 --threads $t | tail -n 1
 			for i in 1 2 3 4 5; do
 				s0=$(date +%s%N)
-				"$work/zr18" predict --threads $t "$b/r18/one.npy" >/dev/null
+				"$work/zr18" predict --threads $t "$c/one.npy" >/dev/null
 				echo "predict of one sample, $t threads: $(( ($(date +%s%N) - s0) / 1000 )) us"
 			done
 		done
