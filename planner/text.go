@@ -172,11 +172,7 @@ func stepAttr(s Step, precision bool) string {
 		parts = append(parts, "forward's workspace")
 	}
 	if len(a.Chain) > 0 {
-		ops := make([]string, len(a.Chain))
-		for i, u := range a.Chain {
-			ops[i] = u.Op
-		}
-		parts = append(parts, strings.Join(ops, ","))
+		parts = append(parts, strings.Join(ChainOps(a.Chain), ","))
 	}
 	if a.FromOutput {
 		parts = append(parts, "from y")

@@ -1,6 +1,9 @@
 package planner
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // The shape rules of the element-wise kernels: unary chains, broadcasting
 // binary ops, dropout and the sum of gradients (checkShapes in verify.go
@@ -92,14 +95,14 @@ func broadcast(a, b []int) ([]int, error) {
 	return y, nil
 }
 
-// chainText names a chain's ops, "relu" or "add const → relu".
-func chainText(ch []UnaryOp) string {
-	t := ""
+// chainText names a chain's ops, "relu" or "addconst → relu".
+func chainText(ch []UnaryOp) string { return strings.Join(ChainOps(ch), " → ") }
+
+// ChainOps lists the names of a chain's ops, in order.
+func ChainOps(ch []UnaryOp) []string {
+	ops := make([]string, len(ch))
 	for i, u := range ch {
-		if i > 0 {
-			t += " → "
-		}
-		t += u.Op
+		ops[i] = u.Op
 	}
-	return t
+	return ops
 }

@@ -3,6 +3,7 @@ package gpu
 import (
 	"fmt"
 	"math"
+	"strings"
 
 	"github.com/mlbuild/mlbuild/planner"
 	"github.com/mlbuild/mlbuild/rt/gpuhost"
@@ -244,16 +245,7 @@ func unaryGrad(op planner.UnaryOp, x Expr) (Expr, error) {
 	return nil, fmt.Errorf("unknown element-wise op %q", op.Op)
 }
 
-func chainName(chain []planner.UnaryOp) string {
-	s := ""
-	for i, op := range chain {
-		if i > 0 {
-			s += "∘"
-		}
-		s += op.Op
-	}
-	return s
-}
+func chainName(chain []planner.UnaryOp) string { return strings.Join(planner.ChainOps(chain), "∘") }
 
 // unaryKernel is a (possibly fused) element-wise chain y = f_k(…f_1(x)).
 func unaryKernel(n int, chain []planner.UnaryOp) (*Kernel, error) {
