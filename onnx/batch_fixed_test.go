@@ -63,6 +63,25 @@ func TestImportFixedBatchAttention(t *testing.T) {
 	}
 }
 
+// TestImportFixedBatchMergedTokens: x.reshape(-1, C) of [1, T, C] with the
+// batch fixed at 1 is [B·T, C]: a Softmax over C (and the Erf form of
+// GELU) runs per token, and the view back as [1, T, C] puts the batch
+// first again, with no layer for either view.
+func TestImportFixedBatchMergedTokens(t *testing.T) {
+	inits := map[string][]int64{"merge": {-1, 4}, "back": {1, 3, 4}}
+	m := fixedModel([]int{3, 4}, inits, "y",
+		node("Reshape", "/R", []string{"x", "merge"}, []string{"m"}),
+		node("Softmax", "/sm", []string{"m"}, []string{"s"}, &Attribute{Name: "axis", Type: AttrInt, I: -1}),
+		node("Reshape", "/Rb", []string{"s", "back"}, []string{"y"}))
+	im, err := Import(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(im.Layers) != 1 || im.Layers[0].Op != "softmax" || !slices.Equal(im.Layers[0].OutShape, []int{3, 4}) || !slices.Equal(im.Layers[0].Inputs, []string{"input"}) {
+		t.Errorf("layers %+v", im.Layers)
+	}
+}
+
 // TestImportFixedBatchRefused: where the place of the batch's 1 cannot be
 // told, the node is reported, naming the Reshape that wrote the 1, and
 // the report ends with the fix (export with dynamic_axes).

@@ -930,11 +930,17 @@ func importReshape(c *nodeCtx) (string, error) {
 		return "", unsupported("", "reshape to a scalar")
 	}
 	batchFirst := target.isBatch(0) || (target.vals[0] == 0 && allowZero == 0)
+	// with a batch fixed at 1, a target that does not start with it may
+	// merge it with the axes after it (x.view(-1, C) of [1, T, C] is
+	// [B·T, C]): followed as a moved batch (batch_fixed.go)
+	fixed := c.im.batchN == 1 && !target.hasBatch() && !batchFirst && allowZero == 0
 	switch {
 	case batchFirst || infer == 0:
 		// the batch, by symbol, by copying, or inferred from the rest
 	case c.im.batchN > 0 && out[0] == c.im.batchN:
 		// the fixed batch written as a number
+	case fixed:
+		return c.reshapeFixedPlain(out, infer, per)
 	default:
 		return "", unsupported("export with x.view(x.size(0), -1) or torch.flatten(x, 1), which keep the batch axis", "the target shape %v does not keep the batch axis first", target.vals)
 	}
@@ -947,9 +953,35 @@ func importReshape(c *nodeCtx) (string, error) {
 		rest[infer-1] = per / known
 	}
 	if product(rest) != per {
+		if fixed {
+			return c.reshapeFixedPlain(out, infer, per)
+		}
 		return "", unsupported("", "the target shape %v does not hold the %d elements of each sample (%s)", target.vals, per, shapeText(x.shape))
 	}
 	return c.view(x, rest)
+}
+
+// reshapeFixedPlain imports a Reshape of an ordinary value (input 0, of
+// per elements a sample) whose target, with the batch fixed at 1, does
+// not keep the batch first: the sizes out, entry infer (or -1) to infer.
+func (c *nodeCtx) reshapeFixedPlain(out []int, infer, per int) (string, error) {
+	out = slices.Clone(out)
+	if infer >= 0 {
+		known := 1
+		for i, d := range out {
+			if i != infer {
+				known *= d
+			}
+		}
+		if known == 0 || per%known != 0 {
+			return "", unsupported("", "cannot infer the -1 size: %d elements per sample are not divisible by %d", per, known)
+		}
+		out[infer] = per / known
+	}
+	if product(out) != per {
+		return "", unsupported("", "the target shape %v does not hold the %d elements of the sample", out, per)
+	}
+	return c.reshapeFixed(c.lazyOf(0), out)
 }
 
 func importFlatten(c *nodeCtx) (string, error) {

@@ -14,8 +14,9 @@ their shapes. Names given on the command line rewrite only those models
 - seq1d: Conv1d (stride, padding, dilation, groups), MaxPool1d, AvgPool1d
   and AdaptiveAvgPool1d(1), as a small audio or sequence classifier would
   use them; exported with a dynamic batch axis.
-- encoder_b1, encoder2_b1, gpt_b1: nn.TransformerEncoderLayer, two
-  pre-norm ones stacked, and a nanoGPT-like block, exported with the
+- encoder_b1, encoder2_b1, gpt_b1, tokens_b1: nn.TransformerEncoderLayer,
+  two pre-norm ones stacked, a nanoGPT-like block, and an MLP over the
+  tokens merged with the batch (x.reshape(-1, C)), exported with the
   batch fixed at 1 (no dynamic_axes), as users often
   have them; PyTorch's outputs are for four samples, which the exported
   graph itself cannot run, so the importer must find the batch axis.
@@ -107,11 +108,28 @@ class GPTBlock(nn.Module):
         return x + self.out(F.gelu(self.fc(self.ln2(x))))
 
 
+class TokenMLP(nn.Module):
+    """A residual GELU MLP applied to the tokens merged with the batch:
+    x.reshape(-1, C), two Linear layers (Gemm), viewed back as
+    [B, T, C]."""
+
+    def __init__(self, d=16):
+        super().__init__()
+        self.fc = nn.Linear(d, 2 * d)
+        self.out = nn.Linear(2 * d, d)
+
+    def forward(self, x):
+        B, T, C = x.size()
+        h = self.out(F.gelu(self.fc(x.reshape(-1, C))))
+        return x + h.view(B, T, C)
+
+
 # name, class, per-sample shape, opsets, dynamic batch
 MODELS = [("seq1d", Seq1D, [2, 32], [11, 13, 17], True),
           ("encoder_b1", Encoder, [5, 16], [13, 17], False),
           ("gpt_b1", GPTBlock, [6, 16], [13, 17], False),
-          ("encoder2_b1", Encoder2, [7, 16], [13, 17], False)]
+          ("encoder2_b1", Encoder2, [7, 16], [13, 17], False),
+          ("tokens_b1", TokenMLP, [6, 16], [13, 17], False)]
 
 
 def main():
