@@ -92,7 +92,11 @@ func (lz *lazyLayout) unplaced() string {
 }
 
 // carry gives out, the layout of a value computed from lz, lz's other
-// groupings, each through f (nil where the value cannot have it).
+// groupings, each through f (nil where the value cannot have it). When
+// none is left (a reader of another value of the choice placed the batch
+// where this one cannot have it), out keeps the choice with no grouping,
+// so that every reader that needs a place refuses it rather than read a
+// stale one.
 func (lz *lazyLayout) carry(out *lazyLayout, f func([][]int) [][]int) *lazyLayout {
 	if lz.fixed == nil {
 		return out
@@ -104,7 +108,7 @@ func (lz *lazyLayout) carry(out *lazyLayout, f func([][]int) [][]int) *lazyLayou
 			fx.opts = append(fx.opts, lz.fixed.opts[i])
 		}
 	}
-	if len(fx.alts) > 1 {
+	if len(fx.alts) != 1 {
 		out.fixed = fx
 	}
 	return out
