@@ -2060,8 +2060,7 @@ func importGlobalAvgPool(c *nodeCtx) (string, error) {
 	switch len(x.shape) {
 	case 3:
 	case 2:
-		// 1-D: the [C, L] input viewed as [C, 1, L]
-		x, kept = c.reshaped1D(x), []int{x.shape[0], 1}
+		kept = []int{x.shape[0], 1}
 	default:
 		return "", unsupported("", "GlobalAveragePool over %s per sample; only [channels, length] and [channels, height, width] are supported", shapeText(x.shape))
 	}
@@ -2129,13 +2128,10 @@ func importBatchNorm(c *nodeCtx) (string, error) {
 	if m := shortFloat(float32(1 - mom)); m >= 0 && m <= 1 && m != 0.1 {
 		l.Fields = append(l.Fields, Field{"momentum", m})
 	}
-	if len(x.shape) != 1 && len(x.shape) != 3 {
+	if len(x.shape) > 3 {
 		// statistics per channel over any other axes: view them as
-		// [C, rest, last] (or [C, L, 1]), which mlbuild normalises alike
+		// [C, rest, last], which mlbuild normalises alike
 		v := []int{ch, product(x.shape[1 : len(x.shape)-1]), x.shape[len(x.shape)-1]}
-		if len(x.shape) == 2 {
-			v = []int{ch, x.shape[1], 1}
-		}
 		l.OutShape = v
 		return c.emitReshaped(l, c.reshaped(x, v), x.shape)
 	}

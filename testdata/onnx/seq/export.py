@@ -11,9 +11,9 @@ mode), the input it ran (NAME.input.bin) and PyTorch's output for it
 their shapes. Names given on the command line rewrite only those models
 (PyTorch's floats differ a little between machines).
 
-- seq1d: Conv1d (stride, padding, dilation, groups), MaxPool1d, AvgPool1d
-  and AdaptiveAvgPool1d(1), as a small audio or sequence classifier would
-  use them; exported with a dynamic batch axis.
+- seq1d: Conv1d (stride, padding, dilation, groups), MaxPool1d,
+  BatchNorm1d, AvgPool1d and AdaptiveAvgPool1d(1), as a small audio or
+  sequence classifier would use them; exported with a dynamic batch axis.
 - encoder_b1, encoder2_b1, gpt_b1, tokens_b1: nn.TransformerEncoderLayer,
   two pre-norm ones stacked, a nanoGPT-like block, and an MLP over the
   tokens merged with the batch (x.reshape(-1, C)), exported with the
@@ -36,12 +36,15 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 class Seq1D(nn.Module):
-    """A 1-D convolutional classifier over [channels, length] samples."""
+    """A 1-D convolutional classifier over [channels, length] samples, with
+    a BatchNorm1d that PyTorch cannot fold into a convolution (a pool is
+    between them)."""
 
     def __init__(self):
         super().__init__()
         self.conv1 = nn.Conv1d(2, 8, 5, stride=1, padding=2)
         self.pool1 = nn.MaxPool1d(2)
+        self.bn = nn.BatchNorm1d(8)
         self.conv2 = nn.Conv1d(8, 8, 3, stride=2, padding=2, dilation=2, groups=4)
         self.pool2 = nn.AvgPool1d(3, stride=1, padding=1)
         self.conv3 = nn.Conv1d(8, 6, 3, bias=False)
@@ -49,7 +52,7 @@ class Seq1D(nn.Module):
         self.head = nn.Linear(6, 4)
 
     def forward(self, x):
-        h = self.pool1(F.relu(self.conv1(x)))
+        h = self.bn(self.pool1(F.relu(self.conv1(x))))
         h = self.pool2(torch.tanh(self.conv2(h)))
         h = self.pool3(F.relu(self.conv3(h)))
         h = F.adaptive_avg_pool1d(h, 1).flatten(1)
@@ -139,6 +142,12 @@ def main():
     for name, cls, shape, opsets, dynamic in MODELS:
         model = cls()
         for m in model.modules():
+            if isinstance(m, nn.BatchNorm1d):
+                # trained-looking statistics, so that batchnorm matters
+                m.running_mean.uniform_(-0.5, 0.5)
+                m.running_var.uniform_(0.5, 2.0)
+                m.weight.data.uniform_(0.5, 1.5)
+                m.bias.data.uniform_(-0.2, 0.2)
             if isinstance(m, nn.LayerNorm):
                 m.weight.data.uniform_(0.5, 1.5)
                 m.bias.data.uniform_(-0.2, 0.2)
