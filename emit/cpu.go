@@ -114,6 +114,11 @@ func (g *generator) declareBuffers(v *planView, train bool) error {
 		arena := v.prefix + "Work"
 		if b.Arena == "state" {
 			pname, ok := paramName[b.ID]
+			if !ok && b.AliasOf != planner.NoBuf {
+				// a view of a param (a conv1d's weight seen as 2-D) has
+				// the param's size, and so its variable
+				pname, ok = paramName[b.AliasOf]
+			}
 			if !train {
 				if !ok {
 					return fmt.Errorf("emit: inference buffer %s is in the state arena but is no param", b.Name)

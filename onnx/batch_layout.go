@@ -30,6 +30,9 @@ type lazyLayout struct {
 	groups [][]int // per ONNX axis, the src axes it merges (-1: the batch)
 	// reported is set once a node that cannot read it was reported
 	reported bool
+	// fixed holds the other groupings the value may have while the place
+	// of a batch fixed at 1 is open (batch_fixed.go); nil when known
+	fixed *fixedLayout
 }
 
 // lazyConsumers are the ops that read a lazyLayout value.
@@ -59,12 +62,20 @@ func (lz *lazyLayout) dims() ([]int, int) {
 // setLazy binds the node's output to src seen through groups: src itself
 // when the groups are the plain batch-first layout.
 func (c *nodeCtx) setLazy(src *value, groups [][]int) error {
-	if merge, ok := inOrder(src, groups); ok {
+	return c.setLazyLayout(&lazyLayout{src: src, groups: groups})
+}
+
+// setLazyLayout binds the node's output to lz: src itself when lz can be
+// the plain batch-first layout (which decides an open batch place).
+func (c *nodeCtx) setLazyLayout(lz *lazyLayout) error {
+	src := lz.src
+	if lz.settle(func(g [][]int) bool { _, ok := inOrder(src, g); return ok }) {
 		// batch first, the other axes in order: a reshape at most
-		plain, _ := c.order(&lazyLayout{src: src, groups: groups}, identity(len(src.shape)), merge)
+		merge, _ := inOrder(src, lz.groups)
+		plain, _ := c.order(&lazyLayout{src: src, groups: lz.groups}, identity(len(src.shape)), merge)
 		return c.setOutput(plain)
 	}
-	if err := c.setOutput(&value{lazy: &lazyLayout{src: src, groups: groups}}); err != nil {
+	if err := c.setOutput(&value{lazy: lz}); err != nil {
 		return err
 	}
 	// reads of the lazy value are reads of src's layer (folds check them)
@@ -108,6 +119,7 @@ func identity(n int) []int {
 func (c *nodeCtx) lazyOf(i int) *lazyLayout {
 	v := c.ins[i]
 	if v.lazy != nil {
+		v.lazy.refresh()
 		return v.lazy
 	}
 	c.im.materialize(v)
@@ -123,6 +135,13 @@ func (c *nodeCtx) lazyOf(i int) *lazyLayout {
 // of the ordered axes), writing a transpose and a reshape when needed. It
 // returns the new src and the renumbered groups.
 func (c *nodeCtx) order(lz *lazyLayout, order []int, merge []int) (*value, [][]int) {
+	src, out := c.orderLayout(lz, order, merge)
+	return src, out.groups
+}
+
+// orderLayout is order, returning the new layout with lz's other
+// groupings (batch_fixed.go) renumbered alike.
+func (c *nodeCtx) orderLayout(lz *lazyLayout, order []int, merge []int) (*value, *lazyLayout) {
 	src := lz.src
 	ident := true
 	for i, f := range order {
@@ -154,25 +173,38 @@ func (c *nodeCtx) order(lz *lazyLayout, order []int, merge []int) (*value, [][]i
 		r.Fields = []Field{{"shape", slices.Clone(merged)}}
 		src = c.im.addLayer(r, src)
 	}
-	var groups [][]int
-	for _, g := range lz.groups {
-		var ng []int
-		for _, f := range g {
-			if p := pos[f]; len(ng) == 0 || ng[len(ng)-1] != p {
+	renumber := func(from [][]int) [][]int {
+		var groups [][]int
+		seen := map[int]bool{}
+		for _, g := range from {
+			var ng []int
+			for _, f := range g {
+				p := pos[f]
+				if len(ng) > 0 && ng[len(ng)-1] == p {
+					continue
+				}
+				if p >= 0 && seen[p] {
+					// the batch sits inside axes merged here: this
+					// grouping cannot be held over the new src
+					return nil
+				}
+				seen[p] = true
 				ng = append(ng, p)
 			}
+			groups = append(groups, ng)
 		}
-		groups = append(groups, ng)
+		return groups
 	}
-	return src, groups
+	out := &lazyLayout{src: src, groups: renumber(lz.groups)}
+	return src, lz.carry(out, renumber)
 }
 
 // batchFirst lays src out in the ONNX order, each group one axis, for
 // ops that need it (a MatMul of two values): the batch must lead its
 // group and its group must be the first.
-func (c *nodeCtx) batchFirst(lz *lazyLayout) (*value, [][]int, error) {
-	if len(lz.groups[0]) == 0 || lz.groups[0][0] != -1 {
-		return nil, nil, unsupported("", "the batch axis is not the outermost part of the first axis here; mlbuild's batch axis stays first")
+func (c *nodeCtx) batchFirst(lz *lazyLayout) (*value, *lazyLayout, error) {
+	if !lz.settle(func(g [][]int) bool { return len(g[0]) > 0 && g[0][0] == -1 }) {
+		return nil, nil, unsupported("", "the batch axis is not the outermost part of the first axis here; mlbuild's batch axis stays first%s", lz.unplaced())
 	}
 	var order, merge []int
 	for _, g := range lz.groups {
@@ -187,18 +219,18 @@ func (c *nodeCtx) batchFirst(lz *lazyLayout) (*value, [][]int, error) {
 			merge = append(merge, n)
 		}
 	}
-	src, groups := c.order(lz, order, merge)
-	return src, groups, nil
+	src, out := c.orderLayout(lz, order, merge)
+	return src, out, nil
 }
 
 // lastAxis lays src out so that the last ONNX axis is src's last axis
 // (its axes merged), for ops on the last axis; the other axes keep their
 // order.
-func (c *nodeCtx) lastAxis(lz *lazyLayout) (*value, [][]int, error) {
-	last := lz.groups[len(lz.groups)-1]
-	if slices.Contains(last, -1) {
-		return nil, nil, unsupported("", "the last axis holds the batch here; mlbuild's batch axis stays first")
+func (c *nodeCtx) lastAxis(lz *lazyLayout) (*value, *lazyLayout, error) {
+	if !lz.settle(func(g [][]int) bool { return !slices.Contains(g[len(g)-1], -1) }) {
+		return nil, nil, unsupported("", "the last axis holds the batch here; mlbuild's batch axis stays first%s", lz.unplaced())
 	}
+	last := lz.groups[len(lz.groups)-1]
 	var order, merge []int
 	for f := range lz.src.shape {
 		if !slices.Contains(last, f) {
@@ -208,8 +240,8 @@ func (c *nodeCtx) lastAxis(lz *lazyLayout) (*value, [][]int, error) {
 	}
 	order = append(order, last...)
 	merge = append(merge, len(last))
-	src, groups := c.order(lz, order, merge)
-	return src, groups, nil
+	src, out := c.orderLayout(lz, order, merge)
+	return src, out, nil
 }
 
 // lazyTranspose permutes the groups.
@@ -217,11 +249,15 @@ func (c *nodeCtx) lazyTranspose(lz *lazyLayout, p []int64) (string, error) {
 	if len(p) != len(lz.groups) {
 		return "", unsupported("", "perm %v for rank %d", p, len(lz.groups))
 	}
-	groups := make([][]int, len(p))
-	for i, a := range p {
-		groups[i] = lz.groups[a]
+	permute := func(from [][]int) [][]int {
+		groups := make([][]int, len(p))
+		for i, a := range p {
+			groups[i] = from[a]
+		}
+		return groups
 	}
-	return "folded: follows the batch axis (written by the ops that read it)", c.setLazy(lz.src, groups)
+	out := lz.carry(&lazyLayout{src: lz.src, groups: permute(lz.groups)}, permute)
+	return "folded: follows the batch axis (written by the ops that read it)", c.setLazyLayout(out)
 }
 
 // lazyShape is the Shape of a lazy value: the batch's axis is the batch
@@ -239,12 +275,27 @@ func (c *nodeCtx) lazyShape(lz *lazyLayout) *constant {
 // lazyReshape regroups the axes for a target shape whose entries are
 // sizes or the batch size times a multiplier (entry bat).
 func (c *nodeCtx) lazyReshape(lz *lazyLayout, target []int, bat int) (string, error) {
+	groups, split, err := regroupFor(lz, lz.groups, target, bat)
+	if err != nil {
+		return "", err
+	}
+	src, renumber := c.splitAxes(lz.src, split)
+	if groups, err = renumber(groups); err != nil {
+		return "", err
+	}
+	return "folded: follows the batch axis (written by the ops that read it)", c.setLazy(src, groups)
+}
+
+// regroupFor computes, for a Reshape of the value lz holds as groups to
+// target (the batch size's multiplier at entry bat), the groups of the
+// result and how src's axes split (src axis → the sizes it is cut into,
+// before its remainder). It writes nothing.
+func regroupFor(lz *lazyLayout, from [][]int, target []int, bat int) ([][]int, map[int][]int, error) {
 	// the src axes in ONNX order (the batch among them)
 	var seq []int
-	for _, g := range lz.groups {
+	for _, g := range from {
 		seq = append(seq, g...)
 	}
-	src := lz.src
 	var groups [][]int
 	split := map[int][]int{} // src axis → the sizes it splits into
 	k, rem := 0, 0           // rem: what is left of seq[k] (0: all of it)
@@ -253,12 +304,12 @@ func (c *nodeCtx) lazyReshape(lz *lazyLayout, target []int, bat int) (string, er
 		have := 1
 		for have < want || (i == bat && !slices.Contains(g, -1)) || (len(g) == 0 && k < len(seq)) {
 			if k >= len(seq) {
-				return "", unsupported("", "the target shape %v does not regroup the axes %v", target, lz.groups)
+				return nil, nil, unsupported("", "the target shape %v does not regroup the axes %v", target, from)
 			}
 			f := seq[k]
 			if f < 0 {
 				if i != bat {
-					return "", unsupported("", "the target shape %v puts the batch size in axis %d alone", target, bat)
+					return nil, nil, unsupported("", "the target shape %v puts the batch size in axis %d alone", target, bat)
 				}
 				g = append(g, -1)
 				k++
@@ -276,70 +327,81 @@ func (c *nodeCtx) lazyReshape(lz *lazyLayout, target []int, bat int) (string, er
 			}
 			// split src axis f: the part taken here, the rest after
 			if want%have != 0 || n%(want/have) != 0 {
-				return "", unsupported("", "the target shape %v splits an axis of %d", target, n)
+				return nil, nil, unsupported("", "the target shape %v splits an axis of %d", target, n)
 			}
 			part := want / have
 			if part == 1 || len(split[f]) >= MaxRank {
-				return "", unsupported("", "the target shape %v does not regroup the axes %v", target, lz.groups)
+				return nil, nil, unsupported("", "the target shape %v does not regroup the axes %v", target, from)
 			}
 			split[f] = append(split[f], part)
 			g = append(g, f)
 			have, rem = want, n/part
 		}
 		if have != want {
-			return "", unsupported("", "the target shape %v does not regroup the axes %v", target, lz.groups)
+			return nil, nil, unsupported("", "the target shape %v does not regroup the axes %v", target, from)
 		}
 		groups = append(groups, g)
 		if rem > 0 && i == len(target)-1 {
-			return "", unsupported("", "the target shape %v does not hold every element", target)
+			return nil, nil, unsupported("", "the target shape %v does not hold every element", target)
 		}
 	}
 	if k != len(seq) {
-		return "", unsupported("", "the target shape %v does not hold every element", target)
+		return nil, nil, unsupported("", "the target shape %v does not hold every element", target)
 	}
-	if len(split) > 0 {
-		// write the splits: src axis f becomes the sizes it was cut into,
-		// then its remainder; groups then name the new axes
-		var shape []int
-		newAxes := map[int][]int{}
-		for f, n := range src.shape {
-			parts := append(slices.Clone(split[f]), 0)
-			rest := n
-			for _, p := range split[f] {
-				rest /= p
-			}
-			parts[len(parts)-1] = rest
-			if len(split[f]) == 0 {
-				parts = []int{n}
-			}
-			for _, p := range parts {
-				newAxes[f] = append(newAxes[f], len(shape))
-				shape = append(shape, p)
-			}
+	return groups, split, nil
+}
+
+// splitAxes writes the splits regroupFor asked for, if any: src axis f
+// becomes the sizes it was cut into, then its remainder. It returns the
+// new src and a function that renames the axes of a regroupFor result
+// to the new src's.
+func (c *nodeCtx) splitAxes(src *value, split map[int][]int) (*value, func([][]int) ([][]int, error)) {
+	if len(split) == 0 {
+		return src, func(g [][]int) ([][]int, error) { return g, nil }
+	}
+	var shape []int
+	newAxes := map[int][]int{}
+	for f, n := range src.shape {
+		parts := append(slices.Clone(split[f]), 0)
+		rest := n
+		for _, p := range split[f] {
+			rest /= p
 		}
-		r := c.newLayer("reshape", shape)
-		r.Fields = []Field{{"shape", slices.Clone(shape)}}
-		src = c.im.addLayer(r, src)
+		parts[len(parts)-1] = rest
+		if len(split[f]) == 0 {
+			parts = []int{n}
+		}
+		for _, p := range parts {
+			newAxes[f] = append(newAxes[f], len(shape))
+			shape = append(shape, p)
+		}
+	}
+	r := c.newLayer("reshape", shape)
+	r.Fields = []Field{{"shape", slices.Clone(shape)}}
+	src = c.im.addLayer(r, src)
+	return src, func(groups [][]int) ([][]int, error) {
 		used := map[int]int{}
+		out := make([][]int, len(groups))
 		for gi, g := range groups {
-			var ng []int
 			for _, f := range g {
 				if f < 0 {
-					ng = append(ng, -1)
+					out[gi] = append(out[gi], -1)
 					continue
 				}
-				ng = append(ng, newAxes[f][used[f]])
+				if used[f] >= len(newAxes[f]) {
+					return nil, fmt.Errorf("importer bug: axis %d split into %d parts, more used", f, len(newAxes[f]))
+				}
+				out[gi] = append(out[gi], newAxes[f][used[f]])
 				used[f]++
 			}
-			groups[gi] = ng
 		}
 		for f, g := range newAxes {
 			if used[f] != len(g) {
-				return "", fmt.Errorf("importer bug: axis %d split into %d parts, %d used", f, len(g), used[f])
+				return nil, fmt.Errorf("importer bug: axis %d split into %d parts, %d used", f, len(g), used[f])
 			}
 		}
+		return out, nil
 	}
-	return "folded: follows the batch axis (written by the ops that read it)", c.setLazy(src, groups)
 }
 
 // throughLazy imports a node that reads a lazyLayout value (input 0, or
@@ -358,6 +420,11 @@ func (c *nodeCtx) throughLazy(imp opImport) (string, error) {
 			if op != "MatMul" {
 				li = 1
 			}
+		}
+	}
+	for _, v := range c.ins {
+		if v != nil && v.lazy != nil {
+			v.lazy.refresh()
 		}
 	}
 	x := c.ins[li]
@@ -379,6 +446,14 @@ func (c *nodeCtx) throughLazy(imp opImport) (string, error) {
 		}
 		if end, _ := c.attrInt("end", -1<<40); end != -1<<40 {
 			return "", unsupported("", "Shape with end of a value whose batch axis moved")
+		}
+		if x.lazy.fixed != nil {
+			_, bat := x.lazy.dims()
+			for _, i := range x.lazy.fixed.live() {
+				if _, b := (&lazyLayout{src: x.lazy.src, groups: x.lazy.fixed.alts[i]}).dims(); b != bat {
+					return "", unsupported("export with dynamic_axes so that the graph says where the batch is", "Shape of a value whose batch (the 1 that Reshape node %s wrote into its target shape) may be in axis %d or %d", x.lazy.fixed.choice.node, bat, b)
+				}
+			}
 		}
 		c.im.uses[c.n.Inputs[0]]-- // reads no data
 		return c.fold(c.lazyShape(x.lazy), "shape")
@@ -464,7 +539,7 @@ func (c *nodeCtx) throughLazy(imp opImport) (string, error) {
 	default:
 		return "", unsupported("", "%s of a value whose batch axis moved", op)
 	}
-	src, groups, err := c.lastAxis(x.lazy)
+	src, layout, err := c.lastAxis(x.lazy)
 	if err != nil {
 		return "", err
 	}
@@ -474,7 +549,7 @@ func (c *nodeCtx) throughLazy(imp opImport) (string, error) {
 		return "", err
 	}
 	for _, o := range c.n.Outputs {
-		if err := c.regroup(o, groups); err != nil {
+		if err := c.regroup(o, layout); err != nil {
 			return "", err
 		}
 	}
@@ -482,18 +557,22 @@ func (c *nodeCtx) throughLazy(imp opImport) (string, error) {
 }
 
 // regroup sees output o, bound as a plain value, through groups.
-func (c *nodeCtx) regroup(o string, groups [][]int) error {
+func (c *nodeCtx) regroup(o string, layout *lazyLayout) error {
 	v := c.im.vals[o]
 	if v == nil || v.konst != nil || v.lazy != nil {
 		return nil
 	}
 	c.im.materialize(v)
-	plain := len(groups) == len(v.shape)+1 && slices.Equal(groups[0], []int{-1})
-	for i, g := range groups[1:] {
-		plain = plain && slices.Equal(g, []int{i})
+	lz := layout.carry(&lazyLayout{src: v, groups: layout.groups}, func(g [][]int) [][]int { return g })
+	isPlain := func(groups [][]int) bool {
+		plain := len(groups) == len(v.shape)+1 && slices.Equal(groups[0], []int{-1})
+		for i, g := range groups[1:] {
+			plain = plain && slices.Equal(g, []int{i})
+		}
+		return plain
 	}
-	if !plain {
-		c.im.vals[o] = &value{lazy: &lazyLayout{src: v, groups: groups}}
+	if !lz.settle(isPlain) {
+		c.im.vals[o] = &value{lazy: lz}
 	}
 	return nil
 }
@@ -505,14 +584,15 @@ func (c *nodeCtx) matmulLazy() (string, error) {
 		return "", unsupported("", "MatMul of a constant by a value whose batch axis moved")
 	}
 	la, lb := c.lazyOf(0), c.lazyOf(1)
-	a, ga, err := c.batchFirst(la)
+	a, outA, err := c.batchFirst(la)
 	if err != nil {
 		return "", err
 	}
-	b, gb, err := c.batchFirst(lb)
+	b, outB, err := c.batchFirst(lb)
 	if err != nil {
 		return "", err
 	}
+	ga, gb := outA.groups, outB.groups
 	if len(ga) != len(gb) || !slices.EqualFunc(ga[:len(ga)-2], gb[:len(gb)-2], slices.Equal) {
 		return "", unsupported("", "MatMul of values whose batch axes moved differently (%v and %v)", ga, gb)
 	}
@@ -521,7 +601,7 @@ func (c *nodeCtx) matmulLazy() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return how, c.regroup(c.n.Outputs[0], ga)
+	return how, c.regroup(c.n.Outputs[0], outA)
 }
 
 // reshapeLazy reads a Reshape's target for a value whose batch axis moved
@@ -565,7 +645,8 @@ func (c *nodeCtx) reshapeLazy(lz *lazyLayout) (string, error) {
 			out[i] = int(v)
 		}
 	}
-	if outBat < 0 {
+	fixed := outBat < 0 && c.im.batchN == 1 && !target.hasBatch()
+	if outBat < 0 && !fixed {
 		return "", unsupported("", "the target shape %v does not keep the batch size; mlbuild's batch axis stays first", target.vals)
 	}
 	if infer >= 0 {
@@ -579,6 +660,10 @@ func (c *nodeCtx) reshapeLazy(lz *lazyLayout) (string, error) {
 			return "", unsupported("", "cannot infer the -1 size")
 		}
 		out[infer] = product(d) / known
+	}
+	if fixed {
+		// the batch is a 1 among the sizes (batch_fixed.go)
+		return c.reshapeFixed(lz, out)
 	}
 	return c.lazyReshape(lz, out, outBat)
 }

@@ -635,6 +635,15 @@ func (c *nodeCtx) reshaped(v *value, s []int) *value {
 	return &value{layer: v.layer, lshape: v.lshape, shape: slices.Clone(s), view: l}
 }
 
+// reshaped1D views a [C, L] value as [C, 1, L], the input of a 1-D
+// window as its 2-D counterpart of height 1, keeping a zero Pad of its
+// length (which a Pad node wrote as its width).
+func (c *nodeCtx) reshaped1D(v *value) *value {
+	out := c.reshaped(v, []int{v.shape[0], 1, v.shape[1]})
+	out.pad, out.padNode = v.pad, v.padNode
+	return out
+}
+
 // emitReshaped adds l reading x and binds the node's output to l's output
 // viewed with per-sample shape s.
 func (c *nodeCtx) emitReshaped(l *Layer, x *value, s []int) (string, error) {
@@ -921,11 +930,17 @@ func importReshape(c *nodeCtx) (string, error) {
 		return "", unsupported("", "reshape to a scalar")
 	}
 	batchFirst := target.isBatch(0) || (target.vals[0] == 0 && allowZero == 0)
+	// with a batch fixed at 1, a target that does not start with it may
+	// merge it with the axes after it (x.view(-1, C) of [1, T, C] is
+	// [B·T, C]): followed as a moved batch (batch_fixed.go)
+	fixed := c.im.batchN == 1 && !target.hasBatch() && !batchFirst && allowZero == 0
 	switch {
 	case batchFirst || infer == 0:
 		// the batch, by symbol, by copying, or inferred from the rest
 	case c.im.batchN > 0 && out[0] == c.im.batchN:
 		// the fixed batch written as a number
+	case fixed:
+		return c.reshapeFixedPlain(out, infer, per)
 	default:
 		return "", unsupported("export with x.view(x.size(0), -1) or torch.flatten(x, 1), which keep the batch axis", "the target shape %v does not keep the batch axis first", target.vals)
 	}
@@ -938,9 +953,35 @@ func importReshape(c *nodeCtx) (string, error) {
 		rest[infer-1] = per / known
 	}
 	if product(rest) != per {
+		if fixed {
+			return c.reshapeFixedPlain(out, infer, per)
+		}
 		return "", unsupported("", "the target shape %v does not hold the %d elements of each sample (%s)", target.vals, per, shapeText(x.shape))
 	}
 	return c.view(x, rest)
+}
+
+// reshapeFixedPlain imports a Reshape of an ordinary value (input 0, of
+// per elements a sample) whose target, with the batch fixed at 1, does
+// not keep the batch first: the sizes out, entry infer (or -1) to infer.
+func (c *nodeCtx) reshapeFixedPlain(out []int, infer, per int) (string, error) {
+	out = slices.Clone(out)
+	if infer >= 0 {
+		known := 1
+		for i, d := range out {
+			if i != infer {
+				known *= d
+			}
+		}
+		if known == 0 || per%known != 0 {
+			return "", unsupported("", "cannot infer the -1 size: %d elements per sample are not divisible by %d", per, known)
+		}
+		out[infer] = per / known
+	}
+	if product(out) != per {
+		return "", unsupported("", "the target shape %v does not hold the %d elements of the sample", out, per)
+	}
+	return c.reshapeFixed(c.lazyOf(0), out)
 }
 
 func importFlatten(c *nodeCtx) (string, error) {
@@ -1694,6 +1735,15 @@ func pair(p [2]int) any {
 	return []int{p[0], p[1]}
 }
 
+// windowField is a window parameter as the spec writes it: the length
+// alone for a 1-D window (conv1d, maxpool1d, avgpool1d), else a pair.
+func windowField(oneD bool, p [2]int) any {
+	if oneD {
+		return p[1]
+	}
+	return pair(p)
+}
+
 // windowGeom is the geometry of a convolution or pooling window in
 // mlbuild's terms: symmetric padding, and whether the output rounds down.
 type windowGeom struct {
@@ -1851,7 +1901,7 @@ func importConv(c *nodeCtx) (string, error) {
 	if oneD {
 		// a 1-D convolution is the 2-D one over [C, 1, L] with kernel [1, k]
 		wdims = []int{w.dims[0], w.dims[1], 1, w.dims[2]}
-		in = c.reshaped(x, []int{x.shape[0], 1, x.shape[1]})
+		in = c.reshaped1D(x)
 	}
 	group, err := c.attrInt("group", 1)
 	if err != nil {
@@ -1870,20 +1920,28 @@ func importConv(c *nodeCtx) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	x = in
-	l := c.newLayer("conv2d", []int{oc, g.out[0], g.out[1]})
+	// a 1-D convolution is a conv1d layer over x as it is, with the
+	// weight as ONNX (and PyTorch's Conv1d) has it
+	var l *Layer
+	if oneD {
+		l = c.newLayer("conv1d", []int{oc, g.out[1]})
+		wdims = w.dims
+	} else {
+		l = c.newLayer("conv2d", []int{oc, g.out[0], g.out[1]})
+		x = in
+	}
 	if x.padNode != "" {
 		l.Source = x.padNode + " (Pad) + " + l.Source
 	}
-	l.Fields = []Field{{"outChannels", oc}, {"kernel", pair([2]int{kh, kw})}}
+	l.Fields = []Field{{"outChannels", oc}, {"kernel", windowField(oneD, [2]int{kh, kw})}}
 	if g.stride != [2]int{1, 1} {
-		l.Fields = append(l.Fields, Field{"stride", pair(g.stride)})
+		l.Fields = append(l.Fields, Field{"stride", windowField(oneD, g.stride)})
 	}
 	if g.pad != [2]int{} {
-		l.Fields = append(l.Fields, Field{"padding", pair(g.pad)})
+		l.Fields = append(l.Fields, Field{"padding", windowField(oneD, g.pad)})
 	}
 	if g.dil != [2]int{1, 1} {
-		l.Fields = append(l.Fields, Field{"dilation", pair(g.dil)})
+		l.Fields = append(l.Fields, Field{"dilation", windowField(oneD, g.dil)})
 	}
 	if group != 1 {
 		l.Fields = append(l.Fields, Field{"groups", int(group)})
@@ -1904,9 +1962,6 @@ func importConv(c *nodeCtx) (string, error) {
 		l.Params = append(l.Params, Param{Suffix: "bias", Shape: []int{oc}, Data: b.float32s()})
 	} else {
 		l.Fields = append(l.Fields, Field{"bias", false})
-	}
-	if oneD {
-		return c.emitReshaped(l, x, []int{oc, g.out[1]})
 	}
 	return c.emit(l, x)
 }
@@ -1930,13 +1985,14 @@ func importPool(c *nodeCtx) (string, error) {
 		}
 	}
 	var kernel [2]int
+	in := x
 	if oneD {
 		kernel = [2]int{1, int(ks[0])}
-		x = c.reshaped(x, []int{x.shape[0], 1, x.shape[1]})
+		in = c.reshaped1D(x)
 	} else {
 		kernel = [2]int{int(ks[0]), int(ks[1])}
 	}
-	g, err := c.window(x, kernel, oneD)
+	g, err := c.window(in, kernel, oneD)
 	if err != nil {
 		return "", err
 	}
@@ -1962,32 +2018,35 @@ func importPool(c *nodeCtx) (string, error) {
 		if g.pad[i] > span/2 {
 			return "", unsupported("use padding of at most half the window", "padding %d along the %s is more than half the window (%d), so a window could cover padding alone; mlbuild refuses such pooling, as PyTorch does", g.pad[i], axis, span)
 		}
-		if g.pad[i] > 0 && g.dil[i] > x.shape[i+1] {
-			return "", unsupported("", "dilation %d with padding is wider than the input %s %d, so a window can cover no input element", g.dil[i], axis, x.shape[i+1])
+		if g.pad[i] > 0 && g.dil[i] > in.shape[i+1] {
+			return "", unsupported("", "dilation %d with padding is wider than the input %s %d, so a window can cover no input element", g.dil[i], axis, in.shape[i+1])
 		}
 	}
-	l := c.newLayer(op, []int{x.shape[0], g.out[0], g.out[1]})
+	var l *Layer
+	if oneD {
+		// maxpool1d or avgpool1d over x as it is
+		l = c.newLayer(strings.Replace(op, "2d", "1d", 1), []int{x.shape[0], g.out[1]})
+	} else {
+		l = c.newLayer(op, []int{x.shape[0], g.out[0], g.out[1]})
+	}
 	if x.padNode != "" {
 		l.Source = x.padNode + " (Pad) + " + l.Source
 	}
-	l.Fields = []Field{{"kernel", pair(kernel)}}
+	l.Fields = []Field{{"kernel", windowField(oneD, kernel)}}
 	if g.stride != kernel {
-		l.Fields = append(l.Fields, Field{"stride", pair(g.stride)})
+		l.Fields = append(l.Fields, Field{"stride", windowField(oneD, g.stride)})
 	}
 	if g.pad != [2]int{} {
-		l.Fields = append(l.Fields, Field{"padding", pair(g.pad)})
+		l.Fields = append(l.Fields, Field{"padding", windowField(oneD, g.pad)})
 	}
 	if g.dil != [2]int{1, 1} {
-		l.Fields = append(l.Fields, Field{"dilation", pair(g.dil)})
+		l.Fields = append(l.Fields, Field{"dilation", windowField(oneD, g.dil)})
 	}
 	switch {
 	case g.ceil:
 		l.Fields = append(l.Fields, Field{"rounding", "ceil"})
 	case g.floor:
 		l.Fields = append(l.Fields, Field{"rounding", "floor"})
-	}
-	if oneD {
-		return c.emitReshaped(l, x, []int{x.shape[0], g.out[1]})
 	}
 	return c.emit(l, x)
 }
@@ -1997,15 +2056,21 @@ func importGlobalAvgPool(c *nodeCtx) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if len(x.shape) != 3 {
-		return "", unsupported("", "GlobalAveragePool over %s per sample; only [channels, height, width] is supported", shapeText(x.shape))
+	kept := []int{x.shape[0], 1, 1}
+	switch len(x.shape) {
+	case 3:
+	case 2:
+		kept = []int{x.shape[0], 1}
+	default:
+		return "", unsupported("", "GlobalAveragePool over %s per sample; only [channels, length] and [channels, height, width] are supported", shapeText(x.shape))
 	}
 	l := c.newLayer("globalavgpool", []int{x.shape[0]})
 	c.layerName = l.Name
 	v := c.im.addLayer(l, x)
-	// ONNX keeps the pooled axes as 1×1; mlbuild's op drops them. The
-	// value is a view of shape [C, 1, 1] until a flatten makes it [C].
-	view := &Layer{Name: c.im.layerName(nil, "reshape"), Op: "reshape", OutShape: []int{x.shape[0], 1, 1}, Source: l.Source, Fields: []Field{{"shape", []int{x.shape[0], 1, 1}}}}
+	// ONNX keeps the pooled axes as 1 (1×1); mlbuild's op drops them. The
+	// value is a view of shape [C, 1] or [C, 1, 1] until a flatten makes
+	// it [C].
+	view := &Layer{Name: c.im.layerName(nil, "reshape"), Op: "reshape", OutShape: kept, Source: l.Source, Fields: []Field{{"shape", kept}}}
 	return "globalavgpool", c.setOutput(&value{layer: v.layer, lshape: v.lshape, shape: view.OutShape, view: view})
 }
 
@@ -2063,13 +2128,10 @@ func importBatchNorm(c *nodeCtx) (string, error) {
 	if m := shortFloat(float32(1 - mom)); m >= 0 && m <= 1 && m != 0.1 {
 		l.Fields = append(l.Fields, Field{"momentum", m})
 	}
-	if len(x.shape) != 1 && len(x.shape) != 3 {
+	if len(x.shape) > 3 {
 		// statistics per channel over any other axes: view them as
-		// [C, rest, last] (or [C, L, 1]), which mlbuild normalises alike
+		// [C, rest, last], which mlbuild normalises alike
 		v := []int{ch, product(x.shape[1 : len(x.shape)-1]), x.shape[len(x.shape)-1]}
-		if len(x.shape) == 2 {
-			v = []int{ch, x.shape[1], 1}
-		}
 		l.OutShape = v
 		return c.emitReshaped(l, c.reshaped(x, v), x.shape)
 	}
@@ -2243,11 +2305,20 @@ func importPad(c *nodeCtx) (string, error) {
 	if mode != "constant" || fill != 0 {
 		return "", unsupported("", "Pad mode %q with value %v; mlbuild pads only with zeros, inside a convolution or average pooling", mode, fill)
 	}
-	if r != 4 || pads[0] != 0 || pads[1] != 0 || pads[4] != 0 || pads[5] != 0 {
-		return "", unsupported("", "pads %v: mlbuild pads only the height and width of [batch, channels, height, width]", pads)
+	// the padded axes: height and width of [N, C, H, W], or the length of
+	// [N, C, L] (a 1-D Conv or AveragePool reads it as [C, 1, L])
+	axes := []int{2, 3, 6, 7}
+	if r == 3 {
+		axes = []int{-1, 2, -1, 5}
+	}
+	if (r != 4 && r != 3) || pads[0] != 0 || pads[1] != 0 || pads[r] != 0 || pads[r+1] != 0 {
+		return "", unsupported("", "pads %v: mlbuild pads only the height and width of [batch, channels, height, width] or the length of [batch, channels, length]", pads)
 	}
 	var hw [4]int
-	for i, j := range []int{2, 3, 6, 7} {
+	for i, j := range axes {
+		if j < 0 {
+			continue
+		}
 		if pads[j] < 0 || pads[j] > MaxElements {
 			return "", unsupported("", "pads %v: a negative or huge padding", pads)
 		}

@@ -168,9 +168,19 @@ func (im *importer) importGELUPattern(i int, n *Node, p *erfGELU) {
 		src = append(src, nodeName(j, g.Nodes[j])+" ("+g.Nodes[j].OpType+")")
 	}
 	c := &nodeCtx{im: im, n: n, name: name}
+	lz := x.lazy
+	if lz != nil {
+		// element-wise: it runs on the data of a value whose batch axis
+		// moved, seen through the same layout (batch_layout.go)
+		lz.refresh()
+		x = lz.src
+	}
 	l := &Layer{Name: im.layerName(n, "gelu"), Op: "gelu", OutShape: x.shape,
 		Source: fmt.Sprintf("GELU written out as %s", strings.Join(src, ", "))}
 	how, err := c.emit(l, x)
+	if err == nil && lz != nil {
+		err = c.regroup(n.Outputs[0], lz)
+	}
 	if err != nil {
 		im.fail(n, name, err)
 		return

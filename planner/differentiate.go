@@ -233,6 +233,13 @@ func (d *differentiation) backward(s Step) {
 		if id == NoBuf {
 			return NoBuf
 		}
+		if r := p.root(id); r != id {
+			// a view of a param (a conv1d's weight seen as 2-D): the
+			// step writes the param's gradient through the same view
+			if g, ok := d.paramGrad[r]; ok {
+				return p.addView(d.name(p.Buffers[id].Name+".grad"), g, p.shapeOf(id))
+			}
+		}
 		return d.paramGrad[id]
 	}
 	bwd := Step{Layer: s.Layer, Fused: s.Fused}

@@ -18,7 +18,10 @@ var epilogueActs = map[string]bool{"relu": true, "leakyrelu": true, "sigmoid": t
 // relu, leakyrelu (with a positive slope), sigmoid or tanh, and by nothing
 // else (not the loss, not a view), writes the activation's output itself
 // with Attr.Act set, and the unary step and the intermediate buffer are
-// gone. Params keep their buffers and IDs.
+// gone. A 1-D convolution's output, which the layers after it read
+// through its one [N, OC, OL] view, fuses alike: the step then writes a
+// view [N, OC, 1, OL] of the activation's output. Params keep their
+// buffers and IDs.
 func fuseEpilogue(p *Plan) {
 	var kept Phase
 	fused := make([]bool, len(p.Forward))
@@ -28,6 +31,11 @@ func fuseEpilogue(p *Plan) {
 			continue
 		}
 		j, ok := soleForwardReader(p, s.Out[0])
+		oneD := false
+		if !ok && s.Kernel == KConv2D && s.Attr.Conv != nil && s.Attr.Conv.OneD {
+			j, ok = soleViewReader(p, s.Out[0])
+			oneD = true
+		}
 		if !ok {
 			continue
 		}
@@ -40,7 +48,11 @@ func fuseEpilogue(p *Plan) {
 			continue // the derivative from the output needs the sign of the input
 		}
 		s.Attr.Act, s.Attr.Alpha = act.Op, act.Alpha
-		s.Out[0] = r.Out[0]
+		if oneD {
+			s.Out[0] = p.addView(p.Buffers[r.Out[0]].Name+"2d", r.Out[0], p.shapeOf(s.Out[0]))
+		} else {
+			s.Out[0] = r.Out[0]
+		}
 		s.Fused = append(fusedNames(s), r.Layer)
 		fused[j] = true
 		r.In = nil // dead now: later searches must not count its read
@@ -62,6 +74,45 @@ func fusedNames(s *Step) []string {
 		return s.Fused
 	}
 	return []string{s.Layer}
+}
+
+// soleViewReader returns the index of the only forward step that reads
+// buffer id through its one view, provided that id owns its storage, is
+// not the plan's output (nor its view), and no step in any phase reads id
+// or the view otherwise: a 1-D convolution's output, seen as
+// [N, OC, OL] by the layers after it.
+func soleViewReader(p *Plan, id BufID) (int, bool) {
+	view := NoBuf
+	for _, b := range p.Buffers {
+		if b.AliasOf == id {
+			if view != NoBuf {
+				return 0, false
+			}
+			view = b.ID
+		}
+	}
+	if view == NoBuf || p.Buffers[id].AliasOf != NoBuf || p.root(p.Output) == id {
+		return 0, false
+	}
+	reader, uses := -1, 0
+	for i, s := range p.Forward {
+		for _, in := range s.In {
+			if in == id {
+				return 0, false
+			}
+			if in == view {
+				reader, uses = i, uses+1
+			}
+		}
+	}
+	for _, ph := range []Phase{p.Backward, p.Update} {
+		for _, s := range ph {
+			if reads(&s, id) || reads(&s, view) {
+				return 0, false
+			}
+		}
+	}
+	return reader, uses == 1
 }
 
 // soleForwardReader returns the index of the only forward step that reads

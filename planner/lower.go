@@ -88,7 +88,7 @@ func (l *lowering) declareParams(n *spec.Node) error {
 	switch n.Op {
 	case spec.OpDense:
 		return l.denseParams(n)
-	case spec.OpConv2D:
+	case spec.OpConv2D, spec.OpConv1D:
 		return l.convParams(n)
 	case spec.OpBatchNorm:
 		return l.batchNormParams(n)
@@ -154,7 +154,7 @@ func (l *lowering) lowerNode(n *spec.Node) error {
 		return l.lowerInput(n)
 	case spec.OpDense:
 		return l.lowerDense(n)
-	case spec.OpConv2D, spec.OpMaxPool2D, spec.OpAvgPool2D:
+	case spec.OpConv2D, spec.OpMaxPool2D, spec.OpAvgPool2D, spec.OpConv1D, spec.OpMaxPool1D, spec.OpAvgPool1D:
 		return l.lowerWindow(n)
 	case spec.OpGlobalAvgPool:
 		return l.lowerGlobalAvgPool(n)

@@ -259,6 +259,10 @@ type ConvGeom struct {
 	// rounding: "ceil", PyTorch's ceil_mode): its last window along an axis
 	// may reach past the padded input, and the kernels skip those taps.
 	Ceil bool `json:",omitempty"`
+	// OneD marks the 2-D window of height 1 that a conv1d, maxpool1d or
+	// avgpool1d runs as (H = OH = KH = SH = DH = 1, PH = 0): the plan
+	// shows it as 1-D; the kernels need not know.
+	OneD bool `json:",omitempty"`
 }
 
 // Attr holds the static parameters of a step; only those of its Kernel are set.

@@ -157,7 +157,11 @@ func stepAttr(s Step, precision bool) string {
 	}
 	if a.Conv != nil {
 		g := a.Conv
-		parts = append(parts, fmt.Sprintf("k%dx%d s%d p%d", g.KH, g.KW, g.SH, g.PH))
+		if g.OneD {
+			parts = append(parts, fmt.Sprintf("1-D k%d s%d p%d", g.KW, g.SW, g.PW))
+		} else {
+			parts = append(parts, fmt.Sprintf("k%dx%d s%d p%d", g.KH, g.KW, g.SH, g.PH))
+		}
 	}
 	if a.Method != "" {
 		parts = append(parts, a.Method)

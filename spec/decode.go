@@ -362,6 +362,18 @@ func (d *decoder) node(v cue.Value, path []string) Node {
 			n.Groups = d.integer(v, "groups")
 			n.Bias = d.boolean(v, "bias")
 		}
+	case OpConv1D, OpMaxPool1D, OpAvgPool1D:
+		// the 2-D window of height 1 (Node's doc)
+		n.Kernel = [2]int{1, d.integer(v, "kernel")}
+		n.Stride = [2]int{1, d.integer(v, "stride")}
+		n.Padding = [2]int{0, d.integer(v, "padding")}
+		n.Dilation = [2]int{1, d.integer(v, "dilation")}
+		n.Rounding = d.str(v, "rounding")
+		if n.Op == OpConv1D {
+			n.OutChannels = d.integer(v, "outChannels")
+			n.Groups = d.integer(v, "groups")
+			n.Bias = d.boolean(v, "bias")
+		}
 	case OpSoftmax, OpLogSoftmax, OpConcat:
 		n.Axis = d.integer(v, "axis")
 		if n.Axis < 0 {

@@ -55,6 +55,9 @@ const (
 	OpErf           Op = "erf"
 	OpReduceMean    Op = "reducemean"
 	OpSlice         Op = "slice"
+	OpConv1D        Op = "conv1d"
+	OpMaxPool1D     Op = "maxpool1d"
+	OpAvgPool1D     Op = "avgpool1d"
 )
 
 // Node is one layer of a model after the schema has computed its shapes.
@@ -75,7 +78,10 @@ type Node struct {
 	Bias  bool `json:"bias,omitempty"` // dense, conv2d and layernorm: a learned bias is added (default true)
 
 	// conv2d, maxpool2d, avgpool2d (all [height, width] pairs; Window gives
-	// them with the defaults in place of zero fields)
+	// them with the defaults in place of zero fields); conv1d, maxpool1d,
+	// avgpool1d hold theirs as the 2-D window of height 1 (kernel [1, k],
+	// stride [1, s], padding [0, p], dilation [1, d]) that they run as
+	// (OneD)
 	OutChannels int    `json:"outChannels,omitempty"`
 	Kernel      [2]int `json:"kernel,omitempty"`
 	Stride      [2]int `json:"stride,omitempty"`

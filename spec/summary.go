@@ -27,7 +27,7 @@ func (n *Node) paramsChecked() (int64, bool) {
 			p = c.add(p, int64(n.Units))
 		}
 		return p, c.exact()
-	case OpConv2D:
+	case OpConv2D, OpConv1D:
 		g := int64(n.Window().Groups)
 		p := c.mul(int64(n.OutChannels), in/g, int64(n.Kernel[0]), int64(n.Kernel[1]))
 		if n.Bias {
@@ -79,7 +79,7 @@ func (n *Node) forwardFLOPsChecked() (int64, bool) {
 			f = c.add(f, out)
 		}
 		return f, c.exact()
-	case OpConv2D:
+	case OpConv2D, OpConv1D:
 		g := int64(n.Window().Groups)
 		ch := int64(0)
 		if in := in0(); len(in) > 0 {
@@ -90,7 +90,7 @@ func (n *Node) forwardFLOPsChecked() (int64, bool) {
 			perOut = c.add(perOut, 1)
 		}
 		return c.mul(out, perOut), c.exact()
-	case OpMaxPool2D, OpAvgPool2D:
+	case OpMaxPool2D, OpAvgPool2D, OpMaxPool1D, OpAvgPool1D:
 		return c.mul(out, int64(n.Kernel[0]), int64(n.Kernel[1])), c.exact()
 	case OpGlobalAvgPool:
 		return c.numel(in0()), c.exact()

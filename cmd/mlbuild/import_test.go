@@ -356,6 +356,13 @@ func runBackendCase(t *testing.T, dir string) (bool, string) {
 // must have that shape (the samples' axes kept, not flattened).
 func runImported(t *testing.T, im *onnx.Imported, x, want []float32, wantShape []int) {
 	t.Helper()
+	runImportedWithin(t, im, x, want, wantShape, 1e-4)
+}
+
+// runImportedWithin is runImported with the largest absolute difference
+// from the reference that passes.
+func runImportedWithin(t *testing.T, im *onnx.Imported, x, want []float32, wantShape []int, tol float64) {
+	t.Helper()
 	out := t.TempDir()
 	cuePath := filepath.Join(out, "model.cue")
 	src := im.Spec("model", "model.onnx", "model.safetensors")
@@ -413,7 +420,7 @@ func runImported(t *testing.T, im *onnx.Imported, x, want []float32, wantShape [
 			worst, at = d, i
 		}
 	}
-	if worst > 1e-4 || math.IsNaN(worst) {
+	if worst > tol || math.IsNaN(worst) {
 		t.Fatalf("max |difference| %g at element %d (got %g, want %g)\n%s", worst, at, got[at], want[at], src)
 	}
 	t.Logf("%d values, max |difference| %.3g", len(got), worst)
