@@ -1,0 +1,279 @@
+package cuda_test
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"math"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mlbuild/mlbuild/cuda"
+	"github.com/mlbuild/mlbuild/cuda/fakecuda"
+	"github.com/mlbuild/mlbuild/rt/gpuhost"
+	"github.com/mlbuild/mlbuild/rt/gpuhost/gpuhosttest"
+	"github.com/mlbuild/mlbuild/rt/rendezvous"
+)
+
+// fakeRanks opens n fake GPUs in one NCCL world, each a Device on its own
+// engine; the world is closed and every fake checked for leaks when the
+// test ends.
+func fakeRanks(t *testing.T, n int) ([]*cuda.Device, *fakecuda.NCCLWorld) {
+	t.Helper()
+	w := fakecuda.NewNCCLWorld()
+	devs := make([]*cuda.Device, n)
+	for i := range devs {
+		f := fakecuda.New(fakecuda.Options{WorkDir: fakeWorkDir, Name: "fake GPU " + strconv.Itoa(i)})
+		libs := f.Libraries()
+		libs.NCCL = f.NCCL(w)
+		d, err := cuda.OpenDevice(cuda.Options{Libraries: libs, KernelCacheDir: t.TempDir()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		devs[i] = d
+		t.Cleanup(func() {
+			if leaks := f.Leaks(); len(leaks) > 0 && !t.Failed() {
+				t.Errorf("fake GPU %d still holds: %v", i, leaks)
+			}
+		})
+	}
+	t.Cleanup(w.Close)
+	return devs, w
+}
+
+// TestCollectiveConformanceOnFake runs the collective suite on the fake
+// NCCL: three simulated GPUs of one process, as `--gpus 3` opens them.
+func TestCollectiveConformanceOnFake(t *testing.T) {
+	gpuhosttest.RunCollective(t, gpuhosttest.CollectiveSuite{
+		Language: gpuhosttest.CUDA,
+		Ranks:    3,
+		Timeout:  400 * time.Millisecond,
+		Open: func(t *testing.T, n int) gpuhosttest.Ranks {
+			devs, w := fakeRanks(t, n)
+			id, err := cuda.NewNCCLID(devs[0].Engine().Libraries())
+			if err != nil {
+				t.Fatal(err)
+			}
+			comms, err := cuda.OpenCommunicators(devs, id, 0, n, 5*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := gpuhosttest.Ranks{Hang: w.Hang, Kill: w.Kill}
+			for i := range devs {
+				r.Devices = append(r.Devices, devs[i])
+				r.Collectives = append(r.Collectives, comms[i])
+			}
+			return r
+		},
+	})
+}
+
+// TestCommunicatorStartTimesOut: a rank that never comes makes the start
+// fail within its timeout, naming the ranks left waiting.
+func TestCommunicatorStartTimesOut(t *testing.T) {
+	devs, w := fakeRanks(t, 2)
+	id, err := cuda.NewNCCLID(devs[0].Engine().Libraries())
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	_, err = cuda.OpenCommunicators(devs, id, 0, 3, 300*time.Millisecond) // rank 2 never comes
+	if err == nil || !strings.Contains(err.Error(), "did not finish within 300ms: ranks 0, 1 of this process still wait") {
+		t.Fatalf("OpenCommunicators = %v, want the timeout naming ranks 0 and 1", err)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("the timeout of 300ms came after %v", d)
+	}
+	w.Close() // releases the engine threads left in ncclCommInitRank
+	for _, d := range devs {
+		if err := d.Close(); err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+// TestCommunicatorErrors: NCCL's refusals reach the caller as errors that
+// name the call and NCCL's message.
+func TestCommunicatorErrors(t *testing.T) {
+	devs, _ := fakeRanks(t, 1)
+	defer devs[0].Close()
+	_, err := cuda.OpenCommunicators(devs, cuda.NCCLUniqueID{}, 0, 1, time.Second)
+	var ce *cuda.Error
+	if !errors.As(err, &ce) || ce.Call != "ncclCommInitRank" || ce.Name != "ncclInvalidArgument" || !strings.Contains(err.Error(), "rank 0 of 1 on GPU 0") {
+		t.Errorf("an id ncclGetUniqueId did not make: %v", err)
+	}
+	if _, err := cuda.OpenCommunicators(devs, cuda.NCCLUniqueID{}, 1, 1, time.Second); err == nil || !strings.Contains(err.Error(), "1 GPUs as ranks 1 to 1 of 1") {
+		t.Errorf("ranks out of range: %v", err)
+	}
+	if _, err := cuda.NewNCCLID(&cuda.Libraries{}); err == nil || !strings.Contains(err.Error(), "NCCL is not loaded") {
+		t.Errorf("NewNCCLID without NCCL: %v", err)
+	}
+}
+
+// TestTwoProcessesThroughTheRendezvous joins two "processes" (goroutines,
+// one with two GPUs and one with one) through the rendezvous, which hands
+// out member 0's NCCL id, and sums across all three ranks: the seams of a
+// multi-node run, end to end, on fakes.
+func TestTwoProcessesThroughTheRendezvous(t *testing.T) {
+	devs, _ := fakeRanks(t, 3)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	token := "a-test-token-of-some-length"
+	procs := []struct {
+		member int
+		devs   []*cuda.Device
+	}{{0, devs[:2]}, {1, devs[2:]}}
+	var wg sync.WaitGroup
+	errs := make([]error, 2)
+	comms := make([][]*cuda.Communicator, 2)
+	for p, proc := range procs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cfg := rendezvous.Config{Members: 2, Member: proc.member, Addr: ln.Addr().String(), Token: token, Timeout: 5 * time.Second}
+			self := rendezvous.Member{Host: "node" + strconv.Itoa(p), GPUs: len(proc.devs)}
+			var g *rendezvous.Group
+			if proc.member == 0 {
+				id, err := cuda.NewNCCLID(proc.devs[0].Engine().Libraries())
+				if err != nil {
+					errs[p] = err
+					return
+				}
+				g, err = rendezvous.Serve(context.Background(), ln, cfg, self, id.Internal[:])
+				if err != nil {
+					errs[p] = err
+					return
+				}
+			} else {
+				g, err = rendezvous.Dial(context.Background(), cfg, self)
+				if err != nil {
+					errs[p] = err
+					return
+				}
+			}
+			defer g.Close()
+			var id cuda.NCCLUniqueID
+			if len(g.Payload) != len(id.Internal) {
+				errs[p] = errors.New("the payload is not an NCCL id")
+				return
+			}
+			copy(id.Internal[:], g.Payload)
+			comms[p], errs[p] = cuda.OpenCommunicators(proc.devs, id, g.Self().FirstRank, g.Ranks(), 5*time.Second)
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	all := append(comms[0], comms[1]...)
+	bufs := make([]gpuhost.Buffer, 3)
+	for r, d := range devs {
+		if all[r].Rank() != r || all[r].Size() != 3 {
+			t.Fatalf("communicator %d is rank %d of %d", r, all[r].Rank(), all[r].Size())
+		}
+		b, err := d.Alloc("grads", 16)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bufs[r] = b
+		if err := d.Upload(b, 0, floatBytes(float32(r+1), 10, 100, 1000)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var round sync.WaitGroup
+	for r := range 3 {
+		round.Add(1)
+		go func() {
+			defer round.Done()
+			if err := all[r].AllReduce([]gpuhost.Arg{{Buf: bufs[r], Bytes: 16}}); err != nil {
+				errs[r%2] = err
+				return
+			}
+			if err := all[r].Wait(5 * time.Second); err != nil {
+				errs[r%2] = err
+			}
+		}()
+	}
+	round.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	for r, d := range devs {
+		got := make([]byte, 16)
+		if err := d.Download(got, bufs[r], 0); err != nil {
+			t.Fatal(err)
+		}
+		if want := floatBytes(6, 30, 300, 3000); string(got) != string(want) {
+			t.Errorf("rank %d: %v, want the floats 6, 30, 300, 3000", r, got)
+		}
+		if err := all[r].Close(); err != nil {
+			t.Error(err)
+		}
+		if err := d.Close(); err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+func floatBytes(v ...float32) []byte {
+	b := make([]byte, 4*len(v))
+	for i, x := range v {
+		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(x))
+	}
+	return b
+}
+
+// TestRealCollective runs the collective suite on this machine's GPUs
+// with the real NCCL when MLBUILD_CUDA_REAL is 1, and then fails (never
+// skips) without NCCL or two GPUs. The fault cases skip there (real GPUs
+// cannot be told to hang), which the output shows.
+func TestRealCollective(t *testing.T) {
+	realOn(t)
+	libs, err := cuda.LoadLibraries()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := libs.LoadNCCL(); err != nil {
+		t.Fatalf("MLBUILD_CUDA_REAL=1 but NCCL cannot be loaded: %v", err)
+	}
+	ranks := 2
+	if v := os.Getenv("MLBUILD_CUDA_REAL_GPUS"); v != "" {
+		ranks, _ = strconv.Atoi(v)
+	}
+	gpuhosttest.RunCollective(t, gpuhosttest.CollectiveSuite{
+		Language: gpuhosttest.CUDA,
+		Ranks:    ranks,
+		Open: func(t *testing.T, n int) gpuhosttest.Ranks {
+			devs := make([]*cuda.Device, n)
+			for i := range devs {
+				d, err := cuda.OpenDevice(cuda.Options{Ordinal: i, Libraries: libs, KernelCacheDir: t.TempDir()})
+				if err != nil {
+					t.Fatalf("GPU %d: %v (the suite needs %d GPUs)", i, err, n)
+				}
+				devs[i] = d
+			}
+			id, err := cuda.NewNCCLID(libs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			comms, err := cuda.OpenCommunicators(devs, id, 0, n, time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var r gpuhosttest.Ranks
+			for i := range devs {
+				r.Devices = append(r.Devices, devs[i])
+				r.Collectives = append(r.Collectives, comms[i])
+			}
+			return r
+		},
+	})
+}
