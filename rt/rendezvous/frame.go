@@ -33,6 +33,11 @@ const (
 	msgJoin      msgType = 3 // member → 0: who it is, and proof of the token
 	msgWelcome   msgType = 4 // 0 → member: every member and the payload, authenticated
 	msgRefuse    msgType = 5 // either way: why the rendezvous ends for this peer
+
+	// The control channel, after the welcome (control.go).
+	msgBeat msgType = 6 // either way: still here
+	msgFail msgType = 7 // either way: a member failed (who, where, why), authenticated
+	msgDone msgType = 8 // either way: a member finished normally, authenticated
 )
 
 func (t msgType) String() string {
@@ -47,6 +52,12 @@ func (t msgType) String() string {
 		return "welcome"
 	case msgRefuse:
 		return "refuse"
+	case msgBeat:
+		return "heartbeat"
+	case msgFail:
+		return "failure"
+	case msgDone:
+		return "done"
 	}
 	return fmt.Sprintf("type %d", byte(t))
 }
@@ -73,6 +84,9 @@ var maxBody = map[msgType]int{
 	msgJoin:      4 + 4 + 4 + 2 + MaxHost + macSize,
 	msgWelcome:   4 + MaxMembers*(4+2+MaxHost) + 4 + MaxPayload + macSize,
 	msgRefuse:    2 + maxReason,
+	msgBeat:      0,
+	msgFail:      4 + 2 + MaxHost + 2 + maxReason + macSize,
+	msgDone:      4 + macSize,
 }
 
 // errGarbage is wrapped by every error about bytes that are not this

@@ -36,6 +36,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -56,14 +57,25 @@ type Member struct {
 }
 
 // Group is a finished rendezvous: every member, in member order, and
-// member 0's payload. Its connections stay open for the run (the seam of
-// a later control channel: liveness and abort, docs/distributed.md);
-// Close closes them.
+// member 0's payload. Its connections stay open for the run as the
+// control channel (control.go: heartbeats, failures, the end); Close
+// closes them.
 type Group struct {
 	Config  Config
 	Members []Member
 	Payload []byte
-	conns   []net.Conn
+	peers   []*peer
+	control control
+}
+
+// peer is one authenticated connection: member 0 holds one per member,
+// a member one to member 0.
+type peer struct {
+	conn           net.Conn
+	member         int
+	nonceC, nonceS []byte
+	wmu            sync.Mutex  // one frame written at a time
+	done           atomic.Bool // it said it finished: its end is no failure
 }
 
 // Ranks is the number of NCCL ranks: every member's GPUs together.
@@ -77,9 +89,13 @@ func (g *Group) Self() Member { return g.Members[g.Config.Member] }
 
 // Close closes the connections between the members.
 func (g *Group) Close() error {
+	g.control.closing.Store(true)
+	g.stopBeats()
 	var errs []error
-	for _, c := range g.conns {
-		errs = append(errs, c.Close())
+	for _, p := range g.peers {
+		if err := p.conn.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
+			errs = append(errs, err)
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -370,7 +386,12 @@ func Serve(ctx context.Context, ln net.Listener, cfg Config, self Member, payloa
 		}
 		j.conn.SetDeadline(time.Time{})
 	}
-	return &Group{Config: cfg, Members: members, Payload: slices.Clone(payload), conns: conns}, nil
+	var peers []*peer
+	for m := 1; m < cfg.Members; m++ {
+		j := byMember[m]
+		peers = append(peers, &peer{conn: j.conn, member: m, nonceC: j.nonceC, nonceS: j.nonceS})
+	}
+	return newGroup(cfg, members, slices.Clone(payload), peers), nil
 }
 
 // serveHandshake authenticates one connection at member 0.
@@ -563,5 +584,5 @@ func dialHandshake(conn net.Conn, cfg Config, self Member, deadline time.Time) (
 		return nil, fmt.Errorf("its welcome lists this member as %s with %d GPUs, not %s with %d", me.Host, me.GPUs, self.Host, self.GPUs)
 	}
 	conn.SetDeadline(time.Time{})
-	return &Group{Config: cfg, Members: members, Payload: slices.Clone(payload), conns: []net.Conn{conn}}, nil
+	return newGroup(cfg, members, slices.Clone(payload), []*peer{{conn: conn, member: 0, nonceC: nonceC, nonceS: slices.Clone(nonceS)}}), nil
 }
