@@ -123,7 +123,7 @@ func (l *Libraries) loadNCCL(env searchEnv, glob func(string) ([]string, error),
 		return &MissingLibraryError{Missing: []MissingLibrary{ncclLibrary.describeMissing(tried)}}
 	}
 	api := &NCCLAPI{}
-	if err := bind(api, h, path, "NCCL is too old (mlbuild needs NCCL 2.12 or newer)"); err != nil {
+	if err := bind(api, h, path, "NCCL is too old (mlbuild needs NCCL 2.4 or newer)"); err != nil {
 		return err
 	}
 	file := path
