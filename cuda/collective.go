@@ -75,36 +75,40 @@ func OpenCommunicators(devices []*Device, id NCCLUniqueID, firstRank, nranks int
 		}()
 	}
 	comms := make([]*Communicator, len(devices))
-	var errs []error
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
+	waiting := func() string {
+		var w []string
+		for i, c := range comms {
+			if c == nil {
+				w = append(w, fmt.Sprint(firstRank+i))
+			}
+		}
+		return strings.Join(w, ", ")
+	}
 	for range devices {
 		select {
 		case r := <-results:
 			if r.err != nil {
-				errs = append(errs, r.err)
-				continue
+				// The clique cannot form: the other GPUs' calls would wait
+				// for this one until the timeout, so say why now.
+				for _, c := range comms {
+					if c != nil {
+						c.Abort(errors.New("another GPU of this process failed to start NCCL"))
+					}
+				}
+				comms[r.i] = &Communicator{} // not waiting
+				if w := waiting(); w != "" {
+					return nil, fmt.Errorf("%w (ranks %s of this process are left waiting)", r.err, w)
+				}
+				return nil, r.err
 			}
 			d := devices[r.i]
 			comms[r.i] = &Communicator{d: d, lib: d.e.lib, comm: r.comm, rank: firstRank + r.i, size: nranks}
 		case <-timer.C:
-			var waiting []string
-			for i, c := range comms {
-				if c == nil {
-					waiting = append(waiting, fmt.Sprint(firstRank+i))
-				}
-			}
 			return nil, fmt.Errorf("cuda: NCCL's start did not finish within %v: ranks %s of this process still wait for the other ranks (did every node start, with the same --nodes?)",
-				timeout, strings.Join(waiting, ", "))
+				timeout, waiting())
 		}
-	}
-	if len(errs) > 0 {
-		for _, c := range comms {
-			if c != nil {
-				c.Abort(errors.New("another GPU of this process failed to start NCCL"))
-			}
-		}
-		return nil, errors.Join(errs...)
 	}
 	return comms, nil
 }

@@ -277,3 +277,36 @@ func TestRealCollective(t *testing.T) {
 		},
 	})
 }
+
+// TestCommunicatorStartFailsFast: when one GPU of the process cannot
+// join (here: its NCCL is another world's, which never made the id), the
+// start says why at once instead of at the timeout, while its sibling is
+// left waiting for it.
+func TestCommunicatorStartFailsFast(t *testing.T) {
+	devs, w := fakeRanks(t, 1)
+	f := fakecuda.New(fakecuda.Options{WorkDir: fakeWorkDir})
+	libs := f.Libraries()
+	libs.NCCL = f.NCCL(fakecuda.NewNCCLWorld())
+	other, err := cuda.OpenDevice(cuda.Options{Libraries: libs, KernelCacheDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := cuda.NewNCCLID(devs[0].Engine().Libraries())
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	_, err = cuda.OpenCommunicators([]*cuda.Device{devs[0], other}, id, 0, 2, 10*time.Second)
+	if err == nil || !strings.Contains(err.Error(), "ncclInvalidArgument") || !strings.Contains(err.Error(), "ranks 0 of this process are left waiting") {
+		t.Fatalf("OpenCommunicators = %v, want rank 1's ncclInvalidArgument and rank 0 named as waiting", err)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("the failure came after %v; it must not wait for the timeout", d)
+	}
+	w.Close()
+	for _, d := range []*cuda.Device{devs[0], other} {
+		if err := d.Close(); err != nil {
+			t.Error(err)
+		}
+	}
+}

@@ -16,7 +16,11 @@
 // image must be for the device's architecture. Work recorded in a graph
 // runs when the graph is launched, with the buffers' values at that time.
 // Counters (Stats) let tests assert how many launches, graph launches,
-// synchronisations and allocations the host code made.
+// synchronisations and allocations the host code made. NCCL is simulated
+// too, over several fake GPUs of one process (NCCLWorld, nccl.go, with
+// the rules it enforces): a collective pending on a stream makes
+// cuStreamQuery answer CUDA_ERROR_NOT_READY, and work launched after it on
+// that stream waits for it.
 package fakecuda
 
 import (
