@@ -369,3 +369,27 @@ func FuzzMember(f *testing.F) {
 		}
 	})
 }
+
+// FuzzMemberZero feeds arbitrary bytes to member 0 as a connecting
+// peer's: without the token nothing may join, and nothing may panic or
+// hang past the handshake's limit.
+func FuzzMemberZero(f *testing.F) {
+	var hello bytes.Buffer
+	writeFrame(&hello, msgHello, make([]byte, nonceSize))
+	f.Add(hello.Bytes())
+	f.Add(append(hello.Bytes(), "MLBR\x01\x03\x00\x00\x00\x30"...))
+	f.Add([]byte("GET / HTTP/1.0\r\n\r\n"))
+	f.Fuzz(func(t *testing.T, in []byte) {
+		a, b := net.Pipe()
+		defer a.Close()
+		go func() {
+			defer b.Close()
+			go io.Copy(io.Discard, b)
+			b.Write(in)
+		}()
+		cfg := Config{Members: 3, Member: 0, Addr: "pipe:1", Token: goodToken, Handshake: 50 * time.Millisecond}
+		if at := serveHandshake(a, cfg); at.ok != nil {
+			t.Fatalf("a peer without the token joined as member %d", at.ok.member)
+		}
+	})
+}
