@@ -310,3 +310,37 @@ func TestCommunicatorStartFailsFast(t *testing.T) {
 		}
 	}
 }
+
+// TestOpenDevices: --gpus all opens every GPU the driver sees, --gpus N
+// the first N, and more than there are is an error with both numbers.
+func TestOpenDevices(t *testing.T) {
+	f := fakecuda.New(fakecuda.Options{WorkDir: fakeWorkDir, Devices: 3})
+	opts := cuda.Options{Libraries: f.Libraries(), KernelCacheDir: t.TempDir()}
+	for _, c := range []struct{ ask, want int }{{0, 3}, {2, 2}} {
+		devs, err := cuda.OpenDevices(opts, c.ask)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(devs) != c.want {
+			t.Errorf("OpenDevices(%d) opened %d, want %d", c.ask, len(devs), c.want)
+		}
+		for i, d := range devs {
+			if !strings.Contains(d.Facts()[0].Value, "(GPU "+strconv.Itoa(i)+")") {
+				t.Errorf("device %d: %v", i, d.Facts()[0])
+			}
+			if err := d.Close(); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	if _, err := cuda.OpenDevices(opts, 4); err == nil || !strings.Contains(err.Error(), "4 GPUs asked for (--gpus 4), but the driver sees 3") {
+		t.Errorf("OpenDevices(4) on 3 GPUs: %v", err)
+	}
+	if leaks := f.Leaks(); len(leaks) > 0 {
+		t.Errorf("after Close: %v", leaks)
+	}
+	none := fakecuda.New(fakecuda.Options{WorkDir: fakeWorkDir, Devices: -1})
+	if _, err := cuda.OpenDevices(cuda.Options{Libraries: none.Libraries()}, 0); !errors.Is(err, cuda.ErrNoDevice) {
+		t.Errorf("OpenDevices without a GPU: %v, want ErrNoDevice", err)
+	}
+}
