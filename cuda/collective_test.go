@@ -344,3 +344,32 @@ func TestOpenDevices(t *testing.T) {
 		t.Errorf("OpenDevices without a GPU: %v, want ErrNoDevice", err)
 	}
 }
+
+// TestCommunicatorAfterDeviceClose: a call that reaches a closed engine
+// (a goroutine of OpenCommunicators that starts late, a Close racing a
+// Wait) is an error, never a panic.
+func TestCommunicatorAfterDeviceClose(t *testing.T) {
+	w := fakecuda.NewNCCLWorld()
+	defer w.Close()
+	f := fakecuda.New(fakecuda.Options{WorkDir: fakeWorkDir})
+	libs := f.Libraries()
+	libs.NCCL = f.NCCL(w)
+	d, err := cuda.OpenDevice(cuda.Options{Libraries: libs, KernelCacheDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, _ := cuda.NewNCCLID(libs)
+	comms, err := cuda.OpenCommunicators([]*cuda.Device{d}, id, 0, 1, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := comms[0].Close(); err == nil || !strings.Contains(err.Error(), "the device is closed") {
+		t.Errorf("Close of a communicator whose device is closed: %v", err)
+	}
+	if _, err := cuda.OpenCommunicators([]*cuda.Device{d}, id, 0, 1, time.Second); err == nil || !strings.Contains(err.Error(), "the device is closed") {
+		t.Errorf("OpenCommunicators on a closed device: %v", err)
+	}
+}
