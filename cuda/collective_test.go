@@ -52,14 +52,14 @@ func TestCollectiveConformanceOnFake(t *testing.T) {
 	gpuhosttest.RunCollective(t, gpuhosttest.CollectiveSuite{
 		Language: gpuhosttest.CUDA,
 		Ranks:    3,
-		Timeout:  400 * time.Millisecond,
+		Timeout:  time.Second,
 		Open: func(t *testing.T, n int) gpuhosttest.Ranks {
 			devs, w := fakeRanks(t, n)
 			id, err := cuda.NewNCCLID(devs[0].Engine().Libraries())
 			if err != nil {
 				t.Fatal(err)
 			}
-			comms, err := cuda.OpenCommunicators(devs, id, 0, n, 5*time.Second)
+			comms, err := cuda.OpenCommunicators(devs, id, 0, n, 30*time.Second)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -86,7 +86,7 @@ func TestCommunicatorStartTimesOut(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "did not finish within 300ms: ranks 0, 1 of this process still wait") {
 		t.Fatalf("OpenCommunicators = %v, want the timeout naming ranks 0 and 1", err)
 	}
-	if d := time.Since(start); d > 2*time.Second {
+	if d := time.Since(start); d > 10*time.Second {
 		t.Errorf("the timeout of 300ms came after %v", d)
 	}
 	w.Close() // releases the engine threads left in ncclCommInitRank
@@ -138,7 +138,7 @@ func TestTwoProcessesThroughTheRendezvous(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			cfg := rendezvous.Config{Members: 2, Member: proc.member, Addr: ln.Addr().String(), Token: token, Timeout: 5 * time.Second}
+			cfg := rendezvous.Config{Members: 2, Member: proc.member, Addr: ln.Addr().String(), Token: token, Timeout: 30 * time.Second}
 			self := rendezvous.Member{Host: "node" + strconv.Itoa(p), GPUs: len(proc.devs)}
 			var g *rendezvous.Group
 			if proc.member == 0 {
@@ -166,7 +166,7 @@ func TestTwoProcessesThroughTheRendezvous(t *testing.T) {
 				return
 			}
 			copy(id.Internal[:], g.Payload)
-			comms[p], errs[p] = cuda.OpenCommunicators(proc.devs, id, g.Self().FirstRank, g.Ranks(), 5*time.Second)
+			comms[p], errs[p] = cuda.OpenCommunicators(proc.devs, id, g.Self().FirstRank, g.Ranks(), 30*time.Second)
 		}()
 	}
 	wg.Wait()
@@ -197,7 +197,7 @@ func TestTwoProcessesThroughTheRendezvous(t *testing.T) {
 				errs[r%2] = err
 				return
 			}
-			if err := all[r].Wait(5 * time.Second); err != nil {
+			if err := all[r].Wait(30 * time.Second); err != nil {
 				errs[r%2] = err
 			}
 		}()
@@ -296,12 +296,12 @@ func TestCommunicatorStartFailsFast(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	_, err = cuda.OpenCommunicators([]*cuda.Device{devs[0], other}, id, 0, 2, 10*time.Second)
+	_, err = cuda.OpenCommunicators([]*cuda.Device{devs[0], other}, id, 0, 2, time.Minute)
 	if err == nil || !strings.Contains(err.Error(), "ncclInvalidArgument") || !strings.Contains(err.Error(), "ranks 0 of this process are left waiting") {
 		t.Fatalf("OpenCommunicators = %v, want rank 1's ncclInvalidArgument and rank 0 named as waiting", err)
 	}
-	if d := time.Since(start); d > 2*time.Second {
-		t.Errorf("the failure came after %v; it must not wait for the timeout", d)
+	if d := time.Since(start); d > 30*time.Second {
+		t.Errorf("the failure came after %v; it must not wait for the timeout of a minute", d)
 	}
 	w.Close()
 	for _, d := range []*cuda.Device{devs[0], other} {

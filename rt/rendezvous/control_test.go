@@ -16,7 +16,7 @@ func threeGroups(t *testing.T) [3]*Group {
 	chans := []<-chan result{start(ln, config(ln, 3, 0), nil), dial(config(ln, 3, 1), "host1", 1), dial(config(ln, 3, 2), "host2", 4)}
 	var gs [3]*Group
 	for i, ch := range chans {
-		r := wait(t, ch, 5*time.Second, fmt.Sprint("member ", i))
+		r := wait(t, ch, hangGuard, fmt.Sprint("member ", i))
 		if r.err != nil {
 			t.Fatal(r.err)
 		}
@@ -25,7 +25,7 @@ func threeGroups(t *testing.T) [3]*Group {
 	return gs
 }
 
-var fast = WatchOptions{Interval: 30 * time.Millisecond, Silence: 300 * time.Millisecond}
+var fast = WatchOptions{Interval: 50 * time.Millisecond, Silence: 2 * time.Second}
 
 // failureOf waits for the first failure on ch, within limit.
 func failureOf(t *testing.T, ch <-chan error, limit time.Duration, who string) *MemberError {
@@ -56,6 +56,7 @@ func wantMemberError(t *testing.T, e *MemberError, member int, parts ...string) 
 }
 
 func TestControlDoneIsNoFailure(t *testing.T) {
+	t.Parallel()
 	gs := threeGroups(t)
 	var chans [3]<-chan error
 	for i, g := range gs {
@@ -81,12 +82,13 @@ func TestControlDoneIsNoFailure(t *testing.T) {
 }
 
 func TestControlHeartbeatsKeepQuietRunsAlive(t *testing.T) {
+	t.Parallel()
 	gs := threeGroups(t)
 	var chans [3]<-chan error
 	for i, g := range gs {
 		chans[i] = g.Watch(fast)
 	}
-	time.Sleep(3 * fast.Silence) // nothing but heartbeats, three silences long
+	time.Sleep(2 * fast.Silence) // nothing but heartbeats, two silences long
 	for i, ch := range chans {
 		select {
 		case err := <-ch:
@@ -99,31 +101,30 @@ func TestControlHeartbeatsKeepQuietRunsAlive(t *testing.T) {
 // TestControlMemberDies: a member whose connection ends without done has
 // failed; member 0 sees it and tells the others.
 func TestControlMemberDies(t *testing.T) {
+	t.Parallel()
 	gs := threeGroups(t)
 	c0, c1 := gs[0].Watch(fast), gs[1].Watch(fast)
 	gs[2].peers[0].conn.Close() // the process is gone
-	start := time.Now()
+	// The reason shows it was the connection's end, not the silence limit.
 	for i, ch := range []<-chan error{c0, c1} {
-		e := failureOf(t, ch, time.Second, fmt.Sprint("member ", i))
+		e := failureOf(t, ch, hangGuard, fmt.Sprint("member ", i))
 		wantMemberError(t, e, 2, "node 2 (host2, ranks 3 to 6) failed: its connection closed before it finished")
-	}
-	if d := time.Since(start); d > fast.Silence {
-		t.Errorf("a closed connection took %v to report, more than a silence", d)
 	}
 }
 
 // TestControlMemberHangs: a member that sends nothing for Silence has
 // failed.
 func TestControlMemberHangs(t *testing.T) {
+	t.Parallel()
 	gs := threeGroups(t)
 	c0, c2 := gs[0].Watch(fast), gs[2].Watch(fast)
 	// Member 1 never watches: no heartbeats, as a stuck process.
 	start := time.Now()
 	for i, ch := range []<-chan error{c0, c2} {
-		e := failureOf(t, ch, 2*time.Second, fmt.Sprint("member ", 2*i))
-		wantMemberError(t, e, 1, "node 1 (host1, rank 2) failed: it sent nothing for 300ms")
+		e := failureOf(t, ch, hangGuard, fmt.Sprint("member ", 2*i))
+		wantMemberError(t, e, 1, "node 1 (host1, rank 2) failed: it sent nothing for 2s")
 	}
-	if d := time.Since(start); d < fast.Silence || d > fast.Silence+time.Second {
+	if d := time.Since(start); d < fast.Silence || d > fast.Silence+slack {
 		t.Errorf("a silent member reported after %v, want about %v", d, fast.Silence)
 	}
 }
@@ -131,6 +132,7 @@ func TestControlMemberHangs(t *testing.T) {
 // TestControlFailIsRelayed: a member's Fail reaches every member, with
 // its reason.
 func TestControlFailIsRelayed(t *testing.T) {
+	t.Parallel()
 	gs := threeGroups(t)
 	var chans [3]<-chan error
 	for i, g := range gs {
@@ -138,20 +140,21 @@ func TestControlFailIsRelayed(t *testing.T) {
 	}
 	gs[1].Fail(errors.New("epoch 3: CUDA out of memory"))
 	for i, ch := range chans {
-		e := failureOf(t, ch, time.Second, fmt.Sprint("member ", i))
+		e := failureOf(t, ch, hangGuard, fmt.Sprint("member ", i))
 		wantMemberError(t, e, 1, "node 1 (host1, rank 2) failed: epoch 3: CUDA out of memory")
 	}
 }
 
 // TestControlMemberZeroDies: when member 0 goes, every member learns it.
 func TestControlMemberZeroDies(t *testing.T) {
+	t.Parallel()
 	gs := threeGroups(t)
 	c1, c2 := gs[1].Watch(fast), gs[2].Watch(fast)
 	for _, p := range gs[0].peers {
 		p.conn.Close()
 	}
 	for i, ch := range []<-chan error{c1, c2} {
-		wantMemberError(t, failureOf(t, ch, time.Second, fmt.Sprint("member ", i+1)), 0, "node 0 (host0, ranks 0 to 1) failed: its connection closed")
+		wantMemberError(t, failureOf(t, ch, hangGuard, fmt.Sprint("member ", i+1)), 0, "node 0 (host0, ranks 0 to 1) failed: its connection closed")
 	}
 }
 
@@ -159,6 +162,7 @@ func TestControlMemberZeroDies(t *testing.T) {
 // channel, or a failure the token does not authenticate, are the
 // sender's failure.
 func TestControlGarbage(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		name string
 		send func(g *Group)
@@ -175,7 +179,7 @@ func TestControlGarbage(t *testing.T) {
 			c0 := gs[0].Watch(fast)
 			gs[2].Watch(fast)
 			c.send(gs[1])
-			wantMemberError(t, failureOf(t, c0, time.Second, "member 0"), 1, c.want)
+			wantMemberError(t, failureOf(t, c0, hangGuard, "member 0"), 1, c.want)
 		})
 	}
 }
