@@ -34,7 +34,9 @@ FUZZ_FOLDER      ?= $(or $(FUZZTIME),5000x)
 FUZZ_CKPT        ?= $(or $(FUZZTIME),10000x)
 FUZZ_ONNX        ?= $(or $(FUZZTIME),90000x)
 FUZZ_RDV_MEMBER0 ?= $(or $(FUZZTIME),40000x)
-FUZZ_RDV_MEMBER  ?= $(or $(FUZZTIME),2000x)
+# FuzzMember waits out a 10–20 ms deadline on most inputs (a few hundred
+# executions a second), so FUZZTIME does not set it: FUZZTIME_RDV does.
+FUZZ_RDV_MEMBER  ?= $(or $(FUZZTIME_RDV),2000x)
 FUZZTIME_SPEC    ?= $(or $(FUZZTIME),2000x)
 export CGO_ENABLED ?= 0
 
