@@ -54,6 +54,7 @@ type MemberError struct {
 	Reason           string
 }
 
+// Error reads "node 1 (host-b, ranks 4 to 7) failed: REASON".
 func (e *MemberError) Error() string {
 	ranks := fmt.Sprintf("rank %d", e.FirstRank)
 	if e.Ranks > 1 {

@@ -40,6 +40,7 @@ const (
 	msgDone msgType = 8 // either way: a member finished normally, authenticated
 )
 
+// String names the message in errors.
 func (t msgType) String() string {
 	switch t {
 	case msgHello:
