@@ -373,3 +373,78 @@ func TestCommunicatorAfterDeviceClose(t *testing.T) {
 		t.Errorf("OpenCommunicators on a closed device: %v", err)
 	}
 }
+
+// TestWaitReportsGPUFault: a fault of the GPU's own work before the sums
+// (here a graph launch that faults) is Wait's error, naming the rank and
+// CUDA's status, and aborts the communicator.
+func TestWaitReportsGPUFault(t *testing.T) {
+	w := fakecuda.NewNCCLWorld()
+	defer w.Close()
+	var fakes []*fakecuda.Fake
+	var devs []*cuda.Device
+	for range 2 {
+		f := fakecuda.New(fakecuda.Options{WorkDir: fakeWorkDir})
+		libs := f.Libraries()
+		libs.NCCL = f.NCCL(w)
+		d, err := cuda.OpenDevice(cuda.Options{Libraries: libs, KernelCacheDir: t.TempDir()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer d.Close()
+		fakes, devs = append(fakes, f), append(devs, d)
+	}
+	id, _ := cuda.NewNCCLID(devs[0].Engine().Libraries())
+	comms, err := cuda.OpenCommunicators(devs, id, 0, 2, 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bufs := make([]gpuhost.Buffer, 2)
+	seqs := make([]gpuhost.Sequence, 2)
+	for r, d := range devs {
+		b, err := d.Alloc("grads", 4*4*4)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bufs[r] = b
+		// C = A·B on 4×4 blocks of one buffer: a step's work before the sums.
+		seqs[r], err = d.Record("backward", func(e gpuhost.Encoder) error {
+			return e.Gemm(gpuhost.Gemm{M: 2, N: 2, K: 2, Alpha: 1, A: gpuhost.Operand{Buf: b}, B: gpuhost.Operand{Buf: b, Offset: 16}, C: gpuhost.Operand{Buf: b, Offset: 32}})
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	fakes[0].FailNextGraphLaunch(cuda.ErrorIllegalAddress)
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	for r := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := seqs[r].Launch(); err != nil {
+				errs[r] = err
+				return
+			}
+			if err := comms[r].AllReduce([]gpuhost.Arg{{Buf: bufs[r], Bytes: 64}}); err != nil {
+				errs[r] = err
+				return
+			}
+			errs[r] = comms[r].Wait(3 * time.Second)
+		}()
+	}
+	wg.Wait()
+	if errs[0] == nil || !strings.Contains(errs[0].Error(), "rank 0 of 2") || !strings.Contains(errs[0].Error(), "CUDA_ERROR_ILLEGAL_ADDRESS") {
+		t.Errorf("rank 0: Wait = %v, want the GPU's fault naming the rank", errs[0])
+	}
+	// Rank 0's GPU ran no sum after its fault, so rank 1 cannot finish
+	// either: it fails too (by rank 0's abort, or at its timeout).
+	if errs[1] == nil || !strings.Contains(errs[1].Error(), "rank 1 of 2") {
+		t.Errorf("rank 1, whose peer's GPU faulted: %v, want an error naming it", errs[1])
+	}
+	if err := comms[0].AllReduce([]gpuhost.Arg{{Buf: bufs[0], Bytes: 64}}); !errors.Is(err, gpuhost.ErrAborted) {
+		t.Errorf("rank 0 after the fault: %v, want ErrAborted", err)
+	}
+	for _, c := range comms {
+		c.Close()
+	}
+}

@@ -142,6 +142,22 @@ func TestFakeNCCLTwoRanks(t *testing.T) {
 	}
 	wg.Wait()
 	g0, g1 := gs[0], gs[1]
+	// One round that finishes: its work is done on both streams (and an
+	// abort later must not finish it again).
+	for r, g := range gs {
+		g.onThread(func() {
+			if res := g.libs.NCCL.AllReduce(g.buf, g.buf, 64, cuda.NCCLFloat32, cuda.NCCLSum, comms[r], g.stream); res != 0 {
+				t.Errorf("rank %d: the first round: %d", r, res)
+			}
+		})
+	}
+	for r, g := range gs {
+		g.onThread(func() {
+			if res := g.libs.Driver.StreamQuery(g.stream); res != cuda.Success {
+				t.Errorf("rank %d: cuStreamQuery after a finished round: %d", r, res)
+			}
+		})
+	}
 	g0.onThread(func() {
 		if r := g0.libs.NCCL.AllReduce(g0.buf, g0.buf, 64, cuda.NCCLFloat32, cuda.NCCLSum, comms[0], g0.stream); r != 0 {
 			t.Fatalf("rank 0's all-reduce: %d", r)

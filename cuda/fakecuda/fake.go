@@ -1108,8 +1108,13 @@ func (f *Fake) streamQuery(s cuda.Stream) cuda.Result {
 	if s != 0 && st == nil {
 		return 400
 	}
+	// A fault shows before pending work: a GPU whose context faulted
+	// reports it to every query, and its collectives never finish.
+	if r := f.synchronise(); r != cuda.Success {
+		return r
+	}
 	if len(f.pendingAsync(st)) > 0 {
 		return cuda.ErrorNotReady
 	}
-	return f.synchronise()
+	return cuda.Success
 }

@@ -39,7 +39,8 @@ import (
 // injects the faults of a distributed run: Hang(rank) makes a rank's
 // later collectives never start, as a stuck process; Kill(rank) makes
 // its peers see ncclRemoteError as an async error, as a network
-// transport does when a process dies. ncclCommAbort finishes (drops) a
+// transport does when a process dies. A GPU whose work faulted runs no
+// collective after the fault, so its peers wait as for a hung rank. ncclCommAbort finishes (drops) a
 // communicator's pending work and makes its peers see ncclRemoteError.
 type NCCLWorld struct {
 	mu      sync.Mutex
@@ -240,7 +241,7 @@ func (f *Fake) NCCL(w *NCCLWorld) *cuda.NCCLAPI {
 				return cuda.NCCLInvalidArgument
 			}
 			c.aborted = true
-			for _, d := range c.pending {
+			for _, d := range c.livePending() { // the finished ones are closed already
 				close(d)
 			}
 			c.pending = nil
@@ -379,12 +380,13 @@ func (w *NCCLWorld) issue(f *Fake, st *stream, send, recv uint64, count uintptr,
 	done := make(chan struct{})
 	f.mu.Lock()
 	st.async = append(st.async, done)
+	faulted := f.pending != cuda.Success || f.sticky != cuda.Success
 	f.mu.Unlock()
 	c.pending = append(c.pending, done)
 	n := c.issued
 	c.issued++
-	if w.hung[c.rank] || w.dead[c.rank] {
-		return 0 // enqueued, and never starts
+	if w.hung[c.rank] || w.dead[c.rank] || faulted {
+		return 0 // enqueued, and never starts (a faulted GPU runs nothing more)
 	}
 	r := c.cl.rounds[n]
 	if r == nil {
