@@ -121,58 +121,8 @@ func TestCommunicatorErrors(t *testing.T) {
 // multi-node run, end to end, on fakes.
 func TestTwoProcessesThroughTheRendezvous(t *testing.T) {
 	devs, _ := fakeRanks(t, 3)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	token := "a-test-token-of-some-length"
-	procs := []struct {
-		member int
-		devs   []*cuda.Device
-	}{{0, devs[:2]}, {1, devs[2:]}}
-	var wg sync.WaitGroup
+	comms, _ := twoProcesses(t, devs)
 	errs := make([]error, 2)
-	comms := make([][]*cuda.Communicator, 2)
-	for p, proc := range procs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			cfg := rendezvous.Config{Members: 2, Member: proc.member, Addr: ln.Addr().String(), Token: token, Timeout: 30 * time.Second}
-			self := rendezvous.Member{Host: "node" + strconv.Itoa(p), GPUs: len(proc.devs)}
-			var g *rendezvous.Group
-			if proc.member == 0 {
-				id, err := cuda.NewNCCLID(proc.devs[0].Engine().Libraries())
-				if err != nil {
-					errs[p] = err
-					return
-				}
-				g, err = rendezvous.Serve(context.Background(), ln, cfg, self, id.Internal[:])
-				if err != nil {
-					errs[p] = err
-					return
-				}
-			} else {
-				g, err = rendezvous.Dial(context.Background(), cfg, self)
-				if err != nil {
-					errs[p] = err
-					return
-				}
-			}
-			defer g.Close()
-			var id cuda.NCCLUniqueID
-			if len(g.Payload) != len(id.Internal) {
-				errs[p] = errors.New("the payload is not an NCCL id")
-				return
-			}
-			copy(id.Internal[:], g.Payload)
-			comms[p], errs[p] = cuda.OpenCommunicators(proc.devs, id, g.Self().FirstRank, g.Ranks(), 30*time.Second)
-		}()
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		t.Fatal(err)
-	}
 	all := append(comms[0], comms[1]...)
 	bufs := make([]gpuhost.Buffer, 3)
 	for r, d := range devs {
@@ -446,5 +396,140 @@ func TestWaitReportsGPUFault(t *testing.T) {
 	}
 	for _, c := range comms {
 		c.Close()
+	}
+}
+
+// twoProcesses joins two "processes" (goroutines) through the rendezvous:
+// node0 drives devs[0] and devs[1], node1 devs[2]. Member 0 makes the
+// NCCL id and the rendezvous hands it out; each then starts its
+// communicators. The groups stay open until the test ends.
+func twoProcesses(t *testing.T, devs []*cuda.Device) ([][]*cuda.Communicator, [2]*rendezvous.Group) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	token := "a-test-token-of-some-length"
+	procs := []struct {
+		member int
+		devs   []*cuda.Device
+	}{{0, devs[:2]}, {1, devs[2:]}}
+	var wg sync.WaitGroup
+	errs := make([]error, 2)
+	comms := make([][]*cuda.Communicator, 2)
+	var groups [2]*rendezvous.Group
+	for p, proc := range procs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cfg := rendezvous.Config{Members: 2, Member: proc.member, Addr: ln.Addr().String(), Token: token, Timeout: 30 * time.Second}
+			self := rendezvous.Member{Host: "node" + strconv.Itoa(p), GPUs: len(proc.devs)}
+			var g *rendezvous.Group
+			var err error
+			if proc.member == 0 {
+				id, err := cuda.NewNCCLID(proc.devs[0].Engine().Libraries())
+				if err != nil {
+					errs[p] = err
+					return
+				}
+				if g, err = rendezvous.Serve(context.Background(), ln, cfg, self, id.Internal[:]); err != nil {
+					errs[p] = err
+					return
+				}
+			} else if g, err = rendezvous.Dial(context.Background(), cfg, self); err != nil {
+				errs[p] = err
+				return
+			}
+			groups[p] = g
+			var id cuda.NCCLUniqueID
+			if len(g.Payload) != len(id.Internal) {
+				errs[p] = errors.New("the payload is not an NCCL id")
+				return
+			}
+			copy(id.Internal[:], g.Payload)
+			comms[p], errs[p] = cuda.OpenCommunicators(proc.devs, id, g.Self().FirstRank, g.Ranks(), 30*time.Second)
+		}()
+	}
+	wg.Wait()
+	for _, g := range groups {
+		if g != nil {
+			t.Cleanup(func() { g.Close() })
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	return comms, groups
+}
+
+// TestDeadNodeAbortsTheOthers: node1 dies (its process, and so its
+// connection and its GPU, are gone) while node0's two GPUs wait on a sum
+// that cannot finish, and NCCL says nothing (as over NVLink: the peers
+// just wait); the control channel names node1, node0 aborts its
+// collectives with that failure, and its waits end long before their own
+// timeout (an hour here), each error naming the dead node.
+func TestDeadNodeAbortsTheOthers(t *testing.T) {
+	devs, w := fakeRanks(t, 3)
+	comms, groups := twoProcesses(t, devs)
+	failures := groups[0].Watch(rendezvous.WatchOptions{Interval: 50 * time.Millisecond, Silence: 2 * time.Second})
+	go func() {
+		if err, ok := <-failures; ok {
+			for _, c := range comms[0] {
+				c.Abort(err)
+			}
+		}
+	}()
+	w.Hang(2)         // node1's GPU runs nothing more, and NCCL reports nothing
+	groups[1].Close() // and its connection ends without a done
+	start := time.Now()
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	for r, c := range comms[0] {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			b, err := devs[r].Alloc("grads", 64)
+			if err != nil {
+				errs[r] = err
+				return
+			}
+			if err := c.AllReduce([]gpuhost.Arg{{Buf: b, Bytes: 64}}); err != nil {
+				errs[r] = err
+				return
+			}
+			errs[r] = c.Wait(time.Hour)
+		}()
+	}
+	wg.Wait()
+	if d := time.Since(start); d > 30*time.Second {
+		t.Errorf("node0's waits ended after %v", d)
+	}
+	// Only the control channel could end these waits. Its abort reaches
+	// each rank, or (as the ranks are aborted one after the other) a rank
+	// learns first from NCCL that its sibling aborted; the first aborted
+	// carries node1's failure.
+	named := 0
+	for r, err := range errs {
+		var me *rendezvous.MemberError
+		switch {
+		case errors.Is(err, gpuhost.ErrAborted) && errors.As(err, &me) && me.Member == 1 &&
+			strings.Contains(err.Error(), "node 1 (node1, rank 2) failed: its connection closed"):
+			named++
+		case err != nil && strings.Contains(err.Error(), "another rank failed"):
+		default:
+			t.Errorf("rank %d: %v, want the abort naming node 1 (node1, rank 2)", r, err)
+		}
+	}
+	if named == 0 {
+		t.Errorf("no rank's error names node 1: %v", errs)
+	}
+	// The dead process's resources go with it; here the test frees them.
+	comms[1][0].Abort(errors.New("the process died"))
+	for _, c := range append(comms[0], comms[1]...) {
+		c.Close()
+	}
+	for _, d := range devs {
+		d.Close()
 	}
 }
