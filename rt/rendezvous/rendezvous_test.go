@@ -411,3 +411,47 @@ func FuzzMemberZero(f *testing.F) {
 		}
 	})
 }
+
+// TestJoin: Join listens on the address's port for member 0 and dials
+// for the others, and refuses a Config it cannot use.
+func TestJoin(t *testing.T) {
+	t.Parallel()
+	ln := listen(t)
+	addr := ln.Addr().String()
+	ln.Close() // a free port for Join to listen on
+	cfg := Config{Members: 2, Addr: addr, Token: goodToken, Timeout: 20 * time.Second}
+	results := make(chan result, 2)
+	for m := range 2 {
+		go func() {
+			c := cfg
+			c.Member = m
+			g, err := Join(context.Background(), c, Member{Host: fmt.Sprint("host", m), GPUs: 1}, []byte("id"))
+			results <- result{g, err}
+		}()
+	}
+	for range 2 {
+		r := wait(t, results, hangGuard, "a member")
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		if r.g.Ranks() != 2 || string(r.g.Payload) != "id" {
+			t.Errorf("member %d: %d ranks, payload %q", r.g.Config.Member, r.g.Ranks(), r.g.Payload)
+		}
+	}
+	for _, c := range []struct {
+		cfg  Config
+		want string
+	}{
+		{Config{Members: 1, Addr: addr, Token: goodToken}, "1 members; a rendezvous needs 2 or more"},
+		{Config{Members: 2, Member: 2, Addr: addr, Token: goodToken}, "member 2 of 2"},
+		{Config{Members: 2, Addr: addr, Token: "short"}, "a token of 5 characters"},
+		{Config{Members: 2, Token: goodToken}, "no address"},
+	} {
+		if _, err := Join(context.Background(), c.cfg, Member{Host: "h", GPUs: 1}, nil); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("Join(%+v) = %v, want an error containing %q", c.cfg, err, c.want)
+		}
+	}
+	if _, err := Dial(context.Background(), Config{Members: 2, Member: 1, Addr: addr, Token: goodToken}, Member{Host: "h", GPUs: 0}); err == nil || !strings.Contains(err.Error(), "reports 0 GPUs") {
+		t.Errorf("Dial with 0 GPUs: %v", err)
+	}
+}
