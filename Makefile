@@ -33,6 +33,10 @@ FUZZ_NPZ         ?= $(or $(FUZZTIME),100000x)
 FUZZ_FOLDER      ?= $(or $(FUZZTIME),5000x)
 FUZZ_CKPT        ?= $(or $(FUZZTIME),10000x)
 FUZZ_ONNX        ?= $(or $(FUZZTIME),90000x)
+FUZZ_RDV_MEMBER0 ?= $(or $(FUZZTIME),40000x)
+# FuzzMember waits out a 10–20 ms deadline on most inputs (a few hundred
+# executions a second), so FUZZTIME does not set it: FUZZTIME_RDV does.
+FUZZ_RDV_MEMBER  ?= $(or $(FUZZTIME_RDV),2000x)
 FUZZTIME_SPEC    ?= $(or $(FUZZTIME),2000x)
 export CGO_ENABLED ?= 0
 
@@ -83,6 +87,8 @@ fuzz:
 	$(GO) test ./rt/app -run '^$$' -fuzz '^FuzzImageFolder$$' -fuzztime $(FUZZ_FOLDER)
 	$(GO) test ./rt/app -run '^$$' -fuzz '^FuzzCheckpoint$$' -fuzztime $(FUZZ_CKPT)
 	$(GO) test ./onnx -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZ_ONNX)
+	$(GO) test ./rt/rendezvous -run '^$$' -fuzz '^FuzzMemberZero$$' -fuzztime $(FUZZ_RDV_MEMBER0)
+	$(GO) test ./rt/rendezvous -run '^$$' -fuzz '^FuzzMember$$' -fuzztime $(FUZZ_RDV_MEMBER)
 	@if grep -q 'func FuzzLoad' spec/*_test.go 2>/dev/null; then \
 		$(GO) test ./spec -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(FUZZTIME_SPEC); \
 	else echo "spec has no FuzzLoad target" >&2; exit 1; fi

@@ -52,6 +52,7 @@ const (
 	ErrorInvalidContext              Result = 201
 	ErrorNoBinaryForGPU              Result = 209
 	ErrorNotFound                    Result = 500
+	ErrorNotReady                    Result = 600
 	ErrorIllegalAddress              Result = 700
 	ErrorLaunchFailed                Result = 719
 	ErrorHostMemoryAlreadyRegistered Result = 712
@@ -125,9 +126,13 @@ type DriverAPI struct {
 	// to that parameter's value; extra is nil here.
 	LaunchKernel func(f Function, gridX, gridY, gridZ, blockX, blockY, blockZ, sharedBytes uint32,
 		s Stream, params *unsafe.Pointer, extra *unsafe.Pointer) Result `sym:"cuLaunchKernel"`
-	StreamCreate       func(s *Stream, flags uint32) Result                `sym:"cuStreamCreate"`
-	StreamDestroy      func(s Stream) Result                               `sym:"cuStreamDestroy_v2"`
-	StreamSynchronize  func(s Stream) Result                               `sym:"cuStreamSynchronize"`
+	StreamCreate      func(s *Stream, flags uint32) Result `sym:"cuStreamCreate"`
+	StreamDestroy     func(s Stream) Result                `sym:"cuStreamDestroy_v2"`
+	StreamSynchronize func(s Stream) Result                `sym:"cuStreamSynchronize"`
+	// StreamQuery answers at once: Success when everything enqueued on s
+	// has finished, ErrorNotReady while work is pending (a collective
+	// waiting for its peers), else the fault.
+	StreamQuery        func(s Stream) Result                               `sym:"cuStreamQuery"`
 	StreamBeginCapture func(s Stream, mode int32) Result                   `sym:"cuStreamBeginCapture_v2"`
 	StreamEndCapture   func(s Stream, g *Graph) Result                     `sym:"cuStreamEndCapture"`
 	GraphInstantiate   func(exec *GraphExec, g Graph, flags uint64) Result `sym:"cuGraphInstantiateWithFlags"`

@@ -122,10 +122,15 @@ func (e *Engine) loop() {
 	}
 }
 
-// do runs f on the engine's thread and returns its error.
+// do runs f on the engine's thread and returns its error; after Close,
+// errClosed (a call racing Close, from another goroutine, gets an error
+// rather than a send on the closed channel).
 func (e *Engine) do(f func() error) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if e.closed {
+		return errClosed
+	}
 	return e.hop(f)
 }
 
@@ -146,6 +151,9 @@ func (e *Engine) hop(f func() error) error {
 func (e *Engine) doHere(f func() error) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if e.closed {
+		return errClosed
+	}
 	if e.capturing {
 		return e.hop(f)
 	}
@@ -299,10 +307,12 @@ func (e *Engine) release() error {
 // Close synchronises, frees every allocation, module and handle, releases
 // the context and ends the engine's thread. Calling it again does nothing.
 func (e *Engine) Close() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
 	if e.closed {
 		return nil
 	}
-	err := e.do(e.release)
+	err := e.hop(e.release)
 	e.closed = true
 	close(e.calls)
 	return err

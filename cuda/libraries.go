@@ -16,13 +16,16 @@ type Libraries struct {
 	Driver *DriverAPI
 	NVRTC  *NVRTCAPI
 	BLAS   *BLASAPI
+	// NCCL is nil until LoadNCCL (or a fake) fills it: only a run on
+	// several GPUs needs it.
+	NCCL *NCCLAPI
 	// Files lists the library files loaded, for `info`.
 	Files []LibraryFile
 }
 
 // LibraryFile is one loaded library file.
 type LibraryFile struct {
-	// Library is "CUDA driver", "NVRTC" or "cuBLAS".
+	// Library is "CUDA driver", "NVRTC", "cuBLAS" or "NCCL".
 	Library string
 	// Path is what was opened: a soname for the system loader, else a path.
 	Path string
@@ -174,7 +177,11 @@ func (e *MissingLibraryError) Error() string {
 		}
 		fmt.Fprintf(&b, "\n  to fix: %s; or set %s to the library file's path", m.Fix, m.Env)
 	}
-	b.WriteString("\n  or compile the spec again with --backend cpu to run on the CPU")
+	if len(e.Missing) == 1 && e.Missing[0].Library == ncclLibrary.name {
+		b.WriteString("\n  or train on one GPU (--gpus 1), which needs no NCCL")
+	} else {
+		b.WriteString("\n  or compile the spec again with --backend cpu to run on the CPU")
+	}
 	return b.String()
 }
 

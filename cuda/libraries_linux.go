@@ -56,7 +56,7 @@ func loadLibraries(env searchEnv, glob func(string) ([]string, error), openFile 
 	}
 	maps, _ := os.ReadFile("/proc/self/maps")
 	for _, x := range ok {
-		if err := bind(x.table, x.handle, x.path); err != nil {
+		if err := bind(x.table, x.handle, x.path, "the library is too old (mlbuild needs CUDA 11.4 or newer)"); err != nil {
 			return nil, err
 		}
 		file := x.path
@@ -77,10 +77,11 @@ func loadLibraries(env searchEnv, glob func(string) ([]string, error), openFile 
 	return l, nil
 }
 
-// bind fills the function table at table (a pointer to DriverAPI, NVRTCAPI
-// or BLASAPI) from the library handle: each field from the symbol its sym
-// tag names. A required symbol the library lacks is an error naming it.
-func bind(table any, handle uintptr, path string) error {
+// bind fills the function table at table (a pointer to DriverAPI, NVRTCAPI,
+// BLASAPI or NCCLAPI) from the library handle: each field from the symbol
+// its sym tag names. A required symbol the library lacks is an error
+// naming it and saying why (tooOld).
+func bind(table any, handle uintptr, path, tooOld string) error {
 	v := reflect.ValueOf(table).Elem()
 	t := v.Type()
 	var missing []string
@@ -97,8 +98,47 @@ func bind(table any, handle uintptr, path string) error {
 		purego.RegisterFunc(v.Field(i).Addr().Interface(), addr)
 	}
 	if len(missing) > 0 {
-		return fmt.Errorf("cuda: %s lacks %s: the library is too old (mlbuild needs CUDA 11.4 or newer): %w",
-			path, strings.Join(missing, ", "), ErrNoDevice)
+		return fmt.Errorf("cuda: %s lacks %s: %s: %w", path, strings.Join(missing, ", "), tooOld, ErrNoDevice)
 	}
+	return nil
+}
+
+// LoadNCCL loads NCCL (libnccl.so.2) into l, from the first place that
+// works in the order library.candidates documents (MLBUILD_NCCL_LIB; the
+// system loader; the CUDA toolkit's folders; the nvidia/nccl/lib folder
+// of NVIDIA's pip wheels, which PyTorch installs), and records its file
+// and version in l.Files. When it is missing, the error (a
+// *MissingLibraryError) lists every place tried and how to install it.
+// Only a run on several GPUs calls it.
+func (l *Libraries) LoadNCCL() error {
+	return l.loadNCCL(systemSearchEnv(), filepath.Glob, dlopen)
+}
+
+func (l *Libraries) loadNCCL(env searchEnv, glob func(string) ([]string, error), openFile func(string) (uintptr, error)) error {
+	if l.NCCL != nil {
+		return nil
+	}
+	h, path, tried := ncclLibrary.open(env, glob, openFile)
+	if h == 0 {
+		return &MissingLibraryError{Missing: []MissingLibrary{ncclLibrary.describeMissing(tried)}}
+	}
+	api := &NCCLAPI{}
+	if err := bind(api, h, path, "NCCL is too old (mlbuild needs NCCL 2.4 or newer)"); err != nil {
+		return err
+	}
+	file := path
+	if !strings.Contains(file, "/") {
+		maps, _ := os.ReadFile("/proc/self/maps")
+		file = mappedFile(string(maps), "libnccl.so")
+	} else if r, err := filepath.EvalSymlinks(file); err == nil {
+		file = r
+	}
+	lf := LibraryFile{Library: ncclLibrary.name, Path: path, File: file}
+	var v int32
+	if api.GetVersion(&v) == NCCLSuccess {
+		lf.Version = ncclVersionString(v)
+	}
+	l.NCCL = api
+	l.Files = append(l.Files, lf)
 	return nil
 }

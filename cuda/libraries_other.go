@@ -14,3 +14,8 @@ func LoadLibraries() (*Libraries, error) {
 	return nil, fmt.Errorf("cuda: NVIDIA's libraries are loaded only on Linux, this is %s/%s; compile the spec again with --backend cpu to run here: %w",
 		runtime.GOOS, runtime.GOARCH, ErrNoDevice)
 }
+
+// LoadNCCL reports that NCCL loads only on Linux.
+func (l *Libraries) LoadNCCL() error {
+	return fmt.Errorf("cuda: NCCL is loaded only on Linux, this is %s/%s: %w", runtime.GOOS, runtime.GOARCH, ErrNoDevice)
+}

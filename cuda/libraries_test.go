@@ -182,3 +182,56 @@ func TestMappedFile(t *testing.T) {
 		t.Errorf("mappedFile of an unmapped library = %q", got)
 	}
 }
+
+// TestNCCLSearchAndMessage: NCCL is looked for by soname, in the toolkit's
+// folders and in the PyTorch wheel's nvidia/nccl/lib, and its absence is
+// one message that says where it looked and that one GPU needs no NCCL.
+func TestNCCLSearchAndMessage(t *testing.T) {
+	got := ncclLibrary.candidates(testEnv(map[string]string{"VIRTUAL_ENV": "/venv"}))
+	for _, want := range []string{"libnccl.so.2", "/usr/local/cuda/lib64/libnccl.so.2", "/venv/lib/python3*/site-packages/nvidia/nccl/lib/libnccl.so.2",
+		"/home/u/.local/lib/python3*/site-packages/nvidia/nccl/lib/libnccl.so.2"} {
+		if !slices.Contains(got, want) {
+			t.Errorf("NCCL candidates lack %s:\n%s", want, strings.Join(got, "\n"))
+		}
+	}
+	if got[0] != "libnccl.so.2" {
+		t.Errorf("NCCL candidates start %q, want the soname", got[0])
+	}
+	l := &Libraries{}
+	err := l.loadNCCL(testEnv(nil), func(string) ([]string, error) { return nil, nil },
+		func(p string) (uintptr, error) { return 0, fmt.Errorf("%s: cannot open shared object file", p) })
+	var missing *MissingLibraryError
+	if !errors.As(err, &missing) || l.NCCL != nil {
+		t.Fatalf("loadNCCL = %v, want a *MissingLibraryError and no table", err)
+	}
+	msg := err.Error()
+	for _, want := range []string{"NCCL: not found; tried, in order:", "libnccl.so.2: libnccl.so.2: cannot open shared object file",
+		"/usr/lib/python3*/dist-packages/nvidia/nccl/lib/libnccl.so.2: no match", "pip install nvidia-nccl-cu12", "MLBUILD_NCCL_LIB",
+		"or train on one GPU (--gpus 1), which needs no NCCL"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("the message lacks %q:\n%s", want, msg)
+		}
+	}
+	if strings.Contains(msg, "--backend cpu") {
+		t.Errorf("the message of a missing NCCL suggests the CPU backend:\n%s", msg)
+	}
+}
+
+// TestLoadNCCLRealOrMessage runs the real search: with NCCL installed it
+// binds every symbol and reads its version, else the message.
+func TestLoadNCCLRealOrMessage(t *testing.T) {
+	l := &Libraries{}
+	err := l.LoadNCCL()
+	if err == nil {
+		var v int32
+		if l.NCCL.GetVersion(&v) != NCCLSuccess || v < 21200 {
+			t.Fatalf("ncclGetVersion: %d", v)
+		}
+		t.Logf("loaded %+v", l.Files)
+		return
+	}
+	if !errors.Is(err, ErrNoDevice) || !strings.Contains(err.Error(), "MLBUILD_NCCL_LIB") {
+		t.Fatalf("LoadNCCL without NCCL: %v", err)
+	}
+	t.Logf("as expected here: %v", err)
+}

@@ -27,7 +27,7 @@ func TestNVRTCLibrary(t *testing.T) {
 		t.Fatalf("dlopen %s: %v", path, err)
 	}
 	l := &Libraries{NVRTC: &NVRTCAPI{}}
-	if err := bind(l.NVRTC, h, path); err != nil {
+	if err := bind(l.NVRTC, h, path, "too old"); err != nil {
 		t.Fatal(err)
 	}
 	var major, minor, n int32

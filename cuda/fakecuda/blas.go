@@ -137,6 +137,7 @@ func (f *Fake) sgemm(withHandle func(cuda.BLASHandle, func(*blasHandle) cuda.BLA
 				st.ops = append(st.ops, op{gemm: g})
 				return 0
 			}
+			f.awaitAsync(f.streams[bh.stream])
 			f.stats.Gemms++
 			f.execute(op{gemm: g})
 			return 0

@@ -16,7 +16,11 @@
 // image must be for the device's architecture. Work recorded in a graph
 // runs when the graph is launched, with the buffers' values at that time.
 // Counters (Stats) let tests assert how many launches, graph launches,
-// synchronisations and allocations the host code made.
+// synchronisations and allocations the host code made. NCCL is simulated
+// too, over several fake GPUs of one process (NCCLWorld, nccl.go, with
+// the rules it enforces): a collective pending on a stream makes
+// cuStreamQuery answer CUDA_ERROR_NOT_READY, and work launched after it on
+// that stream waits for it.
 package fakecuda
 
 import (
@@ -100,6 +104,9 @@ type Fake struct {
 	failKernelCode cuda.Result
 	stats          Stats
 	faults         []string
+	// nccl is the fake NCCL world of this GPU's communicators, once NCCL
+	// asked for it (nccl.go).
+	nccl *NCCLWorld
 }
 
 type allocation struct {
@@ -113,6 +120,10 @@ type stream struct {
 	thread      int
 	invalidated string
 	ops         []op
+	// async is the fake NCCL's work enqueued on the stream, each closed
+	// when its collective finishes (or is aborted); later work on the
+	// stream waits for it, as a GPU runs a stream in order.
+	async []chan struct{}
 }
 
 // op is one piece of captured work.
@@ -244,9 +255,20 @@ func (f *Fake) FailKernel(name string, code cuda.Result) {
 	f.failKernel, f.failKernelCode = name, code
 }
 
-// Leaks lists what is still allocated or created, for a check after the
-// host code has closed everything.
+// Leaks lists what is still allocated or created, NCCL communicators
+// included, for a check after the host code has closed everything.
 func (f *Fake) Leaks() []string {
+	out := f.leaks()
+	f.mu.Lock()
+	w := f.nccl
+	f.mu.Unlock()
+	if w != nil {
+		out = append(out, w.ncclLeaks(f)...)
+	}
+	return out
+}
+
+func (f *Fake) leaks() []string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	var out []string
@@ -551,6 +573,7 @@ func (f *Fake) driver() *cuda.DriverAPI {
 			return cuda.Success
 		},
 		StreamSynchronize:  f.streamSynchronize,
+		StreamQuery:        f.streamQuery,
 		StreamBeginCapture: f.beginCapture,
 		StreamEndCapture:   f.endCapture,
 		GraphInstantiate: func(exec *cuda.GraphExec, g cuda.Graph, flags uint64) cuda.Result {
@@ -706,6 +729,7 @@ func (f *Fake) copyCheck(s cuda.Stream, async bool, what string) cuda.Result {
 		if r := f.unsafeCall(what); r != 0 {
 			return r
 		}
+		f.awaitAsync(nil)
 		return f.synchronise()
 	}
 	st := f.streams[s]
@@ -716,6 +740,7 @@ func (f *Fake) copyCheck(s cuda.Stream, async bool, what string) cuda.Result {
 		st.invalidated = what + " on a capturing stream (not simulated)"
 		return cuda.ErrorStreamCaptureUnsup
 	}
+	f.awaitAsync(st)
 	return cuda.Success
 }
 
@@ -880,6 +905,7 @@ func (f *Fake) launchKernel(fn cuda.Function, gx, gy, gz, bx, by, bz, shared uin
 		st.ops = append(st.ops, o)
 		return cuda.Success
 	}
+	f.awaitAsync(st)
 	f.stats.Launches++
 	f.execute(o)
 	return cuda.Success
@@ -934,6 +960,7 @@ func (f *Fake) streamSynchronize(s cuda.Stream) cuda.Result {
 		}
 		return cuda.ErrorStreamCaptureUnsup
 	}
+	f.awaitAsync(st)
 	return f.synchronise()
 }
 
@@ -955,6 +982,7 @@ func (f *Fake) beginCapture(s cuda.Stream, mode int32) cuda.Result {
 	if mode < cuda.CaptureModeGlobal || mode > cuda.CaptureModeRelaxed {
 		return cuda.ErrorInvalidValue
 	}
+	f.awaitAsync(st)
 	*st = stream{capturing: true, mode: mode, thread: threadID()}
 	return cuda.Success
 }
@@ -1000,6 +1028,7 @@ func (f *Fake) graphLaunch(exec cuda.GraphExec, s cuda.Stream) cuda.Result {
 	if st != nil && st.capturing {
 		return cuda.ErrorStreamCaptureUnsup // graphs in graphs are not simulated
 	}
+	f.awaitAsync(st)
 	f.stats.GraphLaunches++
 	if len(f.fail) > 0 {
 		code := f.fail[0]
@@ -1025,5 +1054,67 @@ func (f *Fake) destroyGraph(h uintptr, exec bool) cuda.Result {
 		return 400
 	}
 	delete(f.graphs, h)
+	return cuda.Success
+}
+
+// pendingAsync returns the unfinished NCCL work of st, or of every stream
+// when st is nil, dropping what has finished. f.mu is held.
+func (f *Fake) pendingAsync(st *stream) []chan struct{} {
+	var out []chan struct{}
+	for _, x := range f.streams {
+		if st != nil && x != st {
+			continue
+		}
+		live := x.async[:0]
+		for _, c := range x.async {
+			select {
+			case <-c:
+			default:
+				live = append(live, c)
+			}
+		}
+		x.async = live
+		out = append(out, live...)
+	}
+	return out
+}
+
+// awaitAsync waits until the NCCL work enqueued on st (every stream's,
+// for nil) has finished, with the fake unlocked meanwhile: work launched
+// after a collective runs after it, as on a GPU. f.mu is held on entry
+// and on return. (A real launch returns at once and the GPU waits; here
+// the launching thread waits, so a collective that never finishes blocks
+// the launch until it is aborted.)
+func (f *Fake) awaitAsync(st *stream) {
+	for {
+		pending := f.pendingAsync(st)
+		if len(pending) == 0 {
+			return
+		}
+		f.mu.Unlock()
+		for _, c := range pending {
+			<-c
+		}
+		f.mu.Lock()
+	}
+}
+
+func (f *Fake) streamQuery(s cuda.Stream) cuda.Result {
+	defer f.mu.Unlock()
+	if r := f.enter(true); r != 0 {
+		return r
+	}
+	st := f.streams[s]
+	if s != 0 && st == nil {
+		return 400
+	}
+	// A fault shows before pending work: a GPU whose context faulted
+	// reports it to every query, and its collectives never finish.
+	if r := f.synchronise(); r != cuda.Success {
+		return r
+	}
+	if len(f.pendingAsync(st)) > 0 {
+		return cuda.ErrorNotReady
+	}
 	return cuda.Success
 }

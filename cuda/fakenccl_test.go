@@ -1,0 +1,199 @@
+package cuda_test
+
+import (
+	"runtime"
+	"sync"
+	"testing"
+
+	"github.com/mlbuild/mlbuild/cuda"
+	"github.com/mlbuild/mlbuild/cuda/fakecuda"
+)
+
+// fakeGPU is one fake GPU driven directly through its tables, on a
+// locked thread with its context current, so a test can make the calls
+// the Communicator never makes (the fake's rules).
+type fakeGPU struct {
+	f      *fakecuda.Fake
+	libs   *cuda.Libraries
+	stream cuda.Stream
+	buf    cuda.DevicePtr // 64 floats
+}
+
+func newFakeGPU(t *testing.T, w *fakecuda.NCCLWorld) *fakeGPU {
+	t.Helper()
+	g := &fakeGPU{f: fakecuda.New(fakecuda.Options{WorkDir: fakeWorkDir})}
+	g.libs = g.f.Libraries()
+	g.libs.NCCL = g.f.NCCL(w)
+	d := g.libs.Driver
+	var ctx cuda.Context
+	for _, r := range []cuda.Result{d.Init(0), d.DevicePrimaryCtxRetain(&ctx, 0), d.CtxSetCurrent(ctx),
+		d.StreamCreate(&g.stream, 0), d.MemAlloc(&g.buf, 256)} {
+		if r != cuda.Success {
+			t.Fatalf("setting up the fake GPU: CUresult %d", r)
+		}
+	}
+	return g
+}
+
+// onThread runs f on a locked OS thread with g's context current (the
+// fake checks contexts per thread, as CUDA does).
+func (g *fakeGPU) onThread(f func()) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		var ctx cuda.Context
+		g.libs.Driver.DevicePrimaryCtxRetain(&ctx, 0)
+		g.libs.Driver.CtxSetCurrent(ctx)
+		f()
+		g.libs.Driver.DevicePrimaryCtxRelease(0)
+	}()
+	<-done
+}
+
+// TestFakeNCCLRules: each rule the fake's doc comment lists, broken once,
+// with the status NCCL gives.
+func TestFakeNCCLRules(t *testing.T) {
+	w := fakecuda.NewNCCLWorld()
+	defer w.Close()
+	g := newFakeGPU(t, w)
+	n := g.libs.NCCL
+	want := func(what string, got, want cuda.NCCLResult) {
+		t.Helper()
+		if got != want {
+			t.Errorf("%s: %d, want %d", what, got, want)
+		}
+	}
+	var id cuda.NCCLUniqueID
+	want("ncclGetUniqueId", n.GetUniqueID(&id), cuda.NCCLSuccess)
+
+	// No context on the calling thread.
+	done := make(chan cuda.NCCLResult)
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		g.libs.Driver.CtxSetCurrent(0)
+		var c cuda.NCCLComm
+		done <- n.CommInitRank(&c, 1, id, 0)
+	}()
+	want("ncclCommInitRank without a context", <-done, cuda.NCCLUnhandledCudaError)
+
+	g.onThread(func() {
+		var c cuda.NCCLComm
+		want("an id ncclGetUniqueId did not make", n.CommInitRank(&c, 1, cuda.NCCLUniqueID{}, 0), cuda.NCCLInvalidArgument)
+		want("rank out of range", n.CommInitRank(&c, 2, id, 2), cuda.NCCLInvalidArgument)
+		want("a clique of one", n.CommInitRank(&c, 1, id, 0), cuda.NCCLSuccess)
+		var c2 cuda.NCCLComm
+		want("the clique's rank again", n.CommInitRank(&c2, 1, id, 0), cuda.NCCLInvalidUsage)
+
+		p := g.buf
+		want("bf16, which the fake does not sum", n.AllReduce(p, p, 64, cuda.NCCLBfloat16, cuda.NCCLSum, c, g.stream), cuda.NCCLInvalidArgument)
+		want("past the allocation", n.AllReduce(p, p, 65, cuda.NCCLFloat32, cuda.NCCLSum, c, g.stream), cuda.NCCLInvalidArgument)
+		want("an unknown stream", n.AllReduce(p, p, 64, cuda.NCCLFloat32, cuda.NCCLSum, c, g.stream+1), cuda.NCCLInvalidArgument)
+		want("an unknown communicator", n.AllReduce(p, p, 64, cuda.NCCLFloat32, cuda.NCCLSum, c+1, g.stream), cuda.NCCLInvalidArgument)
+		want("ncclGroupEnd without ncclGroupStart", n.GroupEnd(), cuda.NCCLInvalidUsage)
+
+		d := g.libs.Driver
+		want("cuStreamBeginCapture", cuda.NCCLResult(d.StreamBeginCapture(g.stream, cuda.CaptureModeRelaxed)), 0)
+		want("a collective in a capture", n.AllReduce(p, p, 64, cuda.NCCLFloat32, cuda.NCCLSum, c, g.stream), cuda.NCCLInvalidUsage)
+		var graph cuda.Graph
+		d.StreamEndCapture(g.stream, &graph)
+		if graph != 0 {
+			d.GraphDestroy(graph)
+		}
+
+		// A clique of one sums at once; a group launches its calls at its end.
+		want("ncclGroupStart", n.GroupStart(), cuda.NCCLSuccess)
+		want("ncclAllReduce in a group", n.AllReduce(p, p, 64, cuda.NCCLFloat32, cuda.NCCLSum, c, g.stream), cuda.NCCLSuccess)
+		want("ncclGroupEnd", n.GroupEnd(), cuda.NCCLSuccess)
+		if r := d.StreamQuery(g.stream); r != cuda.Success {
+			t.Errorf("cuStreamQuery after a clique of one summed: %d", r)
+		}
+		want("ncclCommDestroy", n.CommDestroy(c), cuda.NCCLSuccess)
+		want("ncclCommDestroy again", n.CommDestroy(c), cuda.NCCLInvalidArgument)
+	})
+	if leaks := g.f.Leaks(); len(leaks) != 3 { // the stream, the buffer, the context
+		t.Errorf("leaks %v, want the test's own stream, allocation and context only", leaks)
+	}
+}
+
+// TestFakeNCCLTwoRanks: a pending collective keeps the stream busy until
+// its peer comes; lengths that differ are an async error; destroying with
+// work pending is refused, and abort releases the stream.
+func TestFakeNCCLTwoRanks(t *testing.T) {
+	w := fakecuda.NewNCCLWorld()
+	defer w.Close()
+	gs := []*fakeGPU{newFakeGPU(t, w), newFakeGPU(t, w)}
+	var id cuda.NCCLUniqueID
+	gs[0].libs.NCCL.GetUniqueID(&id)
+	comms := make([]cuda.NCCLComm, 2)
+	var wg sync.WaitGroup
+	for r, g := range gs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			g.onThread(func() {
+				if res := g.libs.NCCL.CommInitRank(&comms[r], 2, id, int32(r)); res != 0 {
+					t.Errorf("rank %d: ncclCommInitRank: %d", r, res)
+				}
+			})
+		}()
+	}
+	wg.Wait()
+	g0, g1 := gs[0], gs[1]
+	// One round that finishes: its work is done on both streams (and an
+	// abort later must not finish it again).
+	for r, g := range gs {
+		g.onThread(func() {
+			if res := g.libs.NCCL.AllReduce(g.buf, g.buf, 64, cuda.NCCLFloat32, cuda.NCCLSum, comms[r], g.stream); res != 0 {
+				t.Errorf("rank %d: the first round: %d", r, res)
+			}
+		})
+	}
+	for r, g := range gs {
+		g.onThread(func() {
+			if res := g.libs.Driver.StreamQuery(g.stream); res != cuda.Success {
+				t.Errorf("rank %d: cuStreamQuery after a finished round: %d", r, res)
+			}
+		})
+	}
+	g0.onThread(func() {
+		if r := g0.libs.NCCL.AllReduce(g0.buf, g0.buf, 64, cuda.NCCLFloat32, cuda.NCCLSum, comms[0], g0.stream); r != 0 {
+			t.Fatalf("rank 0's all-reduce: %d", r)
+		}
+		if r := g0.libs.Driver.StreamQuery(g0.stream); r != cuda.ErrorNotReady {
+			t.Errorf("cuStreamQuery with the peer missing: %d, want CUDA_ERROR_NOT_READY", r)
+		}
+		if r := g0.libs.NCCL.CommDestroy(comms[0]); r != cuda.NCCLInvalidUsage {
+			t.Errorf("ncclCommDestroy with a collective pending: %d, want ncclInvalidUsage", r)
+		}
+	})
+	g1.onThread(func() {
+		// A different length in the same round: both ranks learn it.
+		g1.libs.NCCL.AllReduce(g1.buf, g1.buf, 32, cuda.NCCLFloat32, cuda.NCCLSum, comms[1], g1.stream)
+	})
+	for r, g := range gs {
+		var async cuda.NCCLResult
+		g.libs.NCCL.CommGetAsyncError(comms[r], &async)
+		if async != cuda.NCCLInvalidUsage {
+			t.Errorf("rank %d: async error %d after lengths that differ, want ncclInvalidUsage", r, async)
+		}
+	}
+	for r, g := range gs {
+		if res := g.libs.NCCL.CommAbort(comms[r]); res != 0 {
+			t.Errorf("rank %d: ncclCommAbort: %d", r, res)
+		}
+		g.onThread(func() {
+			if res := g.libs.Driver.StreamQuery(g.stream); res != cuda.Success {
+				t.Errorf("rank %d: cuStreamQuery after the abort: %d", r, res)
+			}
+		})
+	}
+	// Abort frees: nothing of NCCL is left.
+	for r, g := range gs {
+		if leaks := g.f.Leaks(); len(leaks) != 3 {
+			t.Errorf("rank %d: leaks %v", r, leaks)
+		}
+	}
+}
