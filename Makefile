@@ -20,7 +20,8 @@ TXDATA    := data/text
 # FuzzLoad spends 27 s there on its seeds before it fuzzes, so it gets a
 # token count); the targets that write files per input run fewer:
 # FuzzImageFolder makes a folder of images per input (~400 a second),
-# FuzzCheckpoint writes a checkpoint and runs train's flags per input.
+# FuzzCheckpoint writes a checkpoint and runs train's flags per input,
+# FuzzText a text file (20000 in 20 s alone on this machine).
 # FUZZTIME=N sets every target's count, and `make fuzz-long` runs the
 # deeper budgets.
 FUZZTIME  ?=
@@ -34,6 +35,7 @@ FUZZ_NPZ         ?= $(or $(FUZZTIME),100000x)
 FUZZ_FOLDER      ?= $(or $(FUZZTIME),5000x)
 FUZZ_CKPT        ?= $(or $(FUZZTIME),10000x)
 FUZZ_ONNX        ?= $(or $(FUZZTIME),90000x)
+FUZZ_TEXT        ?= $(or $(FUZZTIME),15000x)
 FUZZTIME_SPEC    ?= $(or $(FUZZTIME),2000x)
 export CGO_ENABLED ?= 0
 
@@ -92,6 +94,7 @@ fuzz:
 	$(GO) test ./rt/app -run '^$$' -fuzz '^FuzzImageFolder$$' -fuzztime $(FUZZ_FOLDER)
 	$(GO) test ./rt/app -run '^$$' -fuzz '^FuzzCheckpoint$$' -fuzztime $(FUZZ_CKPT)
 	$(GO) test ./onnx -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZ_ONNX)
+	$(GO) test ./rt/textdata -run '^$$' -fuzz '^FuzzText$$' -fuzztime $(FUZZ_TEXT)
 	@if grep -q 'func FuzzLoad' spec/*_test.go 2>/dev/null; then \
 		$(GO) test ./spec -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(FUZZTIME_SPEC); \
 	else echo "spec has no FuzzLoad target" >&2; exit 1; fi
