@@ -1,0 +1,130 @@
+package app
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"sort"
+
+	"github.com/mlbuild/mlbuild/rt/textdata"
+)
+
+// TokenModel is the seam between generate and a language model: the
+// generated model of a spec whose input is token ids implements it (the
+// model side of issue #31), and the tests implement it with a bigram
+// table. It is shaped for a KV cache: keep says how many leading ids of
+// ctx are those of the previous call, unchanged, so a model that caches
+// each position's keys and values computes only the positions after
+// them; one without a cache runs its forward pass on all of ctx and
+// ignores keep. keep is 0 on the first call and whenever the window
+// slides (ctx is then the last Context() ids, all moved by one).
+type TokenModel interface {
+	// Context is T, the most ids the model reads.
+	Context() int
+	// NextLogits returns the logits of the token after ctx (1 ≤ len(ctx)
+	// ≤ Context()): one per vocabulary id. The slice may be the model's
+	// buffer, valid until the next call.
+	NextLogits(ctx []int32, keep int) []float32
+}
+
+// Sampling says how generate picks each token from the logits.
+type Sampling struct {
+	// Temperature divides the logits before the softmax; 0 picks the
+	// largest logit (greedy; the lowest id among equals).
+	Temperature float64
+	// TopK keeps the K largest logits (the lower ids among equals at the
+	// edge); 0 keeps them all.
+	TopK int
+}
+
+// pick is the id drawn from logits: the greedy choice at temperature 0,
+// else one of the TopK largest with probability softmax(logit/T) among
+// them, from one draw of rng. scratch is reused between calls.
+func (s Sampling) pick(logits []float32, rng *rand.Rand, scratch *[]int) int32 {
+	if s.Temperature == 0 || s.TopK == 1 {
+		best := 0
+		for i, v := range logits {
+			if v > logits[best] {
+				best = i
+			}
+		}
+		return int32(best)
+	}
+	order := (*scratch)[:0]
+	for i := range logits {
+		order = append(order, i)
+	}
+	*scratch = order
+	if s.TopK > 0 && s.TopK < len(logits) {
+		sort.SliceStable(order, func(a, b int) bool { return logits[order[a]] > logits[order[b]] })
+		order = order[:s.TopK]
+	}
+	mx := math.Inf(-1)
+	for _, i := range order {
+		mx = math.Max(mx, float64(logits[i]))
+	}
+	var sum float64
+	for _, i := range order {
+		sum += math.Exp((float64(logits[i]) - mx) / s.Temperature)
+	}
+	u := rng.Float64() * sum
+	for _, i := range order {
+		u -= math.Exp((float64(logits[i]) - mx) / s.Temperature)
+		if u < 0 {
+			return int32(i)
+		}
+	}
+	return int32(order[len(order)-1]) // rounding left u at 0
+}
+
+// generate writes n tokens after prompt to w, each as soon as it is
+// drawn, and returns the ids it drew. The prompt must be non-empty and
+// its every token in vocab; the model's logits must have one value per
+// vocabulary id.
+func generate(w io.Writer, m TokenModel, vocab *textdata.Vocab, prompt string, n int, s Sampling, seed uint64) ([]int32, error) {
+	if prompt == "" {
+		return nil, usageError{"--prompt is empty: give the text to continue (at least one token)"}
+	}
+	ids, err := vocab.Encode(prompt)
+	if err != nil {
+		return nil, usageError{fmt.Sprintf("--prompt %s: %v; the model knows only the %d tokens of its training text", quoteShort(prompt), err, vocab.Size())}
+	}
+	T := m.Context()
+	rng := rand.New(rand.NewPCG(seed, 0x6d6c6275696c64)) // "mlbuild"
+	var scratch []int
+	var out []int32
+	buf := make([]byte, 0, 8)
+	keep, prev := 0, 0
+	for range n {
+		ctx := ids
+		if len(ctx) > T {
+			ctx = ctx[len(ctx)-T:]
+		}
+		if len(ids) > T { // the window slid: nothing of the last call is where it was
+			keep = 0
+		} else {
+			keep = prev
+		}
+		logits := m.NextLogits(ctx, keep)
+		if len(logits) != vocab.Size() {
+			return out, fmt.Errorf("the model gave %d logits for a vocabulary of %d tokens", len(logits), vocab.Size())
+		}
+		prev = len(ctx)
+		id := s.pick(logits, rng, &scratch)
+		ids = append(ids, id)
+		out = append(out, id)
+		buf = vocab.Token(buf[:0], id)
+		if _, err := w.Write(buf); err != nil {
+			return out, err
+		}
+	}
+	return out, nil
+}
+
+func quoteShort(s string) string {
+	if len(s) > 40 {
+		return fmt.Sprintf("%q… (%d bytes)", s[:40], len(s))
+	}
+	return fmt.Sprintf("%q", s)
+}
