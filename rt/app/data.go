@@ -33,6 +33,9 @@ type dataset struct {
 	// other formats), for what only IDX files have (predict's --limit).
 	images *idx.Images
 	labels *idx.Labels
+	// text is the windows of a text dataset (nil for the other
+	// formats), whose split is by position.
+	text *textSource
 }
 
 func (d *dataset) close() { d.src.close() }
@@ -170,6 +173,9 @@ func openTableTest(meta *Meta, dir string, rec *record) (*dataset, error) {
 
 // split holds out a seeded random fraction of the images for validation.
 func (d *dataset) split(frac float64, seed int64) (train, val []int) {
+	if d.text != nil {
+		return d.text.positionalSplit(d.n, seed)
+	}
 	perm := make([]int, d.n)
 	for i := range perm {
 		perm[i] = i

@@ -80,8 +80,8 @@ func (s Sampling) pick(logits []float32, rng *rand.Rand, scratch *[]int) int32 {
 
 // generate writes n tokens after prompt to w, each as soon as it is
 // drawn, and returns the ids it drew. The prompt must be non-empty and
-// its every token in vocab; the model's logits must have one value per
-// vocabulary id.
+// its every token in vocab; the model's logits must have a value for
+// each vocabulary id.
 func generate(w io.Writer, m TokenModel, vocab *textdata.Vocab, prompt string, n int, s Sampling, seed uint64) ([]int32, error) {
 	if prompt == "" {
 		return nil, usageError{"--prompt is empty: give the text to continue (at least one token)"}
@@ -107,9 +107,12 @@ func generate(w io.Writer, m TokenModel, vocab *textdata.Vocab, prompt string, n
 			keep = prev
 		}
 		logits := m.NextLogits(ctx, keep)
-		if len(logits) != vocab.Size() {
+		if len(logits) < vocab.Size() {
 			return out, fmt.Errorf("the model gave %d logits for a vocabulary of %d tokens", len(logits), vocab.Size())
 		}
+		// ids past the vocabulary (a model wider than its text's
+		// vocabulary) were never a target: they are not drawn.
+		logits = logits[:vocab.Size()]
 		prev = len(ctx)
 		id := s.pick(logits, rng, &scratch)
 		ids = append(ids, id)
@@ -120,6 +123,51 @@ func generate(w io.Writer, m TokenModel, vocab *textdata.Vocab, prompt string, n
 		}
 	}
 	return out, nil
+}
+
+// generateCmd is the generate command (Text's generate).
+func generateCmd(m Model, args []string, stdout, stderr io.Writer) error {
+	meta := m.Meta()
+	flags := newFlags(meta, "generate")
+	weights := flags.String("weights", "", weightsUsage(meta))
+	prompt := flags.String("prompt", "", "the `TEXT` to continue")
+	tokens := flags.Int("tokens", 200, "write `N` tokens after the prompt")
+	temperature := flags.Float64("temperature", 0.8, "divide the logits by `T` before the softmax; 0 takes the most likely token")
+	topK := flags.Int("top-k", 200, "draw from the `K` most likely tokens; 0 draws from all")
+	seed := flags.Uint64("seed", 1, "the random seed `N` of the draws")
+	if err := noOperands(flags, args, stdout); err != nil {
+		return err
+	}
+	if err := weightsRequired(meta, *weights, "generate needs --weights FILE (the output of train)"); err != nil {
+		return err
+	}
+	switch {
+	case *tokens < 0:
+		return usageError{fmt.Sprintf("--tokens %d: want 0 or more", *tokens)}
+	case !(*temperature >= 0) || math.IsInf(*temperature, 0):
+		return usageError{fmt.Sprintf("--temperature %v: want 0 (greedy) or more", *temperature)}
+	case *topK < 0:
+		return usageError{fmt.Sprintf("--top-k %d: want 0 (all) or more", *topK)}
+	}
+	tm, ok := m.(TokenModel)
+	if !ok {
+		return fmt.Errorf("this program's model does not compute next-token logits (a bug in mlbuild: a text model's program should)")
+	}
+	if err := loadWeights(m, *weights); err != nil {
+		return err
+	}
+	vocab, err := recordVocab(meta.rec)
+	if err != nil {
+		return err
+	}
+	if n := meta.vocabCapacity(); vocab.Size() > n {
+		return fmt.Errorf("the weights' vocabulary has %d tokens, but the model has %d ids", vocab.Size(), n)
+	}
+	if _, err := generate(stdout, tm, vocab, *prompt, *tokens, Sampling{Temperature: *temperature, TopK: *topK}, *seed); err != nil {
+		return err
+	}
+	_, err = io.WriteString(stdout, "\n")
+	return err
 }
 
 func quoteShort(s string) string {

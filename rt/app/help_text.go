@@ -19,7 +19,7 @@ func showsSample(meta *Meta) bool { return meta.format() == "idx" }
 func commandsFor(meta *Meta) []commandHelp {
 	var out []commandHelp
 	for _, c := range commands {
-		if c.name == "sample" && !showsSample(meta) {
+		if c.name == "sample" && !showsSample(meta) || c.name == "generate" && meta.generator() == nil {
 			continue
 		}
 		h, _ := helpFor(meta, c.name)
@@ -99,6 +99,8 @@ func (m *Meta) sampleNoun() string {
 		return "img"
 	case "csv":
 		return "rows"
+	case "text":
+		return "windows"
 	}
 	return "samples"
 }

@@ -248,6 +248,9 @@ func trainCmd(m Model, args []string, stdout, stderr io.Writer) (err error) {
 	rep.Quiet = o.quiet
 	rep.NoAccuracy = meta.regression()
 	rep.Rate = meta.sampleNoun() + "/s"
+	if ds.text != nil { // a sample is a window of T tokens
+		rep.Rate, rep.PerSample = "tokens/s", ds.text.T
+	}
 
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)

@@ -1,0 +1,183 @@
+package app
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+
+	"github.com/mlbuild/mlbuild/rt/textdata"
+)
+
+// Text reads a text dataset (rt/textdata): the spec's files joined, a
+// vocabulary of the training split stored with the weights, and random
+// windows of the model's context length. It also carries generate, so
+// that only the programs of text datasets link the sampler and the
+// tokenizer.
+var Text = &Reader{Format: "text", openTrain: openTextTrain, openTest: openTextTest, generate: generateCmd}
+
+// mdVocab is the metadata key of a text dataset's vocabulary
+// (textdata.Vocab's String), written by train beside the weights and
+// required by eval and generate.
+const mdVocab = "mlbuild.text.vocab"
+
+// textSource is the windows of a corpus as samples: sample i < nTrain is
+// a window of the training split, drawn afresh each time from the run's
+// stream (so each epoch sees other windows), and sample nTrain+j the j-th
+// window of the validation split, the same window every time (so that
+// validation losses compare). The inputs are the T token ids of the
+// window as float32 (exact below 2^24) and the labels the T next-token
+// ids, not one-hot rows: width T.
+type textSource struct {
+	c      *textdata.Corpus
+	T      int
+	nTrain int
+	seed   uint64
+	rng    *rand.Rand
+	ids    []int32
+	tg     []int32
+	buf    []byte
+}
+
+func (s *textSource) fill(x, y []float32, idx []int) error {
+	T := s.T
+	for k, i := range idx {
+		split, rng := s.c.Train, s.rng
+		if i >= s.nTrain {
+			split, rng = s.c.Val, rand.New(rand.NewPCG(s.seed, uint64(i)))
+		}
+		if err := s.c.Windows(split, rng, 1, T, s.ids, s.tg, s.buf); err != nil {
+			return err
+		}
+		for j := range T {
+			x[k*T+j] = float32(s.ids[j])
+			y[k*T+j] = float32(s.tg[j])
+		}
+	}
+	return nil
+}
+
+func (s *textSource) close() { s.c.Close() }
+
+// textMode is the spec's token mode, "char" when it names none.
+func (m *Meta) textMode() textdata.Mode {
+	if m.Data.Tokens == "" {
+		return textdata.Chars
+	}
+	return textdata.Mode(m.Data.Tokens)
+}
+
+// vocabCapacity is the number of ids the model has: the last axis of its
+// output (its logits per position).
+func (m *Meta) vocabCapacity() int {
+	if n := len(m.OutputShape); n > 0 {
+		return m.OutputShape[n-1]
+	}
+	return m.Classes
+}
+
+// openText opens the spec's text files in dir with vocab (nil: build it)
+// as samples: one window of T tokens per T tokens of each split.
+func openText(meta *Meta, dir string, vocab *textdata.Vocab) (*dataset, *textSource, error) {
+	T := meta.inputSize()
+	var paths []string
+	for _, f := range meta.Data.Files {
+		paths = append(paths, filepath.Join(dir, f))
+	}
+	c, err := textdata.Open(paths, textdata.Options{Mode: meta.textMode(), Context: T, ValFrac: meta.Data.TestSplit, Vocab: vocab})
+	if err != nil {
+		return nil, nil, err
+	}
+	if n, max := c.Vocab.Size(), meta.vocabCapacity(); n > max {
+		c.Close()
+		return nil, nil, fmt.Errorf("the training text has %d distinct tokens (%s mode), but the model has %d ids (its output's last axis): make the vocabulary of the spec %d or more, or use byte tokens", n, c.Mode, max, n)
+	}
+	src := &textSource{c: c, T: T, nTrain: max(int(c.Train.Tokens)/T, 1), seed: uint64(meta.Defaults.Seed),
+		ids: make([]int32, T), tg: make([]int32, T), buf: make([]byte, c.BufSize(T))}
+	src.rng = rand.New(rand.NewPCG(src.seed, 1))
+	n := src.nTrain
+	if c.Val.Tokens > 0 {
+		n += max(int(c.Val.Tokens)/T, 1)
+	}
+	return &dataset{src: src, n: n, features: T, width: T, text: src}, src, nil
+}
+
+// openTextTrain is Text's openTrain: it builds the vocabulary and records
+// it for the weights.
+func openTextTrain(meta *Meta, dir string, limit int) (*dataset, error) {
+	ds, src, err := openText(meta, dir, nil)
+	if err != nil {
+		return nil, err
+	}
+	if limit > 0 && limit < src.nTrain {
+		nVal := ds.n - src.nTrain
+		src.nTrain = limit
+		ds.n = limit + nVal
+	}
+	meta.rec = &record{vocab: src.c.Vocab.String()}
+	return ds, nil
+}
+
+// openTextTest is Text's openTest: the validation split's windows, read
+// with the vocabulary stored with the weights.
+func openTextTest(meta *Meta, dir string, rec *record) (*dataset, error) {
+	v, err := recordVocab(rec)
+	if err != nil {
+		return nil, err
+	}
+	ds, src, err := openText(meta, dir, v)
+	if err != nil {
+		return nil, err
+	}
+	if src.c.Val.Tokens == 0 {
+		ds.close()
+		return nil, fmt.Errorf("the text dataset holds out no validation split (testSplit is 0): nothing to evaluate")
+	}
+	// only the validation windows: samples nTrain… of the source
+	ds.n -= src.nTrain
+	ds.src = offsetSource{src, src.nTrain}
+	return ds, nil
+}
+
+// offsetSource is a source whose sample i is sample i+off of another.
+type offsetSource struct {
+	textSrc *textSource
+	off     int
+}
+
+func (o offsetSource) fill(x, y []float32, idx []int) error {
+	moved := make([]int, len(idx))
+	for k, i := range idx {
+		moved[k] = i + o.off
+	}
+	return o.textSrc.fill(x, y, moved)
+}
+
+func (o offsetSource) close() { o.textSrc.close() }
+
+// recordVocab is the vocabulary stored with the weights.
+func recordVocab(rec *record) (*textdata.Vocab, error) {
+	if rec == nil || rec.vocab == "" {
+		return nil, fmt.Errorf("the weights carry no vocabulary (metadata %s): train them with this program on the text dataset", mdVocab)
+	}
+	v, err := textdata.ParseVocab(rec.vocab)
+	if err != nil {
+		return nil, fmt.Errorf("the weights' metadata %s: %v", mdVocab, err)
+	}
+	return v, nil
+}
+
+// positionalSplit is split for a text dataset: the training windows and
+// the validation windows of the split by position (the spec's
+// testSplit), whatever --validation-split says; seed seeds the windows.
+func (s *textSource) positionalSplit(n int, seed int64) (train, val []int) {
+	s.seed = uint64(seed)
+	s.rng = rand.New(rand.NewPCG(s.seed, 1))
+	for i := range n {
+		if i < s.nTrain {
+			train = append(train, i)
+		} else {
+			val = append(val, i)
+		}
+	}
+	return train, val
+}
