@@ -17,6 +17,7 @@ func TestReadersFor(t *testing.T) {
 		{"npy", "[]*app.Reader{app.Images, app.NPYArrays, app.CSV, app.NPY, app.IDX}"},
 		{"npz", "[]*app.Reader{app.Images, app.NPYArrays, app.CSV, app.NPZ(npz.Open), app.IDX}"},
 		{"imagefolder", "[]*app.Reader{app.Images, app.NPYArrays, app.ImageFolder, app.IDX}"},
+		{"text", "[]*app.Reader{app.Text}"}, // no predict inputs: generate takes text
 	} {
 		ds := spec.Dataset{Format: c.format}
 		if got := readersFor(ds); got != c.want {
@@ -32,7 +33,7 @@ func TestReadersFor(t *testing.T) {
 		// The image decoders (about 150 KB of a binary) go only into the
 		// programs that read images.
 		wantDecoders := "[image/jpeg image/png]"
-		if c.format == "csv" {
+		if c.format == "csv" || c.format == "text" {
 			wantDecoders = "[]"
 		}
 		if got := fmt.Sprint(readerDecoders(ds)); got != wantDecoders {

@@ -66,6 +66,14 @@ func (m *Meta) textMode() textdata.Mode {
 	return textdata.Mode(m.Data.Tokens)
 }
 
+// outputShape is the per-sample shape of the model's output.
+func (m *Meta) outputShape() []int {
+	if m.OutputShape != nil {
+		return m.OutputShape
+	}
+	return []int{m.Classes}
+}
+
 // vocabCapacity is the number of ids the model has: the last axis of its
 // output (its logits per position).
 func (m *Meta) vocabCapacity() int {
@@ -79,6 +87,9 @@ func (m *Meta) vocabCapacity() int {
 // as samples: one window of T tokens per T tokens of each split.
 func openText(meta *Meta, dir string, vocab *textdata.Vocab) (*dataset, *textSource, error) {
 	T := meta.inputSize()
+	if o := meta.OutputShape; len(o) != 2 || o[0] != T {
+		return nil, nil, fmt.Errorf("a text dataset trains a language model, whose output is [context, vocabulary] for its input of %d token ids; this model's output is %s", T, joinShape(meta.outputShape()))
+	}
 	var paths []string
 	for _, f := range meta.Data.Files {
 		paths = append(paths, filepath.Join(dir, f))

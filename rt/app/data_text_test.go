@@ -102,6 +102,11 @@ func TestTextDataset(t *testing.T) {
 	if _, err := readRecord(meta, "w.safetensors", map[string]string{}); err == nil || !strings.Contains(err.Error(), "w.safetensors holds no mlbuild.text.vocab") {
 		t.Errorf("weights without a vocabulary: %v", err)
 	}
+	notLM := textMeta(T, 64, "a.txt")
+	notLM.OutputShape = nil
+	if _, err := openTrainSet(notLM, dir, 0); err == nil || !strings.Contains(err.Error(), "this model's output is 64") {
+		t.Errorf("a classifier on a text dataset: %v", err)
+	}
 	small := textMeta(T, 8, "a.txt")
 	if _, err := openTrainSet(small, dir, 0); err == nil || !strings.Contains(err.Error(), "but the model has 8 ids") {
 		t.Errorf("a vocabulary larger than the model's: %v", err)
