@@ -2,6 +2,7 @@ package app
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"path/filepath"
 
@@ -191,4 +192,66 @@ func (s *textSource) positionalSplit(n int, seed int64) (train, val []int) {
 		}
 	}
 	return train, val
+}
+
+// evaluateTokens is evaluate for a language model on a text dataset:
+// each sample's output is T rows of logits (one per position, the
+// vocabulary's ids wide) and its labels the T next-token ids; the loss
+// is the mean over positions of softmax cross-entropy, the accuracy the
+// share of positions whose largest logit is the next token. Samples
+// counts windows.
+func evaluateTokens(m Model, ds *dataset, indices []int, meta *Meta) (evalResult, error) {
+	B, T, V := meta.Batch, ds.text.T, meta.vocabCapacity()
+	x := m.InferInput(false)
+	labels := make([]float32, B*T)
+	per := len(x) / B
+	rows := newRowInference(m)
+	loader := newBatchLoader(ds, B)
+	defer loader.stop()
+	loader.start(indices)
+	var lossSum float64
+	correct := 0
+	for start := 0; start < len(indices); start += B {
+		n := min(B, len(indices)-start)
+		if err := loader.next(x[:n*per], labels[:n*T]); err != nil {
+			return evalResult{}, err
+		}
+		out := rows.run(x, n)
+		l, c := tokenLoss(out[:n*T*V], labels[:n*T], V)
+		lossSum += l
+		correct += c
+	}
+	r := evalResult{Samples: len(indices), Correct: correct}
+	if tokens := len(indices) * T; tokens > 0 {
+		r.Accuracy = float64(correct) / float64(tokens)
+		r.Loss = lossSum / float64(tokens)
+	}
+	r.accuracy, r.loss = r.Accuracy, r.Loss
+	return r, nil
+}
+
+// tokenLoss is the summed softmax cross-entropy of rows of V logits
+// against their target ids, and the number of rows whose largest logit
+// is the target.
+func tokenLoss(logits, targets []float32, V int) (float64, int) {
+	var sum float64
+	correct := 0
+	for p, t := range targets {
+		row := logits[p*V : (p+1)*V]
+		best, mx := 0, math.Inf(-1)
+		for i, v := range row {
+			if float64(v) > mx {
+				best, mx = i, float64(v)
+			}
+		}
+		var z float64
+		for _, v := range row {
+			z += math.Exp(float64(v) - mx)
+		}
+		sum += mx + math.Log(z) - float64(row[int(t)])
+		if best == int(t) {
+			correct++
+		}
+	}
+	return sum, correct
 }
