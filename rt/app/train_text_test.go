@@ -29,8 +29,8 @@ func newBigramLM(T, V, B int, files ...string) *bigramLM {
 		ix: make([]float32, B*T), ix1: make([]float32, T), iout: make([]float32, B*T*V), iout1: make([]float32, T*V)}
 	m.meta = Meta{Name: "bigram", SpecFile: "bigram.cue", Backend: "cpu", BuildKey: "test", Version: "v0.0.0-test",
 		InputShape: []int{T}, OutputShape: []int{T, V}, Classes: V, Batch: B, Readers: []*Reader{Text},
-		Params: []ParamMeta{{Name: "table.weight", Shape: []int{V, V}, Offset: 0, Size: V * V, Trainable: true, Init: "zeros", Grad: V * V}},
-		Layers: []LayerMeta{{Name: "input", Op: "input", OutShape: []int{T}}, {Name: "table", Op: "embedding", OutShape: []int{T, V}, Params: V * V}},
+		Params:   []ParamMeta{{Name: "table.weight", Shape: []int{V, V}, Offset: 0, Size: V * V, Trainable: true, Init: "zeros", Grad: V * V}},
+		Layers:   []LayerMeta{{Name: "input", Op: "input", OutShape: []int{T}}, {Name: "table", Op: "embedding", OutShape: []int{T, V}, Params: V * V}},
 		Defaults: Defaults{Loss: "softmax_cross_entropy", Optimizer: "sgd", LR: 20, Schedule: "constant", Epochs: 3, Seed: 5},
 		Data:     DataSpec{Format: "text", Task: "classification", Files: files, Tokens: "char", TestSplit: 0.1}}
 	return m
