@@ -344,6 +344,13 @@ func dataFiles(meta *Meta, train bool) string {
 		}
 		return meta.Defaults.TestImages + ", " + meta.Defaults.TestLabels
 	}
+	if meta.format() == "text" {
+		s := strings.Join(d.Files, ", ")
+		if !train {
+			s += fmt.Sprintf(": the last %g of the text", d.TestSplit)
+		}
+		return s
+	}
 	files := []string{d.Train, d.TrainLabels}
 	if !train && d.Test != "" {
 		files = []string{d.Test, d.TestLabels}

@@ -177,3 +177,24 @@ func TestGenerateCommand(t *testing.T) {
 		t.Errorf("generate in a program of images: exit %d, %s", code, e.String())
 	}
 }
+
+// TestTextHelp: a text model's program lists generate, not predict or
+// sample, and names its files.
+func TestTextHelp(t *testing.T) {
+	m := newBigramLM(8, 32, 4, "moby.txt", "more.txt")
+	var out bytes.Buffer
+	Run(m, []string{"--help"}, &out, &out)
+	if s := out.String(); !strings.Contains(s, "generate") || strings.Contains(s, "predict") || strings.Contains(s, "sample") {
+		t.Errorf("usage of a text model's program:\n%s", s)
+	}
+	out.Reset()
+	Run(m, []string{"info"}, &out, &out)
+	if !strings.Contains(out.String(), "text (moby.txt, more.txt)") {
+		t.Errorf("info:\n%s", out.String())
+	}
+	out.Reset()
+	Run(m, []string{"eval", "--help"}, &out, &out)
+	if !strings.Contains(out.String(), "moby.txt, more.txt: the last 0.1 of the text") {
+		t.Errorf("eval --help:\n%s", out.String())
+	}
+}
