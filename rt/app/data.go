@@ -34,8 +34,10 @@ type dataset struct {
 	images *idx.Images
 	labels *idx.Labels
 	// text is the windows of a text dataset (nil for the other
-	// formats), whose split is by position.
-	text *textSource
+	// formats), whose split is by position. It is an interface, not a
+	// *textSource, so that the programs of other formats do not link
+	// the text reader through this field's type.
+	text windowed
 }
 
 func (d *dataset) close() { d.src.close() }
@@ -52,6 +54,20 @@ func (d *dataset) fill(x, y []float32, idx []int) error {
 		standardize(y[:len(idx)*d.width], d.width, d.rec.tmean, d.rec.tstd)
 	}
 	return nil
+}
+
+// windowed is a text dataset's samples: windows of Tokens() tokens,
+// split by position.
+type windowed interface {
+	// positionalSplit is dataset.split for windows: the training windows
+	// and the validation ones; seed seeds the training windows.
+	positionalSplit(n int, seed int64) (train, val []int)
+	// windowTokens is T, the tokens of a window.
+	windowTokens() int
+	// evaluate is the package's evaluate for these windows, and correct
+	// trainCorrect: methods, so that only text programs link them.
+	evaluate(m Model, ds *dataset, indices []int, meta *Meta) (evalResult, error)
+	correct(meta *Meta, out, labels []float32) int
 }
 
 // idxSource is a pair of IDX files.

@@ -371,10 +371,6 @@ func trainCorrect(meta *Meta, out, labels []float32) int {
 	if meta.regression() {
 		return 0
 	}
-	if meta.format() == "text" { // positions whose largest logit is the next token
-		_, c := tokenLoss(out[:len(labels)*meta.vocabCapacity()], labels, meta.vocabCapacity())
-		return c
-	}
 	return countCorrect(out, labels, meta.Classes)
 }
 

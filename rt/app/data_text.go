@@ -59,6 +59,8 @@ func (s *textSource) fill(x, y []float32, idx []int) error {
 
 func (s *textSource) close() { s.c.Close() }
 
+func (s *textSource) windowTokens() int { return s.T }
+
 // textMode is the spec's token mode, "char" when it names none.
 func (m *Meta) textMode() textdata.Mode {
 	if m.Data.Tokens == "" {
@@ -194,14 +196,22 @@ func (s *textSource) positionalSplit(n int, seed int64) (train, val []int) {
 	return train, val
 }
 
-// evaluateTokens is evaluate for a language model on a text dataset:
+// correct counts the positions of a training batch whose largest logit
+// is the next token.
+func (s *textSource) correct(meta *Meta, out, labels []float32) int {
+	V := meta.vocabCapacity()
+	_, c := tokenLoss(out[:len(labels)*V], labels, V)
+	return c
+}
+
+// evaluate is evaluate for a language model on a text dataset:
 // each sample's output is T rows of logits (one per position, the
 // vocabulary's ids wide) and its labels the T next-token ids; the loss
 // is the mean over positions of softmax cross-entropy, the accuracy the
 // share of positions whose largest logit is the next token. Samples
 // counts windows.
-func evaluateTokens(m Model, ds *dataset, indices []int, meta *Meta) (evalResult, error) {
-	B, T, V := meta.Batch, ds.text.T, meta.vocabCapacity()
+func (s *textSource) evaluate(m Model, ds *dataset, indices []int, meta *Meta) (evalResult, error) {
+	B, T, V := meta.Batch, s.T, meta.vocabCapacity()
 	x := m.InferInput(false)
 	labels := make([]float32, B*T)
 	per := len(x) / B

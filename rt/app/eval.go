@@ -74,7 +74,7 @@ func (r *evalResult) writeJSON(w io.Writer, split string) error {
 // regression, the error measures) and mean loss.
 func evaluate(m Model, ds *dataset, indices []int, meta *Meta) (evalResult, error) {
 	if ds.text != nil {
-		return evaluateTokens(m, ds, indices, meta)
+		return ds.text.evaluate(m, ds, indices, meta)
 	}
 	B, C := meta.Batch, meta.Classes
 	x := m.InferInput(false)

@@ -250,7 +250,7 @@ func trainCmd(m Model, args []string, stdout, stderr io.Writer) (err error) {
 	rep.Rate = meta.sampleNoun() + "/s"
 	perSample := 1 // what accuracy counts in a sample: a window's T tokens
 	if ds.text != nil {
-		perSample = ds.text.T
+		perSample = ds.text.windowTokens()
 		rep.Rate, rep.PerSample = "tokens/s", perSample
 	}
 
@@ -301,7 +301,12 @@ func trainCmd(m Model, args []string, stdout, stderr io.Writer) (err error) {
 			if math.IsNaN(float64(loss)) || math.IsInf(float64(loss), 0) {
 				return divergence(m, snapshot, st, lastGood, epoch, b, loss)
 			}
-			c := trainCorrect(meta, m.TrainOutput(), m.TrainLabels())
+			var c int
+			if ds.text != nil {
+				c = ds.text.correct(meta, m.TrainOutput(), m.TrainLabels())
+			} else {
+				c = trainCorrect(meta, m.TrainOutput(), m.TrainLabels())
+			}
 			sumLoss += float64(loss)
 			correct += c
 			seen += B * perSample
