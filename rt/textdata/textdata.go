@@ -303,10 +303,6 @@ func Open(paths []string, o Options) (*Corpus, error) {
 			c.Close()
 			return nil, fmt.Errorf("%s: %d tokens, fewer than the context length %d plus the one token each window predicts", pt.path, n, o.Context)
 		}
-		if len(seen) > MaxVocab {
-			c.Close()
-			return nil, fmt.Errorf("%s: more than %d distinct characters (the limit of a vocabulary); use byte tokens", pt.path, MaxVocab)
-		}
 	}
 	if c.Val.Start == 0 {
 		c.Val.Start = c.size
@@ -396,7 +392,12 @@ func (c *Corpus) scan(pt *part, cut int64, mode Mode, seen map[rune]bool, train,
 			}
 			*val++
 		} else {
-			seen[r] = true
+			if !seen[r] {
+				if len(seen) == MaxVocab {
+					return n, fmt.Errorf("%s: %s is the training split's %d-th distinct token, over the limit of a vocabulary; use byte tokens", Position{pt.path, line, col, off}, quoteToken(mode, r), MaxVocab+1)
+				}
+				seen[r] = true
+			}
 			*train++
 		}
 		n++

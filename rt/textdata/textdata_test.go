@@ -287,3 +287,26 @@ func TestFilesJoined(t *testing.T) {
 		}
 	}
 }
+
+// TestVocabLimit: a text of more distinct characters than a vocabulary
+// holds is refused at the first one over, before the table grows further.
+func TestVocabLimit(t *testing.T) {
+	var b strings.Builder
+	for r, n := rune(0x4e00), 0; n < MaxVocab+10; r++ {
+		if r >= 0xd800 && r < 0xe000 {
+			continue
+		}
+		b.WriteRune(r)
+		n++
+	}
+	p := write(t, "cjk.txt", b.String())
+	_, err := Open([]string{p}, Options{Mode: Chars, Context: 8})
+	if err == nil || !strings.Contains(err.Error(), "65537-th distinct token") || !strings.Contains(err.Error(), "cjk.txt:1:65537") {
+		t.Errorf("got %v", err)
+	}
+	if c, err := Open([]string{p}, Options{Mode: Bytes, Context: 8}); err != nil {
+		t.Errorf("byte tokens: %v", err)
+	} else {
+		c.Close()
+	}
+}
