@@ -144,16 +144,7 @@ func benchCmd(m Model, args []string, stdout, stderr io.Writer) error {
 	cpu.SetThreads(*threads)
 	initParams(m, 1)
 	rng := cpu.NewRand(7)
-	for _, buf := range [][]float32{m.InferInput(false), m.InferInput(true), m.TrainInput()} {
-		for i := range buf {
-			buf[i] = rng.Float32()
-		}
-	}
-	labels := m.TrainLabels()
-	clear(labels)
-	for r := 0; r < meta.Batch; r++ {
-		labels[r*meta.Classes+rng.Intn(meta.Classes)] = 1
-	}
+	randomBatch(meta, rng, m.TrainLabels(), m.InferInput(false), m.InferInput(true), m.TrainInput())
 	r := benchResult{Model: meta.Name, Backend: meta.Backend, Threads: cpu.Threads(), Batch: meta.Batch, Iterations: *iters}
 	r.InferBatchMS = median(*iters, func() { m.Infer(false) })
 	r.InferOneMS = median(*iters, func() { m.Infer(true) })

@@ -161,3 +161,29 @@ func TestTrainTextEndToEnd(t *testing.T) {
 		t.Errorf("eval on another text: exit %d, %s", code, errs.String())
 	}
 }
+
+// TestBenchAndGradCheckText: bench and the gradient check feed a language
+// model token ids and next-token ids (a one-hot row of V per sample would
+// run past its T labels), and the bigram's gradient matches finite
+// differences.
+func TestBenchAndGradCheckText(t *testing.T) {
+	m := newBigramLM(4, 40, 2, "x.txt")
+	var out bytes.Buffer
+	if code := Run(m, []string{"bench", "--iters", "1"}, &out, &out); code != 0 {
+		t.Fatalf("bench: exit %d\n%s", code, out.String())
+	}
+	for _, id := range m.x {
+		if id != float32(int(id)) || id < 0 || id >= 40 {
+			t.Fatalf("bench's input %v is not a token id", id)
+		}
+	}
+	rows := GradCheck(m)
+	if len(rows) == 0 {
+		t.Fatal("no gradient checked")
+	}
+	for _, r := range rows {
+		if r.Err != nil || r.MaxError > r.Tol {
+			t.Errorf("%s: error %g (tolerance %g) %v", r.Name, r.MaxError, r.Tol, r.Err)
+		}
+	}
+}
