@@ -26,11 +26,12 @@ const mdVocab = "mlbuild.text.vocab"
 // stream (so each epoch sees other windows), and sample nTrain+j the j-th
 // window of the validation split, the same window every time (so that
 // validation losses compare). The inputs are the T token ids of the
-// window as float32 (exact below 2^24) and the labels the T next-token
-// ids, not one-hot rows: width T.
+// window as float32 (exact below 2^24) and the labels the T next tokens
+// one-hot, [T, V] (V the model's logits per position): the layout of a
+// model whose input is token ids (see Meta.OutputShape).
 type textSource struct {
 	c      *textdata.Corpus
-	T      int
+	T, V   int
 	nTrain int
 	seed   uint64
 	rng    *rand.Rand
@@ -49,9 +50,11 @@ func (s *textSource) fill(x, y []float32, idx []int) error {
 		if err := s.c.Windows(split, rng, 1, T, s.ids, s.tg, s.buf); err != nil {
 			return err
 		}
+		row := y[k*T*s.V : (k+1)*T*s.V]
+		clear(row)
 		for j := range T {
 			x[k*T+j] = float32(s.ids[j])
-			y[k*T+j] = float32(s.tg[j])
+			row[j*s.V+int(s.tg[j])] = 1
 		}
 	}
 	return nil
@@ -78,7 +81,8 @@ func (m *Meta) outputShape() []int {
 }
 
 // vocabCapacity is the number of ids the model has: the last axis of its
-// output (its logits per position).
+// output (its logits per position; Classes counts a sample's labels,
+// tokens·ids).
 func (m *Meta) vocabCapacity() int {
 	if n := len(m.OutputShape); n > 0 {
 		return m.OutputShape[n-1]
@@ -105,14 +109,14 @@ func openText(meta *Meta, dir string, vocab *textdata.Vocab) (*dataset, *textSou
 		c.Close()
 		return nil, nil, fmt.Errorf("the training text has %d distinct tokens (%s mode), but the model has %d ids (its output's last axis): make the vocabulary of the spec %d or more, or use byte tokens", n, c.Mode, max, n)
 	}
-	src := &textSource{c: c, T: T, nTrain: max(int(c.Train.Tokens)/T, 1), seed: uint64(meta.Defaults.Seed),
+	src := &textSource{c: c, T: T, V: meta.vocabCapacity(), nTrain: max(int(c.Train.Tokens)/T, 1), seed: uint64(meta.Defaults.Seed),
 		ids: make([]int32, T), tg: make([]int32, T), buf: make([]byte, c.BufSize(T))}
 	src.rng = rand.New(rand.NewPCG(src.seed, 1))
 	n := src.nTrain
 	if c.Val.Tokens > 0 {
 		n += max(int(c.Val.Tokens)/T, 1)
 	}
-	return &dataset{src: src, n: n, features: T, width: T, text: src}, src, nil
+	return &dataset{src: src, n: n, features: T, width: T * src.V, text: src}, src, nil
 }
 
 // openTextTrain is Text's openTrain: it builds the vocabulary and records
@@ -200,7 +204,7 @@ func (s *textSource) positionalSplit(n int, seed int64) (train, val []int) {
 // is the next token.
 func (s *textSource) correct(meta *Meta, out, labels []float32) int {
 	V := meta.vocabCapacity()
-	_, c := tokenLoss(out[:len(labels)*V], labels, V)
+	_, c := tokenLoss(out[:len(labels)], labels, V)
 	return c
 }
 
@@ -213,7 +217,7 @@ func (s *textSource) correct(meta *Meta, out, labels []float32) int {
 func (s *textSource) evaluate(m Model, ds *dataset, indices []int, meta *Meta) (evalResult, error) {
 	B, T, V := meta.Batch, s.T, meta.vocabCapacity()
 	x := m.InferInput(false)
-	labels := make([]float32, B*T)
+	labels := make([]float32, B*T*V)
 	per := len(x) / B
 	rows := newRowInference(m)
 	loader := newBatchLoader(ds, B)
@@ -223,11 +227,11 @@ func (s *textSource) evaluate(m Model, ds *dataset, indices []int, meta *Meta) (
 	correct := 0
 	for start := 0; start < len(indices); start += B {
 		n := min(B, len(indices)-start)
-		if err := loader.next(x[:n*per], labels[:n*T]); err != nil {
+		if err := loader.next(x[:n*per], labels[:n*T*V]); err != nil {
 			return evalResult{}, err
 		}
 		out := rows.run(x, n)
-		l, c := tokenLoss(out[:n*T*V], labels[:n*T], V)
+		l, c := tokenLoss(out[:n*T*V], labels[:n*T*V], V)
 		lossSum += l
 		correct += c
 	}
@@ -241,12 +245,13 @@ func (s *textSource) evaluate(m Model, ds *dataset, indices []int, meta *Meta) (
 }
 
 // tokenLoss is the summed softmax cross-entropy of rows of V logits
-// against their target ids, and the number of rows whose largest logit
-// is the target.
-func tokenLoss(logits, targets []float32, V int) (float64, int) {
+// against their one-hot target rows, and the number of rows whose largest
+// logit is the target.
+func tokenLoss(logits, onehot []float32, V int) (float64, int) {
 	var sum float64
 	correct := 0
-	for p, t := range targets {
+	for p := 0; p*V < len(onehot); p++ {
+		t := argmax(onehot[p*V : (p+1)*V])
 		row := logits[p*V : (p+1)*V]
 		best, mx := 0, math.Inf(-1)
 		for i, v := range row {
@@ -258,10 +263,21 @@ func tokenLoss(logits, targets []float32, V int) (float64, int) {
 		for _, v := range row {
 			z += math.Exp(float64(v) - mx)
 		}
-		sum += mx + math.Log(z) - float64(row[int(t)])
-		if best == int(t) {
+		sum += mx + math.Log(z) - float64(row[t])
+		if best == t {
 			correct++
 		}
 	}
 	return sum, correct
+}
+
+// argmax is the index of the first largest value.
+func argmax(v []float32) int {
+	best := 0
+	for i, x := range v {
+		if x > v[best] {
+			best = i
+		}
+	}
+	return best
 }

@@ -16,7 +16,7 @@ const whaleText = "Call me Ishmael. Some years ago—never mind how long precise
 // textMeta is the Meta of a language model of context T over the files of
 // dir, the last tenth held out.
 func textMeta(T, vocab int, files ...string) *Meta {
-	return &Meta{Name: "gpt", InputShape: []int{T}, OutputShape: []int{T, vocab}, Classes: vocab, Batch: 4, Readers: []*Reader{Text},
+	return &Meta{Name: "gpt", InputShape: []int{T}, OutputShape: []int{T, vocab}, Classes: T * vocab, Batch: 4, Readers: []*Reader{Text},
 		Defaults: Defaults{Loss: "softmax_cross_entropy", Seed: 3},
 		Data:     DataSpec{Format: "text", Task: "classification", Files: files, Tokens: "char", TestSplit: 0.1}}
 }
@@ -50,8 +50,12 @@ func TestTextDataset(t *testing.T) {
 	if len(train) != utf8.RuneCountInString(text[:cut])/T || len(val) != utf8.RuneCountInString(tail)/T || len(train)+len(val) != ds.n {
 		t.Fatalf("%d training and %d validation windows of %d runes", len(train), len(val), runes)
 	}
+	const V = 64
 	window := func(idx []int) []string {
-		x, y := make([]float32, len(idx)*T), make([]float32, len(idx)*T)
+		x, y := make([]float32, len(idx)*T), make([]float32, len(idx)*T*V)
+		for i := range y {
+			y[i] = 7 // fill must clear the rows it writes
+		}
 		if err := ds.fill(x, y, idx); err != nil {
 			t.Fatal(err)
 		}
@@ -60,11 +64,22 @@ func TestTextDataset(t *testing.T) {
 			ids := make([]int32, T+1)
 			for j := range T {
 				ids[j] = int32(x[i*T+j])
-				if j > 0 && y[i*T+j-1] != x[i*T+j] {
-					t.Fatalf("label %d of window %d is %v, not the next input %v", j-1, i, y[i*T+j-1], x[i*T+j])
+				row := y[(i*T+j)*V : (i*T+j+1)*V]
+				var ones, sum float32
+				for _, e := range row {
+					sum += e
+					if e == 1 {
+						ones++
+					}
+				}
+				if ones != 1 || sum != 1 {
+					t.Fatalf("label %d of window %d is not one-hot: %v", j, i, row)
+				}
+				ids[j+1] = int32(argmax(row))
+				if j > 0 && ids[j] != int32(argmax(y[(i*T+j-1)*V:(i*T+j)*V])) {
+					t.Fatalf("label %d of window %d is not the next input %v", j-1, i, x[i*T+j])
 				}
 			}
-			ids[T] = int32(y[i*T+T-1])
 			out = append(out, v.Decode(ids))
 		}
 		return out
@@ -104,7 +119,7 @@ func TestTextDataset(t *testing.T) {
 	}
 	notLM := textMeta(T, 64, "a.txt")
 	notLM.OutputShape = nil
-	if _, err := openTrainSet(notLM, dir, 0); err == nil || !strings.Contains(err.Error(), "this model's output is 64") {
+	if _, err := openTrainSet(notLM, dir, 0); err == nil || !strings.Contains(err.Error(), "this model's output is 768") {
 		t.Errorf("a classifier on a text dataset: %v", err)
 	}
 	small := textMeta(T, 8, "a.txt")

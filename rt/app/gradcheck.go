@@ -32,7 +32,15 @@ func GradCheck(m Model) []SelfTestRow {
 	meta := m.Meta()
 	initParams(m, 1)
 	rng := cpu.NewRand(11)
-	randomBatch(meta, rng, m.TrainLabels(), m.TrainInput())
+	x := m.TrainInput()
+	for i := range x {
+		x[i] = rng.Float32()
+	}
+	labels := m.TrainLabels()
+	clear(labels)
+	for r := 0; r < meta.Batch; r++ {
+		labels[r*meta.Classes+rng.Intn(meta.Classes)] = 1
+	}
 	const seed = 5
 	loss := func() float64 {
 		m.SetRand(seed)
@@ -101,28 +109,3 @@ type descending struct {
 func (d descending) Len() int           { return len(d.index) }
 func (d descending) Less(a, b int) bool { return d.key(d.index[a]) > d.key(d.index[b]) }
 func (d descending) Swap(a, b int)      { d.index[a], d.index[b] = d.index[b], d.index[a] }
-
-// randomBatch fills inputs with random values in [0, 1) and labels with
-// a random one-hot row per sample: the batch of bench and the gradient
-// check. A language model's (a text dataset's) inputs are random token
-// ids instead, and its labels random next-token ids, one per position.
-func randomBatch(meta *Meta, rng *cpu.Rand, labels []float32, inputs ...[]float32) {
-	if meta.format() == "text" {
-		V := meta.vocabCapacity()
-		for _, buf := range append(inputs, labels) {
-			for i := range buf {
-				buf[i] = float32(rng.Intn(V))
-			}
-		}
-		return
-	}
-	for _, buf := range inputs {
-		for i := range buf {
-			buf[i] = rng.Float32()
-		}
-	}
-	clear(labels)
-	for r := 0; r < meta.Batch; r++ {
-		labels[r*meta.Classes+rng.Intn(meta.Classes)] = 1
-	}
-}

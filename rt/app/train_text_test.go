@@ -25,10 +25,10 @@ type bigramLM struct {
 
 func newBigramLM(T, V, B int, files ...string) *bigramLM {
 	m := &bigramLM{T: T, V: V, B: B, state: make([]float32, 2*V*V),
-		x: make([]float32, B*T), y: make([]float32, B*T), out: make([]float32, B*T*V),
+		x: make([]float32, B*T), y: make([]float32, B*T*V), out: make([]float32, B*T*V),
 		ix: make([]float32, B*T), ix1: make([]float32, T), iout: make([]float32, B*T*V), iout1: make([]float32, T*V)}
 	m.meta = Meta{Name: "bigram", SpecFile: "bigram.cue", Backend: "cpu", BuildKey: "test", Version: "v0.0.0-test",
-		InputShape: []int{T}, OutputShape: []int{T, V}, Classes: V, Batch: B, Readers: []*Reader{Text},
+		InputShape: []int{T}, OutputShape: []int{T, V}, Classes: T * V, Batch: B, Readers: []*Reader{Text},
 		Params:   []ParamMeta{{Name: "table.weight", Shape: []int{V, V}, Offset: 0, Size: V * V, Trainable: true, Init: "zeros", Grad: V * V}},
 		Layers:   []LayerMeta{{Name: "input", Op: "input", OutShape: []int{T}}, {Name: "table", Op: "embedding", OutShape: []int{T, V}, Params: V * V}},
 		Defaults: Defaults{Loss: "softmax_cross_entropy", Optimizer: "sgd", LR: 20, Schedule: "constant", Epochs: 3, Seed: 5},
@@ -73,14 +73,16 @@ func (m *bigramLM) Gradients() float32 {
 	var loss float64
 	for p, id := range m.x {
 		prob := softmax64(m.out[p*m.V : (p+1)*m.V])
-		t := int(m.y[p])
-		loss -= math.Log(prob[t])
-		for c := range prob {
-			d := prob[c]
-			if c == t {
-				d--
+		target := m.y[p*m.V : (p+1)*m.V] // one-hot (bench and gradcheck: any weights)
+		var mass float64
+		for c, w := range target {
+			if w != 0 {
+				loss -= float64(w) * math.Log(prob[c])
+				mass += float64(w)
 			}
-			g[int(id)*m.V+c] += float32(d / n)
+		}
+		for c := range prob {
+			g[int(id)*m.V+c] += float32((prob[c]*mass - float64(target[c])) / n)
 		}
 	}
 	return float32(loss / n)
