@@ -10,10 +10,11 @@ import (
 	"github.com/mlbuild/mlbuild/rt/textdata"
 )
 
-// TokenModel is the seam between generate and a language model: the
-// generated model of a spec whose input is token ids implements it (the
-// model side of issue #31), and the tests implement it with a bigram
-// table. It is shaped for a KV cache: keep says how many leading ids of
+// TokenModel is the seam between generate and a language model. A
+// generated model that does not implement it is run through
+// causalWindow (its batch-1 inference plan, a whole forward pass per
+// token); one that keeps a KV cache implements it to compute only the new
+// positions; the tests implement it with a bigram table. It is shaped for a KV cache: keep says how many leading ids of
 // ctx are those of the previous call, unchanged, so a model that caches
 // each position's keys and values computes only the positions after
 // them; one without a cache runs its forward pass on all of ctx and
@@ -151,7 +152,11 @@ func generateCmd(m Model, args []string, stdout, stderr io.Writer) error {
 	}
 	tm, ok := m.(TokenModel)
 	if !ok {
-		return fmt.Errorf("this program's model does not compute next-token logits (a bug in mlbuild: a text model's program should)")
+		o := meta.OutputShape
+		if len(o) != 2 || o[0] != meta.inputSize() {
+			return fmt.Errorf("generate needs a language model, whose output is [context, vocabulary]; this model's output is %s", joinShape(meta.outputShape()))
+		}
+		tm = &causalWindow{m: m, T: o[0], V: o[1]}
 	}
 	if err := loadWeights(m, *weights); err != nil {
 		return err
@@ -168,6 +173,31 @@ func generateCmd(m Model, args []string, stdout, stderr io.Writer) error {
 	}
 	_, err = io.WriteString(stdout, "\n")
 	return err
+}
+
+// causalWindow is the TokenModel of a Model without a cache: it runs the
+// batch-1 inference plan on the context, placed at positions 0 to
+// len(ctx)−1 with id 0 after it, and returns the logits of position
+// len(ctx)−1. That holds for a causal model (a position's logits depend
+// on the ids up to it, as a GPT's masked attention makes them), whatever
+// fills the positions after it. It ignores keep: each token costs a
+// whole forward pass over T positions, where a KV cache would compute one.
+type causalWindow struct {
+	m    Model
+	T, V int
+}
+
+func (c *causalWindow) Context() int { return c.T }
+
+func (c *causalWindow) NextLogits(ctx []int32, _ int) []float32 {
+	in := c.m.InferInput(true)
+	clear(in)
+	for i, id := range ctx {
+		in[i] = float32(id)
+	}
+	out := c.m.Infer(true)
+	p := len(ctx) - 1
+	return out[p*c.V : (p+1)*c.V]
 }
 
 func quoteShort(s string) string {

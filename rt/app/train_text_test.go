@@ -189,3 +189,37 @@ func TestBenchAndGradCheckText(t *testing.T) {
 		}
 	}
 }
+
+// plainLM is a bigramLM seen only as a Model: generate then runs it
+// through causalWindow, its inference plan, instead of its NextLogits.
+type plainLM struct{ Model }
+
+// TestGenerateThroughInference: generate on a model that is not a
+// TokenModel (a generated GPT's program) runs its batch-1 inference plan
+// per token, and draws the same text as from the model's own NextLogits
+// (the bigram's logits at the last position are its table's row).
+func TestGenerateThroughInference(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "moby.txt"), []byte(strings.Repeat(whaleText, 30)), 0o644)
+	m := newBigramLM(16, 48, 8, "moby.txt")
+	w := filepath.Join(dir, "w.safetensors")
+	var out, errs bytes.Buffer
+	if code := Run(m, []string{"train", "--data", dir, "--out", w, "--quiet"}, &out, &errs); code != 0 {
+		t.Fatalf("train: exit %d\n%s", code, errs.String())
+	}
+	gen := func(model Model) string {
+		var o, e bytes.Buffer
+		args := []string{"generate", "--weights", w, "--prompt", "Call me Ishmael. Some", "--tokens", "50", "--seed", "9", "--top-k", "5"}
+		if code := Run(model, args, &o, &e); code != 0 {
+			t.Fatalf("generate: exit %d\n%s", code, e.String())
+		}
+		return o.String()
+	}
+	direct, viaInfer := gen(m), gen(plainLM{m})
+	if direct != viaInfer || len(direct) < 50 {
+		t.Errorf("NextLogits wrote %q, the inference plan %q", direct, viaInfer)
+	}
+	if _, ok := Model(plainLM{m}).(TokenModel); ok {
+		t.Fatal("plainLM is a TokenModel: the test runs nothing new")
+	}
+}
