@@ -2,6 +2,7 @@ package emit
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/mlbuild/mlbuild/spec"
@@ -38,6 +39,19 @@ func TestReadersFor(t *testing.T) {
 		}
 		if got := fmt.Sprint(readerDecoders(ds)); got != wantDecoders {
 			t.Errorf("format %q: decoders %s, want %s", c.format, got, wantDecoders)
+		}
+	}
+}
+
+// TestTextDataSpec: a text dataset's files and token mode reach the
+// program's DataSpec, and its held-out fraction its TestSplit.
+func TestTextDataSpec(t *testing.T) {
+	g := &mainFile{}
+	g.renderDataSpec(spec.Dataset{Format: "text", Task: "classification", Files: []string{"moby-dick.txt", "a\"b.txt"}, Tokens: "byte", TestSplit: 0.1})
+	got := g.buf.String()
+	for _, want := range []string{`Format: "text"`, `Files: []string{"moby-dick.txt", "a\"b.txt"}, Tokens: "byte",`, "TestSplit: 0.1,"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("DataSpec lacks %s:\n%s", want, got)
 		}
 	}
 }
