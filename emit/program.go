@@ -207,6 +207,13 @@ func (g *mainFile) renderDataSpec(ds spec.Dataset) {
 	if n := ds.Normalize; n != nil {
 		g.p("Normalize: true, NormalizeFit: %v, NormalizeMean: %s, NormalizeStd: %s,", n.Fit, floats64(n.Mean), floats64(n.Std))
 	}
+	if ds.Format == "text" {
+		files := make([]string, len(ds.Files))
+		for i, f := range ds.Files {
+			files[i] = quote(f)
+		}
+		g.p("Files: []string{%s}, Tokens: %s,", strings.Join(files, ", "), quote(ds.Tokens))
+	}
 	if ds.Format == "npz" {
 		g.p("FeaturesArray: %s, LabelsArray: %s,", quote(ds.Arrays.Features), quote(ds.Arrays.Labels))
 	}

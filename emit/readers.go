@@ -42,6 +42,7 @@ var dataReaders = []dataReader{
 	{value: "app.NPY", dataset: "npy"},
 	{value: "app.NPZ(npz.Open)", imports: "npz", dataset: "npz"}, // archive/zip only where needed
 	{value: "app.ImageFolder", decoders: imageDecoders, dataset: "imagefolder"},
+	{value: "app.Text", dataset: "text"},    // also generate, and the tokenizer
 	{value: "app.IDXFiles", dataset: "idx"}, // also a spec's without a dataset block (eval --images)
 	{value: "app.IDX", inputsFor: []string{"", "idx", "imagefolder", "npy", "npz"}},
 }

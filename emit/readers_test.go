@@ -2,6 +2,7 @@ package emit
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/mlbuild/mlbuild/spec"
@@ -17,6 +18,7 @@ func TestReadersFor(t *testing.T) {
 		{"npy", "[]*app.Reader{app.Images, app.NPYArrays, app.CSV, app.NPY, app.IDX}"},
 		{"npz", "[]*app.Reader{app.Images, app.NPYArrays, app.CSV, app.NPZ(npz.Open), app.IDX}"},
 		{"imagefolder", "[]*app.Reader{app.Images, app.NPYArrays, app.ImageFolder, app.IDX}"},
+		{"text", "[]*app.Reader{app.Text}"}, // no predict inputs: generate takes text
 	} {
 		ds := spec.Dataset{Format: c.format}
 		if got := readersFor(ds); got != c.want {
@@ -32,11 +34,24 @@ func TestReadersFor(t *testing.T) {
 		// The image decoders (about 150 KB of a binary) go only into the
 		// programs that read images.
 		wantDecoders := "[image/jpeg image/png]"
-		if c.format == "csv" {
+		if c.format == "csv" || c.format == "text" {
 			wantDecoders = "[]"
 		}
 		if got := fmt.Sprint(readerDecoders(ds)); got != wantDecoders {
 			t.Errorf("format %q: decoders %s, want %s", c.format, got, wantDecoders)
+		}
+	}
+}
+
+// TestTextDataSpec: a text dataset's files and token mode reach the
+// program's DataSpec, and its held-out fraction its TestSplit.
+func TestTextDataSpec(t *testing.T) {
+	g := &mainFile{}
+	g.renderDataSpec(spec.Dataset{Format: "text", Task: "classification", Files: []string{"moby-dick.txt", "a\"b.txt"}, Tokens: "byte", TestSplit: 0.1})
+	got := g.buf.String()
+	for _, want := range []string{`Format: "text"`, `Files: []string{"moby-dick.txt", "a\"b.txt"}, Tokens: "byte",`, "TestSplit: 0.1,"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("DataSpec lacks %s:\n%s", want, got)
 		}
 	}
 }

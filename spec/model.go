@@ -161,6 +161,11 @@ type Dataset struct {
 	Train     string  `json:"train,omitempty"`
 	Test      string  `json:"test,omitempty"`
 	TestSplit float64 `json:"testSplit,omitempty"`
+	// Files are a text dataset's files, joined in order, and Tokens its
+	// token mode ("char" or "byte"); TestSplit is then the fraction of the
+	// text at its end that is the validation split.
+	Files  []string `json:"files,omitempty"`
+	Tokens string   `json:"tokens,omitempty"`
 	// Arrays names the features and labels arrays of an npz archive.
 	Arrays struct {
 		Features string `json:"features,omitempty"`

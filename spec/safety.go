@@ -56,6 +56,12 @@ func CheckSafety(m *Model) error {
 			}
 		}
 	}
+	if d.Format == "text" {
+		files = files[:0]
+		for _, f := range d.Files {
+			files = append(files, struct{ field, value string }{"files", f})
+		}
+	}
 	for _, f := range files {
 		if d.Format == "" && f.value == "" {
 			continue // no dataset section

@@ -219,6 +219,20 @@ schema.#Spec & {
 	if err != nil {
 		t.Fatal(err)
 	}
+	text, err := LoadBytes("text.cue", []byte(`package p
+import "github.com/mlbuild/mlbuild/schema"
+schema.#Spec & {
+	name: "m"
+	model: {input: [16], layers: [{op: "dense", units: 65}]}
+	training: {optimizer: {kind: "adam", lr: 1e-3}, epochs: 1, batchSize: 8}
+	dataset: {format: "text", files: ["a.txt", "c.txt"], classes: 65}
+}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := text.Dataset; d.Format != "text" || fmt.Sprint(d.Files) != "[a.txt c.txt]" || d.Tokens != "char" || d.TestSplit != 0.1 || d.Task != "classification" || d.Classes != 65 {
+		t.Errorf("text dataset decoded as %+v", d)
+	}
 	if n := given.Dataset.Normalize; n == nil || n.Fit || fmt.Sprint(n.Mean, n.Std) != "[0.485 0.456 0.406] [0.229 0.224 0.225]" || !given.Dataset.Resize {
 		t.Errorf("given normalisation decoded as %+v", n)
 	}

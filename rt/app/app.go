@@ -224,6 +224,12 @@ func Run(m Model, args []string, stdout, stderr io.Writer) (code int) {
 		err = versionCmd(m, args[1:], stdout)
 	case "sample":
 		err = sampleCmd(m, args[1:], stdout)
+	case "generate":
+		if gen := m.Meta().generator(); gen != nil {
+			err = gen(m, args[1:], stdout, stderr)
+		} else {
+			err = usageError{fmt.Sprintf("generate writes text, but this program's dataset is not text; commands: %s", commandNames(m.Meta()))}
+		}
 	default:
 		err = usageError{fmt.Sprintf("unknown command %q; commands: %s\nRun '%s --help' for usage.", args[0], commandNames(m.Meta()), prog)}
 	}

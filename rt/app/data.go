@@ -33,6 +33,11 @@ type dataset struct {
 	// other formats), for what only IDX files have (predict's --limit).
 	images *idx.Images
 	labels *idx.Labels
+	// text is the windows of a text dataset (nil for the other
+	// formats), whose split is by position. It is an interface, not a
+	// *textSource, so that the programs of other formats do not link
+	// the text reader through this field's type.
+	text windowed
 }
 
 func (d *dataset) close() { d.src.close() }
@@ -49,6 +54,20 @@ func (d *dataset) fill(x, y []float32, idx []int) error {
 		standardize(y[:len(idx)*d.width], d.width, d.rec.tmean, d.rec.tstd)
 	}
 	return nil
+}
+
+// windowed is a text dataset's samples: windows of Tokens() tokens,
+// split by position.
+type windowed interface {
+	// positionalSplit is dataset.split for windows: the training windows
+	// and the validation ones; seed seeds the training windows.
+	positionalSplit(n int, seed int64) (train, val []int)
+	// windowTokens is T, the tokens of a window.
+	windowTokens() int
+	// evaluate is the package's evaluate for these windows, and correct
+	// trainCorrect: methods, so that only text programs link them.
+	evaluate(m Model, ds *dataset, indices []int, meta *Meta) (evalResult, error)
+	correct(meta *Meta, out, labels []float32) int
 }
 
 // idxSource is a pair of IDX files.
@@ -170,6 +189,9 @@ func openTableTest(meta *Meta, dir string, rec *record) (*dataset, error) {
 
 // split holds out a seeded random fraction of the images for validation.
 func (d *dataset) split(frac float64, seed int64) (train, val []int) {
+	if d.text != nil {
+		return d.text.positionalSplit(d.n, seed)
+	}
 	perm := make([]int, d.n)
 	for i := range perm {
 		perm[i] = i

@@ -16,7 +16,7 @@ import (
 // file is laid out, what the labels mean and what preprocessing training
 // fits. The zero value means IDX, classification, no preprocessing.
 type DataSpec struct {
-	Format             string // "csv", "npy", "npz" or "imagefolder"; "" or "idx" for IDX files
+	Format             string // "csv", "npy", "npz", "imagefolder" or "text"; "" or "idx" for IDX files
 	Task               string // "classification" or "regression"
 	Train, TrainLabels string
 	Test, TestLabels   string
@@ -36,8 +36,13 @@ type DataSpec struct {
 	NormalizeMean, NormalizeStd []float64
 	// FeaturesArray and LabelsArray name the arrays of an npz archive.
 	FeaturesArray, LabelsArray string
-	Standardize                bool // per-feature standardisation of the inputs
-	StandardizeTargets         bool // regression: standardised targets
+	// Files are a text dataset's files, joined in order, and Tokens its
+	// token mode ("char" or "byte"); TestSplit is then the fraction at
+	// the text's end that is the validation split.
+	Files              []string
+	Tokens             string
+	Standardize        bool // per-feature standardisation of the inputs
+	StandardizeTargets bool // regression: standardised targets
 	// SkipBadImages (train's --skip-bad-images) leaves out, with a
 	// warning on Warn for each, the files of an image folder whose header
 	// cannot be read or whose size does not fit; otherwise they are
@@ -106,6 +111,7 @@ type record struct {
 	cmean, cstd []float32 // per image channel; nil without normalisation
 	tmean, tstd []float32 // per regression target; nil without
 	classNames  []string  // string classes in index order; nil for integer labels
+	vocab       string    // a text dataset's vocabulary (textdata.Vocab's String); "" for the others
 }
 
 // Metadata keys of a record.
@@ -140,6 +146,9 @@ func (r *record) metadata(md map[string]string) {
 	put(mdTargetStd, r.tstd)
 	put(mdChanMean, r.cmean)
 	put(mdChanStd, r.cstd)
+	if r.vocab != "" {
+		md[mdVocab] = r.vocab
+	}
 	if r.classNames != nil {
 		j := jsontext.NewWriter("")
 		j.Strings(r.classNames)
@@ -210,6 +219,11 @@ func readRecord(meta *Meta, path string, md map[string]string) (*record, error) 
 			return nil, fmt.Errorf("%s: metadata %s is %.60q; want a list of at most %d class names", path, mdClasses, s, meta.Classes)
 		}
 		r.classNames = names
+	}
+	if d.Format == "text" {
+		if r.vocab = md[mdVocab]; r.vocab == "" {
+			return nil, fmt.Errorf("%s holds no %s: a text model's weights must carry the vocabulary of the text they were trained on (train them with this program)", path, mdVocab)
+		}
 	}
 	return r, nil
 }
@@ -329,6 +343,13 @@ func dataFiles(meta *Meta, train bool) string {
 			return meta.Defaults.TrainImages + ", " + meta.Defaults.TrainLabels
 		}
 		return meta.Defaults.TestImages + ", " + meta.Defaults.TestLabels
+	}
+	if meta.format() == "text" {
+		s := strings.Join(d.Files, ", ")
+		if !train {
+			s += fmt.Sprintf(": the last %g of the text", d.TestSplit)
+		}
+		return s
 	}
 	files := []string{d.Train, d.TrainLabels}
 	if !train && d.Test != "" {

@@ -73,6 +73,9 @@ func (r *evalResult) writeJSON(w io.Writer, split string) error {
 // over the samples named by indices and returns accuracy (or, for
 // regression, the error measures) and mean loss.
 func evaluate(m Model, ds *dataset, indices []int, meta *Meta) (evalResult, error) {
+	if ds.text != nil {
+		return ds.text.evaluate(m, ds, indices, meta)
+	}
 	B, C := meta.Batch, meta.Classes
 	x := m.InferInput(false)
 	labels := make([]float32, B*C)

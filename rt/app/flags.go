@@ -75,6 +75,17 @@ training files) to OUT, a PNG file (a PGM file when OUT ends in .pgm), and
 prints its label: an input for predict.`,
 		examples: `sample --data data/mnist --index 0 digit.png
 predict --weights NAME.safetensors digit.png`},
+	{name: "generate", required: "--weights FILE --prompt TEXT",
+		summary: "continue a prompt with text the model writes, token by token",
+		long: `Generate continues --prompt with --tokens tokens, each drawn from the
+model's next-token distribution and written to stdout as soon as it is
+drawn: the --top-k most likely tokens (0: all), their logits divided by
+--temperature (0: always the most likely token). --seed makes the text
+repeatable. The prompt's characters must all be in the vocabulary that
+training stored with the weights; the model reads at most its context
+length of the last tokens.`,
+		examples: `generate --weights NAME.safetensors --prompt "Call me" --tokens 500
+generate --weights NAME.safetensors --prompt "Call me" --temperature 0`},
 	{name: "bench", summary: "forward latency and throughput, and training-step time",
 		long:     `Bench times the inference plan at the spec's batch size and at batch 1, and one training step, on random data.`,
 		examples: `bench --json`},

@@ -9,7 +9,9 @@ import (
 // The texts of `commands` are written for the spec of most programs: IDX
 // files in data/mnist, classes to predict. helpFor rewrites them in the
 // words of a program's own dataset and task, and hides `sample` (which
-// writes an image of IDX files) from a program of another dataset.
+// writes an image of IDX files) from a program of another dataset, and
+// predict (which takes files of samples) from a text model's, whose
+// command is generate.
 
 // showsSample reports whether the program has the sample command: its
 // dataset is IDX files.
@@ -19,7 +21,7 @@ func showsSample(meta *Meta) bool { return meta.format() == "idx" }
 func commandsFor(meta *Meta) []commandHelp {
 	var out []commandHelp
 	for _, c := range commands {
-		if c.name == "sample" && !showsSample(meta) {
+		if c.name == "sample" && !showsSample(meta) || c.name == "generate" && meta.generator() == nil || c.name == "predict" && meta.format() == "text" {
 			continue
 		}
 		h, _ := helpFor(meta, c.name)
@@ -99,6 +101,8 @@ func (m *Meta) sampleNoun() string {
 		return "img"
 	case "csv":
 		return "rows"
+	case "text":
+		return "windows"
 	}
 	return "samples"
 }

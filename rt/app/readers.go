@@ -3,6 +3,7 @@ package app
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"path/filepath"
 	"strings"
 
@@ -51,6 +52,10 @@ type Reader struct {
 	// Defaults' file names or eval's --images and --labels, and the images
 	// that sample writes out.
 	pair func(imagesPath, labelsPath string) (*idx.Images, *idx.Labels, error)
+	// generate is the generate command of a text dataset's programs
+	// (Text's), so that no other program links the tokenizer and the
+	// sampler.
+	generate func(m Model, args []string, stdout, stderr io.Writer) error
 }
 
 // The readers a program may list. Their order in Meta.Readers is the
@@ -128,6 +133,17 @@ func (m *Meta) datasetReader() (*Reader, error) {
 		}
 	}
 	return nil, fmt.Errorf("data format %q is not supported by this program", m.format())
+}
+
+// generator is the generate command of the program's reader that has
+// one, nil for none.
+func (m *Meta) generator() func(Model, []string, io.Writer, io.Writer) error {
+	for _, r := range m.Readers {
+		if r.generate != nil {
+			return r.generate
+		}
+	}
+	return nil
 }
 
 // idxPair opens a pair of IDX files with the program's IDX reader, or

@@ -52,6 +52,9 @@ func residentModel(m Model, ds *dataset, classes int) (Resident, error) {
 	if !ok || os.Getenv("MLBUILD_HOST_FED") == "1" {
 		return nil, nil
 	}
+	if ds.text != nil { // windows are drawn afresh each time: fed from the host
+		return nil, nil
+	}
 	meta := m.Meta()
 	n := ds.n
 	inW := ds.features

@@ -248,6 +248,11 @@ func trainCmd(m Model, args []string, stdout, stderr io.Writer) (err error) {
 	rep.Quiet = o.quiet
 	rep.NoAccuracy = meta.regression()
 	rep.Rate = meta.sampleNoun() + "/s"
+	perSample := 1 // what accuracy counts in a sample: a window's T tokens
+	if ds.text != nil {
+		perSample = ds.text.windowTokens()
+		rep.Rate, rep.PerSample = "tokens/s", perSample
+	}
 
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
@@ -296,13 +301,18 @@ func trainCmd(m Model, args []string, stdout, stderr io.Writer) (err error) {
 			if math.IsNaN(float64(loss)) || math.IsInf(float64(loss), 0) {
 				return divergence(m, snapshot, st, lastGood, epoch, b, loss)
 			}
-			c := trainCorrect(meta, m.TrainOutput(), m.TrainLabels())
+			var c int
+			if ds.text != nil {
+				c = ds.text.correct(meta, m.TrainOutput(), m.TrainLabels())
+			} else {
+				c = trainCorrect(meta, m.TrainOutput(), m.TrainLabels())
+			}
 			sumLoss += float64(loss)
 			correct += c
-			seen += B
+			seen += B * perSample
 			rep.Step(b+1, sumLoss/float64(b+1-st.batch), float64(correct)/float64(seen))
 			if metrics != nil {
-				metrics.Write(progress.Event{Event: "step", Epoch: epoch + 1, Step: st.step, Loss: float64(loss), Acc: float64(c) / float64(B), LR: float64(lr)})
+				metrics.Write(progress.Event{Event: "step", Epoch: epoch + 1, Step: st.step, Loss: float64(loss), Acc: float64(c) / float64(B*perSample), LR: float64(lr)})
 			}
 			select {
 			case <-sigs:

@@ -50,8 +50,12 @@ type Reporter struct {
 	// batch, such as an image folder, can be what limits a run).
 	Data func() (bytes int64, waited time.Duration)
 	// Rate is the unit of the throughput in the lines; "" is "img/s".
-	// A run on rows of a table says "rows/s", on arrays "samples/s".
+	// A run on rows of a table says "rows/s", on arrays "samples/s", on
+	// windows of text "tokens/s".
 	Rate string
+	// PerSample is how many of Rate's units one sample is (the tokens
+	// of a window of text); 0 is 1.
+	PerSample int
 
 	w             io.Writer
 	epochs        int
@@ -183,7 +187,7 @@ func (r *Reporter) imagesPerSec() float64 {
 	if d <= 0 {
 		return 0
 	}
-	return float64(r.epochSteps*r.batch) / d
+	return float64(r.epochSteps*r.batch*max(r.PerSample, 1)) / d
 }
 
 // timeLeft estimates the rest of the run from the mean time per step so far.

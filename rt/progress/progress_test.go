@@ -291,3 +291,23 @@ func TestReporterRateUnit(t *testing.T) {
 		t.Errorf("the lines of a run in rows/s:\n%s", got)
 	}
 }
+
+// TestReporterTokens: a run on windows of text counts PerSample tokens a
+// sample: 2 steps of 10 windows of 64 tokens in 2 s are 640 tokens/s.
+func TestReporterTokens(t *testing.T) {
+	var buf bytes.Buffer
+	r := NewReporter(&buf, 1, 2, 10)
+	r.Every = 2
+	r.NoAccuracy = true
+	r.Rate, r.PerSample = "tokens/s", 64
+	r.Now = fakeClock(time.Second)
+	r.StartEpoch(1)
+	r.Step(1, 1, 0)
+	r.Step(2, 0.5, 0)
+	r.EndEpoch(Event{Loss: 0.5, ValLoss: 0.25})
+	want := "epoch 1/1 step 2/2 loss 0.5 640 tokens/s elapsed 2.0s left 0.0s\n" +
+		"epoch 1/1 loss 0.5 val_loss 0.25 640 tokens/s took 3.0s elapsed 3.0s\n"
+	if got := buf.String(); got != want {
+		t.Fatalf("got\n%s\nwant\n%s", got, want)
+	}
+}

@@ -1,0 +1,215 @@
+package app
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/mlbuild/mlbuild/rt/textdata"
+)
+
+const whaleText = "Call me Ishmael. Some years ago—never mind how long precisely—having little or no money in my purse, and nothing particular to interest me on shore, I thought I would sail about a little and see the watery part of the world.\n"
+
+// textMeta is the Meta of a language model of context T over the files of
+// dir, the last tenth held out.
+func textMeta(T, vocab int, files ...string) *Meta {
+	return &Meta{Name: "gpt", InputShape: []int{T}, OutputShape: []int{T, vocab}, Classes: T * vocab, Batch: 4, Readers: []*Reader{Text},
+		Defaults: Defaults{Loss: "softmax_cross_entropy", Seed: 3},
+		Data:     DataSpec{Format: "text", Task: "classification", Files: files, Tokens: "char", TestSplit: 0.1}}
+}
+
+// TestTextDataset opens a text dataset as training does: the labels are
+// the inputs shifted by one, the split is by position (the validation
+// windows are the text's tail and the same every time), and the vocabulary
+// recorded for the weights refuses another text.
+func TestTextDataset(t *testing.T) {
+	dir := t.TempDir()
+	text := strings.Repeat(whaleText, 4)
+	os.WriteFile(filepath.Join(dir, "a.txt"), []byte(text), 0o644)
+	const T = 12
+	meta := textMeta(T, 64, "a.txt")
+	ds, err := openTrainSet(meta, dir, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ds.close()
+	if meta.rec == nil || meta.rec.vocab == "" {
+		t.Fatal("training recorded no vocabulary")
+	}
+	v, err := textdata.ParseVocab(meta.rec.vocab)
+	if err != nil {
+		t.Fatal(err)
+	}
+	train, val := ds.split(0.5, 9) // --validation-split does not move a text's split
+	runes := utf8.RuneCountInString(text)
+	cut := len(text) - int(float64(len(text))*0.1)
+	tail := text[cut:]
+	if len(train) != utf8.RuneCountInString(text[:cut])/T || len(val) != utf8.RuneCountInString(tail)/T || len(train)+len(val) != ds.n {
+		t.Fatalf("%d training and %d validation windows of %d runes", len(train), len(val), runes)
+	}
+	const V = 64
+	window := func(idx []int) []string {
+		x, y := make([]float32, len(idx)*T), make([]float32, len(idx)*T*V)
+		for i := range y {
+			y[i] = 7 // fill must clear the rows it writes
+		}
+		if err := ds.fill(x, y, idx); err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for i := range idx {
+			ids := make([]int32, T+1)
+			for j := range T {
+				ids[j] = int32(x[i*T+j])
+				row := y[(i*T+j)*V : (i*T+j+1)*V]
+				var ones, sum float32
+				for _, e := range row {
+					sum += e
+					if e == 1 {
+						ones++
+					}
+				}
+				if ones != 1 || sum != 1 {
+					t.Fatalf("label %d of window %d is not one-hot: %v", j, i, row)
+				}
+				ids[j+1] = int32(argmax(row))
+				if j > 0 && ids[j] != int32(argmax(y[(i*T+j-1)*V:(i*T+j)*V])) {
+					t.Fatalf("label %d of window %d is not the next input %v", j-1, i, x[i*T+j])
+				}
+			}
+			out = append(out, v.Decode(ids))
+		}
+		return out
+	}
+	for _, w := range window(val) {
+		if !strings.Contains(tail, w) {
+			t.Errorf("validation window %q is not in the text's last tenth", w)
+		}
+	}
+	if a, b := window(val[:3]), window(val[:3]); strings.Join(a, "|") != strings.Join(b, "|") {
+		t.Errorf("validation windows change: %q then %q", a, b)
+	}
+	if a, b := window(train[:3]), window(train[:3]); strings.Join(a, "|") == strings.Join(b, "|") {
+		t.Errorf("training windows repeat: %q", a)
+	}
+	// The vocabulary travels in the weights' metadata; another text is refused.
+	md := map[string]string{}
+	meta.rec.metadata(md)
+	rec, err := readRecord(meta, "w.safetensors", md)
+	if err != nil {
+		t.Fatal(err)
+	}
+	test, err := openTestSet(meta, dir, rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if test.n != len(val) {
+		t.Errorf("eval reads %d windows, want the %d of the validation split", test.n, len(val))
+	}
+	test.close()
+	os.WriteFile(filepath.Join(dir, "a.txt"), []byte(strings.Replace(text, "Call", "Kall", 1)), 0o644)
+	if _, err := openTestSet(meta, dir, rec); err == nil || !strings.Contains(err.Error(), "does not match") {
+		t.Errorf("another text with the stored vocabulary: %v", err)
+	}
+	if _, err := readRecord(meta, "w.safetensors", map[string]string{}); err == nil || !strings.Contains(err.Error(), "w.safetensors holds no mlbuild.text.vocab") {
+		t.Errorf("weights without a vocabulary: %v", err)
+	}
+	notLM := textMeta(T, 64, "a.txt")
+	notLM.OutputShape = nil
+	if _, err := openTrainSet(notLM, dir, 0); err == nil || !strings.Contains(err.Error(), "this model's output is 768") {
+		t.Errorf("a classifier on a text dataset: %v", err)
+	}
+	small := textMeta(T, 8, "a.txt")
+	if _, err := openTrainSet(small, dir, 0); err == nil || !strings.Contains(err.Error(), "but the model has 8 ids") {
+		t.Errorf("a vocabulary larger than the model's: %v", err)
+	}
+}
+
+// lmModel is linearModel with a language model's seam: the bigram of
+// generate_test.go. Its weights are linearModel's; the vocabulary travels
+// in their metadata as a trained model's would.
+type lmModel struct {
+	*linearModel
+	*bigram
+}
+
+// TestGenerateCommand runs `generate` on weights that carry a vocabulary:
+// the text streams to stdout, the same seed repeats it, a prompt outside
+// the vocabulary is a usage error, weights without one are refused, and a
+// program of another dataset has no generate.
+func TestGenerateCommand(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "a.txt")
+	text := strings.Repeat(whaleText, 3)
+	os.WriteFile(path, []byte(text), 0o644)
+	c, err := textdata.Open([]string{path}, textdata.Options{Mode: textdata.Chars, Context: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	lin := newLinearModel()
+	m := lmModel{lin, newBigram(t, c.Vocab, text, 8)}
+	lin.meta.Readers = []*Reader{Text}
+	lin.meta.Data = DataSpec{Format: "text", Task: "classification", Files: []string{"a.txt"}, Tokens: "char", TestSplit: 0.1}
+	lin.meta.OutputShape = []int{8, c.Vocab.Size()}
+	lin.meta.rec = &record{vocab: c.Vocab.String()}
+	w := filepath.Join(dir, "w.safetensors")
+	if err := saveWeights(m, w); err != nil {
+		t.Fatal(err)
+	}
+	run := func(args ...string) (int, string, string) {
+		var out, errs bytes.Buffer
+		code := Run(m, append([]string{"generate", "--weights", w}, args...), &out, &errs)
+		return code, out.String(), errs.String()
+	}
+	code, out, errs := run("--prompt", "Call me", "--tokens", "60", "--seed", "4")
+	if code != 0 || utf8.RuneCountInString(out) != 61 || !strings.HasSuffix(out, "\n") {
+		t.Fatalf("exit %d, %d runes %q, stderr %s", code, utf8.RuneCountInString(out), out, errs)
+	}
+	if _, again, _ := run("--prompt", "Call me", "--tokens", "60", "--seed", "4"); again != out {
+		t.Errorf("the same seed wrote %q, then %q", out, again)
+	}
+	code, _, errs = run("--prompt", "Call me 🐋")
+	if code != exitUsage || !strings.Contains(errs, "'🐋' (U+1F40B) is not in the vocabulary") {
+		t.Errorf("prompt outside the vocabulary: exit %d, %s", code, errs)
+	}
+	code, _, errs = run("--prompt", "Call", "--top-k", "-1")
+	if code != exitUsage || !strings.Contains(errs, "--top-k -1") {
+		t.Errorf("--top-k -1: exit %d, %s", code, errs)
+	}
+	lin.meta.rec = nil
+	bare := filepath.Join(dir, "bare.safetensors")
+	saveWeights(m, bare)
+	var o, e bytes.Buffer
+	if code := Run(m, []string{"generate", "--weights", bare, "--prompt", "Call"}, &o, &e); code != exitFailure || !strings.Contains(e.String(), "holds no mlbuild.text.vocab") {
+		t.Errorf("weights without a vocabulary: exit %d, %s", code, e.String())
+	}
+	other := newLinearModel()
+	if code := Run(other, []string{"generate", "--prompt", "x"}, &o, &e); code != exitUsage || !strings.Contains(e.String(), "not text") {
+		t.Errorf("generate in a program of images: exit %d, %s", code, e.String())
+	}
+}
+
+// TestTextHelp: a text model's program lists generate, not predict or
+// sample, and names its files.
+func TestTextHelp(t *testing.T) {
+	m := newBigramLM(8, 32, 4, "moby.txt", "more.txt")
+	var out bytes.Buffer
+	Run(m, []string{"--help"}, &out, &out)
+	if s := out.String(); !strings.Contains(s, "generate") || strings.Contains(s, "predict") || strings.Contains(s, "sample") {
+		t.Errorf("usage of a text model's program:\n%s", s)
+	}
+	out.Reset()
+	Run(m, []string{"info"}, &out, &out)
+	if !strings.Contains(out.String(), "text (moby.txt, more.txt)") {
+		t.Errorf("info:\n%s", out.String())
+	}
+	out.Reset()
+	Run(m, []string{"eval", "--help"}, &out, &out)
+	if !strings.Contains(out.String(), "moby.txt, more.txt: the last 0.1 of the text") {
+		t.Errorf("eval --help:\n%s", out.String())
+	}
+}

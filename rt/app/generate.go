@@ -1,0 +1,208 @@
+package app
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"sort"
+
+	"github.com/mlbuild/mlbuild/rt/textdata"
+)
+
+// TokenModel is the seam between generate and a language model. A
+// generated model that does not implement it is run through
+// causalWindow (its batch-1 inference plan, a whole forward pass per
+// token); one that keeps a KV cache implements it to compute only the new
+// positions; the tests implement it with a bigram table. It is shaped for a KV cache: keep says how many leading ids of
+// ctx are those of the previous call, unchanged, so a model that caches
+// each position's keys and values computes only the positions after
+// them; one without a cache runs its forward pass on all of ctx and
+// ignores keep. keep is 0 on the first call and whenever the window
+// slides (ctx is then the last Context() ids, all moved by one).
+type TokenModel interface {
+	// Context is T, the most ids the model reads.
+	Context() int
+	// NextLogits returns the logits of the token after ctx (1 ≤ len(ctx)
+	// ≤ Context()): one per vocabulary id. The slice may be the model's
+	// buffer, valid until the next call.
+	NextLogits(ctx []int32, keep int) []float32
+}
+
+// Sampling says how generate picks each token from the logits.
+type Sampling struct {
+	// Temperature divides the logits before the softmax; 0 picks the
+	// largest logit (greedy; the lowest id among equals).
+	Temperature float64
+	// TopK keeps the K largest logits (the lower ids among equals at the
+	// edge); 0 keeps them all.
+	TopK int
+}
+
+// pick is the id drawn from logits: the greedy choice at temperature 0,
+// else one of the TopK largest with probability softmax(logit/T) among
+// them, from one draw of rng. scratch is reused between calls.
+func (s Sampling) pick(logits []float32, rng *rand.Rand, scratch *[]int) int32 {
+	if s.Temperature == 0 || s.TopK == 1 {
+		best := 0
+		for i, v := range logits {
+			if v > logits[best] {
+				best = i
+			}
+		}
+		return int32(best)
+	}
+	order := (*scratch)[:0]
+	for i := range logits {
+		order = append(order, i)
+	}
+	*scratch = order
+	if s.TopK > 0 && s.TopK < len(logits) {
+		sort.SliceStable(order, func(a, b int) bool { return logits[order[a]] > logits[order[b]] })
+		order = order[:s.TopK]
+	}
+	mx := math.Inf(-1)
+	for _, i := range order {
+		mx = math.Max(mx, float64(logits[i]))
+	}
+	var sum float64
+	for _, i := range order {
+		sum += math.Exp((float64(logits[i]) - mx) / s.Temperature)
+	}
+	u := rng.Float64() * sum
+	for _, i := range order {
+		u -= math.Exp((float64(logits[i]) - mx) / s.Temperature)
+		if u < 0 {
+			return int32(i)
+		}
+	}
+	return int32(order[len(order)-1]) // rounding left u at 0
+}
+
+// generate writes n tokens after prompt to w, each as soon as it is
+// drawn, and returns the ids it drew. The prompt must be non-empty and
+// its every token in vocab; the model's logits must have a value for
+// each vocabulary id.
+func generate(w io.Writer, m TokenModel, vocab *textdata.Vocab, prompt string, n int, s Sampling, seed uint64) ([]int32, error) {
+	if prompt == "" {
+		return nil, usageError{"--prompt is empty: give the text to continue (at least one token)"}
+	}
+	ids, err := vocab.Encode(prompt)
+	if err != nil {
+		return nil, usageError{fmt.Sprintf("--prompt %s: %v; the model knows only the %d tokens of its training text", quoteShort(prompt), err, vocab.Size())}
+	}
+	T := m.Context()
+	rng := rand.New(rand.NewPCG(seed, 0x6d6c6275696c64)) // "mlbuild"
+	var scratch []int
+	var out []int32
+	buf := make([]byte, 0, 8)
+	keep, prev := 0, 0
+	for range n {
+		ctx := ids
+		if len(ctx) > T {
+			ctx = ctx[len(ctx)-T:]
+		}
+		if len(ids) > T { // the window slid: nothing of the last call is where it was
+			keep = 0
+		} else {
+			keep = prev
+		}
+		logits := m.NextLogits(ctx, keep)
+		if len(logits) < vocab.Size() {
+			return out, fmt.Errorf("the model gave %d logits for a vocabulary of %d tokens", len(logits), vocab.Size())
+		}
+		// ids past the vocabulary (a model wider than its text's
+		// vocabulary) were never a target: they are not drawn.
+		logits = logits[:vocab.Size()]
+		prev = len(ctx)
+		id := s.pick(logits, rng, &scratch)
+		ids = append(ids, id)
+		out = append(out, id)
+		buf = vocab.Token(buf[:0], id)
+		if _, err := w.Write(buf); err != nil {
+			return out, err
+		}
+	}
+	return out, nil
+}
+
+// generateCmd is the generate command (Text's generate).
+func generateCmd(m Model, args []string, stdout, stderr io.Writer) error {
+	meta := m.Meta()
+	flags := newFlags(meta, "generate")
+	weights := flags.String("weights", "", weightsUsage(meta))
+	prompt := flags.String("prompt", "", "the `TEXT` to continue")
+	tokens := flags.Int("tokens", 200, "write `N` tokens after the prompt")
+	temperature := flags.Float64("temperature", 0.8, "divide the logits by `T` before the softmax; 0 takes the most likely token")
+	topK := flags.Int("top-k", 200, "draw from the `K` most likely tokens; 0 draws from all")
+	seed := flags.Uint64("seed", 1, "the random seed `N` of the draws")
+	if err := noOperands(flags, args, stdout); err != nil {
+		return err
+	}
+	if err := weightsRequired(meta, *weights, "generate needs --weights FILE (the output of train)"); err != nil {
+		return err
+	}
+	switch {
+	case *tokens < 0:
+		return usageError{fmt.Sprintf("--tokens %d: want 0 or more", *tokens)}
+	case !(*temperature >= 0) || math.IsInf(*temperature, 0):
+		return usageError{fmt.Sprintf("--temperature %v: want 0 (greedy) or more", *temperature)}
+	case *topK < 0:
+		return usageError{fmt.Sprintf("--top-k %d: want 0 (all) or more", *topK)}
+	}
+	tm, ok := m.(TokenModel)
+	if !ok {
+		o := meta.OutputShape
+		if len(o) != 2 || o[0] != meta.inputSize() {
+			return fmt.Errorf("generate needs a language model, whose output is [context, vocabulary]; this model's output is %s", joinShape(meta.outputShape()))
+		}
+		tm = &causalWindow{m: m, T: o[0], V: o[1]}
+	}
+	if err := loadWeights(m, *weights); err != nil {
+		return err
+	}
+	vocab, err := recordVocab(meta.rec)
+	if err != nil {
+		return err
+	}
+	if n := meta.vocabCapacity(); vocab.Size() > n {
+		return fmt.Errorf("the weights' vocabulary has %d tokens, but the model has %d ids", vocab.Size(), n)
+	}
+	if _, err := generate(stdout, tm, vocab, *prompt, *tokens, Sampling{Temperature: *temperature, TopK: *topK}, *seed); err != nil {
+		return err
+	}
+	_, err = io.WriteString(stdout, "\n")
+	return err
+}
+
+// causalWindow is the TokenModel of a Model without a cache: it runs the
+// batch-1 inference plan on the context, placed at positions 0 to
+// len(ctx)−1 with id 0 after it, and returns the logits of position
+// len(ctx)−1. That holds for a causal model (a position's logits depend
+// on the ids up to it, as a GPT's masked attention makes them), whatever
+// fills the positions after it. It ignores keep: each token costs a
+// whole forward pass over T positions, where a KV cache would compute one.
+type causalWindow struct {
+	m    Model
+	T, V int
+}
+
+func (c *causalWindow) Context() int { return c.T }
+
+func (c *causalWindow) NextLogits(ctx []int32, _ int) []float32 {
+	in := c.m.InferInput(true)
+	clear(in)
+	for i, id := range ctx {
+		in[i] = float32(id)
+	}
+	out := c.m.Infer(true)
+	p := len(ctx) - 1
+	return out[p*c.V : (p+1)*c.V]
+}
+
+func quoteShort(s string) string {
+	if len(s) > 40 {
+		return fmt.Sprintf("%q… (%d bytes)", s[:40], len(s))
+	}
+	return fmt.Sprintf("%q", s)
+}
