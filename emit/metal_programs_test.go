@@ -23,6 +23,9 @@ func metalProgramSpecs(t *testing.T) map[string]struct {
 	}{
 		"mnist":         {"../models/mnist.cue", true},
 		"mnist_unfused": {"../models/mnist.cue", false},
+		// Mixed precision: CUDA runs these steps' GEMMs in bf16 (Metal f32).
+		"bench_mlp_bf16":            {"../bench/models/mlp_bf16.cue", true},
+		"bench_resnet18_cifar_bf16": {"../bench/models/resnet18_cifar_bf16.cue", true},
 	}
 	valid, err := filepath.Glob("../testdata/specs/valid/*.cue")
 	if err != nil || len(valid) == 0 {
@@ -243,9 +246,11 @@ func TestCUDAPrograms(t *testing.T) {
 // transformer block (dense layers on [tokens, features], matmul of two
 // values over heads, transpose, softmax over the last of three axes), and
 // batch norm (its selftest compared inference outputs the GPU never
-// writes, which a discrete device, as the fake is, shows); set
+// writes, which a discrete device, as the fake is, shows), and the
+// benchmark MLP in bf16 (every GEMM through cublasGemmEx's bf16 compute
+// type, which the fake computes with rounded operands); set
 // MLBUILD_CUDA_FAKE_SPECS to run others (`go test ./emit -run CUDAPrograms`).
-var cudaFakeSpecs = []string{"mnist", "mnist_unfused", "spec_layernorm_graph", "spec_transformer_block", "spec_batchnorm_dense"}
+var cudaFakeSpecs = []string{"mnist", "mnist_unfused", "spec_layernorm_graph", "spec_transformer_block", "spec_batchnorm_dense", "bench_mlp_bf16"}
 
 // cudaFaultSpecs are the programs whose fake run also trains on MNIST
 // through a GPU fault (testdata/fakehost/cuda_fault_test.go).
