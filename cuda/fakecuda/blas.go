@@ -1,6 +1,7 @@
 package fakecuda
 
 import (
+	"slices"
 	"unsafe"
 
 	"github.com/mlbuild/mlbuild/cuda"
@@ -255,14 +256,21 @@ func (f *Fake) runGemm1(g *gemmCall) bool {
 	}
 	if g.ex {
 		// A tensor core's product: each operand element rounded to the
-		// compute type's input format, the products (exact in float32:
-		// at most 11+11 significant bits) summed in float32.
+		// compute type's input format (on copies, once), the products
+		// (exact in float32: at most 11+11 significant bits) summed in
+		// float32.
 		p := g.precision
+		A, B = slices.Clone(A), slices.Clone(B)
+		for _, x := range [][]float32{A, B} {
+			for i, v := range x {
+				x[i] = p.Round(v)
+			}
+		}
 		for j := 0; j < g.n; j++ {
 			for i := 0; i < g.m; i++ {
 				var s float32
 				for l := 0; l < g.k; l++ {
-					s += p.Round(at(i, l)) * p.Round(bt(l, j))
+					s += at(i, l) * bt(l, j)
 				}
 				v := g.alpha * s
 				if g.beta != 0 {
