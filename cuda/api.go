@@ -86,6 +86,22 @@ const (
 	BLASDefaultMath      int32 = 0
 	BLASTF32TensorOpMath int32 = 3
 	BLASPedanticMath     int32 = 2
+
+	// DataR32F is cudaDataType_t's CUDA_R_32F: float32 matrices (A, B and
+	// C of every GemmEx this package calls).
+	DataR32F int32 = 0
+
+	// cublasComputeType_t values: the arithmetic of a GemmEx.
+	// ComputeFast16BF and ComputeFastTF32 let cuBLAS round the float32
+	// inputs to bfloat16 or TF32 for the tensor cores and accumulate in
+	// float32.
+	Compute32F      int32 = 68 // CUBLAS_COMPUTE_32F
+	ComputeFast16BF int32 = 75 // CUBLAS_COMPUTE_32F_FAST_16BF
+	ComputeFastTF32 int32 = 77 // CUBLAS_COMPUTE_32F_FAST_TF32
+
+	// GemmDefault is cublasGemmAlgo_t's CUBLAS_GEMM_DEFAULT: cuBLAS's
+	// heuristics choose the kernel.
+	GemmDefault int32 = -1
 )
 
 // DriverAPI is every function of the CUDA driver API (libcuda.so.1) this
@@ -178,6 +194,19 @@ type BLASAPI struct {
 	// a + i·strideA, b + i·strideB, c + i·strideC (strides in elements).
 	SgemmStridedBatched func(h BLASHandle, transA, transB Operation, m, n, k int32, alpha *float32, a DevicePtr, lda int32, strideA int64,
 		b DevicePtr, ldb int32, strideB int64, beta *float32, c DevicePtr, ldc int32, strideC int64, batch int32) BLASStatus `sym:"cublasSgemmStridedBatched"`
+	// GemmEx is Sgemm with the matrices' data types (aType, bType, cType:
+	// cudaDataType_t) and the arithmetic (computeType: cublasComputeType_t)
+	// given, and the kernel chosen by algo (cublasGemmAlgo_t); alpha and
+	// beta are of the compute type's scalar type (float for every 32F
+	// compute type). 19 arguments.
+	GemmEx func(h BLASHandle, transA, transB Operation, m, n, k int32, alpha *float32, a DevicePtr, aType, lda int32,
+		b DevicePtr, bType, ldb int32, beta *float32, c DevicePtr, cType, ldc int32, computeType, algo int32) BLASStatus `sym:"cublasGemmEx"`
+	// GemmStridedBatchedEx is GemmEx batch times, the i-th on the
+	// matrices at a + i·strideA, b + i·strideB, c + i·strideC (strides in
+	// elements). 23 arguments.
+	GemmStridedBatchedEx func(h BLASHandle, transA, transB Operation, m, n, k int32, alpha *float32, a DevicePtr, aType, lda int32, strideA int64,
+		b DevicePtr, bType, ldb int32, strideB int64, beta *float32, c DevicePtr, cType, ldc int32, strideC int64,
+		batch, computeType, algo int32) BLASStatus `sym:"cublasGemmStridedBatchedEx"`
 }
 
 // cString reads a NUL-terminated C string that a library returned; nil is

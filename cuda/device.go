@@ -142,11 +142,9 @@ func (d *Device) Facts() []gpuhost.Fact {
 		}
 		facts = append(facts, gpuhost.Fact{Key: f.Library, Value: where + ", version " + v})
 	}
-	math := "fp32 (TF32 off)"
-	if e.opts.TF32 {
-		math = "TF32 tensor cores (inputs rounded to 10-bit mantissas)"
-	}
-	facts = append(facts, gpuhost.Fact{Key: "GEMM", Value: "cuBLAS " + e.blasVersion + ", " + math})
+	facts = append(facts, gpuhost.Fact{Key: "GEMM", Value: "cuBLAS " + e.blasVersion + ", per step's precision: f32 cublasSgemm (exact fp32); " +
+		"bf16 cublasGemmEx CUBLAS_COMPUTE_32F_FAST_16BF (inputs rounded to bfloat16, fp32 sums); " +
+		"tf32 cublasGemmEx CUBLAS_COMPUTE_32F_FAST_TF32 (inputs rounded to TF32, fp32 sums)"})
 	for _, l := range e.loads {
 		how := fmt.Sprintf("compiled by NVRTC %s in %v", e.nvrtcVersion, l.Took.Round(100_000))
 		if l.FromCache {
@@ -539,6 +537,9 @@ func (en *encoder) Gemm(g gpuhost.Gemm) error {
 	if en.d.recording != en.seq {
 		return fmt.Errorf("cuda: %s: the encoder of sequence %q is used outside its Record", op, en.seq)
 	}
+	if _, ok := computeTypes[g.Precision]; !ok && g.Precision != gpuhost.PrecisionF32 {
+		return fmt.Errorf("cuda: %s: precision %v, which this device does not compute (f32, bf16 or tf32)", op, g.Precision)
+	}
 	if g.M <= 0 || g.N <= 0 || g.K <= 0 || g.M > 1<<31-1 || g.N > 1<<31-1 || g.K > 1<<31-1 {
 		return fmt.Errorf("cuda: %s: sizes must be positive", op)
 	}
@@ -581,7 +582,7 @@ func (en *encoder) Gemm(g gpuhost.Gemm) error {
 		ptrs[i], lds[i], strides[i] = b.ptr+DevicePtr(o.x.Offset), rowBytes/4, o.x.MatrixBytes/4
 	}
 	e, args := en.d.e, GemmArgs{TransA: g.TransA, TransB: g.TransB, M: g.M, N: g.N, K: g.K, Alpha: g.Alpha, Beta: g.Beta,
-		A: ptrs[0], B: ptrs[1], C: ptrs[2], LDA: lds[0], LDB: lds[1], LDC: lds[2]}
+		A: ptrs[0], B: ptrs[1], C: ptrs[2], LDA: lds[0], LDB: lds[1], LDC: lds[2], Precision: g.Precision}
 	if batch > 1 {
 		args.Batch, args.StrideA, args.StrideB, args.StrideC = batch, strides[0], strides[1], strides[2]
 	}

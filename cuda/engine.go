@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 	"unsafe"
+
+	"github.com/mlbuild/mlbuild/rt/gpuhost"
 )
 
 // Options choose the GPU and how the Engine uses it.
@@ -23,9 +25,6 @@ type Options struct {
 	// KernelCacheDir is where compiled kernels are kept ("" for
 	// $MLBUILD_CUDA_CACHE or the user cache folder, "off" for nowhere).
 	KernelCacheDir string
-	// TF32 lets cuBLAS round GEMM inputs to TF32 on tensor cores: faster
-	// on Ampere and newer, no longer exact fp32. Off unless asked for.
-	TF32 bool
 	// Blocking runs every kernel and GEMM of a sequence as its own launch
 	// and waits for it, instead of replaying the sequence as one CUDA
 	// graph: many times slower, but a GPU fault names the op, kernel and
@@ -222,11 +221,9 @@ func (e *Engine) start() error {
 	if err := l.blasError("cublasSetStream_v2", b.SetStream(e.blas, e.stream), ""); err != nil {
 		return err
 	}
-	mode := BLASDefaultMath
-	if e.opts.TF32 {
-		mode = BLASTF32TensorOpMath
-	}
-	if err := l.blasError("cublasSetMathMode", b.SetMathMode(e.blas, mode), ""); err != nil {
+	// The default math: cublasSgemm exact in fp32. A GEMM in a fast
+	// precision asks for it by its compute type (GemmEx), not the handle.
+	if err := l.blasError("cublasSetMathMode", b.SetMathMode(e.blas, BLASDefaultMath), ""); err != nil {
 		return err
 	}
 	if b.SetWorkspace != nil {
@@ -685,9 +682,26 @@ type GemmArgs struct {
 	// elements after A, B and C.
 	Batch                     int
 	StrideA, StrideB, StrideC int
+	// Precision is the products' arithmetic: PrecisionF32 calls
+	// cublasSgemm (exact fp32), the others cublasGemmEx on float32
+	// matrices with their fast compute type (computeTypes).
+	Precision gpuhost.Precision
 }
 
-// Gemm queues one cublasSgemm on the engine's stream. cuBLAS is
+// computeTypes are the cuBLAS compute types of the fast precisions: cuBLAS
+// may round A's and B's float32 elements to bfloat16 (or TF32) for the
+// tensor cores and accumulates in float32.
+var computeTypes = map[gpuhost.Precision]struct {
+	compute int32
+	name    string
+}{
+	gpuhost.PrecisionBF16: {ComputeFast16BF, "CUBLAS_COMPUTE_32F_FAST_16BF"},
+	gpuhost.PrecisionTF32: {ComputeFastTF32, "CUBLAS_COMPUTE_32F_FAST_TF32"},
+}
+
+// Gemm queues one cuBLAS GEMM on the engine's stream: cublasSgemm for an
+// f32 GEMM, cublasGemmEx with the precision's compute type for another
+// (their strided batched forms for a batch). cuBLAS is
 // column-major, and a row-major matrix read column-major is its transpose,
 // so the row-major C = op(A)·op(B) is computed as the column-major
 // Cᵀ = op(B)ᵀ·op(A)ᵀ: B first, A second, m and n swapped, the transpose
@@ -703,6 +717,9 @@ func (e *Engine) Gemm(g GemmArgs) error {
 		return OpN
 	}
 	alpha, beta := g.Alpha, g.Beta
+	if g.Precision != gpuhost.PrecisionF32 {
+		return e.gemmEx(g, op(g.TransA), op(g.TransB), alpha, beta)
+	}
 	if g.Batch > 1 {
 		return e.doHere(func() error {
 			s := e.lib.BLAS.SgemmStridedBatched(e.blas, op(g.TransB), op(g.TransA), int32(g.N), int32(g.M), int32(g.K),
@@ -714,6 +731,31 @@ func (e *Engine) Gemm(g GemmArgs) error {
 		s := e.lib.BLAS.Sgemm(e.blas, op(g.TransB), op(g.TransA), int32(g.N), int32(g.M), int32(g.K),
 			&alpha, g.B, int32(g.LDB), g.A, int32(g.LDA), &beta, g.C, int32(g.LDC))
 		return e.lib.blasError("cublasSgemm_v2", s, fmt.Sprintf("%dx%dx%d GEMM", g.M, g.N, g.K))
+	})
+}
+
+// gemmEx queues g, whose precision is not f32, as cublasGemmEx (or
+// cublasGemmStridedBatchedEx) on float32 matrices with the precision's
+// compute type and the default algorithm, row-major as Gemm says.
+func (e *Engine) gemmEx(g GemmArgs, opA, opB Operation, alpha, beta float32) error {
+	ct, ok := computeTypes[g.Precision]
+	if !ok {
+		return fmt.Errorf("cuda: a %dx%dx%d GEMM in precision %v, which this device does not compute (f32, bf16 or tf32)", g.M, g.N, g.K, g.Precision)
+	}
+	what := fmt.Sprintf("%dx%dx%d GEMM, %s", g.M, g.N, g.K, ct.name)
+	if g.Batch > 1 {
+		what = fmt.Sprintf("%d %dx%dx%d GEMMs, %s", g.Batch, g.M, g.N, g.K, ct.name)
+		return e.doHere(func() error {
+			s := e.lib.BLAS.GemmStridedBatchedEx(e.blas, opB, opA, int32(g.N), int32(g.M), int32(g.K),
+				&alpha, g.B, DataR32F, int32(g.LDB), int64(g.StrideB), g.A, DataR32F, int32(g.LDA), int64(g.StrideA),
+				&beta, g.C, DataR32F, int32(g.LDC), int64(g.StrideC), int32(g.Batch), ct.compute, GemmDefault)
+			return e.lib.blasError("cublasGemmStridedBatchedEx", s, what)
+		})
+	}
+	return e.doHere(func() error {
+		s := e.lib.BLAS.GemmEx(e.blas, opB, opA, int32(g.N), int32(g.M), int32(g.K),
+			&alpha, g.B, DataR32F, int32(g.LDB), g.A, DataR32F, int32(g.LDA), &beta, g.C, DataR32F, int32(g.LDC), ct.compute, GemmDefault)
+		return e.lib.blasError("cublasGemmEx", s, what)
 	})
 }
 

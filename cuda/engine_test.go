@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"math"
 	"os"
 	"reflect"
@@ -311,23 +312,101 @@ func TestOneGraphLaunchPerStep(t *testing.T) {
 	}
 }
 
-func TestTF32OnlyWhenAsked(t *testing.T) {
+// TestMathModeDefault: the handle keeps cuBLAS's default math, so every
+// f32 GEMM is cublasSgemm in exact fp32; a fast precision is asked for
+// per GEMM by its compute type.
+func TestMathModeDefault(t *testing.T) {
 	_, f, err := openFakeWith(t, fakecuda.Options{}, cuda.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if m := f.MathMode(); m != cuda.BLASDefaultMath {
-		t.Errorf("default math mode %d, want CUBLAS_DEFAULT_MATH (0)", m)
+		t.Errorf("math mode %d, want CUBLAS_DEFAULT_MATH (0)", m)
 	}
-	d, f, err := openFakeWith(t, fakecuda.Options{}, cuda.Options{TF32: true})
+}
+
+// TestTF32EnvironmentRefused: the old switch names its replacement, the
+// spec's precision, instead of being ignored.
+func TestTF32EnvironmentRefused(t *testing.T) {
+	t.Setenv("MLBUILD_CUDA_TF32", "1")
+	_, err := cuda.OpenHostDevice()
+	if err == nil || !strings.Contains(err.Error(), `precision: "tf32"`) || !strings.Contains(err.Error(), "MLBUILD_CUDA_TF32") {
+		t.Fatalf("MLBUILD_CUDA_TF32=1: %v, want an error pointing at the spec's precision", err)
+	}
+}
+
+// TestGemmEntryPointPerPrecision checks which cuBLAS function each
+// precision calls, with which arguments: f32 stays cublasSgemm (and its
+// strided batched form) exactly as before; bf16 and tf32 call
+// cublasGemmEx (cublasGemmStridedBatchedEx) on CUDA_R_32F matrices with
+// CUBLAS_COMPUTE_32F_FAST_16BF (75) or _FAST_TF32 (77) and
+// CUBLAS_GEMM_DEFAULT (-1).
+func TestGemmEntryPointPerPrecision(t *testing.T) {
+	f := fakecuda.New(fakecuda.Options{WorkDir: fakeWorkDir})
+	l := f.Libraries()
+	var calls []string
+	sgemm, sgemmB, ex, exB := l.BLAS.Sgemm, l.BLAS.SgemmStridedBatched, l.BLAS.GemmEx, l.BLAS.GemmStridedBatchedEx
+	l.BLAS.Sgemm = func(h cuda.BLASHandle, ta, tb cuda.Operation, m, n, k int32, alpha *float32, a cuda.DevicePtr, lda int32,
+		b cuda.DevicePtr, ldb int32, beta *float32, c cuda.DevicePtr, ldc int32) cuda.BLASStatus {
+		calls = append(calls, "Sgemm")
+		return sgemm(h, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+	}
+	l.BLAS.SgemmStridedBatched = func(h cuda.BLASHandle, ta, tb cuda.Operation, m, n, k int32, alpha *float32, a cuda.DevicePtr, lda int32, sa int64,
+		b cuda.DevicePtr, ldb int32, sb int64, beta *float32, c cuda.DevicePtr, ldc int32, sc int64, batch int32) cuda.BLASStatus {
+		calls = append(calls, fmt.Sprintf("SgemmStridedBatched %d", batch))
+		return sgemmB(h, ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta, c, ldc, sc, batch)
+	}
+	l.BLAS.GemmEx = func(h cuda.BLASHandle, ta, tb cuda.Operation, m, n, k int32, alpha *float32, a cuda.DevicePtr, at, lda int32,
+		b cuda.DevicePtr, bt, ldb int32, beta *float32, c cuda.DevicePtr, ct, ldc int32, compute, algo int32) cuda.BLASStatus {
+		calls = append(calls, fmt.Sprintf("GemmEx types %d %d %d compute %d algo %d", at, bt, ct, compute, algo))
+		return ex(h, ta, tb, m, n, k, alpha, a, at, lda, b, bt, ldb, beta, c, ct, ldc, compute, algo)
+	}
+	l.BLAS.GemmStridedBatchedEx = func(h cuda.BLASHandle, ta, tb cuda.Operation, m, n, k int32, alpha *float32, a cuda.DevicePtr, at, lda int32, sa int64,
+		b cuda.DevicePtr, bt, ldb int32, sb int64, beta *float32, c cuda.DevicePtr, ct, ldc int32, sc int64, batch, compute, algo int32) cuda.BLASStatus {
+		calls = append(calls, fmt.Sprintf("GemmStridedBatchedEx %d types %d %d %d compute %d algo %d", batch, at, bt, ct, compute, algo))
+		return exB(h, ta, tb, m, n, k, alpha, a, at, lda, sa, b, bt, ldb, sb, beta, c, ct, ldc, sc, batch, compute, algo)
+	}
+	d, err := cuda.OpenDevice(cuda.Options{Libraries: l, KernelCacheDir: t.TempDir(), Blocking: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m := f.MathMode(); m != cuda.BLASTF32TensorOpMath {
-		t.Errorf("TF32 math mode %d, want CUBLAS_TF32_TENSOR_OP_MATH (3)", m)
+	defer d.Close()
+	var bufs [3]gpuhost.Buffer
+	for i := range bufs {
+		if bufs[i], err = d.Alloc("m", 4*2*8*8); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if !strings.Contains(factsText(d), "GEMM: cuBLAS 13.0.0, TF32") {
-		t.Errorf("facts do not label TF32:\n%s", factsText(d))
+	for _, p := range []gpuhost.Precision{gpuhost.PrecisionF32, gpuhost.PrecisionBF16, gpuhost.PrecisionTF32} {
+		for _, batch := range []int{1, 2} {
+			seq, err := d.Record("gemm", func(e gpuhost.Encoder) error {
+				return e.Gemm(gpuhost.Gemm{M: 8, N: 8, K: 8, Batch: batch, Alpha: 1, Precision: p,
+					A: gpuhost.Operand{Buf: bufs[0], MatrixBytes: 256}, B: gpuhost.Operand{Buf: bufs[1], MatrixBytes: 256},
+					C: gpuhost.Operand{Buf: bufs[2], MatrixBytes: 256}})
+			})
+			if err == nil {
+				err = seq.Launch()
+			}
+			if err == nil {
+				err = d.Sync()
+			}
+			if err != nil {
+				t.Fatalf("%v batch %d: %v", p, batch, err)
+			}
+		}
+	}
+	want := []string{"Sgemm", "SgemmStridedBatched 2",
+		"GemmEx types 0 0 0 compute 75 algo -1", "GemmStridedBatchedEx 2 types 0 0 0 compute 75 algo -1",
+		"GemmEx types 0 0 0 compute 77 algo -1", "GemmStridedBatchedEx 2 types 0 0 0 compute 77 algo -1"}
+	if strings.Join(calls, "\n") != strings.Join(want, "\n") {
+		t.Errorf("cuBLAS calls:\n%s\nwant:\n%s", strings.Join(calls, "\n"), strings.Join(want, "\n"))
+	}
+	_, err = d.Record("gemm", func(e gpuhost.Encoder) error {
+		return e.Gemm(gpuhost.Gemm{M: 8, N: 8, K: 8, Alpha: 1, Precision: 7,
+			A: gpuhost.Operand{Buf: bufs[0]}, B: gpuhost.Operand{Buf: bufs[1]}, C: gpuhost.Operand{Buf: bufs[2]}})
+	})
+	if err == nil || !strings.Contains(err.Error(), "does not compute") {
+		t.Errorf("a GEMM in an unknown precision: %v", err)
 	}
 }
 
@@ -349,7 +428,7 @@ func TestFacts(t *testing.T) {
 	for _, want := range []string{
 		"device: Test GPU 80GB (GPU 0)", "compute capability: 9.0 (sm_90)", "driver: CUDA 13.0",
 		"memory: 1.0 GiB total, 1.0 GiB free", "CUDA driver: fakecuda, version 13.0", "NVRTC: fakecuda (g++), version 13.0",
-		"cuBLAS: fakecuda (Go), version 13.0.0", "GEMM: cuBLAS 13.0.0, fp32 (TF32 off)", "kernels: sm_90, compiled by NVRTC 13.0",
+		"cuBLAS: fakecuda (Go), version 13.0.0", "GEMM: cuBLAS 13.0.0, per step's precision: f32 cublasSgemm (exact fp32); bf16 cublasGemmEx CUBLAS_COMPUTE_32F_FAST_16BF", "kernels: sm_90, compiled by NVRTC 13.0",
 		"kernel cache: /",
 	} {
 		if !strings.Contains(text, want) {
@@ -752,5 +831,50 @@ func TestBlockingFromEnvironment(t *testing.T) {
 			t.Errorf("%s=yes: %v, want an error naming the variable", name, err)
 		}
 		t.Setenv(name, "")
+	}
+}
+
+// TestBLASEnumValues pins the C enum values this package passes to
+// cuBLAS to NVIDIA's (cublas_api.h and library_types.h; reference:
+// https://docs.nvidia.com/cuda/cublas/#cublascomputetype-t,
+// #cublasgemmalgo-t and #cudadatatype-t): a wrong value would run a GEMM
+// in another precision, or fail, only on a real GPU.
+func TestBLASEnumValues(t *testing.T) {
+	for _, c := range []struct {
+		name      string
+		got, want int32
+	}{
+		{"CUDA_R_32F", cuda.DataR32F, 0},
+		{"CUBLAS_COMPUTE_32F", cuda.Compute32F, 68},
+		{"CUBLAS_COMPUTE_32F_FAST_16BF", cuda.ComputeFast16BF, 75},
+		{"CUBLAS_COMPUTE_32F_FAST_TF32", cuda.ComputeFastTF32, 77},
+		{"CUBLAS_GEMM_DEFAULT", cuda.GemmDefault, -1},
+		{"CUBLAS_DEFAULT_MATH", cuda.BLASDefaultMath, 0},
+		{"CUBLAS_OP_N", int32(cuda.OpN), 0},
+		{"CUBLAS_OP_T", int32(cuda.OpT), 1},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s = %d, want %d", c.name, c.got, c.want)
+		}
+	}
+	// The symbols and their arity: purego passes every argument of the
+	// Go signature, so the count must be the C function's.
+	blas := reflect.TypeOf(cuda.BLASAPI{})
+	for name, args := range map[string]int{"cublasGemmEx": 19, "cublasGemmStridedBatchedEx": 23, "cublasSgemm_v2": 14, "cublasSgemmStridedBatched": 18} {
+		found := false
+		for i := range blas.NumField() {
+			if f := blas.Field(i); f.Tag.Get("sym") == name {
+				found = true
+				if n := f.Type.NumIn(); n != args {
+					t.Errorf("%s takes %d arguments in BLASAPI, the C function %d", name, n, args)
+				}
+				if f.Tag.Get("optional") != "" {
+					t.Errorf("%s is optional; every cuBLAS 11 and newer has it", name)
+				}
+			}
+		}
+		if !found {
+			t.Errorf("BLASAPI has no %s", name)
+		}
 	}
 }

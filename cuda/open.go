@@ -12,7 +12,7 @@ import (
 // environment chooses:
 //
 //	MLBUILD_CUDA_DEVICE  the GPU's ordinal (default 0)
-//	MLBUILD_CUDA_TF32    1: let cuBLAS use TF32 tensor cores (faster, not exact fp32)
+//	MLBUILD_CUDA_TF32    refused: the spec's precision ("tf32") replaced it
 //	MLBUILD_CUDA_CACHE   the kernel cache folder ("off": none)
 //	MLBUILD_CUDA_BLOCKING 1: launch every kernel alone and wait for it, so
 //	                     that a GPU fault names its kernel (slow; also
@@ -28,12 +28,8 @@ func OpenHostDevice() (gpuhost.Device, error) {
 		}
 		opts.Ordinal = n
 	}
-	switch v := os.Getenv("MLBUILD_CUDA_TF32"); v {
-	case "", "0":
-	case "1":
-		opts.TF32 = true
-	default:
-		return nil, fmt.Errorf("MLBUILD_CUDA_TF32=%q: want 1 (TF32 GEMMs) or 0 (exact fp32, the default)", v)
+	if v := os.Getenv("MLBUILD_CUDA_TF32"); v != "" {
+		return nil, fmt.Errorf(`MLBUILD_CUDA_TF32=%q: this switch is gone; a GEMM's precision is the spec's now: write precision: "tf32" (or "bf16") in the spec and compile again (mlbuild plan --backend cuda shows each step's), and unset MLBUILD_CUDA_TF32`, v)
 	}
 	for _, name := range []string{"MLBUILD_CUDA_BLOCKING", "CUDA_LAUNCH_BLOCKING"} {
 		switch v := os.Getenv(name); v {

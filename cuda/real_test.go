@@ -43,9 +43,10 @@ func TestRealConformance(t *testing.T) {
 	realOn(t)
 	cache := t.TempDir()
 	gpuhosttest.Run(t, gpuhosttest.Suite{
-		Language: gpuhosttest.CUDA,
-		Open:     func(t *testing.T) gpuhost.Device { return openReal(t, cache) },
-		Caller:   true,
+		Language:   gpuhosttest.CUDA,
+		Open:       func(t *testing.T) gpuhost.Device { return openReal(t, cache) },
+		Caller:     true,
+		Precisions: []gpuhost.Precision{gpuhost.PrecisionBF16, gpuhost.PrecisionTF32},
 	})
 }
 

@@ -105,6 +105,29 @@ func gpuTarget(method string, scratch func(planner.ConvGeom) int, keepCols int, 
 	}, UpdateTensors: updateTensors, PoolBwdAct: true, PoolEpilogue: gpu.PoolEpilogue, PoolArgmax: true}
 }
 
+// cudaPrecisions gives t CUDA's precision rules: every dense step, and
+// every convolution whose method runs cuBLAS GEMMs (im2col and cuBLAS,
+// Winograd's batched products), runs in the precision the spec asks for,
+// bf16 or tf32, through cublasGemmEx's fast compute types (emit/gpu then
+// lowers all its products to GEMMs); the direct convolution kernel runs
+// no GEMM and stays f32.
+func cudaPrecisions(t planner.Target) planner.Target {
+	t.Dense = func(_ int, want string) planner.DenseChoice { return planner.DenseChoice{Precision: want} }
+	t.ConvPrecision = func(method, want string) planner.DenseChoice {
+		if method == gpu.ConvDirectMethod {
+			return planner.DenseChoice{Precision: planner.PrecisionF32, Why: "the direct convolution kernel runs no GEMM: float32 products"}
+		}
+		return planner.DenseChoice{Precision: want}
+	}
+	return t
+}
+
+// metalPrecisions says why every step of a Metal plan stays f32.
+func metalPrecisions(t planner.Target) planner.Target {
+	t.F32Why = "the Metal backend's MPS matrices are float32: float32 products"
+	return t
+}
+
 // The backends.
 var (
 	CPU = &Backend{
@@ -123,7 +146,7 @@ var (
 			}
 			return nil
 		},
-		Target: gpuTarget("im2col+mps", gpu.ConvScratch, 1<<22, gpu.UpdateTensors(gpu.Metal), 0, false), // 64 MiB rounds: unified memory shared with the system; columns of 16 MiB kept for the backward
+		Target: metalPrecisions(gpuTarget("im2col+mps", gpu.ConvScratch, 1<<22, gpu.UpdateTensors(gpu.Metal), 0, false)), // 64 MiB rounds: unified memory shared with the system; columns of 16 MiB kept for the backward
 	}, &gpuDevice{dialect: gpu.Metal, pkg: "mps", fake: "fakemetal", about: []string{
 		"the plans' GEMMs run on MPSMatrixMultiplication and every other op on a",
 		"Metal kernel generated for its constant shapes (kernels.go), all recorded",
@@ -139,7 +162,7 @@ var (
 			}
 			return nil
 		},
-		Target: gpuTarget("im2col+cublas", gpu.ConvScratchWithin(1<<26), 1<<22, gpu.UpdateTensors(gpu.CUDA), 1<<27, true), // 256 MiB rounds: a batch of MNIST images in one GEMM; columns of 16 MiB kept for the backward; Winograd 5×5 convolutions within 512 MiB
+		Target: cudaPrecisions(gpuTarget("im2col+cublas", gpu.ConvScratchWithin(1<<26), 1<<22, gpu.UpdateTensors(gpu.CUDA), 1<<27, true)), // 256 MiB rounds: a batch of MNIST images in one GEMM; columns of 16 MiB kept for the backward; Winograd 5×5 convolutions within 512 MiB
 	}, &gpuDevice{dialect: gpu.CUDA, pkg: "cuda", fake: "fakecuda", about: []string{
 		"the plans' GEMMs run on cuBLAS and every other op on a CUDA kernel",
 		"generated for its constant shapes (kernels.go, compiled by NVRTC at the",

@@ -66,8 +66,8 @@ func TestBF16MLPGolden(t *testing.T) {
 // bf16Dense, which its gradient check sets to cpu.FP32) in its training
 // plan, cpu.BF16Inference's (packed weights kept) in its batch inference
 // plan, and the float32 ones at batch 1, and says in `info` how this CPU runs bf16; the same model in f32
-// calls the float32 kernels only and says nothing of bf16. A GPU
-// backend's plans keep f32 (their targets have no bf16 yet).
+// calls the float32 kernels only and says nothing of bf16. Metal's plans
+// keep f32 (its MPS matrices are float32); CUDA's run bf16.
 func TestBF16Calls(t *testing.T) {
 	bf, err := ModelSource(inputFor(t, "../bench/models/mlp_bf16.cue", true))
 	if err != nil {
@@ -108,22 +108,56 @@ func TestBF16Calls(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, b := range []*Backend{CUDA, Metal} {
-		p, err := planner.Build(m, b.PlanOptions(planner.Options{Training: true, Fusion: true}))
+	// Metal keeps f32 and says why; CUDA runs every dense step in bf16.
+	for _, c := range []struct {
+		b      *Backend
+		want   string
+		listed int
+	}{{Metal, planner.PrecisionF32, 6}, {CUDA, planner.PrecisionBF16, 0}} {
+		p, err := planner.Build(m, c.b.PlanOptions(planner.Options{Batch: 1, Training: true, Fusion: true}))
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, ph := range []planner.Phase{p.Forward, p.Backward} {
 			for _, st := range ph {
-				if (st.Kernel == planner.KGemm || st.Kernel == planner.KGemmBwd) && st.Attr.Precision != planner.PrecisionF32 {
-					t.Errorf("%s: %s %s in %q, want f32", b.Name, st.Kernel, st.Layer, st.Attr.Precision)
+				if (st.Kernel == planner.KGemm || st.Kernel == planner.KGemmBwd) && st.Attr.Precision != c.want {
+					t.Errorf("%s: %s %s in %q, want %s", c.b.Name, st.Kernel, st.Layer, st.Attr.Precision, c.want)
 				}
 			}
 		}
-		if len(p.Precisions) != 6 {
-			t.Errorf("%s: %d steps listed as left at f32, want 6: %q", b.Name, len(p.Precisions), p.Precisions)
+		if len(p.Precisions) != c.listed {
+			t.Errorf("%s: %d steps listed as left at f32, want %d: %q", c.b.Name, len(p.Precisions), c.listed, p.Precisions)
 		}
 	}
+}
+
+// TestCUDABF16Program: the CUDA program of a bf16 spec runs every GEMM of
+// its dense steps in bf16 (each gemmShape names gpuhost.PrecisionBF16),
+// the classifier's forward included, which an f32 program runs as the
+// float32 dense_dot kernel instead of a GEMM; the CPU references stay
+// f32. Its main.go is a golden file.
+func TestCUDABF16Program(t *testing.T) {
+	bf, err := CUDA.RenderGPU(backendInput(t, CUDA, "../bench/models/mlp_bf16.cue", true, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f32, err := CUDA.RenderGPU(backendInput(t, CUDA, "../bench/models/mlp.cue", true, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := string(bf.Main)
+	shapes := strings.Count(src, "gemmShape{TransA")
+	if n := strings.Count(src, "Precision: gpuhost.PrecisionBF16}"); n == 0 || n != shapes {
+		t.Errorf("%d of %d GEMM shapes in bf16, want all", n, shapes)
+	}
+	if strings.Contains(bf.KernelSource, "dense_dot") || !strings.Contains(f32.KernelSource, "dense_dot") {
+		t.Errorf("dense_dot kernels: in the bf16 program %v, in the f32 one %v; want only the f32 one's",
+			strings.Contains(bf.KernelSource, "dense_dot"), strings.Contains(f32.KernelSource, "dense_dot"))
+	}
+	if strings.Contains(string(f32.Main), "Precision") || strings.Contains(src, "BF16.Gemm") || strings.Contains(src, "bf16Dense") {
+		t.Errorf("the f32 program names a precision, or the bf16 program's CPU references are not f32")
+	}
+	checkGolden(t, "cuda", "mlp_bf16.main.go.golden", bf.Main)
 }
 
 // TestDeterministic renders twice and compares: generated names must not

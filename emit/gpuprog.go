@@ -601,6 +601,15 @@ func (g *gpuGen) opLiteral(mp *gpuPlan, op gpu.Op) (string, error) {
 	if gm.Batch > 1 {
 		batch = fmt.Sprintf(", Batch: %d", gm.Batch)
 	}
+	// An f32 GEMM names no precision (gpuhost's zero value), so f32
+	// programs are what they were before precisions existed.
+	if gm.Precision != "" {
+		c, ok := gemmPrecisions[gm.Precision]
+		if !ok {
+			return "", fmt.Errorf("a GEMM in precision %q, which rt/gpuhost does not name (a bug in mlbuild)", gm.Precision)
+		}
+		batch += ", Precision: gpuhost." + c
+	}
 	shape := fmt.Sprintf("gemmShape{TransA: %v, TransB: %v, M: %d, N: %d, K: %d, Alpha: %s, Beta: %s%s}",
 		gm.TransA, gm.TransB, gm.M, gm.N, gm.K, float(float64(gm.Alpha)), float(float64(gm.Beta)), batch)
 	if !g.gemmSeen[shape] {
@@ -614,8 +623,19 @@ func (g *gpuGen) opLiteral(mp *gpuPlan, op gpu.Op) (string, error) {
 	return fmt.Sprintf("{Gemm: &gemmOp{Shape: %s, A: %s, B: %s, C: %s}}", shape, a, b, c), nil
 }
 
+// gemmPrecisions are rt/gpuhost's constants of the plan's fast
+// precisions (planner's Attr.Precision).
+var gemmPrecisions = map[string]string{
+	planner.PrecisionBF16: "PrecisionBF16",
+	planner.PrecisionTF32: "PrecisionTF32",
+}
+
 // reduceLen is the longest sum behind one output element of a step, which
-// scales selftest's tolerance: float32 rounding grows with it.
+// scales selftest's tolerance: float32 rounding grows with it. A step whose
+// GEMMs run in bf16 or tf32 (their gemmShape's Precision) is compared with
+// its float32 CPU reference within a tolerance that rt/gpuhost widens from
+// this same length: u·sqrt(reduceLen) of the outputs' scale, u = 2^-8 for
+// bf16 and 2^-11 for tf32 (rt/gpuhost's tolerance, where it is argued).
 func reduceLen(pl *planner.Plan, st planner.Step) int {
 	size := func(k int, ids []planner.BufID) int {
 		if k < len(ids) && ids[k] != planner.NoBuf {

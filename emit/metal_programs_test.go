@@ -23,6 +23,8 @@ func metalProgramSpecs(t *testing.T) map[string]struct {
 	}{
 		"mnist":         {"../models/mnist.cue", true},
 		"mnist_unfused": {"../models/mnist.cue", false},
+		// Mixed precision: CUDA runs its GEMMs in bf16 (Metal in f32).
+		"bench_mlp_bf16": {"../bench/models/mlp_bf16.cue", true},
 	}
 	valid, err := filepath.Glob("../testdata/specs/valid/*.cue")
 	if err != nil || len(valid) == 0 {
@@ -36,6 +38,15 @@ func metalProgramSpecs(t *testing.T) map[string]struct {
 		}{f, true}
 	}
 	return specs
+}
+
+// largeSpecs are specs gpuModule builds only when named (by
+// MLBUILD_CUDA_FAKE_SPECS): models whose programs take minutes on a fake.
+var largeSpecs = map[string]struct {
+	file   string
+	fusion bool
+}{
+	"bench_resnet18_cifar_bf16": {"../bench/models/resnet18_cifar_bf16.cue", true},
 }
 
 // metalModule writes one Go module holding the Metal program of every spec
@@ -68,6 +79,9 @@ func gpuModule(t *testing.T, b *Backend, dir string, batch int, names []string) 
 	var shared []File
 	for _, name := range names {
 		s, ok := specs[name]
+		if !ok {
+			s, ok = largeSpecs[name]
+		}
 		if !ok {
 			t.Fatalf("no spec %s", name)
 		}
@@ -165,6 +179,9 @@ func TestMetalPrograms(t *testing.T) {
 				t.Errorf("no passing test run for %s in:\n%s", name, b)
 			}
 		}
+		if testing.Verbose() {
+			t.Logf("%s", b)
+		}
 	})
 }
 
@@ -217,7 +234,11 @@ func TestCUDAPrograms(t *testing.T) {
 		}
 		dir := t.TempDir()
 		gpuModule(t, CUDA, dir, 3, names)
-		cmd := exec.Command("go", "test", "-count=1", "./cmd/...")
+		args := []string{"test", "-count=1", "-timeout=30m"}
+		if run := os.Getenv("MLBUILD_CUDA_FAKE_RUN"); run != "" {
+			args = append(args, "-v", "-run", run) // e.g. TestSelftestOnFakeCUDA alone for a large model
+		}
+		cmd := exec.Command("go", append(args, "./cmd/...")...)
 		cmd.Dir = dir
 		mnist := os.Getenv("MLBUILD_MNIST_DIR")
 		if mnist == "" {
@@ -234,6 +255,9 @@ func TestCUDAPrograms(t *testing.T) {
 				t.Errorf("no passing test run for %s in:\n%s", name, b)
 			}
 		}
+		if testing.Verbose() {
+			t.Logf("%s", b)
+		}
 	})
 }
 
@@ -243,9 +267,13 @@ func TestCUDAPrograms(t *testing.T) {
 // transformer block (dense layers on [tokens, features], matmul of two
 // values over heads, transpose, softmax over the last of three axes), and
 // batch norm (its selftest compared inference outputs the GPU never
-// writes, which a discrete device, as the fake is, shows); set
-// MLBUILD_CUDA_FAKE_SPECS to run others (`go test ./emit -run CUDAPrograms`).
-var cudaFakeSpecs = []string{"mnist", "mnist_unfused", "spec_layernorm_graph", "spec_transformer_block", "spec_batchnorm_dense"}
+// writes, which a discrete device, as the fake is, shows), and the
+// benchmark MLP in bf16 (every GEMM through cublasGemmEx's bf16 compute
+// type, which the fake computes with rounded operands); set
+// MLBUILD_CUDA_FAKE_SPECS to run others (`go test ./emit -run CUDAPrograms`)
+// and MLBUILD_CUDA_FAKE_RUN to run only the programs' tests it matches
+// (ResNet-18's training steps take minutes on the fake's Go GEMMs).
+var cudaFakeSpecs = []string{"mnist", "mnist_unfused", "spec_layernorm_graph", "spec_transformer_block", "spec_batchnorm_dense", "bench_mlp_bf16"}
 
 // cudaFaultSpecs are the programs whose fake run also trains on MNIST
 // through a GPU fault (testdata/fakehost/cuda_fault_test.go).

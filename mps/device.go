@@ -188,8 +188,13 @@ func (en *encoder) Dispatch(kernel string, args []gpuhost.Arg, groups, threads i
 }
 
 // Gemm encodes one MPS matrix multiplication, or for a batched GEMM one
-// per matrix of the batch.
+// per matrix of the batch. Its matrices are float32 MPSMatrix objects,
+// multiplied in float32: a GEMM in another precision is refused (the
+// planner keeps Metal's steps in f32 and says why).
 func (en *encoder) Gemm(g gpuhost.Gemm) error {
+	if g.Precision != gpuhost.PrecisionF32 {
+		return fmt.Errorf("mps: a %dx%dx%d GEMM in precision %v: the Metal device multiplies float32 MPS matrices in f32 only", g.M, g.N, g.K, g.Precision)
+	}
 	for b := range max(g.Batch, 1) {
 		var ops [3]MatrixOperand
 		for i, o := range []gpuhost.Operand{g.A, g.B, g.C} {

@@ -107,7 +107,7 @@ var passes = [...]pass{
 		run: func(b *building) error { keepLess(b.p); return nil }},
 	{name: "chooseMethods", file: "choose_methods.go", needs: []string{"lower", "differentiate"},
 		run: func(b *building) error { return chooseMethods(b.p, b.target) }},
-	{name: "choosePrecisions", file: "choose_precisions.go", needs: []string{"lower", "differentiate"},
+	{name: "choosePrecisions", file: "choose_precisions.go", needs: []string{"lower", "differentiate", "chooseMethods"},
 		run: func(b *building) error {
 			b.p.Precision = b.m.Precision
 			return choosePrecisions(b.p, b.target)

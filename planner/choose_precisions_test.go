@@ -45,7 +45,7 @@ func TestChoosePrecisions(t *testing.T) {
 		{"no precision (f32)", mlp(), Options{Batch: 250, Training: false, Fusion: true},
 			map[string]string{"gemm fc1": "f32", "gemm fc2": "f32", "gemm fc3": "f32"}, 0, ""},
 		{"bf16 on a GPU target", withPrecision(mlp(), "bf16"), Options{Batch: 250, Training: true, Fusion: true, Target: gpu},
-			map[string]string{"gemm fc1": "f32", "gemm fc2": "f32", "gemm fc3": "f32", "gemm_bwd fc1": "f32", "gemm_bwd fc2": "f32", "gemm_bwd fc3": "f32"}, 6, "the cuda backend has no bf16 products yet"},
+			map[string]string{"gemm fc1": "f32", "gemm fc2": "f32", "gemm fc3": "f32", "gemm_bwd fc1": "f32", "gemm_bwd fc2": "f32", "gemm_bwd fc3": "f32"}, 6, "the cuda backend has no bf16 products for this step"},
 		// 2 samples of 8 tokens: the token-wise layers have 16 rows, the
 		// head (on the flattened tokens) 2.
 		{"rows are tokens", withPrecision(attention(), "bf16"), Options{Batch: 2, Training: false, Fusion: true},
@@ -102,14 +102,14 @@ func TestPrecisionText(t *testing.T) {
 		"plan mlp: batch 32, training, fusion on, precision bf16\n",
 		"gemm(relu bf16)  fc1+relu1",
 		"gemm_bwd(bf16)       fc3",
-		"\nprecision: 6 of 6 dense steps in bf16\n",
+		"\nprecision: 6 of 6 matrix-product steps in bf16\n",
 	} {
 		if !strings.Contains(bf, want) {
 			t.Errorf("bf16 plan lacks %q:\n%s", want, bf)
 		}
 	}
 	mixed := text(withPrecision(mlp(), "bf16"), 8)
-	for _, want := range []string{"gemm(relu f32)", "precision: 0 of 6 dense steps in bf16\n  gemm fc1: f32, not bf16: 8 rows"} {
+	for _, want := range []string{"gemm(relu f32)", "precision: 0 of 6 matrix-product steps in bf16\n  gemm fc1: f32, not bf16: 8 rows"} {
 		if !strings.Contains(mixed, want) {
 			t.Errorf("bf16 plan at batch 8 lacks %q:\n%s", want, mixed)
 		}
@@ -128,7 +128,70 @@ func TestPrecisionErrors(t *testing.T) {
 	}
 	bad := Target{Name: "test", Conv: cpuConv, Dense: func(int, string) DenseChoice { return DenseChoice{Precision: "fp8"} }}
 	_, err := Build(withPrecision(mlp(), "bf16"), Options{Batch: 32, Target: bad})
-	if err == nil || !strings.Contains(err.Error(), `layer fc1: the test backend gives its dense step the precision "fp8"`) {
+	if err == nil || !strings.Contains(err.Error(), `layer fc1: the test backend gives its gemm step the precision "fp8"`) {
 		t.Errorf("a target answering fp8: %v", err)
+	}
+}
+
+// TestConvPrecisions: in a plan that asks for bf16 or tf32, a target with
+// a ConvPrecision rule (as CUDA's: every method but the direct one runs
+// GEMMs) gives each conv2d and conv2d_bwd step its choice, listing the
+// steps left f32 with the reason; the CPU keeps convolutions f32 and a
+// tf32 plan wholly f32, saying why; an f32 plan records no precision on
+// convolutions (the plans of f32 specs are as before precisions).
+func TestConvPrecisions(t *testing.T) {
+	gemmTarget := Target{Name: "gemmgpu", Conv: func(g ConvGeom, pass ConvPass) ConvChoice {
+		if g.C == 1 { // the first layer: a method without GEMMs
+			return ConvChoice{Method: "direct"}
+		}
+		return ConvChoice{Method: ConvIm2colGemm}
+	}, Dense: func(_ int, want string) DenseChoice { return DenseChoice{Precision: want} },
+		ConvPrecision: func(method, want string) DenseChoice {
+			if method == "direct" {
+				return DenseChoice{Precision: PrecisionF32, Why: "no GEMM"}
+			}
+			return DenseChoice{Precision: want}
+		}}
+	for _, want := range []string{PrecisionBF16, PrecisionTF32} {
+		p := mustBuild(t, withPrecision(lenet5(), want), Options{Batch: 32, Training: true, Fusion: true, Target: gemmTarget})
+		got := map[string]string{}
+		for _, s := range stepsOf(p, KConv2D, KConv2DBwd, KGemm, KGemmBwd) {
+			got[string(s.Kernel)+" "+s.Layer] = s.Attr.Precision
+		}
+		for k, v := range map[string]string{"conv2d conv1": "f32", "conv2d_bwd conv1": "f32", "conv2d conv2": want, "conv2d_bwd conv2": want,
+			"gemm fc1": want, "gemm_bwd fc3": want} {
+			if got[k] != v {
+				t.Errorf("%s plan: %s in %q, want %q (all: %v)", want, k, got[k], v, got)
+			}
+		}
+		if len(p.Precisions) != 2 || !strings.Contains(p.Precisions[0], "conv2d conv1: f32, not "+want+": no GEMM") {
+			t.Errorf("%s plan's precision lines: %q", want, p.Precisions)
+		}
+		var b bytes.Buffer
+		WriteText(&b, p)
+		if !strings.Contains(b.String(), "precision: 8 of 10 matrix-product steps in "+want) || !strings.Contains(b.String(), "conv2d(relu k5x5 s1 p0 im2col+gemm "+want) {
+			t.Errorf("%s plan text lacks the precision summary or a convolution's precision:\n%s", want, b.String())
+		}
+	}
+	f32 := mustBuild(t, lenet5(), Options{Batch: 32, Training: true, Fusion: true, Target: gemmTarget})
+	for _, s := range stepsOf(f32, KConv2D, KConv2DBwd) {
+		if s.Attr.Precision != "" {
+			t.Errorf("f32 plan: %s %s has precision %q, want none", s.Kernel, s.Layer, s.Attr.Precision)
+		}
+	}
+	cpu := mustBuild(t, withPrecision(lenet5(), PrecisionTF32), Options{Batch: 32, Training: true, Fusion: true})
+	for _, s := range stepsOf(cpu, KConv2D, KConv2DBwd, KGemm, KGemmBwd) {
+		if s.Attr.Precision != PrecisionF32 {
+			t.Errorf("CPU tf32 plan: %s %s in %q, want f32", s.Kernel, s.Layer, s.Attr.Precision)
+		}
+	}
+	if len(cpu.Precisions) != 10 || !strings.Contains(cpu.Precisions[0], "the CPU has no TF32 arithmetic") {
+		t.Errorf("CPU tf32 plan's precision lines: %q", cpu.Precisions)
+	}
+	cpuBF16 := mustBuild(t, withPrecision(lenet5(), PrecisionBF16), Options{Batch: 32, Training: true, Fusion: true})
+	for _, l := range cpuBF16.Precisions {
+		if !strings.HasPrefix(l, "conv2d") || !strings.Contains(l, "the CPU's convolutions multiply in float32") {
+			t.Errorf("CPU bf16 plan: %q (only the convolutions stay f32)", l)
+		}
 	}
 }

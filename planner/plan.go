@@ -87,7 +87,7 @@ const (
 	// Out: y [B,OC,OH,OW], cols (optional scratch: the method's workspace,
 	// sized by the target; absent when the method needs none), and in a
 	// training plan with Attr.Pool, argmax.
-	// Attr: Conv, Act, Alpha, Method, Pool. With Attr.Pool (a max pool
+	// Attr: Conv, Act, Alpha, Method, Pool, Precision. With Attr.Pool (a max pool
 	// folded into the step's epilogue, fuse_pool.go) y is the pool's
 	// output [B,OC,Pool.OH,Pool.OW]; a training plan's step also writes
 	// argmax (scratch shaped like y): for each pool window, the position
@@ -164,7 +164,7 @@ const (
 	// (the activation's derivative is taken from y), Precision.
 	KGemmBwd Kernel = "gemm_bwd"
 	// KConv2DBwd: In: x, W, y, dy, cols (optional scratch). Out: dx (optional), dW, db (optional).
-	// Attr: Conv, Act, Alpha, Method, ActApplied. cols is a workspace of
+	// Attr: Conv, Act, Alpha, Method, ActApplied, Precision. cols is a workspace of
 	// the backward step's own (nothing is read from it), sized by the
 	// target for the backward method; absent when the method needs none.
 	// With ActApplied, dy already carries Act's derivative (the max pool
@@ -306,10 +306,14 @@ type Attr struct {
 	// ActApplied marks a conv2d_bwd whose dy already carries its Act's
 	// derivative (fuse_act_bwd.go).
 	ActApplied bool `json:"actApplied,omitempty"`
-	// Precision is the arithmetic of a gemm or gemm_bwd step's products,
-	// PrecisionF32 or PrecisionBF16, chosen by the plan's Target in
-	// choose_precisions.go; the emitter calls that precision's kernels.
-	// Empty (a plan built by hand) means f32.
+	// Precision is the arithmetic of a GEMM-backed step's products,
+	// PrecisionF32, PrecisionBF16 or PrecisionTF32, chosen by the plan's
+	// Target in choose_precisions.go; the emitter calls that precision's
+	// kernels (rt/cpu's bf16 dense kernels; on CUDA, cuBLAS's fast
+	// compute types for every GEMM of the step). gemm and gemm_bwd steps
+	// always have one; conv2d and conv2d_bwd steps have one only in a
+	// plan that asks for another precision than f32. Empty (an f32 plan's
+	// convolutions, a plan built by hand) means f32.
 	Precision string `json:"precision,omitempty"`
 	// FromOutput marks a unary_bwd whose In[0] is its chain's output y,
 	// not its input x: a one-op chain whose derivative y gives
@@ -320,8 +324,8 @@ type Attr struct {
 	OperandShapes [][]int `json:"operandShapes,omitempty"`
 }
 
-// The precisions of dense layers' products: a spec's precision and a
-// gemm step's Attr.Precision, named as rt/cpu's Precision values.
+// The precisions of matrix products: a spec's precision and a step's
+// Attr.Precision, named as rt/cpu's and rt/gpuhost's Precision values.
 const (
 	// PrecisionF32 multiplies float32 operands.
 	PrecisionF32 = "f32"
@@ -329,6 +333,10 @@ const (
 	// and accumulates in float32; weights, activations and gradients
 	// stay float32 in memory (float32 master weights).
 	PrecisionBF16 = "bf16"
+	// PrecisionTF32 rounds both operands of every product to TF32 (10
+	// bits of mantissa) and accumulates in float32: NVIDIA tensor cores'
+	// format, which only the CUDA target runs.
+	PrecisionTF32 = "tf32"
 )
 
 // Step is one kernel call.
@@ -353,8 +361,8 @@ type Plan struct {
 	Batch    int    `json:"batch"`
 	Training bool   `json:"training"` // has Backward and Update
 	Fusion   bool   `json:"fusion"`
-	// Precision is the arithmetic the spec asks for in dense layers'
-	// products (PrecisionF32 or PrecisionBF16); each gemm and gemm_bwd
+	// Precision is the arithmetic the spec asks for in matrix products
+	// (PrecisionF32, PrecisionBF16 or PrecisionTF32); each GEMM-backed
 	// step's Attr.Precision says what it runs.
 	Precision string `json:"precision"`
 
@@ -378,7 +386,7 @@ type Plan struct {
 
 	// Fusions lists the fusion decisions for `mlbuild plan`.
 	Fusions []string `json:"fusions,omitempty"`
-	// Precisions lists, for `mlbuild plan`, the dense steps that run in
-	// another precision than the spec asks for, and why.
+	// Precisions lists, for `mlbuild plan`, the GEMM-backed steps that
+	// run in another precision than the spec asks for, and why.
 	Precisions []string `json:"precisions,omitempty"`
 }

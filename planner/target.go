@@ -18,6 +18,15 @@ type Target struct {
 	// spec asks for another than f32. nil: the backend multiplies in f32
 	// only, and every dense step stays f32 (`mlbuild plan` says so).
 	Dense DenseRule
+	// ConvPrecision chooses the precision of one conv2d or conv2d_bwd
+	// step's products, from the method chosen for it, where the spec asks
+	// for another than f32. nil: the backend's convolutions multiply in
+	// f32 only.
+	ConvPrecision func(method, want string) DenseChoice
+	// F32Why says why a step stays f32 on a backend that has no rule for
+	// it (Dense or ConvPrecision nil), for `mlbuild plan`; "" says the
+	// backend has no such products.
+	F32Why string
 	// UpdateTensors is the most params one optimizer step may update: a
 	// GPU backend's multi-tensor kernel, bounded by the buffers one kernel
 	// may bind (fuse_update.go). 0 or 1: one step per param.
@@ -96,7 +105,8 @@ type DenseRule func(rows int, want string) DenseChoice
 
 // DenseChoice is the precision of one dense step's products.
 type DenseChoice struct {
-	// Precision is PrecisionF32 or PrecisionBF16 (Attr.Precision).
+	// Precision is PrecisionF32 or the precision asked for
+	// (Attr.Precision).
 	Precision string
 	// Why says, when Precision is not the one asked for, why not, for
 	// `mlbuild plan` ("1 row, fewer than ...").
@@ -130,7 +140,7 @@ const (
 )
 
 // CPU is the CPU backend's Target, the default of Options.Target.
-var CPU = Target{Name: "cpu", Conv: cpuConv, Dense: cpuDense}
+var CPU = Target{Name: "cpu", Conv: cpuConv, Dense: cpuDense, ConvPrecision: cpuConvPrecision}
 
 // cpuBF16Rows is the fewest rows of a dense step that the CPU multiplies
 // in bf16: Intel AMX's bf16 tiles hold 16 rows, and below that (batch-1
@@ -143,7 +153,15 @@ const cpuBF16Rows = 16
 // rt/cpu's BF16 runs on AMX where the CPU has it and elsewhere emulates
 // the same products in float32, so the plan does not depend on the
 // machine the program runs on.
+//
+// A spec's tf32 keeps every CPU step f32 (and `mlbuild plan` says why)
+// rather than being an error: TF32 is NVIDIA's tensor-core format, a spec
+// names the precision it wants wherever a backend has it, and the same
+// spec built for the CPU should build, as a bf16 spec builds for Metal.
 func cpuDense(rows int, want string) DenseChoice {
+	if want == PrecisionTF32 {
+		return DenseChoice{Precision: PrecisionF32, Why: cpuNoTF32}
+	}
 	if want == PrecisionBF16 && rows < cpuBF16Rows {
 		unit := "rows"
 		if rows == 1 {
@@ -152,6 +170,18 @@ func cpuDense(rows int, want string) DenseChoice {
 		return DenseChoice{Precision: PrecisionF32, Why: fmt.Sprintf("%d %s, fewer than the %d of a bf16 tile: float32 dot products are faster", rows, unit, cpuBF16Rows)}
 	}
 	return DenseChoice{Precision: want}
+}
+
+// cpuNoTF32 says why the CPU keeps a tf32 plan's steps in f32.
+const cpuNoTF32 = "the CPU has no TF32 arithmetic (a format of NVIDIA's tensor cores; tf32 runs on --backend cuda): float32 products"
+
+// cpuConvPrecision is the CPU backend's rule for convolutions' precision:
+// f32 always; rt/cpu's bf16 kernels are the dense layers'.
+func cpuConvPrecision(method, want string) DenseChoice {
+	if want == PrecisionTF32 {
+		return DenseChoice{Precision: PrecisionF32, Why: cpuNoTF32}
+	}
+	return DenseChoice{Precision: PrecisionF32, Why: "the CPU's convolutions multiply in float32 (its bf16 kernels are the dense layers')"}
 }
 
 // cpuConv is the CPU backend's convolution rule: Winograd F(4×4,5×5) for

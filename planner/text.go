@@ -22,8 +22,9 @@ func WriteText(w io.Writer, p *Plan) error {
 	if p.Fusion {
 		fusion = "on"
 	}
-	// A plan in another precision than f32 names it, and each dense
-	// step's; f32 plans print as they did before precisions existed.
+	// A plan in another precision than f32 names it, and each
+	// matrix-product step's (gemm, gemm_bwd, conv2d, conv2d_bwd); f32
+	// plans print as they did before precisions existed.
 	mixed := p.Precision != "" && p.Precision != PrecisionF32
 	precision := ""
 	if mixed {
@@ -80,12 +81,12 @@ func WriteText(w io.Writer, p *Plan) error {
 		dense, other := 0, len(p.Precisions)
 		for _, ph := range []Phase{p.Forward, p.Backward} {
 			for _, s := range ph {
-				if s.Kernel == KGemm || s.Kernel == KGemmBwd {
+				if gemmBacked(s.Kernel) {
 					dense++
 				}
 			}
 		}
-		ew.printf("\nprecision: %d of %d dense steps in %s\n", dense-other, dense, p.Precision)
+		ew.printf("\nprecision: %d of %d matrix-product steps in %s\n", dense-other, dense, p.Precision)
 		for _, l := range p.Precisions {
 			ew.printf("  %s\n", l)
 		}
@@ -141,7 +142,7 @@ func writeMemory(ew *errWriter, p *Plan) {
 }
 
 // stepAttr prints the attributes that tell steps of one kernel apart;
-// with precision, a dense step's precision too.
+// with precision, a matrix-product step's precision too.
 func stepAttr(s Step, precision bool) string {
 	a := s.Attr
 	var parts []string

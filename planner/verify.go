@@ -281,10 +281,10 @@ func verifyStep(p *Plan, phase string, index int, s *Step) error {
 	switch {
 	case s.Attr.Pool != nil && s.Kernel != KConv2D:
 		return fmt.Errorf("an epilogue pool on a %s step (only conv2d pools)", s.Kernel)
-	case s.Attr.Precision != "" && s.Kernel != KGemm && s.Kernel != KGemmBwd:
-		return fmt.Errorf("%s step with a precision (only gemm and gemm_bwd have one)", s.Kernel)
-	case s.Attr.Precision != "" && s.Attr.Precision != PrecisionF32 && s.Attr.Precision != PrecisionBF16:
-		return fmt.Errorf("unknown precision %q (f32 or bf16)", s.Attr.Precision)
+	case s.Attr.Precision != "" && !gemmBacked(s.Kernel):
+		return fmt.Errorf("%s step with a precision (only gemm, gemm_bwd, conv2d and conv2d_bwd have one)", s.Kernel)
+	case s.Attr.Precision != "" && !knownPrecision(s.Attr.Precision):
+		return fmt.Errorf("unknown precision %q (f32, bf16 or tf32)", s.Attr.Precision)
 	}
 	if s.Kernel == KConv2D && s.Attr.Pool != nil && p.Training {
 		// the argmax of each pool window, for the pool's backward

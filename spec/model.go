@@ -212,9 +212,10 @@ type Model struct {
 	Name  string `json:"name"`
 	File  string `json:"file"`
 	DType string `json:"dtype"` // "f32"
-	// Precision is the arithmetic the spec asks for in the dense layers'
-	// products: "f32", or "bf16" (bfloat16 operands, f32 accumulation,
-	// f32 master weights); the planner chooses per layer where it runs.
+	// Precision is the arithmetic the spec asks for in matrix products:
+	// "f32", "bf16" (bfloat16 operands, f32 accumulation, f32 master
+	// weights) or "tf32" (TF32 operands, f32 accumulation: CUDA); the
+	// planner chooses per step where it runs.
 	// Empty means "f32".
 	Precision string `json:"precision,omitempty"`
 	// Nodes in topological order; Nodes[0] is the input.

@@ -134,6 +134,19 @@ func TestPrecisionBF16(t *testing.T) {
 	}
 }
 
+// TestPrecisionTF32 checks that "tf32" is a precision a spec may ask for
+// and that it reaches the Model (bench/models/resnet18_cifar_tf32.cue is
+// the benchmark's ResNet-18 with it).
+func TestPrecisionTF32(t *testing.T) {
+	m, err := Load("../bench/models/resnet18_cifar_tf32.cue")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Precision != "tf32" || m.Name != "resnet18_cifar_tf32" {
+		t.Errorf("precision %q name %q; want tf32 resnet18_cifar_tf32", m.Precision, m.Name)
+	}
+}
+
 // TestAllErrorsReported checks that independent problems in one spec are
 // all reported, not only the first CUE finds: a missing field beside a
 // conflict, and a dataset mismatch beside bad training settings.

@@ -76,13 +76,8 @@ print(json.dumps(dict(model=sys.argv[1], first_epoch_s=round(secs[0], 4), epoch_
 PY
 	tail -n 1 "$out/mlbuild.jsonl"
 done
-step "mnist with MLBUILD_CUDA_TF32=1 (TF32 tensor-core GEMMs: faster, not exact fp32; not in the table)"
-MLBUILD_CUDA_TF32=1 "$b/bin/mnist" train --data "$data" --epochs 3 --validation-split 0 --out "$work/tf32.safetensors" --metrics "$work/tf32.jsonl" --quiet >/dev/null
-python3 -c "
-import json,sys
-ev=[json.loads(l) for l in open('$work/tf32.jsonl') if '\"epoch\"' in l]
-print('epoch s (TF32):', [round(60000/e['images_per_sec'],4) for e in ev if e.get('images_per_sec')])"
-"$b/bin/mnist" eval --data "$data" --weights "$work/tf32.safetensors" | tail -n 1
+# TF32 GEMMs are a spec's precision now (precision: "tf32"; MLBUILD_CUDA_TF32
+# is refused): session.sh measures bench/models/resnet18_cifar_tf32.cue.
 
 step "mnist: where a training step's time goes (ncu: the kernels of about three training steps)"
 ncu=$(command -v ncu || ls /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -n 1)

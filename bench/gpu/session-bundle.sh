@@ -7,7 +7,9 @@
 #   ZOO_OUT     (default .gpu/zoo, a folder apart: with it the whole is over
 #               64 MiB) torchvision's classifiers that `make zoo` imported,
 #               as zoo-bundle.sh makes them, and zoo.sh, which runs them
-#   r18/        bench/models/resnet18_cifar.cue for CUDA and its PyTorch twin
+#   r18/        bench/models/resnet18_cifar.cue for CUDA (and its bf16 and
+#               tf32 twins, resnet18_cifar_bf16.cue and _tf32.cue) and its
+#               PyTorch twin
 #   CPU_OUT     (default .gpu/cpu, apart) part 5: resnet18_cifar.cue for the
 #               CPU, cpu_memory.py, and the imported resnet18 with its
 #               weights embedded and one sample (from ZOO_DIR)
@@ -34,6 +36,10 @@ for spec in testdata/specs/valid/*.cue models/*.cue; do
 done
 "$tmp/mlbuild" compile bench/models/resnet18_cifar.cue --backend cuda --target linux/amd64 -o "$tmp/r18" --cache-dir "$tmp/cache" --force
 xz -6 -T0 -c "$tmp/r18" >"$dir/r18/resnet18_cifar.xz"
+for p in bf16 tf32; do
+	"$tmp/mlbuild" compile "bench/models/resnet18_cifar_$p.cue" --backend cuda --target linux/amd64 -o "$tmp/r18-$p" --cache-dir "$tmp/cache" --force
+	xz -6 -T0 -c "$tmp/r18-$p" >"$dir/r18/resnet18_cifar_$p.xz"
+done
 "$tmp/mlbuild" compile bench/models/resnet18_cifar.cue --backend cpu --target linux/amd64 -o "$tmp/r18cpu" --cache-dir "$tmp/cache" --force
 cp bench/gpu/torch_resnet_cifar.py "$dir/r18/"
 # Part 5 (the host CPU), a folder apart since the embedded weights would

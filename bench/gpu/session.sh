@@ -6,6 +6,8 @@
 #   3. CIFAR ResNet-18 at batch 128: mlbuild's CUDA program (bench: training
 #      step, batch-128 and batch-1 inference; info: the memory it takes)
 #      against PyTorch in fp32 and bf16, eager and compiled, in one run;
+#      then the same model with precision "bf16" and "tf32" (cuBLAS's fast
+#      compute types): selftest, bench and the GEMM facts of info;
 #   4. torchvision's classifiers on the GPU against PyTorch (zoo.sh, from
 #      ZOO_BUNDLE, default BUNDLE/../zoo: session-bundle.sh writes it apart);
 #   5. the host CPU: CIFAR ResNet-18's peak resident memory in training
@@ -40,6 +42,13 @@ if want 3; then
 	unxz "$b/r18/resnet18_cifar.xz" "$work/r18"
 	"$work/r18" info | grep -iE 'memory|arena|backend|device|gpu' | head -n 12
 	timeout 240 "$work/r18" bench --json --iters 30 2>&1 | tee "$out/r18-mlbuild.json" | tail -n 3
+	for p in bf16 tf32; do
+		step "CIFAR ResNet-18, batch 128: mlbuild CUDA, precision $p"
+		unxz "$b/r18/resnet18_cifar_$p.xz" "$work/r18-$p"
+		"$work/r18-$p" info | grep -E '^ *GEMM' | head -n 2
+		timeout 240 "$work/r18-$p" selftest 2>&1 | tee "$out/r18-$p-selftest.txt" | tail -n 4
+		timeout 240 "$work/r18-$p" bench --json --iters 30 2>&1 | tee "$out/r18-$p-mlbuild.json" | tail -n 3
+	done
 	step "CIFAR ResNet-18, batch 128: PyTorch"
 	PYTHONUNBUFFERED=1 timeout 420 python3 "$b/r18/torch_resnet_cifar.py" 2>&1 | grep -v Warning | tee "$out/r18-torch.jsonl" | tail -n 6
 fi

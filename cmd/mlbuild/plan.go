@@ -37,9 +37,9 @@ func newPlanCmd(g *globalOptions) *cobra.Command {
 		Long: `Plan loads a spec and prints the static plan that 'mlbuild compile' turns
 into a program: every step with its kernel, layer, operand shapes and
 FLOPs (the forward pass, the loss and the backward pass derived by
-reverse-mode differentiation, and the optimizer's updates; a dense
-step's precision where the spec asks for bf16), every buffer
-with its arena and offset from the memory plan, the fusion decisions, and
+reverse-mode differentiation, and the optimizer's updates; a dense or
+convolution step's precision where the spec asks for bf16 or tf32),
+every buffer with its arena and offset from the memory plan, the fusion decisions, and
 FLOPs and bytes moved per training step with peak memory against the
 naive sum of all buffers. The output is deterministic.
 
@@ -54,8 +54,8 @@ Examples:
   # what fusion buys: compare step counts and bytes moved
   mlbuild plan models/mnist.cue --fusion off
 
-  # a spec with precision: "bf16": each dense step's precision, and why
-  # a step stays f32 (batch 1, or a backend without bf16)
+  # a spec with precision: "bf16": each step's precision, and why a
+  # step stays f32 (batch 1 on the CPU, Metal, CUDA's direct kernel)
   mlbuild plan bench/models/mlp_bf16.cue --mode infer --batch 1
 
   # as the Metal backend plans it (its convolution methods and scratch)

@@ -42,20 +42,27 @@ func TestPlanText(t *testing.T) {
 	}
 }
 
-// TestPlanPrecision: `mlbuild plan` of a bf16 spec shows each dense
-// step's precision, bf16 at the training batch on the CPU, f32 at batch 1
-// and on a GPU backend, with the reason for each step left at f32; the
-// JSON plan carries it too.
+// TestPlanPrecision: `mlbuild plan` of a bf16 spec shows each
+// matrix-product step's precision, bf16 at the training batch on the CPU
+// and on CUDA (its convolutions too, but the direct kernel's), f32 at
+// batch 1 on the CPU, on Metal and for tf32 on the CPU, with the reason
+// for each step left at f32; the JSON plan carries it too.
 func TestPlanPrecision(t *testing.T) {
 	const bf16 = "../../bench/models/mlp_bf16.cue"
+	const resnet = "../../bench/models/resnet18_cifar_bf16.cue"
+	const tf32 = "../../bench/models/resnet18_cifar_tf32.cue"
 	for _, c := range []struct {
 		args []string
 		want []string
 	}{
-		{[]string{bf16}, []string{"plan bench_mlp_bf16: batch 250, training, fusion on, precision bf16\n", "gemm(relu bf16)", "gemm_bwd(relu bf16)", "precision: 6 of 6 dense steps in bf16\n"}},
-		{[]string{bf16, "--mode", "infer", "--batch", "1"}, []string{"gemm(relu f32)", "precision: 0 of 3 dense steps in bf16\n", "gemm dense1: f32, not bf16: 1 row, fewer than the 16 of a bf16 tile"}},
-		{[]string{bf16, "--backend", "cuda"}, []string{"gemm(relu f32)", "precision: 0 of 6 dense steps in bf16\n", "gemm_bwd dense1: f32, not bf16: the cuda backend has no bf16 products yet"}},
-		{[]string{bf16, "--backend", "metal"}, []string{"gemm_bwd dense1: f32, not bf16: the metal backend has no bf16 products yet"}},
+		{[]string{bf16}, []string{"plan bench_mlp_bf16: batch 250, training, fusion on, precision bf16\n", "gemm(relu bf16)", "gemm_bwd(relu bf16)", "precision: 6 of 6 matrix-product steps in bf16\n"}},
+		{[]string{bf16, "--mode", "infer", "--batch", "1"}, []string{"gemm(relu f32)", "precision: 0 of 3 matrix-product steps in bf16\n", "gemm dense1: f32, not bf16: 1 row, fewer than the 16 of a bf16 tile"}},
+		{[]string{bf16, "--backend", "cuda"}, []string{"gemm(relu bf16)", "gemm_bwd(relu bf16)", "precision: 6 of 6 matrix-product steps in bf16\n"}},
+		{[]string{bf16, "--backend", "metal"}, []string{"gemm_bwd dense1: f32, not bf16: the Metal backend's MPS matrices are float32"}},
+		{[]string{resnet, "--backend", "cuda"}, []string{"conv2d(k3x3 s1 p1 im2col+cublas bf16)", "precision: 40 of 42 matrix-product steps in bf16\n",
+			"conv2d stem: f32, not bf16: the direct convolution kernel runs no GEMM"}},
+		{[]string{tf32, "--backend", "cuda"}, []string{"conv2d(k3x3 s1 p1 im2col+cublas tf32)", "precision: 40 of 42 matrix-product steps in tf32\n"}},
+		{[]string{tf32}, []string{"precision: 0 of 42 matrix-product steps in tf32\n", "gemm fc: f32, not tf32: the CPU has no TF32 arithmetic"}},
 	} {
 		code, out, stderr := planCLI(c.args...)
 		if code != ExitOK {

@@ -1,15 +1,28 @@
 package fakecuda
 
 import (
+	"slices"
 	"unsafe"
 
 	"github.com/mlbuild/mlbuild/cuda"
+	"github.com/mlbuild/mlbuild/rt/gpuhost"
 )
 
 // blasNames are cuBLAS's status names.
 var blasNames = map[cuda.BLASStatus]string{
 	0: "CUBLAS_STATUS_SUCCESS", 1: "CUBLAS_STATUS_NOT_INITIALIZED", 7: "CUBLAS_STATUS_INVALID_VALUE",
-	13: "CUBLAS_STATUS_EXECUTION_FAILED",
+	13: "CUBLAS_STATUS_EXECUTION_FAILED", 15: "CUBLAS_STATUS_NOT_SUPPORTED",
+}
+
+// blasNotSupported is CUBLAS_STATUS_NOT_SUPPORTED.
+const blasNotSupported cuda.BLASStatus = 15
+
+// fastPrecisions are the compute types GemmEx takes and the rounding each
+// applies to A's and B's elements (f32: none).
+var fastPrecisions = map[int32]gpuhost.Precision{
+	cuda.Compute32F:      gpuhost.PrecisionF32,
+	cuda.ComputeFast16BF: gpuhost.PrecisionBF16,
+	cuda.ComputeFastTF32: gpuhost.PrecisionTF32,
 }
 
 // gemmCall is one cublasSgemm, its scalars read at the call (host pointer
@@ -24,6 +37,10 @@ type gemmCall struct {
 	// batch products, the i-th on matrices stride·i elements on
 	batch      int
 	sa, sb, sc int64
+	// ex is set for a cublasGemmEx, whose operands are rounded to
+	// precision and whose products are summed in float32.
+	ex        bool
+	precision gpuhost.Precision
 }
 
 // blas is the fake cuBLAS: column-major SGEMM in Go on device memory.
@@ -39,7 +56,11 @@ func (f *Fake) blas() *cuda.BLASAPI {
 		}
 		return do(bh)
 	}
-	sgemm := f.sgemm(withHandle)
+	sgemmEx := f.sgemm(withHandle)
+	sgemm := func(h cuda.BLASHandle, ta, tb cuda.Operation, m, n, k int32, alpha *float32, a cuda.DevicePtr, lda int32, sa int64,
+		b cuda.DevicePtr, ldb int32, sb int64, beta *float32, c cuda.DevicePtr, ldc int32, sc int64, batch int32) cuda.BLASStatus {
+		return sgemmEx(h, ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta, c, ldc, sc, batch, notEx)
+	}
 	return &cuda.BLASAPI{
 		Create: func(h *cuda.BLASHandle) cuda.BLASStatus {
 			defer f.mu.Unlock()
@@ -107,13 +128,45 @@ func (f *Fake) blas() *cuda.BLASAPI {
 			b cuda.DevicePtr, ldb int32, sb int64, beta *float32, c cuda.DevicePtr, ldc int32, sc int64, batch int32) cuda.BLASStatus {
 			return sgemm(h, ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta, c, ldc, sc, batch)
 		},
+		GemmEx: func(h cuda.BLASHandle, ta, tb cuda.Operation, m, n, k int32, alpha *float32, a cuda.DevicePtr, aType, lda int32,
+			b cuda.DevicePtr, bType, ldb int32, beta *float32, c cuda.DevicePtr, cType, ldc int32, compute, algo int32) cuda.BLASStatus {
+			if s := exTypes(aType, bType, cType, compute, algo); s != 0 {
+				return s
+			}
+			return sgemmEx(h, ta, tb, m, n, k, alpha, a, lda, 0, b, ldb, 0, beta, c, ldc, 0, 1, fastPrecisions[compute])
+		},
+		GemmStridedBatchedEx: func(h cuda.BLASHandle, ta, tb cuda.Operation, m, n, k int32, alpha *float32, a cuda.DevicePtr, aType, lda int32, sa int64,
+			b cuda.DevicePtr, bType, ldb int32, sb int64, beta *float32, c cuda.DevicePtr, cType, ldc int32, sc int64,
+			batch, compute, algo int32) cuda.BLASStatus {
+			if s := exTypes(aType, bType, cType, compute, algo); s != 0 {
+				return s
+			}
+			return sgemmEx(h, ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta, c, ldc, sc, batch, fastPrecisions[compute])
+		},
 	}
 }
 
+// notEx marks the Sgemms for sgemm (no GemmEx: float64 sums, unrounded).
+const notEx = gpuhost.Precision(255)
+
+// exTypes checks a GemmEx's data types, compute type and algorithm
+// against what the fake computes.
+func exTypes(aType, bType, cType, compute, algo int32) cuda.BLASStatus {
+	if aType != cuda.DataR32F || bType != cuda.DataR32F || cType != cuda.DataR32F {
+		return blasNotSupported
+	}
+	if _, ok := fastPrecisions[compute]; !ok || algo != cuda.GemmDefault {
+		return cuda.BLASInvalidValue
+	}
+	return 0
+}
+
+// sgemm returns the GEMM of every entry point: precision -1 for the
+// Sgemms (Precision(255): float64 sums), else a GemmEx's.
 func (f *Fake) sgemm(withHandle func(cuda.BLASHandle, func(*blasHandle) cuda.BLASStatus) cuda.BLASStatus) func(h cuda.BLASHandle, ta, tb cuda.Operation, m, n, k int32, alpha *float32, a cuda.DevicePtr, lda int32, sa int64,
-	b cuda.DevicePtr, ldb int32, sb int64, beta *float32, c cuda.DevicePtr, ldc int32, sc int64, batch int32) cuda.BLASStatus {
+	b cuda.DevicePtr, ldb int32, sb int64, beta *float32, c cuda.DevicePtr, ldc int32, sc int64, batch int32, precision gpuhost.Precision) cuda.BLASStatus {
 	return func(h cuda.BLASHandle, ta, tb cuda.Operation, m, n, k int32, alpha *float32, a cuda.DevicePtr, lda int32, sa int64,
-		b cuda.DevicePtr, ldb int32, sb int64, beta *float32, c cuda.DevicePtr, ldc int32, sc int64, batch int32) cuda.BLASStatus {
+		b cuda.DevicePtr, ldb int32, sb int64, beta *float32, c cuda.DevicePtr, ldc int32, sc int64, batch int32, precision gpuhost.Precision) cuda.BLASStatus {
 		return withHandle(h, func(bh *blasHandle) cuda.BLASStatus {
 			rowsA, rowsB := m, k
 			if ta == cuda.OpT {
@@ -129,7 +182,7 @@ func (f *Fake) sgemm(withHandle func(cuda.BLASHandle, func(*blasHandle) cuda.BLA
 			}
 			g := &gemmCall{ta: ta, tb: tb, m: int(m), n: int(n), k: int(k), alpha: *alpha, beta: *beta,
 				a: uint64(a), b: uint64(b), c: uint64(c), lda: int(lda), ldb: int(ldb), ldc: int(ldc),
-				batch: int(batch), sa: sa, sb: sb, sc: sc}
+				batch: int(batch), sa: sa, sb: sb, sc: sc, ex: precision != notEx, precision: precision}
 			if m == 0 || n == 0 || batch == 0 {
 				return 0
 			}
@@ -201,6 +254,33 @@ func (f *Fake) runGemm1(g *gemmCall) bool {
 			return B[j+l*g.ldb]
 		}
 		return B[l+j*g.ldb]
+	}
+	if g.ex {
+		// A tensor core's product: each operand element rounded to the
+		// compute type's input format (on copies, once), the products
+		// (exact in float32: at most 11+11 significant bits) summed in
+		// float32.
+		p := g.precision
+		A, B = slices.Clone(A), slices.Clone(B)
+		for _, x := range [][]float32{A, B} {
+			for i, v := range x {
+				x[i] = p.Round(v)
+			}
+		}
+		for j := 0; j < g.n; j++ {
+			for i := 0; i < g.m; i++ {
+				var s float32
+				for l := 0; l < g.k; l++ {
+					s += at(i, l) * bt(l, j)
+				}
+				v := g.alpha * s
+				if g.beta != 0 {
+					v += g.beta * C[i+j*g.ldc]
+				}
+				C[i+j*g.ldc] = v
+			}
+		}
+		return true
 	}
 	for j := 0; j < g.n; j++ {
 		for i := 0; i < g.m; i++ {

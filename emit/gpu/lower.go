@@ -53,6 +53,10 @@ type Gemm struct {
 	A, B, C        Matrix
 	Batch          int    `json:"batch,omitempty"`
 	Stride         [3]int `json:"stride,omitzero"`
+	// Precision is the products' arithmetic, the plan step's
+	// Attr.Precision ("bf16", "tf32"); "" is exact float32 (an f32 step's,
+	// and every step's of a plan that names none).
+	Precision string `json:"precision,omitempty"`
 }
 
 // Op is one entry of a phase: exactly one of Launch and Gemm is set. Layer
@@ -232,8 +236,22 @@ func (l *lowering) gemm(g Gemm) error {
 			}
 		}
 	}
+	g.Precision = l.fastPrecision()
 	l.ops = append(l.ops, Op{Layer: l.step.Layer, Kernel: string(l.step.Kernel), Gemm: &g})
 	return nil
+}
+
+// fastPrecision is the step's precision when its GEMMs may round their
+// operands (bf16, tf32), "" when they multiply in exact float32. A step
+// in a fast precision runs every product as a GEMM of that precision:
+// the generated kernels that would replace a GEMM (dense_dot, the
+// Winograd products kernel) multiply in float32, so they are not chosen
+// for it, and the plan's precision is what runs.
+func (l *lowering) fastPrecision() string {
+	if p := l.step.Attr.Precision; p != planner.PrecisionF32 {
+		return p
+	}
+	return ""
 }
 
 func (l *lowering) buf(id planner.BufID) (*planner.Buffer, error) {

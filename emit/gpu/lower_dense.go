@@ -26,7 +26,7 @@ func (l *lowering) dense(st *planner.Step) error {
 	n, k := ws[0], ws[1]
 	xb, _ := l.buf(x)
 	batch := xb.Size / k
-	if denseDotFits(batch, n, k) {
+	if denseDotFits(batch, n, k) && l.fastPrecision() == "" {
 		kk, err := denseDotKernel(batch, n, k, present(b), a.Act, alpha)
 		ops := []operand{whole(x), whole(w), whole(y)}
 		if present(b) {

@@ -697,7 +697,7 @@ func (l *lowering) wgProducts(wa *Winograd, g planner.ConvGeom, flip bool, lay w
 		rows, k = g.C, g.OC
 	}
 	tc, np := lay.tc, wa.products()
-	own := l.d.Load4 != "" && l.d.Store4 != "" && wgProductsFit(rows, k, tc) &&
+	own := l.d.Load4 != "" && l.d.Store4 != "" && wgProductsFit(rows, k, tc) && l.fastPrecision() == "" &&
 		wa.alpha*lay.s*ceilDiv(tc, wgProductTiles) >= wgRowsMinGroups
 	copies := lay.s
 	if own {

@@ -201,3 +201,42 @@ func testLoweredWinograd(t *testing.T, wa *Winograd) {
 		})
 	}
 }
+
+// TestFastPrecisionLowersToGemms: a convolution step in bf16 (or a dense
+// step) lowers every product to a GEMM that carries the precision: the
+// Winograd products kernel and the dense_dot kernel, which multiply in
+// float32, are not chosen for it, where the same f32 steps take them.
+func TestFastPrecisionLowersToGemms(t *testing.T) {
+	smallProductsKernel(t)
+	wide := withOutputSize(planner.ConvGeom{N: 2, C: 16, H: 9, W: 7, OC: 64, KH: 5, KW: 5, SH: 1, SW: 1, PH: 2, PW: 2, DH: 1, DW: 1, Groups: 1})
+	for _, precision := range []string{planner.PrecisionF32, planner.PrecisionBF16, planner.PrecisionTF32} {
+		p, _ := convLayerPlan([]convLayerCase{{name: "wide", g: wide, bias: true, act: "relu", dx: true, scratch: WinogradF4.Scratch(wide)}})
+		for _, st := range []*planner.Step{&p.Forward[0], &p.Backward[0]} {
+			g := *st.Attr.Conv
+			st.Attr.Conv, st.Attr.Method, st.Attr.Precision = &g, WinogradF4.Method, precision
+		}
+		prog, err := Lower(p, CUDA)
+		if err != nil {
+			t.Fatal(err)
+		}
+		own, gemms := 0, 0
+		for _, op := range append(prog.Forward, prog.Backward...) {
+			if op.Launch != nil && strings.HasSuffix(op.Launch.Kernel, "_winograd_products") {
+				own++
+			}
+			if op.Gemm != nil {
+				gemms++
+				want := precision // an f32 GEMM names none
+				if want == planner.PrecisionF32 {
+					want = ""
+				}
+				if op.Gemm.Precision != want {
+					t.Errorf("%s step: a GEMM in %q, want %q", precision, op.Gemm.Precision, want)
+				}
+			}
+		}
+		if wantOwn := map[bool]int{true: 1, false: 0}[precision == planner.PrecisionF32]; own != wantOwn || gemms == 0 {
+			t.Errorf("%s: %d products kernels and %d GEMMs, want %d and some", precision, own, gemms, wantOwn)
+		}
+	}
+}

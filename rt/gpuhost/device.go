@@ -121,12 +121,21 @@ type Operand struct {
 // = Xᵀ when the flag is set; C is M×N and the inner dimension is K. With
 // Batch above 1 it is Batch such products, the i-th on the operands'
 // i-th matrices (Operand.MatrixBytes apart): one strided batched GEMM.
+//
+// Precision is the arithmetic of the products. A device computes
+// PrecisionF32 exactly as float32 products summed in float32; for another
+// precision it either computes exactly that precision (each element of A
+// and B rounded as Precision.Round does, products summed in float32: the
+// conformance suite compares with that reference and checks the result
+// differs from the exact float32 one) or refuses the GEMM with an error
+// when it is encoded. It never silently multiplies in another precision.
 type Gemm struct {
 	TransA, TransB bool
 	M, N, K        int
 	Batch          int // 0 or 1: one product
 	Alpha, Beta    float32
 	A, B, C        Operand
+	Precision      Precision
 }
 
 // Encoder takes the ops of a sequence being recorded, in order.

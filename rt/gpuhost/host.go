@@ -267,7 +267,7 @@ func (m *Model) encode(enc Encoder, op *Op) error {
 		}
 		s := g.Shape
 		return enc.Gemm(Gemm{TransA: s.TransA, TransB: s.TransB, M: s.M, N: s.N, K: s.K, Batch: s.Batch, Alpha: s.Alpha, Beta: s.Beta,
-			A: operand(g.A, g.MatrixBytes[0]), B: operand(g.B, g.MatrixBytes[1]), C: operand(g.C, g.MatrixBytes[2])})
+			A: operand(g.A, g.MatrixBytes[0]), B: operand(g.B, g.MatrixBytes[1]), C: operand(g.C, g.MatrixBytes[2]), Precision: s.Precision})
 	}
 	args := make([]Arg, len(op.Binds))
 	for i, b := range op.Binds {

@@ -35,12 +35,14 @@ type Bind struct{ Arena, Offset, Bytes int }
 type Matrix struct{ Arena, Offset, RowBytes int }
 
 // GemmShape is what a GEMM is made for: C = Alpha·op(A)·op(B) + Beta·C,
-// Batch times over consecutive matrices when Batch is above 1.
+// Batch times over consecutive matrices when Batch is above 1, with
+// products in Precision (the plan step's; zero: exact float32).
 type GemmShape struct {
 	TransA, TransB bool
 	M, N, K        int
 	Alpha, Beta    float32
 	Batch          int
+	Precision      Precision
 }
 
 // GemmOp is one GEMM of a plan. In a batched GEMM (Shape.Batch above 1)

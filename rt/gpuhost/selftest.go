@@ -103,8 +103,21 @@ func (m *Model) checkStep(plan string, work int, st *PlanStep) app.SelfTestRow {
 		}
 	}
 	row.MaxError = maxErr
-	row.Tol = tolerance(st.Reduce, scale)
+	row.Tol = tolerance(st.Reduce, scale, stepPrecision(st))
 	return row
+}
+
+// stepPrecision is the coarsest precision of a step's GEMMs (f32 when it
+// has none): the CPU reference of every step multiplies in float32, so a
+// step whose GEMMs round their operands needs the wider tolerance.
+func stepPrecision(st *PlanStep) Precision {
+	p := PrecisionF32
+	for _, op := range st.Ops {
+		if op.Gemm != nil && op.Gemm.Shape.Precision.unitRoundoff() > p.unitRoundoff() {
+			p = op.Gemm.Shape.Precision
+		}
+	}
+	return p
 }
 
 // absDiff is |a-b|, 0 when both are NaN (the reference made one too) and
@@ -123,8 +136,20 @@ func absDiff(a, b float32) float64 {
 // tolerance allows float32 rounding that grows with the length of the sums
 // behind an output (GEMMs: K) and with the outputs' magnitude; fast math
 // adds a little to element-wise functions.
-func tolerance(reduce int, scale float64) float64 {
-	return math.Max(1e-4, 4e-6*float64(reduce)) * math.Max(1, scale)
+//
+// A step whose GEMMs run in a fast precision p is compared with a float32
+// reference, so its products carry p's rounding of both operands: a
+// relative error of up to 2u each (u = p.unitRoundoff(): 2^-8 for bf16,
+// 2^-11 for tf32), which adds up over a K-long sum like a random walk,
+// to about u·sqrt(K) of the sum's magnitude (rounding errors of random
+// sign; data of one sign cancels nothing and stays within the same bound
+// relative to its larger output). The tolerance is then u·sqrt(K) times
+// the outputs' scale, or float32's when that is larger: for ResNet-18's
+// longest sums (K = 4608) 0.27 for bf16 against float32's 0.018, still
+// far below the error of a wrong operand or layout (order 1).
+func tolerance(reduce int, scale float64, p Precision) float64 {
+	f32 := math.Max(1e-4, 4e-6*float64(reduce))
+	return math.Max(f32, p.unitRoundoff()*math.Sqrt(float64(reduce))) * math.Max(1, scale)
 }
 
 // checkGemms runs each GEMM shape of the plans alone, on random matrices,
@@ -155,6 +180,9 @@ func (m *Model) checkGemms() []app.SelfTestRow {
 		if g.Batch > 1 {
 			row.Name = fmt.Sprintf("GEMM %d x %dx%dx%d transA=%v transB=%v beta=%g", g.Batch, g.M, g.N, g.K, g.TransA, g.TransB, g.Beta)
 		}
+		if g.Precision != PrecisionF32 {
+			row.Name += " " + g.Precision.String()
+		}
 		row.MaxError, row.Tol, row.Err = m.checkGemm(g, bufs, rng)
 		rows = append(rows, row)
 	}
@@ -184,7 +212,7 @@ func (m *Model) checkGemm(g GemmShape, bufs [3]Buffer, rng *cpu.Rand) (maxErr, t
 	seq, err := m.d.Record("selftest GEMM", func(enc Encoder) error {
 		return enc.Gemm(Gemm{TransA: g.TransA, TransB: g.TransB, M: g.M, N: g.N, K: g.K, Batch: g.Batch, Alpha: g.Alpha, Beta: g.Beta,
 			A: Operand{Buf: bufs[0], MatrixBytes: 4 * sizes[0]}, B: Operand{Buf: bufs[1], MatrixBytes: 4 * sizes[1]},
-			C: Operand{Buf: bufs[2], MatrixBytes: 4 * sizes[2]}})
+			C: Operand{Buf: bufs[2], MatrixBytes: 4 * sizes[2]}, Precision: g.Precision})
 	})
 	if err == nil {
 		err = seq.Launch()
@@ -199,6 +227,14 @@ func (m *Model) checkGemm(g GemmShape, bufs [3]Buffer, rng *cpu.Rand) (maxErr, t
 	if err = m.d.Download(bytesOf(got), bufs[2], 0); err != nil {
 		return 0, 0, err
 	}
+	// The reference reads A and B as the GEMM's precision does (rounded
+	// to its mantissa) and sums in float32, so the float32 tolerance holds
+	// for every precision: a device that ignored it would miss by far more.
+	for _, h := range host[:2] {
+		for i, v := range h {
+			h[i] = g.Precision.Round(v)
+		}
+	}
 	want := host[2]
 	for b := range batch {
 		cpu.Sgemm(g.TransA, g.TransB, g.M, g.N, g.K, g.Alpha, host[0][b*sizes[0]:], aCols, host[1][b*sizes[1]:], bCols, g.Beta, want[b*sizes[2]:], g.N)
@@ -208,5 +244,5 @@ func (m *Model) checkGemm(g GemmShape, bufs [3]Buffer, rng *cpu.Rand) (maxErr, t
 		maxErr = math.Max(maxErr, absDiff(v, want[i]))
 		scale = math.Max(scale, math.Abs(float64(want[i])))
 	}
-	return maxErr, tolerance(g.K, scale), nil
+	return maxErr, tolerance(g.K, scale, PrecisionF32), nil
 }

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 
@@ -32,6 +33,11 @@ type Suite struct {
 	// gpuhost.Caller; the Call case then runs (devices sharing memory with
 	// the host have no use for it and leave this false).
 	Caller bool
+	// Precisions are the fast GEMM precisions the device computes (beside
+	// f32, which every device does); the Precision case checks each
+	// against its rounding reference, and that the device refuses the
+	// others when they are encoded.
+	Precisions []gpuhost.Precision
 }
 
 // Run runs every case of the suite as a subtest.
@@ -51,6 +57,7 @@ func Run(t *testing.T, s Suite) {
 		{"BlockSum", testBlockSum},
 		{"Gemm", testGemm},
 		{"GemmBatched", testGemmBatched},
+		{"GemmPrecision", testGemmPrecision},
 		{"KernelThenGemm", testKernelThenGemm},
 		{"Replay", testReplay},
 		{"SyncFailure", testSyncFailure},
@@ -436,6 +443,93 @@ func gemmReference(ta, tb bool, M, N, K int, alpha, beta float32, a, b, c matrix
 		}
 	}
 	return out
+}
+
+// roundedReference is gemmReference on copies of A and B whose elements
+// are rounded to p's mantissa (to nearest, ties to even) with its own
+// bit arithmetic (not gpuhost's Round, which a device may share), summed
+// in float64: a device that sums in float32 differs from it by float32's
+// rounding only.
+func roundedReference(p gpuhost.Precision, ta, tb bool, M, N, K int, alpha, beta float32, a, b, c matrix) []float32 {
+	drop := map[gpuhost.Precision]uint{gpuhost.PrecisionBF16: 16, gpuhost.PrecisionTF32: 13}[p]
+	round := func(m matrix) matrix {
+		r := m
+		r.v = make([]float32, len(m.v))
+		for i, x := range m.v {
+			u := math.Float32bits(x)
+			if drop > 0 && u&0x7fffffff < 0x7f800000 {
+				half, keep := uint32(1)<<(drop-1), uint32(1)<<drop
+				if rest := u & (keep - 1); rest > half || rest == half && u&keep != 0 {
+					u += keep
+				}
+				u &^= keep - 1
+			}
+			r.v[i] = math.Float32frombits(u)
+		}
+		return r
+	}
+	return gemmReference(ta, tb, M, N, K, alpha, beta, round(a), round(b), c)
+}
+
+// testGemmPrecision: a GEMM in a fast precision (one product and a
+// strided batched one) matches the reference that rounds A and B to that
+// precision and sums exactly, within float32's summation error (1e-5 of
+// values about 1 for K = 65), and differs from the exact float32 product
+// by more than 10 times that on the same data (random values use all 23
+// bits of their mantissa, so rounding to 8 or 11 bits moves each product
+// by about 2^-9 or 2^-12 of itself, and K = 65 such errors by about 1e-3
+// or 1e-4): a device that ignores the precision fails. A precision the
+// device does not list must be refused when it is encoded.
+func testGemmPrecision(t *testing.T, s Suite) {
+	d := open(t, s)
+	const M, N, K, batch = 9, 11, 65, 2
+	for _, p := range []gpuhost.Precision{gpuhost.PrecisionBF16, gpuhost.PrecisionTF32} {
+		t.Run(p.String(), func(t *testing.T) {
+			a := newMatrix(uint64(60+p), batch*M, K, 1, 0)
+			b := newMatrix(uint64(70+p), batch*N, K, 0, 0) // op(B) = Bᵀ: N×K stored
+			c := newMatrix(uint64(80+p), batch*M, N, 0, 0)
+			bufs := make([]gpuhost.Buffer, 3)
+			for i, m := range []matrix{a, b, c} {
+				bufs[i] = alloc(t, d, "abc"[i:i+1], 4*len(m.v))
+				upload(t, d, bufs[i], 0, m.v)
+			}
+			const alpha, beta = 1, 0.5
+			err := run(d, "gemm "+p.String(), func(e gpuhost.Encoder) error {
+				return e.Gemm(gpuhost.Gemm{TransB: true, M: M, N: N, K: K, Batch: batch, Alpha: alpha, Beta: beta, Precision: p,
+					A: gpuhost.Operand{Buf: bufs[0], RowBytes: 4 * a.ld, MatrixBytes: 4 * M * a.ld},
+					B: gpuhost.Operand{Buf: bufs[1], MatrixBytes: 4 * N * K},
+					C: gpuhost.Operand{Buf: bufs[2], MatrixBytes: 4 * M * N}})
+			})
+			if !slices.Contains(s.Precisions, p) {
+				if err == nil {
+					t.Fatalf("a %v GEMM on a device that does not list %v was accepted: it must be refused, never run in another precision", p, p)
+				}
+				if !strings.Contains(err.Error(), p.String()) {
+					t.Errorf("the refusal of a %v GEMM does not name it: %v", p, err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := download(t, d, bufs[2], 0, len(c.v))
+			want, exact := append([]float32(nil), c.v...), append([]float32(nil), c.v...)
+			for i := range batch {
+				ai := matrix{rows: M, cols: K, ld: a.ld, off: 4 * i * M * a.ld, v: a.v}
+				bi := matrix{rows: N, cols: K, ld: K, off: 4 * i * N * K, v: b.v}
+				want = roundedReference(p, false, true, M, N, K, alpha, beta, ai, bi, matrix{rows: M, cols: N, ld: N, off: 4 * i * M * N, v: want})
+				exact = gemmReference(false, true, M, N, K, alpha, beta, ai, bi, matrix{rows: M, cols: N, ld: N, off: 4 * i * M * N, v: exact})
+			}
+			near(t, "C of the "+p.String()+" products", got, want, 1e-5)
+			var far float64
+			for i := range got {
+				far = math.Max(far, math.Abs(float64(got[i])-float64(exact[i])))
+			}
+			if far < 1e-4 {
+				t.Errorf("the %v GEMM is within %.2g of the exact float32 product: the device did not round its operands", p, far)
+			}
+		})
+	}
 }
 
 // testGemmBatched: a strided batched GEMM is its products one by one, each
