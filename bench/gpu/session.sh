@@ -14,7 +14,8 @@
 #      against PyTorch's (cpu_memory.py), and the imported resnet18 (224,
 #      weights embedded) predicting one sample against bench's batch-1
 #      latency, on 16 and 2 threads (from CPU_BUNDLE, default BUNDLE/../cpu).
-# Usage: session.sh BUNDLE OUTDIR [PARTS]   (PARTS: e.g. "1 2 3 4 5", the default)
+# Usage: session.sh BUNDLE OUTDIR [PARTS]   (PARTS: e.g. "1 2 3 4 5", the default;
+# TORCH_MODES: part 3's PyTorch modes, comma-separated, default all six)
 set -uo pipefail
 b=$(cd "$1" && pwd) out=$2 parts=${3:-1 2 3 4 5}
 mkdir -p "$out"
@@ -50,7 +51,7 @@ if want 3; then
 		timeout 240 "$work/r18-$p" bench --json --iters 30 2>&1 | tee "$out/r18-$p-mlbuild.json" | tail -n 3
 	done
 	step "CIFAR ResNet-18, batch 128: PyTorch"
-	PYTHONUNBUFFERED=1 timeout 420 python3 "$b/r18/torch_resnet_cifar.py" 2>&1 | grep -v Warning | tee "$out/r18-torch.jsonl" | tail -n 6
+	PYTHONUNBUFFERED=1 timeout 420 python3 "$b/r18/torch_resnet_cifar.py" ${TORCH_MODES:-} 2>&1 | grep -v Warning | tee "$out/r18-torch.jsonl" | tail -n 6
 fi
 if want 4; then
 	step "torchvision classifiers on the GPU against PyTorch"
