@@ -60,6 +60,7 @@ func TestConformanceOnFake(t *testing.T) {
 		FailNextLaunch: func(d gpuhost.Device) { fakes[d].FailNextGraphLaunch(cuda.ErrorIllegalAddress) },
 		Caller:         true,
 		Precisions:     []gpuhost.Precision{gpuhost.PrecisionBF16, gpuhost.PrecisionTF32},
+		RoundsOperands: true,
 	})
 }
 
@@ -85,5 +86,6 @@ func TestConformanceBlockingOnFake(t *testing.T) {
 		FailNextLaunch: func(d gpuhost.Device) { fakes[d].FailKernel("*", cuda.ErrorIllegalAddress) },
 		Caller:         true,
 		Precisions:     []gpuhost.Precision{gpuhost.PrecisionBF16, gpuhost.PrecisionTF32},
+		RoundsOperands: true,
 	})
 }
