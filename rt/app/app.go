@@ -16,6 +16,8 @@ import (
 	"os"
 	"runtime/debug"
 	"strings"
+
+	"github.com/mlbuild/mlbuild/rt/cpu"
 )
 
 // ParamMeta describes one tensor of the model's state arena.
@@ -189,6 +191,13 @@ func Run(m Model, args []string, stdout, stderr io.Writer) (code int) {
 			if me, ok := r.(*MemoryError); ok {
 				// Allocate's refusal, from a Model method that cannot return it.
 				fmt.Fprintf(stderr, "%s: %v\n", prog, me)
+				code = exitFailure
+				return
+			}
+			if te, ok := r.(*cpu.TokenIDError); ok {
+				// an embedding's refusal of an id outside its vocabulary:
+				// bad input, not a bug
+				fmt.Fprintf(stderr, "%s: %v\n", prog, te)
 				code = exitFailure
 				return
 			}
