@@ -55,6 +55,7 @@ const (
 	OpErf           Op = "erf"
 	OpReduceMean    Op = "reducemean"
 	OpSlice         Op = "slice"
+	OpEmbedding     Op = "embedding"
 )
 
 // Node is one layer of a model after the schema has computed its shapes.
@@ -103,6 +104,14 @@ type Node struct {
 	Alpha float64 `json:"alpha,omitempty"`
 	// dropout probability of zeroing an element
 	Rate float64 `json:"rate,omitempty"`
+	// softmax: mask the scores [..., queries, keys] so that query i sees
+	// keys 0..i
+	Causal bool `json:"causal,omitempty"`
+	// embedding: the vocabulary, the vector width, and whether a learned
+	// position table [tokens, Dim] is added
+	Vocab     int  `json:"vocab,omitempty"`
+	Dim       int  `json:"dim,omitempty"`
+	Positions bool `json:"positions,omitempty"`
 	// batchnorm (and layernorm's eps)
 	Eps      float64 `json:"eps,omitempty"`
 	Momentum float64 `json:"momentum,omitempty"`
