@@ -1,6 +1,8 @@
 package gpu
 
 import (
+	"fmt"
+
 	"github.com/mlbuild/mlbuild/planner"
 )
 
@@ -13,6 +15,9 @@ func (l *lowering) softmax(st *planner.Step) error {
 	a := st.Attr
 	if err := l.operands(st, 1, 1); err != nil {
 		return err
+	}
+	if a.Causal {
+		return fmt.Errorf("a causal softmax has no GPU kernel yet: build this model for the CPU backend")
 	}
 	xs, err := l.shape(st.In[0])
 	if err != nil {

@@ -78,6 +78,13 @@ type Meta struct {
 	OutputShape []int
 	Classes     int
 	Batch       int
+	// Vocab, when positive, says that the input holds token ids (an
+	// embedding reads it): integers 0 to Vocab−1 stored as float32
+	// values, one per position of InputShape [tokens]. The labels of such
+	// a model with logits per token [tokens, classes] are one-hot per
+	// token, [Batch, tokens, classes] (Classes counts a sample's row of
+	// them, tokens·classes).
+	Vocab       int
 	Params      []ParamMeta
 	StateNames  []string // names of the optimizer state tensors per param, e.g. ["adam_m", "adam_v"]
 	Layers      []LayerMeta

@@ -35,11 +35,20 @@ func GradCheck(m Model) []SelfTestRow {
 	x := m.TrainInput()
 	for i := range x {
 		x[i] = rng.Float32()
+		if meta.Vocab > 0 { // token ids
+			x[i] = float32(rng.Intn(meta.Vocab))
+		}
 	}
 	labels := m.TrainLabels()
 	clear(labels)
-	for r := 0; r < meta.Batch; r++ {
-		labels[r*meta.Classes+rng.Intn(meta.Classes)] = 1
+	// one class per row of labels: per sample, or per token for a model
+	// that reads token ids and predicts each next one
+	labelRows, classes := meta.Batch, meta.Classes
+	if meta.Vocab > 0 && len(meta.OutputShape) == 2 {
+		labelRows, classes = meta.Batch*meta.OutputShape[0], meta.OutputShape[1]
+	}
+	for r := 0; r < labelRows; r++ {
+		labels[r*classes+rng.Intn(classes)] = 1
 	}
 	const seed = 5
 	loss := func() float64 {
