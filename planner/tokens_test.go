@@ -75,9 +75,9 @@ func TestTokenModelPlan(t *testing.T) {
 // embedding.
 func TestTokenModelRefusals(t *testing.T) {
 	for _, tc := range []struct {
-		name  string
+		name   string
 		break_ func(m *spec.Model)
-		want  string
+		want   string
 	}{
 		{"causal over another axis", func(m *spec.Model) { m.Node("attn").Axis = 0 }, "causal softmax needs scores"},
 		{"causal log-softmax", func(m *spec.Model) { m.Node("attn").Op = spec.OpLogSoftmax }, "causal softmax needs scores"},

@@ -84,11 +84,11 @@ type Meta struct {
 	// a model with logits per token [tokens, classes] are one-hot per
 	// token, [Batch, tokens, classes] (Classes counts a sample's row of
 	// them, tokens·classes).
-	Vocab       int
-	Params      []ParamMeta
-	StateNames  []string // names of the optimizer state tensors per param, e.g. ["adam_m", "adam_v"]
-	Layers      []LayerMeta
-	Defaults    Defaults
+	Vocab      int
+	Params     []ParamMeta
+	StateNames []string // names of the optimizer state tensors per param, e.g. ["adam_m", "adam_v"]
+	Layers     []LayerMeta
+	Defaults   Defaults
 	// Data describes a csv or npy data set (zero for IDX files).
 	Data DataSpec
 	// Readers are the data files the program reads besides a dataset's
