@@ -78,17 +78,10 @@ type Meta struct {
 	OutputShape []int
 	Classes     int
 	Batch       int
-	// Vocab, when positive, says that the input holds token ids (an
-	// embedding reads it): integers 0 to Vocab−1 stored as float32
-	// values, one per position of InputShape [tokens]. The labels of such
-	// a model with logits per token [tokens, classes] are one-hot per
-	// token, [Batch, tokens, classes] (Classes counts a sample's row of
-	// them, tokens·classes).
-	Vocab      int
-	Params     []ParamMeta
-	StateNames []string // names of the optimizer state tensors per param, e.g. ["adam_m", "adam_v"]
-	Layers     []LayerMeta
-	Defaults   Defaults
+	Params      []ParamMeta
+	StateNames  []string // names of the optimizer state tensors per param, e.g. ["adam_m", "adam_v"]
+	Layers      []LayerMeta
+	Defaults    Defaults
 	// Data describes a csv or npy data set (zero for IDX files).
 	Data DataSpec
 	// Readers are the data files the program reads besides a dataset's
@@ -102,6 +95,13 @@ type Meta struct {
 	// Embedded are the weights compiled into the program by `mlbuild
 	// compile --weights`, nil when there are none.
 	Embedded *EmbeddedWeights
+	// Vocab, when positive, says that the input holds token ids (an
+	// embedding reads it): integers 0 to Vocab−1 stored as float32
+	// values, one per position of InputShape [tokens]. The labels of such
+	// a model with logits per token [tokens, classes] are one-hot per
+	// token, [Batch, tokens, classes] (Classes counts a sample's row of
+	// them, tokens·classes).
+	Vocab int
 
 	// rec is what training fitted on the data (standardisation, string
 	// class order), saved with the weights; loadWeights reads it back.
