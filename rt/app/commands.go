@@ -145,15 +145,9 @@ func benchCmd(m Model, args []string, stdout, stderr io.Writer) error {
 	initParams(m, 1)
 	rng := cpu.NewRand(7)
 	for _, buf := range [][]float32{m.InferInput(false), m.InferInput(true), m.TrainInput()} {
-		for i := range buf {
-			buf[i] = rng.Float32()
-		}
+		randomInputs(meta, rng, buf)
 	}
-	labels := m.TrainLabels()
-	clear(labels)
-	for r := 0; r < meta.Batch; r++ {
-		labels[r*meta.Classes+rng.Intn(meta.Classes)] = 1
-	}
+	randomLabels(meta, rng, m.TrainLabels())
 	r := benchResult{Model: meta.Name, Backend: meta.Backend, Threads: cpu.Threads(), Batch: meta.Batch, Iterations: *iters}
 	r.InferBatchMS = median(*iters, func() { m.Infer(false) })
 	r.InferOneMS = median(*iters, func() { m.Infer(true) })

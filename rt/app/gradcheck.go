@@ -32,24 +32,8 @@ func GradCheck(m Model) []SelfTestRow {
 	meta := m.Meta()
 	initParams(m, 1)
 	rng := cpu.NewRand(11)
-	x := m.TrainInput()
-	for i := range x {
-		x[i] = rng.Float32()
-		if meta.Vocab > 0 { // token ids
-			x[i] = float32(rng.Intn(meta.Vocab))
-		}
-	}
-	labels := m.TrainLabels()
-	clear(labels)
-	// one class per row of labels: per sample, or per token for a model
-	// that reads token ids and predicts each next one
-	labelRows, classes := meta.Batch, meta.Classes
-	if meta.Vocab > 0 && len(meta.OutputShape) == 2 {
-		labelRows, classes = meta.Batch*meta.OutputShape[0], meta.OutputShape[1]
-	}
-	for r := 0; r < labelRows; r++ {
-		labels[r*classes+rng.Intn(classes)] = 1
-	}
+	randomInputs(meta, rng, m.TrainInput())
+	randomLabels(meta, rng, m.TrainLabels())
 	const seed = 5
 	loss := func() float64 {
 		m.SetRand(seed)
