@@ -52,7 +52,7 @@ func TestLowerCausalSoftmaxAndTokenLoss(t *testing.T) {
 			t.Errorf("%s: kernels:\n%s", d.Name, j)
 		}
 		_, err = Lower(tokenPlan(true), d)
-		if err == nil || !strings.Contains(err.Error(), "layer wte: an embedding (embedding) has no GPU kernel yet") {
+		if err == nil || !strings.Contains(err.Error(), "layer wte: an embedding step has no GPU kernel yet") {
 			t.Errorf("%s: lowering an embedding: %v, want the refusal naming the layer", d.Name, err)
 		}
 	}
