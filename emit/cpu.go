@@ -552,6 +552,8 @@ func (g *generator) kernelCall(st planner.Step, in, out []operand, training bool
 		return g.maeCall(st, in, out, c)
 	case planner.KHuber:
 		return g.huberCall(st, in, out, c)
+	case planner.KEmbedding, planner.KEmbeddingBwd:
+		return g.embeddingCall(st, in, out)
 	case planner.KAccumulate:
 		return g.accumulateCall(st, in, out)
 	case planner.KSGD:

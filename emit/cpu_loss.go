@@ -14,7 +14,10 @@ import (
 func (g *generator) softmaxXentCall(st planner.Step, in, out []operand, c *stepCall) (string, error) {
 	s := in[0].buf.Shape
 	c.loss = true
-	return fmt.Sprintf("l := cpu.SoftmaxXent(%s, %s, %s, %d, %d)\n%s[0] = l\nreturn l", in[0].slice(), in[1].slice(), out[1].slice(), s[0], prod(s[1:]), out[0].param), nil
+	// rows are the samples, or every token of them for logits [B,T,C]:
+	// the loss is the mean over the rows
+	rows, classes := prod(s[:len(s)-1]), s[len(s)-1]
+	return fmt.Sprintf("l := cpu.SoftmaxXent(%s, %s, %s, %d, %d)\n%s[0] = l\nreturn l", in[0].slice(), in[1].slice(), out[1].slice(), rows, classes, out[0].param), nil
 }
 
 // mseCall calls the mean squared error, which returns the loss.

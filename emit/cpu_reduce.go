@@ -16,6 +16,14 @@ func (g *generator) softmaxCall(st planner.Step, in, out []operand) (string, err
 	if err != nil {
 		return "", err
 	}
+	if a.Causal {
+		// scores [..., T, T] over the last axis: outer counts the
+		// matrices' rows, T of them each
+		if inner != 1 || outer%n != 0 {
+			return "", fmt.Errorf("causal softmax over axis %d of %v: not the last axis of square scores", a.Axis, in[0].buf.Shape)
+		}
+		return fmt.Sprintf("cpu.SoftmaxCausalFwd(%s, %s, %d, %d)", in[0].slice(), out[0].slice(), outer/n, n), nil
+	}
 	fn := map[planner.Kernel]string{planner.KSoftmax: "SoftmaxFwd", planner.KLogSoftmax: "LogSoftmaxFwd"}[st.Kernel]
 	return fmt.Sprintf("cpu.%s(%s, %s, %d, %d, %d)", fn, in[0].slice(), out[0].slice(), outer, n, inner), nil
 }

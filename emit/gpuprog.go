@@ -198,7 +198,7 @@ func (g *gpuGen) lower(mp *gpuPlan) error {
 	pl := mp.plan
 	prog, err := gpu.LowerInto(g.lib, pl)
 	if err != nil {
-		return fmt.Errorf("emit: lowering the batch-%d plan for %s: %v", pl.Batch, g.dev.backend, err)
+		return fmt.Errorf("emit: lowering the batch-%d plan for %s: %w", pl.Batch, g.dev.backend, err)
 	}
 	mp.prog = prog
 	if mp.prefix == "t" {

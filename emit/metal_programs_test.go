@@ -31,6 +31,9 @@ func metalProgramSpecs(t *testing.T) map[string]struct {
 		t.Fatalf("no valid specs found (%v)", err)
 	}
 	for _, f := range valid {
+		if _, refused := gpuRefusedSpecs[filepath.Base(f)]; refused {
+			continue
+		}
 		name := "spec_" + strings.TrimSuffix(filepath.Base(f), ".cue")
 		specs[name] = struct {
 			file   string
@@ -47,6 +50,27 @@ var largeSpecs = map[string]struct {
 	fusion bool
 }{
 	"bench_resnet18_cifar_bf16": {"../bench/models/resnet18_cifar_bf16.cue", true},
+}
+
+// gpuRefusedSpecs are the valid specs that the GPU backends refuse, with
+// the words of the refusal: kernels they do not have yet.
+// TestGPURefusesWithAMessage checks that each is still refused, so that
+// a spec leaves this list when its kernels arrive.
+var gpuRefusedSpecs = map[string]string{
+	"gpt_tiny.cue": "has no GPU kernel yet: build this model for the CPU backend",
+}
+
+// TestGPURefusesWithAMessage: a spec the GPU backends cannot build is
+// refused with a message naming the layer and the fix, not built wrong.
+func TestGPURefusesWithAMessage(t *testing.T) {
+	for file, want := range gpuRefusedSpecs {
+		for _, b := range []*Backend{Metal, CUDA} {
+			_, err := b.program(backendInput(t, b, filepath.Join("..", "testdata", "specs", "valid", file), true, 0))
+			if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "layer ") {
+				t.Errorf("%s for %s: error %v, want one naming the layer and saying %q", file, b.Name, err, want)
+			}
+		}
+	}
 }
 
 // metalModule writes one Go module holding the Metal program of every spec

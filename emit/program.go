@@ -132,6 +132,9 @@ func (g *mainFile) renderMeta() {
 	}
 	g.p("Classes: %d,", classes)
 	g.p("Batch: %d,", tp.Batch)
+	if v := tokenVocab(tp); v > 0 {
+		g.p("Vocab: %d,", v)
+	}
 	stateNames := "nil"
 	switch tr.Optimizer.Kind {
 	case "sgd":

@@ -353,6 +353,12 @@ func (d *differentiation) backward(s Step) {
 		bwd.In = []BufID{dy}
 		bwd.Out = grads
 		bwd.Attr = Attr{Axis: s.Attr.Axis, Start: s.Attr.Start}
+	case KEmbedding:
+		// the ids (the model input) get no gradient; the tables do
+		newGrads(0)
+		bwd.Kernel = KEmbeddingBwd
+		bwd.In = []BufID{s.In[0], dy}
+		bwd.Out = []BufID{pg(s.In[1]), pg(s.In[2])}
 	default:
 		panic(fmt.Sprintf("planner: differentiate: no backward for kernel %s", s.Kernel))
 	}

@@ -13,7 +13,8 @@ import (
 // reads the output and the labels and writes the loss and the gradient of
 // the mean loss with respect to the output ("<output>.grad"), which seeds
 // differentiate. softmax_cross_entropy takes the output as logits and
-// one-hot labels [batch, classes]; mse, mae and huber take a target of the
+// one-hot labels [batch, classes] (or, after an embedding, [batch, tokens,
+// classes], the mean over every token); mse, mae and huber take a target of the
 // output's shape.
 func addLoss(p *Plan, m *spec.Model) error {
 	out := p.Output
@@ -34,11 +35,14 @@ func addLoss(p *Plan, m *spec.Model) error {
 	var attr Attr
 	switch m.Training.Loss {
 	case "softmax_cross_entropy":
-		if len(outShape) != 2 {
-			return failf("softmax_cross_entropy needs an output of shape [classes], got %s", shapeString(outShape[1:]))
+		// [classes], or [tokens, classes] for a model that reads token
+		// ids: the loss is then the mean over every token
+		perToken := len(outShape) == 3 && p.readsTokens()
+		if len(outShape) != 2 && !perToken {
+			return failf("softmax_cross_entropy needs an output of shape [classes] (or [tokens, classes] after an embedding), got %s", shapeString(outShape[1:]))
 		}
-		if c := m.Dataset.Classes; c > 0 && c != outShape[1] {
-			return failf("the output has %d classes but the dataset has %d", outShape[1], c)
+		if c := m.Dataset.Classes; c > 0 && c != outShape[len(outShape)-1] {
+			return failf("the output has %d classes but the dataset has %d", outShape[len(outShape)-1], c)
 		}
 		k = KSoftmaxXent
 	case "mse":

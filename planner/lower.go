@@ -94,6 +94,8 @@ func (l *lowering) declareParams(n *spec.Node) error {
 		return l.batchNormParams(n)
 	case spec.OpLayerNorm:
 		return l.layerNormParams(n)
+	case spec.OpEmbedding:
+		return l.embeddingParams(n)
 	}
 	return nil
 }
@@ -178,6 +180,8 @@ func (l *lowering) lowerNode(n *spec.Node) error {
 		return l.lowerConcat(n)
 	case spec.OpSlice:
 		return l.lowerSlice(n)
+	case spec.OpEmbedding:
+		return l.lowerEmbedding(n)
 	}
 	return fail(n, "the planner cannot lower op %q", n.Op)
 }

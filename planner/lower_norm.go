@@ -103,6 +103,9 @@ func (l *lowering) lowerSoftmax(n *spec.Node) error {
 	if err != nil {
 		return err
 	}
-	l.emit(n, k, []BufID{x}, []BufID{l.output(n)}, Attr{Axis: axis})
+	if n.Causal && (k != KSoftmax || axis != len(n.OutShape) || len(n.OutShape) < 2 || n.OutShape[len(n.OutShape)-1] != n.OutShape[len(n.OutShape)-2]) {
+		return fail(n, "causal softmax needs scores [..., queries, keys] with as many keys as queries, over the last axis; got %s along axis %d", shapeString(n.OutShape), n.Axis)
+	}
+	l.emit(n, k, []BufID{x}, []BufID{l.output(n)}, Attr{Axis: axis, Causal: n.Causal})
 	return nil
 }

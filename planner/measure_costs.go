@@ -162,6 +162,10 @@ func stepFLOPs(p *Plan, s *Step, c *costCounter) int64 {
 		return c.mul(6, out0()) // mean, variance, normalise, scale and shift
 	case KLayerNormBwd:
 		return c.mul(10, p.size(s.In[0]))
+	case KEmbedding:
+		return c.mul(out0(), has(s.In[2])) // the position add; the rows are copies
+	case KEmbeddingBwd:
+		return c.mul(p.size(s.In[1]), has(s.Out[0])+has(s.Out[1]))
 	case KReduceMean:
 		return in0()
 	case KReduceMeanBwd:

@@ -299,6 +299,7 @@ var allModels = []struct {
 	{"mlp", mlp}, {"lenet5", lenet5}, {"flagship", flagship}, {"residual", residual},
 	{"regularised", regularised}, {"attention", attention}, {"concat", concatModel},
 	{"views", views}, {"transformer_norm", transformerNorm}, {"channel_split", channelSplit},
+	{"tokens", tokens},
 }
 
 // mustBuild builds m or fails the test.

@@ -106,7 +106,9 @@ const (
 	// KBinary: y = a ∘ b with numpy broadcasting. In: a, b. Out: y. Attr: BinOp.
 	KBinary Kernel = "binary"
 	// KSoftmax, KLogSoftmax: along Attr.Axis (an axis of the full shape, batch = 0).
-	// In: x. Out: y.
+	// In: x. Out: y. A softmax with Attr.Causal runs over the last axis of
+	// scores [..., T, T] and gives query i keys 0..i only: y is 0 past
+	// the diagonal, so its backward is the plain KSoftmaxBwd.
 	KSoftmax    Kernel = "softmax"
 	KLogSoftmax Kernel = "logsoftmax"
 	// KDropout: In: x. Out: y, mask (scratch, same shape). Attr: Rate.
@@ -140,12 +142,20 @@ const (
 	// does not (y keeps x's rank; a view drops the axes when asked).
 	// In: x. Out: y.
 	KReduceMean Kernel = "reducemean"
+	// KEmbedding: y[b, t] = weight[ids[b, t]] (+ pos[t]): a row of the
+	// table per token id. In: ids [B,T] (the model input: token ids as
+	// float32 values that are exact integers, checked against V at run
+	// time), weight [V,D], pos [T,D] (optional: learned positions).
+	// Out: y [B,T,D].
+	KEmbedding Kernel = "embedding"
 )
 
 // Loss kernels: the loss value and the gradient of the mean loss over the
 // batch with respect to the prediction, in one step.
 const (
 	// KSoftmaxXent: In: logits [B,C], labels [B,C] one-hot. Out: loss [1], dlogits [B,C].
+	// Logits per token [B,T,C] with labels [B,T,C] one-hot (a model that
+	// reads token ids) average the loss over all B·T tokens.
 	KSoftmaxXent Kernel = "softmax_xent"
 	// KMSE: In: pred [B,...], target [B,...]. Out: loss [1], dpred.
 	KMSE Kernel = "mse"
@@ -218,6 +228,9 @@ const (
 	// KLayerNormBwd: In: x, gamma, saveMean, saveInvStd, dy.
 	// Out: dx (optional), dgamma, dbeta (optional). Attr: Axis.
 	KLayerNormBwd Kernel = "layernorm_bwd"
+	// KEmbeddingBwd: In: ids, dy. Out: dweight (each dy row scatter-added
+	// into the row of its id), dpos (optional: dy summed over the batch).
+	KEmbeddingBwd Kernel = "embedding_bwd"
 	// KReduceMeanBwd: In: dy (shaped like the forward y). Out: dx.
 	KReduceMeanBwd Kernel = "reducemean_bwd"
 	// KAccumulate: y = a + b for equal shapes: sums the gradient
@@ -281,6 +294,9 @@ type Attr struct {
 	Beta2       float64   `json:"beta2,omitempty"`
 	WeightDecay float64   `json:"weightDecay,omitempty"`
 	Decoupled   bool      `json:"decoupled,omitempty"`
+	// Causal masks a softmax step's scores [..., T, T]: query i sees keys
+	// 0..i (KSoftmax).
+	Causal bool `json:"causal,omitempty"`
 	// Delta is where the Huber loss turns from quadratic to linear.
 	Delta float64 `json:"delta,omitempty"`
 	// Start is the first position along Axis a slice or slice_bwd step

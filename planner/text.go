@@ -192,6 +192,9 @@ func stepAttr(s Step, precision bool) string {
 		s.Kernel == KSoftmaxBwd || s.Kernel == KLogSoftmaxBwd {
 		parts = append(parts, fmt.Sprintf("axis %d", a.Axis))
 	}
+	if a.Causal {
+		parts = append(parts, "causal")
+	}
 	if s.Kernel == KSlice || s.Kernel == KSliceBwd {
 		parts = append(parts, fmt.Sprintf("axis %d from %d", a.Axis, a.Start))
 	}

@@ -203,12 +203,12 @@ var kernelPhase = map[Kernel]string{
 	KGemm: "forward", KConv2D: "forward", KMaxPool2D: "forward", KAvgPool2D: "forward",
 	KGlobalAvgPool: "forward", KUnary: "forward", KBinary: "forward", KSoftmax: "forward",
 	KLogSoftmax: "forward", KDropout: "forward", KBatchNorm: "forward", KMatMul: "forward",
-	KConcat: "forward", KLayerNorm: "forward", KReduceMean: "forward", KSlice: "forward",
+	KConcat: "forward", KLayerNorm: "forward", KReduceMean: "forward", KSlice: "forward", KEmbedding: "forward",
 	KSoftmaxXent: "loss", KMSE: "loss", KMAE: "loss", KHuber: "loss",
 	KGemmBwd: "backward", KConv2DBwd: "backward", KMaxPool2DBwd: "backward", KMaxPool2DArgmaxBwd: "backward", KAvgPool2DBwd: "backward",
 	KGlobalAvgPoolBwd: "backward", KUnaryBwd: "backward", KBinaryBwd: "backward", KSoftmaxBwd: "backward",
 	KLogSoftmaxBwd: "backward", KDropoutBwd: "backward", KBatchNormBwd: "backward", KMatMulBwd: "backward",
-	KConcatBwd: "backward", KSliceBwd: "backward", KAccumulate: "backward", KLayerNormBwd: "backward", KReduceMeanBwd: "backward",
+	KConcatBwd: "backward", KSliceBwd: "backward", KAccumulate: "backward", KLayerNormBwd: "backward", KReduceMeanBwd: "backward", KEmbeddingBwd: "backward",
 	KSGD: "update", KAdam: "update", KAdamMulti: "update",
 	KTranspose: "any", // its own gradient
 }
@@ -236,6 +236,8 @@ var operands = map[Kernel]struct {
 	KSlice:              {1, 1, nil, nil},
 	KLayerNorm:          {3, 3, []int{2}, nil},
 	KReduceMean:         {1, 1, nil, nil},
+	KEmbedding:          {3, 1, []int{2}, nil},
+	KEmbeddingBwd:       {2, 2, nil, []int{0, 1}},
 	KSoftmaxXent:        {2, 2, nil, nil},
 	KMSE:                {2, 2, nil, nil},
 	KMAE:                {2, 2, nil, nil},
@@ -371,6 +373,8 @@ func checkShapes(p *Plan, s *Step) error {
 		return r.concat(s)
 	case KSlice, KSliceBwd:
 		return r.slice(s)
+	case KEmbedding, KEmbeddingBwd:
+		return r.embedding(s)
 	case KAccumulate:
 		return r.accumulate(s)
 	case KSoftmaxXent, KMSE, KMAE, KHuber:

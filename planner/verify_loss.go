@@ -13,8 +13,8 @@ func (r shapeRules) loss(s *Step) error {
 	if s.Kernel == KHuber && !(s.Attr.Delta > 0) {
 		return fmt.Errorf("huber delta %v is not positive", s.Attr.Delta)
 	}
-	if s.Kernel == KSoftmaxXent && len(x) != 2 {
-		return fmt.Errorf("logits %s are not [B,C]", shapeString(x))
+	if s.Kernel == KSoftmaxXent && len(x) != 2 && len(x) != 3 {
+		return fmt.Errorf("logits %s are not [B,C] or [B,T,C]", shapeString(x))
 	}
 	return first(r.same("labels", in[1], in[0]), r.is("loss", out[0], []int{1}), r.same("dpred", out[1], in[0]),
 		r.kindIs(in[1], KindLabels), r.kindIs(out[0], KindLoss), r.kindIs(out[1], KindGrad))

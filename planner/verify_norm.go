@@ -12,6 +12,9 @@ func (r shapeRules) softmax(s *Step) error {
 	if s.Attr.Axis < 1 || s.Attr.Axis >= len(r.sh(in[0])) {
 		return fmt.Errorf("axis %d is the batch axis or out of range for %s", s.Attr.Axis, shapeString(r.sh(in[0])))
 	}
+	if x := r.sh(in[0]); s.Attr.Causal && (s.Kernel != KSoftmax || s.Attr.Axis != len(x)-1 || len(x) < 3 || x[len(x)-1] != x[len(x)-2]) {
+		return fmt.Errorf("a causal %s along axis %d of %s: causal is for softmax over the last axis of scores [B, ..., T, T]", s.Kernel, s.Attr.Axis, shapeString(x))
+	}
 	if s.Kernel == KSoftmax || s.Kernel == KLogSoftmax {
 		return r.same("y", out[0], in[0])
 	}

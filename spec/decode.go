@@ -379,6 +379,13 @@ func (d *decoder) node(v cue.Value, path []string) Node {
 		if n.Axis < 0 {
 			n.Axis += rank
 		}
+		if n.Op == OpSoftmax {
+			n.Causal = d.boolean(v, "causal")
+		}
+	case OpEmbedding:
+		n.Vocab = d.integer(v, "vocab")
+		n.Dim = d.integer(v, "dim")
+		n.Positions = d.boolean(v, "positions")
 	case OpSlice:
 		n.Axis = d.integer(v, "axis")
 		if n.Axis < 0 {

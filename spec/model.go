@@ -58,6 +58,7 @@ const (
 	OpConv1D        Op = "conv1d"
 	OpMaxPool1D     Op = "maxpool1d"
 	OpAvgPool1D     Op = "avgpool1d"
+	OpEmbedding     Op = "embedding"
 )
 
 // Node is one layer of a model after the schema has computed its shapes.
@@ -109,6 +110,14 @@ type Node struct {
 	Alpha float64 `json:"alpha,omitempty"`
 	// dropout probability of zeroing an element
 	Rate float64 `json:"rate,omitempty"`
+	// softmax: mask the scores [..., queries, keys] so that query i sees
+	// keys 0..i
+	Causal bool `json:"causal,omitempty"`
+	// embedding: the vocabulary, the vector width, and whether a learned
+	// position table [tokens, Dim] is added
+	Vocab     int  `json:"vocab,omitempty"`
+	Dim       int  `json:"dim,omitempty"`
+	Positions bool `json:"positions,omitempty"`
 	// batchnorm (and layernorm's eps)
 	Eps      float64 `json:"eps,omitempty"`
 	Momentum float64 `json:"momentum,omitempty"`

@@ -36,6 +36,12 @@ func (n *Node) paramsChecked() (int64, bool) {
 		return p, c.exact()
 	case OpBatchNorm:
 		return c.mul(2, in), c.exact()
+	case OpEmbedding:
+		p := c.mul(int64(n.Vocab), int64(n.Dim))
+		if n.Positions {
+			p = c.add(p, c.mul(in, int64(n.Dim)))
+		}
+		return p, c.exact()
 	case OpLayerNorm:
 		var norm int64 = 1
 		if len(n.InShapes) > 0 && n.Axis < len(n.InShapes[0]) {
@@ -110,6 +116,11 @@ func (n *Node) forwardFLOPsChecked() (int64, bool) {
 		return c.mul(6, out), c.exact()
 	case OpReduceMean:
 		return c.numel(in0()), c.exact()
+	case OpEmbedding:
+		if n.Positions {
+			return out, c.exact() // the position add
+		}
+		return 0, true
 	case OpInput, OpFlatten, OpReshape, OpTranspose, OpDropout, OpConcat, OpSlice:
 		return 0, true
 	}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/mlbuild/mlbuild/cache"
 	"github.com/mlbuild/mlbuild/emit"
+	"github.com/mlbuild/mlbuild/emit/gpu"
 	"github.com/mlbuild/mlbuild/planner"
 	"github.com/mlbuild/mlbuild/rt/atomicfile"
 	"github.com/mlbuild/mlbuild/spec"
@@ -236,6 +237,10 @@ func compileRun(opts *compileOptions) error {
 	in := &emit.Input{Model: m, Train: plans[0], Infer: plans[1], Infer1: plans[2],
 		Backend: backend.Name, Version: mlbuildVersion(), Weights: weights}
 	files, err := emit.Program(in)
+	var unsupported *gpu.UnsupportedError
+	if errors.As(err, &unsupported) {
+		return withCode(ExitInvalid, err) // a limit of the backend, not a bug
+	}
 	if err != nil {
 		return withCode(ExitInternal, err)
 	}

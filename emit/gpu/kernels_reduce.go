@@ -759,3 +759,28 @@ func globalAvgPoolBwdKernel(planes, spatial int) *Kernel {
 			return []Stmt{store("dx", i, mul(load("dy", div(i, i32(spatial))), flt(1/float32(spatial))))}
 		})
 }
+
+// softmaxCausalKernel is the causal softmax of scores [mats, t, t]: one
+// threadgroup per row, row q of each matrix the softmax of its entries
+// 0..q and 0 past them (rt/cpu's SoftmaxCausalFwd). softmaxBwdKernel
+// along the last axis is its backward, as y is 0 where the mask is.
+func softmaxCausalKernel(mats, t int) *Kernel {
+	tg := pow2AtMost(t, tgReduce)
+	e := add(mul(tgidE, i32(t)), vr("j"))
+	seen := le(vr("j"), vr("q")) // key j at or before query q
+	body := []Stmt{
+		Shared{"sh", tg},
+		let("q", Int, rem(tgidE, i32(t))),
+		let("mx", Float, flt(negHuge)),
+		strided("j", t, tg, set("mx", call(FnMax, vr("mx"), sel(seen, load("x", e), flt(negHuge))))),
+	}
+	body = append(body, reduceInto("m", "mx", "sh", tg, maxOp)...)
+	body = append(body, let("s", Float, flt(0)),
+		strided("j", t, tg, set("s", add(vr("s"), sel(seen, call(FnExp, sub(load("x", e), vr("m"))), flt(0))))))
+	body = append(body, reduceInto("total", "s", "sh", tg, sumOp)...)
+	body = append(body, let("inv", Float, div(flt(1), vr("total"))),
+		strided("j", t, tg, store("y", e, sel(seen, mul(call(FnExp, sub(load("x", e), vr("m"))), vr("inv")), flt(0)))))
+	n := mats * t * t
+	return &Kernel{Doc: fmt.Sprintf("causal softmax of %d score matrices of %d×%d", mats, t, t),
+		Params: []Param{in("x", n), out("y", n)}, Threadgroup: tg, Groups: mats * t, Body: body}
+}

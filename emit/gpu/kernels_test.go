@@ -418,6 +418,16 @@ func kernelCases(t *testing.T) []gpuCase {
 		}
 	}
 
+	// The causal softmax, rows shorter and longer than a threadgroup; its
+	// backward is the plain one along the last axis.
+	for _, sh := range [][2]int{{3, 5}, {2, 300}} {
+		mats, tt := sh[0], sh[1]
+		n := mats * tt * tt
+		x, y := randVec(r, n, -5, 5), zeros(n)
+		cpu.SoftmaxCausalFwd(x, y, mats, tt)
+		addCase(gpuCase{name: "softmax_causal", k: softmaxCausalKernel(mats, tt), in: [][]float32{x, zeros(n)}, want: map[int][]float32{1: y}})
+	}
+
 	// Losses.
 	for _, bc := range [][2]int{{300, 10}, {7, 3}} {
 		batch, classes := bc[0], bc[1]

@@ -339,6 +339,8 @@ func (l *lowering) lowerStep(st *planner.Step, training bool) error {
 		return l.slice(st)
 	case planner.KAccumulate:
 		return l.accumulate(st)
+	case planner.KEmbedding, planner.KEmbeddingBwd:
+		return l.embedding(st)
 	case planner.KSoftmaxXent:
 		return l.softmaxXent(st)
 	case planner.KMSE:

@@ -16,10 +16,15 @@ func (l *lowering) softmaxXent(st *planner.Step) error {
 		return err
 	}
 	zs, err := l.shape(st.In[0])
-	if err != nil || len(zs) != 2 {
-		return fmt.Errorf("logits shape %v: want [batch, classes] (%v)", zs, err)
+	if err != nil || len(zs) != 2 && len(zs) != 3 {
+		return fmt.Errorf("logits shape %v: want [batch, classes] or [batch, tokens, classes] (%v)", zs, err)
 	}
-	return l.launch("softmax_xent", softmaxXentKernel(zs[0], zs[1]), nil, whole(st.In[0]), whole(st.In[1]), whole(st.Out[0]), whole(st.Out[1]))
+	// logits per token: the mean over every token's row, as on the CPU
+	rows, classes := zs[0], zs[len(zs)-1]
+	if len(zs) == 3 {
+		rows *= zs[1]
+	}
+	return l.launch("softmax_xent", softmaxXentKernel(rows, classes), nil, whole(st.In[0]), whole(st.In[1]), whole(st.Out[0]), whole(st.Out[1]))
 }
 
 // mse lowers the mean squared error: the loss and dpred in one kernel.

@@ -1,6 +1,8 @@
 package gpu
 
 import (
+	"fmt"
+
 	"github.com/mlbuild/mlbuild/planner"
 )
 
@@ -21,6 +23,13 @@ func (l *lowering) softmax(st *planner.Step) error {
 	outer, n, inner, err := splitAxis(xs, a.Axis)
 	if err != nil {
 		return err
+	}
+	if a.Causal {
+		// scores [..., T, T] over the last axis: outer/n matrices
+		if st.Kernel != planner.KSoftmax || inner != 1 || outer%n != 0 {
+			return fmt.Errorf("a causal %s over axis %d of %v: not a softmax over the last axis of square scores", st.Kernel, a.Axis, xs)
+		}
+		return l.launch("softmax_causal", softmaxCausalKernel(outer/n, n), nil, whole(st.In[0]), whole(st.Out[0]))
 	}
 	log := st.Kernel == planner.KLogSoftmax || st.Kernel == planner.KLogSoftmaxBwd
 	if st.Kernel == planner.KSoftmax || st.Kernel == planner.KLogSoftmax {

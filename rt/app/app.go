@@ -16,6 +16,8 @@ import (
 	"os"
 	"runtime/debug"
 	"strings"
+
+	"github.com/mlbuild/mlbuild/rt/cpu"
 )
 
 // ParamMeta describes one tensor of the model's state arena.
@@ -93,6 +95,13 @@ type Meta struct {
 	// Embedded are the weights compiled into the program by `mlbuild
 	// compile --weights`, nil when there are none.
 	Embedded *EmbeddedWeights
+	// Vocab, when positive, says that the input holds token ids (an
+	// embedding reads it): integers 0 to Vocab−1 stored as float32
+	// values, one per position of InputShape [tokens]. The labels of such
+	// a model with logits per token [tokens, classes] are one-hot per
+	// token, [Batch, tokens, classes] (Classes counts a sample's row of
+	// them, tokens·classes).
+	Vocab int
 
 	// rec is what training fitted on the data (standardisation, string
 	// class order), saved with the weights; loadWeights reads it back.
@@ -189,6 +198,13 @@ func Run(m Model, args []string, stdout, stderr io.Writer) (code int) {
 			if me, ok := r.(*MemoryError); ok {
 				// Allocate's refusal, from a Model method that cannot return it.
 				fmt.Fprintf(stderr, "%s: %v\n", prog, me)
+				code = exitFailure
+				return
+			}
+			if te, ok := r.(*cpu.TokenIDError); ok {
+				// an embedding's refusal of an id outside its vocabulary:
+				// bad input, not a bug
+				fmt.Fprintf(stderr, "%s: %v\n", prog, te)
 				code = exitFailure
 				return
 			}

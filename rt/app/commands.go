@@ -156,7 +156,10 @@ func benchCmd(m Model, args []string, stdout, stderr io.Writer) error {
 	cpu.SetThreads(*threads)
 	initParams(m, 1)
 	rng := cpu.NewRand(7)
-	benchBatch(meta, rng, m.TrainLabels(), m.InferInput(false), m.InferInput(true), m.TrainInput())
+	for _, buf := range [][]float32{m.InferInput(false), m.InferInput(true), m.TrainInput()} {
+		randomInputs(meta, rng, buf)
+	}
+	randomLabels(meta, rng, m.TrainLabels())
 	r := benchResult{Model: meta.Name, Backend: meta.Backend, Threads: cpu.Threads(), Batch: meta.Batch, Iterations: *iters}
 	r.InferBatchMS = median(*iters, func() { m.Infer(false) })
 	r.InferOneMS = median(*iters, func() { m.Infer(true) })
@@ -478,28 +481,4 @@ func ConvBwdCheck(name string, bwd func(x, w, y, dy, dx, dw, db []float32, g cpu
 	}
 	worst := max(rel(dx, rx), rel(dw, rw), rel(db, rb))
 	return SelfTestRow{Name: fmt.Sprintf("%s conv backward %dx%dx%dx%d (largest of dx, dw, db errors relative to their scales)", name, g.N, g.C, g.H, g.W), MaxError: worst, Tol: 5e-5}
-}
-
-// benchBatch fills inputs with random values in [0, 1) and labels with
-// a random one-hot row per sample: bench's batch. A language model's (a
-// text dataset's) inputs are random token ids instead, and its labels a
-// random one-hot row per position.
-func benchBatch(meta *Meta, rng *cpu.Rand, labels []float32, inputs ...[]float32) {
-	rows, classes := meta.Batch, meta.Classes
-	if meta.format() == "text" {
-		classes = meta.vocabCapacity()
-		rows = len(labels) / classes
-	}
-	for _, buf := range inputs {
-		for i := range buf {
-			buf[i] = rng.Float32()
-			if meta.format() == "text" {
-				buf[i] = float32(rng.Intn(classes))
-			}
-		}
-	}
-	clear(labels)
-	for r := 0; r < rows; r++ {
-		labels[r*classes+rng.Intn(classes)] = 1
-	}
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mlbuild/mlbuild/rt/cpu"
 	"github.com/mlbuild/mlbuild/rt/imageio"
 )
 
@@ -250,5 +251,22 @@ func TestNoDatasetSaysWhatIsMissing(t *testing.T) {
 	// --images and --labels name the files themselves
 	if code, out, errOut := runModel(t, dir, m, "eval", "--weights", "lin.safetensors", "--images", "data/test-images", "--labels", "data/test-labels"); code != 0 {
 		t.Errorf("eval --images: exit %d\n%s%s", code, out, errOut)
+	}
+}
+
+// tokenIDModel's step meets an id outside its embedding's vocabulary.
+type tokenIDModel struct{ *linearModel }
+
+func (tokenIDModel) SelfTest() []SelfTestRow {
+	panic(&cpu.TokenIDError{Layer: "wte", Position: 3, ID: 70, Vocab: 65})
+}
+
+// TestTokenIDOutOfRangeIsAnInputError: an embedding's refusal of a token
+// id exits 1 with its message, not 70 as a bug.
+func TestTokenIDOutOfRangeIsAnInputError(t *testing.T) {
+	code, _, errOut := runModel(t, t.TempDir(), tokenIDModel{newLinearModel()}, "selftest")
+	want := "wte: token id 70 at position 3 of the batch is outside the vocabulary of 65 (ids are 0 to 64)"
+	if code != exitFailure || !strings.Contains(errOut, want) || strings.Contains(errOut, "a bug in mlbuild") {
+		t.Errorf("exit %d (want %d), stderr lacks %q:\n%s", code, exitFailure, want, errOut)
 	}
 }

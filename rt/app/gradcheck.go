@@ -32,15 +32,8 @@ func GradCheck(m Model) []SelfTestRow {
 	meta := m.Meta()
 	initParams(m, 1)
 	rng := cpu.NewRand(11)
-	x := m.TrainInput()
-	for i := range x {
-		x[i] = rng.Float32()
-	}
-	labels := m.TrainLabels()
-	clear(labels)
-	for r := 0; r < meta.Batch; r++ {
-		labels[r*meta.Classes+rng.Intn(meta.Classes)] = 1
-	}
+	randomInputs(meta, rng, m.TrainInput())
+	randomLabels(meta, rng, m.TrainLabels())
 	const seed = 5
 	loss := func() float64 {
 		m.SetRand(seed)

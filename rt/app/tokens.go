@@ -1,0 +1,37 @@
+package app
+
+import "github.com/mlbuild/mlbuild/rt/cpu"
+
+// randomInputs fills x, an input batch, with random values that the model
+// accepts: uniform in [0, 1), or token ids drawn from the vocabulary when
+// the input holds them (Meta.Vocab), for bench and the gradient check.
+func randomInputs(meta *Meta, rng *cpu.Rand, x []float32) {
+	vocab := meta.Vocab
+	if vocab == 0 && meta.format() == "text" {
+		vocab = meta.vocabCapacity() // a text model that reads ids without an embedding
+	}
+	for i := range x {
+		x[i] = rng.Float32()
+		if vocab > 0 {
+			x[i] = float32(rng.Intn(vocab))
+		}
+	}
+}
+
+// randomLabels clears labels and sets one random class per row: per
+// sample, or per token for a model that reads token ids and has logits
+// per token (Meta.Vocab, OutputShape [tokens, classes]).
+func randomLabels(meta *Meta, rng *cpu.Rand, labels []float32) {
+	clear(labels)
+	rows, classes := meta.Batch, meta.Classes
+	switch {
+	case meta.Vocab > 0 && len(meta.OutputShape) == 2:
+		rows, classes = meta.Batch*meta.OutputShape[0], meta.OutputShape[1]
+	case meta.format() == "text":
+		classes = meta.vocabCapacity()
+		rows = len(labels) / classes
+	}
+	for r := 0; r < rows; r++ {
+		labels[r*classes+rng.Intn(classes)] = 1
+	}
+}
