@@ -405,8 +405,12 @@ func (g *generator) chain(ch []planner.UnaryOp) (string, error) {
 func (g *generator) shape(s []int) string { return g.sharedVar("shape", ints(s)) }
 
 func convLit(c *planner.ConvGeom) string {
-	return fmt.Sprintf("cpu.Conv{N: %d, C: %d, H: %d, W: %d, OC: %d, OH: %d, OW: %d, KH: %d, KW: %d, SH: %d, SW: %d, PH: %d, PW: %d, DH: %d, DW: %d, Groups: %d}",
-		c.N, c.C, c.H, c.W, c.OC, c.OH, c.OW, c.KH, c.KW, c.SH, c.SW, c.PH, c.PW, c.DH, c.DW, c.Groups)
+	exclude := ""
+	if c.ExcludePad {
+		exclude = ", ExcludePad: true" // an average pool's divisor; a rounded-up pool needs no field (its OH, OW say it)
+	}
+	return fmt.Sprintf("cpu.Conv{N: %d, C: %d, H: %d, W: %d, OC: %d, OH: %d, OW: %d, KH: %d, KW: %d, SH: %d, SW: %d, PH: %d, PW: %d, DH: %d, DW: %d, Groups: %d%s}",
+		c.N, c.C, c.H, c.W, c.OC, c.OH, c.OW, c.KH, c.KW, c.SH, c.SW, c.PH, c.PW, c.DH, c.DW, c.Groups, exclude)
 }
 
 // cpuConvKernels are the rt/cpu kernels of each CPU convolution method

@@ -698,9 +698,75 @@ func TestImportPoolCeilMode(t *testing.T) {
 			t.Errorf("%v k%d s%d p%d: %s %v rounding %v, want %v rounding %v", tc.shape, tc.k, tc.s, tc.p, l.Op, l.OutShape, rounding(l), tc.out, tc.rounding)
 		}
 	}
-	_, err := Import(pool("AveragePool", []int{2, 8, 10}, 3, 2, 0))
-	if err == nil || !strings.Contains(err.Error(), "ceil_mode=1") {
-		t.Errorf("AveragePool with ceil_mode: %v", err)
+	// An AveragePool rounds up alike; its divisor (the partial window's
+	// part inside the padded input) is avgpool2d's.
+	im, err := Import(pool("AveragePool", []int{2, 8, 10}, 3, 2, 0))
+	if err != nil || im.Layers[0].Op != "avgpool2d" || !slices.Equal(im.Layers[0].OutShape, []int{2, 4, 5}) || rounding(im.Layers[0]) != "ceil" {
+		t.Errorf("AveragePool with ceil_mode: %v %+v", err, im)
+	}
+}
+
+// TestImportAvgPoolCountIncludePad: count_include_pad=0 with pads of the
+// node's own becomes countIncludePad: false; after a Pad node (how
+// PyTorch exports count_include_pad=True) the Pad's zeros count and no
+// field is written; both at once are refused, naming the Pad node.
+func TestImportAvgPoolCountIncludePad(t *testing.T) {
+	pads := NewInt64Tensor("pads", []int64{8}, []int64{0, 0, 1, 1, 0, 0, 1, 1})
+	avg := func(include, own int64, padNode bool) *Model {
+		var consts []*Tensor
+		var nodes []*Node
+		in := "x"
+		if padNode {
+			consts = []*Tensor{pads}
+			nodes = append(nodes, node("Pad", "pad", []string{"x", "pads"}, []string{"p"}))
+			in = "p"
+		}
+		nodes = append(nodes, node("AveragePool", "pool", []string{in}, []string{"y"},
+			&Attribute{Name: "kernel_shape", Type: AttrInts, Ints: []int64{3, 3}},
+			&Attribute{Name: "strides", Type: AttrInts, Ints: []int64{2, 2}},
+			&Attribute{Name: "pads", Type: AttrInts, Ints: []int64{own, own, own, own}},
+			&Attribute{Name: "count_include_pad", Type: AttrInt, I: include}))
+		return graphModel([]int{2, 7, 7}, consts, "y", nodes...)
+	}
+	field := func(l *Layer) any {
+		for _, f := range l.Fields {
+			if f.Name == "countIncludePad" {
+				return f.Value
+			}
+		}
+		return nil
+	}
+	for _, tc := range []struct {
+		name            string
+		include, own    int64
+		padNode         bool
+		countIncludePad any
+		padding         any
+	}{
+		{"own pads excluded", 0, 1, false, false, 1},
+		{"own pads included", 1, 1, false, nil, 1},
+		{"a Pad node's zeros", 0, 0, true, nil, 1},
+		{"no padding", 0, 0, false, nil, nil},
+	} {
+		im, err := Import(avg(tc.include, tc.own, tc.padNode))
+		if err != nil {
+			t.Errorf("%s: %v", tc.name, err)
+			continue
+		}
+		l := im.Layers[0]
+		var padding any
+		for _, f := range l.Fields {
+			if f.Name == "padding" {
+				padding = f.Value
+			}
+		}
+		if l.Op != "avgpool2d" || field(l) != tc.countIncludePad || padding != tc.padding {
+			t.Errorf("%s: %s fields %+v, want countIncludePad %v padding %v", tc.name, l.Op, l.Fields, tc.countIncludePad, tc.padding)
+		}
+	}
+	_, err := Import(avg(0, 1, true))
+	if err == nil || !strings.Contains(err.Error(), `count_include_pad=0 with pads of its own after Pad node "pad"`) {
+		t.Errorf("Pad node and own excluded pads: %v", err)
 	}
 }
 

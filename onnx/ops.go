@@ -1996,21 +1996,26 @@ func importPool(c *nodeCtx) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	op := "maxpool2d"
+	op, excludePad := "maxpool2d", false
 	if c.n.OpType == "AveragePool" {
 		op = "avgpool2d"
 		include, err := c.attrInt("count_include_pad", 0)
 		if err != nil {
 			return "", err
 		}
+		// The zeros of a Pad node before the pool always count in the
+		// divisor; count_include_pad says whether the node's own pads do.
+		// avgpool2d's countIncludePad covers all its padding alike, and a
+		// window rounded up (ceil_mode) is divided by its part inside the
+		// padded input either way, as ONNX and PyTorch do.
 		if g.own && include == 0 {
-			return "", unsupported("use count_include_pad=True (PyTorch's default), or pad the input explicitly", "count_include_pad=0 averages padded windows over their real elements only; mlbuild's avgpool2d divides by the whole window")
+			if x.pad != [4]int{} {
+				return "", unsupported("pad in one place: the Pad node or the AveragePool's pads", "count_include_pad=0 with pads of its own after Pad node %s: the Pad's zeros count in the divisor and its own do not, which avgpool2d's one countIncludePad cannot say", x.padNode)
+			}
+			excludePad = true
 		}
 		if g.dil != [2]int{1, 1} {
 			return "", unsupported("", "AveragePool with dilations")
-		}
-		if g.ceil {
-			return "", unsupported("use ceil_mode=False, or pad the input so the windows fit exactly", "ceil_mode=1 keeps a partial last window, which PyTorch averages over its part inside the padded input; mlbuild's avgpool2d divides by the whole window")
 		}
 	}
 	for i, axis := range []string{"height", "width"} {
@@ -2047,6 +2052,9 @@ func importPool(c *nodeCtx) (string, error) {
 		l.Fields = append(l.Fields, Field{"rounding", "ceil"})
 	case g.floor:
 		l.Fields = append(l.Fields, Field{"rounding", "floor"})
+	}
+	if excludePad {
+		l.Fields = append(l.Fields, Field{"countIncludePad", false})
 	}
 	return c.emit(l, x)
 }

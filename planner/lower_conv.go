@@ -77,6 +77,8 @@ func (l *lowering) window(n *spec.Node) (ConvGeom, error) {
 		Groups: w.Groups,
 		Ceil:   n.Rounding == "ceil",
 		OneD:   n.OneD(),
+		// only an avgpool2d decodes countIncludePad
+		ExcludePad: n.ExcludePad,
 	}
 	if g.KH < 1 || g.KW < 1 {
 		return g, fail(n, "%s needs a kernel size, got %dx%d", n.Op, g.KH, g.KW)

@@ -268,14 +268,20 @@ type ConvGeom struct {
 	PH, PW     int // padding (both sides)
 	DH, DW     int // dilation
 	Groups     int
-	// Ceil marks a max pool whose output size rounds up (the spec's
+	// Ceil marks a pool whose output size rounds up (the spec's
 	// rounding: "ceil", PyTorch's ceil_mode): its last window along an axis
-	// may reach past the padded input, and the kernels skip those taps.
+	// may reach past the padded input, and the kernels skip those taps; an
+	// average pool divides such a window by its taps inside the padded
+	// input, as PyTorch does.
 	Ceil bool `json:",omitempty"`
 	// OneD marks the 2-D window of height 1 that a conv1d, maxpool1d or
 	// avgpool1d runs as (H = OH = KH = SH = DH = 1, PH = 0): the plan
 	// shows it as 1-D; the kernels need not know.
 	OneD bool `json:",omitempty"`
+	// ExcludePad marks an average pool whose divisor counts only the taps
+	// inside the input (the spec's countIncludePad: false, PyTorch's
+	// count_include_pad=False); otherwise padding zeros count too.
+	ExcludePad bool `json:",omitempty"`
 }
 
 // Attr holds the static parameters of a step; only those of its Kernel are set.

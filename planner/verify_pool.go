@@ -16,8 +16,8 @@ func (r shapeRules) pool(s *Step) error {
 	if err := checkWindow(g, false); err != nil {
 		return err
 	}
-	if g.Ceil && (s.Kernel == KAvgPool2D || s.Kernel == KAvgPool2DBwd) {
-		return fmt.Errorf("an average pool cannot round its output size up (Ceil): its divisor is the whole window")
+	if g.ExcludePad && s.Kernel != KAvgPool2D && s.Kernel != KAvgPool2DBwd {
+		return fmt.Errorf("ExcludePad on a %s step: only an average pool has a divisor", s.Kernel)
 	}
 	x := []int{g.N, g.C, g.H, g.W}
 	y := []int{g.N, g.C, g.OH, g.OW}

@@ -68,7 +68,7 @@ func TestShapeRulesCatch(t *testing.T) {
 		{"conv", gpuLike, KConv2D, func(p *Plan, s *Step) { g := *s.Attr.Pool; g.C++; s.Attr.Pool = &g }, "epilogue pool"},
 		{"pool", CPU, KMaxPool2D, func(p *Plan, s *Step) { g := *s.Attr.Conv; g.OC++; s.Attr.Conv = &g }, "pooling changes the channels"},
 		{"pool", CPU, KAvgPool2DBwd, func(p *Plan, s *Step) { s.Attr.Act = "relu" }, "only the max pool backward steps apply one"},
-		{"pool", CPU, KAvgPool2D, func(p *Plan, s *Step) { g := *s.Attr.Conv; g.Ceil = true; s.Attr.Conv = &g }, "an average pool cannot round its output size up"},
+		{"pool", CPU, KMaxPool2D, func(p *Plan, s *Step) { g := *s.Attr.Conv; g.ExcludePad = true; s.Attr.Conv = &g }, "only an average pool has a divisor"},
 		{"conv", CPU, KConv2D, func(p *Plan, s *Step) { g := *s.Attr.Conv; g.Ceil = true; s.Attr.Conv = &g }, "a convolution cannot round its output size up"},
 		{"pool", CPU, KGlobalAvgPool, func(p *Plan, s *Step) { s.Out[0] = s.In[0] }, "want"},
 		{"elementwise", CPU, KUnary, func(p *Plan, s *Step) { s.Attr.Chain = []UnaryOp{{Op: "fourier"}} }, `unknown element-wise op "fourier"`},

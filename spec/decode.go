@@ -357,6 +357,9 @@ func (d *decoder) node(v cue.Value, path []string) Node {
 		n.Padding = d.pair(v, "padding")
 		n.Dilation = d.pair(v, "dilation")
 		n.Rounding = d.str(v, "rounding")
+		if n.Op == OpAvgPool2D {
+			n.ExcludePad = !d.boolean(v, "countIncludePad")
+		}
 		if n.Op == OpConv2D {
 			n.OutChannels = d.integer(v, "outChannels")
 			n.Groups = d.integer(v, "groups")

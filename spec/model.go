@@ -89,7 +89,10 @@ type Node struct {
 	Padding     [2]int `json:"padding,omitempty"`
 	Dilation    [2]int `json:"dilation,omitempty"`
 	Groups      int    `json:"groups,omitempty"`
-	Rounding    string `json:"rounding,omitempty"` // "exact" (default), "floor" or "ceil" (maxpool2d only)
+	Rounding    string `json:"rounding,omitempty"` // "exact" (default), "floor" or "ceil" (the pools only)
+	// avgpool2d: the padding's zeros do not count in a window's divisor
+	// (the spec's countIncludePad: false, PyTorch's count_include_pad=False)
+	ExcludePad bool `json:"excludePad,omitempty"`
 
 	// softmax, logsoftmax, concat, slice, flatten (start axis), layernorm
 	// (first normalised axis); per sample, never negative once decoded

@@ -117,23 +117,50 @@ schema.#Spec & {
 		{2, 2, 1, [2]int{8, 7}}, // width: an 8th window would start in the padding
 		{3, 3, 1, [2]int{5, 5}}, // height: a 6th window would start in the padding
 	} {
-		m, err := load(fmt.Sprintf(`{op: "maxpool2d", kernel: %d, stride: %d, padding: %d, rounding: "ceil"}`, tc.k, tc.s, tc.p))
-		if err != nil {
-			t.Fatalf("k%d s%d p%d: %v", tc.k, tc.s, tc.p, err)
-		}
-		n := m.Nodes[1]
-		got := [2]int{n.OutShape[1], n.OutShape[2]}
-		rule := [2]int{WindowOutSize(14, tc.k, tc.s, tc.p, 1, true), WindowOutSize(13, tc.k, tc.s, tc.p, 1, true)}
-		if got != tc.out || rule != tc.out {
-			t.Errorf("k%d s%d p%d: schema %v, WindowOutSize %v, want %v", tc.k, tc.s, tc.p, got, rule, tc.out)
+		// avgpool2d shares the window rule (torch's avg_pool2d with
+		// ceil_mode=True gives the same sizes).
+		for _, op := range []string{"maxpool2d", "avgpool2d"} {
+			m, err := load(fmt.Sprintf(`{op: %q, kernel: %d, stride: %d, padding: %d, rounding: "ceil"}`, op, tc.k, tc.s, tc.p))
+			if err != nil {
+				t.Fatalf("%s k%d s%d p%d: %v", op, tc.k, tc.s, tc.p, err)
+			}
+			n := m.Nodes[1]
+			got := [2]int{n.OutShape[1], n.OutShape[2]}
+			rule := [2]int{WindowOutSize(14, tc.k, tc.s, tc.p, 1, true), WindowOutSize(13, tc.k, tc.s, tc.p, 1, true)}
+			if got != tc.out || rule != tc.out {
+				t.Errorf("%s k%d s%d p%d: schema %v, WindowOutSize %v, want %v", op, tc.k, tc.s, tc.p, got, rule, tc.out)
+			}
 		}
 	}
-	for _, layer := range []string{
-		`{op: "avgpool2d", kernel: 3, stride: 2, rounding: "ceil"}`,
-		`{op: "conv2d", outChannels: 2, kernel: 3, stride: 2, rounding: "ceil"}`,
+	layer := `{op: "conv2d", outChannels: 2, kernel: 3, stride: 2, rounding: "ceil"}`
+	if _, err := load(layer); err == nil || !strings.Contains(err.Error(), `rounding "ceil" is for maxpool2d and avgpool2d only`) {
+		t.Errorf("%s: error %v", layer, err)
+	}
+	// countIncludePad: true by default, decoded as ExcludePad; only an
+	// avgpool2d has it, and it is a bool.
+	for _, tc := range []struct {
+		layer   string
+		exclude bool
+		want    string
+	}{
+		{`{op: "avgpool2d", kernel: 3, padding: 1, stride: 2, rounding: "ceil"}`, false, ""},
+		{`{op: "avgpool2d", kernel: 3, padding: 1, stride: 2, countIncludePad: false}`, true, ""},
+		{`{op: "avgpool2d", kernel: 3, padding: 1, stride: 2, countIncludePad: 1}`, false, "countIncludePad"},
+		{`{op: "maxpool2d", kernel: 3, padding: 1, stride: 2, countIncludePad: false}`, false, "countIncludePad"},
 	} {
-		if _, err := load(layer); err == nil || !strings.Contains(err.Error(), `rounding "ceil" is for maxpool2d only`) {
-			t.Errorf("%s: error %v", layer, err)
+		m, err := load(tc.layer)
+		if tc.want != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "m.cue:") {
+				t.Errorf("%s: error %v, want one at the spec's line naming %q", tc.layer, err, tc.want)
+			}
+			t.Logf("%s: %v", tc.layer, err)
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", tc.layer, err)
+		}
+		if n := m.Nodes[1]; n.ExcludePad != tc.exclude {
+			t.Errorf("%s: ExcludePad %v, want %v", tc.layer, n.ExcludePad, tc.exclude)
 		}
 	}
 }

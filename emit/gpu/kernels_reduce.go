@@ -607,9 +607,34 @@ func poolWindow(g planner.ConvGeom, oh, ow Expr, body ...Stmt) Stmt {
 				append([]Stmt{let("xi", Int, add(mul(vr("ih"), i32(g.W)), vr("iw")))}, body...)...)))
 }
 
+// avgPoolScale declares "scale", 1 over the divisor of average pool
+// window (oh, ow) by PyTorch's rule (rt/cpu's avgPoolScale): the window's
+// taps inside the padded input, or with ExcludePad inside the input. Only
+// a pool rounded up or with ExcludePad counts them; any other window has
+// KH·KW taps, a constant.
+func avgPoolScale(g planner.ConvGeom, oh, ow Expr) []Stmt {
+	if !g.Ceil && !g.ExcludePad {
+		return []Stmt{let("scale", Float, flt(1/float32(g.KH*g.KW)))}
+	}
+	g = normConv(g)
+	loH, loW, hiH, hiW := -g.PH, -g.PW, g.H+g.PH, g.W+g.PW
+	if g.ExcludePad {
+		loH, loW, hiH, hiW = 0, 0, g.H, g.W
+	}
+	count := func(name, q string, o Expr, k, s, p, d, lo, hi int) Stmt {
+		i := add(sub(mul(o, i32(s)), i32(p)), mul(vr(q), i32(d)))
+		return loop(q, 0, k, 1, when(and(ge(i, i32(lo)), lt(i, i32(hi))), set(name, add(vr(name), i32(1)))))
+	}
+	return []Stmt{
+		let("nh", Int, i32(0)), count("nh", "ch", oh, g.KH, g.SH, g.PH, g.DH, loH, hiH),
+		let("nw", Int, i32(0)), count("nw", "cw", ow, g.KW, g.SW, g.PW, g.DW, loW, hiW),
+		let("scale", Float, sel(gt(mul(vr("nh"), vr("nw")), i32(0)), div(flt(1), toFloat(mul(vr("nh"), vr("nw")))), flt(0))),
+	}
+}
+
 // poolKernel is max or average pooling of [N,C,H,W], one thread per output;
-// padding never wins a max and counts as zero in an average whose divisor
-// is KH·KW (PyTorch's count_include_pad).
+// padding never wins a max and counts as zero in an average (avgPoolScale
+// gives the divisor).
 func poolKernel(g planner.ConvGeom, maxPool bool) *Kernel {
 	ohw := g.OH * g.OW
 	n := g.N * g.C * ohw
@@ -630,9 +655,15 @@ func poolKernel(g planner.ConvGeom, maxPool bool) *Kernel {
 					poolWindow(g, vr("oh"), vr("ow"), set("m", call(FnMax, vr("m"), load("x", add(vr("base"), vr("xi")))))),
 					store("y", i, vr("m")))
 			}
+			if !g.Ceil && !g.ExcludePad {
+				return append(s, let("acc", Float, flt(0)),
+					poolWindow(g, vr("oh"), vr("ow"), set("acc", add(vr("acc"), load("x", add(vr("base"), vr("xi")))))),
+					store("y", i, mul(vr("acc"), flt(1/float32(g.KH*g.KW)))))
+			}
+			s = append(s, avgPoolScale(g, vr("oh"), vr("ow"))...)
 			return append(s, let("acc", Float, flt(0)),
 				poolWindow(g, vr("oh"), vr("ow"), set("acc", add(vr("acc"), load("x", add(vr("base"), vr("xi")))))),
-				store("y", i, mul(vr("acc"), flt(1/float32(g.KH*g.KW)))))
+				store("y", i, mul(vr("acc"), vr("scale"))))
 		})
 }
 
@@ -683,8 +714,10 @@ func poolBwdKernel(g planner.ConvGeom, maxPool bool, d func(x Expr) Expr) *Kerne
 						when(Binary{OpOr, lt(vr("arg"), i32(0)), gt(vr("xv"), vr("best"))},
 							set("best", vr("xv")), set("arg", vr("xi")))),
 					when(eq(vr("arg"), add(mul(vr("h"), i32(g.W)), vr("w"))), set("acc", add(vr("acc"), dy))))...)
-			} else {
+			} else if !g.Ceil && !g.ExcludePad {
 				s = append(s, tapsCovering(g, set("acc", add(vr("acc"), mul(dy, flt(1/float32(g.KH*g.KW))))))...)
+			} else {
+				s = append(s, tapsCovering(g, append(avgPoolScale(g, vr("oh"), vr("ow")), set("acc", add(vr("acc"), mul(dy, vr("scale")))))...)...)
 			}
 			if maxPool && d != nil {
 				return append(s, store("dx", i, mul(vr("acc"), d(load("x", i)))))

@@ -50,7 +50,7 @@ func cpuChain(chain []planner.UnaryOp) []cpu.Unary {
 
 func cpuConv(g planner.ConvGeom) cpu.Conv {
 	return cpu.Conv{N: g.N, C: g.C, H: g.H, W: g.W, OC: g.OC, OH: g.OH, OW: g.OW, KH: g.KH, KW: g.KW,
-		SH: g.SH, SW: g.SW, PH: g.PH, PW: g.PW, DH: g.DH, DW: g.DW, Groups: g.Groups}
+		SH: g.SH, SW: g.SW, PH: g.PH, PW: g.PW, DH: g.DH, DW: g.DW, Groups: g.Groups, ExcludePad: g.ExcludePad}
 }
 
 // kernelCases builds every generator's kernels on awkward sizes (not
@@ -260,6 +260,10 @@ func kernelCases(t *testing.T) []gpuCase {
 		// input, 2×2/2 on odd sizes and GoogLeNet's 3×3/2.
 		{N: 2, C: 3, H: 9, W: 11, KH: 2, KW: 2, SH: 2, SW: 2, DH: 1, DW: 1, Ceil: true},
 		{N: 2, C: 2, H: 8, W: 13, KH: 3, KW: 3, SH: 2, SW: 2, PH: 1, PW: 0, DH: 1, DW: 1, Ceil: true},
+		// Average pools dividing by the padded window's clipped size or
+		// by the taps inside the input (PyTorch's count_include_pad=False).
+		{N: 2, C: 2, H: 8, W: 13, KH: 3, KW: 3, SH: 2, SW: 2, PH: 1, PW: 1, DH: 1, DW: 1, Ceil: true, ExcludePad: true},
+		{N: 3, C: 2, H: 7, W: 6, KH: 3, KW: 3, SH: 2, SW: 1, PH: 1, PW: 1, DH: 1, DW: 2, ExcludePad: true},
 	} {
 		pg.OC = pg.C
 		pg.OH = (pg.H+2*pg.PH-pg.DH*(pg.KH-1)-1)/pg.SH + 1
@@ -279,10 +283,8 @@ func kernelCases(t *testing.T) []gpuCase {
 		cpu.MaxPool2DBwd(x, ymax, dy, dxmax, cg)
 		cpu.AvgPool2DBwd(dy, dxavg, cg)
 		addCase(gpuCase{name: "maxpool", k: poolKernel(pg, true), in: [][]float32{x, zeros(on)}, want: map[int][]float32{1: ymax}})
-		if !pg.Ceil { // average pools do not round up
-			addCase(gpuCase{name: "avgpool", k: poolKernel(pg, false), in: [][]float32{x, zeros(on)}, want: map[int][]float32{1: yavg}})
-			addCase(gpuCase{name: "avgpool_bwd", k: poolBwdKernel(pg, false, nil), in: [][]float32{dy, zeros(n)}, want: map[int][]float32{1: dxavg}})
-		}
+		addCase(gpuCase{name: "avgpool", k: poolKernel(pg, false), in: [][]float32{x, zeros(on)}, want: map[int][]float32{1: yavg}})
+		addCase(gpuCase{name: "avgpool_bwd", k: poolBwdKernel(pg, false, nil), in: [][]float32{dy, zeros(n)}, want: map[int][]float32{1: dxavg}})
 		addCase(gpuCase{name: "maxpool_bwd", k: poolBwdKernel(pg, true, nil), in: [][]float32{x, dy, zeros(n)}, want: map[int][]float32{2: dxmax}})
 		// With its input's activation derivative (fuse_act_bwd.go): x as
 		// a relu's or a sigmoid's output, zeros and ties among them.

@@ -13,6 +13,10 @@ type Conv struct {
 	PH, PW     int // zero padding on both sides
 	DH, DW     int // dilation
 	Groups     int
+	// ExcludePad: an average pool divides by its taps inside the input
+	// (PyTorch's count_include_pad=False) instead of those inside the
+	// padded input.
+	ExcludePad bool
 }
 
 // norm returns g with zero strides, dilations and groups read as 1.

@@ -345,3 +345,39 @@ func TestConvDirectRefusesOtherGeometry(t *testing.T) {
 		}
 	}
 }
+
+// TestAvgPoolDivisorsMatchPyTorch: average pools rounded up (a partial
+// last window) and with count_include_pad both ways against
+// torch.nn.functional.avg_pool2d(x, k, s, p, ceil_mode=True,
+// count_include_pad=...) on x[i] = i/2 − 3 (torch 1.13, run once), and
+// their backward against finite differences.
+func TestAvgPoolDivisorsMatchPyTorch(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		g    Conv
+		want []float32
+	}{
+		{"6x6 k3 s2 p1 ceil", Conv{N: 1, C: 1, H: 6, W: 6, OC: 1, OH: 4, OW: 4, KH: 3, KW: 3, SH: 2, SW: 2, PH: 1, PW: 1},
+			[]float32{-0.555556, -0.333333, 0.333333, 0.333333, 2.166667, 4.0, 5.0, 2.75, 6.166667, 10.0, 11.0, 5.75, 4.083333, 6.5, 7.0, 3.625}},
+		{"6x6 k3 s2 p1 ceil exclude pad", Conv{N: 1, C: 1, H: 6, W: 6, OC: 1, OH: 4, OW: 4, KH: 3, KW: 3, SH: 2, SW: 2, PH: 1, PW: 1, ExcludePad: true},
+			[]float32{-1.25, -0.5, 0.5, 1.0, 3.25, 4.0, 5.0, 5.5, 9.25, 10.0, 11.0, 11.5, 12.25, 13.0, 14.0, 14.5}},
+		{"5x7 k2 s2 ceil", Conv{N: 1, C: 1, H: 5, W: 7, OC: 1, OH: 3, OW: 4, KH: 2, KW: 2, SH: 2, SW: 2},
+			[]float32{-1.0, 0.0, 1.0, 1.75, 6.0, 7.0, 8.0, 8.75, 11.25, 12.25, 13.25, 14.0}},
+	} {
+		g := tc.g
+		x := make([]float32, g.H*g.W)
+		for i := range x {
+			x[i] = float32(i)/2 - 3
+		}
+		y := make([]float32, g.OH*g.OW)
+		AvgPool2DFwd(x, y, g)
+		if msg := closeTo(y, tc.want, 1e-5); msg != "" {
+			t.Errorf("%s: %s", tc.name, msg)
+		}
+		r := newTestRand(3)
+		proj := randSlice(r, len(y), 1)
+		dx := randSlice(r, len(x), 9)
+		AvgPool2DBwd(cloneF(proj), dx, g)
+		smoothCheck.run(t, "avgpool "+tc.name, proj, func() []float32 { AvgPool2DFwd(x, y, g); return y }, gradInput{"x", x, dx})
+	}
+}

@@ -268,12 +268,36 @@ func MaxPool2DArgmaxBwd(arg, dy, dx []float32, g Conv) {
 	})
 }
 
+// avgPoolScale is 1 over the divisor of window (oh, ow) of an average
+// pool, PyTorch's rule: the window's taps inside the padded input (KH·KW
+// but for a partial last window of a pool rounded up), or with ExcludePad
+// its taps inside the input.
+func avgPoolScale(g Conv, oh, ow int) float32 {
+	loH, loW, hiH, hiW := -g.PH, -g.PW, g.H+g.PH, g.W+g.PW
+	if g.ExcludePad {
+		loH, loW, hiH, hiW = 0, 0, g.H, g.W
+	}
+	taps := func(start, k, d, lo, hi int) int {
+		n := 0
+		for q := 0; q < k; q++ {
+			if i := start + q*d; i >= lo && i < hi {
+				n++
+			}
+		}
+		return n
+	}
+	n := taps(oh*g.SH-g.PH, g.KH, g.DH, loH, hiH) * taps(ow*g.SW-g.PW, g.KW, g.DW, loW, hiW)
+	if n == 0 {
+		return 0 // a window of padding only (ExcludePad and dilation): no tap to divide
+	}
+	return 1 / float32(n)
+}
+
 // AvgPool2DFwd writes y = the mean of each window of x, the padding counted
-// as zeros in a divisor of KH·KW (PyTorch's count_include_pad default).
+// as zeros (avgPoolScale gives the divisor).
 func AvgPool2DFwd(x, y []float32, g Conv) {
 	g = g.norm()
 	hw, ohw := g.H*g.W, g.OH*g.OW
-	scale := 1 / float32(g.KH*g.KW)
 	poolPlanes(g, func(p int) {
 		xp, yp := x[p*hw:(p+1)*hw], y[p*ohw:(p+1)*ohw]
 		for oh := 0; oh < g.OH; oh++ {
@@ -291,24 +315,23 @@ func AvgPool2DFwd(x, y []float32, g Conv) {
 						}
 					}
 				}
-				yp[oh*g.OW+ow] = s * scale
+				yp[oh*g.OW+ow] = s * avgPoolScale(g, oh, ow)
 			}
 		}
 	})
 }
 
-// AvgPool2DBwd writes dx: each window's gradient dy/(KH·KW) is spread over
+// AvgPool2DBwd writes dx: each window's gradient dy/divisor is spread over
 // the input pixels of the window.
 func AvgPool2DBwd(dy, dx []float32, g Conv) {
 	g = g.norm()
 	hw, ohw := g.H*g.W, g.OH*g.OW
-	scale := 1 / float32(g.KH*g.KW)
 	poolPlanes(g, func(p int) {
 		dyp, dxp := dy[p*ohw:(p+1)*ohw], dx[p*hw:(p+1)*hw]
 		clear(dxp)
 		for oh := 0; oh < g.OH; oh++ {
 			for ow := 0; ow < g.OW; ow++ {
-				d := dyp[oh*g.OW+ow] * scale
+				d := dyp[oh*g.OW+ow] * avgPoolScale(g, oh, ow)
 				for kh := 0; kh < g.KH; kh++ {
 					ih := oh*g.SH - g.PH + kh*g.DH
 					if ih < 0 || ih >= g.H {

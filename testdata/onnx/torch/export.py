@@ -265,11 +265,29 @@ class Encoder2(nn.Module):
         return self.enc(x)
 
 
+class Pools(nn.Module):
+    """Average pools that round up (ceil_mode: a partial last window,
+    divided by its part inside the padded input) with count_include_pad
+    both ways. Exported from opset 11: opset 9's AveragePool has no
+    ceil_mode, and PyTorch emulates it with end pads, which mlbuild
+    refuses as asymmetric padding."""
+
+    def __init__(self):
+        super().__init__()
+        self.d = nn.AvgPool2d(3, 1, 1, count_include_pad=False)
+        self.c = nn.AvgPool2d(2, ceil_mode=True)
+        self.a = nn.AvgPool2d(3, 2, 1, ceil_mode=True)
+        self.b = nn.AvgPool2d(3, 2, 1, ceil_mode=True, count_include_pad=False)
+
+    def forward(self, x):
+        return self.b(self.a(self.c(self.d(x))))
+
+
 MODELS = [("mlp", MLP, [1, 8, 8]), ("cnn", CNN, [1, 16, 16]), ("residual", Residual, [4, 6, 6]), ("gelu", GELU, [16]),
           ("scaled", Scaled, [2, 5, 5]), ("padded", Padded, [1, 5, 5]), ("norms", Norms, [16]), ("norm2d", Norm2D, [4, 8]),
           ("attention", Attention, [5, 16]), ("packed", Packed, [6, 16]),
           ("vit", ViTBlock, [6, 16]), ("encoder", Encoder, [5, 16]),
-          ("encoder2", Encoder2, [5, 16])]
+          ("encoder2", Encoder2, [5, 16]), ("pools", Pools, [2, 14, 11], [11, 13, 17])]
 
 
 def main():
@@ -280,7 +298,9 @@ def main():
     only = set(sys.argv[1:])
     torch.manual_seed(0)
     manifest = []
-    for name, cls, shape in MODELS:
+    for name, cls, shape, *opsets in MODELS:
+        # a model's own opsets, where it names them
+        opsets = opsets[0] if opsets else OPSETS
         model = cls()
         for m in model.modules():
             if isinstance(m, (nn.BatchNorm1d, nn.BatchNorm2d)):
@@ -296,7 +316,7 @@ def main():
         model.eval()
         x = torch.randn(3, *shape)
         if only and name not in only:
-            for opset in OPSETS:
+            for opset in opsets:
                 manifest.append({"model": "%s_opset%d.onnx" % (name, opset), "input": name + ".input.bin",
                                  "inputShape": list(x.shape), "output": name + ".output.bin",
                                  "outputShape": list(model(x).shape)})
@@ -305,7 +325,7 @@ def main():
             y = model(x)
         x.numpy().astype("<f4").tofile(os.path.join(HERE, name + ".input.bin"))
         y.numpy().astype("<f4").tofile(os.path.join(HERE, name + ".output.bin"))
-        for opset in OPSETS:
+        for opset in opsets:
             path = os.path.join(HERE, "%s_opset%d.onnx" % (name, opset))
             torch.onnx.export(model, x, path, opset_version=opset, input_names=["x"], output_names=["y"],
                               dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}})
