@@ -1,10 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"encoding/binary"
-	"encoding/json"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -25,36 +21,7 @@ import (
 // writes as the number 1.
 func TestImportSequenceExports(t *testing.T) {
 	dir := "../../testdata/onnx/seq"
-	data, err := os.ReadFile(filepath.Join(dir, "manifest.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var manifest []struct {
-		Model, Input, Output    string
-		InputShape, OutputShape []int
-	}
-	if err := json.Unmarshal(data, &manifest); err != nil {
-		t.Fatal(err)
-	}
-	if len(manifest) < 7 {
-		t.Fatalf("manifest lists %d models", len(manifest))
-	}
-	readF32 := func(name string, shape []int) []float32 {
-		b, err := os.ReadFile(filepath.Join(dir, name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		n := 1
-		for _, d := range shape {
-			n *= d
-		}
-		if len(b) != 4*n {
-			t.Fatalf("%s: %d bytes for shape %v", name, len(b), shape)
-		}
-		v := make([]float32, n)
-		binary.Read(bytes.NewReader(b), binary.LittleEndian, v)
-		return v
-	}
+	manifest, readF32 := exportManifest(t, dir, 7)
 	for _, c := range manifest {
 		t.Run(c.Model, func(t *testing.T) {
 			t.Parallel()

@@ -435,36 +435,7 @@ func runImportedWithin(t *testing.T, im *onnx.Imported, x, want []float32, wantS
 // samples.
 func TestImportTorchExports(t *testing.T) {
 	dir := "../../testdata/onnx/torch"
-	data, err := os.ReadFile(filepath.Join(dir, "manifest.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var manifest []struct {
-		Model, Input, Output    string
-		InputShape, OutputShape []int
-	}
-	if err := json.Unmarshal(data, &manifest); err != nil {
-		t.Fatal(err)
-	}
-	if len(manifest) < 24 {
-		t.Fatalf("manifest lists %d models", len(manifest))
-	}
-	readF32 := func(name string, shape []int) []float32 {
-		b, err := os.ReadFile(filepath.Join(dir, name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		n := 1
-		for _, d := range shape {
-			n *= d
-		}
-		if len(b) != 4*n {
-			t.Fatalf("%s: %d bytes for shape %v", name, len(b), shape)
-		}
-		v := make([]float32, n)
-		binary.Read(bytes.NewReader(b), binary.LittleEndian, v)
-		return v
-	}
+	manifest, readF32 := exportManifest(t, dir, 24)
 	for _, c := range manifest {
 		t.Run(c.Model, func(t *testing.T) {
 			t.Parallel()
@@ -557,4 +528,46 @@ func TestImportSpecGolden(t *testing.T) {
 			t.Errorf("%s: %v", golden, err)
 		}
 	}
+}
+
+// exportEntry is one model of an export script's manifest.json: the .onnx
+// file, and the raw little-endian float32 files of its inputs and of
+// PyTorch's outputs for them.
+type exportEntry struct {
+	Model, Input, Output    string
+	InputShape, OutputShape []int
+}
+
+// exportManifest reads dir's manifest.json, which must list at least
+// least models, and returns it with a reader of its float32 files.
+func exportManifest(t *testing.T, dir string, least int) ([]exportEntry, func(name string, shape []int) []float32) {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(dir, "manifest.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var manifest []exportEntry
+	if err := json.Unmarshal(data, &manifest); err != nil {
+		t.Fatal(err)
+	}
+	if len(manifest) < least {
+		t.Fatalf("%s/manifest.json lists %d models, want at least %d", dir, len(manifest), least)
+	}
+	readF32 := func(name string, shape []int) []float32 {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 1
+		for _, d := range shape {
+			n *= d
+		}
+		if len(b) != 4*n {
+			t.Fatalf("%s: %d bytes for shape %v", name, len(b), shape)
+		}
+		v := make([]float32, n)
+		binary.Read(bytes.NewReader(b), binary.LittleEndian, v)
+		return v
+	}
+	return manifest, readF32
 }
