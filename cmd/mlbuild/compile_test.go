@@ -23,12 +23,20 @@ import (
 // needs the real digits; it fails (never skips) without them.
 func mnistDir(t *testing.T) string {
 	t.Helper()
-	dir := os.Getenv("MLBUILD_MNIST_DIR")
+	return dataDir(t, "MLBUILD_MNIST_DIR", "mnist", "train-images-idx3-ubyte", "make data")
+}
+
+// dataDir is the folder holding file: env's value, else data/sub in the
+// checkout. The tests that need real data fail (never skip) without it,
+// naming the make target that fetches it.
+func dataDir(t *testing.T, env, sub, file, target string) string {
+	t.Helper()
+	dir := os.Getenv(env)
 	if dir == "" {
-		dir = filepath.Join("..", "..", "data", "mnist")
+		dir = filepath.Join("..", "..", "data", sub)
 	}
-	if _, err := os.Stat(filepath.Join(dir, "train-images-idx3-ubyte")); err != nil {
-		t.Fatalf("MNIST is not in %s: run `make data` (or set MLBUILD_MNIST_DIR): %v", dir, err)
+	if _, err := os.Stat(filepath.Join(dir, file)); err != nil {
+		t.Fatalf("%s is not in %s: run `%s` (or set %s): %v", file, dir, target, env, err)
 	}
 	return dir
 }

@@ -11,20 +11,6 @@ import (
 	"testing"
 )
 
-// textDir finds Moby-Dick as `make data-text` joins it; like mnistDir, it
-// fails (never skips) without it.
-func textDir(t *testing.T) string {
-	t.Helper()
-	dir := os.Getenv("MLBUILD_TEXT_DIR")
-	if dir == "" {
-		dir = filepath.Join("..", "..", "data", "text")
-	}
-	if _, err := os.Stat(filepath.Join(dir, "moby-dick.txt")); err != nil {
-		t.Fatalf("Moby-Dick is not in %s: run `make data-text` (or set MLBUILD_TEXT_DIR): %v", dir, err)
-	}
-	return dir
-}
-
 // TestGPTTrainsOnMobyDick is issue 31's pieces end to end on the CPU: a
 // small GPT (testdata/text/gpt_moby.cue: token embedding with learned
 // positions, causal attention, per-token loss) compiled with the text
@@ -34,7 +20,7 @@ func textDir(t *testing.T) string {
 // continues a prompt with the book's characters, the same text for the
 // same seed and another for another seed.
 func TestGPTTrainsOnMobyDick(t *testing.T) {
-	data := textDir(t)
+	data := dataDir(t, "MLBUILD_TEXT_DIR", "text", "moby-dick.txt", "make data-text")
 	tmp := t.TempDir()
 	bin := filepath.Join(tmp, "gpt")
 	if code, out, errOut := mlbuild(t, "compile", "../../testdata/text/gpt_moby.cue", "-o", bin, "--cache-dir", filepath.Join(tmp, "cache")); code != 0 {
