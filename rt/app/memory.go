@@ -5,6 +5,8 @@ import (
 	"os"
 	"strconv"
 	"strings"
+
+	"github.com/mlbuild/mlbuild/rt/cpu"
 )
 
 // MemoryEnv names the environment variable that gives the memory check the
@@ -38,7 +40,8 @@ func (e *MemoryError) Error() string { return e.Msg }
 // memory they need, so that a model too large for it stops with what it
 // needs, what there is and what to change, before its first step, rather
 // than with the kernel's OOM killer in the middle of one. The memory is
-// Go's: pages the operating system hands out zeroed as they are touched.
+// Go's (cpu.Floats: huge pages where Linux gives them): pages the
+// operating system hands out zeroed as they are touched.
 // batch is the phase's plan's batch (0 for the state alone): above 1 the
 // refusal suggests a smaller one.
 func Allocate(meta *Meta, phase string, batch int, arenas ...Arena) {
@@ -55,7 +58,7 @@ func Allocate(meta *Meta, phase string, batch int, arenas ...Arena) {
 	}
 	for _, a := range arenas {
 		if *a.Data == nil {
-			*a.Data = make([]float32, a.Size)
+			*a.Data = cpu.Floats(a.Size)
 			allocated += 4 * int64(a.Size)
 		}
 	}

@@ -60,7 +60,7 @@ func (l *convWorkerList) Put(w *convWorker) {
 // grow returns s with length n, reusing its storage when it is big enough.
 func grow(s []float32, n int) []float32 {
 	if cap(s) < n {
-		return make([]float32, n)
+		return Floats(n)
 	}
 	return s[:n]
 }
