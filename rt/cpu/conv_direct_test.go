@@ -121,3 +121,30 @@ func TestConvDirectBwdCompact(t *testing.T) {
 		}
 	}
 }
+
+// TestConvDirectSplitImagesShareOnePanel: with fewer images than threads
+// the direct forward splits each image's blocks of output channels over
+// tasks that read one padded copy of the image (per group); the output is
+// the reference convolution's on every thread count.
+func TestConvDirectSplitImagesShareOnePanel(t *testing.T) {
+	defer SetThreads(Threads())
+	r := newTestRand(23)
+	for _, g := range []Conv{
+		convCase(1, 6, 9, 7, 96, 3, 3, 1, 1, 1, 1),
+		convCase(2, 8, 6, 6, 128, 3, 3, 1, 1, 1, 2),
+	} {
+		if !convDirectOK(g.norm()) {
+			t.Fatalf("the direct kernels do not take %+v", g)
+		}
+		x, w, b := randSlice(r, g.N*g.C*g.H*g.W, 1), randSlice(r, g.OC*g.C/g.Groups*g.KH*g.KW, 1), randSlice(r, g.OC, 1)
+		want := convRef(x, w, b, g, ActReLU, 0)
+		for _, threads := range []int{1, 3, 8} {
+			SetThreads(threads)
+			y := make([]float32, len(want))
+			Conv2DDirectFwd(x, w, b, y, g, ActReLU, 0)
+			if msg := closeTo(y, want, 1e-4); msg != "" {
+				t.Errorf("%d image(s), %d groups, %d threads: %s", g.N, g.Groups, threads, msg)
+			}
+		}
+	}
+}
