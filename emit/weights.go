@@ -22,13 +22,20 @@ type Weights struct {
 	Source string
 	// Data is the file, already checked against the plans' params.
 	Data []byte
+	// SourceSHA256 is the hex SHA-256 of the file as the user gave it,
+	// when Data is that file laid out anew; "" when Data is the file.
+	SourceSHA256 string
 }
 
 // WeightsFile is the path of the embedded weights in the program's module.
 const WeightsFile = "weights.safetensors"
 
-// SHA256 is the hex SHA-256 of the file, which info prints.
+// SHA256 is the hex SHA-256 of the file as the user gave it, which info
+// prints.
 func (w *Weights) SHA256() string {
+	if w.SourceSHA256 != "" {
+		return w.SourceSHA256
+	}
 	sum := sha256.Sum256(w.Data)
 	return hex.EncodeToString(sum[:])
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
+	"github.com/mlbuild/mlbuild/emit"
 	"math"
 	"os"
 	"os/exec"
@@ -13,6 +14,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"unsafe"
 
 	"github.com/mlbuild/mlbuild/rt/npy"
 	"github.com/mlbuild/mlbuild/rt/safetensors"
@@ -231,16 +233,27 @@ func TestCompileEmbeddedWeights(t *testing.T) {
 
 // TestCompileEmbeddedWeightsGPU: the Metal and CUDA programs embed the
 // weights too (cross-built here; the loading is the runtime's, shared
-// with the CPU program): the file's bytes are in each binary.
+// with the CPU program): the tensors' bytes are in each binary.
 func TestCompileEmbeddedWeightsGPU(t *testing.T) {
 	dir := t.TempDir()
 	if code, out, errOut := mlbuild(t, "import", "../../testdata/onnx/torch/cnn_opset13.onnx", "-o", dir, "--name", "cnn"); code != 0 {
 		t.Fatalf("import: exit %d\n%s%s", code, out, errOut)
 	}
 	weights := filepath.Join(dir, "cnn.safetensors")
-	data, err := os.ReadFile(weights)
+	f, err := safetensors.Read(weights)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// The file is laid out anew (as the state arena): each tensor's bytes
+	// are in the binary, the largest one's stands for them all.
+	var data []byte
+	for _, tn := range f.Tensors {
+		if 4*len(tn.Data) > len(data) {
+			data = data[:0]
+			for _, v := range tn.Data {
+				data = binary.LittleEndian.AppendUint32(data, math.Float32bits(v))
+			}
+		}
 	}
 	for _, c := range []struct{ backend, target string }{{"cuda", "linux/amd64"}, {"metal", "darwin/arm64"}} {
 		bin := filepath.Join(dir, "cnn-"+c.backend)
@@ -254,7 +267,7 @@ func TestCompileEmbeddedWeightsGPU(t *testing.T) {
 			t.Fatal(err)
 		}
 		if !bytes.Contains(b, data) {
-			t.Errorf("%s: the binary does not hold the weights file", c.backend)
+			t.Errorf("%s: the binary does not hold the weights (%d bytes of the largest tensor)", c.backend, len(data))
 		}
 	}
 }
@@ -350,5 +363,84 @@ func TestTrainFromWeights(t *testing.T) {
 	code, _, stderr = mlbuild(t, "compile", "../../models/iris.cue", "--weights", bare, "-o", filepath.Join(dir, "iris-bare"), "--cache-dir", filepath.Join(dir, "cache"))
 	if code != ExitInvalid || !strings.Contains(stderr, "holds no mlbuild.standardize.mean metadata") {
 		t.Errorf("weights without standardisation statistics: exit %d, %s", code, stderr)
+	}
+}
+
+// TestCompileLaysWeightsOutAsArena: compile --weights embeds the weights
+// laid out as the program's state arena (`mlbuild plan`'s offsets): the
+// data section starts at a multiple of 64 bytes, every param's float32s
+// lie at 4 × its offset from there, with the values of the file given,
+// and the gaps the arena's alignment leaves are pads that readers skip.
+func TestCompileLaysWeightsOutAsArena(t *testing.T) {
+	dir := t.TempDir()
+	if code, out, errOut := mlbuild(t, "import", "../../testdata/onnx/torch/cnn_opset13.onnx", "-o", dir, "--name", "cnn"); code != 0 {
+		t.Fatalf("import: exit %d\n%s%s", code, out, errOut)
+	}
+	spec, weights, src := filepath.Join(dir, "cnn.cue"), filepath.Join(dir, "cnn.safetensors"), filepath.Join(dir, "src")
+	code, out, errOut := mlbuild(t, "compile", spec, "--weights", weights, "-o", filepath.Join(dir, "cnn"), "--emit", src, "--cache-dir", filepath.Join(dir, "cache"))
+	if code != 0 {
+		t.Fatalf("compile: exit %d\n%s%s", code, out, errOut)
+	}
+	code, out, errOut = mlbuild(t, "plan", spec, "--format", "json")
+	if code != 0 {
+		t.Fatalf("plan: exit %d\n%s%s", code, out, errOut)
+	}
+	var plan struct {
+		Params []struct {
+			Name string
+			Buf  int
+		}
+		Buffers []struct {
+			Offset int
+			Arena  string
+		}
+	}
+	if err := json.Unmarshal([]byte(out), &plan); err != nil {
+		t.Fatal(err)
+	}
+	given, err := safetensors.Read(weights)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(filepath.Join(src, emit.WeightsFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	laid, err := safetensors.ReadBytesInPlace("embedded", data)
+	if err != nil {
+		t.Fatalf("the embedded file does not read: %v", err)
+	}
+	start := safetensors.DataStart(data)
+	if start%64 != 0 {
+		t.Errorf("the data section starts at byte %d, not a multiple of 64", start)
+	}
+	if len(laid.Tensors) != len(given.Tensors) || len(plan.Params) != len(given.Tensors) {
+		t.Fatalf("%d tensors embedded, %d given, %d params planned", len(laid.Tensors), len(given.Tensors), len(plan.Params))
+	}
+	gaps := 0
+	for _, p := range plan.Params {
+		b := laid.Bytes(p.Name)
+		want, ok := given.Tensor(p.Name)
+		if b == nil || !ok {
+			t.Fatalf("tensor %q is missing", p.Name)
+		}
+		at := int(uintptr(unsafe.Pointer(unsafe.SliceData(b))) - uintptr(unsafe.Pointer(unsafe.SliceData(data))))
+		if buf := plan.Buffers[p.Buf]; buf.Arena != "state" || at != start+4*buf.Offset {
+			t.Errorf("tensor %q lies at byte %d, want %d (offset %d of the %s arena)", p.Name, at, start+4*buf.Offset, buf.Offset, buf.Arena)
+		}
+		for i, v := range want.Data {
+			if got := math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:])); got != v {
+				t.Fatalf("tensor %q element %d is %v, the file given has %v", p.Name, i, got, v)
+			}
+		}
+		if buf := plan.Buffers[p.Buf]; buf.Offset%64 == 0 && len(want.Data)%64 != 0 {
+			gaps++
+		}
+	}
+	if gaps == 0 {
+		t.Fatal("the model has no param whose size leaves a gap: the test does not cover pads")
+	}
+	if !bytes.Contains(data[:start], []byte(safetensors.PadPrefix)) {
+		t.Error("no pad fills the gaps")
 	}
 }

@@ -58,11 +58,26 @@ func Allocate(meta *Meta, phase string, batch int, arenas ...Arena) {
 	}
 	for _, a := range arenas {
 		if *a.Data == nil {
+			// The generated programs name their state arena "state".
+			if a.Name == "state" && stateImage != nil {
+				if s := mapState(stateImage, a.Size); s != nil {
+					*a.Data, mappedState = s, s
+					allocated += 4 * int64(a.Size)
+					continue
+				}
+			}
 			*a.Data = cpu.Floats(a.Size)
 			allocated += 4 * int64(a.Size)
 		}
 	}
 }
+
+// stateImage, while set (by mapEmbedded), is the start of the state arena
+// as the embedded weights lay it out: Allocate then maps the state arena
+// with them in it (mapState) instead of making it zero. mappedState is the
+// arena so made.
+var stateImage []byte
+var mappedState []float32
 
 // MemoryPart is one arena's share of what a phase needs, for CheckMemory.
 type MemoryPart struct {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"unsafe"
 
 	"github.com/mlbuild/mlbuild/rt/cpu"
 	"github.com/mlbuild/mlbuild/rt/safetensors"
@@ -93,9 +94,17 @@ func saveCheckpoint(m Model, path string, st trainState) error {
 
 // expected lists the tensors a weights file for this model must have.
 func expected(m Model, withOptimizer bool) []safetensors.Spec {
+	// From the metadata, not weightTensors: checking a file must not make
+	// the state arena (mapEmbedded makes it from the file).
+	meta := m.Meta()
 	var want []safetensors.Spec
-	for _, t := range weightTensors(m, withOptimizer) {
-		want = append(want, safetensors.Spec{Name: t.Name, Shape: t.Shape})
+	for _, p := range meta.Params {
+		want = append(want, safetensors.Spec{Name: p.Name, Shape: p.Shape})
+		if withOptimizer {
+			for _, name := range meta.StateNames[:len(p.State)] {
+				want = append(want, safetensors.Spec{Name: p.Name + "." + name, Shape: p.Shape})
+			}
+		}
 	}
 	return want
 }
@@ -196,7 +205,7 @@ func loadWeights(m Model, path string) error {
 	var f *safetensors.File
 	var err error
 	if path == "" && meta.Embedded != nil {
-		if f, err = readEmbedded(meta); err == nil {
+		if f, err = readEmbedded(meta); err == nil && !mapEmbedded(m, f) {
 			err = copyWeights(m, f, false)
 		}
 	} else {
@@ -207,6 +216,36 @@ func loadWeights(m Model, path string) error {
 	}
 	meta.rec, err = readRecord(meta, f.Path, f.Metadata)
 	return err
+}
+
+// mapEmbedded makes the state arena with the embedded weights f already
+// in it, mapped from the executable rather than copied (mapState), when
+// compile laid them out as the arena (every param's F32 bytes at 4 × its
+// offset from the file's data section) and the arena is not made yet. It
+// reports whether it did; if not, the caller copies.
+func mapEmbedded(m Model, f *safetensors.File) bool {
+	meta := m.Meta()
+	data := meta.Embedded.Data
+	if safetensors.CheckShapes(f, expected(m, false)) != nil {
+		return false
+	}
+	start, end := safetensors.DataStart(data), 0
+	for _, p := range meta.Params {
+		b := f.Bytes(p.Name)
+		t, _ := f.Tensor(p.Name)
+		at := start + 4*p.Offset
+		if t == nil || t.DType != "F32" || len(b) == 0 || len(b) != 4*p.Size || at+len(b) > len(data) || unsafe.SliceData(b) != &data[at] {
+			return false
+		}
+		end = max(end, at+len(b))
+	}
+	if end == 0 {
+		return false
+	}
+	stateImage = data[start:end]
+	st := m.State()
+	stateImage = nil
+	return len(st) > 0 && len(mappedState) > 0 && unsafe.SliceData(st) == unsafe.SliceData(mappedState)
 }
 
 // weightsRequired is the usage error of eval and predict run without

@@ -11,6 +11,7 @@ import (
 	"os"
 	"sort"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 	"unsafe"
 
@@ -155,6 +156,7 @@ func ReadHeader(path string) (*File, error) {
 	if err := checkLayout(path, entries, size-8-n); err != nil {
 		return nil, err
 	}
+	entries = dropPads(entries)
 	file := &File{Path: path, Metadata: meta, index: make(map[string]int, len(entries)), Tensors: make([]Tensor, len(entries))}
 	for i, e := range entries {
 		shape := make([]int, len(e.shape))
@@ -211,6 +213,7 @@ func readBytes(name string, data []byte, decode bool) (*File, error) {
 	if err := checkLayout(name, entries, uint64(len(body))); err != nil {
 		return nil, err
 	}
+	entries = dropPads(entries)
 	f := &File{Path: name, Metadata: meta, index: make(map[string]int, len(entries))}
 	f.Tensors = make([]Tensor, len(entries))
 	for i, e := range entries {
@@ -237,6 +240,32 @@ func readBytes(name string, data []byte, decode bool) (*File, error) {
 		f.index[e.name] = i
 	}
 	return f, nil
+}
+
+// PadPrefix begins the names of the tensors that only fill gaps: `mlbuild
+// compile --weights` lays the embedded file out as the program's state
+// arena, whose buffers are aligned, so that the weights can be mapped as
+// the arena instead of copied into it. A pad is a U8 tensor; readers skip
+// it (its bytes still count in the layout check). To other readers it is
+// an ordinary tensor of bytes.
+const PadPrefix = "mlbuild.pad."
+
+// dropPads returns entries without the pads.
+func dropPads(entries []entry) []entry {
+	kept := entries[:0:0]
+	for _, e := range entries {
+		if e.dtype != "U8" || !strings.HasPrefix(e.name, PadPrefix) {
+			kept = append(kept, e)
+		}
+	}
+	return kept
+}
+
+// DataStart is the offset in a safetensors file's bytes of its data
+// section (after the 8-byte length and the header); data must be a file
+// that ReadBytes or ReadBytesInPlace accepted.
+func DataStart(data []byte) int {
+	return 8 + int(binary.LittleEndian.Uint64(data))
 }
 
 // entry is one tensor as the header describes it.

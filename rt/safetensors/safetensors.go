@@ -163,3 +163,15 @@ func (f *File) CheckFinite() error {
 	}
 	return nil
 }
+
+// Bytes returns the bytes in the file of the tensor called name, for a
+// file read in place (ReadBytesInPlace; nil otherwise, or when there is no
+// such tensor): a program that finds its weights already laid out as its
+// arena checks where each one lies.
+func (f *File) Bytes(name string) []byte {
+	i, ok := f.index[name]
+	if !ok || f.raw == nil {
+		return nil
+	}
+	return f.raw[i]
+}
