@@ -10,7 +10,8 @@ import (
 
 // Weights is a safetensors file to compile into the program (`mlbuild
 // compile --weights`), so that the one binary predicts with no other
-// file. The program carries it byte for byte as weights.safetensors beside
+// file. The program carries it (laid out as its state arena by compile
+// where it can, else byte for byte) as weights.safetensors beside
 // main.go, embedded with go:embed (a Go literal of a large file would be
 // slow to compile and several times its size in source), and weights.go
 // hands it to the runtime as app.Meta's Embedded. The same two files serve
