@@ -107,6 +107,9 @@ func (r *benchResult) writeJSON(w io.Writer) error {
 		v   float64
 	}{{"infer_batch_ms", r.InferBatchMS}, {"infer_images_per_sec", r.InferImagesSec}, {"infer_batch1_ms", r.InferOneMS},
 		{"train_step_ms", r.TrainStepMS}, {"train_images_per_sec", r.TrainImagesSec}} {
+		if f.v == 0 && strings.HasPrefix(f.key, "train_") {
+			continue // bench --infer-only
+		}
 		j.Key(f.key)
 		j.Float(f.v, 64)
 	}
@@ -144,6 +147,7 @@ func benchCmd(m Model, args []string, stdout, stderr io.Writer) error {
 	iters := fs.Int("iters", 20, "time `N` iterations per measurement and report the median")
 	threads := fs.Int("threads", 0, "use `N` CPU threads (0: all)")
 	asJSON := fs.Bool("json", false, "print one JSON object")
+	inferOnly := fs.Bool("infer-only", false, "time inference alone: no training step, and no training memory made")
 	if err := noOperands(fs, args, stdout); err != nil {
 		return err
 	}
@@ -156,17 +160,22 @@ func benchCmd(m Model, args []string, stdout, stderr io.Writer) error {
 	cpu.SetThreads(*threads)
 	initParams(m, 1)
 	rng := cpu.NewRand(7)
-	for _, buf := range [][]float32{m.InferInput(false), m.InferInput(true), m.TrainInput()} {
+	for _, buf := range [][]float32{m.InferInput(false), m.InferInput(true)} {
 		randomInputs(meta, rng, buf)
 	}
-	randomLabels(meta, rng, m.TrainLabels())
+	if !*inferOnly {
+		randomInputs(meta, rng, m.TrainInput())
+		randomLabels(meta, rng, m.TrainLabels())
+	}
 	r := benchResult{Model: meta.Name, Backend: meta.Backend, Threads: cpu.Threads(), Batch: meta.Batch, Iterations: *iters}
 	r.InferBatchMS = median(*iters, func() { m.Infer(false) })
 	r.InferOneMS = median(*iters, func() { m.Infer(true) })
-	step := 0
-	r.TrainStepMS = median(*iters, func() { step++; m.TrainStep(1e-4, step) })
 	r.InferImagesSec = float64(meta.Batch) / (r.InferBatchMS / 1000)
-	r.TrainImagesSec = float64(meta.Batch) / (r.TrainStepMS / 1000)
+	if !*inferOnly {
+		step := 0
+		r.TrainStepMS = median(*iters, func() { step++; m.TrainStep(1e-4, step) })
+		r.TrainImagesSec = float64(meta.Batch) / (r.TrainStepMS / 1000)
+	}
 	r.PeakRSS, _ = peakRSS()
 	if dm, ok := m.(DeviceMemory); ok {
 		r.DeviceMemory, _ = dm.DeviceMemoryUsed()
@@ -182,7 +191,9 @@ func benchCmd(m Model, args []string, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprintf(tw, "inference, batch %d\t%.3f ms\t%.0f %s\n", meta.Batch, r.InferBatchMS, r.InferImagesSec, unit)
 	fmt.Fprintf(tw, "inference, batch 1\t%.3f ms\t%.0f %s\n", r.InferOneMS, 1000/r.InferOneMS, unit)
-	fmt.Fprintf(tw, "training step, batch %d\t%.3f ms\t%.0f %s\n", meta.Batch, r.TrainStepMS, r.TrainImagesSec, unit)
+	if r.TrainStepMS > 0 {
+		fmt.Fprintf(tw, "training step, batch %d\t%.3f ms\t%.0f %s\n", meta.Batch, r.TrainStepMS, r.TrainImagesSec, unit)
+	}
 	if r.PeakRSS > 0 {
 		fmt.Fprintf(tw, "peak resident memory\t%s\n", bytesString(r.PeakRSS))
 	}

@@ -377,3 +377,40 @@ func TestDeviceNeed(t *testing.T) {
 		t.Errorf("bench without a device: exit %d:\n%s%s", code, out.String(), errOut.String())
 	}
 }
+
+// trainCounter is a linearModel that counts the calls that make or run
+// the training plan.
+type trainCounter struct {
+	*linearModel
+	calls int
+}
+
+func (c *trainCounter) TrainInput() []float32 { c.calls++; return c.linearModel.TrainInput() }
+func (c *trainCounter) TrainStep(lr float32, step int) float32 {
+	c.calls++
+	return c.linearModel.TrainStep(lr, step)
+}
+
+// TestBenchInferOnly: bench --infer-only times inference and never makes
+// or runs the training plan (a zoo model's training memory is many times
+// its inference's); without it, bench times a training step too.
+func TestBenchInferOnly(t *testing.T) {
+	for _, c := range []struct {
+		args      []string
+		wantTrain bool
+	}{{[]string{"bench", "--iters", "1", "--json", "--infer-only"}, false}, {[]string{"bench", "--iters", "1", "--json"}, true}} {
+		m := &trainCounter{linearModel: newLinearModel()}
+		var b bytes.Buffer
+		if code := Run(m, c.args, &b, &b); code != 0 {
+			t.Fatalf("%v: exit %d\n%s", c.args, code, b.String())
+		}
+		var got map[string]any
+		if err := json.Unmarshal(b.Bytes(), &got); err != nil {
+			t.Fatalf("%v: %v\n%s", c.args, err, b.String())
+		}
+		_, hasTrain := got["train_step_ms"]
+		if hasTrain != c.wantTrain || (m.calls > 0) != c.wantTrain || got["infer_batch1_ms"] == nil {
+			t.Errorf("%v: train_step_ms present %v, training calls %d, output %s", c.args, hasTrain, m.calls, b.String())
+		}
+	}
+}
