@@ -12,7 +12,8 @@
 #               PyTorch twin
 #   CPU_OUT     (default .gpu/cpu, apart) part 5: resnet18_cifar.cue for the
 #               CPU, cpu_memory.py, and the imported resnet18 with its
-#               weights embedded and one sample (from ZOO_DIR)
+#               weights embedded and one sample (from ZOO_DIR); part 7:
+#               the CPU programs of the zoo (BENCH_ZOO_MODELS) for bench-zoo
 #   cuda.test   the cuda package's tests, whose Real cases need the GPU
 # Every program is xz-compressed; session.sh unpacks them there.
 # Usage: bench/gpu/session-bundle.sh ZOO_DIR [DIR [ZOO_OUT [CPU_OUT]]]  (DIR: .gpu/session, CPU_OUT: .gpu/cpu)
@@ -54,6 +55,15 @@ if [ -s "$zoo/resnet18.d/resnet18.safetensors" ] && [ -s "$zoo/resnet18.x.npy" ]
 	xz -6 -T0 -c "$tmp/zr18" >"$cout/resnet18-224.xz"
 	/usr/bin/python3 -c 'import numpy as np, sys; np.save(sys.argv[2], np.load(sys.argv[1])[:1])' "$zoo/resnet18.x.npy" "$cout/one.npy"
 fi
+# Part 7 (the host CPU): the zoo's CPU programs for bench-zoo against the
+# machine's PyTorch.
+mkdir -p "$cout/zoo"
+cp bench/zoo/bench.sh bench/zoo/torch_bench.py "$cout/zoo/"
+for m in ${BENCH_ZOO_MODELS:-resnet18 resnet50 mobilenet_v2 efficientnet_b0}; do
+	[ -s "$zoo/$m.d/$m.cue" ] || continue
+	"$tmp/mlbuild" compile "$zoo/$m.d/$m.cue" --target linux/amd64 -o "$tmp/zoo-$m" --cache-dir "$tmp/cache" --force
+	xz -6 -T0 -c "$tmp/zoo-$m" >"$cout/zoo/$m.xz"
+done
 go test -c -o "$tmp/cuda.test" ./cuda
 xz -6 -T0 -c "$tmp/cuda.test" >"$dir/cuda.test.xz"
 if [ -d "$zoo" ]; then

@@ -13,7 +13,9 @@
 #   5. the host CPU: CIFAR ResNet-18's peak resident memory in training
 #      against PyTorch's (cpu_memory.py), and the imported resnet18 (224,
 #      weights embedded) predicting one sample against bench's batch-1
-#      latency, on 16 and 2 threads (from CPU_BUNDLE, default BUNDLE/../cpu).
+#      latency, on 16 and 2 threads (from CPU_BUNDLE, default BUNDLE/../cpu);
+#   7. the host CPU: bench-zoo, the zoo's CPU inference against this
+#      machine's PyTorch on 1 and 16 threads (from CPU_BUNDLE/zoo).
 # Usage: session.sh BUNDLE OUTDIR [PARTS]   (PARTS: e.g. "1 2 3 4 5", the default;
 # TORCH_MODES: part 3's PyTorch modes, comma-separated, default all six)
 set -uo pipefail
@@ -77,4 +79,15 @@ if want 5; then
 			done
 		done
 	fi
+fi
+if want 7; then
+	step "host CPU: torchvision classifiers' inference, mlbuild against PyTorch (bench-zoo)"
+	c=${CPU_BUNDLE:-$b/../cpu}
+	mkdir -p "$work/zoo7"
+	names=()
+	for f in "$c"/zoo/*.xz; do
+		m=$(basename "$f" .xz)
+		mkdir -p "$work/zoo7/$m.d" && unxz "$f" "$work/zoo7/$m.d/$m" && names+=("$m")
+	done
+	THREADS=${ZOO_THREADS:-"1 16"} ITERS=${ZOO_ITERS:-5} timeout 420 bash "$c/zoo/bench.sh" "$work/zoo7" "${names[@]}" 2>&1 | tee "$out/bench-zoo.md"
 fi
