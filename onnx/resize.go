@@ -46,14 +46,14 @@ func importResize(c *nodeCtx) (string, error) {
 		l.Fields = append(l.Fields, Field{"size", []int{out[0], out[1]}})
 	default:
 		if scales[0] != 1 {
-			return "", unsupported("", "scales %v scale the channels; mlbuild resizes the height and width only", shortFloats(scales))
+			return "", unsupported("", "scales %v (channels, height, width) scale the channels; mlbuild resizes the height and width only", shortFloats(scales))
 		}
 		whole := true
 		for i, s := range scales[1:] {
 			o := float64(x.shape[i+1]) * s
 			if o != math.Floor(o) || o < 1 || o > MaxElements {
 				return "", unsupported("export with size= instead of scale_factor=, or a factor that gives a whole size",
-					"scales %v give a %s of %d × %v = %.8g, not a whole size; mlbuild samples by input size over output size, which is ONNX's 1/scale only when the product is whole", shortFloats(scales), []string{"height", "width"}[i], x.shape[i+1], shortFloat(float32(s)), o)
+					"scales %v (channels, height, width) give a %s of %d × %v = %.8g, not a whole size; mlbuild samples by input size over output size, which is ONNX's 1/scale only when the product is whole", shortFloats(scales), []string{"height", "width"}[i], x.shape[i+1], shortFloat(float32(s)), o)
 			}
 			out[i] = int(o)
 			whole = whole && s >= 1 && s == math.Floor(s)

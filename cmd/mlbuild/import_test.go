@@ -144,6 +144,8 @@ var importScope = map[string]bool{
 	"Pad": true, "ConstantOfShape": true,
 	// pieces of a dense layer's features (a packed q, k, v projection)
 	"Split": true,
+	// resampling of images
+	"Resize": true, "Upsample": true,
 }
 
 // backendGolden records, for every backend test in scope, whether it
