@@ -286,9 +286,10 @@ class Pools(nn.Module):
 class Upsample(nn.Module):
     """Resizes as torchvision's segmentation and detection heads write
     them: nn.Upsample(scale_factor=2) (nearest: Resize with asymmetric
-    coordinates and nearest_mode floor), bilinear by 2 without and to a
-    size with align_corners (pytorch_half_pixel and align_corners), then
-    bilinear and nearest to sizes no whole factor gives (up and down)."""
+    coordinates and nearest_mode floor), bilinear by 2 without
+    align_corners (pytorch_half_pixel), to a size and by 2 with it
+    (align_corners), then bilinear and nearest to sizes no whole factor
+    gives (down and up)."""
 
     def __init__(self):
         super().__init__()
@@ -299,6 +300,7 @@ class Upsample(nn.Module):
         y = self.up(F.relu(self.conv(x)))
         y = F.interpolate(y, scale_factor=2, mode="bilinear", align_corners=False)
         y = F.interpolate(y, size=(7, 9), mode="bilinear", align_corners=True)
+        y = F.interpolate(y, scale_factor=2, mode="bilinear", align_corners=True)
         y = F.interpolate(y, size=(11, 13), mode="bilinear", align_corners=False)
         return F.interpolate(y, size=(15, 20), mode="nearest")
 
