@@ -1,8 +1,6 @@
 package onnx
 
-import (
-	"math"
-)
+import "math"
 
 // importResize imports Resize (opsets 11 to 19) and Upsample (opsets 7 to
 // 9) of [channels, height, width] samples as mlbuild's resize, where the
