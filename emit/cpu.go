@@ -516,6 +516,8 @@ func (g *generator) kernelCall(st planner.Step, in, out []operand, training bool
 		return g.globalAvgPoolCall(st, in, out)
 	case planner.KGlobalAvgPoolBwd:
 		return g.globalAvgPoolBwdCall(st, in, out)
+	case planner.KResize, planner.KResizeBwd:
+		return resizeCall(st, in, out)
 	case planner.KUnary, planner.KUnaryBwd:
 		return g.unaryCall(st, in, out)
 	case planner.KBinary, planner.KBinaryBwd:

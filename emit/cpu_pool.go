@@ -6,8 +6,8 @@ import (
 	"github.com/mlbuild/mlbuild/planner"
 )
 
-// The pooling family's calls: max, average and global average pools and
-// their backward steps.
+// The pooling family's calls: max, average and global average pools,
+// resize, and their backward steps.
 
 // poolCall calls a max or average pool.
 func (g *generator) poolCall(st planner.Step, in, out []operand) (string, error) {
@@ -67,4 +67,31 @@ func (g *generator) globalAvgPoolCall(st planner.Step, in, out []operand) (strin
 func (g *generator) globalAvgPoolBwdCall(st planner.Step, in, out []operand) (string, error) {
 	s := out[0].buf.Shape
 	return fmt.Sprintf("cpu.GlobalAvgPoolBwd(%s, %s, %d, %d, %d)", in[0].slice(), out[0].slice(), s[0], s[1], prod(s[2:])), nil
+}
+
+// resizeCall calls a resize or its backward over the [B·C] planes of the
+// image x (the backward's dx) and the resized y (dy).
+func resizeCall(st planner.Step, in, out []operand) (string, error) {
+	if err := need(in, 1, "input"); err != nil {
+		return "", err
+	}
+	if err := need(out, 1, "output"); err != nil {
+		return "", err
+	}
+	x, y := in[0].buf.Shape, out[0].buf.Shape
+	fn := "ResizeFwd"
+	if st.Kernel == planner.KResizeBwd {
+		x, y, fn = y, x, "ResizeBwd"
+	}
+	if len(x) != 4 || len(y) != 4 {
+		return "", fmt.Errorf("resize of %v to %v: want [B,C,H,W] images", x, y)
+	}
+	lit := fmt.Sprintf("cpu.Resize{Planes: %d, H: %d, W: %d, OH: %d, OW: %d", x[0]*x[1], x[2], x[3], y[2], y[3])
+	if st.Attr.Mode == planner.ResizeBilinear {
+		lit += ", Bilinear: true"
+	}
+	if st.Attr.AlignCorners {
+		lit += ", AlignCorners: true"
+	}
+	return fmt.Sprintf("cpu.%s(%s, %s, %s})", fn, in[0].slice(), out[0].slice(), lit), nil
 }

@@ -42,6 +42,7 @@ func init() {
 		"LayerNormalization": importLayerNorm, "ReduceMean": importReduceMean,
 		"Softmax": importSoftmax("softmax"), "LogSoftmax": importSoftmax("logsoftmax"),
 		"BatchNormalization": importBatchNorm, "Pad": importPad, "ConstantOfShape": importConstantOfShape,
+		"Resize": importResize, "Upsample": importResize,
 	}
 }
 

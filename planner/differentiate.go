@@ -345,6 +345,13 @@ func (d *differentiation) backward(s Step) {
 		bwd.In = []BufID{dy}
 		bwd.Out = grads
 		bwd.Attr = Attr{Axis: s.Attr.Axis}
+	case KResize:
+		// each dy scatter-added to the pixels its output read
+		newGrads(0)
+		bwd.Kernel = KResizeBwd
+		bwd.In = []BufID{dy}
+		bwd.Out = grads
+		bwd.Attr = Attr{Mode: s.Attr.Mode, AlignCorners: s.Attr.AlignCorners}
 	case KSlice:
 		// dx is dy in the slice's range and zero elsewhere; two slices of
 		// one value (a channel split) sum their dx like any other reads.

@@ -160,6 +160,8 @@ func (l *lowering) lowerNode(n *spec.Node) error {
 		return l.lowerWindow(n)
 	case spec.OpGlobalAvgPool:
 		return l.lowerGlobalAvgPool(n)
+	case spec.OpResize:
+		return l.lowerResize(n)
 	case spec.OpFlatten, spec.OpReshape:
 		return l.lowerView(n)
 	case spec.OpTranspose:

@@ -126,6 +126,19 @@ func (l *lowering) lowerWindow(n *spec.Node) error {
 	return nil
 }
 
+// lowerResize lowers a resize of the height and width: one step.
+func (l *lowering) lowerResize(n *spec.Node) error {
+	x, err := l.input(n, 0)
+	if err != nil {
+		return err
+	}
+	if n.Mode != ResizeNearest && n.Mode != ResizeBilinear {
+		return fail(n, "resize mode %q is neither %q nor %q", n.Mode, ResizeNearest, ResizeBilinear)
+	}
+	l.emit(n, KResize, []BufID{x}, []BufID{l.output(n)}, Attr{Mode: n.Mode, AlignCorners: n.AlignCorners})
+	return nil
+}
+
 // lowerGlobalAvgPool lowers a mean over every spatial axis.
 func (l *lowering) lowerGlobalAvgPool(n *spec.Node) error {
 	x, err := l.input(n, 0)

@@ -166,6 +166,14 @@ func stepFLOPs(p *Plan, s *Step, c *costCounter) int64 {
 		return c.mul(out0(), has(s.In[2])) // the position add; the rows are copies
 	case KEmbeddingBwd:
 		return c.mul(p.size(s.In[1]), has(s.Out[0])+has(s.Out[1]))
+	case KResize, KResizeBwd:
+		if s.Attr.Mode != ResizeBilinear {
+			return 0 // nearest copies (or sums) pixels
+		}
+		if s.Kernel == KResize {
+			return c.mul(7, out0()) // four products and three sums per output
+		}
+		return c.mul(8, in0()) // four products and four sums per dy element
 	case KReduceMean:
 		return in0()
 	case KReduceMeanBwd:

@@ -232,6 +232,29 @@ func channelSplit() *spec.Model {
 	return b.model()
 }
 
+// upsample brings a pooled map back to full size twice, by nearest and
+// by bilinear resizing with aligned corners, and adds both to the skip
+// connection (a U-Net's decoder in small); a bilinear resize to a size no
+// whole factor gives follows.
+func upsample() *spec.Model {
+	b := newModel("upsample", 2, 6, 6)
+	c := b.conv("conv", 3, 3, 1)
+	p := b.pool("pool", spec.OpMaxPool2D, 2, c)
+	resize := func(name, mode string, align bool, h, w int, input string) string {
+		return b.add(spec.Node{Name: name, Op: spec.OpResize, Mode: mode, AlignCorners: align}, func(in [][]int) []int {
+			return []int{in[0][0], h, w}
+		}, input)
+	}
+	u := resize("up", "nearest", false, 6, 6, p)
+	v := resize("smooth", "bilinear", true, 6, 6, p)
+	s := b.binary("sum", spec.OpAdd, u, v)
+	s = b.binary("skip", spec.OpAdd, s, c)
+	resize("odd", "bilinear", false, 4, 9, s)
+	b.flatten("flat")
+	b.dense("head", 3)
+	return b.model()
+}
+
 // views reads one flattened value twice (its gradient contributions are
 // summed through views of the owner's gradient) and ends in a reshape, so
 // the output itself is a view.
@@ -299,6 +322,7 @@ var allModels = []struct {
 	{"mlp", mlp}, {"lenet5", lenet5}, {"flagship", flagship}, {"residual", residual},
 	{"regularised", regularised}, {"attention", attention}, {"concat", concatModel},
 	{"views", views}, {"transformer_norm", transformerNorm}, {"channel_split", channelSplit},
+	{"upsample", upsample},
 	{"tokens", tokens},
 }
 

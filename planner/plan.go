@@ -148,6 +148,10 @@ const (
 	// time), weight [V,D], pos [T,D] (optional: learned positions).
 	// Out: y [B,T,D].
 	KEmbedding Kernel = "embedding"
+	// KResize: y = x resampled to y's height and width, plane by plane
+	// (rt/cpu.ResizeSource gives the source pixels and weights).
+	// In: x [B,C,H,W]. Out: y [B,C,OH,OW]. Attr: Mode, AlignCorners.
+	KResize Kernel = "resize"
 )
 
 // Loss kernels: the loss value and the gradient of the mean loss over the
@@ -231,6 +235,11 @@ const (
 	// KEmbeddingBwd: In: ids, dy. Out: dweight (each dy row scatter-added
 	// into the row of its id), dpos (optional: dy summed over the batch).
 	KEmbeddingBwd Kernel = "embedding_bwd"
+	// KResizeBwd: dx = each dy scatter-added to the pixels its output
+	// read, with the weights it read them by (every element of dx
+	// written). In: dy [B,C,OH,OW]. Out: dx [B,C,H,W]. Attr: Mode,
+	// AlignCorners.
+	KResizeBwd Kernel = "resize_bwd"
 	// KReduceMeanBwd: In: dy (shaped like the forward y). Out: dx.
 	KReduceMeanBwd Kernel = "reducemean_bwd"
 	// KAccumulate: y = a + b for equal shapes: sums the gradient
@@ -308,6 +317,12 @@ type Attr struct {
 	// Start is the first position along Axis a slice or slice_bwd step
 	// keeps.
 	Start int `json:"start,omitempty"`
+	// Mode is how a resize or resize_bwd step samples: ResizeNearest or
+	// ResizeBilinear; AlignCorners puts bilinear's corner samples on the
+	// input's corner pixels (PyTorch's align_corners=True) instead of
+	// half-pixel centres.
+	Mode         string `json:"mode,omitempty"`
+	AlignCorners bool   `json:"alignCorners,omitempty"`
 	// Method is how the backend computes a conv2d or conv2d_bwd step
 	// (ConvDirect or ConvIm2colGemm on the CPU), chosen by the plan's
 	// Target in choose_methods.go; the emitter calls that method's kernel.
@@ -345,6 +360,12 @@ type Attr struct {
 	// neither (add and sub: keep_less.go).
 	OperandShapes [][]int `json:"operandShapes,omitempty"`
 }
+
+// The sampling modes of a resize step (Attr.Mode), the spec's mode.
+const (
+	ResizeNearest  = "nearest"
+	ResizeBilinear = "bilinear"
+)
 
 // The precisions of matrix products: a spec's precision and a step's
 // Attr.Precision, named as rt/cpu's and rt/gpuhost's Precision values.

@@ -195,6 +195,12 @@ func stepAttr(s Step, precision bool) string {
 	if a.Causal {
 		parts = append(parts, "causal")
 	}
+	if a.Mode != "" {
+		parts = append(parts, a.Mode)
+	}
+	if a.AlignCorners {
+		parts = append(parts, "align corners")
+	}
 	if s.Kernel == KSlice || s.Kernel == KSliceBwd {
 		parts = append(parts, fmt.Sprintf("axis %d from %d", a.Axis, a.Start))
 	}

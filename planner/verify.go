@@ -203,12 +203,12 @@ var kernelPhase = map[Kernel]string{
 	KGemm: "forward", KConv2D: "forward", KMaxPool2D: "forward", KAvgPool2D: "forward",
 	KGlobalAvgPool: "forward", KUnary: "forward", KBinary: "forward", KSoftmax: "forward",
 	KLogSoftmax: "forward", KDropout: "forward", KBatchNorm: "forward", KMatMul: "forward",
-	KConcat: "forward", KLayerNorm: "forward", KReduceMean: "forward", KSlice: "forward", KEmbedding: "forward",
+	KConcat: "forward", KLayerNorm: "forward", KReduceMean: "forward", KSlice: "forward", KResize: "forward", KEmbedding: "forward",
 	KSoftmaxXent: "loss", KMSE: "loss", KMAE: "loss", KHuber: "loss",
 	KGemmBwd: "backward", KConv2DBwd: "backward", KMaxPool2DBwd: "backward", KMaxPool2DArgmaxBwd: "backward", KAvgPool2DBwd: "backward",
 	KGlobalAvgPoolBwd: "backward", KUnaryBwd: "backward", KBinaryBwd: "backward", KSoftmaxBwd: "backward",
 	KLogSoftmaxBwd: "backward", KDropoutBwd: "backward", KBatchNormBwd: "backward", KMatMulBwd: "backward",
-	KConcatBwd: "backward", KSliceBwd: "backward", KAccumulate: "backward", KLayerNormBwd: "backward", KReduceMeanBwd: "backward", KEmbeddingBwd: "backward",
+	KConcatBwd: "backward", KSliceBwd: "backward", KResizeBwd: "backward", KAccumulate: "backward", KLayerNormBwd: "backward", KReduceMeanBwd: "backward", KEmbeddingBwd: "backward",
 	KSGD: "update", KAdam: "update", KAdamMulti: "update",
 	KTranspose: "any", // its own gradient
 }
@@ -234,6 +234,7 @@ var operands = map[Kernel]struct {
 	KTranspose:          {1, 1, nil, nil},
 	KConcat:             {-1, 1, nil, nil},
 	KSlice:              {1, 1, nil, nil},
+	KResize:             {1, 1, nil, nil},
 	KLayerNorm:          {3, 3, []int{2}, nil},
 	KReduceMean:         {1, 1, nil, nil},
 	KEmbedding:          {3, 1, []int{2}, nil},
@@ -257,6 +258,7 @@ var operands = map[Kernel]struct {
 	KMatMulBwd:          {3, 2, nil, []int{0, 1}},
 	KConcatBwd:          {1, -1, nil, nil},
 	KSliceBwd:           {1, 1, nil, nil},
+	KResizeBwd:          {1, 1, nil, nil},
 	KLayerNormBwd:       {5, 3, nil, []int{0, 1, 2}},
 	KReduceMeanBwd:      {1, 1, nil, nil},
 	KAccumulate:         {2, 1, nil, nil},
@@ -373,6 +375,8 @@ func checkShapes(p *Plan, s *Step) error {
 		return r.concat(s)
 	case KSlice, KSliceBwd:
 		return r.slice(s)
+	case KResize, KResizeBwd:
+		return r.resize(s)
 	case KEmbedding, KEmbeddingBwd:
 		return r.embedding(s)
 	case KAccumulate:

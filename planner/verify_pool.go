@@ -39,6 +39,25 @@ func (r shapeRules) pool(s *Step) error {
 	return first(r.is("x", in[0], x), r.is("y", out[0], y))
 }
 
+// resize checks that y [B,C,OH,OW] keeps the batch and channels of x
+// [B,C,H,W] (dy and dx for the backward), and the step's mode.
+func (r shapeRules) resize(s *Step) error {
+	x, y := r.sh(s.In[0]), r.sh(s.Out[0])
+	if s.Kernel == KResizeBwd {
+		x, y = y, x
+	}
+	if s.Attr.Mode != ResizeNearest && s.Attr.Mode != ResizeBilinear {
+		return fmt.Errorf("mode %q is neither %q nor %q", s.Attr.Mode, ResizeNearest, ResizeBilinear)
+	}
+	if s.Attr.AlignCorners && s.Attr.Mode != ResizeBilinear {
+		return fmt.Errorf("AlignCorners on a %s resize: only bilinear aligns corners", s.Attr.Mode)
+	}
+	if len(x) != 4 || len(y) != 4 || x[0] != y[0] || x[1] != y[1] {
+		return fmt.Errorf("x %s and y %s are not [B,C,H,W] images of the same batch and channels", shapeString(x), shapeString(y))
+	}
+	return nil
+}
+
 // globalAvgPool checks that a global average pool keeps [B,C] of x.
 func (r shapeRules) globalAvgPool(s *Step) error {
 	in, out := s.In, s.Out

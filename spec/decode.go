@@ -385,6 +385,9 @@ func (d *decoder) node(v cue.Value, path []string) Node {
 		if n.Op == OpSoftmax {
 			n.Causal = d.boolean(v, "causal")
 		}
+	case OpResize:
+		n.Mode = d.str(v, "mode")
+		n.AlignCorners = d.boolean(v, "alignCorners")
 	case OpEmbedding:
 		n.Vocab = d.integer(v, "vocab")
 		n.Dim = d.integer(v, "dim")

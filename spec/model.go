@@ -59,6 +59,7 @@ const (
 	OpMaxPool1D     Op = "maxpool1d"
 	OpAvgPool1D     Op = "avgpool1d"
 	OpEmbedding     Op = "embedding"
+	OpResize        Op = "resize"
 )
 
 // Node is one layer of a model after the schema has computed its shapes.
@@ -93,6 +94,11 @@ type Node struct {
 	// avgpool2d: the padding's zeros do not count in a window's divisor
 	// (the spec's countIncludePad: false, PyTorch's count_include_pad=False)
 	ExcludePad bool `json:"excludePad,omitempty"`
+
+	// resize: "nearest" or "bilinear" (OutShape holds the size), and
+	// whether bilinear aligns the corner pixels (PyTorch's align_corners)
+	Mode         string `json:"mode,omitempty"`
+	AlignCorners bool   `json:"alignCorners,omitempty"`
 
 	// softmax, logsoftmax, concat, slice, flatten (start axis), layernorm
 	// (first normalised axis); per sample, never negative once decoded

@@ -121,6 +121,11 @@ func (n *Node) forwardFLOPsChecked() (int64, bool) {
 			return out, c.exact() // the position add
 		}
 		return 0, true
+	case OpResize:
+		if n.Mode == "bilinear" {
+			return c.mul(7, out), c.exact() // four products and three sums per output
+		}
+		return 0, true // nearest copies pixels
 	case OpInput, OpFlatten, OpReshape, OpTranspose, OpDropout, OpConcat, OpSlice:
 		return 0, true
 	}

@@ -540,6 +540,30 @@ func kernelCases(t *testing.T) []gpuCase {
 		}
 	}
 
+	// Resizes and their backward against rt/cpu: nearest up by whole
+	// factors, to sizes no factor gives and down; bilinear both ways of
+	// corners, up, down, to one pixel. x and dx start as garbage (every
+	// element must be written); a row of dx past a threadgroup (300 rows).
+	for _, g := range []resizeGeom{
+		{planes: 3, h: 4, w: 5, oh: 8, ow: 15},
+		{planes: 2, h: 5, w: 7, oh: 7, ow: 3},
+		{planes: 3, h: 4, w: 5, oh: 8, ow: 10, bilinear: true},
+		{planes: 3, h: 4, w: 5, oh: 8, ow: 10, bilinear: true, align: true},
+		{planes: 2, h: 5, w: 7, oh: 9, ow: 4, bilinear: true},
+		{planes: 2, h: 5, w: 7, oh: 9, ow: 4, bilinear: true, align: true},
+		{planes: 2, h: 5, w: 7, oh: 1, ow: 1, bilinear: true, align: true},
+		{planes: 1, h: 300, w: 3, oh: 600, ow: 6, bilinear: true},
+	} {
+		rg := cpu.Resize{Planes: g.planes, H: g.h, W: g.w, OH: g.oh, OW: g.ow, Bilinear: g.bilinear, AlignCorners: g.align}
+		n, on := g.planes*g.h*g.w, g.planes*g.oh*g.ow
+		x, dy := randVec(r, n, -2, 2), randVec(r, on, -1, 1)
+		y, dx := zeros(on), zeros(n)
+		cpu.ResizeFwd(x, y, rg)
+		cpu.ResizeBwd(dy, dx, rg)
+		addCase(gpuCase{name: "resize", k: resizeKernel(g), in: [][]float32{x, randVec(r, on, 5, 6)}, want: map[int][]float32{1: y}, tol: 1e-5})
+		addCase(gpuCase{name: "resize_bwd", k: resizeBwdKernel(g), in: [][]float32{dy, randVec(r, n, 5, 6)}, want: map[int][]float32{1: dx}, tol: 1e-5})
+	}
+
 	// Means over axes: the last, a middle one, two apart, all per sample.
 	for _, c := range [][2][]int{{{3, 4, 5}, {3, 4, 1}}, {{3, 4, 5}, {3, 1, 5}}, {{2, 3, 4, 5}, {2, 1, 4, 1}}, {{2, 300, 3}, {2, 1, 1}}} {
 		xS, yS := c[0], c[1]

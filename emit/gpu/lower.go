@@ -337,6 +337,8 @@ func (l *lowering) lowerStep(st *planner.Step, training bool) error {
 		return l.concat(st)
 	case planner.KSlice, planner.KSliceBwd:
 		return l.slice(st)
+	case planner.KResize, planner.KResizeBwd:
+		return l.resize(st)
 	case planner.KAccumulate:
 		return l.accumulate(st)
 	case planner.KEmbedding, planner.KEmbeddingBwd:

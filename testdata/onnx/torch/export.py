@@ -283,11 +283,45 @@ class Pools(nn.Module):
         return self.b(self.a(self.c(self.d(x))))
 
 
+class Upsample(nn.Module):
+    """Resizes as torchvision's segmentation and detection heads write
+    them: nn.Upsample(scale_factor=2) (nearest: Resize with asymmetric
+    coordinates and nearest_mode floor), bilinear by 2 without
+    align_corners (pytorch_half_pixel), to a size and by 2 with it
+    (align_corners), then bilinear and nearest to sizes no whole factor
+    gives (down and up)."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(2, 3, 3, padding=1)
+        self.up = nn.Upsample(scale_factor=2, mode="nearest")
+
+    def forward(self, x):
+        y = self.up(F.relu(self.conv(x)))
+        y = F.interpolate(y, scale_factor=2, mode="bilinear", align_corners=False)
+        y = F.interpolate(y, size=(7, 9), mode="bilinear", align_corners=True)
+        y = F.interpolate(y, scale_factor=2, mode="bilinear", align_corners=True)
+        y = F.interpolate(y, size=(11, 13), mode="bilinear", align_corners=False)
+        return F.interpolate(y, size=(15, 20), mode="nearest")
+
+
+# TOLERANCE holds the largest difference from PyTorch's output a model's
+# import test accepts, where it is not cmd/mlbuild's default of 1e-4.
+TOLERANCE = {"upsample": 1e-5}
+
 MODELS = [("mlp", MLP, [1, 8, 8]), ("cnn", CNN, [1, 16, 16]), ("residual", Residual, [4, 6, 6]), ("gelu", GELU, [16]),
           ("scaled", Scaled, [2, 5, 5]), ("padded", Padded, [1, 5, 5]), ("norms", Norms, [16]), ("norm2d", Norm2D, [4, 8]),
           ("attention", Attention, [5, 16]), ("packed", Packed, [6, 16]),
           ("vit", ViTBlock, [6, 16]), ("encoder", Encoder, [5, 16]),
-          ("encoder2", Encoder2, [5, 16]), ("pools", Pools, [2, 14, 11], [11, 13, 17])]
+          ("encoder2", Encoder2, [5, 16]), ("pools", Pools, [2, 14, 11], [11, 13, 17]),
+          ("upsample", Upsample, [2, 5, 4], [11, 13, 17])]
+
+
+def entry(e, name):
+    """e with the model's tolerance, where it has its own."""
+    if name in TOLERANCE:
+        e["tolerance"] = TOLERANCE[name]
+    return e
 
 
 def main():
@@ -317,9 +351,9 @@ def main():
         x = torch.randn(3, *shape)
         if only and name not in only:
             for opset in opsets:
-                manifest.append({"model": "%s_opset%d.onnx" % (name, opset), "input": name + ".input.bin",
-                                 "inputShape": list(x.shape), "output": name + ".output.bin",
-                                 "outputShape": list(model(x).shape)})
+                manifest.append(entry({"model": "%s_opset%d.onnx" % (name, opset), "input": name + ".input.bin",
+                                       "inputShape": list(x.shape), "output": name + ".output.bin",
+                                       "outputShape": list(model(x).shape)}, name))
             continue
         with torch.no_grad():
             y = model(x)
@@ -329,9 +363,9 @@ def main():
             path = os.path.join(HERE, "%s_opset%d.onnx" % (name, opset))
             torch.onnx.export(model, x, path, opset_version=opset, input_names=["x"], output_names=["y"],
                               dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}})
-            manifest.append({"model": os.path.basename(path), "input": name + ".input.bin",
-                             "inputShape": list(x.shape), "output": name + ".output.bin",
-                             "outputShape": list(y.shape)})
+            manifest.append(entry({"model": os.path.basename(path), "input": name + ".input.bin",
+                                   "inputShape": list(x.shape), "output": name + ".output.bin",
+                                   "outputShape": list(y.shape)}, name))
     with open(os.path.join(HERE, "manifest.json"), "w") as f:
         json.dump(manifest, f, indent=1)
         f.write("\n")
