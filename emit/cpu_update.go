@@ -24,8 +24,12 @@ func (g *generator) adamCall(st planner.Step, in, out []operand, c *stepCall) (s
 	c.lr = true
 	var calls []string
 	for i := 0; i+2 < len(in) && i < len(out); i += 3 {
+		wd := a.WeightDecay
+		if a.Decays != nil && i/3 < len(a.Decays) {
+			wd = a.Decays[i/3]
+		}
 		calls = append(calls, fmt.Sprintf("cpu.Adam(%s, %s, %s, %s, lr, %s, %s, %s, %s, step, %v)", out[i].slice(), in[i].slice(), in[i+1].slice(), in[i+2].slice(),
-			float(a.Beta1), float(a.Beta2), float(a.Eps), float(a.WeightDecay), a.Decoupled))
+			float(a.Beta1), float(a.Beta2), float(a.Eps), float(wd), a.Decoupled))
 	}
 	return strings.Join(calls, "\n"), nil
 }

@@ -13,8 +13,10 @@ import (
 // in Params order, and each such param has its state buffers (sgd:
 // "<param>.velocity"; adam and adamw: "<param>.adam_m", "<param>.adam_v").
 // The learning rate and step count are run-time inputs of the program, so
-// they are not in the plan. adamw is Adam with decoupled weight decay.
-// Zero Adam hyper-parameters take PyTorch's defaults (0.9, 0.999, 1e-8).
+// they are not in the plan. adamw is Adam with decoupled weight decay,
+// which applies to the params decayed reports (every param with
+// opt.DecayAll): the other params' steps have WeightDecay 0. Zero Adam
+// hyper-parameters take PyTorch's defaults (0.9, 0.999, 1e-8).
 func optimize(p *Plan, opt spec.Optimizer) error {
 	attr := Attr{WeightDecay: opt.WeightDecay}
 	var k Kernel
@@ -46,9 +48,21 @@ func optimize(p *Plan, opt spec.Optimizer) error {
 			pr.State = append(pr.State, p.addBuffer(pr.Name+"."+st, KindOptState, p.shapeOf(pr.Buf)))
 		}
 		step := Step{Kernel: k, Layer: pr.Layer, Attr: attr}
+		if attr.Decoupled && !opt.DecayAll && !decayed(pr, p.shapeOf(pr.Buf)) {
+			step.Attr.WeightDecay = 0
+		}
 		step.In = append([]BufID{pr.Grad}, pr.State...)
 		step.Out = append([]BufID{pr.Buf}, pr.State...)
 		p.Update = append(p.Update, step)
 	}
 	return nil
+}
+
+// decayed reports whether AdamW's weight decay applies to a param: one with
+// two or more axes that no normalisation owns (dense and convolution
+// weights, embedding and position tables), nanoGPT's rule. Biases have one
+// axis; a norm's gain and shift start at ones and zeros, whatever their
+// rank, while every other weight starts uniform.
+func decayed(pr *Param, shape []int) bool {
+	return len(shape) >= 2 && pr.Init == "uniform"
 }

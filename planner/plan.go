@@ -249,7 +249,8 @@ const (
 	// KAdamMulti: Adam over several params in one step, for a backend that
 	// updates them in one multi-tensor kernel (fuse_update.go). In: grad_1,
 	// m_1, v_1, …, grad_k, m_k, v_k. Out: param_1, m_1, v_1, …, param_k,
-	// m_k, v_k. Attr as KAdam, shared by all.
+	// m_k, v_k. Attr as KAdam, shared by all but the weight decay, which
+	// Attr.Decays gives per param where it differs.
 	KAdamMulti Kernel = "adam_multi"
 )
 
@@ -300,6 +301,10 @@ type Attr struct {
 	Beta2       float64   `json:"beta2,omitempty"`
 	WeightDecay float64   `json:"weightDecay,omitempty"`
 	Decoupled   bool      `json:"decoupled,omitempty"`
+	// Decays is a KAdamMulti step's weight decay of each param, in
+	// order, where they differ (then WeightDecay is 0); nil: WeightDecay
+	// applies to every param of the step.
+	Decays []float64 `json:"decays,omitempty"`
 	// Causal masks a softmax step's scores [..., T, T]: query i sees keys
 	// 0..i (KSoftmax).
 	Causal bool `json:"causal,omitempty"`

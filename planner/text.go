@@ -200,6 +200,14 @@ func stepAttr(s Step, precision bool) string {
 	}
 	if a.Decoupled {
 		parts = append(parts, "decoupled")
+		switch {
+		case a.Decays != nil:
+			parts = append(parts, fmt.Sprintf("decay %v", a.Decays))
+		case a.WeightDecay != 0:
+			parts = append(parts, fmt.Sprintf("decay %g", a.WeightDecay))
+		default:
+			parts = append(parts, "no decay")
+		}
 	}
 	return strings.Join(parts, " ")
 }

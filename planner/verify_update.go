@@ -12,6 +12,9 @@ func (r shapeRules) adamMulti(s *Step) error {
 	if len(in)%3 != 0 || len(out) != len(in) || len(in) < 6 {
 		return fmt.Errorf("%d inputs and %d outputs: want two or more (grad, m, v) and (param, m, v) triples", len(in), len(out))
 	}
+	if s.Attr.Decays != nil && len(s.Attr.Decays) != len(in)/3 {
+		return fmt.Errorf("%d weight decays for %d params", len(s.Attr.Decays), len(in)/3)
+	}
 	for i := 0; i < len(in); i += 3 {
 		t := *s
 		t.Kernel, t.In, t.Out = KAdam, in[i:i+3:i+3], out[i:i+3:i+3] // capped: the rule appends to them

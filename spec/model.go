@@ -135,6 +135,9 @@ type Optimizer struct {
 	Beta2       float64 `json:"beta2,omitempty"`
 	Eps         float64 `json:"eps,omitempty"`
 	WeightDecay float64 `json:"weightDecay,omitempty"`
+	// DecayAll makes adamw decay every param, not only those with two or
+	// more axes that no normalisation owns.
+	DecayAll bool `json:"decayAll,omitempty"`
 }
 
 // Schedule changes the learning rate as training goes on.
@@ -143,6 +146,9 @@ type Schedule struct {
 	StepSize int     `json:"stepSize,omitempty"` // step: epochs between decays
 	Gamma    float64 `json:"gamma,omitempty"`    // step: factor per decay
 	MinLR    float64 `json:"minLR,omitempty"`    // cosine: final learning rate
+	// WarmupSteps, for cosine, makes the schedule per optimizer step: a
+	// linear rise over that many steps, then the cosine to MinLR.
+	WarmupSteps int `json:"warmupSteps,omitempty"`
 }
 
 // Training holds the settings a produced binary uses as its defaults.

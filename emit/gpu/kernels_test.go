@@ -617,19 +617,21 @@ func kernelCases(t *testing.T) []gpuCase {
 		}
 	}
 	// Multi-tensor Adam: three tensors (one shorter than a threadgroup, one
-	// just over two), each against cpu.Adam.
+	// just over two), each against cpu.Adam, each with its own weight decay
+	// (AdamW decays a weight, not its bias nor a norm's gain).
 	for _, decoupled := range []bool{false, true} {
 		sizes := []int{300, 5, 513}
+		decays := []float32{0.01, 0, 0.1}
 		in := [][]float32{argsVec(1e-3, 7, 0)}
 		want := map[int][]float32{}
 		for j, n := range sizes {
 			g, m, v, p := randVec(r, n, -1, 1), randVec(r, n, -0.1, 0.1), randVec(r, n, 0, 0.01), randVec(r, n, -1, 1)
 			wp, wm, wv := slices.Clone(p), slices.Clone(m), slices.Clone(v)
-			cpu.Adam(wp, g, wm, wv, 1e-3, 0.9, 0.999, 1e-8, 0.01, 7, decoupled)
+			cpu.Adam(wp, g, wm, wv, 1e-3, 0.9, 0.999, 1e-8, decays[j], 7, decoupled)
 			in = append(in, g, m, v, p)
 			want[1+4*j+1], want[1+4*j+2], want[1+4*j+3] = wm, wv, wp
 		}
-		addCase(gpuCase{name: "adam_multi", k: adamMultiKernel(sizes, 0.9, 0.999, 1e-8, 0.01, decoupled), in: in, want: want, tol: 1e-5})
+		addCase(gpuCase{name: "adam_multi", k: adamMultiKernel(sizes, decays, 0.9, 0.999, 1e-8, decoupled), in: in, want: want, tol: 1e-5})
 	}
 	return cs
 }

@@ -236,7 +236,7 @@ func TestBufferLimit(t *testing.T) {
 		for i := range sizes {
 			sizes[i] = 3
 		}
-		if k := adamMultiKernel(sizes, 0.9, 0.999, 1e-8, 0, false); d.MaxBuffers > 0 && len(k.Params) > d.MaxBuffers || n < 2 {
+		if k := adamMultiKernel(sizes, make([]float32, n), 0.9, 0.999, 1e-8, false); d.MaxBuffers > 0 && len(k.Params) > d.MaxBuffers || n < 2 {
 			t.Errorf("%s: Adam over %d tensors binds %d buffers (limit %d)", d.Name, n, len(k.Params), d.MaxBuffers)
 		}
 	}

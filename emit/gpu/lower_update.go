@@ -56,7 +56,11 @@ func (l *lowering) adamMulti(st *planner.Step) error {
 	if len(st.In)%3 != 0 || len(st.Out) != len(st.In) {
 		return fmt.Errorf("multi-tensor Adam with %d inputs and %d outputs", len(st.In), len(st.Out))
 	}
+	if a.Decays != nil && len(a.Decays) != len(st.In)/3 {
+		return fmt.Errorf("multi-tensor Adam with %d weight decays for %d params", len(a.Decays), len(st.In)/3)
+	}
 	var sizes []int
+	var decays []float32
 	ops := []operand{stepArgs}
 	for i := 0; i < len(st.In); i += 3 {
 		pb, err := l.buf(st.Out[i])
@@ -64,11 +68,16 @@ func (l *lowering) adamMulti(st *planner.Step) error {
 			return err
 		}
 		sizes = append(sizes, pb.Size)
+		wd := a.WeightDecay
+		if a.Decays != nil {
+			wd = a.Decays[i/3]
+		}
+		decays = append(decays, float32(wd))
 		ops = append(ops, whole(st.In[i]), whole(st.In[i+1]), whole(st.In[i+2]), whole(st.Out[i]))
 	}
 	kind := "adam_multi"
 	if a.Decoupled {
 		kind = "adamw_multi"
 	}
-	return l.launch(kind, adamMultiKernel(sizes, float32(a.Beta1), float32(a.Beta2), float32(a.Eps), float32(a.WeightDecay), a.Decoupled), nil, ops...)
+	return l.launch(kind, adamMultiKernel(sizes, decays, float32(a.Beta1), float32(a.Beta2), float32(a.Eps), a.Decoupled), nil, ops...)
 }
