@@ -33,3 +33,16 @@ func (g *generator) adamCall(st planner.Step, in, out []operand, c *stepCall) (s
 	}
 	return strings.Join(calls, "\n"), nil
 }
+
+// clipCall scales every gradient to the step's global norm, in place,
+// writing the sums of squares and the scale to the norms buffer.
+func (g *generator) clipCall(st planner.Step, in, out []operand) (string, error) {
+	if len(out) != len(in)+1 {
+		return "", fmt.Errorf("clip_grad_norm with %d gradients and %d outputs", len(in), len(out))
+	}
+	grads := make([]string, len(in))
+	for i, o := range in {
+		grads[i] = o.slice()
+	}
+	return fmt.Sprintf("cpu.ClipGradNorm([][]float32{%s}, %s, %s)", strings.Join(grads, ", "), float(st.Attr.ClipNorm), out[len(in)].slice()), nil
+}

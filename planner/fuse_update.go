@@ -5,7 +5,8 @@ package planner
 // launch (or a few) instead of one per param.
 //
 // Before: Update holds one KAdam (or KSGD) step per trainable param, in
-// Params order, all with the same Attr (optimize.go). After: for a Target
+// Params order, all with the same Attr but for AdamW's decay (optimize.go),
+// perhaps after a KClipGradNorm step, which stays first. After: for a Target
 // whose UpdateTensors is 2 or more, each run of up to UpdateTensors
 // consecutive KAdam steps with the same Attr but for WeightDecay is one
 // KAdamMulti step: its operands the steps' operands in order, its Layer the

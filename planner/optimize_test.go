@@ -66,3 +66,47 @@ func TestAdamWDecaysWeightsOnly(t *testing.T) {
 		}
 	}
 }
+
+// TestClipGradNormStep: with clipNorm, the first update step scales every
+// trainable param's gradient in place, with a norms buffer of one sum per
+// gradient and the scale; without it there is none.
+func TestClipGradNormStep(t *testing.T) {
+	for _, target := range []Target{CPU, {Name: "multi", Conv: CPU.Conv, Dense: CPU.Dense, ConvPrecision: CPU.ConvPrecision, UpdateTensors: 64}} {
+		m := transformerNorm()
+		m.Training.Optimizer = spec.Optimizer{Kind: "adamw", LR: 1e-3, WeightDecay: 0.1}
+		m.Training.ClipNorm = 0.5
+		p := mustBuild(t, m, Options{Batch: 2, Training: true, Fusion: true, Target: target})
+		s := p.Update[0]
+		if s.Kernel != KClipGradNorm || s.Attr.ClipNorm != 0.5 {
+			t.Fatalf("%s: first update step %s %+v, want clip_grad_norm to 0.5", target.Name, s.Kernel, s.Attr)
+		}
+		var grads []BufID
+		for _, pr := range p.Params {
+			if pr.Trainable {
+				grads = append(grads, pr.Grad)
+			}
+		}
+		if len(s.In) != len(grads) || len(s.Out) != len(grads)+1 {
+			t.Fatalf("%s: clip reads %d and writes %d buffers, want the %d gradients and the norms", target.Name, len(s.In), len(s.Out), len(grads))
+		}
+		for i, id := range grads {
+			if s.In[i] != id || s.Out[i] != id {
+				t.Errorf("%s: clip operand %d is %d → %d, want gradient %d in place", target.Name, i, s.In[i], s.Out[i], id)
+			}
+		}
+		if sh := p.shapeOf(s.Out[len(grads)]); len(sh) != 1 || sh[0] != len(grads)+1 {
+			t.Errorf("%s: norms %v, want [%d]", target.Name, sh, len(grads)+1)
+		}
+		for _, u := range p.Update[1:] {
+			if u.Kernel == KClipGradNorm {
+				t.Errorf("%s: a second clip step", target.Name)
+			}
+		}
+		m.Training.ClipNorm = 0
+		for _, u := range mustBuild(t, m, Options{Batch: 2, Training: true, Fusion: true, Target: target}).Update {
+			if u.Kernel == KClipGradNorm {
+				t.Errorf("%s: a clip step without clipNorm", target.Name)
+			}
+		}
+	}
+}

@@ -252,6 +252,13 @@ const (
 	// m_k, v_k. Attr as KAdam, shared by all but the weight decay, which
 	// Attr.Decays gives per param where it differs.
 	KAdamMulti Kernel = "adam_multi"
+	// KClipGradNorm: clipping by the global norm, the first update step:
+	// every gradient g_j is scaled in place by
+	// min(1, ClipNorm/(‖g‖+1e-6)), where ‖g‖ is the L2 norm over all of
+	// them (torch.nn.utils.clip_grad_norm_). In: grad_1, …, grad_k. Out:
+	// grad_1, …, grad_k (the same buffers), norms [k+1]: the sum of
+	// squares of each gradient, then the scale applied. Attr: ClipNorm.
+	KClipGradNorm Kernel = "clip_grad_norm"
 )
 
 // UnaryOp is one element-wise function in a Chain.
@@ -305,6 +312,9 @@ type Attr struct {
 	// order, where they differ (then WeightDecay is 0); nil: WeightDecay
 	// applies to every param of the step.
 	Decays []float64 `json:"decays,omitempty"`
+	// ClipNorm is the largest global L2 norm of the gradients
+	// KClipGradNorm lets through.
+	ClipNorm float64 `json:"clipNorm,omitempty"`
 	// Causal masks a softmax step's scores [..., T, T]: query i sees keys
 	// 0..i (KSoftmax).
 	Causal bool `json:"causal,omitempty"`

@@ -198,6 +198,9 @@ func stepAttr(s Step, precision bool) string {
 	if s.Kernel == KSlice || s.Kernel == KSliceBwd {
 		parts = append(parts, fmt.Sprintf("axis %d from %d", a.Axis, a.Start))
 	}
+	if s.Kernel == KClipGradNorm {
+		parts = append(parts, fmt.Sprintf("to norm %g", a.ClipNorm))
+	}
 	if a.Decoupled {
 		parts = append(parts, "decoupled")
 		switch {

@@ -25,6 +25,30 @@ func (r shapeRules) adamMulti(s *Step) error {
 	return nil
 }
 
+// clipGradNorm checks a clipping step: gradients scaled in place, then
+// the norms buffer [k+1].
+func (r shapeRules) clipGradNorm(s *Step) error {
+	in, out := s.In, s.Out
+	if len(out) != len(in)+1 {
+		return fmt.Errorf("%d gradients and %d outputs: want the gradients and the norms", len(in), len(out))
+	}
+	for i, id := range in {
+		if out[i] != id {
+			return fmt.Errorf("gradient %d is read from %d and written to %d", i, id, out[i])
+		}
+		if err := r.kindIs(id, KindParamGrad); err != nil {
+			return err
+		}
+	}
+	if !equalShapes(r.sh(out[len(in)]), []int{len(in) + 1}) {
+		return fmt.Errorf("norms %s, want [%d]", shapeString(r.sh(out[len(in)])), len(in)+1)
+	}
+	if !(s.Attr.ClipNorm > 0) {
+		return fmt.Errorf("clip norm %g, want > 0", s.Attr.ClipNorm)
+	}
+	return nil
+}
+
 // optimizer checks an SGD or Adam step: state read and written in place,
 // every operand shaped like the param.
 func (r shapeRules) optimizer(s *Step) error {

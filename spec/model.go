@@ -121,6 +121,9 @@ type Node struct {
 	Vocab     int  `json:"vocab,omitempty"`
 	Dim       int  `json:"dim,omitempty"`
 	Positions bool `json:"positions,omitempty"`
+	// dense: the embedding node whose weight [vocab, dim] this layer uses
+	// as its own (weight tying), "" for a weight of its own
+	Tie string `json:"tie,omitempty"`
 	// batchnorm (and layernorm's eps)
 	Eps      float64 `json:"eps,omitempty"`
 	Momentum float64 `json:"momentum,omitempty"`
@@ -162,6 +165,9 @@ type Training struct {
 	Seed            int64     `json:"seed"`
 	ValidationSplit float64   `json:"validationSplit"`
 	Patience        int       `json:"patience"` // early stopping; 0 means off
+	// ClipNorm scales the gradients down to this global L2 norm when
+	// they exceed it; 0 means off.
+	ClipNorm float64 `json:"clipNorm,omitempty"`
 }
 
 // Dataset binds a model to its data files.

@@ -633,6 +633,34 @@ func kernelCases(t *testing.T) []gpuCase {
 		}
 		addCase(gpuCase{name: "adam_multi", k: adamMultiKernel(sizes, decays, 0.9, 0.999, 1e-8, decoupled), in: in, want: want, tol: 1e-5})
 	}
+	// Clipping by the global norm: the sums of squares, the scale and the
+	// scaled gradients of its three kernels, each against cpu.ClipGradNorm
+	// (one gradient over a threadgroup of 1024, one shorter than it).
+	for _, clip := range []float32{0.5, 1e6} {
+		sizes := []int{3000, 5, 1025}
+		var grads, want [][]float32
+		for _, n := range sizes {
+			g := randVec(r, n, -0.1, 0.1)
+			grads, want = append(grads, g), append(want, slices.Clone(g))
+		}
+		sums := make([]float32, len(sizes)+1)
+		cpu.ClipGradNorm(want, clip, sums)
+		if clip == 0.5 && !(sums[len(sizes)] < 0.9) {
+			t.Fatalf("clipping case: scale %v, want well below 1", sums[len(sizes)])
+		}
+		in := append(slices.Clone(grads), make([]float32, len(sizes)))
+		addCase(gpuCase{name: "grad_sumsq", k: gradSumSqKernel(sizes), in: in,
+			want: map[int][]float32{len(sizes): sums[:len(sizes)]}, tol: 1e-5})
+		addCase(gpuCase{name: "clip_scale", k: clipScaleKernel(len(sizes), clip), in: [][]float32{append(slices.Clone(sums[:len(sizes)]), 0)},
+			want: map[int][]float32{0: sums}, tol: 1e-6})
+		in = [][]float32{{sums[len(sizes)]}}
+		w := map[int][]float32{}
+		for j := range sizes {
+			in = append(in, slices.Clone(grads[j]))
+			w[1+j] = want[j]
+		}
+		addCase(gpuCase{name: "grad_scale", k: gradScaleKernel(sizes), in: in, want: w, tol: 1e-6})
+	}
 	return cs
 }
 
