@@ -566,6 +566,8 @@ func (g *generator) kernelCall(st planner.Step, in, out []operand, training bool
 		return g.sgdCall(st, in, out, c)
 	case planner.KAdam, planner.KAdamMulti: // one call per (param, m, v)
 		return g.adamCall(st, in, out, c)
+	case planner.KClipGradNorm:
+		return g.clipCall(st, in, out)
 	}
 	return "", fmt.Errorf("the CPU emitter has no kernel %q", st.Kernel)
 }

@@ -24,8 +24,25 @@ func (g *generator) adamCall(st planner.Step, in, out []operand, c *stepCall) (s
 	c.lr = true
 	var calls []string
 	for i := 0; i+2 < len(in) && i < len(out); i += 3 {
+		wd := a.WeightDecay
+		if a.Decays != nil && i/3 < len(a.Decays) {
+			wd = a.Decays[i/3]
+		}
 		calls = append(calls, fmt.Sprintf("cpu.Adam(%s, %s, %s, %s, lr, %s, %s, %s, %s, step, %v)", out[i].slice(), in[i].slice(), in[i+1].slice(), in[i+2].slice(),
-			float(a.Beta1), float(a.Beta2), float(a.Eps), float(a.WeightDecay), a.Decoupled))
+			float(a.Beta1), float(a.Beta2), float(a.Eps), float(wd), a.Decoupled))
 	}
 	return strings.Join(calls, "\n"), nil
+}
+
+// clipCall scales every gradient to the step's global norm, in place,
+// writing the sums of squares and the scale to the norms buffer.
+func (g *generator) clipCall(st planner.Step, in, out []operand) (string, error) {
+	if len(out) != len(in)+1 {
+		return "", fmt.Errorf("clip_grad_norm with %d gradients and %d outputs", len(in), len(out))
+	}
+	grads := make([]string, len(in))
+	for i, o := range in {
+		grads[i] = o.slice()
+	}
+	return fmt.Sprintf("cpu.ClipGradNorm([][]float32{%s}, %s, %s)", strings.Join(grads, ", "), float(st.Attr.ClipNorm), out[len(in)].slice()), nil
 }

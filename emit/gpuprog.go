@@ -674,6 +674,11 @@ func reduceLen(pl *planner.Plan, st planner.Step) int {
 	case planner.KSoftmaxXent, planner.KMSE, planner.KMAE, planner.KHuber, planner.KBatchNorm, planner.KBatchNormBwd,
 		planner.KGlobalAvgPool, planner.KGlobalAvgPoolBwd, planner.KLayerNorm, planner.KLayerNormBwd, planner.KReduceMean:
 		r = size(0, st.In)
+	case planner.KClipGradNorm: // the norm sums every gradient
+		r = 0
+		for k := range st.In {
+			r += size(k, st.In)
+		}
 	case planner.KBinaryBwd: // a and b may be NoBuf (keep_less.go): dy's size bounds the sums
 		r = size(2, st.In)
 	case planner.KSoftmax, planner.KLogSoftmax, planner.KSoftmaxBwd, planner.KLogSoftmaxBwd:

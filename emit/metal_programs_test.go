@@ -293,13 +293,15 @@ func TestCUDAPrograms(t *testing.T) {
 // batch norm (its selftest compared inference outputs the GPU never
 // writes, which a discrete device, as the fake is, shows), and the
 // benchmark MLP in bf16 (every GEMM through cublasGemmEx's bf16 compute
-// type, which the fake computes with rounded operands), and the U-Net-like
+// type, which the fake computes with rounded operands), the U-Net-like
 // graph of nearest and bilinear resizes (their kernels forward and
-// backward in a whole program); set
+// backward in a whole program), and AdamW with gradient clipping (the
+// clipping kernels, a weight decayed and a bias not in one multi-tensor
+// update); set
 // MLBUILD_CUDA_FAKE_SPECS to run others (`go test ./emit -run CUDAPrograms`)
 // and MLBUILD_CUDA_FAKE_RUN to run only the programs' tests it matches
 // (ResNet-18's training steps take minutes on the fake's Go GEMMs).
-var cudaFakeSpecs = []string{"mnist", "mnist_unfused", "spec_layernorm_graph", "spec_transformer_block", "spec_batchnorm_dense", "bench_mlp_bf16", "spec_resize_unet"}
+var cudaFakeSpecs = []string{"mnist", "mnist_unfused", "spec_layernorm_graph", "spec_transformer_block", "spec_batchnorm_dense", "bench_mlp_bf16", "spec_resize_unet", "spec_adamw_cosine"}
 
 // cudaFaultSpecs are the programs whose fake run also trains on MNIST
 // through a GPU fault (testdata/fakehost/cuda_fault_test.go).

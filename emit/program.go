@@ -178,6 +178,9 @@ func (g *mainFile) renderMeta() {
 		g.p("HuberDelta: %s,", float(tr.HuberDelta))
 	}
 	g.p("Schedule: %s, StepSize: %d, Gamma: %s, MinLR: %s,", quote(tr.Schedule.Kind), tr.Schedule.StepSize, float(tr.Schedule.Gamma), float(tr.Schedule.MinLR))
+	if tr.Schedule.WarmupSteps > 0 {
+		g.p("WarmupSteps: %d,", tr.Schedule.WarmupSteps)
+	}
 	g.p("Epochs: %d, Seed: %d, ValidationSplit: %s, Patience: %d,", tr.Epochs, tr.Seed, float(tr.ValidationSplit), tr.Patience)
 	g.p("TrainImages: %s, TrainLabels: %s, TestImages: %s, TestLabels: %s,", quote(ds.TrainImages), quote(ds.TrainLabels), quote(ds.TestImages), quote(ds.TestLabels))
 	g.p("},")

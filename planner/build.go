@@ -98,7 +98,7 @@ var passes = [...]pass{
 	{name: "differentiate", file: "differentiate.go", only: inTraining, needs: []string{"addLoss", "fuseEpilogue", "fuseElementwise"},
 		run: func(b *building) error { differentiate(b.p); return nil }},
 	{name: "optimize", file: "optimize.go", only: inTraining, needs: []string{"differentiate"},
-		run: func(b *building) error { return optimize(b.p, b.m.Training.Optimizer) }},
+		run: func(b *building) error { return optimize(b.p, b.m.Training.Optimizer, b.m.Training.ClipNorm) }},
 	{name: "fuseUpdate", file: "fuse_update.go", only: inTraining, needs: []string{"optimize"},
 		run: func(b *building) error { fuseUpdate(b.p, b.target); return nil }},
 	{name: "fuseActBwd", file: "fuse_act_bwd.go", only: inTraining | withFusion, needs: []string{"fuseEpilogue", "differentiate"},

@@ -15,7 +15,10 @@ import "fmt"
 // KAccumulate as soon as two are known. Gradients nobody needs are not
 // computed (NoBuf): the input's, and those of values that no trainable
 // param influences. A param that the loss does not depend on is frozen
-// (Trainable false), since no gradient ever reaches it.
+// (Trainable false), since no gradient ever reaches it. A param read by
+// several steps (weight tying) gets a part from each step's backward,
+// "<param>.grad.part1", …, summed with KAccumulate into its gradient after
+// the last part is written.
 //
 // Gradients are kept per storage owner: a view (flatten, reshape) adds no
 // step; the gradient of a view is a view of its owner's gradient.
@@ -26,6 +29,7 @@ func differentiate(p *Plan) {
 	}
 	d.analyse()
 	d.declareParamGrads()
+	d.countReaders()
 	loss := p.Backward[0]
 	d.expected[p.root(p.Output)]++
 	for i := range p.Forward {
@@ -58,6 +62,11 @@ type differentiation struct {
 	got       map[BufID]int   // storage owner -> contributions summed so far
 	expected  map[BufID]int   // storage owner -> contributions it will get
 	names     map[string]bool // buffer names in use
+	// A param read by several steps (a dense head tied to an embedding):
+	// each backward writes its own part, summed into the param's
+	// gradient after the last.
+	readers map[BufID]int     // param buffer -> backward steps that write its gradient
+	parts   map[BufID][]BufID // param buffer -> the parts written so far
 }
 
 // analyse finds which values depend on a trainable param and which ones the
@@ -242,6 +251,7 @@ func (d *differentiation) backward(s Step) {
 		}
 		return d.paramGrad[id]
 	}
+	pg = d.tiedPart(pg)
 	bwd := Step{Layer: s.Layer, Fused: s.Fused}
 	var grads []BufID // contribution per differentiable input, in order
 	newGrads := func(idx ...int) []BufID {
@@ -372,5 +382,72 @@ func (d *differentiation) backward(s Step) {
 	p.Backward = append(p.Backward, bwd)
 	for k, i := range differentiableInputs(&s) {
 		d.contribute(s.In[i], grads[k])
+	}
+	d.sumTiedParts()
+}
+
+// countReaders counts, per trainable param, the forward steps with a
+// backward that read it.
+func (d *differentiation) countReaders() {
+	p := d.p
+	d.readers, d.parts = map[BufID]int{}, map[BufID][]BufID{}
+	for i := range p.Forward {
+		s := &p.Forward[i]
+		if !d.emits(s) {
+			continue
+		}
+		seen := map[BufID]bool{}
+		for _, id := range s.In {
+			if id == NoBuf {
+				continue
+			}
+			r := p.root(id)
+			if _, ok := d.paramGrad[r]; ok && !seen[r] {
+				seen[r] = true
+				d.readers[r]++
+			}
+		}
+	}
+}
+
+// tiedPart wraps pg, the gradient a backward writes for a param operand:
+// for a param several steps read, a new part of its own.
+func (d *differentiation) tiedPart(pg func(BufID) BufID) func(BufID) BufID {
+	p := d.p
+	return func(id BufID) BufID {
+		if id == NoBuf || d.readers[p.root(id)] < 2 {
+			return pg(id)
+		}
+		r := p.root(id)
+		part := p.addBuffer(d.name(fmt.Sprintf("%s.part%d", p.Buffers[d.paramGrad[r]].Name, len(d.parts[r])+1)), KindGrad, p.shapeOf(r))
+		d.parts[r] = append(d.parts[r], part)
+		if id != r {
+			return p.addView(d.name(p.Buffers[part].Name+".view"), part, p.shapeOf(id))
+		}
+		return part
+	}
+}
+
+// sumTiedParts adds the KAccumulate steps that sum a tied param's parts
+// into its gradient once every reader's backward has written its part, in
+// Params order.
+func (d *differentiation) sumTiedParts() {
+	p := d.p
+	for _, pr := range p.Params {
+		r := pr.Buf
+		parts := d.parts[r]
+		if d.readers[r] < 2 || len(parts) != d.readers[r] {
+			continue
+		}
+		acc := parts[0]
+		for i, part := range parts[1:] {
+			out := d.paramGrad[r]
+			if i+2 < len(parts) {
+				out = p.addBuffer(d.name(fmt.Sprintf("%s.sum%d", p.Buffers[d.paramGrad[r]].Name, i+2)), KindGrad, p.shapeOf(r))
+			}
+			p.Backward = append(p.Backward, Step{Kernel: KAccumulate, Layer: pr.Layer, In: []BufID{acc, part}, Out: []BufID{out}})
+			acc = out
+		}
+		d.parts[r] = nil // summed
 	}
 }

@@ -5,11 +5,14 @@ package planner
 // launch (or a few) instead of one per param.
 //
 // Before: Update holds one KAdam (or KSGD) step per trainable param, in
-// Params order, all with the same Attr (optimize.go). After: for a Target
+// Params order, all with the same Attr but for AdamW's decay (optimize.go),
+// perhaps after a KClipGradNorm step, which stays first. After: for a Target
 // whose UpdateTensors is 2 or more, each run of up to UpdateTensors
-// consecutive KAdam steps with the same Attr is one KAdamMulti step: its
-// operands the steps' operands in order, its Layer the first step's, Fused
-// every step's layer (once for a layer's consecutive params). A run of one
+// consecutive KAdam steps with the same Attr but for WeightDecay is one
+// KAdamMulti step: its operands the steps' operands in order, its Layer the
+// first step's, Fused every step's layer (once for a layer's consecutive
+// params), and Attr.Decays each step's WeightDecay where they differ
+// (AdamW decays a weight but not its bias, optimize.go). A run of one
 // stays KAdam; KSGD steps are unchanged. The arithmetic of each param is
 // the same; nothing else changed.
 func fuseUpdate(p *Plan, t Target) {
@@ -24,6 +27,13 @@ func fuseUpdate(p *Plan, t Target) {
 		}
 		m := Step{Kernel: KAdamMulti, Layer: run[0].Layer, Attr: run[0].Attr}
 		for _, s := range run {
+			if s.Attr.WeightDecay != m.Attr.WeightDecay && m.Attr.Decays == nil {
+				m.Attr.Decays = make([]float64, len(run))
+				for i, r := range run {
+					m.Attr.Decays[i] = r.Attr.WeightDecay
+				}
+				m.Attr.WeightDecay = 0
+			}
 			m.In = append(m.In, s.In...)
 			m.Out = append(m.Out, s.Out...)
 			if len(m.Fused) == 0 || m.Fused[len(m.Fused)-1] != s.Layer {
@@ -50,7 +60,8 @@ func fuseUpdate(p *Plan, t Target) {
 	p.Update = out
 }
 
-// sameAdam reports whether two Adam steps have the same hyper-parameters.
+// sameAdam reports whether two Adam steps have the same hyper-parameters
+// but for the weight decay, which a multi-tensor step keeps per tensor.
 func sameAdam(a, b Attr) bool {
-	return a.Beta1 == b.Beta1 && a.Beta2 == b.Beta2 && a.Eps == b.Eps && a.WeightDecay == b.WeightDecay && a.Decoupled == b.Decoupled
+	return a.Beta1 == b.Beta1 && a.Beta2 == b.Beta2 && a.Eps == b.Eps && a.Decoupled == b.Decoupled
 }

@@ -15,7 +15,21 @@ func (l *lowering) denseParams(n *spec.Node) error {
 		return fail(n, "dense needs an input with at least one axis")
 	}
 	k, units := in[len(in)-1], l.units(n)
-	l.addParam(n, "weight", []int{units, k}, true, "uniform", k)
+	if n.Tie != "" {
+		w, ok := l.params[n.Tie+".weight"]
+		embedding := false
+		for i := range l.m.Nodes {
+			embedding = embedding || l.m.Nodes[i].Name == n.Tie && l.m.Nodes[i].Op == spec.OpEmbedding
+		}
+		if !ok || !embedding {
+			return fail(n, "tie %q names no embedding before this layer: a dense layer ties only to an embedding's weight", n.Tie)
+		}
+		if sh := l.p.shapeOf(w); len(sh) != 2 || sh[0] != units || sh[1] != k {
+			return fail(n, "tied to %s, whose weight is %s, but this layer's weight is [%d,%d]", n.Tie, shapeString(sh), units, k)
+		}
+	} else {
+		l.addParam(n, "weight", []int{units, k}, true, "uniform", k)
+	}
 	if n.Bias {
 		l.addParam(n, "bias", []int{units}, true, "uniform", k)
 	}
@@ -44,6 +58,9 @@ func (l *lowering) lowerDense(n *spec.Node) error {
 	in := n.InShapes[0]
 	y := l.output(n)
 	w, b := l.param(n, "weight"), l.param(n, "bias")
+	if n.Tie != "" {
+		w = l.params[n.Tie+".weight"] // the embedding's [vocab, dim]: one tensor, both layers' gradients
+	}
 	if len(in) > 1 {
 		rows := l.batch * numElements(in[:len(in)-1])
 		x = l.p.addView(n.Name+".in_rows", x, []int{rows, in[len(in)-1]})

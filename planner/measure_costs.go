@@ -77,6 +77,12 @@ func stepBytes(p *Plan, s *Step, c *costCounter) int64 {
 	if s.Kernel == KSGD || s.Kernel == KAdam {
 		n = c.sum(n, p.size(s.Out[0])) // the param is read as well as written
 	}
+	if s.Kernel == KClipGradNorm {
+		n = 0
+		for _, id := range s.In {
+			n = c.sum(n, c.mul(3, p.size(id))) // read for the norm, read and written to scale
+		}
+	}
 	if s.Kernel == KAdamMulti {
 		for i := 0; i < len(s.Out); i += 3 {
 			n = c.sum(n, p.size(s.Out[i]))
@@ -194,6 +200,12 @@ func stepFLOPs(p *Plan, s *Step, c *costCounter) int64 {
 		return c.mul(4, out0())
 	case KAdam:
 		return c.mul(12, out0())
+	case KClipGradNorm:
+		var n int64
+		for _, id := range s.In {
+			n = c.sum(n, p.size(id))
+		}
+		return c.mul(3, n)
 	case KAdamMulti:
 		var n int64
 		for i := 0; i < len(s.Out); i += 3 {

@@ -170,7 +170,8 @@ func regularised() *spec.Model {
 }
 
 // attention is one self-attention block over 8 tokens of 16 features:
-// softmax(q·kᵀ)·v, then a projection, flattened into a classifier.
+// softmax(q·kᵀ)·v, then a projection, flattened into a classifier, trained
+// with AdamW and gradients clipped to norm 1.
 func attention() *spec.Model {
 	b := newModel("attention", 8, 16)
 	x := b.last()
@@ -190,6 +191,7 @@ func attention() *spec.Model {
 	b.dense("head", 4)
 	b.m.Training.Optimizer.Kind = "adamw"
 	b.m.Training.Optimizer.WeightDecay = 0.01
+	b.m.Training.ClipNorm = 1 // nanoGPT's recipe: clipping by the global norm
 	return b.model()
 }
 

@@ -258,8 +258,16 @@ const (
 	// KAdamMulti: Adam over several params in one step, for a backend that
 	// updates them in one multi-tensor kernel (fuse_update.go). In: grad_1,
 	// m_1, v_1, …, grad_k, m_k, v_k. Out: param_1, m_1, v_1, …, param_k,
-	// m_k, v_k. Attr as KAdam, shared by all.
+	// m_k, v_k. Attr as KAdam, shared by all but the weight decay, which
+	// Attr.Decays gives per param where it differs.
 	KAdamMulti Kernel = "adam_multi"
+	// KClipGradNorm: clipping by the global norm, the first update step:
+	// every gradient g_j is scaled in place by
+	// min(1, ClipNorm/(‖g‖+1e-6)), where ‖g‖ is the L2 norm over all of
+	// them (torch.nn.utils.clip_grad_norm_). In: grad_1, …, grad_k. Out:
+	// grad_1, …, grad_k (the same buffers), norms [k+1]: the sum of
+	// squares of each gradient, then the scale applied. Attr: ClipNorm.
+	KClipGradNorm Kernel = "clip_grad_norm"
 )
 
 // UnaryOp is one element-wise function in a Chain.
@@ -309,6 +317,13 @@ type Attr struct {
 	Beta2       float64   `json:"beta2,omitempty"`
 	WeightDecay float64   `json:"weightDecay,omitempty"`
 	Decoupled   bool      `json:"decoupled,omitempty"`
+	// Decays is a KAdamMulti step's weight decay of each param, in
+	// order, where they differ (then WeightDecay is 0); nil: WeightDecay
+	// applies to every param of the step.
+	Decays []float64 `json:"decays,omitempty"`
+	// ClipNorm is the largest global L2 norm of the gradients
+	// KClipGradNorm lets through.
+	ClipNorm float64 `json:"clipNorm,omitempty"`
 	// Causal masks a softmax step's scores [..., T, T]: query i sees keys
 	// 0..i (KSoftmax).
 	Causal bool `json:"causal,omitempty"`

@@ -204,8 +204,19 @@ func stepAttr(s Step, precision bool) string {
 	if s.Kernel == KSlice || s.Kernel == KSliceBwd {
 		parts = append(parts, fmt.Sprintf("axis %d from %d", a.Axis, a.Start))
 	}
+	if s.Kernel == KClipGradNorm {
+		parts = append(parts, fmt.Sprintf("to norm %g", a.ClipNorm))
+	}
 	if a.Decoupled {
 		parts = append(parts, "decoupled")
+		switch {
+		case a.Decays != nil:
+			parts = append(parts, fmt.Sprintf("decay %v", a.Decays))
+		case a.WeightDecay != 0:
+			parts = append(parts, fmt.Sprintf("decay %g", a.WeightDecay))
+		default:
+			parts = append(parts, "no decay")
+		}
 	}
 	return strings.Join(parts, " ")
 }

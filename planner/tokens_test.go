@@ -115,3 +115,65 @@ func TestPerTokenLossNeedsTokens(t *testing.T) {
 		t.Errorf("Build error %v, want the refusal of [4 3] logits without token ids", err)
 	}
 }
+
+// TestTiedHead: a dense head tied to the embedding reads the embedding's
+// weight and declares none of its own; the gemm's backward and the
+// embedding's each write a part of wte.weight's gradient, which one
+// accumulate step sums into it, after both.
+func TestTiedHead(t *testing.T) {
+	m := tokens()
+	head := &m.Nodes[len(m.Nodes)-1]
+	head.Tie = "wte"
+	p := mustBuild(t, m, Options{Batch: 3, Training: true, Fusion: true, Target: CPU})
+	var w, g BufID = NoBuf, NoBuf
+	for _, pr := range p.Params {
+		if pr.Name == "head.weight" {
+			t.Errorf("the tied head declares a weight of its own")
+		}
+		if pr.Name == "wte.weight" {
+			w, g = pr.Buf, pr.Grad
+		}
+	}
+	var gemm *Step
+	for i := range p.Forward {
+		if p.Forward[i].Layer == "head" {
+			gemm = &p.Forward[i]
+		}
+	}
+	if gemm == nil || gemm.In[1] != w {
+		t.Fatalf("the head's step %+v does not read wte.weight (%d)", gemm, w)
+	}
+	writers, at := 0, -1
+	var parts []BufID
+	for i, s := range p.Backward {
+		for _, o := range s.Out {
+			if o == g {
+				writers++
+				at = i
+			}
+		}
+		if s.Kernel == KGemmBwd && s.Layer == "head" || s.Kernel == KEmbeddingBwd {
+			parts = append(parts, s.Out[map[Kernel]int{KGemmBwd: 1, KEmbeddingBwd: 0}[s.Kernel]])
+		}
+	}
+	if writers != 1 || p.Backward[at].Kernel != KAccumulate {
+		t.Fatalf("wte.weight.grad written by %d steps, the last %v; want one accumulate", writers, p.Backward[at].Kernel)
+	}
+	acc := p.Backward[at]
+	if len(parts) != 2 || !(acc.In[0] == parts[0] && acc.In[1] == parts[1]) {
+		t.Errorf("accumulate sums %v, want the parts %v of the head's and the embedding's backward", acc.In, parts)
+	}
+	for _, s := range p.Backward[at+1:] {
+		for _, id := range s.In {
+			if id == parts[0] || id == parts[1] {
+				t.Errorf("step %s reads a part after the sum", s.Kernel)
+			}
+		}
+	}
+	// A tie to something that is not an embedding is refused.
+	m = tokens()
+	m.Nodes[len(m.Nodes)-1].Tie = "q"
+	if _, err := Build(m, Options{Batch: 3, Training: true, Target: CPU}); err == nil || !strings.Contains(err.Error(), "ties only to an embedding") {
+		t.Errorf("tie to a dense layer: %v", err)
+	}
+}

@@ -209,7 +209,7 @@ var kernelPhase = map[Kernel]string{
 	KGlobalAvgPoolBwd: "backward", KUnaryBwd: "backward", KBinaryBwd: "backward", KSoftmaxBwd: "backward",
 	KLogSoftmaxBwd: "backward", KDropoutBwd: "backward", KBatchNormBwd: "backward", KMatMulBwd: "backward",
 	KConcatBwd: "backward", KSliceBwd: "backward", KResizeBwd: "backward", KAccumulate: "backward", KLayerNormBwd: "backward", KReduceMeanBwd: "backward", KEmbeddingBwd: "backward",
-	KSGD: "update", KAdam: "update", KAdamMulti: "update",
+	KSGD: "update", KAdam: "update", KAdamMulti: "update", KClipGradNorm: "update",
 	KTranspose: "any", // its own gradient
 }
 
@@ -265,6 +265,7 @@ var operands = map[Kernel]struct {
 	KSGD:                {2, 2, nil, nil},
 	KAdam:               {3, 3, nil, nil},
 	KAdamMulti:          {-1, -1, nil, nil},
+	KClipGradNorm:       {-1, -1, nil, nil},
 }
 
 // verifyStep checks one step: phase, operand counts, and shapes.
@@ -385,6 +386,8 @@ func checkShapes(p *Plan, s *Step) error {
 		return r.loss(s)
 	case KAdamMulti:
 		return r.adamMulti(s)
+	case KClipGradNorm:
+		return r.clipGradNorm(s)
 	case KSGD, KAdam:
 		return r.optimizer(s)
 	}
@@ -460,7 +463,8 @@ func checkAct(a Attr) error {
 // verifyDataFlow checks that every operand is written before it is read
 // (params, statistics, optimizer state, the input and the labels are
 // written by the program before the first step), and that activations,
-// gradients and the loss are each written by one step only.
+// gradients and the loss are each written by one step only (clipping
+// rescales the param gradients in place, after the step that wrote them).
 func verifyDataFlow(p *Plan) error {
 	written := make([]bool, len(p.Buffers))
 	writes := make([]int, len(p.Buffers))
@@ -492,6 +496,9 @@ func verifyDataFlow(p *Plan) error {
 				}
 				r := p.root(id)
 				written[r] = true
+				if s.Kernel == KClipGradNorm && p.Buffers[r].Kind == KindParamGrad {
+					continue // scales the gradient in place (verify_update.go checks In = Out)
+				}
 				writes[r]++
 				switch p.Buffers[r].Kind {
 				case KindActivation, KindGrad, KindParamGrad, KindLoss:

@@ -23,8 +23,9 @@ func (r shapeRules) gemm(s *Step) error {
 	if s.Kernel == KGemm {
 		return first(r.is("b", in[2], []int{w[0]}), r.is("y", out[0], y), r.kindIs(out[0], KindActivation))
 	}
+	// dW is a grad buffer when the weight is tied: one part of its gradient
 	return first(r.is("y", in[2], y), r.is("dy", in[3], y), r.same("dx", out[0], in[0]), r.is("dW", out[1], w),
-		r.is("db", out[2], []int{w[0]}), r.kindIs(out[1], KindParamGrad), r.kindIs(out[2], KindParamGrad))
+		r.is("db", out[2], []int{w[0]}), r.kindIs(out[1], KindParamGrad, KindGrad), r.kindIs(out[2], KindParamGrad))
 }
 
 // matMul checks a batched matmul or matmul_bwd: [...,M,K] times [...,K,N],

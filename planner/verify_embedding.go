@@ -23,7 +23,7 @@ func (r shapeRules) embedding(s *Step) error {
 		if w := r.sh(s.Out[0]); w != nil && (len(w) != 2 || w[1] != dy[2]) {
 			return fmt.Errorf("dweight %s is not [V,%d]", shapeString(w), dy[2])
 		}
-		return first(r.is("dpos", s.Out[1], []int{ids[1], dy[2]}), r.kindIs(s.Out[0], KindParamGrad), r.kindIs(s.Out[1], KindParamGrad))
+		return first(r.is("dpos", s.Out[1], []int{ids[1], dy[2]}), r.kindIs(s.Out[0], KindParamGrad, KindGrad), r.kindIs(s.Out[1], KindParamGrad))
 	}
 	w := r.sh(s.In[1])
 	if len(w) != 2 {

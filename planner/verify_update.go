@@ -12,12 +12,39 @@ func (r shapeRules) adamMulti(s *Step) error {
 	if len(in)%3 != 0 || len(out) != len(in) || len(in) < 6 {
 		return fmt.Errorf("%d inputs and %d outputs: want two or more (grad, m, v) and (param, m, v) triples", len(in), len(out))
 	}
+	if s.Attr.Decays != nil && len(s.Attr.Decays) != len(in)/3 {
+		return fmt.Errorf("%d weight decays for %d params", len(s.Attr.Decays), len(in)/3)
+	}
 	for i := 0; i < len(in); i += 3 {
 		t := *s
 		t.Kernel, t.In, t.Out = KAdam, in[i:i+3:i+3], out[i:i+3:i+3] // capped: the rule appends to them
 		if err := checkShapes(r.p, &t); err != nil {
 			return fmt.Errorf("param %d: %w", i/3+1, err)
 		}
+	}
+	return nil
+}
+
+// clipGradNorm checks a clipping step: gradients scaled in place, then
+// the norms buffer [k+1].
+func (r shapeRules) clipGradNorm(s *Step) error {
+	in, out := s.In, s.Out
+	if len(out) != len(in)+1 {
+		return fmt.Errorf("%d gradients and %d outputs: want the gradients and the norms", len(in), len(out))
+	}
+	for i, id := range in {
+		if out[i] != id {
+			return fmt.Errorf("gradient %d is read from %d and written to %d", i, id, out[i])
+		}
+		if err := r.kindIs(id, KindParamGrad); err != nil {
+			return err
+		}
+	}
+	if !equalShapes(r.sh(out[len(in)]), []int{len(in) + 1}) {
+		return fmt.Errorf("norms %s, want [%d]", shapeString(r.sh(out[len(in)])), len(in)+1)
+	}
+	if !(s.Attr.ClipNorm > 0) {
+		return fmt.Errorf("clip norm %g, want > 0", s.Attr.ClipNorm)
 	}
 	return nil
 }

@@ -351,6 +351,7 @@ func (d *decoder) node(v cue.Value, path []string) Node {
 	case OpDense:
 		n.Units = d.integer(v, "units")
 		n.Bias = d.boolean(v, "bias")
+		n.Tie = d.str(v, "tie")
 	case OpConv2D, OpMaxPool2D, OpAvgPool2D:
 		n.Kernel = d.pair(v, "kernel")
 		n.Stride = d.pair(v, "stride")

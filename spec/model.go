@@ -127,6 +127,9 @@ type Node struct {
 	Vocab     int  `json:"vocab,omitempty"`
 	Dim       int  `json:"dim,omitempty"`
 	Positions bool `json:"positions,omitempty"`
+	// dense: the embedding node whose weight [vocab, dim] this layer uses
+	// as its own (weight tying), "" for a weight of its own
+	Tie string `json:"tie,omitempty"`
 	// batchnorm (and layernorm's eps)
 	Eps      float64 `json:"eps,omitempty"`
 	Momentum float64 `json:"momentum,omitempty"`
@@ -141,6 +144,9 @@ type Optimizer struct {
 	Beta2       float64 `json:"beta2,omitempty"`
 	Eps         float64 `json:"eps,omitempty"`
 	WeightDecay float64 `json:"weightDecay,omitempty"`
+	// DecayAll makes adamw decay every param, not only those with two or
+	// more axes that no normalisation owns.
+	DecayAll bool `json:"decayAll,omitempty"`
 }
 
 // Schedule changes the learning rate as training goes on.
@@ -149,6 +155,9 @@ type Schedule struct {
 	StepSize int     `json:"stepSize,omitempty"` // step: epochs between decays
 	Gamma    float64 `json:"gamma,omitempty"`    // step: factor per decay
 	MinLR    float64 `json:"minLR,omitempty"`    // cosine: final learning rate
+	// WarmupSteps, for cosine, makes the schedule per optimizer step: a
+	// linear rise over that many steps, then the cosine to MinLR.
+	WarmupSteps int `json:"warmupSteps,omitempty"`
 }
 
 // Training holds the settings a produced binary uses as its defaults.
@@ -162,6 +171,9 @@ type Training struct {
 	Seed            int64     `json:"seed"`
 	ValidationSplit float64   `json:"validationSplit"`
 	Patience        int       `json:"patience"` // early stopping; 0 means off
+	// ClipNorm scales the gradients down to this global L2 norm when
+	// they exceed it; 0 means off.
+	ClipNorm float64 `json:"clipNorm,omitempty"`
 }
 
 // Dataset binds a model to its data files.

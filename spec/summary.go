@@ -23,6 +23,9 @@ func (n *Node) paramsChecked() (int64, bool) {
 			in = int64(n.InShapes[0][len(n.InShapes[0])-1])
 		}
 		p := c.mul(in, int64(n.Units))
+		if n.Tie != "" {
+			p = 0 // the weight is the embedding's, counted there
+		}
 		if n.Bias {
 			p = c.add(p, int64(n.Units))
 		}

@@ -584,12 +584,26 @@ func UpdateTensors(d *Dialect) int {
 	return min(64, (d.MaxBuffers-1)/4)
 }
 
+// decaysDoc is the weight decay of a multi-tensor Adam kernel's doc: one
+// number when every tensor has it, else each tensor's.
+func decaysDoc(decays []float32) string {
+	for _, d := range decays {
+		if d != decays[0] {
+			return fmt.Sprint(decays)
+		}
+	}
+	if len(decays) == 0 {
+		return "0"
+	}
+	return fmt.Sprint(decays[0])
+}
+
 // adamMultiKernel is Adam over several params in one launch (the multi-tensor
 // update of planner.KAdamMulti): params args, then g, m, v, p of each
 // tensor. Each tensor gets whole threadgroups of its own, so no group
 // straddles two tensors; a chain of comparisons of the group index finds
 // the tensor, which runs the same arithmetic as adamKernel.
-func adamMultiKernel(sizes []int, beta1, beta2, eps, wd float32, decoupled bool) *Kernel {
+func adamMultiKernel(sizes []int, decays []float32, beta1, beta2, eps float32, decoupled bool) *Kernel {
 	params := []Param{argsParam()}
 	total, groups := 0, 0
 	starts := make([]int, len(sizes)+1) // first group of each tensor
@@ -606,7 +620,7 @@ func adamMultiKernel(sizes []int, beta1, beta2, eps, wd float32, decoupled bool)
 	var chain []Stmt
 	for j := len(sizes) - 1; j >= 0; j-- {
 		k := sub(gidE, i32(starts[j]*tgElem))
-		body := []Stmt{let("k", Int, k), when(lt(vr("k"), i32(sizes[j])), adamElement(fmt.Sprint("_", j), vr("k"), beta1, beta2, eps, wd, decoupled)...)}
+		body := []Stmt{let("k", Int, k), when(lt(vr("k"), i32(sizes[j])), adamElement(fmt.Sprint("_", j), vr("k"), beta1, beta2, eps, decays[j], decoupled)...)}
 		if chain == nil {
 			chain = body
 			continue
@@ -618,7 +632,7 @@ func adamMultiKernel(sizes []int, beta1, beta2, eps, wd float32, decoupled bool)
 		kind = "adamw"
 	}
 	return &Kernel{
-		Doc:    fmt.Sprintf("%s over %d tensors (%d elements), beta1 %g beta2 %g eps %g weight decay %g", kind, len(sizes), total, beta1, beta2, eps, wd),
+		Doc:    fmt.Sprintf("%s over %d tensors (%d elements), beta1 %g beta2 %g eps %g weight decay %s", kind, len(sizes), total, beta1, beta2, eps, decaysDoc(decays)),
 		Params: params, Threadgroup: tgElem, Groups: groups,
 		Body: append(adamScalars(beta1, beta2), chain...),
 	}

@@ -817,3 +817,73 @@ func softmaxCausalKernel(mats, t int) *Kernel {
 	return &Kernel{Doc: fmt.Sprintf("causal softmax of %d score matrices of %d×%d", mats, t, t),
 		Params: []Param{in("x", n), out("y", n)}, Threadgroup: tg, Groups: mats * t, Body: body}
 }
+
+// gradSumSqKernel writes the sum of squares of each of several gradients,
+// sums[j] = Σ g_j[i]², one threadgroup a gradient (the first step of
+// clipping by the global norm).
+func gradSumSqKernel(sizes []int) *Kernel {
+	tg := tgWide
+	var params []Param
+	body := []Stmt{Shared{"sh", tg}, let("acc", Float, flt(0))}
+	var chain []Stmt
+	for j := len(sizes) - 1; j >= 0; j-- {
+		g := fmt.Sprint("g_", j)
+		params = append([]Param{in(g, sizes[j])}, params...)
+		loop := []Stmt{strided("i", sizes[j], tg, let("x", Float, load(g, vr("i"))), set("acc", add(vr("acc"), mul(vr("x"), vr("x")))))}
+		if chain == nil {
+			chain = loop
+			continue
+		}
+		chain = []Stmt{If{Cond: eq(tgidE, i32(j)), Then: loop, Else: chain}}
+	}
+	body = append(body, chain...)
+	body = append(body, reduceInto("total", "acc", "sh", tg, sumOp)...)
+	body = append(body, when(eq(lidE, i32(0)), store("sums", tgidE, vr("total"))))
+	return &Kernel{
+		Doc:    fmt.Sprintf("sums of squares of %d gradients", len(sizes)),
+		Params: append(params, out("sums", len(sizes))), Threadgroup: tg, Groups: len(sizes), Body: body,
+	}
+}
+
+// clipScaleKernel turns the k sums of squares of clipping into its scale,
+// sums[k] = min(1, clip/(√Σ sums + 1e-6)), as torch's clip_grad_norm_.
+func clipScaleKernel(k int, clip float32) *Kernel {
+	return &Kernel{
+		Doc:    fmt.Sprintf("scale of %d gradients to norm %g", k, clip),
+		Params: []Param{out("sums", k+1)}, Threadgroup: 1, Groups: 1,
+		Body: []Stmt{when(eq(gidE, i32(0)),
+			let("total", Float, flt(0)),
+			loop("j", 0, k, 1, set("total", add(vr("total"), load("sums", vr("j"))))),
+			store("sums", i32(k), call(FnMin, flt(1), div(flt(clip), add(call(FnSqrt, vr("total")), flt(1e-6))))),
+		)},
+	}
+}
+
+// gradScaleKernel multiplies several gradients by scale[0] in place, each
+// gradient whole threadgroups of its own (as adamMultiKernel).
+func gradScaleKernel(sizes []int) *Kernel {
+	params := []Param{in("scale", 1)}
+	groups := 0
+	starts := make([]int, len(sizes)+1)
+	for j, n := range sizes {
+		params = append(params, out(fmt.Sprint("g_", j), n))
+		starts[j] = groups
+		groups += ceilDiv(n, tgElem)
+	}
+	starts[len(sizes)] = groups
+	var chain []Stmt
+	for j := len(sizes) - 1; j >= 0; j-- {
+		g := fmt.Sprint("g_", j)
+		body := []Stmt{let("k", Int, sub(gidE, i32(starts[j]*tgElem))), when(lt(vr("k"), i32(sizes[j])), store(g, vr("k"), mul(load(g, vr("k")), vr("s"))))}
+		if chain == nil {
+			chain = body
+			continue
+		}
+		chain = []Stmt{If{Cond: lt(tgidE, i32(starts[j+1])), Then: body, Else: chain}}
+	}
+	return &Kernel{
+		Doc:    fmt.Sprintf("%d gradients scaled by scale[0]", len(sizes)),
+		Params: params, Threadgroup: tgElem, Groups: groups,
+		Body: append([]Stmt{let("s", Float, load("scale", i32(0)))}, chain...),
+	}
+}

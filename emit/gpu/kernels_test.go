@@ -641,19 +641,49 @@ func kernelCases(t *testing.T) []gpuCase {
 		}
 	}
 	// Multi-tensor Adam: three tensors (one shorter than a threadgroup, one
-	// just over two), each against cpu.Adam.
+	// just over two), each against cpu.Adam, each with its own weight decay
+	// (AdamW decays a weight, not its bias nor a norm's gain).
 	for _, decoupled := range []bool{false, true} {
 		sizes := []int{300, 5, 513}
+		decays := []float32{0.01, 0, 0.1}
 		in := [][]float32{argsVec(1e-3, 7, 0)}
 		want := map[int][]float32{}
 		for j, n := range sizes {
 			g, m, v, p := randVec(r, n, -1, 1), randVec(r, n, -0.1, 0.1), randVec(r, n, 0, 0.01), randVec(r, n, -1, 1)
 			wp, wm, wv := slices.Clone(p), slices.Clone(m), slices.Clone(v)
-			cpu.Adam(wp, g, wm, wv, 1e-3, 0.9, 0.999, 1e-8, 0.01, 7, decoupled)
+			cpu.Adam(wp, g, wm, wv, 1e-3, 0.9, 0.999, 1e-8, decays[j], 7, decoupled)
 			in = append(in, g, m, v, p)
 			want[1+4*j+1], want[1+4*j+2], want[1+4*j+3] = wm, wv, wp
 		}
-		addCase(gpuCase{name: "adam_multi", k: adamMultiKernel(sizes, 0.9, 0.999, 1e-8, 0.01, decoupled), in: in, want: want, tol: 1e-5})
+		addCase(gpuCase{name: "adam_multi", k: adamMultiKernel(sizes, decays, 0.9, 0.999, 1e-8, decoupled), in: in, want: want, tol: 1e-5})
+	}
+	// Clipping by the global norm: the sums of squares, the scale and the
+	// scaled gradients of its three kernels, each against cpu.ClipGradNorm
+	// (one gradient over a threadgroup of 1024, one shorter than it).
+	for _, clip := range []float32{0.5, 1e6} {
+		sizes := []int{3000, 5, 1025}
+		var grads, want [][]float32
+		for _, n := range sizes {
+			g := randVec(r, n, -0.1, 0.1)
+			grads, want = append(grads, g), append(want, slices.Clone(g))
+		}
+		sums := make([]float32, len(sizes)+1)
+		cpu.ClipGradNorm(want, clip, sums)
+		if clip == 0.5 && !(sums[len(sizes)] < 0.9) {
+			t.Fatalf("clipping case: scale %v, want well below 1", sums[len(sizes)])
+		}
+		in := append(slices.Clone(grads), make([]float32, len(sizes)))
+		addCase(gpuCase{name: "grad_sumsq", k: gradSumSqKernel(sizes), in: in,
+			want: map[int][]float32{len(sizes): sums[:len(sizes)]}, tol: 1e-5})
+		addCase(gpuCase{name: "clip_scale", k: clipScaleKernel(len(sizes), clip), in: [][]float32{append(slices.Clone(sums[:len(sizes)]), 0)},
+			want: map[int][]float32{0: sums}, tol: 1e-6})
+		in = [][]float32{{sums[len(sizes)]}}
+		w := map[int][]float32{}
+		for j := range sizes {
+			in = append(in, slices.Clone(grads[j]))
+			w[1+j] = want[j]
+		}
+		addCase(gpuCase{name: "grad_scale", k: gradScaleKernel(sizes), in: in, want: w, tol: 1e-6})
 	}
 	return cs
 }

@@ -355,6 +355,8 @@ func (l *lowering) lowerStep(st *planner.Step, training bool) error {
 		return l.adam(st)
 	case planner.KAdamMulti:
 		return l.adamMulti(st)
+	case planner.KClipGradNorm:
+		return l.clipGradNorm(st)
 	}
 	return fmt.Errorf("no GPU lowering for kernel %q", st.Kernel)
 }

@@ -236,8 +236,55 @@ func TestBufferLimit(t *testing.T) {
 		for i := range sizes {
 			sizes[i] = 3
 		}
-		if k := adamMultiKernel(sizes, 0.9, 0.999, 1e-8, 0, false); d.MaxBuffers > 0 && len(k.Params) > d.MaxBuffers || n < 2 {
+		if k := adamMultiKernel(sizes, make([]float32, n), 0.9, 0.999, 1e-8, false); d.MaxBuffers > 0 && len(k.Params) > d.MaxBuffers || n < 2 {
 			t.Errorf("%s: Adam over %d tensors binds %d buffers (limit %d)", d.Name, n, len(k.Params), d.MaxBuffers)
+		}
+	}
+}
+
+// TestClipLaunchesFitTheBufferLimit: clipping 70 gradients on Metal (31
+// buffers a kernel) takes three launches of sums of squares, the scale and
+// three of scaling, each binding at most 31 buffers, the sums at each
+// chunk's offset; on CUDA two of each.
+func TestClipLaunchesFitTheBufferLimit(t *testing.T) {
+	p := &planner.Plan{Model: "clip", Batch: 1, Training: true}
+	st := planner.Step{Kernel: planner.KClipGradNorm, Layer: "gradients", Attr: planner.Attr{ClipNorm: 1}}
+	for i := 0; i < 70; i++ {
+		st.In = append(st.In, testBuffer(p, fmt.Sprint("p", i, ".grad"), planner.KindParamGrad, 3+i))
+	}
+	sums := testBuffer(p, "grad_norm.sums", planner.KindScratch, 71)
+	st.Out = append(append([]planner.BufID(nil), st.In...), sums)
+	for _, tc := range []struct {
+		d      *Dialect
+		chunks int
+	}{{Metal, 3}, {CUDA, 2}} {
+		l := &lowering{p: p, d: tc.d, lib: NewLibrary(tc.d), step: &st}
+		if err := l.clipGradNorm(&st); err != nil {
+			t.Fatalf("%s: %v", tc.d.Name, err)
+		}
+		if len(l.ops) != 2*tc.chunks+1 {
+			t.Fatalf("%s: %d launches, want %d", tc.d.Name, len(l.ops), 2*tc.chunks+1)
+		}
+		covered := 0
+		for i, op := range l.ops {
+			b := op.Launch.Bindings
+			if tc.d.MaxBuffers > 0 && len(b) > tc.d.MaxBuffers {
+				t.Errorf("%s: launch %d binds %d buffers", tc.d.Name, i, len(b))
+			}
+			if i < tc.chunks { // sums of squares: the gradients, then the sums at the chunk's first
+				if last := b[len(b)-1]; last.Buf != sums || last.Offset != covered || last.Size != len(b)-1 {
+					t.Errorf("%s: launch %d writes sums at %d (%d), want %d (%d)", tc.d.Name, i, last.Offset, last.Size, covered, len(b)-1)
+				}
+				covered += len(b) - 1
+			}
+			if i > tc.chunks { // scaling: the scale sums[70], then the gradients
+				if b[0].Buf != sums || b[0].Offset != 70 {
+					t.Errorf("%s: launch %d reads its scale at %d, want 70", tc.d.Name, i, b[0].Offset)
+				}
+			}
+		}
+		if covered != 70 {
+			t.Errorf("%s: the sums cover %d gradients, want 70", tc.d.Name, covered)
 		}
 	}
 }

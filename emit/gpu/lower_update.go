@@ -56,7 +56,11 @@ func (l *lowering) adamMulti(st *planner.Step) error {
 	if len(st.In)%3 != 0 || len(st.Out) != len(st.In) {
 		return fmt.Errorf("multi-tensor Adam with %d inputs and %d outputs", len(st.In), len(st.Out))
 	}
+	if a.Decays != nil && len(a.Decays) != len(st.In)/3 {
+		return fmt.Errorf("multi-tensor Adam with %d weight decays for %d params", len(a.Decays), len(st.In)/3)
+	}
 	var sizes []int
+	var decays []float32
 	ops := []operand{stepArgs}
 	for i := 0; i < len(st.In); i += 3 {
 		pb, err := l.buf(st.Out[i])
@@ -64,11 +68,65 @@ func (l *lowering) adamMulti(st *planner.Step) error {
 			return err
 		}
 		sizes = append(sizes, pb.Size)
+		wd := a.WeightDecay
+		if a.Decays != nil {
+			wd = a.Decays[i/3]
+		}
+		decays = append(decays, float32(wd))
 		ops = append(ops, whole(st.In[i]), whole(st.In[i+1]), whole(st.In[i+2]), whole(st.Out[i]))
 	}
 	kind := "adam_multi"
 	if a.Decoupled {
 		kind = "adamw_multi"
 	}
-	return l.launch(kind, adamMultiKernel(sizes, float32(a.Beta1), float32(a.Beta2), float32(a.Eps), float32(a.WeightDecay), a.Decoupled), nil, ops...)
+	return l.launch(kind, adamMultiKernel(sizes, decays, float32(a.Beta1), float32(a.Beta2), float32(a.Eps), a.Decoupled), nil, ops...)
+}
+
+// clipGradNorm lowers clipping by the global norm as three kernels: the
+// sum of squares of each gradient (one threadgroup a gradient, several
+// gradients a launch), the scale from their total, and the scaling of
+// every gradient by it. The norms buffer holds the sums, then the scale,
+// as the CPU's ClipGradNorm leaves them.
+func (l *lowering) clipGradNorm(st *planner.Step) error {
+	k := len(st.In)
+	if k == 0 || len(st.Out) != k+1 {
+		return fmt.Errorf("clip_grad_norm with %d gradients and %d outputs", k, len(st.Out))
+	}
+	sums := st.Out[k]
+	chunk := 64
+	if l.d.MaxBuffers > 0 {
+		chunk = min(chunk, l.d.MaxBuffers-1)
+	}
+	sizes := make([]int, k)
+	for j, id := range st.In {
+		b, err := l.buf(id)
+		if err != nil {
+			return err
+		}
+		sizes[j] = b.Size
+	}
+	for lo := 0; lo < k; lo += chunk {
+		hi := min(lo+chunk, k)
+		var ops []operand
+		for _, id := range st.In[lo:hi] {
+			ops = append(ops, whole(id))
+		}
+		if err := l.launch("grad_sumsq", gradSumSqKernel(sizes[lo:hi]), nil, append(ops, at(sums, lo))...); err != nil {
+			return err
+		}
+	}
+	if err := l.launch("clip_scale", clipScaleKernel(k, float32(st.Attr.ClipNorm)), nil, whole(sums)); err != nil {
+		return err
+	}
+	for lo := 0; lo < k; lo += chunk {
+		hi := min(lo+chunk, k)
+		ops := []operand{at(sums, k)}
+		for _, id := range st.In[lo:hi] {
+			ops = append(ops, whole(id))
+		}
+		if err := l.launch("grad_scale", gradScaleKernel(sizes[lo:hi]), nil, ops...); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -55,6 +55,7 @@ type Defaults struct {
 	StepSize        int
 	Gamma           float64
 	MinLR           float64
+	WarmupSteps     int // cosine: a per-step schedule with this many steps of linear warmup
 	Epochs          int
 	Seed            int64
 	ValidationSplit float64

@@ -84,6 +84,9 @@ func writeInfoJSON(m Model, w io.Writer) error {
 	j.Key("lr")
 	j.Float(d.LR, 64)
 	str("schedule", d.Schedule)
+	if d.WarmupSteps > 0 {
+		num("warmup_steps", int64(d.WarmupSteps))
+	}
 	num("epochs", int64(d.Epochs))
 	num("seed", d.Seed)
 	j.Key("validation_split")

@@ -56,6 +56,9 @@ func residentModel(m Model, ds *dataset, classes int) (Resident, error) {
 		return nil, nil
 	}
 	meta := m.Meta()
+	if perStepSchedule(meta.Defaults) { // the device holds one rate an epoch
+		return nil, nil
+	}
 	n := ds.n
 	inW := ds.features
 	if classes <= 0 || int64(n)*int64(max(inW, classes)) > math.MaxInt32 {

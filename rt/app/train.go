@@ -141,8 +141,24 @@ func badSetting(o *trainOptions) (flagName, msg string) {
 	return "", ""
 }
 
-// learningRate applies the spec's schedule for an epoch (counted from 0).
-func learningRate(d Defaults, base float64, epoch, epochs int) float32 {
+// learningRate applies the spec's schedule at an optimizer step (counted
+// from 1 over the run) of an epoch (counted from 0), in a run of epochs
+// epochs of stepsPerEpoch steps. A cosine with WarmupSteps W moves every
+// step, as nanoGPT's: lr·s/(W+1) for s ≤ W, then from lr at step W+1 along
+// a cosine to MinLR at the run's last step; the other schedules move once
+// an epoch.
+func learningRate(d Defaults, base float64, step, epoch, epochs, stepsPerEpoch int) float32 {
+	if perStepSchedule(d) {
+		w, n := d.WarmupSteps, epochs*stepsPerEpoch
+		if step <= w {
+			return float32(base * float64(step) / float64(w+1))
+		}
+		r := 1.0
+		if n-1 > w {
+			r = min(float64(step-1-w)/float64(n-1-w), 1)
+		}
+		return float32(d.MinLR + (base-d.MinLR)*(1+math.Cos(math.Pi*r))/2)
+	}
 	switch d.Schedule {
 	case "step":
 		if d.StepSize > 0 {
@@ -156,6 +172,10 @@ func learningRate(d Defaults, base float64, epoch, epochs int) float32 {
 	}
 	return float32(base)
 }
+
+// perStepSchedule reports whether the learning rate changes every step
+// rather than every epoch (a cosine with warmup).
+func perStepSchedule(d Defaults) bool { return d.Schedule == "cosine" && d.WarmupSteps > 0 }
 
 // stepSeed derives the dropout seed of one global step, so that a resumed
 // run draws the same masks as an uninterrupted one.
@@ -277,7 +297,7 @@ func trainCmd(m Model, args []string, stdout, stderr io.Writer) (err error) {
 	for epoch := st.epoch; epoch < o.epochs; epoch++ {
 		lastEpoch = epoch
 		order := epochOrder(train, o.seed, epoch)
-		lr := learningRate(meta.Defaults, o.lr, epoch, o.epochs)
+		lr := learningRate(meta.Defaults, o.lr, st.step+1, epoch, o.epochs, stepsPerEpoch)
 		rep.StartEpoch(epoch + 1)
 		var sumLoss float64
 		var correct, seen int
@@ -294,6 +314,7 @@ func trainCmd(m Model, args []string, stdout, stderr io.Writer) (err error) {
 			}
 			st.step++
 			m.SetRand(stepSeed(o.seed, st.step))
+			lr = learningRate(meta.Defaults, o.lr, st.step, epoch, o.epochs, stepsPerEpoch)
 			if snapshot != nil {
 				copy(snapshot, m.State())
 			}

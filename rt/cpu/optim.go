@@ -105,3 +105,33 @@ func NonFinite(x []float32) int {
 	}
 	return -1
 }
+
+// ClipGradNorm scales the gradients grads, in place, by
+// min(1, maxNorm/(‖g‖+1e-6)), ‖g‖ the L2 norm over all of them together,
+// as torch.nn.utils.clip_grad_norm_ does. sums (len(grads)+1 elements)
+// receives the sum of squares of each gradient, then the scale applied.
+// The sums are taken in float64, so the norm does not depend on how the
+// gradients are split into tensors.
+func ClipGradNorm(grads [][]float32, maxNorm float32, sums []float32) {
+	var total float64
+	for j, g := range grads {
+		var s float64
+		for _, v := range g {
+			s += float64(v) * float64(v)
+		}
+		sums[j] = float32(s)
+		total += s
+	}
+	scale := min(float32(float64(maxNorm)/(math.Sqrt(total)+1e-6)), 1)
+	sums[len(grads)] = scale
+	if scale == 1 {
+		return
+	}
+	for _, g := range grads {
+		ParallelFor(len(g), 1<<14, func(lo, hi int) {
+			for i := lo; i < hi; i++ {
+				g[i] *= scale
+			}
+		})
+	}
+}

@@ -168,3 +168,33 @@ func TestArgmaxNonFinite(t *testing.T) {
 		}
 	}
 }
+
+// TestClipGradNorm: gradients (3, 0) and (0, 4, 0) have norm 5; clipped to
+// 1 they become (0.6, 0) and (0, 0.8, 0), whose norm is 1 (to the 1e-6 of
+// the divisor); clipped to 10 they stay as they are.
+func TestClipGradNorm(t *testing.T) {
+	a, b := []float32{3, 0}, []float32{0, 4, 0}
+	sums := make([]float32, 3)
+	ClipGradNorm([][]float32{a, b}, 1, sums)
+	want := []float32{0.6, 0, 0, 0.8, 0}
+	for i, v := range append(append([]float32(nil), a...), b...) {
+		if math.Abs(float64(v-want[i])) > 1e-6 {
+			t.Errorf("clipped to 1: element %d = %v, want %v", i, v, want[i])
+		}
+	}
+	if sums[0] != 9 || sums[1] != 16 || math.Abs(float64(sums[2])-0.2) > 1e-7 {
+		t.Errorf("sums %v, want [9 16 0.2]", sums)
+	}
+	var norm float64
+	for _, v := range append(a, b...) {
+		norm += float64(v) * float64(v)
+	}
+	if math.Abs(math.Sqrt(norm)-1) > 1e-6 {
+		t.Errorf("norm after clipping %v, want 1", math.Sqrt(norm))
+	}
+	a, b = []float32{3, 0}, []float32{0, 4, 0}
+	ClipGradNorm([][]float32{a, b}, 10, sums)
+	if a[0] != 3 || b[1] != 4 || sums[2] != 1 {
+		t.Errorf("below the limit: %v %v scale %v, want unchanged and scale 1", a, b, sums[2])
+	}
+}
