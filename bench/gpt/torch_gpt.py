@@ -8,7 +8,8 @@ dropout, then per layer layernorm without bias, q/k/v projections without
 bias (PyTorch's default Linear init, as mlbuild's dense), causal attention
 scaled by 1/sqrt(head width) with dropout on the weights, an output
 projection, a residual, layernorm, a 4x MLP with exact GELU, a residual;
-then a final layernorm and the head. The same data: the text's
+then a final layernorm and the head (with --tie, the token table's
+transpose, as the spec's tie). The same data: the text's
 characters, the vocabulary the sorted characters of the training split,
 the split by position (the last --val-split of the bytes, moved to a
 character boundary), training windows at random positions of the training
@@ -61,21 +62,23 @@ class Block(nn.Module):
 
 
 class GPT(nn.Module):
-    def __init__(self, vocab, context, d, heads, layers, dropout):
+    def __init__(self, vocab, context, d, heads, layers, dropout, tie=False):
         super().__init__()
+        self.tie = tie
         bound = 0.02 * math.sqrt(3)
         self.wte = nn.Parameter(torch.empty(vocab, d).uniform_(-bound, bound))
         self.wpe = nn.Parameter(torch.empty(context, d).uniform_(-bound, bound))
         self.dropout = dropout
         self.blocks = nn.ModuleList(Block(d, heads, dropout) for _ in range(layers))
         self.ln_f = LayerNorm(d)
-        self.head = nn.Linear(d, vocab, bias=False)
+        self.head = None if tie else nn.Linear(d, vocab, bias=False)
 
     def forward(self, ids):
         x = F.dropout(self.wte[ids] + self.wpe[: ids.shape[1]], self.dropout, self.training)
         for b in self.blocks:
             x = b(x)
-        return self.head(self.ln_f(x))
+        h = self.ln_f(x)
+        return h @ self.wte.t() if self.tie else self.head(h)
 
 
 def main():
@@ -88,6 +91,7 @@ def main():
                           ("weight-decay", 0.01), ("clip", 0.0), ("val-split", 0.1)]:
         a.add_argument("--" + name, type=float, default=default)
     a.add_argument("--device", default="cpu")
+    a.add_argument("--tie", action="store_true", help="the head is the token table (the spec's tie)")
     a.add_argument("--threads", type=int, default=0)
     o = a.parse_args()
     if o.threads:
@@ -111,7 +115,7 @@ def main():
         y = torch.stack([data[s + 1:s + T + 1] for s in starts])
         return x.to(o.device), y.to(o.device)
 
-    model = GPT(V, T, o.width, o.heads, o.layers, o.dropout).to(o.device)
+    model = GPT(V, T, o.width, o.heads, o.layers, o.dropout, o.tie).to(o.device)
     decay = [p for p in model.parameters() if p.dim() >= 2]
     rest = [p for p in model.parameters() if p.dim() < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": o.weight_decay}, {"params": rest, "weight_decay": 0.0}],
