@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strings"
 
 	"github.com/mlbuild/mlbuild/rt/safetensors"
 )
@@ -42,6 +43,15 @@ func checkInit(meta *Meta, o *trainOptions) error {
 	switch {
 	case o.init != "" && o.resume != "":
 		return usageError{"--init and --resume exclude each other: --resume continues an interrupted run (its weights, optimizer state, epoch and settings); --init starts a new run from weights, with a fresh optimizer state"}
+	case o.reinit != "" && (o.init == "" && meta.Embedded == nil || o.init == "seed"):
+		return usageError{"--reinit starts some layers afresh in a run that starts from weights: give --init FILE (or a program's embedded weights) with it"}
+	case o.reinit != "":
+		if _, err := reinitLayers(meta, o.reinit); err != nil {
+			return err
+		}
+		if o.init == "" || o.init == "embedded" {
+			return nil
+		}
 	case o.init == "embedded" && meta.Embedded == nil:
 		return usageError{"--init embedded: this program has no embedded weights (mlbuild compile --weights FILE embeds them); give --init a safetensors FILE"}
 	case o.init == "" || o.init == "seed" || o.init == "embedded":
@@ -107,7 +117,21 @@ func startWeights(m Model, o *trainOptions) (string, *safetensors.File, error) {
 		return "", nil, fmt.Errorf("--init: %v", err)
 	}
 	clear(m.State()) // gradients and optimizer state start at zero
+	if o.reinit != "" {
+		fresh, err := reinitLayers(meta, o.reinit)
+		if err != nil {
+			return "", nil, err
+		}
+		initParams(m, o.seed)
+		if err := copyWeightsExcept(m, f, fresh); err != nil {
+			return "", nil, fmt.Errorf("--init: %v", err)
+		}
+		return fmt.Sprintf("starting from the weights in %s with a fresh optimizer state, layers %s from the seed's initialisation (--seed %d)", initName(from, e), o.reinit, o.seed), f, nil
+	}
 	if err := copyWeights(m, f, false); err != nil {
+		if layers := mismatchedLayers(meta, f); len(layers) > 0 {
+			return "", nil, fmt.Errorf("--init: %v\n(to start these layers from the seed's initialisation instead, a new head for instance, pass --reinit %s)", err, strings.Join(layers, ","))
+		}
 		return "", nil, fmt.Errorf("--init: %v", err)
 	}
 	switch {
@@ -157,4 +181,94 @@ func keepPreprocessing(meta *Meta, ds *dataset, f *safetensors.File) (bool, erro
 	}
 	ds.rec, meta.rec = kept, kept
 	return used, nil
+}
+
+// initName is how messages name the weights a run starts from.
+func initName(from string, e *EmbeddedWeights) string {
+	if from == "embedded" && e != nil {
+		return "the embedded " + e.Source
+	}
+	return from
+}
+
+// layerOf is the layer of a param: its name without the last part
+// ("fc.weight" -> "fc").
+func layerOf(param string) string {
+	if i := strings.LastIndexByte(param, '.'); i > 0 {
+		return param[:i]
+	}
+	return param
+}
+
+// reinitLayers parses --reinit: comma-separated names of layers that have
+// params; an unknown name is a usage error that lists some that exist.
+func reinitLayers(meta *Meta, list string) (map[string]bool, error) {
+	have := map[string]bool{}
+	var names []string
+	for _, p := range meta.Params {
+		if l := layerOf(p.Name); !have[l] {
+			have[l] = true
+			names = append(names, l)
+		}
+	}
+	fresh := map[string]bool{}
+	for _, l := range strings.Split(list, ",") {
+		l = strings.TrimSpace(l)
+		if !have[l] {
+			if len(names) > 8 {
+				names = append(names[:4:4], "...", names[len(names)-2], names[len(names)-1])
+			}
+			return nil, usageError{fmt.Sprintf("--reinit %q: the model has no layer %q with weights (its layers with weights: %s)", list, l, strings.Join(names, ", "))}
+		}
+		fresh[l] = true
+	}
+	return fresh, nil
+}
+
+// copyWeightsExcept is copyWeights for the params outside the fresh
+// layers; the file's tensors of those layers may have any shape (a head
+// for another number of classes) or be missing.
+func copyWeightsExcept(m Model, f *safetensors.File, fresh map[string]bool) error {
+	meta := m.Meta()
+	var want []safetensors.Spec
+	for _, p := range meta.Params {
+		if !fresh[layerOf(p.Name)] {
+			want = append(want, safetensors.Spec{Name: p.Name, Shape: p.Shape})
+		}
+	}
+	for _, t := range f.Tensors { // the fresh layers' tensors in the file are not read
+		if fresh[layerOf(t.Name)] {
+			want = append(want, safetensors.Spec{Name: t.Name, Shape: t.Shape})
+		}
+	}
+	if err := safetensors.CheckShapes(f, want); err != nil {
+		return fmt.Errorf("%s does not hold weights of model %s: %v", f.Path, meta.Name, err)
+	}
+	if err := f.CheckFinite(); err != nil {
+		return err
+	}
+	state := m.State()
+	for _, p := range meta.Params {
+		if fresh[layerOf(p.Name)] {
+			continue
+		}
+		if err := f.CopyInto(p.Name, state[p.Offset:p.Offset+p.Size]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// mismatchedLayers lists the layers whose params f holds with another
+// shape than the model's, in the model's order.
+func mismatchedLayers(meta *Meta, f *safetensors.File) []string {
+	var layers []string
+	seen := map[string]bool{}
+	for _, p := range meta.Params {
+		if t, ok := f.Tensor(p.Name); ok && !slices.Equal(t.Shape, p.Shape) && !seen[layerOf(p.Name)] {
+			seen[layerOf(p.Name)] = true
+			layers = append(layers, layerOf(p.Name))
+		}
+	}
+	return layers
 }

@@ -259,3 +259,62 @@ func TestStartWeightsFreshState(t *testing.T) {
 		}
 	}
 }
+
+// TestReinitHead: --init with --reinit LAYER takes every other layer's
+// weights from the file and leaves LAYER with the seed's initialisation,
+// whatever shape the file gives it (a head for 7 classes here); without
+// --reinit the mismatch is refused with the flag suggested; an unknown
+// layer, or --reinit without --init, is a usage error.
+func TestReinitHead(t *testing.T) {
+	model := func() *linearModel {
+		m := newLinearModel()
+		m.meta.Params[1].Name = "head.bias" // two layers: dense1 (weight) and head (bias)
+		return m
+	}
+	dir := t.TempDir()
+	weights := filepath.Join(dir, "w.safetensors")
+	w := make([]float32, lmIn*lmClasses)
+	for i := range w {
+		w[i] = float32(i) / 100
+	}
+	if err := safetensors.Write(weights, []safetensors.Tensor{
+		{Name: "dense1.weight", Shape: []int{lmClasses, lmIn}, Data: w},
+		{Name: "head.bias", Shape: []int{7}, Data: make([]float32, 7)},
+	}, nil); err != nil {
+		t.Fatal(err)
+	}
+	seeded := model()
+	initParams(seeded, 5)
+
+	m := model()
+	if _, _, err := startWeights(m, &trainOptions{init: weights, seed: 5}); err == nil || !strings.Contains(err.Error(), "--reinit head") {
+		t.Fatalf("a head of another shape without --reinit: %v, want the error to suggest --reinit head", err)
+	}
+	m = model()
+	if _, _, err := startWeights(m, &trainOptions{init: weights, reinit: "head", seed: 5}); err != nil {
+		t.Fatal(err)
+	}
+	for i, v := range w {
+		if m.state[lmW+i] != v {
+			t.Fatalf("dense1.weight[%d] = %v, the file has %v", i, m.state[lmW+i], v)
+		}
+	}
+	for i := 0; i < lmClasses; i++ {
+		if got, want := m.state[lmB+i], seeded.state[lmB+i]; got != want || got == 0 {
+			t.Fatalf("head.bias[%d] = %v, the seed's initialisation is %v", i, got, want)
+		}
+	}
+	for _, c := range []struct {
+		o    trainOptions
+		want string
+	}{
+		{trainOptions{init: weights, reinit: "fc"}, `no layer "fc" with weights (its layers with weights: dense1, head)`},
+		{trainOptions{reinit: "head"}, "give --init FILE"},
+		{trainOptions{init: "seed", reinit: "head"}, "give --init FILE"},
+	} {
+		err := checkInit(&model().meta, &c.o)
+		if _, usage := err.(usageError); !usage || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: %v, want a usage error saying %q", c.o, err, c.want)
+		}
+	}
+}

@@ -32,6 +32,7 @@ func (e *interruptedError) Error() string {
 type trainOptions struct {
 	data, out, checkpoint, resume, metrics string
 	init                                   string // --init: a weights file, "seed", "embedded", or "" (see startWeights)
+	reinit                                 string // --reinit: layers that keep the seed's initialisation under --init
 	epochs, threads, limit, patience       int
 	lr, valSplit                           float64
 	seed                                   int64
@@ -51,6 +52,7 @@ func parseTrainFlags(meta *Meta, args []string, stdout, stderr io.Writer) (*trai
 	fs.StringVar(&o.checkpoint, "checkpoint", "", "write a checkpoint to `FILE` at epochs' ends (each one, unless an epoch takes less than 20 times a write), after the last and on Ctrl-C (default: OUT with .ckpt before the extension)")
 	fs.StringVar(&o.resume, "resume", "", "continue the run that wrote the checkpoint `FILE`, with its settings")
 	fs.StringVar(&o.init, "init", "", initUsage(meta))
+	fs.StringVar(&o.reinit, "reinit", "", "with --init: the `LAYERS` (comma-separated) that start from the seed's initialisation instead of the weights, e.g. a new head for another number of classes")
 	fs.StringVar(&o.metrics, "metrics", "", "append JSON lines of step and epoch metrics to `FILE`")
 	fs.Float64Var(&o.lr, "lr", d.LR, "the learning rate `X` (the schedule's first)")
 	fs.Int64Var(&o.seed, "seed", d.Seed, "the random seed `N` of initial weights, shuffling and dropout")
