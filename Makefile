@@ -43,7 +43,7 @@ FUZZ_TEXT        ?= $(or $(FUZZTIME),15000x)
 FUZZTIME_SPEC    ?= $(or $(FUZZTIME),2000x)
 export CGO_ENABLED ?= 0
 
-.PHONY: all build test unit fuzz fuzz-long demo deps data data-text bench bench-sgemm bench-models bench-mnist bench-fusion compare-sklearn zoo bench-zoo bench-gpt cuda-check cuda-bundle bf16-bundle test-arm64 clean FORCE
+.PHONY: all build test unit fuzz fuzz-long demo deps data data-text bench bench-sgemm bench-models bench-mnist bench-fusion compare-sklearn zoo zoo-train bench-zoo bench-gpt cuda-check cuda-bundle bf16-bundle test-arm64 clean FORCE
 
 all: build
 
@@ -149,6 +149,12 @@ bench: bench-sgemm bench-models bench-fusion
 ZOO_DIR ?= data/zoo
 zoo: build data
 	bench/zoo/run.sh $(MLBUILD) $(IMDATA) $(ZOO_DIR) $(ZOO_MODELS)
+
+# zoo-train fine-tunes make zoo's imports from their weights on the
+# scikit-image face crops (train --init --reinit of a new 2-class head;
+# bench/zoo/train.sh; ZOO_MODELS picks some, EPOCHS the epochs).
+zoo-train: zoo
+	bench/zoo/train.sh $(MLBUILD) $(ZOO_DIR) $(IMDATA) $(ZOO_MODELS)
 
 # bench-zoo times the CPU inference of `make zoo`'s programs against
 # PyTorch's (bench/zoo/bench.sh; THREADS, ITERS; ZOO_MODELS picks some).
