@@ -272,6 +272,9 @@ func selftestCmd(m Model, args []string, w io.Writer) error {
 		return err
 	}
 	rows := m.SelfTest()
+	if tm, ok := m.(TokenModel); ok {
+		rows = append(rows, KVCacheCheck(m, tm))
+	}
 	tw := newColumns(w, false)
 	fmt.Fprintln(tw, "check\tresult\tmax error\ttolerance")
 	failed := 0
