@@ -32,7 +32,7 @@ type Decode struct {
 	// steps (KAttendCached) read the earlier positions' keys and values
 	// from cache buffers. Forward[:Tail] run for every new position
 	// (they feed a cache or the tail); Forward[Tail:] compute the output
-	// of the last position alone. Plan.Output is the logits row [1,V].
+	// of the last position alone. Plan.Output is the logits row ([1,1,V]).
 	Plan *Plan
 	Tail int
 	// Context is T, the most positions; Caches lists the cache buffers.
