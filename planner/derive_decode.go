@@ -68,7 +68,7 @@ func DeriveDecode(p *Plan) (*Decode, error) {
 		return nil, fmt.Errorf("the input %v is not [1,T]", in)
 	}
 	d := &decoder{p: p, T: in[1], rows: map[BufID]BufID{}, producer: map[BufID]int{}, readers: map[BufID][]int{}}
-	d.q = &Plan{Model: p.Model, Batch: 1, Fusion: p.Fusion, Precision: p.Precision, Labels: NoBuf, Loss: NoBuf, Params: p.Params}
+	d.q = &Plan{Model: p.Model, Batch: 1, Fusion: p.Fusion, Precision: p.Precision, Labels: NoBuf, Loss: NoBuf}
 	for i, s := range p.Forward {
 		for _, o := range s.Out {
 			if o != NoBuf {
@@ -87,6 +87,16 @@ func DeriveDecode(p *Plan) (*Decode, error) {
 		if b.Arena == "state" {
 			d.rows[b.ID] = d.add(b)
 		}
+	}
+	for _, b := range d.q.Buffers {
+		if b.AliasOf != NoBuf {
+			d.q.Buffers[b.ID].AliasOf = d.rows[b.AliasOf]
+		}
+	}
+	d.q.Params = nil
+	for _, pr := range p.Params {
+		pr.Buf, pr.Grad, pr.State = d.rows[pr.Buf], NoBuf, nil
+		d.q.Params = append(d.q.Params, pr)
 	}
 	skip := make([]bool, len(p.Forward))
 	tail := -1

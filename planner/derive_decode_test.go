@@ -32,6 +32,14 @@ func TestDeriveDecodeGPT(t *testing.T) {
 			t.Errorf("cache %s is %v, want [32 2 16]", q.Buffers[c].Name, s)
 		}
 	}
+	if len(q.Params) != len(p.Params) {
+		t.Errorf("%d params, want the full plan's %d", len(q.Params), len(p.Params))
+	}
+	for _, pr := range q.Params {
+		if b := q.Buffers[pr.Buf]; b.Name != pr.Name || b.Arena != "state" {
+			t.Errorf("param %s's buffer is %s in the %s arena", pr.Name, b.Name, b.Arena)
+		}
+	}
 	kinds := map[Kernel]int{}
 	for i, s := range q.Forward {
 		kinds[s.Kernel]++
