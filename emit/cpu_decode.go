@@ -79,6 +79,9 @@ func (g *generator) renderDecode(o *planView) error {
 	if err := g.renderPhase(last, "Forward", dec.Plan.Forward[dec.Tail:], false); err != nil {
 		return err
 	}
+	g.p("// KVCacheCheck is selftest's comparison of NextLogits with Infer.")
+	g.p("func (m model) KVCacheCheck() app.SelfTestRow { return app.KVCacheCheck(m, m) }")
+	g.p("")
 	g.p("func (model) Context() int { return %d }", dec.Context)
 	g.p("")
 	g.p("// NextLogits computes the positions of ctx past those the caches hold")
