@@ -43,7 +43,7 @@ FUZZ_TEXT        ?= $(or $(FUZZTIME),15000x)
 FUZZTIME_SPEC    ?= $(or $(FUZZTIME),2000x)
 export CGO_ENABLED ?= 0
 
-.PHONY: all build test unit fuzz fuzz-long demo deps data data-text bench bench-sgemm bench-models bench-mnist bench-fusion compare-sklearn zoo zoo-train bench-zoo bench-gpt cuda-check cuda-bundle bf16-bundle test-arm64 clean FORCE
+.PHONY: all build test unit fuzz fuzz-long demo deps data data-text bench bench-sgemm bench-models bench-mnist bench-fusion bench-generate compare-sklearn zoo zoo-train bench-zoo bench-gpt cuda-check cuda-bundle bf16-bundle test-arm64 clean FORCE
 
 all: build
 
@@ -176,6 +176,12 @@ bench-fusion:
 
 bench-sgemm:
 	bench/sgemm.sh
+
+# bench-generate: generate's tokens/s of models/gpt.cue's CPU program with
+# its KV cache and without, and a PyTorch KV-cache twin (bench/generate.sh;
+# GEN_THREADS, GEN_TOKENS).
+bench-generate:
+	MLBUILD_TEXT_DIR=$(TXDATA) bench/generate.sh
 
 bench-models: data
 	bench/models.sh

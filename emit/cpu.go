@@ -85,6 +85,9 @@ func (g *generator) render() error {
 		return err
 	}
 	g.renderModel(t, e, o)
+	if err := g.renderDecode(o); err != nil {
+		return err
+	}
 	g.renderMeta()
 	body = g.buf
 	g.buf = saved
@@ -560,6 +563,10 @@ func (g *generator) kernelCall(st planner.Step, in, out []operand, training bool
 		return g.huberCall(st, in, out, c)
 	case planner.KEmbedding, planner.KEmbeddingBwd:
 		return g.embeddingCall(st, in, out)
+	case planner.KDecodeEmbedding:
+		return g.decodeEmbeddingCall(st, in, out)
+	case planner.KAttendCached:
+		return g.attendCachedCall(st, in, out)
 	case planner.KAccumulate:
 		return g.accumulateCall(st, in, out)
 	case planner.KSGD:

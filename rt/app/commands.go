@@ -283,6 +283,9 @@ func selftestCmd(m Model, args []string, w io.Writer) error {
 		return err
 	}
 	rows := m.SelfTest()
+	if c, ok := m.(interface{ KVCacheCheck() SelfTestRow }); ok {
+		rows = append(rows, c.KVCacheCheck()) // a method, so that programs without a cache do not link the check
+	}
 	tw := newColumns(w, false)
 	fmt.Fprintln(tw, "check\tresult\tmax error\ttolerance")
 	failed := 0

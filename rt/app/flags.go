@@ -83,7 +83,9 @@ drawn: the --top-k most likely tokens (0: all), their logits divided by
 --temperature (0: always the most likely token). --seed makes the text
 repeatable. The prompt's characters must all be in the vocabulary that
 training stored with the weights; the model reads at most its context
-length of the last tokens.`,
+length of the last tokens. Where the program has a KV cache (--kv-cache
+below says whether), a token costs one position's work; once the text
+passes the context, the window slides and each token recomputes it.`,
 		examples: `generate --weights NAME.safetensors --prompt "Call me" --tokens 500
 generate --weights NAME.safetensors --prompt "Call me" --temperature 0`},
 	{name: "bench", summary: "forward latency and throughput, and training-step time",

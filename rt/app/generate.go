@@ -136,6 +136,12 @@ func generateCmd(m Model, args []string, stdout, stderr io.Writer) error {
 	temperature := flags.Float64("temperature", 0.8, "divide the logits by `T` before the softmax; 0 takes the most likely token")
 	topK := flags.Int("top-k", 200, "draw from the `K` most likely tokens; 0 draws from all")
 	seed := flags.Uint64("seed", 1, "the random seed `N` of the draws")
+	_, cached := m.(TokenModel)
+	kvUsage := "keep each position's keys and values, so a token costs one position's work; false runs the whole forward pass a token"
+	if !cached {
+		kvUsage = "(this model has no KV cache: its program did not recognise the model's attention, see the comment in its main.go; every token runs the whole forward pass)"
+	}
+	kvCache := flags.Bool("kv-cache", cached, kvUsage)
 	if err := noOperands(flags, args, stdout); err != nil {
 		return err
 	}
@@ -151,6 +157,9 @@ func generateCmd(m Model, args []string, stdout, stderr io.Writer) error {
 		return usageError{fmt.Sprintf("--top-k %d: want 0 (all) or more", *topK)}
 	}
 	tm, ok := m.(TokenModel)
+	if !*kvCache {
+		ok = false
+	}
 	if !ok {
 		o := meta.OutputShape
 		if len(o) != 2 || o[0] != meta.inputSize() {
@@ -198,6 +207,51 @@ func (c *causalWindow) NextLogits(ctx []int32, _ int) []float32 {
 	out := c.m.Infer(true)
 	p := len(ctx) - 1
 	return out[p*c.V : (p+1)*c.V]
+}
+
+// KVCacheCheck is the selftest row of a model with a KV cache (a
+// TokenModel): from weights drawn with a fixed seed, it feeds T+2 seeded
+// random ids one at a time, as generate does (the window slides twice at
+// the end, and keep is 0 then), and compares the logits of NextLogits at
+// several lengths with those of the batch-1 forward pass over the same
+// window.
+func KVCacheCheck(m Model, tm TokenModel) SelfTestRow {
+	row := SelfTestRow{Name: "KV cache against the full forward pass", Tol: 1e-4}
+	meta := m.Meta()
+	V, T := meta.Vocab, tm.Context()
+	if V <= 0 {
+		V = meta.vocabCapacity()
+	}
+	initParams(m, 3)
+	rng := rand.New(rand.NewPCG(7, 7))
+	var ids []int32
+	prev := 0
+	full := &causalWindow{m: m, T: T, V: meta.vocabCapacity()}
+	for n := 1; n <= T+2; n++ {
+		ids = append(ids, int32(rng.IntN(V)))
+		ctx, keep := ids, prev
+		if len(ids) > T {
+			ctx, keep = ids[len(ids)-T:], 0
+		}
+		got := append([]float32(nil), tm.NextLogits(ctx, keep)...)
+		prev = len(ctx)
+		if n > 3 && n < T-1 && n != T/2 {
+			continue // the full pass is T positions' work: compare at a few lengths
+		}
+		want := full.NextLogits(ctx, 0)
+		if len(got) < len(want) {
+			row.Err = fmt.Errorf("%d logits from the cache, %d from the full pass", len(got), len(want))
+			return row
+		}
+		for i, w := range want {
+			d := math.Abs(float64(got[i] - w))
+			if math.IsNaN(d) {
+				d = math.Inf(1) // a NaN stays a failure
+			}
+			row.MaxError = max(row.MaxError, d)
+		}
+	}
+	return row
 }
 
 func quoteShort(s string) string {

@@ -1,0 +1,104 @@
+package emit
+
+import (
+	"fmt"
+
+	"github.com/mlbuild/mlbuild/planner"
+)
+
+// The CPU program's KV-cache decode (planner.DeriveDecode): its kernels'
+// calls (kernelCall dispatches to them) and the methods that make the
+// model an app.TokenModel, so that generate costs one position's work a
+// token.
+
+// decodeEmbeddingCall gathers the new position's token row (checked
+// against the vocabulary) plus its position's row of the table.
+func (g *generator) decodeEmbeddingCall(st planner.Step, in, out []operand) (string, error) {
+	w := in[1].buf.Shape
+	pos := "nil"
+	if in[2].param != "" {
+		pos = fmt.Sprintf("%s[dPos*%d:(dPos+1)*%d]", in[2].param, w[1], w[1])
+	}
+	return fmt.Sprintf("cpu.EmbeddingFwd(%s, %s, %s, %s, %s, 1, 1, %d, %d)", quote(st.Layer), in[0].slice(), in[1].slice(), pos, out[0].slice(), w[0], w[1]), nil
+}
+
+// attendCachedCall appends the new position's key and value to the
+// layer's caches and attends over the positions up to it.
+func (g *generator) attendCachedCall(st planner.Step, in, out []operand) (string, error) {
+	s := in[0].buf.Shape // [1,1,H,hd]
+	return fmt.Sprintf("cpu.AttendCached(%s, %s, %s, %s, %s, %s, dScores[:], dPos, %d, %d, %s)", in[0].slice(), in[1].slice(), in[2].slice(),
+		out[0].slice(), out[1].slice(), out[2].slice(), s[2], s[3], float(st.Attr.Alpha)), nil
+}
+
+// renderDecode writes the decode plan of the batch-1 inference plan, when
+// planner.DeriveDecode recognises the model, as the model's Context and
+// NextLogits; otherwise a comment with the reason, and the program's
+// generate runs the full forward pass a token.
+func (g *generator) renderDecode(o *planView) error {
+	dec, err := planner.DeriveDecode(o.plan)
+	if err != nil {
+		if tokenVocab(o.plan) > 0 {
+			g.p("// No KV cache: generate runs the whole forward pass a token (%s).", comment(err.Error()))
+			g.p("")
+		}
+		return nil
+	}
+	d := &planView{prefix: "d", plan: dec.Plan}
+	if err := g.declareBuffers(d, false); err != nil {
+		return err
+	}
+	g.p("// The KV-cache decode: dWork holds its rows and caches; dPos is the")
+	g.p("// position the steps compute, dCached how many leading positions")
+	g.p("// the caches hold.")
+	g.p("const dWorkSize = %d", dec.Plan.WorkSize)
+	g.p("")
+	g.p("var (")
+	g.p("dWork []float32")
+	g.p("dPos, dCached int")
+	g.p("dScores [%d]float32", dec.Context)
+	g.p(")")
+	g.p("")
+	g.p("// useDecode makes the decode arena on its first call and points the")
+	g.p("// decode plan's buffers into it.")
+	g.p("func useDecode() {")
+	g.p("if dWork != nil {")
+	g.p("return")
+	g.p("}")
+	g.p(`app.Allocate(&meta, "generation", 1, app.Arena{Name: "state", Size: stateSize, Data: &state}, app.Arena{Name: "generation work", Size: dWorkSize, Data: &dWork})`)
+	g.p("viewState()")
+	for _, s := range d.views {
+		g.p("%s", s)
+	}
+	g.p("dCached = 0")
+	g.p("}")
+	g.p("")
+	if err := g.renderPhase(d, "Forward", dec.Plan.Forward[:dec.Tail], false); err != nil {
+		return err
+	}
+	last := &planView{prefix: "dl", plan: dec.Plan, vars: d.vars}
+	if err := g.renderPhase(last, "Forward", dec.Plan.Forward[dec.Tail:], false); err != nil {
+		return err
+	}
+	g.p("// KVCacheCheck is selftest's comparison of NextLogits with Infer.")
+	g.p("func (m model) KVCacheCheck() app.SelfTestRow { return app.KVCacheCheck(m, m) }")
+	g.p("")
+	g.p("func (model) Context() int { return %d }", dec.Context)
+	g.p("")
+	g.p("// NextLogits computes the positions of ctx past those the caches hold")
+	g.p("// (keep, at most), each with one position's work, and returns the")
+	g.p("// logits of the last.")
+	g.p("func (model) NextLogits(ctx []int32, keep int) []float32 {")
+	g.p("useDecode()")
+	g.p("from := min(keep, dCached, len(ctx)-1)")
+	g.p("for p := from; p < len(ctx); p++ {")
+	g.p("dPos = p")
+	g.p("%s[0] = float32(ctx[p])", d.vars[dec.Plan.Input])
+	g.p("dForward()")
+	g.p("}")
+	g.p("dCached = len(ctx)")
+	g.p("dlForward()")
+	g.p("return %s[:]", d.vars[dec.Plan.Output])
+	g.p("}")
+	g.p("")
+	return nil
+}

@@ -1,0 +1,99 @@
+package planner
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/mlbuild/mlbuild/spec"
+)
+
+// TestDeriveDecodeGPT: the small GPT's batch-1 plan becomes a plan of
+// rows: one attend_cached per block (its matmuls, scale, softmax and
+// transposes gone) with a key and a value cache [T,H,hd] each, the
+// embedding reading the new position, every other step on [1,1,...] or
+// [1,...] rows, and the tail (after the last attention) ending in the
+// logits row [1,1,V].
+func TestDeriveDecodeGPT(t *testing.T) {
+	m, err := spec.Load("../testdata/text/gpt_moby.cue")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := mustBuild(t, m, Options{Batch: 1, Fusion: true, Target: CPU})
+	d, err := DeriveDecode(p)
+	if err != nil {
+		t.Fatalf("DeriveDecode: %v", err)
+	}
+	q := d.Plan
+	if d.Context != 32 || len(d.Caches) != 4 {
+		t.Errorf("context %d, %d caches; want 32 and 4 (k and v of 2 blocks)", d.Context, len(d.Caches))
+	}
+	for _, c := range d.Caches {
+		if s := q.Buffers[c].Shape; len(s) != 3 || s[0] != 32 || s[1] != 2 || s[2] != 16 {
+			t.Errorf("cache %s is %v, want [32 2 16]", q.Buffers[c].Name, s)
+		}
+	}
+	if len(q.Params) != len(p.Params) {
+		t.Errorf("%d params, want the full plan's %d", len(q.Params), len(p.Params))
+	}
+	for _, pr := range q.Params {
+		if b := q.Buffers[pr.Buf]; b.Name != pr.Name || b.Arena != "state" {
+			t.Errorf("param %s's buffer is %s in the %s arena", pr.Name, b.Name, b.Arena)
+		}
+	}
+	kinds := map[Kernel]int{}
+	for i, s := range q.Forward {
+		kinds[s.Kernel]++
+		for _, b := range append(append([]BufID(nil), s.In...), s.Out...) {
+			if b == NoBuf {
+				continue
+			}
+			buf := q.Buffers[b]
+			if buf.Arena == "state" || s.Kernel == KAttendCached && (b == s.Out[1] || b == s.Out[2]) {
+				continue
+			}
+			if buf.Size > 4*32 {
+				t.Errorf("step %d (%s, %s): %s %v is not one position's row", i, s.Kernel, s.Layer, buf.Name, buf.Shape)
+			}
+		}
+	}
+	for k, n := range map[Kernel]int{KDecodeEmbedding: 1, KAttendCached: 2, KMatMul: 0, KTranspose: 0, KSoftmax: 0, KGemm: 13, KLayerNorm: 5} {
+		if kinds[k] != n {
+			t.Errorf("%d %s steps, want %d (%v)", kinds[k], k, n, kinds)
+		}
+	}
+	if q.Forward[d.Tail-1].Kernel != KAttendCached || q.Forward[len(q.Forward)-1].Layer != "lm_head" {
+		t.Errorf("tail starts at %d after %s and ends with %s; want it after the last attention and ending with lm_head",
+			d.Tail, q.Forward[d.Tail-1].Kernel, q.Forward[len(q.Forward)-1].Layer)
+	}
+	if s := q.Buffers[q.Output].Shape; len(s) != 3 || s[1] != 1 || s[2] != 89 {
+		t.Errorf("output %v, want [1 1 89]", s)
+	}
+	for _, st := range q.Forward {
+		if st.Kernel == KAttendCached && st.Attr.Alpha != 0.25 {
+			t.Errorf("%s scale %v, want 1/√16", st.Layer, st.Attr.Alpha)
+		}
+	}
+}
+
+// TestDeriveDecodeRefuses: models the pass does not recognise get an
+// error that says why, and a training plan none at all.
+func TestDeriveDecodeRefuses(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		m    *spec.Model
+		want string
+	}{
+		{"images", mlp(), "not a token sequence"},
+		// one head written without the [T,H,hd] views: q·kᵀ of 2-D operands
+		{"2-D attention", tokens(), "not a transpose"},
+	} {
+		p := mustBuild(t, c.m, Options{Batch: 1, Fusion: true, Target: CPU})
+		if _, err := DeriveDecode(p); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: DeriveDecode error %v, want one saying %q", c.name, err, c.want)
+		}
+	}
+	p := mustBuild(t, tokens(), Options{Batch: 1, Training: true, Fusion: true, Target: CPU})
+	if _, err := DeriveDecode(p); err == nil {
+		t.Errorf("a training plan: no error")
+	}
+}
