@@ -284,7 +284,7 @@ func (d *decoder) sole(b BufID) (int, bool) {
 // returns that view and the transpose's index.
 func (d *decoder) headSplit(b BufID, perm []int) (BufID, int, error) {
 	j, ok := d.producer[d.root(b)]
-	if !ok || d.p.Forward[j].Kernel != KTranspose || !equalInts(d.p.Forward[j].Attr.Perm, perm) {
+	if !ok || d.p.Forward[j].Kernel != KTranspose || !equalShapes(d.p.Forward[j].Attr.Perm, perm) {
 		return NoBuf, 0, fmt.Errorf("%s is not a transpose %v of the heads", d.p.Buffers[b].Name, perm)
 	}
 	v := d.p.Forward[j].In[0]
@@ -358,7 +358,7 @@ func (d *decoder) attention(i int, s Step, skip []bool, tail *int) error {
 	if j, st, err = next(st.Out[0]); err != nil {
 		return err
 	}
-	if st.Kernel != KTranspose || !equalInts(st.Attr.Perm, []int{0, 2, 1, 3}) {
+	if st.Kernel != KTranspose || !equalShapes(st.Attr.Perm, []int{0, 2, 1, 3}) {
 		return fmt.Errorf("the heads are not merged back by a transpose")
 	}
 	used = append(used, j)
@@ -366,7 +366,7 @@ func (d *decoder) attention(i int, s Step, skip []bool, tail *int) error {
 		return fmt.Errorf("the scale is NaN")
 	}
 	shape := d.p.Buffers[q].Shape
-	if !equalInts(d.p.Buffers[k].Shape, shape) || !equalInts(d.p.Buffers[v].Shape, shape) {
+	if !equalShapes(d.p.Buffers[k].Shape, shape) || !equalShapes(d.p.Buffers[v].Shape, shape) {
 		return fmt.Errorf("q, k and v differ in shape")
 	}
 	in, err := d.operands([]BufID{q, k, v})
@@ -390,16 +390,4 @@ func (d *decoder) attention(i int, s Step, skip []bool, tail *int) error {
 		skip[u] = true
 	}
 	return nil
-}
-
-func equalInts(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -44,7 +45,7 @@ func (b *bigram) NextLogits(ctx []int32, keep int) []float32 {
 	if len(ctx) < 1 || len(ctx) > b.T {
 		b.t.Fatalf("context of %d ids, want 1 to %d", len(ctx), b.T)
 	}
-	if keep > len(b.last) || keep > len(ctx) || !slicesEqual(ctx[:keep], b.last[:keep]) {
+	if keep > len(b.last) || keep > len(ctx) || !slices.Equal(ctx[:keep], b.last[:keep]) {
 		b.t.Fatalf("keep %d, but the context %v does not start with the last call's %v", keep, ctx, b.last)
 	}
 	b.last = append(b.last[:0], ctx...)
@@ -57,18 +58,6 @@ func (b *bigram) NextLogits(ctx []int32, keep int) []float32 {
 		b.logits[i] = float32(math.Log((c + 0.1) / sum))
 	}
 	return b.logits
-}
-
-func slicesEqual(a, b []int32) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // textFixture is the vocabulary and a bigram model of Moby-Dick when
