@@ -123,7 +123,7 @@ func startWeights(m Model, o *trainOptions) (string, *safetensors.File, error) {
 			return "", nil, err
 		}
 		initParams(m, o.seed)
-		if err := copyWeightsExcept(m, f, fresh); err != nil {
+		if err := copyWeightsExcept(m, f, false, fresh); err != nil {
 			return "", nil, fmt.Errorf("--init: %v", err)
 		}
 		return fmt.Sprintf("starting from the weights in %s with a fresh optimizer state, layers %s from the seed's initialisation (--seed %d)", initName(from, e), o.reinit, o.seed), f, nil
@@ -223,40 +223,6 @@ func reinitLayers(meta *Meta, list string) (map[string]bool, error) {
 		fresh[l] = true
 	}
 	return fresh, nil
-}
-
-// copyWeightsExcept is copyWeights for the params outside the fresh
-// layers; the file's tensors of those layers may have any shape (a head
-// for another number of classes) or be missing.
-func copyWeightsExcept(m Model, f *safetensors.File, fresh map[string]bool) error {
-	meta := m.Meta()
-	var want []safetensors.Spec
-	for _, p := range meta.Params {
-		if !fresh[layerOf(p.Name)] {
-			want = append(want, safetensors.Spec{Name: p.Name, Shape: p.Shape})
-		}
-	}
-	for _, t := range f.Tensors { // the fresh layers' tensors in the file are not read
-		if fresh[layerOf(t.Name)] {
-			want = append(want, safetensors.Spec{Name: t.Name, Shape: t.Shape})
-		}
-	}
-	if err := safetensors.CheckShapes(f, want); err != nil {
-		return fmt.Errorf("%s does not hold weights of model %s: %v", f.Path, meta.Name, err)
-	}
-	if err := f.CheckFinite(); err != nil {
-		return err
-	}
-	state := m.State()
-	for _, p := range meta.Params {
-		if fresh[layerOf(p.Name)] {
-			continue
-		}
-		if err := f.CopyInto(p.Name, state[p.Offset:p.Offset+p.Size]); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // mismatchedLayers lists the layers whose params f holds with another

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 	"unsafe"
 
 	"github.com/mlbuild/mlbuild/rt/cpu"
@@ -135,9 +136,27 @@ func loadInto(m Model, path string, withOptimizer bool) (*safetensors.File, erro
 // shape, and copies them into the state arena; f.Path names it in
 // messages.
 func copyWeights(m Model, f *safetensors.File, withOptimizer bool) error {
+	return copyWeightsExcept(m, f, withOptimizer, nil)
+}
+
+// copyWeightsExcept is copyWeights leaving alone the params of the fresh
+// layers (train --reinit; nil: none), whose tensors in the file may have
+// any shape (a head for another number of classes) or be missing.
+func copyWeightsExcept(m Model, f *safetensors.File, withOptimizer bool, fresh map[string]bool) error {
 	// A checkpoint also holds the optimizer state: check it whole, then
 	// take only what was asked for.
-	if err := safetensors.CheckShapes(f, expected(m, withOptimizer || isCheckpoint(f))); err != nil {
+	var want []safetensors.Spec
+	for _, s := range expected(m, withOptimizer || isCheckpoint(f)) {
+		if !inLayers(s.Name, fresh) {
+			want = append(want, s)
+		}
+	}
+	for _, t := range f.Tensors { // the fresh layers' tensors in the file are not read
+		if inLayers(t.Name, fresh) {
+			want = append(want, safetensors.Spec{Name: t.Name, Shape: t.Shape})
+		}
+	}
+	if err := safetensors.CheckShapes(f, want); err != nil {
 		return fmt.Errorf("%s does not hold weights of model %s: %v", f.Path, m.Meta().Name, err)
 	}
 	// A NaN or Inf weight (or optimizer moment) would make every output
@@ -149,7 +168,12 @@ func copyWeights(m Model, f *safetensors.File, withOptimizer bool) error {
 	// fresh arena is mostly page faults, which the kernel serves in
 	// parallel (46 MB of resnet18 weights are most of a one-sample
 	// predict's start-up).
-	ts := weightTensors(m, withOptimizer)
+	var ts []safetensors.Tensor
+	for _, t := range weightTensors(m, withOptimizer) {
+		if !inLayers(t.Name, fresh) {
+			ts = append(ts, t)
+		}
+	}
 	errs := make([]error, len(ts))
 	cpu.ParallelFor(len(ts), 1, func(lo, hi int) {
 		for i := lo; i < hi; i++ {
@@ -162,6 +186,17 @@ func copyWeights(m Model, f *safetensors.File, withOptimizer bool) error {
 		}
 	}
 	return nil
+}
+
+// inLayers reports whether the tensor called name (a param, or its
+// optimizer state: "fc.weight.adam_m") belongs to one of layers.
+func inLayers(name string, layers map[string]bool) bool {
+	for l := range layers {
+		if strings.HasPrefix(name, l+".") {
+			return true
+		}
+	}
+	return false
 }
 
 // isCheckpoint reports whether f was written by train as a checkpoint
