@@ -12,6 +12,7 @@ VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo de
 SKDATA    := data/sklearn
 IMDATA    := data/images
 TXDATA    := data/text
+FADATA    := data/fashion
 # Fuzz budgets are execution counts, not durations: with a duration, Go 1.26's
 # fuzz coordinator can fail a target at the deadline with "context deadline
 # exceeded" on a loaded machine (golang/go#75804, fixed in Go 1.27).
@@ -43,7 +44,7 @@ FUZZ_TEXT        ?= $(or $(FUZZTIME),15000x)
 FUZZTIME_SPEC    ?= $(or $(FUZZTIME),2000x)
 export CGO_ENABLED ?= 0
 
-.PHONY: all build test unit fuzz fuzz-long demo deps data data-text bench bench-sgemm bench-models bench-mnist bench-fusion bench-generate compare-sklearn zoo zoo-train bench-zoo bench-gpt cuda-check cuda-bundle bf16-bundle test-arm64 clean FORCE
+.PHONY: all build test unit fuzz fuzz-long demo deps data data-text data-fashion bench bench-sgemm bench-models bench-mnist bench-fusion bench-generate compare-sklearn zoo zoo-train bench-zoo bench-gpt cuda-check cuda-bundle bf16-bundle test-arm64 clean FORCE
 
 all: build
 
@@ -66,7 +67,7 @@ deps:
 # python3-skimage and python3-sklearn, and checks their md5 sums; then it
 # writes the examples' image folder and npz archive derived from them;
 # then data-text.
-data: data-text
+data: data-text data-fashion
 	@scripts/fetch-mnist.sh $(DATA)
 	@scripts/fetch-sklearn-data.sh $(SKDATA)
 	@GO=$(GO) scripts/fetch-image-data.sh $(IMDATA) $(SKDATA)
@@ -78,6 +79,12 @@ data: data-text
 data-text:
 	@scripts/fetch-moby-dick.sh $(TXDATA)
 
+# data-fashion installs Debian's dataset-fashion-mnist when it is missing
+# (apt-get, with sudo when not root) and gunzips its four IDX files into
+# $(FADATA), checking their md5 sums: the data of make zoo-train.
+data-fashion:
+	@scripts/fetch-fashion.sh $(FADATA)
+
 # test is what CI runs: vet, every package's tests (the smoke training run
 # reads the MNIST files, the CSV and regression tests the scikit-learn
 # ones), then each fuzz target for FUZZTIME.
@@ -85,7 +92,7 @@ test: deps data unit fuzz
 
 unit:
 	$(GO) vet ./...
-	MLBUILD_MNIST_DIR=$(CURDIR)/$(DATA) MLBUILD_SKLEARN_DIR=$(CURDIR)/$(SKDATA) MLBUILD_IMAGES_DIR=$(CURDIR)/$(IMDATA) MLBUILD_TEXT_DIR=$(CURDIR)/$(TXDATA) $(GO) test -count=1 -timeout 40m ./...
+	MLBUILD_MNIST_DIR=$(CURDIR)/$(DATA) MLBUILD_SKLEARN_DIR=$(CURDIR)/$(SKDATA) MLBUILD_IMAGES_DIR=$(CURDIR)/$(IMDATA) MLBUILD_TEXT_DIR=$(CURDIR)/$(TXDATA) MLBUILD_FASHION_DIR=$(CURDIR)/$(FADATA) $(GO) test -count=1 -timeout 40m ./...
 
 fuzz:
 	$(GO) test ./rt/idx -run '^$$' -fuzz '^FuzzIDX$$' -fuzztime $(FUZZ_IDX)
