@@ -197,12 +197,22 @@ func (g *mainFile) renderMeta() {
 // renderDataSpec writes the dataset block of a csv or npy spec (IDX file
 // names travel in Defaults, as before) and the task of any dataset.
 func (g *mainFile) renderDataSpec(ds spec.Dataset) {
-	if ds.Format == "" || (ds.Format == "idx" && ds.Task == "classification") {
+	idxPlain := !ds.Resize && !ds.Pad && ds.Normalize == nil
+	if ds.Format == "" || (ds.Format == "idx" && ds.Task == "classification" && idxPlain) {
 		return // the zero DataSpec means IDX and classification
 	}
 	g.p("Data: app.DataSpec{")
 	g.p("Format: %s, Task: %s,", quote(ds.Format), quote(ds.Task))
 	if ds.Format == "idx" {
+		if ds.Resize {
+			g.p("Resize: true,")
+		}
+		if ds.Pad {
+			g.p("Pad: true,")
+		}
+		if n := ds.Normalize; n != nil {
+			g.p("Normalize: true, NormalizeMean: %s, NormalizeStd: %s,", floats64(n.Mean), floats64(n.Std))
+		}
 		g.p("},")
 		return
 	}

@@ -201,10 +201,13 @@ type Dataset struct {
 		Features string `json:"features,omitempty"`
 		Labels   string `json:"labels,omitempty"`
 	} `json:"arrays,omitempty"`
-	// Resize resamples images of another size (imagefolder).
+	// Resize resamples images of another size (imagefolder, idx).
 	Resize bool `json:"resize,omitempty"`
-	// Normalize is the per-channel normalisation of images (imagefolder);
-	// nil for none.
+	// Pad places idx images in the centre of a zero image of imageShape's
+	// height and width.
+	Pad bool `json:"pad,omitempty"`
+	// Normalize is the per-channel normalisation of images (imagefolder,
+	// idx); nil for none.
 	Normalize *Normalize `json:"normalize,omitempty"`
 	// csv layout.
 	Header    bool     `json:"header,omitempty"`

@@ -10,6 +10,7 @@ import (
 
 	"github.com/mlbuild/mlbuild/rt/cpu"
 	"github.com/mlbuild/mlbuild/rt/idx"
+	"github.com/mlbuild/mlbuild/rt/imageio"
 )
 
 // source is one data format's samples, read by index: fill writes the
@@ -75,12 +76,92 @@ type idxSource struct {
 	images  *idx.Images
 	labels  *idx.Labels
 	classes int
+	fit     *idxFit // nil: the images are the model's input as they are
 }
 
 func (s *idxSource) fill(x, y []float32, indices []int) error {
-	s.images.Batch(x, indices)
+	if s.fit == nil {
+		s.images.Batch(x, indices)
+	} else {
+		s.fit.batch(x, s.images, indices)
+	}
 	s.labels.OneHot(y, indices, s.classes)
 	return nil
+}
+
+// idxFit converts IDX images (grey, rows×cols) to the model's input
+// [channels, h, w], one batch at a time: resampled (resize) or centred in
+// zeros (pad), copied to every channel, then normalised per channel.
+type idxFit struct {
+	channels, h, w int
+	pad            bool
+	mean, std      []float32 // per channel; nil: no normalisation
+}
+
+// newIDXFit is the conversion the spec asks for from rows×cols images, or
+// an error naming path when they do not fit the model's input.
+func newIDXFit(meta *Meta, path string, rows, cols int) (*idxFit, error) {
+	d := &meta.Data
+	if !d.Resize && !d.Pad && !d.Normalize {
+		return nil, nil
+	}
+	c := meta.channels()
+	h, w := inputHW(meta)
+	if c*h*w != meta.inputSize() {
+		return nil, fmt.Errorf("%s: the model's input %s is not [channels, height, width]: resize, pad and normalize need one", path, joinShape(meta.InputShape))
+	}
+	if !d.Resize && !d.Pad && (rows != h || cols != w) {
+		return nil, fmt.Errorf("%s: images are %d×%d but the model's input is %s; set resize or pad in the dataset to convert them", path, rows, cols, joinShape(meta.InputShape))
+	}
+	if d.Pad && (rows > h || cols > w) {
+		return nil, fmt.Errorf("%s: images are %d×%d, larger than the model's input %s: pad only enlarges; use resize", path, rows, cols, joinShape(meta.InputShape))
+	}
+	f := &idxFit{channels: c, h: h, w: w, pad: d.Pad}
+	if d.Normalize {
+		if len(d.NormalizeMean) != c || len(d.NormalizeStd) != c {
+			return nil, fmt.Errorf("%s: normalize gives %d mean(s) and %d deviation(s) for %d channel(s)", path, len(d.NormalizeMean), len(d.NormalizeStd), c)
+		}
+		f.mean, f.std = float32s(d.NormalizeMean), float32s(d.NormalizeStd)
+	}
+	return f, nil
+}
+
+// batch writes the images at indices, converted, into x.
+func (f *idxFit) batch(x []float32, im *idx.Images, indices []int) {
+	plane := f.h * f.w
+	n := f.channels * plane
+	grey := make([]float32, im.Rows*im.Cols)
+	for b, i := range indices {
+		for j, v := range im.Image(i) {
+			grey[j] = float32(v) / 255
+		}
+		out := x[b*n : (b+1)*n]
+		first := out[:plane]
+		switch {
+		case f.pad:
+			clear(first)
+			top, left := (f.h-im.Rows)/2, (f.w-im.Cols)/2
+			for r := range im.Rows {
+				copy(first[(top+r)*f.w+left:], grey[r*im.Cols:(r+1)*im.Cols])
+			}
+		case im.Rows != f.h || im.Cols != f.w:
+			copy(first, imageio.Resize(grey, im.Rows, im.Cols, f.h, f.w))
+		default:
+			copy(first, grey)
+		}
+		for c := 1; c < f.channels; c++ {
+			copy(out[c*plane:(c+1)*plane], first)
+		}
+		if f.mean != nil {
+			for c := range f.channels {
+				m, s := f.mean[c], f.std[c]
+				p := out[c*plane : (c+1)*plane]
+				for k, v := range p {
+					p[k] = (v - m) / s
+				}
+			}
+		}
+	}
 }
 
 func (s *idxSource) close() {
@@ -99,7 +180,8 @@ func openPair(meta *Meta, imagesPath, labelsPath string) (*dataset, error) {
 	if err != nil {
 		return nil, err
 	}
-	ds := &dataset{src: &idxSource{im, lb, meta.Classes}, n: im.N, features: im.Rows * im.Cols, width: meta.Classes, images: im, labels: lb}
+	src := &idxSource{images: im, labels: lb, classes: meta.Classes}
+	ds := &dataset{src: src, n: im.N, features: im.Rows * im.Cols, width: meta.Classes, images: im, labels: lb}
 	fail := func(err error) (*dataset, error) {
 		ds.close()
 		return nil, err
@@ -108,6 +190,13 @@ func openPair(meta *Meta, imagesPath, labelsPath string) (*dataset, error) {
 		return fail(err)
 	}
 	want := meta.inputSize()
+	if src.fit, err = newIDXFit(meta, imagesPath, im.Rows, im.Cols); err != nil {
+		return fail(err)
+	}
+	if src.fit != nil {
+		ds.features = want
+		return ds, nil
+	}
 	if im.Rows*im.Cols != want {
 		return fail(fmt.Errorf("%s: images are %d×%d (%d values) but the model's input is %s (%d values)",
 			imagesPath, im.Rows, im.Cols, im.Rows*im.Cols, joinShape(meta.InputShape), want))

@@ -26,7 +26,8 @@ type DataSpec struct {
 	Delimiter          string
 	Label, Drop        []Column
 	ClassNames         []string
-	Resize             bool // imagefolder: resample images of another size
+	Resize             bool // imagefolder, idx: resample images of another size
+	Pad                bool // idx: centre images in zeros of the input's size
 	// Normalize maps each image channel c to (v - mean[c]) / std[c], with
 	// the spec's values (NormalizeMean, NormalizeStd) or, when
 	// NormalizeFit, those of the training split; what was applied is
