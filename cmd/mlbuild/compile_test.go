@@ -232,11 +232,12 @@ func TestCompileTrainEvalPredict(t *testing.T) {
 // embedded weights mapped as the state arena (raw system calls: the
 // syscall and os wrappers would add 20 KB), and a few pages of room for
 // another Go; 3,100,798 with the KV cache's selftest hook and gradient
-// clipping.
+// clipping, 3,108,990 with the IDX readers' resize, pad and normalize
+// (Fashion-MNIST at 32×32 for a ResNet).
 // Issue 16 asks for 2 MB; docs/architecture.md (Where the bytes go) says
 // where they go and why 2 MB is out of reach of this program's features. The budget
 // catches a reader or a heavy package slipping back into every program.
-const mnistBinaryBudget = 3_108_000
+const mnistBinaryBudget = 3_116_000
 
 // checkMNISTBinary checks the size of the program of models/mnist.cue and
 // what it links: the function names that a stripped Go binary keeps for
