@@ -45,9 +45,9 @@ class Block(nn.Module):
 
 
 class ResNet18(nn.Module):
-    def __init__(self, classes=10):
+    def __init__(self, classes=10, channels=3):
         super().__init__()
-        self.stem = nn.Conv2d(3, 64, 3, 1, 1, bias=False)
+        self.stem = nn.Conv2d(channels, 64, 3, 1, 1, bias=False)
         self.bn = nn.BatchNorm2d(64)
         blocks, cin = [], 64
         for c, s in [(64, 1), (128, 2), (256, 2), (512, 2)]:
