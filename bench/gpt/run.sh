@@ -42,7 +42,7 @@ print(val, 1000 * int(sys.argv[2]) / rate)
 PY
 )
 	tw=$("$py" "$here/torch_gpt.py" "$text/moby-dick.txt" --vocab 89 --context 32 --width 32 --heads 2 --layers 2 \
-		--dropout 0.1 --batch $batch --steps "$steps" --lr 3e-3 --beta2 0.99 --weight-decay 0.1 --clip 1.0 --threads $t)
+		--dropout 0.1 --tie --batch $batch --steps "$steps" --lr 3e-3 --beta2 0.99 --weight-decay 0.1 --clip 1.0 --threads $t)
 	read -r tv tms < <(echo "$tw" | python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["val_loss"], d["step_ms"])')
 	python3 -c "import sys; a,b,c,d=map(float,sys.argv[2:6]); print(f'| {sys.argv[1]} | {a:.4f} | {b:.4f} | {a-b:+.4f} | {c:.1f} | {d:.1f} | {c/d:.2f} |')" $t "$ml_val" "$tv" "$ml_ms" "$tms"
 done

@@ -190,6 +190,38 @@ func TestBenchAndGradCheckText(t *testing.T) {
 	}
 }
 
+// skewedLM is a bigramLM whose backward pass is wrong by a third: every
+// gradient it leaves in the state is scaled by 4/3.
+type skewedLM struct{ *bigramLM }
+
+func (m skewedLM) Gradients() float32 {
+	loss := m.bigramLM.Gradients()
+	state := m.State()
+	for _, p := range m.Meta().Params {
+		if p.Grad >= 0 {
+			for i := range state[p.Grad : p.Grad+p.Size] {
+				state[p.Grad+i] *= 4.0 / 3
+			}
+		}
+	}
+	return loss
+}
+
+// TestGradCheckFailsAWrongBackward: the gradient check, which measures a
+// probe again at a wider step when the first is off (rounding), still
+// fails a backward pass that is wrong at every step.
+func TestGradCheckFailsAWrongBackward(t *testing.T) {
+	rows := GradCheck(skewedLM{newBigramLM(4, 40, 2, "x.txt")})
+	if len(rows) == 0 {
+		t.Fatal("no gradient checked")
+	}
+	for _, r := range rows {
+		if !(r.MaxError > r.Tol) {
+			t.Errorf("%s: error %g within tolerance %g for gradients a third too large", r.Name, r.MaxError, r.Tol)
+		}
+	}
+}
+
 // plainLM is a bigramLM seen only as a Model: generate then runs it
 // through causalWindow, its inference plan, instead of its NextLogits.
 type plainLM struct{ Model }
