@@ -323,3 +323,44 @@ func TestUnaryBwdFromOutput(t *testing.T) {
 		}
 	}
 }
+
+// TestUnaryFloat32PathIsTheReference: UnaryFwd's float32 loops (chains of
+// ReLU, leaky ReLU, ReLU6 and constant adds and products) give the bits of
+// the float64 reference, rounded per op, on every input that matters:
+// zeros of both signs, infinities, NaN, values about the clamps and
+// random ones over many scales; in place as well.
+func TestUnaryFloat32PathIsTheReference(t *testing.T) {
+	xs := []float32{0, float32(math.Copysign(0, -1)), 6, -6, 5.9999995, 6.0000005, 1e-30, -1e-30,
+		float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN()), math.MaxFloat32, -math.MaxFloat32, math.SmallestNonzeroFloat32}
+	r := rand.New(rand.NewSource(5))
+	for len(xs) < 3*unaryBlock+17 { // blocks and a ragged end
+		xs = append(xs, float32(r.NormFloat64()*math.Pow(10, float64(r.Intn(12)-6))))
+	}
+	for _, chain := range [][]Unary{
+		{{Kind: UReLU}}, {{Kind: ULeakyReLU, Alpha: 0.01}}, {{Kind: ULeakyReLU, Alpha: -0.3}}, {{Kind: UReLU6}},
+		{{Kind: UAddConst, Alpha: 3}, {Kind: UReLU6}, {Kind: UMulConst, Alpha: 1.0 / 6}}, // hardsigmoid
+		{{Kind: UMulConst, Alpha: 0.1}, {Kind: UAddConst, Alpha: -1e-7}, {Kind: ULeakyReLU, Alpha: 0.2}, {Kind: UReLU}},
+	} {
+		if !allExactInFloat32(chain) {
+			t.Fatalf("%v: not on the float32 path", chain)
+		}
+		got := make([]float32, len(xs))
+		UnaryFwd(xs, got, chain)
+		inPlace := append([]float32(nil), xs...)
+		UnaryFwd(inPlace, inPlace, chain)
+		for i, x := range xs {
+			v := float64(x)
+			for _, u := range chain {
+				v = float64(float32(u.eval(v)))
+			}
+			want := float32(v)
+			same := func(g float32) bool {
+				return math.Float32bits(g) == math.Float32bits(want) || g == 0 && want == 0 || g != g && want != want
+			}
+			if !same(got[i]) || !same(inPlace[i]) {
+				t.Errorf("%v at x = %g: got %g (in place %g), the reference %g", chain, x, got[i], inPlace[i], want)
+				break
+			}
+		}
+	}
+}

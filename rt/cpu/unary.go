@@ -133,6 +133,21 @@ func UnaryFwd(x, y []float32, chain []Unary) {
 		})
 		return
 	}
+	if allExactInFloat32(chain) {
+		ParallelFor(n, 1<<14, func(lo, hi int) {
+			// One op at a time over a block that stays in the L1 cache:
+			// each pass is a loop without a switch in it.
+			for b := lo; b < hi; b += unaryBlock {
+				e := min(b+unaryBlock, hi)
+				src := x[b:e]
+				for _, u := range chain {
+					u.applyFloat32(src, y[b:e])
+					src = y[b:e]
+				}
+			}
+		})
+		return
+	}
 	ParallelFor(n, 1<<13, func(lo, hi int) {
 		for i := lo; i < hi; i++ {
 			v := float64(x[i])
@@ -142,6 +157,61 @@ func UnaryFwd(x, y []float32, chain []Unary) {
 			y[i] = float32(v)
 		}
 	})
+}
+
+// unaryBlock is how many elements UnaryFwd's float32 path takes through
+// every op of a chain before the next block: 8 KiB of float32.
+const unaryBlock = 2048
+
+// allExactInFloat32 reports whether every op of chain is one whose float32
+// arithmetic gives eval's result rounded to float32 bit for bit: a sum or
+// product of two float32 values computed in float64 and rounded once is the
+// correctly rounded float32 result, and a comparison or clamp rounds
+// nothing. (UReLU is the exception for one bit: max(−0, 0) is +0 where
+// eval keeps −0, which no later op or comparison can tell apart.)
+func allExactInFloat32(chain []Unary) bool {
+	for _, u := range chain {
+		switch u.Kind {
+		case UReLU, ULeakyReLU, UAddConst, UMulConst, UReLU6:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// applyFloat32 writes y = u(x) in float32 for the ops allExactInFloat32
+// takes; y may alias x.
+func (u Unary) applyFloat32(x, y []float32) {
+	y = y[:len(x)]
+	a := u.Alpha
+	switch u.Kind {
+	case UReLU:
+		for i, v := range x {
+			y[i] = max(v, 0)
+		}
+	case ULeakyReLU:
+		for i, v := range x {
+			if v < 0 {
+				v *= a
+			}
+			y[i] = v
+		}
+	case UAddConst:
+		for i, v := range x {
+			y[i] = v + a
+		}
+	case UMulConst:
+		for i, v := range x {
+			y[i] = v * a
+		}
+	case UReLU6:
+		for i, v := range x {
+			y[i] = min(max(v, 0), 6)
+		}
+	default:
+		panic("cpu: applyFloat32 of an op allExactInFloat32 does not take")
+	}
 }
 
 // UnaryBwd writes dx = dy·chain'(x), recomputing each element's
@@ -185,6 +255,18 @@ func UnaryBwd(x, dy, dx []float32, chain []Unary) {
 func UnaryBwdFromOutput(y, dy, dx []float32, u Unary) {
 	n := len(dx)
 	y, dy = y[:n], dy[:n]
+	if u.Kind == UReLU6 {
+		ParallelFor(n, 1<<14, func(lo, hi int) {
+			for i := lo; i < hi; i++ {
+				var d float32 // dy·0 keeps the reference's −0 and NaN
+				if v := y[i]; v > 0 && v < 6 {
+					d = 1
+				}
+				dx[i] = dy[i] * d
+			}
+		})
+		return
+	}
 	ParallelFor(n, 1<<13, func(lo, hi int) {
 		for i := lo; i < hi; i++ {
 			dx[i] = float32(float64(dy[i]) * u.derivFromOutput(float64(y[i])))
