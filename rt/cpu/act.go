@@ -28,6 +28,11 @@ type epilogueKernels struct {
 	reluBwd func(y, dy *float32, n int)
 	// sumRows writes dst[j] = Σ_r m[r·ld+j] for j < cols, in row order.
 	sumRows func(m, dst *float32, rows, cols, ld int)
+	// clamp writes y[i] = min(max(x[i], lo), hi), NaN kept, for i < n
+	// (for i < n − n mod clampTail when clampTail is not 0: the caller
+	// does the rest). y may alias x.
+	clamp     func(x, y *float32, n int, lo, hi float32)
+	clampTail int
 }
 
 // epilogue returns the epilogue kernels of the active GEMM path, or nil

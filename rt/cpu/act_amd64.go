@@ -15,8 +15,8 @@ func archEpilogue(path string) *epilogueKernels {
 }
 
 var (
-	epilogueAVX512 = &epilogueKernels{biasAct: biasActRowsAVX512, reluBwd: reluBwdAVX512, sumRows: sumRowsAVX512}
-	epilogueAVX2   = &epilogueKernels{biasAct: biasActRowsAVX2, reluBwd: reluBwdAVX2, sumRows: sumRowsAVX2}
+	epilogueAVX512 = &epilogueKernels{biasAct: biasActRowsAVX512, reluBwd: reluBwdAVX512, sumRows: sumRowsAVX512, clamp: clampAVX512, clampTail: 0}
+	epilogueAVX2   = &epilogueKernels{biasAct: biasActRowsAVX2, reluBwd: reluBwdAVX2, sumRows: sumRowsAVX2, clamp: clampAVX2, clampTail: 8}
 )
 
 //go:noescape
@@ -36,3 +36,9 @@ func reluBwdAVX2(y, dy *float32, n int)
 
 //go:noescape
 func sumRowsAVX2(m, dst *float32, rows, cols, ld int)
+
+//go:noescape
+func clampAVX512(x, y *float32, n int, lo, hi float32)
+
+//go:noescape
+func clampAVX2(x, y *float32, n int, lo, hi float32)

@@ -355,3 +355,63 @@ sr2tailstore:
 sr2done:
 	VZEROUPPER
 	RET
+
+// func clampAVX512(x, y *float32, n int, lo, hi float32)
+// y[i] = min(hi, max(lo, x[i])) for i < n, x's NaN kept: MAXPS and MINPS
+// return their second source when either is NaN, and x is that source.
+TEXT ·clampAVX512(SB), NOSPLIT, $0-32
+	MOVQ x+0(FP), SI
+	MOVQ y+8(FP), DI
+	MOVQ n+16(FP), R9
+	VBROADCASTSS lo+24(FP), Z14
+	VBROADCASTSS hi+28(FP), Z15
+	TAILMASK(R9)
+	SHRQ $4, R9
+	JEQ cltail
+
+clvec:
+	VMOVUPS (SI), Z0
+	VMAXPS Z0, Z14, Z1
+	VMINPS Z1, Z15, Z1
+	VMOVUPS Z1, (DI)
+	ADDQ $64, SI
+	ADDQ $64, DI
+	DECQ R9
+	JNZ clvec
+
+cltail:
+	KORTESTW K1, K1
+	JZ cldone
+	VMOVUPS.Z (SI), K1, Z0
+	VMAXPS Z0, Z14, Z1
+	VMINPS Z1, Z15, Z1
+	VMOVUPS Z1, K1, (DI)
+
+cldone:
+	VZEROUPPER
+	RET
+
+// func clampAVX2(x, y *float32, n int, lo, hi float32)
+// clampAVX512 over the first n − n mod 8 elements; the caller does the rest.
+TEXT ·clampAVX2(SB), NOSPLIT, $0-32
+	MOVQ x+0(FP), SI
+	MOVQ y+8(FP), DI
+	MOVQ n+16(FP), R9
+	VBROADCASTSS lo+24(FP), Y14
+	VBROADCASTSS hi+28(FP), Y15
+	SHRQ $3, R9
+	JEQ cl2done
+
+cl2vec:
+	VMOVUPS (SI), Y0
+	VMAXPS Y0, Y14, Y1
+	VMINPS Y1, Y15, Y1
+	VMOVUPS Y1, (DI)
+	ADDQ $32, SI
+	ADDQ $32, DI
+	DECQ R9
+	JNZ cl2vec
+
+cl2done:
+	VZEROUPPER
+	RET

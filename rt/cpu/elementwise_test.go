@@ -328,8 +328,19 @@ func TestUnaryBwdFromOutput(t *testing.T) {
 // ReLU, leaky ReLU, ReLU6 and constant adds and products) give the bits of
 // the float64 reference, rounded per op, on every input that matters:
 // zeros of both signs, infinities, NaN, values about the clamps and
-// random ones over many scales; in place as well.
+// random ones over many scales; in place as well; on every GEMM path
+// (whose epilogue kernels hold the vector clamp).
 func TestUnaryFloat32PathIsTheReference(t *testing.T) {
+	defer SetGemmPath("")
+	for _, path := range GemmPaths() {
+		if err := SetGemmPath(path); err != nil {
+			t.Fatal(err)
+		}
+		t.Run(path, testUnaryFloat32Path)
+	}
+}
+
+func testUnaryFloat32Path(t *testing.T) {
 	xs := []float32{0, float32(math.Copysign(0, -1)), 6, -6, 5.9999995, 6.0000005, 1e-30, -1e-30,
 		float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN()), math.MaxFloat32, -math.MaxFloat32, math.SmallestNonzeroFloat32}
 	r := rand.New(rand.NewSource(5))

@@ -187,9 +187,7 @@ func (u Unary) applyFloat32(x, y []float32) {
 	a := u.Alpha
 	switch u.Kind {
 	case UReLU:
-		for i, v := range x {
-			y[i] = max(v, 0)
-		}
+		clampFloat32(x, y, 0, float32(math.Inf(1)))
 	case ULeakyReLU:
 		for i, v := range x {
 			if v < 0 {
@@ -206,11 +204,27 @@ func (u Unary) applyFloat32(x, y []float32) {
 			y[i] = v * a
 		}
 	case UReLU6:
-		for i, v := range x {
-			y[i] = min(max(v, 0), 6)
-		}
+		clampFloat32(x, y, 0, 6)
 	default:
 		panic("cpu: applyFloat32 of an op allExactInFloat32 does not take")
+	}
+}
+
+// clampFloat32 writes y = min(max(x, lo), hi) with x's NaN kept, in vector
+// registers where the CPU has them; y may alias x and is as long as x.
+func clampFloat32(x, y []float32, lo, hi float32) {
+	done := 0
+	if ek := epilogue(); ek != nil && ek.clamp != nil && len(x) > 0 {
+		done = len(x)
+		if ek.clampTail > 0 {
+			done -= done % ek.clampTail
+		}
+		if done > 0 {
+			ek.clamp(&x[0], &y[0], done, lo, hi)
+		}
+	}
+	for i, v := range x[done:] {
+		y[done+i] = min(max(v, lo), hi)
 	}
 }
 
