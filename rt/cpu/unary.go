@@ -133,30 +133,46 @@ func UnaryFwd(x, y []float32, chain []Unary) {
 		})
 		return
 	}
-	if allExactInFloat32(chain) {
-		ParallelFor(n, 1<<14, func(lo, hi int) {
-			// One op at a time over a block that stays in the L1 cache:
-			// each pass is a loop without a switch in it.
-			for b := lo; b < hi; b += unaryBlock {
-				e := min(b+unaryBlock, hi)
-				src := x[b:e]
-				for _, u := range chain {
-					u.applyFloat32(src, y[b:e])
-					src = y[b:e]
-				}
-			}
-		})
-		return
-	}
 	ParallelFor(n, 1<<13, func(lo, hi int) {
-		for i := lo; i < hi; i++ {
-			v := float64(x[i])
+		// One op at a time over a block that stays in the L1 cache:
+		// each pass is a loop with no switch in it.
+		for b := lo; b < hi; b += unaryBlock {
+			e := min(b+unaryBlock, hi)
+			src := x[b:e]
 			for _, u := range chain {
-				v = float64(float32(u.eval(v)))
+				u.apply(src, y[b:e])
+				src = y[b:e]
 			}
-			y[i] = float32(v)
 		}
 	})
+}
+
+// apply writes y = u(x) for one block, each element rounded to float32 as
+// the reference (eval in float64) is; y may alias x.
+func (u Unary) apply(x, y []float32) {
+	if allExactInFloat32([]Unary{u}) {
+		u.applyFloat32(x, y)
+		return
+	}
+	y = y[:len(x)]
+	switch u.Kind {
+	case USigmoid:
+		for i, v := range x {
+			y[i] = float32(1 / (1 + math.Exp(-float64(v))))
+		}
+	case UExp:
+		for i, v := range x {
+			y[i] = float32(math.Exp(float64(v)))
+		}
+	case UTanh:
+		for i, v := range x {
+			y[i] = float32(math.Tanh(float64(v)))
+		}
+	default:
+		for i, v := range x {
+			y[i] = float32(u.eval(float64(v)))
+		}
+	}
 }
 
 // unaryBlock is how many elements UnaryFwd's float32 path takes through
