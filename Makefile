@@ -44,7 +44,7 @@ FUZZ_TEXT        ?= $(or $(FUZZTIME),15000x)
 FUZZTIME_SPEC    ?= $(or $(FUZZTIME),2000x)
 export CGO_ENABLED ?= 0
 
-.PHONY: all build test unit fuzz fuzz-long demo deps data data-text data-fashion bench bench-sgemm bench-models bench-mnist bench-fusion bench-generate compare-sklearn zoo zoo-train bench-zoo bench-gpt cuda-check cuda-bundle fashion-bundle bf16-bundle test-arm64 clean FORCE
+.PHONY: all build test unit fuzz fuzz-long demo deps data data-text data-fashion bench bench-sgemm bench-models bench-mnist bench-fusion bench-generate compare-sklearn zoo zoo-train bench-zoo bench-gpt cuda-check cuda-bundle gpt-bundle fashion-bundle bf16-bundle test-arm64 clean FORCE
 
 all: build
 
@@ -145,6 +145,12 @@ bf16-bundle:
 
 cuda-bundle:
 	@bench/gpu/bundle.sh .gpu
+
+# gpt-bundle builds what bench/gpu/gpt.sh runs on a GPU machine:
+# models/gpt.cue trained on Moby-Dick on the GPU, its sample, and its
+# PyTorch twin in fp32, SDPA, bf16 and torch.compile (issue #31).
+gpt-bundle: data-text
+	@bench/gpu/gpt-bundle.sh $(TXDATA) .gpu/gpt
 
 # fashion-bundle builds what bench/gpu/fashion.sh runs on a GPU machine:
 # CIFAR ResNet-18 on Fashion-MNIST in f32 and bf16 against PyTorch's bf16

@@ -42,7 +42,7 @@ class LayerNorm(nn.Module):  # without bias (torch 1.13's has no bias=False)
 class Block(nn.Module):
     def __init__(self, d, heads, dropout):
         super().__init__()
-        self.heads, self.dropout = heads, dropout
+        self.heads, self.dropout, self.sdpa = heads, dropout, False
         self.ln1, self.ln2 = LayerNorm(d), LayerNorm(d)
         self.q, self.k, self.v = (nn.Linear(d, d, bias=False) for _ in range(3))
         self.proj = nn.Linear(d, d, bias=False)
@@ -53,10 +53,14 @@ class Block(nn.Module):
         h = self.ln1(x)
         split = lambda t: t.view(B, T, self.heads, D // self.heads).transpose(1, 2)
         q, k, v = split(self.q(h)), split(self.k(h)), split(self.v(h))
-        att = (q @ k.transpose(-2, -1)) / math.sqrt(D // self.heads)
-        mask = torch.ones(T, T, dtype=torch.bool, device=x.device).tril()
-        att = F.dropout(att.masked_fill(~mask, float("-inf")).softmax(-1), self.dropout, self.training)
-        y = (att @ v).transpose(1, 2).reshape(B, T, D)
+        if self.sdpa:  # PyTorch 2's fused attention (flash or memory-efficient)
+            y = F.scaled_dot_product_attention(q, k, v, dropout_p=self.dropout if self.training else 0.0, is_causal=True)
+        else:
+            att = (q @ k.transpose(-2, -1)) / math.sqrt(D // self.heads)
+            mask = torch.ones(T, T, dtype=torch.bool, device=x.device).tril()
+            att = F.dropout(att.masked_fill(~mask, float("-inf")).softmax(-1), self.dropout, self.training)
+            y = att @ v
+        y = y.transpose(1, 2).reshape(B, T, D)
         x = x + F.dropout(self.proj(y), self.dropout, self.training)
         return x + F.dropout(self.mlp(F.gelu(self.fc(self.ln2(x)))), self.dropout, self.training)
 
@@ -93,6 +97,10 @@ def main():
     a.add_argument("--device", default="cpu")
     a.add_argument("--tie", action="store_true", help="the head is the token table (the spec's tie)")
     a.add_argument("--threads", type=int, default=0)
+    a.add_argument("--bf16", action="store_true", help="autocast to bfloat16 (GPU)")
+    a.add_argument("--sdpa", action="store_true", help="attention by F.scaled_dot_product_attention (PyTorch 2)")
+    a.add_argument("--compile", action="store_true", help="torch.compile the model (PyTorch 2)")
+    a.add_argument("--time-only", action="store_true", help="skip the validation losses: time the steps alone")
     o = a.parse_args()
     if o.threads:
         torch.set_num_threads(o.threads)
@@ -116,6 +124,10 @@ def main():
         return x.to(o.device), y.to(o.device)
 
     model = GPT(V, T, o.width, o.heads, o.layers, o.dropout, o.tie).to(o.device)
+    for b in model.blocks:
+        b.sdpa = o.sdpa
+    fwd = torch.compile(model) if o.compile else model
+    cuda = o.device.startswith("cuda")
     decay = [p for p in model.parameters() if p.dim() >= 2]
     rest = [p for p in model.parameters() if p.dim() < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": o.weight_decay}, {"params": rest, "weight_decay": 0.0}],
@@ -143,25 +155,38 @@ def main():
         model.train()
         return total / vy.numel()
 
-    before = val_loss()
+    before = -1.0 if o.time_only else val_loss()
     gen = torch.Generator().manual_seed(o.seed)
-    losses, t0 = [], time.time()
+    # The first steps (torch.compile's compilation, cuDNN's and cuBLAS's
+    # searches) are timed apart; losses stay on the device until the end,
+    # so a GPU step is not synchronised with the host.
+    warm = min(10, o.steps // 10)
+    losses, t0, first = [], time.time(), 0.0
     for step in range(o.steps):
+        if step == warm:
+            if cuda:
+                torch.cuda.synchronize()
+            first, t0 = time.time() - t0, time.time()
         for g in opt.param_groups:
             g["lr"] = lr_at(step)
         x, y = windows(train, o.batch, gen)
-        loss = F.cross_entropy(model(x).reshape(-1, V), y.reshape(-1))
+        with torch.autocast("cuda" if cuda else "cpu", torch.bfloat16, enabled=o.bf16):
+            loss = F.cross_entropy(fwd(x).reshape(-1, V).float(), y.reshape(-1))
         opt.zero_grad(set_to_none=True)
         loss.backward()
         if o.clip > 0:
             torch.nn.utils.clip_grad_norm_(model.parameters(), o.clip)
         opt.step()
-        losses.append(loss.item())
-    secs = (time.time() - t0) / max(1, o.steps)
-    print(json.dumps(dict(model="torch twin", vocab=V, train_chars=len(train_text), val_windows=len(vx), steps=o.steps,
-                          val_loss_before=round(before, 4), val_loss=round(val_loss(), 4),
-                          last_train_losses=[round(v, 4) for v in losses[-5:]], step_ms=round(1000 * secs, 2),
-                          params=sum(p.numel() for p in model.parameters()))), flush=True)
+        losses.append(loss.detach())
+    if cuda:
+        torch.cuda.synchronize()
+    secs = (time.time() - t0) / max(1, o.steps - warm)
+    losses = [v.item() for v in losses[-5:]]
+    print(json.dumps(dict(model="torch twin", torch=torch.__version__, device=o.device, bf16=o.bf16, sdpa=o.sdpa,
+                          compile=o.compile, vocab=V, train_chars=len(train_text), val_windows=len(vx), steps=o.steps,
+                          val_loss_before=round(before, 4), val_loss=-1.0 if o.time_only else round(val_loss(), 4),
+                          last_train_losses=[round(v, 4) for v in losses], step_ms=round(1000 * secs, 2),
+                          first_steps_s=round(first, 2), params=sum(p.numel() for p in model.parameters()))), flush=True)
 
 
 if __name__ == "__main__":
