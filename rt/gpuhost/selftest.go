@@ -65,13 +65,22 @@ func (m *Model) selftestInit() {
 	for _, a := range []int{ArenaTrainWork, ArenaEvalWork, ArenaOneWork, ArenaTrainInput} {
 		uniform(m.hostView(a, true), -1, 1)
 	}
+	// A program that reads token ids gets ids, in the training batch and
+	// in the inference plans' inputs (regions of their work arenas).
+	m.tokenIDs(m.hostView(ArenaTrainInput, true), rng)
+	for _, r := range []Region{m.p.EvalInput, m.p.OneInput} {
+		m.tokenIDs(m.host[r.Arena][r.Offset:r.Offset+r.Size], rng)
+	}
 	labels := m.hostView(ArenaTrainLabels, true)
-	if meta.Classes == 0 || len(labels) != meta.Batch*meta.Classes {
+	perToken := meta.Vocab > 0 && meta.Classes > 0 && len(labels)%(meta.Batch*meta.Classes) == 0
+	if meta.Classes == 0 || len(labels) != meta.Batch*meta.Classes && !perToken {
 		uniform(labels, -1, 1) // regression targets
 		return
 	}
+	// One-hot rows: one a sample, or one a token for a model of token ids
+	// with logits per token.
 	clear(labels)
-	for r := 0; r < meta.Batch; r++ {
+	for r := 0; r < len(labels)/meta.Classes; r++ {
 		labels[r*meta.Classes+rng.Intn(meta.Classes)] = 1
 	}
 }
