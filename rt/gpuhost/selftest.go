@@ -72,16 +72,20 @@ func (m *Model) selftestInit() {
 		m.tokenIDs(m.host[r.Arena][r.Offset:r.Offset+r.Size], rng)
 	}
 	labels := m.hostView(ArenaTrainLabels, true)
-	perToken := meta.Vocab > 0 && meta.Classes > 0 && len(labels)%(meta.Batch*meta.Classes) == 0
-	if meta.Classes == 0 || len(labels) != meta.Batch*meta.Classes && !perToken {
+	if meta.Classes == 0 || len(labels) != meta.Batch*meta.Classes {
 		uniform(labels, -1, 1) // regression targets
 		return
 	}
-	// One-hot rows: one a sample, or one a token for a model of token ids
-	// with logits per token.
+	// One-hot rows: one a sample, or, for a model of token ids with logits
+	// per token (OutputShape [T, classes], Classes T·classes), one a token,
+	// as rt/app's randomLabels draws them.
+	rows, classes := meta.Batch, meta.Classes
+	if meta.Vocab > 0 && len(meta.OutputShape) == 2 && meta.OutputShape[0]*meta.OutputShape[1] == meta.Classes {
+		rows, classes = meta.Batch*meta.OutputShape[0], meta.OutputShape[1]
+	}
 	clear(labels)
-	for r := 0; r < len(labels)/meta.Classes; r++ {
-		labels[r*meta.Classes+rng.Intn(meta.Classes)] = 1
+	for r := 0; r < rows; r++ {
+		labels[r*classes+rng.Intn(classes)] = 1
 	}
 }
 
