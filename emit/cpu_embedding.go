@@ -46,3 +46,16 @@ func tokenVocab(p *planner.Plan) int {
 	}
 	return v
 }
+
+// tokenLayer is the layer of the embedding whose vocabulary is
+// tokenVocab(p) (the first of them), "" when no embedding reads the
+// input: the GPU program's TokenLayer, the layer named by a bad id's error.
+func tokenLayer(p *planner.Plan) string {
+	v := tokenVocab(p)
+	for _, s := range p.Forward {
+		if s.Kernel == planner.KEmbedding && p.Buffers[s.In[1]].Shape[0] == v {
+			return s.Layer
+		}
+	}
+	return ""
+}

@@ -320,6 +320,9 @@ func (g *gpuGen) renderMain(plans []*gpuPlan, copyName, resident string) ([]byte
 	g.p("TrainInputSize: %d, // %s", tp.Buffers[tp.Input].Size, shapeText(tp.Buffers[tp.Input].Shape))
 	g.p("TrainLabelsSize: %d, // %s", tp.Buffers[tp.Labels].Size, shapeText(tp.Buffers[tp.Labels].Shape))
 	g.p("OutputSize: %d, // the training prediction, %s", outSize, shapeText(tp.Buffers[tp.Output].Shape))
+	if layer := tokenLayer(tp); layer != "" {
+		g.p("TokenLayer: %s, // its embedding: the host checks every id before the device reads it", quote(layer))
+	}
 	g.p("// Where the plans' inputs and outputs are (arena, element offset, elements).")
 	g.p("TrainOutput: region{%s, %d, %d},", outLoc.arena, outLoc.off, outSize)
 	g.p("TrainLoss: region{%s, %d, 1},", lossLoc.arena, lossLoc.off)
@@ -679,6 +682,8 @@ func reduceLen(pl *planner.Plan, st planner.Step) int {
 		for k := range st.In {
 			r += size(k, st.In)
 		}
+	case planner.KEmbeddingBwd: // a table row sums the dy rows of its id, up to every row
+		r = size(0, st.In)
 	case planner.KBinaryBwd: // a and b may be NoBuf (keep_less.go): dy's size bounds the sums
 		r = size(2, st.In)
 	case planner.KSoftmax, planner.KLogSoftmax, planner.KSoftmaxBwd, planner.KLogSoftmaxBwd:

@@ -31,9 +31,6 @@ func metalProgramSpecs(t *testing.T) map[string]struct {
 		t.Fatalf("no valid specs found (%v)", err)
 	}
 	for _, f := range valid {
-		if _, refused := gpuRefusedSpecs[filepath.Base(f)]; refused {
-			continue
-		}
 		name := "spec_" + strings.TrimSuffix(filepath.Base(f), ".cue")
 		specs[name] = struct {
 			file   string
@@ -50,27 +47,6 @@ var largeSpecs = map[string]struct {
 	fusion bool
 }{
 	"bench_resnet18_cifar_bf16": {"../bench/models/resnet18_cifar_bf16.cue", true},
-}
-
-// gpuRefusedSpecs are the valid specs that the GPU backends refuse, with
-// the words of the refusal: kernels they do not have yet.
-// TestGPURefusesWithAMessage checks that each is still refused, so that
-// a spec leaves this list when its kernels arrive.
-var gpuRefusedSpecs = map[string]string{
-	"gpt_tiny.cue": "has no GPU kernel yet: build this model for the CPU backend",
-}
-
-// TestGPURefusesWithAMessage: a spec the GPU backends cannot build is
-// refused with a message naming the layer and the fix, not built wrong.
-func TestGPURefusesWithAMessage(t *testing.T) {
-	for file, want := range gpuRefusedSpecs {
-		for _, b := range []*Backend{Metal, CUDA} {
-			_, err := b.program(backendInput(t, b, filepath.Join("..", "testdata", "specs", "valid", file), true, 0))
-			if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "layer ") {
-				t.Errorf("%s for %s: error %v, want one naming the layer and saying %q", file, b.Name, err, want)
-			}
-		}
-	}
 }
 
 // metalModule writes one Go module holding the Metal program of every spec
@@ -297,11 +273,13 @@ func TestCUDAPrograms(t *testing.T) {
 // graph of nearest and bilinear resizes (their kernels forward and
 // backward in a whole program), and AdamW with gradient clipping (the
 // clipping kernels, a weight decayed and a bias not in one multi-tensor
-// update); set
+// update), and the tiny GPT (the embedding's gather and its
+// scatter-add backward with learned positions, causal softmax, dropout,
+// GELU, per-token cross-entropy, a head tied to the embedding); set
 // MLBUILD_CUDA_FAKE_SPECS to run others (`go test ./emit -run CUDAPrograms`)
 // and MLBUILD_CUDA_FAKE_RUN to run only the programs' tests it matches
 // (ResNet-18's training steps take minutes on the fake's Go GEMMs).
-var cudaFakeSpecs = []string{"mnist", "mnist_unfused", "spec_layernorm_graph", "spec_transformer_block", "spec_batchnorm_dense", "bench_mlp_bf16", "spec_resize_unet", "spec_adamw_cosine"}
+var cudaFakeSpecs = []string{"mnist", "mnist_unfused", "spec_layernorm_graph", "spec_transformer_block", "spec_batchnorm_dense", "bench_mlp_bf16", "spec_resize_unet", "spec_adamw_cosine", "spec_gpt_tiny"}
 
 // cudaFaultSpecs are the programs whose fake run also trains on MNIST
 // through a GPU fault (testdata/fakehost/cuda_fault_test.go).

@@ -685,6 +685,11 @@ func kernelCases(t *testing.T) []gpuCase {
 		}
 		addCase(gpuCase{name: "grad_scale", k: gradScaleKernel(sizes), in: in, want: w, tol: 1e-6})
 	}
+	// The embedding's gather and backward (lower_embedding_test.go), so
+	// that the CUDA check on a real GPU runs them too.
+	for _, c := range embeddingCases(t) {
+		addCase(c)
+	}
 	return cs
 }
 

@@ -286,6 +286,20 @@ func splitAxis(shape []int, axis int) (outer, l, inner int, err error) {
 	return prod(shape[:axis]), shape[axis], prod(shape[axis+1:]), nil
 }
 
+// UnsupportedError is a layer the GPU backends have no kernel for: a
+// limit of mlbuild that the spec meets, not a bug, so `mlbuild compile`
+// exits 1 with it (errors.As finds it through the lowering's wrapping).
+// Every kernel of the planner has a GPU lowering today; a new kernel
+// refuses with it until its GPU kernels are written.
+type UnsupportedError struct {
+	Layer  string
+	Kernel planner.Kernel
+}
+
+func (e *UnsupportedError) Error() string {
+	return fmt.Sprintf("layer %s: an %s step has no GPU kernel yet: build this model for the CPU backend", e.Layer, e.Kernel)
+}
+
 // lowerStep appends the ops of one step. Each case is one call into its
 // kernel family's file (lower_dense.go, conv.go, lower_pool.go, …): a new
 // kernel adds a case here and a function there.

@@ -382,6 +382,7 @@ func (m *Model) TrainOutput() []float32 { return m.hostView(ArenaLogits, false)[
 
 // TrainStep runs forward, loss, backward and update as one sequence.
 func (m *Model) TrainStep(lr float32, step int) float32 {
+	m.checkTrainInput()
 	m.setArgs(lr, step)
 	if err := m.run(m.train); err != nil {
 		fail(m.p, fmt.Errorf("training step %d: %w", step, err))
@@ -392,6 +393,7 @@ func (m *Model) TrainStep(lr float32, step int) float32 {
 // Gradients runs forward, loss and backward as one sequence, without the
 // update.
 func (m *Model) Gradients() float32 {
+	m.checkTrainInput()
 	m.setArgs(0, 1)
 	if err := m.run(m.grads); err != nil {
 		fail(m.p, fmt.Errorf("gradients: %w", err))
@@ -439,6 +441,7 @@ func (m *Model) Infer(one bool) []float32 {
 	if one {
 		seq, in, out = m.oneInfer, m.p.OneInput, m.p.OneOutput
 	}
+	m.checkTokens(m.InferInput(one))
 	m.setArgs(0, 0)
 	if c, ok := m.d.(Caller); ok && !m.unified {
 		return m.call(c, seq, in, out, one)
@@ -484,6 +487,7 @@ func (m *Model) TraceTrainForward(visit func(layer string, out []float32) bool) 
 			m.traces = append(m.traces, s)
 		}
 	}
+	m.checkTrainInput()
 	for i := range m.p.TrainForward {
 		st := &m.p.TrainForward[i]
 		if err := m.run(m.traces[i]); err != nil {
@@ -492,6 +496,15 @@ func (m *Model) TraceTrainForward(visit func(layer string, out []float32) bool) 
 		if len(st.Check) > 0 && !visit(st.Layer, m.slice(st.Check[0])) {
 			return
 		}
+	}
+}
+
+// checkTrainInput checks the training batch's token ids when the host
+// wrote it (TrainInput) since its last upload; a batch the resident
+// kernels gathered comes from a training set checked as it was loaded.
+func (m *Model) checkTrainInput() {
+	if m.hostNewer[ArenaTrainInput] {
+		m.checkTokens(m.host[ArenaTrainInput])
 	}
 }
 

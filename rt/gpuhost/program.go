@@ -93,6 +93,10 @@ type Program struct {
 
 	StateSize, TrainWorkSize, EvalWorkSize, OneWorkSize int
 	TrainInputSize, TrainLabelsSize, OutputSize         int
+	// TokenLayer is the embedding that reads the input's token ids, which
+	// the host checks against Meta.Vocab before the device reads them
+	// (tokens.go); "" when the input holds none.
+	TokenLayer string
 
 	TrainOutput, TrainLoss Region
 	EvalInput, EvalOutput  Region

@@ -76,6 +76,9 @@ func (m *Model) LoadTrainSet(x, y []float32, rows int) (bool, error) {
 	if rows*max(inW, labW) > ResidentMaxElements {
 		return false, nil
 	}
+	if err := m.checkTokenSet(x, inW); err != nil {
+		return false, err
+	}
 	m.freeResident()
 	r := &resident{rows: rows, inW: inW, labW: labW}
 	m.res = r

@@ -65,14 +65,27 @@ func (m *Model) selftestInit() {
 	for _, a := range []int{ArenaTrainWork, ArenaEvalWork, ArenaOneWork, ArenaTrainInput} {
 		uniform(m.hostView(a, true), -1, 1)
 	}
+	// A program that reads token ids gets ids, in the training batch and
+	// in the inference plans' inputs (regions of their work arenas).
+	m.tokenIDs(m.hostView(ArenaTrainInput, true), rng)
+	for _, r := range []Region{m.p.EvalInput, m.p.OneInput} {
+		m.tokenIDs(m.host[r.Arena][r.Offset:r.Offset+r.Size], rng)
+	}
 	labels := m.hostView(ArenaTrainLabels, true)
 	if meta.Classes == 0 || len(labels) != meta.Batch*meta.Classes {
 		uniform(labels, -1, 1) // regression targets
 		return
 	}
+	// One-hot rows: one a sample, or, for a model of token ids with logits
+	// per token (OutputShape [T, classes], Classes T·classes), one a token,
+	// as rt/app's randomLabels draws them.
+	rows, classes := meta.Batch, meta.Classes
+	if meta.Vocab > 0 && len(meta.OutputShape) == 2 && meta.OutputShape[0]*meta.OutputShape[1] == meta.Classes {
+		rows, classes = meta.Batch*meta.OutputShape[0], meta.OutputShape[1]
+	}
 	clear(labels)
-	for r := 0; r < meta.Batch; r++ {
-		labels[r*meta.Classes+rng.Intn(meta.Classes)] = 1
+	for r := 0; r < rows; r++ {
+		labels[r*classes+rng.Intn(classes)] = 1
 	}
 }
 

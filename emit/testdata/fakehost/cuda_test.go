@@ -7,8 +7,10 @@ package main
 // kernels step by step and over whole training steps.
 
 import (
+	"errors"
 	"math"
 	"os"
+	"strings"
 	"testing"
 
 	"mlbuildprog/cuda"
@@ -58,7 +60,8 @@ func TestSelftestOnFakeCUDA(t *testing.T) {
 }
 
 // seeded fills the state as training starts (the params' init rules) and
-// returns a batch of inputs and labels.
+// returns a batch of inputs and labels (token ids and a one-hot row per
+// token for a model of token ids).
 func seeded(m *gpuhost.Model, rows int) (x, y []float32) {
 	rng := cpu.NewRand(42)
 	state := m.State()
@@ -77,10 +80,19 @@ func seeded(m *gpuhost.Model, rows int) (x, y []float32) {
 	x = make([]float32, rows*inW)
 	for i := range x {
 		x[i] = rng.Float32()
+		if v := program.Meta.Vocab; v > 0 {
+			x[i] = float32(rng.Intn(v)) // token ids
+		}
 	}
 	y = make([]float32, rows*labW)
 	classes := program.Meta.Classes
 	for r := 0; r < rows; r++ {
+		if out := program.Meta.OutputShape; program.Meta.Vocab > 0 && len(out) == 2 && out[0]*out[1] == labW {
+			for t := 0; t < out[0]; t++ { // one-hot per token
+				y[r*labW+t*out[1]+rng.Intn(out[1])] = 1
+			}
+			continue
+		}
 		if classes == labW && classes > 1 {
 			y[r*labW+rng.Intn(classes)] = 1
 			continue
@@ -316,5 +328,73 @@ func TestDeviceMemoryUsed(t *testing.T) {
 		program.TrainInputSize+program.TrainLabelsSize+program.OutputSize)
 	if !ok || used < arenas || used > 2*arenas+1<<20 {
 		t.Errorf("DeviceMemoryUsed = %d, %v; the arenas take %d bytes", used, ok, arenas)
+	}
+}
+
+// tokenIDPanic runs f and returns the *cpu.TokenIDError it panicked with,
+// or nil when it returned.
+func tokenIDPanic(t *testing.T, f func()) (te *cpu.TokenIDError) {
+	t.Helper()
+	defer func() {
+		if r := recover(); r != nil {
+			var ok bool
+			if te, ok = r.(*cpu.TokenIDError); !ok {
+				t.Fatalf("panicked with %v, want a *cpu.TokenIDError", r)
+			}
+		}
+	}()
+	f()
+	return nil
+}
+
+// TestBadTokenIDs: in a program that reads token ids, an id outside the
+// vocabulary (or not an integer) in a training batch, an inference batch
+// or a training set kept on the device is refused on the host before any
+// copy or launch, with the *cpu.TokenIDError that rt/app reports with
+// exit 1, as the CPU backend's embedding does; good ids then train.
+func TestBadTokenIDs(t *testing.T) {
+	V := program.Meta.Vocab
+	if V == 0 {
+		t.Skip("this program reads no token ids")
+	}
+	f, m := newFakeModel(t)
+	B := program.Meta.Batch
+	x, y := seeded(m, B)
+	inW := program.TrainInputSize / B
+	for _, bad := range []float32{float32(V), -1, 1.5} {
+		x[inW+2] = bad
+		copy(m.TrainInput(), x)
+		copy(m.TrainLabels(), y)
+		before := f.Stats()
+		te := tokenIDPanic(t, func() { m.TrainStep(1e-3, 1) })
+		if te == nil || te.ID != bad || te.Position != inW+2 || te.Vocab != V || te.Layer != program.TokenLayer || program.TokenLayer == "" {
+			t.Errorf("training on id %v: %#v, want the error of position %d, vocabulary %d, layer %q", bad, te, inW+2, V, program.TokenLayer)
+		}
+		if after := f.Stats(); after.Copies != before.Copies || after.GraphLaunches != before.GraphLaunches || after.Launches != before.Launches {
+			t.Errorf("training on id %v: the host copied or launched before refusing it (%+v, then %+v)", bad, before, after)
+		}
+		in := m.InferInput(false)
+		copy(in, x[:len(in)])
+		if te := tokenIDPanic(t, func() { m.Infer(false) }); te == nil || te.ID != bad {
+			t.Errorf("inference on id %v: %#v, want its error", bad, te)
+		}
+		before = f.Stats()
+		ok, err := m.LoadTrainSet(x, y, B)
+		var se *cpu.TokenIDError
+		if ok || !errors.As(err, &se) || se.ID != bad || !strings.Contains(err.Error(), "row 1 ") {
+			t.Errorf("a training set with id %v: %v, %v, want its error naming row 1", bad, ok, err)
+		}
+		if after := f.Stats(); after.Copies != before.Copies {
+			t.Errorf("a training set with id %v was copied to the device before it was refused", bad)
+		}
+	}
+	x[inW+2] = float32(V - 1)
+	copy(m.TrainInput(), x)
+	if te := tokenIDPanic(t, func() {
+		if l := m.TrainStep(1e-3, 1); !(l > 0) {
+			t.Errorf("loss %v on good ids", l)
+		}
+	}); te != nil {
+		t.Errorf("good ids refused: %v", te)
 	}
 }

@@ -75,6 +75,9 @@ func TestHostOnFake(t *testing.T) {
 	x := m.TrainInput()
 	for i := range x {
 		x[i] = float32(i%7) / 7
+		if v := program.Meta.Vocab; v > 0 {
+			x[i] = float32(i % v) // token ids
+		}
 	}
 	labels := m.TrainLabels()
 	for i := range labels {
