@@ -215,3 +215,62 @@ func (threeLogits) NextLogits(ctx []int32, _ int) []float32 {
 type io_discard struct{}
 
 func (io_discard) Write(b []byte) (int, error) { return len(b), nil }
+
+// windowLog is a TokenModel that records each call's context and keep.
+type windowLog struct {
+	T     int
+	calls [][2]int // len(ctx), keep
+	last  []int32
+}
+
+func (w *windowLog) Context() int { return w.T }
+
+func (w *windowLog) NextLogits(ctx []int32, keep int) []float32 {
+	w.calls = append(w.calls, [2]int{len(ctx), keep})
+	w.last = append(w.last[:0], ctx...)
+	return make([]float32, 64)
+}
+
+// TestGenerateWindowJumps: once the text fills the context, generate moves
+// the window ahead by half of it, not by one id, so a model with a KV
+// cache computes about two positions a token (keep is the previous call's
+// whole context between jumps and 0 at a jump), every context holds
+// between T/2 and T ids, the last ones; a prompt longer than T starts
+// from its last T ids.
+func TestGenerateWindowJumps(t *testing.T) {
+	const T, n = 8, 100
+	vocab, _, _ := textFixture(t, T)
+	m := &windowLog{T: T}
+	out, err := generate(&bytes.Buffer{}, m, vocab, "ab", n, Sampling{}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	computed, prev, full := 0, 0, false
+	for i, c := range m.calls {
+		l, keep := c[0], c[1]
+		full = full || l == T
+		if l > T || full && l < T/2 {
+			t.Fatalf("call %d: a context of %d ids (T %d)", i, l, T)
+		}
+		if keep != 0 && (keep != prev || l != prev+1) {
+			t.Fatalf("call %d: keep %d after a context of %d, now %d", i, keep, prev, l)
+		}
+		computed += l - keep
+		prev = l
+	}
+	if computed > 2*n+T {
+		t.Errorf("%d positions computed for %d tokens: the window slides instead of jumping", computed, n)
+	}
+	prompt, _ := vocab.Encode("ab")
+	text := append(prompt, out[:len(out)-1]...) // what the last call read the end of
+	if !slices.Equal(m.last, text[len(text)-len(m.last):]) {
+		t.Errorf("the last context %v is not the end of the text %v", m.last, text)
+	}
+	m = &windowLog{T: T}
+	if _, err := generate(&bytes.Buffer{}, m, vocab, "abcabcabcabca", 1, Sampling{}, 1); err != nil {
+		t.Fatal(err)
+	}
+	if m.calls[0] != [2]int{T, 0} {
+		t.Errorf("a prompt of 13 ids with T %d: first call %v, want the last %d ids", T, m.calls[0], T)
+	}
+}
