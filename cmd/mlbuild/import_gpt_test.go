@@ -16,14 +16,16 @@ import (
 // torch.arange(T), pre-norm blocks whose attention masks its scores with
 // masked_fill of a tril buffer, a final LayerNorm and a head, untied (two
 // blocks) and tied to the token embedding (one block), at opsets 13 and
-// 17. Each spec must read token ids [T], hold one embedding with
+// 17, and the untied one exported with the batch fixed at 1 (the
+// importer must find the batch axis, and run the spec on four
+// sequences). Each spec must read token ids [T], hold one embedding with
 // positions, one causal softmax per block and (for the tied model) a head
 // tied to the embedding with no weight of its own; compiled for the CPU,
 // predict on four sequences of ids must match PyTorch's logits within
 // 1e-4.
 func TestImportGPTExports(t *testing.T) {
 	dir := "../../testdata/onnx/gpt"
-	manifest, readF32 := exportManifest(t, dir, 4)
+	manifest, readF32 := exportManifest(t, dir, 5)
 	for _, c := range manifest {
 		t.Run(c.Model, func(t *testing.T) {
 			t.Parallel()
@@ -34,6 +36,10 @@ func TestImportGPTExports(t *testing.T) {
 			im, err := onnx.Import(m)
 			if err != nil {
 				t.Fatal(err)
+			}
+			fixed := strings.Contains(c.Model, "_b1_")
+			if fixed != (len(im.Warnings) == 1) {
+				t.Errorf("warnings %q; want one about the fixed batch exactly when the export fixed it", im.Warnings)
 			}
 			if !slices.Equal(im.Input, c.InputShape[1:]) {
 				t.Errorf("input %v; want token ids %v", im.Input, c.InputShape[1:])

@@ -21,6 +21,9 @@ rewrite only those models.
 - gpt: two blocks, an untied head (lm_head with its own weight).
 - gpt_tied: one block, the head tied to the token embedding
   (self.transformer.wte.weight = self.lm_head.weight, as nanoGPT).
+- gpt_b1: gpt exported with the batch fixed at 1 (no dynamic_axes), as
+  users often have them; PyTorch's logits are for four sequences, which
+  the exported graph itself cannot take.
 - gpt_dynseq: gpt_tied exported with a dynamic sequence axis as well,
   which mlbuild refuses (its spec's shapes are fixed); no outputs.
 onnx/gpt_import_test.go imports each model, runs the spec on the CPU
@@ -106,17 +109,20 @@ class GPT(nn.Module):
         return self.lm_head(self.transformer.ln_f(x))
 
 
-# name, layers, tied, opsets, dynamic sequence axis
-MODELS = [("gpt", 2, False, [13, 17], False),
-          ("gpt_tied", 1, True, [13, 17], False),
-          ("gpt_dynseq", 1, True, [17], True)]
+# name, layers, tied, opsets, dynamic axes: "batch", "none" (the batch
+# fixed at 1) or "batch+seq"
+MODELS = [("gpt", 2, False, [13, 17], "batch"),
+          ("gpt_tied", 1, True, [13, 17], "batch"),
+          ("gpt_b1", 2, False, [17], "none"),
+          ("gpt_dynseq", 1, True, [17], "batch+seq")]
 
 
 def main():
     only = set(sys.argv[1:])
     torch.manual_seed(0)
     manifest = []
-    for name, layers, tied, opsets, dynseq in MODELS:
+    for name, layers, tied, opsets, dynamic in MODELS:
+        dynseq = dynamic == "batch+seq"
         model = GPT(layers, tied)
         for m in model.modules():
             if isinstance(m, nn.LayerNorm):
@@ -141,6 +147,12 @@ def main():
             axes = {"idx": {0: "batch", 1: "tokens"}, "logits": {0: "batch", 1: "tokens"}}
         for opset in opsets:
             path = os.path.join(HERE, "%s_opset%d.onnx" % (name, opset))
+            if dynamic == "none":
+                # traced with one sequence and no dynamic axes: the batch
+                # of 1 is written into the graph's shapes
+                torch.onnx.export(model, ids[:1], path, opset_version=opset, input_names=["idx"],
+                                  output_names=["logits"])
+                continue
             torch.onnx.export(model, ids, path, opset_version=opset, input_names=["idx"],
                               output_names=["logits"], dynamic_axes=axes)
     with open(os.path.join(HERE, "manifest.json"), "w") as f:
