@@ -180,3 +180,45 @@ func TestImportInfiniteWeight(t *testing.T) {
 		t.Errorf("got %v", err)
 	}
 }
+
+// TestImportGatherRuntime: a Gather of a runtime value at one constant
+// index, or consecutive ones, of a per-sample axis is a slice
+// (nanoGPT's x[:, [-1], :]); a scalar index drops the axis; other
+// indices, or the batch axis, are reported.
+func TestImportGatherRuntime(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		idx     *Tensor
+		axis    int64
+		start   int
+		out     []int
+		refused string
+	}{
+		{"last", NewInt64Tensor("i", []int64{1}, []int64{-1}), 1, 4, []int{1, 3}, ""},
+		{"run", NewInt64Tensor("i", []int64{2}, []int64{1, 2}), 1, 1, []int{2, 3}, ""},
+		{"scalar", NewInt64Tensor("i", nil, []int64{2}), 2, 2, []int{5}, ""},
+		{"gaps", NewInt64Tensor("i", []int64{2}, []int64{0, 2}), 1, 0, nil, "Gather at indices [0 2] along axis 1 (size 5)"},
+		{"batch", NewInt64Tensor("i", []int64{1}, []int64{0}), 0, 0, nil, "Gather along the batch axis"},
+	} {
+		im, err := Import(graphModel([]int{5, 3}, []*Tensor{c.idx}, "y",
+			node("Gather", "/Gather", []string{"x", "i"}, []string{"y"}, &Attribute{Name: "axis", Type: AttrInt, I: c.axis})))
+		if c.refused != "" {
+			if err == nil || !strings.Contains(err.Error(), c.refused) {
+				t.Errorf("%s: got %v; want %q", c.name, err, c.refused)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%s: %v", c.name, err)
+			continue
+		}
+		l := im.Layers[0]
+		n := int(c.idx.NumElements())
+		if l.Op != "slice" || field(l, "axis") != int(c.axis)-1 || field(l, "start") != c.start || field(l, "end") != c.start+n {
+			t.Errorf("%s: layer %+v; want a slice of axis %d from %d to %d", c.name, l, c.axis-1, c.start, c.start+n)
+		}
+		if out := im.Layers[len(im.Layers)-1].OutShape; !slices.Equal(out, c.out) {
+			t.Errorf("%s: output %v; want %v", c.name, out, c.out)
+		}
+	}
+}

@@ -429,6 +429,9 @@ func importGather(c *nodeCtx) (string, error) {
 	if c.has(0) && c.has(1) && c.ins[0].konst != nil && c.ins[1].konst == nil {
 		return importEmbedding(c)
 	}
+	if c.has(0) && c.has(1) && c.ins[0].konst == nil && c.ins[1].konst != nil {
+		return c.gatherRuntime(c.ins[0])
+	}
 	data, err := c.konst(0, "data")
 	if err != nil {
 		return "", unsupported("", "Gather reads from a value that depends on the model input; mlbuild folds Gather only in shape arithmetic")

@@ -16,16 +16,17 @@ import (
 // torch.arange(T), pre-norm blocks whose attention masks its scores with
 // masked_fill of a tril buffer, a final LayerNorm and a head, untied (two
 // blocks) and tied to the token embedding (one block), at opsets 13 and
-// 17, and the untied one exported with the batch fixed at 1 (the
-// importer must find the batch axis, and run the spec on four
-// sequences). Each spec must read token ids [T], hold one embedding with
+// 17, the untied one exported with the batch fixed at 1 (the importer
+// must find the batch axis, and run the spec on four sequences), and the
+// tied one with nanoGPT's inference forward, whose head reads the last
+// token only (x[:, [-1], :], a Gather: a slice layer). Each spec must read token ids [T], hold one embedding with
 // positions, one causal softmax per block and (for the tied model) a head
 // tied to the embedding with no weight of its own; compiled for the CPU,
 // predict on four sequences of ids must match PyTorch's logits within
 // 1e-4.
 func TestImportGPTExports(t *testing.T) {
 	dir := "../../testdata/onnx/gpt"
-	manifest, readF32 := exportManifest(t, dir, 5)
+	manifest, readF32 := exportManifest(t, dir, 7)
 	for _, c := range manifest {
 		t.Run(c.Model, func(t *testing.T) {
 			t.Parallel()
@@ -44,12 +45,13 @@ func TestImportGPTExports(t *testing.T) {
 			if !slices.Equal(im.Input, c.InputShape[1:]) {
 				t.Errorf("input %v; want token ids %v", im.Input, c.InputShape[1:])
 			}
-			tied := strings.HasPrefix(c.Model, "gpt_tied")
+			last := strings.HasPrefix(c.Model, "gpt_last")
+			tied := strings.HasPrefix(c.Model, "gpt_tied") || last
 			blocks := 2
 			if tied {
 				blocks = 1
 			}
-			var embeddings, causal int
+			var embeddings, causal, slices1 int
 			for _, l := range im.Layers {
 				switch {
 				case l.Op == "embedding":
@@ -62,6 +64,8 @@ func TestImportGPTExports(t *testing.T) {
 					}
 				case l.Op == "softmax" && slices.Contains(l.Fields, onnx.Field{Name: "causal", Value: true}):
 					causal++
+				case l.Op == "slice" && slices.Equal(l.OutShape, []int{1, 16}):
+					slices1++
 				case l.Name == im.Output:
 					isTied := slices.Contains(l.Fields, onnx.Field{Name: "tie", Value: "wte"})
 					if isTied != tied || tied && len(l.Params) != 0 {
@@ -71,6 +75,9 @@ func TestImportGPTExports(t *testing.T) {
 			}
 			if embeddings != 1 || causal != blocks {
 				t.Errorf("%d embeddings and %d causal softmaxes; want 1 and %d", embeddings, causal, blocks)
+			}
+			if last != (slices1 == 1) {
+				t.Errorf("%d slices of one token's features; want one exactly when the head reads the last token only", slices1)
 			}
 			if im.Loss() != "softmax_cross_entropy" {
 				t.Errorf("loss %s; want cross-entropy per token", im.Loss())

@@ -21,6 +21,9 @@ rewrite only those models.
 - gpt: two blocks, an untied head (lm_head with its own weight).
 - gpt_tied: one block, the head tied to the token embedding
   (self.transformer.wte.weight = self.lm_head.weight, as nanoGPT).
+- gpt_last: gpt_tied with nanoGPT's inference forward, which keeps the
+  last token's features only (x[:, [-1], :]) before the head: logits
+  [B, 1, V].
 - gpt_b1: gpt exported with the batch fixed at 1 (no dynamic_axes), as
   users often have them; PyTorch's logits are for four sequences, which
   the exported graph itself cannot take.
@@ -88,8 +91,9 @@ class Block(nn.Module):
 
 
 class GPT(nn.Module):
-    def __init__(self, layers, tied):
+    def __init__(self, layers, tied, last=False):
         super().__init__()
+        self.last = last
         self.transformer = nn.ModuleDict(dict(
             wte=nn.Embedding(VOCAB, WIDTH),
             wpe=nn.Embedding(CONTEXT, WIDTH),
@@ -106,24 +110,30 @@ class GPT(nn.Module):
         x = self.transformer.wte(idx) + self.transformer.wpe(pos)
         for block in self.transformer.h:
             x = block(x)
-        return self.lm_head(self.transformer.ln_f(x))
+        x = self.transformer.ln_f(x)
+        if self.last:
+            # nanoGPT's forward without targets: "inference-time mini-
+            # optimization: only forward the lm_head on the very last position"
+            x = x[:, [-1], :]
+        return self.lm_head(x)
 
 
-# name, layers, tied, opsets, dynamic axes: "batch", "none" (the batch
+# name, layers, tied, last token only, opsets, dynamic axes: "batch", "none" (the batch
 # fixed at 1) or "batch+seq"
-MODELS = [("gpt", 2, False, [13, 17], "batch"),
-          ("gpt_tied", 1, True, [13, 17], "batch"),
-          ("gpt_b1", 2, False, [17], "none"),
-          ("gpt_dynseq", 1, True, [17], "batch+seq")]
+MODELS = [("gpt", 2, False, False, [13, 17], "batch"),
+          ("gpt_tied", 1, True, False, [13, 17], "batch"),
+          ("gpt_b1", 2, False, False, [17], "none"),
+          ("gpt_dynseq", 1, True, False, [17], "batch+seq"),
+          ("gpt_last", 1, True, True, [13, 17], "batch")]
 
 
 def main():
     only = set(sys.argv[1:])
     torch.manual_seed(0)
     manifest = []
-    for name, layers, tied, opsets, dynamic in MODELS:
+    for name, layers, tied, last, opsets, dynamic in MODELS:
         dynseq = dynamic == "batch+seq"
-        model = GPT(layers, tied)
+        model = GPT(layers, tied, last)
         for m in model.modules():
             if isinstance(m, nn.LayerNorm):
                 # trained-looking affine parameters, so that they matter
