@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 )
 
 // Token models (nanoGPT and GPT-2 style language models) read integer
@@ -339,8 +340,8 @@ func (im *importer) tieHeads() {
 			l.Params = l.Params[1:]
 			l.Fields = append(l.Fields, Field{"tie", e.Name})
 			for i := range im.out.Mapping {
-				if im.out.Mapping[i].Layer == l.Name && im.out.Mapping[i].How == "dense" {
-					im.out.Mapping[i].How = "dense tied to " + e.Name
+				if m := &im.out.Mapping[i]; m.Layer == l.Name && strings.HasPrefix(m.How, "dense") {
+					m.How += ", tied to " + e.Name
 				}
 			}
 			break

@@ -166,6 +166,9 @@ func TestImportTiedHead(t *testing.T) {
 		if tied && (field(l, "tie") != "wte" || len(l.Params) != 0) || !tied && (field(l, "tie") != nil || len(l.Params) != 1) {
 			t.Errorf("tied %v: head %+v", tied, l)
 		}
+		if m := im.Mapping[len(im.Mapping)-1]; strings.HasSuffix(m.How, ", tied to wte") != tied {
+			t.Errorf("tied %v: the mapping says %q", tied, m.How)
+		}
 	}
 }
 
