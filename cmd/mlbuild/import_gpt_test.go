@@ -89,7 +89,8 @@ func TestImportGPTExports(t *testing.T) {
 
 // TestImportGPTDynamicSequence: token ids exported with a dynamic
 // sequence axis are refused, naming the input and its axis and saying
-// how to export at a fixed length.
+// how to export at a fixed length; `mlbuild import` exits 1 and writes
+// nothing.
 func TestImportGPTDynamicSequence(t *testing.T) {
 	m, err := onnx.ReadFile("../../testdata/onnx/gpt/gpt_dynseq_opset17.onnx")
 	if err != nil {
@@ -108,5 +109,14 @@ func TestImportGPTDynamicSequence(t *testing.T) {
 	}
 	if !strings.Contains(p.Fix, `dynamic_axes={"idx": {0: "batch"}`) || !strings.Contains(p.Fix, "fixed context length") {
 		t.Errorf("fix %q does not say how to export at a fixed length", p.Fix)
+	}
+	// the command exits 1 with the report and writes nothing
+	out := t.TempDir()
+	code, _, stderr := mlbuild(t, "import", "../../testdata/onnx/gpt/gpt_dynseq_opset17.onnx", "-o", out, "--name", "gpt")
+	if code != ExitInvalid || !strings.Contains(stderr, "has a dynamic sequence axis") || !strings.Contains(stderr, "what to do: export at a fixed context length") {
+		t.Errorf("exit %d, stderr:\n%s", code, stderr)
+	}
+	if files, _ := filepath.Glob(filepath.Join(out, "*")); len(files) != 0 {
+		t.Errorf("the refused import wrote %v", files)
 	}
 }
