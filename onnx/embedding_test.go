@@ -29,36 +29,46 @@ func field(l *Layer, name string) any {
 
 // TestImportEmbeddingPositions: Gather of a table at the token ids is an
 // embedding over ids [T]; an Add of the position table gathered at
-// Range(0, T, 1) (nanoGPT's wpe(arange(T)), folded) becomes its
-// positions, the "pos" param holding the table's first T rows.
+// Range(0, T, 1) (nanoGPT's wpe(arange(T)), folded; [1, T, D] when the
+// positions are unsqueezed, as old nanoGPT does, [T, D] when not, and
+// either operand order) becomes its positions, the "pos" param holding
+// the table's first T rows.
 func TestImportEmbeddingPositions(t *testing.T) {
 	const T, V, D, P = 3, 5, 4, 6 // the position table has more rows than tokens
 	i64 := func(name string, v ...int64) *Tensor { return NewInt64Tensor(name, nil, v) }
-	inits := []*Tensor{NewFloatTensor("wte", []int64{V, D}, ones(V*D)), NewFloatTensor("wpe", []int64{P, D}, ones(P*D)),
-		i64("zero", 0), i64("one", 1), NewInt64Tensor("axes", []int64{1}, []int64{0})}
-	im, err := Import(tokenModel(T, inits, "y",
-		node("Shape", "/Shape", []string{"ids"}, []string{"shape"}),
-		node("Gather", "/Gather", []string{"shape", "one"}, []string{"t"}),
-		node("Range", "/Range", []string{"zero", "t", "one"}, []string{"pos"}),
-		node("Unsqueeze", "/Unsqueeze", []string{"pos", "axes"}, []string{"pos1"}),
-		node("Gather", "/wte/Gather", []string{"wte", "ids"}, []string{"tok"}),
-		node("Gather", "/wpe/Gather", []string{"wpe", "pos1"}, []string{"pe"}),
-		node("Add", "/Add", []string{"tok", "pe"}, []string{"y"})))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(im.Layers) != 1 || !slices.Equal(im.Input, []int{T}) {
-		t.Fatalf("input %v, layers %+v; want one embedding over [%d]", im.Input, im.Layers, T)
-	}
-	l := im.Layers[0]
-	if l.Name != "wte" || l.Op != "embedding" || field(l, "vocab") != V || field(l, "dim") != D || field(l, "positions") != true || l.Inputs[0] != "input" {
-		t.Fatalf("layer %+v", l)
-	}
-	if len(l.Params) != 2 || l.Params[1].Suffix != "pos" || !slices.Equal(l.Params[1].Shape, []int{T, D}) || !slices.Equal(l.Params[1].Data, ones(P * D)[:T*D]) {
-		t.Errorf("params %+v", l.Params)
-	}
-	if !slices.Equal(l.Params[0].Data, ones(V*D)) {
-		t.Errorf("weight %v", l.Params[0].Data)
+	for _, unsqueezed := range []bool{true, false} {
+		inits := []*Tensor{NewFloatTensor("wte", []int64{V, D}, ones(V*D)), NewFloatTensor("wpe", []int64{P, D}, ones(P*D)),
+			i64("zero", 0), i64("one", 1), NewInt64Tensor("axes", []int64{1}, []int64{0})}
+		pos := node("Unsqueeze", "/Unsqueeze", []string{"pos", "axes"}, []string{"pos1"})
+		add := node("Add", "/Add", []string{"tok", "pe"}, []string{"y"})
+		if !unsqueezed {
+			pos = node("Identity", "/Identity", []string{"pos"}, []string{"pos1"})
+			add.Inputs = []string{"pe", "tok"}
+		}
+		im, err := Import(tokenModel(T, inits, "y",
+			node("Shape", "/Shape", []string{"ids"}, []string{"shape"}),
+			node("Gather", "/Gather", []string{"shape", "one"}, []string{"t"}),
+			node("Range", "/Range", []string{"zero", "t", "one"}, []string{"pos"}),
+			pos,
+			node("Gather", "/wte/Gather", []string{"wte", "ids"}, []string{"tok"}),
+			node("Gather", "/wpe/Gather", []string{"wpe", "pos1"}, []string{"pe"}),
+			add))
+		if err != nil {
+			t.Fatalf("unsqueezed %v: %v", unsqueezed, err)
+		}
+		if len(im.Layers) != 1 || !slices.Equal(im.Input, []int{T}) {
+			t.Fatalf("unsqueezed %v: input %v, layers %+v; want one embedding over [%d]", unsqueezed, im.Input, im.Layers, T)
+		}
+		l := im.Layers[0]
+		if l.Name != "wte" || l.Op != "embedding" || field(l, "vocab") != V || field(l, "dim") != D || field(l, "positions") != true || l.Inputs[0] != "input" {
+			t.Fatalf("unsqueezed %v: layer %+v", unsqueezed, l)
+		}
+		if len(l.Params) != 2 || l.Params[1].Suffix != "pos" || !slices.Equal(l.Params[1].Shape, []int{T, D}) || !slices.Equal(l.Params[1].Data, ones(P * D)[:T*D]) {
+			t.Errorf("unsqueezed %v: params %+v", unsqueezed, l.Params)
+		}
+		if !slices.Equal(l.Params[0].Data, ones(V*D)) {
+			t.Errorf("unsqueezed %v: weight %v", unsqueezed, l.Params[0].Data)
+		}
 	}
 }
 
