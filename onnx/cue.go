@@ -25,12 +25,14 @@ func (im *Imported) IsChain() bool {
 }
 
 // Loss is the training loss the spec names: cross-entropy for a model
-// with one score per class, else mean squared error; also mean squared
+// with one score per class (per token, for a model that reads token ids:
+// an embedding), else mean squared error; also mean squared
 // error for a model whose output is already a softmax (cross-entropy
 // applies its own, and the schema refuses the pair).
 func (im *Imported) Loss() string {
+	tokens := slices.ContainsFunc(im.Layers, func(l *Layer) bool { return l.Op == "embedding" })
 	for _, l := range im.Layers {
-		if l.Name == im.Output && len(l.OutShape) == 1 && l.Op != "softmax" {
+		if l.Name == im.Output && (len(l.OutShape) == 1 || tokens && len(l.OutShape) == 2) && l.Op != "softmax" {
 			return "softmax_cross_entropy"
 		}
 	}

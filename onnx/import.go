@@ -138,6 +138,13 @@ type value struct {
 	// lazy is a value whose batch axis moved or merged with others,
 	// followed through the ops that allow it (batch_layout.go).
 	lazy *lazyLayout
+	// tokenIDs marks the model input when it holds integer token ids,
+	// which only an embedding's Gather reads (embedding.go).
+	tokenIDs bool
+	// causal names the Where (or Add) node that masked these attention
+	// scores causally, pending until a Softmax over the keys takes the
+	// mask as its causal flag (embedding.go).
+	causal string
 }
 
 // constant is a tensor known at import time. Shape arithmetic needs the
@@ -204,7 +211,9 @@ func constFromTensor(t *Tensor) (*constant, error) {
 		}
 		c.vals = make([]float64, len(fs))
 		for i, v := range fs {
-			if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+			// infinities are masks (masked_fill(mask, -inf), an additive
+			// causal mask); Import checks that none reaches a weight
+			if math.IsNaN(float64(v)) {
 				return nil, fmt.Errorf("tensor %q holds %v at element %d; weights must be finite", t.Name, v, i)
 			}
 			c.vals[i] = float64(v)
@@ -347,6 +356,10 @@ func Import(m *Model) (*Imported, error) {
 		}
 	}
 	im.out.Output = name
+	im.tieHeads()
+	if err := im.checkFinite(); err != nil {
+		return nil, err
+	}
 	return im.out, nil
 }
 
@@ -371,11 +384,17 @@ func (im *importer) bindInput() error {
 			"export with one input tensor; weights must be initializers, not inputs")
 	}
 	in := inputs[0]
-	if in.ElemType != Float && in.ElemType != Undefined {
+	ids := isTokenIDType(in.ElemType)
+	if in.ElemType != Float && in.ElemType != Undefined && !ids {
 		return fail(fmt.Sprintf("input %q is %v; mlbuild models read float32", in.Name, in.ElemType), "export with a float32 input")
 	}
 	if !in.HasShape || len(in.Dims) < 2 {
 		return fail(fmt.Sprintf("input %q has no shape of rank 2 or more ([batch, ...])", in.Name), "export with a static per-sample shape and a leading batch dimension")
+	}
+	if ids {
+		if err := tokenIDsShape(in); err != nil {
+			return fail(err.Error(), err.(*skipImport).fix)
+		}
 	}
 	var shape []int
 	for i, d := range in.Dims[1:] {
@@ -400,7 +419,7 @@ func (im *importer) bindInput() error {
 		im.out.Warnings = append(im.out.Warnings, fmt.Sprintf("input %q has a fixed batch of %d; the spec treats the first axis as mlbuild's batch, chosen at run time", in.Name, b.Value))
 	}
 	im.out.Input = shape
-	im.vals[in.Name] = &value{layer: "input", lshape: shape, shape: shape}
+	im.vals[in.Name] = &value{layer: "input", lshape: shape, shape: shape, tokenIDs: ids}
 	return nil
 }
 
@@ -566,6 +585,10 @@ func (im *importer) node(i int, n *Node) {
 			}
 			v.moved.reported = true
 			im.fail(n, name, unsupported("", "reads the output of Transpose node %s, whose perm %v moves the batch axis; mlbuild's batch axis stays first (only taking one entry of its first axis, as unbind(0) of a packed projection does, brings it back)", v.moved.node, v.moved.perm))
+			return
+		}
+		if err := tokenRead(n, j, v); err != nil {
+			im.fail(n, name, err)
 			return
 		}
 		if v.lazy != nil && !lazyConsumers[n.OpType] {
@@ -768,4 +791,26 @@ func product(s []int) int {
 		n *= d
 	}
 	return n
+}
+
+// checkFinite refuses a layer whose weights or fields hold an infinity:
+// constants may (a mask's -inf is taken by the causal softmax), weights
+// may not.
+func (im *importer) checkFinite() error {
+	bad := func(v float64) bool { return math.IsInf(v, 0) || math.IsNaN(v) }
+	for _, l := range im.out.Layers {
+		for _, p := range l.Params {
+			if i := slices.IndexFunc(p.Data, func(v float32) bool { return bad(float64(v)) }); i >= 0 {
+				return im.refuse(Problem{Node: l.Source, Op: l.Op, Opset: im.opset,
+					Why: fmt.Sprintf("%s.%s would hold %v at element %d (from an infinite constant); weights must be finite", l.Name, p.Suffix, p.Data[i], i)})
+			}
+		}
+		for _, f := range l.Fields {
+			if v, ok := f.Value.(float64); ok && bad(v) {
+				return im.refuse(Problem{Node: l.Source, Op: l.Op, Opset: im.opset,
+					Why: fmt.Sprintf("layer %s's %s would be %v (from an infinite constant); mlbuild's constants must be finite", l.Name, f.Name, v)})
+			}
+		}
+	}
+	return nil
 }

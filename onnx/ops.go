@@ -43,6 +43,7 @@ func init() {
 		"Softmax": importSoftmax("softmax"), "LogSoftmax": importSoftmax("logsoftmax"),
 		"BatchNormalization": importBatchNorm, "Pad": importPad, "ConstantOfShape": importConstantOfShape,
 		"Resize": importResize, "Upsample": importResize,
+		"Range": importRange, "Equal": importEqual, "Where": importWhere,
 	}
 }
 
@@ -424,6 +425,12 @@ func importGather(c *nodeCtx) (string, error) {
 			i += m.hi - m.lo
 		}
 		return c.takeMoved(m, m.lo+i)
+	}
+	if c.has(0) && c.has(1) && c.ins[0].konst != nil && c.ins[1].konst == nil {
+		return importEmbedding(c)
+	}
+	if c.has(0) && c.has(1) && c.ins[0].konst == nil && c.ins[1].konst != nil {
+		return c.gatherRuntime(c.ins[0])
 	}
 	data, err := c.konst(0, "data")
 	if err != nil {
@@ -1205,6 +1212,15 @@ func importSoftmax(op string) opImport {
 		if ax == 0 {
 			return "", unsupported("", "%s over the batch axis", c.n.OpType)
 		}
+		if x.causal != "" {
+			if op != "softmax" || ax != r-1 {
+				return "", unsupported("", "%s over axis %d of scores masked by node %s; mlbuild's causal mask is a softmax's, over the keys (the last axis)", c.n.OpType, ax, x.causal)
+			}
+			l := c.newLayer(op, x.shape)
+			l.Fields = []Field{{"causal", true}}
+			how, err := c.emit(l, x)
+			return how + " (causal: the mask of " + x.causal + ")", err
+		}
 		if c.im.opset < 13 && product(x.shape[ax:]) != 1 {
 			// Before opset 13 the op normalises over all axes from axis
 			// on, flattened: view them as one axis, normalise it, and
@@ -1247,6 +1263,14 @@ func importBinary(c *nodeCtx) (string, error) {
 	}
 	if k.hasBatch() {
 		return "", unsupported("", "arithmetic with the batch size")
+	}
+	if op == "add" {
+		if how, ok, err := c.foldPositions(x, k, constFirst); ok || err != nil {
+			return how, err
+		}
+		if how, ok, err := c.foldAdditiveMask(x, k); ok || err != nil {
+			return how, err
+		}
 	}
 	s, isScalar := k.scalar()
 	if !isScalar || op == "add" {

@@ -2,6 +2,7 @@ package onnx
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -93,4 +94,57 @@ func (c *nodeCtx) slicePiece(name string, x *value, ax, lo, hi int) *value {
 	l := &Layer{Name: name, Op: "slice", OutShape: out, Source: c.name + " (" + c.n.OpType + ")",
 		Fields: []Field{{"axis", ax - 1}, {"start", lo}, {"end", hi}}}
 	return c.im.addLayer(l, x)
+}
+
+// gatherRuntime imports a Gather of runtime value x at constant indices
+// that are one index, or a run of consecutive ones, along a per-sample
+// axis as a slice layer: nanoGPT's inference forward keeps the last
+// token's features with x[:, [-1], :] before its head. A scalar index
+// drops the axis (a view of the slice).
+func (c *nodeCtx) gatherRuntime(x *value) (string, error) {
+	idx, err := c.konst(1, "indices")
+	if err != nil {
+		return "", err
+	}
+	a, err := c.attrInt("axis", 0)
+	if err != nil {
+		return "", err
+	}
+	full := x.fullDims()
+	ax, err := c.axis(a, len(full))
+	if err != nil {
+		return "", err
+	}
+	const fix = "take a range of positions (x[:, i:j]) rather than a list of them"
+	if ax == 0 {
+		return "", unsupported("", "Gather along the batch axis; mlbuild's batch axis is implicit")
+	}
+	if len(idx.dims) > 1 || idx.size() == 0 || idx.hasBatch() {
+		return "", unsupported(fix, "Gather of a value that depends on the model input at indices of shape %s; mlbuild takes one index, or consecutive ones, of one axis (a slice)", shapeText(idx.dims))
+	}
+	n := full[ax]
+	lo := int(idx.vals[0])
+	if lo < 0 {
+		lo += n
+	}
+	for i, v := range idx.vals {
+		j := int(v)
+		if j < 0 {
+			j += n
+		}
+		if j != lo+i || j < 0 || j >= n {
+			return "", unsupported(fix, "Gather at indices %v along axis %d (size %d); mlbuild takes one index, or consecutive ones in order, of one axis (a slice)", idx.vals, ax, n)
+		}
+	}
+	v := c.slicePiece(c.im.layerName(c.n, "slice"), x, ax, lo, lo+idx.size())
+	c.layerName = v.layer
+	if len(idx.dims) == 0 {
+		// a scalar index drops the axis
+		s := slices.Delete(slices.Clone(v.shape), ax-1, ax)
+		if len(s) == 0 {
+			return "", unsupported("", "Gather leaves a scalar per sample")
+		}
+		return "slice (the axis dropped)", c.setOutput(c.reshaped(v, s))
+	}
+	return "slice", c.setOutput(v)
 }
