@@ -229,14 +229,13 @@ func infoCmd(m Model, args []string, w io.Writer) error {
 	tw := newColumns(w, false)
 	fmt.Fprintf(tw, "model:\t%s\nspec:\t%s\nbackend:\t%s\nbuild key:\t%s\nmlbuild:\t%s\ngo:\t%s %s/%s\n",
 		meta.Name, meta.SpecFile, meta.Backend, meta.BuildKey, meta.Version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
-	batch := fmt.Sprint(meta.Batch)
-	if a := meta.accumulate(); a > 1 {
-		batch = fmt.Sprintf("%d (training: %d micro-batches of %d accumulated, %d a step)", meta.Batch, a, meta.Batch, a*meta.Batch)
-	}
 	if meta.regression() {
-		fmt.Fprintf(tw, "input:\t%s\ntask:\tregression\ntargets:\t%d\nbatch:\t%s\n", joinShape(meta.InputShape), meta.Classes, batch)
+		fmt.Fprintf(tw, "input:\t%s\ntask:\tregression\ntargets:\t%d\nbatch:\t%d\n", joinShape(meta.InputShape), meta.Classes, meta.Batch)
 	} else {
-		fmt.Fprintf(tw, "input:\t%s\nclasses:\t%d\nbatch:\t%s\n", joinShape(meta.InputShape), meta.Classes, batch)
+		fmt.Fprintf(tw, "input:\t%s\nclasses:\t%d\nbatch:\t%d\n", joinShape(meta.InputShape), meta.Classes, meta.Batch)
+	}
+	if a := meta.Defaults.Accumulate; a > 1 {
+		fmt.Fprintf(tw, "accumulate:\t%d micro-batches of %d a training step, a batch of %d\n", a, meta.Batch, a*meta.Batch)
 	}
 	if meta.format() != "idx" {
 		fmt.Fprintf(tw, "data:\t%s (%s)\n", meta.format(), dataFiles(meta, true))

@@ -45,9 +45,6 @@ func writeInfoJSON(m Model, w io.Writer) error {
 	ints("input", meta.InputShape)
 	num("classes", int64(meta.Classes))
 	num("batch", int64(meta.Batch))
-	if a := meta.accumulate(); a > 1 {
-		num("accumulate", int64(a)) // micro-batches of batch an optimizer step reads
-	}
 	num("state_bytes", meta.StateBytes)
 	num("train_work_bytes", meta.TrainWorkBytes)
 	num("infer_work_bytes", meta.InferWorkBytes)

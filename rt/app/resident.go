@@ -59,7 +59,7 @@ func residentModel(m Model, ds *dataset, classes int) (Resident, error) {
 	if perStepSchedule(meta.Defaults) { // the device holds one rate an epoch
 		return nil, nil
 	}
-	if meta.accumulate() > 1 { // a device epoch updates every batch
+	if meta.Defaults.Accumulate > 1 { // a device epoch updates every batch
 		return nil, nil
 	}
 	n := ds.n

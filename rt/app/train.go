@@ -218,12 +218,11 @@ func trainCmd(m Model, args []string, stdout, stderr io.Writer) (err error) {
 	}
 	defer ds.close()
 	train, val := ds.split(o.valSplit, o.seed)
+	// An optimizer step reads micro batches of B (accumulate), bs samples.
 	B, micro := meta.Batch, meta.accumulate()
-	if len(train) < B*micro {
-		if micro > 1 {
-			return fmt.Errorf("%d training images are fewer than one optimizer step's %d micro-batches of %d", len(train), micro, B)
-		}
-		return fmt.Errorf("%d training images are fewer than one batch of %d", len(train), B)
+	bs := B * micro
+	if len(train) < bs {
+		return fmt.Errorf("%d training images are fewer than one batch of %d", len(train), bs)
 	}
 
 	st := trainState{bestVal: math.Inf(1)}
@@ -265,17 +264,14 @@ func trainCmd(m Model, args []string, stdout, stderr io.Writer) (err error) {
 		defer f.Close()
 		metrics = progress.NewMetrics(f)
 	}
-	// An optimizer step reads micro batches of B (accumulate); the
-	// schedule, the checkpoints' batch and the progress count steps.
-	stepsPerEpoch := len(train) / (B * micro)
+	// The schedule, the checkpoints' batch and the progress count
+	// optimizer steps.
+	stepsPerEpoch := len(train) / bs
 	if st.batch > stepsPerEpoch {
 		return fmt.Errorf("%s stopped after batch %d of epoch %d, but this data set has %d batches per epoch: resume with the --data, --limit and --validation-split of the interrupted run", o.resume, st.batch, st.epoch+1, stepsPerEpoch)
 	}
-	rep := progress.NewReporter(stdout, o.epochs, stepsPerEpoch, B*micro)
+	rep := progress.NewReporter(stdout, o.epochs, stepsPerEpoch, bs)
 	rep.Quiet = o.quiet
-	if micro > 1 && !o.quiet {
-		fmt.Fprintf(stdout, "each optimizer step accumulates %d micro-batches of %d: a batch of %d\n", micro, B, B*micro)
-	}
 	rep.NoAccuracy = meta.regression()
 	rep.Rate = meta.sampleNoun() + "/s"
 	perSample := 1 // what accuracy counts in a sample: a window's T tokens
@@ -316,7 +312,7 @@ func trainCmd(m Model, args []string, stdout, stderr io.Writer) (err error) {
 				return err
 			}
 		} else if st.batch < stepsPerEpoch { // a checkpoint taken after an epoch's last step resumes at its end
-			loader.start(order[st.batch*B*micro : stepsPerEpoch*B*micro])
+			loader.start(order[st.batch*bs : stepsPerEpoch*bs])
 		}
 		for b := st.batch; res == nil && b < stepsPerEpoch; b++ {
 			st.step++
@@ -339,7 +335,7 @@ func trainCmd(m Model, args []string, stdout, stderr io.Writer) (err error) {
 				} else {
 					l = m.TrainStep(lr, st.step)
 				}
-				if math.IsNaN(float64(l)) || math.IsInf(float64(l), 0) {
+				if !cpu.Finite(l) {
 					return divergence(m, snapshot, st, lastGood, epoch, b, l)
 				}
 				loss += l / float32(micro)
@@ -351,10 +347,10 @@ func trainCmd(m Model, args []string, stdout, stderr io.Writer) (err error) {
 			}
 			sumLoss += float64(loss)
 			correct += c
-			seen += B * micro * perSample
+			seen += bs * perSample
 			rep.Step(b+1, sumLoss/float64(b+1-st.batch), float64(correct)/float64(seen))
 			if metrics != nil {
-				metrics.Write(progress.Event{Event: "step", Epoch: epoch + 1, Step: st.step, Loss: float64(loss), Acc: float64(c) / float64(B*micro*perSample), LR: float64(lr)})
+				metrics.Write(progress.Event{Event: "step", Epoch: epoch + 1, Step: st.step, Loss: float64(loss), Acc: float64(c) / float64(bs*perSample), LR: float64(lr)})
 			}
 			select {
 			case <-sigs:
