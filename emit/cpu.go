@@ -575,6 +575,8 @@ func (g *generator) kernelCall(st planner.Step, in, out []operand, training bool
 		return g.adamCall(st, in, out, c)
 	case planner.KClipGradNorm:
 		return g.clipCall(st, in, out)
+	case planner.KGradMean:
+		return g.gradMeanCall(st, in, out)
 	}
 	return "", fmt.Errorf("the CPU emitter has no kernel %q", st.Kernel)
 }
@@ -625,6 +627,10 @@ func (g *generator) renderModel(t, e, o *planView) {
 	g.p("func (model) Gradients() float32 {")
 	g.p("useTrain()")
 	g.p("tForward()")
+	if tp.Accumulate > 1 {
+		// a micro-batch of the training loop: its prediction counts
+		g.p("copy(trainLogits[:], %s[:])", t.vars[tp.Output])
+	}
 	g.p("return tBackward()")
 	g.p("}")
 	g.p("")

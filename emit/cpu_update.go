@@ -34,6 +34,16 @@ func (g *generator) adamCall(st planner.Step, in, out []operand, c *stepCall) (s
 	return strings.Join(calls, "\n"), nil
 }
 
+// gradMeanCall writes a param's gradient as the mean of its sum over an
+// update's micro-batches and zeroes the sum for the next update
+// (planner/accumulate.go).
+func (g *generator) gradMeanCall(st planner.Step, in, out []operand) (string, error) {
+	if len(in) != 1 || len(out) != 2 {
+		return "", fmt.Errorf("grad_mean with %d inputs and %d outputs", len(in), len(out))
+	}
+	return fmt.Sprintf("for i, s := range %s {\n%s[i], %s[i] = s*%s, 0\n}", in[0].param, out[0].param, out[1].param, float(st.Attr.Scale)), nil
+}
+
 // clipCall scales every gradient to the step's global norm, in place,
 // writing the sums of squares and the scale to the norms buffer.
 func (g *generator) clipCall(st planner.Step, in, out []operand) (string, error) {

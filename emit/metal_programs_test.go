@@ -273,13 +273,15 @@ func TestCUDAPrograms(t *testing.T) {
 // graph of nearest and bilinear resizes (their kernels forward and
 // backward in a whole program), and AdamW with gradient clipping (the
 // clipping kernels, a weight decayed and a bias not in one multi-tensor
-// update), and the tiny GPT (the embedding's gather and its
+// update), the tiny GPT (the embedding's gather and its
 // scatter-add backward with learned positions, causal softmax, dropout,
-// GELU, per-token cross-entropy, a head tied to the embedding); set
+// GELU, per-token cross-entropy, a head tied to the embedding), and
+// gradient accumulation (micro-batches through Gradients, then the mean
+// in the update); set
 // MLBUILD_CUDA_FAKE_SPECS to run others (`go test ./emit -run CUDAPrograms`)
 // and MLBUILD_CUDA_FAKE_RUN to run only the programs' tests it matches
 // (ResNet-18's training steps take minutes on the fake's Go GEMMs).
-var cudaFakeSpecs = []string{"mnist", "mnist_unfused", "spec_layernorm_graph", "spec_transformer_block", "spec_batchnorm_dense", "bench_mlp_bf16", "spec_resize_unet", "spec_adamw_cosine", "spec_gpt_tiny"}
+var cudaFakeSpecs = []string{"mnist", "mnist_unfused", "spec_layernorm_graph", "spec_transformer_block", "spec_batchnorm_dense", "bench_mlp_bf16", "spec_resize_unet", "spec_adamw_cosine", "spec_gpt_tiny", "spec_accumulate"}
 
 // cudaFaultSpecs are the programs whose fake run also trains on MNIST
 // through a GPU fault (testdata/fakehost/cuda_fault_test.go).

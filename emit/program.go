@@ -181,6 +181,9 @@ func (g *mainFile) renderMeta() {
 	if tr.Schedule.WarmupSteps > 0 {
 		g.p("WarmupSteps: %d,", tr.Schedule.WarmupSteps)
 	}
+	if tp.Accumulate > 1 {
+		g.p("Accumulate: %d,", tp.Accumulate)
+	}
 	g.p("Epochs: %d, Seed: %d, ValidationSplit: %s, Patience: %d,", tr.Epochs, tr.Seed, float(tr.ValidationSplit), tr.Patience)
 	g.p("TrainImages: %s, TrainLabels: %s, TestImages: %s, TestLabels: %s,", quote(ds.TrainImages), quote(ds.TrainLabels), quote(ds.TestImages), quote(ds.TestLabels))
 	g.p("},")

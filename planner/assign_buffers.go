@@ -23,7 +23,7 @@ const (
 // arenaOf returns the arena a buffer of kind k lives in.
 func arenaOf(k BufKind) string {
 	switch k {
-	case KindParam, KindStat, KindParamGrad, KindOptState:
+	case KindParam, KindStat, KindParamGrad, KindOptState, KindGradSum:
 		return ArenaState
 	}
 	return ArenaWork
@@ -37,7 +37,8 @@ func alignUp(n int) int { return (n + Align - 1) / Align * Align }
 //
 // Before: all phases are final. After: the state arena holds, in Params
 // order, every param and statistic (contiguous, the order of a saved
-// weights file), then every param gradient, then the optimizer state; the
+// weights file), then every param gradient, then the optimizer state,
+// then the gradient sums of accumulation in buffer order; the
 // work arena holds every other buffer at an offset chosen greedily,
 // largest first, at the lowest place where it overlaps no buffer whose
 // live range (first to last step touching its storage, over Forward ++
@@ -87,6 +88,11 @@ func assignBuffers(p *Plan, memoryLimit int64, why string) error {
 	for _, pr := range p.Params {
 		for _, id := range pr.State {
 			place(id)
+		}
+	}
+	for i, b := range p.Buffers {
+		if b.Kind == KindGradSum {
+			place(BufID(i))
 		}
 	}
 	p.StateSize = next

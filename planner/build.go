@@ -99,6 +99,8 @@ var passes = [...]pass{
 		run: func(b *building) error { differentiate(b.p); return nil }},
 	{name: "optimize", file: "optimize.go", only: inTraining, needs: []string{"differentiate"},
 		run: func(b *building) error { return optimize(b.p, b.m.Training.Optimizer, b.m.Training.ClipNorm) }},
+	{name: "accumulate", file: "accumulate.go", only: inTraining, needs: []string{"optimize"},
+		run: func(b *building) error { accumulate(b.p, b.m.Training.Accumulate); return nil }},
 	{name: "fuseUpdate", file: "fuse_update.go", only: inTraining, needs: []string{"optimize"},
 		run: func(b *building) error { fuseUpdate(b.p, b.target); return nil }},
 	{name: "fuseActBwd", file: "fuse_act_bwd.go", only: inTraining | withFusion, needs: []string{"fuseEpilogue", "differentiate"},
@@ -123,7 +125,7 @@ var passes = [...]pass{
 // finalPhases are the passes that add or rewrite steps or buffers: after
 // them "all phases are final".
 var finalPhases = []string{"lower", "addLoss", "fuseEpilogue", "fuseElementwise", "differentiate", "optimize",
-	"fuseUpdate", "fuseActBwd", "keepLess", "chooseMethods", "choosePrecisions", "fusePool"}
+	"accumulate", "fuseUpdate", "fuseActBwd", "keepLess", "chooseMethods", "choosePrecisions", "fusePool"}
 
 // Build plans m for opts.Target: it runs the table passes in order and
 // checks the plan's invariants with Verify after each one, so

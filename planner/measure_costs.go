@@ -152,7 +152,7 @@ func stepFLOPs(p *Plan, s *Step, c *costCounter) int64 {
 	case KUnaryBwd:
 		// Recompute the chain forward, then multiply by each derivative.
 		return c.mul(out0(), 3, int64(len(s.Attr.Chain)))
-	case KBinary, KAccumulate, KDropout, KDropoutBwd:
+	case KBinary, KAccumulate, KDropout, KDropoutBwd, KGradMean:
 		return out0()
 	case KBinaryBwd:
 		return c.mul(p.size(s.In[2]), has(s.Out[0])+has(s.Out[1]))

@@ -103,6 +103,20 @@ func mlp() *spec.Model {
 	return b.model()
 }
 
+// accumulated is a small MLP with batch norm whose optimizer steps
+// average the gradients of 3 micro-batches, clipped, with AdamW.
+func accumulated() *spec.Model {
+	b := newModel("accumulated", 12)
+	b.dense("fc1", 16)
+	b.add(spec.Node{Name: "bn1", Op: spec.OpBatchNorm, Eps: 1e-5, Momentum: 0.1}, same)
+	b.unary("relu1", spec.OpReLU, 0)
+	b.dense("fc2", 5)
+	b.m.Training.Optimizer = spec.Optimizer{Kind: "adamw", LR: 1e-3, WeightDecay: 0.01}
+	b.m.Training.ClipNorm = 1
+	b.m.Training.Accumulate = 3
+	return b.model()
+}
+
 // lenet5 is LeCun's LeNet-5 with ReLU and max pooling.
 func lenet5() *spec.Model {
 	b := newModel("lenet5", 1, 28, 28)
@@ -325,7 +339,7 @@ var allModels = []struct {
 	{"regularised", regularised}, {"attention", attention}, {"concat", concatModel},
 	{"views", views}, {"transformer_norm", transformerNorm}, {"channel_split", channelSplit},
 	{"upsample", upsample},
-	{"tokens", tokens},
+	{"tokens", tokens}, {"accumulated", accumulated},
 }
 
 // mustBuild builds m or fails the test.

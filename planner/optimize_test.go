@@ -110,3 +110,46 @@ func TestClipGradNormStep(t *testing.T) {
 		}
 	}
 }
+
+// TestAccumulateSteps: with accumulate N, Backward ends by adding every
+// trainable param's gradient into its sum, and Update begins, before the
+// clipping, by replacing each gradient with its sum divided by N and
+// zeroing the sum; the sums live in the state arena. With N = 1 the plan
+// is the plan without accumulation.
+func TestAccumulateSteps(t *testing.T) {
+	for _, target := range []Target{CPU, gpuLike} {
+		m := accumulated()
+		p := mustBuild(t, m, Options{Batch: 4, Training: true, Fusion: true, Target: target})
+		if p.Accumulate != 3 {
+			t.Fatalf("%s: Plan.Accumulate = %d, want 3", target.Name, p.Accumulate)
+		}
+		var trainable []Param
+		for _, pr := range p.Params {
+			if pr.Trainable {
+				trainable = append(trainable, pr)
+			}
+		}
+		tail := p.Backward[len(p.Backward)-len(trainable):]
+		for i, pr := range trainable {
+			sum := p.Buffers[tail[i].Out[0]]
+			if tail[i].Kernel != KAccumulate || tail[i].In[1] != pr.Grad || tail[i].In[0] != sum.ID || sum.Kind != KindGradSum || sum.Name != pr.Name+".grad_sum" || sum.Arena != ArenaState {
+				t.Errorf("%s: backward's end %d is %s %v -> %v (%s, %s), want %s's gradient added into its sum in the state arena", target.Name, i, tail[i].Kernel, tail[i].In, tail[i].Out, sum.Name, sum.Arena, pr.Name)
+			}
+			mean := p.Update[i]
+			if mean.Kernel != KGradMean || mean.In[0] != sum.ID || mean.Out[0] != pr.Grad || mean.Out[1] != sum.ID || mean.Attr.Scale != 1.0/3 {
+				t.Errorf("%s: update step %d is %s %v -> %v %+v, want grad_mean of %s by 1/3", target.Name, i, mean.Kernel, mean.In, mean.Out, mean.Attr, pr.Name)
+			}
+		}
+		if k := p.Update[len(trainable)].Kernel; k != KClipGradNorm {
+			t.Errorf("%s: the step after the means is %s, want the clipping", target.Name, k)
+		}
+		m.Training.Accumulate = 1
+		one := mustBuild(t, m, Options{Batch: 4, Training: true, Fusion: true, Target: target})
+		m.Training.Accumulate = 0
+		none := mustBuild(t, m, Options{Batch: 4, Training: true, Fusion: true, Target: target})
+		if one.Accumulate != 0 || len(one.Buffers) != len(none.Buffers) || len(one.Backward) != len(none.Backward) || len(one.Update) != len(none.Update) {
+			t.Errorf("%s: accumulate 1 gives %d buffers, %d backward and %d update steps; without it %d, %d, %d", target.Name,
+				len(one.Buffers), len(one.Backward), len(one.Update), len(none.Buffers), len(none.Backward), len(none.Update))
+		}
+	}
+}

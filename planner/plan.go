@@ -34,6 +34,7 @@ const (
 	KindGrad       BufKind = "grad"       // gradient of a forward value
 	KindScratch    BufKind = "scratch"    // workspace of one step (im2col columns, dropout mask, batchnorm saved statistics)
 	KindLoss       BufKind = "loss"       // the scalar loss, shape [1]
+	KindGradSum    BufKind = "grad_sum"   // a param gradient's sum over the micro-batches of one update (accumulate.go)
 )
 
 // Buffer is one tensor of the plan. Shapes include the batch dimension first
@@ -268,6 +269,12 @@ const (
 	// grad_1, …, grad_k (the same buffers), norms [k+1]: the sum of
 	// squares of each gradient, then the scale applied. Attr: ClipNorm.
 	KClipGradNorm Kernel = "clip_grad_norm"
+	// KGradMean: the first update step of a plan that accumulates
+	// gradients over micro-batches (accumulate.go), one per trainable
+	// param: grad = sum·Scale (Scale = 1/Plan.Accumulate), then sum = 0
+	// for the next update's micro-batches. In: sum. Out: grad, sum.
+	// Attr: Scale.
+	KGradMean Kernel = "grad_mean"
 )
 
 // UnaryOp is one element-wise function in a Chain.
@@ -324,6 +331,8 @@ type Attr struct {
 	// ClipNorm is the largest global L2 norm of the gradients
 	// KClipGradNorm lets through.
 	ClipNorm float64 `json:"clipNorm,omitempty"`
+	// Scale multiplies a KGradMean step's gradient sum: 1/Plan.Accumulate.
+	Scale float64 `json:"scale,omitempty"`
 	// Causal masks a softmax step's scores [..., T, T]: query i sees keys
 	// 0..i (KSoftmax).
 	Causal bool `json:"causal,omitempty"`
@@ -435,6 +444,12 @@ type Plan struct {
 	Forward  Phase `json:"forward"`
 	Backward Phase `json:"backward"` // the loss step first, then gradients in reverse order
 	Update   Phase `json:"update"`
+	// Accumulate is the number of micro-batches, of Batch samples each,
+	// whose mean gradient makes one update; 0 or 1 updates every batch.
+	// Above 1 Backward ends by adding each param gradient into its
+	// KindGradSum buffer, and the program runs Forward and Backward on
+	// Accumulate batches before each Update (accumulate.go).
+	Accumulate int `json:"accumulate,omitempty"`
 
 	// Memory plan: sizes of the two arenas in float32 elements, and the
 	// naive size (every work buffer its own storage) to report the saving.

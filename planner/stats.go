@@ -86,7 +86,7 @@ func (p *Plan) Memory() Memory {
 		switch b.Kind {
 		case KindParam, KindStat:
 			m.Weights += n
-		case KindParamGrad:
+		case KindParamGrad, KindGradSum:
 			m.Gradients += n
 		case KindOptState:
 			m.Optimizer += n

@@ -30,7 +30,11 @@ func WriteText(w io.Writer, p *Plan) error {
 	if mixed {
 		precision = ", precision " + p.Precision
 	}
-	ew.printf("plan %s: batch %d, %s, fusion %s%s\n", p.Model, p.Batch, mode, fusion, precision)
+	batch := fmt.Sprintf("batch %d", p.Batch)
+	if p.Accumulate > 1 {
+		batch = fmt.Sprintf("batch %d×%d accumulated (%d a step)", p.Accumulate, p.Batch, p.Accumulate*p.Batch)
+	}
+	ew.printf("plan %s: %s, %s, fusion %s%s\n", p.Model, batch, mode, fusion, precision)
 	ew.printf("input %s, output %s", p.Buffers[p.Input].Name, p.Buffers[p.Output].Name)
 	if p.Loss != NoBuf {
 		ew.printf(", labels %s, loss %s", p.Buffers[p.Labels].Name, p.Buffers[p.Loss].Name)
@@ -206,6 +210,9 @@ func stepAttr(s Step, precision bool) string {
 	}
 	if s.Kernel == KClipGradNorm {
 		parts = append(parts, fmt.Sprintf("to norm %g", a.ClipNorm))
+	}
+	if s.Kernel == KGradMean {
+		parts = append(parts, fmt.Sprintf("scale 1/%.4g", 1/a.Scale))
 	}
 	if a.Decoupled {
 		parts = append(parts, "decoupled")

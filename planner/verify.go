@@ -64,6 +64,7 @@ func (p *Plan) validID(id BufID) bool { return id >= 0 && int(id) < len(p.Buffer
 var bufKinds = map[BufKind]bool{
 	KindInput: true, KindLabels: true, KindParam: true, KindStat: true, KindParamGrad: true,
 	KindOptState: true, KindActivation: true, KindGrad: true, KindScratch: true, KindLoss: true,
+	KindGradSum: true,
 }
 
 // verifyBuffers checks each buffer on its own and the plan's special ones.
@@ -209,7 +210,7 @@ var kernelPhase = map[Kernel]string{
 	KGlobalAvgPoolBwd: "backward", KUnaryBwd: "backward", KBinaryBwd: "backward", KSoftmaxBwd: "backward",
 	KLogSoftmaxBwd: "backward", KDropoutBwd: "backward", KBatchNormBwd: "backward", KMatMulBwd: "backward",
 	KConcatBwd: "backward", KSliceBwd: "backward", KResizeBwd: "backward", KAccumulate: "backward", KLayerNormBwd: "backward", KReduceMeanBwd: "backward", KEmbeddingBwd: "backward",
-	KSGD: "update", KAdam: "update", KAdamMulti: "update", KClipGradNorm: "update",
+	KSGD: "update", KAdam: "update", KAdamMulti: "update", KClipGradNorm: "update", KGradMean: "update",
 	KTranspose: "any", // its own gradient
 }
 
@@ -266,6 +267,7 @@ var operands = map[Kernel]struct {
 	KAdam:               {3, 3, nil, nil},
 	KAdamMulti:          {-1, -1, nil, nil},
 	KClipGradNorm:       {-1, -1, nil, nil},
+	KGradMean:           {1, 2, nil, nil},
 }
 
 // verifyStep checks one step: phase, operand counts, and shapes.
@@ -388,6 +390,8 @@ func checkShapes(p *Plan, s *Step) error {
 		return r.adamMulti(s)
 	case KClipGradNorm:
 		return r.clipGradNorm(s)
+	case KGradMean:
+		return r.gradMean(s)
 	case KSGD, KAdam:
 		return r.optimizer(s)
 	}
@@ -470,7 +474,7 @@ func verifyDataFlow(p *Plan) error {
 	writes := make([]int, len(p.Buffers))
 	for i, b := range p.Buffers {
 		switch b.Kind {
-		case KindParam, KindStat, KindOptState, KindInput, KindLabels:
+		case KindParam, KindStat, KindOptState, KindGradSum, KindInput, KindLabels:
 			written[i] = true
 		}
 	}
@@ -498,6 +502,9 @@ func verifyDataFlow(p *Plan) error {
 				written[r] = true
 				if s.Kernel == KClipGradNorm && p.Buffers[r].Kind == KindParamGrad {
 					continue // scales the gradient in place (verify_update.go checks In = Out)
+				}
+				if s.Kernel == KGradMean && p.Buffers[r].Kind == KindParamGrad {
+					continue // the mean of the micro-batches' gradients replaces the last one's (accumulate.go)
 				}
 				writes[r]++
 				switch p.Buffers[r].Kind {

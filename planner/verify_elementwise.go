@@ -67,8 +67,9 @@ func (r shapeRules) dropout(s *Step) error {
 // accumulate checks the sum of two gradient contributions.
 func (r shapeRules) accumulate(s *Step) error {
 	in, out := s.In, s.Out
-	// a param's gradient: the sum of a tied param's parts (differentiate.go)
-	return first(r.same("b", in[1], in[0]), r.same("y", out[0], in[0]), r.kindIs(out[0], KindGrad, KindParamGrad))
+	// a param's gradient: the sum of a tied param's parts (differentiate.go);
+	// a gradient sum over micro-batches (accumulate.go)
+	return first(r.same("b", in[1], in[0]), r.same("y", out[0], in[0]), r.kindIs(out[0], KindGrad, KindParamGrad, KindGradSum))
 }
 
 // unaryChainOps are the ops a KUnary chain may hold.

@@ -49,6 +49,18 @@ func (r shapeRules) clipGradNorm(s *Step) error {
 	return nil
 }
 
+// gradMean checks a KGradMean step: the sum read and zeroed in place,
+// the gradient written, both shaped alike, and a scale in (0, 1).
+func (r shapeRules) gradMean(s *Step) error {
+	if s.In[0] != s.Out[1] {
+		return fmt.Errorf("the gradient sum is read from %d and zeroed in %d", s.In[0], s.Out[1])
+	}
+	if !(s.Attr.Scale > 0 && s.Attr.Scale < 1) {
+		return fmt.Errorf("scale %g, want 1/accumulate in (0, 1)", s.Attr.Scale)
+	}
+	return first(r.same("grad", s.Out[0], s.In[0]), r.kindIs(s.In[0], KindGradSum), r.kindIs(s.Out[0], KindParamGrad))
+}
+
 // optimizer checks an SGD or Adam step: state read and written in place,
 // every operand shaped like the param.
 func (r shapeRules) optimizer(s *Step) error {

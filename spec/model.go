@@ -174,6 +174,9 @@ type Training struct {
 	// ClipNorm scales the gradients down to this global L2 norm when
 	// they exceed it; 0 means off.
 	ClipNorm float64 `json:"clipNorm,omitempty"`
+	// Accumulate is the number of micro-batches of BatchSize whose
+	// gradients, averaged, make one optimizer step (1: every batch).
+	Accumulate int `json:"accumulate,omitempty"`
 }
 
 // Dataset binds a model to its data files.

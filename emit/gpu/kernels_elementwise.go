@@ -333,6 +333,15 @@ func accumulateKernel(n int) *Kernel {
 		func(i Expr) []Stmt { return []Stmt{store("y", i, add(load("a", i), load("b", i)))} })
 }
 
+// gradMeanKernel is accumulation's mean: g = sum·scale, then sum = 0
+// for the next optimizer step's micro-batches (planner/accumulate.go).
+func gradMeanKernel(n int, scale float32) *Kernel {
+	return elementwise(fmt.Sprintf("gradient mean, scale %g, %d elements", scale, n), n, []Param{out("sum", n), out("g", n)},
+		func(i Expr) []Stmt {
+			return []Stmt{store("g", i, mul(load("sum", i), flt(scale))), store("sum", i, flt(0))}
+		})
+}
+
 // dropoutKernel draws a keep mask from DropoutUniform and scales kept
 // elements by 1/(1-rate) (inverted dropout): mask holds 0 or the scale.
 func dropoutKernel(n int, rate float32) *Kernel {

@@ -616,6 +616,11 @@ func kernelCases(t *testing.T) []gpuCase {
 		sum := zeros(500)
 		cpu.Add(a, b, sum)
 		addCase(gpuCase{name: "accumulate", k: accumulateKernel(500), in: [][]float32{a, b, zeros(500)}, want: map[int][]float32{2: sum}})
+		mean := make([]float32, 500)
+		for i := range sum {
+			mean[i] = sum[i] * 0.25
+		}
+		addCase(gpuCase{name: "grad_mean", k: gradMeanKernel(500, 0.25), in: [][]float32{slices.Clone(sum), randVec(r, 500, 5, 6)}, want: map[int][]float32{0: zeros(500), 1: mean}})
 	}
 
 	// Optimizers, a few steps each so that the moments and the bias

@@ -371,6 +371,8 @@ func (l *lowering) lowerStep(st *planner.Step, training bool) error {
 		return l.adamMulti(st)
 	case planner.KClipGradNorm:
 		return l.clipGradNorm(st)
+	case planner.KGradMean:
+		return l.gradMean(st)
 	}
 	return fmt.Errorf("no GPU lowering for kernel %q", st.Kernel)
 }

@@ -82,6 +82,18 @@ func (l *lowering) adamMulti(st *planner.Step) error {
 	return l.launch(kind, adamMultiKernel(sizes, decays, float32(a.Beta1), float32(a.Beta2), float32(a.Eps), a.Decoupled), nil, ops...)
 }
 
+// gradMean lowers accumulation's mean of one param's gradient sum.
+func (l *lowering) gradMean(st *planner.Step) error {
+	if err := l.operands(st, 1, 2); err != nil {
+		return err
+	}
+	sb, err := l.buf(st.In[0])
+	if err != nil {
+		return err
+	}
+	return l.launch("grad_mean", gradMeanKernel(sb.Size, float32(st.Attr.Scale)), nil, whole(st.In[0]), whole(st.Out[0]))
+}
+
 // clipGradNorm lowers clipping by the global norm as three kernels: the
 // sum of squares of each gradient (one threadgroup a gradient, several
 // gradients a launch), the scale from their total, and the scaling of

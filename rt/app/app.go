@@ -64,6 +64,12 @@ type Defaults struct {
 	TrainLabels     string
 	TestImages      string
 	TestLabels      string
+
+	// Accumulate, above 1, is the number of micro-batches of Batch
+	// samples whose mean gradient makes one optimizer step (the spec's
+	// training.accumulate): the loop runs Gradients on all but the last
+	// and TrainStep on the last; 0 or 1 updates every batch.
+	Accumulate int
 }
 
 // Meta is what a generated model tells the program about itself.
@@ -143,9 +149,13 @@ type Model interface {
 	// Gradients runs forward, loss and backward on the training batch
 	// without updating the weights, and returns the mean loss; the
 	// gradients are then in State() at each ParamMeta.Grad. The gradient
-	// check of selftest uses it.
+	// check of selftest uses it, and, where Defaults.Accumulate is above
+	// 1, the training loop for an optimizer step's micro-batches but the
+	// last: such a model also adds the gradients into the sums that the
+	// next TrainStep averages, and keeps its prediction for TrainOutput.
 	Gradients() float32
-	// TrainOutput is the prediction of the last TrainStep (logits).
+	// TrainOutput is the prediction of the last TrainStep (logits), or of
+	// the last Gradients of a model that accumulates.
 	TrainOutput() []float32
 	// InferInput is the batch buffer of the inference plan: batch rows of
 	// Meta().Batch, or one row when one is true.

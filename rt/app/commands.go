@@ -234,6 +234,9 @@ func infoCmd(m Model, args []string, w io.Writer) error {
 	} else {
 		fmt.Fprintf(tw, "input:\t%s\nclasses:\t%d\nbatch:\t%d\n", joinShape(meta.InputShape), meta.Classes, meta.Batch)
 	}
+	if a := meta.Defaults.Accumulate; a > 1 {
+		fmt.Fprintf(tw, "accumulate:\t%d micro-batches of %d a training step, a batch of %d\n", a, meta.Batch, a*meta.Batch)
+	}
 	if meta.format() != "idx" {
 		fmt.Fprintf(tw, "data:\t%s (%s)\n", meta.format(), dataFiles(meta, true))
 	}

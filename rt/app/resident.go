@@ -59,6 +59,9 @@ func residentModel(m Model, ds *dataset, classes int) (Resident, error) {
 	if perStepSchedule(meta.Defaults) { // the device holds one rate an epoch
 		return nil, nil
 	}
+	if meta.Defaults.Accumulate > 1 { // a device epoch updates every batch
+		return nil, nil
+	}
 	n := ds.n
 	inW := ds.features
 	if classes <= 0 || int64(n)*int64(max(inW, classes)) > math.MaxInt32 {

@@ -218,9 +218,11 @@ func trainCmd(m Model, args []string, stdout, stderr io.Writer) (err error) {
 	}
 	defer ds.close()
 	train, val := ds.split(o.valSplit, o.seed)
-	B := meta.Batch
-	if len(train) < B {
-		return fmt.Errorf("%d training images are fewer than one batch of %d", len(train), B)
+	// An optimizer step reads micro batches of B (accumulate), bs samples.
+	B, micro := meta.Batch, meta.accumulate()
+	bs := B * micro
+	if len(train) < bs {
+		return fmt.Errorf("%d training images are fewer than one batch of %d", len(train), bs)
 	}
 
 	st := trainState{bestVal: math.Inf(1)}
@@ -262,11 +264,13 @@ func trainCmd(m Model, args []string, stdout, stderr io.Writer) (err error) {
 		defer f.Close()
 		metrics = progress.NewMetrics(f)
 	}
-	stepsPerEpoch := len(train) / B
+	// The schedule, the checkpoints' batch and the progress count
+	// optimizer steps.
+	stepsPerEpoch := len(train) / bs
 	if st.batch > stepsPerEpoch {
 		return fmt.Errorf("%s stopped after batch %d of epoch %d, but this data set has %d batches per epoch: resume with the --data, --limit and --validation-split of the interrupted run", o.resume, st.batch, st.epoch+1, stepsPerEpoch)
 	}
-	rep := progress.NewReporter(stdout, o.epochs, stepsPerEpoch, B)
+	rep := progress.NewReporter(stdout, o.epochs, stepsPerEpoch, bs)
 	rep.Quiet = o.quiet
 	rep.NoAccuracy = meta.regression()
 	rep.Rate = meta.sampleNoun() + "/s"
@@ -308,34 +312,45 @@ func trainCmd(m Model, args []string, stdout, stderr io.Writer) (err error) {
 				return err
 			}
 		} else if st.batch < stepsPerEpoch { // a checkpoint taken after an epoch's last step resumes at its end
-			loader.start(order[st.batch*B : stepsPerEpoch*B])
+			loader.start(order[st.batch*bs : stepsPerEpoch*bs])
 		}
 		for b := st.batch; res == nil && b < stepsPerEpoch; b++ {
-			if err := loader.next(m.TrainInput(), m.TrainLabels()); err != nil {
-				return err
-			}
 			st.step++
 			m.SetRand(stepSeed(o.seed, st.step))
 			lr = learningRate(meta.Defaults, o.lr, st.step, epoch, o.epochs, stepsPerEpoch)
 			if snapshot != nil {
 				copy(snapshot, m.State())
 			}
-			loss := m.TrainStep(lr, st.step)
-			if math.IsNaN(float64(loss)) || math.IsInf(float64(loss), 0) {
-				return divergence(m, snapshot, st, lastGood, epoch, b, loss)
-			}
+			// The step's loss is the mean of its micro-batches' means, the
+			// mean over its B·micro samples.
+			var loss float32
 			var c int
-			if ds.text != nil {
-				c = ds.text.correct(meta, m.TrainOutput(), m.TrainLabels())
-			} else {
-				c = trainCorrect(meta, m.TrainOutput(), m.TrainLabels())
+			for k := range micro {
+				if err := loader.next(m.TrainInput(), m.TrainLabels()); err != nil {
+					return err
+				}
+				var l float32
+				if k < micro-1 {
+					l = m.Gradients()
+				} else {
+					l = m.TrainStep(lr, st.step)
+				}
+				if !cpu.Finite(l) {
+					return divergence(m, snapshot, st, lastGood, epoch, b, l)
+				}
+				loss += l / float32(micro)
+				if ds.text != nil {
+					c += ds.text.correct(meta, m.TrainOutput(), m.TrainLabels())
+				} else {
+					c += trainCorrect(meta, m.TrainOutput(), m.TrainLabels())
+				}
 			}
 			sumLoss += float64(loss)
 			correct += c
-			seen += B * perSample
+			seen += bs * perSample
 			rep.Step(b+1, sumLoss/float64(b+1-st.batch), float64(correct)/float64(seen))
 			if metrics != nil {
-				metrics.Write(progress.Event{Event: "step", Epoch: epoch + 1, Step: st.step, Loss: float64(loss), Acc: float64(c) / float64(B*perSample), LR: float64(lr)})
+				metrics.Write(progress.Event{Event: "step", Epoch: epoch + 1, Step: st.step, Loss: float64(loss), Acc: float64(c) / float64(bs*perSample), LR: float64(lr)})
 			}
 			select {
 			case <-sigs:
@@ -535,3 +550,7 @@ func keptPath(o *trainOptions, flagName string, err error) error {
 	}
 	return fmt.Errorf("%v (the path of the interrupted run, kept as %s in %s; give --%s to write elsewhere)", err, key, o.resume, flagName)
 }
+
+// accumulate is the number of micro-batches of Batch samples an optimizer
+// step reads: Defaults.Accumulate, at least 1.
+func (m *Meta) accumulate() int { return max(m.Defaults.Accumulate, 1) }

@@ -145,7 +145,9 @@ func New(d Device, p *Program) (*Model, error) {
 	if m.train, err = m.record("training step", p.TrainForward, []Op{p.CopyOutput}, p.TrainBackward, p.TrainUpdate); err != nil {
 		return nil, err
 	}
-	if m.grads, err = m.record("gradients", p.TrainForward, p.TrainBackward); err != nil {
+	// The prediction too: a model that accumulates gradients trains on
+	// Gradients for all micro-batches of a step but the last.
+	if m.grads, err = m.record("gradients", p.TrainForward, []Op{p.CopyOutput}, p.TrainBackward); err != nil {
 		return nil, err
 	}
 	if m.evalInfer, err = m.record("inference", p.EvalInfer); err != nil {
@@ -391,7 +393,7 @@ func (m *Model) TrainStep(lr float32, step int) float32 {
 }
 
 // Gradients runs forward, loss and backward as one sequence, without the
-// update.
+// update, and keeps the prediction for TrainOutput.
 func (m *Model) Gradients() float32 {
 	m.checkTrainInput()
 	m.setArgs(0, 1)

@@ -186,6 +186,73 @@ func TestTrainingMatchesCPU(t *testing.T) {
 	}
 }
 
+// TestAccumulationMatchesCPU, for a program whose optimizer steps
+// accumulate gradients over micro-batches (training.accumulate), runs
+// three optimizer steps as the training loop does, Gradients on each
+// micro-batch but the last and TrainStep on the last, on the fake GPU and
+// through the CPU backend's kernels: every micro-batch's loss and
+// prediction agree, and so do the weights. A program without
+// accumulation skips it.
+func TestAccumulationMatchesCPU(t *testing.T) {
+	micro := program.Meta.Defaults.Accumulate
+	if micro < 2 {
+		t.Skip("the program does not accumulate gradients")
+	}
+	_, m := newFakeModel(t)
+	B := program.Meta.Batch
+	x, y := seeded(m, B*micro)
+	inW, labW := program.TrainInputSize/B, program.TrainLabelsSize/B
+	sa := append([]float32(nil), m.State()...)
+	wa := make([]float32, max(program.TrainWorkSize, 1))
+	const lr = 1e-2
+	for step := 1; step <= 3; step++ {
+		seed := uint64(step) * 0x9E3779B97F4A7C15
+		m.SetRand(seed)
+		for k := range micro {
+			xk, yk := x[k*B*inW:(k+1)*B*inW], y[k*B*labW:(k+1)*B*labW]
+			copy(m.TrainInput(), xk)
+			copy(m.TrainLabels(), yk)
+			var got float32
+			phases := [][]gpuhost.PlanStep{program.TrainForward, program.TrainBackward}
+			if k < micro-1 {
+				got = m.Gradients()
+			} else {
+				got = m.TrainStep(lr, step)
+				phases = append(phases, program.TrainUpdate)
+			}
+			var want float32
+			for _, ph := range phases {
+				for _, st := range ph {
+					if l := st.Ref(sa, wa, xk, yk, lr, step, fold(seed)); l != 0 {
+						want = l
+					}
+				}
+			}
+			if !near(got, want, lossTol()) {
+				t.Errorf("step %d, micro-batch %d: loss %v on the fake GPU, %v on the CPU kernels", step, k+1, got, want)
+			}
+			if r := program.TrainOutput; r.Arena == gpuhost.ArenaTrainWork {
+				out := m.TrainOutput()
+				for i, v := range wa[r.Offset : r.Offset+r.Size] {
+					if !near(out[i], v, lossTol()) {
+						t.Errorf("step %d, micro-batch %d: prediction %d is %v on the fake GPU, %v on the CPU kernels", step, k+1, i, out[i], v)
+						break
+					}
+				}
+			}
+		}
+	}
+	state := m.State()
+	for _, p := range program.Meta.Params {
+		for i := p.Offset; i < p.Offset+p.Size; i++ {
+			if !near(state[i], sa[i], 1e-4) {
+				t.Errorf("after 3 steps of %d micro-batches %s[%d] is %v on the fake GPU, %v on the CPU kernels", micro, p.Name, i-p.Offset, state[i], sa[i])
+				break
+			}
+		}
+	}
+}
+
 // TestResidentMatchesHostFed trains two steps with the training set on the
 // device (gathered by the advance, gather and record kernels, one graph
 // launch a step) and the same two steps fed from the host: the losses are
