@@ -155,9 +155,11 @@ func (r *Replicated) each(f func(i int, m *Model) error) error {
 // rank's launches after its sums may wait for its peers (a queue that
 // fills; the fake's launches always do), so one host thread cannot launch
 // them rank after rank. The first error aborts every rank's collective,
-// which ends the others' waits (and launches waiting on the sums), and is
-// the error returned, named by its rank: the rank that failed, not a peer
-// that then waited for it.
+// which ends the others' waits (and launches waiting on the sums); so does
+// the step timeout, should the launches themselves never return (a GPU
+// that faulted runs no more sums, and its peers' launches behind theirs
+// wait). The error returned names its rank and is, where there is one, a
+// rank's own failure rather than a peer's abort that followed it.
 func (r *Replicated) ranksDo(f func(i int, m *Model) error) error {
 	errs := make(chan error, len(r.ranks))
 	for i, m := range r.ranks {
@@ -170,13 +172,46 @@ func (r *Replicated) ranksDo(f func(i int, m *Model) error) error {
 			errs <- err
 		}()
 	}
-	var first error
+	watchdog := time.AfterFunc(r.timeout, func() {
+		r.abort(fmt.Errorf("%w: the launches and sums of %d GPUs did not finish within %v", ErrCollectiveTimeout, len(r.ranks), r.timeout))
+	})
+	defer watchdog.Stop()
+	var first, own error
 	for range r.ranks {
-		if err := <-errs; err != nil && first == nil {
+		err := <-errs
+		if err != nil && first == nil {
 			first = err
 		}
+		if err != nil && own == nil && !errors.Is(err, ErrAborted) {
+			own = err
+		}
 	}
-	return first
+	if own != nil || first == nil {
+		return own
+	}
+	return r.culprit(first)
+}
+
+// culprit looks, after every rank was aborted, for a rank whose GPU
+// failed (a fault stops its sums, so its peers saw only a timeout or an
+// abort), and names it; else it returns err.
+func (r *Replicated) culprit(err error) error {
+	found := make(chan error, 1)
+	go func() {
+		for i, m := range r.ranks {
+			if serr := m.d.Sync(); serr != nil {
+				found <- r.rankErr(i, fmt.Errorf("%w; and so: %v", serr, err))
+				return
+			}
+		}
+		found <- err
+	}()
+	select {
+	case e := <-found:
+		return e
+	case <-time.After(10 * time.Second): // a GPU that does not even answer
+		return err
+	}
 }
 
 // wait waits for every rank's sums at once; the first failure to arrive
