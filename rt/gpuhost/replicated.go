@@ -472,6 +472,13 @@ func MainReplicated(open func() (Device, error), openN func(n int) ([]Device, []
 	if err != nil {
 		fail(p, err)
 	}
+	if len(devs) == 1 { // --gpus all on a machine of one GPU
+		for _, c := range colls {
+			c.Close()
+		}
+		Main(func() (Device, error) { return devs[0], nil }, p)
+		return
+	}
 	timeout := StepTimeout
 	if v := os.Getenv("MLBUILD_STEP_TIMEOUT"); v != "" {
 		if timeout, err = time.ParseDuration(v); err != nil || timeout <= 0 {

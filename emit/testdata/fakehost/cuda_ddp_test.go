@@ -51,8 +51,11 @@ func TestMain(m *testing.M) {
 			fmt.Fprintln(os.Stderr, "several GPUs and NCCL were opened")
 			os.Exit(97)
 		}
-		if n == 0 {
+		if n == 0 { // all: 2 fake GPUs, or MLBUILD_FAKEHOST_ALL
 			n = 2
+			if v := os.Getenv("MLBUILD_FAKEHOST_ALL"); v != "" {
+				n, _ = strconv.Atoi(v)
+			}
 		}
 		devs, err := fakeDevices(work, cache, n, func(i int, f *fakecuda.Fake) {
 			if i == failRank {
@@ -248,7 +251,8 @@ func TestDataParallelMatchesOneGPU(t *testing.T) {
 }
 
 // TestGPUsOnTheCommandLine runs the program as a command: --gpus 1 (and no
-// --gpus) trains without opening NCCL; --gpus 3 is refused naming the
+// --gpus) trains without opening NCCL; --gpus all on a machine of one GPU
+// trains on it; --gpus 3 is refused naming the
 // counts the program has; --gpus 2 trains; a fault of rank 1's GPU in the
 // second epoch ends the run with exit status 1 and a message naming the
 // rank, within the step timeout, keeping the first epoch's checkpoint,
@@ -285,7 +289,11 @@ func TestGPUsOnTheCommandLine(t *testing.T) {
 			t.Errorf("%q: exit status %d, want 0 on one GPU without NCCL; output:\n%s", args, code, msg)
 		}
 	}
-	msg, code, _ := run(train("--gpus", "3"))
+	msg, code, _ := run(train("--gpus", "all"), "MLBUILD_FAKEHOST_ALL=1")
+	if code != 0 || strings.Contains(msg, "GPUs:") || !strings.Contains(msg, "trained 2 epochs") {
+		t.Errorf("--gpus all on a machine of one GPU: exit status %d, want 0 and a run on one GPU; output:\n%s", code, msg)
+	}
+	msg, code, _ = run(train("--gpus", "3"))
 	if code != 2 || !strings.Contains(msg, "--gpus 3") || !strings.Contains(msg, "1 or 2 or 4 or 8") {
 		t.Errorf("--gpus 3: exit status %d, want 2 and a message listing 1, 2, 4 and 8; output:\n%s", code, msg)
 	}
