@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"time"
 
 	"github.com/mlbuild/mlbuild/rt/gpuhost"
 )
@@ -20,16 +21,84 @@ import (
 //
 // and the library overrides of LoadLibraries.
 func OpenHostDevice() (gpuhost.Device, error) {
+	opts, err := hostOptions(true)
+	if err != nil {
+		return nil, err
+	}
+	d, err := OpenDevice(opts)
+	if err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// OpenHostReplicas opens GPUs 0 to n−1 (n 0: every one) for a program's
+// data-parallel training (`train --gpus N`), loads NCCL and starts one
+// clique over them (StartReplicas); the environment is OpenHostDevice's
+// but for MLBUILD_CUDA_DEVICE, which it refuses. Only a run on several
+// GPUs calls it, so a program on one GPU never loads NCCL.
+func OpenHostReplicas(n int) ([]gpuhost.Device, []gpuhost.Collective, error) {
+	opts, err := hostOptions(false)
+	if err != nil {
+		return nil, nil, err
+	}
+	devs, err := OpenDevices(opts, n)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := devs[0].e.lib.LoadNCCL(); err != nil {
+		closeAll(devs)
+		return nil, nil, fmt.Errorf("training on %d GPUs needs NCCL: %w", len(devs), err)
+	}
+	return StartReplicas(devs, 2*time.Minute)
+}
+
+// StartReplicas starts one NCCL clique over devs, rank i on devs[i], in
+// timeout at most, and returns them as the host's devices and
+// collectives; on an error it closes the devices. NCCL must be loaded in
+// the first device's Libraries, which every device shares (or, on the
+// fake, each device's own).
+func StartReplicas(devs []*Device, timeout time.Duration) ([]gpuhost.Device, []gpuhost.Collective, error) {
+	id, err := NewNCCLID(devs[0].e.lib)
+	if err != nil {
+		closeAll(devs)
+		return nil, nil, err
+	}
+	comms, err := OpenCommunicators(devs, id, 0, len(devs), timeout)
+	if err != nil {
+		closeAll(devs)
+		return nil, nil, err
+	}
+	ds := make([]gpuhost.Device, len(devs))
+	cs := make([]gpuhost.Collective, len(devs))
+	for i := range devs {
+		ds[i], cs[i] = devs[i], comms[i]
+	}
+	return ds, cs, nil
+}
+
+// closeAll closes devices after a failed start.
+func closeAll(devs []*Device) {
+	for _, d := range devs {
+		d.Close()
+	}
+}
+
+// hostOptions reads the environment of OpenHostDevice; one says whether
+// MLBUILD_CUDA_DEVICE may choose the GPU.
+func hostOptions(one bool) (Options, error) {
 	opts := Options{}
-	if v := os.Getenv("MLBUILD_CUDA_DEVICE"); v != "" {
+	if v := os.Getenv("MLBUILD_CUDA_DEVICE"); v != "" && !one {
+		return opts, fmt.Errorf("MLBUILD_CUDA_DEVICE=%q chooses the one GPU of a run; --gpus N takes GPUs 0 to N-1 (CUDA_VISIBLE_DEVICES chooses which they are)", v)
+	} else if v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 0 {
-			return nil, fmt.Errorf("MLBUILD_CUDA_DEVICE=%q: want a GPU ordinal (0, 1, …)", v)
+			return opts, fmt.Errorf("MLBUILD_CUDA_DEVICE=%q: want a GPU ordinal (0, 1, …)", v)
 		}
 		opts.Ordinal = n
 	}
 	if v := os.Getenv("MLBUILD_CUDA_TF32"); v != "" {
-		return nil, fmt.Errorf(`MLBUILD_CUDA_TF32=%q: this switch is gone; a GEMM's precision is the spec's now: write precision: "tf32" (or "bf16") in the spec and compile again (mlbuild plan --backend cuda shows each step's), and unset MLBUILD_CUDA_TF32`, v)
+		return opts, fmt.Errorf(`MLBUILD_CUDA_TF32=%q: this switch is gone; a GEMM's precision is the spec's now: write precision: "tf32" (or "bf16") in the spec and compile again (mlbuild plan --backend cuda shows each step's), and unset MLBUILD_CUDA_TF32`, v)
 	}
 	for _, name := range []string{"MLBUILD_CUDA_BLOCKING", "CUDA_LAUNCH_BLOCKING"} {
 		switch v := os.Getenv(name); v {
@@ -37,12 +106,8 @@ func OpenHostDevice() (gpuhost.Device, error) {
 		case "1":
 			opts.Blocking = true
 		default:
-			return nil, fmt.Errorf("%s=%q: want 1 (every kernel launched alone and waited for, so a fault names it) or 0 (the default: one CUDA graph a step)", name, v)
+			return opts, fmt.Errorf("%s=%q: want 1 (every kernel launched alone and waited for, so a fault names it) or 0 (the default: one CUDA graph a step)", name, v)
 		}
 	}
-	d, err := OpenDevice(opts)
-	if err != nil {
-		return nil, err
-	}
-	return d, nil
+	return opts, nil
 }

@@ -51,6 +51,7 @@ func (b *Backend) DevicePackage() string {
 func gpuBackend(b *Backend, d *gpuDevice) *Backend {
 	d.backend, b.Target.Name = b.Name, b.Name
 	b.gpu, b.program = d, d.program
+	d.target = b.Target
 	return b
 }
 
@@ -163,7 +164,7 @@ var (
 			return nil
 		},
 		Target: cudaPrecisions(gpuTarget("im2col+cublas", gpu.ConvScratchWithin(1<<26), 1<<22, gpu.UpdateTensors(gpu.CUDA), 1<<27, true)), // 256 MiB rounds: a batch of MNIST images in one GEMM; columns of 16 MiB kept for the backward; Winograd 5×5 convolutions within 512 MiB
-	}, &gpuDevice{dialect: gpu.CUDA, pkg: "cuda", fake: "fakecuda", about: []string{
+	}, &gpuDevice{dialect: gpu.CUDA, pkg: "cuda", fake: "fakecuda", replicas: []int{2, 4, 8}, openReplicas: "OpenHostReplicas", about: []string{
 		"the plans' GEMMs run on cuBLAS and every other op on a CUDA kernel",
 		"generated for its constant shapes (kernels.go, compiled by NVRTC at the",
 		"first run and cached); rt/gpuhost records a training step as one CUDA",

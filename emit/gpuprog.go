@@ -28,6 +28,12 @@ type gpuDevice struct {
 	pkg     string       // the device package mlbuild carries: "mps", "cuda"
 	fake    string       // its fake, a subpackage: "fakemetal", "fakecuda"
 	about   []string     // lines of main.go's header comment on how it runs
+	// replicas are the GPU counts of data-parallel training the program
+	// gets tables for, where they divide the batch (none: one GPU only);
+	// openReplicas is the device package's function that opens them.
+	replicas     []int
+	openReplicas string
+	target       planner.Target // the backend's planning rules, for the replicas' plans
 }
 
 // MetalConvScratch is the convolution scratch a GPU program needs for one
@@ -96,6 +102,7 @@ func (d *gpuDevice) program(in *Input) ([]File, error) {
 type gpuPlan struct {
 	*planView
 	work     string // arena constant of its work arena
+	shares   int    // a replica's GPU count (0: the program's own plan)
 	prog     *gpu.Program
 	forward  [][]gpu.Op
 	backward [][]gpu.Op
@@ -151,7 +158,11 @@ func (d *gpuDevice) render(in *Input) (*GPUSources, error) {
 	if err != nil {
 		return nil, err
 	}
-	res, err := g.residentKernels()
+	res, err := g.residentKernels(tp)
+	if err != nil {
+		return nil, err
+	}
+	replicas, err := g.replicaPlans()
 	if err != nil {
 		return nil, err
 	}
@@ -159,7 +170,7 @@ func (d *gpuDevice) render(in *Input) (*GPUSources, error) {
 	if err != nil {
 		return nil, fmt.Errorf("emit: printing the %s kernels: %v", d.backend, err)
 	}
-	main, err := g.renderMain(plans, copyName, res)
+	main, err := g.renderMain(plans, copyName, res, replicas)
 	if err != nil {
 		return nil, err
 	}
@@ -196,18 +207,22 @@ func (g *gpuGen) register(k *gpu.Kernel, kind string) (string, error) {
 // groups the ops by plan step.
 func (g *gpuGen) lower(mp *gpuPlan) error {
 	pl := mp.plan
-	prog, err := gpu.LowerInto(g.lib, pl)
+	prog, err := gpu.LowerShareInto(g.lib, pl, max(mp.shares, 1))
 	if err != nil {
 		return fmt.Errorf("emit: lowering the batch-%d plan for %s: %w", pl.Batch, g.dev.backend, err)
 	}
 	mp.prog = prog
-	if mp.prefix == "t" {
+	if mp.training() {
 		mp.forward, mp.backward, mp.update = prog.ForwardSteps, prog.BackwardSteps, prog.UpdateSteps
 		return nil
 	}
 	mp.infer = prog.InferSteps
 	return nil
 }
+
+// training says whether mp is a training plan (the program's or a
+// replica's).
+func (mp *gpuPlan) training() bool { return mp.work == "arenaTrainWork" }
 
 // location is where a plan buffer lives in the program: an arena (a
 // constant of main.go, naming a gpuhost arena) and an element offset in it.
@@ -232,14 +247,14 @@ func (g *gpuGen) locate(mp *gpuPlan, id planner.BufID) (location, error) {
 	for root.AliasOf != planner.NoBuf {
 		root = pl.Buffers[root.AliasOf]
 	}
-	if mp.prefix == "t" && root.ID == pl.Input {
+	if mp.training() && root.ID == pl.Input {
 		return location{"arenaTrainInput", b.Offset - root.Offset}, nil
 	}
-	if mp.prefix == "t" && root.ID == pl.Labels {
+	if mp.training() && root.ID == pl.Labels {
 		return location{"arenaTrainLabels", b.Offset - root.Offset}, nil
 	}
 	if b.Arena == planner.ArenaState {
-		if mp.prefix == "t" {
+		if mp.training() {
 			return location{"arenaState", b.Offset}, nil
 		}
 		for _, p := range pl.Params {
@@ -256,10 +271,10 @@ func (g *gpuGen) locate(mp *gpuPlan, id planner.BufID) (location, error) {
 	return location{mp.work, b.Offset}, nil
 }
 
-// residentKernels adds the kernels of device-resident training to the
-// library and returns the gpuhost.ResidentKernels literal naming them.
-func (g *gpuGen) residentKernels() (string, error) {
-	tp := g.in.Train
+// residentKernels adds the kernels of device-resident training of the
+// training plan tp to the library and returns the gpuhost.ResidentKernels
+// literal naming them.
+func (g *gpuGen) residentKernels(tp *planner.Plan) (string, error) {
 	B := tp.Batch
 	in, labels := tp.Buffers[tp.Input].Size, tp.Buffers[tp.Labels].Size
 	classes := 0 // as countCorrect: argmax rows when prediction and labels have one shape
@@ -288,7 +303,7 @@ func (g *gpuGen) residentKernels() (string, error) {
 
 // renderMain writes main.go: the program's tables (sizes, kernel library,
 // per-plan step tables), CPU reference functions and the model's meta.
-func (g *gpuGen) renderMain(plans []*gpuPlan, copyName, resident string) ([]byte, error) {
+func (g *gpuGen) renderMain(plans []*gpuPlan, copyName, resident string, replicas []*replicaPlan) ([]byte, error) {
 	t, e, o := plans[0], plans[1], plans[2]
 	tp := t.plan
 	outLoc, err := g.locate(t, tp.Output)
@@ -304,7 +319,11 @@ func (g *gpuGen) renderMain(plans []*gpuPlan, copyName, resident string) ([]byte
 	saved := g.buf
 	g.buf = body
 
-	g.p("func main() { gpuhost.Main(%s.OpenHostDevice, &program) }", g.dev.pkg)
+	if len(replicas) > 0 {
+		g.p("func main() { gpuhost.MainReplicated(%s.OpenHostDevice, %s.%s, &program) }", g.dev.pkg, g.dev.pkg, g.dev.openReplicas)
+	} else {
+		g.p("func main() { gpuhost.Main(%s.OpenHostDevice, &program) }", g.dev.pkg)
+	}
 	g.p("")
 	g.p("// program is the model's part of the GPU program; rt/gpuhost runs it.")
 	g.p("var program = gpuhost.Program{")
@@ -346,6 +365,11 @@ func (g *gpuGen) renderMain(plans []*gpuPlan, copyName, resident string) ([]byte
 	g.p("EvalInfer: eInfer, OneInfer: oInfer,")
 	g.p("GemmShapes: gemmShapes,")
 	g.p("Resident: %s,", resident)
+	if len(replicas) > 0 {
+		if err := g.renderReplicaFields(replicas); err != nil {
+			return nil, err
+		}
+	}
 	g.p("}")
 	g.p("")
 	g.p("// Short names for the host's table types.")
@@ -410,6 +434,9 @@ func (g *gpuGen) renderMain(plans []*gpuPlan, copyName, resident string) ([]byte
 		g.p("}")
 		g.p("")
 	}
+	if err := g.renderReplicaTables(replicas); err != nil {
+		return nil, err
+	}
 	g.p("// gemmShapes are the distinct GEMMs of all plans, checked one by one")
 	g.p("// against cpu.Sgemm by selftest.")
 	g.p("var gemmShapes = []gemmShape{")
@@ -439,6 +466,14 @@ func (g *gpuGen) renderMain(plans []*gpuPlan, copyName, resident string) ([]byte
 // renderStep returns a step's reference function and its planStep entry.
 func (g *gpuGen) renderStep(mp *gpuPlan, short string, i int, st planner.Step, ops []gpu.Op, training bool) (string, string, error) {
 	pl := mp.plan
+	if mp.shares > 0 { // a replica's: its ops alone (selftest checks the program's own plan)
+		opLits, err := g.opLiterals(mp, ops)
+		if err != nil {
+			return "", "", err
+		}
+		head := fmt.Sprintf("Name: %s, Layer: %s", quote(fmt.Sprintf("%s %d %s: %s", strings.ToLower(short), i, st.Layer, st.Kernel)), quote(st.Layer))
+		return "", stepEntry(head, opLits), nil
+	}
 	fn := fmt.Sprintf("%sRef%s%d", mp.prefix, short, i)
 	// Operands: slices of the reference arenas.
 	slice := func(id planner.BufID) (operand, error) {
@@ -529,21 +564,34 @@ func (g *gpuGen) renderStep(mp *gpuPlan, short string, i int, st planner.Step, o
 		}
 	}
 
+	opLits, err := g.opLiterals(mp, ops)
+	if err != nil {
+		return "", "", err
+	}
+	head := fmt.Sprintf("Name: %s, Layer: %s, Ref: %s, Reduce: %d, Check: []region{%s}",
+		quote(fmt.Sprintf("%s %d %s: %s", strings.ToLower(short), i, st.Layer, st.Kernel)), quote(st.Layer), fn, reduceLen(pl, st), strings.Join(check, ", "))
+	return ref, stepEntry(head, opLits), nil
+}
+
+// opLiterals renders a step's GPU ops.
+func (g *gpuGen) opLiterals(mp *gpuPlan, ops []gpu.Op) ([]string, error) {
 	var opLits []string
 	for _, op := range ops {
 		lit, err := g.opLiteral(mp, op)
 		if err != nil {
-			return "", "", err
+			return nil, err
 		}
 		opLits = append(opLits, lit)
 	}
-	head := fmt.Sprintf("Name: %s, Layer: %s, Ref: %s, Reduce: %d, Check: []region{%s}",
-		quote(fmt.Sprintf("%s %d %s: %s", strings.ToLower(short), i, st.Layer, st.Kernel)), quote(st.Layer), fn, reduceLen(pl, st), strings.Join(check, ", "))
-	entry := "{" + head + "},"
-	if len(opLits) > 0 {
-		entry = "{" + head + ", Ops: []op{\n" + strings.Join(opLits, ",\n") + ",\n}},"
+	return opLits, nil
+}
+
+// stepEntry is a planStep literal of head's fields and ops.
+func stepEntry(head string, opLits []string) string {
+	if len(opLits) == 0 {
+		return "{" + head + "},"
 	}
-	return ref, entry, nil
+	return "{" + head + ", Ops: []op{\n" + strings.Join(opLits, ",\n") + ",\n}},"
 }
 
 // updatedInputs are the inputs a step updates in place, which selftest

@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"runtime"
 	"strings"
+	"sync"
 	"unsafe"
 
 	"github.com/ebitengine/purego"
@@ -150,8 +151,19 @@ func load(so string, kernels []kernelSig) (*loaded, error) {
 	return l, nil
 }
 
+// runMu makes the kernels of every fake of a process run one at a time:
+// shim.h keeps blockDim, gridDim, the block's barrier and __shared__
+// arrays in process-wide variables of the library, which fakes running
+// the same source share (dlopen loads it once), so two fake GPUs running
+// kernels at once (the ranks of a data-parallel run, each on its own
+// engine thread) would corrupt each other's launches or hang on each
+// other's barrier.
+var runMu sync.Mutex
+
 // run calls a kernel's launcher with the device pointers args.
 func run(launcher uintptr, args []uint64, groups, threads uint32) {
+	runMu.Lock()
+	defer runMu.Unlock()
 	vals := append([]uint64(nil), args...)
 	ptrs := make([]uintptr, len(vals)+1)
 	for i := range vals {

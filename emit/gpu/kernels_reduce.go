@@ -161,10 +161,17 @@ func softmaxBwdKernel(outer, l, inner int, logSoftmax bool) *Kernel {
 // batch and its gradient (softmax − labels)/batch, in one threadgroup: each
 // thread takes whole rows, then the row losses are reduced.
 func softmaxXentKernel(batch, classes int) *Kernel {
+	return softmaxXentShareKernel(batch, classes, batch)
+}
+
+// softmaxXentShareKernel is softmaxXentKernel for a share of a global
+// batch of over rows: the loss and the gradient are divided by over, not
+// by batch, so that summing every share's gives the global mean.
+func softmaxXentShareKernel(batch, classes, over int) *Kernel {
 	tg := pow2AtMost(batch, tgReduce)
 	x := func(c Expr) Expr { return load("z", add(mul(vr("r"), i32(classes)), c)) }
 	t := func(c Expr) Expr { return load("t", add(mul(vr("r"), i32(classes)), c)) }
-	inv := flt(1 / float32(batch))
+	inv := flt(1 / float32(over))
 	body := []Stmt{
 		Shared{"sh", tg},
 		let("acc", Float, flt(0)),
@@ -183,14 +190,18 @@ func softmaxXentKernel(batch, classes int) *Kernel {
 	body = append(body, reduceInto("total", "acc", "sh", tg, sumOp)...)
 	body = append(body, when(eq(lidE, i32(0)), store("loss", i32(0), mul(vr("total"), inv))))
 	n := batch * classes
-	return &Kernel{Doc: fmt.Sprintf("softmax cross-entropy, batch %d, %d classes", batch, classes),
+	return &Kernel{Doc: fmt.Sprintf("softmax cross-entropy, batch %d, %d classes", batch, classes) + shareDoc(batch, over),
 		Params:      []Param{in("z", n), in("t", n), out("loss", 1), out("dz", n)},
 		Threadgroup: tg, Groups: 1, Body: body}
 }
 
 // mseKernel is the mean over all n elements of (pred − target)² and its
 // gradient 2(pred − target)/n, in one threadgroup.
-func mseKernel(n int) *Kernel {
+func mseKernel(n int) *Kernel { return mseShareKernel(n, n) }
+
+// mseShareKernel is mseKernel divided by over elements (a share of a
+// global batch; see softmaxXentShareKernel).
+func mseShareKernel(n, over int) *Kernel {
 	tg := pow2AtMost(n, tgReduce)
 	body := []Stmt{
 		Shared{"sh", tg},
@@ -198,20 +209,23 @@ func mseKernel(n int) *Kernel {
 		strided("j", n, tg,
 			let("d", Float, sub(load("p", vr("j")), load("t", vr("j")))),
 			set("acc", add(vr("acc"), mul(vr("d"), vr("d")))),
-			store("dp", vr("j"), mul(flt(2/float32(n)), vr("d")))),
+			store("dp", vr("j"), mul(flt(2/float32(over)), vr("d")))),
 	}
 	body = append(body, reduceInto("total", "acc", "sh", tg, sumOp)...)
-	body = append(body, when(eq(lidE, i32(0)), store("loss", i32(0), mul(vr("total"), flt(1/float32(n))))))
-	return &Kernel{Doc: fmt.Sprintf("mean squared error over %d elements", n),
+	body = append(body, when(eq(lidE, i32(0)), store("loss", i32(0), mul(vr("total"), flt(1/float32(over))))))
+	return &Kernel{Doc: fmt.Sprintf("mean squared error over %d elements", n) + shareDoc(n, over),
 		Params:      []Param{in("p", n), in("t", n), out("loss", 1), out("dp", n)},
 		Threadgroup: tg, Groups: 1, Body: body}
 }
 
 // maeKernel is the mean absolute error over n elements, one threadgroup,
 // and its gradient sign(p − t)/n (0 where they are equal).
-func maeKernel(n int) *Kernel {
+func maeKernel(n int) *Kernel { return maeShareKernel(n, n) }
+
+// maeShareKernel is maeKernel divided by over elements.
+func maeShareKernel(n, over int) *Kernel {
 	tg := pow2AtMost(n, tgReduce)
-	inv := flt(1 / float32(n))
+	inv := flt(1 / float32(over))
 	body := []Stmt{
 		Shared{"sh", tg},
 		let("acc", Float, flt(0)),
@@ -222,7 +236,7 @@ func maeKernel(n int) *Kernel {
 	}
 	body = append(body, reduceInto("total", "acc", "sh", tg, sumOp)...)
 	body = append(body, when(eq(lidE, i32(0)), store("loss", i32(0), mul(vr("total"), inv))))
-	return &Kernel{Doc: fmt.Sprintf("mean absolute error over %d elements", n),
+	return &Kernel{Doc: fmt.Sprintf("mean absolute error over %d elements", n) + shareDoc(n, over),
 		Params:      []Param{in("p", n), in("t", n), out("loss", 1), out("dp", n)},
 		Threadgroup: tg, Groups: 1, Body: body}
 }
@@ -230,7 +244,10 @@ func maeKernel(n int) *Kernel {
 // huberKernel is the mean Huber loss over n elements (½d² within delta,
 // delta·(|d| − ½delta) beyond), one threadgroup, and its gradient
 // clamp(d, −delta, delta)/n.
-func huberKernel(n int, delta float32) *Kernel {
+func huberKernel(n int, delta float32) *Kernel { return huberShareKernel(n, delta, n) }
+
+// huberShareKernel is huberKernel divided by over elements.
+func huberShareKernel(n int, delta float32, over int) *Kernel {
 	tg := pow2AtMost(n, tgReduce)
 	body := []Stmt{
 		Shared{"sh", tg},
@@ -241,11 +258,11 @@ func huberKernel(n int, delta float32) *Kernel {
 			set("acc", add(vr("acc"), sel(le(vr("a"), flt(delta)),
 				mul(flt(0.5), mul(vr("d"), vr("d"))),
 				mul(flt(delta), sub(vr("a"), flt(delta/2)))))),
-			store("dp", vr("j"), mul(flt(1/float32(n)), call(FnMax, flt(-delta), call(FnMin, flt(delta), vr("d")))))),
+			store("dp", vr("j"), mul(flt(1/float32(over)), call(FnMax, flt(-delta), call(FnMin, flt(delta), vr("d")))))),
 	}
 	body = append(body, reduceInto("total", "acc", "sh", tg, sumOp)...)
-	body = append(body, when(eq(lidE, i32(0)), store("loss", i32(0), mul(vr("total"), flt(1/float32(n))))))
-	return &Kernel{Doc: fmt.Sprintf("mean Huber loss (delta %g) over %d elements", delta, n),
+	body = append(body, when(eq(lidE, i32(0)), store("loss", i32(0), mul(vr("total"), flt(1/float32(over))))))
+	return &Kernel{Doc: fmt.Sprintf("mean Huber loss (delta %g) over %d elements", delta, n) + shareDoc(n, over),
 		Params:      []Param{in("p", n), in("t", n), out("loss", 1), out("dp", n)},
 		Threadgroup: tg, Groups: 1, Body: body}
 }
@@ -886,4 +903,13 @@ func gradScaleKernel(sizes []int) *Kernel {
 		Params: params, Threadgroup: tgElem, Groups: groups,
 		Body: append([]Stmt{let("s", Float, load("scale", i32(0)))}, chain...),
 	}
+}
+
+// shareDoc notes, in a loss kernel's doc, that it divides by the global
+// batch's count over rather than its own n.
+func shareDoc(n, over int) string {
+	if n == over {
+		return ""
+	}
+	return fmt.Sprintf(" (a share: divided by the global %d)", over)
 }

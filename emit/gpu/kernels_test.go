@@ -442,6 +442,17 @@ func kernelCases(t *testing.T) []gpuCase {
 		loss := cpu.SoftmaxXent(z, labels, dz, batch, classes)
 		addCase(gpuCase{name: "softmax_xent", k: softmaxXentKernel(batch, classes), in: [][]float32{z, labels, zeros(1), zeros(len(z))},
 			want: map[int][]float32{2: {loss}, 3: dz}, tol: 1e-5})
+		// One of 4 replicas' shares: loss and gradient divided by the
+		// global batch, a quarter of the share's own mean.
+		quarter := func(v []float32) []float32 {
+			q := make([]float32, len(v))
+			for i := range v {
+				q[i] = v[i] / 4
+			}
+			return q
+		}
+		addCase(gpuCase{name: "softmax_xent_share", k: softmaxXentShareKernel(batch, classes, 4*batch), in: [][]float32{z, labels, zeros(1), zeros(len(z))},
+			want: map[int][]float32{2: {loss / 4}, 3: quarter(dz)}, tol: 1e-5})
 	}
 	{
 		n := 777
@@ -449,6 +460,11 @@ func kernelCases(t *testing.T) []gpuCase {
 		dp := zeros(n)
 		loss := cpu.MSE(p, tg, dp, n)
 		addCase(gpuCase{name: "mse", k: mseKernel(n), in: [][]float32{p, tg, zeros(1), zeros(n)}, want: map[int][]float32{2: {loss}, 3: dp}, tol: 1e-5})
+		half := make([]float32, n)
+		for i := range dp {
+			half[i] = dp[i] / 2
+		}
+		addCase(gpuCase{name: "mse_share", k: mseShareKernel(n, 2*n), in: [][]float32{p, tg, zeros(1), zeros(n)}, want: map[int][]float32{2: {loss / 2}, 3: half}, tol: 1e-5})
 		dp = zeros(n)
 		loss = cpu.MAE(p, tg, dp, n)
 		addCase(gpuCase{name: "mae", k: maeKernel(n), in: [][]float32{p, tg, zeros(1), zeros(n)}, want: map[int][]float32{2: {loss}, 3: dp}, tol: 1e-5})

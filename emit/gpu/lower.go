@@ -108,8 +108,18 @@ func Lower(p *planner.Plan, d *Dialect) (*Program, error) {
 // one program share one library; the returned Program's Kernels and Source
 // are left empty (they are lib's).
 func LowerInto(lib *Library, p *planner.Plan) (*Program, error) {
+	return LowerShareInto(lib, p, 1)
+}
+
+// LowerShareInto is LowerInto for one of shares replicas of a
+// data-parallel run, each planned at its share of the global batch: the
+// loss kernels divide the loss and its gradient by the global batch's
+// count, so that the sum of every replica's gradients (the all-reduce) is
+// the gradient of the global mean, and the sum of their losses the global
+// mean loss.
+func LowerShareInto(lib *Library, p *planner.Plan, shares int) (*Program, error) {
 	d := lib.Dialect()
-	l := &lowering{p: p, d: d, lib: lib}
+	l := &lowering{p: p, d: d, lib: lib, share: max(shares, 1)}
 	prog := &Program{Dialect: d.Name}
 	phases := []struct {
 		steps    planner.Phase
@@ -143,7 +153,12 @@ type lowering struct {
 	step *planner.Step
 	ops  []Op
 	lib  *Library
+	// share is how many replicas share the global batch (1: none).
+	share int
 }
+
+// shares is how many replicas share the global batch.
+func (l *lowering) shares() int { return max(l.share, 1) }
 
 // operand is a buffer and element offset to bind; args marks StepArgs.
 type operand struct {

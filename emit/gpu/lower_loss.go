@@ -24,7 +24,7 @@ func (l *lowering) softmaxXent(st *planner.Step) error {
 	if len(zs) == 3 {
 		rows *= zs[1]
 	}
-	return l.launch("softmax_xent", softmaxXentKernel(rows, classes), nil, whole(st.In[0]), whole(st.In[1]), whole(st.Out[0]), whole(st.Out[1]))
+	return l.launch("softmax_xent", softmaxXentShareKernel(rows, classes, rows*l.shares()), nil, whole(st.In[0]), whole(st.In[1]), whole(st.Out[0]), whole(st.Out[1]))
 }
 
 // mse lowers the mean squared error: the loss and dpred in one kernel.
@@ -36,7 +36,7 @@ func (l *lowering) mse(st *planner.Step) error {
 	if err != nil {
 		return err
 	}
-	return l.launch("mse", mseKernel(pb.Size), nil, whole(st.In[0]), whole(st.In[1]), whole(st.Out[0]), whole(st.Out[1]))
+	return l.launch("mse", mseShareKernel(pb.Size, pb.Size*l.shares()), nil, whole(st.In[0]), whole(st.In[1]), whole(st.Out[0]), whole(st.Out[1]))
 }
 
 // maeOrHuber lowers the mean absolute error or the Huber loss: the loss
@@ -49,9 +49,9 @@ func (l *lowering) maeOrHuber(st *planner.Step) error {
 	if err != nil {
 		return err
 	}
-	name, k := "mae", maeKernel(pb.Size)
+	name, k := "mae", maeShareKernel(pb.Size, pb.Size*l.shares())
 	if st.Kernel == planner.KHuber {
-		name, k = "huber", huberKernel(pb.Size, float32(st.Attr.Delta))
+		name, k = "huber", huberShareKernel(pb.Size, float32(st.Attr.Delta), pb.Size*l.shares())
 	}
 	return l.launch(name, k, nil, whole(st.In[0]), whole(st.In[1]), whole(st.Out[0]), whole(st.Out[1]))
 }

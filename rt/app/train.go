@@ -31,6 +31,7 @@ func (e *interruptedError) Error() string {
 // trainOptions are the flags of `train`.
 type trainOptions struct {
 	data, out, checkpoint, resume, metrics string
+	gpus                                   string // --gpus: N or all (gpus.go)
 	init                                   string // --init: a weights file, "seed", "embedded", or "" (see startWeights)
 	reinit                                 string // --reinit: layers that keep the seed's initialisation under --init
 	epochs, threads, limit, patience       int
@@ -56,6 +57,7 @@ func parseTrainFlags(meta *Meta, args []string, stdout, stderr io.Writer) (*trai
 	fs.StringVar(&o.metrics, "metrics", "", "append JSON lines of step and epoch metrics to `FILE`")
 	fs.Float64Var(&o.lr, "lr", d.LR, "the learning rate `X` (the schedule's first)")
 	fs.Int64Var(&o.seed, "seed", d.Seed, "the random seed `N` of initial weights, shuffling and dropout")
+	fs.StringVar(&o.gpus, "gpus", "1", gpusUsage)
 	fs.IntVar(&o.threads, "threads", 0, "use `N` CPU threads (0: all)")
 	fs.IntVar(&o.limit, "limit", 0, "use only the first `N` training images (0: all)")
 	fs.Float64Var(&o.valSplit, "validation-split", d.ValidationSplit, "hold out the fraction `X` of the training images for validation, in [0, 1)")
@@ -195,6 +197,9 @@ func trainCmd(m Model, args []string, stdout, stderr io.Writer) (err error) {
 	meta := m.Meta()
 	o, err := parseTrainFlags(meta, args, stdout, stderr)
 	if err != nil {
+		return err
+	}
+	if err := checkGPUs(m, o); err != nil {
 		return err
 	}
 	// The best weights not yet written (see checkpointPacer) are written

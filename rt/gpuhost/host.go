@@ -91,6 +91,7 @@ type Model struct {
 
 	res     *resident // nil until the app loads a training set
 	feeding bool      // resident kernels write the batch and step arguments
+	split   bool      // a replica of a data-parallel run: its resident step is recorded in two (replicated.go)
 
 	// freeAtStart is the device's free memory once the kernels were
 	// loaded, before the arenas (-1: the device does not say).

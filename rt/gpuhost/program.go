@@ -8,7 +8,13 @@
 // behind the Device interface.
 package gpuhost
 
-import "github.com/mlbuild/mlbuild/rt/app"
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/mlbuild/mlbuild/rt/app"
+)
 
 // Arenas: the device buffers a table entry can refer to.
 const (
@@ -116,4 +122,74 @@ type Program struct {
 	// Resident, when set, lets the device keep the training set and run
 	// many steps between host synchronisations (see resident.go).
 	Resident *ResidentKernels
+
+	// Gradients are the spans of the state arena that the backward pass
+	// writes (every trainable param's gradient), in the order it finishes
+	// them: what data-parallel training sums across GPUs between the
+	// backward pass and the update.
+	Gradients []Region
+	// Replicas are the training plan lowered again at a share of the
+	// batch, one per GPU count a data-parallel run of this program may use
+	// (ascending); none where the backend makes none.
+	Replicas []Replica
+}
+
+// Replica is the training plan at Batch/GPUs rows, for each of GPUs
+// replicas of a data-parallel run: the training fields of Program at that
+// batch. Its loss kernel divides by the global batch, so the sum of the
+// replicas' gradients is the global mean's. Its steps have no CPU
+// references (selftest checks the program's own plan); the state arena is
+// the program's.
+type Replica struct {
+	GPUs int
+
+	TrainWorkSize, TrainInputSize, TrainLabelsSize, OutputSize int
+
+	TrainOutput, TrainLoss Region
+	CopyOutput             Op
+
+	TrainForward, TrainBackward, TrainUpdate []PlanStep
+	Resident                                 *ResidentKernels
+}
+
+// ReplicaGPUs lists the GPU counts the program trains on: 1 and its
+// replicas'.
+func (p *Program) ReplicaGPUs() []int {
+	n := []int{1}
+	for _, r := range p.Replicas {
+		n = append(n, r.GPUs)
+	}
+	return n
+}
+
+// ForGPUs is the program one of n replicas runs: p with its training
+// tables replaced by the replica's and Meta's batch by the share (p itself
+// for n = 1). A count the program has no tables for is an error listing
+// the counts it has.
+func (p *Program) ForGPUs(n int) (*Program, error) {
+	if n == 1 {
+		return p, nil
+	}
+	for i := range p.Replicas {
+		r := &p.Replicas[i]
+		if r.GPUs != n {
+			continue
+		}
+		q := *p
+		meta := *p.Meta
+		meta.Batch = p.Meta.Batch / n
+		q.Meta = &meta
+		q.TrainWorkSize, q.TrainInputSize, q.TrainLabelsSize, q.OutputSize = r.TrainWorkSize, r.TrainInputSize, r.TrainLabelsSize, r.OutputSize
+		q.TrainOutput, q.TrainLoss, q.CopyOutput = r.TrainOutput, r.TrainLoss, r.CopyOutput
+		q.TrainForward, q.TrainBackward, q.TrainUpdate, q.Resident = r.TrainForward, r.TrainBackward, r.TrainUpdate, r.Resident
+		q.Replicas = nil
+		return &q, nil
+	}
+	var have []string
+	for _, g := range p.ReplicaGPUs() {
+		have = append(have, strconv.Itoa(g))
+	}
+	return nil, fmt.Errorf("this program trains on %s GPU(s), not %d: each GPU trains on an equal share of the global batch of %d, "+
+		"and the program holds the tables of a share only for those counts (CUDA programs: 2, 4 and 8 where they divide the batch)",
+		strings.Join(have, " or "), n, p.Meta.Batch)
 }

@@ -51,8 +51,11 @@ type resident struct {
 	step            Sequence
 	prepare         Sequence
 	save, restore   Sequence
-	queued          int // steps launched since the last StepResults
-	first           int // batch of the first of them
+	// fwd and upd are step split around the sums of a data-parallel run
+	// (Model.split): advance to backward, then update and record.
+	fwd, upd Sequence
+	queued   int // steps launched since the last StepResults
+	first    int // batch of the first of them
 }
 
 // ResidentMaxElements bounds the set a device keeps: kernels index it with
@@ -258,6 +261,14 @@ func (m *Model) recordResident() error {
 	if r.step, err = m.d.Record("resident training step", phases(advance, gather, steps(p.TrainForward), copyOut,
 		steps(p.TrainBackward, p.TrainUpdate), rec)); err != nil {
 		return err
+	}
+	if m.split {
+		if r.fwd, err = m.d.Record("resident forward and backward", phases(advance, gather, steps(p.TrainForward), copyOut, steps(p.TrainBackward))); err != nil {
+			return err
+		}
+		if r.upd, err = m.d.Record("resident update", phases(steps(p.TrainUpdate), rec)); err != nil {
+			return err
+		}
 	}
 	if r.prepare, err = m.d.Record("resident batch", phases(advance, gather)); err != nil {
 		return err

@@ -1,0 +1,64 @@
+package emit
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestCUDADataParallel is the evidence of data-parallel training without
+// GPUs: the CUDA program of testdata/fakehost/mnist_mlp.cue (an MLP on
+// MNIST at batch 8, so it holds the tables of 2, 4 and 8 GPUs) runs testdata/fakehost/
+// cuda_ddp_test.go on cuda/fakecuda's GPUs and NCCL: 20 steps on 2 and 4
+// fake GPUs against one, and the program as a command with --gpus through
+// a rank's failure (it trains on MNIST: make data).
+func TestCUDADataParallel(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs a CUDA program on fake GPUs")
+	}
+	dir := t.TempDir()
+	if keep := os.Getenv("MLBUILD_CUDA_DDP_DIR"); keep != "" {
+		dir = keep // keep the module, to run its tests by hand
+	}
+	files, err := CUDA.program(backendInput(t, CUDA, filepath.Join("testdata", "fakehost", "mnist_mlp.cue"), true, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ddpTest, err := os.ReadFile(filepath.Join("testdata", "fakehost", "cuda_ddp_test.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fake, err := CUDA.DeviceFiles(true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range append(files, fake...) {
+		switch f.Path {
+		case "main.go", "kernels.go":
+			f.Path = "cmd/mnist/" + f.Path
+		}
+		writeModule(t, dir, []File{f})
+	}
+	writeModule(t, dir, []File{{Path: "cmd/mnist/ddp_test.go", Data: ddpTest}})
+	args := []string{"test", "-count=1", "-timeout=20m"}
+	if testing.Verbose() {
+		args = append(args, "-v")
+	}
+	cmd := exec.Command("go", append(args, "./cmd/mnist")...)
+	cmd.Dir = dir
+	mnist := os.Getenv("MLBUILD_MNIST_DIR")
+	if mnist == "" {
+		mnist, _ = filepath.Abs(filepath.Join("..", "data", "mnist"))
+	}
+	cmd.Env = append(goEnv(t, goHost("GOOS"), goHost("GOARCH")), "MLBUILD_FAKECUDA_DIR="+t.TempDir(), "MLBUILD_MNIST_DIR="+mnist)
+	b, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("data-parallel training on the fake GPUs failed: %v\n%s", err, b)
+	}
+	if !strings.Contains(string(b), "ok  \tmlbuildprog/cmd/mnist") {
+		t.Errorf("no passing test run in:\n%s", b)
+	}
+	t.Logf("%s", b)
+}

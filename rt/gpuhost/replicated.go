@@ -1,0 +1,509 @@
+package gpuhost
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"time"
+
+	"github.com/mlbuild/mlbuild/rt/app"
+)
+
+// Data-parallel training on several GPUs of one process (--gpus N). Each
+// GPU runs the program's replica tables (Program.ForGPUs: the training
+// plan at Batch/N rows, its loss divided by the global batch) on its own
+// Model, arenas and copy of the training set. Rank r trains on rows
+// r·B/N to (r+1)·B/N − 1 of each global batch of B rows, a contiguous
+// slice, so the N slices together are the batch one GPU would train on.
+// A step is two sequences around the sums of the gradients:
+//
+//	every rank: (advance, gather,) forward, copy of the prediction, backward
+//	every rank: AllReduce(the gradients' buckets)
+//	every rank: update (, record)
+//
+// so each rank's update sees the sum of the shares' gradients, which is
+// the gradient of the global batch's mean loss, and every rank's weights
+// stay the same bits (the sums are written alike to every rank). Losses
+// and counts of correct rows are summed over the ranks on the host (one
+// process holds them all). Only rank 0's state is read and written by the
+// app (its checkpoints, weights and inference); it is copied to the other
+// ranks before they next run. Batch norm's statistics are each rank's own
+// share's (no synchronised batch norm), so its running statistics follow
+// rank 0's share.
+
+// StepTimeout bounds the wait for one window's sums: a rank that hangs
+// fails the run within it (PyTorch's NCCL default is 10 minutes).
+// MLBUILD_STEP_TIMEOUT (a duration: 30s, 10m) sets another.
+const StepTimeout = 5 * time.Minute
+
+// Replicated is app.Model and app.Resident over several GPUs of one
+// process, each a Model of the program's replica tables with a Collective.
+// Inference, selftest and the state are rank 0's.
+type Replicated struct {
+	*Model // rank 0
+	p      *Program
+	ranks  []*Model
+	colls  []Collective
+	// buckets are each rank's gradient spans cut by Buckets.
+	buckets [][]Arg
+	// fwd and upd are each rank's host-fed step around the sums.
+	fwd, upd []Sequence
+	// x, y and out are the global batch of host-fed training and its
+	// prediction, the ranks' slices side by side.
+	x, y, out []float32
+	// dirty is set when the app may have written rank 0's state since the
+	// other ranks last got it.
+	dirty   bool
+	timeout time.Duration
+}
+
+// NewReplicated starts data-parallel training of p on devs, collective
+// colls[i] being devs[i]'s, rank i of len(devs). The program must hold
+// replica tables for len(devs) GPUs (Program.ForGPUs).
+func NewReplicated(devs []Device, colls []Collective, p *Program, stepTimeout time.Duration) (*Replicated, error) {
+	n := len(devs)
+	q, err := p.ForGPUs(n)
+	if err != nil {
+		return nil, err
+	}
+	if n < 2 || len(colls) != n {
+		return nil, fmt.Errorf("gpuhost: %d GPUs with %d collectives: want 2 or more of each, as many of both", n, len(colls))
+	}
+	if len(p.Gradients) == 0 {
+		return nil, errors.New("gpuhost: the program lists no gradients to sum across GPUs")
+	}
+	r := &Replicated{p: p, colls: colls, timeout: stepTimeout, dirty: true}
+	for i, d := range devs {
+		if c := colls[i]; c.Rank() != i || c.Size() != n {
+			return nil, fmt.Errorf("gpuhost: the collective of GPU %d is rank %d of %d; want rank %d of %d", i, c.Rank(), c.Size(), i, n)
+		}
+		m, err := New(d, q)
+		if err != nil {
+			return nil, fmt.Errorf("GPU %d (rank %d of %d): %w", i, i, n, err)
+		}
+		m.split = true
+		spans := make([]Arg, len(p.Gradients))
+		for k, g := range p.Gradients {
+			spans[k] = Arg{Buf: m.bufs[ArenaState], Offset: 4 * g.Offset, Bytes: 4 * g.Size}
+		}
+		b, err := Buckets(spans, DefaultBucketBytes)
+		if err != nil {
+			return nil, err
+		}
+		fwd, err := m.record("forward and backward", q.TrainForward, []Op{q.CopyOutput}, q.TrainBackward)
+		if err != nil {
+			return nil, err
+		}
+		upd, err := m.record("update", q.TrainUpdate)
+		if err != nil {
+			return nil, err
+		}
+		r.ranks = append(r.ranks, m)
+		r.buckets = append(r.buckets, b)
+		r.fwd, r.upd = append(r.fwd, fwd), append(r.upd, upd)
+	}
+	r.Model = r.ranks[0]
+	r.x = make([]float32, p.TrainInputSize)
+	r.y = make([]float32, p.TrainLabelsSize)
+	r.out = make([]float32, p.OutputSize)
+	return r, nil
+}
+
+// GPUs is how many GPUs train (app's --gpus check).
+func (r *Replicated) GPUs() int { return len(r.ranks) }
+
+// Meta is the program's, with the global batch.
+func (r *Replicated) Meta() *app.Meta { return r.p.Meta }
+
+// State is rank 0's state; the other ranks get what the app writes into
+// it before they next run.
+func (r *Replicated) State() []float32 {
+	r.dirty = true
+	return r.ranks[0].State()
+}
+
+// spread copies rank 0's state to the other ranks when the app may have
+// written it.
+func (r *Replicated) spread() {
+	if !r.dirty {
+		return
+	}
+	src := r.ranks[0].hostView(ArenaState, false)
+	for _, m := range r.ranks[1:] {
+		copy(m.hostView(ArenaState, true), src)
+	}
+	r.dirty = false
+}
+
+// rankErr names the rank of an error.
+func (r *Replicated) rankErr(i int, err error) error {
+	return fmt.Errorf("GPU %d (rank %d of %d): %w", i, i, len(r.ranks), err)
+}
+
+// each runs f on every rank in rank order, stopping at the first error.
+func (r *Replicated) each(f func(i int, m *Model) error) error {
+	for i, m := range r.ranks {
+		if err := f(i, m); err != nil {
+			return r.rankErr(i, err)
+		}
+	}
+	return nil
+}
+
+// ranksDo runs f on every rank at once, each in its own goroutine: a
+// rank's launches after its sums may wait for its peers (a queue that
+// fills; the fake's launches always do), so one host thread cannot launch
+// them rank after rank. The first error aborts every rank's collective,
+// which ends the others' waits (and launches waiting on the sums); so does
+// the step timeout, should the launches themselves never return (a GPU
+// that faulted runs no more sums, and its peers' launches behind theirs
+// wait). The error returned names its rank and is, where there is one, a
+// rank's own failure rather than a peer's abort that followed it.
+func (r *Replicated) ranksDo(f func(i int, m *Model) error) error {
+	errs := make(chan error, len(r.ranks))
+	for i, m := range r.ranks {
+		go func() {
+			err := f(i, m)
+			if err != nil {
+				err = r.rankErr(i, err)
+				r.abort(err)
+			}
+			errs <- err
+		}()
+	}
+	watchdog := time.AfterFunc(r.timeout, func() {
+		r.abort(fmt.Errorf("%w: the launches and sums of %d GPUs did not finish within %v", ErrCollectiveTimeout, len(r.ranks), r.timeout))
+	})
+	defer watchdog.Stop()
+	var first, own error
+	for range r.ranks {
+		err := <-errs
+		if err != nil && first == nil {
+			first = err
+		}
+		if err != nil && own == nil && !errors.Is(err, ErrAborted) {
+			own = err
+		}
+	}
+	if own != nil || first == nil {
+		return own
+	}
+	return r.culprit(first)
+}
+
+// culprit looks, after every rank was aborted, for a rank whose GPU
+// failed (a fault stops its sums, so its peers saw only a timeout or an
+// abort), and names it; else it returns err.
+func (r *Replicated) culprit(err error) error {
+	found := make(chan error, 1)
+	go func() {
+		for i, m := range r.ranks {
+			if serr := m.d.Sync(); serr != nil {
+				found <- r.rankErr(i, fmt.Errorf("%w; and so: %v", serr, err))
+				return
+			}
+		}
+		found <- err
+	}()
+	select {
+	case e := <-found:
+		return e
+	case <-time.After(10 * time.Second): // a GPU that does not even answer
+		return err
+	}
+}
+
+// wait waits for every rank's sums at once; the first failure to arrive
+// (a rank whose GPU faulted reports at once, its peers only at the
+// timeout) aborts the other ranks' collectives, so that no rank waits for
+// a peer that failed, and is the error returned.
+func (r *Replicated) wait() error {
+	errs := make(chan error, len(r.colls))
+	for _, c := range r.colls {
+		go func() { errs <- c.Wait(r.timeout) }()
+	}
+	var first error
+	for range r.colls {
+		if err := <-errs; err != nil && first == nil {
+			first = err
+			r.abort(err)
+		}
+	}
+	return first
+}
+
+func (r *Replicated) abort(err error) {
+	for _, c := range r.colls {
+		c.Abort(err)
+	}
+}
+
+// TrainInput and TrainLabels are the global batch of host-fed training.
+func (r *Replicated) TrainInput() []float32  { return r.x }
+func (r *Replicated) TrainLabels() []float32 { return r.y }
+
+// TrainOutput is the last host-fed step's prediction of the global batch.
+func (r *Replicated) TrainOutput() []float32 { return r.out }
+
+// hostStep runs a host-fed step on every rank: each takes its slice of the
+// global batch, runs forward and backward, the sums, and the update when
+// update is set; it returns the global mean loss.
+func (r *Replicated) hostStep(lr float32, step int, update bool) (float32, error) {
+	r.spread()
+	q := r.ranks[0].p
+	inN, labN := q.TrainInputSize, q.TrainLabelsSize
+	err := r.ranksDo(func(i int, m *Model) error {
+		copy(m.TrainInput(), r.x[i*inN:(i+1)*inN])
+		copy(m.TrainLabels(), r.y[i*labN:(i+1)*labN])
+		m.setArgs(lr, step)
+		if err := m.upload(); err != nil {
+			return err
+		}
+		m.touched()
+		if err := r.fwd[i].Launch(); err != nil {
+			return err
+		}
+		if err := r.colls[i].AllReduce(r.buckets[i]); err != nil {
+			return err
+		}
+		if update {
+			if err := r.upd[i].Launch(); err != nil {
+				return err
+			}
+		}
+		if err := r.colls[i].Wait(r.timeout); err != nil {
+			return err
+		}
+		return m.d.Sync()
+	})
+	if err != nil {
+		return 0, err
+	}
+	var loss float32
+	outN := q.OutputSize
+	for i, m := range r.ranks {
+		loss += m.slice(q.TrainLoss)[0]
+		copy(r.out[i*outN:(i+1)*outN], m.slice(q.TrainOutput))
+	}
+	return loss, nil
+}
+
+// TrainStep runs one host-fed data-parallel step.
+func (r *Replicated) TrainStep(lr float32, step int) float32 {
+	loss, err := r.hostStep(lr, step, true)
+	if err != nil {
+		fail(r.p, fmt.Errorf("training step %d: %w", step, err))
+	}
+	return loss
+}
+
+// Gradients runs forward, backward and the sums without the update: the
+// gradients of the global batch's mean loss, in rank 0's state.
+func (r *Replicated) Gradients() float32 {
+	loss, err := r.hostStep(0, 1, false)
+	if err != nil {
+		fail(r.p, fmt.Errorf("gradients: %w", err))
+	}
+	return loss
+}
+
+// SetRand gives every rank the step's dropout seed.
+func (r *Replicated) SetRand(seed uint64) {
+	for _, m := range r.ranks {
+		m.SetRand(seed)
+	}
+}
+
+// LoadTrainSet copies the training set to every GPU.
+func (r *Replicated) LoadTrainSet(x, y []float32, rows int) (bool, error) {
+	for i, m := range r.ranks {
+		ok, err := m.LoadTrainSet(x, y, rows)
+		if err != nil || !ok {
+			for _, m := range r.ranks[:i] {
+				m.freeResident()
+				m.feeding = false
+			}
+			if err != nil {
+				err = r.rankErr(i, err)
+			}
+			return false, err
+		}
+	}
+	return true, nil
+}
+
+// StartEpoch gives each rank its slice of every global batch of order.
+func (r *Replicated) StartEpoch(order []int, seeds []uint64, lr float32, step0, first int) error {
+	r.spread()
+	B, n := r.p.Meta.Batch, len(r.ranks)
+	share := B / n
+	steps := len(seeds)
+	if len(order) < steps*B {
+		return fmt.Errorf("gpuhost: %d batches need %d rows of order, got %d", steps, steps*B, len(order))
+	}
+	return r.each(func(i int, m *Model) error {
+		own := make([]int, steps*share)
+		for b := 0; b < steps; b++ {
+			copy(own[b*share:(b+1)*share], order[b*B+i*share:b*B+(i+1)*share])
+		}
+		return m.StartEpoch(own, seeds, lr, step0, first)
+	})
+}
+
+// QueueSteps launches n data-parallel steps on every rank and waits for
+// their sums (each rank in its own goroutine, ranksDo), so that a rank
+// that fails or hangs ends the window within the step timeout; the
+// results stay on the devices for StepResults.
+func (r *Replicated) QueueSteps(n int) error {
+	r.spread()
+	err := r.ranksDo(func(i int, m *Model) error {
+		if err := m.upload(); err != nil {
+			return err
+		}
+		for s := 0; s < n; s++ {
+			if err := m.res.fwd.Launch(); err != nil {
+				return err
+			}
+			if err := r.colls[i].AllReduce(r.buckets[i]); err != nil {
+				return err
+			}
+			if err := m.res.upd.Launch(); err != nil {
+				return err
+			}
+			m.res.queued++
+		}
+		return r.colls[i].Wait(r.timeout)
+	})
+	for _, m := range r.ranks {
+		m.touched()
+	}
+	if err != nil {
+		res := r.ranks[0].res
+		return fmt.Errorf("training steps %d to %d of the epoch: %w", res.first+1, res.first+n, err)
+	}
+	return nil
+}
+
+// StepResults waits for the queued steps' sums and results: each step's
+// loss and correct rows summed over the ranks (each rank's loss is its
+// share's sum divided by the global batch, so the sum is the global mean).
+func (r *Replicated) StepResults() ([]float32, []int, error) {
+	if err := r.wait(); err != nil {
+		res := r.ranks[0].res
+		return nil, nil, fmt.Errorf("training steps %d to %d of the epoch: %w", res.first+1, res.first+res.queued, err)
+	}
+	var loss []float32
+	var correct []int
+	err := r.each(func(i int, m *Model) error {
+		l, c, err := m.StepResults()
+		if err != nil {
+			return err
+		}
+		if loss == nil {
+			loss, correct = l, c
+			return nil
+		}
+		for k := range l {
+			loss[k] += l[k]
+			correct[k] += c[k]
+		}
+		return nil
+	})
+	return loss, correct, err
+}
+
+// SaveState, RestoreState, SetBatch and PrepareBatch act on every rank.
+func (r *Replicated) SaveState() error {
+	r.spread()
+	return r.each(func(i int, m *Model) error { return m.SaveState() })
+}
+
+func (r *Replicated) RestoreState() error {
+	return r.each(func(i int, m *Model) error { return m.RestoreState() })
+}
+
+func (r *Replicated) SetBatch(b int) error {
+	if err := r.wait(); err != nil {
+		return err
+	}
+	return r.each(func(i int, m *Model) error { return m.SetBatch(b) })
+}
+
+func (r *Replicated) PrepareBatch() error {
+	return r.each(func(i int, m *Model) error { return m.PrepareBatch() })
+}
+
+// Close closes every collective, then every device.
+func (r *Replicated) Close() error {
+	var errs []error
+	for _, c := range r.colls {
+		errs = append(errs, c.Close())
+	}
+	for _, m := range r.ranks {
+		m.freeResident()
+		errs = append(errs, m.d.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// MainReplicated is Main for a program that can train on several GPUs of
+// one machine (`train --gpus N|all`): openN opens n GPUs (0: every one)
+// with their collectives. Without --gpus, or with --gpus 1, it is Main and
+// never calls openN, so a run on one GPU never loads NCCL.
+func MainReplicated(open func() (Device, error), openN func(n int) ([]Device, []Collective, error), p *Program) {
+	args := os.Args[1:]
+	n, err := app.GPUsOf(args)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "%s: %v\n", p.Meta.Name, err)
+		os.Exit(2)
+	}
+	if n == 1 || app.DeviceNeedOf(args) != app.DeviceRequired {
+		Main(open, p)
+		return
+	}
+	if n > 1 {
+		if _, err := p.ForGPUs(n); err != nil {
+			fmt.Fprintf(os.Stderr, "%s: --gpus %d: %v\n", p.Meta.Name, n, err)
+			os.Exit(2)
+		}
+	}
+	devs, colls, err := openN(n)
+	if err != nil {
+		fail(p, err)
+	}
+	if len(devs) == 1 { // --gpus all on a machine of one GPU
+		for _, c := range colls {
+			c.Close()
+		}
+		Main(func() (Device, error) { return devs[0], nil }, p)
+		return
+	}
+	timeout := StepTimeout
+	if v := os.Getenv("MLBUILD_STEP_TIMEOUT"); v != "" {
+		if timeout, err = time.ParseDuration(v); err != nil || timeout <= 0 {
+			fmt.Fprintf(os.Stderr, "%s: MLBUILD_STEP_TIMEOUT=%q: want a duration such as 5m or 30s\n", p.Meta.Name, v)
+			os.Exit(2)
+		}
+	}
+	m, err := NewReplicated(devs, colls, p, timeout)
+	if err != nil {
+		for _, c := range colls {
+			c.Close()
+		}
+		for _, d := range devs {
+			d.Close()
+		}
+		fail(p, err)
+	}
+	if !slices.Contains(args, "--quiet") && !slices.Contains(args, "-quiet") {
+		B := p.Meta.Batch
+		fmt.Printf("training on %d GPUs: global batch %d = %d × %d\n", m.GPUs(), B, m.GPUs(), B/m.GPUs())
+	}
+	code := app.Run(m, args, os.Stdout, os.Stderr)
+	if err := m.Close(); err != nil && code == 0 {
+		fmt.Fprintf(os.Stderr, "%s: %v\n", p.Meta.Name, err)
+		code = 1
+	}
+	os.Exit(code)
+}
