@@ -34,6 +34,13 @@ func (g *gpuGen) replicaPlans() ([]*replicaPlan, error) {
 	if len(g.dev.replicas) == 0 || g.in.Model == nil {
 		return nil, nil
 	}
+	if g.in.Model.Training.Accumulate > 1 {
+		// The replicas' sums would add each rank's gradients before
+		// they reach grad_sum at the end of the backward pass, while
+		// accumulation adds them into it there: until the sums move
+		// to the update's start, such a program trains on one GPU.
+		return nil, nil
+	}
 	var out []*replicaPlan
 	for _, n := range g.dev.replicas {
 		if tp.Batch%n != 0 {

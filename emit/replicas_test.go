@@ -62,3 +62,26 @@ func TestCUDADataParallel(t *testing.T) {
 	}
 	t.Logf("%s", b)
 }
+
+// TestNoReplicasWhenAccumulating: a CUDA program whose spec accumulates
+// gradients carries no replica tables (it trains on one GPU, and --gpus 2
+// is refused with the counts it has), while one that does not carries
+// the 2-GPU share.
+func TestNoReplicasWhenAccumulating(t *testing.T) {
+	for _, c := range []struct {
+		spec string
+		want bool
+	}{{"accumulate.cue", false}, {"mlp_784_512_256_10.cue", true}} {
+		files, err := CUDA.program(backendInput(t, CUDA, "../testdata/specs/valid/"+c.spec, true, 0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range files {
+			if f.Path == "main.go" {
+				if got := strings.Contains(string(f.Data), "MainReplicated"); got != c.want {
+					t.Errorf("%s: main.go runs MainReplicated: %v, want %v", c.spec, got, c.want)
+				}
+			}
+		}
+	}
+}
