@@ -1418,19 +1418,7 @@ func foldBinary(c *nodeCtx, op string, a, b *constant) (string, error) {
 	}
 	out := &constant{dims: dims, ints: a.ints && b.ints}
 	n := product(dims)
-	at := func(k *constant, i int) float64 {
-		// index into k with broadcasting
-		off, rem, st := 0, i, strides(k.dims)
-		for d := len(dims) - 1; d >= 0; d-- {
-			pos := rem % dims[d]
-			rem /= dims[d]
-			kd := d - (len(dims) - len(k.dims))
-			if kd >= 0 && k.dims[kd] != 1 {
-				off += pos * st[kd]
-			}
-		}
-		return k.vals[off]
-	}
+	at := func(k *constant, i int) float64 { return broadcastAt(k, dims, i) }
 	for i := 0; i < n; i++ {
 		x, y := at(a, i), at(b, i)
 		var v float64
