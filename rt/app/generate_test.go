@@ -218,7 +218,7 @@ func (io_discard) Write(b []byte) (int, error) { return len(b), nil }
 
 // windowLog is a TokenModel that records each call's context and keep.
 type windowLog struct {
-	T     int
+	T, V  int
 	calls [][2]int // len(ctx), keep
 	last  []int32
 }
@@ -228,7 +228,7 @@ func (w *windowLog) Context() int { return w.T }
 func (w *windowLog) NextLogits(ctx []int32, keep int) []float32 {
 	w.calls = append(w.calls, [2]int{len(ctx), keep})
 	w.last = append(w.last[:0], ctx...)
-	return make([]float32, 64)
+	return make([]float32, w.V)
 }
 
 // TestGenerateWindowJumps: once the text fills the context, generate moves
@@ -240,7 +240,7 @@ func (w *windowLog) NextLogits(ctx []int32, keep int) []float32 {
 func TestGenerateWindowJumps(t *testing.T) {
 	const T, n = 8, 100
 	vocab, _, _ := textFixture(t, T)
-	m := &windowLog{T: T}
+	m := &windowLog{T: T, V: vocab.Size()}
 	out, err := generate(&bytes.Buffer{}, m, vocab, "ab", n, Sampling{}, 1)
 	if err != nil {
 		t.Fatal(err)
@@ -266,7 +266,7 @@ func TestGenerateWindowJumps(t *testing.T) {
 	if !slices.Equal(m.last, text[len(text)-len(m.last):]) {
 		t.Errorf("the last context %v is not the end of the text %v", m.last, text)
 	}
-	m = &windowLog{T: T}
+	m = &windowLog{T: T, V: vocab.Size()}
 	if _, err := generate(&bytes.Buffer{}, m, vocab, "abcabcabcabca", 1, Sampling{}, 1); err != nil {
 		t.Fatal(err)
 	}
