@@ -238,18 +238,8 @@ func TestCUDAPrograms(t *testing.T) {
 		if run := os.Getenv("MLBUILD_CUDA_FAKE_RUN"); run != "" {
 			args = append(args, "-v", "-run", run) // e.g. TestSelftestOnFakeCUDA alone for a large model
 		}
-		cmd := exec.Command("go", append(args, "./cmd/...")...)
-		cmd.Dir = dir
-		mnist := os.Getenv("MLBUILD_MNIST_DIR")
-		if mnist == "" {
-			mnist, _ = filepath.Abs(filepath.Join("..", "data", "mnist"))
-		}
 		// The programs' TestFaultMidTraining trains on real MNIST (make data).
-		cmd.Env = append(goEnv(t, goHost("GOOS"), goHost("GOARCH")), "MLBUILD_FAKECUDA_DIR="+t.TempDir(), "MLBUILD_MNIST_DIR="+mnist)
-		b, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("the CUDA programs failed on the fake GPU: %v\n%s", err, b)
-		}
+		b := goTestOnFakeCUDA(t, dir, args, "./cmd/...", "the CUDA programs failed on the fake GPU")
 		for _, name := range names {
 			if !strings.Contains(string(b), "ok  \tmlbuildprog/cmd/"+name) {
 				t.Errorf("no passing test run for %s in:\n%s", name, b)
@@ -286,3 +276,24 @@ var cudaFakeSpecs = []string{"mnist", "mnist_unfused", "spec_layernorm_graph", "
 // cudaFaultSpecs are the programs whose fake run also trains on MNIST
 // through a GPU fault (testdata/fakehost/cuda_fault_test.go).
 var cudaFaultSpecs = []string{"mnist", "mnist_unfused"}
+
+// goTestOnFakeCUDA runs `go ARGS PKGS` in the generated module dir, whose
+// programs run on cuda/fakecuda's GPUs (kernel cache in a temporary
+// folder) and train on MNIST from $MLBUILD_MNIST_DIR or data/mnist (make
+// data), and returns the output; a failure fails t with what, the error
+// and the output.
+func goTestOnFakeCUDA(t *testing.T, dir string, args []string, pkgs, what string) []byte {
+	t.Helper()
+	cmd := exec.Command("go", append(args, pkgs)...)
+	cmd.Dir = dir
+	mnist := os.Getenv("MLBUILD_MNIST_DIR")
+	if mnist == "" {
+		mnist, _ = filepath.Abs(filepath.Join("..", "data", "mnist"))
+	}
+	cmd.Env = append(goEnv(t, goHost("GOOS"), goHost("GOARCH")), "MLBUILD_FAKECUDA_DIR="+t.TempDir(), "MLBUILD_MNIST_DIR="+mnist)
+	b, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", what, err, b)
+	}
+	return b
+}

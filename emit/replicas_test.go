@@ -2,7 +2,6 @@ package emit
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -46,17 +45,7 @@ func TestCUDADataParallel(t *testing.T) {
 	if testing.Verbose() {
 		args = append(args, "-v")
 	}
-	cmd := exec.Command("go", append(args, "./cmd/mnist")...)
-	cmd.Dir = dir
-	mnist := os.Getenv("MLBUILD_MNIST_DIR")
-	if mnist == "" {
-		mnist, _ = filepath.Abs(filepath.Join("..", "data", "mnist"))
-	}
-	cmd.Env = append(goEnv(t, goHost("GOOS"), goHost("GOARCH")), "MLBUILD_FAKECUDA_DIR="+t.TempDir(), "MLBUILD_MNIST_DIR="+mnist)
-	b, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("data-parallel training on the fake GPUs failed: %v\n%s", err, b)
-	}
+	b := goTestOnFakeCUDA(t, dir, args, "./cmd/mnist", "data-parallel training on the fake GPUs failed")
 	if !strings.Contains(string(b), "ok  \tmlbuildprog/cmd/mnist") {
 		t.Errorf("no passing test run in:\n%s", b)
 	}

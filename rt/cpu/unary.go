@@ -150,7 +150,7 @@ func UnaryFwd(x, y []float32, chain []Unary) {
 // apply writes y = u(x) for one block, each element rounded to float32 as
 // the reference (eval in float64) is; y may alias x.
 func (u Unary) apply(x, y []float32) {
-	if allExactInFloat32([]Unary{u}) {
+	if u.Kind.exactInFloat32() {
 		u.applyFloat32(x, y)
 		return
 	}
@@ -175,28 +175,36 @@ func (u Unary) apply(x, y []float32) {
 	}
 }
 
-// unaryBlock is how many elements UnaryFwd's float32 path takes through
-// every op of a chain before the next block: 8 KiB of float32.
+// unaryBlock is how many elements UnaryFwd takes through every op of a
+// chain before the next block: 8 KiB of float32.
 const unaryBlock = 2048
 
-// allExactInFloat32 reports whether every op of chain is one whose float32
-// arithmetic gives eval's result rounded to float32 bit for bit: a sum or
-// product of two float32 values computed in float64 and rounded once is the
-// correctly rounded float32 result, and a comparison or clamp rounds
-// nothing. (UReLU is the exception for one bit: max(−0, 0) is +0 where
-// eval keeps −0, which no later op or comparison can tell apart.)
+// exactInFloat32 reports whether k's float32 arithmetic gives eval's
+// result rounded to float32 bit for bit: a sum or product of two float32
+// values computed in float64 and rounded once is the correctly rounded
+// float32 result, and a comparison or clamp rounds nothing. (UReLU is the
+// exception for one bit: max(−0, 0) is +0 where eval keeps −0, which no
+// later op or comparison can tell apart.)
+func (k UnaryKind) exactInFloat32() bool {
+	switch k {
+	case UReLU, ULeakyReLU, UAddConst, UMulConst, UReLU6:
+		return true
+	}
+	return false
+}
+
+// allExactInFloat32 reports whether every op of chain runs as float32
+// loops (exactInFloat32).
 func allExactInFloat32(chain []Unary) bool {
 	for _, u := range chain {
-		switch u.Kind {
-		case UReLU, ULeakyReLU, UAddConst, UMulConst, UReLU6:
-		default:
+		if !u.Kind.exactInFloat32() {
 			return false
 		}
 	}
 	return true
 }
 
-// applyFloat32 writes y = u(x) in float32 for the ops allExactInFloat32
+// applyFloat32 writes y = u(x) in float32 for the ops exactInFloat32
 // takes; y may alias x.
 func (u Unary) applyFloat32(x, y []float32) {
 	y = y[:len(x)]
@@ -222,7 +230,7 @@ func (u Unary) applyFloat32(x, y []float32) {
 	case UReLU6:
 		clampFloat32(x, y, 0, 6)
 	default:
-		panic("cpu: applyFloat32 of an op allExactInFloat32 does not take")
+		panic("cpu: applyFloat32 of an op exactInFloat32 does not take")
 	}
 }
 
