@@ -142,6 +142,9 @@ func (l *lowering) matmul(st *planner.Step) error {
 		written[key] = true
 		return 0
 	}
+	if batched, err := l.matmulBatched(st, m, k, n, prod(yl), func(t int) (int, int) { return index(t, al, ast), index(t, bl, bst) }); batched || err != nil {
+		return err
+	}
 	for t := 0; t < prod(yl); t++ {
 		ai, bi := index(t, al, ast), index(t, bl, bst)
 		A := Matrix{st.In[0], ai * m * k, m, k, k}
@@ -170,4 +173,55 @@ func (l *lowering) matmul(st *planner.Step) error {
 		}
 	}
 	return nil
+}
+
+// matmulBatched lowers a batched matrix product whose operands are all
+// distinct matrices at regular distances (no broadcast axis: the
+// attention products of a transformer, [B, H, T, ·]) to one strided
+// batched GEMM per product instead of one GEMM per matrix: a GPT's
+// attention has B·H matrices per product, and a CUDA graph node (or an
+// MPS encode) per matrix costs more than the arithmetic. It reports false,
+// lowering nothing, for a broadcast operand or fewer than two matrices:
+// those keep matmul's loop, where a broadcast operand's gradient
+// accumulates matrix by matrix. index maps output matrix t to the
+// operands' matrix indices.
+func (l *lowering) matmulBatched(st *planner.Step, m, k, n, mats int, index func(t int) (int, int)) (bool, error) {
+	if mats < 2 {
+		return false, nil
+	}
+	a0, b0 := index(0)
+	a1, b1 := index(1)
+	da, db := a1-a0, b1-b0
+	if da <= 0 || db <= 0 {
+		return false, nil
+	}
+	for t := 2; t < mats; t++ {
+		if ai, bi := index(t); ai != a0+t*da || bi != b0+t*db {
+			return false, nil
+		}
+	}
+	A := Matrix{st.In[0], a0 * m * k, m, k, k}
+	B := Matrix{st.In[1], b0 * k * n, k, n, n}
+	sa, sb := da*m*k, db*k*n
+	if st.Kernel == planner.KMatMul {
+		return true, l.gemm(Gemm{M: m, N: n, K: k, Alpha: 1, A: A, B: B, C: Matrix{st.Out[0], 0, m, n, n},
+			Batch: mats, Stride: [3]int{sa, sb, m * n}})
+	}
+	if err := l.operands(st, 3, 2); err != nil {
+		return true, err
+	}
+	dy := Matrix{st.In[2], 0, m, n, n}
+	if present(st.Out[0]) {
+		if err := l.gemm(Gemm{TransB: true, M: m, N: k, K: n, Alpha: 1, A: dy, B: B, C: Matrix{st.Out[0], a0 * m * k, m, k, k},
+			Batch: mats, Stride: [3]int{m * n, sb, sa}}); err != nil {
+			return true, err
+		}
+	}
+	if present(st.Out[1]) {
+		if err := l.gemm(Gemm{TransA: true, M: k, N: n, K: m, Alpha: 1, A: A, B: dy, C: Matrix{st.Out[1], b0 * k * n, k, n, n},
+			Batch: mats, Stride: [3]int{sa, m * n, sb}}); err != nil {
+			return true, err
+		}
+	}
+	return true, nil
 }
