@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/mlbuild/mlbuild/rt/gpuhost"
 )
@@ -32,9 +33,13 @@ func (d *Device) recordBlocking(name string, enc *encoder, encode func(gpuhost.E
 func (s *sequence) launchBlocking() error {
 	d := s.d
 	for _, op := range s.ops {
+		start := time.Now()
 		err := op.launch()
 		if err == nil {
 			err = d.e.Synchronize()
+		}
+		if d.e.opts.Profile && err == nil {
+			d.prof.add(s.name, op.name, time.Since(start))
 		}
 		if err != nil {
 			return fmt.Errorf("cuda: %s failed in sequence %q at %s (of its %d ops, each launched alone: MLBUILD_CUDA_BLOCKING): %w",

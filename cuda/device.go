@@ -30,6 +30,8 @@ type Device struct {
 	lastLaunched string
 	launches     int
 	closed       bool
+	// prof sums the ops' times of blocking sequences (Options.Profile).
+	prof profile
 }
 
 type deviceKernel struct {
@@ -454,6 +456,9 @@ func (d *Device) Close() error {
 				first = err
 			}
 		}
+	}
+	if d.e.opts.Profile {
+		d.prof.write(d.e.opts.profileOut(), d.e.Name(), 40)
 	}
 	if err := d.e.Close(); err != nil && first == nil {
 		first = err

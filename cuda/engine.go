@@ -3,6 +3,7 @@ package cuda
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"runtime"
 	"slices"
@@ -30,8 +31,22 @@ type Options struct {
 	// graph: many times slower, but a GPU fault names the op, kernel and
 	// sequence that hit it (MLBUILD_CUDA_BLOCKING=1).
 	Blocking bool
+	// Profile times every op of a blocking sequence (Blocking must be
+	// set) and writes the table of their times to ProfileOut (nil:
+	// standard error) when the Device closes (profile.go;
+	// MLBUILD_CUDA_PROFILE=1).
+	Profile    bool
+	ProfileOut io.Writer
 	// Getenv reads the environment; nil is os.Getenv.
 	Getenv func(string) string
+}
+
+// profileOut is where the profile goes.
+func (o Options) profileOut() io.Writer {
+	if o.ProfileOut != nil {
+		return o.ProfileOut
+	}
+	return os.Stderr
 }
 
 // blasWorkspaceBytes is the workspace given to cuBLAS up front, so that

@@ -18,6 +18,8 @@ import (
 //	MLBUILD_CUDA_BLOCKING 1: launch every kernel alone and wait for it, so
 //	                     that a GPU fault names its kernel (slow; also
 //	                     CUDA_LAUNCH_BLOCKING=1, the variable CUDA users know)
+//	MLBUILD_CUDA_PROFILE 1: as BLOCKING, and each op timed; the table of the
+//	                     ops' times goes to standard error at the end
 //
 // and the library overrides of LoadLibraries.
 func OpenHostDevice() (gpuhost.Device, error) {
@@ -108,6 +110,13 @@ func hostOptions(one bool) (Options, error) {
 		default:
 			return opts, fmt.Errorf("%s=%q: want 1 (every kernel launched alone and waited for, so a fault names it) or 0 (the default: one CUDA graph a step)", name, v)
 		}
+	}
+	switch v := os.Getenv("MLBUILD_CUDA_PROFILE"); v {
+	case "", "0":
+	case "1":
+		opts.Blocking, opts.Profile = true, true
+	default:
+		return opts, fmt.Errorf("MLBUILD_CUDA_PROFILE=%q: want 1 (every op launched alone, timed, and the table of their times written to standard error at the end; slow) or 0 (the default)", v)
 	}
 	return opts, nil
 }
