@@ -44,7 +44,7 @@ FUZZ_TEXT        ?= $(or $(FUZZTIME),15000x)
 FUZZTIME_SPEC    ?= $(or $(FUZZTIME),2000x)
 export CGO_ENABLED ?= 0
 
-.PHONY: all build test unit fuzz fuzz-long demo deps data data-text data-fashion bench bench-sgemm bench-models bench-mnist bench-fusion bench-generate compare-sklearn zoo zoo-train bench-zoo bench-gpt cuda-check cuda-bundle gpt-bundle fashion-bundle bf16-bundle test-arm64 clean FORCE
+.PHONY: all build test unit fuzz fuzz-long demo deps data data-text data-fashion bench bench-sgemm bench-models bench-mnist bench-fusion bench-generate compare-sklearn zoo zoo-train bench-zoo bench-gpt cuda-check cuda-bundle gpt-bundle fashion-bundle profile-bundle bf16-bundle test-arm64 clean FORCE
 
 all: build
 
@@ -151,6 +151,12 @@ cuda-bundle:
 # PyTorch twin in fp32, SDPA, bf16 and torch.compile (issue #31).
 gpt-bundle: data-text
 	@bench/gpu/gpt-bundle.sh $(TXDATA) .gpu/gpt
+
+# profile-bundle builds what bench/gpu/profile.sh runs on a GPU machine: the
+# step times and the op-by-op profile (MLBUILD_CUDA_PROFILE=1) of CIFAR
+# ResNet-18 and models/gpt.cue, f32 and bf16, with PyTorch's twins.
+profile-bundle: data-text
+	@bench/gpu/profile-bundle.sh .gpu/profile
 
 # fashion-bundle builds what bench/gpu/fashion.sh runs on a GPU machine:
 # CIFAR ResNet-18 on Fashion-MNIST in f32 and bf16 against PyTorch's bf16

@@ -38,7 +38,7 @@ func (s *sequence) launchBlocking() error {
 		if err == nil {
 			err = d.e.Synchronize()
 		}
-		if d.e.opts.Profile && err == nil {
+		if d.e.opts.Profile && err == nil && s.runs > 0 {
 			d.prof.add(s.name, op.name, time.Since(start))
 		}
 		if err != nil {
@@ -46,5 +46,6 @@ func (s *sequence) launchBlocking() error {
 				d.e.Name(), s.name, op.name, len(s.ops), err)
 		}
 	}
+	s.runs++
 	return nil
 }

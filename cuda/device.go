@@ -273,6 +273,7 @@ type sequence struct {
 	// blocking: ops are launched one by one (Options.Blocking).
 	blocking bool
 	ops      []blockingOp
+	runs     int // launches of a blocking sequence so far (the profile skips the first)
 }
 
 // blockingOp is one op of a sequence recorded with Options.Blocking: its

@@ -18,7 +18,9 @@ import (
 // microseconds reads several times too slow; what the table is for is
 // the large ops and the shares. The table groups ops by what they are,
 // the kernel's name (which names one shape: kernels are generated per
-// shape) or the GEMM's sizes and precision, over every sequence.
+// shape) or the GEMM's sizes, over every sequence. The first launch of
+// each sequence is not counted: CUDA loads a library's kernels when they
+// first run (lazy loading), which made a 128×10×512 GEMM read 3 ms.
 
 // opStat is one line of the profile.
 type opStat struct {

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# profile.sh runs, on a GPU machine, what profile-bundle.sh built: for each
+# program, bench's medians (training step, inference), then a few steps
+# again with MLBUILD_CUDA_PROFILE=1, whose table says which ops take the
+# step's time; then PyTorch's twins' steps in fp32 and in bf16 (autocast;
+# channels_last for the ResNet, scaled_dot_product_attention for the GPT),
+# eager and compiled, in the same call. TORCH=0 skips PyTorch; R18_MODES
+# picks torch_resnet_cifar.py's modes (default eager_fp32,eager_bf16,
+# compile_ro_bf16).
+# Usage: bash profile.sh BUNDLE OUT
+set -uo pipefail
+b=$(cd "$1" && pwd) out=$2
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+work=$(mktemp -d)
+export MLBUILD_CUDA_CACHE=$work/kernels
+unxz() { python3 -c 'import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], "wb"))' "$1" "$2" && chmod +x "$2"; }
+echo "mlbuild $(cat "$b/VERSION")"; nvidia-smi -L
+for p in r18-f32 r18-bf16 gpt-f32 gpt-bf16; do
+	unxz "$b/$p.xz" "$work/$p"
+	echo; echo "== $p: bench"
+	timeout 240 "$work/$p" bench --json --iters 20 2>&1 | tee "$out/$p-bench.json" | tail -n 2
+	echo "== $p: profile (5 iterations)"
+	MLBUILD_CUDA_PROFILE=1 timeout 240 "$work/$p" bench --iters 5 2>"$out/$p-profile.txt" >/dev/null
+	head -n 36 "$out/$p-profile.txt"
+done
+[ "${TORCH:-1}" = 0 ] && exit 0
+echo; echo "== PyTorch ResNet-18"
+(cd "$b" && PYTHONUNBUFFERED=1 timeout 300 python3 torch_resnet_cifar.py ${R18_MODES:-eager_fp32,eager_bf16,compile_ro_bf16} 2>&1 | grep -v Warning | tee "$out/r18-torch.jsonl" | tail -n 8)
+t=(python3 torch_gpt.py moby-dick.txt --vocab 89 --context 256 --width 384 --heads 6 --layers 6 --dropout 0.2 --tie
+	--batch 64 --lr 1e-3 --beta2 0.99 --weight-decay 0.1 --clip 1.0 --warmup 100 --min-lr 1e-4 --device cuda)
+for mode in "" "--sdpa" "--bf16 --sdpa" "--bf16 --sdpa --compile"; do
+	echo "== PyTorch GPT $mode, 100 steps (timing)"
+	(cd "$b" && timeout 200 "${t[@]}" --steps 100 --time-only $mode 2>&1 | grep -v Warning | tail -n 3)
+done
