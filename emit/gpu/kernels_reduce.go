@@ -167,8 +167,11 @@ func softmaxXentKernel(batch, classes int) *Kernel {
 // softmaxXentShareKernel is softmaxXentKernel for a share of a global
 // batch of over rows: the loss and the gradient are divided by over, not
 // by batch, so that summing every share's gives the global mean.
+//
+// It is one threadgroup, as wide as GPUs allow (the loss is one sum, in
+// a fixed order): a GPT's 16,384 rows of tokens took 2.5 ms on 256 threads.
 func softmaxXentShareKernel(batch, classes, over int) *Kernel {
-	tg := pow2AtMost(batch, tgReduce)
+	tg := pow2AtMost(batch, tgWide)
 	x := func(c Expr) Expr { return load("z", add(mul(vr("r"), i32(classes)), c)) }
 	t := func(c Expr) Expr { return load("t", add(mul(vr("r"), i32(classes)), c)) }
 	inv := flt(1 / float32(over))
@@ -383,10 +386,15 @@ func layerNormKernel(rows, cols int, eps float32, hasBias bool) *Kernel {
 		Params: params, Threadgroup: tg, Groups: rows, Body: body}
 }
 
-// layerNormParamGradKernel sums the parameter gradients over the rows, one
-// thread per column: dgamma = Σ dy·x̂, dbeta = Σ dy.
+// layerNormParamGradKernel sums the parameter gradients over the rows,
+// dgamma = Σ dy·x̂ and dbeta = Σ dy, one threadgroup per column whose
+// threads stride over the rows and add their partial sums in a tree (a
+// fixed order: the same bits every run). One thread per column summing
+// every row left a GPT's 384 columns of 16,384 rows on 384 threads:
+// 2 ms a layer norm on an H200, half of models/gpt.cue's step.
 func layerNormParamGradKernel(rows, cols int, gamma, beta bool) *Kernel {
 	n := rows * cols
+	tg := pow2AtMost(rows, tgReduce)
 	params := []Param{in("x", n), in("smean", rows), in("sinv", rows), in("dy", n)}
 	if gamma {
 		params = append(params, out("dgamma", cols))
@@ -394,21 +402,25 @@ func layerNormParamGradKernel(rows, cols int, gamma, beta bool) *Kernel {
 	if beta {
 		params = append(params, out("dbeta", cols))
 	}
-	return elementwise(fmt.Sprintf("layer norm parameter gradients, %d rows of %d", rows, cols), cols, params, func(i Expr) []Stmt {
-		e := add(mul(vr("r"), i32(cols)), i)
-		body := []Stmt{let("sg", Float, flt(0)), let("sb", Float, flt(0)),
-			loop("r", 0, rows, 1,
-				let("g", Float, load("dy", e)),
-				set("sg", add(vr("sg"), mul(vr("g"), mul(sub(load("x", e), load("smean", vr("r"))), load("sinv", vr("r")))))),
-				set("sb", add(vr("sb"), vr("g"))))}
-		if gamma {
-			body = append(body, store("dgamma", i, vr("sg")))
-		}
-		if beta {
-			body = append(body, store("dbeta", i, vr("sb")))
-		}
-		return body
-	})
+	e := add(mul(vr("r"), i32(cols)), tgidE)
+	body := []Stmt{
+		Shared{"sh", tg},
+		let("sg", Float, flt(0)), let("sb", Float, flt(0)),
+		strided("r", rows, tg,
+			let("g", Float, load("dy", e)),
+			set("sg", add(vr("sg"), mul(vr("g"), mul(sub(load("x", e), load("smean", vr("r"))), load("sinv", vr("r")))))),
+			set("sb", add(vr("sb"), vr("g")))),
+	}
+	if gamma {
+		body = append(body, reduceInto("total_g", "sg", "sh", tg, sumOp)...)
+		body = append(body, when(eq(lidE, i32(0)), store("dgamma", tgidE, vr("total_g"))))
+	}
+	if beta {
+		body = append(body, reduceInto("total_b", "sb", "sh", tg, sumOp)...)
+		body = append(body, when(eq(lidE, i32(0)), store("dbeta", tgidE, vr("total_b"))))
+	}
+	return &Kernel{Doc: fmt.Sprintf("layer norm parameter gradients, %d rows of %d", rows, cols),
+		Params: params, Threadgroup: tg, Groups: cols, Body: body}
 }
 
 // layerNormBwdKernel is dx = inv·(g − mean(g) − x̂·mean(g·x̂)) per row, with

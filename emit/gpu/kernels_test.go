@@ -522,12 +522,13 @@ func kernelCases(t *testing.T) []gpuCase {
 	}
 
 	// Layer normalisation: rows shorter and longer than a threadgroup,
+	// more rows than the parameter gradients' threadgroup strides over,
 	// with and without a bias; backward with dx, and the parameter
 	// gradients alone.
 	for _, sh := range []struct {
 		rows, cols int
 		bias       bool
-	}{{6, 50, true}, {3, 300, false}, {40, 1, true}} {
+	}{{6, 50, true}, {3, 300, false}, {40, 1, true}, {700, 3, true}} {
 		rows, cols := sh.rows, sh.cols
 		n := rows * cols
 		x, gamma, beta := randVec(r, n, -2, 3), randVec(r, cols, 0.5, 1.5), randVec(r, cols, -1, 1)
