@@ -33,11 +33,20 @@ func newFakeModel(t *testing.T) (*fakemetal.Fake, *gpuhost.Model) {
 	return f, m
 }
 
+// opsOf is how many dispatches and MPS multiplications the phases
+// encode: a batched GEMM is one multiplication per matrix on Metal
+// (mps's encoder.Gemm).
 func opsOf(phases ...[]gpuhost.PlanStep) int {
 	n := 0
 	for _, ph := range phases {
 		for _, st := range ph {
-			n += len(st.Ops)
+			for _, op := range st.Ops {
+				if op.Gemm != nil {
+					n += max(op.Gemm.Shape.Batch, 1)
+				} else {
+					n++
+				}
+			}
 		}
 	}
 	return n
