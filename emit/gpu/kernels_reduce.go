@@ -274,9 +274,14 @@ func huberShareKernel(n int, delta float32, over int) *Kernel {
 // inner], one threadgroup per channel: mean, biased variance (two passes),
 // y = gamma·x̂ + beta, saved mean and 1/sqrt(var+eps), and the running
 // statistics moved by momentum (the variance unbiased, as PyTorch).
+//
+// A threadgroup is as wide as GPUs allow (as channelSumKernel's): a
+// CIFAR ResNet's 64-channel layers at batch 128 have 131,072 values a
+// channel, and 64 groups of 256 threads left the H200 waiting on memory
+// (158 µs for 33.5 MB, docs/runs/gpu-profile-2026-11-29-b.txt).
 func batchNormKernel(outer, c, inner int, eps, momentum float32) *Kernel {
 	m := outer * inner
-	tg := pow2AtMost(m, tgReduce)
+	tg := pow2AtMost(m, tgWide)
 	shape := []int{outer, inner}
 	e := add(mul(add(mul(coord(vr("j"), shape, 0), i32(c)), tgidE), i32(inner)), coord(vr("j"), shape, 1))
 	body := meanAndSquares(e, m, tg)
@@ -317,9 +322,10 @@ func batchNormEvalKernel(outer, c, inner int, eps float32) *Kernel {
 
 // batchNormBwdKernel: per channel dbeta = Σ dy, dgamma = Σ dy·x̂, and
 // dx = gamma·inv·(dy − dbeta/m − x̂·dgamma/m); dx may be dy.
+// Its threadgroups are as wide as batchNormKernel's.
 func batchNormBwdKernel(outer, c, inner int) *Kernel {
 	m := outer * inner
-	tg := pow2AtMost(m, tgReduce)
+	tg := pow2AtMost(m, tgWide)
 	shape := []int{outer, inner}
 	e := add(mul(add(mul(coord(vr("j"), shape, 0), i32(c)), tgidE), i32(inner)), coord(vr("j"), shape, 1))
 	xhat := mul(sub(load("x", e), vr("mean")), vr("inv"))

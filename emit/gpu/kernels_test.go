@@ -498,8 +498,9 @@ func kernelCases(t *testing.T) []gpuCase {
 		addCase(gpuCase{name: "copy", k: copyKernel(n), in: [][]float32{x, zeros(n)}, want: map[int][]float32{1: x}})
 	}
 
-	// Batch normalisation: training, evaluation, backward.
-	for _, sh := range [][3]int{{6, 3, 50}, {300, 4, 1}} {
+	// Batch normalisation: training, evaluation, backward; a channel of
+	// more values than a threadgroup of 1024 threads.
+	for _, sh := range [][3]int{{6, 3, 50}, {300, 4, 1}, {40, 2, 64}} {
 		nb, c, sp := sh[0], sh[1], sh[2]
 		n := nb * c * sp
 		x, gamma, beta := randVec(r, n, -2, 3), randVec(r, c, 0.5, 1.5), randVec(r, c, -1, 1)
