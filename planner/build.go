@@ -114,6 +114,8 @@ var passes = [...]pass{
 			b.p.Precision = b.m.Precision
 			return choosePrecisions(b.p, b.target)
 		}},
+	{name: "chooseLossRows", file: "choose_loss_rows.go", only: inTraining, needs: []string{"addLoss", "differentiate"},
+		run: func(b *building) error { chooseLossRows(b.p, b.target); return nil }},
 	{name: "fusePool", file: "fuse_pool.go", only: withFusion, needs: []string{"fuseEpilogue", "fuseElementwise", "fuseActBwd", "chooseMethods"},
 		run: func(b *building) error { fusePool(b.p, b.target); return nil }},
 	{name: "measureCosts", file: "measure_costs.go", needs: finalPhases,
@@ -125,7 +127,7 @@ var passes = [...]pass{
 // finalPhases are the passes that add or rewrite steps or buffers: after
 // them "all phases are final".
 var finalPhases = []string{"lower", "addLoss", "fuseEpilogue", "fuseElementwise", "differentiate", "optimize",
-	"accumulate", "fuseUpdate", "fuseActBwd", "keepLess", "chooseMethods", "choosePrecisions", "fusePool"}
+	"accumulate", "fuseUpdate", "fuseActBwd", "keepLess", "chooseMethods", "choosePrecisions", "chooseLossRows", "fusePool"}
 
 // Build plans m for opts.Target: it runs the table passes in order and
 // checks the plan's invariants with Verify after each one, so

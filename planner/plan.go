@@ -158,7 +158,8 @@ const (
 // Loss kernels: the loss value and the gradient of the mean loss over the
 // batch with respect to the prediction, in one step.
 const (
-	// KSoftmaxXent: In: logits [B,C], labels [B,C] one-hot. Out: loss [1], dlogits [B,C].
+	// KSoftmaxXent: In: logits [B,C], labels [B,C] one-hot. Out: loss [1], dlogits [B,C],
+	// and for a Target with LossRows the loss of each row, scratch [B] (choose_loss_rows.go).
 	// Logits per token [B,T,C] with labels [B,T,C] one-hot (a model that
 	// reads token ids) average the loss over all B·T tokens.
 	KSoftmaxXent Kernel = "softmax_xent"

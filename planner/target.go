@@ -49,6 +49,11 @@ type Target struct {
 	// pools in the epilogue of training plans' convolutions too, where
 	// their backward needs no full-size output.
 	PoolArgmax bool
+	// LossRows says the backend's softmax cross-entropy writes each row's
+	// loss into a scratch of one float32 per row and then sums them:
+	// choose_loss_rows.go gives each softmax_xent step that scratch as its
+	// third output.
+	LossRows bool
 }
 
 // ConvRule is a backend's rule for convolutions: for the geometry of one

@@ -309,6 +309,9 @@ func verifyStep(p *Plan, phase string, index int, s *Step) error {
 	if s.Kernel == KConv2D && s.Attr.Pool != nil && p.Training {
 		ops.out = 3
 	}
+	if s.Kernel == KSoftmaxXent && len(s.Out) == 3 { // the loss rows (choose_loss_rows.go)
+		ops.out = 3
+	}
 	if ops.out >= 0 && len(s.Out) != ops.out || ops.out < 0 && len(s.Out) < 1 {
 		return fmt.Errorf("%d outputs, want %d", len(s.Out), ops.out)
 	}

@@ -198,6 +198,49 @@ func softmaxXentShareKernel(batch, classes, over int) *Kernel {
 		Threadgroup: tg, Groups: 1, Body: body}
 }
 
+// softmaxXentRowsKernel is softmaxXentShareKernel's rows in parallel,
+// one thread a row: dz, and each row's loss −Σ t·log p into rowLoss;
+// sumRowsKernel then adds them up. Plans for a backend with
+// planner.Target.LossRows give the step the rows' scratch.
+func softmaxXentRowsKernel(batch, classes, over int) *Kernel {
+	x := func(c Expr) Expr { return load("z", add(mul(vr("r"), i32(classes)), c)) }
+	t := func(c Expr) Expr { return load("t", add(mul(vr("r"), i32(classes)), c)) }
+	inv := flt(1 / float32(over))
+	n := batch * classes
+	return elementwise(fmt.Sprintf("softmax cross-entropy rows, batch %d, %d classes", batch, classes)+shareDoc(batch, over), batch,
+		[]Param{in("z", n), in("t", n), out("rows", batch), out("dz", n)}, func(r Expr) []Stmt {
+			return []Stmt{
+				let("r", Int, r),
+				let("m", Float, x(i32(0))),
+				loop("c", 1, classes, 1, set("m", call(FnMax, vr("m"), x(vr("c"))))),
+				let("s", Float, flt(0)),
+				loop("c", 0, classes, 1, set("s", add(vr("s"), call(FnExp, sub(x(vr("c")), vr("m")))))),
+				let("lse", Float, add(vr("m"), call(FnLog, vr("s")))),
+				let("acc", Float, flt(0)),
+				loop("c", 0, classes, 1,
+					let("lp", Float, sub(x(vr("c")), vr("lse"))),
+					set("acc", sub(vr("acc"), mul(t(vr("c")), vr("lp")))),
+					store("dz", add(mul(vr("r"), i32(classes)), vr("c")), mul(sub(call(FnExp, vr("lp")), t(vr("c"))), inv))),
+				store("rows", vr("r"), vr("acc")),
+			}
+		})
+}
+
+// sumRowsKernel is loss = Σ rows · scale in one threadgroup, in a fixed
+// order (softmaxXentRowsKernel's second step).
+func sumRowsKernel(n int, scale float32) *Kernel {
+	tg := pow2AtMost(n, tgWide)
+	body := []Stmt{
+		Shared{"sh", tg},
+		let("acc", Float, flt(0)),
+		strided("j", n, tg, set("acc", add(vr("acc"), load("rows", vr("j"))))),
+	}
+	body = append(body, reduceInto("total", "acc", "sh", tg, sumOp)...)
+	body = append(body, when(eq(lidE, i32(0)), store("loss", i32(0), mul(vr("total"), flt(scale)))))
+	return &Kernel{Doc: fmt.Sprintf("sum of %d rows' losses, times %g", n, scale),
+		Params: []Param{in("rows", n), out("loss", 1)}, Threadgroup: tg, Groups: 1, Body: body}
+}
+
 // mseKernel is the mean over all n elements of (pred − target)² and its
 // gradient 2(pred − target)/n, in one threadgroup.
 func mseKernel(n int) *Kernel { return mseShareKernel(n, n) }

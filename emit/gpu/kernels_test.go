@@ -453,6 +453,18 @@ func kernelCases(t *testing.T) []gpuCase {
 		}
 		addCase(gpuCase{name: "softmax_xent_share", k: softmaxXentShareKernel(batch, classes, 4*batch), in: [][]float32{z, labels, zeros(1), zeros(len(z))},
 			want: map[int][]float32{2: {loss / 4}, 3: quarter(dz)}, tol: 1e-5})
+		// The rows in parallel (a share of 4), each row's loss the CPU's
+		// loss of that row alone; then their sum, a quarter of the mean.
+		rowLoss, one := make([]float32, batch), zeros(classes)
+		var sum float64
+		for b := range batch {
+			rowLoss[b] = cpu.SoftmaxXent(z[b*classes:(b+1)*classes], labels[b*classes:(b+1)*classes], one, 1, classes)
+			sum += float64(rowLoss[b])
+		}
+		addCase(gpuCase{name: "softmax_xent_rows", k: softmaxXentRowsKernel(batch, classes, 4*batch), in: [][]float32{z, labels, randVec(r, batch, 5, 6), zeros(len(z))},
+			want: map[int][]float32{2: rowLoss, 3: quarter(dz)}, tol: 1e-5})
+		addCase(gpuCase{name: "loss_sum", k: sumRowsKernel(batch, 1/float32(4*batch)), in: [][]float32{rowLoss, randVec(r, 1, 5, 6)},
+			want: map[int][]float32{1: {float32(sum / float64(4*batch))}}, tol: 1e-5})
 	}
 	{
 		n := 777

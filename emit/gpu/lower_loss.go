@@ -10,7 +10,8 @@ import (
 // the mean loss with respect to the prediction in one kernel.
 
 // softmaxXent lowers softmax cross-entropy: the loss and dlogits in one
-// kernel.
+// kernel, or with the rows' scratch (planner.Target.LossRows) the rows in
+// parallel and then their sum.
 func (l *lowering) softmaxXent(st *planner.Step) error {
 	if err := l.operands(st, 2, 2); err != nil {
 		return err
@@ -24,7 +25,14 @@ func (l *lowering) softmaxXent(st *planner.Step) error {
 	if len(zs) == 3 {
 		rows *= zs[1]
 	}
-	return l.launch("softmax_xent", softmaxXentShareKernel(rows, classes, rows*l.shares()), nil, whole(st.In[0]), whole(st.In[1]), whole(st.Out[0]), whole(st.Out[1]))
+	over := rows * l.shares()
+	if len(st.Out) > 2 && present(st.Out[2]) {
+		if err := l.launch("softmax_xent_rows", softmaxXentRowsKernel(rows, classes, over), nil, whole(st.In[0]), whole(st.In[1]), whole(st.Out[2]), whole(st.Out[1])); err != nil {
+			return err
+		}
+		return l.launch("loss_sum", sumRowsKernel(rows, 1/float32(over)), nil, whole(st.Out[2]), whole(st.Out[0]))
+	}
+	return l.launch("softmax_xent", softmaxXentShareKernel(rows, classes, over), nil, whole(st.In[0]), whole(st.In[1]), whole(st.Out[0]), whole(st.Out[1]))
 }
 
 // mse lowers the mean squared error: the loss and dpred in one kernel.
