@@ -325,7 +325,7 @@ func losses(t *testing.T, path string) []float64 {
 // token is refused (exit 1 on both, naming the token); node 1's GPU
 // faulting in epoch 2 ends node 0 (exit 1, naming node 1, its host, rank
 // and fault, within the step timeout), keeping the first epoch's
-// checkpoint; node 1 dying (its connection closed, its sums never run)
+// checkpoint, from which both nodes resume to the end; node 1 dying (its connection closed, its sums never run)
 // ends node 0 within seconds, though its step timeout is a minute.
 func TestNodesOnTheCommandLine(t *testing.T) {
 	mnist := os.Getenv("MLBUILD_MNIST_DIR")
@@ -416,7 +416,15 @@ func TestNodesOnTheCommandLine(t *testing.T) {
 			t.Errorf("node 0 took %v to end; the step timeout is %v", runs[0].took, step)
 		}
 		if _, err := os.Stat(ckpt); err != nil {
-			t.Errorf("the first epoch's checkpoint is gone: %v", err)
+			t.Fatalf("the first epoch's checkpoint is gone: %v", err)
+		}
+		// Both nodes resume from it (a shared folder, as on a cluster).
+		resume := []string{"train", "--resume", ckpt, "--data", mnist, "--quiet", "--force"}
+		runs = runNodes(t, []nodeSetup{{args: resume, token: nodesToken}, {args: resume, token: nodesToken}})
+		for i, r := range runs {
+			if r.code != 0 || !strings.Contains(r.out, "trained epoch 2 of 2 (resumed from") {
+				t.Errorf("node %d resuming: exit status %d\n%s%s", i, r.code, r.out, r.err)
+			}
 		}
 	})
 
