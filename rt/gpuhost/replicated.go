@@ -11,7 +11,8 @@ import (
 	"github.com/mlbuild/mlbuild/rt/app"
 )
 
-// Data-parallel training on several GPUs of one process (--gpus N). Each
+// Data-parallel training on several GPUs of one process (--gpus N), or
+// on the GPUs of several processes (--nodes, members.go). Each
 // GPU runs the program's replica tables (Program.ForGPUs: the training
 // plan at Batch/N rows, its loss divided by the global batch) on its own
 // Model, arenas and copy of the training set. Rank r trains on rows
