@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -340,7 +341,10 @@ func (l *lastLine) String() string {
 }
 
 // DistributedConfig is the rendezvous.Config of a train command line and
-// the environment (getenv), for MainReplicated and tests.
+// the environment (getenv), for MainReplicated and tests. Under torchrun
+// (TORCHELASTIC_RUN_ID set) its agent's own store already listens on
+// MASTER_PORT of the first node, so without --rendezvous the rendezvous
+// takes the port after it, on every member alike.
 func DistributedConfig(args []string, getenv func(string) string) (rendezvous.Config, error) {
 	f := rendezvous.Flags{
 		GPUs: app.TrainFlagOf(args, "gpus"), Nodes: app.TrainFlagOf(args, "nodes"), NodeRank: app.TrainFlagOf(args, "node-rank"),
@@ -349,5 +353,15 @@ func DistributedConfig(args []string, getenv func(string) string) (rendezvous.Co
 	if _, err := app.GPUsOf(args); err != nil {
 		return rendezvous.Config{}, err
 	}
-	return rendezvous.ParseConfig(f, getenv)
+	cfg, err := rendezvous.ParseConfig(f, getenv)
+	if err != nil || cfg.Members < 2 || f.Rendezvous != "" || getenv("TORCHELASTIC_RUN_ID") == "" {
+		return cfg, err
+	}
+	host, port, _ := net.SplitHostPort(cfg.Addr) // ParseConfig checked it
+	p, _ := strconv.Atoi(port)
+	if p == 65535 {
+		return cfg, fmt.Errorf("MASTER_PORT=%d: under torchrun the rendezvous takes the port after MASTER_PORT, and there is none; choose another --master-port", p)
+	}
+	cfg.Addr = net.JoinHostPort(host, strconv.Itoa(p+1))
+	return cfg, nil
 }
