@@ -56,6 +56,8 @@ print("\n".join(str(v) for v in vals))
 EOF
 }
 
+# --metrics appends: a rerun into the same OUT starts afresh.
+rm -f "$out"/*.jsonl
 say "machine"
 if [ "$dry" != 1 ]; then
 	nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv,noheader | tee "$out/gpu.txt"
@@ -184,10 +186,11 @@ fi
 
 if want 5; then
 	say "5. two processes, node 1 killed (kill -9) mid-training: node 0's exit"
-	rm -f "$out/k0.jsonl"
-	nodes 0 --epochs 5 --out "$out/k0.safetensors" --metrics "$out/k0.jsonl" >"$out/k0.log" 2>&1 &
+	# 100 epochs: far more than the kill waits for (the guard ends them
+	# should the kill fail).
+	nodes 0 --epochs 100 --out "$out/k0.safetensors" --metrics "$out/k0.jsonl" >"$out/k0.log" 2>&1 &
 	p0=$!
-	nodes 1 --epochs 5 --out "$out/k1.safetensors" >"$out/k1.log" 2>&1 &
+	nodes 1 --epochs 100 --out "$out/k1.safetensors" >"$out/k1.log" 2>&1 &
 	p1=$!
 	g=$(guard $p0 $p1)
 	if [ "$dry" != 1 ]; then
@@ -197,6 +200,7 @@ if want 5; then
 			kill -0 $p0 2>/dev/null || break
 			sleep 0.5
 		done
+		kill -0 $p0 2>/dev/null || result "FAIL: node 0 ended before node 1 was killed (see $out/k0.log)"
 		echo "killing node 1 (pid $p1) after $(grep -c '"event":"step"' "$out/k0.jsonl" 2>/dev/null) steps"
 		start=$(date +%s.%N)
 		kill -9 $p1

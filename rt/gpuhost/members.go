@@ -250,14 +250,16 @@ func RunMember(mb Member, args []string, stdout, stderr io.Writer) int {
 		case <-time.After(settle):
 		}
 	}
-	close(ended)
 	mu.Lock()
 	failed := peer
 	mu.Unlock()
+	// Still under the grace: closing waits for the GPUs, which a peer's
+	// death may have left in a sum that only the abort ends.
 	if err := r.Close(); err != nil && code == 0 && failed == nil {
 		say("%v", err)
 		code = 1
 	}
+	close(ended)
 	switch {
 	case code == 0 && failed == nil:
 		g.Done() // a peer that finished first has closed its end: no matter
