@@ -321,7 +321,8 @@ func losses(t *testing.T, path string) []float64 {
 // --rendezvous HOST:PORT` as two members: both exit 0; node 0 alone
 // reports progress and writes the metrics, checkpoint and weights, which
 // are --gpus 2's (the losses and accuracies of every step, the weights'
-// bytes); node 1 writes nothing. Then the failures: a node with the wrong
+// bytes); node 1 writes nothing. Three nodes of one GPU, a total the
+// program holds no tables for, all exit 2. Then the failures: a node with the wrong
 // token is refused (exit 1 on both, naming the token); node 1's GPU
 // faulting in epoch 2 ends node 0 (exit 1, naming node 1, its host, rank
 // and fault, within the step timeout), keeping the first epoch's
@@ -379,6 +380,15 @@ func TestNodesOnTheCommandLine(t *testing.T) {
 		t.Errorf("node 0's weights differ from --gpus 2's (%v, %v; %d and %d bytes)", errA, errB, len(a), len(b))
 	}
 
+	t.Run("no tables for the total", func(t *testing.T) {
+		three := nodeSetup{args: train("three", "--quiet"), token: nodesToken}
+		for i, r := range runNodes(t, []nodeSetup{three, three, three}) {
+			if r.code != 2 || !strings.Contains(r.err, "3 nodes with 3 GPUs in all: this program trains on 1 or 2 or 4 or 8 GPU(s), not 3") {
+				t.Errorf("node %d of 3 nodes of one GPU: exit status %d, want 2 and the counts the program holds:\n%s", i, r.code, r.err)
+			}
+		}
+	})
+
 	t.Run("wrong token", func(t *testing.T) {
 		runs := runNodes(t, []nodeSetup{
 			{args: train("tok0", "--rendezvous-timeout", "3s"), token: nodesToken},
@@ -435,7 +445,9 @@ func TestNodesOnTheCommandLine(t *testing.T) {
 			// node 1 joins, then its process "dies": the connection closes
 			// without a done, and its GPU runs no more sums.
 			{args: train("dead1", "--quiet"), token: nodesToken, step: 2 * time.Second, hang: true,
-				joined: func(g *rendezvous.Group) { once.Do(func() { time.AfterFunc(200*time.Millisecond, func() { g.Close() }) }) }},
+				joined: func(g *rendezvous.Group) {
+					once.Do(func() { time.AfterFunc(200*time.Millisecond, func() { g.Close() }) })
+				}},
 		})
 		if runs[0].code != 1 || !strings.Contains(runs[0].err, "node 1 (node1, rank 1) failed: its connection closed") {
 			t.Errorf("node 0: exit status %d, want 1 naming node 1's closed connection:\n%s", runs[0].code, runs[0].err)
