@@ -44,7 +44,7 @@ FUZZ_TEXT        ?= $(or $(FUZZTIME),15000x)
 FUZZTIME_SPEC    ?= $(or $(FUZZTIME),2000x)
 export CGO_ENABLED ?= 0
 
-.PHONY: all build test unit fuzz fuzz-long demo deps data data-text data-fashion bench bench-sgemm bench-models bench-mnist bench-fusion bench-generate compare-sklearn zoo zoo-train bench-zoo bench-gpt cuda-check cuda-bundle gpt-bundle fashion-bundle profile-bundle bf16-bundle test-arm64 clean FORCE
+.PHONY: all build test unit fuzz fuzz-long demo deps data data-text data-fashion bench bench-sgemm bench-models bench-mnist bench-fusion bench-generate compare-sklearn zoo zoo-train bench-zoo bench-gpt cuda-check cuda-bundle gpt-bundle fashion-bundle profile-bundle ddp-bundle bf16-bundle test-arm64 clean FORCE
 
 all: build
 
@@ -163,6 +163,13 @@ profile-bundle: data-text
 # and fp32 runs of the same recipe (issue #28; docs/benchmarks.md).
 fashion-bundle: data-fashion
 	@bench/gpu/fashion-bundle.sh $(FADATA) .gpu/fashion
+
+# ddp-bundle builds what bench/gpu/ddp.sh runs on a machine with 2 GPUs and
+# PyTorch: ResNet-18 on 1 and 2 GPUs against PyTorch DDP, MNIST on 2 GPUs,
+# two processes through the rendezvous, and one of them killed (issue #29;
+# docs/distributed.md).
+ddp-bundle:
+	@bench/gpu/ddp-bundle.sh $(DATA) .gpu/ddp
 
 bench: bench-sgemm bench-models bench-fusion
 

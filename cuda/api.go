@@ -110,22 +110,26 @@ const (
 // symbols may be missing from older libraries and are left nil. Reference:
 // https://docs.nvidia.com/cuda/cuda-driver-api/
 type DriverAPI struct {
-	Init                    func(flags uint32) Result                               `sym:"cuInit"`
-	DriverGetVersion        func(version *int32) Result                             `sym:"cuDriverGetVersion"`
-	GetErrorName            func(r Result, name **byte) Result                      `sym:"cuGetErrorName"`
-	GetErrorString          func(r Result, message **byte) Result                   `sym:"cuGetErrorString"`
-	DeviceGetCount          func(count *int32) Result                               `sym:"cuDeviceGetCount"`
-	DeviceGet               func(dev *DeviceHandle, ordinal int32) Result           `sym:"cuDeviceGet"`
-	DeviceGetName           func(name *byte, length int32, dev DeviceHandle) Result `sym:"cuDeviceGetName"`
-	DeviceGetAttribute      func(value *int32, attr int32, dev DeviceHandle) Result `sym:"cuDeviceGetAttribute"`
-	DeviceTotalMem          func(bytes *uintptr, dev DeviceHandle) Result           `sym:"cuDeviceTotalMem_v2"`
-	DevicePrimaryCtxRetain  func(ctx *Context, dev DeviceHandle) Result             `sym:"cuDevicePrimaryCtxRetain"`
-	DevicePrimaryCtxRelease func(dev DeviceHandle) Result                           `sym:"cuDevicePrimaryCtxRelease_v2"`
-	CtxSetCurrent           func(ctx Context) Result                                `sym:"cuCtxSetCurrent"`
-	MemGetInfo              func(free, total *uintptr) Result                       `sym:"cuMemGetInfo_v2"`
-	MemAlloc                func(ptr *DevicePtr, bytes uintptr) Result              `sym:"cuMemAlloc_v2"`
-	MemFree                 func(ptr DevicePtr) Result                              `sym:"cuMemFree_v2"`
-	MemsetD8                func(dst DevicePtr, value uint8, n uintptr) Result      `sym:"cuMemsetD8_v2"`
+	Init               func(flags uint32) Result                               `sym:"cuInit"`
+	DriverGetVersion   func(version *int32) Result                             `sym:"cuDriverGetVersion"`
+	GetErrorName       func(r Result, name **byte) Result                      `sym:"cuGetErrorName"`
+	GetErrorString     func(r Result, message **byte) Result                   `sym:"cuGetErrorString"`
+	DeviceGetCount     func(count *int32) Result                               `sym:"cuDeviceGetCount"`
+	DeviceGet          func(dev *DeviceHandle, ordinal int32) Result           `sym:"cuDeviceGet"`
+	DeviceGetName      func(name *byte, length int32, dev DeviceHandle) Result `sym:"cuDeviceGetName"`
+	DeviceGetAttribute func(value *int32, attr int32, dev DeviceHandle) Result `sym:"cuDeviceGetAttribute"`
+	DeviceTotalMem     func(bytes *uintptr, dev DeviceHandle) Result           `sym:"cuDeviceTotalMem_v2"`
+	// DeviceCanAccessPeer and DeviceGetP2PAttribute describe the link
+	// between two GPUs, for info (peers.go).
+	DeviceCanAccessPeer     func(can *int32, dev, peer DeviceHandle) Result              `sym:"cuDeviceCanAccessPeer" optional:"true"`
+	DeviceGetP2PAttribute   func(value *int32, attr int32, src, dst DeviceHandle) Result `sym:"cuDeviceGetP2PAttribute" optional:"true"`
+	DevicePrimaryCtxRetain  func(ctx *Context, dev DeviceHandle) Result                  `sym:"cuDevicePrimaryCtxRetain"`
+	DevicePrimaryCtxRelease func(dev DeviceHandle) Result                                `sym:"cuDevicePrimaryCtxRelease_v2"`
+	CtxSetCurrent           func(ctx Context) Result                                     `sym:"cuCtxSetCurrent"`
+	MemGetInfo              func(free, total *uintptr) Result                            `sym:"cuMemGetInfo_v2"`
+	MemAlloc                func(ptr *DevicePtr, bytes uintptr) Result                   `sym:"cuMemAlloc_v2"`
+	MemFree                 func(ptr DevicePtr) Result                                   `sym:"cuMemFree_v2"`
+	MemsetD8                func(dst DevicePtr, value uint8, n uintptr) Result           `sym:"cuMemsetD8_v2"`
 	// MemHostRegister page-locks existing host memory (flags 0), so that
 	// copies between it and the GPU skip the driver's staging buffer;
 	// MemHostUnregister undoes it.

@@ -219,7 +219,7 @@ func (c *Communicator) Wait(timeout time.Duration) error {
 		case r != ErrorNotReady:
 			fail = e.lib.driverError("cuStreamQuery", r, "waiting for the all-reduce")
 		case async != NCCLSuccess && async != NCCLInProgress:
-			fail = fmt.Errorf("another rank failed: %w", c.lib.ncclError("ncclCommGetAsyncError", async, c.comm, "the all-reduce's async error"))
+			fail = fmt.Errorf("%w: %w", gpuhost.ErrPeerFailed, c.lib.ncclError("ncclCommGetAsyncError", async, c.comm, "the all-reduce's async error"))
 		case time.Now().After(deadline):
 			fail = fmt.Errorf("%w: nothing finished within %v; another rank died, hangs or is far behind", gpuhost.ErrCollectiveTimeout, timeout)
 		}

@@ -267,20 +267,23 @@ func TestCommunicatorStartFailsFast(t *testing.T) {
 }
 
 // TestOpenDevices: --gpus all opens every GPU the driver sees, --gpus N
-// the first N, and more than there are is an error with both numbers.
+// the first N, a torchrun process the GPU of its LOCAL_RANK (the first
+// GPU given), and more than there are is an error with both numbers.
 func TestOpenDevices(t *testing.T) {
 	f := fakecuda.New(fakecuda.Options{WorkDir: fakeWorkDir, Devices: 3})
 	opts := cuda.Options{Libraries: f.Libraries(), KernelCacheDir: t.TempDir()}
-	for _, c := range []struct{ ask, want int }{{0, 3}, {2, 2}} {
-		devs, err := cuda.OpenDevices(opts, c.ask)
+	for _, c := range []struct{ first, ask, want int }{{0, 0, 3}, {0, 2, 2}, {2, 1, 1}, {1, 0, 2}} {
+		o := opts
+		o.Ordinal = c.first // LOCAL_RANK under torchrun
+		devs, err := cuda.OpenDevices(o, c.ask)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if len(devs) != c.want {
-			t.Errorf("OpenDevices(%d) opened %d, want %d", c.ask, len(devs), c.want)
+			t.Errorf("OpenDevices(%d) from GPU %d opened %d, want %d", c.ask, c.first, len(devs), c.want)
 		}
 		for i, d := range devs {
-			if !strings.Contains(d.Facts()[0].Value, "(GPU "+strconv.Itoa(i)+")") {
+			if !strings.Contains(d.Facts()[0].Value, "(GPU "+strconv.Itoa(c.first+i)+")") {
 				t.Errorf("device %d: %v", i, d.Facts()[0])
 			}
 			if err := d.Close(); err != nil {
@@ -290,6 +293,11 @@ func TestOpenDevices(t *testing.T) {
 	}
 	if _, err := cuda.OpenDevices(opts, 4); err == nil || !strings.Contains(err.Error(), "4 GPUs asked for (--gpus 4), but the driver sees 3") {
 		t.Errorf("OpenDevices(4) on 3 GPUs: %v", err)
+	}
+	o := opts
+	o.Ordinal = 3
+	if _, err := cuda.OpenDevices(o, 1); err == nil || !strings.Contains(err.Error(), "GPU 3 asked for (LOCAL_RANK=3), but the driver sees 3") {
+		t.Errorf("OpenDevices from GPU 3 of 3: %v", err)
 	}
 	if leaks := f.Leaks(); len(leaks) > 0 {
 		t.Errorf("after Close: %v", leaks)

@@ -17,10 +17,11 @@ func DeviceCount(l *Libraries) (int, error) {
 	return int(n), nil
 }
 
-// OpenDevices opens GPUs 0 to n−1 of this machine (n 0: every GPU the
-// driver sees), each a Device on its own Engine over one Libraries, for a
-// process that trains on several GPUs (--gpus N|all). opts.Ordinal is
-// ignored. On an error it closes the devices it opened.
+// OpenDevices opens GPUs first to first+n−1 of this machine, first being
+// opts.Ordinal (0 but under torchrun, whose LOCAL_RANK it is; n 0: every
+// GPU the driver sees from first on), each a Device on its own Engine over
+// one Libraries, for a process that trains on several GPUs (--gpus
+// N|all). On an error it closes the devices it opened.
 func OpenDevices(opts Options, n int) ([]*Device, error) {
 	if opts.Libraries == nil {
 		l, err := LoadLibraries()
@@ -33,18 +34,21 @@ func OpenDevices(opts Options, n int) ([]*Device, error) {
 	if err != nil {
 		return nil, err
 	}
+	first := opts.Ordinal
 	switch {
-	case n < 0:
-		return nil, fmt.Errorf("cuda: %d GPUs asked for", n)
+	case n < 0 || first < 0:
+		return nil, fmt.Errorf("cuda: %d GPUs from GPU %d asked for", n, first)
 	case have == 0:
 		return nil, fmt.Errorf("cuda: the driver sees no GPU: %w", ErrNoDevice)
+	case first >= have:
+		return nil, fmt.Errorf("cuda: GPU %d asked for (LOCAL_RANK=%d), but the driver sees %d (GPUs 0 to %d; CUDA_VISIBLE_DEVICES chooses which)", first, first, have, have-1)
 	case n == 0:
-		n = have
-	case n > have:
-		return nil, fmt.Errorf("cuda: %d GPUs asked for (--gpus %d), but the driver sees %d; ask for %d or fewer, or all", n, n, have, have)
+		n = have - first
+	case first+n > have:
+		return nil, fmt.Errorf("cuda: %d GPUs asked for (--gpus %d), but the driver sees %d; ask for %d or fewer, or all", n, n, have, have-first)
 	}
 	devs := make([]*Device, 0, n)
-	for i := range n {
+	for i := first; i < first+n; i++ {
 		o := opts
 		o.Ordinal = i
 		d, err := OpenDevice(o)

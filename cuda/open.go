@@ -34,47 +34,101 @@ func OpenHostDevice() (gpuhost.Device, error) {
 	return d, nil
 }
 
-// OpenHostReplicas opens GPUs 0 to n−1 (n 0: every one) for a program's
-// data-parallel training (`train --gpus N`), loads NCCL and starts one
-// clique over them (StartReplicas); the environment is OpenHostDevice's
-// but for MLBUILD_CUDA_DEVICE, which it refuses. Only a run on several
-// GPUs calls it, so a program on one GPU never loads NCCL.
-func OpenHostReplicas(n int) ([]gpuhost.Device, []gpuhost.Collective, error) {
+// OpenHostReplicas opens GPUs first to first+n−1 (n 0: every one from
+// first) for a program's data-parallel training (`train --gpus N`, or one
+// member of several under `--nodes` or torchrun, whose LOCAL_RANK is
+// first) and loads NCCL; the Clique it returns starts their communicators
+// once the id of the run's clique is known. The environment is
+// OpenHostDevice's but for MLBUILD_CUDA_DEVICE, which it refuses. Only a
+// run on several GPUs calls it, so a program on one GPU never loads NCCL.
+func OpenHostReplicas(first, n int) ([]gpuhost.Device, gpuhost.Clique, error) {
 	opts, err := hostOptions(false)
 	if err != nil {
 		return nil, nil, err
 	}
+	opts.Ordinal = first
 	devs, err := OpenDevices(opts, n)
 	if err != nil {
 		return nil, nil, err
 	}
 	if err := devs[0].e.lib.LoadNCCL(); err != nil {
 		closeAll(devs)
-		return nil, nil, fmt.Errorf("training on %d GPUs needs NCCL: %w", len(devs), err)
+		return nil, nil, fmt.Errorf("training on several GPUs needs NCCL: %w", err)
 	}
-	return StartReplicas(devs, 2*time.Minute)
+	ds := make([]gpuhost.Device, len(devs))
+	for i := range devs {
+		ds[i] = devs[i]
+	}
+	return ds, &Clique{devs: devs}, nil
+}
+
+// Clique is a process's GPUs before their NCCL communicators start, as a
+// gpuhost.Clique: the process of global rank 0 makes the clique's id
+// (NewID), the rendezvous hands it to the others, and each process starts
+// its GPUs as its ranks (Start). NCCL must be loaded in the first
+// device's Libraries, which every device shares (or, on the fake, each
+// device's own).
+type Clique struct{ devs []*Device }
+
+// NewClique is the Clique of devs, devs[i] to become the process's i-th rank.
+func NewClique(devs []*Device) *Clique { return &Clique{devs: devs} }
+
+// NewID makes the id of a new clique (ncclGetUniqueId).
+func (c *Clique) NewID() ([]byte, error) {
+	id, err := NewNCCLID(c.devs[0].e.lib)
+	if err != nil {
+		return nil, err
+	}
+	return id.Internal[:], nil
+}
+
+// Start makes the GPUs ranks firstRank to firstRank+len−1 of nranks in the
+// clique of id (OpenCommunicators), within timeout.
+func (c *Clique) Start(id []byte, firstRank, nranks int, timeout time.Duration) ([]gpuhost.Collective, error) {
+	var uid NCCLUniqueID
+	if len(id) != len(uid.Internal) {
+		return nil, fmt.Errorf("cuda: an NCCL id of %d bytes; want %d", len(id), len(uid.Internal))
+	}
+	copy(uid.Internal[:], id)
+	comms, err := OpenCommunicators(c.devs, uid, firstRank, nranks, timeout)
+	if err != nil {
+		return nil, err
+	}
+	cs := make([]gpuhost.Collective, len(comms))
+	for i := range comms {
+		cs[i] = comms[i]
+	}
+	return cs, nil
+}
+
+// Version is the NCCL version loaded, as ncclGetVersion gives it (e.g.
+// 22105 for 2.21.5), 0 when it cannot say.
+func (c *Clique) Version() int {
+	var v int32
+	if n := c.devs[0].e.lib.NCCL; n == nil || n.GetVersion(&v) != NCCLSuccess {
+		return 0
+	}
+	return int(v)
 }
 
 // StartReplicas starts one NCCL clique over devs, rank i on devs[i], in
 // timeout at most, and returns them as the host's devices and
-// collectives; on an error it closes the devices. NCCL must be loaded in
-// the first device's Libraries, which every device shares (or, on the
-// fake, each device's own).
+// collectives; on an error it closes the devices.
 func StartReplicas(devs []*Device, timeout time.Duration) ([]gpuhost.Device, []gpuhost.Collective, error) {
-	id, err := NewNCCLID(devs[0].e.lib)
+	c := &Clique{devs: devs}
+	id, err := c.NewID()
 	if err != nil {
 		closeAll(devs)
 		return nil, nil, err
 	}
-	comms, err := OpenCommunicators(devs, id, 0, len(devs), timeout)
+	cs, err := c.Start(id, 0, len(devs), timeout)
 	if err != nil {
 		closeAll(devs)
 		return nil, nil, err
 	}
 	ds := make([]gpuhost.Device, len(devs))
-	cs := make([]gpuhost.Collective, len(devs))
 	for i := range devs {
-		ds[i], cs[i] = devs[i], comms[i]
+		ds[i] = devs[i]
 	}
 	return ds, cs, nil
 }

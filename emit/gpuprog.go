@@ -86,7 +86,7 @@ func (d *gpuDevice) program(in *Input) ([]File, error) {
 		{Path: "main.go", Data: src.Main},
 		{Path: "kernels.go", Data: src.Kernels},
 	}
-	rtFiles, err := RuntimeFiles(append(runtimePackages, "gpuhost")...)
+	rtFiles, err := RuntimeFiles(append(runtimePackages, "gpuhost", "rendezvous")...)
 	if err != nil {
 		return nil, err
 	}

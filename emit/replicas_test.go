@@ -12,7 +12,8 @@ import (
 // MNIST at batch 8, so it holds the tables of 2, 4 and 8 GPUs) runs testdata/fakehost/
 // cuda_ddp_test.go on cuda/fakecuda's GPUs and NCCL: 20 steps on 2 and 4
 // fake GPUs against one, and the program as a command with --gpus through
-// a rank's failure (it trains on MNIST: make data).
+// a rank's failure (it trains on MNIST: make data); and cuda_nodes_test.go,
+// two members (--nodes 2) through the rendezvous against --gpus 2.
 func TestCUDADataParallel(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs a CUDA program on fake GPUs")
@@ -29,6 +30,10 @@ func TestCUDADataParallel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	nodesTest, err := os.ReadFile(filepath.Join("testdata", "fakehost", "cuda_nodes_test.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	fake, err := CUDA.DeviceFiles(true)
 	if err != nil {
 		t.Fatal(err)
@@ -40,7 +45,7 @@ func TestCUDADataParallel(t *testing.T) {
 		}
 		writeModule(t, dir, []File{f})
 	}
-	writeModule(t, dir, []File{{Path: "cmd/mnist/ddp_test.go", Data: ddpTest}})
+	writeModule(t, dir, []File{{Path: "cmd/mnist/ddp_test.go", Data: ddpTest}, {Path: "cmd/mnist/nodes_test.go", Data: nodesTest}})
 	args := []string{"test", "-count=1", "-timeout=20m"}
 	if testing.Verbose() {
 		args = append(args, "-v")

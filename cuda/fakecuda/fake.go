@@ -487,6 +487,32 @@ func (f *Fake) driver() *cuda.DriverAPI {
 			dst[len(s)] = 0
 			return cuda.Success
 		},
+		// Every two fake GPUs can reach each other without native
+		// atomics, as over PCIe.
+		DeviceCanAccessPeer: func(can *int32, dev, peer cuda.DeviceHandle) cuda.Result {
+			if int(dev) >= f.opts.Devices || int(peer) >= f.opts.Devices || dev < 0 || peer < 0 {
+				return cuda.ErrorInvalidDevice
+			}
+			*can = 0
+			if dev != peer {
+				*can = 1
+			}
+			return cuda.Success
+		},
+		DeviceGetP2PAttribute: func(v *int32, attr int32, src, dst cuda.DeviceHandle) cuda.Result {
+			if int(src) >= f.opts.Devices || int(dst) >= f.opts.Devices || src < 0 || dst < 0 || src == dst {
+				return cuda.ErrorInvalidDevice
+			}
+			switch attr {
+			case cuda.P2PPerformanceRank, cuda.P2PNativeAtomicSupported:
+				*v = 0
+			case cuda.P2PAccessSupported:
+				*v = 1
+			default:
+				return cuda.ErrorInvalidValue
+			}
+			return cuda.Success
+		},
 		DeviceGetAttribute: func(v *int32, attr int32, dev cuda.DeviceHandle) cuda.Result {
 			switch attr {
 			case cuda.AttrComputeCapabilityMajor:

@@ -55,6 +55,9 @@ type pendingWeights struct {
 
 // hold keeps a copy of m's weights after epochs epochs, to write later.
 func (p *pendingWeights) hold(m Model, epochs int) {
+	if !writesOutputs(m) {
+		return // node 0 holds and writes them
+	}
 	ts := weightTensors(m, false)
 	if len(p.tensors) != len(ts) {
 		p.tensors = make([]safetensors.Tensor, len(ts))

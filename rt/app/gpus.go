@@ -2,6 +2,7 @@ package app
 
 import (
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 )
@@ -13,8 +14,33 @@ type Replicas interface {
 	GPUs() int
 }
 
+// OutputWriter is a Model that can be one process of a run of several
+// (train --nodes, torchrun): only the process of global rank 0 writes
+// checkpoints, weights, metrics and progress; the others (WritesOutputs
+// false) train in step with it and write nothing.
+type OutputWriter interface {
+	WritesOutputs() bool
+}
+
+// writesOutputs says whether m's process writes the run's files.
+func writesOutputs(m Model) bool {
+	w, ok := m.(OutputWriter)
+	return !ok || w.WritesOutputs()
+}
+
 // gpusUsage is train's --gpus help.
 const gpusUsage = "train on `N` GPUs (or all), each on a share of every batch (CUDA)"
+
+// nodeFlags are train's flags of a run over several machines, read by
+// rt/gpuhost before the command runs (TrainFlagOf); train takes them so
+// that they parse, and refuses them where the program cannot use them.
+var nodeFlags = []struct{ name, usage string }{
+	{"nodes", "train on `N` machines together, each with its --gpus (CUDA; or $WORLD_SIZE)"},
+	{"node-rank", "this machine's place `I`, 0 to N-1; node 0 runs the rendezvous (or $RANK)"},
+	{"rendezvous", "node 0's `HOST:PORT`, the same on every node (or $MASTER_ADDR, $MASTER_PORT)"},
+	{"rendezvous-token", "the shared `SECRET` of 16 or more characters that every node proves it knows (better: $MLBUILD_RENDEZVOUS_TOKEN, which ps does not show)"},
+	{"rendezvous-timeout", "how long the nodes wait for each other to start, a `DURATION` (default 5m)"},
+}
 
 // parseGPUs reads --gpus: N ≥ 1, or 0 for all.
 func parseGPUs(v string) (int, error) {
@@ -28,13 +54,12 @@ func parseGPUs(v string) (int, error) {
 	return n, nil
 }
 
-// GPUsOf is the --gpus of a train command line (1 without one; 0 for
-// all), read before the program opens its devices. A malformed value is
-// an error; one not given to train is left to the command, which refuses
-// the flag.
-func GPUsOf(args []string) (int, error) {
+// TrainFlagOf is the value of flag name on a train command line ("" when
+// it is not given, or the command is not train), read before the program
+// opens its devices; the last of several wins, as for the flag package.
+func TrainFlagOf(args []string, name string) string {
 	if len(args) == 0 || args[0] != "train" {
-		return 1, nil
+		return ""
 	}
 	v := ""
 	for i := 1; i < len(args); i++ {
@@ -42,8 +67,8 @@ func GPUsOf(args []string) (int, error) {
 		if a == "--" {
 			break
 		}
-		name, val, hasVal := strings.Cut(strings.TrimLeft(a, "-"), "=")
-		if !strings.HasPrefix(a, "-") || name != "gpus" {
+		n, val, hasVal := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if !strings.HasPrefix(a, "-") || n != name {
 			continue
 		}
 		if hasVal {
@@ -53,6 +78,15 @@ func GPUsOf(args []string) (int, error) {
 			i++
 		}
 	}
+	return v
+}
+
+// GPUsOf is the --gpus of a train command line (1 without one; 0 for
+// all), read before the program opens its devices. A malformed value is
+// an error; one not given to train is left to the command, which refuses
+// the flag.
+func GPUsOf(args []string) (int, error) {
+	v := TrainFlagOf(args, "gpus")
 	if v == "" {
 		return 1, nil
 	}
@@ -69,6 +103,21 @@ func checkGPUs(m Model, o *trainOptions) error {
 	}
 	if o.gpus != "all" && o.gpus != strconv.Itoa(have) {
 		return usageError{"--gpus " + o.gpus + ": this program runs on " + strconv.Itoa(have) + " device(s) here"}
+	}
+	if _, ok := m.(OutputWriter); ok {
+		return nil // one node of several: rt/gpuhost read the flags
+	}
+	const one = ": this program trains on one machine (only a CUDA program whose spec lets the batch be shared trains on several)"
+	if o.nodes != "" && o.nodes != "1" {
+		return usageError{"--nodes " + o.nodes + one}
+	}
+	if ws := os.Getenv("WORLD_SIZE"); ws != "" && ws != "1" && o.nodes == "" {
+		return usageError{"WORLD_SIZE=" + ws + " in the environment (torchrun's)" + one + "; unset it to train here alone"}
+	}
+	for _, f := range nodeFlags[1:] {
+		if v := o.nodeFlags[f.name]; v != nil && *v != "" && o.nodes != "1" {
+			return usageError{"--" + f.name + " is for a run on several machines (--nodes N), which this program does not make"}
+		}
 	}
 	return nil
 }

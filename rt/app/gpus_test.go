@@ -1,6 +1,7 @@
 package app
 
 import (
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -64,5 +65,67 @@ func TestCheckGPUs(t *testing.T) {
 	}
 	if err := checkGPUs(r, &trainOptions{gpus: "4"}); err == nil {
 		t.Errorf("--gpus 4 on 2 GPUs: no error")
+	}
+}
+
+// TestNodeFlagsOnOneMachine: a program that trains on one machine (here
+// the CPU) refuses --nodes, the rendezvous's flags and torchrun's
+// WORLD_SIZE with exit status 2 and a message naming them, and takes
+// --nodes 1; a member of several (an OutputWriter) takes them all.
+func TestNodeFlagsOnOneMachine(t *testing.T) {
+	dir := t.TempDir()
+	train := func(extra ...string) []string {
+		return append([]string{"train", "--data", dir, "--out", filepath.Join(dir, "w.safetensors")}, extra...)
+	}
+	for _, c := range []struct {
+		args []string
+		env  string
+		want string
+	}{
+		{train("--nodes", "2", "--node-rank", "0", "--rendezvous", "h:1"), "", "--nodes 2: this program trains on one machine"},
+		{train("--rendezvous", "h:1"), "", "--rendezvous is for a run on several machines"},
+		{train("--rendezvous-token", "0123456789abcdef"), "", "--rendezvous-token is for a run on several machines"},
+		{train(), "2", "WORLD_SIZE=2 in the environment (torchrun's): this program trains on one machine"},
+	} {
+		t.Setenv("WORLD_SIZE", c.env)
+		var out, errs strings.Builder
+		if code := Run(newLinearModel(), c.args, &out, &errs); code != 2 || !strings.Contains(errs.String(), c.want) {
+			t.Errorf("%q (WORLD_SIZE=%q): exit status %d, want 2 and %q in:\n%s", c.args, c.env, code, c.want, errs.String())
+		}
+	}
+	t.Setenv("WORLD_SIZE", "")
+	if err := checkGPUs(newLinearModel(), &trainOptions{gpus: "1", nodes: "1"}); err != nil {
+		t.Errorf("--nodes 1: %v", err)
+	}
+	member := writerModel{replicasModel{newLinearModel(), 1}}
+	if err := checkGPUs(member, &trainOptions{gpus: "1", nodes: "2"}); err != nil {
+		t.Errorf("--nodes 2 on a member of several: %v", err)
+	}
+}
+
+// writerModel is a member of a run of several that is not global rank 0.
+type writerModel struct{ replicasModel }
+
+func (writerModel) WritesOutputs() bool { return false }
+
+// TestTrainFlagOf: the value of a flag of train, before the command runs.
+func TestTrainFlagOf(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"train", "--nodes", "2"}, "2"},
+		{[]string{"train", "-nodes=3", "--nodes-x", "9"}, "3"},
+		{[]string{"train", "--", "--nodes", "2"}, ""},
+		{[]string{"eval", "--nodes", "2"}, ""},
+		{[]string{"train", "--rendezvous", "h:1", "--rendezvous", "h:2"}, ""},
+	} {
+		name := "nodes"
+		if strings.Contains(strings.Join(c.args, " "), "rendezvous") {
+			name, c.want = "rendezvous", "h:2"
+		}
+		if got := TrainFlagOf(c.args, name); got != c.want {
+			t.Errorf("TrainFlagOf(%q, %q) = %q, want %q", c.args, name, got, c.want)
+		}
 	}
 }

@@ -32,12 +32,16 @@ func (e *interruptedError) Error() string {
 type trainOptions struct {
 	data, out, checkpoint, resume, metrics string
 	gpus                                   string // --gpus: N or all (gpus.go)
-	init                                   string // --init: a weights file, "seed", "embedded", or "" (see startWeights)
-	reinit                                 string // --reinit: layers that keep the seed's initialisation under --init
-	epochs, threads, limit, patience       int
-	lr, valSplit                           float64
-	seed                                   int64
-	quiet, force, skipBadImages            bool
+	// nodes and nodeFlags are the flags of a run over several machines
+	// (gpus.go's nodeFlags), which rt/gpuhost reads before train runs.
+	nodes                            string
+	nodeFlags                        map[string]*string
+	init                             string // --init: a weights file, "seed", "embedded", or "" (see startWeights)
+	reinit                           string // --reinit: layers that keep the seed's initialisation under --init
+	epochs, threads, limit, patience int
+	lr, valSplit                     float64
+	seed                             int64
+	quiet, force, skipBadImages      bool
 	// kept maps the flags whose values --resume took from the
 	// checkpoint to their metadata keys, for messages.
 	kept map[string]string
@@ -58,6 +62,10 @@ func parseTrainFlags(meta *Meta, args []string, stdout, stderr io.Writer) (*trai
 	fs.Float64Var(&o.lr, "lr", d.LR, "the learning rate `X` (the schedule's first)")
 	fs.Int64Var(&o.seed, "seed", d.Seed, "the random seed `N` of initial weights, shuffling and dropout")
 	fs.StringVar(&o.gpus, "gpus", "1", gpusUsage)
+	o.nodeFlags = map[string]*string{}
+	for _, f := range nodeFlags {
+		o.nodeFlags[f.name] = fs.String(f.name, "", f.usage)
+	}
 	fs.IntVar(&o.threads, "threads", 0, "use `N` CPU threads (0: all)")
 	fs.IntVar(&o.limit, "limit", 0, "use only the first `N` training images (0: all)")
 	fs.Float64Var(&o.valSplit, "validation-split", d.ValidationSplit, "hold out the fraction `X` of the training images for validation, in [0, 1)")
@@ -199,8 +207,13 @@ func trainCmd(m Model, args []string, stdout, stderr io.Writer) (err error) {
 	if err != nil {
 		return err
 	}
+	o.nodes = *o.nodeFlags["nodes"]
 	if err := checkGPUs(m, o); err != nil {
 		return err
+	}
+	writes := writesOutputs(m)
+	if !writes { // another node of the run: node 0 writes and reports
+		o.quiet, o.metrics = true, ""
 	}
 	// The best weights not yet written (see checkpointPacer) are written
 	// however the run ends.
@@ -428,6 +441,10 @@ func trainCmd(m Model, args []string, stdout, stderr io.Writer) (err error) {
 		}
 	}
 	elapsed := time.Since(start)
+	if !writes {
+		fmt.Fprintf(stdout, "%s in %s; node 0 wrote the weights and checkpoint\n", trainedText(firstEpoch, lastEpoch+1, o.epochs, o.resume), progress.FormatDuration(elapsed))
+		return nil
+	}
 	fmt.Fprintf(stdout, "%s in %s; weights in %s, checkpoint in %s\n", trainedText(firstEpoch, lastEpoch+1, o.epochs, o.resume), progress.FormatDuration(elapsed), o.out, o.checkpoint)
 	return nil
 }

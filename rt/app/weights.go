@@ -66,6 +66,9 @@ func saveWeights(m Model, path string) error {
 // validation split is the best epoch, not the last, and the samples the
 // run held out (splitMetadata), which eval --split validation takes.
 func saveWeightsAt(m Model, path string, epochs int, run *trainOptions) error {
+	if !writesOutputs(m) {
+		return nil // node 0 writes them
+	}
 	md := baseMetadata(m.Meta())
 	md["mlbuild.trained_epochs"] = strconv.Itoa(epochs)
 	splitMetadata(md, run)
@@ -77,6 +80,9 @@ func saveWeightsAt(m Model, path string, epochs int, run *trainOptions) error {
 
 // saveCheckpoint writes weights, optimizer state and the run's position.
 func saveCheckpoint(m Model, path string, st trainState) error {
+	if !writesOutputs(m) {
+		return nil // node 0 writes it
+	}
 	md := baseMetadata(m.Meta())
 	md["mlbuild.epoch"] = strconv.Itoa(st.epoch)
 	md["mlbuild.batch"] = strconv.Itoa(st.batch)

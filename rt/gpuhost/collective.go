@@ -66,6 +66,11 @@ var ErrCollectiveTimeout = errors.New("the all-reduce did not finish in time")
 // Collective (with the reason given to Abort).
 var ErrAborted = errors.New("the collective was aborted")
 
+// ErrPeerFailed is wrapped by a collective's error when NCCL reports that
+// another rank failed (ncclRemoteError): the cause is elsewhere, and a run
+// of several processes waits for the control channel to name it.
+var ErrPeerFailed = errors.New("another rank failed")
+
 // DefaultBucketBytes is the size of the gradient buckets that Buckets
 // makes by default: 25 MiB, PyTorch DDP's default, large enough that a
 // bucket's transfer time dwarfs NCCL's per-call cost (tens of µs) on
@@ -136,4 +141,16 @@ func CheckSpan(s Arg) error {
 		return errors.New("an empty span")
 	}
 	return nil
+}
+
+// Clique is a process's GPUs before their collectives start. One process
+// of a run (global rank 0's) makes the id of a new clique; a run of
+// several processes hands it to the others through the rendezvous; then
+// every process starts its GPUs as its ranks, firstRank to
+// firstRank+len−1 of nranks, collective i being its i-th GPU's. Start
+// returns only when every rank of the clique has started, or with an
+// error within timeout.
+type Clique interface {
+	NewID() ([]byte, error)
+	Start(id []byte, firstRank, nranks int, timeout time.Duration) ([]Collective, error)
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"unsafe"
 
@@ -211,13 +212,34 @@ func bytesOf(v []float32) []byte {
 	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(v))), 4*len(v))
 }
 
-// DeviceFacts are the device's lines of `info`.
+// DeviceFacts are the device's lines of `info`, the machine's GPUs where
+// the device can say (MachineReporter), and the counts of GPUs the
+// program trains on.
 func (m *Model) DeviceFacts() [][2]string {
 	var out [][2]string
-	for _, f := range m.d.Facts() {
+	facts := m.d.Facts()
+	if r, ok := m.d.(MachineReporter); ok {
+		facts = append(facts, r.MachineFacts()...)
+	}
+	if gpus := m.p.ReplicaGPUs(); len(gpus) > 1 {
+		var n []string
+		for _, g := range gpus {
+			n = append(n, strconv.Itoa(g))
+		}
+		facts = append(facts, Fact{Key: "data parallel", Value: fmt.Sprintf("train on %s GPUs in all (--gpus, --nodes); the batch of %d is the global batch, each GPU trains on an equal share of it",
+			strings.Join(n, ", "), m.p.Meta.Batch)})
+	}
+	for _, f := range facts {
 		out = append(out, [2]string{f.Key, f.Value})
 	}
 	return out
+}
+
+// MachineReporter is a Device that can describe the machine's GPUs for
+// data-parallel training in `info`: how many, their links, the collective
+// library (CUDA: NCCL, loaded only where there are two GPUs or more).
+type MachineReporter interface {
+	MachineFacts() []Fact
 }
 
 // Device is the device the model runs on.

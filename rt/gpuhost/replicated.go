@@ -1,16 +1,18 @@
 package gpuhost
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"os"
-	"slices"
 	"time"
 
 	"github.com/mlbuild/mlbuild/rt/app"
 )
 
-// Data-parallel training on several GPUs of one process (--gpus N). Each
+// Data-parallel training on several GPUs of one process (--gpus N), or
+// on the GPUs of several processes (--nodes, members.go). Each
 // GPU runs the program's replica tables (Program.ForGPUs: the training
 // plan at Batch/N rows, its loss divided by the global batch) on its own
 // Model, arenas and copy of the training set. Rank r trains on rows
@@ -37,14 +39,23 @@ import (
 // MLBUILD_STEP_TIMEOUT (a duration: 30s, 10m) sets another.
 const StepTimeout = 5 * time.Minute
 
-// Replicated is app.Model and app.Resident over several GPUs of one
-// process, each a Model of the program's replica tables with a Collective.
-// Inference, selftest and the state are rank 0's.
+// Replicated is app.Model and app.Resident over the GPUs of one process,
+// each a Model of the program's replica tables with a Collective. The
+// process may be one member of a run of several (--nodes, torchrun): its
+// GPUs are then ranks first to first+len(ranks)−1 of total, the other
+// ranks are other processes', and the figures of each step are summed
+// across processes by one more all-reduce (across). Inference, selftest
+// and the state are the process's first GPU's.
 type Replicated struct {
-	*Model // rank 0
+	*Model // the process's first GPU
 	p      *Program
 	ranks  []*Model
 	colls  []Collective
+	// first is the global rank of ranks[0]; total is the number of ranks
+	// of every process together.
+	first, total int
+	// sums are each rank's buffer of the figures summed across processes.
+	sums []Buffer
 	// buckets are each rank's gradient spans cut by Buckets.
 	buckets [][]Arg
 	// fwd and upd are each rank's host-fed step around the sums.
@@ -56,31 +67,41 @@ type Replicated struct {
 	// other ranks last got it.
 	dirty   bool
 	timeout time.Duration
+	// onAbort, when set, learns of every abort's reason: a run of several
+	// processes tells the others of its own failures at once (RunMember).
+	onAbort func(error)
 }
 
 // NewReplicated starts data-parallel training of p on devs, collective
-// colls[i] being devs[i]'s, rank i of len(devs). The program must hold
-// replica tables for len(devs) GPUs (Program.ForGPUs).
+// colls[i] being devs[i]'s: rank first+i of total, where first is
+// colls[0].Rank() and total colls[0].Size() (len(devs) ranks of 2 or more
+// in one process; fewer, down to one, when other processes hold the
+// rest). The program must hold replica tables for total GPUs
+// (Program.ForGPUs).
 func NewReplicated(devs []Device, colls []Collective, p *Program, stepTimeout time.Duration) (*Replicated, error) {
 	n := len(devs)
-	q, err := p.ForGPUs(n)
+	if n < 1 || len(colls) != n {
+		return nil, fmt.Errorf("gpuhost: %d GPUs with %d collectives: want as many of both", n, len(colls))
+	}
+	first, total := colls[0].Rank(), colls[0].Size()
+	if total < 2 || first < 0 || first+n > total {
+		return nil, fmt.Errorf("gpuhost: %d GPUs as ranks %d to %d of %d: want 2 ranks or more in all", n, first, first+n-1, total)
+	}
+	q, err := p.ForGPUs(total)
 	if err != nil {
 		return nil, err
-	}
-	if n < 2 || len(colls) != n {
-		return nil, fmt.Errorf("gpuhost: %d GPUs with %d collectives: want 2 or more of each, as many of both", n, len(colls))
 	}
 	if len(p.Gradients) == 0 {
 		return nil, errors.New("gpuhost: the program lists no gradients to sum across GPUs")
 	}
-	r := &Replicated{p: p, colls: colls, timeout: stepTimeout, dirty: true}
+	r := &Replicated{p: p, colls: colls, first: first, total: total, timeout: stepTimeout, dirty: true}
 	for i, d := range devs {
-		if c := colls[i]; c.Rank() != i || c.Size() != n {
-			return nil, fmt.Errorf("gpuhost: the collective of GPU %d is rank %d of %d; want rank %d of %d", i, c.Rank(), c.Size(), i, n)
+		if c := colls[i]; c.Rank() != first+i || c.Size() != total {
+			return nil, fmt.Errorf("gpuhost: the collective of GPU %d is rank %d of %d; want rank %d of %d", i, c.Rank(), c.Size(), first+i, total)
 		}
 		m, err := New(d, q)
 		if err != nil {
-			return nil, fmt.Errorf("GPU %d (rank %d of %d): %w", i, i, n, err)
+			return nil, r.rankErr(i, err)
 		}
 		m.split = true
 		spans := make([]Arg, len(p.Gradients))
@@ -110,8 +131,14 @@ func NewReplicated(devs []Device, colls []Collective, p *Program, stepTimeout ti
 	return r, nil
 }
 
-// GPUs is how many GPUs train (app's --gpus check).
+// GPUs is how many GPUs of this process train (app's --gpus check).
 func (r *Replicated) GPUs() int { return len(r.ranks) }
+
+// Ranks is how many GPUs train, of every process.
+func (r *Replicated) Ranks() int { return r.total }
+
+// remote says whether other processes hold ranks too.
+func (r *Replicated) remote() bool { return len(r.ranks) < r.total }
 
 // Meta is the program's, with the global batch.
 func (r *Replicated) Meta() *app.Meta { return r.p.Meta }
@@ -138,7 +165,7 @@ func (r *Replicated) spread() {
 
 // rankErr names the rank of an error.
 func (r *Replicated) rankErr(i int, err error) error {
-	return fmt.Errorf("GPU %d (rank %d of %d): %w", i, i, len(r.ranks), err)
+	return fmt.Errorf("GPU %d (rank %d of %d): %w", i, r.first+i, r.total, err)
 }
 
 // each runs f on every rank in rank order, stopping at the first error.
@@ -234,6 +261,9 @@ func (r *Replicated) wait() error {
 }
 
 func (r *Replicated) abort(err error) {
+	if r.onAbort != nil {
+		r.onAbort(err)
+	}
 	for _, c := range r.colls {
 		c.Abort(err)
 	}
@@ -254,8 +284,9 @@ func (r *Replicated) hostStep(lr float32, step int, update bool) (float32, error
 	q := r.ranks[0].p
 	inN, labN := q.TrainInputSize, q.TrainLabelsSize
 	err := r.ranksDo(func(i int, m *Model) error {
-		copy(m.TrainInput(), r.x[i*inN:(i+1)*inN])
-		copy(m.TrainLabels(), r.y[i*labN:(i+1)*labN])
+		g := r.first + i // the global rank: its slice of the batch
+		copy(m.TrainInput(), r.x[g*inN:(g+1)*inN])
+		copy(m.TrainLabels(), r.y[g*labN:(g+1)*labN])
 		m.setArgs(lr, step)
 		if err := m.upload(); err != nil {
 			return err
@@ -284,7 +315,23 @@ func (r *Replicated) hostStep(lr float32, step int, update bool) (float32, error
 	outN := q.OutputSize
 	for i, m := range r.ranks {
 		loss += m.slice(q.TrainLoss)[0]
-		copy(r.out[i*outN:(i+1)*outN], m.slice(q.TrainOutput))
+		copy(r.out[(r.first+i)*outN:(r.first+i+1)*outN], m.slice(q.TrainOutput))
+	}
+	if r.remote() {
+		// The other processes' losses and slices of the prediction: each
+		// process's figures are zero where another's are, so the sum is
+		// every slice (x + 0 = x exactly).
+		for k := range r.out {
+			if k < r.first*outN || k >= (r.first+len(r.ranks))*outN {
+				r.out[k] = 0
+			}
+		}
+		v := append([]float32{loss}, r.out...)
+		if err := r.across(v); err != nil {
+			return 0, err
+		}
+		loss = v[0]
+		copy(r.out, v[1:])
 	}
 	return loss, nil
 }
@@ -336,16 +383,17 @@ func (r *Replicated) LoadTrainSet(x, y []float32, rows int) (bool, error) {
 // StartEpoch gives each rank its slice of every global batch of order.
 func (r *Replicated) StartEpoch(order []int, seeds []uint64, lr float32, step0, first int) error {
 	r.spread()
-	B, n := r.p.Meta.Batch, len(r.ranks)
+	B, n := r.p.Meta.Batch, r.total
 	share := B / n
 	steps := len(seeds)
 	if len(order) < steps*B {
 		return fmt.Errorf("gpuhost: %d batches need %d rows of order, got %d", steps, steps*B, len(order))
 	}
 	return r.each(func(i int, m *Model) error {
+		g := r.first + i // the global rank: its slice of every batch
 		own := make([]int, steps*share)
 		for b := 0; b < steps; b++ {
-			copy(own[b*share:(b+1)*share], order[b*B+i*share:b*B+(i+1)*share])
+			copy(own[b*share:(b+1)*share], order[b*B+g*share:b*B+(g+1)*share])
 		}
 		return m.StartEpoch(own, seeds, lr, step0, first)
 	})
@@ -387,7 +435,8 @@ func (r *Replicated) QueueSteps(n int) error {
 
 // StepResults waits for the queued steps' sums and results: each step's
 // loss and correct rows summed over the ranks (each rank's loss is its
-// share's sum divided by the global batch, so the sum is the global mean).
+// share's sum divided by the global batch, so the sum is the global mean),
+// those of other processes too (across).
 func (r *Replicated) StepResults() ([]float32, []int, error) {
 	if err := r.wait(); err != nil {
 		res := r.ranks[0].res
@@ -410,7 +459,73 @@ func (r *Replicated) StepResults() ([]float32, []int, error) {
 		}
 		return nil
 	})
-	return loss, correct, err
+	if err != nil || !r.remote() {
+		return loss, correct, err
+	}
+	v := make([]float32, 2*len(loss))
+	for k := range loss {
+		v[k], v[len(loss)+k] = loss[k], float32(correct[k])
+	}
+	if err := r.across(v); err != nil {
+		res := r.ranks[0].res
+		return nil, nil, fmt.Errorf("summing the figures of steps %d to %d across the nodes: %w", res.first+1, res.first+len(loss), err)
+	}
+	for k := range loss {
+		loss[k], correct[k] = v[k], int(v[len(loss)+k])
+	}
+	return loss, correct, nil
+}
+
+// across sums v over the processes of the run, in place, on every
+// process: this process's first rank gives v and its other ranks zeros
+// to one all-reduce of every rank (the counts of correct rows are exact
+// in float32 below 2^24). Every process calls it at the same point, as
+// it does every collective.
+func (r *Replicated) across(v []float32) error {
+	n := 4 * len(v)
+	if len(r.sums) == 0 || r.sums[0].Len() < n {
+		for i, b := range r.sums {
+			r.ranks[i].d.Free(b)
+		}
+		r.sums = r.sums[:0]
+		for i, m := range r.ranks {
+			b, err := m.d.Alloc("figures summed across nodes", max(n, 256))
+			if err != nil {
+				return r.rankErr(i, err)
+			}
+			r.sums = append(r.sums, b)
+		}
+	}
+	mine := make([]byte, n)
+	for k, x := range v {
+		binary.LittleEndian.PutUint32(mine[4*k:], math.Float32bits(x))
+	}
+	err := r.ranksDo(func(i int, m *Model) error {
+		part := mine
+		if i > 0 {
+			part = make([]byte, n)
+		}
+		if err := m.d.Upload(r.sums[i], 0, part); err != nil {
+			return err
+		}
+		if err := r.colls[i].AllReduce([]Arg{{Buf: r.sums[i], Bytes: n}}); err != nil {
+			return err
+		}
+		if err := r.colls[i].Wait(r.timeout); err != nil {
+			return err
+		}
+		if i == 0 {
+			return m.d.Download(mine, r.sums[0], 0)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for k := range v {
+		v[k] = math.Float32frombits(binary.LittleEndian.Uint32(mine[4*k:]))
+	}
+	return nil
 }
 
 // SaveState, RestoreState, SetBatch and PrepareBatch act on every rank.
@@ -440,6 +555,9 @@ func (r *Replicated) Close() error {
 	for _, c := range r.colls {
 		errs = append(errs, c.Close())
 	}
+	for i, b := range r.sums {
+		errs = append(errs, r.ranks[i].d.Free(b))
+	}
 	for _, m := range r.ranks {
 		m.freeResident()
 		errs = append(errs, m.d.Close())
@@ -447,18 +565,39 @@ func (r *Replicated) Close() error {
 	return errors.Join(errs...)
 }
 
-// MainReplicated is Main for a program that can train on several GPUs of
-// one machine (`train --gpus N|all`): openN opens n GPUs (0: every one)
-// with their collectives. Without --gpus, or with --gpus 1, it is Main and
-// never calls openN, so a run on one GPU never loads NCCL.
-func MainReplicated(open func() (Device, error), openN func(n int) ([]Device, []Collective, error), p *Program) {
+// MainReplicated is Main for a program that can train data-parallel
+// (`train --gpus N|all`, and `--nodes N` or torchrun's variables for
+// several processes, RunMember): openN opens n GPUs from the first given
+// (n 0: every one) and loads NCCL. Without those flags and variables, or
+// with --gpus 1, it is Main and never calls openN, so a run on one GPU
+// never loads NCCL.
+func MainReplicated(open func() (Device, error), openN func(first, n int) ([]Device, Clique, error), p *Program) {
 	args := os.Args[1:]
-	n, err := app.GPUsOf(args)
+	if app.DeviceNeedOf(args) != app.DeviceRequired || len(args) == 0 || args[0] != "train" {
+		Main(open, p)
+		return
+	}
+	cfg, err := DistributedConfig(args, os.Getenv)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "%s: %v\n", p.Meta.Name, err)
 		os.Exit(2)
 	}
-	if n == 1 || app.DeviceNeedOf(args) != app.DeviceRequired {
+	timeout := StepTimeout
+	if v := os.Getenv("MLBUILD_STEP_TIMEOUT"); v != "" {
+		if timeout, err = time.ParseDuration(v); err != nil || timeout <= 0 {
+			fmt.Fprintf(os.Stderr, "%s: MLBUILD_STEP_TIMEOUT=%q: want a duration such as 5m or 30s\n", p.Meta.Name, v)
+			os.Exit(2)
+		}
+	}
+	if cfg.Members > 1 {
+		if len(p.Replicas) == 0 {
+			fmt.Fprintf(os.Stderr, "%s: %d nodes: %v\n", p.Meta.Name, cfg.Members, noReplicas(p))
+			os.Exit(2)
+		}
+		os.Exit(RunMember(Member{Config: cfg, Open: openN, Program: p, StepTimeout: timeout}, args, os.Stdout, os.Stderr))
+	}
+	n := cfg.GPUs
+	if n == 1 {
 		Main(open, p)
 		return
 	}
@@ -468,35 +607,43 @@ func MainReplicated(open func() (Device, error), openN func(n int) ([]Device, []
 			os.Exit(2)
 		}
 	}
-	devs, colls, err := openN(n)
+	devs, clique, err := openN(0, n)
 	if err != nil {
 		fail(p, err)
 	}
 	if len(devs) == 1 { // --gpus all on a machine of one GPU
-		for _, c := range colls {
-			c.Close()
-		}
 		Main(func() (Device, error) { return devs[0], nil }, p)
 		return
 	}
-	timeout := StepTimeout
-	if v := os.Getenv("MLBUILD_STEP_TIMEOUT"); v != "" {
-		if timeout, err = time.ParseDuration(v); err != nil || timeout <= 0 {
-			fmt.Fprintf(os.Stderr, "%s: MLBUILD_STEP_TIMEOUT=%q: want a duration such as 5m or 30s\n", p.Meta.Name, v)
-			os.Exit(2)
+	closeDevs := func() {
+		for _, d := range devs {
+			d.Close()
 		}
+	}
+	if _, err := p.ForGPUs(len(devs)); err != nil { // --gpus all
+		closeDevs()
+		fmt.Fprintf(os.Stderr, "%s: --gpus all (%d here): %v\n", p.Meta.Name, len(devs), err)
+		os.Exit(2)
+	}
+	id, err := clique.NewID()
+	if err != nil {
+		closeDevs()
+		fail(p, err)
+	}
+	colls, err := clique.Start(id, 0, len(devs), DefaultStartTimeout)
+	if err != nil {
+		closeDevs()
+		fail(p, err)
 	}
 	m, err := NewReplicated(devs, colls, p, timeout)
 	if err != nil {
 		for _, c := range colls {
 			c.Close()
 		}
-		for _, d := range devs {
-			d.Close()
-		}
+		closeDevs()
 		fail(p, err)
 	}
-	if !slices.Contains(args, "--quiet") && !slices.Contains(args, "-quiet") {
+	if !quiet(args) {
 		B := p.Meta.Batch
 		fmt.Printf("training on %d GPUs: global batch %d = %d × %d\n", m.GPUs(), B, m.GPUs(), B/m.GPUs())
 	}
@@ -506,4 +653,10 @@ func MainReplicated(open func() (Device, error), openN func(n int) ([]Device, []
 		code = 1
 	}
 	os.Exit(code)
+}
+
+// noReplicas says why p cannot train on several GPUs.
+func noReplicas(p *Program) error {
+	_, err := p.ForGPUs(2)
+	return err
 }

@@ -8,6 +8,7 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -155,7 +156,9 @@ func (g *Group) read(p *peer, opts WatchOptions) {
 		if err != nil {
 			var reason string
 			switch ne, ok := err.(net.Error); {
-			case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
+			case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET):
+				// A process killed with bytes unread in its socket ends the
+				// connection with a reset rather than a close.
 				reason = "its connection closed before it finished (the process exited or was killed)"
 			case ok && ne.Timeout():
 				reason = fmt.Sprintf("it sent nothing for %v (the process or its machine hangs, or the network is down)", opts.Silence)

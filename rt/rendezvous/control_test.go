@@ -3,6 +3,7 @@ package rendezvous
 import (
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -110,6 +111,21 @@ func TestControlMemberDies(t *testing.T) {
 		e := failureOf(t, ch, hangGuard, fmt.Sprint("member ", i))
 		wantMemberError(t, e, 2, "node 2 (host2, ranks 3 to 6) failed: its connection closed before it finished")
 	}
+}
+
+// TestControlMemberDiesWithAReset: a member killed with bytes unread in
+// its socket resets the connection (here: lingering 0, as the kernel does
+// for such a process); that too is its connection's end, not a fault of
+// the network.
+func TestControlMemberDiesWithAReset(t *testing.T) {
+	t.Parallel()
+	gs := threeGroups(t)
+	c0 := gs[0].Watch(fast)
+	conn := gs[2].peers[0].conn.(*net.TCPConn)
+	conn.SetLinger(0)
+	conn.Close()
+	e := failureOf(t, c0, hangGuard, "member 0")
+	wantMemberError(t, e, 2, "node 2 (host2, ranks 3 to 6) failed: its connection closed before it finished")
 }
 
 // TestControlMemberHangs: a member that sends nothing for Silence has

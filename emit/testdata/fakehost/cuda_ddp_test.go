@@ -46,7 +46,7 @@ func TestMain(m *testing.M) {
 		f := fakecuda.New(fakecuda.Options{WorkDir: work})
 		return cuda.OpenDevice(cuda.Options{Libraries: f.Libraries(), KernelCacheDir: cache})
 	}
-	openN := func(n int) ([]gpuhost.Device, []gpuhost.Collective, error) {
+	openN := func(first, n int) ([]gpuhost.Device, gpuhost.Clique, error) {
 		if os.Getenv("MLBUILD_FAKEHOST_NO_NCCL") == "1" {
 			fmt.Fprintln(os.Stderr, "several GPUs and NCCL were opened")
 			os.Exit(97)
@@ -65,14 +65,27 @@ func TestMain(m *testing.M) {
 		if err != nil {
 			return nil, nil, err
 		}
-		return cuda.StartReplicas(devs, 30*time.Second)
+		return hostDevices(devs), cuda.NewClique(devs), nil
 	}
 	gpuhost.MainReplicated(open, openN, &program)
 }
 
+// hostDevices are devs as the host's devices.
+func hostDevices(devs []*cuda.Device) []gpuhost.Device {
+	ds := make([]gpuhost.Device, len(devs))
+	for i, d := range devs {
+		ds[i] = d
+	}
+	return ds
+}
+
 // fakeDevices opens n fake GPUs of one NCCL world; prepare may set faults.
 func fakeDevices(work, cache string, n int, prepare func(int, *fakecuda.Fake)) ([]*cuda.Device, error) {
-	w := fakecuda.NewNCCLWorld()
+	return worldDevices(fakecuda.NewNCCLWorld(), work, cache, n, prepare)
+}
+
+// worldDevices opens n fake GPUs of the NCCL world w.
+func worldDevices(w *fakecuda.NCCLWorld, work, cache string, n int, prepare func(int, *fakecuda.Fake)) ([]*cuda.Device, error) {
 	devs := make([]*cuda.Device, n)
 	for i := range devs {
 		f := fakecuda.New(fakecuda.Options{WorkDir: work, Name: "fake GPU " + strconv.Itoa(i)})
@@ -126,39 +139,51 @@ func trainData(rows, steps int) (x, y, init []float32, order []int, seeds []uint
 	return
 }
 
-// residentRun trains steps steps device-resident (windows of window
-// steps) and returns the losses, correct counts and the state after.
-func residentRun(t *testing.T, m interface {
+// residentModel is what residentRun trains.
+type residentModel interface {
 	State() []float32
 	LoadTrainSet(x, y []float32, rows int) (bool, error)
 	StartEpoch(order []int, seeds []uint64, lr float32, step0, first int) error
 	QueueSteps(n int) error
 	StepResults() ([]float32, []int, error)
-}, steps, window int) ([]float32, []int, []float32) {
+}
+
+// residentRun trains steps steps device-resident (windows of window
+// steps) and returns the losses, correct counts and the state after.
+func residentRun(t *testing.T, m residentModel, steps, window int) ([]float32, []int, []float32) {
 	t.Helper()
+	l, c, s, err := residentTrain(m, steps, window)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l, c, s
+}
+
+// residentTrain is residentRun for any goroutine: it returns its error.
+func residentTrain(m residentModel, steps, window int) ([]float32, []int, []float32, error) {
 	B := program.Meta.Batch
 	rows := steps*B + 5
 	x, y, init, order, seeds := trainData(rows, steps)
 	copy(m.State(), init)
 	if ok, err := m.LoadTrainSet(x, y, rows); err != nil || !ok {
-		t.Fatalf("LoadTrainSet: %v, %v", ok, err)
+		return nil, nil, nil, fmt.Errorf("LoadTrainSet: %v, %v", ok, err)
 	}
 	if err := m.StartEpoch(order, seeds, 1e-3, 1, 0); err != nil {
-		t.Fatal(err)
+		return nil, nil, nil, err
 	}
 	var losses []float32
 	var correct []int
 	for done := 0; done < steps; done += window {
 		if err := m.QueueSteps(min(window, steps-done)); err != nil {
-			t.Fatal(err)
+			return nil, nil, nil, err
 		}
 		l, c, err := m.StepResults()
 		if err != nil {
-			t.Fatal(err)
+			return nil, nil, nil, err
 		}
 		losses, correct = append(losses, l...), append(correct, c...)
 	}
-	return losses, correct, append([]float32(nil), m.State()...)
+	return losses, correct, append([]float32(nil), m.State()...), nil
 }
 
 // Tolerances of data-parallel training against one GPU: the same rows,
