@@ -136,14 +136,45 @@ func (c *Communicator) usable(what string) error {
 }
 
 // AllReduce enqueues the in-place float32 sum of each span across every
-// rank, the spans in one NCCL group (gpuhost.Collective).
-func (c *Communicator) AllReduce(spans []gpuhost.Arg) error {
+// rank, the spans in one NCCL group, on the engine's stream
+// (gpuhost.Collective).
+func (c *Communicator) AllReduce(spans []gpuhost.Arg) error { return c.allReduce("AllReduce", spans, false) }
+
+// StartAllReduce enqueues the sums as AllReduce does, but on the engine's
+// second stream, after an event recorded on its stream: the engine's
+// later work runs beside them until Join (gpuhost.Collective).
+func (c *Communicator) StartAllReduce(spans []gpuhost.Arg) error {
+	return c.allReduce("StartAllReduce", spans, true)
+}
+
+// Join makes the engine's stream wait, from here on, for every sum
+// started before (an event recorded on the second stream): no wait on the
+// host (gpuhost.Collective).
+func (c *Communicator) Join() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if err := c.usable("AllReduce"); err != nil {
+	if err := c.usable("Join"); err != nil {
 		return err
 	}
-	if err := c.d.busy("AllReduce"); err != nil {
+	if err := c.d.busy("Join"); err != nil {
+		return err
+	}
+	e := c.d.e
+	return e.do(func() error {
+		if e.side == 0 {
+			return nil // nothing was ever started beside
+		}
+		return e.order(e.side, e.stream, e.toMain)
+	})
+}
+
+func (c *Communicator) allReduce(what string, spans []gpuhost.Arg, beside bool) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.usable(what); err != nil {
+		return err
+	}
+	if err := c.d.busy(what); err != nil {
 		return err
 	}
 	ptrs := make([]DevicePtr, len(spans))
@@ -162,13 +193,23 @@ func (c *Communicator) AllReduce(spans []gpuhost.Arg) error {
 	}
 	e, n := c.d.e, c.lib.NCCL
 	err := e.do(func() error {
+		stream := e.stream
+		if beside {
+			if err := e.sideStream(); err != nil {
+				return err
+			}
+			if err := e.order(e.stream, e.side, e.toSide); err != nil {
+				return err
+			}
+			stream = e.side
+		}
 		if err := c.lib.ncclError("ncclGroupStart", n.GroupStart(), c.comm, ""); err != nil {
 			return err
 		}
 		var errs []error
 		for i, s := range spans {
 			bb := s.Buf.(*buffer)
-			r := n.AllReduce(ptrs[i], ptrs[i], uintptr(s.Bytes/4), NCCLFloat32, NCCLSum, c.comm, e.stream)
+			r := n.AllReduce(ptrs[i], ptrs[i], uintptr(s.Bytes/4), NCCLFloat32, NCCLSum, c.comm, stream)
 			errs = append(errs, c.lib.ncclError("ncclAllReduce", r, c.comm,
 				fmt.Sprintf("bucket %d: bytes %d to %d of %q", i, s.Offset, s.Offset+s.Bytes, bb.label)))
 		}
@@ -202,7 +243,7 @@ func (c *Communicator) Wait(timeout time.Duration) error {
 		var r Result
 		async := NCCLSuccess
 		callErr := e.do(func() error {
-			r = e.lib.Driver.StreamQuery(e.stream)
+			r = e.query()
 			if r == ErrorNotReady {
 				return c.lib.ncclError("ncclCommGetAsyncError", c.lib.NCCL.CommGetAsyncError(c.comm, &async), c.comm, "")
 			}
@@ -268,7 +309,7 @@ func (c *Communicator) Close() error {
 	}
 	if c.pending {
 		var r Result
-		c.d.e.do(func() error { r = c.d.e.lib.Driver.StreamQuery(c.d.e.stream); return nil })
+		c.d.e.do(func() error { r = c.d.e.query(); return nil })
 		if r != Success {
 			c.abortLocked(errors.New("closed with sums pending"))
 			c.closed = true
@@ -280,4 +321,15 @@ func (c *Communicator) Close() error {
 	return c.d.e.do(func() error {
 		return c.lib.ncclError("ncclCommDestroy", c.lib.NCCL.CommDestroy(c.comm), c.comm, fmt.Sprintf("rank %d", c.rank))
 	})
+}
+
+// query is cuStreamQuery of the engine's stream and, once made, of its
+// second stream: Success when both are done, else the first other answer.
+// It runs on the engine's thread.
+func (e *Engine) query() Result {
+	r := e.lib.Driver.StreamQuery(e.stream)
+	if r == Success && e.side != 0 {
+		r = e.lib.Driver.StreamQuery(e.side)
+	}
+	return r
 }
