@@ -60,12 +60,16 @@ type GemmOp struct {
 }
 
 // Op is one kernel launch (Groups threadgroups of Threadgroup threads) or,
-// when Gemm is set, one GEMM.
+// when Gemm is set, one GEMM. When Sum is set it is no kernel but a
+// collective point of a replica's step: in a data-parallel run each
+// rank's Binds are summed over the ranks before the next op (synchronised
+// batch norm's statistics); a device outside one does nothing for it.
 type Op struct {
 	Kernel              string
 	Binds               []Bind
 	Groups, Threadgroup int
 	Gemm                *GemmOp
+	Sum                 bool
 }
 
 // Region is a tensor of a plan: arena, element offset, elements.

@@ -176,7 +176,10 @@ const (
 // and on 4 fake GPUs (each its share of every batch, gradients summed by
 // the fake NCCL): the losses agree within ddpLossTol, the counts of
 // correct rows exactly, and the weights within ddpWeightTol (all within
-// 2·lr·steps).
+// 2·lr·steps). On 2 GPUs it trains twice more: with every bucket's sums
+// after the whole backward pass (no overlap) and with 4 KiB buckets
+// (about 50, most started while the backward pass still computes); the
+// sums are the same, so both must give the very bits of the default run.
 func TestDataParallelMatchesOneGPU(t *testing.T) {
 	work, cache := os.Getenv("MLBUILD_FAKECUDA_DIR"), t.TempDir()
 	const steps, lr = 20, 1e-3
@@ -196,29 +199,42 @@ func TestDataParallelMatchesOneGPU(t *testing.T) {
 	if f.Libraries().NCCL != nil {
 		t.Errorf("the one-GPU run loaded NCCL")
 	}
+	// ddp trains on n fake GPUs, buckets set by setup when not nil.
+	ddp := func(t *testing.T, n int, setup func(*gpuhost.Replicated) error) ([]float32, []int, []float32) {
+		devs, err := fakeDevices(work, cache, n, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ds, cs, err := cuda.StartReplicas(devs, 30*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := gpuhost.NewReplicated(ds, cs, &program, 30*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() {
+			if err := r.Close(); err != nil {
+				t.Error(err)
+			}
+		}()
+		if r.GPUs() != n || r.Meta().Batch != program.Meta.Batch {
+			t.Fatalf("%d GPUs, batch %d; want %d and the global %d", r.GPUs(), r.Meta().Batch, n, program.Meta.Batch)
+		}
+		if setup != nil {
+			if err := setup(r); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return residentRun(t, r, steps, 7)
+	}
+	var twoLoss, twoState []float32
 	for _, n := range []int{2, 4} {
 		t.Run(fmt.Sprintf("%d GPUs", n), func(t *testing.T) {
-			devs, err := fakeDevices(work, cache, n, nil)
-			if err != nil {
-				t.Fatal(err)
+			loss, correct, state := ddp(t, n, nil)
+			if n == 2 {
+				twoLoss, twoState = loss, state
 			}
-			ds, cs, err := cuda.StartReplicas(devs, 30*time.Second)
-			if err != nil {
-				t.Fatal(err)
-			}
-			r, err := gpuhost.NewReplicated(ds, cs, &program, 30*time.Second)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer func() {
-				if err := r.Close(); err != nil {
-					t.Error(err)
-				}
-			}()
-			if r.GPUs() != n || r.Meta().Batch != program.Meta.Batch {
-				t.Fatalf("%d GPUs, batch %d; want %d and the global %d", r.GPUs(), r.Meta().Batch, n, program.Meta.Batch)
-			}
-			loss, correct, state := residentRun(t, r, steps, 7)
 			for i := range wantLoss {
 				if d := math.Abs(float64(loss[i] - wantLoss[i])); !(d <= ddpLossTol*math.Max(1, math.Abs(float64(wantLoss[i])))) {
 					t.Errorf("step %d: loss %v on %d GPUs, %v on one", i+1, loss[i], n, wantLoss[i])
@@ -246,6 +262,28 @@ func TestDataParallelMatchesOneGPU(t *testing.T) {
 				}
 			}
 			t.Logf("%d GPUs: first losses %v (one GPU: %v); largest weight difference %.3g", n, loss[:3], wantLoss[:3], worst)
+		})
+	}
+	for _, c := range []struct {
+		name     string
+		maxBytes int
+		overlap  bool
+	}{{"2 GPUs, sums after the backward pass", gpuhost.DefaultBucketBytes, false}, {"2 GPUs, 4 KiB buckets", 4096, true}} {
+		t.Run(c.name, func(t *testing.T) {
+			if twoState == nil {
+				t.Fatal("the 2-GPU run failed")
+			}
+			loss, _, state := ddp(t, 2, func(r *gpuhost.Replicated) error { return r.SetBuckets(c.maxBytes, c.overlap) })
+			same := func(what string, got, want []float32) {
+				for i := range want {
+					if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+						t.Errorf("%s[%d] is %v, %v with the default buckets", what, i, got[i], want[i])
+						return
+					}
+				}
+			}
+			same("loss", loss, twoLoss)
+			same("state", state, twoState)
 		})
 	}
 }
@@ -301,10 +339,12 @@ func TestGPUsOnTheCommandLine(t *testing.T) {
 	if code != 0 || !strings.Contains(msg, fmt.Sprintf("training on 2 GPUs: global batch %d = 2 × %d", B, B/2)) || !strings.Contains(msg, "trained 2 epochs") {
 		t.Errorf("--gpus 2: exit status %d, want 0 with the shares and two epochs; output:\n%s", code, msg)
 	}
-	// Rank 1's launches: per epoch a state snapshot and two a step, 4
-	// steps: launch 12 is in the second epoch.
+	// Rank 1's launches: per epoch a state snapshot and three a step (the
+	// step's parts: up to the second layer's backward, the first's, the
+	// update; the two layers' gradients are two buckets, not adjacent in
+	// the state), 4 steps: launch 18 is the second epoch's second step.
 	const timeout = 20 * time.Second
-	msg, code, took := run(train("--gpus", "2", "--quiet"), "MLBUILD_FAKEHOST_FAIL_RANK=1", "MLBUILD_FAKEHOST_FAIL_AT=12", "MLBUILD_STEP_TIMEOUT="+timeout.String())
+	msg, code, took := run(train("--gpus", "2", "--quiet"), "MLBUILD_FAKEHOST_FAIL_RANK=1", "MLBUILD_FAKEHOST_FAIL_AT=18", "MLBUILD_STEP_TIMEOUT="+timeout.String())
 	if code != 1 {
 		t.Fatalf("--gpus 2 with rank 1 failing: exit status %d, want 1; output:\n%s", code, msg)
 	}
