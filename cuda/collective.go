@@ -138,7 +138,9 @@ func (c *Communicator) usable(what string) error {
 // AllReduce enqueues the in-place float32 sum of each span across every
 // rank, the spans in one NCCL group, on the engine's stream
 // (gpuhost.Collective).
-func (c *Communicator) AllReduce(spans []gpuhost.Arg) error { return c.allReduce("AllReduce", spans, false) }
+func (c *Communicator) AllReduce(spans []gpuhost.Arg) error {
+	return c.allReduce("AllReduce", spans, false)
+}
 
 // StartAllReduce enqueues the sums as AllReduce does, but on the engine's
 // second stream, after an event recorded on its stream: the engine's

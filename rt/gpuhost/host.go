@@ -89,8 +89,8 @@ type Model struct {
 	train, grads, evalInfer, oneInfer Sequence
 	traces                            []Sequence // one per training forward step, made on first use
 
-	res     *resident // nil until the app loads a training set
-	feeding bool      // resident kernels write the batch and step arguments
+	res     *resident     // nil until the app loads a training set
+	feeding bool          // resident kernels write the batch and step arguments
 	dp      *dataParallel // a replica of a data-parallel run: its steps are recorded in parts (stepparts.go)
 
 	// freeAtStart is the device's free memory once the kernels were

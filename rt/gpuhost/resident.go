@@ -53,9 +53,9 @@ type resident struct {
 	save, restore   Sequence
 	// parts are the step of a replica of a data-parallel run (Model.dp)
 	// cut at its collective points (stepparts.go).
-	parts []stepPart
-	queued   int // steps launched since the last StepResults
-	first    int // batch of the first of them
+	parts  []stepPart
+	queued int // steps launched since the last StepResults
+	first  int // batch of the first of them
 }
 
 // ResidentMaxElements bounds the set a device keeps: kernels index it with
