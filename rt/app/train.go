@@ -38,6 +38,7 @@ type trainOptions struct {
 	lr, valSplit                           float64
 	seed                                   int64
 	quiet, force, skipBadImages            bool
+	syncBN                                 bool // --sync-bn (gpus.go)
 	// kept maps the flags whose values --resume took from the
 	// checkpoint to their metadata keys, for messages.
 	kept map[string]string
@@ -58,6 +59,7 @@ func parseTrainFlags(meta *Meta, args []string, stdout, stderr io.Writer) (*trai
 	fs.Float64Var(&o.lr, "lr", d.LR, "the learning rate `X` (the schedule's first)")
 	fs.Int64Var(&o.seed, "seed", d.Seed, "the random seed `N` of initial weights, shuffling and dropout")
 	fs.StringVar(&o.gpus, "gpus", "1", gpusUsage)
+	fs.BoolVar(&o.syncBN, "sync-bn", false, syncBNUsage)
 	fs.IntVar(&o.threads, "threads", 0, "use `N` CPU threads (0: all)")
 	fs.IntVar(&o.limit, "limit", 0, "use only the first `N` training images (0: all)")
 	fs.Float64Var(&o.valSplit, "validation-split", d.ValidationSplit, "hold out the fraction `X` of the training images for validation, in [0, 1)")
@@ -200,6 +202,9 @@ func trainCmd(m Model, args []string, stdout, stderr io.Writer) (err error) {
 		return err
 	}
 	if err := checkGPUs(m, o); err != nil {
+		return err
+	}
+	if err := checkSyncBN(m, o); err != nil {
 		return err
 	}
 	// The best weights not yet written (see checkpointPacer) are written

@@ -122,6 +122,30 @@ func (r *Replicated) SetBuckets(maxBytes int, overlap bool) error {
 	})
 }
 
+// SetSyncBN makes every batch norm layer's statistics the global batch's
+// (train --sync-bn): each rank runs the replica's synchronised batch norm
+// steps, whose sums of Σx and Σx² in the forward pass and of Σdy and
+// Σdy·x̂ in the backward pass are summed across the ranks at collective
+// points (stepparts.go). It records the steps again, so it must come
+// before the training set is loaded; a model without batch norm is an
+// error.
+func (r *Replicated) SetSyncBN() error {
+	if _, err := r.ranks[0].p.withSyncBN(); err != nil {
+		return err
+	}
+	return r.each(func(i int, m *Model) error {
+		if m.res != nil {
+			return errors.New("gpuhost: SetSyncBN after the training set was loaded")
+		}
+		q, err := m.p.withSyncBN()
+		if err != nil {
+			return err
+		}
+		m.p = q
+		return m.recordHostParts()
+	})
+}
+
 // GPUs is how many GPUs train (app's --gpus check).
 func (r *Replicated) GPUs() int { return len(r.ranks) }
 
