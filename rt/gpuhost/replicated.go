@@ -30,8 +30,8 @@ import (
 // process holds them all). Only rank 0's state is read and written by the
 // app (its checkpoints, weights and inference); it is copied to the other
 // ranks before they next run. Batch norm's statistics are each rank's own
-// share's (no synchronised batch norm), so its running statistics follow
-// rank 0's share.
+// share's, so its running statistics follow rank 0's share, unless
+// SetSyncBN (train --sync-bn) makes them the global batch's.
 
 // StepTimeout bounds the wait for one window's sums: a rank that hangs
 // fails the run within it (PyTorch's NCCL default is 10 minutes).

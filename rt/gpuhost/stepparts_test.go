@@ -38,3 +38,27 @@ func TestBucketsReady(t *testing.T) {
 		}
 	}
 }
+
+// TestGradientBucketsLeaveSummed: a gradient that a collective point of
+// the step already sums (synchronised batch norm's dgamma and dbeta) is
+// in no bucket, so it is not summed twice; the others are, in order.
+func TestGradientBucketsLeaveSummed(t *testing.T) {
+	state := &testBuf{"state", 4096}
+	p := &Program{
+		Gradients: []Region{{ArenaState, 100, 10}, {ArenaState, 200, 4}, {ArenaState, 300, 4}, {ArenaState, 0, 8}},
+		TrainBackward: []PlanStep{{Name: "batch norm", Ops: []Op{
+			{Kernel: "sums", Binds: []Bind{{ArenaState, 800, 16}, {ArenaState, 1200, 16}}},
+			{Sum: true, Binds: []Bind{{ArenaState, 800, 16}, {ArenaState, 1200, 16}}},
+		}}},
+	}
+	m := &Model{p: p, dp: &dataParallel{bucketBytes: DefaultBucketBytes}}
+	m.bufs[ArenaState] = state
+	got, err := m.gradientBuckets()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Arg{{Buf: state, Offset: 400, Bytes: 40}, {Buf: state, Offset: 0, Bytes: 32}}
+	if !slices.Equal(got, want) {
+		t.Errorf("buckets %v, want %v", got, want)
+	}
+}
