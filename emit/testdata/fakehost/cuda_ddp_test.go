@@ -205,7 +205,8 @@ func TestDataParallelMatchesOneGPU(t *testing.T) {
 // TestGPUsOnTheCommandLine runs the program as a command: --gpus 1 (and no
 // --gpus) trains without opening NCCL; --gpus all on a machine of one GPU
 // trains on it; --gpus 3 is refused naming the
-// counts the program has; --gpus 2 trains; a fault of rank 1's GPU in the
+// counts the program has, and --sync-bn of this model without batch norm
+// too; --gpus 2 trains; a fault of rank 1's GPU in the
 // second epoch ends the run with exit status 1 and a message naming the
 // rank, within the step timeout, keeping the first epoch's checkpoint,
 // from which a run on one GPU resumes to the end.
@@ -248,6 +249,10 @@ func TestGPUsOnTheCommandLine(t *testing.T) {
 	msg, code, _ = run(train("--gpus", "3"))
 	if code != 2 || !strings.Contains(msg, "--gpus 3") || !strings.Contains(msg, "1 or 2 or 4 or 8") {
 		t.Errorf("--gpus 3: exit status %d, want 2 and a message listing 1, 2, 4 and 8; output:\n%s", code, msg)
+	}
+	msg, code, _ = run(train("--gpus", "2", "--sync-bn"))
+	if code != 2 || !strings.Contains(msg, "has no batch norm layer") {
+		t.Errorf("--gpus 2 --sync-bn of a model without batch norm: exit status %d, want 2 and a message saying so; output:\n%s", code, msg)
 	}
 	msg, code, _ = run(train("--gpus", "2"))
 	if code != 0 || !strings.Contains(msg, fmt.Sprintf("training on 2 GPUs: global batch %d = 2 × %d", B, B/2)) || !strings.Contains(msg, "trained 2 epochs") {

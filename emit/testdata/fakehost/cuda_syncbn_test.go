@@ -15,13 +15,13 @@ import (
 	"mlbuildprog/rt/gpuhost"
 )
 
-// TestSyncBatchNorm trains 10 steps on one fake GPU at batch 8 and on 2
-// fake GPUs at 4 each: with synchronised batch norm (SetSyncBN, train
+// TestSyncBatchNorm trains 10 steps on one fake GPU at batch 4 and on 2
+// fake GPUs at 2 each: with synchronised batch norm (SetSyncBN, train
 // --sync-bn) the losses agree within syncLossTol and every value of the
 // state (weights, gradients, Adam's moments, the running statistics)
 // within syncStateTol on 99% of it; with each GPU's own statistics (the
-// default) the losses differ by more than notSyncLoss, since a batch of 4
-// normalises with other means and variances than one of 8.
+// default) the losses differ by more than notSyncLoss, since a batch of 2
+// normalises with other means and variances than one of 4.
 func TestSyncBatchNorm(t *testing.T) {
 	const (
 		steps        = 10
