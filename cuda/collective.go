@@ -11,9 +11,12 @@ import (
 )
 
 // Communicator is one GPU's NCCL communicator as a gpuhost.Collective:
-// its all-reduces are enqueued on the Device's stream, after the
-// sequences launched before them and before those launched after, and
-// Wait polls the stream (cuStreamQuery) and NCCL's async error, so a
+// its all-reduces are enqueued on a second stream of the Device's engine
+// (one stream for all of them, so NCCL runs them in order), after the
+// sequences launched before them (an event) and, for AllReduce, before
+// those launched after (an event back; StartAllReduce leaves that to
+// Join), and Wait polls both streams (cuStreamQuery) and NCCL's async
+// error, so a
 // peer that died or hangs ends in an error within the timeout instead of
 // a wait without end. NCCL must be loaded (Libraries.LoadNCCL, or a
 // fake's table in Libraries.NCCL).
@@ -136,15 +139,17 @@ func (c *Communicator) usable(what string) error {
 }
 
 // AllReduce enqueues the in-place float32 sum of each span across every
-// rank, the spans in one NCCL group, on the engine's stream
-// (gpuhost.Collective).
+// rank, the spans in one NCCL group, in the order of the engine's stream:
+// on its second stream (where every collective of the communicator
+// goes), after an event recorded on the engine's stream and before an
+// event the engine's stream then waits for (gpuhost.Collective).
 func (c *Communicator) AllReduce(spans []gpuhost.Arg) error {
 	return c.allReduce("AllReduce", spans, false)
 }
 
-// StartAllReduce enqueues the sums as AllReduce does, but on the engine's
-// second stream, after an event recorded on its stream: the engine's
-// later work runs beside them until Join (gpuhost.Collective).
+// StartAllReduce enqueues the sums as AllReduce does, but without the
+// event back: the engine's later work runs beside them until Join
+// (gpuhost.Collective).
 func (c *Communicator) StartAllReduce(spans []gpuhost.Arg) error {
 	return c.allReduce("StartAllReduce", spans, true)
 }
@@ -195,16 +200,17 @@ func (c *Communicator) allReduce(what string, spans []gpuhost.Arg, beside bool) 
 	}
 	e, n := c.d.e, c.lib.NCCL
 	err := e.do(func() error {
-		stream := e.stream
-		if beside {
-			if err := e.sideStream(); err != nil {
-				return err
-			}
-			if err := e.order(e.stream, e.side, e.toSide); err != nil {
-				return err
-			}
-			stream = e.side
+		// Every collective goes on the second stream, so that NCCL runs
+		// them in the order they were issued: collectives of one
+		// communicator on two streams may run in another order on
+		// another rank, and then wait for each other for ever.
+		if err := e.sideStream(); err != nil {
+			return err
 		}
+		if err := e.order(e.stream, e.side, e.toSide); err != nil {
+			return err
+		}
+		stream := e.side
 		if err := c.lib.ncclError("ncclGroupStart", n.GroupStart(), c.comm, ""); err != nil {
 			return err
 		}
@@ -216,7 +222,10 @@ func (c *Communicator) allReduce(what string, spans []gpuhost.Arg, beside bool) 
 				fmt.Sprintf("bucket %d: bytes %d to %d of %q", i, s.Offset, s.Offset+s.Bytes, bb.label)))
 		}
 		errs = append(errs, c.lib.ncclError("ncclGroupEnd", n.GroupEnd(), c.comm, ""))
-		return errors.Join(errs...)
+		if err := errors.Join(errs...); err != nil || beside {
+			return err
+		}
+		return e.order(e.side, e.stream, e.toMain) // in the stream: what follows waits
 	})
 	c.pending = true
 	if err != nil {
