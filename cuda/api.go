@@ -24,6 +24,9 @@ type (
 	Graph uintptr
 	// GraphExec is a CUgraphExec, an instantiated graph ready to launch.
 	GraphExec uintptr
+	// Event is a CUevent, a point in a stream that another stream can wait
+	// for.
+	Event uintptr
 
 	// NVRTCResult is an NVRTC status (nvrtcResult); 0 is NVRTC_SUCCESS.
 	NVRTCResult int32
@@ -70,6 +73,10 @@ const (
 	CaptureModeGlobal      int32 = 0
 	CaptureModeThreadLocal int32 = 1
 	CaptureModeRelaxed     int32 = 2
+
+	// EventDisableTiming (CU_EVENT_DISABLE_TIMING) makes an event that
+	// only orders streams, the cheapest kind.
+	EventDisableTiming uint32 = 2
 
 	NVRTCSuccess          NVRTCResult = 0
 	NVRTCErrorCompilation NVRTCResult = 6
@@ -159,6 +166,15 @@ type DriverAPI struct {
 	GraphLaunch        func(exec GraphExec, s Stream) Result               `sym:"cuGraphLaunch"`
 	GraphExecDestroy   func(exec GraphExec) Result                         `sym:"cuGraphExecDestroy"`
 	GraphDestroy       func(g Graph) Result                                `sym:"cuGraphDestroy"`
+	// EventCreate (flags EventDisableTiming) makes an event; EventRecord
+	// marks the point of s reached by the work enqueued so far;
+	// StreamWaitEvent (flags 0) makes work enqueued on s after it wait
+	// until that point: how the sums of a data-parallel step run on a
+	// stream of their own beside the backward pass (Communicator).
+	EventCreate     func(ev *Event, flags uint32) Result          `sym:"cuEventCreate"`
+	EventRecord     func(ev Event, s Stream) Result               `sym:"cuEventRecord"`
+	StreamWaitEvent func(s Stream, ev Event, flags uint32) Result `sym:"cuStreamWaitEvent"`
+	EventDestroy    func(ev Event) Result                         `sym:"cuEventDestroy_v2"`
 }
 
 // NVRTCAPI is every NVRTC function (libnvrtc.so) this package calls.

@@ -11,9 +11,12 @@ import (
 )
 
 // Communicator is one GPU's NCCL communicator as a gpuhost.Collective:
-// its all-reduces are enqueued on the Device's stream, after the
-// sequences launched before them and before those launched after, and
-// Wait polls the stream (cuStreamQuery) and NCCL's async error, so a
+// its all-reduces are enqueued on a second stream of the Device's engine
+// (one stream for all of them, so NCCL runs them in order), after the
+// sequences launched before them (an event) and, for AllReduce, before
+// those launched after (an event back; StartAllReduce leaves that to
+// Join), and Wait polls both streams (cuStreamQuery) and NCCL's async
+// error, so a
 // peer that died or hangs ends in an error within the timeout instead of
 // a wait without end. NCCL must be loaded (Libraries.LoadNCCL, or a
 // fake's table in Libraries.NCCL).
@@ -136,14 +139,49 @@ func (c *Communicator) usable(what string) error {
 }
 
 // AllReduce enqueues the in-place float32 sum of each span across every
-// rank, the spans in one NCCL group (gpuhost.Collective).
+// rank, the spans in one NCCL group, in the order of the engine's stream:
+// on its second stream (where every collective of the communicator
+// goes), after an event recorded on the engine's stream and before an
+// event the engine's stream then waits for (gpuhost.Collective).
 func (c *Communicator) AllReduce(spans []gpuhost.Arg) error {
+	return c.allReduce("AllReduce", spans, false)
+}
+
+// StartAllReduce enqueues the sums as AllReduce does, but without the
+// event back: the engine's later work runs beside them until Join
+// (gpuhost.Collective).
+func (c *Communicator) StartAllReduce(spans []gpuhost.Arg) error {
+	return c.allReduce("StartAllReduce", spans, true)
+}
+
+// Join makes the engine's stream wait, from here on, for every sum
+// started before (an event recorded on the second stream): no wait on the
+// host (gpuhost.Collective).
+func (c *Communicator) Join() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if err := c.usable("AllReduce"); err != nil {
+	if err := c.usable("Join"); err != nil {
 		return err
 	}
-	if err := c.d.busy("AllReduce"); err != nil {
+	if err := c.d.busy("Join"); err != nil {
+		return err
+	}
+	e := c.d.e
+	return e.do(func() error {
+		if e.side == 0 {
+			return nil // nothing was ever started beside
+		}
+		return e.order(e.side, e.stream, e.toMain)
+	})
+}
+
+func (c *Communicator) allReduce(what string, spans []gpuhost.Arg, beside bool) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.usable(what); err != nil {
+		return err
+	}
+	if err := c.d.busy(what); err != nil {
 		return err
 	}
 	ptrs := make([]DevicePtr, len(spans))
@@ -162,18 +200,32 @@ func (c *Communicator) AllReduce(spans []gpuhost.Arg) error {
 	}
 	e, n := c.d.e, c.lib.NCCL
 	err := e.do(func() error {
+		// Every collective goes on the second stream, so that NCCL runs
+		// them in the order they were issued: collectives of one
+		// communicator on two streams may run in another order on
+		// another rank, and then wait for each other for ever.
+		if err := e.sideStream(); err != nil {
+			return err
+		}
+		if err := e.order(e.stream, e.side, e.toSide); err != nil {
+			return err
+		}
+		stream := e.side
 		if err := c.lib.ncclError("ncclGroupStart", n.GroupStart(), c.comm, ""); err != nil {
 			return err
 		}
 		var errs []error
 		for i, s := range spans {
 			bb := s.Buf.(*buffer)
-			r := n.AllReduce(ptrs[i], ptrs[i], uintptr(s.Bytes/4), NCCLFloat32, NCCLSum, c.comm, e.stream)
+			r := n.AllReduce(ptrs[i], ptrs[i], uintptr(s.Bytes/4), NCCLFloat32, NCCLSum, c.comm, stream)
 			errs = append(errs, c.lib.ncclError("ncclAllReduce", r, c.comm,
 				fmt.Sprintf("bucket %d: bytes %d to %d of %q", i, s.Offset, s.Offset+s.Bytes, bb.label)))
 		}
 		errs = append(errs, c.lib.ncclError("ncclGroupEnd", n.GroupEnd(), c.comm, ""))
-		return errors.Join(errs...)
+		if err := errors.Join(errs...); err != nil || beside {
+			return err
+		}
+		return e.order(e.side, e.stream, e.toMain) // in the stream: what follows waits
 	})
 	c.pending = true
 	if err != nil {
@@ -202,7 +254,7 @@ func (c *Communicator) Wait(timeout time.Duration) error {
 		var r Result
 		async := NCCLSuccess
 		callErr := e.do(func() error {
-			r = e.lib.Driver.StreamQuery(e.stream)
+			r = e.query()
 			if r == ErrorNotReady {
 				return c.lib.ncclError("ncclCommGetAsyncError", c.lib.NCCL.CommGetAsyncError(c.comm, &async), c.comm, "")
 			}
@@ -268,7 +320,7 @@ func (c *Communicator) Close() error {
 	}
 	if c.pending {
 		var r Result
-		c.d.e.do(func() error { r = c.d.e.lib.Driver.StreamQuery(c.d.e.stream); return nil })
+		c.d.e.do(func() error { r = c.d.e.query(); return nil })
 		if r != Success {
 			c.abortLocked(errors.New("closed with sums pending"))
 			c.closed = true
@@ -280,4 +332,15 @@ func (c *Communicator) Close() error {
 	return c.d.e.do(func() error {
 		return c.lib.ncclError("ncclCommDestroy", c.lib.NCCL.CommDestroy(c.comm), c.comm, fmt.Sprintf("rank %d", c.rank))
 	})
+}
+
+// query is cuStreamQuery of the engine's stream and, once made, of its
+// second stream: Success when both are done, else the first other answer.
+// It runs on the engine's thread.
+func (e *Engine) query() Result {
+	r := e.lib.Driver.StreamQuery(e.stream)
+	if r == Success && e.side != 0 {
+		r = e.lib.Driver.StreamQuery(e.side)
+	}
+	return r
 }

@@ -67,13 +67,18 @@ type Engine struct {
 	calls chan func() // run on the engine's thread
 	done  chan struct{}
 
-	dev       DeviceHandle
-	ctx       Context
-	stream    Stream
-	blas      BLASHandle
-	workspace DevicePtr
-	closed    bool
-	capturing bool
+	dev    DeviceHandle
+	ctx    Context
+	stream Stream
+	// side is the stream of the sums that run beside the stream's work
+	// (Communicator.StartAllReduce), made on first use; toSide and toMain
+	// are the events that order the two.
+	side           Stream
+	toSide, toMain Event
+	blas           BLASHandle
+	workspace      DevicePtr
+	closed         bool
+	capturing      bool
 
 	name         string
 	ccMajor      int32
@@ -278,6 +283,13 @@ func (e *Engine) release() error {
 	var errs []error
 	if e.stream != 0 {
 		errs = append(errs, l.driverError("cuStreamSynchronize", d.StreamSynchronize(e.stream), "closing"))
+	}
+	if e.side != 0 {
+		errs = append(errs, l.driverError("cuStreamSynchronize", d.StreamSynchronize(e.side), "closing the sums' stream"))
+		errs = append(errs, l.driverError("cuEventDestroy_v2", d.EventDestroy(e.toSide), ""))
+		errs = append(errs, l.driverError("cuEventDestroy_v2", d.EventDestroy(e.toMain), ""))
+		errs = append(errs, l.driverError("cuStreamDestroy_v2", d.StreamDestroy(e.side), ""))
+		e.side, e.toSide, e.toMain = 0, 0, 0
 	}
 	for _, m := range e.modules {
 		errs = append(errs, l.driverError("cuModuleUnload", d.ModuleUnload(m), ""))
@@ -807,6 +819,41 @@ func (e *Engine) EndCapture() (GraphExec, error) {
 		return l.driverError("cuGraphInstantiateWithFlags", d.GraphInstantiate(&exec, g, 0), "")
 	})
 	return exec, err
+}
+
+// sideStream makes the stream of the sums that run beside the engine's
+// stream, and its two events, once; it runs on the engine's thread.
+func (e *Engine) sideStream() error {
+	if e.side != 0 {
+		return nil
+	}
+	d, l := e.lib.Driver, e.lib
+	var s Stream
+	if err := l.driverError("cuStreamCreate", d.StreamCreate(&s, 0), "the sums' stream"); err != nil {
+		return err
+	}
+	var a, b Event
+	if err := l.driverError("cuEventCreate", d.EventCreate(&a, EventDisableTiming), ""); err != nil {
+		d.StreamDestroy(s)
+		return err
+	}
+	if err := l.driverError("cuEventCreate", d.EventCreate(&b, EventDisableTiming), ""); err != nil {
+		d.EventDestroy(a)
+		d.StreamDestroy(s)
+		return err
+	}
+	e.side, e.toSide, e.toMain = s, a, b
+	return nil
+}
+
+// order makes the work enqueued on to after this call wait for the work
+// enqueued on from before it, through ev; it runs on the engine's thread.
+func (e *Engine) order(from, to Stream, ev Event) error {
+	d, l := e.lib.Driver, e.lib
+	if err := l.driverError("cuEventRecord", d.EventRecord(ev, from), ""); err != nil {
+		return err
+	}
+	return l.driverError("cuStreamWaitEvent", d.StreamWaitEvent(to, ev, 0), "")
 }
 
 // LaunchGraph queues one run of an instantiated graph on the stream.

@@ -2,6 +2,8 @@ package cuda_test
 
 import (
 	"runtime"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -195,5 +197,94 @@ func TestFakeNCCLTwoRanks(t *testing.T) {
 		if leaks := g.f.Leaks(); len(leaks) != 3 {
 			t.Errorf("rank %d: leaks %v", r, leaks)
 		}
+	}
+}
+
+// TestFakeEvents: an event orders streams as on a GPU: a stream that
+// waits for an event recorded while a collective was pending on another
+// stream is busy until that collective finishes, and a stream that does
+// not wait is not; an event on a capturing stream is refused (and
+// invalidates the capture); an event not destroyed is a leak.
+func TestFakeEvents(t *testing.T) {
+	w := fakecuda.NewNCCLWorld()
+	defer w.Close()
+	gs := []*fakeGPU{newFakeGPU(t, w), newFakeGPU(t, w)}
+	var id cuda.NCCLUniqueID
+	gs[0].libs.NCCL.GetUniqueID(&id)
+	comms := make([]cuda.NCCLComm, 2)
+	var wg sync.WaitGroup
+	for r, g := range gs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			g.onThread(func() {
+				if res := g.libs.NCCL.CommInitRank(&comms[r], 2, id, int32(r)); res != 0 {
+					t.Errorf("rank %d: ncclCommInitRank: %d", r, res)
+				}
+			})
+		}()
+	}
+	wg.Wait()
+	g0, g1 := gs[0], gs[1]
+	d := g0.libs.Driver
+	var side, other cuda.Stream
+	var ev cuda.Event
+	g0.onThread(func() {
+		for _, r := range []cuda.Result{d.StreamCreate(&side, 0), d.StreamCreate(&other, 0), d.EventCreate(&ev, cuda.EventDisableTiming)} {
+			if r != cuda.Success {
+				t.Fatalf("making streams and an event: %d", r)
+			}
+		}
+		if r := g0.libs.NCCL.AllReduce(g0.buf, g0.buf, 64, cuda.NCCLFloat32, cuda.NCCLSum, comms[0], side); r != 0 {
+			t.Fatalf("rank 0's all-reduce on its second stream: %d", r)
+		}
+		if r := d.EventRecord(ev, side); r != cuda.Success {
+			t.Fatalf("cuEventRecord: %d", r)
+		}
+		if r := d.StreamWaitEvent(g0.stream, ev, 0); r != cuda.Success {
+			t.Fatalf("cuStreamWaitEvent: %d", r)
+		}
+		if r := d.StreamQuery(g0.stream); r != cuda.ErrorNotReady {
+			t.Errorf("the stream that waits for the event, with the sums pending: %d, want CUDA_ERROR_NOT_READY", r)
+		}
+		if r := d.StreamQuery(other); r != cuda.Success {
+			t.Errorf("a stream that does not wait, with the sums pending on another: %d, want CUDA_SUCCESS", r)
+		}
+	})
+	g1.onThread(func() {
+		if r := g1.libs.NCCL.AllReduce(g1.buf, g1.buf, 64, cuda.NCCLFloat32, cuda.NCCLSum, comms[1], g1.stream); r != 0 {
+			t.Errorf("rank 1's all-reduce: %d", r)
+		}
+	})
+	g0.onThread(func() {
+		if r := d.StreamQuery(g0.stream); r != cuda.Success {
+			t.Errorf("the stream that waits for the event, once the sums finished: %d", r)
+		}
+		if r := d.StreamBeginCapture(other, cuda.CaptureModeRelaxed); r != cuda.Success {
+			t.Fatalf("cuStreamBeginCapture: %d", r)
+		}
+		if r := d.EventRecord(ev, other); r != cuda.ErrorStreamCaptureUnsup {
+			t.Errorf("cuEventRecord on a capturing stream: %d, want CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED", r)
+		}
+		var graph cuda.Graph
+		if r := d.StreamEndCapture(other, &graph); r != cuda.ErrorStreamCaptureInvalid {
+			t.Errorf("cuStreamEndCapture after an event in the capture: %d, want CUDA_ERROR_STREAM_CAPTURE_INVALIDATED", r)
+		}
+		if leaks := g0.f.Leaks(); !slices.ContainsFunc(leaks, func(s string) bool { return strings.HasPrefix(s, "event ") }) {
+			t.Errorf("leaks %v: the event is not among them", leaks)
+		}
+		for _, r := range []cuda.Result{d.EventDestroy(ev), d.StreamDestroy(side), d.StreamDestroy(other)} {
+			if r != cuda.Success {
+				t.Errorf("destroying the event and streams: %d", r)
+			}
+		}
+	})
+	for r, g := range gs {
+		if res := g.libs.NCCL.CommDestroy(comms[r]); res != 0 {
+			t.Errorf("rank %d: ncclCommDestroy: %d", r, res)
+		}
+	}
+	if leaks := g0.f.Leaks(); len(leaks) != 3 {
+		t.Errorf("leaks %v, want the test's own stream, allocation and context only", leaks)
 	}
 }

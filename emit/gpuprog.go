@@ -630,6 +630,17 @@ func (g *gpuGen) opLiteral(mp *gpuPlan, op gpu.Op) (string, error) {
 		}
 		return fmt.Sprintf("{Kernel: %q, Binds: []bind{%s}, Groups: %d, Threadgroup: %d}", l.Kernel, strings.Join(binds, ", "), l.Groups, l.Threadgroup), nil
 	}
+	if op.Sum != nil { // a collective point of synchronised batch norm
+		var binds []string
+		for _, b := range op.Sum {
+			loc, err := g.locate(mp, b.Buf)
+			if err != nil {
+				return "", err
+			}
+			binds = append(binds, fmt.Sprintf("{%s, %d, %d}", loc.arena, 4*(loc.off+b.Offset), 4*b.Size))
+		}
+		return fmt.Sprintf("{Binds: []bind{%s}, Sum: true}", strings.Join(binds, ", ")), nil
+	}
 	gm := op.Gemm
 	if gm == nil {
 		return "", fmt.Errorf("an op with neither a launch nor a GEMM")

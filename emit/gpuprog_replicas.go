@@ -25,6 +25,18 @@ import (
 type replicaPlan struct {
 	*gpuPlan
 	copyName, resident string
+	// syncBN are the batch norm steps lowered with synchronised batch
+	// norm (gpu.LowerSyncBNInto), which `train --sync-bn` runs instead.
+	syncBN []syncStep
+}
+
+// syncStep is one step of a replica's plan lowered with synchronised
+// batch norm: the index of a forward (or backward) step and its ops.
+type syncStep struct {
+	backward bool
+	index    int
+	step     planner.Step
+	ops      []gpu.Op
 }
 
 // replicaPlans plans, lowers and registers the kernels of every replica
@@ -58,6 +70,9 @@ func (g *gpuGen) replicaPlans() ([]*replicaPlan, error) {
 			return nil, err
 		}
 		rp := &replicaPlan{gpuPlan: mp}
+		if rp.syncBN, err = g.syncBNSteps(pl, n); err != nil {
+			return nil, err
+		}
 		if rp.copyName, err = g.register(gpu.CopyKernel(pl.Buffers[pl.Output].Size), "copy_output"); err != nil {
 			return nil, err
 		}
@@ -65,6 +80,34 @@ func (g *gpuGen) replicaPlans() ([]*replicaPlan, error) {
 			return nil, err
 		}
 		out = append(out, rp)
+	}
+	return out, nil
+}
+
+// syncBNSteps lowers the batch norm steps of a replica's plan with
+// synchronised batch norm; none when the plan has no batch norm.
+func (g *gpuGen) syncBNSteps(pl *planner.Plan, n int) ([]syncStep, error) {
+	has := false
+	for _, st := range pl.Forward {
+		has = has || st.Kernel == planner.KBatchNorm
+	}
+	if !has {
+		return nil, nil
+	}
+	prog, err := gpu.LowerSyncBNInto(g.lib, pl, n)
+	if err != nil {
+		return nil, fmt.Errorf("emit: lowering the share of %d GPUs with synchronised batch norm: %w", n, err)
+	}
+	var out []syncStep
+	for i, st := range pl.Forward {
+		if st.Kernel == planner.KBatchNorm {
+			out = append(out, syncStep{false, i, st, prog.ForwardSteps[i]})
+		}
+	}
+	for i, st := range pl.Backward {
+		if st.Kernel == planner.KBatchNormBwd {
+			out = append(out, syncStep{true, i, st, prog.BackwardSteps[i]})
+		}
 	}
 	return out, nil
 }
@@ -148,6 +191,9 @@ func (g *gpuGen) renderReplicaFields(replicas []*replicaPlan) error {
 			r.copyName, outLoc.arena, 4*outLoc.off, 4*outSize, 4*outSize, (outSize+255)/256)
 		g.p("TrainForward: %sForward, TrainBackward: %sBackward, TrainUpdate: %sUpdate,", r.prefix, r.prefix, r.prefix)
 		g.p("Resident: %s,", r.resident)
+		if len(r.syncBN) > 0 {
+			g.p("SyncBN: %sSyncBN,", r.prefix)
+		}
 		g.p("},")
 	}
 	g.p("},")
@@ -179,6 +225,25 @@ func (g *gpuGen) renderReplicaTables(replicas []*replicaPlan) error {
 			g.p("}")
 			g.p("")
 		}
+		if len(r.syncBN) == 0 {
+			continue
+		}
+		g.p("// %sSyncBN are the batch norm steps of the share of %d GPUs with synchronised batch norm (train --sync-bn).", r.prefix, r.shares)
+		g.p("var %sSyncBN = []gpuhost.SyncStep{", r.prefix)
+		for _, s := range r.syncBN {
+			short := "Fwd"
+			if s.backward {
+				short = "Bwd"
+			}
+			_, entry, err := g.renderStep(r.gpuPlan, short, s.index, s.step, s.ops, true)
+			if err != nil {
+				return fmt.Errorf("emit: %s synchronised batch norm step %d (layer %s): %v", r.prefix, s.index, s.step.Layer, err)
+			}
+			g.p("{Backward: %v, Index: %d, Step: step%s", s.backward, s.index, entry)
+			g.p("},")
+		}
+		g.p("}")
+		g.p("")
 	}
 	return nil
 }

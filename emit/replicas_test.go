@@ -11,9 +11,12 @@ import (
 // GPUs: the CUDA program of testdata/fakehost/mnist_mlp.cue (an MLP on
 // MNIST at batch 8, so it holds the tables of 2, 4 and 8 GPUs) runs testdata/fakehost/
 // cuda_ddp_test.go on cuda/fakecuda's GPUs and NCCL: 20 steps on 2 and 4
-// fake GPUs against one, and the program as a command with --gpus through
-// a rank's failure (it trains on MNIST: make data); and cuda_nodes_test.go,
-// two members (--nodes 2) through the rendezvous against --gpus 2.
+// fake GPUs against one, the gradients' buckets with and without overlap,
+// and the program as a command with --gpus through a rank's failure (it
+// trains on MNIST: make data), and cuda_nodes_test.go, two members
+// (--nodes 2) through the rendezvous against --gpus 2; the program of
+// mnist_bn.cue (the same with a batch norm) runs cuda_syncbn_test.go:
+// synchronised batch norm on 2 fake GPUs against one.
 func TestCUDADataParallel(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs a CUDA program on fake GPUs")
@@ -22,37 +25,50 @@ func TestCUDADataParallel(t *testing.T) {
 	if keep := os.Getenv("MLBUILD_CUDA_DDP_DIR"); keep != "" {
 		dir = keep // keep the module, to run its tests by hand
 	}
-	files, err := CUDA.program(backendInput(t, CUDA, filepath.Join("testdata", "fakehost", "mnist_mlp.cue"), true, 0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ddpTest, err := os.ReadFile(filepath.Join("testdata", "fakehost", "cuda_ddp_test.go"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	nodesTest, err := os.ReadFile(filepath.Join("testdata", "fakehost", "cuda_nodes_test.go"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	fake, err := CUDA.DeviceFiles(true)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range append(files, fake...) {
-		switch f.Path {
-		case "main.go", "kernels.go":
-			f.Path = "cmd/mnist/" + f.Path
+	read := func(name string) []byte {
+		b, err := os.ReadFile(filepath.Join("testdata", "fakehost", name))
+		if err != nil {
+			t.Fatal(err)
 		}
-		writeModule(t, dir, []File{f})
+		return b
 	}
-	writeModule(t, dir, []File{{Path: "cmd/mnist/ddp_test.go", Data: ddpTest}, {Path: "cmd/mnist/nodes_test.go", Data: nodesTest}})
+	helpers := read("ddp_helpers_test.go")
+	for _, c := range []struct{ spec, cmd, test string }{
+		{"mnist_mlp.cue", "mnist", "cuda_ddp_test.go"},
+		{"mnist_bn.cue", "mnistbn", "cuda_syncbn_test.go"},
+	} {
+		files, err := CUDA.program(backendInput(t, CUDA, filepath.Join("testdata", "fakehost", c.spec), true, 0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.cmd == "mnist" {
+			files = append(files, fake...)
+		}
+		for _, f := range files {
+			switch f.Path {
+			case "main.go", "kernels.go":
+				f.Path = "cmd/" + c.cmd + "/" + f.Path
+			}
+			writeModule(t, dir, []File{f})
+		}
+		writeModule(t, dir, []File{{Path: "cmd/" + c.cmd + "/ddp_test.go", Data: read(c.test)}, {Path: "cmd/" + c.cmd + "/ddp_helpers_test.go", Data: helpers}})
+		if c.cmd == "mnist" {
+			writeModule(t, dir, []File{{Path: "cmd/mnist/nodes_test.go", Data: read("cuda_nodes_test.go")}})
+		}
+	}
 	args := []string{"test", "-count=1", "-timeout=20m"}
 	if testing.Verbose() {
 		args = append(args, "-v")
 	}
-	b := goTestOnFakeCUDA(t, dir, args, "./cmd/mnist", "data-parallel training on the fake GPUs failed")
-	if !strings.Contains(string(b), "ok  \tmlbuildprog/cmd/mnist") {
-		t.Errorf("no passing test run in:\n%s", b)
+	b := goTestOnFakeCUDA(t, dir, args, "./cmd/...", "data-parallel training on the fake GPUs failed")
+	for _, cmd := range []string{"mnist", "mnistbn"} {
+		if !strings.Contains(string(b), "ok  \tmlbuildprog/cmd/"+cmd) {
+			t.Errorf("no passing test run of cmd/%s in:\n%s", cmd, b)
+		}
 	}
 	t.Logf("%s", b)
 }

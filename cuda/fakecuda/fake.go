@@ -26,7 +26,12 @@
 // too, over several fake GPUs of one process (NCCLWorld, nccl.go, with
 // the rules it enforces): a collective pending on a stream makes
 // cuStreamQuery answer CUDA_ERROR_NOT_READY, and work launched after it on
-// that stream waits for it.
+// that stream waits for it. Events order streams as on a GPU: a stream
+// that waits for an event (cuStreamWaitEvent) waits for the NCCL work
+// pending on the recorded stream at cuEventRecord, and a stream that does
+// not wait runs beside it (kernels run at launch, so only NCCL work is
+// ever pending); an event on a capturing stream is not simulated
+// (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, the capture invalidated).
 package fakecuda
 
 import (
@@ -100,6 +105,7 @@ type Fake struct {
 	programs map[cuda.Program]*program
 	handles  map[cuda.BLASHandle]*blasHandle
 	cstrings map[string][]byte
+	events   map[cuda.Event]*event
 
 	pending cuda.Result // a fault to report at the next synchronisation
 	sticky  cuda.Result // a fault reported: every call fails with it
@@ -139,6 +145,14 @@ type op struct {
 	groups uint32
 	block  uint32
 	gemm   *gemmCall
+}
+
+// event is a point recorded in a stream: the NCCL work pending on it
+// then (its kernels have run: the fake runs them at launch). A stream
+// that waits for the event gets that work as its own pending work, so its
+// later work waits for it, and nothing else.
+type event struct {
+	after []chan struct{}
 }
 
 type graph struct {
@@ -203,6 +217,7 @@ func New(opts Options) *Fake {
 		modules: map[cuda.Module]*module{}, funcs: map[cuda.Function]*function{},
 		graphs: map[uintptr]*graph{}, programs: map[cuda.Program]*program{},
 		handles: map[cuda.BLASHandle]*blasHandle{}, cstrings: map[string][]byte{},
+		events: map[cuda.Event]*event{},
 	}
 }
 
@@ -292,6 +307,9 @@ func (f *Fake) leaks() []string {
 	}
 	for h := range f.handles {
 		out = append(out, fmt.Sprintf("cuBLAS handle %#x", h))
+	}
+	for e := range f.events {
+		out = append(out, fmt.Sprintf("event %#x", e))
 	}
 	if f.ctxRefs > 0 {
 		out = append(out, fmt.Sprintf("primary context with %d references", f.ctxRefs))
@@ -627,6 +645,61 @@ func (f *Fake) driver() *cuda.DriverAPI {
 			return f.destroyGraph(uintptr(exec), true)
 		},
 		GraphDestroy: func(g cuda.Graph) cuda.Result { return f.destroyGraph(uintptr(g), false) },
+		EventCreate: func(ev *cuda.Event, flags uint32) cuda.Result {
+			defer f.mu.Unlock()
+			if r := f.enter(true); r != 0 {
+				return r
+			}
+			if ev == nil || flags&^cuda.EventDisableTiming != 0 {
+				return cuda.ErrorInvalidValue
+			}
+			*ev = cuda.Event(f.handle())
+			f.events[*ev] = &event{}
+			return cuda.Success
+		},
+		EventRecord: func(ev cuda.Event, s cuda.Stream) cuda.Result {
+			defer f.mu.Unlock()
+			if r := f.enter(true); r != 0 {
+				return r
+			}
+			e, st := f.events[ev], f.streams[s]
+			if e == nil || st == nil {
+				return 400
+			}
+			if st.capturing {
+				st.invalidated = "cuEventRecord on a capturing stream (not simulated)"
+				return cuda.ErrorStreamCaptureUnsup
+			}
+			e.after = slices.Clone(f.pendingAsync(st))
+			return cuda.Success
+		},
+		StreamWaitEvent: func(s cuda.Stream, ev cuda.Event, flags uint32) cuda.Result {
+			defer f.mu.Unlock()
+			if r := f.enter(true); r != 0 {
+				return r
+			}
+			e, st := f.events[ev], f.streams[s]
+			if e == nil || st == nil || flags != 0 {
+				return 400
+			}
+			if st.capturing {
+				st.invalidated = "cuStreamWaitEvent on a capturing stream (not simulated)"
+				return cuda.ErrorStreamCaptureUnsup
+			}
+			st.async = append(st.async, e.after...)
+			return cuda.Success
+		},
+		EventDestroy: func(ev cuda.Event) cuda.Result {
+			defer f.mu.Unlock()
+			if r := f.enter(true); r != 0 {
+				return r
+			}
+			if f.events[ev] == nil {
+				return 400
+			}
+			delete(f.events, ev)
+			return cuda.Success
+		},
 	}
 }
 

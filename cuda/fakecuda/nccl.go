@@ -3,6 +3,7 @@ package fakecuda
 import (
 	"encoding/binary"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"unsafe"
@@ -18,8 +19,9 @@ import (
 // engine thread as on a real machine.
 //
 // It computes for real: an all-reduce enqueues on its stream a piece of
-// work that finishes when every rank of the clique has enqueued its
-// part; then the sums (float32, added in rank order, so every run gives
+// work that takes part in its round once the stream's earlier work has
+// finished (NCCL work pending there, or waited for through an event) and
+// finishes when every rank of the clique has taken part; then the sums (float32, added in rank order, so every run gives
 // the same bits) are written to every rank's buffer. Until then the
 // stream is busy: cuStreamQuery answers CUDA_ERROR_NOT_READY, and work
 // launched after it on that stream waits for it (the launching thread
@@ -368,8 +370,10 @@ func (w *NCCLWorld) allReduce(f *Fake, send, recv uint64, count uintptr, dt cuda
 	return issue()
 }
 
-// issue enqueues one all-reduce of comm on st, and completes its round
-// when it is the last part.
+// issue enqueues one all-reduce of comm on st: it takes part in its
+// round once the work enqueued on st before it has finished (at once, but
+// for NCCL work pending there, or waited for through an event), and the
+// last part of a round completes it.
 func (w *NCCLWorld) issue(f *Fake, st *stream, send, recv uint64, count uintptr, comm cuda.NCCLComm) cuda.NCCLResult {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -379,6 +383,7 @@ func (w *NCCLWorld) issue(f *Fake, st *stream, send, recv uint64, count uintptr,
 	}
 	done := make(chan struct{})
 	f.mu.Lock()
+	before := slices.Clone(f.pendingAsync(st))
 	st.async = append(st.async, done)
 	faulted := f.pending != cuda.Success || f.sticky != cuda.Success
 	f.mu.Unlock()
@@ -388,37 +393,58 @@ func (w *NCCLWorld) issue(f *Fake, st *stream, send, recv uint64, count uintptr,
 	if w.hung[c.rank] || w.dead[c.rank] || faulted {
 		return 0 // enqueued, and never starts (a faulted GPU runs nothing more)
 	}
+	p := part{c: c, buf: send, recv: recv, done: done}
+	if len(before) == 0 {
+		w.join(n, count, p)
+		return 0
+	}
+	go func() {
+		for _, b := range before {
+			<-b
+		}
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if !c.aborted && w.comms[comm] == c {
+			w.join(n, count, p)
+		}
+	}()
+	return 0
+}
+
+// join adds p to round n of its clique and, as its last part, computes
+// the sums and writes them to every part. w.mu is held.
+func (w *NCCLWorld) join(n int, count uintptr, p part) {
+	c := p.c
 	r := c.cl.rounds[n]
 	if r == nil {
 		r = &round{count: count, parts: map[int]part{}}
 		c.cl.rounds[n] = r
 	}
 	if r.count != count {
-		for _, p := range c.cl.comms {
-			if p.asyncErr == cuda.NCCLSuccess {
-				p.asyncErr = cuda.NCCLInvalidUsage
+		for _, q := range c.cl.comms {
+			if q.asyncErr == cuda.NCCLSuccess {
+				q.asyncErr = cuda.NCCLInvalidUsage
 			}
 		}
 		w.last = fmt.Sprintf("fakecuda NCCL: collective %d: rank %d sums %d values, another rank %d", n, c.rank, count, r.count)
-		return 0
+		return
 	}
-	r.parts[c.rank] = part{c: c, buf: send, recv: recv, done: done}
+	r.parts[c.rank] = p
 	if len(r.parts) < c.cl.nranks {
-		return 0
+		return
 	}
 	delete(c.cl.rounds, n)
 	sum := make([]float32, count)
 	for rank := range c.cl.nranks {
-		p := r.parts[rank]
-		for i, v := range p.c.f.deviceFloats(p.buf, count) {
+		q := r.parts[rank]
+		for i, v := range q.c.f.deviceFloats(q.buf, count) {
 			sum[i] += v
 		}
 	}
-	for _, p := range r.parts {
-		copy(p.c.f.deviceFloats(p.recv, count), sum)
-		close(p.done)
+	for _, q := range r.parts {
+		copy(q.c.f.deviceFloats(q.recv, count), sum)
+		close(q.done)
 	}
-	return 0
 }
 
 // deviceFloats is the device memory at p as count float32s, or nil when it is

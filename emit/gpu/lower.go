@@ -66,6 +66,10 @@ type Op struct {
 	Kernel string  `json:"planKernel"` // the planner.Kernel of the step
 	Launch *Launch `json:"launch,omitempty"`
 	Gemm   *Gemm   `json:"gemm,omitempty"`
+	// Sum, in a replica lowered with synchronised batch norm, is a
+	// collective point: these buffers are summed over the replicas
+	// before the next op (gpuhost.Op.Sum).
+	Sum []Binding `json:"sum,omitempty"`
 }
 
 // Program is a plan lowered for a GPU: the kernel source of one dialect and
@@ -118,8 +122,20 @@ func LowerInto(lib *Library, p *planner.Plan) (*Program, error) {
 // the gradient of the global mean, and the sum of their losses the global
 // mean loss.
 func LowerShareInto(lib *Library, p *planner.Plan, shares int) (*Program, error) {
-	d := lib.Dialect()
-	l := &lowering{p: p, d: d, lib: lib, share: max(shares, 1)}
+	return lowerInto(&lowering{p: p, d: lib.Dialect(), lib: lib, share: max(shares, 1)})
+}
+
+// LowerSyncBNInto is LowerShareInto with synchronised batch norm: in
+// training each batch norm's statistics, and in its backward pass its
+// sums, are the global batch's, summed over the replicas at collective
+// points (Op.Sum) between two kernels (kernels_syncbn.go). Only the batch
+// norm steps differ from LowerShareInto's.
+func LowerSyncBNInto(lib *Library, p *planner.Plan, shares int) (*Program, error) {
+	return lowerInto(&lowering{p: p, d: lib.Dialect(), lib: lib, share: max(shares, 1), syncBN: true})
+}
+
+func lowerInto(l *lowering) (*Program, error) {
+	p, d := l.p, l.d
 	prog := &Program{Dialect: d.Name}
 	phases := []struct {
 		steps    planner.Phase
@@ -155,6 +171,24 @@ type lowering struct {
 	lib  *Library
 	// share is how many replicas share the global batch (1: none).
 	share int
+	// syncBN: batch norm's statistics are the global batch's
+	// (LowerSyncBNInto).
+	syncBN bool
+}
+
+// sum adds a collective point summing the whole of each buffer over the
+// replicas.
+func (l *lowering) sum(ids ...planner.BufID) error {
+	var binds []Binding
+	for _, id := range ids {
+		b, err := l.buf(id)
+		if err != nil {
+			return err
+		}
+		binds = append(binds, Binding{Buf: id, Size: b.Size, Mutable: true})
+	}
+	l.ops = append(l.ops, Op{Layer: l.step.Layer, Kernel: string(l.step.Kernel), Sum: binds})
+	return nil
 }
 
 // shares is how many replicas share the global batch.

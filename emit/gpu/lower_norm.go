@@ -21,6 +21,17 @@ func (l *lowering) batchNorm(st *planner.Step, training bool) error {
 		return err
 	}
 	in := st.In
+	if training && l.syncBN && l.shares() > 1 {
+		total := outer * inner * l.shares()
+		if err := l.launch("syncbn_stats", syncBatchNormStatsKernel(outer, c, inner), nil, whole(in[0]), whole(st.Out[1]), whole(st.Out[2])); err != nil {
+			return err
+		}
+		if err := l.sum(st.Out[1], st.Out[2]); err != nil {
+			return err
+		}
+		return l.launch("syncbn", syncBatchNormApplyKernel(outer, c, inner, total, float32(a.Eps), float32(a.Momentum)), nil,
+			whole(in[0]), whole(in[1]), whole(in[2]), whole(in[3]), whole(in[4]), whole(st.Out[0]), whole(st.Out[1]), whole(st.Out[2]))
+	}
 	if !training {
 		return l.launch("batchnorm_eval", batchNormEvalKernel(outer, c, inner, float32(a.Eps)), nil,
 			whole(in[0]), whole(in[1]), whole(in[2]), whole(in[3]), whole(in[4]), whole(st.Out[0]))
@@ -43,6 +54,21 @@ func (l *lowering) batchNormBwd(st *planner.Step) error {
 		return fmt.Errorf("batch norm backward computes dx, dgamma and dbeta together; an absent one is not supported yet")
 	}
 	in := st.In
+	if l.syncBN && l.shares() > 1 {
+		// x, gamma, saveMean, saveInvStd, dy → dx, dgamma, dbeta: the
+		// share's sums are the parameters' gradients, which the sum makes
+		// the global batch's (so the gradients' buckets leave them out).
+		total := outer * inner * l.shares()
+		if err := l.launch("syncbn_bwd_sums", syncBatchNormBwdSumsKernel(outer, c, inner), nil,
+			whole(in[0]), whole(in[2]), whole(in[3]), whole(in[4]), whole(st.Out[1]), whole(st.Out[2])); err != nil {
+			return err
+		}
+		if err := l.sum(st.Out[1], st.Out[2]); err != nil {
+			return err
+		}
+		return l.launch("syncbn_bwd_dx", syncBatchNormBwdDxKernel(outer, c, inner, total), nil,
+			whole(in[0]), whole(in[1]), whole(in[2]), whole(in[3]), whole(in[4]), whole(st.Out[1]), whole(st.Out[2]), whole(st.Out[0]))
+	}
 	return l.launch("batchnorm_bwd", batchNormBwdKernel(outer, c, inner), nil,
 		whole(in[0]), whole(in[1]), whole(in[2]), whole(in[3]), whole(in[4]), whole(st.Out[0]), whole(st.Out[1]), whole(st.Out[2]))
 }

@@ -121,3 +121,32 @@ func checkGPUs(m Model, o *trainOptions) error {
 	}
 	return nil
 }
+
+// SyncBatchNorm is Replicas whose batch norm can take its statistics over
+// the global batch, summed across the GPUs at each batch norm layer
+// (PyTorch's SyncBatchNorm), instead of each GPU's share.
+type SyncBatchNorm interface {
+	Replicas
+	// SetSyncBN switches it on before training; an error when the model
+	// has no batch norm.
+	SetSyncBN() error
+}
+
+// syncBNUsage is train's --sync-bn help.
+const syncBNUsage = "with --gpus N: batch norm's statistics over the global batch, summed across the GPUs, instead of each GPU's share"
+
+// checkSyncBN applies --sync-bn: it needs data-parallel training on
+// several GPUs, and a model with batch norm.
+func checkSyncBN(m Model, o *trainOptions) error {
+	if !o.syncBN {
+		return nil
+	}
+	r, ok := m.(SyncBatchNorm)
+	if !ok || r.GPUs() < 2 {
+		return usageError{"--sync-bn synchronises batch norm across several GPUs (a CUDA program with --gpus 2 or more); this program trains on one device here, whose batch norm already sees the whole batch"}
+	}
+	if err := r.SetSyncBN(); err != nil {
+		return usageError{err.Error()}
+	}
+	return nil
+}

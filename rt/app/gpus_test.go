@@ -1,6 +1,7 @@
 package app
 
 import (
+	"errors"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -127,5 +128,48 @@ func TestTrainFlagOf(t *testing.T) {
 		if got := TrainFlagOf(c.args, name); got != c.want {
 			t.Errorf("TrainFlagOf(%q, %q) = %q, want %q", c.args, name, got, c.want)
 		}
+	}
+}
+
+// syncBNModel is Replicas with SetSyncBN, which fails with err.
+type syncBNModel struct {
+	replicasModel
+	err error
+	set *bool
+}
+
+func (s syncBNModel) SetSyncBN() error {
+	*s.set = true
+	return s.err
+}
+
+// TestSyncBN: --sync-bn is refused, with exit status 2 and what it
+// needs, by a program that trains on the CPU (or one device); on several
+// GPUs it switches synchronised batch norm on, and a model without batch
+// norm is refused with the model's reason.
+func TestSyncBN(t *testing.T) {
+	m := newLinearModel()
+	var out, errs strings.Builder
+	code := Run(m, []string{"train", "--data", t.TempDir(), "--sync-bn"}, &out, &errs)
+	if code != exitUsage || !strings.Contains(errs.String(), "--sync-bn synchronises batch norm across several GPUs") || !strings.Contains(errs.String(), "--gpus 2 or more") {
+		t.Errorf("train --sync-bn on the CPU: exit status %d, stderr %q; want 2 and what it needs", code, errs.String())
+	}
+	if err := checkSyncBN(m, &trainOptions{}); err != nil {
+		t.Errorf("no --sync-bn: %v", err)
+	}
+	set := false
+	r := syncBNModel{replicasModel{m, 2}, nil, &set}
+	if err := checkSyncBN(r, &trainOptions{syncBN: true}); err != nil || !set {
+		t.Errorf("--sync-bn on 2 GPUs: %v, switched on %v", err, set)
+	}
+	set = false
+	if err := checkSyncBN(r, &trainOptions{}); err != nil || set {
+		t.Errorf("no --sync-bn on 2 GPUs: %v, switched on %v", err, set)
+	}
+	r.err = errors.New("--sync-bn: m has no batch norm layer")
+	err := checkSyncBN(r, &trainOptions{syncBN: true})
+	var u usageError
+	if !errors.As(err, &u) || !strings.Contains(err.Error(), "no batch norm") {
+		t.Errorf("--sync-bn on a model without batch norm: %v; want a usage error saying so", err)
 	}
 }

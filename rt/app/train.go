@@ -42,6 +42,7 @@ type trainOptions struct {
 	lr, valSplit                     float64
 	seed                             int64
 	quiet, force, skipBadImages      bool
+	syncBN                           bool // --sync-bn (gpus.go)
 	// kept maps the flags whose values --resume took from the
 	// checkpoint to their metadata keys, for messages.
 	kept map[string]string
@@ -66,6 +67,7 @@ func parseTrainFlags(meta *Meta, args []string, stdout, stderr io.Writer) (*trai
 	for _, f := range nodeFlags {
 		o.nodeFlags[f.name] = fs.String(f.name, "", f.usage)
 	}
+	fs.BoolVar(&o.syncBN, "sync-bn", false, syncBNUsage)
 	fs.IntVar(&o.threads, "threads", 0, "use `N` CPU threads (0: all)")
 	fs.IntVar(&o.limit, "limit", 0, "use only the first `N` training images (0: all)")
 	fs.Float64Var(&o.valSplit, "validation-split", d.ValidationSplit, "hold out the fraction `X` of the training images for validation, in [0, 1)")
@@ -209,6 +211,9 @@ func trainCmd(m Model, args []string, stdout, stderr io.Writer) (err error) {
 	}
 	o.nodes = *o.nodeFlags["nodes"]
 	if err := checkGPUs(m, o); err != nil {
+		return err
+	}
+	if err := checkSyncBN(m, o); err != nil {
 		return err
 	}
 	writes := writesOutputs(m)

@@ -24,6 +24,15 @@ import (
 // with spans of the same sizes, in the same order: ranks run the same
 // program, so the same plan gives the same buckets (see Buckets).
 //
+// Overlap. StartAllReduce enqueues sums as AllReduce does, after every op
+// launched before the call, but beside the ops launched after it (on a
+// CUDA GPU, NCCL on a second stream): those run while the sums do, and
+// must leave the spans alone, until Join, after which every op launched
+// waits for every sum started before it. A data-parallel step thus starts
+// each bucket's sums as soon as the backward pass has written its
+// gradients, computes the rest of the backward pass meanwhile, and joins
+// before the update (replicated.go). Neither call waits on the host.
+//
 // The failure contract. A collective cannot finish while any rank is
 // missing, so a rank that died or hangs would stop the others forever.
 // Wait therefore bounds every wait: it returns nil once the enqueued sums
@@ -46,8 +55,15 @@ type Collective interface {
 	// for what cannot even start (a span outside its buffer, a buffer of
 	// another device, a collective aborted or closed).
 	AllReduce(spans []Arg) error
-	// Wait waits for every AllReduce enqueued, at most timeout; see the
-	// failure contract.
+	// StartAllReduce enqueues the same sums as AllReduce but beside the
+	// ops launched after it, until Join (see Overlap); its errors are
+	// AllReduce's.
+	StartAllReduce(spans []Arg) error
+	// Join orders every op launched after it after every sum started
+	// before it, without waiting; with none started it does nothing.
+	Join() error
+	// Wait waits for every AllReduce and StartAllReduce enqueued, at
+	// most timeout; see the failure contract.
 	Wait(timeout time.Duration) error
 	// Abort ends the collective at once, from any goroutine; reason is
 	// wrapped by the errors of pending and later calls. Aborting twice

@@ -90,9 +90,9 @@ type Model struct {
 	train, grads, evalInfer, oneInfer Sequence
 	traces                            []Sequence // one per training forward step, made on first use
 
-	res     *resident // nil until the app loads a training set
-	feeding bool      // resident kernels write the batch and step arguments
-	split   bool      // a replica of a data-parallel run: its resident step is recorded in two (replicated.go)
+	res     *resident     // nil until the app loads a training set
+	feeding bool          // resident kernels write the batch and step arguments
+	dp      *dataParallel // a replica of a data-parallel run: its steps are recorded in parts (stepparts.go)
 
 	// freeAtStart is the device's free memory once the kernels were
 	// loaded, before the arenas (-1: the device does not say).
@@ -284,8 +284,12 @@ func (m *Model) encodeStep(enc Encoder, st *PlanStep) error {
 	return nil
 }
 
-// encode adds one op.
+// encode adds one op (none for a collective point: its sums are the
+// step's, stepparts.go).
 func (m *Model) encode(enc Encoder, op *Op) error {
+	if op.Sum {
+		return nil
+	}
 	if g := op.Gemm; g != nil {
 		operand := func(x Matrix, stride int) Operand {
 			return Operand{Buf: m.bufs[x.Arena], Offset: x.Offset, RowBytes: x.RowBytes, MatrixBytes: stride}

@@ -10,6 +10,7 @@ package gpuhost
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -60,12 +61,16 @@ type GemmOp struct {
 }
 
 // Op is one kernel launch (Groups threadgroups of Threadgroup threads) or,
-// when Gemm is set, one GEMM.
+// when Gemm is set, one GEMM. When Sum is set it is no kernel but a
+// collective point of a replica's step: in a data-parallel run each
+// rank's Binds are summed over the ranks before the next op (synchronised
+// batch norm's statistics); a device outside one does nothing for it.
 type Op struct {
 	Kernel              string
 	Binds               []Bind
 	Groups, Threadgroup int
 	Gemm                *GemmOp
+	Sum                 bool
 }
 
 // Region is a tensor of a plan: arena, element offset, elements.
@@ -132,6 +137,31 @@ type Program struct {
 	// batch, one per GPU count a data-parallel run of this program may use
 	// (ascending); none where the backend makes none.
 	Replicas []Replica
+
+	// syncBN is a replica program's Replica.SyncBN (ForGPUs).
+	syncBN []SyncStep
+}
+
+// withSyncBN is a replica program (ForGPUs) with its batch norm steps
+// synchronised; an error when the model has none.
+func (p *Program) withSyncBN() (*Program, error) {
+	if len(p.syncBN) == 0 {
+		return nil, fmt.Errorf("--sync-bn: %s has no batch norm layer, so there are no statistics to synchronise", p.Meta.Name)
+	}
+	q := *p
+	q.TrainForward, q.TrainBackward = slices.Clone(p.TrainForward), slices.Clone(p.TrainBackward)
+	for _, s := range p.syncBN {
+		dst := q.TrainForward
+		if s.Backward {
+			dst = q.TrainBackward
+		}
+		if s.Index < 0 || s.Index >= len(dst) || dst[s.Index].Layer != s.Step.Layer {
+			return nil, fmt.Errorf("gpuhost: synchronised batch norm step %d of layer %s does not match the replica's tables (a bug in mlbuild's emitter)", s.Index, s.Step.Layer)
+		}
+		dst[s.Index] = s.Step
+	}
+	q.syncBN = nil
+	return &q, nil
 }
 
 // Replica is the training plan at Batch/GPUs rows, for each of GPUs
@@ -150,6 +180,20 @@ type Replica struct {
 
 	TrainForward, TrainBackward, TrainUpdate []PlanStep
 	Resident                                 *ResidentKernels
+
+	// SyncBN are the batch norm steps lowered with synchronised batch
+	// norm (train --sync-bn), which replace the steps of the same index;
+	// none when the model has no batch norm.
+	SyncBN []SyncStep
+}
+
+// SyncStep is one step of a replica with synchronised batch norm: it
+// replaces forward (or, with Backward, backward) step Index. Its Ops sum
+// the statistics over the replicas at a collective point (Op.Sum).
+type SyncStep struct {
+	Backward bool
+	Index    int
+	Step     PlanStep
 }
 
 // ReplicaGPUs lists the GPU counts the program trains on: 1 and its
@@ -182,7 +226,7 @@ func (p *Program) ForGPUs(n int) (*Program, error) {
 		q.TrainWorkSize, q.TrainInputSize, q.TrainLabelsSize, q.OutputSize = r.TrainWorkSize, r.TrainInputSize, r.TrainLabelsSize, r.OutputSize
 		q.TrainOutput, q.TrainLoss, q.CopyOutput = r.TrainOutput, r.TrainLoss, r.CopyOutput
 		q.TrainForward, q.TrainBackward, q.TrainUpdate, q.Resident = r.TrainForward, r.TrainBackward, r.TrainUpdate, r.Resident
-		q.Replicas = nil
+		q.Replicas, q.syncBN = nil, r.SyncBN
 		return &q, nil
 	}
 	var have []string

@@ -18,11 +18,12 @@ import (
 // Model, arenas and copy of the training set. Rank r trains on rows
 // r·B/N to (r+1)·B/N − 1 of each global batch of B rows, a contiguous
 // slice, so the N slices together are the batch one GPU would train on.
-// A step is two sequences around the sums of the gradients:
+// A step is recorded in parts around its collective points (stepparts.go):
 //
-//	every rank: (advance, gather,) forward, copy of the prediction, backward
-//	every rank: AllReduce(the gradients' buckets)
-//	every rank: update (, record)
+//	every rank: (advance, gather,) forward, copy of the prediction, backward,
+//	            each bucket of gradients started (StartAllReduce) as soon as
+//	            the backward pass has written it, the rest computed beside
+//	every rank: Join, update (, record)
 //
 // so each rank's update sees the sum of the shares' gradients, which is
 // the gradient of the global batch's mean loss, and every rank's weights
@@ -31,8 +32,8 @@ import (
 // process holds them all). Only rank 0's state is read and written by the
 // app (its checkpoints, weights and inference); it is copied to the other
 // ranks before they next run. Batch norm's statistics are each rank's own
-// share's (no synchronised batch norm), so its running statistics follow
-// rank 0's share.
+// share's, so its running statistics follow rank 0's share, unless
+// SetSyncBN (train --sync-bn) makes them the global batch's.
 
 // StepTimeout bounds the wait for one window's sums: a rank that hangs
 // fails the run within it (PyTorch's NCCL default is 10 minutes).
@@ -56,10 +57,6 @@ type Replicated struct {
 	first, total int
 	// sums are each rank's buffer of the figures summed across processes.
 	sums []Buffer
-	// buckets are each rank's gradient spans cut by Buckets.
-	buckets [][]Arg
-	// fwd and upd are each rank's host-fed step around the sums.
-	fwd, upd []Sequence
 	// x, y and out are the global batch of host-fed training and its
 	// prediction, the ranks' slices side by side.
 	x, y, out []float32
@@ -103,32 +100,71 @@ func NewReplicated(devs []Device, colls []Collective, p *Program, stepTimeout ti
 		if err != nil {
 			return nil, r.rankErr(i, err)
 		}
-		m.split = true
-		spans := make([]Arg, len(p.Gradients))
-		for k, g := range p.Gradients {
-			spans[k] = Arg{Buf: m.bufs[ArenaState], Offset: 4 * g.Offset, Bytes: 4 * g.Size}
-		}
-		b, err := Buckets(spans, DefaultBucketBytes)
-		if err != nil {
-			return nil, err
-		}
-		fwd, err := m.record("forward and backward", q.TrainForward, []Op{q.CopyOutput}, q.TrainBackward)
-		if err != nil {
-			return nil, err
-		}
-		upd, err := m.record("update", q.TrainUpdate)
-		if err != nil {
-			return nil, err
+		m.dp = &dataParallel{bucketBytes: DefaultBucketBytes}
+		if err := m.recordHostParts(); err != nil {
+			return nil, r.rankErr(i, err)
 		}
 		r.ranks = append(r.ranks, m)
-		r.buckets = append(r.buckets, b)
-		r.fwd, r.upd = append(r.fwd, fwd), append(r.upd, upd)
 	}
 	r.Model = r.ranks[0]
 	r.x = make([]float32, p.TrainInputSize)
 	r.y = make([]float32, p.TrainLabelsSize)
 	r.out = make([]float32, p.OutputSize)
 	return r, nil
+}
+
+// recordHostParts records a replica's host-fed step in parts.
+func (m *Model) recordHostParts() error {
+	items, err := m.stepItems(nil, nil)
+	if err != nil {
+		return err
+	}
+	m.dp.host, err = m.recordParts("training step", items)
+	return err
+}
+
+// SetBuckets makes the gradients' buckets at most maxBytes instead of
+// DefaultBucketBytes (PyTorch's bucket_cap_mb) and, with overlap false,
+// starts every bucket after the whole backward pass instead of as soon as
+// its gradients are written (the sums then overlap nothing); it records
+// the steps again, so it must come before the training set is loaded.
+// Tests use it to compare the two ways and to cut a small model into many
+// buckets.
+func (r *Replicated) SetBuckets(maxBytes int, overlap bool) error {
+	if maxBytes < 4 {
+		return fmt.Errorf("gpuhost: buckets of %d bytes; want 4 or more", maxBytes)
+	}
+	return r.each(func(i int, m *Model) error {
+		if m.res != nil {
+			return errors.New("gpuhost: SetBuckets after the training set was loaded")
+		}
+		m.dp.bucketBytes, m.dp.afterBackward = maxBytes, !overlap
+		return m.recordHostParts()
+	})
+}
+
+// SetSyncBN makes every batch norm layer's statistics the global batch's
+// (train --sync-bn): each rank runs the replica's synchronised batch norm
+// steps, whose sums of Σx and Σx² in the forward pass and of Σdy and
+// Σdy·x̂ in the backward pass are summed across the ranks at collective
+// points (stepparts.go). It records the steps again, so it must come
+// before the training set is loaded; a model without batch norm is an
+// error.
+func (r *Replicated) SetSyncBN() error {
+	if _, err := r.ranks[0].p.withSyncBN(); err != nil {
+		return err
+	}
+	return r.each(func(i int, m *Model) error {
+		if m.res != nil {
+			return errors.New("gpuhost: SetSyncBN after the training set was loaded")
+		}
+		q, err := m.p.withSyncBN()
+		if err != nil {
+			return err
+		}
+		m.p = q
+		return m.recordHostParts()
+	})
 }
 
 // GPUs is how many GPUs of this process train (app's --gpus check).
@@ -292,16 +328,8 @@ func (r *Replicated) hostStep(lr float32, step int, update bool) (float32, error
 			return err
 		}
 		m.touched()
-		if err := r.fwd[i].Launch(); err != nil {
+		if err := launchParts(m.dp.host, r.colls[i], update); err != nil {
 			return err
-		}
-		if err := r.colls[i].AllReduce(r.buckets[i]); err != nil {
-			return err
-		}
-		if update {
-			if err := r.upd[i].Launch(); err != nil {
-				return err
-			}
 		}
 		if err := r.colls[i].Wait(r.timeout); err != nil {
 			return err
@@ -410,13 +438,7 @@ func (r *Replicated) QueueSteps(n int) error {
 			return err
 		}
 		for s := 0; s < n; s++ {
-			if err := m.res.fwd.Launch(); err != nil {
-				return err
-			}
-			if err := r.colls[i].AllReduce(r.buckets[i]); err != nil {
-				return err
-			}
-			if err := m.res.upd.Launch(); err != nil {
+			if err := launchParts(m.res.parts, r.colls[i], true); err != nil {
 				return err
 			}
 			m.res.queued++

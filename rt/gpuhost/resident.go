@@ -51,11 +51,11 @@ type resident struct {
 	step            Sequence
 	prepare         Sequence
 	save, restore   Sequence
-	// fwd and upd are step split around the sums of a data-parallel run
-	// (Model.split): advance to backward, then update and record.
-	fwd, upd Sequence
-	queued   int // steps launched since the last StepResults
-	first    int // batch of the first of them
+	// parts are the step of a replica of a data-parallel run (Model.dp)
+	// cut at its collective points (stepparts.go).
+	parts  []stepPart
+	queued int // steps launched since the last StepResults
+	first  int // batch of the first of them
 }
 
 // ResidentMaxElements bounds the set a device keeps: kernels index it with
@@ -262,11 +262,12 @@ func (m *Model) recordResident() error {
 		steps(p.TrainBackward, p.TrainUpdate), rec)); err != nil {
 		return err
 	}
-	if m.split {
-		if r.fwd, err = m.d.Record("resident forward and backward", phases(advance, gather, steps(p.TrainForward), copyOut, steps(p.TrainBackward))); err != nil {
+	if m.dp != nil {
+		items, err := m.stepItems([]func(Encoder) error{advance, gather}, []func(Encoder) error{rec})
+		if err != nil {
 			return err
 		}
-		if r.upd, err = m.d.Record("resident update", phases(steps(p.TrainUpdate), rec)); err != nil {
+		if r.parts, err = m.recordParts("resident training step", items); err != nil {
 			return err
 		}
 	}

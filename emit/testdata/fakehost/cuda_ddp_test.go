@@ -20,7 +20,6 @@ import (
 
 	"mlbuildprog/cuda"
 	"mlbuildprog/cuda/fakecuda"
-	"mlbuildprog/rt/cpu"
 	"mlbuildprog/rt/gpuhost"
 )
 
@@ -70,122 +69,6 @@ func TestMain(m *testing.M) {
 	gpuhost.MainReplicated(open, openN, &program)
 }
 
-// hostDevices are devs as the host's devices.
-func hostDevices(devs []*cuda.Device) []gpuhost.Device {
-	ds := make([]gpuhost.Device, len(devs))
-	for i, d := range devs {
-		ds[i] = d
-	}
-	return ds
-}
-
-// fakeDevices opens n fake GPUs of one NCCL world; prepare may set faults.
-func fakeDevices(work, cache string, n int, prepare func(int, *fakecuda.Fake)) ([]*cuda.Device, error) {
-	return worldDevices(fakecuda.NewNCCLWorld(), work, cache, n, prepare)
-}
-
-// worldDevices opens n fake GPUs of the NCCL world w.
-func worldDevices(w *fakecuda.NCCLWorld, work, cache string, n int, prepare func(int, *fakecuda.Fake)) ([]*cuda.Device, error) {
-	devs := make([]*cuda.Device, n)
-	for i := range devs {
-		f := fakecuda.New(fakecuda.Options{WorkDir: work, Name: "fake GPU " + strconv.Itoa(i)})
-		if prepare != nil {
-			prepare(i, f)
-		}
-		libs := f.Libraries()
-		libs.NCCL = f.NCCL(w)
-		d, err := cuda.OpenDevice(cuda.Options{Libraries: libs, KernelCacheDir: cache})
-		if err != nil {
-			return nil, err
-		}
-		devs[i] = d
-	}
-	return devs, nil
-}
-
-// trainData is a deterministic training set of rows MNIST-shaped rows with
-// one-hot labels, the state's initial params (their init rules), the
-// order of steps batches and their seeds.
-func trainData(rows, steps int) (x, y, init []float32, order []int, seeds []uint64) {
-	rng := cpu.NewRand(7)
-	init = make([]float32, program.StateSize)
-	for _, p := range program.Meta.Params {
-		w := init[p.Offset : p.Offset+p.Size]
-		switch p.Init {
-		case "uniform":
-			cpu.FillUniform(w, p.Bound, rng)
-		case "ones":
-			cpu.Fill(w, 1)
-		}
-	}
-	B := program.Meta.Batch
-	inW, labW := program.TrainInputSize/B, program.TrainLabelsSize/B
-	x = make([]float32, rows*inW)
-	for i := range x {
-		x[i] = rng.Float32()
-	}
-	y = make([]float32, rows*labW)
-	for r := 0; r < rows; r++ {
-		y[r*labW+rng.Intn(labW)] = 1
-	}
-	order = make([]int, steps*B)
-	for i := range order {
-		order[i] = (i*37 + 11) % rows
-	}
-	seeds = make([]uint64, steps)
-	for i := range seeds {
-		seeds[i] = uint64(i+1) * 0x9E3779B97F4A7C15
-	}
-	return
-}
-
-// residentModel is what residentRun trains.
-type residentModel interface {
-	State() []float32
-	LoadTrainSet(x, y []float32, rows int) (bool, error)
-	StartEpoch(order []int, seeds []uint64, lr float32, step0, first int) error
-	QueueSteps(n int) error
-	StepResults() ([]float32, []int, error)
-}
-
-// residentRun trains steps steps device-resident (windows of window
-// steps) and returns the losses, correct counts and the state after.
-func residentRun(t *testing.T, m residentModel, steps, window int) ([]float32, []int, []float32) {
-	t.Helper()
-	l, c, s, err := residentTrain(m, steps, window)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return l, c, s
-}
-
-// residentTrain is residentRun for any goroutine: it returns its error.
-func residentTrain(m residentModel, steps, window int) ([]float32, []int, []float32, error) {
-	B := program.Meta.Batch
-	rows := steps*B + 5
-	x, y, init, order, seeds := trainData(rows, steps)
-	copy(m.State(), init)
-	if ok, err := m.LoadTrainSet(x, y, rows); err != nil || !ok {
-		return nil, nil, nil, fmt.Errorf("LoadTrainSet: %v, %v", ok, err)
-	}
-	if err := m.StartEpoch(order, seeds, 1e-3, 1, 0); err != nil {
-		return nil, nil, nil, err
-	}
-	var losses []float32
-	var correct []int
-	for done := 0; done < steps; done += window {
-		if err := m.QueueSteps(min(window, steps-done)); err != nil {
-			return nil, nil, nil, err
-		}
-		l, c, err := m.StepResults()
-		if err != nil {
-			return nil, nil, nil, err
-		}
-		losses, correct = append(losses, l...), append(correct, c...)
-	}
-	return losses, correct, append([]float32(nil), m.State()...), nil
-}
-
 // Tolerances of data-parallel training against one GPU: the same rows,
 // weights and seeds, but each GEMM of the backward pass sums its batch in
 // N parts (then added by the all-reduce), so the gradients differ in
@@ -201,7 +84,10 @@ const (
 // and on 4 fake GPUs (each its share of every batch, gradients summed by
 // the fake NCCL): the losses agree within ddpLossTol, the counts of
 // correct rows exactly, and the weights within ddpWeightTol (all within
-// 2·lr·steps).
+// 2·lr·steps). On 2 GPUs it trains twice more: with every bucket's sums
+// after the whole backward pass (no overlap) and with 4 KiB buckets
+// (about 50, most started while the backward pass still computes); the
+// sums are the same, so both must give the very bits of the default run.
 func TestDataParallelMatchesOneGPU(t *testing.T) {
 	work, cache := os.Getenv("MLBUILD_FAKECUDA_DIR"), t.TempDir()
 	const steps, lr = 20, 1e-3
@@ -221,29 +107,48 @@ func TestDataParallelMatchesOneGPU(t *testing.T) {
 	if f.Libraries().NCCL != nil {
 		t.Errorf("the one-GPU run loaded NCCL")
 	}
+	// ddp trains on n fake GPUs, buckets set by setup when not nil.
+	ddp := func(t *testing.T, n int, setup func(*gpuhost.Replicated) error) ([]float32, []int, []float32) {
+		devs, err := fakeDevices(work, cache, n, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ds, cs, err := cuda.StartReplicas(devs, 30*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := gpuhost.NewReplicated(ds, cs, &program, 30*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() {
+			if err := r.Close(); err != nil {
+				t.Error(err)
+			}
+		}()
+		if r.GPUs() != n || r.Meta().Batch != program.Meta.Batch {
+			t.Fatalf("%d GPUs, batch %d; want %d and the global %d", r.GPUs(), r.Meta().Batch, n, program.Meta.Batch)
+		}
+		if setup != nil {
+			if err := setup(r); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return residentRun(t, r, steps, 7)
+	}
+	var twoLoss, twoState []float32
 	for _, n := range []int{2, 4} {
 		t.Run(fmt.Sprintf("%d GPUs", n), func(t *testing.T) {
-			devs, err := fakeDevices(work, cache, n, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			ds, cs, err := cuda.StartReplicas(devs, 30*time.Second)
-			if err != nil {
-				t.Fatal(err)
-			}
-			r, err := gpuhost.NewReplicated(ds, cs, &program, 30*time.Second)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer func() {
-				if err := r.Close(); err != nil {
-					t.Error(err)
+			loss, correct, state := ddp(t, n, func(r *gpuhost.Replicated) error {
+				// The model has no batch norm: --sync-bn is refused.
+				if err := r.SetSyncBN(); err == nil || !strings.Contains(err.Error(), "no batch norm") {
+					t.Errorf("SetSyncBN on a model without batch norm: %v; want a refusal saying so", err)
 				}
-			}()
-			if r.GPUs() != n || r.Meta().Batch != program.Meta.Batch {
-				t.Fatalf("%d GPUs, batch %d; want %d and the global %d", r.GPUs(), r.Meta().Batch, n, program.Meta.Batch)
+				return nil
+			})
+			if n == 2 {
+				twoLoss, twoState = loss, state
 			}
-			loss, correct, state := residentRun(t, r, steps, 7)
 			for i := range wantLoss {
 				if d := math.Abs(float64(loss[i] - wantLoss[i])); !(d <= ddpLossTol*math.Max(1, math.Abs(float64(wantLoss[i])))) {
 					t.Errorf("step %d: loss %v on %d GPUs, %v on one", i+1, loss[i], n, wantLoss[i])
@@ -273,12 +178,35 @@ func TestDataParallelMatchesOneGPU(t *testing.T) {
 			t.Logf("%d GPUs: first losses %v (one GPU: %v); largest weight difference %.3g", n, loss[:3], wantLoss[:3], worst)
 		})
 	}
+	for _, c := range []struct {
+		name     string
+		maxBytes int
+		overlap  bool
+	}{{"2 GPUs, sums after the backward pass", gpuhost.DefaultBucketBytes, false}, {"2 GPUs, 4 KiB buckets", 4096, true}} {
+		t.Run(c.name, func(t *testing.T) {
+			if twoState == nil {
+				t.Fatal("the 2-GPU run failed")
+			}
+			loss, _, state := ddp(t, 2, func(r *gpuhost.Replicated) error { return r.SetBuckets(c.maxBytes, c.overlap) })
+			same := func(what string, got, want []float32) {
+				for i := range want {
+					if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+						t.Errorf("%s[%d] is %v, %v with the default buckets", what, i, got[i], want[i])
+						return
+					}
+				}
+			}
+			same("loss", loss, twoLoss)
+			same("state", state, twoState)
+		})
+	}
 }
 
 // TestGPUsOnTheCommandLine runs the program as a command: --gpus 1 (and no
 // --gpus) trains without opening NCCL; --gpus all on a machine of one GPU
 // trains on it; --gpus 3 is refused naming the
-// counts the program has; --gpus 2 trains; a fault of rank 1's GPU in the
+// counts the program has, and --sync-bn of this model without batch norm
+// too; --gpus 2 trains; a fault of rank 1's GPU in the
 // second epoch ends the run with exit status 1 and a message naming the
 // rank, within the step timeout, keeping the first epoch's checkpoint,
 // from which a run on one GPU resumes to the end.
@@ -322,14 +250,20 @@ func TestGPUsOnTheCommandLine(t *testing.T) {
 	if code != 2 || !strings.Contains(msg, "--gpus 3") || !strings.Contains(msg, "1 or 2 or 4 or 8") {
 		t.Errorf("--gpus 3: exit status %d, want 2 and a message listing 1, 2, 4 and 8; output:\n%s", code, msg)
 	}
+	msg, code, _ = run(train("--gpus", "2", "--sync-bn"))
+	if code != 2 || !strings.Contains(msg, "has no batch norm layer") {
+		t.Errorf("--gpus 2 --sync-bn of a model without batch norm: exit status %d, want 2 and a message saying so; output:\n%s", code, msg)
+	}
 	msg, code, _ = run(train("--gpus", "2"))
 	if code != 0 || !strings.Contains(msg, fmt.Sprintf("training on 2 GPUs: global batch %d = 2 × %d", B, B/2)) || !strings.Contains(msg, "trained 2 epochs") {
 		t.Errorf("--gpus 2: exit status %d, want 0 with the shares and two epochs; output:\n%s", code, msg)
 	}
-	// Rank 1's launches: per epoch a state snapshot and two a step, 4
-	// steps: launch 12 is in the second epoch.
+	// Rank 1's launches: per epoch a state snapshot and three a step (the
+	// step's parts: up to the second layer's backward, the first's, the
+	// update; the two layers' gradients are two buckets, not adjacent in
+	// the state), 4 steps: launch 18 is the second epoch's second step.
 	const timeout = 20 * time.Second
-	msg, code, took := run(train("--gpus", "2", "--quiet"), "MLBUILD_FAKEHOST_FAIL_RANK=1", "MLBUILD_FAKEHOST_FAIL_AT=12", "MLBUILD_STEP_TIMEOUT="+timeout.String())
+	msg, code, took := run(train("--gpus", "2", "--quiet"), "MLBUILD_FAKEHOST_FAIL_RANK=1", "MLBUILD_FAKEHOST_FAIL_AT=18", "MLBUILD_STEP_TIMEOUT="+timeout.String())
 	if code != 1 {
 		t.Fatalf("--gpus 2 with rank 1 failing: exit status %d, want 1; output:\n%s", code, msg)
 	}

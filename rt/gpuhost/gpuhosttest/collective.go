@@ -55,6 +55,7 @@ func RunCollective(t *testing.T, s CollectiveSuite) {
 		{"Sums", testSums},
 		{"Repeated", testRepeated},
 		{"Ordering", testOrdering},
+		{"Overlap", testOverlap},
 		{"SpansRefused", testSpansRefused},
 		{"RankHangs", testRankHangs},
 		{"RankDies", testRankDies},
@@ -256,6 +257,90 @@ func testOrdering(t *testing.T, s CollectiveSuite) {
 	}
 	for r, d := range rk.Devices {
 		near(t, fmt.Sprintf("rank %d: the update's input", r), download(t, d, bufs[r].out, 0, accN), want, 0)
+	}
+}
+
+// testOverlap: sums started with StartAllReduce run beside the ops
+// launched after them, and an op launched after Join reads the sums.
+// Rank 0 launches the "backward" (grad += x), starts the sums of grad,
+// launches the "rest of the backward" (other += x), joins, and only then
+// lets the other ranks begin; then it launches the "update" (out +=
+// grad). So its update is launched before any peer has sent a value: it
+// must wait for the sums through Join (a Join that orders nothing makes
+// out rank 0's own values), and the launch of the rest of the backward
+// must not wait for them (it would wait for peers that have not begun,
+// and the peers give up after overlapWait).
+func testOverlap(t *testing.T, s CollectiveSuite) {
+	const overlapWait = 20 * time.Second
+	n := s.Ranks
+	rk := openRanks(t, s, n)
+	src, infos, err := Source(s.Language)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := kernel("conf_accumulate") // acc += x over accN floats
+	type bufsOf struct{ x, grad, other, out gpuhost.Buffer }
+	bufs := make([]bufsOf, n)
+	seqs := make([][3]gpuhost.Sequence, n)
+	for r, d := range rk.Devices {
+		if err := d.LoadKernels(src, infos); err != nil {
+			t.Fatalf("rank %d: LoadKernels: %v", r, err)
+		}
+		b := bufsOf{alloc(t, d, "x", 4*accN), alloc(t, d, "grad", 4*accN), alloc(t, d, "other", 4*accN), alloc(t, d, "out", 4*accN)}
+		bufs[r] = b
+		upload(t, d, b.x, 0, rankValues(r, 2, accN))
+		for i, pair := range [][2]gpuhost.Buffer{{b.x, b.grad}, {b.x, b.other}, {b.grad, b.out}} {
+			seq, err := d.Record(fmt.Sprintf("step part %d", i), func(e gpuhost.Encoder) error {
+				return e.Dispatch(k.Info.Name, []gpuhost.Arg{{Buf: pair[0], Bytes: 4 * accN}, {Buf: pair[1], Bytes: 4 * accN}}, k.Groups, k.Threadgroup)
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			seqs[r][i] = seq
+		}
+	}
+	joined := make(chan struct{})
+	noErrors(t, eachRank(n, func(r int) error {
+		if r > 0 {
+			select {
+			case <-joined:
+			case <-time.After(overlapWait):
+				return fmt.Errorf("rank 0 did not get past its Join within %v: its launch after StartAllReduce waited for the sums instead of running beside them", overlapWait)
+			}
+		}
+		c := rk.Collectives[r]
+		if err := seqs[r][0].Launch(); err != nil {
+			return err
+		}
+		if err := c.StartAllReduce([]gpuhost.Arg{{Buf: bufs[r].grad, Bytes: 4 * accN}}); err != nil {
+			return err
+		}
+		if err := seqs[r][1].Launch(); err != nil {
+			return err
+		}
+		if err := c.Join(); err != nil {
+			return err
+		}
+		if r == 0 {
+			close(joined)
+		}
+		if err := seqs[r][2].Launch(); err != nil {
+			return err
+		}
+		if err := c.Wait(s.Timeout + overlapWait); err != nil {
+			return err
+		}
+		return rk.Devices[r].Sync()
+	}))
+	want := make([]float32, accN)
+	for q := range n {
+		for i, v := range rankValues(q, 2, accN) {
+			want[i] += v
+		}
+	}
+	for r, d := range rk.Devices {
+		near(t, fmt.Sprintf("rank %d: the update's input (launched after Join)", r), download(t, d, bufs[r].out, 0, accN), want, 0)
+		near(t, fmt.Sprintf("rank %d: the work beside the sums", r), download(t, d, bufs[r].other, 0, accN), rankValues(r, 2, accN), 0)
 	}
 }
 

@@ -1,0 +1,112 @@
+package gpu
+
+import "fmt"
+
+// Synchronised batch norm's kernels, for a replica of a data-parallel run
+// whose batch statistics are the global batch's: each replica sums its
+// share, the replicas' sums are added by a collective point (an Op with
+// Sum) between the two kernels of each pass, and the second kernel
+// divides by the global count. Forward: syncBatchNormStatsKernel (Σx,
+// Σx²), the sum, syncBatchNormApplyKernel. Backward:
+// syncBatchNormBwdSumsKernel (Σdy, Σdy·x̂, written as dbeta and dgamma),
+// the sum, syncBatchNormBwdDxKernel.
+
+// channelIndex is element j of channel tgid in a [outer, c, inner] tensor.
+func channelIndex(outer, c, inner int) Expr {
+	return add(mul(add(mul(coord(vr("j"), []int{outer, inner}, 0), i32(c)), tgidE), i32(inner)), coord(vr("j"), []int{outer, inner}, 1))
+}
+
+// syncBatchNormStatsKernel: per channel the share's Σx into s1 and Σx²
+// into s2, one threadgroup per channel.
+func syncBatchNormStatsKernel(outer, c, inner int) *Kernel {
+	m := outer * inner
+	tg := pow2AtMost(m, tgReduce)
+	e := channelIndex(outer, c, inner)
+	body := []Stmt{
+		Shared{"sh", tg},
+		let("a1", Float, flt(0)),
+		let("a2", Float, flt(0)),
+		strided("j", m, tg, let("v", Float, load("x", e)), set("a1", add(vr("a1"), vr("v"))), set("a2", add(vr("a2"), mul(vr("v"), vr("v"))))),
+	}
+	body = append(body, reduceInto("t1", "a1", "sh", tg, sumOp)...)
+	body = append(body, reduceInto("t2", "a2", "sh", tg, sumOp)...)
+	body = append(body, when(eq(lidE, i32(0)), store("s1", tgidE, vr("t1")), store("s2", tgidE, vr("t2"))))
+	return &Kernel{Doc: fmt.Sprintf("synchronised batch norm's sums of a share of [%d,%d,%d]", outer, c, inner),
+		Params: []Param{in("x", outer*c*inner), out("s1", c), out("s2", c)}, Threadgroup: tg, Groups: c, Body: body}
+}
+
+// syncBatchNormApplyKernel normalises x with the statistics of the global
+// batch of total values a channel, from the summed s1 = Σx and s2 = Σx²
+// (var = s2/total − mean²), updates the running statistics (the unbiased
+// variance of the global batch, as one GPU does) and leaves the mean and
+// 1/sqrt(var+eps) in s1 and s2 for the backward pass.
+func syncBatchNormApplyKernel(outer, c, inner, total int, eps, momentum float32) *Kernel {
+	m := outer * inner
+	tg := pow2AtMost(m, tgReduce)
+	e := channelIndex(outer, c, inner)
+	unbiased := float32(total) / float32(max(total-1, 1))
+	body := []Stmt{
+		let("mean", Float, mul(load("s1", tgidE), flt(1/float32(total)))),
+		let("var", Float, call(FnMax, sub(mul(load("s2", tgidE), flt(1/float32(total))), mul(vr("mean"), vr("mean"))), flt(0))),
+		Barrier{}, // every thread has read s1 and s2 before thread 0 overwrites them
+		let("inv", Float, call(FnRsqrt, add(vr("var"), flt(eps)))),
+		let("scale", Float, mul(load("gamma", tgidE), vr("inv"))),
+		let("shift", Float, sub(load("beta", tgidE), mul(vr("mean"), vr("scale")))),
+		strided("j", m, tg, store("y", e, add(mul(load("x", e), vr("scale")), vr("shift")))),
+		when(eq(lidE, i32(0)),
+			store("s1", tgidE, vr("mean")),
+			store("s2", tgidE, vr("inv")),
+			store("rmean", tgidE, add(mul(flt(1-momentum), load("rmean", tgidE)), mul(flt(momentum), vr("mean")))),
+			store("rvar", tgidE, add(mul(flt(1-momentum), load("rvar", tgidE)), mul(flt(momentum), mul(vr("var"), flt(unbiased)))))),
+	}
+	n := outer * c * inner
+	return &Kernel{Doc: fmt.Sprintf("synchronised batch norm (training) of a share [%d,%d,%d] of %d values a channel", outer, c, inner, total),
+		Params: []Param{in("x", n), in("gamma", c), in("beta", c), out("rmean", c), out("rvar", c),
+			out("y", n), out("s1", c), out("s2", c)},
+		Threadgroup: tg, Groups: c, Body: body}
+}
+
+// syncBatchNormBwdSumsKernel: per channel the share's dbeta = Σdy and
+// dgamma = Σdy·x̂, which the replicas then sum in place.
+func syncBatchNormBwdSumsKernel(outer, c, inner int) *Kernel {
+	m := outer * inner
+	tg := pow2AtMost(m, tgReduce)
+	e := channelIndex(outer, c, inner)
+	xhat := mul(sub(load("x", e), vr("mean")), vr("inv"))
+	body := []Stmt{
+		Shared{"sh", tg},
+		let("mean", Float, load("smean", tgidE)),
+		let("inv", Float, load("sinv", tgidE)),
+		let("a1", Float, flt(0)),
+		let("a2", Float, flt(0)),
+		strided("j", m, tg, set("a1", add(vr("a1"), load("dy", e))), set("a2", add(vr("a2"), mul(load("dy", e), xhat)))),
+	}
+	body = append(body, reduceInto("sdy", "a1", "sh", tg, sumOp)...)
+	body = append(body, reduceInto("sdyx", "a2", "sh", tg, sumOp)...)
+	body = append(body, when(eq(lidE, i32(0)), store("dgamma", tgidE, vr("sdyx")), store("dbeta", tgidE, vr("sdy"))))
+	n := outer * c * inner
+	return &Kernel{Doc: fmt.Sprintf("synchronised batch norm backward's sums of a share of [%d,%d,%d]", outer, c, inner),
+		Params:      []Param{in("x", n), in("smean", c), in("sinv", c), in("dy", n), out("dgamma", c), out("dbeta", c)},
+		Threadgroup: tg, Groups: c, Body: body}
+}
+
+// syncBatchNormBwdDxKernel: dx = gamma·inv·(dy − dbeta/total −
+// x̂·dgamma/total) with the global batch's sums; dx may be dy.
+func syncBatchNormBwdDxKernel(outer, c, inner, total int) *Kernel {
+	m := outer * inner
+	tg := pow2AtMost(m, tgReduce)
+	e := channelIndex(outer, c, inner)
+	xhat := mul(sub(load("x", e), vr("mean")), vr("inv"))
+	body := []Stmt{
+		let("mean", Float, load("smean", tgidE)),
+		let("inv", Float, load("sinv", tgidE)),
+		let("k", Float, mul(load("gamma", tgidE), vr("inv"))),
+		let("mdy", Float, mul(load("dbeta", tgidE), flt(1/float32(total)))),
+		let("mdyx", Float, mul(load("dgamma", tgidE), flt(1/float32(total)))),
+		strided("j", m, tg, store("dx", e, mul(vr("k"), sub(sub(load("dy", e), vr("mdy")), mul(xhat, vr("mdyx")))))),
+	}
+	n := outer * c * inner
+	return &Kernel{Doc: fmt.Sprintf("synchronised batch norm backward's dx of a share [%d,%d,%d] of %d values a channel", outer, c, inner, total),
+		Params:      []Param{in("x", n), in("gamma", c), in("smean", c), in("sinv", c), in("dy", n), in("dgamma", c), in("dbeta", c), out("dx", n)},
+		Threadgroup: tg, Groups: c, Body: body}
+}
