@@ -147,7 +147,9 @@ func (d *decoder) root(b BufID) BufID {
 }
 
 // add appends b to q with a new id, placing a work buffer that owns
-// storage after the others.
+// storage after the others, at an offset aligned as assignBuffers aligns
+// (Align): the GPU programs bind each buffer at its offset, and a GEMM
+// or a kernel's vector access may need it aligned.
 func (d *decoder) add(b Buffer) BufID {
 	b.ID = BufID(len(d.q.Buffers))
 	b.Shape = append([]int(nil), b.Shape...)
@@ -159,7 +161,7 @@ func (d *decoder) add(b Buffer) BufID {
 		b.Arena = "work"
 		if b.AliasOf == NoBuf {
 			b.Offset = d.work
-			d.work += b.Size
+			d.work += alignUp(b.Size)
 		} else {
 			b.Offset = d.q.Buffers[b.AliasOf].Offset
 		}

@@ -35,6 +35,18 @@ func TestDeriveDecodeGPT(t *testing.T) {
 	if len(q.Params) != len(p.Params) {
 		t.Errorf("%d params, want the full plan's %d", len(q.Params), len(p.Params))
 	}
+	// The GPU programs bind each work buffer at its offset: aligned, and
+	// no two owners overlapping.
+	end := 0
+	for _, b := range q.Buffers {
+		if b.Arena != "work" || b.AliasOf != NoBuf {
+			continue
+		}
+		if b.Offset%Align != 0 || b.Offset < end || b.Offset+b.Size > q.WorkSize {
+			t.Errorf("work buffer %s at %d (%d values): want a multiple of %d at or after %d, inside the arena of %d", b.Name, b.Offset, b.Size, Align, end, q.WorkSize)
+		}
+		end = b.Offset + b.Size
+	}
 	for _, pr := range q.Params {
 		if b := q.Buffers[pr.Buf]; b.Name != pr.Name || b.Arena != "state" {
 			t.Errorf("param %s's buffer is %s in the %s arena", pr.Name, b.Name, b.Arena)
