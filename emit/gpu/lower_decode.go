@@ -103,7 +103,9 @@ func decodeEmbeddingKernel(g embeddingGeom) *Kernel {
 // alpha·q_h·k_h[j] for j ≤ p (thread j, strided, its dot product in the
 // CPU's order), their softmax (a max and a sum reduced over the
 // threadgroup) and y_h[d] = Σ_j softmax_j·v_h[j][d] (thread d, strided,
-// summing in j order as the CPU does). Position p's key and value are
+// summing in j order as the CPU does, or, where the threadgroup holds
+// several groups of hd threads, each group a share of the positions and
+// thread d the groups' sums). Position p's key and value are
 // read from k and v themselves, not from the cache rows just written:
 // a threadgroup barrier orders threadgroup memory, not device memory,
 // on every GPU. Params args, q, k, v, y, kc, vc.
@@ -139,14 +141,31 @@ func attendCachedKernel(context, heads, hd int, alpha float32) (*Kernel, error) 
 			store("sc", vr("j"), vr("e")),
 			set("se", add(vr("se"), vr("e"))))))
 	body = append(body, reduceInto("total", "se", "sh", tg, sumOp)...) // its barriers also publish sc
-	body = append(body, let("inv", Float, div(flt(1), vr("total"))),
-		strided("d", hd, tg,
+	body = append(body, let("inv", Float, div(flt(1), vr("total"))))
+	// term is thread d's product of position j: its weight times v_h[j][d].
+	term := mul(mul(load("sc", vr("j")), vr("inv")), sel(eq(vr("j"), vr("p")), load("v", add(vr("hb"), vr("d"))), load("vc", add(row, vr("d")))))
+	accumulate := set("acc", add(vr("acc"), term))
+	if parts := tg / hd; parts >= 2 {
+		// parts groups of hd threads each sum every parts-th position
+		// (a thread alone over all of them left y waiting on p+1 loads in
+		// a row), then thread d adds the groups' sums in group order.
+		body = append(body,
+			let("d", Int, rem(lidE, i32(hd))),
+			let("part", Int, div(lidE, i32(hd))),
 			let("acc", Float, flt(0)),
-			For{"j", i32(0), add(vr("p"), i32(1)), i32(1), []Stmt{
-				set("acc", add(vr("acc"), mul(mul(load("sc", vr("j")), vr("inv")),
-					sel(eq(vr("j"), vr("p")), load("v", add(vr("hb"), vr("d"))), load("vc", add(row, vr("d"))))))),
-			}},
+			when(lt(vr("part"), i32(parts)), For{"j", vr("part"), add(vr("p"), i32(1)), i32(parts), []Stmt{accumulate}}),
+			store("sh", lidE, vr("acc")),
+			Barrier{},
+			when(lt(lidE, i32(hd)),
+				let("sum", Float, flt(0)),
+				loop("g", 0, parts, 1, set("sum", add(vr("sum"), load("sh", add(mul(vr("g"), i32(hd)), lidE))))),
+				store("y", add(vr("hb"), lidE), vr("sum"))))
+	} else {
+		body = append(body, strided("d", hd, tg,
+			let("acc", Float, flt(0)),
+			For{"j", i32(0), add(vr("p"), i32(1)), i32(1), []Stmt{accumulate}},
 			store("y", add(vr("hb"), vr("d")), vr("acc"))))
+	}
 	return &Kernel{
 		Doc: fmt.Sprintf("cached attention of one position over %d, %d heads of %d, scale %g", context, heads, hd, alpha),
 		Params: []Param{argsParam(), in("q", w), in("k", w), in("v", w), out("y", w),

@@ -24,7 +24,9 @@ func decodeArgs(p uint32) []float32 {
 // without a position table, a position past the table clamped to its
 // last row; the cached attention at the first position, one in the
 // middle and the last of contexts that are no power of two (300: longer
-// than its threadgroup), the caches' other rows left alone.
+// than its threadgroup), the caches' other rows left alone, with the
+// weighted sum of the values split over groups of threads (37, 300) and
+// not (a context of 4: a threadgroup narrower than a head).
 // TestKernelsOnCPU runs them in both dialects.
 func decodeCases(t *testing.T) []gpuCase {
 	r := rand.New(rand.NewPCG(5, 6))
@@ -50,7 +52,7 @@ func decodeCases(t *testing.T) []gpuCase {
 		cs = append(cs, gpuCase{name: fmt.Sprintf("decode_embedding_%d_at_%d", c.id, c.p), k: decodeEmbeddingKernel(g), in: in,
 			want: map[int][]float32{len(in) - 1: want}, tol: 1e-7})
 	}
-	for _, c := range []struct{ context, heads, hd, p int }{{37, 3, 5, 0}, {37, 3, 5, 20}, {37, 3, 5, 36}, {300, 2, 8, 299}, {300, 2, 8, 131}} {
+	for _, c := range []struct{ context, heads, hd, p int }{{37, 3, 5, 0}, {37, 3, 5, 20}, {37, 3, 5, 36}, {300, 2, 8, 299}, {300, 2, 8, 131}, {4, 2, 5, 3}, {4, 2, 5, 1}} {
 		wd := c.heads * c.hd
 		q, k, v := randVec(r, wd, -1, 1), randVec(r, wd, -1, 1), randVec(r, wd, -1, 1)
 		kc, vc := randVec(r, c.context*wd, -1, 1), randVec(r, c.context*wd, -1, 1)
