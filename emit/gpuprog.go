@@ -169,7 +169,7 @@ func (d *gpuDevice) render(in *Input) (*GPUSources, error) {
 	if err != nil {
 		return nil, err
 	}
-	dec, noDecode := g.decodePlan(in.Infer1)
+	dec, noDecode := g.decodePlan(plans[2])
 	source, err := g.lib.Source()
 	if err != nil {
 		return nil, fmt.Errorf("emit: printing the %s kernels: %v", d.backend, err)

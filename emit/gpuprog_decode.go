@@ -20,6 +20,10 @@ import (
 type decodePlan struct {
 	*gpuPlan
 	dec *planner.Decode
+	// fills are the prefill's copies, gpuhost.CacheFill literals: after
+	// a step of the batch-1 inference plan, a key or value buffer into
+	// its cache.
+	fills []string
 }
 
 // decodePlan derives and lowers the decode plan of the batch-1 inference
@@ -29,7 +33,8 @@ type decodePlan struct {
 // program generates with the whole forward pass a token. It lowers into
 // a library of its own first, so that a refused decode leaves no kernel
 // in the program's.
-func (g *gpuGen) decodePlan(one *planner.Plan) (*decodePlan, string) {
+func (g *gpuGen) decodePlan(o *gpuPlan) (*decodePlan, string) {
+	one := o.plan
 	dec, err := planner.DeriveDecode(one)
 	if err != nil {
 		if tokenVocab(one) > 0 {
@@ -44,7 +49,40 @@ func (g *gpuGen) decodePlan(one *planner.Plan) (*decodePlan, string) {
 	if err := g.lower(mp); err != nil {
 		return nil, err.Error()
 	}
-	return &decodePlan{gpuPlan: mp, dec: dec}, ""
+	d := &decodePlan{gpuPlan: mp, dec: dec}
+	if err := g.cacheFills(o, d); err != nil {
+		return nil, err.Error()
+	}
+	return d, ""
+}
+
+// cacheFills writes the prefill's copies (planner.Decode.Fills): one
+// launch of the copy kernel a cache, of all its T rows (those past the
+// window's are never read), from the batch-1 inference plan o's buffer.
+func (g *gpuGen) cacheFills(o *gpuPlan, d *decodePlan) error {
+	for i, f := range d.dec.Fills {
+		c := d.dec.Caches[i]
+		n := d.plan.Buffers[c].Size
+		if s := o.plan.Buffers[f.Buf].Size; s != n {
+			return fmt.Errorf("cache %s holds %d values, its rows in the forward pass %d (a bug in mlbuild's planner)", d.plan.Buffers[c].Name, n, s)
+		}
+		src, err := g.locate(o, f.Buf)
+		if err != nil {
+			return err
+		}
+		dst, err := g.locate(d.gpuPlan, c)
+		if err != nil {
+			return err
+		}
+		k := gpu.CopyKernel(n)
+		name, err := g.register(k, "copy_cache")
+		if err != nil {
+			return err
+		}
+		d.fills = append(d.fills, fmt.Sprintf("{After: %d, Copy: op{Kernel: %q, Binds: []bind{{%s, %d, %d}, {%s, %d, %d}}, Groups: %d, Threadgroup: %d}}",
+			f.After, name, src.arena, 4*src.off, 4*n, dst.arena, 4*dst.off, 4*n, k.Groups, k.Threadgroup))
+	}
+	return nil
 }
 
 // renderDecodeFields writes the Program's Decode and DecodeWorkSize.
@@ -58,9 +96,14 @@ func (g *gpuGen) renderDecodeFields(d *decodePlan) error {
 	if err != nil {
 		return err
 	}
-	g.p("// The KV-cache decode: a token is dStep and dLast, one sequence.")
-	g.p("Decode: &gpuhost.Decode{Context: %d, Input: region{%s, %d, 1}, Output: region{%s, %d, %d}, Step: dStep, Last: dLast},",
+	g.p("// The KV-cache decode: a token is dStep and dLast, one sequence; a")
+	g.p("// window is the one-sample inference with the Fills' copies.")
+	g.p("Decode: &gpuhost.Decode{Context: %d, Input: region{%s, %d, 1}, Output: region{%s, %d, %d}, Step: dStep, Last: dLast, Fills: []gpuhost.CacheFill{",
 		d.dec.Context, in.arena, in.off, out.arena, out.off, pl.Buffers[pl.Output].Size)
+	for _, f := range d.fills {
+		g.p("%s,", f)
+	}
+	g.p("}},")
 	g.p("DecodeWorkSize: %d, // the rows of one position and the caches", pl.WorkSize)
 	return nil
 }

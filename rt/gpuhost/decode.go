@@ -21,7 +21,25 @@ type Decode struct {
 	// Step computes one position: every step that feeds a cache or the
 	// head. Last computes the logits of the position Step computed.
 	Step, Last []PlanStep
+	// Fills make the one-sample inference (OneInfer) a prefill: each
+	// copies, after OneInfer's step After, the keys or values of every
+	// position into a cache, so that a window of many ids costs one
+	// forward pass rather than a sequence a position.
+	Fills []CacheFill
 }
+
+// CacheFill is one copy of a prefill: Copy runs after step After of the
+// one-sample inference.
+type CacheFill struct {
+	After int
+	Copy  Op
+}
+
+// prefillMin is the fewest new positions that a decode computes with
+// the prefill (one forward pass over the context) rather than a
+// sequence a position: a few positions' sequences cost less than a pass
+// over T.
+const prefillMin = 4
 
 // tokenModel is a Model whose program has a Decode: an app.TokenModel,
 // so that generate costs one position's work a token.
@@ -109,6 +127,14 @@ func (m *Model) decode(ctx []int32, keep int) ([]float32, error) {
 	}
 	from := min(keep, m.decodeCached, len(ctx)-1)
 	m.decodeCached = 0 // until every position ran
+	if from == 0 && len(ctx) >= prefillMin && m.decodePrefill != nil {
+		logits, err := m.prefill(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("a window of %d ids: %w", len(ctx), err)
+		}
+		m.decodeCached = len(ctx)
+		return logits, nil
+	}
 	for p := from; p < len(ctx); p++ {
 		seq := m.decodeStep
 		if p == len(ctx)-1 {
@@ -163,4 +189,56 @@ func (m *Model) decodeAt(seq Sequence, id int32, p int, logits bool) error {
 		}
 	}
 	return nil
+}
+
+// prefill runs the one-sample inference on ctx (ids at positions 0 to
+// len(ctx)−1, 0 after them) with the Fills' copies, which leave every
+// position's keys and values in the caches, and returns the logits of
+// position len(ctx)−1: on a discrete GPU the input goes up and that
+// row of the output comes back, as one Call where the device has it.
+func (m *Model) prefill(ctx []int32) ([]float32, error) {
+	in, out := m.p.OneInput, m.p.OneOutput
+	V := out.Size / m.p.Decode.Context
+	row := Region{Arena: out.Arena, Offset: out.Offset + (len(ctx)-1)*V, Size: V}
+	x := m.InferInput(true)
+	clear(x)
+	for i, id := range ctx {
+		x[i] = float32(id)
+	}
+	logits := m.host[row.Arena][row.Offset : row.Offset+row.Size]
+	if m.unified {
+		if err := m.run(m.decodePrefill); err != nil {
+			return nil, err
+		}
+		return logits, nil
+	}
+	if c, ok := m.d.(Caller); ok {
+		err := c.Call(m.decodePrefill,
+			[]Transfer{{Buf: m.bufs[in.Arena], Off: 4 * in.Offset, Host: bytesOf(x)}},
+			[]Transfer{{Buf: m.bufs[row.Arena], Off: 4 * row.Offset, Host: bytesOf(logits)}})
+		m.touched()
+		return logits, err
+	}
+	if err := m.setRegion(in, x); err != nil {
+		return nil, err
+	}
+	if err := m.run(m.decodePrefill); err != nil {
+		return nil, err
+	}
+	return m.slice(row), nil
+}
+
+// recordPrefill records the one-sample inference with the Fills' copies.
+func (m *Model) recordPrefill() (Sequence, error) {
+	dc := m.p.Decode
+	var parts []any
+	next := 0
+	for _, f := range dc.Fills {
+		if f.After < next || f.After >= len(m.p.OneInfer) {
+			return nil, fmt.Errorf("gpuhost: a cache fill after step %d of %d (out of order)", f.After, len(m.p.OneInfer))
+		}
+		parts = append(parts, m.p.OneInfer[next:f.After+1], []Op{f.Copy})
+		next = f.After + 1
+	}
+	return m.record("prefill", append(parts, m.p.OneInfer[next:])...)
 }

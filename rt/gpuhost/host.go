@@ -90,10 +90,10 @@ type Model struct {
 	// The KV-cache decode (decode.go): a position's sequence, and one
 	// that also computes its logits; decodeCached is how many leading
 	// positions the caches hold.
-	decodeStep, decodeToken Sequence
-	decodeCached            int
-	decodeIDs               []float32
-	traces                  []Sequence // one per training forward step, made on first use
+	decodeStep, decodeToken, decodePrefill Sequence
+	decodeCached                           int
+	decodeIDs                              []float32
+	traces                                 []Sequence // one per training forward step, made on first use
 
 	res     *resident // nil until the app loads a training set
 	feeding bool      // resident kernels write the batch and step arguments
@@ -173,6 +173,11 @@ func New(d Device, p *Program) (*Model, error) {
 		}
 		if m.decodeToken, err = m.record("decode token", dc.Step, dc.Last); err != nil {
 			return nil, err
+		}
+		if len(dc.Fills) > 0 {
+			if m.decodePrefill, err = m.recordPrefill(); err != nil {
+				return nil, err
+			}
 		}
 	}
 	return m, nil
