@@ -100,8 +100,8 @@ func decodeEmbeddingKernel(g embeddingGeom) *Kernel {
 // attendCachedKernel is rt/cpu.AttendCached on the GPU, one threadgroup
 // per head h: it writes the new position p's key and value (rows of q, k,
 // v [H,hd]) at row p of the caches [T,H,hd], then computes the scores
-// alpha·q_h·k_h[j] for j ≤ p (thread j, strided, its dot product in the
-// CPU's order), their softmax (a max and a sum reduced over the
+// alpha·q_h·k_h[j] for j ≤ p (thread j, strided, its dot product in d
+// order, scoreDot), their softmax (a max and a sum reduced over the
 // threadgroup) and y_h[d] = Σ_j softmax_j·v_h[j][d] (thread d, strided,
 // summing in j order as the CPU does, or, where the threadgroup holds
 // several groups of hd threads, each group a share of the positions and
@@ -117,6 +117,11 @@ func attendCachedKernel(context, heads, hd int, alpha float32) (*Kernel, error) 
 	}
 	w := heads * hd
 	row := add(mul(vr("j"), i32(w)), vr("hb"))
+	score := append([]Stmt{let("s", Float, flt(0))}, scoreDot(row, hd)...)
+	score = append(score,
+		set("s", mul(vr("s"), flt(alpha))),
+		store("sc", vr("j"), vr("s")),
+		set("mx", call(FnMax, vr("mx"), vr("s"))))
 	body := []Stmt{
 		Shared{"sc", context},
 		Shared{"sh", tg},
@@ -126,13 +131,7 @@ func attendCachedKernel(context, heads, hd int, alpha float32) (*Kernel, error) 
 			store("kc", add(mul(vr("p"), i32(w)), add(vr("hb"), vr("d"))), load("k", add(vr("hb"), vr("d")))),
 			store("vc", add(mul(vr("p"), i32(w)), add(vr("hb"), vr("d"))), load("v", add(vr("hb"), vr("d"))))),
 		let("mx", Float, flt(negHuge)),
-		strided("j", context, tg, when(le(vr("j"), vr("p")),
-			let("s", Float, flt(0)),
-			loop("d", 0, hd, 1, set("s", add(vr("s"), mul(load("q", add(vr("hb"), vr("d"))),
-				sel(eq(vr("j"), vr("p")), load("k", add(vr("hb"), vr("d"))), load("kc", add(row, vr("d")))))))),
-			set("s", mul(vr("s"), flt(alpha))),
-			store("sc", vr("j"), vr("s")),
-			set("mx", call(FnMax, vr("mx"), vr("s"))))),
+		strided("j", context, tg, when(le(vr("j"), vr("p")), score...)),
 	}
 	body = append(body, reduceInto("m", "mx", "sh", tg, maxOp)...)
 	body = append(body, let("se", Float, flt(0)),
@@ -172,4 +171,29 @@ func attendCachedKernel(context, heads, hd int, alpha float32) (*Kernel, error) 
 			out("kc", context*w), out("vc", context*w)},
 		Threadgroup: tg, Groups: heads, Body: body,
 	}, nil
+}
+
+// scoreDot adds q_h·k_h[j] to s, the products in d order: from k for
+// the new position (j = p), else from the cache row at row. Where a head's
+// width is a multiple of 4 the cache row is read 16 bytes at a time
+// (thread j's row is its own: a warp's scalar loads touch 32 rows each),
+// q with it; every offset is then a multiple of 4 (the buffers' offsets
+// are the plan's, aligned).
+func scoreDot(row Expr, hd int) []Stmt {
+	qd := func(d Expr) Expr { return load("q", add(vr("hb"), d)) }
+	scalar := func(buf string, base Expr) Stmt {
+		return loop("d", 0, hd, 1, set("s", add(vr("s"), mul(qd(vr("d")), load(buf, add(base, vr("d")))))))
+	}
+	fresh := scalar("k", vr("hb"))
+	if hd%4 != 0 {
+		return []Stmt{If{Cond: eq(vr("j"), vr("p")), Then: []Stmt{fresh}, Else: []Stmt{scalar("kc", row)}}}
+	}
+	body := []Stmt{
+		Load4{"q", add(vr("hb"), vr("d")), [4]string{"q0", "q1", "q2", "q3"}},
+		Load4{"kc", add(row, vr("d")), [4]string{"k0", "k1", "k2", "k3"}},
+	}
+	for i := range 4 {
+		body = append(body, set("s", add(vr("s"), mul(vr(fmt.Sprintf("q%d", i)), vr(fmt.Sprintf("k%d", i))))))
+	}
+	return []Stmt{If{Cond: eq(vr("j"), vr("p")), Then: []Stmt{fresh}, Else: []Stmt{For{"d", i32(0), i32(hd), i32(4), body}}}}
 }
