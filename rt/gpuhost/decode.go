@@ -67,8 +67,9 @@ func (t tokenModel) Context() int { return t.p.Decode.Context }
 
 // NextLogits runs the positions of ctx past those the caches hold (keep,
 // at most), one sequence each, and returns the logits of the last: one
-// launch a token while generating. A prompt (or a window that moved)
-// runs through the same sequence a position at a time.
+// launch a token while generating. A window of prefillMin ids or more
+// with nothing cached (a prompt, or the window after generate's jump) is
+// one prefill instead.
 func (t tokenModel) NextLogits(ctx []int32, keep int) []float32 {
 	logits, err := t.decode(ctx, keep)
 	if err != nil {
@@ -115,11 +116,12 @@ func (m *Model) decode(ctx []int32, keep int) ([]float32, error) {
 	if len(ctx) == 0 || len(ctx) > dc.Context {
 		return nil, fmt.Errorf("a context of %d ids; the model reads 1 to %d", len(ctx), dc.Context)
 	}
-	if len(m.decodeIDs) != len(ctx) {
-		m.decodeIDs = make([]float32, len(ctx))
+	if m.decodeIDs == nil {
+		m.decodeIDs = make([]float32, 0, dc.Context)
 	}
-	for i, id := range ctx {
-		m.decodeIDs[i] = float32(id)
+	m.decodeIDs = m.decodeIDs[:0]
+	for _, id := range ctx {
+		m.decodeIDs = append(m.decodeIDs, float32(id))
 	}
 	m.checkTokens(m.decodeIDs)
 	if err := m.upload(); err != nil { // the weights, when the host wrote them
