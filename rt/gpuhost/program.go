@@ -190,6 +190,7 @@ func (p *Program) ForGPUs(n int) (*Program, error) {
 		q.TrainOutput, q.TrainLoss, q.CopyOutput = r.TrainOutput, r.TrainLoss, r.CopyOutput
 		q.TrainForward, q.TrainBackward, q.TrainUpdate, q.Resident = r.TrainForward, r.TrainBackward, r.TrainUpdate, r.Resident
 		q.Replicas = nil
+		q.Decode, q.DecodeWorkSize = nil, 0 // replicas train; generate runs on one GPU
 		return &q, nil
 	}
 	var have []string
