@@ -90,7 +90,9 @@ def main():
                 logits = forward(tensor([nxt]), len(ids) - 1 - start, kc, vc)
 
     with torch.no_grad():
-        generate(min(tokens, 8))  # warm-up: allocator, cuBLAS handles, kernels
+        # warm-up (allocator, cuBLAS handles and heuristics, kernels): a
+        # few tokens, through a jump of the window where the run jumps
+        generate(min(tokens, T - prompt_len + 2) if args.jump else min(tokens, 8))
         if dev.startswith("cuda"):
             torch.cuda.synchronize()
         start = time.perf_counter()
