@@ -147,8 +147,10 @@ cuda-bundle:
 	@bench/gpu/bundle.sh .gpu
 
 # gpt-bundle builds what bench/gpu/gpt.sh runs on a GPU machine:
-# models/gpt.cue trained on Moby-Dick on the GPU, its sample, and its
-# PyTorch twin in fp32, SDPA, bf16 and torch.compile (issue #31).
+# models/gpt.cue trained on Moby-Dick on the GPU, its sample, generation's
+# tokens/s at batch 1 against PyTorch's eager KV-cache loop (GPU and one
+# CPU thread; GEN_ONLY=1 runs that part alone), and its PyTorch twin in
+# fp32, SDPA, bf16 and torch.compile (issue #31).
 gpt-bundle: data-text
 	@bench/gpu/gpt-bundle.sh $(TXDATA) .gpu/gpt
 

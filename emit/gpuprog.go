@@ -108,6 +108,9 @@ type gpuPlan struct {
 	backward [][]gpu.Op
 	update   [][]gpu.Op
 	infer    [][]gpu.Op
+	// decodeContext is T for the KV-cache decode's plan (0 for others),
+	// whose CPU references take the position as their step argument.
+	decodeContext int
 }
 
 // gpuGen renders a GPU program into a mainFile, as every backend does;
@@ -166,11 +169,12 @@ func (d *gpuDevice) render(in *Input) (*GPUSources, error) {
 	if err != nil {
 		return nil, err
 	}
+	dec, noDecode := g.decodePlan(plans[2])
 	source, err := g.lib.Source()
 	if err != nil {
 		return nil, fmt.Errorf("emit: printing the %s kernels: %v", d.backend, err)
 	}
-	main, err := g.renderMain(plans, copyName, res, replicas)
+	main, err := g.renderMain(plans, copyName, res, replicas, dec, noDecode)
 	if err != nil {
 		return nil, err
 	}
@@ -233,7 +237,7 @@ type location struct {
 
 // refArena names the arena slices of a reference function.
 var refArena = map[string]string{
-	"arenaState": "sa", "arenaTrainWork": "wa", "arenaEvalWork": "wa", "arenaOneWork": "wa",
+	"arenaState": "sa", "arenaTrainWork": "wa", "arenaEvalWork": "wa", "arenaOneWork": "wa", "arenaDecodeWork": "wa",
 	"arenaTrainInput": "xa", "arenaTrainLabels": "ya",
 }
 
@@ -303,7 +307,7 @@ func (g *gpuGen) residentKernels(tp *planner.Plan) (string, error) {
 
 // renderMain writes main.go: the program's tables (sizes, kernel library,
 // per-plan step tables), CPU reference functions and the model's meta.
-func (g *gpuGen) renderMain(plans []*gpuPlan, copyName, resident string, replicas []*replicaPlan) ([]byte, error) {
+func (g *gpuGen) renderMain(plans []*gpuPlan, copyName, resident string, replicas []*replicaPlan, dec *decodePlan, noDecode string) ([]byte, error) {
 	t, e, o := plans[0], plans[1], plans[2]
 	tp := t.plan
 	outLoc, err := g.locate(t, tp.Output)
@@ -370,8 +374,17 @@ func (g *gpuGen) renderMain(plans []*gpuPlan, copyName, resident string, replica
 			return nil, err
 		}
 	}
+	if dec != nil {
+		if err := g.renderDecodeFields(dec); err != nil {
+			return nil, err
+		}
+	}
 	g.p("}")
 	g.p("")
+	if noDecode != "" {
+		g.p("// No KV cache: generate runs the whole forward pass a token (%s).", comment(noDecode))
+		g.p("")
+	}
 	g.p("// Short names for the host's table types.")
 	g.p("type (")
 	g.p("bind = gpuhost.Bind")
@@ -384,7 +397,11 @@ func (g *gpuGen) renderMain(plans []*gpuPlan, copyName, resident string, replica
 	g.p(")")
 	g.p("")
 	g.p("const (")
-	for _, a := range []string{"State", "TrainWork", "EvalWork", "OneWork", "TrainInput", "TrainLabels", "Args", "Logits"} {
+	arenas := []string{"State", "TrainWork", "EvalWork", "OneWork", "TrainInput", "TrainLabels", "Args", "Logits"}
+	if dec != nil {
+		arenas = append(arenas, "DecodeWork")
+	}
+	for _, a := range arenas {
 		g.p("arena%s = gpuhost.Arena%s", a, a)
 	}
 	g.p(")")
@@ -436,6 +453,11 @@ func (g *gpuGen) renderMain(plans []*gpuPlan, copyName, resident string, replica
 	}
 	if err := g.renderReplicaTables(replicas); err != nil {
 		return nil, err
+	}
+	if dec != nil {
+		if err := g.renderDecodeTables(dec, &refs); err != nil {
+			return nil, err
+		}
 	}
 	g.p("// gemmShapes are the distinct GEMMs of all plans, checked one by one")
 	g.p("// against cpu.Sgemm by selftest.")
@@ -515,6 +537,9 @@ func (g *gpuGen) renderStep(mp *gpuPlan, short string, i int, st planner.Step, o
 	}
 	if !c.loss {
 		body += "\nreturn 0"
+	}
+	if mp.decodeContext > 0 { // a decode step's reference computes position step
+		body = fmt.Sprintf("dPos, dScores := step, make([]float32, %d)\n_, _ = dPos, dScores\n", mp.decodeContext) + body
 	}
 	note := comment(st.Layer) + ": " + string(st.Kernel)
 	if len(st.Fused) > 0 {

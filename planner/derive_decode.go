@@ -38,6 +38,20 @@ type Decode struct {
 	// Context is T, the most positions; Caches lists the cache buffers.
 	Context int
 	Caches  []BufID
+	// Fills are where the full plan computes each cache's rows, in
+	// Caches' order: a program may fill the caches from one forward pass
+	// of the full plan over a window (a batched prefill) rather than a
+	// position at a time.
+	Fills []CacheFill
+}
+
+// CacheFill is where the full plan holds one cache's rows: after its
+// step After, its buffer Buf ([1,T,H,hd]) holds every position's keys
+// (or values) in the cache's layout [T,H,hd], until a later step reuses
+// its storage.
+type CacheFill struct {
+	After int
+	Buf   BufID
 }
 
 // DeriveDecode derives the one-position decode plan of p, the batch-1
@@ -126,7 +140,7 @@ func DeriveDecode(p *Plan) (*Decode, error) {
 	d.q.Output = out
 	d.q.Input = d.rows[p.Input]
 	d.q.WorkSize, d.q.NaiveWorkSize = d.work, d.work
-	return &Decode{Plan: d.q, Tail: tail, Context: d.T, Caches: d.caches}, nil
+	return &Decode{Plan: d.q, Tail: tail, Context: d.T, Caches: d.caches, Fills: d.fills}, nil
 }
 
 type decoder struct {
@@ -137,6 +151,7 @@ type decoder struct {
 	readers  map[BufID][]int // p's storage buffer → the steps that read it (or a view of it)
 	work     int
 	caches   []BufID
+	fills    []CacheFill
 }
 
 func (d *decoder) root(b BufID) BufID {
@@ -147,7 +162,9 @@ func (d *decoder) root(b BufID) BufID {
 }
 
 // add appends b to q with a new id, placing a work buffer that owns
-// storage after the others.
+// storage after the others, at an offset aligned as assignBuffers aligns
+// (Align): the GPU programs bind each buffer at its offset, and a GEMM
+// or a kernel's vector access may need it aligned.
 func (d *decoder) add(b Buffer) BufID {
 	b.ID = BufID(len(d.q.Buffers))
 	b.Shape = append([]int(nil), b.Shape...)
@@ -159,7 +176,7 @@ func (d *decoder) add(b Buffer) BufID {
 		b.Arena = "work"
 		if b.AliasOf == NoBuf {
 			b.Offset = d.work
-			d.work += b.Size
+			d.work += alignUp(b.Size)
 		} else {
 			b.Offset = d.q.Buffers[b.AliasOf].Offset
 		}
@@ -384,6 +401,9 @@ func (d *decoder) attention(i int, s Step, skip []bool, tail *int) error {
 		caches = append(caches, c)
 	}
 	d.caches = append(d.caches, caches...)
+	// The transposes that read k and v are their last readers: right
+	// after them k and v still hold every position's rows.
+	d.fills = append(d.fills, CacheFill{After: tk, Buf: k}, CacheFill{After: tv, Buf: v})
 	d.emit(Step{Kernel: KAttendCached, Layer: layer, In: in, Out: []BufID{y, caches[0], caches[1]}, Attr: Attr{Alpha: scale}})
 	*tail = len(d.q.Forward)
 	for _, u := range used {

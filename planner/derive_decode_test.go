@@ -32,8 +32,41 @@ func TestDeriveDecodeGPT(t *testing.T) {
 			t.Errorf("cache %s is %v, want [32 2 16]", q.Buffers[c].Name, s)
 		}
 	}
+	// Each cache's rows in the full plan: a [1,T,H,hd] buffer that the
+	// step After (the head split) reads, k before v, layer by layer.
+	if len(d.Fills) != len(d.Caches) {
+		t.Fatalf("%d fills for %d caches", len(d.Fills), len(d.Caches))
+	}
+	for i, f := range d.Fills {
+		b, st := p.Buffers[f.Buf], p.Forward[f.After]
+		if s := b.Shape; len(s) != 4 || s[0] != 1 || s[1] != 32 || s[2] != 2 || s[3] != 16 {
+			t.Errorf("fill %d: %s is %v, want [1 32 2 16]", i, b.Name, s)
+		}
+		if st.Kernel != KTranspose || st.In[0] != f.Buf || (i > 0 && f.After <= d.Fills[i-1].After) {
+			t.Errorf("fill %d: after step %d (%s of %v), want the transpose that reads %s, after fill %d's", i, f.After, st.Kernel, st.In, b.Name, i-1)
+		}
+		want := "_k"
+		if i%2 == 1 {
+			want = "_v"
+		}
+		if !strings.Contains(b.Name, want) {
+			t.Errorf("fill %d: %s is not the %s projection", i, b.Name, want)
+		}
+	}
 	if len(q.Params) != len(p.Params) {
 		t.Errorf("%d params, want the full plan's %d", len(q.Params), len(p.Params))
+	}
+	// The GPU programs bind each work buffer at its offset: aligned, and
+	// no two owners overlapping.
+	end := 0
+	for _, b := range q.Buffers {
+		if b.Arena != "work" || b.AliasOf != NoBuf {
+			continue
+		}
+		if b.Offset%Align != 0 || b.Offset < end || b.Offset+b.Size > q.WorkSize {
+			t.Errorf("work buffer %s at %d (%d values): want a multiple of %d at or after %d, inside the arena of %d", b.Name, b.Offset, b.Size, Align, end, q.WorkSize)
+		}
+		end = b.Offset + b.Size
 	}
 	for _, pr := range q.Params {
 		if b := q.Buffers[pr.Buf]; b.Name != pr.Name || b.Arena != "state" {

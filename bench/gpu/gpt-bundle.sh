@@ -3,9 +3,11 @@
 # GPU machine for issue #31: models/gpt.cue's CUDA program in f32 and in
 # bf16 (the same spec with precision: "bf16" set here), its CPU program
 # (generate, with the KV cache), Moby-Dick as make data-text joins it, and
-# the PyTorch twin (bench/gpt/torch_gpt.py).
+# the PyTorch twins (bench/gpt/torch_gpt.py, training; bench/generate/
+# torch_kv.py, generation with a KV cache).
 # Usage: bench/gpu/gpt-bundle.sh [TEXT_DIR [DIR]]  (defaults data/text, .gpu/gpt)
-# There: bash DIR/gpt.sh DIR OUT [EPOCHS]
+# There: bash DIR/gpt.sh DIR OUT [EPOCHS]; GEN_ONLY=1 bash DIR/gpt.sh DIR OUT
+# times generation alone (a few minutes).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 text=${1:-data/text} dir=${2:-.gpu/gpt}
@@ -21,5 +23,5 @@ grep -q 'precision: "bf16"' "$tmp/gpt_bf16.cue"
 "$tmp/mlbuild" compile models/gpt.cue --backend cpu --target linux/amd64 -o "$tmp/cpu" --cache-dir "$tmp/cache" --force
 for p in cuda-f32 cuda-bf16 cpu; do xz -6 -T0 -c "$tmp/$p" >"$dir/gpt-$p.xz"; done
 cp "$text/moby-dick.txt" "$dir/data/"
-cp bench/gpu/gpt.sh bench/gpt/torch_gpt.py "$dir/"
+cp bench/gpu/gpt.sh bench/gpt/torch_gpt.py bench/generate/torch_kv.py "$dir/"
 du -sh "$dir"

@@ -725,6 +725,10 @@ func kernelCases(t *testing.T) []gpuCase {
 	for _, c := range embeddingCases(t) {
 		addCase(c)
 	}
+	// The KV-cache decode's kernels (lower_decode_test.go).
+	for _, c := range decodeCases(t) {
+		addCase(c)
+	}
 	return cs
 }
 

@@ -406,6 +406,10 @@ func (l *lowering) lowerStep(st *planner.Step, training bool) error {
 		return l.accumulate(st)
 	case planner.KEmbedding, planner.KEmbeddingBwd:
 		return l.embedding(st)
+	case planner.KDecodeEmbedding:
+		return l.decodeEmbedding(st)
+	case planner.KAttendCached:
+		return l.attendCached(st)
 	case planner.KSoftmaxXent:
 		return l.softmaxXent(st)
 	case planner.KMSE:

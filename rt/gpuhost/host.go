@@ -37,7 +37,7 @@ func Main(open func() (Device, error), p *Program) {
 	if err != nil {
 		fail(p, err)
 	}
-	code := app.Run(m, args, os.Stdout, os.Stderr)
+	code := app.Run(m.App(), args, os.Stdout, os.Stderr)
 	if err := d.Close(); err != nil && code == 0 {
 		fmt.Fprintf(os.Stderr, "%s: %v\n", p.Meta.Name, err)
 		code = 1
@@ -88,7 +88,13 @@ type Model struct {
 	seed      uint32
 
 	train, grads, evalInfer, oneInfer Sequence
-	traces                            []Sequence // one per training forward step, made on first use
+	// The KV-cache decode (decode.go): a position's sequence, and one
+	// that also computes its logits; decodeCached is how many leading
+	// positions the caches hold.
+	decodeStep, decodeToken, decodePrefill Sequence
+	decodeCached                           int
+	decodeIDs                              []float32
+	traces                                 []Sequence // one per training forward step, made on first use
 
 	res     *resident     // nil until the app loads a training set
 	feeding bool          // resident kernels write the batch and step arguments
@@ -113,12 +119,16 @@ func New(d Device, p *Program) (*Model, error) {
 	}
 	sizes := [ArenaCount]int{ArenaState: p.StateSize, ArenaTrainWork: p.TrainWorkSize, ArenaEvalWork: p.EvalWorkSize,
 		ArenaOneWork: p.OneWorkSize, ArenaTrainInput: p.TrainInputSize, ArenaTrainLabels: p.TrainLabelsSize,
-		ArenaArgs: StepArgsLen, ArenaLogits: p.OutputSize}
+		ArenaArgs: StepArgsLen, ArenaLogits: p.OutputSize, ArenaDecodeWork: p.DecodeWorkSize}
 	if err := checkDeviceMemory(d, p, sizes); err != nil {
 		return nil, err
 	}
 	var hostParts []app.MemoryPart
 	for a, n := range sizes {
+		if a == ArenaDecodeWork && p.Decode == nil {
+			m.host[a] = []float32{}
+			continue // a program without a KV cache has no such arena
+		}
 		buf, err := d.Alloc(arenaNames[a], 4*max(n, 1))
 		if err != nil {
 			return nil, fmt.Errorf("allocating the %s arena (%d bytes): %w", arenaNames[a], 4*max(n, 1), err)
@@ -158,6 +168,19 @@ func New(d Device, p *Program) (*Model, error) {
 	if m.oneInfer, err = m.record("one-sample inference", p.OneInfer); err != nil {
 		return nil, err
 	}
+	if dc := p.Decode; dc != nil {
+		if m.decodeStep, err = m.record("decode position", dc.Step); err != nil {
+			return nil, err
+		}
+		if m.decodeToken, err = m.record("decode token", dc.Step, dc.Last); err != nil {
+			return nil, err
+		}
+		if len(dc.Fills) > 0 {
+			if m.decodePrefill, err = m.recordPrefill(); err != nil {
+				return nil, err
+			}
+		}
+	}
 	return m, nil
 }
 
@@ -189,9 +212,12 @@ func checkDeviceMemory(d Device, p *Program, sizes [ArenaCount]int) error {
 	if err != nil {
 		return nil // a device that cannot say refuses nothing; Alloc still reports a shortage
 	}
-	parts := make([]app.MemoryPart, ArenaCount)
+	var parts []app.MemoryPart
 	for a, n := range sizes {
-		parts[a] = app.MemoryPart{Name: arenaNames[a], Bytes: 4 * int64(max(n, 1))}
+		if a == ArenaDecodeWork && p.Decode == nil {
+			continue
+		}
+		parts = append(parts, app.MemoryPart{Name: arenaNames[a], Bytes: 4 * int64(max(n, 1))})
 	}
 	return app.CheckMemory(p.Meta, "the arenas on "+d.Name(), p.Meta.Batch, parts, free, "free memory of "+d.Name())
 }

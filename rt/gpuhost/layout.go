@@ -12,11 +12,14 @@ import "math"
 // kernels need not be rebuilt: the learning rate (as float32 bits), the
 // 1-based step count and the dropout seed. The host fills it once per step
 // before encoding; in device-resident training the advance kernel does.
+// A KV-cache decode (decode.go) reads the position it computes from
+// ArgPos, which the host sets before each launch.
 const (
 	ArgLR       = 0 // math.Float32bits(learning rate)
 	ArgStep     = 1 // optimizer step, starting at 1 (Adam's bias correction)
 	ArgSeed     = 2 // dropout seed of the step
-	StepArgsLen = 4 // words in the buffer (one spare)
+	ArgPos      = 3 // the position a decode step computes (0 elsewhere)
+	StepArgsLen = 4 // words in the buffer
 )
 
 // PackStepArgs returns the StepArgs buffer contents for one step.

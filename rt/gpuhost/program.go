@@ -27,11 +27,12 @@ const (
 	ArenaTrainLabels        // its labels (one-hot rows, or regression targets)
 	ArenaArgs               // the per-step arguments (uint32 words, StepArgs layout)
 	ArenaLogits             // the training prediction, copied out of the work arena
+	ArenaDecodeWork         // the KV-cache decode's rows and caches (none without a Decode)
 	ArenaCount
 )
 
 var arenaNames = [ArenaCount]string{"state", "training work", "inference work", "one-sample work",
-	"training input", "training labels", "step arguments", "training output"}
+	"training input", "training labels", "step arguments", "training output", "generation work"}
 
 // Bind is one kernel buffer argument: an arena, a byte offset, and the
 // bytes the kernel touches from there.
@@ -127,6 +128,12 @@ type Program struct {
 	// Resident, when set, lets the device keep the training set and run
 	// many steps between host synchronisations (see resident.go).
 	Resident *ResidentKernels
+
+	// Decode, when set, is the KV-cache decode of a language model, which
+	// makes the model an app.TokenModel (decode.go); DecodeWorkSize is
+	// its arena, ArenaDecodeWork.
+	Decode         *Decode
+	DecodeWorkSize int
 
 	// Gradients are the spans of the state arena that the backward pass
 	// writes (every trainable param's gradient), in the order it finishes
@@ -227,6 +234,7 @@ func (p *Program) ForGPUs(n int) (*Program, error) {
 		q.TrainOutput, q.TrainLoss, q.CopyOutput = r.TrainOutput, r.TrainLoss, r.CopyOutput
 		q.TrainForward, q.TrainBackward, q.TrainUpdate, q.Resident = r.TrainForward, r.TrainBackward, r.TrainUpdate, r.Resident
 		q.Replicas, q.syncBN = nil, r.SyncBN
+		q.Decode, q.DecodeWorkSize = nil, 0 // replicas train; generate runs on one GPU
 		return &q, nil
 	}
 	var have []string

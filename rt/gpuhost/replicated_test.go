@@ -13,8 +13,8 @@ import (
 func TestForGPUs(t *testing.T) {
 	fwd := []PlanStep{{Name: "replica forward"}}
 	p := &Program{Meta: &app.Meta{Name: "m", Batch: 8}, StateSize: 100, TrainInputSize: 8 * 3, TrainWorkSize: 50,
-		EvalInfer: []PlanStep{{Name: "infer"}},
-		Replicas:  []Replica{{GPUs: 2, TrainInputSize: 4 * 3, TrainWorkSize: 25, TrainForward: fwd}, {GPUs: 4, TrainInputSize: 2 * 3}}}
+		EvalInfer: []PlanStep{{Name: "infer"}}, Decode: &Decode{Context: 4}, DecodeWorkSize: 10,
+		Replicas: []Replica{{GPUs: 2, TrainInputSize: 4 * 3, TrainWorkSize: 25, TrainForward: fwd}, {GPUs: 4, TrainInputSize: 2 * 3}}}
 	if q, err := p.ForGPUs(1); err != nil || q != p {
 		t.Errorf("ForGPUs(1) = %p, %v; want the program itself", q, err)
 	}
@@ -27,7 +27,10 @@ func TestForGPUs(t *testing.T) {
 		t.Errorf("ForGPUs(2): batch %d, input %d, work %d, forward %v, state %d, inference %v, replicas %v",
 			q.Meta.Batch, q.TrainInputSize, q.TrainWorkSize, q.TrainForward, q.StateSize, q.EvalInfer, q.Replicas)
 	}
-	if p.Meta.Batch != 8 || p.TrainInputSize != 24 {
+	if q.Decode != nil || q.DecodeWorkSize != 0 {
+		t.Errorf("ForGPUs(2) keeps the KV-cache decode (%v, %d values), which a training replica never runs", q.Decode, q.DecodeWorkSize)
+	}
+	if p.Meta.Batch != 8 || p.TrainInputSize != 24 || p.Decode == nil {
 		t.Errorf("ForGPUs changed the program: batch %d, input %d", p.Meta.Batch, p.TrainInputSize)
 	}
 	_, err = p.ForGPUs(3)

@@ -402,8 +402,9 @@ func TestNodesOnTheCommandLine(t *testing.T) {
 		}
 	})
 
-	// Rank 1's launches: per epoch a state snapshot and two a step, 4
-	// steps: launch 12 is in the second epoch.
+	// Rank 1's launches: per epoch a state snapshot and three a step (the
+	// step's parts around its two gradient buckets, as in
+	// TestGPUsOnTheCommandLine), 4 steps: launch 18 is in the second epoch.
 	t.Run("a node's GPU fails", func(t *testing.T) {
 		ckpt := filepath.Join(dir, "fail0.ckpt.safetensors")
 		// A faulted fake GPU runs no more sums and its stream never
@@ -412,7 +413,7 @@ func TestNodesOnTheCommandLine(t *testing.T) {
 		const step = 3 * time.Second
 		runs := runNodes(t, []nodeSetup{
 			{args: train("fail0", "--quiet"), token: nodesToken, step: step},
-			{args: train("fail1", "--quiet"), token: nodesToken, step: step, prepare: func(f *fakecuda.Fake) { f.FailGraphLaunch(12, cuda.ErrorLaunchFailed) }},
+			{args: train("fail1", "--quiet"), token: nodesToken, step: step, prepare: func(f *fakecuda.Fake) { f.FailGraphLaunch(18, cuda.ErrorLaunchFailed) }},
 		})
 		if runs[1].code != 1 || !strings.Contains(runs[1].err, "CUDA_ERROR_LAUNCH_FAILED") {
 			t.Errorf("node 1 (its GPU failed): exit status %d, want 1 with the fault:\n%s", runs[1].code, runs[1].err)

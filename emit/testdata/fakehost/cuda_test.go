@@ -15,6 +15,7 @@ import (
 
 	"mlbuildprog/cuda"
 	"mlbuildprog/cuda/fakecuda"
+	"mlbuildprog/rt/app"
 	"mlbuildprog/rt/cpu"
 	"mlbuildprog/rt/gpuhost"
 )
@@ -463,5 +464,130 @@ func TestBadTokenIDs(t *testing.T) {
 		}
 	}); te != nil {
 		t.Errorf("good ids refused: %v", te)
+	}
+}
+
+// TestDecodeMatchesCPU, for a program with a KV-cache decode (a language
+// model's), generates greedily as rt/app's generate does (the window
+// jumping by half the context when it is full) through the
+// model's TokenModel on the fake GPU and through the CPU program's decode
+// (each decode step's CPU reference, the CPU backend's call, at the same
+// positions): the logits agree within 1e-4 at every token and so does
+// the greedy choice, where the CPU's two largest logits are apart; a
+// token is one graph launch with three copies (the position, the id and
+// the logits) and one wait, and the window after a jump one forward
+// pass that fills the caches (the prefill), whose logits and caches the
+// tokens after it check.
+func TestDecodeMatchesCPU(t *testing.T) {
+	dc := program.Decode
+	if dc == nil {
+		t.Skip("the program has no KV-cache decode")
+	}
+	f, m := newFakeModel(t)
+	tm := m.TokenModel()
+	seeded(m, 1)
+	sa := append([]float32(nil), m.State()...)
+	wa := make([]float32, program.DecodeWorkSize)
+	T, V := dc.Context, dc.Output.Size
+	if tm.Context() != T {
+		t.Fatalf("Context() = %d, want %d", tm.Context(), T)
+	}
+	if v := program.Meta.Vocab; v > 0 {
+		V = min(V, v)
+	}
+	cached := 0
+	cpuNext := func(ctx []int32, keep int) []float32 {
+		for p := min(keep, cached, len(ctx)-1); p < len(ctx); p++ {
+			wa[dc.Input.Offset] = float32(ctx[p])
+			for _, st := range dc.Step {
+				st.Ref(sa, wa, nil, nil, 0, p, 0)
+			}
+		}
+		cached = len(ctx)
+		for _, st := range dc.Last {
+			st.Ref(sa, wa, nil, nil, 0, len(ctx)-1, 0)
+		}
+		return wa[dc.Output.Offset : dc.Output.Offset+V]
+	}
+	argmax := func(v []float32) (best int, gap float64) {
+		for i, x := range v {
+			if x > v[best] {
+				best = i
+			}
+		}
+		gap = math.Inf(1)
+		for i, x := range v {
+			if i != best {
+				gap = math.Min(gap, float64(v[best]-x))
+			}
+		}
+		return best, gap
+	}
+	ids := []int32{1, int32(V - 1), 0}
+	start, prev, jumps, clear := 0, 0, 0, 0
+	n := T - len(ids) + 4 // the window jumps at the (T-len(ids)+2)-th token, then one more with the cache
+	if T < len(ids) {
+		t.Fatalf("a context of %d", T)
+	}
+	for tok := range n {
+		keep := prev
+		if len(ids)-start > T { // generate's window rule (rt/app's contextJump)
+			start, keep = len(ids)-max(1, T/2), 0
+			jumps++
+		}
+		ctx := ids[start:]
+		before := f.Stats()
+		got := tm.NextLogits(ctx, keep)[:V]
+		after := f.Stats()
+		launches, copies, syncs := after.GraphLaunches-before.GraphLaunches, after.Copies-before.Copies, after.Syncs-before.Syncs
+		if keep == len(ctx)-1 && (launches != 1 || copies != 3 || syncs != 1) {
+			t.Errorf("token %d: %d graph launches, %d copies and %d waits, want 1, 3 and 1", tok, launches, copies, syncs)
+		}
+		// A window of 4 ids or more is one forward pass (the prefill):
+		// its ids up, the last position's logits down.
+		if keep == 0 && len(ctx) >= 4 && (launches != 1 || copies != 2 || syncs != 1) {
+			t.Errorf("token %d, a window of %d: %d graph launches, %d copies and %d waits, want 1, 2 and 1", tok, len(ctx), launches, copies, syncs)
+		}
+		want := cpuNext(ctx, keep)
+		for i := range want {
+			if !near(got[i], want[i], 1e-4) {
+				t.Fatalf("token %d (context of %d, keep %d): logit %d is %v on the fake GPU, %v in the CPU program's decode", tok, len(ctx), keep, i, got[i], want[i])
+			}
+		}
+		id, gap := argmax(want)
+		if g, _ := argmax(got); gap > 1e-3 {
+			clear++
+			if g != id {
+				t.Errorf("token %d: greedy id %d on the fake GPU, %d in the CPU program's decode", tok, g, id)
+			}
+		}
+		prev = len(ctx)
+		ids = append(ids, int32(id))
+	}
+	if jumps < 1 || clear < n/2 {
+		t.Errorf("%d window jumps and %d tokens with a clear greedy choice of %d: the test shows too little", jumps, clear, n)
+	}
+	// Without the device's Call (uploads, a launch, a wait and a download),
+	// the same context from scratch gives the same bits.
+	plain, err := gpuhost.New(plainDevice{m.Device()}, &program)
+	if err != nil {
+		t.Fatal(err)
+	}
+	copy(plain.State(), sa)
+	ctx := ids[start:]
+	want := append([]float32(nil), tm.NextLogits(ctx, 0)...)
+	for i, v := range plain.TokenModel().NextLogits(ctx, 0) {
+		if v != want[i] {
+			t.Fatalf("logit %d of a context of %d is %v through Call, %v without", i, len(ctx), want[i], v)
+		}
+	}
+	// What the command line runs: generate takes it as a TokenModel and
+	// selftest adds its KV-cache row (not run here: its full passes take
+	// the fake GPU many seconds).
+	if _, ok := m.App().(app.TokenModel); !ok {
+		t.Error("the model the command line runs is no app.TokenModel")
+	}
+	if _, ok := m.App().(interface{ KVCacheCheck() app.SelfTestRow }); !ok {
+		t.Error("the model the command line runs has no KV-cache selftest row")
 	}
 }

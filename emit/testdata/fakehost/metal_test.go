@@ -122,6 +122,21 @@ func TestHostOnFake(t *testing.T) {
 		t.Errorf("StepResults after one step: %v, %v, %v", loss, correct, err)
 	}
 
+	// The KV-cache decode of a language model: a token is one command
+	// buffer of the decode's steps; a window of 4 ids one of the
+	// one-sample inference and the caches' copies (the prefill).
+	if dc := program.Decode; dc != nil {
+		tm := m.TokenModel()
+		token := opsOf(dc.Step, dc.Last)
+		oneCommandBuffer(t, f, "decode of a first id", token, func() { tm.NextLogits([]int32{1}, 0) })
+		oneCommandBuffer(t, f, "decode of a token", token, func() { tm.NextLogits([]int32{1, 2}, 1) })
+		if dc.Context >= 4 {
+			oneCommandBuffer(t, f, "prefill of a window", opsOf(program.OneInfer)+len(dc.Fills), func() { tm.NextLogits([]int32{1, 2, 0, 1}, 0) })
+		}
+	} else if m.TokenModel() != nil {
+		t.Error("a program without a decode is a TokenModel")
+	}
+
 	rowsST := m.SelfTest()
 	steps := len(program.TrainForward) + len(program.TrainBackward) + len(program.TrainUpdate) + len(program.EvalInfer) + len(program.OneInfer)
 	if len(rowsST) != steps+len(program.GemmShapes) {
