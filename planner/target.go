@@ -49,6 +49,11 @@ type Target struct {
 	// pools in the epilogue of training plans' convolutions too, where
 	// their backward needs no full-size output.
 	PoolArgmax bool
+	// Attention says the backend has fused attention kernels
+	// (KAttention, KAttentionBwd): fuse_attention.go then replaces each
+	// attention's matmul, scale, softmax, dropout and matmul by one step,
+	// so the scores [..., T, T] are never in memory.
+	Attention bool
 }
 
 // ConvRule is a backend's rule for convolutions: for the geometry of one
