@@ -47,8 +47,8 @@ func (g attnGeom) String() string {
 }
 
 // attnSharedBytes bounds a kernel's threadgroup memory: Metal gives a
-// kernel 32 KiB; 4 KiB stay free for what the compiler adds.
-const attnSharedBytes = 28 << 10
+// kernel 32 KiB; 2 KiB stay free for what the compiler adds.
+const attnSharedBytes = 30 << 10
 
 // attnLaneDims is the most output dimensions one lane keeps in registers
 // (two accumulators each in the key kernel of the backward).
@@ -57,10 +57,12 @@ const attnLaneDims = 16
 // attnTiling is the shape of one kernel's work: rows owned by a
 // threadgroup (its threads: rows·lanes), columns streamed through
 // threadgroup memory a tile at a time, and the lanes of a row, each
-// owning per output dimensions lane, lane+lanes, …; dp is d rounded up to
-// lanes·per (the stride of a row in threadgroup memory, zero-padded).
+// owning per output dimensions lane, lane+lanes, …; width is d rounded
+// up to lanes·per (a row in threadgroup memory, zero past d), and dp the
+// stride of those rows, odd so that threads reading a column of rows
+// (one key each) hit distinct banks.
 type attnTiling struct {
-	rows, cols, lanes, per, dp int
+	rows, cols, lanes, per, width, dp int
 }
 
 // tiling picks rows and cols, powers of two of at most 32 (and of at
@@ -69,7 +71,7 @@ type attnTiling struct {
 func (g attnGeom) tiling(ownN, streamN int, floats func(t attnTiling) int) attnTiling {
 	lanes := ceilDiv(g.d, attnLaneDims)
 	per := ceilDiv(g.d, lanes)
-	t := attnTiling{rows: min(32, pow2AtLeast(ownN)), cols: min(32, pow2AtLeast(streamN)), lanes: lanes, per: per, dp: lanes * per}
+	t := attnTiling{rows: min(32, pow2AtLeast(ownN)), cols: min(32, pow2AtLeast(streamN)), lanes: lanes, per: per, width: lanes * per, dp: lanes*per | 1}
 	for 4*floats(t) > attnSharedBytes {
 		switch {
 		case t.cols > 16 || (t.cols > 1 && t.rows <= 8):
@@ -96,26 +98,27 @@ func pow2AtLeast(n int) int {
 func (t attnTiling) laneDim(k int) Expr { return add(vr("lane"), i32(k*t.lanes)) }
 
 // stageRows copies rows r0 … r0+n−1 of a [.., rows, d] matrix (the
-// matrix's first element at base) into sh as n rows of dp, zero past d
-// and past the matrix's last row; every thread of tg runs it.
-func stageRows(sh, buf string, base, r0 Expr, n, rows, d, dp, tg int) Stmt {
+// matrix's first element at base) into sh as n rows of t.width at stride
+// t.dp, zero past d and past the matrix's last row; every thread of tg
+// runs it.
+func stageRows(sh, buf string, base, r0 Expr, n, rows, d int, t attnTiling, tg int) Stmt {
 	e := vr("e_" + sh)
-	rr, dd := div(e, i32(dp)), rem(e, i32(dp))
+	rr, dd := div(e, i32(t.width)), rem(e, i32(t.width))
 	src := add(base, add(mul(add(r0, rr), i32(d)), dd))
-	return For{"e_" + sh, lidE, i32(n * dp), i32(tg), []Stmt{
-		store(sh, e, sel(and(lt(dd, i32(d)), lt(add(r0, rr), i32(rows))), load(buf, src), flt(0))),
+	return For{"e_" + sh, lidE, i32(n * t.width), i32(tg), []Stmt{
+		store(sh, add(mul(rr, i32(t.dp)), dd), sel(and(lt(dd, i32(d)), lt(add(r0, rr), i32(rows))), load(buf, src), flt(0))),
 	}}
 }
 
 // stageKeys copies keys k0 … k0+n−1 of one matrix of kᵀ [d, tk] (its first
-// element at base) into sh as n rows of dp, zero past d and tk: the
-// threads walk the keys fastest, so that they read kᵀ's rows in order.
-func stageKeys(sh string, base, k0 Expr, n, tk, d, dp, tg int) Stmt {
+// element at base) into sh as stageRows does: the threads walk the keys
+// fastest, so that they read kᵀ's rows in order.
+func stageKeys(sh string, base, k0 Expr, n, tk, d int, t attnTiling, tg int) Stmt {
 	e := vr("e_" + sh)
 	jj, dd := rem(e, i32(n)), div(e, i32(n))
 	src := add(base, add(mul(dd, i32(tk)), add(k0, jj)))
-	return For{"e_" + sh, lidE, i32(n * dp), i32(tg), []Stmt{
-		store(sh, add(mul(jj, i32(dp)), dd), sel(and(lt(dd, i32(d)), lt(add(k0, jj), i32(tk))), load("kt", src), flt(0))),
+	return For{"e_" + sh, lidE, i32(n * t.width), i32(tg), []Stmt{
+		store(sh, add(mul(jj, i32(t.dp)), dd), sel(and(lt(dd, i32(d)), lt(add(k0, jj), i32(tk))), load("kt", src), flt(0))),
 	}}
 }
 
@@ -162,7 +165,7 @@ func (g attnGeom) params(ps ...Param) []Param {
 // fwdTiling is the forward's: queries owned, keys streamed; q, k and v
 // rows and the scores tile in threadgroup memory.
 func (g attnGeom) fwdTiling() attnTiling {
-	return g.tiling(g.tq, g.tk, func(t attnTiling) int { return (t.rows+2*t.cols)*t.dp + t.rows*t.cols })
+	return g.tiling(g.tq, g.tk, func(t attnTiling) int { return (t.rows+2*t.cols)*t.dp + t.rows*(t.cols+1) })
 }
 
 // attentionFwdKernel is the fused forward: o and lse from q, kᵀ and v
@@ -174,13 +177,13 @@ func attentionFwdKernel(g attnGeom) *Kernel {
 	blocks := ceilDiv(g.tq, R)
 	tiles := ceilDiv(g.tk, C)
 	body := []Stmt{
-		Shared{"sq", R * dp}, Shared{"sk", C * dp}, Shared{"sv", C * dp}, Shared{"ss", R * C},
+		Shared{"sq", R * dp}, Shared{"sk", C * dp}, Shared{"sv", C * dp}, Shared{"ss", R * (C + 1)},
 		let("mat", Int, div(tgidE, i32(blocks))),
 		let("q0", Int, mul(rem(tgidE, i32(blocks)), i32(R))),
 		let("r", Int, div(lidE, i32(L))),
 		let("lane", Int, rem(lidE, i32(L))),
 		let("i", Int, add(vr("q0"), vr("r"))),
-		stageRows("sq", "q", mul(vr("mat"), i32(g.tq*D)), vr("q0"), R, g.tq, D, dp, tg),
+		stageRows("sq", "q", mul(vr("mat"), i32(g.tq*D)), vr("q0"), R, g.tq, D, t, tg),
 		let("m", Float, flt(negHuge)),
 		let("l", Float, flt(0)),
 	}
@@ -193,13 +196,13 @@ func attentionFwdKernel(g attnGeom) *Kernel {
 		let("pj", Int, rem(vr("e"), i32(C))),
 	}
 	pair = append(pair, dot("acc", "sq", vr("pr"), "sk", vr("pj"), D, dp)...)
-	pair = append(pair, store("ss", vr("e"), mul(vr("acc"), flt(g.scale))))
+	pair = append(pair, store("ss", add(mul(vr("pr"), i32(C+1)), vr("pj")), mul(vr("acc"), flt(g.scale))))
 	// the online softmax of row r over the tile
 	kj := add(vr("k0"), vr("j"))
 	vis := g.visible(vr("i"), kj)
 	fold := []Stmt{
 		let("mt", Float, vr("m")),
-		loop("j", 0, C, 1, set("mt", call(FnMax, vr("mt"), sel(vis, load("ss", add(mul(vr("r"), i32(C)), vr("j"))), flt(negHuge))))),
+		loop("j", 0, C, 1, set("mt", call(FnMax, vr("mt"), sel(vis, load("ss", add(mul(vr("r"), i32(C+1)), vr("j"))), flt(negHuge))))),
 		let("corr", Float, call(FnExp, sub(vr("m"), vr("mt")))),
 		set("l", mul(vr("l"), vr("corr"))),
 	}
@@ -208,7 +211,7 @@ func attentionFwdKernel(g attnGeom) *Kernel {
 		fold = append(fold, set(o, mul(vr(o), vr("corr"))))
 	}
 	acc := []Stmt{
-		let("p", Float, sel(vis, call(FnExp, sub(load("ss", add(mul(vr("r"), i32(C)), vr("j"))), vr("mt"))), flt(0))),
+		let("p", Float, sel(vis, call(FnExp, sub(load("ss", add(mul(vr("r"), i32(C+1)), vr("j"))), vr("mt"))), flt(0))),
 		set("l", add(vr("l"), vr("p"))),
 	}
 	acc = append(acc, g.keep("keep", vr("i"), kj)...)
@@ -221,8 +224,8 @@ func attentionFwdKernel(g attnGeom) *Kernel {
 	tile := []Stmt{
 		let("k0", Int, mul(vr("t"), i32(C))),
 		Barrier{}, // the previous tile's readers are done
-		stageKeys("sk", mul(vr("mat"), i32(D*g.tk)), vr("k0"), C, g.tk, D, dp, tg),
-		stageRows("sv", "v", mul(vr("mat"), i32(g.tk*D)), vr("k0"), C, g.tk, D, dp, tg),
+		stageKeys("sk", mul(vr("mat"), i32(D*g.tk)), vr("k0"), C, g.tk, D, t, tg),
+		stageRows("sv", "v", mul(vr("mat"), i32(g.tk*D)), vr("k0"), C, g.tk, D, t, tg),
 		Barrier{},
 		For{"e", lidE, i32(R * C), i32(tg), pair},
 		Barrier{},
@@ -238,7 +241,7 @@ func attentionFwdKernel(g attnGeom) *Kernel {
 	for k := 0; k < t.per; k++ {
 		d := t.laneDim(k)
 		st := store("o", add(mul(add(mul(vr("mat"), i32(g.tq)), vr("i")), i32(D)), d), mul(vr(fmt.Sprint("o", k)), vr("inv")))
-		if (k+1)*L > D || t.dp != D {
+		if t.width != D {
 			st = when(lt(d, i32(D)), st)
 		}
 		fin = append(fin, st)
@@ -292,8 +295,8 @@ func (g attnGeom) stageQueryRows(t attnTiling, R, tg int) []Stmt {
 	rowIn := lt(add(vr("q0"), vr("e_row")), i32(g.tq))
 	row := add(mul(vr("mat"), i32(g.tq)), add(vr("q0"), vr("e_row")))
 	return []Stmt{
-		stageRows("sq", "q", base, vr("q0"), R, g.tq, g.d, t.dp, tg),
-		stageRows("sdo", "dout", base, vr("q0"), R, g.tq, g.d, t.dp, tg),
+		stageRows("sq", "q", base, vr("q0"), R, g.tq, g.d, t, tg),
+		stageRows("sdo", "dout", base, vr("q0"), R, g.tq, g.d, t, tg),
 		For{"e_row", lidE, i32(R), i32(tg), []Stmt{
 			store("slse", vr("e_row"), sel(rowIn, load("lse", row), flt(0))),
 			store("sdelta", vr("e_row"), sel(rowIn, load("delta", row), flt(0))),
@@ -327,8 +330,8 @@ func attentionBwdKeysKernel(g attnGeom, wantDK, wantDV bool) *Kernel {
 		let("r", Int, div(lidE, i32(L))),
 		let("lane", Int, rem(lidE, i32(L))),
 		let("j", Int, add(vr("k0"), vr("r"))),
-		stageKeys("sk", mul(vr("mat"), i32(D*g.tk)), vr("k0"), KB, g.tk, D, dp, tg),
-		stageRows("sv", "v", mul(vr("mat"), i32(g.tk*D)), vr("k0"), KB, g.tk, D, dp, tg),
+		stageKeys("sk", mul(vr("mat"), i32(D*g.tk)), vr("k0"), KB, g.tk, D, t, tg),
+		stageRows("sv", "v", mul(vr("mat"), i32(g.tk*D)), vr("k0"), KB, g.tk, D, t, tg),
 	}
 	for k := 0; k < t.per; k++ {
 		body = append(body, let(fmt.Sprint("dk", k), Float, flt(0)), let(fmt.Sprint("dv", k), Float, flt(0)))
@@ -373,7 +376,7 @@ func attentionBwdKeysKernel(g attnGeom, wantDK, wantDV bool) *Kernel {
 		if wantDK {
 			st = append(st, store("dkt", add(mul(add(mul(vr("mat"), i32(D)), d), i32(g.tk)), vr("j")), mul(vr(fmt.Sprint("dk", k)), flt(g.scale))))
 		}
-		if (k+1)*L > D || dp != D {
+		if t.width != D {
 			st = []Stmt{when(lt(d, i32(D)), st...)}
 		}
 		fin = append(fin, st...)
@@ -395,7 +398,7 @@ func attentionBwdKeysKernel(g attnGeom, wantDK, wantDV bool) *Kernel {
 
 // bwdQueriesTiling is the query kernel's: queries owned, keys streamed.
 func (g attnGeom) bwdQueriesTiling() attnTiling {
-	return g.tiling(g.tq, g.tk, func(t attnTiling) int { return 2*(t.rows+t.cols)*t.dp + t.rows*t.cols + 2*t.rows })
+	return g.tiling(g.tq, g.tk, func(t attnTiling) int { return 2*(t.rows+t.cols)*t.dp + t.rows*(t.cols+1) + 2*t.rows })
 }
 
 // attentionBwdQueriesKernel writes dq: a threadgroup per block of queries,
@@ -409,7 +412,7 @@ func attentionBwdQueriesKernel(g attnGeom) *Kernel {
 	tiles := ceilDiv(g.tk, C)
 	body := []Stmt{
 		Shared{"sq", R * dp}, Shared{"sdo", R * dp}, Shared{"sk", C * dp}, Shared{"sv", C * dp},
-		Shared{"sds", R * C}, Shared{"slse", R}, Shared{"sdelta", R},
+		Shared{"sds", R * (C + 1)}, Shared{"slse", R}, Shared{"sdelta", R},
 		let("mat", Int, div(tgidE, i32(blocks))),
 		let("q0", Int, mul(rem(tgidE, i32(blocks)), i32(R))),
 		let("r", Int, div(lidE, i32(L))),
@@ -421,16 +424,16 @@ func attentionBwdQueriesKernel(g attnGeom) *Kernel {
 		body = append(body, let(fmt.Sprint("dq", k), Float, flt(0)))
 	}
 	pair := g.bwdPair(t, R, C)
-	pair = append(pair, store("sds", vr("e"), vr("ds")))
+	pair = append(pair, store("sds", add(mul(vr("pr"), i32(C+1)), vr("pj")), vr("ds")))
 	var acc []Stmt
 	for k := 0; k < t.per; k++ {
-		acc = append(acc, set(fmt.Sprint("dq", k), add(vr(fmt.Sprint("dq", k)), mul(load("sds", add(mul(vr("r"), i32(C)), vr("x"))), load("sk", add(mul(vr("x"), i32(dp)), t.laneDim(k)))))))
+		acc = append(acc, set(fmt.Sprint("dq", k), add(vr(fmt.Sprint("dq", k)), mul(load("sds", add(mul(vr("r"), i32(C+1)), vr("x"))), load("sk", add(mul(vr("x"), i32(dp)), t.laneDim(k)))))))
 	}
 	tile := []Stmt{
 		let("k0", Int, mul(vr("t"), i32(C))),
 		Barrier{},
-		stageKeys("sk", mul(vr("mat"), i32(D*g.tk)), vr("k0"), C, g.tk, D, dp, tg),
-		stageRows("sv", "v", mul(vr("mat"), i32(g.tk*D)), vr("k0"), C, g.tk, D, dp, tg),
+		stageKeys("sk", mul(vr("mat"), i32(D*g.tk)), vr("k0"), C, g.tk, D, t, tg),
+		stageRows("sv", "v", mul(vr("mat"), i32(g.tk*D)), vr("k0"), C, g.tk, D, t, tg),
 		Barrier{},
 		For{"e", lidE, i32(R * C), i32(tg), pair},
 		Barrier{},
@@ -445,7 +448,7 @@ func attentionBwdQueriesKernel(g attnGeom) *Kernel {
 	for k := 0; k < t.per; k++ {
 		d := t.laneDim(k)
 		st := store("dq", add(mul(add(mul(vr("mat"), i32(g.tq)), vr("i")), i32(D)), d), mul(vr(fmt.Sprint("dq", k)), flt(g.scale)))
-		if (k+1)*L > D || dp != D {
+		if t.width != D {
 			st = when(lt(d, i32(D)), st)
 		}
 		fin = append(fin, st)
