@@ -81,9 +81,10 @@ func unfusedAttention(g attnGeom, q, kt, v, do []float32, step, seed uint32) (o,
 // TestAttentionKernelsOnCPU runs the fused attention kernels, forward and
 // backward, in both dialects on the CPU (g++ through the shims) against
 // rt/cpu's unfused attention: one position; a context not a multiple of
-// the tiles (37, 70); head dimensions 6 (gpt_tiny's, not a multiple of
-// anything), 16, 64 and 128; keys fewer than queries without a mask; and
-// dropout drawn as the unfused dropout step draws it. Both sides sum the
+// the tiles (19, 37, 70); head dimensions 6 (gpt_tiny's), 16, 40 (lanes
+// whose last dimension lies past d), 64 and 128; keys fewer and more than
+// queries without a mask; and dropout drawn as the unfused dropout step
+// draws it. Both sides sum the
 // same products in other orders: forward outputs within 2e-5 and
 // gradients within 1e-4 relative to 1 + |value| (checkCases).
 func TestAttentionKernelsOnCPU(t *testing.T) {
@@ -97,6 +98,8 @@ func TestAttentionKernelsOnCPU(t *testing.T) {
 		{mats: 2, tq: 7, tk: 5, d: 16, scale: 0.5},
 		{mats: 1, tq: 70, tk: 70, d: 64, scale: 0.125, causal: true, rate: 0.2},
 		{mats: 1, tq: 20, tk: 20, d: 128, scale: 0.088, causal: true},
+		{mats: 2, tq: 19, tk: 19, d: 40, scale: 0.16, causal: true, rate: 0.1}, // 3 lanes of 14: a lane's last dimension past d
+		{mats: 1, tq: 3, tk: 45, d: 16, scale: 0.25},                           // more keys than queries: two tiles of keys
 	} {
 		q := randVec(r, g.mats*g.tq*g.d, -2, 2)
 		kt := randVec(r, g.mats*g.d*g.tk, -2, 2)
