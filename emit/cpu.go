@@ -531,6 +531,10 @@ func (g *generator) kernelCall(st planner.Step, in, out []operand, training bool
 		return g.softmaxBwdCall(st, in, out)
 	case planner.KDropout:
 		return g.dropoutCall(st, in, out, training)
+	case planner.KAttention:
+		return g.attentionCall(st, in, out, training)
+	case planner.KAttentionBwd:
+		return g.attentionBwdCall(st, in, out)
 	case planner.KDropoutBwd:
 		return g.dropoutBwdCall(st, in, out)
 	case planner.KBatchNorm:

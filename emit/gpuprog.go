@@ -779,6 +779,12 @@ func reduceLen(pl *planner.Plan, st planner.Step) int {
 		if s := shape(0, st.In); st.Attr.Axis < len(s) {
 			r = s[st.Attr.Axis]
 		}
+	case planner.KAttention, planner.KAttentionBwd: // a score sums D products, an output (or gradient) every key's or query's term
+		for _, s := range [][]int{shape(0, st.In), shape(1, st.In)} {
+			for _, d := range s[max(len(s)-2, 0):] {
+				r = max(r, d)
+			}
+		}
 	}
 	return r
 }

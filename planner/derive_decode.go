@@ -64,8 +64,10 @@ type CacheFill struct {
 // (embedding, layernorm over a position's features, dense, element-wise
 // ops, add) on the new position's row, and each causal attention of p —
 // matmul(q·kᵀ) → (mulconst) → causal softmax → (dropout) → matmul(·v) →
-// transpose back, whose q, k and v are transposes of one row of [T,H,hd]
-// views — as one KAttendCached step over per-layer caches. Its params
+// transpose back, or the one causal attention step a target with fused
+// attention kernels has in their place (fuse_attention.go), whose q, k
+// and v are transposes of one row of [T,H,hd] views — as one
+// KAttendCached step over per-layer caches. Its params
 // are p's (same names); its work buffers have offsets of their own (each
 // its storage: a row is small; the caches persist). An error says what
 // the pass did not recognise; the program then generates with the full
@@ -268,6 +270,8 @@ func (d *decoder) step(i int, s Step, skip []bool, tail *int) error {
 		}
 	case KMatMul:
 		return d.attention(i, s, skip, tail)
+	case KAttention:
+		return d.fusedAttention(s, skip, tail)
 	default:
 		return fmt.Errorf("not a position-wise step")
 	}
@@ -372,9 +376,42 @@ func (d *decoder) attention(i int, s Step, skip []bool, tail *int) error {
 		return err
 	}
 	used = append(used, tv)
-	if j, st, err = next(st.Out[0]); err != nil {
+	return d.attendCached(s.Layer, q, k, v, st.Out[0], scale, used, tk, tv, skip, tail)
+}
+
+// fusedAttention writes a causal fused attention step (KAttention, which
+// a target with fused attention kernels plans: fuse_attention.go) as one
+// KAttendCached step, as attention does the unfused steps it replaced.
+func (d *decoder) fusedAttention(s Step, skip []bool, tail *int) error {
+	if !s.Attr.Causal {
+		return fmt.Errorf("an attention without the causal mask")
+	}
+	q, tq, err := d.headSplit(s.In[0], []int{0, 2, 1, 3})
+	if err != nil {
 		return err
 	}
+	k, tk, err := d.headSplit(s.In[1], []int{0, 2, 3, 1})
+	if err != nil {
+		return err
+	}
+	v, tv, err := d.headSplit(s.In[2], []int{0, 2, 1, 3})
+	if err != nil {
+		return err
+	}
+	return d.attendCached(s.Layer, q, k, v, s.Out[0], s.Attr.Scale, []int{tq, tk, tv}, tk, tv, skip, tail)
+}
+
+// attendCached writes the KAttendCached step of an attention over the
+// [1,T,H,hd] views q, k and v whose heads' output ctx [1,H,T,hd] a
+// transpose merges back, and marks the forward steps used (and that
+// transpose) to skip; tk and tv are the transposes that split k's and v's
+// heads, after which the full plan's k and v fill the caches (prefill).
+func (d *decoder) attendCached(layer string, q, k, v, ctx BufID, scale float64, used []int, tk, tv int, skip []bool, tail *int) error {
+	j, ok := d.sole(ctx)
+	if !ok {
+		return fmt.Errorf("%s is not read by one step", d.p.Buffers[ctx].Name)
+	}
+	st := d.p.Forward[j]
 	if st.Kernel != KTranspose || !equalShapes(st.Attr.Perm, []int{0, 2, 1, 3}) {
 		return fmt.Errorf("the heads are not merged back by a transpose")
 	}
@@ -394,7 +431,6 @@ func (d *decoder) attention(i int, s Step, skip []bool, tail *int) error {
 	if err != nil {
 		return err
 	}
-	layer := s.Layer
 	var caches []BufID
 	for _, n := range []string{"k", "v"} {
 		c := d.add(Buffer{Name: layer + ".cache_" + n, Kind: KindActivation, Shape: []int{d.T, shape[2], shape[3]}, AliasOf: NoBuf})

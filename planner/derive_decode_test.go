@@ -1,6 +1,7 @@
 package planner
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -128,5 +129,47 @@ func TestDeriveDecodeRefuses(t *testing.T) {
 	p := mustBuild(t, tokens(), Options{Batch: 1, Training: true, Fusion: true, Target: CPU})
 	if _, err := DeriveDecode(p); err == nil {
 		t.Errorf("a training plan: no error")
+	}
+}
+
+// TestDeriveDecodeFusedAttention: the batch-1 plan of a target with fused
+// attention (one attention step a block) derives the same decode plan as
+// the CPU's unfused one: the same kernels, layers, attributes and shapes,
+// step for step.
+func TestDeriveDecodeFusedAttention(t *testing.T) {
+	m, err := spec.Load("../testdata/text/gpt_moby.cue")
+	if err != nil {
+		t.Fatal(err)
+	}
+	unfused, err := DeriveDecode(mustBuild(t, m, Options{Batch: 1, Fusion: true, Target: CPU}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := mustBuild(t, m, Options{Batch: 1, Fusion: true, Target: attentionTarget})
+	if n := countKernel(p.Forward, KAttention); n != 2 {
+		t.Fatalf("%d attention steps in the fused plan, want 2", n)
+	}
+	fused, err := DeriveDecode(p)
+	if err != nil {
+		t.Fatalf("DeriveDecode of the fused plan: %v", err)
+	}
+	if len(fused.Plan.Forward) != len(unfused.Plan.Forward) || fused.Tail != unfused.Tail || len(fused.Caches) != len(unfused.Caches) {
+		t.Fatalf("fused: %d steps, tail %d, %d caches; unfused: %d, %d, %d", len(fused.Plan.Forward), fused.Tail, len(fused.Caches),
+			len(unfused.Plan.Forward), unfused.Tail, len(unfused.Caches))
+	}
+	shapes := func(q *Plan, ids []BufID) (s [][]int) {
+		for _, b := range ids {
+			if b != NoBuf {
+				s = append(s, q.Buffers[b].Shape)
+			}
+		}
+		return s
+	}
+	for i, a := range fused.Plan.Forward {
+		b := unfused.Plan.Forward[i]
+		if a.Kernel != b.Kernel || a.Layer != b.Layer || a.Attr.Alpha != b.Attr.Alpha ||
+			fmt.Sprint(shapes(fused.Plan, a.In), shapes(fused.Plan, a.Out)) != fmt.Sprint(shapes(unfused.Plan, b.In), shapes(unfused.Plan, b.Out)) {
+			t.Errorf("step %d: fused %s %s %+v, unfused %s %s %+v", i, a.Kernel, a.Layer, a.Attr, b.Kernel, b.Layer, b.Attr)
+		}
 	}
 }

@@ -141,6 +141,8 @@ func differentiableInputs(s *Step) []int {
 	switch s.Kernel {
 	case KBinary, KMatMul:
 		return []int{0, 1}
+	case KAttention:
+		return []int{0, 1, 2}
 	case KConcat:
 		idx := make([]int, len(s.In))
 		for i := range idx {
@@ -370,6 +372,15 @@ func (d *differentiation) backward(s Step) {
 		bwd.In = []BufID{dy}
 		bwd.Out = grads
 		bwd.Attr = Attr{Axis: s.Attr.Axis, Start: s.Attr.Start}
+	case KAttention:
+		// the probabilities recomputed from q, kᵀ and the forward's
+		// log-sum-exp; delta = rowsum(do∘o) is the backward's scratch
+		newGrads(0, 1, 2)
+		delta := p.addBuffer(d.name(s.Layer+".delta"), KindScratch, p.shapeOf(s.Out[1]))
+		bwd.Kernel = KAttentionBwd
+		bwd.In = []BufID{s.In[0], s.In[1], s.In[2], y, s.Out[1], dy}
+		bwd.Out = append(grads, delta)
+		bwd.Attr = s.Attr
 	case KEmbedding:
 		// the ids (the model input) get no gradient; the tables do
 		newGrads(0)

@@ -190,6 +190,22 @@ func stepFLOPs(p *Plan, s *Step, c *costCounter) int64 {
 	case KMatMulBwd:
 		a := p.shapeOf(s.In[0])
 		return c.mul(p.size(s.In[2]), 2, int64(a[len(a)-1]), has(s.Out[0])+has(s.Out[1]))
+	case KAttention, KAttentionBwd:
+		// per (query, key) pair seen: q·k and p·v (2·D each) and the
+		// softmax's few; the backward recomputes q·k and adds do·v, dv,
+		// dk and dq
+		q, kt := p.shapeOf(s.In[0]), p.shapeOf(s.In[1])
+		n := len(q)
+		d, tq, tk := int64(q[n-1]), int64(q[n-2]), int64(kt[n-1])
+		rows := p.size(s.In[0]) / d // Verify: D ≥ 1
+		pairs := c.mul(rows, tk)
+		if s.Attr.Causal {
+			pairs = c.mul(rows/tq, tq*(tq+1)/2)
+		}
+		if s.Kernel == KAttention {
+			return c.mul(pairs, c.sum(c.mul(4, d), 5))
+		}
+		return c.mul(pairs, c.sum(c.mul(10, d), 6))
 	case KSoftmaxXent:
 		return c.mul(5, in0())
 	case KMSE, KMAE:

@@ -149,6 +149,22 @@ const (
 	// time), weight [V,D], pos [T,D] (optional: learned positions).
 	// Out: y [B,T,D].
 	KEmbedding Kernel = "embedding"
+	// KAttention: scaled dot-product attention in one step, for a
+	// target whose kernels fuse it (Target.Attention, fuse_attention.go):
+	// o = dropout(softmax(Scale·q·kᵀ))·v over the last two axes, the
+	// leading axes (batch, heads) matched one to one, without the scores
+	// [..., Tq, Tk] in memory. In: q [..., Tq, D], kt [..., D, Tk] (kᵀ, as
+	// the matmul it replaces read it), v [..., Tk, D]. Out: o [..., Tq,
+	// D], lse [..., Tq] (scratch: each query row's log-sum-exp of its
+	// scaled scores, log Σ_j exp(s_j), which the backward reads).
+	// Attr: Scale, Causal (query i sees keys 0..i; Tq = Tk), Rate (the
+	// dropout of the probabilities in a training plan: the element
+	// (m, i, j) of the probabilities [M, Tq, Tk] is kept, times
+	// 1/(1−Rate), where the GPU programs' counter-based draw
+	// (rt/gpuhost.DropoutUniform) of index (m·Tq + i)·Tk + j is at least
+	// Rate, the mask a separate dropout step over the probabilities
+	// would draw; 0: none).
+	KAttention Kernel = "attention"
 	// KResize: y = x resampled to y's height and width, plane by plane
 	// (rt/cpu.ResizeSource gives the source pixels and weights).
 	// In: x [B,C,H,W]. Out: y [B,C,OH,OW]. Attr: Mode, AlignCorners.
@@ -242,6 +258,13 @@ const (
 	// written). In: dy [B,C,OH,OW]. Out: dx [B,C,H,W]. Attr: Mode,
 	// AlignCorners.
 	KResizeBwd Kernel = "resize_bwd"
+	// KAttentionBwd: the backward of KAttention, which recomputes the
+	// probabilities from q, kᵀ and the forward's lse instead of reading
+	// them (FlashAttention-2's scheme). In: q, kt, v, o, lse, do (do
+	// shaped like o). Out: dq, dkt, dv (each optional), delta [..., Tq]
+	// (scratch: rowsum(do∘o), computed first, which every probability's
+	// gradient subtracts). Attr: as the forward step's.
+	KAttentionBwd Kernel = "attention_bwd"
 	// KReduceMeanBwd: In: dy (shaped like the forward y). Out: dx.
 	KReduceMeanBwd Kernel = "reducemean_bwd"
 	// KAccumulate: y = a + b for equal shapes: sums the gradient
@@ -332,10 +355,11 @@ type Attr struct {
 	// ClipNorm is the largest global L2 norm of the gradients
 	// KClipGradNorm lets through.
 	ClipNorm float64 `json:"clipNorm,omitempty"`
-	// Scale multiplies a KGradMean step's gradient sum: 1/Plan.Accumulate.
+	// Scale multiplies a KGradMean step's gradient sum: 1/Plan.Accumulate;
+	// in KAttention and KAttentionBwd it multiplies the scores q·kᵀ.
 	Scale float64 `json:"scale,omitempty"`
 	// Causal masks a softmax step's scores [..., T, T]: query i sees keys
-	// 0..i (KSoftmax).
+	// 0..i (KSoftmax, KAttention, KAttentionBwd).
 	Causal bool `json:"causal,omitempty"`
 	// Delta is where the Huber loss turns from quadratic to linear.
 	Delta float64 `json:"delta,omitempty"`

@@ -54,6 +54,11 @@ type Target struct {
 	// choose_loss_rows.go gives each softmax_xent step that scratch as its
 	// third output.
 	LossRows bool
+	// Attention says the backend has fused attention kernels
+	// (KAttention, KAttentionBwd): fuse_attention.go then replaces each
+	// attention's matmul, scale, softmax, dropout and matmul by one step,
+	// so the scores [..., T, T] are never in memory.
+	Attention bool
 }
 
 // ConvRule is a backend's rule for convolutions: for the geometry of one

@@ -199,6 +199,12 @@ func stepAttr(s Step, precision bool) string {
 	if a.Causal {
 		parts = append(parts, "causal")
 	}
+	if s.Kernel == KAttention || s.Kernel == KAttentionBwd {
+		parts = append(parts, fmt.Sprintf("scale %.4g", a.Scale))
+		if a.Rate > 0 {
+			parts = append(parts, fmt.Sprintf("dropout %g", a.Rate))
+		}
+	}
 	if a.Mode != "" {
 		parts = append(parts, a.Mode)
 	}

@@ -204,12 +204,12 @@ var kernelPhase = map[Kernel]string{
 	KGemm: "forward", KConv2D: "forward", KMaxPool2D: "forward", KAvgPool2D: "forward",
 	KGlobalAvgPool: "forward", KUnary: "forward", KBinary: "forward", KSoftmax: "forward",
 	KLogSoftmax: "forward", KDropout: "forward", KBatchNorm: "forward", KMatMul: "forward",
-	KConcat: "forward", KLayerNorm: "forward", KReduceMean: "forward", KSlice: "forward", KResize: "forward", KEmbedding: "forward",
+	KConcat: "forward", KLayerNorm: "forward", KReduceMean: "forward", KSlice: "forward", KResize: "forward", KEmbedding: "forward", KAttention: "forward",
 	KSoftmaxXent: "loss", KMSE: "loss", KMAE: "loss", KHuber: "loss",
 	KGemmBwd: "backward", KConv2DBwd: "backward", KMaxPool2DBwd: "backward", KMaxPool2DArgmaxBwd: "backward", KAvgPool2DBwd: "backward",
 	KGlobalAvgPoolBwd: "backward", KUnaryBwd: "backward", KBinaryBwd: "backward", KSoftmaxBwd: "backward",
 	KLogSoftmaxBwd: "backward", KDropoutBwd: "backward", KBatchNormBwd: "backward", KMatMulBwd: "backward",
-	KConcatBwd: "backward", KSliceBwd: "backward", KResizeBwd: "backward", KAccumulate: "backward", KLayerNormBwd: "backward", KReduceMeanBwd: "backward", KEmbeddingBwd: "backward",
+	KConcatBwd: "backward", KSliceBwd: "backward", KResizeBwd: "backward", KAccumulate: "backward", KLayerNormBwd: "backward", KReduceMeanBwd: "backward", KEmbeddingBwd: "backward", KAttentionBwd: "backward",
 	KSGD: "update", KAdam: "update", KAdamMulti: "update", KClipGradNorm: "update", KGradMean: "update",
 	KTranspose: "any", // its own gradient
 }
@@ -240,6 +240,8 @@ var operands = map[Kernel]struct {
 	KReduceMean:         {1, 1, nil, nil},
 	KEmbedding:          {3, 1, []int{2}, nil},
 	KEmbeddingBwd:       {2, 2, nil, []int{0, 1}},
+	KAttention:          {3, 2, nil, nil},
+	KAttentionBwd:       {6, 4, nil, []int{0, 1, 2}},
 	KSoftmaxXent:        {2, 2, nil, nil},
 	KMSE:                {2, 2, nil, nil},
 	KMAE:                {2, 2, nil, nil},
@@ -387,6 +389,8 @@ func checkShapes(p *Plan, s *Step) error {
 		return r.embedding(s)
 	case KAccumulate:
 		return r.accumulate(s)
+	case KAttention, KAttentionBwd:
+		return r.attention(s)
 	case KSoftmaxXent, KMSE, KMAE, KHuber:
 		return r.loss(s)
 	case KAdamMulti:

@@ -10,10 +10,10 @@ import (
 
 // gpuLike is a target with every rewrite a GPU backend makes: pools in the
 // convolutions' epilogues with their argmax, the activation's derivative in
-// the pool's backward, and multi-tensor Adam steps.
+// the pool's backward, multi-tensor Adam steps and fused attention.
 var gpuLike = Target{
 	Name: "gpu-like", Conv: poolTarget.Conv, PoolEpilogue: poolTarget.PoolEpilogue,
-	PoolArgmax: true, PoolBwdAct: true, UpdateTensors: 3,
+	PoolArgmax: true, PoolBwdAct: true, UpdateTensors: 3, Attention: true,
 }
 
 // TestEveryKernelHasAShapeRule builds every model in every mode for the
@@ -87,6 +87,10 @@ func TestShapeRulesCatch(t *testing.T) {
 		{"loss", CPU, KSoftmaxXent, func(p *Plan, s *Step) { s.In[1] = s.Out[1] }, "want [labels]"},
 		{"update", CPU, KAdam, func(p *Plan, s *Step) { s.Out[1] = s.Out[2] }, "optimizer state 1 is read from"},
 		{"update", gpuLike, KAdamMulti, func(p *Plan, s *Step) { s.Out[4] = s.Out[5] }, "param 2: optimizer state 1"},
+		{"attention", gpuLike, KAttention, func(p *Plan, s *Step) { s.In[2] = s.In[1] }, "do not fit (want [...,Tq,D], [...,D,Tk] and [...,Tk,D])"},
+		{"attention", gpuLike, KAttention, func(p *Plan, s *Step) { s.Attr.Rate = 1 }, "dropout rate 1 outside [0, 1)"},
+		{"attention", gpuLike, KAttentionBwd, func(p *Plan, s *Step) { s.Out[3] = s.In[3] }, "delta"},
+		{"attention", gpuLike, KAttentionBwd, func(p *Plan, s *Step) { s.Out[2] = s.In[1] }, "dv"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.family+"/"+string(tc.kernel), func(t *testing.T) {

@@ -426,6 +426,10 @@ func (l *lowering) lowerStep(st *planner.Step, training bool) error {
 		return l.clipGradNorm(st)
 	case planner.KGradMean:
 		return l.gradMean(st)
+	case planner.KAttention:
+		return l.attention(st, training)
+	case planner.KAttentionBwd:
+		return l.attentionBwd(st)
 	}
 	return fmt.Errorf("no GPU lowering for kernel %q", st.Kernel)
 }

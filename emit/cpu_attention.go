@@ -1,0 +1,51 @@
+package emit
+
+import (
+	"fmt"
+
+	"github.com/mlbuild/mlbuild/planner"
+)
+
+// The fused attention family's calls (planner.KAttention, KAttentionBwd).
+// Only a GPU target's plans fuse attention (fuse_attention.go), so these
+// are the CPU references of a GPU program's steps: rt/cpu's plain
+// AttentionFwd and AttentionBwd, whose dropout draws the GPU kernels'
+// mask (dropoutUniform at the step's seed and count).
+
+// attentionGeom is the cpu.Attention literal of step st, with dropout in
+// training.
+func (g *generator) attentionGeom(st planner.Step, in []operand, training bool) (string, error) {
+	qs, ks := in[0].buf.Shape, in[1].buf.Shape
+	n := len(qs)
+	if n < 2 || len(ks) != n {
+		return "", fmt.Errorf("attention of q %v and kᵀ %v", qs, ks)
+	}
+	a := st.Attr
+	lit := fmt.Sprintf("cpu.Attention{Mats: %d, Tq: %d, Tk: %d, D: %d, Scale: %s, Causal: %v", prod(qs[:n-2]), qs[n-2], ks[n-1], qs[n-1], float(a.Scale), a.Causal)
+	if training && a.Rate > 0 {
+		if !g.reference {
+			return "", fmt.Errorf("a fused attention with dropout in a CPU program (the CPU's plans do not fuse attention)")
+		}
+		lit += fmt.Sprintf(", Rate: %s, Uniform: func(i uint32) float32 { return dropoutUniform(seed, uint32(step), i) }", float(a.Rate))
+	}
+	return lit + "}", nil
+}
+
+// attentionCall calls the fused attention's forward.
+func (g *generator) attentionCall(st planner.Step, in, out []operand, training bool) (string, error) {
+	a, err := g.attentionGeom(st, in, training)
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("cpu.AttentionFwd(%s, %s, %s, %s, %s, %s)", in[0].slice(), in[1].slice(), in[2].slice(), out[0].slice(), out[1].slice(), a), nil
+}
+
+// attentionBwdCall calls the fused attention's backward.
+func (g *generator) attentionBwdCall(st planner.Step, in, out []operand) (string, error) {
+	a, err := g.attentionGeom(st, in, true)
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("cpu.AttentionBwd(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)", in[0].slice(), in[1].slice(), in[2].slice(), in[3].slice(), in[4].slice(), in[5].slice(),
+		out[0].slice(), out[1].slice(), out[2].slice(), out[3].slice(), a), nil
+}

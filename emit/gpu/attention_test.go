@@ -1,0 +1,169 @@
+package gpu
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/mlbuild/mlbuild/rt/cpu"
+	"github.com/mlbuild/mlbuild/rt/gpuhost"
+)
+
+// unfusedAttention runs attention as rt/cpu runs the unfused plan, step by
+// step: scores = q·kᵀ (MatMulFwd), scaled, the causal (SoftmaxCausalFwd)
+// or plain softmax, the GPU's dropout mask (DropoutUniform at seed and
+// step), then ·v; and the backward through each step's own kernel
+// (MatMulBwd, DropoutBwd, SoftmaxBwd). It returns o, each row's
+// log-sum-exp, delta = rowsum(do∘o) and dq, dkᵀ, dv for do.
+func unfusedAttention(g attnGeom, q, kt, v, do []float32, step, seed uint32) (o, lse, delta, dq, dkt, dv []float32) {
+	m, tq, tk, d := g.mats, g.tq, g.tk, g.d
+	qs, ks, vs, ss := []int{m, tq, d}, []int{m, d, tk}, []int{m, tk, d}, []int{m, tq, tk}
+	s := make([]float32, m*tq*tk)
+	cpu.MatMulFwd(q, kt, s, qs, ks, ss)
+	for i := range s {
+		s[i] *= g.scale
+	}
+	lse = make([]float32, m*tq)
+	for r := range m * tq {
+		n := tk
+		if g.causal {
+			n = r%tq + 1
+		}
+		mx := float32(math.Inf(-1))
+		for _, x := range s[r*tk : r*tk+n] {
+			mx = max(mx, x)
+		}
+		var sum float64
+		for _, x := range s[r*tk : r*tk+n] {
+			sum += math.Exp(float64(x - mx))
+		}
+		lse[r] = mx + float32(math.Log(sum))
+	}
+	p := make([]float32, len(s))
+	if g.causal {
+		cpu.SoftmaxCausalFwd(s, p, m, tq)
+	} else {
+		cpu.SoftmaxFwd(s, p, m*tq, tk, 1)
+	}
+	mask, pd := make([]float32, len(p)), make([]float32, len(p))
+	for i := range p {
+		mask[i] = 1
+		if g.rate > 0 {
+			mask[i] = 0
+			if gpuhost.DropoutUniform(seed, step, uint32(i)) >= g.rate {
+				mask[i] = 1 / (1 - g.rate)
+			}
+		}
+		pd[i] = p[i] * mask[i]
+	}
+	o = make([]float32, m*tq*d)
+	cpu.MatMulFwd(pd, v, o, ss, vs, qs)
+	delta = make([]float32, m*tq)
+	for r := range delta {
+		for k := range d {
+			delta[r] += do[r*d+k] * o[r*d+k]
+		}
+	}
+	dpd, dp, ds := make([]float32, len(p)), make([]float32, len(p)), make([]float32, len(p))
+	dv = make([]float32, len(v))
+	cpu.MatMulBwd(pd, v, do, dpd, dv, ss, vs, qs)
+	cpu.DropoutBwd(mask, dpd, dp)
+	cpu.SoftmaxBwd(p, dp, ds, m*tq, tk, 1)
+	for i := range ds {
+		ds[i] *= g.scale
+	}
+	dq, dkt = make([]float32, len(q)), make([]float32, len(kt))
+	cpu.MatMulBwd(q, kt, ds, dq, dkt, qs, ks, ss)
+	return o, lse, delta, dq, dkt, dv
+}
+
+// TestAttentionKernelsOnCPU runs the fused attention kernels, forward and
+// backward, in both dialects on the CPU (g++ through the shims) against
+// rt/cpu's unfused attention: one position; a context not a multiple of
+// the tiles (19, 37, 70); head dimensions 6 (gpt_tiny's), 16, 40 (lanes
+// whose last dimension lies past d), 64 and 128; keys fewer and more than
+// queries without a mask; and dropout drawn as the unfused dropout step
+// draws it. Both sides sum the
+// same products in other orders: forward outputs within 2e-5 and
+// gradients within 1e-4 relative to 1 + |value| (checkCases).
+func TestAttentionKernelsOnCPU(t *testing.T) {
+	const step, seed = 7, 1234
+	r := rand.New(rand.NewPCG(31, 3))
+	var cases []gpuCase
+	for _, g := range []attnGeom{
+		{mats: 3, tq: 1, tk: 1, d: 16, scale: 0.25, causal: true},
+		{mats: 2, tq: 37, tk: 37, d: 64, scale: 0.125, causal: true},
+		{mats: 4, tq: 8, tk: 8, d: 6, scale: 0.408, causal: true, rate: 0.1},
+		{mats: 2, tq: 7, tk: 5, d: 16, scale: 0.5},
+		{mats: 1, tq: 70, tk: 70, d: 64, scale: 0.125, causal: true, rate: 0.2},
+		{mats: 1, tq: 20, tk: 20, d: 128, scale: 0.088, causal: true},
+		{mats: 2, tq: 19, tk: 19, d: 40, scale: 0.16, causal: true, rate: 0.1}, // 3 lanes of 14: a lane's last dimension past d
+		{mats: 1, tq: 3, tk: 45, d: 16, scale: 0.25},                           // more keys than queries: two tiles of keys
+	} {
+		q := randVec(r, g.mats*g.tq*g.d, -2, 2)
+		kt := randVec(r, g.mats*g.d*g.tk, -2, 2)
+		v := randVec(r, g.mats*g.tk*g.d, -1, 1)
+		do := randVec(r, g.mats*g.tq*g.d, -1, 1)
+		o, lse, delta, dq, dkt, dv := unfusedAttention(g, q, kt, v, do, step, seed)
+		name := fmt.Sprintf("attn_%dx%dx%dx%d", g.mats, g.tq, g.tk, g.d)
+		args := func(ins ...[]float32) [][]float32 {
+			if g.rate > 0 {
+				return append([][]float32{argsVec(0.1, step, seed)}, ins...)
+			}
+			return ins
+		}
+		a := 0 // the index of the first buffer after the step arguments
+		if g.rate > 0 {
+			a = 1
+		}
+		cases = append(cases,
+			gpuCase{name: name, k: attentionFwdKernel(g), tol: 2e-5,
+				in:   args(q, kt, v, zeros(len(o)), zeros(len(lse))),
+				want: map[int][]float32{a + 3: o, a + 4: lse}},
+			gpuCase{name: name + "_delta", k: attentionDeltaKernel(g), tol: 2e-5,
+				in: [][]float32{o, do, zeros(len(delta))}, want: map[int][]float32{2: delta}},
+			gpuCase{name: name + "_kv", k: attentionBwdKeysKernel(g, true, true), tol: 1e-4,
+				in:   args(q, kt, v, do, lse, delta, zeros(len(dkt)), zeros(len(dv))),
+				want: map[int][]float32{a + 6: dkt, a + 7: dv}},
+			gpuCase{name: name + "_v", k: attentionBwdKeysKernel(g, false, true), tol: 1e-4,
+				in:   args(q, kt, v, do, lse, delta, zeros(len(dv))),
+				want: map[int][]float32{a + 6: dv}},
+			gpuCase{name: name + "_q", k: attentionBwdQueriesKernel(g), tol: 1e-4,
+				in:   args(q, kt, v, do, lse, delta, zeros(len(dq))),
+				want: map[int][]float32{a + 6: dq}},
+		)
+	}
+	for _, d := range []*Dialect{Metal, CUDA} {
+		t.Run(d.Name, func(t *testing.T) {
+			t.Parallel()
+			checkCases(t, d, cases, runCases(t, d, cases))
+		})
+	}
+}
+
+// TestAttentionTilingFitsMetal: for every head dimension up to 128 and
+// contexts short and long, each kernel's threadgroup arrays fit Metal's
+// 32 KiB with room to spare, its threadgroup is at most 256 threads, and
+// a lane keeps at most attnLaneDims dimensions.
+func TestAttentionTilingFitsMetal(t *testing.T) {
+	for d := 1; d <= 128; d++ {
+		for _, tt := range []int{1, 8, 37, 256, 1024} {
+			g := attnGeom{mats: 2, tq: tt, tk: tt, d: d, scale: 1, causal: true}
+			for _, k := range []*Kernel{attentionFwdKernel(g), attentionBwdKeysKernel(g, true, true), attentionBwdQueriesKernel(g)} {
+				shared := 0
+				for _, s := range k.Body {
+					if sh, ok := s.(Shared); ok {
+						shared += 4 * sh.Size
+					}
+				}
+				if shared > attnSharedBytes || k.Threadgroup > 256 || k.Threadgroup < 1 {
+					t.Errorf("d %d, t %d: %s: %d bytes of threadgroup memory, %d threads", d, tt, k.Doc, shared, k.Threadgroup)
+				}
+			}
+			if tl := g.fwdTiling(); tl.per > attnLaneDims || tl.lanes*tl.per < d {
+				t.Errorf("d %d: %d lanes of %d dimensions", d, tl.lanes, tl.per)
+			}
+		}
+	}
+}

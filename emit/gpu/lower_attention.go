@@ -1,0 +1,87 @@
+package gpu
+
+import (
+	"fmt"
+
+	"github.com/mlbuild/mlbuild/planner"
+)
+
+// The fused attention family's lowerings (kernels_attention.go writes the
+// kernels).
+
+// attnGeomOf reads a fused attention step's geometry from q [..., Tq, D]
+// and kᵀ [..., D, Tk]; rate is the step's dropout in training, 0 outside.
+func (l *lowering) attnGeomOf(st *planner.Step, training bool) (attnGeom, error) {
+	qs, err := l.shape(st.In[0])
+	if err != nil {
+		return attnGeom{}, err
+	}
+	ks, err := l.shape(st.In[1])
+	if err != nil {
+		return attnGeom{}, err
+	}
+	n := len(qs)
+	if n < 2 || len(ks) != n || qs[n-1] != ks[n-2] || qs[n-1] > planner.MaxAttentionDim {
+		return attnGeom{}, fmt.Errorf("attention of q %v and kᵀ %v: not [..., Tq, D] and [..., D, Tk] with D ≤ %d", qs, ks, planner.MaxAttentionDim)
+	}
+	g := attnGeom{mats: prod(qs[:n-2]), tq: qs[n-2], tk: ks[n-1], d: qs[n-1], scale: float32(st.Attr.Scale), causal: st.Attr.Causal}
+	if training {
+		g.rate = float32(st.Attr.Rate)
+	}
+	return g, nil
+}
+
+// withArgs puts the step arguments before ops when g draws dropout.
+func (g attnGeom) withArgs(ops ...operand) []operand {
+	if g.rate > 0 {
+		return append([]operand{stepArgs}, ops...)
+	}
+	return ops
+}
+
+// attention lowers the fused forward: one kernel writes o and each query
+// row's log-sum-exp.
+func (l *lowering) attention(st *planner.Step, training bool) error {
+	if err := l.operands(st, 3, 2); err != nil {
+		return err
+	}
+	g, err := l.attnGeomOf(st, training)
+	if err != nil {
+		return err
+	}
+	return l.launch("attention", attentionFwdKernel(g), nil, g.withArgs(whole(st.In[0]), whole(st.In[1]), whole(st.In[2]), whole(st.Out[0]), whole(st.Out[1]))...)
+}
+
+// attentionBwd lowers the fused backward: delta = rowsum(do∘o), then dkᵀ
+// and dv in one kernel, dq in another (each only where the plan wants it).
+func (l *lowering) attentionBwd(st *planner.Step) error {
+	if err := l.operands(st, 6, 4); err != nil {
+		return err
+	}
+	g, err := l.attnGeomOf(st, true)
+	if err != nil {
+		return err
+	}
+	q, kt, v, o, lse, do := st.In[0], st.In[1], st.In[2], st.In[3], st.In[4], st.In[5]
+	dq, dkt, dv, delta := st.Out[0], st.Out[1], st.Out[2], st.Out[3]
+	if err := l.launch("attention_delta", attentionDeltaKernel(g), nil, whole(o), whole(do), whole(delta)); err != nil {
+		return err
+	}
+	if present(dkt) || present(dv) {
+		ops := []operand{whole(q), whole(kt), whole(v), whole(do), whole(lse), whole(delta)}
+		if present(dkt) {
+			ops = append(ops, whole(dkt))
+		}
+		if present(dv) {
+			ops = append(ops, whole(dv))
+		}
+		if err := l.launch("attention_bwd_kv", attentionBwdKeysKernel(g, present(dkt), present(dv)), nil, g.withArgs(ops...)...); err != nil {
+			return err
+		}
+	}
+	if !present(dq) {
+		return nil
+	}
+	return l.launch("attention_bwd_q", attentionBwdQueriesKernel(g), nil,
+		g.withArgs(whole(q), whole(kt), whole(v), whole(do), whole(lse), whole(delta), whole(dq))...)
+}

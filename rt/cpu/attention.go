@@ -1,0 +1,155 @@
+package cpu
+
+import "math"
+
+// Attention is the geometry of a fused attention step: Mats independent
+// (batch, head) matrices, each Tq queries and Tk keys of dimension D.
+type Attention struct {
+	Mats, Tq, Tk, D int
+	// Scale multiplies the scores q·k.
+	Scale float32
+	// Causal lets query i see keys 0..i only (Tq = Tk).
+	Causal bool
+	// Rate is the dropout of the probabilities: element (m, i, j) is kept,
+	// times 1/(1−Rate), where Uniform((m·Tq + i)·Tk + j) ≥ Rate; 0: none.
+	Rate float32
+	// Uniform draws the dropout's uniform of an element's index (the GPU
+	// programs' rt/gpuhost.DropoutUniform at the step's seed); nil when
+	// Rate is 0.
+	Uniform func(index uint32) float32
+}
+
+// keep is the dropout's multiplier of element index: 0 or 1/(1−Rate).
+func (a Attention) keep(index int) float32 {
+	if a.Rate <= 0 || a.Uniform == nil {
+		return 1
+	}
+	if a.Uniform(uint32(index)) >= a.Rate {
+		return 1 / (1 - a.Rate)
+	}
+	return 0
+}
+
+// seen is the number of keys query i sees.
+func (a Attention) seen(i int) int {
+	if a.Causal {
+		return min(i+1, a.Tk)
+	}
+	return a.Tk
+}
+
+// scores writes s[j] = Scale·q_i·k_j of matrix m for the keys query i
+// sees, and returns their count.
+func (a Attention) scores(q, kt []float32, m, i int, s []float32) int {
+	n := a.seen(i)
+	qi := q[(m*a.Tq+i)*a.D : (m*a.Tq+i+1)*a.D]
+	k := kt[m*a.D*a.Tk : (m+1)*a.D*a.Tk]
+	for j := range n {
+		var acc float32
+		for d, x := range qi {
+			acc += x * k[d*a.Tk+j]
+		}
+		s[j] = a.Scale * acc
+	}
+	return n
+}
+
+// AttentionFwd is the reference of the GPU's fused attention
+// (planner.KAttention), a row at a time and never the scores of a whole
+// matrix: o = dropout(softmax(Scale·q·kᵀ))·v, with q [Mats,Tq,D], kt
+// (kᵀ) [Mats,D,Tk], v [Mats,Tk,D], o [Mats,Tq,D], and lse [Mats,Tq] each
+// row's log Σ_j exp(s_j) for the backward.
+func AttentionFwd(q, kt, v, o, lse []float32, a Attention) {
+	ParallelFor(a.Mats, 1, func(lo, hi int) {
+		s := make([]float32, a.Tk)
+		for m := lo; m < hi; m++ {
+			for i := range a.Tq {
+				n := a.scores(q, kt, m, i, s)
+				mx := float32(math.Inf(-1))
+				for _, x := range s[:n] {
+					mx = max(mx, x)
+				}
+				var sum float64
+				for j := range n {
+					s[j] = float32(math.Exp(float64(s[j] - mx)))
+					sum += float64(s[j])
+				}
+				lse[m*a.Tq+i] = mx + float32(math.Log(sum))
+				oi := o[(m*a.Tq+i)*a.D : (m*a.Tq+i+1)*a.D]
+				clear(oi)
+				inv := float32(1 / sum)
+				for j := range n {
+					p := s[j] * inv * a.keep((m*a.Tq+i)*a.Tk+j)
+					vj := v[(m*a.Tk+j)*a.D : (m*a.Tk+j+1)*a.D]
+					for d, x := range vj {
+						oi[d] += p * x
+					}
+				}
+			}
+		}
+	})
+}
+
+// AttentionBwd is the reference of the GPU's fused attention backward
+// (planner.KAttentionBwd): from q, kt, v, o, the forward's lse and do
+// (shaped like o), it writes delta [Mats,Tq] = rowsum(do∘o), then dq, dkt
+// and dv (each may be nil), recomputing each row's probabilities
+// p_j = exp(s_j − lse) and the dropout's mask:
+//
+//	dv_j += p_j·keep_j·do_i,  ds_j = p_j·(keep_j·do_i·v_j − delta_i),
+//	dq_i += Scale·Σ_j ds_j·k_j,  dk_j += Scale·ds_j·q_i.
+func AttentionBwd(q, kt, v, o, lse, do, dq, dkt, dv, delta []float32, a Attention) {
+	ParallelFor(a.Mats, 1, func(lo, hi int) {
+		s := make([]float32, a.Tk)
+		for m := lo; m < hi; m++ {
+			if dq != nil {
+				clear(dq[m*a.Tq*a.D : (m+1)*a.Tq*a.D])
+			}
+			if dkt != nil {
+				clear(dkt[m*a.D*a.Tk : (m+1)*a.D*a.Tk])
+			}
+			if dv != nil {
+				clear(dv[m*a.Tk*a.D : (m+1)*a.Tk*a.D])
+			}
+			for i := range a.Tq {
+				r := m*a.Tq + i
+				var dd float32
+				for d := range a.D {
+					dd += do[r*a.D+d] * o[r*a.D+d]
+				}
+				delta[r] = dd
+			}
+			for i := range a.Tq {
+				r := m*a.Tq + i
+				n := a.scores(q, kt, m, i, s)
+				qi, doi := q[r*a.D:(r+1)*a.D], do[r*a.D:(r+1)*a.D]
+				for j := range n {
+					p := float32(math.Exp(float64(s[j] - lse[r])))
+					keep := a.keep(r*a.Tk + j)
+					vj := v[(m*a.Tk+j)*a.D : (m*a.Tk+j+1)*a.D]
+					var dp float32
+					for d, x := range doi {
+						dp += x * vj[d]
+					}
+					if dv != nil {
+						dvj := dv[(m*a.Tk+j)*a.D : (m*a.Tk+j+1)*a.D]
+						for d, x := range doi {
+							dvj[d] += p * keep * x
+						}
+					}
+					ds := a.Scale * p * (keep*dp - delta[r])
+					if dq != nil {
+						for d := range a.D {
+							dq[r*a.D+d] += ds * kt[(m*a.D+d)*a.Tk+j]
+						}
+					}
+					if dkt != nil {
+						for d, x := range qi {
+							dkt[(m*a.D+d)*a.Tk+j] += ds * x
+						}
+					}
+				}
+			}
+		}
+	})
+}

@@ -1,0 +1,125 @@
+package cpu
+
+import (
+	"fmt"
+	"math"
+	"testing"
+)
+
+// unfusedAttention is attention as the CPU's plans run it, step by step:
+// scores = q·kᵀ (MatMulFwd), scaled, the (causal) softmax, the dropout's
+// mask, then ·v; and the backward through each step's own kernel. It
+// returns o, each row's log-sum-exp, and dq, dkt, dv for do.
+func unfusedAttention(q, kt, v, do []float32, a Attention) (o, lse, dq, dkt, dv []float32) {
+	m, tq, tk, d := a.Mats, a.Tq, a.Tk, a.D
+	qs, ks, vs, ss := []int{m, tq, d}, []int{m, d, tk}, []int{m, tk, d}, []int{m, tq, tk}
+	s := make([]float32, m*tq*tk)
+	MatMulFwd(q, kt, s, qs, ks, ss)
+	for i := range s {
+		s[i] *= a.Scale
+	}
+	lse = make([]float32, m*tq)
+	for r := range m * tq {
+		row := s[r*tk : (r+1)*tk]
+		n := a.seen(r % tq)
+		mx := float32(math.Inf(-1))
+		for _, x := range row[:n] {
+			mx = max(mx, x)
+		}
+		var sum float64
+		for _, x := range row[:n] {
+			sum += math.Exp(float64(x - mx))
+		}
+		lse[r] = mx + float32(math.Log(sum))
+	}
+	p := make([]float32, len(s))
+	if a.Causal {
+		SoftmaxCausalFwd(s, p, m, tq)
+	} else {
+		SoftmaxFwd(s, p, m*tq, tk, 1)
+	}
+	mask := make([]float32, len(p))
+	pd := make([]float32, len(p))
+	for i := range p {
+		mask[i] = a.keep(i)
+		pd[i] = p[i] * mask[i]
+	}
+	o = make([]float32, m*tq*d)
+	MatMulFwd(pd, v, o, ss, vs, qs)
+
+	dpd, dp, ds := make([]float32, len(p)), make([]float32, len(p)), make([]float32, len(p))
+	dv = make([]float32, len(v))
+	MatMulBwd(pd, v, do, dpd, dv, ss, vs, qs)
+	DropoutBwd(mask, dpd, dp)
+	SoftmaxBwd(p, dp, ds, m*tq, tk, 1)
+	for i := range ds {
+		ds[i] *= a.Scale
+	}
+	dq, dkt = make([]float32, len(q)), make([]float32, len(kt))
+	MatMulBwd(q, kt, ds, dq, dkt, qs, ks, ss)
+	return o, lse, dq, dkt, dv
+}
+
+// testUniform is a stand-in for the GPU's dropout draw: any function of
+// the index will do, as both sides call the same one.
+func testUniform(i uint32) float32 {
+	i = (i ^ 61) ^ (i >> 16)
+	i *= 9
+	i ^= i >> 4
+	i *= 0x27d4eb2d
+	i ^= i >> 15
+	return float32(i>>8) / (1 << 24)
+}
+
+// TestAttentionMatchesUnfused: the fused attention's reference, forward
+// and backward, against the CPU's unfused steps (matmul, scale, causal or
+// plain softmax, dropout, matmul, and their backward kernels) on awkward
+// shapes: one position, a head dimension of 6, 16 and 64, queries and keys
+// of different counts without a mask, and dropout. Both sum the same
+// products in other orders: relative errors within 1e-5 of each value's
+// scale.
+func TestAttentionMatchesUnfused(t *testing.T) {
+	r := newTestRand(31)
+	cases := []Attention{
+		{Mats: 3, Tq: 1, Tk: 1, D: 16, Scale: 0.25, Causal: true},
+		{Mats: 2, Tq: 37, Tk: 37, D: 64, Scale: 0.125, Causal: true},
+		{Mats: 4, Tq: 8, Tk: 8, D: 6, Scale: 0.41, Causal: true, Rate: 0.1, Uniform: testUniform},
+		{Mats: 2, Tq: 7, Tk: 5, D: 16, Scale: 0.5},
+		{Mats: 1, Tq: 33, Tk: 33, D: 16, Scale: 0.25, Rate: 0.3, Uniform: testUniform},
+	}
+	for _, a := range cases {
+		t.Run(fmt.Sprintf("%dx%dx%dx%d_causal%v_rate%g", a.Mats, a.Tq, a.Tk, a.D, a.Causal, a.Rate), func(t *testing.T) {
+			q := randSlice(r, a.Mats*a.Tq*a.D, 2)
+			kt := randSlice(r, a.Mats*a.D*a.Tk, 2)
+			v := randSlice(r, a.Mats*a.Tk*a.D, 1)
+			do := randSlice(r, a.Mats*a.Tq*a.D, 1)
+			wo, wlse, wdq, wdkt, wdv := unfusedAttention(q, kt, v, do, a)
+			o, lse := make([]float32, len(wo)), make([]float32, len(wlse))
+			AttentionFwd(q, kt, v, o, lse, a)
+			dq, dkt, dv, delta := make([]float32, len(q)), make([]float32, len(kt)), make([]float32, len(v)), make([]float32, len(lse))
+			AttentionBwd(q, kt, v, o, lse, do, dq, dkt, dv, delta, a)
+			for _, c := range []struct {
+				name      string
+				got, want []float32
+			}{{"o", o, wo}, {"lse", lse, wlse}, {"dq", dq, wdq}, {"dkt", dkt, wdkt}, {"dv", dv, wdv}} {
+				scale := float32(0)
+				for _, x := range c.want {
+					scale = max(scale, float32(math.Abs(float64(x))))
+				}
+				for i := range c.want {
+					if d := math.Abs(float64(c.got[i] - c.want[i])); d > 1e-5*float64(max(scale, 1)) || math.IsNaN(float64(c.got[i])) {
+						t.Fatalf("%s[%d] = %g, unfused %g (scale %g)", c.name, i, c.got[i], c.want[i], scale)
+					}
+				}
+			}
+			// dq without dkt and dv: the same dq
+			dq2 := make([]float32, len(q))
+			AttentionBwd(q, kt, v, o, lse, do, dq2, nil, nil, delta, a)
+			for i := range dq {
+				if dq2[i] != dq[i] {
+					t.Fatalf("dq alone [%d] = %g, with dkt and dv %g", i, dq2[i], dq[i])
+				}
+			}
+		})
+	}
+}
