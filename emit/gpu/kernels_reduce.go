@@ -329,23 +329,32 @@ func batchNormKernel(outer, c, inner int, eps, momentum float32) *Kernel {
 	e := add(mul(add(mul(coord(vr("j"), shape, 0), i32(c)), tgidE), i32(inner)), coord(vr("j"), shape, 1))
 	body := meanAndSquares(e, m, tg)
 	unbiased := float32(1) / float32(max(m-1, 1))
-	body = append(body,
-		let("var", Float, mul(vr("ss"), flt(1/float32(m)))),
-		let("inv", Float, call(FnRsqrt, add(vr("var"), flt(eps)))),
-		let("scale", Float, mul(load("gamma", tgidE), vr("inv"))),
-		let("shift", Float, sub(load("beta", tgidE), mul(vr("mean"), vr("scale")))),
-		strided("j", m, tg, store("y", e, add(mul(load("x", e), vr("scale")), vr("shift")))),
-		when(eq(lidE, i32(0)),
-			store("smean", tgidE, vr("mean")),
-			store("sinv", tgidE, vr("inv")),
-			store("rmean", tgidE, add(mul(flt(1-momentum), load("rmean", tgidE)), mul(flt(momentum), vr("mean")))),
-			store("rvar", tgidE, add(mul(flt(1-momentum), load("rvar", tgidE)), mul(flt(momentum), mul(vr("ss"), flt(unbiased)))))),
-	)
+	body = append(body, let("var", Float, mul(vr("ss"), flt(1/float32(m)))))
+	body = append(body, normaliseChannel(e, m, tg, eps, momentum, mul(vr("ss"), flt(unbiased)), "smean", "sinv")...)
 	n := outer * c * inner
 	return &Kernel{Doc: fmt.Sprintf("batch norm (training) of [%d,%d,%d]", outer, c, inner),
 		Params: []Param{in("x", n), in("gamma", c), in("beta", c), out("rmean", c), out("rvar", c),
 			out("y", n), out("smean", c), out("sinv", c)},
 		Threadgroup: tg, Groups: c, Body: body}
+}
+
+// normaliseChannel ends a batch norm's training forward once the
+// threadgroup of channel tgid knows its "mean" and "var": y = gamma·x̂ +
+// beta over the channel's m values (e an index in j), then by thread 0
+// the mean and 1/sqrt(var+eps) saved into saveMean and saveInv, and the
+// running statistics moved toward the mean and sampleVar.
+func normaliseChannel(e Expr, m, tg int, eps, momentum float32, sampleVar Expr, saveMean, saveInv string) []Stmt {
+	return []Stmt{
+		let("inv", Float, call(FnRsqrt, add(vr("var"), flt(eps)))),
+		let("scale", Float, mul(load("gamma", tgidE), vr("inv"))),
+		let("shift", Float, sub(load("beta", tgidE), mul(vr("mean"), vr("scale")))),
+		strided("j", m, tg, store("y", e, add(mul(load("x", e), vr("scale")), vr("shift")))),
+		when(eq(lidE, i32(0)),
+			store(saveMean, tgidE, vr("mean")),
+			store(saveInv, tgidE, vr("inv")),
+			store("rmean", tgidE, add(mul(flt(1-momentum), load("rmean", tgidE)), mul(flt(momentum), vr("mean")))),
+			store("rvar", tgidE, add(mul(flt(1-momentum), load("rvar", tgidE)), mul(flt(momentum), sampleVar)))),
+	}
 }
 
 // batchNormEvalKernel normalises with the running statistics, element-wise.

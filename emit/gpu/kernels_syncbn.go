@@ -49,16 +49,8 @@ func syncBatchNormApplyKernel(outer, c, inner, total int, eps, momentum float32)
 		let("mean", Float, mul(load("s1", tgidE), flt(1/float32(total)))),
 		let("var", Float, call(FnMax, sub(mul(load("s2", tgidE), flt(1/float32(total))), mul(vr("mean"), vr("mean"))), flt(0))),
 		Barrier{}, // every thread has read s1 and s2 before thread 0 overwrites them
-		let("inv", Float, call(FnRsqrt, add(vr("var"), flt(eps)))),
-		let("scale", Float, mul(load("gamma", tgidE), vr("inv"))),
-		let("shift", Float, sub(load("beta", tgidE), mul(vr("mean"), vr("scale")))),
-		strided("j", m, tg, store("y", e, add(mul(load("x", e), vr("scale")), vr("shift")))),
-		when(eq(lidE, i32(0)),
-			store("s1", tgidE, vr("mean")),
-			store("s2", tgidE, vr("inv")),
-			store("rmean", tgidE, add(mul(flt(1-momentum), load("rmean", tgidE)), mul(flt(momentum), vr("mean")))),
-			store("rvar", tgidE, add(mul(flt(1-momentum), load("rvar", tgidE)), mul(flt(momentum), mul(vr("var"), flt(unbiased)))))),
 	}
+	body = append(body, normaliseChannel(e, m, tg, eps, momentum, mul(vr("var"), flt(unbiased)), "s1", "s2")...)
 	n := outer * c * inner
 	return &Kernel{Doc: fmt.Sprintf("synchronised batch norm (training) of a share [%d,%d,%d] of %d values a channel", outer, c, inner, total),
 		Params: []Param{in("x", n), in("gamma", c), in("beta", c), out("rmean", c), out("rvar", c),
