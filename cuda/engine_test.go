@@ -739,24 +739,7 @@ func TestFaultNamesItsKernel(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		loadSuite(t, d)
-		x, _ := d.Alloc("x", 1024)
-		acc, _ := d.Alloc("acc", 1024)
-		c, _ := d.Alloc("c", 1024)
-		seq, err := d.Record("training step", func(e gpuhost.Encoder) error {
-			if err := e.Gemm(gpuhost.Gemm{M: 16, N: 16, K: 16, Alpha: 1, A: gpuhost.Operand{Buf: acc}, B: gpuhost.Operand{Buf: x}, C: gpuhost.Operand{Buf: c}}); err != nil {
-				return err
-			}
-			for range 2 {
-				if err := e.Dispatch("conf_accumulate", []gpuhost.Arg{{Buf: x, Bytes: 1024}, {Buf: acc, Bytes: 1024}}, 4, 64); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
+		seq := gemmAndTwoKernels(t, d)
 		if err := seq.Launch(); err != nil {
 			t.Fatal(err)
 		}
@@ -785,6 +768,31 @@ func TestFaultNamesItsKernel(t *testing.T) {
 		}
 		d.Close()
 	}
+}
+
+// gemmAndTwoKernels loads the suite's kernels on d and records the
+// sequence "training step": a 16×16×16 GEMM, then conf_accumulate twice.
+func gemmAndTwoKernels(t *testing.T, d *cuda.Device) gpuhost.Sequence {
+	t.Helper()
+	loadSuite(t, d)
+	x, _ := d.Alloc("x", 1024)
+	acc, _ := d.Alloc("acc", 1024)
+	c, _ := d.Alloc("c", 1024)
+	seq, err := d.Record("training step", func(e gpuhost.Encoder) error {
+		if err := e.Gemm(gpuhost.Gemm{M: 16, N: 16, K: 16, Alpha: 1, A: gpuhost.Operand{Buf: acc}, B: gpuhost.Operand{Buf: x}, C: gpuhost.Operand{Buf: c}}); err != nil {
+			return err
+		}
+		for range 2 {
+			if err := e.Dispatch("conf_accumulate", []gpuhost.Arg{{Buf: x, Bytes: 1024}, {Buf: acc, Bytes: 1024}}, 4, 64); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return seq
 }
 
 // TestCallWaitsOnce: an inference through Call is one graph launch, its

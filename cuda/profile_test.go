@@ -7,7 +7,6 @@ import (
 
 	"github.com/mlbuild/mlbuild/cuda"
 	"github.com/mlbuild/mlbuild/cuda/fakecuda"
-	"github.com/mlbuild/mlbuild/rt/gpuhost"
 )
 
 // TestProfileTimesEveryOp: with Options.Profile a sequence's ops run one
@@ -22,24 +21,7 @@ func TestProfileTimesEveryOp(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		loadSuite(t, d)
-		x, _ := d.Alloc("x", 1024)
-		acc, _ := d.Alloc("acc", 1024)
-		c, _ := d.Alloc("c", 1024)
-		seq, err := d.Record("training step", func(e gpuhost.Encoder) error {
-			if err := e.Gemm(gpuhost.Gemm{M: 16, N: 16, K: 16, Alpha: 1, A: gpuhost.Operand{Buf: acc}, B: gpuhost.Operand{Buf: x}, C: gpuhost.Operand{Buf: c}}); err != nil {
-				return err
-			}
-			for range 2 {
-				if err := e.Dispatch("conf_accumulate", []gpuhost.Arg{{Buf: x, Bytes: 1024}, {Buf: acc, Bytes: 1024}}, 4, 64); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
+		seq := gemmAndTwoKernels(t, d)
 		for range 3 {
 			if err := seq.Launch(); err != nil {
 				t.Fatal(err)
