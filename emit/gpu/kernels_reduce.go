@@ -372,14 +372,11 @@ func batchNormEvalKernel(outer, c, inner int, eps float32) *Kernel {
 		})
 }
 
-// batchNormBwdKernel: per channel dbeta = Σ dy, dgamma = Σ dy·x̂, and
-// dx = gamma·inv·(dy − dbeta/m − x̂·dgamma/m); dx may be dy.
-// Its threadgroups are as wide as batchNormKernel's.
-func batchNormBwdKernel(outer, c, inner int) *Kernel {
-	m := outer * inner
-	tg := pow2AtMost(m, tgWide)
-	shape := []int{outer, inner}
-	e := add(mul(add(mul(coord(vr("j"), shape, 0), i32(c)), tgidE), i32(inner)), coord(vr("j"), shape, 1))
+// channelGradSums is the first pass of a batch norm's backward over
+// channel tgid's m values (e an index in j): with its saved "mean" and
+// "inv" loaded, "sdy" = Σ dy and "sdyx" = Σ dy·x̂, summed in a tree in the
+// threadgroup's shared "sh".
+func channelGradSums(e Expr, m, tg int) []Stmt {
 	xhat := mul(sub(load("x", e), vr("mean")), vr("inv"))
 	body := []Stmt{
 		Shared{"sh", tg},
@@ -390,7 +387,19 @@ func batchNormBwdKernel(outer, c, inner int) *Kernel {
 		strided("j", m, tg, set("a1", add(vr("a1"), load("dy", e))), set("a2", add(vr("a2"), mul(load("dy", e), xhat)))),
 	}
 	body = append(body, reduceInto("sdy", "a1", "sh", tg, sumOp)...)
-	body = append(body, reduceInto("sdyx", "a2", "sh", tg, sumOp)...)
+	return append(body, reduceInto("sdyx", "a2", "sh", tg, sumOp)...)
+}
+
+// batchNormBwdKernel: per channel dbeta = Σ dy, dgamma = Σ dy·x̂, and
+// dx = gamma·inv·(dy − dbeta/m − x̂·dgamma/m); dx may be dy.
+// Its threadgroups are as wide as batchNormKernel's.
+func batchNormBwdKernel(outer, c, inner int) *Kernel {
+	m := outer * inner
+	tg := pow2AtMost(m, tgWide)
+	shape := []int{outer, inner}
+	e := add(mul(add(mul(coord(vr("j"), shape, 0), i32(c)), tgidE), i32(inner)), coord(vr("j"), shape, 1))
+	xhat := mul(sub(load("x", e), vr("mean")), vr("inv"))
+	body := channelGradSums(e, m, tg)
 	body = append(body,
 		let("k", Float, mul(load("gamma", tgidE), vr("inv"))),
 		strided("j", m, tg, store("dx", e, mul(vr("k"),

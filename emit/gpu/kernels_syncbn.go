@@ -64,18 +64,7 @@ func syncBatchNormBwdSumsKernel(outer, c, inner int) *Kernel {
 	m := outer * inner
 	tg := pow2AtMost(m, tgReduce)
 	e := channelIndex(outer, c, inner)
-	xhat := mul(sub(load("x", e), vr("mean")), vr("inv"))
-	body := []Stmt{
-		Shared{"sh", tg},
-		let("mean", Float, load("smean", tgidE)),
-		let("inv", Float, load("sinv", tgidE)),
-		let("a1", Float, flt(0)),
-		let("a2", Float, flt(0)),
-		strided("j", m, tg, set("a1", add(vr("a1"), load("dy", e))), set("a2", add(vr("a2"), mul(load("dy", e), xhat)))),
-	}
-	body = append(body, reduceInto("sdy", "a1", "sh", tg, sumOp)...)
-	body = append(body, reduceInto("sdyx", "a2", "sh", tg, sumOp)...)
-	body = append(body, when(eq(lidE, i32(0)), store("dgamma", tgidE, vr("sdyx")), store("dbeta", tgidE, vr("sdy"))))
+	body := append(channelGradSums(e, m, tg), when(eq(lidE, i32(0)), store("dgamma", tgidE, vr("sdyx")), store("dbeta", tgidE, vr("sdy"))))
 	n := outer * c * inner
 	return &Kernel{Doc: fmt.Sprintf("synchronised batch norm backward's sums of a share of [%d,%d,%d]", outer, c, inner),
 		Params:      []Param{in("x", n), in("smean", c), in("sinv", c), in("dy", n), out("dgamma", c), out("dbeta", c)},
