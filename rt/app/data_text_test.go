@@ -2,6 +2,8 @@ package app
 
 import (
 	"bytes"
+	"math"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
@@ -211,5 +213,34 @@ func TestTextHelp(t *testing.T) {
 	Run(m, []string{"eval", "--help"}, &out, &out)
 	if !strings.Contains(out.String(), "moby.txt, more.txt: the last 0.1 of the text") {
 		t.Errorf("eval --help:\n%s", out.String())
+	}
+}
+
+// TestTokenCorrectCountsAsTokenLoss: the count a training step takes
+// from tokenCorrect is tokenLoss's, on rows with ties for the largest
+// logit, NaNs and infinities.
+func TestTokenCorrectCountsAsTokenLoss(t *testing.T) {
+	const rows, V = 2000, 7
+	r := rand.New(rand.NewPCG(9, 10))
+	logits, onehot := make([]float32, rows*V), make([]float32, rows*V)
+	for i := range logits {
+		logits[i] = float32(r.IntN(4)) // many ties
+	}
+	for p := range rows {
+		onehot[p*V+r.IntN(V)] = 1
+		switch p % 50 {
+		case 1:
+			logits[p*V+r.IntN(V)] = float32(math.NaN())
+		case 2:
+			logits[p*V+r.IntN(V)] = float32(math.Inf(1))
+		case 3:
+			for j := range V {
+				logits[p*V+j] = float32(math.Inf(-1))
+			}
+		}
+	}
+	_, want := tokenLoss(logits, onehot, V)
+	if got := tokenCorrect(logits, onehot, V); got != want || want == 0 || want == rows {
+		t.Fatalf("tokenCorrect counts %d, tokenLoss %d of %d rows", got, want, rows)
 	}
 }
