@@ -23,7 +23,10 @@
 # the CPU reference, minutes of the host's time at batch 64);
 # TRAIN_SECONDS (default 0: no limit) interrupts training as Ctrl-C does,
 # its checkpoint then holding the weights; TORCH_FULL=0 skips PyTorch's
-# full-length quality run. GEN_ONLY=1 runs 3 alone, on the weights of one
+# full-length quality run. GEN_TOKENS (default 1000) sets part 3's
+# length: at thousands of tokens a second, a thousand take less time than
+# a process's start varies (0.1 s), so 10000 measures the rate better.
+# GEN_ONLY=1 runs 3 alone, on the weights of one
 # training step on 64 windows (generation's speed does not depend on
 # them): a few minutes. Every command runs under a time limit
 # (LIMIT seconds, default 3600; generation's GEN_LIMIT, default 600).
@@ -41,8 +44,9 @@ to() { timeout -k 30 "$lim" "$@"; }
 generation() {
 	local w=$1 g=$out/gen
 	mkdir -p "$g"
-	echo "== generation at batch 1: 1000 tokens, greedy, the window jumping by half past the context"
-	# run NAME ARGS...: times one generate of 1 and one of 1001 tokens and
+	local n=${GEN_TOKENS:-1000}
+	echo "== generation at batch 1: $n tokens, greedy, the window jumping by half past the context"
+	# run NAME ARGS...: times one generate of 1 and one of n+1 tokens and
 	# prints NAME's tokens/s from the difference ("failed" on an error or
 	# a time-out), after an untimed one of 1 token (which fills the CUDA
 	# program's kernel cache, so both timed runs start alike).
@@ -53,9 +57,9 @@ generation() {
 		t0=$(date +%s.%N)
 		timeout -k 10 "$glim" "$@" --tokens 1 >"$g/$name-1.txt" 2>&1 || { echo "$name: failed (exit $?): $(tail -n 2 "$g/$name-1.txt")"; return 0; }
 		t1=$(date +%s.%N)
-		timeout -k 10 "$glim" "$@" --tokens 1001 >"$g/$name-1001.txt" 2>&1 || { echo "$name: failed (exit $?): $(tail -n 2 "$g/$name-1001.txt")"; return 0; }
+		timeout -k 10 "$glim" "$@" --tokens $((n + 1)) >"$g/$name-1001.txt" 2>&1 || { echo "$name: failed (exit $?): $(tail -n 2 "$g/$name-1001.txt")"; return 0; }
 		t2=$(date +%s.%N)
-		echo "$t0 $t1 $t2" | awk -v n="$name" '{d = ($3 - $2) - ($2 - $1); printf "%s: 1000 tokens in %.3f s, %.1f tokens/s (1001 tokens %.3f s, 1 token %.3f s)\n", n, d, (d > 0 ? 1000 / d : 0), $3 - $2, $2 - $1}' | tee "$g/$name.rate"
+		echo "$t0 $t1 $t2" | awk -v n="$name" -v k="$n" '{d = ($3 - $2) - ($2 - $1); printf "%s: %d tokens in %.3f s, %.1f tokens/s (%d tokens %.3f s, 1 token %.3f s)\n", n, k, d, (d > 0 ? k / d : 0), k + 1, $3 - $2, $2 - $1}' | tee "$g/$name.rate"
 	}
 	ratio() { # ratio A B: A's tokens/s over B's
 		local a b
@@ -75,14 +79,14 @@ generation() {
 	else
 		echo "the CUDA program's text differs with its KV cache and without (first bytes: $(head -c 60 "$g/mlbuild-cuda-1001.txt" | tr '\n' ' ') | $(head -c 60 "$g/mlbuild-cuda-nocache-1001.txt" | tr '\n' ' '))"
 	fi
-	if timeout -k 10 "$glim" python3 "$b/torch_kv.py" 1000 16 1 --device cuda --jump >"$g/torch-cuda.txt" 2>&1; then
+	if timeout -k 10 "$glim" python3 "$b/torch_kv.py" "$n" 16 1 --device cuda --jump >"$g/torch-cuda.txt" 2>&1; then
 		sed -n 's/.* \([0-9.]* tokens\/s\).*/pytorch-cuda: \1/p' "$g/torch-cuda.txt" >"$g/pytorch-cuda.rate"
 	fi
 	cat "$g/torch-cuda.txt"
 	ratio mlbuild-cuda pytorch-cuda
 	if [ "${GEN_CPU:-1}" != 0 ]; then
 		(export GOMAXPROCS=1; run mlbuild-cpu "$out/gpt-cpu" "${gen[@]}" --kv-cache)
-		if timeout -k 10 "$glim" python3 "$b/torch_kv.py" 1000 16 1 --jump >"$g/torch-cpu.txt" 2>&1; then
+		if timeout -k 10 "$glim" python3 "$b/torch_kv.py" "$n" 16 1 --jump >"$g/torch-cpu.txt" 2>&1; then
 			sed -n 's/.* \([0-9.]* tokens\/s\).*/pytorch-cpu: \1/p' "$g/torch-cpu.txt" >"$g/pytorch-cpu.rate"
 		fi
 		cat "$g/torch-cpu.txt"
@@ -121,7 +125,7 @@ to "$out/gpt-cpu" generate --weights "$out/w.safetensors" --prompt "Call me Ishm
 	--top-k 200 --seed 1 --kv-cache >"$out/sample.txt"
 end=$(date +%s.%N)
 cat "$out/sample.txt"; echo
-echo "1000 tokens in $(echo "$end - $start" | bc) s (16 cores, process start included)"
+echo "$start $end" | awk '{printf "1000 tokens in %.2f s (16 cores, process start included)\n", $2 - $1}'
 generation "$out/w.safetensors"
 echo "== mlbuild bf16 train, 3 epochs (timing)"
 to "$out/gpt-cuda-bf16" train --data "$b/data" --epochs 3 --out "$out/w-bf16.safetensors" --metrics "$out/m-bf16.jsonl" 2>&1 | grep -v "step " | tail -n 3
