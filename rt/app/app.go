@@ -124,6 +124,22 @@ type UpdateGuard interface {
 	SkipsUpdateOnNonFiniteLoss()
 }
 
+// CostlySnapshot is implemented by models whose State() crosses a bus (a
+// discrete GPU's arenas, which State() downloads and the next step
+// uploads again). The host-fed training loop then takes no copy of the
+// state before each step: for models/gpt.cue on an H200 that moved 170 MB
+// down and up a step, more time than the step. A divergence is then
+// traced from the weights after the failing step's update, and says so.
+type CostlySnapshot interface {
+	CostlySnapshot() bool
+}
+
+// costlySnapshot reports whether m's state is too far to copy every step.
+func costlySnapshot(m Model) bool {
+	c, ok := m.(CostlySnapshot)
+	return ok && c.CostlySnapshot()
+}
+
 // EmbeddedWeights is a safetensors file compiled into the program, so that
 // the one binary predicts and evaluates with no other file: predict and
 // eval use it when --weights is not given, and train starts from it.

@@ -265,3 +265,47 @@ func TestDivergenceWithAndWithoutGuard(t *testing.T) {
 		t.Fatalf("the divergence reports differ:\nunguarded: %s\nguarded:   %s", msgs[0], msgs[1])
 	}
 }
+
+// costlyLinearModel is linearModel whose state is far away
+// (CostlySnapshot), as a discrete GPU's: it counts the reads of State().
+type costlyLinearModel struct {
+	*linearModel
+	reads *int
+}
+
+func (costlyLinearModel) CostlySnapshot() bool { return true }
+
+func (c costlyLinearModel) State() []float32 {
+	*c.reads++
+	return c.linearModel.State()
+}
+
+// TestDivergenceWithoutSnapshot: a model whose state is costly to read is
+// not read before every step (a run of 3 epochs reads it fewer times
+// than it has steps), and a divergence is still reported; a weight found
+// non-finite is named as made by this step's update or one before.
+func TestDivergenceWithoutSnapshot(t *testing.T) {
+	dir := t.TempDir()
+	writeQuadrants(t, filepath.Join(dir, "data"), 64, 32)
+	reads := 0
+	m := costlyLinearModel{newLinearModel(), &reads}
+	code, out, errOut := runModel(t, dir, m, "train", "--data", "data", "--epochs", "3", "--quiet", "--force")
+	if code != 0 {
+		t.Fatalf("exit %d:\n%s%s", code, out, errOut)
+	}
+	steps := 3 * 64 / m.Meta().Batch
+	if reads >= steps {
+		t.Errorf("State() read %d times in %d steps: the loop copied it every step", reads, steps)
+	}
+	code, out, errOut = runModel(t, dir, m, "train", "--data", "data", "--epochs", "3", "--lr", "1e30", "--quiet", "--force")
+	if code != 3 || !strings.Contains(errOut, "training diverged at epoch") {
+		t.Fatalf("exit %d, want 3 and a divergence:\n%s%s", code, out, errOut)
+	}
+	// A weight the failing step's update made non-finite is named as
+	// this step's (or an earlier one's), not the step before's.
+	m.state[1] = float32(math.NaN())
+	err := divergence(m, nil, true, trainState{step: 7}, "", 0, 6, float32(math.NaN()))
+	if err == nil || !strings.Contains(err.Error(), "element 1 = NaN), made by this step's update or one before") {
+		t.Errorf("divergence after the update: %v", err)
+	}
+}

@@ -182,5 +182,5 @@ func residentDivergence(r Resident, st trainState, lastGood string, epoch, b, i 
 	}
 	st.step += i + 1
 	before := append([]float32(nil), r.State()...)
-	return divergence(r, before, st, lastGood, epoch, b+i, loss)
+	return divergence(r, before, false, st, lastGood, epoch, b+i, loss)
 }

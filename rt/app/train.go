@@ -312,9 +312,12 @@ func trainCmd(m Model, args []string, stdout, stderr io.Writer) (err error) {
 		return err
 	}
 	// The weights before each step let a divergence be traced to its op;
-	// a model that skips the update on a non-finite loss keeps them itself.
+	// a model that skips the update on a non-finite loss keeps them itself,
+	// and a discrete GPU's are not copied (CostlySnapshot).
 	var snapshot []float32
-	if _, guarded := m.(UpdateGuard); !guarded {
+	_, guarded := m.(UpdateGuard)
+	afterUpdate := !guarded && costlySnapshot(m)
+	if !guarded && !afterUpdate {
 		snapshot = make([]float32, len(m.State()))
 	}
 	loader := newBatchLoader(ds, B)
@@ -359,7 +362,7 @@ func trainCmd(m Model, args []string, stdout, stderr io.Writer) (err error) {
 					l = m.TrainStep(lr, st.step)
 				}
 				if !cpu.Finite(l) {
-					return divergence(m, snapshot, st, lastGood, epoch, b, l)
+					return divergence(m, snapshot, afterUpdate, st, lastGood, epoch, b, l)
 				}
 				loss += l / float32(micro)
 				if ds.text != nil {
@@ -475,8 +478,10 @@ func trainedText(first, end, epochs int, resumed string) string {
 // weights from before the step (the loss was computed from them; before is
 // nil when the model's TrainStep left them as they were, see UpdateGuard)
 // and runs the forward pass again, op by op, to find where it first
-// appeared.
-func divergence(m Model, before []float32, st trainState, lastGood string, epoch, batch int, loss float32) error {
+// appeared. With afterUpdate no copy was kept (CostlySnapshot): the
+// weights are those after the failing step's update, and the message
+// says so.
+func divergence(m Model, before []float32, afterUpdate bool, st trainState, lastGood string, epoch, batch int, loss float32) error {
 	state := m.State()
 	if before != nil {
 		copy(state, before)
@@ -484,7 +489,11 @@ func divergence(m Model, before []float32, st trainState, lastGood string, epoch
 	where := ""
 	for _, p := range m.Meta().Params {
 		if i := cpu.NonFinite(state[p.Offset : p.Offset+p.Size]); i >= 0 {
-			where = fmt.Sprintf("weight %s (element %d = %v), made by the update of the step before", p.Name, i, state[p.Offset+i])
+			by := "the update of the step before"
+			if afterUpdate {
+				by = "this step's update or one before (the weights after the step: a GPU's are not copied before every step)"
+			}
+			where = fmt.Sprintf("weight %s (element %d = %v), made by %s", p.Name, i, state[p.Offset+i], by)
 			break
 		}
 	}

@@ -431,6 +431,10 @@ func (m *Model) setArgs(lr float32, step int) {
 func (m *Model) Meta() *app.Meta  { return m.p.Meta }
 func (m *Model) State() []float32 { return m.hostView(ArenaState, true) }
 
+// CostlySnapshot says a discrete GPU's state crosses the bus to be read
+// (app.CostlySnapshot): the host-fed loop takes no copy of it every step.
+func (m *Model) CostlySnapshot() bool { return !m.unified }
+
 func (m *Model) TrainInput() []float32  { return m.hostView(ArenaTrainInput, true) }
 func (m *Model) TrainLabels() []float32 { return m.hostView(ArenaTrainLabels, true) }
 func (m *Model) TrainOutput() []float32 { return m.hostView(ArenaLogits, false)[:m.p.OutputSize] }
