@@ -410,7 +410,7 @@ func TestNodesOnTheCommandLine(t *testing.T) {
 		// A faulted fake GPU runs no more sums and its stream never
 		// reports the fault (a real one's does, at once), so node 1 learns
 		// of its fault at its step timeout, and tells node 0 then.
-		const step = 3 * time.Second
+		const step = 10 * time.Second // the fake under a loaded machine (load 700) took more than 3 s a step
 		runs := runNodes(t, []nodeSetup{
 			{args: train("fail0", "--quiet"), token: nodesToken, step: step},
 			{args: train("fail1", "--quiet"), token: nodesToken, step: step, prepare: func(f *fakecuda.Fake) { f.FailGraphLaunch(18, cuda.ErrorLaunchFailed) }},
