@@ -235,11 +235,13 @@ func TestCompileTrainEvalPredict(t *testing.T) {
 // clipping, 3,108,990 with the IDX readers' resize, pad and normalize
 // (Fashion-MNIST at 32×32 for a ResNet), 3,117,182 with gradient
 // accumulation's training loop, train's --gpus and generate's jumping
-// window.
+// window, 3,125,374 with train's --nodes, --rendezvous and --sync-bn flags
+// and their checks (their help text: the rendezvous itself is not linked)
+// and the one-pass count of a text step's correct tokens.
 // Issue 16 asks for 2 MB; docs/architecture.md (Where the bytes go) says
 // where they go and why 2 MB is out of reach of this program's features. The budget
 // catches a reader or a heavy package slipping back into every program.
-const mnistBinaryBudget = 3_124_000
+const mnistBinaryBudget = 3_128_000
 
 // checkMNISTBinary checks the size of the program of models/mnist.cue and
 // what it links: the function names that a stripped Go binary keeps for
