@@ -6,7 +6,8 @@
 # channels_last for the ResNet, scaled_dot_product_attention for the GPT),
 # eager and compiled, in the same call. TORCH=0 skips PyTorch; R18_MODES
 # picks torch_resnet_cifar.py's modes (default eager_fp32,eager_bf16,
-# compile_ro_bf16).
+# compile_ro_bf16); PROGS picks the programs (default r18-f32 r18-bf16
+# gpt-f32 gpt-bf16); LINES how many lines of each profile to print (36).
 # Usage: bash profile.sh BUNDLE OUT
 set -uo pipefail
 b=$(cd "$1" && pwd) out=$2
@@ -16,13 +17,13 @@ work=$(mktemp -d)
 export MLBUILD_CUDA_CACHE=$work/kernels
 unxz() { python3 -c 'import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], "wb"))' "$1" "$2" && chmod +x "$2"; }
 echo "mlbuild $(cat "$b/VERSION")"; nvidia-smi -L
-for p in r18-f32 r18-bf16 gpt-f32 gpt-bf16; do
+for p in ${PROGS:-r18-f32 r18-bf16 gpt-f32 gpt-bf16}; do
 	unxz "$b/$p.xz" "$work/$p"
 	echo; echo "== $p: bench"
 	timeout 240 "$work/$p" bench --json --iters 20 2>&1 | tee "$out/$p-bench.json" | tail -n 2
 	echo "== $p: profile (5 iterations)"
 	MLBUILD_CUDA_PROFILE=1 timeout 240 "$work/$p" bench --iters 5 2>"$out/$p-profile.txt" >/dev/null
-	head -n 36 "$out/$p-profile.txt"
+	head -n "${LINES:-36}" "$out/$p-profile.txt"
 done
 [ "${TORCH:-1}" = 0 ] && exit 0
 echo; echo "== PyTorch ResNet-18"
