@@ -26,7 +26,8 @@
 # full-length quality run. GEN_TOKENS (default 1000) sets part 3's
 # length: at thousands of tokens a second, a thousand take less time than
 # a process's start varies (0.1 s), so 10000 measures the rate better.
-# GEN_ONLY=1 runs 3 alone, on the weights of one
+# QUALITY_ONLY=1 runs the quality rows alone (mlbuild f32 and PyTorch
+# fp32 for each seed of SEEDS, default 1). GEN_ONLY=1 runs 3 alone, on the weights of one
 # training step on 64 windows (generation's speed does not depend on
 # them): a few minutes. Every command runs under a time limit
 # (LIMIT seconds, default 3600; generation's GEN_LIMIT, default 600).
@@ -103,6 +104,23 @@ if [ "${GEN_ONLY:-0}" = 1 ]; then
 	echo "== weights: one training step on 64 windows"
 	to "$out/gpt-cuda-f32" train --data "$b/data" --limit 64 --epochs 1 --out "$out/w-gen.safetensors" --quiet
 	generation "$out/w-gen.safetensors"
+	exit 0
+fi
+if [ "${QUALITY_ONLY:-0}" = 1 ]; then
+	# The quality rows alone: for each seed of SEEDS (default 1), mlbuild
+	# f32 trains EPOCHS epochs and evaluates the validation split, then
+	# PyTorch fp32 eager trains the same steps with the same seed; the
+	# spread across seeds says how far apart two runs of one side fall.
+	t=(python3 "$b/torch_gpt.py" "$b/data/moby-dick.txt" --vocab 89 --context 256 --width 384 --heads 6 --layers 6 --dropout 0.2 --tie
+		--batch 64 --lr 1e-3 --beta2 0.99 --weight-decay 0.1 --clip 1.0 --warmup 100 --min-lr 1e-4 --device cuda)
+	for seed in ${SEEDS:-1}; do
+		echo "== seed $seed: mlbuild f32, $epochs epochs ($steps steps)"
+		/usr/bin/time -f "wall %e s" timeout -k 30 "$lim" "$out/gpt-cuda-f32" train --data "$b/data" --epochs "$epochs" --seed "$seed" \
+			--out "$out/w-s$seed.safetensors" --metrics "$out/m-s$seed.jsonl" --quiet 2>&1 | tail -n 2 || true
+		to "$out/gpt-cuda-f32" eval --data "$b/data" --weights "$out/w-s$seed.safetensors" --json | tee "$out/eval-s$seed.json"
+		echo "== seed $seed: PyTorch fp32 eager, $steps steps"
+		to "${t[@]}" --steps "$steps" --seed "$seed" | tee "$out/torch-s$seed.json"
+	done
 	exit 0
 fi
 if [ "${SELFTEST:-1}" != 0 ]; then
