@@ -44,7 +44,7 @@ FUZZ_TEXT        ?= $(or $(FUZZTIME),15000x)
 FUZZTIME_SPEC    ?= $(or $(FUZZTIME),2000x)
 export CGO_ENABLED ?= 0
 
-.PHONY: all build test unit fuzz fuzz-long demo deps data data-text data-fashion bench bench-sgemm bench-models bench-mnist bench-fusion bench-generate compare-sklearn zoo zoo-train bench-zoo bench-gpt cuda-check cuda-bundle gpt-bundle fashion-bundle profile-bundle ddp-bundle bf16-bundle test-arm64 clean FORCE
+.PHONY: all build test unit fuzz fuzz-long demo deps data data-text data-fashion bench bench-sgemm bench-models bench-mnist bench-fusion bench-generate compare-sklearn zoo zoo-train bench-zoo bench-gpt cuda-check cuda-bundle gpt-bundle fashion-bundle profile-bundle cpuhost-bundle ddp-bundle bf16-bundle test-arm64 clean FORCE
 
 all: build
 
@@ -159,6 +159,13 @@ gpt-bundle: data-text
 # ResNet-18 and models/gpt.cue, f32 and bf16, with PyTorch's twins.
 profile-bundle: data-text
 	@bench/gpu/profile-bundle.sh .gpu/profile
+
+# cpuhost-bundle builds what bench/gpu/cpuhost.sh runs on the GPU machine's
+# host CPU against PyTorch 2.x: the small GPT's training on 1 and 2 cores,
+# models/gpt.cue's training step and its generation with the KV cache
+# (issue #31's CPU rows).
+cpuhost-bundle: data-text
+	@bench/gpu/cpuhost-bundle.sh $(TXDATA) .gpu/cpuhost
 
 # fashion-bundle builds what bench/gpu/fashion.sh runs on a GPU machine:
 # CIFAR ResNet-18 on Fashion-MNIST in f32 and bf16 against PyTorch's bf16

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# cpuhost-bundle.sh builds here (Go, no GPU) the folder that cpuhost.sh runs
+# on the GPU machine's host CPU (16 cores, AMX; PyTorch 2.11 with oneDNN in
+# the venv `python3` runs), for issue #31's CPU rows against PyTorch 2.x:
+# the small GPT of make bench-gpt (testdata/text/gpt_moby.cue) trained side
+# by side with its twin on 1 and 2 cores, models/gpt.cue's training step on
+# 2 and 16 cores, and generation at batch 1 with the KV cache on 1, 2 and
+# 16 cores against PyTorch's eager KV-cache loop.
+# Usage: bench/gpu/cpuhost-bundle.sh [TEXT_DIR [DIR]]  (defaults data/text, .gpu/cpuhost)
+# There: bash DIR/cpuhost.sh DIR OUT
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+text=${1:-data/text} dir=${2:-.gpu/cpuhost}
+rm -rf "$dir" && mkdir -p "$dir/data"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+export CGO_ENABLED=0 GOOS=linux GOARCH=amd64
+go build -trimpath -o "$tmp/mlbuild" ./cmd/mlbuild
+"$tmp/mlbuild" compile testdata/text/gpt_moby.cue --backend cpu --target linux/amd64 -o "$tmp/small" --cache-dir "$tmp/cache" --force >/dev/null
+"$tmp/mlbuild" compile models/gpt.cue --backend cpu --target linux/amd64 -o "$tmp/gpt" --cache-dir "$tmp/cache" --force >/dev/null
+for p in small gpt; do xz -6 -T0 -c "$tmp/$p" >"$dir/$p.xz"; done
+cp "$text/moby-dick.txt" "$dir/data/"
+cp bench/gpu/cpuhost.sh bench/gpt/torch_gpt.py bench/generate/torch_kv.py "$dir/"
+git rev-parse --short HEAD >"$dir/VERSION"
+du -sh "$dir"

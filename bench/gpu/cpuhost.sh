@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# cpuhost.sh runs, on the GPU machine's host CPU, what cpuhost-bundle.sh
+# built: mlbuild's CPU programs against PyTorch 2.x (the `python3` there)
+# side by side, each pinned with taskset to the same cores:
+#  1. the small GPT (testdata/text/gpt_moby.cue; make bench-gpt's recipe)
+#     trained STEPS steps (default 600) on 1 and 2 cores: validation loss
+#     and ms a step on both sides;
+#  2. models/gpt.cue's training step at batch 64 on CORES_BIG cores
+#     (default "2 16"): the median of mlbuild bench's 2 steps against the
+#     mean of 4 of the twin's (--time-only);
+#  3. generation at batch 1, greedy, GEN_TOKENS tokens (default 1000) after
+#     a 16-character prompt, with the KV cache, on GEN_CORES cores
+#     (default "1 2 16"): mlbuild's time is that of n+1 tokens less that of
+#     1 (process start and weights left out), PyTorch's its loop's.
+# Usage: bash cpuhost.sh BUNDLE OUT
+set -uo pipefail
+b=$(cd "$1" && pwd) out=$2
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+for p in small gpt; do python3 -c 'import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], "wb"))' "$b/$p.xz" "$work/$p" && chmod +x "$work/$p"; done
+echo "mlbuild $(cat "$b/VERSION"); $(python3 -c 'import torch; print("torch", torch.__version__, "oneDNN", torch.backends.mkldnn.is_available())')"
+lscpu | grep -E '^(Model name|CPU\(s\)|Flags)' | sed 's/^\(Flags:\).*\(amx_bf16\).*/\1 ... \2 .../' | cut -c1-120
+cpus() { [ "$1" = 1 ] && echo 0 || echo "0-$(($1 - 1))"; }
+steps=${STEPS:-600}
+echo; echo "== 1. small GPT, $steps steps, batch 16"
+echo "| cores | mlbuild val loss | PyTorch val loss | difference | mlbuild ms/step | PyTorch ms/step | ratio |"
+echo "|--:|--:|--:|--:|--:|--:|--:|"
+for t in 1 2; do
+	GOMAXPROCS=$t taskset -c "$(cpus $t)" "$work/small" train --data "$b/data" --limit $((steps * 16)) --epochs 1 --threads $t \
+		--metrics "$out/small-m$t.jsonl" --out "$work/small-w$t.safetensors" --quiet --force >/dev/null
+	read -r ml_val ml_ms < <(python3 - "$out/small-m$t.jsonl" 512 <<'PY'
+import json, sys
+for line in open(sys.argv[1]):
+    m = json.loads(line)
+    if m.get("event") == "epoch":
+        val, rate = m["val_loss"], m["images_per_sec"]
+print(val, 1000 * int(sys.argv[2]) / rate)
+PY
+)
+	taskset -c "$(cpus $t)" python3 "$b/torch_gpt.py" "$b/data/moby-dick.txt" --vocab 89 --context 32 --width 32 --heads 2 --layers 2 \
+		--dropout 0.1 --tie --batch 16 --steps "$steps" --lr 3e-3 --beta2 0.99 --weight-decay 0.1 --clip 1.0 --threads $t 2>/dev/null >"$out/small-torch$t.json"
+	read -r tv tms < <(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d["val_loss"], d["step_ms"])' "$out/small-torch$t.json")
+	python3 -c "import sys; a,b,c,d=map(float,sys.argv[2:6]); print(f'| {sys.argv[1]} | {a:.4f} | {b:.4f} | {a-b:+.4f} | {c:.1f} | {d:.1f} | {c/d:.2f} |')" $t "$ml_val" "$tv" "$ml_ms" "$tms"
+done
+echo; echo "== 2. models/gpt.cue training step, batch 64 x 256"
+for t in ${CORES_BIG:-2 16}; do
+	ml=$(GOMAXPROCS=$t taskset -c "$(cpus $t)" timeout 300 "$work/gpt" bench --json --iters 2 --threads $t 2>/dev/null | tail -n 1 | python3 -c 'import json,sys; print(round(json.load(sys.stdin)["train_step_ms"], 1))')
+	tw=$(taskset -c "$(cpus $t)" timeout 300 python3 "$b/torch_gpt.py" "$b/data/moby-dick.txt" --vocab 89 --context 256 --width 384 --heads 6 --layers 6 \
+		--dropout 0.2 --tie --batch 64 --steps 4 --time-only --lr 1e-3 --beta2 0.99 --weight-decay 0.1 --clip 1.0 --warmup 100 --min-lr 1e-4 --threads $t 2>/dev/null |
+		python3 -c 'import json,sys; print(json.load(sys.stdin)["step_ms"])')
+	echo "$t cores: mlbuild ${ml:-failed} ms a step, PyTorch ${tw:-failed} ms (the mean of 4 steps)" | tee -a "$out/big.txt"
+done
+echo; echo "== 3. generation, batch 1, greedy, KV cache"
+GOMAXPROCS=16 "$work/gpt" train --data "$b/data" --limit 64 --epochs 1 --out "$work/w.safetensors" --quiet --force >/dev/null
+n=${GEN_TOKENS:-1000}
+for t in ${GEN_CORES:-1 2 16}; do
+	g=(taskset -c "$(cpus $t)" env GOMAXPROCS=$t "$work/gpt" generate --weights "$work/w.safetensors" --prompt "Call me Ishmael." --temperature 0 --seed 1 --kv-cache)
+	"${g[@]}" --tokens 1 >/dev/null 2>&1
+	t0=$(date +%s.%N); "${g[@]}" --tokens 1 >/dev/null 2>"$out/gen-err$t.txt"; t1=$(date +%s.%N)
+	"${g[@]}" --tokens $((n + 1)) >"$out/gen$t.txt" 2>>"$out/gen-err$t.txt"; t2=$(date +%s.%N)
+	ml=$(echo "$t0 $t1 $t2" | awk -v k="$n" '{d = ($3 - $2) - ($2 - $1); printf "%.1f", (d > 0 ? k / d : 0)}')
+	tw=$(taskset -c "$(cpus $t)" python3 "$b/torch_kv.py" "$n" 16 "$t" --jump 2>/dev/null | sed -n 's/.* \([0-9.]*\) tokens\/s.*/\1/p' | head -n 1)
+	echo "$t cores: mlbuild ${ml} tokens/s, PyTorch ${tw:-failed} tokens/s, ratio $(python3 -c "import sys; print(round(float(sys.argv[1]) / float(sys.argv[2]), 2))" "$ml" "${tw:-0}" 2>/dev/null || echo none)" | tee -a "$out/gen.txt"
+done
