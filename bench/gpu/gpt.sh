@@ -27,7 +27,9 @@
 # length: at thousands of tokens a second, a thousand take less time than
 # a process's start varies (0.1 s), so 10000 measures the rate better.
 # QUALITY_ONLY=1 runs the quality rows alone (mlbuild f32 and PyTorch
-# fp32 for each seed of SEEDS, default 1). GEN_ONLY=1 runs 3 alone, on the weights of one
+# fp32 for each seed of SEEDS, default 1; TORCH_FULL=0 leaves PyTorch
+# out; SAMPLE=1 then writes the README's sample from the first seed's
+# weights with the CPU program). GEN_ONLY=1 runs 3 alone, on the weights of one
 # training step on 64 windows (generation's speed does not depend on
 # them): a few minutes. Every command runs under a time limit
 # (LIMIT seconds, default 3600; generation's GEN_LIMIT, default 600).
@@ -118,9 +120,17 @@ if [ "${QUALITY_ONLY:-0}" = 1 ]; then
 		/usr/bin/time -f "wall %e s" timeout -k 30 "$lim" "$out/gpt-cuda-f32" train --data "$b/data" --epochs "$epochs" --seed "$seed" \
 			--out "$out/w-s$seed.safetensors" --metrics "$out/m-s$seed.jsonl" --quiet 2>&1 | tail -n 2 || true
 		to "$out/gpt-cuda-f32" eval --data "$b/data" --weights "$out/w-s$seed.safetensors" --json | tee "$out/eval-s$seed.json"
+		[ "${TORCH_FULL:-1}" = 0 ] && continue
 		echo "== seed $seed: PyTorch fp32 eager, $steps steps"
 		to "${t[@]}" --steps "$steps" --seed "$seed" | tee "$out/torch-s$seed.json"
 	done
+	if [ "${SAMPLE:-0}" = 1 ]; then
+		seed=$(echo ${SEEDS:-1} | cut -d' ' -f1)
+		echo "== sample: the CPU program, 1000 tokens from seed $seed's weights (KV cache)"
+		to "$out/gpt-cpu" generate --weights "$out/w-s$seed.safetensors" --prompt "Call me Ishmael." --tokens 1000 \
+			--temperature 0.8 --top-k 200 --seed 1 --kv-cache | tee "$out/sample.txt"
+		echo
+	fi
 	exit 0
 fi
 if [ "${SELFTEST:-1}" != 0 ]; then
