@@ -607,11 +607,31 @@ func kernelCases(t *testing.T) []gpuCase {
 
 	// Layout kernels.
 	{
-		shape, perm := []int{2, 3, 4, 5}, []int{0, 2, 3, 1}
-		x := randVec(r, prod(shape), -1, 1)
-		y := zeros(len(x))
-		cpu.Transpose(x, y, shape, perm)
-		addCase(gpuCase{name: "transpose", k: must(transposeKernel(shape, perm)), in: [][]float32{x, zeros(len(x))}, want: map[int][]float32{1: y}})
+		// Transposes: tiled (the last axis moves) on matrices smaller and
+		// larger than a tile and not multiples of it, several matrices,
+		// axes of size 1 and axes that merge; copies of runs (the last
+		// axis stays) four at a time and one at a time.
+		for _, tc := range []struct {
+			shape, perm []int
+			vec4        bool
+		}{
+			{[]int{2, 3, 4, 5}, []int{0, 2, 3, 1}, false},
+			{[]int{3, 70, 2, 5}, []int{0, 2, 3, 1}, true}, // the GPT's key transpose: [3, 70, 10] → [3, 10, 70]
+			{[]int{2, 5, 3, 33}, []int{0, 2, 3, 1}, true},
+			{[]int{45, 1, 37}, []int{2, 1, 0}, true},
+			{[]int{2, 3, 4, 5, 6}, []int{4, 1, 3, 0, 2}, true},
+			{[]int{1, 1, 7}, []int{2, 0, 1}, true},
+			{[]int{1, 1, 1}, []int{1, 2, 0}, true},
+			{[]int{5, 6, 8}, []int{1, 0, 2}, true}, // a head split: runs of 8, four at a time
+			{[]int{5, 6, 8}, []int{1, 0, 2}, false},
+			{[]int{5, 6, 7}, []int{1, 0, 2}, true}, // runs of 7: one at a time
+		} {
+			x := randVec(r, prod(tc.shape), -1, 1)
+			y := zeros(len(x))
+			cpu.Transpose(x, y, tc.shape, tc.perm)
+			addCase(gpuCase{name: fmt.Sprintf("transpose%d", len(cs)), k: must(transposeKernelVec(tc.shape, tc.perm, tc.vec4)),
+				in: [][]float32{x, randVec(r, len(x), 5, 6)}, want: map[int][]float32{1: y}, tol: 1e-30})
+		}
 
 		shapes := [][]int{{2, 3, 4}, {2, 5, 4}}
 		xs := [][]float32{randVec(r, 24, -1, 1), randVec(r, 40, -1, 1)}
