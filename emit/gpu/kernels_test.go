@@ -544,7 +544,7 @@ func kernelCases(t *testing.T) []gpuCase {
 	}{{6, 50, true}, {3, 300, false}, {40, 1, true}, {700, 3, true},
 		// a GPT's rows (whole SIMD groups of float4s), rows of several
 		// SIMD groups (float4s and not), and rows too long for registers
-		{17, 384, false}, {16, 384, true}, {3, 2048, true}, {9, 1030, false}, {2, 8194, true}, {2, 32772, false}} {
+		{17, 384, false}, {16, 384, true}, {3, 2048, true}, {9, 1030, false}, {2, 8194, true}, {2, 32772, false}, {3000, 12, true}} {
 		rows, cols := sh.rows, sh.cols
 		n := rows * cols
 		x, gamma, beta := randVec(r, n, -2, 3), randVec(r, cols, 0.5, 1.5), randVec(r, cols, -1, 1)
