@@ -345,7 +345,8 @@ func kernelCases(t *testing.T) []gpuCase {
 		{{Op: "powconst", Alpha: 9}},
 		{{Op: "addconst", Alpha: 1e-5}, {Op: "exp"}, {Op: "powconst", Alpha: -2.5}},
 	} {
-		n := 1000
+		// four elements a thread, and one (n not a multiple of 4)
+		n := 1000 + len(cs)%2
 		x, dy := randVec(r, n, -3, 3), randVec(r, n, -1, 1)
 		y, dx := zeros(n), zeros(n)
 		cpu.UnaryFwd(x, y, cpuChain(ch))
@@ -370,17 +371,32 @@ func kernelCases(t *testing.T) []gpuCase {
 		t.Errorf("unaryBwdFromOutputKernel accepts gelu")
 	}
 
-	// Broadcasting binary ops, forward and both gradients.
-	for _, op := range []string{"add", "sub", "mul", "div"} {
-		aS, bS, yS := []int{2, 1, 5, 3}, []int{4, 1, 3}, []int{2, 4, 5, 3}
+	// Broadcasting binary ops, forward and both gradients; operands of
+	// y's shape (read at y's index, four elements a thread where y's size
+	// is a multiple of 4, and their gradients without a sum).
+	for _, tc := range []struct {
+		op         string
+		aS, bS, yS []int
+	}{
+		{"add", []int{2, 1, 5, 3}, []int{4, 1, 3}, []int{2, 4, 5, 3}},
+		{"sub", []int{2, 1, 5, 3}, []int{4, 1, 3}, []int{2, 4, 5, 3}},
+		{"mul", []int{2, 1, 5, 3}, []int{4, 1, 3}, []int{2, 4, 5, 3}},
+		{"div", []int{2, 1, 5, 3}, []int{4, 1, 3}, []int{2, 4, 5, 3}},
+		{"add", []int{2, 4, 5, 3}, []int{2, 4, 5, 3}, []int{2, 4, 5, 3}},
+		{"sub", []int{3, 5, 7}, []int{3, 5, 7}, []int{3, 5, 7}},
+		{"mul", []int{2, 4, 5, 3}, []int{4, 1, 3}, []int{2, 4, 5, 3}},
+		{"div", []int{4, 1, 3}, []int{2, 4, 5, 3}, []int{2, 4, 5, 3}},
+		{"div", []int{2, 4, 5, 3}, []int{2, 4, 5, 3}, []int{2, 4, 5, 3}},
+	} {
+		op, aS, bS, yS := tc.op, tc.aS, tc.bS, tc.yS
 		cop := map[string]cpu.BinOp{"add": cpu.BAdd, "sub": cpu.BSub, "mul": cpu.BMul, "div": cpu.BDiv}[op]
 		a, b, dy := randVec(r, prod(aS), -1, 1), randVec(r, prod(bS), -1, 1), randVec(r, prod(yS), -1, 1)
 		if op == "div" {
 			b = randVec(r, prod(bS), 0.5, 1.5) // away from the pole at 0
 		}
 		y, da, db := zeros(prod(yS)), zeros(prod(aS)), zeros(prod(bS))
-		cpu.BinaryFwd(cop, a, b, y, aS, alignShape(bS, 4), yS)
-		cpu.BinaryBwd(cop, a, b, dy, da, db, aS, alignShape(bS, 4), yS)
+		cpu.BinaryFwd(cop, a, b, y, alignShape(aS, len(yS)), alignShape(bS, len(yS)), yS)
+		cpu.BinaryBwd(cop, a, b, dy, da, db, alignShape(aS, len(yS)), alignShape(bS, len(yS)), yS)
 		addCase(gpuCase{name: "binary_" + op, k: must(binaryKernel(op, aS, bS, yS)), in: [][]float32{a, b, zeros(len(y))}, want: map[int][]float32{2: y}})
 		ka := must(binaryBwdKernel(op, false, aS, bS, yS))
 		kb := must(binaryBwdKernel(op, true, aS, bS, yS))
@@ -487,27 +503,29 @@ func kernelCases(t *testing.T) []gpuCase {
 
 	// Dropout with the counter-based hash.
 	{
-		n, rate := 1234, float32(0.3)
-		x := randVec(r, n, -1, 1)
-		y, mask := zeros(n), zeros(n)
-		kept := 0
-		for i := range x {
-			if gpuhost.DropoutUniform(42, 7, uint32(i)) >= rate {
-				mask[i] = 1 / (1 - rate)
-				kept++
+		for _, n := range []int{1234, 1236} {
+			rate := float32(0.3)
+			x := randVec(r, n, -1, 1)
+			y, mask := zeros(n), zeros(n)
+			kept := 0
+			for i := range x {
+				if gpuhost.DropoutUniform(42, 7, uint32(i)) >= rate {
+					mask[i] = 1 / (1 - rate)
+					kept++
+				}
+				y[i] = x[i] * mask[i]
 			}
-			y[i] = x[i] * mask[i]
+			if kept < n/2 || kept > n*9/10 {
+				t.Fatalf("gpuhost.DropoutUniform kept %d of %d at rate %g", kept, n, rate)
+			}
+			addCase(gpuCase{name: "dropout", k: dropoutKernel(n, rate), in: [][]float32{argsVec(0.1, 7, 42), x, zeros(n), zeros(n)},
+				want: map[int][]float32{2: y, 3: mask}})
+			dy := randVec(r, n, -1, 1)
+			dx := zeros(n)
+			cpu.DropoutBwd(mask, dy, dx)
+			addCase(gpuCase{name: "dropout_bwd", k: dropoutBwdKernel(n), in: [][]float32{mask, dy, zeros(n)}, want: map[int][]float32{2: dx}})
+			addCase(gpuCase{name: "copy", k: copyKernel(n), in: [][]float32{x, zeros(n)}, want: map[int][]float32{1: x}})
 		}
-		if kept < n/2 || kept > n*9/10 {
-			t.Fatalf("gpuhost.DropoutUniform kept %d of %d at rate %g", kept, n, rate)
-		}
-		addCase(gpuCase{name: "dropout", k: dropoutKernel(n, rate), in: [][]float32{argsVec(0.1, 7, 42), x, zeros(n), zeros(n)},
-			want: map[int][]float32{2: y, 3: mask}})
-		dy := randVec(r, n, -1, 1)
-		dx := zeros(n)
-		cpu.DropoutBwd(mask, dy, dx)
-		addCase(gpuCase{name: "dropout_bwd", k: dropoutBwdKernel(n), in: [][]float32{mask, dy, zeros(n)}, want: map[int][]float32{2: dx}})
-		addCase(gpuCase{name: "copy", k: copyKernel(n), in: [][]float32{x, zeros(n)}, want: map[int][]float32{1: x}})
 	}
 
 	// Batch normalisation: training, evaluation, backward; a channel of
@@ -669,6 +687,7 @@ func kernelCases(t *testing.T) []gpuCase {
 		sum := zeros(500)
 		cpu.Add(a, b, sum)
 		addCase(gpuCase{name: "accumulate", k: accumulateKernel(500), in: [][]float32{a, b, zeros(500)}, want: map[int][]float32{2: sum}})
+		addCase(gpuCase{name: "accumulate_odd", k: accumulateKernel(499), in: [][]float32{a, b, zeros(500)}, want: map[int][]float32{2: append(slices.Clone(sum[:499]), 0)}})
 		mean := make([]float32, 500)
 		for i := range sum {
 			mean[i] = sum[i] * 0.25
