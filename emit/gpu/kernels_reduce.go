@@ -433,7 +433,8 @@ func meanAndSquares(e Expr, n, tg int) []Stmt {
 // rowSplit lays the rows of a layer norm, cols values each, out on
 // threads: w threads a row (a power of two, a SIMD group for rows of up
 // to 1,024 values), each holding k units of v values (v is 4, one 16-byte
-// access, when a row is whole float4s) in registers, and perGroup rows a
+// access, when a row is whole float4s: the buffers must be bound whole,
+// 16-byte aligned) in registers, and perGroup rows a
 // threadgroup. A row is read once; its sums are trees over its w threads
 // in threadgroup memory (a fixed order: the same bits every run).
 //

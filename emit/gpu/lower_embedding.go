@@ -111,7 +111,9 @@ func tokenID(name string, x Expr, vocab int) []Stmt {
 }
 
 // embeddingKernel is y[r, j] = w[ids[r], j] (+ pos[r mod seq, j]), one
-// thread per value of y [rows, dim]; params ids, w, (pos,) y.
+// thread per value of y [rows, dim], or per four values with 16-byte
+// accesses where dim is a multiple of 4 (the buffers are bound whole);
+// params ids, w, (pos,) y.
 func embeddingKernel(g embeddingGeom) *Kernel {
 	n := g.rows * g.dim
 	params := []Param{in("ids", g.rows), in("w", g.vocab*g.dim)}
@@ -119,6 +121,23 @@ func embeddingKernel(g embeddingGeom) *Kernel {
 		params = append(params, in("pos", g.seq*g.dim))
 	}
 	params = append(params, out("y", n))
+	if g.dim%4 == 0 {
+		return elementwise("embedding, "+g.String()+", 4 values a thread", n/4, params, func(i Expr) []Stmt {
+			s := []Stmt{
+				let("i4", Int, mul(i, i32(4))),
+				let("r", Int, div(vr("i4"), i32(g.dim))),
+				let("j", Int, rem(vr("i4"), i32(g.dim))),
+			}
+			s = append(s, tokenID("id", load("ids", vr("r")), g.vocab)...)
+			s = append(s, Load4{"w", add(mul(vr("id"), i32(g.dim)), vr("j")), [4]string{"w0", "w1", "w2", "w3"}})
+			v := [4]Expr{vr("w0"), vr("w1"), vr("w2"), vr("w3")}
+			if g.positions {
+				s = append(s, Load4{"pos", add(mul(rem(vr("r"), i32(g.seq)), i32(g.dim)), vr("j")), [4]string{"p0", "p1", "p2", "p3"}})
+				v = [4]Expr{add(v[0], vr("p0")), add(v[1], vr("p1")), add(v[2], vr("p2")), add(v[3], vr("p3"))}
+			}
+			return append(s, Store4{"y", vr("i4"), v})
+		})
+	}
 	return elementwise("embedding, "+g.String(), n, params, func(i Expr) []Stmt {
 		s := []Stmt{
 			let("r", Int, div(i, i32(g.dim))),

@@ -88,7 +88,7 @@ func embeddingCases(t *testing.T) []gpuCase {
 		// float4 rows in three column blocks; more rows than a
 		// threadgroup's first round, a partial second, and one id
 		// in two fifths of the rows (a space in text)
-		{64, 40, 11, 24, true}} {
+		{64, 40, 11, 24, true}, {2, 6, 5, 8, false}} {
 		g := embeddingGeom{rows: tc.batch * tc.seq, seq: tc.seq, vocab: tc.vocab, dim: tc.dim, positions: tc.positions}
 		ids := make([]float32, g.rows)
 		for i := range ids {
