@@ -321,21 +321,130 @@ func huberShareKernel(n int, delta float32, over int) *Kernel {
 // A threadgroup is as wide as GPUs allow (as channelSumKernel's): a
 // CIFAR ResNet's 64-channel layers at batch 128 have 131,072 values a
 // channel, and 64 groups of 256 threads left the H200 waiting on memory
-// (158 µs for 33.5 MB, docs/runs/gpu-profile-2026-11-29-b.txt).
+// (158 µs for 33.5 MB, docs/runs/gpu-profile-2026-11-29-b.txt). Where
+// inner is a multiple of 4, each pass reads float4s, several a thread in
+// flight (channelSweep): 1,024 threads reading one float at a time still
+// took 63 µs (run c).
 func batchNormKernel(outer, c, inner int, eps, momentum float32) *Kernel {
 	m := outer * inner
+	n := outer * c * inner
+	unbiased := float32(1) / float32(max(m-1, 1))
+	params := []Param{in("x", n), in("gamma", c), in("beta", c), out("rmean", c), out("rvar", c),
+		out("y", n), out("smean", c), out("sinv", c)}
+	if cs, ok := newChannelSweep(outer, c, inner); ok {
+		x := func(w, k int) Expr { return vr(cs.name("x", w, k)) }
+		body := []Stmt{Shared{"sh", cs.tg}, let("acc", Float, flt(0))}
+		body = append(body, cs.pass([]string{"x"}, func(w int, ok Expr) []Stmt {
+			return []Stmt{set("acc", add(vr("acc"), cs.masked(ok, add(add(add(x(w, 0), x(w, 1)), x(w, 2)), x(w, 3)))))}
+		}, nil))
+		body = append(body, reduceInto("sum", "acc", "sh", cs.tg, sumOp)...)
+		body = append(body, let("mean", Float, mul(vr("sum"), flt(1/float32(m)))), let("acc2", Float, flt(0)))
+		body = append(body, cs.pass([]string{"x"}, func(w int, ok Expr) []Stmt {
+			var sq Expr
+			for k := 0; k < 4; k++ {
+				d := sub(x(w, k), vr("mean"))
+				if sq == nil {
+					sq = mul(d, d)
+				} else {
+					sq = add(sq, mul(d, d))
+				}
+			}
+			return []Stmt{set("acc2", add(vr("acc2"), cs.masked(ok, sq)))}
+		}, nil))
+		body = append(body, reduceInto("ss", "acc2", "sh", cs.tg, sumOp)...)
+		body = append(body, let("var", Float, mul(vr("ss"), flt(1/float32(m)))))
+		body = append(body,
+			let("inv", Float, call(FnRsqrt, add(vr("var"), flt(eps)))),
+			let("scale", Float, mul(load("gamma", tgidE), vr("inv"))),
+			let("shift", Float, sub(load("beta", tgidE), mul(vr("mean"), vr("scale")))))
+		body = append(body, cs.pass([]string{"x"}, nil, func(w int) (string, [4]Expr) {
+			var v [4]Expr
+			for k := range v {
+				v[k] = add(mul(x(w, k), vr("scale")), vr("shift"))
+			}
+			return "y", v
+		}))
+		body = append(body, when(eq(lidE, i32(0)),
+			store("smean", tgidE, vr("mean")),
+			store("sinv", tgidE, vr("inv")),
+			store("rmean", tgidE, add(mul(flt(1-momentum), load("rmean", tgidE)), mul(flt(momentum), vr("mean")))),
+			store("rvar", tgidE, add(mul(flt(1-momentum), load("rvar", tgidE)), mul(flt(momentum), mul(vr("ss"), flt(unbiased)))))))
+		return &Kernel{Doc: fmt.Sprintf("batch norm (training) of [%d,%d,%d], float4s", outer, c, inner),
+			Params: params, Threadgroup: cs.tg, Groups: c, Body: body}
+	}
 	tg := pow2AtMost(m, tgWide)
 	shape := []int{outer, inner}
 	e := add(mul(add(mul(coord(vr("j"), shape, 0), i32(c)), tgidE), i32(inner)), coord(vr("j"), shape, 1))
 	body := meanAndSquares(e, m, tg)
-	unbiased := float32(1) / float32(max(m-1, 1))
 	body = append(body, let("var", Float, mul(vr("ss"), flt(1/float32(m)))))
 	body = append(body, normaliseChannel(e, m, tg, eps, momentum, mul(vr("ss"), flt(unbiased)), "smean", "sinv")...)
-	n := outer * c * inner
 	return &Kernel{Doc: fmt.Sprintf("batch norm (training) of [%d,%d,%d]", outer, c, inner),
-		Params: []Param{in("x", n), in("gamma", c), in("beta", c), out("rmean", c), out("rvar", c),
-			out("y", n), out("smean", c), out("sinv", c)},
-		Threadgroup: tg, Groups: c, Body: body}
+		Params: params, Threadgroup: tg, Groups: c, Body: body}
+}
+
+// channelSweep is how the threadgroup of channel tgid of [outer, c,
+// inner], inner a multiple of 4, walks the channel's values: unit u is
+// the float4 at value 4u of the channel (image 4u / inner, position
+// 4u mod inner), each thread takes units lid, lid + tg, … and loads
+// sweepWays of them before it uses them, in unit order. The buffers must
+// be bound whole (16-byte aligned).
+type channelSweep struct {
+	c, inner, units, tg int
+}
+
+// sweepWays is how many float4s a thread of a channelSweep has in flight.
+const sweepWays = 4
+
+// sweepThreads caps a channelSweep's threadgroup: a CUDA block of 1,024
+// threads may use only 64 registers a thread, fewer than its loads want.
+const sweepThreads = 512
+
+func newChannelSweep(outer, c, inner int) (channelSweep, bool) {
+	if inner%4 != 0 {
+		return channelSweep{}, false
+	}
+	units := outer * inner / 4
+	return channelSweep{c: c, inner: inner, units: units, tg: pow2AtMost(ceilDiv(units, sweepWays), sweepThreads)}, true
+}
+
+func (cs channelSweep) name(buf string, w, k int) string { return fmt.Sprintf("%s%d_%d", buf, w, k) }
+
+// masked is e where ok holds (nil: always), else 0.
+func (cs channelSweep) masked(ok, e Expr) Expr {
+	if ok == nil {
+		return e
+	}
+	return sel(ok, e, flt(0))
+}
+
+// pass is one walk over the channel: each round loads the float4s of
+// bufs for its sweepWays units (names cs.name(buf, w, k)), then for each
+// unit w in order runs use(w, ok), ok whether the unit is in the channel
+// (nil: always), and stores store(w)'s buffer and values where it is.
+func (cs channelSweep) pass(bufs []string, use func(w int, ok Expr) []Stmt, store func(w int) (string, [4]Expr)) Stmt {
+	var loads, uses []Stmt
+	for w := 0; w < sweepWays; w++ {
+		u := add(vr("u"), i32(w*cs.tg))
+		var ok Expr // the first unit of a round is always in the channel
+		if w > 0 && cs.units%(cs.tg*sweepWays) != 0 {
+			ok = lt(u, i32(cs.units))
+			u = sel(ok, u, i32(0))
+		}
+		iw := fmt.Sprint("e", w)
+		// value 4u: image 4u / inner, position 4u mod inner
+		loads = append(loads, let(iw, Int, add(mul(add(mul(div(mul(u, i32(4)), i32(cs.inner)), i32(cs.c)), tgidE), i32(cs.inner)), rem(mul(u, i32(4)), i32(cs.inner)))))
+		for _, b := range bufs {
+			loads = append(loads, Load4{b, vr(iw), [4]string{cs.name(b, w, 0), cs.name(b, w, 1), cs.name(b, w, 2), cs.name(b, w, 3)}})
+		}
+		if use != nil {
+			uses = append(uses, use(w, ok)...)
+		}
+		if store != nil {
+			buf, v := store(w)
+			uses = append(uses, whenSome(ok, Store4{buf, vr(iw), v})...)
+		}
+	}
+	return For{"u", lidE, i32(cs.units), i32(cs.tg * sweepWays), append(loads, uses...)}
 }
 
 // normaliseChannel ends a batch norm's training forward once the
@@ -392,9 +501,46 @@ func channelGradSums(e Expr, m, tg int) []Stmt {
 
 // batchNormBwdKernel: per channel dbeta = Σ dy, dgamma = Σ dy·x̂, and
 // dx = gamma·inv·(dy − dbeta/m − x̂·dgamma/m); dx may be dy.
-// Its threadgroups are as wide as batchNormKernel's.
+// Its threadgroups are as wide as batchNormKernel's, and read float4s as
+// its do where inner allows.
 func batchNormBwdKernel(outer, c, inner int) *Kernel {
 	m := outer * inner
+	n := outer * c * inner
+	params := []Param{in("x", n), in("gamma", c), in("smean", c), in("sinv", c), in("dy", n),
+		out("dx", n), out("dgamma", c), out("dbeta", c)}
+	if cs, ok := newChannelSweep(outer, c, inner); ok {
+		x := func(w, k int) Expr { return vr(cs.name("x", w, k)) }
+		dy := func(w, k int) Expr { return vr(cs.name("dy", w, k)) }
+		xhat := func(w, k int) Expr { return mul(sub(x(w, k), vr("mean")), vr("inv")) }
+		body := []Stmt{
+			Shared{"sh", cs.tg},
+			let("mean", Float, load("smean", tgidE)),
+			let("inv", Float, load("sinv", tgidE)),
+			let("a1", Float, flt(0)),
+			let("a2", Float, flt(0)),
+			cs.pass([]string{"x", "dy"}, func(w int, ok Expr) []Stmt {
+				s1 := add(add(add(dy(w, 0), dy(w, 1)), dy(w, 2)), dy(w, 3))
+				s2 := add(add(add(mul(dy(w, 0), xhat(w, 0)), mul(dy(w, 1), xhat(w, 1))), mul(dy(w, 2), xhat(w, 2))), mul(dy(w, 3), xhat(w, 3)))
+				return []Stmt{set("a1", add(vr("a1"), cs.masked(ok, s1))), set("a2", add(vr("a2"), cs.masked(ok, s2)))}
+			}, nil),
+		}
+		body = append(body, reduceInto("sdy", "a1", "sh", cs.tg, sumOp)...)
+		body = append(body, reduceInto("sdyx", "a2", "sh", cs.tg, sumOp)...)
+		body = append(body,
+			let("k", Float, mul(load("gamma", tgidE), vr("inv"))),
+			let("m1", Float, mul(vr("sdy"), flt(1/float32(m)))),
+			let("m2", Float, mul(vr("sdyx"), flt(1/float32(m)))),
+			cs.pass([]string{"x", "dy"}, nil, func(w int) (string, [4]Expr) {
+				var v [4]Expr
+				for k := range v {
+					v[k] = mul(vr("k"), sub(sub(dy(w, k), vr("m1")), mul(xhat(w, k), vr("m2"))))
+				}
+				return "dx", v
+			}),
+			when(eq(lidE, i32(0)), store("dgamma", tgidE, vr("sdyx")), store("dbeta", tgidE, vr("sdy"))))
+		return &Kernel{Doc: fmt.Sprintf("batch norm backward of [%d,%d,%d], float4s", outer, c, inner),
+			Params: params, Threadgroup: cs.tg, Groups: c, Body: body}
+	}
 	tg := pow2AtMost(m, tgWide)
 	shape := []int{outer, inner}
 	e := add(mul(add(mul(coord(vr("j"), shape, 0), i32(c)), tgidE), i32(inner)), coord(vr("j"), shape, 1))
@@ -406,11 +552,8 @@ func batchNormBwdKernel(outer, c, inner int) *Kernel {
 			sub(sub(load("dy", e), mul(vr("sdy"), flt(1/float32(m)))), mul(xhat, mul(vr("sdyx"), flt(1/float32(m)))))))),
 		when(eq(lidE, i32(0)), store("dgamma", tgidE, vr("sdyx")), store("dbeta", tgidE, vr("sdy"))),
 	)
-	n := outer * c * inner
 	return &Kernel{Doc: fmt.Sprintf("batch norm backward of [%d,%d,%d]", outer, c, inner),
-		Params: []Param{in("x", n), in("gamma", c), in("smean", c), in("sinv", c), in("dy", n),
-			out("dx", n), out("dgamma", c), out("dbeta", c)},
-		Threadgroup: tg, Groups: c, Body: body}
+		Params: params, Threadgroup: tg, Groups: c, Body: body}
 }
 
 // meanAndSquares is the two passes a normalisation makes over the n values

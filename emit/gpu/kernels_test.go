@@ -529,8 +529,10 @@ func kernelCases(t *testing.T) []gpuCase {
 	}
 
 	// Batch normalisation: training, evaluation, backward; a channel of
-	// more values than a threadgroup of 1024 threads.
-	for _, sh := range [][3]int{{6, 3, 50}, {300, 4, 1}, {40, 2, 64}} {
+	// more values than a threadgroup of 1024 threads; float4 sweeps
+	// (inner a multiple of 4) with whole rounds, a partial one, and fewer
+	// float4s than a round's.
+	for _, sh := range [][3]int{{6, 3, 50}, {300, 4, 1}, {40, 2, 64}, {16, 3, 1024}, {5, 2, 4}, {7, 3, 12}} {
 		nb, c, sp := sh[0], sh[1], sh[2]
 		n := nb * c * sp
 		x, gamma, beta := randVec(r, n, -2, 3), randVec(r, c, 0.5, 1.5), randVec(r, c, -1, 1)
