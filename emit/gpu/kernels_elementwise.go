@@ -817,18 +817,33 @@ func transposeTiledKernel(doc string, xs, pm []int) *Kernel {
 		}
 	}
 	body = append(body, let("xb", Int, xb), let("yb", Int, yb))
+	// inTile is whether element (a, b) of a tile is in the matrix (nil:
+	// every tile is whole).
+	inTile := func(a, b Expr) Expr {
+		var c []Expr
+		if nA%t != 0 {
+			c = append(c, lt(a, i32(nA)))
+		}
+		if nB%t != 0 {
+			c = append(c, lt(b, i32(nB)))
+		}
+		if len(c) == 0 {
+			return nil
+		}
+		return and(c...)
+	}
 	for s := 0; s < t; s += rowsPer {
 		a := add(add(mul(vr("ta"), i32(t)), vr("ly")), i32(s))
 		b := add(mul(vr("tb"), i32(t)), vr("lx"))
-		body = append(body, when(and(lt(a, i32(nA)), lt(b, i32(nB))),
-			store("tile", add(mul(add(vr("ly"), i32(s)), i32(t+1)), vr("lx")), load("x", add(add(vr("xb"), mul(a, i32(xst[ax]))), b)))))
+		body = append(body, whenSome(inTile(a, b),
+			store("tile", add(mul(add(vr("ly"), i32(s)), i32(t+1)), vr("lx")), load("x", add(add(vr("xb"), mul(a, i32(xst[ax]))), b))))...)
 	}
 	body = append(body, Barrier{})
 	for s := 0; s < t; s += rowsPer {
 		b := add(add(mul(vr("tb"), i32(t)), vr("ly")), i32(s))
 		a := add(mul(vr("ta"), i32(t)), vr("lx"))
-		body = append(body, when(and(lt(a, i32(nA)), lt(b, i32(nB))),
-			store("y", add(add(vr("yb"), mul(b, i32(yst[kb]))), a), load("tile", add(mul(vr("lx"), i32(t+1)), add(vr("ly"), i32(s)))))))
+		body = append(body, whenSome(inTile(a, b),
+			store("y", add(add(vr("yb"), mul(b, i32(yst[kb]))), a), load("tile", add(mul(vr("lx"), i32(t+1)), add(vr("ly"), i32(s))))))...)
 	}
 	n := prod(xs)
 	return &Kernel{Doc: doc + fmt.Sprintf(", %d matrices [%d, %d] in %dx%d tiles", mats, nA, nB, t, t),

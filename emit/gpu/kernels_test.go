@@ -642,6 +642,9 @@ func kernelCases(t *testing.T) []gpuCase {
 			{[]int{3, 70, 2, 5}, []int{0, 2, 3, 1}, true}, // the GPT's key transpose: [3, 70, 10] → [3, 10, 70]
 			{[]int{2, 5, 3, 33}, []int{0, 2, 3, 1}, true},
 			{[]int{45, 1, 37}, []int{2, 1, 0}, true},
+			{[]int{2, 64, 32}, []int{0, 2, 1}, true}, // whole tiles
+			{[]int{64, 40}, []int{1, 0}, true},       // whole along A only
+			{[]int{40, 64}, []int{1, 0}, true},       // whole along B only
 			{[]int{2, 3, 4, 5, 6}, []int{4, 1, 3, 0, 2}, true},
 			{[]int{1, 1, 7}, []int{2, 0, 1}, true},
 			{[]int{1, 1, 1}, []int{1, 2, 0}, true},
