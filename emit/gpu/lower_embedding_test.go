@@ -41,8 +41,10 @@ func tokenPlan(embedding bool) *planner.Plan {
 // TestLowerCausalSoftmaxAndTokenLoss: a causal softmax launches the causal
 // kernel, one threadgroup per row of the B·H score matrices, and the loss
 // over per-token logits runs over all B·T rows; an embedding launches its
-// gather, one thread per output value, and its backward the table's and
-// the positions' kernels, one thread per gradient value.
+// gather, one thread per output value, and its backward the table's
+// kernel, a threadgroup per table row (of 7, its 5 columns one block, 5
+// lanes over one row slice for 8 ids), and the positions', one thread per
+// gradient value.
 func TestLowerCausalSoftmaxAndTokenLoss(t *testing.T) {
 	for _, d := range []*Dialect{Metal, CUDA} {
 		prog, err := Lower(tokenPlan(false), d)
@@ -65,7 +67,7 @@ func TestLowerCausalSoftmaxAndTokenLoss(t *testing.T) {
 			t.Fatalf("%s: lowering an embedding: %v", d.Name, err)
 		}
 		text = describe(prog)
-		for _, want := range []string{"embedding 1x256", "embedding_bwd 1x256", "embedding_pos_bwd 1x256"} {
+		for _, want := range []string{"embedding 1x256", "embedding_bwd 7x5", "embedding_pos_bwd 1x256"} {
 			if !strings.Contains(text, want) {
 				t.Errorf("%s: no %q in:\n%s", d.Name, want, text)
 			}
