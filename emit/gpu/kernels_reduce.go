@@ -321,21 +321,130 @@ func huberShareKernel(n int, delta float32, over int) *Kernel {
 // A threadgroup is as wide as GPUs allow (as channelSumKernel's): a
 // CIFAR ResNet's 64-channel layers at batch 128 have 131,072 values a
 // channel, and 64 groups of 256 threads left the H200 waiting on memory
-// (158 µs for 33.5 MB, docs/runs/gpu-profile-2026-11-29-b.txt).
+// (158 µs for 33.5 MB, docs/runs/gpu-profile-2026-11-29-b.txt). Where
+// inner is a multiple of 4, each pass reads float4s, several a thread in
+// flight (channelSweep): 1,024 threads reading one float at a time still
+// took 63 µs (run c).
 func batchNormKernel(outer, c, inner int, eps, momentum float32) *Kernel {
 	m := outer * inner
+	n := outer * c * inner
+	unbiased := float32(1) / float32(max(m-1, 1))
+	params := []Param{in("x", n), in("gamma", c), in("beta", c), out("rmean", c), out("rvar", c),
+		out("y", n), out("smean", c), out("sinv", c)}
+	if cs, ok := newChannelSweep(outer, c, inner); ok {
+		x := func(w, k int) Expr { return vr(cs.name("x", w, k)) }
+		body := []Stmt{Shared{"sh", cs.tg}, let("acc", Float, flt(0))}
+		body = append(body, cs.pass([]string{"x"}, func(w int, ok Expr) []Stmt {
+			return []Stmt{set("acc", add(vr("acc"), cs.masked(ok, add(add(add(x(w, 0), x(w, 1)), x(w, 2)), x(w, 3)))))}
+		}, nil))
+		body = append(body, reduceInto("sum", "acc", "sh", cs.tg, sumOp)...)
+		body = append(body, let("mean", Float, mul(vr("sum"), flt(1/float32(m)))), let("acc2", Float, flt(0)))
+		body = append(body, cs.pass([]string{"x"}, func(w int, ok Expr) []Stmt {
+			var sq Expr
+			for k := 0; k < 4; k++ {
+				d := sub(x(w, k), vr("mean"))
+				if sq == nil {
+					sq = mul(d, d)
+				} else {
+					sq = add(sq, mul(d, d))
+				}
+			}
+			return []Stmt{set("acc2", add(vr("acc2"), cs.masked(ok, sq)))}
+		}, nil))
+		body = append(body, reduceInto("ss", "acc2", "sh", cs.tg, sumOp)...)
+		body = append(body, let("var", Float, mul(vr("ss"), flt(1/float32(m)))))
+		body = append(body,
+			let("inv", Float, call(FnRsqrt, add(vr("var"), flt(eps)))),
+			let("scale", Float, mul(load("gamma", tgidE), vr("inv"))),
+			let("shift", Float, sub(load("beta", tgidE), mul(vr("mean"), vr("scale")))))
+		body = append(body, cs.pass([]string{"x"}, nil, func(w int) (string, [4]Expr) {
+			var v [4]Expr
+			for k := range v {
+				v[k] = add(mul(x(w, k), vr("scale")), vr("shift"))
+			}
+			return "y", v
+		}))
+		body = append(body, when(eq(lidE, i32(0)),
+			store("smean", tgidE, vr("mean")),
+			store("sinv", tgidE, vr("inv")),
+			store("rmean", tgidE, add(mul(flt(1-momentum), load("rmean", tgidE)), mul(flt(momentum), vr("mean")))),
+			store("rvar", tgidE, add(mul(flt(1-momentum), load("rvar", tgidE)), mul(flt(momentum), mul(vr("ss"), flt(unbiased)))))))
+		return &Kernel{Doc: fmt.Sprintf("batch norm (training) of [%d,%d,%d], float4s", outer, c, inner),
+			Params: params, Threadgroup: cs.tg, Groups: c, Body: body}
+	}
 	tg := pow2AtMost(m, tgWide)
 	shape := []int{outer, inner}
 	e := add(mul(add(mul(coord(vr("j"), shape, 0), i32(c)), tgidE), i32(inner)), coord(vr("j"), shape, 1))
 	body := meanAndSquares(e, m, tg)
-	unbiased := float32(1) / float32(max(m-1, 1))
 	body = append(body, let("var", Float, mul(vr("ss"), flt(1/float32(m)))))
 	body = append(body, normaliseChannel(e, m, tg, eps, momentum, mul(vr("ss"), flt(unbiased)), "smean", "sinv")...)
-	n := outer * c * inner
 	return &Kernel{Doc: fmt.Sprintf("batch norm (training) of [%d,%d,%d]", outer, c, inner),
-		Params: []Param{in("x", n), in("gamma", c), in("beta", c), out("rmean", c), out("rvar", c),
-			out("y", n), out("smean", c), out("sinv", c)},
-		Threadgroup: tg, Groups: c, Body: body}
+		Params: params, Threadgroup: tg, Groups: c, Body: body}
+}
+
+// channelSweep is how the threadgroup of channel tgid of [outer, c,
+// inner], inner a multiple of 4, walks the channel's values: unit u is
+// the float4 at value 4u of the channel (image 4u / inner, position
+// 4u mod inner), each thread takes units lid, lid + tg, … and loads
+// sweepWays of them before it uses them, in unit order. The buffers must
+// be bound whole (16-byte aligned).
+type channelSweep struct {
+	c, inner, units, tg int
+}
+
+// sweepWays is how many float4s a thread of a channelSweep has in flight.
+const sweepWays = 4
+
+// sweepThreads caps a channelSweep's threadgroup: a CUDA block of 1,024
+// threads may use only 64 registers a thread, fewer than its loads want.
+const sweepThreads = 512
+
+func newChannelSweep(outer, c, inner int) (channelSweep, bool) {
+	if inner%4 != 0 {
+		return channelSweep{}, false
+	}
+	units := outer * inner / 4
+	return channelSweep{c: c, inner: inner, units: units, tg: pow2AtMost(ceilDiv(units, sweepWays), sweepThreads)}, true
+}
+
+func (cs channelSweep) name(buf string, w, k int) string { return fmt.Sprintf("%s%d_%d", buf, w, k) }
+
+// masked is e where ok holds (nil: always), else 0.
+func (cs channelSweep) masked(ok, e Expr) Expr {
+	if ok == nil {
+		return e
+	}
+	return sel(ok, e, flt(0))
+}
+
+// pass is one walk over the channel: each round loads the float4s of
+// bufs for its sweepWays units (names cs.name(buf, w, k)), then for each
+// unit w in order runs use(w, ok), ok whether the unit is in the channel
+// (nil: always), and stores store(w)'s buffer and values where it is.
+func (cs channelSweep) pass(bufs []string, use func(w int, ok Expr) []Stmt, store func(w int) (string, [4]Expr)) Stmt {
+	var loads, uses []Stmt
+	for w := 0; w < sweepWays; w++ {
+		u := add(vr("u"), i32(w*cs.tg))
+		var ok Expr // the first unit of a round is always in the channel
+		if w > 0 && cs.units%(cs.tg*sweepWays) != 0 {
+			ok = lt(u, i32(cs.units))
+			u = sel(ok, u, i32(0))
+		}
+		iw := fmt.Sprint("e", w)
+		// value 4u: image 4u / inner, position 4u mod inner
+		loads = append(loads, let(iw, Int, add(mul(add(mul(div(mul(u, i32(4)), i32(cs.inner)), i32(cs.c)), tgidE), i32(cs.inner)), rem(mul(u, i32(4)), i32(cs.inner)))))
+		for _, b := range bufs {
+			loads = append(loads, Load4{b, vr(iw), [4]string{cs.name(b, w, 0), cs.name(b, w, 1), cs.name(b, w, 2), cs.name(b, w, 3)}})
+		}
+		if use != nil {
+			uses = append(uses, use(w, ok)...)
+		}
+		if store != nil {
+			buf, v := store(w)
+			uses = append(uses, whenSome(ok, Store4{buf, vr(iw), v})...)
+		}
+	}
+	return For{"u", lidE, i32(cs.units), i32(cs.tg * sweepWays), append(loads, uses...)}
 }
 
 // normaliseChannel ends a batch norm's training forward once the
@@ -392,9 +501,46 @@ func channelGradSums(e Expr, m, tg int) []Stmt {
 
 // batchNormBwdKernel: per channel dbeta = Σ dy, dgamma = Σ dy·x̂, and
 // dx = gamma·inv·(dy − dbeta/m − x̂·dgamma/m); dx may be dy.
-// Its threadgroups are as wide as batchNormKernel's.
+// Its threadgroups are as wide as batchNormKernel's, and read float4s as
+// its do where inner allows.
 func batchNormBwdKernel(outer, c, inner int) *Kernel {
 	m := outer * inner
+	n := outer * c * inner
+	params := []Param{in("x", n), in("gamma", c), in("smean", c), in("sinv", c), in("dy", n),
+		out("dx", n), out("dgamma", c), out("dbeta", c)}
+	if cs, ok := newChannelSweep(outer, c, inner); ok {
+		x := func(w, k int) Expr { return vr(cs.name("x", w, k)) }
+		dy := func(w, k int) Expr { return vr(cs.name("dy", w, k)) }
+		xhat := func(w, k int) Expr { return mul(sub(x(w, k), vr("mean")), vr("inv")) }
+		body := []Stmt{
+			Shared{"sh", cs.tg},
+			let("mean", Float, load("smean", tgidE)),
+			let("inv", Float, load("sinv", tgidE)),
+			let("a1", Float, flt(0)),
+			let("a2", Float, flt(0)),
+			cs.pass([]string{"x", "dy"}, func(w int, ok Expr) []Stmt {
+				s1 := add(add(add(dy(w, 0), dy(w, 1)), dy(w, 2)), dy(w, 3))
+				s2 := add(add(add(mul(dy(w, 0), xhat(w, 0)), mul(dy(w, 1), xhat(w, 1))), mul(dy(w, 2), xhat(w, 2))), mul(dy(w, 3), xhat(w, 3)))
+				return []Stmt{set("a1", add(vr("a1"), cs.masked(ok, s1))), set("a2", add(vr("a2"), cs.masked(ok, s2)))}
+			}, nil),
+		}
+		body = append(body, reduceInto("sdy", "a1", "sh", cs.tg, sumOp)...)
+		body = append(body, reduceInto("sdyx", "a2", "sh", cs.tg, sumOp)...)
+		body = append(body,
+			let("k", Float, mul(load("gamma", tgidE), vr("inv"))),
+			let("m1", Float, mul(vr("sdy"), flt(1/float32(m)))),
+			let("m2", Float, mul(vr("sdyx"), flt(1/float32(m)))),
+			cs.pass([]string{"x", "dy"}, nil, func(w int) (string, [4]Expr) {
+				var v [4]Expr
+				for k := range v {
+					v[k] = mul(vr("k"), sub(sub(dy(w, k), vr("m1")), mul(xhat(w, k), vr("m2"))))
+				}
+				return "dx", v
+			}),
+			when(eq(lidE, i32(0)), store("dgamma", tgidE, vr("sdyx")), store("dbeta", tgidE, vr("sdy"))))
+		return &Kernel{Doc: fmt.Sprintf("batch norm backward of [%d,%d,%d], float4s", outer, c, inner),
+			Params: params, Threadgroup: cs.tg, Groups: c, Body: body}
+	}
 	tg := pow2AtMost(m, tgWide)
 	shape := []int{outer, inner}
 	e := add(mul(add(mul(coord(vr("j"), shape, 0), i32(c)), tgidE), i32(inner)), coord(vr("j"), shape, 1))
@@ -406,11 +552,8 @@ func batchNormBwdKernel(outer, c, inner int) *Kernel {
 			sub(sub(load("dy", e), mul(vr("sdy"), flt(1/float32(m)))), mul(xhat, mul(vr("sdyx"), flt(1/float32(m)))))))),
 		when(eq(lidE, i32(0)), store("dgamma", tgidE, vr("sdyx")), store("dbeta", tgidE, vr("sdy"))),
 	)
-	n := outer * c * inner
 	return &Kernel{Doc: fmt.Sprintf("batch norm backward of [%d,%d,%d]", outer, c, inner),
-		Params: []Param{in("x", n), in("gamma", c), in("smean", c), in("sinv", c), in("dy", n),
-			out("dx", n), out("dgamma", c), out("dbeta", c)},
-		Threadgroup: tg, Groups: c, Body: body}
+		Params: params, Threadgroup: tg, Groups: c, Body: body}
 }
 
 // meanAndSquares is the two passes a normalisation makes over the n values
@@ -430,20 +573,252 @@ func meanAndSquares(e Expr, n, tg int) []Stmt {
 	return append(body, reduceInto("ss", "acc2", "sh", tg, sumOp)...)
 }
 
+// rowSplit lays the rows of a layer norm, cols values each, out on
+// threads: w threads a row (a power of two, a SIMD group for rows of up
+// to 1,024 values), each holding k units of v values (v is 4, one 16-byte
+// access, when a row is whole float4s: the buffers must be bound whole,
+// 16-byte aligned) in registers, and perGroup rows a
+// threadgroup. A row is read once; its sums are trees over its w threads
+// in threadgroup memory (a fixed order: the same bits every run).
+//
+// One threadgroup of 256 threads a row of 384, which read the row three
+// times and waited on eight barriers a sum, took 62 µs for a GPT's 16,384
+// rows on an H200 (25 MB each way: 10 µs of memory traffic).
+type rowSplit struct {
+	rows, cols, v, units, w, k, perGroup int
+}
+
+// maxRowUnits is the most units of a row one thread holds in registers.
+const maxRowUnits = 8
+
+// splitRows returns the layout of rows of cols values, false when a row
+// is too long for the threads of one threadgroup to hold (more than
+// 1,024·maxRowUnits units).
+func splitRows(rows, cols int) (rowSplit, bool) {
+	v := 1
+	if cols%4 == 0 {
+		v = 4
+	}
+	u := cols / v
+	w := 1
+	for w < u && w < 32 {
+		w *= 2
+	}
+	for ceilDiv(u, w) > maxRowUnits && w < tgWide {
+		w *= 2
+	}
+	k := ceilDiv(u, w)
+	if k > maxRowUnits {
+		return rowSplit{}, false
+	}
+	return rowSplit{rows: rows, cols: cols, v: v, units: u, w: w, k: k, perGroup: max(1, tgReduce/w)}, true
+}
+
+func (s rowSplit) threadgroup() int { return s.perGroup * s.w }
+func (s rowSplit) groups() int      { return ceilDiv(s.rows, s.perGroup) }
+
+// prologue declares the thread's lane in its row and the row.
+func (s rowSplit) prologue() []Stmt {
+	return []Stmt{
+		let("lane", Int, rem(lidE, i32(s.w))),
+		let("row", Int, add(mul(tgidE, i32(s.perGroup)), div(lidE, i32(s.w)))),
+	}
+}
+
+// col is the first column of the thread's unit j.
+func (s rowSplit) col(j int) Expr { return mul(add(vr("lane"), i32(j*s.w)), i32(s.v)) }
+
+// inRow is whether unit j of the thread lies in the row (nil: always).
+func (s rowSplit) inRow(j int) Expr {
+	if (j+1)*s.w <= s.units {
+		return nil
+	}
+	return lt(add(vr("lane"), i32(j*s.w)), i32(s.units))
+}
+
+// rowOK is whether the thread's row is in the tensor (nil: always).
+func (s rowSplit) rowOK() Expr {
+	if s.rows%s.perGroup == 0 {
+		return nil
+	}
+	return lt(vr("row"), i32(s.rows))
+}
+
+// live is whether unit j is in the row and the row in the tensor (nil:
+// always).
+func (s rowSplit) live(j int) Expr {
+	ok, in := s.rowOK(), s.inRow(j)
+	switch {
+	case ok == nil:
+		return in
+	case in == nil:
+		return ok
+	}
+	return and(ok, in)
+}
+
+// whenSome runs then where cond holds (nil: always).
+func whenSome(cond Expr, then ...Stmt) []Stmt {
+	if cond == nil {
+		return then
+	}
+	return []Stmt{when(cond, then...)}
+}
+
+// name is the local holding value c of unit j of buffer buf.
+func (s rowSplit) name(buf string, j, c int) string { return fmt.Sprintf("%s%d_%d", buf, j, c) }
+
+// loadUnits declares buf's values of every unit of the thread, 0 where a
+// unit is not live; rowMajor: buf is [rows, cols], else [cols] (gamma).
+func (s rowSplit) loadUnits(buf string, rowMajor bool) []Stmt {
+	var out []Stmt
+	for j := 0; j < s.k; j++ {
+		idx, ok := s.col(j), s.inRow(j)
+		if rowMajor {
+			idx, ok = add(mul(vr("row"), i32(s.cols)), idx), s.live(j)
+		}
+		if ok != nil {
+			idx = sel(ok, idx, i32(0))
+		}
+		var raw [4]string
+		for c := 0; c < s.v; c++ {
+			raw[c] = s.name(buf, j, c)
+			if ok != nil {
+				raw[c] = "l" + raw[c]
+			}
+		}
+		if s.v == 4 {
+			out = append(out, Load4{buf, idx, raw})
+		} else {
+			out = append(out, let(raw[0], Float, load(buf, idx)))
+		}
+		if ok != nil {
+			for c := 0; c < s.v; c++ {
+				out = append(out, let(s.name(buf, j, c), Float, sel(ok, vr(raw[c]), flt(0))))
+			}
+		}
+	}
+	return out
+}
+
+// storeUnits writes value(j, c) to every live unit of buf [rows, cols].
+func (s rowSplit) storeUnits(buf string, value func(j, c int) Expr) []Stmt {
+	var out []Stmt
+	for j := 0; j < s.k; j++ {
+		idx := add(mul(vr("row"), i32(s.cols)), s.col(j))
+		var st Stmt
+		if s.v == 4 {
+			st = Store4{buf, idx, [4]Expr{value(j, 0), value(j, 1), value(j, 2), value(j, 3)}}
+		} else {
+			st = store(buf, idx, value(j, 0))
+		}
+		out = append(out, whenSome(s.live(j), st)...)
+	}
+	return out
+}
+
+// sumUnits is Σ term(j, c) over the thread's units in order, counting
+// only the units in the row.
+func (s rowSplit) sumUnits(term func(j, c int) Expr) Expr {
+	var e Expr
+	for j := 0; j < s.k; j++ {
+		var u Expr
+		for c := 0; c < s.v; c++ {
+			if u == nil {
+				u = term(j, c)
+			} else {
+				u = add(u, term(j, c))
+			}
+		}
+		if ok := s.inRow(j); ok != nil {
+			u = sel(ok, u, flt(0))
+		}
+		if e == nil {
+			e = u
+		} else {
+			e = add(e, u)
+		}
+	}
+	return e
+}
+
+// rowSums reduces each partial (a thread's local) over the w threads of
+// its row, each in a threadgroup array of its own, and declares the
+// results: a tree in a fixed order whose rounds share their barriers.
+func (s rowSplit) rowSums(partials, shared, results []string) []Stmt {
+	var out []Stmt
+	for i, p := range partials {
+		out = append(out, store(shared[i], lidE, vr(p)))
+	}
+	for half := s.w / 2; half > 0; half /= 2 {
+		out = append(out, Barrier{})
+		var upd []Stmt
+		for _, sh := range shared {
+			upd = append(upd, store(sh, lidE, add(load(sh, lidE), load(sh, add(lidE, i32(half))))))
+		}
+		out = append(out, when(lt(vr("lane"), i32(half)), upd...))
+	}
+	out = append(out, Barrier{})
+	for i, sh := range shared {
+		out = append(out, let(results[i], Float, load(sh, sub(lidE, vr("lane")))))
+	}
+	return append(out, Barrier{})
+}
+
 // layerNormKernel normalises each row of x [rows, cols] by its own mean
-// and biased variance, one threadgroup per row: y = gamma·x̂ + beta, and the
-// row's mean and 1/sqrt(var+eps) saved for the backward pass.
+// and biased variance: y = gamma·x̂ + beta, and the row's mean and
+// 1/sqrt(var+eps) saved for the backward pass. The row stays in
+// registers (rowSplit) for the mean, the squares about it and y.
 func layerNormKernel(rows, cols int, eps float32, hasBias bool) *Kernel {
+	params := []Param{in("x", rows*cols), in("gamma", cols)}
+	if hasBias {
+		params = append(params, in("beta", cols))
+	}
+	params = append(params, out("y", rows*cols), out("smean", rows), out("sinv", rows))
+	s, ok := splitRows(rows, cols)
+	if !ok {
+		return layerNormWideKernel(rows, cols, eps, hasBias, params)
+	}
+	xv := func(j, c int) Expr { return vr(s.name("x", j, c)) }
+	body := []Stmt{Shared{"sh", s.threadgroup()}}
+	body = append(body, s.prologue()...)
+	body = append(body, s.loadUnits("x", true)...)
+	body = append(body, let("acc", Float, s.sumUnits(xv)))
+	body = append(body, s.rowSums([]string{"acc"}, []string{"sh"}, []string{"sum"})...)
+	body = append(body, let("mean", Float, mul(vr("sum"), flt(1/float32(cols)))))
+	body = append(body, let("acc2", Float, s.sumUnits(func(j, c int) Expr {
+		d := sub(xv(j, c), vr("mean"))
+		return mul(d, d)
+	})))
+	body = append(body, s.rowSums([]string{"acc2"}, []string{"sh"}, []string{"ss"})...)
+	body = append(body, let("inv", Float, call(FnRsqrt, add(mul(vr("ss"), flt(1/float32(cols))), flt(eps)))))
+	body = append(body, s.loadUnits("gamma", false)...)
+	if hasBias {
+		body = append(body, s.loadUnits("beta", false)...)
+	}
+	body = append(body, s.storeUnits("y", func(j, c int) Expr {
+		y := mul(mul(sub(xv(j, c), vr("mean")), vr("inv")), vr(s.name("gamma", j, c)))
+		if hasBias {
+			y = add(y, vr(s.name("beta", j, c)))
+		}
+		return y
+	})...)
+	body = append(body, when(and(eq(vr("lane"), i32(0)), s.rowOK()),
+		store("smean", vr("row"), vr("mean")), store("sinv", vr("row"), vr("inv"))))
+	return &Kernel{Doc: fmt.Sprintf("layer norm of %d rows of %d, %d threads a row", rows, cols, s.w),
+		Params: params, Threadgroup: s.threadgroup(), Groups: s.groups(), Body: body}
+}
+
+// layerNormWideKernel is layerNormKernel for rows too long for registers:
+// one threadgroup a row, reading it three times.
+func layerNormWideKernel(rows, cols int, eps float32, hasBias bool, params []Param) *Kernel {
 	tg := pow2AtMost(cols, tgReduce)
 	e := add(mul(tgidE, i32(cols)), vr("j"))
 	body := meanAndSquares(e, cols, tg)
 	y := mul(mul(sub(load("x", e), vr("mean")), vr("inv")), load("gamma", vr("j")))
-	params := []Param{in("x", rows*cols), in("gamma", cols)}
 	if hasBias {
 		y = add(y, load("beta", vr("j")))
-		params = append(params, in("beta", cols))
 	}
-	params = append(params, out("y", rows*cols), out("smean", rows), out("sinv", rows))
 	body = append(body,
 		let("inv", Float, call(FnRsqrt, add(mul(vr("ss"), flt(1/float32(cols))), flt(eps)))),
 		strided("j", cols, tg, store("y", e, y)),
@@ -454,14 +829,17 @@ func layerNormKernel(rows, cols int, eps float32, hasBias bool) *Kernel {
 }
 
 // layerNormParamGradKernel sums the parameter gradients over the rows,
-// dgamma = Σ dy·x̂ and dbeta = Σ dy, one threadgroup per column whose
-// threads stride over the rows and add their partial sums in a tree (a
-// fixed order: the same bits every run). One thread per column summing
-// every row left a GPT's 384 columns of 16,384 rows on 384 threads:
-// 2 ms a layer norm on an H200, half of models/gpt.cue's step.
+// dgamma = Σ dy·x̂ and dbeta = Σ dy. A threadgroup takes 32 bytes of
+// columns (two float4s where rows are whole float4s, else eight columns),
+// the sector a load fetches, and its threads stride over the rows, each
+// reading paramWays rows at once; the threads' partial sums of a column
+// are added in a tree (a fixed order: the same bits every run).
+//
+// One threadgroup per column, its threads a row apart, made every load
+// fetch a sector for one float: 92 µs for a GPT's 16,384 rows of 384 on
+// an H200, whose 50 MB take 10 µs.
 func layerNormParamGradKernel(rows, cols int, gamma, beta bool) *Kernel {
 	n := rows * cols
-	tg := pow2AtMost(rows, tgReduce)
 	params := []Param{in("x", n), in("smean", rows), in("sinv", rows), in("dy", n)}
 	if gamma {
 		params = append(params, out("dgamma", cols))
@@ -469,30 +847,151 @@ func layerNormParamGradKernel(rows, cols int, gamma, beta bool) *Kernel {
 	if beta {
 		params = append(params, out("dbeta", cols))
 	}
-	e := add(mul(vr("r"), i32(cols)), tgidE)
+	v := 1
+	if cols%4 == 0 {
+		v = 4
+	}
+	units := cols / v
+	cu := min(units, 8/v)                   // units a threadgroup
+	sl := pow2AtMost(rows, paramThreads/cu) // row slices
+	tg := sl * cu
 	body := []Stmt{
-		Shared{"sh", tg},
-		let("sg", Float, flt(0)), let("sb", Float, flt(0)),
-		strided("r", rows, tg,
-			let("g", Float, load("dy", e)),
-			set("sg", add(vr("sg"), mul(vr("g"), mul(sub(load("x", e), load("smean", vr("r"))), load("sinv", vr("r")))))),
-			set("sb", add(vr("sb"), vr("g")))),
+		Shared{"sh", tg * v},
+		let("cu", Int, rem(lidE, i32(cu))),
+		let("sl", Int, div(lidE, i32(cu))),
+		let("unit", Int, add(mul(tgidE, i32(cu)), vr("cu"))),
+	}
+	var colOK Expr
+	c0 := mul(vr("unit"), i32(v))
+	if units%cu != 0 {
+		colOK = lt(vr("unit"), i32(units))
+		c0 = sel(colOK, c0, i32(0))
+	}
+	body = append(body, let("c0", Int, c0))
+	for c := 0; c < v; c++ {
+		body = append(body, let(fmt.Sprint("sg", c), Float, flt(0)), let(fmt.Sprint("sb", c), Float, flt(0)))
+	}
+	const ways = paramWays
+	var iter, sums []Stmt
+	for w := 0; w < ways; w++ {
+		r := add(vr("r"), i32(w*sl))
+		var ok Expr // the first row of an iteration is always in the tensor
+		if w > 0 && rows%(sl*ways) != 0 {
+			ok = lt(r, i32(rows))
+			r = sel(ok, r, i32(0))
+		}
+		rw := fmt.Sprint("r", w)
+		iter = append(iter, let(rw, Int, r))
+		names := func(b string) [4]string {
+			var nm [4]string
+			for c := range nm {
+				nm[c] = fmt.Sprintf("%s%d_%d", b, w, c)
+			}
+			return nm
+		}
+		dy, x := names("dy"), names("x")
+		at := add(mul(vr(rw), i32(cols)), vr("c0"))
+		if v == 4 {
+			iter = append(iter, Load4{"dy", at, dy}, Load4{"x", at, x})
+		} else {
+			iter = append(iter, let(dy[0], Float, load("dy", at)), let(x[0], Float, load("x", at)))
+		}
+		m, iv := fmt.Sprint("m", w), fmt.Sprint("i", w)
+		iter = append(iter, let(m, Float, load("smean", vr(rw))), let(iv, Float, load("sinv", vr(rw))))
+		for c := 0; c < v; c++ {
+			termG, termB := mul(vr(dy[c]), mul(sub(vr(x[c]), vr(m)), vr(iv))), vr(dy[c])
+			if ok != nil {
+				termG, termB = sel(ok, termG, flt(0)), sel(ok, termB, flt(0))
+			}
+			sg, sb := fmt.Sprint("sg", c), fmt.Sprint("sb", c)
+			sums = append(sums, set(sg, add(vr(sg), termG)), set(sb, add(vr(sb), termB)))
+		}
+	}
+	body = append(body, For{"r", vr("sl"), i32(rows), i32(sl * ways), append(iter, sums...)})
+	reduce := func(acc, dst string) {
+		at := func(c int) Expr { return add(mul(lidE, i32(v)), i32(c)) }
+		for c := 0; c < v; c++ {
+			body = append(body, store("sh", at(c), vr(fmt.Sprint(acc, c))))
+		}
+		for half := sl / 2; half > 0; half /= 2 {
+			var upd []Stmt
+			for c := 0; c < v; c++ {
+				upd = append(upd, store("sh", at(c), add(load("sh", at(c)), load("sh", add(at(c), i32(half*cu*v))))))
+			}
+			body = append(body, Barrier{}, when(lt(vr("sl"), i32(half)), upd...))
+		}
+		body = append(body, Barrier{})
+		var st []Stmt
+		for c := 0; c < v; c++ {
+			st = append(st, store(dst, add(vr("c0"), i32(c)), load("sh", at(c))))
+		}
+		body = append(body, when(and(eq(vr("sl"), i32(0)), colOK), st...), Barrier{})
 	}
 	if gamma {
-		body = append(body, reduceInto("total_g", "sg", "sh", tg, sumOp)...)
-		body = append(body, when(eq(lidE, i32(0)), store("dgamma", tgidE, vr("total_g"))))
+		reduce("sg", "dgamma")
 	}
 	if beta {
-		body = append(body, reduceInto("total_b", "sb", "sh", tg, sumOp)...)
-		body = append(body, when(eq(lidE, i32(0)), store("dbeta", tgidE, vr("total_b"))))
+		reduce("sb", "dbeta")
 	}
-	return &Kernel{Doc: fmt.Sprintf("layer norm parameter gradients, %d rows of %d", rows, cols),
-		Params: params, Threadgroup: tg, Groups: cols, Body: body}
+	return &Kernel{Doc: fmt.Sprintf("layer norm parameter gradients, %d rows of %d, %d columns a threadgroup", rows, cols, cu*v),
+		Params: params, Threadgroup: tg, Groups: ceilDiv(units, cu), Body: body}
 }
 
+// paramThreads caps layerNormParamGradKernel's threadgroup: at 1,024
+// threads a CUDA block may use 64 registers a thread, fewer than its
+// paramWays rows in flight may want.
+const paramThreads = 512
+
+// paramWays is how many rows a thread of layerNormParamGradKernel reads
+// before it adds them (in row order): loads in flight to cover memory's
+// latency with a threadgroup on each of fewer than half an H200's SMs.
+const paramWays = 4
+
 // layerNormBwdKernel is dx = inv·(g − mean(g) − x̂·mean(g·x̂)) per row, with
-// g = dy·gamma, one threadgroup per row; dx may be dy.
+// g = dy·gamma, the rows laid out as layerNormKernel's; dx may be dy.
 func layerNormBwdKernel(rows, cols int) *Kernel {
+	n := rows * cols
+	params := []Param{in("x", n), in("gamma", cols), in("smean", rows), in("sinv", rows), in("dy", n), out("dx", n)}
+	s, ok := splitRows(rows, cols)
+	if !ok {
+		return layerNormBwdWideKernel(rows, cols, params)
+	}
+	body := []Stmt{Shared{"sh1", s.threadgroup()}, Shared{"sh2", s.threadgroup()}}
+	body = append(body, s.prologue()...)
+	row := vr("row")
+	if ok := s.rowOK(); ok != nil {
+		row = sel(ok, row, i32(0))
+	}
+	body = append(body, let("mean", Float, load("smean", row)), let("inv", Float, load("sinv", row)))
+	body = append(body, s.loadUnits("x", true)...)
+	body = append(body, s.loadUnits("dy", true)...)
+	body = append(body, s.loadUnits("gamma", false)...)
+	for j := 0; j < s.k; j++ {
+		for c := 0; c < s.v; c++ {
+			body = append(body,
+				let(s.name("g", j, c), Float, mul(vr(s.name("dy", j, c)), vr(s.name("gamma", j, c)))),
+				let(s.name("xh", j, c), Float, mul(sub(vr(s.name("x", j, c)), vr("mean")), vr("inv"))))
+		}
+	}
+	g := func(j, c int) Expr { return vr(s.name("g", j, c)) }
+	xh := func(j, c int) Expr { return vr(s.name("xh", j, c)) }
+	body = append(body,
+		let("a1", Float, s.sumUnits(g)),
+		let("a2", Float, s.sumUnits(func(j, c int) Expr { return mul(g(j, c), xh(j, c)) })))
+	body = append(body, s.rowSums([]string{"a1", "a2"}, []string{"sh1", "sh2"}, []string{"s1", "s2"})...)
+	body = append(body,
+		let("m1", Float, mul(vr("s1"), flt(1/float32(cols)))),
+		let("m2", Float, mul(vr("s2"), flt(1/float32(cols)))))
+	body = append(body, s.storeUnits("dx", func(j, c int) Expr {
+		return mul(vr("inv"), sub(sub(g(j, c), vr("m1")), mul(xh(j, c), vr("m2"))))
+	})...)
+	return &Kernel{Doc: fmt.Sprintf("layer norm backward of %d rows of %d, %d threads a row", rows, cols, s.w),
+		Params: params, Threadgroup: s.threadgroup(), Groups: s.groups(), Body: body}
+}
+
+// layerNormBwdWideKernel is layerNormBwdKernel for rows too long for
+// registers: one threadgroup a row.
+func layerNormBwdWideKernel(rows, cols int, params []Param) *Kernel {
 	tg := pow2AtMost(cols, tgReduce)
 	e := add(mul(tgidE, i32(cols)), vr("j"))
 	g := mul(load("dy", e), load("gamma", vr("j")))
@@ -509,10 +1008,8 @@ func layerNormBwdKernel(rows, cols int) *Kernel {
 	body = append(body, reduceInto("s2", "a2", "sh", tg, sumOp)...)
 	body = append(body, strided("j", cols, tg, store("dx", e, mul(vr("inv"),
 		sub(sub(g, mul(vr("s1"), flt(1/float32(cols)))), mul(xhat, mul(vr("s2"), flt(1/float32(cols)))))))))
-	n := rows * cols
 	return &Kernel{Doc: fmt.Sprintf("layer norm backward of %d rows of %d", rows, cols),
-		Params:      []Param{in("x", n), in("gamma", cols), in("smean", rows), in("sinv", rows), in("dy", n), out("dx", n)},
-		Threadgroup: tg, Groups: rows, Body: body}
+		Params: params, Threadgroup: tg, Groups: rows, Body: body}
 }
 
 // reducedIndex is the index into a tensor of shape full of the element

@@ -345,7 +345,8 @@ func kernelCases(t *testing.T) []gpuCase {
 		{{Op: "powconst", Alpha: 9}},
 		{{Op: "addconst", Alpha: 1e-5}, {Op: "exp"}, {Op: "powconst", Alpha: -2.5}},
 	} {
-		n := 1000
+		// four elements a thread, and one (n not a multiple of 4)
+		n := 1000 + len(cs)%2
 		x, dy := randVec(r, n, -3, 3), randVec(r, n, -1, 1)
 		y, dx := zeros(n), zeros(n)
 		cpu.UnaryFwd(x, y, cpuChain(ch))
@@ -370,17 +371,32 @@ func kernelCases(t *testing.T) []gpuCase {
 		t.Errorf("unaryBwdFromOutputKernel accepts gelu")
 	}
 
-	// Broadcasting binary ops, forward and both gradients.
-	for _, op := range []string{"add", "sub", "mul", "div"} {
-		aS, bS, yS := []int{2, 1, 5, 3}, []int{4, 1, 3}, []int{2, 4, 5, 3}
+	// Broadcasting binary ops, forward and both gradients; operands of
+	// y's shape (read at y's index, four elements a thread where y's size
+	// is a multiple of 4, and their gradients without a sum).
+	for _, tc := range []struct {
+		op         string
+		aS, bS, yS []int
+	}{
+		{"add", []int{2, 1, 5, 3}, []int{4, 1, 3}, []int{2, 4, 5, 3}},
+		{"sub", []int{2, 1, 5, 3}, []int{4, 1, 3}, []int{2, 4, 5, 3}},
+		{"mul", []int{2, 1, 5, 3}, []int{4, 1, 3}, []int{2, 4, 5, 3}},
+		{"div", []int{2, 1, 5, 3}, []int{4, 1, 3}, []int{2, 4, 5, 3}},
+		{"add", []int{2, 4, 5, 3}, []int{2, 4, 5, 3}, []int{2, 4, 5, 3}},
+		{"sub", []int{3, 5, 7}, []int{3, 5, 7}, []int{3, 5, 7}},
+		{"mul", []int{2, 4, 5, 3}, []int{4, 1, 3}, []int{2, 4, 5, 3}},
+		{"div", []int{4, 1, 3}, []int{2, 4, 5, 3}, []int{2, 4, 5, 3}},
+		{"div", []int{2, 4, 5, 3}, []int{2, 4, 5, 3}, []int{2, 4, 5, 3}},
+	} {
+		op, aS, bS, yS := tc.op, tc.aS, tc.bS, tc.yS
 		cop := map[string]cpu.BinOp{"add": cpu.BAdd, "sub": cpu.BSub, "mul": cpu.BMul, "div": cpu.BDiv}[op]
 		a, b, dy := randVec(r, prod(aS), -1, 1), randVec(r, prod(bS), -1, 1), randVec(r, prod(yS), -1, 1)
 		if op == "div" {
 			b = randVec(r, prod(bS), 0.5, 1.5) // away from the pole at 0
 		}
 		y, da, db := zeros(prod(yS)), zeros(prod(aS)), zeros(prod(bS))
-		cpu.BinaryFwd(cop, a, b, y, aS, alignShape(bS, 4), yS)
-		cpu.BinaryBwd(cop, a, b, dy, da, db, aS, alignShape(bS, 4), yS)
+		cpu.BinaryFwd(cop, a, b, y, alignShape(aS, len(yS)), alignShape(bS, len(yS)), yS)
+		cpu.BinaryBwd(cop, a, b, dy, da, db, alignShape(aS, len(yS)), alignShape(bS, len(yS)), yS)
 		addCase(gpuCase{name: "binary_" + op, k: must(binaryKernel(op, aS, bS, yS)), in: [][]float32{a, b, zeros(len(y))}, want: map[int][]float32{2: y}})
 		ka := must(binaryBwdKernel(op, false, aS, bS, yS))
 		kb := must(binaryBwdKernel(op, true, aS, bS, yS))
@@ -487,32 +503,36 @@ func kernelCases(t *testing.T) []gpuCase {
 
 	// Dropout with the counter-based hash.
 	{
-		n, rate := 1234, float32(0.3)
-		x := randVec(r, n, -1, 1)
-		y, mask := zeros(n), zeros(n)
-		kept := 0
-		for i := range x {
-			if gpuhost.DropoutUniform(42, 7, uint32(i)) >= rate {
-				mask[i] = 1 / (1 - rate)
-				kept++
+		for _, n := range []int{1234, 1236} {
+			rate := float32(0.3)
+			x := randVec(r, n, -1, 1)
+			y, mask := zeros(n), zeros(n)
+			kept := 0
+			for i := range x {
+				if gpuhost.DropoutUniform(42, 7, uint32(i)) >= rate {
+					mask[i] = 1 / (1 - rate)
+					kept++
+				}
+				y[i] = x[i] * mask[i]
 			}
-			y[i] = x[i] * mask[i]
+			if kept < n/2 || kept > n*9/10 {
+				t.Fatalf("gpuhost.DropoutUniform kept %d of %d at rate %g", kept, n, rate)
+			}
+			addCase(gpuCase{name: "dropout", k: dropoutKernel(n, rate), in: [][]float32{argsVec(0.1, 7, 42), x, zeros(n), zeros(n)},
+				want: map[int][]float32{2: y, 3: mask}})
+			dy := randVec(r, n, -1, 1)
+			dx := zeros(n)
+			cpu.DropoutBwd(mask, dy, dx)
+			addCase(gpuCase{name: "dropout_bwd", k: dropoutBwdKernel(n), in: [][]float32{mask, dy, zeros(n)}, want: map[int][]float32{2: dx}})
+			addCase(gpuCase{name: "copy", k: copyKernel(n), in: [][]float32{x, zeros(n)}, want: map[int][]float32{1: x}})
 		}
-		if kept < n/2 || kept > n*9/10 {
-			t.Fatalf("gpuhost.DropoutUniform kept %d of %d at rate %g", kept, n, rate)
-		}
-		addCase(gpuCase{name: "dropout", k: dropoutKernel(n, rate), in: [][]float32{argsVec(0.1, 7, 42), x, zeros(n), zeros(n)},
-			want: map[int][]float32{2: y, 3: mask}})
-		dy := randVec(r, n, -1, 1)
-		dx := zeros(n)
-		cpu.DropoutBwd(mask, dy, dx)
-		addCase(gpuCase{name: "dropout_bwd", k: dropoutBwdKernel(n), in: [][]float32{mask, dy, zeros(n)}, want: map[int][]float32{2: dx}})
-		addCase(gpuCase{name: "copy", k: copyKernel(n), in: [][]float32{x, zeros(n)}, want: map[int][]float32{1: x}})
 	}
 
 	// Batch normalisation: training, evaluation, backward; a channel of
-	// more values than a threadgroup of 1024 threads.
-	for _, sh := range [][3]int{{6, 3, 50}, {300, 4, 1}, {40, 2, 64}} {
+	// more values than a threadgroup of 1024 threads; float4 sweeps
+	// (inner a multiple of 4) with whole rounds, a partial one, and fewer
+	// float4s than a round's.
+	for _, sh := range [][3]int{{6, 3, 50}, {300, 4, 1}, {40, 2, 64}, {16, 3, 1024}, {5, 2, 4}, {7, 3, 12}} {
 		nb, c, sp := sh[0], sh[1], sh[2]
 		n := nb * c * sp
 		x, gamma, beta := randVec(r, n, -2, 3), randVec(r, c, 0.5, 1.5), randVec(r, c, -1, 1)
@@ -541,7 +561,10 @@ func kernelCases(t *testing.T) []gpuCase {
 	for _, sh := range []struct {
 		rows, cols int
 		bias       bool
-	}{{6, 50, true}, {3, 300, false}, {40, 1, true}, {700, 3, true}} {
+	}{{6, 50, true}, {3, 300, false}, {40, 1, true}, {700, 3, true},
+		// a GPT's rows (whole SIMD groups of float4s), rows of several
+		// SIMD groups (float4s and not), and rows too long for registers
+		{17, 384, false}, {16, 384, true}, {3, 2048, true}, {9, 1030, false}, {2, 8194, true}, {2, 32772, false}, {3000, 12, true}} {
 		rows, cols := sh.rows, sh.cols
 		n := rows * cols
 		x, gamma, beta := randVec(r, n, -2, 3), randVec(r, cols, 0.5, 1.5), randVec(r, cols, -1, 1)
@@ -607,11 +630,34 @@ func kernelCases(t *testing.T) []gpuCase {
 
 	// Layout kernels.
 	{
-		shape, perm := []int{2, 3, 4, 5}, []int{0, 2, 3, 1}
-		x := randVec(r, prod(shape), -1, 1)
-		y := zeros(len(x))
-		cpu.Transpose(x, y, shape, perm)
-		addCase(gpuCase{name: "transpose", k: must(transposeKernel(shape, perm)), in: [][]float32{x, zeros(len(x))}, want: map[int][]float32{1: y}})
+		// Transposes: tiled (the last axis moves) on matrices smaller and
+		// larger than a tile and not multiples of it, several matrices,
+		// axes of size 1 and axes that merge; copies of runs (the last
+		// axis stays) four at a time and one at a time.
+		for _, tc := range []struct {
+			shape, perm []int
+			vec4        bool
+		}{
+			{[]int{2, 3, 4, 5}, []int{0, 2, 3, 1}, false},
+			{[]int{3, 70, 2, 5}, []int{0, 2, 3, 1}, true}, // the GPT's key transpose: [3, 70, 10] → [3, 10, 70]
+			{[]int{2, 5, 3, 33}, []int{0, 2, 3, 1}, true},
+			{[]int{45, 1, 37}, []int{2, 1, 0}, true},
+			{[]int{2, 64, 32}, []int{0, 2, 1}, true}, // whole tiles
+			{[]int{64, 40}, []int{1, 0}, true},       // whole along A only
+			{[]int{40, 64}, []int{1, 0}, true},       // whole along B only
+			{[]int{2, 3, 4, 5, 6}, []int{4, 1, 3, 0, 2}, true},
+			{[]int{1, 1, 7}, []int{2, 0, 1}, true},
+			{[]int{1, 1, 1}, []int{1, 2, 0}, true},
+			{[]int{5, 6, 8}, []int{1, 0, 2}, true}, // a head split: runs of 8, four at a time
+			{[]int{5, 6, 8}, []int{1, 0, 2}, false},
+			{[]int{5, 6, 7}, []int{1, 0, 2}, true}, // runs of 7: one at a time
+		} {
+			x := randVec(r, prod(tc.shape), -1, 1)
+			y := zeros(len(x))
+			cpu.Transpose(x, y, tc.shape, tc.perm)
+			addCase(gpuCase{name: fmt.Sprintf("transpose%d", len(cs)), k: must(transposeKernelVec(tc.shape, tc.perm, tc.vec4)),
+				in: [][]float32{x, randVec(r, len(x), 5, 6)}, want: map[int][]float32{1: y}, tol: 1e-30})
+		}
 
 		shapes := [][]int{{2, 3, 4}, {2, 5, 4}}
 		xs := [][]float32{randVec(r, 24, -1, 1), randVec(r, 40, -1, 1)}
@@ -646,6 +692,7 @@ func kernelCases(t *testing.T) []gpuCase {
 		sum := zeros(500)
 		cpu.Add(a, b, sum)
 		addCase(gpuCase{name: "accumulate", k: accumulateKernel(500), in: [][]float32{a, b, zeros(500)}, want: map[int][]float32{2: sum}})
+		addCase(gpuCase{name: "accumulate_odd", k: accumulateKernel(499), in: [][]float32{a, b, zeros(500)}, want: map[int][]float32{2: append(slices.Clone(sum[:499]), 0)}})
 		mean := make([]float32, 500)
 		for i := range sum {
 			mean[i] = sum[i] * 0.25

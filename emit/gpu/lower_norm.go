@@ -85,9 +85,10 @@ func (l *lowering) channels(id planner.BufID) (outer, c, inner int, err error) {
 	return s[0], s[1], prod(s[2:]), nil
 }
 
-// layerNorm lowers layer normalisation: one threadgroup per row forward;
-// backward, the parameter gradients (one thread per column, summing the
-// rows) before dx, which may overwrite dy.
+// layerNorm lowers layer normalisation: forward and dx a SIMD group or
+// more a row (rowSplit); the parameter gradients (a threadgroup per block
+// of columns, summing the rows) before dx, which may overwrite dy. Every
+// buffer is bound whole, so the kernels' 16-byte accesses are aligned.
 func (l *lowering) layerNorm(st *planner.Step) error {
 	xs, err := l.shape(st.In[0])
 	if err != nil {

@@ -77,32 +77,92 @@ extern "C" __global__ void mlb003_bias_act(float* __restrict__ y,
     y[i] = fmaxf(v, 0.0f);
 }
 
-// dropout rate 0.25, 48 elements
+// dropout rate 0.25, 48 elements, 4 elements a thread
 // threadgroups 1 x 256 threads
 extern "C" __global__ void mlb004_dropout(const unsigned int* __restrict__ args,
     const float* __restrict__ x,
     float* __restrict__ y,
     float* __restrict__ mask) {
     int i = (int)(blockIdx.x * blockDim.x + threadIdx.x);
-    if (i >= 48) {
+    if (i >= 12) {
         return;
     }
-    unsigned int h_u = (unsigned int)i * 2654435769u ^ args[2];
-    h_u = h_u ^ h_u >> 16u;
-    h_u = h_u * 2146121005u;
-    h_u = h_u ^ h_u >> 15u;
-    h_u = h_u * 2221713035u;
-    h_u = h_u ^ h_u >> 16u;
-    h_u = h_u ^ args[1] * 2246822507u;
-    h_u = h_u ^ h_u >> 16u;
-    h_u = h_u * 2146121005u;
-    h_u = h_u ^ h_u >> 15u;
-    h_u = h_u * 2221713035u;
-    h_u = h_u ^ h_u >> 16u;
-    float u = (float)(h_u >> 8u) * 5.9604645e-08f;
-    float m = u >= 0.25f ? 1.3333334f : 0.0f;
-    mask[i] = m;
-    y[i] = x[i] * m;
+    int i4 = i * 4;
+    const float4 mlb4_ld_x_0 = *reinterpret_cast<const float4*>(&x[i4]);
+    float ld_x_0 = mlb4_ld_x_0.x;
+    float ld_x_1 = mlb4_ld_x_0.y;
+    float ld_x_2 = mlb4_ld_x_0.z;
+    float ld_x_3 = mlb4_ld_x_0.w;
+    int e_0 = i4;
+    unsigned int h_u_0 = (unsigned int)e_0 * 2654435769u ^ args[2];
+    h_u_0 = h_u_0 ^ h_u_0 >> 16u;
+    h_u_0 = h_u_0 * 2146121005u;
+    h_u_0 = h_u_0 ^ h_u_0 >> 15u;
+    h_u_0 = h_u_0 * 2221713035u;
+    h_u_0 = h_u_0 ^ h_u_0 >> 16u;
+    h_u_0 = h_u_0 ^ args[1] * 2246822507u;
+    h_u_0 = h_u_0 ^ h_u_0 >> 16u;
+    h_u_0 = h_u_0 * 2146121005u;
+    h_u_0 = h_u_0 ^ h_u_0 >> 15u;
+    h_u_0 = h_u_0 * 2221713035u;
+    h_u_0 = h_u_0 ^ h_u_0 >> 16u;
+    float u_0 = (float)(h_u_0 >> 8u) * 5.9604645e-08f;
+    float m_0 = u_0 >= 0.25f ? 1.3333334f : 0.0f;
+    float st_mask_0 = m_0;
+    float st_y_0 = ld_x_0 * m_0;
+    int e_1 = i4 + 1;
+    unsigned int h_u_1 = (unsigned int)e_1 * 2654435769u ^ args[2];
+    h_u_1 = h_u_1 ^ h_u_1 >> 16u;
+    h_u_1 = h_u_1 * 2146121005u;
+    h_u_1 = h_u_1 ^ h_u_1 >> 15u;
+    h_u_1 = h_u_1 * 2221713035u;
+    h_u_1 = h_u_1 ^ h_u_1 >> 16u;
+    h_u_1 = h_u_1 ^ args[1] * 2246822507u;
+    h_u_1 = h_u_1 ^ h_u_1 >> 16u;
+    h_u_1 = h_u_1 * 2146121005u;
+    h_u_1 = h_u_1 ^ h_u_1 >> 15u;
+    h_u_1 = h_u_1 * 2221713035u;
+    h_u_1 = h_u_1 ^ h_u_1 >> 16u;
+    float u_1 = (float)(h_u_1 >> 8u) * 5.9604645e-08f;
+    float m_1 = u_1 >= 0.25f ? 1.3333334f : 0.0f;
+    float st_mask_1 = m_1;
+    float st_y_1 = ld_x_1 * m_1;
+    int e_2 = i4 + 2;
+    unsigned int h_u_2 = (unsigned int)e_2 * 2654435769u ^ args[2];
+    h_u_2 = h_u_2 ^ h_u_2 >> 16u;
+    h_u_2 = h_u_2 * 2146121005u;
+    h_u_2 = h_u_2 ^ h_u_2 >> 15u;
+    h_u_2 = h_u_2 * 2221713035u;
+    h_u_2 = h_u_2 ^ h_u_2 >> 16u;
+    h_u_2 = h_u_2 ^ args[1] * 2246822507u;
+    h_u_2 = h_u_2 ^ h_u_2 >> 16u;
+    h_u_2 = h_u_2 * 2146121005u;
+    h_u_2 = h_u_2 ^ h_u_2 >> 15u;
+    h_u_2 = h_u_2 * 2221713035u;
+    h_u_2 = h_u_2 ^ h_u_2 >> 16u;
+    float u_2 = (float)(h_u_2 >> 8u) * 5.9604645e-08f;
+    float m_2 = u_2 >= 0.25f ? 1.3333334f : 0.0f;
+    float st_mask_2 = m_2;
+    float st_y_2 = ld_x_2 * m_2;
+    int e_3 = i4 + 3;
+    unsigned int h_u_3 = (unsigned int)e_3 * 2654435769u ^ args[2];
+    h_u_3 = h_u_3 ^ h_u_3 >> 16u;
+    h_u_3 = h_u_3 * 2146121005u;
+    h_u_3 = h_u_3 ^ h_u_3 >> 15u;
+    h_u_3 = h_u_3 * 2221713035u;
+    h_u_3 = h_u_3 ^ h_u_3 >> 16u;
+    h_u_3 = h_u_3 ^ args[1] * 2246822507u;
+    h_u_3 = h_u_3 ^ h_u_3 >> 16u;
+    h_u_3 = h_u_3 * 2146121005u;
+    h_u_3 = h_u_3 ^ h_u_3 >> 15u;
+    h_u_3 = h_u_3 * 2221713035u;
+    h_u_3 = h_u_3 ^ h_u_3 >> 16u;
+    float u_3 = (float)(h_u_3 >> 8u) * 5.9604645e-08f;
+    float m_3 = u_3 >= 0.25f ? 1.3333334f : 0.0f;
+    float st_mask_3 = m_3;
+    float st_y_3 = ld_x_3 * m_3;
+    *reinterpret_cast<float4*>(&mask[i4]) = make_float4(st_mask_0, st_mask_1, st_mask_2, st_mask_3);
+    *reinterpret_cast<float4*>(&y[i4]) = make_float4(st_y_0, st_y_1, st_y_2, st_y_3);
 }
 
 // dense layer [3,16]·[10,16]ᵀ, 32 lanes an output, bias + ""
@@ -212,16 +272,31 @@ extern "C" __global__ void mlb007_bias_grad(const float* __restrict__ dy,
     }
 }
 
-// dropout backward, 48 elements
+// dropout backward, 48 elements, 4 elements a thread
 // threadgroups 1 x 256 threads
 extern "C" __global__ void mlb008_dropout_bwd(const float* __restrict__ mask,
     const float* __restrict__ dy,
     float* __restrict__ dx) {
     int i = (int)(blockIdx.x * blockDim.x + threadIdx.x);
-    if (i >= 48) {
+    if (i >= 12) {
         return;
     }
-    dx[i] = dy[i] * mask[i];
+    int i4 = i * 4;
+    const float4 mlb4_ld_dy_0 = *reinterpret_cast<const float4*>(&dy[i4]);
+    float ld_dy_0 = mlb4_ld_dy_0.x;
+    float ld_dy_1 = mlb4_ld_dy_0.y;
+    float ld_dy_2 = mlb4_ld_dy_0.z;
+    float ld_dy_3 = mlb4_ld_dy_0.w;
+    const float4 mlb4_ld_mask_0 = *reinterpret_cast<const float4*>(&mask[i4]);
+    float ld_mask_0 = mlb4_ld_mask_0.x;
+    float ld_mask_1 = mlb4_ld_mask_0.y;
+    float ld_mask_2 = mlb4_ld_mask_0.z;
+    float ld_mask_3 = mlb4_ld_mask_0.w;
+    float st_dx_0 = ld_dy_0 * ld_mask_0;
+    float st_dx_1 = ld_dy_1 * ld_mask_1;
+    float st_dx_2 = ld_dy_2 * ld_mask_2;
+    float st_dx_3 = ld_dy_3 * ld_mask_3;
+    *reinterpret_cast<float4*>(&dx[i4]) = make_float4(st_dx_0, st_dx_1, st_dx_2, st_dx_3);
 }
 
 // "relu" backward from y, 48 elements

@@ -94,7 +94,7 @@ kernel void mlb003_bias_act(device float* y [[buffer(0)]],
     y[i] = metal::fmax(v, 0.0f);
 }
 
-// dropout rate 0.25, 48 elements
+// dropout rate 0.25, 48 elements, 4 elements a thread
 // threadgroups 1 x 256 threads
 kernel void mlb004_dropout(device const uint* args [[buffer(0)]],
     device const float* x [[buffer(1)]],
@@ -105,25 +105,90 @@ kernel void mlb004_dropout(device const uint* args [[buffer(0)]],
     uint mlb_tgid [[threadgroup_position_in_grid]],
     uint mlb_tgsize [[threads_per_threadgroup]]) {
     int i = (int)mlb_gid;
-    if (i >= 48) {
+    if (i >= 12) {
         return;
     }
-    uint h_u = (uint)i * 2654435769u ^ args[2];
-    h_u = h_u ^ h_u >> 16u;
-    h_u = h_u * 2146121005u;
-    h_u = h_u ^ h_u >> 15u;
-    h_u = h_u * 2221713035u;
-    h_u = h_u ^ h_u >> 16u;
-    h_u = h_u ^ args[1] * 2246822507u;
-    h_u = h_u ^ h_u >> 16u;
-    h_u = h_u * 2146121005u;
-    h_u = h_u ^ h_u >> 15u;
-    h_u = h_u * 2221713035u;
-    h_u = h_u ^ h_u >> 16u;
-    float u = (float)(h_u >> 8u) * 5.9604645e-08f;
-    float m = u >= 0.25f ? 1.3333334f : 0.0f;
-    mask[i] = m;
-    y[i] = x[i] * m;
+    int i4 = i * 4;
+    float ld_x_0 = x[i4];
+    float ld_x_1 = x[i4 + 1];
+    float ld_x_2 = x[i4 + 2];
+    float ld_x_3 = x[i4 + 3];
+    int e_0 = i4;
+    uint h_u_0 = (uint)e_0 * 2654435769u ^ args[2];
+    h_u_0 = h_u_0 ^ h_u_0 >> 16u;
+    h_u_0 = h_u_0 * 2146121005u;
+    h_u_0 = h_u_0 ^ h_u_0 >> 15u;
+    h_u_0 = h_u_0 * 2221713035u;
+    h_u_0 = h_u_0 ^ h_u_0 >> 16u;
+    h_u_0 = h_u_0 ^ args[1] * 2246822507u;
+    h_u_0 = h_u_0 ^ h_u_0 >> 16u;
+    h_u_0 = h_u_0 * 2146121005u;
+    h_u_0 = h_u_0 ^ h_u_0 >> 15u;
+    h_u_0 = h_u_0 * 2221713035u;
+    h_u_0 = h_u_0 ^ h_u_0 >> 16u;
+    float u_0 = (float)(h_u_0 >> 8u) * 5.9604645e-08f;
+    float m_0 = u_0 >= 0.25f ? 1.3333334f : 0.0f;
+    float st_mask_0 = m_0;
+    float st_y_0 = ld_x_0 * m_0;
+    int e_1 = i4 + 1;
+    uint h_u_1 = (uint)e_1 * 2654435769u ^ args[2];
+    h_u_1 = h_u_1 ^ h_u_1 >> 16u;
+    h_u_1 = h_u_1 * 2146121005u;
+    h_u_1 = h_u_1 ^ h_u_1 >> 15u;
+    h_u_1 = h_u_1 * 2221713035u;
+    h_u_1 = h_u_1 ^ h_u_1 >> 16u;
+    h_u_1 = h_u_1 ^ args[1] * 2246822507u;
+    h_u_1 = h_u_1 ^ h_u_1 >> 16u;
+    h_u_1 = h_u_1 * 2146121005u;
+    h_u_1 = h_u_1 ^ h_u_1 >> 15u;
+    h_u_1 = h_u_1 * 2221713035u;
+    h_u_1 = h_u_1 ^ h_u_1 >> 16u;
+    float u_1 = (float)(h_u_1 >> 8u) * 5.9604645e-08f;
+    float m_1 = u_1 >= 0.25f ? 1.3333334f : 0.0f;
+    float st_mask_1 = m_1;
+    float st_y_1 = ld_x_1 * m_1;
+    int e_2 = i4 + 2;
+    uint h_u_2 = (uint)e_2 * 2654435769u ^ args[2];
+    h_u_2 = h_u_2 ^ h_u_2 >> 16u;
+    h_u_2 = h_u_2 * 2146121005u;
+    h_u_2 = h_u_2 ^ h_u_2 >> 15u;
+    h_u_2 = h_u_2 * 2221713035u;
+    h_u_2 = h_u_2 ^ h_u_2 >> 16u;
+    h_u_2 = h_u_2 ^ args[1] * 2246822507u;
+    h_u_2 = h_u_2 ^ h_u_2 >> 16u;
+    h_u_2 = h_u_2 * 2146121005u;
+    h_u_2 = h_u_2 ^ h_u_2 >> 15u;
+    h_u_2 = h_u_2 * 2221713035u;
+    h_u_2 = h_u_2 ^ h_u_2 >> 16u;
+    float u_2 = (float)(h_u_2 >> 8u) * 5.9604645e-08f;
+    float m_2 = u_2 >= 0.25f ? 1.3333334f : 0.0f;
+    float st_mask_2 = m_2;
+    float st_y_2 = ld_x_2 * m_2;
+    int e_3 = i4 + 3;
+    uint h_u_3 = (uint)e_3 * 2654435769u ^ args[2];
+    h_u_3 = h_u_3 ^ h_u_3 >> 16u;
+    h_u_3 = h_u_3 * 2146121005u;
+    h_u_3 = h_u_3 ^ h_u_3 >> 15u;
+    h_u_3 = h_u_3 * 2221713035u;
+    h_u_3 = h_u_3 ^ h_u_3 >> 16u;
+    h_u_3 = h_u_3 ^ args[1] * 2246822507u;
+    h_u_3 = h_u_3 ^ h_u_3 >> 16u;
+    h_u_3 = h_u_3 * 2146121005u;
+    h_u_3 = h_u_3 ^ h_u_3 >> 15u;
+    h_u_3 = h_u_3 * 2221713035u;
+    h_u_3 = h_u_3 ^ h_u_3 >> 16u;
+    float u_3 = (float)(h_u_3 >> 8u) * 5.9604645e-08f;
+    float m_3 = u_3 >= 0.25f ? 1.3333334f : 0.0f;
+    float st_mask_3 = m_3;
+    float st_y_3 = ld_x_3 * m_3;
+    mask[i4] = st_mask_0;
+    mask[i4 + 1] = st_mask_1;
+    mask[i4 + 2] = st_mask_2;
+    mask[i4 + 3] = st_mask_3;
+    y[i4] = st_y_0;
+    y[i4 + 1] = st_y_1;
+    y[i4 + 2] = st_y_2;
+    y[i4 + 3] = st_y_3;
 }
 
 // dense layer [3,16]·[10,16]ᵀ, 32 lanes an output, bias + ""
@@ -245,7 +310,7 @@ kernel void mlb007_bias_grad(device const float* dy [[buffer(0)]],
     }
 }
 
-// dropout backward, 48 elements
+// dropout backward, 48 elements, 4 elements a thread
 // threadgroups 1 x 256 threads
 kernel void mlb008_dropout_bwd(device const float* mask [[buffer(0)]],
     device const float* dy [[buffer(1)]],
@@ -255,10 +320,26 @@ kernel void mlb008_dropout_bwd(device const float* mask [[buffer(0)]],
     uint mlb_tgid [[threadgroup_position_in_grid]],
     uint mlb_tgsize [[threads_per_threadgroup]]) {
     int i = (int)mlb_gid;
-    if (i >= 48) {
+    if (i >= 12) {
         return;
     }
-    dx[i] = dy[i] * mask[i];
+    int i4 = i * 4;
+    float ld_dy_0 = dy[i4];
+    float ld_dy_1 = dy[i4 + 1];
+    float ld_dy_2 = dy[i4 + 2];
+    float ld_dy_3 = dy[i4 + 3];
+    float ld_mask_0 = mask[i4];
+    float ld_mask_1 = mask[i4 + 1];
+    float ld_mask_2 = mask[i4 + 2];
+    float ld_mask_3 = mask[i4 + 3];
+    float st_dx_0 = ld_dy_0 * ld_mask_0;
+    float st_dx_1 = ld_dy_1 * ld_mask_1;
+    float st_dx_2 = ld_dy_2 * ld_mask_2;
+    float st_dx_3 = ld_dy_3 * ld_mask_3;
+    dx[i4] = st_dx_0;
+    dx[i4 + 1] = st_dx_1;
+    dx[i4 + 2] = st_dx_2;
+    dx[i4 + 3] = st_dx_3;
 }
 
 // "relu" backward from y, 48 elements
