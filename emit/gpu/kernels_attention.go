@@ -92,19 +92,26 @@ func (b attnBlock) dw() int { return b.dn * attnCols }
 func (b attnBlock) rs() int { return b.rows + attnRows }
 
 // block picks rows (4 … 32, at most the next power of two ≥ ownN, but
-// 4 at least) and cols (16 or 32), the largest whose threadgroup arrays,
-// floats(b), fit attnSharedBytes, rows first.
+// 4 at least) and cols (16 or 32) whose threadgroup arrays, floats(b),
+// fit attnSharedBytes: the largest tile, rows·cols, and of two as large
+// the one of more columns (2 columns a thread feed each row load twice).
 func (g attnGeom) block(ownN, streamN int, floats func(b attnBlock) int) attnBlock {
-	var b attnBlock
+	var best, last attnBlock
 	for rows := min(32, max(attnRows, pow2AtLeast(ownN))); rows >= attnRows; rows /= 2 {
 		for cols := min(32, max(attnCols, pow2AtLeast(streamN))); cols >= attnCols; cols /= 2 {
-			b = attnBlock{rows: rows, cols: cols, cn: cols / attnCols, dn: ceilDiv(g.d, attnCols)}
-			if 4*floats(b) <= attnSharedBytes {
-				return b
+			last = attnBlock{rows: rows, cols: cols, cn: cols / attnCols, dn: ceilDiv(g.d, attnCols)}
+			if 4*floats(last) > attnSharedBytes {
+				continue
+			}
+			if a, ba := last.rows*last.cols, best.rows*best.cols; a > ba || a == ba && last.cols > best.cols {
+				best = last
 			}
 		}
 	}
-	return b // TestAttentionTilingFitsMetal: every d ≤ MaxAttentionDim fits before
+	if best.rows == 0 {
+		return last // TestAttentionTilingFitsMetal: every d ≤ MaxAttentionDim fits
+	}
+	return best
 }
 
 // pow2AtLeast is the smallest power of two ≥ n (1 for n ≤ 1).
@@ -208,13 +215,24 @@ func zeros4(acc string, cols int) []Stmt {
 }
 
 // visible is whether query qi sees key kj: both in range and, causal,
-// kj ≤ qi.
-func (g attnGeom) visible(qi, kj Expr) Expr {
-	c := and(lt(qi, i32(g.tq)), lt(kj, i32(g.tk)))
+// kj ≤ qi; qTo and kTo bound qi and kj by construction (the blocks and
+// tiles a kernel walks), so that a range check they imply is left out;
+// nil where every pair is visible.
+func (g attnGeom) visible(qi, kj Expr, qTo, kTo int) Expr {
+	c := all(below(qi, g.tq, qTo), below(kj, g.tk, kTo))
 	if g.causal {
-		c = and(c, le(kj, qi))
+		c = all(c, le(kj, qi))
 	}
 	return c
+}
+
+// masked is v where c holds (nil: always), else the value of a masked
+// pair.
+func masked(c, v, m Expr) Expr {
+	if c == nil {
+		return v
+	}
+	return sel(c, v, m)
 }
 
 // keep declares float name = the dropout's multiplier (0 or 1/(1−rate))
@@ -314,6 +332,7 @@ func attentionFwdKernel(g attnGeom) *Kernel {
 	}
 	body = append(body, zeros4("o", b.dn)...)
 	kj := func(c int) Expr { return add(vr("k0"), col(c)) }
+	vis := func(a, c int) Expr { return g.visible(vr(nm("i", a)), kj(c), blocks*R, tiles*C) }
 	tile := []Stmt{
 		let("k0", Int, mul(vr("t"), i32(C))),
 		Barrier{}, // the previous tile's readers are done
@@ -331,7 +350,7 @@ func attentionFwdKernel(g attnGeom) *Kernel {
 		for c := 0; c < b.cn; c++ {
 			s := nm("s", a, c)
 			tile = append(tile,
-				set(s, sel(g.visible(vr(nm("i", a)), kj(c)), mul(vr(s), flt(g.scale)), flt(negHuge))),
+				set(s, masked(vis(a, c), mul(vr(s), flt(g.scale)), flt(negHuge))),
 				set(mx, call(FnMax, vr(mx), vr(s))))
 		}
 		tile = append(tile, store("smax", partial(a, vr("tx")), vr(mx)))
@@ -350,7 +369,7 @@ func attentionFwdKernel(g attnGeom) *Kernel {
 		for a := 0; a < attnRows; a++ {
 			p, keep := nm("p", a, c), nm("keep", a, c)
 			tile = append(tile,
-				let(p, Float, sel(g.visible(vr(nm("i", a)), kj(c)), call(FnExp, sub(vr(nm("s", a, c)), vr(nm("mt", a)))), flt(0))),
+				let(p, Float, masked(vis(a, c), call(FnExp, sub(vr(nm("s", a, c)), vr(nm("mt", a)))), flt(0))),
 				set(nm("ls", a), add(vr(nm("ls", a)), vr(p))))
 			tile = append(tile, g.keep(keep, vr(nm("i", a)), kj(c))...)
 			ps[a] = mul(vr(p), vr(keep))
@@ -417,12 +436,12 @@ func attentionDeltaKernel(g attnGeom) *Kernel {
 // probability recomputed), keep{a}_{c}, and, with dp{a}_{c} = do·v where
 // wantDS, ds{a}_{c} = p·(keep·dp − delta), the gradient of the scaled
 // score.
-func (g attnGeom) bwdProbs(cols int, qi, kj func(a, c int) Expr, lse, delta func(a, c int) Expr, wantDS bool) []Stmt {
+func (g attnGeom) bwdProbs(cols, qTo, kTo int, qi, kj func(a, c int) Expr, lse, delta func(a, c int) Expr, wantDS bool) []Stmt {
 	var s []Stmt
 	for a := 0; a < attnRows; a++ {
 		for c := 0; c < cols; c++ {
 			p, keep := nm("p", a, c), nm("keep", a, c)
-			s = append(s, let(p, Float, sel(g.visible(qi(a, c), kj(a, c)), call(FnExp, sub(mul(vr(nm("s", a, c)), flt(g.scale)), lse(a, c))), flt(0))))
+			s = append(s, let(p, Float, masked(g.visible(qi(a, c), kj(a, c), qTo, kTo), call(FnExp, sub(mul(vr(nm("s", a, c)), flt(g.scale)), lse(a, c))), flt(0))))
 			s = append(s, g.keep(keep, qi(a, c), kj(a, c))...)
 			if wantDS {
 				s = append(s, let(nm("ds", a, c), Float, mul(vr(p), sub(mul(vr(nm("dp", a, c)), vr(keep)), delta(a, c)))))
@@ -497,7 +516,7 @@ func attentionBwdKeysKernel(g attnGeom, wantDK, wantDV bool) *Kernel {
 		tile = append(tile, zeros4("dp", b.cn)...)
 		tile = append(tile, microProduct("dd", D, "sv", func(x Expr) Expr { return rowsAt(x, KB) }, "sdo", byQuery, b.cn, "dp"))
 	}
-	tile = append(tile, g.bwdProbs(b.cn,
+	tile = append(tile, g.bwdProbs(b.cn, tiles*QB, blocks*KB,
 		func(a, c int) Expr { return add(vr("q0"), col(c)) }, func(a, c int) Expr { return vr(nm("j", a)) },
 		func(a, c int) Expr { return load("slse", col(c)) }, func(a, c int) Expr { return load("sdelta", col(c)) }, wantDK)...)
 	for c := 0; c < b.cn; c++ {
@@ -601,7 +620,7 @@ func attentionBwdQueriesKernel(g attnGeom) *Kernel {
 	tile = append(tile,
 		microProduct("dd", D, "sq", func(x Expr) Expr { return rowsAt(x, rs) }, "sk", func(x Expr, c int) Expr { return add(mul(x, i32(ks)), col(c)) }, b.cn, "s"),
 		microProduct("dd", D, "sdo", func(x Expr) Expr { return rowsAt(x, rs) }, "sv", func(x Expr, c int) Expr { return add(mul(col(c), i32(vs)), x) }, b.cn, "dp"))
-	tile = append(tile, g.bwdProbs(b.cn,
+	tile = append(tile, g.bwdProbs(b.cn, blocks*R, tiles*C,
 		func(a, c int) Expr { return vr(nm("i", a)) }, func(a, c int) Expr { return add(vr("k0"), col(c)) },
 		func(a, c int) Expr { return vr(nm("lse", a)) }, func(a, c int) Expr { return vr(nm("delta", a)) }, true)...)
 	for c := 0; c < b.cn; c++ {
