@@ -417,18 +417,39 @@ func attentionFwdKernel(g attnGeom) *Kernel {
 	}
 }
 
-// attentionDeltaKernel is the backward's first step: delta = rowsum(do∘o),
-// a thread per query row.
+// attnDeltaRows is the delta kernel's query rows a threadgroup: 16 rows
+// of 16 threads, each thread summing the products of dimensions lane,
+// lane+16, … (16 threads read a row's 64 consecutive bytes), and the
+// row's first thread the 16 partial sums in order.
+const attnDeltaRows = 16
+
+// attentionDeltaKernel is the backward's first step: delta = rowsum(do∘o).
 func attentionDeltaKernel(g attnGeom) *Kernel {
 	rows, D := g.mats*g.tq, g.d
-	return elementwise(fmt.Sprintf("attention backward's rowsum(do∘o), %d rows of %d", rows, D), rows,
-		[]Param{in("o", rows*D), in("dout", rows*D), out("delta", rows)}, func(i Expr) []Stmt {
-			return []Stmt{
-				let("acc", Float, flt(0)),
-				loop("d", 0, D, 1, set("acc", add(vr("acc"), mul(load("dout", add(mul(i, i32(D)), vr("d"))), load("o", add(mul(i, i32(D)), vr("d"))))))),
-				store("delta", i, vr("acc")),
-			}
-		})
+	ps := attnCols + 1 // odd: a row's 16 partials in 16 banks
+	inRows := lt(vr("row"), i32(rows))
+	at := add(mul(vr("row"), i32(D)), vr("k"))
+	body := []Stmt{
+		Shared{"spart", attnDeltaRows * ps},
+		let("r", Int, div(lidE, i32(attnCols))),
+		let("lane", Int, rem(lidE, i32(attnCols))),
+		let("row", Int, add(mul(tgidE, i32(attnDeltaRows)), vr("r"))),
+		let("acc", Float, flt(0)),
+		when(inRows, For{"k", vr("lane"), i32(D), i32(attnCols), []Stmt{
+			set("acc", add(vr("acc"), mul(load("dout", at), load("o", at)))),
+		}}),
+		store("spart", add(mul(vr("r"), i32(ps)), vr("lane")), vr("acc")),
+		Barrier{},
+		when(and(inRows, eq(vr("lane"), i32(0))),
+			let("sum", Float, flt(0)),
+			loop("x", 0, attnCols, 1, set("sum", add(vr("sum"), load("spart", add(mul(vr("r"), i32(ps)), vr("x")))))),
+			store("delta", vr("row"), vr("sum"))),
+	}
+	return &Kernel{
+		Doc:         fmt.Sprintf("attention backward's rowsum(do∘o), %d rows of %d: %d rows a threadgroup, 16 threads a row", rows, D, attnDeltaRows),
+		Params:      []Param{in("o", rows*D), in("dout", rows*D), out("delta", rows)},
+		Threadgroup: attnDeltaRows * attnCols, Groups: ceilDiv(rows, attnDeltaRows), Body: body,
+	}
 }
 
 // bwdProbs declares, for the micro-tile's score s{a}_{c} of query qi(a,
