@@ -147,7 +147,8 @@ func TestAttentionKernelsOnCPU(t *testing.T) {
 // TestAttentionTilingFitsMetal: for every head dimension up to 128 and
 // contexts short and long, each kernel's threadgroup arrays fit Metal's
 // 32 KiB with room to spare, its threadgroup is 16 to 256 threads, and a
-// thread keeps at most 8 output dimensions of a row and 2 scores.
+// thread keeps at most 16 output dimensions of a row and 4 scores, its
+// columns single (16 threads across) or in fours (8 threads across).
 func TestAttentionTilingFitsMetal(t *testing.T) {
 	for d := 1; d <= 128; d++ {
 		for _, tt := range []int{1, 8, 37, 256, 1024} {
@@ -164,7 +165,8 @@ func TestAttentionTilingFitsMetal(t *testing.T) {
 				}
 			}
 			for _, b := range []attnBlock{g.fwdBlock(), g.bwdKeysBlock(), g.bwdQueriesBlock()} {
-				if b.dn > 8 || b.cn > 2 || b.dw() < d || b.rows%attnRows != 0 || b.cols != b.cn*attnCols {
+				if b.dn > 16 || b.cn > 4 || b.dw() < d || b.dw()%(b.ct*b.cw) != 0 || b.rows%attnRows != 0 || b.cols != b.cn*b.ct ||
+					b.cn%b.cw != 0 || b.ct != map[int]int{1: attnCols, 4: attnWideCols}[b.cw] {
 					t.Errorf("d %d, t %d: block %+v", d, tt, b)
 				}
 			}

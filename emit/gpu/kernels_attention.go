@@ -12,8 +12,10 @@ import "fmt"
 // backward's do·vᵀ, and the outputs p·v, ds·k, pᵀ·do, dsᵀ·q) are
 // register-blocked: a thread owns a micro-tile of 4 rows (ty·4 … ty·4+3,
 // read from threadgroup memory as one 16-byte access) by columns tx,
-// tx+16, … (16 threads read 16 consecutive floats, one bank each), and
-// each value it loads feeds 4 or more multiply-adds.
+// tx+16, … (16 threads read 16 consecutive floats, one bank each), or,
+// in the forward, whose arrays are all read along their rows, by runs of
+// 4 columns 4tx … 4tx+3, 32+4tx, … (16-byte reads on both sides); each
+// value a thread loads feeds 4 to 16 multiply-adds.
 //
 // The forward runs a threadgroup per (matrix, block of queries): it
 // stages its queries once (transposed), then per tile of keys the tile's
@@ -64,27 +66,47 @@ const attnSharedBytes = 30 << 10
 // from a row-indexed threadgroup array as one 16-byte access.
 const attnRows = 4
 
-// attnCols is the threads across a block's columns: thread tx owns
-// columns and output dimensions tx, tx+16, …, so that 16 consecutive
-// threads read 16 consecutive floats.
+// attnCols is the threads across a block's columns where a thread's
+// columns are single (cw 1): thread tx owns columns and output
+// dimensions tx, tx+16, …, so that 16 consecutive threads read 16
+// consecutive floats.
 const attnCols = 16
+
+// attnWideCols is the threads across a block's columns where a thread's
+// columns come in fours (cw 4): thread tx owns columns and output
+// dimensions 4tx … 4tx+3, 32+4tx … 32+4tx+3, …, read from a
+// column-indexed threadgroup array as one 16-byte access (8 threads: 128
+// consecutive bytes).
+const attnWideCols = 8
 
 // attnBlock is the shape of one kernel's work: rows owned by a
 // threadgroup, columns streamed through threadgroup memory a tile at a
-// time; a thread's micro-tile is attnRows rows by cn columns (cols/16)
-// of the tile and, of the outputs, attnRows rows by dn dimensions
-// (⌈d/16⌉).
+// time; ct threads across the columns, each owning runs of cw
+// consecutive columns; a thread's micro-tile is attnRows rows by cn
+// columns (cols/ct) of the tile and, of the outputs, attnRows rows by dn
+// dimensions (d rounded up to ct·cw, over ct).
 type attnBlock struct {
 	rows, cols int
+	ct, cw     int
 	cn, dn     int
 }
 
-// threads is the threadgroup's size: 16 threads per 4 rows.
-func (b attnBlock) threads() int { return b.rows / attnRows * attnCols }
+// newBlock is the block of rows × cols of d dimensions with ct threads
+// across the columns, each owning runs of cw.
+func newBlock(rows, cols, ct, cw, d int) attnBlock {
+	return attnBlock{rows: rows, cols: cols, ct: ct, cw: cw, cn: cols / ct, dn: ceilDiv(d, ct*cw) * cw}
+}
 
-// dw is d rounded up to 16: the output dimensions the threads own; the
-// arrays they read by output dimension hold zeros past d.
-func (b attnBlock) dw() int { return b.dn * attnCols }
+// threads is the threadgroup's size: ct threads per 4 rows.
+func (b attnBlock) threads() int { return b.rows / attnRows * b.ct }
+
+// dw is d rounded up to ct·cw: the output dimensions the threads own;
+// the arrays they read by output dimension hold zeros past d.
+func (b attnBlock) dw() int { return b.dn * b.ct }
+
+// wide is whether the thread's columns come in fours (16-byte reads of a
+// column-indexed array).
+func (b attnBlock) wide() bool { return b.cw == 4 }
 
 // rs is the stride of a row-indexed threadgroup array ([x][row]): a
 // multiple of 4 for the 16-byte reads, not of 32 so that the transposed
@@ -93,13 +115,24 @@ func (b attnBlock) rs() int { return b.rows + attnRows }
 
 // block picks rows (4 … 32, at most the next power of two ≥ ownN, but
 // 4 at least) and cols (16 or 32) whose threadgroup arrays, floats(b),
-// fit attnSharedBytes: the largest tile, rows·cols, and of two as large
-// the one of more columns (2 columns a thread feed each row load twice).
-func (g attnGeom) block(ownN, streamN int, floats func(b attnBlock) int) attnBlock {
+// fit attnSharedBytes: where wide (the kernel reads its column-indexed
+// arrays by rows), the largest tile of 32 columns in fours, 8 threads
+// across; else, or where none fits, the largest tile, rows·cols, of
+// single columns, 16 threads across, and of two as large the one of more
+// columns (2 columns a thread feed each row load twice).
+func (g attnGeom) block(ownN, streamN int, wide bool, floats func(b attnBlock) int) attnBlock {
+	rowsMax, colsMax := min(32, max(attnRows, pow2AtLeast(ownN))), min(32, max(attnCols, pow2AtLeast(streamN)))
+	if wide && colsMax == 32 {
+		for rows := rowsMax; rows >= attnRows; rows /= 2 {
+			if b := newBlock(rows, 32, attnWideCols, 4, g.d); 4*floats(b) <= attnSharedBytes {
+				return b
+			}
+		}
+	}
 	var best, last attnBlock
-	for rows := min(32, max(attnRows, pow2AtLeast(ownN))); rows >= attnRows; rows /= 2 {
-		for cols := min(32, max(attnCols, pow2AtLeast(streamN))); cols >= attnCols; cols /= 2 {
-			last = attnBlock{rows: rows, cols: cols, cn: cols / attnCols, dn: ceilDiv(g.d, attnCols)}
+	for rows := rowsMax; rows >= attnRows; rows /= 2 {
+		for cols := colsMax; cols >= attnCols; cols /= 2 {
+			last = newBlock(rows, cols, attnCols, 1, g.d)
 			if 4*floats(last) > attnSharedBytes {
 				continue
 			}
@@ -135,20 +168,24 @@ func nm(base string, ix ...int) string {
 }
 
 // ids declares mat, the block's first row r0 (of rows a block, blocks a
-// matrix), and the thread's ty (its rows' group) and tx (its column).
+// matrix), and the thread's ty (its rows' group) and tx (its columns').
 func (b attnBlock) ids(r0 string, blocks int) []Stmt {
 	return []Stmt{
 		let("mat", Int, div(tgidE, i32(blocks))),
 		let(r0, Int, mul(rem(tgidE, i32(blocks)), i32(b.rows))),
-		let("ty", Int, div(lidE, i32(attnCols))),
-		let("tx", Int, rem(lidE, i32(attnCols))),
+		let("ty", Int, div(lidE, i32(b.ct))),
+		let("tx", Int, rem(lidE, i32(b.ct))),
 	}
 }
 
-// row is the block's row a of this thread's micro-tile, col its column
-// (or output dimension) c.
+// row is the block's row a of this thread's micro-tile.
 func row(a int) Expr { return add(mul(vr("ty"), i32(attnRows)), i32(a)) }
-func col(c int) Expr { return add(vr("tx"), i32(c*attnCols)) }
+
+// col is the thread's column (or output dimension) c: run c/cw, place
+// c%cw in it.
+func (b attnBlock) col(c int) Expr {
+	return add(mul(vr("tx"), i32(b.cw)), i32(c/b.cw*b.cw*b.ct+c%b.cw))
+}
 
 // rowsAt is the index of this thread's first row in a row-indexed
 // threadgroup array of stride rs, at x.
@@ -188,12 +225,18 @@ func all(cs ...Expr) Expr {
 
 // microProduct adds to the thread's micro-tile over x < n:
 // acc{a}_{c} += A[aAt(x) + a] · B[bAt(x, c)] for a < 4, c < cols, the four
-// A values read as one 16-byte access (aAt(x) a multiple of 4).
-func microProduct(x string, n int, aBuf string, aAt func(x Expr) Expr, bBuf string, bAt func(x Expr, c int) Expr, cols int, acc string) Stmt {
+// A values read as one 16-byte access (aAt(x) a multiple of 4), and the
+// B values too, four at a time, where bVec (bAt(x, c+i) = bAt(x, c)+i for
+// i < 4, c a multiple of 4, and bAt(x, c) a multiple of 4).
+func microProduct(x string, n int, aBuf string, aAt func(x Expr) Expr, bBuf string, bAt func(x Expr, c int) Expr, bVec bool, cols int, acc string) Stmt {
 	an := [4]string{nm(aBuf+"_", 0), nm(aBuf+"_", 1), nm(aBuf+"_", 2), nm(aBuf+"_", 3)}
 	body := []Stmt{Load4{aBuf, aAt(vr(x)), an}}
 	for c := 0; c < cols; c++ {
-		body = append(body, let(nm(bBuf+"_", c), Float, load(bBuf, bAt(vr(x), c))))
+		if bVec && c%4 == 0 {
+			body = append(body, Load4{bBuf, bAt(vr(x), c), [4]string{nm(bBuf+"_", c), nm(bBuf+"_", c+1), nm(bBuf+"_", c+2), nm(bBuf+"_", c+3)}})
+		} else if !bVec {
+			body = append(body, let(nm(bBuf+"_", c), Float, load(bBuf, bAt(vr(x), c))))
+		}
 	}
 	for a := 0; a < attnRows; a++ {
 		for c := 0; c < cols; c++ {
@@ -294,9 +337,9 @@ func (g attnGeom) stageRows(sh, buf string, r0 Expr, n, rows, w, stride, tg int)
 func (b attnBlock) storeDims(d int, buf string, at func(dim Expr) Expr, value func(c int) Expr) []Stmt {
 	var s []Stmt
 	for c := 0; c < b.dn; c++ {
-		st := store(buf, at(col(c)), value(c))
+		st := store(buf, at(b.col(c)), value(c))
 		if b.dw() != d {
-			st = when(lt(col(c), i32(d)), st)
+			st = when(lt(b.col(c), i32(d)), st)
 		}
 		s = append(s, st)
 	}
@@ -307,8 +350,8 @@ func (b attnBlock) storeDims(d int, buf string, at func(dim Expr) Expr, value fu
 // the probabilities), v and the partial maxima and sums in threadgroup
 // memory.
 func (g attnGeom) fwdBlock() attnBlock {
-	return g.block(g.tq, g.tk, func(b attnBlock) int {
-		return g.d*b.rs() + max(g.d*b.cols, b.cols*b.rs()) + b.cols*b.dw() + 2*b.rows*attnCols
+	return g.block(g.tq, g.tk, true, func(b attnBlock) int {
+		return g.d*b.rs() + max(g.d*b.cols, b.cols*b.rs()) + b.cols*b.dw() + 2*b.rows*b.ct
 	})
 }
 
@@ -320,10 +363,20 @@ func attentionFwdKernel(g attnGeom) *Kernel {
 	tg := b.threads()
 	blocks, tiles := ceilDiv(g.tq, R), ceilDiv(g.tk, C)
 	// partial is the threadgroup index of row a's partial of thread x
-	partial := func(a int, x Expr) Expr { return add(mul(row(a), i32(attnCols)), x) }
+	partial := func(a int, x Expr) Expr { return add(mul(row(a), i32(b.ct)), x) }
+	// fold reads row a's ct partials of array sh, four at a time, into
+	// register r in order
+	fold := func(r, sh string, a int, f func(acc, x Expr) Expr) Stmt {
+		pn := [4]string{nm(sh+"_", 0), nm(sh+"_", 1), nm(sh+"_", 2), nm(sh+"_", 3)}
+		body := []Stmt{Load4{sh, partial(a, vr("x")), pn}}
+		for _, v := range pn {
+			body = append(body, set(r, f(vr(r), vr(v))))
+		}
+		return For{"x", i32(0), i32(b.ct), i32(4), body}
+	}
 	body := []Stmt{
 		Shared{"sq", D * rs}, Shared{"sk", max(D*C, C*rs)}, Shared{"sv", C * dw},
-		Shared{"smax", R * attnCols}, Shared{"ssum", R * attnCols},
+		Shared{"smax", R * b.ct}, Shared{"ssum", R * b.ct},
 	}
 	body = append(body, b.ids("q0", blocks)...)
 	body = append(body, g.stageT("sq", "q", mul(vr("mat"), i32(g.tq*D)), vr("q0"), R, g.tq, rs, tg))
@@ -331,7 +384,7 @@ func attentionFwdKernel(g attnGeom) *Kernel {
 		body = append(body, let(nm("i", a), Int, add(vr("q0"), row(a))), let(nm("m", a), Float, flt(negHuge)), let(nm("l", a), Float, flt(0)))
 	}
 	body = append(body, zeros4("o", b.dn)...)
-	kj := func(c int) Expr { return add(vr("k0"), col(c)) }
+	kj := func(c int) Expr { return add(vr("k0"), b.col(c)) }
 	vis := func(a, c int) Expr { return g.visible(vr(nm("i", a)), kj(c), blocks*R, tiles*C) }
 	tile := []Stmt{
 		let("k0", Int, mul(vr("t"), i32(C))),
@@ -343,7 +396,7 @@ func attentionFwdKernel(g attnGeom) *Kernel {
 	// the micro-tile of scores, masked and scaled, and each row's maximum
 	tile = append(tile, zeros4("s", b.cn)...)
 	tile = append(tile, microProduct("dd", D, "sq", func(x Expr) Expr { return rowsAt(x, rs) },
-		"sk", func(x Expr, c int) Expr { return add(mul(x, i32(C)), col(c)) }, b.cn, "s"))
+		"sk", func(x Expr, c int) Expr { return add(mul(x, i32(C)), b.col(c)) }, b.wide(), b.cn, "s"))
 	for a := 0; a < attnRows; a++ {
 		mx := nm("mx", a)
 		tile = append(tile, let(mx, Float, flt(negHuge)))
@@ -361,7 +414,7 @@ func attentionFwdKernel(g attnGeom) *Kernel {
 		mt := nm("mt", a)
 		tile = append(tile,
 			let(mt, Float, vr(nm("m", a))),
-			loop("x", 0, attnCols, 1, set(mt, call(FnMax, vr(mt), load("smax", partial(a, vr("x")))))),
+			fold(mt, "smax", a, func(acc, x Expr) Expr { return call(FnMax, acc, x) }),
 			let(nm("ls", a), Float, flt(0)))
 	}
 	for c := 0; c < b.cn; c++ {
@@ -374,7 +427,7 @@ func attentionFwdKernel(g attnGeom) *Kernel {
 			tile = append(tile, g.keep(keep, vr(nm("i", a)), kj(c))...)
 			ps[a] = mul(vr(p), vr(keep))
 		}
-		tile = append(tile, Store4{"sk", rowsAt(col(c), rs), ps})
+		tile = append(tile, Store4{"sk", rowsAt(b.col(c), rs), ps})
 	}
 	for a := 0; a < attnRows; a++ {
 		tile = append(tile, store("ssum", partial(a, vr("tx")), vr(nm("ls", a))))
@@ -386,7 +439,7 @@ func attentionFwdKernel(g attnGeom) *Kernel {
 		tile = append(tile,
 			let(corr, Float, call(FnExp, sub(vr(nm("m", a)), vr(nm("mt", a))))),
 			let(lsum, Float, flt(0)),
-			loop("x", 0, attnCols, 1, set(lsum, add(vr(lsum), load("ssum", partial(a, vr("x")))))),
+			fold(lsum, "ssum", a, add),
 			set(nm("l", a), add(mul(vr(nm("l", a)), vr(corr)), vr(lsum))),
 			set(nm("m", a), vr(nm("mt", a))))
 		for c := 0; c < b.dn; c++ {
@@ -394,7 +447,7 @@ func attentionFwdKernel(g attnGeom) *Kernel {
 		}
 	}
 	tile = append(tile, microProduct("j", C, "sk", func(x Expr) Expr { return rowsAt(x, rs) },
-		"sv", func(x Expr, c int) Expr { return add(mul(x, i32(dw)), col(c)) }, b.dn, "o"))
+		"sv", func(x Expr, c int) Expr { return add(mul(x, i32(dw)), b.col(c)) }, b.wide(), b.dn, "o"))
 	loopBody := tile
 	if g.causal {
 		// the tiles past the block's last query hold no visible key
@@ -477,7 +530,7 @@ func (g attnGeom) bwdProbs(cols, qTo, kTo int, qi, kj func(a, c int) Expr, lse, 
 // threads read them by query and by dimension), p·keep and ds of the
 // tile, and its lse and delta in threadgroup memory.
 func (g attnGeom) bwdKeysBlock() attnBlock {
-	return g.block(g.tk, g.tq, func(b attnBlock) int {
+	return g.block(g.tk, g.tq, false, func(b attnBlock) int {
 		return 2*g.d*b.rows + 2*b.cols*(b.dw()+1) + 2*b.cols*b.rs() + 2*b.cols
 	})
 }
@@ -530,35 +583,35 @@ func attentionBwdKeysKernel(g attnGeom, wantDK, wantDV bool) *Kernel {
 		Barrier{},
 	}
 	// the transposed micro-tiles: scores k·q and dp = v·do, keys by queries
-	byQuery := func(x Expr, c int) Expr { return add(mul(col(c), i32(qs)), x) }
+	byQuery := func(x Expr, c int) Expr { return add(mul(b.col(c), i32(qs)), x) }
 	tile = append(tile, zeros4("s", b.cn)...)
-	tile = append(tile, microProduct("dd", D, "sk", func(x Expr) Expr { return rowsAt(x, KB) }, "sq", byQuery, b.cn, "s"))
+	tile = append(tile, microProduct("dd", D, "sk", func(x Expr) Expr { return rowsAt(x, KB) }, "sq", byQuery, false, b.cn, "s"))
 	if wantDK {
 		tile = append(tile, zeros4("dp", b.cn)...)
-		tile = append(tile, microProduct("dd", D, "sv", func(x Expr) Expr { return rowsAt(x, KB) }, "sdo", byQuery, b.cn, "dp"))
+		tile = append(tile, microProduct("dd", D, "sv", func(x Expr) Expr { return rowsAt(x, KB) }, "sdo", byQuery, false, b.cn, "dp"))
 	}
 	tile = append(tile, g.bwdProbs(b.cn, tiles*QB, blocks*KB,
-		func(a, c int) Expr { return add(vr("q0"), col(c)) }, func(a, c int) Expr { return vr(nm("j", a)) },
-		func(a, c int) Expr { return load("slse", col(c)) }, func(a, c int) Expr { return load("sdelta", col(c)) }, wantDK)...)
+		func(a, c int) Expr { return add(vr("q0"), b.col(c)) }, func(a, c int) Expr { return vr(nm("j", a)) },
+		func(a, c int) Expr { return load("slse", b.col(c)) }, func(a, c int) Expr { return load("sdelta", b.col(c)) }, wantDK)...)
 	for c := 0; c < b.cn; c++ {
 		var pk, ds [4]Expr
 		for a := 0; a < attnRows; a++ {
 			pk[a], ds[a] = mul(vr(nm("p", a, c)), vr(nm("keep", a, c))), vr(nm("ds", a, c))
 		}
 		if wantDV {
-			tile = append(tile, Store4{"sp", rowsAt(col(c), rs), pk})
+			tile = append(tile, Store4{"sp", rowsAt(b.col(c), rs), pk})
 		}
 		if wantDK {
-			tile = append(tile, Store4{"sds", rowsAt(col(c), rs), ds})
+			tile = append(tile, Store4{"sds", rowsAt(b.col(c), rs), ds})
 		}
 	}
 	tile = append(tile, Barrier{})
-	byDim := func(x Expr, c int) Expr { return add(mul(x, i32(qs)), col(c)) }
+	byDim := func(x Expr, c int) Expr { return add(mul(x, i32(qs)), b.col(c)) }
 	if wantDV {
-		tile = append(tile, microProduct("x", QB, "sp", func(x Expr) Expr { return rowsAt(x, rs) }, "sdo", byDim, b.dn, "dv"))
+		tile = append(tile, microProduct("x", QB, "sp", func(x Expr) Expr { return rowsAt(x, rs) }, "sdo", byDim, false, b.dn, "dv"))
 	}
 	if wantDK {
-		tile = append(tile, microProduct("x", QB, "sds", func(x Expr) Expr { return rowsAt(x, rs) }, "sq", byDim, b.dn, "dk"))
+		tile = append(tile, microProduct("x", QB, "sds", func(x Expr) Expr { return rowsAt(x, rs) }, "sq", byDim, false, b.dn, "dk"))
 	}
 	loopBody := tile
 	if g.causal {
@@ -598,7 +651,7 @@ func attentionBwdKeysKernel(g attnGeom, wantDK, wantDV bool) *Kernel {
 // threads read it by key and by dimension), v rows of the tile (odd
 // stride) and dsᵀ in threadgroup memory.
 func (g attnGeom) bwdQueriesBlock() attnBlock {
-	return g.block(g.tq, g.tk, func(b attnBlock) int {
+	return g.block(g.tq, g.tk, false, func(b attnBlock) int {
 		return 2*g.d*b.rs() + b.dw()*(b.cols+1) + b.cols*(g.d|1) + b.cols*b.rs()
 	})
 }
@@ -639,20 +692,20 @@ func attentionBwdQueriesKernel(g attnGeom) *Kernel {
 	tile = append(tile, zeros4("s", b.cn)...)
 	tile = append(tile, zeros4("dp", b.cn)...)
 	tile = append(tile,
-		microProduct("dd", D, "sq", func(x Expr) Expr { return rowsAt(x, rs) }, "sk", func(x Expr, c int) Expr { return add(mul(x, i32(ks)), col(c)) }, b.cn, "s"),
-		microProduct("dd", D, "sdo", func(x Expr) Expr { return rowsAt(x, rs) }, "sv", func(x Expr, c int) Expr { return add(mul(col(c), i32(vs)), x) }, b.cn, "dp"))
+		microProduct("dd", D, "sq", func(x Expr) Expr { return rowsAt(x, rs) }, "sk", func(x Expr, c int) Expr { return add(mul(x, i32(ks)), b.col(c)) }, false, b.cn, "s"),
+		microProduct("dd", D, "sdo", func(x Expr) Expr { return rowsAt(x, rs) }, "sv", func(x Expr, c int) Expr { return add(mul(b.col(c), i32(vs)), x) }, false, b.cn, "dp"))
 	tile = append(tile, g.bwdProbs(b.cn, blocks*R, tiles*C,
-		func(a, c int) Expr { return vr(nm("i", a)) }, func(a, c int) Expr { return add(vr("k0"), col(c)) },
+		func(a, c int) Expr { return vr(nm("i", a)) }, func(a, c int) Expr { return add(vr("k0"), b.col(c)) },
 		func(a, c int) Expr { return vr(nm("lse", a)) }, func(a, c int) Expr { return vr(nm("delta", a)) }, true)...)
 	for c := 0; c < b.cn; c++ {
 		var ds [4]Expr
 		for a := 0; a < attnRows; a++ {
 			ds[a] = vr(nm("ds", a, c))
 		}
-		tile = append(tile, Store4{"sds", rowsAt(col(c), rs), ds})
+		tile = append(tile, Store4{"sds", rowsAt(b.col(c), rs), ds})
 	}
 	tile = append(tile, Barrier{},
-		microProduct("j", C, "sds", func(x Expr) Expr { return rowsAt(x, rs) }, "sk", func(x Expr, c int) Expr { return add(mul(col(c), i32(ks)), x) }, b.dn, "dq"))
+		microProduct("j", C, "sds", func(x Expr) Expr { return rowsAt(x, rs) }, "sk", func(x Expr, c int) Expr { return add(mul(b.col(c), i32(ks)), x) }, false, b.dn, "dq"))
 	loopBody := tile
 	if g.causal {
 		loopBody = []Stmt{If{Cond: lt(mul(vr("t"), i32(C)), add(vr("q0"), i32(R))), Then: tile}}
