@@ -14,8 +14,9 @@ import "fmt"
 // read from threadgroup memory as one 16-byte access) by columns tx,
 // tx+16, … (16 threads read 16 consecutive floats, one bank each), or,
 // in the forward, whose arrays are all read along their rows, by runs of
-// 4 columns 4tx … 4tx+3, 32+4tx, … (16-byte reads on both sides); each
-// value a thread loads feeds 4 to 16 multiply-adds.
+// 4 columns 4tx … 4tx+3, 32+4tx, … (16-byte reads on both sides; the
+// backward reads some arrays along both axes, at odd strides, by single
+// columns); each value a thread loads feeds 4 to 16 multiply-adds.
 //
 // The forward runs a threadgroup per (matrix, block of queries): it
 // stages its queries once (transposed), then per tile of keys the tile's
@@ -115,29 +116,27 @@ func (b attnBlock) rs() int { return b.rows + attnRows }
 
 // block picks rows (4 … 32, at most the next power of two ≥ ownN, but
 // 4 at least) and cols (16 or 32) whose threadgroup arrays, floats(b),
-// fit attnSharedBytes: where wide (the kernel reads its column-indexed
-// arrays by rows), the largest tile of 32 columns in fours, 8 threads
-// across; else, or where none fits, the largest tile, rows·cols, of
-// single columns, 16 threads across, and of two as large the one of more
-// columns (2 columns a thread feed each row load twice).
+// fit attnSharedBytes: the largest tile, rows·cols, and of two as large
+// the one of more columns (2 columns a thread feed each row load twice),
+// and then, where wide (the kernel reads its column-indexed arrays along
+// their rows), the one whose columns come in fours, 8 threads across.
 func (g attnGeom) block(ownN, streamN int, wide bool, floats func(b attnBlock) int) attnBlock {
-	rowsMax, colsMax := min(32, max(attnRows, pow2AtLeast(ownN))), min(32, max(attnCols, pow2AtLeast(streamN)))
-	if wide && colsMax == 32 {
-		for rows := rowsMax; rows >= attnRows; rows /= 2 {
-			if b := newBlock(rows, 32, attnWideCols, 4, g.d); 4*floats(b) <= attnSharedBytes {
-				return b
-			}
-		}
-	}
 	var best, last attnBlock
-	for rows := rowsMax; rows >= attnRows; rows /= 2 {
-		for cols := colsMax; cols >= attnCols; cols /= 2 {
-			last = newBlock(rows, cols, attnCols, 1, g.d)
-			if 4*floats(last) > attnSharedBytes {
-				continue
+	for rows := min(32, max(attnRows, pow2AtLeast(ownN))); rows >= attnRows; rows /= 2 {
+		for cols := min(32, max(attnCols, pow2AtLeast(streamN))); cols >= attnCols; cols /= 2 {
+			cands := []attnBlock{newBlock(rows, cols, attnCols, 1, g.d)}
+			if wide && cols == 32 {
+				cands = append(cands, newBlock(rows, cols, attnWideCols, 4, g.d))
 			}
-			if a, ba := last.rows*last.cols, best.rows*best.cols; a > ba || a == ba && last.cols > best.cols {
-				best = last
+			for _, c := range cands {
+				last = c
+				if 4*floats(c) > attnSharedBytes {
+					continue
+				}
+				a, ba := c.rows*c.cols, best.rows*best.cols
+				if a > ba || a == ba && (c.cols > best.cols || c.cols == best.cols && c.cw > best.cw) {
+					best = c
+				}
 			}
 		}
 	}
