@@ -40,13 +40,39 @@ import "fmt"
 // fused and unfused programs drop the same elements.
 
 // attnGeom is one fused attention: mats matrices of tq queries and tk
-// keys of dimension d.
+// keys of dimension d. heads 0: q, v and o (and do, dq, dv) are [mats,
+// T, d] and k comes as kᵀ [mats, d, tk] (and dkᵀ); heads H > 0: they are
+// token-major, [B, T, H, d] with mat = b·H + h, k (and dk) too, as the
+// projections of a transformer write them (planner.Attr.Perm).
 type attnGeom struct {
 	mats, tq, tk, d int
+	heads           int
 	scale           float32
 	causal          bool
 	rate            float32 // dropout; 0 for none (and outside training)
 }
+
+// rowAt is the index of row t's first element in matrix mat of an
+// operand of rows rows a matrix: q, v, o and their gradients, and in
+// token-major layout k and dk.
+func (g attnGeom) rowAt(mat, t Expr, rows int) Expr {
+	if g.heads == 0 {
+		return mul(add(mul(mat, i32(rows)), t), i32(g.d))
+	}
+	h := g.heads
+	return add(mul(add(mul(div(mat, i32(h)), i32(rows)), t), i32(h*g.d)), mul(rem(mat, i32(h)), i32(g.d)))
+}
+
+// keyAt is the index of dimension dd of key j of matrix mat in k (or
+// kᵀ); kName names that parameter, dkName its gradient's.
+func (g attnGeom) keyAt(mat, j, dd Expr) Expr {
+	if g.heads == 0 {
+		return add(mul(add(mul(mat, i32(g.d)), dd), i32(g.tk)), j)
+	}
+	return add(g.rowAt(mat, j, g.tk), dd)
+}
+func (g attnGeom) kName() string  { return map[bool]string{true: "kt", false: "k"}[g.heads == 0] }
+func (g attnGeom) dkName() string { return "d" + g.kName() }
 
 func (g attnGeom) String() string {
 	s := fmt.Sprintf("%d matrices of %d queries and %d keys of %d, scale %g", g.mats, g.tq, g.tk, g.d, g.scale)
@@ -55,6 +81,9 @@ func (g attnGeom) String() string {
 	}
 	if g.rate > 0 {
 		s += fmt.Sprintf(", dropout %g", g.rate)
+	}
+	if g.heads > 0 {
+		s += fmt.Sprintf(", token-major over %d heads", g.heads)
 	}
 	return s
 }
@@ -297,38 +326,39 @@ func (g attnGeom) params(ps ...Param) []Param {
 	return ps
 }
 
-// stageT copies rows r0 … r0+n−1 of one matrix [rows, d] of buf (its
-// first element at base) transposed into sh: sh[dd·rs + r], zero past the
-// matrix's last row; the threads read the rows in order.
-func (g attnGeom) stageT(sh, buf string, base, r0 Expr, n, rows, rs, tg int) Stmt {
+// stageT copies rows r0 … r0+n−1 of matrix mat of buf (rows a matrix)
+// transposed into sh: sh[dd·rs + r], zero past the matrix's last row; the
+// threads read the rows in order.
+func (g attnGeom) stageT(sh, buf string, r0 Expr, n, rows, rs, tg int) Stmt {
 	return stage(sh, n, g.d, tg,
 		func(y, x Expr) Expr { return add(mul(x, i32(rs)), y) },
 		func(y, x Expr) Expr { return below(add(r0, y), rows, ceilDiv(rows, n)*n) },
-		func(y, x Expr) Expr { return load(buf, add(base, add(mul(add(r0, y), i32(g.d)), x))) })
+		func(y, x Expr) Expr { return load(buf, add(g.rowAt(vr("mat"), add(r0, y), rows), x)) })
 }
 
-// stageKT copies keys k0 … k0+n−1 of one matrix of kᵀ [d, tk] into sh as
+// stageKT copies keys k0 … k0+n−1 of matrix mat of kᵀ (or k) into sh as
 // h rows of dimensions (zero past d and past the last key):
-// sh[dd·stride + j]; the threads read kᵀ's rows in order.
+// sh[dd·stride + j]; the threads read kᵀ's rows (or k's) in order.
 func (g attnGeom) stageKT(sh string, k0 Expr, n, h, stride, tg int) Stmt {
+	src := func(j, dd Expr) Expr { return load(g.kName(), g.keyAt(vr("mat"), add(k0, j), dd)) }
+	ok := func(j, dd Expr) Expr { return all(below(dd, g.d, h), below(add(k0, j), g.tk, ceilDiv(g.tk, n)*n)) }
+	if g.heads > 0 {
+		return stage(sh, n, h, tg, func(y, x Expr) Expr { return add(mul(x, i32(stride)), y) }, ok, src)
+	}
 	return stage(sh, h, n, tg,
 		func(y, x Expr) Expr { return add(mul(y, i32(stride)), x) },
-		func(y, x Expr) Expr { return all(below(y, g.d, h), below(add(k0, x), g.tk, ceilDiv(g.tk, n)*n)) },
-		func(y, x Expr) Expr {
-			return load("kt", add(mul(vr("mat"), i32(g.d*g.tk)), add(mul(y, i32(g.tk)), add(k0, x))))
-		})
+		func(y, x Expr) Expr { return ok(x, y) },
+		func(y, x Expr) Expr { return src(x, y) })
 }
 
-// stageRows copies rows r0 … r0+n−1 of one matrix [rows, d] of buf into
-// sh as rows of w ≥ d (zero past d and past the last row): sh[r·stride +
-// dd].
+// stageRows copies rows r0 … r0+n−1 of matrix mat of buf (rows a matrix)
+// into sh as rows of w ≥ d (zero past d and past the last row):
+// sh[r·stride + dd].
 func (g attnGeom) stageRows(sh, buf string, r0 Expr, n, rows, w, stride, tg int) Stmt {
 	return stage(sh, n, w, tg,
 		func(y, x Expr) Expr { return add(mul(y, i32(stride)), x) },
 		func(y, x Expr) Expr { return all(below(x, g.d, w), below(add(r0, y), rows, ceilDiv(rows, n)*n)) },
-		func(y, x Expr) Expr {
-			return load(buf, add(mul(vr("mat"), i32(rows*g.d)), add(mul(add(r0, y), i32(g.d)), x)))
-		})
+		func(y, x Expr) Expr { return load(buf, add(g.rowAt(vr("mat"), add(r0, y), rows), x)) })
 }
 
 // storeDims writes value(c) for the thread's output dimensions c < dn to
@@ -378,7 +408,7 @@ func attentionFwdKernel(g attnGeom) *Kernel {
 		Shared{"smax", R * b.ct}, Shared{"ssum", R * b.ct},
 	}
 	body = append(body, b.ids("q0", blocks)...)
-	body = append(body, g.stageT("sq", "q", mul(vr("mat"), i32(g.tq*D)), vr("q0"), R, g.tq, rs, tg))
+	body = append(body, g.stageT("sq", "q", vr("q0"), R, g.tq, rs, tg))
 	for a := 0; a < attnRows; a++ {
 		body = append(body, let(nm("i", a), Int, add(vr("q0"), row(a))), let(nm("m", a), Float, flt(negHuge)), let(nm("l", a), Float, flt(0)))
 	}
@@ -456,7 +486,7 @@ func attentionFwdKernel(g attnGeom) *Kernel {
 	for a := 0; a < attnRows; a++ {
 		i, inv := vr(nm("i", a)), nm("inv", a)
 		fin := []Stmt{let(inv, Float, div(flt(1), vr(nm("l", a))))}
-		fin = append(fin, b.storeDims(D, "o", func(dim Expr) Expr { return add(mul(add(mul(vr("mat"), i32(g.tq)), i), i32(D)), dim) },
+		fin = append(fin, b.storeDims(D, "o", func(dim Expr) Expr { return add(g.rowAt(vr("mat"), i, g.tq), dim) },
 			func(c int) Expr { return mul(vr(nm("o", a, c)), vr(inv)) })...)
 		fin = append(fin, when(eq(vr("tx"), i32(0)), store("lse", add(mul(vr("mat"), i32(g.tq)), i), add(vr(nm("m", a)), call(FnLog, vr(nm("l", a)))))))
 		body = append(body, when(lt(i, i32(g.tq)), fin...))
@@ -464,7 +494,7 @@ func attentionFwdKernel(g attnGeom) *Kernel {
 	n := g.mats * g.tq * D
 	return &Kernel{
 		Doc:         fmt.Sprintf("fused attention, %s: %d queries × %d keys a tile, 4×%d scores and 4×%d outputs a thread", g, R, C, b.cn, b.dn),
-		Params:      g.params(in("q", n), in("kt", g.mats*D*g.tk), in("v", g.mats*g.tk*D), out("o", n), out("lse", g.mats*g.tq)),
+		Params:      g.params(in("q", n), in(g.kName(), g.mats*D*g.tk), in("v", g.mats*g.tk*D), out("o", n), out("lse", g.mats*g.tq)),
 		Threadgroup: tg, Groups: g.mats * blocks, Body: body,
 	}
 }
@@ -481,6 +511,10 @@ func attentionDeltaKernel(g attnGeom) *Kernel {
 	ps := attnCols + 1 // odd: a row's 16 partials in 16 banks
 	inRows := lt(vr("row"), i32(rows))
 	at := add(mul(vr("row"), i32(D)), vr("k"))
+	if g.heads > 0 {
+		// row = mat·tq + i
+		at = add(g.rowAt(div(vr("row"), i32(g.tq)), rem(vr("row"), i32(g.tq)), g.tq), vr("k"))
+	}
 	body := []Stmt{
 		Shared{"spart", attnDeltaRows * ps},
 		let("r", Int, div(lidE, i32(attnCols))),
@@ -552,7 +586,7 @@ func attentionBwdKeysKernel(g attnGeom, wantDK, wantDV bool) *Kernel {
 	body = append(body, b.ids("k0", blocks)...)
 	body = append(body,
 		g.stageKT("sk", vr("k0"), KB, D, KB, tg),
-		g.stageT("sv", "v", mul(vr("mat"), i32(g.tk*D)), vr("k0"), KB, g.tk, KB, tg))
+		g.stageT("sv", "v", vr("k0"), KB, g.tk, KB, tg))
 	for a := 0; a < attnRows; a++ {
 		body = append(body, let(nm("j", a), Int, add(vr("k0"), row(a))))
 	}
@@ -622,19 +656,19 @@ func attentionBwdKeysKernel(g attnGeom, wantDK, wantDV bool) *Kernel {
 		j := vr(nm("j", a))
 		var fin []Stmt
 		if wantDV {
-			fin = append(fin, b.storeDims(D, "dv", func(dim Expr) Expr { return add(mul(add(mul(vr("mat"), i32(g.tk)), j), i32(D)), dim) },
+			fin = append(fin, b.storeDims(D, "dv", func(dim Expr) Expr { return add(g.rowAt(vr("mat"), j, g.tk), dim) },
 				func(c int) Expr { return vr(nm("dv", a, c)) })...)
 		}
 		if wantDK {
-			fin = append(fin, b.storeDims(D, "dkt", func(dim Expr) Expr { return add(mul(add(mul(vr("mat"), i32(D)), dim), i32(g.tk)), j) },
+			fin = append(fin, b.storeDims(D, g.dkName(), func(dim Expr) Expr { return g.keyAt(vr("mat"), j, dim) },
 				func(c int) Expr { return mul(vr(nm("dk", a, c)), flt(g.scale)) })...)
 		}
 		body = append(body, when(lt(j, i32(g.tk)), fin...))
 	}
 	nq := g.mats * g.tq * D
-	params := []Param{in("q", nq), in("kt", g.mats*D*g.tk), in("v", g.mats*g.tk*D), in("dout", nq), in("lse", g.mats*g.tq), in("delta", g.mats*g.tq)}
+	params := []Param{in("q", nq), in(g.kName(), g.mats*D*g.tk), in("v", g.mats*g.tk*D), in("dout", nq), in("lse", g.mats*g.tq), in("delta", g.mats*g.tq)}
 	if wantDK {
-		params = append(params, out("dkt", g.mats*D*g.tk))
+		params = append(params, out(g.dkName(), g.mats*D*g.tk))
 	}
 	if wantDV {
 		params = append(params, out("dv", g.mats*g.tk*D))
@@ -668,10 +702,9 @@ func attentionBwdQueriesKernel(g attnGeom) *Kernel {
 		Shared{"sq", D * rs}, Shared{"sdo", D * rs}, Shared{"sk", dw * ks}, Shared{"sv", C * vs}, Shared{"sds", C * rs},
 	}
 	body = append(body, b.ids("q0", blocks)...)
-	base := mul(vr("mat"), i32(g.tq*D))
 	body = append(body,
-		g.stageT("sq", "q", base, vr("q0"), R, g.tq, rs, tg),
-		g.stageT("sdo", "dout", base, vr("q0"), R, g.tq, rs, tg))
+		g.stageT("sq", "q", vr("q0"), R, g.tq, rs, tg),
+		g.stageT("sdo", "dout", vr("q0"), R, g.tq, rs, tg))
 	for a := 0; a < attnRows; a++ {
 		i := nm("i", a)
 		body = append(body,
@@ -712,13 +745,13 @@ func attentionBwdQueriesKernel(g attnGeom) *Kernel {
 	body = append(body, For{"t", i32(0), i32(tiles), i32(1), loopBody})
 	for a := 0; a < attnRows; a++ {
 		i := vr(nm("i", a))
-		body = append(body, when(lt(i, i32(g.tq)), b.storeDims(D, "dq", func(dim Expr) Expr { return add(mul(add(mul(vr("mat"), i32(g.tq)), i), i32(D)), dim) },
+		body = append(body, when(lt(i, i32(g.tq)), b.storeDims(D, "dq", func(dim Expr) Expr { return add(g.rowAt(vr("mat"), i, g.tq), dim) },
 			func(c int) Expr { return mul(vr(nm("dq", a, c)), flt(g.scale)) })...))
 	}
 	nq := g.mats * g.tq * D
 	return &Kernel{
 		Doc:         fmt.Sprintf("fused attention backward, dq, %s: %d queries × %d keys a tile, 4×%d scores and 4×%d outputs a thread", g, R, C, b.cn, b.dn),
-		Params:      g.params(in("q", nq), in("kt", g.mats*D*g.tk), in("v", g.mats*g.tk*D), in("dout", nq), in("lse", g.mats*g.tq), in("delta", g.mats*g.tq), out("dq", nq)),
+		Params:      g.params(in("q", nq), in(g.kName(), g.mats*D*g.tk), in("v", g.mats*g.tk*D), in("dout", nq), in("lse", g.mats*g.tq), in("delta", g.mats*g.tq), out("dq", nq)),
 		Threadgroup: tg, Groups: g.mats * blocks, Body: body,
 	}
 }
