@@ -338,12 +338,33 @@ func (g attnGeom) stageT(sh, buf string, r0 Expr, n, rows, rs, tg int) Stmt {
 
 // stageKT copies keys k0 … k0+n−1 of matrix mat of kᵀ (or k) into sh as
 // h rows of dimensions (zero past d and past the last key):
-// sh[dd·stride + j]; the threads read kᵀ's rows (or k's) in order.
+// sh[dd·stride + j]; the threads read kᵀ's rows in order. Token-major k
+// is transposed on the way: at an odd stride, the threads read k's rows
+// in order (their stores, a dimension apart, fall in distinct banks);
+// else they take keys fastest, reading 16 bytes of a key each where d is
+// a multiple of 4, so that their stores are consecutive.
 func (g attnGeom) stageKT(sh string, k0 Expr, n, h, stride, tg int) Stmt {
 	src := func(j, dd Expr) Expr { return load(g.kName(), g.keyAt(vr("mat"), add(k0, j), dd)) }
 	ok := func(j, dd Expr) Expr { return all(below(dd, g.d, h), below(add(k0, j), g.tk, ceilDiv(g.tk, n)*n)) }
-	if g.heads > 0 {
+	if g.heads > 0 && stride%2 == 1 {
 		return stage(sh, n, h, tg, func(y, x Expr) Expr { return add(mul(x, i32(stride)), y) }, ok, src)
+	}
+	if g.heads > 0 && g.d%4 == 0 {
+		e := vr("e_" + sh)
+		j, d4 := rem(e, i32(n)), mul(div(e, i32(n)), i32(4))
+		names := [4]string{"k_0", "k_1", "k_2", "k_3"}
+		var load4, zeros []Stmt
+		load4 = append(load4, Load4{g.kName(), g.keyAt(vr("mat"), add(k0, j), d4), names})
+		for c := range 4 {
+			at := add(mul(add(d4, i32(c)), i32(stride)), j)
+			load4 = append(load4, store(sh, at, vr(names[c])))
+			zeros = append(zeros, store(sh, at, flt(0)))
+		}
+		body := load4
+		if c := ok(j, d4); c != nil {
+			body = []Stmt{If{Cond: c, Then: load4, Else: zeros}}
+		}
+		return For{"e_" + sh, lidE, i32(n * h / 4), i32(tg), body}
 	}
 	return stage(sh, h, n, tg,
 		func(y, x Expr) Expr { return add(mul(y, i32(stride)), x) },
