@@ -15,13 +15,16 @@ import (
 // attentionGeom is the cpu.Attention literal of step st, with dropout in
 // training.
 func (g *generator) attentionGeom(st planner.Step, in []operand, training bool) (string, error) {
-	qs, ks := in[0].buf.Shape, in[1].buf.Shape
+	qs, ks, _, ok := planner.AttentionHeadShapes(in[0].buf.Shape, in[1].buf.Shape, in[2].buf.Shape, st.Attr.Perm)
 	n := len(qs)
-	if n < 2 || len(ks) != n {
-		return "", fmt.Errorf("attention of q %v and kᵀ %v", qs, ks)
+	if !ok || n < 2 || len(ks) != n {
+		return "", fmt.Errorf("attention of q %v and k %v in the layout %v", in[0].buf.Shape, in[1].buf.Shape, st.Attr.Perm)
 	}
 	a := st.Attr
 	lit := fmt.Sprintf("cpu.Attention{Mats: %d, Tq: %d, Tk: %d, D: %d, Scale: %s, Causal: %v", prod(qs[:n-2]), qs[n-2], ks[n-1], qs[n-1], float(a.Scale), a.Causal)
+	if a.Perm != nil {
+		lit += fmt.Sprintf(", Heads: %d", in[0].buf.Shape[2]) // [B, T, H, D]
+	}
 	if training && a.Rate > 0 {
 		if !g.reference {
 			return "", fmt.Errorf("a fused attention with dropout in a CPU program (the CPU's plans do not fuse attention)")

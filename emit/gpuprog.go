@@ -780,7 +780,8 @@ func reduceLen(pl *planner.Plan, st planner.Step) int {
 			r = s[st.Attr.Axis]
 		}
 	case planner.KAttention, planner.KAttentionBwd: // a score sums D products, an output (or gradient) every key's or query's term
-		for _, s := range [][]int{shape(0, st.In), shape(1, st.In)} {
+		q, kt, _, _ := planner.AttentionHeadShapes(shape(0, st.In), shape(1, st.In), shape(2, st.In), st.Attr.Perm)
+		for _, s := range [][]int{q, kt} {
 			for _, d := range s[max(len(s)-2, 0):] {
 				r = max(r, d)
 			}

@@ -97,7 +97,9 @@ var passes = [...]pass{
 		run: func(b *building) error { fuseElementwise(b.p); return nil }},
 	{name: "fuseAttention", file: "fuse_attention.go", only: withFusion, needs: []string{"lower", "fuseElementwise"},
 		run: func(b *building) error { fuseAttention(b.p, b.target); return nil }},
-	{name: "differentiate", file: "differentiate.go", only: inTraining, needs: []string{"addLoss", "fuseEpilogue", "fuseElementwise", "fuseAttention"},
+	{name: "fuseAttentionLayout", file: "fuse_attention_layout.go", only: inTraining | withFusion, needs: []string{"fuseAttention"},
+		run: func(b *building) error { fuseAttentionLayout(b.p); return nil }},
+	{name: "differentiate", file: "differentiate.go", only: inTraining, needs: []string{"addLoss", "fuseEpilogue", "fuseElementwise", "fuseAttention", "fuseAttentionLayout"},
 		run: func(b *building) error { differentiate(b.p); return nil }},
 	{name: "optimize", file: "optimize.go", only: inTraining, needs: []string{"differentiate"},
 		run: func(b *building) error { return optimize(b.p, b.m.Training.Optimizer, b.m.Training.ClipNorm) }},
@@ -128,7 +130,7 @@ var passes = [...]pass{
 
 // finalPhases are the passes that add or rewrite steps or buffers: after
 // them "all phases are final".
-var finalPhases = []string{"lower", "addLoss", "fuseEpilogue", "fuseElementwise", "fuseAttention", "differentiate", "optimize",
+var finalPhases = []string{"lower", "addLoss", "fuseEpilogue", "fuseElementwise", "fuseAttention", "fuseAttentionLayout", "differentiate", "optimize",
 	"accumulate", "fuseUpdate", "fuseActBwd", "keepLess", "chooseMethods", "choosePrecisions", "chooseLossRows", "fusePool"}
 
 // Build plans m for opts.Target: it runs the table passes in order and

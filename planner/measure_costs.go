@@ -194,7 +194,7 @@ func stepFLOPs(p *Plan, s *Step, c *costCounter) int64 {
 		// per (query, key) pair seen: q·k and p·v (2·D each) and the
 		// softmax's few; the backward recomputes q·k and adds do·v, dv,
 		// dk and dq
-		q, kt := p.shapeOf(s.In[0]), p.shapeOf(s.In[1])
+		q, kt, _, _ := AttentionHeadShapes(p.shapeOf(s.In[0]), p.shapeOf(s.In[1]), p.shapeOf(s.In[2]), s.Attr.Perm) // Verify: ok
 		n := len(q)
 		d, tq, tk := int64(q[n-1]), int64(q[n-2]), int64(kt[n-1])
 		rows := p.size(s.In[0]) / d // Verify: D ≥ 1

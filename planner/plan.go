@@ -163,7 +163,9 @@ const (
 	// 1/(1−Rate), where the GPU programs' counter-based draw
 	// (rt/gpuhost.DropoutUniform) of index (m·Tq + i)·Tk + j is at least
 	// Rate, the mask a separate dropout step over the probabilities
-	// would draw; 0: none).
+	// would draw; 0: none), Perm (nil, or [0 2 1 3] in a training plan:
+	// q, k in kᵀ's place, v and o token-major [B, T, H, D], lse still
+	// [B, H, Tq]; fuse_attention_layout.go, AttentionHeadShapes).
 	KAttention Kernel = "attention"
 	// KResize: y = x resampled to y's height and width, plane by plane
 	// (rt/cpu.ResizeSource gives the source pixels and weights).
@@ -263,7 +265,8 @@ const (
 	// them (FlashAttention-2's scheme). In: q, kt, v, o, lse, do (do
 	// shaped like o). Out: dq, dkt, dv (each optional), delta [..., Tq]
 	// (scratch: rowsum(do∘o), computed first, which every probability's
-	// gradient subtracts). Attr: as the forward step's.
+	// gradient subtracts). Attr: as the forward step's (with Perm, do,
+	// dq, dk and dv token-major as the operands).
 	KAttentionBwd Kernel = "attention_bwd"
 	// KReduceMeanBwd: In: dy (shaped like the forward y). Out: dx.
 	KReduceMeanBwd Kernel = "reducemean_bwd"

@@ -3,12 +3,17 @@ package planner
 import "fmt"
 
 // attention checks a fused attention step (KAttention, KAttentionBwd):
+// over the heads (AttentionHeadShapes of its operands and Attr.Perm),
 // q [..., Tq, D], kᵀ [..., D, Tk], v [..., Tk, D] with one set of leading
-// axes, o shaped like q, the log-sum-exp (and the backward's delta)
-// [..., Tq], a square causal mask, a finite scale and a dropout rate in
-// [0, 1).
+// axes; o shaped like the operand q, the log-sum-exp (and the backward's
+// delta) [..., Tq], a square causal mask, a finite scale and a dropout
+// rate in [0, 1).
 func (r shapeRules) attention(s *Step) error {
-	q, kt, v := r.sh(s.In[0]), r.sh(s.In[1]), r.sh(s.In[2])
+	qs := r.sh(s.In[0])
+	q, kt, v, ok := AttentionHeadShapes(qs, r.sh(s.In[1]), r.sh(s.In[2]), s.Attr.Perm)
+	if !ok {
+		return fmt.Errorf("operands q %s, k %s, v %s in the layout %v (want none, or [0 2 1 3] of [B,T,H,D] operands)", shapeString(qs), shapeString(r.sh(s.In[1])), shapeString(r.sh(s.In[2])), s.Attr.Perm)
+	}
 	n := len(q)
 	if n < 3 || len(kt) != n || len(v) != n || !equalShapes(q[:n-2], kt[:n-2]) || !equalShapes(q[:n-2], v[:n-2]) ||
 		q[n-1] != kt[n-2] || v[n-2] != kt[n-1] || v[n-1] != q[n-1] {
@@ -28,9 +33,9 @@ func (r shapeRules) attention(s *Step) error {
 	}
 	rows := q[:n-1]
 	if s.Kernel == KAttention {
-		return first(r.is("o", s.Out[0], q), r.is("lse", s.Out[1], rows), r.kindIs(s.Out[1], KindScratch))
+		return first(r.is("o", s.Out[0], qs), r.is("lse", s.Out[1], rows), r.kindIs(s.Out[1], KindScratch))
 	}
-	return first(r.is("o", s.In[3], q), r.is("lse", s.In[4], rows), r.is("do", s.In[5], q),
+	return first(r.is("o", s.In[3], qs), r.is("lse", s.In[4], rows), r.is("do", s.In[5], qs),
 		r.same("dq", s.Out[0], s.In[0]), r.same("dkᵀ", s.Out[1], s.In[1]), r.same("dv", s.Out[2], s.In[2]),
 		r.is("delta", s.Out[3], rows), r.kindIs(s.Out[3], KindScratch))
 }

@@ -89,6 +89,7 @@ func TestShapeRulesCatch(t *testing.T) {
 		{"update", gpuLike, KAdamMulti, func(p *Plan, s *Step) { s.Out[4] = s.Out[5] }, "param 2: optimizer state 1"},
 		{"attention", gpuLike, KAttention, func(p *Plan, s *Step) { s.In[2] = s.In[1] }, "do not fit (want [...,Tq,D], [...,D,Tk] and [...,Tk,D])"},
 		{"attention", gpuLike, KAttention, func(p *Plan, s *Step) { s.Attr.Rate = 1 }, "dropout rate 1 outside [0, 1)"},
+		{"attention", gpuLike, KAttention, func(p *Plan, s *Step) { s.Attr.Perm = []int{0, 2, 1} }, "in the layout [0 2 1]"},
 		{"attention", gpuLike, KAttentionBwd, func(p *Plan, s *Step) { s.Out[3] = s.In[3] }, "delta"},
 		{"attention", gpuLike, KAttentionBwd, func(p *Plan, s *Step) { s.Out[2] = s.In[1] }, "dv"},
 	}

@@ -81,12 +81,13 @@ func unfusedAttention(g attnGeom, q, kt, v, do []float32, step, seed uint32) (o,
 // TestAttentionKernelsOnCPU runs the fused attention kernels, forward and
 // backward, in both dialects on the CPU (g++ through the shims) against
 // rt/cpu's unfused attention: one position; a context not a multiple of
-// the tiles (19, 37, 70); head dimensions 6 (gpt_tiny's), 16, 40 (lanes
-// whose last dimension lies past d), 64 and 128; keys fewer and more than
-// queries without a mask; and dropout drawn as the unfused dropout step
-// draws it. Both sides sum the
-// same products in other orders: forward outputs within 2e-5 and
-// gradients within 1e-4 relative to 1 + |value| (checkCases).
+// the tiles (19, 37, 70); head dimensions 6 (gpt_tiny's), 16, 40 (output
+// dimensions of a thread past d), 64 and 128 (the smallest blocks); keys
+// fewer and more than queries without a mask (a thread's micro-tile of 2
+// columns in each kernel); dropout drawn as the unfused dropout step
+// draws it; and operands token-major ([B, T, H, D], k for kᵀ). Both sides sum the same products in other orders: forward
+// outputs within 2e-5 and gradients within 1e-4 relative to 1 + |value|
+// (checkCases).
 func TestAttentionKernelsOnCPU(t *testing.T) {
 	const step, seed = 7, 1234
 	r := rand.New(rand.NewPCG(31, 3))
@@ -98,8 +99,12 @@ func TestAttentionKernelsOnCPU(t *testing.T) {
 		{mats: 2, tq: 7, tk: 5, d: 16, scale: 0.5},
 		{mats: 1, tq: 70, tk: 70, d: 64, scale: 0.125, causal: true, rate: 0.2},
 		{mats: 1, tq: 20, tk: 20, d: 128, scale: 0.088, causal: true},
-		{mats: 2, tq: 19, tk: 19, d: 40, scale: 0.16, causal: true, rate: 0.1}, // 3 lanes of 14: a lane's last dimension past d
-		{mats: 1, tq: 3, tk: 45, d: 16, scale: 0.25},                           // more keys than queries: two tiles of keys
+		{mats: 2, tq: 19, tk: 19, d: 40, scale: 0.16, causal: true, rate: 0.1},           // 3 dimensions a thread, 8 of the 48 past d
+		{mats: 1, tq: 3, tk: 45, d: 16, scale: 0.25},                                     // more keys than queries: two tiles of keys, 2 keys a thread
+		{mats: 2, tq: 45, tk: 3, d: 16, scale: 0.25},                                     // more queries than keys: 2 queries a thread in dk and dv
+		{mats: 6, tq: 37, tk: 37, d: 16, heads: 3, scale: 0.25, causal: true, rate: 0.2}, // token-major: 2 batches of 3 heads
+		{mats: 4, tq: 7, tk: 45, d: 40, heads: 2, scale: 0.16},                           // token-major, more keys than queries
+		{mats: 4, tq: 45, tk: 7, d: 6, heads: 4, scale: 0.4},                             // token-major, more queries than keys
 	} {
 		q := randVec(r, g.mats*g.tq*g.d, -2, 2)
 		kt := randVec(r, g.mats*g.d*g.tk, -2, 2)
@@ -107,6 +112,12 @@ func TestAttentionKernelsOnCPU(t *testing.T) {
 		do := randVec(r, g.mats*g.tq*g.d, -1, 1)
 		o, lse, delta, dq, dkt, dv := unfusedAttention(g, q, kt, v, do, step, seed)
 		name := fmt.Sprintf("attn_%dx%dx%dx%d", g.mats, g.tq, g.tk, g.d)
+		if g.heads > 0 {
+			// the kernels' operands token-major, k and dk too
+			name += fmt.Sprintf("_%dheads", g.heads)
+			q, v, do, o, dq, dv = tokenMajor(g, q, g.tq), tokenMajor(g, v, g.tk), tokenMajor(g, do, g.tq), tokenMajor(g, o, g.tq), tokenMajor(g, dq, g.tq), tokenMajor(g, dv, g.tk)
+			kt, dkt = tokenMajor(g, transposeMats(kt, g.mats, g.d, g.tk), g.tk), tokenMajor(g, transposeMats(dkt, g.mats, g.d, g.tk), g.tk)
+		}
 		args := func(ins ...[]float32) [][]float32 {
 			if g.rate > 0 {
 				return append([][]float32{argsVec(0.1, step, seed)}, ins...)
@@ -142,10 +153,37 @@ func TestAttentionKernelsOnCPU(t *testing.T) {
 	}
 }
 
+// tokenMajor is x [mats, rows, d] as [B, rows, H, d] for g's H heads
+// (mat = b·H + h).
+func tokenMajor(g attnGeom, x []float32, rows int) []float32 {
+	y := make([]float32, len(x))
+	h := g.heads
+	for m := range g.mats {
+		for t := range rows {
+			copy(y[((m/h*rows+t)*h+m%h)*g.d:][:g.d], x[(m*rows+t)*g.d:][:g.d])
+		}
+	}
+	return y
+}
+
+// transposeMats is x [mats, r, c] as [mats, c, r].
+func transposeMats(x []float32, mats, r, c int) []float32 {
+	y := make([]float32, len(x))
+	for m := range mats {
+		for i := range r {
+			for j := range c {
+				y[(m*c+j)*r+i] = x[(m*r+i)*c+j]
+			}
+		}
+	}
+	return y
+}
+
 // TestAttentionTilingFitsMetal: for every head dimension up to 128 and
 // contexts short and long, each kernel's threadgroup arrays fit Metal's
-// 32 KiB with room to spare, its threadgroup is at most 256 threads, and
-// a lane keeps at most attnLaneDims dimensions.
+// 32 KiB with room to spare, its threadgroup is 16 to 256 threads, and a
+// thread keeps at most 16 output dimensions of a row and 4 scores, its
+// columns single (16 threads across) or in fours (8 threads across).
 func TestAttentionTilingFitsMetal(t *testing.T) {
 	for d := 1; d <= 128; d++ {
 		for _, tt := range []int{1, 8, 37, 256, 1024} {
@@ -157,12 +195,15 @@ func TestAttentionTilingFitsMetal(t *testing.T) {
 						shared += 4 * sh.Size
 					}
 				}
-				if shared > attnSharedBytes || k.Threadgroup > 256 || k.Threadgroup < 1 {
+				if shared > attnSharedBytes || k.Threadgroup > 256 || k.Threadgroup < 16 {
 					t.Errorf("d %d, t %d: %s: %d bytes of threadgroup memory, %d threads", d, tt, k.Doc, shared, k.Threadgroup)
 				}
 			}
-			if tl := g.fwdTiling(); tl.per > attnLaneDims || tl.lanes*tl.per < d {
-				t.Errorf("d %d: %d lanes of %d dimensions", d, tl.lanes, tl.per)
+			for _, b := range []attnBlock{g.fwdBlock(), g.bwdKeysBlock(), g.bwdQueriesBlock()} {
+				if b.dn > 16 || b.cn > 4 || b.dw() < d || b.dw()%(b.ct*b.cw) != 0 || b.rows%attnRows != 0 || b.cols != b.cn*b.ct ||
+					b.cn%b.cw != 0 || b.ct != map[int]int{1: attnCols, 4: attnWideCols}[b.cw] {
+					t.Errorf("d %d, t %d: block %+v", d, tt, b)
+				}
 			}
 		}
 	}

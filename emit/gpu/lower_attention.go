@@ -10,21 +10,27 @@ import (
 // kernels).
 
 // attnGeomOf reads a fused attention step's geometry from q [..., Tq, D]
-// and kᵀ [..., D, Tk]; rate is the step's dropout in training, 0 outside.
+// and kᵀ [..., D, Tk] over its heads (planner.AttentionHeadShapes: with
+// Attr.Perm its operands are token-major [B, T, H, D]); rate is the
+// step's dropout in training, 0 outside.
 func (l *lowering) attnGeomOf(st *planner.Step, training bool) (attnGeom, error) {
-	qs, err := l.shape(st.In[0])
-	if err != nil {
-		return attnGeom{}, err
+	var shapes [3][]int
+	for i := range shapes {
+		s, err := l.shape(st.In[i])
+		if err != nil {
+			return attnGeom{}, err
+		}
+		shapes[i] = s
 	}
-	ks, err := l.shape(st.In[1])
-	if err != nil {
-		return attnGeom{}, err
-	}
+	qs, ks, _, ok := planner.AttentionHeadShapes(shapes[0], shapes[1], shapes[2], st.Attr.Perm)
 	n := len(qs)
-	if n < 2 || len(ks) != n || qs[n-1] != ks[n-2] || qs[n-1] > planner.MaxAttentionDim {
-		return attnGeom{}, fmt.Errorf("attention of q %v and kᵀ %v: not [..., Tq, D] and [..., D, Tk] with D ≤ %d", qs, ks, planner.MaxAttentionDim)
+	if !ok || n < 2 || len(ks) != n || qs[n-1] != ks[n-2] || qs[n-1] > planner.MaxAttentionDim {
+		return attnGeom{}, fmt.Errorf("attention of q %v and k %v in the layout %v: not [..., Tq, D] and [..., D, Tk] with D ≤ %d", shapes[0], shapes[1], st.Attr.Perm, planner.MaxAttentionDim)
 	}
 	g := attnGeom{mats: prod(qs[:n-2]), tq: qs[n-2], tk: ks[n-1], d: qs[n-1], scale: float32(st.Attr.Scale), causal: st.Attr.Causal}
+	if st.Attr.Perm != nil {
+		g.heads = shapes[0][2] // [B, T, H, D]
+	}
 	if training {
 		g.rate = float32(st.Attr.Rate)
 	}

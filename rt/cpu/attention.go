@@ -17,6 +17,52 @@ type Attention struct {
 	// programs' rt/gpuhost.DropoutUniform at the step's seed); nil when
 	// Rate is 0.
 	Uniform func(index uint32) float32
+	// Heads, when positive, makes the operands token-major (planner's
+	// Attr.Perm [0 2 1 3]): q, v, o, do, dq and dv [B, T, Heads, D], and
+	// k and dk [B, Tk, Heads, D] in kt's and dkt's places, matrix
+	// m = b·Heads + h; lse and delta stay [Mats, Tq].
+	Heads int
+}
+
+// heads copies x [B, rows, Heads, D] to [Mats, rows, D], and, where kt,
+// on to [Mats, D, rows]; nil stays nil.
+func (a Attention) heads(x []float32, rows int, kt bool) []float32 {
+	if x == nil {
+		return nil
+	}
+	y := make([]float32, len(x))
+	for m := range a.Mats {
+		for t := range rows {
+			src := x[((m/a.Heads*rows+t)*a.Heads+m%a.Heads)*a.D:][:a.D]
+			if !kt {
+				copy(y[(m*rows+t)*a.D:], src)
+				continue
+			}
+			for d, v := range src {
+				y[(m*a.D+d)*rows+t] = v
+			}
+		}
+	}
+	return y
+}
+
+// tokens copies y, as heads returned it, back to x [B, rows, Heads, D].
+func (a Attention) tokens(y, x []float32, rows int, kt bool) {
+	if x == nil {
+		return
+	}
+	for m := range a.Mats {
+		for t := range rows {
+			dst := x[((m/a.Heads*rows+t)*a.Heads+m%a.Heads)*a.D:][:a.D]
+			for d := range dst {
+				if kt {
+					dst[d] = y[(m*a.D+d)*rows+t]
+				} else {
+					dst[d] = y[(m*rows+t)*a.D+d]
+				}
+			}
+		}
+	}
 }
 
 // keep is the dropout's multiplier of element index: 0 or 1/(1−Rate).
@@ -60,6 +106,14 @@ func (a Attention) scores(q, kt []float32, m, i int, s []float32) int {
 // (kᵀ) [Mats,D,Tk], v [Mats,Tk,D], o [Mats,Tq,D], and lse [Mats,Tq] each
 // row's log Σ_j exp(s_j) for the backward.
 func AttentionFwd(q, kt, v, o, lse []float32, a Attention) {
+	if a.Heads > 0 {
+		oh := make([]float32, len(o))
+		h := a
+		h.Heads = 0
+		AttentionFwd(a.heads(q, a.Tq, false), a.heads(kt, a.Tk, true), a.heads(v, a.Tk, false), oh, lse, h)
+		a.tokens(oh, o, a.Tq, false)
+		return
+	}
 	ParallelFor(a.Mats, 1, func(lo, hi int) {
 		s := make([]float32, a.Tk)
 		for m := lo; m < hi; m++ {
@@ -99,6 +153,17 @@ func AttentionFwd(q, kt, v, o, lse []float32, a Attention) {
 //	dv_j += p_j·keep_j·do_i,  ds_j = p_j·(keep_j·do_i·v_j − delta_i),
 //	dq_i += Scale·Σ_j ds_j·k_j,  dk_j += Scale·ds_j·q_i.
 func AttentionBwd(q, kt, v, o, lse, do, dq, dkt, dv, delta []float32, a Attention) {
+	if a.Heads > 0 {
+		h := a
+		h.Heads = 0
+		dqh, dkth, dvh := a.heads(dq, a.Tq, false), a.heads(dkt, a.Tk, true), a.heads(dv, a.Tk, false)
+		AttentionBwd(a.heads(q, a.Tq, false), a.heads(kt, a.Tk, true), a.heads(v, a.Tk, false), a.heads(o, a.Tq, false), lse, a.heads(do, a.Tq, false),
+			dqh, dkth, dvh, delta, h)
+		a.tokens(dqh, dq, a.Tq, false)
+		a.tokens(dkth, dkt, a.Tk, true)
+		a.tokens(dvh, dv, a.Tk, false)
+		return
+	}
 	ParallelFor(a.Mats, 1, func(lo, hi int) {
 		s := make([]float32, a.Tk)
 		for m := lo; m < hi; m++ {

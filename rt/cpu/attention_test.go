@@ -123,3 +123,56 @@ func TestAttentionMatchesUnfused(t *testing.T) {
 		})
 	}
 }
+
+// TestAttentionTokenMajor: with Heads, AttentionFwd and AttentionBwd read
+// q, k, v and do and write o, dq, dk and dv token-major [B, T, H, D]
+// (k and dk in kt's and dkt's places), and compute exactly what they do
+// over the same values as [Mats, T, D] and kᵀ [Mats, D, Tk]; dk may be
+// left out.
+func TestAttentionTokenMajor(t *testing.T) {
+	r := newTestRand(37)
+	a := Attention{Mats: 6, Tq: 9, Tk: 9, D: 5, Scale: 0.3, Causal: true, Rate: 0.2, Uniform: testUniform, Heads: 3}
+	tokens := func(x []float32, rows int, kt bool) []float32 { // [Mats, rows, D] or kᵀ to [B, rows, H, D]
+		y := make([]float32, len(x))
+		for b := range a.Mats / a.Heads {
+			for tt := range rows {
+				for h := range a.Heads {
+					for d := range a.D {
+						src := ((b*a.Heads+h)*rows+tt)*a.D + d
+						if kt {
+							src = ((b*a.Heads+h)*a.D+d)*rows + tt
+						}
+						y[((b*rows+tt)*a.Heads+h)*a.D+d] = x[src]
+					}
+				}
+			}
+		}
+		return y
+	}
+	q, kt, v, do := randSlice(r, a.Mats*a.Tq*a.D, 2), randSlice(r, a.Mats*a.D*a.Tk, 2), randSlice(r, a.Mats*a.Tk*a.D, 1), randSlice(r, a.Mats*a.Tq*a.D, 1)
+	h := a
+	h.Heads = 0
+	o, lse := make([]float32, len(q)), make([]float32, a.Mats*a.Tq)
+	AttentionFwd(q, kt, v, o, lse, h)
+	dq, dkt, dv, delta := make([]float32, len(q)), make([]float32, len(kt)), make([]float32, len(v)), make([]float32, len(lse))
+	AttentionBwd(q, kt, v, o, lse, do, dq, dkt, dv, delta, h)
+
+	tq, tk, tv, tdo := tokens(q, a.Tq, false), tokens(kt, a.Tk, true), tokens(v, a.Tk, false), tokens(do, a.Tq, false)
+	to, tlse := make([]float32, len(q)), make([]float32, len(lse))
+	AttentionFwd(tq, tk, tv, to, tlse, a)
+	tdq, tdk, tdv, tdelta := make([]float32, len(q)), make([]float32, len(kt)), make([]float32, len(v)), make([]float32, len(lse))
+	AttentionBwd(tq, tk, tv, to, tlse, tdo, tdq, tdk, tdv, tdelta, a)
+	tdq2 := make([]float32, len(q))
+	AttentionBwd(tq, tk, tv, to, tlse, tdo, tdq2, nil, nil, tdelta, a)
+	for _, c := range []struct {
+		name      string
+		got, want []float32
+	}{{"o", to, tokens(o, a.Tq, false)}, {"lse", tlse, lse}, {"dq", tdq, tokens(dq, a.Tq, false)}, {"dq alone", tdq2, tokens(dq, a.Tq, false)},
+		{"dk", tdk, tokens(dkt, a.Tk, true)}, {"dv", tdv, tokens(dv, a.Tk, false)}, {"delta", tdelta, delta}} {
+		for i := range c.want {
+			if c.got[i] != c.want[i] {
+				t.Fatalf("%s[%d] = %g token-major, %g over [Mats, T, D]", c.name, i, c.got[i], c.want[i])
+			}
+		}
+	}
+}
