@@ -45,20 +45,45 @@ func dotGo(x, y []float32) float32 {
 
 // gemvFwd is GemmFwd for a batch of at most a few rows: y[r,j] =
 // act(x[r]·w[j] + b[j]), outputs split over threads in pieces of at least
-// about 32k multiply-adds.
+// about 32k multiply-adds. Each output is one dot product summed by one
+// thread in dot's order, so y is the same bit for bit for any number of
+// threads.
 func gemvFwd(x, w, b, y []float32, batch, in, out int, act Act, alpha float32) {
 	grain := max(1, (32<<10)/max(1, in))
 	ParallelFor(out, grain, func(lo, hi int) {
 		for r := 0; r < batch; r++ {
 			xr, yr := x[r*in:(r+1)*in], y[r*out:(r+1)*out]
-			for j := lo; j < hi; j++ {
-				v := dot(xr, w[j*in:(j+1)*in])
-				if b != nil {
-					v += b[j]
+			dotRows(xr, w, yr, lo, hi, in)
+			if b != nil {
+				for j := lo; j < hi; j++ {
+					yr[j] += b[j]
 				}
-				yr[j] = v
 			}
 			applyAct(yr[lo:hi], act, alpha)
 		}
 	})
+}
+
+// dotRows writes y[j] = dot(x, w[j·in:(j+1)·in]) for lo ≤ j < hi, bit for
+// bit, four rows at a time where the four-row kernel runs (it loads each
+// piece of x once for the four: the rows' streaming is then the only
+// traffic).
+func dotRows(x, w, y []float32, lo, hi, in int) {
+	j := lo
+	if dotVectorSupported && dotUseVector {
+		var s [4]float32
+		for ; j+4 <= hi; j += 4 {
+			n := dot4Vector(x, w[j*in:], in, &s)
+			if n == 0 {
+				break
+			}
+			for i, v := range s {
+				r := w[(j+i)*in : (j+i+1)*in]
+				y[j+i] = v + dotGo(x[n:], r[n:])
+			}
+		}
+	}
+	for ; j < hi; j++ {
+		y[j] = dot(x, w[j*in:(j+1)*in])
+	}
 }
