@@ -36,11 +36,10 @@ func AttendCached(q, k, v, y, kc, vc, scores []float32, p, heads, hd int, scale 
 // attendHead is AttendCached's work for head h over the len(s) cached
 // positions, s its scratch; w is a cache row's length.
 func attendHead(q, y, kc, vc, s []float32, h, hd, w int, scale float32) {
-	qh := q[h*hd : (h+1)*hd]
+	dotRows(q[h*hd:(h+1)*hd], kc[h*hd:], w, s)
 	mx := float32(math.Inf(-1))
 	for j := range s {
-		kj := kc[j*w+h*hd : j*w+(h+1)*hd]
-		s[j] = dot(qh, kj) * scale
+		s[j] *= scale
 		mx = max(mx, s[j])
 	}
 	var sum float32

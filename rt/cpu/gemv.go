@@ -53,7 +53,7 @@ func gemvFwd(x, w, b, y []float32, batch, in, out int, act Act, alpha float32) {
 	ParallelFor(out, grain, func(lo, hi int) {
 		for r := 0; r < batch; r++ {
 			xr, yr := x[r*in:(r+1)*in], y[r*out:(r+1)*out]
-			dotRows(xr, w, yr, lo, hi, in)
+			dotRows(xr, w[lo*in:], in, yr[lo:hi])
 			if b != nil {
 				for j := lo; j < hi; j++ {
 					yr[j] += b[j]
@@ -64,26 +64,27 @@ func gemvFwd(x, w, b, y []float32, batch, in, out int, act Act, alpha float32) {
 	})
 }
 
-// dotRows writes y[j] = dot(x, w[j·in:(j+1)·in]) for lo ≤ j < hi, bit for
-// bit, four rows at a time where the four-row kernel runs (it loads each
-// piece of x once for the four: the rows' streaming is then the only
+// dotRows writes y[i] = dot(x, w[i·ldw:i·ldw+len(x)]) for i < len(y), bit
+// for bit, four rows at a time where the four-row kernel runs (it loads
+// each piece of x once for the four: the rows' streaming is then the only
 // traffic).
-func dotRows(x, w, y []float32, lo, hi, in int) {
-	j := lo
+func dotRows(x, w []float32, ldw int, y []float32) {
+	in := len(x)
+	i := 0
 	if dotVectorSupported && dotUseVector {
 		var s [4]float32
-		for ; j+4 <= hi; j += 4 {
-			n := dot4Vector(x, w[j*in:], in, &s)
+		for ; i+4 <= len(y); i += 4 {
+			n := dot4Vector(x, w[i*ldw:], ldw, &s)
 			if n == 0 {
 				break
 			}
-			for i, v := range s {
-				r := w[(j+i)*in : (j+i+1)*in]
-				y[j+i] = v + dotGo(x[n:], r[n:])
+			for r, v := range s {
+				row := w[(i+r)*ldw : (i+r)*ldw+in]
+				y[i+r] = v + dotGo(x[n:], row[n:])
 			}
 		}
 	}
-	for ; j < hi; j++ {
-		y[j] = dot(x, w[j*in:(j+1)*in])
+	for ; i < len(y); i++ {
+		y[i] = dot(x, w[i*ldw:i*ldw+in])
 	}
 }

@@ -55,7 +55,7 @@ func TestDotRowsBits(t *testing.T) {
 			x, w := randSlice(r, in, 1), randSlice(r, rows*in, 1)
 			for _, span := range [][2]int{{0, rows}, {1, rows}, {2, 8}, {3, 6}, {5, 6}} {
 				y := make([]float32, rows)
-				dotRows(x, w, y, span[0], span[1], in)
+				dotRows(x, w[span[0]*in:], in, y[span[0]:span[1]])
 				for j := span[0]; j < span[1]; j++ {
 					if want := dot(x, w[j*in:(j+1)*in]); math.Float32bits(y[j]) != math.Float32bits(want) {
 						t.Errorf("vector=%v in=%d rows %v: y[%d] = %v, dot gives %v", vector, in, span, j, y[j], want)
