@@ -17,7 +17,8 @@
 # Where Go is (this repository's machines) it builds mlbuild, compiles the
 # model and trains the step (needs make data-text, or MLBUILD_TEXT_DIR).
 # Elsewhere (a GPU machine's host) give a program built here and weights:
-# GEN_PROGRAM=path/gpt GEN_WEIGHTS=path/w.safetensors.
+# GEN_PROGRAM=path/gpt GEN_WEIGHTS=path/w.safetensors; GEN_KEEP=DIR here
+# keeps them as DIR/gpt and DIR/w.safetensors.
 #
 # The twin runs with /usr/bin/python3 where it has torch, else with the
 # python3 of the PATH (a virtual environment's), or GEN_PYTHON.
@@ -49,6 +50,11 @@ if [ -z "$weights" ]; then
 	fi
 	"$prog" train --data "$data" --limit 64 --epochs 1 --threads 1 --out "$tmp/w.safetensors" --quiet >/dev/null
 	weights=$tmp/w.safetensors
+fi
+if [ -n "${GEN_KEEP:-}" ]; then
+	mkdir -p "$GEN_KEEP"
+	cp "$prog" "$GEN_KEEP/gpt"
+	cp "$weights" "$GEN_KEEP/w.safetensors"
 fi
 
 # secs N KV THREADS RUNS: the least wall-clock seconds of RUNS runs of
