@@ -175,6 +175,11 @@ func (u Unary) apply(x, y []float32) {
 		for i, v := range x {
 			y[i] = float32(math.Tanh(float64(v)))
 		}
+	case UGELU: // eval's expression without its switch: a GPT's MLP
+		for i, v := range x {
+			f := float64(v)
+			y[i] = float32(0.5 * f * (1 + math.Erf(f/math.Sqrt2)))
+		}
 	default:
 		for i, v := range x {
 			y[i] = float32(u.eval(float64(v)))
