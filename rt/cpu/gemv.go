@@ -65,6 +65,9 @@ func gemvFwd(x, w, b, y []float32, batch, in, out int, act Act, alpha float32) {
 	})
 }
 
+// zero is +0 in a variable, so that v + zero is computed, not folded.
+var zero float32
+
 // dotRows writes y[i] = dot(x, w[i·ldw:i·ldw+len(x)]) for i < len(y), bit
 // for bit, four rows at a time where the four-row kernel runs (it loads
 // each piece of x once for the four: the rows' streaming is then the only
@@ -78,6 +81,12 @@ func dotRows(x, w []float32, ldw int, y []float32) {
 			n := dot4Vector(x, w[i*ldw:], ldw, &s)
 			if n == 0 {
 				break
+			}
+			if n == in { // no tail: dot adds dotGo's +0 (a -0 sum becomes +0)
+				for r, v := range s {
+					y[i+r] = v + zero
+				}
+				continue
 			}
 			for r, v := range s {
 				row := w[(i+r)*ldw : (i+r)*ldw+in]
