@@ -1,6 +1,7 @@
 package cpu
 
 import (
+	"fmt"
 	"math"
 	"testing"
 )
@@ -142,5 +143,22 @@ func TestAttendCachedBits(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// BenchmarkAttendCached: one position of models/gpt.cue's decode attending
+// over 200 cached ones (6 heads of 64), with a scratch row a head (the
+// heads on the threads) and with one (one head after another).
+func BenchmarkAttendCached(b *testing.B) {
+	const T, H, hd, p = 256, 6, 64, 200
+	r := newTestRand(3)
+	q, kc, vc, y := randSlice(r, H*hd, 1), randSlice(r, T*H*hd, 1), randSlice(r, T*H*hd, 1), make([]float32, H*hd)
+	for _, rows := range []int{H, 1} {
+		b.Run(fmt.Sprintf("scratch-rows=%d", rows), func(b *testing.B) {
+			scores := make([]float32, rows*T)
+			for n := 0; n < b.N; n++ {
+				AttendCached(q, q, q, y, kc, vc, scores, p, H, hd, 0.125)
+			}
+		})
 	}
 }
