@@ -29,6 +29,10 @@
 set -eu
 cd "$(dirname "$0")/.."
 tokens=${GEN_TOKENS:-200}
+if [ "$tokens" -lt 2 ]; then
+	echo "generate.sh: GEN_TOKENS=$tokens: want 2 or more (the rate per token is that of the tokens past the first)" >&2
+	exit 2
+fi
 threads=${GEN_THREADS:-1}
 repeat=${GEN_REPEAT:-3}
 data=${MLBUILD_TEXT_DIR:-data/text}
