@@ -19,7 +19,7 @@ func AttendCached(q, k, v, y, kc, vc, scores []float32, p, heads, hd int, scale 
 	copy(kc[p*w:(p+1)*w], k[:w])
 	copy(vc[p*w:(p+1)*w], v[:w])
 	n := p + 1
-	if len(scores) < heads*n {
+	if len(scores) < heads*n || Threads() == 1 { // no closure on one thread
 		for h := range heads {
 			attendHead(q, y, kc, vc, scores[:n], h, hd, w, scale)
 		}

@@ -51,18 +51,28 @@ func dotGo(x, y []float32) float32 {
 // bit for any number of threads.
 func gemvFwd(x, w, b, y []float32, batch, in, out int, act Act, alpha float32) {
 	grain := max(1, (16<<10)/max(1, in))
+	if Threads() == 1 || out <= grain {
+		// no closure: a decode's step on one thread allocates nothing
+		gemvRows(x, w, b, y, batch, in, out, act, alpha, 0, out)
+		return
+	}
 	ParallelFor(out, grain, func(lo, hi int) {
-		for r := 0; r < batch; r++ {
-			xr, yr := x[r*in:(r+1)*in], y[r*out:(r+1)*out]
-			dotRows(xr, w[lo*in:], in, yr[lo:hi])
-			if b != nil {
-				for j := lo; j < hi; j++ {
-					yr[j] += b[j]
-				}
-			}
-			applyAct(yr[lo:hi], act, alpha)
-		}
+		gemvRows(x, w, b, y, batch, in, out, act, alpha, lo, hi)
 	})
+}
+
+// gemvRows is gemvFwd's work for outputs lo ≤ j < hi.
+func gemvRows(x, w, b, y []float32, batch, in, out int, act Act, alpha float32, lo, hi int) {
+	for r := 0; r < batch; r++ {
+		xr, yr := x[r*in:(r+1)*in], y[r*out:(r+1)*out]
+		dotRows(xr, w[lo*in:], in, yr[lo:hi])
+		if b != nil {
+			for j := lo; j < hi; j++ {
+				yr[j] += b[j]
+			}
+		}
+		applyAct(yr[lo:hi], act, alpha)
+	}
 }
 
 // zero is +0 in a variable, so that v + zero is computed, not folded.
