@@ -219,8 +219,10 @@ bench-sgemm:
 	bench/sgemm.sh
 
 # bench-generate: generate's tokens/s of models/gpt.cue's CPU program with
-# its KV cache and without, and a PyTorch KV-cache twin (bench/generate.sh;
-# GEN_THREADS, GEN_TOKENS).
+# its KV cache, and a PyTorch KV-cache twin (bench/generate.sh; GEN_THREADS
+# a list of thread counts, GEN_TOKENS, GEN_REPEAT, GEN_NOCACHE=1 for the
+# rows without a cache, GEN_PROGRAM and GEN_WEIGHTS for a machine without
+# Go).
 bench-generate:
 	MLBUILD_TEXT_DIR=$(TXDATA) bench/generate.sh
 

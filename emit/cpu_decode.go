@@ -47,15 +47,23 @@ func (g *generator) renderDecode(o *planView) error {
 	if err := g.declareBuffers(d, false); err != nil {
 		return err
 	}
+	// a row of attention scores a head, so that AttendCached can run the
+	// heads on the threads
+	heads := 1
+	for _, st := range dec.Plan.Forward {
+		if st.Kernel == planner.KAttendCached {
+			heads = max(heads, dec.Plan.Buffers[st.In[0]].Shape[2])
+		}
+	}
 	g.p("// The KV-cache decode: dWork holds its rows and caches; dPos is the")
 	g.p("// position the steps compute, dCached how many leading positions")
-	g.p("// the caches hold.")
+	g.p("// the caches hold; dScores has a row of scores a head.")
 	g.p("const dWorkSize = %d", dec.Plan.WorkSize)
 	g.p("")
 	g.p("var (")
 	g.p("dWork []float32")
 	g.p("dPos, dCached int")
-	g.p("dScores [%d]float32", dec.Context)
+	g.p("dScores [%d]float32", heads*dec.Context)
 	g.p(")")
 	g.p("")
 	g.p("// useDecode makes the decode arena on its first call and points the")

@@ -15,7 +15,8 @@ import (
 // (planner.DeriveDecode): its selftest compares the cache's logits with
 // the full forward pass's at every length through a window slide (within
 // 1e-4), generate writes the same text with the cache as without it for
-// a fixed seed, greedy and sampled, past the window's end; and, with the
+// a fixed seed, greedy and sampled, past the window's end, and the same
+// with the cache on 1 and 3 threads as on all cores; and, with the
 // spec's context made 8× longer, 30 tokens after a one-token prompt (no
 // window slides) cost about what they did with the cache (a token's work
 // is one position's), while without it they cost more (a forward pass
@@ -70,6 +71,13 @@ func TestGPTKVCache(t *testing.T) {
 		without, _ := generate(bin, weights, 80, false, args...)
 		if with != without {
 			t.Errorf("generate %v: with the cache %q, without %q", args, with, without)
+		}
+		// the decode's kernels split their work over the threads with
+		// each output summed by one thread: the same draws on any count
+		for _, n := range []string{"1", "3"} {
+			if threaded, _ := generate(bin, weights, 80, true, append(args, "--threads", n)...); threaded != with {
+				t.Errorf("generate %v --threads %s: %q, on all cores %q", args, n, threaded, with)
+			}
 		}
 	}
 

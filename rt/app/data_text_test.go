@@ -10,6 +10,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"github.com/mlbuild/mlbuild/rt/cpu"
 	"github.com/mlbuild/mlbuild/rt/textdata"
 )
 
@@ -139,7 +140,8 @@ type lmModel struct {
 }
 
 // TestGenerateCommand runs `generate` on weights that carry a vocabulary:
-// the text streams to stdout, the same seed repeats it, a prompt outside
+// the text streams to stdout, the same seed repeats it (on --threads 2
+// too, which sets the kernels' threads), a prompt outside
 // the vocabulary is a usage error, weights without one are refused, and a
 // program of another dataset has no generate.
 func TestGenerateCommand(t *testing.T) {
@@ -177,6 +179,15 @@ func TestGenerateCommand(t *testing.T) {
 	code, _, errs = run("--prompt", "Call me 🐋")
 	if code != exitUsage || !strings.Contains(errs, "'🐋' (U+1F40B) is not in the vocabulary") {
 		t.Errorf("prompt outside the vocabulary: exit %d, %s", code, errs)
+	}
+	defer cpu.SetThreads(cpu.Threads())
+	cpu.SetThreads(1)
+	if code, threaded, errs := run("--prompt", "Call me", "--tokens", "60", "--seed", "4", "--threads", "2"); code != 0 || threaded != out || cpu.Threads() != 2 {
+		t.Errorf("--threads 2: exit %d, %d threads after, %q (on all cores %q), %s", code, cpu.Threads(), threaded, out, errs)
+	}
+	code, _, errs = run("--prompt", "Call", "--threads", "-1")
+	if code != exitUsage || !strings.Contains(errs, "--threads must be 0") {
+		t.Errorf("--threads -1: exit %d, %s", code, errs)
 	}
 	code, _, errs = run("--prompt", "Call", "--top-k", "-1")
 	if code != exitUsage || !strings.Contains(errs, "--top-k -1") {

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"sort"
 
+	"github.com/mlbuild/mlbuild/rt/cpu"
 	"github.com/mlbuild/mlbuild/rt/textdata"
 )
 
@@ -143,6 +144,7 @@ func generateCmd(m Model, args []string, stdout, stderr io.Writer) error {
 	temperature := flags.Float64("temperature", 0.8, "divide the logits by `T` before the softmax; 0 takes the most likely token")
 	topK := flags.Int("top-k", 200, "draw from the `K` most likely tokens; 0 draws from all")
 	seed := flags.Uint64("seed", 1, "the random seed `N` of the draws")
+	threads := flags.Int("threads", 0, "use `N` CPU threads (0: all)")
 	_, cached := m.(TokenModel)
 	kvUsage := "keep each position's keys and values, so a token costs one position's work; false runs the whole forward pass a token"
 	if !cached {
@@ -155,6 +157,10 @@ func generateCmd(m Model, args []string, stdout, stderr io.Writer) error {
 	if err := weightsRequired(meta, *weights, "generate needs --weights FILE (the output of train)"); err != nil {
 		return err
 	}
+	if err := checkThreads(*threads); err != nil {
+		return err
+	}
+	cpu.SetThreads(*threads)
 	switch {
 	case *tokens < 0:
 		return usageError{fmt.Sprintf("--tokens %d: want 0 or more", *tokens)}

@@ -375,3 +375,28 @@ func testUnaryFloat32Path(t *testing.T) {
 		}
 	}
 }
+
+// TestUnaryFloat64LoopsAreEval: the loops apply keeps for float64
+// functions (sigmoid, exp, tanh, GELU) give eval's result rounded to
+// float32 bit for bit, on 1 and 3 threads.
+func TestUnaryFloat64LoopsAreEval(t *testing.T) {
+	defer SetThreads(Threads())
+	xs := []float32{0, float32(math.Copysign(0, -1)), 1e-30, -1e-30, 3, -3, 10, -10}
+	r := rand.New(rand.NewSource(6))
+	for len(xs) < unaryBlock+1001 {
+		xs = append(xs, float32(r.NormFloat64()*math.Pow(10, float64(r.Intn(6)-3))))
+	}
+	for _, k := range []UnaryKind{USigmoid, UExp, UTanh, UGELU} {
+		u := Unary{Kind: k}
+		for _, threads := range []int{1, 3} {
+			SetThreads(threads)
+			got := make([]float32, len(xs))
+			UnaryFwd(xs, got, []Unary{u})
+			for i, x := range xs {
+				if want := float32(u.eval(float64(x))); math.Float32bits(got[i]) != math.Float32bits(want) {
+					t.Fatalf("kind %d on %d threads at %v: %v, eval gives %v", k, threads, x, got[i], want)
+				}
+			}
+		}
+	}
+}

@@ -1,0 +1,39 @@
+package cpu
+
+import "testing"
+
+// BenchmarkGemvDecode runs the dense steps of one token of models/gpt.cue's
+// KV-cache decode (6 layers of 384→384 ×4, 384→1536, 1536→384, then
+// 384→89): every weight read once, 42.5 MB, as generate does a token;
+// "rows" with the four-row kernel where it runs, "dot" without.
+func BenchmarkGemvDecode(b *testing.B) {
+	type mv struct{ in, out int }
+	var shapes []mv
+	for l := 0; l < 6; l++ {
+		shapes = append(shapes, mv{384, 384}, mv{384, 384}, mv{384, 384}, mv{384, 384}, mv{384, 1536}, mv{1536, 384})
+	}
+	shapes = append(shapes, mv{384, 89})
+	r := newTestRand(1)
+	ws := make([][]float32, len(shapes))
+	bytes := 0
+	for i, s := range shapes {
+		ws[i] = randSlice(r, s.in*s.out, 1)
+		bytes += 4 * s.in * s.out
+	}
+	x := randSlice(r, 1536, 1)
+	y := make([]float32, 1536)
+	run := func(b *testing.B) {
+		b.SetBytes(int64(bytes))
+		for n := 0; n < b.N; n++ {
+			for i, s := range shapes {
+				GemmFwd(x[:s.in], ws[i], nil, y[:s.out], 1, s.in, s.out, ActNone, 0)
+			}
+		}
+	}
+	b.Run("rows", run)
+	if dot4Supported {
+		dot4Supported = false
+		b.Run("dot", run)
+		dot4Supported = true
+	}
+}
