@@ -33,6 +33,10 @@ type epilogueKernels struct {
 	// does the rest). y may alias x.
 	clamp     func(x, y *float32, n int, lo, hi float32)
 	clampTail int
+	// gelu and geluBwd are geluFwd's and geluBwd's loops over n elements
+	// (gelu.go), or nil where the Go loops run.
+	gelu    func(x, y *float32, n int)
+	geluBwd func(x, dy, dx *float32, n int)
 }
 
 // epilogue returns the epilogue kernels of the active GEMM path, or nil

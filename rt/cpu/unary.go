@@ -7,7 +7,9 @@ type UnaryKind uint8
 
 // Element-wise functions. ULeakyReLU takes its slope from Unary.Alpha,
 // UAddConst and UMulConst their constant, UPowConst its exponent; UGELU is
-// the exact erf form (PyTorch's default, not the tanh approximation);
+// the exact erf form (PyTorch's default, not the tanh approximation),
+// computed in float32 by UnaryFwd and UnaryBwd (gelu.go: within a few ulps
+// of eval's float64);
 // UReLU6 is min(max(x, 0), 6), MobileNet's activation.
 const (
 	UReLU UnaryKind = iota
@@ -148,7 +150,8 @@ func UnaryFwd(x, y []float32, chain []Unary) {
 }
 
 // apply writes y = u(x) for one block, each element rounded to float32 as
-// the reference (eval in float64) is; y may alias x.
+// the reference (eval in float64) is, UGELU's float32 form aside (gelu.go);
+// y may alias x.
 func (u Unary) apply(x, y []float32) {
 	if u.Kind.exactInFloat32() {
 		u.applyFloat32(x, y)
@@ -156,6 +159,8 @@ func (u Unary) apply(x, y []float32) {
 	}
 	y = y[:len(x)]
 	switch u.Kind {
+	case UGELU:
+		geluFwd(x, y)
 	case USigmoid:
 		for i, v := range x {
 			y[i] = float32(1 / (1 + math.Exp(-float64(v))))
@@ -254,10 +259,15 @@ func clampFloat32(x, y []float32, lo, hi float32) {
 
 // UnaryBwd writes dx = dy·chain'(x), recomputing each element's
 // intermediate values from x (the chain's input), so a fused chain stores
-// nothing between the passes. dx may alias dy.
+// nothing between the passes. A lone UGELU takes gelu.go's float32 form,
+// the forward's. dx may alias dy.
 func UnaryBwd(x, dy, dx []float32, chain []Unary) {
 	n := len(dx)
 	x, dy = x[:n], dy[:n]
+	if len(chain) == 1 && chain[0].Kind == UGELU {
+		ParallelFor(n, 1<<13, func(lo, hi int) { geluBwd(x[lo:hi], dy[lo:hi], dx[lo:hi]) })
+		return
+	}
 	ParallelFor(n, 1<<13, func(lo, hi int) {
 		var vals [maxStackChain + 1]float64
 		for i := lo; i < hi; i++ {
