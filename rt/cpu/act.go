@@ -37,6 +37,8 @@ type epilogueKernels struct {
 	// (gelu.go), or nil where the Go loops run.
 	gelu    func(x, y *float32, n int)
 	geluBwd func(x, dy, dx *float32, n int)
+	// expShift is expShift's loop over n elements (exp.go), or nil.
+	expShift func(x, y *float32, n int, m float32)
 }
 
 // epilogue returns the epilogue kernels of the active GEMM path, or nil
