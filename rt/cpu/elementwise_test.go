@@ -375,3 +375,44 @@ func testUnaryFloat32Path(t *testing.T) {
 		}
 	}
 }
+
+// TestUnaryBwdOfConstantDerivatives: chains of constant adds and products
+// (attention's score scale) take UnaryBwd's short path, which must give
+// the general loop's bits: dy times each op's derivative in float64, last
+// op first, rounded once.
+func TestUnaryBwdOfConstantDerivatives(t *testing.T) {
+	r := rand.New(rand.NewSource(11))
+	dy := []float32{0, float32(math.Copysign(0, -1)), float32(math.Inf(1)), float32(math.NaN()), math.MaxFloat32, math.SmallestNonzeroFloat32}
+	for len(dy) < 5000 {
+		dy = append(dy, float32(r.NormFloat64()*math.Pow(10, float64(r.Intn(20)-10))))
+	}
+	x := make([]float32, len(dy))
+	for _, chain := range [][]Unary{
+		{{Kind: UMulConst, Alpha: 0.25}}, {{Kind: UMulConst, Alpha: 0.1}}, {{Kind: UAddConst, Alpha: 3}},
+		{{Kind: UMulConst, Alpha: 0.7}, {Kind: UAddConst, Alpha: -1}, {Kind: UMulConst, Alpha: 3.3}},
+	} {
+		if !constantDerivative(chain) {
+			t.Fatalf("%v: not a chain of constant derivatives", chain)
+		}
+		got := make([]float32, len(dy))
+		UnaryBwd(x, dy, got, chain)
+		for i, g := range dy {
+			d := float64(g)
+			for k := len(chain) - 1; k >= 0; k-- {
+				d *= float64(unaryRefDeriv(chain[k]))
+			}
+			want := float32(d)
+			if math.Float32bits(got[i]) != math.Float32bits(want) && !(got[i] != got[i] && want != want) {
+				t.Fatalf("%v: dy %g: dx %g, want %g", chain, g, got[i], want)
+			}
+		}
+	}
+}
+
+// unaryRefDeriv is the constant derivative of a constant add or product.
+func unaryRefDeriv(u Unary) float32 {
+	if u.Kind == UMulConst {
+		return u.Alpha
+	}
+	return 1
+}

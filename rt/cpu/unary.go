@@ -268,6 +268,28 @@ func UnaryBwd(x, dy, dx []float32, chain []Unary) {
 		ParallelFor(n, 1<<13, func(lo, hi int) { geluBwd(x[lo:hi], dy[lo:hi], dx[lo:hi]) })
 		return
 	}
+	if constantDerivative(chain) {
+		// The same products as below, without evaluating the chain.
+		ParallelFor(n, 1<<14, func(lo, hi int) {
+			if len(chain) == 1 {
+				// One rounding of a product of two float32 values: the
+				// float32 product itself.
+				a := float32(chain[0].deriv(0, 0))
+				for i := lo; i < hi; i++ {
+					dx[i] = dy[i] * a
+				}
+				return
+			}
+			for i := lo; i < hi; i++ {
+				d := float64(dy[i])
+				for k := len(chain) - 1; k >= 0; k-- {
+					d *= chain[k].deriv(0, 0)
+				}
+				dx[i] = float32(d)
+			}
+		})
+		return
+	}
 	ParallelFor(n, 1<<13, func(lo, hi int) {
 		var vals [maxStackChain + 1]float64
 		for i := lo; i < hi; i++ {
@@ -293,6 +315,17 @@ func UnaryBwd(x, dy, dx []float32, chain []Unary) {
 			dx[i] = float32(d)
 		}
 	})
+}
+
+// constantDerivative reports whether every op of chain has a derivative
+// that does not depend on its input (UAddConst, UMulConst).
+func constantDerivative(chain []Unary) bool {
+	for _, u := range chain {
+		if u.Kind != UAddConst && u.Kind != UMulConst {
+			return false
+		}
+	}
+	return true
 }
 
 // UnaryBwdFromOutput writes dx = dy·u'(x) from the output y = u(x) alone,
