@@ -39,6 +39,8 @@ type epilogueKernels struct {
 	geluBwd func(x, dy, dx *float32, n int)
 	// expShift is expShift's loop over n elements (exp.go), or nil.
 	expShift func(x, y *float32, n int, m float32)
+	// dropout is dropoutMask's loop over n elements (dropout.go), or nil.
+	dropout func(x, y, mask *float32, n int, base, seed, step uint32, rate, keep float32)
 }
 
 // epilogue returns the epilogue kernels of the active GEMM path, or nil
