@@ -91,3 +91,39 @@ func TestExpPathsAreTheGoTwin(t *testing.T) {
 		}
 	}
 }
+
+// TestRowMaxAndNaNRows: rowMax is the largest element for every length up
+// to 40 (the maximum anywhere in the row, −Inf included), and a NaN
+// anywhere in a row makes its whole softmax NaN, as the max builtin's NaN
+// did.
+func TestRowMaxAndNaNRows(t *testing.T) {
+	r := rand.New(rand.NewSource(13))
+	for n := 1; n <= 40; n++ {
+		for at := 0; at < n; at++ {
+			x := make([]float32, n)
+			for i := range x {
+				x[i] = float32(r.NormFloat64())
+			}
+			x[at] = 10
+			if got := rowMax(x); got != 10 {
+				t.Fatalf("rowMax of %d with 10 at %d = %g", n, at, got)
+			}
+			x[at] = float32(math.Inf(-1))
+			want := float32(math.Inf(-1))
+			for _, v := range x {
+				want = max(want, v)
+			}
+			if got := rowMax(x); got != want {
+				t.Fatalf("rowMax of %v = %g, want %g", x, got, want)
+			}
+			x[at] = float32(math.NaN())
+			y := make([]float32, n)
+			softmaxRow(x, y)
+			for i, v := range y {
+				if v == v {
+					t.Fatalf("softmax of a row with NaN at %d of %d: y[%d] = %g, want NaN", at, n, i, v)
+				}
+			}
+		}
+	}
+}

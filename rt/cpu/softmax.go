@@ -45,18 +45,53 @@ func SoftmaxFwd(x, y []float32, outer, axis, inner int) {
 
 // softmaxRow writes y = softmax(x) for one contiguous row: e^(x−max) in
 // float32 (exp.go), summed in float64 (sum64), scaled by the sum's
-// inverse. y may alias x.
+// inverse. y may alias x. A NaN in x makes the whole row NaN (its e^ is
+// NaN, and so is the sum).
 func softmaxRow(x, y []float32) {
 	y = y[:len(x)]
-	m := float32(math.Inf(-1))
-	for _, v := range x {
-		m = max(m, v)
-	}
+	m := rowMax(x)
 	expShift(x, y, m)
 	inv := float32(1 / sum64(y))
 	for i := range y {
 		y[i] *= inv
 	}
+}
+
+// rowMax returns the largest of x (at least one element), NaNs aside, in
+// four interleaved running maxima: a comparison each, where the max builtin
+// also orders −0 and +0 and propagates NaN.
+func rowMax(x []float32) float32 {
+	m0, m1, m2, m3 := x[0], x[0], x[0], x[0]
+	i := 0
+	for ; i+4 <= len(x); i += 4 {
+		if v := x[i]; v > m0 {
+			m0 = v
+		}
+		if v := x[i+1]; v > m1 {
+			m1 = v
+		}
+		if v := x[i+2]; v > m2 {
+			m2 = v
+		}
+		if v := x[i+3]; v > m3 {
+			m3 = v
+		}
+	}
+	for ; i < len(x); i++ {
+		if v := x[i]; v > m0 {
+			m0 = v
+		}
+	}
+	if m1 > m0 {
+		m0 = m1
+	}
+	if m3 > m2 {
+		m2 = m3
+	}
+	if m2 > m0 {
+		m0 = m2
+	}
+	return m0
 }
 
 // SoftmaxBwd writes dx = y·(dy - Σ dy·y) along the axis, from the softmax
@@ -135,10 +170,7 @@ func SoftmaxXent(logits, labels, dlogits []float32, batch, classes int) float32 
 				if dlogits != nil {
 					e = dlogits[r*classes : (r+1)*classes]
 				}
-				m := z[0]
-				for _, v := range z[1:] {
-					m = max(m, v)
-				}
+				m := rowMax(z)
 				expShift(z, e, m)
 				s := sum64(e)
 				lse := float64(m) + math.Log(s)
