@@ -45,8 +45,7 @@ func SoftmaxFwd(x, y []float32, outer, axis, inner int) {
 
 // softmaxRow writes y = softmax(x) for one contiguous row: e^(x−max) in
 // float32 (exp.go), summed in float64 (sum64), scaled by the sum's
-// inverse. y may alias x. A NaN in x makes the whole row NaN (its e^ is
-// NaN, and so is the sum).
+// inverse. y may alias x. A NaN in x makes the whole row NaN.
 func softmaxRow(x, y []float32) {
 	y = y[:len(x)]
 	m := rowMax(x)
@@ -57,41 +56,23 @@ func softmaxRow(x, y []float32) {
 	}
 }
 
-// rowMax returns the largest of x (at least one element), NaNs aside, in
-// four interleaved running maxima: a comparison each, where the max builtin
-// also orders −0 and +0 and propagates NaN.
+// rowMax returns the largest of x (at least one element; NaN if any is
+// NaN), in four interleaved running maxima: the max builtin compiles
+// without branches, which matters on rows whose maximum moves
+// unpredictably, but one chain of it waits on each step's latency.
 func rowMax(x []float32) float32 {
 	m0, m1, m2, m3 := x[0], x[0], x[0], x[0]
 	i := 0
 	for ; i+4 <= len(x); i += 4 {
-		if v := x[i]; v > m0 {
-			m0 = v
-		}
-		if v := x[i+1]; v > m1 {
-			m1 = v
-		}
-		if v := x[i+2]; v > m2 {
-			m2 = v
-		}
-		if v := x[i+3]; v > m3 {
-			m3 = v
-		}
+		m0 = max(m0, x[i])
+		m1 = max(m1, x[i+1])
+		m2 = max(m2, x[i+2])
+		m3 = max(m3, x[i+3])
 	}
 	for ; i < len(x); i++ {
-		if v := x[i]; v > m0 {
-			m0 = v
-		}
+		m0 = max(m0, x[i])
 	}
-	if m1 > m0 {
-		m0 = m1
-	}
-	if m3 > m2 {
-		m2 = m3
-	}
-	if m2 > m0 {
-		m0 = m2
-	}
-	return m0
+	return max(max(m0, m1), max(m2, m3))
 }
 
 // SoftmaxBwd writes dx = y·(dy - Σ dy·y) along the axis, from the softmax
