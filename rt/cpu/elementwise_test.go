@@ -416,3 +416,30 @@ func unaryRefDeriv(u Unary) float32 {
 	}
 	return 1
 }
+
+// TestBinaryBwdOfAResidualAdd: the backward of an add of equal shapes (a
+// residual connection) gives dy to each gradient asked for, over several
+// parallel chunks, leaving a nil one alone.
+func TestBinaryBwdOfAResidualAdd(t *testing.T) {
+	defer SetThreads(Threads())
+	SetThreads(3)
+	r := newTestRand(35)
+	shape := []int{3, 300, 257}
+	dy := randSlice(r, size(shape), 1)
+	for _, withA := range []bool{true, false} {
+		var da []float32
+		if withA {
+			da = make([]float32, len(dy))
+		}
+		db := make([]float32, len(dy))
+		BinaryBwd(BAdd, nil, nil, dy, da, db, shape, shape, shape)
+		if msg := closeTo(db, dy, 0); msg != "" {
+			t.Errorf("db: %s", msg)
+		}
+		if withA {
+			if msg := closeTo(da, dy, 0); msg != "" {
+				t.Errorf("da: %s", msg)
+			}
+		}
+	}
+}
