@@ -33,6 +33,14 @@ type epilogueKernels struct {
 	// does the rest). y may alias x.
 	clamp     func(x, y *float32, n int, lo, hi float32)
 	clampTail int
+	// gelu and geluBwd are geluFwd's and geluBwd's loops over n elements
+	// (gelu.go), or nil where the Go loops run.
+	gelu    func(x, y *float32, n int)
+	geluBwd func(x, dy, dx *float32, n int)
+	// expShift is expShift's loop over n elements (exp.go), or nil.
+	expShift func(x, y *float32, n int, m float32)
+	// dropout is dropoutMask's loop over n elements (dropout.go), or nil.
+	dropout func(x, y, mask *float32, n int, base, seed, step uint32, rate, keep float32)
 }
 
 // epilogue returns the epilogue kernels of the active GEMM path, or nil

@@ -145,6 +145,19 @@ func BinaryFwd(op BinOp, a, b, y []float32, aShape, bShape, yShape []int) {
 // partial derivative, summed over the axes along which the operand was
 // broadcast. Either may be nil.
 func BinaryBwd(op BinOp, a, b, dy, da, db []float32, aShape, bShape, yShape []int) {
+	if op == BAdd && sameShape(aShape, yShape) && sameShape(bShape, yShape) {
+		// A residual connection's backward: both gradients are dy.
+		n := size(yShape)
+		ParallelFor(n, 1<<16, func(lo, hi int) {
+			if da != nil {
+				copy(da[lo:hi], dy[lo:hi])
+			}
+			if db != nil {
+				copy(db[lo:hi], dy[lo:hi])
+			}
+		})
+		return
+	}
 	bc := newBroadcast(aShape, bShape, yShape)
 	if da != nil {
 		binaryGrad(&bc, op, true, a, b, dy, da, size(aShape) != size(yShape))
@@ -211,4 +224,17 @@ func size(shape []int) int {
 		n *= d
 	}
 	return n
+}
+
+// sameShape reports whether shapes a and b are equal.
+func sameShape(a, b []int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
 }

@@ -377,8 +377,9 @@ func testUnaryFloat32Path(t *testing.T) {
 }
 
 // TestUnaryFloat64LoopsAreEval: the loops apply keeps for float64
-// functions (sigmoid, exp, tanh, GELU) give eval's result rounded to
-// float32 bit for bit, on 1 and 3 threads.
+// functions (sigmoid, exp, tanh) give eval's result rounded to float32
+// bit for bit, on 1 and 3 threads (GELU's float32 form has its own
+// tests in gelu_test.go).
 func TestUnaryFloat64LoopsAreEval(t *testing.T) {
 	defer SetThreads(Threads())
 	xs := []float32{0, float32(math.Copysign(0, -1)), 1e-30, -1e-30, 3, -3, 10, -10}
@@ -386,7 +387,7 @@ func TestUnaryFloat64LoopsAreEval(t *testing.T) {
 	for len(xs) < unaryBlock+1001 {
 		xs = append(xs, float32(r.NormFloat64()*math.Pow(10, float64(r.Intn(6)-3))))
 	}
-	for _, k := range []UnaryKind{USigmoid, UExp, UTanh, UGELU} {
+	for _, k := range []UnaryKind{USigmoid, UExp, UTanh} {
 		u := Unary{Kind: k}
 		for _, threads := range []int{1, 3} {
 			SetThreads(threads)
@@ -396,6 +397,74 @@ func TestUnaryFloat64LoopsAreEval(t *testing.T) {
 				if want := float32(u.eval(float64(x))); math.Float32bits(got[i]) != math.Float32bits(want) {
 					t.Fatalf("kind %d on %d threads at %v: %v, eval gives %v", k, threads, x, got[i], want)
 				}
+			}
+		}
+	}
+}
+
+// TestUnaryBwdOfConstantDerivatives: chains of constant adds and products
+// (attention's score scale) take UnaryBwd's short path, which must give
+// the general loop's bits: dy times each op's derivative in float64, last
+// op first, rounded once.
+func TestUnaryBwdOfConstantDerivatives(t *testing.T) {
+	r := rand.New(rand.NewSource(11))
+	dy := []float32{0, float32(math.Copysign(0, -1)), float32(math.Inf(1)), float32(math.NaN()), math.MaxFloat32, math.SmallestNonzeroFloat32}
+	for len(dy) < 5000 {
+		dy = append(dy, float32(r.NormFloat64()*math.Pow(10, float64(r.Intn(20)-10))))
+	}
+	x := make([]float32, len(dy))
+	for _, chain := range [][]Unary{
+		{{Kind: UMulConst, Alpha: 0.25}}, {{Kind: UMulConst, Alpha: 0.1}}, {{Kind: UAddConst, Alpha: 3}},
+		{{Kind: UMulConst, Alpha: 0.7}, {Kind: UAddConst, Alpha: -1}, {Kind: UMulConst, Alpha: 3.3}},
+	} {
+		if !constantDerivative(chain) {
+			t.Fatalf("%v: not a chain of constant derivatives", chain)
+		}
+		got := make([]float32, len(dy))
+		UnaryBwd(x, dy, got, chain)
+		for i, g := range dy {
+			d := float64(g)
+			for k := len(chain) - 1; k >= 0; k-- {
+				d *= float64(unaryRefDeriv(chain[k]))
+			}
+			want := float32(d)
+			if math.Float32bits(got[i]) != math.Float32bits(want) && !(got[i] != got[i] && want != want) {
+				t.Fatalf("%v: dy %g: dx %g, want %g", chain, g, got[i], want)
+			}
+		}
+	}
+}
+
+// unaryRefDeriv is the constant derivative of a constant add or product.
+func unaryRefDeriv(u Unary) float32 {
+	if u.Kind == UMulConst {
+		return u.Alpha
+	}
+	return 1
+}
+
+// TestBinaryBwdOfAResidualAdd: the backward of an add of equal shapes (a
+// residual connection) gives dy to each gradient asked for, over several
+// parallel chunks, leaving a nil one alone.
+func TestBinaryBwdOfAResidualAdd(t *testing.T) {
+	defer SetThreads(Threads())
+	SetThreads(3)
+	r := newTestRand(35)
+	shape := []int{3, 300, 257}
+	dy := randSlice(r, size(shape), 1)
+	for _, withA := range []bool{true, false} {
+		var da []float32
+		if withA {
+			da = make([]float32, len(dy))
+		}
+		db := make([]float32, len(dy))
+		BinaryBwd(BAdd, nil, nil, dy, da, db, shape, shape, shape)
+		if msg := closeTo(db, dy, 0); msg != "" {
+			t.Errorf("db: %s", msg)
+		}
+		if withA {
+			if msg := closeTo(da, dy, 0); msg != "" {
+				t.Errorf("da: %s", msg)
 			}
 		}
 	}

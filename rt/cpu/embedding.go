@@ -99,22 +99,8 @@ func SoftmaxCausalFwd(x, y []float32, outer, t int) {
 	ParallelFor(outer*t, rowGrain(t), func(lo, hi int) {
 		for r := lo; r < hi; r++ {
 			i := r % t
-			row := x[r*t : (r+1)*t]
 			out := y[r*t : (r+1)*t]
-			m := row[0]
-			for _, v := range row[1 : i+1] {
-				m = max(m, v)
-			}
-			var s float64
-			for k := 0; k <= i; k++ {
-				e := float32(math.Exp(float64(row[k] - m)))
-				out[k] = e
-				s += float64(e)
-			}
-			inv := float32(1 / s)
-			for k := 0; k <= i; k++ {
-				out[k] *= inv
-			}
+			softmaxRow(x[r*t:r*t+i+1], out[:i+1])
 			clear(out[i+1:])
 		}
 	})

@@ -48,14 +48,26 @@ const (
 // split chooses how runParallel divides this call over threads goroutines.
 func (g *gemmCall) split(threads int) gemmSplit {
 	rowTiles := gemmCeilDiv(g.m, g.p.mr)
+	inPlace := g.p.direct != nil && gemmSmall(gemmCeilDiv(rowTiles, threads)*g.p.mr, g.n, g.k)
+	if g.m >= gemmTallRatio*g.n && !inPlace {
+		return splitSharedB
+	}
 	if g.n >= gemmColumnsPerPart*threads || (rowTiles < 2*threads && g.m < g.n) {
 		return splitColumns
 	}
-	if g.p.direct != nil && gemmSmall(gemmCeilDiv(rowTiles, threads)*g.p.mr, g.n, g.k) {
+	if inPlace {
 		return splitRowsInPlace
 	}
 	return splitSharedB
 }
+
+// gemmTallRatio is how many times taller than wide C must be for
+// runParallel to share B rather than split columns: a column split packs
+// all of A in every goroutine, a shared B packs it once. On the 2-core
+// Xeon, two threads, CPU time (BenchmarkTallSplits, busy machine):
+// 16384×1536×384 (a GPT's MLP, models/gpt.cue) 200 → 175 ms, 16384×384×1536
+// 205 → 181 ms, 16384×384×384 51 → 50 ms.
+const gemmTallRatio = 8
 
 // runParallel spreads the product over up to threads goroutines: the caller
 // and idle workers of the pool (parallel.go), divided as split chooses.

@@ -297,6 +297,10 @@ func TestSgemmSplits(t *testing.T) {
 		{5, 2000, 500, 2, splitColumns},
 		{37, 45, 3000, 2, splitSharedB},
 		{2000, 100, 100, 2, splitSharedB},
+		{16384, 384, 1536, 2, splitSharedB}, // tall: A packed once (gemmTallRatio)
+		{16384, 1536, 384, 2, splitSharedB},
+		{3000, 384, 384, 2, splitColumns},  // not tall enough
+		{512, 32, 32, 2, splitRowsInPlace}, // tall but in place
 	} {
 		g := &gemmCall{p: gemmPathsSupported[0], m: want.m, n: want.n, k: want.k}
 		if g.p.direct == nil {

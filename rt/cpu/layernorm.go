@@ -12,29 +12,24 @@ func LayerNormFwd(x, gamma, beta, y, saveMean, saveInvStd []float32, rows, cols 
 	ParallelFor(rows, rowGrain(cols), func(lo, hi int) {
 		for r := lo; r < hi; r++ {
 			xr, yr := x[r*cols:(r+1)*cols], y[r*cols:(r+1)*cols]
-			var s float64
-			for _, v := range xr {
-				s += float64(v)
-			}
-			mean := s / float64(cols)
-			var ss float64
-			for _, v := range xr {
-				d := float64(v) - mean
-				ss += d * d
-			}
-			inv := 1 / math.Sqrt(ss/float64(cols)+float64(eps))
+			mean := sum64(xr) / float64(cols)
+			inv := 1 / math.Sqrt(sumSquares64(xr, mean)/float64(cols)+float64(eps))
 			if saveMean != nil {
 				saveMean[r] = float32(mean)
 			}
 			if saveInvStd != nil {
 				saveInvStd[r] = float32(inv)
 			}
-			for j, v := range xr {
-				o := (float64(v) - mean) * inv * float64(gamma[j])
-				if beta != nil {
-					o += float64(beta[j])
+			gamma := gamma[:len(xr)]
+			if beta == nil {
+				for j, v := range xr {
+					yr[j] = float32((float64(v) - mean) * inv * float64(gamma[j]))
 				}
-				yr[j] = float32(o)
+				continue
+			}
+			beta := beta[:len(xr)]
+			for j, v := range xr {
+				yr[j] = float32((float64(v)-mean)*inv*float64(gamma[j]) + float64(beta[j]))
 			}
 		}
 	})
@@ -46,19 +41,35 @@ func LayerNormFwd(x, gamma, beta, y, saveMean, saveInvStd []float32, rows, cols 
 // dbeta = Σ_rows dy. dx and dbeta may be nil; dx may alias dy (the
 // parameter gradients are summed before dx is written).
 func LayerNormBwd(x, gamma, saveMean, saveInvStd, dy, dx, dgamma, dbeta []float32, rows, cols int) {
-	ParallelFor(cols, max(1, 4096/max(rows, 1)), func(lo, hi int) {
-		for j := lo; j < hi; j++ {
-			var sg, sb float64
+	// Blocks of columns, each summed over the rows in order (so a column's
+	// sum does not depend on the threads), a row of the block at a time.
+	const colBlock = 64
+	ParallelFor((cols+colBlock-1)/colBlock, max(1, 64<<10/max(rows*colBlock, 1)), func(lo, hi int) {
+		var sg, sb [colBlock]float64
+		for b := lo; b < hi; b++ {
+			j0, j1 := b*colBlock, min((b+1)*colBlock, cols)
+			w := j1 - j0
+			clear(sg[:w])
+			clear(sb[:w])
 			for r := 0; r < rows; r++ {
-				g := float64(dy[r*cols+j])
-				sg += g * (float64(x[r*cols+j]) - float64(saveMean[r])) * float64(saveInvStd[r])
-				sb += g
+				mean, inv := float64(saveMean[r]), float64(saveInvStd[r])
+				dyr, xr := dy[r*cols+j0:r*cols+j1], x[r*cols+j0:r*cols+j1]
+				sg, sb := sg[:len(dyr)], sb[:len(dyr)]
+				for j, d := range dyr {
+					g := float64(d)
+					sg[j] += g * (float64(xr[j]) - mean) * inv
+					sb[j] += g
+				}
 			}
 			if dgamma != nil {
-				dgamma[j] = float32(sg)
+				for j := range w {
+					dgamma[j0+j] = float32(sg[j])
+				}
 			}
 			if dbeta != nil {
-				dbeta[j] = float32(sb)
+				for j := range w {
+					dbeta[j0+j] = float32(sb[j])
+				}
 			}
 		}
 	})
@@ -69,14 +80,25 @@ func LayerNormBwd(x, gamma, saveMean, saveInvStd, dy, dx, dgamma, dbeta []float3
 		for r := lo; r < hi; r++ {
 			xr, dyr, dxr := x[r*cols:(r+1)*cols], dy[r*cols:(r+1)*cols], dx[r*cols:(r+1)*cols]
 			mean, inv := float64(saveMean[r]), float64(saveInvStd[r])
-			var s1, s2 float64
-			for j, d := range dyr {
-				g := float64(d) * float64(gamma[j])
+			gamma := gamma[:len(dyr)]
+			xr, dxr = xr[:len(dyr)], dxr[:len(dyr)]
+			// Two partial sums each, even and odd columns.
+			var s1, s2, t1, t2 float64
+			j := 0
+			for ; j+2 <= len(dyr); j += 2 {
+				g0, g1 := float64(dyr[j])*float64(gamma[j]), float64(dyr[j+1])*float64(gamma[j+1])
+				s1 += g0
+				t1 += g1
+				s2 += g0 * (float64(xr[j]) - mean) * inv
+				t2 += g1 * (float64(xr[j+1]) - mean) * inv
+			}
+			if j < len(dyr) {
+				g := float64(dyr[j]) * float64(gamma[j])
 				s1 += g
 				s2 += g * (float64(xr[j]) - mean) * inv
 			}
-			s1 /= float64(cols)
-			s2 /= float64(cols)
+			s1 = (s1 + t1) / float64(cols)
+			s2 = (s2 + t2) / float64(cols)
 			for j, d := range dyr {
 				g := float64(d) * float64(gamma[j])
 				xh := (float64(xr[j]) - mean) * inv
@@ -84,4 +106,23 @@ func LayerNormBwd(x, gamma, saveMean, saveInvStd, dy, dx, dgamma, dbeta []float3
 			}
 		}
 	})
+}
+
+// sumSquares64 returns Σ (x−mean)² in float64, in four interleaved partial
+// sums like sum64.
+func sumSquares64(x []float32, mean float64) float64 {
+	var s0, s1, s2, s3 float64
+	i := 0
+	for ; i+4 <= len(x); i += 4 {
+		d0, d1, d2, d3 := float64(x[i])-mean, float64(x[i+1])-mean, float64(x[i+2])-mean, float64(x[i+3])-mean
+		s0 += d0 * d0
+		s1 += d1 * d1
+		s2 += d2 * d2
+		s3 += d3 * d3
+	}
+	for ; i < len(x); i++ {
+		d := float64(x[i]) - mean
+		s0 += d * d
+	}
+	return (s0 + s1) + (s2 + s3)
 }

@@ -96,6 +96,15 @@ func Transpose(x, y []float32, shape, perm []int) {
 	}
 	inner := yDims[r-1]
 	innerStr := yXStr[r-1]
+	if innerStr != 1 && inner >= 8 {
+		// x's last axis, contiguous, goes to axis e of y: 2-D transposes.
+		for e := 0; e < r-1; e++ {
+			if yXStr[e] == 1 && yDims[e] >= 8 {
+				transposeBlocked(x, y, yDims[:r], yXStr[:r], e)
+				return
+			}
+		}
+	}
 	rows := s / max(inner, 1)
 	ParallelFor(rows, rowGrain(inner), func(lo, hi int) {
 		for row := lo; row < hi; row++ {
@@ -111,6 +120,54 @@ func Transpose(x, y []float32, shape, perm []int) {
 			}
 			for i := range yr {
 				yr[i] = x[off+i*innerStr]
+			}
+		}
+	})
+}
+
+// transposeBlocked is Transpose when x's contiguous last axis becomes axis
+// e of y (not its last): for each index of y's other axes but the last, a
+// 2-D transpose of yDims[e]×inner elements, in 8×8 blocks (the GEMM path's
+// vector transpose where it has one), where the element-by-element loop
+// read x with a stride per element (attention's kᵀ of [T, heads, d]).
+func transposeBlocked(x, y []float32, yDims, yXStr []int, e int) {
+	r := len(yDims)
+	var yStr [maxRank]int
+	s := 1
+	for d := r - 1; d >= 0; d-- {
+		yStr[d] = s
+		s *= yDims[d]
+	}
+	ne, inner := yDims[e], yDims[r-1]
+	innerStr, eStr := yXStr[r-1], yStr[e]
+	t8 := activeGemmPath.Load().transpose8
+	ParallelFor(s/(ne*inner), rowGrain(ne*inner), func(lo, hi int) {
+		for o := lo; o < hi; o++ {
+			xoff, yoff, q := 0, 0, o
+			for d := r - 2; d >= 0; d-- {
+				if d == e {
+					continue
+				}
+				i := q % yDims[d]
+				q /= yDims[d]
+				xoff += i * yXStr[d]
+				yoff += i * yStr[d]
+			}
+			for i := 0; i < ne; i += 8 {
+				for j := 0; j < inner; j += 8 {
+					if t8 != nil && i+8 <= ne && j+8 <= inner {
+						// The assembly does no bounds checks.
+						_ = x[xoff+(j+7)*innerStr+i+7]
+						_ = y[yoff+(i+7)*eStr+j+7]
+						t8(&x[xoff+j*innerStr+i], innerStr, &y[yoff+i*eStr+j], eStr)
+						continue
+					}
+					for ii := i; ii < min(i+8, ne); ii++ {
+						for jj := j; jj < min(j+8, inner); jj++ {
+							y[yoff+ii*eStr+jj] = x[xoff+jj*innerStr+ii]
+						}
+					}
+				}
 			}
 		}
 	})

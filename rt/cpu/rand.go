@@ -80,38 +80,3 @@ func Fill(p []float32, v float32) {
 		p[i] = v
 	}
 }
-
-// DropoutFwd writes y = x·mask in training, where mask holds 0 with
-// probability rate and 1/(1-rate) otherwise (inverted dropout, as PyTorch,
-// so evaluation needs no rescaling); in evaluation y = x and mask is left
-// alone. A rate of 1 or more drops everything.
-func DropoutFwd(x, y, mask []float32, rate float32, rng *Rand, training bool) {
-	n := len(y)
-	if !training {
-		copy(y, x[:n])
-		return
-	}
-	keep := float32(0)
-	if rate < 1 {
-		keep = 1 / (1 - rate)
-	}
-	for i := 0; i < n; i++ {
-		m := keep
-		if rate > 0 && rng.Float32() < rate {
-			m = 0
-		}
-		mask[i] = m
-		y[i] = x[i] * m
-	}
-}
-
-// DropoutBwd writes dx = dy·mask; dx may alias dy.
-func DropoutBwd(mask, dy, dx []float32) {
-	n := len(dx)
-	mask, dy = mask[:n], dy[:n]
-	ParallelFor(n, 1<<15, func(lo, hi int) {
-		for i := lo; i < hi; i++ {
-			dx[i] = dy[i] * mask[i]
-		}
-	})
-}

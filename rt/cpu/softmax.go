@@ -17,6 +17,14 @@ func softmaxLines(outer, axis, inner int, fn func(base int)) {
 // [outer, axis, inner], subtracting the maximum first so that it cannot
 // overflow.
 func SoftmaxFwd(x, y []float32, outer, axis, inner int) {
+	if inner == 1 {
+		ParallelFor(outer, rowGrain(axis), func(lo, hi int) {
+			for r := lo; r < hi; r++ {
+				softmaxRow(x[r*axis:(r+1)*axis], y[r*axis:(r+1)*axis])
+			}
+		})
+		return
+	}
 	softmaxLines(outer, axis, inner, func(base int) {
 		m := float32(math.Inf(-1))
 		for k := 0; k < axis; k++ {
@@ -33,6 +41,38 @@ func SoftmaxFwd(x, y []float32, outer, axis, inner int) {
 			y[base+k*inner] *= inv
 		}
 	})
+}
+
+// softmaxRow writes y = softmax(x) for one contiguous row: e^(x−max) in
+// float32 (exp.go), summed in float64 (sum64), scaled by the sum's
+// inverse. y may alias x. A NaN in x makes the whole row NaN.
+func softmaxRow(x, y []float32) {
+	y = y[:len(x)]
+	m := rowMax(x)
+	expShift(x, y, m)
+	inv := float32(1 / sum64(y))
+	for i := range y {
+		y[i] *= inv
+	}
+}
+
+// rowMax returns the largest of x (at least one element; NaN if any is
+// NaN), in four interleaved running maxima: the max builtin compiles
+// without branches, which matters on rows whose maximum moves
+// unpredictably, but one chain of it waits on each step's latency.
+func rowMax(x []float32) float32 {
+	m0, m1, m2, m3 := x[0], x[0], x[0], x[0]
+	i := 0
+	for ; i+4 <= len(x); i += 4 {
+		m0 = max(m0, x[i])
+		m1 = max(m1, x[i+1])
+		m2 = max(m2, x[i+2])
+		m3 = max(m3, x[i+3])
+	}
+	for ; i < len(x); i++ {
+		m0 = max(m0, x[i])
+	}
+	return max(max(m0, m1), max(m2, m3))
 }
 
 // SoftmaxBwd writes dx = y·(dy - Σ dy·y) along the axis, from the softmax
@@ -92,33 +132,53 @@ func LogSoftmaxBwd(y, dy, dx []float32, outer, axis, inner int) {
 // (one-hot rows, or any distribution), averaged over the batch, and writes
 // dlogits = (softmax(logits) - labels)/batch, the gradient of that mean. It
 // works from log-softmax, so large logits neither overflow nor lose the loss.
+// The rows run in parallel; the loss sums them in blocks of xentBlock rows,
+// in order, so it does not depend on the number of threads.
 func SoftmaxXent(logits, labels, dlogits []float32, batch, classes int) float32 {
+	parts := make([]float64, (batch+xentBlock-1)/xentBlock)
+	invBatch := float32(1 / float64(batch))
+	ParallelFor(len(parts), max(1, rowGrain(classes)/xentBlock), func(lo, hi int) {
+		var scratch []float32
+		if dlogits == nil {
+			scratch = make([]float32, classes)
+		}
+		for b := lo; b < hi; b++ {
+			var loss float64
+			for r := b * xentBlock; r < min((b+1)*xentBlock, batch); r++ {
+				z := logits[r*classes : (r+1)*classes]
+				t := labels[r*classes : (r+1)*classes]
+				e := scratch
+				if dlogits != nil {
+					e = dlogits[r*classes : (r+1)*classes]
+				}
+				m := rowMax(z)
+				expShift(z, e, m)
+				s := sum64(e)
+				lse := float64(m) + math.Log(s)
+				for j, v := range t {
+					if v != 0 {
+						loss -= float64(v) * (float64(z[j]) - lse)
+					}
+				}
+				if dlogits != nil {
+					inv := float32(1 / s)
+					for j, v := range t {
+						e[j] = (e[j]*inv - v) * invBatch
+					}
+				}
+			}
+			parts[b] = loss
+		}
+	})
 	var loss float64
-	inv := 1 / float64(batch)
-	for r := 0; r < batch; r++ {
-		z := logits[r*classes : (r+1)*classes]
-		t := labels[r*classes : (r+1)*classes]
-		m := z[0]
-		for _, v := range z[1:] {
-			m = max(m, v)
-		}
-		var s float64
-		for _, v := range z {
-			s += math.Exp(float64(v - m))
-		}
-		lse := float64(m) + math.Log(s)
-		for j, v := range z {
-			logp := float64(v) - lse
-			if t[j] != 0 {
-				loss -= float64(t[j]) * logp
-			}
-			if dlogits != nil {
-				dlogits[r*classes+j] = float32((math.Exp(logp) - float64(t[j])) * inv)
-			}
-		}
+	for _, v := range parts {
+		loss += v
 	}
-	return float32(loss * inv)
+	return float32(loss / float64(batch))
 }
+
+// xentBlock is how many rows of SoftmaxXent's loss one partial sum holds.
+const xentBlock = 16
 
 // MSE returns the mean over all n elements of (pred - target)² and writes
 // dpred = 2(pred - target)/n, its gradient; dpred may be nil.

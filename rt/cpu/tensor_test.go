@@ -220,3 +220,50 @@ func TestConcatForwardAndBackward(t *testing.T) {
 		}
 	}
 }
+
+// TestTransposeBlocked: transposes that move x's last axis away from y's
+// last take 8×8 blocks (transposeBlocked); on every GEMM path (the vector
+// block transpose or the Go loop), with sizes that are not multiples of 8,
+// they match the index-walking reference: attention's kᵀ ([T, heads, d] by
+// [1, 2, 0]), its inverse, and a rank-4 case with an axis between.
+func TestTransposeBlocked(t *testing.T) {
+	defer SetGemmPath("")
+	r := newTestRand(34)
+	for _, c := range []struct{ shape, perm []int }{
+		{[]int{37, 3, 19}, []int{1, 2, 0}},
+		{[]int{3, 19, 37}, []int{2, 0, 1}},
+		{[]int{3, 13, 2, 17}, []int{2, 3, 0, 1}},
+		{[]int{16, 8}, []int{1, 0}},
+	} {
+		x := randSlice(r, size(c.shape), 1)
+		yShape := make([]int, len(c.shape))
+		for i, p := range c.perm {
+			yShape[i] = c.shape[p]
+		}
+		want := make([]float32, len(x))
+		var xStr [maxRank]int
+		s := 1
+		for d := len(c.shape) - 1; d >= 0; d-- {
+			xStr[d] = s
+			s *= c.shape[d]
+		}
+		for yi := range want {
+			q, xo := yi, 0
+			for d := len(yShape) - 1; d >= 0; d-- {
+				xo += q % yShape[d] * xStr[c.perm[d]]
+				q /= yShape[d]
+			}
+			want[yi] = x[xo]
+		}
+		for _, path := range GemmPaths() {
+			if err := SetGemmPath(path); err != nil {
+				t.Fatal(err)
+			}
+			y := make([]float32, len(x))
+			Transpose(x, y, c.shape, c.perm)
+			if msg := closeTo(y, want, 0); msg != "" {
+				t.Errorf("%s: Transpose %v by %v: %s", path, c.shape, c.perm, msg)
+			}
+		}
+	}
+}

@@ -7,7 +7,9 @@ type UnaryKind uint8
 
 // Element-wise functions. ULeakyReLU takes its slope from Unary.Alpha,
 // UAddConst and UMulConst their constant, UPowConst its exponent; UGELU is
-// the exact erf form (PyTorch's default, not the tanh approximation);
+// the exact erf form (PyTorch's default, not the tanh approximation),
+// computed in float32 by UnaryFwd and UnaryBwd (gelu.go: within a few ulps
+// of eval's float64);
 // UReLU6 is min(max(x, 0), 6), MobileNet's activation.
 const (
 	UReLU UnaryKind = iota
@@ -133,9 +135,9 @@ func UnaryFwd(x, y []float32, chain []Unary) {
 		})
 		return
 	}
-	// A float64 function (exp, erf: GELU is about 30 ns an element) is
-	// worth a thread from 256 elements on: a batch-1 decode's GELU over
-	// 1,536 (46 µs on one thread) goes to up to 6.
+	// A chain with a float64 function (exp, tanh: tens of ns an element)
+	// or GELU is worth a thread from 256 elements on: a batch-1 decode's
+	// GELU over 1,536 goes to up to 6.
 	grain := 1 << 13
 	if !allExactInFloat32(chain) {
 		grain = 1 << 8
@@ -155,7 +157,8 @@ func UnaryFwd(x, y []float32, chain []Unary) {
 }
 
 // apply writes y = u(x) for one block, each element rounded to float32 as
-// the reference (eval in float64) is; y may alias x.
+// the reference (eval in float64) is, UGELU's float32 form aside (gelu.go);
+// y may alias x.
 func (u Unary) apply(x, y []float32) {
 	if u.Kind.exactInFloat32() {
 		u.applyFloat32(x, y)
@@ -163,6 +166,8 @@ func (u Unary) apply(x, y []float32) {
 	}
 	y = y[:len(x)]
 	switch u.Kind {
+	case UGELU:
+		geluFwd(x, y)
 	case USigmoid:
 		for i, v := range x {
 			y[i] = float32(1 / (1 + math.Exp(-float64(v))))
@@ -174,11 +179,6 @@ func (u Unary) apply(x, y []float32) {
 	case UTanh:
 		for i, v := range x {
 			y[i] = float32(math.Tanh(float64(v)))
-		}
-	case UGELU: // eval's expression without its switch: a GPT's MLP
-		for i, v := range x {
-			f := float64(v)
-			y[i] = float32(0.5 * f * (1 + math.Erf(f/math.Sqrt2)))
 		}
 	default:
 		for i, v := range x {
@@ -266,10 +266,37 @@ func clampFloat32(x, y []float32, lo, hi float32) {
 
 // UnaryBwd writes dx = dy·chain'(x), recomputing each element's
 // intermediate values from x (the chain's input), so a fused chain stores
-// nothing between the passes. dx may alias dy.
+// nothing between the passes. A lone UGELU takes gelu.go's float32 form,
+// the forward's. dx may alias dy.
 func UnaryBwd(x, dy, dx []float32, chain []Unary) {
 	n := len(dx)
 	x, dy = x[:n], dy[:n]
+	if len(chain) == 1 && chain[0].Kind == UGELU {
+		ParallelFor(n, 1<<13, func(lo, hi int) { geluBwd(x[lo:hi], dy[lo:hi], dx[lo:hi]) })
+		return
+	}
+	if constantDerivative(chain) {
+		// The same products as below, without evaluating the chain.
+		ParallelFor(n, 1<<14, func(lo, hi int) {
+			if len(chain) == 1 {
+				// One rounding of a product of two float32 values: the
+				// float32 product itself.
+				a := float32(chain[0].deriv(0, 0))
+				for i := lo; i < hi; i++ {
+					dx[i] = dy[i] * a
+				}
+				return
+			}
+			for i := lo; i < hi; i++ {
+				d := float64(dy[i])
+				for k := len(chain) - 1; k >= 0; k-- {
+					d *= chain[k].deriv(0, 0)
+				}
+				dx[i] = float32(d)
+			}
+		})
+		return
+	}
 	ParallelFor(n, 1<<13, func(lo, hi int) {
 		var vals [maxStackChain + 1]float64
 		for i := lo; i < hi; i++ {
@@ -295,6 +322,17 @@ func UnaryBwd(x, dy, dx []float32, chain []Unary) {
 			dx[i] = float32(d)
 		}
 	})
+}
+
+// constantDerivative reports whether every op of chain has a derivative
+// that does not depend on its input (UAddConst, UMulConst).
+func constantDerivative(chain []Unary) bool {
+	for _, u := range chain {
+		if u.Kind != UAddConst && u.Kind != UMulConst {
+			return false
+		}
+	}
+	return true
 }
 
 // UnaryBwdFromOutput writes dx = dy·u'(x) from the output y = u(x) alone,
