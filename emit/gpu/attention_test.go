@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/mlbuild/mlbuild/rt/cpu"
@@ -91,7 +93,9 @@ func unfusedAttention(g attnGeom, q, kt, v, do []float32, step, seed uint32) (o,
 func TestAttentionKernelsOnCPU(t *testing.T) {
 	const step, seed = 7, 1234
 	r := rand.New(rand.NewPCG(31, 3))
-	var cases []gpuCase
+	dialects := []*Dialect{Metal, CUDA}
+	cases := map[*Dialect][]gpuCase{}
+	covered := map[string][][3]attnBlock{} // dialect and policy: blocks run
 	for _, g := range []attnGeom{
 		{mats: 3, tq: 1, tk: 1, d: 16, scale: 0.25, causal: true},
 		{mats: 2, tq: 37, tk: 37, d: 64, scale: 0.125, causal: true},
@@ -128,27 +132,52 @@ func TestAttentionKernelsOnCPU(t *testing.T) {
 		if g.rate > 0 {
 			a = 1
 		}
-		cases = append(cases,
-			gpuCase{name: name, k: attentionFwdKernel(g), tol: 2e-5,
-				in:   args(q, kt, v, zeros(len(o)), zeros(len(lse))),
-				want: map[int][]float32{a + 3: o, a + 4: lse}},
-			gpuCase{name: name + "_delta", k: attentionDeltaKernel(g), tol: 2e-5,
-				in: [][]float32{o, do, zeros(len(delta))}, want: map[int][]float32{2: delta}},
-			gpuCase{name: name + "_kv", k: attentionBwdKeysKernel(g, true, true), tol: 1e-4,
-				in:   args(q, kt, v, do, lse, delta, zeros(len(dkt)), zeros(len(dv))),
-				want: map[int][]float32{a + 6: dkt, a + 7: dv}},
-			gpuCase{name: name + "_v", k: attentionBwdKeysKernel(g, false, true), tol: 1e-4,
-				in:   args(q, kt, v, do, lse, delta, zeros(len(dv))),
-				want: map[int][]float32{a + 6: dv}},
-			gpuCase{name: name + "_q", k: attentionBwdQueriesKernel(g), tol: 1e-4,
-				in:   args(q, kt, v, do, lse, delta, zeros(len(dq))),
-				want: map[int][]float32{a + 6: dq}},
-		)
+		for _, d := range dialects {
+			cases[d] = append(cases[d], gpuCase{name: name + "_delta", k: attentionDeltaKernel(g), tol: 2e-5,
+				in: [][]float32{o, do, zeros(len(delta))}, want: map[int][]float32{2: delta}})
+			var seen [][3]attnBlock // the blocks of the policies before: one run each
+			for _, p := range attnPolicies {
+				tl, err := attnTilingFor(d, p.name)
+				if err != nil {
+					t.Fatal(err)
+				}
+				g.tiling = tl
+				blocks := [3]attnBlock{g.fwdBlock(), g.bwdKeysBlock(), g.bwdQueriesBlock()}
+				if slices.Contains(seen, blocks) {
+					continue
+				}
+				seen = append(seen, blocks)
+				pn := name + "_" + p.name
+				cases[d] = append(cases[d],
+					gpuCase{name: pn, k: attentionFwdKernel(g), tol: 2e-5,
+						in:   args(q, kt, v, zeros(len(o)), zeros(len(lse))),
+						want: map[int][]float32{a + 3: o, a + 4: lse}},
+					gpuCase{name: pn + "_kv", k: attentionBwdKeysKernel(g, true, true), tol: 1e-4,
+						in:   args(q, kt, v, do, lse, delta, zeros(len(dkt)), zeros(len(dv))),
+						want: map[int][]float32{a + 6: dkt, a + 7: dv}},
+					gpuCase{name: pn + "_v", k: attentionBwdKeysKernel(g, false, true), tol: 1e-4,
+						in:   args(q, kt, v, do, lse, delta, zeros(len(dv))),
+						want: map[int][]float32{a + 6: dv}},
+					gpuCase{name: pn + "_q", k: attentionBwdQueriesKernel(g), tol: 1e-4,
+						in:   args(q, kt, v, do, lse, delta, zeros(len(dq))),
+						want: map[int][]float32{a + 6: dq}},
+				)
+				covered[d.Name+" "+p.name] = append(covered[d.Name+" "+p.name], blocks)
+			}
+		}
 	}
-	for _, d := range []*Dialect{Metal, CUDA} {
+	for _, d := range dialects {
+		for _, p := range attnPolicies {
+			// every policy ran under every dialect, its own blocks somewhere
+			if len(covered[d.Name+" "+p.name]) == 0 {
+				t.Errorf("%s: policy %s chose no block of its own in any case", d.Name, p.name)
+			}
+		}
+	}
+	for _, d := range dialects {
 		t.Run(d.Name, func(t *testing.T) {
 			t.Parallel()
-			checkCases(t, d, cases, runCases(t, d, cases))
+			checkCases(t, d, cases[d], runCases(t, d, cases[d]))
 		})
 	}
 }
@@ -179,32 +208,66 @@ func transposeMats(x []float32, mats, r, c int) []float32 {
 	return y
 }
 
-// TestAttentionTilingFitsMetal: for every head dimension up to 128 and
-// contexts short and long, each kernel's threadgroup arrays fit Metal's
-// 32 KiB with room to spare, its threadgroup is 16 to 256 threads, and a
+// TestAttentionTilingFitsMetal: under every block policy and dialect,
+// for every head dimension up to 128 and contexts short and long, each
+// kernel's threadgroup arrays fit the dialect's MaxSharedBytes (Metal's
+// 32 KiB with room to spare), its threadgroup is 16 to 256 threads, and a
 // thread keeps at most 16 output dimensions of a row and 4 scores, its
-// columns single (16 threads across) or in fours (8 threads across).
+// columns single (16 threads across, or 32 where the policy allows) or in
+// fours (8 threads across). At d 64 and T 256 (models/gpt.cue) each
+// kernel's block is the one the policy's comment (attnPolicies) names.
 func TestAttentionTilingFitsMetal(t *testing.T) {
-	for d := 1; d <= 128; d++ {
-		for _, tt := range []int{1, 8, 37, 256, 1024} {
-			g := attnGeom{mats: 2, tq: tt, tk: tt, d: d, scale: 1, causal: true}
-			for _, k := range []*Kernel{attentionFwdKernel(g), attentionBwdKeysKernel(g, true, true), attentionBwdQueriesKernel(g)} {
-				shared := 0
-				for _, s := range k.Body {
-					if sh, ok := s.(Shared); ok {
-						shared += 4 * sh.Size
-					}
-				}
-				if shared > attnSharedBytes || k.Threadgroup > 256 || k.Threadgroup < 16 {
-					t.Errorf("d %d, t %d: %s: %d bytes of threadgroup memory, %d threads", d, tt, k.Doc, shared, k.Threadgroup)
-				}
+	// rows×cols/threads of the forward, dk and dv, dq at d 64, T 256
+	gpt := map[string]string{
+		"metal base": "32×32/64 16×32/64 16×32/64", "cuda base": "32×32/64 16×32/64 16×32/64",
+		"metal threads": "32×32/128 16×32/128 16×32/128", "cuda threads": "32×32/128 16×32/128 16×32/128",
+		"cuda wide": "64×32/256 32×32/256 32×32/256", "cuda ilp": "64×32/128 32×32/128 32×32/128",
+	}
+	for _, dl := range []*Dialect{Metal, CUDA} {
+		for _, p := range attnPolicies {
+			tl, err := attnTilingFor(dl, p.name)
+			if err != nil {
+				t.Fatal(err)
 			}
-			for _, b := range []attnBlock{g.fwdBlock(), g.bwdKeysBlock(), g.bwdQueriesBlock()} {
-				if b.dn > 16 || b.cn > 4 || b.dw() < d || b.dw()%(b.ct*b.cw) != 0 || b.rows%attnRows != 0 || b.cols != b.cn*b.ct ||
-					b.cn%b.cw != 0 || b.ct != map[int]int{1: attnCols, 4: attnWideCols}[b.cw] {
-					t.Errorf("d %d, t %d: block %+v", d, tt, b)
+			for d := 1; d <= 128; d++ {
+				for _, tt := range []int{1, 8, 37, 256, 1024} {
+					g := attnGeom{mats: 2, tq: tt, tk: tt, d: d, scale: 1, causal: true, tiling: tl}
+					for _, k := range []*Kernel{attentionFwdKernel(g), attentionBwdKeysKernel(g, true, true), attentionBwdQueriesKernel(g)} {
+						shared := 0
+						for _, s := range k.Body {
+							if sh, ok := s.(Shared); ok {
+								shared += 4 * sh.Size
+							}
+						}
+						if shared > dl.MaxSharedBytes || shared > tl.shared || k.Threadgroup > 256 || k.Threadgroup < 16 {
+							t.Errorf("%s %s, d %d, t %d: %s: %d bytes of threadgroup memory, %d threads", dl.Name, p.name, d, tt, k.Doc, shared, k.Threadgroup)
+						}
+					}
+					bs := []attnBlock{g.fwdBlock(), g.bwdKeysBlock(), g.bwdQueriesBlock()}
+					for _, b := range bs {
+						cts := map[int]bool{attnWideCols: b.cw == 4}
+						for _, ct := range p.cts {
+							cts[ct] = b.cw == 1
+						}
+						if b.dn > 16 || b.cn > 4 || b.dw() < d || b.dw()%(b.ct*b.cw) != 0 || b.rows%attnRows != 0 || b.cols != b.cn*b.ct ||
+							b.cn%b.cw != 0 || !cts[b.ct] || b.rows > p.maxRows {
+							t.Errorf("%s %s, d %d, t %d: block %+v", dl.Name, p.name, d, tt, b)
+						}
+					}
+					if want, ok := gpt[dl.Name+" "+p.name]; ok && d == 64 && tt == 256 {
+						var got []string
+						for _, b := range bs {
+							got = append(got, fmt.Sprintf("%d×%d/%d", b.rows, b.cols, b.threads()))
+						}
+						if strings.Join(got, " ") != want {
+							t.Errorf("%s %s at d 64, T 256: blocks %s, want %s", dl.Name, p.name, strings.Join(got, " "), want)
+						}
+					}
 				}
 			}
 		}
+	}
+	if _, err := attnTilingFor(CUDA, "nonesuch"); err == nil || !strings.Contains(err.Error(), "base") {
+		t.Errorf("an unknown policy: error %v, want one naming the policies", err)
 	}
 }

@@ -36,6 +36,10 @@ type Dialect struct {
 	// MaxBuffers is the most buffers one kernel may bind (0: no limit that
 	// generated kernels reach).
 	MaxBuffers int
+	// MaxSharedBytes is the threadgroup memory one kernel may declare
+	// (SharedArray), less room for what the compiler adds; the fused
+	// attention's tiles are sized to it.
+	MaxSharedBytes int
 }
 
 // Metal is the Metal Shading Language dialect (MSL 2.x). Kernels are
@@ -68,7 +72,8 @@ var Metal = &Dialect{
 		FnMin: "metal::fmin", FnAbs: "metal::fabs", FnAsFloat: "as_type<float>",
 		// No erf in the Metal standard library: Rewrite expands it.
 	},
-	FloatSuffix: "f",
+	FloatSuffix:    "f",
+	MaxSharedBytes: 30 << 10, // 32 KiB a kernel; 2 KiB stay free
 }
 
 // CUDA is the CUDA C++ dialect. Kernels are extern "C" so a driver can find
@@ -96,7 +101,8 @@ var CUDA = &Dialect{
 		FnSqrt: "sqrtf", FnRsqrt: "rsqrtf", FnMax: "fmaxf", FnMin: "fminf",
 		FnAbs: "fabsf", FnAsFloat: "__uint_as_float",
 	},
-	FloatSuffix: "f",
+	FloatSuffix:    "f",
+	MaxSharedBytes: 46 << 10, // static __shared__: 48 KB a block; 2 KiB stay free
 }
 
 // Dialects lists the dialects by name, for command-line switches.

@@ -12,11 +12,13 @@ import "fmt"
 // backward's do·vᵀ, and the outputs p·v, ds·k, pᵀ·do, dsᵀ·q) are
 // register-blocked: a thread owns a micro-tile of 4 rows (ty·4 … ty·4+3,
 // read from threadgroup memory as one 16-byte access) by columns tx,
-// tx+16, … (16 threads read 16 consecutive floats, one bank each), or,
-// in the forward, whose arrays are all read along their rows, by runs of
-// 4 columns 4tx … 4tx+3, 32+4tx, … (16-byte reads on both sides; the
-// backward reads some arrays along both axes, at odd strides, by single
-// columns); each value a thread loads feeds 4 to 16 multiply-adds.
+// tx+ct, … (ct = 16 or 32 threads read consecutive floats, one bank
+// each), or, in the forward, whose arrays are all read along their rows,
+// by runs of 4 columns 4tx … 4tx+3, 32+4tx, … (16-byte reads on both
+// sides; the backward reads some arrays along both axes, at odd strides,
+// by single columns); each value a thread loads feeds 4 to 16
+// multiply-adds. How large the blocks are, and how many threads share
+// one, is a policy of the target (attnPolicies, block()).
 //
 // The forward runs a threadgroup per (matrix, block of queries): it
 // stages its queries once (transposed), then per tile of keys the tile's
@@ -50,6 +52,7 @@ type attnGeom struct {
 	scale           float32
 	causal          bool
 	rate            float32 // dropout; 0 for none (and outside training)
+	tiling          attnTiling
 }
 
 // rowAt is the index of row t's first element in matrix mat of an
@@ -88,18 +91,14 @@ func (g attnGeom) String() string {
 	return s
 }
 
-// attnSharedBytes bounds a kernel's threadgroup memory: Metal gives a
-// kernel 32 KiB; 2 KiB stay free for what the compiler adds.
-const attnSharedBytes = 30 << 10
-
 // attnRows is the rows of a thread's micro-tile (ty·4 … ty·4+3), read
 // from a row-indexed threadgroup array as one 16-byte access.
 const attnRows = 4
 
 // attnCols is the threads across a block's columns where a thread's
-// columns are single (cw 1): thread tx owns columns and output
-// dimensions tx, tx+16, …, so that 16 consecutive threads read 16
-// consecutive floats.
+// columns are single (cw 1), unless the tiling also allows 32: thread tx
+// owns columns and output dimensions tx, tx+16, …, so that 16
+// consecutive threads read 16 consecutive floats.
 const attnCols = 16
 
 // attnWideCols is the threads across a block's columns where a thread's
@@ -143,34 +142,142 @@ func (b attnBlock) wide() bool { return b.cw == 4 }
 // writes (consecutive x) spread over the banks.
 func (b attnBlock) rs() int { return b.rows + attnRows }
 
-// block picks rows (4 … 32, at most the next power of two ≥ ownN, but
-// 4 at least) and cols (16 or 32) whose threadgroup arrays, floats(b),
-// fit attnSharedBytes: the largest tile, rows·cols, and of two as large
-// the one of more columns (2 columns a thread feed each row load twice),
-// and then, where wide (the kernel reads its column-indexed arrays along
-// their rows), the one whose columns come in fours, 8 threads across.
+// attnTiling is how block() picks a kernel's block: rows up to maxRows;
+// where a thread's columns are single, ct threads across for ct in cts
+// (where they come in fours, always attnWideCols); at most shared bytes
+// of threadgroup memory (its dialect's MaxSharedBytes or less); and, where minThreads > 0, a block of at least
+// minThreads threads before a larger one (more warps a streaming
+// multiprocessor hide the latency of each one's threadgroup reads).
+type attnTiling struct {
+	name       string
+	maxRows    int
+	cts        []int
+	minThreads int
+	shared     int
+}
+
+// attnPolicy is one named way to pick blocks; budget bounds its
+// threadgroup memory below the dialect's MaxSharedBytes (0: none).
+type attnPolicy struct {
+	name                string
+	maxRows, minThreads int
+	cts                 []int
+	budget              int
+}
+
+// attnPolicies are the block policies; the first is the default. On an
+// H200 at d 64 and T 256 (228 KB of shared memory an SM) they give:
+//
+//	base:    64-thread blocks of 27–30 KB (7 an SM: 14 warps);
+//	threads: 128 threads at most 30 KB (7 an SM: 28 warps), the thread's
+//	         scores 4×2 (forward) or 4×1 (backward);
+//	wide:    256 threads, 64 queries a block in the forward, 32×32 in
+//	         the backward, at most 46 KB (5 an SM: 40 warps);
+//	ilp:     larger blocks, larger micro-tiles, at most 46 KB: forward
+//	         64×32 of 128 threads (4×4 scores a thread, 38 KB), backward
+//	         32×32 of 128 (4×2 scores, 40–43 KB): 5 an SM, 20 warps.
+//
+// Under Metal's 30 KiB the last two come down to blocks that fit.
+var attnPolicies = []attnPolicy{
+	{name: "base", maxRows: 32, cts: []int{attnCols}, budget: 30 << 10},
+	{name: "threads", maxRows: 32, cts: []int{attnCols, 32}, minThreads: 128, budget: 30 << 10},
+	{name: "wide", maxRows: 64, cts: []int{attnCols, 32}, minThreads: 256},
+	{name: "ilp", maxRows: 64, cts: []int{attnCols}, minThreads: 128},
+}
+
+// attnVariant names the block policy of the fused attention kernels
+// (attnPolicies); empty is the default, the first. It is a benchmarking
+// hook, set only by building mlbuild with
+//
+//	go build -ldflags "-X github.com/mlbuild/mlbuild/emit/gpu.attnVariant=NAME"
+//
+// (bench/gpu/attn-variants-bundle.sh), so that one GPU run can time them
+// side by side.
+var attnVariant string
+
+// attnTilingFor is the tiling of policy name ("" the default) under
+// dialect d.
+func attnTilingFor(d *Dialect, name string) (attnTiling, error) {
+	if name == "" {
+		name = attnPolicies[0].name
+	}
+	for _, p := range attnPolicies {
+		if p.name == name {
+			shared := d.MaxSharedBytes
+			if p.budget > 0 {
+				shared = min(shared, p.budget)
+			}
+			return attnTiling{name: p.name, maxRows: p.maxRows, cts: p.cts, minThreads: p.minThreads, shared: shared}, nil
+		}
+	}
+	var names []string
+	for _, p := range attnPolicies {
+		names = append(names, p.name)
+	}
+	return attnTiling{}, fmt.Errorf("attention block policy %q (attnVariant, set at build time) is none of %v", name, names)
+}
+
+// attnMaxThreads bounds a block's threads, well inside Metal's 1024.
+const attnMaxThreads = 256
+
+// block picks rows (4 … maxRows, at most the next power of two ≥ ownN,
+// but 4 at least), cols (16 or 32) and the threads across them whose
+// threadgroup arrays, floats(b), fit the tiling's shared bytes: first,
+// where minThreads > 0, one of at least minThreads threads; then the
+// largest tile, rows·cols, and of two as large the one of more columns (2
+// columns a thread feed each row load twice); then, where wide (the
+// kernel reads its column-indexed arrays along their rows), the one whose
+// columns come in fours, 8 threads across; then the one of fewer threads
+// (a larger micro-tile).
 func (g attnGeom) block(ownN, streamN int, wide bool, floats func(b attnBlock) int) attnBlock {
+	t := g.tiling
 	var best, last attnBlock
-	for rows := min(32, max(attnRows, pow2AtLeast(ownN))); rows >= attnRows; rows /= 2 {
+	better := func(c, b attnBlock) bool {
+		if b.rows == 0 {
+			return true
+		}
+		if cm, bm := c.threads() >= t.minThreads, b.threads() >= t.minThreads; cm != bm {
+			return cm
+		}
+		a, ba := c.rows*c.cols, b.rows*b.cols
+		if a != ba {
+			return a > ba
+		}
+		if c.cols != b.cols {
+			return c.cols > b.cols
+		}
+		if c.cw != b.cw {
+			return c.cw > b.cw
+		}
+		return c.threads() < b.threads()
+	}
+	for rows := min(t.maxRows, max(attnRows, pow2AtLeast(ownN))); rows >= attnRows; rows /= 2 {
 		for cols := min(32, max(attnCols, pow2AtLeast(streamN))); cols >= attnCols; cols /= 2 {
-			cands := []attnBlock{newBlock(rows, cols, attnCols, 1, g.d)}
+			var cands []attnBlock
+			for _, ct := range t.cts {
+				if cols%ct == 0 {
+					cands = append(cands, newBlock(rows, cols, ct, 1, g.d))
+				}
+			}
 			if wide && cols == 32 {
 				cands = append(cands, newBlock(rows, cols, attnWideCols, 4, g.d))
 			}
 			for _, c := range cands {
-				last = c
-				if 4*floats(c) > attnSharedBytes {
+				if c.threads() > attnMaxThreads {
 					continue
 				}
-				a, ba := c.rows*c.cols, best.rows*best.cols
-				if a > ba || a == ba && (c.cols > best.cols || c.cols == best.cols && c.cw > best.cw) {
+				last = c
+				if 4*floats(c) > t.shared {
+					continue
+				}
+				if better(c, best) {
 					best = c
 				}
 			}
 		}
 	}
 	if best.rows == 0 {
-		return last // TestAttentionTilingFitsMetal: every d ≤ MaxAttentionDim fits
+		return last // TestAttentionTilingFits: every d ≤ MaxAttentionDim fits
 	}
 	return best
 }

@@ -31,6 +31,11 @@ func (l *lowering) attnGeomOf(st *planner.Step, training bool) (attnGeom, error)
 	if st.Attr.Perm != nil {
 		g.heads = shapes[0][2] // [B, T, H, D]
 	}
+	t, err := attnTilingFor(l.d, attnVariant)
+	if err != nil {
+		return attnGeom{}, err
+	}
+	g.tiling = t
 	if training {
 		g.rate = float32(st.Attr.Rate)
 	}
