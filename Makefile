@@ -44,7 +44,7 @@ FUZZ_TEXT        ?= $(or $(FUZZTIME),15000x)
 FUZZTIME_SPEC    ?= $(or $(FUZZTIME),2000x)
 export CGO_ENABLED ?= 0
 
-.PHONY: all build test unit fuzz fuzz-long demo deps data data-text data-fashion bench bench-sgemm bench-models bench-mnist bench-fusion bench-generate compare-sklearn zoo zoo-train bench-zoo bench-gpt cuda-check cuda-bundle gpt-bundle fashion-bundle profile-bundle cpuhost-bundle ddp-bundle bf16-bundle test-arm64 clean FORCE
+.PHONY: all build test unit fuzz fuzz-long demo deps data data-text data-fashion bench bench-sgemm bench-models bench-mnist bench-fusion bench-generate compare-sklearn zoo zoo-train bench-zoo bench-gpt cuda-check cuda-bundle gpt-bundle fashion-bundle profile-bundle cpuhost-bundle attn-variants-bundle ddp-bundle bf16-bundle test-arm64 clean FORCE
 
 all: build
 
@@ -166,6 +166,13 @@ profile-bundle: data-text
 # (issue #31's CPU rows).
 cpuhost-bundle: data-text
 	@bench/gpu/cpuhost-bundle.sh $(TXDATA) .gpu/cpuhost
+
+# attn-variants-bundle builds what bench/gpu/attn-variants.sh runs on a GPU
+# machine: models/gpt.cue in bf16 for CUDA once per policy of the fused
+# attention's tiling (emit/gpu's attnVariant build hook), timed side by
+# side to pick the default.
+attn-variants-bundle:
+	@bench/gpu/attn-variants-bundle.sh .gpu/attnvar
 
 # fashion-bundle builds what bench/gpu/fashion.sh runs on a GPU machine:
 # CIFAR ResNet-18 on Fashion-MNIST in f32 and bf16 against PyTorch's bf16
