@@ -1,16 +1,7 @@
 //go:build !purego
 
 #include "textflag.h"
-
-// TAILMASK sets K1 to the low (reg mod 16) lanes, from the count in reg.
-// Clobbers AX and CX.
-#define TAILMASK(reg) \
-	MOVQ reg, CX; \
-	ANDQ $15, CX; \
-	MOVL $1, AX; \
-	SHLL CX, AX; \
-	DECL AX; \
-	KMOVW AX, K1
+#include "avx512_amd64.h"
 
 // func biasActRowsAVX512(y, bias *float32, rows, cols, flags int)
 // For each of rows rows of y (cols floats each, contiguous): y += bias

@@ -1,6 +1,7 @@
 //go:build !purego
 
 #include "textflag.h"
+#include "avx512_amd64.h"
 
 // The constants of dropoutUniform (dropout.go), then the lane numbers.
 DATA dropoutConst<>+0(SB)/4, $0x9E3779B9
@@ -62,16 +63,6 @@ GLOBL dropoutConst<>(SB), RODATA|NOPTR, $128
 	VCMPPS $5, Z29, Z1, K3; \
 	VMOVAPS.Z Z30, K3, Z3; \
 	VMULPS Z3, Z4, Z4
-
-// TAILMASK sets K1 to the low (reg mod 16) lanes, from the count in reg.
-// Clobbers AX and CX.
-#define TAILMASK(reg) \
-	MOVQ reg, CX; \
-	ANDQ $15, CX; \
-	MOVL $1, AX; \
-	SHLL CX, AX; \
-	DECL AX; \
-	KMOVW AX, K1
 
 // func dropoutAVX512(x, y, mask *float32, n int, base, seed, step uint32, rate, keep float32)
 // The mask and y = x·mask of elements base … base+n−1 (dropoutMask).

@@ -1,6 +1,7 @@
 //go:build !purego
 
 #include "textflag.h"
+#include "avx512_amd64.h"
 
 // The constants of geluCore (gelu.go), in the order GELUSETUP loads them.
 DATA geluConst<>+0(SB)/4, $0x7fffffff // absolute-value mask
@@ -38,20 +39,7 @@ GLOBL geluConst<>(SB), RODATA|NOPTR, $120
 // GELUSETUP loads the constants: Z16–Z28 the first thirteen of geluConst,
 // Z31 zero, R8 the table (for the polynomials' coefficients).
 #define GELUSETUP \
-	LEAQ geluConst<>(SB), R8; \
-	VBROADCASTSS 0(R8), Z16; \
-	VBROADCASTSS 4(R8), Z17; \
-	VBROADCASTSS 8(R8), Z18; \
-	VBROADCASTSS 12(R8), Z19; \
-	VBROADCASTSS 16(R8), Z20; \
-	VBROADCASTSS 20(R8), Z21; \
-	VBROADCASTSS 24(R8), Z22; \
-	VBROADCASTSS 28(R8), Z23; \
-	VBROADCASTSS 32(R8), Z24; \
-	VBROADCASTSS 36(R8), Z25; \
-	VBROADCASTSS 40(R8), Z26; \
-	VBROADCASTSS 44(R8), Z27; \
-	VBROADCASTSS 48(R8), Z28; \
+	BROADCAST13(geluConst<>); \
 	VPXORD Z31, Z31, Z31
 
 // GELUCORE is geluCore for the 16 lanes of Z0: Z5 = Φ(x), Z6 = e^(−x²/2).
@@ -122,16 +110,6 @@ GLOBL geluConst<>(SB), RODATA|NOPTR, $120
 	VSUBPS Z4, Z25, Z5; \
 	VCMPPS $1, Z31, Z0, K2; \
 	VMOVAPS Z4, K2, Z5
-
-// TAILMASK sets K1 to the low (reg mod 16) lanes, from the count in reg.
-// Clobbers AX and CX.
-#define TAILMASK(reg) \
-	MOVQ reg, CX; \
-	ANDQ $15, CX; \
-	MOVL $1, AX; \
-	SHLL CX, AX; \
-	DECL AX; \
-	KMOVW AX, K1
 
 // func geluAVX512(x, y *float32, n int)
 // y[i] = x[i]·Φ(x[i]) for i < n; y may alias x.
