@@ -12,11 +12,18 @@ func expInputs() []float32 {
 	xs := []float32{0, float32(math.Copysign(0, -1)), 1e-30, -1e-30, 1, -1, 0.5, -0.5, 0.34657359, -0.34657359,
 		-87.3, -87.4, -100, -103.2, -103.3, -104, -1e6, 88.7, 88.72, 88.73, 89, 1e6,
 		float32(math.Inf(1)), float32(math.Inf(-1))}
-	for v := -105.0; v <= 90; v += 1.0 / 128 {
+	return sweepInputs(xs, -105, 90, 1.0/128, 9, 40000)
+}
+
+// sweepInputs appends to xs the values from lo to hi in steps of step,
+// then normal values of random scales (4⁻² … 4²) drawn from seed, to n
+// values in all.
+func sweepInputs(xs []float32, lo, hi, step float64, seed int64, n int) []float32 {
+	for v := lo; v <= hi; v += step {
 		xs = append(xs, float32(v))
 	}
-	r := rand.New(rand.NewSource(9))
-	for len(xs) < 40000 {
+	r := rand.New(rand.NewSource(seed))
+	for len(xs) < n {
 		xs = append(xs, float32(r.NormFloat64()*math.Pow(4, float64(r.Intn(5)-2))))
 	}
 	return xs

@@ -12,14 +12,7 @@ import (
 func geluInputs() []float32 {
 	xs := []float32{0, float32(math.Copysign(0, -1)), 1e-40, -1e-40, 1e-30, -1e-30, 14, -14, 13.99, -13.99, 14.5, -14.5,
 		20, -20, 1e6, -1e6, 13.2, -13.2, -0.7517916, 0.5, -0.5, 1, -1, 3, -3, 5, -5, 9, -9}
-	for v := -15.0; v <= 15; v += 1.0 / 64 {
-		xs = append(xs, float32(v))
-	}
-	r := rand.New(rand.NewSource(7))
-	for len(xs) < 20000 {
-		xs = append(xs, float32(r.NormFloat64()*math.Pow(4, float64(r.Intn(5)-2))))
-	}
-	return xs
+	return sweepInputs(xs, -15, 15, 1.0/64, 7, 20000)
 }
 
 // TestGELUAgainstFloat64: the float32 GELU is within 8 ulps of the float64
