@@ -49,6 +49,20 @@ func (p *Plan) allSteps() []*Step {
 	return steps
 }
 
+// dropForward removes the forward steps a fusion pass marked (drop[i] for
+// step i), keeping the others in order, and then the buffers no step
+// uses any more.
+func (p *Plan) dropForward(drop []bool) {
+	var kept Phase
+	for i, s := range p.Forward {
+		if !drop[i] {
+			kept = append(kept, s)
+		}
+	}
+	p.Forward = kept
+	p.removeUnused()
+}
+
 // removeUnused drops the buffers that no step, param or plan field refers
 // to (directly or as the storage of a view that is referred to) and
 // renumbers the rest, keeping their order. Fusion passes call it after

@@ -69,14 +69,7 @@ func fuseAttention(p *Plan, t Target) {
 		}
 		p.Fusions = append(p.Fusions, fmt.Sprintf("%s -> %s (scale %g, dropout %g)", strings.Join(layers, " + "), kind, m.scale, rate))
 	}
-	var kept Phase
-	for i, s := range p.Forward {
-		if !removed[i] {
-			kept = append(kept, s)
-		}
-	}
-	p.Forward = kept
-	p.removeUnused()
+	p.dropForward(removed)
 }
 
 // MaxAttentionDim is the largest head dimension D that fuseAttention

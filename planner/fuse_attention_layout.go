@@ -66,14 +66,7 @@ func fuseAttentionLayout(p *Plan) {
 		}
 		p.Fusions = append(p.Fusions, fmt.Sprintf("%s + %s -> token-major attention", strings.Join(layers, " + "), s.Layer))
 	}
-	var kept Phase
-	for i, s := range p.Forward {
-		if !removed[i] {
-			kept = append(kept, s)
-		}
-	}
-	p.Forward = kept
-	p.removeUnused()
+	p.dropForward(removed)
 }
 
 // headsPerm splits a [B, T, H, D] value's heads, [B, H, T, D], and merges

@@ -44,12 +44,5 @@ func fuseElementwise(p *Plan) {
 			p.Fusions = append(p.Fusions, fmt.Sprintf("%s -> unary (chain %s)", strings.Join(s.Fused, " + "), strings.Join(ops, ", ")))
 		}
 	}
-	var kept Phase
-	for i, s := range p.Forward {
-		if !removed[i] {
-			kept = append(kept, s)
-		}
-	}
-	p.Forward = kept
-	p.removeUnused()
+	p.dropForward(removed)
 }

@@ -86,14 +86,7 @@ func fusePool(p *Plan, t Target) {
 		p.Fusions = append(p.Fusions, fmt.Sprintf("%s -> conv2d (max pool %dx%d stride %d epilogue, %s)%s",
 			strings.Join(s.Fused, " + "), pool.KH, pool.KW, pool.SH, s.Attr.Method, note))
 	}
-	var kept Phase
-	for i, s := range p.Forward {
-		if !fused[i] {
-			kept = append(kept, s)
-		}
-	}
-	p.Forward = kept
-	p.removeUnused()
+	p.dropForward(fused)
 }
 
 // onlyForwardReader returns the index of the only forward step that reads
