@@ -8,11 +8,12 @@ package mlbuild
 import "embed"
 
 // RuntimeSources is the source of every package a produced program may
-// link: the runtime packages rt/* and the GPU device packages with their
-// fakes (tests included; the emitter copies only the non-test files a
+// link: the runtime packages rt/* (Go, assembly and the assembly's
+// #include headers) and the GPU device packages with their fakes (tests
+// included; the emitter copies only the non-test files a
 // program needs, rewriting their imports to the program's module).
 //
-//go:embed rt/*/*.go rt/*/*.s mps/*.go mps/*/*.go cuda/*.go cuda/*/*.go cuda/*/*.h
+//go:embed rt/*/*.go rt/*/*.s rt/*/*.h mps/*.go mps/*/*.go cuda/*.go cuda/*/*.go cuda/*/*.h
 var RuntimeSources embed.FS
 
 // GoSum is mlbuild's own go.sum. emit's tests check the module zips that
