@@ -5,7 +5,7 @@ package cpu
 // so evaluation needs no rescaling); in evaluation y = x and mask is left
 // alone. A rate of 1 or more drops everything.
 //
-// Element i is dropped when dropoutUniform(seed, step, i) < rate, seed
+// Element i is dropped when DropoutUniform(seed, step, i) < rate, seed
 // and step being one draw of rng per call (none at rate 0): a counter-based
 // draw, so the elements split over threads and vector lanes with the same
 // mask, and rng advances by one whatever the size.
@@ -46,7 +46,7 @@ func dropoutMask(x, y, mask []float32, base, seed, step uint32, rate, keep float
 	}
 	for i := done; i < len(x); i++ {
 		m := keep
-		if dropoutUniform(seed, step, base+uint32(i)) < rate {
+		if DropoutUniform(seed, step, base+uint32(i)) < rate {
 			m = 0
 		}
 		mask[i] = m
@@ -54,19 +54,22 @@ func dropoutMask(x, y, mask []float32, base, seed, step uint32, rate, keep float
 	}
 }
 
-// dropoutUniform is a uniform float32 in [0, 1), a multiple of 2⁻²⁴, from
-// (seed, step, index) with no state: two rounds of an integer finaliser
-// (xor-shift, multiply, xor-shift, multiply, xor-shift), the shape of the
-// GPU programs' draw (rt/gpuhost.DropoutUniform).
-func dropoutUniform(seed, step, index uint32) float32 {
-	h := dropoutMix(index*0x9E3779B9 ^ seed)
-	h = dropoutMix(h ^ step*0x85EBCA6B)
+// DropoutUniform is the counter-based dropout draw of every program, CPU
+// and GPU: a uniform float32 in [0, 1), a multiple of 2⁻²⁴, from (seed,
+// step, element index) with no state, so that threads, vector lanes and a
+// GPU thread per element draw the same mask. It is two rounds of the
+// "lowbias32" integer finaliser (Chris Wellons' hash prospector);
+// rt/gpuhost.DropoutUniform is this function, and emit/gpu generates it as
+// kernel code (hashUniformStmts).
+func DropoutUniform(seed, step, index uint32) float32 {
+	h := mix32(index*0x9E3779B9 ^ seed)
+	h = mix32(h ^ step*0x85EBCA6B)
 	return float32(h>>8) * (1.0 / (1 << 24))
 }
 
-// dropoutMix is a 32-bit finaliser with good avalanche (multipliers
-// 0x7FEB352D and 0x846CA68B).
-func dropoutMix(h uint32) uint32 {
+// mix32 is the "lowbias32" integer finaliser: xor-shift, multiply,
+// xor-shift, multiply, xor-shift.
+func mix32(h uint32) uint32 {
 	h ^= h >> 16
 	h *= 0x7FEB352D
 	h ^= h >> 15

@@ -6,7 +6,7 @@ package cpu
 //
 //	for i := range n {
 //		m := keep
-//		if dropoutUniform(seed, step, base+uint32(i)) < rate { m = 0 }
+//		if DropoutUniform(seed, step, base+uint32(i)) < rate { m = 0 }
 //		mask[i], y[i] = m, x[i]*m
 //	}
 //

@@ -35,7 +35,7 @@ func TestDropoutPathsAreTheGoTwin(t *testing.T) {
 					dropoutMask(x[:n], y[:n], mask[:n], base, seed, step, rate, keep)
 					for i := 0; i < n; i++ {
 						m := keep
-						if dropoutUniform(seed, step, base+uint32(i)) < rate {
+						if DropoutUniform(seed, step, base+uint32(i)) < rate {
 							m = 0
 						}
 						want := x[i] * m

@@ -1,6 +1,10 @@
 package gpuhost
 
-import "math"
+import (
+	"math"
+
+	"github.com/mlbuild/mlbuild/rt/cpu"
+)
 
 // StepArgs and Ctl layouts common to the generated kernels and the host.
 // The kernels emit/gpu generates read and write these words by index and
@@ -40,24 +44,10 @@ const (
 	CtlLen   = 8 // words in the buffer (three spare)
 )
 
-// DropoutUniform is the counter-based dropout draw of every GPU program: a
-// uniform float32 in [0, 1) from (seed, step, element index), with no
-// state, so that a GPU thread per element and the CPU reference draw the
-// same mask. emit/gpu generates the same function as kernel code
-// (hashUniformStmts), reading seed and step from StepArgs.
-func DropoutUniform(seed, step, index uint32) float32 {
-	h := mix32(index*0x9E3779B9 ^ seed)
-	h ^= step * 0x85EBCA6B
-	h = mix32(h)
-	return float32(h>>8) * (1.0 / 16777216.0)
-}
-
-// mix32 is the "lowbias32" integer finaliser (Chris Wellons' hash prospector).
-func mix32(h uint32) uint32 {
-	h ^= h >> 16
-	h *= 0x7FEB352D
-	h ^= h >> 15
-	h *= 0x846CA68B
-	h ^= h >> 16
-	return h
-}
+// DropoutUniform is the counter-based dropout draw of every GPU program
+// (rt/cpu's, the same for the CPU): a uniform float32 in [0, 1) from
+// (seed, step, element index), with no state, so that a GPU thread per
+// element and the CPU reference draw the same mask. emit/gpu generates the
+// same function as kernel code (hashUniformStmts), reading seed and step
+// from StepArgs.
+func DropoutUniform(seed, step, index uint32) float32 { return cpu.DropoutUniform(seed, step, index) }
