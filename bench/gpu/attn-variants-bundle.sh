@@ -6,12 +6,12 @@
 # -ldflags "-X github.com/mlbuild/mlbuild/emit/gpu.attnVariant=NAME", so
 # that one GPU call times them side by side.
 # Usage: bench/gpu/attn-variants-bundle.sh [DIR]  (default .gpu/attnvar)
-# VARIANTS picks the policies (default: base threads wide ilp).
+# VARIANTS picks the policies (default: base ilp).
 # There: bash DIR/attn-variants.sh DIR OUT
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 dir=${1:-.gpu/attnvar}
-variants=${VARIANTS:-base threads wide ilp}
+variants=${VARIANTS:-base ilp}
 rm -rf "$dir" && mkdir -p "$dir"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT

@@ -220,8 +220,7 @@ func TestAttentionTilingFitsMetal(t *testing.T) {
 	// rows×cols/threads of the forward, dk and dv, dq at d 64, T 256
 	gpt := map[string]string{
 		"metal base": "32×32/64 16×32/64 16×32/64", "cuda base": "32×32/64 16×32/64 16×32/64",
-		"metal threads": "32×32/128 16×32/128 16×32/128", "cuda threads": "32×32/128 16×32/128 16×32/128",
-		"cuda wide": "64×32/256 32×32/256 32×32/256", "cuda ilp": "64×32/128 32×32/128 32×32/128",
+		"cuda ilp": "64×32/128 32×32/128 32×32/128",
 	}
 	for _, dl := range []*Dialect{Metal, CUDA} {
 		for _, p := range attnPolicies {

@@ -165,41 +165,40 @@ type attnPolicy struct {
 	budget              int
 }
 
-// attnPolicies are the block policies; the first is the default. On an
-// H200 at d 64 and T 256 (228 KB of shared memory an SM) they give:
+// attnPolicies are the block policies; a dialect names its default
+// (Dialect.AttentionBlocks). On an H200 at d 64 and T 256 (228 KB of
+// shared memory an SM) they give:
 //
-//	base:    64-thread blocks of 27–30 KB (7 an SM: 14 warps);
-//	threads: 128 threads at most 30 KB (7 an SM: 28 warps), the thread's
-//	         scores 4×2 (forward) or 4×1 (backward);
-//	wide:    256 threads, 64 queries a block in the forward, 32×32 in
-//	         the backward, at most 46 KB (5 an SM: 40 warps);
-//	ilp:     larger blocks, larger micro-tiles, at most 46 KB: forward
-//	         64×32 of 128 threads (4×4 scores a thread, 38 KB), backward
-//	         32×32 of 128 (4×2 scores, 40–43 KB): 5 an SM, 20 warps.
+//	base: 64-thread blocks of 27–30 KB (7 an SM: 14 warps);
+//	ilp:  larger blocks, larger micro-tiles, at most 46 KB: forward
+//	      64×32 of 128 threads (4×4 scores a thread, 38 KB), backward
+//	      32×32 of 128 (4×2 scores, 40–43 KB): 5 an SM, 20 warps.
 //
-// Under Metal's 30 KiB the last two come down to blocks that fit.
+// Under Metal's 30 KiB ilp comes down to blocks that fit. Measured side
+// by side on the H200 (bench/gpu/attn-variants.sh, models/gpt.cue in
+// bf16; docs/runs/gpu-attn-variants-2026-11-29.txt), ilp's step was
+// 14.6 ms against base's 16.3; two more policies measured then (128
+// threads within 30 KB: 15.0; 256 threads: 15.1) were dropped.
 var attnPolicies = []attnPolicy{
 	{name: "base", maxRows: 32, cts: []int{attnCols}, budget: 30 << 10},
-	{name: "threads", maxRows: 32, cts: []int{attnCols, 32}, minThreads: 128, budget: 30 << 10},
-	{name: "wide", maxRows: 64, cts: []int{attnCols, 32}, minThreads: 256},
 	{name: "ilp", maxRows: 64, cts: []int{attnCols}, minThreads: 128},
 }
 
 // attnVariant names the block policy of the fused attention kernels
-// (attnPolicies); empty is the default, the first. It is a benchmarking
-// hook, set only by building mlbuild with
+// (attnPolicies); empty is the dialect's own. It is a benchmarking hook,
+// set only by building mlbuild with
 //
 //	go build -ldflags "-X github.com/mlbuild/mlbuild/emit/gpu.attnVariant=NAME"
 //
-// (bench/gpu/attn-variants-bundle.sh), so that one GPU run can time them
-// side by side.
+// (bench/gpu/attn-variants-bundle.sh), so that one GPU run can time the
+// policies side by side.
 var attnVariant string
 
-// attnTilingFor is the tiling of policy name ("" the default) under
-// dialect d.
+// attnTilingFor is the tiling of policy name ("" the dialect's default)
+// under dialect d.
 func attnTilingFor(d *Dialect, name string) (attnTiling, error) {
 	if name == "" {
-		name = attnPolicies[0].name
+		name = d.AttentionBlocks
 	}
 	for _, p := range attnPolicies {
 		if p.name == name {
@@ -214,7 +213,7 @@ func attnTilingFor(d *Dialect, name string) (attnTiling, error) {
 	for _, p := range attnPolicies {
 		names = append(names, p.name)
 	}
-	return attnTiling{}, fmt.Errorf("attention block policy %q (attnVariant, set at build time) is none of %v", name, names)
+	return attnTiling{}, fmt.Errorf("attention block policy %q (attnVariant, set at build time, or the %s dialect's) is none of %v", name, d.Name, names)
 }
 
 // attnMaxThreads bounds a block's threads, well inside Metal's 1024.
