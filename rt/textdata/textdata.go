@@ -492,6 +492,13 @@ func (c *Corpus) checkVal() error {
 	}
 }
 
+// drawStart is a window's start byte, drawn uniformly from s's window
+// starts (before Windows moves it to a token's first byte): one draw of
+// rng.
+func (s *Split) drawStart(rng *rand.Rand) int64 {
+	return s.Start + rng.Int64N(s.lastStart-s.Start+1)
+}
+
 // Close closes the files.
 func (c *Corpus) Close() {
 	for _, pt := range c.parts {
@@ -524,7 +531,7 @@ func (c *Corpus) Windows(s Split, rng *rand.Rand, n, T int, ids, targets []int32
 	w := c.BufSize(T)
 	buf = buf[:w]
 	for i := range n {
-		start := s.Start + rng.Int64N(s.lastStart-s.Start+1)
+		start := s.drawStart(rng)
 		end := min(start+int64(w), s.End)
 		m, err := c.ReadAt(buf[:end-start], start)
 		if err != nil && err != io.EOF {
