@@ -277,32 +277,48 @@ func (g *gpuGen) locate(mp *gpuPlan, id planner.BufID) (location, error) {
 
 // residentKernels adds the kernels of device-resident training of the
 // training plan tp to the library and returns the gpuhost.ResidentKernels
-// literal naming them.
+// literal naming them: for a text dataset, the kernels of windows of one
+// stream of tokens (labels the next tokens one-hot, accuracy counted per
+// position); otherwise of rows of inputs and labels.
 func (g *gpuGen) residentKernels(tp *planner.Plan) (string, error) {
 	B := tp.Batch
 	in, labels := tp.Buffers[tp.Input].Size, tp.Buffers[tp.Labels].Size
-	classes := 0 // as countCorrect: argmax rows when prediction and labels have one shape
+	rows, classes := B, 0 // as countCorrect: argmax rows when prediction and labels have one shape
 	if tp.Buffers[tp.Output].Size == labels {
 		classes = labels / B
 	}
+	gx, gy := gpu.GatherKernel(B, in/B, in/B), gpu.GatherKernel(B, labels/B, labels/B)
+	windows := 0
+	if g.in.Model.Dataset.Format == "text" {
+		// input [T] token ids, labels [T, V]: as the host's textSource
+		T := in / B
+		if T == 0 || labels%(B*T) != 0 || classes == 0 {
+			return "", fmt.Errorf("emit: a text dataset's training plan has input %v and labels %v, not [T] ids and [T, V] next tokens", tp.Buffers[tp.Input].Shape, tp.Buffers[tp.Labels].Shape)
+		}
+		windows, rows, classes = T, B*T, labels/(B*T)
+		gx, gy = gpu.GatherKernel(B, T, 1), gpu.WindowLabelsKernel(B, T, classes)
+	}
 	const recordThreads = 256
-	gx, gy := gpu.GatherKernel(B, in/B), gpu.GatherKernel(B, labels/B)
 	cp := gpu.CopyKernel(tp.StateSize)
 	var names [5]string
 	for i, k := range []struct {
 		k    *gpu.Kernel
 		kind string
 	}{{gpu.AdvanceKernel(), "advance"}, {gx, "gather"}, {gy, "gather"},
-		{gpu.RecordKernel(B, classes, recordThreads), "record"}, {cp, "copy_state"}} {
+		{gpu.RecordKernel(rows, classes, recordThreads), "record"}, {cp, "copy_state"}} {
 		name, err := g.register(k.k, k.kind)
 		if err != nil {
 			return "", err
 		}
 		names[i] = name
 	}
-	return fmt.Sprintf("&gpuhost.ResidentKernels{\nAdvance: %q,\nGatherInput: %q, GatherLabels: %q, GatherGroups: [2]int{%d, %d}, GatherThreads: %d,\n"+
+	win := ""
+	if windows > 0 {
+		win = fmt.Sprintf("Windows: %d,\n", windows)
+	}
+	return fmt.Sprintf("&gpuhost.ResidentKernels{\nAdvance: %q,\nGatherInput: %q, GatherLabels: %q, GatherGroups: [2]int{%d, %d}, GatherThreads: %d,\n%s"+
 		"Record: %q, RecordThreads: %d,\nCopyState: %q, CopyGroups: %d, CopyThreads: %d,\n}",
-		names[0], names[1], names[2], gx.Groups, gy.Groups, gx.Threadgroup, names[3], recordThreads, names[4], cp.Groups, cp.Threadgroup), nil
+		names[0], names[1], names[2], gx.Groups, gy.Groups, gx.Threadgroup, win, names[3], recordThreads, names[4], cp.Groups, cp.Threadgroup), nil
 }
 
 // renderMain writes main.go: the program's tables (sizes, kernel library,

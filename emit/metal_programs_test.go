@@ -96,12 +96,20 @@ func gpuModule(t *testing.T, b *Backend, dir string, batch int, names []string) 
 			}
 		}
 		writeModule(t, dir, []File{{Path: "cmd/" + name + "/fake_test.go", Data: fakeTest}})
-		if b == CUDA && slices.Contains(cudaFaultSpecs, name) {
-			faultTest, err := os.ReadFile(filepath.Join("testdata", "fakehost", "cuda_fault_test.go"))
-			if err != nil {
-				t.Fatal(err)
+		for _, c := range []struct {
+			specs      []string
+			file, path string
+		}{{cudaFaultSpecs, "cuda_fault_test.go", "fault_test.go"}, {cudaTextSpecs, "cuda_text_test.go", "text_test.go"}} {
+			if b != CUDA || !slices.Contains(c.specs, name) {
+				continue
 			}
-			writeModule(t, dir, []File{{Path: "cmd/" + name + "/fault_test.go", Data: faultTest}})
+			for _, f := range []struct{ from, to string }{{c.file, c.path}, {"cuda_main_test.go", "main_test.go"}} {
+				data, err := os.ReadFile(filepath.Join("testdata", "fakehost", f.from))
+				if err != nil {
+					t.Fatal(err)
+				}
+				writeModule(t, dir, []File{{Path: "cmd/" + name + "/" + f.to, Data: data}})
+			}
 		}
 		if shared == nil {
 			shared = files
@@ -277,6 +285,11 @@ var cudaFakeSpecs = []string{"mnist", "mnist_unfused", "spec_layernorm_graph", "
 // through a GPU fault (testdata/fakehost/cuda_fault_test.go).
 var cudaFaultSpecs = []string{"mnist", "mnist_unfused"}
 
+// cudaTextSpecs are the programs whose fake run also trains on Moby-Dick
+// with the text kept on the device and fed from the host
+// (testdata/fakehost/cuda_text_test.go).
+var cudaTextSpecs = []string{"spec_gpt_tiny"}
+
 // goTestOnFakeCUDA runs `go ARGS PKGS` in the generated module dir, whose
 // programs run on cuda/fakecuda's GPUs (kernel cache in a temporary
 // folder) and train on MNIST from $MLBUILD_MNIST_DIR or data/mnist (make
@@ -290,7 +303,11 @@ func goTestOnFakeCUDA(t *testing.T, dir string, args []string, pkgs, what string
 	if mnist == "" {
 		mnist, _ = filepath.Abs(filepath.Join("..", "data", "mnist"))
 	}
-	cmd.Env = append(goEnv(t, goHost("GOOS"), goHost("GOARCH")), "MLBUILD_FAKECUDA_DIR="+t.TempDir(), "MLBUILD_MNIST_DIR="+mnist)
+	text := os.Getenv("MLBUILD_TEXT_DIR")
+	if text == "" {
+		text, _ = filepath.Abs(filepath.Join("..", "data", "text"))
+	}
+	cmd.Env = append(goEnv(t, goHost("GOOS"), goHost("GOARCH")), "MLBUILD_FAKECUDA_DIR="+t.TempDir(), "MLBUILD_MNIST_DIR="+mnist, "MLBUILD_TEXT_DIR="+text)
 	b, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("%s: %v\n%s", what, err, b)

@@ -19,16 +19,19 @@ func ctlParam(mutable bool) Param {
 
 func ldInt(buf string, i Expr) Expr { return Cast{Int, load(buf, i)} }
 
-// AdvanceKernel writes the step arguments of the next step: the epoch's
-// learning rate, its optimizer step and its dropout seed.
+// AdvanceKernel writes the step arguments of the next step, batch b =
+// ctl[0] of the epoch: its learning rate, its optimizer step and its
+// dropout seed, from the step table (gpuhost's StepWords a batch); past
+// the epoch's last batch the rate after it and no dropout.
 func AdvanceKernel() *Kernel {
+	const w = gpuhost.StepWords
 	return &Kernel{
 		Name: "advance",
 		Doc:  "step arguments of batch ctl[0]",
 		Params: []Param{
 			{Name: "args", Elem: Uint, Mutable: true, Size: gpuhost.StepArgsLen},
 			ctlParam(false),
-			{Name: "seeds", Elem: Uint, Size: 1},
+			{Name: "steps", Elem: Uint, Size: 1},
 		},
 		Threadgroup: 1, Groups: 1,
 		Body: []Stmt{when(eq(gidE, i32(0)),
@@ -36,20 +39,28 @@ func AdvanceKernel() *Kernel {
 			store("args", i32(gpuhost.ArgLR), load("ctl", i32(gpuhost.CtlLR))),
 			store("args", i32(gpuhost.ArgStep), Binary{OpAdd, load("ctl", i32(gpuhost.CtlStep)), Cast{Uint, vr("b")}}),
 			store("args", i32(gpuhost.ArgSeed), u32(0)),
-			when(lt(vr("b"), ldInt("ctl", i32(gpuhost.CtlSteps))), store("args", i32(gpuhost.ArgSeed), load("seeds", vr("b")))),
+			when(lt(vr("b"), ldInt("ctl", i32(gpuhost.CtlSteps))),
+				store("args", i32(gpuhost.ArgSeed), load("steps", add(mul(vr("b"), i32(w)), i32(gpuhost.StepSeed)))),
+				store("args", i32(gpuhost.ArgLR), load("steps", add(mul(vr("b"), i32(w)), i32(gpuhost.StepLR))))),
 		)},
 	}
 }
 
-// GatherKernel copies rows order[b·batch+r] (r < batch) of a set of
-// width-element rows into a batch buffer, b = ctl[0]; rows outside the set
-// read as zeros.
-func GatherKernel(batch, width int) *Kernel {
+// GatherKernel copies, for r < batch, the width elements of the set from
+// order[b·batch+r]·stride on into row r of a batch buffer, b = ctl[0]:
+// rows of a set of rows (stride = width), or windows of a stream of
+// tokens (stride 1, order holding window starts). An entry of order at or
+// past ctl's rows reads as zeros.
+func GatherKernel(batch, width, stride int) *Kernel {
 	n := batch * width
 	const tg = 256
+	what := fmt.Sprintf("gather %d rows of %d elements of batch ctl[0]", batch, width)
+	if stride != width {
+		what = fmt.Sprintf("gather %d windows of %d tokens of batch ctl[0]", batch, width)
+	}
 	return &Kernel{
 		Name: "gather",
-		Doc:  fmt.Sprintf("gather %d rows of %d elements of batch ctl[0]", batch, width),
+		Doc:  what,
 		Params: []Param{
 			ctlParam(false),
 			{Name: "order", Elem: Uint, Size: 1},
@@ -65,8 +76,41 @@ func GatherKernel(batch, width int) *Kernel {
 			when(lt(vr("k"), mul(ldInt("ctl", i32(gpuhost.CtlSteps)), i32(batch))),
 				let("row", Int, ldInt("order", vr("k"))),
 				when(lt(vr("row"), ldInt("ctl", i32(gpuhost.CtlRows))),
-					set("v", load("set", add(mul(vr("row"), i32(width)), vr("j")))))),
+					set("v", load("set", add(mul(vr("row"), i32(stride)), vr("j")))))),
 			store("x", gidE, vr("v")),
+		)},
+	}
+}
+
+// WindowLabelsKernel writes the labels of a batch of windows of a token
+// stream: for r < batch and j < t, row r·t+j of y is one-hot over v ids
+// at set[order[b·batch+r]+j+1], the token after the window's j-th (b =
+// ctl[0]); a window start at or past ctl's rows gives rows of zeros.
+func WindowLabelsKernel(batch, t, v int) *Kernel {
+	n := batch * t * v
+	const tg = 256
+	return &Kernel{
+		Name: "gather_labels",
+		Doc:  fmt.Sprintf("one-hot next tokens of %d windows of %d tokens, %d ids, of batch ctl[0]", batch, t, v),
+		Params: []Param{
+			ctlParam(false),
+			{Name: "order", Elem: Uint, Size: 1},
+			in("set", 1),
+			out("y", n),
+		},
+		Threadgroup: tg, Groups: ceilDiv(n, tg),
+		Body: []Stmt{when(lt(gidE, i32(n)),
+			let("r", Int, div(gidE, i32(t*v))),
+			let("j", Int, rem(div(gidE, i32(v)), i32(t))),
+			let("id", Int, rem(gidE, i32(v))),
+			let("k", Int, add(mul(ldInt("ctl", i32(gpuhost.CtlBatch)), i32(batch)), vr("r"))),
+			let("hot", Float, flt(0)),
+			when(lt(vr("k"), mul(ldInt("ctl", i32(gpuhost.CtlSteps)), i32(batch))),
+				let("start", Int, ldInt("order", vr("k"))),
+				when(lt(vr("start"), ldInt("ctl", i32(gpuhost.CtlRows))),
+					when(eq(ldInt("set", add(add(vr("start"), vr("j")), i32(1))), vr("id")),
+						set("hot", flt(1))))),
+			store("y", gidE, vr("hot")),
 		)},
 	}
 }

@@ -69,6 +69,10 @@ type windowed interface {
 	// trainCorrect: methods, so that only text programs link them.
 	evaluate(m Model, ds *dataset, indices []int, meta *Meta) (evalResult, error)
 	correct(meta *Meta, out, labels []float32) int
+	// resident offers a Resident device the training text whole
+	// (residentModel); residentOrder then draws each epoch's windows.
+	resident(r Resident) (Resident, error)
+	residentOrder(first, steps, bs int) []int
 }
 
 // idxSource is a pair of IDX files.

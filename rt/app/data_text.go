@@ -38,6 +38,44 @@ type textSource struct {
 	ids    []int32
 	tg     []int32
 	buf    []byte
+	// tokens is the training split read whole when a device gathers the
+	// windows itself (residentText); nil when they are read from the files.
+	tokens *textdata.Tokens
+}
+
+// resident returns r with the training split of a text on the device,
+// or nil when the text is too long to keep whole or r declines; each
+// epoch's window starts are then drawn by textSource.residentOrder.
+func (s *textSource) resident(r Resident) (Resident, error) {
+	if s.c.Train.Tokens > residentTextMax {
+		return nil, nil
+	}
+	tk, err := s.c.ReadTokens(s.c.Train, residentTextMax)
+	if err != nil {
+		return nil, err
+	}
+	ids := make([]float32, len(tk.IDs))
+	for i, id := range tk.IDs {
+		ids[i] = float32(id)
+	}
+	ok, err := r.LoadTrainWindows(ids, tk.Windows(s.T))
+	if err != nil || !ok {
+		return nil, err
+	}
+	s.tokens = tk
+	return r, nil
+}
+
+// residentOrder draws the window starts (indices into tokens.IDs) of an
+// epoch's batches first to steps−1, bs windows each, from the run's
+// stream as fill would draw their windows; the batches before first are
+// left 0 (they were trained before a resume).
+func (s *textSource) residentOrder(first, steps, bs int) []int {
+	order := make([]int, steps*bs)
+	for i := first * bs; i < len(order); i++ {
+		order[i] = s.tokens.Draw(s.rng)
+	}
+	return order
 }
 
 func (s *textSource) fill(x, y []float32, idx []int) error {

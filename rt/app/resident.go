@@ -20,10 +20,15 @@ type Resident interface {
 	// to the device; false means the device declines (the set is too large
 	// for it), and the host-fed loop runs instead.
 	LoadTrainSet(x, y []float32, rows int) (bool, error)
-	// StartEpoch gives the device an epoch: the rows of its batches in
-	// order, the seed of each batch's step (SetRand's), the learning rate,
-	// the optimizer step of batch 0 and the batch to start from.
-	StartEpoch(order []int, seeds []uint64, lr float32, step0, first int) error
+	// LoadTrainWindows copies a language model's training text (token ids)
+	// to the device, whose windows start at 0 to windows−1; false means the
+	// device declines, and the host-fed loop runs instead.
+	LoadTrainWindows(ids []float32, windows int) (bool, error)
+	// StartEpoch gives the device an epoch: the rows (or window starts) of
+	// its batches in order, the seed of each batch's step (SetRand's), the
+	// learning rate of each, the optimizer step of batch 0 and the batch to
+	// start from.
+	StartEpoch(order []int, seeds []uint64, lrs []float32, step0, first int) error
 	// QueueSteps launches n steps; StepResults waits for them and returns
 	// each one's loss and number of correctly classified rows.
 	QueueSteps(n int) error
@@ -45,6 +50,12 @@ const residentStreamedMax = 1 << 30
 // residentWindow is how many steps run between host synchronisations.
 const residentWindow = 40
 
+// residentTextMax bounds the tokens of a training text that a Resident
+// device is offered whole: the host then holds 12 bytes a token (the ids,
+// their byte offsets and the float32 copy uploaded), 768 MB at most; a
+// longer text stays host-fed, read from its files window by window.
+const residentTextMax = 1 << 26
+
 // residentModel returns m as a Resident with ds's training images on the
 // device, or nil when m is not one or declines.
 func residentModel(m Model, ds *dataset, classes int) (Resident, error) {
@@ -52,15 +63,12 @@ func residentModel(m Model, ds *dataset, classes int) (Resident, error) {
 	if !ok || os.Getenv("MLBUILD_HOST_FED") == "1" {
 		return nil, nil
 	}
-	if ds.text != nil { // windows are drawn afresh each time: fed from the host
-		return nil, nil
-	}
 	meta := m.Meta()
-	if perStepSchedule(meta.Defaults) { // the device holds one rate an epoch
-		return nil, nil
-	}
 	if meta.Defaults.Accumulate > 1 { // a device epoch updates every batch
 		return nil, nil
+	}
+	if ds.text != nil {
+		return ds.text.resident(r)
 	}
 	n := ds.n
 	inW := ds.features
@@ -86,14 +94,13 @@ func residentModel(m Model, ds *dataset, classes int) (Resident, error) {
 	if err != nil || !ok {
 		return nil, err
 	}
-	_ = meta
 	return r, nil
 }
 
 // residentEpoch runs the steps of one epoch on a Resident model, from
 // st.batch to the end, as the host-fed loop would, and returns the sums the
 // epoch's summary needs.
-func residentEpoch(r Resident, o *trainOptions, st *trainState, lastGood string, order []int, lr float32,
+func residentEpoch(r Resident, o *trainOptions, st *trainState, lastGood string, order []int, perSample,
 	epoch, stepsPerEpoch int, rep *progress.Reporter, metrics *progress.Metrics, sigs chan os.Signal) (sumLoss float64, correct, seen int, err error) {
 	meta := r.Meta()
 	B := meta.Batch
@@ -103,10 +110,12 @@ func residentEpoch(r Resident, o *trainOptions, st *trainState, lastGood string,
 	}
 	step0 := st.step - st.batch // the step before batch 0 of this epoch
 	seeds := make([]uint64, stepsPerEpoch)
+	lrs := make([]float32, stepsPerEpoch)
 	for b := range seeds {
 		seeds[b] = stepSeed(o.seed, step0+b+1)
+		lrs[b] = learningRate(meta.Defaults, o.lr, step0+b+1, epoch, o.epochs, stepsPerEpoch)
 	}
-	if err := r.StartEpoch(order, seeds, lr, step0+1, st.batch); err != nil {
+	if err := r.StartEpoch(order, seeds, lrs, step0+1, st.batch); err != nil {
 		return 0, 0, 0, deviceErr(err)
 	}
 	start := st.batch
@@ -132,10 +141,10 @@ func residentEpoch(r Resident, o *trainOptions, st *trainState, lastGood string,
 			st.step++
 			sumLoss += float64(loss)
 			correct += corr[i]
-			seen += B
+			seen += B * perSample
 			rep.Step(b+i+1, sumLoss/float64(b+i+1-start), float64(correct)/float64(seen))
 			if metrics != nil {
-				metrics.Write(progress.Event{Event: "step", Epoch: epoch + 1, Step: st.step, Loss: float64(loss), Acc: float64(corr[i]) / float64(B), LR: float64(lr)})
+				metrics.Write(progress.Event{Event: "step", Epoch: epoch + 1, Step: st.step, Loss: float64(loss), Acc: float64(corr[i]) / float64(B*perSample), LR: float64(lrs[b+i])})
 			}
 		}
 		b += n

@@ -334,7 +334,10 @@ func trainCmd(m Model, args []string, stdout, stderr io.Writer) (err error) {
 		var sumLoss float64
 		var correct, seen int
 		if res != nil {
-			if sumLoss, correct, seen, err = residentEpoch(res, o, &st, lastGood, order, lr, epoch, stepsPerEpoch, rep, metrics, sigs); err != nil {
+			if ds.text != nil { // windows drawn as the host-fed loop would
+				order = ds.text.residentOrder(st.batch, stepsPerEpoch, bs)
+			}
+			if sumLoss, correct, seen, err = residentEpoch(res, o, &st, lastGood, order, perSample, epoch, stepsPerEpoch, rep, metrics, sigs); err != nil {
 				return err
 			}
 		} else if st.batch < stepsPerEpoch { // a checkpoint taken after an epoch's last step resumes at its end

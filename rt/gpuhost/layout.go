@@ -37,11 +37,21 @@ func PackStepArgs(lr float32, step, seed uint32) [StepArgsLen]uint32 {
 // CtlBatch on after each step.
 const (
 	CtlBatch = 0 // the batch of the epoch the next step trains on
-	CtlLR    = 1 // math.Float32bits(learning rate of the epoch)
+	CtlLR    = 1 // math.Float32bits(learning rate after the epoch's last batch)
 	CtlStep  = 2 // the optimizer step of the epoch's batch 0
 	CtlRows  = 3 // rows of the training set on the device
 	CtlSteps = 4 // batches in the epoch (the length of seeds)
 	CtlLen   = 8 // words in the buffer (three spare)
+)
+
+// The step table of device-resident training holds StepWords uint32s a
+// batch of the epoch: its dropout seed and its learning rate, so that a
+// schedule that changes the rate every step (warmup, cosine) runs on the
+// device as on the host.
+const (
+	StepSeed  = 0 // the batch's 32-bit dropout seed
+	StepLR    = 1 // math.Float32bits(the batch's learning rate)
+	StepWords = 2
 )
 
 // DropoutUniform is the counter-based dropout draw of every GPU program

@@ -408,8 +408,26 @@ func (r *Replicated) LoadTrainSet(x, y []float32, rows int) (bool, error) {
 	return true, nil
 }
 
+// LoadTrainWindows copies the training text to every GPU.
+func (r *Replicated) LoadTrainWindows(ids []float32, windows int) (bool, error) {
+	for i, m := range r.ranks {
+		ok, err := m.LoadTrainWindows(ids, windows)
+		if err != nil || !ok {
+			for _, m := range r.ranks[:i] {
+				m.freeResident()
+				m.feeding = false
+			}
+			if err != nil {
+				err = r.rankErr(i, err)
+			}
+			return false, err
+		}
+	}
+	return true, nil
+}
+
 // StartEpoch gives each rank its slice of every global batch of order.
-func (r *Replicated) StartEpoch(order []int, seeds []uint64, lr float32, step0, first int) error {
+func (r *Replicated) StartEpoch(order []int, seeds []uint64, lrs []float32, step0, first int) error {
 	r.spread()
 	B, n := r.p.Meta.Batch, r.total
 	share := B / n
@@ -423,7 +441,7 @@ func (r *Replicated) StartEpoch(order []int, seeds []uint64, lr float32, step0, 
 		for b := 0; b < steps; b++ {
 			copy(own[b*share:(b+1)*share], order[b*B+g*share:b*B+(g+1)*share])
 		}
-		return m.StartEpoch(own, seeds, lr, step0, first)
+		return m.StartEpoch(own, seeds, lrs, step0, first)
 	})
 }
 

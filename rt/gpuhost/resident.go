@@ -3,6 +3,8 @@ package gpuhost
 import (
 	"fmt"
 	"math"
+
+	"github.com/mlbuild/mlbuild/rt/cpu"
 )
 
 // Device-resident training. The training set is uploaded once; each epoch
@@ -10,24 +12,35 @@ import (
 // steps; then a training step is one sequence that needs nothing from the
 // host:
 //
-//	advance   args ← (lr, first step + b, seeds[b]) where b = ctl[CtlBatch]
+//	advance   args ← (lrs[b], first step + b, seeds[b]) where b = ctl[CtlBatch]
 //	gather    input rows and label rows b·B … b·B+B-1 of order, from the set
+//	          (or, for a language model's text, the windows of tokens
+//	          starting at those entries of order, and their next tokens)
 //	forward, copy of the prediction, backward, update (the plan's tables)
 //	record    results[2b] = loss, results[2b+1] = correct rows; ctl[CtlBatch] = b+1
 //
 // so the host launches many steps and synchronises only to read their
-// results. Shuffles, seeds and step numbers are the host loop's, so a
-// device-resident run and a host-fed run train the same weights.
+// results. Shuffles, seeds, learning rates and step numbers are the host
+// loop's, so a device-resident run and a host-fed run train the same
+// weights.
 
 // ResidentKernels names the generated kernels of device-resident training
 // (kernels of Program.Kernels, specialised to the plan's batch and row
 // widths) and the layout they share.
 type ResidentKernels struct {
-	// Advance (args, ctl, seeds), one thread.
+	// Advance (args, ctl, steps: the step table, StepWords a batch), one
+	// thread.
 	Advance string
 	// GatherInput and GatherLabels (ctl, order, set, batch), one thread per
 	// element of the batch, GatherGroups[i] groups of GatherThreads.
 	GatherInput, GatherLabels string
+	// Windows, when above 0, says that the set is one stream of token ids
+	// (LoadTrainWindows) and order holds window starts: GatherInput copies
+	// the Windows ids from each start, GatherLabels the ids after them one
+	// hot, and Record counts the positions whose largest logit is the next
+	// token. 0: the set is rows of inputs and rows of labels
+	// (LoadTrainSet).
+	Windows int
 	GatherGroups              [2]int
 	GatherThreads             int
 	// Record (ctl, loss, logits, labels, results), one group of
@@ -43,8 +56,8 @@ type ResidentKernels struct {
 // resident holds the buffers of device-resident training.
 type resident struct {
 	rows, inW, labW int
-	setX, setY      Buffer
-	order, seeds    Buffer
+	setX, setY      Buffer // the same buffer for a stream of tokens
+	order, table    Buffer
 	ctl, results    Buffer
 	snapshot        Buffer
 	steps           int // batches per epoch the buffers hold
@@ -71,6 +84,9 @@ func (m *Model) LoadTrainSet(x, y []float32, rows int) (bool, error) {
 	B := m.p.Meta.Batch
 	if rk == nil || rows == 0 || B == 0 {
 		return false, nil
+	}
+	if rk.Windows > 0 {
+		return false, fmt.Errorf("gpuhost: this program trains on windows of a token stream (LoadTrainWindows), not on rows")
 	}
 	inW, labW := m.p.TrainInputSize/B, m.p.TrainLabelsSize/B
 	if len(x) != rows*inW || len(y) != rows*labW {
@@ -116,13 +132,70 @@ func (m *Model) LoadTrainSet(x, y []float32, rows int) (bool, error) {
 	return true, nil
 }
 
+// LoadTrainWindows uploads a language model's training text, ids (token
+// ids as float32), whose windows of Windows tokens start at 0 to
+// windows−1 (each window's next tokens, its labels, follow it in ids), and
+// makes the sequences of device-resident training. It returns false,
+// with no error, when the program has no window kernels or the stream is
+// too long to index.
+func (m *Model) LoadTrainWindows(ids []float32, windows int) (bool, error) {
+	rk := m.p.Resident
+	if rk == nil || rk.Windows == 0 || windows <= 0 || m.p.Meta.Batch == 0 {
+		return false, nil
+	}
+	T := rk.Windows
+	if len(ids) < windows+T {
+		return false, fmt.Errorf("gpuhost: %d windows of %d tokens and their next tokens need %d ids, got %d", windows, T, windows+T, len(ids))
+	}
+	if len(ids) > ResidentMaxElements {
+		return false, nil
+	}
+	if v := m.p.Meta.Vocab; v > 0 {
+		if err := cpu.CheckTokenIDs(m.p.TokenLayer, ids, v); err != nil {
+			return false, fmt.Errorf("the training text: %w", err)
+		}
+	}
+	m.freeResident()
+	r := &resident{rows: windows, inW: T, labW: m.p.TrainLabelsSize / m.p.Meta.Batch}
+	m.res = r
+	m.feeding = true
+	var err error
+	alloc := func(label string, n int) Buffer {
+		if err != nil {
+			return nil
+		}
+		var b Buffer
+		b, err = m.d.Alloc(label, 4*max(n, 1))
+		if err != nil {
+			err = fmt.Errorf("keeping the training text on %s: %w", m.d.Name(), err)
+		}
+		return b
+	}
+	r.setX = alloc("training text", len(ids))
+	r.setY = r.setX
+	r.ctl = alloc("training control", CtlLen)
+	r.snapshot = alloc("state snapshot", m.p.StateSize)
+	if err != nil {
+		m.freeResident()
+		return false, err
+	}
+	if err = m.d.Upload(r.setX, 0, bytesOf(ids)); err != nil {
+		m.freeResident()
+		return false, fmt.Errorf("copying the training text to %s: %w", m.d.Name(), err)
+	}
+	return true, nil
+}
+
 // freeResident releases the buffers of device-resident training.
 func (m *Model) freeResident() {
 	r := m.res
 	if r == nil {
 		return
 	}
-	for _, b := range []Buffer{r.setX, r.setY, r.order, r.seeds, r.ctl, r.results, r.snapshot} {
+	if r.setY == r.setX {
+		r.setY = nil
+	}
+	for _, b := range []Buffer{r.setX, r.setY, r.order, r.table, r.ctl, r.results, r.snapshot} {
 		if b != nil {
 			m.d.Free(b)
 		}
@@ -130,11 +203,12 @@ func (m *Model) freeResident() {
 	m.res = nil
 }
 
-// StartEpoch gives the device an epoch: order holds the rows of its batches
-// (len(seeds)·Batch of them), seeds the 64-bit dropout seed of each batch's
-// step, lr its learning rate, step0 the optimizer step of batch 0, and
-// first the batch the next step trains on (not 0 after a resume).
-func (m *Model) StartEpoch(order []int, seeds []uint64, lr float32, step0, first int) error {
+// StartEpoch gives the device an epoch: order holds the rows (or window
+// starts) of its batches (len(seeds)·Batch of them), seeds the 64-bit
+// dropout seed of each batch's step, lrs its learning rate, step0 the
+// optimizer step of batch 0, and first the batch the next step trains on
+// (not 0 after a resume).
+func (m *Model) StartEpoch(order []int, seeds []uint64, lrs []float32, step0, first int) error {
 	r := m.res
 	if r == nil {
 		return fmt.Errorf("gpuhost: StartEpoch before LoadTrainSet")
@@ -144,19 +218,22 @@ func (m *Model) StartEpoch(order []int, seeds []uint64, lr float32, step0, first
 	if len(order) < steps*B {
 		return fmt.Errorf("gpuhost: %d batches need %d rows of order, got %d", steps, steps*B, len(order))
 	}
+	if len(lrs) != steps || steps == 0 {
+		return fmt.Errorf("gpuhost: %d batches need as many learning rates, got %d", steps, len(lrs))
+	}
 	if err := m.d.Sync(); err != nil {
 		return err
 	}
 	if r.steps != steps {
-		for _, b := range []Buffer{r.order, r.seeds, r.results} {
+		for _, b := range []Buffer{r.order, r.table, r.results} {
 			if b != nil {
 				m.d.Free(b)
 			}
 		}
-		r.order, r.seeds, r.results = nil, nil, nil
+		r.order, r.table, r.results = nil, nil, nil
 		var err error
 		if r.order, err = m.d.Alloc("epoch order", 4*max(steps*B, 1)); err == nil {
-			if r.seeds, err = m.d.Alloc("step seeds", 4*max(steps, 1)); err == nil {
+			if r.table, err = m.d.Alloc("step table", 4*StepWords*max(steps, 1)); err == nil {
 				r.results, err = m.d.Alloc("step results", 8*max(steps, 1))
 			}
 		}
@@ -175,16 +252,16 @@ func (m *Model) StartEpoch(order []int, seeds []uint64, lr float32, step0, first
 		}
 		ord[i] = uint32(order[i])
 	}
-	sd := make([]uint32, steps)
+	table := make([]uint32, StepWords*steps)
 	for i, s := range seeds {
-		sd[i] = foldSeed(s)
+		table[StepWords*i+StepSeed], table[StepWords*i+StepLR] = foldSeed(s), math.Float32bits(lrs[i])
 	}
 	ctl := make([]uint32, CtlLen)
-	ctl[CtlBatch], ctl[CtlLR], ctl[CtlStep], ctl[CtlRows], ctl[CtlSteps] = uint32(first), math.Float32bits(lr), uint32(step0), uint32(r.rows), uint32(steps)
+	ctl[CtlBatch], ctl[CtlLR], ctl[CtlStep], ctl[CtlRows], ctl[CtlSteps] = uint32(first), math.Float32bits(lrs[steps-1]), uint32(step0), uint32(r.rows), uint32(steps)
 	for _, u := range []struct {
 		b Buffer
 		v []uint32
-	}{{r.order, ord}, {r.seeds, sd}, {r.ctl, ctl}} {
+	}{{r.order, ord}, {r.table, table}, {r.ctl, ctl}} {
 		if err := m.d.Upload(u.b, 0, wordsBytes(u.v)); err != nil {
 			return fmt.Errorf("copying an epoch's order to %s: %w", m.d.Name(), err)
 		}
@@ -216,7 +293,7 @@ func (m *Model) recordResident() error {
 	B := p.Meta.Batch
 	nbytes := func(b Buffer) int { return b.Len() }
 	advance := func(enc Encoder) error {
-		return enc.Dispatch(rk.Advance, []Arg{{Buf: m.bufs[ArenaArgs], Bytes: 4 * StepArgsLen}, {Buf: r.ctl, Bytes: 4 * CtlLen}, {Buf: r.seeds, Bytes: nbytes(r.seeds)}}, 1, 1)
+		return enc.Dispatch(rk.Advance, []Arg{{Buf: m.bufs[ArenaArgs], Bytes: 4 * StepArgsLen}, {Buf: r.ctl, Bytes: 4 * CtlLen}, {Buf: r.table, Bytes: nbytes(r.table)}}, 1, 1)
 	}
 	gather := func(enc Encoder) error {
 		if err := enc.Dispatch(rk.GatherInput, []Arg{{Buf: r.ctl, Bytes: 4 * CtlLen}, {Buf: r.order, Bytes: nbytes(r.order)},

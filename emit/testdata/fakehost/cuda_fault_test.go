@@ -2,8 +2,9 @@ package main
 
 // This file is copied next to the main.go of the generated CUDA programs
 // of MNIST specs by emit's tests (TestCUDAPrograms, cudaFaultSpecs), beside
-// cuda_test.go: it runs the program itself, as a command, on a fake GPU
-// whose graph launch faults in the middle of training.
+// cuda_test.go and cuda_main_test.go: it runs the program itself, as a
+// command, on a fake GPU whose graph launch faults in the middle of
+// training.
 
 import (
 	"os"
@@ -12,39 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-
-	"mlbuildprog/cuda"
-	"mlbuildprog/cuda/fakecuda"
-	"mlbuildprog/rt/gpuhost"
 )
-
-// TestMain lets TestFaultMidTraining run this program as a command on the
-// fake GPU: with MLBUILD_FAKEHOST_FAIL_AT set to n, the test binary is the
-// program (gpuhost.Main, as main.go runs it, on a fake whose nth graph
-// launch faults; 0: none) with the arguments in MLBUILD_FAKEHOST_ARGS, one
-// per line. MLBUILD_FAKEHOST_FAIL_KERNEL names a kernel whose first run
-// faults instead, and MLBUILD_CUDA_BLOCKING=1 makes the sequences blocking.
-func TestMain(m *testing.M) {
-	if at := os.Getenv("MLBUILD_FAKEHOST_FAIL_AT"); at != "" {
-		n, err := strconv.Atoi(at)
-		if err != nil {
-			panic(err)
-		}
-		os.Args = append(os.Args[:1], strings.Split(os.Getenv("MLBUILD_FAKEHOST_ARGS"), "\n")...)
-		gpuhost.Main(func() (gpuhost.Device, error) {
-			f := fakecuda.New(fakecuda.Options{WorkDir: os.Getenv("MLBUILD_FAKECUDA_DIR")})
-			if n > 0 {
-				f.FailGraphLaunch(n, cuda.ErrorLaunchFailed)
-			}
-			if k := os.Getenv("MLBUILD_FAKEHOST_FAIL_KERNEL"); k != "" {
-				f.FailKernel(k, cuda.ErrorLaunchFailed)
-			}
-			return cuda.OpenDevice(cuda.Options{Libraries: f.Libraries(), KernelCacheDir: os.Getenv("MLBUILD_FAKEHOST_CACHE"),
-				Blocking: os.Getenv("MLBUILD_CUDA_BLOCKING") == "1"})
-		}, &program)
-	}
-	os.Exit(m.Run())
-}
 
 // TestFaultMidTraining: a GPU fault in the second epoch of `train` ends
 // the command with exit status 1 and a message naming the epoch, the

@@ -258,7 +258,14 @@ func TestAccumulationMatchesCPU(t *testing.T) {
 // device (gathered by the advance, gather and record kernels, one graph
 // launch a step) and the same two steps fed from the host: the losses are
 // identical, and a restore and replay gives them again.
+//
+// A program of a text dataset gathers windows of one stream of tokens
+// instead (residentWindowsMatchHostFed).
 func TestResidentMatchesHostFed(t *testing.T) {
+	if program.Resident != nil && program.Resident.Windows > 0 {
+		residentWindowsMatchHostFed(t)
+		return
+	}
 	f, m := newFakeModel(t)
 	B := program.Meta.Batch
 	rows := 2*B + 3
@@ -274,7 +281,7 @@ func TestResidentMatchesHostFed(t *testing.T) {
 	if ok, err := m.LoadTrainSet(x, y, rows); err != nil || !ok {
 		t.Fatalf("LoadTrainSet: %v, %v", ok, err)
 	}
-	if err := m.StartEpoch(order, seeds, lr, 5, 0); err != nil {
+	if err := m.StartEpoch(order, seeds, []float32{lr, lr}, 5, 0); err != nil {
 		t.Fatal(err)
 	}
 	if err := m.SaveState(); err != nil {
@@ -340,6 +347,78 @@ func TestResidentMatchesHostFed(t *testing.T) {
 				t.Errorf("step %d: %d rows correct device-resident, %d fed from the host", b+1, correct[b], n)
 			}
 		}
+	}
+}
+
+// residentWindowsMatchHostFed trains three steps of a language model on
+// windows of a token stream kept on the device (gathered and made one-hot
+// there, a learning rate for each step) and the same three steps fed from
+// the host: the losses and the positions predicted right are identical,
+// and a stream with an id outside the vocabulary is refused.
+func residentWindowsMatchHostFed(t *testing.T) {
+	_, m := newFakeModel(t)
+	B, T, V := program.Meta.Batch, program.Resident.Windows, program.Meta.Vocab
+	labW := program.TrainLabelsSize / B
+	if program.TrainInputSize != B*T || labW%T != 0 || V <= 1 {
+		t.Fatalf("a text program of input %d and labels %d for windows of %d tokens, vocabulary %d", program.TrainInputSize, program.TrainLabelsSize, T, V)
+	}
+	C := labW / T // the logits a position
+	seeded(m, 1)
+	initial := append([]float32(nil), m.State()...)
+	rng := cpu.NewRand(7)
+	ids := make([]float32, 3*B*T+7)
+	for i := range ids {
+		ids[i] = float32(rng.Intn(V))
+	}
+	windows := len(ids) - T
+	const steps = 3
+	order := make([]int, steps*B)
+	for i := range order {
+		order[i] = rng.Intn(windows)
+	}
+	order[1] = windows - 1 // the last window: its last label is the stream's last id
+	seeds := []uint64{0xABCDEF12345, 0x1234, 99}
+	lrs := []float32{3e-3, 1e-2, 2e-3}
+	if ok, err := m.LoadTrainWindows(ids, windows); err != nil || !ok {
+		t.Fatalf("LoadTrainWindows: %v, %v", ok, err)
+	}
+	if err := m.StartEpoch(order, seeds, lrs, 5, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.QueueSteps(steps); err != nil {
+		t.Fatal(err)
+	}
+	loss, correct, err := m.StepResults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	copy(m.State(), initial)
+	for b := range steps {
+		in, lab := m.TrainInput(), m.TrainLabels()
+		clear(lab)
+		for r := range B {
+			s := order[b*B+r]
+			for j := range T {
+				in[r*T+j] = ids[s+j]
+				lab[r*labW+j*C+int(ids[s+j+1])] = 1
+			}
+		}
+		m.SetRand(seeds[b])
+		want := m.TrainStep(lrs[b], 5+b)
+		n := 0
+		out, lab := m.TrainOutput(), m.TrainLabels()
+		for p := 0; p < B*T; p++ {
+			if cpu.Argmax(out[p*C:(p+1)*C]) == cpu.Argmax(lab[p*C:(p+1)*C]) {
+				n++
+			}
+		}
+		if loss[b] != want || correct[b] != n {
+			t.Errorf("step %d: loss %v and %d positions right on the device's windows, %v and %d fed from the host", b+1, loss[b], correct[b], want, n)
+		}
+	}
+	ids[3] = float32(V)
+	if ok, err := m.LoadTrainWindows(ids, windows); ok || err == nil || !strings.Contains(err.Error(), "training text") {
+		t.Errorf("a stream with id %d of a vocabulary of %d: %v, %v", V, V, ok, err)
 	}
 }
 

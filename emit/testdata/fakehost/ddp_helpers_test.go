@@ -88,7 +88,7 @@ func trainData(rows, steps int) (x, y, init []float32, order []int, seeds []uint
 type residentModel interface {
 	State() []float32
 	LoadTrainSet(x, y []float32, rows int) (bool, error)
-	StartEpoch(order []int, seeds []uint64, lr float32, step0, first int) error
+	StartEpoch(order []int, seeds []uint64, lrs []float32, step0, first int) error
 	QueueSteps(n int) error
 	StepResults() ([]float32, []int, error)
 }
@@ -113,7 +113,11 @@ func residentTrain(m residentModel, steps, window int) ([]float32, []int, []floa
 	if ok, err := m.LoadTrainSet(x, y, rows); err != nil || !ok {
 		return nil, nil, nil, fmt.Errorf("LoadTrainSet: %v, %v", ok, err)
 	}
-	if err := m.StartEpoch(order, seeds, 1e-3, 1, 0); err != nil {
+	lrs := make([]float32, len(seeds))
+	for i := range lrs {
+		lrs[i] = 1e-3
+	}
+	if err := m.StartEpoch(order, seeds, lrs, 1, 0); err != nil {
 		return nil, nil, nil, err
 	}
 	var losses []float32

@@ -110,7 +110,7 @@ func TestHostOnFake(t *testing.T) {
 	for i := range order {
 		order[i] = (i * 7) % rows
 	}
-	if err := m.StartEpoch(order, []uint64{11, 12}, 1e-3, 3, 0); err != nil {
+	if err := m.StartEpoch(order, []uint64{11, 12}, []float32{1e-3, 1e-3}, 3, 0); err != nil {
 		t.Fatal(err)
 	}
 	oneCommandBuffer(t, f, "resident training step", trainOps+4, func() {
