@@ -298,7 +298,12 @@ func (g *gpuGen) residentKernels(tp *planner.Plan) (string, error) {
 		windows, rows, classes = T, B*T, labels/(B*T)
 		gx, gy = gpu.GatherKernel(B, T, 1), gpu.WindowLabelsKernel(B, T, classes)
 	}
-	const recordThreads = 256
+	// one group: 256 threads, more up to 1024 so that none takes more
+	// than 16 rows (a GPT's 16,384 positions)
+	recordThreads := 256
+	for recordThreads < 1024 && recordThreads*16 < rows {
+		recordThreads *= 2
+	}
 	cp := gpu.CopyKernel(tp.StateSize)
 	var names [5]string
 	for i, k := range []struct {
