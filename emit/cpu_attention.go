@@ -3,6 +3,7 @@ package emit
 import (
 	"fmt"
 
+	"github.com/mlbuild/mlbuild/emit/gpu"
 	"github.com/mlbuild/mlbuild/planner"
 )
 
@@ -10,7 +11,8 @@ import (
 // Only a GPU target's plans fuse attention (fuse_attention.go), so these
 // are the CPU references of a GPU program's steps: rt/cpu's plain
 // AttentionFwd and AttentionBwd, whose dropout draws the GPU kernels'
-// mask (dropoutUniform at the step's seed and count).
+// mask (dropoutUniform at the step's seed xor the layer's stream, and
+// its count).
 
 // attentionGeom is the cpu.Attention literal of step st, with dropout in
 // training.
@@ -29,7 +31,7 @@ func (g *generator) attentionGeom(st planner.Step, in []operand, training bool) 
 		if !g.reference {
 			return "", fmt.Errorf("a fused attention with dropout in a CPU program (the CPU's plans do not fuse attention)")
 		}
-		lit += fmt.Sprintf(", Rate: %s, Uniform: func(i uint32) float32 { return dropoutUniform(seed, uint32(step), i) }", float(a.Rate))
+		lit += fmt.Sprintf(", Rate: %s, Uniform: func(i uint32) float32 { return dropoutUniform(seed^%#x, uint32(step), i) }", float(a.Rate), gpu.DropoutStream(st.Layer))
 	}
 	return lit + "}", nil
 }

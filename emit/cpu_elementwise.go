@@ -3,6 +3,7 @@ package emit
 import (
 	"fmt"
 
+	"github.com/mlbuild/mlbuild/emit/gpu"
 	"github.com/mlbuild/mlbuild/planner"
 )
 
@@ -62,16 +63,17 @@ func (g *generator) dropoutCall(st planner.Step, in, out []operand, training boo
 }
 
 // gpuDropoutRefCall is a GPU program's CPU reference of training dropout:
-// it draws the GPU kernel's mask (dropoutUniform, from the step's seed and
-// count) rather than the CPU program's generator, so that the two agree.
+// it draws the GPU kernel's mask (dropoutUniform, from the step's seed xor
+// the layer's stream, and the step's count) rather than the CPU program's
+// generator, so that the two agree.
 func gpuDropoutRefCall(st planner.Step, ins, outs []operand) (string, error) {
 	if len(outs) < 2 || outs[1].param == "" {
 		return "", fmt.Errorf("training dropout without a mask")
 	}
 	rate := float32(st.Attr.Rate)
 	scale := 1 / (1 - rate)
-	return fmt.Sprintf("x, y, mask := %s, %s, %s\nfor i := range y {\nm := float32(0)\nif dropoutUniform(seed, uint32(step), uint32(i)) >= %s {\nm = %s\n}\nmask[i] = m\ny[i] = x[i] * m\n}",
-		ins[0].slice(), outs[0].slice(), outs[1].slice(), float(float64(rate)), float(float64(scale))), nil
+	return fmt.Sprintf("x, y, mask := %s, %s, %s\nfor i := range y {\nm := float32(0)\nif dropoutUniform(seed^%#x, uint32(step), uint32(i)) >= %s {\nm = %s\n}\nmask[i] = m\ny[i] = x[i] * m\n}",
+		ins[0].slice(), outs[0].slice(), outs[1].slice(), gpu.DropoutStream(st.Layer), float(float64(rate)), float(float64(scale))), nil
 }
 
 // dropoutBwdCall calls dropout's backward: dy through the mask.

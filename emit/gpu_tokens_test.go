@@ -2,6 +2,7 @@ package emit
 
 import (
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -79,6 +80,46 @@ func TestGPUPlansFuseAttention(t *testing.T) {
 		t.Logf("%s: work arena %d MiB, the CPU's %d MiB", b.Name, int64(p.WorkSize)*4>>20, int64(cpu.WorkSize)*4>>20)
 		if n := scores(p); n != 0 || drop < 2<<30 {
 			t.Errorf("%s: %d scores buffers, work arena %d bytes below the CPU's; want none and more than 2 GiB", b.Name, n, drop)
+		}
+	}
+}
+
+// TestGPUDropoutStreams: in models/gpt.cue's CUDA program, whose 13
+// dropout layers have one shape and whose 6 attentions drop
+// probabilities, the kernels that draw a mask xor 19 different streams
+// into the step's seed (were they alike, the layers would drop the same
+// elements in a step), 13 of them in the dropout kernels, and the CPU
+// references draw with the same 19.
+func TestGPUDropoutStreams(t *testing.T) {
+	src, err := CUDA.RenderGPU(backendInput(t, CUDA, "../models/gpt.cue", true, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	set := func(re, text string, base int) map[uint64]bool {
+		m := map[uint64]bool{}
+		for _, s := range regexp.MustCompile(re).FindAllStringSubmatch(text, -1) {
+			v, err := strconv.ParseUint(s[1], base, 32)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m[v] = true
+		}
+		return m
+	}
+	kernels := set(`args\[2\] \^ ([0-9]+)u`, src.KernelSource, 10)
+	dropout := set(`dropout rate 0\.2, stream 0x([0-9a-f]+)`, src.KernelSource, 16)
+	refs := set(`dropoutUniform\(seed\^0x([0-9a-f]+)`, string(src.Main), 16)
+	if len(kernels) != 19 || len(dropout) != 13 || len(refs) != 19 {
+		t.Errorf("%d streams in the kernels, %d in the dropout kernels, %d in the references: want 19, 13, 19", len(kernels), len(dropout), len(refs))
+	}
+	for s := range dropout {
+		if !kernels[s] {
+			t.Errorf("stream %#x of a dropout kernel's name is not in its draws", s)
+		}
+	}
+	for s := range kernels {
+		if !refs[s] {
+			t.Errorf("no CPU reference draws with the kernels' stream %#x", s)
 		}
 	}
 }

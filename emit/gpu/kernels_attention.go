@@ -52,6 +52,7 @@ type attnGeom struct {
 	scale           float32
 	causal          bool
 	rate            float32 // dropout; 0 for none (and outside training)
+	stream          uint32  // the dropout's stream (DropoutStream)
 	tiling          attnTiling
 }
 
@@ -419,7 +420,7 @@ func (g attnGeom) keep(name string, qi, kj Expr) []Stmt {
 		return []Stmt{let(name, Float, flt(1))}
 	}
 	idx := add(mul(add(mul(vr("mat"), i32(g.tq)), qi), i32(g.tk)), kj)
-	s := hashUniformStmts("u_"+name, idx)
+	s := hashUniformStmts("u_"+name, idx, g.stream)
 	return append(s, let(name, Float, sel(ge(vr("u_"+name), flt(g.rate)), flt(1/(1-g.rate)), flt(0))))
 }
 

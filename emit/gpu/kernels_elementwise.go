@@ -490,13 +490,14 @@ func gradMeanKernel(n int, scale float32) *Kernel {
 		})
 }
 
-// dropoutKernel draws a keep mask from DropoutUniform and scales kept
-// elements by 1/(1-rate) (inverted dropout): mask holds 0 or the scale.
-func dropoutKernel(n int, rate float32) *Kernel {
+// dropoutKernel draws a keep mask from DropoutUniform (the seed xor
+// stream) and scales kept elements by 1/(1-rate) (inverted dropout): mask
+// holds 0 or the scale.
+func dropoutKernel(n int, rate float32, stream uint32) *Kernel {
 	scale := 1 / (1 - rate)
-	return elementwiseVec(fmt.Sprintf("dropout rate %g, %d elements", rate, n), n,
+	return elementwiseVec(fmt.Sprintf("dropout rate %g, stream %#x, %d elements", rate, stream, n), n,
 		[]Param{argsParam(), in("x", n), out("y", n), out("mask", n)}, []string{"x", "y", "mask"}, func(i Expr) []Stmt {
-			s := hashUniformStmts("u", i)
+			s := hashUniformStmts("u", i, stream)
 			return append(s,
 				let("m", Float, sel(ge(vr("u"), flt(rate)), flt(scale), flt(0))),
 				store("mask", i, vr("m")),

@@ -503,13 +503,13 @@ func kernelCases(t *testing.T) []gpuCase {
 
 	// Dropout with the counter-based hash.
 	{
-		for _, n := range []int{1234, 1236} {
+		for n, stream := range map[int]uint32{1234: 0, 1236: DropoutStream("h0_projdrop")} {
 			rate := float32(0.3)
 			x := randVec(r, n, -1, 1)
 			y, mask := zeros(n), zeros(n)
 			kept := 0
 			for i := range x {
-				if gpuhost.DropoutUniform(42, 7, uint32(i)) >= rate {
+				if gpuhost.DropoutUniform(42^stream, 7, uint32(i)) >= rate {
 					mask[i] = 1 / (1 - rate)
 					kept++
 				}
@@ -518,7 +518,7 @@ func kernelCases(t *testing.T) []gpuCase {
 			if kept < n/2 || kept > n*9/10 {
 				t.Fatalf("gpuhost.DropoutUniform kept %d of %d at rate %g", kept, n, rate)
 			}
-			addCase(gpuCase{name: "dropout", k: dropoutKernel(n, rate), in: [][]float32{argsVec(0.1, 7, 42), x, zeros(n), zeros(n)},
+			addCase(gpuCase{name: "dropout", k: dropoutKernel(n, rate, stream), in: [][]float32{argsVec(0.1, 7, 42), x, zeros(n), zeros(n)},
 				want: map[int][]float32{2: y, 3: mask}})
 			dy := randVec(r, n, -1, 1)
 			dx := zeros(n)

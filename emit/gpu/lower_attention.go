@@ -37,7 +37,7 @@ func (l *lowering) attnGeomOf(st *planner.Step, training bool) (attnGeom, error)
 	}
 	g.tiling = t
 	if training {
-		g.rate = float32(st.Attr.Rate)
+		g.rate, g.stream = float32(st.Attr.Rate), DropoutStream(st.Layer)
 	}
 	return g, nil
 }

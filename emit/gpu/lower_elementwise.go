@@ -60,7 +60,7 @@ func (l *lowering) dropout(st *planner.Step, training bool) error {
 	if err := l.operands(st, 1, 2); err != nil {
 		return err
 	}
-	return l.launch("dropout", dropoutKernel(yb.Size, float32(a.Rate)), nil, stepArgs, whole(st.In[0]), whole(st.Out[0]), whole(st.Out[1]))
+	return l.launch("dropout", dropoutKernel(yb.Size, float32(a.Rate), DropoutStream(st.Layer)), nil, stepArgs, whole(st.In[0]), whole(st.Out[0]), whole(st.Out[1]))
 }
 
 // dropoutBwd lowers dropout's backward: dy through the mask.
