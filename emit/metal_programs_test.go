@@ -131,7 +131,13 @@ func gpuModule(t *testing.T, b *Backend, dir string, batch int, names []string) 
 // goEnv is the environment `mlbuild compile` builds generated programs in,
 // with an empty module cache of its own: the programs build from what
 // mlbuild carries (their vendor/ folder), never from a cache that happens
-// to hold their dependencies.
+// to hold their dependencies. Every go command run in it takes -trimpath,
+// as mlbuild compile's does: without it the go command keys each package
+// of a module on its folder, so every temporary module compiled the whole
+// runtime (rt/..., cuda, the vendored modules) again, about 12 s of CPU a
+// module with a warm build cache; with it the modules of
+// TestMetalPrograms, TestCUDAPrograms and TestCUDADataParallel and the
+// cross-build for linux/amd64 share one compile of each package.
 func goEnv(t *testing.T, goos, goarch string) []string {
 	return append(append(os.Environ(), BuildEnv([]File{{Path: "vendor/modules.txt"}}, goos, goarch)...), "GOMODCACHE="+t.TempDir())
 }
@@ -175,7 +181,7 @@ func TestMetalPrograms(t *testing.T) {
 		t.Parallel()
 		dir := t.TempDir()
 		names := metalModule(t, dir, 3)
-		cmd := exec.Command("go", "test", "-count=1", "./cmd/...")
+		cmd := exec.Command("go", "test", "-trimpath", "-count=1", "./cmd/...")
 		cmd.Dir = dir
 		cmd.Env = goEnv(t, goHost("GOOS"), goHost("GOARCH"))
 		b, err := cmd.CombinedOutput()
@@ -241,8 +247,11 @@ func TestCUDAPrograms(t *testing.T) {
 			names = cudaFakeSpecs
 		}
 		dir := t.TempDir()
+		if keep := os.Getenv("MLBUILD_CUDA_FAKE_DIR"); keep != "" {
+			dir = keep
+		}
 		gpuModule(t, CUDA, dir, 3, names)
-		args := []string{"test", "-count=1", "-timeout=30m"}
+		args := []string{"test", "-trimpath", "-count=1", "-timeout=30m"}
 		if run := os.Getenv("MLBUILD_CUDA_FAKE_RUN"); run != "" {
 			args = append(args, "-v", "-run", run) // e.g. TestSelftestOnFakeCUDA alone for a large model
 		}
@@ -278,7 +287,9 @@ func TestCUDAPrograms(t *testing.T) {
 // in the update); set
 // MLBUILD_CUDA_FAKE_SPECS to run others (`go test ./emit -run CUDAPrograms`)
 // and MLBUILD_CUDA_FAKE_RUN to run only the programs' tests it matches
-// (ResNet-18's training steps take minutes on the fake's Go GEMMs).
+// (ResNet-18's training steps take minutes on the fake's Go GEMMs);
+// MLBUILD_CUDA_FAKE_DIR keeps the module in that folder, to run and time
+// its tests by hand.
 var cudaFakeSpecs = []string{"mnist", "mnist_unfused", "spec_layernorm_graph", "spec_transformer_block", "spec_batchnorm_dense", "bench_mlp_bf16", "spec_resize_unet", "spec_adamw_cosine", "spec_gpt_tiny", "spec_accumulate"}
 
 // cudaFaultSpecs are the programs whose fake run also trains on MNIST

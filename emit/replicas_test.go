@@ -60,7 +60,7 @@ func TestCUDADataParallel(t *testing.T) {
 			writeModule(t, dir, []File{{Path: "cmd/mnist/nodes_test.go", Data: read("cuda_nodes_test.go")}})
 		}
 	}
-	args := []string{"test", "-count=1", "-timeout=20m"}
+	args := []string{"test", "-trimpath", "-count=1", "-timeout=20m"} // -trimpath: see goEnv
 	if testing.Verbose() {
 		args = append(args, "-v")
 	}

@@ -131,7 +131,7 @@ func main() { _, _ = purego.Dlopen("libc.so.6", purego.RTLD_NOW) }
 		}
 	}
 	for _, target := range [][2]string{{"linux", "amd64"}, {"linux", "arm64"}, {"darwin", "arm64"}} {
-		cmd := exec.Command("go", "build", "-o", filepath.Join(t.TempDir(), "prog"), ".")
+		cmd := exec.Command("go", "build", "-trimpath", "-o", filepath.Join(t.TempDir(), "prog"), ".") // -trimpath: as mlbuild compile builds (see goEnv)
 		cmd.Dir = dir
 		cmd.Env = append(append(os.Environ(), BuildEnv(files, target[0], target[1])...), "GOMODCACHE="+t.TempDir())
 		if out, err := cmd.CombinedOutput(); err != nil {

@@ -27,7 +27,8 @@ func decodeArgs(p uint32) []float32 {
 // than its threadgroup), the caches' other rows left alone, with the
 // weighted sum of the values split over groups of threads (37, 300) and
 // not (a context of 4: a threadgroup narrower than a head).
-// TestKernelsOnCPU runs them in both dialects.
+// TestKernelsOnCPU runs them in the Metal dialect, TestCUDACheckOnCPU in
+// the CUDA one.
 func decodeCases(t *testing.T) []gpuCase {
 	r := rand.New(rand.NewPCG(5, 6))
 	var cs []gpuCase
