@@ -2,17 +2,22 @@
 // mlbuild's CUDA dialect prints into a shared library the fake runs on the
 // CPU. __global__ and __device__ vanish; __shared__ becomes a function
 // static, which the lanes of the block being run share; threadIdx and
-// blockIdx are per-lane thread_locals; __syncthreads is a std::barrier
-// across the lanes of the block. mlb_run runs a launch: block after block;
-// with barriers, one std::thread per lane (all lanes of a block run
-// together), else the lanes one after another on the calling thread.
+// blockIdx are set for the lane that runs. mlb_run runs a launch: block
+// after block; without barriers the lanes one after another, with them
+// every lane of the block as a fiber (a ucontext of its own stack) on the
+// calling thread: __syncthreads switches back to mlb_run, which runs the
+// next lane up to its barrier, so that every lane reaches a barrier
+// before any passes it. (One OS thread a lane, meeting at a std::barrier,
+// cost more in futex waits and context switches than the kernels' work
+// on a machine of few cores.)
 #ifndef MLBUILD_FAKECUDA_SHIM
 #define MLBUILD_FAKECUDA_SHIM
-#include <barrier>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
-#include <thread>
+#include <sys/mman.h>
+#include <ucontext.h>
 #include <vector>
 
 typedef unsigned int uint;
@@ -39,8 +44,29 @@ inline unsigned int __float_as_uint(float v) {
 struct float4 { float x, y, z, w; };
 inline float4 make_float4(float x, float y, float z, float w) { return float4{x, y, z, w}; }
 
-inline std::barrier<>* mlb_block_barrier = nullptr;
-inline void __syncthreads() { mlb_block_barrier->arrive_and_wait(); }
+// mlb_fibers are the lanes of the block being run, as fibers.
+struct mlb_fibers {
+    ucontext_t main;                // mlb_run's
+    std::vector<ucontext_t> lanes;  // each lane's, while it waits at a barrier
+    std::vector<char> done;         // whether each lane's body has returned
+    unsigned cur = 0;               // the lane running
+    char* stacks = nullptr;         // lanes × mlb_fiber_stack bytes, mapped once
+    unsigned mapped = 0;            // lanes the mapping holds
+    void (*entry)(void*) = nullptr; // the launch's body
+    void* arg = nullptr;
+};
+inline thread_local mlb_fibers mlb_fib;
+// mlb_fiber_stack is a lane's stack: kernels keep their registers and
+// emulated tiles (1 KB an accumulator) there. Pages are touched only as a
+// lane uses them.
+constexpr size_t mlb_fiber_stack = 256 << 10;
+
+inline void __syncthreads() { swapcontext(&mlb_fib.lanes[mlb_fib.cur], &mlb_fib.main); }
+
+inline void mlb_fiber_start() {
+    mlb_fib.entry(mlb_fib.arg);
+    mlb_fib.done[mlb_fib.cur] = 1; // then back to main through uc_link
+}
 
 #define __global__
 #define __device__
@@ -62,20 +88,40 @@ void mlb_run(unsigned groups, unsigned threads, bool barriers, Body body) {
         }
         return;
     }
-    std::barrier<> block(threads);
-    mlb_block_barrier = &block;
-    std::vector<std::thread> lanes;
-    for (unsigned l = 0; l < threads; l++) {
-        lanes.emplace_back([&block, &body, groups, l] {
-            threadIdx = mlb_dim3{l, 0, 0};
-            for (unsigned g = 0; g < groups; g++) {
-                blockIdx = mlb_dim3{g, 0, 0};
-                body();
-                block.arrive_and_wait();
-            }
-        });
+    mlb_fibers& f = mlb_fib;
+    if (f.mapped < threads) {
+        if (f.stacks) munmap(f.stacks, f.mapped * mlb_fiber_stack);
+        void* m = mmap(nullptr, threads * mlb_fiber_stack, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (m == MAP_FAILED) std::abort();
+        f.stacks = static_cast<char*>(m);
+        f.mapped = threads;
     }
-    for (auto& t : lanes) t.join();
-    mlb_block_barrier = nullptr;
+    f.lanes.assign(threads, ucontext_t{});
+    f.done.assign(threads, 0);
+    f.entry = [](void* b) { (*static_cast<Body*>(b))(); };
+    f.arg = &body;
+    for (unsigned g = 0; g < groups; g++) {
+        blockIdx = mlb_dim3{g, 0, 0};
+        for (unsigned l = 0; l < threads; l++) {
+            ucontext_t& c = f.lanes[l];
+            getcontext(&c);
+            c.uc_stack.ss_sp = f.stacks + l * mlb_fiber_stack;
+            c.uc_stack.ss_size = mlb_fiber_stack;
+            c.uc_link = &f.main;
+            makecontext(&c, mlb_fiber_start, 0);
+            f.done[l] = 0;
+        }
+        // rounds: each lane runs to its next barrier (or its end)
+        for (unsigned live = threads; live > 0;) {
+            live = 0;
+            for (unsigned l = 0; l < threads; l++) {
+                if (f.done[l]) continue;
+                f.cur = l;
+                threadIdx = mlb_dim3{l, 0, 0};
+                swapcontext(&f.main, &f.lanes[l]);
+                if (!f.done[l]) live++;
+            }
+        }
+    }
 }
 #endif
