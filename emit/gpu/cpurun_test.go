@@ -42,16 +42,16 @@ func hasBarrier(ss []Stmt) bool {
 }
 
 // driverSource is the C++ main that runs every case's kernel over its whole
-// grid: threadgroups one after another; when the kernel has barriers, one
-// std::thread per lane, synchronised by the shim's std::barrier; otherwise
-// the lanes run in turn on one thread. Run as `driver DIR`, it runs every
+// grid: threadgroups one after another; when the kernel has barriers, the
+// lanes as fibers (the shims' mlb_fibers.h) that switch at each barrier;
+// otherwise the lanes in turn on one thread. Run as `driver DIR`, it runs every
 // case once, reading dir/<kernel>.<i>.in and writing dir/<kernel>.<i>.out
 // for every parameter; run as `driver -serve`, it runs the launches sent on
 // its stdin (see mlb_serve and kernelServer), so that a test can interleave
 // kernels with GEMMs computed in Go.
 func driverSource(d *Dialect, kernels []*Kernel) string {
 	var b strings.Builder
-	b.WriteString("\n// ---- test driver ----\n#include <cstdio>\n#include <string>\n#include <thread>\n#include <vector>\n")
+	b.WriteString("\n// ---- test driver ----\n#include <cstdio>\n#include <string>\n#include <vector>\n")
 	b.WriteString("typedef void (*mlb_fn)(void**, uint, uint, uint, uint);\n")
 	b.WriteString("struct mlb_case { const char* name; int nbuf; int groups; int tg; bool barriers; mlb_fn fn; };\n")
 	for _, k := range kernels {
@@ -99,18 +99,8 @@ static std::vector<char> mlb_read(const std::string& path) {
 static void mlb_run(mlb_case& c, void** ptrs) {
     ` + setBlockDim + `
     if (c.barriers) {
-        std::barrier<> group(c.tg);
-        mlb_group_barrier = &group;
-        std::vector<std::thread> lanes;
-        for (int l = 0; l < c.tg; l++) {
-            lanes.emplace_back([&c, ptrs, &group, l] {
-                for (int g = 0; g < c.groups; g++) {
-                    c.fn(ptrs, g * c.tg + l, l, g, c.tg);
-                    group.arrive_and_wait();
-                }
-            });
-        }
-        for (auto& t : lanes) t.join();
+        for (int g = 0; g < c.groups; g++)
+            mlb_fiber_run(c.tg, [&c, ptrs, g](int l) { c.fn(ptrs, g * c.tg + l, l, g, c.tg); });
     } else {
         for (int g = 0; g < c.groups; g++)
             for (int l = 0; l < c.tg; l++) c.fn(ptrs, g * c.tg + l, l, g, c.tg);

@@ -4,8 +4,8 @@
 // GPU also runs on a machine without one. Device memory is host memory,
 // copies are memcpy, errors never happen, and a launch runs the grid on the
 // CPU the way the kernel tests do: threadgroups one after another, lanes in
-// turn on one thread, or one std::thread per lane meeting at a std::barrier
-// when the kernel synchronises its threadgroup.
+// turn on one thread, or as fibers that switch at each barrier when the
+// kernel synchronises its threadgroup (mlb_fibers.h).
 #ifndef MLBUILD_CUDA_HOST_SHIM
 #define MLBUILD_CUDA_HOST_SHIM
 #include "cuda_shim.h"
@@ -13,7 +13,6 @@
 #include <cstddef>
 #include <cstdlib>
 #include <cstring>
-#include <thread>
 #include <vector>
 
 typedef int cudaError_t;
@@ -52,20 +51,11 @@ void mlb_cpu_launch(int groups, int tg, bool barriers, Body body) {
             }
         return;
     }
-    std::barrier<> group(tg);
-    mlb_group_barrier = &group;
-    std::vector<std::thread> lanes;
-    for (int l = 0; l < tg; l++) {
-        lanes.emplace_back([&group, &body, groups, l] {
+    for (int g = 0; g < groups; g++)
+        mlb_fiber_run(tg, [&body, g](int l) {
+            blockIdx.x = g;
             threadIdx.x = l;
-            for (int g = 0; g < groups; g++) {
-                blockIdx.x = g;
-                body();
-                group.arrive_and_wait();
-            }
+            body();
         });
-    }
-    for (auto& t : lanes) t.join();
-    mlb_group_barrier = nullptr;
 }
 #endif

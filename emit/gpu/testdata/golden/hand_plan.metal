@@ -94,7 +94,7 @@ kernel void mlb003_bias_act(device float* y [[buffer(0)]],
     y[i] = metal::fmax(v, 0.0f);
 }
 
-// dropout rate 0.25, 48 elements, 4 elements a thread
+// dropout rate 0.25, stream 0xa9a58d8c, 48 elements, 4 elements a thread
 // threadgroups 1 x 256 threads
 kernel void mlb004_dropout(device const uint* args [[buffer(0)]],
     device const float* x [[buffer(1)]],
@@ -114,7 +114,7 @@ kernel void mlb004_dropout(device const uint* args [[buffer(0)]],
     float ld_x_2 = x[i4 + 2];
     float ld_x_3 = x[i4 + 3];
     int e_0 = i4;
-    uint h_u_0 = (uint)e_0 * 2654435769u ^ args[2];
+    uint h_u_0 = (uint)e_0 * 2654435769u ^ (args[2] ^ 2846199180u);
     h_u_0 = h_u_0 ^ h_u_0 >> 16u;
     h_u_0 = h_u_0 * 2146121005u;
     h_u_0 = h_u_0 ^ h_u_0 >> 15u;
@@ -131,7 +131,7 @@ kernel void mlb004_dropout(device const uint* args [[buffer(0)]],
     float st_mask_0 = m_0;
     float st_y_0 = ld_x_0 * m_0;
     int e_1 = i4 + 1;
-    uint h_u_1 = (uint)e_1 * 2654435769u ^ args[2];
+    uint h_u_1 = (uint)e_1 * 2654435769u ^ (args[2] ^ 2846199180u);
     h_u_1 = h_u_1 ^ h_u_1 >> 16u;
     h_u_1 = h_u_1 * 2146121005u;
     h_u_1 = h_u_1 ^ h_u_1 >> 15u;
@@ -148,7 +148,7 @@ kernel void mlb004_dropout(device const uint* args [[buffer(0)]],
     float st_mask_1 = m_1;
     float st_y_1 = ld_x_1 * m_1;
     int e_2 = i4 + 2;
-    uint h_u_2 = (uint)e_2 * 2654435769u ^ args[2];
+    uint h_u_2 = (uint)e_2 * 2654435769u ^ (args[2] ^ 2846199180u);
     h_u_2 = h_u_2 ^ h_u_2 >> 16u;
     h_u_2 = h_u_2 * 2146121005u;
     h_u_2 = h_u_2 ^ h_u_2 >> 15u;
@@ -165,7 +165,7 @@ kernel void mlb004_dropout(device const uint* args [[buffer(0)]],
     float st_mask_2 = m_2;
     float st_y_2 = ld_x_2 * m_2;
     int e_3 = i4 + 3;
-    uint h_u_3 = (uint)e_3 * 2654435769u ^ args[2];
+    uint h_u_3 = (uint)e_3 * 2654435769u ^ (args[2] ^ 2846199180u);
     h_u_3 = h_u_3 ^ h_u_3 >> 16u;
     h_u_3 = h_u_3 * 2146121005u;
     h_u_3 = h_u_3 ^ h_u_3 >> 15u;

@@ -1,13 +1,15 @@
 // A shim that lets g++ -std=c++20 compile the CUDA C++ that mlbuild's CUDA
 // dialect prints, so the same kernels also run on the CPU in tests:
 // __global__ vanishes, __shared__ becomes static (shared by the lanes of the
-// block being run), threadIdx/blockIdx are per-lane thread_locals set by the
-// driver, __syncthreads is a std::barrier across the lanes of the block.
+// block being run), threadIdx/blockIdx are set by the driver for the lane it
+// runs, and __syncthreads lets the next lane run (mlb_fibers.h) and then
+// restores its lane's indices.
 #ifndef MLBUILD_CUDA_SHIM
 #define MLBUILD_CUDA_SHIM
-#include <barrier>
 #include <cmath>
 #include <cstring>
+
+#include "mlb_fibers.h"
 
 typedef unsigned int uint;
 struct mlb_dim { unsigned int x; };
@@ -26,8 +28,11 @@ inline float __uint_as_float(unsigned int bits) {
 struct float4 { float x, y, z, w; };
 inline float4 make_float4(float x, float y, float z, float w) { return float4{x, y, z, w}; }
 
-inline std::barrier<>* mlb_group_barrier = nullptr;
-inline void __syncthreads() { mlb_group_barrier->arrive_and_wait(); }
+inline void __syncthreads() {
+    mlb_dim t = threadIdx, b = blockIdx;
+    mlb_fiber_yield();
+    threadIdx = t, blockIdx = b;
+}
 
 #define __global__
 #define __shared__ static
