@@ -83,8 +83,9 @@ func col2im(cols []float32, ld int, dx []float32, g Conv) {
 // Conv2DDirect* convolve shifted, zero-padded planes (conv_direct.go),
 // Conv2DIm2col* gather packed columns straight into the GEMM microkernels
 // (conv_packed.go), Conv2DWinograd* transform tiles (conv_winograd*.go)
-// and Conv2DPointwise* multiply 1×1 filters by the input in place
-// (conv_pointwise.go). None takes scratch from the caller; each keeps its
+// Conv2DPointwise* multiply 1×1 filters by the input in place
+// (conv_pointwise.go) and Conv2DDepthwiseFwd convolves each plane with its
+// own filter (conv_depthwise.go). None takes scratch from the caller; each keeps its
 // work buffers to itself, one per worker. All use the same operand
 // conventions: x is [N,C,H,W], w [OC,C/G,KH,KW], b [OC] or nil, y
 // [N,OC,OH,OW]; the backward writes dw, db (Σ over images and positions)

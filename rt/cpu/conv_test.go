@@ -47,6 +47,7 @@ var convMethods = []struct {
 	{"direct", Conv2DDirectFwd, Conv2DDirectBwd, func(g Conv) bool { return convDirectOK(g.norm()) }},
 	{"im2col", Conv2DIm2colFwd, Conv2DIm2colBwd, func(Conv) bool { return true }},
 	{"pointwise", Conv2DPointwiseFwd, Conv2DPointwiseBwd, func(g Conv) bool { return pointwiseOK(g.norm()) }},
+	{"depthwise", Conv2DDepthwiseFwd, nil, func(g Conv) bool { return depthwiseOK(g.norm()) }},
 }
 
 // convRef is the plain seven-loop convolution with bias and activation.
@@ -114,7 +115,7 @@ func TestConv2DBwdFiniteDifferences(t *testing.T) {
 	r := newTestRand(12)
 	for _, m := range convMethods {
 		for _, tc := range convGeoms {
-			if !m.ok(tc.g) {
+			if !m.ok(tc.g) || m.bwd == nil {
 				continue
 			}
 			convBwdFiniteDifferences(t, r, m.name, tc.name, tc.g, m.fwd, m.bwd)
@@ -292,6 +293,9 @@ func TestConvSameResultOnAnyThreadCount(t *testing.T) {
 			stride, k, pad = 1, 1, 0
 		}
 		g := convCase(21, 4, 9, 8, 6, k, k, stride, pad, 1, 2)
+		if m.name == "depthwise" {
+			g = convCase(21, 4, 9, 8, 4, k, k, stride, pad, 1, 4)
+		}
 		if !m.ok(g) {
 			t.Fatalf("%s does not take its own test geometry", m.name)
 		}
@@ -302,6 +306,9 @@ func TestConvSameResultOnAnyThreadCount(t *testing.T) {
 			SetThreads(threads)
 			y := make([]float32, len(proj))
 			m.fwd(x, w, b, y, g, ActReLU, 0)
+			if m.bwd == nil {
+				return [][]float32{y}
+			}
 			dx, dw, db := make([]float32, len(x)), make([]float32, len(w)), make([]float32, len(b))
 			m.bwd(x, w, y, cloneF(proj), dx, dw, db, g, ActReLU, 0)
 			return [][]float32{y, dx, dw, db}

@@ -1,0 +1,159 @@
+package cpu
+
+import (
+	"fmt"
+	"unsafe"
+)
+
+// The depthwise method: a convolution whose every group is one input
+// channel and one output channel (Groups = C = OC, MobileNet's and
+// EfficientNet's 3×3 and 5×5 layers) convolves each plane with its own
+// filter. im2col + GEMM runs that as a product of one filter row by KH·KW
+// rows of gathered columns a channel, a product with almost no arithmetic
+// that fills one row of a register tile; the direct method computes two
+// output channels at a time from one shared input, one of them wasted.
+//
+// Here each plane is rearranged once into zero-padded phase planes: for
+// stride SH×SW, phase (qr, qc) holds the padded rows qr, qr+SH, … and
+// columns qc, qc+SW, …, wq floats a row. Output (oh, ow) then lies at the
+// flat position j = oh·wq + ow, and tap (kh, kw) reads the flat position
+// j + off_t of one phase plane, off_t a constant: every tap is a shifted
+// contiguous vector at any stride and dilation. The kernel keeps a block
+// of up to 128 flat outputs in vector registers while the taps stream
+// through them (a broadcast weight and one fused multiply-add per vector
+// a tap), and writes the block once; positions with ow ≥ OW are computed
+// and dropped.
+
+// depthwiseKernels is one instruction set's depthwise kernel.
+type depthwiseKernels struct {
+	// fwd sets y[j] = Σ_t w[t]·x[offs[t]+j] for j < n, n a multiple of
+	// lanes, the taps summed in order.
+	fwd   func(taps int, offs *int, w, x, y *float32, n int)
+	lanes int
+}
+
+// depthwiseGo is the pure-Go kernel, which every GOARCH has.
+var depthwiseGo = &depthwiseKernels{fwd: depthwiseFwdGo, lanes: 16}
+
+// depthwiseFor returns the depthwise kernel that goes with GEMM path p,
+// so that forcing a path in tests forces the matching kernel.
+func depthwiseFor(p *gemmPath) *depthwiseKernels {
+	if k := archDepthwise(p.name); k != nil {
+		return k
+	}
+	return depthwiseGo
+}
+
+// depthwiseFwdGo is depthwiseKernels.fwd in Go: the same sums in the same
+// order, each product rounded before it is added (the assembly fuses the
+// multiply and the add, so the two differ in the last bits).
+func depthwiseFwdGo(taps int, offs *int, w, x, y *float32, n int) {
+	os := unsafe.Slice(offs, taps)
+	ws := unsafe.Slice(w, taps)
+	ys := unsafe.Slice(y, n)
+	var acc [16]float32
+	for j0 := 0; j0 < n; j0 += 16 {
+		acc = [16]float32{}
+		for t, o := range os {
+			xs := (*[16]float32)(unsafe.Add(unsafe.Pointer(x), (o+j0)*4))
+			wt := ws[t]
+			for i, v := range xs {
+				acc[i] += wt * v
+			}
+		}
+		copy(ys[j0:], acc[:min(16, n-j0)])
+	}
+}
+
+// depthwiseOK reports whether normalised g is a depthwise convolution:
+// one input and one output channel a group.
+func depthwiseOK(g Conv) bool { return g.C > 0 && g.Groups == g.C && g.OC == g.C }
+
+// depthwiseRefusal says why the depthwise method does not take g.
+func depthwiseRefusal(fn string, g Conv) string {
+	return fmt.Sprintf("cpu.%s: %d groups of %d input and %d output channels; the depthwise method needs one input and one output channel a group",
+		fn, g.Groups, g.C, g.OC)
+}
+
+// depthwiseGeom is the phase-plane layout of one input plane.
+type depthwiseGeom struct {
+	wq, hq   int // a phase plane's row stride and rows
+	planeLen int // wq·hq
+	phases   int // SH·SW phase planes
+	n        int // flat outputs computed, OH·wq rounded up to the kernel's lanes
+	xlen     int // the planes and room for every shifted read of n outputs
+}
+
+// newDepthwiseGeom lays out normalised g's planes for kernel k, and fills
+// offs (KH·KW ints) with each tap's flat shift.
+func newDepthwiseGeom(g Conv, k *depthwiseKernels, offs []int) depthwiseGeom {
+	ceil := func(a, b int) int { return (a + b - 1) / b }
+	reachH, reachW := (g.KH-1)*g.DH/g.SH, (g.KW-1)*g.DW/g.SW
+	wq := max(ceil(g.W+2*g.PW, g.SW), g.OW+reachW)
+	hq := max(ceil(g.H+2*g.PH, g.SH), g.OH+reachH)
+	d := depthwiseGeom{wq: wq, hq: hq, planeLen: wq * hq, phases: g.SH * g.SW}
+	d.n = gemmRoundUp(g.OH*wq, k.lanes)
+	maxOff := 0
+	for kh := 0; kh < g.KH; kh++ {
+		for kw := 0; kw < g.KW; kw++ {
+			rh, rw := kh*g.DH, kw*g.DW
+			o := ((rh%g.SH)*g.SW+rw%g.SW)*d.planeLen + rh/g.SH*wq + rw/g.SW
+			offs[kh*g.KW+kw] = o
+			maxOff = max(maxOff, o)
+		}
+	}
+	d.xlen = max(d.phases*d.planeLen, maxOff+d.n)
+	return d
+}
+
+// split writes plane [H,W] into the phase planes at the front of xp,
+// zero in the padding.
+func (d depthwiseGeom) split(plane, xp []float32, g Conv) {
+	for qr := 0; qr < g.SH; qr++ {
+		for qc := 0; qc < g.SW; qc++ {
+			ph := xp[(qr*g.SW+qc)*d.planeLen : (qr*g.SW+qc+1)*d.planeLen]
+			for i := 0; i < d.hq; i++ {
+				row := ph[i*d.wq : (i+1)*d.wq]
+				r := i*g.SH + qr - g.PH
+				if r < 0 || r >= g.H {
+					clear(row)
+					continue
+				}
+				gatherRow(row, plane[r*g.W:(r+1)*g.W], qc-g.PW, g.SW)
+			}
+		}
+	}
+}
+
+// Conv2DDepthwiseFwd computes y = act(conv(x, w) + b) for a depthwise g
+// (Groups = C = OC) at any stride, padding and dilation: x [N,C,H,W], w
+// [C,1,KH,KW], b [C] or nil, y [N,C,OH,OW]. It panics on any other
+// geometry (the planner chooses it only for these).
+func Conv2DDepthwiseFwd(x, w, b, y []float32, g Conv, act Act, alpha float32) {
+	g = g.norm()
+	if !depthwiseOK(g) {
+		panic(depthwiseRefusal("Conv2DDepthwiseFwd", g))
+	}
+	p := activeGemmPath.Load()
+	k, store := depthwiseFor(p), convDirectFor(p)
+	taps, hw, ohw := g.KH*g.KW, g.H*g.W, g.OH*g.OW
+	lead := convWorkers.Get()
+	lead.offs = growInts(lead.offs, taps)
+	d := newDepthwiseGeom(g, k, lead.offs)
+	offs := lead.offs
+	workers := convParallel(g.N*g.C, func(cw *convWorker) {
+		cw.panel = grow(cw.panel, d.xlen)
+		cw.cols = grow(cw.cols, d.n)
+	}, func(cw *convWorker, p int) {
+		c := p % g.C
+		d.split(x[p*hw:(p+1)*hw], cw.panel, g)
+		k.fwd(taps, &offs[0], &w[c*taps], &cw.panel[0], &cw.cols[0], d.n)
+		bv := float32(0)
+		if b != nil {
+			bv = b[c]
+		}
+		store.convDirectStore(cw.cols, y[p*ohw:(p+1)*ohw], g, d.wq, bv, act, alpha)
+	})
+	releaseConvWorkers(workers)
+	convWorkers.Put(lead)
+}
