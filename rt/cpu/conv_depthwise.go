@@ -1,5 +1,7 @@
 package cpu
 
+//go:generate go run conv_depthwise_gen.go
+
 import (
 	"fmt"
 	"unsafe"
@@ -22,7 +24,9 @@ import (
 // of up to 128 flat outputs in vector registers while the taps stream
 // through them (a broadcast weight and one fused multiply-add per vector
 // a tap), and writes the block once; positions with ow ≥ OW are computed
-// and dropped.
+// and dropped. With AVX-512 a kernel walks the output rows instead and
+// writes each straight into y (its last vector masked), bias and ReLU
+// applied in registers, where rows are wide enough to fill the lanes.
 
 // depthwiseKernels is one instruction set's depthwise kernel.
 type depthwiseKernels struct {
@@ -30,7 +34,19 @@ type depthwiseKernels struct {
 	// lanes, the taps summed in order.
 	fwd   func(taps int, offs *int, w, x, y *float32, n int)
 	lanes int
+	// rows, when set, writes output rows straight into y: for r < rows,
+	// y[r·ow+j] = bias + Σ_t w[t]·x[r·wq+offs[t]+j] for j < ow, then
+	// max(0, ·) when relu is not 0, reading x up to the end of the
+	// vector of lanes that holds each row's last output. It replaces fwd
+	// and the store of its flat outputs where rows are at least
+	// rowsMinOW wide (narrower ones would leave most lanes empty).
+	rows func(taps int, offs *int, w, x *float32, wq int, y *float32, ow, rows int, bias float32, relu int)
 }
+
+// rowsMinOW is the narrowest output row the rows kernel takes: a 7-wide
+// row fills 7 of 16 lanes, where the flat outputs fill all but the
+// padding's.
+const rowsMinOW = 9
 
 // depthwiseGo is the pure-Go kernel, which every GOARCH has.
 var depthwiseGo = &depthwiseKernels{fwd: depthwiseFwdGo, lanes: 16}
@@ -102,24 +118,39 @@ func newDepthwiseGeom(g Conv, k *depthwiseKernels, offs []int) depthwiseGeom {
 			maxOff = max(maxOff, o)
 		}
 	}
-	d.xlen = max(d.phases*d.planeLen, maxOff+d.n)
+	d.xlen = max(d.phases*d.planeLen, maxOff+d.n, maxOff+(g.OH-1)*wq+gemmRoundUp(g.OW, k.lanes))
 	return d
 }
 
-// split writes plane [H,W] into the phase planes at the front of xp,
-// zero in the padding.
+// split writes plane [H,W] into the interiors of the phase planes at
+// the front of xp; their padding is left as it is (zero: the caller
+// clears xp once per call), which halved the time of 14×14 planes.
 func (d depthwiseGeom) split(plane, xp []float32, g Conv) {
 	for qr := 0; qr < g.SH; qr++ {
+		// The phase rows i whose input row i·SH + qr − PH is inside.
+		i0 := max(0, (g.PH-qr+g.SH-1)/g.SH)
+		i1 := min(d.hq, (g.H+g.PH-qr+g.SH-1)/g.SH)
 		for qc := 0; qc < g.SW; qc++ {
 			ph := xp[(qr*g.SW+qc)*d.planeLen : (qr*g.SW+qc+1)*d.planeLen]
-			for i := 0; i < d.hq; i++ {
-				row := ph[i*d.wq : (i+1)*d.wq]
-				r := i*g.SH + qr - g.PH
-				if r < 0 || r >= g.H {
-					clear(row)
+			// The phase columns j whose input column j·SW + qc − PW
+			// is inside, and the first of those columns.
+			j0 := max(0, (g.PW-qc+g.SW-1)/g.SW)
+			j1 := min(d.wq, (g.W+g.PW-qc+g.SW-1)/g.SW)
+			if j1 <= j0 {
+				continue
+			}
+			c0 := j0*g.SW + qc - g.PW
+			for i := i0; i < i1; i++ {
+				src := plane[(i*g.SH+qr-g.PH)*g.W:]
+				dst := ph[i*d.wq+j0 : i*d.wq+j1]
+				if g.SW == 1 {
+					copy(dst, src[c0:])
 					continue
 				}
-				gatherRow(row, plane[r*g.W:(r+1)*g.W], qc-g.PW, g.SW)
+				src = src[c0 : c0+(len(dst)-1)*g.SW+1]
+				for j := range dst {
+					dst[j] = src[j*g.SW]
+				}
 			}
 		}
 	}
@@ -141,18 +172,34 @@ func Conv2DDepthwiseFwd(x, w, b, y []float32, g Conv, act Act, alpha float32) {
 	lead.offs = growInts(lead.offs, taps)
 	d := newDepthwiseGeom(g, k, lead.offs)
 	offs := lead.offs
+	byRows := k.rows != nil && g.OW >= rowsMinOW
 	workers := convParallel(g.N*g.C, func(cw *convWorker) {
 		cw.panel = grow(cw.panel, d.xlen)
-		cw.cols = grow(cw.cols, d.n)
+		clear(cw.panel) // the padding, which split leaves as it is
+		if !byRows {
+			cw.cols = grow(cw.cols, d.n)
+		}
 	}, func(cw *convWorker, p int) {
 		c := p % g.C
 		d.split(x[p*hw:(p+1)*hw], cw.panel, g)
-		k.fwd(taps, &offs[0], &w[c*taps], &cw.panel[0], &cw.cols[0], d.n)
 		bv := float32(0)
 		if b != nil {
 			bv = b[c]
 		}
-		store.convDirectStore(cw.cols, y[p*ohw:(p+1)*ohw], g, d.wq, bv, act, alpha)
+		yp := y[p*ohw : (p+1)*ohw]
+		if byRows {
+			relu := 0
+			if act == ActReLU {
+				relu = 1
+			}
+			k.rows(taps, &offs[0], &w[c*taps], &cw.panel[0], d.wq, &yp[0], g.OW, g.OH, bv, relu)
+			if act != ActNone && act != ActReLU {
+				applyAct(yp, act, alpha)
+			}
+			return
+		}
+		k.fwd(taps, &offs[0], &w[c*taps], &cw.panel[0], &cw.cols[0], d.n)
+		store.convDirectStore(cw.cols, yp, g, d.wq, bv, act, alpha)
 	})
 	releaseConvWorkers(workers)
 	convWorkers.Put(lead)

@@ -22,6 +22,9 @@ var depthwiseGeoms = []Conv{
 	convCase(1, 2, 40, 41, 2, 3, 3, 1, 1, 1, 2),
 	convCase(1, 3, 7, 7, 3, 5, 5, 1, 3, 1, 3),
 	convCase(2, 3, 5, 4, 3, 1, 1, 1, 1, 1, 3),
+	convCase(1, 2, 3, 16, 2, 3, 3, 1, 1, 1, 2),
+	convCase(2, 2, 4, 150, 2, 3, 3, 1, 1, 1, 2),
+	convCase(1, 2, 6, 290, 2, 5, 5, 2, 2, 1, 2),
 	{N: 1, C: 2, H: 5, W: 6, OC: 2, OH: 5, OW: 4, KH: 1, KW: 7, SH: 1, SW: 2, PH: 0, PW: 4, DH: 1, DW: 1, Groups: 2},
 	{N: 2, C: 3, H: 9, W: 8, OC: 3, OH: 4, OW: 8, KH: 3, KW: 3, SH: 2, SW: 1, PH: 0, PW: 1, DH: 1, DW: 1, Groups: 3},
 }
@@ -69,7 +72,7 @@ func TestDepthwiseKernelsMatchGo(t *testing.T) {
 	r := newTestRand(32)
 	offs := []int{0, 1, 7, 33, 50, 64, 65, 99, 130}
 	w := randSlice(r, len(offs), 1)
-	x := randSlice(r, 1024, 1)
+	x := randSlice(r, 2048, 1)
 	for _, path := range GemmPaths() {
 		if err := SetGemmPath(path); err != nil {
 			t.Fatal(err)
@@ -82,6 +85,36 @@ func TestDepthwiseKernelsMatchGo(t *testing.T) {
 			k.fwd(len(offs), &offs[0], &w[0], &x[0], &got[0], n)
 			if msg := closeTo(got, want, 1e-6); msg != "" {
 				t.Errorf("%s, %d vectors: %s", path, vecs, msg)
+			}
+		}
+		if k.rows == nil {
+			continue
+		}
+		// The rows kernel: rows of ow outputs wq apart in x, bias and
+		// ReLU, against the Go kernel on each row and the same epilogue.
+		const wq, nrows = 40, 11
+		for _, ow := range []int{9, 16, 17, 33, 40, 129, 150} {
+			for relu := 0; relu < 2; relu++ {
+				got := make([]float32, nrows*ow+1)
+				got[nrows*ow] = 7 // past the last row: must stay
+				k.rows(len(offs), &offs[0], &w[0], &x[0], wq, &got[0], ow, nrows, 0.25, relu)
+				want := make([]float32, gemmRoundUp(ow, 16))
+				for r := 0; r < nrows; r++ {
+					depthwiseFwdGo(len(offs), &offs[0], &w[0], &x[r*wq], &want[0], len(want))
+					for j, v := range want[:ow] {
+						v += 0.25
+						if relu == 1 {
+							v = max(v, 0)
+						}
+						want[j] = v
+					}
+					if msg := closeTo(got[r*ow:(r+1)*ow], want[:ow], 1e-6); msg != "" {
+						t.Errorf("%s rows, ow %d relu %d, row %d: %s", path, ow, relu, r, msg)
+					}
+				}
+				if got[nrows*ow] != 7 {
+					t.Errorf("%s rows, ow %d: wrote past the last row", path, ow)
+				}
 			}
 		}
 	}

@@ -1,9 +1,14 @@
 package cpu
 
 import (
+	"flag"
 	"fmt"
 	"testing"
 )
+
+// benchGemmPath forces BenchmarkConvMobile onto one GEMM path (and its
+// convolution kernels): go test -bench ConvMobile -args -gemmpath avx2.
+var benchGemmPath = flag.String("gemmpath", "", "the GEMM path BenchmarkConvMobile runs on (default: the fastest this machine has)")
 
 // mobileConvs are layers of torchvision's mobilenet_v2, efficientnet_b0
 // and resnet50 at 224×224 (batch 1, the inference the zoo benchmark
@@ -35,6 +40,12 @@ var mobileConvs = []struct {
 func BenchmarkConvMobile(b *testing.B) {
 	defer SetThreads(Threads())
 	SetThreads(1)
+	if *benchGemmPath != "" {
+		defer SetGemmPath("")
+		if err := SetGemmPath(*benchGemmPath); err != nil {
+			b.Fatal(err)
+		}
+	}
 	r := newTestRand(5)
 	for _, c := range mobileConvs {
 		g := c.g
