@@ -21,7 +21,7 @@ type (
 // emitter names a kernel missing here.
 var (
 	rtConvFwd = map[string]convFwdKernel{"Conv2DDirectFwd": cpu.Conv2DDirectFwd, "Conv2DIm2colFwd": cpu.Conv2DIm2colFwd, "Conv2DWinogradF4Fwd": cpu.Conv2DWinogradF4Fwd, "Conv2DPointwiseFwd": cpu.Conv2DPointwiseFwd, "Conv2DDepthwiseFwd": cpu.Conv2DDepthwiseFwd}
-	rtConvBwd = map[string]convBwdKernel{"Conv2DDirectBwd": cpu.Conv2DDirectBwd, "Conv2DIm2colBwd": cpu.Conv2DIm2colBwd, "Conv2DWinogradF4Bwd": cpu.Conv2DWinogradF4Bwd, "Conv2DPointwiseBwd": cpu.Conv2DPointwiseBwd}
+	rtConvBwd = map[string]convBwdKernel{"Conv2DDirectBwd": cpu.Conv2DDirectBwd, "Conv2DIm2colBwd": cpu.Conv2DIm2colBwd, "Conv2DWinogradF4Bwd": cpu.Conv2DWinogradF4Bwd, "Conv2DPointwiseBwd": cpu.Conv2DPointwiseBwd, "Conv2DDepthwiseBwd": cpu.Conv2DDepthwiseBwd}
 )
 
 // TestCPUConvRuleMatchesKernels ties the planner's CPU rule to rt/cpu:

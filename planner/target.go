@@ -158,7 +158,8 @@ const (
 	// into zero-padded phase planes (one per stride phase), so that any
 	// stride, padding and dilation reads contiguous vectors; with
 	// AVX-512 the blocks are whole output rows written straight into
-	// the output. Forward only.
+	// the output. Its backward computes dw by dot products over the same
+	// planes and dx by the same kernel run the other way.
 	ConvDepthwise = "depthwise"
 )
 
@@ -240,31 +241,31 @@ func cpuConvPrecision(method, want string) DenseChoice {
 //	960→320, 7²:  0.53, 1.24 against 1.00, 10.0 and 0.63, 1.92
 //	256→64, 56²:  1.31, 2.61 against 6.29, 7.19 and 3.10, 3.94
 //
-// A depthwise layer's forward pass (groups = input = output channels)
-// takes the depthwise method; same benchmark, CPU ms forward, median of
-// 5 on AVX-512, depthwise against the direct method (stride 1) or im2col
-// + GEMM (stride 2, which ran it as one-row products of gathered
-// columns):
+// A depthwise layer (groups = input = output channels) takes the
+// depthwise method in every pass; same benchmark, CPU ms, median of 5 on
+// AVX-512, forward and backward with dx, depthwise against the direct
+// method (stride 1) or im2col + GEMM (stride 2, which ran it as one-row
+// products of gathered columns):
 //
-//	mobilenet_v2 32, 3×3, 112²:            0.26 against 0.39
-//	mobilenet_v2 144, 3×3, 56²:            0.38 against 0.51
-//	mobilenet_v2 384, 3×3, 14²:            0.08 against 0.09
-//	mobilenet_v2 960, 3×3, 7²:             0.14 against 0.13
-//	efficientnet_b0 240, 5×5, 28²:         0.24 against 0.45
-//	efficientnet_b0 672, 5×5, 14²:         0.28 against 0.27
-//	mobilenet_v2 96, 3×3 stride 2, 112²:   1.20 against 10.9
-//	efficientnet_b0 144, 5×5 stride 2, 56²: 0.61 against 9.1
+//	mobilenet_v2 32, 3×3, 112²:             0.26, 1.11 against 0.39, 1.15
+//	mobilenet_v2 144, 3×3, 56²:             0.38, 1.22 against 0.51, 1.62
+//	mobilenet_v2 384, 3×3, 14²:             0.08, 0.29 against 0.09, 0.30
+//	mobilenet_v2 960, 3×3, 7²:              0.14, 0.37 against 0.13, 0.62
+//	efficientnet_b0 240, 5×5, 28²:          0.24, 0.99 against 0.45, 1.11
+//	efficientnet_b0 672, 5×5, 14²:          0.28, 1.49 against 0.27, 1.73
+//	mobilenet_v2 96, 3×3 stride 2, 112²:    1.20, 6.12 against 10.9, 32.6
+//	efficientnet_b0 144, 5×5 stride 2, 56²: 0.61, 1.78 against 9.1, 18.6
 //
-// (the AVX2 kernels, median of 3: 1.19 against 1.33 on 32 at 112², 0.27
-// against 0.35 on 384 at 14², 0.65 against 0.73 on 672 5×5 at 14²). Its
-// backward passes keep the other methods.
+// (the AVX2 kernels forward, median of 3: 1.19 against 1.33 on 32 at
+// 112², 0.27 against 0.35 on 384 at 14², 0.65 against 0.73 on 672 5×5
+// at 14²).
 func cpuConv(g ConvGeom, pass ConvPass) ConvChoice {
 	if g.KH == 1 && g.KW == 1 && max(g.SH, 1) == 1 && max(g.SW, 1) == 1 && g.PH == 0 && g.PW == 0 {
 		return ConvChoice{Method: ConvPointwise}
 	}
 	stride1 := max(g.SH, 1) == 1 && max(g.SW, 1) == 1
 	direct := stride1 && g.PH <= (g.KH-1)*max(g.DH, 1) && g.PW <= (g.KW-1)*max(g.DW, 1)
-	if pass == ConvForward && g.Groups > 1 && g.Groups == g.C && g.OC == g.C {
+	if g.Groups > 1 && g.Groups == g.C && g.OC == g.C {
 		return ConvChoice{Method: ConvDepthwise}
 	}
 	if pass == ConvForward && cpuWinogradPays(g) {

@@ -41,6 +41,11 @@ type depthwiseKernels struct {
 	// and the store of its flat outputs where rows are at least
 	// rowsMinOW wide (narrower ones would leave most lanes empty).
 	rows func(taps int, offs *int, w, x *float32, wq int, y *float32, ow, rows int, bias float32, relu int)
+	// dw, for each group q < groups of 4 taps, sets acc[(4q+k)·lanes+l]
+	// to the lane-wise partial sum Σ_i dy[i·lanes+l]·x[offs[4q+k]+
+	// i·lanes+l] over i < n/lanes (n a multiple of lanes): the weight
+	// gradient's dot products, summed across lanes by the caller.
+	dw func(groups int, offs *int, x, dy *float32, n int, acc *float32)
 }
 
 // rowsMinOW is the narrowest output row the rows kernel takes: a 7-wide
@@ -49,7 +54,7 @@ type depthwiseKernels struct {
 const rowsMinOW = 9
 
 // depthwiseGo is the pure-Go kernel, which every GOARCH has.
-var depthwiseGo = &depthwiseKernels{fwd: depthwiseFwdGo, lanes: 16}
+var depthwiseGo = &depthwiseKernels{fwd: depthwiseFwdGo, lanes: 16, dw: depthwiseDWGo}
 
 // depthwiseFor returns the depthwise kernel that goes with GEMM path p,
 // so that forcing a path in tests forces the matching kernel.
@@ -78,6 +83,24 @@ func depthwiseFwdGo(taps int, offs *int, w, x, y *float32, n int) {
 			}
 		}
 		copy(ys[j0:], acc[:min(16, n-j0)])
+	}
+}
+
+// depthwiseDWGo is depthwiseKernels.dw in Go, in 16 lanes.
+func depthwiseDWGo(groups int, offs *int, x, dy *float32, n int, acc *float32) {
+	os := unsafe.Slice(offs, 4*groups)
+	as := unsafe.Slice(acc, 4*groups*16)
+	dys := unsafe.Slice(dy, n)
+	for t, o := range os {
+		xs := unsafe.Slice((*float32)(unsafe.Add(unsafe.Pointer(x), o*4)), n)
+		var a [16]float32
+		for i := 0; i < n; i += 16 {
+			d, v := (*[16]float32)(dys[i:i+16]), (*[16]float32)(xs[i:i+16])
+			for l := range a {
+				a[l] += d[l] * v[l]
+			}
+		}
+		copy(as[t*16:], a[:])
 	}
 }
 
@@ -156,6 +179,37 @@ func (d depthwiseGeom) split(plane, xp []float32, g Conv) {
 	}
 }
 
+// unsplit is split's adjoint: it writes the interiors of the phase
+// planes at the front of xp into plane [H,W], each pixel from the one
+// phase position split copies it to.
+func (d depthwiseGeom) unsplit(xp, plane []float32, g Conv) {
+	for qr := 0; qr < g.SH; qr++ {
+		i0 := max(0, (g.PH-qr+g.SH-1)/g.SH)
+		i1 := min(d.hq, (g.H+g.PH-qr+g.SH-1)/g.SH)
+		for qc := 0; qc < g.SW; qc++ {
+			ph := xp[(qr*g.SW+qc)*d.planeLen : (qr*g.SW+qc+1)*d.planeLen]
+			j0 := max(0, (g.PW-qc+g.SW-1)/g.SW)
+			j1 := min(d.wq, (g.W+g.PW-qc+g.SW-1)/g.SW)
+			if j1 <= j0 {
+				continue
+			}
+			c0 := j0*g.SW + qc - g.PW
+			for i := i0; i < i1; i++ {
+				dst := plane[(i*g.SH+qr-g.PH)*g.W:]
+				src := ph[i*d.wq+j0 : i*d.wq+j1]
+				if g.SW == 1 {
+					copy(dst[c0:], src)
+					continue
+				}
+				dst = dst[c0 : c0+(len(src)-1)*g.SW+1]
+				for j, v := range src {
+					dst[j*g.SW] = v
+				}
+			}
+		}
+	}
+}
+
 // Conv2DDepthwiseFwd computes y = act(conv(x, w) + b) for a depthwise g
 // (Groups = C = OC) at any stride, padding and dilation: x [N,C,H,W], w
 // [C,1,KH,KW], b [C] or nil, y [N,C,OH,OW]. It panics on any other
@@ -201,6 +255,101 @@ func Conv2DDepthwiseFwd(x, w, b, y []float32, g Conv, act Act, alpha float32) {
 		k.fwd(taps, &offs[0], &w[c*taps], &cw.panel[0], &cw.cols[0], d.n)
 		store.convDirectStore(cw.cols, yp, g, d.wq, bv, act, alpha)
 	})
+	releaseConvWorkers(workers)
+	convWorkers.Put(lead)
+}
+
+// Conv2DDepthwiseBwd is the backward pass of Conv2DDepthwiseFwd, for the
+// same geometry; it overwrites dy with the gradient of the pre-activation.
+// Plane by plane, dy is spread into the flat layout of the forward's
+// outputs (zero at the positions the forward drops); dW's taps are its
+// dot products with the phase planes at each tap's shift, and dx, when
+// wanted, is the forward's gather turned around, dxp[j] = Σ_t
+// w[t]·dyf[j − off_t], which is the forward kernel run over the phase
+// planes with the shifts maxOff − off_t on dyf placed maxOff floats in,
+// followed by unsplit. Each worker sums its planes' dw and db; the
+// workers' are added in worker order at the end.
+func Conv2DDepthwiseBwd(x, w, y, dy, dx, dw, db []float32, g Conv, act Act, alpha float32) {
+	g = g.norm()
+	if !depthwiseOK(g) {
+		panic(depthwiseRefusal("Conv2DDepthwiseBwd", g))
+	}
+	k := depthwiseFor(activeGemmPath.Load())
+	taps, hw, ohw := g.KH*g.KW, g.H*g.W, g.OH*g.OW
+	taps4 := gemmRoundUp(taps, 4)
+	lead := convWorkers.Get()
+	lead.offs = growInts(lead.offs, 2*taps4)
+	clear(lead.offs) // the dot products' shifts past the taps read at 0
+	offs, offsT := lead.offs[:taps4], lead.offs[taps4:]
+	d := newDepthwiseGeom(g, k, offs[:taps])
+	maxOff := 0
+	for _, o := range offs[:taps] {
+		maxOff = max(maxOff, o)
+	}
+	for t, o := range offs[:taps] {
+		offsT[t] = maxOff - o
+	}
+	nx := gemmRoundUp(d.phases*d.planeLen, k.lanes) // dx's flat positions
+	dyLen := maxOff + nx
+	workers := convParallel(g.N*g.C, func(cw *convWorker) {
+		cw.panel = grow(cw.panel, d.xlen)
+		clear(cw.panel)
+		cw.cols = grow(cw.cols, dyLen)
+		clear(cw.cols) // the dropped positions, which stay zero
+		if dx != nil {
+			cw.tile = grow(cw.tile, nx)
+		}
+		cw.a = grow(cw.a, taps4*k.lanes)
+		cw.dw = grow(cw.dw, g.C*taps)
+		clear(cw.dw)
+		cw.db = grow(cw.db, g.C)
+		clear(cw.db)
+	}, func(cw *convWorker, p int) {
+		c := p % g.C
+		dyp := dy[p*ohw : (p+1)*ohw]
+		if act != ActNone {
+			actBackward(y[p*ohw:(p+1)*ohw], dyp, act, alpha)
+		}
+		var s float32
+		for oh := 0; oh < g.OH; oh++ {
+			row := dyp[oh*g.OW : (oh+1)*g.OW]
+			copy(cw.cols[maxOff+oh*d.wq:], row)
+			for _, v := range row {
+				s += v
+			}
+		}
+		cw.db[c] += s
+		d.split(x[p*hw:(p+1)*hw], cw.panel, g)
+		k.dw(taps4/4, &offs[0], &cw.panel[0], &cw.cols[maxOff], d.n, &cw.a[0])
+		dwc := cw.dw[c*taps : (c+1)*taps]
+		for t := range dwc {
+			var v float32
+			for _, a := range cw.a[t*k.lanes : (t+1)*k.lanes] {
+				v += a
+			}
+			dwc[t] += v
+		}
+		if dx == nil {
+			return
+		}
+		k.fwd(taps, &offsT[0], &w[c*taps], &cw.cols[0], &cw.tile[0], nx)
+		d.unsplit(cw.tile, dx[p*hw:(p+1)*hw], g)
+	})
+	dw = dw[:g.C*taps]
+	clear(dw)
+	if db != nil {
+		clear(db[:g.C])
+	}
+	for _, cw := range workers {
+		for i, v := range cw.dw {
+			dw[i] += v
+		}
+		if db != nil {
+			for i, v := range cw.db {
+				db[i] += v
+			}
+		}
+	}
 	releaseConvWorkers(workers)
 	convWorkers.Put(lead)
 }

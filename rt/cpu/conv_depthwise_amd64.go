@@ -17,8 +17,8 @@ func archDepthwise(path string) *depthwiseKernels {
 }
 
 var (
-	depthwiseAVX512 = &depthwiseKernels{fwd: depthwiseFwdAVX512, lanes: 16, rows: depthwiseRowsAVX512}
-	depthwiseAVX2   = &depthwiseKernels{fwd: depthwiseFwdAVX2, lanes: 8}
+	depthwiseAVX512 = &depthwiseKernels{fwd: depthwiseFwdAVX512, lanes: 16, rows: depthwiseRowsAVX512, dw: depthwiseDWAVX512}
+	depthwiseAVX2   = &depthwiseKernels{fwd: depthwiseFwdAVX2, lanes: 8, dw: depthwiseDWAVX2}
 )
 
 // depthwiseFwdAVX512 is depthwiseFwdGo for n a multiple of 16, in blocks
@@ -82,3 +82,15 @@ func depthwiseRows7AVX512(taps int, offs *int, w, x *float32, wq int, y *float32
 
 //go:noescape
 func depthwiseRows8AVX512(taps int, offs *int, w, x *float32, wq int, y *float32, ow, rows int, bias float32, relu int)
+
+// depthwiseDWAVX512 is depthwiseDWGo in 16 lanes, each product fused
+// with its add.
+//
+//go:noescape
+func depthwiseDWAVX512(groups int, offs *int, x, dy *float32, n int, acc *float32)
+
+// depthwiseDWAVX2 is depthwiseDWGo in 8 lanes, each product fused with
+// its add.
+//
+//go:noescape
+func depthwiseDWAVX2(groups int, offs *int, x, dy *float32, n int, acc *float32)

@@ -1176,3 +1176,105 @@ depthwiseRows8AVX512done:
 	VZEROUPPER
 	RET
 
+// func depthwiseDWAVX512(groups int, offs *int, x, dy *float32, n int, acc *float32)
+// For each group q < groups of 4 taps and lane l < 16: acc[(4q+k)·16+l] =
+// Σ_i dy[i·16+l]·x[offs[4q+k]+i·16+l] over i < n/16, n a multiple of 16:
+// one load of dy and 4 fused multiply-adds a vector.
+TEXT ·depthwiseDWAVX512(SB), NOSPLIT, $0-48
+	MOVQ groups+0(FP), R10
+	MOVQ offs+8(FP), R11
+	MOVQ x+16(FP), SI
+	MOVQ dy+24(FP), DI
+	MOVQ n+32(FP), DX
+	SHRQ $4, DX
+	MOVQ acc+40(FP), R12
+depthwiseDWAVX512group:
+	MOVQ 0(R11), R8
+	LEAQ (SI)(R8*4), R8
+	MOVQ 8(R11), R9
+	LEAQ (SI)(R9*4), R9
+	MOVQ 16(R11), R13
+	LEAQ (SI)(R13*4), R13
+	MOVQ 24(R11), R14
+	LEAQ (SI)(R14*4), R14
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	MOVQ DI, BX
+	MOVQ DX, CX
+depthwiseDWAVX512loop:
+	VMOVUPS (BX), Z4
+	VFMADD231PS (R8), Z4, Z0
+	VFMADD231PS (R9), Z4, Z1
+	VFMADD231PS (R13), Z4, Z2
+	VFMADD231PS (R14), Z4, Z3
+	ADDQ $64, BX
+	ADDQ $64, R8
+	ADDQ $64, R9
+	ADDQ $64, R13
+	ADDQ $64, R14
+	DECQ CX
+	JNZ depthwiseDWAVX512loop
+	VMOVUPS Z0, (R12)
+	VMOVUPS Z1, 64(R12)
+	VMOVUPS Z2, 128(R12)
+	VMOVUPS Z3, 192(R12)
+	ADDQ $256, R12
+	ADDQ $32, R11
+	DECQ R10
+	JNZ depthwiseDWAVX512group
+	VZEROUPPER
+	RET
+
+// func depthwiseDWAVX2(groups int, offs *int, x, dy *float32, n int, acc *float32)
+// For each group q < groups of 4 taps and lane l < 8: acc[(4q+k)·8+l] =
+// Σ_i dy[i·8+l]·x[offs[4q+k]+i·8+l] over i < n/8, n a multiple of 8:
+// one load of dy and 4 fused multiply-adds a vector.
+TEXT ·depthwiseDWAVX2(SB), NOSPLIT, $0-48
+	MOVQ groups+0(FP), R10
+	MOVQ offs+8(FP), R11
+	MOVQ x+16(FP), SI
+	MOVQ dy+24(FP), DI
+	MOVQ n+32(FP), DX
+	SHRQ $3, DX
+	MOVQ acc+40(FP), R12
+depthwiseDWAVX2group:
+	MOVQ 0(R11), R8
+	LEAQ (SI)(R8*4), R8
+	MOVQ 8(R11), R9
+	LEAQ (SI)(R9*4), R9
+	MOVQ 16(R11), R13
+	LEAQ (SI)(R13*4), R13
+	MOVQ 24(R11), R14
+	LEAQ (SI)(R14*4), R14
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	MOVQ DI, BX
+	MOVQ DX, CX
+depthwiseDWAVX2loop:
+	VMOVUPS (BX), Y4
+	VFMADD231PS (R8), Y4, Y0
+	VFMADD231PS (R9), Y4, Y1
+	VFMADD231PS (R13), Y4, Y2
+	VFMADD231PS (R14), Y4, Y3
+	ADDQ $32, BX
+	ADDQ $32, R8
+	ADDQ $32, R9
+	ADDQ $32, R13
+	ADDQ $32, R14
+	DECQ CX
+	JNZ depthwiseDWAVX2loop
+	VMOVUPS Y0, (R12)
+	VMOVUPS Y1, 32(R12)
+	VMOVUPS Y2, 64(R12)
+	VMOVUPS Y3, 96(R12)
+	ADDQ $128, R12
+	ADDQ $32, R11
+	DECQ R10
+	JNZ depthwiseDWAVX2group
+	VZEROUPPER
+	RET
+

@@ -38,6 +38,8 @@ func main() {
 	for v := 1; v <= 8; v++ {
 		rows(&w, v)
 	}
+	dots(&w, "depthwiseDWAVX512", "Z", 16)
+	dots(&w, "depthwiseDWAVX2", "Y", 8)
 	if err := os.WriteFile("conv_depthwise_amd64.s", w.Bytes(), 0o644); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
@@ -208,6 +210,61 @@ func rows(w *asm, v int) {
 	}
 	w.WriteString("\n")
 	w.label(name + "done")
+	w.l("VZEROUPPER")
+	w.l("RET")
+	w.WriteString("\n")
+}
+
+// dots writes depthwiseKernels.dw: for each group of 4 taps, 4
+// accumulators of lane-wise partial sums of dy·x at the taps' shifts.
+func dots(w *asm, name, reg string, lanes int) {
+	vbytes := 4 * lanes
+	shift := map[int]int{16: 4, 8: 3}[lanes]
+	zero := "VXORPS"
+	if reg == "Z" {
+		zero = "VPXORD"
+	}
+	w.c("func %s(groups int, offs *int, x, dy *float32, n int, acc *float32)", name)
+	w.c("For each group q < groups of 4 taps and lane l < %d: acc[(4q+k)·%d+l] =", lanes, lanes)
+	w.c("Σ_i dy[i·%d+l]·x[offs[4q+k]+i·%d+l] over i < n/%d, n a multiple of %d:", lanes, lanes, lanes, lanes)
+	w.c("one load of dy and 4 fused multiply-adds a vector.")
+	w.WriteString(fmt.Sprintf("TEXT ·%s(SB), NOSPLIT, $0-48\n", name))
+	w.l("MOVQ groups+0(FP), R10")
+	w.l("MOVQ offs+8(FP), R11")
+	w.l("MOVQ x+16(FP), SI")
+	w.l("MOVQ dy+24(FP), DI")
+	w.l("MOVQ n+32(FP), DX")
+	w.l("SHRQ $%d, DX", shift)
+	w.l("MOVQ acc+40(FP), R12")
+	w.label(name + "group")
+	ptrs := []string{"R8", "R9", "R13", "R14"}
+	for k, r := range ptrs {
+		w.l("MOVQ %d(R11), %s", 8*k, r)
+		w.l("LEAQ (SI)(%s*4), %s", r, r)
+	}
+	for k := range ptrs {
+		w.l("%s %s%d, %s%d, %s%d", zero, reg, k, reg, k, reg, k)
+	}
+	w.l("MOVQ DI, BX")
+	w.l("MOVQ DX, CX")
+	w.label(name + "loop")
+	w.l("VMOVUPS (BX), %s4", reg)
+	for k, r := range ptrs {
+		w.l("VFMADD231PS (%s), %s4, %s%d", r, reg, reg, k)
+	}
+	w.l("ADDQ $%d, BX", vbytes)
+	for _, r := range ptrs {
+		w.l("ADDQ $%d, %s", vbytes, r)
+	}
+	w.l("DECQ CX")
+	w.l("JNZ %sloop", name)
+	for k := range ptrs {
+		w.l("VMOVUPS %s%d, %s", reg, k, off(k, vbytes, "R12"))
+	}
+	w.l("ADDQ $%d, R12", 4*vbytes)
+	w.l("ADDQ $32, R11")
+	w.l("DECQ R10")
+	w.l("JNZ %sgroup", name)
 	w.l("VZEROUPPER")
 	w.l("RET")
 	w.WriteString("\n")

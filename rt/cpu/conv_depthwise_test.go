@@ -134,3 +134,46 @@ func TestConvDepthwiseRefusesOtherGeometry(t *testing.T) {
 	Conv2DDepthwiseFwd(x, w, nil, y, g, ActNone, 0)
 	t.Error(fmt.Sprintf("%+v: no panic", g))
 }
+
+// TestConvDepthwiseBwd: the depthwise backward against the plain loops
+// (convBwdRef) on every GEMM path over depthwiseGeoms, with dx and db and
+// without them, the weight and bias gradients within one float32
+// rounding per term summed; and against finite differences of the
+// forward with tanh and ReLU on a stride-1 and a stride-2 geometry.
+func TestConvDepthwiseBwd(t *testing.T) {
+	defer SetGemmPath("")
+	r := newTestRand(33)
+	for _, path := range GemmPaths() {
+		if err := SetGemmPath(path); err != nil {
+			t.Fatal(err)
+		}
+		for i, g := range depthwiseGeoms {
+			name := fmt.Sprintf("%s geometry %d %+v", path, i, g)
+			x := randSlice(r, g.N*g.C*g.H*g.W, 1)
+			w := randSlice(r, g.C*g.KH*g.KW, 1)
+			y := make([]float32, g.N*g.C*g.OH*g.OW)
+			dy := randSlice(r, len(y), 1)
+			wantDx, wantDw, wantDb := convBwdRef(x, w, dy, g)
+			sumTol := max(1e-5, float64(g.N*g.OH*g.OW)*0x1p-24)
+			dx, dw, db := randSlice(r, len(x), 9), randSlice(r, len(w), 9), randSlice(r, g.C, 9)
+			Conv2DDepthwiseBwd(x, w, y, cloneF(dy), dx, dw, db, g, ActNone, 0)
+			for _, c := range []struct {
+				name      string
+				got, want []float32
+				tol       float64
+			}{{"dx", dx, wantDx, 1e-5}, {"dw", dw, wantDw, sumTol}, {"db", db, wantDb, sumTol}} {
+				if msg := closeTo(c.got, c.want, c.tol); msg != "" {
+					t.Errorf("%s: %s: %s", name, c.name, msg)
+				}
+			}
+			dw2 := randSlice(r, len(w), 9)
+			Conv2DDepthwiseBwd(x, w, y, cloneF(dy), nil, dw2, nil, g, ActNone, 0)
+			if msg := closeTo(dw2, wantDw, sumTol); msg != "" {
+				t.Errorf("%s: dw without dx and db: %s", name, msg)
+			}
+		}
+	}
+	for _, g := range []Conv{depthwiseGeoms[0], depthwiseGeoms[3]} {
+		convBwdFiniteDifferences(t, r, "depthwise", fmt.Sprintf("%+v", g), g, Conv2DDepthwiseFwd, Conv2DDepthwiseBwd)
+	}
+}

@@ -47,7 +47,7 @@ var convMethods = []struct {
 	{"direct", Conv2DDirectFwd, Conv2DDirectBwd, func(g Conv) bool { return convDirectOK(g.norm()) }},
 	{"im2col", Conv2DIm2colFwd, Conv2DIm2colBwd, func(Conv) bool { return true }},
 	{"pointwise", Conv2DPointwiseFwd, Conv2DPointwiseBwd, func(g Conv) bool { return pointwiseOK(g.norm()) }},
-	{"depthwise", Conv2DDepthwiseFwd, nil, func(g Conv) bool { return depthwiseOK(g.norm()) }},
+	{"depthwise", Conv2DDepthwiseFwd, Conv2DDepthwiseBwd, func(g Conv) bool { return depthwiseOK(g.norm()) }},
 }
 
 // convRef is the plain seven-loop convolution with bias and activation.
