@@ -103,6 +103,10 @@ var packedConvGeoms = append([]struct {
 	// and past the thread counts.
 	{"depthwise 3x3 stride2", convCase(5, 6, 13, 12, 6, 3, 3, 2, 1, 1, 6)},
 	{"depthwise 5x5 stride2 batch 1", convCase(1, 7, 17, 18, 7, 5, 5, 2, 2, 1, 7)},
+	// 1×1 images (squeeze-and-excitation), which the pointwise method
+	// runs as one dense layer for the batch.
+	{"pointwise 1x1 images", convCase(5, 6, 1, 1, 4, 1, 1, 1, 0, 1, 1)},
+	{"pointwise 1x1 images groups 2", convCase(3, 6, 1, 1, 4, 1, 1, 1, 0, 1, 2)},
 }, convGeoms...)
 
 // TestConvMatchesNaiveOnEveryPath runs every convolution method on every

@@ -32,6 +32,13 @@ func Conv2DPointwiseFwd(x, w, b, y []float32, g Conv, act Act, alpha float32) {
 		panic(pointwiseRefusal("Conv2DPointwiseFwd", g))
 	}
 	G, hw := g.Groups, g.H*g.W
+	if hw == 1 && G == 1 {
+		// 1×1 images (squeeze-and-excitation's layers): x [N,C] and y
+		// [N,OC] are a dense layer's, one product for the batch
+		// instead of a matrix-vector product an image.
+		FP32.GemmFwd(x, w, b, y, g.N, g.C, g.OC, act, alpha)
+		return
+	}
 	ocg, cg := g.OC/G, g.C/G
 	image := func(n int, gemm func(m, n, k int, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int)) {
 		yn := y[n*g.OC*hw : (n+1)*g.OC*hw]
@@ -103,6 +110,10 @@ func Conv2DPointwiseBwd(x, w, y, dy, dx, dw, db []float32, g Conv, act Act, alph
 		panic(pointwiseRefusal("Conv2DPointwiseBwd", g))
 	}
 	G, hw := g.Groups, g.H*g.W
+	if hw == 1 && G == 1 {
+		FP32.GemmBwd(x, w, y, dy, dx, dw, db, g.N, g.C, g.OC, act, alpha)
+		return
+	}
 	ocg, cg := g.OC/G, g.C/G
 	yimg, wlen := g.OC*hw, g.OC*cg
 	// image adds image n's dW into acc and its bias gradient into sums,
