@@ -265,9 +265,9 @@ func Conv2DDepthwiseFwd(x, w, b, y []float32, g Conv, act Act, alpha float32) {
 // outputs (zero at the positions the forward drops); dW's taps are its
 // dot products with the phase planes at each tap's shift, and dx, when
 // wanted, is the forward's gather turned around, dxp[j] = Σ_t
-// w[t]·dyf[j − off_t], which is the forward kernel run over the phase
-// planes with the shifts maxOff − off_t on dyf placed maxOff floats in,
-// followed by unsplit. Each worker sums its planes' dw and db; the
+// w[t]·dyf[j − off_t], which is the forward kernel run over each phase
+// plane with that phase's taps, reading dyf (placed maxOff floats in) at
+// reversed shifts, followed by unsplit. Each worker sums its planes' dw and db; the
 // workers' are added in worker order at the end.
 func Conv2DDepthwiseBwd(x, w, y, dy, dx, dw, db []float32, g Conv, act Act, alpha float32) {
 	g = g.norm()
@@ -278,18 +278,34 @@ func Conv2DDepthwiseBwd(x, w, y, dy, dx, dw, db []float32, g Conv, act Act, alph
 	taps, hw, ohw := g.KH*g.KW, g.H*g.W, g.OH*g.OW
 	taps4 := gemmRoundUp(taps, 4)
 	lead := convWorkers.Get()
-	lead.offs = growInts(lead.offs, 2*taps4)
+	lead.offs = growInts(lead.offs, 3*taps4+2*g.SH*g.SW+1)
 	clear(lead.offs) // the dot products' shifts past the taps read at 0
-	offs, offsT := lead.offs[:taps4], lead.offs[taps4:]
+	offs, offsT, order := lead.offs[:taps4], lead.offs[taps4:2*taps4], lead.offs[2*taps4:3*taps4]
 	d := newDepthwiseGeom(g, k, offs[:taps])
-	maxOff := 0
+	// A phase plane of dx gets nothing from the taps that read another
+	// phase (their shifts land dy's values in other planes, or on the
+	// zeros the forward drops): dx runs phase by phase over that phase's
+	// taps only, order[start[q]:start[q+1]], a quarter of them at stride
+	// 2. Within a phase, tap t reads dy at the shift reach − within_t,
+	// within_t its shift inside the phase plane.
+	start := lead.offs[3*taps4 : 3*taps4+d.phases+1]
+	maxOff, reach := 0, 0
 	for _, o := range offs[:taps] {
-		maxOff = max(maxOff, o)
+		maxOff, reach = max(maxOff, o), max(reach, o%d.planeLen)
 	}
-	for t, o := range offs[:taps] {
-		offsT[t] = maxOff - o
+	j := 0
+	for q := 0; q < d.phases; q++ {
+		start[q] = j
+		for t, o := range offs[:taps] {
+			if o/d.planeLen == q {
+				order[j], offsT[j] = t, reach-o%d.planeLen
+				j++
+			}
+		}
 	}
-	nx := gemmRoundUp(d.phases*d.planeLen, k.lanes) // dx's flat positions
+	start[d.phases] = j
+	planeN := gemmRoundUp(d.planeLen, k.lanes) // one phase plane's flat positions
+	nx := gemmRoundUp(d.phases*d.planeLen, k.lanes)
 	dyLen := maxOff + nx
 	workers := convParallel(g.N*g.C, func(cw *convWorker) {
 		cw.panel = grow(cw.panel, d.xlen)
@@ -297,7 +313,8 @@ func Conv2DDepthwiseBwd(x, w, y, dy, dx, dw, db []float32, g Conv, act Act, alph
 		cw.cols = grow(cw.cols, dyLen)
 		clear(cw.cols) // the dropped positions, which stay zero
 		if dx != nil {
-			cw.tile = grow(cw.tile, nx)
+			cw.tile = grow(cw.tile, (d.phases-1)*d.planeLen+planeN)
+			cw.rows = grow(cw.rows, taps)
 		}
 		cw.a = grow(cw.a, taps4*k.lanes)
 		cw.dw = grow(cw.dw, g.C*taps)
@@ -332,7 +349,20 @@ func Conv2DDepthwiseBwd(x, w, y, dy, dx, dw, db []float32, g Conv, act Act, alph
 		if dx == nil {
 			return
 		}
-		k.fwd(taps, &offsT[0], &w[c*taps], &cw.cols[0], &cw.tile[0], nx)
+		wc := cw.rows[:taps]
+		for j, t := range order[:taps] {
+			wc[j] = w[c*taps+t]
+		}
+		// In phase order: each phase's last vector runs into the next
+		// phase plane, which that phase then overwrites.
+		for q := 0; q < d.phases; q++ {
+			j0, j1 := start[q], start[q+1]
+			if j0 == j1 {
+				clear(cw.tile[q*d.planeLen : (q+1)*d.planeLen])
+				continue
+			}
+			k.fwd(j1-j0, &offsT[j0], &wc[j0], &cw.cols[maxOff-reach], &cw.tile[q*d.planeLen], planeN)
+		}
 		d.unsplit(cw.tile, dx[p*hw:(p+1)*hw], g)
 	})
 	dw = dw[:g.C*taps]
