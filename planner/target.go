@@ -257,8 +257,8 @@ func cpuConvPrecision(method, want string) DenseChoice {
 //	mobilenet_v2 960, 3×3, 7²:              0.14, 0.37 against 0.13, 0.62
 //	efficientnet_b0 240, 5×5, 28²:          0.24, 0.99 against 0.45, 1.11
 //	efficientnet_b0 672, 5×5, 14²:          0.28, 1.49 against 0.27, 1.73
-//	mobilenet_v2 96, 3×3 stride 2, 112²:    1.20, 6.12 against 10.9, 32.6
-//	efficientnet_b0 144, 5×5 stride 2, 56²: 0.61, 1.78 against 9.1, 18.6
+//	mobilenet_v2 96, 3×3 stride 2, 112²:    1.20, 3.94 against 10.9, 32.6
+//	efficientnet_b0 144, 5×5 stride 2, 56²: 0.61, 1.72 against 9.1, 18.6
 //
 // (the AVX2 kernels forward, median of 3: 1.19 against 1.33 on 32 at
 // 112², 0.27 against 0.35 on 384 at 14², 0.65 against 0.73 on 672 5×5
