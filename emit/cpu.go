@@ -425,6 +425,8 @@ var cpuConvKernels = map[string]struct{ fwd, bwd string }{
 	planner.ConvDirect:     {"Conv2DDirectFwd", "Conv2DDirectBwd"},
 	planner.ConvIm2colGemm: {"Conv2DIm2colFwd", "Conv2DIm2colBwd"},
 	planner.ConvWinogradF4: {"Conv2DWinogradF4Fwd", "Conv2DWinogradF4Bwd"},
+	planner.ConvPointwise:  {"Conv2DPointwiseFwd", "Conv2DPointwiseBwd"},
+	planner.ConvDepthwise:  {"Conv2DDepthwiseFwd", "Conv2DDepthwiseBwd"},
 }
 
 // cpuDenseKernels are the rt/cpu functions of a dense step in each

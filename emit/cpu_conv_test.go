@@ -20,8 +20,8 @@ type (
 // writes: the test fails to build when one is renamed, and fails when the
 // emitter names a kernel missing here.
 var (
-	rtConvFwd = map[string]convFwdKernel{"Conv2DDirectFwd": cpu.Conv2DDirectFwd, "Conv2DIm2colFwd": cpu.Conv2DIm2colFwd, "Conv2DWinogradF4Fwd": cpu.Conv2DWinogradF4Fwd}
-	rtConvBwd = map[string]convBwdKernel{"Conv2DDirectBwd": cpu.Conv2DDirectBwd, "Conv2DIm2colBwd": cpu.Conv2DIm2colBwd, "Conv2DWinogradF4Bwd": cpu.Conv2DWinogradF4Bwd}
+	rtConvFwd = map[string]convFwdKernel{"Conv2DDirectFwd": cpu.Conv2DDirectFwd, "Conv2DIm2colFwd": cpu.Conv2DIm2colFwd, "Conv2DWinogradF4Fwd": cpu.Conv2DWinogradF4Fwd, "Conv2DPointwiseFwd": cpu.Conv2DPointwiseFwd, "Conv2DDepthwiseFwd": cpu.Conv2DDepthwiseFwd}
+	rtConvBwd = map[string]convBwdKernel{"Conv2DDirectBwd": cpu.Conv2DDirectBwd, "Conv2DIm2colBwd": cpu.Conv2DIm2colBwd, "Conv2DWinogradF4Bwd": cpu.Conv2DWinogradF4Bwd, "Conv2DPointwiseBwd": cpu.Conv2DPointwiseBwd, "Conv2DDepthwiseBwd": cpu.Conv2DDepthwiseBwd}
 )
 
 // TestCPUConvRuleMatchesKernels ties the planner's CPU rule to rt/cpu:
@@ -50,6 +50,11 @@ func TestCPUConvRuleMatchesKernels(t *testing.T) {
 		{"3x3 stride 2", geom(2, 3, 9, 8, 4, 3, 3, 2, 2, 1, 1, 1, 1)},
 		{"stride 2 across only", geom(2, 2, 7, 9, 3, 3, 3, 1, 2, 1, 1, 1, 1)},
 		{"1x1 pad 1", geom(2, 3, 5, 4, 4, 1, 1, 1, 1, 1, 1, 1, 1)},
+		{"1x1", geom(3, 5, 6, 7, 4, 1, 1, 1, 1, 0, 0, 1, 1)},
+		{"1x1 groups 2", geom(2, 4, 5, 3, 6, 1, 1, 1, 1, 0, 0, 1, 2)},
+		{"depthwise 3x3 stride 2", geom(2, 6, 9, 9, 6, 3, 3, 2, 2, 1, 1, 1, 6)},
+		{"depthwise 5x5 stride 2 across", geom(2, 5, 12, 20, 5, 5, 5, 1, 2, 2, 2, 1, 5)},
+		{"depthwise 3x3", geom(2, 5, 8, 9, 5, 3, 3, 1, 1, 1, 1, 1, 5)},
 		{"3x3 dilation 2 pad 5", geom(2, 2, 9, 9, 2, 3, 3, 1, 1, 5, 5, 2, 1)},
 		{"groups 2 pad 0x2", geom(2, 4, 6, 6, 6, 3, 5, 1, 1, 0, 2, 1, 2)},
 		{"16 to 32 5x5, 1024 tiles", geom(4, 16, 32, 32, 32, 5, 5, 1, 1, 2, 2, 1, 1)},

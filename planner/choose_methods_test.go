@@ -117,8 +117,9 @@ func TestChooseMethodsTarget(t *testing.T) {
 // TestCPUConvRule: the CPU runs Winograd forward on 5×5 layers with
 // enough channels and tiles, and backward where they do too (with dx:
 // and dx's convolution, channels swapped, has enough of them), the direct method wherever rt/cpu's direct
-// kernels apply (stride 1, padding within the filter's reach) and im2col +
-// GEMM elsewhere, with no scratch from the plan.
+// kernels apply (stride 1, padding within the filter's reach), the
+// pointwise product on every 1×1 layer of stride 1 without padding, the
+// depthwise method on depthwise layers, and im2col + GEMM elsewhere, with no scratch from the plan.
 func TestCPUConvRule(t *testing.T) {
 	geom := func(k, s, p, d int) ConvGeom {
 		return ConvGeom{N: 2, C: 3, H: 9, W: 9, OC: 4, OH: 4, OW: 4, KH: k, KW: k, SH: s, SW: s, PH: p, PW: p, DH: d, DW: d, Groups: 1}
@@ -159,6 +160,14 @@ func TestCPUConvRule(t *testing.T) {
 		{"5x5 dilation 2", wide(250, 32, 64, 1, 2, 1), [3]string{ConvDirect, ConvDirect, ConvDirect}},
 		{"5x5 groups 2", wide(250, 32, 64, 1, 1, 2), [3]string{ConvDirect, ConvDirect, ConvDirect}},
 		{"unset stride, dilation, groups", wide(250, 32, 64, 0, 0, 0), [3]string{ConvWinogradF4, ConvWinogradF4, ConvWinogradF4}},
+		{"1x1", geom(1, 1, 0, 1), [3]string{ConvPointwise, ConvPointwise, ConvPointwise}},
+		{"1x1 unset stride, groups 3", func() ConvGeom { g := geom(1, 0, 0, 0); g.C, g.OC, g.Groups = 6, 9, 3; return g }(), [3]string{ConvPointwise, ConvPointwise, ConvPointwise}},
+		{"1x1 stride 2", geom(1, 2, 0, 1), [3]string{ConvIm2colGemm, ConvIm2colGemm, ConvIm2colGemm}},
+		{"depthwise 3x3 stride 2", func() ConvGeom { g := geom(3, 2, 1, 1); g.OC, g.Groups = 3, 3; return g }(), [3]string{ConvDepthwise, ConvDepthwise, ConvDepthwise}},
+		{"depthwise 5x5 stride 2", wide(2, 8, 8, 2, 1, 8), [3]string{ConvDepthwise, ConvDepthwise, ConvDepthwise}},
+		{"depthwise 3x3 stride 1", func() ConvGeom { g := geom(3, 1, 1, 1); g.OC, g.Groups = 3, 3; return g }(), [3]string{ConvDepthwise, ConvDepthwise, ConvDepthwise}},
+		{"depthwise 1x1 pad 1", func() ConvGeom { g := geom(1, 1, 1, 1); g.OC, g.Groups = 3, 3; return g }(), [3]string{ConvDepthwise, ConvDepthwise, ConvDepthwise}},
+		{"depthwise multiplier 2, stride 2", func() ConvGeom { g := geom(3, 2, 1, 1); g.OC, g.Groups = 6, 3; return g }(), [3]string{ConvIm2colGemm, ConvIm2colGemm, ConvIm2colGemm}},
 	} {
 		for i, pass := range []ConvPass{ConvForward, ConvBackward, ConvBackwardNoDx} {
 			got := CPU.Conv(c.g, pass)

@@ -78,12 +78,15 @@ func col2im(cols []float32, ld int, dx []float32, g Conv) {
 	}
 }
 
-// Convolutions come in two methods, and the planner chooses one per step
-// (its CPU rule, planner.CPU) so that the program calls it directly:
-// Conv2DDirect* convolve shifted, zero-padded planes (conv_direct.go) and
+// Convolutions come in several methods, and the planner chooses one per
+// step (its CPU rule, planner.CPU) so that the program calls it directly:
+// Conv2DDirect* convolve shifted, zero-padded planes (conv_direct.go),
 // Conv2DIm2col* gather packed columns straight into the GEMM microkernels
-// (conv_packed.go). Neither takes scratch from the caller; the packed path
-// keeps its panels to itself, one per worker. Both use the same operand
+// (conv_packed.go), Conv2DWinograd* transform tiles (conv_winograd*.go)
+// Conv2DPointwise* multiply 1×1 filters by the input in place
+// (conv_pointwise.go) and Conv2DDepthwiseFwd convolves each plane with its
+// own filter (conv_depthwise.go). None takes scratch from the caller; each keeps its
+// work buffers to itself, one per worker. All use the same operand
 // conventions: x is [N,C,H,W], w [OC,C/G,KH,KW], b [OC] or nil, y
 // [N,OC,OH,OW]; the backward writes dw, db (Σ over images and positions)
 // and dx, of which dx and db may be nil, and may overwrite dy with the

@@ -99,6 +99,14 @@ var packedConvGeoms = append([]struct {
 	// than the padded input's.
 	{"1x1 pad1", convCase(2, 3, 5, 4, 4, 1, 1, 1, 1, 1, 1)},
 	{"3x3 dilation2 pad5", convCase(2, 2, 6, 7, 3, 3, 3, 1, 5, 2, 1)},
+	// Depthwise layers of stride 2 (the depthwise method's), batch 1
+	// and past the thread counts.
+	{"depthwise 3x3 stride2", convCase(5, 6, 13, 12, 6, 3, 3, 2, 1, 1, 6)},
+	{"depthwise 5x5 stride2 batch 1", convCase(1, 7, 17, 18, 7, 5, 5, 2, 2, 1, 7)},
+	// 1×1 images (squeeze-and-excitation), which the pointwise method
+	// runs as one dense layer for the batch.
+	{"pointwise 1x1 images", convCase(5, 6, 1, 1, 4, 1, 1, 1, 0, 1, 1)},
+	{"pointwise 1x1 images groups 2", convCase(3, 6, 1, 1, 4, 1, 1, 1, 0, 1, 2)},
 }, convGeoms...)
 
 // TestConvMatchesNaiveOnEveryPath runs every convolution method on every
@@ -128,6 +136,9 @@ func TestConvMatchesNaiveOnEveryPath(t *testing.T) {
 					t.Errorf("%s forward relu no bias: %s", name, msg)
 				}
 
+				if m.bwd == nil {
+					continue // a forward-only method
+				}
 				dy := randSlice(r, len(y), 1)
 				wantDx, wantDw, wantDb := convBwdRef(x, w, dy, g)
 				// dw and db are float32 sums over every image and position:

@@ -1,0 +1,96 @@
+//go:build !purego
+
+package cpu
+
+import "unsafe"
+
+// archDepthwise returns the assembly depthwise kernel that goes with the
+// amd64 GEMM path of that name, or nil for the Go one.
+func archDepthwise(path string) *depthwiseKernels {
+	switch path {
+	case "avx512":
+		return depthwiseAVX512
+	case "avx2":
+		return depthwiseAVX2
+	}
+	return nil
+}
+
+var (
+	depthwiseAVX512 = &depthwiseKernels{fwd: depthwiseFwdAVX512, lanes: 16, rows: depthwiseRowsAVX512, dw: depthwiseDWAVX512}
+	depthwiseAVX2   = &depthwiseKernels{fwd: depthwiseFwdAVX2, lanes: 8, dw: depthwiseDWAVX2}
+)
+
+// depthwiseFwdAVX512 is depthwiseFwdGo for n a multiple of 16, in blocks
+// of up to 8 zmm accumulators, each product fused with its add.
+//
+//go:noescape
+func depthwiseFwdAVX512(taps int, offs *int, w, x, y *float32, n int)
+
+// depthwiseFwdAVX2 is depthwiseFwdGo for n a multiple of 8, in blocks of
+// up to 8 ymm accumulators, each product fused with its add.
+//
+//go:noescape
+func depthwiseFwdAVX2(taps int, offs *int, w, x, y *float32, n int)
+
+// depthwiseRowsAVX512 is depthwiseKernels.rows: it runs the row kernel
+// for the vectors of one output row, and for rows wider than 8 vectors,
+// which none of the zoo's layers has, each 128-output column block of
+// them in turn.
+func depthwiseRowsAVX512(taps int, offs *int, w, x *float32, wq int, y *float32, ow, rows int, bias float32, relu int) {
+	for j := 0; j < ow; j += 128 {
+		n := min(128, ow-j)
+		yj := unsafe.Add(unsafe.Pointer(y), 4*j)
+		xj := unsafe.Add(unsafe.Pointer(x), 4*j)
+		if n == ow {
+			depthwiseRowKernels[(n+15)/16-1](taps, offs, w, x, wq, y, ow, rows, bias, relu)
+			return
+		}
+		// A column block of rows ow apart: one row at a time.
+		for r := 0; r < rows; r++ {
+			depthwiseRowKernels[(n+15)/16-1](taps, offs, w, (*float32)(unsafe.Add(xj, 4*r*wq)), wq, (*float32)(unsafe.Add(yj, 4*r*ow)), n, 1, bias, relu)
+		}
+	}
+}
+
+// depthwiseRowKernels[v-1] takes rows of v vectors.
+var depthwiseRowKernels = [8]func(taps int, offs *int, w, x *float32, wq int, y *float32, ow, rows int, bias float32, relu int){
+	depthwiseRows1AVX512, depthwiseRows2AVX512, depthwiseRows3AVX512, depthwiseRows4AVX512,
+	depthwiseRows5AVX512, depthwiseRows6AVX512, depthwiseRows7AVX512, depthwiseRows8AVX512,
+}
+
+//go:noescape
+func depthwiseRows1AVX512(taps int, offs *int, w, x *float32, wq int, y *float32, ow, rows int, bias float32, relu int)
+
+//go:noescape
+func depthwiseRows2AVX512(taps int, offs *int, w, x *float32, wq int, y *float32, ow, rows int, bias float32, relu int)
+
+//go:noescape
+func depthwiseRows3AVX512(taps int, offs *int, w, x *float32, wq int, y *float32, ow, rows int, bias float32, relu int)
+
+//go:noescape
+func depthwiseRows4AVX512(taps int, offs *int, w, x *float32, wq int, y *float32, ow, rows int, bias float32, relu int)
+
+//go:noescape
+func depthwiseRows5AVX512(taps int, offs *int, w, x *float32, wq int, y *float32, ow, rows int, bias float32, relu int)
+
+//go:noescape
+func depthwiseRows6AVX512(taps int, offs *int, w, x *float32, wq int, y *float32, ow, rows int, bias float32, relu int)
+
+//go:noescape
+func depthwiseRows7AVX512(taps int, offs *int, w, x *float32, wq int, y *float32, ow, rows int, bias float32, relu int)
+
+//go:noescape
+func depthwiseRows8AVX512(taps int, offs *int, w, x *float32, wq int, y *float32, ow, rows int, bias float32, relu int)
+
+// depthwiseDWAVX512 is depthwiseDWGo in 16 lanes, each product fused
+// with its add.
+//
+//go:noescape
+func depthwiseDWAVX512(groups int, offs *int, x, dy *float32, n int, acc *float32)
+
+// depthwiseDWAVX2 is depthwiseDWGo in 8 lanes, each product fused with
+// its add.
+//
+//go:noescape
+func depthwiseDWAVX2(groups int, offs *int, x, dy *float32, n int, acc *float32)

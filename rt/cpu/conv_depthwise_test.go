@@ -1,0 +1,179 @@
+package cpu
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+)
+
+// depthwiseGeoms are the geometries depthwise layers have and the edges
+// they meet: strides 1, 2 and 3 (and 2 across only), paddings from none
+// to past the filter's reach, dilation, rows shorter than a vector and
+// longer than eight, planes whose flat outputs end inside a block of 8
+// vectors, 3×3, 5×5 and 1×7 filters.
+var depthwiseGeoms = []Conv{
+	convCase(2, 5, 9, 9, 5, 3, 3, 1, 1, 1, 5),
+	convCase(1, 3, 14, 14, 3, 3, 3, 2, 1, 1, 3),
+	convCase(2, 4, 7, 37, 4, 5, 5, 1, 2, 1, 4),
+	convCase(1, 2, 11, 10, 2, 5, 5, 2, 2, 1, 2),
+	convCase(1, 3, 8, 8, 3, 3, 3, 1, 0, 1, 3),
+	convCase(1, 3, 9, 20, 3, 3, 3, 1, 2, 2, 3),
+	convCase(3, 1, 4, 3, 1, 3, 3, 3, 1, 1, 1),
+	convCase(1, 2, 40, 41, 2, 3, 3, 1, 1, 1, 2),
+	convCase(1, 3, 7, 7, 3, 5, 5, 1, 3, 1, 3),
+	convCase(2, 3, 5, 4, 3, 1, 1, 1, 1, 1, 3),
+	convCase(1, 2, 3, 16, 2, 3, 3, 1, 1, 1, 2),
+	convCase(2, 2, 4, 150, 2, 3, 3, 1, 1, 1, 2),
+	convCase(1, 2, 6, 290, 2, 5, 5, 2, 2, 1, 2),
+	{N: 1, C: 2, H: 5, W: 6, OC: 2, OH: 5, OW: 4, KH: 1, KW: 7, SH: 1, SW: 2, PH: 0, PW: 4, DH: 1, DW: 1, Groups: 2},
+	{N: 2, C: 3, H: 9, W: 8, OC: 3, OH: 4, OW: 8, KH: 3, KW: 3, SH: 2, SW: 1, PH: 0, PW: 1, DH: 1, DW: 1, Groups: 3},
+}
+
+// TestConvDepthwiseFwd: the depthwise method against the plain
+// convolution on every GEMM path (each runs its own kernel: AVX-512,
+// AVX2 or Go) over depthwiseGeoms, with and without bias, with each
+// fused activation. The assembly fuses each multiply with its add and the
+// Go twin does not, so the paths agree within float32 rounding of sums
+// of 25 products (1e-5 relative to max(1, |y|)), not bit for bit.
+func TestConvDepthwiseFwd(t *testing.T) {
+	defer SetGemmPath("")
+	r := newTestRand(31)
+	for _, path := range GemmPaths() {
+		if err := SetGemmPath(path); err != nil {
+			t.Fatal(err)
+		}
+		for i, g := range depthwiseGeoms {
+			x := randSlice(r, g.N*g.C*g.H*g.W, 1)
+			w := randSlice(r, g.C*g.KH*g.KW, 1)
+			b := randSlice(r, g.C, 1)
+			for k, a := range allActs {
+				bias := b
+				if k == 1 {
+					bias = nil
+				}
+				got := make([]float32, g.N*g.C*g.OH*g.OW)
+				for j := range got {
+					got[j] = 1e9 // every element must be written
+				}
+				Conv2DDepthwiseFwd(x, w, bias, got, g, a.act, 0.1)
+				if msg := closeTo(got, convRef(x, w, bias, g, a.act, 0.1), 1e-5); msg != "" {
+					t.Errorf("%s geometry %d %+v act %s: %s", path, i, g, a.name, msg)
+				}
+			}
+		}
+	}
+}
+
+// TestDepthwiseKernelsMatchGo: each assembly kernel against its Go twin
+// on flat lengths that end in every kind of block (8, 4 and 1 vectors),
+// with shifts that are not multiples of a vector.
+func TestDepthwiseKernelsMatchGo(t *testing.T) {
+	defer SetGemmPath("")
+	r := newTestRand(32)
+	offs := []int{0, 1, 7, 33, 50, 64, 65, 99, 130}
+	w := randSlice(r, len(offs), 1)
+	x := randSlice(r, 2048, 1)
+	for _, path := range GemmPaths() {
+		if err := SetGemmPath(path); err != nil {
+			t.Fatal(err)
+		}
+		k := depthwiseFor(activeGemmPath.Load())
+		for _, vecs := range []int{1, 3, 4, 7, 8, 13, 21, 24, 25} {
+			n := vecs * k.lanes
+			want, got := make([]float32, n), make([]float32, n)
+			depthwiseFwdGo(len(offs), &offs[0], &w[0], &x[0], &want[0], n)
+			k.fwd(len(offs), &offs[0], &w[0], &x[0], &got[0], n)
+			if msg := closeTo(got, want, 1e-6); msg != "" {
+				t.Errorf("%s, %d vectors: %s", path, vecs, msg)
+			}
+		}
+		if k.rows == nil {
+			continue
+		}
+		// The rows kernel: rows of ow outputs wq apart in x, bias and
+		// ReLU, against the Go kernel on each row and the same epilogue.
+		const wq, nrows = 40, 11
+		for _, ow := range []int{9, 16, 17, 33, 40, 129, 150} {
+			for relu := 0; relu < 2; relu++ {
+				got := make([]float32, nrows*ow+1)
+				got[nrows*ow] = 7 // past the last row: must stay
+				k.rows(len(offs), &offs[0], &w[0], &x[0], wq, &got[0], ow, nrows, 0.25, relu)
+				want := make([]float32, gemmRoundUp(ow, 16))
+				for r := 0; r < nrows; r++ {
+					depthwiseFwdGo(len(offs), &offs[0], &w[0], &x[r*wq], &want[0], len(want))
+					for j, v := range want[:ow] {
+						v += 0.25
+						if relu == 1 {
+							v = max(v, 0)
+						}
+						want[j] = v
+					}
+					if msg := closeTo(got[r*ow:(r+1)*ow], want[:ow], 1e-6); msg != "" {
+						t.Errorf("%s rows, ow %d relu %d, row %d: %s", path, ow, relu, r, msg)
+					}
+				}
+				if got[nrows*ow] != 7 {
+					t.Errorf("%s rows, ow %d: wrote past the last row", path, ow)
+				}
+			}
+		}
+	}
+}
+
+// TestConvDepthwiseRefusesOtherGeometry: the depthwise kernel panics,
+// naming the geometry, on a convolution with several channels a group.
+func TestConvDepthwiseRefusesOtherGeometry(t *testing.T) {
+	g := convCase(1, 4, 5, 5, 4, 3, 3, 1, 1, 1, 2)
+	x, w, y := make([]float32, 100), make([]float32, 4*2*9), make([]float32, 100)
+	defer func() {
+		r := recover()
+		if msg, _ := r.(string); !strings.Contains(msg, "2 groups of 4 input and 4 output channels") {
+			t.Errorf("recovered %v, want a panic naming the groups", r)
+		}
+	}()
+	Conv2DDepthwiseFwd(x, w, nil, y, g, ActNone, 0)
+	t.Error(fmt.Sprintf("%+v: no panic", g))
+}
+
+// TestConvDepthwiseBwd: the depthwise backward against the plain loops
+// (convBwdRef) on every GEMM path over depthwiseGeoms, with dx and db and
+// without them, the weight and bias gradients within one float32
+// rounding per term summed; and against finite differences of the
+// forward with tanh and ReLU on a stride-1 and a stride-2 geometry.
+func TestConvDepthwiseBwd(t *testing.T) {
+	defer SetGemmPath("")
+	r := newTestRand(33)
+	for _, path := range GemmPaths() {
+		if err := SetGemmPath(path); err != nil {
+			t.Fatal(err)
+		}
+		for i, g := range depthwiseGeoms {
+			name := fmt.Sprintf("%s geometry %d %+v", path, i, g)
+			x := randSlice(r, g.N*g.C*g.H*g.W, 1)
+			w := randSlice(r, g.C*g.KH*g.KW, 1)
+			y := make([]float32, g.N*g.C*g.OH*g.OW)
+			dy := randSlice(r, len(y), 1)
+			wantDx, wantDw, wantDb := convBwdRef(x, w, dy, g)
+			sumTol := max(1e-5, float64(g.N*g.OH*g.OW)*0x1p-24)
+			dx, dw, db := randSlice(r, len(x), 9), randSlice(r, len(w), 9), randSlice(r, g.C, 9)
+			Conv2DDepthwiseBwd(x, w, y, cloneF(dy), dx, dw, db, g, ActNone, 0)
+			for _, c := range []struct {
+				name      string
+				got, want []float32
+				tol       float64
+			}{{"dx", dx, wantDx, 1e-5}, {"dw", dw, wantDw, sumTol}, {"db", db, wantDb, sumTol}} {
+				if msg := closeTo(c.got, c.want, c.tol); msg != "" {
+					t.Errorf("%s: %s: %s", name, c.name, msg)
+				}
+			}
+			dw2 := randSlice(r, len(w), 9)
+			Conv2DDepthwiseBwd(x, w, y, cloneF(dy), nil, dw2, nil, g, ActNone, 0)
+			if msg := closeTo(dw2, wantDw, sumTol); msg != "" {
+				t.Errorf("%s: dw without dx and db: %s", name, msg)
+			}
+		}
+	}
+	for _, g := range []Conv{depthwiseGeoms[0], depthwiseGeoms[3]} {
+		convBwdFiniteDifferences(t, r, "depthwise", fmt.Sprintf("%+v", g), g, Conv2DDepthwiseFwd, Conv2DDepthwiseBwd)
+	}
+}
