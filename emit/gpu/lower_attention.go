@@ -42,6 +42,13 @@ func (l *lowering) attnGeomOf(st *planner.Step, training bool) (attnGeom, error)
 	return g, nil
 }
 
+// attnTiles is whether the step's products may run on the dialect's
+// tensor tiles: its precision rounds (bf16 or tf32, whose needs TF32
+// operands meet) and the tiles take g (AttentionTiles).
+func (l *lowering) attnTiles(g attnGeom) bool {
+	return l.fastPrecision() != "" && tcTiles(l.d, g)
+}
+
 // withArgs puts the step arguments before ops when g draws dropout.
 func (g attnGeom) withArgs(ops ...operand) []operand {
 	if g.rate > 0 {
@@ -60,7 +67,13 @@ func (l *lowering) attention(st *planner.Step, training bool) error {
 	if err != nil {
 		return err
 	}
-	return l.launch("attention", attentionFwdKernel(g), nil, g.withArgs(whole(st.In[0]), whole(st.In[1]), whole(st.In[2]), whole(st.Out[0]), whole(st.Out[1]))...)
+	k := attentionFwdKernel(g)
+	if l.attnTiles(g) {
+		if _, ok := g.tcFwdBlock(); ok {
+			k = attentionFwdTCKernel(g)
+		}
+	}
+	return l.launch("attention", k, nil, g.withArgs(whole(st.In[0]), whole(st.In[1]), whole(st.In[2]), whole(st.Out[0]), whole(st.Out[1]))...)
 }
 
 // attentionBwd lowers the fused backward: delta = rowsum(do∘o), then dkᵀ
