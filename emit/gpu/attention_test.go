@@ -24,7 +24,8 @@ import (
 // (but not the probabilities, which the fused forward rounds before it
 // normalises them, by factors that are no powers of two), p·keep, do and
 // v for dp and dv, and the unscaled ds with q and kᵀ for dq and dkᵀ,
-// which are scaled after (as the kernels scale them).
+// which are scaled after (as the kernels scale them); ds is then
+// p·(dp − delta) with delta = rowsum(do∘o), as the kernels compute it.
 func unfusedAttention(g attnGeom, q, kt, v, do []float32, step, seed uint32, round func(float32) float32) (o, lse, delta, dq, dkt, dv []float32) {
 	m, tq, tk, d := g.mats, g.tq, g.tk, g.d
 	qs, ks, vs, ss := []int{m, tq, d}, []int{m, d, tk}, []int{m, tk, d}, []int{m, tq, tk}
@@ -88,8 +89,16 @@ func unfusedAttention(g attnGeom, q, kt, v, do []float32, step, seed uint32, rou
 	dv = make([]float32, len(v))
 	cpu.MatMulBwd(r(pd), r(v), r(do), dpd, dv, ss, vs, qs)
 	cpu.DropoutBwd(mask, dpd, dp)
-	cpu.SoftmaxBwd(p, dp, ds, m*tq, tk, 1)
 	dq, dkt = make([]float32, len(q)), make([]float32, len(kt))
+	if round != nil {
+		// ds = p·(dp − delta), delta = rowsum(do∘o) as the kernels take
+		// it: with rounded products, Σ p·dp is delta only to a TF32 unit
+		for i := range ds {
+			ds[i] = p[i] * (dp[i] - delta[i/tk])
+		}
+	} else {
+		cpu.SoftmaxBwd(p, dp, ds, m*tq, tk, 1)
+	}
 	if round == nil {
 		for i := range ds {
 			ds[i] *= g.scale

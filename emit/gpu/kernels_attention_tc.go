@@ -229,3 +229,206 @@ func attentionFwdTCKernel(g attnGeom) *Kernel {
 		Threadgroup: tg, Groups: g.mats * blocks, Body: body,
 	}
 }
+
+// tcKeysMaxDim is the largest head dimension for which the tensor-core
+// key kernel fits CUDA's shared memory (at 16 keys a block); past it the
+// lowering keeps the SIMT kernel.
+const tcKeysMaxDim = 96
+
+// tcKeysBlock is the tensor-core key kernel's block: 16, 32 or 64 keys
+// (a warp per 16), tiles of 32 queries, micro-tiles of 4 keys by a run
+// of 4 queries (8 threads across), the largest whose threadgroup arrays
+// fit; ok false where none does.
+func (g attnGeom) tcKeysBlock() (b attnBlock, ok bool) {
+	for rows := min(64, max(16, pow2AtLeast(g.tk))); rows >= 16; rows /= 2 {
+		b = newBlock(rows, 32, attnWideCols, 4, g.d)
+		if 4*g.tcKeysFloats(b) <= g.tiling.shared {
+			return b, true
+		}
+	}
+	return b, false
+}
+
+// tcRowStride is the stride of the q and do rows a tensor-core kernel
+// stages: dw and 4 more, a multiple of 4 (the tiles' leading dimension)
+// that is not one of 32 (rows in distinct banks).
+func tcRowStride(b attnBlock) int { return b.dw() + 4 }
+
+// tcKeysFloats is the threadgroup floats of the tensor-core key kernel
+// with block b: kᵀ and vᵀ of the keys; q (later dv, then dk, of the
+// block: [rows, dw]) and do rows of the tile; the tile's scores, later
+// p·keep, and dp, later ds ([cols, rs], query-major); lse and delta.
+func (g attnGeom) tcKeysFloats(b attnBlock) int {
+	qs := tcRowStride(b)
+	return 2*g.d*b.rows + max(b.cols*qs, b.rows*b.dw()) + b.cols*qs + 2*b.cols*b.rs() + 2*b.cols
+}
+
+// attentionBwdKeysTCKernel is attentionBwdKeysKernel with its four
+// products on tiles: each warp owns 16 keys and keeps their dv and dk
+// as accumulator tiles over every tile of queries. Per tile it
+// multiplies k (kᵀ staged, column-major) by qᵀ (q rows, column-major)
+// into scores and v by doᵀ into dp, both stored query-major; the
+// threads turn their micro-tiles into p·keep and ds in place; then the
+// warp adds (p·keep)ᵀ·do to dv and dsᵀ·q to dk. At the end the warps
+// store dv, then dk, over q's array, and the threads write them out.
+func attentionBwdKeysTCKernel(g attnGeom, wantDK, wantDV bool) *Kernel {
+	b, _ := g.tcKeysBlock()
+	KB, QB, D, rs, dw := b.rows, b.cols, g.d, b.rs(), b.dw()
+	qs := tcRowStride(b)
+	tg := b.threads()
+	blocks, tiles := ceilDiv(g.tk, KB), ceilDiv(g.tq, QB)
+	body := []Stmt{
+		Shared{"sk", D * KB}, Shared{"sv", D * KB}, Shared{"sq", max(QB*qs, KB*dw)}, Shared{"sdo", QB * qs},
+		Shared{"sp", QB * rs}, Shared{"sds", QB * rs}, Shared{"slse", QB}, Shared{"sdelta", QB},
+	}
+	body = append(body, b.ids("k0", blocks)...)
+	body = append(body, let("warp", Int, div(lidE, i32(32))))
+	body = append(body,
+		g.stageKT("sk", vr("k0"), KB, D, KB, tg),
+		g.stageT("sv", "v", vr("k0"), KB, g.tk, KB, tg))
+	for a := 0; a < attnRows; a++ {
+		body = append(body, let(nm("j", a), Int, add(vr("k0"), row(a))))
+	}
+	for n := 0; n < dw/16; n++ {
+		if wantDK {
+			body = append(body, TileDecl{nm("dkacc", n), TileAcc, false}, TileZero{nm("dkacc", n)})
+		}
+		if wantDV {
+			body = append(body, TileDecl{nm("dvacc", n), TileAcc, false}, TileZero{nm("dvacc", n)})
+		}
+	}
+	qrow := add(mul(vr("mat"), i32(g.tq)), add(vr("q0"), vr("e_row")))
+	rowIn := below(add(vr("q0"), vr("e_row")), g.tq, tiles*QB)
+	guard := func(v Expr) Expr {
+		if rowIn == nil {
+			return v
+		}
+		return sel(rowIn, v, flt(0))
+	}
+	tile := []Stmt{
+		let("q0", Int, mul(vr("t"), i32(QB))),
+		Barrier{}, // the previous tile's readers are done
+		g.stageRows("sq", "q", vr("q0"), QB, g.tq, dw, qs, tg),
+		g.stageRows("sdo", "dout", vr("q0"), QB, g.tq, dw, qs, tg),
+		For{"e_row", lidE, i32(QB), i32(tg), []Stmt{
+			store("slse", vr("e_row"), guard(load("lse", qrow))),
+			store("sdelta", vr("e_row"), guard(load("delta", qrow))),
+		}},
+		Barrier{},
+	}
+	// the warp's 16 keys × QB queries of scores k·qᵀ (and dp = v·doᵀ),
+	// stored query-major: sp[query·rs + key]
+	products := []struct {
+		acc, a, b, dst string
+	}{{"sacc", "sk", "sq", "sp"}}
+	if wantDK {
+		products = append(products, struct{ acc, a, b, dst string }{"dpacc", "sv", "sdo", "sds"})
+	}
+	tile = append(tile, TileDecl{"ka", TileA, true}, TileDecl{"qb", TileB, true})
+	for _, pr := range products {
+		for n := 0; n < QB/16; n++ {
+			tile = append(tile, TileDecl{nm(pr.acc, n), TileAcc, true}, TileZero{nm(pr.acc, n)})
+		}
+		for kk := 0; kk < D/8; kk++ {
+			tile = append(tile, TileLoad{"ka", pr.a, add(i32(kk*8*KB), warpRows()), KB})
+			for n := 0; n < QB/16; n++ {
+				tile = append(tile, TileLoad{"qb", pr.b, i32(n*16*qs + kk*8), qs}, TileMMA{nm(pr.acc, n), "ka", "qb"})
+			}
+		}
+		for n := 0; n < QB/16; n++ {
+			tile = append(tile, TileStore{nm(pr.acc, n), pr.dst, add(i32(n*16*rs), warpRows()), rs})
+		}
+	}
+	tile = append(tile, Barrier{})
+	// each thread's micro-tile of keys by queries: read, turned into
+	// p·keep and ds in place (no other thread reads those elements)
+	for c := 0; c < b.cn; c++ {
+		tile = append(tile, Load4{"sp", rowsAt(b.col(c), rs), [4]string{nm("s", 0, c), nm("s", 1, c), nm("s", 2, c), nm("s", 3, c)}})
+		if wantDK {
+			tile = append(tile, Load4{"sds", rowsAt(b.col(c), rs), [4]string{nm("dp", 0, c), nm("dp", 1, c), nm("dp", 2, c), nm("dp", 3, c)}})
+		}
+	}
+	tile = append(tile, g.bwdProbs(b.cn, tiles*QB, blocks*KB,
+		func(a, c int) Expr { return add(vr("q0"), b.col(c)) }, func(a, c int) Expr { return vr(nm("j", a)) },
+		func(a, c int) Expr { return load("slse", b.col(c)) }, func(a, c int) Expr { return load("sdelta", b.col(c)) }, wantDK)...)
+	for c := 0; c < b.cn; c++ {
+		var pk, ds [4]Expr
+		for a := 0; a < attnRows; a++ {
+			pk[a], ds[a] = mul(vr(nm("p", a, c)), vr(nm("keep", a, c))), vr(nm("ds", a, c))
+		}
+		if wantDV {
+			tile = append(tile, Store4{"sp", rowsAt(b.col(c), rs), pk})
+		}
+		if wantDK {
+			tile = append(tile, Store4{"sds", rowsAt(b.col(c), rs), ds})
+		}
+	}
+	tile = append(tile, Barrier{})
+	// dv += (p·keep)ᵀ·do and dk += dsᵀ·q: the keys' rows of p·keep and
+	// ds (column-major in sp, sds) by the rows of do and q
+	tile = append(tile, TileDecl{"pa", TileA, true}, TileDecl{"rb", TileB, false})
+	for kk := 0; kk < QB/8; kk++ {
+		if wantDV {
+			tile = append(tile, TileLoad{"pa", "sp", add(i32(kk*8*rs), warpRows()), rs})
+			for n := 0; n < dw/16; n++ {
+				tile = append(tile, TileLoad{"rb", "sdo", i32(kk*8*qs + n*16), qs}, TileMMA{nm("dvacc", n), "pa", "rb"})
+			}
+		}
+		if wantDK {
+			tile = append(tile, TileLoad{"pa", "sds", add(i32(kk*8*rs), warpRows()), rs})
+			for n := 0; n < dw/16; n++ {
+				tile = append(tile, TileLoad{"rb", "sq", i32(kk*8*qs + n*16), qs}, TileMMA{nm("dkacc", n), "pa", "rb"})
+			}
+		}
+	}
+	loopBody := tile
+	if g.causal {
+		// a tile of queries all before the block's first key sees none of it
+		loopBody = []Stmt{If{Cond: ge(add(mul(vr("t"), i32(QB)), i32(QB-1)), vr("k0")), Then: tile}}
+	}
+	body = append(body, For{"t", i32(0), i32(tiles), i32(1), loopBody})
+	// the block's dv, then dk, through q's array ([key, dw] row-major)
+	writeOut := func(acc string, write func(a int, vals func(c int) Expr) []Stmt) []Stmt {
+		s := []Stmt{Barrier{}}
+		for n := 0; n < dw/16; n++ {
+			s = append(s, TileStore{nm(acc, n), "sq", add(mul(warpRows(), i32(dw)), i32(n*16)), dw})
+		}
+		s = append(s, Barrier{})
+		for a := 0; a < attnRows; a++ {
+			var fin []Stmt
+			for c := 0; c < b.dn; c += 4 {
+				fin = append(fin, Load4{"sq", add(mul(row(a), i32(dw)), b.col(c)),
+					[4]string{nm(acc+"_", a, c), nm(acc+"_", a, c+1), nm(acc+"_", a, c+2), nm(acc+"_", a, c+3)}})
+			}
+			fin = append(fin, write(a, func(c int) Expr { return vr(nm(acc+"_", a, c)) })...)
+			s = append(s, when(lt(vr(nm("j", a)), i32(g.tk)), fin...))
+		}
+		return s
+	}
+	if wantDV {
+		body = append(body, writeOut("dvacc", func(a int, vals func(c int) Expr) []Stmt {
+			j := vr(nm("j", a))
+			return b.storeDims(D, "dv", func(dim Expr) Expr { return add(g.rowAt(vr("mat"), j, g.tk), dim) }, vals)
+		})...)
+	}
+	if wantDK {
+		body = append(body, writeOut("dkacc", func(a int, vals func(c int) Expr) []Stmt {
+			j := vr(nm("j", a))
+			return b.storeDims(D, g.dkName(), func(dim Expr) Expr { return g.keyAt(vr("mat"), j, dim) },
+				func(c int) Expr { return mul(vals(c), flt(g.scale)) })
+		})...)
+	}
+	nq := g.mats * g.tq * D
+	params := []Param{in("q", nq), in(g.kName(), g.mats*D*g.tk), in("v", g.mats*g.tk*D), in("dout", nq), in("lse", g.mats*g.tq), in("delta", g.mats*g.tq)}
+	if wantDK {
+		params = append(params, out(g.dkName(), g.mats*D*g.tk))
+	}
+	if wantDV {
+		params = append(params, out("dv", g.mats*g.tk*D))
+	}
+	return &Kernel{
+		Doc: fmt.Sprintf("fused attention backward on tensor tiles, dk and dv, %s: %d keys × %d queries a tile, a warp per 16 keys, 4×%d scores a thread",
+			g, KB, QB, b.cn),
+		Params: g.params(params...), Threadgroup: tg, Groups: g.mats * blocks, Body: body,
+	}
+}

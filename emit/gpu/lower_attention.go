@@ -99,7 +99,11 @@ func (l *lowering) attentionBwd(st *planner.Step) error {
 		if present(dv) {
 			ops = append(ops, whole(dv))
 		}
-		if err := l.launch("attention_bwd_kv", attentionBwdKeysKernel(g, present(dkt), present(dv)), nil, g.withArgs(ops...)...); err != nil {
+		k := attentionBwdKeysKernel(g, present(dkt), present(dv))
+		if _, ok := g.tcKeysBlock(); ok && l.attnTiles(g) {
+			k = attentionBwdKeysTCKernel(g, present(dkt), present(dv))
+		}
+		if err := l.launch("attention_bwd_kv", k, nil, g.withArgs(ops...)...); err != nil {
 			return err
 		}
 	}
