@@ -432,3 +432,150 @@ func attentionBwdKeysTCKernel(g attnGeom, wantDK, wantDV bool) *Kernel {
 		Params: g.params(params...), Threadgroup: tg, Groups: g.mats * blocks, Body: body,
 	}
 }
+
+// tcQueriesMaxDim is the largest head dimension for which the
+// tensor-core query kernel fits CUDA's shared memory (at 16 queries a
+// block); past it the lowering keeps the SIMT kernel.
+const tcQueriesMaxDim = 96
+
+// tcQueriesBlock is the tensor-core query kernel's block: 16, 32 or 64
+// queries (a warp per 16), tiles of 32 keys, micro-tiles of 4 queries by
+// a run of 4 keys, the largest whose threadgroup arrays fit; ok false
+// where none does.
+func (g attnGeom) tcQueriesBlock() (b attnBlock, ok bool) {
+	for rows := min(64, max(16, pow2AtLeast(g.tq))); rows >= 16; rows /= 2 {
+		b = newBlock(rows, 32, attnWideCols, 4, g.d)
+		if 4*g.tcQueriesFloats(b) <= g.tiling.shared {
+			return b, true
+		}
+	}
+	return b, false
+}
+
+// tcQueriesFloats is the threadgroup floats of the tensor-core query
+// kernel with block b: qᵀ (at the end dq, [rows, dw]) and doᵀ of the
+// queries; kᵀ and v rows of the tile (at strides cols+4 and d+4); the
+// tile's scores, and dp, later ds ([cols, rs], key-major).
+func (g attnGeom) tcQueriesFloats(b attnBlock) int {
+	return max(g.d*b.rs(), b.rows*b.dw()) + g.d*b.rs() + b.dw()*(b.cols+4) + b.cols*(g.d+4) + 2*b.cols*b.rs()
+}
+
+// attentionBwdQueriesTCKernel is attentionBwdQueriesKernel with its
+// three products on tiles: each warp owns 16 queries and keeps their dq
+// as accumulator tiles over every tile of keys. Per tile it multiplies
+// q by kᵀ into scores and do by vᵀ into dp, both stored key-major; the
+// threads turn their micro-tiles into ds in place; then the warp adds
+// ds·k to dq. At the end the warps store dq over qᵀ's array, and the
+// threads write it out, scaled.
+func attentionBwdQueriesTCKernel(g attnGeom) *Kernel {
+	b, _ := g.tcQueriesBlock()
+	R, C, D, rs, dw := b.rows, b.cols, g.d, b.rs(), b.dw()
+	ks, vs := C+4, D+4
+	tg := b.threads()
+	blocks, tiles := ceilDiv(g.tq, R), ceilDiv(g.tk, C)
+	body := []Stmt{
+		Shared{"sq", max(D*rs, R*dw)}, Shared{"sdo", D * rs}, Shared{"sk", dw * ks}, Shared{"sv", C * vs},
+		Shared{"ss", C * rs}, Shared{"sds", C * rs},
+	}
+	body = append(body, b.ids("q0", blocks)...)
+	body = append(body, let("warp", Int, div(lidE, i32(32))))
+	body = append(body,
+		g.stageT("sq", "q", vr("q0"), R, g.tq, rs, tg),
+		g.stageT("sdo", "dout", vr("q0"), R, g.tq, rs, tg))
+	for a := 0; a < attnRows; a++ {
+		i := nm("i", a)
+		body = append(body,
+			let(i, Int, add(vr("q0"), row(a))),
+			let(nm("lse", a), Float, sel(lt(vr(i), i32(g.tq)), load("lse", add(mul(vr("mat"), i32(g.tq)), vr(i))), flt(0))),
+			let(nm("delta", a), Float, sel(lt(vr(i), i32(g.tq)), load("delta", add(mul(vr("mat"), i32(g.tq)), vr(i))), flt(0))))
+	}
+	for n := 0; n < dw/16; n++ {
+		body = append(body, TileDecl{nm("dqacc", n), TileAcc, false}, TileZero{nm("dqacc", n)})
+	}
+	tile := []Stmt{
+		let("k0", Int, mul(vr("t"), i32(C))),
+		Barrier{}, // the previous tile's readers are done
+		g.stageKT("sk", vr("k0"), C, dw, ks, tg),
+		g.stageRows("sv", "v", vr("k0"), C, g.tk, D, vs, tg),
+		Barrier{},
+	}
+	// the warp's 16 queries × C keys of scores q·kᵀ (kᵀ row-major) and dp
+	// = do·vᵀ (v rows: vᵀ column-major), stored key-major: ss[key·rs + query]
+	tile = append(tile, TileDecl{"ra", TileA, true}, TileDecl{"kbr", TileB, false}, TileDecl{"vbc", TileB, true})
+	for _, pr := range []struct {
+		acc, a, b, bBuf, dst string
+		bAt                  func(kk, n int) int
+		ld                   int
+	}{
+		{"sacc", "sq", "kbr", "sk", "ss", func(kk, n int) int { return kk*8*ks + n*16 }, ks},
+		{"dpacc", "sdo", "vbc", "sv", "sds", func(kk, n int) int { return n*16*vs + kk*8 }, vs},
+	} {
+		for n := 0; n < C/16; n++ {
+			tile = append(tile, TileDecl{nm(pr.acc, n), TileAcc, true}, TileZero{nm(pr.acc, n)})
+		}
+		for kk := 0; kk < D/8; kk++ {
+			tile = append(tile, TileLoad{"ra", pr.a, add(i32(kk*8*rs), warpRows()), rs})
+			for n := 0; n < C/16; n++ {
+				tile = append(tile, TileLoad{pr.b, pr.bBuf, i32(pr.bAt(kk, n)), pr.ld}, TileMMA{nm(pr.acc, n), "ra", pr.b})
+			}
+		}
+		for n := 0; n < C/16; n++ {
+			tile = append(tile, TileStore{nm(pr.acc, n), pr.dst, add(i32(n*16*rs), warpRows()), rs})
+		}
+	}
+	tile = append(tile, Barrier{})
+	// each thread's micro-tile of queries by keys: read, turned into ds
+	// in place (no other thread reads those elements)
+	for c := 0; c < b.cn; c++ {
+		tile = append(tile,
+			Load4{"ss", rowsAt(b.col(c), rs), [4]string{nm("s", 0, c), nm("s", 1, c), nm("s", 2, c), nm("s", 3, c)}},
+			Load4{"sds", rowsAt(b.col(c), rs), [4]string{nm("dp", 0, c), nm("dp", 1, c), nm("dp", 2, c), nm("dp", 3, c)}})
+	}
+	tile = append(tile, g.bwdProbs(b.cn, blocks*R, tiles*C,
+		func(a, c int) Expr { return vr(nm("i", a)) }, func(a, c int) Expr { return add(vr("k0"), b.col(c)) },
+		func(a, c int) Expr { return vr(nm("lse", a)) }, func(a, c int) Expr { return vr(nm("delta", a)) }, true)...)
+	for c := 0; c < b.cn; c++ {
+		var ds [4]Expr
+		for a := 0; a < attnRows; a++ {
+			ds[a] = vr(nm("ds", a, c))
+		}
+		tile = append(tile, Store4{"sds", rowsAt(b.col(c), rs), ds})
+	}
+	tile = append(tile, Barrier{})
+	// dq += ds·k: ds column-major in sds, k (kᵀ staged) column-major
+	tile = append(tile, TileDecl{"dsa", TileA, true}, TileDecl{"kbc", TileB, true})
+	for kk := 0; kk < C/8; kk++ {
+		tile = append(tile, TileLoad{"dsa", "sds", add(i32(kk*8*rs), warpRows()), rs})
+		for n := 0; n < dw/16; n++ {
+			tile = append(tile, TileLoad{"kbc", "sk", i32(n*16*ks + kk*8), ks}, TileMMA{nm("dqacc", n), "dsa", "kbc"})
+		}
+	}
+	loopBody := tile
+	if g.causal {
+		loopBody = []Stmt{If{Cond: lt(mul(vr("t"), i32(C)), add(vr("q0"), i32(R))), Then: tile}}
+	}
+	body = append(body, For{"t", i32(0), i32(tiles), i32(1), loopBody}, Barrier{})
+	// the block's dq through qᵀ's array ([query, dw] row-major)
+	for n := 0; n < dw/16; n++ {
+		body = append(body, TileStore{nm("dqacc", n), "sq", add(mul(warpRows(), i32(dw)), i32(n*16)), dw})
+	}
+	body = append(body, Barrier{})
+	for a := 0; a < attnRows; a++ {
+		i := vr(nm("i", a))
+		var fin []Stmt
+		for c := 0; c < b.dn; c += 4 {
+			fin = append(fin, Load4{"sq", add(mul(row(a), i32(dw)), b.col(c)),
+				[4]string{nm("dq", a, c), nm("dq", a, c+1), nm("dq", a, c+2), nm("dq", a, c+3)}})
+		}
+		fin = append(fin, b.storeDims(D, "dq", func(dim Expr) Expr { return add(g.rowAt(vr("mat"), i, g.tq), dim) },
+			func(c int) Expr { return mul(vr(nm("dq", a, c)), flt(g.scale)) })...)
+		body = append(body, when(lt(i, i32(g.tq)), fin...))
+	}
+	nq := g.mats * g.tq * D
+	return &Kernel{
+		Doc: fmt.Sprintf("fused attention backward on tensor tiles, dq, %s: %d queries × %d keys a tile, a warp per 16 queries, 4×%d scores a thread",
+			g, R, C, b.cn),
+		Params:      g.params(in("q", nq), in(g.kName(), g.mats*D*g.tk), in("v", g.mats*g.tk*D), in("dout", nq), in("lse", g.mats*g.tq), in("delta", g.mats*g.tq), out("dq", nq)),
+		Threadgroup: tg, Groups: g.mats * blocks, Body: body,
+	}
+}

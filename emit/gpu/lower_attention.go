@@ -110,6 +110,10 @@ func (l *lowering) attentionBwd(st *planner.Step) error {
 	if !present(dq) {
 		return nil
 	}
-	return l.launch("attention_bwd_q", attentionBwdQueriesKernel(g), nil,
+	k := attentionBwdQueriesKernel(g)
+	if _, ok := g.tcQueriesBlock(); ok && l.attnTiles(g) {
+		k = attentionBwdQueriesTCKernel(g)
+	}
+	return l.launch("attention_bwd_q", k, nil,
 		g.withArgs(whole(q), whole(kt), whole(v), whole(do), whole(lse), whole(delta), whole(dq))...)
 }
