@@ -39,7 +39,7 @@ struct mlb_tile_b { unsigned int x[4]; };
 struct mlb_tile_acc { float x[8]; };
 __device__ __forceinline__ unsigned int mlb_smem(const float* p) {
     unsigned int a;
-    asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(a) : "l"(p));
+    asm("{ .reg .u64 mlb_g; cvta.to.shared.u64 mlb_g, %1; cvt.u32.u64 %0, mlb_g; }" : "=r"(a) : "l"(p));
     return a;
 }
 __device__ __forceinline__ void mlb_tile_tf32(unsigned int* x) {
