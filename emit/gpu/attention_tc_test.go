@@ -326,4 +326,14 @@ func TestAttentionLowersToTiles(t *testing.T) {
 			t.Errorf("%s, d %d, %q: the source has the tile header", c.d.Name, c.dim, c.precision)
 		}
 	}
+	// the build hook keeps every plan on the SIMT kernels
+	attnNoTiles = "1"
+	defer func() { attnNoTiles = "" }()
+	prog, err := Lower(attnPlan(16, "bf16"), CUDA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(prog.Source, "wmma") {
+		t.Error("with attnNoTiles set, a bf16 CUDA plan still uses tiles")
+	}
 }

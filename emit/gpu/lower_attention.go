@@ -44,10 +44,21 @@ func (l *lowering) attnGeomOf(st *planner.Step, training bool) (attnGeom, error)
 
 // attnTiles is whether the step's products may run on the dialect's
 // tensor tiles: its precision rounds (bf16 or tf32, whose needs TF32
-// operands meet) and the tiles take g (AttentionTiles).
+// operands meet), the tiles take g (AttentionTiles), and the build did
+// not turn them off (attnNoTiles).
 func (l *lowering) attnTiles(g attnGeom) bool {
-	return l.fastPrecision() != "" && tcTiles(l.d, g)
+	return l.fastPrecision() != "" && tcTiles(l.d, g) && attnNoTiles == ""
 }
+
+// attnNoTiles, set, keeps the fused attention on the SIMT kernels in
+// every plan. It is a benchmarking hook, as attnVariant is, set only by
+// building mlbuild with
+//
+//	go build -ldflags "-X github.com/mlbuild/mlbuild/emit/gpu.attnNoTiles=1"
+//
+// so that one GPU run can time the tensor-tile kernels against the SIMT
+// ones (or run without them, should a GPU's compiler refuse them).
+var attnNoTiles string
 
 // withArgs puts the step arguments before ops when g draws dropout.
 func (g attnGeom) withArgs(ops ...operand) []operand {
