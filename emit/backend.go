@@ -113,12 +113,20 @@ func gpuTarget(method string, scratch func(planner.ConvGeom) int, keepCols int, 
 // Winograd's batched products), runs in the precision the spec asks for,
 // bf16 or tf32, through cublasGemmEx's fast compute types (emit/gpu then
 // lowers all its products to GEMMs); the direct convolution kernel runs
-// no GEMM and stays f32.
+// no GEMM and stays f32. The fused attention's products run on tensor
+// tiles with TF32 operands (finer than bf16's) where the head dimension
+// allows (gpu.AttentionTiles), else f32.
 func cudaPrecisions(t planner.Target) planner.Target {
 	t.Dense = func(_ int, want string) planner.DenseChoice { return planner.DenseChoice{Precision: want} }
 	t.ConvPrecision = func(method, want string) planner.DenseChoice {
 		if method == gpu.ConvDirectMethod {
 			return planner.DenseChoice{Precision: planner.PrecisionF32, Why: "the direct convolution kernel runs no GEMM: float32 products"}
+		}
+		return planner.DenseChoice{Precision: want}
+	}
+	t.AttentionPrecision = func(headDim int, want string) planner.DenseChoice {
+		if !gpu.AttentionTiles(gpu.CUDA, headDim) {
+			return planner.DenseChoice{Precision: planner.PrecisionF32, Why: fmt.Sprintf("head dimension %d is not a multiple of 8, the tensor tiles' depth: float32 products", headDim)}
 		}
 		return planner.DenseChoice{Precision: want}
 	}

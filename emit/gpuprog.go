@@ -621,6 +621,19 @@ func (g *gpuGen) renderStep(mp *gpuPlan, short string, i int, st planner.Step, o
 	}
 	head := fmt.Sprintf("Name: %s, Layer: %s, Ref: %s, Reduce: %d, Check: []region{%s}",
 		quote(fmt.Sprintf("%s %d %s: %s", strings.ToLower(short), i, st.Layer, st.Kernel)), quote(st.Layer), fn, reduceLen(pl, st), strings.Join(check, ", "))
+	// kernels that multiply on tensor tiles round their operands: selftest
+	// widens the step's tolerance for it as for a fast GEMM
+	for _, op := range ops {
+		if op.Launch == nil || op.Launch.Precision == "" {
+			continue
+		}
+		c, ok := gemmPrecisions[op.Launch.Precision]
+		if !ok {
+			return "", "", fmt.Errorf("kernel %s multiplies in precision %q, which rt/gpuhost does not name (a bug in mlbuild)", op.Launch.Kernel, op.Launch.Precision)
+		}
+		head += ", Precision: gpuhost." + c
+		break
+	}
 	return ref, stepEntry(head, opLits), nil
 }
 

@@ -7,7 +7,8 @@ import (
 )
 
 // choosePrecisions asks the target, for every GEMM-backed step (gemm,
-// gemm_bwd, and conv2d and conv2d_bwd), in which precision the backend
+// gemm_bwd, and conv2d and conv2d_bwd) and fused attention step, in
+// which precision the backend
 // multiplies the step's matrices, and records the answer in
 // Attr.Precision, so that the emitter calls that precision's kernels,
 // `mlbuild plan` shows it and the cache key covers it (the generated
@@ -26,7 +27,9 @@ import (
 // target has no Dense rule. In a plan that asks for another precision
 // than f32, every conv2d and conv2d_bwd step has one too: the target's
 // ConvPrecision choice for its method, or f32 when it has none (an f32
-// plan leaves convolutions without one: f32). Plan.Precisions lists the
+// plan leaves convolutions without one: f32); so does every fused
+// attention step, where the target has a rule for them
+// (AttentionPrecision; else they keep none: f32). Plan.Precisions lists the
 // steps whose precision differs from the plan's, in phase order. Nothing
 // else changed.
 func choosePrecisions(p *Plan, t Target) error {
@@ -59,6 +62,12 @@ func choosePrecisions(p *Plan, t Target) error {
 				default:
 					c = t.ConvPrecision(s.Attr.Method, p.Precision)
 				}
+			case s.Kernel == KAttention || s.Kernel == KAttentionBwd:
+				if p.Precision == PrecisionF32 || t.AttentionPrecision == nil {
+					continue
+				}
+				q := p.Buffers[s.In[0]].Shape // [..., T, D]
+				c = t.AttentionPrecision(q[len(q)-1], p.Precision)
 			default:
 				continue
 			}
@@ -78,6 +87,12 @@ func choosePrecisions(p *Plan, t Target) error {
 // precision that choosePrecisions chooses.
 func gemmBacked(k Kernel) bool {
 	return k == KGemm || k == KGemmBwd || k == KConv2D || k == KConv2DBwd
+}
+
+// hasPrecision reports whether steps of kernel k may carry a precision:
+// the GEMM-backed ones and the fused attention's.
+func hasPrecision(k Kernel) bool {
+	return gemmBacked(k) || k == KAttention || k == KAttentionBwd
 }
 
 // knownPrecision reports whether p names one of the planner's precisions.

@@ -195,3 +195,63 @@ func TestConvPrecisions(t *testing.T) {
 		}
 	}
 }
+
+// TestAttentionPrecisions: a target with an AttentionPrecision rule gives
+// the fused attention steps of a bf16 plan its choice for their head
+// dimension (16 here), and a line in Plan.Precisions where that is f32;
+// an f32 plan, and a target without the rule, leave them without one.
+func TestAttentionPrecisions(t *testing.T) {
+	var asked []int
+	rule := func(min int) func(int, string) DenseChoice {
+		return func(headDim int, want string) DenseChoice {
+			asked = append(asked, headDim)
+			if headDim < min {
+				return DenseChoice{Precision: PrecisionF32, Why: "too narrow for the tiles"}
+			}
+			return DenseChoice{Precision: want}
+		}
+	}
+	for _, tc := range []struct {
+		name      string
+		precision string
+		rule      func(int, string) DenseChoice
+		want      string
+		notes     int
+	}{
+		{"bf16, tiles", "bf16", rule(8), "bf16", 0},
+		{"tf32, tiles", "tf32", rule(8), "tf32", 0},
+		{"bf16, too narrow", "bf16", rule(32), "f32", 2},
+		{"f32", "f32", rule(8), "", 0},
+		{"no rule", "bf16", nil, "", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			asked = nil
+			target := Target{Name: "cuda", Conv: cpuConv, Attention: true, AttentionPrecision: tc.rule}
+			p := mustBuild(t, withPrecision(attention(), tc.precision), Options{Batch: 2, Training: true, Fusion: true, Target: target})
+			steps := stepsOf(p, KAttention, KAttentionBwd)
+			if len(steps) != 2 {
+				t.Fatalf("%d fused attention steps, want 2", len(steps))
+			}
+			for _, s := range steps {
+				if s.Attr.Precision != tc.want {
+					t.Errorf("%s: precision %q, want %q", s.Kernel, s.Attr.Precision, tc.want)
+				}
+			}
+			if tc.want != "" && (len(asked) != 2 || asked[0] != 16 || asked[1] != 16) {
+				t.Errorf("the rule was asked for head dimensions %v, want [16 16]", asked)
+			}
+			var lines int
+			for _, l := range p.Precisions {
+				if strings.Contains(l, "attention") {
+					lines++
+					if !strings.Contains(l, "too narrow for the tiles") {
+						t.Errorf("Precisions line %q does not give the rule's reason", l)
+					}
+				}
+			}
+			if lines != tc.notes {
+				t.Errorf("Precisions %q: %d attention lines, want %d", p.Precisions, lines, tc.notes)
+			}
+		})
+	}
+}

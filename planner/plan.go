@@ -401,8 +401,10 @@ type Attr struct {
 	// kernels (rt/cpu's bf16 dense kernels; on CUDA, cuBLAS's fast
 	// compute types for every GEMM of the step). gemm and gemm_bwd steps
 	// always have one; conv2d and conv2d_bwd steps have one only in a
-	// plan that asks for another precision than f32. Empty (an f32 plan's
-	// convolutions, a plan built by hand) means f32.
+	// plan that asks for another precision than f32, and so do attention
+	// and attention_bwd steps on a target with a rule for them (CUDA's
+	// tensor-tile attention kernels). Empty (an f32 plan's convolutions,
+	// a plan built by hand) means f32.
 	Precision string `json:"precision,omitempty"`
 	// FromOutput marks a unary_bwd whose In[0] is its chain's output y,
 	// not its input x: a one-op chain whose derivative y gives

@@ -23,6 +23,12 @@ type Target struct {
 	// for another than f32. nil: the backend's convolutions multiply in
 	// f32 only.
 	ConvPrecision func(method, want string) DenseChoice
+	// AttentionPrecision chooses the precision of a fused attention
+	// step's products (KAttention, KAttentionBwd) of head dimension
+	// headDim where the spec asks for another than f32. nil: the
+	// backend's attention multiplies in f32, and its steps keep no
+	// precision (as an f32 plan's convolutions).
+	AttentionPrecision func(headDim int, want string) DenseChoice
 	// F32Why says why a step stays f32 on a backend that has no rule for
 	// it (Dense or ConvPrecision nil), for `mlbuild plan`; "" says the
 	// backend has no such products.

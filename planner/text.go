@@ -85,7 +85,7 @@ func WriteText(w io.Writer, p *Plan) error {
 		dense, other := 0, len(p.Precisions)
 		for _, ph := range []Phase{p.Forward, p.Backward} {
 			for _, s := range ph {
-				if gemmBacked(s.Kernel) {
+				if gemmBacked(s.Kernel) || s.Attr.Precision != "" {
 					dense++
 				}
 			}

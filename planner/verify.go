@@ -290,8 +290,8 @@ func verifyStep(p *Plan, phase string, index int, s *Step) error {
 	switch {
 	case s.Attr.Pool != nil && s.Kernel != KConv2D:
 		return fmt.Errorf("an epilogue pool on a %s step (only conv2d pools)", s.Kernel)
-	case s.Attr.Precision != "" && !gemmBacked(s.Kernel):
-		return fmt.Errorf("%s step with a precision (only gemm, gemm_bwd, conv2d and conv2d_bwd have one)", s.Kernel)
+	case s.Attr.Precision != "" && !hasPrecision(s.Kernel):
+		return fmt.Errorf("%s step with a precision (only gemm, gemm_bwd, conv2d, conv2d_bwd, attention and attention_bwd have one)", s.Kernel)
 	case s.Attr.Precision != "" && !knownPrecision(s.Attr.Precision):
 		return fmt.Errorf("unknown precision %q (f32, bf16 or tf32)", s.Attr.Precision)
 	}

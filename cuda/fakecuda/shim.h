@@ -73,6 +73,49 @@ inline void mlb_fiber_start() {
 #define __shared__ static
 #define __align__(n) __attribute__((aligned(n)))
 
+// The tile functions of the CUDA dialect's tensor-core tiles (emit/gpu's
+// tiles_cuda.go), emulated: every thread of a warp holds and computes the
+// whole tile (16×8 A, 8×16 B, 16×16 float32 accumulator), rounding A and
+// B to TF32 as cvt.rna does (to nearest, ties away from zero), and only
+// the warp's first thread writes a stored tile (the others would write
+// the same values; the kernels read them after a barrier).
+#define MLBUILD_TILE_EMULATION 1
+struct mlb_tile_a { float v[16 * 8]; };
+struct mlb_tile_b { float v[8 * 16]; };
+struct mlb_tile_acc { float v[16 * 16]; };
+inline float mlb_tf32(float x) {
+    unsigned int u;
+    std::memcpy(&u, &x, sizeof u);
+    if ((u & 0x7fffffffu) < 0x7f800000u) u = (u + 0x1000u) & ~0x1fffu;
+    std::memcpy(&x, &u, sizeof u);
+    return x;
+}
+inline void mlb_tile_zero(mlb_tile_acc& t) { for (float& x : t.v) x = 0.0f; }
+inline void mlb_tile_load_a_row(mlb_tile_a& t, const float* p, int ld) { for (int r = 0; r < 16; r++) for (int c = 0; c < 8; c++) t.v[r * 8 + c] = mlb_tf32(p[r * ld + c]); }
+inline void mlb_tile_load_a_col(mlb_tile_a& t, const float* p, int ld) { for (int r = 0; r < 16; r++) for (int c = 0; c < 8; c++) t.v[r * 8 + c] = mlb_tf32(p[c * ld + r]); }
+inline void mlb_tile_load_b_row(mlb_tile_b& t, const float* p, int ld) { for (int r = 0; r < 8; r++) for (int c = 0; c < 16; c++) t.v[r * 16 + c] = mlb_tf32(p[r * ld + c]); }
+inline void mlb_tile_load_b_col(mlb_tile_b& t, const float* p, int ld) { for (int r = 0; r < 8; r++) for (int c = 0; c < 16; c++) t.v[r * 16 + c] = mlb_tf32(p[c * ld + r]); }
+inline void mlb_tile_mma(mlb_tile_acc& d, const mlb_tile_a& a, const mlb_tile_b& b) {
+    for (int r = 0; r < 16; r++)
+        for (int c = 0; c < 16; c++) {
+            float s = d.v[r * 16 + c];
+            for (int k = 0; k < 8; k++) s += a.v[r * 8 + k] * b.v[k * 16 + c];
+            d.v[r * 16 + c] = s;
+        }
+}
+inline void mlb_tile_mma_row_row(mlb_tile_acc& d, const mlb_tile_a& a, const mlb_tile_b& b) { mlb_tile_mma(d, a, b); }
+inline void mlb_tile_mma_row_col(mlb_tile_acc& d, const mlb_tile_a& a, const mlb_tile_b& b) { mlb_tile_mma(d, a, b); }
+inline void mlb_tile_mma_col_row(mlb_tile_acc& d, const mlb_tile_a& a, const mlb_tile_b& b) { mlb_tile_mma(d, a, b); }
+inline void mlb_tile_mma_col_col(mlb_tile_acc& d, const mlb_tile_a& a, const mlb_tile_b& b) { mlb_tile_mma(d, a, b); }
+inline void mlb_tile_store_row(const mlb_tile_acc& d, float* p, int ld) {
+    if (threadIdx.x % 32 != 0) return;
+    for (int r = 0; r < 16; r++) for (int c = 0; c < 16; c++) p[r * ld + c] = d.v[r * 16 + c];
+}
+inline void mlb_tile_store_col(const mlb_tile_acc& d, float* p, int ld) {
+    if (threadIdx.x % 32 != 0) return;
+    for (int r = 0; r < 16; r++) for (int c = 0; c < 16; c++) p[c * ld + r] = d.v[r * 16 + c];
+}
+
 // mlb_run runs body for every thread of a groups x threads launch.
 template <class Body>
 void mlb_run(unsigned groups, unsigned threads, bool barriers, Body body) {

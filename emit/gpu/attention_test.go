@@ -18,11 +18,29 @@ import (
 // step), then ·v; and the backward through each step's own kernel
 // (MatMulBwd, DropoutBwd, SoftmaxBwd). It returns o, each row's
 // log-sum-exp, delta = rowsum(do∘o) and dq, dkᵀ, dv for do.
-func unfusedAttention(g attnGeom, q, kt, v, do []float32, step, seed uint32) (o, lse, delta, dq, dkt, dv []float32) {
+//
+// With round set, the products' operands are rounded by it first, as
+// tensor tiles round them (tf32Round): q and kᵀ for the scores, v for o
+// (but not the probabilities, which the fused forward rounds before it
+// normalises them, by factors that are no powers of two), p·keep, do and
+// v for dp and dv, and the unscaled ds with q and kᵀ for dq and dkᵀ,
+// which are scaled after (as the kernels scale them); ds is then
+// p·(dp − delta) with delta = rowsum(do∘o), as the kernels compute it.
+func unfusedAttention(g attnGeom, q, kt, v, do []float32, step, seed uint32, round func(float32) float32) (o, lse, delta, dq, dkt, dv []float32) {
 	m, tq, tk, d := g.mats, g.tq, g.tk, g.d
 	qs, ks, vs, ss := []int{m, tq, d}, []int{m, d, tk}, []int{m, tk, d}, []int{m, tq, tk}
+	r := func(x []float32) []float32 {
+		if round == nil {
+			return x
+		}
+		y := make([]float32, len(x))
+		for i, e := range x {
+			y[i] = round(e)
+		}
+		return y
+	}
 	s := make([]float32, m*tq*tk)
-	cpu.MatMulFwd(q, kt, s, qs, ks, ss)
+	cpu.MatMulFwd(r(q), r(kt), s, qs, ks, ss)
 	for i := range s {
 		s[i] *= g.scale
 	}
@@ -60,7 +78,7 @@ func unfusedAttention(g attnGeom, q, kt, v, do []float32, step, seed uint32) (o,
 		pd[i] = p[i] * mask[i]
 	}
 	o = make([]float32, m*tq*d)
-	cpu.MatMulFwd(pd, v, o, ss, vs, qs)
+	cpu.MatMulFwd(pd, r(v), o, ss, vs, qs)
 	delta = make([]float32, m*tq)
 	for r := range delta {
 		for k := range d {
@@ -69,14 +87,31 @@ func unfusedAttention(g attnGeom, q, kt, v, do []float32, step, seed uint32) (o,
 	}
 	dpd, dp, ds := make([]float32, len(p)), make([]float32, len(p)), make([]float32, len(p))
 	dv = make([]float32, len(v))
-	cpu.MatMulBwd(pd, v, do, dpd, dv, ss, vs, qs)
+	cpu.MatMulBwd(r(pd), r(v), r(do), dpd, dv, ss, vs, qs)
 	cpu.DropoutBwd(mask, dpd, dp)
-	cpu.SoftmaxBwd(p, dp, ds, m*tq, tk, 1)
-	for i := range ds {
-		ds[i] *= g.scale
-	}
 	dq, dkt = make([]float32, len(q)), make([]float32, len(kt))
-	cpu.MatMulBwd(q, kt, ds, dq, dkt, qs, ks, ss)
+	if round != nil {
+		// ds = p·(dp − delta), delta = rowsum(do∘o) as the kernels take
+		// it: with rounded products, Σ p·dp is delta only to a TF32 unit
+		for i := range ds {
+			ds[i] = p[i] * (dp[i] - delta[i/tk])
+		}
+	} else {
+		cpu.SoftmaxBwd(p, dp, ds, m*tq, tk, 1)
+	}
+	if round == nil {
+		for i := range ds {
+			ds[i] *= g.scale
+		}
+		cpu.MatMulBwd(q, kt, ds, dq, dkt, qs, ks, ss)
+		return o, lse, delta, dq, dkt, dv
+	}
+	cpu.MatMulBwd(r(q), r(kt), r(ds), dq, dkt, qs, ks, ss)
+	for _, x := range [][]float32{dq, dkt} {
+		for i := range x {
+			x[i] *= g.scale
+		}
+	}
 	return o, lse, delta, dq, dkt, dv
 }
 
@@ -96,25 +131,12 @@ func TestAttentionKernelsOnCPU(t *testing.T) {
 	dialects := []*Dialect{Metal, CUDA}
 	cases := map[*Dialect][]gpuCase{}
 	covered := map[string][][3]attnBlock{} // dialect and policy: blocks run
-	for _, g := range []attnGeom{
-		{mats: 3, tq: 1, tk: 1, d: 16, scale: 0.25, causal: true},
-		{mats: 2, tq: 37, tk: 37, d: 64, scale: 0.125, causal: true},
-		{mats: 4, tq: 8, tk: 8, d: 6, scale: 0.408, causal: true, rate: 0.1},
-		{mats: 2, tq: 7, tk: 5, d: 16, scale: 0.5},
-		{mats: 1, tq: 70, tk: 70, d: 64, scale: 0.125, causal: true, rate: 0.2},
-		{mats: 1, tq: 20, tk: 20, d: 128, scale: 0.088, causal: true},
-		{mats: 2, tq: 19, tk: 19, d: 40, scale: 0.16, causal: true, rate: 0.1},           // 3 dimensions a thread, 8 of the 48 past d
-		{mats: 1, tq: 3, tk: 45, d: 16, scale: 0.25},                                     // more keys than queries: two tiles of keys, 2 keys a thread
-		{mats: 2, tq: 45, tk: 3, d: 16, scale: 0.25},                                     // more queries than keys: 2 queries a thread in dk and dv
-		{mats: 6, tq: 37, tk: 37, d: 16, heads: 3, scale: 0.25, causal: true, rate: 0.2}, // token-major: 2 batches of 3 heads
-		{mats: 4, tq: 7, tk: 45, d: 40, heads: 2, scale: 0.16},                           // token-major, more keys than queries
-		{mats: 4, tq: 45, tk: 7, d: 6, heads: 4, scale: 0.4},                             // token-major, more queries than keys
-	} {
+	for _, g := range attnTestGeoms {
 		q := randVec(r, g.mats*g.tq*g.d, -2, 2)
 		kt := randVec(r, g.mats*g.d*g.tk, -2, 2)
 		v := randVec(r, g.mats*g.tk*g.d, -1, 1)
 		do := randVec(r, g.mats*g.tq*g.d, -1, 1)
-		o, lse, delta, dq, dkt, dv := unfusedAttention(g, q, kt, v, do, step, seed)
+		o, lse, delta, dq, dkt, dv := unfusedAttention(g, q, kt, v, do, step, seed, nil)
 		name := fmt.Sprintf("attn_%dx%dx%dx%d", g.mats, g.tq, g.tk, g.d)
 		if g.heads > 0 {
 			// the kernels' operands token-major, k and dk too
@@ -180,6 +202,26 @@ func TestAttentionKernelsOnCPU(t *testing.T) {
 			checkCases(t, d, cases[d], runCases(t, d, cases[d]))
 		})
 	}
+}
+
+// attnTestGeoms are the attention kernels' test cases: one position; a
+// context not a multiple of the tiles (19, 37, 70); head dimensions 6
+// (gpt_tiny's), 16, 40 (output dimensions of a thread past d), 64 and
+// 128 (the smallest blocks); keys fewer and more than queries without a
+// mask; dropout; and operands token-major.
+var attnTestGeoms = []attnGeom{
+	{mats: 3, tq: 1, tk: 1, d: 16, scale: 0.25, causal: true},
+	{mats: 2, tq: 37, tk: 37, d: 64, scale: 0.125, causal: true},
+	{mats: 4, tq: 8, tk: 8, d: 6, scale: 0.408, causal: true, rate: 0.1},
+	{mats: 2, tq: 7, tk: 5, d: 16, scale: 0.5},
+	{mats: 1, tq: 70, tk: 70, d: 64, scale: 0.125, causal: true, rate: 0.2},
+	{mats: 1, tq: 20, tk: 20, d: 128, scale: 0.088, causal: true},
+	{mats: 2, tq: 19, tk: 19, d: 40, scale: 0.16, causal: true, rate: 0.1},           // 3 dimensions a thread, 8 of the 48 past d
+	{mats: 1, tq: 3, tk: 45, d: 16, scale: 0.25},                                     // more keys than queries: two tiles of keys, 2 keys a thread
+	{mats: 2, tq: 45, tk: 3, d: 16, scale: 0.25},                                     // more queries than keys: 2 queries a thread in dk and dv
+	{mats: 6, tq: 37, tk: 37, d: 16, heads: 3, scale: 0.25, causal: true, rate: 0.2}, // token-major: 2 batches of 3 heads
+	{mats: 4, tq: 7, tk: 45, d: 40, heads: 2, scale: 0.16},                           // token-major, more keys than queries
+	{mats: 4, tq: 45, tk: 7, d: 6, heads: 4, scale: 0.4},                             // token-major, more queries than keys
 }
 
 // tokenMajor is x [mats, rows, d] as [B, rows, H, d] for g's H heads

@@ -20,6 +20,8 @@ type gpuCase struct {
 	in   [][]float32
 	want map[int][]float32
 	tol  float64
+	// tols, where set, is the tolerance of a param, in place of tol.
+	tols map[int]float64
 }
 
 // hasBarrier reports whether a kernel body synchronises its threadgroup.
@@ -260,6 +262,10 @@ func checkCases(t *testing.T, d *Dialect, cases []gpuCase, res [][][]float32) {
 		}
 		for j, want := range c.want {
 			got := res[i][j]
+			tol := c.tol
+			if pt, ok := c.tols[j]; ok {
+				tol = pt
+			}
 			worst, at := 0.0, -1
 			for e := range want {
 				diff := math.Abs(float64(got[e]) - float64(want[e]))
@@ -267,13 +273,13 @@ func checkCases(t *testing.T, d *Dialect, cases []gpuCase, res [][][]float32) {
 					diff = math.Inf(1)
 				}
 				rel := diff / (1 + math.Abs(float64(want[e])))
-				if rel > worst || (at < 0 && rel > c.tol) {
+				if rel > worst || (at < 0 && rel > tol) {
 					worst, at = rel, e
 				}
 			}
-			if worst > c.tol {
+			if worst > tol {
 				t.Errorf("%s/%s: param %s: element %d is %g, want %g (relative error %.3g > %.3g)",
-					d.Name, c.name, cases[i].k.Params[j].Name, at, got[at], want[at], worst, c.tol)
+					d.Name, c.name, cases[i].k.Params[j].Name, at, got[at], want[at], worst, tol)
 			}
 		}
 	}

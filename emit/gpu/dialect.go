@@ -44,6 +44,39 @@ type Dialect struct {
 	// (kernels_attention.go's attnPolicies), chosen by measurement on the
 	// language's GPUs where there was one.
 	AttentionBlocks string
+	// Tiles is the language's cooperative matrix product (ir.go's tile
+	// statements), nil where it has none that the generators use: their
+	// kernels then multiply on the threads alone.
+	Tiles *TileDialect
+}
+
+// TileDialect spells the tile statements of ir.go in one language, for
+// one tile shape: a warp of Lanes threads multiplies an M×K tile by a
+// K×N one into an M×N float32 accumulator, rounding the operands to
+// Precision (a plan precision's name: "tf32").
+type TileDialect struct {
+	M, N, K, Lanes int
+	Precision      string
+	// Header is printed once, after the dialect's, in a source whose
+	// kernels use tiles: the types and functions the statements call.
+	Header string
+	// SharedArray declares a threadgroup float array, 32-byte aligned,
+	// in a kernel that uses tiles: %[1]s name, %[2]d size.
+	SharedArray string
+	// Decl declares a tile of each role (TileA, TileB, TileAcc): %[1]s
+	// name.
+	Decl [3]string
+	// Zero sets accumulator %[1]s to zero.
+	Zero string
+	// Load loads operand tile %[1]s from &%[2]s[%[3]s] with leading
+	// dimension %[4]d, by role (A, B) and layout (row-, column-major).
+	Load [2][2]string
+	// MMA adds %[2]s·%[3]s to accumulator %[1]s, by the layouts of A and
+	// of B (row-, column-major).
+	MMA [2][2]string
+	// Store writes accumulator %[1]s to &%[2]s[%[3]s] with leading
+	// dimension %[4]d, by layout.
+	Store [2]string
 }
 
 // Metal is the Metal Shading Language dialect (MSL 2.x). Kernels are
@@ -111,6 +144,7 @@ var CUDA = &Dialect{
 	MaxSharedBytes: 46 << 10, // static __shared__: 48 KB a block; 2 KiB stay free
 	// H200, models/gpt.cue in bf16: a 14.6 ms step against base's 16.3.
 	AttentionBlocks: "ilp",
+	Tiles:           cudaTiles,
 }
 
 // Dialects lists the dialects by name, for command-line switches.

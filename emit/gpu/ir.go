@@ -247,3 +247,89 @@ type Kernel struct {
 	Groups      int
 	Body        []Stmt
 }
+
+// Cooperative matrix tiles: the products of a dialect's matrix units
+// (tensor cores), where Dialect.Tiles names them. A tile variable is a
+// matrix spread over the Tiles.Lanes threads of a warp (simdgroup) in a
+// layout that only the dialect knows: the kernel fills, loads, multiplies
+// and stores it whole, never reading an element of it. Every thread of
+// the warp runs each tile statement, with the same operands (the
+// statements sit in warp-uniform control flow); a tile store's elements
+// are visible to other threads after a Barrier, and a tile load reads
+// what a Barrier made visible.
+
+// TileRole is the part a tile plays in a product Acc += A·B: A is M×K, B
+// K×N and the accumulator M×N (Dialect.Tiles' shape), all float32 in
+// memory; A and B are rounded to the dialect's tile precision as they are
+// loaded, and the accumulator sums in float32.
+type TileRole uint8
+
+// The tile roles.
+const (
+	TileA TileRole = iota
+	TileB
+	TileAcc
+)
+
+// TileDecl declares tile variable Name of role Role. Its loads and stores
+// read and write memory row-major (element (r, c) at Offset + r·Ld + c)
+// or, with ColMajor, column-major (at Offset + c·Ld + r); a product's
+// operands keep the layout they were declared with.
+type TileDecl struct {
+	Name     string
+	Role     TileRole
+	ColMajor bool
+}
+
+// TileZero sets every element of accumulator tile Name to 0.
+type TileZero struct{ Name string }
+
+// TileLoad loads operand tile Name (role A or B) from threadgroup array
+// Buf at element Offset with leading dimension Ld, in its declared
+// layout. Offset is a multiple of 8 and Ld of 4 (32-byte aligned tile
+// starts, 16-byte aligned rows: the generator's duty), and the kernel's
+// threadgroup arrays are 32-byte aligned (Tiles.SharedArray).
+type TileLoad struct {
+	Name   string
+	Buf    string
+	Offset Expr
+	Ld     int
+}
+
+// TileMMA adds the product of tiles A and B to accumulator tile Acc.
+type TileMMA struct{ Acc, A, B string }
+
+// TileStore writes accumulator tile Acc to threadgroup array Buf at
+// element Offset with leading dimension Ld, in its declared layout
+// (alignment as TileLoad's).
+type TileStore struct {
+	Acc    string
+	Buf    string
+	Offset Expr
+	Ld     int
+}
+
+func (TileDecl) isStmt()  {}
+func (TileZero) isStmt()  {}
+func (TileLoad) isStmt()  {}
+func (TileMMA) isStmt()   {}
+func (TileStore) isStmt() {}
+
+// usesTiles reports whether ss holds a tile statement.
+func usesTiles(ss []Stmt) bool {
+	for _, s := range ss {
+		switch s := s.(type) {
+		case TileDecl, TileZero, TileLoad, TileMMA, TileStore:
+			return true
+		case If:
+			if usesTiles(s.Then) || usesTiles(s.Else) {
+				return true
+			}
+		case For:
+			if usesTiles(s.Body) {
+				return true
+			}
+		}
+	}
+	return false
+}

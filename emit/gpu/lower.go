@@ -27,6 +27,10 @@ type Launch struct {
 	Bindings    []Binding `json:"bindings"`
 	Groups      int       `json:"groups"`
 	Threadgroup int       `json:"threadgroup"`
+	// Precision is the rounding of the kernel's products where it
+	// multiplies on tensor tiles (Dialect.Tiles' Precision, "tf32"); ""
+	// where it multiplies float32 exactly.
+	Precision string `json:"precision,omitempty"`
 }
 
 // Matrix is a row-major GEMM operand: Rows×Cols elements of Buf from Offset
@@ -243,8 +247,11 @@ func (l *lowering) launch(kind string, k *Kernel, err error, ops ...operand) err
 	if err != nil {
 		return err
 	}
-	l.ops = append(l.ops, Op{Layer: l.step.Layer, Kernel: string(l.step.Kernel),
-		Launch: &Launch{Kernel: name, Bindings: binds, Groups: k.Groups, Threadgroup: k.Threadgroup}})
+	ln := &Launch{Kernel: name, Bindings: binds, Groups: k.Groups, Threadgroup: k.Threadgroup}
+	if usesTiles(k.Body) && l.d.Tiles != nil {
+		ln.Precision = l.d.Tiles.Precision
+	}
+	l.ops = append(l.ops, Op{Layer: l.step.Layer, Kernel: string(l.step.Kernel), Launch: ln})
 	return nil
 }
 

@@ -42,6 +42,24 @@ func (l *lowering) attnGeomOf(st *planner.Step, training bool) (attnGeom, error)
 	return g, nil
 }
 
+// attnTiles is whether the step's products may run on the dialect's
+// tensor tiles: its precision rounds (bf16 or tf32, whose needs TF32
+// operands meet), the tiles take g (AttentionTiles), and the build did
+// not turn them off (attnNoTiles).
+func (l *lowering) attnTiles(g attnGeom) bool {
+	return l.fastPrecision() != "" && tcTiles(l.d, g) && attnNoTiles == ""
+}
+
+// attnNoTiles, set, keeps the fused attention on the SIMT kernels in
+// every plan. It is a benchmarking hook, as attnVariant is, set only by
+// building mlbuild with
+//
+//	go build -ldflags "-X github.com/mlbuild/mlbuild/emit/gpu.attnNoTiles=1"
+//
+// so that one GPU run can time the tensor-tile kernels against the SIMT
+// ones (or run without them, should a GPU's compiler refuse them).
+var attnNoTiles string
+
 // withArgs puts the step arguments before ops when g draws dropout.
 func (g attnGeom) withArgs(ops ...operand) []operand {
 	if g.rate > 0 {
@@ -60,7 +78,13 @@ func (l *lowering) attention(st *planner.Step, training bool) error {
 	if err != nil {
 		return err
 	}
-	return l.launch("attention", attentionFwdKernel(g), nil, g.withArgs(whole(st.In[0]), whole(st.In[1]), whole(st.In[2]), whole(st.Out[0]), whole(st.Out[1]))...)
+	k := attentionFwdKernel(g)
+	if l.attnTiles(g) {
+		if _, ok := g.tcFwdBlock(); ok {
+			k = attentionFwdTCKernel(g)
+		}
+	}
+	return l.launch("attention", k, nil, g.withArgs(whole(st.In[0]), whole(st.In[1]), whole(st.In[2]), whole(st.Out[0]), whole(st.Out[1]))...)
 }
 
 // attentionBwd lowers the fused backward: delta = rowsum(do∘o), then dkᵀ
@@ -86,13 +110,21 @@ func (l *lowering) attentionBwd(st *planner.Step) error {
 		if present(dv) {
 			ops = append(ops, whole(dv))
 		}
-		if err := l.launch("attention_bwd_kv", attentionBwdKeysKernel(g, present(dkt), present(dv)), nil, g.withArgs(ops...)...); err != nil {
+		k := attentionBwdKeysKernel(g, present(dkt), present(dv))
+		if _, ok := g.tcKeysBlock(); ok && l.attnTiles(g) {
+			k = attentionBwdKeysTCKernel(g, present(dkt), present(dv))
+		}
+		if err := l.launch("attention_bwd_kv", k, nil, g.withArgs(ops...)...); err != nil {
 			return err
 		}
 	}
 	if !present(dq) {
 		return nil
 	}
-	return l.launch("attention_bwd_q", attentionBwdQueriesKernel(g), nil,
+	k := attentionBwdQueriesKernel(g)
+	if _, ok := g.tcQueriesBlock(); ok && l.attnTiles(g) {
+		k = attentionBwdQueriesTCKernel(g)
+	}
+	return l.launch("attention_bwd_q", k, nil,
 		g.withArgs(whole(q), whole(kt), whole(v), whole(do), whole(lse), whole(delta), whole(dq))...)
 }

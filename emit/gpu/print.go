@@ -12,6 +12,12 @@ func Source(d *Dialect, kernels []*Kernel) (string, error) {
 	var b strings.Builder
 	b.WriteString(d.Header)
 	for _, k := range kernels {
+		if usesTiles(k.Body) && d.Tiles != nil {
+			b.WriteString(d.Tiles.Header)
+			break
+		}
+	}
+	for _, k := range kernels {
 		b.WriteString("\n")
 		if err := PrintKernel(&b, d, k); err != nil {
 			return "", err
@@ -24,6 +30,12 @@ func Source(d *Dialect, kernels []*Kernel) (string, error) {
 // dialect cannot spell (a math function Rewrite did not expand).
 func PrintKernel(b *strings.Builder, d *Dialect, k *Kernel) error {
 	p := printer{d: d, b: b}
+	if usesTiles(k.Body) {
+		if d.Tiles == nil {
+			return fmt.Errorf("gpu: printing kernel %s for %s: the dialect has no matrix tiles", k.Name, d.Name)
+		}
+		p.tiles = map[string]TileDecl{}
+	}
 	if k.Doc != "" {
 		fmt.Fprintf(b, "// %s\n", k.Doc)
 	}
@@ -53,6 +65,9 @@ type printer struct {
 	d   *Dialect
 	b   *strings.Builder
 	err error
+	// tiles are the kernel's tile variables by name, nil in a kernel
+	// without tiles.
+	tiles map[string]TileDecl
 }
 
 func (p *printer) line(depth int, format string, args ...any) {
@@ -89,7 +104,13 @@ func (p *printer) stmt(s Stmt, depth int) {
 		p.stmts(s.Body, depth+1)
 		p.line(depth, "}")
 	case Shared:
+		if p.tiles != nil {
+			p.line(depth, p.d.Tiles.SharedArray, s.Name, s.Size)
+			return
+		}
 		p.line(depth, p.d.SharedArray, s.Name, s.Size)
+	case TileDecl, TileZero, TileLoad, TileMMA, TileStore:
+		p.tile(s, depth)
 	case Barrier:
 		p.line(depth, "%s", p.d.Barrier)
 	case Return:
@@ -113,6 +134,64 @@ func (p *printer) stmt(s Stmt, depth int) {
 			p.expr(s.Values[0], 0), p.expr(s.Values[1], 0), p.expr(s.Values[2], 0), p.expr(s.Values[3], 0))
 	default:
 		p.fail("unknown statement %T", s)
+	}
+}
+
+// tile prints a tile statement in the dialect's Tiles, checking each
+// tile's role against its declaration.
+func (p *printer) tile(s Stmt, depth int) {
+	t := p.d.Tiles
+	decl := func(name string, roles ...TileRole) (TileDecl, bool) {
+		d, ok := p.tiles[name]
+		if !ok {
+			p.fail("tile %s used before its declaration", name)
+			return d, false
+		}
+		for _, r := range roles {
+			if d.Role == r {
+				return d, true
+			}
+		}
+		p.fail("tile %s of role %d where roles %v are wanted", name, d.Role, roles)
+		return d, false
+	}
+	layout := func(d TileDecl) int {
+		if d.ColMajor {
+			return 1
+		}
+		return 0
+	}
+	switch s := s.(type) {
+	case TileDecl:
+		if s.Role > TileAcc {
+			p.fail("tile %s of unknown role %d", s.Name, s.Role)
+			return
+		}
+		if old, ok := p.tiles[s.Name]; ok && old != s {
+			p.fail("tile %s declared twice, as %+v and %+v", s.Name, old, s)
+			return
+		}
+		p.tiles[s.Name] = s
+		p.line(depth, t.Decl[s.Role], s.Name)
+	case TileZero:
+		if _, ok := decl(s.Name, TileAcc); ok {
+			p.line(depth, t.Zero, s.Name)
+		}
+	case TileLoad:
+		if d, ok := decl(s.Name, TileA, TileB); ok {
+			p.line(depth, t.Load[d.Role][layout(d)], s.Name, s.Buf, p.expr(s.Offset, 0), s.Ld)
+		}
+	case TileMMA:
+		_, ok1 := decl(s.Acc, TileAcc)
+		a, ok2 := decl(s.A, TileA)
+		b, ok3 := decl(s.B, TileB)
+		if ok1 && ok2 && ok3 {
+			p.line(depth, t.MMA[layout(a)][layout(b)], s.Acc, s.A, s.B)
+		}
+	case TileStore:
+		if d, ok := decl(s.Acc, TileAcc); ok {
+			p.line(depth, t.Store[layout(d)], s.Acc, s.Buf, p.expr(s.Offset, 0), s.Ld)
+		}
 	}
 }
 

@@ -57,4 +57,13 @@ func TestTolerancePerPrecision(t *testing.T) {
 	if p := stepPrecision(&PlanStep{Ops: []Op{{Kernel: "k"}}}); p != PrecisionF32 {
 		t.Errorf("stepPrecision of a step without GEMMs %v", p)
 	}
+	// a step whose own kernels multiply on tensor tiles (the fused
+	// attention's): their precision, and the coarser of it and its GEMMs'
+	if p := stepPrecision(&PlanStep{Ops: []Op{{Kernel: "k"}}, Precision: PrecisionTF32}); p != PrecisionTF32 {
+		t.Errorf("stepPrecision of a step of tile kernels %v, want tf32", p)
+	}
+	st.Precision = PrecisionTF32
+	if p := stepPrecision(st); p != PrecisionBF16 {
+		t.Errorf("stepPrecision %v, want bf16 (its GEMMs', the coarser)", p)
+	}
 }

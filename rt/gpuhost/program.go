@@ -91,6 +91,11 @@ type PlanStep struct {
 	Ref    RefFunc
 	Check  []Region
 	Reduce int
+	// Precision is the rounding of the products of the step's own
+	// kernels where they multiply on tensor tiles (the fused attention's
+	// in a bf16 or tf32 plan), for selftest's tolerance; a GEMM op
+	// carries its own (GemmShape.Precision).
+	Precision Precision
 }
 
 // Program is everything the generated main.go tells the host: sizes in

@@ -120,11 +120,15 @@ func (m *Model) checkStep(plan string, work int, st *PlanStep) app.SelfTestRow {
 	return row
 }
 
-// stepPrecision is the coarsest precision of a step's GEMMs (f32 when it
-// has none): the CPU reference of every step multiplies in float32, so a
-// step whose GEMMs round their operands needs the wider tolerance.
+// stepPrecision is the coarsest precision of a step's GEMMs and of its
+// kernels' tile products (PlanStep.Precision; f32 when it has none): the
+// CPU reference of every step multiplies in float32, so a step whose
+// products round their operands needs the wider tolerance.
 func stepPrecision(st *PlanStep) Precision {
 	p := PrecisionF32
+	if st.Precision.unitRoundoff() > p.unitRoundoff() {
+		p = st.Precision
+	}
 	for _, op := range st.Ops {
 		if op.Gemm != nil && op.Gemm.Shape.Precision.unitRoundoff() > p.unitRoundoff() {
 			p = op.Gemm.Shape.Precision
