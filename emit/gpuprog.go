@@ -414,7 +414,7 @@ func (g *gpuGen) renderMain(plans []*gpuPlan, copyName, resident string, replica
 	for _, k := range g.lib.Kernels {
 		var sizes []string
 		for _, prm := range k.Params {
-			sizes = append(sizes, strconv.Itoa(4*prm.Size))
+			sizes = append(sizes, strconv.Itoa(prm.Bytes()))
 		}
 		g.p("{Name: %q, ArgBytes: []int{%s}},", k.Name, strings.Join(sizes, ", "))
 	}
