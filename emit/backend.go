@@ -113,8 +113,10 @@ func gpuTarget(method string, scratch func(planner.ConvGeom) int, keepCols int, 
 // Winograd's batched products), runs in the precision the spec asks for,
 // bf16 or tf32, through cublasGemmEx's fast compute types (emit/gpu then
 // lowers all its products to GEMMs); the direct convolution kernel runs
-// no GEMM and stays f32.
+// no GEMM and stays f32. Its bf16 GEMMs read bfloat16 operands where
+// their producers write them (gpu.BF16Twins; cublasGemmEx on CUDA_R_16BF).
 func cudaPrecisions(t planner.Target) planner.Target {
+	t.BF16 = gpu.BF16Twins
 	t.Dense = func(_ int, want string) planner.DenseChoice { return planner.DenseChoice{Precision: want} }
 	t.ConvPrecision = func(method, want string) planner.DenseChoice {
 		if method == gpu.ConvDirectMethod {

@@ -2,9 +2,13 @@ package gpu
 
 import (
 	"encoding/binary"
+	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
+
+	"github.com/mlbuild/mlbuild/rt/cpu"
 )
 
 // bf16Want is x rounded to bfloat16 as the IR's StoreBF16 promises, by the
@@ -89,5 +93,85 @@ func TestBF16StoreLoad(t *testing.T) {
 			t.Fatal(err)
 		}
 		golden(t, "bf16_round_trip."+map[string]string{"cuda": "cu", "metal": "metal"}[d.Name], src)
+	}
+}
+
+// TestTwinKernels runs the kernels that write bfloat16 twins in both
+// dialects on the CPU: layer norm (rows split over threads with 16-byte
+// stores, one element a thread, and a row too wide for registers) and the
+// updates (SGD, Adam, multi-tensor Adam with a twin for two of its three
+// params). Each float32 output matches the reference (rt/cpu, as the
+// kernels without twins are checked), and each twin element is the
+// rounding of the float32 the kernel stored beside it, bit for bit.
+func TestTwinKernels(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	type twinCase struct {
+		gpuCase
+		twins map[int]int // twin parameter -> the float32 parameter it twins
+	}
+	var cases []twinCase
+	for _, sz := range []struct{ rows, cols int }{{5, 384}, {7, 12}, {3, 5000}} {
+		n := sz.rows * sz.cols
+		x, gamma := randVec(r, n, -2, 2), randVec(r, sz.cols, 0.5, 1.5)
+		y, mean, inv := make([]float32, n), make([]float32, sz.rows), make([]float32, sz.rows)
+		cpu.LayerNormFwd(x, gamma, nil, y, mean, inv, sz.rows, sz.cols, 1e-5)
+		k := layerNormTwinKernel(sz.rows, sz.cols, 1e-5, false)
+		cases = append(cases, twinCase{gpuCase{name: fmt.Sprintf("layernorm_%dx%d", sz.rows, sz.cols), k: k,
+			in:   [][]float32{x, gamma, zeros(n), zeros(sz.rows), zeros(sz.rows), zeros((n + 1) / 2)},
+			want: map[int][]float32{2: y, 3: mean, 4: inv}, tol: 1e-5}, map[int]int{5: 2}})
+	}
+	n := 999
+	g, p, vel := randVec(r, n, -1, 1), randVec(r, n, -1, 1), randVec(r, n, -0.1, 0.1)
+	wp, wv := slices.Clone(p), slices.Clone(vel)
+	cpu.SGD(wp, g, wv, 0.05, 0.9, 1e-3)
+	cases = append(cases, twinCase{gpuCase{name: "sgd", k: withTwins(sgdKernel(n, 0.9, 1e-3), []string{"p"}),
+		in:   [][]float32{argsVec(0.05, 3, 0), g, slices.Clone(vel), slices.Clone(p), zeros((n + 1) / 2)},
+		want: map[int][]float32{2: wv, 3: wp}, tol: 1e-6}, map[int]int{4: 3}})
+	m, v := randVec(r, n, -0.1, 0.1), randVec(r, n, 0, 0.01)
+	ap, am, av := slices.Clone(p), slices.Clone(m), slices.Clone(v)
+	cpu.Adam(ap, g, am, av, 1e-3, 0.9, 0.999, 1e-8, 0.01, 5, true)
+	cases = append(cases, twinCase{gpuCase{name: "adam", k: withTwins(adamKernel(n, 0.9, 0.999, 1e-8, 0.01, true), []string{"p"}),
+		in:   [][]float32{argsVec(1e-3, 5, 0), g, slices.Clone(m), slices.Clone(v), slices.Clone(p), zeros((n + 1) / 2)},
+		want: map[int][]float32{2: am, 3: av, 4: ap}, tol: 1e-5}, map[int]int{5: 4}})
+	sizes := []int{300, 5, 513}
+	in := [][]float32{argsVec(1e-3, 7, 0)}
+	want := map[int][]float32{}
+	for j, n := range sizes {
+		g, m, v, p := randVec(r, n, -1, 1), randVec(r, n, -0.1, 0.1), randVec(r, n, 0, 0.01), randVec(r, n, -1, 1)
+		wp, wm, wv := slices.Clone(p), slices.Clone(m), slices.Clone(v)
+		cpu.Adam(wp, g, wm, wv, 1e-3, 0.9, 0.999, 1e-8, 0.01, 7, false)
+		in = append(in, g, m, v, p)
+		want[1+4*j+1], want[1+4*j+2], want[1+4*j+3] = wm, wv, wp
+	}
+	in = append(in, zeros((sizes[0]+1)/2), zeros((sizes[2]+1)/2))
+	cases = append(cases, twinCase{gpuCase{name: "adam_multi", k: withTwins(adamMultiKernel(sizes, []float32{0.01, 0.01, 0.01}, 0.9, 0.999, 1e-8, false), []string{"p_0", "p_2"}),
+		in: in, want: want, tol: 1e-5}, map[int]int{13: 4, 14: 12}})
+	for _, d := range []*Dialect{CUDA, Metal} {
+		var plain []gpuCase
+		for _, c := range cases {
+			plain = append(plain, c.gpuCase)
+		}
+		res := runCases(t, d, plain)
+		checkCases(t, d, plain, res)
+		for i, c := range cases {
+			for tw, of := range c.twins {
+				if c.k.Params[tw].Elem != BF16 {
+					t.Fatalf("%s: parameter %d is no bfloat16 buffer", c.name, tw)
+				}
+				got, vals := bf16Halves(res[i][tw]), res[i][of]
+				bad := 0
+				for e, v := range vals {
+					if got[e] != bf16Want(v) {
+						if bad < 3 {
+							t.Errorf("%s/%s: twin %s[%d] = %#04x, want %#04x (the rounding of %g)", d.Name, c.name, c.k.Params[tw].Name, e, got[e], bf16Want(v), v)
+						}
+						bad++
+					}
+				}
+				if bad > 0 {
+					t.Errorf("%s/%s: %d of %d twin elements wrong", d.Name, c.name, bad, len(vals))
+				}
+			}
+		}
 	}
 }

@@ -34,8 +34,14 @@ func (l *lowering) dense(st *planner.Step) error {
 		}
 		return l.launch("dense_dot", kk, err, ops...)
 	}
+	// In a bf16 step whose x and W have bfloat16 twins (twin_operands.go:
+	// x's producer and W's update wrote them), the GEMM reads the twins.
+	ax, bw := x, w
+	if tx, tw := l.twin(x), l.twin(w); l.fastPrecision() == planner.PrecisionBF16 && present(tx) && present(tw) {
+		ax, bw = tx, tw
+	}
 	if err := l.gemm(Gemm{TransB: true, M: batch, N: n, K: k, Alpha: 1,
-		A: Matrix{x, 0, batch, k, k}, B: Matrix{w, 0, n, k, k}, C: Matrix{y, 0, batch, n, n}}); err != nil {
+		A: Matrix{ax, 0, batch, k, k}, B: Matrix{bw, 0, n, k, k}, C: Matrix{y, 0, batch, n, n}}); err != nil {
 		return err
 	}
 	if present(b) || a.Act != "" {
