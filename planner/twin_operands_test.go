@@ -10,8 +10,8 @@ import (
 )
 
 // bf16Target is a GPU-like target whose bf16 GEMMs read bfloat16 twins
-// that layer norm and every optimizer write, as emit/gpu's (which the
-// planner cannot import).
+// that layer norm, element-wise chains and the given optimizers write, as
+// emit/gpu's (which the planner cannot import).
 func bf16Target(updates ...Kernel) Target {
 	u := map[Kernel]bool{}
 	for _, k := range updates {
@@ -19,13 +19,14 @@ func bf16Target(updates ...Kernel) Target {
 	}
 	return Target{Name: "gpu", Conv: cpuConv, UpdateTensors: 64, Attention: true, LossRows: true,
 		Dense: func(_ int, want string) DenseChoice { return DenseChoice{Precision: want} },
-		BF16:  &BF16Twins{Producers: map[Kernel][]int{KLayerNorm: {0}}, Updates: u}}
+		BF16:  &BF16Twins{Producers: map[Kernel][]int{KLayerNorm: {0}, KUnary: {0}}, Updates: u}}
 }
 
 // TestTwinOperands: in a bf16 plan for a target whose GEMMs read
-// bfloat16 twins, every dense layer that reads a layer norm's output gets
-// that output's twin and its weight's (the tiny GPT's q, k, v, fc and the
-// tied head: 5 layer norms, 9 weights), no step names a twin, the weights'
+// bfloat16 twins, every dense layer that reads a layer norm's or a GELU's
+// output gets that output's twin and its weight's (the tiny GPT's q, k,
+// v, fc, mlp and the tied head: 5 layer norms and 2 GELUs, 11 weights;
+// not proj, which reads the attention's output), no step names a twin, the weights'
 // twins sit in the state arena after everything else and the activations'
 // in the work arena, taking half the places; each is listed by `mlbuild
 // plan`. An f32 plan, a target without the capability, and a training
@@ -48,8 +49,8 @@ func TestTwinOperands(t *testing.T) {
 		activations, weights int
 		readers              []string // the layers whose GEMMs read twins
 	}{
-		{"training", "bf16", true, adam, 5, 9, []string{"h0_q", "h0_k", "h0_v", "h0_fc", "h1_q", "h1_k", "h1_v", "h1_fc", "lm_head"}},
-		{"inference", "bf16", false, adam, 5, 9, []string{"h0_q", "h0_k", "h0_v", "h0_fc", "h1_q", "h1_k", "h1_v", "h1_fc", "lm_head"}},
+		{"training", "bf16", true, adam, 7, 11, []string{"h0_q", "h0_k", "h0_v", "h0_fc", "h0_mlp", "h1_q", "h1_k", "h1_v", "h1_fc", "h1_mlp", "lm_head"}},
+		{"inference", "bf16", false, adam, 7, 11, []string{"h0_q", "h0_k", "h0_v", "h0_fc", "h0_mlp", "h1_q", "h1_k", "h1_v", "h1_fc", "h1_mlp", "lm_head"}},
 		{"f32 plan", "f32", true, adam, 0, 0, nil},
 		{"tf32 plan", "tf32", true, adam, 0, 0, nil},
 		{"no capability", "bf16", true, Target{Name: "gpu", Conv: cpuConv, UpdateTensors: 64, Dense: adam.Dense}, 0, 0, nil},

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/mlbuild/mlbuild/planner"
 	"github.com/mlbuild/mlbuild/rt/cpu"
 )
 
@@ -98,7 +99,8 @@ func TestBF16StoreLoad(t *testing.T) {
 
 // TestTwinKernels runs the kernels that write bfloat16 twins in both
 // dialects on the CPU: layer norm (rows split over threads with 16-byte
-// stores, one element a thread, and a row too wide for registers) and the
+// stores, one element a thread, and a row too wide for registers), GELU
+// (four elements a thread with 16-byte accesses, and one) and the
 // updates (SGD, Adam, multi-tensor Adam with a twin for two of its three
 // params). Each float32 output matches the reference (rt/cpu, as the
 // kernels without twins are checked), and each twin element is the
@@ -119,6 +121,19 @@ func TestTwinKernels(t *testing.T) {
 		cases = append(cases, twinCase{gpuCase{name: fmt.Sprintf("layernorm_%dx%d", sz.rows, sz.cols), k: k,
 			in:   [][]float32{x, gamma, zeros(n), zeros(sz.rows), zeros(sz.rows), zeros((n + 1) / 2)},
 			want: map[int][]float32{2: y, 3: mean, 4: inv}, tol: 1e-5}, map[int]int{5: 2}})
+	}
+	for _, n := range []int{1000, 999} { // four elements a thread, and one
+		x := randVec(r, n, -3, 3)
+		y := make([]float32, n)
+		for i, v := range x {
+			y[i] = 0.5 * v * (1 + float32(math.Erf(float64(v)/math.Sqrt2)))
+		}
+		k, err := unaryKernel(n, []planner.UnaryOp{{Op: "gelu"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cases = append(cases, twinCase{gpuCase{name: fmt.Sprint("gelu_", n), k: withTwins(k, []string{"y"}),
+			in: [][]float32{x, zeros(n), zeros((n + 1) / 2)}, want: map[int][]float32{1: y}, tol: 1e-5}, map[int]int{2: 1}})
 	}
 	n := 999
 	g, p, vel := randVec(r, n, -1, 1), randVec(r, n, -1, 1), randVec(r, n, -0.1, 0.1)

@@ -19,7 +19,12 @@ func (l *lowering) unary(st *planner.Step) error {
 		return err
 	}
 	k, err := unaryKernel(xb.Size, a.Chain)
-	return l.launch("unary", k, err, whole(st.In[0]), whole(st.Out[0]))
+	ops := []operand{whole(st.In[0]), whole(st.Out[0])}
+	if tw := l.twin(st.Out[0]); present(tw) && err == nil {
+		k = withTwins(k, []string{"y"}) // a GEMM reads y in bfloat16 (twin_operands.go)
+		ops = append(ops, whole(tw))
+	}
+	return l.launch("unary", k, err, ops...)
 }
 
 // unaryBwd lowers an element-wise chain's backward, recomputing the
