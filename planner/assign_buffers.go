@@ -45,8 +45,8 @@ func alignUp(n int) int { return (n + Align - 1) / Align * Align }
 // Backward ++ Update) overlaps its own, so storage is reused once its last
 // reader is done. The input and labels are live from before the first step
 // and the input, labels, output and loss until after the last (the program
-// reads them between steps), and a twin (Plan.Twins) as long as its
-// float32 value. A bfloat16 buffer takes Slots() places. Views take
+// reads them between steps), and an activation's twin (Plan.Twins) from
+// its producer to its last reader (Twin.LastRead). A bfloat16 buffer takes Slots() places. Views take
 // their storage owner's offset.
 // StateSize, WorkSize and NaiveWorkSize (every work buffer its own storage)
 // are set. Sizes and offsets are added up with checked arithmetic: a buffer
@@ -246,11 +246,14 @@ func liveRanges(p *Plan) (first, last []int) {
 	for _, id := range []BufID{p.Output, p.Loss} {
 		touch(id, len(steps))
 	}
-	// A twin is named by no step: it lives as long as its float32 value,
-	// which its producer writes with it and whose readers include the
-	// GEMMs that read it.
+	// A twin is named by no step: a weight's lives as long as the weight,
+	// an activation's from its producer, which writes it with the float32
+	// value, to the last GEMM that reads it (Twin.LastRead).
 	for _, t := range p.Twins {
 		first[t.Twin], last[t.Twin] = first[t.Of], last[t.Of]
+		if arenaOf(p.Buffers[t.Twin].Kind) == ArenaWork {
+			last[t.Twin] = min(last[t.Of], max(t.LastRead, first[t.Of]))
+		}
 	}
 	return first, last
 }

@@ -115,7 +115,7 @@ func DeriveDecode(p *Plan) (*Decode, error) {
 		of, ok1 := d.rows[t.Of]
 		tw, ok2 := d.rows[t.Twin]
 		if ok1 && ok2 {
-			d.q.Twins = append(d.q.Twins, Twin{Of: of, Twin: tw, Note: t.Note})
+			d.q.Twins = append(d.q.Twins, Twin{Of: of, Twin: tw, Note: t.Note}) // a weight's: live throughout
 		}
 	}
 	d.q.Params = nil

@@ -23,7 +23,8 @@ import (
 // x's storage and the weight have twins (Plan.Twins): buffers of the
 // same shape with Elem ElemBF16, the weight's of kind KindParamBF16 (in
 // the state arena, after everything else), the activation's of x's own
-// kind, live as long as x. No step names a twin: the emitter of the
+// kind, live from x's producer to the last GEMM that reads it (the
+// backward reads the float32 x). No step names a twin: the emitter of the
 // producer writes it and the GEMM reads it, both found by Plan.TwinOf.
 // A plan without bf16 gemm steps, or for another Target, is unchanged.
 func twinOperands(p *Plan, t Target) {
@@ -81,6 +82,11 @@ func twinOperands(p *Plan, t Target) {
 				made = append(made, id)
 			}
 			readers[id] = append(readers[id], st.Layer)
+			for j := range p.Twins {
+				if p.Twins[j].Of == id {
+					p.Twins[j].LastRead = i
+				}
+			}
 		}
 	}
 	for i, id := range made {

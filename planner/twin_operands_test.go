@@ -74,6 +74,12 @@ func TestTwinOperands(t *testing.T) {
 					}
 				case b.Kind == of.Kind && b.Arena == ArenaWork:
 					acts++
+					// Live from the producer to the last GEMM reading it, not
+					// through the backward that reads the float32 value.
+					first, last := liveRanges(p)
+					if r := p.Forward[tw.LastRead]; last[tw.Twin] != tw.LastRead || first[tw.Twin] != first[tw.Of] || r.Kernel != KGemm || p.root(r.In[0]) != tw.Of {
+						t.Errorf("twin %s lives from step %d to %d; want %d (its producer's) to %d (%s %s, its last reader)", b.Name, first[tw.Twin], last[tw.Twin], first[tw.Of], tw.LastRead, r.Kernel, r.Layer)
+					}
 				default:
 					t.Errorf("twin %s (%s, %s arena) of %s (%s)", b.Name, b.Kind, b.Arena, of.Name, of.Kind)
 				}

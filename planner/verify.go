@@ -96,6 +96,9 @@ func verifyTwins(p *Plan) error {
 		case twin[t.Twin] || of[t.Of] || twin[t.Of] || of[t.Twin]:
 			return fmt.Errorf("twin %s of %s: a buffer in two twins", b.Name, a.Name)
 		}
+		if t.LastRead < 0 || t.LastRead >= len(p.Forward) {
+			return fmt.Errorf("twin %s of %s: last read by forward step %d of %d", b.Name, a.Name, t.LastRead, len(p.Forward))
+		}
 		twin[t.Twin], of[t.Of] = true, true
 	}
 	for i, b := range p.Buffers {
