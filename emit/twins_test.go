@@ -19,15 +19,16 @@ func TestCUDABF16Twins(t *testing.T) {
 		t.Fatal(err)
 	}
 	main := string(src.Main)
-	// Training, evaluation and one-sample plans and the training plans of
-	// 2 and 4 GPUs (batch 4): 11 GEMMs each.
-	if n := strings.Count(main, "Elem: gpuhost.ElemBF16}}"); n != 55 {
-		t.Errorf("%d GEMMs read bfloat16 operands, want 55 (11 in each of 5 plans)", n)
+	// Evaluation and one-sample plans: 11 GEMMs each; the training plan
+	// and those of 2 and 4 GPUs (batch 4) 21: 10 more in the backward
+	// (fc's and mlp's dW and dx, proj's dx, in 2 blocks).
+	if n := strings.Count(main, "Elem: gpuhost.ElemBF16}}"); n != 85 {
+		t.Errorf("%d GEMMs read bfloat16 operands, want 85 (11 in each of 2 inference plans, 21 in each of 3 training plans)", n)
 	}
-	if n := regexp.MustCompile(`\{Of: region\{arenaState, \d+, \d+\}, Offset: \d+\},\s+// \S+\.weight\.bf16`).FindAllString(main, -1); len(n) != 11 {
-		t.Errorf("%d weight twins listed for the host, want 11", len(n))
+	if n := regexp.MustCompile(`\{Of: region\{arenaState, \d+, \d+\}, Offset: \d+\},\s+// \S+\.weight\.bf16`).FindAllString(main, -1); len(n) != 13 {
+		t.Errorf("%d weight twins listed for the host, want 13", len(n))
 	}
-	for _, want := range []string{"layer norm of", "and y in bfloat16", "unsigned short* __restrict__ yb", "element-wise gelu", "unsigned short* __restrict__ p_0b"} {
+	for _, want := range []string{"layer norm of", "and y in bfloat16", "unsigned short* __restrict__ yb", "element-wise gelu", "dropout backward", "unsigned short* __restrict__ dxb", "unsigned short* __restrict__ p_0b"} {
 		if !strings.Contains(src.KernelSource, want) {
 			t.Errorf("the kernel source has no %q", want)
 		}

@@ -82,8 +82,9 @@ func (b *Buffer) Slots() int {
 type Twin struct {
 	Of   BufID `json:"of"`
 	Twin BufID `json:"twin"`
-	// LastRead is the index in Forward of the last step whose GEMM reads
-	// the twin (an activation's twin is live from its producer to it).
+	// LastRead is the index in Forward ++ Backward ++ Update of the last
+	// step whose GEMM reads the twin (an activation's twin is live from
+	// its producer to it).
 	LastRead int `json:"lastRead"`
 	// Note says, for `mlbuild plan`, what writes the twin and which
 	// GEMMs read it.

@@ -2,6 +2,7 @@ package planner
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -23,8 +24,11 @@ import (
 // x's storage and the weight have twins (Plan.Twins): buffers of the
 // same shape with Elem ElemBF16, the weight's of kind KindParamBF16 (in
 // the state arena, after everything else), the activation's of x's own
-// kind, live from x's producer to the last GEMM that reads it (the
-// backward reads the float32 x). No step names a twin: the emitter of the
+// kind, live from x's producer to the last GEMM that reads it. In the
+// backward, a bf16 gemm_bwd without a fused activation whose dy a
+// backward step of Target.BF16.Producers writes (and nothing writes
+// again before it) reads dy's twin, with x's twin for dW and W's for dx.
+// No step names a twin: the emitter of the
 // producer writes it and the GEMM reads it, both found by Plan.TwinOf.
 // A plan without bf16 gemm steps, or for another Target, is unchanged.
 func twinOperands(p *Plan, t Target) {
@@ -87,6 +91,65 @@ func twinOperands(p *Plan, t Target) {
 					p.Twins[j].LastRead = i
 				}
 			}
+		}
+	}
+	// The backward: a bf16 gemm_bwd whose dy a backward step writes with
+	// its twin reads that twin as A, with x's twin as B for dW (x's, made
+	// above for the forward GEMM) and W's for dx. Not when the step has a
+	// fused activation, whose derivative it applies to dy in place first,
+	// nor when a step between the producer and the reader writes dy again.
+	steps := p.allSteps()
+	bwdProducer := map[BufID]int{}
+	for i := len(p.Forward); i < len(p.Forward)+len(p.Backward); i++ {
+		st := steps[i]
+		for k, o := range st.Out {
+			if o == NoBuf {
+				continue
+			}
+			delete(bwdProducer, p.root(o)) // written again: only its last writer counts
+			if slices.Contains(t.BF16.Producers[st.Kernel], k) {
+				bwdProducer[p.root(o)] = i
+			}
+		}
+		if st.Kernel != KGemmBwd || st.Attr.Precision != PrecisionBF16 || st.Attr.Act != "" || len(st.In) < 4 || len(st.Out) < 2 {
+			continue
+		}
+		dy, x, w := p.root(st.In[3]), p.root(st.In[0]), p.root(st.In[1])
+		if _, ok := bwdProducer[dy]; !ok || dy == NoBuf {
+			continue
+		}
+		dW := st.Out[1] != NoBuf && p.TwinOf(x) != NoBuf
+		dX := st.Out[0] != NoBuf && current(w)
+		if !dW && !dX {
+			continue
+		}
+		use := []BufID{dy}
+		if dW {
+			use = append(use, x)
+		}
+		if dX {
+			use = append(use, w)
+		}
+		for _, id := range use {
+			if p.TwinOf(id) == NoBuf {
+				kind := p.Buffers[id].Kind
+				if kind == KindParam {
+					kind = KindParamBF16
+				}
+				tw := p.addBuffer(p.Buffers[id].Name+".bf16", kind, p.Buffers[id].Shape)
+				p.Buffers[tw].Elem = ElemBF16
+				p.Twins = append(p.Twins, Twin{Of: id, Twin: tw})
+				made = append(made, id)
+				if id == dy {
+					producer[id] = steps[bwdProducer[dy]]
+				}
+			}
+			for j := range p.Twins {
+				if p.Twins[j].Of == id {
+					p.Twins[j].LastRead = i
+				}
+			}
+			readers[id] = append(readers[id], st.Layer+" (backward)")
 		}
 	}
 	for i, id := range made {

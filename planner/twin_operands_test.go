@@ -19,14 +19,17 @@ func bf16Target(updates ...Kernel) Target {
 	}
 	return Target{Name: "gpu", Conv: cpuConv, UpdateTensors: 64, Attention: true, LossRows: true,
 		Dense: func(_ int, want string) DenseChoice { return DenseChoice{Precision: want} },
-		BF16:  &BF16Twins{Producers: map[Kernel][]int{KLayerNorm: {0}, KUnary: {0}}, Updates: u}}
+		BF16:  &BF16Twins{Producers: map[Kernel][]int{KLayerNorm: {0}, KUnary: {0}, KUnaryBwd: {0}, KDropoutBwd: {0}}, Updates: u}}
 }
 
 // TestTwinOperands: in a bf16 plan for a target whose GEMMs read
 // bfloat16 twins, every dense layer that reads a layer norm's or a GELU's
 // output gets that output's twin and its weight's (the tiny GPT's q, k,
 // v, fc, mlp and the tied head: 5 layer norms and 2 GELUs, 11 weights;
-// not proj, which reads the attention's output), no step names a twin, the weights'
+// not proj, which reads the attention's output), and in a training plan
+// the backward GEMMs of fc, mlp and proj read the twins of their
+// incoming gradients (from GELU's and dropout's backward: 6 more) with
+// x's and W's (proj's weight: 2 more), no step names a twin, the weights'
 // twins sit in the state arena after everything else and the activations'
 // in the work arena, taking half the places; each is listed by `mlbuild
 // plan`. An f32 plan, a target without the capability, and a training
@@ -49,7 +52,7 @@ func TestTwinOperands(t *testing.T) {
 		activations, weights int
 		readers              []string // the layers whose GEMMs read twins
 	}{
-		{"training", "bf16", true, adam, 7, 11, []string{"h0_q", "h0_k", "h0_v", "h0_fc", "h0_mlp", "h1_q", "h1_k", "h1_v", "h1_fc", "h1_mlp", "lm_head"}},
+		{"training", "bf16", true, adam, 13, 13, []string{"h0_q", "h0_k", "h0_v", "h0_fc", "h0_mlp", "h1_q", "h1_k", "h1_v", "h1_fc", "h1_mlp", "lm_head"}},
 		{"inference", "bf16", false, adam, 7, 11, []string{"h0_q", "h0_k", "h0_v", "h0_fc", "h0_mlp", "h1_q", "h1_k", "h1_v", "h1_fc", "h1_mlp", "lm_head"}},
 		{"f32 plan", "f32", true, adam, 0, 0, nil},
 		{"tf32 plan", "tf32", true, adam, 0, 0, nil},
@@ -77,7 +80,9 @@ func TestTwinOperands(t *testing.T) {
 					// Live from the producer to the last GEMM reading it, not
 					// through the backward that reads the float32 value.
 					first, last := liveRanges(p)
-					if r := p.Forward[tw.LastRead]; last[tw.Twin] != tw.LastRead || first[tw.Twin] != first[tw.Of] || r.Kernel != KGemm || p.root(r.In[0]) != tw.Of {
+					r := p.allSteps()[tw.LastRead]
+					reads := (r.Kernel == KGemm || r.Kernel == KGemmBwd) && (p.root(r.In[0]) == tw.Of || r.Kernel == KGemmBwd && p.root(r.In[3]) == tw.Of)
+					if last[tw.Twin] != tw.LastRead || first[tw.Twin] != first[tw.Of] || !reads {
 						t.Errorf("twin %s lives from step %d to %d; want %d (its producer's) to %d (%s %s, its last reader)", b.Name, first[tw.Twin], last[tw.Twin], first[tw.Of], tw.LastRead, r.Kernel, r.Layer)
 					}
 				default:

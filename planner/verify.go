@@ -96,8 +96,8 @@ func verifyTwins(p *Plan) error {
 		case twin[t.Twin] || of[t.Of] || twin[t.Of] || of[t.Twin]:
 			return fmt.Errorf("twin %s of %s: a buffer in two twins", b.Name, a.Name)
 		}
-		if t.LastRead < 0 || t.LastRead >= len(p.Forward) {
-			return fmt.Errorf("twin %s of %s: last read by forward step %d of %d", b.Name, a.Name, t.LastRead, len(p.Forward))
+		if n := len(p.Forward) + len(p.Backward) + len(p.Update); t.LastRead < 0 || t.LastRead >= n {
+			return fmt.Errorf("twin %s of %s: last read by step %d of %d", b.Name, a.Name, t.LastRead, n)
 		}
 		twin[t.Twin], of[t.Of] = true, true
 	}

@@ -10,11 +10,13 @@ import (
 // BF16Twins are the bfloat16 twins this package's lowerings write (the
 // planner's Target.BF16 of a backend whose GEMMs read bfloat16 operands):
 // the output of layer norm and of an element-wise chain (a GPT's GELU),
-// by their kernels beside the float32 output, and every param an SGD or
-// Adam step updates, by the update kernel beside the float32 param. A
-// GEMM whose A and B both have twins reads the twins (dense's forward).
+// and in the backward the dx of an element-wise chain's and of a
+// dropout's backward (a dense layer's incoming gradient), by their
+// kernels beside the float32 output, and every param an SGD or Adam step
+// updates, by the update kernel beside the float32 param. A GEMM whose A
+// and B both have twins reads the twins (dense's forward and backward).
 var BF16Twins = &planner.BF16Twins{
-	Producers: map[planner.Kernel][]int{planner.KLayerNorm: {0}, planner.KUnary: {0}},
+	Producers: map[planner.Kernel][]int{planner.KLayerNorm: {0}, planner.KUnary: {0}, planner.KUnaryBwd: {0}, planner.KDropoutBwd: {0}},
 	Updates:   map[planner.Kernel]bool{planner.KSGD: true, planner.KAdam: true, planner.KAdamMulti: true},
 }
 

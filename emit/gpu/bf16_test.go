@@ -99,11 +99,11 @@ func TestBF16StoreLoad(t *testing.T) {
 
 // TestTwinKernels runs the kernels that write bfloat16 twins in both
 // dialects on the CPU: layer norm (rows split over threads with 16-byte
-// stores, one element a thread, and a row too wide for registers), GELU
-// (four elements a thread with 16-byte accesses, and one) and the
-// updates (SGD, Adam, multi-tensor Adam with a twin for two of its three
-// params). Each float32 output matches the reference (rt/cpu, as the
-// kernels without twins are checked), and each twin element is the
+// stores, one element a thread, and a row too wide for registers), GELU,
+// dropout's and GELU's backward (four elements a thread with 16-byte
+// accesses, and one) and the updates (SGD, Adam, multi-tensor Adam with a
+// twin for two of its three params). Each float32 output matches the
+// reference (rt/cpu or a plain loop), and each twin element is the
 // rounding of the float32 the kernel stored beside it, bit for bit.
 func TestTwinKernels(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 6))
@@ -134,6 +134,23 @@ func TestTwinKernels(t *testing.T) {
 		}
 		cases = append(cases, twinCase{gpuCase{name: fmt.Sprint("gelu_", n), k: withTwins(k, []string{"y"}),
 			in: [][]float32{x, zeros(n), zeros((n + 1) / 2)}, want: map[int][]float32{1: y}, tol: 1e-5}, map[int]int{2: 1}})
+	}
+	for _, n := range []int{1000, 999} { // backward kernels: dropout's and GELU's dx
+		mask, dy, x := randVec(r, n, 0, 1.25), randVec(r, n, -1, 1), randVec(r, n, -3, 3)
+		dx, dg := make([]float32, n), make([]float32, n)
+		for i := range dy {
+			dx[i] = dy[i] * mask[i]
+			v := float64(x[i])
+			dg[i] = dy[i] * float32(0.5*(1+math.Erf(v/math.Sqrt2))+v*math.Exp(-v*v/2)/math.Sqrt(2*math.Pi))
+		}
+		cases = append(cases, twinCase{gpuCase{name: fmt.Sprint("dropout_bwd_", n), k: withTwins(dropoutBwdKernel(n), []string{"dx"}),
+			in: [][]float32{mask, dy, zeros(n), zeros((n + 1) / 2)}, want: map[int][]float32{2: dx}, tol: 1e-6}, map[int]int{3: 2}})
+		k, err := unaryBwdKernel(n, []planner.UnaryOp{{Op: "gelu"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cases = append(cases, twinCase{gpuCase{name: fmt.Sprint("gelu_bwd_", n), k: withTwins(k, []string{"dx"}),
+			in: [][]float32{x, dy, zeros(n), zeros((n + 1) / 2)}, want: map[int][]float32{2: dg}, tol: 1e-5}, map[int]int{3: 2}})
 	}
 	n := 999
 	g, p, vel := randVec(r, n, -1, 1), randVec(r, n, -1, 1), randVec(r, n, -0.1, 0.1)

@@ -66,6 +66,7 @@ func (l *lowering) denseBwd(st *planner.Step) error {
 	}
 	x, w, y, dy := st.In[0], st.In[1], st.In[2], st.In[3]
 	dx, dw, db := st.Out[0], st.Out[1], st.Out[2]
+	a0 := a.Act
 	ws, err := l.shape(w)
 	if err != nil || len(ws) != 2 {
 		return fmt.Errorf("weight shape %v: want [out, in] (%v)", ws, err)
@@ -79,9 +80,20 @@ func (l *lowering) denseBwd(st *planner.Step) error {
 			return err
 		}
 	}
+	// In a bf16 step whose dy has a bfloat16 twin (its producer wrote it;
+	// twin_operands.go gives none where the activation's derivative above
+	// rewrites dy), each GEMM whose other operand has one reads the twins.
+	twins := func(a, b planner.BufID) (planner.BufID, planner.BufID) {
+		ta, tb := l.twin(a), l.twin(b)
+		if l.fastPrecision() == planner.PrecisionBF16 && a0 == "" && present(ta) && present(tb) {
+			return ta, tb
+		}
+		return a, b
+	}
 	if present(dw) {
+		ady, bx := twins(dy, x)
 		if err := l.gemm(Gemm{TransA: true, M: n, N: k, K: batch, Alpha: 1,
-			A: Matrix{dy, 0, batch, n, n}, B: Matrix{x, 0, batch, k, k}, C: Matrix{dw, 0, n, k, k}}); err != nil {
+			A: Matrix{ady, 0, batch, n, n}, B: Matrix{bx, 0, batch, k, k}, C: Matrix{dw, 0, n, k, k}}); err != nil {
 			return err
 		}
 	}
@@ -91,8 +103,9 @@ func (l *lowering) denseBwd(st *planner.Step) error {
 		}
 	}
 	if present(dx) {
+		ady, bw := twins(dy, w)
 		if err := l.gemm(Gemm{M: batch, N: k, K: n, Alpha: 1,
-			A: Matrix{dy, 0, batch, n, n}, B: Matrix{w, 0, n, k, k}, C: Matrix{dx, 0, batch, k, k}}); err != nil {
+			A: Matrix{ady, 0, batch, n, n}, B: Matrix{bw, 0, n, k, k}, C: Matrix{dx, 0, batch, k, k}}); err != nil {
 			return err
 		}
 	}
