@@ -94,9 +94,11 @@ const (
 	BLASTF32TensorOpMath int32 = 3
 	BLASPedanticMath     int32 = 2
 
-	// DataR32F is cudaDataType_t's CUDA_R_32F: float32 matrices (A, B and
-	// C of every GemmEx this package calls).
-	DataR32F int32 = 0
+	// DataR32F is cudaDataType_t's CUDA_R_32F: float32 matrices (C of
+	// every GemmEx this package calls, and A and B unless bfloat16).
+	// DataR16BF is CUDA_R_16BF: bfloat16 A and B (Operand.Elem ElemBF16).
+	DataR32F  int32 = 0
+	DataR16BF int32 = 14
 
 	// cublasComputeType_t values: the arithmetic of a GemmEx.
 	// ComputeFast16BF and ComputeFastTF32 let cuBLAS round the float32

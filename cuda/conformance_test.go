@@ -61,6 +61,7 @@ func TestConformanceOnFake(t *testing.T) {
 		Caller:         true,
 		Precisions:     []gpuhost.Precision{gpuhost.PrecisionBF16, gpuhost.PrecisionTF32},
 		RoundsOperands: true,
+		BF16Operands:   true,
 	})
 }
 
@@ -87,5 +88,6 @@ func TestConformanceBlockingOnFake(t *testing.T) {
 		Caller:         true,
 		Precisions:     []gpuhost.Precision{gpuhost.PrecisionBF16, gpuhost.PrecisionTF32},
 		RoundsOperands: true,
+		BF16Operands:   true,
 	})
 }

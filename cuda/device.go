@@ -145,7 +145,7 @@ func (d *Device) Facts() []gpuhost.Fact {
 		facts = append(facts, gpuhost.Fact{Key: f.Library, Value: where + ", version " + v})
 	}
 	facts = append(facts, gpuhost.Fact{Key: "GEMM", Value: "cuBLAS " + e.blasVersion + ", per step's precision: f32 cublasSgemm (exact fp32); " +
-		"bf16 cublasGemmEx CUBLAS_COMPUTE_32F_FAST_16BF (inputs rounded to bfloat16, fp32 sums); " +
+		"bf16 cublasGemmEx CUBLAS_COMPUTE_32F_FAST_16BF (inputs rounded to bfloat16, fp32 sums), or CUDA_R_16BF inputs with CUBLAS_COMPUTE_32F where their producers wrote bfloat16; " +
 		"tf32 cublasGemmEx CUBLAS_COMPUTE_32F_FAST_TF32 (inputs rounded to TF32, fp32 sums)"})
 	for _, l := range e.loads {
 		how := fmt.Sprintf("compiled by NVRTC %s in %v", e.nvrtcVersion, l.Took.Round(100_000))
@@ -546,6 +546,9 @@ func (en *encoder) Gemm(g gpuhost.Gemm) error {
 	if _, ok := computeTypes[g.Precision]; !ok && g.Precision != gpuhost.PrecisionF32 {
 		return fmt.Errorf("cuda: %s: precision %v, which this device does not compute (f32, bf16 or tf32)", op, g.Precision)
 	}
+	if err := g.CheckElems(true); err != nil {
+		return fmt.Errorf("cuda: %s: %w", op, err)
+	}
 	if g.M <= 0 || g.N <= 0 || g.K <= 0 || g.M > 1<<31-1 || g.N > 1<<31-1 || g.K > 1<<31-1 {
 		return fmt.Errorf("cuda: %s: sizes must be positive", op)
 	}
@@ -568,27 +571,28 @@ func (en *encoder) Gemm(g gpuhost.Gemm) error {
 		if err != nil {
 			return err
 		}
+		es := o.x.Elem.Size() // 4 or 2: CheckElems refused the rest
 		rowBytes := o.x.RowBytes
 		if rowBytes == 0 {
-			rowBytes = 4 * o.cols
+			rowBytes = es * o.cols
 		}
-		end := o.x.Offset + (o.rows-1)*rowBytes + 4*o.cols
-		if rowBytes < 4*o.cols || rowBytes%4 != 0 || o.x.Offset < 0 || o.x.Offset%4 != 0 || end > b.n {
-			return fmt.Errorf("cuda: %s, operand %s: a %dx%d float32 matrix at offset %d with rows %d bytes apart needs bytes up to %d of buffer %q, which has %d (offsets and row bytes are multiples of 4, rows at least %d bytes)",
-				op, o.name, o.rows, o.cols, o.x.Offset, rowBytes, end, b.label, b.n, 4*o.cols)
+		end := o.x.Offset + (o.rows-1)*rowBytes + es*o.cols
+		if rowBytes < es*o.cols || rowBytes%es != 0 || o.x.Offset < 0 || o.x.Offset%es != 0 || end > b.n {
+			return fmt.Errorf("cuda: %s, operand %s: a %dx%d %v matrix at offset %d with rows %d bytes apart needs bytes up to %d of buffer %q, which has %d (offsets and row bytes are multiples of %d, rows at least %d bytes)",
+				op, o.name, o.rows, o.cols, o.x.Elem, o.x.Offset, rowBytes, end, b.label, b.n, es, es*o.cols)
 		}
 		if batch > 1 {
 			last := end + (batch-1)*o.x.MatrixBytes
-			if o.x.MatrixBytes < 0 || o.x.MatrixBytes%4 != 0 || last > b.n {
-				return fmt.Errorf("cuda: %s, operand %s: %d matrices %d bytes apart from offset %d need bytes up to %d of buffer %q, which has %d (matrix strides are multiples of 4)",
-					op, o.name, batch, o.x.MatrixBytes, o.x.Offset, last, b.label, b.n)
+			if o.x.MatrixBytes < 0 || o.x.MatrixBytes%es != 0 || last > b.n {
+				return fmt.Errorf("cuda: %s, operand %s: %d matrices %d bytes apart from offset %d need bytes up to %d of buffer %q, which has %d (matrix strides are multiples of %d)",
+					op, o.name, batch, o.x.MatrixBytes, o.x.Offset, last, b.label, b.n, es)
 			}
 		}
 		en.use(b)
-		ptrs[i], lds[i], strides[i] = b.ptr+DevicePtr(o.x.Offset), rowBytes/4, o.x.MatrixBytes/4
+		ptrs[i], lds[i], strides[i] = b.ptr+DevicePtr(o.x.Offset), rowBytes/es, o.x.MatrixBytes/es
 	}
 	e, args := en.d.e, GemmArgs{TransA: g.TransA, TransB: g.TransB, M: g.M, N: g.N, K: g.K, Alpha: g.Alpha, Beta: g.Beta,
-		A: ptrs[0], B: ptrs[1], C: ptrs[2], LDA: lds[0], LDB: lds[1], LDC: lds[2], Precision: g.Precision}
+		A: ptrs[0], B: ptrs[1], C: ptrs[2], LDA: lds[0], LDB: lds[1], LDC: lds[2], Precision: g.Precision, Elem: g.A.Elem}
 	if batch > 1 {
 		args.Batch, args.StrideA, args.StrideB, args.StrideC = batch, strides[0], strides[1], strides[2]
 	}

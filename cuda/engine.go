@@ -713,6 +713,11 @@ type GemmArgs struct {
 	// cublasSgemm (exact fp32), the others cublasGemmEx on float32
 	// matrices with their fast compute type (computeTypes).
 	Precision gpuhost.Precision
+	// Elem is A's and B's element type: ElemBF16 (with PrecisionBF16)
+	// calls cublasGemmEx on CUDA_R_16BF A and B, a CUDA_R_32F C and
+	// CUBLAS_COMPUTE_32F; LDA, LDB, StrideA and StrideB then count
+	// bfloat16 elements.
+	Elem gpuhost.Elem
 }
 
 // computeTypes are the cuBLAS compute types of the fast precisions: cuBLAS
@@ -744,7 +749,7 @@ func (e *Engine) Gemm(g GemmArgs) error {
 		return OpN
 	}
 	alpha, beta := g.Alpha, g.Beta
-	if g.Precision != gpuhost.PrecisionF32 {
+	if g.Precision != gpuhost.PrecisionF32 || g.Elem != gpuhost.ElemF32 {
 		return e.gemmEx(g, op(g.TransA), op(g.TransB), alpha, beta)
 	}
 	if g.Batch > 1 {
@@ -761,27 +766,36 @@ func (e *Engine) Gemm(g GemmArgs) error {
 	})
 }
 
-// gemmEx queues g, whose precision is not f32, as cublasGemmEx (or
-// cublasGemmStridedBatchedEx) on float32 matrices with the precision's
-// compute type and the default algorithm, row-major as Gemm says.
+// gemmEx queues g, whose precision is not f32 or whose A and B are
+// bfloat16, as cublasGemmEx (or cublasGemmStridedBatchedEx) with the
+// default algorithm, row-major as Gemm says: on float32 matrices with the
+// precision's compute type, or on bfloat16 A and B (CUDA_R_16BF) with
+// CUBLAS_COMPUTE_32F, the tensor cores' bf16 products summed in float32.
 func (e *Engine) gemmEx(g GemmArgs, opA, opB Operation, alpha, beta float32) error {
 	ct, ok := computeTypes[g.Precision]
 	if !ok {
 		return fmt.Errorf("cuda: a %dx%dx%d GEMM in precision %v, which this device does not compute (f32, bf16 or tf32)", g.M, g.N, g.K, g.Precision)
+	}
+	ab := DataR32F
+	switch {
+	case g.Elem == gpuhost.ElemBF16 && g.Precision == gpuhost.PrecisionBF16:
+		ab, ct.compute, ct.name = DataR16BF, Compute32F, "CUDA_R_16BF operands, CUBLAS_COMPUTE_32F"
+	case g.Elem != gpuhost.ElemF32:
+		return fmt.Errorf("cuda: a %dx%dx%d GEMM of %v operands in precision %v: bfloat16 operands are multiplied in bf16", g.M, g.N, g.K, g.Elem, g.Precision)
 	}
 	what := fmt.Sprintf("%dx%dx%d GEMM, %s", g.M, g.N, g.K, ct.name)
 	if g.Batch > 1 {
 		what = fmt.Sprintf("%d %dx%dx%d GEMMs, %s", g.Batch, g.M, g.N, g.K, ct.name)
 		return e.doHere(func() error {
 			s := e.lib.BLAS.GemmStridedBatchedEx(e.blas, opB, opA, int32(g.N), int32(g.M), int32(g.K),
-				&alpha, g.B, DataR32F, int32(g.LDB), int64(g.StrideB), g.A, DataR32F, int32(g.LDA), int64(g.StrideA),
+				&alpha, g.B, ab, int32(g.LDB), int64(g.StrideB), g.A, ab, int32(g.LDA), int64(g.StrideA),
 				&beta, g.C, DataR32F, int32(g.LDC), int64(g.StrideC), int32(g.Batch), ct.compute, GemmDefault)
 			return e.lib.blasError("cublasGemmStridedBatchedEx", s, what)
 		})
 	}
 	return e.doHere(func() error {
 		s := e.lib.BLAS.GemmEx(e.blas, opB, opA, int32(g.N), int32(g.M), int32(g.K),
-			&alpha, g.B, DataR32F, int32(g.LDB), g.A, DataR32F, int32(g.LDA), &beta, g.C, DataR32F, int32(g.LDC), ct.compute, GemmDefault)
+			&alpha, g.B, ab, int32(g.LDB), g.A, ab, int32(g.LDA), &beta, g.C, DataR32F, int32(g.LDC), ct.compute, GemmDefault)
 		return e.lib.blasError("cublasGemmEx", s, what)
 	})
 }

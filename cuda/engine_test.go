@@ -853,6 +853,7 @@ func TestBLASEnumValues(t *testing.T) {
 		got, want int32
 	}{
 		{"CUDA_R_32F", cuda.DataR32F, 0},
+		{"CUDA_R_16BF", cuda.DataR16BF, 14},
 		{"CUBLAS_COMPUTE_32F", cuda.Compute32F, 68},
 		{"CUBLAS_COMPUTE_32F_FAST_16BF", cuda.ComputeFast16BF, 75},
 		{"CUBLAS_COMPUTE_32F_FAST_TF32", cuda.ComputeFastTF32, 77},

@@ -43,10 +43,11 @@ func TestRealConformance(t *testing.T) {
 	realOn(t)
 	cache := t.TempDir()
 	gpuhosttest.Run(t, gpuhosttest.Suite{
-		Language:   gpuhosttest.CUDA,
-		Open:       func(t *testing.T) gpuhost.Device { return openReal(t, cache) },
-		Caller:     true,
-		Precisions: []gpuhost.Precision{gpuhost.PrecisionBF16, gpuhost.PrecisionTF32},
+		Language:     gpuhosttest.CUDA,
+		Open:         func(t *testing.T) gpuhost.Device { return openReal(t, cache) },
+		Caller:       true,
+		Precisions:   []gpuhost.Precision{gpuhost.PrecisionBF16, gpuhost.PrecisionTF32},
+		BF16Operands: true,
 	})
 }
 

@@ -115,8 +115,11 @@ func gpuTarget(method string, scratch func(planner.ConvGeom) int, keepCols int, 
 // lowers all its products to GEMMs); the direct convolution kernel runs
 // no GEMM and stays f32. The fused attention's products run on tensor
 // tiles with TF32 operands (finer than bf16's) where the head dimension
-// allows (gpu.AttentionTiles), else f32.
+// allows (gpu.AttentionTiles), else f32. Its bf16 GEMMs read bfloat16
+// operands where their producers write them (gpu.BF16Twins; cublasGemmEx
+// on CUDA_R_16BF).
 func cudaPrecisions(t planner.Target) planner.Target {
+	t.BF16 = gpu.BF16Twins
 	t.Dense = func(_ int, want string) planner.DenseChoice { return planner.DenseChoice{Precision: want} }
 	t.ConvPrecision = func(method, want string) planner.DenseChoice {
 		if method == gpu.ConvDirectMethod {

@@ -148,6 +148,11 @@ func (d *gpuDevice) render(in *Input) (*GPUSources, error) {
 	for _, p := range in.Train.Params {
 		g.trainParams[p.Name] = in.Train.Buffers[p.Buf].Offset
 	}
+	for _, t := range in.Train.Twins { // the weights' bfloat16 twins, which every plan reads from the training plan's place
+		if b := in.Train.Buffers[t.Twin]; b.Kind == planner.KindParamBF16 {
+			g.trainParams[b.Name] = b.Offset
+		}
+	}
 	for _, mp := range plans {
 		if err := planner.Verify(mp.plan); err != nil {
 			return nil, fmt.Errorf("emit: plan for batch %d does not verify (a bug in mlbuild's planner): %v", mp.plan.Batch, err)
@@ -260,6 +265,13 @@ func (g *gpuGen) locate(mp *gpuPlan, id planner.BufID) (location, error) {
 	if b.Arena == planner.ArenaState {
 		if mp.training() {
 			return location{"arenaState", b.Offset}, nil
+		}
+		if b.Kind == planner.KindParamBF16 {
+			off, ok := g.trainParams[b.Name]
+			if !ok {
+				return location{}, fmt.Errorf("inference plan's bfloat16 twin %s has no training counterpart (a bug in mlbuild's planner)", b.Name)
+			}
+			return location{"arenaState", off}, nil
 		}
 		for _, p := range pl.Params {
 			if p.Buf == root.ID {
@@ -389,6 +401,9 @@ func (g *gpuGen) renderMain(plans []*gpuPlan, copyName, resident string, replica
 	g.p("TrainForward: tForward, TrainBackward: tBackward, TrainUpdate: tUpdate,")
 	g.p("EvalInfer: eInfer, OneInfer: oInfer,")
 	g.p("GemmShapes: gemmShapes,")
+	if err := g.renderTwins(t); err != nil {
+		return nil, err
+	}
 	g.p("Resident: %s,", resident)
 	if len(replicas) > 0 {
 		if err := g.renderReplicaFields(replicas); err != nil {
@@ -435,7 +450,7 @@ func (g *gpuGen) renderMain(plans []*gpuPlan, copyName, resident string, replica
 	for _, k := range g.lib.Kernels {
 		var sizes []string
 		for _, prm := range k.Params {
-			sizes = append(sizes, strconv.Itoa(4*prm.Size))
+			sizes = append(sizes, strconv.Itoa(prm.Bytes()))
 		}
 		g.p("{Name: %q, ArgBytes: []int{%s}},", k.Name, strings.Join(sizes, ", "))
 	}
@@ -685,7 +700,8 @@ func (g *gpuGen) opLiteral(mp *gpuPlan, op gpu.Op) (string, error) {
 			if err != nil {
 				return "", err
 			}
-			binds = append(binds, fmt.Sprintf("{%s, %d, %d}", loc.arena, 4*(loc.off+b.Offset), 4*b.Size))
+			es := elemBytes(mp.plan, b.Buf)
+			binds = append(binds, fmt.Sprintf("{%s, %d, %d}", loc.arena, 4*loc.off+es*b.Offset, es*b.Size))
 		}
 		return fmt.Sprintf("{Kernel: %q, Binds: []bind{%s}, Groups: %d, Threadgroup: %d}", l.Kernel, strings.Join(binds, ", "), l.Groups, l.Threadgroup), nil
 	}
@@ -709,7 +725,8 @@ func (g *gpuGen) opLiteral(mp *gpuPlan, op gpu.Op) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		return fmt.Sprintf("matrix{%s, %d, %d}", loc.arena, 4*(loc.off+x.Offset), 4*x.LD), nil
+		es := elemBytes(mp.plan, x.Buf)
+		return fmt.Sprintf("matrix{%s, %d, %d}", loc.arena, 4*loc.off+es*x.Offset, es*x.LD), nil
 	}
 	a, err := mat(gm.A)
 	if err != nil {
@@ -742,11 +759,30 @@ func (g *gpuGen) opLiteral(mp *gpuPlan, op gpu.Op) (string, error) {
 		g.gemmSeen[shape] = true
 		g.gemmShapes = append(g.gemmShapes, shape)
 	}
-	if gm.Batch > 1 {
-		return fmt.Sprintf("{Gemm: &gemmOp{Shape: %s, A: %s, B: %s, C: %s, MatrixBytes: [3]int{%d, %d, %d}}}", shape, a, b, c,
-			4*gm.Stride[0], 4*gm.Stride[1], 4*gm.Stride[2]), nil
+	// bfloat16 A and B (twins their producers wrote) say so; float32
+	// GEMMs name no element type, as before twins existed.
+	elem := ""
+	switch gm.Elem {
+	case "":
+	case planner.ElemBF16:
+		elem = ", Elem: gpuhost.ElemBF16"
+	default:
+		return "", fmt.Errorf("a GEMM of %q operands, which rt/gpuhost does not name (a bug in mlbuild)", gm.Elem)
 	}
-	return fmt.Sprintf("{Gemm: &gemmOp{Shape: %s, A: %s, B: %s, C: %s}}", shape, a, b, c), nil
+	if gm.Batch > 1 {
+		return fmt.Sprintf("{Gemm: &gemmOp{Shape: %s, A: %s, B: %s, C: %s, MatrixBytes: [3]int{%d, %d, %d}%s}}", shape, a, b, c,
+			elemBytes(mp.plan, gm.A.Buf)*gm.Stride[0], elemBytes(mp.plan, gm.B.Buf)*gm.Stride[1], 4*gm.Stride[2], elem), nil
+	}
+	return fmt.Sprintf("{Gemm: &gemmOp{Shape: %s, A: %s, B: %s, C: %s%s}}", shape, a, b, c, elem), nil
+}
+
+// elemBytes is the bytes of one element of buffer id: 2 for a bfloat16
+// twin, else 4.
+func elemBytes(p *planner.Plan, id planner.BufID) int {
+	if id >= 0 && int(id) < len(p.Buffers) && p.Buffers[id].Elem == planner.ElemBF16 {
+		return 2
+	}
+	return 4
 }
 
 // gemmPrecisions are rt/gpuhost's constants of the plan's fast
@@ -822,4 +858,36 @@ func reduceLen(pl *planner.Plan, st planner.Step) int {
 		}
 	}
 	return r
+}
+
+// renderTwins writes the Program's BF16Twins: the training plan's weights
+// with bfloat16 twins, which the host writes whenever it writes the
+// state (none, and no line, in a program without them).
+func (g *gpuGen) renderTwins(t *gpuPlan) error {
+	pl := t.plan
+	var lits []string
+	for _, tw := range pl.Twins {
+		if pl.Buffers[tw.Twin].Kind != planner.KindParamBF16 {
+			continue
+		}
+		of, err := g.locate(t, tw.Of)
+		if err != nil {
+			return err
+		}
+		twin, err := g.locate(t, tw.Twin)
+		if err != nil {
+			return err
+		}
+		lits = append(lits, fmt.Sprintf("{Of: region{%s, %d, %d}, Offset: %d}, // %s", of.arena, of.off, pl.Buffers[tw.Of].Size, twin.off, comment(pl.Buffers[tw.Twin].Name)))
+	}
+	if len(lits) == 0 {
+		return nil
+	}
+	g.p("// The weights' bfloat16 twins, which the bf16 GEMMs read.")
+	g.p("BF16Twins: []gpuhost.BF16Twin{")
+	for _, l := range lits {
+		g.p("%s", l)
+	}
+	g.p("},")
+	return nil
 }

@@ -189,9 +189,14 @@ func (en *encoder) Dispatch(kernel string, args []gpuhost.Arg, groups, threads i
 
 // Gemm encodes one MPS matrix multiplication, or for a batched GEMM one
 // per matrix of the batch. Its matrices are float32 MPSMatrix objects,
-// multiplied in float32: a GEMM in another precision is refused (the
-// planner keeps Metal's steps in f32 and says why).
+// multiplied in float32: a GEMM in another precision, or of bfloat16
+// operands, is refused (the planner keeps Metal's steps in f32 and says
+// why; MPSMatrix's bfloat16 type needs macOS 14, which this device does
+// not require).
 func (en *encoder) Gemm(g gpuhost.Gemm) error {
+	if err := g.CheckElems(false); err != nil {
+		return fmt.Errorf("mps: a %dx%dx%d GEMM: %w", g.M, g.N, g.K, err)
+	}
 	if g.Precision != gpuhost.PrecisionF32 {
 		return fmt.Errorf("mps: a %dx%dx%d GEMM in precision %v: the Metal device multiplies float32 MPS matrices in f32 only", g.M, g.N, g.K, g.Precision)
 	}

@@ -23,7 +23,7 @@ const (
 // arenaOf returns the arena a buffer of kind k lives in.
 func arenaOf(k BufKind) string {
 	switch k {
-	case KindParam, KindStat, KindParamGrad, KindOptState, KindGradSum:
+	case KindParam, KindStat, KindParamGrad, KindOptState, KindGradSum, KindParamBF16:
 		return ArenaState
 	}
 	return ArenaWork
@@ -38,14 +38,16 @@ func alignUp(n int) int { return (n + Align - 1) / Align * Align }
 // Before: all phases are final. After: the state arena holds, in Params
 // order, every param and statistic (contiguous, the order of a saved
 // weights file), then every param gradient, then the optimizer state,
-// then the gradient sums of accumulation in buffer order; the
-// work arena holds every other buffer at an offset chosen greedily,
-// largest first, at the lowest place where it overlaps no buffer whose
-// live range (first to last step touching its storage, over Forward ++
+// then the gradient sums of accumulation in buffer order, then the
+// weights' bfloat16 twins in Twins order; the work arena holds every
+// other buffer at an offset chosen greedily, largest first, at the
+// lowest place where it overlaps no buffer whose live range (first to last step touching its storage, over Forward ++
 // Backward ++ Update) overlaps its own, so storage is reused once its last
 // reader is done. The input and labels are live from before the first step
 // and the input, labels, output and loss until after the last (the program
-// reads them between steps). Views take their storage owner's offset.
+// reads them between steps), and an activation's twin (Plan.Twins) from
+// its producer to its last reader (Twin.LastRead). A bfloat16 buffer takes Slots() places. Views take
+// their storage owner's offset.
 // StateSize, WorkSize and NaiveWorkSize (every work buffer its own storage)
 // are set. Sizes and offsets are added up with checked arithmetic: a buffer
 // of more than spec.MaxCount elements, or arenas whose bytes would not fit
@@ -77,7 +79,7 @@ func assignBuffers(p *Plan, memoryLimit int64, why string) error {
 			return
 		}
 		p.Buffers[id].Offset = next
-		next = fits(id, int64(next)+int64(alignUp(p.Buffers[id].Size)))
+		next = fits(id, int64(next)+int64(alignUp(p.Buffers[id].Slots())))
 	}
 	for _, pr := range p.Params {
 		place(pr.Buf)
@@ -95,6 +97,11 @@ func assignBuffers(p *Plan, memoryLimit int64, why string) error {
 			place(BufID(i))
 		}
 	}
+	for _, t := range p.Twins {
+		if p.Buffers[t.Twin].Kind == KindParamBF16 {
+			place(t.Twin)
+		}
+	}
 	p.StateSize = next
 
 	// Work arena, largest first.
@@ -104,13 +111,13 @@ func assignBuffers(p *Plan, memoryLimit int64, why string) error {
 	for i, b := range p.Buffers {
 		if b.Arena == ArenaWork && b.AliasOf == NoBuf {
 			order = append(order, BufID(i))
-			p.NaiveWorkSize = fits(BufID(i), int64(p.NaiveWorkSize)+int64(alignUp(b.Size)))
+			p.NaiveWorkSize = fits(BufID(i), int64(p.NaiveWorkSize)+int64(alignUp(b.Slots())))
 		}
 	}
 	sort.SliceStable(order, func(i, j int) bool {
 		a, b := p.Buffers[order[i]], p.Buffers[order[j]]
-		if a.Size != b.Size {
-			return a.Size > b.Size
+		if a.Slots() != b.Slots() {
+			return a.Slots() > b.Slots()
 		}
 		return first[a.ID] < first[b.ID]
 	})
@@ -122,11 +129,11 @@ func assignBuffers(p *Plan, memoryLimit int64, why string) error {
 		for _, q := range placed {
 			if first[q] <= last[id] && first[id] <= last[q] {
 				off := p.Buffers[q].Offset
-				busy = append(busy, span{off, off + alignUp(p.Buffers[q].Size)})
+				busy = append(busy, span{off, off + alignUp(p.Buffers[q].Slots())})
 			}
 		}
 		sort.Slice(busy, func(i, j int) bool { return busy[i].lo < busy[j].lo })
-		size := alignUp(p.Buffers[id].Size)
+		size := alignUp(p.Buffers[id].Slots())
 		off := 0
 		for _, s := range busy {
 			if off+size <= s.lo {
@@ -239,6 +246,15 @@ func liveRanges(p *Plan) (first, last []int) {
 	for _, id := range []BufID{p.Output, p.Loss} {
 		touch(id, len(steps))
 	}
+	// A twin is named by no step: a weight's lives as long as the weight,
+	// an activation's from its producer, which writes it with the float32
+	// value, to the last GEMM that reads it (Twin.LastRead).
+	for _, t := range p.Twins {
+		first[t.Twin], last[t.Twin] = first[t.Of], last[t.Of]
+		if arenaOf(p.Buffers[t.Twin].Kind) == ArenaWork {
+			last[t.Twin] = min(last[t.Of], max(t.LastRead, first[t.Of]))
+		}
+	}
 	return first, last
 }
 
@@ -279,7 +295,7 @@ func dominantLayer(p *Plan) (string, int64) {
 		if _, ok := total[layers[i]]; !ok {
 			names = append(names, layers[i])
 		}
-		total[layers[i]], _ = spec.AddCount(total[layers[i]], spec.BytesPerElement*int64(b.Size)) // sizes within spec.MaxCount (checkBufferSizes)
+		total[layers[i]], _ = spec.AddCount(total[layers[i]], spec.BytesPerElement*int64(b.Slots())) // sizes within spec.MaxCount (checkBufferSizes)
 	}
 	best := ""
 	for _, n := range names { // first in plan order wins a tie

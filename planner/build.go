@@ -122,6 +122,8 @@ var passes = [...]pass{
 		run: func(b *building) error { chooseLossRows(b.p, b.target); return nil }},
 	{name: "fusePool", file: "fuse_pool.go", only: withFusion, needs: []string{"fuseEpilogue", "fuseElementwise", "fuseActBwd", "chooseMethods"},
 		run: func(b *building) error { fusePool(b.p, b.target); return nil }},
+	{name: "twinOperands", file: "twin_operands.go", needs: []string{"choosePrecisions", "fuseUpdate", "fusePool"},
+		run: func(b *building) error { twinOperands(b.p, b.target); return nil }},
 	{name: "measureCosts", file: "measure_costs.go", needs: finalPhases,
 		run: func(b *building) error { return measureCosts(b.p) }},
 	{name: "assignBuffers", file: "assign_buffers.go", needs: finalPhases,
@@ -131,7 +133,7 @@ var passes = [...]pass{
 // finalPhases are the passes that add or rewrite steps or buffers: after
 // them "all phases are final".
 var finalPhases = []string{"lower", "addLoss", "fuseEpilogue", "fuseElementwise", "fuseAttention", "fuseAttentionLayout", "differentiate", "optimize",
-	"accumulate", "fuseUpdate", "fuseActBwd", "keepLess", "chooseMethods", "choosePrecisions", "chooseLossRows", "fusePool"}
+	"accumulate", "fuseUpdate", "fuseActBwd", "keepLess", "chooseMethods", "choosePrecisions", "chooseLossRows", "fusePool", "twinOperands"}
 
 // Build plans m for opts.Target: it runs the table passes in order and
 // checks the plan's invariants with Verify after each one, so

@@ -109,6 +109,15 @@ func DeriveDecode(p *Plan) (*Decode, error) {
 			d.q.Buffers[b.ID].AliasOf = d.rows[b.AliasOf]
 		}
 	}
+	// The weights' bfloat16 twins stay twins (the update and the program
+	// write them); the decode's rows have none.
+	for _, t := range p.Twins {
+		of, ok1 := d.rows[t.Of]
+		tw, ok2 := d.rows[t.Twin]
+		if ok1 && ok2 {
+			d.q.Twins = append(d.q.Twins, Twin{Of: of, Twin: tw, Note: t.Note}) // a weight's: live throughout
+		}
+	}
 	d.q.Params = nil
 	for _, pr := range p.Params {
 		pr.Buf, pr.Grad, pr.State = d.rows[pr.Buf], NoBuf, nil

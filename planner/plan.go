@@ -35,6 +35,7 @@ const (
 	KindScratch    BufKind = "scratch"    // workspace of one step (im2col columns, dropout mask, batchnorm saved statistics)
 	KindLoss       BufKind = "loss"       // the scalar loss, shape [1]
 	KindGradSum    BufKind = "grad_sum"   // a param gradient's sum over the micro-batches of one update (accumulate.go)
+	KindParamBF16  BufKind = "param_bf16" // a weight's bfloat16 twin, written by its update step and by the program when it writes the weights (twin_operands.go)
 )
 
 // Buffer is one tensor of the plan. Shapes include the batch dimension first
@@ -54,6 +55,40 @@ type Buffer struct {
 	// live in the "state" arena, everything else in the "work" arena.
 	Offset int    `json:"offset"`
 	Arena  string `json:"arena"` // "state" or "work"
+	// Elem is the element type: "" for float32, ElemBF16 for a GEMM
+	// operand's bfloat16 twin (Plan.Twins), whose Size elements take
+	// Slots() float32 places of its arena.
+	Elem string `json:"elem,omitempty"`
+}
+
+// ElemBF16 is the Elem of a buffer of bfloat16 values (2 bytes each).
+const ElemBF16 = "bf16"
+
+// Slots is the float32 places of its arena that b's storage takes: Size,
+// or half of it rounded up for a bfloat16 buffer.
+func (b *Buffer) Slots() int {
+	if b.Elem == ElemBF16 {
+		return (b.Size + 1) / 2
+	}
+	return b.Size
+}
+
+// Twin pairs a float32 buffer with its bfloat16 twin: the same values
+// rounded to bfloat16 (to nearest, ties to even), which the step that
+// writes Of writes beside it in the same kernel (a weight's, its update
+// step and the program when it writes the weights), so that a bf16 GEMM
+// reads half the bytes (twin_operands.go). Of owns its storage; a view
+// of Of has Twin as its twin.
+type Twin struct {
+	Of   BufID `json:"of"`
+	Twin BufID `json:"twin"`
+	// LastRead is the index in Forward ++ Backward ++ Update of the last
+	// step whose GEMM reads the twin (an activation's twin is live from
+	// its producer to it).
+	LastRead int `json:"lastRead"`
+	// Note says, for `mlbuild plan`, what writes the twin and which
+	// GEMMs read it.
+	Note string `json:"note,omitempty"`
 }
 
 // Param is a trainable tensor (or saved statistic) with the buffers that go
@@ -492,4 +527,20 @@ type Plan struct {
 	// Precisions lists, for `mlbuild plan`, the GEMM-backed steps that
 	// run in another precision than the spec asks for, and why.
 	Precisions []string `json:"precisions,omitempty"`
+	// Twins are the bfloat16 twins of GEMM operands (twin_operands.go),
+	// in the order they were made; none in a plan whose Target reads no
+	// bfloat16 operands.
+	Twins []Twin `json:"twins,omitempty"`
+}
+
+// TwinOf is the bfloat16 twin of id's storage (id itself or the buffer
+// it views), or NoBuf when it has none.
+func (p *Plan) TwinOf(id BufID) BufID {
+	r := p.root(id)
+	for _, t := range p.Twins {
+		if t.Of == r && r != NoBuf {
+			return t.Twin
+		}
+	}
+	return NoBuf
 }

@@ -82,9 +82,9 @@ func (p *Plan) Memory() Memory {
 		if b.AliasOf != NoBuf {
 			continue
 		}
-		n := 4 * int64(b.Size)
+		n := 4 * int64(b.Slots())
 		switch b.Kind {
-		case KindParam, KindStat:
+		case KindParam, KindStat, KindParamBF16:
 			m.Weights += n
 		case KindParamGrad, KindGradSum:
 			m.Gradients += n
@@ -112,7 +112,7 @@ func (p *Plan) Memory() Memory {
 			if b.AliasOf != NoBuf || b.Arena != ArenaWork || first[id] > i || last[id] < i {
 				continue
 			}
-			n := 4 * int64(b.Size)
+			n := 4 * int64(b.Slots())
 			alive += n
 			switch {
 			case b.Kind == KindScratch:

@@ -65,6 +65,23 @@ type Target struct {
 	// attention's matmul, scale, softmax, dropout and matmul by one step,
 	// so the scores [..., T, T] are never in memory.
 	Attention bool
+	// BF16 says the backend's bf16 GEMMs read bfloat16 operands that
+	// their producers write (twin_operands.go), and which producers can;
+	// nil: its GEMMs read float32 operands only.
+	BF16 *BF16Twins
+}
+
+// BF16Twins is what a backend's kernels can do for bfloat16 GEMM
+// operands: which steps write a bfloat16 twin of an output in the same
+// kernel as the float32 value, and which update steps write the twin of
+// each param they update.
+type BF16Twins struct {
+	// Producers maps a kernel to the outputs (indexes into Step.Out)
+	// whose twin the backend's lowering of that step writes.
+	Producers map[Kernel][]int
+	// Updates are the optimizer kernels that write the twin of every
+	// param they update (their param outputs).
+	Updates map[Kernel]bool
 }
 
 // ConvRule is a backend's rule for convolutions: for the geometry of one

@@ -72,7 +72,11 @@ func WriteText(w io.Writer, p *Plan) error {
 		if b.AliasOf != NoBuf {
 			where += " (view of " + p.Buffers[b.AliasOf].Name + ")"
 		}
-		fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%s\t%d\n", b.ID, b.Name, b.Kind, shapeString(b.Shape), b.Arena, where, b.Size)
+		kind := string(b.Kind)
+		if b.Elem != "" {
+			kind += " " + b.Elem // a twin: Slots() places of 4 bytes
+		}
+		fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%s\t%d\n", b.ID, b.Name, kind, shapeString(b.Shape), b.Arena, where, b.Slots())
 	}
 	tw.Flush()
 	if len(p.Fusions) > 0 {
@@ -93,6 +97,12 @@ func WriteText(w io.Writer, p *Plan) error {
 		ew.printf("\nprecision: %d of %d matrix-product steps in %s\n", dense-other, dense, p.Precision)
 		for _, l := range p.Precisions {
 			ew.printf("  %s\n", l)
+		}
+	}
+	if len(p.Twins) > 0 {
+		ew.printf("\nbf16 operands (%d twins: the GEMMs read bfloat16 that the value's producer writes beside it)\n", len(p.Twins))
+		for _, t := range p.Twins {
+			ew.printf("  %s\n", t.Note)
 		}
 	}
 	st := p.Stats()

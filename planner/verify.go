@@ -38,6 +38,9 @@ func Verify(p *Plan) error {
 	if err := verifyBuffers(p); err != nil {
 		return err
 	}
+	if err := verifyTwins(p); err != nil {
+		return err
+	}
 	if err := verifyParams(p); err != nil {
 		return err
 	}
@@ -64,7 +67,55 @@ func (p *Plan) validID(id BufID) bool { return id >= 0 && int(id) < len(p.Buffer
 var bufKinds = map[BufKind]bool{
 	KindInput: true, KindLabels: true, KindParam: true, KindStat: true, KindParamGrad: true,
 	KindOptState: true, KindActivation: true, KindGrad: true, KindScratch: true, KindLoss: true,
-	KindGradSum: true,
+	KindGradSum: true, KindParamBF16: true,
+}
+
+// verifyTwins checks the bfloat16 twins (twin_operands.go): each pairs a
+// float32 buffer that owns its storage with a bfloat16 buffer of its
+// shape that is twin of nothing else, of the same kind (KindParamBF16
+// for a param), and that no step names.
+func verifyTwins(p *Plan) error {
+	twin := map[BufID]bool{}
+	of := map[BufID]bool{}
+	for _, t := range p.Twins {
+		if !p.validID(t.Of) || !p.validID(t.Twin) {
+			return fmt.Errorf("twin %d of %d: no such buffer", t.Twin, t.Of)
+		}
+		a, b := p.Buffers[t.Of], p.Buffers[t.Twin]
+		kind := a.Kind
+		if kind == KindParam {
+			kind = KindParamBF16
+		}
+		switch {
+		case a.AliasOf != NoBuf || b.AliasOf != NoBuf:
+			return fmt.Errorf("twin %s of %s: a twin pairs two storage owners", b.Name, a.Name)
+		case a.Elem != "" || b.Elem != ElemBF16:
+			return fmt.Errorf("twin %s of %s: want a bfloat16 twin of a float32 buffer, have %q and %q", b.Name, a.Name, b.Elem, a.Elem)
+		case !equalShapes(a.Shape, b.Shape) || b.Kind != kind:
+			return fmt.Errorf("twin %s of %s: shape %s and kind %s, want %s and %s", b.Name, a.Name, shapeString(b.Shape), b.Kind, shapeString(a.Shape), kind)
+		case twin[t.Twin] || of[t.Of] || twin[t.Of] || of[t.Twin]:
+			return fmt.Errorf("twin %s of %s: a buffer in two twins", b.Name, a.Name)
+		}
+		if n := len(p.Forward) + len(p.Backward) + len(p.Update); t.LastRead < 0 || t.LastRead >= n {
+			return fmt.Errorf("twin %s of %s: last read by step %d of %d", b.Name, a.Name, t.LastRead, n)
+		}
+		twin[t.Twin], of[t.Of] = true, true
+	}
+	for i, b := range p.Buffers {
+		if b.Elem != "" && !twin[BufID(i)] {
+			return fmt.Errorf("buffer %s: element type %q, but it is no twin", b.Name, b.Elem)
+		}
+	}
+	for _, s := range p.allSteps() {
+		for _, ids := range [][]BufID{s.In, s.Out} {
+			for _, id := range ids {
+				if id != NoBuf && p.validID(id) && twin[p.root(id)] {
+					return fmt.Errorf("step %s of %s names the twin %s: twins are the emitter's to write and read", s.Kernel, s.Layer, p.Buffers[id].Name)
+				}
+			}
+		}
+	}
+	return nil
 }
 
 // verifyBuffers checks each buffer on its own and the plan's special ones.
@@ -552,8 +603,8 @@ func verifyMemory(p *Plan) error {
 		if b.Arena != arenaOf(r.Kind) || b.Offset != r.Offset {
 			return fmt.Errorf("buffer %s: in arena %s at %d, its storage %s is a %s at %d", b.Name, b.Arena, b.Offset, r.Name, r.Kind, r.Offset)
 		}
-		if b.Offset%Align != 0 || b.Offset < 0 || b.Offset+b.Size > size[b.Arena] {
-			return fmt.Errorf("buffer %s: offset %d size %d is unaligned or outside the %s arena (%d)", b.Name, b.Offset, b.Size, b.Arena, size[b.Arena])
+		if b.Offset%Align != 0 || b.Offset < 0 || b.Offset+b.Slots() > size[b.Arena] {
+			return fmt.Errorf("buffer %s: offset %d size %d is unaligned or outside the %s arena (%d)", b.Name, b.Offset, b.Slots(), b.Arena, size[b.Arena])
 		}
 	}
 	first, last := liveRanges(p)
@@ -568,9 +619,9 @@ func verifyMemory(p *Plan) error {
 			if a.Arena == ArenaWork && (first[a.ID] > last[b.ID] || first[b.ID] > last[a.ID]) {
 				continue // never live at the same time
 			}
-			if a.Offset < b.Offset+b.Size && b.Offset < a.Offset+a.Size {
+			if a.Offset < b.Offset+b.Slots() && b.Offset < a.Offset+a.Slots() {
 				return fmt.Errorf("buffers %s [%d,%d) and %s [%d,%d) overlap in the %s arena while both are live",
-					a.Name, a.Offset, a.Offset+a.Size, b.Name, b.Offset, b.Offset+b.Size, a.Arena)
+					a.Name, a.Offset, a.Offset+a.Slots(), b.Name, b.Offset, b.Offset+b.Slots(), a.Arena)
 			}
 		}
 	}

@@ -1,6 +1,8 @@
 package fakecuda
 
 import (
+	"encoding/binary"
+	"math"
 	"slices"
 	"unsafe"
 
@@ -41,6 +43,10 @@ type gemmCall struct {
 	// precision and whose products are summed in float32.
 	ex        bool
 	precision gpuhost.Precision
+	// bf16 marks a GemmEx of CUDA_R_16BF A and B: their elements are 2
+	// bytes, lda, ldb, sa and sb count them, and each is decoded exactly
+	// (the top 16 bits of a float32).
+	bf16 bool
 }
 
 // blas is the fake cuBLAS: column-major SGEMM in Go on device memory.
@@ -130,18 +136,20 @@ func (f *Fake) blas() *cuda.BLASAPI {
 		},
 		GemmEx: func(h cuda.BLASHandle, ta, tb cuda.Operation, m, n, k int32, alpha *float32, a cuda.DevicePtr, aType, lda int32,
 			b cuda.DevicePtr, bType, ldb int32, beta *float32, c cuda.DevicePtr, cType, ldc int32, compute, algo int32) cuda.BLASStatus {
-			if s := exTypes(aType, bType, cType, compute, algo); s != 0 {
+			p, s := exTypes(aType, bType, cType, compute, algo)
+			if s != 0 {
 				return s
 			}
-			return sgemmEx(h, ta, tb, m, n, k, alpha, a, lda, 0, b, ldb, 0, beta, c, ldc, 0, 1, fastPrecisions[compute])
+			return sgemmEx(h, ta, tb, m, n, k, alpha, a, lda, 0, b, ldb, 0, beta, c, ldc, 0, 1, p)
 		},
 		GemmStridedBatchedEx: func(h cuda.BLASHandle, ta, tb cuda.Operation, m, n, k int32, alpha *float32, a cuda.DevicePtr, aType, lda int32, sa int64,
 			b cuda.DevicePtr, bType, ldb int32, sb int64, beta *float32, c cuda.DevicePtr, cType, ldc int32, sc int64,
 			batch, compute, algo int32) cuda.BLASStatus {
-			if s := exTypes(aType, bType, cType, compute, algo); s != 0 {
+			p, s := exTypes(aType, bType, cType, compute, algo)
+			if s != 0 {
 				return s
 			}
-			return sgemmEx(h, ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta, c, ldc, sc, batch, fastPrecisions[compute])
+			return sgemmEx(h, ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta, c, ldc, sc, batch, p)
 		},
 	}
 }
@@ -149,16 +157,28 @@ func (f *Fake) blas() *cuda.BLASAPI {
 // notEx marks the Sgemms for sgemm (no GemmEx: float64 sums, unrounded).
 const notEx = gpuhost.Precision(255)
 
+// bf16Ex marks a GemmEx of bfloat16 A and B for sgemm: the stored values,
+// products summed in float32.
+const bf16Ex = gpuhost.Precision(254)
+
 // exTypes checks a GemmEx's data types, compute type and algorithm
-// against what the fake computes.
-func exTypes(aType, bType, cType, compute, algo int32) cuda.BLASStatus {
-	if aType != cuda.DataR32F || bType != cuda.DataR32F || cType != cuda.DataR32F {
-		return blasNotSupported
+// against what the fake computes, and returns how sgemm computes it: a
+// fast precision on CUDA_R_32F matrices, or bf16Ex for CUDA_R_16BF A and
+// B with a CUDA_R_32F C and CUBLAS_COMPUTE_32F (the one bfloat16
+// combination cuBLAS documents that the fake takes; others are
+// CUBLAS_STATUS_NOT_SUPPORTED).
+func exTypes(aType, bType, cType, compute, algo int32) (gpuhost.Precision, cuda.BLASStatus) {
+	p, ok := fastPrecisions[compute]
+	if !ok || algo != cuda.GemmDefault {
+		return 0, cuda.BLASInvalidValue
 	}
-	if _, ok := fastPrecisions[compute]; !ok || algo != cuda.GemmDefault {
-		return cuda.BLASInvalidValue
+	switch {
+	case aType == cuda.DataR32F && bType == cuda.DataR32F && cType == cuda.DataR32F:
+		return p, 0
+	case aType == cuda.DataR16BF && bType == cuda.DataR16BF && cType == cuda.DataR32F && compute == cuda.Compute32F:
+		return bf16Ex, 0
 	}
-	return 0
+	return 0, blasNotSupported
 }
 
 // sgemm returns the GEMM of every entry point: precision -1 for the
@@ -183,6 +203,9 @@ func (f *Fake) sgemm(withHandle func(cuda.BLASHandle, func(*blasHandle) cuda.BLA
 			g := &gemmCall{ta: ta, tb: tb, m: int(m), n: int(n), k: int(k), alpha: *alpha, beta: *beta,
 				a: uint64(a), b: uint64(b), c: uint64(c), lda: int(lda), ldb: int(ldb), ldc: int(ldc),
 				batch: int(batch), sa: sa, sb: sb, sc: sc, ex: precision != notEx, precision: precision}
+			if precision == bf16Ex {
+				g.precision, g.bf16 = gpuhost.PrecisionBF16, true
+			}
 			if m == 0 || n == 0 || batch == 0 {
 				return 0
 			}
@@ -213,12 +236,36 @@ func (f *Fake) floats(what string, p uint64, n int) []float32 {
 	return unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(b))), n)
 }
 
+// bf16s is device memory [p, p+2n) decoded from bfloat16 to float32s
+// (exactly: each is the top half of its float32), or nil with a fault
+// recorded when it is not inside one allocation or not 2-byte aligned.
+func (f *Fake) bf16s(what string, p uint64, n int) []float32 {
+	b := f.bytesAt(p, uint64(2*n))
+	if b == nil {
+		f.fault(cuda.ErrorIllegalAddress, "cublasGemmEx, matrix %s: %d bfloat16s at %#x are not inside one live allocation", what, n, p)
+		return nil
+	}
+	if p%2 != 0 {
+		f.fault(716, "cublasGemmEx, matrix %s: address %#x is not 2-byte aligned", what, p)
+		return nil
+	}
+	v := make([]float32, n)
+	for i := range v {
+		v[i] = math.Float32frombits(uint32(binary.LittleEndian.Uint16(b[2*i:])) << 16)
+	}
+	return v
+}
+
 // runGemm computes C = alpha·op(A)·op(B) + beta·C column-major, as cuBLAS
 // does (C is not read when beta is 0).
 func (f *Fake) runGemm(g *gemmCall) {
+	es := int64(4) // A's and B's element bytes
+	if g.bf16 {
+		es = 2
+	}
 	for i := range int64(max(g.batch, 1)) {
 		one := *g
-		one.a, one.b, one.c = g.a+uint64(4*i*g.sa), g.b+uint64(4*i*g.sb), g.c+uint64(4*i*g.sc)
+		one.a, one.b, one.c = g.a+uint64(es*i*g.sa), g.b+uint64(es*i*g.sb), g.c+uint64(4*i*g.sc)
 		if !f.runGemm1(&one) {
 			return
 		}
@@ -237,8 +284,12 @@ func (f *Fake) runGemm1(g *gemmCall) bool {
 		}
 		return (cols-1)*ld + rows
 	}
-	A := f.floats("A", g.a, extent(g.ta, g.m, g.k, g.lda))
-	B := f.floats("B", g.b, extent(g.tb, g.k, g.n, g.ldb))
+	operand := f.floats
+	if g.bf16 {
+		operand = f.bf16s
+	}
+	A := operand("A", g.a, extent(g.ta, g.m, g.k, g.lda))
+	B := operand("B", g.b, extent(g.tb, g.k, g.n, g.ldb))
 	C := f.floats("C", g.c, extent(cuda.OpN, g.m, g.n, g.ldc))
 	if (A == nil && g.k > 0) || (B == nil && g.k > 0) || C == nil {
 		return false

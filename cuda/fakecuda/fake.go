@@ -4,12 +4,14 @@
 // the CUDA C++ source with g++ through a shim into a shared library that
 // cuLaunchKernel calls, and cublasSgemm multiplies in Go on the simulated
 // device memory (real memory mapped for each allocation). cublasGemmEx
-// takes float32 matrices only (CUDA_R_32F, else
-// CUBLAS_STATUS_NOT_SUPPORTED), the compute types CUBLAS_COMPUTE_32F,
+// takes float32 matrices (CUDA_R_32F), or bfloat16 A and B (CUDA_R_16BF)
+// with a float32 C and CUBLAS_COMPUTE_32F, else
+// CUBLAS_STATUS_NOT_SUPPORTED; the compute types CUBLAS_COMPUTE_32F,
 // _32F_FAST_16BF and _32F_FAST_TF32 (else CUBLAS_STATUS_INVALID_VALUE)
 // and the algorithm CUBLAS_GEMM_DEFAULT, and computes the fast types as a
 // tensor core does: each element of A and B rounded to bfloat16 or TF32
-// (to nearest, ties to even), products summed in float32.
+// (to nearest, ties to even), products summed in float32; bfloat16
+// operands are decoded from their bits and multiplied alike.
 //
 // It enforces the rules a real GPU enforces, with the status codes a real
 // driver returns: a context must be current on the calling OS thread

@@ -99,6 +99,7 @@ func and(cs ...Expr) Expr {
 func let(name string, t Type, init Expr) Stmt { return Let{name, t, init} }
 func set(name string, v Expr) Stmt            { return Assign{name, v} }
 func store(buf string, idx, v Expr) Stmt      { return Store{buf, idx, v} }
+func storeBF16(buf string, idx, v Expr) Stmt  { return StoreBF16{buf, idx, v} }
 func when(c Expr, then ...Stmt) Stmt          { return If{Cond: c, Then: then} }
 func loop(v string, from, to, step int, body ...Stmt) Stmt {
 	return For{v, i32(from), i32(to), i32(step), body}
@@ -107,6 +108,10 @@ func loop(v string, from, to, step int, body ...Stmt) Stmt {
 // in and out declare const and mutable float buffers of n elements.
 func in(name string, n int) Param  { return Param{Name: name, Elem: Float, Size: n} }
 func out(name string, n int) Param { return Param{Name: name, Elem: Float, Mutable: true, Size: n} }
+
+// outBF16 is a mutable parameter of n bfloat16 elements (a GEMM operand's
+// twin, written with StoreBF16).
+func outBF16(name string, n int) Param { return Param{Name: name, Elem: BF16, Mutable: true, Size: n} }
 
 // argsParam is the per-step argument buffer (see StepArgs).
 func argsParam() Param { return Param{Name: "args", Elem: Uint, Size: gpuhost.StepArgsLen} }

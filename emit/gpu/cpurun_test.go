@@ -191,7 +191,7 @@ func runCases(t *testing.T, d *Dialect, cases []gpuCase) [][][]float32 {
 			t.Fatalf("case %s: %d inputs for %d params", c.name, len(c.in), len(k.Params))
 		}
 		for j, data := range c.in {
-			if len(data) < k.Params[j].Size {
+			if 4*len(data) < k.Params[j].Bytes() {
 				t.Fatalf("case %s: param %s has %d elements, kernel touches %d", c.name, k.Params[j].Name, len(data), k.Params[j].Size)
 			}
 			writeFloats(t, filepath.Join(dir, fmt.Sprintf("%s.%d.in", k.Name, j)), data)

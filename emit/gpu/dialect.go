@@ -33,6 +33,11 @@ type Dialect struct {
 	// values %[3]s … %[6]s to &%[1]s[%[2]s]. Empty: the language has no
 	// such access, and Rewrite splits Load4 and Store4 into scalar ones.
 	Load4, Store4 string
+	// StoreBF16 writes the float %[3]s rounded to bfloat16 (to nearest,
+	// ties to even, NaN kept and quieted) into %[1]s[%[2]s] of a 16-bit
+	// buffer, as one statement of integer bit arithmetic; LoadBF16 reads
+	// %[1]s[%[2]s] of one as a float. Types[BF16] spells its element.
+	StoreBF16, LoadBF16 string
 	// MaxBuffers is the most buffers one kernel may bind (0: no limit that
 	// generated kernels reach).
 	MaxBuffers int
@@ -100,9 +105,12 @@ var Metal = &Dialect{
 		GroupID:   "(int)mlb_tgid",
 		GroupSize: "(int)mlb_tgsize",
 	},
-	Types:       map[Type]string{Float: "float", Int: "int", Uint: "uint"},
+	Types:       map[Type]string{Float: "float", Int: "int", Uint: "uint", BF16: "ushort"},
 	SharedArray: "threadgroup float %[1]s[%[2]d];",
-	Barrier:     "threadgroup_barrier(mem_flags::mem_threadgroup);",
+	StoreBF16: "{ const uint mlb_u = as_type<uint>(%[3]s); " +
+		"%[1]s[%[2]s] = (ushort)((mlb_u & 0x7fffffffu) > 0x7f800000u ? (mlb_u >> 16) | 0x40u : (mlb_u + 0x7fffu + ((mlb_u >> 16) & 1u)) >> 16); }",
+	LoadBF16: "as_type<float>((uint)%[1]s[%[2]s] << 16)",
+	Barrier:  "threadgroup_barrier(mem_flags::mem_threadgroup);",
 	Funcs: map[Func]string{
 		FnExp: "metal::exp", FnLog: "metal::log", FnTanh: "metal::tanh",
 		FnSqrt: "metal::sqrt", FnRsqrt: "metal::rsqrt", FnMax: "metal::fmax",
@@ -130,11 +138,14 @@ var CUDA = &Dialect{
 		GroupID:   "(int)blockIdx.x",
 		GroupSize: "(int)blockDim.x",
 	},
-	Types:       map[Type]string{Float: "float", Int: "int", Uint: "unsigned int"},
+	Types:       map[Type]string{Float: "float", Int: "int", Uint: "unsigned int", BF16: "unsigned short"},
 	SharedArray: "__shared__ __align__(16) float %[1]s[%[2]d];",
-	Load4:       "const float4 %[1]s = *reinterpret_cast<const float4*>(&%[2]s[%[3]s]);",
-	Store4:      "*reinterpret_cast<float4*>(&%[1]s[%[2]s]) = make_float4(%[3]s, %[4]s, %[5]s, %[6]s);",
-	Barrier:     "__syncthreads();",
+	StoreBF16: "{ const unsigned int mlb_u = __float_as_uint(%[3]s); " +
+		"%[1]s[%[2]s] = (unsigned short)((mlb_u & 0x7fffffffu) > 0x7f800000u ? (mlb_u >> 16) | 0x40u : (mlb_u + 0x7fffu + ((mlb_u >> 16) & 1u)) >> 16); }",
+	LoadBF16: "__uint_as_float((unsigned int)%[1]s[%[2]s] << 16)",
+	Load4:    "const float4 %[1]s = *reinterpret_cast<const float4*>(&%[2]s[%[3]s]);",
+	Store4:   "*reinterpret_cast<float4*>(&%[1]s[%[2]s]) = make_float4(%[3]s, %[4]s, %[5]s, %[6]s);",
+	Barrier:  "__syncthreads();",
 	Funcs: map[Func]string{
 		FnExp: "expf", FnLog: "logf", FnTanh: "tanhf", FnErf: "erff",
 		FnSqrt: "sqrtf", FnRsqrt: "rsqrtf", FnMax: "fmaxf", FnMin: "fminf",

@@ -1,8 +1,9 @@
 package gpu
 
-// Type is the scalar type of a kernel value. Buffers hold float32 (Float) or
-// uint32 (Uint, the per-step argument buffer); loop counters and indices are
-// 32-bit signed (Int), which every GPU language has.
+// Type is the scalar type of a kernel value. Buffers hold float32 (Float),
+// uint32 (Uint, the per-step argument buffer) or bfloat16 (BF16, a GEMM
+// operand's twin); loop counters and indices are 32-bit signed (Int),
+// which every GPU language has.
 type Type uint8
 
 // The scalar types of the IR.
@@ -10,6 +11,10 @@ const (
 	Float Type = iota
 	Int
 	Uint
+	// BF16 is the element of a buffer of bfloat16 values, 16 bits each
+	// (the top half of a float32), that only StoreBF16 writes and LoadBF16
+	// reads: no expression has this type.
+	BF16
 )
 
 // Expr is an expression of the kernel IR. The set of expression kinds is
@@ -130,6 +135,15 @@ type Cast struct {
 	X  Expr
 }
 
+// LoadBF16 reads Buf[Index] of a BF16 buffer as the float32 it stands for
+// (exactly: its 16 bits are the float's top half).
+type LoadBF16 struct {
+	Buf   string
+	Index Expr
+}
+
+func (LoadBF16) isExpr() {}
+
 func (IntLit) isExpr()   {}
 func (UintLit) isExpr()  {}
 func (FloatLit) isExpr() {}
@@ -215,6 +229,17 @@ type Store4 struct {
 	Values [4]Expr
 }
 
+// StoreBF16 writes the float Value to Buf[Index] of a BF16 buffer,
+// rounded to bfloat16 to nearest, ties to even (NaN stays NaN, quiet;
+// infinities and values that round past the largest bfloat16 become
+// infinite), as rt/cpu's RoundBF16 rounds.
+type StoreBF16 struct {
+	Buf          string
+	Index, Value Expr
+}
+
+func (StoreBF16) isStmt() {}
+
 func (Let) isStmt()     {}
 func (Assign) isStmt()  {}
 func (Store) isStmt()   {}
@@ -230,11 +255,20 @@ func (Store4) isStmt()  {}
 // its binding index ([[buffer(i)]] in Metal, the i-th argument in CUDA).
 type Param struct {
 	Name    string
-	Elem    Type // Float, or Uint for the per-step argument buffer
+	Elem    Type // Float, Uint for the per-step argument buffer, or BF16
 	Mutable bool
 	// Size is the number of elements the kernel may touch, so a runtime can
 	// check that the buffer bound there is large enough.
 	Size int
+}
+
+// Bytes is the bytes of the Size elements p may touch: 2 an element of a
+// BF16 buffer, 4 of the others.
+func (p Param) Bytes() int {
+	if p.Elem == BF16 {
+		return 2 * p.Size
+	}
+	return 4 * p.Size
 }
 
 // Kernel is one GPU function. It is launched as Groups threadgroups of

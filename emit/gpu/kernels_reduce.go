@@ -717,6 +717,33 @@ func (s rowSplit) storeUnits(buf string, value func(j, c int) Expr) []Stmt {
 	return out
 }
 
+// storeUnitsTwin is storeUnits that also writes each value, rounded to
+// bfloat16, to the same index of twin (a BF16 buffer): each value is
+// computed once, into a local.
+func (s rowSplit) storeUnitsTwin(buf, twin string, value func(j, c int) Expr) []Stmt {
+	var out []Stmt
+	for j := 0; j < s.k; j++ {
+		idx := add(mul(vr("row"), i32(s.cols)), s.col(j))
+		var vals [4]Expr
+		var st []Stmt
+		for c := 0; c < s.v; c++ {
+			name := fmt.Sprintf("yv%d_%d", j, c)
+			st = append(st, let(name, Float, value(j, c)))
+			vals[c] = vr(name)
+		}
+		if s.v == 4 {
+			st = append(st, Store4{buf, idx, vals})
+		} else {
+			st = append(st, store(buf, idx, vals[0]))
+		}
+		for c := 0; c < s.v; c++ {
+			st = append(st, storeBF16(twin, add(idx, i32(c)), vals[c]))
+		}
+		out = append(out, whenSome(s.live(j), st...)...)
+	}
+	return out
+}
+
 // sumUnits is Σ term(j, c) over the thread's units in order, counting
 // only the units in the row.
 func (s rowSplit) sumUnits(term func(j, c int) Expr) Expr {
@@ -770,14 +797,32 @@ func (s rowSplit) rowSums(partials, shared, results []string) []Stmt {
 // 1/sqrt(var+eps) saved for the backward pass. The row stays in
 // registers (rowSplit) for the mean, the squares about it and y.
 func layerNormKernel(rows, cols int, eps float32, hasBias bool) *Kernel {
+	return layerNormOf(rows, cols, eps, hasBias, false)
+}
+
+// layerNormTwinKernel is layerNormKernel that also writes y's bfloat16
+// twin, its last parameter yb (planner's twin_operands.go: the GEMMs that
+// read y read yb).
+func layerNormTwinKernel(rows, cols int, eps float32, hasBias bool) *Kernel {
+	k := layerNormOf(rows, cols, eps, hasBias, true)
+	k.Doc += ", and y in bfloat16"
+	return k
+}
+
+// layerNormOf is layer norm's kernel, with y's bfloat16 twin when twin is
+// set.
+func layerNormOf(rows, cols int, eps float32, hasBias, twin bool) *Kernel {
 	params := []Param{in("x", rows*cols), in("gamma", cols)}
 	if hasBias {
 		params = append(params, in("beta", cols))
 	}
 	params = append(params, out("y", rows*cols), out("smean", rows), out("sinv", rows))
+	if twin {
+		params = append(params, outBF16("yb", rows*cols))
+	}
 	s, ok := splitRows(rows, cols)
 	if !ok {
-		return layerNormWideKernel(rows, cols, eps, hasBias, params)
+		return layerNormWideKernel(rows, cols, eps, hasBias, twin, params)
 	}
 	xv := func(j, c int) Expr { return vr(s.name("x", j, c)) }
 	body := []Stmt{Shared{"sh", s.threadgroup()}}
@@ -796,13 +841,18 @@ func layerNormKernel(rows, cols int, eps float32, hasBias bool) *Kernel {
 	if hasBias {
 		body = append(body, s.loadUnits("beta", false)...)
 	}
-	body = append(body, s.storeUnits("y", func(j, c int) Expr {
+	y := func(j, c int) Expr {
 		y := mul(mul(sub(xv(j, c), vr("mean")), vr("inv")), vr(s.name("gamma", j, c)))
 		if hasBias {
 			y = add(y, vr(s.name("beta", j, c)))
 		}
 		return y
-	})...)
+	}
+	if twin {
+		body = append(body, s.storeUnitsTwin("y", "yb", y)...)
+	} else {
+		body = append(body, s.storeUnits("y", y)...)
+	}
 	body = append(body, when(and(eq(vr("lane"), i32(0)), s.rowOK()),
 		store("smean", vr("row"), vr("mean")), store("sinv", vr("row"), vr("inv"))))
 	return &Kernel{Doc: fmt.Sprintf("layer norm of %d rows of %d, %d threads a row", rows, cols, s.w),
@@ -811,7 +861,7 @@ func layerNormKernel(rows, cols int, eps float32, hasBias bool) *Kernel {
 
 // layerNormWideKernel is layerNormKernel for rows too long for registers:
 // one threadgroup a row, reading it three times.
-func layerNormWideKernel(rows, cols int, eps float32, hasBias bool, params []Param) *Kernel {
+func layerNormWideKernel(rows, cols int, eps float32, hasBias, twin bool, params []Param) *Kernel {
 	tg := pow2AtMost(cols, tgReduce)
 	e := add(mul(tgidE, i32(cols)), vr("j"))
 	body := meanAndSquares(e, cols, tg)
@@ -819,9 +869,13 @@ func layerNormWideKernel(rows, cols int, eps float32, hasBias bool, params []Par
 	if hasBias {
 		y = add(y, load("beta", vr("j")))
 	}
+	write := []Stmt{store("y", e, y)}
+	if twin {
+		write = []Stmt{let("yv", Float, y), store("y", e, vr("yv")), storeBF16("yb", e, vr("yv"))}
+	}
 	body = append(body,
 		let("inv", Float, call(FnRsqrt, add(mul(vr("ss"), flt(1/float32(cols))), flt(eps)))),
-		strided("j", cols, tg, store("y", e, y)),
+		strided("j", cols, tg, write...),
 		when(eq(lidE, i32(0)), store("smean", tgidE, vr("mean")), store("sinv", tgidE, vr("inv"))),
 	)
 	return &Kernel{Doc: fmt.Sprintf("layer norm of %d rows of %d", rows, cols),

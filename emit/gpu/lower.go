@@ -61,6 +61,10 @@ type Gemm struct {
 	// Attr.Precision ("bf16", "tf32"); "" is exact float32 (an f32 step's,
 	// and every step's of a plan that names none).
 	Precision string `json:"precision,omitempty"`
+	// Elem is A's and B's element type: "" for float32, or
+	// planner.ElemBF16 when both are bfloat16 twins (their buffers'
+	// Elem; offsets, LD and strides then count bfloat16 elements).
+	Elem string `json:"elem,omitempty"`
 }
 
 // Op is one entry of a phase: exactly one of Launch and Gemm is set. Layer
@@ -293,6 +297,13 @@ func (l *lowering) gemm(g Gemm) error {
 		}
 	}
 	g.Precision = l.fastPrecision()
+	bf16 := func(x Matrix) bool { b, _ := l.buf(x.Buf); return b.Elem == planner.ElemBF16 }
+	switch a, b := bf16(g.A), bf16(g.B); {
+	case a && b && g.Precision == planner.PrecisionBF16 && !bf16(g.C):
+		g.Elem = planner.ElemBF16
+	case a || b || bf16(g.C):
+		return fmt.Errorf("GEMM %dx%dx%d in precision %q reads bfloat16 operands where only A and B of a bf16 GEMM may be (a bug in mlbuild)", g.M, g.N, g.K, g.Precision)
+	}
 	l.ops = append(l.ops, Op{Layer: l.step.Layer, Kernel: string(l.step.Kernel), Gemm: &g})
 	return nil
 }

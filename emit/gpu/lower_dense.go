@@ -34,8 +34,14 @@ func (l *lowering) dense(st *planner.Step) error {
 		}
 		return l.launch("dense_dot", kk, err, ops...)
 	}
+	// In a bf16 step whose x and W have bfloat16 twins (twin_operands.go:
+	// x's producer and W's update wrote them), the GEMM reads the twins.
+	ax, bw := x, w
+	if tx, tw := l.twin(x), l.twin(w); l.fastPrecision() == planner.PrecisionBF16 && present(tx) && present(tw) {
+		ax, bw = tx, tw
+	}
 	if err := l.gemm(Gemm{TransB: true, M: batch, N: n, K: k, Alpha: 1,
-		A: Matrix{x, 0, batch, k, k}, B: Matrix{w, 0, n, k, k}, C: Matrix{y, 0, batch, n, n}}); err != nil {
+		A: Matrix{ax, 0, batch, k, k}, B: Matrix{bw, 0, n, k, k}, C: Matrix{y, 0, batch, n, n}}); err != nil {
 		return err
 	}
 	if present(b) || a.Act != "" {
@@ -60,6 +66,7 @@ func (l *lowering) denseBwd(st *planner.Step) error {
 	}
 	x, w, y, dy := st.In[0], st.In[1], st.In[2], st.In[3]
 	dx, dw, db := st.Out[0], st.Out[1], st.Out[2]
+	a0 := a.Act
 	ws, err := l.shape(w)
 	if err != nil || len(ws) != 2 {
 		return fmt.Errorf("weight shape %v: want [out, in] (%v)", ws, err)
@@ -73,9 +80,20 @@ func (l *lowering) denseBwd(st *planner.Step) error {
 			return err
 		}
 	}
+	// In a bf16 step whose dy has a bfloat16 twin (its producer wrote it;
+	// twin_operands.go gives none where the activation's derivative above
+	// rewrites dy), each GEMM whose other operand has one reads the twins.
+	twins := func(a, b planner.BufID) (planner.BufID, planner.BufID) {
+		ta, tb := l.twin(a), l.twin(b)
+		if l.fastPrecision() == planner.PrecisionBF16 && a0 == "" && present(ta) && present(tb) {
+			return ta, tb
+		}
+		return a, b
+	}
 	if present(dw) {
+		ady, bx := twins(dy, x)
 		if err := l.gemm(Gemm{TransA: true, M: n, N: k, K: batch, Alpha: 1,
-			A: Matrix{dy, 0, batch, n, n}, B: Matrix{x, 0, batch, k, k}, C: Matrix{dw, 0, n, k, k}}); err != nil {
+			A: Matrix{ady, 0, batch, n, n}, B: Matrix{bx, 0, batch, k, k}, C: Matrix{dw, 0, n, k, k}}); err != nil {
 			return err
 		}
 	}
@@ -85,8 +103,9 @@ func (l *lowering) denseBwd(st *planner.Step) error {
 		}
 	}
 	if present(dx) {
+		ady, bw := twins(dy, w)
 		if err := l.gemm(Gemm{M: batch, N: k, K: n, Alpha: 1,
-			A: Matrix{dy, 0, batch, n, n}, B: Matrix{w, 0, n, k, k}, C: Matrix{dx, 0, batch, k, k}}); err != nil {
+			A: Matrix{ady, 0, batch, n, n}, B: Matrix{bw, 0, n, k, k}, C: Matrix{dx, 0, batch, k, k}}); err != nil {
 			return err
 		}
 	}

@@ -19,7 +19,12 @@ func (l *lowering) unary(st *planner.Step) error {
 		return err
 	}
 	k, err := unaryKernel(xb.Size, a.Chain)
-	return l.launch("unary", k, err, whole(st.In[0]), whole(st.Out[0]))
+	ops := []operand{whole(st.In[0]), whole(st.Out[0])}
+	if tw := l.twin(st.Out[0]); present(tw) && err == nil {
+		k = withTwins(k, []string{"y"}) // a GEMM reads y in bfloat16 (twin_operands.go)
+		ops = append(ops, whole(tw))
+	}
+	return l.launch("unary", k, err, ops...)
 }
 
 // unaryBwd lowers an element-wise chain's backward, recomputing the
@@ -40,7 +45,12 @@ func (l *lowering) unaryBwd(st *planner.Step) error {
 	} else {
 		k, err = unaryBwdKernel(xb.Size, a.Chain)
 	}
-	return l.launch("unary_bwd", k, err, whole(st.In[0]), whole(st.In[1]), whole(st.Out[0]))
+	ops := []operand{whole(st.In[0]), whole(st.In[1]), whole(st.Out[0])}
+	if tw := l.twin(st.Out[0]); present(tw) && err == nil {
+		k = withTwins(k, []string{"dx"}) // a GEMM's backward reads dx in bfloat16 (twin_operands.go)
+		ops = append(ops, whole(tw))
+	}
+	return l.launch("unary_bwd", k, err, ops...)
 }
 
 // dropout lowers dropout: a copy outside training (or at rate 0), else a
@@ -72,7 +82,13 @@ func (l *lowering) dropoutBwd(st *planner.Step) error {
 	if err != nil {
 		return err
 	}
-	return l.launch("dropout_bwd", dropoutBwdKernel(xb.Size), nil, whole(st.In[0]), whole(st.In[1]), whole(st.Out[0]))
+	k := dropoutBwdKernel(xb.Size)
+	ops := []operand{whole(st.In[0]), whole(st.In[1]), whole(st.Out[0])}
+	if tw := l.twin(st.Out[0]); present(tw) {
+		k = withTwins(k, []string{"dx"}) // a GEMM's backward reads dx in bfloat16 (twin_operands.go)
+		ops = append(ops, whole(tw))
+	}
+	return l.launch("dropout_bwd", k, nil, ops...)
 }
 
 // accumulate lowers the sum of two gradient contributions.

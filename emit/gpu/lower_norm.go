@@ -109,7 +109,12 @@ func (l *lowering) layerNorm(st *planner.Step) error {
 			ops = append(ops, whole(in[2]))
 		}
 		ops = append(ops, whole(st.Out[0]), whole(st.Out[1]), whole(st.Out[2]))
-		return l.launch("layernorm", layerNormKernel(rows, cols, float32(st.Attr.Eps), present(in[2])), nil, ops...)
+		k := layerNormKernel(rows, cols, float32(st.Attr.Eps), present(in[2]))
+		if tw := l.twin(st.Out[0]); present(tw) {
+			k = layerNormTwinKernel(rows, cols, float32(st.Attr.Eps), present(in[2]))
+			ops = append(ops, whole(tw))
+		}
+		return l.launch("layernorm", k, nil, ops...)
 	}
 	if err := l.operands(st, 5, 3); err != nil {
 		return err

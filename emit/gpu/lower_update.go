@@ -28,7 +28,12 @@ func (l *lowering) sgd(st *planner.Step) error {
 		ops = append(ops, whole(st.In[1]))
 	}
 	ops = append(ops, whole(st.Out[0]))
-	return l.launch("sgd", sgdKernel(pb.Size, float32(a.Momentum), float32(a.WeightDecay)), nil, ops...)
+	k := sgdKernel(pb.Size, float32(a.Momentum), float32(a.WeightDecay))
+	if tw := l.twin(st.Out[0]); present(tw) {
+		k = withTwins(k, []string{"p"})
+		ops = append(ops, whole(tw))
+	}
+	return l.launch("sgd", k, nil, ops...)
 }
 
 // adam lowers an Adam (or AdamW) update of one param.
@@ -45,8 +50,13 @@ func (l *lowering) adam(st *planner.Step) error {
 	if a.Decoupled {
 		kind = "adamw"
 	}
-	return l.launch(kind, adamKernel(pb.Size, float32(a.Beta1), float32(a.Beta2), float32(a.Eps), float32(a.WeightDecay), a.Decoupled), nil,
-		stepArgs, whole(st.In[0]), whole(st.In[1]), whole(st.In[2]), whole(st.Out[0]))
+	k := adamKernel(pb.Size, float32(a.Beta1), float32(a.Beta2), float32(a.Eps), float32(a.WeightDecay), a.Decoupled)
+	ops := []operand{stepArgs, whole(st.In[0]), whole(st.In[1]), whole(st.In[2]), whole(st.Out[0])}
+	if tw := l.twin(st.Out[0]); present(tw) {
+		k = withTwins(k, []string{"p"})
+		ops = append(ops, whole(tw))
+	}
+	return l.launch(kind, k, nil, ops...)
 }
 
 // adamMulti lowers a multi-tensor Adam update: one kernel over several
@@ -79,7 +89,19 @@ func (l *lowering) adamMulti(st *planner.Step) error {
 	if a.Decoupled {
 		kind = "adamw_multi"
 	}
-	return l.launch(kind, adamMultiKernel(sizes, decays, float32(a.Beta1), float32(a.Beta2), float32(a.Eps), a.Decoupled), nil, ops...)
+	k := adamMultiKernel(sizes, decays, float32(a.Beta1), float32(a.Beta2), float32(a.Eps), a.Decoupled)
+	// The params with bfloat16 twins get them written beside them.
+	var twinned []string
+	for i := 0; i < len(st.Out); i += 3 {
+		if tw := l.twin(st.Out[i]); present(tw) {
+			twinned = append(twinned, fmt.Sprint("p_", i/3))
+			ops = append(ops, whole(tw))
+		}
+	}
+	if len(twinned) > 0 {
+		k = withTwins(k, twinned)
+	}
+	return l.launch(kind, k, nil, ops...)
 }
 
 // gradMean lowers accumulation's mean of one param's gradient sum.

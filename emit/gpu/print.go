@@ -90,6 +90,12 @@ func (p *printer) stmt(s Stmt, depth int) {
 		p.line(depth, "%s = %s;", s.Name, p.expr(s.Value, 0))
 	case Store:
 		p.line(depth, "%s[%s] = %s;", s.Buf, p.expr(s.Index, 0), p.expr(s.Value, 0))
+	case StoreBF16:
+		if p.d.StoreBF16 == "" {
+			p.fail("dialect has no bfloat16 stores")
+			return
+		}
+		p.line(depth, p.d.StoreBF16, s.Buf, p.expr(s.Index, 0), p.expr(s.Value, 0))
 	case If:
 		p.line(depth, "if (%s) {", p.expr(s.Cond, 0))
 		p.stmts(s.Then, depth+1)
@@ -286,6 +292,12 @@ func (p *printer) exprPrec(e Expr) (string, int) {
 		return name + "(" + strings.Join(args, ", ") + ")", precPrimary
 	case Load:
 		return e.Buf + "[" + p.expr(e.Index, 0) + "]", precPrimary
+	case LoadBF16:
+		if p.d.LoadBF16 == "" {
+			p.fail("dialect has no bfloat16 loads")
+			return "?", precPrimary
+		}
+		return fmt.Sprintf(p.d.LoadBF16, e.Buf, p.expr(e.Index, 0)), precPrimary
 	case Builtin:
 		s, ok := p.d.Builtins[e.Kind]
 		if !ok {

@@ -75,6 +75,9 @@ func rewriteStmts(ss []Stmt, f func(Expr) Expr) []Stmt {
 		case Store:
 			s.Index, s.Value = rewriteExpr(s.Index, f), rewriteExpr(s.Value, f)
 			out[i] = s
+		case StoreBF16:
+			s.Index, s.Value = rewriteExpr(s.Index, f), rewriteExpr(s.Value, f)
+			out[i] = s
 		case Load4:
 			s.Index = rewriteExpr(s.Index, f)
 			out[i] = s
@@ -118,6 +121,9 @@ func rewriteExpr(e Expr, f func(Expr) Expr) Expr {
 		x.Args = args
 		e = x
 	case Load:
+		x.Index = rewriteExpr(x.Index, f)
+		e = x
+	case LoadBF16:
 		x.Index = rewriteExpr(x.Index, f)
 		e = x
 	case Cast:

@@ -1,5 +1,7 @@
 package gpuhost
 
+import "fmt"
+
 // Device is what the GPU host program needs from a GPU: memory, a kernel
 // library, and recorded sequences of kernel launches and GEMMs. The Metal
 // device (package mps) and the CUDA device (package cuda) implement it, and
@@ -109,12 +111,51 @@ type Arg struct {
 	Offset, Bytes int
 }
 
-// Operand is a row-major GEMM matrix: rows of RowBytes bytes in Buf from
-// byte Offset (RowBytes 0: packed rows). In a batched GEMM, matrix i
-// starts MatrixBytes·i bytes after the first.
+// Operand is a row-major GEMM matrix of Elem elements: rows of RowBytes
+// bytes in Buf from byte Offset (RowBytes 0: packed rows). In a batched
+// GEMM, matrix i starts MatrixBytes·i bytes after the first. Offsets and
+// strides are byte counts whatever the element type, and multiples of
+// its size.
 type Operand struct {
 	Buf                           Buffer
 	Offset, RowBytes, MatrixBytes int
+	Elem                          Elem
+}
+
+// Elem is the element type of a GEMM operand in memory. The zero value is
+// float32.
+type Elem uint8
+
+// The element types of GEMM operands.
+const (
+	// ElemF32 is float32, 4 bytes an element: every C, and A and B unless
+	// their producers wrote bfloat16 for the GEMM.
+	ElemF32 Elem = iota
+	// ElemBF16 is bfloat16, 2 bytes an element: the top 16 bits of the
+	// float32 the producing kernel rounded (to nearest, ties to even).
+	ElemBF16
+	elemCount
+)
+
+var elemNames = [elemCount]string{"float32", "bfloat16"}
+
+// String names e as errors and plans say it ("float32", "bfloat16").
+func (e Elem) String() string {
+	if e < elemCount {
+		return elemNames[e]
+	}
+	return "unknown element type"
+}
+
+// Size is the bytes of one element of e (0 for an unknown type).
+func (e Elem) Size() int {
+	switch e {
+	case ElemF32:
+		return 4
+	case ElemBF16:
+		return 2
+	}
+	return 0
 }
 
 // Gemm is C = Alpha·op(A)·op(B) + Beta·C in row-major float32, with op(X)
@@ -129,6 +170,16 @@ type Operand struct {
 // conformance suite compares with that reference and checks the result
 // differs from the exact float32 one) or refuses the GEMM with an error
 // when it is encoded. It never silently multiplies in another precision.
+//
+// The operands' element types. C is float32. A and B are both float32, or
+// both bfloat16 (ElemBF16: the producers wrote them rounded, and the GEMM
+// reads half the bytes) with Precision PrecisionBF16, whose products of
+// bfloat16 values are what the device computes then, summed in float32.
+// A device that cannot read bfloat16 operands, or any other combination
+// (A and B of different types, a bfloat16 C, bfloat16 operands in another
+// precision), refuses the GEMM with an error when it is encoded; the
+// planner asks for bfloat16 operands only where its Target says the
+// backend reads them.
 type Gemm struct {
 	TransA, TransB bool
 	M, N, K        int
@@ -151,4 +202,29 @@ type Sequence interface {
 	// Launch enqueues one run of the sequence and returns without waiting;
 	// an error the GPU reports later comes from Sync.
 	Launch() error
+}
+
+// CheckElems checks g's operand element types against the contract of
+// Gemm, for a device that reads bfloat16 operands (readsBF16) or not, and
+// returns an error that says which operand is of which type, or nil.
+func (g *Gemm) CheckElems(readsBF16 bool) error {
+	for _, o := range []struct {
+		name string
+		e    Elem
+	}{{"A", g.A.Elem}, {"B", g.B.Elem}, {"C", g.C.Elem}} {
+		if o.e.Size() == 0 {
+			return fmt.Errorf("operand %s has element type %d, which is none of float32 and bfloat16", o.name, o.e)
+		}
+	}
+	switch {
+	case g.C.Elem != ElemF32:
+		return fmt.Errorf("operand C is %v: a GEMM writes float32", g.C.Elem)
+	case g.A.Elem != g.B.Elem:
+		return fmt.Errorf("operand A is %v and B %v: both must be float32 or both bfloat16", g.A.Elem, g.B.Elem)
+	case g.A.Elem == ElemBF16 && !readsBF16:
+		return fmt.Errorf("operands A and B are bfloat16, which this device does not read (its GEMMs take float32 matrices)")
+	case g.A.Elem == ElemBF16 && g.Precision != PrecisionBF16:
+		return fmt.Errorf("bfloat16 operands A and B in precision %v: bfloat16 operands are multiplied in precision bf16", g.Precision)
+	}
+	return nil
 }

@@ -3,12 +3,14 @@ package gpuhost
 import (
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"strconv"
 	"strings"
 	"unsafe"
 
 	"github.com/mlbuild/mlbuild/rt/app"
+	"github.com/mlbuild/mlbuild/rt/cpu"
 )
 
 // ErrNoDevice is wrapped by a device's Open error when the machine has no
@@ -317,12 +319,12 @@ func (m *Model) encode(enc Encoder, op *Op) error {
 		return nil
 	}
 	if g := op.Gemm; g != nil {
-		operand := func(x Matrix, stride int) Operand {
-			return Operand{Buf: m.bufs[x.Arena], Offset: x.Offset, RowBytes: x.RowBytes, MatrixBytes: stride}
+		operand := func(x Matrix, stride int, e Elem) Operand {
+			return Operand{Buf: m.bufs[x.Arena], Offset: x.Offset, RowBytes: x.RowBytes, MatrixBytes: stride, Elem: e}
 		}
 		s := g.Shape
 		return enc.Gemm(Gemm{TransA: s.TransA, TransB: s.TransB, M: s.M, N: s.N, K: s.K, Batch: s.Batch, Alpha: s.Alpha, Beta: s.Beta,
-			A: operand(g.A, g.MatrixBytes[0]), B: operand(g.B, g.MatrixBytes[1]), C: operand(g.C, g.MatrixBytes[2]), Precision: s.Precision})
+			A: operand(g.A, g.MatrixBytes[0], g.Elem), B: operand(g.B, g.MatrixBytes[1], g.Elem), C: operand(g.C, g.MatrixBytes[2], ElemF32), Precision: s.Precision})
 	}
 	args := make([]Arg, len(op.Binds))
 	for i, b := range op.Binds {
@@ -331,8 +333,13 @@ func (m *Model) encode(enc Encoder, op *Op) error {
 	return enc.Dispatch(op.Kernel, args, op.Groups, op.Threadgroup)
 }
 
-// upload moves every arena the host may have written to the device.
+// upload moves every arena the host may have written to the device,
+// first writing the weights' bfloat16 twins where the host wrote the
+// state.
 func (m *Model) upload() error {
+	if m.hostNewer[ArenaState] {
+		m.writeTwins()
+	}
 	if m.unified {
 		return nil
 	}
@@ -345,6 +352,32 @@ func (m *Model) upload() error {
 		}
 	}
 	return nil
+}
+
+// writeTwins writes each weight's bfloat16 twin (Program.BF16Twins) in
+// the host's copy of the state arena from the weight there, as the
+// update kernels write it: two bfloat16 values a float32 place, the
+// first in its low half (little-endian memory).
+func (m *Model) writeTwins() {
+	state := m.host[ArenaState]
+	for _, t := range m.p.BF16Twins {
+		of := state[t.Of.Offset : t.Of.Offset+t.Of.Size]
+		dst := state[t.Offset : t.Offset+(t.Of.Size+1)/2]
+		for i := range dst {
+			lo := BF16Bits(of[2*i])
+			var hi uint16
+			if 2*i+1 < len(of) {
+				hi = BF16Bits(of[2*i+1])
+			}
+			dst[i] = math.Float32frombits(uint32(lo) | uint32(hi)<<16)
+		}
+	}
+}
+
+// BF16Bits is x rounded to bfloat16 (to nearest, ties to even, a NaN kept
+// quiet), as the top half of a float32: what a kernel's StoreBF16 stores.
+func BF16Bits(x float32) uint16 {
+	return uint16(math.Float32bits(cpu.RoundBF16(x)) >> 16)
 }
 
 // hostView returns an arena's host copy, current with the device; write

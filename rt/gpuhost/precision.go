@@ -7,10 +7,12 @@ import (
 )
 
 // Precision is the arithmetic of a GEMM's products (Gemm.Precision,
-// GemmShape.Precision). The operands and the result are float32 in every
-// precision; a fast precision lets the device round each element of A and
-// B to a shorter mantissa before it multiplies, and still sums the
-// products in float32. The zero value is exact float32.
+// GemmShape.Precision). The result is float32 in every precision, and so
+// are the operands unless a bf16 GEMM reads them as bfloat16 (Operand.Elem,
+// written rounded by their producers); a fast precision lets the device
+// round each element of float32 A and B to a shorter mantissa before it
+// multiplies, and still sums the products in float32. The zero value is
+// exact float32.
 type Precision uint8
 
 // The precisions, named as the plan's (planner's Attr.Precision).

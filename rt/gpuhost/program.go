@@ -55,10 +55,23 @@ type GemmShape struct {
 
 // GemmOp is one GEMM of a plan. In a batched GEMM (Shape.Batch above 1)
 // the operands' consecutive matrices are MatrixBytes apart (A, B, C).
+// Elem is A's and B's element type (ElemBF16: bfloat16 twins their
+// producers wrote; C is float32).
 type GemmOp struct {
 	Shape       GemmShape
 	A, B, C     Matrix
 	MatrixBytes [3]int
+	Elem        Elem
+}
+
+// BF16Twin is a weight's bfloat16 twin in the state arena: Of's Size
+// float32 values rounded to bfloat16 (to nearest, ties to even), two to a
+// float32 place from place Offset on. The update kernels keep it current;
+// the host writes it whenever it has written the state arena (the weights
+// at start, after loading them), before the device reads it.
+type BF16Twin struct {
+	Of     Region
+	Offset int
 }
 
 // Op is one kernel launch (Groups threadgroups of Threadgroup threads) or,
@@ -129,6 +142,10 @@ type Program struct {
 	// GemmShapes are the distinct GEMMs of all plans, each checked against
 	// cpu.Sgemm by selftest.
 	GemmShapes []GemmShape
+
+	// BF16Twins are the weights' bfloat16 twins, which bf16 GEMMs read
+	// (none in other programs).
+	BF16Twins []BF16Twin
 
 	// Resident, when set, lets the device keep the training set and run
 	// many steps between host synchronisations (see resident.go).

@@ -171,7 +171,15 @@ func TestTrainingMatchesCPU(t *testing.T) {
 	}
 	// Adam moves each weight by about lr a step whatever the gradient's
 	// size, so a gradient near zero whose sign rounding flips moves it the
-	// other way: weights agree within 2·lr·steps, and 95% within 1e-4.
+	// other way: weights agree within 2·lr·steps, and 95% within 1e-4;
+	// 75% in a bf16 program, whose products round every operand to 8 bits
+	// against the float32 references (testdata/specs/bf16/gpt_tiny_bf16's
+	// 12-wide layers had up to 15% beyond 1e-4, the same with its twins
+	// as with cuBLAS's rounding of float32 operands).
+	farShare := 20
+	if lossTol() >= 1e-2 {
+		farShare = 4
+	}
 	state := m.State()
 	for _, p := range program.Meta.Params {
 		far := 0
@@ -185,7 +193,7 @@ func TestTrainingMatchesCPU(t *testing.T) {
 				far++
 			}
 		}
-		if far > p.Size/20+1 {
+		if far > p.Size/farShare+1 {
 			t.Errorf("after 3 steps %d of the %d weights of %s differ by more than 1e-4 between the fake GPU and the CPU kernels", far, p.Size, p.Name)
 		}
 	}
@@ -638,7 +646,7 @@ func TestDecodeMatchesCPU(t *testing.T) {
 		}
 		want := cpuNext(ctx, keep)
 		for i := range want {
-			if !near(got[i], want[i], 1e-4) {
+			if !near(got[i], want[i], lossTol()) { // 1e-4 in f32; 1e-2 where the products round to bfloat16
 				t.Fatalf("token %d (context of %d, keep %d): logit %d is %v on the fake GPU, %v in the CPU program's decode", tok, len(ctx), keep, i, got[i], want[i])
 			}
 		}

@@ -45,6 +45,12 @@ type Suite struct {
 	// an H200 was float32 exact) the result must be within the precision's
 	// error bound of the exact float32 product.
 	RoundsOperands bool
+	// BF16Operands says the device reads bfloat16 A and B (Operand.Elem
+	// ElemBF16, in a bf16 GEMM): the BF16Operands case then holds it to
+	// the product of the stored values and checks the refusals of the
+	// combinations the contract forbids; without it, every bfloat16
+	// operand must be refused.
+	BF16Operands bool
 }
 
 // Run runs every case of the suite as a subtest.
@@ -65,6 +71,7 @@ func Run(t *testing.T, s Suite) {
 		{"Gemm", testGemm},
 		{"GemmBatched", testGemmBatched},
 		{"GemmPrecision", testGemmPrecision},
+		{"GemmBF16Operands", testGemmBF16Operands},
 		{"KernelThenGemm", testKernelThenGemm},
 		{"Replay", testReplay},
 		{"SyncFailure", testSyncFailure},
@@ -545,6 +552,145 @@ func testGemmPrecision(t *testing.T, s Suite) {
 			}
 		})
 	}
+}
+
+// bf16Matrix is m's elements rounded to bfloat16 with the suite's own bit
+// arithmetic (to nearest, ties to even), as the device reads them: the
+// values (for the reference) and their bytes, each row ld elements apart
+// (2 bytes each).
+func bf16Matrix(m matrix) (matrix, []byte) {
+	r := m
+	r.v = make([]float32, len(m.v))
+	b := make([]byte, 2*len(m.v))
+	for i, x := range m.v {
+		u := math.Float32bits(x)
+		if rest := u & 0xffff; rest > 0x8000 || rest == 0x8000 && u&0x10000 != 0 {
+			u += 0x10000
+		}
+		binary.LittleEndian.PutUint16(b[2*i:], uint16(u>>16))
+		r.v[i] = math.Float32frombits(u &^ 0xffff)
+	}
+	return r, b
+}
+
+// testGemmBF16Operands: a device that reads bfloat16 A and B computes the
+// product of the stored bfloat16 values in float32 (one GEMM for each
+// transpose, with padded rows and an offset, in buffers that end where
+// the last bfloat16 element does, so that a device sizing the operands
+// as float32 refuses or reads past them; and one strided batched GEMM),
+// within float32's summation error of the product of the rounded values.
+// It refuses what the contract forbids: A and B of different types, a
+// bfloat16 C, bfloat16 operands in precision f32, a bfloat16 offset or
+// row stride that is not whole elements. A device that does not read
+// them refuses every bfloat16 GEMM, naming the type.
+func testGemmBF16Operands(t *testing.T, s Suite) {
+	d := open(t, s)
+	// bf16 stores a matrix's bytes in a buffer of exactly that size.
+	bf16 := func(name string, m matrix) (gpuhost.Buffer, matrix) {
+		r, b := bf16Matrix(m)
+		buf := alloc(t, d, name, len(b))
+		if err := d.Upload(buf, 0, b); err != nil {
+			t.Fatalf("Upload of %d bfloat16 bytes: %v", len(b), err)
+		}
+		return buf, r
+	}
+	if !s.BF16Operands {
+		a, _ := bf16("a", newMatrix(90, 4, 4, 0, 0))
+		c := alloc(t, d, "c", 64)
+		err := run(d, "bf16 operands", func(e gpuhost.Encoder) error {
+			return e.Gemm(gpuhost.Gemm{M: 4, N: 4, K: 4, Alpha: 1, Precision: gpuhost.PrecisionBF16,
+				A: gpuhost.Operand{Buf: a, Elem: gpuhost.ElemBF16}, B: gpuhost.Operand{Buf: a, Elem: gpuhost.ElemBF16}, C: gpuhost.Operand{Buf: c}})
+		})
+		if err == nil || !strings.Contains(err.Error(), "bfloat16") {
+			t.Fatalf("a GEMM of bfloat16 operands on a device that does not read them: %v, want a refusal that names bfloat16", err)
+		}
+		return
+	}
+	const M, N, K = 9, 11, 65
+	for _, ta := range []bool{false, true} {
+		for _, tb := range []bool{false, true} {
+			t.Run(fmt.Sprintf("transA=%v/transB=%v", ta, tb), func(t *testing.T) {
+				ar, ac, br, bc := M, K, K, N
+				if ta {
+					ar, ac = K, M
+				}
+				if tb {
+					br, bc = N, K
+				}
+				// A: rows 3 elements longer than the matrix, from element 8.
+				abuf, a := bf16("a", newMatrix(91, ar, ac, 3, 4*8))
+				bbuf, b := bf16("b", newMatrix(92, br, bc, 0, 0))
+				c := newMatrix(93, M, N, 0, 0)
+				cbuf := alloc(t, d, "c", 4*len(c.v))
+				upload(t, d, cbuf, 0, c.v)
+				const alpha, beta = 1.25, -0.5
+				err := run(d, "bf16 gemm", func(e gpuhost.Encoder) error {
+					return e.Gemm(gpuhost.Gemm{TransA: ta, TransB: tb, M: M, N: N, K: K, Alpha: alpha, Beta: beta, Precision: gpuhost.PrecisionBF16,
+						A: gpuhost.Operand{Buf: abuf, Offset: 2 * 8, RowBytes: 2 * a.ld, Elem: gpuhost.ElemBF16},
+						B: gpuhost.Operand{Buf: bbuf, Elem: gpuhost.ElemBF16},
+						C: gpuhost.Operand{Buf: cbuf}})
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				want := gemmReference(ta, tb, M, N, K, alpha, beta, a, b, c)
+				near(t, "C of the bfloat16 operands", download(t, d, cbuf, 0, len(c.v)), want, 1e-5)
+			})
+		}
+	}
+	t.Run("batched", func(t *testing.T) {
+		const batch = 3
+		// Matrices of A 2 elements apart beyond their size; B transposed, packed.
+		aStride, bStride := M*K+2, N*K
+		abuf, a := bf16("a", newMatrix(94, 1, batch*aStride, 0, 0))
+		bbuf, b := bf16("b", newMatrix(95, 1, batch*bStride, 0, 0))
+		c := newMatrix(96, 1, batch*M*N, 0, 0)
+		cbuf := alloc(t, d, "c", 4*len(c.v))
+		upload(t, d, cbuf, 0, c.v)
+		err := run(d, "bf16 batched gemm", func(e gpuhost.Encoder) error {
+			return e.Gemm(gpuhost.Gemm{TransB: true, M: M, N: N, K: K, Batch: batch, Alpha: 1, Beta: 1, Precision: gpuhost.PrecisionBF16,
+				A: gpuhost.Operand{Buf: abuf, MatrixBytes: 2 * aStride, Elem: gpuhost.ElemBF16},
+				B: gpuhost.Operand{Buf: bbuf, MatrixBytes: 2 * bStride, Elem: gpuhost.ElemBF16},
+				C: gpuhost.Operand{Buf: cbuf, MatrixBytes: 4 * M * N}})
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := append([]float32(nil), c.v...)
+		for i := range batch {
+			ai := matrix{rows: M, cols: K, ld: K, off: 4 * i * aStride, v: a.v}
+			bi := matrix{rows: N, cols: K, ld: K, off: 4 * i * bStride, v: b.v}
+			want = gemmReference(false, true, M, N, K, 1, 1, ai, bi, matrix{rows: M, cols: N, ld: N, off: 4 * i * M * N, v: want})
+		}
+		near(t, "C of the batched bfloat16 operands", download(t, d, cbuf, 0, len(c.v)), want, 1e-5)
+	})
+	t.Run("refused", func(t *testing.T) {
+		x, _ := bf16("x", newMatrix(97, 8, 8, 0, 0))
+		f := alloc(t, d, "f", 4*64)
+		g := func(a, b, c gpuhost.Operand, p gpuhost.Precision) func(gpuhost.Encoder) error {
+			return func(e gpuhost.Encoder) error {
+				return e.Gemm(gpuhost.Gemm{M: 4, N: 4, K: 4, Alpha: 1, Precision: p, A: a, B: b, C: c})
+			}
+		}
+		b16, f32 := gpuhost.Operand{Buf: x, Elem: gpuhost.ElemBF16}, gpuhost.Operand{Buf: f}
+		for _, c := range []struct {
+			name   string
+			encode func(gpuhost.Encoder) error
+			want   string
+		}{
+			{"A bfloat16, B float32", g(b16, f32, f32, gpuhost.PrecisionBF16), "bfloat16"},
+			{"A float32, B bfloat16", g(f32, b16, f32, gpuhost.PrecisionBF16), "bfloat16"},
+			{"C bfloat16", g(b16, b16, b16, gpuhost.PrecisionBF16), "bfloat16"},
+			{"bfloat16 operands in f32", g(b16, b16, f32, gpuhost.PrecisionF32), "f32"},
+			{"bfloat16 operands in tf32", g(b16, b16, f32, gpuhost.PrecisionTF32), "tf32"},
+			{"an odd byte offset", g(gpuhost.Operand{Buf: x, Offset: 3, Elem: gpuhost.ElemBF16}, b16, f32, gpuhost.PrecisionBF16), "offset"},
+			{"an unknown element type", g(gpuhost.Operand{Buf: x, Elem: 7}, b16, f32, gpuhost.PrecisionBF16), "element type"},
+		} {
+			if err := run(d, c.name, c.encode); err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("%s: %v, want a refusal containing %q", c.name, err, c.want)
+			}
+		}
+	})
 }
 
 // testGemmBatched: a strided batched GEMM is its products one by one, each

@@ -22,6 +22,11 @@ inline float __uint_as_float(unsigned int bits) {
     std::memcpy(&v, &bits, sizeof v);
     return v;
 }
+inline unsigned int __float_as_uint(float v) {
+    unsigned int bits;
+    std::memcpy(&bits, &v, sizeof bits);
+    return bits;
+}
 
 // float4 as the CUDA dialect's 16-byte loads and stores use it; g++ runs
 // with -fno-strict-aliasing, so reading floats through it is defined.

@@ -1,0 +1,209 @@
+package gpu
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/mlbuild/mlbuild/planner"
+	"github.com/mlbuild/mlbuild/rt/cpu"
+)
+
+// bf16Want is x rounded to bfloat16 as the IR's StoreBF16 promises, by the
+// test's own arithmetic: to nearest, ties to even, a NaN kept and quieted.
+func bf16Want(x float32) uint16 {
+	u := math.Float32bits(x)
+	if u&0x7fffffff > 0x7f800000 {
+		return uint16(u>>16) | 0x40
+	}
+	hi, rest := u>>16, u&0xffff
+	if rest > 0x8000 || rest == 0x8000 && hi&1 == 1 {
+		hi++
+	}
+	return uint16(hi)
+}
+
+// bf16Halves is v's bytes as bfloat16 elements, two in each float32.
+func bf16Halves(v []float32) []uint16 {
+	h := make([]uint16, 2*len(v))
+	for i, x := range v {
+		var b [4]byte
+		binary.LittleEndian.PutUint32(b[:], math.Float32bits(x))
+		h[2*i], h[2*i+1] = binary.LittleEndian.Uint16(b[:]), binary.LittleEndian.Uint16(b[2:])
+	}
+	return h
+}
+
+// bf16RoundTripKernel stores x[i] into the bfloat16 buffer y, then reads it
+// back into z: StoreBF16 and LoadBF16 of one element a thread.
+func bf16RoundTripKernel(n int) *Kernel {
+	i := vr("i")
+	return &Kernel{Name: "bf16_round_trip", Doc: "y = bf16(x); z = float(y)", Threadgroup: 64, Groups: (n + 63) / 64,
+		Params: []Param{{Name: "x", Elem: Float, Size: n}, {Name: "y", Elem: BF16, Mutable: true, Size: n}, {Name: "z", Elem: Float, Mutable: true, Size: n}},
+		Body: []Stmt{
+			let("i", Int, gidE),
+			If{Cond: lt(i, i32(n)), Then: []Stmt{
+				StoreBF16{Buf: "y", Index: i, Value: load("x", i)},
+				store("z", i, LoadBF16{Buf: "y", Index: i}),
+			}},
+		}}
+}
+
+// TestBF16StoreLoad runs StoreBF16 and LoadBF16 in both dialects on the
+// CPU: the stored bits are the rounding of each value (ties both ways,
+// values that round up a binade or to infinity, infinities, NaNs of both
+// signs, zeros, subnormals, random values), and the load gives back the
+// float they stand for, bit for bit; the printed kernels match the
+// goldens.
+func TestBF16StoreLoad(t *testing.T) {
+	x := []float32{1, -1, 0, float32(math.Copysign(0, -1)),
+		1 + 0x1p-8, 1 + 3*0x1p-8, 1 + 0x1p-8 + 0x1p-20, -(1 + 3*0x1p-8), // ties to even, above a tie
+		1.9999999, math.MaxFloat32, -math.MaxFloat32, // round up a binade, past the largest bfloat16
+		float32(math.Inf(1)), float32(math.Inf(-1)),
+		math.Float32frombits(0x7f800001), math.Float32frombits(0xffc12345), // NaNs (signalling, quiet, negative)
+		math.Float32frombits(0x00000001), math.Float32frombits(0x00018000), math.Float32frombits(0x807fffff), // subnormals
+	}
+	r := rand.New(rand.NewPCG(3, 4))
+	for len(x) < 131 {
+		x = append(x, (r.Float32()*2-1)*float32(math.Pow(2, float64(r.IntN(60)-30))))
+	}
+	n := len(x)
+	k := bf16RoundTripKernel(n)
+	for _, d := range []*Dialect{CUDA, Metal} {
+		res := runCases(t, d, []gpuCase{{name: "bf16", k: k, in: [][]float32{x, zeros((n + 1) / 2), zeros(n)}}})
+		y, z := bf16Halves(res[0][1]), res[0][2]
+		bad := 0
+		for i, v := range x {
+			want := bf16Want(v)
+			if y[i] != want || math.Float32bits(z[i]) != uint32(want)<<16 {
+				if bad < 5 {
+					t.Errorf("%s: x[%d] = %g (%#08x): stored %#04x, loaded %#08x; want %#04x and %#08x",
+						d.Name, i, v, math.Float32bits(v), y[i], math.Float32bits(z[i]), want, uint32(want)<<16)
+				}
+				bad++
+			}
+		}
+		if bad > 0 {
+			t.Errorf("%s: %d of %d values rounded or loaded wrong", d.Name, bad, n)
+		}
+		src, err := Source(d, []*Kernel{Rewrite(k, d)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		golden(t, "bf16_round_trip."+map[string]string{"cuda": "cu", "metal": "metal"}[d.Name], src)
+	}
+}
+
+// TestTwinKernels runs the kernels that write bfloat16 twins in both
+// dialects on the CPU: layer norm (rows split over threads with 16-byte
+// stores, one element a thread, and a row too wide for registers), GELU,
+// dropout's and GELU's backward (four elements a thread with 16-byte
+// accesses, and one) and the updates (SGD, Adam, multi-tensor Adam with a
+// twin for two of its three params). Each float32 output matches the
+// reference (rt/cpu or a plain loop), and each twin element is the
+// rounding of the float32 the kernel stored beside it, bit for bit.
+func TestTwinKernels(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	type twinCase struct {
+		gpuCase
+		twins map[int]int // twin parameter -> the float32 parameter it twins
+	}
+	var cases []twinCase
+	for _, sz := range []struct{ rows, cols int }{{5, 384}, {7, 12}, {3, 5000}} {
+		n := sz.rows * sz.cols
+		x, gamma := randVec(r, n, -2, 2), randVec(r, sz.cols, 0.5, 1.5)
+		y, mean, inv := make([]float32, n), make([]float32, sz.rows), make([]float32, sz.rows)
+		cpu.LayerNormFwd(x, gamma, nil, y, mean, inv, sz.rows, sz.cols, 1e-5)
+		k := layerNormTwinKernel(sz.rows, sz.cols, 1e-5, false)
+		cases = append(cases, twinCase{gpuCase{name: fmt.Sprintf("layernorm_%dx%d", sz.rows, sz.cols), k: k,
+			in:   [][]float32{x, gamma, zeros(n), zeros(sz.rows), zeros(sz.rows), zeros((n + 1) / 2)},
+			want: map[int][]float32{2: y, 3: mean, 4: inv}, tol: 1e-5}, map[int]int{5: 2}})
+	}
+	for _, n := range []int{1000, 999} { // four elements a thread, and one
+		x := randVec(r, n, -3, 3)
+		y := make([]float32, n)
+		for i, v := range x {
+			y[i] = 0.5 * v * (1 + float32(math.Erf(float64(v)/math.Sqrt2)))
+		}
+		k, err := unaryKernel(n, []planner.UnaryOp{{Op: "gelu"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cases = append(cases, twinCase{gpuCase{name: fmt.Sprint("gelu_", n), k: withTwins(k, []string{"y"}),
+			in: [][]float32{x, zeros(n), zeros((n + 1) / 2)}, want: map[int][]float32{1: y}, tol: 1e-5}, map[int]int{2: 1}})
+	}
+	for _, n := range []int{1000, 999} { // backward kernels: dropout's and GELU's dx
+		mask, dy, x := randVec(r, n, 0, 1.25), randVec(r, n, -1, 1), randVec(r, n, -3, 3)
+		dx, dg := make([]float32, n), make([]float32, n)
+		for i := range dy {
+			dx[i] = dy[i] * mask[i]
+			v := float64(x[i])
+			dg[i] = dy[i] * float32(0.5*(1+math.Erf(v/math.Sqrt2))+v*math.Exp(-v*v/2)/math.Sqrt(2*math.Pi))
+		}
+		cases = append(cases, twinCase{gpuCase{name: fmt.Sprint("dropout_bwd_", n), k: withTwins(dropoutBwdKernel(n), []string{"dx"}),
+			in: [][]float32{mask, dy, zeros(n), zeros((n + 1) / 2)}, want: map[int][]float32{2: dx}, tol: 1e-6}, map[int]int{3: 2}})
+		k, err := unaryBwdKernel(n, []planner.UnaryOp{{Op: "gelu"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cases = append(cases, twinCase{gpuCase{name: fmt.Sprint("gelu_bwd_", n), k: withTwins(k, []string{"dx"}),
+			in: [][]float32{x, dy, zeros(n), zeros((n + 1) / 2)}, want: map[int][]float32{2: dg}, tol: 1e-5}, map[int]int{3: 2}})
+	}
+	n := 999
+	g, p, vel := randVec(r, n, -1, 1), randVec(r, n, -1, 1), randVec(r, n, -0.1, 0.1)
+	wp, wv := slices.Clone(p), slices.Clone(vel)
+	cpu.SGD(wp, g, wv, 0.05, 0.9, 1e-3)
+	cases = append(cases, twinCase{gpuCase{name: "sgd", k: withTwins(sgdKernel(n, 0.9, 1e-3), []string{"p"}),
+		in:   [][]float32{argsVec(0.05, 3, 0), g, slices.Clone(vel), slices.Clone(p), zeros((n + 1) / 2)},
+		want: map[int][]float32{2: wv, 3: wp}, tol: 1e-6}, map[int]int{4: 3}})
+	m, v := randVec(r, n, -0.1, 0.1), randVec(r, n, 0, 0.01)
+	ap, am, av := slices.Clone(p), slices.Clone(m), slices.Clone(v)
+	cpu.Adam(ap, g, am, av, 1e-3, 0.9, 0.999, 1e-8, 0.01, 5, true)
+	cases = append(cases, twinCase{gpuCase{name: "adam", k: withTwins(adamKernel(n, 0.9, 0.999, 1e-8, 0.01, true), []string{"p"}),
+		in:   [][]float32{argsVec(1e-3, 5, 0), g, slices.Clone(m), slices.Clone(v), slices.Clone(p), zeros((n + 1) / 2)},
+		want: map[int][]float32{2: am, 3: av, 4: ap}, tol: 1e-5}, map[int]int{5: 4}})
+	sizes := []int{300, 5, 513}
+	in := [][]float32{argsVec(1e-3, 7, 0)}
+	want := map[int][]float32{}
+	for j, n := range sizes {
+		g, m, v, p := randVec(r, n, -1, 1), randVec(r, n, -0.1, 0.1), randVec(r, n, 0, 0.01), randVec(r, n, -1, 1)
+		wp, wm, wv := slices.Clone(p), slices.Clone(m), slices.Clone(v)
+		cpu.Adam(wp, g, wm, wv, 1e-3, 0.9, 0.999, 1e-8, 0.01, 7, false)
+		in = append(in, g, m, v, p)
+		want[1+4*j+1], want[1+4*j+2], want[1+4*j+3] = wm, wv, wp
+	}
+	in = append(in, zeros((sizes[0]+1)/2), zeros((sizes[2]+1)/2))
+	cases = append(cases, twinCase{gpuCase{name: "adam_multi", k: withTwins(adamMultiKernel(sizes, []float32{0.01, 0.01, 0.01}, 0.9, 0.999, 1e-8, false), []string{"p_0", "p_2"}),
+		in: in, want: want, tol: 1e-5}, map[int]int{13: 4, 14: 12}})
+	for _, d := range []*Dialect{CUDA, Metal} {
+		var plain []gpuCase
+		for _, c := range cases {
+			plain = append(plain, c.gpuCase)
+		}
+		res := runCases(t, d, plain)
+		checkCases(t, d, plain, res)
+		for i, c := range cases {
+			for tw, of := range c.twins {
+				if c.k.Params[tw].Elem != BF16 {
+					t.Fatalf("%s: parameter %d is no bfloat16 buffer", c.name, tw)
+				}
+				got, vals := bf16Halves(res[i][tw]), res[i][of]
+				bad := 0
+				for e, v := range vals {
+					if got[e] != bf16Want(v) {
+						if bad < 3 {
+							t.Errorf("%s/%s: twin %s[%d] = %#04x, want %#04x (the rounding of %g)", d.Name, c.name, c.k.Params[tw].Name, e, got[e], bf16Want(v), v)
+						}
+						bad++
+					}
+				}
+				if bad > 0 {
+					t.Errorf("%s/%s: %d of %d twin elements wrong", d.Name, c.name, bad, len(vals))
+				}
+			}
+		}
+	}
+}
