@@ -99,12 +99,19 @@ func TestHostOnFake(t *testing.T) {
 	oneCommandBuffer(t, f, "inference", opsOf(program.EvalInfer), func() { m.Infer(false) })
 	oneCommandBuffer(t, f, "one-sample inference", opsOf(program.OneInfer), func() { m.Infer(true) })
 
-	// Device-resident training: advance, two gathers, the step, record.
+	// Device-resident training: advance, two gathers, the step, record
+	// (of rows, or for a text of windows of one stream of ids).
 	B := program.Meta.Batch
 	rows := 2*B + 1
-	ok, err := m.LoadTrainSet(make([]float32, rows*program.TrainInputSize/B), make([]float32, rows*program.TrainLabelsSize/B), rows)
+	var ok bool
+	var err error
+	if rk := program.Resident; rk != nil && rk.Windows > 0 {
+		ok, err = m.LoadTrainWindows(make([]float32, rows+rk.Windows), rows)
+	} else {
+		ok, err = m.LoadTrainSet(make([]float32, rows*program.TrainInputSize/B), make([]float32, rows*program.TrainLabelsSize/B), rows)
+	}
 	if err != nil || !ok {
-		t.Fatalf("LoadTrainSet: %v, %v", ok, err)
+		t.Fatalf("loading the training set: %v, %v", ok, err)
 	}
 	order := make([]int, 2*B)
 	for i := range order {
