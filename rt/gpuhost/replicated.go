@@ -392,26 +392,19 @@ func (r *Replicated) SetRand(seed uint64) {
 
 // LoadTrainSet copies the training set to every GPU.
 func (r *Replicated) LoadTrainSet(x, y []float32, rows int) (bool, error) {
-	for i, m := range r.ranks {
-		ok, err := m.LoadTrainSet(x, y, rows)
-		if err != nil || !ok {
-			for _, m := range r.ranks[:i] {
-				m.freeResident()
-				m.feeding = false
-			}
-			if err != nil {
-				err = r.rankErr(i, err)
-			}
-			return false, err
-		}
-	}
-	return true, nil
+	return r.loadEach(func(m *Model) (bool, error) { return m.LoadTrainSet(x, y, rows) })
 }
 
 // LoadTrainWindows copies the training text to every GPU.
 func (r *Replicated) LoadTrainWindows(ids []float32, windows int) (bool, error) {
+	return r.loadEach(func(m *Model) (bool, error) { return m.LoadTrainWindows(ids, windows) })
+}
+
+// loadEach runs load on every rank; where one declines or fails, the
+// ranks before it drop what they loaded.
+func (r *Replicated) loadEach(load func(m *Model) (bool, error)) (bool, error) {
 	for i, m := range r.ranks {
-		ok, err := m.LoadTrainWindows(ids, windows)
+		ok, err := load(m)
 		if err != nil || !ok {
 			for _, m := range r.ranks[:i] {
 				m.freeResident()

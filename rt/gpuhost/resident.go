@@ -98,22 +98,9 @@ func (m *Model) LoadTrainSet(x, y []float32, rows int) (bool, error) {
 	if err := m.checkTokenSet(x, inW); err != nil {
 		return false, err
 	}
-	m.freeResident()
-	r := &resident{rows: rows, inW: inW, labW: labW}
-	m.res = r
-	m.feeding = true
+	r := m.startResident(rows, inW, labW)
 	var err error
-	alloc := func(label string, n int) Buffer {
-		if err != nil {
-			return nil
-		}
-		var b Buffer
-		b, err = m.d.Alloc(label, 4*max(n, 1))
-		if err != nil {
-			err = fmt.Errorf("keeping the training set on %s: %w", m.d.Name(), err)
-		}
-		return b
-	}
+	alloc := m.residentAlloc("the training set", &err)
 	r.setX = alloc("training set inputs", rows*inW)
 	r.setY = alloc("training set labels", rows*labW)
 	r.ctl = alloc("training control", CtlLen)
@@ -155,22 +142,9 @@ func (m *Model) LoadTrainWindows(ids []float32, windows int) (bool, error) {
 			return false, fmt.Errorf("the training text: %w", err)
 		}
 	}
-	m.freeResident()
-	r := &resident{rows: windows, inW: T, labW: m.p.TrainLabelsSize / m.p.Meta.Batch}
-	m.res = r
-	m.feeding = true
+	r := m.startResident(windows, T, m.p.TrainLabelsSize/m.p.Meta.Batch)
 	var err error
-	alloc := func(label string, n int) Buffer {
-		if err != nil {
-			return nil
-		}
-		var b Buffer
-		b, err = m.d.Alloc(label, 4*max(n, 1))
-		if err != nil {
-			err = fmt.Errorf("keeping the training text on %s: %w", m.d.Name(), err)
-		}
-		return b
-	}
+	alloc := m.residentAlloc("the training text", &err)
 	r.setX = alloc("training text", len(ids))
 	r.setY = r.setX
 	r.ctl = alloc("training control", CtlLen)
@@ -184,6 +158,31 @@ func (m *Model) LoadTrainWindows(ids []float32, windows int) (bool, error) {
 		return false, fmt.Errorf("copying the training text to %s: %w", m.d.Name(), err)
 	}
 	return true, nil
+}
+
+// startResident replaces the device-resident training state with an
+// empty one for rows rows (or window starts) of inW inputs and labW labels.
+func (m *Model) startResident(rows, inW, labW int) *resident {
+	m.freeResident()
+	m.res = &resident{rows: rows, inW: inW, labW: labW}
+	m.feeding = true
+	return m.res
+}
+
+// residentAlloc returns an allocator of float32 buffers that, after the
+// first failure, sets *err (naming what, the data being kept) and
+// allocates nothing more.
+func (m *Model) residentAlloc(what string, err *error) func(label string, n int) Buffer {
+	return func(label string, n int) Buffer {
+		if *err != nil {
+			return nil
+		}
+		b, e := m.d.Alloc(label, 4*max(n, 1))
+		if e != nil {
+			*err = fmt.Errorf("keeping %s on %s: %w", what, m.d.Name(), e)
+		}
+		return b
+	}
 }
 
 // freeResident releases the buffers of device-resident training.

@@ -462,8 +462,24 @@ func (c *Corpus) lastStart(s *Split, k int) (int64, error) {
 
 // checkVal reads the validation split once for tokens without an id.
 func (c *Corpus) checkVal() error {
-	br := bufio.NewReaderSize(io.NewSectionReader(c, c.Val.Start, c.Val.End-c.Val.Start), 64<<10)
-	off := c.Val.Start
+	return c.eachToken(c.Val, func(r rune, off int64) error {
+		if _, ok := c.Vocab.ID(r); !ok {
+			fix := "give a smaller validation fraction"
+			if c.Mode == Chars {
+				fix += ", or byte tokens"
+			}
+			return fmt.Errorf("%s: the validation split (the last part of the text) holds %s, which the training split lacks, so it has no id: %s", c.where(off), quoteToken(c.Mode, r), fix)
+		}
+		return nil
+	})
+}
+
+// eachToken calls fn with every token of split s (a byte, or a rune in
+// Chars mode) and its offset in the corpus, in order, until fn returns an
+// error, which it returns.
+func (c *Corpus) eachToken(s Split, fn func(r rune, off int64) error) error {
+	br := bufio.NewReaderSize(io.NewSectionReader(c, s.Start, s.End-s.Start), 64<<10)
+	off := s.Start
 	for {
 		var r rune
 		size := 1
@@ -481,12 +497,8 @@ func (c *Corpus) checkVal() error {
 		if err != nil {
 			return err
 		}
-		if _, ok := c.Vocab.ID(r); !ok {
-			fix := "give a smaller validation fraction"
-			if c.Mode == Chars {
-				fix += ", or byte tokens"
-			}
-			return fmt.Errorf("%s: the validation split (the last part of the text) holds %s, which the training split lacks, so it has no id: %s", c.where(off), quoteToken(c.Mode, r), fix)
+		if err := fn(r, off); err != nil {
+			return err
 		}
 		off += int64(size)
 	}

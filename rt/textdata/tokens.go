@@ -1,9 +1,7 @@
 package textdata
 
 import (
-	"bufio"
 	"fmt"
-	"io"
 	"math"
 	"math/rand/v2"
 	"sort"
@@ -34,37 +32,22 @@ func (c *Corpus) ReadTokens(s Split, maxTokens int64) (*Tokens, error) {
 	if c.Mode == Chars {
 		t.starts = make([]uint32, 0, s.Tokens)
 	}
-	br := bufio.NewReaderSize(io.NewSectionReader(c, s.Start, s.End-s.Start), 64<<10)
-	var off int64
-	for {
-		var r rune
-		size := 1
-		var err error
-		if c.Mode == Bytes {
-			var b byte
-			b, err = br.ReadByte()
-			r = rune(b)
-		} else {
-			r, size, err = br.ReadRune()
-		}
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return nil, err
-		}
+	err := c.eachToken(s, func(r rune, off int64) error {
 		id, ok := c.Vocab.ID(r)
 		if !ok {
-			return nil, fmt.Errorf("%s: %s is not in the vocabulary", c.where(s.Start+off), quoteToken(c.Mode, r))
+			return fmt.Errorf("%s: %s is not in the vocabulary", c.where(off), quoteToken(c.Mode, r))
 		}
 		if int64(len(t.IDs)) == s.Tokens {
-			return nil, fmt.Errorf("the %s split holds more than its %d tokens: did a file change after it was opened?", c.splitName(&s), s.Tokens)
+			return fmt.Errorf("the %s split holds more than its %d tokens: did a file change after it was opened?", c.splitName(&s), s.Tokens)
 		}
 		t.IDs = append(t.IDs, id)
 		if t.starts != nil {
-			t.starts = append(t.starts, uint32(off))
+			t.starts = append(t.starts, uint32(off-s.Start))
 		}
-		off += int64(size)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	if int64(len(t.IDs)) != s.Tokens {
 		return nil, fmt.Errorf("the %s split holds %d tokens, not its %d: did a file change after it was opened?", c.splitName(&s), len(t.IDs), s.Tokens)
