@@ -34,6 +34,8 @@ type ResidentKernels struct {
 	// GatherInput and GatherLabels (ctl, order, set, batch), one thread per
 	// element of the batch, GatherGroups[i] groups of GatherThreads.
 	GatherInput, GatherLabels string
+	GatherGroups              [2]int
+	GatherThreads             int
 	// Windows, when above 0, says that the set is one stream of token ids
 	// (LoadTrainWindows) and order holds window starts: GatherInput copies
 	// the Windows ids from each start, GatherLabels the ids after them one
@@ -41,8 +43,6 @@ type ResidentKernels struct {
 	// token. 0: the set is rows of inputs and rows of labels
 	// (LoadTrainSet).
 	Windows int
-	GatherGroups              [2]int
-	GatherThreads             int
 	// Record (ctl, loss, logits, labels, results), one group of
 	// RecordThreads threads.
 	Record        string
