@@ -77,6 +77,7 @@ type Stats struct {
 	Inits         int // cuInit
 	Allocs, Frees int // cuMemAlloc, cuMemFree
 	Copies        int // host↔device copies, synchronous or not
+	BytesOut      int // bytes copied from the device to the host
 	Launches      int // kernel launches run directly (not captured)
 	KernelRuns    int // kernels run, directly or by a graph
 	Gemms         int // cublasSgemm calls run directly (not captured)
@@ -882,6 +883,7 @@ func (f *Fake) copyOut(dst unsafe.Pointer, src cuda.DevicePtr, n uintptr, s cuda
 	}
 	copy(unsafe.Slice((*byte)(dst), n), b)
 	f.stats.Copies++
+	f.stats.BytesOut += int(n)
 	return cuda.Success
 }
 

@@ -264,35 +264,46 @@ func bucketsReady(backward []PlanStep, buckets []Arg) []int {
 // stepTouches says whether an op of st reads or writes bytes lo to hi of
 // the state arena.
 func stepTouches(st *PlanStep, lo, hi int) bool {
-	over := func(off, n int) bool { return off < hi && lo < off+n }
-	for _, op := range st.Ops {
-		for _, b := range op.Binds {
-			if b.Arena == ArenaState && over(b.Offset, b.Bytes) {
-				return true
-			}
-		}
-		if g := op.Gemm; g != nil {
-			s := g.Shape
-			batch := max(s.Batch, 1)
-			for i, x := range []struct {
-				m          Matrix
-				rows, cols int
-			}{{g.A, pick(s.TransA, s.K, s.M), pick(s.TransA, s.M, s.K)}, {g.B, pick(s.TransB, s.N, s.K), pick(s.TransB, s.K, s.N)}, {g.C, s.M, s.N}} {
-				if x.m.Arena != ArenaState {
-					continue
-				}
-				row := x.m.RowBytes
-				if row == 0 {
-					row = 4 * x.cols
-				}
-				n := (x.rows-1)*row + 4*x.cols + (batch-1)*g.MatrixBytes[i]
-				if over(x.m.Offset, n) {
-					return true
-				}
-			}
+	for _, b := range st.spans() {
+		if b.Arena == ArenaState && b.Offset < hi && lo < b.Offset+b.Bytes {
+			return true
 		}
 	}
 	return false
+}
+
+// spans lists the bytes of the arenas that st's ops may read or write: each
+// kernel's buffer arguments, and each GEMM operand from its first element
+// to its last (the rows between, and the matrices of a batch), so a span
+// may hold bytes the op skips but never misses one it touches.
+func (st *PlanStep) spans() []Bind {
+	var out []Bind
+	for _, op := range st.Ops {
+		out = append(out, op.Binds...)
+		g := op.Gemm
+		if g == nil {
+			continue
+		}
+		s := g.Shape
+		batch := max(s.Batch, 1)
+		for i, x := range []struct {
+			m          Matrix
+			rows, cols int
+			size       int
+		}{
+			{g.A, pick(s.TransA, s.K, s.M), pick(s.TransA, s.M, s.K), g.Elem.Size()},
+			{g.B, pick(s.TransB, s.N, s.K), pick(s.TransB, s.K, s.N), g.Elem.Size()},
+			{g.C, s.M, s.N, 4},
+		} {
+			size := max(x.size, 1)
+			row := x.m.RowBytes
+			if row == 0 {
+				row = size * x.cols
+			}
+			out = append(out, Bind{Arena: x.m.Arena, Offset: x.m.Offset, Bytes: (x.rows-1)*row + size*x.cols + (batch-1)*g.MatrixBytes[i]})
+		}
+	}
+	return out
 }
 
 // pick is a if c, else b.

@@ -46,8 +46,10 @@ func newFakeModel(t *testing.T) (*fakecuda.Fake, *gpuhost.Model) {
 // fake (kernels by g++ from the program's CUDA source), agrees with its CPU
 // reference, and so does every GEMM shape.
 func TestSelftestOnFakeCUDA(t *testing.T) {
-	_, m := newFakeModel(t)
+	f, m := newFakeModel(t)
+	before := f.Stats().BytesOut
 	rows := m.SelfTest()
+	out := f.Stats().BytesOut - before
 	worst := 0.0
 	for _, row := range rows {
 		if row.Err != nil || !(row.MaxError <= row.Tol) {
@@ -58,6 +60,25 @@ func TestSelftestOnFakeCUDA(t *testing.T) {
 		}
 	}
 	t.Logf("%d selftest rows pass; the largest error is %.3g of its tolerance", len(rows), worst)
+	// What selftest copies back: before each step the bytes its ops touch,
+	// after it the regions it compares, and the GEMM rows' products.
+	// Copying the state, the plan's work arena and the training batch at
+	// every step (what it did before) is several times that for a model
+	// of any size.
+	whole := 0
+	for _, ph := range []struct {
+		steps int
+		work  int
+	}{
+		{len(program.TrainForward) + len(program.TrainBackward) + len(program.TrainUpdate), program.TrainWorkSize},
+		{len(program.EvalInfer), program.EvalWorkSize}, {len(program.OneInfer), program.OneWorkSize},
+	} {
+		whole += 4 * ph.steps * (program.StateSize + ph.work + program.TrainInputSize + program.TrainLabelsSize)
+	}
+	t.Logf("selftest copied %d bytes from the device, %.2f of copying the arenas at every step", out, float64(out)/float64(whole))
+	if out <= 0 || 2*out > whole {
+		t.Errorf("selftest copied %d bytes from the device, over half of copying the arenas at every step (%d)", out, whole)
+	}
 }
 
 // seeded fills the state as training starts (the params' init rules) and
