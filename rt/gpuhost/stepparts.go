@@ -266,7 +266,11 @@ func bucketsReady(backward []PlanStep, buckets []Arg) []int {
 func stepTouches(st *PlanStep, lo, hi int) bool {
 	over := func(off, n int) bool { return off < hi && lo < off+n }
 	for _, op := range st.Ops {
-		for _, b := range op.Binds {
+		binds := op.Binds
+		if c := op.Conv; c != nil {
+			binds = []Bind{c.X, c.W, c.Y}
+		}
+		for _, b := range binds {
 			if b.Arena == ArenaState && over(b.Offset, b.Bytes) {
 				return true
 			}
