@@ -14,8 +14,9 @@ const dnnWorkspaceLimit = 1 << 30
 
 // convMath is the cuDNN math of each precision a library convolution
 // runs in: f32 restricts cuDNN to FMA kernels (float32 products: cuDNN's
-// default math takes TF32 tensor cores on float data), tf32 asks for
-// tensor cores on float data (TF32 operands, float32 sums). bf16 is not
+// default math takes TF32 tensor cores on float data), tf32 is that
+// default math, which permits TF32 tensor cores on float data (TF32
+// operands, float32 sums; PyTorch's choice for allow_tf32). bf16 is not
 // here: cuDNN has no math that rounds float data to bfloat16 and writes
 // float32, so a bf16 Conv is refused (the planner keeps bf16 plans'
 // convolutions on im2col and cuBLAS).
@@ -24,7 +25,7 @@ var convMath = map[gpuhost.Precision]struct {
 	name string
 }{
 	gpuhost.PrecisionF32:  {DNNFMAMath, "CUDNN_FMA_MATH"},
-	gpuhost.PrecisionTF32: {DNNTensorOpMath, "CUDNN_TENSOR_OP_MATH"},
+	gpuhost.PrecisionTF32: {DNNDefaultMath, "CUDNN_DEFAULT_MATH"},
 }
 
 // convKey is the descriptors of one geometry in one precision.
@@ -158,7 +159,38 @@ func (e *Engine) prepareConv(g gpuhost.ConvGeom, p gpuhost.ConvProduct, prec gpu
 		e.dnnWork, e.dnnWorkBytes = p, ws
 	}
 	cp.chosen[p], cp.algo[p], cp.ws[p] = true, algo, ws
+	if err := e.warmConv(cp, g, p, m.name); err != nil {
+		cp.chosen[p] = false
+		return nil, err
+	}
 	return cp, nil
+}
+
+// warmConv runs product p of cp once on scratch tensors and waits, on the
+// engine's thread outside any capture: cuDNN may load or compile a
+// kernel, or set it up, at its first call, none of which a capture
+// allows, and an algorithm that fails to run fails here, named, rather
+// than inside a graph. The scratch is freed after.
+func (e *Engine) warmConv(cp *convPlan, g gpuhost.ConvGeom, p gpuhost.ConvProduct, math string) error {
+	xs, ws, ys := g.Sizes()
+	var ptrs [3]DevicePtr
+	defer func() {
+		for _, q := range ptrs {
+			if q != 0 {
+				delete(e.allocs, q)
+				e.lib.Driver.MemFree(q)
+			}
+		}
+	}()
+	for i, n := range []int{xs, ws, ys} {
+		if err := e.alloc(&ptrs[i], uintptr(4*n), "a trial run of cuDNN"); err != nil {
+			return err
+		}
+	}
+	if err := e.convCall(ConvArgs{Geom: g, Product: p, X: ptrs[0], W: ptrs[1], Y: ptrs[2], Alpha: 1}, cp, math); err != nil {
+		return fmt.Errorf("%w (a trial run before the graph is recorded)", err)
+	}
+	return e.lib.driverError("cuStreamSynchronize", e.lib.Driver.StreamSynchronize(e.stream), fmt.Sprintf("after a trial run of cuDNN's %v of %v", p, g))
 }
 
 // convDescriptors makes cp's descriptors for g with the given math; on
@@ -261,18 +293,24 @@ func (e *Engine) Conv(a ConvArgs) error {
 		if err != nil {
 			return err
 		}
-		d, alpha, beta := e.lib.DNN, a.Alpha, a.Beta
-		p, ws := a.Product, e.dnnWork
-		what := fmt.Sprintf("%v of %v, algorithm %d, %s", p, a.Geom, cp.algo[p], convMath[a.Precision].name)
-		switch p {
-		case gpuhost.ConvForward:
-			return e.lib.dnnError("cudnnConvolutionForward", d.Forward(e.dnn, &alpha, cp.x, a.X, cp.w, a.W, cp.conv, cp.algo[p], ws, cp.ws[p], &beta, cp.y, a.Y), what)
-		case gpuhost.ConvInputGrad:
-			return e.lib.dnnError("cudnnConvolutionBackwardData", d.BackwardData(e.dnn, &alpha, cp.w, a.W, cp.y, a.Y, cp.conv, cp.algo[p], ws, cp.ws[p], &beta, cp.x, a.X), what)
-		default:
-			return e.lib.dnnError("cudnnConvolutionBackwardFilter", d.BackwardFilter(e.dnn, &alpha, cp.x, a.X, cp.y, a.Y, cp.conv, cp.algo[p], ws, cp.ws[p], &beta, cp.w, a.W), what)
-		}
+		return e.convCall(a, cp, convMath[a.Precision].name)
 	})
+}
+
+// convCall makes a's cuDNN call with cp's descriptors and algorithm and
+// the engine's workspace; on a thread with the context current.
+func (e *Engine) convCall(a ConvArgs, cp *convPlan, math string) error {
+	d, alpha, beta := e.lib.DNN, a.Alpha, a.Beta
+	p, ws := a.Product, e.dnnWork
+	what := fmt.Sprintf("%v of %v, algorithm %d, %s", p, a.Geom, cp.algo[p], math)
+	switch p {
+	case gpuhost.ConvForward:
+		return e.lib.dnnError("cudnnConvolutionForward", d.Forward(e.dnn, &alpha, cp.x, a.X, cp.w, a.W, cp.conv, cp.algo[p], ws, cp.ws[p], &beta, cp.y, a.Y), what)
+	case gpuhost.ConvInputGrad:
+		return e.lib.dnnError("cudnnConvolutionBackwardData", d.BackwardData(e.dnn, &alpha, cp.w, a.W, cp.y, a.Y, cp.conv, cp.algo[p], ws, cp.ws[p], &beta, cp.x, a.X), what)
+	default:
+		return e.lib.dnnError("cudnnConvolutionBackwardFilter", d.BackwardFilter(e.dnn, &alpha, cp.x, a.X, cp.y, a.Y, cp.conv, cp.algo[p], ws, cp.ws[p], &beta, cp.w, a.W), what)
+	}
 }
 
 // prepareOrFind returns the prepared plan of a's convolution, preparing
