@@ -60,8 +60,9 @@ type ConvArgs struct {
 // PrepareConv readies what a convolution of geometry g, product p and
 // precision prec needs before it can be captured: cuDNN loaded, its
 // handle on the engine's stream, the descriptors (kept per geometry and
-// precision), the algorithm (the _v7 heuristics' first whose status is
-// success and whose workspace is within dnnWorkspaceLimit) and a
+// precision), the algorithm (the _v7 heuristics' first deterministic one
+// whose status is success and whose workspace is within
+// dnnWorkspaceLimit, else their first such one of any kind) and a
 // workspace that holds it (one for the engine, grown when a product
 // needs more; an outgrown one stays allocated, as graphs captured before
 // use it). It allocates and may synchronise, so it runs outside a
@@ -128,11 +129,20 @@ func (e *Engine) prepareConv(g gpuhost.ConvGeom, p gpuhost.ConvProduct, prec gpu
 	if err := l.dnnError(call, s, what); err != nil {
 		return nil, err
 	}
+	// The heuristics' first deterministic algorithm that succeeds within
+	// the limit (a training run gives the same weights twice), else their
+	// first that succeeds within it.
 	found := -1
 	for i := range int(min(max(n, 0), int32(len(perf)))) {
-		if perf[i].Status == DNNSuccess && perf[i].Memory <= dnnWorkspaceLimit {
+		if perf[i].Status != DNNSuccess || perf[i].Memory > dnnWorkspaceLimit {
+			continue
+		}
+		if perf[i].Determinism == DNNDeterministic {
 			found = i
 			break
+		}
+		if found < 0 {
+			found = i
 		}
 	}
 	if found < 0 {

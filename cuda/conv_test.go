@@ -98,6 +98,12 @@ func TestConvCapturedAfterPreparing(t *testing.T) {
 	if err := seq.Launch(); err != nil {
 		t.Fatal(err)
 	}
+	// The heuristics' first proposal that succeeds is over the workspace
+	// limit and their next is not deterministic: every call used the
+	// deterministic one after them (the fake's algorithm 1).
+	if algos := f.ConvAlgorithms(); len(algos) != 1 || algos[1] == 0 {
+		t.Errorf("calls per cuDNN algorithm %v, want algorithm 1 only", algos)
+	}
 	if err := d.Close(); err != nil {
 		t.Fatal(err)
 	}

@@ -72,6 +72,11 @@ const (
 	DNNTensorOpMath int32 = 1
 	DNNFMAMath      int32 = 3
 
+	// DNNDeterministic is cudnnDeterminism_t's CUDNN_DETERMINISTIC: an
+	// algorithm whose results do not depend on the order its threads
+	// finish in.
+	DNNDeterministic int32 = 1
+
 	// The algorithm counts (CUDNN_CONVOLUTION_FWD_ALGO_COUNT, …): the
 	// most results the _v7 heuristics return.
 	DNNFwdAlgoCount       = 8

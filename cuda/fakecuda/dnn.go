@@ -1,6 +1,7 @@
 package fakecuda
 
 import (
+	"maps"
 	"unsafe"
 
 	"github.com/mlbuild/mlbuild/cuda"
@@ -18,10 +19,12 @@ import (
 // for another data type, format or mode); an algorithm the heuristics
 // proposed, and a workspace of at least that algorithm's bytes inside a
 // live allocation (CUDNN_STATUS_BAD_PARAM). The _v7 heuristics propose
-// two algorithms: first one whose status is CUDNN_STATUS_NOT_SUPPORTED,
-// then one that succeeds with a workspace of 1 KiB plus 4 bytes per
-// filter element, so that the host must pass over the first and give
-// the second its workspace. Stricter than cuDNN: the handle's creation
+// four algorithms: one whose status is CUDNN_STATUS_NOT_SUPPORTED, one
+// that succeeds with 2 GiB of workspace, one that succeeds but is not
+// deterministic, and last one deterministic that succeeds with a
+// workspace of 1 KiB plus 4 bytes per filter element; all but the first
+// run, and ConvAlgorithms counts the runs of each, so that a test sees
+// which the host chose. Stricter than cuDNN: the handle's creation
 // and destruction, the heuristics and the workspace queries are refused
 // on a thread that is capturing (CUDNN_STATUS_NOT_SUPPORTED, the capture
 // invalidated), as mlbuild chooses before it captures. The math type
@@ -34,11 +37,16 @@ import (
 // when it is launched; its pointers are checked when it runs
 // (CUDA_ERROR_ILLEGAL_ADDRESS at the next synchronisation).
 
-// The algorithms the fake's heuristics propose: the refused one first.
+// The algorithms the fake's heuristics propose, in their order.
 const (
-	fakeAlgoRefused int32 = 5
-	fakeAlgoGood    int32 = 1
+	fakeAlgoRefused  int32 = 5 // CUDNN_STATUS_NOT_SUPPORTED
+	fakeAlgoHuge     int32 = 2 // 2 GiB of workspace
+	fakeAlgoUnstable int32 = 0 // not deterministic
+	fakeAlgoGood     int32 = 1
 )
+
+// fakeHugeWorkspace is fakeAlgoHuge's workspace.
+const fakeHugeWorkspace = 2 << 30
 
 type dnnHandle struct{ stream cuda.Stream }
 
@@ -146,9 +154,12 @@ func (f *Fake) dnn() *cuda.DNNAPI {
 		if returned == nil || perf == nil || requested < 1 {
 			return cuda.DNNBadParam
 		}
+		ws := fakeWorkspace(desc(uintptr(wd), "filter"))
 		out := []cuda.ConvAlgoPerf{
 			{Algo: fakeAlgoRefused, Status: cuda.DNNNotSupported, MathType: c.math},
-			{Algo: fakeAlgoGood, Status: cuda.DNNSuccess, Memory: fakeWorkspace(desc(uintptr(wd), "filter")), MathType: c.math},
+			{Algo: fakeAlgoHuge, Status: cuda.DNNSuccess, Memory: fakeHugeWorkspace, Determinism: cuda.DNNDeterministic, MathType: c.math},
+			{Algo: fakeAlgoUnstable, Status: cuda.DNNSuccess, Memory: ws, MathType: c.math},
+			{Algo: fakeAlgoGood, Status: cuda.DNNSuccess, Memory: ws, Determinism: cuda.DNNDeterministic, MathType: c.math},
 		}
 		n := min(int(requested), len(out))
 		dst := unsafeSlice(perf, n)
@@ -165,13 +176,11 @@ func (f *Fake) dnn() *cuda.DNNAPI {
 		if _, _, s := geometry(h, xd, wd, cd, yd); s != 0 {
 			return s
 		}
-		if bytes == nil || algo != fakeAlgoGood && algo != fakeAlgoRefused {
-			return cuda.DNNBadParam
+		need, s := fakeAlgoWorkspace(algo, desc(uintptr(wd), "filter"))
+		if bytes == nil || s != 0 {
+			return max(s, cuda.DNNBadParam)
 		}
-		if algo == fakeAlgoRefused {
-			return cuda.DNNNotSupported
-		}
-		*bytes = fakeWorkspace(desc(uintptr(wd), "filter"))
+		*bytes = need
 		return 0
 	}
 	product := func(p gpuhost.ConvProduct, h cuda.DNNHandle, alpha *float32, xd cuda.TensorDesc, x cuda.DevicePtr, wd cuda.FilterDesc, w cuda.DevicePtr,
@@ -184,10 +193,14 @@ func (f *Fake) dnn() *cuda.DNNAPI {
 		if s != 0 {
 			return s
 		}
-		need := fakeWorkspace(desc(uintptr(wd), "filter"))
-		if alpha == nil || beta == nil || algo != fakeAlgoGood || wsBytes < need || f.find(uint64(ws), uint64(need)) == nil {
+		need, as := fakeAlgoWorkspace(algo, desc(uintptr(wd), "filter"))
+		if as != 0 {
+			return as
+		}
+		if alpha == nil || beta == nil || wsBytes < need || need > 0 && f.find(uint64(ws), uint64(need)) == nil {
 			return cuda.DNNBadParam
 		}
+		f.convAlgos[algo]++
 		call := &convCall{g: g, product: p, x: uint64(x), w: uint64(w), y: uint64(y), alpha: *alpha, beta: *beta, precision: gpuhost.PrecisionTF32}
 		if c.math == cuda.DNNFMAMath {
 			call.precision = gpuhost.PrecisionF32
@@ -339,6 +352,28 @@ func (f *Fake) dnn() *cuda.DNNAPI {
 			return product(gpuhost.ConvWeightGrad, h, alpha, xd, x, dwd, dw, cd, algo, ws, wsBytes, beta, dyd, dy)
 		},
 	}
+}
+
+// fakeAlgoWorkspace is the workspace of one of the fake's algorithms for
+// filter w, or the status of an algorithm it does not run.
+func fakeAlgoWorkspace(algo int32, w *dnnTensor) (uintptr, cuda.DNNStatus) {
+	switch algo {
+	case fakeAlgoGood, fakeAlgoUnstable:
+		return fakeWorkspace(w), 0
+	case fakeAlgoHuge:
+		return fakeHugeWorkspace, 0
+	case fakeAlgoRefused:
+		return 0, cuda.DNNNotSupported
+	}
+	return 0, cuda.DNNBadParam
+}
+
+// ConvAlgorithms counts the cuDNN calls made with each algorithm (the
+// calls, captured or not; a graph's replays are not counted again).
+func (f *Fake) ConvAlgorithms() map[int32]int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return maps.Clone(f.convAlgos)
 }
 
 // unsafeSlice is n values from p.

@@ -123,6 +123,7 @@ type Fake struct {
 	dnnHandles map[cuda.DNNHandle]*dnnHandle
 	descs      map[uintptr]*dnnTensor
 	descKinds  map[uintptr]string
+	convAlgos  map[int32]int
 
 	pending cuda.Result // a fault to report at the next synchronisation
 	sticky  cuda.Result // a fault reported: every call fails with it
@@ -237,6 +238,7 @@ func New(opts Options) *Fake {
 		handles: map[cuda.BLASHandle]*blasHandle{}, cstrings: map[string][]byte{},
 		events:     map[cuda.Event]*event{},
 		dnnHandles: map[cuda.DNNHandle]*dnnHandle{}, descs: map[uintptr]*dnnTensor{}, descKinds: map[uintptr]string{},
+		convAlgos: map[int32]int{},
 	}
 }
 
