@@ -337,6 +337,43 @@ func (e *Engine) prepareOrFind(a ConvArgs) (*convPlan, error) {
 	return e.prepareConv(a.Geom, a.Product, a.Precision)
 }
 
+// ConvAlgorithms says, for `info`, which cuDNN algorithm each product
+// runs with, over how many geometries, and the workspace: "forward: 1
+// ×12; input gradient: 1 ×10, 0 ×1; …; workspace 35.2 MiB"; "" when no
+// convolution was prepared.
+func (e *Engine) ConvAlgorithms() string {
+	var parts []string
+	for p := range gpuhost.ConvProduct(3) {
+		count := map[int32]int{}
+		for _, cp := range e.convs {
+			if cp.chosen[p] {
+				count[cp.algo[p]]++
+			}
+		}
+		if len(count) == 0 {
+			continue
+		}
+		algos := make([]int32, 0, len(count))
+		for a := range count {
+			algos = append(algos, a)
+		}
+		slices.SortFunc(algos, func(a, b int32) int { return count[b] - count[a] })
+		var each []string
+		for _, a := range algos {
+			each = append(each, fmt.Sprintf("%d ×%d", a, count[a]))
+		}
+		parts = append(parts, p.String()+": "+strings.Join(each, ", "))
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	ws := fmt.Sprintf("%.1f MiB", float64(e.dnnWorkBytes)/(1<<20))
+	if e.dnnWorkBytes < 1<<20 {
+		ws = fmt.Sprintf("%.1f KiB", float64(e.dnnWorkBytes)/(1<<10))
+	}
+	return strings.Join(parts, "; ") + "; workspace " + ws
+}
+
 // DNNVersion is the loaded cuDNN's version, "" when none is loaded.
 func (e *Engine) DNNVersion() string {
 	if e.lib.DNN == nil {

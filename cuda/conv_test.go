@@ -170,8 +170,8 @@ func TestConvWithoutDNN(t *testing.T) {
 	}
 }
 
-// TestConvFacts: info names cuDNN's file and version, and the math of
-// each precision, once a convolution loaded it.
+// TestConvFacts: info names cuDNN's file and version, the math of each
+// precision, and the algorithms chosen, once a convolution loaded it.
 func TestConvFacts(t *testing.T) {
 	d, _, c := convDevice(t, fakecuda.Options{}, cuda.Options{}, geom3x3)
 	defer d.Close()
@@ -183,7 +183,7 @@ func TestConvFacts(t *testing.T) {
 		lines = append(lines, f.Key+": "+f.Value)
 	}
 	all := strings.Join(lines, "\n")
-	for _, want := range []string{"cuDNN: fakecuda (Go), version 9.10.0", "CUDNN_FMA_MATH", "CUDNN_DEFAULT_MATH"} {
+	for _, want := range []string{"cuDNN: fakecuda (Go), version 9.10.0", "CUDNN_FMA_MATH", "CUDNN_DEFAULT_MATH", "cuDNN algorithms: forward: 1 ×1; workspace 1.4 KiB"} {
 		if !strings.Contains(all, want) {
 			t.Errorf("info lacks %q:\n%s", want, all)
 		}

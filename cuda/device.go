@@ -146,6 +146,9 @@ func (d *Device) Facts() []gpuhost.Fact {
 	}
 	if v := e.DNNVersion(); v != "" {
 		facts = append(facts, gpuhost.Fact{Key: "convolutions", Value: "cuDNN " + v + ", per step's precision: f32 CUDNN_FMA_MATH (exact fp32), tf32 CUDNN_DEFAULT_MATH (TF32 tensor cores, fp32 sums)"})
+		if a := e.ConvAlgorithms(); a != "" {
+			facts = append(facts, gpuhost.Fact{Key: "cuDNN algorithms", Value: a})
+		}
 	}
 	facts = append(facts, gpuhost.Fact{Key: "GEMM", Value: "cuBLAS " + e.blasVersion + ", per step's precision: f32 cublasSgemm (exact fp32); " +
 		"bf16 cublasGemmEx CUBLAS_COMPUTE_32F_FAST_16BF (inputs rounded to bfloat16, fp32 sums), or CUDA_R_16BF inputs with CUBLAS_COMPUTE_32F where their producers wrote bfloat16; " +

@@ -197,7 +197,7 @@ func TestRealConvResNet(t *testing.T) {
 		}
 	}
 	for _, f := range d.Facts() {
-		if f.Key == "cuDNN" || f.Key == "convolutions" {
+		if f.Key == "cuDNN" || f.Key == "convolutions" || f.Key == "cuDNN algorithms" {
 			t.Logf("%s: %s", f.Key, f.Value)
 		}
 	}
