@@ -135,19 +135,21 @@ type DNNAPI struct {
 }
 
 // dnnLibrary is where cuDNN is looked for: the sonames, the CUDA
-// toolkit's folders, and the folder of NVIDIA's pip wheel
-// (nvidia/cudnn/lib, which PyTorch installs), in the order
+// toolkit's folders, and the folders of NVIDIA's pip wheels
+// (nvidia/cudnn/lib, which PyTorch installs; nvidia/cu13/lib, where
+// CUDA 13's wheels put their libraries), in the order
 // library.candidates documents.
 var dnnLibrary = library{
 	name: "cuDNN", env: "MLBUILD_CUDNN_LIB", sonames: []string{"libcudnn.so.9"},
-	toolkit: true, wheelDirs: []string{"nvidia/cudnn/lib"},
+	toolkit: true, wheelDirs: []string{"nvidia/cudnn/lib", "nvidia/cu13/lib"},
 	fix: "`pip install nvidia-cudnn-cu13` (nvidia-cudnn-cu12 for CUDA 12; PyTorch's wheels bring it), or the distribution's cuDNN 9 package (libcudnn9-cuda-12 or -13)",
 }
 
 // dnnSublibraries are the libraries libcudnn.so.9 loads by soname when
-// first called (cuDNN 9 is a shim over them); LoadDNN opens those beside
-// the file it found first, so that the shim finds them already loaded
-// when nothing puts their folder on the loader's path (a pip wheel's).
+// first called (cuDNN 9 is a shim over them), in the order of their
+// dependencies (libcudnn_graph first); LoadDNN opens those beside the
+// file it found first, so that the shim finds them already loaded when
+// nothing puts their folder on the loader's path (a pip wheel's).
 var dnnSublibraries = []string{"libcudnn_graph.so.9", "libcudnn_engines_precompiled.so.9", "libcudnn_engines_runtime_compiled.so.9",
 	"libcudnn_heuristic.so.9", "libcudnn_ops.so.9", "libcudnn_cnn.so.9"}
 

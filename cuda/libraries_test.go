@@ -244,7 +244,8 @@ func TestLoadNCCLRealOrMessage(t *testing.T) {
 func TestDNNSearchAndMessage(t *testing.T) {
 	got := dnnLibrary.candidates(testEnv(map[string]string{"VIRTUAL_ENV": "/venv"}))
 	for _, want := range []string{"libcudnn.so.9", "/usr/local/cuda/lib64/libcudnn.so.9", "/venv/lib/python3*/site-packages/nvidia/cudnn/lib/libcudnn.so.9",
-		"/home/u/.local/lib/python3*/site-packages/nvidia/cudnn/lib/libcudnn.so.9", "/usr/lib/python3*/dist-packages/nvidia/cudnn/lib/libcudnn.so.9"} {
+		"/home/u/.local/lib/python3*/site-packages/nvidia/cudnn/lib/libcudnn.so.9", "/usr/lib/python3*/dist-packages/nvidia/cudnn/lib/libcudnn.so.9",
+		"/venv/lib/python3*/site-packages/nvidia/cu13/lib/libcudnn.so.9"} {
 		if !slices.Contains(got, want) {
 			t.Errorf("cuDNN candidates lack %s:\n%s", want, strings.Join(got, "\n"))
 		}
