@@ -126,9 +126,12 @@ const (
 // product's output Mutable among them: output = Alpha·product +
 // Beta·output, with the step's precision ("" exact float32, "tf32").
 type Conv struct {
-	Geom        planner.ConvGeom `json:"geom"`
-	Product     string           `json:"product"`
-	X, W, Y     Binding
-	Alpha, Beta float32
-	Precision   string `json:"precision,omitempty"`
+	Geom      planner.ConvGeom `json:"geom"`
+	Product   string           `json:"product"`
+	X         Binding          `json:"x"`
+	W         Binding          `json:"w"`
+	Y         Binding          `json:"y"`
+	Alpha     float32          `json:"alpha"`
+	Beta      float32          `json:"beta,omitempty"`
+	Precision string           `json:"precision,omitempty"`
 }
