@@ -62,6 +62,8 @@ func TestConformanceOnFake(t *testing.T) {
 		Precisions:     []gpuhost.Precision{gpuhost.PrecisionBF16, gpuhost.PrecisionTF32},
 		RoundsOperands: true,
 		BF16Operands:   true,
+		Conv:           true,
+		ConvPrecisions: []gpuhost.Precision{gpuhost.PrecisionTF32},
 	})
 }
 
@@ -89,5 +91,7 @@ func TestConformanceBlockingOnFake(t *testing.T) {
 		Precisions:     []gpuhost.Precision{gpuhost.PrecisionBF16, gpuhost.PrecisionTF32},
 		RoundsOperands: true,
 		BF16Operands:   true,
+		Conv:           true,
+		ConvPrecisions: []gpuhost.Precision{gpuhost.PrecisionTF32},
 	})
 }

@@ -98,7 +98,7 @@ func (d *Device) busy(what string) error {
 		return fmt.Errorf("cuda: %s: %w", what, errClosed)
 	}
 	if d.recording != "" {
-		return fmt.Errorf("cuda: %s while sequence %q is being recorded: a recording captures only the Encoder's Dispatch and Gemm (CUDA stream capture allows no allocation, copy or wait)", what, d.recording)
+		return fmt.Errorf("cuda: %s while sequence %q is being recorded: a recording captures only the Encoder's Dispatch, Gemm and Conv (CUDA stream capture allows no allocation, copy or wait)", what, d.recording)
 	}
 	return nil
 }
@@ -143,6 +143,12 @@ func (d *Device) Facts() []gpuhost.Fact {
 			where = f.File + " (as " + f.Path + ")"
 		}
 		facts = append(facts, gpuhost.Fact{Key: f.Library, Value: where + ", version " + v})
+	}
+	if v := e.DNNVersion(); v != "" {
+		facts = append(facts, gpuhost.Fact{Key: "convolutions", Value: "cuDNN " + v + ", per step's precision: f32 CUDNN_FMA_MATH (exact fp32), tf32 CUDNN_DEFAULT_MATH (TF32 tensor cores, fp32 sums)"})
+		if a := e.ConvAlgorithms(); a != "" {
+			facts = append(facts, gpuhost.Fact{Key: "cuDNN algorithms", Value: a})
+		}
 	}
 	facts = append(facts, gpuhost.Fact{Key: "GEMM", Value: "cuBLAS " + e.blasVersion + ", per step's precision: f32 cublasSgemm (exact fp32); " +
 		"bf16 cublasGemmEx CUBLAS_COMPUTE_32F_FAST_16BF (inputs rounded to bfloat16, fp32 sums), or CUDA_R_16BF inputs with CUBLAS_COMPUTE_32F where their producers wrote bfloat16; " +
@@ -301,11 +307,22 @@ func (d *Device) Record(name string, encode func(gpuhost.Encoder) error) (gpuhos
 	if enc.blocking {
 		return d.recordBlocking(name, enc, encode)
 	}
+	// encode runs twice: first to prepare its library convolutions
+	// (cuDNN's set-up allocates and may wait, which no capture allows),
+	// then into the capture.
+	err := func() error {
+		d.recording = name
+		defer func() { d.recording = "" }()
+		return encode(&preparer{d: d})
+	}()
+	if err != nil {
+		return nil, fmt.Errorf("cuda: recording sequence %q: %w", name, err)
+	}
 	if err := d.e.BeginCapture(); err != nil {
 		return nil, fmt.Errorf("cuda: recording sequence %q: %w", name, err)
 	}
 	d.recording = name
-	err := func() error {
+	err = func() error {
 		// A panicking encode must not leave the stream capturing.
 		defer func() {
 			if p := recover(); p != nil {
@@ -597,6 +614,81 @@ func (en *encoder) Gemm(g gpuhost.Gemm) error {
 		args.Batch, args.StrideA, args.StrideB, args.StrideC = batch, strides[0], strides[1], strides[2]
 	}
 	return en.add(op, func() error { return e.Gemm(args) })
+}
+
+// Conv checks the convolution against Conv's contract and its operands
+// against their buffers, and captures one cuDNN call (the product's, with
+// the algorithm and workspace chosen before the capture: Record's first
+// pass, or at once in a blocking sequence).
+func (en *encoder) Conv(c gpuhost.Conv) error {
+	op := fmt.Sprintf("op %d (%v convolution)", en.ops, c.Product)
+	if en.d.recording != en.seq {
+		return fmt.Errorf("cuda: %s: the encoder of sequence %q is used outside its Record", op, en.seq)
+	}
+	args, used, err := en.d.convArgs(op, c)
+	if err != nil {
+		return err
+	}
+	if en.blocking {
+		if err := en.d.e.PrepareConv(c.Geom, c.Product, c.Precision); err != nil {
+			return fmt.Errorf("cuda: %s: %w", op, err)
+		}
+	}
+	for _, b := range used {
+		en.use(b)
+	}
+	e := en.d.e
+	return en.add(op, func() error { return e.Conv(args) })
+}
+
+// convArgs checks c (its geometry, product, precision and element types,
+// and each tensor's bytes inside its buffer) and returns its ConvArgs and
+// the buffers it uses.
+func (d *Device) convArgs(op string, c gpuhost.Conv) (ConvArgs, []*buffer, error) {
+	if err := c.Check(); err != nil {
+		return ConvArgs{}, nil, fmt.Errorf("cuda: %s: %w", op, err)
+	}
+	if _, ok := convMath[c.Precision]; !ok {
+		return ConvArgs{}, nil, fmt.Errorf("cuda: %s: precision %v, which cuDNN does not compute on float32 tensors (f32 or tf32)", op, c.Precision)
+	}
+	xs, ws, ys := c.Geom.Sizes()
+	var ptrs [3]DevicePtr
+	var used []*buffer
+	for i, t := range []struct {
+		name string
+		x    gpuhost.Tensor
+		n    int
+	}{{"X", c.X, xs}, {"W", c.W, ws}, {"Y", c.Y, ys}} {
+		b, err := d.buffer(t.x.Buf, op+", tensor "+t.name)
+		if err != nil {
+			return ConvArgs{}, nil, err
+		}
+		if t.x.Offset < 0 || t.x.Offset%4 != 0 || t.x.Offset+4*t.n > b.n {
+			return ConvArgs{}, nil, fmt.Errorf("cuda: %s, tensor %s: %d float32s at offset %d need bytes up to %d of buffer %q, which has %d (offsets are multiples of 4)",
+				op, t.name, t.n, t.x.Offset, t.x.Offset+4*t.n, b.label, b.n)
+		}
+		ptrs[i] = b.ptr + DevicePtr(t.x.Offset)
+		used = append(used, b)
+	}
+	return ConvArgs{Geom: c.Geom, Product: c.Product, X: ptrs[0], W: ptrs[1], Y: ptrs[2], Alpha: c.Alpha, Beta: c.Beta, Precision: c.Precision}, used, nil
+}
+
+// preparer is Record's first pass over a sequence's ops: it checks each
+// Conv and prepares cuDNN for it (Engine.PrepareConv) before the
+// capture; kernels and GEMMs wait for the second pass.
+type preparer struct{ d *Device }
+
+func (p *preparer) Dispatch(string, []gpuhost.Arg, int, int) error { return nil }
+func (p *preparer) Gemm(gpuhost.Gemm) error                        { return nil }
+func (p *preparer) Conv(c gpuhost.Conv) error {
+	op := fmt.Sprintf("a %v convolution", c.Product)
+	if _, _, err := p.d.convArgs(op, c); err != nil {
+		return err
+	}
+	if err := p.d.e.PrepareConv(c.Geom, c.Product, c.Precision); err != nil {
+		return fmt.Errorf("cuda: %s (%v): %w", op, c.Geom, err)
+	}
+	return nil
 }
 
 var (

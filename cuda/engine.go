@@ -77,8 +77,16 @@ type Engine struct {
 	toSide, toMain Event
 	blas           BLASHandle
 	workspace      DevicePtr
-	closed         bool
-	capturing      bool
+	// dnn is the cuDNN handle, made by the first library convolution's
+	// PrepareConv (0 before); dnnWork is cuDNN's workspace of
+	// dnnWorkBytes, and convs the descriptors and algorithms of each
+	// geometry (conv.go).
+	dnn          DNNHandle
+	dnnWork      DevicePtr
+	dnnWorkBytes uintptr
+	convs        map[convKey]*convPlan
+	closed       bool
+	capturing    bool
 
 	name         string
 	ccMajor      int32
@@ -291,6 +299,7 @@ func (e *Engine) release() error {
 		errs = append(errs, l.driverError("cuStreamDestroy_v2", d.StreamDestroy(e.side), ""))
 		e.side, e.toSide, e.toMain = 0, 0, 0
 	}
+	errs = append(errs, e.releaseDNN())
 	for _, m := range e.modules {
 		errs = append(errs, l.driverError("cuModuleUnload", d.ModuleUnload(m), ""))
 	}

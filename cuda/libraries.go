@@ -19,13 +19,20 @@ type Libraries struct {
 	// NCCL is nil until LoadNCCL (or a fake) fills it: only a run on
 	// several GPUs needs it.
 	NCCL *NCCLAPI
+	// DNN is nil until the first library convolution loads cuDNN
+	// (LoadDNN, or DNNLoad where set): a program without one never needs
+	// it.
+	DNN *DNNAPI
+	// DNNLoad, where set, loads DNN instead of the system search: a
+	// fake's table and file, or its error.
+	DNNLoad func() (*DNNAPI, LibraryFile, error)
 	// Files lists the library files loaded, for `info`.
 	Files []LibraryFile
 }
 
 // LibraryFile is one loaded library file.
 type LibraryFile struct {
-	// Library is "CUDA driver", "NVRTC", "cuBLAS" or "NCCL".
+	// Library is "CUDA driver", "NVRTC", "cuBLAS", "NCCL" or "cuDNN".
 	Library string
 	// Path is what was opened: a soname for the system loader, else a path.
 	Path string
@@ -177,9 +184,12 @@ func (e *MissingLibraryError) Error() string {
 		}
 		fmt.Fprintf(&b, "\n  to fix: %s; or set %s to the library file's path", m.Fix, m.Env)
 	}
-	if len(e.Missing) == 1 && e.Missing[0].Library == ncclLibrary.name {
+	switch {
+	case len(e.Missing) == 1 && e.Missing[0].Library == ncclLibrary.name:
 		b.WriteString("\n  or train on one GPU (--gpus 1), which needs no NCCL")
-	} else {
+	case len(e.Missing) == 1 && e.Missing[0].Library == dnnLibrary.name:
+		b.WriteString("\n  cuDNN runs this program's convolutions; or compile the spec again with --backend cpu to run on the CPU")
+	default:
 		b.WriteString("\n  or compile the spec again with --backend cpu to run on the CPU")
 	}
 	return b.String()

@@ -142,3 +142,48 @@ func (l *Libraries) loadNCCL(env searchEnv, glob func(string) ([]string, error),
 	l.Files = append(l.Files, lf)
 	return nil
 }
+
+// LoadDNN loads cuDNN (libcudnn.so.9) into l, from the first place that
+// works in the order library.candidates documents (MLBUILD_CUDNN_LIB; the
+// system loader; the CUDA toolkit's folders; the nvidia/cudnn/lib folder
+// of NVIDIA's pip wheels, which PyTorch installs), and records its file
+// and version in l.Files. When it is missing, the error (a
+// *MissingLibraryError) lists every place tried and how to install it.
+// Only a program that records a library convolution calls it.
+func (l *Libraries) LoadDNN() error {
+	return l.loadDNNFrom(systemSearchEnv(), filepath.Glob, dlopen)
+}
+
+func (l *Libraries) loadDNNFrom(env searchEnv, glob func(string) ([]string, error), openFile func(string) (uintptr, error)) error {
+	if l.DNN != nil {
+		return nil
+	}
+	h, path, tried := dnnLibrary.open(env, glob, openFile)
+	if h == 0 {
+		return &MissingLibraryError{Missing: []MissingLibrary{dnnLibrary.describeMissing(tried)}}
+	}
+	file := path
+	if !strings.Contains(file, "/") {
+		maps, _ := os.ReadFile("/proc/self/maps")
+		file = mappedFile(string(maps), "libcudnn.so")
+	} else if r, err := filepath.EvalSymlinks(file); err == nil {
+		file = r
+	}
+	// The shim loads its sub-libraries by soname at its first call:
+	// open those beside it now (best effort: a missing one shows as the
+	// shim's own error then).
+	if dir := filepath.Dir(file); strings.Contains(file, "/") {
+		for _, sub := range dnnSublibraries {
+			if p := filepath.Join(dir, sub); fileExists(p) {
+				openFile(p)
+			}
+		}
+	}
+	api := &DNNAPI{}
+	if err := bind(api, h, path, "cuDNN is too old (mlbuild needs cuDNN 8 or 9, with the legacy convolution API)"); err != nil {
+		return err
+	}
+	l.DNN = api
+	l.Files = append(l.Files, LibraryFile{Library: dnnLibrary.name, Path: path, File: file, Version: dnnVersionString(api.GetVersion())})
+	return nil
+}

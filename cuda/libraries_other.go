@@ -19,3 +19,8 @@ func LoadLibraries() (*Libraries, error) {
 func (l *Libraries) LoadNCCL() error {
 	return fmt.Errorf("cuda: NCCL is loaded only on Linux, this is %s/%s: %w", runtime.GOOS, runtime.GOARCH, ErrNoDevice)
 }
+
+// LoadDNN reports that cuDNN loads only on Linux.
+func (l *Libraries) LoadDNN() error {
+	return fmt.Errorf("cuda: cuDNN is loaded only on Linux, this is %s/%s: %w", runtime.GOOS, runtime.GOARCH, ErrNoDevice)
+}

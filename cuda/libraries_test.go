@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/mlbuild/mlbuild/rt/gpuhost"
 )
@@ -234,4 +235,67 @@ func TestLoadNCCLRealOrMessage(t *testing.T) {
 		t.Fatalf("LoadNCCL without NCCL: %v", err)
 	}
 	t.Logf("as expected here: %v", err)
+}
+
+// TestDNNSearchAndMessage: cuDNN is looked for by soname, in the
+// toolkit's folders and in the PyTorch wheel's nvidia/cudnn/lib, and its
+// absence is one message that says where it looked, how to install it
+// and that the program's convolutions need it.
+func TestDNNSearchAndMessage(t *testing.T) {
+	got := dnnLibrary.candidates(testEnv(map[string]string{"VIRTUAL_ENV": "/venv"}))
+	for _, want := range []string{"libcudnn.so.9", "/usr/local/cuda/lib64/libcudnn.so.9", "/venv/lib/python3*/site-packages/nvidia/cudnn/lib/libcudnn.so.9",
+		"/home/u/.local/lib/python3*/site-packages/nvidia/cudnn/lib/libcudnn.so.9", "/usr/lib/python3*/dist-packages/nvidia/cudnn/lib/libcudnn.so.9",
+		"/venv/lib/python3*/site-packages/nvidia/cu13/lib/libcudnn.so.9"} {
+		if !slices.Contains(got, want) {
+			t.Errorf("cuDNN candidates lack %s:\n%s", want, strings.Join(got, "\n"))
+		}
+	}
+	if got[0] != "libcudnn.so.9" {
+		t.Errorf("cuDNN candidates start %q, want the soname", got[0])
+	}
+	if o := dnnLibrary.candidates(testEnv(map[string]string{"MLBUILD_CUDNN_LIB": "/x/libcudnn.so.9"})); !slices.Equal(o, []string{"/x/libcudnn.so.9"}) {
+		t.Errorf("with MLBUILD_CUDNN_LIB set: candidates %q", o)
+	}
+	l := &Libraries{}
+	err := l.loadDNNFrom(testEnv(nil), func(string) ([]string, error) { return nil, nil },
+		func(p string) (uintptr, error) { return 0, fmt.Errorf("%s: cannot open shared object file", p) })
+	var missing *MissingLibraryError
+	if !errors.As(err, &missing) || l.DNN != nil || !errors.Is(err, ErrNoDevice) {
+		t.Fatalf("loadDNNFrom = %v, want a *MissingLibraryError wrapping ErrNoDevice and no table", err)
+	}
+	msg := err.Error()
+	for _, want := range []string{"cuDNN: not found; tried, in order:", "libcudnn.so.9: libcudnn.so.9: cannot open shared object file",
+		"/usr/lib/python3*/dist-packages/nvidia/cudnn/lib/libcudnn.so.9: no match", "pip install nvidia-cudnn-cu13", "MLBUILD_CUDNN_LIB",
+		"cuDNN runs this program's convolutions", "--backend cpu"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("the message lacks %q:\n%s", want, msg)
+		}
+	}
+}
+
+// TestLoadDNNRealOrMessage runs the real search: with cuDNN installed it
+// binds every symbol and reads its version, else the message.
+func TestLoadDNNRealOrMessage(t *testing.T) {
+	l := &Libraries{}
+	err := l.LoadDNN()
+	if err == nil {
+		if v := l.DNN.GetVersion(); v < 8000 {
+			t.Fatalf("cudnnGetVersion: %d", v)
+		}
+		t.Logf("loaded %+v", l.Files)
+		return
+	}
+	if !errors.Is(err, ErrNoDevice) || !strings.Contains(err.Error(), "MLBUILD_CUDNN_LIB") {
+		t.Fatalf("LoadDNN without cuDNN: %v", err)
+	}
+	t.Logf("as expected here: %v", err)
+}
+
+// TestConvAlgoPerfLayout: the perf struct the _v7 heuristics fill is
+// cuDNN's 48 bytes, its size_t at byte 16.
+func TestConvAlgoPerfLayout(t *testing.T) {
+	var p ConvAlgoPerf
+	if s, m := unsafe.Sizeof(p), unsafe.Offsetof(p.Memory); s != 48 || m != 16 || unsafe.Offsetof(p.MathType) != 28 {
+		t.Errorf("ConvAlgoPerf: %d bytes, memory at %d, mathType at %d; cuDNN's: 48, 16, 28", s, m, unsafe.Offsetof(p.MathType))
+	}
 }

@@ -1,8 +1,10 @@
 package cuda_test
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"strings"
 	"testing"
@@ -48,8 +50,181 @@ func TestRealConformance(t *testing.T) {
 		Caller:       true,
 		Precisions:   []gpuhost.Precision{gpuhost.PrecisionBF16, gpuhost.PrecisionTF32},
 		BF16Operands: true,
+		// cuDNN's convolutions, each product against the float64
+		// reference: f32 (CUDNN_FMA_MATH) within 1e-5, tf32 within its
+		// bound; bf16 refused.
+		Conv:           true,
+		ConvPrecisions: []gpuhost.Precision{gpuhost.PrecisionTF32},
 	})
 }
+
+// TestRealConvResNet times cuDNN's three products on a layer of CIFAR
+// ResNet-18 at batch 128 (64→64 channels, 3×3, 32×32), each a CUDA graph
+// of 20 calls, in f32 and tf32, after checking one output channel of each
+// product against a float64 reference computed here.
+func TestRealConvResNet(t *testing.T) {
+	realOn(t)
+	d := openReal(t, t.TempDir())
+	defer d.Close()
+	g := gpuhost.ConvGeom{N: 128, C: 64, H: 32, W: 32, OC: 64, KH: 3, KW: 3, PH: 1, PW: 1, SH: 1, SW: 1, DH: 1, DW: 1, Groups: 1, OH: 32, OW: 32}
+	xs, ws, ys := g.Sizes()
+	vals := [3][]float32{}
+	var c gpuhost.Conv
+	for i, n := range []int{xs, ws, ys} {
+		b, err := d.Alloc("xwy"[i:i+1], 4*n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		vals[i] = make([]float32, n)
+		for j := range vals[i] {
+			vals[i][j] = float32((j*7919+i*31)%2001)/1000 - 1
+		}
+		if err := d.Upload(b, 0, f32bytes(vals[i])); err != nil {
+			t.Fatal(err)
+		}
+		*[]*gpuhost.Tensor{&c.X, &c.W, &c.Y}[i] = gpuhost.Tensor{Buf: b}
+	}
+	x, w, y := vals[0], vals[1], vals[2]
+	c.Geom, c.Alpha = g, 1
+	at := func(v []float32, a, b, h, wd, B, H, W int) float32 {
+		if h < 0 || h >= H || wd < 0 || wd >= W {
+			return 0
+		}
+		return v[((a*B+b)*H+h)*W+wd]
+	}
+	for _, prec := range []gpuhost.Precision{gpuhost.PrecisionF32, gpuhost.PrecisionTF32} {
+		for _, p := range []gpuhost.ConvProduct{gpuhost.ConvForward, gpuhost.ConvInputGrad, gpuhost.ConvWeightGrad} {
+			c.Product, c.Precision = p, prec
+			seq, err := d.Record("resnet conv", func(e gpuhost.Encoder) error {
+				for range 20 {
+					if err := e.Conv(c); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := seq.Launch(); err != nil {
+				t.Fatal(err)
+			}
+			if err := d.Sync(); err != nil {
+				t.Fatal(err)
+			}
+			start := time.Now()
+			const reps = 10
+			for range reps {
+				seq.Launch()
+			}
+			if err := d.Sync(); err != nil {
+				t.Fatal(err)
+			}
+			per := time.Since(start) / (20 * reps)
+			// One channel of the output against float64 sums.
+			var got []float32
+			var maxErr float64
+			switch p {
+			case gpuhost.ConvForward:
+				got = download32(t, d, c.Y.Buf, ys)
+				for i := range g.OH {
+					for j := range g.OW {
+						var s float64
+						for ci := range g.C {
+							for kh := range 3 {
+								for kw := range 3 {
+									s += float64(at(x, 5, ci, i+kh-1, j+kw-1, g.C, g.H, g.W)) * float64(w[((7*g.C+ci)*3+kh)*3+kw])
+								}
+							}
+						}
+						maxErr = max(maxErr, abs64(float64(got[((5*g.OC+7)*g.OH+i)*g.OW+j])-s))
+					}
+				}
+			case gpuhost.ConvInputGrad:
+				got = download32(t, d, c.X.Buf, xs)
+				for i := range g.H {
+					for j := range g.W {
+						var s float64
+						for o := range g.OC {
+							for kh := range 3 {
+								for kw := range 3 {
+									s += float64(at(y, 5, o, i-kh+1, j-kw+1, g.OC, g.OH, g.OW)) * float64(w[((o*g.C+7)*3+kh)*3+kw])
+								}
+							}
+						}
+						maxErr = max(maxErr, abs64(float64(got[((5*g.C+7)*g.H+i)*g.W+j])-s))
+					}
+				}
+			default:
+				got = download32(t, d, c.W.Buf, ws)
+				for ci := range g.C {
+					for kh := range 3 {
+						for kw := range 3 {
+							var s float64
+							for n := range g.N {
+								for i := range g.OH {
+									for j := range g.OW {
+										s += float64(y[((n*g.OC+7)*g.OH+i)*g.OW+j]) * float64(at(x, n, ci, i+kh-1, j+kw-1, g.C, g.H, g.W))
+									}
+								}
+							}
+							maxErr = max(maxErr, abs64(float64(got[((7*g.C+ci)*3+kh)*3+kw])-s))
+						}
+					}
+				}
+			}
+			// Sums of K = 576 (y, dx) or 131072 (dw) products of values
+			// within 1, whose sums are about √K/3: f32 within 1e-3 (0.1
+			// for dw), well below TF32's rounding; tf32 within 4u·√K.
+			k := 576.0
+			bound := 1e-3
+			if p == gpuhost.ConvWeightGrad {
+				k, bound = 131072, 0.1
+			}
+			if prec == gpuhost.PrecisionTF32 {
+				bound = 0x1p-11 * 4 * math.Sqrt(k)
+			}
+			if maxErr > bound {
+				t.Errorf("%v %v: largest error %.3g, want at most %.3g", prec, p, maxErr, bound)
+			}
+			t.Logf("%v %v of %v: %.1f µs a call (largest error %.2g)", prec, p, g, float64(per.Nanoseconds())/1e3, maxErr)
+			// The next product reads the tensors as they were.
+			for i, v := range vals {
+				if err := d.Upload([]gpuhost.Buffer{c.X.Buf, c.W.Buf, c.Y.Buf}[i], 0, f32bytes(v)); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+	for _, f := range d.Facts() {
+		if f.Key == "cuDNN" || f.Key == "convolutions" || f.Key == "cuDNN algorithms" {
+			t.Logf("%s: %s", f.Key, f.Value)
+		}
+	}
+}
+
+func f32bytes(v []float32) []byte {
+	b := make([]byte, 4*len(v))
+	for i, x := range v {
+		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(x))
+	}
+	return b
+}
+
+func download32(t *testing.T, d gpuhost.Device, b gpuhost.Buffer, n int) []float32 {
+	t.Helper()
+	raw := make([]byte, 4*n)
+	if err := d.Download(raw, b, 0); err != nil {
+		t.Fatal(err)
+	}
+	v := make([]float32, n)
+	for i := range v {
+		v[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))
+	}
+	return v
+}
+
+func abs64(v float64) float64 { return math.Abs(v) }
 
 func TestRealFactsAndStartup(t *testing.T) {
 	realOn(t)

@@ -110,7 +110,8 @@ func gpuTarget(method string, scratch func(planner.ConvGeom) int, keepCols int, 
 
 // cudaPrecisions gives t CUDA's precision rules: every dense step, and
 // every convolution whose method runs cuBLAS GEMMs (im2col and cuBLAS,
-// Winograd's batched products), runs in the precision the spec asks for,
+// Winograd's batched products) or cuDNN calls (f32 and tf32 plans only:
+// cudaLibraryConvs), runs in the precision the spec asks for,
 // bf16 or tf32, through cublasGemmEx's fast compute types (emit/gpu then
 // lowers all its products to GEMMs); the direct convolution kernel runs
 // no GEMM and stays f32. The fused attention's products run on tensor
@@ -132,6 +133,33 @@ func cudaPrecisions(t planner.Target) planner.Target {
 			return planner.DenseChoice{Precision: planner.PrecisionF32, Why: fmt.Sprintf("head dimension %d is not a multiple of 8, the tensor tiles' depth: float32 products", headDim)}
 		}
 		return planner.DenseChoice{Precision: want}
+	}
+	return t
+}
+
+// cudaIm2col is the CUDA target's im2col and cuBLAS method.
+const cudaIm2col = "im2col+cublas"
+
+// cudaLibraryConvs gives t CUDA's library convolutions: a convolution that
+// t's rule runs as im2col and cuBLAS GEMMs runs instead as cuDNN calls
+// (gpu.ConvLibraryMethod, lowered by emit/gpu's conv_library.go), which
+// read the tensors in place: no im2col columns in memory, no col2im, and
+// no scratch from the plan. The direct and Winograd methods stay (they
+// fold a max pool into their epilogue, and the direct kernel takes the
+// first layer's few channels). A bf16 plan keeps im2col: its cuBLAS GEMMs
+// round float32 operands to bfloat16 (CUBLAS_COMPUTE_32F_FAST_16BF),
+// while cuDNN multiplies bfloat16 only on bfloat16 tensors, which the
+// plan's convolutions do not have.
+func cudaLibraryConvs(t planner.Target) planner.Target {
+	t.ConvLibrary = func(c planner.ConvChoice, precision string) (planner.ConvChoice, planner.LibraryWhy) {
+		if c.Method != cudaIm2col {
+			return c, planner.LibraryWhy{}
+		}
+		if precision == planner.PrecisionBF16 {
+			return c, planner.LibraryWhy{Reason: "cuDNN multiplies bf16 only on bfloat16 tensors, and a bf16 plan's convolutions read float32 ones"}
+		}
+		return planner.ConvChoice{Method: gpu.ConvLibraryMethod}, planner.LibraryWhy{Taken: true,
+			Reason: "cuDNN's calls on the tensors in place (no im2col columns, no col2im)"}
 	}
 	return t
 }
@@ -176,7 +204,7 @@ var (
 			}
 			return nil
 		},
-		Target: cudaPrecisions(gpuTarget("im2col+cublas", gpu.ConvScratchWithin(1<<26), 1<<22, gpu.UpdateTensors(gpu.CUDA), 1<<27, true)), // 256 MiB rounds: a batch of MNIST images in one GEMM; columns of 16 MiB kept for the backward; Winograd 5×5 convolutions within 512 MiB
+		Target: cudaLibraryConvs(cudaPrecisions(gpuTarget(cudaIm2col, gpu.ConvScratchWithin(1<<26), 1<<22, gpu.UpdateTensors(gpu.CUDA), 1<<27, true))), // 256 MiB rounds: a batch of MNIST images in one GEMM; columns of 16 MiB kept for the backward; Winograd 5×5 convolutions within 512 MiB
 	}, &gpuDevice{dialect: gpu.CUDA, pkg: "cuda", fake: "fakecuda", replicas: []int{2, 4, 8}, openReplicas: "OpenHostReplicas", about: []string{
 		"the plans' GEMMs run on cuBLAS and every other op on a CUDA kernel",
 		"generated for its constant shapes (kernels.go, compiled by NVRTC at the",

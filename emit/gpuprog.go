@@ -716,9 +716,12 @@ func (g *gpuGen) opLiteral(mp *gpuPlan, op gpu.Op) (string, error) {
 		}
 		return fmt.Sprintf("{Binds: []bind{%s}, Sum: true}", strings.Join(binds, ", ")), nil
 	}
+	if op.Conv != nil {
+		return g.convLiteral(mp, op.Conv)
+	}
 	gm := op.Gemm
 	if gm == nil {
-		return "", fmt.Errorf("an op with neither a launch nor a GEMM")
+		return "", fmt.Errorf("an op with neither a launch, a GEMM nor a convolution")
 	}
 	mat := func(x gpu.Matrix) (string, error) {
 		loc, err := g.locate(mp, x.Buf)
@@ -774,6 +777,46 @@ func (g *gpuGen) opLiteral(mp *gpuPlan, op gpu.Op) (string, error) {
 			elemBytes(mp.plan, gm.A.Buf)*gm.Stride[0], elemBytes(mp.plan, gm.B.Buf)*gm.Stride[1], 4*gm.Stride[2], elem), nil
 	}
 	return fmt.Sprintf("{Gemm: &gemmOp{Shape: %s, A: %s, B: %s, C: %s%s}}", shape, a, b, c, elem), nil
+}
+
+// convProducts are rt/gpuhost's constants of a library convolution's
+// products (gpu.Conv.Product).
+var convProducts = map[string]string{gpu.ConvForward: "ConvForward", gpu.ConvInputGrad: "ConvInputGrad", gpu.ConvWeightGrad: "ConvWeightGrad"}
+
+// convLiteral renders a library convolution as a gpuhost.ConvOp literal,
+// its tensors' byte offsets resolved.
+func (g *gpuGen) convLiteral(mp *gpuPlan, c *gpu.Conv) (string, error) {
+	product, ok := convProducts[c.Product]
+	if !ok {
+		return "", fmt.Errorf("a library convolution's product %q, which rt/gpuhost does not name (a bug in mlbuild)", c.Product)
+	}
+	var ts [3]string
+	for i, b := range []gpu.Binding{c.X, c.W, c.Y} {
+		loc, err := g.locate(mp, b.Buf)
+		if err != nil {
+			return "", err
+		}
+		if elemBytes(mp.plan, b.Buf) != 4 {
+			return "", fmt.Errorf("a library convolution of a bfloat16 tensor (a bug in mlbuild)")
+		}
+		ts[i] = fmt.Sprintf("bind{%s, %d, %d}", loc.arena, 4*(loc.off+b.Offset), 4*b.Size)
+	}
+	cg := c.Geom
+	geom := fmt.Sprintf("gpuhost.ConvGeom{N: %d, C: %d, H: %d, W: %d, OC: %d, KH: %d, KW: %d, PH: %d, PW: %d, SH: %d, SW: %d, DH: %d, DW: %d, Groups: %d, OH: %d, OW: %d}",
+		cg.N, cg.C, cg.H, cg.W, cg.OC, cg.KH, cg.KW, cg.PH, cg.PW, cg.SH, cg.SW, cg.DH, cg.DW, cg.Groups, cg.OH, cg.OW)
+	extra := ""
+	if c.Beta != 0 {
+		extra += ", Beta: " + float(float64(c.Beta))
+	}
+	if c.Precision != "" {
+		pc, ok := gemmPrecisions[c.Precision]
+		if !ok {
+			return "", fmt.Errorf("a library convolution in precision %q, which rt/gpuhost does not name (a bug in mlbuild)", c.Precision)
+		}
+		extra += ", Precision: gpuhost." + pc
+	}
+	return fmt.Sprintf("{Conv: &gpuhost.ConvOp{Geom: %s, Product: gpuhost.%s, X: %s, W: %s, Y: %s, Alpha: %s%s}}",
+		geom, product, ts[0], ts[1], ts[2], float(float64(c.Alpha)), extra), nil
 }
 
 // elemBytes is the bytes of one element of buffer id: 2 for a bfloat16

@@ -187,6 +187,14 @@ func (en *encoder) Dispatch(kernel string, args []gpuhost.Arg, groups, threads i
 		Size{Width: uint(threads), Height: 1, Depth: 1}, nil)
 }
 
+// Conv refuses every library convolution: the Metal device has none
+// (MPS's convolution kernels are not bound), and the planner lowers a
+// Metal plan's convolutions to im2col and GEMMs instead (its Target
+// offers no ConvLibrary).
+func (en *encoder) Conv(c gpuhost.Conv) error {
+	return fmt.Errorf("mps: a %v convolution (%v) as a library call: the Metal device has no library convolutions; the Metal backend lowers convolutions to im2col and GEMMs (a bug in mlbuild if a Metal program asks for one)", c.Product, c.Geom)
+}
+
 // Gemm encodes one MPS matrix multiplication, or for a batched GEMM one
 // per matrix of the batch. Its matrices are float32 MPSMatrix objects,
 // multiplied in float32: a GEMM in another precision, or of bfloat16

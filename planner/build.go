@@ -112,7 +112,7 @@ var passes = [...]pass{
 	{name: "keepLess", file: "keep_less.go", only: inTraining, needs: []string{"differentiate"},
 		run: func(b *building) error { keepLess(b.p); return nil }},
 	{name: "chooseMethods", file: "choose_methods.go", needs: []string{"lower", "differentiate"},
-		run: func(b *building) error { return chooseMethods(b.p, b.target) }},
+		run: func(b *building) error { return chooseMethods(b.p, b.target, b.m.Precision) }},
 	{name: "choosePrecisions", file: "choose_precisions.go", needs: []string{"lower", "differentiate", "chooseMethods"},
 		run: func(b *building) error {
 			b.p.Precision = b.m.Precision

@@ -21,8 +21,17 @@ import (
 // backward), except a backward whose choice SharesForward and whose
 // layer's forward workspace is large enough: it takes that workspace and
 // Attr.KeptCols. A method that needs none leaves the operand NoBuf, so no
-// empty buffer reaches the program. Nothing else changed.
-func chooseMethods(p *Plan, t Target) error {
+// empty buffer reaches the program. Where the target has library
+// convolutions (Target.ConvLibrary), each choice passes through it with
+// the plan's precision (precision, the spec's; "" is f32), and
+// Plan.Methods says, for `mlbuild plan`, how many steps the library runs
+// and why, and how many it does not run and why not. Nothing else changed.
+func chooseMethods(p *Plan, t Target, precision string) error {
+	if precision == "" {
+		precision = PrecisionF32
+	}
+	var libLines []string // in the order first met
+	libCount := map[string]int{}
 	taken := map[string]bool{}
 	for _, b := range p.Buffers {
 		taken[b.Name] = true
@@ -54,6 +63,20 @@ func chooseMethods(p *Plan, t Target) error {
 				continue
 			}
 			c := t.Conv(*s.Attr.Conv, pass)
+			if t.ConvLibrary != nil {
+				var why LibraryWhy
+				c, why = t.ConvLibrary(c, precision)
+				if why.Reason != "" {
+					line := c.Method + ", " + why.Reason
+					if !why.Taken {
+						line = c.Method + ", not the library's: " + why.Reason
+					}
+					if libCount[line] == 0 {
+						libLines = append(libLines, line)
+					}
+					libCount[line]++
+				}
+			}
 			if c.Method == "" || c.Scratch < 0 {
 				return &spec.Error{Layer: s.Layer, Message: fmt.Sprintf("the %s backend gives its %s convolution the method %q and %d float32s of scratch (a bug in mlbuild)",
 					t.Name, pass, c.Method, c.Scratch)}
@@ -71,6 +94,13 @@ func chooseMethods(p *Plan, t Target) error {
 				fwdCols[s.Layer] = *slot
 			}
 		}
+	}
+	for _, l := range libLines {
+		unit := "steps"
+		if libCount[l] == 1 {
+			unit = "step"
+		}
+		p.Methods = append(p.Methods, fmt.Sprintf("%d convolution %s: %s", libCount[l], unit, l))
 	}
 	return nil
 }

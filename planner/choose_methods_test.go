@@ -240,3 +240,45 @@ func TestPlanTextShowsWinograd(t *testing.T) {
 		}
 	}
 }
+
+// TestChooseMethodsLibrary: a target with library convolutions gets them
+// where its rule lets it (here every step that its Conv rule gave the
+// scratch-taking method), with no workspace, in an f32 plan; in a bf16
+// plan the rule keeps the steps on its own method; and Plan.Methods
+// counts the steps each way with the reason.
+func TestChooseMethodsLibrary(t *testing.T) {
+	target := Target{Name: "lib", Conv: func(g ConvGeom, pass ConvPass) ConvChoice {
+		return ConvChoice{Method: "cols", Scratch: 64}
+	}, ConvLibrary: func(c ConvChoice, precision string) (ConvChoice, LibraryWhy) {
+		if precision == PrecisionBF16 {
+			return c, LibraryWhy{Reason: "no bf16"}
+		}
+		return ConvChoice{Method: "lib"}, LibraryWhy{Taken: true, Reason: "in place"}
+	}}
+	for _, c := range []struct {
+		precision, method, line string
+		scratch                 bool
+	}{
+		{"", "lib", "4 convolution steps: lib, in place", false},
+		{PrecisionBF16, "cols", "4 convolution steps: cols, not the library's: no bf16", true},
+	} {
+		m := lenet5()
+		m.Precision = c.precision
+		p := mustBuild(t, m, Options{Training: true, Fusion: true, Target: target})
+		for _, s := range convSteps(p) {
+			if s.Attr.Method != c.method || (workspace(s) != NoBuf) != c.scratch {
+				t.Errorf("precision %q: %s %s: method %q, workspace %v; want %q, %v", c.precision, s.Kernel, s.Layer, s.Attr.Method, workspace(s) != NoBuf, c.method, c.scratch)
+			}
+		}
+		if !slices.Equal(p.Methods, []string{c.line}) {
+			t.Errorf("precision %q: Plan.Methods %q, want %q", c.precision, p.Methods, c.line)
+		}
+		var text bytes.Buffer
+		if err := WriteText(&text, p); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(text.String(), "convolution methods\n  "+c.line) {
+			t.Errorf("precision %q: the plan's text lacks %q:\n%s", c.precision, c.line, text.String())
+		}
+	}
+}

@@ -524,6 +524,10 @@ type Plan struct {
 
 	// Fusions lists the fusion decisions for `mlbuild plan`.
 	Fusions []string `json:"fusions,omitempty"`
+	// Methods lists, for `mlbuild plan`, the convolution steps the
+	// backend's library runs and why, and those it does not and why not
+	// (Target.ConvLibrary; none without one).
+	Methods []string `json:"methods,omitempty"`
 	// Precisions lists, for `mlbuild plan`, the GEMM-backed steps that
 	// run in another precision than the spec asks for, and why.
 	Precisions []string `json:"precisions,omitempty"`

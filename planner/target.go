@@ -65,10 +65,25 @@ type Target struct {
 	// attention's matmul, scale, softmax, dropout and matmul by one step,
 	// so the scores [..., T, T] are never in memory.
 	Attention bool
+	// ConvLibrary, where set, offers the backend's library convolutions
+	// (cuDNN on CUDA) to chooseMethods: given the Conv rule's choice for
+	// a step and the plan's precision, it returns the choice that runs
+	// (the library's method, with no scratch, or the rule's own) and,
+	// for `mlbuild plan`, why. nil: the backend has no library
+	// convolutions (Metal, the CPU).
+	ConvLibrary func(c ConvChoice, precision string) (ConvChoice, LibraryWhy)
 	// BF16 says the backend's bf16 GEMMs read bfloat16 operands that
 	// their producers write (twin_operands.go), and which producers can;
 	// nil: its GEMMs read float32 operands only.
 	BF16 *BF16Twins
+}
+
+// LibraryWhy is why a ConvLibrary rule chose as it did, for `mlbuild
+// plan`: Taken when the library runs the step, and the reason either way
+// ("" when the library was never in question, as for a direct kernel).
+type LibraryWhy struct {
+	Taken  bool
+	Reason string
 }
 
 // BF16Twins is what a backend's kernels can do for bfloat16 GEMM

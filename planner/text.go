@@ -85,6 +85,12 @@ func WriteText(w io.Writer, p *Plan) error {
 			ew.printf("  %s\n", f)
 		}
 	}
+	if len(p.Methods) > 0 {
+		ew.printf("\nconvolution methods\n")
+		for _, m := range p.Methods {
+			ew.printf("  %s\n", m)
+		}
+	}
 	if mixed {
 		dense, other := 0, len(p.Precisions)
 		for _, ph := range []Phase{p.Forward, p.Backward} {

@@ -60,8 +60,10 @@ func TestPlanPrecision(t *testing.T) {
 		{[]string{bf16, "--backend", "cuda"}, []string{"gemm(relu bf16)", "gemm_bwd(relu bf16)", "precision: 6 of 6 matrix-product steps in bf16\n"}},
 		{[]string{bf16, "--backend", "metal"}, []string{"gemm_bwd dense1: f32, not bf16: the Metal backend's MPS matrices are float32"}},
 		{[]string{resnet, "--backend", "cuda"}, []string{"conv2d(k3x3 s1 p1 im2col+cublas bf16)", "precision: 40 of 42 matrix-product steps in bf16\n",
+			"38 convolution steps: im2col+cublas, not the library's: cuDNN multiplies bf16 only on bfloat16 tensors",
 			"conv2d stem: f32, not bf16: the direct convolution kernel runs no GEMM"}},
-		{[]string{tf32, "--backend", "cuda"}, []string{"conv2d(k3x3 s1 p1 im2col+cublas tf32)", "precision: 40 of 42 matrix-product steps in tf32\n"}},
+		{[]string{tf32, "--backend", "cuda"}, []string{"conv2d(k3x3 s1 p1 cudnn tf32)", "precision: 40 of 42 matrix-product steps in tf32\n",
+			"38 convolution steps: cudnn, cuDNN's calls on the tensors in place"}},
 		{[]string{tf32}, []string{"precision: 0 of 42 matrix-product steps in tf32\n", "gemm fc: f32, not tf32: the CPU has no TF32 arithmetic"}},
 	} {
 		code, out, stderr := planCLI(c.args...)

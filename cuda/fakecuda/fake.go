@@ -34,6 +34,12 @@
 // not wait runs beside it (kernels run at launch, so only NCCL work is
 // ever pending); an event on a capturing stream is not simulated
 // (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, the capture invalidated).
+//
+// cuDNN's legacy convolution API is simulated too (dnn.go, whose doc lists
+// the rules it enforces with cuDNN's status codes): the three products of
+// a convolution in Go loops, in the precision its math type sets, counted
+// in Stats (Convs, ConvRuns); Options.NoDNN simulates a machine without
+// cuDNN.
 package fakecuda
 
 import (
@@ -67,6 +73,9 @@ type Options struct {
 	NVRTCMajor, NVRTCMinor int32
 	// Archs are the sm numbers NVRTC compiles for; nil is 75 to 120.
 	Archs []int32
+	// NoDNN simulates a machine without cuDNN: loading it fails with
+	// cuda's missing-library error.
+	NoDNN bool
 	// WorkDir keeps the kernels built by g++; "" is a folder in the
 	// system's temporary folder shared by every fake.
 	WorkDir string
@@ -88,6 +97,8 @@ type Stats struct {
 	Compiles      int // nvrtcCompileProgram
 	ModuleLoads   int // cuModuleLoadData
 	Pins          int // cuMemHostRegister
+	Convs         int // cuDNN convolution products run directly (not captured)
+	ConvRuns      int // cuDNN convolution products run, directly or by a graph
 }
 
 // Fake is the simulated GPU, its driver, NVRTC and cuBLAS. It is safe for
@@ -109,6 +120,11 @@ type Fake struct {
 	handles  map[cuda.BLASHandle]*blasHandle
 	cstrings map[string][]byte
 	events   map[cuda.Event]*event
+	// the fake cuDNN's handles and descriptors (dnn.go)
+	dnnHandles map[cuda.DNNHandle]*dnnHandle
+	descs      map[uintptr]*dnnTensor
+	descKinds  map[uintptr]string
+	convAlgos  map[int32]int
 
 	pending cuda.Result // a fault to report at the next synchronisation
 	sticky  cuda.Result // a fault reported: every call fails with it
@@ -148,6 +164,7 @@ type op struct {
 	groups uint32
 	block  uint32
 	gemm   *gemmCall
+	conv   *convCall
 }
 
 // event is a point recorded in a stream: the NCCL work pending on it
@@ -220,7 +237,9 @@ func New(opts Options) *Fake {
 		modules: map[cuda.Module]*module{}, funcs: map[cuda.Function]*function{},
 		graphs: map[uintptr]*graph{}, programs: map[cuda.Program]*program{},
 		handles: map[cuda.BLASHandle]*blasHandle{}, cstrings: map[string][]byte{},
-		events: map[cuda.Event]*event{},
+		events:     map[cuda.Event]*event{},
+		dnnHandles: map[cuda.DNNHandle]*dnnHandle{}, descs: map[uintptr]*dnnTensor{}, descKinds: map[uintptr]string{},
+		convAlgos: map[int32]int{},
 	}
 }
 
@@ -314,6 +333,12 @@ func (f *Fake) leaks() []string {
 	for e := range f.events {
 		out = append(out, fmt.Sprintf("event %#x", e))
 	}
+	for h := range f.dnnHandles {
+		out = append(out, fmt.Sprintf("cuDNN handle %#x", h))
+	}
+	for d, k := range f.descKinds {
+		out = append(out, fmt.Sprintf("cuDNN %s descriptor %#x", k, d))
+	}
 	if f.ctxRefs > 0 {
 		out = append(out, fmt.Sprintf("primary context with %d references", f.ctxRefs))
 	}
@@ -328,7 +353,14 @@ func (f *Fake) Libraries() *cuda.Libraries {
 		{Library: "NVRTC", Path: "fakecuda (g++)", Version: fmt.Sprintf("%d.%d", f.opts.NVRTCMajor, f.opts.NVRTCMinor)},
 		{Library: "cuBLAS", Path: "fakecuda (Go)"},
 	}
-	return &cuda.Libraries{Driver: f.driver(), NVRTC: f.nvrtc(), BLAS: f.blas(), Files: files}
+	l := &cuda.Libraries{Driver: f.driver(), NVRTC: f.nvrtc(), BLAS: f.blas(), Files: files}
+	l.DNNLoad = func() (*cuda.DNNAPI, cuda.LibraryFile, error) {
+		if f.opts.NoDNN {
+			return nil, cuda.LibraryFile{}, cuda.MissingDNNError("libcudnn.so.9: fakecuda simulates a machine without cuDNN")
+		}
+		return f.dnn(), cuda.LibraryFile{Library: "cuDNN", Path: "fakecuda (Go)", Version: "9.10.0"}, nil
+	}
+	return l
 }
 
 // handle returns a new handle value.
@@ -1027,6 +1059,10 @@ func (f *Fake) execute(o op) {
 	}
 	if o.gemm != nil {
 		f.runGemm(o.gemm)
+		return
+	}
+	if o.conv != nil {
+		f.runConv(o.conv)
 		return
 	}
 	k := o.kernel

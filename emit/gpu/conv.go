@@ -167,6 +167,9 @@ func (l *lowering) conv(st *planner.Step, bwd bool) error {
 	if wa := WinogradByMethod(a.Method); wa != nil {
 		return l.winograd(st, bwd, wa)
 	}
+	if a.Method == ConvLibraryMethod {
+		return l.convLibrary(st, bwd)
+	}
 	if a.Method == ConvDirectMethod {
 		if bwd {
 			return l.convDirectBwd(st)

@@ -67,13 +67,16 @@ type Gemm struct {
 	Elem string `json:"elem,omitempty"`
 }
 
-// Op is one entry of a phase: exactly one of Launch and Gemm is set. Layer
+// Op is one entry of a phase: exactly one of Launch, Gemm and Conv is
+// set (or Sum). Layer
 // names the spec node of the plan step it came from, for error messages.
 type Op struct {
 	Layer  string  `json:"layer"`
 	Kernel string  `json:"planKernel"` // the planner.Kernel of the step
 	Launch *Launch `json:"launch,omitempty"`
 	Gemm   *Gemm   `json:"gemm,omitempty"`
+	// Conv is a library convolution (conv_library.go).
+	Conv *Conv `json:"conv,omitempty"`
 	// Sum, in a replica lowered with synchronised batch norm, is a
 	// collective point: these buffers are summed over the replicas
 	// before the next op (gpuhost.Op.Sum).

@@ -170,8 +170,10 @@ func (s *kernelServer) run(t *testing.T, ops []Op, arena [][]float32, args []flo
 				one.C.Offset += b * one.Stride[2]
 				refGemm(t, &one, arena)
 			}
+		case op.Conv != nil:
+			refConv(t, op.Conv, arena)
 		default:
-			t.Fatalf("op of layer %s is neither a launch nor a GEMM", op.Layer)
+			t.Fatalf("op of layer %s is neither a launch, a GEMM nor a convolution", op.Layer)
 		}
 	}
 }

@@ -102,6 +102,9 @@ func decodeTolerance(dc *Decode) float64 {
 				if op.Gemm != nil {
 					u = max(u, op.Gemm.Shape.Precision.unitRoundoff())
 				}
+				if op.Conv != nil {
+					u = max(u, op.Conv.Precision.unitRoundoff())
+				}
 			}
 		}
 	}

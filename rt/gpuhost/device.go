@@ -46,6 +46,9 @@ type Device interface {
 	// error or a missing kernel shows before any work.
 	LoadKernels(source string, kernels []KernelInfo) error
 	// Record records the ops encode adds as one sequence named name.
+	// encode may be called more than once (the CUDA device first runs it
+	// to prepare its library convolutions outside the capture), so it
+	// must add the same ops each time and do nothing else.
 	Record(name string, encode func(Encoder) error) (Sequence, error)
 	// Sync waits for every launched sequence.
 	Sync() error
@@ -189,12 +192,60 @@ type Gemm struct {
 	Precision      Precision
 }
 
+// Conv is one product of a 2-D convolution, computed by the device's
+// convolution library (cuDNN on CUDA), on packed row-major (NCHW)
+// tensors of three shapes: X [N, C, H, W], W [OC, C/Groups, KH, KW] and
+// Y [N, OC, OH, OW], where Geom gives OH and OW and they agree with the
+// window (ConvGeom.Check). Product says which tensor is written from the
+// other two:
+//
+//   - ConvForward: Y = Alpha·conv(X, W) + Beta·Y, the cross-correlation
+//     y[n,o,i,j] = Σ x[n, g·C/G+c, i·SH−PH+kh·DH, j·SW−PW+kw·DW]·w[o,c,kh,kw]
+//     over c, kh, kw (g the group of output channel o; positions outside
+//     the image read 0);
+//   - ConvInputGrad: X = Alpha·convᵀ(Y, W) + Beta·X, the input gradient:
+//     each x gets the sum of y·w over every (output, tap) that read it;
+//   - ConvWeightGrad: W = Alpha·corr(X, Y) + Beta·W, the weight gradient:
+//     w[o,c,kh,kw] = Σ y[n,o,i,j]·x[n, g·C/G+c, …] over n, i, j.
+//
+// Beta 0 overwrites the output without reading it; Beta 1 adds to it (a
+// gradient summed over several uses).
+//
+// Precision is the arithmetic of the products, under Gemm's rule: a
+// device computes PrecisionF32 as float32 products summed in float32 (no
+// TF32 tensor cores), and another precision exactly (the operands
+// rounded as Precision.Round does, products summed in float32) or
+// refuses the Conv when it is encoded; never silently another. The
+// operands are float32 (Elem ElemF32); a device refuses any other
+// element type it does not read. A device without library convolutions
+// (Metal's) refuses every Conv: the planner asks for them only where its
+// Target says the backend has them.
+type Conv struct {
+	Geom      ConvGeom
+	Product   ConvProduct
+	X, W, Y   Tensor
+	Alpha     float32
+	Beta      float32
+	Precision Precision
+}
+
+// Tensor is a packed tensor of a Conv: its first element at byte Offset
+// of Buf, of type Elem; its shape is the Conv's.
+type Tensor struct {
+	Buf    Buffer
+	Offset int
+	Elem   Elem
+}
+
 // Encoder takes the ops of a sequence being recorded, in order.
 type Encoder interface {
 	// Dispatch launches kernel as groups threadgroups (blocks) of threads
 	// threads each, with one Arg per buffer parameter.
 	Dispatch(kernel string, args []Arg, groups, threads int) error
 	Gemm(g Gemm) error
+	// Conv adds one library convolution (Conv's contract); a device
+	// without one refuses it with an error that says so.
+	Conv(c Conv) error
 }
 
 // Sequence is a recorded sequence of ops.

@@ -302,9 +302,12 @@ func (m *Model) record(name string, parts ...any) (Sequence, error) {
 func (m *Model) encodeStep(enc Encoder, st *PlanStep) error {
 	for j := range st.Ops {
 		if err := m.encode(enc, &st.Ops[j]); err != nil {
-			what := "GEMM"
-			if st.Ops[j].Gemm == nil {
-				what = "kernel " + st.Ops[j].Kernel
+			what := "kernel " + st.Ops[j].Kernel
+			switch {
+			case st.Ops[j].Gemm != nil:
+				what = "GEMM"
+			case st.Ops[j].Conv != nil:
+				what = st.Ops[j].Conv.Product.String() + " convolution"
 			}
 			return fmt.Errorf("step %q, op %d (%s): %w", st.Name, j, what, err)
 		}
@@ -325,6 +328,10 @@ func (m *Model) encode(enc Encoder, op *Op) error {
 		s := g.Shape
 		return enc.Gemm(Gemm{TransA: s.TransA, TransB: s.TransB, M: s.M, N: s.N, K: s.K, Batch: s.Batch, Alpha: s.Alpha, Beta: s.Beta,
 			A: operand(g.A, g.MatrixBytes[0], g.Elem), B: operand(g.B, g.MatrixBytes[1], g.Elem), C: operand(g.C, g.MatrixBytes[2], ElemF32), Precision: s.Precision})
+	}
+	if c := op.Conv; c != nil {
+		t := func(b Bind) Tensor { return Tensor{Buf: m.bufs[b.Arena], Offset: b.Offset} }
+		return enc.Conv(Conv{Geom: c.Geom, Product: c.Product, X: t(c.X), W: t(c.W), Y: t(c.Y), Alpha: c.Alpha, Beta: c.Beta, Precision: c.Precision})
 	}
 	args := make([]Arg, len(op.Binds))
 	for i, b := range op.Binds {

@@ -74,8 +74,21 @@ type BF16Twin struct {
 	Offset int
 }
 
+// ConvOp is one library convolution of a plan (Encoder.Conv): the
+// product Product of geometry Geom on the packed float32 tensors X, W and
+// Y (each an arena, a byte offset and its bytes), output = Alpha·product +
+// Beta·output, in Precision.
+type ConvOp struct {
+	Geom        ConvGeom
+	Product     ConvProduct
+	X, W, Y     Bind
+	Alpha, Beta float32
+	Precision   Precision
+}
+
 // Op is one kernel launch (Groups threadgroups of Threadgroup threads) or,
-// when Gemm is set, one GEMM. When Sum is set it is no kernel but a
+// when Gemm is set, one GEMM, or when Conv is set one library
+// convolution. When Sum is set it is no kernel but a
 // collective point of a replica's step: in a data-parallel run each
 // rank's Binds are summed over the ranks before the next op (synchronised
 // batch norm's statistics); a device outside one does nothing for it.
@@ -84,6 +97,7 @@ type Op struct {
 	Binds               []Bind
 	Groups, Threadgroup int
 	Gemm                *GemmOp
+	Conv                *ConvOp
 	Sum                 bool
 }
 

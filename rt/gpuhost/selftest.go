@@ -140,7 +140,8 @@ func (m *Model) checkStep(plan string, work int, st *PlanStep, ref map[int][]flo
 	return row
 }
 
-// stepPrecision is the coarsest precision of a step's GEMMs and of its
+// stepPrecision is the coarsest precision of a step's GEMMs, library
+// convolutions and of its
 // kernels' tile products (PlanStep.Precision; f32 when it has none): the
 // CPU reference of every step multiplies in float32, so a step whose
 // products round their operands needs the wider tolerance.
@@ -152,6 +153,9 @@ func stepPrecision(st *PlanStep) Precision {
 	for _, op := range st.Ops {
 		if op.Gemm != nil && op.Gemm.Shape.Precision.unitRoundoff() > p.unitRoundoff() {
 			p = op.Gemm.Shape.Precision
+		}
+		if op.Conv != nil && op.Conv.Precision.unitRoundoff() > p.unitRoundoff() {
+			p = op.Conv.Precision
 		}
 	}
 	return p

@@ -148,6 +148,9 @@ func lossTol() float64 {
 				tol = max(tol, 2e-3)
 			}
 			for _, op := range st.Ops {
+				if op.Conv != nil && op.Conv.Precision == gpuhost.PrecisionTF32 {
+					tol = max(tol, 2e-3)
+				}
 				switch {
 				case op.Gemm == nil:
 				case op.Gemm.Shape.Precision == gpuhost.PrecisionBF16:
@@ -164,9 +167,27 @@ func lossTol() float64 {
 // TestTrainingMatchesCPU runs three training steps on the fake GPU and the
 // same three through the CPU backend's kernels (each step's reference, on
 // host copies of the arenas): the losses agree (within lossTol), and so
-// do the weights.
+// do the weights; the library convolutions ran on the fake cuDNN.
 func TestTrainingMatchesCPU(t *testing.T) {
-	_, m := newFakeModel(t)
+	f, m := newFakeModel(t)
+	// The training step's library convolutions (cuDNN's, where the plan
+	// lowered a convolution to them) run on the fake cuDNN.
+	convs := 0
+	for _, ph := range [][]gpuhost.PlanStep{program.TrainForward, program.TrainBackward} {
+		for _, st := range ph {
+			for _, op := range st.Ops {
+				if op.Conv != nil {
+					convs++
+				}
+			}
+		}
+	}
+	defer func() {
+		if runs := f.Stats().ConvRuns; runs < 3*convs {
+			t.Errorf("3 training steps of %d library convolutions each ran %d on the fake cuDNN, want at least %d", convs, runs, 3*convs)
+		}
+		t.Logf("%d library convolutions a training step", convs)
+	}()
 	B := program.Meta.Batch
 	x, y := seeded(m, B)
 	sa := append([]float32(nil), m.State()...)
@@ -709,5 +730,45 @@ func TestDecodeMatchesCPU(t *testing.T) {
 	}
 	if _, ok := m.App().(interface{ KVCacheCheck() app.SelfTestRow }); !ok {
 		t.Error("the model the command line runs has no KV-cache selftest row")
+	}
+}
+
+// TestWithoutCuDNN: on a machine without cuDNN, a program whose plans run
+// library convolutions fails to start with the missing-library message
+// (how to install cuDNN, the variable that names its file, that it is
+// the GPU that cannot run the program), not a panic; a program without
+// them starts, as it never loads cuDNN.
+func TestWithoutCuDNN(t *testing.T) {
+	convs := 0
+	for _, ph := range [][]gpuhost.PlanStep{program.TrainForward, program.TrainBackward, program.EvalInfer, program.OneInfer} {
+		for _, st := range ph {
+			for _, op := range st.Ops {
+				if op.Conv != nil {
+					convs++
+				}
+			}
+		}
+	}
+	f := fakecuda.New(fakecuda.Options{WorkDir: os.Getenv("MLBUILD_FAKECUDA_DIR"), NoDNN: true})
+	d, err := cuda.OpenDevice(cuda.Options{Libraries: f.Libraries(), KernelCacheDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	_, err = gpuhost.New(d, &program)
+	if convs == 0 {
+		if err != nil {
+			t.Fatalf("a program without library convolutions on a machine without cuDNN: %v", err)
+		}
+		return
+	}
+	var missing *cuda.MissingLibraryError
+	if !errors.As(err, &missing) || !errors.Is(err, gpuhost.ErrNoDevice) {
+		t.Fatalf("a program of %d library convolutions without cuDNN: %v, want the missing-library error", convs, err)
+	}
+	for _, want := range []string{"cuDNN: not found", "pip install nvidia-cudnn-cu13", "MLBUILD_CUDNN_LIB", "--backend cpu"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the message lacks %q:\n%v", want, err)
+		}
 	}
 }

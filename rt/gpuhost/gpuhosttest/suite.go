@@ -51,6 +51,12 @@ type Suite struct {
 	// combinations the contract forbids; without it, every bfloat16
 	// operand must be refused.
 	BF16Operands bool
+	// Conv says the device has library convolutions (Encoder.Conv): the
+	// Conv case then holds each product to the float64 reference, and
+	// checks ConvPrecisions as Precisions are checked for GEMMs;
+	// without it, every Conv must be refused.
+	Conv           bool
+	ConvPrecisions []gpuhost.Precision
 }
 
 // Run runs every case of the suite as a subtest.
@@ -73,6 +79,7 @@ func Run(t *testing.T, s Suite) {
 		{"GemmPrecision", testGemmPrecision},
 		{"GemmBF16Operands", testGemmBF16Operands},
 		{"KernelThenGemm", testKernelThenGemm},
+		{"Conv", testConv},
 		{"Replay", testReplay},
 		{"SyncFailure", testSyncFailure},
 		{"BoundsRefused", testBoundsRefused},

@@ -1,0 +1,383 @@
+package cuda
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/mlbuild/mlbuild/rt/gpuhost"
+)
+
+// dnnWorkspaceLimit is the most workspace one cuDNN algorithm may take:
+// the _v7 heuristics' first algorithm that needs no more is chosen.
+const dnnWorkspaceLimit = 1 << 30
+
+// convMath is the cuDNN math of each precision a library convolution
+// runs in: f32 restricts cuDNN to FMA kernels (float32 products: cuDNN's
+// default math takes TF32 tensor cores on float data), tf32 is that
+// default math, which permits TF32 tensor cores on float data (TF32
+// operands, float32 sums; PyTorch's choice for allow_tf32). bf16 is not
+// here: cuDNN has no math that rounds float data to bfloat16 and writes
+// float32, so a bf16 Conv is refused (the planner keeps bf16 plans'
+// convolutions on im2col and cuBLAS).
+var convMath = map[gpuhost.Precision]struct {
+	math int32
+	name string
+}{
+	gpuhost.PrecisionF32:  {DNNFMAMath, "CUDNN_FMA_MATH"},
+	gpuhost.PrecisionTF32: {DNNDefaultMath, "CUDNN_DEFAULT_MATH"},
+}
+
+// convKey is the descriptors of one geometry in one precision.
+type convKey struct {
+	g gpuhost.ConvGeom
+	p gpuhost.Precision
+}
+
+// convPlan is what cuDNN needs for one geometry and precision: the
+// descriptors of X, W, Y and the convolution, and for each product the
+// algorithm chosen and its workspace.
+type convPlan struct {
+	x, y   TensorDesc
+	w      FilterDesc
+	conv   ConvDesc
+	chosen [3]bool
+	algo   [3]int32
+	ws     [3]uintptr
+}
+
+// ConvArgs is one library convolution on device addresses: the product
+// of Conv's contract (gpuhost.Conv) on packed float32 NCHW tensors.
+type ConvArgs struct {
+	Geom      gpuhost.ConvGeom
+	Product   gpuhost.ConvProduct
+	X, W, Y   DevicePtr
+	Alpha     float32
+	Beta      float32
+	Precision gpuhost.Precision
+}
+
+// PrepareConv readies what a convolution of geometry g, product p and
+// precision prec needs before it can be captured: cuDNN loaded, its
+// handle on the engine's stream, the descriptors (kept per geometry and
+// precision), the algorithm (the _v7 heuristics' first deterministic one
+// whose status is success and whose workspace is within
+// dnnWorkspaceLimit, else their first such one of any kind) and a
+// workspace that holds it (one for the engine, grown when a product
+// needs more; an outgrown one stays allocated, as graphs captured before
+// use it). It allocates and may synchronise, so it runs outside a
+// capture: Device.Record calls it for every Conv before it captures.
+func (e *Engine) PrepareConv(g gpuhost.ConvGeom, p gpuhost.ConvProduct, prec gpuhost.Precision) error {
+	if e.closed {
+		return errClosed
+	}
+	return e.do(func() error { _, err := e.prepareConv(g, p, prec); return err })
+}
+
+// prepareConv is PrepareConv on the engine's thread.
+func (e *Engine) prepareConv(g gpuhost.ConvGeom, p gpuhost.ConvProduct, prec gpuhost.Precision) (*convPlan, error) {
+	if e.capturing {
+		return nil, fmt.Errorf("cuda: a %v convolution (%v) was not prepared before the capture (cuDNN's set-up allocates; a bug in mlbuild)", p, g)
+	}
+	m, ok := convMath[prec]
+	if !ok {
+		return nil, fmt.Errorf("cuda: a %v convolution in precision %v, which cuDNN does not compute on float32 tensors (f32 or tf32)", p, prec)
+	}
+	if err := e.lib.loadDNN(); err != nil {
+		return nil, err
+	}
+	l, d := e.lib, e.lib.DNN
+	if e.dnn == 0 {
+		if err := l.dnnError("cudnnCreate", d.Create(&e.dnn), ""); err != nil {
+			return nil, err
+		}
+		if err := l.dnnError("cudnnSetStream", d.SetStream(e.dnn, e.stream), ""); err != nil {
+			return nil, err
+		}
+	}
+	key := convKey{g, prec}
+	cp := e.convs[key]
+	if cp == nil {
+		cp = &convPlan{}
+		if err := e.convDescriptors(cp, g, m.math); err != nil {
+			e.destroyConv(cp)
+			return nil, fmt.Errorf("%w (convolution %v, %s)", err, g, m.name)
+		}
+		if e.convs == nil {
+			e.convs = map[convKey]*convPlan{}
+		}
+		e.convs[key] = cp
+	}
+	if cp.chosen[p] {
+		return cp, nil
+	}
+	var perf [8]ConvAlgoPerf
+	var n int32
+	var s DNNStatus
+	var call string
+	switch p {
+	case gpuhost.ConvForward:
+		call, s = "cudnnGetConvolutionForwardAlgorithm_v7", d.FwdAlgo(e.dnn, cp.x, cp.w, cp.conv, cp.y, DNNFwdAlgoCount, &n, &perf[0])
+	case gpuhost.ConvInputGrad:
+		call, s = "cudnnGetConvolutionBackwardDataAlgorithm_v7", d.BwdDataAlgo(e.dnn, cp.w, cp.y, cp.conv, cp.x, DNNBwdDataAlgoCount, &n, &perf[0])
+	case gpuhost.ConvWeightGrad:
+		call, s = "cudnnGetConvolutionBackwardFilterAlgorithm_v7", d.BwdFilterAlgo(e.dnn, cp.x, cp.y, cp.conv, cp.w, DNNBwdFilterAlgoCount, &n, &perf[0])
+	default:
+		return nil, fmt.Errorf("cuda: convolution product %d, which is none of forward, input gradient and weight gradient", p)
+	}
+	what := fmt.Sprintf("%v of %v, %s", p, g, m.name)
+	if err := l.dnnError(call, s, what); err != nil {
+		return nil, err
+	}
+	// The heuristics' first deterministic algorithm that succeeds within
+	// the limit (a training run gives the same weights twice), else their
+	// first that succeeds within it.
+	found := -1
+	for i := range int(min(max(n, 0), int32(len(perf)))) {
+		if perf[i].Status != DNNSuccess || perf[i].Memory > dnnWorkspaceLimit {
+			continue
+		}
+		if perf[i].Determinism == DNNDeterministic {
+			found = i
+			break
+		}
+		if found < 0 {
+			found = i
+		}
+	}
+	if found < 0 {
+		return nil, fmt.Errorf("cuda: %s proposes no algorithm for the %s that succeeds within %d bytes of workspace (of %d proposed)", call, what, dnnWorkspaceLimit, n)
+	}
+	algo := perf[found].Algo
+	var ws uintptr
+	switch p {
+	case gpuhost.ConvForward:
+		call, s = "cudnnGetConvolutionForwardWorkspaceSize", d.FwdWorkspace(e.dnn, cp.x, cp.w, cp.conv, cp.y, algo, &ws)
+	case gpuhost.ConvInputGrad:
+		call, s = "cudnnGetConvolutionBackwardDataWorkspaceSize", d.BwdDataWorkspace(e.dnn, cp.w, cp.y, cp.conv, cp.x, algo, &ws)
+	case gpuhost.ConvWeightGrad:
+		call, s = "cudnnGetConvolutionBackwardFilterWorkspaceSize", d.BwdFilterWorkspace(e.dnn, cp.x, cp.y, cp.conv, cp.w, algo, &ws)
+	}
+	if err := l.dnnError(call, s, fmt.Sprintf("%s, algorithm %d", what, algo)); err != nil {
+		return nil, err
+	}
+	if ws > e.dnnWorkBytes {
+		var p DevicePtr
+		if err := e.alloc(&p, ws, "cuDNN's workspace"); err != nil {
+			return nil, err
+		}
+		e.dnnWork, e.dnnWorkBytes = p, ws
+	}
+	cp.chosen[p], cp.algo[p], cp.ws[p] = true, algo, ws
+	if err := e.warmConv(cp, g, p, m.name); err != nil {
+		cp.chosen[p] = false
+		return nil, err
+	}
+	return cp, nil
+}
+
+// warmConv runs product p of cp once on scratch tensors and waits, on the
+// engine's thread outside any capture: cuDNN may load or compile a
+// kernel, or set it up, at its first call, none of which a capture
+// allows, and an algorithm that fails to run fails here, named, rather
+// than inside a graph. The scratch is freed after.
+func (e *Engine) warmConv(cp *convPlan, g gpuhost.ConvGeom, p gpuhost.ConvProduct, math string) error {
+	xs, ws, ys := g.Sizes()
+	var ptrs [3]DevicePtr
+	defer func() {
+		for _, q := range ptrs {
+			if q != 0 {
+				delete(e.allocs, q)
+				e.lib.Driver.MemFree(q)
+			}
+		}
+	}()
+	for i, n := range []int{xs, ws, ys} {
+		if err := e.alloc(&ptrs[i], uintptr(4*n), "a trial run of cuDNN"); err != nil {
+			return err
+		}
+	}
+	if err := e.convCall(ConvArgs{Geom: g, Product: p, X: ptrs[0], W: ptrs[1], Y: ptrs[2], Alpha: 1}, cp, math); err != nil {
+		return fmt.Errorf("%w (a trial run before the graph is recorded)", err)
+	}
+	return e.lib.driverError("cuStreamSynchronize", e.lib.Driver.StreamSynchronize(e.stream), fmt.Sprintf("after a trial run of cuDNN's %v of %v", p, g))
+}
+
+// convDescriptors makes cp's descriptors for g with the given math; on
+// the engine's thread.
+func (e *Engine) convDescriptors(cp *convPlan, g gpuhost.ConvGeom, math int32) error {
+	l, d := e.lib, e.lib.DNN
+	for _, c := range []struct {
+		call string
+		s    func() DNNStatus
+	}{
+		{"cudnnCreateTensorDescriptor", func() DNNStatus { return d.CreateTensor(&cp.x) }},
+		{"cudnnCreateTensorDescriptor", func() DNNStatus { return d.CreateTensor(&cp.y) }},
+		{"cudnnCreateFilterDescriptor", func() DNNStatus { return d.CreateFilter(&cp.w) }},
+		{"cudnnCreateConvolutionDescriptor", func() DNNStatus { return d.CreateConv(&cp.conv) }},
+		{"cudnnSetTensor4dDescriptor", func() DNNStatus {
+			return d.SetTensor4d(cp.x, DNNTensorNCHW, DNNDataFloat, int32(g.N), int32(g.C), int32(g.H), int32(g.W))
+		}},
+		{"cudnnSetTensor4dDescriptor", func() DNNStatus {
+			return d.SetTensor4d(cp.y, DNNTensorNCHW, DNNDataFloat, int32(g.N), int32(g.OC), int32(g.OH), int32(g.OW))
+		}},
+		{"cudnnSetFilter4dDescriptor", func() DNNStatus {
+			return d.SetFilter4d(cp.w, DNNDataFloat, DNNTensorNCHW, int32(g.OC), int32(g.C/g.Groups), int32(g.KH), int32(g.KW))
+		}},
+		{"cudnnSetConvolution2dDescriptor", func() DNNStatus {
+			return d.SetConv2d(cp.conv, int32(g.PH), int32(g.PW), int32(g.SH), int32(g.SW), int32(g.DH), int32(g.DW), DNNCrossCorrelation, DNNDataFloat)
+		}},
+		{"cudnnSetConvolutionGroupCount", func() DNNStatus { return d.SetConvGroups(cp.conv, int32(g.Groups)) }},
+		{"cudnnSetConvolutionMathType", func() DNNStatus { return d.SetConvMath(cp.conv, math) }},
+	} {
+		if err := l.dnnError(c.call, c.s(), ""); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// destroyConv destroys what cp holds and returns the first error.
+func (e *Engine) destroyConv(cp *convPlan) error {
+	l, d := e.lib, e.lib.DNN
+	var errs []error
+	if cp.x != 0 {
+		errs = append(errs, l.dnnError("cudnnDestroyTensorDescriptor", d.DestroyTensor(cp.x), ""))
+	}
+	if cp.y != 0 {
+		errs = append(errs, l.dnnError("cudnnDestroyTensorDescriptor", d.DestroyTensor(cp.y), ""))
+	}
+	if cp.w != 0 {
+		errs = append(errs, l.dnnError("cudnnDestroyFilterDescriptor", d.DestroyFilter(cp.w), ""))
+	}
+	if cp.conv != 0 {
+		errs = append(errs, l.dnnError("cudnnDestroyConvolutionDescriptor", d.DestroyConv(cp.conv), ""))
+	}
+	*cp = convPlan{}
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// releaseDNN destroys the descriptors and the handle, on the engine's
+// thread (release calls it before the stream goes); the workspaces are
+// allocations that release frees.
+func (e *Engine) releaseDNN() error {
+	if e.lib.DNN == nil {
+		return nil
+	}
+	var errs []error
+	keys := make([]convKey, 0, len(e.convs))
+	for k := range e.convs {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b convKey) int { return strings.Compare(fmt.Sprint(a), fmt.Sprint(b)) })
+	for _, k := range keys {
+		errs = append(errs, e.destroyConv(e.convs[k]))
+	}
+	e.convs = nil
+	if e.dnn != 0 {
+		errs = append(errs, e.lib.dnnError("cudnnDestroy", e.lib.DNN.Destroy(e.dnn), ""))
+		e.dnn = 0
+	}
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Conv queues one library convolution on the engine's stream: the
+// product's cuDNN call with the algorithm and workspace PrepareConv chose
+// (outside a capture it prepares them itself).
+func (e *Engine) Conv(a ConvArgs) error {
+	if e.closed {
+		return errClosed
+	}
+	return e.doHere(func() error {
+		cp, err := e.prepareOrFind(a)
+		if err != nil {
+			return err
+		}
+		return e.convCall(a, cp, convMath[a.Precision].name)
+	})
+}
+
+// convCall makes a's cuDNN call with cp's descriptors and algorithm and
+// the engine's workspace; on a thread with the context current.
+func (e *Engine) convCall(a ConvArgs, cp *convPlan, math string) error {
+	d, alpha, beta := e.lib.DNN, a.Alpha, a.Beta
+	p, ws := a.Product, e.dnnWork
+	what := fmt.Sprintf("%v of %v, algorithm %d, %s", p, a.Geom, cp.algo[p], math)
+	switch p {
+	case gpuhost.ConvForward:
+		return e.lib.dnnError("cudnnConvolutionForward", d.Forward(e.dnn, &alpha, cp.x, a.X, cp.w, a.W, cp.conv, cp.algo[p], ws, cp.ws[p], &beta, cp.y, a.Y), what)
+	case gpuhost.ConvInputGrad:
+		return e.lib.dnnError("cudnnConvolutionBackwardData", d.BackwardData(e.dnn, &alpha, cp.w, a.W, cp.y, a.Y, cp.conv, cp.algo[p], ws, cp.ws[p], &beta, cp.x, a.X), what)
+	default:
+		return e.lib.dnnError("cudnnConvolutionBackwardFilter", d.BackwardFilter(e.dnn, &alpha, cp.x, a.X, cp.y, a.Y, cp.conv, cp.algo[p], ws, cp.ws[p], &beta, cp.w, a.W), what)
+	}
+}
+
+// prepareOrFind returns the prepared plan of a's convolution, preparing
+// it when no capture is open.
+func (e *Engine) prepareOrFind(a ConvArgs) (*convPlan, error) {
+	if cp := e.convs[convKey{a.Geom, a.Precision}]; cp != nil && a.Product < 3 && cp.chosen[a.Product] {
+		return cp, nil
+	}
+	if e.capturing {
+		return nil, fmt.Errorf("cuda: a %v convolution (%v) was not prepared before the capture (a bug in mlbuild)", a.Product, a.Geom)
+	}
+	// doHere runs on the caller's thread with the context current: the
+	// set-up may run there too (cuDNN's handle is per context).
+	return e.prepareConv(a.Geom, a.Product, a.Precision)
+}
+
+// ConvAlgorithms says, for `info`, which cuDNN algorithm each product
+// runs with, over how many geometries, and the workspace: "forward: 1
+// ×12; input gradient: 1 ×10, 0 ×1; …; workspace 35.2 MiB"; "" when no
+// convolution was prepared.
+func (e *Engine) ConvAlgorithms() string {
+	var parts []string
+	for p := range gpuhost.ConvProduct(3) {
+		count := map[int32]int{}
+		for _, cp := range e.convs {
+			if cp.chosen[p] {
+				count[cp.algo[p]]++
+			}
+		}
+		if len(count) == 0 {
+			continue
+		}
+		algos := make([]int32, 0, len(count))
+		for a := range count {
+			algos = append(algos, a)
+		}
+		slices.SortFunc(algos, func(a, b int32) int { return count[b] - count[a] })
+		var each []string
+		for _, a := range algos {
+			each = append(each, fmt.Sprintf("%d ×%d", a, count[a]))
+		}
+		parts = append(parts, p.String()+": "+strings.Join(each, ", "))
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	ws := fmt.Sprintf("%.1f MiB", float64(e.dnnWorkBytes)/(1<<20))
+	if e.dnnWorkBytes < 1<<20 {
+		ws = fmt.Sprintf("%.1f KiB", float64(e.dnnWorkBytes)/(1<<10))
+	}
+	return strings.Join(parts, "; ") + "; workspace " + ws
+}
+
+// DNNVersion is the loaded cuDNN's version, "" when none is loaded.
+func (e *Engine) DNNVersion() string {
+	if e.lib.DNN == nil {
+		return ""
+	}
+	return dnnVersionString(e.lib.DNN.GetVersion())
+}

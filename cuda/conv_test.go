@@ -1,0 +1,191 @@
+package cuda_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/mlbuild/mlbuild/cuda"
+	"github.com/mlbuild/mlbuild/cuda/fakecuda"
+	"github.com/mlbuild/mlbuild/rt/gpuhost"
+)
+
+// convDevice opens a device on a fake and three buffers holding g's x, w
+// and y.
+func convDevice(t *testing.T, fopts fakecuda.Options, opts cuda.Options, g gpuhost.ConvGeom) (*cuda.Device, *fakecuda.Fake, gpuhost.Conv) {
+	t.Helper()
+	fopts.WorkDir = fakeWorkDir
+	f := fakecuda.New(fopts)
+	opts.Libraries, opts.KernelCacheDir = f.Libraries(), t.TempDir()
+	d, err := cuda.OpenDevice(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	xs, ws, ys := g.Sizes()
+	c := gpuhost.Conv{Geom: g, Alpha: 1}
+	for i, n := range []int{xs, ws, ys} {
+		b, err := d.Alloc("xwy"[i:i+1], 4*n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		*[]*gpuhost.Tensor{&c.X, &c.W, &c.Y}[i] = gpuhost.Tensor{Buf: b}
+	}
+	return d, f, c
+}
+
+var geom3x3 = gpuhost.ConvGeom{N: 2, C: 3, H: 5, W: 5, OC: 4, KH: 3, KW: 3, PH: 1, PW: 1, SH: 1, SW: 1, DH: 1, DW: 1, Groups: 1, OH: 5, OW: 5}
+
+// TestConvCapturedAfterPreparing: a sequence of the three products is
+// captured as one graph (cuDNN's set-up, and a trial run of each product
+// on scratch tensors, ran before the capture: the fake invalidates a
+// capture that creates a handle or asks the heuristics), the products
+// run when the graph is launched, once a launch, and the workspace is one
+// allocation that grows for a larger need.
+func TestConvCapturedAfterPreparing(t *testing.T) {
+	d, f, c := convDevice(t, fakecuda.Options{}, cuda.Options{}, geom3x3)
+	live := func() int { s := f.Stats(); return s.Allocs - s.Frees }
+	before := live()
+	seq, err := d.Record("convs", func(e gpuhost.Encoder) error {
+		for _, p := range []gpuhost.ConvProduct{gpuhost.ConvForward, gpuhost.ConvInputGrad, gpuhost.ConvWeightGrad} {
+			c.Product = p
+			if err := e.Conv(c); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Each product ran once before the capture, on scratch tensors.
+	s := f.Stats()
+	if s.Captures != 1 || s.Convs != 3 || s.ConvRuns != 3 {
+		t.Errorf("after recording: %d captures, %d direct convolutions, %d run; want 1, 3 trial runs, 3", s.Captures, s.Convs, s.ConvRuns)
+	}
+	if n := live() - before; n != 1 {
+		t.Errorf("recording three products of one geometry left %d allocations, want 1 (one workspace)", n)
+	}
+	for range 2 {
+		if err := seq.Launch(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := d.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if s := f.Stats(); s.ConvRuns != 3+6 {
+		t.Errorf("two launches ran %d convolutions, want 6", s.ConvRuns-3)
+	}
+	// A geometry whose filter is larger needs more workspace: one more
+	// allocation, the first kept for the graph that uses it.
+	big := c
+	big.Geom.OC, big.Geom.C = 8, 6
+	xs, ws, ys := big.Geom.Sizes()
+	for i, n := range []int{xs, ws, ys} {
+		b, err := d.Alloc("big", 4*n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		*[]*gpuhost.Tensor{&big.X, &big.W, &big.Y}[i] = gpuhost.Tensor{Buf: b}
+	}
+	before = live()
+	if _, err := d.Record("big", func(e gpuhost.Encoder) error { return e.Conv(big) }); err != nil {
+		t.Fatal(err)
+	}
+	if n := live() - before; n != 1 {
+		t.Errorf("a larger workspace left %d more allocations, want 1", n)
+	}
+	if err := seq.Launch(); err != nil {
+		t.Fatal(err)
+	}
+	// The heuristics' first proposal that succeeds is over the workspace
+	// limit and their next is not deterministic: every call used the
+	// deterministic one after them (the fake's algorithm 1).
+	if algos := f.ConvAlgorithms(); len(algos) != 1 || algos[1] == 0 {
+		t.Errorf("calls per cuDNN algorithm %v, want algorithm 1 only", algos)
+	}
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if faults := f.Faults(); len(faults) > 0 {
+		t.Errorf("faults: %v", faults)
+	}
+	if leaks := f.Leaks(); len(leaks) > 0 {
+		t.Errorf("after Close the fake still holds: %v", leaks)
+	}
+}
+
+// TestConvNotPreparedInCapture: the engine refuses a convolution in an
+// open capture whose set-up did not run first, rather than letting cuDNN
+// allocate inside it.
+func TestConvNotPreparedInCapture(t *testing.T) {
+	d, _, c := convDevice(t, fakecuda.Options{}, cuda.Options{}, geom3x3)
+	defer d.Close()
+	e := d.Engine()
+	ptr := func(b gpuhost.Buffer) cuda.DevicePtr {
+		p, err := d.Pointer(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	if err := e.BeginCapture(); err != nil {
+		t.Fatal(err)
+	}
+	err := e.Conv(cuda.ConvArgs{Geom: c.Geom, X: ptr(c.X.Buf), W: ptr(c.W.Buf), Y: ptr(c.Y.Buf), Alpha: 1})
+	if exec, endErr := e.EndCapture(); endErr == nil {
+		e.DestroyGraph(exec)
+	}
+	if err == nil || !strings.Contains(err.Error(), "not prepared before the capture") {
+		t.Fatalf("an unprepared convolution in a capture: %v", err)
+	}
+}
+
+// TestConvWithoutDNN: a sequence with a convolution on a machine without
+// cuDNN fails when it is recorded, with the missing-library message (its
+// fix, the variable that names its path), wrapping ErrNoDevice; a
+// sequence without one records, as cuDNN is loaded only for a Conv.
+func TestConvWithoutDNN(t *testing.T) {
+	for _, blocking := range []bool{false, true} {
+		d, f, c := convDevice(t, fakecuda.Options{NoDNN: true}, cuda.Options{Blocking: blocking}, geom3x3)
+		if _, err := d.Record("no convolution", func(gpuhost.Encoder) error { return nil }); err != nil {
+			t.Fatalf("a sequence without convolutions on a machine without cuDNN: %v", err)
+		}
+		_, err := d.Record("convs", func(e gpuhost.Encoder) error { return e.Conv(c) })
+		var missing *cuda.MissingLibraryError
+		if !errors.As(err, &missing) || !errors.Is(err, gpuhost.ErrNoDevice) {
+			t.Fatalf("blocking %v: a convolution without cuDNN: %v, want the missing-library error", blocking, err)
+		}
+		for _, want := range []string{"cuDNN: not found", "pip install nvidia-cudnn-cu13", "MLBUILD_CUDNN_LIB"} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("the message lacks %q:\n%v", want, err)
+			}
+		}
+		if err := d.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if leaks := f.Leaks(); len(leaks) > 0 {
+			t.Errorf("after Close the fake still holds: %v", leaks)
+		}
+	}
+}
+
+// TestConvFacts: info names cuDNN's file and version, the math of each
+// precision, and the algorithms chosen, once a convolution loaded it.
+func TestConvFacts(t *testing.T) {
+	d, _, c := convDevice(t, fakecuda.Options{}, cuda.Options{}, geom3x3)
+	defer d.Close()
+	if _, err := d.Record("conv", func(e gpuhost.Encoder) error { return e.Conv(c) }); err != nil {
+		t.Fatal(err)
+	}
+	var lines []string
+	for _, f := range d.Facts() {
+		lines = append(lines, f.Key+": "+f.Value)
+	}
+	all := strings.Join(lines, "\n")
+	for _, want := range []string{"cuDNN: fakecuda (Go), version 9.10.0", "CUDNN_FMA_MATH", "CUDNN_DEFAULT_MATH", "cuDNN algorithms: forward: 1 ×1; workspace 1.4 KiB"} {
+		if !strings.Contains(all, want) {
+			t.Errorf("info lacks %q:\n%s", want, all)
+		}
+	}
+}

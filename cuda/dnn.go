@@ -1,0 +1,220 @@
+package cuda
+
+import (
+	"fmt"
+	"sync"
+)
+
+// cuDNN (libcudnn.so.9, which every PyTorch install brings) runs the
+// library convolutions of gpuhost.Conv through its legacy imperative API:
+// tensor, filter and convolution descriptors, the _v7 heuristics, and one
+// call a product. Only a program that records a Conv loads it
+// (Libraries.LoadDNN), so a program without convolutions runs on a
+// machine without cuDNN. Its C types as Go types of the same size:
+type (
+	// DNNStatus is a cudnnStatus_t; 0 is CUDNN_STATUS_SUCCESS.
+	DNNStatus int32
+	// DNNHandle is a cudnnHandle_t.
+	DNNHandle uintptr
+	// TensorDesc is a cudnnTensorDescriptor_t.
+	TensorDesc uintptr
+	// FilterDesc is a cudnnFilterDescriptor_t.
+	FilterDesc uintptr
+	// ConvDesc is a cudnnConvolutionDescriptor_t.
+	ConvDesc uintptr
+)
+
+// ConvAlgoPerf is cudnnConvolutionFwdAlgoPerf_t, and the BwdData and
+// BwdFilter structs of the same layout (48 bytes on 64-bit platforms):
+// one algorithm the _v7 heuristics propose, its status, its workspace in
+// bytes, and the math it runs in.
+type ConvAlgoPerf struct {
+	Algo        int32
+	Status      DNNStatus
+	Time        float32
+	_           int32 // the padding before the size_t
+	Memory      uintptr
+	Determinism int32
+	MathType    int32
+	Reserved    [3]int32
+	_           int32
+}
+
+// The values of cuDNN's enums this package passes or checks (cuDNN 9's
+// cudnn_graph.h and cudnn_cnn.h).
+const (
+	DNNSuccess       DNNStatus = 0
+	DNNNotInitalized DNNStatus = 1001 // CUDNN_STATUS_NOT_INITIALIZED
+	DNNBadParam      DNNStatus = 2000 // CUDNN_STATUS_BAD_PARAM
+	DNNNotSupported  DNNStatus = 3000 // CUDNN_STATUS_NOT_SUPPORTED
+	DNNInternalError DNNStatus = 4000 // CUDNN_STATUS_INTERNAL_ERROR
+	DNNExecFailed    DNNStatus = 5000 // CUDNN_STATUS_EXECUTION_FAILED
+
+	// cudnnDataType_t values.
+	DNNDataFloat    int32 = 0 // CUDNN_DATA_FLOAT
+	DNNDataBFloat16 int32 = 9 // CUDNN_DATA_BFLOAT16
+
+	// DNNTensorNCHW is cudnnTensorFormat_t's CUDNN_TENSOR_NCHW: packed
+	// row-major tensors and filters [K, C, H, W].
+	DNNTensorNCHW int32 = 0
+
+	// DNNCrossCorrelation is cudnnConvolutionMode_t's
+	// CUDNN_CROSS_CORRELATION (the filter not flipped: what deep learning
+	// calls a convolution); DNNConvolution (0) flips it.
+	DNNConvolution      int32 = 0
+	DNNCrossCorrelation int32 = 1
+
+	// cudnnMathType_t values. DNNDefaultMath lets cuDNN use TF32 tensor
+	// cores on float data (Ampere and newer); DNNTensorOpMath asks for
+	// tensor cores (TF32 for float data); DNNFMAMath restricts cuDNN to
+	// FMA kernels: float32 products.
+	DNNDefaultMath  int32 = 0
+	DNNTensorOpMath int32 = 1
+	DNNFMAMath      int32 = 3
+
+	// DNNDeterministic is cudnnDeterminism_t's CUDNN_DETERMINISTIC: an
+	// algorithm whose results do not depend on the order its threads
+	// finish in.
+	DNNDeterministic int32 = 1
+
+	// The algorithm counts (CUDNN_CONVOLUTION_FWD_ALGO_COUNT, …): the
+	// most results the _v7 heuristics return.
+	DNNFwdAlgoCount       = 8
+	DNNBwdDataAlgoCount   = 6
+	DNNBwdFilterAlgoCount = 7
+)
+
+// DNNAPI is every cuDNN function this package calls, one field each, as
+// BLASAPI is for cuBLAS; the legacy API that libcudnn.so.9 still exports.
+// Reference: https://docs.nvidia.com/deeplearning/cudnn/api/
+type DNNAPI struct {
+	// GetVersion is cudnnGetVersion: major·10000 + minor·100 + patch from
+	// cuDNN 9 on (major·1000 + minor·100 + patch before).
+	GetVersion     func() uintptr                             `sym:"cudnnGetVersion"`
+	GetErrorString func(s DNNStatus) string                   `sym:"cudnnGetErrorString"`
+	Create         func(h *DNNHandle) DNNStatus               `sym:"cudnnCreate"`
+	Destroy        func(h DNNHandle) DNNStatus                `sym:"cudnnDestroy"`
+	SetStream      func(h DNNHandle, s Stream) DNNStatus      `sym:"cudnnSetStream"`
+	CreateTensor   func(d *TensorDesc) DNNStatus              `sym:"cudnnCreateTensorDescriptor"`
+	DestroyTensor  func(d TensorDesc) DNNStatus               `sym:"cudnnDestroyTensorDescriptor"`
+	CreateFilter   func(d *FilterDesc) DNNStatus              `sym:"cudnnCreateFilterDescriptor"`
+	DestroyFilter  func(d FilterDesc) DNNStatus               `sym:"cudnnDestroyFilterDescriptor"`
+	CreateConv     func(d *ConvDesc) DNNStatus                `sym:"cudnnCreateConvolutionDescriptor"`
+	DestroyConv    func(d ConvDesc) DNNStatus                 `sym:"cudnnDestroyConvolutionDescriptor"`
+	SetConvMath    func(d ConvDesc, mathType int32) DNNStatus `sym:"cudnnSetConvolutionMathType"`
+	SetConvGroups  func(d ConvDesc, groups int32) DNNStatus   `sym:"cudnnSetConvolutionGroupCount"`
+	// SetTensor4d is cudnnSetTensor4dDescriptor(desc, format, dataType,
+	// n, c, h, w); SetFilter4d is cudnnSetFilter4dDescriptor(desc,
+	// dataType, format, k, c, h, w): the two orders differ.
+	SetTensor4d func(d TensorDesc, format, dataType, n, c, h, w int32) DNNStatus `sym:"cudnnSetTensor4dDescriptor"`
+	SetFilter4d func(d FilterDesc, dataType, format, k, c, h, w int32) DNNStatus `sym:"cudnnSetFilter4dDescriptor"`
+	// SetConv2d is cudnnSetConvolution2dDescriptor(desc, padH, padW,
+	// strideH, strideW, dilationH, dilationW, mode, computeType).
+	SetConv2d func(d ConvDesc, padH, padW, strideH, strideW, dilH, dilW, mode, computeType int32) DNNStatus `sym:"cudnnSetConvolution2dDescriptor"`
+	// The _v7 heuristics: up to requested algorithms, best first.
+	FwdAlgo func(h DNNHandle, x TensorDesc, w FilterDesc, conv ConvDesc, y TensorDesc,
+		requested int32, returned *int32, perf *ConvAlgoPerf) DNNStatus `sym:"cudnnGetConvolutionForwardAlgorithm_v7"`
+	BwdDataAlgo func(h DNNHandle, w FilterDesc, dy TensorDesc, conv ConvDesc, dx TensorDesc,
+		requested int32, returned *int32, perf *ConvAlgoPerf) DNNStatus `sym:"cudnnGetConvolutionBackwardDataAlgorithm_v7"`
+	BwdFilterAlgo func(h DNNHandle, x TensorDesc, dy TensorDesc, conv ConvDesc, dw FilterDesc,
+		requested int32, returned *int32, perf *ConvAlgoPerf) DNNStatus `sym:"cudnnGetConvolutionBackwardFilterAlgorithm_v7"`
+	FwdWorkspace func(h DNNHandle, x TensorDesc, w FilterDesc, conv ConvDesc, y TensorDesc,
+		algo int32, bytes *uintptr) DNNStatus `sym:"cudnnGetConvolutionForwardWorkspaceSize"`
+	BwdDataWorkspace func(h DNNHandle, w FilterDesc, dy TensorDesc, conv ConvDesc, dx TensorDesc,
+		algo int32, bytes *uintptr) DNNStatus `sym:"cudnnGetConvolutionBackwardDataWorkspaceSize"`
+	BwdFilterWorkspace func(h DNNHandle, x TensorDesc, dy TensorDesc, conv ConvDesc, dw FilterDesc,
+		algo int32, bytes *uintptr) DNNStatus `sym:"cudnnGetConvolutionBackwardFilterWorkspaceSize"`
+	// The products, each 13 arguments: alpha and beta point to float32s
+	// (the scalars of float data), read when the call is made.
+	Forward func(h DNNHandle, alpha *float32, xd TensorDesc, x DevicePtr, wd FilterDesc, w DevicePtr, conv ConvDesc,
+		algo int32, ws DevicePtr, wsBytes uintptr, beta *float32, yd TensorDesc, y DevicePtr) DNNStatus `sym:"cudnnConvolutionForward"`
+	BackwardData func(h DNNHandle, alpha *float32, wd FilterDesc, w DevicePtr, dyd TensorDesc, dy DevicePtr, conv ConvDesc,
+		algo int32, ws DevicePtr, wsBytes uintptr, beta *float32, dxd TensorDesc, dx DevicePtr) DNNStatus `sym:"cudnnConvolutionBackwardData"`
+	BackwardFilter func(h DNNHandle, alpha *float32, xd TensorDesc, x DevicePtr, dyd TensorDesc, dy DevicePtr, conv ConvDesc,
+		algo int32, ws DevicePtr, wsBytes uintptr, beta *float32, dwd FilterDesc, dw DevicePtr) DNNStatus `sym:"cudnnConvolutionBackwardFilter"`
+}
+
+// dnnLibrary is where cuDNN is looked for: the sonames, the CUDA
+// toolkit's folders, and the folders of NVIDIA's pip wheels
+// (nvidia/cudnn/lib, which PyTorch installs; nvidia/cu13/lib, where
+// CUDA 13's wheels put their libraries), in the order
+// library.candidates documents.
+var dnnLibrary = library{
+	name: "cuDNN", env: "MLBUILD_CUDNN_LIB", sonames: []string{"libcudnn.so.9"},
+	toolkit: true, wheelDirs: []string{"nvidia/cudnn/lib", "nvidia/cu13/lib"},
+	fix: "`pip install nvidia-cudnn-cu13` (nvidia-cudnn-cu12 for CUDA 12; PyTorch's wheels bring it), or the distribution's cuDNN 9 package (libcudnn9-cuda-12 or -13)",
+}
+
+// dnnSublibraries are the libraries libcudnn.so.9 loads by soname when
+// first called (cuDNN 9 is a shim over them), in the order of their
+// dependencies (libcudnn_graph first); LoadDNN opens those beside the
+// file it found first, so that the shim finds them already loaded when
+// nothing puts their folder on the loader's path (a pip wheel's).
+var dnnSublibraries = []string{"libcudnn_graph.so.9", "libcudnn_engines_precompiled.so.9", "libcudnn_engines_runtime_compiled.so.9",
+	"libcudnn_heuristic.so.9", "libcudnn_ops.so.9", "libcudnn_cnn.so.9"}
+
+// MissingDNNError is the error of a cuDNN that could not be loaded, each
+// of tried a line "PATH: why"; for a fake that simulates a machine
+// without cuDNN.
+func MissingDNNError(tried ...string) *MissingLibraryError {
+	m := dnnLibrary.describeMissing(nil)
+	m.Tried = tried
+	return &MissingLibraryError{Missing: []MissingLibrary{m}}
+}
+
+// dnnLoading serialises the loading of cuDNN into a Libraries that
+// several Engines share.
+var dnnLoading sync.Mutex
+
+// loadDNN fills l.DNN once: from l.DNNLoad where set (a fake), else from
+// the system (LoadDNN's search).
+func (l *Libraries) loadDNN() error {
+	dnnLoading.Lock()
+	defer dnnLoading.Unlock()
+	if l.DNN != nil {
+		return nil
+	}
+	if l.DNNLoad != nil {
+		api, f, err := l.DNNLoad()
+		if err != nil {
+			return err
+		}
+		l.DNN = api
+		l.Files = append(l.Files, f)
+		return nil
+	}
+	return l.LoadDNN()
+}
+
+// dnnVersionString prints cudnnGetVersion's number.
+func dnnVersionString(v uintptr) string {
+	if v >= 90000 {
+		return fmt.Sprintf("%d.%d.%d", v/10000, v%10000/100, v%100)
+	}
+	return fmt.Sprintf("%d.%d.%d", v/1000, v%1000/100, v%100)
+}
+
+// dnnStatusNames are cudnnStatus_t's names of the categories (cuDNN 9
+// numbers each category in thousands, its details below).
+var dnnStatusNames = map[DNNStatus]string{
+	0: "CUDNN_STATUS_SUCCESS", 1000: "CUDNN_STATUS_NOT_INITIALIZED", 1001: "CUDNN_STATUS_NOT_INITIALIZED",
+	2000: "CUDNN_STATUS_BAD_PARAM", 3000: "CUDNN_STATUS_NOT_SUPPORTED", 4000: "CUDNN_STATUS_INTERNAL_ERROR",
+	5000: "CUDNN_STATUS_EXECUTION_FAILED",
+}
+
+// dnnError describes a failed cuDNN call.
+func (l *Libraries) dnnError(call string, s DNNStatus, context string) error {
+	if s == DNNSuccess {
+		return nil
+	}
+	e := &Error{Call: call, Code: int(s), Name: fmt.Sprintf("cudnnStatus_t %d", s), Context: context}
+	if n, ok := dnnStatusNames[s]; ok {
+		e.Name = n
+	} else if n, ok := dnnStatusNames[s/1000*1000]; ok {
+		e.Name = n + " (detail " + fmt.Sprint(s%1000) + ")"
+	}
+	if l.DNN != nil && l.DNN.GetErrorString != nil {
+		e.Message = l.DNN.GetErrorString(s)
+	}
+	return e
+}

@@ -1,0 +1,454 @@
+package fakecuda
+
+import (
+	"maps"
+	"unsafe"
+
+	"github.com/mlbuild/mlbuild/cuda"
+	"github.com/mlbuild/mlbuild/rt/gpuhost"
+)
+
+// The fake cuDNN computes the three products of a convolution in Go
+// loops on the simulated memory, and checks what cuDNN checks, with its
+// status codes: a handle made by cudnnCreate (CUDNN_STATUS_NOT_INITIALIZED
+// otherwise); descriptors created and set, of float data in the NCHW
+// format, with sizes that agree (the filter's channels times the groups
+// are the input's, its count the output's, divisible by the groups, the
+// output what the window gives), a cross-correlation in float compute
+// (CUDNN_STATUS_BAD_PARAM for a disagreement, CUDNN_STATUS_NOT_SUPPORTED
+// for another data type, format or mode); an algorithm the heuristics
+// proposed, and a workspace of at least that algorithm's bytes inside a
+// live allocation (CUDNN_STATUS_BAD_PARAM). The _v7 heuristics propose
+// four algorithms: one whose status is CUDNN_STATUS_NOT_SUPPORTED, one
+// that succeeds with 2 GiB of workspace, one that succeeds but is not
+// deterministic, and last one deterministic that succeeds with a
+// workspace of 1 KiB plus 4 bytes per filter element; all but the first
+// run, and ConvAlgorithms counts the runs of each, so that a test sees
+// which the host chose. Stricter than cuDNN: the handle's creation
+// and destruction, the heuristics and the workspace queries are refused
+// on a thread that is capturing (CUDNN_STATUS_NOT_SUPPORTED, the capture
+// invalidated), as mlbuild chooses before it captures. The math type
+// sets the arithmetic: CUDNN_FMA_MATH multiplies the float32 values,
+// CUDNN_DEFAULT_MATH and CUDNN_TENSOR_OP_MATH first round each element of
+// both operands to TF32, as a Hopper GPU's tensor cores do with float
+// data; either way the products are summed in float64 and the sum
+// rounded to float32 (as the fake's Sgemm).
+// A product on a capturing stream is recorded into the graph and runs
+// when it is launched; its pointers are checked when it runs
+// (CUDA_ERROR_ILLEGAL_ADDRESS at the next synchronisation).
+
+// The algorithms the fake's heuristics propose, in their order.
+const (
+	fakeAlgoRefused  int32 = 5 // CUDNN_STATUS_NOT_SUPPORTED
+	fakeAlgoHuge     int32 = 2 // 2 GiB of workspace
+	fakeAlgoUnstable int32 = 0 // not deterministic
+	fakeAlgoGood     int32 = 1
+)
+
+// fakeHugeWorkspace is fakeAlgoHuge's workspace.
+const fakeHugeWorkspace = 2 << 30
+
+type dnnHandle struct{ stream cuda.Stream }
+
+type dnnTensor struct {
+	set                 bool
+	format, dtype       int32
+	n, c, h, w          int
+	filter              bool // a filter descriptor: n is K, c its channels
+	pad, stride, dilate [2]int
+	mode, compute, math int32
+	groups              int
+}
+
+// convCall is one cuDNN product with the descriptors' values at the
+// call (a captured one keeps them) and its scalars.
+type convCall struct {
+	g           gpuhost.ConvGeom
+	product     gpuhost.ConvProduct
+	x, w, y     uint64
+	alpha, beta float32
+	precision   gpuhost.Precision
+}
+
+// fakeWorkspace is the bytes the fake's good algorithm needs.
+func fakeWorkspace(w *dnnTensor) uintptr { return uintptr(1024 + 4*w.n*w.c*w.h*w.w) }
+
+// dnn is the fake cuDNN's table.
+func (f *Fake) dnn() *cuda.DNNAPI {
+	create := func(kind string) func(d *uintptr) cuda.DNNStatus {
+		return func(d *uintptr) cuda.DNNStatus {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			if d == nil {
+				return cuda.DNNBadParam
+			}
+			*d = f.handle()
+			f.descs[*d] = &dnnTensor{filter: kind == "filter"}
+			f.descKinds[*d] = kind
+			return 0
+		}
+	}
+	destroy := func(kind string) func(d uintptr) cuda.DNNStatus {
+		return func(d uintptr) cuda.DNNStatus {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			if f.descKinds[d] != kind {
+				return cuda.DNNBadParam
+			}
+			delete(f.descs, d)
+			delete(f.descKinds, d)
+			return 0
+		}
+	}
+	// desc finds a descriptor of kind; the fake is locked.
+	desc := func(d uintptr, kind string) *dnnTensor {
+		if f.descKinds[d] != kind {
+			return nil
+		}
+		return f.descs[d]
+	}
+	withDesc := func(d uintptr, kind string, do func(t *dnnTensor) cuda.DNNStatus) cuda.DNNStatus {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		t := desc(d, kind)
+		if t == nil {
+			return cuda.DNNBadParam
+		}
+		return do(t)
+	}
+	// geometry checks the four descriptors of a product and returns its
+	// geometry; the fake is locked.
+	geometry := func(h cuda.DNNHandle, xd cuda.TensorDesc, wd cuda.FilterDesc, cd cuda.ConvDesc, yd cuda.TensorDesc) (gpuhost.ConvGeom, *dnnTensor, cuda.DNNStatus) {
+		if f.dnnHandles[h] == nil {
+			return gpuhost.ConvGeom{}, nil, cuda.DNNNotInitalized
+		}
+		x, w, c, y := desc(uintptr(xd), "tensor"), desc(uintptr(wd), "filter"), desc(uintptr(cd), "conv"), desc(uintptr(yd), "tensor")
+		if x == nil || w == nil || c == nil || y == nil || !x.set || !w.set || !c.set || !y.set {
+			return gpuhost.ConvGeom{}, nil, cuda.DNNBadParam
+		}
+		for _, t := range []*dnnTensor{x, w, y} {
+			if t.dtype != cuda.DNNDataFloat || t.format != cuda.DNNTensorNCHW {
+				return gpuhost.ConvGeom{}, nil, cuda.DNNNotSupported
+			}
+		}
+		if c.mode != cuda.DNNCrossCorrelation || c.compute != cuda.DNNDataFloat {
+			return gpuhost.ConvGeom{}, nil, cuda.DNNNotSupported
+		}
+		g := gpuhost.ConvGeom{N: x.n, C: x.c, H: x.h, W: x.w, OC: w.n, KH: w.h, KW: w.w, PH: c.pad[0], PW: c.pad[1],
+			SH: c.stride[0], SW: c.stride[1], DH: c.dilate[0], DW: c.dilate[1], Groups: c.groups, OH: y.h, OW: y.w}
+		if w.c*c.groups != x.c || y.n != x.n || y.c != w.n || g.Check() != nil {
+			return gpuhost.ConvGeom{}, nil, cuda.DNNBadParam
+		}
+		return g, c, 0
+	}
+	algos := func(h cuda.DNNHandle, xd cuda.TensorDesc, wd cuda.FilterDesc, cd cuda.ConvDesc, yd cuda.TensorDesc, requested int32, returned *int32, perf *cuda.ConvAlgoPerf) cuda.DNNStatus {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if f.unsafeCall("cuDNN's algorithm heuristics") != cuda.Success {
+			return cuda.DNNNotSupported
+		}
+		_, c, s := geometry(h, xd, wd, cd, yd)
+		if s != 0 {
+			return s
+		}
+		if returned == nil || perf == nil || requested < 1 {
+			return cuda.DNNBadParam
+		}
+		ws := fakeWorkspace(desc(uintptr(wd), "filter"))
+		out := []cuda.ConvAlgoPerf{
+			{Algo: fakeAlgoRefused, Status: cuda.DNNNotSupported, MathType: c.math},
+			{Algo: fakeAlgoHuge, Status: cuda.DNNSuccess, Memory: fakeHugeWorkspace, Determinism: cuda.DNNDeterministic, MathType: c.math},
+			{Algo: fakeAlgoUnstable, Status: cuda.DNNSuccess, Memory: ws, MathType: c.math},
+			{Algo: fakeAlgoGood, Status: cuda.DNNSuccess, Memory: ws, Determinism: cuda.DNNDeterministic, MathType: c.math},
+		}
+		n := min(int(requested), len(out))
+		dst := unsafeSlice(perf, n)
+		copy(dst, out[:n])
+		*returned = int32(n)
+		return 0
+	}
+	workspace := func(h cuda.DNNHandle, xd cuda.TensorDesc, wd cuda.FilterDesc, cd cuda.ConvDesc, yd cuda.TensorDesc, algo int32, bytes *uintptr) cuda.DNNStatus {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if f.unsafeCall("cuDNN's workspace query") != cuda.Success {
+			return cuda.DNNNotSupported
+		}
+		if _, _, s := geometry(h, xd, wd, cd, yd); s != 0 {
+			return s
+		}
+		need, s := fakeAlgoWorkspace(algo, desc(uintptr(wd), "filter"))
+		if bytes == nil || s != 0 {
+			return max(s, cuda.DNNBadParam)
+		}
+		*bytes = need
+		return 0
+	}
+	product := func(p gpuhost.ConvProduct, h cuda.DNNHandle, alpha *float32, xd cuda.TensorDesc, x cuda.DevicePtr, wd cuda.FilterDesc, w cuda.DevicePtr,
+		cd cuda.ConvDesc, algo int32, ws cuda.DevicePtr, wsBytes uintptr, beta *float32, yd cuda.TensorDesc, y cuda.DevicePtr) cuda.DNNStatus {
+		defer f.mu.Unlock()
+		if r := f.enter(true); r != 0 {
+			return cuda.DNNExecFailed
+		}
+		g, c, s := geometry(h, xd, wd, cd, yd)
+		if s != 0 {
+			return s
+		}
+		need, as := fakeAlgoWorkspace(algo, desc(uintptr(wd), "filter"))
+		if as != 0 {
+			return as
+		}
+		if alpha == nil || beta == nil || wsBytes < need || need > 0 && f.find(uint64(ws), uint64(need)) == nil {
+			return cuda.DNNBadParam
+		}
+		f.convAlgos[algo]++
+		call := &convCall{g: g, product: p, x: uint64(x), w: uint64(w), y: uint64(y), alpha: *alpha, beta: *beta, precision: gpuhost.PrecisionTF32}
+		if c.math == cuda.DNNFMAMath {
+			call.precision = gpuhost.PrecisionF32
+		}
+		st := f.streams[f.dnnHandles[h].stream]
+		if st != nil && st.capturing {
+			st.ops = append(st.ops, op{conv: call})
+			return 0
+		}
+		f.awaitAsync(st)
+		f.stats.Convs++
+		f.execute(op{conv: call})
+		return 0
+	}
+	return &cuda.DNNAPI{
+		GetVersion: func() uintptr { return 91000 },
+		GetErrorString: func(s cuda.DNNStatus) string {
+			switch s / 1000 * 1000 {
+			case 0:
+				return "CUDNN_STATUS_SUCCESS"
+			case 1000:
+				return "CUDNN_STATUS_NOT_INITIALIZED"
+			case 2000:
+				return "CUDNN_STATUS_BAD_PARAM"
+			case 3000:
+				return "CUDNN_STATUS_NOT_SUPPORTED"
+			}
+			return "CUDNN_STATUS_INTERNAL_ERROR"
+		},
+		Create: func(h *cuda.DNNHandle) cuda.DNNStatus {
+			defer f.mu.Unlock()
+			if r := f.enter(true); r != 0 {
+				return cuda.DNNNotInitalized
+			}
+			if f.unsafeCall("cudnnCreate") != cuda.Success {
+				return cuda.DNNNotSupported
+			}
+			*h = cuda.DNNHandle(f.handle())
+			f.dnnHandles[*h] = &dnnHandle{}
+			return 0
+		},
+		Destroy: func(h cuda.DNNHandle) cuda.DNNStatus {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			if f.dnnHandles[h] == nil {
+				return cuda.DNNNotInitalized
+			}
+			if f.unsafeCall("cudnnDestroy") != cuda.Success {
+				return cuda.DNNNotSupported
+			}
+			delete(f.dnnHandles, h)
+			return 0
+		},
+		SetStream: func(h cuda.DNNHandle, s cuda.Stream) cuda.DNNStatus {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			dh := f.dnnHandles[h]
+			if dh == nil {
+				return cuda.DNNNotInitalized
+			}
+			if s != 0 && f.streams[s] == nil {
+				return cuda.DNNBadParam
+			}
+			dh.stream = s
+			return 0
+		},
+		CreateTensor:  func(d *cuda.TensorDesc) cuda.DNNStatus { return create("tensor")((*uintptr)(d)) },
+		DestroyTensor: func(d cuda.TensorDesc) cuda.DNNStatus { return destroy("tensor")(uintptr(d)) },
+		CreateFilter:  func(d *cuda.FilterDesc) cuda.DNNStatus { return create("filter")((*uintptr)(d)) },
+		DestroyFilter: func(d cuda.FilterDesc) cuda.DNNStatus { return destroy("filter")(uintptr(d)) },
+		CreateConv:    func(d *cuda.ConvDesc) cuda.DNNStatus { return create("conv")((*uintptr)(d)) },
+		DestroyConv:   func(d cuda.ConvDesc) cuda.DNNStatus { return destroy("conv")(uintptr(d)) },
+		SetConvMath: func(d cuda.ConvDesc, m int32) cuda.DNNStatus {
+			return withDesc(uintptr(d), "conv", func(t *dnnTensor) cuda.DNNStatus {
+				if m < cuda.DNNDefaultMath || m > cuda.DNNFMAMath {
+					return cuda.DNNBadParam
+				}
+				t.math = m
+				return 0
+			})
+		},
+		SetConvGroups: func(d cuda.ConvDesc, groups int32) cuda.DNNStatus {
+			return withDesc(uintptr(d), "conv", func(t *dnnTensor) cuda.DNNStatus {
+				if groups < 1 {
+					return cuda.DNNBadParam
+				}
+				t.groups = int(groups)
+				return 0
+			})
+		},
+		SetTensor4d: func(d cuda.TensorDesc, format, dtype, n, c, h, w int32) cuda.DNNStatus {
+			return withDesc(uintptr(d), "tensor", func(t *dnnTensor) cuda.DNNStatus {
+				if n < 1 || c < 1 || h < 1 || w < 1 || format < 0 || format > 2 {
+					return cuda.DNNBadParam
+				}
+				t.set, t.format, t.dtype, t.n, t.c, t.h, t.w = true, format, dtype, int(n), int(c), int(h), int(w)
+				return 0
+			})
+		},
+		SetFilter4d: func(d cuda.FilterDesc, dtype, format, k, c, h, w int32) cuda.DNNStatus {
+			return withDesc(uintptr(d), "filter", func(t *dnnTensor) cuda.DNNStatus {
+				if k < 1 || c < 1 || h < 1 || w < 1 || format < 0 || format > 2 {
+					return cuda.DNNBadParam
+				}
+				t.set, t.format, t.dtype, t.n, t.c, t.h, t.w = true, format, dtype, int(k), int(c), int(h), int(w)
+				return 0
+			})
+		},
+		SetConv2d: func(d cuda.ConvDesc, ph, pw, sh, sw, dh, dw, mode, compute int32) cuda.DNNStatus {
+			return withDesc(uintptr(d), "conv", func(t *dnnTensor) cuda.DNNStatus {
+				if ph < 0 || pw < 0 || sh < 1 || sw < 1 || dh < 1 || dw < 1 || mode < 0 || mode > 1 {
+					return cuda.DNNBadParam
+				}
+				t.set, t.pad, t.stride, t.dilate, t.mode, t.compute = true, [2]int{int(ph), int(pw)}, [2]int{int(sh), int(sw)}, [2]int{int(dh), int(dw)}, mode, compute
+				if t.groups == 0 {
+					t.groups = 1
+				}
+				return 0
+			})
+		},
+		FwdAlgo: func(h cuda.DNNHandle, x cuda.TensorDesc, w cuda.FilterDesc, c cuda.ConvDesc, y cuda.TensorDesc, req int32, ret *int32, perf *cuda.ConvAlgoPerf) cuda.DNNStatus {
+			return algos(h, x, w, c, y, req, ret, perf)
+		},
+		BwdDataAlgo: func(h cuda.DNNHandle, w cuda.FilterDesc, dy cuda.TensorDesc, c cuda.ConvDesc, dx cuda.TensorDesc, req int32, ret *int32, perf *cuda.ConvAlgoPerf) cuda.DNNStatus {
+			return algos(h, dx, w, c, dy, req, ret, perf)
+		},
+		BwdFilterAlgo: func(h cuda.DNNHandle, x cuda.TensorDesc, dy cuda.TensorDesc, c cuda.ConvDesc, dw cuda.FilterDesc, req int32, ret *int32, perf *cuda.ConvAlgoPerf) cuda.DNNStatus {
+			return algos(h, x, dw, c, dy, req, ret, perf)
+		},
+		FwdWorkspace: func(h cuda.DNNHandle, x cuda.TensorDesc, w cuda.FilterDesc, c cuda.ConvDesc, y cuda.TensorDesc, algo int32, n *uintptr) cuda.DNNStatus {
+			return workspace(h, x, w, c, y, algo, n)
+		},
+		BwdDataWorkspace: func(h cuda.DNNHandle, w cuda.FilterDesc, dy cuda.TensorDesc, c cuda.ConvDesc, dx cuda.TensorDesc, algo int32, n *uintptr) cuda.DNNStatus {
+			return workspace(h, dx, w, c, dy, algo, n)
+		},
+		BwdFilterWorkspace: func(h cuda.DNNHandle, x cuda.TensorDesc, dy cuda.TensorDesc, c cuda.ConvDesc, dw cuda.FilterDesc, algo int32, n *uintptr) cuda.DNNStatus {
+			return workspace(h, x, dw, c, dy, algo, n)
+		},
+		Forward: func(h cuda.DNNHandle, alpha *float32, xd cuda.TensorDesc, x cuda.DevicePtr, wd cuda.FilterDesc, w cuda.DevicePtr, cd cuda.ConvDesc,
+			algo int32, ws cuda.DevicePtr, wsBytes uintptr, beta *float32, yd cuda.TensorDesc, y cuda.DevicePtr) cuda.DNNStatus {
+			return product(gpuhost.ConvForward, h, alpha, xd, x, wd, w, cd, algo, ws, wsBytes, beta, yd, y)
+		},
+		BackwardData: func(h cuda.DNNHandle, alpha *float32, wd cuda.FilterDesc, w cuda.DevicePtr, dyd cuda.TensorDesc, dy cuda.DevicePtr, cd cuda.ConvDesc,
+			algo int32, ws cuda.DevicePtr, wsBytes uintptr, beta *float32, dxd cuda.TensorDesc, dx cuda.DevicePtr) cuda.DNNStatus {
+			return product(gpuhost.ConvInputGrad, h, alpha, dxd, dx, wd, w, cd, algo, ws, wsBytes, beta, dyd, dy)
+		},
+		BackwardFilter: func(h cuda.DNNHandle, alpha *float32, xd cuda.TensorDesc, x cuda.DevicePtr, dyd cuda.TensorDesc, dy cuda.DevicePtr, cd cuda.ConvDesc,
+			algo int32, ws cuda.DevicePtr, wsBytes uintptr, beta *float32, dwd cuda.FilterDesc, dw cuda.DevicePtr) cuda.DNNStatus {
+			return product(gpuhost.ConvWeightGrad, h, alpha, xd, x, dwd, dw, cd, algo, ws, wsBytes, beta, dyd, dy)
+		},
+	}
+}
+
+// fakeAlgoWorkspace is the workspace of one of the fake's algorithms for
+// filter w, or the status of an algorithm it does not run.
+func fakeAlgoWorkspace(algo int32, w *dnnTensor) (uintptr, cuda.DNNStatus) {
+	switch algo {
+	case fakeAlgoGood, fakeAlgoUnstable:
+		return fakeWorkspace(w), 0
+	case fakeAlgoHuge:
+		return fakeHugeWorkspace, 0
+	case fakeAlgoRefused:
+		return 0, cuda.DNNNotSupported
+	}
+	return 0, cuda.DNNBadParam
+}
+
+// ConvAlgorithms counts the cuDNN calls made with each algorithm (the
+// calls, captured or not; a graph's replays are not counted again).
+func (f *Fake) ConvAlgorithms() map[int32]int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return maps.Clone(f.convAlgos)
+}
+
+// unsafeSlice is n values from p.
+func unsafeSlice(p *cuda.ConvAlgoPerf, n int) []cuda.ConvAlgoPerf { return unsafe.Slice(p, n) }
+
+// runConv computes one product on the simulated memory; a tensor outside
+// the live allocations faults as a kernel would.
+func (f *Fake) runConv(c *convCall) {
+	g := c.g
+	xs, ws, ys := g.Sizes()
+	X, W, Y := f.floats("cuDNN x", c.x, xs), f.floats("cuDNN w", c.w, ws), f.floats("cuDNN y", c.y, ys)
+	if X == nil || W == nil || Y == nil {
+		return
+	}
+	// The operands as the math reads them (copies: the inputs stay).
+	round := func(v []float32) []float32 {
+		out := make([]float32, len(v))
+		for i, x := range v {
+			out[i] = c.precision.Round(x)
+		}
+		return out
+	}
+	var out []float32
+	var rx, rw, ry []float32
+	switch c.product {
+	case gpuhost.ConvForward:
+		out, rx, rw, ry = Y, round(X), round(W), make([]float32, len(Y))
+	case gpuhost.ConvInputGrad:
+		out, rx, rw, ry = X, make([]float32, len(X)), round(W), round(Y)
+	default:
+		out, rx, rw, ry = W, round(X), make([]float32, len(W)), round(Y)
+	}
+	acc := make([]float64, len(out))
+	cg, ocg := g.C/g.Groups, g.OC/g.Groups
+	for n := range g.N {
+		for o := range g.OC {
+			gi := o / ocg
+			for i := range g.OH {
+				for j := range g.OW {
+					yi := ((n*g.OC+o)*g.OH+i)*g.OW + j
+					for c0 := range cg {
+						ci := gi*cg + c0
+						for kh := range g.KH {
+							h := i*g.SH - g.PH + kh*g.DH
+							if h < 0 || h >= g.H {
+								continue
+							}
+							for kw := range g.KW {
+								w := j*g.SW - g.PW + kw*g.DW
+								if w < 0 || w >= g.W {
+									continue
+								}
+								xi := ((n*g.C+ci)*g.H+h)*g.W + w
+								wi := ((o*cg+c0)*g.KH+kh)*g.KW + kw
+								switch c.product {
+								case gpuhost.ConvForward:
+									acc[yi] += float64(rx[xi]) * float64(rw[wi])
+								case gpuhost.ConvInputGrad:
+									acc[xi] += float64(ry[yi]) * float64(rw[wi])
+								default:
+									acc[wi] += float64(ry[yi]) * float64(rx[xi])
+								}
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+	for i := range out {
+		v := c.alpha * float32(acc[i])
+		if c.beta != 0 {
+			v += c.beta * out[i]
+		}
+		out[i] = v
+	}
+	f.stats.ConvRuns++
+}

@@ -1,0 +1,137 @@
+package gpu
+
+import (
+	"fmt"
+
+	"github.com/mlbuild/mlbuild/planner"
+)
+
+// convLibrary lowers a convolution step whose method is the device's
+// library convolution (ConvLibraryMethod: cuDNN on CUDA) to Conv ops and
+// the generated kernels around them.
+//
+// Before: st is a conv2d or conv2d_bwd step with Attr.Method
+// ConvLibraryMethod, no epilogue pool, and no workspace (Out[1] of
+// conv2d, In[4] of conv2d_bwd are NoBuf: the library keeps its own).
+// After: the forward is one Conv (y = conv(x, W), Beta 0) followed, when
+// the layer has a bias or an activation, by one bias_act kernel over y;
+// the backward applies the activation's derivative to dy in place
+// (act_bwd, as the im2col lowering does when it cannot fold it), sums
+// db over dy (bias_grad), then one Conv for dW (Beta 0: the step writes
+// the whole gradient) and one for dx (Beta 0), each where the step has
+// that output. The Convs carry the step's precision (f32 or tf32: the
+// Target gives bf16 plans no library convolutions) and read and write
+// float32 buffers.
+func (l *lowering) convLibrary(st *planner.Step, bwd bool) error {
+	a := st.Attr
+	if a.Pool != nil {
+		return fmt.Errorf("a library convolution with an epilogue pool (a planner bug: the Target pools only the direct and Winograd methods)")
+	}
+	g := normConv(*a.Conv)
+	if g.C%g.Groups != 0 || g.OC%g.Groups != 0 {
+		return fmt.Errorf("%d input and %d output channels do not split into %d groups", g.C, g.OC, g.Groups)
+	}
+	yimg, ohw := g.OC*g.OH*g.OW, g.OH*g.OW
+	alpha := float32(a.Alpha)
+	if !bwd {
+		if err := l.operands(st, 3, 1); err != nil {
+			return err
+		}
+		x, w, b, y := st.In[0], st.In[1], st.In[2], st.Out[0]
+		if err := l.conv1(g, ConvForward, x, w, y); err != nil {
+			return err
+		}
+		if !present(b) && a.Act == "" {
+			return nil
+		}
+		k, err := biasActKernel(g.N*yimg, g.OC, ohw, present(b), a.Act, alpha)
+		ops := []operand{whole(y)}
+		if present(b) {
+			ops = append(ops, whole(b))
+		}
+		return l.launch("bias_act", k, err, ops...)
+	}
+	if err := l.operands(st, 4, 3); err != nil {
+		return err
+	}
+	x, w, y, dy := st.In[0], st.In[1], st.In[2], st.In[3]
+	dx, dw, db := st.Out[0], st.Out[1], st.Out[2]
+	if a.Act != "" {
+		k, err := actBwdKernel(g.N*yimg, a.Act, alpha)
+		if err := l.launch("act_bwd", k, err, whole(y), whole(dy)); err != nil {
+			return err
+		}
+	}
+	if present(db) {
+		if err := l.launch("bias_grad", channelSumKernel(g.N, g.OC, ohw), nil, whole(dy), whole(db)); err != nil {
+			return err
+		}
+	}
+	if present(dw) {
+		if err := l.conv1(g, ConvWeightGrad, x, dw, dy); err != nil {
+			return err
+		}
+	}
+	if present(dx) {
+		return l.conv1(g, ConvInputGrad, dx, w, dy)
+	}
+	return nil
+}
+
+// conv1 appends one Conv of product p on the tensors x, w and y (the
+// product's output among them), after checking that each buffer holds
+// its tensor and is float32.
+func (l *lowering) conv1(g planner.ConvGeom, p string, x, w, y planner.BufID) error {
+	sizes := []int{g.N * g.C * g.H * g.W, g.OC * (g.C / g.Groups) * g.KH * g.KW, g.N * g.OC * g.OH * g.OW}
+	var ts [3]Binding
+	for i, id := range []planner.BufID{x, w, y} {
+		b, err := l.buf(id)
+		if err != nil {
+			return err
+		}
+		if b.Size < sizes[i] {
+			return fmt.Errorf("library convolution tensor %s needs %d elements, buffer %q has %d", "XWY"[i:i+1], sizes[i], b.Name, b.Size)
+		}
+		if b.Elem != "" {
+			return fmt.Errorf("library convolution tensor %s is buffer %q of %s elements: library convolutions read and write float32 (a bug in mlbuild)", "XWY"[i:i+1], b.Name, b.Elem)
+		}
+		ts[i] = Binding{Buf: id, Size: sizes[i], Mutable: i == map[string]int{ConvForward: 2, ConvInputGrad: 0, ConvWeightGrad: 1}[p]}
+	}
+	prec := l.fastPrecision()
+	if prec == planner.PrecisionBF16 {
+		return fmt.Errorf("a library convolution in precision bf16, which it does not compute on float32 tensors (a bug in mlbuild: the Target keeps bf16 plans on im2col)")
+	}
+	c := &Conv{Geom: g, Product: p, X: ts[0], W: ts[1], Y: ts[2], Alpha: 1, Precision: prec}
+	l.ops = append(l.ops, Op{Layer: l.step.Layer, Kernel: string(l.step.Kernel), Conv: c})
+	return nil
+}
+
+// ConvLibraryMethod is the method name the planner records (Attr.Method)
+// for a convolution that runs as the device's library convolution
+// (gpuhost.Encoder.Conv: cuDNN on CUDA).
+const ConvLibraryMethod = "cudnn"
+
+// The products of a library convolution (Conv.Product), as
+// gpuhost.ConvProduct names them.
+const (
+	ConvForward    = "forward"
+	ConvInputGrad  = "input gradient"
+	ConvWeightGrad = "weight gradient"
+)
+
+// Conv is one library convolution: the product Product ("forward",
+// "input gradient", "weight gradient") of a convolution of geometry Geom
+// (strides, dilations and groups at least 1) on packed float32 tensors X
+// [N, C, H, W], W [OC, C/Groups, KH, KW] and Y [N, OC, OH, OW], the
+// product's output Mutable among them: output = Alpha·product +
+// Beta·output, with the step's precision ("" exact float32, "tf32").
+type Conv struct {
+	Geom      planner.ConvGeom `json:"geom"`
+	Product   string           `json:"product"`
+	X         Binding          `json:"x"`
+	W         Binding          `json:"w"`
+	Y         Binding          `json:"y"`
+	Alpha     float32          `json:"alpha"`
+	Beta      float32          `json:"beta,omitempty"`
+	Precision string           `json:"precision,omitempty"`
+}

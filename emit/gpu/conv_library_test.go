@@ -1,0 +1,184 @@
+package gpu
+
+import (
+	"math"
+	"testing"
+
+	"github.com/mlbuild/mlbuild/planner"
+)
+
+// refConv is the plain reference of a library convolution on the arena,
+// in float64: the product's output = Alpha·product + Beta·output, the
+// output not read when Beta is 0 (as cuDNN does).
+func refConv(t *testing.T, c *Conv, arena [][]float32) {
+	t.Helper()
+	g := c.Geom
+	x, w, y := arena[c.X.Buf][c.X.Offset:], arena[c.W.Buf][c.W.Offset:], arena[c.Y.Buf][c.Y.Offset:]
+	var out []float32
+	switch c.Product {
+	case ConvForward:
+		out = y[:c.Y.Size]
+	case ConvInputGrad:
+		out = x[:c.X.Size]
+	case ConvWeightGrad:
+		out = w[:c.W.Size]
+	default:
+		t.Fatalf("a convolution of product %q", c.Product)
+	}
+	acc := make([]float64, len(out))
+	cg, ocg := g.C/g.Groups, g.OC/g.Groups
+	for n := range g.N {
+		for o := range g.OC {
+			for i := range g.OH {
+				for j := range g.OW {
+					yi := ((n*g.OC+o)*g.OH+i)*g.OW + j
+					for c0 := range cg {
+						ci := o/ocg*cg + c0
+						for kh := range g.KH {
+							for kw := range g.KW {
+								h, v := i*g.SH-g.PH+kh*g.DH, j*g.SW-g.PW+kw*g.DW
+								if h < 0 || h >= g.H || v < 0 || v >= g.W {
+									continue
+								}
+								xi, wi := ((n*g.C+ci)*g.H+h)*g.W+v, ((o*cg+c0)*g.KH+kh)*g.KW+kw
+								switch c.Product {
+								case ConvForward:
+									acc[yi] += float64(x[xi]) * float64(w[wi])
+								case ConvInputGrad:
+									acc[xi] += float64(y[yi]) * float64(w[wi])
+								default:
+									acc[wi] += float64(y[yi]) * float64(x[xi])
+								}
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+	for i := range out {
+		v := float64(c.Alpha) * acc[i]
+		if c.Beta != 0 {
+			v += float64(c.Beta) * float64(out[i])
+		}
+		out[i] = float32(v)
+	}
+}
+
+// TestLoweredLibraryConvMatchesCPU lowers convolution layers whose method
+// is the library's (ConvLibraryMethod), with no workspace, runs their ops
+// (kernels through the dialect's g++ shim, each Conv by refConv) and
+// compares y, dx, dW and db with rt/cpu's. The forward is one Conv and a
+// bias_act launch where the layer has a bias or an activation; the
+// backward one Conv per gradient it writes.
+func TestLoweredLibraryConvMatchesCPU(t *testing.T) {
+	grouped := withOutputSize(planner.ConvGeom{N: 5, C: 4, H: 9, W: 8, OC: 6, KH: 3, KW: 2, SH: 2, SW: 2, PH: 1, PW: 1, DH: 2, DW: 1, Groups: 2})
+	plain := withOutputSize(planner.ConvGeom{N: 3, C: 3, H: 6, W: 5, OC: 4, KH: 3, KW: 3, SH: 1, SW: 1, DH: 1, DW: 1, Groups: 1})
+	cases := []convLayerCase{
+		{name: "grouped", g: grouped, bias: true, act: "leakyrelu", alpha: 0.1, dx: true, scratch: 1},
+		{name: "plain", g: plain, scratch: 1},
+		{name: "relu_no_bias", g: plain, act: "relu", dx: true, scratch: 1},
+	}
+	p, bufs := convLayerPlan(cases)
+	for i := range cases {
+		for _, st := range []*planner.Step{&p.Forward[i], &p.Backward[i]} {
+			st.Attr.Method = ConvLibraryMethod
+		}
+		p.Forward[i].Out[1], p.Backward[i].In[4] = planner.NoBuf, planner.NoBuf
+	}
+	initial := convLayerArena(p, bufs, 11)
+	prog, err := Lower(p, CUDA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, c := range cases {
+		var convs, launches, gemms int
+		for _, op := range append(append([]Op(nil), prog.ForwardSteps[i]...), prog.BackwardSteps[i]...) {
+			switch {
+			case op.Conv != nil:
+				convs++
+				if op.Conv.Precision != "" {
+					t.Errorf("%s: a convolution in precision %q in an f32 plan", c.name, op.Conv.Precision)
+				}
+			case op.Gemm != nil:
+				gemms++
+			default:
+				launches++
+			}
+		}
+		wantConvs, wantLaunches := 2, 0
+		if c.dx {
+			wantConvs++
+		}
+		if c.bias || c.act != "" {
+			wantLaunches++ // bias_act
+		}
+		if c.act != "" {
+			wantLaunches++ // act_bwd
+		}
+		if c.bias {
+			wantLaunches++ // bias_grad
+		}
+		if convs != wantConvs || launches != wantLaunches || gemms != 0 {
+			t.Errorf("%s: %d convolutions, %d launches, %d GEMMs; want %d, %d, 0", c.name, convs, launches, gemms, wantConvs, wantLaunches)
+		}
+	}
+	arena := runConvLayers(t, CUDA, prog, initial)
+	for _, c := range cases {
+		lb := bufs[indexOfCase(cases, c.name)]
+		y, dx, dw, db := convLayerReference(t, c, lb, initial)
+		closeTo(t, c.name+" y", arena[lb.y], y)
+		closeTo(t, c.name+" dW", arena[lb.dw], dw)
+		if dx != nil {
+			closeTo(t, c.name+" dx", arena[lb.dx], dx)
+		}
+		if db != nil {
+			closeTo(t, c.name+" db", arena[lb.db], db)
+		}
+	}
+	// A tf32 step's Convs carry its precision; a bf16 one is refused.
+	for i := range cases {
+		p.Forward[i].Attr.Precision, p.Backward[i].Attr.Precision = planner.PrecisionTF32, planner.PrecisionTF32
+	}
+	prog, err = Lower(p, CUDA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, op := range prog.Forward {
+		if op.Conv != nil && op.Conv.Precision != planner.PrecisionTF32 {
+			t.Errorf("a tf32 step's convolution in precision %q", op.Conv.Precision)
+		}
+	}
+	p.Forward[0].Attr.Precision = planner.PrecisionBF16
+	if _, err := Lower(p, CUDA); err == nil {
+		t.Error("a bf16 library convolution was lowered; want an error")
+	}
+}
+
+func indexOfCase(cases []convLayerCase, name string) int {
+	for i, c := range cases {
+		if c.name == name {
+			return i
+		}
+	}
+	return -1
+}
+
+// closeTo fails when got differs from want by more than 1e-4 relative
+// (NaN never passes).
+func closeTo(t *testing.T, what string, got, want []float32) {
+	t.Helper()
+	worst, at := 0.0, 0
+	for i := range want {
+		e := math.Abs(float64(got[i])-float64(want[i])) / (1 + math.Abs(float64(want[i])))
+		if math.IsNaN(float64(got[i])) {
+			e = math.Inf(1)
+		}
+		if e > worst {
+			worst, at = e, i
+		}
+	}
+	if worst > 1e-4 {
+		t.Errorf("%s[%d] = %g, rt/cpu has %g (relative error %.3g)", what, at, got[at], want[at], worst)
+	}
+}

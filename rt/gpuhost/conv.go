@@ -1,0 +1,105 @@
+package gpuhost
+
+import "fmt"
+
+// ConvGeom is the geometry of a 2-D convolution (Conv): a batch of N
+// images of C channels H×W, OC filters of C/Groups channels KH×KW,
+// padding PH, PW, strides SH, SW, dilations DH, DW, and the output's
+// OH×OW. Strides, dilations and groups are at least 1 (no zero means 1
+// here, unlike the planner's geometry).
+type ConvGeom struct {
+	N, C, H, W, OC, KH, KW int
+	PH, PW, SH, SW, DH, DW int
+	Groups, OH, OW         int
+}
+
+// ConvProduct is the product of a convolution a Conv computes.
+type ConvProduct uint8
+
+// The products of a convolution.
+const (
+	// ConvForward writes Y from X and W.
+	ConvForward ConvProduct = iota
+	// ConvInputGrad writes X (dx) from Y (dy) and W.
+	ConvInputGrad
+	// ConvWeightGrad writes W (dw) from X and Y (dy).
+	ConvWeightGrad
+	convProductCount
+)
+
+var convProductNames = [convProductCount]string{"forward", "input gradient", "weight gradient"}
+
+// String names p for errors ("forward", "input gradient", …).
+func (p ConvProduct) String() string {
+	if p < convProductCount {
+		return convProductNames[p]
+	}
+	return "unknown convolution product"
+}
+
+// Sizes are the elements of X, W and Y.
+func (g ConvGeom) Sizes() (x, w, y int) {
+	return g.N * g.C * g.H * g.W, g.OC * (g.C / max(g.Groups, 1)) * g.KH * g.KW, g.N * g.OC * g.OH * g.OW
+}
+
+// String is g in one line, for errors.
+func (g ConvGeom) String() string {
+	s := fmt.Sprintf("%dx%dx%dx%d → %d filters %dx%d, pad %d,%d, stride %d,%d, dilation %d,%d",
+		g.N, g.C, g.H, g.W, g.OC, g.KH, g.KW, g.PH, g.PW, g.SH, g.SW, g.DH, g.DW)
+	if g.Groups > 1 {
+		s += fmt.Sprintf(", %d groups", g.Groups)
+	}
+	return s + fmt.Sprintf(", out %dx%d", g.OH, g.OW)
+}
+
+// Check says what is wrong with g, or nil: every size positive (padding
+// at least 0), the channels divisible by the groups, and OH, OW what the
+// window gives, (H + 2·PH − DH·(KH−1) − 1)/SH + 1 and its width twin.
+func (g ConvGeom) Check() error {
+	for _, v := range []struct {
+		name string
+		v    int
+	}{{"N", g.N}, {"C", g.C}, {"H", g.H}, {"W", g.W}, {"OC", g.OC}, {"KH", g.KH}, {"KW", g.KW},
+		{"SH", g.SH}, {"SW", g.SW}, {"DH", g.DH}, {"DW", g.DW}, {"Groups", g.Groups}, {"OH", g.OH}, {"OW", g.OW}} {
+		if v.v < 1 || v.v > 1<<30 {
+			return fmt.Errorf("convolution %v: %s is %d, want at least 1", g, v.name, v.v)
+		}
+	}
+	if g.PH < 0 || g.PW < 0 {
+		return fmt.Errorf("convolution %v: negative padding", g)
+	}
+	if g.C%g.Groups != 0 || g.OC%g.Groups != 0 {
+		return fmt.Errorf("convolution %v: %d input and %d output channels do not split into %d groups", g, g.C, g.OC, g.Groups)
+	}
+	oh := (g.H+2*g.PH-g.DH*(g.KH-1)-1)/g.SH + 1
+	ow := (g.W+2*g.PW-g.DW*(g.KW-1)-1)/g.SW + 1
+	if oh != g.OH || ow != g.OW {
+		return fmt.Errorf("convolution %v: the window gives an output of %dx%d, not %dx%d", g, oh, ow, g.OH, g.OW)
+	}
+	return nil
+}
+
+// Check checks c's geometry, product and operands' element types against
+// Conv's contract for a device that reads float32 operands only, and
+// returns an error that says what disagrees, or nil; the device checks
+// the operands' bytes against its buffers itself.
+func (c *Conv) Check() error {
+	if err := c.Geom.Check(); err != nil {
+		return err
+	}
+	if c.Product >= convProductCount {
+		return fmt.Errorf("convolution product %d, which is none of forward, input gradient and weight gradient", c.Product)
+	}
+	for _, o := range []struct {
+		name string
+		e    Elem
+	}{{"X", c.X.Elem}, {"W", c.W.Elem}, {"Y", c.Y.Elem}} {
+		if o.e != ElemF32 {
+			return fmt.Errorf("convolution operand %s is %v: library convolutions read and write float32 tensors", o.name, o.e)
+		}
+	}
+	if !c.Precision.Valid() {
+		return fmt.Errorf("convolution in precision %d, which is none of f32, bf16 and tf32", c.Precision)
+	}
+	return nil
+}

@@ -1,0 +1,240 @@
+package gpuhosttest
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/mlbuild/mlbuild/rt/gpuhost"
+)
+
+// convGeoms are the geometries of the Conv cases: every feature of the
+// window once, on sizes that are no multiples of anything.
+var convGeoms = []struct {
+	name string
+	g    gpuhost.ConvGeom
+}{
+	{"3x3 pad 1", convGeom(2, 3, 7, 6, 5, 3, 3, 1, 1, 1, 1, 1, 1, 1)},
+	{"stride 2", convGeom(2, 4, 9, 8, 3, 3, 3, 1, 0, 2, 2, 1, 1, 1)},
+	{"1x1", convGeom(3, 5, 4, 5, 6, 1, 1, 0, 0, 1, 1, 1, 1, 1)},
+	{"dilation 2", convGeom(1, 3, 9, 9, 4, 3, 2, 2, 1, 1, 1, 2, 2, 1)},
+	{"groups 2", convGeom(2, 4, 6, 5, 6, 3, 3, 1, 1, 1, 1, 1, 1, 2)},
+	{"depthwise", convGeom(2, 4, 5, 5, 4, 3, 3, 1, 1, 2, 1, 1, 1, 4)},
+}
+
+// convGeom is a ConvGeom with its output size computed.
+func convGeom(n, c, h, w, oc, kh, kw, ph, pw, sh, sw, dh, dw, groups int) gpuhost.ConvGeom {
+	g := gpuhost.ConvGeom{N: n, C: c, H: h, W: w, OC: oc, KH: kh, KW: kw, PH: ph, PW: pw, SH: sh, SW: sw, DH: dh, DW: dw, Groups: groups}
+	g.OH = (h+2*ph-dh*(kh-1)-1)/sh + 1
+	g.OW = (w+2*pw-dw*(kw-1)-1)/sw + 1
+	return g
+}
+
+// convReference is the product p of g on x, w, y in float64, written into
+// a copy of the output's tensor as alpha·product + beta·output, with the
+// inputs rounded to drop low mantissa bits first (0: none; 13: TF32;
+// 16: bfloat16) by the suite's own bit arithmetic.
+func convReference(g gpuhost.ConvGeom, p gpuhost.ConvProduct, x, w, y []float32, alpha, beta float32, drop uint) []float32 {
+	round := func(v []float32) []float32 {
+		out := make([]float32, len(v))
+		for i, f := range v {
+			u := math.Float32bits(f)
+			if drop > 0 && u&0x7fffffff < 0x7f800000 {
+				half, keep := uint32(1)<<(drop-1), uint32(1)<<drop
+				if rest := u & (keep - 1); rest > half || rest == half && u&keep != 0 {
+					u += keep
+				}
+				u &^= keep - 1
+			}
+			out[i] = math.Float32frombits(u)
+		}
+		return out
+	}
+	rx, rw, ry := round(x), round(w), round(y)
+	var outv []float32
+	switch p {
+	case gpuhost.ConvForward:
+		outv = y
+	case gpuhost.ConvInputGrad:
+		outv = x
+	default:
+		outv = w
+	}
+	acc := make([]float64, len(outv))
+	cg, ocg := g.C/g.Groups, g.OC/g.Groups
+	for n := range g.N {
+		for o := range g.OC {
+			for i := range g.OH {
+				for j := range g.OW {
+					yi := ((n*g.OC+o)*g.OH+i)*g.OW + j
+					for c0 := range cg {
+						ci := o/ocg*cg + c0
+						for kh := range g.KH {
+							for kw := range g.KW {
+								h, v := i*g.SH-g.PH+kh*g.DH, j*g.SW-g.PW+kw*g.DW
+								if h < 0 || h >= g.H || v < 0 || v >= g.W {
+									continue
+								}
+								xi, wi := ((n*g.C+ci)*g.H+h)*g.W+v, ((o*cg+c0)*g.KH+kh)*g.KW+kw
+								switch p {
+								case gpuhost.ConvForward:
+									acc[yi] += float64(rx[xi]) * float64(rw[wi])
+								case gpuhost.ConvInputGrad:
+									acc[xi] += float64(ry[yi]) * float64(rw[wi])
+								default:
+									acc[wi] += float64(ry[yi]) * float64(rx[xi])
+								}
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+	out := make([]float32, len(outv))
+	for i := range out {
+		out[i] = float32(float64(alpha)*acc[i] + float64(beta)*float64(outv[i]))
+	}
+	return out
+}
+
+// convRun uploads x, w, y (at byte offset off of their own buffers),
+// records and runs one Conv, and returns the output tensor and the error.
+func convRun(t *testing.T, d gpuhost.Device, c gpuhost.Conv, off int, x, w, y []float32) ([]float32, error) {
+	t.Helper()
+	var bufs [3]gpuhost.Buffer
+	for i, v := range [][]float32{x, w, y} {
+		bufs[i] = alloc(t, d, "xwy"[i:i+1], off+4*len(v))
+		upload(t, d, bufs[i], off, v)
+	}
+	c.X = gpuhost.Tensor{Buf: bufs[0], Offset: off}
+	c.W = gpuhost.Tensor{Buf: bufs[1], Offset: off}
+	c.Y = gpuhost.Tensor{Buf: bufs[2], Offset: off}
+	if err := run(d, fmt.Sprintf("%v convolution", c.Product), func(e gpuhost.Encoder) error { return e.Conv(c) }); err != nil {
+		return nil, err
+	}
+	i := map[gpuhost.ConvProduct]int{gpuhost.ConvForward: 2, gpuhost.ConvInputGrad: 0, gpuhost.ConvWeightGrad: 1}[c.Product]
+	return download(t, d, bufs[i], off, len([][]float32{x, w, y}[i])), nil
+}
+
+var convProducts = []gpuhost.ConvProduct{gpuhost.ConvForward, gpuhost.ConvInputGrad, gpuhost.ConvWeightGrad}
+
+// testConv: a device with library convolutions (Suite.Conv) computes each
+// product of each geometry in f32 within float32's summation error of the
+// float64 reference (tensors at an offset in their buffers, Alpha 1.5 and
+// Beta 1, which adds to the output, and Beta 0 over an output of NaNs,
+// which must not be read); in each fast precision it lists (ConvPrecisions)
+// as Gemm's precisions are held (the rounded reference and a visible
+// difference from f32 on a device that RoundsOperands, else the error
+// bound); and it refuses the precisions it does not list, bfloat16
+// tensors, a geometry whose output size disagrees with its window, and a
+// tensor past its buffer. A device without them refuses every Conv with
+// an error that says so.
+func testConv(t *testing.T, s Suite) {
+	d := open(t, s)
+	g0 := convGeoms[0].g
+	xs, ws, ys := g0.Sizes()
+	if !s.Conv {
+		_, err := convRun(t, d, gpuhost.Conv{Geom: g0, Alpha: 1}, 0, random(1, xs), random(2, ws), random(3, ys))
+		if err == nil || !strings.Contains(err.Error(), "convolution") {
+			t.Fatalf("a Conv on a device without library convolutions: %v, want a refusal that names convolutions", err)
+		}
+		return
+	}
+	for _, cg := range convGeoms {
+		g := cg.g
+		xs, ws, ys := g.Sizes()
+		for _, p := range convProducts {
+			t.Run(cg.name+"/"+p.String(), func(t *testing.T) {
+				x, w, y := random(11, xs), random(12, ws), random(13, ys)
+				got, err := convRun(t, d, gpuhost.Conv{Geom: g, Product: p, Alpha: 1.5, Beta: 1}, 16, x, w, y)
+				if err != nil {
+					t.Fatal(err)
+				}
+				near(t, p.String(), got, convReference(g, p, x, w, y, 1.5, 1, 0), 1e-5)
+				// Beta 0: the output's old values (NaN) are not read.
+				nan := func(n int) []float32 {
+					v := make([]float32, n)
+					for i := range v {
+						v[i] = float32(math.NaN())
+					}
+					return v
+				}
+				ins := [][]float32{x, w, y}
+				oi := map[gpuhost.ConvProduct]int{gpuhost.ConvForward: 2, gpuhost.ConvInputGrad: 0, gpuhost.ConvWeightGrad: 1}[p]
+				ins[oi] = nan(len(ins[oi]))
+				got, err = convRun(t, d, gpuhost.Conv{Geom: g, Product: p, Alpha: 1}, 0, ins[0], ins[1], ins[2])
+				if err != nil {
+					t.Fatal(err)
+				}
+				zero := [][]float32{x, w, y}
+				zero[oi] = make([]float32, len(zero[oi]))
+				near(t, p.String()+" with Beta 0", got, convReference(g, p, zero[0], zero[1], zero[2], 1, 0, 0), 1e-5)
+			})
+		}
+	}
+	for _, p := range []gpuhost.Precision{gpuhost.PrecisionTF32, gpuhost.PrecisionBF16} {
+		t.Run("precision "+p.String(), func(t *testing.T) {
+			// Long sums (C·KH·KW = 72 and N·OH·OW = 98) so that rounding
+			// shows, as in GemmPrecision.
+			g := convGeom(2, 8, 7, 7, 9, 3, 3, 1, 1, 1, 1, 1, 1, 1)
+			xs, ws, ys := g.Sizes()
+			x, w, y := random(21, xs), random(22, ws), random(23, ys)
+			for _, pr := range convProducts {
+				got, err := convRun(t, d, gpuhost.Conv{Geom: g, Product: pr, Alpha: 1, Precision: p}, 0, x, w, y)
+				if !slices.Contains(s.ConvPrecisions, p) {
+					if err == nil || !strings.Contains(err.Error(), p.String()) {
+						t.Fatalf("a %v %v convolution on a device that does not list %v: %v, want a refusal naming it", p, pr, p, err)
+					}
+					continue
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				drop := map[gpuhost.Precision]uint{gpuhost.PrecisionBF16: 16, gpuhost.PrecisionTF32: 13}[p]
+				exact := convReference(g, pr, x, w, y, 1, 0, 0)
+				if !s.RoundsOperands {
+					bound := map[gpuhost.Precision]float64{gpuhost.PrecisionBF16: 0x1p-8, gpuhost.PrecisionTF32: 0x1p-11}[p] * math.Sqrt(98) * 2
+					near(t, pr.String()+" against the exact product", got, exact, bound)
+					continue
+				}
+				near(t, pr.String(), got, convReference(g, pr, x, w, y, 1, 0, drop), 1e-5)
+				var far float64
+				for i := range got {
+					far = math.Max(far, math.Abs(float64(got[i])-float64(exact[i])))
+				}
+				if far < 1e-4 {
+					t.Errorf("the %v %v convolution is within %.2g of the exact float32 one: the device did not round its operands", p, pr, far)
+				}
+			}
+		})
+	}
+	t.Run("refused", func(t *testing.T) {
+		bad := g0
+		bad.OH++
+		small := alloc(t, d, "small", 64)
+		x, w, y := alloc(t, d, "x", 4*xs), alloc(t, d, "w", 4*ws), alloc(t, d, "y", 4*ys)
+		ok := gpuhost.Conv{Geom: g0, Alpha: 1, X: gpuhost.Tensor{Buf: x}, W: gpuhost.Tensor{Buf: w}, Y: gpuhost.Tensor{Buf: y}}
+		for _, c := range []struct {
+			name string
+			edit func(c *gpuhost.Conv)
+			want string
+		}{
+			{"an output size the window does not give", func(c *gpuhost.Conv) { c.Geom = bad }, "window"},
+			{"channels that do not split into the groups", func(c *gpuhost.Conv) { c.Geom.Groups = 2 }, "groups"},
+			{"bfloat16 tensors", func(c *gpuhost.Conv) { c.X.Elem, c.W.Elem = gpuhost.ElemBF16, gpuhost.ElemBF16 }, "bfloat16"},
+			{"an unknown product", func(c *gpuhost.Conv) { c.Product = 9 }, "product"},
+			{"x past its buffer", func(c *gpuhost.Conv) { c.X.Buf = small }, "small"},
+			{"y at an offset past its buffer", func(c *gpuhost.Conv) { c.Y.Offset = 4 }, "offset"},
+		} {
+			cv := ok
+			c.edit(&cv)
+			err := run(d, c.name, func(e gpuhost.Encoder) error { return e.Conv(cv) })
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("%s: %v, want a refusal containing %q", c.name, err, c.want)
+			}
+		}
+	})
+}
