@@ -85,19 +85,48 @@ func (a Attention) seen(i int) int {
 }
 
 // scores writes s[j] = Scale·q_i·k_j of matrix m for the keys query i
-// sees, and returns their count.
-func (a Attention) scores(q, kt []float32, m, i int, s []float32) int {
+// sees, and returns their count; k is [Mats, Tk, D], a key a row.
+func (a Attention) scores(q, k []float32, m, i int, s []float32) int {
 	n := a.seen(i)
 	qi := q[(m*a.Tq+i)*a.D : (m*a.Tq+i+1)*a.D]
-	k := kt[m*a.D*a.Tk : (m+1)*a.D*a.Tk]
 	for j := range n {
+		kj := k[(m*a.Tk+j)*a.D : (m*a.Tk+j+1)*a.D]
 		var acc float32
 		for d, x := range qi {
-			acc += x * k[d*a.Tk+j]
+			acc += x * kj[d]
 		}
 		s[j] = a.Scale * acc
 	}
 	return n
+}
+
+// keyRows returns kt [Mats, D, Tk] as k [Mats, Tk, D], a key a row, so the
+// loops over a key's D values read memory in order; nil stays nil.
+func (a Attention) keyRows(kt []float32) []float32 {
+	if kt == nil {
+		return nil
+	}
+	k := make([]float32, len(kt))
+	for m := range a.Mats {
+		for d := range a.D {
+			for j, x := range kt[(m*a.D+d)*a.Tk : (m*a.D+d+1)*a.Tk] {
+				k[(m*a.Tk+j)*a.D+d] = x
+			}
+		}
+	}
+	return k
+}
+
+// keyColumns writes k [Mats, Tk, D] into kt [Mats, D, Tk].
+func (a Attention) keyColumns(k, kt []float32) {
+	for m := range a.Mats {
+		for d := range a.D {
+			row := kt[(m*a.D+d)*a.Tk : (m*a.D+d+1)*a.Tk]
+			for j := range row {
+				row[j] = k[(m*a.Tk+j)*a.D+d]
+			}
+		}
+	}
 }
 
 // AttentionFwd is the reference of the GPU's fused attention
@@ -110,15 +139,20 @@ func AttentionFwd(q, kt, v, o, lse []float32, a Attention) {
 		oh := make([]float32, len(o))
 		h := a
 		h.Heads = 0
-		AttentionFwd(a.heads(q, a.Tq, false), a.heads(kt, a.Tk, true), a.heads(v, a.Tk, false), oh, lse, h)
+		h.forward(a.heads(q, a.Tq, false), a.heads(kt, a.Tk, false), a.heads(v, a.Tk, false), oh, lse)
 		a.tokens(oh, o, a.Tq, false)
 		return
 	}
+	a.forward(q, a.keyRows(kt), v, o, lse)
+}
+
+// forward is AttentionFwd on keys k [Mats, Tk, D].
+func (a Attention) forward(q, k, v, o, lse []float32) {
 	ParallelFor(a.Mats, 1, func(lo, hi int) {
 		s := make([]float32, a.Tk)
 		for m := lo; m < hi; m++ {
 			for i := range a.Tq {
-				n := a.scores(q, kt, m, i, s)
+				n := a.scores(q, k, m, i, s)
 				mx := float32(math.Inf(-1))
 				for _, x := range s[:n] {
 					mx = max(mx, x)
@@ -156,22 +190,34 @@ func AttentionBwd(q, kt, v, o, lse, do, dq, dkt, dv, delta []float32, a Attentio
 	if a.Heads > 0 {
 		h := a
 		h.Heads = 0
-		dqh, dkth, dvh := a.heads(dq, a.Tq, false), a.heads(dkt, a.Tk, true), a.heads(dv, a.Tk, false)
-		AttentionBwd(a.heads(q, a.Tq, false), a.heads(kt, a.Tk, true), a.heads(v, a.Tk, false), a.heads(o, a.Tq, false), lse, a.heads(do, a.Tq, false),
-			dqh, dkth, dvh, delta, h)
+		dqh, dkh, dvh := a.heads(dq, a.Tq, false), a.heads(dkt, a.Tk, false), a.heads(dv, a.Tk, false)
+		h.backward(a.heads(q, a.Tq, false), a.heads(kt, a.Tk, false), a.heads(v, a.Tk, false), a.heads(o, a.Tq, false), lse, a.heads(do, a.Tq, false),
+			dqh, dkh, dvh, delta)
 		a.tokens(dqh, dq, a.Tq, false)
-		a.tokens(dkth, dkt, a.Tk, true)
+		a.tokens(dkh, dkt, a.Tk, false)
 		a.tokens(dvh, dv, a.Tk, false)
 		return
 	}
+	var dk []float32
+	if dkt != nil {
+		dk = make([]float32, len(dkt))
+	}
+	a.backward(q, a.keyRows(kt), v, o, lse, do, dq, dk, dv, delta)
+	if dkt != nil {
+		a.keyColumns(dk, dkt)
+	}
+}
+
+// backward is AttentionBwd on keys k and their gradient dk [Mats, Tk, D].
+func (a Attention) backward(q, k, v, o, lse, do, dq, dk, dv, delta []float32) {
 	ParallelFor(a.Mats, 1, func(lo, hi int) {
 		s := make([]float32, a.Tk)
 		for m := lo; m < hi; m++ {
 			if dq != nil {
 				clear(dq[m*a.Tq*a.D : (m+1)*a.Tq*a.D])
 			}
-			if dkt != nil {
-				clear(dkt[m*a.D*a.Tk : (m+1)*a.D*a.Tk])
+			if dk != nil {
+				clear(dk[m*a.Tk*a.D : (m+1)*a.Tk*a.D])
 			}
 			if dv != nil {
 				clear(dv[m*a.Tk*a.D : (m+1)*a.Tk*a.D])
@@ -186,7 +232,7 @@ func AttentionBwd(q, kt, v, o, lse, do, dq, dkt, dv, delta []float32, a Attentio
 			}
 			for i := range a.Tq {
 				r := m*a.Tq + i
-				n := a.scores(q, kt, m, i, s)
+				n := a.scores(q, k, m, i, s)
 				qi, doi := q[r*a.D:(r+1)*a.D], do[r*a.D:(r+1)*a.D]
 				for j := range n {
 					p := float32(math.Exp(float64(s[j] - lse[r])))
@@ -204,13 +250,15 @@ func AttentionBwd(q, kt, v, o, lse, do, dq, dkt, dv, delta []float32, a Attentio
 					}
 					ds := a.Scale * p * (keep*dp - delta[r])
 					if dq != nil {
-						for d := range a.D {
-							dq[r*a.D+d] += ds * kt[(m*a.D+d)*a.Tk+j]
+						kj, dqi := k[(m*a.Tk+j)*a.D:(m*a.Tk+j+1)*a.D], dq[r*a.D:(r+1)*a.D]
+						for d, x := range kj {
+							dqi[d] += ds * x
 						}
 					}
-					if dkt != nil {
+					if dk != nil {
+						dkj := dk[(m*a.Tk+j)*a.D : (m*a.Tk+j+1)*a.D]
 						for d, x := range qi {
-							dkt[(m*a.D+d)*a.Tk+j] += ds * x
+							dkj[d] += ds * x
 						}
 					}
 				}
