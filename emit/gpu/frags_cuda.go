@@ -73,9 +73,9 @@ __device__ __forceinline__ unsigned int mlb_pack_bf16(float lo, float hi) {
     return r;
 }
 __device__ __forceinline__ float mlb_warp_shfl_xor(float x, int m) {
-    float r;
-    asm volatile("shfl.sync.bfly.b32 %0, %1, %2, 0x1f, 0xffffffff;" : "=f"(r) : "f"(x), "r"(m));
-    return r;
+    unsigned int r;
+    asm volatile("shfl.sync.bfly.b32 %0, %1, %2, 0x1f, 0xffffffff;" : "=r"(r) : "r"(__float_as_uint(x)), "r"(m));
+    return __uint_as_float(r);
 }
 #endif
 `

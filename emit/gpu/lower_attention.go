@@ -50,8 +50,18 @@ func (l *lowering) attnTiles(g attnGeom) bool {
 	return l.fastPrecision() != "" && tcTiles(l.d, g) && attnNoTiles == ""
 }
 
+// attnFrags is whether the step may run on the dialect's register
+// fragments (kernels_attention_fa.go): its precision is the fragments'
+// (bf16: the plan's attention contract rounds the operands to bfloat16
+// and sums in float32), and the build did not turn tensor cores off
+// (attnNoTiles).
+func (l *lowering) attnFrags() bool {
+	f := l.d.Fragments
+	return f != nil && l.fastPrecision() == f.Precision && attnNoTiles == ""
+}
+
 // attnNoTiles, set, keeps the fused attention on the SIMT kernels in
-// every plan. It is a benchmarking hook, as attnVariant is, set only by
+// every plan (neither tiles nor fragments). It is a benchmarking hook, as attnVariant is, set only by
 // building mlbuild with
 //
 //	go build -ldflags "-X github.com/mlbuild/mlbuild/emit/gpu.attnNoTiles=1"
@@ -79,7 +89,9 @@ func (l *lowering) attention(st *planner.Step, training bool) error {
 		return err
 	}
 	k := attentionFwdKernel(g)
-	if l.attnTiles(g) {
+	if _, ok := g.fragFwdBlock(l.d.Fragments); ok && l.attnFrags() {
+		k = attentionFwdFragKernel(g, l.d.Fragments)
+	} else if l.attnTiles(g) {
 		if _, ok := g.tcFwdBlock(); ok {
 			k = attentionFwdTCKernel(g)
 		}

@@ -1,0 +1,90 @@
+package gpu
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/mlbuild/mlbuild/rt/cpu"
+)
+
+// The tolerances of the fragment kernels against the reference whose
+// products round their operands to bfloat16 (unfusedAttention with
+// cpu.RoundBF16), relative to 1 + |value| as checkCases measures. The
+// scores' operands round alike on both sides and their products are
+// exact in float32, so the log-sum-exp keeps the float32 kernel's
+// tolerance. The forward rounds each probability to bfloat16 before it
+// normalises it, which the reference cannot follow: at most 2^-9 of
+// each term of o = Σ p·v (Σ p = 1, |v| ≤ 1), plus float32's 2e-5; the
+// bound is 2^-8 to leave room for the sums of the tensor cores, whose
+// order and rounding are not float32's.
+const (
+	faLSETol = 2e-5
+	faOutTol = 0x1p-8 + 2e-5
+)
+
+// TestAttentionFragKernelsOnCPU runs the fused attention's fragment
+// forward (kernels_attention_fa.go) in the CUDA dialect on the CPU, the
+// fragments emulated lane by lane by the shim (testdata/shim/cuda_shim.h,
+// the PTX layouts that TestFragmentEmulationIsPTX checks), against the
+// unfused reference whose products round their operands to bfloat16,
+// over every case of attnTestGeoms (head dimensions not a multiple of 16
+// padded with zeros), with the dropout of the unfused step. The same
+// log-sum-exps miss the reference without rounding by more than the
+// tolerance somewhere: the emulation rounds, and the test sees it.
+func TestAttentionFragKernelsOnCPU(t *testing.T) {
+	const step, seed = 7, 1234
+	r := rand.New(rand.NewPCG(31, 16))
+	tl, err := attnTilingFor(CUDA, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cases []gpuCase
+	var exact []map[int][]float32
+	for _, g := range attnTestGeoms {
+		g.tiling = tl
+		if _, ok := g.fragFwdBlock(CUDA.Fragments); !ok {
+			t.Fatalf("%s: no fragment forward block fits %d bytes", g, tl.shared)
+		}
+		q := randVec(r, g.mats*g.tq*g.d, -2, 2)
+		kt := randVec(r, g.mats*g.d*g.tk, -2, 2)
+		v := randVec(r, g.mats*g.tk*g.d, -1, 1)
+		do := randVec(r, g.mats*g.tq*g.d, -1, 1)
+		o, lse, _, _, _, _ := unfusedAttention(g, q, kt, v, do, step, seed, cpu.RoundBF16)
+		_, lsee, _, _, _, _ := unfusedAttention(g, q, kt, v, do, step, seed, nil)
+		name := fmt.Sprintf("fa_attn_%dx%dx%dx%d", g.mats, g.tq, g.tk, g.d)
+		if g.heads > 0 {
+			name += fmt.Sprintf("_%dheads", g.heads)
+			q, v, o = tokenMajor(g, q, g.tq), tokenMajor(g, v, g.tk), tokenMajor(g, o, g.tq)
+			kt = tokenMajor(g, transposeMats(kt, g.mats, g.d, g.tk), g.tk)
+		}
+		var in [][]float32
+		a := 0
+		if g.rate > 0 {
+			in, a = append(in, argsVec(0.1, step, seed)), 1
+		}
+		cases = append(cases, gpuCase{name: name, k: attentionFwdFragKernel(g, CUDA.Fragments), tols: map[int]float64{a + 3: faOutTol, a + 4: faLSETol},
+			in:   append(in, q, kt, v, zeros(len(o)), zeros(len(lse))),
+			want: map[int][]float32{a + 3: o, a + 4: lse}})
+		exact = append(exact, map[int][]float32{a + 4: lsee})
+	}
+	res := runCases(t, CUDA, cases)
+	checkCases(t, CUDA, cases, res)
+	worst := 0.0
+	for i, c := range cases {
+		if !strings.Contains(c.k.Doc, "register fragments") {
+			t.Errorf("%s: kernel %q is not the fragment one", c.name, c.k.Doc)
+		}
+		for j, want := range exact[i] {
+			for e := range want {
+				worst = max(worst, math.Abs(float64(res[i][j][e])-float64(want[e]))/(1+math.Abs(float64(want[e]))))
+			}
+		}
+	}
+	if worst <= faLSETol {
+		t.Errorf("the fragment forward's log-sum-exps are within %.3g of the reference without bfloat16 rounding (largest error %.3g): the test cannot tell whether it rounds", faLSETol, worst)
+	}
+	t.Logf("largest log-sum-exp error against the reference without rounding: %.3g", worst)
+}

@@ -1,0 +1,391 @@
+package gpu
+
+import "fmt"
+
+// The fused attention on register fragments (Dialect.Fragments:
+// mma.sync m16n8k16 with bfloat16 operands and float32 sums on CUDA),
+// after FlashAttention-2, for plans whose attention steps are bf16.
+//
+// The forward runs a threadgroup per (matrix, block of up to 64
+// queries), a warp per 16 of them. The block's queries are staged once
+// in threadgroup memory as bfloat16 pairs, and each warp loads its A
+// fragments of q from there and keeps them in registers. Per tile of
+// keys the threads stage k (pairs along the head dimension) and vᵀ
+// (pairs along the keys) once, rounded; each warp multiplies its q by
+// kᵀ into accumulator fragments of scores, and then, in those registers,
+// masks and scales them, folds them into its rows' running maximum (the
+// four lanes that share a row agree through two xor shuffles) and sum,
+// draws the dropout, and packs the probabilities straight into the A
+// fragments of p·v: an accumulator's pairs are, lane by lane, an A
+// fragment's (accToA). o stays in accumulator fragments to the end.
+// Nothing goes through threadgroup memory but the staged operands, and
+// the only barriers are the staging's.
+
+// fragShapeOK is whether f has the shape the fragment kernels are
+// written for: m16n8k16 over 32 lanes, A and B registers of two
+// elements along K, accumulator rows that depend on the lane's group
+// only (so the lanes sharing a row differ in the two low bits), and
+// accumulator pairs that are A's registers (accToA).
+func fragShapeOK(f *FragmentDialect) bool {
+	if f == nil || f.M != 16 || f.N != 8 || f.K != 16 || f.Lanes != 32 || f.ElemsPerReg != [3]int{2, 2, 1} ||
+		len(f.Layout[FragA]) != 8 || len(f.Layout[FragB]) != 4 || len(f.Layout[FragC]) != 4 {
+		return false
+	}
+	for _, p := range f.Layout[FragC] {
+		if p.RowT != 0 || p.RowG != 1 {
+			return false
+		}
+	}
+	for r := FragA; r <= FragB; r++ {
+		for reg := 0; reg < f.Regs(r); reg++ {
+			lo, hi := f.Layout[r][2*reg], f.Layout[r][2*reg+1]
+			step := FragPlace{Col: 1}
+			if r == FragB {
+				step = FragPlace{Row: 1}
+			}
+			if hi != (FragPlace{lo.RowG + step.RowG, lo.RowT, lo.Row + step.Row, lo.ColG, lo.ColT, lo.Col + step.Col}) {
+				return false
+			}
+			// the pair starts at an even K for every lane
+			kg, kt, k := lo.ColG, lo.ColT, lo.Col
+			if r == FragB {
+				kg, kt, k = lo.RowG, lo.RowT, lo.Row
+			}
+			if kg%2 != 0 || kt%2 != 0 || k%2 != 0 {
+				return false
+			}
+		}
+	}
+	_, ok := accToA(f)
+	return ok
+}
+
+// accSource is where an element of an A fragment comes from in two
+// accumulators side by side (columns 0 … N−1 and N … 2N−1): accumulator
+// side, element elem, in the same lane.
+type accSource struct{ side, elem int }
+
+// accToA maps each element of an A fragment to the element of two
+// accumulators side by side that lies at the same row and column in
+// the same lane, for every lane; ok false where one has none.
+func accToA(f *FragmentDialect) (src []accSource, ok bool) {
+	for _, a := range f.Layout[FragA] {
+		found := false
+		for side := 0; side < 2 && !found; side++ {
+			for e, c := range f.Layout[FragC] {
+				c.Col += side * f.N
+				if c == a {
+					src = append(src, accSource{side, e})
+					found = true
+					break
+				}
+			}
+		}
+		if !found {
+			return nil, false
+		}
+	}
+	return src, true
+}
+
+// laneLin is cg·fg + ct·ft + c, fg and ft the lane's group and place in it.
+func laneLin(cg, ct, c int) Expr {
+	var e Expr
+	term := func(x Expr) {
+		if e == nil {
+			e = x
+		} else {
+			e = add(e, x)
+		}
+	}
+	for _, t := range []struct {
+		k int
+		v string
+	}{{cg, "fg"}, {ct, "ft"}} {
+		switch t.k {
+		case 0:
+		case 1:
+			term(vr(t.v))
+		default:
+			term(mul(i32(t.k), vr(t.v)))
+		}
+	}
+	if c != 0 || e == nil {
+		term(i32(c))
+	}
+	return e
+}
+
+// fragRow and fragCol are the row and column of element i of this
+// lane's fragment of role r.
+func fragRow(f *FragmentDialect, r FragRole, i int) Expr {
+	p := f.Layout[r][i]
+	return laneLin(p.RowG, p.RowT, p.Row)
+}
+
+func fragCol(f *FragmentDialect, r FragRole, i int) Expr {
+	p := f.Layout[r][i]
+	return laneLin(p.ColG, p.ColT, p.Col)
+}
+
+// fragPairAt is the word of register reg of an operand fragment (A or
+// B) in a SharedPairs array whose lines are the fragment's M (A) or N
+// (B) index and whose words are pairs along K: line0 + the register's
+// line, times stride, plus kw0 + the register's K / 2.
+func fragPairAt(f *FragmentDialect, r FragRole, reg int, line0 Expr, stride int, kw0 Expr) Expr {
+	p := f.Layout[r][2*reg]
+	line, k := laneLin(p.RowG, p.RowT, p.Row), laneLin(p.ColG/2, p.ColT/2, p.Col/2)
+	if r == FragB {
+		line, k = laneLin(p.ColG, p.ColT, p.Col), laneLin(p.RowG/2, p.RowT/2, p.Row/2)
+	}
+	return add(mul(add(line0, line), i32(stride)), add(kw0, k))
+}
+
+// fragRowSlot is which of this lane's accumulator rows element i of an
+// accumulator lies in: its distinct row offsets, in order.
+func fragRowSlots(f *FragmentDialect) (slot []int, rows []int) {
+	for _, p := range f.Layout[FragC] {
+		s := -1
+		for j, r := range rows {
+			if r == p.Row {
+				s = j
+			}
+		}
+		if s < 0 {
+			s = len(rows)
+			rows = append(rows, p.Row)
+		}
+		slot = append(slot, s)
+	}
+	return slot, rows
+}
+
+// fragBlock is a fragment kernel's block: warps of 16 rows each,
+// columns streamed cols at a time, the head dimension padded to dp (a
+// multiple of K).
+type fragBlock struct{ warps, rows, cols, dp int }
+
+// pairStride is the words of a staged line of n elements in pairs: n/2
+// and 4 more, so that the 8 lines and 4 words a warp's fragment load
+// reads fall in 32 distinct banks (n/2 + 4 is 4 mod 8 for the n used).
+func pairStride(n int) int { return n/2 + 4 }
+
+// fragFwdWords is the threadgroup words of the fragment forward with
+// block b: q [rows, dp] and k [cols, dp] in pairs along dp, vᵀ [dp,
+// cols] in pairs along the keys.
+func (b fragBlock) fragFwdWords() int {
+	return b.rows*pairStride(b.dp) + b.cols*pairStride(b.dp) + b.dp*pairStride(b.cols)
+}
+
+// fragFwdBlock is the fragment forward's block: a warp per 16 queries
+// up to 4, tiles of 64, 32 or 16 keys (not past the keys, in whole
+// fragments), the largest that fits; ok false where none does or f
+// is not the shape the kernel is written for.
+func (g attnGeom) fragFwdBlock(f *FragmentDialect) (b fragBlock, ok bool) {
+	if !fragShapeOK(f) || g.d > 128 {
+		return b, false
+	}
+	warps := min(4, ceilDiv(g.tq, 16))
+	dp := ceilDiv(g.d, 16) * 16
+	for cols := min(64, max(16, pow2AtLeast(g.tk))); cols >= 16; cols /= 2 {
+		b = fragBlock{warps: warps, rows: 16 * warps, cols: cols, dp: dp}
+		if 4*b.fragFwdWords() <= g.tiling.shared {
+			return b, true
+		}
+	}
+	return b, false
+}
+
+// stagePairs stores into SharedPairs array sh, every thread of tg
+// taking words (line, w) for line < lines, w < words, the fastest of the
+// two first where lineFast: sh[line·stride + w] = PackBF16(lo, hi) of
+// the values src gives.
+func stagePairs(sh string, lines, words, stride, tg int, lineFast bool, src func(line, w Expr) (lo, hi Expr)) Stmt {
+	e := vr("e_" + sh)
+	line, w := div(e, i32(words)), rem(e, i32(words))
+	if lineFast {
+		line, w = rem(e, i32(lines)), div(e, i32(lines))
+	}
+	lo, hi := src(line, w)
+	return For{"e_" + sh, lidE, i32(lines * words), i32(tg), []Stmt{store(sh, add(mul(line, i32(stride)), w), PackBF16{lo, hi})}}
+}
+
+// attentionFwdFragKernel is the fused forward on register fragments
+// (the comment at the top of this file says how).
+func attentionFwdFragKernel(g attnGeom, f *FragmentDialect) *Kernel {
+	b, _ := g.fragFwdBlock(f)
+	R, C, D, dp := b.rows, b.cols, g.d, b.dp
+	qs, ks, vs := pairStride(dp), pairStride(dp), pairStride(C)
+	tg := 32 * b.warps
+	blocks, tiles := ceilDiv(g.tq, R), ceilDiv(g.tk, C)
+	src, _ := accToA(f)
+	slot, rowOffs := fragRowSlots(f)
+	nC := len(f.Layout[FragC])
+	body := []Stmt{
+		SharedPairs{"sq", R * qs}, SharedPairs{"sk", C * ks}, SharedPairs{"sv", dp * vs},
+		let("mat", Int, div(tgidE, i32(blocks))),
+		let("q0", Int, mul(rem(tgidE, i32(blocks)), i32(R))),
+		let("warp", Int, div(lidE, i32(32))),
+		let("lane", Int, rem(lidE, i32(32))),
+		let("fg", Int, div(vr("lane"), i32(4))),
+		let("ft", Int, rem(vr("lane"), i32(4))),
+	}
+	// elem is x[at] where ok holds (nil: always), else 0
+	elem := func(ok Expr, x Expr) Expr { return masked(ok, x, flt(0)) }
+	qv := func(r, dd Expr) Expr {
+		return elem(all(below(add(vr("q0"), r), g.tq, blocks*R), below(dd, g.d, dp)), load("q", add(g.rowAt(vr("mat"), add(vr("q0"), r), g.tq), dd)))
+	}
+	body = append(body, stagePairs("sq", R, dp/2, qs, tg, false, func(r, w Expr) (Expr, Expr) {
+		return qv(r, mul(w, i32(2))), qv(r, add(mul(w, i32(2)), i32(1)))
+	}), Barrier{})
+	// the warp's queries as A fragments, dp/16 of them, for every tile
+	for kk := 0; kk < dp/16; kk++ {
+		qa := nm("qa", kk)
+		body = append(body, FragDecl{qa, FragA})
+		for reg := 0; reg < f.Regs(FragA); reg++ {
+			body = append(body, FragSet{qa, reg, load("sq", fragPairAt(f, FragA, reg, mul(vr("warp"), i32(16)), qs, i32(kk*8)))})
+		}
+	}
+	for h := range rowOffs {
+		body = append(body, let(nm("m", h), Float, flt(negHuge)), let(nm("l", h), Float, flt(0)))
+	}
+	for n := 0; n < dp/8; n++ {
+		body = append(body, FragDecl{nm("o", n), FragC})
+		for i := 0; i < nC; i++ {
+			body = append(body, FragSet{nm("o", n), i, flt(0)})
+		}
+	}
+	qi := func(i int) Expr { return add(vr("q0"), add(mul(vr("warp"), i32(16)), fragRow(f, FragC, i))) }
+	kj := func(n, i int) Expr { return add(vr("k0"), add(i32(n*8), fragCol(f, FragC, i))) }
+	vis := func(n, i int) Expr { return g.visible(qi(i), kj(n, i), blocks*R, tiles*C) }
+	kv := func(j, dd Expr) Expr {
+		return elem(all(below(add(vr("k0"), j), g.tk, tiles*C), below(dd, g.d, dp)), load(g.kName(), g.keyAt(vr("mat"), add(vr("k0"), j), dd)))
+	}
+	vv := func(j, dd Expr) Expr {
+		return elem(all(below(add(vr("k0"), j), g.tk, tiles*C), below(dd, g.d, dp)), load("v", add(g.rowAt(vr("mat"), add(vr("k0"), j), g.tk), dd)))
+	}
+	tile := []Stmt{
+		let("k0", Int, mul(vr("t"), i32(C))),
+		Barrier{}, // the previous tile's readers are done
+		// k: a line a key, pairs along the head dimension (kᵀ read along
+		// its rows, the keys, where it is kᵀ)
+		stagePairs("sk", C, dp/2, ks, tg, g.heads == 0, func(j, w Expr) (Expr, Expr) {
+			return kv(j, mul(w, i32(2))), kv(j, add(mul(w, i32(2)), i32(1)))
+		}),
+		// vᵀ: a line a dimension, pairs along the keys
+		stagePairs("sv", dp, C/2, vs, tg, true, func(dd, w Expr) (Expr, Expr) {
+			return vv(mul(w, i32(2)), dd), vv(add(mul(w, i32(2)), i32(1)), dd)
+		}),
+		Barrier{},
+		FragDecl{"kb", FragB}, FragDecl{"pa", FragA}, FragDecl{"vb", FragB},
+	}
+	// the warp's 16×C scores q·kᵀ
+	for n := 0; n < C/8; n++ {
+		tile = append(tile, FragDecl{nm("s", n), FragC})
+		for i := 0; i < nC; i++ {
+			tile = append(tile, FragSet{nm("s", n), i, flt(0)})
+		}
+	}
+	for kk := 0; kk < dp/16; kk++ {
+		for n := 0; n < C/8; n++ {
+			for reg := 0; reg < f.Regs(FragB); reg++ {
+				tile = append(tile, FragSet{"kb", reg, load("sk", fragPairAt(f, FragB, reg, i32(n*8), ks, i32(kk*8)))})
+			}
+			tile = append(tile, FragMMA{nm("s", n), nm("qa", kk), "kb"})
+		}
+	}
+	// masked and scaled; each row's maximum over its four lanes
+	for h := range rowOffs {
+		tile = append(tile, let(nm("mx", h), Float, flt(negHuge)))
+	}
+	for n := 0; n < C/8; n++ {
+		for i := 0; i < nC; i++ {
+			sc := nm("sc", n, i)
+			tile = append(tile,
+				let(sc, Float, masked(vis(n, i), mul(FragGet{nm("s", n), i}, flt(g.scale)), flt(negHuge))),
+				set(nm("mx", slot[i]), call(FnMax, vr(nm("mx", slot[i])), vr(sc))))
+		}
+	}
+	for h := range rowOffs {
+		mx := nm("mx", h)
+		tile = append(tile,
+			set(mx, call(FnMax, vr(mx), ShuffleXor{vr(mx), 1})),
+			set(mx, call(FnMax, vr(mx), ShuffleXor{vr(mx), 2})),
+			let(nm("mt", h), Float, call(FnMax, vr(nm("m", h)), vr(mx))),
+			let(nm("ls", h), Float, flt(0)))
+	}
+	// the probabilities, their partial sums, and p·keep
+	for n := 0; n < C/8; n++ {
+		for i := 0; i < nC; i++ {
+			p, keep := nm("p", n, i), nm("keep", n, i)
+			tile = append(tile,
+				let(p, Float, masked(vis(n, i), call(FnExp, sub(vr(nm("sc", n, i)), vr(nm("mt", slot[i])))), flt(0))),
+				set(nm("ls", slot[i]), add(vr(nm("ls", slot[i])), vr(p))))
+			tile = append(tile, g.keep(keep, qi(i), kj(n, i))...)
+		}
+	}
+	// the online softmax's correction
+	for h := range rowOffs {
+		corr := nm("corr", h)
+		tile = append(tile,
+			let(corr, Float, call(FnExp, sub(vr(nm("m", h)), vr(nm("mt", h))))),
+			set(nm("l", h), add(mul(vr(nm("l", h)), vr(corr)), vr(nm("ls", h)))),
+			set(nm("m", h), vr(nm("mt", h))))
+	}
+	for n := 0; n < dp/8; n++ {
+		for i := 0; i < nC; i++ {
+			tile = append(tile, FragSet{nm("o", n), i, mul(FragGet{nm("o", n), i}, vr(nm("corr", slot[i])))})
+		}
+	}
+	// o += (p·keep)·v: the scores' accumulators, two side by side, are
+	// the A fragment of 16 keys
+	pk := func(n, i int) Expr { return mul(vr(nm("p", n, i)), vr(nm("keep", n, i))) }
+	for kk := 0; kk < C/16; kk++ {
+		for reg := 0; reg < f.Regs(FragA); reg++ {
+			lo, hi := src[2*reg], src[2*reg+1]
+			tile = append(tile, FragSet{"pa", reg, PackBF16{pk(2*kk+lo.side, lo.elem), pk(2*kk+hi.side, hi.elem)}})
+		}
+		for n := 0; n < dp/8; n++ {
+			for reg := 0; reg < f.Regs(FragB); reg++ {
+				tile = append(tile, FragSet{"vb", reg, load("sv", fragPairAt(f, FragB, reg, i32(n*8), vs, i32(kk*8)))})
+			}
+			tile = append(tile, FragMMA{nm("o", n), "pa", "vb"})
+		}
+	}
+	loopBody := tile
+	if g.causal {
+		// the tiles past the block's last query hold no visible key
+		loopBody = []Stmt{If{Cond: lt(mul(vr("t"), i32(C)), add(vr("q0"), i32(R))), Then: tile}}
+	}
+	body = append(body, For{"t", i32(0), i32(tiles), i32(1), loopBody})
+	// each row's sum over its four lanes; o and the log-sum-exp
+	for h := range rowOffs {
+		l := nm("l", h)
+		body = append(body,
+			set(l, add(vr(l), ShuffleXor{vr(l), 1})),
+			set(l, add(vr(l), ShuffleXor{vr(l), 2})),
+			let(nm("inv", h), Float, div(flt(1), vr(l))))
+	}
+	for n := 0; n < dp/8; n++ {
+		for i := 0; i < nC; i++ {
+			dim := add(i32(n*8), fragCol(f, FragC, i))
+			st := store("o", add(g.rowAt(vr("mat"), qi(i), g.tq), dim), mul(FragGet{nm("o", n), i}, vr(nm("inv", slot[i]))))
+			if c := all(below(qi(i), g.tq, blocks*R), below(dim, D, dp)); c != nil {
+				st = when(c, st)
+			}
+			body = append(body, st)
+		}
+	}
+	for h, off := range rowOffs {
+		row := add(vr("q0"), add(mul(vr("warp"), i32(16)), laneLin(1, 0, off)))
+		body = append(body, when(all(eq(vr("ft"), i32(0)), below(row, g.tq, blocks*R)),
+			store("lse", add(mul(vr("mat"), i32(g.tq)), row), add(vr(nm("m", h)), call(FnLog, vr(nm("l", h)))))))
+	}
+	n := g.mats * g.tq * D
+	return &Kernel{
+		Doc: fmt.Sprintf("fused attention on register fragments, %s: %d queries × %d keys a tile, a warp per 16 queries",
+			g, R, C),
+		Params:      g.params(in("q", n), in(g.kName(), g.mats*D*g.tk), in("v", g.mats*g.tk*D), out("o", n), out("lse", g.mats*g.tq)),
+		Threadgroup: tg, Groups: g.mats * blocks, Body: body,
+	}
+}
