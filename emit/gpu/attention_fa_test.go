@@ -20,9 +20,17 @@ import (
 // each term of o = Σ p·v (Σ p = 1, |v| ≤ 1), plus float32's 2e-5; the
 // bound is 2^-8 to leave room for the sums of the tensor cores, whose
 // order and rounding are not float32's.
+//
+// The backward rounds the same products' operands as the reference
+// (p·keep, do, v, ds, q, kᵀ), so the gradients agree within 1e-6 over
+// these cases but where a recomputed probability, a few float32 units
+// from the reference's, lies next to a bfloat16 rounding boundary: then
+// one term differs by one bfloat16 unit of p·keep (≤ 1.25), at most
+// 2^-7·|do| (one dv element of these cases, by 1.8e-3).
 const (
-	faLSETol = 2e-5
-	faOutTol = 0x1p-8 + 2e-5
+	faLSETol  = 2e-5
+	faOutTol  = 0x1p-8 + 2e-5
+	faGradTol = 0x1p-7
 )
 
 // TestAttentionFragKernelsOnCPU runs the fused attention's fragment
@@ -52,13 +60,14 @@ func TestAttentionFragKernelsOnCPU(t *testing.T) {
 		kt := randVec(r, g.mats*g.d*g.tk, -2, 2)
 		v := randVec(r, g.mats*g.tk*g.d, -1, 1)
 		do := randVec(r, g.mats*g.tq*g.d, -1, 1)
-		o, lse, _, _, _, _ := unfusedAttention(g, q, kt, v, do, step, seed, cpu.RoundBF16)
+		o, lse, delta, dq, dkt, dv := unfusedAttention(g, q, kt, v, do, step, seed, cpu.RoundBF16)
 		_, lsee, _, _, _, _ := unfusedAttention(g, q, kt, v, do, step, seed, nil)
 		name := fmt.Sprintf("fa_attn_%dx%dx%dx%d", g.mats, g.tq, g.tk, g.d)
 		if g.heads > 0 {
 			name += fmt.Sprintf("_%dheads", g.heads)
-			q, v, o = tokenMajor(g, q, g.tq), tokenMajor(g, v, g.tk), tokenMajor(g, o, g.tq)
-			kt = tokenMajor(g, transposeMats(kt, g.mats, g.d, g.tk), g.tk)
+			q, v, o, do, dv = tokenMajor(g, q, g.tq), tokenMajor(g, v, g.tk), tokenMajor(g, o, g.tq), tokenMajor(g, do, g.tq), tokenMajor(g, dv, g.tk)
+			kt, dkt = tokenMajor(g, transposeMats(kt, g.mats, g.d, g.tk), g.tk), tokenMajor(g, transposeMats(dkt, g.mats, g.d, g.tk), g.tk)
+			dq = tokenMajor(g, dq, g.tq)
 		}
 		var in [][]float32
 		a := 0
@@ -69,6 +78,27 @@ func TestAttentionFragKernelsOnCPU(t *testing.T) {
 			in:   append(in, q, kt, v, zeros(len(o)), zeros(len(lse))),
 			want: map[int][]float32{a + 3: o, a + 4: lse}})
 		exact = append(exact, map[int][]float32{a + 4: lsee})
+		args := func(ins ...[]float32) [][]float32 { return append(append([][]float32{}, in...), ins...) }
+		if _, ok := g.fragKeysBlock(CUDA.Fragments); ok {
+			cases = append(cases,
+				gpuCase{name: name + "_kv", k: attentionBwdKeysFragKernel(g, CUDA.Fragments, true, true), tol: faGradTol,
+					in:   args(q, kt, v, do, lse, delta, zeros(len(dkt)), zeros(len(dv))),
+					want: map[int][]float32{a + 6: dkt, a + 7: dv}},
+				gpuCase{name: name + "_v", k: attentionBwdKeysFragKernel(g, CUDA.Fragments, false, true), tol: faGradTol,
+					in:   args(q, kt, v, do, lse, delta, zeros(len(dv))),
+					want: map[int][]float32{a + 6: dv}})
+			exact = append(exact, nil, nil)
+		} else if g.d <= fragBwdMaxDim {
+			t.Errorf("%s: no fragment key block", g)
+		}
+		if _, ok := g.fragQueriesBlock(CUDA.Fragments); ok {
+			cases = append(cases, gpuCase{name: name + "_q", k: attentionBwdQueriesFragKernel(g, CUDA.Fragments), tol: faGradTol,
+				in:   args(q, kt, v, do, lse, delta, zeros(len(dq))),
+				want: map[int][]float32{a + 6: dq}})
+			exact = append(exact, nil)
+		} else if g.d <= fragBwdMaxDim {
+			t.Errorf("%s: no fragment query block", g)
+		}
 	}
 	res := runCases(t, CUDA, cases)
 	checkCases(t, CUDA, cases, res)

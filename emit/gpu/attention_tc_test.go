@@ -281,12 +281,12 @@ func attnPlan(d int, precision string) *planner.Plan {
 }
 
 // TestAttentionLowersToTiles: a CUDA plan whose attention is bf16
-// launches the register-fragment forward (its launch saying it rounds
-// to bf16) and the tensor-tile key and query kernels (saying tf32, what
-// selftest widens its tolerance for); a tf32 plan the tensor-tile
-// kernels only; a bf16 plan of a head dimension the tiles do not take
-// the fragment forward and the SIMT backward; an f32 plan and every
-// Metal plan the SIMT kernels only, with no precision.
+// launches the register-fragment kernels (each launch saying it rounds
+// to bf16, what selftest widens its tolerance for), whatever its head
+// dimension up to fragBwdMaxDim, and past it the fragment forward and
+// the tensor-tile backward (saying tf32); a tf32 plan the tensor-tile
+// kernels only, where its head dimension is a multiple of 8; an f32
+// plan and every Metal plan the SIMT kernels only, with no precision.
 func TestAttentionLowersToTiles(t *testing.T) {
 	for _, c := range []struct {
 		d         *Dialect
@@ -295,11 +295,13 @@ func TestAttentionLowersToTiles(t *testing.T) {
 		tiles     []string // launches of tile kernels, by kind
 		frags     []string // launches of fragment kernels
 	}{
-		{CUDA, 16, "bf16", []string{"attention_bwd_kv", "attention_bwd_q"}, []string{"attention"}},
+		{CUDA, 16, "bf16", nil, []string{"attention", "attention_bwd_kv", "attention_bwd_q"}},
 		{CUDA, 16, "tf32", []string{"attention", "attention_bwd_kv", "attention_bwd_q"}, nil},
 		{CUDA, 16, "f32", nil, nil},
 		{CUDA, 16, "", nil, nil},
-		{CUDA, 12, "bf16", nil, []string{"attention"}},
+		{CUDA, 12, "bf16", nil, []string{"attention", "attention_bwd_kv", "attention_bwd_q"}},
+		{CUDA, 12, "tf32", nil, nil},
+		{CUDA, 96, "bf16", []string{"attention_bwd_kv", "attention_bwd_q"}, []string{"attention"}},
 		{Metal, 16, "bf16", nil, nil},
 	} {
 		prog, err := Lower(attnPlan(c.dim, c.precision), c.d)

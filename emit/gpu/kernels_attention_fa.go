@@ -21,6 +21,16 @@ import "fmt"
 // Nothing goes through threadgroup memory but the staged operands, and
 // the only barriers are the staging's.
 
+// AttentionFragments is whether the fused attention of head dimension
+// headDim runs on d's register fragments in a bf16 plan: its forward
+// does wherever d has fragments of the shape the kernels are written
+// for (the head dimension padded to 16 with zeros); its backward up to
+// head dimensions of fragBwdMaxDim, past which the lowering keeps the
+// tensor-tile or SIMT kernels.
+func AttentionFragments(d *Dialect, headDim int) bool {
+	return fragShapeOK(d.Fragments) && headDim <= 128
+}
+
 // fragShapeOK is whether f has the shape the fragment kernels are
 // written for: m16n8k16 over 32 lanes, A and B registers of two
 // elements along K, accumulator rows that depend on the lane's group
@@ -386,6 +396,423 @@ func attentionFwdFragKernel(g attnGeom, f *FragmentDialect) *Kernel {
 		Doc: fmt.Sprintf("fused attention on register fragments, %s: %d queries × %d keys a tile, a warp per 16 queries",
 			g, R, C),
 		Params:      g.params(in("q", n), in(g.kName(), g.mats*D*g.tk), in("v", g.mats*g.tk*D), out("o", n), out("lse", g.mats*g.tq)),
+		Threadgroup: tg, Groups: g.mats * blocks, Body: body,
+	}
+}
+
+// The backward on register fragments recomputes the probabilities from
+// q, kᵀ and the forward's log-sum-exp, as the other kernels do, in two
+// kernels after attention_delta's delta = rowsum(do∘o): dk and dv by a
+// threadgroup per (matrix, block of keys), a warp per 16 keys, over
+// tiles of queries; dq by a threadgroup per (matrix, block of queries),
+// a warp per 16 queries, over tiles of keys. Each warp keeps its rows'
+// operands (k and v, or q and do) as A fragments and its gradients as
+// accumulators for the whole kernel; per tile the threads stage the
+// other side once as bfloat16 pairs, in both orientations where a
+// product reads it along each axis; the probabilities, the dropout and
+// ds = p·(keep·dp − delta) are computed in the accumulators' registers,
+// which then are the A fragments of the next products (accToA). Every
+// sum is one warp's, in a fixed order: no atomics.
+
+// fragAFrags declares A fragments name0 … name{dp/16−1} of the warp's 16
+// lines (warp·16 …) of SharedPairs array sh (stride words a line,
+// pairs along K), K 16 at a time.
+func fragAFrags(f *FragmentDialect, name, sh string, stride, dp int) []Stmt {
+	var s []Stmt
+	for kk := 0; kk < dp/16; kk++ {
+		a := nm(name, kk)
+		s = append(s, FragDecl{a, FragA})
+		for reg := 0; reg < f.Regs(FragA); reg++ {
+			s = append(s, FragSet{a, reg, load(sh, fragPairAt(f, FragA, reg, mul(vr("warp"), i32(16)), stride, i32(kk*8)))})
+		}
+	}
+	return s
+}
+
+// fragZeros declares accumulators name0 … name{n−1}, zero.
+func fragZeros(f *FragmentDialect, name string, n int) []Stmt {
+	var s []Stmt
+	for j := 0; j < n; j++ {
+		s = append(s, FragDecl{nm(name, j), FragC})
+		for i := range f.Layout[FragC] {
+			s = append(s, FragSet{nm(name, j), i, flt(0)})
+		}
+	}
+	return s
+}
+
+// fragProduct adds to accumulators acc0 … acc{nOut−1} (8 columns each)
+// the product of the A fragments a(kk), kk < nK, by B fragments read
+// from SharedPairs array sh (stride words a line; line n·8 + the
+// register's column, word kk·8 + the register's K/2), through the B
+// fragment b.
+func fragProduct(f *FragmentDialect, acc string, nOut, nK int, a func(kk int) string, b, sh string, stride int) []Stmt {
+	var s []Stmt
+	for kk := 0; kk < nK; kk++ {
+		for n := 0; n < nOut; n++ {
+			for reg := 0; reg < f.Regs(FragB); reg++ {
+				s = append(s, FragSet{b, reg, load(sh, fragPairAt(f, FragB, reg, i32(n*8), stride, i32(kk*8)))})
+			}
+			s = append(s, FragMMA{nm(acc, n), a(kk), b})
+		}
+	}
+	return s
+}
+
+// fragPackA sets A fragment a, for kk, from the accumulators' values
+// v(n, i) of columns kk·16 … kk·16+15 (accumulators 2kk and 2kk+1).
+func fragPackA(f *FragmentDialect, a string, kk int, v func(n, i int) Expr) []Stmt {
+	src, _ := accToA(f)
+	var s []Stmt
+	for reg := 0; reg < f.Regs(FragA); reg++ {
+		lo, hi := src[2*reg], src[2*reg+1]
+		s = append(s, FragSet{a, reg, PackBF16{v(2*kk+lo.side, lo.elem), v(2*kk+hi.side, hi.elem)}})
+	}
+	return s
+}
+
+// fragBwdMaxDim is the largest head dimension the fragment backward
+// takes: past it a warp's operands and gradients (four dp-wide rows of
+// fragments) would not stay in registers; the lowering keeps the other
+// kernels.
+const fragBwdMaxDim = 64
+
+// fragKeysWords is the threadgroup words of the fragment key kernel
+// with block b (rows keys, cols queries a tile): k and v of the block
+// (lines of keys), q and do of the tile as lines of queries and as lines
+// of dimensions, and the tile's lse and delta.
+func (b fragBlock) fragKeysWords() int {
+	return 2*b.rows*pairStride(b.dp) + 2*b.cols*pairStride(b.dp) + 2*b.dp*pairStride(b.cols) + 2*b.cols
+}
+
+// fragKeysBlock is the fragment key kernel's block: a warp per 16 keys
+// up to 4, tiles of 32 or 16 queries, the largest that fits.
+func (g attnGeom) fragKeysBlock(f *FragmentDialect) (b fragBlock, ok bool) {
+	if !fragShapeOK(f) || g.d > fragBwdMaxDim {
+		return b, false
+	}
+	warps := min(4, ceilDiv(g.tk, 16))
+	dp := ceilDiv(g.d, 16) * 16
+	for cols := min(32, max(16, pow2AtLeast(g.tq))); cols >= 16; cols /= 2 {
+		b = fragBlock{warps: warps, rows: 16 * warps, cols: cols, dp: dp}
+		if 4*b.fragKeysWords() <= g.tiling.shared {
+			return b, true
+		}
+	}
+	return b, false
+}
+
+// fragIDs declares mat, the block's first row r0, the warp, the lane and
+// its group fg and place ft in it.
+func fragIDs(r0 string, blocks, rows int) []Stmt {
+	return []Stmt{
+		let("mat", Int, div(tgidE, i32(blocks))),
+		let(r0, Int, mul(rem(tgidE, i32(blocks)), i32(rows))),
+		let("warp", Int, div(lidE, i32(32))),
+		let("lane", Int, rem(lidE, i32(32))),
+		let("fg", Int, div(vr("lane"), i32(4))),
+		let("ft", Int, rem(vr("lane"), i32(4))),
+	}
+}
+
+// stageBoth stages rows r0 … r0+n−1 (of rows a matrix) of operand x(r,
+// dd) twice: into lines, a line a row with pairs along the dimensions,
+// and into cols, a line a dimension with pairs along the rows.
+func stageBoth(lines, cols string, n, dp, tg int, x func(r, dd Expr) Expr) []Stmt {
+	two := func(w Expr) (Expr, Expr) { return mul(w, i32(2)), add(mul(w, i32(2)), i32(1)) }
+	return []Stmt{
+		stagePairs(lines, n, dp/2, pairStride(dp), tg, false, func(r, w Expr) (Expr, Expr) {
+			lo, hi := two(w)
+			return x(r, lo), x(r, hi)
+		}),
+		stagePairs(cols, dp, n/2, pairStride(n), tg, true, func(dd, w Expr) (Expr, Expr) {
+			lo, hi := two(w)
+			return x(lo, dd), x(hi, dd)
+		}),
+	}
+}
+
+// attentionBwdKeysFragKernel writes dkᵀ (or dk) and dv, either may be
+// left out, on register fragments: per tile of queries, the warp's
+// scores sᵀ = k·qᵀ and dpᵀ = v·doᵀ (16 keys × cols queries) in
+// accumulators, p·keep and ds in their registers, then dv += (p·keep)ᵀ·do
+// and dk += dsᵀ·q.
+func attentionBwdKeysFragKernel(g attnGeom, f *FragmentDialect, wantDK, wantDV bool) *Kernel {
+	b, _ := g.fragKeysBlock(f)
+	KB, QB, D, dp := b.rows, b.cols, g.d, b.dp
+	ds := pairStride(dp)
+	tg := 32 * b.warps
+	blocks, tiles := ceilDiv(g.tk, KB), ceilDiv(g.tq, QB)
+	nC := len(f.Layout[FragC])
+	two := func(w Expr) (Expr, Expr) { return mul(w, i32(2)), add(mul(w, i32(2)), i32(1)) }
+	body := []Stmt{
+		SharedPairs{"sk", KB * ds}, SharedPairs{"sv", KB * ds},
+		SharedPairs{"sq", QB * ds}, SharedPairs{"sqt", dp * pairStride(QB)},
+		SharedPairs{"sdo", QB * ds}, SharedPairs{"sdot", dp * pairStride(QB)},
+		Shared{"slse", QB}, Shared{"sdelta", QB},
+	}
+	body = append(body, fragIDs("k0", blocks, KB)...)
+	keyOK := func(j Expr) Expr { return below(add(vr("k0"), j), g.tk, blocks*KB) }
+	kv := func(j, dd Expr) Expr {
+		return masked(all(keyOK(j), below(dd, D, dp)), load(g.kName(), g.keyAt(vr("mat"), add(vr("k0"), j), dd)), flt(0))
+	}
+	vv := func(j, dd Expr) Expr {
+		return masked(all(keyOK(j), below(dd, D, dp)), load("v", add(g.rowAt(vr("mat"), add(vr("k0"), j), g.tk), dd)), flt(0))
+	}
+	body = append(body,
+		stagePairs("sk", KB, dp/2, ds, tg, g.heads == 0, func(j, w Expr) (Expr, Expr) { lo, hi := two(w); return kv(j, lo), kv(j, hi) }),
+		stagePairs("sv", KB, dp/2, ds, tg, false, func(j, w Expr) (Expr, Expr) { lo, hi := two(w); return vv(j, lo), vv(j, hi) }),
+		Barrier{})
+	body = append(body, fragAFrags(f, "ka", "sk", ds, dp)...)
+	if wantDK {
+		body = append(body, fragAFrags(f, "va", "sv", ds, dp)...)
+		body = append(body, fragZeros(f, "dk", dp/8)...)
+	}
+	if wantDV {
+		body = append(body, fragZeros(f, "dv", dp/8)...)
+	}
+	qOK := func(i Expr) Expr { return below(add(vr("q0"), i), g.tq, tiles*QB) }
+	rowOf := func(buf string) func(i, dd Expr) Expr {
+		return func(i, dd Expr) Expr {
+			return masked(all(qOK(i), below(dd, D, dp)), load(buf, add(g.rowAt(vr("mat"), add(vr("q0"), i), g.tq), dd)), flt(0))
+		}
+	}
+	qrow := add(mul(vr("mat"), i32(g.tq)), add(vr("q0"), vr("e_row")))
+	tile := []Stmt{
+		let("q0", Int, mul(vr("t"), i32(QB))),
+		Barrier{}, // the previous tile's readers are done
+	}
+	tile = append(tile, stageBoth("sq", "sqt", QB, dp, tg, rowOf("q"))...)
+	tile = append(tile, stageBoth("sdo", "sdot", QB, dp, tg, rowOf("dout"))...)
+	tile = append(tile,
+		For{"e_row", lidE, i32(QB), i32(tg), []Stmt{
+			store("slse", vr("e_row"), masked(qOK(vr("e_row")), load("lse", qrow), flt(0))),
+			store("sdelta", vr("e_row"), masked(qOK(vr("e_row")), load("delta", qrow), flt(0))),
+		}},
+		Barrier{},
+		FragDecl{"bq", FragB}, FragDecl{"pa", FragA})
+	// sᵀ = k·qᵀ and dpᵀ = v·doᵀ: 16 keys × QB queries
+	tile = append(tile, fragZeros(f, "s", QB/8)...)
+	tile = append(tile, fragProduct(f, "s", QB/8, dp/16, func(kk int) string { return nm("ka", kk) }, "bq", "sq", ds)...)
+	if wantDK {
+		tile = append(tile, fragZeros(f, "dp", QB/8)...)
+		tile = append(tile, fragProduct(f, "dp", QB/8, dp/16, func(kk int) string { return nm("va", kk) }, "bq", "sdo", ds)...)
+	}
+	kj := func(i int) Expr { return add(vr("k0"), add(mul(vr("warp"), i32(16)), fragRow(f, FragC, i))) }
+	qcol := func(n, i int) Expr { return add(i32(n*8), fragCol(f, FragC, i)) }
+	for n := 0; n < QB/8; n++ {
+		for i := 0; i < nC; i++ {
+			qi := add(vr("q0"), qcol(n, i))
+			p, keep := nm("p", n, i), nm("keep", n, i)
+			tile = append(tile, let(p, Float, masked(g.visible(qi, kj(i), tiles*QB, blocks*KB),
+				call(FnExp, sub(mul(FragGet{nm("s", n), i}, flt(g.scale)), load("slse", qcol(n, i)))), flt(0))))
+			tile = append(tile, g.keep(keep, qi, kj(i))...)
+			if wantDK {
+				tile = append(tile, let(nm("ds", n, i), Float,
+					mul(vr(p), sub(mul(FragGet{nm("dp", n), i}, vr(keep)), load("sdelta", qcol(n, i))))))
+			}
+		}
+	}
+	// dv += (p·keep)ᵀ·do and dk += dsᵀ·q, 16 queries at a time
+	for kk := 0; kk < QB/16; kk++ {
+		if wantDV {
+			tile = append(tile, fragPackA(f, "pa", kk, func(n, i int) Expr { return mul(vr(nm("p", n, i)), vr(nm("keep", n, i))) })...)
+			tile = append(tile, fragProductAt(f, "dv", dp/8, "pa", "bq", "sdot", pairStride(QB), kk)...)
+		}
+		if wantDK {
+			tile = append(tile, fragPackA(f, "pa", kk, func(n, i int) Expr { return vr(nm("ds", n, i)) })...)
+			tile = append(tile, fragProductAt(f, "dk", dp/8, "pa", "bq", "sqt", pairStride(QB), kk)...)
+		}
+	}
+	loopBody := tile
+	if g.causal {
+		// a tile of queries all before the block's first key sees none of it
+		loopBody = []Stmt{If{Cond: ge(add(mul(vr("t"), i32(QB)), i32(QB-1)), vr("k0")), Then: tile}}
+	}
+	body = append(body, For{"t", i32(0), i32(tiles), i32(1), loopBody})
+	write := func(acc string, at func(j, dim Expr) Expr, scale bool) {
+		for n := 0; n < dp/8; n++ {
+			for i := 0; i < nC; i++ {
+				dim := add(i32(n*8), fragCol(f, FragC, i))
+				v := Expr(FragGet{nm(acc, n), i})
+				if scale {
+					v = mul(v, flt(g.scale))
+				}
+				st := store(acc2param(g, acc), at(kj(i), dim), v)
+				if c := all(below(kj(i), g.tk, blocks*KB), below(dim, D, dp)); c != nil {
+					st = when(c, st)
+				}
+				body = append(body, st)
+			}
+		}
+	}
+	if wantDV {
+		write("dv", func(j, dim Expr) Expr { return add(g.rowAt(vr("mat"), j, g.tk), dim) }, false)
+	}
+	if wantDK {
+		write("dk", func(j, dim Expr) Expr { return g.keyAt(vr("mat"), j, dim) }, true)
+	}
+	nq := g.mats * g.tq * D
+	params := []Param{in("q", nq), in(g.kName(), g.mats*D*g.tk), in("v", g.mats*g.tk*D), in("dout", nq), in("lse", g.mats*g.tq), in("delta", g.mats*g.tq)}
+	if wantDK {
+		params = append(params, out(g.dkName(), g.mats*D*g.tk))
+	}
+	if wantDV {
+		params = append(params, out("dv", g.mats*g.tk*D))
+	}
+	return &Kernel{
+		Doc: fmt.Sprintf("fused attention backward on register fragments, dk and dv, %s: %d keys × %d queries a tile, a warp per 16 keys",
+			g, KB, QB),
+		Params: g.params(params...), Threadgroup: tg, Groups: g.mats * blocks, Body: body,
+	}
+}
+
+// acc2param is the parameter an accumulator of the key kernel writes.
+func acc2param(g attnGeom, acc string) string {
+	if acc == "dk" {
+		return g.dkName()
+	}
+	return acc
+}
+
+// fragProductAt adds to accumulators acc0 … acc{nOut−1} the product of
+// A fragment a (K step kk) by B fragments read from SharedPairs array
+// sh (line n·8 + the register's column, word kk·8 + its K/2).
+func fragProductAt(f *FragmentDialect, acc string, nOut int, a, b, sh string, stride, kk int) []Stmt {
+	var s []Stmt
+	for n := 0; n < nOut; n++ {
+		for reg := 0; reg < f.Regs(FragB); reg++ {
+			s = append(s, FragSet{b, reg, load(sh, fragPairAt(f, FragB, reg, i32(n*8), stride, i32(kk*8)))})
+		}
+		s = append(s, FragMMA{nm(acc, n), a, b})
+	}
+	return s
+}
+
+// fragQueriesWords is the threadgroup words of the fragment query kernel
+// with block b (rows queries, cols keys a tile): q and do of the block
+// (lines of queries), k and v of the tile as lines of keys, and k as
+// lines of dimensions.
+func (b fragBlock) fragQueriesWords() int {
+	return 2*b.rows*pairStride(b.dp) + 2*b.cols*pairStride(b.dp) + b.dp*pairStride(b.cols)
+}
+
+// fragQueriesBlock is the fragment query kernel's block: a warp per 16
+// queries up to 4, tiles of 64, 32 or 16 keys, the largest that fits.
+func (g attnGeom) fragQueriesBlock(f *FragmentDialect) (b fragBlock, ok bool) {
+	if !fragShapeOK(f) || g.d > fragBwdMaxDim {
+		return b, false
+	}
+	warps := min(4, ceilDiv(g.tq, 16))
+	dp := ceilDiv(g.d, 16) * 16
+	for cols := min(64, max(16, pow2AtLeast(g.tk))); cols >= 16; cols /= 2 {
+		b = fragBlock{warps: warps, rows: 16 * warps, cols: cols, dp: dp}
+		if 4*b.fragQueriesWords() <= g.tiling.shared {
+			return b, true
+		}
+	}
+	return b, false
+}
+
+// attentionBwdQueriesFragKernel writes dq on register fragments: per
+// tile of keys, the warp's scores s = q·kᵀ and dp = do·vᵀ (16 queries ×
+// cols keys) in accumulators, ds in their registers, then dq += ds·k;
+// dq is scaled as it is written.
+func attentionBwdQueriesFragKernel(g attnGeom, f *FragmentDialect) *Kernel {
+	b, _ := g.fragQueriesBlock(f)
+	R, C, D, dp := b.rows, b.cols, g.d, b.dp
+	ds := pairStride(dp)
+	tg := 32 * b.warps
+	blocks, tiles := ceilDiv(g.tq, R), ceilDiv(g.tk, C)
+	slot, rowOffs := fragRowSlots(f)
+	nC := len(f.Layout[FragC])
+	two := func(w Expr) (Expr, Expr) { return mul(w, i32(2)), add(mul(w, i32(2)), i32(1)) }
+	body := []Stmt{
+		SharedPairs{"sq", R * ds}, SharedPairs{"sdo", R * ds},
+		SharedPairs{"sk", C * ds}, SharedPairs{"sv", C * ds}, SharedPairs{"skt", dp * pairStride(C)},
+	}
+	body = append(body, fragIDs("q0", blocks, R)...)
+	rowOf := func(buf string) func(i, dd Expr) Expr {
+		return func(i, dd Expr) Expr {
+			return masked(all(below(add(vr("q0"), i), g.tq, blocks*R), below(dd, D, dp)), load(buf, add(g.rowAt(vr("mat"), add(vr("q0"), i), g.tq), dd)), flt(0))
+		}
+	}
+	for _, x := range []string{"q", "dout"} {
+		sh := map[string]string{"q": "sq", "dout": "sdo"}[x]
+		body = append(body, stagePairs(sh, R, dp/2, ds, tg, false, func(r, w Expr) (Expr, Expr) {
+			lo, hi := two(w)
+			return rowOf(x)(r, lo), rowOf(x)(r, hi)
+		}))
+	}
+	body = append(body, Barrier{})
+	body = append(body, fragAFrags(f, "qa", "sq", ds, dp)...)
+	body = append(body, fragAFrags(f, "doa", "sdo", ds, dp)...)
+	qi := func(i int) Expr { return add(vr("q0"), add(mul(vr("warp"), i32(16)), fragRow(f, FragC, i))) }
+	for h, off := range rowOffs {
+		row := add(vr("q0"), add(mul(vr("warp"), i32(16)), laneLin(1, 0, off)))
+		at := add(mul(vr("mat"), i32(g.tq)), row)
+		ok := below(row, g.tq, blocks*R)
+		body = append(body,
+			let(nm("lse", h), Float, masked(ok, load("lse", at), flt(0))),
+			let(nm("delta", h), Float, masked(ok, load("delta", at), flt(0))))
+	}
+	body = append(body, fragZeros(f, "dq", dp/8)...)
+	keyOK := func(j Expr) Expr { return below(add(vr("k0"), j), g.tk, tiles*C) }
+	kv := func(j, dd Expr) Expr {
+		return masked(all(keyOK(j), below(dd, D, dp)), load(g.kName(), g.keyAt(vr("mat"), add(vr("k0"), j), dd)), flt(0))
+	}
+	vv := func(j, dd Expr) Expr {
+		return masked(all(keyOK(j), below(dd, D, dp)), load("v", add(g.rowAt(vr("mat"), add(vr("k0"), j), g.tk), dd)), flt(0))
+	}
+	tile := []Stmt{
+		let("k0", Int, mul(vr("t"), i32(C))),
+		Barrier{}, // the previous tile's readers are done
+		stagePairs("sk", C, dp/2, ds, tg, g.heads == 0, func(j, w Expr) (Expr, Expr) { lo, hi := two(w); return kv(j, lo), kv(j, hi) }),
+		stagePairs("sv", C, dp/2, ds, tg, false, func(j, w Expr) (Expr, Expr) { lo, hi := two(w); return vv(j, lo), vv(j, hi) }),
+		stagePairs("skt", dp, C/2, pairStride(C), tg, g.heads != 0, func(dd, w Expr) (Expr, Expr) { lo, hi := two(w); return kv(lo, dd), kv(hi, dd) }),
+		Barrier{},
+		FragDecl{"bk", FragB}, FragDecl{"dsa", FragA},
+	}
+	tile = append(tile, fragZeros(f, "s", C/8)...)
+	tile = append(tile, fragProduct(f, "s", C/8, dp/16, func(kk int) string { return nm("qa", kk) }, "bk", "sk", ds)...)
+	tile = append(tile, fragZeros(f, "dp", C/8)...)
+	tile = append(tile, fragProduct(f, "dp", C/8, dp/16, func(kk int) string { return nm("doa", kk) }, "bk", "sv", ds)...)
+	for n := 0; n < C/8; n++ {
+		for i := 0; i < nC; i++ {
+			kj := add(vr("k0"), add(i32(n*8), fragCol(f, FragC, i)))
+			p, keep := nm("p", n, i), nm("keep", n, i)
+			tile = append(tile, let(p, Float, masked(g.visible(qi(i), kj, blocks*R, tiles*C),
+				call(FnExp, sub(mul(FragGet{nm("s", n), i}, flt(g.scale)), vr(nm("lse", slot[i])))), flt(0))))
+			tile = append(tile, g.keep(keep, qi(i), kj)...)
+			tile = append(tile, let(nm("ds", n, i), Float,
+				mul(vr(p), sub(mul(FragGet{nm("dp", n), i}, vr(keep)), vr(nm("delta", slot[i]))))))
+		}
+	}
+	// dq += ds·k, 16 keys at a time
+	for kk := 0; kk < C/16; kk++ {
+		tile = append(tile, fragPackA(f, "dsa", kk, func(n, i int) Expr { return vr(nm("ds", n, i)) })...)
+		tile = append(tile, fragProductAt(f, "dq", dp/8, "dsa", "bk", "skt", pairStride(C), kk)...)
+	}
+	loopBody := tile
+	if g.causal {
+		loopBody = []Stmt{If{Cond: lt(mul(vr("t"), i32(C)), add(vr("q0"), i32(R))), Then: tile}}
+	}
+	body = append(body, For{"t", i32(0), i32(tiles), i32(1), loopBody})
+	for n := 0; n < dp/8; n++ {
+		for i := 0; i < nC; i++ {
+			dim := add(i32(n*8), fragCol(f, FragC, i))
+			st := store("dq", add(g.rowAt(vr("mat"), qi(i), g.tq), dim), mul(FragGet{nm("dq", n), i}, flt(g.scale)))
+			if c := all(below(qi(i), g.tq, blocks*R), below(dim, D, dp)); c != nil {
+				st = when(c, st)
+			}
+			body = append(body, st)
+		}
+	}
+	nq := g.mats * g.tq * D
+	return &Kernel{
+		Doc: fmt.Sprintf("fused attention backward on register fragments, dq, %s: %d queries × %d keys a tile, a warp per 16 queries",
+			g, R, C),
+		Params:      g.params(in("q", nq), in(g.kName(), g.mats*D*g.tk), in("v", g.mats*g.tk*D), in("dout", nq), in("lse", g.mats*g.tq), in("delta", g.mats*g.tq), out("dq", nq)),
 		Threadgroup: tg, Groups: g.mats * blocks, Body: body,
 	}
 }

@@ -123,7 +123,9 @@ func (l *lowering) attentionBwd(st *planner.Step) error {
 			ops = append(ops, whole(dv))
 		}
 		k := attentionBwdKeysKernel(g, present(dkt), present(dv))
-		if _, ok := g.tcKeysBlock(); ok && l.attnTiles(g) {
+		if _, ok := g.fragKeysBlock(l.d.Fragments); ok && l.attnFrags() {
+			k = attentionBwdKeysFragKernel(g, l.d.Fragments, present(dkt), present(dv))
+		} else if _, ok := g.tcKeysBlock(); ok && l.attnTiles(g) {
 			k = attentionBwdKeysTCKernel(g, present(dkt), present(dv))
 		}
 		if err := l.launch("attention_bwd_kv", k, nil, g.withArgs(ops...)...); err != nil {
@@ -134,7 +136,9 @@ func (l *lowering) attentionBwd(st *planner.Step) error {
 		return nil
 	}
 	k := attentionBwdQueriesKernel(g)
-	if _, ok := g.tcQueriesBlock(); ok && l.attnTiles(g) {
+	if _, ok := g.fragQueriesBlock(l.d.Fragments); ok && l.attnFrags() {
+		k = attentionBwdQueriesFragKernel(g, l.d.Fragments)
+	} else if _, ok := g.tcQueriesBlock(); ok && l.attnTiles(g) {
 		k = attentionBwdQueriesTCKernel(g)
 	}
 	return l.launch("attention_bwd_q", k, nil,
