@@ -347,4 +347,14 @@ func TestAttentionLowersToTiles(t *testing.T) {
 	if strings.Contains(prog.Source, "wmma") || strings.Contains(prog.Source, "m16n8k16") {
 		t.Error("with attnNoTiles set, a bf16 CUDA plan still uses tiles or fragments")
 	}
+	// the other keeps a bf16 plan on the tiles
+	attnNoTiles, attnNoFrags = "", "1"
+	defer func() { attnNoFrags = "" }()
+	prog, err = Lower(attnPlan(16, "bf16"), CUDA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(prog.Source, "wmma") || strings.Contains(prog.Source, "m16n8k16") {
+		t.Error("with attnNoFrags set, a bf16 CUDA plan does not use the tiles alone")
+	}
 }

@@ -57,8 +57,15 @@ func (l *lowering) attnTiles(g attnGeom) bool {
 // (attnNoTiles).
 func (l *lowering) attnFrags() bool {
 	f := l.d.Fragments
-	return f != nil && l.fastPrecision() == f.Precision && attnNoTiles == ""
+	return f != nil && l.fastPrecision() == f.Precision && attnNoTiles == "" && attnNoFrags == ""
 }
+
+// attnNoFrags, set, keeps the fused attention off the register
+// fragments (on the tensor tiles where they take it, else the SIMT
+// kernels), a benchmarking hook as attnNoTiles is:
+//
+//	go build -ldflags "-X github.com/mlbuild/mlbuild/emit/gpu.attnNoFrags=1"
+var attnNoFrags string
 
 // attnNoTiles, set, keeps the fused attention on the SIMT kernels in
 // every plan (neither tiles nor fragments). It is a benchmarking hook, as attnVariant is, set only by
