@@ -118,3 +118,74 @@ func TestAttentionFragKernelsOnCPU(t *testing.T) {
 	}
 	t.Logf("largest log-sum-exp error against the reference without rounding: %.3g", worst)
 }
+
+// TestAttentionFragBlocks: under the CUDA dialect's policy, for every
+// head dimension up to 128 and contexts short and long, the fragment
+// forward has a block and the key and query kernels have one up to
+// fragBwdMaxDim; each kernel keeps its threadgroup arrays within the
+// dialect's shared memory and is a whole number of warps, at most 4; at
+// models/gpt.cue's d 64, T 256 the forward is 64 queries × 64 keys, the
+// key kernel 64 keys × 32 queries and the query kernel 64 queries × 64
+// keys. Metal has no fragments, and a dialect whose fragments are not
+// the shape the kernels are written for gets none of them.
+func TestAttentionFragBlocks(t *testing.T) {
+	tl, err := attnTilingFor(CUDA, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := CUDA.Fragments
+	for d := 1; d <= 128; d++ {
+		for _, tt := range []int{1, 8, 37, 256, 1024} {
+			g := attnGeom{mats: 2, tq: tt, tk: tt, d: d, scale: 1, causal: true, tiling: tl}
+			fb, fok := g.fragFwdBlock(f)
+			kb, kok := g.fragKeysBlock(f)
+			qb, qok := g.fragQueriesBlock(f)
+			if !fok || kok != (d <= fragBwdMaxDim) || qok != (d <= fragBwdMaxDim) {
+				t.Fatalf("d %d, t %d: forward block %v, key block %v, query block %v (want them up to d %d)", d, tt, fok, kok, qok, fragBwdMaxDim)
+			}
+			ks := []*Kernel{attentionFwdFragKernel(g, f)}
+			if kok {
+				ks = append(ks, attentionBwdKeysFragKernel(g, f, true, true))
+			}
+			if qok {
+				ks = append(ks, attentionBwdQueriesFragKernel(g, f))
+			}
+			for _, k := range ks {
+				shared := 0
+				for _, s := range k.Body {
+					switch s := s.(type) {
+					case Shared:
+						shared += 4 * s.Size
+					case SharedPairs:
+						shared += 4 * s.Size
+					}
+				}
+				if shared > tl.shared || k.Threadgroup%32 != 0 || k.Threadgroup > 128 {
+					t.Errorf("d %d, t %d: %s: %d bytes of threadgroup memory, %d threads", d, tt, k.Doc, shared, k.Threadgroup)
+				}
+			}
+			if d == 64 && tt == 256 && (fb != fragBlock{4, 64, 64, 64} || kb != fragBlock{4, 64, 32, 64} || qb != fragBlock{4, 64, 64, 64}) {
+				t.Errorf("at d 64, T 256: forward %+v, keys %+v, queries %+v", fb, kb, qb)
+			}
+		}
+	}
+	g := attnGeom{mats: 2, tq: 64, tk: 64, d: 64, scale: 1, tiling: tl}
+	if _, ok := g.fragFwdBlock(Metal.Fragments); ok || AttentionFragments(Metal, 64) {
+		t.Error("Metal, which has no fragments, has a fragment block")
+	}
+	// accToA follows the tables: with c0 and c1 swapped, a0 comes from c1
+	swapped := *f
+	swapped.Layout[FragC] = append([]FragPlace{f.Layout[FragC][1], f.Layout[FragC][0]}, f.Layout[FragC][2:]...)
+	if src, ok := accToA(&swapped); !ok || src[0] != (accSource{0, 1}) || src[4] != (accSource{1, 1}) || !fragShapeOK(&swapped) {
+		t.Errorf("with c0 and c1 swapped, accToA gives %v, %v", src, ok)
+	}
+	if src, ok := accToA(f); !ok || src[0] != (accSource{0, 0}) || src[3] != (accSource{0, 3}) || src[6] != (accSource{1, 2}) {
+		t.Errorf("accToA gives %v, %v; want a_i from accumulator i/4, element i%%4", src, ok)
+	}
+	// rows that depend on the lane's place in its group: no quad shares a row
+	odd := *f
+	odd.Layout[FragC] = append([]FragPlace{{RowT: 1, ColG: 1}}, f.Layout[FragC][1:]...)
+	if fragShapeOK(&odd) {
+		t.Error("fragments whose accumulator rows depend on threadID_in_group pass fragShapeOK")
+	}
+}
