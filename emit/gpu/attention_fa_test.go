@@ -173,6 +173,10 @@ func TestAttentionFragBlocks(t *testing.T) {
 	if _, ok := g.fragFwdBlock(Metal.Fragments); ok || AttentionFragments(Metal, 64) {
 		t.Error("Metal, which has no fragments, has a fragment block")
 	}
+	var b strings.Builder
+	if err := PrintKernel(&b, Metal, attentionFwdFragKernel(g, f)); err == nil || !strings.Contains(err.Error(), "no register fragments") {
+		t.Errorf("printing a fragment kernel for Metal: error %v, want one saying it has no register fragments", err)
+	}
 	// accToA follows the tables: with c0 and c1 swapped, a0 comes from c1
 	swapped := *f
 	swapped.Layout[FragC] = append([]FragPlace{f.Layout[FragC][1], f.Layout[FragC][0]}, f.Layout[FragC][2:]...)
