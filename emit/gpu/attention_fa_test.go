@@ -33,12 +33,22 @@ const (
 	faGradTol = 0x1p-7
 )
 
+// fragTestGeoms are the fragment kernels' cases beyond attnTestGeoms:
+// contexts long enough that a tile of keys lies wholly before a block's
+// first query (the forward's unmasked tiles), ragged and not, causal and
+// not.
+var fragTestGeoms = []attnGeom{
+	{mats: 4, tq: 80, tk: 80, d: 32, heads: 2, scale: 0.17, causal: true, rate: 0.1},
+	{mats: 2, tq: 20, tk: 64, d: 16, scale: 0.25},
+	{mats: 1, tq: 128, tk: 128, d: 64, scale: 0.125, causal: true},
+}
+
 // TestAttentionFragKernelsOnCPU runs the fused attention's fragment
 // forward (kernels_attention_fa.go) in the CUDA dialect on the CPU, the
 // fragments emulated lane by lane by the shim (testdata/shim/cuda_shim.h,
 // the PTX layouts that TestFragmentEmulationIsPTX checks), against the
 // unfused reference whose products round their operands to bfloat16,
-// over every case of attnTestGeoms (head dimensions not a multiple of 16
+// over every case of attnTestGeoms and fragTestGeoms (head dimensions not a multiple of 16
 // padded with zeros), with the dropout of the unfused step. The same
 // log-sum-exps miss the reference without rounding by more than the
 // tolerance somewhere: the emulation rounds, and the test sees it.
@@ -51,7 +61,7 @@ func TestAttentionFragKernelsOnCPU(t *testing.T) {
 	}
 	var cases []gpuCase
 	var exact []map[int][]float32
-	for _, g := range attnTestGeoms {
+	for _, g := range append(attnTestGeoms[:len(attnTestGeoms):len(attnTestGeoms)], fragTestGeoms...) {
 		g.tiling = tl
 		if _, ok := g.fragFwdBlock(CUDA.Fragments); !ok {
 			t.Fatalf("%s: no fragment forward block fits %d bytes", g, tl.shared)

@@ -289,78 +289,98 @@ func attentionFwdFragKernel(g attnGeom, f *FragmentDialect) *Kernel {
 		Barrier{},
 		FragDecl{"kb", FragB}, FragDecl{"pa", FragA}, FragDecl{"vb", FragB},
 	}
-	// the warp's 16×C scores q·kᵀ
-	for n := 0; n < C/8; n++ {
-		tile = append(tile, FragDecl{nm("s", n), FragC})
-		for i := 0; i < nC; i++ {
-			tile = append(tile, FragSet{nm("s", n), i, flt(0)})
-		}
-	}
-	for kk := 0; kk < dp/16; kk++ {
+	// compute is the tile's products and softmax, with the mask vis
+	// (nil: every pair of the tile visible)
+	compute := func(vis func(n, i int) Expr) []Stmt {
+		var tile []Stmt
+		// the warp's 16×C scores q·kᵀ
 		for n := 0; n < C/8; n++ {
-			for reg := 0; reg < f.Regs(FragB); reg++ {
-				tile = append(tile, FragSet{"kb", reg, load("sk", fragPairAt(f, FragB, reg, i32(n*8), ks, i32(kk*8)))})
+			tile = append(tile, FragDecl{nm("s", n), FragC})
+			for i := 0; i < nC; i++ {
+				tile = append(tile, FragSet{nm("s", n), i, flt(0)})
 			}
-			tile = append(tile, FragMMA{nm("s", n), nm("qa", kk), "kb"})
 		}
-	}
-	// masked and scaled; each row's maximum over its four lanes
-	for h := range rowOffs {
-		tile = append(tile, let(nm("mx", h), Float, flt(negHuge)))
-	}
-	for n := 0; n < C/8; n++ {
-		for i := 0; i < nC; i++ {
-			sc := nm("sc", n, i)
+		for kk := 0; kk < dp/16; kk++ {
+			for n := 0; n < C/8; n++ {
+				for reg := 0; reg < f.Regs(FragB); reg++ {
+					tile = append(tile, FragSet{"kb", reg, load("sk", fragPairAt(f, FragB, reg, i32(n*8), ks, i32(kk*8)))})
+				}
+				tile = append(tile, FragMMA{nm("s", n), nm("qa", kk), "kb"})
+			}
+		}
+		// masked and scaled; each row's maximum over its four lanes
+		for h := range rowOffs {
+			tile = append(tile, let(nm("mx", h), Float, flt(negHuge)))
+		}
+		for n := 0; n < C/8; n++ {
+			for i := 0; i < nC; i++ {
+				sc := nm("sc", n, i)
+				tile = append(tile,
+					let(sc, Float, masked(vis(n, i), mul(FragGet{nm("s", n), i}, flt(g.scale)), flt(negHuge))),
+					set(nm("mx", slot[i]), call(FnMax, vr(nm("mx", slot[i])), vr(sc))))
+			}
+		}
+		for h := range rowOffs {
+			mx := nm("mx", h)
 			tile = append(tile,
-				let(sc, Float, masked(vis(n, i), mul(FragGet{nm("s", n), i}, flt(g.scale)), flt(negHuge))),
-				set(nm("mx", slot[i]), call(FnMax, vr(nm("mx", slot[i])), vr(sc))))
+				set(mx, call(FnMax, vr(mx), ShuffleXor{vr(mx), 1})),
+				set(mx, call(FnMax, vr(mx), ShuffleXor{vr(mx), 2})),
+				let(nm("mt", h), Float, call(FnMax, vr(nm("m", h)), vr(mx))),
+				let(nm("ls", h), Float, flt(0)))
 		}
-	}
-	for h := range rowOffs {
-		mx := nm("mx", h)
-		tile = append(tile,
-			set(mx, call(FnMax, vr(mx), ShuffleXor{vr(mx), 1})),
-			set(mx, call(FnMax, vr(mx), ShuffleXor{vr(mx), 2})),
-			let(nm("mt", h), Float, call(FnMax, vr(nm("m", h)), vr(mx))),
-			let(nm("ls", h), Float, flt(0)))
-	}
-	// the probabilities, their partial sums, and p·keep
-	for n := 0; n < C/8; n++ {
-		for i := 0; i < nC; i++ {
-			p, keep := nm("p", n, i), nm("keep", n, i)
+		// the probabilities, their partial sums, and p·keep
+		for n := 0; n < C/8; n++ {
+			for i := 0; i < nC; i++ {
+				p, keep := nm("p", n, i), nm("keep", n, i)
+				tile = append(tile,
+					let(p, Float, masked(vis(n, i), call(FnExp, sub(vr(nm("sc", n, i)), vr(nm("mt", slot[i])))), flt(0))),
+					set(nm("ls", slot[i]), add(vr(nm("ls", slot[i])), vr(p))))
+				tile = append(tile, g.keep(keep, qi(i), kj(n, i))...)
+			}
+		}
+		// the online softmax's correction
+		for h := range rowOffs {
+			corr := nm("corr", h)
 			tile = append(tile,
-				let(p, Float, masked(vis(n, i), call(FnExp, sub(vr(nm("sc", n, i)), vr(nm("mt", slot[i])))), flt(0))),
-				set(nm("ls", slot[i]), add(vr(nm("ls", slot[i])), vr(p))))
-			tile = append(tile, g.keep(keep, qi(i), kj(n, i))...)
-		}
-	}
-	// the online softmax's correction
-	for h := range rowOffs {
-		corr := nm("corr", h)
-		tile = append(tile,
-			let(corr, Float, call(FnExp, sub(vr(nm("m", h)), vr(nm("mt", h))))),
-			set(nm("l", h), add(mul(vr(nm("l", h)), vr(corr)), vr(nm("ls", h)))),
-			set(nm("m", h), vr(nm("mt", h))))
-	}
-	for n := 0; n < dp/8; n++ {
-		for i := 0; i < nC; i++ {
-			tile = append(tile, FragSet{nm("o", n), i, mul(FragGet{nm("o", n), i}, vr(nm("corr", slot[i])))})
-		}
-	}
-	// o += (p·keep)·v: the scores' accumulators, two side by side, are
-	// the A fragment of 16 keys
-	pk := func(n, i int) Expr { return mul(vr(nm("p", n, i)), vr(nm("keep", n, i))) }
-	for kk := 0; kk < C/16; kk++ {
-		for reg := 0; reg < f.Regs(FragA); reg++ {
-			lo, hi := src[2*reg], src[2*reg+1]
-			tile = append(tile, FragSet{"pa", reg, PackBF16{pk(2*kk+lo.side, lo.elem), pk(2*kk+hi.side, hi.elem)}})
+				let(corr, Float, call(FnExp, sub(vr(nm("m", h)), vr(nm("mt", h))))),
+				set(nm("l", h), add(mul(vr(nm("l", h)), vr(corr)), vr(nm("ls", h)))),
+				set(nm("m", h), vr(nm("mt", h))))
 		}
 		for n := 0; n < dp/8; n++ {
-			for reg := 0; reg < f.Regs(FragB); reg++ {
-				tile = append(tile, FragSet{"vb", reg, load("sv", fragPairAt(f, FragB, reg, i32(n*8), vs, i32(kk*8)))})
+			for i := 0; i < nC; i++ {
+				tile = append(tile, FragSet{nm("o", n), i, mul(FragGet{nm("o", n), i}, vr(nm("corr", slot[i])))})
 			}
-			tile = append(tile, FragMMA{nm("o", n), "pa", "vb"})
 		}
+		// o += (p·keep)·v: the scores' accumulators, two side by side, are
+		// the A fragment of 16 keys
+		pk := func(n, i int) Expr { return mul(vr(nm("p", n, i)), vr(nm("keep", n, i))) }
+		for kk := 0; kk < C/16; kk++ {
+			for reg := 0; reg < f.Regs(FragA); reg++ {
+				lo, hi := src[2*reg], src[2*reg+1]
+				tile = append(tile, FragSet{"pa", reg, PackBF16{pk(2*kk+lo.side, lo.elem), pk(2*kk+hi.side, hi.elem)}})
+			}
+			for n := 0; n < dp/8; n++ {
+				for reg := 0; reg < f.Regs(FragB); reg++ {
+					tile = append(tile, FragSet{"vb", reg, load("sv", fragPairAt(f, FragB, reg, i32(n*8), vs, i32(kk*8)))})
+				}
+				tile = append(tile, FragMMA{nm("o", n), "pa", "vb"})
+			}
+		}
+		return tile
+	}
+	// a tile whose keys are all in range and, causal, all at or before
+	// the block's first query needs no mask
+	full := all(below(add(vr("k0"), i32(C-1)), g.tk, tiles*C))
+	if g.causal {
+		full = all(full, le(add(vr("k0"), i32(C-1)), vr("q0")))
+	}
+	switch {
+	case full == nil:
+		tile = append(tile, compute(func(n, i int) Expr { return nil })...)
+	case g.tk < C:
+		tile = append(tile, compute(vis)...)
+	default:
+		tile = append(tile, If{Cond: full, Then: compute(func(n, i int) Expr { return nil }), Else: compute(vis)})
 	}
 	loopBody := tile
 	if g.causal {
