@@ -620,29 +620,47 @@ func attentionBwdKeysFragKernel(g attnGeom, f *FragmentDialect, wantDK, wantDV b
 	}
 	kj := func(i int) Expr { return add(vr("k0"), add(mul(vr("warp"), i32(16)), fragRow(f, FragC, i))) }
 	qcol := func(n, i int) Expr { return add(i32(n*8), fragCol(f, FragC, i)) }
-	for n := 0; n < QB/8; n++ {
-		for i := 0; i < nC; i++ {
-			qi := add(vr("q0"), qcol(n, i))
-			p, keep := nm("p", n, i), nm("keep", n, i)
-			tile = append(tile, let(p, Float, masked(g.visible(qi, kj(i), tiles*QB, blocks*KB),
-				call(FnExp, sub(mul(FragGet{nm("s", n), i}, flt(g.scale)), load("slse", qcol(n, i)))), flt(0))))
-			tile = append(tile, g.keep(keep, qi, kj(i))...)
-			if wantDK {
-				tile = append(tile, let(nm("ds", n, i), Float,
-					mul(vr(p), sub(mul(FragGet{nm("dp", n), i}, vr(keep)), load("sdelta", qcol(n, i))))))
+	// compute is the tile's probabilities, ds and products, with the
+	// mask vis (nil: every pair visible)
+	compute := func(vis func(qi, kj Expr) Expr) []Stmt {
+		var tile []Stmt
+		for n := 0; n < QB/8; n++ {
+			for i := 0; i < nC; i++ {
+				qi := add(vr("q0"), qcol(n, i))
+				p, keep := nm("p", n, i), nm("keep", n, i)
+				tile = append(tile, let(p, Float, masked(vis(qi, kj(i)),
+					call(FnExp, sub(mul(FragGet{nm("s", n), i}, flt(g.scale)), load("slse", qcol(n, i)))), flt(0))))
+				tile = append(tile, g.keep(keep, qi, kj(i))...)
+				if wantDK {
+					tile = append(tile, let(nm("ds", n, i), Float,
+						mul(vr(p), sub(mul(FragGet{nm("dp", n), i}, vr(keep)), load("sdelta", qcol(n, i))))))
+				}
 			}
 		}
+		// dv += (p·keep)ᵀ·do and dk += dsᵀ·q, 16 queries at a time
+		for kk := 0; kk < QB/16; kk++ {
+			if wantDV {
+				tile = append(tile, fragPackA(f, "pa", kk, func(n, i int) Expr { return mul(vr(nm("p", n, i)), vr(nm("keep", n, i))) })...)
+				tile = append(tile, fragProductAt(f, "dv", dp/8, "pa", "bq", "sdot", pairStride(QB), kk)...)
+			}
+			if wantDK {
+				tile = append(tile, fragPackA(f, "pa", kk, func(n, i int) Expr { return vr(nm("ds", n, i)) })...)
+				tile = append(tile, fragProductAt(f, "dk", dp/8, "pa", "bq", "sqt", pairStride(QB), kk)...)
+			}
+		}
+		return tile
 	}
-	// dv += (p·keep)ᵀ·do and dk += dsᵀ·q, 16 queries at a time
-	for kk := 0; kk < QB/16; kk++ {
-		if wantDV {
-			tile = append(tile, fragPackA(f, "pa", kk, func(n, i int) Expr { return mul(vr(nm("p", n, i)), vr(nm("keep", n, i))) })...)
-			tile = append(tile, fragProductAt(f, "dv", dp/8, "pa", "bq", "sdot", pairStride(QB), kk)...)
-		}
-		if wantDK {
-			tile = append(tile, fragPackA(f, "pa", kk, func(n, i int) Expr { return vr(nm("ds", n, i)) })...)
-			tile = append(tile, fragProductAt(f, "dk", dp/8, "pa", "bq", "sqt", pairStride(QB), kk)...)
-		}
+	unmasked := func(qi, kj Expr) Expr { return nil }
+	if g.causal {
+		// the queries past tq and the keys past tk need no mask here: their
+		// do (and so dp, delta, and their terms) are zero, and the keys'
+		// gradients are not written; so a tile of queries all at or after
+		// the block's last key needs none
+		tile = append(tile, If{Cond: ge(vr("q0"), add(vr("k0"), i32(KB-1))),
+			Then: compute(unmasked),
+			Else: compute(func(qi, kj Expr) Expr { return g.visible(qi, kj, tiles*QB, blocks*KB) })})
+	} else {
+		tile = append(tile, compute(unmasked)...)
 	}
 	loopBody := tile
 	if g.causal {
@@ -797,21 +815,43 @@ func attentionBwdQueriesFragKernel(g attnGeom, f *FragmentDialect) *Kernel {
 	tile = append(tile, fragProduct(f, "s", C/8, dp/16, func(kk int) string { return nm("qa", kk) }, "bk", "sk", ds)...)
 	tile = append(tile, fragZeros(f, "dp", C/8)...)
 	tile = append(tile, fragProduct(f, "dp", C/8, dp/16, func(kk int) string { return nm("doa", kk) }, "bk", "sv", ds)...)
-	for n := 0; n < C/8; n++ {
-		for i := 0; i < nC; i++ {
-			kj := add(vr("k0"), add(i32(n*8), fragCol(f, FragC, i)))
-			p, keep := nm("p", n, i), nm("keep", n, i)
-			tile = append(tile, let(p, Float, masked(g.visible(qi(i), kj, blocks*R, tiles*C),
-				call(FnExp, sub(mul(FragGet{nm("s", n), i}, flt(g.scale)), vr(nm("lse", slot[i])))), flt(0))))
-			tile = append(tile, g.keep(keep, qi(i), kj)...)
-			tile = append(tile, let(nm("ds", n, i), Float,
-				mul(vr(p), sub(mul(FragGet{nm("dp", n), i}, vr(keep)), vr(nm("delta", slot[i]))))))
+	// compute is the tile's ds and dq's product, with the mask vis (nil:
+	// every pair visible)
+	compute := func(vis func(qi, kj Expr) Expr) []Stmt {
+		var tile []Stmt
+		for n := 0; n < C/8; n++ {
+			for i := 0; i < nC; i++ {
+				kj := add(vr("k0"), add(i32(n*8), fragCol(f, FragC, i)))
+				p, keep := nm("p", n, i), nm("keep", n, i)
+				tile = append(tile, let(p, Float, masked(vis(qi(i), kj),
+					call(FnExp, sub(mul(FragGet{nm("s", n), i}, flt(g.scale)), vr(nm("lse", slot[i])))), flt(0))))
+				tile = append(tile, g.keep(keep, qi(i), kj)...)
+				tile = append(tile, let(nm("ds", n, i), Float,
+					mul(vr(p), sub(mul(FragGet{nm("dp", n), i}, vr(keep)), vr(nm("delta", slot[i]))))))
+			}
 		}
+		// dq += ds·k, 16 keys at a time
+		for kk := 0; kk < C/16; kk++ {
+			tile = append(tile, fragPackA(f, "dsa", kk, func(n, i int) Expr { return vr(nm("ds", n, i)) })...)
+			tile = append(tile, fragProductAt(f, "dq", dp/8, "dsa", "bk", "skt", pairStride(C), kk)...)
+		}
+		return tile
 	}
-	// dq += ds·k, 16 keys at a time
-	for kk := 0; kk < C/16; kk++ {
-		tile = append(tile, fragPackA(f, "dsa", kk, func(n, i int) Expr { return vr(nm("ds", n, i)) })...)
-		tile = append(tile, fragProductAt(f, "dq", dp/8, "dsa", "bk", "skt", pairStride(C), kk)...)
+	// a tile whose keys are all in range and, causal, all at or before
+	// the block's first query needs no mask (the queries past tq are not
+	// written)
+	full := all(below(add(vr("k0"), i32(C-1)), g.tk, tiles*C))
+	if g.causal {
+		full = all(full, le(add(vr("k0"), i32(C-1)), vr("q0")))
+	}
+	masks := func(qi, kj Expr) Expr { return g.visible(qi, kj, blocks*R, tiles*C) }
+	switch {
+	case full == nil:
+		tile = append(tile, compute(func(qi, kj Expr) Expr { return nil })...)
+	case g.tk < C:
+		tile = append(tile, compute(masks)...)
+	default:
+		tile = append(tile, If{Cond: full, Then: compute(func(qi, kj Expr) Expr { return nil }), Else: compute(masks)})
 	}
 	loopBody := tile
 	if g.causal {
