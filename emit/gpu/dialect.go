@@ -166,7 +166,7 @@ var Metal = &Dialect{
 	Funcs: map[Func]string{
 		FnExp: "metal::exp", FnLog: "metal::log", FnTanh: "metal::tanh",
 		FnSqrt: "metal::sqrt", FnRsqrt: "metal::rsqrt", FnMax: "metal::fmax",
-		FnMin: "metal::fmin", FnAbs: "metal::fabs", FnAsFloat: "as_type<float>",
+		FnMin: "metal::fmin", FnAbs: "metal::fabs", FnAsFloat: "as_type<float>", FnExp2: "metal::exp2",
 		// No erf in the Metal standard library: Rewrite expands it.
 	},
 	FloatSuffix:    "f",
@@ -201,7 +201,7 @@ var CUDA = &Dialect{
 	Funcs: map[Func]string{
 		FnExp: "expf", FnLog: "logf", FnTanh: "tanhf", FnErf: "erff",
 		FnSqrt: "sqrtf", FnRsqrt: "rsqrtf", FnMax: "fmaxf", FnMin: "fminf",
-		FnAbs: "fabsf", FnAsFloat: "__uint_as_float",
+		FnAbs: "fabsf", FnAsFloat: "__uint_as_float", FnExp2: "exp2f",
 	},
 	FloatSuffix:    "f",
 	MaxSharedBytes: 46 << 10, // static __shared__: 48 KB a block; 2 KiB stay free

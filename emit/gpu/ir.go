@@ -100,6 +100,10 @@ const (
 	FnMin
 	FnAbs
 	FnAsFloat
+	// FnExp2 is 2^x: the fragment kernels' softmax keeps its scores in
+	// units of log2(e), so that one multiply-add and the hardware's
+	// exp2 make each probability.
+	FnExp2
 )
 
 // Call calls a math function.

@@ -1,6 +1,9 @@
 package gpu
 
-import "fmt"
+import (
+	"fmt"
+	"math"
+)
 
 // The fused attention on register fragments (Dialect.Fragments:
 // mma.sync m16n8k16 with bfloat16 operands and float32 sums on CUDA),
@@ -30,6 +33,11 @@ import "fmt"
 func AttentionFragments(d *Dialect, headDim int) bool {
 	return fragShapeOK(d.Fragments) && headDim <= 128
 }
+
+// scale2 is the scores' scale in units of log2(e): the fragment kernels'
+// softmax keeps scores, maxima and log-sum-exps (but the one written
+// out) so, and makes each probability with one exp2.
+func (g attnGeom) scale2() float32 { return float32(float64(g.scale) * math.Log2E) }
 
 // fragShapeOK is whether f has the shape the fragment kernels are
 // written for: m16n8k16 over 32 lanes, A and B registers of two
@@ -316,7 +324,7 @@ func attentionFwdFragKernel(g attnGeom, f *FragmentDialect) *Kernel {
 			for i := 0; i < nC; i++ {
 				sc := nm("sc", n, i)
 				tile = append(tile,
-					let(sc, Float, masked(vis(n, i), mul(FragGet{nm("s", n), i}, flt(g.scale)), flt(negHuge))),
+					let(sc, Float, masked(vis(n, i), mul(FragGet{nm("s", n), i}, flt(g.scale2())), flt(negHuge))),
 					set(nm("mx", slot[i]), call(FnMax, vr(nm("mx", slot[i])), vr(sc))))
 			}
 		}
@@ -333,7 +341,7 @@ func attentionFwdFragKernel(g attnGeom, f *FragmentDialect) *Kernel {
 			for i := 0; i < nC; i++ {
 				p, keep := nm("p", n, i), nm("keep", n, i)
 				tile = append(tile,
-					let(p, Float, masked(vis(n, i), call(FnExp, sub(vr(nm("sc", n, i)), vr(nm("mt", slot[i])))), flt(0))),
+					let(p, Float, masked(vis(n, i), call(FnExp2, sub(vr(nm("sc", n, i)), vr(nm("mt", slot[i])))), flt(0))),
 					set(nm("ls", slot[i]), add(vr(nm("ls", slot[i])), vr(p))))
 				tile = append(tile, g.keep(keep, qi(i), kj(n, i))...)
 			}
@@ -342,7 +350,7 @@ func attentionFwdFragKernel(g attnGeom, f *FragmentDialect) *Kernel {
 		for h := range rowOffs {
 			corr := nm("corr", h)
 			tile = append(tile,
-				let(corr, Float, call(FnExp, sub(vr(nm("m", h)), vr(nm("mt", h))))),
+				let(corr, Float, call(FnExp2, sub(vr(nm("m", h)), vr(nm("mt", h))))),
 				set(nm("l", h), add(mul(vr(nm("l", h)), vr(corr)), vr(nm("ls", h)))),
 				set(nm("m", h), vr(nm("mt", h))))
 		}
@@ -409,7 +417,7 @@ func attentionFwdFragKernel(g attnGeom, f *FragmentDialect) *Kernel {
 	for h, off := range rowOffs {
 		row := add(vr("q0"), add(mul(vr("warp"), i32(16)), laneLin(1, 0, off)))
 		body = append(body, when(all(eq(vr("ft"), i32(0)), below(row, g.tq, blocks*R)),
-			store("lse", add(mul(vr("mat"), i32(g.tq)), row), add(vr(nm("m", h)), call(FnLog, vr(nm("l", h)))))))
+			store("lse", add(mul(vr("mat"), i32(g.tq)), row), add(mul(vr(nm("m", h)), flt(math.Ln2)), call(FnLog, vr(nm("l", h)))))))
 	}
 	n := g.mats * g.tq * D
 	return &Kernel{
@@ -606,7 +614,7 @@ func attentionBwdKeysFragKernel(g attnGeom, f *FragmentDialect, wantDK, wantDV b
 	tile = append(tile, stageBoth("sdo", "sdot", QB, dp, tg, rowOf("dout"))...)
 	tile = append(tile,
 		For{"e_row", lidE, i32(QB), i32(tg), []Stmt{
-			store("slse", vr("e_row"), masked(qOK(vr("e_row")), load("lse", qrow), flt(0))),
+			store("slse", vr("e_row"), masked(qOK(vr("e_row")), mul(load("lse", qrow), flt(math.Log2E)), flt(0))),
 			store("sdelta", vr("e_row"), masked(qOK(vr("e_row")), load("delta", qrow), flt(0))),
 		}},
 		Barrier{},
@@ -629,7 +637,7 @@ func attentionBwdKeysFragKernel(g attnGeom, f *FragmentDialect, wantDK, wantDV b
 				qi := add(vr("q0"), qcol(n, i))
 				p, keep := nm("p", n, i), nm("keep", n, i)
 				tile = append(tile, let(p, Float, masked(vis(qi, kj(i)),
-					call(FnExp, sub(mul(FragGet{nm("s", n), i}, flt(g.scale)), load("slse", qcol(n, i)))), flt(0))))
+					call(FnExp2, sub(mul(FragGet{nm("s", n), i}, flt(g.scale2())), load("slse", qcol(n, i)))), flt(0))))
 				tile = append(tile, g.keep(keep, qi, kj(i))...)
 				if wantDK {
 					tile = append(tile, let(nm("ds", n, i), Float,
@@ -791,7 +799,7 @@ func attentionBwdQueriesFragKernel(g attnGeom, f *FragmentDialect) *Kernel {
 		at := add(mul(vr("mat"), i32(g.tq)), row)
 		ok := below(row, g.tq, blocks*R)
 		body = append(body,
-			let(nm("lse", h), Float, masked(ok, load("lse", at), flt(0))),
+			let(nm("lse", h), Float, masked(ok, mul(load("lse", at), flt(math.Log2E)), flt(0))),
 			let(nm("delta", h), Float, masked(ok, load("delta", at), flt(0))))
 	}
 	body = append(body, fragZeros(f, "dq", dp/8)...)
@@ -824,7 +832,7 @@ func attentionBwdQueriesFragKernel(g attnGeom, f *FragmentDialect) *Kernel {
 				kj := add(vr("k0"), add(i32(n*8), fragCol(f, FragC, i)))
 				p, keep := nm("p", n, i), nm("keep", n, i)
 				tile = append(tile, let(p, Float, masked(vis(qi(i), kj),
-					call(FnExp, sub(mul(FragGet{nm("s", n), i}, flt(g.scale)), vr(nm("lse", slot[i])))), flt(0))))
+					call(FnExp2, sub(mul(FragGet{nm("s", n), i}, flt(g.scale2())), vr(nm("lse", slot[i])))), flt(0))))
 				tile = append(tile, g.keep(keep, qi(i), kj)...)
 				tile = append(tile, let(nm("ds", n, i), Float,
 					mul(vr(p), sub(mul(FragGet{nm("dp", n), i}, vr(keep)), vr(nm("delta", slot[i]))))))
