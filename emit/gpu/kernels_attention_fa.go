@@ -228,6 +228,52 @@ func stagePairs(sh string, lines, words, stride, tg int, lineFast bool, src func
 	return For{"e_" + sh, lidE, i32(lines * words), i32(tg), []Stmt{store(sh, add(mul(line, i32(stride)), w), PackBF16{lo, hi})}}
 }
 
+// stageRowPairs stages rows r0+r, r < lines, of operand buf (rows a matrix,
+// token-major or not; q, do, v, and k where it is token-major) into
+// SharedPairs array sh, a line a row with pairs along the dimensions,
+// zero past d and past the matrix's last row: where d is a multiple of 4
+// four dimensions a thread at a time, read as one 16-byte access
+// (Load4), else pairs of scalar loads.
+func (g attnGeom) stageRowPairs(sh, buf string, r0 Expr, lines, rows, limit, dp, stride, tg int) Stmt {
+	rowOK := func(r Expr) Expr { return below(add(r0, r), rows, limit) }
+	at := func(r, dd Expr) Expr { return add(g.rowAt(vr("mat"), add(r0, r), rows), dd) }
+	if g.d%4 != 0 {
+		return stagePairs(sh, lines, dp/2, stride, tg, false, func(r, w Expr) (Expr, Expr) {
+			v := func(dd Expr) Expr { return masked(all(rowOK(r), below(dd, g.d, dp)), load(buf, at(r, dd)), flt(0)) }
+			return v(mul(w, i32(2))), v(add(mul(w, i32(2)), i32(1)))
+		})
+	}
+	e := vr("e_" + sh)
+	q := dp / 4
+	r, d4 := div(e, i32(q)), mul(rem(e, i32(q)), i32(4))
+	w := add(mul(r, i32(stride)), mul(rem(e, i32(q)), i32(2)))
+	x := [4]string{sh + "_x0", sh + "_x1", sh + "_x2", sh + "_x3"}
+	body := []Stmt{
+		Load4{buf, at(r, d4), x},
+		store(sh, w, PackBF16{vr(x[0]), vr(x[1])}),
+		store(sh, add(w, i32(1)), PackBF16{vr(x[2]), vr(x[3])}),
+	}
+	if c := all(rowOK(r), below(d4, g.d, dp)); c != nil {
+		body = []Stmt{If{Cond: c, Then: body, Else: []Stmt{store(sh, w, u32(0)), store(sh, add(w, i32(1)), u32(0))}}}
+	}
+	return For{"e_" + sh, lidE, i32(lines * q), i32(tg), body}
+}
+
+// stageKeys stages keys k0+j, j < lines, of k (or kᵀ) into SharedPairs
+// array sh as stageRowPairs does (kᵀ by pairs of scalar loads, the threads
+// taking the keys fastest, along kᵀ's rows).
+func (g attnGeom) stageKeys(sh string, lines, limit, dp, stride, tg int) Stmt {
+	if g.heads > 0 {
+		return g.stageRowPairs(sh, g.kName(), vr("k0"), lines, g.tk, limit, dp, stride, tg)
+	}
+	kv := func(j, dd Expr) Expr {
+		return masked(all(below(add(vr("k0"), j), g.tk, limit), below(dd, g.d, dp)), load(g.kName(), g.keyAt(vr("mat"), add(vr("k0"), j), dd)), flt(0))
+	}
+	return stagePairs(sh, lines, dp/2, stride, tg, true, func(j, w Expr) (Expr, Expr) {
+		return kv(j, mul(w, i32(2))), kv(j, add(mul(w, i32(2)), i32(1)))
+	})
+}
+
 // attentionFwdFragKernel is the fused forward on register fragments
 // (the comment at the top of this file says how).
 func attentionFwdFragKernel(g attnGeom, f *FragmentDialect) *Kernel {
@@ -250,12 +296,7 @@ func attentionFwdFragKernel(g attnGeom, f *FragmentDialect) *Kernel {
 	}
 	// elem is x[at] where ok holds (nil: always), else 0
 	elem := func(ok Expr, x Expr) Expr { return masked(ok, x, flt(0)) }
-	qv := func(r, dd Expr) Expr {
-		return elem(all(below(add(vr("q0"), r), g.tq, blocks*R), below(dd, g.d, dp)), load("q", add(g.rowAt(vr("mat"), add(vr("q0"), r), g.tq), dd)))
-	}
-	body = append(body, stagePairs("sq", R, dp/2, qs, tg, false, func(r, w Expr) (Expr, Expr) {
-		return qv(r, mul(w, i32(2))), qv(r, add(mul(w, i32(2)), i32(1)))
-	}), Barrier{})
+	body = append(body, g.stageRowPairs("sq", "q", vr("q0"), R, g.tq, blocks*R, dp, qs, tg), Barrier{})
 	// the warp's queries as A fragments, dp/16 of them, for every tile
 	for kk := 0; kk < dp/16; kk++ {
 		qa := nm("qa", kk)
@@ -276,9 +317,6 @@ func attentionFwdFragKernel(g attnGeom, f *FragmentDialect) *Kernel {
 	qi := func(i int) Expr { return add(vr("q0"), add(mul(vr("warp"), i32(16)), fragRow(f, FragC, i))) }
 	kj := func(n, i int) Expr { return add(vr("k0"), add(i32(n*8), fragCol(f, FragC, i))) }
 	vis := func(n, i int) Expr { return g.visible(qi(i), kj(n, i), blocks*R, tiles*C) }
-	kv := func(j, dd Expr) Expr {
-		return elem(all(below(add(vr("k0"), j), g.tk, tiles*C), below(dd, g.d, dp)), load(g.kName(), g.keyAt(vr("mat"), add(vr("k0"), j), dd)))
-	}
 	vv := func(j, dd Expr) Expr {
 		return elem(all(below(add(vr("k0"), j), g.tk, tiles*C), below(dd, g.d, dp)), load("v", add(g.rowAt(vr("mat"), add(vr("k0"), j), g.tk), dd)))
 	}
@@ -287,9 +325,7 @@ func attentionFwdFragKernel(g attnGeom, f *FragmentDialect) *Kernel {
 		Barrier{}, // the previous tile's readers are done
 		// k: a line a key, pairs along the head dimension (kᵀ read along
 		// its rows, the keys, where it is kᵀ)
-		stagePairs("sk", C, dp/2, ks, tg, g.heads == 0, func(j, w Expr) (Expr, Expr) {
-			return kv(j, mul(w, i32(2))), kv(j, add(mul(w, i32(2)), i32(1)))
-		}),
+		g.stageKeys("sk", C, tiles*C, dp, ks, tg),
 		// vᵀ: a line a dimension, pairs along the keys
 		stagePairs("sv", dp, C/2, vs, tg, true, func(dd, w Expr) (Expr, Expr) {
 			return vv(mul(w, i32(2)), dd), vv(add(mul(w, i32(2)), i32(1)), dd)
@@ -543,16 +579,18 @@ func fragIDs(r0 string, blocks, rows int) []Stmt {
 	}
 }
 
-// stageBoth stages rows r0 … r0+n−1 (of rows a matrix) of operand x(r,
-// dd) twice: into lines, a line a row with pairs along the dimensions,
-// and into cols, a line a dimension with pairs along the rows.
-func stageBoth(lines, cols string, n, dp, tg int, x func(r, dd Expr) Expr) []Stmt {
+// stageBoth stages rows q0 … q0+n−1 of operand buf (the queries' q or
+// do) twice: into lines, a line a row with pairs along the dimensions
+// (stageRowPairs), and into cols, a line a dimension with pairs along
+// the rows; zero past d and past the last query (limit bounds the rows
+// the kernel walks).
+func (g attnGeom) stageBoth(lines, cols, buf string, n, limit, dp, tg int) []Stmt {
+	x := func(r, dd Expr) Expr {
+		return masked(all(below(add(vr("q0"), r), g.tq, limit), below(dd, g.d, dp)), load(buf, add(g.rowAt(vr("mat"), add(vr("q0"), r), g.tq), dd)), flt(0))
+	}
 	two := func(w Expr) (Expr, Expr) { return mul(w, i32(2)), add(mul(w, i32(2)), i32(1)) }
 	return []Stmt{
-		stagePairs(lines, n, dp/2, pairStride(dp), tg, false, func(r, w Expr) (Expr, Expr) {
-			lo, hi := two(w)
-			return x(r, lo), x(r, hi)
-		}),
+		g.stageRowPairs(lines, buf, vr("q0"), n, g.tq, limit, dp, pairStride(dp), tg),
 		stagePairs(cols, dp, n/2, pairStride(n), tg, true, func(dd, w Expr) (Expr, Expr) {
 			lo, hi := two(w)
 			return x(lo, dd), x(hi, dd)
@@ -572,7 +610,6 @@ func attentionBwdKeysFragKernel(g attnGeom, f *FragmentDialect, wantDK, wantDV b
 	tg := 32 * b.warps
 	blocks, tiles := ceilDiv(g.tk, KB), ceilDiv(g.tq, QB)
 	nC := len(f.Layout[FragC])
-	two := func(w Expr) (Expr, Expr) { return mul(w, i32(2)), add(mul(w, i32(2)), i32(1)) }
 	body := []Stmt{
 		SharedPairs{"sk", KB * ds}, SharedPairs{"sv", KB * ds},
 		SharedPairs{"sq", QB * ds}, SharedPairs{"sqt", dp * pairStride(QB)},
@@ -580,16 +617,9 @@ func attentionBwdKeysFragKernel(g attnGeom, f *FragmentDialect, wantDK, wantDV b
 		Shared{"slse", QB}, Shared{"sdelta", QB},
 	}
 	body = append(body, fragIDs("k0", blocks, KB)...)
-	keyOK := func(j Expr) Expr { return below(add(vr("k0"), j), g.tk, blocks*KB) }
-	kv := func(j, dd Expr) Expr {
-		return masked(all(keyOK(j), below(dd, D, dp)), load(g.kName(), g.keyAt(vr("mat"), add(vr("k0"), j), dd)), flt(0))
-	}
-	vv := func(j, dd Expr) Expr {
-		return masked(all(keyOK(j), below(dd, D, dp)), load("v", add(g.rowAt(vr("mat"), add(vr("k0"), j), g.tk), dd)), flt(0))
-	}
 	body = append(body,
-		stagePairs("sk", KB, dp/2, ds, tg, g.heads == 0, func(j, w Expr) (Expr, Expr) { lo, hi := two(w); return kv(j, lo), kv(j, hi) }),
-		stagePairs("sv", KB, dp/2, ds, tg, false, func(j, w Expr) (Expr, Expr) { lo, hi := two(w); return vv(j, lo), vv(j, hi) }),
+		g.stageKeys("sk", KB, blocks*KB, dp, ds, tg),
+		g.stageRowPairs("sv", "v", vr("k0"), KB, g.tk, blocks*KB, dp, ds, tg),
 		Barrier{})
 	body = append(body, fragAFrags(f, "ka", "sk", ds, dp)...)
 	if wantDK {
@@ -600,18 +630,13 @@ func attentionBwdKeysFragKernel(g attnGeom, f *FragmentDialect, wantDK, wantDV b
 		body = append(body, fragZeros(f, "dv", dp/8)...)
 	}
 	qOK := func(i Expr) Expr { return below(add(vr("q0"), i), g.tq, tiles*QB) }
-	rowOf := func(buf string) func(i, dd Expr) Expr {
-		return func(i, dd Expr) Expr {
-			return masked(all(qOK(i), below(dd, D, dp)), load(buf, add(g.rowAt(vr("mat"), add(vr("q0"), i), g.tq), dd)), flt(0))
-		}
-	}
 	qrow := add(mul(vr("mat"), i32(g.tq)), add(vr("q0"), vr("e_row")))
 	tile := []Stmt{
 		let("q0", Int, mul(vr("t"), i32(QB))),
 		Barrier{}, // the previous tile's readers are done
 	}
-	tile = append(tile, stageBoth("sq", "sqt", QB, dp, tg, rowOf("q"))...)
-	tile = append(tile, stageBoth("sdo", "sdot", QB, dp, tg, rowOf("dout"))...)
+	tile = append(tile, g.stageBoth("sq", "sqt", "q", QB, tiles*QB, dp, tg)...)
+	tile = append(tile, g.stageBoth("sdo", "sdot", "dout", QB, tiles*QB, dp, tg)...)
 	tile = append(tile,
 		For{"e_row", lidE, i32(QB), i32(tg), []Stmt{
 			store("slse", vr("e_row"), masked(qOK(vr("e_row")), mul(load("lse", qrow), flt(math.Log2E)), flt(0))),
@@ -778,18 +803,9 @@ func attentionBwdQueriesFragKernel(g attnGeom, f *FragmentDialect) *Kernel {
 		SharedPairs{"sk", C * ds}, SharedPairs{"sv", C * ds}, SharedPairs{"skt", dp * pairStride(C)},
 	}
 	body = append(body, fragIDs("q0", blocks, R)...)
-	rowOf := func(buf string) func(i, dd Expr) Expr {
-		return func(i, dd Expr) Expr {
-			return masked(all(below(add(vr("q0"), i), g.tq, blocks*R), below(dd, D, dp)), load(buf, add(g.rowAt(vr("mat"), add(vr("q0"), i), g.tq), dd)), flt(0))
-		}
-	}
-	for _, x := range []string{"q", "dout"} {
-		sh := map[string]string{"q": "sq", "dout": "sdo"}[x]
-		body = append(body, stagePairs(sh, R, dp/2, ds, tg, false, func(r, w Expr) (Expr, Expr) {
-			lo, hi := two(w)
-			return rowOf(x)(r, lo), rowOf(x)(r, hi)
-		}))
-	}
+	body = append(body,
+		g.stageRowPairs("sq", "q", vr("q0"), R, g.tq, blocks*R, dp, ds, tg),
+		g.stageRowPairs("sdo", "dout", vr("q0"), R, g.tq, blocks*R, dp, ds, tg))
 	body = append(body, Barrier{})
 	body = append(body, fragAFrags(f, "qa", "sq", ds, dp)...)
 	body = append(body, fragAFrags(f, "doa", "sdo", ds, dp)...)
@@ -807,14 +823,11 @@ func attentionBwdQueriesFragKernel(g attnGeom, f *FragmentDialect) *Kernel {
 	kv := func(j, dd Expr) Expr {
 		return masked(all(keyOK(j), below(dd, D, dp)), load(g.kName(), g.keyAt(vr("mat"), add(vr("k0"), j), dd)), flt(0))
 	}
-	vv := func(j, dd Expr) Expr {
-		return masked(all(keyOK(j), below(dd, D, dp)), load("v", add(g.rowAt(vr("mat"), add(vr("k0"), j), g.tk), dd)), flt(0))
-	}
 	tile := []Stmt{
 		let("k0", Int, mul(vr("t"), i32(C))),
 		Barrier{}, // the previous tile's readers are done
-		stagePairs("sk", C, dp/2, ds, tg, g.heads == 0, func(j, w Expr) (Expr, Expr) { lo, hi := two(w); return kv(j, lo), kv(j, hi) }),
-		stagePairs("sv", C, dp/2, ds, tg, false, func(j, w Expr) (Expr, Expr) { lo, hi := two(w); return vv(j, lo), vv(j, hi) }),
+		g.stageKeys("sk", C, tiles*C, dp, ds, tg),
+		g.stageRowPairs("sv", "v", vr("k0"), C, g.tk, tiles*C, dp, ds, tg),
 		stagePairs("skt", dp, C/2, pairStride(C), tg, g.heads != 0, func(dd, w Expr) (Expr, Expr) { lo, hi := two(w); return kv(lo, dd), kv(hi, dd) }),
 		Barrier{},
 		FragDecl{"bk", FragB}, FragDecl{"dsa", FragA},
