@@ -22,7 +22,10 @@ import (
 // fragments of p·v: an accumulator's pairs are, lane by lane, an A
 // fragment's (accToA). o stays in accumulator fragments to the end.
 // Nothing goes through threadgroup memory but the staged operands, and
-// the only barriers are the staging's.
+// the only barriers are the staging's. The scores are kept in units of
+// log2(e) (scale2), so a probability is one exp2; a tile whose every
+// pair is visible runs without the mask's compares (each kernel's
+// compute closure is written twice, masked and not).
 
 // AttentionFragments is whether the fused attention of head dimension
 // headDim runs on d's register fragments in a bf16 plan: its forward
