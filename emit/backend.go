@@ -114,9 +114,11 @@ func gpuTarget(method string, scratch func(planner.ConvGeom) int, keepCols int, 
 // cudaLibraryConvs), runs in the precision the spec asks for,
 // bf16 or tf32, through cublasGemmEx's fast compute types (emit/gpu then
 // lowers all its products to GEMMs); the direct convolution kernel runs
-// no GEMM and stays f32. The fused attention's products run on tensor
-// tiles with TF32 operands (finer than bf16's) where the head dimension
-// allows (gpu.AttentionTiles), else f32. Its bf16 GEMMs read bfloat16
+// no GEMM and stays f32. The fused attention's products run, in a bf16
+// plan, on register fragments with bfloat16 operands
+// (gpu.AttentionFragments: any head dimension the fused attention
+// takes), in a tf32 plan on tensor tiles with TF32 operands where the
+// head dimension allows (gpu.AttentionTiles), else f32. Its bf16 GEMMs read bfloat16
 // operands where their producers write them (gpu.BF16Twins; cublasGemmEx
 // on CUDA_R_16BF).
 func cudaPrecisions(t planner.Target) planner.Target {
@@ -129,6 +131,9 @@ func cudaPrecisions(t planner.Target) planner.Target {
 		return planner.DenseChoice{Precision: want}
 	}
 	t.AttentionPrecision = func(headDim int, want string) planner.DenseChoice {
+		if want == planner.PrecisionBF16 && gpu.AttentionFragments(gpu.CUDA, headDim) {
+			return planner.DenseChoice{Precision: want}
+		}
 		if !gpu.AttentionTiles(gpu.CUDA, headDim) {
 			return planner.DenseChoice{Precision: planner.PrecisionF32, Why: fmt.Sprintf("head dimension %d is not a multiple of 8, the tensor tiles' depth: float32 products", headDim)}
 		}

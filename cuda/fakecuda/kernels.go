@@ -49,7 +49,10 @@ func parseKernels(src string) ([]kernelSig, error) {
 		if i+1 < len(locs) {
 			end = locs[i+1][0]
 		}
-		k := kernelSig{name: src[loc[2]:loc[3]], barriers: strings.Contains(src[loc[1]:end], "__syncthreads")}
+		// the fragments' collective calls (mlb_warp_*) wait for the
+		// block's lanes as a barrier does
+		body := src[loc[1]:end]
+		k := kernelSig{name: src[loc[2]:loc[3]], barriers: strings.Contains(body, "__syncthreads") || strings.Contains(body, "mlb_warp_")}
 		for _, p := range strings.Split(src[loc[4]:loc[5]], ",") {
 			p = strings.TrimSpace(strings.ReplaceAll(p, "__restrict__", ""))
 			if p == "" {

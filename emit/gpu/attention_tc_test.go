@@ -280,24 +280,29 @@ func attnPlan(d int, precision string) *planner.Plan {
 	return p
 }
 
-// TestAttentionLowersToTiles: a CUDA plan whose attention is bf16 or tf32
-// launches the tensor-tile forward, key and query kernels, each launch saying
-// it rounds to TF32 (what selftest widens its tolerance for); an f32
-// plan, one of a head dimension the tiles do not take, and every Metal
-// plan launch the SIMT kernels only, with no precision.
+// TestAttentionLowersToTiles: a CUDA plan whose attention is bf16
+// launches the register-fragment kernels (each launch saying it rounds
+// to bf16, what selftest widens its tolerance for), whatever its head
+// dimension up to fragBwdMaxDim, and past it the fragment forward and
+// the tensor-tile backward (saying tf32); a tf32 plan the tensor-tile
+// kernels only, where its head dimension is a multiple of 8; an f32
+// plan and every Metal plan the SIMT kernels only, with no precision.
 func TestAttentionLowersToTiles(t *testing.T) {
 	for _, c := range []struct {
 		d         *Dialect
 		dim       int
 		precision string
 		tiles     []string // launches of tile kernels, by kind
+		frags     []string // launches of fragment kernels
 	}{
-		{CUDA, 16, "bf16", []string{"attention", "attention_bwd_kv", "attention_bwd_q"}},
-		{CUDA, 16, "tf32", []string{"attention", "attention_bwd_kv", "attention_bwd_q"}},
-		{CUDA, 16, "f32", nil},
-		{CUDA, 16, "", nil},
-		{CUDA, 12, "bf16", nil},
-		{Metal, 16, "bf16", nil},
+		{CUDA, 16, "bf16", nil, []string{"attention", "attention_bwd_kv", "attention_bwd_q"}},
+		{CUDA, 16, "tf32", []string{"attention", "attention_bwd_kv", "attention_bwd_q"}, nil},
+		{CUDA, 16, "f32", nil, nil},
+		{CUDA, 16, "", nil, nil},
+		{CUDA, 12, "bf16", nil, []string{"attention", "attention_bwd_kv", "attention_bwd_q"}},
+		{CUDA, 12, "tf32", nil, nil},
+		{CUDA, 96, "bf16", []string{"attention_bwd_kv", "attention_bwd_q"}, []string{"attention"}},
+		{Metal, 16, "bf16", nil, nil},
 	} {
 		prog, err := Lower(attnPlan(c.dim, c.precision), c.d)
 		if err != nil {
@@ -307,23 +312,29 @@ func TestAttentionLowersToTiles(t *testing.T) {
 		for _, k := range prog.Kernels {
 			docs[k.Name] = k.Doc
 		}
-		var tiles []string
+		var tiles, frags []string
 		for _, op := range append(prog.Forward, prog.Backward...) {
 			ln := op.Launch
 			kind := ln.Kernel[strings.Index(ln.Kernel, "_")+1:]
-			tiled := strings.Contains(docs[ln.Kernel], "tensor tiles")
-			if tiled {
-				tiles = append(tiles, kind)
+			want := ""
+			if strings.Contains(docs[ln.Kernel], "tensor tiles") {
+				tiles, want = append(tiles, kind), "tf32"
 			}
-			if want := map[bool]string{true: "tf32"}[tiled]; ln.Precision != want {
+			if strings.Contains(docs[ln.Kernel], "register fragments") {
+				frags, want = append(frags, kind), "bf16"
+			}
+			if ln.Precision != want {
 				t.Errorf("%s, d %d, %q: launch of %s has precision %q, want %q", c.d.Name, c.dim, c.precision, ln.Kernel, ln.Precision, want)
 			}
 		}
-		if strings.Join(tiles, " ") != strings.Join(c.tiles, " ") {
-			t.Errorf("%s, d %d, %q: tile kernels %v, want %v", c.d.Name, c.dim, c.precision, tiles, c.tiles)
+		if strings.Join(tiles, " ") != strings.Join(c.tiles, " ") || strings.Join(frags, " ") != strings.Join(c.frags, " ") {
+			t.Errorf("%s, d %d, %q: tile kernels %v, want %v; fragment kernels %v, want %v", c.d.Name, c.dim, c.precision, tiles, c.tiles, frags, c.frags)
 		}
 		if c.tiles == nil && strings.Contains(prog.Source, "wmma") {
 			t.Errorf("%s, d %d, %q: the source has the tile header", c.d.Name, c.dim, c.precision)
+		}
+		if c.frags == nil && strings.Contains(prog.Source, "m16n8k16") {
+			t.Errorf("%s, d %d, %q: the source has the fragment header", c.d.Name, c.dim, c.precision)
 		}
 	}
 	// the build hook keeps every plan on the SIMT kernels
@@ -333,7 +344,17 @@ func TestAttentionLowersToTiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if strings.Contains(prog.Source, "wmma") {
-		t.Error("with attnNoTiles set, a bf16 CUDA plan still uses tiles")
+	if strings.Contains(prog.Source, "wmma") || strings.Contains(prog.Source, "m16n8k16") {
+		t.Error("with attnNoTiles set, a bf16 CUDA plan still uses tiles or fragments")
+	}
+	// the other keeps a bf16 plan on the tiles
+	attnNoTiles, attnNoFrags = "", "1"
+	defer func() { attnNoFrags = "" }()
+	prog, err = Lower(attnPlan(16, "bf16"), CUDA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(prog.Source, "wmma") || strings.Contains(prog.Source, "m16n8k16") {
+		t.Error("with attnNoFrags set, a bf16 CUDA plan does not use the tiles alone")
 	}
 }

@@ -24,8 +24,12 @@ type gpuCase struct {
 	tols map[int]float64
 }
 
-// hasBarrier reports whether a kernel body synchronises its threadgroup.
+// hasBarrier reports whether a kernel body synchronises its threadgroup
+// (a barrier, or a fragment's collective, which the shims run as one).
 func hasBarrier(ss []Stmt) bool {
+	if usesFrags(ss) {
+		return true
+	}
 	for _, s := range ss {
 		switch s := s.(type) {
 		case Barrier:

@@ -53,6 +53,58 @@ type Dialect struct {
 	// statements), nil where it has none that the generators use: their
 	// kernels then multiply on the threads alone.
 	Tiles *TileDialect
+	// Fragments is the language's warp-wide matrix product on register
+	// fragments (ir.go's fragment statements), nil where it has none:
+	// the fused attention of a bf16 plan then keeps its other kernels.
+	Fragments *FragmentDialect
+}
+
+// FragmentDialect spells the fragment statements of ir.go in one
+// language, for one product shape: a warp of Lanes threads adds an M×K
+// A fragment times a K×N B fragment to an M×N float32 accumulator, the
+// operands in Precision (a plan precision's name: "bf16"). Layout says,
+// as data, which elements of each role's matrix a lane holds: the
+// generators place their loads and read accumulators by it, and the CPU
+// emulation of the shims holds the same elements in the same lanes.
+type FragmentDialect struct {
+	M, N, K, Lanes int
+	Precision      string
+	// Layout places element i of a lane's fragment of each role (FragA,
+	// FragB, FragC); element i lies in register i/ElemsPerReg[role].
+	Layout      [3][]FragPlace
+	ElemsPerReg [3]int
+	// Header is printed once, after the dialect's, in a source whose
+	// kernels use fragments: the functions the statements call.
+	Header string
+	// SharedPairs declares a threadgroup array of packed pairs: %[1]s
+	// name, %[2]d words.
+	SharedPairs string
+	// Decl declares a fragment of each role: %[1]s name.
+	Decl [3]string
+	// Reg spells register %[2]d of fragment %[1]s, to read or assign.
+	Reg string
+	// MMA adds %[2]s·%[3]s to accumulator %[1]s.
+	MMA string
+	// Pack packs floats %[1]s (low half) and %[2]s as bfloat16.
+	Pack string
+	// ShuffleXor is float %[1]s of lane (this lane xor %[2]d).
+	ShuffleXor string
+}
+
+// FragPlace is where one element of a lane's fragment lies in its
+// matrix: row RowG·g + RowT·t + Row, column ColG·g + ColT·t + Col, where
+// g = lane/4 and t = lane%4 (the PTX ISA's groupID and
+// threadID_in_group).
+type FragPlace struct{ RowG, RowT, Row, ColG, ColT, Col int }
+
+// Regs is the registers of a fragment of role r.
+func (f *FragmentDialect) Regs(r FragRole) int { return len(f.Layout[r]) / f.ElemsPerReg[r] }
+
+// At is the row and column of element i of lane's fragment of role r.
+func (f *FragmentDialect) At(r FragRole, i, lane int) (row, col int) {
+	p := f.Layout[r][i]
+	g, t := lane/4, lane%4
+	return p.RowG*g + p.RowT*t + p.Row, p.ColG*g + p.ColT*t + p.Col
 }
 
 // TileDialect spells the tile statements of ir.go in one language, for
@@ -114,7 +166,7 @@ var Metal = &Dialect{
 	Funcs: map[Func]string{
 		FnExp: "metal::exp", FnLog: "metal::log", FnTanh: "metal::tanh",
 		FnSqrt: "metal::sqrt", FnRsqrt: "metal::rsqrt", FnMax: "metal::fmax",
-		FnMin: "metal::fmin", FnAbs: "metal::fabs", FnAsFloat: "as_type<float>",
+		FnMin: "metal::fmin", FnAbs: "metal::fabs", FnAsFloat: "as_type<float>", FnExp2: "metal::exp2",
 		// No erf in the Metal standard library: Rewrite expands it.
 	},
 	FloatSuffix:    "f",
@@ -149,13 +201,14 @@ var CUDA = &Dialect{
 	Funcs: map[Func]string{
 		FnExp: "expf", FnLog: "logf", FnTanh: "tanhf", FnErf: "erff",
 		FnSqrt: "sqrtf", FnRsqrt: "rsqrtf", FnMax: "fmaxf", FnMin: "fminf",
-		FnAbs: "fabsf", FnAsFloat: "__uint_as_float",
+		FnAbs: "fabsf", FnAsFloat: "__uint_as_float", FnExp2: "exp2f",
 	},
 	FloatSuffix:    "f",
 	MaxSharedBytes: 46 << 10, // static __shared__: 48 KB a block; 2 KiB stay free
 	// H200, models/gpt.cue in bf16: a 14.6 ms step against base's 16.3.
 	AttentionBlocks: "ilp",
 	Tiles:           cudaTiles,
+	Fragments:       cudaFragments,
 }
 
 // Dialects lists the dialects by name, for command-line switches.

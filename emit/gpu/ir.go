@@ -100,6 +100,10 @@ const (
 	FnMin
 	FnAbs
 	FnAsFloat
+	// FnExp2 is 2^x: the fragment kernels' softmax keeps its scores in
+	// units of log2(e), so that one multiply-add and the hardware's
+	// exp2 make each probability.
+	FnExp2
 )
 
 // Call calls a math function.
@@ -366,4 +370,126 @@ func usesTiles(ss []Stmt) bool {
 		}
 	}
 	return false
+}
+
+// Register fragments: the operands of a dialect's warp-wide matrix
+// product (Dialect.Fragments) held in each lane's own registers, in the
+// per-lane layout that FragmentDialect.Layout writes down as data. Unlike
+// tiles, a kernel reads and writes a fragment's registers one by one, at
+// places it computes from that layout and the lane (LocalID % Lanes), so
+// that an accumulator's elements can be masked, scaled and turned into
+// an operand without leaving the registers. A register of an A or B
+// fragment holds two elements (FragmentDialect.ElemsPerReg: bfloat16
+// pairs, the lower-numbered element in the low half); one of an
+// accumulator holds one float32. FragMMA and ShuffleXor are collective:
+// every lane of the warp runs them, in control flow that is uniform over
+// the threadgroup (the CPU emulation exchanges the lanes' registers at
+// them as it does at a barrier).
+
+// FragRole is the part a fragment plays in a product C += A·B: A is M×K,
+// B K×N and C M×N (FragmentDialect's shape).
+type FragRole uint8
+
+// The fragment roles.
+const (
+	FragA FragRole = iota
+	FragB
+	FragC
+)
+
+// FragDecl declares fragment Name of role Role: its registers, not
+// initialised.
+type FragDecl struct {
+	Name string
+	Role FragRole
+}
+
+// FragSet sets register Reg of fragment Name to Value: a Uint holding
+// two packed bfloat16 elements (PackBF16, or a word of a SharedPairs
+// array) for A and B, a Float for C.
+type FragSet struct {
+	Name  string
+	Reg   int
+	Value Expr
+}
+
+// FragMMA adds the product of fragments A and B to accumulator
+// fragment Acc (collective over the warp).
+type FragMMA struct{ Acc, A, B string }
+
+// SharedPairs declares a threadgroup array of Size uint words, each two
+// bfloat16 values packed as a fragment register holds them (the low
+// half first): operands staged once, rounded, for fragments to read a
+// register at a time. It must appear at the top level of a kernel body.
+type SharedPairs struct {
+	Name string
+	Size int
+}
+
+func (FragDecl) isStmt()    {}
+func (FragSet) isStmt()     {}
+func (FragMMA) isStmt()     {}
+func (SharedPairs) isStmt() {}
+
+// FragGet reads register Reg of fragment Name: a Float of an
+// accumulator (the only role the generators read).
+type FragGet struct {
+	Name string
+	Reg  int
+}
+
+// PackBF16 is the Uint holding Lo and Hi, floats, rounded to bfloat16 to
+// nearest, ties to even, Lo in the low half.
+type PackBF16 struct{ Lo, Hi Expr }
+
+// ShuffleXor is the float X of the lane whose index is this lane's xor
+// Mask, within the warp (collective over the warp).
+type ShuffleXor struct {
+	X    Expr
+	Mask int
+}
+
+func (FragGet) isExpr()    {}
+func (PackBF16) isExpr()   {}
+func (ShuffleXor) isExpr() {}
+
+// usesFrags reports whether ss holds a fragment statement or
+// expression.
+func usesFrags(ss []Stmt) bool {
+	found := false
+	walkStmts(ss, func(s Stmt) {
+		switch s.(type) {
+		case FragDecl, FragSet, FragMMA, SharedPairs:
+			found = true
+		}
+	}, func(e Expr) {
+		switch e.(type) {
+		case FragGet, PackBF16, ShuffleXor:
+			found = true
+		}
+	})
+	return found
+}
+
+// walkStmts calls fs on every statement of ss and fe on every
+// expression, nested ones included.
+func walkStmts(ss []Stmt, fs func(Stmt), fe func(Expr)) {
+	rewriteStmts(ss, func(e Expr) Expr {
+		fe(e)
+		return e
+	})
+	var walk func(ss []Stmt)
+	walk = func(ss []Stmt) {
+		for _, s := range ss {
+			fs(s)
+			switch s := s.(type) {
+			case If:
+				walk(s.Then)
+				walk(s.Else)
+			case For:
+				walk(s.Body)
+			}
+		}
+	}
+	walk(ss)
 }

@@ -258,6 +258,9 @@ func (l *lowering) launch(kind string, k *Kernel, err error, ops ...operand) err
 	if usesTiles(k.Body) && l.d.Tiles != nil {
 		ln.Precision = l.d.Tiles.Precision
 	}
+	if usesFrags(k.Body) && l.d.Fragments != nil {
+		ln.Precision = l.d.Fragments.Precision
+	}
 	l.ops = append(l.ops, Op{Layer: l.step.Layer, Kernel: string(l.step.Kernel), Launch: ln})
 	return nil
 }

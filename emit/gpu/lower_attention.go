@@ -50,8 +50,25 @@ func (l *lowering) attnTiles(g attnGeom) bool {
 	return l.fastPrecision() != "" && tcTiles(l.d, g) && attnNoTiles == ""
 }
 
+// attnFrags is whether the step may run on the dialect's register
+// fragments (kernels_attention_fa.go): its precision is the fragments'
+// (bf16: the plan's attention contract rounds the operands to bfloat16
+// and sums in float32), and the build did not turn tensor cores off
+// (attnNoTiles).
+func (l *lowering) attnFrags() bool {
+	f := l.d.Fragments
+	return f != nil && l.fastPrecision() == f.Precision && attnNoTiles == "" && attnNoFrags == ""
+}
+
+// attnNoFrags, set, keeps the fused attention off the register
+// fragments (on the tensor tiles where they take it, else the SIMT
+// kernels), a benchmarking hook as attnNoTiles is:
+//
+//	go build -ldflags "-X github.com/mlbuild/mlbuild/emit/gpu.attnNoFrags=1"
+var attnNoFrags string
+
 // attnNoTiles, set, keeps the fused attention on the SIMT kernels in
-// every plan. It is a benchmarking hook, as attnVariant is, set only by
+// every plan (neither tiles nor fragments). It is a benchmarking hook, as attnVariant is, set only by
 // building mlbuild with
 //
 //	go build -ldflags "-X github.com/mlbuild/mlbuild/emit/gpu.attnNoTiles=1"
@@ -79,7 +96,9 @@ func (l *lowering) attention(st *planner.Step, training bool) error {
 		return err
 	}
 	k := attentionFwdKernel(g)
-	if l.attnTiles(g) {
+	if _, ok := g.fragFwdBlock(l.d.Fragments); ok && l.attnFrags() {
+		k = attentionFwdFragKernel(g, l.d.Fragments)
+	} else if l.attnTiles(g) {
 		if _, ok := g.tcFwdBlock(); ok {
 			k = attentionFwdTCKernel(g)
 		}
@@ -111,7 +130,9 @@ func (l *lowering) attentionBwd(st *planner.Step) error {
 			ops = append(ops, whole(dv))
 		}
 		k := attentionBwdKeysKernel(g, present(dkt), present(dv))
-		if _, ok := g.tcKeysBlock(); ok && l.attnTiles(g) {
+		if _, ok := g.fragKeysBlock(l.d.Fragments); ok && l.attnFrags() {
+			k = attentionBwdKeysFragKernel(g, l.d.Fragments, present(dkt), present(dv))
+		} else if _, ok := g.tcKeysBlock(); ok && l.attnTiles(g) {
 			k = attentionBwdKeysTCKernel(g, present(dkt), present(dv))
 		}
 		if err := l.launch("attention_bwd_kv", k, nil, g.withArgs(ops...)...); err != nil {
@@ -122,7 +143,9 @@ func (l *lowering) attentionBwd(st *planner.Step) error {
 		return nil
 	}
 	k := attentionBwdQueriesKernel(g)
-	if _, ok := g.tcQueriesBlock(); ok && l.attnTiles(g) {
+	if _, ok := g.fragQueriesBlock(l.d.Fragments); ok && l.attnFrags() {
+		k = attentionBwdQueriesFragKernel(g, l.d.Fragments)
+	} else if _, ok := g.tcQueriesBlock(); ok && l.attnTiles(g) {
 		k = attentionBwdQueriesTCKernel(g)
 	}
 	return l.launch("attention_bwd_q", k, nil,

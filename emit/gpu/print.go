@@ -18,6 +18,12 @@ func Source(d *Dialect, kernels []*Kernel) (string, error) {
 		}
 	}
 	for _, k := range kernels {
+		if usesFrags(k.Body) && d.Fragments != nil {
+			b.WriteString(d.Fragments.Header)
+			break
+		}
+	}
+	for _, k := range kernels {
 		b.WriteString("\n")
 		if err := PrintKernel(&b, d, k); err != nil {
 			return "", err
@@ -35,6 +41,12 @@ func PrintKernel(b *strings.Builder, d *Dialect, k *Kernel) error {
 			return fmt.Errorf("gpu: printing kernel %s for %s: the dialect has no matrix tiles", k.Name, d.Name)
 		}
 		p.tiles = map[string]TileDecl{}
+	}
+	if usesFrags(k.Body) {
+		if d.Fragments == nil {
+			return fmt.Errorf("gpu: printing kernel %s for %s: the dialect has no register fragments", k.Name, d.Name)
+		}
+		p.frags = map[string]FragRole{}
 	}
 	if k.Doc != "" {
 		fmt.Fprintf(b, "// %s\n", k.Doc)
@@ -68,6 +80,9 @@ type printer struct {
 	// tiles are the kernel's tile variables by name, nil in a kernel
 	// without tiles.
 	tiles map[string]TileDecl
+	// frags are the kernel's fragments' roles by name, nil in a kernel
+	// without fragments.
+	frags map[string]FragRole
 }
 
 func (p *printer) line(depth int, format string, args ...any) {
@@ -117,6 +132,8 @@ func (p *printer) stmt(s Stmt, depth int) {
 		p.line(depth, p.d.SharedArray, s.Name, s.Size)
 	case TileDecl, TileZero, TileLoad, TileMMA, TileStore:
 		p.tile(s, depth)
+	case FragDecl, FragSet, FragMMA, SharedPairs:
+		p.frag(s, depth)
 	case Barrier:
 		p.line(depth, "%s", p.d.Barrier)
 	case Return:
@@ -199,6 +216,60 @@ func (p *printer) tile(s Stmt, depth int) {
 			p.line(depth, t.Store[layout(d)], s.Acc, s.Buf, p.expr(s.Offset, 0), s.Ld)
 		}
 	}
+}
+
+// frag prints a fragment statement in the dialect's Fragments, checking
+// each fragment's role and register against its declaration.
+func (p *printer) frag(s Stmt, depth int) {
+	f := p.d.Fragments
+	if p.frags == nil {
+		p.fail("a fragment statement in a kernel the printer did not prepare for fragments")
+		return
+	}
+	switch s := s.(type) {
+	case FragDecl:
+		if s.Role > FragC {
+			p.fail("fragment %s of unknown role %d", s.Name, s.Role)
+			return
+		}
+		if old, ok := p.frags[s.Name]; ok && old != s.Role {
+			p.fail("fragment %s declared twice, as roles %d and %d", s.Name, old, s.Role)
+			return
+		}
+		p.frags[s.Name] = s.Role
+		p.line(depth, f.Decl[s.Role], s.Name)
+	case FragSet:
+		if p.fragReg(s.Name, s.Reg) {
+			p.line(depth, f.Reg+" = %[3]s;", s.Name, s.Reg, p.expr(s.Value, 0))
+		}
+	case FragMMA:
+		for _, x := range []struct {
+			name string
+			role FragRole
+		}{{s.Acc, FragC}, {s.A, FragA}, {s.B, FragB}} {
+			if r, ok := p.frags[x.name]; !ok || r != x.role {
+				p.fail("fragment %s (declared %v, role %d) where role %d is wanted", x.name, ok, r, x.role)
+				return
+			}
+		}
+		p.line(depth, f.MMA, s.Acc, s.A, s.B)
+	case SharedPairs:
+		p.line(depth, f.SharedPairs, s.Name, s.Size)
+	}
+}
+
+// fragReg checks that fragment name is declared and has register reg.
+func (p *printer) fragReg(name string, reg int) bool {
+	r, ok := p.frags[name]
+	if !ok {
+		p.fail("fragment %s used before its declaration", name)
+		return false
+	}
+	if reg < 0 || reg >= p.d.Fragments.Regs(r) {
+		p.fail("register %d of fragment %s, which has %d", reg, name, p.d.Fragments.Regs(r))
+		return false
+	}
+	return true
 }
 
 func (p *printer) fail(format string, args ...any) {
@@ -306,6 +377,27 @@ func (p *printer) exprPrec(e Expr) (string, int) {
 		return s, precUnary
 	case Cast:
 		return "(" + p.d.Types[e.To] + ")" + p.expr(e.X, precUnary), precUnary
+	case FragGet:
+		if p.frags == nil {
+			p.fail("a fragment register in a kernel the printer did not prepare for fragments")
+			return "?", precPrimary
+		}
+		if p.fragReg(e.Name, e.Reg) {
+			return fmt.Sprintf(p.d.Fragments.Reg, e.Name, e.Reg), precPrimary
+		}
+		return "?", precPrimary
+	case PackBF16:
+		if p.frags == nil {
+			p.fail("a bfloat16 pair in a kernel the printer did not prepare for fragments")
+			return "?", precPrimary
+		}
+		return fmt.Sprintf(p.d.Fragments.Pack, p.expr(e.Lo, 0), p.expr(e.Hi, 0)), precPrimary
+	case ShuffleXor:
+		if p.frags == nil {
+			p.fail("a shuffle in a kernel the printer did not prepare for fragments")
+			return "?", precPrimary
+		}
+		return fmt.Sprintf(p.d.Fragments.ShuffleXor, p.expr(e.X, 0), e.Mask), precPrimary
 	}
 	p.fail("unknown expression %T", e)
 	return "?", precPrimary

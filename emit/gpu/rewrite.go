@@ -81,6 +81,9 @@ func rewriteStmts(ss []Stmt, f func(Expr) Expr) []Stmt {
 		case Load4:
 			s.Index = rewriteExpr(s.Index, f)
 			out[i] = s
+		case FragSet:
+			s.Value = rewriteExpr(s.Value, f)
+			out[i] = s
 		case Store4:
 			s.Index = rewriteExpr(s.Index, f)
 			for j := range s.Values {
@@ -127,6 +130,12 @@ func rewriteExpr(e Expr, f func(Expr) Expr) Expr {
 		x.Index = rewriteExpr(x.Index, f)
 		e = x
 	case Cast:
+		x.X = rewriteExpr(x.X, f)
+		e = x
+	case PackBF16:
+		x.Lo, x.Hi = rewriteExpr(x.Lo, f), rewriteExpr(x.Hi, f)
+		e = x
+	case ShuffleXor:
 		x.X = rewriteExpr(x.X, f)
 		e = x
 	}
