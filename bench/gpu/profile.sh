@@ -6,8 +6,8 @@
 # channels_last for the ResNet, scaled_dot_product_attention for the GPT),
 # eager and compiled, in the same call. TORCH=0 skips PyTorch; R18_MODES
 # picks torch_resnet_cifar.py's modes (default eager_fp32,eager_bf16,
-# compile_ro_bf16); PROGS picks the programs (default r18-f32 r18-bf16
-# gpt-f32 gpt-bf16); LINES how many lines of each profile to print (36).
+# compile_ro_bf16,eager_tf32); PROGS picks the programs (default r18-f32
+# r18-tf32 r18-bf16 gpt-f32 gpt-bf16); LINES how many lines of each profile to print (36).
 # Usage: bash profile.sh BUNDLE OUT
 set -uo pipefail
 b=$(cd "$1" && pwd) out=$2
@@ -17,7 +17,7 @@ work=$(mktemp -d)
 export MLBUILD_CUDA_CACHE=$work/kernels
 unxz() { python3 -c 'import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], "wb"))' "$1" "$2" && chmod +x "$2"; }
 echo "mlbuild $(cat "$b/VERSION")"; nvidia-smi -L
-for p in ${PROGS:-r18-f32 r18-bf16 gpt-f32 gpt-bf16}; do
+for p in ${PROGS:-r18-f32 r18-tf32 r18-bf16 gpt-f32 gpt-bf16}; do
 	unxz "$b/$p.xz" "$work/$p"
 	echo; echo "== $p: bench"
 	timeout 240 "$work/$p" bench --json --iters 20 2>&1 | tee "$out/$p-bench.json" | tail -n 2
@@ -27,7 +27,7 @@ for p in ${PROGS:-r18-f32 r18-bf16 gpt-f32 gpt-bf16}; do
 done
 [ "${TORCH:-1}" = 0 ] && exit 0
 echo; echo "== PyTorch ResNet-18"
-(cd "$b" && PYTHONUNBUFFERED=1 timeout 300 python3 torch_resnet_cifar.py ${R18_MODES:-eager_fp32,eager_bf16,compile_ro_bf16} 2>&1 | grep -v Warning | tee "$out/r18-torch.jsonl" | tail -n 8)
+(cd "$b" && PYTHONUNBUFFERED=1 timeout 300 python3 torch_resnet_cifar.py ${R18_MODES:-eager_fp32,eager_bf16,compile_ro_bf16,eager_tf32} 2>&1 | grep -v Warning | tee "$out/r18-torch.jsonl" | tail -n 8)
 t=(python3 torch_gpt.py moby-dick.txt --vocab 89 --context 256 --width 384 --heads 6 --layers 6 --dropout 0.2 --tie
 	--batch 64 --lr 1e-3 --beta2 0.99 --weight-decay 0.1 --clip 1.0 --warmup 100 --min-lr 1e-4 --device cuda)
 for mode in "" "--sdpa" "--bf16 --sdpa" "--bf16 --sdpa --compile"; do

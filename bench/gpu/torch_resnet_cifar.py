@@ -15,8 +15,10 @@ cuBLAS's handles, workspaces and kernels; as mlbuild's bench reports
 device_memory_bytes; only the first mode starts from a clean process).
 Modes: eager_fp32 (TF32 off, cudnn.benchmark), compile_fp32 (torch.compile
 in its default mode), compile_ro_fp32 (mode="reduce-overhead": CUDA graphs),
-and the same three in bf16 (autocast to bfloat16 + channels_last). The first
-step (compilation included) is reported apart.
+and the same three in bf16 (autocast to bfloat16 + channels_last) and in
+tf32 (fp32 tensors with TF32 allowed in cuDNN and cuBLAS, channels_last:
+eager_tf32, compile_tf32, compile_ro_tf32). The first step (compilation
+included) is reported apart.
 """
 import json
 import sys
@@ -79,11 +81,14 @@ def timed(fn, warm, iters):
 def run(mode):
     torch.manual_seed(0)
     bf16 = mode.endswith("bf16")
+    tf32 = mode.endswith("tf32")
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    torch.backends.cudnn.allow_tf32 = tf32
     compiled = mode.startswith("compile")
     options = {"mode": "reduce-overhead"} if mode.startswith("compile_ro") else {}
     dev = "cuda"
     model = ResNet18().to(dev)
-    fmt = torch.channels_last if bf16 else torch.contiguous_format
+    fmt = torch.channels_last if bf16 or tf32 else torch.contiguous_format
     model = model.to(memory_format=fmt)
     opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
     x = torch.randn(128, 3, 32, 32, device=dev).to(memory_format=fmt)
