@@ -1,0 +1,77 @@
+package cpu
+
+import (
+	"math"
+	"testing"
+)
+
+// TestGemvBF16Bits: GemvBF16 (the vector kernel where one runs, four rows
+// at a time, dotBF16Go for the rest) gives dotBF16Go's bits for every row,
+// on lengths around the kernels' step of 32 and the tail, row counts that
+// leave 0 to 3 rows to the Go loop, on 1, 2, 3 and 16 threads; both
+// kernels where this CPU runs them; and dotBF16Go is the float64 sum of
+// the rounded operands to within float32 rounding.
+func TestGemvBF16Bits(t *testing.T) {
+	defer SetThreads(Threads())
+	defer func(dp, widen bool) { dotBF16DP, dotBF16Widen = dp, widen }(dotBF16DP, dotBF16Widen)
+	kernels := []string{"go"}
+	if dotBF16DP {
+		kernels = append(kernels, "vdpbf16ps")
+	}
+	if dotBF16Widen {
+		kernels = append(kernels, "widen")
+	}
+	t.Logf("kernels here: %v", kernels)
+	r := newTestRand(16)
+	for _, in := range []int{1, 15, 16, 31, 32, 33, 64, 100, 384, 1536} {
+		for _, out := range []int{1, 3, 4, 5, 7, 89, 384} {
+			xf, wf := randSlice(r, in, 1), randSlice(r, in*out, 1)
+			x, w := make([]uint16, in), make([]uint16, len(wf))
+			ToBF16(x, xf)
+			ToBF16(w, wf)
+			want := make([]float32, out)
+			for j := range want {
+				want[j] = dotBF16Go(x, w[j*in:(j+1)*in])
+				var s float64
+				for i := range x {
+					s += float64(bf16Value(x[i])) * float64(bf16Value(w[j*in+i]))
+				}
+				if d := math.Abs(float64(want[j]) - s); d > 1e-6*float64(in) {
+					t.Fatalf("in=%d out=%d: dotBF16Go row %d = %v, the float64 sum %v", in, out, j, want[j], s)
+				}
+			}
+			for _, k := range kernels {
+				dotBF16Supported = k != "go"
+				dotBF16DP = k == "vdpbf16ps"
+				for _, threads := range []int{1, 2, 3, 16} {
+					SetThreads(threads)
+					y := make([]float32, out)
+					GemvBF16(x, w, y, in, out)
+					for j := range y {
+						if math.Float32bits(y[j]) != math.Float32bits(want[j]) {
+							t.Fatalf("%s in=%d out=%d threads=%d: y[%d] = %v, dotBF16Go gives %v", k, in, out, threads, j, y[j], want[j])
+						}
+					}
+				}
+			}
+			dotBF16Supported = dotBF16DP || dotBF16Widen
+		}
+	}
+}
+
+// TestToBF16 rounds as RoundBF16 does, NaN and infinities included, and
+// flushes what is below bfloat16's smallest normal to a zero of its sign.
+func TestToBF16(t *testing.T) {
+	src := []float32{0, 1, -1.00390625, 1.0078125, 3.14159, float32(math.Inf(1)), float32(math.NaN()), 3.4e38, -1e-39, 1e-40, 1.2e-38}
+	dst := make([]uint16, len(src))
+	ToBF16(dst, src)
+	for i, v := range src {
+		got, want := bf16Value(dst[i]), RoundBF16(v)
+		if math.Abs(float64(want)) < 0x1p-126 {
+			want = float32(math.Copysign(0, float64(v)))
+		}
+		if math.Float32bits(got) != math.Float32bits(want) {
+			t.Errorf("ToBF16(%v) = %v (%#04x), want %v", v, got, dst[i], want)
+		}
+	}
+}
