@@ -23,6 +23,10 @@ type generator struct {
 	// CPU kernels check: their convolution methods name that backend's
 	// kernels, and the CPU runs its own exact ones instead.
 	reference bool
+	// bf16Weights, while the decode plan renders, places each dense
+	// weight it multiplies in the bfloat16 arena dW16 (by param name);
+	// gemmCall then gives the step a bfloat16 branch.
+	bf16Weights map[string]int
 }
 
 func (g *generator) render() error {

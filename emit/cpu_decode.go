@@ -55,6 +55,26 @@ func (g *generator) renderDecode(o *planView) error {
 			heads = max(heads, dec.Plan.Buffers[st.In[0]].Shape[2])
 		}
 	}
+	// the dense weights a token multiplies, each once, for --precision bf16
+	g.bf16Weights = map[string]int{}
+	defer func() { g.bf16Weights = nil }()
+	var bf16Order []planner.BufID
+	size16, row16 := 0, 0
+	for _, st := range dec.Plan.Forward {
+		if st.Kernel != planner.KGemm || len(st.In) < 2 {
+			continue
+		}
+		w := dec.Plan.Buffers[st.In[1]]
+		if w.Kind != planner.KindParam || len(w.Shape) != 2 || dec.Plan.Buffers[st.In[0]].Size != w.Shape[1] {
+			continue
+		}
+		row16 = max(row16, w.Shape[1])
+		if _, ok := g.bf16Weights[w.Name]; !ok {
+			g.bf16Weights[w.Name] = size16
+			bf16Order = append(bf16Order, w.ID)
+			size16 += w.Size
+		}
+	}
 	g.p("// The KV-cache decode: dWork holds its rows and caches; dPos is the")
 	g.p("// position the steps compute, dCached how many leading positions")
 	g.p("// the caches hold; dScores has a row of scores a head.")
@@ -64,6 +84,11 @@ func (g *generator) renderDecode(o *planView) error {
 	g.p("dWork []float32")
 	g.p("dPos, dCached int")
 	g.p("dScores [%d]float32", heads*dec.Context)
+	g.p("// dBF16 makes the dense steps multiply the bfloat16 copies of their")
+	g.p("// weights in dW16, their input row rounded into dRow16 (DecodeBF16).")
+	g.p("dBF16 bool")
+	g.p("dW16 []uint16")
+	g.p("dRow16 [%d]uint16", max(row16, 1))
 	g.p(")")
 	g.p("")
 	g.p("// useDecode makes the decode arena on its first call and points the")
@@ -91,6 +116,26 @@ func (g *generator) renderDecode(o *planView) error {
 	g.p("func (m model) KVCacheCheck() app.SelfTestRow { return app.KVCacheCheck(m, m) }")
 	g.p("")
 	g.p("func (model) Context() int { return %d }", dec.Context)
+	g.p("")
+	g.p("// DefaultBF16 says whether generate multiplies in bf16 unless told: the")
+	g.p("// spec's precision is %s.", dec.Plan.Precision)
+	g.p("func (model) DefaultBF16() bool { return %v }", dec.Plan.Precision == planner.PrecisionBF16)
+	g.p("")
+	g.p("// DecodeBF16 makes NextLogits multiply the dense layers' weights as")
+	g.p("// they are now rounded to bfloat16 (on), or the float32 weights; the")
+	g.p("// caches start over.")
+	g.p("func (model) DecodeBF16(on bool) {")
+	g.p("useDecode()")
+	g.p("dCached, dBF16, dW16 = 0, on, nil")
+	g.p("if !on {")
+	g.p("return")
+	g.p("}")
+	g.p("dW16 = make([]uint16, %d)", size16)
+	for _, id := range bf16Order {
+		off := g.bf16Weights[dec.Plan.Buffers[id].Name]
+		g.p("cpu.ToBF16(dW16[%d:%d], %s[:]) // %s", off, off+dec.Plan.Buffers[id].Size, d.vars[id], dec.Plan.Buffers[id].Name)
+	}
+	g.p("}")
 	g.p("")
 	g.p("// NextLogits computes the positions of ctx past those the caches hold")
 	g.p("// (keep, at most), each with one position's work, and returns the")

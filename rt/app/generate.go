@@ -30,6 +30,39 @@ type TokenModel interface {
 	NextLogits(ctx []int32, keep int) []float32
 }
 
+// BF16Decoder is a TokenModel whose decode can multiply its dense layers
+// in bfloat16 (generate --precision bf16; the CPU programs' KV cache): a
+// token then reads half the bytes of float32 weights, which bounds the
+// rate of a core that streams them.
+type BF16Decoder interface {
+	TokenModel
+	// DefaultBF16 reports whether generate multiplies in bf16 unless told
+	// otherwise: the model's spec trains in bf16.
+	DefaultBF16() bool
+	// DecodeBF16 makes the next NextLogits multiply in bfloat16 (the
+	// weights as they are now, rounded once, and each input row) or in
+	// float32; the caches start over.
+	DecodeBF16(on bool)
+}
+
+// decodePrecision checks generate's --precision against what tm can do
+// and returns whether it multiplies in bfloat16: "" is the model's default.
+func decodePrecision(tm TokenModel, p string) (bool, error) {
+	bd, ok := tm.(BF16Decoder)
+	switch p {
+	case "":
+		return ok && bd.DefaultBF16(), nil
+	case "f32":
+		return false, nil
+	case "bf16":
+		if !ok {
+			return false, usageError{"--precision bf16: this program generates in f32 only (bf16 needs the CPU program's KV cache; --kv-cache=false and the GPU programs have none)"}
+		}
+		return true, nil
+	}
+	return false, usageError{fmt.Sprintf("--precision %s: want f32 or bf16", quoteShort(p))}
+}
+
 // Sampling says how generate picks each token from the logits.
 type Sampling struct {
 	// Temperature divides the logits before the softmax; 0 picks the
@@ -145,6 +178,7 @@ func generateCmd(m Model, args []string, stdout, stderr io.Writer) error {
 	topK := flags.Int("top-k", 200, "draw from the `K` most likely tokens; 0 draws from all")
 	seed := flags.Uint64("seed", 1, "the random seed `N` of the draws")
 	threads := flags.Int("threads", 0, "use `N` CPU threads (0: all)")
+	precision := flags.String("precision", "", "multiply the dense layers in `P`: f32, or bf16 (the weights rounded to bfloat16 once, half the bytes a token; the text can differ from f32's); default the spec's precision")
 	_, cached := m.(TokenModel)
 	kvUsage := "keep each position's keys and values, so a token costs one position's work; false runs the whole forward pass a token"
 	if !cached {
@@ -180,8 +214,15 @@ func generateCmd(m Model, args []string, stdout, stderr io.Writer) error {
 		}
 		tm = &causalWindow{m: m, T: o[0], V: o[1]}
 	}
+	bf16, err := decodePrecision(tm, *precision)
+	if err != nil {
+		return err
+	}
 	if err := loadWeights(m, *weights); err != nil {
 		return err
+	}
+	if bd, ok := tm.(BF16Decoder); ok {
+		bd.DecodeBF16(bf16) // after the weights: it rounds them
 	}
 	vocab, err := recordVocab(meta.rec)
 	if err != nil {

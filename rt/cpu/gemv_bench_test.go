@@ -38,12 +38,11 @@ func BenchmarkGemvDecode(b *testing.B) {
 		ToBF16(wb[i], w)
 	}
 	xb := make([]uint16, len(x))
-	ToBF16(xb, x)
 	b.Run("bf16", func(b *testing.B) {
 		b.SetBytes(int64(bytes / 2))
 		for n := 0; n < b.N; n++ {
 			for i, s := range shapes {
-				GemvBF16(xb[:s.in], wb[i], y[:s.out], s.in, s.out)
+				GemvBF16(x, xb, wb[i], nil, y, s.in, s.out, ActNone, 0)
 			}
 		}
 	})

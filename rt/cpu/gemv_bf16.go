@@ -32,21 +32,34 @@ func ToBF16(dst []uint16, src []float32) {
 	}
 }
 
-// GemvBF16 is GemmFwd at batch 1 with no bias and no activation on
-// bfloat16 operands: y[j] = Σ_i x[i]·w[j·in+i] for j < out, x and w (its
-// rows [out,in], PyTorch's layout) as ToBF16 wrote them. Outputs split over
-// threads as gemvFwd's do; each is one thread's sum in dotBF16Go's order,
-// so y does not depend on Threads().
-func GemvBF16(x, w []uint16, y []float32, in, out int) {
-	x, w, y = x[:in], w[:in*out], y[:out]
+// GemvBF16 is GemmFwd at batch 1 on bfloat16 operands: x rounded into
+// xb (ToBF16; len(xb) ≥ in), then y[j] = act(Σ_i xb[i]·w[j·in+i] + b[j])
+// for j < out, w [out,in] (PyTorch's layout) as ToBF16 wrote it, b nil
+// for none. Outputs split over threads as gemvFwd's do; each is one
+// thread's sum in dotBF16Go's order, so y does not depend on Threads().
+func GemvBF16(x []float32, xb, w []uint16, b, y []float32, in, out int, act Act, alpha float32) {
+	x, xb, w, y = x[:in], xb[:in], w[:in*out], y[:out]
+	ToBF16(xb, x)
 	grain := max(1, (32<<10)/max(1, in))
 	if Threads() == 1 || out <= grain {
-		dotRowsBF16(x, w, y)
+		gemvBF16Rows(xb, w, b, y, act, alpha, 0, out)
 		return
 	}
 	ParallelFor(out, grain, func(lo, hi int) {
-		dotRowsBF16(x, w[lo*in:hi*in], y[lo:hi])
+		gemvBF16Rows(xb, w, b, y, act, alpha, lo, hi)
 	})
+}
+
+// gemvBF16Rows is GemvBF16's work for outputs lo ≤ j < hi.
+func gemvBF16Rows(x, w []uint16, b, y []float32, act Act, alpha float32, lo, hi int) {
+	in := len(x)
+	dotRowsBF16(x, w[lo*in:hi*in], y[lo:hi])
+	if b != nil {
+		for j := lo; j < hi; j++ {
+			y[j] += b[j]
+		}
+	}
+	applyAct(y[lo:hi], act, alpha)
 }
 
 // dotRowsBF16 writes y[j] = dotBF16Go(x, w[j·len(x):]) for j < len(y), four

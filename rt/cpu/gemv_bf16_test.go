@@ -26,7 +26,7 @@ func TestGemvBF16Bits(t *testing.T) {
 	for _, in := range []int{1, 15, 16, 31, 32, 33, 64, 100, 384, 1536} {
 		for _, out := range []int{1, 3, 4, 5, 7, 89, 384} {
 			xf, wf := randSlice(r, in, 1), randSlice(r, in*out, 1)
-			x, w := make([]uint16, in), make([]uint16, len(wf))
+			x, w, xb := make([]uint16, in), make([]uint16, len(wf)), make([]uint16, in+3)
 			ToBF16(x, xf)
 			ToBF16(w, wf)
 			want := make([]float32, out)
@@ -46,7 +46,7 @@ func TestGemvBF16Bits(t *testing.T) {
 				for _, threads := range []int{1, 2, 3, 16} {
 					SetThreads(threads)
 					y := make([]float32, out)
-					GemvBF16(x, w, y, in, out)
+					GemvBF16(xf, xb, w, nil, y, in, out, ActNone, 0)
 					for j := range y {
 						if math.Float32bits(y[j]) != math.Float32bits(want[j]) {
 							t.Fatalf("%s in=%d out=%d threads=%d: y[%d] = %v, dotBF16Go gives %v", k, in, out, threads, j, y[j], want[j])
@@ -55,6 +55,24 @@ func TestGemvBF16Bits(t *testing.T) {
 				}
 			}
 			dotBF16Supported = dotBF16DP || dotBF16Widen
+		}
+	}
+}
+
+// TestGemvBF16BiasAct: GemvBF16 adds the bias and applies the activation
+// after the sum, as GemmFwd does.
+func TestGemvBF16BiasAct(t *testing.T) {
+	r := newTestRand(5)
+	in, out := 96, 13
+	x, wf, b := randSlice(r, in, 1), randSlice(r, in*out, 1), randSlice(r, out, 1)
+	xb, w := make([]uint16, in), make([]uint16, in*out)
+	ToBF16(w, wf)
+	y := make([]float32, out)
+	GemvBF16(x, xb, w, b, y, in, out, ActReLU, 0)
+	for j := range y {
+		want := max(dotBF16Go(xb, w[j*in:(j+1)*in])+b[j], 0)
+		if math.Float32bits(y[j]) != math.Float32bits(want) {
+			t.Errorf("y[%d] = %v, want relu(dot + b) = %v", j, y[j], want)
 		}
 	}
 }
