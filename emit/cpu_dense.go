@@ -46,10 +46,11 @@ func (g *generator) gemmCall(st planner.Step, in, out []operand, training bool) 
 		fn = d.k.infer
 	}
 	if off, ok := g.bf16Weights[in[1].buf.Name]; ok && d.batch == 1 {
-		// generate --precision bf16 (emit/cpu_decode.go)
+		// the decode's (emit/cpu_decode.go): generate --precision bf16's
+		// branch, and f32 on rt/cpu's decode team
 		return fmt.Sprintf("if dBF16 {\ncpu.GemvBF16(%s, dRow16[:], dW16[%d:%d], %s, %s, %d, %d, %s, %s)\nreturn\n}\n", in[0].slice(), off, off+in[1].buf.Size,
 			in[2].slice(), out[0].slice(), d.in, d.out, d.act, float(st.Attr.Alpha)) +
-			fmt.Sprintf("%s(%s, %s, %s, %s, %d, %d, %d, %s, %s)", fn, in[0].slice(), in[1].slice(), in[2].slice(), out[0].slice(), d.batch, d.in, d.out, d.act, float(st.Attr.Alpha)), nil
+			fmt.Sprintf("cpu.GemvF32(%s, %s, %s, %s, %d, %d, %s, %s)", in[0].slice(), in[1].slice(), in[2].slice(), out[0].slice(), d.in, d.out, d.act, float(st.Attr.Alpha)), nil
 	}
 	return fmt.Sprintf("%s(%s, %s, %s, %s, %d, %d, %d, %s, %s)", fn, in[0].slice(), in[1].slice(), in[2].slice(), out[0].slice(), d.batch, d.in, d.out, d.act, float(st.Attr.Alpha)), nil
 }

@@ -5,6 +5,7 @@ import (
 	"io"
 	"math"
 	"math/rand/v2"
+	"os"
 	"sort"
 
 	"github.com/mlbuild/mlbuild/rt/cpu"
@@ -62,6 +63,11 @@ func decodePrecision(tm TokenModel, p string) (bool, error) {
 	}
 	return false, usageError{fmt.Sprintf("--precision %s: want f32 or bf16", quoteShort(p))}
 }
+
+// DecodePoolEnv, set to 1, makes generate split the decode's kernels
+// through rt/cpu's ParallelFor rather than its decode team: a switch for
+// timing the two (bench/gpu/cpuhost.sh).
+const DecodePoolEnv = "MLBUILD_DECODE_POOL"
 
 // Sampling says how generate picks each token from the logits.
 type Sampling struct {
@@ -195,6 +201,9 @@ func generateCmd(m Model, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	cpu.SetThreads(*threads)
+	if os.Getenv(DecodePoolEnv) == "1" {
+		cpu.UseDecodeTeam(false)
+	}
 	switch {
 	case *tokens < 0:
 		return usageError{fmt.Sprintf("--tokens %d: want 0 or more", *tokens)}

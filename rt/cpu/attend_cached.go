@@ -25,6 +25,17 @@ func AttendCached(q, k, v, y, kc, vc, scores []float32, p, heads, hd int, scale 
 		}
 		return
 	}
+	if heads*n*hd < 8<<10 { // under ~16k multiply-adds: not worth a step
+		for h := range heads {
+			attendHead(q, y, kc, vc, scores[:n], h, hd, w, scale)
+		}
+		return
+	}
+	if t, ok := teamLock(); ok {
+		t.attend = attendJob{q: q, y: y, kc: kc, vc: vc, scores: scores, heads: heads, hd: hd, n: n, scale: scale}
+		t.run(&t.attend)
+		return
+	}
 	// a piece of at least about 16k multiply-adds (keys and values)
 	ParallelFor(heads, max(1, (8<<10)/(n*hd)), func(lo, hi int) {
 		for h := lo; h < hi; h++ {

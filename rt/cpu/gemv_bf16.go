@@ -45,6 +45,11 @@ func GemvBF16(x []float32, xb, w []uint16, b, y []float32, in, out int, act Act,
 		gemvBF16Rows(xb, w, b, y, act, alpha, 0, out)
 		return
 	}
+	if t, ok := teamLock(); ok {
+		t.gemv16 = gemvBF16Job{x: xb, w: w, b: b, y: y, out: out, act: act, alpha: alpha}
+		t.run(&t.gemv16)
+		return
+	}
 	ParallelFor(out, grain, func(lo, hi int) {
 		gemvBF16Rows(xb, w, b, y, act, alpha, lo, hi)
 	})
