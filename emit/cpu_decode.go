@@ -2,6 +2,7 @@ package emit
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/mlbuild/mlbuild/planner"
 )
@@ -89,6 +90,9 @@ func (g *generator) renderDecode(o *planView) error {
 	g.p("dBF16 bool")
 	g.p("dW16 []uint16")
 	g.p("dRow16 [%d]uint16", max(row16, 1))
+	g.p("// dPrefillBF16 makes the one-sample inference's dense steps multiply")
+	g.p("// in bf16 on AMX while dPrefill runs with DecodeBF16 on.")
+	g.p("dPrefillBF16 bool")
 	g.p(")")
 	g.p("")
 	g.p("// useDecode makes the decode arena on its first call and points the")
@@ -112,6 +116,7 @@ func (g *generator) renderDecode(o *planView) error {
 	if err := g.renderPhase(last, "Forward", dec.Plan.Forward[dec.Tail:], false); err != nil {
 		return err
 	}
+	prefill := g.renderPrefill(o, d, dec)
 	g.p("// KVCacheCheck is selftest's comparison of NextLogits with Infer.")
 	g.p("func (m model) KVCacheCheck() app.SelfTestRow { return app.KVCacheCheck(m, m) }")
 	g.p("")
@@ -143,6 +148,20 @@ func (g *generator) renderDecode(o *planView) error {
 	g.p("func (model) NextLogits(ctx []int32, keep int) []float32 {")
 	g.p("useDecode()")
 	g.p("from := min(keep, dCached, len(ctx)-1)")
+	if prefill {
+		in, out := o.plan.Buffers[o.plan.Input], o.plan.Buffers[o.plan.Output]
+		row := out.Size / dec.Context
+		g.p("if from == 0 && len(ctx) >= %d { // a prompt or a moved window: one forward pass", prefillMin)
+		g.p("useOne()")
+		g.p("clear(%s[:])", o.vars[in.ID])
+		g.p("for i, id := range ctx {")
+		g.p("%s[i] = float32(id)", o.vars[in.ID])
+		g.p("}")
+		g.p("dPrefill()")
+		g.p("dCached = len(ctx)")
+		g.p("return %s[(len(ctx)-1)*%d : len(ctx)*%d]", o.vars[out.ID], row, row)
+		g.p("}")
+	}
 	g.p("for p := from; p < len(ctx); p++ {")
 	g.p("dPos = p")
 	g.p("%s[0] = float32(ctx[p])", d.vars[dec.Plan.Input])
@@ -154,4 +173,46 @@ func (g *generator) renderDecode(o *planView) error {
 	g.p("}")
 	g.p("")
 	return nil
+}
+
+// prefillMin is the fewest positions NextLogits computes with one forward
+// pass of the batch-1 inference plan (dPrefill) rather than a position at
+// a time: that pass costs the whole context's work, in matrix products
+// that read each weight once (rt/gpuhost's prefillMin is the same rule).
+const prefillMin = 4
+
+// renderPrefill writes dPrefill, the batch-1 inference plan's forward
+// steps with each cache's rows copied into it after the step that computes
+// them (planner.Decode.Fills), and reports whether it did: a plan whose
+// Fills do not match its caches keeps the position-at-a-time path.
+func (g *generator) renderPrefill(o, d *planView, dec *planner.Decode) bool {
+	if len(dec.Fills) != len(dec.Caches) || len(o.forward) != len(o.plan.Forward) || o.plan.Input == planner.NoBuf {
+		return false
+	}
+	after := map[int][]string{}
+	for i, f := range dec.Fills {
+		c := dec.Caches[i]
+		if o.plan.Buffers[f.Buf].Size != dec.Plan.Buffers[c].Size {
+			return false
+		}
+		after[f.After] = append(after[f.After], fmt.Sprintf("copy(%s[:], %s[:]) // %s", d.vars[c], o.vars[f.Buf], dec.Plan.Buffers[c].Name))
+	}
+	g.p("// dPrefill is the one-sample inference with each layer's keys and")
+	g.p("// values copied into the caches after the step that computes them:")
+	g.p("// a prompt or a moved window in one forward pass of matrix products,")
+	g.p("// whose dense steps multiply in bf16 with DecodeBF16 on where the CPU")
+	g.p("// has AMX (cpu.BF16Inference; elsewhere bf16 would be slower than")
+	g.p("// float32, which they keep).")
+	g.p("func dPrefill() {")
+	g.p("dPrefillBF16 = dBF16 && cpu.BF16Native()")
+	g.p("defer func() { dPrefillBF16 = false }()")
+	for i, c := range o.forward {
+		g.p("%s(%s)", c.fn, strings.Join(c.args, ", "))
+		for _, line := range after[i] {
+			g.p("%s", line)
+		}
+	}
+	g.p("}")
+	g.p("")
+	return true
 }

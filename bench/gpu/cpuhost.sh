@@ -15,6 +15,8 @@
 #     their rounding left out), against the PyTorch twin's loop in fp32,
 #     with bf16 weights and under bf16 autocast; the weights are
 #     GEN_TRAIN_LIMIT samples' training (default 64: one step);
+#     then on more than one core with MLBUILD_DECODE_POOL=1 (the decode's
+#     kernels through ParallelFor, as before the decode team);
 #     3b. the text of --precision bf16 against f32's (greedy, 500 tokens)
 #     on the small GPT's weights of part 1 and on those of part 3.
 # PARTS (default "1 2 3") picks the parts to run: PARTS=3 is generation
@@ -71,7 +73,7 @@ n=${GEN_TOKENS:-1000}
 # mlrate CORES PRECISION: mlbuild's tokens/s, the time of n+1 tokens less
 # that of 1 (process start, weights and their rounding left out)
 mlrate() {
-	local g=(taskset -c "$(cpus $1)" env GOMAXPROCS=$1 "$work/gpt" generate --weights "$work/w.safetensors" --prompt "Call me Ishmael." --temperature 0 --seed 1 --kv-cache --precision "$2")
+	local g=(taskset -c "$(cpus $1)" env GOMAXPROCS=$1 MLBUILD_DECODE_POOL=${POOL:-0} "$work/gpt" generate --weights "$work/w.safetensors" --prompt "Call me Ishmael." --temperature 0 --seed 1 --kv-cache --precision "$2")
 	"${g[@]}" --tokens 1 >/dev/null 2>&1
 	local t0 t1 t2
 	t0=$(date +%s.%N); "${g[@]}" --tokens 1 >/dev/null 2>>"$out/gen-err$1-$2.txt"; t1=$(date +%s.%N)
@@ -94,6 +96,11 @@ r = lambda a, b: f"{a / b:.2f}" if b > 0 else "none"
 f = lambda v: f"{v:.1f}" if v > 0 else "failed"
 print(f"| {t} | {f(m32)} | {f(m16)} | {f(p32)} | {f(p16)} | {f(pac)} | {r(m32, p32)} | {r(m16, max(p32, p16, pac))} |")
 PY
+done
+# the decode team against ParallelFor (MLBUILD_DECODE_POOL=1, as before it)
+for t in ${GEN_CORES:-1 2 16}; do
+	[ "$t" = 1 ] && continue
+	echo "$t cores, ParallelFor instead of the decode team: f32 $(POOL=1 mlrate "$t" f32), bf16 $(POOL=1 mlrate "$t" bf16) tokens/s" | tee -a "$out/gen.txt"
 done
 # the text: bf16 against f32, greedy, the same prompt, on the small GPT's
 # weights of part 1 (600 steps) and on these
