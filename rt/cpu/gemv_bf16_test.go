@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"math"
+	"slices"
 	"testing"
 )
 
@@ -91,5 +92,17 @@ func TestToBF16(t *testing.T) {
 		if math.Float32bits(got) != math.Float32bits(want) {
 			t.Errorf("ToBF16(%v) = %v (%#04x), want %v", v, got, dst[i], want)
 		}
+	}
+	// a long slice, split over threads, as its pieces one by one
+	defer SetThreads(Threads())
+	SetThreads(3)
+	long := randSlice(newTestRand(4), 1<<17+5, 1)
+	got, want := make([]uint16, len(long)), make([]uint16, len(long))
+	ToBF16(got, long)
+	for i := 0; i < len(long); i += 1000 {
+		ToBF16(want[i:min(i+1000, len(long))], long[i:min(i+1000, len(long))])
+	}
+	if !slices.Equal(got, want) {
+		t.Error("ToBF16 of 131077 values on 3 threads differs from its pieces'")
 	}
 }
