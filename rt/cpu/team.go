@@ -8,12 +8,13 @@ import (
 	"time"
 )
 
-// The team runs a batch-1 decode's kernels (the matrix-vector products and
-// the attention over the cache) on Threads() long-lived goroutines, part i
+// The team runs a batch-1 decode's kernels (the matrix-vector products,
+// the attention over the cache, GELU) on Threads() long-lived goroutines, part i
 // of a step taken by member i where it is ready: a layer's rows then stay
-// with one core from token to token (in its L2 cache where they fit:
-// models/gpt.cue's 21 MB of bf16 weights over 16 cores' 2 MB each), where
-// ParallelFor's parts go to whichever worker takes them first. A step is
+// with one goroutine from token to token, and so, as far as the scheduler
+// keeps it on one core, in that core's L2 cache where they fit
+// (models/gpt.cue's 21 MB of bf16 weights over 16 cores' 2 MB each),
+// where ParallelFor's parts go to whichever worker takes them first. A step is
 // a few atomic stores that the polling members see, and a bit a part that
 // they claim: no lock, no channel and no allocation, which ParallelFor's
 // invitations cost at every one of a token's 50-odd steps (at 16 threads
@@ -52,6 +53,7 @@ type team struct {
 	gemv   gemvJob
 	gemv16 gemvBF16Job
 	attend attendJob
+	unary  unaryJob
 }
 
 type teamMember struct {
@@ -108,7 +110,7 @@ func (t *team) run(job teamJob) {
 		}
 	}
 	t.job = nil
-	t.gemv, t.gemv16, t.attend = gemvJob{}, gemvBF16Job{}, attendJob{} // drop the caller's slices
+	t.gemv, t.gemv16, t.attend, t.unary = gemvJob{}, gemvBF16Job{}, attendJob{}, unaryJob{} // drop the caller's slices
 }
 
 // work claims and runs parts of the current step, own first, until none
@@ -152,8 +154,6 @@ func (t *team) resize(n int) {
 
 // loop is member i's life: wait for a step past seen, claim parts, again.
 func (t *team) loop(m *teamMember, i int, seen uint64) {
-	runtime.LockOSThread() // the same core, as far as the OS keeps it
-	defer runtime.UnlockOSThread()
 	for !m.stop.Load() {
 		start := time.Now()
 		for n := 1; t.seq.Load() == seen && !m.stop.Load(); n++ {
@@ -233,4 +233,15 @@ func (j *attendJob) runPart(part, parts int) {
 	for h := j.heads * part / parts; h < j.heads*(part+1)/parts; h++ {
 		attendHead(j.q, j.y, j.kc, j.vc, j.scores[h*j.n:(h+1)*j.n], h, j.hd, w, j.scale)
 	}
+}
+
+// unaryJob is UnaryDecode's step: each part its share of the elements.
+type unaryJob struct {
+	x, y  []float32
+	chain []Unary
+}
+
+func (j *unaryJob) runPart(part, parts int) {
+	n := len(j.y)
+	unaryRange(j.x, j.y, j.chain, n*part/parts, n*(part+1)/parts)
 }

@@ -90,5 +90,36 @@ func TestDecodeKernelsAllocateNothingOnTheTeam(t *testing.T) {
 		if n := testing.AllocsPerRun(20, func() { AttendCached(q, q, q, ya, kc, vc, scores, 200, 6, 64, 0.125) }); n != 0 {
 			t.Errorf("%d threads: AttendCached at position 200: %v allocations a call", threads, n)
 		}
+		if n := testing.AllocsPerRun(20, func() { UnaryDecode(y, y, geluChain) }); n != 0 {
+			t.Errorf("%d threads: UnaryDecode of GELU over 1536: %v allocations a call", threads, n)
+		}
+	}
+}
+
+var geluChain = []Unary{{Kind: UGELU}}
+
+// TestUnaryDecode: UnaryDecode (the team from 256 elements of a chain with
+// GELU or a float64 function) gives UnaryFwd's one-thread bits on 1 to 16
+// threads, on lengths around the team's threshold and a block's.
+func TestUnaryDecode(t *testing.T) {
+	defer SetThreads(Threads())
+	r := newTestRand(8)
+	for _, chain := range [][]Unary{geluChain, {{Kind: UTanh}, {Kind: UMulConst, Alpha: 3}}, {{Kind: UReLU}}} {
+		for _, n := range []int{1, 255, 256, 257, 1536, 5000} {
+			x := randSlice(r, n, 4)
+			SetThreads(1)
+			want := make([]float32, n)
+			UnaryFwd(x, want, chain)
+			for _, threads := range []int{2, 3, 16} {
+				SetThreads(threads)
+				y := make([]float32, n)
+				UnaryDecode(x, y, chain)
+				for i := range y {
+					if math.Float32bits(y[i]) != math.Float32bits(want[i]) {
+						t.Fatalf("chain %v n=%d threads=%d: y[%d] = %v, UnaryFwd on one thread %v", chain, n, threads, i, y[i], want[i])
+					}
+				}
+			}
+		}
 	}
 }
