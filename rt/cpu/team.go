@@ -83,12 +83,13 @@ func teamLock() (*team, bool) {
 	return t, true
 }
 
-// run runs job's parts 0..n−1, n = min(Threads(), teamMax), the caller
+// run runs job's parts 0..n−1, n = min(Threads(), GOMAXPROCS, teamMax)
+// (members beyond the processors would only spin for one), the caller
 // taking part 0 and then any part no member has claimed, and returns when
 // all are done, freeing the team.
 func (t *team) run(job teamJob) {
 	defer t.mu.Unlock()
-	if n := min(Threads(), teamMax); n != t.size {
+	if n := min(Threads(), runtime.GOMAXPROCS(0), teamMax); n != t.size {
 		t.resize(n)
 	}
 	t.job, t.parts = job, t.size
