@@ -207,6 +207,7 @@ func (g *generator) renderPrefill(o, d *planView, dec *planner.Decode) bool {
 	g.p("// has AMX (cpu.BF16Inference; elsewhere bf16 would be slower than")
 	g.p("// float32, which they keep).")
 	g.p("func dPrefill() {")
+	g.p("cpu.DecodeTeamRest() // its products run on ParallelFor's workers")
 	g.p("dPrefillBF16 = dBF16 && cpu.BF16Native()")
 	g.p("defer func() { dPrefillBF16 = false }()")
 	for i, c := range o.forward {

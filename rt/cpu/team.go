@@ -49,6 +49,7 @@ type team struct {
 	claimed atomic.Uint64 // a bit a part taken; those ≥ parts set
 	done    atomic.Int32  // parts finished
 	seq     atomic.Uint64 // steps posted: what the members poll
+	resting atomic.Bool   // the members sleep rather than poll (DecodeTeamRest)
 	// the jobs' arguments, here so that a step allocates nothing
 	gemv   gemvJob
 	gemv16 gemvBF16Job
@@ -93,6 +94,7 @@ func (t *team) run(job teamJob) {
 		t.resize(n)
 	}
 	t.job, t.parts = job, t.size
+	t.resting.Store(false)
 	t.done.Store(0)
 	t.claimed.Store(^uint64(0) << t.parts) // publishes job and parts to claimers
 	t.seq.Add(1)
@@ -134,6 +136,13 @@ func (t *team) work(own int) {
 	}
 }
 
+// DecodeTeamRest sends the decode team's members to sleep now rather than
+// after teamSpin of polling: a caller about to run other parallel work
+// (the decode's prefill, whose matrix products go through ParallelFor's
+// workers) frees the processors they would poll on. The next step wakes
+// them.
+func DecodeTeamRest() { decodeTeam.resting.Store(true) }
+
 // resize makes the team n strong (the caller holds mu, no step runs): the
 // old members stop, new ones start.
 func (t *team) resize(n int) {
@@ -161,7 +170,7 @@ func (t *team) loop(m *teamMember, i int, seen uint64) {
 			if n%128 != 0 {
 				continue
 			}
-			if time.Since(start) < teamSpin {
+			if time.Since(start) < teamSpin && !t.resting.Load() {
 				// give the core to a thread that needs it (another
 				// process's, or the caller's where cores are shared)
 				runtime.Gosched()

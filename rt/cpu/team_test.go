@@ -2,8 +2,10 @@ package cpu
 
 import (
 	"math"
+	"runtime"
 	"sync"
 	"testing"
+	"time"
 )
 
 // TestTeamRows: the parts cover the rows once, in order, in whole groups
@@ -120,6 +122,36 @@ func TestUnaryDecode(t *testing.T) {
 					}
 				}
 			}
+		}
+	}
+}
+
+// TestDecodeTeamRest: after DecodeTeamRest the members sleep (they stop
+// polling well before teamSpin), and the next step wakes them and gives
+// the one-thread bits.
+func TestDecodeTeamRest(t *testing.T) {
+	defer SetThreads(Threads())
+	SetThreads(2)
+	r := newTestRand(3)
+	x, w := randSlice(r, 384, 1), randSlice(r, 384*384, 1)
+	want, y := make([]float32, 384), make([]float32, 384)
+	gemvFwd(x, w, nil, want, 1, 384, 384, ActNone, 0)
+	GemvF32(x, w, nil, y, 384, 384, ActNone, 0)
+	if len(decodeTeam.members) == 0 {
+		t.Skip("one processor: the team has no members")
+	}
+	DecodeTeamRest()
+	deadline := time.Now().Add(teamSpin / 2)
+	for !decodeTeam.members[0].sleeping.Load() {
+		if time.Now().After(deadline) {
+			t.Fatalf("a member still polls %v after DecodeTeamRest", teamSpin/2)
+		}
+		runtime.Gosched()
+	}
+	GemvF32(x, w, nil, y, 384, 384, ActNone, 0)
+	for i := range y {
+		if math.Float32bits(y[i]) != math.Float32bits(want[i]) {
+			t.Fatalf("after the rest: y[%d] = %v, want %v", i, y[i], want[i])
 		}
 	}
 }
