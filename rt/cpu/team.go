@@ -9,20 +9,20 @@ import (
 )
 
 // The team runs a batch-1 decode's kernels (the matrix-vector products,
-// the attention over the cache, GELU) on Threads() long-lived goroutines, part i
-// of a step taken by member i where it is ready: a layer's rows then stay
-// with one goroutine from token to token, and so, as far as the scheduler
-// keeps it on one core, in that core's L2 cache where they fit
-// (models/gpt.cue's 21 MB of bf16 weights over 16 cores' 2 MB each),
-// where ParallelFor's parts go to whichever worker takes them first. A step is
-// a few atomic stores that the polling members see, and a bit a part that
-// they claim: no lock, no channel and no allocation, which ParallelFor's
-// invitations cost at every one of a token's 50-odd steps (at 16 threads
-// mlbuild generated more slowly than at 2). A member that is late (its
-// core taken by another process) holds nobody up: the caller and the
-// other members claim its part once theirs are done. Members poll for the
-// next step for teamSpin before they sleep: a token's steps come
-// microseconds apart, and so do tokens.
+// the attention over the cache, GELU) on Threads() long-lived goroutines
+// (at most GOMAXPROCS), part i of a step taken by member i where it is
+// ready: a layer's rows then stay with one goroutine from token to token,
+// and so, as far as the scheduler keeps it on one core, in that core's L2
+// cache where they fit (models/gpt.cue's 21 MB of bf16 weights over 16
+// cores' 2 MB each), where ParallelFor's parts go to whichever worker
+// takes them first. A step is a few atomic stores that the polling
+// members see, and a bit a part that they claim: no lock, no channel and
+// no allocation, which ParallelFor's invitations cost at every one of a
+// token's 50-odd steps (at 16 threads mlbuild generated more slowly than
+// at 2). A member that is late (its core taken by another process) holds
+// nobody up: the caller and the other members claim its part once theirs
+// are done. Members poll for the next step for teamSpin before they
+// sleep: a token's steps come microseconds apart, and so do tokens.
 //
 // Each output is still computed by one member in the kernel's order, so
 // results do not depend on the number of threads. One caller at a time
