@@ -148,6 +148,10 @@ func (g *generator) renderDecode(o *planView) error {
 	g.p("// NextLogits computes the positions of ctx past those the caches hold")
 	g.p("// (keep, at most), each with one position's work, and returns the")
 	g.p("// logits of the last.")
+	if prefill {
+		g.p("// With the caches empty, %d ids or more (a prompt, a window that", prefillMin)
+		g.p("// moved) are one forward pass instead (dPrefill).")
+	}
 	g.p("func (model) NextLogits(ctx []int32, keep int) []float32 {")
 	g.p("useDecode()")
 	g.p("from := min(keep, dCached, len(ctx)-1)")
