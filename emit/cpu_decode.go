@@ -149,7 +149,7 @@ func (g *generator) renderDecode(o *planView) error {
 	g.p("// (keep, at most), each with one position's work, and returns the")
 	g.p("// logits of the last.")
 	if prefill {
-		g.p("// With the caches empty, %d ids or more (a prompt, a window that", prefillMin)
+		g.p("// With the caches empty, %d ids or more (a prompt, a window that", prefillMin(dec.Context))
 		g.p("// moved) are one forward pass instead (dPrefill).")
 	}
 	g.p("func (model) NextLogits(ctx []int32, keep int) []float32 {")
@@ -158,7 +158,7 @@ func (g *generator) renderDecode(o *planView) error {
 	if prefill {
 		in, out := o.plan.Buffers[o.plan.Input], o.plan.Buffers[o.plan.Output]
 		row := out.Size / dec.Context
-		g.p("if from == 0 && len(ctx) >= %d { // a prompt or a moved window: one forward pass", prefillMin)
+		g.p("if from == 0 && len(ctx) >= %d { // a prompt or a moved window: one forward pass", prefillMin(dec.Context))
 		g.p("useOne()")
 		g.p("clear(%s[:])", o.vars[in.ID])
 		g.p("for i, id := range ctx {")
@@ -184,9 +184,11 @@ func (g *generator) renderDecode(o *planView) error {
 
 // prefillMin is the fewest positions NextLogits computes with one forward
 // pass of the batch-1 inference plan (dPrefill) rather than a position at
-// a time: that pass costs the whole context's work, in matrix products
-// that read each weight once (rt/gpuhost's prefillMin is the same rule).
-const prefillMin = 4
+// a time, for a context of T: that pass costs the whole context's work,
+// in matrix products that read each weight once. For models/gpt.cue on
+// one core here it took ~82 ms, the time of ~36 positions one at a time
+// (2.2 ms each in f32): so T/8, and at least 4 (rt/gpuhost's rule).
+func prefillMin(T int) int { return max(4, T/8) }
 
 // renderPrefill writes dPrefill, the batch-1 inference plan's forward
 // steps with each cache's rows copied into it after the step that computes
