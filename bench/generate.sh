@@ -22,6 +22,8 @@
 #
 # The twin runs with /usr/bin/python3 where it has torch, else with the
 # python3 of the PATH (a virtual environment's), or GEN_PYTHON.
+# GEN_BF16=1 adds the rows of --precision bf16 (mlbuild) and of the twin
+# with bf16 weights and under bf16 autocast.
 # GEN_NOCACHE=1 adds the rows without a cache (--kv-cache=false: the whole
 # forward pass a token, and the twin's forward pass over the context a
 # token): minutes on one thread. (GEN_TORCH_NOCACHE=1, its former name,
@@ -61,14 +63,16 @@ if [ -n "${GEN_KEEP:-}" ]; then
 	cp "$weights" "$GEN_KEEP/w.safetensors"
 fi
 
-# secs N KV THREADS RUNS: the least wall-clock seconds of RUNS runs of
-# generate for N tokens
+# secs N KV THREADS RUNS [ARGS...]: the least wall-clock seconds of RUNS
+# runs of generate for N tokens
 secs() {
 	best=
 	i=0
-	while [ "$i" -lt "$4" ]; do
+	n=$1 kv=$2 t=$3 runs=$4
+	shift 4
+	while [ "$i" -lt "$runs" ]; do
 		start=$(date +%s.%N)
-		GOMAXPROCS=$3 "$prog" generate --weights "$weights" --prompt "$prompt" --tokens "$1" --temperature 0 --kv-cache="$2" >/dev/null
+		GOMAXPROCS=$t "$prog" generate --weights "$weights" --prompt "$prompt" --tokens "$n" --temperature 0 --kv-cache="$kv" "$@" >/dev/null
 		end=$(date +%s.%N)
 		best=$(echo "$start $end ${best:-1e9}" | awk '{s = $2 - $1; print (s < $3 ? s : $3)}')
 		i=$((i + 1))
@@ -88,12 +92,21 @@ for t in $threads; do
 	all=$(secs "$tokens" true "$t" "$repeat")
 	one=$(secs 1 true "$t" "$repeat")
 	echo "$tokens $all $one $t" | awk '{printf "mlbuild kv-cache: %d tokens in %.3fs, %.1f tokens/s all; per token past the first %.3f ms, %.1f tokens/s (%d thread%s)\n", $1, $2, $1 / $2, 1000 * ($2 - $3) / ($1 - 1), ($1 - 1) / ($2 - $3), $4, ($4 > 1 ? "s" : "")}'
+	if [ "${GEN_BF16:-}" = 1 ]; then
+		all=$(secs "$tokens" true "$t" "$repeat" --precision bf16)
+		one=$(secs 1 true "$t" "$repeat" --precision bf16)
+		echo "$tokens $all $one $t" | awk '{printf "mlbuild kv-cache bf16: %d tokens in %.3fs, %.1f tokens/s all; per token past the first %.3f ms, %.1f tokens/s (%d thread%s)\n", $1, $2, $1 / $2, 1000 * ($2 - $3) / ($1 - 1), ($1 - 1) / ($2 - $3), $4, ($4 > 1 ? "s" : "")}'
+	fi
 	if [ "$nocache" = 1 ]; then
 		s=$(secs "$tokens" false "$t" 1)
 		echo "$tokens $s $t" | awk '{printf "mlbuild no cache: %d tokens in %.3fs, %.1f tokens/s all (%d thread%s)\n", $1, $2, $1 / $2, $3, ($3 > 1 ? "s" : "")}'
 	fi
 	if [ -n "$py" ]; then
 		"$py" bench/generate/torch_kv.py "$tokens" 16 "$t"
+		if [ "${GEN_BF16:-}" = 1 ]; then
+			"$py" bench/generate/torch_kv.py "$tokens" 16 "$t" --dtype bf16
+			"$py" bench/generate/torch_kv.py "$tokens" 16 "$t" --dtype autocast
+		fi
 		if [ "$nocache" = 1 ] || [ "${GEN_TORCH_NOCACHE:-}" = 1 ]; then
 			"$py" bench/generate/torch_kv.py "$tokens" 16 "$t" --no-cache
 		fi

@@ -23,6 +23,16 @@ type generator struct {
 	// CPU kernels check: their convolution methods name that backend's
 	// kernels, and the CPU runs its own exact ones instead.
 	reference bool
+	// bf16Weights, while the decode plan renders, places each dense
+	// weight it multiplies in the bfloat16 arena dW16 (by param name);
+	// gemmCall then gives the step a bfloat16 branch.
+	bf16Weights map[string]int
+	// prefillBF16 says the batch-1 inference plan is also the decode's
+	// prefill (planner.DeriveDecode recognises the model): its dense
+	// steps then get a bf16 branch for generate --precision bf16 on AMX.
+	prefillBF16 bool
+	// view is the prefix of the plan whose steps are rendering.
+	view string
 }
 
 func (g *generator) render() error {
@@ -81,6 +91,9 @@ func (g *generator) render() error {
 	var body bytes.Buffer
 	saved := g.buf
 	g.buf = body
+	if _, err := planner.DeriveDecode(o.plan); err == nil && !g.reference {
+		g.prefillBF16 = true
+	}
 	if err := g.renderPhases(t, e, o); err != nil {
 		return err
 	}
@@ -237,6 +250,7 @@ type stepCall struct {
 }
 
 func (g *generator) renderPhase(v *planView, phase string, steps planner.Phase, training bool) error {
+	g.view = v.prefix
 	var calls []stepCall
 	for i, st := range steps {
 		c, err := g.renderStep(v, phase, i, st, training)
@@ -244,6 +258,9 @@ func (g *generator) renderPhase(v *planView, phase string, steps planner.Phase, 
 			return fmt.Errorf("emit: %s step %d (%s, layer %s): %v", strings.ToLower(phase), i, st.Kernel, st.Layer, err)
 		}
 		calls = append(calls, c)
+	}
+	if phase == "Forward" {
+		v.forward = calls
 	}
 	switch phase {
 	case "Backward":

@@ -45,7 +45,19 @@ func (g *generator) gemmCall(st planner.Step, in, out []operand, training bool) 
 	if !training {
 		fn = d.k.infer
 	}
-	return fmt.Sprintf("%s(%s, %s, %s, %s, %d, %d, %d, %s, %s)", fn, in[0].slice(), in[1].slice(), in[2].slice(), out[0].slice(), d.batch, d.in, d.out, d.act, float(st.Attr.Alpha)), nil
+	if off, ok := g.bf16Weights[in[1].buf.Name]; ok && d.batch == 1 {
+		// the decode's (emit/cpu_decode.go): generate --precision bf16's
+		// branch, and f32 on rt/cpu's decode team
+		return fmt.Sprintf("if dBF16 {\ncpu.GemvBF16(%s, dRow16[:], dW16[%d:%d], %s, %s, %d, %d, %s, %s)\nreturn\n}\n", in[0].slice(), off, off+in[1].buf.Size,
+			in[2].slice(), out[0].slice(), d.in, d.out, d.act, float(st.Attr.Alpha)) +
+			fmt.Sprintf("cpu.GemvF32(%s, %s, %s, %s, %d, %d, %s, %s)", in[0].slice(), in[1].slice(), in[2].slice(), out[0].slice(), d.in, d.out, d.act, float(st.Attr.Alpha)), nil
+	}
+	call := fmt.Sprintf("%s(%s, %s, %s, %s, %d, %d, %d, %s, %s)", fn, in[0].slice(), in[1].slice(), in[2].slice(), out[0].slice(), d.batch, d.in, d.out, d.act, float(st.Attr.Alpha))
+	if g.prefillBF16 && g.view == "o" && !training && d.batch > 2 && fn == "cpu.GemmFwd" {
+		// the decode's prefill with --precision bf16 on AMX (dPrefill)
+		return fmt.Sprintf("if dPrefillBF16 {\ncpu.BF16Inference.GemmFwd(%s, %s, %s, %s, %d, %d, %d, %s, %s)\nreturn\n}\n", in[0].slice(), in[1].slice(), in[2].slice(), out[0].slice(), d.batch, d.in, d.out, d.act, float(st.Attr.Alpha)) + call, nil
+	}
+	return call, nil
 }
 
 // gemmBwdCall calls a dense layer's backward in the step's precision.

@@ -18,7 +18,11 @@ func (g *generator) unaryCall(st planner.Step, in, out []operand) (string, error
 		return "", err
 	}
 	if st.Kernel == planner.KUnary {
-		return fmt.Sprintf("cpu.UnaryFwd(%s, %s, %s)", in[0].slice(), out[0].slice(), ch), nil
+		fn := "cpu.UnaryFwd"
+		if g.view == "d" || g.view == "dl" {
+			fn = "cpu.UnaryDecode" // the decode's (emit/cpu_decode.go), on rt/cpu's decode team
+		}
+		return fmt.Sprintf("%s(%s, %s, %s)", fn, in[0].slice(), out[0].slice(), ch), nil
 	}
 	if a.FromOutput {
 		return fmt.Sprintf("cpu.UnaryBwdFromOutput(%s, %s, %s, %s[0])", in[0].slice(), in[1].slice(), out[0].slice(), ch), nil

@@ -53,6 +53,9 @@ type planView struct {
 	// views point the plan's buffers into their arenas, one assignment
 	// each: stateViews the state arena's, views the work arena's.
 	views, stateViews []string
+	// forward is the CPU program's forward step calls, in order, once
+	// renderPhase has written them (the decode's prefill calls them again).
+	forward []stepCall
 }
 
 // fileHeader writes what every backend's main.go starts with: the DO NOT

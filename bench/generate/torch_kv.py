@@ -5,6 +5,7 @@ the prompt's positions once, then one position a token, each layer's keys
 and values appended to its cache. Prints tokens/s for greedy decoding.
 
 usage: torch_kv.py TOKENS PROMPT_LEN THREADS [--no-cache] [--device cuda] [--jump]
+                   [--dtype fp32|bf16|autocast]
 
 Each token's id comes back to the host (.item()), as a generator that
 streams its text must have it. --jump is mlbuild generate's window rule
@@ -13,6 +14,9 @@ last T/2 ids, which go through an empty cache at once (a batched
 prefill), and decoding goes on from there; without it the prompt and the
 tokens must fit the context. On a GPU the weights live there, the loop
 is timed after a warm-up and the clock stops after a synchronisation.
+--dtype bf16 holds every weight in bfloat16 (.to(torch.bfloat16): the
+activations are bf16 too); autocast keeps fp32 weights and runs the
+products under torch.autocast in bf16 (the weights cast each call).
 """
 import argparse
 import time
@@ -32,6 +36,7 @@ def main():
     a.add_argument("--no-cache", action="store_true", help="a forward pass over the context a token")
     a.add_argument("--device", default="cpu")
     a.add_argument("--jump", action="store_true", help="mlbuild's window rule past the context")
+    a.add_argument("--dtype", default="fp32", choices=["fp32", "bf16", "autocast"])
     args = a.parse_args()
     tokens, prompt_len, threads, dev = args.tokens, args.prompt_len, args.threads, args.device
     cache = not args.no_cache
@@ -45,6 +50,10 @@ def main():
     layers = [dict(ln1=ones(D), q=r(D, D), k=r(D, D), v=r(D, D), proj=r(D, D),
                    ln2=ones(D), fc=r(4 * D, D), mlp=r(D, 4 * D)) for _ in range(L)]
     lnf, head = ones(D), r(V, D)
+    if args.dtype == "bf16":
+        bf = lambda t: t.to(torch.bfloat16)
+        wte, wpe, lnf, head = bf(wte), bf(wpe), bf(lnf), bf(head)
+        layers = [{k: bf(t) for k, t in p.items()} for p in layers]
 
     def forward(ids, start, kc, vc):
         # ids: the positions start..start+n-1; kc, vc: per layer [H, start, HD] or None
@@ -89,7 +98,8 @@ def main():
             elif cache:
                 logits = forward(tensor([nxt]), len(ids) - 1 - start, kc, vc)
 
-    with torch.no_grad():
+    amp = torch.autocast(dev.split(":")[0], dtype=torch.bfloat16, enabled=args.dtype == "autocast")
+    with torch.no_grad(), amp:
         # warm-up (allocator, cuBLAS handles and heuristics, kernels): a
         # few tokens, through a jump of the window where the run jumps
         generate(min(tokens, T - prompt_len + 2) if args.jump else min(tokens, 8))
@@ -101,7 +111,7 @@ def main():
             torch.cuda.synchronize()
         secs = time.perf_counter() - start
     where = f"{threads} thread{'s' if threads > 1 else ''}" if dev == "cpu" else dev
-    print(f"pytorch {'kv-cache' if cache else 'no cache'}: {tokens} tokens in {secs:.3f}s, {tokens / secs:.1f} tokens/s ({where}, torch {torch.__version__})")
+    print(f"pytorch {'kv-cache' if cache else 'no cache'} {args.dtype}: {tokens} tokens in {secs:.3f}s, {tokens / secs:.1f} tokens/s ({where}, torch {torch.__version__})")
 
 
 main()

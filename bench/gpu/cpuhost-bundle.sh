@@ -5,9 +5,10 @@
 # the small GPT of make bench-gpt (testdata/text/gpt_moby.cue) trained side
 # by side with its twin on 1 and 2 cores, models/gpt.cue's training step on
 # 2 and 16 cores, and generation at batch 1 with the KV cache on 1, 2 and
-# 16 cores against PyTorch's eager KV-cache loop.
+# 16 cores, in f32 and bf16 (--precision), against PyTorch's eager
+# KV-cache loop in fp32, with bf16 weights and under bf16 autocast.
 # Usage: bench/gpu/cpuhost-bundle.sh [TEXT_DIR [DIR]]  (defaults data/text, .gpu/cpuhost)
-# There: bash DIR/cpuhost.sh DIR OUT
+# There: bash DIR/cpuhost.sh DIR OUT (PARTS=3 for generation alone)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 text=${1:-data/text} dir=${2:-.gpu/cpuhost}

@@ -14,9 +14,10 @@ import (
 // TestGPTKVCache: the small GPT's program generates with a KV cache
 // (planner.DeriveDecode): its selftest compares the cache's logits with
 // the full forward pass's at every length through a window slide (within
-// 1e-4), generate writes the same text with the cache as without it for
+// 1e-4; in bf16 within 3e-2), generate writes the same text with the cache as without it for
 // a fixed seed, greedy and sampled, past the window's end, and the same
-// with the cache on 1 and 3 threads as on all cores; and, with the
+// with the cache on 1 and 3 threads as on all cores, in f32 and with
+// --precision bf16 (which --kv-cache=false refuses, exit 2); and, with the
 // spec's context made 8× longer, 30 tokens after a one-token prompt (no
 // window slides) cost about what they did with the cache (a token's work
 // is one position's), while without it they cost more (a forward pass
@@ -66,6 +67,9 @@ func TestGPTKVCache(t *testing.T) {
 	if !regexp.MustCompile(`KV cache against the full forward pass +pass`).Match(out) {
 		t.Errorf("selftest has no passing KV cache check:\n%s", out)
 	}
+	if !regexp.MustCompile(`KV cache in bf16 against the f32 forward pass +pass`).Match(out) {
+		t.Errorf("selftest has no passing bf16 KV cache check:\n%s", out)
+	}
 	for _, args := range [][]string{{"--temperature", "0"}, {"--temperature", "0.8", "--top-k", "20"}} {
 		with, _ := generate(bin, weights, 80, true, args...) // 81 positions: the window of 32 slides
 		without, _ := generate(bin, weights, 80, false, args...)
@@ -79,6 +83,21 @@ func TestGPTKVCache(t *testing.T) {
 				t.Errorf("generate %v --threads %s: %q, on all cores %q", args, n, threaded, with)
 			}
 		}
+		bf16, _ := generate(bin, weights, 80, true, append(args, "--precision", "bf16")...)
+		for _, n := range []string{"1", "3"} {
+			if threaded, _ := generate(bin, weights, 80, true, append(args, "--precision", "bf16", "--threads", n)...); threaded != bf16 {
+				t.Errorf("generate %v --precision bf16 --threads %s: %q, on all cores %q", args, n, threaded, bf16)
+			}
+		}
+		same := 0
+		for same < min(len(bf16), len(with)) && bf16[same] == with[same] {
+			same++
+		}
+		t.Logf("generate %v: bf16 and f32 agree on the first %d of %d bytes", args, same, len(with))
+	}
+	cmd := exec.Command(bin, "generate", "--weights", weights, "--prompt", "C", "--kv-cache=false", "--precision", "bf16")
+	if out, err := cmd.CombinedOutput(); cmd.ProcessState.ExitCode() != 2 || !strings.Contains(string(out), "--precision bf16: this program generates in f32 only") {
+		t.Errorf("--kv-cache=false --precision bf16: %v, %s; want exit 2 and why", err, out)
 	}
 
 	long, longWeights := build("256")

@@ -289,6 +289,9 @@ func selftestCmd(m Model, args []string, w io.Writer) error {
 	if c, ok := m.(interface{ KVCacheCheck() SelfTestRow }); ok {
 		rows = append(rows, c.KVCacheCheck()) // a method, so that programs without a cache do not link the check
 	}
+	if c, ok := m.(interface{ KVCacheBF16Check() SelfTestRow }); ok {
+		rows = append(rows, c.KVCacheBF16Check())
+	}
 	tw := newColumns(w, false)
 	fmt.Fprintln(tw, "check\tresult\tmax error\ttolerance")
 	failed := 0

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -253,5 +254,89 @@ func TestTokenCorrectCountsAsTokenLoss(t *testing.T) {
 	_, want := tokenLoss(logits, onehot, V)
 	if got := tokenCorrect(logits, onehot, V); got != want || want == 0 || want == rows {
 		t.Fatalf("tokenCorrect counts %d, tokenLoss %d of %d rows", got, want, rows)
+	}
+}
+
+// bf16LM is lmModel with a decode that can multiply in bf16: it records
+// each DecodeBF16 call and the first weight it would round then.
+type bf16LM struct {
+	lmModel
+	def     bool
+	calls   []bool
+	rounded []float32
+}
+
+func (m *bf16LM) DefaultBF16() bool { return m.def }
+func (m *bf16LM) DecodeBF16(on bool) {
+	m.calls = append(m.calls, on)
+	m.rounded = append(m.rounded, m.State()[lmW])
+}
+
+// TestGeneratePrecision: --precision picks what DecodeBF16 is told (the
+// model's default without the flag), once, after the weights are loaded
+// (it rounds them); a value other than f32 and bf16, and bf16 for a model
+// whose decode has no bf16 (here the bigram, as --kv-cache=false and the
+// GPU programs), are usage errors that say why, before any text.
+func TestGeneratePrecision(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "a.txt")
+	text := strings.Repeat(whaleText, 3)
+	os.WriteFile(path, []byte(text), 0o644)
+	c, err := textdata.Open([]string{path}, textdata.Options{Mode: textdata.Chars, Context: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	lin := newLinearModel()
+	plain := lmModel{lin, newBigram(t, c.Vocab, text, 8)}
+	lin.meta.Readers = []*Reader{Text}
+	lin.meta.Data = DataSpec{Format: "text", Task: "classification", Files: []string{"a.txt"}, Tokens: "char", TestSplit: 0.1}
+	lin.meta.OutputShape = []int{8, c.Vocab.Size()}
+	lin.meta.rec = &record{vocab: c.Vocab.String()}
+	lin.state[lmW] = 0.75
+	w := filepath.Join(dir, "w.safetensors")
+	if err := saveWeights(plain, w); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		def  bool
+		args []string
+		want bool
+	}{
+		{false, nil, false},
+		{true, nil, true},
+		{true, []string{"--precision", "f32"}, false},
+		{false, []string{"--precision", "bf16"}, true},
+	} {
+		m := &bf16LM{lmModel: plain, def: tc.def}
+		lin.state[lmW] = 0 // loadWeights puts back 0.75
+		var out, errs bytes.Buffer
+		code := Run(m, append([]string{"generate", "--weights", w, "--prompt", "Call", "--tokens", "5"}, tc.args...), &out, &errs)
+		if code != 0 || !slices.Equal(m.calls, []bool{tc.want}) || m.rounded[0] != 0.75 {
+			t.Errorf("default bf16 %v, %v: exit %d, DecodeBF16 calls %v (want [%v]) on the first weight %v (want the loaded 0.75); %s",
+				tc.def, tc.args, code, m.calls, tc.want, m.rounded, errs.String())
+		}
+	}
+	for _, tc := range []struct {
+		m    Model
+		args []string
+		want string
+	}{
+		{&bf16LM{lmModel: plain}, []string{"--precision", "fp8"}, `--precision "fp8": want f32 or bf16`},
+		{&bf16LM{lmModel: plain}, []string{"--precision", "BF16"}, `--precision "BF16": want f32 or bf16`},
+		{plain, []string{"--precision", "bf16"}, "--precision bf16: this program generates in f32 only"},
+	} {
+		var out, errs bytes.Buffer
+		code := Run(tc.m, append([]string{"generate", "--weights", w, "--prompt", "Call", "--tokens", "5"}, tc.args...), &out, &errs)
+		if code != exitUsage || !strings.Contains(errs.String(), tc.want) || out.Len() != 0 {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit %d and %q", tc.args, code, out.String(), errs.String(), exitUsage, tc.want)
+		}
+		if m, ok := tc.m.(*bf16LM); ok && len(m.calls) > 0 {
+			t.Errorf("%v: DecodeBF16 called %v", tc.args, m.calls)
+		}
+	}
+	var out, errs bytes.Buffer
+	if code := Run(plain, []string{"generate", "--weights", w, "--prompt", "Call", "--tokens", "5", "--precision", "f32"}, &out, &errs); code != 0 {
+		t.Errorf("--precision f32 on a model without bf16: exit %d, %s", code, errs.String())
 	}
 }

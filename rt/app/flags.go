@@ -85,9 +85,15 @@ repeatable. The prompt's characters must all be in the vocabulary that
 training stored with the weights; the model reads at most its context
 length of the last tokens. Where the program has a KV cache (--kv-cache
 below says whether), a token costs one position's work; once the text
-passes the context, the window slides and each token recomputes it.`,
+passes the context, the window slides and each token recomputes it.
+--precision bf16 (the CPU programs' cache) rounds the dense layers'
+weights to bfloat16 once and multiplies in bf16, reading half the bytes
+a token: faster where the weights' streaming bounds a token, and the
+text can differ from f32's; a spec that trains in bf16 makes it the
+default.`,
 		examples: `generate --weights NAME.safetensors --prompt "Call me" --tokens 500
-generate --weights NAME.safetensors --prompt "Call me" --temperature 0`},
+generate --weights NAME.safetensors --prompt "Call me" --temperature 0
+generate --weights NAME.safetensors --prompt "Call me" --precision bf16`},
 	{name: "bench", summary: "forward latency and throughput, and training-step time",
 		long:     `Bench times the inference plan at the spec's batch size and at batch 1, and one training step, on random data.`,
 		examples: `bench --json`},

@@ -5,6 +5,7 @@ import (
 	"io"
 	"math"
 	"math/rand/v2"
+	"os"
 	"sort"
 
 	"github.com/mlbuild/mlbuild/rt/cpu"
@@ -29,6 +30,44 @@ type TokenModel interface {
 	// buffer, valid until the next call.
 	NextLogits(ctx []int32, keep int) []float32
 }
+
+// BF16Decoder is a TokenModel whose decode can multiply its dense layers
+// in bfloat16 (generate --precision bf16; the CPU programs' KV cache): a
+// token then reads half the bytes of float32 weights, which bounds the
+// rate of a core that streams them.
+type BF16Decoder interface {
+	TokenModel
+	// DefaultBF16 reports whether generate multiplies in bf16 unless told
+	// otherwise: the model's spec trains in bf16.
+	DefaultBF16() bool
+	// DecodeBF16 makes the next NextLogits multiply in bfloat16 (the
+	// weights as they are now, rounded once, and each input row) or in
+	// float32; the caches start over.
+	DecodeBF16(on bool)
+}
+
+// decodePrecision checks generate's --precision against what tm can do
+// and returns whether it multiplies in bfloat16: "" is the model's default.
+func decodePrecision(tm TokenModel, p string) (bool, error) {
+	bd, ok := tm.(BF16Decoder)
+	switch p {
+	case "":
+		return ok && bd.DefaultBF16(), nil
+	case "f32":
+		return false, nil
+	case "bf16":
+		if !ok {
+			return false, usageError{"--precision bf16: this program generates in f32 only (bf16 needs the CPU program's KV cache; --kv-cache=false and the GPU programs have none)"}
+		}
+		return true, nil
+	}
+	return false, usageError{fmt.Sprintf("--precision %s: want f32 or bf16", quoteShort(p))}
+}
+
+// DecodePoolEnv, set to 1, makes generate split the decode's kernels
+// through rt/cpu's ParallelFor rather than its decode team: a switch for
+// timing the two (bench/gpu/cpuhost.sh).
+const DecodePoolEnv = "MLBUILD_DECODE_POOL"
 
 // Sampling says how generate picks each token from the logits.
 type Sampling struct {
@@ -145,6 +184,7 @@ func generateCmd(m Model, args []string, stdout, stderr io.Writer) error {
 	topK := flags.Int("top-k", 200, "draw from the `K` most likely tokens; 0 draws from all")
 	seed := flags.Uint64("seed", 1, "the random seed `N` of the draws")
 	threads := flags.Int("threads", 0, "use `N` CPU threads (0: all)")
+	precision := flags.String("precision", "", "multiply the dense layers in `P`: f32, or bf16 (the weights rounded to bfloat16 once, half the bytes a token; the text can differ from f32's); default the spec's precision")
 	_, cached := m.(TokenModel)
 	kvUsage := "keep each position's keys and values, so a token costs one position's work; false runs the whole forward pass a token"
 	if !cached {
@@ -161,6 +201,9 @@ func generateCmd(m Model, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	cpu.SetThreads(*threads)
+	if os.Getenv(DecodePoolEnv) == "1" {
+		cpu.UseDecodeTeam(false)
+	}
 	switch {
 	case *tokens < 0:
 		return usageError{fmt.Sprintf("--tokens %d: want 0 or more", *tokens)}
@@ -180,8 +223,15 @@ func generateCmd(m Model, args []string, stdout, stderr io.Writer) error {
 		}
 		tm = &causalWindow{m: m, T: o[0], V: o[1]}
 	}
+	bf16, err := decodePrecision(tm, *precision)
+	if err != nil {
+		return err
+	}
 	if err := loadWeights(m, *weights); err != nil {
 		return err
+	}
+	if bd, ok := tm.(BF16Decoder); ok {
+		bd.DecodeBF16(bf16) // after the weights: it rounds them
 	}
 	vocab, err := recordVocab(meta.rec)
 	if err != nil {
@@ -229,13 +279,38 @@ func (c *causalWindow) NextLogits(ctx []int32, _ int) []float32 {
 // several lengths with those of the batch-1 forward pass over the same
 // window.
 func KVCacheCheck(m Model, tm TokenModel) SelfTestRow {
-	row := SelfTestRow{Name: "KV cache against the full forward pass", Tol: 1e-4}
+	return kvCacheCheck(m, tm, SelfTestRow{Name: "KV cache against the full forward pass", Tol: 1e-4}, nil)
+}
+
+// KVCacheBF16Check is KVCacheCheck with the decode multiplying in bf16
+// (generate --precision bf16) against the float32 forward pass: the
+// logits' largest difference, within what rounding the weights and each
+// row to bfloat16 moves them. The tolerance, 3e-2, is about five times
+// the largest difference measured on this check's weights: 6.5e-3 for
+// models/gpt.cue's program, 2.2e-3 for the small GPT's.
+// Logits that differ by less than 1e-5 fail too: the decode did not
+// multiply in bf16.
+func KVCacheBF16Check(m Model, bd BF16Decoder) SelfTestRow {
+	row := kvCacheCheck(m, bd, SelfTestRow{Name: "KV cache in bf16 against the f32 forward pass", Tol: 3e-2}, bd)
+	if row.Err == nil && row.MaxError < 1e-5 {
+		row.Err = fmt.Errorf("the logits differ from f32's by %.3g at most: the decode did not multiply in bf16", row.MaxError)
+	}
+	return row
+}
+
+// kvCacheCheck is the two checks' comparison; bd, when not nil, decodes in
+// bf16 from the check's weights on.
+func kvCacheCheck(m Model, tm TokenModel, row SelfTestRow, bd BF16Decoder) SelfTestRow {
 	meta := m.Meta()
 	V, T := meta.Vocab, tm.Context()
 	if V <= 0 {
 		V = meta.vocabCapacity()
 	}
 	initParams(m, 3)
+	if bd != nil {
+		bd.DecodeBF16(true) // rounds the weights just drawn
+		defer bd.DecodeBF16(false)
+	}
 	rng := rand.New(rand.NewPCG(7, 7))
 	var ids []int32
 	prev := 0

@@ -1,7 +1,5 @@
 package cpu
 
-import "math"
-
 // AttendCached is the causal attention of one new position p over the
 // positions 0..p with a KV cache (a language model's decode step): it
 // writes k and v ([heads·hd], the new position's key and value rows) at
@@ -25,6 +23,17 @@ func AttendCached(q, k, v, y, kc, vc, scores []float32, p, heads, hd int, scale 
 		}
 		return
 	}
+	if heads*n*hd < 8<<10 { // under ~16k multiply-adds: not worth a step
+		for h := range heads {
+			attendHead(q, y, kc, vc, scores[:n], h, hd, w, scale)
+		}
+		return
+	}
+	if t, ok := teamLock(); ok {
+		t.attend = attendJob{q: q, y: y, kc: kc, vc: vc, scores: scores, heads: heads, hd: hd, n: n, scale: scale}
+		t.run(&t.attend)
+		return
+	}
 	// a piece of at least about 16k multiply-adds (keys and values)
 	ParallelFor(heads, max(1, (8<<10)/(n*hd)), func(lo, hi int) {
 		for h := lo; h < hi; h++ {
@@ -37,21 +46,12 @@ func AttendCached(q, k, v, y, kc, vc, scores []float32, p, heads, hd int, scale 
 // positions, s its scratch; w is a cache row's length.
 func attendHead(q, y, kc, vc, s []float32, h, hd, w int, scale float32) {
 	dotRows(q[h*hd:(h+1)*hd], kc[h*hd:], w, s)
-	mx := float32(math.Inf(-1))
 	for j := range s {
 		s[j] *= scale
-		mx = max(mx, s[j])
 	}
-	var sum float32
-	for j, x := range s {
-		e := float32(math.Exp(float64(x - mx)))
-		s[j] = e
-		sum += e
-	}
-	inv := 1 / sum
-	for j := range s {
-		s[j] *= inv
-	}
+	// the full forward pass's softmax: e^x in float32 vector registers
+	// (exp.go), summed in float64
+	softmaxRow(s, s)
 	yh := y[h*hd : (h+1)*hd]
 	vh := vc[h*hd:]
 	d := weightedRowsVector(yh, s, vh, w)

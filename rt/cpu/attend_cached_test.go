@@ -59,9 +59,10 @@ func TestAttendCached(t *testing.T) {
 	}
 }
 
-// attendCachedScalar is AttendCached as it was before its vector and
-// parallel paths (one head after another, Go loops): the numerics those
-// must keep bit for bit.
+// attendCachedScalar is AttendCached without its vector and parallel
+// paths (one head after another, Go loops; the softmax's e^x expCore, the
+// Go twin of the vector kernel, summed by sum64 as softmaxRow does): the
+// numerics those must keep bit for bit.
 func attendCachedScalar(q, k, v, y, kc, vc, scores []float32, p, heads, hd int, scale float32) {
 	w := heads * hd
 	copy(kc[p*w:(p+1)*w], k[:w])
@@ -74,15 +75,12 @@ func attendCachedScalar(q, k, v, y, kc, vc, scores []float32, p, heads, hd int, 
 			s[j] = dot(qh, kc[j*w+h*hd:j*w+(h+1)*hd]) * scale
 			mx = max(mx, s[j])
 		}
-		var sum float32
 		for j, x := range s {
-			e := float32(math.Exp(float64(x - mx)))
-			s[j] = e
-			sum += e
+			s[j] = expCore(x - mx)
 		}
 		yh := y[h*hd : (h+1)*hd]
 		clear(yh)
-		inv := 1 / sum
+		inv := float32(1 / sum64(s))
 		for j, a := range s {
 			a *= inv
 			for d, x := range vc[j*w+h*hd : j*w+(h+1)*hd] {

@@ -109,4 +109,8 @@ func TestDecodeKernelsAllocateNothingOnOneThread(t *testing.T) {
 	if n := testing.AllocsPerRun(20, func() { AttendCached(q, q, q, ya, kc, vc, scores, 200, 6, 64, 0.125) }); n != 0 {
 		t.Errorf("AttendCached at position 200: %v allocations a call", n)
 	}
+	wb, xb := make([]uint16, len(w)), make([]uint16, 384)
+	if n := testing.AllocsPerRun(20, func() { GemvBF16(x, xb, wb, nil, y, 384, 1536, ActNone, 0) }); n != 0 {
+		t.Errorf("GemvBF16 1×384×1536: %v allocations a call", n)
+	}
 }

@@ -142,18 +142,37 @@ func UnaryFwd(x, y []float32, chain []Unary) {
 	if !allExactInFloat32(chain) {
 		grain = 1 << 8
 	}
-	ParallelFor(n, grain, func(lo, hi int) {
-		// One op at a time over a block that stays in the L1 cache:
-		// each pass is a loop with no switch in it.
-		for b := lo; b < hi; b += unaryBlock {
-			e := min(b+unaryBlock, hi)
-			src := x[b:e]
-			for _, u := range chain {
-				u.apply(src, y[b:e])
-				src = y[b:e]
-			}
+	ParallelFor(n, grain, func(lo, hi int) { unaryRange(x, y, chain, lo, hi) })
+}
+
+// unaryRange is UnaryFwd's work on elements lo ≤ i < hi: one op at a time
+// over a block that stays in the L1 cache, each pass a loop with no
+// switch in it.
+func unaryRange(x, y []float32, chain []Unary, lo, hi int) {
+	for b := lo; b < hi; b += unaryBlock {
+		e := min(b+unaryBlock, hi)
+		src := x[b:e]
+		for _, u := range chain {
+			u.apply(src, y[b:e])
+			src = y[b:e]
 		}
-	})
+	}
+}
+
+// UnaryDecode is UnaryFwd for a language model's decode: a chain with a
+// float64 function or GELU over 256 elements or more goes to the decode
+// team (team.go), not to ParallelFor, whose workers would wait for
+// processors that the team's members hold; the same values.
+func UnaryDecode(x, y []float32, chain []Unary) {
+	n := len(y)
+	if n >= 1<<8 && !allExactInFloat32(chain) && !(len(chain) == 1 && chain[0].Kind == UReLU) {
+		if t, ok := teamLock(); ok {
+			t.unary = unaryJob{x: x[:n], y: y, chain: chain}
+			t.run(&t.unary)
+			return
+		}
+	}
+	UnaryFwd(x, y, chain)
 }
 
 // apply writes y = u(x) for one block, each element rounded to float32 as
