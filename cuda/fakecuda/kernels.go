@@ -28,6 +28,15 @@ import (
 //go:embed shim.h
 var shimHeader string
 
+// shimIncludes are the headers shim.h includes, written beside it.
+var shimIncludes = map[string]string{"fibers.h": fibersHeader, "warp.h": warpHeader}
+
+//go:embed fibers.h
+var fibersHeader string
+
+//go:embed warp.h
+var warpHeader string
+
 // kernelDecl matches a kernel's declaration as the CUDA dialect prints it;
 // the parameters hold no parentheses.
 var kernelDecl = regexp.MustCompile(`extern\s+"C"\s+__global__\s+void\s+(\w+)\s*\(([^)]*)\)`)
@@ -95,7 +104,7 @@ var errCompile = errors.New("compilation failed")
 // before) and returns its path.
 func build(dir, src string, kernels []kernelSig) (string, error) {
 	cpp := launcherSource(src, kernels)
-	sum := sha256.Sum256([]byte(shimHeader + "\x00" + cpp))
+	sum := sha256.Sum256([]byte(shimHeader + "\x00" + fibersHeader + "\x00" + warpHeader + "\x00" + cpp))
 	h := hex.EncodeToString(sum[:12])
 	so := filepath.Join(dir, "k-"+h+".so")
 	if _, err := os.Stat(so); err == nil {
@@ -115,6 +124,11 @@ func build(dir, src string, kernels []kernelSig) (string, error) {
 	defer os.RemoveAll(work)
 	if err := os.WriteFile(filepath.Join(work, "shim.h"), []byte(shimHeader), 0o644); err != nil {
 		return "", err
+	}
+	for name, text := range shimIncludes {
+		if err := os.WriteFile(filepath.Join(work, name), []byte(text), 0o644); err != nil {
+			return "", err
+		}
 	}
 	srcPath := filepath.Join(work, "kernels.cpp")
 	if err := os.WriteFile(srcPath, []byte(cpp), 0o644); err != nil {

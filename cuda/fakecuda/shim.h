@@ -4,12 +4,10 @@
 // static, which the lanes of the block being run share; threadIdx and
 // blockIdx are set for the lane that runs. mlb_run runs a launch: block
 // after block; without barriers the lanes one after another, with them
-// every lane of the block as a fiber (a ucontext of its own stack) on the
-// calling thread: __syncthreads switches back to mlb_run, which runs the
-// next lane up to its barrier, so that every lane reaches a barrier
-// before any passes it. (One OS thread a lane, meeting at a std::barrier,
-// cost more in futex waits and context switches than the kernels' work
-// on a machine of few cores.)
+// every lane of the block as a fiber on the calling thread (fibers.h),
+// __syncthreads running the next lane up to its barrier. The tiles and
+// register fragments are emulated in warp.h. fibers.h and warp.h are
+// emit/gpu's test shims' too.
 #ifndef MLBUILD_FAKECUDA_SHIM
 #define MLBUILD_FAKECUDA_SHIM
 #include <cmath>
@@ -44,28 +42,14 @@ inline unsigned int __float_as_uint(float v) {
 struct float4 { float x, y, z, w; };
 inline float4 make_float4(float x, float y, float z, float w) { return float4{x, y, z, w}; }
 
-// mlb_fibers are the lanes of the block being run, as fibers.
-struct mlb_fibers {
-    ucontext_t main;                // mlb_run's
-    std::vector<ucontext_t> lanes;  // each lane's, while it waits at a barrier
-    std::vector<char> done;         // whether each lane's body has returned
-    unsigned cur = 0;               // the lane running
-    char* stacks = nullptr;         // lanes × mlb_fiber_stack bytes, mapped once
-    unsigned mapped = 0;            // lanes the mapping holds
-    void (*entry)(void*) = nullptr; // the launch's body
-    void* arg = nullptr;
-};
-inline thread_local mlb_fibers mlb_fib;
-// mlb_fiber_stack is a lane's stack: kernels keep their registers and
-// emulated tiles (1 KB an accumulator) there. Pages are touched only as a
-// lane uses them.
-constexpr size_t mlb_fiber_stack = 256 << 10;
+#include "fibers.h"
 
-inline void __syncthreads() { swapcontext(&mlb_fib.lanes[mlb_fib.cur], &mlb_fib.main); }
-
-inline void mlb_fiber_start() {
-    mlb_fib.entry(mlb_fib.arg);
-    mlb_fib.done[mlb_fib.cur] = 1; // then back to main through uc_link
+// __syncthreads lets the block's next lane run up to its barrier, then
+// restores this lane's indices (the lanes share the OS thread's).
+inline void __syncthreads() {
+    mlb_dim3 t = threadIdx, b = blockIdx;
+    mlb_fiber_yield();
+    threadIdx = t, blockIdx = b;
 }
 
 #define __global__
@@ -73,114 +57,7 @@ inline void mlb_fiber_start() {
 #define __shared__ static
 #define __align__(n) __attribute__((aligned(n)))
 
-// The tile functions of the CUDA dialect's tensor-core tiles (emit/gpu's
-// tiles_cuda.go), emulated: every thread of a warp holds and computes the
-// whole tile (16×8 A, 8×16 B, 16×16 float32 accumulator), rounding A and
-// B to TF32 as cvt.rna does (to nearest, ties away from zero), and only
-// the warp's first thread writes a stored tile (the others would write
-// the same values; the kernels read them after a barrier).
-#define MLBUILD_TILE_EMULATION 1
-struct mlb_tile_a { float v[16 * 8]; };
-struct mlb_tile_b { float v[8 * 16]; };
-struct mlb_tile_acc { float v[16 * 16]; };
-inline float mlb_tf32(float x) {
-    unsigned int u;
-    std::memcpy(&u, &x, sizeof u);
-    if ((u & 0x7fffffffu) < 0x7f800000u) u = (u + 0x1000u) & ~0x1fffu;
-    std::memcpy(&x, &u, sizeof u);
-    return x;
-}
-inline void mlb_tile_zero(mlb_tile_acc& t) { for (float& x : t.v) x = 0.0f; }
-inline void mlb_tile_load_a_row(mlb_tile_a& t, const float* p, int ld) { for (int r = 0; r < 16; r++) for (int c = 0; c < 8; c++) t.v[r * 8 + c] = mlb_tf32(p[r * ld + c]); }
-inline void mlb_tile_load_a_col(mlb_tile_a& t, const float* p, int ld) { for (int r = 0; r < 16; r++) for (int c = 0; c < 8; c++) t.v[r * 8 + c] = mlb_tf32(p[c * ld + r]); }
-inline void mlb_tile_load_b_row(mlb_tile_b& t, const float* p, int ld) { for (int r = 0; r < 8; r++) for (int c = 0; c < 16; c++) t.v[r * 16 + c] = mlb_tf32(p[r * ld + c]); }
-inline void mlb_tile_load_b_col(mlb_tile_b& t, const float* p, int ld) { for (int r = 0; r < 8; r++) for (int c = 0; c < 16; c++) t.v[r * 16 + c] = mlb_tf32(p[c * ld + r]); }
-inline void mlb_tile_mma(mlb_tile_acc& d, const mlb_tile_a& a, const mlb_tile_b& b) {
-    for (int r = 0; r < 16; r++)
-        for (int c = 0; c < 16; c++) {
-            float s = d.v[r * 16 + c];
-            for (int k = 0; k < 8; k++) s += a.v[r * 8 + k] * b.v[k * 16 + c];
-            d.v[r * 16 + c] = s;
-        }
-}
-inline void mlb_tile_mma_row_row(mlb_tile_acc& d, const mlb_tile_a& a, const mlb_tile_b& b) { mlb_tile_mma(d, a, b); }
-inline void mlb_tile_mma_row_col(mlb_tile_acc& d, const mlb_tile_a& a, const mlb_tile_b& b) { mlb_tile_mma(d, a, b); }
-inline void mlb_tile_mma_col_row(mlb_tile_acc& d, const mlb_tile_a& a, const mlb_tile_b& b) { mlb_tile_mma(d, a, b); }
-inline void mlb_tile_mma_col_col(mlb_tile_acc& d, const mlb_tile_a& a, const mlb_tile_b& b) { mlb_tile_mma(d, a, b); }
-inline void mlb_tile_store_row(const mlb_tile_acc& d, float* p, int ld) {
-    if (threadIdx.x % 32 != 0) return;
-    for (int r = 0; r < 16; r++) for (int c = 0; c < 16; c++) p[r * ld + c] = d.v[r * 16 + c];
-}
-inline void mlb_tile_store_col(const mlb_tile_acc& d, float* p, int ld) {
-    if (threadIdx.x % 32 != 0) return;
-    for (int r = 0; r < 16; r++) for (int c = 0; c < 16; c++) p[c * ld + r] = d.v[r * 16 + c];
-}
-
-// mlb_warp_sync is the fragments' exchange point: a barrier of the
-// block's lanes (as __syncthreads).
-inline void mlb_warp_sync() { __syncthreads(); }
-
-// The register fragments of the CUDA dialect (emit/gpu's frags_cuda.go),
-// emulated with the PTX ISA's per-lane layouts of mma.m16n8k16 with
-// bfloat16 operands: each lane holds exactly its registers (A in four
-// words of two bfloat16, the lower-numbered element in the low half; B
-// in two; C in four floats). A collective call (mlb_warp_*) puts the
-// lane's registers in an exchange, waits for every lane of the block (the
-// kernels call these in control flow uniform over the block), computes
-// this lane's result from the registers of its warp's lanes through the
-// layout, and waits again before the exchange is reused. The sums are
-// float32, k in order, onto the accumulator.
-#define MLBUILD_FRAG_EMULATION 1
-struct mlb_frag_lane { unsigned int a[4], b[2]; float c[4]; };
-inline thread_local mlb_frag_lane mlb_frag_x[1024];
-inline thread_local float mlb_shfl_x[1024];
-inline unsigned int mlb_bf16_bits(float x) {
-    unsigned int u = __float_as_uint(x);
-    return (u & 0x7fffffffu) > 0x7f800000u ? (u >> 16) | 0x40u : (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
-}
-inline unsigned int mlb_pack_bf16(float lo, float hi) { return mlb_bf16_bits(lo) | mlb_bf16_bits(hi) << 16; }
-// mlb_frag_elem is element i of registers regs (two a register).
-inline float mlb_frag_elem(const unsigned int* regs, int i) {
-    unsigned int w = regs[i / 2];
-    return __uint_as_float(i % 2 ? w & 0xffff0000u : w << 16);
-}
-// A (16×16): (row, col) is in lane 4·(row%8) + (col%8)/2, element
-// (col&1) + 2·(row/8) + 4·(col/8): row g for a0 a1 a4 a5, g+8 for the
-// others; col 2t + (i&1), +8 for i ≥ 4.
-inline float mlb_frag_a(unsigned int w0, int row, int col) {
-    return mlb_frag_elem(mlb_frag_x[w0 + 4 * (row % 8) + (col % 8) / 2].a, (col & 1) + 2 * (row / 8) + 4 * (col / 8));
-}
-// B (16×8): (k, n) is in lane 4·n + (k%8)/2, element (k&1) + 2·(k/8):
-// row 2t + (i&1), +8 for i ≥ 2; col g.
-inline float mlb_frag_b(unsigned int w0, int k, int n) {
-    return mlb_frag_elem(mlb_frag_x[w0 + 4 * n + (k % 8) / 2].b, (k & 1) + 2 * (k / 8));
-}
-inline void mlb_warp_mma_bf16(float* d, const unsigned int* a, const unsigned int* b) {
-    unsigned int lid = threadIdx.x;
-    mlb_frag_lane& me = mlb_frag_x[lid];
-    for (int i = 0; i < 4; i++) me.a[i] = a[i], me.c[i] = d[i];
-    me.b[0] = b[0], me.b[1] = b[1];
-    mlb_warp_sync();
-    unsigned int w0 = lid & ~31u, lane = lid & 31u;
-    float out[4];
-    for (int i = 0; i < 4; i++) {
-        // c_i: row g, +8 for i ≥ 2; col 2t + (i&1)
-        int row = int(lane / 4) + 8 * (i / 2), col = 2 * int(lane % 4) + (i & 1);
-        float s = mlb_frag_x[lid].c[i];
-        for (int k = 0; k < 16; k++) s += mlb_frag_a(w0, row, k) * mlb_frag_b(w0, k, col);
-        out[i] = s;
-    }
-    mlb_warp_sync();
-    for (int i = 0; i < 4; i++) d[i] = out[i];
-}
-inline float mlb_warp_shfl_xor(float x, int m) {
-    unsigned int lid = threadIdx.x;
-    mlb_shfl_x[lid] = x;
-    mlb_warp_sync();
-    float r = mlb_shfl_x[(lid & ~31u) | ((lid & 31u) ^ unsigned(m))];
-    mlb_warp_sync();
-    return r;
-}
+#include "warp.h"
 
 // mlb_run runs body for every thread of a groups x threads launch.
 template <class Body>
@@ -197,40 +74,12 @@ void mlb_run(unsigned groups, unsigned threads, bool barriers, Body body) {
         }
         return;
     }
-    mlb_fibers& f = mlb_fib;
-    if (f.mapped < threads) {
-        if (f.stacks) munmap(f.stacks, f.mapped * mlb_fiber_stack);
-        void* m = mmap(nullptr, threads * mlb_fiber_stack, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-        if (m == MAP_FAILED) std::abort();
-        f.stacks = static_cast<char*>(m);
-        f.mapped = threads;
-    }
-    f.lanes.assign(threads, ucontext_t{});
-    f.done.assign(threads, 0);
-    f.entry = [](void* b) { (*static_cast<Body*>(b))(); };
-    f.arg = &body;
     for (unsigned g = 0; g < groups; g++) {
         blockIdx = mlb_dim3{g, 0, 0};
-        for (unsigned l = 0; l < threads; l++) {
-            ucontext_t& c = f.lanes[l];
-            getcontext(&c);
-            c.uc_stack.ss_sp = f.stacks + l * mlb_fiber_stack;
-            c.uc_stack.ss_size = mlb_fiber_stack;
-            c.uc_link = &f.main;
-            makecontext(&c, mlb_fiber_start, 0);
-            f.done[l] = 0;
-        }
-        // rounds: each lane runs to its next barrier (or its end)
-        for (unsigned live = threads; live > 0;) {
-            live = 0;
-            for (unsigned l = 0; l < threads; l++) {
-                if (f.done[l]) continue;
-                f.cur = l;
-                threadIdx = mlb_dim3{l, 0, 0};
-                swapcontext(&f.main, &f.lanes[l]);
-                if (!f.done[l]) live++;
-            }
-        }
+        mlb_fiber_run(int(threads), [&body](int l) {
+            threadIdx = mlb_dim3{unsigned(l), 0, 0};
+            body();
+        });
     }
 }
 #endif

@@ -49,7 +49,7 @@ func hasBarrier(ss []Stmt) bool {
 
 // driverSource is the C++ main that runs every case's kernel over its whole
 // grid: threadgroups one after another; when the kernel has barriers, the
-// lanes as fibers (the shims' mlb_fibers.h) that switch at each barrier;
+// lanes as fibers (cuda/fakecuda/fibers.h) that switch at each barrier;
 // otherwise the lanes in turn on one thread. Run as `driver DIR`, it runs every
 // case once, reading dir/<kernel>.<i>.in and writing dir/<kernel>.<i>.out
 // for every parameter; run as `driver -serve`, it runs the launches sent on
@@ -218,7 +218,7 @@ func runCases(t *testing.T, d *Dialect, cases []gpuCase) [][][]float32 {
 		t.Fatal(err)
 	}
 	exe := filepath.Join(dir, "driver")
-	cmd := exec.Command(gpp, "-std=c++20", "-O1", "-fno-strict-aliasing", "-pthread", "-Wno-attributes", "-I", shim, "-o", exe, cpp)
+	cmd := exec.Command(gpp, append(append([]string{"-std=c++20", "-O1", "-fno-strict-aliasing", "-pthread", "-Wno-attributes"}, shimIncludes(shim)...), "-o", exe, cpp)...)
 	if outp, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("g++ on the %s kernels failed: %v\n%s\n(source kept in %s)", d.Name, err, outp, cpp)
 	}

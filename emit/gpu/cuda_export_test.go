@@ -83,7 +83,7 @@ func writeCUDACheck(dir string, cases []gpuCase) ([]string, error) {
 	if err := os.WriteFile(filepath.Join(dir, "kernels.cu"), []byte(src), 0o644); err != nil {
 		return nil, err
 	}
-	for _, h := range []string{"testdata/shim/cuda_shim.h", "testdata/shim/mlb_fibers.h", "testdata/cuda/cuda_host_shim.h"} {
+	for _, h := range []string{"testdata/shim/cuda_shim.h", "../../cuda/fakecuda/fibers.h", "../../cuda/fakecuda/warp.h", "testdata/cuda/cuda_host_shim.h"} {
 		b, err := os.ReadFile(h)
 		if err != nil {
 			return nil, err

@@ -192,7 +192,7 @@ func syntaxCheck(t *testing.T, d *Dialect, src string) {
 		t.Fatal(err)
 	}
 	shim, _ := filepath.Abs("testdata/shim")
-	if out, err := exec.Command(gpp, "-std=c++20", "-fsyntax-only", "-Wno-attributes", "-I", shim, path).CombinedOutput(); err != nil {
+	if out, err := exec.Command(gpp, append(append([]string{"-std=c++20", "-fsyntax-only", "-Wno-attributes"}, shimIncludes(shim)...), path)...).CombinedOutput(); err != nil {
 		t.Errorf("%s program source does not compile through the shim: %v\n%s", d.Name, err, out)
 	}
 }

@@ -31,6 +31,14 @@ type kernelServer struct {
 
 // startKernelServer compiles prog's kernels (already rewritten for d by
 // Lower) with the serve driver and starts it; the test's cleanup stops it.
+// shimIncludes are g++'s include flags for the dialects' shims in folder
+// shim (testdata/shim): it and cuda/fakecuda, whose fibers.h and warp.h
+// (the lanes' scheduler, the tiles' and fragments' emulation) the shims
+// share with the fake GPU's.
+func shimIncludes(shim string) []string {
+	return []string{"-I", shim, "-I", filepath.Join(filepath.Dir(filepath.Dir(filepath.Dir(filepath.Dir(shim)))), "cuda", "fakecuda")}
+}
+
 func startKernelServer(t *testing.T, d *Dialect, prog *Program) *kernelServer {
 	t.Helper()
 	gpp := gxx(t)
@@ -49,7 +57,7 @@ func startKernelServer(t *testing.T, d *Dialect, prog *Program) *kernelServer {
 		t.Fatal(err)
 	}
 	exe := filepath.Join(dir, "driver")
-	if outp, err := exec.Command(gpp, "-std=c++20", "-O1", "-fno-strict-aliasing", "-pthread", "-Wno-attributes", "-I", shim, "-o", exe, cpp).CombinedOutput(); err != nil {
+	if outp, err := exec.Command(gpp, append(append([]string{"-std=c++20", "-O1", "-fno-strict-aliasing", "-pthread", "-Wno-attributes"}, shimIncludes(shim)...), "-o", exe, cpp)...).CombinedOutput(); err != nil {
 		t.Fatalf("g++ on the lowered %s program failed: %v\n%s\n(source kept in %s)", d.Name, err, outp, cpp)
 	}
 	s := &kernelServer{cmd: exec.Command(exe, "-serve"), index: map[string]int{}, prog: prog}

@@ -5,7 +5,7 @@
 // copies are memcpy, errors never happen, and a launch runs the grid on the
 // CPU the way the kernel tests do: threadgroups one after another, lanes in
 // turn on one thread, or as fibers that switch at each barrier when the
-// kernel synchronises its threadgroup (mlb_fibers.h).
+// kernel synchronises its threadgroup (cuda/fakecuda/fibers.h).
 #ifndef MLBUILD_CUDA_HOST_SHIM
 #define MLBUILD_CUDA_HOST_SHIM
 #include "cuda_shim.h"

@@ -1,4 +1,5 @@
-// Fibers for the shims' lanes: mlb_fiber_run runs one threadgroup's lanes
+// fibers.h: fibers for the shims' lanes (cuda/fakecuda/shim.h, which
+// fakecuda carries into every program, and emit/gpu's test shims): mlb_fiber_run runs one threadgroup's lanes
 // as fibers (ucontexts with stacks of their own) on the calling thread,
 // and mlb_fiber_yield, which the shims' barriers call, switches back to
 // it, so that it runs the next lane up to its barrier: every lane reaches
