@@ -19,8 +19,8 @@ const dnnWorkspaceLimit = 1 << 30
 // default math, which permits TF32 tensor cores on float data (TF32
 // operands, float32 sums; PyTorch's choice for allow_tf32). bf16 is not
 // here: cuDNN has no math that rounds float data to bfloat16 and writes
-// float32, so a bf16 Conv is refused (the planner keeps bf16 plans'
-// convolutions on im2col and cuBLAS).
+// float32, so a bf16 Conv is refused (the CUDA target gives a bf16
+// plan's library convolutions tf32).
 var convMath = map[gpuhost.Precision]struct {
 	math int32
 	name string
