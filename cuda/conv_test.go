@@ -144,6 +144,32 @@ func TestConvF32TakesFloat32Algorithms(t *testing.T) {
 			}
 		}
 	}
+	// TestRealConvResNet's check of info's line: the three f32 products
+	// on one device pass it, the three tf32 ones (algorithm 4: FFT
+	// forward, WINOGRAD backward) fail it.
+	for _, c := range []struct {
+		prec gpuhost.Precision
+		ok   bool
+	}{{gpuhost.PrecisionF32, true}, {gpuhost.PrecisionTF32, false}} {
+		d, _, conv := convDevice(t, fakecuda.Options{}, cuda.Options{}, geom3x3)
+		conv.Precision = c.prec
+		if _, err := d.Record("convs", func(e gpuhost.Encoder) error {
+			for _, p := range products {
+				conv.Product = p
+				if err := e.Conv(conv); err != nil {
+					return err
+				}
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		line := d.Engine().ConvAlgorithms()
+		if err := f32Algorithms(line); (err == nil) != c.ok {
+			t.Errorf("%v: f32Algorithms(%q) = %v, want ok %v", c.prec, line, err, c.ok)
+		}
+		d.Close()
+	}
 	// cuDNN's enums: forward IMPLICIT_GEMM, IMPLICIT_PRECOMP_GEMM, GEMM,
 	// DIRECT, FFT, FFT_TILING, WINOGRAD, WINOGRAD_NONFUSED; input
 	// gradient ALGO_0, ALGO_1, FFT, FFT_TILING, WINOGRAD,

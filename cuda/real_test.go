@@ -61,7 +61,8 @@ func TestRealConformance(t *testing.T) {
 // TestRealConvResNet times cuDNN's three products on a layer of CIFAR
 // ResNet-18 at batch 128 (64→64 channels, 3×3, 32×32), each a CUDA graph
 // of 20 calls, in f32 and tf32, after checking one output channel of each
-// product against a float64 reference computed here.
+// product against a float64 reference computed here, and that the f32
+// products ran algorithms of float32 products summed in float32.
 func TestRealConvResNet(t *testing.T) {
 	realOn(t)
 	d := openReal(t, t.TempDir())
@@ -93,6 +94,13 @@ func TestRealConvResNet(t *testing.T) {
 		return v[((a*B+b)*H+h)*W+wd]
 	}
 	for _, prec := range []gpuhost.Precision{gpuhost.PrecisionF32, gpuhost.PrecisionTF32} {
+		if prec == gpuhost.PrecisionTF32 { // the f32 products' algorithms
+			line := d.Engine().ConvAlgorithms()
+			if err := f32Algorithms(line); err != nil {
+				t.Error(err)
+			}
+			t.Logf("f32 cuDNN algorithms: %s", line)
+		}
 		for _, p := range []gpuhost.ConvProduct{gpuhost.ConvForward, gpuhost.ConvInputGrad, gpuhost.ConvWeightGrad} {
 			c.Product, c.Precision = p, prec
 			seq, err := d.Record("resnet conv", func(e gpuhost.Encoder) error {
@@ -212,6 +220,38 @@ func TestRealConvResNet(t *testing.T) {
 			t.Logf("%s: %s", f.Key, f.Value)
 		}
 	}
+}
+
+// f32Algorithms checks that the algorithms of info's "cuDNN algorithms"
+// line (cuda.Engine.ConvAlgorithms: "forward: 1 ×1; input gradient: 1
+// ×1; weight gradient: 1 ×1; workspace …"), all of them f32 products',
+// are float32 products summed in float32 (cuda.DNNFloat32Algo), for each
+// of the three products: on the H200 FMA math alone let the heuristics
+// take WINOGRAD_NONFUSED for a weight gradient.
+func f32Algorithms(line string) error {
+	products := map[string]gpuhost.ConvProduct{"forward": gpuhost.ConvForward, "input gradient": gpuhost.ConvInputGrad, "weight gradient": gpuhost.ConvWeightGrad}
+	seen := 0
+	for _, part := range strings.Split(line, "; ") {
+		name, algos, ok := strings.Cut(part, ": ")
+		p, known := products[name]
+		if !ok || !known {
+			continue
+		}
+		seen++
+		for _, a := range strings.Split(algos, ", ") {
+			var algo, n int32
+			if _, err := fmt.Sscanf(a, "%d ×%d", &algo, &n); err != nil {
+				return fmt.Errorf("cuDNN algorithms %q: %v", line, err)
+			}
+			if !cuda.DNNFloat32Algo(p, algo) {
+				return fmt.Errorf("f32 %v ran cuDNN algorithm %d, not float32 products summed in float32 (%s)", p, algo, line)
+			}
+		}
+	}
+	if seen != len(products) {
+		return fmt.Errorf("cuDNN algorithms %q: %d products, want 3", line, seen)
+	}
+	return nil
 }
 
 func f32bytes(v []float32) []byte {
