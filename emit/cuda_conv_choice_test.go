@@ -1,6 +1,7 @@
 package emit
 
 import (
+	"regexp"
 	"strings"
 	"testing"
 
@@ -42,5 +43,38 @@ func TestCUDAConvChoice(t *testing.T) {
 		if got, why := tg.ConvLibrary(direct, prec); got.Method != gpu.ConvDirectMethod || why != (planner.LibraryWhy{}) {
 			t.Errorf("%s plan: the direct convolution became %q (%+v)", prec, got.Method, why)
 		}
+	}
+}
+
+// TestCUDABF16ConvsInTF32: the CUDA program of a bf16 spec with
+// convolutions calls cuDNN for those past the first with the precision
+// TF32 on every ConvOp (what the device runs and what selftest's
+// tolerance reads), never bf16, while its dense layer's GEMMs stay bf16;
+// the f32 ResNet-18's program has no ConvOp (im2col and cuBLAS).
+func TestCUDABF16ConvsInTF32(t *testing.T) {
+	src, err := CUDA.RenderGPU(backendInput(t, CUDA, "../testdata/specs/bf16/convnet_bf16.cue", true, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	main := string(src.Main)
+	convs := regexp.MustCompile(`\{Conv: &gpuhost\.ConvOp\{[^\n]*\}\}`).FindAllString(main, -1)
+	if len(convs) == 0 {
+		t.Fatal("the bf16 convolutional network's program has no library convolution")
+	}
+	for _, c := range convs {
+		if !strings.HasSuffix(c, "Precision: gpuhost.PrecisionTF32}}") {
+			t.Errorf("a library convolution not in tf32: %s", c)
+			break
+		}
+	}
+	if !strings.Contains(main, "Precision: gpuhost.PrecisionBF16") {
+		t.Error("the program's dense GEMMs are not bf16")
+	}
+	f32, err := CUDA.RenderGPU(backendInput(t, CUDA, "../bench/models/resnet18_cifar.cue", true, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(f32.Main), "gpuhost.ConvOp{") {
+		t.Error("the f32 ResNet-18's CUDA program calls cuDNN; f32 plans keep im2col and cuBLAS")
 	}
 }
