@@ -110,12 +110,11 @@ func gpuTarget(method string, scratch func(planner.ConvGeom) int, keepCols int, 
 
 // cudaPrecisions gives t CUDA's precision rules: every dense step, and
 // every convolution whose method runs cuBLAS GEMMs (im2col and cuBLAS,
-// Winograd's batched products) or cuDNN calls (tf32 and bf16 plans:
+// Winograd's batched products) or cuDNN calls (tf32 plans, and bf16 ones in tf32:
 // cudaLibraryConvs), runs in the precision the spec asks for,
 // bf16 or tf32, through cublasGemmEx's fast compute types (emit/gpu then
-// lowers all its products to GEMMs), but for a bf16 plan's cuDNN calls,
-// which run in tf32 (cuDNN multiplies bf16 only on bfloat16 tensors);
-// the direct convolution kernel runs no GEMM and stays f32. The fused attention's products run on tensor
+// lowers all its products to GEMMs); the direct convolution kernel runs
+// no GEMM and stays f32. The fused attention's products run on tensor
 // tiles with TF32 operands (finer than bf16's) where the head dimension
 // allows (gpu.AttentionTiles), else f32. Its bf16 GEMMs read bfloat16
 // operands where their producers write them (gpu.BF16Twins; cublasGemmEx
@@ -127,6 +126,8 @@ func cudaPrecisions(t planner.Target) planner.Target {
 		if method == gpu.ConvDirectMethod {
 			return planner.DenseChoice{Precision: planner.PrecisionF32, Why: "the direct convolution kernel runs no GEMM: float32 products"}
 		}
+		// cuDNN multiplies bf16 only on bfloat16 tensors: a bf16 plan's
+		// cuDNN calls on its float32 ones run in tf32 (cudaLibraryConvs).
 		if method == gpu.ConvLibraryMethod && want == planner.PrecisionBF16 {
 			return planner.DenseChoice{Precision: planner.PrecisionTF32, Why: "cuDNN multiplies bf16 only on bfloat16 tensors, and these are float32: TF32, 3 bits finer, and measured faster than bf16 im2col"}
 		}
