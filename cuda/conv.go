@@ -14,12 +14,13 @@ const dnnWorkspaceLimit = 1 << 30
 
 // convMath is the cuDNN math of each precision a library convolution
 // runs in: f32 restricts cuDNN to FMA kernels (float32 products: cuDNN's
-// default math takes TF32 tensor cores on float data), tf32 is that
+// default math takes TF32 tensor cores on float data) and prepareConv to
+// the algorithms that sum them in float32 (DNNFloat32Algo), tf32 is that
 // default math, which permits TF32 tensor cores on float data (TF32
 // operands, float32 sums; PyTorch's choice for allow_tf32). bf16 is not
 // here: cuDNN has no math that rounds float data to bfloat16 and writes
-// float32, so a bf16 Conv is refused (the planner keeps bf16 plans'
-// convolutions on im2col and cuBLAS).
+// float32, so a bf16 Conv is refused (the CUDA target gives a bf16
+// plan's library convolutions tf32).
 var convMath = map[gpuhost.Precision]struct {
 	math int32
 	name string
@@ -62,7 +63,8 @@ type ConvArgs struct {
 // handle on the engine's stream, the descriptors (kept per geometry and
 // precision), the algorithm (the _v7 heuristics' first deterministic one
 // whose status is success and whose workspace is within
-// dnnWorkspaceLimit, else their first such one of any kind) and a
+// dnnWorkspaceLimit, else their first such one of any kind; in f32 only
+// among those of the GEMM and direct families, DNNFloat32Algo) and a
 // workspace that holds it (one for the engine, grown when a product
 // needs more; an outgrown one stays allocated, as graphs captured before
 // use it). It allocates and may synchronise, so it runs outside a
@@ -131,10 +133,15 @@ func (e *Engine) prepareConv(g gpuhost.ConvGeom, p gpuhost.ConvProduct, prec gpu
 	}
 	// The heuristics' first deterministic algorithm that succeeds within
 	// the limit (a training run gives the same weights twice), else their
-	// first that succeeds within it.
-	found := -1
+	// first that succeeds within it; in f32, of the algorithms that
+	// compute float32 products summed in float32 only (DNNFloat32Algo).
+	found, skipped := -1, 0
 	for i := range int(min(max(n, 0), int32(len(perf)))) {
 		if perf[i].Status != DNNSuccess || perf[i].Memory > dnnWorkspaceLimit {
+			continue
+		}
+		if prec == gpuhost.PrecisionF32 && !DNNFloat32Algo(p, perf[i].Algo) {
+			skipped++
 			continue
 		}
 		if perf[i].Determinism == DNNDeterministic {
@@ -146,7 +153,11 @@ func (e *Engine) prepareConv(g gpuhost.ConvGeom, p gpuhost.ConvProduct, prec gpu
 		}
 	}
 	if found < 0 {
-		return nil, fmt.Errorf("cuda: %s proposes no algorithm for the %s that succeeds within %d bytes of workspace (of %d proposed)", call, what, dnnWorkspaceLimit, n)
+		f32 := ""
+		if skipped > 0 {
+			f32 = fmt.Sprintf(" and computes float32 products summed in float32 (%d that transform their operands, FFT or Winograd, skipped)", skipped)
+		}
+		return nil, fmt.Errorf("cuda: %s proposes no algorithm for the %s that succeeds within %d bytes of workspace%s (of %d proposed)", call, what, dnnWorkspaceLimit, f32, n)
 	}
 	algo := perf[found].Algo
 	var ws uintptr

@@ -98,9 +98,11 @@ func TestConvCapturedAfterPreparing(t *testing.T) {
 	if err := seq.Launch(); err != nil {
 		t.Fatal(err)
 	}
-	// The heuristics' first proposal that succeeds is over the workspace
-	// limit and their next is not deterministic: every call used the
-	// deterministic one after them (the fake's algorithm 1).
+	// The heuristics' first proposal that succeeds is of the Winograd or
+	// FFT family (not float32 products summed in float32), the next
+	// over the workspace limit (or FFT again, backward) and the next not
+	// deterministic: every f32 call used the deterministic one after them
+	// (the fake's algorithm 1).
 	if algos := f.ConvAlgorithms(); len(algos) != 1 || algos[1] == 0 {
 		t.Errorf("calls per cuDNN algorithm %v, want algorithm 1 only", algos)
 	}
@@ -112,6 +114,83 @@ func TestConvCapturedAfterPreparing(t *testing.T) {
 	}
 	if leaks := f.Leaks(); len(leaks) > 0 {
 		t.Errorf("after Close the fake still holds: %v", leaks)
+	}
+}
+
+// TestConvF32TakesFloat32Algorithms: in f32 each of the three products
+// skips the heuristics' first proposal, a deterministic algorithm of the
+// FFT or Winograd family that succeeds within the workspace limit, and
+// runs a GEMM-family one (the fake's 1); in tf32 it takes that first
+// proposal (the fake's 4), as tf32 may run any algorithm. The enum
+// values are cuDNN's: DNNFloat32Algo says which algorithm of which
+// product is a float32 sum of float32 products.
+func TestConvF32TakesFloat32Algorithms(t *testing.T) {
+	products := []gpuhost.ConvProduct{gpuhost.ConvForward, gpuhost.ConvInputGrad, gpuhost.ConvWeightGrad}
+	for _, c := range []struct {
+		prec gpuhost.Precision
+		algo int32
+	}{{gpuhost.PrecisionF32, 1}, {gpuhost.PrecisionTF32, 4}} {
+		for _, p := range products {
+			d, f, conv := convDevice(t, fakecuda.Options{}, cuda.Options{}, geom3x3)
+			conv.Product, conv.Precision = p, c.prec
+			if _, err := d.Record("conv", func(e gpuhost.Encoder) error { return e.Conv(conv) }); err != nil {
+				t.Fatalf("%v %v: %v", c.prec, p, err)
+			}
+			if algos := f.ConvAlgorithms(); len(algos) != 1 || algos[c.algo] == 0 {
+				t.Errorf("%v %v: calls per cuDNN algorithm %v, want algorithm %d only", c.prec, p, algos, c.algo)
+			}
+			if err := d.Close(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// TestRealConvResNet's check of info's line: the three f32 products
+	// on one device pass it, the three tf32 ones (algorithm 4: FFT
+	// forward, WINOGRAD backward) fail it.
+	for _, c := range []struct {
+		prec gpuhost.Precision
+		ok   bool
+	}{{gpuhost.PrecisionF32, true}, {gpuhost.PrecisionTF32, false}} {
+		d, _, conv := convDevice(t, fakecuda.Options{}, cuda.Options{}, geom3x3)
+		conv.Precision = c.prec
+		if _, err := d.Record("convs", func(e gpuhost.Encoder) error {
+			for _, p := range products {
+				conv.Product = p
+				if err := e.Conv(conv); err != nil {
+					return err
+				}
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		line := d.Engine().ConvAlgorithms()
+		if err := f32Algorithms(line); (err == nil) != c.ok {
+			t.Errorf("%v: f32Algorithms(%q) = %v, want ok %v", c.prec, line, err, c.ok)
+		}
+		d.Close()
+	}
+	// cuDNN's enums: forward IMPLICIT_GEMM, IMPLICIT_PRECOMP_GEMM, GEMM,
+	// DIRECT, FFT, FFT_TILING, WINOGRAD, WINOGRAD_NONFUSED; input
+	// gradient ALGO_0, ALGO_1, FFT, FFT_TILING, WINOGRAD,
+	// WINOGRAD_NONFUSED; weight gradient ALGO_0, ALGO_1, FFT, ALGO_3,
+	// WINOGRAD, WINOGRAD_NONFUSED, FFT_TILING.
+	want := map[gpuhost.ConvProduct][]bool{
+		gpuhost.ConvForward:    {true, true, true, true, false, false, false, false},
+		gpuhost.ConvInputGrad:  {true, true, false, false, false, false},
+		gpuhost.ConvWeightGrad: {true, true, false, true, false, false, false},
+	}
+	counts := map[gpuhost.ConvProduct]int{gpuhost.ConvForward: cuda.DNNFwdAlgoCount, gpuhost.ConvInputGrad: cuda.DNNBwdDataAlgoCount, gpuhost.ConvWeightGrad: cuda.DNNBwdFilterAlgoCount}
+	for _, p := range products {
+		if len(want[p]) != counts[p] {
+			t.Fatalf("%v: %d algorithms listed here, cuDNN has %d", p, len(want[p]), counts[p])
+		}
+		for a := -1; a <= counts[p]; a++ {
+			w := a >= 0 && a < counts[p] && want[p][a]
+			if got := cuda.DNNFloat32Algo(p, int32(a)); got != w {
+				t.Errorf("DNNFloat32Algo(%v, %d) = %v, want %v", p, a, got, w)
+			}
+		}
 	}
 }
 

@@ -3,6 +3,8 @@ package cuda
 import (
 	"fmt"
 	"sync"
+
+	"github.com/mlbuild/mlbuild/rt/gpuhost"
 )
 
 // cuDNN (libcudnn.so.9, which every PyTorch install brings) runs the
@@ -83,6 +85,36 @@ const (
 	DNNBwdDataAlgoCount   = 6
 	DNNBwdFilterAlgoCount = 7
 )
+
+// dnnProductAlgos are, for each product (gpuhost.ConvProduct's order:
+// forward, input gradient, weight gradient), the algorithms whose
+// arithmetic is float32 products summed in float32, indexed by the
+// value of cudnnConvolutionFwdAlgo_t, cudnnConvolutionBwdDataAlgo_t and
+// cudnnConvolutionBwdFilterAlgo_t: the implicit-GEMM, GEMM and direct
+// families (forward IMPLICIT_GEMM 0, IMPLICIT_PRECOMP_GEMM 1, GEMM 2,
+// DIRECT 3; input gradient ALGO_0 and ALGO_1; weight gradient ALGO_0,
+// ALGO_1 and ALGO_3, whose sums of products are float32 too, in an
+// order that atomics make vary). The others transform their operands
+// first (forward FFT 4, FFT_TILING 5, WINOGRAD 6, WINOGRAD_NONFUSED 7;
+// input gradient FFT 2, FFT_TILING 3, WINOGRAD 4, WINOGRAD_NONFUSED 5;
+// weight gradient FFT 2, WINOGRAD 4, WINOGRAD_NONFUSED 5, FFT_TILING 6),
+// so their rounding is the transforms' and not that of a float32 sum of
+// float32 products, the meaning of PrecisionF32 in gpuhost's Gemm and
+// Conv contracts (CUDNN_FMA_MATH alone does not exclude them: an H200
+// under it chose FFT for two ResNet-18 forwards, FFT_TILING for two
+// input gradients and WINOGRAD_NONFUSED for four weight gradients).
+var dnnProductAlgos = [3][]bool{
+	{true, true, true, true, false, false, false, false},
+	{true, true, false, false, false, false},
+	{true, true, false, true, false, false, false},
+}
+
+// DNNFloat32Algo reports whether cuDNN's algorithm algo of product p
+// computes float32 products summed in float32: what a convolution in
+// PrecisionF32 may run (gpuhost.Conv's contract).
+func DNNFloat32Algo(p gpuhost.ConvProduct, algo int32) bool {
+	return p < gpuhost.ConvProduct(len(dnnProductAlgos)) && algo >= 0 && int(algo) < len(dnnProductAlgos[p]) && dnnProductAlgos[p][algo]
+}
 
 // DNNAPI is every cuDNN function this package calls, one field each, as
 // BLASAPI is for cuBLAS; the legacy API that libcudnn.so.9 still exports.

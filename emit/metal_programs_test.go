@@ -28,6 +28,10 @@ func metalProgramSpecs(t *testing.T) map[string]struct {
 		// CUDA's dense layers read the bfloat16 twins that layer norm and
 		// the optimizer write (planner/twin_operands.go).
 		"gpt_tiny_bf16": {"../testdata/specs/bf16/gpt_tiny_bf16.cue", true},
+		// CUDA runs its convolutions past the first through cuDNN in tf32
+		// (f32 plans keep im2col): the generated program's library
+		// convolutions on the fake cuDNN.
+		"convnet_bf16": {"../testdata/specs/bf16/convnet_bf16.cue", true},
 	}
 	valid, err := filepath.Glob("../testdata/specs/valid/*.cue")
 	if err != nil || len(valid) == 0 {
@@ -288,13 +292,16 @@ func TestCUDAPrograms(t *testing.T) {
 // GELU, per-token cross-entropy, a head tied to the embedding), and
 // gradient accumulation (micro-batches through Gradients, then the mean
 // in the update), and the tiny GPT in bf16 (its dense layers reading the
-// bfloat16 twins that layer norm and the optimizer write); set
+// bfloat16 twins that layer norm and the optimizer write), and a small
+// convolutional network in bf16 (its convolutions through the fake cuDNN
+// in tf32, the only default program with library convolutions, as f32
+// plans keep im2col); set
 // MLBUILD_CUDA_FAKE_SPECS to run others (`go test ./emit -run CUDAPrograms`)
 // and MLBUILD_CUDA_FAKE_RUN to run only the programs' tests it matches
 // (ResNet-18's training steps take minutes on the fake's Go GEMMs);
 // MLBUILD_CUDA_FAKE_DIR keeps the module in that folder, to run and time
 // its tests by hand.
-var cudaFakeSpecs = []string{"mnist", "mnist_unfused", "spec_layernorm_graph", "spec_transformer_block", "spec_batchnorm_dense", "bench_mlp_bf16", "spec_resize_unet", "spec_adamw_cosine", "spec_gpt_tiny", "spec_accumulate", "gpt_tiny_bf16"}
+var cudaFakeSpecs = []string{"mnist", "mnist_unfused", "spec_layernorm_graph", "spec_transformer_block", "spec_batchnorm_dense", "bench_mlp_bf16", "spec_resize_unet", "spec_adamw_cosine", "spec_gpt_tiny", "spec_accumulate", "gpt_tiny_bf16", "convnet_bf16"}
 
 // cudaFaultSpecs are the programs whose fake run also trains on MNIST
 // through a GPU fault (testdata/fakehost/cuda_fault_test.go).

@@ -26,7 +26,9 @@ import (
 // for f32, else the target's Dense choice for its rows, or f32 when the
 // target has no Dense rule. In a plan that asks for another precision
 // than f32, every conv2d and conv2d_bwd step has one too: the target's
-// ConvPrecision choice for its method, or f32 when it has none (an f32
+// ConvPrecision choice for its method (the plan's precision or a finer
+// one: tf32 in a bf16 plan where the method has no bf16 products, as
+// cuDNN on float32 tensors), or f32 when it has none (an f32
 // plan leaves convolutions without one: f32); so does every fused
 // attention step, where the target has a rule for them
 // (AttentionPrecision; else they keep none: f32). Plan.Precisions lists the
@@ -71,7 +73,7 @@ func choosePrecisions(p *Plan, t Target) error {
 			default:
 				continue
 			}
-			if !knownPrecision(c.Precision) || c.Precision != PrecisionF32 && c.Precision != p.Precision {
+			if !knownPrecision(c.Precision) || precisionBits(c.Precision) < precisionBits(p.Precision) {
 				return &spec.Error{Layer: s.Layer, Message: fmt.Sprintf("the %s backend gives its %s step the precision %q in a %s plan (a bug in mlbuild)", t.Name, s.Kernel, c.Precision, p.Precision)}
 			}
 			s.Attr.Precision = c.Precision
@@ -93,6 +95,12 @@ func gemmBacked(k Kernel) bool {
 // the GEMM-backed ones and the fused attention's.
 func hasPrecision(k Kernel) bool {
 	return gemmBacked(k) || k == KAttention || k == KAttentionBwd
+}
+
+// precisionBits is the bits of precision of p's products' operands
+// (float32 24, TF32 11, bfloat16 8); 0 for an unknown one.
+func precisionBits(p string) int {
+	return map[string]int{PrecisionF32: 24, PrecisionTF32: 11, PrecisionBF16: 8}[p]
 }
 
 // knownPrecision reports whether p names one of the planner's precisions.

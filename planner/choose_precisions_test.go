@@ -196,6 +196,36 @@ func TestConvPrecisions(t *testing.T) {
 	}
 }
 
+// TestConvPrecisionFiner: a target may give a convolution a finer
+// precision than the plan's (tf32 in a bf16 plan, as CUDA does for cuDNN
+// on float32 tensors), listed with its reason; a coarser one (bf16 in a
+// tf32 plan) is a bug in the target, reported at the layer.
+func TestConvPrecisionFiner(t *testing.T) {
+	target := func(give string) Target {
+		return Target{Name: "lib", Conv: func(g ConvGeom, pass ConvPass) ConvChoice { return ConvChoice{Method: "lib"} },
+			Dense:         func(_ int, want string) DenseChoice { return DenseChoice{Precision: want} },
+			ConvPrecision: func(method, want string) DenseChoice { return DenseChoice{Precision: give, Why: "the library's"} }}
+	}
+	p := mustBuild(t, withPrecision(lenet5(), PrecisionBF16), Options{Batch: 32, Training: true, Fusion: true, Target: target(PrecisionTF32)})
+	for _, s := range stepsOf(p, KConv2D, KConv2DBwd) {
+		if s.Attr.Precision != PrecisionTF32 {
+			t.Errorf("bf16 plan: %s %s in %q, want tf32", s.Kernel, s.Layer, s.Attr.Precision)
+		}
+	}
+	if len(p.Precisions) != 4 || p.Precisions[0] != "conv2d conv1: tf32, not bf16: the library's" {
+		t.Errorf("bf16 plan's precision lines: %q", p.Precisions)
+	}
+	var b bytes.Buffer
+	WriteText(&b, p)
+	if !strings.Contains(b.String(), "conv2d(relu k5x5 s1 p0 lib tf32)") || !strings.Contains(b.String(), "precision: 6 of 10 matrix-product steps in bf16") {
+		t.Errorf("bf16 plan text lacks a convolution's tf32 or the summary:\n%s", b.String())
+	}
+	_, err := Build(withPrecision(lenet5(), PrecisionTF32), Options{Batch: 32, Training: true, Target: target(PrecisionBF16)})
+	if err == nil || !strings.Contains(err.Error(), `the lib backend gives its conv2d step the precision "bf16" in a tf32 plan (a bug in mlbuild)`) {
+		t.Errorf("bf16 convolutions in a tf32 plan: %v", err)
+	}
+}
+
 // TestAttentionPrecisions: a target with an AttentionPrecision rule gives
 // the fused attention steps of a bf16 plan its choice for their head
 // dimension (16 here), and a line in Plan.Precisions where that is f32;

@@ -19,12 +19,16 @@ import (
 // for another data type, format or mode); an algorithm the heuristics
 // proposed, and a workspace of at least that algorithm's bytes inside a
 // live allocation (CUDNN_STATUS_BAD_PARAM). The _v7 heuristics propose
-// four algorithms: one whose status is CUDNN_STATUS_NOT_SUPPORTED, one
-// that succeeds with 2 GiB of workspace, one that succeeds but is not
-// deterministic, and last one deterministic that succeeds with a
-// workspace of 1 KiB plus 4 bytes per filter element; all but the first
-// run, and ConvAlgorithms counts the runs of each, so that a test sees
-// which the host chose. Stricter than cuDNN: the handle's creation
+// five algorithms: one whose status is CUDNN_STATUS_NOT_SUPPORTED (5),
+// one deterministic that succeeds with a small workspace but is of the
+// FFT or Winograd family (4: FFT forward, WINOGRAD backward; what an f32
+// convolution must not run), one that succeeds with 2 GiB of workspace
+// (2), one that succeeds but is not deterministic (0), and last one
+// deterministic that succeeds with a workspace of 1 KiB plus 4 bytes per
+// filter element (1); all but the first run, and ConvAlgorithms counts
+// the runs of each, so that a test sees which the host chose. The fake
+// computes every algorithm alike (below): which one ran is seen only in
+// ConvAlgorithms. Stricter than cuDNN: the handle's creation
 // and destruction, the heuristics and the workspace queries are refused
 // on a thread that is capturing (CUDNN_STATUS_NOT_SUPPORTED, the capture
 // invalidated), as mlbuild chooses before it captures. The math type
@@ -39,10 +43,11 @@ import (
 
 // The algorithms the fake's heuristics propose, in their order.
 const (
-	fakeAlgoRefused  int32 = 5 // CUDNN_STATUS_NOT_SUPPORTED
-	fakeAlgoHuge     int32 = 2 // 2 GiB of workspace
-	fakeAlgoUnstable int32 = 0 // not deterministic
-	fakeAlgoGood     int32 = 1
+	fakeAlgoRefused   int32 = 5 // CUDNN_STATUS_NOT_SUPPORTED
+	fakeAlgoTransform int32 = 4 // FFT forward, WINOGRAD backward
+	fakeAlgoHuge      int32 = 2 // 2 GiB of workspace
+	fakeAlgoUnstable  int32 = 0 // not deterministic
+	fakeAlgoGood      int32 = 1
 )
 
 // fakeHugeWorkspace is fakeAlgoHuge's workspace.
@@ -157,6 +162,7 @@ func (f *Fake) dnn() *cuda.DNNAPI {
 		ws := fakeWorkspace(desc(uintptr(wd), "filter"))
 		out := []cuda.ConvAlgoPerf{
 			{Algo: fakeAlgoRefused, Status: cuda.DNNNotSupported, MathType: c.math},
+			{Algo: fakeAlgoTransform, Status: cuda.DNNSuccess, Memory: ws, Determinism: cuda.DNNDeterministic, MathType: c.math},
 			{Algo: fakeAlgoHuge, Status: cuda.DNNSuccess, Memory: fakeHugeWorkspace, Determinism: cuda.DNNDeterministic, MathType: c.math},
 			{Algo: fakeAlgoUnstable, Status: cuda.DNNSuccess, Memory: ws, MathType: c.math},
 			{Algo: fakeAlgoGood, Status: cuda.DNNSuccess, Memory: ws, Determinism: cuda.DNNDeterministic, MathType: c.math},
@@ -358,7 +364,7 @@ func (f *Fake) dnn() *cuda.DNNAPI {
 // filter w, or the status of an algorithm it does not run.
 func fakeAlgoWorkspace(algo int32, w *dnnTensor) (uintptr, cuda.DNNStatus) {
 	switch algo {
-	case fakeAlgoGood, fakeAlgoUnstable:
+	case fakeAlgoGood, fakeAlgoUnstable, fakeAlgoTransform:
 		return fakeWorkspace(w), 0
 	case fakeAlgoHuge:
 		return fakeHugeWorkspace, 0

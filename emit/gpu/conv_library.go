@@ -20,8 +20,8 @@ import (
 // db over dy (bias_grad), then one Conv for dW (Beta 0: the step writes
 // the whole gradient) and one for dx (Beta 0), each where the step has
 // that output. The Convs carry the step's precision (f32 or tf32: the
-// Target gives bf16 plans no library convolutions) and read and write
-// float32 buffers.
+// CUDA Target gives a bf16 plan's library convolutions tf32) and read and
+// write float32 buffers.
 func (l *lowering) convLibrary(st *planner.Step, bwd bool) error {
 	a := st.Attr
 	if a.Pool != nil {
@@ -99,7 +99,7 @@ func (l *lowering) conv1(g planner.ConvGeom, p string, x, w, y planner.BufID) er
 	}
 	prec := l.fastPrecision()
 	if prec == planner.PrecisionBF16 {
-		return fmt.Errorf("a library convolution in precision bf16, which it does not compute on float32 tensors (a bug in mlbuild: the Target keeps bf16 plans on im2col)")
+		return fmt.Errorf("a library convolution in precision bf16, which it does not compute on float32 tensors (a bug in mlbuild: the Target gives a bf16 plan's library convolutions tf32)")
 	}
 	c := &Conv{Geom: g, Product: p, X: ts[0], W: ts[1], Y: ts[2], Alpha: 1, Precision: prec}
 	l.ops = append(l.ops, Op{Layer: l.step.Layer, Kernel: string(l.step.Kernel), Conv: c})

@@ -1,0 +1,80 @@
+package emit
+
+import (
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/mlbuild/mlbuild/emit/gpu"
+	"github.com/mlbuild/mlbuild/planner"
+)
+
+// TestCUDAConvChoice: CUDA's rules run an im2col convolution through cuDNN
+// in tf32 and bf16 plans, a bf16 plan's in tf32 (cuDNN multiplies bf16
+// only on bfloat16 tensors), and keep it on im2col and cuBLAS in f32
+// plans, each with the H200's measurement as the reason; a direct
+// convolution is never the library's.
+func TestCUDAConvChoice(t *testing.T) {
+	tg := CUDA.Target
+	im2col := planner.ConvChoice{Method: cudaIm2col, Scratch: 1024}
+	for _, c := range []struct {
+		plan, method, precision, reason string
+	}{
+		{planner.PrecisionF32, cudaIm2col, planner.PrecisionF32, "15.0 ms on an H200, 19.08 ms with cuDNN"},
+		{planner.PrecisionTF32, gpu.ConvLibraryMethod, planner.PrecisionTF32, "6.24 ms on an H200, 8.6 ms with tf32 im2col"},
+		{planner.PrecisionBF16, gpu.ConvLibraryMethod, planner.PrecisionTF32, "6.24 ms on an H200, 7.58 ms with bf16 im2col"},
+	} {
+		got, why := tg.ConvLibrary(im2col, c.plan)
+		if got.Method != c.method || why.Taken != (c.method == gpu.ConvLibraryMethod) || !strings.Contains(why.Reason, c.reason) {
+			t.Errorf("%s plan: method %q, taken %v, reason %q; want %q and a reason with %q", c.plan, got.Method, why.Taken, why.Reason, c.method, c.reason)
+		}
+		if got.Method == gpu.ConvLibraryMethod && got.Scratch != 0 {
+			t.Errorf("%s plan: cuDNN's choice asks %d float32s of scratch from the plan, want none", c.plan, got.Scratch)
+		}
+		if c.plan == planner.PrecisionF32 {
+			continue // an f32 plan's convolutions keep no precision
+		}
+		if p := tg.ConvPrecision(got.Method, c.plan); p.Precision != c.precision {
+			t.Errorf("%s plan: the %s convolution in %q (%s), want %q", c.plan, got.Method, p.Precision, p.Why, c.precision)
+		}
+	}
+	direct := planner.ConvChoice{Method: gpu.ConvDirectMethod}
+	for _, prec := range []string{planner.PrecisionF32, planner.PrecisionTF32, planner.PrecisionBF16} {
+		if got, why := tg.ConvLibrary(direct, prec); got.Method != gpu.ConvDirectMethod || why != (planner.LibraryWhy{}) {
+			t.Errorf("%s plan: the direct convolution became %q (%+v)", prec, got.Method, why)
+		}
+	}
+}
+
+// TestCUDABF16ConvsInTF32: the CUDA program of a bf16 spec with
+// convolutions calls cuDNN for those past the first with the precision
+// TF32 on every ConvOp (what the device runs and what selftest's
+// tolerance reads), never bf16, while its dense layer's GEMMs stay bf16;
+// the f32 ResNet-18's program has no ConvOp (im2col and cuBLAS).
+func TestCUDABF16ConvsInTF32(t *testing.T) {
+	src, err := CUDA.RenderGPU(backendInput(t, CUDA, "../testdata/specs/bf16/convnet_bf16.cue", true, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	main := string(src.Main)
+	convs := regexp.MustCompile(`\{Conv: &gpuhost\.ConvOp\{[^\n]*\}\}`).FindAllString(main, -1)
+	if len(convs) == 0 {
+		t.Fatal("the bf16 convolutional network's program has no library convolution")
+	}
+	for _, c := range convs {
+		if !strings.HasSuffix(c, "Precision: gpuhost.PrecisionTF32}}") {
+			t.Errorf("a library convolution not in tf32: %s", c)
+			break
+		}
+	}
+	if !strings.Contains(main, "Precision: gpuhost.PrecisionBF16") {
+		t.Error("the program's dense GEMMs are not bf16")
+	}
+	f32, err := CUDA.RenderGPU(backendInput(t, CUDA, "../bench/models/resnet18_cifar.cue", true, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(f32.Main), "gpuhost.ConvOp{") {
+		t.Error("the f32 ResNet-18's CUDA program calls cuDNN; f32 plans keep im2col and cuBLAS")
+	}
+}
