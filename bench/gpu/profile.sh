@@ -26,8 +26,11 @@ for p in ${PROGS:-r18-f32 r18-tf32 r18-bf16 gpt-f32 gpt-bf16}; do
 	head -n "${LINES:-36}" "$out/$p-profile.txt"
 done
 [ "${TORCH:-1}" = 0 ] && exit 0
-echo; echo "== PyTorch ResNet-18"
-(cd "$b" && PYTHONUNBUFFERED=1 timeout 300 python3 torch_resnet_cifar.py ${R18_MODES:-eager_fp32,eager_bf16,compile_ro_bf16,eager_tf32} 2>&1 | grep -v Warning | tee "$out/r18-torch.jsonl" | tail -n 8)
+if [ "${TORCH_R18:-1}" != 0 ]; then
+	echo; echo "== PyTorch ResNet-18"
+	(cd "$b" && PYTHONUNBUFFERED=1 timeout 300 python3 torch_resnet_cifar.py ${R18_MODES:-eager_fp32,eager_bf16,compile_ro_bf16,eager_tf32} 2>&1 | grep -v Warning | tee "$out/r18-torch.jsonl" | tail -n 8)
+fi
+[ "${TORCH_GPT:-1}" = 0 ] && exit 0
 t=(python3 torch_gpt.py moby-dick.txt --vocab 89 --context 256 --width 384 --heads 6 --layers 6 --dropout 0.2 --tie
 	--batch 64 --lr 1e-3 --beta2 0.99 --weight-decay 0.1 --clip 1.0 --warmup 100 --min-lr 1e-4 --device cuda)
 for mode in "" "--sdpa" "--bf16 --sdpa" "--bf16 --sdpa --compile"; do
