@@ -173,6 +173,14 @@ func TestFuseAccumulateGemm(t *testing.T) {
 			if len(fusions) != len(tc.adds) {
 				t.Errorf("fusions %q: want one line for each of %v", fusions, tc.adds)
 			}
+			// mlbuild plan shows the steps that add
+			var text strings.Builder
+			if err := WriteText(&text, p); err != nil {
+				t.Fatal(err)
+			}
+			if n := strings.Count(text.String(), "gemm_bwd(dx +=)"); n != len(tc.adds) {
+				t.Errorf("mlbuild plan shows %d gemm_bwd(dx +=) steps, want %d:\n%s", n, len(tc.adds), text.String())
+			}
 		})
 	}
 }
