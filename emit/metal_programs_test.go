@@ -32,6 +32,9 @@ func metalProgramSpecs(t *testing.T) map[string]struct {
 		// (f32 plans keep im2col): the generated program's library
 		// convolutions on the fake cuDNN.
 		"convnet_bf16": {"../testdata/specs/bf16/convnet_bf16.cue", true},
+		// The GPU plans' dense backward adds its dx into a gradient sum
+		// (planner/fuse_accumulate_gemm.go), in place and moved down.
+		"accumulate_gemm": {"testdata/accumulate_gemm.cue", true},
 	}
 	valid, err := filepath.Glob("../testdata/specs/valid/*.cue")
 	if err != nil || len(valid) == 0 {
@@ -292,16 +295,22 @@ func TestCUDAPrograms(t *testing.T) {
 // GELU, per-token cross-entropy, a head tied to the embedding), and
 // gradient accumulation (micro-batches through Gradients, then the mean
 // in the update), and the tiny GPT in bf16 (its dense layers reading the
-// bfloat16 twins that layer norm and the optimizer write), and a small
+// bfloat16 twins that layer norm and the optimizer write), a small
 // convolutional network in bf16 (its convolutions through the fake cuDNN
 // in tf32, the only default program with library convolutions, as f32
-// plans keep im2col); set
+// plans keep im2col), and values read by a dense layer and an activation
+// in both orders (the dense backward adding its dx into the gradient sum,
+// Beta 1); set
 // MLBUILD_CUDA_FAKE_SPECS to run others (`go test ./emit -run CUDAPrograms`)
 // and MLBUILD_CUDA_FAKE_RUN to run only the programs' tests it matches
 // (ResNet-18's training steps take minutes on the fake's Go GEMMs);
 // MLBUILD_CUDA_FAKE_DIR keeps the module in that folder, to run and time
 // its tests by hand.
+<<<<<<< HEAD
 var cudaFakeSpecs = []string{"mnist", "mnist_unfused", "spec_layernorm_graph", "spec_transformer_block", "spec_batchnorm_dense", "bench_mlp_bf16", "spec_resize_unet", "spec_adamw_cosine", "spec_gpt_tiny", "spec_accumulate", "gpt_tiny_bf16", "convnet_bf16"}
+=======
+var cudaFakeSpecs = []string{"mnist", "mnist_unfused", "spec_layernorm_graph", "spec_transformer_block", "spec_batchnorm_dense", "bench_mlp_bf16", "spec_resize_unet", "spec_adamw_cosine", "spec_gpt_tiny", "spec_accumulate", "gpt_tiny_bf16", "accumulate_gemm"}
+>>>>>>> accgemm
 
 // cudaFaultSpecs are the programs whose fake run also trains on MNIST
 // through a GPU fault (testdata/fakehost/cuda_fault_test.go).

@@ -77,6 +77,9 @@ func stepBytes(p *Plan, s *Step, c *costCounter) int64 {
 	if s.Kernel == KSGD || s.Kernel == KAdam {
 		n = c.sum(n, p.size(s.Out[0])) // the param is read as well as written
 	}
+	if s.Kernel == KGemmBwd && s.Attr.AccumulateDx {
+		n = c.sum(n, p.size(s.Out[0])) // dx is read as well as written
+	}
 	if s.Kernel == KClipGradNorm {
 		n = 0
 		for _, id := range s.In {
@@ -120,7 +123,11 @@ func stepFLOPs(p *Plan, s *Step, c *costCounter) int64 {
 	case KGemmBwd:
 		k := int64(p.shapeOf(s.In[1])[1])
 		y := p.size(s.In[2])
-		return c.sum(c.mul(y, 2, k, has(s.Out[0])+1), c.mul(y, has(s.Out[2])+act()))
+		adds := int64(0) // dx += dy·W adds each product to the sum
+		if s.Attr.AccumulateDx {
+			adds = p.size(s.Out[0])
+		}
+		return c.sum(c.mul(y, 2, k, has(s.Out[0])+1), c.mul(y, has(s.Out[2])+act()), adds)
 	case KConv2D:
 		if pg := s.Attr.Pool; pg != nil {
 			// every convolution output, then one comparison per window

@@ -230,7 +230,9 @@ const (
 // value). An Out gradient of NoBuf is not computed.
 const (
 	// KGemmBwd: In: x, W, y, dy. Out: dx (optional), dW, db (optional). Attr: Act, Alpha
-	// (the activation's derivative is taken from y), Precision.
+	// (the activation's derivative is taken from y), Precision, AccumulateDx
+	// (dx += dy·W into dx's storage, which an earlier step wrote: the
+	// GEMM's beta 1; fuse_accumulate_gemm.go).
 	KGemmBwd Kernel = "gemm_bwd"
 	// KConv2DBwd: In: x, W, y, dy, cols (optional scratch). Out: dx (optional), dW, db (optional).
 	// Attr: Conv, Act, Alpha, Method, ActApplied, Precision. cols is a workspace of
@@ -441,6 +443,12 @@ type Attr struct {
 	// tensor-tile attention kernels). Empty (an f32 plan's convolutions,
 	// a plan built by hand) means f32.
 	Precision string `json:"precision,omitempty"`
+	// AccumulateDx marks a gemm_bwd that adds its input gradient to what
+	// dx's storage holds (dx += dy·W, a GEMM with beta 1) instead of
+	// overwriting it: the storage is a gradient sum that earlier steps
+	// wrote and no step has read yet, and the step takes the place of the
+	// accumulate step that added its contribution (fuse_accumulate_gemm.go).
+	AccumulateDx bool `json:"accumulateDx,omitempty"`
 	// FromOutput marks a unary_bwd whose In[0] is its chain's output y,
 	// not its input x: a one-op chain whose derivative y gives
 	// (keep_less.go), so that x need not be kept for the backward.

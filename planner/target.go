@@ -72,6 +72,12 @@ type Target struct {
 	// for `mlbuild plan`, why. nil: the backend has no library
 	// convolutions (Metal, the CPU).
 	ConvLibrary func(c ConvChoice, precision string) (ConvChoice, LibraryWhy)
+	// GemmAccumulate says the backend's dense backward can add its input
+	// gradient into an existing sum at no cost beyond reading it (a GEMM
+	// with beta 1, Attr.AccumulateDx): fuse_accumulate_gemm.go then
+	// folds the accumulate steps that add such a contribution into its
+	// gemm_bwd.
+	GemmAccumulate bool
 	// BF16 says the backend's bf16 GEMMs read bfloat16 operands that
 	// their producers write (twin_operands.go), and which producers can;
 	// nil: its GEMMs read float32 operands only.

@@ -193,6 +193,9 @@ func stepAttr(s Step, precision bool) string {
 	if g := a.Pool; g != nil {
 		parts = append(parts, fmt.Sprintf("maxpool k%dx%d s%d", g.KH, g.KW, g.SH))
 	}
+	if a.AccumulateDx {
+		parts = append(parts, "dx +=")
+	}
 	if a.KeptCols {
 		parts = append(parts, "forward's workspace")
 	}

@@ -343,6 +343,8 @@ func verifyStep(p *Plan, phase string, index int, s *Step) error {
 		return fmt.Errorf("an epilogue pool on a %s step (only conv2d pools)", s.Kernel)
 	case s.Attr.Precision != "" && !hasPrecision(s.Kernel):
 		return fmt.Errorf("%s step with a precision (only gemm, gemm_bwd, conv2d, conv2d_bwd, attention and attention_bwd have one)", s.Kernel)
+	case s.Attr.AccumulateDx && (s.Kernel != KGemmBwd || len(s.Out) == 0 || s.Out[0] == NoBuf):
+		return fmt.Errorf("a %s step that adds into dx (only a gemm_bwd with dx does)", s.Kernel)
 	case s.Attr.Precision != "" && !knownPrecision(s.Attr.Precision):
 		return fmt.Errorf("unknown precision %q (f32, bf16 or tf32)", s.Attr.Precision)
 	}
@@ -526,9 +528,13 @@ func checkAct(a Attr) error {
 // (params, statistics, optimizer state, the input and the labels are
 // written by the program before the first step), and that activations,
 // gradients and the loss are each written by one step only (clipping
-// rescales the param gradients in place, after the step that wrote them).
+// rescales the param gradients in place, after the step that wrote them;
+// a gemm_bwd with AccumulateDx adds into a gradient that an earlier step
+// wrote and that no step has read yet, so every reader sees the whole
+// sum: fuse_accumulate_gemm.go).
 func verifyDataFlow(p *Plan) error {
 	written := make([]bool, len(p.Buffers))
+	read := make([]bool, len(p.Buffers))
 	writes := make([]int, len(p.Buffers))
 	for i, b := range p.Buffers {
 		switch b.Kind {
@@ -551,12 +557,22 @@ func verifyDataFlow(p *Plan) error {
 				if !written[p.root(id)] {
 					return fail("reads %s before any step writes it", p.Buffers[id].Name)
 				}
+				read[p.root(id)] = true
 			}
-			for _, id := range s.Out {
+			for k, id := range s.Out {
 				if id == NoBuf {
 					continue
 				}
 				r := p.root(id)
+				if k == 0 && s.Kernel == KGemmBwd && s.Attr.AccumulateDx {
+					switch {
+					case !written[r]:
+						return fail("adds dx into %s before any step writes it", p.Buffers[id].Name)
+					case read[r]:
+						return fail("adds dx into %s after a step read it: that step saw a partial sum", p.Buffers[id].Name)
+					}
+					continue // one more term of the sum the first writer began
+				}
 				written[r] = true
 				if s.Kernel == KClipGradNorm && p.Buffers[r].Kind == KindParamGrad {
 					continue // scales the gradient in place (verify_update.go checks In = Out)

@@ -57,7 +57,8 @@ func (l *lowering) dense(st *planner.Step) error {
 
 // denseBwd lowers a dense layer's backward: the activation's derivative
 // into dy, then dW (a GEMM), db (a channel sum) and dx (a GEMM), each when
-// wanted.
+// wanted; with Attr.AccumulateDx the dx GEMM adds into the gradient sum
+// that dx's storage holds (Beta 1: planner/fuse_accumulate_gemm.go).
 func (l *lowering) denseBwd(st *planner.Step) error {
 	a := st.Attr
 	alpha := float32(a.Alpha)
@@ -104,7 +105,11 @@ func (l *lowering) denseBwd(st *planner.Step) error {
 	}
 	if present(dx) {
 		ady, bw := twins(dy, w)
-		if err := l.gemm(Gemm{M: batch, N: k, K: n, Alpha: 1,
+		var beta float32
+		if a.AccumulateDx {
+			beta = 1
+		}
+		if err := l.gemm(Gemm{M: batch, N: k, K: n, Alpha: 1, Beta: beta,
 			A: Matrix{ady, 0, batch, n, n}, B: Matrix{bw, 0, n, k, k}, C: Matrix{dx, 0, batch, k, k}}); err != nil {
 			return err
 		}

@@ -80,3 +80,69 @@ func TestBatchedMatMulIsOneGemm(t *testing.T) {
 		})
 	}
 }
+
+// TestDenseBwdAddsIntoDx: a dense layer's backward with Attr.AccumulateDx
+// (planner/fuse_accumulate_gemm.go) lowers its dx GEMM with Beta 1, so dx
+// ends as what it held plus dy·W, and without the flag with Beta 0 (dx
+// overwritten); dW is the same either way. Both against rt/cpu's GemmBwd.
+func TestDenseBwdAddsIntoDx(t *testing.T) {
+	const batch, in, out = 5, 7, 3
+	for _, adds := range []bool{false, true} {
+		p := &planner.Plan{Model: "dense", Batch: batch, Training: true}
+		x := testBuffer(p, "x", planner.KindActivation, batch, in)
+		w := testBuffer(p, "w", planner.KindParam, out, in)
+		y := testBuffer(p, "y", planner.KindActivation, batch, out)
+		dy := testBuffer(p, "y.grad", planner.KindGrad, batch, out)
+		dx := testBuffer(p, "x.grad", planner.KindGrad, batch, in)
+		dw := testBuffer(p, "w.grad", planner.KindParamGrad, out, in)
+		p.Backward = planner.Phase{{Kernel: planner.KGemmBwd, Layer: "fc", In: []planner.BufID{x, w, y, dy},
+			Out: []planner.BufID{dx, dw, planner.NoBuf}, Attr: planner.Attr{AccumulateDx: adds}}}
+		for _, d := range []*Dialect{CUDA, Metal} {
+			prog, err := Lower(p, d)
+			if err != nil {
+				t.Fatalf("%s: %v", d.Name, err)
+			}
+			var betas []float32
+			for _, op := range prog.Backward {
+				if op.Gemm == nil {
+					t.Fatalf("%s: op %v, want GEMMs only", d.Name, op)
+				}
+				betas = append(betas, op.Gemm.Beta)
+			}
+			want := []float32{0, 0} // dW, then dx
+			if adds {
+				want[1] = 1
+			}
+			if fmt.Sprint(betas) != fmt.Sprint(want) {
+				t.Errorf("%s, adds %v: GEMMs of beta %v, want %v", d.Name, adds, betas, want)
+			}
+			r := rand.New(rand.NewPCG(7, 8))
+			arena := make([][]float32, len(p.Buffers))
+			for i, buf := range p.Buffers {
+				arena[i] = randVec(r, buf.Size, -1, 1)
+			}
+			ref := make([][]float32, len(arena))
+			for i := range arena {
+				ref[i] = append([]float32(nil), arena[i]...)
+			}
+			part := make([]float32, batch*in)
+			cpu.GemmBwd(ref[x], ref[w], ref[y], ref[dy], part, ref[dw], nil, batch, in, out, cpu.ActNone, 0)
+			for i := range part {
+				if adds {
+					ref[dx][i] += part[i]
+				} else {
+					ref[dx][i] = part[i]
+				}
+			}
+			var s *kernelServer // GEMMs only: no kernels to serve
+			s.run(t, prog.Backward, arena, nil)
+			for _, id := range []planner.BufID{dx, dw} {
+				for i, v := range ref[id] {
+					if g := arena[id][i]; math.Abs(float64(g-v)) > 1e-5*(1+math.Abs(float64(v))) {
+						t.Fatalf("%s, adds %v: %s[%d] = %g, want %g", d.Name, adds, p.Buffers[id].Name, i, g, v)
+					}
+				}
+			}
+		}
+	}
+}
