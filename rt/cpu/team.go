@@ -32,6 +32,12 @@ import (
 // teamSpin is how long an idle member polls before it sleeps.
 const teamSpin = 2 * time.Millisecond
 
+// teamSpinNanos is teamSpin, which a test may lengthen to tell a member
+// that slept because the team rests from one that polled its time out.
+var teamSpinNanos atomic.Int64
+
+func init() { teamSpinNanos.Store(int64(teamSpin)) }
+
 // teamMax bounds the team's size: a bit of claimed a part.
 const teamMax = 64
 
@@ -170,7 +176,7 @@ func (t *team) loop(m *teamMember, i int, seen uint64) {
 			if n%128 != 0 {
 				continue
 			}
-			if time.Since(start) < teamSpin && !t.resting.Load() {
+			if time.Since(start) < time.Duration(teamSpinNanos.Load()) && !t.resting.Load() {
 				// give the core to a thread that needs it (another
 				// process's, or the caller's where cores are shared)
 				runtime.Gosched()

@@ -140,11 +140,17 @@ func TestDecodeTeamRest(t *testing.T) {
 	if len(decodeTeam.members) == 0 {
 		t.Skip("one processor: the team has no members")
 	}
+	// The members poll for a minute after a step unless the team rests:
+	// one still polling 10 s after DecodeTeamRest did not rest (a fixed
+	// 1 ms, half the real spin, failed on a loaded 2-core machine).
+	defer teamSpinNanos.Store(int64(teamSpin))
+	teamSpinNanos.Store(int64(time.Minute))
+	GemvF32(x, w, nil, y, 384, 384, ActNone, 0)
 	DecodeTeamRest()
-	deadline := time.Now().Add(teamSpin / 2)
+	deadline := time.Now().Add(10 * time.Second)
 	for !decodeTeam.members[0].sleeping.Load() {
 		if time.Now().After(deadline) {
-			t.Fatalf("a member still polls %v after DecodeTeamRest", teamSpin/2)
+			t.Fatal("a member still polls 10 s after DecodeTeamRest")
 		}
 		runtime.Gosched()
 	}
