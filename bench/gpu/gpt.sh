@@ -29,7 +29,8 @@
 # QUALITY_ONLY=1 runs the quality rows alone (mlbuild f32 and PyTorch
 # fp32 for each seed of SEEDS, default 1; TORCH_FULL=0 leaves PyTorch
 # out; SAMPLE=1 then writes the README's sample from the first seed's
-# weights with the CPU program). GEN_ONLY=1 runs 3 alone, on the weights of one
+# weights with the CPU program); QUALITY_PRECISION=bf16 trains mlbuild's
+# bf16 program instead of its f32 one. GEN_ONLY=1 runs 3 alone, on the weights of one
 # training step on 64 windows (generation's speed does not depend on
 # them): a few minutes. Every command runs under a time limit
 # (LIMIT seconds, default 3600; generation's GEN_LIMIT, default 600).
@@ -110,16 +111,18 @@ if [ "${GEN_ONLY:-0}" = 1 ]; then
 fi
 if [ "${QUALITY_ONLY:-0}" = 1 ]; then
 	# The quality rows alone: for each seed of SEEDS (default 1), mlbuild
-	# f32 trains EPOCHS epochs and evaluates the validation split, then
+	# (f32, or QUALITY_PRECISION's) trains EPOCHS epochs and evaluates the validation split, then
 	# PyTorch fp32 eager trains the same steps with the same seed; the
 	# spread across seeds says how far apart two runs of one side fall.
 	t=(python3 "$b/torch_gpt.py" "$b/data/moby-dick.txt" --vocab 89 --context 256 --width 384 --heads 6 --layers 6 --dropout 0.2 --tie
 		--batch 64 --lr 1e-3 --beta2 0.99 --weight-decay 0.1 --clip 1.0 --warmup 100 --min-lr 1e-4 --device cuda)
+	qp=${QUALITY_PRECISION:-f32}
+	[ "$qp" = f32 ] || [ "$qp" = bf16 ] || { echo "gpt.sh: QUALITY_PRECISION is f32 or bf16, not $qp" >&2; exit 2; }
 	for seed in ${SEEDS:-1}; do
-		echo "== seed $seed: mlbuild f32, $epochs epochs ($steps steps)"
-		/usr/bin/time -f "wall %e s" timeout -k 30 "$lim" "$out/gpt-cuda-f32" train --data "$b/data" --epochs "$epochs" --seed "$seed" \
+		echo "== seed $seed: mlbuild $qp, $epochs epochs ($steps steps)"
+		/usr/bin/time -f "wall %e s" timeout -k 30 "$lim" "$out/gpt-cuda-$qp" train --data "$b/data" --epochs "$epochs" --seed "$seed" \
 			--out "$out/w-s$seed.safetensors" --metrics "$out/m-s$seed.jsonl" --quiet 2>&1 | tail -n 2 || true
-		to "$out/gpt-cuda-f32" eval --data "$b/data" --weights "$out/w-s$seed.safetensors" --json | tee "$out/eval-s$seed.json"
+		to "$out/gpt-cuda-$qp" eval --data "$b/data" --weights "$out/w-s$seed.safetensors" --json | tee "$out/eval-s$seed.json"
 		[ "${TORCH_FULL:-1}" = 0 ] && continue
 		echo "== seed $seed: PyTorch fp32 eager, $steps steps"
 		to "${t[@]}" --steps "$steps" --seed "$seed" | tee "$out/torch-s$seed.json"
