@@ -5,64 +5,27 @@ import (
 	"testing"
 
 	"github.com/mlbuild/mlbuild/planner"
+	"github.com/mlbuild/mlbuild/rt/gpuhost"
+	"github.com/mlbuild/mlbuild/rt/gpuhost/gpuhosttest"
 )
 
-// refConv is the plain reference of a library convolution on the arena,
-// in float64: the product's output = Alpha·product + Beta·output, the
-// output not read when Beta is 0 (as cuDNN does).
+// refConv runs a library convolution on the arena by the conformance
+// suite's float64 reference (gpuhosttest.ConvReference): the product's
+// output = Alpha·product + Beta·output, the output not read when Beta is
+// 0 (as cuDNN does).
 func refConv(t *testing.T, c *Conv, arena [][]float32) {
 	t.Helper()
 	g := c.Geom
-	x, w, y := arena[c.X.Buf][c.X.Offset:], arena[c.W.Buf][c.W.Offset:], arena[c.Y.Buf][c.Y.Offset:]
-	var out []float32
-	switch c.Product {
-	case ConvForward:
-		out = y[:c.Y.Size]
-	case ConvInputGrad:
-		out = x[:c.X.Size]
-	case ConvWeightGrad:
-		out = w[:c.W.Size]
-	default:
+	x, w, y := arena[c.X.Buf][c.X.Offset:][:c.X.Size], arena[c.W.Buf][c.W.Offset:][:c.W.Size], arena[c.Y.Buf][c.Y.Offset:][:c.Y.Size]
+	products := map[string]gpuhost.ConvProduct{ConvForward: gpuhost.ConvForward, ConvInputGrad: gpuhost.ConvInputGrad, ConvWeightGrad: gpuhost.ConvWeightGrad}
+	outs := map[string][]float32{ConvForward: y, ConvInputGrad: x, ConvWeightGrad: w}
+	p, ok := products[c.Product]
+	if !ok {
 		t.Fatalf("a convolution of product %q", c.Product)
 	}
-	acc := make([]float64, len(out))
-	cg, ocg := g.C/g.Groups, g.OC/g.Groups
-	for n := range g.N {
-		for o := range g.OC {
-			for i := range g.OH {
-				for j := range g.OW {
-					yi := ((n*g.OC+o)*g.OH+i)*g.OW + j
-					for c0 := range cg {
-						ci := o/ocg*cg + c0
-						for kh := range g.KH {
-							for kw := range g.KW {
-								h, v := i*g.SH-g.PH+kh*g.DH, j*g.SW-g.PW+kw*g.DW
-								if h < 0 || h >= g.H || v < 0 || v >= g.W {
-									continue
-								}
-								xi, wi := ((n*g.C+ci)*g.H+h)*g.W+v, ((o*cg+c0)*g.KH+kh)*g.KW+kw
-								switch c.Product {
-								case ConvForward:
-									acc[yi] += float64(x[xi]) * float64(w[wi])
-								case ConvInputGrad:
-									acc[xi] += float64(y[yi]) * float64(w[wi])
-								default:
-									acc[wi] += float64(y[yi]) * float64(x[xi])
-								}
-							}
-						}
-					}
-				}
-			}
-		}
-	}
-	for i := range out {
-		v := float64(c.Alpha) * acc[i]
-		if c.Beta != 0 {
-			v += float64(c.Beta) * float64(out[i])
-		}
-		out[i] = float32(v)
-	}
+	geom := gpuhost.ConvGeom{N: g.N, C: g.C, H: g.H, W: g.W, OC: g.OC, KH: g.KH, KW: g.KW, PH: g.PH, PW: g.PW,
+		SH: g.SH, SW: g.SW, DH: g.DH, DW: g.DW, Groups: g.Groups, OH: g.OH, OW: g.OW}
+	copy(outs[c.Product], gpuhosttest.ConvReference(geom, p, x, w, y, c.Alpha, c.Beta, 0))
 }
 
 // TestLoweredLibraryConvMatchesCPU lowers convolution layers whose method

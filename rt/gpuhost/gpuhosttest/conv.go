@@ -32,11 +32,13 @@ func convGeom(n, c, h, w, oc, kh, kw, ph, pw, sh, sw, dh, dw, groups int) gpuhos
 	return g
 }
 
-// convReference is the product p of g on x, w, y in float64, written into
-// a copy of the output's tensor as alpha·product + beta·output, with the
-// inputs rounded to drop low mantissa bits first (0: none; 13: TF32;
-// 16: bfloat16) by the suite's own bit arithmetic.
-func convReference(g gpuhost.ConvGeom, p gpuhost.ConvProduct, x, w, y []float32, alpha, beta float32, drop uint) []float32 {
+// ConvReference is the product p of g on x, w, y in float64, written into
+// a copy of the output's tensor as alpha·product + beta·output (the
+// output not read when beta is 0, as cuDNN does), with the inputs rounded
+// to drop low mantissa bits first (0: none; 13: TF32; 16: bfloat16) by
+// the suite's own bit arithmetic. emit/gpu's tests run their lowered
+// library convolutions through it too.
+func ConvReference(g gpuhost.ConvGeom, p gpuhost.ConvProduct, x, w, y []float32, alpha, beta float32, drop uint) []float32 {
 	round := func(v []float32) []float32 {
 		out := make([]float32, len(v))
 		for i, f := range v {
@@ -95,7 +97,11 @@ func convReference(g gpuhost.ConvGeom, p gpuhost.ConvProduct, x, w, y []float32,
 	}
 	out := make([]float32, len(outv))
 	for i := range out {
-		out[i] = float32(float64(alpha)*acc[i] + float64(beta)*float64(outv[i]))
+		v := float64(alpha) * acc[i]
+		if beta != 0 {
+			v += float64(beta) * float64(outv[i])
+		}
+		out[i] = float32(v)
 	}
 	return out
 }
@@ -153,7 +159,7 @@ func testConv(t *testing.T, s Suite) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				near(t, p.String(), got, convReference(g, p, x, w, y, 1.5, 1, 0), 1e-5)
+				near(t, p.String(), got, ConvReference(g, p, x, w, y, 1.5, 1, 0), 1e-5)
 				// Beta 0: the output's old values (NaN) are not read.
 				nan := func(n int) []float32 {
 					v := make([]float32, n)
@@ -171,7 +177,7 @@ func testConv(t *testing.T, s Suite) {
 				}
 				zero := [][]float32{x, w, y}
 				zero[oi] = make([]float32, len(zero[oi]))
-				near(t, p.String()+" with Beta 0", got, convReference(g, p, zero[0], zero[1], zero[2], 1, 0, 0), 1e-5)
+				near(t, p.String()+" with Beta 0", got, ConvReference(g, p, zero[0], zero[1], zero[2], 1, 0, 0), 1e-5)
 			})
 		}
 	}
@@ -194,13 +200,13 @@ func testConv(t *testing.T, s Suite) {
 					t.Fatal(err)
 				}
 				drop := map[gpuhost.Precision]uint{gpuhost.PrecisionBF16: 16, gpuhost.PrecisionTF32: 13}[p]
-				exact := convReference(g, pr, x, w, y, 1, 0, 0)
+				exact := ConvReference(g, pr, x, w, y, 1, 0, 0)
 				if !s.RoundsOperands {
 					bound := map[gpuhost.Precision]float64{gpuhost.PrecisionBF16: 0x1p-8, gpuhost.PrecisionTF32: 0x1p-11}[p] * math.Sqrt(98) * 2
 					near(t, pr.String()+" against the exact product", got, exact, bound)
 					continue
 				}
-				near(t, pr.String(), got, convReference(g, pr, x, w, y, 1, 0, drop), 1e-5)
+				near(t, pr.String(), got, ConvReference(g, pr, x, w, y, 1, 0, drop), 1e-5)
 				var far float64
 				for i := range got {
 					far = math.Max(far, math.Abs(float64(got[i])-float64(exact[i])))
