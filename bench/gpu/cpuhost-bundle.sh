@@ -19,7 +19,10 @@ export CGO_ENABLED=0 GOOS=linux GOARCH=amd64
 go build -trimpath -o "$tmp/mlbuild" ./cmd/mlbuild
 "$tmp/mlbuild" compile testdata/text/gpt_moby.cue --backend cpu --target linux/amd64 -o "$tmp/small" --cache-dir "$tmp/cache" --force >/dev/null
 "$tmp/mlbuild" compile models/gpt.cue --backend cpu --target linux/amd64 -o "$tmp/gpt" --cache-dir "$tmp/cache" --force >/dev/null
-for p in small gpt; do xz -6 -T0 -c "$tmp/$p" >"$dir/$p.xz"; done
+sed -e 's/name: "gpt"/name: "gpt_bf16"\n\tprecision: "bf16"/' models/gpt.cue >"$tmp/gpt_bf16.cue"
+grep -q 'precision: "bf16"' "$tmp/gpt_bf16.cue"
+"$tmp/mlbuild" compile "$tmp/gpt_bf16.cue" --backend cpu --target linux/amd64 -o "$tmp/gpt-bf16" --cache-dir "$tmp/cache" --force >/dev/null
+for p in small gpt gpt-bf16; do xz -6 -T0 -c "$tmp/$p" >"$dir/$p.xz"; done
 cp "$text/moby-dick.txt" "$dir/data/"
 cp bench/gpu/cpuhost.sh bench/gpt/torch_gpt.py bench/generate/torch_kv.py "$dir/"
 git rev-parse --short HEAD >"$dir/VERSION"

@@ -6,8 +6,10 @@
 #     trained STEPS steps (default 600) on 1 and 2 cores: validation loss
 #     and ms a step on both sides;
 #  2. models/gpt.cue's training step at batch 64 on CORES_BIG cores
-#     (default "2 16"): the median of mlbuild bench's 2 steps against the
-#     mean of 4 of the twin's (--time-only);
+#     (default "2 16"): the median of mlbuild bench's 2 steps, f32 and
+#     bf16 (the spec with precision: "bf16"), against the mean of
+#     TORCH_STEPS (default 4) of the twin's (--time-only) in fp32, fp32 with
+#     scaled_dot_product_attention and under bf16 autocast with it;
 #  3. generation at batch 1, greedy, GEN_TOKENS tokens (default 1000) after
 #     a 16-character prompt, with the KV cache, on GEN_CORES cores
 #     (default "1 2 16"): mlbuild in f32 and with --precision bf16, its
@@ -28,7 +30,7 @@ mkdir -p "$out"
 out=$(cd "$out" && pwd)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-for p in small gpt; do python3 -c 'import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], "wb"))' "$b/$p.xz" "$work/$p" && chmod +x "$work/$p"; done
+for p in small gpt gpt-bf16; do python3 -c 'import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], "wb"))' "$b/$p.xz" "$work/$p" && chmod +x "$work/$p"; done
 echo "mlbuild $(cat "$b/VERSION"); $(python3 -c 'import torch; print("torch", torch.__version__, "oneDNN", torch.backends.mkldnn.is_available())')"
 lscpu | grep -E '^(Model name|CPU\(s\)|Flags)' | sed 's/^\(Flags:\).*\(amx_bf16\).*/\1 ... \2 .../' | cut -c1-120
 cpus() { [ "$1" = 1 ] && echo 0 || echo "0-$(($1 - 1))"; }
@@ -57,13 +59,17 @@ PY
 done
 fi
 if [[ $parts == *" 2 "* ]]; then
-echo; echo "== 2. models/gpt.cue training step, batch 64 x 256"
+echo; echo "== 2. models/gpt.cue training step, batch 64 x 256, ms"
+echo "| cores | mlbuild f32 | mlbuild bf16 | PyTorch fp32 | PyTorch fp32 + SDPA | PyTorch bf16 autocast + SDPA | f32 / PyTorch's best | bf16 / PyTorch's best |"
+echo "|--:|--:|--:|--:|--:|--:|--:|--:|"
 for t in ${CORES_BIG:-2 16}; do
-	ml=$(GOMAXPROCS=$t taskset -c "$(cpus $t)" timeout 300 "$work/gpt" bench --json --iters 2 --threads $t 2>/dev/null | tail -n 1 | python3 -c 'import json,sys; print(round(json.load(sys.stdin)["train_step_ms"], 1))')
-	tw=$(taskset -c "$(cpus $t)" timeout 300 python3 "$b/torch_gpt.py" "$b/data/moby-dick.txt" --vocab 89 --context 256 --width 384 --heads 6 --layers 6 \
-		--dropout 0.2 --tie --batch 64 --steps 4 --time-only --lr 1e-3 --beta2 0.99 --weight-decay 0.1 --clip 1.0 --warmup 100 --min-lr 1e-4 --threads $t 2>/dev/null |
-		python3 -c 'import json,sys; print(json.load(sys.stdin)["step_ms"])')
-	echo "$t cores: mlbuild ${ml:-failed} ms a step, PyTorch ${tw:-failed} ms (the mean of 4 steps)" | tee -a "$out/big.txt"
+	ml() { GOMAXPROCS=$t taskset -c "$(cpus $t)" timeout 300 "$work/$1" bench --json --iters 2 --threads $t 2>/dev/null | tail -n 1 |
+		python3 -c 'import json,sys; print(round(json.load(sys.stdin)["train_step_ms"], 1))' 2>/dev/null || echo nan; }
+	tw() { taskset -c "$(cpus $t)" timeout 400 python3 "$b/torch_gpt.py" "$b/data/moby-dick.txt" --vocab 89 --context 256 --width 384 --heads 6 --layers 6 \
+		--dropout 0.2 --tie --batch 64 --steps "${TORCH_STEPS:-4}" --time-only --lr 1e-3 --beta2 0.99 --weight-decay 0.1 --clip 1.0 --warmup 100 --min-lr 1e-4 --threads $t "$@" 2>/dev/null |
+		python3 -c 'import json,sys; print(json.load(sys.stdin)["step_ms"])' 2>/dev/null || echo nan; }
+	a=$(ml gpt) b16=$(ml gpt-bf16) p1=$(tw) p2=$(tw --sdpa) p3=$(tw --bf16 --sdpa)
+	python3 -c "import sys,math; t,a,b,*p=sys.argv[1:]; a,b=float(a),float(b); p=[float(x) for x in p]; best=min(x for x in p if not math.isnan(x)); print(f'| {t} | {a:.0f} | {b:.0f} | ' + ' | '.join(f'{x:.0f}' for x in p) + f' | {a/best:.2f} | {b/best:.2f} |')" $t $a $b16 $p1 $p2 $p3 | tee -a "$out/big.txt"
 done
 fi
 [[ $parts == *" 3 "* ]] || exit 0
