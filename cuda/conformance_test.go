@@ -67,6 +67,36 @@ func TestConformanceOnFake(t *testing.T) {
 	})
 }
 
+// TestConformanceInPartsOnFake runs the suite with each program's kernels
+// cut into parts that compile side by side (Engine.LoadModules), one
+// kernel a part: every load must find its kernels across the modules.
+func TestConformanceInPartsOnFake(t *testing.T) {
+	defer cuda.SetPartBytes(1)()
+	fakes := map[gpuhost.Device]*fakecuda.Fake{}
+	gpuhosttest.Run(t, gpuhosttest.Suite{
+		Language: gpuhosttest.CUDA,
+		Open: func(t *testing.T) gpuhost.Device {
+			d, f := openFake(t, cuda.Options{CompileJobs: 2})
+			fakes[d] = f
+			t.Cleanup(func() {
+				for _, l := range d.Engine().KernelLoads() {
+					if l.Parts < 2 || l.Jobs != 2 || f.Stats().Compiles < l.Compiled {
+						t.Errorf("a load of %d parts, %d compiled (the fake counts %d), %d at once: want every kernel a part, 2 at once", l.Parts, l.Compiled, f.Stats().Compiles, l.Jobs)
+					}
+				}
+			})
+			return d
+		},
+		FailNextLaunch: func(d gpuhost.Device) { fakes[d].FailNextGraphLaunch(cuda.ErrorIllegalAddress) },
+		Caller:         true,
+		Precisions:     []gpuhost.Precision{gpuhost.PrecisionBF16, gpuhost.PrecisionTF32},
+		RoundsOperands: true,
+		BF16Operands:   true,
+		Conv:           true,
+		ConvPrecisions: []gpuhost.Precision{gpuhost.PrecisionTF32},
+	})
+}
+
 // TestConformanceBlockingOnFake runs the suite on devices whose sequences
 // are blocking (MLBUILD_CUDA_BLOCKING=1): op lists launched one by one.
 func TestConformanceBlockingOnFake(t *testing.T) {

@@ -155,8 +155,12 @@ func (d *Device) Facts() []gpuhost.Fact {
 		"tf32 cublasGemmEx CUBLAS_COMPUTE_32F_FAST_TF32 (inputs rounded to TF32, fp32 sums)"})
 	for _, l := range e.loads {
 		how := fmt.Sprintf("compiled by NVRTC %s in %v", e.nvrtcVersion, l.Took.Round(100_000))
-		if l.FromCache {
+		switch {
+		case l.FromCache:
 			how = fmt.Sprintf("from the cache in %v", l.Took.Round(10_000))
+		case l.Parts > 1:
+			how = fmt.Sprintf("%d parts, %d compiled by NVRTC %s (%d at once) and %d from the cache, in %v",
+				l.Parts, l.Compiled, e.nvrtcVersion, l.Jobs, l.Parts-l.Compiled, l.Took.Round(100_000))
 		}
 		facts = append(facts, gpuhost.Fact{Key: "kernels", Value: l.Arch + ", " + how})
 	}
@@ -246,7 +250,7 @@ func (d *Device) LoadKernels(source string, kernels []gpuhost.KernelInfo) error 
 	if err := d.busy("LoadKernels"); err != nil {
 		return err
 	}
-	if _, err := d.e.LoadModule(source); err != nil {
+	if _, err := d.e.LoadModules(splitSource(source), d.e.opts.compileJobs()); err != nil {
 		return fmt.Errorf("cuda: compiling the kernels for %s: %w", d.e.Name(), err)
 	}
 	for _, k := range kernels {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -37,8 +38,23 @@ type Options struct {
 	// MLBUILD_CUDA_PROFILE=1).
 	Profile    bool
 	ProfileOut io.Writer
+	// CompileJobs is how many parts of a program's kernels NVRTC compiles
+	// at once (Engine.LoadModules); 0 is $MLBUILD_NVRTC_JOBS, else the
+	// program's threads (GOMAXPROCS).
+	CompileJobs int
 	// Getenv reads the environment; nil is os.Getenv.
 	Getenv func(string) string
+}
+
+// compileJobs is Options.CompileJobs, its default resolved.
+func (o Options) compileJobs() int {
+	if o.CompileJobs > 0 {
+		return o.CompileJobs
+	}
+	if n, err := strconv.Atoi(o.Getenv("MLBUILD_NVRTC_JOBS")); err == nil && n > 0 {
+		return n
+	}
+	return runtime.GOMAXPROCS(0)
 }
 
 // profileOut is where the profile goes.
@@ -108,9 +124,13 @@ type Engine struct {
 // start-up figures.
 type KernelLoad struct {
 	Arch      string // e.g. "sm_90" (CUBIN) or "compute_90" (PTX)
-	FromCache bool
+	FromCache bool   // every part came from the kernel cache
 	Took      time.Duration
-	CacheFile string // "" when the cache is off
+	CacheFile string // the first part's; "" when the cache is off
+	// Parts is how many modules the source was compiled and loaded as
+	// (LoadModules), Compiled how many of them NVRTC compiled (the others
+	// came from the cache) and Jobs how many compiles ran at once.
+	Parts, Compiled, Jobs int
 }
 
 // Open starts an Engine on the GPU opts.Ordinal. On a machine without a
@@ -592,6 +612,113 @@ func (e *Engine) LoadModule(source string) (KernelLoad, error) {
 	load.Took = time.Since(start)
 	e.loads = append(e.loads, load)
 	return load, nil
+}
+
+// LoadModules is LoadModule for a source cut into parts (splitSource): the
+// parts the kernel cache lacks are compiled by NVRTC, up to jobs at once
+// (NVRTC compiles one program on one thread), then every part is loaded,
+// in order, as a module of its own. A compile error names the part and
+// its first kernel and carries NVRTC's log.
+func (e *Engine) LoadModules(parts []string, jobs int) (KernelLoad, error) {
+	if e.closed {
+		return KernelLoad{}, errClosed
+	}
+	start := time.Now()
+	arch, format, err := e.Arch()
+	if err != nil {
+		return KernelLoad{}, err
+	}
+	options := []string{"--gpu-architecture=" + arch}
+	load := KernelLoad{Arch: arch, FromCache: true, Parts: len(parts), Jobs: max(1, min(jobs, len(parts)))}
+	keys := make([]string, len(parts))
+	images := make([][]byte, len(parts))
+	for i, src := range parts {
+		keys[i] = cacheKeyLines(src, e.nvrtcVersion, arch, format, options)
+		if i == 0 && e.cache.dir != "" {
+			load.CacheFile = e.cache.path(keys[i])
+		}
+		if image, ok := e.cache.get(keys[i]); ok {
+			images[i] = image
+		}
+	}
+	// compile writes only images[i] and part i's cache file, so parts
+	// compile side by side
+	compile := func(i int) error {
+		image, err := e.compile(parts[i], format, options)
+		if err != nil {
+			if len(parts) > 1 {
+				return fmt.Errorf("part %d of %d (from kernel %s): %w", i+1, len(parts), firstKernel(parts[i]), err)
+			}
+			return err
+		}
+		images[i] = image
+		e.cache.put(keys[i], image) // a cache that cannot be written only costs time
+		return nil
+	}
+	var todo []int
+	for i := range parts {
+		if images[i] == nil {
+			todo = append(todo, i)
+		}
+	}
+	if err := compileEach(todo, load.Jobs, compile); err != nil {
+		return KernelLoad{}, err
+	}
+	load.Compiled = len(todo)
+	err = e.do(func() error {
+		for i := range parts {
+			mod, err := e.loadImage(images[i])
+			if err != nil && !slices.Contains(todo, i) { // a cached image the driver refuses is compiled again
+				load.Compiled++
+				if err = compile(i); err == nil {
+					mod, err = e.loadImage(images[i])
+				}
+			}
+			if err != nil {
+				return err
+			}
+			e.modules = append(e.modules, mod)
+		}
+		return nil
+	})
+	if err != nil {
+		return KernelLoad{}, err
+	}
+	load.FromCache = load.Compiled == 0
+	load.Took = time.Since(start)
+	e.loads = append(e.loads, load)
+	return load, nil
+}
+
+// compileEach runs compile(i) for every i of todo, at most jobs at a time,
+// and returns the error of the first of todo that failed.
+func compileEach(todo []int, jobs int, compile func(int) error) error {
+	errs := make([]error, len(todo))
+	sem := make(chan struct{}, max(jobs, 1))
+	var wg sync.WaitGroup
+	for n, i := range todo {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			errs[n] = compile(i)
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// firstKernel is the name of the first kernel a part defines.
+func firstKernel(part string) string {
+	if m := kernelNames.FindStringSubmatch(part); m != nil {
+		return m[1]
+	}
+	return "(none)"
 }
 
 // KernelLoads lists how each LoadModule went.

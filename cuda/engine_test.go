@@ -887,3 +887,56 @@ func TestBLASEnumValues(t *testing.T) {
 		}
 	}
 }
+
+// TestKernelPartsCacheAndErrors loads the suite's kernels cut into parts:
+// each part compiles once and comes from the kernel cache the next time,
+// and a part NVRTC rejects is named by its number and first kernel.
+func TestKernelPartsCacheAndErrors(t *testing.T) {
+	defer cuda.SetPartBytes(1)()
+	src, infos, err := gpuhosttest.Source(gpuhosttest.CUDA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	parts := len(cuda.SplitSource(src))
+	if parts != len(infos) {
+		t.Fatalf("the suite's %d kernels split into %d parts, want one a part", len(infos), parts)
+	}
+	dir := t.TempDir()
+	for i, wantCompiled := range []int{parts, 0} {
+		d, f, err := openFakeWith(t, fakecuda.Options{}, cuda.Options{KernelCacheDir: dir, CompileJobs: 3})
+		if err != nil {
+			t.Fatal(err)
+		}
+		loadSuite(t, d)
+		l := d.Engine().KernelLoads()[0]
+		if l.Parts != parts || l.Compiled != wantCompiled || f.Stats().Compiles != wantCompiled || l.FromCache != (wantCompiled == 0) {
+			t.Errorf("load %d: %+v, the fake compiled %d; want %d parts, %d compiled", i+1, l, f.Stats().Compiles, parts, wantCompiled)
+		}
+		var facts []string
+		for _, f := range d.Facts() {
+			facts = append(facts, f.Key+": "+f.Value)
+		}
+		want := fmt.Sprintf("%d parts, %d compiled by NVRTC", parts, parts)
+		if wantCompiled == 0 {
+			want = "from the cache"
+		}
+		if !strings.Contains(strings.Join(facts, "\n"), want) {
+			t.Errorf("load %d: the facts lack %q:\n%s", i+1, want, strings.Join(facts, "\n"))
+		}
+	}
+	d, _, err := openFakeWith(t, fakecuda.Options{}, cuda.Options{KernelCacheDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	broken := src + "\n// a kernel that does not compile\nextern \"C\" __global__ void broken(float* __restrict__ x) {\n    x[0] = ;\n}\n"
+	err = d.LoadKernels(broken, append(infos, gpuhost.KernelInfo{Name: "broken", ArgBytes: []int{4}}))
+	if err == nil {
+		t.Fatal("LoadKernels of a source with a broken kernel: no error")
+	}
+	// the broken kernel is small enough to share the last part
+	for _, want := range []string{fmt.Sprintf(" of %d (from kernel ", len(cuda.SplitSource(broken))), "NVRTC_ERROR_COMPILATION", "expected"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the error lacks %q: %v", want, err)
+		}
+	}
+}
