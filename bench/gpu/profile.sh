@@ -7,7 +7,9 @@
 # eager and compiled, in the same call. TORCH=0 skips PyTorch; R18_MODES
 # picks torch_resnet_cifar.py's modes (default eager_fp32,eager_bf16,
 # compile_ro_bf16,eager_tf32); PROGS picks the programs (default r18-f32
-# r18-tf32 r18-bf16 gpt-f32 gpt-bf16); LINES how many lines of each profile to print (36).
+# r18-tf32 r18-bf16 gpt-f32 gpt-bf16); LINES how many lines of each profile to print (36);
+# COLD=1 first times each program's kernel compile on an empty kernel cache,
+# one part at a time (MLBUILD_NVRTC_JOBS=1) and on every core (info's kernels line).
 # Usage: bash profile.sh BUNDLE OUT
 set -uo pipefail
 b=$(cd "$1" && pwd) out=$2
@@ -19,6 +21,12 @@ unxz() { python3 -c 'import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.
 echo "mlbuild $(cat "$b/VERSION")"; nvidia-smi -L
 for p in ${PROGS:-r18-f32 r18-tf32 r18-bf16 gpt-f32 gpt-bf16}; do
 	unxz "$b/$p.xz" "$work/$p"
+	if [ "${COLD:-0}" = 1 ]; then # the kernels' cold start: NVRTC on an empty cache, one part at a time, then side by side
+		for jobs in 1 0; do
+			echo "== $p: cold start, MLBUILD_NVRTC_JOBS=$jobs (0: every core)"
+			MLBUILD_NVRTC_JOBS=$jobs MLBUILD_CUDA_CACHE=$(mktemp -d -p "$work") timeout 300 "$work/$p" info 2>&1 | grep -E '^ *kernels' || echo "(no kernels line)"
+		done
+	fi
 	echo; echo "== $p: bench"
 	timeout 240 "$work/$p" bench --json --iters 20 2>&1 | tee "$out/$p-bench.json" | tail -n 2
 	echo "== $p: profile (5 iterations)"
