@@ -33,6 +33,10 @@ type generator struct {
 	prefillBF16 bool
 	// view is the prefix of the plan whose steps are rendering.
 	view string
+	// attentionDraws numbers the training plan's fused attentions with
+	// dropout (by layer): the forward draws the dropout's seed and step
+	// into attentionDraws[i] and the backward reads them back.
+	attentionDraws map[string]int
 }
 
 func (g *generator) render() error {
@@ -75,6 +79,17 @@ func (g *generator) render() error {
 	g.p("// trainLogits keeps the training prediction, whose buffer the backward pass reuses.")
 	g.p("trainLogits *[tLogitsSize]float32")
 	g.p("dropoutRand = cpu.NewRand(1)")
+	g.attentionDraws = map[string]int{}
+	for _, st := range in.Train.Forward {
+		if st.Kernel == planner.KAttention && st.Attr.Rate > 0 {
+			g.attentionDraws[st.Layer] = len(g.attentionDraws)
+		}
+	}
+	if n := len(g.attentionDraws); n > 0 {
+		g.p("// attentionDraws are each fused attention's dropout seed and step,")
+		g.p("// drawn by its forward and read again by its backward.")
+		g.p("attentionDraws [%d]uint64", n)
+	}
 	g.p(")")
 	g.p("")
 

@@ -6,8 +6,9 @@ import (
 	"testing"
 )
 
-// TestTokenModelSource: the gpt_tiny program calls the causal softmax
-// (the mask reaches the kernel), the embedding with its layer's name for
+// TestTokenModelSource: the gpt_tiny program calls the fused causal
+// attention (the mask reaches the kernel; training's with the dropout it
+// draws, and its backward with the same draw), the embedding with its layer's name for
 // the range error, the scatter-add backward, the loss over every token,
 // and tells the runtime that its input holds ids of a vocabulary of 96.
 func TestTokenModelSource(t *testing.T) {
@@ -21,8 +22,11 @@ func TestTokenModelSource(t *testing.T) {
 	}{
 		// two blocks of batch·heads score matrices, in the training and
 		// batch-4 inference plans (4·2) and the batch-1 plan (2)
-		{"cpu.SoftmaxCausalFwd(in0[:], out0[:], 8, 8)", 4},
-		{"cpu.SoftmaxCausalFwd(in0[:], out0[:], 2, 8)", 2},
+		{"cpu.Attention{Mats: 8, Tq: 8, Tk: 8, D: 6, Scale: 0.4082483, Causal: true, Heads: 2, Rate: 0.1, Seed: uint32(attentionDraws[0]), Step: uint32(attentionDraws[0] >> 32)})", 2},
+		{"cpu.Attention{Mats: 8, Tq: 8, Tk: 8, D: 6, Scale: 0.4082483, Causal: true})", 2},
+		{"cpu.Attention{Mats: 2, Tq: 8, Tk: 8, D: 6, Scale: 0.4082483, Causal: true})", 2},
+		{"attentionDraws[1] = dropoutRand.Uint64()", 1},
+		{"cpu.AttentionBlocksBwd(", 2},
 		{`cpu.EmbeddingFwd("wte", in0[:], in1[:], in2[:], out0[:], 32, 8, 96, 12)`, 2},
 		{`cpu.EmbeddingFwd("wte", in0[:], in1[:], in2[:], out0[:], 8, 8, 96, 12)`, 1},
 		{"cpu.EmbeddingBwd(in0[:], in1[:], out0[:], out1[:], 32, 8, 96, 12)", 1},
@@ -35,7 +39,7 @@ func TestTokenModelSource(t *testing.T) {
 	if !regexp.MustCompile(`\bVocab: +96,`).Match(src) {
 		t.Error("the program's Meta does not say that its input holds token ids of a vocabulary of 96")
 	}
-	if bytes.Contains(src, []byte("cpu.SoftmaxFwd(")) {
-		t.Error("a softmax of gpt_tiny runs without its causal mask")
+	if bytes.Contains(src, []byte("cpu.SoftmaxFwd(")) || bytes.Contains(src, []byte("cpu.SoftmaxCausalFwd(")) {
+		t.Error("a softmax of gpt_tiny runs outside the fused attention")
 	}
 }

@@ -31,8 +31,7 @@ import (
 // and Rate (the dropout's, in a training plan; 0 in an inference plan,
 // where dropout is the identity), Fused listing the layers it took. The
 // intermediate buffers are gone. Other steps and buffers are unchanged.
-// A target without Attention gets no change (the CPU's plans keep their
-// measured unfused steps).
+// A target without Attention gets no change.
 func fuseAttention(p *Plan, t Target) {
 	if !t.Attention {
 		return

@@ -9,6 +9,10 @@ import (
 // attentionTarget is a GPU-like target with fused attention kernels.
 var attentionTarget = Target{Name: "gpu", Conv: CPU.Conv, Attention: true}
 
+// cpuUnfused is the CPU target without fused attention: a target whose
+// plans keep attention's matmul, softmax and dropout steps.
+var cpuUnfused = func() Target { t := CPU; t.Name, t.Attention = "cpu-unfused", false; return t }()
+
 // scoresBuffers counts the buffers shaped like a layer's scores
 // [B, H, T, T] (the scores, their scaled copy, the probabilities, the
 // dropout's mask and output, and their gradients).
@@ -25,9 +29,10 @@ func scoresBuffers(p *Plan, b, h, tt int) int {
 // TestFuseAttentionGPT: models/gpt.cue's plans for a target with fused
 // attention have one attention step per block (and one attention_bwd in
 // training), no buffer of scores [B, H, T, T] left, and a work arena
-// smaller by at least the scores it no longer keeps; the CPU's plans are
-// unchanged (every scores buffer still there), and so are plans without
-// fusion.
+// smaller by at least the scores it no longer keeps; the CPU's plans
+// fuse it the same way (AttentionBlocksFwd and Bwd), while a target
+// without fused attention keeps every scores buffer, and so do plans
+// without fusion.
 func TestFuseAttentionGPT(t *testing.T) {
 	m, err := spec.Load("../models/gpt.cue")
 	if err != nil {
@@ -35,8 +40,11 @@ func TestFuseAttentionGPT(t *testing.T) {
 	}
 	const b, h, tt, layers = 64, 6, 256, 6
 	for _, training := range []bool{true, false} {
-		cpu := mustBuild(t, m, Options{Training: training, Fusion: true})
+		cpu := mustBuild(t, m, Options{Training: training, Fusion: true, Target: cpuUnfused})
 		gpu := mustBuild(t, m, Options{Training: training, Fusion: true, Target: attentionTarget})
+		if n := countKernel(mustBuild(t, m, Options{Training: training, Fusion: true}).Forward, KAttention); n != layers {
+			t.Errorf("training %v: the CPU's plan has %d attention steps, want %d", training, n, layers)
+		}
 		unfused := mustBuild(t, m, Options{Training: training, Fusion: false, Target: attentionTarget})
 		fwd, bwd := countKernel(gpu.Forward, KAttention), countKernel(gpu.Backward, KAttentionBwd)
 		wantBwd := 0
@@ -76,7 +84,7 @@ func TestFuseAttentionGPT(t *testing.T) {
 		// dropout's output, and the gradients of those not computed in
 		// place
 		if want := map[bool]int{true: 9, false: 4}[training] * layers; nCPU != want {
-			t.Errorf("training %v: the CPU plan has %d scores buffers, want %d (unchanged)", training, nCPU, want)
+			t.Errorf("training %v: the unfused plan has %d scores buffers, want %d (unchanged)", training, nCPU, want)
 		}
 		// Training keeps each layer's probabilities and mask from the
 		// forward to the backward: the work arena shrinks by more than two

@@ -34,7 +34,7 @@ func tokens() *spec.Model {
 // embedding_bwd, the ids none; the causal softmax keeps its mask; the loss
 // reads logits and labels per token.
 func TestTokenModelPlan(t *testing.T) {
-	p := mustBuild(t, tokens(), Options{Batch: 3, Training: true, Fusion: true, Target: CPU})
+	p := mustBuild(t, tokens(), Options{Batch: 3, Training: true, Fusion: true, Target: cpuUnfused})
 	var emb, bwd, soft *Step
 	for _, s := range p.allSteps() {
 		switch s.Kernel {

@@ -22,7 +22,7 @@ var gpuLike = Target{
 func TestEveryKernelHasAShapeRule(t *testing.T) {
 	seen := map[Kernel]bool{}
 	for _, tc := range allModels {
-		for _, target := range []Target{CPU, gpuLike} {
+		for _, target := range []Target{CPU, cpuUnfused, gpuLike} {
 			for _, loss := range []string{"", "mse", "mae", "huber"} {
 				m := tc.model()
 				if loss != "" {
@@ -62,7 +62,7 @@ func TestShapeRulesCatch(t *testing.T) {
 		want    string
 	}{
 		{"dense", CPU, KGemm, func(p *Plan, s *Step) { s.In[0] = s.Out[0] }, "do not fit (want [B,K] and [N,K])"},
-		{"dense", CPU, KMatMul, func(p *Plan, s *Step) { s.In[1] = s.Out[0] }, "do not fit (want [...,M,K] and [...,K,N] of one rank)"},
+		{"dense", cpuUnfused, KMatMul, func(p *Plan, s *Step) { s.In[1] = s.Out[0] }, "do not fit (want [...,M,K] and [...,K,N] of one rank)"},
 		{"conv", CPU, KConv2D, func(p *Plan, s *Step) { g := *s.Attr.Conv; g.OH++; s.Attr.Conv = &g }, "but the window rule gives"},
 		{"conv", CPU, KConv2DBwd, func(p *Plan, s *Step) { s.Attr.Conv = nil }, "no convolution geometry"},
 		{"conv", gpuLike, KConv2D, func(p *Plan, s *Step) { g := *s.Attr.Pool; g.C++; s.Attr.Pool = &g }, "epilogue pool"},
@@ -78,7 +78,7 @@ func TestShapeRulesCatch(t *testing.T) {
 		{"elementwise", CPU, KBinary, func(p *Plan, s *Step) { s.Attr.BinOp = "pow" }, `unknown binary op "pow"`},
 		{"elementwise", CPU, KDropout, func(p *Plan, s *Step) { s.Attr.Rate = 1 }, "dropout rate 1 is not in [0, 1)"},
 		{"elementwise", CPU, KAccumulate, func(p *Plan, s *Step) { s.In[1] = p.Loss }, "differ"},
-		{"norm", CPU, KSoftmax, func(p *Plan, s *Step) { s.Attr.Axis = 0 }, "axis 0 is the batch axis"},
+		{"norm", cpuUnfused, KSoftmax, func(p *Plan, s *Step) { s.Attr.Axis = 0 }, "axis 0 is the batch axis"},
 		{"norm", CPU, KBatchNorm, func(p *Plan, s *Step) { s.Attr.Eps = 0 }, "eps 0"},
 		{"norm", CPU, KLayerNormBwd, func(p *Plan, s *Step) { s.In[1] = s.In[0] }, "gamma"},
 		{"layout", CPU, KTranspose, func(p *Plan, s *Step) { s.Attr.Perm = slices.Clone(s.Attr.Perm); s.Attr.Perm[0] = 1 }, "must keep the batch axis first"},

@@ -14,9 +14,12 @@ type Attention struct {
 	// times 1/(1−Rate), where Uniform((m·Tq + i)·Tk + j) ≥ Rate; 0: none.
 	Rate float32
 	// Uniform draws the dropout's uniform of an element's index (the GPU
-	// programs' rt/gpuhost.DropoutUniform at the step's seed); nil when
-	// Rate is 0.
+	// programs' rt/gpuhost.DropoutUniform at the step's seed) for the
+	// references AttentionFwd and AttentionBwd; nil when Rate is 0.
 	Uniform func(index uint32) float32
+	// Seed and Step are the draws of AttentionBlocksFwd and
+	// AttentionBlocksBwd: DropoutUniform(Seed, Step, index).
+	Seed, Step uint32
 	// Heads, when positive, makes the operands token-major (planner's
 	// Attr.Perm [0 2 1 3]): q, v, o, do, dq and dv [B, T, Heads, D], and
 	// k and dk [B, Tk, Heads, D] in kt's and dkt's places, matrix

@@ -1,0 +1,206 @@
+package cpu
+
+import "math"
+
+// The CPU's fused attention (planner.KAttention, KAttentionBwd in a CPU
+// program): a matrix (batch, head) at a time on each thread, its queries
+// in blocks of attnBlock rows, so the scores of a block ([attnBlock, Tk],
+// 64 KB at Tk 256) stay in cache and those of the whole matrix are never
+// in memory. The products go through Sgemm on the calling thread
+// (sgemmOn1), reading and writing the operands in place (a token-major
+// matrix is rows Heads·D apart), a causal block stops at its last query's
+// key, and the
+// softmax and dropout are the unfused steps' vector kernels (expShift,
+// sum64, dropoutMask): the same arithmetic as AttentionFwd and
+// AttentionBwd, the references, with float32 sums in another order.
+//
+// Dropout draws DropoutUniform(Seed, Step, (m·Tq + i)·Tk + j) for element
+// (m, i, j), as the references' Uniform does when it is that function.
+
+// attnBlock is the queries of a block.
+const attnBlock = 64
+
+// attnScratch is one thread's block scores and their kin, [attnBlock, Tk]
+// each.
+type attnScratch struct{ s, p, ds, mask []float32 }
+
+func (a Attention) newScratch(backward bool) *attnScratch {
+	x := &attnScratch{s: make([]float32, attnBlock*a.Tk), mask: make([]float32, attnBlock*a.Tk)}
+	if backward {
+		x.p, x.ds = make([]float32, attnBlock*a.Tk), make([]float32, attnBlock*a.Tk)
+	}
+	return x
+}
+
+// view is matrix m of x in the layout of q, v and o (and their
+// gradients): [Mats, rows, D], or token-major [B, rows, Heads, D]; the
+// slice from its first row and the stride between rows, as Sgemm reads
+// and writes matrices in place.
+func (a Attention) view(x []float32, m, rows int) ([]float32, int) {
+	if x == nil {
+		return nil, 0
+	}
+	if a.Heads > 0 {
+		return x[(m/a.Heads*rows*a.Heads+m%a.Heads)*a.D:], a.Heads * a.D
+	}
+	return x[m*rows*a.D:], a.D
+}
+
+// keysView is matrix m of kt: its keys as rows [Tk, D] (token-major, in
+// place of q's layout, transposed: false) or kᵀ [D, Tk] (transposed:
+// true); the slice and its row stride.
+func (a Attention) keysView(kt []float32, m int) (x []float32, ld int, transposed bool) {
+	if kt == nil {
+		return nil, 0, false
+	}
+	if a.Heads > 0 {
+		x, ld = a.view(kt, m, a.Tk)
+		return x, ld, false
+	}
+	return kt[m*a.D*a.Tk:], a.Tk, true
+}
+
+// clearRows zeroes rows [D] of view x (row stride ld).
+func (a Attention) clearRows(x []float32, ld, rows int) {
+	for t := range rows {
+		clear(x[t*ld : t*ld+a.D])
+	}
+}
+
+// keepRate is the dropout's multiplier of a kept element, 1/(1−Rate).
+func (a Attention) keepRate() float32 { return 1 / (1 - a.Rate) }
+
+// blockScores writes x.s [rows, n] = Scale·q[i0:i0+rows]·k[:n]ᵀ, n the
+// keys the block's last query sees, and returns n.
+func (a Attention) blockScores(x *attnScratch, q []float32, ldq int, k []float32, ldk int, kT bool, i0, rows int) int {
+	n := a.seen(i0 + rows - 1)
+	sgemmOn1(false, !kT, rows, n, a.D, a.Scale, q[i0*ldq:], ldq, k, ldk, 0, x.s, n)
+	return n
+}
+
+// AttentionBlocksFwd is the CPU's fused attention forward: AttentionFwd's
+// o and lse (see the file's comment for the method and the draws).
+func AttentionBlocksFwd(q, kt, v, o, lse []float32, a Attention) {
+	ParallelFor(a.Mats, 1, func(lo, hi int) {
+		x := a.newScratch(false)
+		for m := lo; m < hi; m++ {
+			qm, ldq := a.view(q, m, a.Tq)
+			km, ldk, kT := a.keysView(kt, m)
+			vm, ldv := a.view(v, m, a.Tk)
+			om, ldo := a.view(o, m, a.Tq)
+			for i0 := 0; i0 < a.Tq; i0 += attnBlock {
+				rows := min(attnBlock, a.Tq-i0)
+				n := a.blockScores(x, qm, ldq, km, ldk, kT, i0, rows)
+				for r := range rows {
+					i := i0 + r
+					row := x.s[r*n : (r+1)*n]
+					seen := a.seen(i)
+					mx := rowMax(row[:seen])
+					expShift(row[:seen], row[:seen], mx)
+					sum := sum64(row[:seen])
+					lse[m*a.Tq+i] = mx + float32(math.Log(sum))
+					inv := float32(1 / sum)
+					for j := range seen {
+						row[j] *= inv
+					}
+					if a.Rate > 0 {
+						dropoutMask(row[:seen], row[:seen], x.mask[:seen], uint32((m*a.Tq+i)*a.Tk), a.Seed, a.Step, a.Rate, a.keepRate())
+					}
+					clear(row[seen:])
+				}
+				sgemmOn1(false, false, rows, a.D, n, 1, x.s, n, vm, ldv, 0, om[i0*ldo:], ldo)
+			}
+		}
+	})
+}
+
+// AttentionBlocksBwd is the CPU's fused attention backward: AttentionBwd's
+// delta, dq, dkt and dv (each of the last three may be nil), the
+// probabilities and the dropout's mask recomputed block by block.
+func AttentionBlocksBwd(q, kt, v, o, lse, do, dq, dkt, dv, delta []float32, a Attention) {
+	ParallelFor(a.Mats, 1, func(lo, hi int) {
+		x := a.newScratch(true)
+		for m := lo; m < hi; m++ {
+			qm, ldq := a.view(q, m, a.Tq)
+			km, ldk, kT := a.keysView(kt, m)
+			vm, ldv := a.view(v, m, a.Tk)
+			om, ldo := a.view(o, m, a.Tq)
+			dom, lddo := a.view(do, m, a.Tq)
+			dqm, lddq := a.view(dq, m, a.Tq)
+			dkm, lddk, _ := a.keysView(dkt, m)
+			dvm, lddv := a.view(dv, m, a.Tk)
+			for i := range a.Tq {
+				var dd float32
+				for d, g := range dom[i*lddo : i*lddo+a.D] {
+					dd += g * om[i*ldo+d]
+				}
+				delta[m*a.Tq+i] = dd
+			}
+			switch {
+			case dkt == nil:
+			case kT:
+				for d := range a.D {
+					clear(dkm[d*lddk : d*lddk+a.Tk])
+				}
+			default:
+				a.clearRows(dkm, lddk, a.Tk)
+			}
+			if dv != nil {
+				a.clearRows(dvm, lddv, a.Tk)
+			}
+			for i0 := 0; i0 < a.Tq; i0 += attnBlock {
+				rows := min(attnBlock, a.Tq-i0)
+				n := a.blockScores(x, qm, ldq, km, ldk, kT, i0, rows)
+				// p = e^(s − lse), and pd = p·keep, the dropped
+				// probabilities the forward multiplied v by
+				for r := range rows {
+					i := i0 + r
+					row, pd, mask := x.s[r*n:(r+1)*n], x.p[r*n:(r+1)*n], x.mask[r*n:(r+1)*n]
+					seen := a.seen(i)
+					expShift(row[:seen], row[:seen], lse[m*a.Tq+i])
+					clear(row[seen:])
+					if a.Rate > 0 {
+						dropoutMask(row[:seen], pd[:seen], mask[:seen], uint32((m*a.Tq+i)*a.Tk), a.Seed, a.Step, a.Rate, a.keepRate())
+					} else {
+						copy(pd[:seen], row[:seen])
+					}
+					clear(pd[seen:])
+				}
+				if dv != nil { // dv[:n] += pdᵀ·do
+					sgemmOn1(true, false, n, a.D, rows, 1, x.p, n, dom[i0*lddo:], lddo, 1, dvm, lddv)
+				}
+				if dq == nil && dkt == nil {
+					continue
+				}
+				// dp = do·v[:n]ᵀ, then ds = Scale·p·(keep·dp − delta)
+				sgemmOn1(false, true, rows, n, a.D, 1, dom[i0*lddo:], lddo, vm, ldv, 0, x.ds, n)
+				for r := range rows {
+					i := i0 + r
+					p, ds := x.s[r*n:(r+1)*n], x.ds[r*n:(r+1)*n]
+					seen, dl := a.seen(i), delta[m*a.Tq+i]
+					if a.Rate > 0 {
+						mask := x.mask[r*n : (r+1)*n]
+						for j := range seen {
+							ds[j] = a.Scale * p[j] * (mask[j]*ds[j] - dl)
+						}
+					} else {
+						for j := range seen {
+							ds[j] = a.Scale * p[j] * (ds[j] - dl)
+						}
+					}
+					clear(ds[seen:])
+				}
+				if dq != nil { // dq[block] = ds·k[:n]
+					sgemmOn1(false, kT, rows, a.D, n, 1, x.ds, n, km, ldk, 0, dqm[i0*lddq:], lddq)
+				}
+				switch {
+				case dkt == nil:
+				case kT: // dkᵀ[:, :n] += q[block]ᵀ·ds
+					sgemmOn1(true, false, a.D, n, rows, 1, qm[i0*ldq:], ldq, x.ds, n, 1, dkm, lddk)
+				default: // dk[:n] += dsᵀ·q[block]
+					sgemmOn1(true, false, n, a.D, rows, 1, x.ds, n, qm[i0*ldq:], ldq, 1, dkm, lddk)
+				}
+			}
+		}
+	})
+}
