@@ -4,6 +4,9 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/mlbuild/mlbuild/planner"
+	"github.com/mlbuild/mlbuild/spec"
 )
 
 // TestCUDABF16Twins: the CUDA program of a bf16 spec whose dense layers
@@ -58,5 +61,59 @@ func TestCUDABF16Twins(t *testing.T) {
 	}
 	if strings.Contains(string(metal.Main), "BF16") || strings.Contains(metal.KernelSource, "ushort") {
 		t.Errorf("the Metal program reads or writes bfloat16")
+	}
+}
+
+// TestCUDAGPTGemmsReadBF16: in the bf16 training plan of models/gpt.cue
+// as the CUDA backend plans it (the planner's TestTwinOperandsGPT with
+// CUDA's own Target), every GEMM of the 74 dense steps, forward, dW and
+// dx, has both operands' bfloat16 twins, which its lowering then reads
+// (dense and denseBwd: no gemm_bwd of the GPT has a fused activation).
+func TestCUDAGPTGemmsReadBF16(t *testing.T) {
+	m, err := spec.Load("../models/gpt.cue")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Precision = planner.PrecisionBF16
+	p, err := planner.Build(m, CUDA.PlanOptions(planner.Options{Training: true, Fusion: true}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	twinned := func(ids ...planner.BufID) bool {
+		for _, id := range ids {
+			if p.TwinOf(id) == planner.NoBuf {
+				return false
+			}
+		}
+		return true
+	}
+	steps, float := 0, map[string]int{}
+	for _, ph := range []planner.Phase{p.Forward, p.Backward} {
+		for _, st := range ph {
+			switch {
+			case st.Kernel == planner.KGemm:
+				if !twinned(st.In[0], st.In[1]) {
+					float["forward "+st.Layer]++
+				}
+			case st.Kernel == planner.KGemmBwd && st.Attr.Act != "":
+				float["backward with an activation "+st.Layer]++
+			case st.Kernel == planner.KGemmBwd:
+				if st.Out[1] != planner.NoBuf && !twinned(st.In[3], st.In[0]) {
+					float["dW "+st.Layer]++
+				}
+				if st.Out[0] != planner.NoBuf && !twinned(st.In[3], st.In[1]) {
+					float["dx "+st.Layer]++
+				}
+			default:
+				continue
+			}
+			if st.Attr.Precision != planner.PrecisionBF16 {
+				t.Errorf("%s %s in %q, want bf16", st.Kernel, st.Layer, st.Attr.Precision)
+			}
+			steps++
+		}
+	}
+	if steps != 74 || len(float) > 0 {
+		t.Errorf("%d dense steps, want 74; GEMMs with a float32 operand: %v, want none", steps, float)
 	}
 }
