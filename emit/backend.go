@@ -93,7 +93,9 @@ func (b *Backend) PlanOptions(o planner.Options) planner.Options {
 // the rows' losses, which one threadgroup then sums (LossRows). A dense
 // layer's backward adds its dx into a gradient sum with the GEMM's beta 1
 // where an accumulate step would add it (GemmAccumulate: cuBLAS and MPS
-// read C for it, as the accumulate step would have).
+// read C for it, as the accumulate step would have), and so does a layer
+// norm's backward, whose kernel reads the sum where it writes dx
+// (LayerNormAccumulate).
 func gpuTarget(method string, scratch func(planner.ConvGeom) int, keepCols int, updateTensors int, winograd int, direct bool) planner.Target {
 	return planner.Target{Conv: func(g planner.ConvGeom, pass planner.ConvPass) planner.ConvChoice {
 		if ws := gpu.WinogradF4.Scratch(g); gpu.WinogradFits(g) && ws <= winograd {
@@ -108,7 +110,7 @@ func gpuTarget(method string, scratch func(planner.ConvGeom) int, keepCols int, 
 		}
 		s := scratch(g)
 		return planner.ConvChoice{Method: method, Scratch: s, SharesForward: pass != planner.ConvForward && !direct && s <= keepCols && gpu.ConvOneRound(g, s)}
-	}, UpdateTensors: updateTensors, PoolBwdAct: true, PoolEpilogue: gpu.PoolEpilogue, PoolArgmax: true, LossRows: true, Attention: true, GemmAccumulate: true}
+	}, UpdateTensors: updateTensors, PoolBwdAct: true, PoolEpilogue: gpu.PoolEpilogue, PoolArgmax: true, LossRows: true, Attention: true, GemmAccumulate: true, LayerNormAccumulate: true}
 }
 
 // cudaPrecisions gives t CUDA's precision rules: every dense step, and

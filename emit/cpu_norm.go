@@ -44,6 +44,10 @@ func (g *generator) layerNormCall(st planner.Step, in, out []operand) (string, e
 		return fmt.Sprintf("cpu.LayerNormFwd(%s, %s, %s, %s, %s, %s, %d, %d, %s)", in[0].slice(), in[1].slice(), in[2].slice(),
 			out[0].slice(), out[1].slice(), out[2].slice(), rows, cols, float(a.Eps)), nil
 	}
-	return fmt.Sprintf("cpu.LayerNormBwd(%s, %s, %s, %s, %s, %s, %s, %s, %d, %d)", in[0].slice(), in[1].slice(), in[2].slice(), in[3].slice(), in[4].slice(),
+	fn := "cpu.LayerNormBwd"
+	if a.AccumulateDx { // a GPU step's reference: dx adds into the gradient sum (planner/fuse_accumulate_norm.go)
+		fn = "cpu.LayerNormBwdAdd"
+	}
+	return fmt.Sprintf("%s(%s, %s, %s, %s, %s, %s, %s, %s, %d, %d)", fn, in[0].slice(), in[1].slice(), in[2].slice(), in[3].slice(), in[4].slice(),
 		out[0].slice(), out[1].slice(), out[2].slice(), rows, cols), nil
 }

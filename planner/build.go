@@ -113,6 +113,8 @@ var passes = [...]pass{
 		run: func(b *building) error { keepLess(b.p); return nil }},
 	{name: "fuseAccumulateGemm", file: "fuse_accumulate_gemm.go", only: inTraining | withFusion, needs: []string{"differentiate", "keepLess"},
 		run: func(b *building) error { fuseAccumulateGemm(b.p, b.target); return nil }},
+	{name: "fuseAccumulateNorm", file: "fuse_accumulate_norm.go", only: inTraining | withFusion, needs: []string{"differentiate", "keepLess"},
+		run: func(b *building) error { fuseAccumulateNorm(b.p, b.target); return nil }},
 	{name: "chooseMethods", file: "choose_methods.go", needs: []string{"lower", "differentiate"},
 		run: func(b *building) error { return chooseMethods(b.p, b.target, b.m.Precision) }},
 	{name: "choosePrecisions", file: "choose_precisions.go", needs: []string{"lower", "differentiate", "chooseMethods"},
@@ -135,7 +137,7 @@ var passes = [...]pass{
 // finalPhases are the passes that add or rewrite steps or buffers: after
 // them "all phases are final".
 var finalPhases = []string{"lower", "addLoss", "fuseEpilogue", "fuseElementwise", "fuseAttention", "fuseAttentionLayout", "differentiate", "optimize",
-	"accumulate", "fuseUpdate", "fuseActBwd", "keepLess", "fuseAccumulateGemm", "chooseMethods", "choosePrecisions", "chooseLossRows", "fusePool", "twinOperands"}
+	"accumulate", "fuseUpdate", "fuseActBwd", "keepLess", "fuseAccumulateGemm", "fuseAccumulateNorm", "chooseMethods", "choosePrecisions", "chooseLossRows", "fusePool", "twinOperands"}
 
 // Build plans m for opts.Target: it runs the table passes in order and
 // checks the plan's invariants with Verify after each one, so

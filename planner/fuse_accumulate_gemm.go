@@ -45,7 +45,7 @@ func fuseAccumulateGemm(p *Plan, t Target) {
 	}
 	folded := false
 	for j := 0; j < len(p.Backward); {
-		if p.Backward[j].Kernel == KAccumulate && (foldAccumulate(p, j, 1) || foldAccumulate(p, j, 0)) {
+		if p.Backward[j].Kernel == KAccumulate && (foldAccumulate(p, j, 1, KGemmBwd) || foldAccumulate(p, j, 0, KGemmBwd)) {
 			folded = true
 			continue // the step after the accumulate is at j now
 		}
@@ -99,13 +99,15 @@ func usesOf(p *Plan, roots ...BufID) map[BufID]*storageUse {
 	return use
 }
 
-// foldAccumulate folds the accumulate step p.Backward[j] into the gemm_bwd
-// that writes its operand k, where fuseAccumulateGemm's conditions hold,
-// and reports whether it did.
-func foldAccumulate(p *Plan, j, k int) bool {
+// foldAccumulate folds the accumulate step p.Backward[j] into the step
+// of kernel into (a gemm_bwd, or a layernorm_bwd) that writes its operand
+// k as its dx, where fuseAccumulateGemm's conditions hold (with that
+// step for the gemm_bwd: fuse_accumulate_norm.go), and reports whether
+// it did.
+func foldAccumulate(p *Plan, j, k int, into Kernel) bool {
 	acc := p.Backward[j]
 	sum := acc.Out[0]
-	c, so := p.root(acc.In[k]), p.root(acc.In[1-k]) // the GEMM's contribution, the sum so far
+	c, so := p.root(acc.In[k]), p.root(acc.In[1-k]) // the step's contribution, the sum so far
 	if sum != p.root(sum) || c == so || c == sum || so == sum {
 		return false
 	}
@@ -124,12 +126,12 @@ func foldAccumulate(p *Plan, j, k int) bool {
 	}
 	i := uc.writers[0]
 	g := &p.Backward[i]
-	if i >= j || g.Kernel != KGemmBwd || g.Attr.AccumulateDx || g.Out[0] == NoBuf || p.root(g.Out[0]) != c {
+	if i >= j || g.Kernel != into || g.Attr.AccumulateDx || len(g.Out) == 0 || g.Out[0] == NoBuf || p.root(g.Out[0]) != c {
 		return false
 	}
 	for n, id := range append(slices.Clone(g.In), g.Out...) {
 		if n != len(g.In) && id != NoBuf && (p.root(id) == c || p.root(id) == so || p.root(id) == sum) {
-			return false // the GEMM reads the sum, or writes it twice
+			return false // the step reads the sum, or writes it twice
 		}
 	}
 	moved := ""
@@ -138,15 +140,15 @@ func foldAccumulate(p *Plan, j, k int) bool {
 			return false
 		}
 		moved = fmt.Sprintf(", moved after %s's contribution", p.Backward[last].Layer)
-		gemm := p.Backward[i]
+		step := p.Backward[i]
 		p.Backward = slices.Delete(p.Backward, i, i+1)
-		p.Backward = slices.Insert(p.Backward, j-1, gemm)
+		p.Backward = slices.Insert(p.Backward, j-1, step)
 		i = j - 1
 	}
 	g = &p.Backward[i]
 	g.Attr.AccumulateDx = true
 	// The sum's storage is the accumulate's output: the sum so far and
-	// the GEMM's contribution, and every view of them, view it.
+	// the step's contribution, and every view of them, view it.
 	roots := make([]BufID, len(p.Buffers))
 	for b := range p.Buffers {
 		roots[b] = p.root(BufID(b))
@@ -157,11 +159,11 @@ func foldAccumulate(p *Plan, j, k int) bool {
 		}
 	}
 	p.Backward = slices.Delete(p.Backward, j, j+1)
-	p.Fusions = append(p.Fusions, fmt.Sprintf("%s + accumulate -> gemm_bwd (dx += into the gradient of %s%s)", g.Layer, acc.Layer, moved))
+	p.Fusions = append(p.Fusions, fmt.Sprintf("%s + accumulate -> %s (dx += into the gradient of %s%s)", g.Layer, into, acc.Layer, moved))
 	return true
 }
 
-// movable reports whether the gemm_bwd at p.Backward[i] may run at the
+// movable reports whether the step at p.Backward[i] may run at the
 // place of step j instead (after the steps between): no step between may
 // share a storage with it but one that neither writes and that is no
 // gradient (a backward step may overwrite its dy in place).

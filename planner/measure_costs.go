@@ -77,7 +77,7 @@ func stepBytes(p *Plan, s *Step, c *costCounter) int64 {
 	if s.Kernel == KSGD || s.Kernel == KAdam {
 		n = c.sum(n, p.size(s.Out[0])) // the param is read as well as written
 	}
-	if s.Kernel == KGemmBwd && s.Attr.AccumulateDx {
+	if s.Attr.AccumulateDx {
 		n = c.sum(n, p.size(s.Out[0])) // dx is read as well as written
 	}
 	if s.Kernel == KClipGradNorm {
@@ -174,6 +174,9 @@ func stepFLOPs(p *Plan, s *Step, c *costCounter) int64 {
 	case KLayerNorm:
 		return c.mul(6, out0()) // mean, variance, normalise, scale and shift
 	case KLayerNormBwd:
+		if s.Attr.AccumulateDx {
+			return c.mul(11, p.size(s.In[0])) // and the add into dx
+		}
 		return c.mul(10, p.size(s.In[0]))
 	case KEmbedding:
 		return c.mul(out0(), has(s.In[2])) // the position add; the rows are copies

@@ -287,7 +287,8 @@ const (
 	// elsewhere (every element written). In: dy. Out: dx.
 	KSliceBwd Kernel = "slice_bwd"
 	// KLayerNormBwd: In: x, gamma, saveMean, saveInvStd, dy.
-	// Out: dx (optional), dgamma, dbeta (optional). Attr: Axis.
+	// Out: dx (optional), dgamma, dbeta (optional). Attr: Axis,
+	// AccumulateDx.
 	KLayerNormBwd Kernel = "layernorm_bwd"
 	// KEmbeddingBwd: In: ids, dy. Out: dweight (each dy row scatter-added
 	// into the row of its id), dpos (optional: dy summed over the batch).
@@ -443,11 +444,13 @@ type Attr struct {
 	// tensor-tile attention kernels). Empty (an f32 plan's convolutions,
 	// a plan built by hand) means f32.
 	Precision string `json:"precision,omitempty"`
-	// AccumulateDx marks a gemm_bwd that adds its input gradient to what
-	// dx's storage holds (dx += dy·W, a GEMM with beta 1) instead of
-	// overwriting it: the storage is a gradient sum that earlier steps
-	// wrote and no step has read yet, and the step takes the place of the
-	// accumulate step that added its contribution (fuse_accumulate_gemm.go).
+	// AccumulateDx marks a gemm_bwd or layernorm_bwd that adds its input
+	// gradient to what dx's storage holds (dx += dy·W, a GEMM with beta
+	// 1; dx += the layer norm's dx) instead of overwriting it: the
+	// storage is a gradient sum that earlier steps wrote and no step has
+	// read yet, and the step takes the place of the accumulate step that
+	// added its contribution (fuse_accumulate_gemm.go,
+	// fuse_accumulate_norm.go).
 	AccumulateDx bool `json:"accumulateDx,omitempty"`
 	// FromOutput marks a unary_bwd whose In[0] is its chain's output y,
 	// not its input x: a one-op chain whose derivative y gives

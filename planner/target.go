@@ -78,6 +78,12 @@ type Target struct {
 	// folds the accumulate steps that add such a contribution into its
 	// gemm_bwd.
 	GemmAccumulate bool
+	// LayerNormAccumulate says the backend's layer norm backward can add
+	// its dx into an existing sum at no cost beyond reading it
+	// (Attr.AccumulateDx): fuse_accumulate_norm.go then folds the
+	// accumulate steps that add such a contribution (a transformer's
+	// residual stream) into its layernorm_bwd.
+	LayerNormAccumulate bool
 	// BF16 says the backend's bf16 GEMMs read bfloat16 operands that
 	// their producers write (twin_operands.go), and which producers can;
 	// nil: its GEMMs read float32 operands only.

@@ -10,8 +10,10 @@ import (
 )
 
 // bf16Target is a GPU-like target whose bf16 GEMMs read bfloat16 twins
-// that layer norm, element-wise chains and the given optimizers write, as
-// emit/gpu's (which the planner cannot import).
+// that layer norm, element-wise chains, dropout's backward, the fused
+// attention forward and backward, softmax cross-entropy's gradient and
+// the given optimizers write, as emit/gpu's (which the planner cannot
+// import).
 func bf16Target(updates ...Kernel) Target {
 	u := map[Kernel]bool{}
 	for _, k := range updates {
@@ -19,21 +21,25 @@ func bf16Target(updates ...Kernel) Target {
 	}
 	return Target{Name: "gpu", Conv: cpuConv, UpdateTensors: 64, Attention: true, LossRows: true,
 		Dense: func(_ int, want string) DenseChoice { return DenseChoice{Precision: want} },
-		BF16:  &BF16Twins{Producers: map[Kernel][]int{KLayerNorm: {0}, KUnary: {0}, KUnaryBwd: {0}, KDropoutBwd: {0}}, Updates: u}}
+		BF16: &BF16Twins{Producers: map[Kernel][]int{KLayerNorm: {0}, KUnary: {0}, KUnaryBwd: {0}, KDropoutBwd: {0},
+			KAttention: {0}, KAttentionBwd: {0, 1, 2}, KSoftmaxXent: {1}}, Updates: u}}
 }
 
 // TestTwinOperands: in a bf16 plan for a target whose GEMMs read
 // bfloat16 twins, every dense layer that reads a layer norm's or a GELU's
 // output gets that output's twin and its weight's (the tiny GPT's q, k,
-// v, fc, mlp and the tied head: 5 layer norms and 2 GELUs, 11 weights;
-// not proj, which reads the attention's output), and in a training plan
-// the backward GEMMs of fc, mlp and proj read the twins of their
-// incoming gradients (from GELU's and dropout's backward: 6 more) with
-// x's and W's (proj's weight: 2 more), no step names a twin, the weights'
-// twins sit in the state arena after everything else and the activations'
-// in the work arena, taking half the places; each is listed by `mlbuild
-// plan`. An f32 plan, a target without the capability, and a training
-// plan whose optimizer does not write twins get no weight twins.
+// v, fc, mlp and the tied head: 5 layer norms and 2 GELUs, 11 weights),
+// and in a training plan proj too, which reads the fused attention's
+// output (2 twins; an inference plan keeps the transpose that merges the
+// heads, which writes none); in a training plan the backward GEMMs of
+// every dense layer read the twins of their incoming gradients (from
+// GELU's and dropout's backward, the attention's dq, dk and dv, and the
+// loss's gradient: 13) with x's and W's (proj's weights: 2 more), no step
+// names a twin, the weights' twins sit in the state arena after
+// everything else and the activations' in the work arena, taking half
+// the places; each is listed by `mlbuild plan`. An f32 plan, a target
+// without the capability, and a training plan whose optimizer does not
+// write twins get no weight twins.
 func TestTwinOperands(t *testing.T) {
 	load := func(precision string) *spec.Model {
 		m, err := spec.Load("../testdata/specs/bf16/gpt_tiny_bf16.cue")
@@ -52,7 +58,7 @@ func TestTwinOperands(t *testing.T) {
 		activations, weights int
 		readers              []string // the layers whose GEMMs read twins
 	}{
-		{"training", "bf16", true, adam, 13, 13, []string{"h0_q", "h0_k", "h0_v", "h0_fc", "h0_mlp", "h1_q", "h1_k", "h1_v", "h1_fc", "h1_mlp", "lm_head"}},
+		{"training", "bf16", true, adam, 22, 13, []string{"h0_q", "h0_k", "h0_v", "h0_proj", "h0_fc", "h0_mlp", "h1_q", "h1_k", "h1_v", "h1_proj", "h1_fc", "h1_mlp", "lm_head"}},
 		{"inference", "bf16", false, adam, 7, 11, []string{"h0_q", "h0_k", "h0_v", "h0_fc", "h0_mlp", "h1_q", "h1_k", "h1_v", "h1_fc", "h1_mlp", "lm_head"}},
 		{"f32 plan", "f32", true, adam, 0, 0, nil},
 		{"tf32 plan", "tf32", true, adam, 0, 0, nil},
@@ -167,4 +173,72 @@ func clonePlanForTest(p *Plan) *Plan {
 		q.Forward[i].Out = slices.Clone(q.Forward[i].Out)
 	}
 	return &q
+}
+
+// floatGemms counts the GEMMs of p's forward and backward that read a
+// float32 A or B where the plan is bf16, by what each computes ("forward",
+// "dW", "dx") and the kind of its layer (the name after the block's
+// prefix: "q", "proj", "lm_head"): a GEMM reads bfloat16 operands
+// (emit/gpu's dense lowering) when both have twins, and in the backward
+// only without a fused activation, whose derivative rewrites dy first.
+func floatGemms(p *Plan) map[string]int {
+	kind := func(layer string) string {
+		if i := strings.IndexByte(layer, '_'); i > 0 && layer[0] == 'h' {
+			return layer[i+1:]
+		}
+		return layer
+	}
+	twinned := func(ids ...BufID) bool {
+		for _, id := range ids {
+			if p.TwinOf(id) == NoBuf {
+				return false
+			}
+		}
+		return true
+	}
+	n := map[string]int{}
+	for _, st := range p.Forward {
+		if st.Kernel == KGemm && st.Attr.Precision == PrecisionBF16 && !twinned(st.In[0], st.In[1]) {
+			n["forward "+kind(st.Layer)]++
+		}
+	}
+	for _, st := range p.Backward {
+		if st.Kernel != KGemmBwd || st.Attr.Precision != PrecisionBF16 {
+			continue
+		}
+		x, w, dy := st.In[0], st.In[1], st.In[3]
+		if st.Out[1] != NoBuf && (st.Attr.Act != "" || !twinned(dy, x)) {
+			n["dW "+kind(st.Layer)]++
+		}
+		if st.Out[0] != NoBuf && (st.Attr.Act != "" || !twinned(dy, w)) {
+			n["dx "+kind(st.Layer)]++
+		}
+	}
+	return n
+}
+
+// TestTwinOperandsGPT: in the bf16 training plan of models/gpt.cue for a
+// target whose GEMMs read bfloat16 twins (as CUDA's), no GEMM of a dense
+// layer reads a float32 operand: proj's forward and dW read the fused
+// attention's output's twin, q's, k's and v's backward the twins of dq,
+// dk and dv, and lm_head's backward the twin of the loss's gradient.
+func TestTwinOperandsGPT(t *testing.T) {
+	m, err := spec.Load("../models/gpt.cue")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Precision = PrecisionBF16
+	p := mustBuild(t, m, Options{Training: true, Fusion: true, Target: bf16Target(KAdam, KAdamMulti, KSGD)})
+	gemms := 0
+	for _, st := range p.allSteps() {
+		if st.Kernel == KGemm || st.Kernel == KGemmBwd {
+			gemms++
+		}
+	}
+	if gemms != 6*6+1+6*6+1 {
+		t.Fatalf("%d dense steps, want 74 (6 blocks of q, k, v, proj, fc and mlp, and lm_head, forward and backward)", gemms)
+	}
+	if n := floatGemms(p); len(n) != 0 {
+		t.Errorf("GEMMs with a float32 operand: %v, want none", n)
+	}
 }

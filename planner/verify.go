@@ -2,6 +2,7 @@ package planner
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -343,8 +344,10 @@ func verifyStep(p *Plan, phase string, index int, s *Step) error {
 		return fmt.Errorf("an epilogue pool on a %s step (only conv2d pools)", s.Kernel)
 	case s.Attr.Precision != "" && !hasPrecision(s.Kernel):
 		return fmt.Errorf("%s step with a precision (only gemm, gemm_bwd, conv2d, conv2d_bwd, attention and attention_bwd have one)", s.Kernel)
-	case s.Attr.AccumulateDx && (s.Kernel != KGemmBwd || len(s.Out) == 0 || s.Out[0] == NoBuf):
-		return fmt.Errorf("a %s step that adds into dx (only a gemm_bwd with dx does)", s.Kernel)
+	case s.Attr.AccumulateDx && (s.Kernel != KGemmBwd && s.Kernel != KLayerNormBwd || len(s.Out) == 0 || s.Out[0] == NoBuf):
+		return fmt.Errorf("a %s step that adds into dx (only a gemm_bwd or layernorm_bwd with dx does)", s.Kernel)
+	case s.Attr.AccumulateDx && slices.ContainsFunc(s.In, func(id BufID) bool { return id != NoBuf && p.root(id) == p.root(s.Out[0]) }):
+		return fmt.Errorf("adds into dx %s, whose storage it also reads as an input", p.Buffers[s.Out[0]].Name)
 	case s.Attr.Precision != "" && !knownPrecision(s.Attr.Precision):
 		return fmt.Errorf("unknown precision %q (f32, bf16 or tf32)", s.Attr.Precision)
 	}
@@ -529,9 +532,10 @@ func checkAct(a Attr) error {
 // written by the program before the first step), and that activations,
 // gradients and the loss are each written by one step only (clipping
 // rescales the param gradients in place, after the step that wrote them;
-// a gemm_bwd with AccumulateDx adds into a gradient that an earlier step
-// wrote and that no step has read yet, so every reader sees the whole
-// sum: fuse_accumulate_gemm.go).
+// a gemm_bwd or layernorm_bwd with AccumulateDx adds into a gradient
+// that an earlier step wrote and that no step has read yet, so every
+// reader sees the whole sum: fuse_accumulate_gemm.go,
+// fuse_accumulate_norm.go).
 func verifyDataFlow(p *Plan) error {
 	written := make([]bool, len(p.Buffers))
 	read := make([]bool, len(p.Buffers))
@@ -564,7 +568,7 @@ func verifyDataFlow(p *Plan) error {
 					continue
 				}
 				r := p.root(id)
-				if k == 0 && s.Kernel == KGemmBwd && s.Attr.AccumulateDx {
+				if k == 0 && s.Attr.AccumulateDx {
 					switch {
 					case !written[r]:
 						return fail("adds dx into %s before any step writes it", p.Buffers[id].Name)

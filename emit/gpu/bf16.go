@@ -9,15 +9,19 @@ import (
 
 // BF16Twins are the bfloat16 twins this package's lowerings write (the
 // planner's Target.BF16 of a backend whose GEMMs read bfloat16 operands):
-// the output of layer norm and of an element-wise chain (a GPT's GELU),
-// and in the backward the dx of an element-wise chain's and of a
-// dropout's backward (a dense layer's incoming gradient), by their
-// kernels beside the float32 output, and every param an SGD or Adam step
-// updates, by the update kernel beside the float32 param. A GEMM whose A
-// and B both have twins reads the twins (dense's forward and backward).
+// the output of layer norm, of an element-wise chain (a GPT's GELU) and
+// of the fused attention (o, which a GPT's proj reads), and in the
+// backward the dx of an element-wise chain's and of a dropout's backward
+// (a dense layer's incoming gradient), dq, dk and dv of the fused
+// attention's backward (q's, k's and v's) and the loss's gradient of
+// softmax cross-entropy (the head's), by their kernels beside the
+// float32 output, and every param an SGD or Adam step updates, by the
+// update kernel beside the float32 param. A GEMM whose A and B both have
+// twins reads the twins (dense's forward and backward).
 var BF16Twins = &planner.BF16Twins{
-	Producers: map[planner.Kernel][]int{planner.KLayerNorm: {0}, planner.KUnary: {0}, planner.KUnaryBwd: {0}, planner.KDropoutBwd: {0}},
-	Updates:   map[planner.Kernel]bool{planner.KSGD: true, planner.KAdam: true, planner.KAdamMulti: true},
+	Producers: map[planner.Kernel][]int{planner.KLayerNorm: {0}, planner.KUnary: {0}, planner.KUnaryBwd: {0}, planner.KDropoutBwd: {0},
+		planner.KAttention: {0}, planner.KAttentionBwd: {0, 1, 2}, planner.KSoftmaxXent: {1}},
+	Updates: map[planner.Kernel]bool{planner.KSGD: true, planner.KAdam: true, planner.KAdamMulti: true},
 }
 
 // twin is the bfloat16 twin of buf's storage in the plan, or NoBuf.
@@ -26,6 +30,35 @@ func (l *lowering) twin(buf planner.BufID) planner.BufID {
 		return planner.NoBuf
 	}
 	return l.p.TwinOf(buf)
+}
+
+// twinOut is a kernel parameter and the plan buffer bound to it.
+type twinOut struct {
+	param string
+	buf   planner.BufID
+}
+
+// withOutputTwins returns k and its operands ops with a bfloat16 twin
+// written beside each output of outs whose buffer has one in the plan
+// (withTwins: the twins' parameters after k's others, in outs' order),
+// and k and ops unchanged where none has. It is an error for k to have
+// no parameter of an output's name.
+func (l *lowering) withOutputTwins(k *Kernel, ops []operand, outs ...twinOut) (*Kernel, []operand, error) {
+	var names []string
+	for _, o := range outs {
+		if tw := l.twin(o.buf); present(tw) {
+			names = append(names, o.param)
+			ops = append(ops, whole(tw))
+		}
+	}
+	if len(names) == 0 {
+		return k, ops, nil
+	}
+	tk := withTwins(k, names)
+	if len(tk.Params) != len(k.Params)+len(names) {
+		return nil, nil, fmt.Errorf("kernel %q: the outputs %v to write in bfloat16 are not all its parameters", k.Doc, names)
+	}
+	return tk, ops, nil
 }
 
 // withTwins returns k with a BF16 parameter after its others for each
@@ -46,14 +79,18 @@ func withTwins(k *Kernel, bufs []string) *Kernel {
 			}
 		}
 	}
-	out.Body = twinStores(k.Body, twin)
+	var n int
+	out.Body = twinStores(k.Body, twin, &n)
 	out.Doc += ", and " + fmtList(bufs) + " in bfloat16"
 	return &out
 }
 
 // twinStores copies ss with every store to a buffer of twin followed by
-// the same value's bfloat16 store to its twin.
-func twinStores(ss []Stmt, twin map[string]string) []Stmt {
+// the same value's bfloat16 store to its twin; n counts the locals that
+// hold the stored values, so that each has its own name (a kernel may
+// store to a buffer many times in one block: the fused attention's
+// unrolled fragments).
+func twinStores(ss []Stmt, twin map[string]string, n *int) []Stmt {
 	var out []Stmt
 	for _, s := range ss {
 		switch s := s.(type) {
@@ -63,7 +100,8 @@ func twinStores(ss []Stmt, twin map[string]string) []Stmt {
 				out = append(out, s)
 				continue
 			}
-			v := "mlb_t_" + s.Buf
+			v := fmt.Sprintf("mlb_t%d_%s", *n, s.Buf)
+			*n++
 			out = append(out, let(v, Float, s.Value), store(s.Buf, s.Index, vr(v)), storeBF16(tb, s.Index, vr(v)))
 		case Store4:
 			tb, ok := twin[s.Buf]
@@ -73,7 +111,8 @@ func twinStores(ss []Stmt, twin map[string]string) []Stmt {
 			}
 			var vals [4]Expr
 			for c, e := range s.Values {
-				v := fmt.Sprintf("mlb_t%d_%s", c, s.Buf)
+				v := fmt.Sprintf("mlb_t%d_%s", *n, s.Buf)
+				*n++
 				out = append(out, let(v, Float, e))
 				vals[c] = vr(v)
 			}
@@ -82,10 +121,10 @@ func twinStores(ss []Stmt, twin map[string]string) []Stmt {
 				out = append(out, storeBF16(tb, add(s.Index, i32(c)), vals[c]))
 			}
 		case If:
-			s.Then, s.Else = twinStores(s.Then, twin), twinStores(s.Else, twin)
+			s.Then, s.Else = twinStores(s.Then, twin, n), twinStores(s.Else, twin, n)
 			out = append(out, s)
 		case For:
-			s.Body = twinStores(s.Body, twin)
+			s.Body = twinStores(s.Body, twin, n)
 			out = append(out, s)
 		default:
 			out = append(out, s)

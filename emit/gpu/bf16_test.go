@@ -107,10 +107,6 @@ func TestBF16StoreLoad(t *testing.T) {
 // rounding of the float32 the kernel stored beside it, bit for bit.
 func TestTwinKernels(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 6))
-	type twinCase struct {
-		gpuCase
-		twins map[int]int // twin parameter -> the float32 parameter it twins
-	}
 	var cases []twinCase
 	for _, sz := range []struct{ rows, cols int }{{5, 384}, {7, 12}, {3, 5000}} {
 		n := sz.rows * sz.cols
@@ -178,31 +174,142 @@ func TestTwinKernels(t *testing.T) {
 	in = append(in, zeros((sizes[0]+1)/2), zeros((sizes[2]+1)/2))
 	cases = append(cases, twinCase{gpuCase{name: "adam_multi", k: withTwins(adamMultiKernel(sizes, []float32{0.01, 0.01, 0.01}, 0.9, 0.999, 1e-8, false), []string{"p_0", "p_2"}),
 		in: in, want: want, tol: 1e-5}, map[int]int{13: 4, 14: 12}})
-	for _, d := range []*Dialect{CUDA, Metal} {
-		var plain []gpuCase
-		for _, c := range cases {
-			plain = append(plain, c.gpuCase)
+	// softmax cross-entropy's gradient (the head's incoming gradient), by
+	// the rows kernel and the one-threadgroup kernel, over a share of 2
+	rows, classes := 37, 89
+	z, lab := randVec(r, rows*classes, -4, 4), zeros(rows*classes)
+	dz, loss := make([]float32, rows*classes), make([]float32, rows)
+	for i := range rows {
+		lab[i*classes+r.IntN(classes)] = 1
+		zr, m := z[i*classes:(i+1)*classes], float64(slices.Max(z[i*classes:(i+1)*classes]))
+		sum := 0.0
+		for _, v := range zr {
+			sum += math.Exp(float64(v) - m)
 		}
-		res := runCases(t, d, plain)
-		checkCases(t, d, plain, res)
-		for i, c := range cases {
-			for tw, of := range c.twins {
-				if c.k.Params[tw].Elem != BF16 {
-					t.Fatalf("%s: parameter %d is no bfloat16 buffer", c.name, tw)
-				}
-				got, vals := bf16Halves(res[i][tw]), res[i][of]
-				bad := 0
-				for e, v := range vals {
-					if got[e] != bf16Want(v) {
-						if bad < 3 {
-							t.Errorf("%s/%s: twin %s[%d] = %#04x, want %#04x (the rounding of %g)", d.Name, c.name, c.k.Params[tw].Name, e, got[e], bf16Want(v), v)
-						}
-						bad++
+		for c, v := range zr {
+			lp := float64(v) - m - math.Log(sum)
+			loss[i] -= lab[i*classes+c] * float32(lp)
+			dz[i*classes+c] = float32((math.Exp(lp) - float64(lab[i*classes+c])) / float64(2*rows))
+		}
+	}
+	total := float32(0)
+	for _, l := range loss {
+		total += l
+	}
+	cases = append(cases,
+		twinCase{gpuCase{name: "softmax_xent_rows", k: withTwins(softmaxXentRowsKernel(rows, classes, 2*rows), []string{"dz"}),
+			in: [][]float32{z, lab, zeros(rows), zeros(rows * classes), zeros((rows*classes + 1) / 2)}, want: map[int][]float32{2: loss, 3: dz}, tol: 1e-5}, map[int]int{4: 3}},
+		twinCase{gpuCase{name: "softmax_xent", k: withTwins(softmaxXentShareKernel(rows, classes, 2*rows), []string{"dz"}),
+			in: [][]float32{z, lab, zeros(1), zeros(rows * classes), zeros((rows*classes + 1) / 2)}, want: map[int][]float32{2: {total / float32(2*rows)}, 3: dz}, tol: 1e-5}, map[int]int{4: 3}})
+	for _, d := range []*Dialect{CUDA, Metal} {
+		runTwinCases(t, d, cases)
+	}
+}
+
+// TestAttentionTwinKernels runs the fused attention's kernels that write
+// bfloat16 twins of o, dk and dv, and dq (a GPT's proj and its q, k and
+// v read them) in the CUDA dialect on the CPU: on register fragments, as
+// a bf16 plan runs them, and the SIMT kernels, token-major with dropout
+// and causal, and with keys fewer than queries. Each float32 output
+// matches the unfused reference within the tolerances of the kernels'
+// own tests, and each twin element is the rounding of the float32 the
+// kernel stored beside it, bit for bit.
+func TestAttentionTwinKernels(t *testing.T) {
+	const step, seed = 7, 1234
+	r := rand.New(rand.NewPCG(41, 7))
+	tl, err := attnTilingFor(CUDA, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cases []twinCase
+	for _, g := range []attnGeom{
+		{mats: 4, tq: 80, tk: 80, d: 32, heads: 2, scale: 0.17, causal: true, rate: 0.1},
+		{mats: 4, tq: 45, tk: 7, d: 6, heads: 4, scale: 0.4},
+	} {
+		g.tiling = tl
+		q := randVec(r, g.mats*g.tq*g.d, -2, 2)
+		kt := randVec(r, g.mats*g.d*g.tk, -2, 2)
+		v := randVec(r, g.mats*g.tk*g.d, -1, 1)
+		do := randVec(r, g.mats*g.tq*g.d, -1, 1)
+		tm := func(o, dq, dkt, dv []float32) [4][]float32 {
+			return [4][]float32{tokenMajor(g, o, g.tq), tokenMajor(g, dq, g.tq), tokenMajor(g, transposeMats(dkt, g.mats, g.d, g.tk), g.tk), tokenMajor(g, dv, g.tk)}
+		}
+		o, lse, delta, dq, dkt, dv := unfusedAttention(g, q, kt, v, do, step, seed, nil)
+		exact := tm(o, dq, dkt, dv)
+		o, lse16, delta16, dq, dkt, dv := unfusedAttention(g, q, kt, v, do, step, seed, cpu.RoundBF16)
+		rounded := tm(o, dq, dkt, dv)
+		q, v, do = tokenMajor(g, q, g.tq), tokenMajor(g, v, g.tk), tokenMajor(g, do, g.tq)
+		kt = tokenMajor(g, transposeMats(kt, g.mats, g.d, g.tk), g.tk)
+		var pre [][]float32
+		a := 0
+		if g.rate > 0 {
+			pre, a = [][]float32{argsVec(0.1, step, seed)}, 1
+		}
+		args := func(ins ...[]float32) [][]float32 { return append(append([][]float32{}, pre...), ins...) }
+		half := func(n int) []float32 { return zeros((n + 1) / 2) }
+		name := fmt.Sprintf("attn_%dx%dx%dx%d", g.mats, g.tq, g.tk, g.d)
+		for _, v2 := range []struct {
+			name            string
+			fwd, kv, qk     *Kernel
+			want            [4][]float32
+			lse, delta      []float32
+			outTol, gradTol float64
+		}{
+			{"frag", attentionFwdFragKernel(g, CUDA.Fragments), attentionBwdKeysFragKernel(g, CUDA.Fragments, true, true), attentionBwdQueriesFragKernel(g, CUDA.Fragments), rounded, lse16, delta16, faOutTol, faGradTol},
+			{"simt", attentionFwdKernel(g), attentionBwdKeysKernel(g, true, true), attentionBwdQueriesKernel(g), exact, lse, delta, 2e-5, 1e-4},
+		} {
+			w := v2.want
+			cases = append(cases,
+				twinCase{gpuCase{name: name + "_" + v2.name, k: withTwins(v2.fwd, []string{"o"}), tols: map[int]float64{a + 3: v2.outTol, a + 4: faLSETol},
+					in: args(q, kt, v, zeros(len(w[0])), zeros(len(v2.lse)), half(len(w[0]))), want: map[int][]float32{a + 3: w[0]}}, map[int]int{a + 5: a + 3}},
+				twinCase{gpuCase{name: name + "_" + v2.name + "_kv", k: withTwins(v2.kv, []string{g.dkName(), "dv"}), tol: v2.gradTol,
+					in:   args(q, kt, v, do, v2.lse, v2.delta, zeros(len(w[2])), zeros(len(w[3])), half(len(w[2])), half(len(w[3]))),
+					want: map[int][]float32{a + 6: w[2], a + 7: w[3]}}, map[int]int{a + 8: a + 6, a + 9: a + 7}},
+				twinCase{gpuCase{name: name + "_" + v2.name + "_q", k: withTwins(v2.qk, []string{"dq"}), tol: v2.gradTol,
+					in: args(q, kt, v, do, v2.lse, v2.delta, zeros(len(w[1])), half(len(w[1]))), want: map[int][]float32{a + 6: w[1]}}, map[int]int{a + 7: a + 6}})
+		}
+	}
+	runTwinCases(t, CUDA, cases)
+}
+
+// twinCase is a kernel case whose kernel writes bfloat16 twins.
+type twinCase struct {
+	gpuCase
+	twins map[int]int // twin parameter -> the float32 parameter it twins
+}
+
+// runTwinCases runs cases in dialect d on the CPU and checks each float32
+// output against its reference (checkCases) and each twin element
+// against the rounding of the float32 the kernel stored beside it, bit
+// for bit.
+func runTwinCases(t *testing.T, d *Dialect, cases []twinCase) {
+	t.Helper()
+	var plain []gpuCase
+	for _, c := range cases {
+		plain = append(plain, c.gpuCase)
+	}
+	res := runCases(t, d, plain)
+	checkCases(t, d, plain, res)
+	for i, c := range cases {
+		if len(c.twins) == 0 {
+			t.Errorf("%s/%s: case checks no twin", d.Name, c.name)
+		}
+		for tw, of := range c.twins {
+			if c.k.Params[tw].Elem != BF16 {
+				t.Fatalf("%s: parameter %d is no bfloat16 buffer", c.name, tw)
+			}
+			got, vals := bf16Halves(res[i][tw]), res[i][of]
+			bad := 0
+			for e, v := range vals {
+				if got[e] != bf16Want(v) {
+					if bad < 3 {
+						t.Errorf("%s/%s: twin %s[%d] = %#04x, want %#04x (the rounding of %g)", d.Name, c.name, c.k.Params[tw].Name, e, got[e], bf16Want(v), v)
 					}
+					bad++
 				}
-				if bad > 0 {
-					t.Errorf("%s/%s: %d of %d twin elements wrong", d.Name, c.name, bad, len(vals))
-				}
+			}
+			if bad > 0 {
+				t.Errorf("%s/%s: %d of %d twin elements wrong", d.Name, c.name, bad, len(vals))
 			}
 		}
 	}

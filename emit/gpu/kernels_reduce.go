@@ -1002,7 +1002,8 @@ const paramThreads = 512
 const paramWays = 4
 
 // layerNormBwdKernel is dx = inv·(g − mean(g) − x̂·mean(g·x̂)) per row, with
-// g = dy·gamma, the rows laid out as layerNormKernel's; dx may be dy.
+// g = dy·gamma, the rows laid out as layerNormKernel's; dx may be dy
+// (but not in addingInto's kernel, which reads dx).
 func layerNormBwdKernel(rows, cols int) *Kernel {
 	n := rows * cols
 	params := []Param{in("x", n), in("gamma", cols), in("smean", rows), in("sinv", rows), in("dy", n), out("dx", n)}
@@ -1064,6 +1065,57 @@ func layerNormBwdWideKernel(rows, cols int, params []Param) *Kernel {
 		sub(sub(g, mul(vr("s1"), flt(1/float32(cols)))), mul(xhat, mul(vr("s2"), flt(1/float32(cols)))))))))
 	return &Kernel{Doc: fmt.Sprintf("layer norm backward of %d rows of %d", rows, cols),
 		Params: params, Threadgroup: tg, Groups: rows, Body: body}
+}
+
+// addingInto returns k with every store to its parameter buf adding the
+// value to what buf holds there (buf[i] += v; four loads for a Store4,
+// as one 16-byte access where the dialect has one): a kernel that adds
+// its output into a sum that earlier steps wrote (Attr.AccumulateDx).
+// Each element must be stored once, by one thread, and buf must be
+// bound to no other parameter.
+func addingInto(k *Kernel, buf string) *Kernel {
+	out := *k
+	var n int
+	var adds func(ss []Stmt) []Stmt
+	adds = func(ss []Stmt) []Stmt {
+		var r []Stmt
+		for _, s := range ss {
+			switch s := s.(type) {
+			case Store:
+				if s.Buf == buf {
+					s.Value = add(load(buf, s.Index), s.Value)
+				}
+				r = append(r, s)
+			case Store4:
+				if s.Buf != buf {
+					r = append(r, s)
+					continue
+				}
+				var old [4]string
+				for c := range old {
+					old[c] = fmt.Sprintf("mlb_a%d_%d", n, c)
+				}
+				n++
+				r = append(r, Load4{buf, s.Index, old})
+				for c := range s.Values {
+					s.Values[c] = add(vr(old[c]), s.Values[c])
+				}
+				r = append(r, s)
+			case If:
+				s.Then, s.Else = adds(s.Then), adds(s.Else)
+				r = append(r, s)
+			case For:
+				s.Body = adds(s.Body)
+				r = append(r, s)
+			default:
+				r = append(r, s)
+			}
+		}
+		return r
+	}
+	out.Body = adds(k.Body)
+	out.Doc += ", adding into " + buf
+	return &out
 }
 
 // reducedIndex is the index into a tensor of shape full of the element

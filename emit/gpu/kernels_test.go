@@ -556,8 +556,8 @@ func kernelCases(t *testing.T) []gpuCase {
 
 	// Layer normalisation: rows shorter and longer than a threadgroup,
 	// more rows than the parameter gradients' threadgroup strides over,
-	// with and without a bias; backward with dx, and the parameter
-	// gradients alone.
+	// with and without a bias; backward with dx, with dx added into a
+	// sum, and the parameter gradients alone.
 	for _, sh := range []struct {
 		rows, cols int
 		bias       bool
@@ -584,6 +584,12 @@ func kernelCases(t *testing.T) []gpuCase {
 		cpu.LayerNormBwd(x, gamma, sm, si, dy, dx, dg, dbt, rows, cols)
 		addCase(gpuCase{name: "layernorm_bwd", k: layerNormBwdKernel(rows, cols),
 			in: [][]float32{x, gamma, sm, si, dy, zeros(n)}, want: map[int][]float32{5: dx}, tol: 1e-4})
+		// dx added into a gradient sum (Attr.AccumulateDx)
+		sum := randVec(r, n, -1, 1)
+		added := slices.Clone(sum)
+		cpu.LayerNormBwdAdd(x, gamma, sm, si, dy, added, nil, nil, rows, cols)
+		addCase(gpuCase{name: "layernorm_bwd_add", k: addingInto(layerNormBwdKernel(rows, cols), "dx"),
+			in: [][]float32{x, gamma, sm, si, dy, sum}, want: map[int][]float32{5: added}, tol: 1e-4})
 		addCase(gpuCase{name: "layernorm_bwd_params", k: layerNormParamGradKernel(rows, cols, true, sh.bias),
 			in:   append([][]float32{x, sm, si, dy, zeros(cols)}, [][]float32{zeros(cols)}[:map[bool]int{true: 1}[sh.bias]]...),
 			want: map[int][]float32{4: dg}, tol: 1e-4})

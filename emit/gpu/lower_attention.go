@@ -103,7 +103,9 @@ func (l *lowering) attention(st *planner.Step, training bool) error {
 			k = attentionFwdTCKernel(g)
 		}
 	}
-	return l.launch("attention", k, nil, g.withArgs(whole(st.In[0]), whole(st.In[1]), whole(st.In[2]), whole(st.Out[0]), whole(st.Out[1]))...)
+	ops := g.withArgs(whole(st.In[0]), whole(st.In[1]), whole(st.In[2]), whole(st.Out[0]), whole(st.Out[1]))
+	k, ops, err = l.withOutputTwins(k, ops, twinOut{"o", st.Out[0]}) // a GEMM reads o in bfloat16 (twin_operands.go)
+	return l.launch("attention", k, err, ops...)
 }
 
 // attentionBwd lowers the fused backward: delta = rowsum(do∘o), then dkᵀ
@@ -135,7 +137,10 @@ func (l *lowering) attentionBwd(st *planner.Step) error {
 		} else if _, ok := g.tcKeysBlock(); ok && l.attnTiles(g) {
 			k = attentionBwdKeysTCKernel(g, present(dkt), present(dv))
 		}
-		if err := l.launch("attention_bwd_kv", k, nil, g.withArgs(ops...)...); err != nil {
+		// q's, k's and v's backward GEMMs read dq, dk and dv in bfloat16
+		// (twin_operands.go)
+		k, kvOps, err := l.withOutputTwins(k, g.withArgs(ops...), twinOut{g.dkName(), dkt}, twinOut{"dv", dv})
+		if err := l.launch("attention_bwd_kv", k, err, kvOps...); err != nil {
 			return err
 		}
 	}
@@ -148,6 +153,6 @@ func (l *lowering) attentionBwd(st *planner.Step) error {
 	} else if _, ok := g.tcQueriesBlock(); ok && l.attnTiles(g) {
 		k = attentionBwdQueriesTCKernel(g)
 	}
-	return l.launch("attention_bwd_q", k, nil,
-		g.withArgs(whole(q), whole(kt), whole(v), whole(do), whole(lse), whole(delta), whole(dq))...)
+	k, ops, err := l.withOutputTwins(k, g.withArgs(whole(q), whole(kt), whole(v), whole(do), whole(lse), whole(delta), whole(dq)), twinOut{"dq", dq})
+	return l.launch("attention_bwd_q", k, err, ops...)
 }

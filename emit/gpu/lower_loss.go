@@ -26,13 +26,17 @@ func (l *lowering) softmaxXent(st *planner.Step) error {
 		rows *= zs[1]
 	}
 	over := rows * l.shares()
+	// the head's backward GEMMs read dz in bfloat16 (twin_operands.go)
+	dz := twinOut{"dz", st.Out[1]}
 	if len(st.Out) > 2 && present(st.Out[2]) {
-		if err := l.launch("softmax_xent_rows", softmaxXentRowsKernel(rows, classes, over), nil, whole(st.In[0]), whole(st.In[1]), whole(st.Out[2]), whole(st.Out[1])); err != nil {
+		k, ops, err := l.withOutputTwins(softmaxXentRowsKernel(rows, classes, over), []operand{whole(st.In[0]), whole(st.In[1]), whole(st.Out[2]), whole(st.Out[1])}, dz)
+		if err := l.launch("softmax_xent_rows", k, err, ops...); err != nil {
 			return err
 		}
 		return l.launch("loss_sum", sumRowsKernel(rows, 1/float32(over)), nil, whole(st.Out[2]), whole(st.Out[0]))
 	}
-	return l.launch("softmax_xent", softmaxXentShareKernel(rows, classes, over), nil, whole(st.In[0]), whole(st.In[1]), whole(st.Out[0]), whole(st.Out[1]))
+	k, ops, err := l.withOutputTwins(softmaxXentShareKernel(rows, classes, over), []operand{whole(st.In[0]), whole(st.In[1]), whole(st.Out[0]), whole(st.Out[1])}, dz)
+	return l.launch("softmax_xent", k, err, ops...)
 }
 
 // mse lowers the mean squared error: the loss and dpred in one kernel.

@@ -135,6 +135,12 @@ func (l *lowering) layerNorm(st *planner.Step) error {
 	if !present(st.Out[0]) {
 		return nil
 	}
-	return l.launch("layernorm_bwd", layerNormBwdKernel(rows, cols), nil,
+	k := layerNormBwdKernel(rows, cols)
+	if st.Attr.AccumulateDx {
+		// dx adds into the gradient sum its storage holds
+		// (planner/fuse_accumulate_norm.go; Verify: no input shares it)
+		k = addingInto(k, "dx")
+	}
+	return l.launch("layernorm_bwd", k, nil,
 		whole(in[0]), whole(in[1]), whole(in[2]), whole(in[3]), whole(in[4]), whole(st.Out[0]))
 }

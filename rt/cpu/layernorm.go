@@ -41,6 +41,20 @@ func LayerNormFwd(x, gamma, beta, y, saveMean, saveInvStd []float32, rows, cols 
 // dbeta = Σ_rows dy. dx and dbeta may be nil; dx may alias dy (the
 // parameter gradients are summed before dx is written).
 func LayerNormBwd(x, gamma, saveMean, saveInvStd, dy, dx, dgamma, dbeta []float32, rows, cols int) {
+	layerNormBwd(x, gamma, saveMean, saveInvStd, dy, dx, dgamma, dbeta, rows, cols, false)
+}
+
+// LayerNormBwdAdd is LayerNormBwd adding dx to what dx holds (dx +=,
+// each element rounded to float32 once, after its sum): a GPU plan's
+// layer norm backward that adds into a gradient sum
+// (planner.Attr.AccumulateDx), whose CPU reference this is. dx may not
+// alias dy.
+func LayerNormBwdAdd(x, gamma, saveMean, saveInvStd, dy, dx, dgamma, dbeta []float32, rows, cols int) {
+	layerNormBwd(x, gamma, saveMean, saveInvStd, dy, dx, dgamma, dbeta, rows, cols, true)
+}
+
+// layerNormBwd is LayerNormBwd, or LayerNormBwdAdd when add is set.
+func layerNormBwd(x, gamma, saveMean, saveInvStd, dy, dx, dgamma, dbeta []float32, rows, cols int, add bool) {
 	// Blocks of columns, each summed over the rows in order (so a column's
 	// sum does not depend on the threads), a row of the block at a time.
 	const colBlock = 64
@@ -102,7 +116,11 @@ func LayerNormBwd(x, gamma, saveMean, saveInvStd, dy, dx, dgamma, dbeta []float3
 			for j, d := range dyr {
 				g := float64(d) * float64(gamma[j])
 				xh := (float64(xr[j]) - mean) * inv
-				dxr[j] = float32(inv * (g - s1 - xh*s2))
+				if add {
+					dxr[j] = float32(float64(dxr[j]) + inv*(g-s1-xh*s2))
+				} else {
+					dxr[j] = float32(inv * (g - s1 - xh*s2))
+				}
 			}
 		}
 	})

@@ -80,6 +80,21 @@ func TestLayerNormMatchesReferenceAndFiniteDifferences(t *testing.T) {
 		if msg := closeTo(dg2, dg, 1e-6); msg != "" {
 			t.Errorf("%s: dgamma with dx over dy: %s", name, msg)
 		}
+		// LayerNormBwdAdd adds dx to a sum, each element the float32 of
+		// the float64 sum, and leaves the parameter gradients as they are.
+		sum := randSlice(r, n, 1)
+		added, dg3 := cloneF(sum), make([]float32, sz.cols)
+		LayerNormBwdAdd(x, gamma, mean, inv, proj, added, dg3, nil, sz.rows, sz.cols)
+		want := make([]float32, n)
+		for i := range want {
+			want[i] = sum[i] + dx[i]
+		}
+		if msg := closeTo(added, want, 1e-6); msg != "" {
+			t.Errorf("%s: dx added into a sum: %s", name, msg)
+		}
+		if msg := closeTo(dg3, dg, 1e-6); msg != "" {
+			t.Errorf("%s: dgamma with dx added: %s", name, msg)
+		}
 	}
 }
 

@@ -1,0 +1,41 @@
+package planner
+
+// fuseAccumulateNorm folds an accumulate step into the layer norm's
+// backward that computes one of its two contributions: the
+// layernorm_bwd adds its dx to the running sum instead of writing it to
+// a buffer of its own that the accumulate then reads with the sum and
+// writes again. A pre-norm transformer's residual stream is such a sum
+// at every layer norm: the gradient that the residual add passes on,
+// plus the layer norm's dx. Each fold saves a pass over the value that
+// reads two copies and writes a third, for one more read of the sum.
+//
+// Before: as fuseAccumulateGemm's. After, for a Target with
+// LayerNormAccumulate: every accumulate step that fuseAccumulateGemm's
+// conditions let fold into a layernorm_bwd that writes one of its
+// operands as dx is gone, as that pass leaves a gemm_bwd's: the
+// accumulate's output owns the sum's storage, which the sum so far and
+// the layer norm's dx view, the layernorm_bwd runs after every writer of
+// the sum so far and has Attr.AccumulateDx, and a fold adds a line to
+// Fusions. Other steps are unchanged.
+//
+// Why only where the Target says so: a GPU's layer norm backward reads
+// the sum and adds in the kernel that writes dx, at the cost of one read
+// that the accumulate step made anyway; the CPU's runs the plain
+// backward and keeps its accumulate steps, and its plans the shape they
+// had.
+func fuseAccumulateNorm(p *Plan, t Target) {
+	if !t.LayerNormAccumulate {
+		return
+	}
+	folded := false
+	for j := 0; j < len(p.Backward); {
+		if p.Backward[j].Kernel == KAccumulate && (foldAccumulate(p, j, 1, KLayerNormBwd) || foldAccumulate(p, j, 0, KLayerNormBwd)) {
+			folded = true
+			continue // the step after the accumulate is at j now
+		}
+		j++
+	}
+	if folded {
+		p.removeUnused()
+	}
+}
