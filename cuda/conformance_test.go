@@ -43,28 +43,38 @@ func openFake(t *testing.T, opts cuda.Options) (*cuda.Device, *fakecuda.Fake) {
 	return d, f
 }
 
-func TestConformanceOnFake(t *testing.T) {
+// fakeSuite is the conformance suite on fake GPUs opened with opts: fail
+// makes a fake's next launch fail, check looks at each fake when its test
+// ends, and every fake must hold nothing after Close.
+func fakeSuite(opts cuda.Options, fail func(*fakecuda.Fake), check func(*testing.T, *cuda.Device, *fakecuda.Fake)) gpuhosttest.Suite {
 	fakes := map[gpuhost.Device]*fakecuda.Fake{}
-	gpuhosttest.Run(t, gpuhosttest.Suite{
+	return gpuhosttest.Suite{
 		Language: gpuhosttest.CUDA,
 		Open: func(t *testing.T) gpuhost.Device {
-			d, f := openFake(t, cuda.Options{})
+			d, f := openFake(t, opts)
 			fakes[d] = f
 			t.Cleanup(func() {
+				check(t, d, f)
 				if leaks := f.Leaks(); len(leaks) > 0 && !t.Failed() && len(f.Faults()) == 0 {
 					t.Errorf("after Close the fake still holds: %v", leaks)
 				}
 			})
 			return d
 		},
-		FailNextLaunch: func(d gpuhost.Device) { fakes[d].FailNextGraphLaunch(cuda.ErrorIllegalAddress) },
+		FailNextLaunch: func(d gpuhost.Device) { fail(fakes[d]) },
 		Caller:         true,
 		Precisions:     []gpuhost.Precision{gpuhost.PrecisionBF16, gpuhost.PrecisionTF32},
 		RoundsOperands: true,
 		BF16Operands:   true,
 		Conv:           true,
 		ConvPrecisions: []gpuhost.Precision{gpuhost.PrecisionTF32},
-	})
+	}
+}
+
+func failGraph(f *fakecuda.Fake) { f.FailNextGraphLaunch(cuda.ErrorIllegalAddress) }
+
+func TestConformanceOnFake(t *testing.T) {
+	gpuhosttest.Run(t, fakeSuite(cuda.Options{}, failGraph, func(*testing.T, *cuda.Device, *fakecuda.Fake) {}))
 }
 
 // TestConformanceInPartsOnFake runs the suite with each program's kernels
@@ -72,56 +82,22 @@ func TestConformanceOnFake(t *testing.T) {
 // kernel a part: every load must find its kernels across the modules.
 func TestConformanceInPartsOnFake(t *testing.T) {
 	defer cuda.SetPartBytes(1)()
-	fakes := map[gpuhost.Device]*fakecuda.Fake{}
-	gpuhosttest.Run(t, gpuhosttest.Suite{
-		Language: gpuhosttest.CUDA,
-		Open: func(t *testing.T) gpuhost.Device {
-			d, f := openFake(t, cuda.Options{CompileJobs: 2})
-			fakes[d] = f
-			t.Cleanup(func() {
-				for _, l := range d.Engine().KernelLoads() {
-					if l.Parts < 2 || l.Jobs != 2 || f.Stats().Compiles < l.Compiled {
-						t.Errorf("a load of %d parts, %d compiled (the fake counts %d), %d at once: want every kernel a part, 2 at once", l.Parts, l.Compiled, f.Stats().Compiles, l.Jobs)
-					}
-				}
-			})
-			return d
-		},
-		FailNextLaunch: func(d gpuhost.Device) { fakes[d].FailNextGraphLaunch(cuda.ErrorIllegalAddress) },
-		Caller:         true,
-		Precisions:     []gpuhost.Precision{gpuhost.PrecisionBF16, gpuhost.PrecisionTF32},
-		RoundsOperands: true,
-		BF16Operands:   true,
-		Conv:           true,
-		ConvPrecisions: []gpuhost.Precision{gpuhost.PrecisionTF32},
-	})
+	gpuhosttest.Run(t, fakeSuite(cuda.Options{CompileJobs: 2}, failGraph, func(t *testing.T, d *cuda.Device, f *fakecuda.Fake) {
+		for _, l := range d.Engine().KernelLoads() {
+			if l.Parts < 2 || l.Jobs != 2 || f.Stats().Compiles < l.Compiled {
+				t.Errorf("a load of %d parts, %d compiled (the fake counts %d), %d at once: want every kernel a part, 2 at once", l.Parts, l.Compiled, f.Stats().Compiles, l.Jobs)
+			}
+		}
+	}))
 }
 
 // TestConformanceBlockingOnFake runs the suite on devices whose sequences
 // are blocking (MLBUILD_CUDA_BLOCKING=1): op lists launched one by one.
 func TestConformanceBlockingOnFake(t *testing.T) {
-	fakes := map[gpuhost.Device]*fakecuda.Fake{}
-	gpuhosttest.Run(t, gpuhosttest.Suite{
-		Language: gpuhosttest.CUDA,
-		Open: func(t *testing.T) gpuhost.Device {
-			d, f := openFake(t, cuda.Options{Blocking: true})
-			fakes[d] = f
-			t.Cleanup(func() {
-				if s := f.Stats(); s.Captures != 0 || s.GraphLaunches != 0 {
-					t.Errorf("blocking sequences made %d captures and %d graph launches, want none", s.Captures, s.GraphLaunches)
-				}
-				if leaks := f.Leaks(); len(leaks) > 0 && !t.Failed() && len(f.Faults()) == 0 {
-					t.Errorf("after Close the fake still holds: %v", leaks)
-				}
-			})
-			return d
-		},
-		FailNextLaunch: func(d gpuhost.Device) { fakes[d].FailKernel("*", cuda.ErrorIllegalAddress) },
-		Caller:         true,
-		Precisions:     []gpuhost.Precision{gpuhost.PrecisionBF16, gpuhost.PrecisionTF32},
-		RoundsOperands: true,
-		BF16Operands:   true,
-		Conv:           true,
-		ConvPrecisions: []gpuhost.Precision{gpuhost.PrecisionTF32},
-	})
+	failKernel := func(f *fakecuda.Fake) { f.FailKernel("*", cuda.ErrorIllegalAddress) }
+	gpuhosttest.Run(t, fakeSuite(cuda.Options{Blocking: true}, failKernel, func(t *testing.T, _ *cuda.Device, f *fakecuda.Fake) {
+		if s := f.Stats(); s.Captures != 0 || s.GraphLaunches != 0 {
+			t.Errorf("blocking sequences made %d captures and %d graph launches, want none", s.Captures, s.GraphLaunches)
+		}
+	}))
 }

@@ -570,48 +570,7 @@ func (e *Engine) Arch() (arch, format string, err error) {
 // the image from the kernel cache) and loads it. Kernels are found in the
 // loaded modules by Function, in load order.
 func (e *Engine) LoadModule(source string) (KernelLoad, error) {
-	if e.closed {
-		return KernelLoad{}, errClosed
-	}
-	start := time.Now()
-	arch, format, err := e.Arch()
-	if err != nil {
-		return KernelLoad{}, err
-	}
-	options := []string{"--gpu-architecture=" + arch}
-	key := cacheKeyLines(source, e.nvrtcVersion, arch, format, options)
-	load := KernelLoad{Arch: arch}
-	if e.cache.dir != "" {
-		load.CacheFile = e.cache.path(key)
-	}
-	err = e.do(func() error {
-		if image, ok := e.cache.get(key); ok {
-			mod, err := e.loadImage(image)
-			if err == nil {
-				e.modules = append(e.modules, mod)
-				load.FromCache = true
-				return nil
-			}
-			// A cached image the driver refuses is recompiled below.
-		}
-		image, err := e.compile(source, format, options)
-		if err != nil {
-			return err
-		}
-		mod, err := e.loadImage(image)
-		if err != nil {
-			return err
-		}
-		e.modules = append(e.modules, mod)
-		e.cache.put(key, image) // a cache that cannot be written only costs time
-		return nil
-	})
-	if err != nil {
-		return KernelLoad{}, err
-	}
-	load.Took = time.Since(start)
-	e.loads = append(e.loads, load)
-	return load, nil
+	return e.LoadModules([]string{source}, 1)
 }
 
 // LoadModules is LoadModule for a source cut into parts (splitSource): the
@@ -721,7 +680,7 @@ func firstKernel(part string) string {
 	return "(none)"
 }
 
-// KernelLoads lists how each LoadModule went.
+// KernelLoads lists how each LoadModule and LoadModules went.
 func (e *Engine) KernelLoads() []KernelLoad { return slices.Clone(e.loads) }
 
 // loadImage loads a CUBIN or NUL-terminated PTX image on the engine's thread.

@@ -2,7 +2,6 @@ package cpu
 
 import (
 	"fmt"
-	"math"
 	"testing"
 )
 
@@ -47,20 +46,9 @@ func TestAttentionBlocksMatchReference(t *testing.T) {
 			dq2, dv2 := make([]float32, len(q)), make([]float32, len(v))
 			AttentionBlocksBwd(q, kt, v, o, lse, do, dq2, nil, nil, delta, a)
 			AttentionBlocksBwd(q, kt, v, o, lse, do, nil, nil, dv2, delta, a)
-			for _, c := range []struct {
-				name      string
-				got, want []float32
-			}{{"o", o, wo}, {"lse", lse, wlse}, {"dq", dq, wdq}, {"dkt", dkt, wdkt}, {"dv", dv, wdv}, {"delta", delta, wdelta},
+			for _, c := range []attentionOutput{{"o", o, wo}, {"lse", lse, wlse}, {"dq", dq, wdq}, {"dkt", dkt, wdkt}, {"dv", dv, wdv}, {"delta", delta, wdelta},
 				{"dq alone", dq2, wdq}, {"dv alone", dv2, wdv}} {
-				scale := float32(0)
-				for _, x := range c.want {
-					scale = max(scale, float32(math.Abs(float64(x))))
-				}
-				for i := range c.want {
-					if d := math.Abs(float64(c.got[i] - c.want[i])); d > 2e-5*float64(max(scale, 1)) || math.IsNaN(float64(c.got[i])) {
-						t.Fatalf("%s[%d] = %g, reference %g (scale %g)", c.name, i, c.got[i], c.want[i], scale)
-					}
-				}
+				c.check(t, 2e-5, "reference")
 			}
 		})
 	}

@@ -60,6 +60,27 @@ func unfusedAttention(q, kt, v, do []float32, a Attention) (o, lse, dq, dkt, dv 
 	return o, lse, dq, dkt, dv
 }
 
+// attentionOutput is one output of an attention and what it should be.
+type attentionOutput struct {
+	name      string
+	got, want []float32
+}
+
+// check fails t unless every element is within rel of the largest
+// magnitude of want (at least 1), and none is NaN.
+func (c attentionOutput) check(t *testing.T, rel float64, what string) {
+	t.Helper()
+	scale := float32(0)
+	for _, x := range c.want {
+		scale = max(scale, float32(math.Abs(float64(x))))
+	}
+	for i := range c.want {
+		if d := math.Abs(float64(c.got[i] - c.want[i])); d > rel*float64(max(scale, 1)) || math.IsNaN(float64(c.got[i])) {
+			t.Fatalf("%s[%d] = %g, %s %g (scale %g)", c.name, i, c.got[i], what, c.want[i], scale)
+		}
+	}
+}
+
 // testUniform is a stand-in for the GPU's dropout draw: any function of
 // the index will do, as both sides call the same one.
 func testUniform(i uint32) float32 {
@@ -98,19 +119,8 @@ func TestAttentionMatchesUnfused(t *testing.T) {
 			AttentionFwd(q, kt, v, o, lse, a)
 			dq, dkt, dv, delta := make([]float32, len(q)), make([]float32, len(kt)), make([]float32, len(v)), make([]float32, len(lse))
 			AttentionBwd(q, kt, v, o, lse, do, dq, dkt, dv, delta, a)
-			for _, c := range []struct {
-				name      string
-				got, want []float32
-			}{{"o", o, wo}, {"lse", lse, wlse}, {"dq", dq, wdq}, {"dkt", dkt, wdkt}, {"dv", dv, wdv}} {
-				scale := float32(0)
-				for _, x := range c.want {
-					scale = max(scale, float32(math.Abs(float64(x))))
-				}
-				for i := range c.want {
-					if d := math.Abs(float64(c.got[i] - c.want[i])); d > 1e-5*float64(max(scale, 1)) || math.IsNaN(float64(c.got[i])) {
-						t.Fatalf("%s[%d] = %g, unfused %g (scale %g)", c.name, i, c.got[i], c.want[i], scale)
-					}
-				}
+			for _, c := range []attentionOutput{{"o", o, wo}, {"lse", lse, wlse}, {"dq", dq, wdq}, {"dkt", dkt, wdkt}, {"dv", dv, wdv}} {
+				c.check(t, 1e-5, "unfused")
 			}
 			// dq without dkt and dv: the same dq
 			dq2 := make([]float32, len(q))

@@ -148,21 +148,19 @@ func (w *gemmArena) fit(p *gemmPath) {
 // a slice is too short for the sizes and strides given: that is a bug in the
 // caller, never user input.
 func Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
-	if m <= 0 || n <= 0 {
-		return
-	}
-	checkGemmOperand("c", c, m, n, ldc)
-	if k <= 0 || alpha == 0 {
-		scaleMatrix(m, n, beta, c, ldc)
-		return
-	}
-	checkGemmOperands(transA, transB, m, n, k, a, lda, b, ldb, c, ldc)
-	sgemm(Threads(), transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+	sgemmChecked(Threads(), transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
 }
 
 // sgemmOn1 is Sgemm on the calling goroutine alone, for callers that
 // already split their work over the threads (a ParallelFor's part).
 func sgemmOn1(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+	sgemmChecked(1, transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+}
+
+// sgemmChecked is Sgemm over threads goroutines: its operands checked,
+// its empty and zero cases, then the product (over the goroutines when it
+// is large enough to be worth splitting).
+func sgemmChecked(threads int, transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
 	if m <= 0 || n <= 0 {
 		return
 	}
@@ -172,11 +170,6 @@ func sgemmOn1(transA, transB bool, m, n, k int, alpha float32, a []float32, lda 
 		return
 	}
 	checkGemmOperands(transA, transB, m, n, k, a, lda, b, ldb, c, ldc)
-	sgemm(1, transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
-}
-
-// sgemm is Sgemm's product, its operands checked, over threads goroutines.
-func sgemm(threads int, transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
 	g := gemmCalls.Get().(*gemmCall)
 	*g = gemmCall{barrier: g.barrier, p: activeGemmPath.Load(), transA: transA, transB: transB, m: m, n: n, k: k, alpha: alpha, a: a, lda: lda, b: b, ldb: ldb, beta: beta, c: c, ldc: ldc}
 	switch {
