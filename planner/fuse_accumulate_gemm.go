@@ -40,12 +40,18 @@ import (
 // without reading it; until they add into C, the CPU keeps the
 // accumulate steps, and its plans keep the shape they had.
 func fuseAccumulateGemm(p *Plan, t Target) {
-	if !t.GemmAccumulate {
-		return
+	if t.GemmAccumulate {
+		foldAccumulates(p, KGemmBwd)
 	}
+}
+
+// foldAccumulates folds every accumulate step it can into the producer
+// kernel's step that wrote one of its terms (foldAccumulate), then drops
+// the buffers no step uses any more.
+func foldAccumulates(p *Plan, producer Kernel) {
 	folded := false
 	for j := 0; j < len(p.Backward); {
-		if p.Backward[j].Kernel == KAccumulate && (foldAccumulate(p, j, 1, KGemmBwd) || foldAccumulate(p, j, 0, KGemmBwd)) {
+		if p.Backward[j].Kernel == KAccumulate && (foldAccumulate(p, j, 1, producer) || foldAccumulate(p, j, 0, producer)) {
 			folded = true
 			continue // the step after the accumulate is at j now
 		}

@@ -24,18 +24,7 @@ package planner
 // backward and keeps its accumulate steps, and its plans the shape they
 // had.
 func fuseAccumulateNorm(p *Plan, t Target) {
-	if !t.LayerNormAccumulate {
-		return
-	}
-	folded := false
-	for j := 0; j < len(p.Backward); {
-		if p.Backward[j].Kernel == KAccumulate && (foldAccumulate(p, j, 1, KLayerNormBwd) || foldAccumulate(p, j, 0, KLayerNormBwd)) {
-			folded = true
-			continue // the step after the accumulate is at j now
-		}
-		j++
-	}
-	if folded {
-		p.removeUnused()
+	if t.LayerNormAccumulate {
+		foldAccumulates(p, KLayerNormBwd)
 	}
 }
