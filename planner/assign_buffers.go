@@ -45,7 +45,8 @@ func alignUp(n int) int { return (n + Align - 1) / Align * Align }
 // Backward ++ Update) overlaps its own, so storage is reused once its last
 // reader is done. The input and labels are live from before the first step
 // and the input, labels, output and loss until after the last (the program
-// reads them between steps), and an activation's twin (Plan.Twins) from
+// reads them between steps), folded weights from before the first step
+// to after the last (they are kept between runs of the plan), and an activation's twin (Plan.Twins) from
 // its producer to its last reader (Twin.LastRead). A bfloat16 buffer takes Slots() places. Views take
 // their storage owner's offset.
 // StateSize, WorkSize and NaiveWorkSize (every work buffer its own storage)
@@ -242,6 +243,14 @@ func liveRanges(p *Plan) (first, last []int) {
 	for _, id := range []BufID{p.Input, p.Labels} {
 		touch(id, -1)
 		touch(id, len(steps))
+	}
+	// A folded weight is kept from one run of its fold step to the next,
+	// which comes only after the weights change (Plan.FoldSteps).
+	for i, b := range p.Buffers {
+		if b.Kind == KindFolded && b.AliasOf == NoBuf {
+			touch(BufID(i), -1)
+			touch(BufID(i), len(steps))
+		}
 	}
 	for _, id := range []BufID{p.Output, p.Loss} {
 		touch(id, len(steps))

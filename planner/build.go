@@ -43,14 +43,15 @@ type pass struct {
 type condition uint8
 
 const (
-	everyPlan  condition = 0
-	inTraining condition = 1 << iota // Options.Training
-	withFusion                       // Options.Fusion
+	everyPlan   condition = 0
+	inTraining  condition = 1 << iota // Options.Training
+	withFusion                        // Options.Fusion
+	inInference                       // !Options.Training
 )
 
 // holds reports whether a pass with condition c runs for opts.
 func (c condition) holds(opts Options) bool {
-	return (c&inTraining == 0 || opts.Training) && (c&withFusion == 0 || opts.Fusion)
+	return (c&inTraining == 0 || opts.Training) && (c&withFusion == 0 || opts.Fusion) && (c&inInference == 0 || !opts.Training)
 }
 
 // String names the condition as the pass table in docs/architecture.md does.
@@ -64,6 +65,8 @@ func (c condition) String() string {
 		return "fusion"
 	case inTraining | withFusion:
 		return "training, fusion"
+	case inInference | withFusion:
+		return "inference, fusion"
 	}
 	return fmt.Sprintf("condition(%d)", uint8(c))
 }
@@ -91,7 +94,9 @@ var passes = [...]pass{
 	}},
 	{name: "addLoss", file: "loss.go", only: inTraining, needs: []string{"lower"},
 		run: func(b *building) error { return addLoss(b.p, b.m) }},
-	{name: "fuseEpilogue", file: "fuse_epilogue.go", only: withFusion, needs: []string{"lower"},
+	{name: "foldBatchNorm", file: "fold_batchnorm.go", only: inInference | withFusion, needs: []string{"lower"},
+		run: func(b *building) error { foldBatchNorm(b.p, b.target); return nil }},
+	{name: "fuseEpilogue", file: "fuse_epilogue.go", only: withFusion, needs: []string{"lower", "foldBatchNorm"},
 		run: func(b *building) error { fuseEpilogue(b.p); return nil }},
 	{name: "fuseElementwise", file: "fuse_elementwise.go", only: withFusion, needs: []string{"lower"},
 		run: func(b *building) error { fuseElementwise(b.p); return nil }},
@@ -134,7 +139,7 @@ var passes = [...]pass{
 
 // finalPhases are the passes that add or rewrite steps or buffers: after
 // them "all phases are final".
-var finalPhases = []string{"lower", "addLoss", "fuseEpilogue", "fuseElementwise", "fuseAttention", "fuseAttentionLayout", "differentiate", "optimize",
+var finalPhases = []string{"lower", "addLoss", "foldBatchNorm", "fuseEpilogue", "fuseElementwise", "fuseAttention", "fuseAttentionLayout", "differentiate", "optimize",
 	"accumulate", "fuseUpdate", "fuseActBwd", "keepLess", "fuseAccumulateGemm", "chooseMethods", "choosePrecisions", "chooseLossRows", "fusePool", "twinOperands"}
 
 // Build plans m for opts.Target: it runs the table passes in order and

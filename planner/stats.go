@@ -9,6 +9,11 @@ type Stats struct {
 	ForwardSteps, BackwardSteps, UpdateSteps int
 	ForwardFLOPs, BackwardFLOPs, UpdateFLOPs int64
 	ForwardBytes, BackwardBytes, UpdateBytes int64
+	// FoldSteps, FoldFLOPs and FoldBytes are an inference plan's fold
+	// steps (Plan.FoldSteps), which run when the weights change, not on
+	// every batch; the Forward figures leave them out.
+	FoldSteps            int
+	FoldFLOPs, FoldBytes int64
 	// TotalFLOPs and TotalBytes add up the three phases.
 	TotalFLOPs, TotalBytes int64
 	// Params counts trainable elements; ParamTensors the trainable tensors.
@@ -30,7 +35,9 @@ func (p *Plan) Stats() Stats {
 		}
 		return len(ph), flops, bytes
 	}
-	st.ForwardSteps, st.ForwardFLOPs, st.ForwardBytes = sum(p.Forward)
+	folds := p.FoldSteps()
+	st.FoldSteps, st.FoldFLOPs, st.FoldBytes = sum(p.Forward[:folds])
+	st.ForwardSteps, st.ForwardFLOPs, st.ForwardBytes = sum(p.Forward[folds:])
 	st.BackwardSteps, st.BackwardFLOPs, st.BackwardBytes = sum(p.Backward)
 	st.UpdateSteps, st.UpdateFLOPs, st.UpdateBytes = sum(p.Update)
 	st.TotalFLOPs, _ = spec.AddCount(st.ForwardFLOPs, st.BackwardFLOPs)
@@ -69,6 +76,9 @@ type Memory struct {
 	// gradients of forward values, and steps' workspace (im2col columns,
 	// dropout masks, saved statistics).
 	KeptForBackward, Activations, ActivationGrads, Scratch int64
+	// Folded is the work arena's folded weights (KindFolded), alive at
+	// every step of an inference plan that folds its batch norms.
+	Folded int64
 	// Work is the work arena; Total the state and work arenas together,
 	// the plan's peak.
 	Work, Total int64
@@ -117,6 +127,8 @@ func (p *Plan) Memory() Memory {
 			switch {
 			case b.Kind == KindScratch:
 				at.Scratch += n
+			case b.Kind == KindFolded:
+				at.Folded += n
 			case b.Kind == KindGrad:
 				at.ActivationGrads += n
 			case p.Training && readBack[id]:
@@ -137,6 +149,7 @@ func (p *Plan) Memory() Memory {
 				m.PeakStep = i - f - b
 			}
 			m.KeptForBackward, m.Activations, m.ActivationGrads, m.Scratch = at.KeptForBackward, at.Activations, at.ActivationGrads, at.Scratch
+			m.Folded = at.Folded
 		}
 	}
 	return m

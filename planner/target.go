@@ -78,6 +78,14 @@ type Target struct {
 	// folds the accumulate steps that add such a contribution into its
 	// gemm_bwd.
 	GemmAccumulate bool
+	// FoldBatchNorm says the backend runs KFoldBatchNorm steps and its
+	// programs run an inference plan's fold steps only when the weights
+	// changed (Plan.FoldSteps): fold_batchnorm.go then folds each
+	// inference batch norm into the convolution before it.
+	FoldBatchNorm bool
+	// NoFoldWhy says, for `mlbuild plan`, why a backend without
+	// FoldBatchNorm keeps its inference batch norms; "" says nothing.
+	NoFoldWhy string
 	// BF16 says the backend's bf16 GEMMs read bfloat16 operands that
 	// their producers write (twin_operands.go), and which producers can;
 	// nil: its GEMMs read float32 operands only.
@@ -208,7 +216,7 @@ const (
 )
 
 // CPU is the CPU backend's Target, the default of Options.Target.
-var CPU = Target{Name: "cpu", Conv: cpuConv, Dense: cpuDense, ConvPrecision: cpuConvPrecision}
+var CPU = Target{Name: "cpu", Conv: cpuConv, Dense: cpuDense, ConvPrecision: cpuConvPrecision, FoldBatchNorm: true}
 
 // cpuBF16Rows is the fewest rows of a dense step that the CPU multiplies
 // in bf16: Intel AMX's bf16 tiles hold 16 rows, and below that (batch-1

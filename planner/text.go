@@ -116,6 +116,9 @@ func WriteText(w io.Writer, p *Plan) error {
 	tw = tabwriter.NewWriter(ew, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "  \tsteps\tflops\tbytes moved\n")
 	fmt.Fprintf(tw, "  forward\t%d\t%d\t%d\n", st.ForwardSteps, st.ForwardFLOPs, st.ForwardBytes)
+	if st.FoldSteps > 0 {
+		fmt.Fprintf(tw, "  fold (when the weights change)\t%d\t%d\t%d\n", st.FoldSteps, st.FoldFLOPs, st.FoldBytes)
+	}
 	if p.Training {
 		fmt.Fprintf(tw, "  backward\t%d\t%d\t%d\n", st.BackwardSteps, st.BackwardFLOPs, st.BackwardBytes)
 		fmt.Fprintf(tw, "  update\t%d\t%d\t%d\n", st.UpdateSteps, st.UpdateFLOPs, st.UpdateBytes)
@@ -156,7 +159,10 @@ func writeMemory(ew *errWriter, p *Plan) {
 		row("  activations", m.Activations)
 	}
 	row("  workspace (scratch)", m.Scratch)
-	row("  free (gaps and alignment)", m.Work-m.KeptForBackward-m.Activations-m.ActivationGrads-m.Scratch)
+	if m.Folded > 0 {
+		row("  folded weights (batch norms in their layers)", m.Folded)
+	}
+	row("  free (gaps and alignment)", m.Work-m.KeptForBackward-m.Activations-m.ActivationGrads-m.Scratch-m.Folded)
 	row("peak (state and work arenas)", m.Total)
 	tw.Flush()
 }
