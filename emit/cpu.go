@@ -262,6 +262,19 @@ func (g *generator) renderPhase(v *planView, phase string, steps planner.Phase, 
 	if phase == "Forward" {
 		v.forward = calls
 	}
+	if folds := v.plan.FoldSteps(); phase == "Forward" && !training && folds > 0 {
+		// The fold steps run apart from the forward pass: only when the
+		// weights changed since they last ran (renderModel's xFolded).
+		g.p("// %sFold runs the fold steps of the %s plan: each batch norm folded", v.prefix, map[string]string{"e": "inference", "o": "one-sample inference"}[v.prefix])
+		g.p("// into its convolution's weights and bias, which %sFolded says are current.", v.prefix)
+		g.p("func %sFold() {", v.prefix)
+		for _, c := range calls[:folds] {
+			g.p("%s(%s)", c.fn, strings.Join(c.args, ", "))
+		}
+		g.p("}")
+		g.p("")
+		calls = calls[folds:]
+	}
 	switch phase {
 	case "Backward":
 		g.p("func %sBackward() (loss float32) {", v.prefix)
@@ -556,6 +569,8 @@ func (g *generator) kernelCall(st planner.Step, in, out []operand, training bool
 		return g.attentionBwdCall(st, in, out)
 	case planner.KDropoutBwd:
 		return g.dropoutBwdCall(st, in, out)
+	case planner.KFoldBatchNorm:
+		return g.foldBatchNormCall(st, in, out)
 	case planner.KBatchNorm:
 		return g.batchNormCall(st, in, out, training)
 	case planner.KBatchNormBwd:
@@ -604,6 +619,16 @@ func (g *generator) kernelCall(st planner.Step, in, out []operand, training bool
 	return "", fmt.Errorf("the CPU emitter has no kernel %q", st.Kernel)
 }
 
+// foldStale is the statement that marks the inference plans' folded
+// weights stale, or "" when neither plan folds (the program then has no
+// such flags).
+func foldStale(e, o *planView) string {
+	if e.plan.FoldSteps() == 0 && o.plan.FoldSteps() == 0 {
+		return ""
+	}
+	return "eFolded, oFolded = false, false"
+}
+
 // renderModel writes the app.Model implementation.
 func (g *generator) renderModel(t, e, o *planView) {
 	tp := t.plan
@@ -612,8 +637,21 @@ func (g *generator) renderModel(t, e, o *planView) {
 	g.p("")
 	g.p("func (model) Meta() *app.Meta { return &meta }")
 	g.p("")
+	stale := foldStale(e, o)
+	if stale != "" {
+		g.p("// eFolded and oFolded say the inference plans' folded weights (their")
+		g.p("// Fold functions' outputs) are current with the state arena. Every")
+		g.p("// call that may change the weights or the running statistics clears")
+		g.p("// them: State, whose caller may write the arena, and the training")
+		g.p("// passes, which update both.")
+		g.p("var eFolded, oFolded bool")
+		g.p("")
+	}
 	g.p("func (model) State() []float32 {")
 	g.p("useState()")
+	if stale != "" {
+		g.p("%s", stale)
+	}
 	g.p("return state")
 	g.p("}")
 	g.p("")
@@ -634,6 +672,9 @@ func (g *generator) renderModel(t, e, o *planView) {
 	g.p("")
 	g.p("func (model) TrainStep(lr float32, step int) float32 {")
 	g.p("useTrain()")
+	if stale != "" {
+		g.p("%s", stale)
+	}
 	g.p("tForward()")
 	g.p("copy(trainLogits[:], %s[:])", t.vars[tp.Output])
 	g.p("loss := tBackward()")
@@ -649,6 +690,9 @@ func (g *generator) renderModel(t, e, o *planView) {
 	g.p("")
 	g.p("func (model) Gradients() float32 {")
 	g.p("useTrain()")
+	if stale != "" {
+		g.p("%s", stale)
+	}
 	g.p("tForward()")
 	if tp.Accumulate > 1 {
 		// a micro-batch of the training loop: its prediction counts
@@ -669,16 +713,31 @@ func (g *generator) renderModel(t, e, o *planView) {
 	g.p("func (model) Infer(one bool) []float32 {")
 	g.p("if one {")
 	g.p("useOne()")
+	if o.plan.FoldSteps() > 0 {
+		g.p("if !oFolded {")
+		g.p("oFold()")
+		g.p("oFolded = true")
+		g.p("}")
+	}
 	g.p("oForward()")
 	g.p("return %s[:]", o.vars[o.plan.Output])
 	g.p("}")
 	g.p("useInfer()")
+	if e.plan.FoldSteps() > 0 {
+		g.p("if !eFolded {")
+		g.p("eFold()")
+		g.p("eFolded = true")
+		g.p("}")
+	}
 	g.p("eForward()")
 	g.p("return %s[:]", e.vars[e.plan.Output])
 	g.p("}")
 	g.p("")
 	g.p("func (model) TraceTrainForward(visit func(layer string, out []float32) bool) {")
 	g.p("useTrain()")
+	if stale != "" {
+		g.p("%s", stale)
+	}
 	g.p("tTraceForward(visit)")
 	g.p("}")
 	g.p("")
