@@ -17,6 +17,10 @@ type Options struct {
 	Training bool
 	// Fusion runs the fusion passes; turning it off measures their effect.
 	Fusion bool
+	// KeepBatchNorm keeps an inference plan's batch norms as steps of
+	// their own where the target would fold them into the layer before
+	// (fold_batchnorm.go): turning folding off measures its effect.
+	KeepBatchNorm bool
 	// Target is the backend the plan is for: its rules choose each
 	// convolution's method and scratch. The zero Target means CPU.
 	Target Target
@@ -172,6 +176,9 @@ func buildPlan(m *spec.Model, opts Options, ran func(pass string)) (*Plan, error
 	b := &building{m: m, opts: opts, target: opts.Target, batch: batch}
 	if b.target.Conv == nil {
 		b.target = CPU
+	}
+	if opts.KeepBatchNorm {
+		b.target.FoldBatchNorm, b.target.NoFoldWhy = false, ""
 	}
 	for _, ps := range passes {
 		if !ps.only.holds(opts) {
