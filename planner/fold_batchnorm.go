@@ -1,6 +1,9 @@
 package planner
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // foldBatchNorm folds each batch norm of an inference plan into the
 // convolution or dense layer before it. At inference a batch norm is an
@@ -30,10 +33,12 @@ import "fmt"
 // compute into a weights file: the params and statistics are the spec's,
 // untouched. Grouped and depthwise convolutions fold alike (a scale per
 // output channel). For a target without FoldBatchNorm the plan is
-// unchanged, and Fusions says, for each batch norm that would fold, why
-// it does not (Target.NoFoldWhy) when the target gives a reason.
+// unchanged, and one line of Fusions names the batch norms that would
+// fold and says why they do not (Target.NoFoldWhy), when the target gives
+// a reason.
 func foldBatchNorm(p *Plan, t Target) {
 	var folds Phase
+	var kept []string // the batch norms a target without FoldBatchNorm keeps
 	drop := make([]bool, len(p.Forward))
 	for j := range p.Forward {
 		bn := &p.Forward[j]
@@ -58,9 +63,7 @@ func foldBatchNorm(p *Plan, t Target) {
 			continue
 		}
 		if !t.FoldBatchNorm {
-			if t.NoFoldWhy != "" {
-				p.Fusions = append(p.Fusions, fmt.Sprintf("%s + %s: batch norm not folded (%s)", layer.Layer, bn.Layer, t.NoFoldWhy))
-			}
+			kept = append(kept, layer.Layer+" + "+bn.Layer)
 			continue
 		}
 		w, b := layer.In[1], layer.In[2]
@@ -76,6 +79,9 @@ func foldBatchNorm(p *Plan, t Target) {
 		bn.In = nil // dead now: later searches must not count its read
 		p.Fusions = append(p.Fusions, fmt.Sprintf("%s + %s -> %s (batch norm folded into the weights and bias by fold step %d, run when they change)",
 			layer.Layer, bn.Layer, layer.Kernel, len(folds)-1))
+	}
+	if len(kept) > 0 && t.NoFoldWhy != "" {
+		p.Fusions = append(p.Fusions, fmt.Sprintf("batch norms not folded (%d: %s): %s", len(kept), strings.Join(kept, ", "), t.NoFoldWhy))
 	}
 	if len(folds) == 0 {
 		return

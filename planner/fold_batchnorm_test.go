@@ -113,7 +113,7 @@ func TestFoldBatchNormLeavesOthers(t *testing.T) {
 		if norms != 3 {
 			t.Errorf("%s: %d batch norms, want 3", tc.name, norms)
 		}
-		said := strings.Contains(strings.Join(p.Fusions, "\n"), "conv1 + bn1: batch norm not folded (no fold kernel)")
+		said := strings.Contains(strings.Join(p.Fusions, "\n"), "batch norms not folded (2: conv1 + bn1, dw + bn2): no fold kernel")
 		if said != tc.why {
 			t.Errorf("%s: fusions %q; want the reason %v", tc.name, p.Fusions, tc.why)
 		}
