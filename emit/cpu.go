@@ -264,9 +264,10 @@ func (g *generator) renderPhase(v *planView, phase string, steps planner.Phase, 
 	}
 	if folds := v.plan.FoldSteps(); phase == "Forward" && !training && folds > 0 {
 		// The fold steps run apart from the forward pass: only when the
-		// weights changed since they last ran (renderModel's xFolded).
+		// weights may have changed since they last ran (renderModel's
+		// eFolded and oFolded).
 		g.p("// %sFold runs the fold steps of the %s plan: each batch norm folded", v.prefix, map[string]string{"e": "inference", "o": "one-sample inference"}[v.prefix])
-		g.p("// into its convolution's weights and bias, which %sFolded says are current.", v.prefix)
+		g.p("// into the weights and bias of the layer before it; %sFolded says they are current.", v.prefix)
 		g.p("func %sFold() {", v.prefix)
 		for _, c := range calls[:folds] {
 			g.p("%s(%s)", c.fn, strings.Join(c.args, ", "))

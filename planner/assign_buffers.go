@@ -46,8 +46,9 @@ func alignUp(n int) int { return (n + Align - 1) / Align * Align }
 // reader is done. The input and labels are live from before the first step
 // and the input, labels, output and loss until after the last (the program
 // reads them between steps), folded weights from before the first step
-// to after the last (they are kept between runs of the plan), and an activation's twin (Plan.Twins) from
-// its producer to its last reader (Twin.LastRead). A bfloat16 buffer takes Slots() places. Views take
+// to after the last (they are kept between runs of the plan), and an
+// activation's twin (Plan.Twins) from its producer to its last reader
+// (Twin.LastRead). A bfloat16 buffer takes Slots() places. Views take
 // their storage owner's offset.
 // StateSize, WorkSize and NaiveWorkSize (every work buffer its own storage)
 // are set. Sizes and offsets are added up with checked arithmetic: a buffer
