@@ -33,6 +33,19 @@ type generator struct {
 	prefillBF16 bool
 	// view is the prefix of the plan whose steps are rendering.
 	view string
+	// folded maps a folded weight's buffer name to its variable and
+	// offset in the folded arena, which the inference plans share (they
+	// fold the same layers: planner.ArenaFolded); foldedViews point the
+	// variables into the arena.
+	folded      map[string]foldedVar
+	foldedViews []string
+}
+
+// foldedVar is a folded weight's variable in the program and its place
+// in the folded arena.
+type foldedVar struct {
+	name         string
+	offset, size int
 }
 
 func (g *generator) render() error {
@@ -62,6 +75,12 @@ func (g *generator) render() error {
 	}
 	outSize := in.Train.Buffers[in.Train.Output].Size
 	g.p("tLogitsSize = %d", outSize)
+	if e.plan.FoldedSize != o.plan.FoldedSize {
+		return fmt.Errorf("emit: the inference plans' folded arenas differ (%d and %d elements; a bug in mlbuild's planner)", e.plan.FoldedSize, o.plan.FoldedSize)
+	}
+	if e.plan.FoldedSize > 0 {
+		g.p("foldedSize = %d // the batch norms folded into the layers before them, shared by the inference plans", e.plan.FoldedSize)
+	}
 	g.p(")")
 	g.p("")
 	g.p("// The arenas, made when a phase first needs them (useState, useTrain,")
@@ -72,6 +91,9 @@ func (g *generator) render() error {
 		g.p("%sWork []float32", v.prefix)
 	}
 	g.p("tLogits []float32")
+	if e.plan.FoldedSize > 0 {
+		g.p("folded []float32")
+	}
 	g.p("// trainLogits keeps the training prediction, whose buffer the backward pass reuses.")
 	g.p("trainLogits *[tLogitsSize]float32")
 	g.p("dropoutRand = cpu.NewRand(1)")
@@ -128,6 +150,14 @@ func (g *generator) declareBuffers(v *planView, train bool) error {
 		}
 		name := fmt.Sprintf("%sb%d", v.prefix, i)
 		arena := v.prefix + "Work"
+		if b.Arena == planner.ArenaFolded {
+			shared, err := g.foldedVar(b)
+			if err != nil {
+				return err
+			}
+			v.vars[i] = shared
+			continue
+		}
 		if b.Arena == "state" {
 			pname, ok := paramName[b.ID]
 			if !ok && b.AliasOf != planner.NoBuf {
@@ -164,6 +194,29 @@ func (g *generator) declareBuffers(v *planView, train bool) error {
 	g.p(")")
 	g.p("")
 	return nil
+}
+
+// foldedVar returns the variable of a folded weight b of an inference
+// plan, declaring it for the first plan that has it and checking that a
+// later plan places it alike.
+func (g *generator) foldedVar(b planner.Buffer) (string, error) {
+	if g.folded == nil {
+		g.folded = map[string]foldedVar{}
+	}
+	if f, ok := g.folded[b.Name]; ok {
+		if f.offset != b.Offset || f.size != b.Size || b.AliasOf != planner.NoBuf {
+			return "", fmt.Errorf("emit: the inference plans place the folded %s apart (a bug in mlbuild's planner)", b.Name)
+		}
+		return f.name, nil
+	}
+	if b.AliasOf != planner.NoBuf {
+		return "", fmt.Errorf("emit: the folded %s is a view", b.Name)
+	}
+	f := foldedVar{name: fmt.Sprintf("f%d", len(g.folded)), offset: b.Offset, size: b.Size}
+	g.folded[b.Name] = f
+	g.p("%s *[%d]float32 // %s %s", f.name, b.Size, comment(b.Name), shapeText(b.Shape))
+	g.foldedViews = append(g.foldedViews, fmt.Sprintf("%s = (*[%d]float32)(folded[%d:%d])", f.name, b.Size, b.Offset, b.Offset+b.Size))
+	return f.name, nil
 }
 
 // useArenas writes the functions that make each phase's arenas on first
@@ -210,8 +263,16 @@ func (g *generator) useArenas(t, e, o *planView) {
 		if v == t {
 			arenas = append(arenas, `app.Arena{Name: "training prediction", Size: tLogitsSize, Data: &tLogits}`)
 		}
+		if v != t && v.plan.FoldedSize > 0 {
+			arenas = append(arenas, `app.Arena{Name: "folded weights", Size: foldedSize, Data: &folded}`)
+		}
 		g.p("app.Allocate(&meta, %s, %d, %s)", quote(u.phase), v.plan.Batch, strings.Join(arenas, ", "))
 		g.p("viewState()")
+		if v != t && v.plan.FoldedSize > 0 {
+			for _, s := range g.foldedViews {
+				g.p("%s", s)
+			}
+		}
 		for _, s := range v.views {
 			g.p("%s", s)
 		}
@@ -265,9 +326,10 @@ func (g *generator) renderPhase(v *planView, phase string, steps planner.Phase, 
 	if folds := v.plan.FoldSteps(); phase == "Forward" && !training && folds > 0 {
 		// The fold steps run apart from the forward pass: only when the
 		// weights may have changed since they last ran (renderModel's
-		// eFolded and oFolded).
+		// weightsFolded).
 		g.p("// %sFold runs the fold steps of the %s plan: each batch norm folded", v.prefix, map[string]string{"e": "inference", "o": "one-sample inference"}[v.prefix])
-		g.p("// into the weights and bias of the layer before it; %sFolded says they are current.", v.prefix)
+		g.p("// into the weights and bias of the layer before it, in the folded arena")
+		g.p("// the inference plans share; weightsFolded says they are current.")
 		g.p("func %sFold() {", v.prefix)
 		for _, c := range calls[:folds] {
 			g.p("%s(%s)", c.fn, strings.Join(c.args, ", "))
@@ -627,7 +689,7 @@ func foldStale(e, o *planView) string {
 	if e.plan.FoldSteps() == 0 && o.plan.FoldSteps() == 0 {
 		return ""
 	}
-	return "eFolded, oFolded = false, false"
+	return "weightsFolded = false"
 }
 
 // renderModel writes the app.Model implementation.
@@ -640,12 +702,12 @@ func (g *generator) renderModel(t, e, o *planView) {
 	g.p("")
 	stale := foldStale(e, o)
 	if stale != "" {
-		g.p("// eFolded and oFolded say the inference plans' folded weights (their")
-		g.p("// Fold functions' outputs) are current with the state arena. Every")
-		g.p("// call that may change the weights or the running statistics clears")
-		g.p("// them: State, whose caller may write the arena, and the training")
-		g.p("// passes, which update both.")
-		g.p("var eFolded, oFolded bool")
+		g.p("// weightsFolded says the folded weights (eFold's and oFold's outputs,")
+		g.p("// the same values) are current with the state arena. Every call that")
+		g.p("// may change the weights or the running statistics clears it: State,")
+		g.p("// whose caller may write the arena, and the training passes, which")
+		g.p("// update both.")
+		g.p("var weightsFolded bool")
 		g.p("")
 	}
 	g.p("func (model) State() []float32 {")
@@ -715,9 +777,9 @@ func (g *generator) renderModel(t, e, o *planView) {
 	g.p("if one {")
 	g.p("useOne()")
 	if o.plan.FoldSteps() > 0 {
-		g.p("if !oFolded {")
+		g.p("if !weightsFolded {")
 		g.p("oFold()")
-		g.p("oFolded = true")
+		g.p("weightsFolded = true")
 		g.p("}")
 	}
 	g.p("oForward()")
@@ -725,9 +787,9 @@ func (g *generator) renderModel(t, e, o *planView) {
 	g.p("}")
 	g.p("useInfer()")
 	if e.plan.FoldSteps() > 0 {
-		g.p("if !eFolded {")
+		g.p("if !weightsFolded {")
 		g.p("eFold()")
-		g.p("eFolded = true")
+		g.p("weightsFolded = true")
 		g.p("}")
 	}
 	g.p("eForward()")

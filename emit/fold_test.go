@@ -7,13 +7,14 @@ import (
 
 // TestFoldBatchNormCalls: a program whose inference plans fold a batch
 // norm into its convolution (residual_graph.cue: conv1, bn1, relu1) runs
-// each plan's fold steps in eFold and oFold, which Infer calls only while
-// eFolded or oFolded is false, and every method through which the
-// weights or the running statistics may change clears both flags: State
+// each plan's fold steps in eFold and oFold, into the folded arena both
+// plans share, which Infer calls only while weightsFolded is false, and
+// every method through which the weights or the running statistics may
+// change clears it: State
 // (its caller may write the arena), TrainStep, Gradients and
 // TraceTrainForward (the training forward pass moves the running
 // statistics). The training plan keeps its batch norm. A program without
-// batch norms has no flags.
+// batch norms has no flag.
 func TestFoldBatchNormCalls(t *testing.T) {
 	in := inputFor(t, "../testdata/specs/valid/residual_graph.cue", true)
 	src, err := ModelSource(in)
@@ -35,7 +36,7 @@ func TestFoldBatchNormCalls(t *testing.T) {
 		j := strings.Index(s[i:], "\n}\n")
 		return s[i : i+j]
 	}
-	const clear = "eFolded, oFolded = false, false"
+	const clear = "weightsFolded = false"
 	for _, sig := range []string{"func (model) State()", "func (model) TrainStep(", "func (model) Gradients()", "func (model) TraceTrainForward("} {
 		if !strings.Contains(body(sig), clear) {
 			t.Errorf("%s does not mark the folded weights stale:\n%s", sig, body(sig))
@@ -43,9 +44,9 @@ func TestFoldBatchNormCalls(t *testing.T) {
 	}
 	infer := strings.ReplaceAll(body("func (model) Infer("), "\t", "")
 	for _, p := range []string{"e", "o"} {
-		guard := "if !" + p + "Folded {\n" + p + "Fold()\n" + p + "Folded = true\n}\n" + p + "Forward()"
+		guard := "if !weightsFolded {\n" + p + "Fold()\nweightsFolded = true\n}\n" + p + "Forward()"
 		if !strings.Contains(infer, guard) {
-			t.Errorf("Infer does not run %sFold when %sFolded is false before %sForward:\n%s", p, p, p, infer)
+			t.Errorf("Infer does not run %sFold when weightsFolded is false before %sForward:\n%s", p, p, infer)
 		}
 		if fold := body("func " + p + "Fold()"); strings.Count(fold, "\n") != 1 {
 			t.Errorf("%sFold runs %d steps, want 1:\n%s", p, strings.Count(fold, "\n"), fold)
@@ -59,7 +60,13 @@ func TestFoldBatchNormCalls(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if strings.Contains(string(plain), "Folded") || strings.Contains(string(plain), "Fold()") {
-		t.Errorf("a program without batch norms has fold flags or functions")
+	if strings.Contains(string(plain), "Folded") || strings.Contains(string(plain), "Fold()") || strings.Contains(string(plain), "folded") {
+		t.Errorf("a program without batch norms has a fold flag, functions or arena")
+	}
+	// One folded arena, made by whichever inference plan runs first.
+	for _, use := range []string{"func useInfer()", "func useOne()"} {
+		if b := body(use); !strings.Contains(b, `app.Arena{Name: "folded weights", Size: foldedSize, Data: &folded}`) || !strings.Contains(b, "f0 = (*[") {
+			t.Errorf("%s does not make the shared folded arena and point f0 into it:\n%s", use, b)
+		}
 	}
 }

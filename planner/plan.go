@@ -39,8 +39,9 @@ const (
 	// KindFolded is a weight or bias an inference plan derives from params
 	// and statistics alone (a batch norm folded into the convolution or
 	// dense layer before it: fold_batchnorm.go). It lives in the work arena for the
-	// whole run, never shared, because the program recomputes it only
-	// when the state has changed since it last did (Plan.FoldSteps).
+	// whole run, in the folded arena (ArenaFolded), because the program
+	// recomputes it only when the state has changed since it last did
+	// (Plan.FoldSteps).
 	KindFolded BufKind = "folded"
 )
 
@@ -543,7 +544,10 @@ type Plan struct {
 
 	// Memory plan: sizes of the two arenas in float32 elements, and the
 	// naive size (every work buffer its own storage) to report the saving.
-	StateSize     int `json:"stateSize"`
+	StateSize int `json:"stateSize"`
+	// FoldedSize is the folded arena's size: an inference plan's folded
+	// weights (fold_batchnorm.go); 0 in a plan that folds nothing.
+	FoldedSize    int `json:"foldedSize,omitempty"`
 	WorkSize      int `json:"workSize"`
 	NaiveWorkSize int `json:"naiveWorkSize"`
 

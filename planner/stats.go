@@ -23,6 +23,8 @@ type Stats struct {
 	// liveness-based reuse; NaiveWorkBytes the work arena with every
 	// buffer on its own.
 	StateBytes, PeakWorkBytes, NaiveWorkBytes int64
+	// FoldedBytes is the folded arena (Plan.FoldedSize).
+	FoldedBytes int64
 }
 
 // Stats adds up the plan's steps and memory.
@@ -52,6 +54,7 @@ func (p *Plan) Stats() Stats {
 	}
 	// assignBuffers keeps each arena below 2^60 elements: its bytes fit.
 	st.StateBytes = 4 * int64(p.StateSize)
+	st.FoldedBytes = 4 * int64(p.FoldedSize)
 	st.PeakWorkBytes = 4 * int64(p.WorkSize)
 	st.NaiveWorkBytes = 4 * int64(p.NaiveWorkSize)
 	return st
@@ -76,8 +79,8 @@ type Memory struct {
 	// gradients of forward values, and steps' workspace (im2col columns,
 	// dropout masks, saved statistics).
 	KeptForBackward, Activations, ActivationGrads, Scratch int64
-	// Folded is the work arena's folded weights (KindFolded), alive at
-	// every step of an inference plan that folds its batch norms.
+	// Folded is the folded arena: an inference plan's batch norms folded
+	// into the weights of the layers before them (KindFolded).
 	Folded int64
 	// Work is the work arena; Total the state and work arenas together,
 	// the plan's peak.
@@ -102,8 +105,9 @@ func (p *Plan) Memory() Memory {
 			m.Optimizer += n
 		}
 	}
+	m.Folded = 4 * int64(p.FoldedSize)
 	m.Work = 4 * int64(p.WorkSize)
-	m.Total = 4*int64(p.StateSize) + m.Work
+	m.Total = 4*int64(p.StateSize) + m.Folded + m.Work
 	first, last := liveRanges(p)
 	steps := p.allSteps()
 	readBack := make([]bool, len(p.Buffers)) // read by a backward step
@@ -127,8 +131,6 @@ func (p *Plan) Memory() Memory {
 			switch {
 			case b.Kind == KindScratch:
 				at.Scratch += n
-			case b.Kind == KindFolded:
-				at.Folded += n
 			case b.Kind == KindGrad:
 				at.ActivationGrads += n
 			case p.Training && readBack[id]:
@@ -149,7 +151,6 @@ func (p *Plan) Memory() Memory {
 				m.PeakStep = i - f - b
 			}
 			m.KeptForBackward, m.Activations, m.ActivationGrads, m.Scratch = at.KeptForBackward, at.Activations, at.ActivationGrads, at.Scratch
-			m.Folded = at.Folded
 		}
 	}
 	return m

@@ -130,8 +130,12 @@ func WriteText(w io.Writer, p *Plan) error {
 	if st.NaiveWorkBytes > 0 {
 		saved = 100 * (1 - float64(st.PeakWorkBytes)/float64(st.NaiveWorkBytes))
 	}
-	ew.printf("memory: state %s, work %s peak vs %s naive (%.1f%% saved)\n",
-		formatBytes(st.StateBytes), formatBytes(st.PeakWorkBytes), formatBytes(st.NaiveWorkBytes), saved)
+	folded := ""
+	if st.FoldedBytes > 0 {
+		folded = ", folded " + formatBytes(st.FoldedBytes)
+	}
+	ew.printf("memory: state %s%s, work %s peak vs %s naive (%.1f%% saved)\n",
+		formatBytes(st.StateBytes), folded, formatBytes(st.PeakWorkBytes), formatBytes(st.NaiveWorkBytes), saved)
 	writeMemory(ew, p)
 	return ew.err
 }
@@ -147,8 +151,11 @@ func writeMemory(ew *errWriter, p *Plan) {
 		row("gradients of the weights", m.Gradients)
 		row("optimizer state", m.Optimizer)
 	}
-	if pad := m.Total - m.Work - m.Weights - m.Gradients - m.Optimizer; pad > 0 {
+	if pad := m.Total - m.Work - m.Folded - m.Weights - m.Gradients - m.Optimizer; pad > 0 {
 		row("alignment between state buffers", pad)
+	}
+	if m.Folded > 0 {
+		row("folded weights (batch norms in their layers)", m.Folded)
 	}
 	fmt.Fprintf(tw, "  work arena\t%s, at its fullest in %s step %d (%s):\n", formatBytes(m.Work), m.PeakPhase, m.PeakStep, m.PeakLayer)
 	if p.Training {
@@ -159,11 +166,8 @@ func writeMemory(ew *errWriter, p *Plan) {
 		row("  activations", m.Activations)
 	}
 	row("  workspace (scratch)", m.Scratch)
-	if m.Folded > 0 {
-		row("  folded weights (batch norms in their layers)", m.Folded)
-	}
-	row("  free (gaps and alignment)", m.Work-m.KeptForBackward-m.Activations-m.ActivationGrads-m.Scratch-m.Folded)
-	row("peak (state and work arenas)", m.Total)
+	row("  free (gaps and alignment)", m.Work-m.KeptForBackward-m.Activations-m.ActivationGrads-m.Scratch)
+	row("peak (state and work arenas"+map[bool]string{true: " and folded weights", false: ""}[m.Folded > 0]+")", m.Total)
 	tw.Flush()
 }
 

@@ -619,7 +619,7 @@ func verifyMemory(p *Plan) error {
 	if assigned != len(p.Buffers) {
 		return fmt.Errorf("only %d of %d buffers have an arena", assigned, len(p.Buffers))
 	}
-	size := map[string]int{ArenaState: p.StateSize, ArenaWork: p.WorkSize}
+	size := map[string]int{ArenaState: p.StateSize, ArenaWork: p.WorkSize, ArenaFolded: p.FoldedSize}
 	if p.NaiveWorkSize < p.WorkSize {
 		return fmt.Errorf("work arena %d is larger than the naive %d", p.WorkSize, p.NaiveWorkSize)
 	}
