@@ -17,8 +17,9 @@ type MemoryUse struct {
 	// a backward step still reads, the other forward values, gradients of
 	// forward values, and steps' workspace.
 	KeptForBackward, Activations, ActivationGrads, Scratch int64
-	// Folded is an inference plan's batch norms folded into the weights
-	// of the layers before them, kept in the work arena between batches.
+	// Folded is the folded arena: the batch norms folded into the weights
+	// of the layers before them, kept between batches and shared by the
+	// inference plans.
 	Folded int64
 	// Work is the work arena, Total the plan's state and work arenas: its
 	// peak.
