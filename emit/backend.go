@@ -110,8 +110,15 @@ func gpuTarget(method string, scratch func(planner.ConvGeom) int, keepCols int, 
 		}
 		s := scratch(g)
 		return planner.ConvChoice{Method: method, Scratch: s, SharesForward: pass != planner.ConvForward && !direct && s <= keepCols && gpu.ConvOneRound(g, s)}
-	}, UpdateTensors: updateTensors, PoolBwdAct: true, PoolEpilogue: gpu.PoolEpilogue, PoolArgmax: true, LossRows: true, Attention: true, GemmAccumulate: true, LayerNormAccumulate: true}
+	}, UpdateTensors: updateTensors, PoolBwdAct: true, PoolEpilogue: gpu.PoolEpilogue, PoolArgmax: true, LossRows: true, Attention: true, GemmAccumulate: true, LayerNormAccumulate: true,
+		NoFoldWhy: gpuNoFoldWhy}
 }
+
+// gpuNoFoldWhy is why a GPU program's inference keeps its batch norms
+// (planner.Target.NoFoldWhy): emit/gpu has no fold kernel, and the GPU
+// programs would need to run the fold steps only after the weights
+// change, as the CPU program does.
+const gpuNoFoldWhy = "the GPU programs have no fold step yet: the batch norm runs as its own kernel, as in training"
 
 // cudaPrecisions gives t CUDA's precision rules: every dense step, and
 // every convolution whose method runs cuBLAS GEMMs (im2col and cuBLAS,

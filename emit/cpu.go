@@ -37,6 +37,19 @@ type generator struct {
 	// dropout (by layer): the forward draws the dropout's seed and step
 	// into attentionDraws[i] and the backward reads them back.
 	attentionDraws map[string]int
+	// folded maps a folded weight's buffer name to its variable and
+	// offset in the folded arena, which the inference plans share (they
+	// fold the same layers: planner.ArenaFolded); foldedViews point the
+	// variables into the arena.
+	folded      map[string]foldedVar
+	foldedViews []string
+}
+
+// foldedVar is a folded weight's variable in the program and its place
+// in the folded arena.
+type foldedVar struct {
+	name         string
+	offset, size int
 }
 
 func (g *generator) render() error {
@@ -66,6 +79,12 @@ func (g *generator) render() error {
 	}
 	outSize := in.Train.Buffers[in.Train.Output].Size
 	g.p("tLogitsSize = %d", outSize)
+	if e.plan.FoldedSize != o.plan.FoldedSize {
+		return fmt.Errorf("emit: the inference plans' folded arenas differ (%d and %d elements; a bug in mlbuild's planner)", e.plan.FoldedSize, o.plan.FoldedSize)
+	}
+	if e.plan.FoldedSize > 0 {
+		g.p("foldedSize = %d // the batch norms folded into the layers before them, shared by the inference plans", e.plan.FoldedSize)
+	}
 	g.p(")")
 	g.p("")
 	g.p("// The arenas, made when a phase first needs them (useState, useTrain,")
@@ -76,6 +95,9 @@ func (g *generator) render() error {
 		g.p("%sWork []float32", v.prefix)
 	}
 	g.p("tLogits []float32")
+	if e.plan.FoldedSize > 0 {
+		g.p("folded []float32")
+	}
 	g.p("// trainLogits keeps the training prediction, whose buffer the backward pass reuses.")
 	g.p("trainLogits *[tLogitsSize]float32")
 	g.p("dropoutRand = cpu.NewRand(1)")
@@ -143,6 +165,14 @@ func (g *generator) declareBuffers(v *planView, train bool) error {
 		}
 		name := fmt.Sprintf("%sb%d", v.prefix, i)
 		arena := v.prefix + "Work"
+		if b.Arena == planner.ArenaFolded {
+			shared, err := g.foldedVar(b)
+			if err != nil {
+				return err
+			}
+			v.vars[i] = shared
+			continue
+		}
 		if b.Arena == "state" {
 			pname, ok := paramName[b.ID]
 			if !ok && b.AliasOf != planner.NoBuf {
@@ -179,6 +209,29 @@ func (g *generator) declareBuffers(v *planView, train bool) error {
 	g.p(")")
 	g.p("")
 	return nil
+}
+
+// foldedVar returns the variable of a folded weight b of an inference
+// plan, declaring it for the first plan that has it and checking that a
+// later plan places it alike.
+func (g *generator) foldedVar(b planner.Buffer) (string, error) {
+	if g.folded == nil {
+		g.folded = map[string]foldedVar{}
+	}
+	if f, ok := g.folded[b.Name]; ok {
+		if f.offset != b.Offset || f.size != b.Size || b.AliasOf != planner.NoBuf {
+			return "", fmt.Errorf("emit: the inference plans place the folded %s apart (a bug in mlbuild's planner)", b.Name)
+		}
+		return f.name, nil
+	}
+	if b.AliasOf != planner.NoBuf {
+		return "", fmt.Errorf("emit: the folded %s is a view", b.Name)
+	}
+	f := foldedVar{name: fmt.Sprintf("f%d", len(g.folded)), offset: b.Offset, size: b.Size}
+	g.folded[b.Name] = f
+	g.p("%s *[%d]float32 // %s %s", f.name, b.Size, comment(b.Name), shapeText(b.Shape))
+	g.foldedViews = append(g.foldedViews, fmt.Sprintf("%s = (*[%d]float32)(folded[%d:%d])", f.name, b.Size, b.Offset, b.Offset+b.Size))
+	return f.name, nil
 }
 
 // useArenas writes the functions that make each phase's arenas on first
@@ -225,8 +278,16 @@ func (g *generator) useArenas(t, e, o *planView) {
 		if v == t {
 			arenas = append(arenas, `app.Arena{Name: "training prediction", Size: tLogitsSize, Data: &tLogits}`)
 		}
+		if v != t && v.plan.FoldedSize > 0 {
+			arenas = append(arenas, `app.Arena{Name: "folded weights", Size: foldedSize, Data: &folded}`)
+		}
 		g.p("app.Allocate(&meta, %s, %d, %s)", quote(u.phase), v.plan.Batch, strings.Join(arenas, ", "))
 		g.p("viewState()")
+		if v != t && v.plan.FoldedSize > 0 {
+			for _, s := range g.foldedViews {
+				g.p("%s", s)
+			}
+		}
 		for _, s := range v.views {
 			g.p("%s", s)
 		}
@@ -276,6 +337,21 @@ func (g *generator) renderPhase(v *planView, phase string, steps planner.Phase, 
 	}
 	if phase == "Forward" {
 		v.forward = calls
+	}
+	if folds := v.plan.FoldSteps(); phase == "Forward" && !training && folds > 0 {
+		// The fold steps run apart from the forward pass: only when the
+		// weights may have changed since they last ran (renderModel's
+		// weightsFolded).
+		g.p("// %sFold runs the fold steps of the %s plan: each batch norm folded", v.prefix, map[string]string{"e": "inference", "o": "one-sample inference"}[v.prefix])
+		g.p("// into the weights and bias of the layer before it, in the folded arena")
+		g.p("// the inference plans share; weightsFolded says they are current.")
+		g.p("func %sFold() {", v.prefix)
+		for _, c := range calls[:folds] {
+			g.p("%s(%s)", c.fn, strings.Join(c.args, ", "))
+		}
+		g.p("}")
+		g.p("")
+		calls = calls[folds:]
 	}
 	switch phase {
 	case "Backward":
@@ -571,6 +647,8 @@ func (g *generator) kernelCall(st planner.Step, in, out []operand, training bool
 		return g.attentionBwdCall(st, in, out)
 	case planner.KDropoutBwd:
 		return g.dropoutBwdCall(st, in, out)
+	case planner.KFoldBatchNorm:
+		return g.foldBatchNormCall(st, in, out)
 	case planner.KBatchNorm:
 		return g.batchNormCall(st, in, out, training)
 	case planner.KBatchNormBwd:
@@ -619,6 +697,16 @@ func (g *generator) kernelCall(st planner.Step, in, out []operand, training bool
 	return "", fmt.Errorf("the CPU emitter has no kernel %q", st.Kernel)
 }
 
+// foldStale is the statement that marks the inference plans' folded
+// weights stale, or "" when neither plan folds (the program then has no
+// such flags).
+func foldStale(e, o *planView) string {
+	if e.plan.FoldSteps() == 0 && o.plan.FoldSteps() == 0 {
+		return ""
+	}
+	return "weightsFolded = false"
+}
+
 // renderModel writes the app.Model implementation.
 func (g *generator) renderModel(t, e, o *planView) {
 	tp := t.plan
@@ -627,8 +715,21 @@ func (g *generator) renderModel(t, e, o *planView) {
 	g.p("")
 	g.p("func (model) Meta() *app.Meta { return &meta }")
 	g.p("")
+	stale := foldStale(e, o)
+	if stale != "" {
+		g.p("// weightsFolded says the folded weights (eFold's and oFold's outputs,")
+		g.p("// the same values) are current with the state arena. Every call that")
+		g.p("// may change the weights or the running statistics clears it: State,")
+		g.p("// whose caller may write the arena, and the training passes, which")
+		g.p("// update both.")
+		g.p("var weightsFolded bool")
+		g.p("")
+	}
 	g.p("func (model) State() []float32 {")
 	g.p("useState()")
+	if stale != "" {
+		g.p("%s", stale)
+	}
 	g.p("return state")
 	g.p("}")
 	g.p("")
@@ -649,6 +750,9 @@ func (g *generator) renderModel(t, e, o *planView) {
 	g.p("")
 	g.p("func (model) TrainStep(lr float32, step int) float32 {")
 	g.p("useTrain()")
+	if stale != "" {
+		g.p("%s", stale)
+	}
 	g.p("tForward()")
 	g.p("copy(trainLogits[:], %s[:])", t.vars[tp.Output])
 	g.p("loss := tBackward()")
@@ -664,6 +768,9 @@ func (g *generator) renderModel(t, e, o *planView) {
 	g.p("")
 	g.p("func (model) Gradients() float32 {")
 	g.p("useTrain()")
+	if stale != "" {
+		g.p("%s", stale)
+	}
 	g.p("tForward()")
 	if tp.Accumulate > 1 {
 		// a micro-batch of the training loop: its prediction counts
@@ -684,16 +791,31 @@ func (g *generator) renderModel(t, e, o *planView) {
 	g.p("func (model) Infer(one bool) []float32 {")
 	g.p("if one {")
 	g.p("useOne()")
+	if o.plan.FoldSteps() > 0 {
+		g.p("if !weightsFolded {")
+		g.p("oFold()")
+		g.p("weightsFolded = true")
+		g.p("}")
+	}
 	g.p("oForward()")
 	g.p("return %s[:]", o.vars[o.plan.Output])
 	g.p("}")
 	g.p("useInfer()")
+	if e.plan.FoldSteps() > 0 {
+		g.p("if !weightsFolded {")
+		g.p("eFold()")
+		g.p("weightsFolded = true")
+		g.p("}")
+	}
 	g.p("eForward()")
 	g.p("return %s[:]", e.vars[e.plan.Output])
 	g.p("}")
 	g.p("")
 	g.p("func (model) TraceTrainForward(visit func(layer string, out []float32) bool) {")
 	g.p("useTrain()")
+	if stale != "" {
+		g.p("%s", stale)
+	}
 	g.p("tTraceForward(visit)")
 	g.p("}")
 	g.p("")

@@ -24,6 +24,21 @@ func (g *generator) batchNormCall(st planner.Step, in, out []operand, training b
 		out[0].slice(), out[1].slice(), out[2].slice(), s[0], s[1], prod(s[2:]), float(a.Eps), float(a.Momentum), training), nil
 }
 
+// foldBatchNormCall calls the fold of an inference batch norm into the
+// convolution before it (planner.KFoldBatchNorm): the folded weight and
+// bias from the weight, the bias (nil when the convolution has none) and
+// the batch norm's params and running statistics.
+func (g *generator) foldBatchNormCall(st planner.Step, in, out []operand) (string, error) {
+	if err := need(in, 6, "input"); err != nil {
+		return "", err
+	}
+	if err := need(out, 2, "output"); err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("cpu.FoldBatchNorm(%s, %s, %s, %s, %s, %s, %s, %s, %d, %s)", in[0].slice(), in[1].slice(), in[2].slice(), in[3].slice(), in[4].slice(), in[5].slice(),
+		out[0].slice(), out[1].slice(), in[0].buf.Shape[0], float(st.Attr.Eps)), nil
+}
+
 // batchNormBwdCall calls batch normalisation's backward.
 func (g *generator) batchNormBwdCall(st planner.Step, in, out []operand) (string, error) {
 	s := in[0].buf.Shape

@@ -10,6 +10,10 @@ import (
 // app.MemoryUse literal for the program's `info`.
 func memoryUse(phase string, p *planner.Plan) string {
 	m := p.Memory()
-	return fmt.Sprintf("{Phase: %q, Weights: %d, Gradients: %d, Optimizer: %d, KeptForBackward: %d, Activations: %d, ActivationGrads: %d, Scratch: %d, Work: %d, Total: %d}",
-		phase, m.Weights, m.Gradients, m.Optimizer, m.KeptForBackward, m.Activations, m.ActivationGrads, m.Scratch, m.Work, m.Total)
+	folded := ""
+	if m.Folded > 0 {
+		folded = fmt.Sprintf(", Folded: %d", m.Folded)
+	}
+	return fmt.Sprintf("{Phase: %q, Weights: %d, Gradients: %d, Optimizer: %d, KeptForBackward: %d, Activations: %d, ActivationGrads: %d, Scratch: %d%s, Work: %d, Total: %d}",
+		phase, m.Weights, m.Gradients, m.Optimizer, m.KeptForBackward, m.Activations, m.ActivationGrads, m.Scratch, folded, m.Work, m.Total)
 }

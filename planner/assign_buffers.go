@@ -18,6 +18,10 @@ const Align = 64
 const (
 	ArenaState = "state" // params, statistics, param gradients, optimizer state
 	ArenaWork  = "work"  // everything placed by liveness
+	// ArenaFolded holds an inference plan's folded weights
+	// (fold_batchnorm.go), which the program keeps between batches and
+	// shares between its inference plans: they fold the same layers.
+	ArenaFolded = "folded"
 )
 
 // arenaOf returns the arena a buffer of kind k lives in.
@@ -25,6 +29,8 @@ func arenaOf(k BufKind) string {
 	switch k {
 	case KindParam, KindStat, KindParamGrad, KindOptState, KindGradSum, KindParamBF16:
 		return ArenaState
+	case KindFolded:
+		return ArenaFolded
 	}
 	return ArenaWork
 }
@@ -39,17 +45,18 @@ func alignUp(n int) int { return (n + Align - 1) / Align * Align }
 // order, every param and statistic (contiguous, the order of a saved
 // weights file), then every param gradient, then the optimizer state,
 // then the gradient sums of accumulation in buffer order, then the
-// weights' bfloat16 twins in Twins order; the work arena holds every
+// weights' bfloat16 twins in Twins order; the folded arena holds the
+// folded weights (KindFolded) in buffer order; the work arena holds every
 // other buffer at an offset chosen greedily, largest first, at the
 // lowest place where it overlaps no buffer whose live range (first to last step touching its storage, over Forward ++
 // Backward ++ Update) overlaps its own, so storage is reused once its last
 // reader is done. The input and labels are live from before the first step
 // and the input, labels, output and loss until after the last (the program
-// reads them between steps), and an activation's twin (Plan.Twins) from
-// its producer to its last reader (Twin.LastRead). A bfloat16 buffer takes Slots() places. Views take
+// reads them between steps), and an activation's twin (Plan.Twins) from its producer to its last reader
+// (Twin.LastRead). A bfloat16 buffer takes Slots() places. Views take
 // their storage owner's offset.
-// StateSize, WorkSize and NaiveWorkSize (every work buffer its own storage)
-// are set. Sizes and offsets are added up with checked arithmetic: a buffer
+// StateSize, FoldedSize, WorkSize and NaiveWorkSize (every work buffer
+// its own storage) are set. Sizes and offsets are added up with checked arithmetic: a buffer
 // of more than spec.MaxCount elements, or arenas whose bytes would not fit
 // the integers of mlbuild or of the program, fail naming the layer and the
 // bytes. With a memory limit (why says where it comes from, for the
@@ -103,6 +110,13 @@ func assignBuffers(p *Plan, memoryLimit int64, why string) error {
 		}
 	}
 	p.StateSize = next
+	next = 0
+	for i, b := range p.Buffers {
+		if b.Kind == KindFolded && b.AliasOf == NoBuf {
+			place(BufID(i))
+		}
+	}
+	p.FoldedSize = next
 
 	// Work arena, largest first.
 	first, last := liveRanges(p)

@@ -17,6 +17,10 @@ type Options struct {
 	Training bool
 	// Fusion runs the fusion passes; turning it off measures their effect.
 	Fusion bool
+	// KeepBatchNorm keeps an inference plan's batch norms as steps of
+	// their own where the target would fold them into the layer before
+	// (fold_batchnorm.go): turning folding off measures its effect.
+	KeepBatchNorm bool
 	// Target is the backend the plan is for: its rules choose each
 	// convolution's method and scratch. The zero Target means CPU.
 	Target Target
@@ -43,14 +47,15 @@ type pass struct {
 type condition uint8
 
 const (
-	everyPlan  condition = 0
-	inTraining condition = 1 << iota // Options.Training
-	withFusion                       // Options.Fusion
+	everyPlan   condition = 0
+	inTraining  condition = 1 << iota // Options.Training
+	withFusion                        // Options.Fusion
+	inInference                       // !Options.Training
 )
 
 // holds reports whether a pass with condition c runs for opts.
 func (c condition) holds(opts Options) bool {
-	return (c&inTraining == 0 || opts.Training) && (c&withFusion == 0 || opts.Fusion)
+	return (c&inTraining == 0 || opts.Training) && (c&withFusion == 0 || opts.Fusion) && (c&inInference == 0 || !opts.Training)
 }
 
 // String names the condition as the pass table in docs/architecture.md does.
@@ -64,6 +69,8 @@ func (c condition) String() string {
 		return "fusion"
 	case inTraining | withFusion:
 		return "training, fusion"
+	case inInference | withFusion:
+		return "inference, fusion"
 	}
 	return fmt.Sprintf("condition(%d)", uint8(c))
 }
@@ -91,7 +98,9 @@ var passes = [...]pass{
 	}},
 	{name: "addLoss", file: "loss.go", only: inTraining, needs: []string{"lower"},
 		run: func(b *building) error { return addLoss(b.p, b.m) }},
-	{name: "fuseEpilogue", file: "fuse_epilogue.go", only: withFusion, needs: []string{"lower"},
+	{name: "foldBatchNorm", file: "fold_batchnorm.go", only: inInference | withFusion, needs: []string{"lower"},
+		run: func(b *building) error { foldBatchNorm(b.p, b.target); return nil }},
+	{name: "fuseEpilogue", file: "fuse_epilogue.go", only: withFusion, needs: []string{"lower", "foldBatchNorm"},
 		run: func(b *building) error { fuseEpilogue(b.p); return nil }},
 	{name: "fuseElementwise", file: "fuse_elementwise.go", only: withFusion, needs: []string{"lower"},
 		run: func(b *building) error { fuseElementwise(b.p); return nil }},
@@ -136,7 +145,7 @@ var passes = [...]pass{
 
 // finalPhases are the passes that add or rewrite steps or buffers: after
 // them "all phases are final".
-var finalPhases = []string{"lower", "addLoss", "fuseEpilogue", "fuseElementwise", "fuseAttention", "fuseAttentionLayout", "differentiate", "optimize",
+var finalPhases = []string{"lower", "addLoss", "foldBatchNorm", "fuseEpilogue", "fuseElementwise", "fuseAttention", "fuseAttentionLayout", "differentiate", "optimize",
 	"accumulate", "fuseUpdate", "fuseActBwd", "keepLess", "fuseAccumulateGemm", "fuseAccumulateNorm", "chooseMethods", "choosePrecisions", "chooseLossRows", "fusePool", "twinOperands"}
 
 // Build plans m for opts.Target: it runs the table passes in order and
@@ -169,6 +178,9 @@ func buildPlan(m *spec.Model, opts Options, ran func(pass string)) (*Plan, error
 	b := &building{m: m, opts: opts, target: opts.Target, batch: batch}
 	if b.target.Conv == nil {
 		b.target = CPU
+	}
+	if opts.KeepBatchNorm {
+		b.target.FoldBatchNorm, b.target.NoFoldWhy = false, ""
 	}
 	for _, ps := range passes {
 		if !ps.only.holds(opts) {

@@ -171,6 +171,10 @@ func stepFLOPs(p *Plan, s *Step, c *costCounter) int64 {
 		return c.mul(6, out0()) // mean, variance, normalise, scale and shift
 	case KBatchNormBwd:
 		return c.mul(8, p.size(s.In[0]))
+	case KFoldBatchNorm:
+		// a multiply per weight, and per channel the scale (add, square
+		// root, divide, multiply) and the bias (subtract, multiply, add)
+		return c.sum(out0(), c.mul(7, p.size(s.Out[1])))
 	case KLayerNorm:
 		return c.mul(6, out0()) // mean, variance, normalise, scale and shift
 	case KLayerNormBwd:

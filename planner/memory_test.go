@@ -19,8 +19,8 @@ func TestMemoryByUse(t *testing.T) {
 	} {
 		p := c.build()
 		m, st := p.Memory(), p.Stats()
-		if m.Total != st.StateBytes+st.PeakWorkBytes || m.Work != st.PeakWorkBytes {
-			t.Errorf("%s: total %d, work %d; want the arenas' %d + %d", c.name, m.Total, m.Work, st.StateBytes, st.PeakWorkBytes)
+		if m.Total != st.StateBytes+st.FoldedBytes+st.PeakWorkBytes || m.Work != st.PeakWorkBytes || m.Folded != st.FoldedBytes {
+			t.Errorf("%s: total %d, work %d, folded %d; want the arenas' %d + %d + %d", c.name, m.Total, m.Work, m.Folded, st.StateBytes, st.FoldedBytes, st.PeakWorkBytes)
 		}
 		if m.Weights < 4*st.Params || m.Weights+m.Gradients+m.Optimizer > st.StateBytes {
 			t.Errorf("%s: weights %d for %d params; state uses %d of %d", c.name, m.Weights, st.Params, m.Weights+m.Gradients+m.Optimizer, st.StateBytes)

@@ -36,6 +36,13 @@ const (
 	KindLoss       BufKind = "loss"       // the scalar loss, shape [1]
 	KindGradSum    BufKind = "grad_sum"   // a param gradient's sum over the micro-batches of one update (accumulate.go)
 	KindParamBF16  BufKind = "param_bf16" // a weight's bfloat16 twin, written by its update step and by the program when it writes the weights (twin_operands.go)
+	// KindFolded is a weight or bias an inference plan derives from params
+	// and statistics alone (a batch norm folded into the convolution or
+	// dense layer before it: fold_batchnorm.go). It lives in the work arena for the
+	// whole run, in the folded arena (ArenaFolded), because the program
+	// recomputes it only when the state has changed since it last did
+	// (Plan.FoldSteps).
+	KindFolded BufKind = "folded"
 )
 
 // Buffer is one tensor of the plan. Shapes include the batch dimension first
@@ -155,6 +162,17 @@ const (
 	// Out: y, saveMean [C], saveInvStd [C] (scratch). Attr: Eps, Momentum.
 	// Training mode uses batch statistics and updates the running ones.
 	KBatchNorm Kernel = "batchnorm"
+	// KFoldBatchNorm: the weights and bias of a convolution or dense layer
+	// followed by an inference batch norm, as one layer (fold_batchnorm.go): with
+	// s = gamma/sqrt(runningVar + Eps) per output channel,
+	// W' = W·s (each output channel's filter) and
+	// b' = (b − runningMean)·s + beta (b = 0 when absent).
+	// In: W [OC, ...], b [OC] (optional), gamma [OC], beta [OC],
+	// runningMean [OC], runningVar [OC]. Out: W' (W's shape), b' [OC],
+	// both KindFolded. Attr: Eps. Fold steps lead an inference plan's
+	// Forward and read only params and statistics, so the program runs
+	// them only when the state has changed (Plan.FoldSteps).
+	KFoldBatchNorm Kernel = "fold_batchnorm"
 	// KMatMul: batched y = a·b over the last two axes; leading axes broadcast.
 	// In: a [..., M, K], b [..., K, N]. Out: y [..., M, N].
 	KMatMul Kernel = "matmul"
@@ -529,7 +547,10 @@ type Plan struct {
 
 	// Memory plan: sizes of the two arenas in float32 elements, and the
 	// naive size (every work buffer its own storage) to report the saving.
-	StateSize     int `json:"stateSize"`
+	StateSize int `json:"stateSize"`
+	// FoldedSize is the folded arena's size: an inference plan's folded
+	// weights (fold_batchnorm.go); 0 in a plan that folds nothing.
+	FoldedSize    int `json:"foldedSize,omitempty"`
 	WorkSize      int `json:"workSize"`
 	NaiveWorkSize int `json:"naiveWorkSize"`
 
@@ -546,6 +567,19 @@ type Plan struct {
 	// in the order they were made; none in a plan whose Target reads no
 	// bfloat16 operands.
 	Twins []Twin `json:"twins,omitempty"`
+}
+
+// FoldSteps is the number of KFoldBatchNorm steps at the head of
+// Forward (fold_batchnorm.go): steps that read only params and
+// statistics and write only KindFolded buffers, which nothing else
+// writes. A program may run them once and again only after the params or
+// statistics changed, and the rest of Forward on every batch.
+func (p *Plan) FoldSteps() int {
+	n := 0
+	for n < len(p.Forward) && p.Forward[n].Kernel == KFoldBatchNorm {
+		n++
+	}
+	return n
 }
 
 // TwinOf is the bfloat16 twin of id's storage (id itself or the buffer

@@ -9,6 +9,11 @@ type Stats struct {
 	ForwardSteps, BackwardSteps, UpdateSteps int
 	ForwardFLOPs, BackwardFLOPs, UpdateFLOPs int64
 	ForwardBytes, BackwardBytes, UpdateBytes int64
+	// FoldSteps, FoldFLOPs and FoldBytes are an inference plan's fold
+	// steps (Plan.FoldSteps), which run when the weights change, not on
+	// every batch; the Forward figures leave them out.
+	FoldSteps            int
+	FoldFLOPs, FoldBytes int64
 	// TotalFLOPs and TotalBytes add up the three phases.
 	TotalFLOPs, TotalBytes int64
 	// Params counts trainable elements; ParamTensors the trainable tensors.
@@ -18,6 +23,8 @@ type Stats struct {
 	// liveness-based reuse; NaiveWorkBytes the work arena with every
 	// buffer on its own.
 	StateBytes, PeakWorkBytes, NaiveWorkBytes int64
+	// FoldedBytes is the folded arena (Plan.FoldedSize).
+	FoldedBytes int64
 }
 
 // Stats adds up the plan's steps and memory.
@@ -30,7 +37,9 @@ func (p *Plan) Stats() Stats {
 		}
 		return len(ph), flops, bytes
 	}
-	st.ForwardSteps, st.ForwardFLOPs, st.ForwardBytes = sum(p.Forward)
+	folds := p.FoldSteps()
+	st.FoldSteps, st.FoldFLOPs, st.FoldBytes = sum(p.Forward[:folds])
+	st.ForwardSteps, st.ForwardFLOPs, st.ForwardBytes = sum(p.Forward[folds:])
 	st.BackwardSteps, st.BackwardFLOPs, st.BackwardBytes = sum(p.Backward)
 	st.UpdateSteps, st.UpdateFLOPs, st.UpdateBytes = sum(p.Update)
 	st.TotalFLOPs, _ = spec.AddCount(st.ForwardFLOPs, st.BackwardFLOPs)
@@ -45,6 +54,7 @@ func (p *Plan) Stats() Stats {
 	}
 	// assignBuffers keeps each arena below 2^60 elements: its bytes fit.
 	st.StateBytes = 4 * int64(p.StateSize)
+	st.FoldedBytes = 4 * int64(p.FoldedSize)
 	st.PeakWorkBytes = 4 * int64(p.WorkSize)
 	st.NaiveWorkBytes = 4 * int64(p.NaiveWorkSize)
 	return st
@@ -69,6 +79,9 @@ type Memory struct {
 	// gradients of forward values, and steps' workspace (im2col columns,
 	// dropout masks, saved statistics).
 	KeptForBackward, Activations, ActivationGrads, Scratch int64
+	// Folded is the folded arena: an inference plan's batch norms folded
+	// into the weights of the layers before them (KindFolded).
+	Folded int64
 	// Work is the work arena; Total the state and work arenas together,
 	// the plan's peak.
 	Work, Total int64
@@ -92,8 +105,9 @@ func (p *Plan) Memory() Memory {
 			m.Optimizer += n
 		}
 	}
+	m.Folded = 4 * int64(p.FoldedSize)
 	m.Work = 4 * int64(p.WorkSize)
-	m.Total = 4*int64(p.StateSize) + m.Work
+	m.Total = 4*int64(p.StateSize) + m.Folded + m.Work
 	first, last := liveRanges(p)
 	steps := p.allSteps()
 	readBack := make([]bool, len(p.Buffers)) // read by a backward step

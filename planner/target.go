@@ -84,6 +84,14 @@ type Target struct {
 	// accumulate steps that add such a contribution (a transformer's
 	// residual stream) into its layernorm_bwd.
 	LayerNormAccumulate bool
+	// FoldBatchNorm says the backend runs KFoldBatchNorm steps and its
+	// programs run an inference plan's fold steps only when the weights
+	// changed (Plan.FoldSteps): fold_batchnorm.go then folds each
+	// inference batch norm into the convolution before it.
+	FoldBatchNorm bool
+	// NoFoldWhy says, for `mlbuild plan`, why a backend without
+	// FoldBatchNorm keeps its inference batch norms; "" says nothing.
+	NoFoldWhy string
 	// BF16 says the backend's bf16 GEMMs read bfloat16 operands that
 	// their producers write (twin_operands.go), and which producers can;
 	// nil: its GEMMs read float32 operands only.
@@ -214,7 +222,7 @@ const (
 )
 
 // CPU is the CPU backend's Target, the default of Options.Target.
-var CPU = Target{Name: "cpu", Conv: cpuConv, Dense: cpuDense, ConvPrecision: cpuConvPrecision, Attention: true}
+var CPU = Target{Name: "cpu", Conv: cpuConv, Dense: cpuDense, ConvPrecision: cpuConvPrecision, Attention: true, FoldBatchNorm: true}
 
 // cpuBF16Rows is the fewest rows of a dense step that the CPU multiplies
 // in bf16: Intel AMX's bf16 tiles hold 16 rows, and below that (batch-1

@@ -116,6 +116,9 @@ func WriteText(w io.Writer, p *Plan) error {
 	tw = tabwriter.NewWriter(ew, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "  \tsteps\tflops\tbytes moved\n")
 	fmt.Fprintf(tw, "  forward\t%d\t%d\t%d\n", st.ForwardSteps, st.ForwardFLOPs, st.ForwardBytes)
+	if st.FoldSteps > 0 {
+		fmt.Fprintf(tw, "  fold (when the weights change)\t%d\t%d\t%d\n", st.FoldSteps, st.FoldFLOPs, st.FoldBytes)
+	}
 	if p.Training {
 		fmt.Fprintf(tw, "  backward\t%d\t%d\t%d\n", st.BackwardSteps, st.BackwardFLOPs, st.BackwardBytes)
 		fmt.Fprintf(tw, "  update\t%d\t%d\t%d\n", st.UpdateSteps, st.UpdateFLOPs, st.UpdateBytes)
@@ -127,8 +130,12 @@ func WriteText(w io.Writer, p *Plan) error {
 	if st.NaiveWorkBytes > 0 {
 		saved = 100 * (1 - float64(st.PeakWorkBytes)/float64(st.NaiveWorkBytes))
 	}
-	ew.printf("memory: state %s, work %s peak vs %s naive (%.1f%% saved)\n",
-		formatBytes(st.StateBytes), formatBytes(st.PeakWorkBytes), formatBytes(st.NaiveWorkBytes), saved)
+	folded := ""
+	if st.FoldedBytes > 0 {
+		folded = ", folded " + formatBytes(st.FoldedBytes)
+	}
+	ew.printf("memory: state %s%s, work %s peak vs %s naive (%.1f%% saved)\n",
+		formatBytes(st.StateBytes), folded, formatBytes(st.PeakWorkBytes), formatBytes(st.NaiveWorkBytes), saved)
 	writeMemory(ew, p)
 	return ew.err
 }
@@ -144,8 +151,11 @@ func writeMemory(ew *errWriter, p *Plan) {
 		row("gradients of the weights", m.Gradients)
 		row("optimizer state", m.Optimizer)
 	}
-	if pad := m.Total - m.Work - m.Weights - m.Gradients - m.Optimizer; pad > 0 {
+	if pad := m.Total - m.Work - m.Folded - m.Weights - m.Gradients - m.Optimizer; pad > 0 {
 		row("alignment between state buffers", pad)
+	}
+	if m.Folded > 0 {
+		row("folded weights (batch norms in their layers)", m.Folded)
 	}
 	fmt.Fprintf(tw, "  work arena\t%s, at its fullest in %s step %d (%s):\n", formatBytes(m.Work), m.PeakPhase, m.PeakStep, m.PeakLayer)
 	if p.Training {
@@ -157,7 +167,7 @@ func writeMemory(ew *errWriter, p *Plan) {
 	}
 	row("  workspace (scratch)", m.Scratch)
 	row("  free (gaps and alignment)", m.Work-m.KeptForBackward-m.Activations-m.ActivationGrads-m.Scratch)
-	row("peak (state and work arenas)", m.Total)
+	row("peak (state and work arenas"+map[bool]string{true: " and folded weights", false: ""}[m.Folded > 0]+")", m.Total)
 	tw.Flush()
 }
 

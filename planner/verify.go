@@ -68,7 +68,7 @@ func (p *Plan) validID(id BufID) bool { return id >= 0 && int(id) < len(p.Buffer
 var bufKinds = map[BufKind]bool{
 	KindInput: true, KindLabels: true, KindParam: true, KindStat: true, KindParamGrad: true,
 	KindOptState: true, KindActivation: true, KindGrad: true, KindScratch: true, KindLoss: true,
-	KindGradSum: true, KindParamBF16: true,
+	KindGradSum: true, KindParamBF16: true, KindFolded: true,
 }
 
 // verifyTwins checks the bfloat16 twins (twin_operands.go): each pairs a
@@ -255,7 +255,7 @@ func verifyParams(p *Plan) error {
 var kernelPhase = map[Kernel]string{
 	KGemm: "forward", KConv2D: "forward", KMaxPool2D: "forward", KAvgPool2D: "forward",
 	KGlobalAvgPool: "forward", KUnary: "forward", KBinary: "forward", KSoftmax: "forward",
-	KLogSoftmax: "forward", KDropout: "forward", KBatchNorm: "forward", KMatMul: "forward",
+	KLogSoftmax: "forward", KDropout: "forward", KBatchNorm: "forward", KFoldBatchNorm: "forward", KMatMul: "forward",
 	KConcat: "forward", KLayerNorm: "forward", KReduceMean: "forward", KSlice: "forward", KResize: "forward", KEmbedding: "forward", KAttention: "forward",
 	KSoftmaxXent: "loss", KMSE: "loss", KMAE: "loss", KHuber: "loss",
 	KGemmBwd: "backward", KConv2DBwd: "backward", KMaxPool2DBwd: "backward", KMaxPool2DArgmaxBwd: "backward", KAvgPool2DBwd: "backward",
@@ -283,6 +283,7 @@ var operands = map[Kernel]struct {
 	KLogSoftmax:         {1, 1, nil, nil},
 	KDropout:            {1, 2, nil, nil},
 	KBatchNorm:          {5, 3, nil, nil},
+	KFoldBatchNorm:      {6, 2, []int{1}, nil},
 	KMatMul:             {2, 1, nil, nil},
 	KTranspose:          {1, 1, nil, nil},
 	KConcat:             {-1, 1, nil, nil},
@@ -357,6 +358,9 @@ func verifyStep(p *Plan, phase string, index int, s *Step) error {
 			return fmt.Errorf("an epilogue pool in a training plan writes no argmax (want a third output)")
 		}
 	}
+	if s.Kernel == KFoldBatchNorm && (p.Training || phase != "forward" || index >= p.FoldSteps()) {
+		return fmt.Errorf("a fold step outside the head of an inference plan's forward pass (fold steps run before every other step, and only when the weights changed)")
+	}
 	if len(s.Fused) > 0 && s.Fused[0] != s.Layer {
 		return fmt.Errorf("fused layers %v do not start with the step's layer", s.Fused)
 	}
@@ -425,6 +429,8 @@ func checkShapes(p *Plan, s *Step) error {
 		return r.softmax(s)
 	case KDropout, KDropoutBwd:
 		return r.dropout(s)
+	case KFoldBatchNorm:
+		return r.foldBatchNorm(s)
 	case KBatchNorm, KBatchNormBwd:
 		return r.batchNorm(s)
 	case KLayerNorm, KLayerNormBwd:
@@ -585,8 +591,11 @@ func verifyDataFlow(p *Plan) error {
 					continue // the mean of the micro-batches' gradients replaces the last one's (accumulate.go)
 				}
 				writes[r]++
+				if p.Buffers[r].Kind == KindFolded && s.Kernel != KFoldBatchNorm {
+					return fail("writes the folded %s, which only its fold step writes", p.Buffers[r].Name)
+				}
 				switch p.Buffers[r].Kind {
-				case KindActivation, KindGrad, KindParamGrad, KindLoss:
+				case KindActivation, KindGrad, KindParamGrad, KindLoss, KindFolded:
 					if writes[r] > 1 {
 						return fail("writes %s a second time", p.Buffers[r].Name)
 					}
@@ -614,7 +623,7 @@ func verifyMemory(p *Plan) error {
 	if assigned != len(p.Buffers) {
 		return fmt.Errorf("only %d of %d buffers have an arena", assigned, len(p.Buffers))
 	}
-	size := map[string]int{ArenaState: p.StateSize, ArenaWork: p.WorkSize}
+	size := map[string]int{ArenaState: p.StateSize, ArenaWork: p.WorkSize, ArenaFolded: p.FoldedSize}
 	if p.NaiveWorkSize < p.WorkSize {
 		return fmt.Errorf("work arena %d is larger than the naive %d", p.WorkSize, p.NaiveWorkSize)
 	}

@@ -26,7 +26,11 @@ func (r shapeRules) conv(s *Step) error {
 	x := []int{g.N, g.C, g.H, g.W}
 	w := []int{g.OC, g.C / g.Groups, g.KH, g.KW}
 	y := []int{g.N, g.OC, g.OH, g.OW}
-	common := first(r.is("x", in[0], x), r.is("W", in[1], w), r.kindIs(in[1], KindParam))
+	wKinds := []BufKind{KindParam}
+	if s.Kernel == KConv2D && !r.p.Training {
+		wKinds = append(wKinds, KindFolded) // a batch norm folded in (fold_batchnorm.go)
+	}
+	common := first(r.is("x", in[0], x), r.is("W", in[1], w), r.kindIs(in[1], wKinds...))
 	if s.Kernel == KConv2D {
 		if pg := s.Attr.Pool; pg != nil {
 			if err := checkWindow(pg, false); err != nil {

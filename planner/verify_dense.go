@@ -17,7 +17,11 @@ func (r shapeRules) gemm(s *Step) error {
 	if err := checkAct(s.Attr); err != nil {
 		return err
 	}
-	if err := r.kindIs(in[1], KindParam); err != nil {
+	wKinds := []BufKind{KindParam}
+	if s.Kernel == KGemm && !r.p.Training {
+		wKinds = append(wKinds, KindFolded) // a batch norm folded in (fold_batchnorm.go)
+	}
+	if err := r.kindIs(in[1], wKinds...); err != nil {
 		return err
 	}
 	if s.Kernel == KGemm {

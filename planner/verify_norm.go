@@ -41,6 +41,24 @@ func (r shapeRules) batchNorm(s *Step) error {
 		r.same("dy", in[4], in[0]), r.same("dx", out[0], in[0]), r.is("dgamma", out[1], c), r.is("dbeta", out[2], c))
 }
 
+// foldBatchNorm checks a fold step's weight and bias, the batch norm's
+// per-channel params and statistics, and its folded outputs.
+func (r shapeRules) foldBatchNorm(s *Step) error {
+	in, out := s.In, s.Out
+	w := r.sh(in[0])
+	if len(w) < 2 {
+		return fmt.Errorf("W %s has no output-channel axis", shapeString(w))
+	}
+	if s.Attr.Eps <= 0 {
+		return fmt.Errorf("eps %g", s.Attr.Eps)
+	}
+	c := []int{w[0]}
+	return first(r.kindIs(in[0], KindParam), r.is("b", in[1], c), r.kindIs(in[1], KindParam),
+		r.is("gamma", in[2], c), r.is("beta", in[3], c), r.kindIs(in[2], KindParam), r.kindIs(in[3], KindParam),
+		r.is("running mean", in[4], c), r.is("running var", in[5], c), r.kindIs(in[4], KindStat), r.kindIs(in[5], KindStat),
+		r.same("W'", out[0], in[0]), r.is("b'", out[1], c), r.kindIs(out[0], KindFolded), r.kindIs(out[1], KindFolded))
+}
+
 // layerNorm checks layernorm's normalised axes, per-row statistics and
 // backward.
 func (r shapeRules) layerNorm(s *Step) error {

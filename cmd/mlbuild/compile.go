@@ -30,12 +30,15 @@ func init() { subcommands = append(subcommands, newCompileCmd) }
 
 // compileOptions are the inputs of `mlbuild compile`.
 type compileOptions struct {
-	files    []string
-	out      string
-	target   string // GOOS/GOARCH
-	backend  string
-	emitDir  string
-	fusion   bool
+	files   []string
+	out     string
+	target  string // GOOS/GOARCH
+	backend string
+	emitDir string
+	fusion  bool
+	// keepBN is --fold-batchnorm=off: keep the inference plans' batch
+	// norms where the backend would fold them into the layers before.
+	keepBN   bool
 	force    bool
 	cacheDir string
 	memLimit string // --memory-limit, "" for this machine's memory
@@ -84,7 +87,11 @@ Examples:
   mlbuild import mlp.onnx && mlbuild compile mlp.cue --weights mlp.safetensors
 
   # measure what fusion buys
-  mlbuild compile models/mnist.cue --fusion=off -o mnist-unfused`,
+  mlbuild compile models/mnist.cue --fusion=off -o mnist-unfused
+
+  # measure what folding the batch norms into the convolutions buys
+  # (inference only: the training plan is the same either way)
+  mlbuild compile bench/models/resnet18_cifar.cue --fold-batchnorm=off -o resnet18-unfolded`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c := g.config
@@ -106,6 +113,11 @@ Examples:
 				return err
 			}
 			opts.fusion = fusion
+			fold, err := parseSwitch("--fold-batchnorm", c.GetString("fold-batchnorm"))
+			if err != nil {
+				return err
+			}
+			opts.keepBN = !fold
 			return compileRun(opts)
 		},
 	}
@@ -115,6 +127,7 @@ Examples:
 	f.String("backend", "cpu", backendHelp())
 	f.String("emit", "", "also write the generated Go source to this directory")
 	f.String("fusion", "on", "fuse bias+activation into GEMMs and chains of element-wise ops: on or off")
+	f.String("fold-batchnorm", "on", "fold each inference batch norm into the convolution or dense layer before it (with --fusion on, on the CPU): on or off")
 	f.Bool("force", false, "overwrite an output file that mlbuild did not make")
 	f.String("cache-dir", "", "build cache directory (default $MLBUILD_CACHE_DIR or the user cache dir)")
 	f.String("memory-limit", "", memoryLimitHelp)
@@ -171,19 +184,20 @@ func goToolVersion() (string, error) {
 
 // planAll makes the three plans a CPU program needs.
 func planAll(m *spec.Model, fusion bool, memoryLimit int64) ([]*planner.Plan, error) {
-	return planBackend(m, fusion, memoryLimit, "", emit.CPU)
+	return planBackend(m, fusion, true, memoryLimit, "", emit.CPU)
 }
 
 // planBackend makes the three plans of a program of backend b (training at
 // the spec's batch, inference at the spec's batch and at batch 1), with the
-// backend's planning rules. limitSource says where memoryLimit comes from,
-// for the message of a plan above it.
-func planBackend(m *spec.Model, fusion bool, memoryLimit int64, limitSource string, b *emit.Backend) ([]*planner.Plan, error) {
+// backend's planning rules; foldBN lets the inference plans fold their
+// batch norms where the backend can. limitSource says where memoryLimit
+// comes from, for the message of a plan above it.
+func planBackend(m *spec.Model, fusion, foldBN bool, memoryLimit int64, limitSource string, b *emit.Backend) ([]*planner.Plan, error) {
 	var plans []*planner.Plan
 	for _, o := range []planner.Options{
 		{Training: true, Fusion: fusion, MemoryLimit: memoryLimit, MemoryLimitSource: limitSource},
-		{Training: false, Fusion: fusion, MemoryLimit: memoryLimit, MemoryLimitSource: limitSource},
-		{Training: false, Fusion: fusion, Batch: 1, MemoryLimit: memoryLimit, MemoryLimitSource: limitSource},
+		{Training: false, Fusion: fusion, KeepBatchNorm: !foldBN, MemoryLimit: memoryLimit, MemoryLimitSource: limitSource},
+		{Training: false, Fusion: fusion, KeepBatchNorm: !foldBN, Batch: 1, MemoryLimit: memoryLimit, MemoryLimitSource: limitSource},
 	} {
 		p, err := planner.Build(m, b.PlanOptions(o))
 		if err != nil {
@@ -220,7 +234,7 @@ func compileRun(opts *compileOptions) error {
 	if err != nil {
 		return reportSpecError(opts.stderr, err, opts.files...)
 	}
-	plans, err := planBackend(m, opts.fusion, memLimit, limitSource, backend)
+	plans, err := planBackend(m, opts.fusion, !opts.keepBN, memLimit, limitSource, backend)
 	if err != nil {
 		return reportSpecError(opts.stderr, err)
 	}

@@ -21,6 +21,8 @@ type planOptions struct {
 	format string // "text" or "json"
 	batch  int    // 0: the spec's batch size
 	fusion string // "on" or "off"
+	// foldBN is --fold-batchnorm, "on" or "off".
+	foldBN string
 	mode   string // "train" or "infer"
 	// backend is --backend, whose planning rules the plan follows.
 	backend string
@@ -54,6 +56,11 @@ Examples:
   # what fusion buys: compare step counts and bytes moved
   mlbuild plan models/mnist.cue --fusion off
 
+  # the batch norms folded into the convolutions before them (fold steps
+  # at the head of the inference plan), and the plan without
+  mlbuild plan bench/models/resnet18_cifar.cue --mode infer --batch 1
+  mlbuild plan bench/models/resnet18_cifar.cue --mode infer --batch 1 --fold-batchnorm off
+
   # a spec with precision: "bf16": each step's precision, and why a
   # step stays f32 (batch 1 on the CPU, Metal, CUDA's direct kernel)
   mlbuild plan bench/models/mlp_bf16.cue --mode infer --batch 1
@@ -72,6 +79,7 @@ Examples:
 				format:   c.GetString("format"),
 				batch:    c.GetInt("batch"),
 				fusion:   c.GetString("fusion"),
+				foldBN:   c.GetString("fold-batchnorm"),
 				mode:     c.GetString("mode"),
 				backend:  c.GetString("backend"),
 				memLimit: c.GetString("memory-limit"),
@@ -84,6 +92,7 @@ Examples:
 	f.String("format", "text", "output format: text or json")
 	f.Int("batch", 0, "batch size to plan for (default: the spec's training.batchSize)")
 	f.String("fusion", "on", "fusion passes: on or off")
+	f.String("fold-batchnorm", "on", "fold each inference batch norm into the layer before it where the backend can: on or off")
 	f.String("mode", "train", "plan kind: train (forward, loss, backward, update) or infer (forward only, eval mode)")
 	f.String("memory-limit", "", memoryLimitHelp)
 	f.String("backend", "cpu", "plan as this backend's programs are planned (its convolution methods and scratch): "+emit.BackendNames())
@@ -103,6 +112,14 @@ func planRun(opts *planOptions) error {
 	default:
 		return withCode(ExitUsage, fmt.Errorf("unknown --fusion %q: use on or off", opts.fusion))
 	}
+	foldBN := opts.foldBN == "" // the zero planOptions of tests
+	switch opts.foldBN {
+	case "on", "true":
+		foldBN = true
+	case "off", "false", "":
+	default:
+		return withCode(ExitUsage, fmt.Errorf("unknown --fold-batchnorm %q: use on or off", opts.foldBN))
+	}
 	if opts.mode != "train" && opts.mode != "infer" {
 		return withCode(ExitUsage, fmt.Errorf("unknown --mode %q: use train or infer", opts.mode))
 	}
@@ -121,7 +138,7 @@ func planRun(opts *planOptions) error {
 	if err != nil {
 		return reportSpecError(opts.stderr, err, opts.files...)
 	}
-	p, err := planner.Build(m, backend.PlanOptions(planner.Options{Batch: opts.batch, Training: opts.mode == "train", Fusion: fusion, MemoryLimit: memLimit}))
+	p, err := planner.Build(m, backend.PlanOptions(planner.Options{Batch: opts.batch, Training: opts.mode == "train", Fusion: fusion, KeepBatchNorm: !foldBN, MemoryLimit: memLimit}))
 	if err != nil {
 		var pe *spec.Error
 		var es spec.Errors // the size bounds at --batch

@@ -17,6 +17,10 @@ type MemoryUse struct {
 	// a backward step still reads, the other forward values, gradients of
 	// forward values, and steps' workspace.
 	KeptForBackward, Activations, ActivationGrads, Scratch int64
+	// Folded is the folded arena: the batch norms folded into the weights
+	// of the layers before them, kept between batches and shared by the
+	// inference plans.
+	Folded int64
 	// Work is the work arena, Total the plan's state and work arenas: its
 	// peak.
 	Work, Total int64
@@ -30,9 +34,9 @@ func (u MemoryUse) memoryText() string {
 		activations = "activations"
 	}
 	parts := []string{bytesString(u.Total) + " peak:"}
-	for i, n := range []int64{u.Weights, u.Gradients, u.Optimizer, u.KeptForBackward, u.Activations, u.ActivationGrads, u.Scratch} {
+	for i, n := range []int64{u.Weights, u.Gradients, u.Optimizer, u.KeptForBackward, u.Activations, u.ActivationGrads, u.Scratch, u.Folded} {
 		if n > 0 {
-			what := [...]string{"weights", "gradients", "optimizer state", "activations kept for backward", activations, "gradients of activations", "workspace"}[i]
+			what := [...]string{"weights", "gradients", "optimizer state", "activations kept for backward", activations, "gradients of activations", "workspace", "folded weights"}[i]
 			parts = append(parts, what+" "+bytesString(n)+",")
 		}
 	}
@@ -55,7 +59,7 @@ func writeMemoryJSON(j *jsontext.Writer, uses []MemoryUse) {
 			v   int64
 		}{{"peak_bytes", u.Total}, {"weights_bytes", u.Weights}, {"gradients_bytes", u.Gradients}, {"optimizer_bytes", u.Optimizer},
 			{"kept_for_backward_bytes", u.KeptForBackward}, {"activations_bytes", u.Activations},
-			{"activation_gradients_bytes", u.ActivationGrads}, {"workspace_bytes", u.Scratch}, {"work_arena_bytes", u.Work}} {
+			{"activation_gradients_bytes", u.ActivationGrads}, {"workspace_bytes", u.Scratch}, {"folded_weights_bytes", u.Folded}, {"work_arena_bytes", u.Work}} {
 			j.Key(f.key)
 			j.Int(f.v)
 		}

@@ -111,3 +111,35 @@ func BatchNormBwd(x, gamma, saveMean, saveInvStd, dy, dx, dgamma, dbeta []float3
 		}
 	})
 }
+
+// FoldBatchNorm folds an evaluation-mode batch norm into the convolution
+// or dense layer before it: w holds oc filters of len(w)/oc weights each
+// (output channel first), b their bias (nil: none). It writes
+// wOut = w·scale per filter and bOut = b·scale + shift, with scale and
+// shift computed as BatchNormFwd computes them from the running
+// statistics, so that the layer with wOut and bOut gives BatchNormFwd's
+// output of the layer's, up to float32 rounding.
+func FoldBatchNorm(w, b, gamma, beta, runMean, runVar, wOut, bOut []float32, oc int, eps float32) {
+	per := len(w) / oc
+	ParallelFor(oc, max(1, 4096/max(per, 1)), func(lo, hi int) {
+		for ch := lo; ch < hi; ch++ {
+			scale := float32(1 / math.Sqrt(float64(runVar[ch])+float64(eps)))
+			if gamma != nil {
+				scale *= gamma[ch]
+			}
+			shift := -runMean[ch] * scale
+			if beta != nil {
+				shift += beta[ch]
+			}
+			bias := float32(0)
+			if b != nil {
+				bias = b[ch]
+			}
+			bOut[ch] = bias*scale + shift
+			dst := wOut[ch*per : (ch+1)*per]
+			for i, v := range w[ch*per : (ch+1)*per] {
+				dst[i] = v * scale
+			}
+		}
+	})
+}
