@@ -186,7 +186,7 @@ func (g *gemmCall) runShared(id, parties int) {
 			}
 			lo, hi := panels*id/parties*p.nr, min(panels*(id+1)/parties*p.nr, nb)
 			if lo < hi {
-				packB(g.transB, g.b, g.ldb, pc, jc+lo, kb, hi-lo, p.nr, bPanel[lo*kb:], p.transpose8)
+				p.packBPanels(g.transB, g.b, g.ldb, pc, jc+lo, kb, hi-lo, bPanel[lo*p.steps(kb):])
 			}
 			g.barrier.wait() // B panel complete, counter reset
 			for {
@@ -196,7 +196,7 @@ func (g *gemmCall) runShared(id, parties int) {
 				}
 				ic := g.rowTiles * blk / g.rowBlocks * p.mr
 				mb := min(g.rowTiles*(blk+1)/g.rowBlocks*p.mr, g.m) - ic
-				packA(p, g.transA, g.a, g.lda, ic, pc, mb, kb, w.a)
+				p.packAPanels(g.transA, g.a, g.lda, ic, pc, mb, kb, w.a)
 				g.tiles(w, bPanel, ic, mb, jc, nb, pc, kb)
 			}
 			phase++
