@@ -31,6 +31,10 @@ type pairPackers struct {
 	// rows writes dst[s·ldd+j] = pair(src[2s·lds+j], src[(2s+1)·lds+j])
 	// for j < lanes ≤ 48 and s < steps (pairRowsGo).
 	rows func(dst []uint32, ldd int, src []float32, lds, lanes, steps int)
+	// panels8, when set, is rows for 16 lanes of two 8-lane panels (a
+	// tile of 8 rows): lane j < 8 of step s at dst[s·8+j], lane j ≥ 8 at
+	// dst[panel+s·8+j-8] (pairPanels8Go).
+	panels8 func(dst []uint32, panel int, src []float32, lds, steps int)
 	// columns8 writes dst[s·ldd+j] = pair(src[j·lds+2s], src[j·lds+2s+1])
 	// for the 8 lanes j < 8 and s < steps, a multiple of 8
 	// (pairColumnsGo).
@@ -67,10 +71,32 @@ func packPairsA(path *gemmPath, trans bool, a []float32, lda, row0, col0, mb, kb
 	for ir := 0; ir < mb; ir += mr {
 		rows := min(mr, mb-ir)
 		panel := d[ir*steps : ir*steps+mr*steps]
-		if trans {
+		switch {
+		case trans && mr == 8 && path.pairs.panels8 != nil && ir+16 <= mb:
+			// Two panels at once: 16 lanes a load, not 8.
+			pairRowsPanels8(path.pairs, d[ir*steps:ir*steps+16*steps], steps, a[col0*lda+row0+ir:], lda, kb)
+			ir += mr
+		case trans:
 			pairRows(path.pairs, panel, mr, a[col0*lda+row0+ir:], lda, rows, kb)
-		} else {
+		default:
 			pairColumns(path.pairs, panel, mr, a[(row0+ir)*lda+col0:], lda, rows, kb)
+		}
+	}
+}
+
+// pairRowsPanels8 is pairRows for 16 lanes into two panels of 8 lanes and
+// steps steps each, dst holding both.
+func pairRowsPanels8(pk *pairPackers, dst []uint32, steps int, src []float32, lds, kb int) {
+	full := kb / 2
+	if full > 0 {
+		_ = src[(2*full-1)*lds+15] // the assembly does no bounds checks
+		_ = dst[8*steps+(full-1)*8+7]
+		pk.panels8(dst, 8*steps, src, lds, full)
+	}
+	if kb%2 == 1 {
+		last := src[(kb-1)*lds:][:16]
+		for j, v := range last {
+			dst[j/8*8*steps+full*8+j%8] = pair(v, 0)
 		}
 	}
 }
@@ -149,6 +175,12 @@ func pairRowsGo(dst []uint32, ldd int, src []float32, lds, lanes, steps int) {
 			d[j] = pair(lo[j], hi[j])
 		}
 	}
+}
+
+// pairPanels8Go is pairPackers.panels8 in Go.
+func pairPanels8Go(dst []uint32, panel int, src []float32, lds, steps int) {
+	pairRowsGo(dst, 8, src, lds, 8, steps)
+	pairRowsGo(dst[panel:], 8, src[8:], lds, 8, steps)
 }
 
 // pairColumnsGo is pairPackers.columns8 in Go.

@@ -245,6 +245,37 @@ wide:
 	VZEROUPPER
 	RET
 
+// func bf16PairPanels8(dst *uint32, panel int, src *float32, lds int, steps int)
+// bf16PairRows for 16 lanes split into two panels of 8 (pairPanels8Go):
+// step s's pairs of lanes 0-7 at dst[8s:], of lanes 8-15 at
+// dst[panel+8s:], steps > 0.
+TEXT ·bf16PairPanels8(SB), NOSPLIT, $0-40
+	MOVQ dst+0(FP), DI
+	MOVQ panel+8(FP), R8
+	SHLQ $2, R8
+	MOVQ src+16(FP), SI
+	MOVQ lds+24(FP), R9
+	SHLQ $2, R9
+	MOVQ steps+32(FP), CX
+	BF16CONSTS
+
+panelloop:
+	VMOVUPS        (SI), Z0
+	VMOVUPS        (SI)(R9*1), Z3
+	BF16ROUND(Z0, Z2, Z1)
+	BF16ROUND(Z3, Z4, Z1)
+	VPSLLD         $16, Z4, Z4
+	VPORD          Z2, Z4, Z4
+	VMOVDQU        Y4, (DI)
+	VEXTRACTI64X4  $1, Z4, Y5
+	VMOVDQU        Y5, (DI)(R8*1)
+	LEAQ           (SI)(R9*2), SI
+	ADDQ           $32, DI
+	DECQ           CX
+	JNZ            panelloop
+	VZEROUPPER
+	RET
+
 // func bf16PairColumns8(dst *uint32, ldd int, src *float32, lds int, steps int)
 // dst[s·ldd+j] = bf16(src[j·lds+2s]) | bf16(src[j·lds+2s+1])<<16 for the
 // 8 rows j < 8 and s < steps, a positive multiple of 8 (pairColumnsGo):

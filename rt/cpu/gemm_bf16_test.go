@@ -74,7 +74,7 @@ func (c bf16Case) operands(seed uint64) (a []float32, lda int, b []float32, ldb 
 
 // bf16Cases are the shapes the bfloat16 path is checked on, in every
 // transpose: single elements, odd k, tiles cut by every edge, k across
-// cache blocks (kc 256) and up to 16384, rows across mc (192), columns
+// cache blocks (kc 512) and up to 16384, rows across mc (96), columns
 // across nc (2016).
 func bf16Cases() []bf16Case {
 	var cases []bf16Case
@@ -146,6 +146,9 @@ func TestGemmBF16Splits(t *testing.T) {
 func TestGemmBF16GoPath(t *testing.T) {
 	p := &gemmPath{name: "bf16-go", mr: 3, nr: 5, kc: 6, mc: 7, nc: 11, kernel: pairKernelGo(3, 5),
 		pairs: &pairPackers{rows: pairRowsGo, columns8: pairColumnsGo}}
+	p8 := &gemmPath{name: "bf16-go-8", mr: 8, nr: 5, kc: 6, mc: 40, nc: 11, kernel: pairKernelGo(8, 5),
+		pairs: &pairPackers{rows: pairRowsGo, panels8: pairPanels8Go, columns8: pairColumnsGo}}
+	checkPairPathSplits(t, p8, []bf16Case{{true, false, 37, 9, 13}, {true, true, 40, 6, 8}})
 	checkPairPathSplits(t, p, []bf16Case{{false, false, 20, 23, 19}, {false, true, 13, 30, 34}, {true, false, 1, 1, 1}, {true, true, 31, 12, 40}})
 }
 
@@ -194,8 +197,8 @@ func awkwardFloats(seed uint64, n int) []float32 {
 }
 
 // TestPairPackers checks the assembly packers against their Go twins bit
-// for bit, on every lane count of the row packer (masks of 1-48 lanes) and
-// the column packer's blocks of 8 steps.
+// for bit, on every lane count of the row packer (masks of 1-48 lanes), its
+// two-panel form, and the column packer's blocks of 8 steps.
 func TestPairPackers(t *testing.T) {
 	if bf16GemmPath == nil {
 		t.Skip("no AVX512-BF16 path on this machine")
@@ -214,6 +217,16 @@ func TestPairPackers(t *testing.T) {
 				if got[i] != want[i] {
 					t.Fatalf("rows, %d lanes, %d steps: dst[%d] = %#08x, want %#08x", lanes, steps, i, got[i], want[i])
 				}
+			}
+		}
+	}
+	for _, steps := range []int{1, 6} {
+		got, want := make([]uint32, 2*8*steps+3), make([]uint32, 2*8*steps+3)
+		pk.panels8(got, 8*steps+3, src[5:], 70, steps)
+		pairPanels8Go(want, 8*steps+3, src[5:], 70, steps)
+		for i := range want {
+			if got[i] != want[i] {
+				t.Fatalf("panels8, %d steps: dst[%d] = %#08x, want %#08x", steps, i, got[i], want[i])
 			}
 		}
 	}
