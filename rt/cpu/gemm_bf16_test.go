@@ -314,3 +314,30 @@ func TestGemmBF16TakesPath(t *testing.T) {
 		t.Fatalf("2⁻¹³⁰·2¹⁰⁰ + 1·2⁻²⁰ = %v in BF16; the bfloat16 path gives 2⁻²⁰ (a subnormal operand reads as zero)", c[0])
 	}
 }
+
+// TestGemmBF16NoAllocs checks that the bfloat16 path, like Sgemm, reuses
+// its arenas and call records: no allocation per product in steady state,
+// on one thread and two, for every transpose.
+func TestGemmBF16NoAllocs(t *testing.T) {
+	if bf16GemmPath == nil {
+		t.Skip("no AVX512-BF16 path on this machine")
+	}
+	if gemmRaceEnabled {
+		t.Skip("the race detector's sync.Pool drops items on purpose")
+	}
+	defer SetThreads(Threads())
+	n := 300
+	rng := newTestRand(19)
+	a, b, c := randSlice(rng, n*n, 1), randSlice(rng, n*n, 1), make([]float32, n*n)
+	for _, threads := range []int{1, 2} {
+		SetThreads(threads)
+		for _, tr := range [][2]bool{{false, false}, {false, true}, {true, false}, {true, true}} {
+			allocs := testing.AllocsPerRun(10, func() {
+				gemmBF16(tr[0], tr[1], n, n, n, a, n, b, n, c, n)
+			})
+			if allocs != 0 {
+				t.Errorf("%d³ bf16 product, transposes %v, %d threads: %v allocations per call; want 0", n, tr, threads, allocs)
+			}
+		}
+	}
+}
