@@ -132,12 +132,30 @@ func TestGemmBF16(t *testing.T) {
 }
 
 // TestGemmBF16Splits runs the bfloat16 path divided every way runParallel
-// can, forced, and checks the bits against bf16Chain.
+// can, forced, and checks the bits against bf16Chain, and which split
+// products of each kind get.
 func TestGemmBF16Splits(t *testing.T) {
 	if bf16GemmPath == nil {
 		t.Skip("no AVX512-BF16 path on this machine (TestGemmBF16GoPath runs the pure-Go one)")
 	}
 	checkPairPathSplits(t, bf16GemmPath, []bf16Case{{false, true, 300, 200, 600}, {true, false, 100, 300, 700}, {true, true, 37, 45, 3001}})
+	for _, want := range []struct {
+		m, n, k int
+		split   gemmSplit
+	}{
+		{16384, 384, 384, splitSharedB}, // tall
+		{384, 384, 16384, splitSharedB}, // deep: past gemmPairSharedMinFlops
+		{1536, 384, 16384, splitSharedB},
+		{512, 512, 512, splitColumns},
+		{250, 512, 784, splitColumns},
+		{128, 128, 128, splitColumns},
+		{5, 2000, 5000, splitColumns}, // too short to share rows
+	} {
+		g := &gemmCall{p: bf16GemmPath, m: want.m, n: want.n, k: want.k}
+		if got := g.split(2); got != want.split {
+			t.Errorf("%d×%d×%d on 2 threads splits as %d; want %d", want.m, want.n, want.k, got, want.split)
+		}
+	}
 }
 
 // TestGemmBF16GoPath runs gemm_bf16.go's blocking with the pure-Go kernel
