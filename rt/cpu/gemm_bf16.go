@@ -16,8 +16,9 @@ import "unsafe"
 // smallest normal float32 is flushed to a zero of its sign, as VDPBF16PS
 // and TDPBF16PS do. Each C[i][j] is one float32 chain from +0: for each
 // pair of k, p = 0, 2, 4, …, s += A[i][p+1]·B[p+1][j] then s += A[i][p]·B[p][j]
-// (a missing k+1 of an odd k reads as zero), every product exact and every
-// sum rounded to nearest even. A tile whose chain crosses a cache block of
+// (a missing k+1 of an odd k reads as zero), every product exact (unless
+// it falls below float32's normals, which random tests do not reach) and
+// every sum rounded to nearest even. A tile whose chain crosses a cache block of
 // k carries on from the sums stored in C, so the result is the same bits
 // for any blocking, any number of threads, and the pure-Go kernel
 // (pairKernelGo) as for the assembly.
