@@ -7,6 +7,7 @@ func amxGemm(transA, transB bool, m, n, k int, a []float32, lda int, b []float32
 	return false
 }
 
-// BF16Native reports whether BF16 products run on bfloat16 hardware (Intel
-// AMX) here; where they don't, they run in float32 on rounded operands.
+// BF16Native reports whether BF16 products run on Intel AMX tiles here;
+// where they don't, they run with VDPBF16PS where the CPU has AVX512-BF16
+// (gemm_bf16.go, the same numbers), else in float32 on rounded operands.
 func BF16Native() bool { return false }

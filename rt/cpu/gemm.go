@@ -36,6 +36,39 @@ type gemmPath struct {
 	// panel that narrow (the 10 classes of an output layer, say), which
 	// the full tiles would compute at half their width or less.
 	directHalf []directTile
+	// pairs, when set, makes this a bfloat16 path (gemm_bf16.go): its
+	// panels hold bfloat16 pairs along k, one pair in each float32 slot,
+	// written by these packers; its kernel counts k in pairs, carries on
+	// the sums from beta·C and ignores alpha (gemmBF16 passes 1).
+	pairs *pairPackers
+}
+
+// steps is how many kernel steps kb of the shared dimension make: kb, or
+// on a bfloat16 path its pairs, the last one padded with a zero when kb is
+// odd.
+func (p *gemmPath) steps(kb int) int {
+	if p.pairs != nil {
+		return (kb + 1) / 2
+	}
+	return kb
+}
+
+// packAPanels is packA, or on a bfloat16 path packPairsA.
+func (p *gemmPath) packAPanels(trans bool, a []float32, lda, row0, col0, mb, kb int, dst []float32) {
+	if p.pairs != nil {
+		packPairsA(p, trans, a, lda, row0, col0, mb, kb, dst)
+		return
+	}
+	packA(p, trans, a, lda, row0, col0, mb, kb, dst)
+}
+
+// packBPanels is packB, or on a bfloat16 path packPairsB.
+func (p *gemmPath) packBPanels(trans bool, b []float32, ldb, row0, col0, kb, nb int, dst []float32) {
+	if p.pairs != nil {
+		packPairsB(p, trans, b, ldb, row0, col0, kb, nb, dst)
+		return
+	}
+	packB(trans, b, ldb, row0, col0, kb, nb, p.nr, dst, p.transpose8)
 }
 
 // directTile is one small-product register tile of rows×nr.
@@ -148,19 +181,20 @@ func (w *gemmArena) fit(p *gemmPath) {
 // a slice is too short for the sizes and strides given: that is a bug in the
 // caller, never user input.
 func Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
-	sgemmChecked(Threads(), transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+	gemmOn(activeGemmPath.Load(), Threads(), transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
 }
 
 // sgemmOn1 is Sgemm on the calling goroutine alone, for callers that
 // already split their work over the threads (a ParallelFor's part).
 func sgemmOn1(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
-	sgemmChecked(1, transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+	gemmOn(activeGemmPath.Load(), 1, transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
 }
 
-// sgemmChecked is Sgemm over threads goroutines: its operands checked,
-// its empty and zero cases, then the product (over the goroutines when it
-// is large enough to be worth splitting).
-func sgemmChecked(threads int, transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+// gemmOn is Sgemm on the path p (Sgemm's active path, or the bfloat16
+// path: gemmBF16) over threads goroutines: its operands checked, its
+// empty and zero cases, then the product (over the goroutines when it is
+// large enough to be worth splitting).
+func gemmOn(p *gemmPath, threads int, transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
 	if m <= 0 || n <= 0 {
 		return
 	}
@@ -171,7 +205,7 @@ func sgemmChecked(threads int, transA, transB bool, m, n, k int, alpha float32, 
 	}
 	checkGemmOperands(transA, transB, m, n, k, a, lda, b, ldb, c, ldc)
 	g := gemmCalls.Get().(*gemmCall)
-	*g = gemmCall{barrier: g.barrier, p: activeGemmPath.Load(), transA: transA, transB: transB, m: m, n: n, k: k, alpha: alpha, a: a, lda: lda, b: b, ldb: ldb, beta: beta, c: c, ldc: ldc}
+	*g = gemmCall{barrier: g.barrier, p: p, transA: transA, transB: transB, m: m, n: n, k: k, alpha: alpha, a: a, lda: lda, b: b, ldb: ldb, beta: beta, c: c, ldc: ldc}
 	switch {
 	case threads > 1 && 2*m*n*k >= gemmParallelMinFlops:
 		g.runParallel(threads)
@@ -220,10 +254,10 @@ func (g *gemmCall) runPacked(i0, i1, j0, j1 int) {
 		nb := min(p.nc, j1-jc)
 		for pc := 0; pc < g.k; pc += p.kc {
 			kb := min(p.kc, g.k-pc)
-			packB(g.transB, g.b, g.ldb, pc, jc, kb, nb, p.nr, w.b, p.transpose8)
+			p.packBPanels(g.transB, g.b, g.ldb, pc, jc, kb, nb, w.b)
 			for ic := i0; ic < i1; ic += p.mc {
 				mb := min(p.mc, i1-ic)
-				packA(p, g.transA, g.a, g.lda, ic, pc, mb, kb, w.a)
+				p.packAPanels(g.transA, g.a, g.lda, ic, pc, mb, kb, w.a)
 				g.tiles(w, w.b, ic, mb, jc, nb, pc, kb)
 			}
 		}
@@ -234,7 +268,9 @@ func (g *gemmCall) runPacked(i0, i1, j0, j1 int) {
 // tiles runs the register tiles of one packed block: rows [ic, ic+mb) of C
 // from w.a against columns [jc, jc+nb) from the packed B panel bp, for the
 // kb steps of the shared dimension that start at pc. Only the first kc
-// block applies beta; later ones accumulate.
+// block applies beta; later ones accumulate. A tile that C's edges cut is
+// computed in w.tile and merged; on a bfloat16 path w.tile first takes
+// beta·C's part, so that the kernel carries on C's sums there too.
 func (g *gemmCall) tiles(w *gemmArena, bPanel []float32, ic, mb, jc, nb, pc, kb int) {
 	p := g.p
 	mr, nr := p.mr, p.nr
@@ -242,15 +278,25 @@ func (g *gemmCall) tiles(w *gemmArena, bPanel []float32, ic, mb, jc, nb, pc, kb 
 	if pc > 0 {
 		beta = 1
 	}
+	steps := p.steps(kb)
 	for jr := 0; jr < nb; jr += nr {
-		bp := &bPanel[jr*kb]
+		bp := &bPanel[jr*steps]
 		cols := min(nr, nb-jr)
 		for ir := 0; ir < mb; ir += mr {
-			ap := &w.a[ir*kb]
+			ap := &w.a[ir*steps]
 			rows := min(mr, mb-ir)
 			at := (ic+ir)*g.ldc + jc + jr
 			if rows == mr && cols == nr {
-				p.kernel(kb, ap, bp, &g.c[at], g.ldc, g.alpha, beta)
+				p.kernel(steps, ap, bp, &g.c[at], g.ldc, g.alpha, beta)
+				continue
+			}
+			if p.pairs != nil {
+				clear(w.tile[:mr*nr])
+				if beta != 0 {
+					mergeTile(g.c[at:], g.ldc, rows, cols, w.tile, nr, beta, 0)
+				}
+				p.kernel(steps, ap, bp, &w.tile[0], nr, 1, 1)
+				mergeTile(w.tile, nr, rows, cols, g.c[at:], g.ldc, 1, 0)
 				continue
 			}
 			p.kernel(kb, ap, bp, &w.tile[0], nr, 1, 0)

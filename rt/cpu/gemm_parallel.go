@@ -48,6 +48,9 @@ const (
 // split chooses how runParallel divides this call over threads goroutines.
 func (g *gemmCall) split(threads int) gemmSplit {
 	rowTiles := gemmCeilDiv(g.m, g.p.mr)
+	if g.p.pairs != nil {
+		return g.pairSplit(threads, rowTiles)
+	}
 	inPlace := g.p.direct != nil && gemmSmall(gemmCeilDiv(rowTiles, threads)*g.p.mr, g.n, g.k)
 	if g.m >= gemmTallRatio*g.n && !inPlace {
 		return splitSharedB
@@ -60,6 +63,30 @@ func (g *gemmCall) split(threads int) gemmSplit {
 	}
 	return splitSharedB
 }
+
+// pairSplit is split on a bfloat16 path, which has no in-place tiles: C
+// too short to share rows, and products below gemmPairSharedMinFlops that
+// are not tall, by columns; the others with a shared B.
+func (g *gemmCall) pairSplit(threads, rowTiles int) gemmSplit {
+	if rowTiles < 2*threads && g.m < g.n {
+		return splitColumns
+	}
+	if g.m >= gemmTallRatio*g.n || 2*g.m*g.n*g.k >= gemmPairSharedMinFlops {
+		return splitSharedB
+	}
+	return splitColumns
+}
+
+// gemmPairSharedMinFlops is the smallest product that is not tall which a
+// bfloat16 path splits with a shared B. Its tile is about twice as fast
+// as float32's, so packing all of A again in each goroutine of a column
+// split costs it twice the share. Two threads of a Zen 4, CPU time a
+// product, columns against shared B: 384×384×16384 (a weight gradient of
+// models/gpt.cue) 31 against 28.5 ms, 1536×384×16384 122 against 112,
+// 3000×384×384 6.2 against 5.1; below about 2²⁹ the barrier costs more
+// than the packing: 512³ 1.5 against 1.65 ms, 250×512×784 1.2 against 1.45,
+// 128³ 0.03 against 0.05.
+const gemmPairSharedMinFlops = 1 << 29
 
 // gemmTallRatio is how many times taller than wide C must be for
 // runParallel to share B rather than split columns: a column split packs
@@ -186,7 +213,7 @@ func (g *gemmCall) runShared(id, parties int) {
 			}
 			lo, hi := panels*id/parties*p.nr, min(panels*(id+1)/parties*p.nr, nb)
 			if lo < hi {
-				packB(g.transB, g.b, g.ldb, pc, jc+lo, kb, hi-lo, p.nr, bPanel[lo*kb:], p.transpose8)
+				p.packBPanels(g.transB, g.b, g.ldb, pc, jc+lo, kb, hi-lo, bPanel[lo*p.steps(kb):])
 			}
 			g.barrier.wait() // B panel complete, counter reset
 			for {
@@ -196,7 +223,7 @@ func (g *gemmCall) runShared(id, parties int) {
 				}
 				ic := g.rowTiles * blk / g.rowBlocks * p.mr
 				mb := min(g.rowTiles*(blk+1)/g.rowBlocks*p.mr, g.m) - ic
-				packA(p, g.transA, g.a, g.lda, ic, pc, mb, kb, w.a)
+				p.packAPanels(g.transA, g.a, g.lda, ic, pc, mb, kb, w.a)
 				g.tiles(w, bPanel, ic, mb, jc, nb, pc, kb)
 			}
 			phase++

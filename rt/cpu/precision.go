@@ -24,8 +24,9 @@ var (
 	}}
 	// BF16 rounds both operands of every product to bfloat16 (round to
 	// nearest even) and accumulates in float32: on Intel AMX tiles where the
-	// CPU has them (BF16Native), elsewhere by Sgemm on rounded copies, which
-	// gives the same products at float32's speed.
+	// CPU has them (BF16Native), else with VDPBF16PS where it has
+	// AVX512-BF16 (gemm_bf16.go), elsewhere by Sgemm on rounded copies,
+	// which gives the same products at float32's speed.
 	BF16 = &Precision{name: "bf16", gemm: sgemmBF16}
 	// BF16Inference is BF16 for the inference plans: on AMX it keeps each
 	// weight matrix's packed tiles between calls, with a copy of the
@@ -101,13 +102,17 @@ var bf16Scratch struct {
 	a, b []float32
 }
 
-// sgemmBF16 is BF16's product: on AMX where the CPU has it, else Sgemm on
-// copies of A and B rounded to bfloat16.
+// sgemmBF16 is BF16's product: on AMX where the CPU has it, else on the
+// AVX512-BF16 path (gemmBF16), else Sgemm on copies of A and B rounded to
+// bfloat16.
 func sgemmBF16(transA, transB bool, m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int) {
 	if m <= 0 || n <= 0 {
 		return
 	}
 	if amxGemm(transA, transB, m, n, k, a, lda, b, ldb, c, ldc, false) {
+		return
+	}
+	if gemmBF16(transA, transB, m, n, k, a, lda, b, ldb, c, ldc) {
 		return
 	}
 	s := &bf16Scratch

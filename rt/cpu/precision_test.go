@@ -43,12 +43,16 @@ func bf16Ref(transA, transB bool, m, n, k int, a []float32, lda int, b []float32
 		for j := 0; j < n; j++ {
 			var s, sa float64
 			for p := 0; p < k; p++ {
-				av, bv := a[i*lda+p], b[p*ldb+j]
+				var av, bv float32
 				if transA {
 					av = a[p*lda+i]
+				} else {
+					av = a[i*lda+p]
 				}
 				if transB {
 					bv = b[j*ldb+p]
+				} else {
+					bv = b[p*ldb+j]
 				}
 				if round {
 					av, bv = RoundBF16(av), RoundBF16(bv)
