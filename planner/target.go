@@ -232,9 +232,9 @@ const cpuBF16Rows = 16
 
 // cpuDense is the CPU backend's rule for dense steps: bf16 where the spec
 // asks for it and the step has at least cpuBF16Rows rows, f32 otherwise.
-// rt/cpu's BF16 runs on AMX where the CPU has it and elsewhere emulates
-// the same products in float32, so the plan does not depend on the
-// machine the program runs on.
+// rt/cpu's BF16 runs on AMX where the CPU has it, else on AVX512-BF16,
+// else emulates the same products in float32, so the plan does not
+// depend on the machine the program runs on.
 //
 // A spec's tf32 keeps every CPU step f32 (and `mlbuild plan` says why)
 // rather than being an error: TF32 is NVIDIA's tensor-core format, a spec

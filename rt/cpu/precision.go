@@ -162,3 +162,17 @@ func roundedCopy(dst, src []float32, lds, rows, cols int) []float32 {
 	})
 	return dst
 }
+
+// BF16Hardware names the instructions BF16 products run on here: "Intel
+// AMX", "AVX512-BF16 (VDPBF16PS)", or "" where they are emulated in
+// float32 on bfloat16-rounded operands (the same numbers, at float32's
+// speed).
+func BF16Hardware() string {
+	switch {
+	case BF16Native():
+		return "Intel AMX"
+	case bf16GemmPath != nil:
+		return "AVX512-BF16 (VDPBF16PS)"
+	}
+	return ""
+}
