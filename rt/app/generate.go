@@ -240,11 +240,22 @@ func generateCmd(m Model, args []string, stdout, stderr io.Writer) error {
 	if n := meta.vocabCapacity(); vocab.Size() > n {
 		return fmt.Errorf("the weights' vocabulary has %d tokens, but the model has %d ids", vocab.Size(), n)
 	}
+	var timed *timedModel
+	if os.Getenv(DecodeStatsEnv) == "1" {
+		timed = &timedModel{TokenModel: tm}
+		tm = timed
+		cpu.SetDecodeStats(true)
+	}
 	if _, err := generate(stdout, tm, vocab, *prompt, *tokens, Sampling{Temperature: *temperature, TopK: *topK}, *seed); err != nil {
 		return err
 	}
-	_, err = io.WriteString(stdout, "\n")
-	return err
+	if _, err = io.WriteString(stdout, "\n"); err != nil {
+		return err
+	}
+	if timed != nil {
+		writeDecodeStats(stderr, timed, cpu.ReadDecodeStats())
+	}
+	return nil
 }
 
 // causalWindow is the TokenModel of a Model without a cache: it runs the
