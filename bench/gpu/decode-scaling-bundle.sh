@@ -5,7 +5,8 @@
 # 16 cores: models/gpt.cue's CPU program from this tree and, with
 # BASE=REV, the same program built from commit REV (the decode before a
 # change, for a before/after in one run), the text that the program trains
-# its one step of weights on, and the PyTorch twin's KV-cache loop.
+# its one step of weights on, the PyTorch twin's KV-cache loop, and
+# rt/cpu's test binary for the team's step and token benchmarks.
 # Usage: [BASE=REV] bench/gpu/decode-scaling-bundle.sh [TEXT_DIR [DIR]]
 #        (defaults data/text, .gpu/decode-scaling)
 # There: bash DIR/decode-scaling.sh DIR OUT
@@ -23,6 +24,8 @@ compile() {
 	xz -6 -T0 -c "$tmp/$2" >"$dir/$2.xz"
 }
 compile . gpt
+go test -c -trimpath -o "$tmp/cpu.test" ./rt/cpu
+xz -6 -T0 -c "$tmp/cpu.test" >"$dir/cpu.test.xz"
 echo "$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- rt emit planner cmd || echo ' with uncommitted changes')" >"$dir/VERSION"
 if [ -n "${BASE:-}" ]; then
 	mkdir "$tmp/base"

@@ -19,10 +19,15 @@
 #    BASE (where the bundle has it: BASE=REV at bundle time);
 #  - PyTorch fp32: the twin's eager KV-cache loop (bench/generate/
 #    torch_kv.py --jump) on the same CPUs (TORCH=0 leaves it out), and
-#    mlbuild bf16 over it.
+#    mlbuild bf16 over it;
+#  - then (BENCH=0 leaves it out) rt/cpu's BenchmarkTeamStep (the team's
+#    synchronisation alone: an empty step, ns) and BenchmarkDecodeToken
+#    (one token of the decode's kernels, on the team and through
+#    ParallelFor, with each kind's µs) on each core count.
 # Under 2 minutes on that host with the defaults.
 # Usage: bash decode-scaling.sh BUNDLE OUT
-#   CORES (default "1 2 4 8 16"), TOKENS (1000), RUNS (2), TORCH (1)
+#   CORES (default "1 2 4 8 16"), TOKENS (1000), RUNS (2), TORCH (1);
+#   WEIGHTS=FILE uses those weights instead of training a step
 set -uo pipefail
 b=$(cd "$1" && pwd) out=$2
 mkdir -p "$out"
@@ -32,13 +37,17 @@ trap 'rm -rf "$work"' EXIT
 start=$(date +%s)
 progs=gpt
 [ -f "$b/gpt-base.xz" ] && progs="gpt gpt-base"
-for p in $progs; do python3 -c 'import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], "wb"))' "$b/$p.xz" "$work/$p" && chmod +x "$work/$p"; done
+for p in $progs cpu.test; do python3 -c 'import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], "wb"))' "$b/$p.xz" "$work/$p" && chmod +x "$work/$p"; done
 echo "mlbuild $(cat "$b/VERSION")$([ -f "$b/BASE" ] && echo ", base $(cat "$b/BASE")"); $(python3 -c 'import torch; print("torch", torch.__version__)' 2>/dev/null || echo 'no torch')"
 lscpu | grep -E '^(Model name|CPU\(s\)|Thread\(s\) per core|Core\(s\) per socket|Socket\(s\)|NUMA node\(s\)|L2 cache|L3 cache|NUMA node0 CPU)' | cut -c1-100
 cpus() { [ "$1" = 1 ] && echo 0 || echo "0-$(($1 - 1))"; }
 n=${TOKENS:-1000} runs=${RUNS:-2}
-GOMAXPROCS=16 timeout 120 "$work/gpt" train --data "$b/data" --limit 64 --epochs 1 --out "$work/w.safetensors" --quiet --force >/dev/null ||
-	{ echo "training the weights failed"; exit 1; }
+if [ -n "${WEIGHTS:-}" ]; then
+	cp "$WEIGHTS" "$work/w.safetensors"
+else
+	GOMAXPROCS=16 timeout 300 "$work/gpt" train --data "$b/data" --limit 64 --epochs 1 --out "$work/w.safetensors" --quiet --force >/dev/null ||
+		{ echo "training the weights failed"; exit 1; }
+fi
 # gen PROG CORES PRECISION TOKENS: one pinned run of generate
 gen() {
 	taskset -c "$(cpus "$2")" env GOMAXPROCS="$2" timeout 120 "$work/$1" generate --weights "$work/w.safetensors" \
@@ -86,8 +95,21 @@ done
 echo
 echo "== the decode team's account a token (MLBUILD_DECODE_STATS=1)"
 cat "$out/stats.txt"
+cores=(${CORES:-1 2 4 8 16})
+lo=${cores[0]} hi=${cores[${#cores[@]} - 1]}
 for p in f32 bf16; do
-	cmp -s "$out/text-gpt-1-$p.txt" "$out/text-gpt-16-$p.txt" 2>/dev/null && echo "$p: the text on 16 cores is the text on 1" ||
-		echo "$p: the text on 16 cores differs from 1's (or a run failed: $out/err.txt)"
+	cmp -s "$out/text-gpt-$lo-$p.txt" "$out/text-gpt-$hi-$p.txt" && echo "$p: the text on $hi cores is the text on $lo" ||
+		echo "$p: the text on $hi cores differs from $lo's (or a run failed: $out/err.txt)"
 done
+if [ "${BENCH:-1}" = 1 ]; then
+	echo
+	echo "== rt/cpu benchmarks, pinned: a team's empty step (ns a step) and one token of models/gpt.cue's decode at position 128 (random weights; ms a token and µs a token a kind)"
+	for t in ${cores[@]}; do
+		[ "$t" = 1 ] && continue
+		for bt in 'TeamStep$:100000x' 'DecodeToken:300x'; do
+			taskset -c "$(cpus "$t")" timeout 120 "$work/cpu.test" -test.run '^$' -test.bench "${bt%:*}" -test.cpu "$t" -test.benchtime "${bt#*:}" 2>&1 |
+				grep -E '^Benchmark' | tee -a "$out/bench.txt"
+		done
+	done
+fi
 echo "done in $(($(date +%s) - start)) s"

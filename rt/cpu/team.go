@@ -35,7 +35,8 @@ import (
 //     on the caller without a post.
 //   - A member that is late (its core taken by another process, or asleep)
 //     holds nobody up: the caller, once its own part is done, claims and
-//     runs every part that no member has claimed yet, and waits only for
+//     runs every part that no member has claimed within teamGrace (a few
+//     microseconds; at once for a member asleep), and waits only for
 //     parts that are running.
 //   - Members poll for teamSpin after the last step they saw, giving the
 //     core to other threads (sched_yield) once teamYieldAfter has passed
@@ -103,11 +104,20 @@ type teamSlot struct {
 }
 
 type team struct {
+	// the caller's, under mu
 	mu      sync.Mutex // held by the calling goroutine for the whole step
 	size    int        // the caller (part 0) and its members
 	members []*teamMember
-	job     teamJob // the step's, written before post
 	stats   teamStats
+	_       [teamPad]byte
+	// the step's, written by the caller before its post and read by the
+	// members after their claim (the last step's stay until the next)
+	job     teamJob
+	statsOn bool // stats.on, for the members
+	gemv    gemvJob
+	gemv16  gemvBF16Job
+	attend  attendJob
+	unary   unaryJob
 	_       [teamPad]byte
 	// post is the step's number s (from 1) << 8 | its number of parts;
 	// the caller writes it, once a step, and the members poll it.
@@ -119,11 +129,6 @@ type team struct {
 	resting  atomic.Bool // the members sleep rather than poll (DecodeTeamRest)
 	_        [teamPad - 8]byte
 	slots    [teamMax]teamSlot // slots[0] is unused: the caller's part is its own
-	// the jobs' arguments, here so that a step allocates nothing
-	gemv   gemvJob
-	gemv16 gemvBF16Job
-	attend attendJob
-	unary  unaryJob
 }
 
 type teamMember struct {
@@ -186,14 +191,15 @@ func (t *team) rowParts(out, rowBytes int) int {
 }
 
 // run runs job's parts 0..parts−1 (2 ≤ parts ≤ t.size), the caller taking
-// part 0 and then any part no member has claimed, and returns when all
-// are done, freeing the team.
+// part 0 and then any part no member has claimed within teamGrace (at
+// once for a member asleep), and returns when all are done, freeing the
+// team.
 func (t *team) run(job teamJob, parts int) {
 	defer t.mu.Unlock()
 	st := &t.stats
-	var start time.Time
+	var mark time.Time
 	if st.on {
-		start = time.Now()
+		mark = time.Now()
 	}
 	t.job = job
 	if t.resting.Load() {
@@ -205,31 +211,28 @@ func (t *team) run(job teamJob, parts int) {
 		t.wakeAll()
 	}
 	job.runPart(0, parts)
-	var worked time.Time
-	if st.on {
-		worked = time.Now()
-		st.own += worked.Sub(start)
-	}
-	// Claim what nobody has, then wait for what others run.
-	claimed, done := 2*s, 2*s+1
-	for i := 1; i < parts; i++ {
-		sl := &t.slots[i]
-		if v := sl.state.Load(); v < claimed && sl.state.CompareAndSwap(v, claimed) {
-			job.runPart(i, parts)
-			sl.state.Store(done)
-			if st.on {
-				st.stolen++
-			}
-		}
-	}
 	if st.on {
 		now := time.Now()
-		st.stealing += now.Sub(worked)
-		worked = now
+		st.own += now.Sub(mark)
+		mark = now
 	}
+	claimed, done := 2*s, 2*s+1
+	var graceEnd time.Time // zero until a part is found unclaimed
 	for i := 1; i < parts; i++ {
 		sl := &t.slots[i]
-		for n := 1; sl.state.Load() != done; n++ {
+		for n := 1; ; n++ {
+			v := sl.state.Load()
+			if v == done {
+				break
+			}
+			if v < claimed && (t.members[i-1].sleeping.Load() || pastGrace(&graceEnd)) {
+				if sl.state.CompareAndSwap(v, claimed) {
+					t.steal(job, i, parts)
+					sl.state.Store(done)
+					break
+				}
+				continue
+			}
 			spinPause()
 			if n%4096 == 0 {
 				// a part that runs this long (some 100 µs) has lost
@@ -239,12 +242,39 @@ func (t *team) run(job teamJob, parts int) {
 		}
 	}
 	if st.on {
-		st.wait += time.Since(worked)
+		st.wait += time.Since(mark)
 		st.steps++
 		st.parts += int64(parts)
 	}
-	t.job = nil
-	t.gemv, t.gemv16, t.attend, t.unary = gemvJob{}, gemvBF16Job{}, attendJob{}, unaryJob{} // drop the caller's slices
+}
+
+// teamGrace is how long the caller, its own part done, lets a member
+// claim its part before it runs the part itself: many times the fraction
+// of a microsecond that a polling member takes to see a post, far less
+// than the time slice that a member without a core waits for.
+const teamGrace = 3 * time.Microsecond
+
+// pastGrace reports whether teamGrace has passed since the first call
+// (which sets *end) for this step.
+func pastGrace(end *time.Time) bool {
+	now := time.Now()
+	if end.IsZero() {
+		*end = now.Add(teamGrace)
+		return false
+	}
+	return now.After(*end)
+}
+
+// steal runs part i for its member, which did not claim it.
+func (t *team) steal(job teamJob, i, parts int) {
+	if !t.stats.on {
+		job.runPart(i, parts)
+		return
+	}
+	start := time.Now()
+	job.runPart(i, parts)
+	t.stats.stealing += time.Since(start)
+	t.stats.stolen++
 }
 
 // wakeAll wakes the members that sleep.
@@ -342,7 +372,7 @@ func (t *team) claim(i int, s uint64, parts int) {
 	if v >= 2*s || !sl.state.CompareAndSwap(v, 2*s) {
 		return
 	}
-	if t.stats.on {
+	if t.statsOn {
 		start := time.Now()
 		t.job.runPart(i, parts)
 		sl.work.Add(int64(time.Since(start)))
@@ -384,7 +414,7 @@ func SetDecodeStats(on bool) {
 	t := &decodeTeam
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.stats = teamStats{on: on}
+	t.stats, t.statsOn = teamStats{on: on}, on
 	for i := range t.slots {
 		t.slots[i].work.Store(0)
 	}
@@ -397,7 +427,7 @@ func ReadDecodeStats() DecodeStats {
 	defer t.mu.Unlock()
 	st := &t.stats
 	d := DecodeStats{Team: max(1, t.size), Steps: st.steps, Parts: st.parts, Stolen: st.stolen, Serial: st.serial,
-		Wakes: st.wakes, Own: st.own, Stealing: st.stealing, Wait: st.wait}
+		Wakes: st.wakes, Own: st.own, Stealing: st.stealing, Wait: st.wait - st.stealing} // wait ran from the own part's end
 	for i := range t.slots {
 		d.MemberWork += time.Duration(t.slots[i].work.Load())
 	}
