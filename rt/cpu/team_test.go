@@ -73,9 +73,18 @@ func TestTeamConcurrentCallersAndResize(t *testing.T) {
 }
 
 // teamAllocs is testing.AllocsPerRun without its GOMAXPROCS(1), which
-// would leave the team without members: the mallocs of runs calls of f
-// (after one to warm up), the members' included, a call.
+// would leave the team without members: the mallocs of runs calls of f,
+// the members' included, a call, after 20 calls to warm up (in which the
+// runtime starts the threads that run the members), a collection (the
+// first starts a mark worker a processor, which allocates) and a pause in
+// which ParallelFor's workers, idle since the test's set-up, fall asleep
+// (a goroutine that blocks may allocate the runtime's record of it).
 func teamAllocs(runs int, f func()) float64 {
+	for range 20 {
+		f()
+	}
+	runtime.GC()
+	time.Sleep(10 * workerSpin)
 	f()
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
@@ -87,12 +96,19 @@ func teamAllocs(runs int, f func()) float64 {
 }
 
 // TestDecodeKernelsAllocateNothingOnTheTeam: on 2 and 4 threads (the
-// team, as big as GOMAXPROCS allows) a decode's matrix-vector products
-// and cached attention allocate nothing a call either.
+// team; GOMAXPROCS 4) a decode's matrix-vector products, cached attention
+// and GELU allocate nothing a call either, the members' work included.
 func TestDecodeKernelsAllocateNothingOnTheTeam(t *testing.T) {
 	defer SetThreads(Threads())
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(4))
 	defer DecodeTeamRest()
+	// A member that sleeps may allocate the runtime's record of a blocked
+	// goroutine (a sudog, when its processor's cache of them is empty):
+	// not a step's allocation, so the members here poll on, as they do
+	// between a token's steps, even where a loaded machine keeps the
+	// caller off its core for longer than teamSpin.
+	defer teamSpinNanos.Store(int64(teamSpin))
+	teamSpinNanos.Store(int64(time.Minute))
 	r := newTestRand(2)
 	x, w, y := randSlice(r, 384, 1), randSlice(r, 1536*384, 1), make([]float32, 1536)
 	wb, xb := make([]uint16, len(w)), make([]uint16, 384)
