@@ -3,6 +3,7 @@ package app
 import (
 	"fmt"
 	"io"
+	"slices"
 	"time"
 
 	"github.com/mlbuild/mlbuild/rt/cpu"
@@ -23,6 +24,10 @@ type timedModel struct {
 	// prompt, a moved window)
 	calls, windows int
 	all, window    time.Duration
+	// each of the other calls' time (one token each, where generate
+	// calls), for the median and the least: on a loaded machine those
+	// tell the cost of a token that ran undisturbed
+	token []time.Duration
 }
 
 func (m *timedModel) NextLogits(ctx []int32, keep int) []float32 {
@@ -34,6 +39,8 @@ func (m *timedModel) NextLogits(ctx []int32, keep int) []float32 {
 	if keep == 0 {
 		m.windows++
 		m.window += d
+	} else {
+		m.token = append(m.token, d)
 	}
 	return logits
 }
@@ -48,9 +55,14 @@ func writeDecodeStats(w io.Writer, m *timedModel, st cpu.DecodeStats) {
 		return
 	}
 	tokens := m.calls - m.windows
-	fmt.Fprintf(w, "decode stats: %d tokens in %.1f ms, %.1f tokens/s; %d calls after the prompt or a jump %.1f ms; the other %d at %.1f tokens/s (%.1f µs a token)\n",
+	var median, least time.Duration
+	if len(m.token) > 0 {
+		slices.Sort(m.token)
+		median, least = m.token[len(m.token)/2], m.token[0]
+	}
+	fmt.Fprintf(w, "decode stats: %d tokens in %.1f ms, %.1f tokens/s; %d calls after the prompt or a jump %.1f ms; the other %d at %.1f tokens/s (%.1f µs a token, median %.1f, least %.1f)\n",
 		m.calls, ms(m.all), float64(m.calls)/m.all.Seconds(), m.windows, ms(m.window),
-		tokens, float64(tokens)/max(1e-9, (m.all-m.window).Seconds()), us(m.all-m.window)/float64(max(1, tokens)))
+		tokens, float64(tokens)/max(1e-9, (m.all-m.window).Seconds()), us(m.all-m.window)/float64(max(1, tokens)), us(median), us(least))
 	per := float64(m.calls)
 	inSteps := st.Own + st.Stealing + st.Wait
 	fmt.Fprintf(w, "decode stats: team of %d, a token: %.1f steps of %.1f parts, %.1f serial calls; the caller %.1f µs in its parts, %.1f µs in %.2f parts of late members, %.1f µs waiting, %.1f µs outside steps; a member %.1f µs in parts; %d wake-ups\n",

@@ -20,9 +20,11 @@ import (
 //   - A step is one atomic store of a post word (the step's number and its
 //     number of parts) that the members poll; no lock, channel, allocation
 //     or call into the scheduler. Polling members spin with PAUSE and never
-//     call runtime.Gosched: with 16 of them yielding, the scheduler's lock
-//     and its global queue became the bottleneck and the goroutines moved
-//     between cores (16 cores generated more slowly than 1).
+//     call runtime.Gosched, which puts the goroutine on the scheduler's
+//     global queue under its lock: 15 members doing so every few hundred
+//     nanoseconds contend for that lock and trade goroutines between
+//     threads (the team before this one did, and generated more slowly on
+//     16 cores than on 2).
 //   - Each member has its own 128-byte slot (two cache lines: Intel's
 //     adjacent-line prefetch pulls pairs) holding its part's state, which
 //     it claims and finishes with its own writes: no counter that all of
@@ -53,10 +55,11 @@ import (
 
 // teamPartBytes is the least work a part of a step gets: 16 KB of weights
 // (or of cached keys and values). A 384×384 bf16 layer then splits at
-// most 16 ways, a 1536×384 one 64 ways, f32 twice as many; the ~0.35 µs a
-// core takes on 16 KB of bf16 weights in its L2 is about one step's
-// synchronisation on a 16-core Xeon, below which more parts would add
-// more waiting than they save.
+// most 16 ways, a 1536×384 one 64 ways, f32 twice as many. 16 KB of bf16
+// weights in L2 are ~0.35 µs of one core (45 GB/s on a 384×384 layer on
+// this repository's machine), the order of a step's synchronisation (a
+// few cache-line transfers between cores; BenchmarkTeamStep), below which
+// a part would cost about as much to hand out as to run.
 const teamPartBytes = 16 << 10
 
 // teamElemBytes is the work of an element of a decode's elementwise chain
@@ -152,7 +155,7 @@ func UseDecodeTeam(on bool) { teamUse = on }
 // teamLock takes the team for a step when it is free and more than one
 // thread is asked for, sized for Threads(); the caller then works out the
 // step's parts for the team's size (teamParts), fills in its job and
-// calls run, or unlock where one part is all the step is worth.
+// calls run, or alone where one part is all the step is worth.
 func teamLock() (*team, bool) {
 	t := &decodeTeam
 	if Threads() == 1 || !teamUse || !t.mu.TryLock() {
