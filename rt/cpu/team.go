@@ -19,8 +19,8 @@ import (
 //
 //   - A step is one atomic store of a post word (the step's number and its
 //     number of parts) that the members poll; no lock, channel, allocation
-//     or call into the scheduler. Polling members spin with PAUSE and never
-//     call runtime.Gosched, which puts the goroutine on the scheduler's
+//     or call into the scheduler. Polling members spin on loads (and PAUSE)
+//     and never call runtime.Gosched, which puts the goroutine on the scheduler's
 //     global queue under its lock: 15 members doing so every few hundred
 //     nanoseconds contend for that lock and trade goroutines between
 //     threads (the team before this one did, and generated more slowly on
@@ -71,12 +71,21 @@ const teamElemBytes = 64
 // teamSpin is how long an idle member polls before it sleeps.
 const teamSpin = 2 * time.Millisecond
 
-// teamYieldAfter is how long a member polls with PAUSE alone before it
-// also gives its core to other threads (sched_yield) at each check of
-// the clock: a token's steps come microseconds apart, and so do tokens,
-// so a longer gap means the caller is doing something else, or has lost
-// its core to another process and may be waiting for this one.
-const teamYieldAfter = 20 * time.Microsecond
+// teamYieldAfter is how long a member polls before it also gives its core
+// to other threads (sched_yield) at each check of the clock (every
+// microsecond or two): a token's steps come a microsecond or two apart, so a
+// longer gap means the caller is between tokens, doing something else, or
+// has lost its core to another process and may be waiting for this one.
+// Where nothing else waits for the core the call returns at once, and a
+// post that comes during one is seen a fraction of a microsecond late.
+const teamYieldAfter = 5 * time.Microsecond
+
+// teamPolls is how many loads of the word it waits on a polling
+// goroutine makes between PAUSEs: on a virtual machine a PAUSE after each
+// load would look like a spinning lock to the hypervisor's PAUSE-loop
+// exiting (PAUSEs under 128 cycles apart for some 4,096 cycles), which
+// then takes the core away for microseconds at a time.
+const teamPolls = 64
 
 // teamSpinNanos is teamSpin, which a test may lengthen to tell a member
 // that slept because the team rests from one that polled its time out.
@@ -236,8 +245,10 @@ func (t *team) run(job teamJob, parts int) {
 				}
 				continue
 			}
-			spinPause()
-			if n%4096 == 0 {
+			if n%teamPolls == 0 {
+				spinPause()
+			}
+			if n%(1<<15) == 0 {
 				// a part that runs this long (some 100 µs) has lost
 				// its core: let the thread that runs it have this one
 				osYield()
@@ -336,8 +347,11 @@ func (t *team) loop(m *teamMember, i int) {
 			}
 			continue
 		}
+		if n%teamPolls != 0 {
+			continue
+		}
 		spinPause()
-		if n%64 != 0 {
+		if n%(16*teamPolls) != 0 { // the clock every microsecond or two
 			continue
 		}
 		if m.stop.Load() {
