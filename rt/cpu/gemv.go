@@ -62,7 +62,8 @@ func gemvFwd(x, w, b, y []float32, batch, in, out int, act Act, alpha float32) {
 }
 
 // GemvF32 is GemmFwd at batch 1 for a language model's decode: gemvFwd's
-// products, split over the decode team (team.go) rather than through
+// products, split over the decode team (team.go; parts of at least
+// teamPartBytes of w, one part on the caller alone) rather than through
 // ParallelFor, with the same bits for any number of threads. Only the
 // programs that generate link the team.
 func GemvF32(x, w, b, y []float32, in, out int, act Act, alpha float32) {

@@ -45,8 +45,10 @@ func toBF16(dst []uint16, src []float32) {
 // GemvBF16 is GemmFwd at batch 1 on bfloat16 operands: x rounded into
 // xb (ToBF16; len(xb) ≥ in), then y[j] = act(Σ_i xb[i]·w[j·in+i] + b[j])
 // for j < out, w [out,in] (PyTorch's layout) as ToBF16 wrote it, b nil
-// for none. Outputs split over threads as gemvFwd's do; each is one
-// thread's sum in dotBF16Go's order, so y does not depend on Threads().
+// for none. Outputs split over the decode team (team.go; parts of at
+// least teamPartBytes of w), or through ParallelFor where the team is
+// busy; each is one thread's sum in dotBF16Go's order, so y does not
+// depend on Threads().
 func GemvBF16(x []float32, xb, w []uint16, b, y []float32, in, out int, act Act, alpha float32) {
 	x, xb, w, y = x[:in], xb[:in], w[:in*out], y[:out]
 	ToBF16(xb, x)
