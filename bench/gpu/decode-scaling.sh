@@ -14,7 +14,8 @@
 #    below the table the decode team's account a token from that run:
 #    steps and their parts, the caller's time in its own parts, in parts
 #    that late members had not claimed, waiting for members, and outside
-#    steps (layer norms, adds, sampling), a member's time in parts;
+#    steps (layer norms, adds, kernels of one part, the prefills' share),
+#    a member's time in parts;
 #  - base f32, base bf16: cpuhost.sh's measure of the program built from
 #    BASE (where the bundle has it: BASE=REV at bundle time);
 #  - PyTorch fp32: the twin's eager KV-cache loop (bench/generate/

@@ -65,7 +65,7 @@ func writeDecodeStats(w io.Writer, m *timedModel, st cpu.DecodeStats) {
 		tokens, float64(tokens)/max(1e-9, (m.all-m.window).Seconds()), us(m.all-m.window)/float64(max(1, tokens)), us(median), us(least))
 	per := float64(m.calls)
 	inSteps := st.Own + st.Stealing + st.Wait
-	fmt.Fprintf(w, "decode stats: team of %d, a token: %.1f steps of %.1f parts, %.1f serial calls; the caller %.1f µs in its parts, %.1f µs in %.2f parts of late members, %.1f µs waiting, %.1f µs outside steps; a member %.1f µs in parts; %d wake-ups\n",
+	fmt.Fprintf(w, "decode stats: team of %d, a token: %.1f steps of %.1f parts, %.1f serial calls; the caller %.1f µs in its parts, %.1f µs in %.2f parts of late members, %.1f µs waiting, %.1f µs outside steps (kernels of one part, and the prefills' share); a member %.1f µs in parts; %d wake-ups\n",
 		st.Team, float64(st.Steps)/per, float64(st.Parts)/float64(max(1, st.Steps)), float64(st.Serial)/per,
 		us(st.Own)/per, us(st.Stealing)/per, float64(st.Stolen)/per, us(st.Wait)/per, us(m.all-inSteps)/per,
 		us(st.MemberWork)/per/float64(max(1, st.Team-1)), st.Wakes)
