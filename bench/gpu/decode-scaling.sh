@@ -21,13 +21,18 @@
 #  - PyTorch fp32: the twin's eager KV-cache loop (bench/generate/
 #    torch_kv.py --jump) on the same CPUs (TORCH=0 leaves it out), and
 #    mlbuild bf16 over it;
+#  - then on the most cores, the in-program rates with the part rule's
+#    least changed from 16 KB to each of PART_KB (default "8 32"; empty
+#    leaves it out; their accounts go to OUT/stats.txt only);
 #  - then (BENCH=0 leaves it out) rt/cpu's BenchmarkTeamStep (the team's
 #    synchronisation alone: an empty step, ns) and BenchmarkDecodeToken
 #    (one token of the decode's kernels, on the team and through
 #    ParallelFor, with each kind's µs) on each core count.
-# Under 2 minutes on that host with the defaults.
+# About 2 minutes on that host with the defaults, by an estimate from the
+# rates measured there before (not yet run there); each run is cut at 120 s.
 # Usage: bash decode-scaling.sh BUNDLE OUT
-#   CORES (default "1 2 4 8 16"), TOKENS (1000), RUNS (2), TORCH (1);
+#   CORES (default "1 2 4 8 16"), TOKENS (1000), RUNS (2), TORCH (1),
+#   PART_KB ("8 32"), BENCH (1);
 #   WEIGHTS=FILE uses those weights instead of training a step
 set -uo pipefail
 b=$(cd "$1" && pwd) out=$2
@@ -51,7 +56,7 @@ else
 fi
 # gen PROG CORES PRECISION TOKENS: one pinned run of generate
 gen() {
-	taskset -c "$(cpus "$2")" env GOMAXPROCS="$2" timeout 120 "$work/$1" generate --weights "$work/w.safetensors" \
+	taskset -c "$(cpus "$2")" env GOMAXPROCS="$2" MLBUILD_DECODE_PART_KB="${PARTKB:-}" timeout 120 "$work/$1" generate --weights "$work/w.safetensors" \
 		--prompt "Call me Ishmael." --temperature 0 --seed 1 --kv-cache --precision "$3" --threads "$2" --tokens "$4"
 }
 # rate PROG CORES PRECISION: cpuhost.sh's tokens/s
@@ -69,7 +74,7 @@ rate() {
 # inprog CORES PRECISION: the in-program rate; the account goes to stats.txt
 inprog() {
 	MLBUILD_DECODE_STATS=1 gen gpt "$1" "$2" "$n" 2>"$work/stats" >/dev/null
-	sed "s/^decode stats:/$1 cores $2:/" "$work/stats" >>"$out/stats.txt"
+	sed "s/^decode stats:/$1 cores $2${PARTKB:+, parts of $PARTKB KB}:/" "$work/stats" >>"$out/stats.txt"
 	sed -n 's/.* at \([0-9.]*\) tokens\/s.*/\1/p' "$work/stats" | head -n 1
 }
 : >"$out/stats.txt"
@@ -102,6 +107,13 @@ for p in f32 bf16; do
 	cmp -s "$out/text-gpt-$lo-$p.txt" "$out/text-gpt-$hi-$p.txt" && echo "$p: the text on $hi cores is the text on $lo" ||
 		echo "$p: the text on $hi cores differs from $lo's (or a run failed: $out/err.txt)"
 done
+if [ -n "${PART_KB-8 32}" ]; then
+	echo
+	echo "== the part rule on $hi cores: in-program tokens/s with parts of at least N KB (MLBUILD_DECODE_PART_KB; the rule's 16 in the table above)"
+	for kb in ${PART_KB-8 32}; do
+		echo "$kb KB: f32 $(PARTKB=$kb inprog "$hi" f32), bf16 $(PARTKB=$kb inprog "$hi" bf16)" | tee -a "$out/parts.txt"
+	done
+fi
 if [ "${BENCH:-1}" = 1 ]; then
 	echo
 	echo "== rt/cpu benchmarks, pinned: a team's empty step (ns a step) and one token of models/gpt.cue's decode at position 128 (random weights; ms a token and µs a token a kind)"

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"sort"
+	"strconv"
 
 	"github.com/mlbuild/mlbuild/rt/cpu"
 	"github.com/mlbuild/mlbuild/rt/textdata"
@@ -68,6 +69,12 @@ func decodePrecision(tm TokenModel, p string) (bool, error) {
 // through rt/cpu's ParallelFor rather than its decode team: a switch for
 // timing the two (bench/gpu/cpuhost.sh).
 const DecodePoolEnv = "MLBUILD_DECODE_POOL"
+
+// DecodePartEnv, set to N, makes the decode team's steps split into parts
+// of at least N KB of weights (rt/cpu's SetDecodePartBytes; default 16):
+// a switch for measuring that rule on another machine
+// (bench/gpu/decode-scaling.sh).
+const DecodePartEnv = "MLBUILD_DECODE_PART_KB"
 
 // Sampling says how generate picks each token from the logits.
 type Sampling struct {
@@ -203,6 +210,9 @@ func generateCmd(m Model, args []string, stdout, stderr io.Writer) error {
 	cpu.SetThreads(*threads)
 	if os.Getenv(DecodePoolEnv) == "1" {
 		cpu.UseDecodeTeam(false)
+	}
+	if kb, err := strconv.Atoi(os.Getenv(DecodePartEnv)); err == nil {
+		cpu.SetDecodePartBytes(kb << 10)
 	}
 	switch {
 	case *tokens < 0:

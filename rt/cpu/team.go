@@ -62,6 +62,23 @@ import (
 // a part would cost about as much to hand out as to run.
 const teamPartBytes = 16 << 10
 
+// teamPartMin is the least work a part gets now: teamPartBytes unless
+// SetDecodePartBytes changed it.
+var teamPartMin atomic.Int64
+
+func init() { teamPartMin.Store(teamPartBytes) }
+
+// SetDecodePartBytes sets the least work a part of a decode team's step
+// gets (bytes of weights, or their equivalent), teamPartBytes where n < 1:
+// a switch to measure the rule on another machine (generate's
+// MLBUILD_DECODE_PART_KB), not a setting to tune a program with.
+func SetDecodePartBytes(n int) {
+	if n < 1 {
+		n = teamPartBytes
+	}
+	teamPartMin.Store(int64(n))
+}
+
 // teamElemBytes is the work of an element of a decode's elementwise chain
 // (GELU, or a float64 function) in teamPartBytes' units: GELU takes about
 // 2.4 ns an element on one core, as long as 100 bytes of bf16 weights, so
@@ -189,10 +206,11 @@ func (t *team) alone() {
 
 // teamParts is the number of parts of a step of units pieces of unitBytes
 // of work each, split in whole pieces among at most size members: as many
-// as keep each part at least teamPartBytes (so a split's smallest part,
-// floor(units/parts) pieces, is that big), at least 1.
+// as keep each part at least teamPartMin (teamPartBytes; so a split's
+// smallest part, floor(units/parts) pieces, is that big), at least 1.
 func teamParts(units, unitBytes, size int) int {
-	need := max(1, (teamPartBytes+unitBytes-1)/max(1, unitBytes))
+	least := int(teamPartMin.Load())
+	need := max(1, (least+unitBytes-1)/max(1, unitBytes))
 	return max(1, min(size, teamMax, units/need))
 }
 

@@ -197,19 +197,14 @@ func TestDecodeTeamRest(t *testing.T) {
 }
 
 // TestTeamPartsNeverBelowMinimum: the part rule gives no part of a
-// decode's step less than teamPartBytes of work (every part of a
+// decode's step less than teamPartBytes of work, or the least that
+// SetDecodePartBytes set (every part of a
 // matrix-vector product as teamRows cuts it, of the attention's heads and
 // of an elementwise chain), never more parts than the team has, and, as
 // the team grows, more parts until the work runs out and then the same
 // number: never fewer.
 func TestTeamPartsNeverBelowMinimum(t *testing.T) {
-	type step struct {
-		name string
-		// cut gives part p of parts as [lo, hi) of units of unitBytes
-		units, unitBytes int
-		parts            func(size int) int
-		cut              func(p, parts int) (lo, hi int)
-	}
+	type step = teamPartsStep
 	var steps []step
 	for _, m := range [][3]int{{384, 384, 2}, {384, 384, 4}, {1536, 384, 2}, {384, 1536, 2}, {89, 384, 2}, {89, 384, 4},
 		{1536, 384, 4}, {7, 3000, 4}, {5, 384, 2}, {1000, 17, 4}, {4097, 64, 2}, {50257, 768, 2}} {
@@ -235,6 +230,34 @@ func TestTeamPartsNeverBelowMinimum(t *testing.T) {
 			cut:   func(p, parts int) (int, int) { return n * p / parts, n * (p + 1) / parts },
 		})
 	}
+	defer SetDecodePartBytes(0)
+	for _, least := range []int{teamPartBytes, 1000, 64 << 10} {
+		SetDecodePartBytes(least)
+		checkTeamParts(t, steps, least)
+	}
+	SetDecodePartBytes(0)
+	// the decode steps of models/gpt.cue on 16 cores: a 384×384 bf16 layer
+	// in 16 parts, its head (89 rows) in 3
+	g := &team{size: 16}
+	if p := g.rowParts(384, 2*384); p != 16 {
+		t.Errorf("384×384 bf16 on 16 cores: %d parts, want 16", p)
+	}
+	if p := g.rowParts(89, 2*384); p != 3 {
+		t.Errorf("89×384 bf16 on 16 cores: %d parts, want 3", p)
+	}
+}
+
+// teamPartsStep is a step of TestTeamPartsNeverBelowMinimum: cut gives
+// part p of parts as [lo, hi) of units of unitBytes.
+type teamPartsStep struct {
+	name             string
+	units, unitBytes int
+	parts            func(size int) int
+	cut              func(p, parts int) (lo, hi int)
+}
+
+func checkTeamParts(t *testing.T, steps []teamPartsStep, least int) {
+	t.Helper()
 	for _, st := range steps {
 		prev := 0
 		for size := 1; size <= teamMax+3; size++ {
@@ -252,8 +275,8 @@ func TestTeamPartsNeverBelowMinimum(t *testing.T) {
 					if lo != next {
 						t.Fatalf("%s, %d parts: part %d starts at %d, want %d", st.name, parts, p, lo, next)
 					}
-					if b := (hi - lo) * st.unitBytes; b < teamPartBytes {
-						t.Fatalf("%s, team of %d: part %d of %d is [%d,%d), %d bytes of work, under teamPartBytes (%d)", st.name, size, p, parts, lo, hi, b, teamPartBytes)
+					if b := (hi - lo) * st.unitBytes; b < least {
+						t.Fatalf("%s, least %d, team of %d: part %d of %d is [%d,%d), %d bytes of work, under the least", st.name, least, size, p, parts, lo, hi, b)
 					}
 					next = hi
 				}
@@ -263,15 +286,6 @@ func TestTeamPartsNeverBelowMinimum(t *testing.T) {
 			}
 			prev = parts
 		}
-	}
-	// the decode steps of models/gpt.cue on 16 cores: a 384×384 bf16 layer
-	// in 16 parts, its head (89 rows) in 3
-	g := &team{size: 16}
-	if p := g.rowParts(384, 2*384); p != 16 {
-		t.Errorf("384×384 bf16 on 16 cores: %d parts, want 16", p)
-	}
-	if p := g.rowParts(89, 2*384); p != 3 {
-		t.Errorf("89×384 bf16 on 16 cores: %d parts, want 3", p)
 	}
 }
 
