@@ -84,13 +84,13 @@ echo "| cores | f32 | bf16 | f32 in-program | bf16 in-program | base f32 | base 
 echo "|--:|--:|--:|--:|--:|--:|--:|--:|--:|"
 for t in ${CORES:-1 2 4 8 16}; do
 	f=$(rate gpt "$t" f32) h=$(rate gpt "$t" bf16)
-	fi=$(inprog "$t" f32) hi=$(inprog "$t" bf16)
+	fin=$(inprog "$t" f32) hin=$(inprog "$t" bf16)
 	bf=0 bh=0 pt=0
 	if [[ $progs == *gpt-base* ]]; then bf=$(rate gpt-base "$t" f32) bh=$(rate gpt-base "$t" bf16); fi
 	if [ "${TORCH:-1}" = 1 ]; then
 		pt=$(taskset -c "$(cpus "$t")" timeout 120 python3 "$b/torch_kv.py" "$n" 16 "$t" --jump --dtype fp32 2>/dev/null | sed -n 's/.* \([0-9.]*\) tokens\/s.*/\1/p' | head -n 1)
 	fi
-	python3 - "$t" "$f" "$h" "${fi:-0}" "${hi:-0}" "$bf" "$bh" "${pt:-0}" <<'PY' | tee -a "$out/table.txt"
+	python3 - "$t" "$f" "$h" "${fin:-0}" "${hin:-0}" "$bf" "$bh" "${pt:-0}" <<'PY' | tee -a "$out/table.txt"
 import sys
 t, *v = sys.argv[1:]
 v = [float(x) for x in v]
@@ -102,16 +102,16 @@ echo
 echo "== the decode team's account a token (MLBUILD_DECODE_STATS=1)"
 cat "$out/stats.txt"
 cores=(${CORES:-1 2 4 8 16})
-lo=${cores[0]} hi=${cores[${#cores[@]} - 1]}
+least=${cores[0]} most=${cores[${#cores[@]} - 1]}
 for p in f32 bf16; do
-	cmp -s "$out/text-gpt-$lo-$p.txt" "$out/text-gpt-$hi-$p.txt" && echo "$p: the text on $hi cores is the text on $lo" ||
-		echo "$p: the text on $hi cores differs from $lo's (or a run failed: $out/err.txt)"
+	cmp -s "$out/text-gpt-$least-$p.txt" "$out/text-gpt-$most-$p.txt" && echo "$p: the text on $most cores is the text on $least" ||
+		echo "$p: the text on $most cores differs from $least's (or a run failed: $out/err.txt)"
 done
 if [ -n "${PART_KB-8 32}" ]; then
 	echo
-	echo "== the part rule on $hi cores: in-program tokens/s with parts of at least N KB (MLBUILD_DECODE_PART_KB; the rule's 16 in the table above)"
+	echo "== the part rule on $most cores: in-program tokens/s with parts of at least N KB (MLBUILD_DECODE_PART_KB; the rule's 16 in the table above)"
 	for kb in ${PART_KB-8 32}; do
-		echo "$kb KB: f32 $(PARTKB=$kb inprog "$hi" f32), bf16 $(PARTKB=$kb inprog "$hi" bf16)" | tee -a "$out/parts.txt"
+		echo "$kb KB: f32 $(PARTKB=$kb inprog "$most" f32), bf16 $(PARTKB=$kb inprog "$most" bf16)" | tee -a "$out/parts.txt"
 	done
 fi
 if [ "${BENCH:-1}" = 1 ]; then
