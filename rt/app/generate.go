@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"sort"
+	"strconv"
 
 	"github.com/mlbuild/mlbuild/rt/cpu"
 	"github.com/mlbuild/mlbuild/rt/textdata"
@@ -68,6 +69,12 @@ func decodePrecision(tm TokenModel, p string) (bool, error) {
 // through rt/cpu's ParallelFor rather than its decode team: a switch for
 // timing the two (bench/gpu/cpuhost.sh).
 const DecodePoolEnv = "MLBUILD_DECODE_POOL"
+
+// DecodePartEnv, set to N, makes the decode team's steps split into parts
+// of at least N KB of weights (rt/cpu's SetDecodePartBytes; default 16):
+// a switch for measuring that rule on another machine
+// (bench/gpu/decode-scaling.sh).
+const DecodePartEnv = "MLBUILD_DECODE_PART_KB"
 
 // Sampling says how generate picks each token from the logits.
 type Sampling struct {
@@ -204,6 +211,9 @@ func generateCmd(m Model, args []string, stdout, stderr io.Writer) error {
 	if os.Getenv(DecodePoolEnv) == "1" {
 		cpu.UseDecodeTeam(false)
 	}
+	if kb, err := strconv.Atoi(os.Getenv(DecodePartEnv)); err == nil {
+		cpu.SetDecodePartBytes(kb << 10)
+	}
 	switch {
 	case *tokens < 0:
 		return usageError{fmt.Sprintf("--tokens %d: want 0 or more", *tokens)}
@@ -240,11 +250,22 @@ func generateCmd(m Model, args []string, stdout, stderr io.Writer) error {
 	if n := meta.vocabCapacity(); vocab.Size() > n {
 		return fmt.Errorf("the weights' vocabulary has %d tokens, but the model has %d ids", vocab.Size(), n)
 	}
+	var timed *timedModel
+	if os.Getenv(DecodeStatsEnv) == "1" {
+		timed = &timedModel{TokenModel: tm}
+		tm = timed
+		cpu.SetDecodeStats(true)
+	}
 	if _, err := generate(stdout, tm, vocab, *prompt, *tokens, Sampling{Temperature: *temperature, TopK: *topK}, *seed); err != nil {
 		return err
 	}
-	_, err = io.WriteString(stdout, "\n")
-	return err
+	if _, err = io.WriteString(stdout, "\n"); err != nil {
+		return err
+	}
+	if timed != nil {
+		writeDecodeStats(stderr, timed, cpu.ReadDecodeStats())
+	}
+	return nil
 }
 
 // causalWindow is the TokenModel of a Model without a cache: it runs the

@@ -23,15 +23,23 @@ func AttendCached(q, k, v, y, kc, vc, scores []float32, p, heads, hd int, scale 
 		}
 		return
 	}
-	if heads*n*hd < 8<<10 { // under ~16k multiply-adds: not worth a step
+	if t, ok := teamLock(); ok {
+		// a head reads n cached keys and n values of hd floats
+		if parts := teamParts(heads, 8*n*hd, t.size); parts > 1 {
+			t.attend = attendJob{q: q, y: y, kc: kc, vc: vc, scores: scores, heads: heads, hd: hd, n: n, scale: scale}
+			t.run(&t.attend, parts)
+			return
+		}
+		t.alone()
 		for h := range heads {
 			attendHead(q, y, kc, vc, scores[:n], h, hd, w, scale)
 		}
 		return
 	}
-	if t, ok := teamLock(); ok {
-		t.attend = attendJob{q: q, y: y, kc: kc, vc: vc, scores: scores, heads: heads, hd: hd, n: n, scale: scale}
-		t.run(&t.attend)
+	if heads*n*hd < 8<<10 { // under ~16k multiply-adds: not worth a split
+		for h := range heads {
+			attendHead(q, y, kc, vc, scores[:n], h, hd, w, scale)
+		}
 		return
 	}
 	// a piece of at least about 16k multiply-adds (keys and values)

@@ -1,6 +1,7 @@
 package cpu
 
 import (
+	"runtime"
 	"testing"
 	"time"
 )
@@ -123,7 +124,11 @@ func (d *gptDecode) token(pos int, t *[len(decodeKinds)]time.Duration) {
 // BenchmarkDecodeToken times one token of gptDecode at position 128 (half
 // the context), in f32 and bf16, on the team and (-pool) through
 // ParallelFor, and reports each kind's share in µs a token.
+//
+// Its threads are GOMAXPROCS (go test -cpu N), the team's size.
 func BenchmarkDecodeToken(b *testing.B) {
+	defer SetThreads(Threads())
+	SetThreads(runtime.GOMAXPROCS(0))
 	d := newGPTDecode(1)
 	defer func() { teamUse = true }()
 	for _, c := range []struct {
@@ -143,4 +148,32 @@ func BenchmarkDecodeToken(b *testing.B) {
 			}
 		})
 	}
+}
+
+// noopJob is a step with nothing to do: BenchmarkTeamStep's.
+type noopJob struct{}
+
+func (noopJob) runPart(part, parts int) {}
+
+// BenchmarkTeamStep times the decode team's synchronisation alone: a step
+// of empty parts, one a member, on a team of GOMAXPROCS (go test -cpu N),
+// so ns/op is what every step of a token pays on top of its work.
+func BenchmarkTeamStep(b *testing.B) {
+	defer SetThreads(Threads())
+	SetThreads(runtime.GOMAXPROCS(0))
+	defer DecodeTeamRest()
+	t, ok := teamLock()
+	if !ok || t.size < 2 {
+		if ok {
+			t.alone()
+		}
+		b.Skip("one thread: no team")
+	}
+	t.run(noopJob{}, t.size)
+	b.ResetTimer()
+	for range b.N {
+		t, _ := teamLock()
+		t.run(noopJob{}, t.size)
+	}
+	b.ReportMetric(float64(t.size), "parts")
 }

@@ -62,17 +62,21 @@ func gemvFwd(x, w, b, y []float32, batch, in, out int, act Act, alpha float32) {
 }
 
 // GemvF32 is GemmFwd at batch 1 for a language model's decode: gemvFwd's
-// products, split over the decode team (team.go) rather than through
+// products, split over the decode team (team.go; parts of at least
+// teamPartBytes of w, one part on the caller alone) rather than through
 // ParallelFor, with the same bits for any number of threads. Only the
 // programs that generate link the team.
 func GemvF32(x, w, b, y []float32, in, out int, act Act, alpha float32) {
 	x, w, y = x[:in], w[:in*out], y[:out]
-	if Threads() > 1 && out > max(1, (16<<10)/max(1, in)) {
-		if t, ok := teamLock(); ok {
+	if t, ok := teamLock(); ok {
+		if parts := t.rowParts(out, 4*in); parts > 1 {
 			t.gemv = gemvJob{x: x, w: w, b: b, y: y, in: in, out: out, act: act, alpha: alpha}
-			t.run(&t.gemv)
+			t.run(&t.gemv, parts)
 			return
 		}
+		t.alone()
+		gemvRows(x, w, b, y, 1, in, out, act, alpha, 0, out)
+		return
 	}
 	gemvFwd(x, w, b, y, 1, in, out, act, alpha)
 }

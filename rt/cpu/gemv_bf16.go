@@ -45,19 +45,26 @@ func toBF16(dst []uint16, src []float32) {
 // GemvBF16 is GemmFwd at batch 1 on bfloat16 operands: x rounded into
 // xb (ToBF16; len(xb) ≥ in), then y[j] = act(Σ_i xb[i]·w[j·in+i] + b[j])
 // for j < out, w [out,in] (PyTorch's layout) as ToBF16 wrote it, b nil
-// for none. Outputs split over threads as gemvFwd's do; each is one
-// thread's sum in dotBF16Go's order, so y does not depend on Threads().
+// for none. Outputs split over the decode team (team.go; parts of at
+// least teamPartBytes of w), or through ParallelFor where the team is
+// busy; each is one thread's sum in dotBF16Go's order, so y does not
+// depend on Threads().
 func GemvBF16(x []float32, xb, w []uint16, b, y []float32, in, out int, act Act, alpha float32) {
 	x, xb, w, y = x[:in], xb[:in], w[:in*out], y[:out]
 	ToBF16(xb, x)
-	grain := max(1, (32<<10)/max(1, in))
-	if Threads() == 1 || out <= grain {
+	if t, ok := teamLock(); ok {
+		if parts := t.rowParts(out, 2*in); parts > 1 {
+			t.gemv16 = gemvBF16Job{x: xb, w: w, b: b, y: y, out: out, act: act, alpha: alpha}
+			t.run(&t.gemv16, parts)
+			return
+		}
+		t.alone()
 		gemvBF16Rows(xb, w, b, y, act, alpha, 0, out)
 		return
 	}
-	if t, ok := teamLock(); ok {
-		t.gemv16 = gemvBF16Job{x: xb, w: w, b: b, y: y, out: out, act: act, alpha: alpha}
-		t.run(&t.gemv16)
+	grain := max(1, (32<<10)/max(1, in))
+	if Threads() == 1 || out <= grain {
+		gemvBF16Rows(xb, w, b, y, act, alpha, 0, out)
 		return
 	}
 	ParallelFor(out, grain, func(lo, hi int) {

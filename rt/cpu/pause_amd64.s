@@ -1,0 +1,8 @@
+//go:build !purego
+
+#include "textflag.h"
+
+// func spinPause()
+TEXT ·spinPause(SB), NOSPLIT|NOFRAME, $0-0
+	PAUSE
+	RET
