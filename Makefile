@@ -44,7 +44,7 @@ FUZZ_TEXT        ?= $(or $(FUZZTIME),15000x)
 FUZZTIME_SPEC    ?= $(or $(FUZZTIME),2000x)
 export CGO_ENABLED ?= 0
 
-.PHONY: all build test unit fuzz fuzz-long demo deps data data-text data-fashion bench bench-sgemm bench-models bench-mnist bench-fusion bench-generate compare-sklearn zoo zoo-train bench-zoo bench-gpt cuda-check cuda-bundle gpt-bundle fashion-bundle profile-bundle cpuhost-bundle attn-variants-bundle ddp-bundle bf16-bundle test-arm64 clean FORCE
+.PHONY: all build test unit fuzz fuzz-long demo deps data data-text data-fashion bench bench-sgemm bench-models bench-mnist bench-fusion bench-generate compare-sklearn zoo zoo-train bench-zoo bench-gpt cuda-check cuda-bundle gpt-bundle fashion-bundle profile-bundle cpuhost-bundle decode-scaling-bundle attn-variants-bundle ddp-bundle bf16-bundle test-arm64 clean FORCE
 
 all: build
 
@@ -166,6 +166,14 @@ profile-bundle: data-text
 # (issue #31's CPU rows).
 cpuhost-bundle: data-text
 	@bench/gpu/cpuhost-bundle.sh $(TXDATA) .gpu/cpuhost
+
+# decode-scaling-bundle builds what bench/gpu/decode-scaling.sh runs on the
+# GPU machine's host CPU: generate's tokens/s of models/gpt.cue on 1 to 16
+# pinned cores, f32 and bf16, with the decode team's account a token,
+# against PyTorch's KV-cache loop (and, with BASE=REV, the program built
+# from REV beside it; issue #31).
+decode-scaling-bundle: data-text
+	@bench/gpu/decode-scaling-bundle.sh $(TXDATA) .gpu/decode-scaling
 
 # attn-variants-bundle builds what bench/gpu/attn-variants.sh runs on a GPU
 # machine: models/gpt.cue in bf16 for CUDA once per policy of the fused
