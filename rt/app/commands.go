@@ -1,14 +1,10 @@
 package app
 
 import (
-	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"math"
-	"os"
 	"runtime"
-	"runtime/pprof"
 	"slices"
 	"sort"
 	"strings"
@@ -145,14 +141,13 @@ func median(iters int, fn func()) float64 {
 	return ts[len(ts)/2]
 }
 
-func benchCmd(m Model, args []string, stdout, stderr io.Writer) (ret error) {
+func benchCmd(m Model, args []string, stdout, stderr io.Writer) error {
 	meta := m.Meta()
 	fs := newFlags(meta, "bench")
 	iters := fs.Int("iters", 20, "time `N` iterations per measurement and report the median")
 	threads := fs.Int("threads", 0, "use `N` CPU threads (0: all)")
 	asJSON := fs.Bool("json", false, "print one JSON object")
 	inferOnly := fs.Bool("infer-only", false, "time inference alone: no training step, and no training memory made")
-	profile := fs.String("cpuprofile", "", "write a Go CPU profile of the timed runs to `FILE` (a new file; read it with `go tool pprof`)")
 	if err := noOperands(fs, args, stdout); err != nil {
 		return err
 	}
@@ -161,17 +156,6 @@ func benchCmd(m Model, args []string, stdout, stderr io.Writer) (ret error) {
 	}
 	if err := checkThreads(*threads); err != nil {
 		return err
-	}
-	if *profile != "" {
-		stop, err := startCPUProfile(*profile)
-		if err != nil {
-			return err
-		}
-		defer func() {
-			if err := stop(); err != nil && ret == nil {
-				ret = err
-			}
-		}()
 	}
 	cpu.SetThreads(*threads)
 	initParams(m, 1)
@@ -517,29 +501,4 @@ func ConvBwdCheck(name string, bwd func(x, w, y, dy, dx, dw, db []float32, g cpu
 	}
 	worst := max(rel(dx, rx), rel(dw, rw), rel(db, rb))
 	return SelfTestRow{Name: fmt.Sprintf("%s conv backward %dx%dx%dx%d (largest of dx, dw, db errors relative to their scales)", name, g.N, g.C, g.H, g.W), MaxError: worst, Tol: 5e-5}
-}
-
-// startCPUProfile starts Go's CPU profile into path, a file it creates:
-// one that exists is refused, not overwritten. stop ends the profile and
-// closes the file.
-func startCPUProfile(path string) (stop func() error, err error) {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
-	if errors.Is(err, fs.ErrExist) {
-		return nil, usageError{fmt.Sprintf("--cpuprofile %s: the file exists; name a new one", path)}
-	}
-	if err != nil {
-		return nil, fmt.Errorf("--cpuprofile: %w", err)
-	}
-	if err := pprof.StartCPUProfile(f); err != nil {
-		f.Close()
-		os.Remove(path)
-		return nil, fmt.Errorf("--cpuprofile %s: %w", path, err)
-	}
-	return func() error {
-		pprof.StopCPUProfile()
-		if err := f.Close(); err != nil {
-			return fmt.Errorf("--cpuprofile %s: %w", path, err)
-		}
-		return nil
-	}, nil
 }

@@ -62,7 +62,7 @@ func TestHelpExitsZero(t *testing.T) {
 		"train":    {"data", "epochs", "out", "checkpoint", "resume", "metrics", "lr", "seed", "threads", "limit", "validation-split", "patience", "quiet", "force"},
 		"eval":     {"data", "weights", "json", "threads", "split", "images", "labels", "validation-split", "seed", "limit", "confusion"},
 		"predict":  {"weights", "limit", "resize", "top", "json"},
-		"bench":    {"iters", "threads", "json", "infer-only", "cpuprofile"},
+		"bench":    {"iters", "threads", "json", "infer-only"},
 		"sample":   {"data", "index", "train", "force"},
 		"info":     {"json"},
 		"selftest": {},

@@ -414,25 +414,3 @@ func TestBenchInferOnly(t *testing.T) {
 		}
 	}
 }
-
-// TestBenchCPUProfile: bench --cpuprofile writes a Go CPU profile to a new
-// file, and refuses a file that exists, leaving it as it was.
-func TestBenchCPUProfile(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "bench.pprof")
-	var b bytes.Buffer
-	m := csvLinearModel()
-	if code := Run(m, []string{"bench", "--iters", "3", "--cpuprofile", path}, &b, &b); code != 0 {
-		t.Fatalf("bench --cpuprofile: exit %d:\n%s", code, b.String())
-	}
-	prof, err := os.ReadFile(path)
-	if err != nil || len(prof) < 2 || prof[0] != 0x1f || prof[1] != 0x8b {
-		t.Fatalf("the profile is not a gzip'd pprof file: %d bytes, %v", len(prof), err)
-	}
-	b.Reset()
-	if code := Run(m, []string{"bench", "--iters", "1", "--cpuprofile", path}, &b, &b); code != exitUsage || !strings.Contains(b.String(), "the file exists") {
-		t.Errorf("bench --cpuprofile of an existing file: exit %d, want %d:\n%s", code, exitUsage, b.String())
-	}
-	if again, _ := os.ReadFile(path); !bytes.Equal(again, prof) {
-		t.Error("the refused run changed the existing file")
-	}
-}
