@@ -100,7 +100,7 @@ func TestBF16Calls(t *testing.T) {
 	if strings.Contains(string(f32), "BF16") || strings.Contains(string(f32), "bf16") || strings.Contains(string(f32), "DeviceFacts") {
 		t.Errorf("the f32 program mentions bf16")
 	}
-	if !strings.Contains(string(bf), "func (model) DeviceFacts() [][2]string {") || !strings.Contains(string(bf), "cpu.BF16Native()") {
+	if !strings.Contains(string(bf), "func (model) DeviceFacts() [][2]string {") || !strings.Contains(string(bf), "cpu.BF16Hardware()") {
 		t.Errorf("the bf16 program does not tell `info` how bf16 runs")
 	}
 

@@ -56,7 +56,7 @@ func (p *gemmPath) steps(kb int) int {
 // packAPanels is packA, or on a bfloat16 path packPairsA.
 func (p *gemmPath) packAPanels(trans bool, a []float32, lda, row0, col0, mb, kb int, dst []float32) {
 	if p.pairs != nil {
-		packPairsA(p, trans, a, lda, row0, col0, mb, kb, dst)
+		p.pairs.packA(p, trans, a, lda, row0, col0, mb, kb, dst)
 		return
 	}
 	packA(p, trans, a, lda, row0, col0, mb, kb, dst)
@@ -65,7 +65,7 @@ func (p *gemmPath) packAPanels(trans bool, a []float32, lda, row0, col0, mb, kb 
 // packBPanels is packB, or on a bfloat16 path packPairsB.
 func (p *gemmPath) packBPanels(trans bool, b []float32, ldb, row0, col0, kb, nb int, dst []float32) {
 	if p.pairs != nil {
-		packPairsB(p, trans, b, ldb, row0, col0, kb, nb, dst)
+		p.pairs.packB(p, trans, b, ldb, row0, col0, kb, nb, dst)
 		return
 	}
 	packB(trans, b, ldb, row0, col0, kb, nb, p.nr, dst, p.transpose8)

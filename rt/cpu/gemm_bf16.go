@@ -29,6 +29,11 @@ import "unsafe"
 // columns8 for one that holds k along its rows (A not transposed, B
 // transposed).
 type pairPackers struct {
+	// packA and packB pack a block of A and of B (packPairsA, packPairsB,
+	// or a test's packers), reached only through the path, so a program
+	// without a bf16 product links none of them.
+	packA func(p *gemmPath, trans bool, a []float32, lda, row0, col0, mb, kb int, dst []float32)
+	packB func(p *gemmPath, trans bool, b []float32, ldb, row0, col0, kb, nb int, dst []float32)
 	// rows writes dst[s·ldd+j] = pair(src[2s·lds+j], src[(2s+1)·lds+j])
 	// for j < lanes ≤ 48 and s < steps (pairRowsGo).
 	rows func(dst []uint32, ldd int, src []float32, lds, lanes, steps int)
@@ -45,10 +50,11 @@ type pairPackers struct {
 // gemmBF16 is C = A·B (alpha 1, beta 0, Sgemm's argument convention) on the
 // bfloat16 path; false, with C untouched, where the CPU has none.
 func gemmBF16(transA, transB bool, m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int) bool {
-	if bf16GemmPath == nil {
+	p := bf16Path()
+	if p == nil {
 		return false
 	}
-	gemmOn(bf16GemmPath, Threads(), transA, transB, m, n, k, 1, a, lda, b, ldb, 0, c, ldc)
+	gemmOn(p, Threads(), transA, transB, m, n, k, 1, a, lda, b, ldb, 0, c, ldc)
 	return true
 }
 

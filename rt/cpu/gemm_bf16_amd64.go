@@ -2,20 +2,32 @@
 
 package cpu
 
-// bf16GemmPath is the bfloat16 path where the CPU has AVX512-BF16
-// (dotBF16DP's check), nil elsewhere. Its 8×48 tile keeps 24 zmm sums; a
-// step loads 48 pairs of B (three registers) and broadcasts 8 pairs of A,
-// 11 loads for 24 VDPBF16PS. kc = 512 (256 pairs: a B micro-panel of 48
-// KiB, past L1) and mc = 96 (an A block of 96 KiB) beat kc 256, mc 192 on
-// a Zen 4 core, in GFLOP per CPU-second: 16384×384×1536 166 → 191,
+import "sync"
+
+// bf16Path returns the bfloat16 path where the CPU has AVX512-BF16
+// (dotBF16DP's check), nil elsewhere, made on first use so that a program
+// with no bf16 product links none of it. Its 8×48 tile keeps 24 zmm sums;
+// a step loads 48 pairs of B (three registers) and broadcasts 8 pairs of
+// A, 11 loads for 24 VDPBF16PS. kc = 512 (256 pairs: a B micro-panel of
+// 48 KiB, past L1) and mc = 96 (an A block of 96 KiB) beat kc 256, mc 192
+// on a Zen 4 core, in GFLOP per CPU-second: 16384×384×1536 166 → 191,
 // 16384×1536×384 167 → 204, 1536×384×16384 156 → 171 (kc 768 no better).
-var bf16GemmPath = func() *gemmPath {
-	if !dotBF16DP {
-		return nil
-	}
-	return &gemmPath{name: "avx512bf16", mr: 8, nr: 48, kc: 512, mc: 96, nc: 2016, kernel: gemmKernel8x48BF16,
-		pairs: &pairPackers{rows: pairRowsAVX512, panels8: pairPanels8AVX512, columns8: pairColumns8AVX512}}
-}()
+func bf16Path() *gemmPath {
+	bf16Once.Do(func() {
+		if dotBF16DP {
+			bf16Once.path = &gemmPath{name: "avx512bf16", mr: 8, nr: 48, kc: 512, mc: 96, nc: 2016, kernel: gemmKernel8x48BF16,
+				pairs: &pairPackers{packA: packPairsA, packB: packPairsB, rows: pairRowsAVX512, panels8: pairPanels8AVX512, columns8: pairColumns8AVX512}}
+		}
+	})
+	return bf16Once.path
+}
+
+// bf16Once makes bf16Path's path once. A function, not a package
+// variable's initialiser, so that only a program that calls it links it.
+var bf16Once struct {
+	sync.Once
+	path *gemmPath
+}
 
 // pairRowsAVX512 is pairRowsGo, 16 lanes at a time under masks.
 func pairRowsAVX512(dst []uint32, ldd int, src []float32, lds, lanes, steps int) {

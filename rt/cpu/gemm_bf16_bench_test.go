@@ -52,10 +52,10 @@ func BenchmarkGemmGPT(b *testing.B) {
 // BenchmarkPairKernel runs the bfloat16 tile alone on panels in L1, next
 // to Sgemm's tile: the kernels' ceilings in GFLOP/s.
 func BenchmarkPairKernel(b *testing.B) {
-	if bf16GemmPath == nil {
+	if bf16Path() == nil {
 		b.Skip("no AVX512-BF16 path on this machine")
 	}
-	for _, p := range []*gemmPath{bf16GemmPath, gemmPathsSupported[0]} {
+	for _, p := range []*gemmPath{bf16Path(), gemmPathsSupported[0]} {
 		steps := 128
 		a, bp, c := make([]float32, steps*p.mr), make([]float32, steps*p.nr), make([]float32, p.mr*p.nr)
 		b.Run(p.name, func(b *testing.B) {

@@ -101,7 +101,7 @@ func TestGemmBF16(t *testing.T) {
 		ref, scale := bf16Ref(c.transA, c.transB, c.m, c.n, c.k, a, lda, b, ldb, true)
 		exact, _ := bf16Ref(c.transA, c.transB, c.m, c.n, c.k, a, lda, b, ldb, false)
 		var chain []float32
-		if bf16GemmPath != nil && !BF16Native() {
+		if bf16Path() != nil && !BF16Native() {
 			chain = bf16Chain(c.transA, c.transB, c.m, c.n, c.k, a, lda, b, ldb)
 		}
 		for _, threads := range []int{1, 2} {
@@ -135,10 +135,10 @@ func TestGemmBF16(t *testing.T) {
 // can, forced, and checks the bits against bf16Chain, and which split
 // products of each kind get.
 func TestGemmBF16Splits(t *testing.T) {
-	if bf16GemmPath == nil {
+	if bf16Path() == nil {
 		t.Skip("no AVX512-BF16 path on this machine (TestGemmBF16GoPath runs the pure-Go one)")
 	}
-	checkPairPathSplits(t, bf16GemmPath, []bf16Case{{false, true, 300, 200, 600}, {true, false, 100, 300, 700}, {true, true, 37, 45, 3001}})
+	checkPairPathSplits(t, bf16Path(), []bf16Case{{false, true, 300, 200, 600}, {true, false, 100, 300, 700}, {true, true, 37, 45, 3001}})
 	for _, want := range []struct {
 		m, n, k int
 		split   gemmSplit
@@ -151,7 +151,7 @@ func TestGemmBF16Splits(t *testing.T) {
 		{128, 128, 128, splitColumns},
 		{5, 2000, 5000, splitColumns}, // too short to share rows
 	} {
-		g := &gemmCall{p: bf16GemmPath, m: want.m, n: want.n, k: want.k}
+		g := &gemmCall{p: bf16Path(), m: want.m, n: want.n, k: want.k}
 		if got := g.split(2); got != want.split {
 			t.Errorf("%d×%d×%d on 2 threads splits as %d; want %d", want.m, want.n, want.k, got, want.split)
 		}
@@ -163,9 +163,9 @@ func TestGemmBF16Splits(t *testing.T) {
 // every block is crossed, and checks the bits against bf16Chain.
 func TestGemmBF16GoPath(t *testing.T) {
 	p := &gemmPath{name: "bf16-go", mr: 3, nr: 5, kc: 6, mc: 7, nc: 11, kernel: pairKernelGo(3, 5),
-		pairs: &pairPackers{rows: pairRowsGo, columns8: pairColumnsGo}}
+		pairs: &pairPackers{packA: packPairsA, packB: packPairsB, rows: pairRowsGo, columns8: pairColumnsGo}}
 	p8 := &gemmPath{name: "bf16-go-8", mr: 8, nr: 5, kc: 6, mc: 40, nc: 11, kernel: pairKernelGo(8, 5),
-		pairs: &pairPackers{rows: pairRowsGo, panels8: pairPanels8Go, columns8: pairColumnsGo}}
+		pairs: &pairPackers{packA: packPairsA, packB: packPairsB, rows: pairRowsGo, panels8: pairPanels8Go, columns8: pairColumnsGo}}
 	checkPairPathSplits(t, p8, []bf16Case{{true, false, 37, 9, 13}, {true, true, 40, 6, 8}})
 	checkPairPathSplits(t, p, []bf16Case{{false, false, 20, 23, 19}, {false, true, 13, 30, 34}, {true, false, 1, 1, 1}, {true, true, 31, 12, 40}})
 }
@@ -218,10 +218,10 @@ func awkwardFloats(seed uint64, n int) []float32 {
 // for bit, on every lane count of the row packer (masks of 1-48 lanes), its
 // two-panel form, and the column packer's blocks of 8 steps.
 func TestPairPackers(t *testing.T) {
-	if bf16GemmPath == nil {
+	if bf16Path() == nil {
 		t.Skip("no AVX512-BF16 path on this machine")
 	}
-	pk := bf16GemmPath.pairs
+	pk := bf16Path().pairs
 	src := awkwardFloats(13, 64*70)
 	for lanes := 1; lanes <= 48; lanes++ {
 		for _, steps := range []int{1, 5} {
@@ -263,10 +263,10 @@ func TestPairPackers(t *testing.T) {
 // TestPairKernel checks the assembly tile against pairKernelGo bit for bit,
 // from zero and from beta·C, on pairs that include subnormal bfloat16.
 func TestPairKernel(t *testing.T) {
-	if bf16GemmPath == nil {
+	if bf16Path() == nil {
 		t.Skip("no AVX512-BF16 path on this machine")
 	}
-	p := bf16GemmPath
+	p := bf16Path()
 	goKernel := pairKernelGo(p.mr, p.nr)
 	rng := newTestRand(17)
 	for _, k := range []int{0, 1, 2, 7, 128} {
@@ -321,7 +321,7 @@ func TestGemmBF16TakesPath(t *testing.T) {
 	if !hasBF16 || BF16Native() || len(archGemmPaths()) == 0 {
 		t.Skipf("avx512_bf16 listed: %v, AMX: %v, assembly in this build: %v; the path is for AVX512-BF16 without AMX", hasBF16, BF16Native(), len(archGemmPaths()) > 0)
 	}
-	if bf16GemmPath == nil {
+	if bf16Path() == nil {
 		t.Fatal("/proc/cpuinfo lists avx512_bf16 but the bfloat16 path is off: its CPUID check is wrong")
 	}
 	a := []float32{0x1p-130, 1}
@@ -337,7 +337,7 @@ func TestGemmBF16TakesPath(t *testing.T) {
 // its arenas and call records: no allocation per product in steady state,
 // on one thread and two, for every transpose.
 func TestGemmBF16NoAllocs(t *testing.T) {
-	if bf16GemmPath == nil {
+	if bf16Path() == nil {
 		t.Skip("no AVX512-BF16 path on this machine")
 	}
 	if gemmRaceEnabled {

@@ -171,7 +171,7 @@ func BF16Hardware() string {
 	switch {
 	case BF16Native():
 		return "Intel AMX"
-	case bf16GemmPath != nil:
+	case bf16Path() != nil:
 		return "AVX512-BF16 (VDPBF16PS)"
 	}
 	return ""
