@@ -433,6 +433,22 @@ func (g attnGeom) params(ps ...Param) []Param {
 	return ps
 }
 
+// kvBwdParams are the parameters of a backward kernel that writes dk
+// (wantDK) and dv (wantDV): q, kᵀ (or k), v, the output's gradient, the
+// log-sum-exp and delta, then the gradients it writes.
+func (g attnGeom) kvBwdParams(wantDK, wantDV bool) []Param {
+	D := g.d
+	nq := g.mats * g.tq * D
+	params := []Param{in("q", nq), in(g.kName(), g.mats*D*g.tk), in("v", g.mats*g.tk*D), in("dout", nq), in("lse", g.mats*g.tq), in("delta", g.mats*g.tq)}
+	if wantDK {
+		params = append(params, out(g.dkName(), g.mats*D*g.tk))
+	}
+	if wantDV {
+		params = append(params, out("dv", g.mats*g.tk*D))
+	}
+	return g.params(params...)
+}
+
 // stageT copies rows r0 … r0+n−1 of matrix mat of buf (rows a matrix)
 // transposed into sh: sh[dd·rs + r], zero past the matrix's last row; the
 // threads read the rows in order.
@@ -793,17 +809,9 @@ func attentionBwdKeysKernel(g attnGeom, wantDK, wantDV bool) *Kernel {
 		}
 		body = append(body, when(lt(j, i32(g.tk)), fin...))
 	}
-	nq := g.mats * g.tq * D
-	params := []Param{in("q", nq), in(g.kName(), g.mats*D*g.tk), in("v", g.mats*g.tk*D), in("dout", nq), in("lse", g.mats*g.tq), in("delta", g.mats*g.tq)}
-	if wantDK {
-		params = append(params, out(g.dkName(), g.mats*D*g.tk))
-	}
-	if wantDV {
-		params = append(params, out("dv", g.mats*g.tk*D))
-	}
 	return &Kernel{
 		Doc:    fmt.Sprintf("fused attention backward, dk and dv, %s: %d keys × %d queries a tile, 4×%d scores and 4×%d outputs a thread", g, KB, QB, b.cn, b.dn),
-		Params: g.params(params...), Threadgroup: tg, Groups: g.mats * blocks, Body: body,
+		Params: g.kvBwdParams(wantDK, wantDV), Threadgroup: tg, Groups: g.mats * blocks, Body: body,
 	}
 }
 

@@ -415,26 +415,7 @@ func attentionFwdFragKernel(g attnGeom, f *FragmentDialect) *Kernel {
 		}
 		return tile
 	}
-	// a tile whose keys are all in range and, causal, all at or before
-	// the block's first query needs no mask
-	full := all(below(add(vr("k0"), i32(C-1)), g.tk, tiles*C))
-	if g.causal {
-		full = all(full, le(add(vr("k0"), i32(C-1)), vr("q0")))
-	}
-	switch {
-	case full == nil:
-		tile = append(tile, compute(func(n, i int) Expr { return nil })...)
-	case g.tk < C:
-		tile = append(tile, compute(vis)...)
-	default:
-		tile = append(tile, If{Cond: full, Then: compute(func(n, i int) Expr { return nil }), Else: compute(vis)})
-	}
-	loopBody := tile
-	if g.causal {
-		// the tiles past the block's last query hold no visible key
-		loopBody = []Stmt{If{Cond: lt(mul(vr("t"), i32(C)), add(vr("q0"), i32(R))), Then: tile}}
-	}
-	body = append(body, For{"t", i32(0), i32(tiles), i32(1), loopBody})
+	body = append(body, g.keyTiles(tile, compute(func(n, i int) Expr { return nil }), compute(vis), R, C, tiles))
 	// each row's sum over its four lanes; o and the log-sum-exp
 	for h := range rowOffs {
 		l := nm("l", h)
@@ -726,18 +707,10 @@ func attentionBwdKeysFragKernel(g attnGeom, f *FragmentDialect, wantDK, wantDV b
 	if wantDK {
 		write("dk", func(j, dim Expr) Expr { return g.keyAt(vr("mat"), j, dim) }, true)
 	}
-	nq := g.mats * g.tq * D
-	params := []Param{in("q", nq), in(g.kName(), g.mats*D*g.tk), in("v", g.mats*g.tk*D), in("dout", nq), in("lse", g.mats*g.tq), in("delta", g.mats*g.tq)}
-	if wantDK {
-		params = append(params, out(g.dkName(), g.mats*D*g.tk))
-	}
-	if wantDV {
-		params = append(params, out("dv", g.mats*g.tk*D))
-	}
 	return &Kernel{
 		Doc: fmt.Sprintf("fused attention backward on register fragments, dk and dv, %s: %d keys × %d queries a tile, a warp per 16 keys",
 			g, KB, QB),
-		Params: g.params(params...), Threadgroup: tg, Groups: g.mats * blocks, Body: body,
+		Params: g.kvBwdParams(wantDK, wantDV), Threadgroup: tg, Groups: g.mats * blocks, Body: body,
 	}
 }
 
@@ -861,27 +834,10 @@ func attentionBwdQueriesFragKernel(g attnGeom, f *FragmentDialect) *Kernel {
 		}
 		return tile
 	}
-	// a tile whose keys are all in range and, causal, all at or before
-	// the block's first query needs no mask (the queries past tq are not
-	// written)
-	full := all(below(add(vr("k0"), i32(C-1)), g.tk, tiles*C))
-	if g.causal {
-		full = all(full, le(add(vr("k0"), i32(C-1)), vr("q0")))
-	}
+	// masks says which keys a query sees (keyTiles' full tiles need none:
+	// the queries past tq are not written)
 	masks := func(qi, kj Expr) Expr { return g.visible(qi, kj, blocks*R, tiles*C) }
-	switch {
-	case full == nil:
-		tile = append(tile, compute(func(qi, kj Expr) Expr { return nil })...)
-	case g.tk < C:
-		tile = append(tile, compute(masks)...)
-	default:
-		tile = append(tile, If{Cond: full, Then: compute(func(qi, kj Expr) Expr { return nil }), Else: compute(masks)})
-	}
-	loopBody := tile
-	if g.causal {
-		loopBody = []Stmt{If{Cond: lt(mul(vr("t"), i32(C)), add(vr("q0"), i32(R))), Then: tile}}
-	}
-	body = append(body, For{"t", i32(0), i32(tiles), i32(1), loopBody})
+	body = append(body, g.keyTiles(tile, compute(func(qi, kj Expr) Expr { return nil }), compute(masks), R, C, tiles))
 	for n := 0; n < dp/8; n++ {
 		for i := 0; i < nC; i++ {
 			dim := add(i32(n*8), fragCol(f, FragC, i))
@@ -899,4 +855,28 @@ func attentionBwdQueriesFragKernel(g attnGeom, f *FragmentDialect) *Kernel {
 		Params:      g.params(in("q", nq), in(g.kName(), g.mats*D*g.tk), in("v", g.mats*g.tk*D), in("dout", nq), in("lse", g.mats*g.tq), in("delta", g.mats*g.tq), out("dq", nq)),
 		Threadgroup: tg, Groups: g.mats * blocks, Body: body,
 	}
+}
+
+// keyTiles is a block's loop over its key tiles, t from 0 to tiles, C
+// keys a tile from k0: tile's statements, then plain where every key of
+// the tile is in range and, causal, at or before the block's first query
+// q0 (no mask needed), else masked; causal, the tiles past the block's
+// last query (R queries from q0) hold no visible key and are skipped.
+func (g attnGeom) keyTiles(tile, plain, masked []Stmt, R, C, tiles int) Stmt {
+	full := all(below(add(vr("k0"), i32(C-1)), g.tk, tiles*C))
+	if g.causal {
+		full = all(full, le(add(vr("k0"), i32(C-1)), vr("q0")))
+	}
+	switch {
+	case full == nil:
+		tile = append(tile, plain...)
+	case g.tk < C:
+		tile = append(tile, masked...)
+	default:
+		tile = append(tile, If{Cond: full, Then: plain, Else: masked})
+	}
+	if g.causal {
+		tile = []Stmt{If{Cond: lt(mul(vr("t"), i32(C)), add(vr("q0"), i32(R))), Then: tile}}
+	}
+	return For{"t", i32(0), i32(tiles), i32(1), tile}
 }

@@ -418,18 +418,10 @@ func attentionBwdKeysTCKernel(g attnGeom, wantDK, wantDV bool) *Kernel {
 				func(c int) Expr { return mul(vals(c), flt(g.scale)) })
 		})...)
 	}
-	nq := g.mats * g.tq * D
-	params := []Param{in("q", nq), in(g.kName(), g.mats*D*g.tk), in("v", g.mats*g.tk*D), in("dout", nq), in("lse", g.mats*g.tq), in("delta", g.mats*g.tq)}
-	if wantDK {
-		params = append(params, out(g.dkName(), g.mats*D*g.tk))
-	}
-	if wantDV {
-		params = append(params, out("dv", g.mats*g.tk*D))
-	}
 	return &Kernel{
 		Doc: fmt.Sprintf("fused attention backward on tensor tiles, dk and dv, %s: %d keys × %d queries a tile, a warp per 16 keys, 4×%d scores a thread",
 			g, KB, QB, b.cn),
-		Params: g.params(params...), Threadgroup: tg, Groups: g.mats * blocks, Body: body,
+		Params: g.kvBwdParams(wantDK, wantDV), Threadgroup: tg, Groups: g.mats * blocks, Body: body,
 	}
 }
 

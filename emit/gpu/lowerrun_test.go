@@ -441,19 +441,7 @@ func TestLoweredConvMatchesCPU(t *testing.T) {
 				y, dx, dw, db := convLayerReference(t, c, lb, initial)
 				compare := func(what string, got, want []float32) {
 					t.Helper()
-					worst, at := 0.0, 0
-					for i := range want {
-						e := math.Abs(float64(got[i])-float64(want[i])) / (1 + math.Abs(float64(want[i])))
-						if math.IsNaN(float64(got[i])) {
-							e = math.Inf(1)
-						}
-						if e > worst {
-							worst, at = e, i
-						}
-					}
-					if worst > 1e-4 {
-						t.Errorf("%s/%s: %s[%d] = %g, rt/cpu has %g (relative error %.3g)", d.Name, c.name, what, at, got[at], want[at], worst)
-					}
+					closeTo(t, d.Name+"/"+c.name+": "+what, got, want)
 				}
 				compare("y", arena[lb.y], y)
 				compare("dW", arena[lb.dw], dw)
