@@ -185,3 +185,82 @@ func TestMaxPoolCeilMatchesNaive(t *testing.T) {
 		}
 	})
 }
+
+// TestMaxPoolPlaneMatchesArg: the general max pool forward (maxPoolPlane,
+// row by row over the columns whose windows lie inside the input) writes
+// the value at the index maxPoolArg picks, window by window (NaN where
+// that is NaN; a tie of -0 and +0 may read either):
+// strides, paddings and dilations that leave edge columns on both sides or
+// none, a window wider than the padded input's interior, rounded-up (ceil)
+// output sizes whose last window hangs past the input, and data with ties,
+// NaNs, infinities and both zeros.
+func TestMaxPoolPlaneMatchesArg(t *testing.T) {
+	specials := []float32{float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.Copysign(0, -1)), 0}
+	r := newTestRand(5)
+	cases := []Conv{
+		convCase(1, 1, 112, 112, 1, 3, 3, 2, 1, 1, 1), // ResNet's stem pool
+		convCase(1, 2, 9, 11, 2, 3, 3, 1, 1, 1, 1),
+		convCase(1, 1, 7, 7, 1, 3, 3, 1, 0, 1, 1),
+		convCase(1, 1, 10, 13, 1, 5, 3, 2, 2, 1, 1),
+		convCase(1, 1, 12, 12, 1, 3, 3, 1, 2, 2, 1),                                      // dilated
+		convCase(1, 1, 4, 4, 1, 3, 3, 1, 1, 1, 1),                                        // every column at an edge
+		convCase(1, 1, 3, 5, 1, 3, 5, 3, 2, 1, 1),                                        // no interior column
+		{N: 1, C: 1, H: 1, W: 9, OC: 1, OH: 1, OW: 3, KH: 1, KW: 4, SH: 1, SW: 3, PW: 1}, // one row, padded at its ends only
+	}
+	ceil := convCase(1, 1, 8, 8, 1, 3, 3, 2, 0, 1, 1)
+	ceil.OH, ceil.OW = 4, 4 // ceil mode: the last window starts at 6 and reads 6 and 7
+	cases = append(cases, ceil)
+	for _, g := range cases {
+		g = g.norm()
+		name := fmt.Sprintf("%dx%d k%dx%d s%d p%d d%d -> %dx%d", g.H, g.W, g.KH, g.KW, g.SH, g.PH, g.DH, g.OH, g.OW)
+		for trial := range 3 {
+			x := make([]float32, g.H*g.W)
+			for i := range x {
+				x[i] = float32(r.IntN(3)) - 1
+				if trial > 0 && r.IntN(6) == 0 {
+					x[i] = specials[r.IntN(len(specials))]
+				}
+			}
+			y := make([]float32, g.OH*g.OW)
+			for i := range y {
+				y[i] = 42
+			}
+			maxPoolPlane(x, y, g)
+			for oh := range g.OH {
+				for ow := range g.OW {
+					want := x[maxPoolArg(x, g, oh, ow)]
+					if got := y[oh*g.OW+ow]; got != want && !(got != got && want != want) {
+						t.Fatalf("%s trial %d: y[%d,%d] = %v (%#x), maxPoolArg's %v (%#x)", name, trial, oh, ow, got, math.Float32bits(got), want, math.Float32bits(want))
+					}
+				}
+			}
+		}
+	}
+}
+
+// BenchmarkMaxPoolStem: ResNet's 3×3 stride-2 stem pool, 64 planes of
+// 112² at batch 1.
+func BenchmarkMaxPoolStem(b *testing.B) {
+	g := convCase(1, 64, 112, 112, 64, 3, 3, 2, 1, 1, 1).norm()
+	x := randSlice(newTestRand(1), g.N*g.C*g.H*g.W, 1)
+	y := make([]float32, g.N*g.C*g.OH*g.OW)
+	b.Run("plane", func(b *testing.B) {
+		for range b.N {
+			for p := range g.C {
+				maxPoolPlane(x[p*g.H*g.W:(p+1)*g.H*g.W], y[p*g.OH*g.OW:(p+1)*g.OH*g.OW], g)
+			}
+		}
+	})
+	b.Run("arg", func(b *testing.B) {
+		for range b.N {
+			for p := range g.C {
+				xp, yp := x[p*g.H*g.W:(p+1)*g.H*g.W], y[p*g.OH*g.OW:(p+1)*g.OH*g.OW]
+				for oh := range g.OH {
+					for ow := range g.OW {
+						yp[oh*g.OW+ow] = xp[maxPoolArg(xp, g, oh, ow)]
+					}
+				}
+			}
+		}
+	})
+}
