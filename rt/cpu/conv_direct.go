@@ -24,18 +24,21 @@ import "unsafe"
 // kernels and their block shapes.
 type convDirectKernels struct {
 	// fwd computes fwdOC output channels at fwdPos flat positions: y[r][j]
-	// = Σ_t w[t·fwdOC + r]·x[offs[t] + j], rows ldy floats apart.
-	fwd           func(taps int, offs *int, w, x, y *float32, ldy int)
+	// = Σ_t w[r·ldw + t]·x[offs[t] + j], rows ldy floats apart. Each
+	// channel's weights are a row of taps, ldw floats after the one
+	// before, so the forward pass reads a layer's filters where they are
+	// (ldw = taps) and packs nothing.
+	fwd           func(taps int, offs *int, w, x, y *float32, ldw, ldy int)
 	fwdOC, fwdPos int
 	// fwdTail, when set, is fwd for fwdTailPos positions (a divisor of
 	// fwdPos): planes are rounded up to fwdTailPos positions and the last
 	// part of each runs fwdTail.
-	fwdTail    func(taps int, offs *int, w, x, y *float32, ldy int)
+	fwdTail    func(taps int, offs *int, w, x, y *float32, ldw, ldy int)
 	fwdTailPos int
 	// fwdTail2 and fwdTail3, when set, are fwd for 2·fwdTailPos and
 	// 3·fwdTailPos positions, run instead of two or three calls of fwdTail,
 	// each of which would load every weight again.
-	fwdTail2, fwdTail3 func(taps int, offs *int, w, x, y *float32, ldy int)
+	fwdTail2, fwdTail3 func(taps int, offs *int, w, x, y *float32, ldw, ldy int)
 	// dw adds to acc[(r·dwTaps + t)·dwLanes + lane] the lane-wise partial
 	// sums Σ_i dy[r·lddy + i·dwLanes + lane]·x[offs[t] + i·dwLanes + lane]
 	// over i < n, for dwOC rows of dy and dwTaps offsets.
@@ -49,23 +52,24 @@ type convDirectKernels struct {
 }
 
 // forwardPlane runs fwd over the n flat positions of one block of fwdOC
-// output channels (rows n apart in y), and fwdTail over what is left past
-// the last whole fwdPos block.
-func (k *convDirectKernels) forwardPlane(taps int, offs []int, w, x, y []float32, n int) {
+// output channels (rows n apart in y; their weights rows ldw apart in w),
+// and fwdTail over what is left past the last whole fwdPos block.
+func (k *convDirectKernels) forwardPlane(taps int, offs []int, w, x, y []float32, ldw, n int) {
+	_ = w[(k.fwdOC-1)*ldw+taps-1] // the assembly does no bounds checks
 	j0 := 0
 	for ; j0+k.fwdPos <= n; j0 += k.fwdPos {
-		k.fwd(taps, &offs[0], &w[0], &x[j0], &y[j0], n)
+		k.fwd(taps, &offs[0], &w[0], &x[j0], &y[j0], ldw, n)
 	}
 	switch rest := n - j0; {
 	case rest == 3*k.fwdTailPos && k.fwdTail3 != nil:
-		k.fwdTail3(taps, &offs[0], &w[0], &x[j0], &y[j0], n)
+		k.fwdTail3(taps, &offs[0], &w[0], &x[j0], &y[j0], ldw, n)
 		return
 	case rest == 2*k.fwdTailPos && k.fwdTail2 != nil:
-		k.fwdTail2(taps, &offs[0], &w[0], &x[j0], &y[j0], n)
+		k.fwdTail2(taps, &offs[0], &w[0], &x[j0], &y[j0], ldw, n)
 		return
 	}
 	for ; j0 < n; j0 += k.fwdTailPos {
-		k.fwdTail(taps, &offs[0], &w[0], &x[j0], &y[j0], n)
+		k.fwdTail(taps, &offs[0], &w[0], &x[j0], &y[j0], ldw, n)
 	}
 }
 
@@ -147,13 +151,13 @@ func convDirectFor(p *gemmPath) *convDirectKernels {
 }
 
 // convDirectFwdGo is convDirectKernels.fwd for 2 channels × 16 positions.
-func convDirectFwdGo(taps int, offs *int, w, x, y *float32, ldy int) {
+func convDirectFwdGo(taps int, offs *int, w, x, y *float32, ldw, ldy int) {
 	os := unsafe.Slice(offs, taps)
-	ws := unsafe.Slice(w, 2*taps)
+	ws := unsafe.Slice(w, ldw+taps)
 	var a0, a1 [16]float32
 	for t, o := range os {
 		xs := (*[16]float32)(unsafe.Add(unsafe.Pointer(x), o*4))
-		w0, w1 := ws[2*t], ws[2*t+1]
+		w0, w1 := ws[t], ws[ldw+t]
 		for j, v := range xs {
 			a0[j] += w0 * v
 			a1[j] += w1 * v
@@ -262,25 +266,6 @@ func (d convDirectGeom) pad(planes, xp []float32, g Conv) {
 	}
 }
 
-// interleave writes src (taps floats, or zeros when src is nil) into every
-// stride-th element of blk from element r: one row of a block of filters
-// packed tap-major, as the forward kernels read them. It replaces a loop
-// that took a division per weight, 38% of models/mnist.cue's batch-1
-// inference.
-func interleave(blk []float32, r, stride, taps int, src []float32) {
-	blk = blk[r : r+(taps-1)*stride+1]
-	if src == nil {
-		for i := 0; i < len(blk); i += stride {
-			blk[i] = 0
-		}
-		return
-	}
-	src = src[:taps]
-	for t, v := range src {
-		blk[t*stride] = v
-	}
-}
-
 // growInts is grow for ints.
 func growInts(s []int, n int) []int {
 	if cap(s) < n {
@@ -295,25 +280,27 @@ func convDirectForward(x, w, b, y []float32, g Conv, act Act, alpha float32, k *
 	ocg, cg, hw := g.OC/G, g.C/g.Groups, g.H*g.W
 	d := newConvDirectGeom(g, k)
 	ocp := gemmRoundUp(ocg, k.fwdOC)
-	// Filters packed per group and block of fwdOC channels, tap-major,
-	// zero for the channels past ocg.
+	// The kernels read the filters in place, fwdOC rows of taps; a
+	// group's last block, where ocg is not a multiple of fwdOC, reads a
+	// copy whose rows past ocg are zero.
 	lead := convWorkers.Get()
-	lead.a = grow(lead.a, G*ocp*taps)
 	lead.offs = growInts(lead.offs, taps)
 	d.offsets(g, lead.offs)
-	for gi := 0; gi < G; gi++ {
-		for ob := 0; ob < ocp; ob += k.fwdOC {
-			blk := lead.a[(gi*ocp+ob)*taps : (gi*ocp+ob+k.fwdOC)*taps]
-			for r := 0; r < k.fwdOC; r++ {
-				var src []float32 // nil: a channel past ocg, zero
-				if oc := gi*ocg + ob + r; ob+r < ocg {
-					src = w[oc*taps : (oc+1)*taps]
-				}
-				interleave(blk, r, k.fwdOC, taps, src)
-			}
+	last := ocp - k.fwdOC // the first channel of a group's last block
+	if ocp > ocg {
+		lead.a = grow(lead.a, G*k.fwdOC*taps)
+		clear(lead.a)
+		for gi := 0; gi < G; gi++ {
+			copy(lead.a[gi*k.fwdOC*taps:], w[(gi*ocg+last)*taps:(gi+1)*ocg*taps])
 		}
 	}
-	wp, offs := lead.a, lead.offs
+	block := func(gi, ob int) []float32 {
+		if ob == last && ocp > ocg {
+			return lead.a[gi*k.fwdOC*taps : (gi+1)*k.fwdOC*taps]
+		}
+		return w[(gi*ocg+ob)*taps : (gi*ocg+ob+k.fwdOC)*taps]
+	}
+	offs := lead.offs
 	// With fewer images than threads (batch-1 inference) each image's
 	// blocks of output channels are split over the threads too; every
 	// channel is still computed by one task, the same way.
@@ -353,8 +340,7 @@ func convDirectForward(x, w, b, y []float32, g Conv, act Act, alpha float32, k *
 				d.pad(x[(n*g.C+gi*cg)*hw:(n*g.C+(gi+1)*cg)*hw], xp, g)
 			}
 			for ob := ob0; ob < ob1; ob += k.fwdOC {
-				wb := wp[(gi*ocp+ob)*taps:]
-				k.forwardPlane(taps, offs, wb, xp, yf[ob*d.n:], d.n)
+				k.forwardPlane(taps, offs, block(gi, ob), xp, yf[ob*d.n:], taps, d.n)
 			}
 			for oc := ob0; oc < min(ob1, ocg); oc++ {
 				c := gi*ocg + oc
@@ -428,26 +414,24 @@ func convDirectBackward(x, w, y, dy, dx, dw, db []float32, g Conv, act Act, alph
 		for i := range offsT {
 			offsT[i] += (offsT[i] / dt.xlen) * (planeLen - dt.xlen) // planes planeLen apart
 		}
-		// The filters transposed and flipped, packed as the forward
-		// pass packs them: wt[c][oc][kh][kw] = w[oc][c][KH-1-kh][KW-1-kw].
+		// The filters transposed and flipped, a row of tapsT for each
+		// input channel (zero past cg), as the forward pass reads its
+		// own: wt[c][oc][kh][kw] = w[oc][c][KH-1-kh][KW-1-kw].
 		lead.a = grow(lead.a, G*cgp*tapsT)
 		for gi := 0; gi < G; gi++ {
-			for cb := 0; cb < cgp; cb += k.fwdOC {
-				blk := lead.a[(gi*cgp+cb)*tapsT : (gi*cgp+cb+k.fwdOC)*tapsT]
-				for r := 0; r < k.fwdOC; r++ {
-					c := cb + r
-					if c >= cg {
-						interleave(blk, r, k.fwdOC, tapsT, nil)
-						continue
-					}
-					// Tap t = (oc·KH + kh)·KW + kw reads w[oc][c][KH-1-kh][KW-1-kw].
-					i := r
-					for oc := 0; oc < ocg; oc++ {
-						flt := w[((gi*ocg+oc)*cg+c)*g.KH*g.KW : ((gi*ocg+oc)*cg+c+1)*g.KH*g.KW]
-						for j := len(flt) - 1; j >= 0; j-- {
-							blk[i] = flt[j]
-							i += k.fwdOC
-						}
+			for c := 0; c < cgp; c++ {
+				row := lead.a[(gi*cgp+c)*tapsT : (gi*cgp+c+1)*tapsT]
+				if c >= cg {
+					clear(row)
+					continue
+				}
+				// Tap t = (oc·KH + kh)·KW + kw reads w[oc][c][KH-1-kh][KW-1-kw].
+				i := 0
+				for oc := 0; oc < ocg; oc++ {
+					flt := w[((gi*ocg+oc)*cg+c)*g.KH*g.KW : ((gi*ocg+oc)*cg+c+1)*g.KH*g.KW]
+					for j := len(flt) - 1; j >= 0; j-- {
+						row[i] = flt[j]
+						i++
 					}
 				}
 			}
@@ -504,7 +488,7 @@ func convDirectBackward(x, w, y, dy, dx, dw, db []float32, g Conv, act Act, alph
 			dxf := cw.tile
 			for cb := 0; cb < cgp; cb += k.fwdOC {
 				wb := wt[(gi*cgp+cb)*tapsT:]
-				k.forwardPlane(tapsT, offsT, wb, dyf, dxf[cb*dt.n:], dt.n)
+				k.forwardPlane(tapsT, offsT, wb, dyf, dxf[cb*dt.n:], tapsT, dt.n)
 			}
 			for c := 0; c < cg; c++ {
 				p := (n*g.C + gi*cg + c) * hw

@@ -29,19 +29,19 @@ var (
 )
 
 //go:noescape
-func convDirectFwd2x128AVX512(taps int, offs *int, w, x, y *float32, ldy int)
+func convDirectFwd2x128AVX512(taps int, offs *int, w, x, y *float32, ldw, ldy int)
 
 //go:noescape
-func convDirectFwd2x32AVX512(taps int, offs *int, w, x, y *float32, ldy int)
+func convDirectFwd2x32AVX512(taps int, offs *int, w, x, y *float32, ldw, ldy int)
 
 //go:noescape
-func convDirectFwd2x64AVX512(taps int, offs *int, w, x, y *float32, ldy int)
+func convDirectFwd2x64AVX512(taps int, offs *int, w, x, y *float32, ldw, ldy int)
 
 //go:noescape
-func convDirectFwd2x96AVX512(taps int, offs *int, w, x, y *float32, ldy int)
+func convDirectFwd2x96AVX512(taps int, offs *int, w, x, y *float32, ldw, ldy int)
 
 //go:noescape
-func convDirectFwd2x48AVX2(taps int, offs *int, w, x, y *float32, ldy int)
+func convDirectFwd2x48AVX2(taps int, offs *int, w, x, y *float32, ldw, ldy int)
 
 //go:noescape
 func convDirectDW4x4AVX512(n int, offs *int, x, dy *float32, lddy int, acc *float32)

@@ -2,18 +2,19 @@
 
 #include "textflag.h"
 
-// func convDirectFwd2x128AVX512(taps int, offs *int, w, x, y *float32, ldy int)
+// func convDirectFwd2x128AVX512(taps int, offs *int, w, x, y *float32, ldw, ldy int)
 // Two output channels at 128 flat positions: for every tap t,
-// y[r][j] += w[2t+r]·x[offs[t]+j] (r = 0, 1; j = 0..127), the sums start
+// y[r][j] += w[r·ldw+t]·x[offs[t]+j] (r = 0, 1; j = 0..127), the sums start
 // from zero, row 1 is stored ldy floats after row 0. 16 zmm accumulators,
 // 8 zmm of input per tap, two broadcast weights.
-TEXT ·convDirectFwd2x128AVX512(SB), NOSPLIT, $0-48
+TEXT ·convDirectFwd2x128AVX512(SB), NOSPLIT, $0-56
 	MOVQ taps+0(FP), CX
 	MOVQ offs+8(FP), R8
 	MOVQ w+16(FP), R9
 	MOVQ x+24(FP), SI
 	MOVQ y+32(FP), DI
-	MOVQ ldy+40(FP), DX
+	MOVQ ldw+40(FP), R11
+	MOVQ ldy+48(FP), DX
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
 	VPXORD Z2, Z2, Z2
@@ -35,7 +36,7 @@ fwd512loop:
 	MOVQ (R8), AX
 	LEAQ (SI)(AX*4), BX
 	VBROADCASTSS (R9), Z30
-	VBROADCASTSS 4(R9), Z31
+	VBROADCASTSS (R9)(R11*4), Z31
 	VMOVUPS (BX), Z16
 	VMOVUPS 64(BX), Z17
 	VMOVUPS 128(BX), Z18
@@ -61,7 +62,7 @@ fwd512loop:
 	VFMADD231PS Z22, Z31, Z14
 	VFMADD231PS Z23, Z31, Z15
 	ADDQ $8, R8
-	ADDQ $8, R9
+	ADDQ $4, R9
 	DECQ CX
 	JNZ fwd512loop
 
@@ -85,16 +86,17 @@ fwd512loop:
 	VZEROUPPER
 	RET
 
-// func convDirectFwd2x32AVX512(taps int, offs *int, w, x, y *float32, ldy int)
+// func convDirectFwd2x32AVX512(taps int, offs *int, w, x, y *float32, ldw, ldy int)
 // convDirectFwd2x128AVX512 for the last 32 to 96 positions of a plane, 32
 // at a time, so that planes are rounded up to 32 positions, not 128.
-TEXT ·convDirectFwd2x32AVX512(SB), NOSPLIT, $0-48
+TEXT ·convDirectFwd2x32AVX512(SB), NOSPLIT, $0-56
 	MOVQ taps+0(FP), CX
 	MOVQ offs+8(FP), R8
 	MOVQ w+16(FP), R9
 	MOVQ x+24(FP), SI
 	MOVQ y+32(FP), DI
-	MOVQ ldy+40(FP), DX
+	MOVQ ldw+40(FP), R11
+	MOVQ ldy+48(FP), DX
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
 	VPXORD Z2, Z2, Z2
@@ -110,7 +112,7 @@ TEXT ·convDirectFwd2x32AVX512(SB), NOSPLIT, $0-48
 	MOVQ (R8), AX
 	LEAQ (SI)(AX*4), BX
 	VBROADCASTSS (R9), Z30
-	VBROADCASTSS 4(R9), Z31
+	VBROADCASTSS (R9)(R11*4), Z31
 	VMOVUPS (BX), Z16
 	VMOVUPS 64(BX), Z17
 	VFMADD231PS Z16, Z30, Z0
@@ -118,7 +120,7 @@ TEXT ·convDirectFwd2x32AVX512(SB), NOSPLIT, $0-48
 	VFMADD231PS Z16, Z31, Z2
 	VFMADD231PS Z17, Z31, Z3
 	ADDQ $8, R8
-	ADDQ $8, R9
+	ADDQ $4, R9
 	DECQ CX
 	JZ fwd32done
 
@@ -128,9 +130,9 @@ fwd32pair:
 	MOVQ 8(R8), AX
 	LEAQ (SI)(AX*4), R10
 	VBROADCASTSS (R9), Z28
-	VBROADCASTSS 4(R9), Z29
-	VBROADCASTSS 8(R9), Z30
-	VBROADCASTSS 12(R9), Z31
+	VBROADCASTSS (R9)(R11*4), Z29
+	VBROADCASTSS 4(R9), Z30
+	VBROADCASTSS 4(R9)(R11*4), Z31
 	VMOVUPS (BX), Z16
 	VMOVUPS 64(BX), Z17
 	VMOVUPS (R10), Z18
@@ -144,7 +146,7 @@ fwd32pair:
 	VFMADD231PS Z18, Z31, Z6
 	VFMADD231PS Z19, Z31, Z7
 	ADDQ $16, R8
-	ADDQ $16, R9
+	ADDQ $8, R9
 	SUBQ $2, CX
 	JNZ fwd32pair
 
@@ -161,17 +163,18 @@ fwd32done:
 	VZEROUPPER
 	RET
 
-// func convDirectFwd2x64AVX512(taps int, offs *int, w, x, y *float32, ldy int)
+// func convDirectFwd2x64AVX512(taps int, offs *int, w, x, y *float32, ldw, ldy int)
 // convDirectFwd2x128AVX512 for the last 64 positions of a plane in one
 // pass (8 zmm accumulators), where 2 calls of the 32-position
 // kernel would load every weight 2 times.
-TEXT ·convDirectFwd2x64AVX512(SB), NOSPLIT, $0-48
+TEXT ·convDirectFwd2x64AVX512(SB), NOSPLIT, $0-56
 	MOVQ taps+0(FP), CX
 	MOVQ offs+8(FP), R8
 	MOVQ w+16(FP), R9
 	MOVQ x+24(FP), SI
 	MOVQ y+32(FP), DI
-	MOVQ ldy+40(FP), DX
+	MOVQ ldw+40(FP), R11
+	MOVQ ldy+48(FP), DX
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
 	VPXORD Z2, Z2, Z2
@@ -185,7 +188,7 @@ fwd64loop:
 	MOVQ (R8), AX
 	LEAQ (SI)(AX*4), BX
 	VBROADCASTSS (R9), Z30
-	VBROADCASTSS 4(R9), Z31
+	VBROADCASTSS (R9)(R11*4), Z31
 	VMOVUPS (BX), Z16
 	VMOVUPS 64(BX), Z17
 	VMOVUPS 128(BX), Z18
@@ -199,7 +202,7 @@ fwd64loop:
 	VFMADD231PS Z18, Z31, Z6
 	VFMADD231PS Z19, Z31, Z7
 	ADDQ $8, R8
-	ADDQ $8, R9
+	ADDQ $4, R9
 	DECQ CX
 	JNZ fwd64loop
 
@@ -215,17 +218,18 @@ fwd64loop:
 	VZEROUPPER
 	RET
 
-// func convDirectFwd2x96AVX512(taps int, offs *int, w, x, y *float32, ldy int)
+// func convDirectFwd2x96AVX512(taps int, offs *int, w, x, y *float32, ldw, ldy int)
 // convDirectFwd2x128AVX512 for the last 96 positions of a plane in one
 // pass (12 zmm accumulators), where 3 calls of the 32-position
 // kernel would load every weight 3 times.
-TEXT ·convDirectFwd2x96AVX512(SB), NOSPLIT, $0-48
+TEXT ·convDirectFwd2x96AVX512(SB), NOSPLIT, $0-56
 	MOVQ taps+0(FP), CX
 	MOVQ offs+8(FP), R8
 	MOVQ w+16(FP), R9
 	MOVQ x+24(FP), SI
 	MOVQ y+32(FP), DI
-	MOVQ ldy+40(FP), DX
+	MOVQ ldw+40(FP), R11
+	MOVQ ldy+48(FP), DX
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
 	VPXORD Z2, Z2, Z2
@@ -243,7 +247,7 @@ fwd96loop:
 	MOVQ (R8), AX
 	LEAQ (SI)(AX*4), BX
 	VBROADCASTSS (R9), Z30
-	VBROADCASTSS 4(R9), Z31
+	VBROADCASTSS (R9)(R11*4), Z31
 	VMOVUPS (BX), Z16
 	VMOVUPS 64(BX), Z17
 	VMOVUPS 128(BX), Z18
@@ -263,7 +267,7 @@ fwd96loop:
 	VFMADD231PS Z20, Z31, Z10
 	VFMADD231PS Z21, Z31, Z11
 	ADDQ $8, R8
-	ADDQ $8, R9
+	ADDQ $4, R9
 	DECQ CX
 	JNZ fwd96loop
 
@@ -283,15 +287,16 @@ fwd96loop:
 	VZEROUPPER
 	RET
 
-// func convDirectFwd2x48AVX2(taps int, offs *int, w, x, y *float32, ldy int)
+// func convDirectFwd2x48AVX2(taps int, offs *int, w, x, y *float32, ldw, ldy int)
 // convDirectFwd2x128AVX512 with 48 positions: 12 ymm accumulators.
-TEXT ·convDirectFwd2x48AVX2(SB), NOSPLIT, $0-48
+TEXT ·convDirectFwd2x48AVX2(SB), NOSPLIT, $0-56
 	MOVQ taps+0(FP), CX
 	MOVQ offs+8(FP), R8
 	MOVQ w+16(FP), R9
 	MOVQ x+24(FP), SI
 	MOVQ y+32(FP), DI
-	MOVQ ldy+40(FP), DX
+	MOVQ ldw+40(FP), R11
+	MOVQ ldy+48(FP), DX
 	VXORPS Y0, Y0, Y0
 	VXORPS Y1, Y1, Y1
 	VXORPS Y2, Y2, Y2
@@ -309,7 +314,7 @@ fwd256loop:
 	MOVQ (R8), AX
 	LEAQ (SI)(AX*4), BX
 	VBROADCASTSS (R9), Y12
-	VBROADCASTSS 4(R9), Y13
+	VBROADCASTSS (R9)(R11*4), Y13
 	VMOVUPS (BX), Y14
 	VFMADD231PS Y14, Y12, Y0
 	VFMADD231PS Y14, Y13, Y6
@@ -329,7 +334,7 @@ fwd256loop:
 	VFMADD231PS Y15, Y12, Y5
 	VFMADD231PS Y15, Y13, Y11
 	ADDQ $8, R8
-	ADDQ $8, R9
+	ADDQ $4, R9
 	DECQ CX
 	JNZ fwd256loop
 
