@@ -149,6 +149,15 @@ func newDepthwiseGeom(g Conv, k *depthwiseKernels, offs []int) depthwiseGeom {
 // the front of xp; their padding is left as it is (zero: the caller
 // clears xp once per call), which halved the time of 14×14 planes.
 func (d depthwiseGeom) split(plane, xp []float32, g Conv) {
+	if g.SW == 2 {
+		d.split2(plane, xp, g)
+		return
+	}
+	d.splitAny(plane, xp, g)
+}
+
+// splitAny is split for any stride, a phase plane at a time.
+func (d depthwiseGeom) splitAny(plane, xp []float32, g Conv) {
 	for qr := 0; qr < g.SH; qr++ {
 		// The phase rows i whose input row i·SH + qr − PH is inside.
 		i0 := max(0, (g.PH-qr+g.SH-1)/g.SH)
@@ -174,6 +183,44 @@ func (d depthwiseGeom) split(plane, xp []float32, g Conv) {
 				for j := range dst {
 					dst[j] = src[j*g.SW]
 				}
+			}
+		}
+	}
+}
+
+// split2 is split for a stride of 2 along the rows (the stride-2
+// depthwise layers of mobilenet and efficientnet): each input row goes to
+// its row phase once, its pixels dealt in pairs to the two column phases
+// in one pass, where split read every row twice, once a column phase, one
+// strided pixel at a time (11% of mobilenet_v2's batch-1 inference): a
+// 112² plane of its stride-2 3×3 layer in 5.2 µs against 15.5.
+func (d depthwiseGeom) split2(plane, xp []float32, g Conv) {
+	for qr := 0; qr < g.SH; qr++ {
+		i0 := max(0, (g.PH-qr+g.SH-1)/g.SH)
+		i1 := min(d.hq, (g.H+g.PH-qr+g.SH-1)/g.SH)
+		// Input column c goes to phase (c+PW) mod 2, column (c+PW)/2:
+		// from the first c with c+PW even, pairs (c, c+1) go to the same
+		// column of phases 0 and 1; an odd first column and an odd last
+		// one go alone.
+		ph0 := xp[(qr*2)*d.planeLen : (qr*2+1)*d.planeLen]
+		ph1 := xp[(qr*2+1)*d.planeLen : (qr*2+2)*d.planeLen]
+		c0 := g.PW & 1 // the first column whose c+PW is even
+		pairs := (g.W - c0) / 2
+		j0 := (c0 + g.PW) / 2
+		for i := i0; i < i1; i++ {
+			src := plane[(i*g.SH+qr-g.PH)*g.W : (i*g.SH+qr-g.PH+1)*g.W]
+			row0, row1 := ph0[i*d.wq:(i+1)*d.wq], ph1[i*d.wq:(i+1)*d.wq]
+			if c0 == 1 { // column 0 with PW odd: phase 1, column (PW−1)/2
+				row1[(g.PW-1)/2] = src[0]
+			}
+			d0, d1 := row0[j0:j0+pairs], row1[j0:j0+pairs]
+			s := src[c0 : c0+2*pairs]
+			for j := range d0 {
+				p := s[2*j : 2*j+2 : 2*j+2]
+				d0[j], d1[j] = p[0], p[1]
+			}
+			if c := c0 + 2*pairs; c < g.W { // a last column alone: phase 0
+				row0[(c+g.PW)/2] = src[c]
 			}
 		}
 	}

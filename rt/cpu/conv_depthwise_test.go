@@ -177,3 +177,44 @@ func TestConvDepthwiseBwd(t *testing.T) {
 		convBwdFiniteDifferences(t, r, "depthwise", fmt.Sprintf("%+v", g), g, Conv2DDepthwiseFwd, Conv2DDepthwiseBwd)
 	}
 }
+
+// TestDepthwiseSplit2MatchesAny: the stride-2 split (split2, a row's
+// pixels dealt in pairs to the two column phases) writes the phase planes
+// that the general split writes, element for element and nothing else:
+// even and odd widths and paddings (so the first and the last column can
+// each go alone), row strides 1 and 2, kernels of 3 and 5, dilation.
+func TestDepthwiseSplit2MatchesAny(t *testing.T) {
+	r := newTestRand(3)
+	for _, h := range []int{1, 6, 7} {
+		for _, w := range []int{1, 2, 7, 8, 15} {
+			for _, p := range []int{0, 1, 2, 3} {
+				for _, sh := range []int{1, 2} {
+					for _, k := range []int{3, 5} {
+						for _, dil := range []int{1, 2} {
+							g := Conv{N: 1, C: 1, H: h, W: w, OC: 1, KH: k, KW: k, SH: sh, SW: 2, PH: p, PW: p, DH: dil, DW: dil, Groups: 1}
+							g.OH = (h+2*p-dil*(k-1)-1)/sh + 1
+							g.OW = (w+2*p-dil*(k-1)-1)/2 + 1
+							if g.OH < 1 || g.OW < 1 {
+								continue
+							}
+							offs := make([]int, k*k)
+							d := newDepthwiseGeom(g, depthwiseGo, offs)
+							plane := randSlice(r, h*w, 1)
+							got, want := make([]float32, d.xlen), make([]float32, d.xlen)
+							for i := range got {
+								got[i], want[i] = -7, -7 // what neither writes must stay
+							}
+							d.split2(plane, got, g)
+							d.splitAny(plane, want, g)
+							for i := range want {
+								if got[i] != want[i] {
+									t.Fatalf("%dx%d pad %d stride (%d,2) kernel %d dilation %d: phase element %d = %v, want %v", h, w, p, sh, k, dil, i, got[i], want[i])
+								}
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+}
