@@ -535,6 +535,7 @@ var cpuConvKernels = map[string]struct{ fwd, bwd string }{
 	planner.ConvWinogradF4: {"Conv2DWinogradF4Fwd", "Conv2DWinogradF4Bwd"},
 	planner.ConvPointwise:  {"Conv2DPointwiseFwd", "Conv2DPointwiseBwd"},
 	planner.ConvDepthwise:  {"Conv2DDepthwiseFwd", "Conv2DDepthwiseBwd"},
+	planner.ConvPhase:      {"Conv2DPhaseFwd", ""},
 }
 
 // cpuDenseKernels are the rt/cpu functions of a dense step in each

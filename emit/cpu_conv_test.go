@@ -20,7 +20,7 @@ type (
 // writes: the test fails to build when one is renamed, and fails when the
 // emitter names a kernel missing here.
 var (
-	rtConvFwd = map[string]convFwdKernel{"Conv2DDirectFwd": cpu.Conv2DDirectFwd, "Conv2DIm2colFwd": cpu.Conv2DIm2colFwd, "Conv2DWinogradF4Fwd": cpu.Conv2DWinogradF4Fwd, "Conv2DPointwiseFwd": cpu.Conv2DPointwiseFwd, "Conv2DDepthwiseFwd": cpu.Conv2DDepthwiseFwd}
+	rtConvFwd = map[string]convFwdKernel{"Conv2DDirectFwd": cpu.Conv2DDirectFwd, "Conv2DIm2colFwd": cpu.Conv2DIm2colFwd, "Conv2DWinogradF4Fwd": cpu.Conv2DWinogradF4Fwd, "Conv2DPointwiseFwd": cpu.Conv2DPointwiseFwd, "Conv2DDepthwiseFwd": cpu.Conv2DDepthwiseFwd, "Conv2DPhaseFwd": cpu.Conv2DPhaseFwd}
 	rtConvBwd = map[string]convBwdKernel{"Conv2DDirectBwd": cpu.Conv2DDirectBwd, "Conv2DIm2colBwd": cpu.Conv2DIm2colBwd, "Conv2DWinogradF4Bwd": cpu.Conv2DWinogradF4Bwd, "Conv2DPointwiseBwd": cpu.Conv2DPointwiseBwd, "Conv2DDepthwiseBwd": cpu.Conv2DDepthwiseBwd}
 )
 
@@ -59,6 +59,8 @@ func TestCPUConvRuleMatchesKernels(t *testing.T) {
 		{"groups 2 pad 0x2", geom(2, 4, 6, 6, 6, 3, 5, 1, 1, 0, 2, 1, 2)},
 		{"16 to 32 5x5, 1024 tiles", geom(4, 16, 32, 32, 32, 5, 5, 1, 1, 2, 2, 1, 1)},
 		{"32 to 32 5x5 pad 1, 1024 tiles", geom(4, 32, 33, 33, 32, 5, 5, 1, 1, 1, 1, 1, 1)},
+		{"7x7 stride 2 pad 3 (a stem)", geom(2, 3, 19, 20, 8, 7, 7, 2, 2, 3, 3, 1, 1)},
+		{"2x2 stride 2", geom(2, 4, 9, 8, 5, 2, 2, 2, 2, 0, 0, 1, 1)},
 	} {
 		g := c.g
 		cg := cpu.Conv{N: g.N, C: g.C, H: g.H, W: g.W, OC: g.OC, OH: g.OH, OW: g.OW, KH: g.KH, KW: g.KW,

@@ -119,7 +119,9 @@ func TestChooseMethodsTarget(t *testing.T) {
 // and dx's convolution, channels swapped, has enough of them), the direct method wherever rt/cpu's direct
 // kernels apply (stride 1, padding within the filter's reach), the
 // pointwise product on every 1×1 layer of stride 1 without padding, the
-// depthwise method on depthwise layers, and im2col + GEMM elsewhere, with no scratch from the plan.
+// depthwise method on depthwise layers, the phase method on the forward
+// pass of strided layers whose phase filters add under a third to the
+// products, and im2col + GEMM elsewhere, with no scratch from the plan.
 func TestCPUConvRule(t *testing.T) {
 	geom := func(k, s, p, d int) ConvGeom {
 		return ConvGeom{N: 2, C: 3, H: 9, W: 9, OC: 4, OH: 4, OW: 4, KH: k, KW: k, SH: s, SW: s, PH: p, PW: p, DH: d, DW: d, Groups: 1}
@@ -163,6 +165,9 @@ func TestCPUConvRule(t *testing.T) {
 		{"1x1", geom(1, 1, 0, 1), [3]string{ConvPointwise, ConvPointwise, ConvPointwise}},
 		{"1x1 unset stride, groups 3", func() ConvGeom { g := geom(1, 0, 0, 0); g.C, g.OC, g.Groups = 6, 9, 3; return g }(), [3]string{ConvPointwise, ConvPointwise, ConvPointwise}},
 		{"1x1 stride 2", geom(1, 2, 0, 1), [3]string{ConvIm2colGemm, ConvIm2colGemm, ConvIm2colGemm}},
+		{"7x7 stride 2 (ResNet's stem)", ConvGeom{N: 2, C: 3, H: 224, W: 224, OC: 64, OH: 112, OW: 112, KH: 7, KW: 7, SH: 2, SW: 2, PH: 3, PW: 3, DH: 1, DW: 1, Groups: 1}, [3]string{ConvPhase, ConvIm2colGemm, ConvIm2colGemm}},
+		{"2x2 stride 2", geom(2, 2, 0, 1), [3]string{ConvPhase, ConvIm2colGemm, ConvIm2colGemm}},
+		{"7x7 stride 2 groups 3", ConvGeom{N: 2, C: 3, H: 32, W: 32, OC: 6, OH: 16, OW: 16, KH: 7, KW: 7, SH: 2, SW: 2, PH: 3, PW: 3, DH: 1, DW: 1, Groups: 3}, [3]string{ConvIm2colGemm, ConvIm2colGemm, ConvIm2colGemm}},
 		{"depthwise 3x3 stride 2", func() ConvGeom { g := geom(3, 2, 1, 1); g.OC, g.Groups = 3, 3; return g }(), [3]string{ConvDepthwise, ConvDepthwise, ConvDepthwise}},
 		{"depthwise 5x5 stride 2", wide(2, 8, 8, 2, 1, 8), [3]string{ConvDepthwise, ConvDepthwise, ConvDepthwise}},
 		{"depthwise 3x3 stride 1", func() ConvGeom { g := geom(3, 1, 1, 1); g.OC, g.Groups = 3, 3; return g }(), [3]string{ConvDepthwise, ConvDepthwise, ConvDepthwise}},

@@ -219,6 +219,12 @@ const (
 	// the output. Its backward computes dw by dot products over the same
 	// planes and dx by the same kernel run the other way.
 	ConvDepthwise = "depthwise"
+	// ConvPhase runs a strided, undilated, ungrouped convolution's forward
+	// pass as the direct method's stride-1 convolution over the SH·SW
+	// stride phases of its input, the filters split alike (taps past the
+	// filter's edge zero): no columns gathered, for products the zeros
+	// make ⌈KH/SH⌉·⌈KW/SW⌉·SH·SW / (KH·KW) times as many.
+	ConvPhase = "phase direct"
 )
 
 // CPU is the CPU backend's Target, the default of Options.Target.
@@ -339,7 +345,27 @@ func cpuConv(g ConvGeom, pass ConvPass) ConvChoice {
 	if direct {
 		return ConvChoice{Method: ConvDirect}
 	}
+	if pass == ConvForward && cpuPhasePays(g) {
+		return ConvChoice{Method: ConvPhase}
+	}
 	return ConvChoice{Method: ConvIm2colGemm}
+}
+
+// cpuPhasePays reports whether the CPU's phase method takes the forward
+// pass of strided g: undilated and ungrouped, its phase filters at most
+// 4/3 of the products (a 7×7 stride-2 filter: 64 taps for 49, 1.31; a 3×3
+// one would take 16 for 9). ResNet's stem (3→64 channels, 7×7, stride 2,
+// 224²), batch 8, one thread of the loaded 2-core Zen 4, ms (rt/cpu's
+// BenchmarkConvPhaseStem, alternating): the phase method 57-61, im2col +
+// GEMM 82-85, whose 147 rows of columns are gathered a value at a time.
+// The backward passes keep im2col.
+func cpuPhasePays(g ConvGeom) bool {
+	sh, sw := max(g.SH, 1), max(g.SW, 1)
+	if sh*sw == 1 || max(g.DH, 1) != 1 || max(g.DW, 1) != 1 || max(g.Groups, 1) != 1 {
+		return false
+	}
+	taps := ((g.KH + sh - 1) / sh) * ((g.KW + sw - 1) / sw) * sh * sw
+	return 3*taps < 4*g.KH*g.KW
 }
 
 // cpuWinogradPays reports whether the CPU's Winograd kernels take g (a 5×5
