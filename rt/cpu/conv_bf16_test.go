@@ -264,12 +264,16 @@ func TestPrecisionConvs(t *testing.T) {
 		f32  int
 	}{
 		{"im2col", convCase(2, 16, 6, 6, 8, 3, 3, 2, 1, 1, 1),
-			func(p *Precision) func(x, w, b, y []float32, g Conv, act Act, alpha float32) { return p.Conv2DIm2colFwd },
+			func(p *Precision) func(x, w, b, y []float32, g Conv, act Act, alpha float32) {
+				return p.Conv2DIm2colFwd
+			},
 			func(p *Precision) func(x, w, y, dy, dx, dw, db []float32, g Conv, act Act, alpha float32) {
 				return p.Conv2DIm2colBwd
 			}, 1},
 		{"pointwise", convCase(2, 16, 6, 6, 8, 1, 1, 1, 0, 1, 1),
-			func(p *Precision) func(x, w, b, y []float32, g Conv, act Act, alpha float32) { return p.Conv2DPointwiseFwd },
+			func(p *Precision) func(x, w, b, y []float32, g Conv, act Act, alpha float32) {
+				return p.Conv2DPointwiseFwd
+			},
 			func(p *Precision) func(x, w, y, dy, dx, dw, db []float32, g Conv, act Act, alpha float32) {
 				return p.Conv2DPointwiseBwd
 			}, 2},
