@@ -7,8 +7,9 @@ import "fmt"
 // expansions and projections) is, image by image and group by group, the
 // matrix product Y[OC/G, H·W] = W[OC/G, C/G] · X[C/G, H·W] of the tensors
 // as they lie in memory (NCHW): no columns to gather and no padded planes
-// to copy, only Sgemm on the caller's slices. Its backward is two more
-// products a group, dX = Wᵀ·dY and dW += dY·Xᵀ.
+// to copy, only Sgemm on the caller's slices (or, for BF16, the same
+// products on the bfloat16 path). Its backward is two more products a
+// group, dX = Wᵀ·dY and dW += dY·Xᵀ.
 
 // pointwiseOK reports whether normalised g is a 1×1 convolution of stride
 // 1 without padding (its dilation changes nothing).
