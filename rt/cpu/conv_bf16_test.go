@@ -29,9 +29,10 @@ func bf16ConvPaths() []bf16ConvPath {
 	return paths
 }
 
-// bf16ConvGeoms are convGeoms and three layers whose filters are longer
+// bf16ConvGeoms are convGeoms, three layers whose filters are longer
 // than the AVX512-BF16 path's kc (512 taps) or whose channels fill its
-// 8-row tiles, with odd channel counts among them.
+// 8-row tiles, with odd channel counts among them, and 1×1 images, which
+// the pointwise method runs as a dense layer.
 func bf16ConvGeoms() []struct {
 	name string
 	g    Conv
@@ -43,6 +44,7 @@ func bf16ConvGeoms() []struct {
 		{"64->20 3x3 on 8x8", convCase(2, 64, 8, 8, 20, 3, 3, 1, 1, 1, 1)},
 		{"33->17 3x3 stride 2 on 9x11", convCase(3, 33, 9, 11, 17, 3, 3, 2, 1, 1, 1)},
 		{"pointwise 40->24 on 7x9", convCase(3, 40, 7, 9, 24, 1, 1, 1, 0, 1, 1)},
+		{"pointwise 24->16 on 1x1 (a dense layer)", convCase(20, 24, 1, 1, 16, 1, 1, 1, 0, 1, 1)},
 	}...)
 }
 
