@@ -271,18 +271,18 @@ const cpuNoTF32 = "the CPU has no TF32 arithmetic (a format of NVIDIA's tensor c
 // with dx, the f32 direct method and f32 im2col against bf16 im2col on
 // ResNet-18's stride-1 3×3 layers:
 //
-//	64→64, 56², batch 32:   direct 74.5, 152;  im2col 110, 205;  bf16 68.1, 125
-//	64→64, 32², batch 128:  direct 100, 200;   im2col 139, 280;  bf16 94.1, 179
-//	128→128, 16², b 128:    direct 107, 428;   im2col 125, 237;  bf16 85.7, 154
-//	256→256, 8², b 128:     direct 132, 1108;  im2col 112, 226;  bf16 92.4, 162
+//	64→64, 56², batch 32:   direct 74.5, 152;  im2col 110, 205;  bf16 58.1, 125
+//	64→64, 32², batch 128:  direct 100, 200;   im2col 139, 280;  bf16 84.0, 179
+//	128→128, 16², b 128:    direct 107, 428;   im2col 125, 237;  bf16 77.8, 154
+//	256→256, 8², b 128:     direct 132, 1108;  im2col 112, 226;  bf16 93.5, 162
 //	512→512, 4², b 128:     direct 224, 3860;  im2col 211, 484;  bf16 164, 343
-//	32→64, 32², b 128:      direct 54.8, 96.3; im2col 70.7, 143; bf16 48.0, 94.5
-//	32→32, 32², b 128:      direct 28.1, 52.1; im2col 45.8, 93.4; bf16 36.2, 69.7
-//	16→16, 32², b 128:      direct 8.9, 15.5;  im2col 18.9, 39.5; bf16 15.7, 28.9
+//	32→64, 32², b 128:      direct 54.8, 96.3; im2col 70.7, 143; bf16 43.3, 94.5
+//	32→32, 32², b 128:      direct 28.1, 52.1; im2col 45.8, 93.4; bf16 31.4, 69.7
+//	16→16, 32², b 128:      direct 8.9, 15.5;  im2col 18.9, 39.5; bf16 12.5, 28.9
 //
-// (bf16 im2col at 103-126 GFLOP per CPU-second on 64 channels and more,
-// its VDPBF16PS kernel 40% of the forward's time and the gathering of
-// columns most of the rest). It beats the direct method wherever the
+// (bf16 im2col at 100-127 GFLOP per CPU-second on 64 channels and more
+// down to 8² images, its forward gathering the columns of up to 8 panels
+// at once; 4² images fill a third of its 48-column tiles: 58-60). It beats the direct method wherever the
 // layer has 64 output channels or more (and 32 input channels), but
 // cpuConv chooses the method before the precision and without it, so
 // those layers keep the direct method, in f32, in a bf16 plan too. CIFAR

@@ -12,6 +12,11 @@ package cpu
 // output is one float32 chain over its taps' pairs, as gemm_bf16.go's
 // products are: the same bits for any thread count.
 
+// bf16ConvGather is the most float32s of columns convForwardPairs
+// gathers at once, 384 KiB: within a Zen 4 core's 1 MiB L2 beside the
+// packed filters.
+const bf16ConvGather = 96 << 10
+
 // convForwardPairs is Conv2DIm2colFwd's body for normalised geometry g on
 // the bfloat16 path p (p.pairs set, p.kc even).
 func convForwardPairs(p *gemmPath, x, w, b, y []float32, g Conv, act Act, alpha float32) {
@@ -36,31 +41,39 @@ func convForwardPairs(p *gemmPath, x, w, b, y []float32, g Conv, act Act, alpha 
 	}
 	wp := lead.a
 	kc := min(p.kc, krows)
+	// The columns are gathered for up to span panels at once (within
+	// bf16ConvGather floats), in runs as long as an output row where
+	// one panel's would be cut into two or three, then paired panel by
+	// panel.
+	span := max(1, min(8, bf16ConvGather/(kc*p.nr)))
 	workers := convParallel(g.N*chunks, func(cw *convWorker) {
-		cw.rows = grow(cw.rows, kc*p.nr)
+		cw.rows = grow(cw.rows, kc*span*p.nr)
 		cw.panel = grow(cw.panel, p.steps(kc)*p.nr)
 		cw.tile = grow(cw.tile, p.mr*p.nr)
 	}, func(cw *convWorker, task int) {
 		n, chunk := task/chunks, task%chunks
 		xn, yn := x[n*chw:(n+1)*chw], y[n*g.OC*ohw:(n+1)*g.OC*ohw]
-		for jr := panels * chunk / chunks; jr < panels*(chunk+1)/chunks; jr++ {
-			j0 := jr * p.nr
-			cols := min(p.nr, ohw-j0)
+		last := panels * (chunk + 1) / chunks
+		for jr := panels * chunk / chunks; jr < last; jr += span {
+			j0, ld := jr*p.nr, min(span, last-jr)*p.nr
+			width := min(ld, ohw-j0)
 			for gi := 0; gi < G; gi++ {
 				for pc := 0; pc < krows; pc += p.kc {
 					kb := min(p.kc, krows-pc)
-					packConvPanel(xn, g, gi*cg, pc, kb, j0, cols, p.nr, cw.rows)
-					pairRows(p.pairs, pairsOf(cw.panel), p.nr, cw.rows, p.nr, p.nr, kb)
+					packConvPanel(xn, g, gi*cg, pc, kb, j0, width, ld, cw.rows)
 					beta := float32(0)
 					if pc > 0 {
 						beta = 1
 					}
-					pairTiles(p, ocg, p.steps(kb), wp[gi*mPad*kSteps+pc/2*mPad:], cw.panel, cols,
-						yn[gi*ocg*ohw+j0:], ohw, beta, cw.tile)
+					for q := 0; q < width; q += p.nr {
+						pairRows(p.pairs, pairsOf(cw.panel), p.nr, cw.rows[q:], ld, p.nr, kb)
+						pairTiles(p, ocg, p.steps(kb), wp[gi*mPad*kSteps+pc/2*mPad:], cw.panel, min(p.nr, width-q),
+							yn[gi*ocg*ohw+j0+q:], ohw, beta, cw.tile)
+					}
 				}
 			}
 			for oc := 0; oc < g.OC; oc++ {
-				row := yn[oc*ohw+j0 : oc*ohw+j0+cols]
+				row := yn[oc*ohw+j0 : oc*ohw+j0+width]
 				if b != nil {
 					bv := b[oc]
 					for j := range row {
