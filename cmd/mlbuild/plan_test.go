@@ -44,8 +44,9 @@ func TestPlanText(t *testing.T) {
 
 // TestPlanPrecision: `mlbuild plan` of a bf16 spec shows each
 // matrix-product step's precision, bf16 at the training batch on the CPU
-// (and the CPU's im2col convolutions, its direct ones f32) and on CUDA (but its convolutions, tf32 through cuDNN, and the direct
-// kernel's, f32), f32 at batch 1 on the CPU, on Metal and for tf32 on the
+// (and the CPU's im2col convolutions, its direct ones f32) and on CUDA
+// (but its convolutions, tf32 through cuDNN, and the direct kernel's,
+// f32), f32 at batch 1 on the CPU, on Metal and for tf32 on the
 // CPU, with the reason for each step not in the plan's precision, and
 // CUDA's convolution methods with the measurement that chose them (cuDNN
 // in tf32 and bf16 plans, im2col and cuBLAS in f32 ones); the JSON plan
