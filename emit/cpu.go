@@ -597,6 +597,26 @@ func cpuConvKernel(g planner.ConvGeom, pass planner.ConvPass, method string, ref
 	return k, nil
 }
 
+// cpuConvBF16 are the convolution methods whose rt/cpu kernels have bf16
+// twins, methods of cpu.Precision of the same names (planner's
+// cpuConvPrecision gives only these bf16).
+var cpuConvBF16 = map[string]bool{planner.ConvIm2colGemm: true, planner.ConvPointwise: true}
+
+// cpuConvFunc returns the function a convolution step calls for the
+// rt/cpu kernel fn of method in the precision its plan recorded: cpu.fn,
+// or in bf16 the program's bf16Dense's method fn (cpu.BF16's, cpu.FP32's
+// while SelfTest's gradient check runs). A reference step runs in f32,
+// as cpuDenseKernel's.
+func cpuConvFunc(fn, method, precision string, reference bool) (string, error) {
+	if precision == "" || precision == planner.PrecisionF32 || reference {
+		return "cpu." + fn, nil
+	}
+	if precision != planner.PrecisionBF16 || !cpuConvBF16[method] {
+		return "", fmt.Errorf("the CPU has no %s kernel for the convolution method %q", precision, method)
+	}
+	return "bf16Dense." + fn, nil
+}
+
 // axisSplit returns outer, axis length and inner sizes of shape around axis.
 func axisSplit(shape []int, axis int) (int, int, int, error) {
 	if axis < 0 || axis >= len(shape) {
@@ -879,7 +899,8 @@ func (g *generator) renderModel(t, e, o *planView) {
 	if usesBF16(t, e, o) {
 		// Only a program with bf16 steps says how they run, so that f32
 		// programs are as they were.
-		g.p("// bf16Dense multiplies the dense steps the plan put in bf16: cpu.BF16,")
+		g.p("// bf16Dense multiplies the steps the plan put in bf16 (dense layers and")
+		g.p("// convolutions): cpu.BF16,")
 		g.p("// or cpu.FP32 while SelfTest's gradient check runs.")
 		g.p("var bf16Dense = cpu.BF16")
 		g.p("")

@@ -27,15 +27,19 @@ func (g *generator) conv2DCall(st planner.Step, in, out []operand) (string, erro
 	if err != nil {
 		return "", err
 	}
+	fn, err := cpuConvFunc(k.fwd, a.Method, a.Precision, g.reference)
+	if err != nil {
+		return "", err
+	}
 	if a.Pool == nil {
-		return fmt.Sprintf("cpu.%s(%s, %s, %s, %s, %s, %s, %s)", k.fwd, in[0].slice(), in[1].slice(), in[2].slice(), out[0].slice(), convLit(a.Conv), ac, float(a.Alpha)), nil
+		return fmt.Sprintf("%s(%s, %s, %s, %s, %s, %s, %s)", fn, in[0].slice(), in[1].slice(), in[2].slice(), out[0].slice(), convLit(a.Conv), ac, float(a.Alpha)), nil
 	}
 	// A max pool in the epilogue (a GPU backend's plan): the
 	// convolution into a temporary, then the pool, and in a
 	// training plan each window's argmax.
 	c := a.Conv
-	call := fmt.Sprintf("conv := make([]float32, %d) // the convolution's output, which the step pools\ncpu.%s(%s, %s, %s, conv, %s, %s, %s)\ncpu.MaxPool2DFwd(conv, %s, %s)",
-		c.N*c.OC*c.OH*c.OW, k.fwd, in[0].slice(), in[1].slice(), in[2].slice(), convLit(a.Conv), ac, float(a.Alpha), out[0].slice(), convLit(a.Pool))
+	call := fmt.Sprintf("conv := make([]float32, %d) // the convolution's output, which the step pools\n%s(%s, %s, %s, conv, %s, %s, %s)\ncpu.MaxPool2DFwd(conv, %s, %s)",
+		c.N*c.OC*c.OH*c.OW, fn, in[0].slice(), in[1].slice(), in[2].slice(), convLit(a.Conv), ac, float(a.Alpha), out[0].slice(), convLit(a.Pool))
 	if len(out) > 2 && out[2].param != "" {
 		call += fmt.Sprintf("\ncpu.MaxPool2DArgmax(conv, %s, %s)", out[2].slice(), convLit(a.Pool))
 	}
@@ -71,6 +75,10 @@ func (g *generator) conv2DBwdCall(st planner.Step, in, out []operand) (string, e
 	if err != nil {
 		return "", err
 	}
-	return fmt.Sprintf("cpu.%s(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)", k.bwd, in[0].slice(), in[1].slice(), in[2].slice(), in[3].slice(),
+	fn, err := cpuConvFunc(k.bwd, a.Method, a.Precision, g.reference)
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("%s(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)", fn, in[0].slice(), in[1].slice(), in[2].slice(), in[3].slice(),
 		out[0].slice(), out[1].slice(), out[2].slice(), convLit(a.Conv), ac, float(a.Alpha)), nil
 }

@@ -136,8 +136,8 @@ func TestPrecisionErrors(t *testing.T) {
 // TestConvPrecisions: in a plan that asks for bf16 or tf32, a target with
 // a ConvPrecision rule (as CUDA's: every method but the direct one runs
 // GEMMs) gives each conv2d and conv2d_bwd step its choice, listing the
-// steps left f32 with the reason; the CPU keeps convolutions f32 and a
-// tf32 plan wholly f32, saying why; an f32 plan records no precision on
+// steps left f32 with the reason; the CPU keeps its direct method's
+// convolutions f32 and a tf32 plan wholly f32, saying why; an f32 plan records no precision on
 // convolutions (the plans of f32 specs are as before precisions).
 func TestConvPrecisions(t *testing.T) {
 	gemmTarget := Target{Name: "gemmgpu", Conv: func(g ConvGeom, pass ConvPass) ConvChoice {
@@ -190,8 +190,47 @@ func TestConvPrecisions(t *testing.T) {
 	}
 	cpuBF16 := mustBuild(t, withPrecision(lenet5(), PrecisionBF16), Options{Batch: 32, Training: true, Fusion: true})
 	for _, l := range cpuBF16.Precisions {
-		if !strings.HasPrefix(l, "conv2d") || !strings.Contains(l, "the CPU's convolutions multiply in float32") {
-			t.Errorf("CPU bf16 plan: %q (only the convolutions stay f32)", l)
+		if !strings.HasPrefix(l, "conv2d") || !strings.Contains(l, "f32, not bf16: the direct method multiplies in float32") {
+			t.Errorf("CPU bf16 plan: %q (only the direct method's convolutions stay f32)", l)
+		}
+	}
+	if len(cpuBF16.Precisions) != 4 {
+		t.Errorf("CPU bf16 plan of lenet5: %d steps left f32, want its 4 direct convolution steps: %q", len(cpuBF16.Precisions), cpuBF16.Precisions)
+	}
+}
+
+// TestCPUConvPrecisions: in a CPU plan of testdata/specs/bf16/convnet_bf16.cue
+// asking for bf16, the convolutions that the CPU computes by GEMMs (im2col
+// for the strided layer) multiply in bf16 in both passes, and those of the
+// direct method stay f32 with the reason; in inference too.
+func TestCPUConvPrecisions(t *testing.T) {
+	m, err := spec.Load("../testdata/specs/bf16/convnet_bf16.cue")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, training := range []bool{true, false} {
+		p := mustBuild(t, m, Options{Batch: 32, Training: training, Fusion: true})
+		got := map[string]string{}
+		for _, s := range stepsOf(p, KConv2D, KConv2DBwd) {
+			got[string(s.Kernel)+" "+s.Layer] = s.Attr.Method + " " + s.Attr.Precision
+		}
+		want := map[string]string{"conv2d conv2d1": "direct f32", "conv2d conv2d2": "im2col+gemm bf16", "conv2d conv2d3": "direct f32"}
+		if training {
+			want["conv2d_bwd conv2d2"] = "im2col+gemm bf16"
+			want["conv2d_bwd conv2d1"], want["conv2d_bwd conv2d3"] = "direct f32", "direct f32"
+		}
+		if len(got) != len(want) {
+			t.Errorf("training %v: convolution steps %v, want %v", training, got, want)
+		}
+		for k, v := range want {
+			if got[k] != v {
+				t.Errorf("training %v: %s is %q, want %q", training, k, got[k], v)
+			}
+		}
+		for _, l := range p.Precisions {
+			if !strings.Contains(l, ": f32, not bf16: the direct method multiplies in float32") {
+				t.Errorf("training %v: precision line %q", training, l)
+			}
 		}
 	}
 }

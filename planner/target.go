@@ -264,12 +264,54 @@ func cpuDense(rows int, want string) DenseChoice {
 const cpuNoTF32 = "the CPU has no TF32 arithmetic (a format of NVIDIA's tensor cores; tf32 runs on --backend cuda): float32 products"
 
 // cpuConvPrecision is the CPU backend's rule for convolutions' precision:
-// f32 always; rt/cpu's bf16 kernels are the dense layers'.
+// the methods that multiply by GEMMs, im2col + GEMM and the pointwise
+// method, run a bf16 plan's convolutions in bf16 (rt/cpu's
+// Precision.Conv2DIm2col* and Conv2DPointwise*: bfloat16 operands
+// through the dense layers' AVX512-BF16 path, float32 accumulation, or
+// emulated in float32 where the CPU has no bf16 products); the direct
+// method, Winograd and the depthwise method multiply in float32, and
+// their steps stay f32 with the reason.
+//
+// On the shared 2-core Zen 4 (AVX512-BF16, no AMX), one thread, CPU ms a
+// pass (rt/cpu's BenchmarkConvBF16, 3 iterations), forward and backward
+// with dx, the f32 direct method and f32 im2col against bf16 im2col on
+// ResNet-18's stride-1 3×3 layers:
+//
+//	64→64, 56², batch 32:   direct 74.5, 152;  im2col 110, 205;  bf16 58.1, 125
+//	64→64, 32², batch 128:  direct 100, 200;   im2col 139, 280;  bf16 84.0, 179
+//	128→128, 16², b 128:    direct 107, 428;   im2col 125, 237;  bf16 77.8, 154
+//	256→256, 8², b 128:     direct 132, 1108;  im2col 112, 226;  bf16 93.5, 162
+//	512→512, 4², b 128:     direct 224, 3860;  im2col 211, 484;  bf16 164, 343
+//	32→64, 32², b 128:      direct 54.8, 96.3; im2col 70.7, 143; bf16 43.3, 94.5
+//	32→32, 32², b 128:      direct 28.1, 52.1; im2col 45.8, 93.4; bf16 31.4, 69.7
+//	16→16, 32², b 128:      direct 8.9, 15.5;  im2col 18.9, 39.5; bf16 12.5, 28.9
+//
+// (bf16 im2col at 100-127 GFLOP per CPU-second on 64 channels and more
+// down to 8² images, its forward gathering the columns of up to 8
+// panels at once; 4² images fill a third of its 48-column tiles: 58-60).
+// It beats the direct method wherever the layer has 64 output channels
+// or more (and 32 input channels), but cpuConv chooses the method before
+// the precision and without it, so those layers keep the direct method,
+// in f32, in a bf16 plan too. CIFAR ResNet-18's training step
+// (bench/models, batch 128, 428 GFLOP; `bench --threads 1 --iters 3`,
+// CPU seconds a step from the process's CPU time less that of `bench
+// --infer-only`, two or three rounds alternating): f32 17.0 (25 GFLOP
+// per CPU-second), bf16 16.8 (its strided and 1×1 convolutions and the
+// head in bf16); with its stride-1 3×3 layers of 64 channels and more on
+// bf16 im2col 6.1 (70 GFLOP/s), and on f32 im2col in an f32 plan 8.5
+// (51): the direct method's backward is slow on small images, as the
+// table shows.
 func cpuConvPrecision(method, want string) DenseChoice {
 	if want == PrecisionTF32 {
 		return DenseChoice{Precision: PrecisionF32, Why: cpuNoTF32}
 	}
-	return DenseChoice{Precision: PrecisionF32, Why: "the CPU's convolutions multiply in float32 (its bf16 kernels are the dense layers')"}
+	switch method {
+	case ConvIm2colGemm, ConvPointwise:
+		return DenseChoice{Precision: want}
+	case ConvDirect:
+		return DenseChoice{Precision: PrecisionF32, Why: "the direct method multiplies in float32"}
+	}
+	return DenseChoice{Precision: PrecisionF32, Why: fmt.Sprintf("the %s method multiplies in float32 (the CPU's bf16 convolutions are im2col and pointwise)", method)}
 }
 
 // cpuConv is the CPU backend's convolution rule: Winograd F(4×4,5×5) for

@@ -44,8 +44,9 @@ func TestPlanText(t *testing.T) {
 
 // TestPlanPrecision: `mlbuild plan` of a bf16 spec shows each
 // matrix-product step's precision, bf16 at the training batch on the CPU
-// and on CUDA (but its convolutions, tf32 through cuDNN, and the direct
-// kernel's, f32), f32 at batch 1 on the CPU, on Metal and for tf32 on the
+// (and the CPU's im2col convolutions, its direct ones f32) and on CUDA
+// (but its convolutions, tf32 through cuDNN, and the direct kernel's,
+// f32), f32 at batch 1 on the CPU, on Metal and for tf32 on the
 // CPU, with the reason for each step not in the plan's precision, and
 // CUDA's convolution methods with the measurement that chose them (cuDNN
 // in tf32 and bf16 plans, im2col and cuBLAS in f32 ones); the JSON plan
@@ -73,6 +74,8 @@ func TestPlanPrecision(t *testing.T) {
 		{[]string{f32, "--backend", "cuda"}, []string{"conv2d(k3x3 s1 p1 im2col+cublas)",
 			"38 convolution steps: im2col+cublas, not the library's: im2col and cuBLAS measured faster in f32: a CIFAR ResNet-18 step 15.0 ms on an H200, 19.08 ms with cuDNN's float32 products"}},
 		{[]string{tf32}, []string{"precision: 0 of 42 matrix-product steps in tf32\n", "gemm fc: f32, not tf32: the CPU has no TF32 arithmetic"}},
+		{[]string{resnet}, []string{"conv2d(k3x3 s2 p1 im2col+gemm bf16)", "conv2d_bwd(k1x1 s2 p0 im2col+gemm bf16)", "conv2d(k3x3 s1 p1 direct f32)", "gemm(bf16)",
+			"precision: 14 of 42 matrix-product steps in bf16\n", "conv2d_bwd s1b1_conv1: f32, not bf16: the direct method multiplies in float32"}},
 	} {
 		code, out, stderr := planCLI(c.args...)
 		if code != ExitOK {

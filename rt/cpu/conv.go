@@ -85,8 +85,10 @@ func col2im(cols []float32, ld int, dx []float32, g Conv) {
 // (conv_packed.go), Conv2DWinograd* transform tiles (conv_winograd*.go)
 // Conv2DPointwise* multiply 1×1 filters by the input in place
 // (conv_pointwise.go) and Conv2DDepthwiseFwd convolves each plane with its
-// own filter (conv_depthwise.go). None takes scratch from the caller; each keeps its
-// work buffers to itself, one per worker. All use the same operand
+// own filter (conv_depthwise.go); BF16's methods of the same names run
+// im2col and the pointwise method with bfloat16 products (conv_bf16.go).
+// None takes scratch from the caller; each keeps its work buffers to
+// itself, one per worker. All use the same operand
 // conventions: x is [N,C,H,W], w [OC,C/G,KH,KW], b [OC] or nil, y
 // [N,OC,OH,OW]; the backward writes dw, db (Σ over images and positions)
 // and dx, of which dx and db may be nil, and may overwrite dy with the

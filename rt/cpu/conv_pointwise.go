@@ -7,8 +7,9 @@ import "fmt"
 // expansions and projections) is, image by image and group by group, the
 // matrix product Y[OC/G, H·W] = W[OC/G, C/G] · X[C/G, H·W] of the tensors
 // as they lie in memory (NCHW): no columns to gather and no padded planes
-// to copy, only Sgemm on the caller's slices. Its backward is two more
-// products a group, dX = Wᵀ·dY and dW += dY·Xᵀ.
+// to copy, only Sgemm on the caller's slices (or, for BF16, the same
+// products on the bfloat16 path). Its backward is two more products a
+// group, dX = Wᵀ·dY and dW += dY·Xᵀ.
 
 // pointwiseOK reports whether normalised g is a 1×1 convolution of stride
 // 1 without padding (its dilation changes nothing).
@@ -31,16 +32,23 @@ func Conv2DPointwiseFwd(x, w, b, y []float32, g Conv, act Act, alpha float32) {
 	if !pointwiseOK(g) {
 		panic(pointwiseRefusal("Conv2DPointwiseFwd", g))
 	}
+	pointwiseForward(FP32, activeGemmPath.Load(), x, w, b, y, g, act, alpha)
+}
+
+// pointwiseForward is Conv2DPointwiseFwd's body for normalised g, its
+// products on path (Sgemm's, or a bfloat16 path) and those of 1×1 images
+// in the precision prec, which multiplies as path does.
+func pointwiseForward(prec *Precision, path *gemmPath, x, w, b, y []float32, g Conv, act Act, alpha float32) {
 	G, hw := g.Groups, g.H*g.W
 	if hw == 1 && G == 1 {
 		// 1×1 images (squeeze-and-excitation's layers): x [N,C] and y
 		// [N,OC] are a dense layer's, one product for the batch
 		// instead of a matrix-vector product an image.
-		FP32.GemmFwd(x, w, b, y, g.N, g.C, g.OC, act, alpha)
+		prec.GemmFwd(x, w, b, y, g.N, g.C, g.OC, act, alpha)
 		return
 	}
 	ocg, cg := g.OC/G, g.C/G
-	image := func(n int, gemm func(m, n, k int, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int)) {
+	image := func(n, threads int) {
 		yn := y[n*g.OC*hw : (n+1)*g.OC*hw]
 		beta := float32(0)
 		if b != nil {
@@ -52,7 +60,7 @@ func Conv2DPointwiseFwd(x, w, b, y []float32, g Conv, act Act, alpha float32) {
 			}
 		}
 		for gi := 0; gi < G; gi++ {
-			gemm(ocg, hw, cg, w[gi*ocg*cg:], cg, x[(n*g.C+gi*cg)*hw:], hw, beta, yn[gi*ocg*hw:], hw)
+			gemmOn(path, threads, false, false, ocg, hw, cg, 1, w[gi*ocg*cg:], cg, x[(n*g.C+gi*cg)*hw:], hw, beta, yn[gi*ocg*hw:], hw)
 		}
 		if act != ActNone {
 			applyAct(yn, act, alpha)
@@ -63,24 +71,14 @@ func Conv2DPointwiseFwd(x, w, b, y []float32, g Conv, act Act, alpha float32) {
 		// on its own thread.
 		ParallelFor(g.N, 1, func(lo, hi int) {
 			for n := lo; n < hi; n++ {
-				image(n, serialProduct)
+				image(n, 1)
 			}
 		})
 		return
 	}
 	for n := 0; n < g.N; n++ {
-		image(n, parallelProduct)
+		image(n, Threads())
 	}
-}
-
-// serialProduct and parallelProduct are C = A·B + beta·C, on the calling
-// goroutine or split over the threads by Sgemm.
-func serialProduct(m, n, k int, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
-	sgemmSerialT(false, m, n, k, a, lda, b, ldb, beta, c, ldc)
-}
-
-func parallelProduct(m, n, k int, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
-	Sgemm(false, false, m, n, k, 1, a, lda, b, ldb, beta, c, ldc)
 }
 
 // fillFloats sets every element of s to v, by doubling copies (memmove's
@@ -109,16 +107,22 @@ func Conv2DPointwiseBwd(x, w, y, dy, dx, dw, db []float32, g Conv, act Act, alph
 	if !pointwiseOK(g) {
 		panic(pointwiseRefusal("Conv2DPointwiseBwd", g))
 	}
+	pointwiseBackward(FP32, activeGemmPath.Load(), x, w, y, dy, dx, dw, db, g, act, alpha)
+}
+
+// pointwiseBackward is Conv2DPointwiseBwd's body for normalised g, its
+// products on path and those of 1×1 images in prec, as pointwiseForward.
+func pointwiseBackward(prec *Precision, path *gemmPath, x, w, y, dy, dx, dw, db []float32, g Conv, act Act, alpha float32) {
 	G, hw := g.Groups, g.H*g.W
 	if hw == 1 && G == 1 {
-		FP32.GemmBwd(x, w, y, dy, dx, dw, db, g.N, g.C, g.OC, act, alpha)
+		prec.GemmBwd(x, w, y, dy, dx, dw, db, g.N, g.C, g.OC, act, alpha)
 		return
 	}
 	ocg, cg := g.OC/G, g.C/G
 	yimg, wlen := g.OC*hw, g.OC*cg
 	// image adds image n's dW into acc and its bias gradient into sums,
 	// and writes its dx.
-	image := func(n int, acc, sums []float32, serial bool) {
+	image := func(n int, acc, sums []float32, threads int) {
 		dyn := dy[n*yimg : (n+1)*yimg]
 		if act != ActNone {
 			actBackward(y[n*yimg:(n+1)*yimg], dyn, act, alpha)
@@ -133,21 +137,12 @@ func Conv2DPointwiseBwd(x, w, y, dy, dx, dw, db []float32, g Conv, act Act, alph
 		for gi := 0; gi < G; gi++ {
 			dyg, xg := dyn[gi*ocg*hw:], x[(n*g.C+gi*cg)*hw:]
 			// dW_g += dY_g·X_gᵀ, the positions the shared dimension.
-			if serial {
-				sgemmSerialTT(false, true, ocg, cg, hw, dyg, hw, xg, hw, 1, acc[gi*ocg*cg:], cg)
-			} else {
-				Sgemm(false, true, ocg, cg, hw, 1, dyg, hw, xg, hw, 1, acc[gi*ocg*cg:], cg)
-			}
+			gemmOn(path, threads, false, true, ocg, cg, hw, 1, dyg, hw, xg, hw, 1, acc[gi*ocg*cg:], cg)
 			if dx == nil {
 				continue
 			}
 			// dX_g = W_gᵀ·dY_g.
-			dxg := dx[(n*g.C+gi*cg)*hw:]
-			if serial {
-				sgemmSerialT(true, cg, hw, ocg, w[gi*ocg*cg:], cg, dyg, hw, 0, dxg, hw)
-			} else {
-				Sgemm(true, false, cg, hw, ocg, 1, w[gi*ocg*cg:], cg, dyg, hw, 0, dxg, hw)
-			}
+			gemmOn(path, threads, true, false, cg, hw, ocg, 1, w[gi*ocg*cg:], cg, dyg, hw, 0, dx[(n*g.C+gi*cg)*hw:], hw)
 		}
 	}
 	dw = dw[:wlen]
@@ -159,7 +154,7 @@ func Conv2DPointwiseBwd(x, w, y, dy, dx, dw, db []float32, g Conv, act Act, alph
 	if g.N < Threads() {
 		clear(dw)
 		for n := 0; n < g.N; n++ {
-			image(n, dw, sums, false)
+			image(n, dw, sums, Threads())
 		}
 	} else {
 		workers := convParallel(g.N, func(cw *convWorker) {
@@ -168,7 +163,7 @@ func Conv2DPointwiseBwd(x, w, y, dy, dx, dw, db []float32, g Conv, act Act, alph
 			cw.db = grow(cw.db, g.OC)
 			clear(cw.db)
 		}, func(cw *convWorker, n int) {
-			image(n, cw.dw, cw.db, true)
+			image(n, cw.dw, cw.db, 1)
 		})
 		clear(dw)
 		for _, cw := range workers {

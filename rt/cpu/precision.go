@@ -5,13 +5,17 @@ import (
 	"sync"
 )
 
-// Precision is how a dense layer multiplies its matrices: FP32, or BF16
-// (bfloat16 operands, float32 accumulation, float32 master weights: the
-// layer's weights, activations and gradients stay float32 in memory and are
-// rounded to bfloat16 only where a product reads them). The planner picks one
-// per dense layer and the emitted program calls its GemmFwd and GemmBwd.
+// Precision is how a dense layer or a GEMM-backed convolution multiplies
+// its matrices: FP32, or BF16 (bfloat16 operands, float32 accumulation,
+// float32 master weights: the layer's weights, activations and gradients
+// stay float32 in memory and are rounded to bfloat16 only where a product
+// reads them). The planner picks one per dense layer and convolution step,
+// and the emitted program calls its GemmFwd and GemmBwd, or its
+// convolution methods (conv_bf16.go).
 type Precision struct {
 	name string
+	// bf16 says the products read bfloat16-rounded operands.
+	bf16 bool
 	// gemm is C = A·B (alpha 1, beta 0) in this precision, with Sgemm's
 	// argument convention.
 	gemm func(transA, transB bool, m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int)
@@ -27,14 +31,14 @@ var (
 	// CPU has them (BF16Native), else with VDPBF16PS where it has
 	// AVX512-BF16 (gemm_bf16.go), elsewhere by Sgemm on rounded copies,
 	// which gives the same products at float32's speed.
-	BF16 = &Precision{name: "bf16", gemm: sgemmBF16}
+	BF16 = &Precision{name: "bf16", bf16: true, gemm: sgemmBF16}
 	// BF16Inference is BF16 for the inference plans: on AMX it keeps each
 	// weight matrix's packed tiles between calls, with a copy of the
 	// float32 weights they came from, and a call whose weights equal the
 	// copy bit for bit reuses the tiles (comparing costs a fraction of
 	// packing); any other call packs again. The training plan uses BF16,
 	// as its weights change every step. The results are BF16's.
-	BF16Inference = &Precision{name: "bf16", gemm: sgemmBF16Cached}
+	BF16Inference = &Precision{name: "bf16", bf16: true, gemm: sgemmBF16Cached}
 )
 
 // String is the precision's name in specs and `mlbuild plan`: "f32" or "bf16".
