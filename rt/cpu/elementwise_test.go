@@ -376,26 +376,31 @@ func testUnaryFloat32Path(t *testing.T) {
 	}
 }
 
-// TestUnaryFloat64LoopsAreEval: the loops apply keeps for float64
-// functions (sigmoid, exp, tanh) give eval's result rounded to float32
-// bit for bit, on 1 and 3 threads (GELU's float32 form has its own
-// tests in gelu_test.go).
-func TestUnaryFloat64LoopsAreEval(t *testing.T) {
+// TestUnaryTranscendentalsAreAt: UnaryFwd of sigmoid, exp, tanh, GELU and
+// log (the vector kernels' float32 forms and a float64 loop) gives at's
+// bits, the values UnaryBwd recomputes, on 1 and 3 threads, in a chain
+// too; the float32 forms' accuracy has its own tests (sigmoid_test.go,
+// exp_test.go, gelu_test.go).
+func TestUnaryTranscendentalsAreAt(t *testing.T) {
 	defer SetThreads(Threads())
 	xs := []float32{0, float32(math.Copysign(0, -1)), 1e-30, -1e-30, 3, -3, 10, -10}
 	r := rand.New(rand.NewSource(6))
 	for len(xs) < unaryBlock+1001 {
 		xs = append(xs, float32(r.NormFloat64()*math.Pow(10, float64(r.Intn(6)-3))))
 	}
-	for _, k := range []UnaryKind{USigmoid, UExp, UTanh} {
-		u := Unary{Kind: k}
+	for _, chain := range [][]Unary{{{Kind: USigmoid}}, {{Kind: UExp}}, {{Kind: UTanh}}, {{Kind: UGELU}},
+		{{Kind: UTanh}, {Kind: UMulConst, Alpha: 3}, {Kind: USigmoid}, {Kind: UExp}, {Kind: ULog}}} {
 		for _, threads := range []int{1, 3} {
 			SetThreads(threads)
 			got := make([]float32, len(xs))
-			UnaryFwd(xs, got, []Unary{u})
+			UnaryFwd(xs, got, chain)
 			for i, x := range xs {
-				if want := float32(u.eval(float64(x))); math.Float32bits(got[i]) != math.Float32bits(want) {
-					t.Fatalf("kind %d on %d threads at %v: %v, eval gives %v", k, threads, x, got[i], want)
+				want := x
+				for _, u := range chain {
+					want = u.at(want)
+				}
+				if math.Float32bits(got[i]) != math.Float32bits(want) {
+					t.Fatalf("%v on %d threads at %v: %v, at gives %v", chain, threads, x, got[i], want)
 				}
 			}
 		}

@@ -8,3 +8,17 @@ package cpu
 //
 //go:noescape
 func expShiftAVX512(x, y *float32, n int, m float32)
+
+// sigmoidAVX512 is sigmoidFwd's loop over n elements (sigmoid.go):
+//
+//	for i := range n { y[i] = sigmoidCore(x[i]) }
+//
+//go:noescape
+func sigmoidAVX512(x, y *float32, n int)
+
+// tanhAVX512 is tanhFwd's loop over n elements (sigmoid.go):
+//
+//	for i := range n { y[i] = tanhCore(x[i]) }
+//
+//go:noescape
+func tanhAVX512(x, y *float32, n int)
