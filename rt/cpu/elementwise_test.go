@@ -159,6 +159,8 @@ func TestBinaryBroadcastingMatchesReferenceAndFiniteDifferences(t *testing.T) {
 		{{2, 3, 5}, {1, 1, 5}, {2, 3, 5}},
 		{{4, 1, 3, 1}, {4, 2, 1, 1}, {4, 2, 3, 1}},
 		{{5, 7}, {5, 1}, {5, 7}},
+		{{2, 3, 4, 5}, {2, 3, 1, 1}, {2, 3, 4, 5}},
+		{{2, 3, 1, 1}, {2, 3, 4, 5}, {2, 3, 4, 5}},
 	}
 	r := newTestRand(21)
 	for _, c := range cases {
@@ -446,6 +448,100 @@ func unaryRefDeriv(u Unary) float32 {
 		return u.Alpha
 	}
 	return 1
+}
+
+// binaryGradRef is the gradient of one operand of y = a ∘ b (a's when
+// first), walking y's elements in order: dy times the partial derivative,
+// added into the operand's element when it was broadcast (the general
+// loop's order), written when not.
+func binaryGradRef(op BinOp, first bool, a, b, dy []float32, aShape, bShape, yShape []int) []float32 {
+	selfShape := aShape
+	if !first {
+		selfShape = bShape
+	}
+	reduced := size(selfShape) != size(yShape)
+	dz := make([]float32, size(selfShape))
+	idx := make([]int, len(yShape))
+	at := func(shape []int) int {
+		off := 0
+		for d, n := range shape {
+			off = off*n + idx[d]%n
+		}
+		return off
+	}
+	for i, g := range dy {
+		q := i
+		for d := len(yShape) - 1; d >= 0; d-- {
+			idx[d] = q % yShape[d]
+			q /= yShape[d]
+		}
+		av, bv := a[at(aShape)], b[at(bShape)]
+		switch {
+		case op == BMul && first:
+			g *= bv
+		case op == BMul:
+			g *= av
+		case op == BDiv && first:
+			g /= bv
+		case op == BDiv:
+			g *= -av / (bv * bv)
+		case op == BSub && !first:
+			g *= -1
+		}
+		z := at(selfShape)
+		if reduced {
+			dz[z] += g
+		} else {
+			dz[z] = g
+		}
+	}
+	return dz
+}
+
+// TestBinaryRowsAreTheReference: BinaryFwd and BinaryBwd give the bits of
+// the loops that walk y's multi-index, on 1 and 3 threads, for the shapes
+// of their row loops (equal shapes split by elements, a value per channel
+// plane on either side, a row broadcast down a column) and a general one.
+func TestBinaryRowsAreTheReference(t *testing.T) {
+	defer SetThreads(Threads())
+	cases := [][3][]int{
+		{{4, 6, 30, 31}, {4, 6, 30, 31}, {4, 6, 30, 31}},
+		{{4, 6, 30, 31}, {4, 6, 1, 1}, {4, 6, 30, 31}},
+		{{4, 6, 1, 1}, {4, 6, 30, 31}, {4, 6, 30, 31}},
+		{{1, 6, 1, 1}, {4, 6, 30, 31}, {4, 6, 30, 31}},
+		{{300, 70}, {300, 1}, {300, 70}},
+		{{300, 70}, {1, 70}, {300, 70}},
+		{{4, 1, 30, 1}, {4, 6, 1, 31}, {4, 6, 30, 31}},
+	}
+	r := newTestRand(36)
+	for _, threads := range []int{1, 3} {
+		SetThreads(threads)
+		for _, c := range cases {
+			aShape, bShape, yShape := c[0], c[1], c[2]
+			a, b := randSlice(r, size(aShape), 1), randSlice(r, size(bShape), 1)
+			dy := randSlice(r, size(yShape), 1)
+			for _, op := range []BinOp{BAdd, BSub, BMul, BDiv} {
+				y := make([]float32, size(yShape))
+				BinaryFwd(op, a, b, y, aShape, bShape, yShape)
+				if msg := closeTo(y, binaryRef(op, a, b, aShape, bShape, yShape), 0); msg != "" {
+					t.Errorf("op %d %v %v on %d threads: forward: %s", op, aShape, bShape, threads, msg)
+				}
+				da, db := make([]float32, len(a)), make([]float32, len(b))
+				BinaryBwd(op, a, b, dy, da, db, aShape, bShape, yShape)
+				for _, g := range []struct {
+					name      string
+					got, want []float32
+				}{{"da", da, binaryGradRef(op, true, a, b, dy, aShape, bShape, yShape)}, {"db", db, binaryGradRef(op, false, a, b, dy, aShape, bShape, yShape)}} {
+					for i := range g.got {
+						if math.Float32bits(g.got[i]) != math.Float32bits(g.want[i]) {
+							t.Errorf("op %d %v %v on %d threads: %s[%d] = %g, the reference %g", op, aShape, bShape, threads, g.name, i, g.got[i], g.want[i])
+							break
+						}
+					}
+				}
+			}
+		}
+	}
 }
 
 // TestBinaryBwdOfAResidualAdd: the backward of an add of equal shapes (a
