@@ -46,6 +46,8 @@ func unaryRef(u Unary, v float64) float64 {
 			return 6
 		}
 		return v
+	case USiLU:
+		return v / (1 + math.Exp(-v))
 	}
 	panic("unknown unary")
 }
@@ -64,6 +66,8 @@ func TestUnaryChainsMatchReferenceAndFiniteDifferences(t *testing.T) {
 		{"relu", []Unary{{Kind: UReLU}}, -1, true},
 		{"leakyrelu", []Unary{{Kind: ULeakyReLU, Alpha: 0.1}}, -1, true},
 		{"sigmoid", []Unary{{Kind: USigmoid}}, -1, false},
+		{"silu", []Unary{{Kind: USiLU}}, -1, false},
+		{"mulconst silu (a wide range)", []Unary{{Kind: UMulConst, Alpha: 4}, {Kind: USiLU}}, -1, false},
 		{"tanh", []Unary{{Kind: UTanh}}, -1, false},
 		{"gelu", []Unary{{Kind: UGELU}}, -1, false},
 		{"exp", []Unary{{Kind: UExp}}, -1, false},
@@ -378,8 +382,8 @@ func testUnaryFloat32Path(t *testing.T) {
 	}
 }
 
-// TestUnaryTranscendentalsAreAt: UnaryFwd of sigmoid, exp, tanh, GELU and
-// log (the vector kernels' float32 forms and a float64 loop) gives at's
+// TestUnaryTranscendentalsAreAt: UnaryFwd of sigmoid, exp, tanh, GELU,
+// SiLU and log (the vector kernels' float32 forms and a float64 loop) gives at's
 // bits, the values UnaryBwd recomputes, on 1 and 3 threads, in a chain
 // too; the float32 forms' accuracy has its own tests (sigmoid_test.go,
 // exp_test.go, gelu_test.go).
@@ -391,7 +395,7 @@ func TestUnaryTranscendentalsAreAt(t *testing.T) {
 		xs = append(xs, float32(r.NormFloat64()*math.Pow(10, float64(r.Intn(6)-3))))
 	}
 	for _, chain := range [][]Unary{{{Kind: USigmoid}}, {{Kind: UExp}}, {{Kind: UTanh}}, {{Kind: UGELU}},
-		{{Kind: UTanh}, {Kind: UMulConst, Alpha: 3}, {Kind: USigmoid}, {Kind: UExp}, {Kind: ULog}}} {
+		{{Kind: USiLU}}, {{Kind: UTanh}, {Kind: UMulConst, Alpha: 3}, {Kind: USigmoid}, {Kind: UExp}, {Kind: ULog}}} {
 		for _, threads := range []int{1, 3} {
 			SetThreads(threads)
 			got := make([]float32, len(xs))

@@ -22,3 +22,10 @@ func sigmoidAVX512(x, y *float32, n int)
 //
 //go:noescape
 func tanhAVX512(x, y *float32, n int)
+
+// siluAVX512 is siluFwd's loop over n elements (sigmoid.go):
+//
+//	for i := range n { y[i] = x[i] * sigmoidCore(x[i]) }
+//
+//go:noescape
+func siluAVX512(x, y *float32, n int)

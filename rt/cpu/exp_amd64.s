@@ -208,3 +208,36 @@ thtail:
 thdone:
 	VZEROUPPER
 	RET
+
+// func siluAVX512(x, y *float32, n int)
+// y[i] = x[i]·sigmoidCore(x[i]) for i < n; y may alias x.
+TEXT ·siluAVX512(SB), NOSPLIT, $0-24
+	MOVQ x+0(FP), SI
+	MOVQ y+8(FP), DI
+	MOVQ n+16(FP), R9
+	SIGMOIDSETUP
+	TAILMASK(R9)
+	SHRQ $4, R9
+	JEQ sltail
+
+slvec:
+	VMOVUPS (SI), Z4
+	SIGMOID
+	VMULPS Z3, Z4, Z3
+	VMOVUPS Z3, (DI)
+	ADDQ $64, SI
+	ADDQ $64, DI
+	DECQ R9
+	JNZ slvec
+
+sltail:
+	KORTESTW K1, K1
+	JZ sldone
+	VMOVUPS.Z (SI), K1, Z4
+	SIGMOID
+	VMULPS Z3, Z4, Z3
+	VMOVUPS Z3, K1, (DI)
+
+sldone:
+	VZEROUPPER
+	RET

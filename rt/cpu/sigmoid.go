@@ -93,3 +93,16 @@ func tanhFwd(x, y []float32) {
 		y[i] = tanhCore(x[i])
 	}
 }
+
+// siluFwd writes y = x·sigmoid(x), the float32 product; y may alias x.
+func siluFwd(x, y []float32) {
+	y = y[:len(x)]
+	done := 0
+	if ek := epilogue(); ek != nil && ek.silu != nil && len(x) > 0 {
+		done = len(x)
+		ek.silu(&x[0], &y[0], done)
+	}
+	for i := done; i < len(x); i++ {
+		y[i] = x[i] * sigmoidCore(x[i])
+	}
+}

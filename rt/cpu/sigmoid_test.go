@@ -74,9 +74,43 @@ func TestSigmoidTanhAgainstFloat64(t *testing.T) {
 	}
 }
 
-// TestSigmoidTanhPathsAreTheGoTwin: every GEMM path's sigmoid and tanh
-// (AVX-512 assembly where the machine has it) give sigmoidCore's and
-// tanhCore's bits, on every length up to 40 (ragged tails), a long one,
+// TestSiLUIsSigmoidThenProduct: USiLU gives the bits of the graph it
+// stands for, USigmoid then BinaryFwd's product of x and its output, on
+// every path (so a plan that fuses them computes what the unfused one
+// did), and is within 4 ulps of x/(1+e^(−x)) in float64 (or 1e-38
+// absolutely, where the sigmoid is a denormal and its product with a
+// large x carries its spacing).
+func TestSiLUIsSigmoidThenProduct(t *testing.T) {
+	defer SetGemmPath("")
+	xs := append(sigmoidInputs(), float32(math.NaN()))
+	for _, path := range GemmPaths() {
+		if err := SetGemmPath(path); err != nil {
+			t.Fatal(err)
+		}
+		s, want, got := make([]float32, len(xs)), make([]float32, len(xs)), make([]float32, len(xs))
+		UnaryFwd(xs, s, []Unary{{Kind: USigmoid}})
+		shape := []int{1, len(xs)}
+		BinaryFwd(BMul, xs, s, want, shape, shape, shape)
+		UnaryFwd(xs, got, []Unary{{Kind: USiLU}})
+		for i, x := range xs {
+			if math.Float32bits(got[i]) != math.Float32bits(want[i]) && !(got[i] != got[i] && want[i] != want[i]) {
+				t.Fatalf("%s: silu(%g) = %g, sigmoid then product %g", path, x, got[i], want[i])
+			}
+			v := float64(x)
+			ref := v / (1 + math.Exp(-v))
+			if math.IsInf(v, 0) || x != x {
+				continue
+			}
+			if e := ulpsOff(got[i], ref); e > 4 && math.Abs(float64(got[i])-ref) > 1e-38 {
+				t.Errorf("%s: silu(%g) = %g, want %g (%.1f ulps)", path, x, got[i], ref, e)
+			}
+		}
+	}
+}
+
+// TestSigmoidTanhPathsAreTheGoTwin: every GEMM path's sigmoid, tanh and
+// SiLU
+// (AVX-512 assembly where the machine has it) give their Go twins' bits, on every length up to 40 (ragged tails), a long one,
 // in place, and on the inputs above with NaN.
 func TestSigmoidTanhPathsAreTheGoTwin(t *testing.T) {
 	defer SetGemmPath("")
@@ -88,7 +122,7 @@ func TestSigmoidTanhPathsAreTheGoTwin(t *testing.T) {
 		name string
 		fwd  func(x, y []float32)
 		core func(float32) float32
-	}{{"sigmoid", sigmoidFwd, sigmoidCore}, {"tanh", tanhFwd, tanhCore}} {
+	}{{"sigmoid", sigmoidFwd, sigmoidCore}, {"tanh", tanhFwd, tanhCore}, {"silu", siluFwd, func(x float32) float32 { return x * sigmoidCore(x) }}} {
 		want := make([]float32, len(xs))
 		for i, x := range xs {
 			want[i] = f.core(x)

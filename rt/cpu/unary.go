@@ -11,7 +11,10 @@ type UnaryKind uint8
 // computed in float32 by UnaryFwd and UnaryBwd (gelu.go: within a few ulps
 // of eval's float64), as USigmoid, UTanh (sigmoid.go) and UExp (exp.go)
 // are;
-// UReLU6 is min(max(x, 0), 6), MobileNet's activation.
+// UReLU6 is min(max(x, 0), 6), MobileNet's activation; USiLU is
+// x·sigmoid(x) (EfficientNet's activation, ONNX's Sigmoid then Mul), the
+// float32 product of x and the float32 sigmoid, so the bits of USigmoid
+// and a BinaryFwd product after it.
 const (
 	UReLU UnaryKind = iota
 	ULeakyReLU
@@ -26,6 +29,7 @@ const (
 	UPowConst
 	UErf
 	UReLU6
+	USiLU
 )
 
 // Unary is one step of an element-wise chain.
@@ -73,6 +77,8 @@ func (u Unary) eval(v float64) float64 {
 		return math.Erf(v)
 	case UReLU6:
 		return math.Min(math.Max(v, 0), 6)
+	case USiLU:
+		return v / (1 + math.Exp(-v))
 	}
 	return v
 }
@@ -119,6 +125,10 @@ func (u Unary) deriv(in, out float64) float64 {
 			return 1
 		}
 		return 0
+	case USiLU:
+		// σ + x·σ·(1−σ), σ the forward's float32 sigmoid of the float32 in.
+		sg := float64(sigmoidCore(float32(in)))
+		return sg * (1 + in*(1-sg))
 	}
 	return 1
 }
@@ -185,7 +195,7 @@ func UnaryDecode(x, y []float32, chain []Unary) {
 
 // apply writes y = u(x) for one block, each element rounded to float32 as
 // the reference (eval in float64) is, aside from the float32 forms of
-// UGELU (gelu.go), USigmoid and UTanh (sigmoid.go) and UExp (exp.go),
+// UGELU (gelu.go), USigmoid, UTanh and USiLU (sigmoid.go) and UExp (exp.go),
 // within a few ulps of it; y may alias x. Each element's bits are at's.
 func (u Unary) apply(x, y []float32) {
 	if u.Kind.exactInFloat32() {
@@ -202,6 +212,8 @@ func (u Unary) apply(x, y []float32) {
 		expShift(x, y, 0)
 	case UTanh:
 		tanhFwd(x, y)
+	case USiLU:
+		siluFwd(x, y)
 	default:
 		for i, v := range x {
 			y[i] = float32(u.eval(float64(v)))
@@ -222,6 +234,8 @@ func (u Unary) at(v float32) float32 {
 		return expCore(v)
 	case UTanh:
 		return tanhCore(v)
+	case USiLU:
+		return v * sigmoidCore(v)
 	}
 	return float32(u.eval(float64(v)))
 }
