@@ -29,3 +29,10 @@ func tanhAVX512(x, y *float32, n int)
 //
 //go:noescape
 func siluAVX512(x, y *float32, n int)
+
+// siluBwdAVX512 is siluBwd's loop over n elements (sigmoid.go):
+//
+//	for i := range n { s, c := sigmoidPair(x[i]); dx[i] = dy[i] * (s * (1 + x[i]*c)) }
+//
+//go:noescape
+func siluBwdAVX512(x, dy, dx *float32, n int)

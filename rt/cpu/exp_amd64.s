@@ -241,3 +241,52 @@ sltail:
 sldone:
 	VZEROUPPER
 	RET
+
+// SILUGRAD turns SIGMOID's σ(x) (Z3), 1+t (Z2), t (Z1) and x < 0 (K2)
+// for the lanes of Z4 into SiLU'(x) = σ·(1 + x·(1−σ)) in Z0, 1−σ being
+// t/(1+t) where x ≥ 0 and 1/(1+t) where x < 0 (sigmoidPair). Clobbers Z5.
+#define SILUGRAD \
+	VMOVAPS Z1, Z5; \
+	VMOVAPS Z22, K2, Z5; \
+	VDIVPS Z2, Z5, Z5; \
+	VMULPS Z5, Z4, Z0; \
+	VADDPS Z22, Z0, Z0; \
+	VMULPS Z0, Z3, Z0
+
+// func siluBwdAVX512(x, dy, dx *float32, n int)
+// dx[i] = dy[i]·SiLU'(x[i]) for i < n; dx may alias dy.
+TEXT ·siluBwdAVX512(SB), NOSPLIT, $0-32
+	MOVQ x+0(FP), SI
+	MOVQ dy+8(FP), DX
+	MOVQ dx+16(FP), DI
+	MOVQ n+24(FP), R9
+	SIGMOIDSETUP
+	TAILMASK(R9)
+	SHRQ $4, R9
+	JEQ sbtail
+
+sbvec:
+	VMOVUPS (SI), Z4
+	SIGMOID
+	SILUGRAD
+	VMULPS (DX), Z0, Z0
+	VMOVUPS Z0, (DI)
+	ADDQ $64, SI
+	ADDQ $64, DX
+	ADDQ $64, DI
+	DECQ R9
+	JNZ sbvec
+
+sbtail:
+	KORTESTW K1, K1
+	JZ sbdone
+	VMOVUPS.Z (SI), K1, Z4
+	SIGMOID
+	SILUGRAD
+	VMOVUPS.Z (DX), K1, Z1
+	VMULPS Z1, Z0, Z0
+	VMOVUPS Z0, K1, (DI)
+
+sbdone:
+	VZEROUPPER
+	RET

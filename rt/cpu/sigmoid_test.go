@@ -155,3 +155,72 @@ func TestSigmoidTanhPathsAreTheGoTwin(t *testing.T) {
 		}
 	}
 }
+
+// TestSiLUBwd: a lone USiLU's backward is within 3e-7 of the float64
+// derivative σ + x·σ·(1−σ) relative to max(1, |SiLU'|), NaN staying NaN,
+// and every path's (AVX-512 assembly where the machine has it) gives the
+// Go loop's bits, on every length up to 40, a long one, and in place.
+func TestSiLUBwd(t *testing.T) {
+	defer SetGemmPath("")
+	xs := append(sigmoidInputs(), float32(math.NaN()))
+	ones := make([]float32, len(xs))
+	for i := range ones {
+		ones[i] = 1
+	}
+	d := make([]float32, len(xs))
+	UnaryBwd(xs, ones, d, []Unary{{Kind: USiLU}})
+	for i, x := range xs {
+		v := float64(x)
+		sg := 1 / (1 + math.Exp(-v))
+		want := sg + v*sg*(1-sg)
+		if x != x || math.IsInf(v, 0) {
+			if x != x && d[i] == d[i] {
+				t.Errorf("SiLU'(NaN) = %g, want NaN", d[i])
+			}
+			continue
+		}
+		if err := math.Abs(float64(d[i]) - want); err > 3e-7*math.Max(1, math.Abs(want)) {
+			t.Errorf("SiLU'(%g) = %g, want %g", x, d[i], want)
+		}
+	}
+	r := rand.New(rand.NewSource(19))
+	dy := make([]float32, len(xs))
+	for i := range dy {
+		dy[i] = float32(r.NormFloat64())
+	}
+	want := make([]float32, len(xs))
+	for i, x := range xs {
+		s, c := sigmoidPair(x)
+		if math.Float32bits(s) != math.Float32bits(sigmoidCore(x)) && x == x {
+			t.Fatalf("sigmoidPair(%g)'s σ %g, sigmoidCore's %g", x, s, sigmoidCore(x))
+		}
+		want[i] = dy[i] * float32(s*(1+float32(x*c)))
+	}
+	same := func(a, b float32) bool { return math.Float32bits(a) == math.Float32bits(b) || a != a && b != b }
+	for _, path := range GemmPaths() {
+		if err := SetGemmPath(path); err != nil {
+			t.Fatal(err)
+		}
+		lengths := []int{len(xs)}
+		for n := 0; n <= 40; n++ {
+			lengths = append(lengths, n)
+		}
+		for _, n := range lengths {
+			off := max(0, len(xs)-n-3*(n%5))
+			x, g := xs[off:off+n], dy[off:off+n]
+			dx := make([]float32, n+1)
+			dx[n] = 42
+			siluBwd(x, g, dx[:n])
+			inPlace := append([]float32(nil), g...)
+			siluBwd(x, inPlace, inPlace)
+			for i := 0; i < n; i++ {
+				if !same(dx[i], want[off+i]) || !same(inPlace[i], want[off+i]) {
+					t.Fatalf("%s, n %d: at %g: dx %g (in place %g), the Go loop %g", path, n, x[i], dx[i], inPlace[i], want[off+i])
+				}
+			}
+			if dx[n] != 42 {
+				t.Fatalf("%s, n %d: wrote past the end", path, n)
+			}
+		}
+	}
+}

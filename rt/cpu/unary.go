@@ -126,9 +126,10 @@ func (u Unary) deriv(in, out float64) float64 {
 		}
 		return 0
 	case USiLU:
-		// σ + x·σ·(1−σ), σ the forward's float32 sigmoid of the float32 in.
-		sg := float64(sigmoidCore(float32(in)))
-		return sg * (1 + in*(1-sg))
+		// σ·(1 + x·(1−σ)), σ the forward's float32 sigmoid of the float32
+		// in and 1−σ its complement from sigmoidPair.
+		sg, c := sigmoidPair(float32(in))
+		return float64(sg) * (1 + in*float64(c))
 	}
 	return 1
 }
@@ -319,13 +320,18 @@ func clampFloat32(x, y []float32, lo, hi float32) {
 
 // UnaryBwd writes dx = dy·chain'(x), recomputing each element's
 // intermediate values from x (the chain's input) with the forward's bits
-// (at), so a fused chain stores nothing between the passes. A lone UGELU takes gelu.go's float32 form,
-// the forward's. dx may alias dy.
+// (at), so a fused chain stores nothing between the passes. A lone UGELU
+// takes gelu.go's float32 form, the forward's, and a lone USiLU
+// sigmoid.go's. dx may alias dy.
 func UnaryBwd(x, dy, dx []float32, chain []Unary) {
 	n := len(dx)
 	x, dy = x[:n], dy[:n]
 	if len(chain) == 1 && chain[0].Kind == UGELU {
 		ParallelFor(n, 1<<13, func(lo, hi int) { geluBwd(x[lo:hi], dy[lo:hi], dx[lo:hi]) })
+		return
+	}
+	if len(chain) == 1 && chain[0].Kind == USiLU {
+		ParallelFor(n, 1<<13, func(lo, hi int) { siluBwd(x[lo:hi], dy[lo:hi], dx[lo:hi]) })
 		return
 	}
 	if constantDerivative(chain) {
