@@ -239,7 +239,10 @@ func BinaryBwd(op BinOp, a, b, dy, da, db []float32, aShape, bShape, yShape []in
 // true); self is that operand and other the other one, needed for BMul
 // and BDiv (∂(a/b)/∂a = 1/b, ∂(a/b)/∂b = −a/b²). A reduced gradient (the
 // operand was broadcast) is accumulated serially, since many rows of dy
-// add into each of its elements.
+// add into each of its elements, unless the operand is broadcast along the
+// inner axis alone (a value per row: a per-channel scale of [N,C,1,1] over
+// [N,C,H,W]): then each row sums into an element of its own, and the rows
+// are split among the threads, each summed as serially.
 func binaryGrad(bc *broadcast, op BinOp, first bool, self, other, dy, dz []float32, reduced bool) {
 	n := bc.inner()
 	sa, sb := bc.aStr[bc.rank-1], bc.bStr[bc.rank-1]
@@ -282,10 +285,32 @@ func binaryGrad(bc *broadcast, op BinOp, first bool, self, other, dy, dz []float
 	}
 	if reduced {
 		clear(dz)
-		rowsFn(0, bc.rows())
-		return
+		if !ownRows(bc, first) {
+			rowsFn(0, bc.rows())
+			return
+		}
 	}
 	ParallelFor(bc.rows(), rowGrain(n), rowsFn)
+}
+
+// ownRows reports whether each row of bc reads its own element of the
+// first operand (the second when not first) and no other: the operand's
+// stride is 0 along the inner axis and not 0 along every outer one, so
+// the outer axes are all of its axes longer than 1.
+func ownRows(bc *broadcast, first bool) bool {
+	str := &bc.aStr
+	if !first {
+		str = &bc.bStr
+	}
+	if str[bc.rank-1] != 0 {
+		return false
+	}
+	for d := 0; d < bc.rank-1; d++ {
+		if str[d] == 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // gradRow is binaryGrad's work on one row of dy for the rows efficient
