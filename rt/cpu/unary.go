@@ -173,10 +173,11 @@ func unaryRange(x, y []float32, chain []Unary, lo, hi int) {
 }
 
 // UnaryDecode is UnaryFwd for a language model's decode: a chain with a
-// float64 function or GELU over 256 elements or more goes to the decode
-// team (team.go), in parts of at least 256 elements (teamElemBytes), not
-// to ParallelFor, whose workers would wait for processors that the team's
-// members hold; the same values.
+// transcendental function (an op not exactInFloat32: GELU, sigmoid, tanh,
+// exp, log…) over 256 elements or more goes to the decode team (team.go),
+// in parts of at least 256 elements (teamElemBytes), not to ParallelFor,
+// whose workers would wait for processors that the team's members hold;
+// the same values.
 func UnaryDecode(x, y []float32, chain []Unary) {
 	n := len(y)
 	if n >= 1<<8 && !allExactInFloat32(chain) && !(len(chain) == 1 && chain[0].Kind == UReLU) {
