@@ -496,7 +496,7 @@ func act(name string) (string, error) {
 var unaryKinds = map[string]string{
 	"relu": "cpu.UReLU", "leakyrelu": "cpu.ULeakyReLU", "sigmoid": "cpu.USigmoid", "tanh": "cpu.UTanh",
 	"gelu": "cpu.UGELU", "exp": "cpu.UExp", "log": "cpu.ULog", "addconst": "cpu.UAddConst", "mulconst": "cpu.UMulConst",
-	"sqrt": "cpu.USqrt", "powconst": "cpu.UPowConst", "erf": "cpu.UErf", "relu6": "cpu.UReLU6",
+	"sqrt": "cpu.USqrt", "powconst": "cpu.UPowConst", "erf": "cpu.UErf", "relu6": "cpu.UReLU6", "silu": "cpu.USiLU",
 }
 
 var binOps = map[string]string{"add": "cpu.BAdd", "sub": "cpu.BSub", "mul": "cpu.BMul", "div": "cpu.BDiv"}

@@ -362,7 +362,7 @@ const (
 
 // UnaryOp is one element-wise function in a Chain.
 type UnaryOp struct {
-	Op    string  `json:"op"`              // relu, leakyrelu, sigmoid, tanh, gelu, exp, log, addconst, mulconst, sqrt, powconst, erf, relu6
+	Op    string  `json:"op"`              // relu, leakyrelu, sigmoid, tanh, gelu, exp, log, addconst, mulconst, sqrt, powconst, erf, relu6, silu (fuse_silu.go)
 	Alpha float64 `json:"alpha,omitempty"` // leakyrelu's slope, addconst's and mulconst's constant, powconst's exponent
 }
 

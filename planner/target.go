@@ -92,6 +92,10 @@ type Target struct {
 	// NoFoldWhy says, for `mlbuild plan`, why a backend without
 	// FoldBatchNorm keeps its inference batch norms; "" says nothing.
 	NoFoldWhy string
+	// SiLU says the backend's unary chains have silu, x·sigmoid(x) in one
+	// op: fuse_silu.go then fuses a sigmoid and the product of its input
+	// by its output into it.
+	SiLU bool
 	// BF16 says the backend's bf16 GEMMs read bfloat16 operands that
 	// their producers write (twin_operands.go), and which producers can;
 	// nil: its GEMMs read float32 operands only.
@@ -228,7 +232,7 @@ const (
 )
 
 // CPU is the CPU backend's Target, the default of Options.Target.
-var CPU = Target{Name: "cpu", Conv: cpuConv, Dense: cpuDense, ConvPrecision: cpuConvPrecision, Attention: true, FoldBatchNorm: true}
+var CPU = Target{Name: "cpu", Conv: cpuConv, Dense: cpuDense, ConvPrecision: cpuConvPrecision, Attention: true, FoldBatchNorm: true, SiLU: true}
 
 // cpuBF16Rows is the fewest rows of a dense step that the CPU multiplies
 // in bf16: Intel AMX's bf16 tiles hold 16 rows, and below that (batch-1

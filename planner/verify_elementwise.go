@@ -76,6 +76,7 @@ func (r shapeRules) accumulate(s *Step) error {
 var unaryChainOps = map[string]bool{
 	"relu": true, "leakyrelu": true, "sigmoid": true, "tanh": true, "gelu": true,
 	"exp": true, "log": true, "addconst": true, "mulconst": true, "sqrt": true, "powconst": true, "erf": true, "relu6": true,
+	"silu": true,
 }
 
 // broadcast applies numpy's broadcasting rule to two shapes of one rank.

@@ -39,6 +39,12 @@ type epilogueKernels struct {
 	geluBwd func(x, dy, dx *float32, n int)
 	// expShift is expShift's loop over n elements (exp.go), or nil.
 	expShift func(x, y *float32, n int, m float32)
+	// sigmoid, tanh, silu and siluBwd are sigmoidFwd's, tanhFwd's,
+	// siluFwd's and siluBwd's loops over n elements (sigmoid.go), or nil.
+	sigmoid func(x, y *float32, n int)
+	tanh    func(x, y *float32, n int)
+	silu    func(x, y *float32, n int)
+	siluBwd func(x, dy, dx *float32, n int)
 	// dropout is dropoutMask's loop over n elements (dropout.go), or nil.
 	dropout func(x, y, mask *float32, n int, base, seed, step uint32, rate, keep float32)
 }
@@ -101,13 +107,9 @@ func applyAct(v []float32, act Act, alpha float32) {
 			}
 		}
 	case ActSigmoid:
-		for i, x := range v {
-			v[i] = sigmoid32(x)
-		}
+		sigmoidFwd(v, v)
 	case ActTanh:
-		for i, x := range v {
-			v[i] = float32(math.Tanh(float64(x)))
-		}
+		tanhFwd(v, v)
 	}
 }
 
@@ -142,12 +144,6 @@ func actBackward(y, dy []float32, act Act, alpha float32) {
 			dy[i] *= 1 - v*v
 		}
 	}
-}
-
-// sigmoid32 is the logistic function, computed in float64 so that it
-// saturates cleanly to 0 and 1 without overflow.
-func sigmoid32(x float32) float32 {
-	return float32(1 / (1 + math.Exp(-float64(x))))
 }
 
 // ActBwd multiplies dy in place by the derivative of act, taken from the

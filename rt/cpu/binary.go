@@ -93,52 +93,120 @@ func (bc *broadcast) offsets(row int) (aOff, bOff int) {
 
 // BinaryFwd writes y = a ∘ b with numpy broadcasting; the shapes are full
 // shapes (batch included) of equal rank, the caller padding with 1s.
+// Operands of one shape are split among the threads by elements; the rows
+// where an operand is one value (a per-channel scale or shift over a plane)
+// and those where both run contiguously take loops with no index
+// arithmetic.
 func BinaryFwd(op BinOp, a, b, y []float32, aShape, bShape, yShape []int) {
 	bc := newBroadcast(aShape, bShape, yShape)
 	n := bc.inner()
 	sa, sb := bc.aStr[bc.rank-1], bc.bStr[bc.rank-1]
+	if bc.rank == 1 && sa == 1 && sb == 1 {
+		ParallelFor(n, 1<<14, func(lo, hi int) { binaryRow(op, a[lo:hi], b[lo:hi], y[lo:hi]) })
+		return
+	}
 	ParallelFor(bc.rows(), rowGrain(n), func(lo, hi int) {
 		for r := lo; r < hi; r++ {
 			ao, bo := bc.offsets(r)
 			yr := y[r*n : (r+1)*n]
 			switch {
 			case sa == 1 && sb == 1:
-				ar, br := a[ao:ao+n], b[bo:bo+n]
-				switch op {
-				case BAdd:
-					for i := range yr {
-						yr[i] = ar[i] + br[i]
-					}
-				case BSub:
-					for i := range yr {
-						yr[i] = ar[i] - br[i]
-					}
-				case BMul:
-					for i := range yr {
-						yr[i] = ar[i] * br[i]
-					}
-				case BDiv:
-					for i := range yr {
-						yr[i] = ar[i] / br[i]
-					}
-				}
+				binaryRow(op, a[ao:ao+n], b[bo:bo+n], yr)
+			case sa == 0 && sb == 1:
+				scalarRow(op, a[ao], b[bo:bo+n], yr)
+			case sa == 1 && sb == 0:
+				rowScalar(op, a[ao:ao+n], b[bo], yr)
 			default:
 				for i := range yr {
-					av, bv := a[ao+i*sa], b[bo+i*sb]
-					switch op {
-					case BAdd:
-						yr[i] = av + bv
-					case BSub:
-						yr[i] = av - bv
-					case BMul:
-						yr[i] = av * bv
-					case BDiv:
-						yr[i] = av / bv
-					}
+					yr[i] = binaryOne(op, a[ao+i*sa], b[bo+i*sb])
 				}
 			}
 		}
 	})
+}
+
+// binaryOne returns a ∘ b.
+func binaryOne(op BinOp, a, b float32) float32 {
+	switch op {
+	case BAdd:
+		return a + b
+	case BSub:
+		return a - b
+	case BMul:
+		return a * b
+	}
+	return a / b
+}
+
+// binaryRow writes y[i] = a[i] ∘ b[i]; a and b are at least as long as y.
+func binaryRow(op BinOp, a, b, y []float32) {
+	a, b = a[:len(y)], b[:len(y)]
+	switch op {
+	case BAdd:
+		for i := range y {
+			y[i] = a[i] + b[i]
+		}
+	case BSub:
+		for i := range y {
+			y[i] = a[i] - b[i]
+		}
+	case BMul:
+		for i := range y {
+			y[i] = a[i] * b[i]
+		}
+	case BDiv:
+		for i := range y {
+			y[i] = a[i] / b[i]
+		}
+	}
+}
+
+// scalarRow writes y[i] = s ∘ b[i]; b is at least as long as y.
+func scalarRow(op BinOp, s float32, b, y []float32) {
+	b = b[:len(y)]
+	switch op {
+	case BAdd:
+		for i := range y {
+			y[i] = s + b[i]
+		}
+	case BSub:
+		for i := range y {
+			y[i] = s - b[i]
+		}
+	case BMul:
+		for i := range y {
+			y[i] = s * b[i]
+		}
+	case BDiv:
+		for i := range y {
+			y[i] = s / b[i]
+		}
+	}
+}
+
+// rowScalar writes y[i] = a[i] ∘ s; a is at least as long as y.
+func rowScalar(op BinOp, a []float32, s float32, y []float32) {
+	a = a[:len(y)]
+	switch op {
+	case BAdd:
+		for i := range y {
+			y[i] = a[i] + s
+		}
+	case BSub:
+		for i := range y {
+			y[i] = a[i] - s
+		}
+	case BMul:
+		for i := range y {
+			y[i] = a[i] * s
+		}
+	case BDiv:
+		// Division by s, not a product by 1/s: the same bits as the
+		// general loop.
+		for i := range y {
+			y[i] = a[i] / s
+		}
+	}
 }
 
 // BinaryBwd writes the gradients of y = a ∘ b: da and db are dy times the
@@ -171,7 +239,10 @@ func BinaryBwd(op BinOp, a, b, dy, da, db []float32, aShape, bShape, yShape []in
 // true); self is that operand and other the other one, needed for BMul
 // and BDiv (∂(a/b)/∂a = 1/b, ∂(a/b)/∂b = −a/b²). A reduced gradient (the
 // operand was broadcast) is accumulated serially, since many rows of dy
-// add into each of its elements.
+// add into each of its elements, unless the operand is broadcast along the
+// inner axis alone (a value per row: a per-channel scale of [N,C,1,1] over
+// [N,C,H,W]): then each row sums into an element of its own, and the rows
+// are split among the threads, each summed as serially.
 func binaryGrad(bc *broadcast, op BinOp, first bool, self, other, dy, dz []float32, reduced bool) {
 	n := bc.inner()
 	sa, sb := bc.aStr[bc.rank-1], bc.bStr[bc.rank-1]
@@ -189,6 +260,9 @@ func binaryGrad(bc *broadcast, op BinOp, first bool, self, other, dy, dz []float
 				zo, oo = oo, zo
 			}
 			dr := dy[r*n : (r+1)*n]
+			if gradRow(op, sign, dr, other, oo, sb, dz, zo, sa, reduced) {
+				continue
+			}
 			for i, g := range dr {
 				switch {
 				case op == BMul:
@@ -211,10 +285,76 @@ func binaryGrad(bc *broadcast, op BinOp, first bool, self, other, dy, dz []float
 	}
 	if reduced {
 		clear(dz)
-		rowsFn(0, bc.rows())
-		return
+		if !ownRows(bc, first) {
+			rowsFn(0, bc.rows())
+			return
+		}
 	}
 	ParallelFor(bc.rows(), rowGrain(n), rowsFn)
+}
+
+// ownRows reports whether each row of bc reads its own element of the
+// first operand (the second when not first) and no other: the operand's
+// stride is 0 along the inner axis and not 0 along every outer one, so
+// the outer axes are all of its axes longer than 1.
+func ownRows(bc *broadcast, first bool) bool {
+	str := &bc.aStr
+	if !first {
+		str = &bc.bStr
+	}
+	if str[bc.rank-1] != 0 {
+		return false
+	}
+	for d := 0; d < bc.rank-1; d++ {
+		if str[d] == 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// gradRow is binaryGrad's work on one row of dy for the rows efficient
+// networks' element-wise steps make, in loops with no index arithmetic:
+// a product's or a sum's gradient where self runs contiguously and is not
+// reduced (dz = dy·other, other contiguous or one value: x·sigmoid(x),
+// a per-channel scale), and where self is one value summed over the row
+// (the scale's own gradient, Σ dy·other, or a per-channel shift's, Σ ±dy),
+// accumulated in the general loop's order so that the bits are its. It
+// reports false for the rows it leaves to that loop.
+func gradRow(op BinOp, sign float32, dy, other []float32, oo, so int, dz []float32, zo, sz int, reduced bool) bool {
+	n := len(dy)
+	switch {
+	case op == BMul && sz == 1 && !reduced && so == 1:
+		o, d := other[oo:oo+n], dz[zo:zo+n]
+		for i, g := range dy {
+			d[i] = g * o[i]
+		}
+	case op == BMul && sz == 1 && !reduced && so == 0:
+		o, d := other[oo], dz[zo:zo+n]
+		for i, g := range dy {
+			d[i] = g * o
+		}
+	case op == BMul && sz == 0 && reduced && so == 1:
+		o, acc := other[oo:oo+n], dz[zo]
+		for i, g := range dy {
+			acc += float32(g * o[i])
+		}
+		dz[zo] = acc
+	case (op == BAdd || op == BSub) && sz == 1 && !reduced:
+		d := dz[zo : zo+n]
+		for i, g := range dy {
+			d[i] = g * sign
+		}
+	case (op == BAdd || op == BSub) && sz == 0 && reduced:
+		acc := dz[zo]
+		for _, g := range dy {
+			acc += float32(g * sign)
+		}
+		dz[zo] = acc
+	default:
+		return false
+	}
+	return true
 }
 
 // size is the number of elements of a shape.

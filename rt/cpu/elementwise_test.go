@@ -46,6 +46,8 @@ func unaryRef(u Unary, v float64) float64 {
 			return 6
 		}
 		return v
+	case USiLU:
+		return v / (1 + math.Exp(-v))
 	}
 	panic("unknown unary")
 }
@@ -64,6 +66,8 @@ func TestUnaryChainsMatchReferenceAndFiniteDifferences(t *testing.T) {
 		{"relu", []Unary{{Kind: UReLU}}, -1, true},
 		{"leakyrelu", []Unary{{Kind: ULeakyReLU, Alpha: 0.1}}, -1, true},
 		{"sigmoid", []Unary{{Kind: USigmoid}}, -1, false},
+		{"silu", []Unary{{Kind: USiLU}}, -1, false},
+		{"mulconst silu (a wide range)", []Unary{{Kind: UMulConst, Alpha: 4}, {Kind: USiLU}}, -1, false},
 		{"tanh", []Unary{{Kind: UTanh}}, -1, false},
 		{"gelu", []Unary{{Kind: UGELU}}, -1, false},
 		{"exp", []Unary{{Kind: UExp}}, -1, false},
@@ -159,6 +163,8 @@ func TestBinaryBroadcastingMatchesReferenceAndFiniteDifferences(t *testing.T) {
 		{{2, 3, 5}, {1, 1, 5}, {2, 3, 5}},
 		{{4, 1, 3, 1}, {4, 2, 1, 1}, {4, 2, 3, 1}},
 		{{5, 7}, {5, 1}, {5, 7}},
+		{{2, 3, 4, 5}, {2, 3, 1, 1}, {2, 3, 4, 5}},
+		{{2, 3, 1, 1}, {2, 3, 4, 5}, {2, 3, 4, 5}},
 	}
 	r := newTestRand(21)
 	for _, c := range cases {
@@ -376,26 +382,31 @@ func testUnaryFloat32Path(t *testing.T) {
 	}
 }
 
-// TestUnaryFloat64LoopsAreEval: the loops apply keeps for float64
-// functions (sigmoid, exp, tanh) give eval's result rounded to float32
-// bit for bit, on 1 and 3 threads (GELU's float32 form has its own
-// tests in gelu_test.go).
-func TestUnaryFloat64LoopsAreEval(t *testing.T) {
+// TestUnaryTranscendentalsAreAt: UnaryFwd of sigmoid, exp, tanh, GELU,
+// SiLU and log (the vector kernels' float32 forms and a float64 loop) gives at's
+// bits, the values UnaryBwd recomputes, on 1 and 3 threads, in a chain
+// too; the float32 forms' accuracy has its own tests (sigmoid_test.go,
+// exp_test.go, gelu_test.go).
+func TestUnaryTranscendentalsAreAt(t *testing.T) {
 	defer SetThreads(Threads())
 	xs := []float32{0, float32(math.Copysign(0, -1)), 1e-30, -1e-30, 3, -3, 10, -10}
 	r := rand.New(rand.NewSource(6))
 	for len(xs) < unaryBlock+1001 {
 		xs = append(xs, float32(r.NormFloat64()*math.Pow(10, float64(r.Intn(6)-3))))
 	}
-	for _, k := range []UnaryKind{USigmoid, UExp, UTanh} {
-		u := Unary{Kind: k}
+	for _, chain := range [][]Unary{{{Kind: USigmoid}}, {{Kind: UExp}}, {{Kind: UTanh}}, {{Kind: UGELU}},
+		{{Kind: USiLU}}, {{Kind: UTanh}, {Kind: UMulConst, Alpha: 3}, {Kind: USigmoid}, {Kind: UExp}, {Kind: ULog}}} {
 		for _, threads := range []int{1, 3} {
 			SetThreads(threads)
 			got := make([]float32, len(xs))
-			UnaryFwd(xs, got, []Unary{u})
+			UnaryFwd(xs, got, chain)
 			for i, x := range xs {
-				if want := float32(u.eval(float64(x))); math.Float32bits(got[i]) != math.Float32bits(want) {
-					t.Fatalf("kind %d on %d threads at %v: %v, eval gives %v", k, threads, x, got[i], want)
+				want := x
+				for _, u := range chain {
+					want = u.at(want)
+				}
+				if math.Float32bits(got[i]) != math.Float32bits(want) {
+					t.Fatalf("%v on %d threads at %v: %v, at gives %v", chain, threads, x, got[i], want)
 				}
 			}
 		}
@@ -441,6 +452,100 @@ func unaryRefDeriv(u Unary) float32 {
 		return u.Alpha
 	}
 	return 1
+}
+
+// binaryGradRef is the gradient of one operand of y = a ∘ b (a's when
+// first), walking y's elements in order: dy times the partial derivative,
+// added into the operand's element when it was broadcast (the general
+// loop's order), written when not.
+func binaryGradRef(op BinOp, first bool, a, b, dy []float32, aShape, bShape, yShape []int) []float32 {
+	selfShape := aShape
+	if !first {
+		selfShape = bShape
+	}
+	reduced := size(selfShape) != size(yShape)
+	dz := make([]float32, size(selfShape))
+	idx := make([]int, len(yShape))
+	at := func(shape []int) int {
+		off := 0
+		for d, n := range shape {
+			off = off*n + idx[d]%n
+		}
+		return off
+	}
+	for i, g := range dy {
+		q := i
+		for d := len(yShape) - 1; d >= 0; d-- {
+			idx[d] = q % yShape[d]
+			q /= yShape[d]
+		}
+		av, bv := a[at(aShape)], b[at(bShape)]
+		switch {
+		case op == BMul && first:
+			g *= bv
+		case op == BMul:
+			g *= av
+		case op == BDiv && first:
+			g /= bv
+		case op == BDiv:
+			g *= -av / (bv * bv)
+		case op == BSub && !first:
+			g *= -1
+		}
+		z := at(selfShape)
+		if reduced {
+			dz[z] += g
+		} else {
+			dz[z] = g
+		}
+	}
+	return dz
+}
+
+// TestBinaryRowsAreTheReference: BinaryFwd and BinaryBwd give the bits of
+// the loops that walk y's multi-index, on 1 and 3 threads, for the shapes
+// of their row loops (equal shapes split by elements, a value per channel
+// plane on either side, a row broadcast down a column) and a general one.
+func TestBinaryRowsAreTheReference(t *testing.T) {
+	defer SetThreads(Threads())
+	cases := [][3][]int{
+		{{4, 6, 30, 31}, {4, 6, 30, 31}, {4, 6, 30, 31}},
+		{{4, 6, 30, 31}, {4, 6, 1, 1}, {4, 6, 30, 31}},
+		{{4, 6, 1, 1}, {4, 6, 30, 31}, {4, 6, 30, 31}},
+		{{1, 6, 1, 1}, {4, 6, 30, 31}, {4, 6, 30, 31}},
+		{{300, 70}, {300, 1}, {300, 70}},
+		{{300, 70}, {1, 70}, {300, 70}},
+		{{4, 1, 30, 1}, {4, 6, 1, 31}, {4, 6, 30, 31}},
+	}
+	r := newTestRand(36)
+	for _, threads := range []int{1, 3} {
+		SetThreads(threads)
+		for _, c := range cases {
+			aShape, bShape, yShape := c[0], c[1], c[2]
+			a, b := randSlice(r, size(aShape), 1), randSlice(r, size(bShape), 1)
+			dy := randSlice(r, size(yShape), 1)
+			for _, op := range []BinOp{BAdd, BSub, BMul, BDiv} {
+				y := make([]float32, size(yShape))
+				BinaryFwd(op, a, b, y, aShape, bShape, yShape)
+				if msg := closeTo(y, binaryRef(op, a, b, aShape, bShape, yShape), 0); msg != "" {
+					t.Errorf("op %d %v %v on %d threads: forward: %s", op, aShape, bShape, threads, msg)
+				}
+				da, db := make([]float32, len(a)), make([]float32, len(b))
+				BinaryBwd(op, a, b, dy, da, db, aShape, bShape, yShape)
+				for _, g := range []struct {
+					name      string
+					got, want []float32
+				}{{"da", da, binaryGradRef(op, true, a, b, dy, aShape, bShape, yShape)}, {"db", db, binaryGradRef(op, false, a, b, dy, aShape, bShape, yShape)}} {
+					for i := range g.got {
+						if math.Float32bits(g.got[i]) != math.Float32bits(g.want[i]) {
+							t.Errorf("op %d %v %v on %d threads: %s[%d] = %g, the reference %g", op, aShape, bShape, threads, g.name, i, g.got[i], g.want[i])
+							break
+						}
+					}
+				}
+			}
+		}
+	}
 }
 
 // TestBinaryBwdOfAResidualAdd: the backward of an add of equal shapes (a

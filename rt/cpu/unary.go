@@ -9,8 +9,12 @@ type UnaryKind uint8
 // UAddConst and UMulConst their constant, UPowConst its exponent; UGELU is
 // the exact erf form (PyTorch's default, not the tanh approximation),
 // computed in float32 by UnaryFwd and UnaryBwd (gelu.go: within a few ulps
-// of eval's float64);
-// UReLU6 is min(max(x, 0), 6), MobileNet's activation.
+// of eval's float64), as USigmoid, UTanh (sigmoid.go) and UExp (exp.go)
+// are;
+// UReLU6 is min(max(x, 0), 6), MobileNet's activation; USiLU is
+// x·sigmoid(x) (EfficientNet's activation, ONNX's Sigmoid then Mul), the
+// float32 product of x and the float32 sigmoid, so the bits of USigmoid
+// and a BinaryFwd product after it.
 const (
 	UReLU UnaryKind = iota
 	ULeakyReLU
@@ -25,6 +29,7 @@ const (
 	UPowConst
 	UErf
 	UReLU6
+	USiLU
 )
 
 // Unary is one step of an element-wise chain.
@@ -72,6 +77,8 @@ func (u Unary) eval(v float64) float64 {
 		return math.Erf(v)
 	case UReLU6:
 		return math.Min(math.Max(v, 0), 6)
+	case USiLU:
+		return v / (1 + math.Exp(-v))
 	}
 	return v
 }
@@ -118,6 +125,11 @@ func (u Unary) deriv(in, out float64) float64 {
 			return 1
 		}
 		return 0
+	case USiLU:
+		// σ·(1 + x·(1−σ)), σ the forward's float32 sigmoid of the float32
+		// in and 1−σ its complement from sigmoidPair.
+		sg, c := sigmoidPair(float32(in))
+		return float64(sg) * (1 + in*float64(c))
 	}
 	return 1
 }
@@ -135,9 +147,10 @@ func UnaryFwd(x, y []float32, chain []Unary) {
 		})
 		return
 	}
-	// A chain with a float64 function (exp, tanh: tens of ns an element)
-	// or GELU is worth a thread from 256 elements on: a batch-1 decode's
-	// GELU over 1,536 goes to up to 6.
+	// A chain with a transcendental function (a float64 one such as log:
+	// tens of ns an element; GELU, sigmoid, tanh or exp in float32: a few
+	// in Go, under one in vector registers) is worth a thread from 256
+	// elements on: a batch-1 decode's GELU over 1,536 goes to up to 6.
 	grain := 1 << 13
 	if !allExactInFloat32(chain) {
 		grain = 1 << 8
@@ -160,10 +173,11 @@ func unaryRange(x, y []float32, chain []Unary, lo, hi int) {
 }
 
 // UnaryDecode is UnaryFwd for a language model's decode: a chain with a
-// float64 function or GELU over 256 elements or more goes to the decode
-// team (team.go), in parts of at least 256 elements (teamElemBytes), not
-// to ParallelFor, whose workers would wait for processors that the team's
-// members hold; the same values.
+// transcendental function (an op not exactInFloat32: GELU, sigmoid, tanh,
+// exp, log…) over 256 elements or more goes to the decode team (team.go),
+// in parts of at least 256 elements (teamElemBytes), not to ParallelFor,
+// whose workers would wait for processors that the team's members hold;
+// the same values.
 func UnaryDecode(x, y []float32, chain []Unary) {
 	n := len(y)
 	if n >= 1<<8 && !allExactInFloat32(chain) && !(len(chain) == 1 && chain[0].Kind == UReLU) {
@@ -182,8 +196,9 @@ func UnaryDecode(x, y []float32, chain []Unary) {
 }
 
 // apply writes y = u(x) for one block, each element rounded to float32 as
-// the reference (eval in float64) is, UGELU's float32 form aside (gelu.go);
-// y may alias x.
+// the reference (eval in float64) is, aside from the float32 forms of
+// UGELU (gelu.go), USigmoid, UTanh and USiLU (sigmoid.go) and UExp (exp.go),
+// within a few ulps of it; y may alias x. Each element's bits are at's.
 func (u Unary) apply(x, y []float32) {
 	if u.Kind.exactInFloat32() {
 		u.applyFloat32(x, y)
@@ -194,22 +209,37 @@ func (u Unary) apply(x, y []float32) {
 	case UGELU:
 		geluFwd(x, y)
 	case USigmoid:
-		for i, v := range x {
-			y[i] = float32(1 / (1 + math.Exp(-float64(v))))
-		}
+		sigmoidFwd(x, y)
 	case UExp:
-		for i, v := range x {
-			y[i] = float32(math.Exp(float64(v)))
-		}
+		expShift(x, y, 0)
 	case UTanh:
-		for i, v := range x {
-			y[i] = float32(math.Tanh(float64(v)))
-		}
+		tanhFwd(x, y)
+	case USiLU:
+		siluFwd(x, y)
 	default:
 		for i, v := range x {
 			y[i] = float32(u.eval(float64(v)))
 		}
 	}
+}
+
+// at is u of one value, the bits apply writes for it: the float32 forms'
+// Go twins, or eval rounded to float32.
+func (u Unary) at(v float32) float32 {
+	switch u.Kind {
+	case UGELU:
+		phi, _ := geluCore(v)
+		return v * phi
+	case USigmoid:
+		return sigmoidCore(v)
+	case UExp:
+		return expCore(v)
+	case UTanh:
+		return tanhCore(v)
+	case USiLU:
+		return v * sigmoidCore(v)
+	}
+	return float32(u.eval(float64(v)))
 }
 
 // unaryBlock is how many elements UnaryFwd takes through every op of a
@@ -290,14 +320,19 @@ func clampFloat32(x, y []float32, lo, hi float32) {
 }
 
 // UnaryBwd writes dx = dy·chain'(x), recomputing each element's
-// intermediate values from x (the chain's input), so a fused chain stores
-// nothing between the passes. A lone UGELU takes gelu.go's float32 form,
-// the forward's. dx may alias dy.
+// intermediate values from x (the chain's input) with the forward's bits
+// (at), so a fused chain stores nothing between the passes. A lone UGELU
+// takes gelu.go's float32 form, the forward's, and a lone USiLU
+// sigmoid.go's. dx may alias dy.
 func UnaryBwd(x, dy, dx []float32, chain []Unary) {
 	n := len(dx)
 	x, dy = x[:n], dy[:n]
 	if len(chain) == 1 && chain[0].Kind == UGELU {
 		ParallelFor(n, 1<<13, func(lo, hi int) { geluBwd(x[lo:hi], dy[lo:hi], dx[lo:hi]) })
+		return
+	}
+	if len(chain) == 1 && chain[0].Kind == USiLU {
+		ParallelFor(n, 1<<13, func(lo, hi int) { siluBwd(x[lo:hi], dy[lo:hi], dx[lo:hi]) })
 		return
 	}
 	if constantDerivative(chain) {
@@ -329,7 +364,7 @@ func UnaryBwd(x, dy, dx []float32, chain []Unary) {
 			if len(chain) <= maxStackChain {
 				vals[0] = float64(x[i])
 				for k, u := range chain {
-					vals[k+1] = float64(float32(u.eval(vals[k])))
+					vals[k+1] = float64(u.at(float32(vals[k])))
 				}
 				for k := len(chain) - 1; k >= 0; k-- {
 					d *= chain[k].deriv(vals[k], vals[k+1])
@@ -337,11 +372,11 @@ func UnaryBwd(x, dy, dx []float32, chain []Unary) {
 			} else {
 				// Recompute the input of step k from scratch each time.
 				for k := len(chain) - 1; k >= 0; k-- {
-					in := float64(x[i])
+					in := x[i]
 					for _, u := range chain[:k] {
-						in = float64(float32(u.eval(in)))
+						in = u.at(in)
 					}
-					d *= chain[k].deriv(in, float64(float32(chain[k].eval(in))))
+					d *= chain[k].deriv(float64(in), float64(chain[k].at(in)))
 				}
 			}
 			dx[i] = float32(d)
