@@ -264,3 +264,30 @@ func BenchmarkMaxPoolStem(b *testing.B) {
 		}
 	})
 }
+
+// TestSum32: sum32 (GlobalAvgPoolFwd's row sums) adds every element once,
+// whatever the length's remainder mod 8: exactly on small integers, and
+// within 1e-6 of Σ|x| of the float64 sum on random values.
+func TestSum32(t *testing.T) {
+	r := newTestRand(8)
+	for n := 0; n <= 67; n++ {
+		x := make([]float32, n)
+		want := 0
+		for i := range x {
+			x[i] = float32(i%7 - 3)
+			want += i%7 - 3
+		}
+		if got := sum32(x); got != float32(want) {
+			t.Fatalf("sum32 of %d small integers = %v, want %d", n, got, want)
+		}
+		x = randSlice(r, n, 1)
+		var s, abs float64
+		for _, v := range x {
+			s += float64(v)
+			abs += math.Abs(float64(v))
+		}
+		if got := float64(sum32(x)); math.Abs(got-s) > 1e-6*max(abs, 1) {
+			t.Fatalf("sum32 of %d values = %v, float64 sum %v", n, got, s)
+		}
+	}
+}
