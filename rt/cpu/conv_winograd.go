@@ -62,16 +62,17 @@ var winogradG = [][]float64{
 	{0, 0, 0, 0, 1},
 }
 
-// winoAlg is one Winograd algorithm F(m×m,5×5) with the weight gradient's
-// F(5×5,m×m) on the same α = m + 4 points: the parts that depend on the
-// points, so that one driver (convWinogradForward, convWinogradWeightGrad)
-// runs both F(2×2,5×5) and F(4×4,5×5) (conv_winograd4.go).
+// winoAlg is one Winograd algorithm F(m×m,r×r) with the weight gradient's
+// F(r×r,m×m) on the same α = m + r − 1 points: the parts that depend on
+// the points and the filter size, so that one driver
+// (convWinogradForward, convWinogradWeightGrad) runs F(2×2,5×5),
+// F(4×4,5×5) (conv_winograd4.go) and F(4×4,3×3) (conv_winograd3.go).
 type winoAlg struct {
-	name     string      // "F(2x2,5x5)", for messages
-	m, alpha int         // output tile side, transformed tile side
-	g        [][]float64 // G, α×5: the filter transform, applied in float64
+	name        string      // "F(2x2,5x5)", for messages
+	m, r, alpha int         // output tile side, filter side, transformed tile side
+	g           [][]float64 // G, α×r: the filter transform, applied in float64
 	// dwScale and aw finish the weight gradient in float64: dw = awᵀ-side
-	// transform of (dwScale_i·dwScale_j·P[ij]), aw being A'ᵀ (5×α).
+	// transform of (dwScale_i·dwScale_j·P[ij]), aw being A'ᵀ (r×α).
 	dwScale []float64
 	aw      [][]float64
 	// roundBytes bounds a round's V and M (winogradRoundBytes).
@@ -85,7 +86,7 @@ type winoAlg struct {
 }
 
 // winoF2 is F(2×2,5×5), this file's algorithm.
-var winoF2 = &winoAlg{name: "F(2x2,5x5)", m: winoOut, alpha: winoTile,
+var winoF2 = &winoAlg{name: "F(2x2,5x5)", m: winoOut, r: 5, alpha: winoTile,
 	g: winogradG, dwScale: winogradScale, aw: winogradAW, roundBytes: winogradRoundBytes, kernels: winogradFor}
 
 // winogradKernels is one instruction set's pair of transform kernels.
@@ -216,10 +217,14 @@ func reluSign(v float32) float32 {
 	return v
 }
 
-// winogradOK reports whether normalised geometry g suits F(m×m,5×5):
-// stride 1, no dilation, one group, a 5×5 filter. Any padding works.
-func winogradOK(g Conv) bool {
-	return g.SH == 1 && g.SW == 1 && g.DH == 1 && g.DW == 1 && g.Groups == 1 && g.KH == 5 && g.KW == 5
+// winogradOK reports whether normalised geometry g suits F(m×m,5×5)
+// (winoAlg.fits).
+func winogradOK(g Conv) bool { return winoF2.fits(g) }
+
+// fits reports whether normalised geometry g suits a: stride 1, no
+// dilation, one group, an r×r filter. Any padding works.
+func (a *winoAlg) fits(g Conv) bool {
+	return g.SH == 1 && g.SW == 1 && g.DH == 1 && g.DW == 1 && g.Groups == 1 && g.KH == a.r && g.KW == a.r
 }
 
 // winoGeom is the tiling of one image and the sizes of the work buffers.
@@ -227,7 +232,7 @@ type winoGeom struct {
 	m, alpha int // output tile side, transformed tile side (winoAlg)
 	xi       int // α², the number of products
 	th, tw   int // tile rows and columns: ⌈OH/m⌉, ⌈OW/m⌉
-	hp, wp   int // the padded channels-last image: m·th+4 rows of m·tw+4 pixels
+	hp, wp   int // the padded channels-last image: m·th+r−1 rows of m·tw+r−1 pixels
 	cp, ocp  int // channels and output channels rounded up to the vector lanes
 	images   int // images per round of α² products
 	rowTiles int // tiles of one round (the rows of each product)
@@ -266,7 +271,7 @@ func newWinoGeom(g Conv, a *winoAlg, lanes int) winoGeom {
 	cp, ocp := gemmRoundUp(g.C, lanes), gemmRoundUp(g.OC, lanes)
 	xi := a.alpha * a.alpha
 	images := max(1, min(g.N, a.roundBytes/(4*xi*(cp+ocp)*th*tw)))
-	return winoGeom{m: a.m, alpha: a.alpha, xi: xi, th: th, tw: tw, hp: a.m*th + 4, wp: a.m*tw + 4, cp: cp, ocp: ocp,
+	return winoGeom{m: a.m, alpha: a.alpha, xi: xi, th: th, tw: tw, hp: a.m*th + a.r - 1, wp: a.m*tw + a.r - 1, cp: cp, ocp: ocp,
 		images: images, rowTiles: images * th * tw}
 }
 
@@ -290,8 +295,8 @@ var winogradAW = [][]float64{
 // input channel c is w[oc][c], or with flip (g is then the geometry of
 // dx's convolution, see convWinogradBackward) the forward filter w[c][oc]
 // turned by 180 degrees. (G f Gᵀ)[αi + j] is Σ_kl G[i][k]·G[j][l]·f[k][l],
-// so U[·][c][·] is one product K·Fᵀ (α² × 25 by 25 × OC) per input channel,
-// K = G ⊗ G (winoKron) and F the channel's 25-tap filters, one a row (with
+// so U[·][c][·] is one product K·Fᵀ (α² × r² by r² × OC) per input channel,
+// K = G ⊗ G (winoKron) and F the channel's r²-tap filters, one a row (with
 // flip, K's columns reversed): a float32 SGEMM, split over the threads by
 // input channel. Against the float64 transform it replaced (scalar, 1.35
 // ms a call for the flagship's second layer), U's error grows from one
@@ -300,22 +305,23 @@ var winogradAW = [][]float64{
 func winogradFilters(a *winoAlg, w []float32, u []float32, g Conv, ocp int, flip bool) {
 	xi := a.alpha * a.alpha
 	u = u[:xi*g.C*ocp]
-	k, off, ldf := a.kron(flip), 25, g.C*25 // w[oc][c]: channel c's filters at c·25, C·25 apart
+	taps := a.r * a.r
+	k, off, ldf := a.kron(flip), taps, g.C*taps // w[oc][c]: channel c's filters at c·r², C·r² apart
 	if flip {
-		off, ldf = g.OC*25, 25 // w[c][oc]: at c·OC·25, 25 apart
+		off, ldf = g.OC*taps, taps // w[c][oc]: at c·OC·r², r² apart
 	}
 	if ocp > g.OC {
 		clear(u)
 	}
 	ParallelFor(g.C, 1, func(lo, hi int) {
 		for c := lo; c < hi; c++ {
-			sgemmSerialTT(false, true, xi, g.OC, 25, k, 25, w[c*off:], ldf, 0, u[c*ocp:], g.C*ocp)
+			sgemmSerialTT(false, true, xi, g.OC, taps, k, taps, w[c*off:], ldf, 0, u[c*ocp:], g.C*ocp)
 		}
 	})
 }
 
-// dwKron returns K' (α² × 25) of the weight gradient's finish: dw's
-// 5×5 block is A'ᵀ (scales ⊙ P) A', so K'[αi + j][5k + l] =
+// dwKron returns K' (α² × r²) of the weight gradient's finish: dw's
+// r×r block is A'ᵀ (scales ⊙ P) A', so K'[αi + j][rk + l] =
 // aw[k][i]·aw[l][j]·dwScale[i]·dwScale[j], computed in float64 and
 // rounded once, built on first use.
 func (a *winoAlg) dwKron() []float32 {
@@ -323,7 +329,7 @@ func (a *winoAlg) dwKron() []float32 {
 	return a.kronDW
 }
 
-// kron returns K = G ⊗ G (α² × 25: K[αi + j][5k + l] = G[i][k]·G[j][l],
+// kron returns K = G ⊗ G (α² × r²: K[αi + j][rk + l] = G[i][k]·G[j][l],
 // computed in float64 and rounded once), or with flip K with its columns
 // reversed, built on first use.
 func (a *winoAlg) kron(flip bool) []float32 {
@@ -336,16 +342,17 @@ func (a *winoAlg) kron(flip bool) []float32 {
 
 // buildKron computes kron's and dwKron's matrices.
 func (a *winoAlg) buildKron() {
-	al := a.alpha
-	a.kronK, a.kronFlip, a.kronDW = make([]float32, al*al*25), make([]float32, al*al*25), make([]float32, al*al*25)
+	al, r := a.alpha, a.r
+	taps := r * r
+	a.kronK, a.kronFlip, a.kronDW = make([]float32, al*al*taps), make([]float32, al*al*taps), make([]float32, al*al*taps)
 	for i := range al {
 		for j := range al {
-			for k := range 5 {
-				for l := range 5 {
+			for k := range r {
+				for l := range r {
 					v := float32(a.g[i][k] * a.g[j][l])
-					a.kronK[(i*al+j)*25+5*k+l] = v
-					a.kronFlip[(i*al+j)*25+24-(5*k+l)] = v
-					a.kronDW[(i*al+j)*25+5*k+l] = float32(a.aw[k][i] * a.aw[l][j] * a.dwScale[i] * a.dwScale[j])
+					a.kronK[(i*al+j)*taps+r*k+l] = v
+					a.kronFlip[(i*al+j)*taps+taps-1-(r*k+l)] = v
+					a.kronDW[(i*al+j)*taps+r*k+l] = float32(a.aw[k][i] * a.aw[l][j] * a.dwScale[i] * a.dwScale[j])
 				}
 			}
 		}
@@ -512,8 +519,8 @@ func convWinogradForward(x, w, b, y []float32, g Conv, act Act, alpha float32, a
 // convWinogradBackward is Conv2DWinogradBwd for geometry that both
 // winogradOK and convDirectOK accept: dy is multiplied in place by the
 // activation's derivative, dw and db come from convWinogradWeightGrad,
-// and dx is Winograd's forward convolution of dy, padded by 4 less the
-// padding, with the filters transposed and turned by 180 degrees.
+// and dx is Winograd's forward convolution of dy, padded by r − 1 less
+// the padding, with the filters transposed and turned by 180 degrees.
 func convWinogradBackward(x, w, y, dy, dx, dw, db []float32, g Conv, act Act, alpha float32, a *winoAlg, k *winogradKernels) {
 	ny := g.N * g.OC * g.OH * g.OW
 	if act != ActNone {
@@ -524,15 +531,15 @@ func convWinogradBackward(x, w, y, dy, dx, dw, db []float32, g Conv, act Act, al
 		return
 	}
 	gt := Conv{N: g.N, C: g.OC, H: g.OH, W: g.OW, OC: g.C, OH: g.H, OW: g.W,
-		KH: 5, KW: 5, SH: 1, SW: 1, PH: 4 - g.PH, PW: 4 - g.PW, DH: 1, DW: 1, Groups: 1}
+		KH: a.r, KW: a.r, SH: 1, SW: 1, PH: a.r - 1 - g.PH, PW: a.r - 1 - g.PW, DH: 1, DW: 1, Groups: 1}
 	convWinogradForward(dy, w, nil, dx, gt, ActNone, 0, a, k, true)
 }
 
 // convWinogradWeightGrad writes dw and, when not nil, db of a convolution
 // that winogradOK accepts from x and dy (already multiplied by the
-// activation's derivative) by Winograd F(5×5,2×2): every 2×2 tile of dy
-// is a filter slid over the 6×6 input tile the forward pass reads for it,
-// giving a 5×5 contribution to dw. Per round of images, the input tiles
+// activation's derivative) by Winograd F(r×r,m×m): every m×m tile of dy
+// is a filter slid over the α×α input tile the forward pass reads for it,
+// giving an r×r contribution to dw. Per round of images, the input tiles
 // are transformed as in the forward pass (V), the dy tiles by E (D), and
 // the 36 products P[ξ] (OC × C) += D[ξ]ᵀ·V[ξ] summed over the tiles; at
 // the end dw = A'ᵀ (scales ⊙ ΣP) A' per filter, as one SGEMM per output
@@ -612,11 +619,11 @@ func convWinogradWeightGrad(x, dy, dw, db []float32, g Conv, a *winoAlg, k *wino
 		}
 	}
 	// dw[oc][c] = Σ_ξ K'[ξ][·]·P[ξ][oc][c]: one product Pᵀ·K' (C × α² by
-	// α² × 25) per output channel (dwKron).
-	kw := a.dwKron()
+	// α² × r²) per output channel (dwKron).
+	kw, taps := a.dwKron(), a.r*a.r
 	ParallelFor(g.OC, 1, func(lo, hi int) {
 		for oc := lo; oc < hi; oc++ {
-			sgemmSerialT(true, g.C, 25, winoXi, p[oc*d.cp:], g.OC*d.cp, kw, 25, 0, dw[oc*g.C*25:], 25)
+			sgemmSerialT(true, g.C, taps, winoXi, p[oc*d.cp:], g.OC*d.cp, kw, taps, 0, dw[oc*g.C*taps:], taps)
 		}
 	})
 	if db != nil {
@@ -681,6 +688,6 @@ func transposeBlocks(p *gemmPath, src []float32, rows, cols, lds int, dst []floa
 
 // winogradRefusal says why the Winograd method does not take normalised g.
 func winogradRefusal(a *winoAlg, fn string, g Conv) string {
-	return fmt.Sprintf("cpu.%s: a %dx%d filter, stride %dx%d, dilation %dx%d, %d groups, padding %dx%d; Winograd %s needs a 5x5 filter, stride 1, no dilation and one group (and for the backward pass padding up to 4)",
-		fn, g.KH, g.KW, g.SH, g.SW, g.DH, g.DW, g.Groups, g.PH, g.PW, a.name)
+	return fmt.Sprintf("cpu.%s: a %dx%d filter, stride %dx%d, dilation %dx%d, %d groups, padding %dx%d; Winograd %s needs a %dx%d filter, stride 1, no dilation and one group (and for the backward pass padding up to %d)",
+		fn, g.KH, g.KW, g.SH, g.SW, g.DH, g.DW, g.Groups, g.PH, g.PW, a.name, a.r, a.r, a.r-1)
 }

@@ -216,6 +216,37 @@ L1: \
 	VFMADD231PS (5*VB)(R8), D3, ACC \
 	FINISH(ACC, T, ANDN, B3, R3)
 
+// LOAD6 reads the line's six inputs at AX, AX + ldJ, ….
+#define LOAD6(R0, R1, R2, R3, R4, R5) \
+	LOAD4(R0, R1, R2, R3) \
+	ADDQ CX, BX \
+	VMOVUPS (BX), R4 \
+	ADDQ CX, BX \
+	VMOVUPS (BX), R5
+
+// AT6 applies F(4×4,3×3)'s Aᵀ (conv_winograd3.go) to the line's inputs
+// Z0..Z5, the points 0, ±1, ±2 and ∞: AT8 without the points ±1/2, with
+// the constants 2, 4, 8 at R8. With s_k, d_k the sum and difference of
+// the inputs at ±k:
+//   y0 = (z0 + s1) + s2,  y1 = d1 + 2·d2,  y2 = s1 + 4·s2,  y3 = (d1 + z5) + 8·d2.
+#define AT6(VB, Z0, Z1, Z2, Z3, Z4, Z5, S1, D1, S2, D2, ACC, T, ANDN, B0, R0, B1, R1, B2, R2, B3, R3) \
+	VADDPS Z2, Z1, S1 \
+	VSUBPS Z2, Z1, D1 \
+	VADDPS Z4, Z3, S2 \
+	VSUBPS Z4, Z3, D2 \
+	VADDPS S1, Z0, ACC \
+	VADDPS S2, ACC, ACC \
+	FINISH(ACC, T, ANDN, B0, R0) \
+	VMOVAPS D1, ACC \
+	VFMADD231PS (0*VB)(R8), D2, ACC \
+	FINISH(ACC, T, ANDN, B1, R1) \
+	VMOVAPS S1, ACC \
+	VFMADD231PS (1*VB)(R8), S2, ACC \
+	FINISH(ACC, T, ANDN, B2, R2) \
+	VADDPS Z5, D1, ACC \
+	VFMADD231PS (2*VB)(R8), D2, ACC \
+	FINISH(ACC, T, ANDN, B3, R3)
+
 // BTTILE is the whole input transform of one tile, Bᵀ d B, for each vector
 // of channels in turn: the row pass into the scratch (64 vectors, in L1:
 // t[i][r] at scratch + (8i + r)·VB), then the column pass from the scratch
@@ -380,3 +411,45 @@ TEXT ·winoETileAVX512(SB), NOSPLIT, $0-64
 // func winoETileAVX2(consts, src *float32, ldRow, ldCol int, dst *float32, ldXi, n int, scratch *float32)
 TEXT ·winoETileAVX2(SB), NOSPLIT, $0-64
 	ETILE(32, 3, Y0, Y1, Y2, Y3, Y8, Y9, Y10, etygroup, etyrow, etycol, etydone)
+
+// func winoAT6AVX512(mat *float32, rows int, src *float32, ldJ, ldLine int, dst *float32, ldR, ldLineOut, lines int, bias *float32, relu, n int)
+// is winoPass with F(4×4,3×3)'s Aᵀ as the matrix (mat holds the
+// constants, rows is 4 and unread), computed as AT6 says.
+TEXT ·winoAT6AVX512(SB), NOSPLIT, $0-96
+	PASS_SETUP(4)
+	JZ at6zdone
+
+at6zgroup:
+	LINE_START
+
+at6zline:
+	LOAD6(Z0, Z1, Z2, Z3, Z4, Z5)
+	MOVQ mat+0(FP), R8
+	MOVQ DX, BX
+	AT6(64, Z0, Z1, Z2, Z3, Z4, Z5, Z10, Z11, Z12, Z13, Z8, Z9, VPANDND, at6zb0, at6zr0, at6zb1, at6zr1, at6zb2, at6zr2, at6zb3, at6zr3)
+	LINE_END(at6zline)
+	GROUP_END(64, at6zgroup, at6zg)
+
+at6zdone:
+	VZEROUPPER
+	RET
+
+// func winoAT6AVX2(mat *float32, rows int, src *float32, ldJ, ldLine int, dst *float32, ldR, ldLineOut, lines int, bias *float32, relu, n int)
+TEXT ·winoAT6AVX2(SB), NOSPLIT, $0-96
+	PASS_SETUP(3)
+	JZ at6ydone
+
+at6ygroup:
+	LINE_START
+
+at6yline:
+	LOAD6(Y0, Y1, Y2, Y3, Y4, Y5)
+	MOVQ mat+0(FP), R8
+	MOVQ DX, BX
+	AT6(32, Y0, Y1, Y2, Y3, Y4, Y5, Y10, Y11, Y12, Y13, Y8, Y9, VPANDN, at6yb0, at6yr0, at6yb1, at6yr1, at6yb2, at6yr2, at6yb3, at6yr3)
+	LINE_END(at6yline)
+	GROUP_END(32, at6ygroup, at6yg)
+
+at6ydone:
+	VZEROUPPER
+	RET
