@@ -205,6 +205,12 @@ const (
 	// and a rounding error about twice F(2×2)'s (rt/cpu's
 	// winogradMethods); dw by F(5×5,4×4).
 	ConvWinogradF4 = "winograd F(4x4,5x5)"
+	// ConvWinograd3 is Winograd F(4×4,3×3) for 3×3, stride-1,
+	// undilated, ungrouped layers: 4×4 output tiles from 6×6 input tiles,
+	// 36 matrix products instead of 144 multiply-adds a tile and channel
+	// pair, and a rounding error a few times the direct sum's (rt/cpu's
+	// winogradMethods); dw by F(3×3,4×4).
+	ConvWinograd3 = "winograd F(4x4,3x3)"
 	// ConvPointwise multiplies the filters by each image's input as it
 	// lies in memory, one matrix product per image and group (and two
 	// for the backward, dx and dw): a 1×1 convolution of stride 1
@@ -269,7 +275,9 @@ func cpuConvPrecision(method, want string) DenseChoice {
 // cpuConv is the CPU backend's convolution rule: Winograd F(4×4,5×5) for
 // the forward and backward passes of the 5×5 layers where it pays
 // (cpuWinogradPays; the backward needs padding up to 4, as dx is the
-// convolution of dy padded by 4 less the padding), the direct method
+// convolution of dy padded by 4 less the padding), Winograd F(4×4,3×3)
+// for the 3×3 layers where it pays (cpuWinograd3Pays; the backward with
+// padding up to 2), the direct method
 // wherever it applies (on the stride-1 layers measured it beats im2col +
 // GEMM, see rt/cpu's conv_direct.go), im2col + GEMM elsewhere. None needs
 // scratch from the plan: each keeps its work buffers to itself, one per
@@ -336,6 +344,9 @@ func cpuConv(g ConvGeom, pass ConvPass) ConvChoice {
 	if pass != ConvForward && g.PH <= 4 && g.PW <= 4 && cpuWinogradPays(g) {
 		return ConvChoice{Method: ConvWinogradF4}
 	}
+	if (pass == ConvForward || g.PH <= 2 && g.PW <= 2) && cpuWinograd3Pays(g, pass) {
+		return ConvChoice{Method: ConvWinograd3}
+	}
 	if direct {
 		return ConvChoice{Method: ConvDirect}
 	}
@@ -362,6 +373,53 @@ func cpuWinogradPays(g ConvGeom) bool {
 	}
 	perImage := ((g.OH + 1) / 2) * ((g.OW + 1) / 2)
 	return g.C >= 16 && g.OC >= 32 && g.N*perImage >= 1024 && perImage*(g.C+g.OC) <= cpuWinogradImageLimit
+}
+
+// cpuWinograd3Pays reports whether Winograd F(4×4,3×3) takes g (a 3×3
+// filter, stride 1, no dilation, one group) in pass and beats the direct
+// method there. Its filter transform costs the same for any batch and its
+// matrix products have the batch's 4×4 tiles as their rows, so it pays
+// from 256 tiles in the batch, or 128 where the tiles waste no outputs
+// (sides that are multiples of 4); the forward pass from 32 input and
+// output channels, the backward from 64 (its dy transform is Go's). On
+// one thread of the shared 2-core Zen 4, CPU ms a pass, forward and
+// backward with dx (rt/cpu's BenchmarkConvWinograd3), F(4×4,3×3) against
+// the direct method:
+//
+//	ResNet-18 64 at 56², batch 32:   36.2, 119  against 93.7, 156
+//	ResNet-18 128 at 28², batch 32:  38.2, 90.9 against 72.6, 183
+//	ResNet-18 256 at 14², batch 32:  55.6, 89.0 against 77.4, 293
+//	ResNet-18 512 at 7², batch 32:   84.2, 128  against 95.0, 766
+//	CIFAR 64 at 32², batch 128:      41.9, 146  against 101, 205
+//	CIFAR 128 at 16², batch 128:     41.3, 105  against 104, 351
+//	CIFAR 256 at 8², batch 128:      36.1, 82.0 against 130, 819
+//	CIFAR 512 at 4², batch 128:      44.9, 89.2 against 218, 2726
+//	32 at 56², batch 32:             11.5, 43.6 against 18.8, 37.7
+//	16 at 56², batch 32:             6.55, 22.4 against 5.54, 11.3
+//
+// and at batch 1 (the tiles too few for the filter transform):
+//
+//	64 at 56²:   1.70, 4.94 against 2.43, 5.58
+//	128 at 28²:  1.61, 4.09 against 2.67, 6.26
+//	256 at 14²:  5.34, 10.2 against 2.76, 11.5
+//	512 at 7²:   19.8, 31.7 against 4.39, 31.3
+//
+// 7×7 images (4 tiles of 16 outputs for 49) at batch 32 have 128 tiles
+// and waste 23% of their outputs: about even forward, and far behind at
+// batch 1, so they keep the direct method.
+func cpuWinograd3Pays(g ConvGeom, pass ConvPass) bool {
+	one := func(v int) bool { return max(v, 1) == 1 }
+	if g.KH != 3 || g.KW != 3 || !one(g.SH) || !one(g.SW) || !one(g.DH) || !one(g.DW) || !one(g.Groups) {
+		return false
+	}
+	channels := 32
+	if pass != ConvForward {
+		channels = 64
+	}
+	tiles := g.N * ((g.OH + 3) / 4) * ((g.OW + 3) / 4)
+	exact := g.OH%4 == 0 && g.OW%4 == 0
+	perImage := ((g.OH + 3) / 4) * ((g.OW + 3) / 4)
+	return g.C >= channels && g.OC >= channels && (tiles >= 256 || exact && tiles >= 128) && perImage*(g.C+g.OC) <= cpuWinogradImageLimit
 }
 
 // cpuWinogradImageLimit bounds tiles × (C + OC) of one image: the CPU

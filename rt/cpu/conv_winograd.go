@@ -75,8 +75,10 @@ type winoAlg struct {
 	// transform of (dwScale_i·dwScale_j·P[ij]), aw being A'ᵀ (r×α).
 	dwScale []float64
 	aw      [][]float64
-	// roundBytes bounds a round's V and M (winogradRoundBytes).
-	roundBytes int
+	// roundBytes bounds a round's V and M (winogradRoundBytes) unless
+	// minRows, when not 0, asks for more: rounds of at least minRows
+	// tiles, as many for each thread (newWinoGeom).
+	roundBytes, minRows int
 	// kernels returns the transforms that go with a GEMM path.
 	kernels func(p *gemmPath) *winogradKernels
 	// kronK, kronFlip and kronDW are the filter transform's G ⊗ G (kron) and
@@ -271,6 +273,14 @@ func newWinoGeom(g Conv, a *winoAlg, lanes int) winoGeom {
 	cp, ocp := gemmRoundUp(g.C, lanes), gemmRoundUp(g.OC, lanes)
 	xi := a.alpha * a.alpha
 	images := max(1, min(g.N, a.roundBytes/(4*xi*(cp+ocp)*th*tw)))
+	if a.minRows > 0 {
+		images = min(g.N, max(images, gemmCeilDiv(a.minRows, th*tw)))
+		// The rounds split evenly over the threads, when there are
+		// images enough: 3 rounds on 2 threads take as long as 4.
+		if t := Threads(); g.N >= t {
+			images = gemmCeilDiv(g.N, gemmRoundUp(gemmCeilDiv(g.N, images), t))
+		}
+	}
 	return winoGeom{m: a.m, alpha: a.alpha, xi: xi, th: th, tw: tw, hp: a.m*th + a.r - 1, wp: a.m*tw + a.r - 1, cp: cp, ocp: ocp,
 		images: images, rowTiles: images * th * tw}
 }

@@ -77,12 +77,25 @@ var winoF3AW = [][]float64{
 	{0, 1, 1, 4, 4, 1},
 }
 
-// winogradF3RoundBytes is winogradRoundBytes for F(4×4,3×3).
-const winogradF3RoundBytes = 1280 << 10
+// winogradF3RoundBytes and winogradF3MinRows size F(4×4,3×3)'s rounds
+// (newWinoGeom): one image where it has 192 tiles or more, else enough
+// images for 192 rows in each of the 36 products. The layers of many
+// channels and few tiles (ResNet-18's 256 channels at 14×14: 16 tiles an
+// image) ran their products with 16 rows, in which the AVX-512
+// microkernel's 12 rows fit badly, and streamed all of U (9.4 MB there)
+// for each. One thread of the shared 2-core Zen 4, CPU ms forward at batch
+// 32 (ResNet-18, BenchmarkConvWinograd3), rounds of 1280 KB against 192
+// rows: 256 at 14² 44.9 → 39.9, 512 at 7² 171 → 62; 64 at 56² and 128 at
+// 28² no different (38.4, 31.8 against 36.7, 31.1); 96 rows measured about
+// the same, 384 slower on the layers of many tiles.
+const (
+	winogradF3RoundBytes = 1280 << 10
+	winogradF3MinRows    = 192
+)
 
 // winoF3 is F(4×4,3×3).
 var winoF3 = &winoAlg{name: "F(4x4,3x3)", m: 4, r: 3, alpha: 6, g: winoF3G,
-	dwScale: winogradScale, aw: winoF3AW, roundBytes: winogradF3RoundBytes, kernels: winogradF3For}
+	dwScale: winogradScale, aw: winoF3AW, roundBytes: winogradF3RoundBytes, minRows: winogradF3MinRows, kernels: winogradF3For}
 
 // winoF3ATConsts are the constants of an Aᵀ pass kernel of F(4×4,3×3)
 // (2, 4, 8), each repeated across the lanes.

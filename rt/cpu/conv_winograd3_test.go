@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"math"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -185,5 +186,57 @@ func TestConvWinograd3RefusesOtherGeometry(t *testing.T) {
 			y := make([]float32, g.N*g.OC*g.OH*g.OW)
 			Conv2DWinograd3Bwd(make([]float32, g.N*g.C*g.H*g.W), make([]float32, g.OC*g.C*g.KH*g.KW), y, y, nil, make([]float32, g.OC*g.C*g.KH*g.KW), nil, g, ActNone, 0)
 		}()
+	}
+}
+
+// BenchmarkConvWinograd3 times the 3×3 stride-1 layers of ResNet-18 at
+// 224×224 (batch 32 and 1) and of CIFAR ResNet-18 (batch 128) by the
+// direct method and F(4×4,3×3), forward and backward with dx, on one
+// thread, and two layers of fewer channels: the layers the CPU rule
+// (planner's cpuWinograd3Pays) was set on.
+func BenchmarkConvWinograd3(b *testing.B) {
+	defer SetThreads(Threads())
+	SetThreads(1)
+	type layer struct {
+		name     string
+		c, hw, n int
+	}
+	var layers []layer
+	for _, l := range []layer{{"64 56²", 64, 56, 0}, {"128 28²", 128, 28, 0}, {"256 14²", 256, 14, 0}, {"512 7²", 512, 7, 0}} {
+		for _, n := range []int{32, 1} {
+			layers = append(layers, layer{"resnet18 " + l.name + " batch " + strconv.Itoa(n), l.c, l.hw, n})
+		}
+	}
+	for _, l := range []layer{{"64 32²", 64, 32, 0}, {"128 16²", 128, 16, 0}, {"256 8²", 256, 8, 0}, {"512 4²", 512, 4, 0}} {
+		layers = append(layers, layer{"cifar " + l.name + " batch 128", l.c, l.hw, 128})
+	}
+	// Fewer channels, for the rule's lower bound on them.
+	layers = append(layers, layer{"32 56² batch 32", 32, 56, 32}, layer{"16 56² batch 32", 16, 56, 32})
+	for _, l := range layers {
+		g := convCase(l.n, l.c, l.hw, l.hw, l.c, 3, 3, 1, 1, 1, 1)
+		r := newTestRand(72)
+		x, w, bias := randSlice(r, g.N*g.C*g.H*g.W, 1), randSlice(r, g.OC*g.C*9, 0.05), randSlice(r, g.OC, 0.05)
+		y := make([]float32, g.N*g.OC*g.OH*g.OW)
+		dy, dx, dw, db := randSlice(r, len(y), 1), make([]float32, len(x)), make([]float32, len(w)), make([]float32, g.OC)
+		for _, m := range []struct {
+			name string
+			fwd  func(x, w, b, y []float32, g Conv, act Act, alpha float32)
+			bwd  func(x, w, y, dy, dx, dw, db []float32, g Conv, act Act, alpha float32)
+		}{{"direct", Conv2DDirectFwd, Conv2DDirectBwd}, {"winograd3", Conv2DWinograd3Fwd, Conv2DWinograd3Bwd}} {
+			b.Run(l.name+"/"+m.name+" fwd", func(b *testing.B) {
+				start := processCPU()
+				for b.Loop() {
+					m.fwd(x, w, bias, y, g, ActReLU, 0)
+				}
+				reportCPUTime(b, start)
+			})
+			b.Run(l.name+"/"+m.name+" bwd", func(b *testing.B) {
+				start := processCPU()
+				for b.Loop() {
+					m.bwd(x, w, y, dy, dx, dw, db, g, ActReLU, 0)
+				}
+				reportCPUTime(b, start)
+			})
+		}
 	}
 }
