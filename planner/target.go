@@ -344,7 +344,7 @@ func cpuConv(g ConvGeom, pass ConvPass) ConvChoice {
 	if pass != ConvForward && g.PH <= 4 && g.PW <= 4 && cpuWinogradPays(g) {
 		return ConvChoice{Method: ConvWinogradF4}
 	}
-	if (pass == ConvForward || g.PH <= 2 && g.PW <= 2) && cpuWinograd3Pays(g, pass) {
+	if (pass == ConvForward || g.PH <= 2 && g.PW <= 2) && cpuWinograd3Pays(g) {
 		return ConvChoice{Method: ConvWinograd3}
 	}
 	if direct {
@@ -380,8 +380,7 @@ func cpuWinogradPays(g ConvGeom) bool {
 // method there. Its filter transform costs the same for any batch and its
 // matrix products have the batch's 4×4 tiles as their rows, so it pays
 // from 256 tiles in the batch, or 128 where the tiles waste no outputs
-// (sides that are multiples of 4); the forward pass from 32 input and
-// output channels, the backward from 64 (its dy transform is Go's). On
+// (sides that are multiples of 4), and from 32 input and output channels. On
 // one thread of the shared 2-core Zen 4, CPU ms a pass, forward and
 // backward with dx (rt/cpu's BenchmarkConvWinograd3), F(4×4,3×3) against
 // the direct method:
@@ -407,19 +406,15 @@ func cpuWinogradPays(g ConvGeom) bool {
 // 7×7 images (4 tiles of 16 outputs for 49) at batch 32 have 128 tiles
 // and waste 23% of their outputs: about even forward, and far behind at
 // batch 1, so they keep the direct method.
-func cpuWinograd3Pays(g ConvGeom, pass ConvPass) bool {
+func cpuWinograd3Pays(g ConvGeom) bool {
 	one := func(v int) bool { return max(v, 1) == 1 }
 	if g.KH != 3 || g.KW != 3 || !one(g.SH) || !one(g.SW) || !one(g.DH) || !one(g.DW) || !one(g.Groups) {
 		return false
 	}
-	channels := 32
-	if pass != ConvForward {
-		channels = 64
-	}
 	tiles := g.N * ((g.OH + 3) / 4) * ((g.OW + 3) / 4)
 	exact := g.OH%4 == 0 && g.OW%4 == 0
 	perImage := ((g.OH + 3) / 4) * ((g.OW + 3) / 4)
-	return g.C >= channels && g.OC >= channels && (tiles >= 256 || exact && tiles >= 128) && perImage*(g.C+g.OC) <= cpuWinogradImageLimit
+	return g.C >= 32 && g.OC >= 32 && (tiles >= 256 || exact && tiles >= 128) && perImage*(g.C+g.OC) <= cpuWinogradImageLimit
 }
 
 // cpuWinogradImageLimit bounds tiles × (C + OC) of one image: the CPU

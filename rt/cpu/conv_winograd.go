@@ -417,8 +417,11 @@ func sgemmPackedB(p *gemmPath, m, n, k int, a []float32, lda int, bp []float32, 
 // accepts (with flip, the filters are those of the forward convolution
 // whose dx g computes: see winogradFilters). Rounds of whole images are
 // split over the threads; each worker pads its images channels-last,
-// transforms their tiles into V, runs the 36 products into M and
-// transforms M back into the output.
+// transforms their tiles into V, runs the α² products into M and
+// transforms M back into the output. With fewer rounds than threads (a
+// batch smaller than the thread count), the rounds go one after another
+// and the threads share each step of a round instead: the image rows, the
+// tile rows and the products ξ.
 func convWinogradForward(x, w, b, y []float32, g Conv, act Act, alpha float32, a *winoAlg, k *winogradKernels, flip bool) {
 	d := newWinoGeom(g, a, k.lanes)
 	winoXi := d.xi
@@ -439,89 +442,134 @@ func convWinogradForward(x, w, b, y []float32, g Conv, act Act, alpha float32, a
 	if g.C <= path.kc && d.ocp <= path.nc {
 		lead.tile = grow(lead.tile, winoXi*panel)
 		packed = lead.tile
-		for xi := 0; xi < winoXi; xi++ {
-			packB(false, u[xi*g.C*d.ocp:], d.ocp, 0, 0, g.C, d.ocp, path.nr, packed[xi*panel:], path.transpose8)
-		}
+		ParallelFor(winoXi, 1, func(lo, hi int) {
+			for xi := lo; xi < hi; xi++ {
+				packB(false, u[xi*g.C*d.ocp:], d.ocp, 0, 0, g.C, d.ocp, path.nr, packed[xi*panel:], path.transpose8)
+			}
+		})
 	}
 	relu := 0
 	if act == ActReLU {
 		relu = 1
 	}
 	rounds := gemmCeilDiv(g.N, d.images)
-	imgIn, imgOut := d.hp*d.wp*d.cp, d.m*d.th*d.m*d.tw*d.ocp
+	shared := rounds < Threads()
+	imgIn := d.hp * d.wp * d.cp
 	ldV, ldM := d.rowTiles*d.cp+winoLinePad, d.rowTiles*d.ocp+winoLinePad
-	workers := convParallel(rounds, func(cw *convWorker) {
+	// The outputs go channels-last into rows of OW pixels, so that the
+	// image's pixels are contiguous and one transpose takes them back to
+	// NCHW. The last tile column's pixels past OW spill into the next
+	// row's first m·tw − OW < m pixels, which the tile column 0 of the
+	// same tile row (rows within the tile) or of the next one (the row
+	// below it) writes afterwards: the tile columns go right to left, the
+	// tile rows top down. With one tile column that tile would overwrite
+	// its own outputs, and with the tile rows shared by the threads the
+	// next tile row may come first, so then the rows keep m·tw pixels and
+	// go back one by one. Against rows of m·tw pixels transposed one by
+	// one (for a 14-pixel row: 8, 4 and an overlapping 8 rows), F(4×4) on
+	// the flagship's second layer: forward 18.5 → 17.1 ms (one thread,
+	// median of 5).
+	ldY := g.OW
+	if d.tw == 1 || shared && g.OW != d.m*d.tw {
+		ldY = d.m * d.tw
+	}
+	imgOut := d.m * d.th * ldY * d.ocp
+	prepare := func(cw *convWorker) {
 		cw.panel = grow(cw.panel, imgIn)
 		clear(cw.panel)
 		cw.cols = grow(cw.cols, winoXi*(ldV+ldM))
 		cw.tile = grow(cw.tile, imgOut)
 		cw.rows = grow(cw.rows, hw*d.cp)
 		clear(cw.rows)
-	}, func(cw *convWorker, round int) {
+	}
+	// step runs one step of a round over [0, n): on the calling worker, or
+	// shared by the threads.
+	step := func(n int, fn func(lo, hi int)) { fn(0, n) }
+	if shared {
+		step = func(n int, fn func(lo, hi int)) { ParallelFor(n, 1, fn) }
+	}
+	body := func(cw *convWorker, round int) {
 		n0 := round * d.images
 		n1 := min(g.N, n0+d.images)
 		xh, v, m := cw.panel, cw.cols[:winoXi*ldV], cw.cols[winoXi*ldV:]
 		for n := n0; n < n1; n++ {
-			// The image channels-last, then into the padded rows; the
-			// borders and the channels past C stay zero.
-			transposeBlocks(path, x[n*g.C*hw:(n+1)*g.C*hw], g.C, hw, hw, cw.rows, d.cp)
-			for ih := 0; ih < g.H; ih++ {
-				copy(xh[((ih+g.PH)*d.wp+g.PW)*d.cp:((ih+g.PH)*d.wp+g.PW+g.W)*d.cp], cw.rows[ih*g.W*d.cp:])
-			}
-			t0 := (n - n0) * d.th * d.tw
-			for ty := 0; ty < d.th; ty++ {
-				for tx := 0; tx < d.tw; tx++ {
-					t := t0 + ty*d.tw + tx
-					k.input(&xh[(d.m*ty*d.wp+d.m*tx)*d.cp], d.wp*d.cp, d.cp, &v[t*d.cp], ldV, d.cp)
+			// The image channels-last, then into the padded rows, a
+			// block of image rows at a time; the borders and the
+			// channels past C stay zero.
+			img := x[n*g.C*hw : (n+1)*g.C*hw]
+			step(gemmCeilDiv(g.H, 8), func(lo, hi int) {
+				h0, h1 := lo*8, min(g.H, hi*8)
+				transposeBlocks(path, img[h0*g.W:], g.C, (h1-h0)*g.W, hw, cw.rows[h0*g.W*d.cp:], d.cp)
+				for ih := h0; ih < h1; ih++ {
+					copy(xh[((ih+g.PH)*d.wp+g.PW)*d.cp:((ih+g.PH)*d.wp+g.PW+g.W)*d.cp], cw.rows[ih*g.W*d.cp:(ih+1)*g.W*d.cp])
 				}
-			}
+			})
+			t0 := (n - n0) * d.th * d.tw
+			step(d.th, func(lo, hi int) {
+				for ty := lo; ty < hi; ty++ {
+					for tx := 0; tx < d.tw; tx++ {
+						t := t0 + ty*d.tw + tx
+						k.input(&xh[(d.m*ty*d.wp+d.m*tx)*d.cp], d.wp*d.cp, d.cp, &v[t*d.cp], ldV, d.cp)
+					}
+				}
+			})
 		}
 		tiles := (n1 - n0) * d.th * d.tw
-		for xi := 0; xi < winoXi; xi++ {
-			if packed != nil {
-				sgemmPackedB(path, tiles, d.ocp, g.C, v[xi*ldV:], d.cp, packed[xi*panel:(xi+1)*panel], m[xi*ldM:], d.ocp)
-				continue
+		step(winoXi, func(lo, hi int) {
+			for xi := lo; xi < hi; xi++ {
+				if packed != nil {
+					sgemmPackedB(path, tiles, d.ocp, g.C, v[xi*ldV:], d.cp, packed[xi*panel:(xi+1)*panel], m[xi*ldM:], d.ocp)
+					continue
+				}
+				sgemmSerial(tiles, d.ocp, g.C, v[xi*ldV:], d.cp, u[xi*g.C*d.ocp:], d.ocp, m[xi*ldM:], d.ocp)
 			}
-			sgemmSerial(tiles, d.ocp, g.C, v[xi*ldV:], d.cp, u[xi*g.C*d.ocp:], d.ocp, m[xi*ldM:], d.ocp)
-		}
-		// The outputs go channels-last into rows of OW pixels, so that
-		// the image's pixels are contiguous and one transpose takes them
-		// back to NCHW. The last tile column's pixels past OW spill into
-		// the next row's first m·tw − OW < m pixels, which the tile
-		// column 0 of the same tile row (rows within the tile) or of the
-		// next one (the row below it) writes afterwards: the tile
-		// columns go right to left, the tile rows top down. With one
-		// tile column that tile would overwrite its own outputs, so the
-		// rows keep m pixels and go back one by one. Against rows of
-		// m·tw pixels transposed one by one (for a 14-pixel row: 8, 4
-		// and an overlapping 8 rows), F(4×4) on the flagship's second
-		// layer: forward 18.5 → 17.1 ms (one thread, median of 5).
-		ldY := g.OW
-		if d.tw == 1 {
-			ldY = d.m
-		}
+		})
 		yh := cw.tile
 		for n := n0; n < n1; n++ {
 			t0 := (n - n0) * d.th * d.tw
-			for ty := 0; ty < d.th; ty++ {
-				for tx := d.tw - 1; tx >= 0; tx-- {
-					t := t0 + ty*d.tw + tx
-					k.output(&m[t*d.ocp], ldM, &yh[(d.m*ty*ldY+d.m*tx)*d.ocp], ldY*d.ocp, d.ocp, &bias[0], relu, d.ocp)
-				}
-			}
 			out := y[n*g.OC*ohw : (n+1)*g.OC*ohw]
-			if ldY == g.OW {
-				transposeBlocks(path, yh, g.OH*g.OW, g.OC, d.ocp, out, ohw)
-			} else {
-				for oh := 0; oh < g.OH; oh++ {
-					transposeBlocks(path, yh[oh*ldY*d.ocp:], g.OW, g.OC, d.ocp, out[oh*g.OW:], ohw)
+			step(d.th, func(lo, hi int) {
+				for ty := lo; ty < hi; ty++ {
+					for tx := d.tw - 1; tx >= 0; tx-- {
+						t := t0 + ty*d.tw + tx
+						k.output(&m[t*d.ocp], ldM, &yh[(d.m*ty*ldY+d.m*tx)*d.ocp], ldY*d.ocp, d.ocp, &bias[0], relu, d.ocp)
+					}
+				}
+				// Shared, this block's output rows go back to NCHW as
+				// soon as its tiles are done: no tile spills past them
+				// (ldY).
+				if shared {
+					h0, h1 := lo*d.m, min(g.OH, hi*d.m)
+					for oh := h0; oh < h1; oh++ {
+						transposeBlocks(path, yh[oh*ldY*d.ocp:], g.OW, g.OC, d.ocp, out[oh*g.OW:], ohw)
+					}
+				}
+			})
+			if !shared {
+				if ldY == g.OW {
+					transposeBlocks(path, yh, g.OH*g.OW, g.OC, d.ocp, out, ohw)
+				} else {
+					for oh := 0; oh < g.OH; oh++ {
+						transposeBlocks(path, yh[oh*ldY*d.ocp:], g.OW, g.OC, d.ocp, out[oh*g.OW:], ohw)
+					}
 				}
 			}
 			if act != ActNone && act != ActReLU {
 				applyAct(out, act, alpha)
 			}
 		}
-	})
+	}
+	if shared {
+		cw := convWorkers.Get() // lead's buffers hold U and its panels
+		prepare(cw)
+		for round := range rounds {
+			body(cw, round)
+		}
+		convWorkers.Put(cw)
+		convWorkers.Put(lead)
+		return
+	}
+	workers := convParallel(rounds, prepare, body)
 	releaseConvWorkers(workers)
 	convWorkers.Put(lead)
 }

@@ -247,6 +247,87 @@ L1: \
 	VFMADD231PS (2*VB)(R8), D2, ACC \
 	FINISH(ACC, T, ANDN, B3, R3)
 
+// E6 applies F(3×3,4×4)'s E (conv_winograd3.go) to the line's inputs
+// Z0..Z3 and stores the six results at BX, BX + R10, …: E8 without the
+// points ±1/2, with the constants 4, 2, 8 at R8 (winoF4EConsts' first
+// three). The products are exact, so the results are winoE6's bits.
+#define E6(VB, Z0, Z1, Z2, Z3, A, B, T) \
+	VMOVUPS Z0, (BX) \
+	ADDQ R10, BX \
+	VADDPS Z2, Z0, A \
+	VADDPS Z3, Z1, B \
+	VADDPS B, A, T \
+	VMOVUPS T, (BX) \
+	ADDQ R10, BX \
+	VSUBPS B, A, T \
+	VMOVUPS T, (BX) \
+	ADDQ R10, BX \
+	VMOVAPS Z0, A \
+	VFMADD231PS (0*VB)(R8), Z2, A \
+	VMULPS (1*VB)(R8), Z1, B \
+	VFMADD231PS (2*VB)(R8), Z3, B \
+	VADDPS B, A, T \
+	VMOVUPS T, (BX) \
+	ADDQ R10, BX \
+	VSUBPS B, A, T \
+	VMOVUPS T, (BX) \
+	ADDQ R10, BX \
+	VMOVUPS Z3, (BX)
+
+// E6TILE is ETILE for F(3×3,4×4): D = E g Eᵀ of a 4×4 block g of dy for
+// each vector of channels in turn, the row pass into the scratch (24
+// vectors: t[a][j] at scratch + (6a + j)·VB), then the column pass from
+// the scratch into D (ξ = 6i + j at dst + ξ·ldXi).
+#define E6TILE(VB, LOG, Z0, Z1, Z2, Z3, A, B, T, LGROUP, LROW, LCOL, LDONE) \
+	MOVQ consts+0(FP), R8 \
+	MOVQ src+8(FP), SI \
+	MOVQ dst+32(FP), DI \
+	MOVQ scratch+56(FP), R9 \
+	MOVQ n+48(FP), R12 \
+	SHRQ $LOG, R12 \
+	JZ LDONE \
+LGROUP: \
+	MOVQ ldCol+24(FP), CX \
+	SHLQ $2, CX \
+	MOVQ $VB, R10 \
+	MOVQ SI, AX \
+	MOVQ R9, DX \
+	MOVQ $4, R11 \
+LROW: \
+	LOAD4(Z0, Z1, Z2, Z3) \
+	MOVQ DX, BX \
+	E6(VB, Z0, Z1, Z2, Z3, A, B, T) \
+	MOVQ ldRow+16(FP), BX \
+	SHLQ $2, BX \
+	ADDQ BX, AX \
+	ADDQ $(6*VB), DX \
+	DECQ R11 \
+	JNZ LROW \
+	MOVQ $(6*VB), CX \
+	MOVQ ldXi+40(FP), R10 \
+	LEAQ (R10)(R10*2), R10 \
+	SHLQ $3, R10 \
+	MOVQ R9, AX \
+	MOVQ DI, DX \
+	MOVQ $6, R11 \
+LCOL: \
+	LOAD4(Z0, Z1, Z2, Z3) \
+	MOVQ DX, BX \
+	E6(VB, Z0, Z1, Z2, Z3, A, B, T) \
+	ADDQ $VB, AX \
+	MOVQ ldXi+40(FP), BX \
+	SHLQ $2, BX \
+	ADDQ BX, DX \
+	DECQ R11 \
+	JNZ LCOL \
+	ADDQ $VB, SI \
+	ADDQ $VB, DI \
+	DECQ R12 \
+	JNZ LGROUP \
+LDONE: \
+	VZEROUPPER \
+	RET
+
 // BTTILE is the whole input transform of one tile, Bᵀ d B, for each vector
 // of channels in turn: the row pass into the scratch (64 vectors, in L1:
 // t[i][r] at scratch + (8i + r)·VB), then the column pass from the scratch
@@ -453,3 +534,11 @@ at6yline:
 at6ydone:
 	VZEROUPPER
 	RET
+
+// func winoE6TileAVX512(consts, src *float32, ldRow, ldCol int, dst *float32, ldXi, n int, scratch *float32)
+TEXT ·winoE6TileAVX512(SB), NOSPLIT, $0-64
+	E6TILE(64, 4, Z0, Z1, Z2, Z3, Z8, Z9, Z10, e6zgroup, e6zrow, e6zcol, e6zdone)
+
+// func winoE6TileAVX2(consts, src *float32, ldRow, ldCol int, dst *float32, ldXi, n int, scratch *float32)
+TEXT ·winoE6TileAVX2(SB), NOSPLIT, $0-64
+	E6TILE(32, 3, Y0, Y1, Y2, Y3, Y8, Y9, Y10, e6ygroup, e6yrow, e6ycol, e6ydone)
