@@ -376,45 +376,38 @@ func cpuWinogradPays(g ConvGeom) bool {
 }
 
 // cpuWinograd3Pays reports whether Winograd F(4×4,3×3) takes g (a 3×3
-// filter, stride 1, no dilation, one group) in pass and beats the direct
-// method there. Its filter transform costs the same for any batch and its
-// matrix products have the batch's 4×4 tiles as their rows, so it pays
-// from 256 tiles in the batch, or 128 where the tiles waste no outputs
-// (sides that are multiples of 4), and from 32 input and output channels. On
-// one thread of the shared 2-core Zen 4, CPU ms a pass, forward and
-// backward with dx (rt/cpu's BenchmarkConvWinograd3), F(4×4,3×3) against
-// the direct method:
+// filter, stride 1, no dilation, one group) and beats the direct method
+// there, in every pass. Its filter transform costs the same for any batch
+// and its matrix products have the batch's 4×4 tiles as their rows, so it
+// needs 48 tiles in the batch, and 32 input and output channels. On one
+// thread of the shared 2-core Zen 4, CPU ms a pass, the better of 2,
+// forward and backward with dx (rt/cpu's BenchmarkConvWinograd3),
+// F(4×4,3×3) against the direct method:
 //
-//	ResNet-18 64 at 56², batch 32:   36.2, 119  against 93.7, 156
-//	ResNet-18 128 at 28², batch 32:  38.2, 90.9 against 72.6, 183
-//	ResNet-18 256 at 14², batch 32:  55.6, 89.0 against 77.4, 293
-//	ResNet-18 512 at 7², batch 32:   84.2, 128  against 95.0, 766
-//	CIFAR 64 at 32², batch 128:      41.9, 146  against 101, 205
-//	CIFAR 128 at 16², batch 128:     41.3, 105  against 104, 351
-//	CIFAR 256 at 8², batch 128:      36.1, 82.0 against 130, 819
-//	CIFAR 512 at 4², batch 128:      44.9, 89.2 against 218, 2726
-//	32 at 56², batch 32:             11.5, 43.6 against 18.8, 37.7
-//	16 at 56², batch 32:             6.55, 22.4 against 5.54, 11.3
+//	ResNet-18 64 at 56², batch 32:   35.0, 65.5 against 74.0, 151
+//	ResNet-18 128 at 28², batch 32:  29.3, 61.0 against 73.5, 179
+//	ResNet-18 256 at 14², batch 32:  39.0, 73.7 against 76.1, 298
+//	ResNet-18 512 at 7², batch 32:   40.7, 78.0 against 93.5, 817
+//	CIFAR 64 at 32², batch 128:      40.0, 78.4 against 105, 198
+//	CIFAR 128 at 16², batch 128:     40.3, 98.5 against 103, 345
+//	CIFAR 256 at 8², batch 128:      35.6, 76.3 against 134, 889
+//	CIFAR 512 at 4², batch 128:      38.4, 77.4 against 255, 2788
+//	32 at 56², batch 32:             11.0, 22.2 against 20.0, 37.2
+//	16 at 56², batch 32:             6.36, 10.7 against 5.21, 10.1
 //
-// and at batch 1 (the tiles too few for the filter transform):
-//
-//	64 at 56²:   1.70, 4.94 against 2.43, 5.58
-//	128 at 28²:  1.61, 4.09 against 2.67, 6.26
-//	256 at 14²:  5.34, 10.2 against 2.76, 11.5
-//	512 at 7²:   19.8, 31.7 against 4.39, 31.3
-//
-// 7×7 images (4 tiles of 16 outputs for 49) at batch 32 have 128 tiles
-// and waste 23% of their outputs: about even forward, and far behind at
-// batch 1, so they keep the direct method.
+// At batch 1 the filter transform weighs more: 64 at 56² (196 tiles)
+// 1.15, 2.78 against 2.27, 5.32; 128 at 28² (49 tiles) 1.33, 2.83 against
+// 2.66, 5.95; 256 at 14² (16 tiles) 3.39, 7.11 against 2.96, 10.1; 512 at
+// 7² (4 tiles) 14.5, 26.4 against 4.63, 28.9. Forward, 32 tiles (256 at
+// 14² batch 2, 512 at 7² batch 8) won by 10-20%, 48 (256 at 14² batch 3,
+// 512 at 7² batch 12) by 25-50%.
 func cpuWinograd3Pays(g ConvGeom) bool {
 	one := func(v int) bool { return max(v, 1) == 1 }
 	if g.KH != 3 || g.KW != 3 || !one(g.SH) || !one(g.SW) || !one(g.DH) || !one(g.DW) || !one(g.Groups) {
 		return false
 	}
-	tiles := g.N * ((g.OH + 3) / 4) * ((g.OW + 3) / 4)
-	exact := g.OH%4 == 0 && g.OW%4 == 0
 	perImage := ((g.OH + 3) / 4) * ((g.OW + 3) / 4)
-	return g.C >= 32 && g.OC >= 32 && (tiles >= 256 || exact && tiles >= 128) && perImage*(g.C+g.OC) <= cpuWinogradImageLimit
+	return g.C >= 32 && g.OC >= 32 && g.N*perImage >= 48 && perImage*(g.C+g.OC) <= cpuWinogradImageLimit
 }
 
 // cpuWinogradImageLimit bounds tiles × (C + OC) of one image: the CPU

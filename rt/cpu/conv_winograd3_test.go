@@ -11,7 +11,9 @@ import (
 // winogradGeoms are for 5×5: output sizes that leave a tile part outside
 // (7×7: 4×4 tiles of 8×8), sizes below one tile, padding 0, 1 and 2, one
 // tile column, channels that fill no vector, several rounds with a short
-// last one, and more input channels than one packed GEMM panel holds.
+// last one, more input channels than one block of the GEMM's shared
+// dimension holds (kc: U packed in blocks), and more output channels than
+// one panel of the generic path holds (nc: U not packed).
 var winograd3Geoms = []winogradGeom{
 	{"resnet 64 pad1 14x14", convCase(2, 64, 14, 14, 64, 3, 3, 1, 1, 1, 1)},
 	{"7x7 pad1", convCase(2, 33, 7, 7, 40, 3, 3, 1, 1, 1, 1)},
@@ -23,6 +25,7 @@ var winograd3Geoms = []winogradGeom{
 	{"several rounds", convCase(9, 5, 14, 14, 7, 3, 3, 1, 1, 1, 1)},
 	{"first layer 28x28", convCase(5, 1, 28, 28, 33, 3, 3, 1, 1, 1, 1)},
 	{"channels past the GEMM's kc", convCase(2, 260, 6, 5, 3, 3, 3, 1, 1, 1, 1)},
+	{"output channels past the generic path's nc", convCase(1, 2, 4, 4, 1030, 3, 3, 1, 1, 1, 1)},
 }
 
 // winogradBT is Bᵀ of F(2×2,5×5) and F(4×4,3×3) (conv_winograd.go's
