@@ -350,7 +350,11 @@ func winoPackFilters(a *winoAlg, w []float32, packed []float32, g Conv, ocp int,
 		off, ldf = g.OC*taps, taps
 	}
 	ParallelFor(g.C, 1, func(lo, hi int) {
-		u := make([]float32, xi*np) // zero past OC
+		cw := convWorkers.Get()
+		cw.rows = grow(cw.rows, xi*np)
+		u := cw.rows
+		clear(u) // zero past OC
+		defer convWorkers.Put(cw)
 		for c := lo; c < hi; c++ {
 			sgemmSerialTT(false, true, xi, g.OC, taps, k, taps, w[c*off:], ldf, 0, u, np)
 			pc := c / p.kc * p.kc
@@ -537,7 +541,10 @@ func convWinogradForward(x, w, b, y []float32, g Conv, act Act, alpha float32, a
 		for n := n0; n < n1; n++ {
 			// The image channels-last, then into the padded rows, a
 			// block of image rows at a time; the borders and the
-			// channels past C stay zero.
+			// channels past C stay zero. (Transposed straight into the
+			// padded rows, one image row at a time, ResNet-18's 64
+			// channels at 56² measured no faster: 8 channels' rows of
+			// 56 pixels a block, against all 3136.)
 			img := x[n*g.C*hw : (n+1)*g.C*hw]
 			step(gemmCeilDiv(g.H, 8), func(lo, hi int) {
 				h0, h1 := lo*8, min(g.H, hi*8)

@@ -16,6 +16,7 @@ import (
 // one panel of the generic path holds (nc: U not packed).
 var winograd3Geoms = []winogradGeom{
 	{"resnet 64 pad1 14x14", convCase(2, 64, 14, 14, 64, 3, 3, 1, 1, 1, 1)},
+	{"rows of 16 pixels", convCase(2, 24, 5, 16, 40, 3, 3, 1, 1, 1, 1)},
 	{"7x7 pad1", convCase(2, 33, 7, 7, 40, 3, 3, 1, 1, 1, 1)},
 	{"odd 9x7 pad1", convCase(2, 3, 9, 7, 5, 3, 3, 1, 1, 1, 1)},
 	{"pad0 11x8", convCase(1, 17, 11, 8, 19, 3, 3, 1, 0, 1, 1)},
