@@ -26,7 +26,7 @@ import (
 // channels are 36 vector loads at fixed strides, and the outputs come back
 // channels-last and are transposed into NCHW. The filter transform U is
 // done once per call, as one small SGEMM per input channel
-// (winogradFilters).
+// (winoPackFilters).
 //
 // The matrices (rows of Bᵀ are the products of (x − p) over the other
 // points, G's rows evaluate the filter polynomial at each point divided by
@@ -220,13 +220,17 @@ func reluSign(v float32) float32 {
 }
 
 // winogradOK reports whether normalised geometry g suits F(m×m,5×5)
-// (winoAlg.fits).
-func winogradOK(g Conv) bool { return winoF2.fits(g) }
+// (winoFits). It names no winoAlg, whose kernels a program would then
+// link: F(4×4,5×5)'s entry points check with it too.
+func winogradOK(g Conv) bool { return winoFits(g, 5) }
 
-// fits reports whether normalised geometry g suits a: stride 1, no
-// dilation, one group, an r×r filter. Any padding works.
-func (a *winoAlg) fits(g Conv) bool {
-	return g.SH == 1 && g.SW == 1 && g.DH == 1 && g.DW == 1 && g.Groups == 1 && g.KH == a.r && g.KW == a.r
+// fits reports whether normalised geometry g suits a (winoFits).
+func (a *winoAlg) fits(g Conv) bool { return winoFits(g, a.r) }
+
+// winoFits reports whether normalised geometry g suits Winograd with an
+// r×r filter: stride 1, no dilation, one group. Any padding works.
+func winoFits(g Conv, r int) bool {
+	return g.SH == 1 && g.SW == 1 && g.DH == 1 && g.DW == 1 && g.Groups == 1 && g.KH == r && g.KW == r
 }
 
 // winoGeom is the tiling of one image and the sizes of the work buffers.
@@ -300,46 +304,26 @@ var winogradAW = [][]float64{
 	{0, 1, 1, 16, 16, 1},
 }
 
-// winogradFilters writes U[ξ][c][oc] = (G f Gᵀ)[ξ] into u (α²·C·ocp
-// floats, zero for oc ≥ OC), where the filter f of output channel oc and
-// input channel c is w[oc][c], or with flip (g is then the geometry of
-// dx's convolution, see convWinogradBackward) the forward filter w[c][oc]
-// turned by 180 degrees. (G f Gᵀ)[αi + j] is Σ_kl G[i][k]·G[j][l]·f[k][l],
-// so U[·][c][·] is one product K·Fᵀ (α² × r² by r² × OC) per input channel,
-// K = G ⊗ G (winoKron) and F the channel's r²-tap filters, one a row (with
-// flip, K's columns reversed): a float32 SGEMM, split over the threads by
-// input channel. Against the float64 transform it replaced (scalar, 1.35
-// ms a call for the flagship's second layer), U's error grows from one
-// rounding to a 25-term float32 sum's; the convolutions' errors stay
-// within TestConvWinogradFwd/Bwd's bounds (winogradMethods gives them).
-func winogradFilters(a *winoAlg, w []float32, u []float32, g Conv, ocp int, flip bool) {
-	xi := a.alpha * a.alpha
-	u = u[:xi*g.C*ocp]
-	taps := a.r * a.r
-	k, off, ldf := a.kron(flip), taps, g.C*taps // w[oc][c]: channel c's filters at c·r², C·r² apart
-	if flip {
-		off, ldf = g.OC*taps, taps // w[c][oc]: at c·OC·r², r² apart
-	}
-	if ocp > g.OC {
-		clear(u)
-	}
-	ParallelFor(g.C, 1, func(lo, hi int) {
-		for c := lo; c < hi; c++ {
-			sgemmSerialTT(false, true, xi, g.OC, taps, k, taps, w[c*off:], ldf, 0, u[c*ocp:], g.C*ocp)
-		}
-	})
-}
-
-// winoPackFilters is winogradFilters writing U straight into the GEMM's
-// packed B layout (sgemmPackedB) for path p: U[ξ] (C × ocp) at
-// packed[ξ·C·np:], np = ocp rounded up to nr, in blocks of kc input
-// channels, each block's nr-column panels k-major as packB lays them out,
-// zero past OC. Each input channel's α² × OC block of U is made in a
-// scratch in L1 and copied into its rows of the panels, so U is written
-// once, not written, read and packed, and past kc input channels the
-// products no longer pack U on every call: F(4×4,3×3) forward, one
-// thread, CPU ms, ResNet-18's 512 channels at 7² (U 37.7 MB) batch 32
-// 84 → 48-52, 256 at 14² batch 1 5.3 → 3.4-4.6.
+// winoPackFilters writes U[ξ][c][oc] = (G f Gᵀ)[ξ], zero for oc ≥ OC,
+// straight into the GEMM's packed B layout (sgemmPackedB) for path p:
+// U[ξ] (C × ocp) at packed[ξ·C·np:], np = ocp rounded up to nr, in blocks
+// of kc input channels, each block's nr-column panels k-major as packB
+// lays them out. The filter f of output channel oc and input channel c is
+// w[oc][c], or with flip (g is then the geometry of dx's convolution, see
+// convWinogradBackward) the forward filter w[c][oc] turned by 180
+// degrees. (G f Gᵀ)[αi + j] is Σ_kl G[i][k]·G[j][l]·f[k][l], so U[·][c][·]
+// is one product K·Fᵀ (α² × r² by r² × OC) per input channel, K = G ⊗ G
+// (kron) and F the channel's r²-tap filters, one a row (with flip, K's
+// columns reversed): a float32 SGEMM into a scratch in L1, copied into
+// its rows of the panels, split over the threads by input channel.
+// Against the float64 transform it replaced (scalar, 1.35 ms a call for
+// the flagship's second layer), U's error grows from one rounding to a
+// 25-term float32 sum's; the convolutions' errors stay within
+// TestConvWinogradFwd/Bwd's bounds (winogradMethods gives them). U was
+// written whole, then packed by packB where C fit one kc block (else
+// packed again by every round's products): writing the panels straight
+// away, F(4×4,3×3) forward, one thread, CPU ms, ResNet-18's 512 channels
+// at 7² (U 37.7 MB) batch 32 84 → 48-52, 256 at 14² batch 1 5.3 → 3.4-4.6.
 func winoPackFilters(a *winoAlg, w []float32, packed []float32, g Conv, ocp int, flip bool, p *gemmPath) {
 	xi, nr := a.alpha*a.alpha, p.nr
 	np := gemmRoundUp(ocp, nr)
@@ -354,7 +338,6 @@ func winoPackFilters(a *winoAlg, w []float32, packed []float32, g Conv, ocp int,
 		cw.rows = grow(cw.rows, xi*np)
 		u := cw.rows
 		clear(u) // zero past OC
-		defer convWorkers.Put(cw)
 		for c := lo; c < hi; c++ {
 			sgemmSerialTT(false, true, xi, g.OC, taps, k, taps, w[c*off:], ldf, 0, u, np)
 			pc := c / p.kc * p.kc
@@ -367,6 +350,7 @@ func winoPackFilters(a *winoAlg, w []float32, packed []float32, g Conv, ocp int,
 				}
 			}
 		}
+		convWorkers.Put(cw)
 	})
 }
 
@@ -433,14 +417,15 @@ func sgemmSerialTT(transA, transB bool, m, n, k int, a []float32, lda int, b []f
 // sgemmPackedB is sgemmSerial with B (k × n) already packed: for each
 // block of the path's kc steps of the shared dimension in turn (pc = 0,
 // kc, …), the block's nr-column panels as packB lays them out, the block
-// at bp[pc·⌈n/nr⌉·nr:] (winoPackFilters). n is within the path's nc, so
-// Sgemm's blocking would pack B whole on every call.
+// at bp[pc·⌈n/nr⌉·nr:] (winoPackFilters), where Sgemm would pack B on
+// every call. Each block of mc rows of A meets all of B's columns, which
+// stream past it a panel at a time, so n need not be within nc.
 func sgemmPackedB(p *gemmPath, m, n, k int, a []float32, lda int, bp []float32, c []float32, ldc int) {
 	checkGemmOperand("a", a, m, k, lda)
 	checkGemmOperand("c", c, m, n, ldc)
 	np := gemmRoundUp(n, p.nr)
-	if n > p.nc || p.pairs != nil || len(bp) < np*k {
-		panic("cpu: sgemmPackedB: B is not packed in kc blocks of one panel")
+	if p.pairs != nil || len(bp) < np*k {
+		panic("cpu: sgemmPackedB: B is not packed in kc blocks of panels")
 	}
 	g := gemmCalls.Get().(*gemmCall)
 	*g = gemmCall{barrier: g.barrier, p: p, m: m, n: n, k: k, alpha: 1, a: a, lda: lda, c: c, ldc: ldc}
@@ -461,13 +446,14 @@ func sgemmPackedB(p *gemmPath, m, n, k int, a []float32, lda int, bp []float32, 
 
 // convWinogradForward is Conv2DWinogradFwd for geometry that winogradOK
 // accepts (with flip, the filters are those of the forward convolution
-// whose dx g computes: see winogradFilters). Rounds of whole images are
+// whose dx g computes: see winoPackFilters). Rounds of whole images are
 // split over the threads; each worker pads its images channels-last,
 // transforms their tiles into V, runs the α² products into M and
-// transforms M back into the output. With fewer rounds than threads (a
-// batch smaller than the thread count), the rounds go one after another
-// and the threads share each step of a round instead: the image rows, the
-// tile rows and the products ξ.
+// transforms M back into the output. (A batch of fewer images than
+// threads leaves threads idle: sharing each step of a round among them
+// instead added 3 KB of code, past models/mnist.cue's program budget, for
+// a batch of one on two threads, where the layers F(4×4,3×3) takes ran
+// about as fast on one thread as the direct method on two.)
 func convWinogradForward(x, w, b, y []float32, g Conv, act Act, alpha float32, a *winoAlg, k *winogradKernels, flip bool) {
 	d := newWinoGeom(g, a, k.lanes)
 	winoXi := d.xi
@@ -480,145 +466,90 @@ func convWinogradForward(x, w, b, y []float32, g Conv, act Act, alpha float32, a
 	if b != nil {
 		copy(bias, b[:g.OC])
 	}
-	// The filters go into the GEMM's packed B panels once (a U[ξ] a
-	// panel of blocks of kc input channels), where the output channels
-	// fit one panel; else into U, which the products pack on every call.
-	var u, packed []float32
+	// The filters go into the GEMM's packed B panels once: U[ξ] in
+	// blocks of kc input channels.
 	panel := gemmRoundUp(d.ocp, path.nr) * g.C
-	if d.ocp <= path.nc && path.pairs == nil {
-		lead.tile = grow(lead.tile, winoXi*panel)
-		packed = lead.tile
-		winoPackFilters(a, w, packed, g, d.ocp, flip, path)
-	} else {
-		lead.tile = grow(lead.tile, winoXi*g.C*d.ocp)
-		u = lead.tile
-		winogradFilters(a, w, u, g, d.ocp, flip)
-	}
+	lead.tile = grow(lead.tile, winoXi*panel)
+	packed := lead.tile
+	winoPackFilters(a, w, packed, g, d.ocp, flip, path)
 	relu := 0
 	if act == ActReLU {
 		relu = 1
 	}
 	rounds := gemmCeilDiv(g.N, d.images)
-	shared := rounds < Threads()
-	imgIn := d.hp * d.wp * d.cp
+	imgIn, imgOut := d.hp*d.wp*d.cp, d.m*d.th*d.m*d.tw*d.ocp
 	ldV, ldM := d.rowTiles*d.cp+winoLinePad, d.rowTiles*d.ocp+winoLinePad
-	// The outputs go channels-last into rows of OW pixels, so that the
-	// image's pixels are contiguous and one transpose takes them back to
-	// NCHW. The last tile column's pixels past OW spill into the next
-	// row's first m·tw − OW < m pixels, which the tile column 0 of the
-	// same tile row (rows within the tile) or of the next one (the row
-	// below it) writes afterwards: the tile columns go right to left, the
-	// tile rows top down. With one tile column that tile would overwrite
-	// its own outputs, and with the tile rows shared by the threads the
-	// next tile row may come first, so then the rows keep m·tw pixels and
-	// go back one by one. Against rows of m·tw pixels transposed one by
-	// one (for a 14-pixel row: 8, 4 and an overlapping 8 rows), F(4×4) on
-	// the flagship's second layer: forward 18.5 → 17.1 ms (one thread,
-	// median of 5).
-	ldY := g.OW
-	if d.tw == 1 || shared && g.OW != d.m*d.tw {
-		ldY = d.m * d.tw
-	}
-	imgOut := d.m * d.th * ldY * d.ocp
-	prepare := func(cw *convWorker) {
+	workers := convParallel(rounds, func(cw *convWorker) {
 		cw.panel = grow(cw.panel, imgIn)
 		clear(cw.panel)
 		cw.cols = grow(cw.cols, winoXi*(ldV+ldM))
 		cw.tile = grow(cw.tile, imgOut)
 		cw.rows = grow(cw.rows, hw*d.cp)
 		clear(cw.rows)
-	}
-	// step runs one step of a round over [0, n): on the calling worker, or
-	// shared by the threads.
-	step := func(n int, fn func(lo, hi int)) { fn(0, n) }
-	if shared {
-		step = func(n int, fn func(lo, hi int)) { ParallelFor(n, 1, fn) }
-	}
-	body := func(cw *convWorker, round int) {
+	}, func(cw *convWorker, round int) {
 		n0 := round * d.images
 		n1 := min(g.N, n0+d.images)
 		xh, v, m := cw.panel, cw.cols[:winoXi*ldV], cw.cols[winoXi*ldV:]
 		for n := n0; n < n1; n++ {
-			// The image channels-last, then into the padded rows, a
-			// block of image rows at a time; the borders and the
-			// channels past C stay zero. (Transposed straight into the
-			// padded rows, one image row at a time, ResNet-18's 64
-			// channels at 56² measured no faster: 8 channels' rows of
-			// 56 pixels a block, against all 3136.)
-			img := x[n*g.C*hw : (n+1)*g.C*hw]
-			step(gemmCeilDiv(g.H, 8), func(lo, hi int) {
-				h0, h1 := lo*8, min(g.H, hi*8)
-				transposeBlocks(path, img[h0*g.W:], g.C, (h1-h0)*g.W, hw, cw.rows[h0*g.W*d.cp:], d.cp)
-				for ih := h0; ih < h1; ih++ {
-					copy(xh[((ih+g.PH)*d.wp+g.PW)*d.cp:((ih+g.PH)*d.wp+g.PW+g.W)*d.cp], cw.rows[ih*g.W*d.cp:(ih+1)*g.W*d.cp])
-				}
-			})
+			// The image channels-last, then into the padded rows; the
+			// borders and the channels past C stay zero. (Transposed
+			// straight into the padded rows, one image row at a time,
+			// ResNet-18's 64 channels at 56² measured no faster: 8
+			// channels' rows of 56 pixels a block, against all 3136.)
+			transposeBlocks(path, x[n*g.C*hw:(n+1)*g.C*hw], g.C, hw, hw, cw.rows, d.cp)
+			for ih := 0; ih < g.H; ih++ {
+				copy(xh[((ih+g.PH)*d.wp+g.PW)*d.cp:((ih+g.PH)*d.wp+g.PW+g.W)*d.cp], cw.rows[ih*g.W*d.cp:])
+			}
 			t0 := (n - n0) * d.th * d.tw
-			step(d.th, func(lo, hi int) {
-				for ty := lo; ty < hi; ty++ {
-					for tx := 0; tx < d.tw; tx++ {
-						t := t0 + ty*d.tw + tx
-						k.input(&xh[(d.m*ty*d.wp+d.m*tx)*d.cp], d.wp*d.cp, d.cp, &v[t*d.cp], ldV, d.cp)
-					}
+			for ty := 0; ty < d.th; ty++ {
+				for tx := 0; tx < d.tw; tx++ {
+					t := t0 + ty*d.tw + tx
+					k.input(&xh[(d.m*ty*d.wp+d.m*tx)*d.cp], d.wp*d.cp, d.cp, &v[t*d.cp], ldV, d.cp)
 				}
-			})
+			}
 		}
 		tiles := (n1 - n0) * d.th * d.tw
-		step(winoXi, func(lo, hi int) {
-			for xi := lo; xi < hi; xi++ {
-				if packed != nil {
-					sgemmPackedB(path, tiles, d.ocp, g.C, v[xi*ldV:], d.cp, packed[xi*panel:(xi+1)*panel], m[xi*ldM:], d.ocp)
-					continue
-				}
-				sgemmSerial(tiles, d.ocp, g.C, v[xi*ldV:], d.cp, u[xi*g.C*d.ocp:], d.ocp, m[xi*ldM:], d.ocp)
-			}
-		})
+		for xi := 0; xi < winoXi; xi++ {
+			sgemmPackedB(path, tiles, d.ocp, g.C, v[xi*ldV:], d.cp, packed[xi*panel:(xi+1)*panel], m[xi*ldM:], d.ocp)
+		}
+		// The outputs go channels-last into rows of OW pixels, so that
+		// the image's pixels are contiguous and one transpose takes them
+		// back to NCHW. The last tile column's pixels past OW spill into
+		// the next row's first m·tw − OW < m pixels, which the tile
+		// column 0 of the same tile row (rows within the tile) or of the
+		// next one (the row below it) writes afterwards: the tile
+		// columns go right to left, the tile rows top down. With one
+		// tile column that tile would overwrite its own outputs, so the
+		// rows keep m pixels and go back one by one. Against rows of
+		// m·tw pixels transposed one by one (for a 14-pixel row: 8, 4
+		// and an overlapping 8 rows), F(4×4) on the flagship's second
+		// layer: forward 18.5 → 17.1 ms (one thread, median of 5).
+		ldY := g.OW
+		if d.tw == 1 {
+			ldY = d.m
+		}
 		yh := cw.tile
 		for n := n0; n < n1; n++ {
 			t0 := (n - n0) * d.th * d.tw
+			for ty := 0; ty < d.th; ty++ {
+				for tx := d.tw - 1; tx >= 0; tx-- {
+					t := t0 + ty*d.tw + tx
+					k.output(&m[t*d.ocp], ldM, &yh[(d.m*ty*ldY+d.m*tx)*d.ocp], ldY*d.ocp, d.ocp, &bias[0], relu, d.ocp)
+				}
+			}
 			out := y[n*g.OC*ohw : (n+1)*g.OC*ohw]
-			step(d.th, func(lo, hi int) {
-				for ty := lo; ty < hi; ty++ {
-					for tx := d.tw - 1; tx >= 0; tx-- {
-						t := t0 + ty*d.tw + tx
-						k.output(&m[t*d.ocp], ldM, &yh[(d.m*ty*ldY+d.m*tx)*d.ocp], ldY*d.ocp, d.ocp, &bias[0], relu, d.ocp)
-					}
-				}
-				// Shared, this block's output rows go back to NCHW as
-				// soon as its tiles are done: no tile spills past them
-				// (ldY).
-				if shared {
-					h0, h1 := lo*d.m, min(g.OH, hi*d.m)
-					for oh := h0; oh < h1; oh++ {
-						transposeBlocks(path, yh[oh*ldY*d.ocp:], g.OW, g.OC, d.ocp, out[oh*g.OW:], ohw)
-					}
-				}
-			})
-			if !shared {
-				if ldY == g.OW {
-					transposeBlocks(path, yh, g.OH*g.OW, g.OC, d.ocp, out, ohw)
-				} else {
-					for oh := 0; oh < g.OH; oh++ {
-						transposeBlocks(path, yh[oh*ldY*d.ocp:], g.OW, g.OC, d.ocp, out[oh*g.OW:], ohw)
-					}
+			if ldY == g.OW {
+				transposeBlocks(path, yh, g.OH*g.OW, g.OC, d.ocp, out, ohw)
+			} else {
+				for oh := 0; oh < g.OH; oh++ {
+					transposeBlocks(path, yh[oh*ldY*d.ocp:], g.OW, g.OC, d.ocp, out[oh*g.OW:], ohw)
 				}
 			}
 			if act != ActNone && act != ActReLU {
 				applyAct(out, act, alpha)
 			}
 		}
-	}
-	if shared {
-		cw := convWorkers.Get() // lead's buffers hold U and its panels
-		prepare(cw)
-		for round := range rounds {
-			body(cw, round)
-		}
-		convWorkers.Put(cw)
-		convWorkers.Put(lead)
-		return
-	}
-	workers := convParallel(rounds, prepare, body)
+	})
 	releaseConvWorkers(workers)
 	convWorkers.Put(lead)
 }

@@ -13,7 +13,7 @@ import (
 // tile column, channels that fill no vector, several rounds with a short
 // last one, more input channels than one block of the GEMM's shared
 // dimension holds (kc: U packed in blocks), and more output channels than
-// one panel of the generic path holds (nc: U not packed).
+// the generic path's nc.
 var winograd3Geoms = []winogradGeom{
 	{"resnet 64 pad1 14x14", convCase(2, 64, 14, 14, 64, 3, 3, 1, 1, 1, 1)},
 	{"rows of 16 pixels", convCase(2, 24, 5, 16, 40, 3, 3, 1, 1, 1, 1)},

@@ -74,7 +74,7 @@ type winogradMethod struct {
 // F(4×4): measured up to 9.1e-6 forward (260 input channels; 4.7e-6 with
 // the flagship's 32), dx 6.2e-6, dw 1.0e-5: about twice F(2×2)'s. Since
 // the filter transform and the weight gradient's finish are float32
-// SGEMMs (winogradFilters, dwKron; they were float64 loops), this test
+// SGEMMs (winoPackFilters, dwKron; they were float64 loops), this test
 // measures up to 6.4e-6 forward and 9.5e-6 for dx (5.4e-6 and 6.7e-6
 // before), dw 8.6e-6 (7.2e-6). Its
 // transforms have larger coefficients: the rows of Bᵀ sum to up to 15 in
@@ -200,9 +200,9 @@ func testConvWinogradBwd(t *testing.T, wm winogradMethod) {
 func TestConvWinogradSameResultOnAnyThreadCount(t *testing.T) {
 	defer SetThreads(Threads())
 	for _, wm := range winogradMethods {
-		// 21 images make rounds for every thread count; one image (9
-		// columns: a tile column part outside) makes fewer rounds than
-		// threads, which then share each step of the round.
+		// 21 images make rounds for every thread count, one image (9
+		// columns: a tile column part outside) fewer rounds than
+		// threads.
 		for _, g := range []Conv{convCase(21, 6, 9, 10, 5, wm.r, wm.r, 1, 2, 1, 1), convCase(1, 20, 13, 9, 17, wm.r, wm.r, 1, 1, 1, 1)} {
 			r := newTestRand(61)
 			x, w, b := randSlice(r, g.N*g.C*g.H*g.W, 1), randSlice(r, g.OC*g.C*g.KH*g.KW, 1), randSlice(r, g.OC, 1)
