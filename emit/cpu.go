@@ -533,6 +533,7 @@ var cpuConvKernels = map[string]struct{ fwd, bwd string }{
 	planner.ConvDirect:     {"Conv2DDirectFwd", "Conv2DDirectBwd"},
 	planner.ConvIm2colGemm: {"Conv2DIm2colFwd", "Conv2DIm2colBwd"},
 	planner.ConvWinogradF4: {"Conv2DWinogradF4Fwd", "Conv2DWinogradF4Bwd"},
+	planner.ConvWinograd3:  {"Conv2DWinograd3Fwd", "Conv2DWinograd3Bwd"},
 	planner.ConvPointwise:  {"Conv2DPointwiseFwd", "Conv2DPointwiseBwd"},
 	planner.ConvDepthwise:  {"Conv2DDepthwiseFwd", "Conv2DDepthwiseBwd"},
 	planner.ConvPhase:      {"Conv2DPhaseFwd", ""},
@@ -579,7 +580,7 @@ func cpuConvKernel(g planner.ConvGeom, pass planner.ConvPass, method string, ref
 		// method (stride 1 holds), or im2col past the direct method's
 		// padding.
 		method = planner.CPU.Conv(g, pass).Method
-		if method == planner.ConvWinograd || method == planner.ConvWinogradF4 {
+		if method == planner.ConvWinograd || method == planner.ConvWinogradF4 || method == planner.ConvWinograd3 {
 			method = planner.ConvDirect
 			if g.PH > g.KH-1 || g.PW > g.KW-1 {
 				method = planner.ConvIm2colGemm

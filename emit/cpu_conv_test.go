@@ -20,8 +20,8 @@ type (
 // writes: the test fails to build when one is renamed, and fails when the
 // emitter names a kernel missing here.
 var (
-	rtConvFwd = map[string]convFwdKernel{"Conv2DDirectFwd": cpu.Conv2DDirectFwd, "Conv2DIm2colFwd": cpu.Conv2DIm2colFwd, "Conv2DWinogradF4Fwd": cpu.Conv2DWinogradF4Fwd, "Conv2DPointwiseFwd": cpu.Conv2DPointwiseFwd, "Conv2DDepthwiseFwd": cpu.Conv2DDepthwiseFwd, "Conv2DPhaseFwd": cpu.Conv2DPhaseFwd}
-	rtConvBwd = map[string]convBwdKernel{"Conv2DDirectBwd": cpu.Conv2DDirectBwd, "Conv2DIm2colBwd": cpu.Conv2DIm2colBwd, "Conv2DWinogradF4Bwd": cpu.Conv2DWinogradF4Bwd, "Conv2DPointwiseBwd": cpu.Conv2DPointwiseBwd, "Conv2DDepthwiseBwd": cpu.Conv2DDepthwiseBwd}
+	rtConvFwd = map[string]convFwdKernel{"Conv2DDirectFwd": cpu.Conv2DDirectFwd, "Conv2DIm2colFwd": cpu.Conv2DIm2colFwd, "Conv2DWinogradF4Fwd": cpu.Conv2DWinogradF4Fwd, "Conv2DWinograd3Fwd": cpu.Conv2DWinograd3Fwd, "Conv2DPointwiseFwd": cpu.Conv2DPointwiseFwd, "Conv2DDepthwiseFwd": cpu.Conv2DDepthwiseFwd, "Conv2DPhaseFwd": cpu.Conv2DPhaseFwd}
+	rtConvBwd = map[string]convBwdKernel{"Conv2DDirectBwd": cpu.Conv2DDirectBwd, "Conv2DIm2colBwd": cpu.Conv2DIm2colBwd, "Conv2DWinogradF4Bwd": cpu.Conv2DWinogradF4Bwd, "Conv2DWinograd3Bwd": cpu.Conv2DWinograd3Bwd, "Conv2DPointwiseBwd": cpu.Conv2DPointwiseBwd, "Conv2DDepthwiseBwd": cpu.Conv2DDepthwiseBwd}
 )
 
 // TestCPUConvRuleMatchesKernels ties the planner's CPU rule to rt/cpu:
@@ -61,6 +61,7 @@ func TestCPUConvRuleMatchesKernels(t *testing.T) {
 		{"32 to 32 5x5 pad 1, 1024 tiles", geom(4, 32, 33, 33, 32, 5, 5, 1, 1, 1, 1, 1, 1)},
 		{"7x7 stride 2 pad 3 (a stem)", geom(2, 3, 19, 20, 8, 7, 7, 2, 2, 3, 3, 1, 1)},
 		{"2x2 stride 2", geom(2, 4, 9, 8, 5, 2, 2, 2, 2, 0, 0, 1, 1)},
+		{"64 to 64 3x3 pad 1, 256 tiles", geom(4, 64, 32, 30, 64, 3, 3, 1, 1, 1, 1, 1, 1)},
 	} {
 		g := c.g
 		cg := cpu.Conv{N: g.N, C: g.C, H: g.H, W: g.W, OC: g.OC, OH: g.OH, OW: g.OW, KH: g.KH, KW: g.KW,
@@ -95,7 +96,7 @@ func TestCPUConvRuleMatchesKernels(t *testing.T) {
 			}
 			rtConvFwd[ref.fwd](x, w, b, want, cg, cpu.ActTanh, 0)
 			cmp := compare
-			if choice.Method == planner.ConvWinograd || choice.Method == planner.ConvWinogradF4 {
+			if choice.Method == planner.ConvWinograd || choice.Method == planner.ConvWinogradF4 || choice.Method == planner.ConvWinograd3 {
 				cmp = nil // compareScaled, see below
 			}
 			if pass == planner.ConvForward {
@@ -218,16 +219,17 @@ func TestCPUReferenceAvoidsWinograd(t *testing.T) {
 	g := planner.ConvGeom{N: 250, C: 32, H: 14, W: 14, OC: 64, OH: 14, OW: 14, KH: 5, KW: 5, SH: 1, SW: 1, PH: 2, PW: 2, DH: 1, DW: 1, Groups: 1}
 	wide := g
 	wide.PH, wide.PW, wide.OH, wide.OW = 5, 5, 20, 20
+	g3 := planner.ConvGeom{N: 32, C: 64, H: 56, W: 56, OC: 64, OH: 56, OW: 56, KH: 3, KW: 3, SH: 1, SW: 1, PH: 1, PW: 1, DH: 1, DW: 1, Groups: 1}
 	for _, c := range []struct {
 		g        planner.ConvGeom
 		fwd, bwd string
-	}{{g, "Conv2DDirectFwd", "Conv2DDirectBwd"}, {wide, "Conv2DIm2colFwd", "Conv2DIm2colBwd"}} {
-		if m := planner.CPU.Conv(c.g, planner.ConvForward).Method; m != planner.ConvWinogradF4 {
+	}{{g, "Conv2DDirectFwd", "Conv2DDirectBwd"}, {wide, "Conv2DIm2colFwd", "Conv2DIm2colBwd"}, {g3, "Conv2DDirectFwd", "Conv2DDirectBwd"}} {
+		if m := planner.CPU.Conv(c.g, planner.ConvForward).Method; m != planner.ConvWinogradF4 && m != planner.ConvWinograd3 {
 			t.Fatalf("the CPU rule chooses %q for %+v; the test wants a Winograd geometry", m, c.g)
 		}
 		for _, pass := range []planner.ConvPass{planner.ConvForward, planner.ConvBackward} {
 			// The GPU's own Winograd method has the CPU's name.
-			for _, method := range []string{"im2col+cublas", planner.ConvWinograd, planner.ConvWinogradF4} {
+			for _, method := range []string{"im2col+cublas", planner.ConvWinograd, planner.ConvWinogradF4, planner.ConvWinograd3} {
 				k, err := cpuConvKernel(c.g, pass, method, true)
 				if err != nil || k.fwd != c.fwd || k.bwd != c.bwd {
 					t.Errorf("padding %d, %s, GPU method %q: reference kernels %+v (%v), want %s and %s", c.g.PH, pass, method, k, err, c.fwd, c.bwd)

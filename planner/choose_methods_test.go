@@ -114,8 +114,8 @@ func TestChooseMethodsTarget(t *testing.T) {
 	}
 }
 
-// TestCPUConvRule: the CPU runs Winograd forward on 5×5 layers with
-// enough channels and tiles, and backward where they do too (with dx:
+// TestCPUConvRule: the CPU runs Winograd forward on 5×5 and 3×3 layers
+// with enough channels and tiles, and backward where they do too (with dx:
 // and dx's convolution, channels swapped, has enough of them), the direct method wherever rt/cpu's direct
 // kernels apply (stride 1, padding within the filter's reach), the
 // pointwise product on every 1×1 layer of stride 1 without padding, the
@@ -135,6 +135,11 @@ func TestCPUConvRule(t *testing.T) {
 		p := 2 * max(d, 1)
 		o := (h+2*p-max(d, 1)*4-1)/max(s, 1) + 1
 		return ConvGeom{N: n, C: c, H: h, W: h, OC: oc, OH: o, OW: o, KH: 5, KW: 5, SH: s, SW: s, PH: p, PW: p, DH: d, DW: d, Groups: groups}
+	}
+	// res is a 3×3 layer of c channels on h×h padded by p, batch n.
+	res := func(n, c, h, p int) ConvGeom {
+		o := h + 2*p - 2
+		return ConvGeom{N: n, C: c, H: h, W: h, OC: c, OH: o, OW: o, KH: 3, KW: 3, SH: 1, SW: 1, PH: p, PW: p, DH: 1, DW: 1, Groups: 1}
 	}
 	for _, c := range []struct {
 		name string
@@ -162,6 +167,19 @@ func TestCPUConvRule(t *testing.T) {
 		{"5x5 dilation 2", wide(250, 32, 64, 1, 2, 1), [3]string{ConvDirect, ConvDirect, ConvDirect}},
 		{"5x5 groups 2", wide(250, 32, 64, 1, 1, 2), [3]string{ConvDirect, ConvDirect, ConvDirect}},
 		{"unset stride, dilation, groups", wide(250, 32, 64, 0, 0, 0), [3]string{ConvWinogradF4, ConvWinogradF4, ConvWinogradF4}},
+		{"resnet18 64 at 56², batch 32", res(32, 64, 56, 1), [3]string{ConvWinograd3, ConvWinograd3, ConvWinograd3}},
+		{"resnet18 256 at 14², batch 32", res(32, 256, 14, 1), [3]string{ConvWinograd3, ConvWinograd3, ConvWinograd3}},
+		{"resnet18 512 at 7², batch 32", res(32, 512, 7, 1), [3]string{ConvWinograd3, ConvWinograd3, ConvWinograd3}},
+		{"resnet18 512 at 7², batch 11: 44 tiles", res(11, 512, 7, 1), [3]string{ConvDirect, ConvDirect, ConvDirect}},
+		{"resnet18 512 at 7², batch 12: 48 tiles", res(12, 512, 7, 1), [3]string{ConvWinograd3, ConvWinograd3, ConvWinograd3}},
+		{"cifar 512 at 4², batch 128", res(128, 512, 4, 1), [3]string{ConvWinograd3, ConvWinograd3, ConvWinograd3}},
+		{"resnet18 256 at 14², batch 1", res(1, 256, 14, 1), [3]string{ConvDirect, ConvDirect, ConvDirect}},
+		{"resnet18 128 at 28², batch 1", res(1, 128, 28, 1), [3]string{ConvWinograd3, ConvWinograd3, ConvWinograd3}},
+		{"resnet18 64 at 56², batch 1", res(1, 64, 56, 1), [3]string{ConvWinograd3, ConvWinograd3, ConvWinograd3}},
+		{"32 channels at 56²", res(32, 32, 56, 1), [3]string{ConvWinograd3, ConvWinograd3, ConvWinograd3}},
+		{"16 channels at 56²", res(32, 16, 56, 1), [3]string{ConvDirect, ConvDirect, ConvDirect}},
+		{"3x3 pad 3: forward only", res(32, 64, 54, 3), [3]string{ConvWinograd3, ConvIm2colGemm, ConvIm2colGemm}},
+		{"3x3 stride 2", func() ConvGeom { g := res(32, 64, 56, 1); g.SH, g.SW, g.OH, g.OW = 2, 2, 28, 28; return g }(), [3]string{ConvIm2colGemm, ConvIm2colGemm, ConvIm2colGemm}},
 		{"1x1", geom(1, 1, 0, 1), [3]string{ConvPointwise, ConvPointwise, ConvPointwise}},
 		{"1x1 unset stride, groups 3", func() ConvGeom { g := geom(1, 0, 0, 0); g.C, g.OC, g.Groups = 6, 9, 3; return g }(), [3]string{ConvPointwise, ConvPointwise, ConvPointwise}},
 		{"1x1 stride 2", geom(1, 2, 0, 1), [3]string{ConvIm2colGemm, ConvIm2colGemm, ConvIm2colGemm}},

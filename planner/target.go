@@ -209,6 +209,12 @@ const (
 	// and a rounding error about twice F(2×2)'s (rt/cpu's
 	// winogradMethods); dw by F(5×5,4×4).
 	ConvWinogradF4 = "winograd F(4x4,5x5)"
+	// ConvWinograd3 is Winograd F(4×4,3×3) for 3×3, stride-1,
+	// undilated, ungrouped layers: 4×4 output tiles from 6×6 input tiles,
+	// 36 matrix products instead of 144 multiply-adds a tile and channel
+	// pair, and a rounding error a few times the direct sum's (rt/cpu's
+	// winogradMethods); dw by F(3×3,4×4).
+	ConvWinograd3 = "winograd F(4x4,3x3)"
 	// ConvPointwise multiplies the filters by each image's input as it
 	// lies in memory, one matrix product per image and group (and two
 	// for the backward, dx and dw): a 1×1 convolution of stride 1
@@ -321,7 +327,9 @@ func cpuConvPrecision(method, want string) DenseChoice {
 // cpuConv is the CPU backend's convolution rule: Winograd F(4×4,5×5) for
 // the forward and backward passes of the 5×5 layers where it pays
 // (cpuWinogradPays; the backward needs padding up to 4, as dx is the
-// convolution of dy padded by 4 less the padding), the direct method
+// convolution of dy padded by 4 less the padding), Winograd F(4×4,3×3)
+// for the 3×3 layers where it pays (cpuWinograd3Pays; the backward with
+// padding up to 2), the direct method
 // wherever it applies (on the stride-1 layers measured it beats im2col +
 // GEMM, see rt/cpu's conv_direct.go), im2col + GEMM elsewhere. None needs
 // scratch from the plan: each keeps its work buffers to itself, one per
@@ -388,6 +396,9 @@ func cpuConv(g ConvGeom, pass ConvPass) ConvChoice {
 	if pass != ConvForward && g.PH <= 4 && g.PW <= 4 && cpuWinogradPays(g) {
 		return ConvChoice{Method: ConvWinogradF4}
 	}
+	if (pass == ConvForward || g.PH <= 2 && g.PW <= 2) && cpuWinograd3Pays(g) {
+		return ConvChoice{Method: ConvWinograd3}
+	}
 	if direct {
 		return ConvChoice{Method: ConvDirect}
 	}
@@ -434,6 +445,41 @@ func cpuWinogradPays(g ConvGeom) bool {
 	}
 	perImage := ((g.OH + 1) / 2) * ((g.OW + 1) / 2)
 	return g.C >= 16 && g.OC >= 32 && g.N*perImage >= 1024 && perImage*(g.C+g.OC) <= cpuWinogradImageLimit
+}
+
+// cpuWinograd3Pays reports whether Winograd F(4×4,3×3) takes g (a 3×3
+// filter, stride 1, no dilation, one group) and beats the direct method
+// there, in every pass. Its filter transform costs the same for any batch
+// and its matrix products have the batch's 4×4 tiles as their rows, so it
+// needs 48 tiles in the batch, and 32 input and output channels. On one
+// thread of the shared 2-core Zen 4, CPU ms a pass, the better of 2,
+// forward and backward with dx (rt/cpu's BenchmarkConvWinograd3),
+// F(4×4,3×3) against the direct method:
+//
+//	ResNet-18 64 at 56², batch 32:   35.0, 65.5 against 74.0, 151
+//	ResNet-18 128 at 28², batch 32:  29.3, 61.0 against 73.5, 179
+//	ResNet-18 256 at 14², batch 32:  39.0, 73.7 against 76.1, 298
+//	ResNet-18 512 at 7², batch 32:   40.7, 78.0 against 93.5, 817
+//	CIFAR 64 at 32², batch 128:      40.0, 78.4 against 105, 198
+//	CIFAR 128 at 16², batch 128:     40.3, 98.5 against 103, 345
+//	CIFAR 256 at 8², batch 128:      35.6, 76.3 against 134, 889
+//	CIFAR 512 at 4², batch 128:      38.4, 77.4 against 255, 2788
+//	32 at 56², batch 32:             11.0, 22.2 against 20.0, 37.2
+//	16 at 56², batch 32:             6.36, 10.7 against 5.21, 10.1
+//
+// At batch 1 the filter transform weighs more: 64 at 56² (196 tiles)
+// 1.15, 2.78 against 2.27, 5.32; 128 at 28² (49 tiles) 1.33, 2.83 against
+// 2.66, 5.95; 256 at 14² (16 tiles) 3.39, 7.11 against 2.96, 10.1; 512 at
+// 7² (4 tiles) 14.5, 26.4 against 4.63, 28.9. Forward, 32 tiles (256 at
+// 14² batch 2, 512 at 7² batch 8) won by 10-20%, 48 (256 at 14² batch 3,
+// 512 at 7² batch 12) by 25-50%.
+func cpuWinograd3Pays(g ConvGeom) bool {
+	one := func(v int) bool { return max(v, 1) == 1 }
+	if g.KH != 3 || g.KW != 3 || !one(g.SH) || !one(g.SW) || !one(g.DH) || !one(g.DW) || !one(g.Groups) {
+		return false
+	}
+	perImage := ((g.OH + 3) / 4) * ((g.OW + 3) / 4)
+	return g.C >= 32 && g.OC >= 32 && g.N*perImage >= 48 && perImage*(g.C+g.OC) <= cpuWinogradImageLimit
 }
 
 // cpuWinogradImageLimit bounds tiles × (C + OC) of one image: the CPU

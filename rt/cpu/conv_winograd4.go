@@ -114,7 +114,7 @@ var winoF4G2Scale = []float64{-1, -2. / 9, -2. / 9, 1. / 90, 1. / 90, 32. / 45, 
 
 // winoF4 is F(4×4,5×5). The dy transform applies E, so the weight
 // gradient's finish scales by G2's row scales.
-var winoF4 = &winoAlg{name: "F(4x4,5x5)", m: 4, alpha: 8, g: winoF4G,
+var winoF4 = &winoAlg{name: "F(4x4,5x5)", m: 4, r: 5, alpha: 8, g: winoF4G,
 	dwScale: winoF4G2Scale, aw: winoF4AW, roundBytes: winogradF4RoundBytes, kernels: winogradF4For}
 
 // winoPass is one pass of a separable transform over n channels (a

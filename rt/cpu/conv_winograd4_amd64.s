@@ -216,6 +216,118 @@ L1: \
 	VFMADD231PS (5*VB)(R8), D3, ACC \
 	FINISH(ACC, T, ANDN, B3, R3)
 
+// LOAD6 reads the line's six inputs at AX, AX + ldJ, ….
+#define LOAD6(R0, R1, R2, R3, R4, R5) \
+	LOAD4(R0, R1, R2, R3) \
+	ADDQ CX, BX \
+	VMOVUPS (BX), R4 \
+	ADDQ CX, BX \
+	VMOVUPS (BX), R5
+
+// AT6 applies F(4×4,3×3)'s Aᵀ (conv_winograd3.go) to the line's inputs
+// Z0..Z5, the points 0, ±1, ±2 and ∞: AT8 without the points ±1/2, with
+// the constants 2, 4, 8 at R8. With s_k, d_k the sum and difference of
+// the inputs at ±k:
+//   y0 = (z0 + s1) + s2,  y1 = d1 + 2·d2,  y2 = s1 + 4·s2,  y3 = (d1 + z5) + 8·d2.
+#define AT6(VB, Z0, Z1, Z2, Z3, Z4, Z5, S1, D1, S2, D2, ACC, T, ANDN, B0, R0, B1, R1, B2, R2, B3, R3) \
+	VADDPS Z2, Z1, S1 \
+	VSUBPS Z2, Z1, D1 \
+	VADDPS Z4, Z3, S2 \
+	VSUBPS Z4, Z3, D2 \
+	VADDPS S1, Z0, ACC \
+	VADDPS S2, ACC, ACC \
+	FINISH(ACC, T, ANDN, B0, R0) \
+	VMOVAPS D1, ACC \
+	VFMADD231PS (0*VB)(R8), D2, ACC \
+	FINISH(ACC, T, ANDN, B1, R1) \
+	VMOVAPS S1, ACC \
+	VFMADD231PS (1*VB)(R8), S2, ACC \
+	FINISH(ACC, T, ANDN, B2, R2) \
+	VADDPS Z5, D1, ACC \
+	VFMADD231PS (2*VB)(R8), D2, ACC \
+	FINISH(ACC, T, ANDN, B3, R3)
+
+// E6 applies F(3×3,4×4)'s E (conv_winograd3.go) to the line's inputs
+// Z0..Z3 and stores the six results at BX, BX + R10, …: E8 without the
+// points ±1/2, with the constants 4, 2, 8 at R8 (winoF4EConsts' first
+// three). The products are exact, so the results are winoE6's bits.
+#define E6(VB, Z0, Z1, Z2, Z3, A, B, T) \
+	VMOVUPS Z0, (BX) \
+	ADDQ R10, BX \
+	VADDPS Z2, Z0, A \
+	VADDPS Z3, Z1, B \
+	VADDPS B, A, T \
+	VMOVUPS T, (BX) \
+	ADDQ R10, BX \
+	VSUBPS B, A, T \
+	VMOVUPS T, (BX) \
+	ADDQ R10, BX \
+	VMOVAPS Z0, A \
+	VFMADD231PS (0*VB)(R8), Z2, A \
+	VMULPS (1*VB)(R8), Z1, B \
+	VFMADD231PS (2*VB)(R8), Z3, B \
+	VADDPS B, A, T \
+	VMOVUPS T, (BX) \
+	ADDQ R10, BX \
+	VSUBPS B, A, T \
+	VMOVUPS T, (BX) \
+	ADDQ R10, BX \
+	VMOVUPS Z3, (BX)
+
+// E6TILE is ETILE for F(3×3,4×4): D = E g Eᵀ of a 4×4 block g of dy for
+// each vector of channels in turn, the row pass into the scratch (24
+// vectors: t[a][j] at scratch + (6a + j)·VB), then the column pass from
+// the scratch into D (ξ = 6i + j at dst + ξ·ldXi).
+#define E6TILE(VB, LOG, Z0, Z1, Z2, Z3, A, B, T, LGROUP, LROW, LCOL, LDONE) \
+	MOVQ consts+0(FP), R8 \
+	MOVQ src+8(FP), SI \
+	MOVQ dst+32(FP), DI \
+	MOVQ scratch+56(FP), R9 \
+	MOVQ n+48(FP), R12 \
+	SHRQ $LOG, R12 \
+	JZ LDONE \
+LGROUP: \
+	MOVQ ldCol+24(FP), CX \
+	SHLQ $2, CX \
+	MOVQ $VB, R10 \
+	MOVQ SI, AX \
+	MOVQ R9, DX \
+	MOVQ $4, R11 \
+LROW: \
+	LOAD4(Z0, Z1, Z2, Z3) \
+	MOVQ DX, BX \
+	E6(VB, Z0, Z1, Z2, Z3, A, B, T) \
+	MOVQ ldRow+16(FP), BX \
+	SHLQ $2, BX \
+	ADDQ BX, AX \
+	ADDQ $(6*VB), DX \
+	DECQ R11 \
+	JNZ LROW \
+	MOVQ $(6*VB), CX \
+	MOVQ ldXi+40(FP), R10 \
+	LEAQ (R10)(R10*2), R10 \
+	SHLQ $3, R10 \
+	MOVQ R9, AX \
+	MOVQ DI, DX \
+	MOVQ $6, R11 \
+LCOL: \
+	LOAD4(Z0, Z1, Z2, Z3) \
+	MOVQ DX, BX \
+	E6(VB, Z0, Z1, Z2, Z3, A, B, T) \
+	ADDQ $VB, AX \
+	MOVQ ldXi+40(FP), BX \
+	SHLQ $2, BX \
+	ADDQ BX, DX \
+	DECQ R11 \
+	JNZ LCOL \
+	ADDQ $VB, SI \
+	ADDQ $VB, DI \
+	DECQ R12 \
+	JNZ LGROUP \
+LDONE: \
+	VZEROUPPER \
+	RET
+
 // BTTILE is the whole input transform of one tile, Bᵀ d B, for each vector
 // of channels in turn: the row pass into the scratch (64 vectors, in L1:
 // t[i][r] at scratch + (8i + r)·VB), then the column pass from the scratch
@@ -380,3 +492,53 @@ TEXT ·winoETileAVX512(SB), NOSPLIT, $0-64
 // func winoETileAVX2(consts, src *float32, ldRow, ldCol int, dst *float32, ldXi, n int, scratch *float32)
 TEXT ·winoETileAVX2(SB), NOSPLIT, $0-64
 	ETILE(32, 3, Y0, Y1, Y2, Y3, Y8, Y9, Y10, etygroup, etyrow, etycol, etydone)
+
+// func winoAT6AVX512(mat *float32, rows int, src *float32, ldJ, ldLine int, dst *float32, ldR, ldLineOut, lines int, bias *float32, relu, n int)
+// is winoPass with F(4×4,3×3)'s Aᵀ as the matrix (mat holds the
+// constants, rows is 4 and unread), computed as AT6 says.
+TEXT ·winoAT6AVX512(SB), NOSPLIT, $0-96
+	PASS_SETUP(4)
+	JZ at6zdone
+
+at6zgroup:
+	LINE_START
+
+at6zline:
+	LOAD6(Z0, Z1, Z2, Z3, Z4, Z5)
+	MOVQ mat+0(FP), R8
+	MOVQ DX, BX
+	AT6(64, Z0, Z1, Z2, Z3, Z4, Z5, Z10, Z11, Z12, Z13, Z8, Z9, VPANDND, at6zb0, at6zr0, at6zb1, at6zr1, at6zb2, at6zr2, at6zb3, at6zr3)
+	LINE_END(at6zline)
+	GROUP_END(64, at6zgroup, at6zg)
+
+at6zdone:
+	VZEROUPPER
+	RET
+
+// func winoAT6AVX2(mat *float32, rows int, src *float32, ldJ, ldLine int, dst *float32, ldR, ldLineOut, lines int, bias *float32, relu, n int)
+TEXT ·winoAT6AVX2(SB), NOSPLIT, $0-96
+	PASS_SETUP(3)
+	JZ at6ydone
+
+at6ygroup:
+	LINE_START
+
+at6yline:
+	LOAD6(Y0, Y1, Y2, Y3, Y4, Y5)
+	MOVQ mat+0(FP), R8
+	MOVQ DX, BX
+	AT6(32, Y0, Y1, Y2, Y3, Y4, Y5, Y10, Y11, Y12, Y13, Y8, Y9, VPANDN, at6yb0, at6yr0, at6yb1, at6yr1, at6yb2, at6yr2, at6yb3, at6yr3)
+	LINE_END(at6yline)
+	GROUP_END(32, at6ygroup, at6yg)
+
+at6ydone:
+	VZEROUPPER
+	RET
+
+// func winoE6TileAVX512(consts, src *float32, ldRow, ldCol int, dst *float32, ldXi, n int, scratch *float32)
+TEXT ·winoE6TileAVX512(SB), NOSPLIT, $0-64
+	E6TILE(64, 4, Z0, Z1, Z2, Z3, Z8, Z9, Z10, e6zgroup, e6zrow, e6zcol, e6zdone)
+
+// func winoE6TileAVX2(consts, src *float32, ldRow, ldCol int, dst *float32, ldXi, n int, scratch *float32)
+TEXT ·winoE6TileAVX2(SB), NOSPLIT, $0-64
+	E6TILE(32, 3, Y0, Y1, Y2, Y3, Y8, Y9, Y10, e6ygroup, e6yrow, e6ycol, e6ydone)

@@ -11,10 +11,7 @@ import (
 // and 2, channels that fill no vector, one image, and batches that make
 // several rounds with a short last one, and more input channels than one
 // packed GEMM panel holds (the products then pack U[ξ] on every call).
-var winogradGeoms = []struct {
-	name string
-	g    Conv
-}{
+var winogradGeoms = []winogradGeom{
 	{"flagship conv2 pad2", convCase(3, 32, 14, 14, 64, 5, 5, 1, 2, 1, 1)},
 	{"odd 9x7 pad2", convCase(2, 3, 9, 7, 5, 5, 5, 1, 2, 1, 1)},
 	{"pad0 11x8", convCase(1, 17, 11, 8, 19, 5, 5, 1, 0, 1, 1)},
@@ -25,6 +22,12 @@ var winogradGeoms = []struct {
 	{"several rounds", convCase(9, 5, 14, 14, 7, 5, 5, 1, 2, 1, 1)},
 	{"first layer 28x28", convCase(5, 1, 28, 28, 33, 5, 5, 1, 2, 1, 1)},
 	{"channels past the GEMM's kc", convCase(2, 260, 6, 5, 3, 5, 5, 1, 2, 1, 1)},
+}
+
+// winogradGeom is a named test geometry.
+type winogradGeom struct {
+	name string
+	g    Conv
 }
 
 // winogradErr is the largest |got − want| over scale.
@@ -50,15 +53,17 @@ func maxAbs(s []float32) float64 {
 // uniform in [-1, 1)): tol for the forward pass (relative to the largest
 // |pre-activation| of the float64 reference; the fused activations'
 // slopes are at most 1) and dx, dwTol for the weight gradient against
-// im2col + GEMM.
+// im2col + GEMM; geoms are its test geometries, r its filter side.
 type winogradMethod struct {
 	name       string
 	fwd        func(x, w, b, y []float32, g Conv, act Act, alpha float32)
 	bwd        func(x, w, y, dy, dx, dw, db []float32, g Conv, act Act, alpha float32)
 	tol, dwTol float64
+	geoms      []winogradGeom
+	r          int
 }
 
-// winogradMethods are F(2×2,5×5) and F(4×4,5×5).
+// winogradMethods are F(2×2,5×5), F(4×4,5×5) and F(4×4,3×3).
 //
 // F(2×2): measured on winogradGeoms up to 4.8e-6 forward (with 260 input
 // channels; 2.8e-6 with the flagship's 32), against 1.6e-6 for the direct
@@ -69,7 +74,7 @@ type winogradMethod struct {
 // F(4×4): measured up to 9.1e-6 forward (260 input channels; 4.7e-6 with
 // the flagship's 32), dx 6.2e-6, dw 1.0e-5: about twice F(2×2)'s. Since
 // the filter transform and the weight gradient's finish are float32
-// SGEMMs (winogradFilters, dwKron; they were float64 loops), this test
+// SGEMMs (winoPackFilters, dwKron; they were float64 loops), this test
 // measures up to 6.4e-6 forward and 9.5e-6 for dx (5.4e-6 and 6.7e-6
 // before), dw 8.6e-6 (7.2e-6). Its
 // transforms have larger coefficients: the rows of Bᵀ sum to up to 15 in
@@ -78,9 +83,15 @@ type winogradMethod struct {
 // transform sums terms up to 19.25² times larger than the outputs; F(4×4)'s
 // points ±1/2 also make G's entries (down to 1/90) and the products they
 // scale cancel in the sum. The bounds leave about twice the measured error.
+//
+// F(4×4,3×3) (on winograd3Geoms): measured up to 6.7e-6 forward (4.6e-6
+// on the vector paths; the direct method 8.0e-7), dx 5.2e-6, dw 3.3e-6,
+// db 6.1e-8: its output transform's rows sum to up to 19 (F(2×2,5×5): 7),
+// and its filters' 9 taps make the direct sum's error small.
 var winogradMethods = []winogradMethod{
-	{"F2", Conv2DWinogradFwd, Conv2DWinogradBwd, 1e-5, 5e-5},
-	{"F4", Conv2DWinogradF4Fwd, Conv2DWinogradF4Bwd, 2e-5, 5e-5},
+	{"F2", Conv2DWinogradFwd, Conv2DWinogradBwd, 1e-5, 5e-5, winogradGeoms, 5},
+	{"F4", Conv2DWinogradF4Fwd, Conv2DWinogradF4Bwd, 2e-5, 5e-5, winogradGeoms, 5},
+	{"F3", Conv2DWinograd3Fwd, Conv2DWinograd3Bwd, 1.5e-5, 1e-5, winograd3Geoms, 3},
 }
 
 func TestConvWinogradFwd(t *testing.T) {
@@ -93,13 +104,13 @@ func testConvWinogradFwd(t *testing.T, wm winogradMethod) {
 	forEachGemmPath(t, func(t *testing.T) {
 		r := newTestRand(60)
 		worst, worstDirect := 0.0, 0.0
-		for _, tc := range winogradGeoms {
+		for _, tc := range wm.geoms {
 			g := tc.g
-			if !winogradOK(g.norm()) {
-				t.Fatalf("%s: Winograd does not take its test geometry", tc.name)
+			if g.KH != wm.r || g.KW != wm.r {
+				t.Fatalf("%s: not a %dx%d filter", tc.name, wm.r, wm.r)
 			}
 			x := randSlice(r, g.N*g.C*g.H*g.W, 1)
-			w := randSlice(r, g.OC*g.C*25, 1)
+			w := randSlice(r, g.OC*g.C*g.KH*g.KW, 1)
 			b := randSlice(r, g.OC, 1)
 			for _, a := range allActs {
 				bias := b
@@ -141,10 +152,10 @@ func testConvWinogradBwd(t *testing.T, wm winogradMethod) {
 	forEachGemmPath(t, func(t *testing.T) {
 		r := newTestRand(64)
 		var worst [3]float64
-		for _, tc := range winogradGeoms {
+		for _, tc := range wm.geoms {
 			g := tc.g
 			x := randSlice(r, g.N*g.C*g.H*g.W, 1)
-			w := randSlice(r, g.OC*g.C*25, 1)
+			w := randSlice(r, g.OC*g.C*g.KH*g.KW, 1)
 			y := make([]float32, g.N*g.OC*g.OH*g.OW)
 			Conv2DIm2colFwd(x, w, nil, y, g, ActReLU, 0)
 			dy := randSlice(r, len(y), 1)
@@ -170,15 +181,15 @@ func testConvWinogradBwd(t *testing.T, wm winogradMethod) {
 	})
 	// Finite differences on the geometries with few channels: over
 	// hundreds of terms Winograd's rounding noise and the ReLU kinks blur
-	// the float32 differences. F(4×4)'s noise blurs them even there, so
-	// it is checked with tanh only; its ReLU gradients are those compared
-	// with im2col's above.
+	// the float32 differences. F(4×4,5×5)'s and F(4×4,3×3)'s noise blurs
+	// them even there, so they are checked with tanh only; their ReLU
+	// gradients are those compared with im2col's above.
 	r := newTestRand(65)
-	for _, tc := range winogradGeoms {
+	for _, tc := range wm.geoms {
 		if tc.g.C > 4 || tc.g.H > 14 {
 			continue
 		}
-		convBwdFiniteDifferencesActs(t, r, "winograd "+wm.name, tc.name, tc.g, wm.fwd, wm.bwd, wm.name == "F4")
+		convBwdFiniteDifferencesActs(t, r, "winograd "+wm.name, tc.name, tc.g, wm.fwd, wm.bwd, wm.name != "F2")
 	}
 }
 
@@ -188,22 +199,26 @@ func testConvWinogradBwd(t *testing.T, wm winogradMethod) {
 // bits may change with the thread count).
 func TestConvWinogradSameResultOnAnyThreadCount(t *testing.T) {
 	defer SetThreads(Threads())
-	g := convCase(21, 6, 9, 10, 5, 5, 5, 1, 2, 1, 1)
-	r := newTestRand(61)
-	x, w, b := randSlice(r, g.N*g.C*g.H*g.W, 1), randSlice(r, g.OC*g.C*25, 1), randSlice(r, g.OC, 1)
 	for _, wm := range winogradMethods {
-		run := func(threads int) []float32 {
-			SetThreads(threads)
-			y := make([]float32, g.N*g.OC*g.OH*g.OW)
-			wm.fwd(x, w, b, y, g, ActReLU, 0)
-			dx := make([]float32, len(x))
-			wm.bwd(x, w, y, cloneF(y), dx, make([]float32, len(w)), make([]float32, g.OC), g, ActReLU, 0)
-			return append(y, dx...)
-		}
-		one := run(1)
-		for _, n := range []int{2, 3, 8} {
-			if msg := closeTo(run(n), one, 0); msg != "" {
-				t.Errorf("%s: %d threads differ from 1 (y, then dx): %s", wm.name, n, msg)
+		// 21 images make rounds for every thread count, one image (9
+		// columns: a tile column part outside) fewer rounds than
+		// threads.
+		for _, g := range []Conv{convCase(21, 6, 9, 10, 5, wm.r, wm.r, 1, 2, 1, 1), convCase(1, 20, 13, 9, 17, wm.r, wm.r, 1, 1, 1, 1)} {
+			r := newTestRand(61)
+			x, w, b := randSlice(r, g.N*g.C*g.H*g.W, 1), randSlice(r, g.OC*g.C*g.KH*g.KW, 1), randSlice(r, g.OC, 1)
+			run := func(threads int) []float32 {
+				SetThreads(threads)
+				y := make([]float32, g.N*g.OC*g.OH*g.OW)
+				wm.fwd(x, w, b, y, g, ActReLU, 0)
+				dx := make([]float32, len(x))
+				wm.bwd(x, w, y, cloneF(y), dx, make([]float32, len(w)), make([]float32, g.OC), g, ActReLU, 0)
+				return append(y, dx...)
+			}
+			one := run(1)
+			for _, n := range []int{2, 3, 8} {
+				if msg := closeTo(run(n), one, 0); msg != "" {
+					t.Errorf("%s, %d images: %d threads differ from 1 (y, then dx): %s", wm.name, g.N, n, msg)
+				}
 			}
 		}
 	}
