@@ -44,7 +44,7 @@ FUZZ_TEXT        ?= $(or $(FUZZTIME),15000x)
 FUZZTIME_SPEC    ?= $(or $(FUZZTIME),2000x)
 export CGO_ENABLED ?= 0
 
-.PHONY: all build test unit fuzz fuzz-long demo deps data data-text data-fashion bench bench-sgemm bench-models bench-mnist bench-fusion bench-generate compare-sklearn zoo zoo-train bench-zoo bench-gpt cuda-check cuda-bundle gpt-bundle fashion-bundle profile-bundle cpuhost-bundle decode-scaling-bundle attn-variants-bundle ddp-bundle bf16-bundle test-arm64 clean FORCE
+.PHONY: all build test unit fuzz fuzz-long demo deps data data-text data-fashion bench bench-sgemm bench-models bench-mnist bench-fusion bench-generate compare-sklearn zoo zoo-train bench-zoo bench-gpt bench-resnet-cpu cuda-check cuda-bundle gpt-bundle fashion-bundle profile-bundle cpuhost-bundle decode-scaling-bundle attn-variants-bundle ddp-bundle bf16-bundle test-arm64 clean FORCE
 
 all: build
 
@@ -216,6 +216,13 @@ zoo-train: zoo
 # PyTorch's (bench/zoo/bench.sh; THREADS, ITERS; ZOO_MODELS picks some).
 bench-zoo: zoo
 	bench/zoo/bench.sh $(ZOO_DIR) $(ZOO_MODELS)
+
+# bench-resnet-cpu times CIFAR ResNet-18's training step and inference
+# (bench/models/resnet18_cifar.cue, batch 128, f32 and bf16) with mlbuild's
+# CPU programs and with a PyTorch twin (bench/resnet-cpu/run.sh; THREADS,
+# ITERS): issue #30's training goal.
+bench-resnet-cpu: build
+	bench/resnet-cpu/run.sh $(MLBUILD) out/resnet-cpu
 
 # bench-gpt trains a small GPT (testdata/text/gpt_moby.cue) on Moby-Dick
 # with mlbuild's CPU program and with its PyTorch twin (bench/gpt/run.sh),
