@@ -6,7 +6,9 @@
 # by side with its twin on 1 and 2 cores, models/gpt.cue's training step on
 # 2 and 16 cores, and generation at batch 1 with the KV cache on 1, 2 and
 # 16 cores, in f32 and bf16 (--precision), against PyTorch's eager
-# KV-cache loop in fp32, with bf16 weights and under bf16 autocast.
+# KV-cache loop in fp32, with bf16 weights and under bf16 autocast; and
+# for issue #30, CIFAR ResNet-18's training step and inference on 1, 2 and
+# 16 cores against bench/resnet-cpu's PyTorch twin (cpuhost.sh part 4).
 # Usage: bench/gpu/cpuhost-bundle.sh [TEXT_DIR [DIR]]  (defaults data/text, .gpu/cpuhost)
 # There: bash DIR/cpuhost.sh DIR OUT (PARTS=3 for generation alone)
 set -euo pipefail
@@ -22,8 +24,12 @@ go build -trimpath -o "$tmp/mlbuild" ./cmd/mlbuild
 sed -e 's/name: "gpt"/name: "gpt_bf16"\n\tprecision: "bf16"/' models/gpt.cue >"$tmp/gpt_bf16.cue"
 grep -q 'precision: "bf16"' "$tmp/gpt_bf16.cue"
 "$tmp/mlbuild" compile "$tmp/gpt_bf16.cue" --backend cpu --target linux/amd64 -o "$tmp/gpt-bf16" --cache-dir "$tmp/cache" --force >/dev/null
-for p in small gpt gpt-bf16; do xz -6 -T0 -c "$tmp/$p" >"$dir/$p.xz"; done
+"$tmp/mlbuild" compile bench/models/resnet18_cifar.cue --backend cpu --target linux/amd64 -o "$tmp/resnet18_f32" --cache-dir "$tmp/cache" --force >/dev/null
+"$tmp/mlbuild" compile bench/models/resnet18_cifar_bf16.cue --backend cpu --target linux/amd64 -o "$tmp/resnet18_bf16" --cache-dir "$tmp/cache" --force >/dev/null
+for p in small gpt gpt-bf16 resnet18_f32 resnet18_bf16; do xz -6 -T0 -c "$tmp/$p" >"$dir/$p.xz"; done
 cp "$text/moby-dick.txt" "$dir/data/"
 cp bench/gpu/cpuhost.sh bench/gpt/torch_gpt.py bench/generate/torch_kv.py "$dir/"
+mkdir -p "$dir/resnet-cpu"
+cp bench/resnet-cpu/run.sh bench/resnet-cpu/torch_resnet_cpu.py bench/gpu/torch_resnet_cifar.py "$dir/resnet-cpu/"
 git rev-parse --short HEAD >"$dir/VERSION"
 du -sh "$dir"

@@ -21,7 +21,11 @@
 #     kernels through ParallelFor, as before the decode team);
 #     3b. the text of --precision bf16 against f32's (greedy, 500 tokens)
 #     on the small GPT's weights of part 1 and on those of part 3.
-# PARTS (default "1 2 3") picks the parts to run: PARTS=3 is generation
+#  4. (run before 3) CIFAR ResNet-18 (bench/models/resnet18_cifar.cue, batch 128, f32 and
+#     bf16 plans) on RESNET_CORES cores (default "1 2 16"): training step
+#     and inference against PyTorch's twin in fp32, fp32 channels_last and
+#     bf16 autocast + channels_last (bench/resnet-cpu/run.sh, pinned).
+# PARTS (default "1 2 3 4") picks the parts to run: PARTS=3 is generation
 # alone (3b then trains the small GPT's weights itself).
 # Usage: bash cpuhost.sh BUNDLE OUT
 set -uo pipefail
@@ -35,7 +39,7 @@ echo "mlbuild $(cat "$b/VERSION"); $(python3 -c 'import torch; print("torch", to
 lscpu | grep -E '^(Model name|CPU\(s\)|Flags)' | sed 's/^\(Flags:\).*\(amx_bf16\).*/\1 ... \2 .../' | cut -c1-120
 cpus() { [ "$1" = 1 ] && echo 0 || echo "0-$(($1 - 1))"; }
 steps=${STEPS:-600}
-parts=" ${PARTS:-1 2 3} "
+parts=" ${PARTS:-1 2 3 4} "
 if [[ $parts == *" 1 "* ]]; then
 echo; echo "== 1. small GPT, $steps steps, batch 16"
 echo "| cores | mlbuild val loss | PyTorch val loss | difference | mlbuild ms/step | PyTorch ms/step | ratio |"
@@ -71,6 +75,13 @@ for t in ${CORES_BIG:-2 16}; do
 	a=$(ml gpt) b16=$(ml gpt-bf16) p1=$(tw) p2=$(tw --sdpa) p3=$(tw --bf16 --sdpa)
 	python3 -c "import sys,math; t,a,b,*p=sys.argv[1:]; a,b=float(a),float(b); p=[float(x) for x in p]; best=min(x for x in p if not math.isnan(x)); print(f'| {t} | {a:.0f} | {b:.0f} | ' + ' | '.join(f'{x:.0f}' for x in p) + f' | {a/best:.2f} | {b/best:.2f} |')" $t $a $b16 $p1 $p2 $p3 | tee -a "$out/big.txt"
 done
+fi
+if [[ $parts == *" 4 "* ]]; then
+	echo; echo "== 4. CIFAR ResNet-18, batch 128 (issue #30)"
+	for p in resnet18_f32 resnet18_bf16; do
+		python3 -c 'import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], "wb"))' "$b/$p.xz" "$b/resnet-cpu/$p" && chmod +x "$b/resnet-cpu/$p"
+	done
+	PIN=1 THREADS="${RESNET_CORES:-1 2 16}" PYTHON=python3 bash "$b/resnet-cpu/run.sh" - "$b/resnet-cpu" 2>"$out/resnet-cpu-torch.txt" | tee "$out/resnet-cpu.md"
 fi
 [[ $parts == *" 3 "* ]] || exit 0
 echo; echo "== 3. generation, batch 1, greedy, KV cache, tokens/s"

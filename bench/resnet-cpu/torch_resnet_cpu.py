@@ -18,7 +18,8 @@ import time
 import torch
 import torch.nn.functional as F
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "gpu"))
+here = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [here, os.path.join(here, "..", "gpu")]  # a bundle's copy beside it, or the tree's
 from torch_resnet_cifar import ResNet18  # noqa: E402
 
 
