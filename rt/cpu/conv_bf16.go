@@ -4,9 +4,11 @@ package cpu
 // BF16's products (every operand of a product rounded to bfloat16, the
 // sums in float32), on a bfloat16 path (gemm_bf16.go: its packers write
 // pairs of bfloat16 along the shared dimension and its kernel multiplies
-// them with VDPBF16PS). The im2col driver is conv_packed.go's, with two
-// changes: a B panel is gathered in float32 as there (packConvPanel) and
-// then rounded into pairs, and its tiles count the shared dimension in
+// them with VDPBF16PS). The im2col backward is conv_packed.go's
+// (convBackwardOn on the bfloat16 path); the forward here is
+// conv_packed.go's convForward with two changes: B panels are gathered
+// in float32 as there (packConvPanel), several at once, and then rounded
+// into pairs, and its tiles (pairTiles) count the shared dimension in
 // pairs and carry edge tiles' sums through a spare tile as gemmCall.tiles
 // does. The forward's tap blocks are the path's kc (even), so that every
 // output is one float32 chain over its taps' pairs, as gemm_bf16.go's
@@ -111,106 +113,6 @@ func pairTiles(p *gemmPath, m, steps int, ap, bp []float32, cols int, c []float3
 	}
 }
 
-// convBackwardPairs is Conv2DIm2colBwd's body for normalised geometry g on
-// the bfloat16 path p, image by image as convBackward: dW_g += dY_g·cols_gᵀ
-// with the positions as the shared dimension (the columns gathered tap by
-// tap, as packConvPanel does, and paired along their rows), and cols_g =
-// W_gᵀ·dY_g, which col2im scatters into dx. The products read dY as the
-// pre-activation gradient rounded to bfloat16; db sums it unrounded.
-func convBackwardPairs(p *gemmPath, x, w, y, dy, dx, dw, db []float32, g Conv, act Act, alpha float32) {
-	G, ohw, krows := g.Groups, g.OH*g.OW, g.colRows()
-	ocg, chw, cg := g.OC/G, g.C*g.H*g.W, g.C/G
-	yimg := g.OC * ohw
-	// For dx: the filters transposed ([krows, ocg] per group) in pairs of
-	// output channels, packed once.
-	kmPad, oSteps := gemmRoundUp(krows, p.mr), p.steps(ocg)
-	lead := convWorkers.Get()
-	var wt []float32
-	if dx != nil {
-		lead.a = grow(lead.a, G*kmPad*oSteps)
-		for gi := 0; gi < G; gi++ {
-			p.pairs.packA(p, true, w[gi*ocg*krows:], krows, 0, 0, krows, ocg, lead.a[gi*kmPad*oSteps:])
-		}
-		wt = lead.a
-	}
-	tapPanels := gemmCeilDiv(krows, p.nr)
-	kc := min(p.kc, ohw)
-	workers := convParallel(g.N, func(cw *convWorker) {
-		cw.panel = grow(cw.panel, max(p.steps(kc), oSteps)*p.nr)
-		cw.tile = grow(cw.tile, p.mr*p.nr)
-		cw.a = grow(cw.a, gemmRoundUp(ocg, p.mr)*p.steps(kc))
-		cw.rows = grow(cw.rows, p.nr*kc)
-		cw.dw = grow(cw.dw, g.OC*krows)
-		clear(cw.dw)
-		cw.db = grow(cw.db, g.OC)
-		clear(cw.db)
-		if dx != nil {
-			cw.cols = grow(cw.cols, g.C*g.KH*g.KW*ohw)
-		}
-	}, func(cw *convWorker, n int) {
-		xn, dyn := x[n*chw:(n+1)*chw], dy[n*yimg:(n+1)*yimg]
-		if act != ActNone {
-			actBackward(y[n*yimg:(n+1)*yimg], dyn, act, alpha)
-		}
-		for oc := 0; oc < g.OC; oc++ {
-			var s float32
-			for _, v := range dyn[oc*ohw : (oc+1)*ohw] {
-				s += v
-			}
-			cw.db[oc] += s
-		}
-		for gi := 0; gi < G; gi++ {
-			dyg := dyn[gi*ocg*ohw:]
-			dwg := cw.dw[gi*ocg*krows:]
-			// dW_g += dY_g·cols_gᵀ: shared dimension = positions.
-			for pc := 0; pc < ohw; pc += kc {
-				kb := min(kc, ohw-pc)
-				p.pairs.packA(p, false, dyg, ohw, 0, pc, ocg, kb, cw.a)
-				for tp := 0; tp < tapPanels; tp++ {
-					t0 := tp * p.nr
-					cols := min(p.nr, krows-t0)
-					// cols taps' rows of kb positions, paired along
-					// the positions: B's panel of taps.
-					packConvPanel(xn, g, gi*cg, t0, cols, pc, kb, kb, cw.rows)
-					pairColumns(p.pairs, pairsOf(cw.panel), p.nr, cw.rows, kb, cols, kb)
-					pairTiles(p, ocg, p.steps(kb), cw.a, cw.panel, cols, dwg[t0:], krows, 1, cw.tile)
-				}
-			}
-			if dx == nil {
-				continue
-			}
-			// cols_g = W_gᵀ·dY_g, panel by panel of positions.
-			cgrad := cw.cols[gi*krows*ohw:]
-			for j0 := 0; j0 < ohw; j0 += p.nr {
-				cols := min(p.nr, ohw-j0)
-				p.pairs.packB(p, false, dyg, ohw, 0, j0, ocg, cols, cw.panel)
-				pairTiles(p, krows, oSteps, wt[gi*kmPad*oSteps:], cw.panel, cols, cgrad[j0:], ohw, 0, cw.tile)
-			}
-		}
-		if dx != nil {
-			dxn := dx[n*chw : (n+1)*chw]
-			clear(dxn)
-			col2im(cw.cols, ohw, dxn, g)
-		}
-	})
-	clear(dw[:g.OC*krows])
-	if db != nil {
-		clear(db[:g.OC])
-	}
-	for _, cw := range workers {
-		for i, v := range cw.dw {
-			dw[i] += v
-		}
-		if db != nil {
-			for i, v := range cw.db {
-				db[i] += v
-			}
-		}
-	}
-	releaseConvWorkers(workers)
-	convWorkers.Put(lead)
-}
-
 // Conv2DIm2colFwd is the package's Conv2DIm2colFwd in this precision. In
 // BF16 it runs on the bfloat16 path where the CPU has AVX512-BF16 (the
 // VDPBF16PS kernel; AMX's tiles are the dense layers'), elsewhere on
@@ -278,7 +180,7 @@ func im2colFwdBF16(p *gemmPath, x, w, b, y []float32, g Conv, act Act, alpha flo
 // emulated where p is nil.
 func im2colBwdBF16(p *gemmPath, x, w, y, dy, dx, dw, db []float32, g Conv, act Act, alpha float32) {
 	if p != nil {
-		convBackwardPairs(p, x, w, y, dy, dx, dw, db, g, act, alpha)
+		convBackwardOn(p, x, w, y, dy, dx, dw, db, g, act, alpha)
 		return
 	}
 	preActGrad(y, dy, db, g, act, alpha)

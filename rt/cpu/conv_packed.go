@@ -297,27 +297,36 @@ func convForward(x, w, b, y []float32, g Conv, act Act, alpha float32) {
 // the image's column gradient, which col2im scatters into dx. The workers'
 // dw and db are summed at the end.
 func convBackward(x, w, y, dy, dx, dw, db []float32, g Conv, act Act, alpha float32) {
-	p := activeGemmPath.Load()
+	convBackwardOn(activeGemmPath.Load(), x, w, y, dy, dx, dw, db, g, act, alpha)
+}
+
+// convBackwardOn is convBackward on GEMM path p: float32 panels, or on a
+// bfloat16 path (p.pairs set: BF16's im2col backward, conv_bf16.go) pairs
+// along each product's shared dimension, packed by the path's packers
+// (packAPanels, packBPanels, convTapPanel) and multiplied by its tiles
+// (convTileRows). On a bfloat16 path the products read dY as the
+// pre-activation gradient rounded to bfloat16; db sums it unrounded.
+func convBackwardOn(p *gemmPath, x, w, y, dy, dx, dw, db []float32, g Conv, act Act, alpha float32) {
 	G, ohw, krows := g.Groups, g.OH*g.OW, g.colRows()
 	ocg, chw, cg := g.OC/G, g.C*g.H*g.W, g.C/G
 	yimg := g.OC * ohw
-	kmPad := gemmRoundUp(krows, p.mr)
+	kmPad, oSteps := gemmRoundUp(krows, p.mr), p.steps(ocg)
 	// For dx: the filters transposed ([krows, ocg] per group), packed once.
 	lead := convWorkers.Get()
 	var wt []float32
 	if dx != nil {
-		lead.a = grow(lead.a, G*kmPad*ocg)
+		lead.a = grow(lead.a, G*kmPad*oSteps)
 		for gi := 0; gi < G; gi++ {
-			packA(p, true, w[gi*ocg*krows:], krows, 0, 0, krows, ocg, lead.a[gi*kmPad*ocg:])
+			p.packAPanels(true, w[gi*ocg*krows:], krows, 0, 0, krows, ocg, lead.a[gi*kmPad*oSteps:])
 		}
 		wt = lead.a
 	}
 	tapPanels := gemmCeilDiv(krows, p.nr)
 	kc := min(p.kc, ohw)
 	workers := convParallel(g.N, func(cw *convWorker) {
-		cw.panel = grow(cw.panel, max(kc, ocg)*p.nr)
+		cw.panel = grow(cw.panel, max(p.steps(kc), oSteps)*p.nr)
 		cw.tile = grow(cw.tile, max(p.mr*p.nr, kc))
-		cw.a = grow(cw.a, gemmRoundUp(ocg, p.mr)*kc)
+		cw.a = grow(cw.a, gemmRoundUp(ocg, p.mr)*p.steps(kc))
 		cw.rows = grow(cw.rows, p.nr*kc)
 		cw.dw = grow(cw.dw, g.OC*krows)
 		clear(cw.dw)
@@ -344,12 +353,12 @@ func convBackward(x, w, y, dy, dx, dw, db []float32, g Conv, act Act, alpha floa
 			// dW_g += dY_g·cols_gᵀ: shared dimension = positions.
 			for pc := 0; pc < ohw; pc += kc {
 				kb := min(kc, ohw-pc)
-				packA(p, false, dyg, ohw, 0, pc, ocg, kb, cw.a)
+				p.packAPanels(false, dyg, ohw, 0, pc, ocg, kb, cw.a)
 				for tp := 0; tp < tapPanels; tp++ {
 					t0 := tp * p.nr
 					cols := min(p.nr, krows-t0)
-					packConvPanelT(p, xn, g, gi*cg, t0, cols, pc, kb, cw.panel, cw.rows)
-					convTiles(p, ocg, kb, cw.a, cw.panel, cols, dwg[t0:], krows, 1, cw.tile)
+					p.convTapPanel(xn, g, gi*cg, t0, cols, pc, kb, cw.panel, cw.rows)
+					p.convTileRows(ocg, p.steps(kb), cw.a, cw.panel, cols, dwg[t0:], krows, 1, cw.tile)
 				}
 			}
 			if dx == nil {
@@ -359,8 +368,8 @@ func convBackward(x, w, y, dy, dx, dw, db []float32, g Conv, act Act, alpha floa
 			cgrad := cw.cols[gi*krows*ohw:]
 			for j0 := 0; j0 < ohw; j0 += p.nr {
 				cols := min(p.nr, ohw-j0)
-				packB(false, dyg, ohw, 0, j0, ocg, cols, p.nr, cw.panel, nil)
-				convTiles(p, krows, ocg, wt[gi*kmPad*ocg:], cw.panel, cols, cgrad[j0:], ohw, 0, cw.tile)
+				p.packBPanels(false, dyg, ohw, 0, j0, ocg, cols, cw.panel)
+				p.convTileRows(krows, oSteps, wt[gi*kmPad*oSteps:], cw.panel, cols, cgrad[j0:], ohw, 0, cw.tile)
 			}
 		}
 		if dx != nil {
@@ -385,4 +394,28 @@ func convBackward(x, w, y, dy, dx, dw, db []float32, g Conv, act Act, alpha floa
 	}
 	releaseConvWorkers(workers)
 	convWorkers.Put(lead)
+}
+
+// convTapPanel writes a B panel of the weight gradient's product dW +=
+// dY·colsᵀ (positions [p0, p0+kb) shared, filter taps [t0, t0+cols) of the
+// group starting at channel c0) into dst: packConvPanelT's float32 panel,
+// or on a bfloat16 path the taps' rows gathered into rows and paired along
+// the positions.
+func (p *gemmPath) convTapPanel(x []float32, g Conv, c0, t0, cols, p0, kb int, dst, rows []float32) {
+	if p.pairs != nil {
+		packConvPanel(x, g, c0, t0, cols, p0, kb, kb, rows)
+		pairColumns(p.pairs, pairsOf(dst), p.nr, rows, kb, cols, kb)
+		return
+	}
+	packConvPanelT(p, x, g, c0, t0, cols, p0, kb, dst, rows)
+}
+
+// convTileRows is convTiles, or on a bfloat16 path pairTiles (steps
+// counting pairs).
+func (p *gemmPath) convTileRows(m, steps int, ap, bp []float32, cols int, c []float32, ldc int, beta float32, tile []float32) {
+	if p.pairs != nil {
+		pairTiles(p, m, steps, ap, bp, cols, c, ldc, beta, tile)
+		return
+	}
+	convTiles(p, m, steps, ap, bp, cols, c, ldc, beta, tile)
 }
