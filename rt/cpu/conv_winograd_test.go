@@ -281,6 +281,20 @@ func TestConvWinogradF4Transforms(t *testing.T) {
 			}
 		}
 	}
+	checkWinoTransforms(t, winogradF4For, winoDyF4Go, winoF4BT, winoF4E, winoF4AT, 66)
+}
+
+// checkWinoTransforms checks one Winograd algorithm's transforms on every
+// path (kernels picks them by the path's name) against its matrices
+// applied in float64: Bᵀ d B (bt, α×α), E g Eᵀ (e) and Aᵀ m A + bias with
+// and without ReLU (at, m×α), for channel counts of one and several
+// vectors and strides that leave gaps, within a few float32 roundings of
+// the largest term (1e-6 of it); E's products are exact, so every path's
+// dy transform must be dyGo's bits.
+func checkWinoTransforms(t *testing.T, kernels func(*gemmPath) *winogradKernels, dyGo func(src *float32, ldRow, ldCol int, dst *float32, ldXi, n int), bt, e, at [][]float64, seed uint64) {
+	t.Helper()
+	alpha, m := len(bt), len(at)
+	xis := alpha * alpha
 	// apply2 returns M X Mᵀ per channel, X (J×J) at x(i, j).
 	apply2 := func(m [][]float64, x func(i, j int) float64) [][]float64 {
 		r, jn := len(m), len(m[0])
@@ -298,11 +312,11 @@ func TestConvWinogradF4Transforms(t *testing.T) {
 		return out
 	}
 	for _, path := range GemmPaths() {
-		k := winogradF4For(&gemmPath{name: path}) // the transforms go by the path's name
+		k := kernels(&gemmPath{name: path}) // the transforms go by the path's name
 		for _, n := range []int{k.lanes, 3 * k.lanes} {
-			r := newTestRand(66)
-			ldRow, ldCol, ldXi := 9*n+k.lanes, n+k.lanes, n+2*k.lanes
-			src := randSlice(r, max(8*ldRow, 64*ldXi), 3)
+			r := newTestRand(seed)
+			ldRow, ldCol, ldXi := (alpha+1)*n+k.lanes, n+k.lanes, n+2*k.lanes
+			src := randSlice(r, max(alpha*ldRow, xis*ldXi), 3)
 			check := func(what string, got []float32, at func(a, b, c int) int, want func(c int) [][]float64, bias []float32, relu int) {
 				t.Helper()
 				worst, scale := 0.0, 0.0
@@ -326,35 +340,33 @@ func TestConvWinogradF4Transforms(t *testing.T) {
 					t.Errorf("%s %s, %d channels: max error %.3g against a scale of %.3g", path, what, n, worst, scale)
 				}
 			}
-			v := make([]float32, 64*ldXi)
+			v := make([]float32, xis*ldXi)
 			k.input(&src[0], ldRow, ldCol, &v[0], ldXi, n)
-			check("input transform", v, func(a, b, c int) int { return (8*a+b)*ldXi + c }, func(c int) [][]float64 {
-				return apply2(winoF4BT, func(i, j int) float64 { return float64(src[i*ldRow+j*ldCol+c]) })
+			check("input transform", v, func(a, b, c int) int { return (alpha*a+b)*ldXi + c }, func(c int) [][]float64 {
+				return apply2(bt, func(i, j int) float64 { return float64(src[i*ldRow+j*ldCol+c]) })
 			}, nil, 0)
-			dyv := make([]float32, 64*ldXi)
+			dyv := make([]float32, xis*ldXi)
 			for i := range dyv {
 				dyv[i] = float32(math.NaN()) // every ξ must be written
 			}
 			k.dy(&src[0], ldRow, ldCol, &dyv[0], ldXi, n)
-			check("dy transform", dyv, func(a, b, c int) int { return (8*a+b)*ldXi + c }, func(c int) [][]float64 {
-				return apply2(winoF4E, func(i, j int) float64 { return float64(src[i*ldRow+j*ldCol+c]) })
+			check("dy transform", dyv, func(a, b, c int) int { return (alpha*a+b)*ldXi + c }, func(c int) [][]float64 {
+				return apply2(e, func(i, j int) float64 { return float64(src[i*ldRow+j*ldCol+c]) })
 			}, nil, 0)
-			// E's coefficients are powers of two, so every path's dy
-			// transform is the Go one's bits.
-			dyGo := make([]float32, 64*ldXi)
-			winoDyF4Go(&src[0], ldRow, ldCol, &dyGo[0], ldXi, n)
-			for xi := range 64 {
-				if msg := closeTo(dyv[xi*ldXi:xi*ldXi+n], dyGo[xi*ldXi:xi*ldXi+n], 0); msg != "" {
+			goDy := make([]float32, xis*ldXi)
+			dyGo(&src[0], ldRow, ldCol, &goDy[0], ldXi, n)
+			for xi := range xis {
+				if msg := closeTo(dyv[xi*ldXi:xi*ldXi+n], goDy[xi*ldXi:xi*ldXi+n], 0); msg != "" {
 					t.Errorf("%s dy transform, %d channels, ξ %d: not the Go transform's bits: %s", path, n, xi, msg)
 				}
 			}
 			bias := randSlice(r, n, 1)
 			for relu := 0; relu < 2; relu++ {
-				m := cloneF(src[:64*ldXi]) // the output transform overwrites its source
-				y := make([]float32, 4*ldRow)
-				k.output(&m[0], ldXi, &y[0], ldRow, ldCol, &bias[0], relu, n)
+				mm := cloneF(src[:xis*ldXi]) // the output transform overwrites its source
+				y := make([]float32, m*ldRow)
+				k.output(&mm[0], ldXi, &y[0], ldRow, ldCol, &bias[0], relu, n)
 				check("output transform", y, func(a, b, c int) int { return a*ldRow + b*ldCol + c }, func(c int) [][]float64 {
-					return apply2(winoF4AT, func(i, j int) float64 { return float64(src[(8*i+j)*ldXi+c]) })
+					return apply2(at, func(i, j int) float64 { return float64(src[(alpha*i+j)*ldXi+c]) })
 				}, bias, relu)
 			}
 		}
