@@ -301,16 +301,18 @@ const cpuNoTF32 = "the CPU has no TF32 arithmetic (a format of NVIDIA's tensor c
 // panels at once; 4² images fill a third of its 48-column tiles: 58-60).
 // It beats the direct method wherever the layer has 64 output channels
 // or more (and 32 input channels), but cpuConv chooses the method before
-// the precision and without it, so those layers keep the direct method,
-// in f32, in a bf16 plan too. CIFAR ResNet-18's training step
-// (bench/models, batch 128, 428 GFLOP; `bench --threads 1 --iters 3`,
-// CPU seconds a step from the process's CPU time less that of `bench
-// --infer-only`, two or three rounds alternating): f32 17.0 (25 GFLOP
-// per CPU-second), bf16 16.8 (its strided and 1×1 convolutions and the
-// head in bf16); with its stride-1 3×3 layers of 64 channels and more on
-// bf16 im2col 6.1 (70 GFLOP/s), and on f32 im2col in an f32 plan 8.5
-// (51): the direct method's backward is slow on small images, as the
-// table shows.
+// the precision and without it; those layers now take Winograd
+// F(4×4,3×3) (cpuWinograd3Pays), in f32 in a bf16 plan too, which beat
+// bf16 im2col on them (64 at 56², batch 32: 35.0 and 65.5 ms forward and
+// backward with dx, against 58.1 and 125). Before Winograd took them,
+// CIFAR ResNet-18's training step (bench/models, batch 128, 428 GFLOP;
+// `bench --threads 1 --iters 3`, CPU seconds a step from the process's
+// CPU time less that of `bench --infer-only`, two or three rounds
+// alternating) was f32 17.0 (25 GFLOP per CPU-second), bf16 16.8 (its
+// strided and 1×1 convolutions and the head in bf16); with its stride-1
+// 3×3 layers of 64 channels and more on bf16 im2col 6.1 (70 GFLOP/s),
+// and on f32 im2col in an f32 plan 8.5 (51): the direct method's
+// backward is slow on small images, as the table shows.
 func cpuConvPrecision(method, want string) DenseChoice {
 	if want == PrecisionTF32 {
 		return DenseChoice{Precision: PrecisionF32, Why: cpuNoTF32}
