@@ -79,20 +79,30 @@ func TestTeamConcurrentCallersAndResize(t *testing.T) {
 // first starts a mark worker a processor, which allocates) and a pause in
 // which ParallelFor's workers, idle since the test's set-up, fall asleep
 // (a goroutine that blocks may allocate the runtime's record of it).
+//
+// The count is the process's, so a goroutine of the runtime or of an
+// earlier test that allocates once in the window (seen on a loaded CI
+// machine: 1 malloc in 20 calls) would read as the kernel's; the least of
+// three windows is kept. A kernel that allocates on every call still
+// shows it in each window.
 func teamAllocs(runs int, f func()) float64 {
 	for range 20 {
 		f()
 	}
-	runtime.GC()
-	time.Sleep(10 * workerSpin)
-	f()
-	var before, after runtime.MemStats
-	runtime.ReadMemStats(&before)
-	for range runs {
+	least := math.Inf(1)
+	for range 3 {
+		runtime.GC()
+		time.Sleep(10 * workerSpin)
 		f()
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		for range runs {
+			f()
+		}
+		runtime.ReadMemStats(&after)
+		least = min(least, float64(after.Mallocs-before.Mallocs)/float64(runs))
 	}
-	runtime.ReadMemStats(&after)
-	return float64(after.Mallocs-before.Mallocs) / float64(runs)
+	return least
 }
 
 // TestDecodeKernelsAllocateNothingOnTheTeam: on 2 and 4 threads (the
