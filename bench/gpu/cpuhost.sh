@@ -8,7 +8,8 @@
 #  2. models/gpt.cue's training step at batch 64 on CORES_BIG cores
 #     (default "2 16"): the median of mlbuild bench's 2 steps, f32 and
 #     bf16 (the spec with precision: "bf16"), against the mean of
-#     TORCH_STEPS (default 4) of the twin's (--time-only) in fp32, fp32 with
+#     TORCH_STEPS (default 4; the first left out, as bench leaves out its
+#     first) of the twin's (--time-only) in fp32, fp32 with
 #     scaled_dot_product_attention and under bf16 autocast with it;
 #  3. generation at batch 1, greedy, GEN_TOKENS tokens (default 1000) after
 #     a 16-character prompt, with the KV cache, on GEN_CORES cores
