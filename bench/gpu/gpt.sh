@@ -30,7 +30,8 @@
 # fp32 for each seed of SEEDS, default 1; TORCH_FULL=0 leaves PyTorch
 # out; SAMPLE=1 then writes the README's sample from the first seed's
 # weights with the CPU program); QUALITY_PRECISION=bf16 trains mlbuild's
-# bf16 program instead of its f32 one. GEN_ONLY=1 runs 3 alone, on the weights of one
+# bf16 program instead of its f32 one, and QUALITY_TORCH adds flags to
+# PyTorch's run (e.g. "--bf16 --sdpa": bf16 autocast, its fused attention). GEN_ONLY=1 runs 3 alone, on the weights of one
 # training step on 64 windows (generation's speed does not depend on
 # them): a few minutes. Every command runs under a time limit
 # (LIMIT seconds, default 3600; generation's GEN_LIMIT, default 600).
@@ -124,8 +125,8 @@ if [ "${QUALITY_ONLY:-0}" = 1 ]; then
 			--out "$out/w-s$seed.safetensors" --metrics "$out/m-s$seed.jsonl" --quiet 2>&1 | tail -n 2 || true
 		to "$out/gpt-cuda-$qp" eval --data "$b/data" --weights "$out/w-s$seed.safetensors" --json | tee "$out/eval-s$seed.json"
 		[ "${TORCH_FULL:-1}" = 0 ] && continue
-		echo "== seed $seed: PyTorch fp32 eager, $steps steps"
-		to "${t[@]}" --steps "$steps" --seed "$seed" | tee "$out/torch-s$seed.json"
+		echo "== seed $seed: PyTorch ${QUALITY_TORCH:-fp32 eager}, $steps steps"
+		to "${t[@]}" --steps "$steps" --seed "$seed" ${QUALITY_TORCH:-} | tee "$out/torch-s$seed.json"
 	done
 	if [ "${SAMPLE:-0}" = 1 ]; then
 		seed=$(echo ${SEEDS:-1} | cut -d' ' -f1)
