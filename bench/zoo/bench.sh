@@ -12,7 +12,11 @@
 # frozen TorchScript, the same batches and median). Ratios are mlbuild's time
 # over PyTorch's (below 1: mlbuild is faster; the issue's goal is 0.8).
 # PYTHON picks the Python with torch and torchvision (default python3, then
-# Debian's /usr/bin/python3). The table goes to stdout.
+# Debian's /usr/bin/python3). ISA=avx2 runs both sides on their AVX2
+# kernels on an AVX-512 machine, an AVX2 machine's rows: mlbuild with
+# MLBUILD_CPU_KERNELS=avx2, PyTorch with ATEN_CPU_CAPABILITY=avx2 and
+# ONEDNN_MAX_CPU_ISA=AVX2 (DNNL_MAX_CPU_ISA for older oneDNN). The table
+# goes to stdout.
 set -uo pipefail
 zoo=$1
 shift
@@ -26,7 +30,11 @@ done
 [ -n "$py" ] || { echo "bench-zoo: no Python with torch and torchvision (apt-get install python3-torchvision)" >&2; exit 1; }
 models=("$@")
 [ ${#models[@]} -gt 0 ] || models=(resnet18 resnet50 mobilenet_v2 efficientnet_b0 densenet121 squeezenet1_0 regnet_y_400mf)
-echo "CPU: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores; PyTorch: $("$py" -c 'import torch; print(torch.__version__)')"
+if [ -n "${ISA:-}" ]; then
+	[ "$ISA" = avx2 ] || { echo "bench-zoo: ISA is avx2 or unset, not $ISA" >&2; exit 2; }
+	export MLBUILD_CPU_KERNELS=avx2 ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2 DNNL_MAX_CPU_ISA=AVX2
+fi
+echo "CPU: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores${ISA:+, both sides capped at $ISA}; PyTorch: $("$py" -c 'import torch; print(torch.__version__)')"
 echo
 echo "| model | threads | mlbuild b32 (ms) | PyTorch b32 (ms) | ratio | mlbuild b1 (ms) | PyTorch b1 (ms) | ratio |"
 echo "|---|--:|--:|--:|--:|--:|--:|--:|"

@@ -249,6 +249,10 @@ func Run(m Model, args []string, stdout, stderr io.Writer) (code int) {
 	case "--version", "-version":
 		args = append([]string{"version"}, args[1:]...)
 	}
+	if err := applyKernelsEnv(); err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", prog, err)
+		return exitUsage
+	}
 	var err error
 	switch args[0] {
 	case "train":

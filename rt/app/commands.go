@@ -253,6 +253,7 @@ func infoCmd(m Model, args []string, w io.Writer) error {
 	for _, u := range meta.Memory {
 		fmt.Fprintf(tw, "memory, %s:\t%s\n", u.Phase, u.memoryText())
 	}
+	fmt.Fprintf(tw, "cpu:\t%s kernels (this machine: %s; %s picks one)\n", cpu.GemmPath(), strings.Join(cpu.GemmPaths(), ", "), KernelsEnv)
 	if d, ok := m.(DeviceInfo); ok {
 		for _, f := range d.DeviceFacts() {
 			fmt.Fprintf(tw, "%s:\t%s\n", f[0], f[1])
