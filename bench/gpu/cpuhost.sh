@@ -10,7 +10,9 @@
 #     bf16 (the spec with precision: "bf16"), against the mean of
 #     TORCH_STEPS (default 4; the first left out, as bench leaves out its
 #     first) of the twin's (--time-only) in fp32, fp32 with
-#     scaled_dot_product_attention and under bf16 autocast with it;
+#     scaled_dot_product_attention and under bf16 autocast with it
+#     (TORCH_GPT_MODES, default "fp32 sdpa bf16", picks among them; a
+#     mode left out prints nan);
 #  3. generation at batch 1, greedy, GEN_TOKENS tokens (default 1000) after
 #     a 16-character prompt, with the KV cache, on GEN_CORES cores
 #     (default "1 2 16"): mlbuild in f32 and with --precision bf16, its
@@ -73,7 +75,11 @@ for t in ${CORES_BIG:-2 16}; do
 	tw() { taskset -c "$(cpus $t)" timeout 400 python3 "$b/torch_gpt.py" "$b/data/moby-dick.txt" --vocab 89 --context 256 --width 384 --heads 6 --layers 6 \
 		--dropout 0.2 --tie --batch 64 --steps "${TORCH_STEPS:-4}" --time-only --lr 1e-3 --beta2 0.99 --weight-decay 0.1 --clip 1.0 --warmup 100 --min-lr 1e-4 --threads $t "$@" 2>/dev/null |
 		python3 -c 'import json,sys; print(json.load(sys.stdin)["step_ms"])' 2>/dev/null || echo nan; }
-	a=$(ml gpt) b16=$(ml gpt-bf16) p1=$(tw) p2=$(tw --sdpa) p3=$(tw --bf16 --sdpa)
+	modes=" ${TORCH_GPT_MODES:-fp32 sdpa bf16} " p1=nan p2=nan p3=nan
+	a=$(ml gpt) b16=$(ml gpt-bf16)
+	[[ $modes == *" fp32 "* ]] && p1=$(tw)
+	[[ $modes == *" sdpa "* ]] && p2=$(tw --sdpa)
+	[[ $modes == *" bf16 "* ]] && p3=$(tw --bf16 --sdpa)
 	python3 -c "import sys,math; t,a,b,*p=sys.argv[1:]; a,b=float(a),float(b); p=[float(x) for x in p]; best=min(x for x in p if not math.isnan(x)); print(f'| {t} | {a:.0f} | {b:.0f} | ' + ' | '.join(f'{x:.0f}' for x in p) + f' | {a/best:.2f} | {b/best:.2f} |')" $t $a $b16 $p1 $p2 $p3 | tee -a "$out/big.txt"
 done
 fi
