@@ -103,14 +103,14 @@ func TestDecodeKernelsAllocateNothingOnOneThread(t *testing.T) {
 	x, w, y := randSlice(r, 384, 1), randSlice(r, 1536*384, 1), make([]float32, 1536)
 	q, kc, vc, ya := randSlice(r, 384, 1), make([]float32, 256*384), make([]float32, 256*384), make([]float32, 384)
 	scores := make([]float32, 6*256)
-	if n := testing.AllocsPerRun(20, func() { GemmFwd(x, w, nil, y, 1, 384, 1536, ActNone, 0) }); n != 0 {
+	if n := leastAllocs(20, func() { GemmFwd(x, w, nil, y, 1, 384, 1536, ActNone, 0) }); n != 0 {
 		t.Errorf("GemmFwd 1×384×1536: %v allocations a call", n)
 	}
-	if n := testing.AllocsPerRun(20, func() { AttendCached(q, q, q, ya, kc, vc, scores, 200, 6, 64, 0.125) }); n != 0 {
+	if n := leastAllocs(20, func() { AttendCached(q, q, q, ya, kc, vc, scores, 200, 6, 64, 0.125) }); n != 0 {
 		t.Errorf("AttendCached at position 200: %v allocations a call", n)
 	}
 	wb, xb := make([]uint16, len(w)), make([]uint16, 384)
-	if n := testing.AllocsPerRun(20, func() { GemvBF16(x, xb, wb, nil, y, 384, 1536, ActNone, 0) }); n != 0 {
+	if n := leastAllocs(20, func() { GemvBF16(x, xb, wb, nil, y, 384, 1536, ActNone, 0) }); n != 0 {
 		t.Errorf("GemvBF16 1×384×1536: %v allocations a call", n)
 	}
 }

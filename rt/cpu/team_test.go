@@ -105,6 +105,18 @@ func teamAllocs(runs int, f func()) float64 {
 	return least
 }
 
+// leastAllocs is testing.AllocsPerRun's count, the least of three: the
+// count is the process's, and a runtime goroutine that allocates once in a
+// window (one malloc in 20 calls on a loaded machine) is not the kernel's;
+// a kernel that allocates on every call shows in each window.
+func leastAllocs(runs int, f func()) float64 {
+	least := math.Inf(1)
+	for range 3 {
+		least = min(least, testing.AllocsPerRun(runs, f))
+	}
+	return least
+}
+
 // TestDecodeKernelsAllocateNothingOnTheTeam: on 2 and 4 threads (the
 // team; GOMAXPROCS 4) a decode's matrix-vector products, cached attention
 // and GELU allocate nothing a call either, the members' work included.
