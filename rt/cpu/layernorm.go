@@ -58,11 +58,7 @@ func layerNormBwd(x, gamma, saveMean, saveInvStd, dy, dx, dgamma, dbeta []float3
 	// Blocks of columns, each summed over the rows in order (so a column's
 	// sum does not depend on the threads), a row of the block at a time.
 	const colBlock = 64
-	k := archLayerNorm(activeGemmPath.Load().name)
-	if rows > 0 {
-		// the assembly does no bounds checks
-		_, _, _, _ = x[rows*cols-1], dy[rows*cols-1], saveMean[rows-1], saveInvStd[rows-1]
-	}
+	path := activeGemmPath.Load().name
 	ParallelFor((cols+colBlock-1)/colBlock, max(1, 64<<10/max(rows*colBlock, 1)), func(lo, hi int) {
 		var sg, sb [colBlock]float64
 		for b := lo; b < hi; b++ {
@@ -71,8 +67,7 @@ func layerNormBwd(x, gamma, saveMean, saveInvStd, dy, dx, dgamma, dbeta []float3
 			clear(sg[:w])
 			clear(sb[:w])
 			rowsGo := rows
-			if k != nil && w == colBlock && rows > 0 {
-				k.gamma64(&x[j0], &dy[j0], cols, rows, &saveMean[0], &saveInvStd[0], &sg[0], &sb[0])
+			if w == colBlock && lnGammaVector(path, x[j0:], dy[j0:], cols, rows, saveMean, saveInvStd, &sg, &sb) {
 				rowsGo = 0
 			}
 			for r := 0; r < rowsGo; r++ {
@@ -123,15 +118,7 @@ func layerNormBwd(x, gamma, saveMean, saveInvStd, dy, dx, dgamma, dbeta []float3
 			}
 			s1 = (s1 + t1) / float64(cols)
 			s2 = (s2 + t2) / float64(cols)
-			done := 0
-			if k != nil && len(dyr) >= 8 {
-				done = len(dyr) &^ 7
-				flag := 0
-				if add {
-					flag = 1
-				}
-				k.dx(&xr[0], &dyr[0], &gamma[0], &dxr[0], done, &[4]float64{mean, inv, s1, s2}, flag)
-			}
+			done := lnDxVector(path, xr, dyr, gamma, dxr, mean, inv, s1, s2, add)
 			for j := done; j < len(dyr); j++ {
 				d := dyr[j]
 				g := float64(d) * float64(gamma[j])
@@ -144,20 +131,6 @@ func layerNormBwd(x, gamma, saveMean, saveInvStd, dy, dx, dgamma, dbeta []float3
 			}
 		}
 	})
-}
-
-// layerNormKernels are the vector loops of layerNormBwd, where the
-// machine has them (archLayerNorm); each computes what the Go loop it
-// replaces does, in the same float64 operations and order, so both give
-// the same bits.
-type layerNormKernels struct {
-	// gamma64 sums one block of 64 columns of dgamma and dbeta over rows
-	// rows of x and dy (row stride ld) into sg and sb, in row order.
-	gamma64 func(x, dy *float32, ld, rows int, mean, inv *float32, sg, sb *float64)
-	// dx writes n elements (a multiple of 8) of a row of dx from the
-	// row's mean, inv, mean(g) and mean(g·x̂) in k, adding to what dx
-	// holds when add is 1.
-	dx func(x, dy, gamma, dx *float32, n int, k *[4]float64, add int)
 }
 
 // sumSquares64 returns Σ (x−mean)² in float64, in four interleaved partial

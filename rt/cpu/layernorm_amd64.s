@@ -83,19 +83,18 @@ gdone:
 	VZEROUPPER
 	RET
 
-// func lnDxAVX512(x, dy, gamma, dx *float32, n int, k *[4]float64, add int)
-TEXT ·lnDxAVX512(SB), NOSPLIT, $0-56
+// func lnDxAVX512(x, dy, gamma, dx *float32, n int, mean, inv, s1, s2 float64, add int)
+TEXT ·lnDxAVX512(SB), NOSPLIT, $0-80
 	MOVQ x+0(FP), SI
 	MOVQ dy+8(FP), DI
 	MOVQ gamma+16(FP), R8
 	MOVQ dx+24(FP), R9
 	MOVQ n+32(FP), CX
-	MOVQ k+40(FP), R10
-	MOVQ add+48(FP), R11
-	VBROADCASTSD 0(R10), Z16 // mean
-	VBROADCASTSD 8(R10), Z17 // inv
-	VBROADCASTSD 16(R10), Z18 // mean(g)
-	VBROADCASTSD 24(R10), Z19 // mean(g·x̂)
+	MOVQ add+72(FP), R11
+	VBROADCASTSD mean+40(FP), Z16
+	VBROADCASTSD inv+48(FP), Z17
+	VBROADCASTSD s1+56(FP), Z18 // mean(g)
+	VBROADCASTSD s2+64(FP), Z19 // mean(g·x̂)
 	SHRQ $3, CX
 	JEQ ddone
 

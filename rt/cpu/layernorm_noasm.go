@@ -2,6 +2,13 @@
 
 package cpu
 
-// archLayerNorm returns nil: this GOARCH (or a purego build) runs the Go
-// loops of the layer-norm backward.
-func archLayerNorm(path string) *layerNormKernels { return nil }
+// lnGammaVector reports false: this GOARCH (or a purego build) sums
+// layerNormBwd's dgamma and dbeta in the Go loop.
+func lnGammaVector(path string, x, dy []float32, ld, rows int, mean, inv []float32, sg, sb *[64]float64) bool {
+	return false
+}
+
+// lnDxVector returns 0: the Go loop writes every dx here.
+func lnDxVector(path string, x, dy, gamma, dx []float32, mean, inv, s1, s2 float64, add bool) int {
+	return 0
+}
