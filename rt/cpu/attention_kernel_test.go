@@ -53,3 +53,26 @@ func TestAttentionKernelsMatchGo(t *testing.T) {
 		}
 	}
 }
+
+// TestAttentionRowDots: rowDots, four rows at a time, gives each row's
+// sum in d's order bit for bit, on row counts that leave every remainder
+// of four and strides wider than D.
+func TestAttentionRowDots(t *testing.T) {
+	r := newTestRand(45)
+	for _, rows := range []int{1, 3, 4, 5, 7, 8, 66} {
+		a := Attention{D: 13}
+		ldd, ldo := 17, 29
+		do, o := randSlice(r, rows*ldd, 1), randSlice(r, rows*ldo, 1)
+		got := make([]float32, rows)
+		a.rowDots(do, ldd, o, ldo, got)
+		for i := range rows {
+			var want float32
+			for d := range a.D {
+				want += do[i*ldd+d] * o[i*ldo+d]
+			}
+			if math.Float32bits(got[i]) != math.Float32bits(want) {
+				t.Errorf("%d rows: delta[%d] = %g, the one-chain sum %g", rows, i, got[i], want)
+			}
+		}
+	}
+}
