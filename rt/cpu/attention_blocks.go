@@ -67,6 +67,90 @@ func (a Attention) clearRows(x []float32, ld, rows int) {
 	}
 }
 
+// attentionKernels are vector loops of the fused attention, where the
+// machine has them (archAttention); each gives the bits of the Go code it
+// replaces.
+type attentionKernels struct {
+	// ds writes the score gradients of a row, n of them (a multiple of
+	// 16): ds[j] = scale·p[j]·(mask[j]·ds[j] − dl), or without mask[j]
+	// when mask is nil.
+	ds func(p, ds, mask *float32, n int, scale, dl float32)
+	// rowMax is rowMax of n elements (a multiple of 16, at least 16),
+	// except where that is a zero or a NaN: it returns some zero or NaN
+	// then.
+	rowMax func(x *float32, n int) float32
+}
+
+// rowMaxOf is rowMax(x) with k's vector loop where there is one.
+func (k *attentionKernels) rowMaxOf(x []float32) float32 {
+	n := len(x) &^ 15
+	if k == nil || n == 0 {
+		return rowMax(x)
+	}
+	m := k.rowMax(&x[0], n)
+	if m == 0 || m != m {
+		return rowMax(x)
+	}
+	for _, v := range x[n:] {
+		m = max(m, v)
+	}
+	return m
+}
+
+// scoreGrads writes a row's score gradients from its probabilities p
+// and the gradient of its dropped probabilities in ds:
+// ds = Scale·p·(mask·ds − dl), without the mask when Rate is 0.
+func (a Attention) scoreGrads(k *attentionKernels, p, ds, mask []float32, dl float32) {
+	done := 0
+	if k != nil && len(ds) >= 16 {
+		done = len(ds) &^ 15
+		var mp *float32
+		if a.Rate > 0 {
+			mp = &mask[0]
+			_ = mask[done-1] // the assembly does no bounds checks
+		}
+		_, _ = p[done-1], ds[done-1]
+		k.ds(&p[0], &ds[0], mp, done, a.Scale, dl)
+	}
+	if a.Rate > 0 {
+		for j := done; j < len(ds); j++ {
+			ds[j] = a.Scale * p[j] * (mask[j]*ds[j] - dl)
+		}
+		return
+	}
+	for j := done; j < len(ds); j++ {
+		ds[j] = a.Scale * p[j] * (ds[j] - dl)
+	}
+}
+
+// rowDots writes delta[i] = Σ_d do[i][d]·o[i][d] for the Tq rows of a
+// matrix (row strides lddo and ldo): each row's float32 sum in d's order,
+// one chain, as the references compute it; four rows at a time, whose
+// chains are independent, so that each addition need not wait for the
+// one before (one chain a row took a sixth of AttentionBlocksBwd).
+func (a Attention) rowDots(do []float32, lddo int, o []float32, ldo int, delta []float32) {
+	i := 0
+	for ; i+4 <= len(delta); i += 4 {
+		g0, g1, g2, g3 := do[i*lddo:][:a.D], do[(i+1)*lddo:][:a.D], do[(i+2)*lddo:][:a.D], do[(i+3)*lddo:][:a.D]
+		o0, o1, o2, o3 := o[i*ldo:][:a.D], o[(i+1)*ldo:][:a.D], o[(i+2)*ldo:][:a.D], o[(i+3)*ldo:][:a.D]
+		var s0, s1, s2, s3 float32
+		for d := range g0 {
+			s0 += g0[d] * o0[d]
+			s1 += g1[d] * o1[d]
+			s2 += g2[d] * o2[d]
+			s3 += g3[d] * o3[d]
+		}
+		delta[i], delta[i+1], delta[i+2], delta[i+3] = s0, s1, s2, s3
+	}
+	for ; i < len(delta); i++ {
+		var dd float32
+		for d, g := range do[i*lddo : i*lddo+a.D] {
+			dd += g * o[i*ldo+d]
+		}
+		delta[i] = dd
+	}
+}
+
 // keepRate is the dropout's multiplier of a kept element, 1/(1−Rate).
 func (a Attention) keepRate() float32 { return 1 / (1 - a.Rate) }
 
@@ -81,6 +165,7 @@ func (a Attention) blockScores(x *attnScratch, q []float32, ldq int, k []float32
 // AttentionBlocksFwd is the CPU's fused attention forward: AttentionFwd's
 // o and lse (see the file's comment for the method and the draws).
 func AttentionBlocksFwd(q, kt, v, o, lse []float32, a Attention) {
+	k := archAttention(activeGemmPath.Load().name)
 	ParallelFor(a.Mats, 1, func(lo, hi int) {
 		x := a.newScratch(false)
 		for m := lo; m < hi; m++ {
@@ -95,7 +180,7 @@ func AttentionBlocksFwd(q, kt, v, o, lse []float32, a Attention) {
 					i := i0 + r
 					row := x.s[r*n : (r+1)*n]
 					seen := a.seen(i)
-					mx := rowMax(row[:seen])
+					mx := k.rowMaxOf(row[:seen])
 					expShift(row[:seen], row[:seen], mx)
 					sum := sum64(row[:seen])
 					lse[m*a.Tq+i] = mx + float32(math.Log(sum))
@@ -118,6 +203,7 @@ func AttentionBlocksFwd(q, kt, v, o, lse []float32, a Attention) {
 // delta, dq, dkt and dv (each of the last three may be nil), the
 // probabilities and the dropout's mask recomputed block by block.
 func AttentionBlocksBwd(q, kt, v, o, lse, do, dq, dkt, dv, delta []float32, a Attention) {
+	k := archAttention(activeGemmPath.Load().name)
 	ParallelFor(a.Mats, 1, func(lo, hi int) {
 		x := a.newScratch(true)
 		for m := lo; m < hi; m++ {
@@ -129,13 +215,7 @@ func AttentionBlocksBwd(q, kt, v, o, lse, do, dq, dkt, dv, delta []float32, a At
 			dqm, lddq := a.view(dq, m, a.Tq)
 			dkm, lddk, _ := a.keysView(dkt, m)
 			dvm, lddv := a.view(dv, m, a.Tk)
-			for i := range a.Tq {
-				var dd float32
-				for d, g := range dom[i*lddo : i*lddo+a.D] {
-					dd += g * om[i*ldo+d]
-				}
-				delta[m*a.Tq+i] = dd
-			}
+			a.rowDots(dom, lddo, om, ldo, delta[m*a.Tq:(m+1)*a.Tq])
 			switch {
 			case dkt == nil:
 			case kT:
@@ -177,17 +257,8 @@ func AttentionBlocksBwd(q, kt, v, o, lse, do, dq, dkt, dv, delta []float32, a At
 				for r := range rows {
 					i := i0 + r
 					p, ds := x.s[r*n:(r+1)*n], x.ds[r*n:(r+1)*n]
-					seen, dl := a.seen(i), delta[m*a.Tq+i]
-					if a.Rate > 0 {
-						mask := x.mask[r*n : (r+1)*n]
-						for j := range seen {
-							ds[j] = a.Scale * p[j] * (mask[j]*ds[j] - dl)
-						}
-					} else {
-						for j := range seen {
-							ds[j] = a.Scale * p[j] * (ds[j] - dl)
-						}
-					}
+					seen := a.seen(i)
+					a.scoreGrads(k, p[:seen], ds[:seen], x.mask[r*n:r*n+seen], delta[m*a.Tq+i])
 					clear(ds[seen:])
 				}
 				if dq != nil { // dq[block] = ds·k[:n]

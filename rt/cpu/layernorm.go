@@ -58,6 +58,7 @@ func layerNormBwd(x, gamma, saveMean, saveInvStd, dy, dx, dgamma, dbeta []float3
 	// Blocks of columns, each summed over the rows in order (so a column's
 	// sum does not depend on the threads), a row of the block at a time.
 	const colBlock = 64
+	path := activeGemmPath.Load().name
 	ParallelFor((cols+colBlock-1)/colBlock, max(1, 64<<10/max(rows*colBlock, 1)), func(lo, hi int) {
 		var sg, sb [colBlock]float64
 		for b := lo; b < hi; b++ {
@@ -65,7 +66,11 @@ func layerNormBwd(x, gamma, saveMean, saveInvStd, dy, dx, dgamma, dbeta []float3
 			w := j1 - j0
 			clear(sg[:w])
 			clear(sb[:w])
-			for r := 0; r < rows; r++ {
+			rowsGo := rows
+			if w == colBlock && lnGammaVector(path, x[j0:], dy[j0:], cols, rows, saveMean, saveInvStd, &sg, &sb) {
+				rowsGo = 0
+			}
+			for r := 0; r < rowsGo; r++ {
 				mean, inv := float64(saveMean[r]), float64(saveInvStd[r])
 				dyr, xr := dy[r*cols+j0:r*cols+j1], x[r*cols+j0:r*cols+j1]
 				sg, sb := sg[:len(dyr)], sb[:len(dyr)]
@@ -113,7 +118,9 @@ func layerNormBwd(x, gamma, saveMean, saveInvStd, dy, dx, dgamma, dbeta []float3
 			}
 			s1 = (s1 + t1) / float64(cols)
 			s2 = (s2 + t2) / float64(cols)
-			for j, d := range dyr {
+			done := lnDxVector(path, xr, dyr, gamma, dxr, mean, inv, s1, s2, add)
+			for j := done; j < len(dyr); j++ {
+				d := dyr[j]
 				g := float64(d) * float64(gamma[j])
 				xh := (float64(xr[j]) - mean) * inv
 				if add {

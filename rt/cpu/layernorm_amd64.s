@@ -1,0 +1,129 @@
+//go:build !purego
+
+#include "textflag.h"
+
+// LNG_GROUP accumulates eight columns at byte offset off of the row:
+// g = dy, sg += g·(x − mean)·inv, sb += g, in float64, no FMA.
+#define LNG_GROUP(off, g, t, sg, sb) \
+	VCVTPS2PD off(DI), g \
+	VCVTPS2PD off(SI), t \
+	VSUBPD Z0, t, t \
+	VMULPD t, g, t \
+	VMULPD Z1, t, t \
+	VADDPD t, sg, sg \
+	VADDPD g, sb, sb
+
+// func lnGamma64AVX512(x, dy *float32, ld, rows int, mean, inv *float32, sg, sb *float64)
+TEXT ·lnGamma64AVX512(SB), NOSPLIT, $0-64
+	MOVQ x+0(FP), SI
+	MOVQ dy+8(FP), DI
+	MOVQ ld+16(FP), DX
+	SHLQ $2, DX
+	MOVQ rows+24(FP), CX
+	MOVQ mean+32(FP), R8
+	MOVQ inv+40(FP), R9
+	MOVQ sg+48(FP), R10
+	MOVQ sb+56(FP), R11
+	VMOVUPD 0(R10), Z16
+	VMOVUPD 64(R10), Z17
+	VMOVUPD 128(R10), Z18
+	VMOVUPD 192(R10), Z19
+	VMOVUPD 256(R10), Z20
+	VMOVUPD 320(R10), Z21
+	VMOVUPD 384(R10), Z22
+	VMOVUPD 448(R10), Z23
+	VMOVUPD 0(R11), Z24
+	VMOVUPD 64(R11), Z25
+	VMOVUPD 128(R11), Z26
+	VMOVUPD 192(R11), Z27
+	VMOVUPD 256(R11), Z28
+	VMOVUPD 320(R11), Z29
+	VMOVUPD 384(R11), Z30
+	VMOVUPD 448(R11), Z31
+	TESTQ CX, CX
+	JEQ gdone
+
+gloop:
+	VBROADCASTSS (R8), Y0
+	VCVTPS2PD Y0, Z0 // mean
+	VBROADCASTSS (R9), Y1
+	VCVTPS2PD Y1, Z1 // inv
+	LNG_GROUP(0, Z2, Z3, Z16, Z24)
+	LNG_GROUP(32, Z4, Z5, Z17, Z25)
+	LNG_GROUP(64, Z6, Z7, Z18, Z26)
+	LNG_GROUP(96, Z8, Z9, Z19, Z27)
+	LNG_GROUP(128, Z10, Z11, Z20, Z28)
+	LNG_GROUP(160, Z12, Z13, Z21, Z29)
+	LNG_GROUP(192, Z14, Z15, Z22, Z30)
+	LNG_GROUP(224, Z2, Z3, Z23, Z31)
+	ADDQ DX, SI
+	ADDQ DX, DI
+	ADDQ $4, R8
+	ADDQ $4, R9
+	DECQ CX
+	JNZ gloop
+
+gdone:
+	VMOVUPD Z16, 0(R10)
+	VMOVUPD Z17, 64(R10)
+	VMOVUPD Z18, 128(R10)
+	VMOVUPD Z19, 192(R10)
+	VMOVUPD Z20, 256(R10)
+	VMOVUPD Z21, 320(R10)
+	VMOVUPD Z22, 384(R10)
+	VMOVUPD Z23, 448(R10)
+	VMOVUPD Z24, 0(R11)
+	VMOVUPD Z25, 64(R11)
+	VMOVUPD Z26, 128(R11)
+	VMOVUPD Z27, 192(R11)
+	VMOVUPD Z28, 256(R11)
+	VMOVUPD Z29, 320(R11)
+	VMOVUPD Z30, 384(R11)
+	VMOVUPD Z31, 448(R11)
+	VZEROUPPER
+	RET
+
+// func lnDxAVX512(x, dy, gamma, dx *float32, n int, mean, inv, s1, s2 float64, add int)
+TEXT ·lnDxAVX512(SB), NOSPLIT, $0-80
+	MOVQ x+0(FP), SI
+	MOVQ dy+8(FP), DI
+	MOVQ gamma+16(FP), R8
+	MOVQ dx+24(FP), R9
+	MOVQ n+32(FP), CX
+	MOVQ add+72(FP), R11
+	VBROADCASTSD mean+40(FP), Z16
+	VBROADCASTSD inv+48(FP), Z17
+	VBROADCASTSD s1+56(FP), Z18 // mean(g)
+	VBROADCASTSD s2+64(FP), Z19 // mean(g·x̂)
+	SHRQ $3, CX
+	JEQ ddone
+
+dloop:
+	VCVTPS2PD (DI), Z0
+	VCVTPS2PD (R8), Z1
+	VMULPD Z1, Z0, Z0 // g
+	VCVTPS2PD (SI), Z2
+	VSUBPD Z16, Z2, Z2
+	VMULPD Z17, Z2, Z2 // x̂
+	VSUBPD Z18, Z0, Z0 // g − mean(g)
+	VMULPD Z19, Z2, Z2 // x̂·mean(g·x̂)
+	VSUBPD Z2, Z0, Z0
+	VMULPD Z0, Z17, Z0 // inv·(…)
+	TESTQ R11, R11
+	JEQ dstore
+	VCVTPS2PD (R9), Z3
+	VADDPD Z0, Z3, Z0
+
+dstore:
+	VCVTPD2PS Z0, Y0
+	VMOVUPS Y0, (R9)
+	ADDQ $32, SI
+	ADDQ $32, DI
+	ADDQ $32, R8
+	ADDQ $32, R9
+	DECQ CX
+	JNZ dloop
+
+ddone:
+	VZEROUPPER
+	RET
