@@ -489,6 +489,8 @@ func act(name string) (string, error) {
 		return "cpu.ActSigmoid", nil
 	case "tanh":
 		return "cpu.ActTanh", nil
+	case "relu6":
+		return "cpu.ActReLU6", nil
 	}
 	return "", fmt.Errorf("unknown fused activation %q", name)
 }

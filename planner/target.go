@@ -96,6 +96,11 @@ type Target struct {
 	// op: fuse_silu.go then fuses a sigmoid and the product of its input
 	// by its output into it.
 	SiLU bool
+	// ReLU6Epilogue says the backend's gemm and conv2d kernels clamp to
+	// [0, 6] in their epilogues (Attr.Act "relu6") and their backward
+	// kernels take its derivative from the output: fuse_relu6.go then
+	// folds a relu6 step into the step before it.
+	ReLU6Epilogue bool
 	// BF16 says the backend's bf16 GEMMs read bfloat16 operands that
 	// their producers write (twin_operands.go), and which producers can;
 	// nil: its GEMMs read float32 operands only.
@@ -238,7 +243,7 @@ const (
 )
 
 // CPU is the CPU backend's Target, the default of Options.Target.
-var CPU = Target{Name: "cpu", Conv: cpuConv, Dense: cpuDense, ConvPrecision: cpuConvPrecision, Attention: true, FoldBatchNorm: true, SiLU: true}
+var CPU = Target{Name: "cpu", Conv: cpuConv, Dense: cpuDense, ConvPrecision: cpuConvPrecision, Attention: true, FoldBatchNorm: true, SiLU: true, ReLU6Epilogue: true}
 
 // cpuBF16Rows is the fewest rows of a dense step that the CPU multiplies
 // in bf16: Intel AMX's bf16 tiles hold 16 rows, and below that (batch-1
