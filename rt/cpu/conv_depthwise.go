@@ -46,6 +46,19 @@ type depthwiseKernels struct {
 	// i·lanes+l] over i < n/lanes (n a multiple of lanes): the weight
 	// gradient's dot products, summed across lanes by the caller.
 	dw func(groups int, offs *int, x, dy *float32, n int, acc *float32)
+	// deal, when set, is dealPairsGo in vector registers: split2's
+	// scatter of a row's pixel pairs to its two column phases.
+	deal func(src, even, odd []float32)
+}
+
+// dealPairsGo sets even[j] = src[2j] and odd[j] = src[2j+1] for j <
+// len(even) (odd as long, src twice as long).
+func dealPairsGo(src, even, odd []float32) {
+	odd = odd[:len(even)]
+	for j := range even {
+		p := src[2*j : 2*j+2 : 2*j+2]
+		even[j], odd[j] = p[0], p[1]
+	}
 }
 
 // rowsMinOW is the narrowest output row the rows kernel takes: a 7-wide
@@ -121,6 +134,8 @@ type depthwiseGeom struct {
 	phases   int // SH·SW phase planes
 	n        int // flat outputs computed, OH·wq rounded up to the kernel's lanes
 	xlen     int // the planes and room for every shifted read of n outputs
+	// deal is the kernel's deal, or dealPairsGo.
+	deal func(src, even, odd []float32)
 }
 
 // newDepthwiseGeom lays out normalised g's planes for kernel k, and fills
@@ -130,7 +145,10 @@ func newDepthwiseGeom(g Conv, k *depthwiseKernels, offs []int) depthwiseGeom {
 	reachH, reachW := (g.KH-1)*g.DH/g.SH, (g.KW-1)*g.DW/g.SW
 	wq := max(ceil(g.W+2*g.PW, g.SW), g.OW+reachW)
 	hq := max(ceil(g.H+2*g.PH, g.SH), g.OH+reachH)
-	d := depthwiseGeom{wq: wq, hq: hq, planeLen: wq * hq, phases: g.SH * g.SW}
+	d := depthwiseGeom{wq: wq, hq: hq, planeLen: wq * hq, phases: g.SH * g.SW, deal: k.deal}
+	if d.deal == nil {
+		d.deal = dealPairsGo
+	}
 	d.n = gemmRoundUp(g.OH*wq, k.lanes)
 	maxOff := 0
 	for kh := 0; kh < g.KH; kh++ {
@@ -213,12 +231,7 @@ func (d depthwiseGeom) split2(plane, xp []float32, g Conv) {
 			if c0 == 1 { // column 0 with PW odd: phase 1, column (PW−1)/2
 				row1[(g.PW-1)/2] = src[0]
 			}
-			d0, d1 := row0[j0:j0+pairs], row1[j0:j0+pairs]
-			s := src[c0 : c0+2*pairs]
-			for j := range d0 {
-				p := s[2*j : 2*j+2 : 2*j+2]
-				d0[j], d1[j] = p[0], p[1]
-			}
+			d.deal(src[c0:c0+2*pairs], row0[j0:j0+pairs], row1[j0:j0+pairs])
 			if c := c0 + 2*pairs; c < g.W { // a last column alone: phase 0
 				row0[(c+g.PW)/2] = src[c]
 			}

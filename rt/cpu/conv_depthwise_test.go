@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"testing"
 )
@@ -182,11 +183,19 @@ func TestConvDepthwiseBwd(t *testing.T) {
 // pixels dealt in pairs to the two column phases) writes the phase planes
 // that the general split writes, element for element and nothing else:
 // even and odd widths and paddings (so the first and the last column can
-// each go alone), row strides 1 and 2, kernels of 3 and 5, dilation.
+// each go alone), rows of fewer pairs than a vector and of more (the
+// vector deal and its tail: 33, 66, 67), row strides 1 and 2, kernels of
+// 3 and 5, dilation; on every path's depthwise kernel.
 func TestDepthwiseSplit2MatchesAny(t *testing.T) {
 	r := newTestRand(3)
+	for _, path := range gemmPathsSupported {
+		testDepthwiseSplit2(t, r, depthwiseFor(path))
+	}
+}
+
+func testDepthwiseSplit2(t *testing.T, r *rand.Rand, dk *depthwiseKernels) {
 	for _, h := range []int{1, 6, 7} {
-		for _, w := range []int{1, 2, 7, 8, 15} {
+		for _, w := range []int{1, 2, 7, 8, 15, 33, 66, 67} {
 			for _, p := range []int{0, 1, 2, 3} {
 				for _, sh := range []int{1, 2} {
 					for _, k := range []int{3, 5} {
@@ -198,7 +207,7 @@ func TestDepthwiseSplit2MatchesAny(t *testing.T) {
 								continue
 							}
 							offs := make([]int, k*k)
-							d := newDepthwiseGeom(g, depthwiseGo, offs)
+							d := newDepthwiseGeom(g, dk, offs)
 							plane := randSlice(r, h*w, 1)
 							got, want := make([]float32, d.xlen), make([]float32, d.xlen)
 							for i := range got {
