@@ -539,6 +539,7 @@ var cpuConvKernels = map[string]struct{ fwd, bwd string }{
 	planner.ConvPointwise:  {"Conv2DPointwiseFwd", "Conv2DPointwiseBwd"},
 	planner.ConvDepthwise:  {"Conv2DDepthwiseFwd", "Conv2DDepthwiseBwd"},
 	planner.ConvPhase:      {"Conv2DPhaseFwd", ""},
+	planner.ConvGrouped:    {"Conv2DGroupedFwd", ""},
 }
 
 // cpuDenseKernels are the rt/cpu functions of a dense step in each
