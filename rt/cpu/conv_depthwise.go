@@ -36,7 +36,8 @@ type depthwiseKernels struct {
 	lanes int
 	// rows, when set, writes output rows straight into y: for r < rows,
 	// y[r·ow+j] = bias + Σ_t w[t]·x[r·wq+offs[t]+j] for j < ow, then
-	// max(0, ·) when relu is not 0, reading x up to the end of the
+	// ReLU when relu is 1 and ReLU6 (applyAct's bits) when it is 2
+	// (rowsRelu), reading x up to the end of the
 	// vector of lanes that holds each row's last output. It replaces fwd
 	// and the store of its flat outputs where rows are at least
 	// rowsMinOW wide (narrower ones would leave most lanes empty).
@@ -59,6 +60,21 @@ func dealPairsGo(src, even, odd []float32) {
 		p := src[2*j : 2*j+2 : 2*j+2]
 		even[j], odd[j] = p[0], p[1]
 	}
+}
+
+// rowsRelu is the rows kernel's relu argument for act: 0 for none, 1
+// for ReLU, 2 for ReLU6, and −1 for the activations it leaves to the
+// caller (which applies act after it, over the rows it wrote).
+func rowsRelu(act Act) int {
+	switch act {
+	case ActNone:
+		return 0
+	case ActReLU:
+		return 1
+	case ActReLU6:
+		return 2
+	}
+	return -1
 }
 
 // rowsMinOW is the narrowest output row the rows kernel takes: a 7-wide
@@ -302,12 +318,9 @@ func Conv2DDepthwiseFwd(x, w, b, y []float32, g Conv, act Act, alpha float32) {
 		}
 		yp := y[p*ohw : (p+1)*ohw]
 		if byRows {
-			relu := 0
-			if act == ActReLU {
-				relu = 1
-			}
-			k.rows(taps, &offs[0], &w[c*taps], &cw.panel[0], d.wq, &yp[0], g.OW, g.OH, bv, relu)
-			if act != ActNone && act != ActReLU {
+			relu := rowsRelu(act)
+			k.rows(taps, &offs[0], &w[c*taps], &cw.panel[0], d.wq, &yp[0], g.OW, g.OH, bv, max(relu, 0))
+			if relu < 0 {
 				applyAct(yp, act, alpha)
 			}
 			return

@@ -92,20 +92,26 @@ func TestDepthwiseKernelsMatchGo(t *testing.T) {
 			continue
 		}
 		// The rows kernel: rows of ow outputs wq apart in x, bias and
-		// ReLU, against the Go kernel on each row and the same epilogue.
+		// ReLU or ReLU6 (a bias of 5 for ReLU6, so that the sums reach
+		// past both corners), against the Go kernel on each row and the
+		// same epilogue.
 		const wq, nrows = 40, 11
 		for _, ow := range []int{9, 16, 17, 33, 40, 129, 150} {
-			for relu := 0; relu < 2; relu++ {
+			for relu := 0; relu < 3; relu++ {
+				bias := []float32{0.25, 0.25, 5}[relu]
 				got := make([]float32, nrows*ow+1)
 				got[nrows*ow] = 7 // past the last row: must stay
-				k.rows(len(offs), &offs[0], &w[0], &x[0], wq, &got[0], ow, nrows, 0.25, relu)
+				k.rows(len(offs), &offs[0], &w[0], &x[0], wq, &got[0], ow, nrows, bias, relu)
 				want := make([]float32, gemmRoundUp(ow, 16))
 				for r := 0; r < nrows; r++ {
 					depthwiseFwdGo(len(offs), &offs[0], &w[0], &x[r*wq], &want[0], len(want))
 					for j, v := range want[:ow] {
-						v += 0.25
-						if relu == 1 {
+						v += bias
+						switch relu {
+						case 1:
 							v = max(v, 0)
+						case 2:
+							v = min(max(v, 0), 6)
 						}
 						want[j] = v
 					}

@@ -75,12 +75,9 @@ func Conv2DGroupedFwd(x, w, b, y []float32, g Conv, act Act, alpha float32) {
 			}
 			yp := y[(n*g.OC+oc)*ohw : (n*g.OC+oc+1)*ohw]
 			if byRows {
-				relu := 0
-				if act == ActReLU {
-					relu = 1
-				}
-				k.rows(taps, &offs[0], &w[oc*taps], &cw.panel[0], d.wq, &yp[0], g.OW, g.OH, bv, relu)
-				if act != ActNone && act != ActReLU {
+				relu := rowsRelu(act)
+				k.rows(taps, &offs[0], &w[oc*taps], &cw.panel[0], d.wq, &yp[0], g.OW, g.OH, bv, max(relu, 0))
+				if relu < 0 {
 					applyAct(yp, act, alpha)
 				}
 				continue
