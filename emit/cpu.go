@@ -491,6 +491,8 @@ func act(name string) (string, error) {
 		return "cpu.ActTanh", nil
 	case "relu6":
 		return "cpu.ActReLU6", nil
+	case "silu":
+		return "cpu.ActSiLU", nil
 	}
 	return "", fmt.Errorf("unknown fused activation %q", name)
 }

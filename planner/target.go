@@ -101,6 +101,12 @@ type Target struct {
 	// kernels take its derivative from the output: fuse_relu6.go then
 	// folds a relu6 step into the step before it.
 	ReLU6Epilogue bool
+	// SiLUEpilogue says the backend's gemm and conv2d kernels apply silu
+	// in their forward epilogues (Attr.Act "silu"; no backward kernel
+	// takes it, since its derivative needs the pre-activation):
+	// fuse_silu_epilogue.go then folds a silu step into the step before
+	// it in inference plans.
+	SiLUEpilogue bool
 	// BF16 says the backend's bf16 GEMMs read bfloat16 operands that
 	// their producers write (twin_operands.go), and which producers can;
 	// nil: its GEMMs read float32 operands only.
@@ -249,7 +255,7 @@ const (
 )
 
 // CPU is the CPU backend's Target, the default of Options.Target.
-var CPU = Target{Name: "cpu", Conv: cpuConv, Dense: cpuDense, ConvPrecision: cpuConvPrecision, Attention: true, FoldBatchNorm: true, SiLU: true, ReLU6Epilogue: true}
+var CPU = Target{Name: "cpu", Conv: cpuConv, Dense: cpuDense, ConvPrecision: cpuConvPrecision, Attention: true, FoldBatchNorm: true, SiLU: true, ReLU6Epilogue: true, SiLUEpilogue: true}
 
 // cpuBF16Rows is the fewest rows of a dense step that the CPU multiplies
 // in bf16: Intel AMX's bf16 tiles hold 16 rows, and below that (batch-1

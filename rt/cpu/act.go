@@ -10,7 +10,10 @@ type Act uint8
 // Fused activations. ActLeakyReLU uses the kernel's alpha as its negative
 // slope and must have alpha > 0 for the derivative from y to be well defined.
 // ActReLU6 is min(max(x, 0), 6), MobileNet's activation (UReLU6's bits):
-// its derivative from y is 1 where 0 < y < 6 and 0 elsewhere.
+// its derivative from y is 1 where 0 < y < 6 and 0 elsewhere. ActSiLU is
+// x·sigmoid(x), EfficientNet's activation (USiLU's bits), the one
+// exception: its derivative needs x, so it is fused in inference only
+// and actBackward panics on it.
 const (
 	ActNone Act = iota
 	ActReLU
@@ -18,6 +21,7 @@ const (
 	ActSigmoid
 	ActTanh
 	ActReLU6
+	ActSiLU
 )
 
 // epilogueKernels are the vector forms of the passes around a product:
@@ -190,6 +194,8 @@ func applyAct(v []float32, act Act, alpha float32) {
 		tanhFwd(v, v)
 	case ActReLU6:
 		clampFloat32(v, v, 0, 6)
+	case ActSiLU:
+		siluFwd(v, v)
 	}
 }
 
@@ -223,6 +229,8 @@ func actBackward(y, dy []float32, act Act, alpha float32) {
 		for i, v := range y {
 			dy[i] *= 1 - v*v
 		}
+	case ActSiLU:
+		panic("cpu: ActSiLU's derivative needs the pre-activation; the planner fuses it in inference plans only")
 	case ActReLU6:
 		for i, v := range y {
 			var d float32 // dy·0 keeps UnaryBwdFromOutput's −0 and NaN

@@ -93,3 +93,56 @@ func TestActReLU6MatchesUnary(t *testing.T) {
 		}
 	}
 }
+
+// TestFusedSiLUForward runs the forward kernels that an inference plan
+// may give a silu epilogue (every convolution method on the geometries it
+// takes, the grouped one, and the dense layer) with ActSiLU against the
+// plain convolution and product followed by x·sigmoid(x), and checks that
+// actBackward refuses ActSiLU, whose derivative its output does not give.
+func TestFusedSiLUForward(t *testing.T) {
+	r := newTestRand(43)
+	fwds := []struct {
+		name string
+		fwd  func(x, w, b, y []float32, g Conv, act Act, alpha float32)
+		ok   func(g Conv) bool
+	}{{"grouped", Conv2DGroupedFwd, func(g Conv) bool { return groupedOK(g.norm()) }}}
+	for _, m := range convMethods {
+		fwds = append(fwds, struct {
+			name string
+			fwd  func(x, w, b, y []float32, g Conv, act Act, alpha float32)
+			ok   func(g Conv) bool
+		}{m.name, m.fwd, m.ok})
+	}
+	geoms := []Conv{convCase(1, 12, 9, 9, 12, 3, 3, 2, 1, 1, 3), convCase(2, 40, 7, 7, 24, 1, 1, 1, 0, 1, 1), convCase(3, 8, 1, 1, 5, 1, 1, 1, 0, 1, 1)}
+	for _, tc := range convGeoms {
+		geoms = append(geoms, tc.g)
+	}
+	for _, m := range fwds {
+		for _, g := range geoms {
+			if !m.ok(g) {
+				continue
+			}
+			x := randSlice(r, g.N*g.C*g.H*g.W, 1)
+			w := randSlice(r, g.OC*g.C/g.Groups*g.KH*g.KW, 1)
+			b := randSlice(r, g.OC, 1)
+			y := make([]float32, g.N*g.OC*g.OH*g.OW)
+			m.fwd(x, w, b, y, g, ActSiLU, 0)
+			if msg := closeTo(y, convRef(x, w, b, g, ActSiLU, 0), 1e-5); msg != "" {
+				t.Errorf("%s %+v: %s", m.name, g, msg)
+			}
+		}
+	}
+	x, w, b := randSlice(r, 5*7, 1), randSlice(r, 3*7, 1), randSlice(r, 3, 1)
+	y := make([]float32, 5*3)
+	GemmFwd(x, w, b, y, 5, 7, 3, ActSiLU, 0)
+	g := Conv{N: 5, C: 7, H: 1, W: 1, OC: 3, OH: 1, OW: 1, KH: 1, KW: 1, SH: 1, SW: 1, DH: 1, DW: 1, Groups: 1}
+	if msg := closeTo(y, convRef(x, w, b, g, ActSiLU, 0), 1e-5); msg != "" {
+		t.Errorf("GemmFwd: %s", msg)
+	}
+	defer func() {
+		if recover() == nil {
+			t.Errorf("actBackward(ActSiLU) did not panic")
+		}
+	}()
+	actBackward(y, make([]float32, len(y)), ActSiLU, 0)
+}

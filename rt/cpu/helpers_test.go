@@ -138,6 +138,8 @@ func actRef(v float64, act Act, alpha float32) float64 {
 		return math.Tanh(v)
 	case ActReLU6:
 		return math.Min(math.Max(v, 0), 6)
+	case ActSiLU:
+		return v / (1 + math.Exp(-v))
 	}
 	return v
 }
