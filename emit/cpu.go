@@ -489,6 +489,10 @@ func act(name string) (string, error) {
 		return "cpu.ActSigmoid", nil
 	case "tanh":
 		return "cpu.ActTanh", nil
+	case "relu6":
+		return "cpu.ActReLU6", nil
+	case "silu":
+		return "cpu.ActSiLU", nil
 	}
 	return "", fmt.Errorf("unknown fused activation %q", name)
 }
@@ -537,6 +541,7 @@ var cpuConvKernels = map[string]struct{ fwd, bwd string }{
 	planner.ConvPointwise:  {"Conv2DPointwiseFwd", "Conv2DPointwiseBwd"},
 	planner.ConvDepthwise:  {"Conv2DDepthwiseFwd", "Conv2DDepthwiseBwd"},
 	planner.ConvPhase:      {"Conv2DPhaseFwd", ""},
+	planner.ConvGrouped:    {"Conv2DGroupedFwd", ""},
 }
 
 // cpuDenseKernels are the rt/cpu functions of a dense step in each

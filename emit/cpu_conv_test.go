@@ -20,7 +20,7 @@ type (
 // writes: the test fails to build when one is renamed, and fails when the
 // emitter names a kernel missing here.
 var (
-	rtConvFwd = map[string]convFwdKernel{"Conv2DDirectFwd": cpu.Conv2DDirectFwd, "Conv2DIm2colFwd": cpu.Conv2DIm2colFwd, "Conv2DWinogradF4Fwd": cpu.Conv2DWinogradF4Fwd, "Conv2DWinograd3Fwd": cpu.Conv2DWinograd3Fwd, "Conv2DPointwiseFwd": cpu.Conv2DPointwiseFwd, "Conv2DDepthwiseFwd": cpu.Conv2DDepthwiseFwd, "Conv2DPhaseFwd": cpu.Conv2DPhaseFwd}
+	rtConvFwd = map[string]convFwdKernel{"Conv2DDirectFwd": cpu.Conv2DDirectFwd, "Conv2DIm2colFwd": cpu.Conv2DIm2colFwd, "Conv2DWinogradF4Fwd": cpu.Conv2DWinogradF4Fwd, "Conv2DWinograd3Fwd": cpu.Conv2DWinograd3Fwd, "Conv2DPointwiseFwd": cpu.Conv2DPointwiseFwd, "Conv2DDepthwiseFwd": cpu.Conv2DDepthwiseFwd, "Conv2DPhaseFwd": cpu.Conv2DPhaseFwd, "Conv2DGroupedFwd": cpu.Conv2DGroupedFwd}
 	rtConvBwd = map[string]convBwdKernel{"Conv2DDirectBwd": cpu.Conv2DDirectBwd, "Conv2DIm2colBwd": cpu.Conv2DIm2colBwd, "Conv2DWinogradF4Bwd": cpu.Conv2DWinogradF4Bwd, "Conv2DWinograd3Bwd": cpu.Conv2DWinograd3Bwd, "Conv2DPointwiseBwd": cpu.Conv2DPointwiseBwd, "Conv2DDepthwiseBwd": cpu.Conv2DDepthwiseBwd}
 )
 
@@ -61,6 +61,7 @@ func TestCPUConvRuleMatchesKernels(t *testing.T) {
 		{"32 to 32 5x5 pad 1, 1024 tiles", geom(4, 32, 33, 33, 32, 5, 5, 1, 1, 1, 1, 1, 1)},
 		{"7x7 stride 2 pad 3 (a stem)", geom(2, 3, 19, 20, 8, 7, 7, 2, 2, 3, 3, 1, 1)},
 		{"2x2 stride 2", geom(2, 4, 9, 8, 5, 2, 2, 2, 2, 0, 0, 1, 1)},
+		{"groups 3 stride 2 (regnet's)", geom(2, 12, 9, 9, 12, 3, 3, 2, 2, 1, 1, 1, 3)},
 		{"64 to 64 3x3 pad 1, 256 tiles", geom(4, 64, 32, 30, 64, 3, 3, 1, 1, 1, 1, 1, 1)},
 	} {
 		g := c.g

@@ -104,13 +104,17 @@ var passes = [...]pass{
 		run: func(b *building) error { fuseEpilogue(b.p); return nil }},
 	{name: "fuseSiLU", file: "fuse_silu.go", only: withFusion, needs: []string{"lower"},
 		run: func(b *building) error { fuseSiLU(b.p, b.target); return nil }},
+	{name: "fuseReLU6", file: "fuse_relu6.go", only: withFusion, needs: []string{"lower", "fuseEpilogue"},
+		run: func(b *building) error { fuseReLU6(b.p, b.target); return nil }},
+	{name: "fuseSiLUEpilogue", file: "fuse_silu_epilogue.go", only: inInference | withFusion, needs: []string{"fuseEpilogue", "fuseSiLU"},
+		run: func(b *building) error { fuseSiLUEpilogue(b.p, b.target); return nil }},
 	{name: "fuseElementwise", file: "fuse_elementwise.go", only: withFusion, needs: []string{"lower"},
 		run: func(b *building) error { fuseElementwise(b.p); return nil }},
 	{name: "fuseAttention", file: "fuse_attention.go", only: withFusion, needs: []string{"lower", "fuseElementwise"},
 		run: func(b *building) error { fuseAttention(b.p, b.target); return nil }},
 	{name: "fuseAttentionLayout", file: "fuse_attention_layout.go", only: inTraining | withFusion, needs: []string{"fuseAttention"},
 		run: func(b *building) error { fuseAttentionLayout(b.p); return nil }},
-	{name: "differentiate", file: "differentiate.go", only: inTraining, needs: []string{"addLoss", "fuseEpilogue", "fuseSiLU", "fuseElementwise", "fuseAttention", "fuseAttentionLayout"},
+	{name: "differentiate", file: "differentiate.go", only: inTraining, needs: []string{"addLoss", "fuseEpilogue", "fuseSiLU", "fuseReLU6", "fuseElementwise", "fuseAttention", "fuseAttentionLayout"},
 		run: func(b *building) error { differentiate(b.p); return nil }},
 	{name: "optimize", file: "optimize.go", only: inTraining, needs: []string{"differentiate"},
 		run: func(b *building) error { return optimize(b.p, b.m.Training.Optimizer, b.m.Training.ClipNorm) }},
@@ -147,7 +151,7 @@ var passes = [...]pass{
 
 // finalPhases are the passes that add or rewrite steps or buffers: after
 // them "all phases are final".
-var finalPhases = []string{"lower", "addLoss", "foldBatchNorm", "fuseEpilogue", "fuseSiLU", "fuseElementwise", "fuseAttention", "fuseAttentionLayout", "differentiate", "optimize",
+var finalPhases = []string{"lower", "addLoss", "foldBatchNorm", "fuseEpilogue", "fuseSiLU", "fuseReLU6", "fuseSiLUEpilogue", "fuseElementwise", "fuseAttention", "fuseAttentionLayout", "differentiate", "optimize",
 	"accumulate", "fuseUpdate", "fuseActBwd", "keepLess", "fuseAccumulateGemm", "fuseAccumulateNorm", "chooseMethods", "choosePrecisions", "chooseLossRows", "fusePool", "twinOperands"}
 
 // Build plans m for opts.Target: it runs the table passes in order and

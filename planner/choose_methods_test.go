@@ -185,12 +185,15 @@ func TestCPUConvRule(t *testing.T) {
 		{"1x1 stride 2", geom(1, 2, 0, 1), [3]string{ConvIm2colGemm, ConvIm2colGemm, ConvIm2colGemm}},
 		{"7x7 stride 2 (ResNet's stem)", ConvGeom{N: 2, C: 3, H: 224, W: 224, OC: 64, OH: 112, OW: 112, KH: 7, KW: 7, SH: 2, SW: 2, PH: 3, PW: 3, DH: 1, DW: 1, Groups: 1}, [3]string{ConvPhase, ConvIm2colGemm, ConvIm2colGemm}},
 		{"2x2 stride 2", geom(2, 2, 0, 1), [3]string{ConvPhase, ConvIm2colGemm, ConvIm2colGemm}},
-		{"7x7 stride 2 groups 3", ConvGeom{N: 2, C: 3, H: 32, W: 32, OC: 6, OH: 16, OW: 16, KH: 7, KW: 7, SH: 2, SW: 2, PH: 3, PW: 3, DH: 1, DW: 1, Groups: 3}, [3]string{ConvIm2colGemm, ConvIm2colGemm, ConvIm2colGemm}},
+		{"7x7 stride 2 groups 3", ConvGeom{N: 2, C: 3, H: 32, W: 32, OC: 6, OH: 16, OW: 16, KH: 7, KW: 7, SH: 2, SW: 2, PH: 3, PW: 3, DH: 1, DW: 1, Groups: 3}, [3]string{ConvGrouped, ConvIm2colGemm, ConvIm2colGemm}},
 		{"depthwise 3x3 stride 2", func() ConvGeom { g := geom(3, 2, 1, 1); g.OC, g.Groups = 3, 3; return g }(), [3]string{ConvDepthwise, ConvDepthwise, ConvDepthwise}},
 		{"depthwise 5x5 stride 2", wide(2, 8, 8, 2, 1, 8), [3]string{ConvDepthwise, ConvDepthwise, ConvDepthwise}},
 		{"depthwise 3x3 stride 1", func() ConvGeom { g := geom(3, 1, 1, 1); g.OC, g.Groups = 3, 3; return g }(), [3]string{ConvDepthwise, ConvDepthwise, ConvDepthwise}},
 		{"depthwise 1x1 pad 1", func() ConvGeom { g := geom(1, 1, 1, 1); g.OC, g.Groups = 3, 3; return g }(), [3]string{ConvDepthwise, ConvDepthwise, ConvDepthwise}},
-		{"depthwise multiplier 2, stride 2", func() ConvGeom { g := geom(3, 2, 1, 1); g.OC, g.Groups = 6, 3; return g }(), [3]string{ConvIm2colGemm, ConvIm2colGemm, ConvIm2colGemm}},
+		{"depthwise multiplier 2, stride 2", func() ConvGeom { g := geom(3, 2, 1, 1); g.OC, g.Groups = 6, 3; return g }(), [3]string{ConvGrouped, ConvIm2colGemm, ConvIm2colGemm}},
+		{"groups of 8, stride 2 (regnet)", ConvGeom{N: 1, C: 104, H: 56, W: 56, OC: 104, OH: 28, OW: 28, KH: 3, KW: 3, SH: 2, SW: 2, PH: 1, PW: 1, DH: 1, DW: 1, Groups: 13}, [3]string{ConvGrouped, ConvIm2colGemm, ConvIm2colGemm}},
+		{"groups of 8, stride 1 (regnet)", ConvGeom{N: 1, C: 104, H: 28, W: 28, OC: 104, OH: 28, OW: 28, KH: 3, KW: 3, SH: 1, SW: 1, PH: 1, PW: 1, DH: 1, DW: 1, Groups: 13}, [3]string{ConvDirect, ConvDirect, ConvDirect}},
+		{"groups of 17, stride 2", ConvGeom{N: 1, C: 34, H: 8, W: 8, OC: 34, OH: 4, OW: 4, KH: 3, KW: 3, SH: 2, SW: 2, PH: 1, PW: 1, DH: 1, DW: 1, Groups: 2}, [3]string{ConvIm2colGemm, ConvIm2colGemm, ConvIm2colGemm}},
 	} {
 		for i, pass := range []ConvPass{ConvForward, ConvBackward, ConvBackwardNoDx} {
 			got := CPU.Conv(c.g, pass)

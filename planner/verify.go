@@ -522,7 +522,7 @@ func first(errs ...error) error {
 // checkAct checks a gemm or conv2d step's fused activation.
 func checkAct(a Attr) error {
 	switch a.Act {
-	case "", "relu", "sigmoid", "tanh":
+	case "", "relu", "sigmoid", "tanh", "relu6", "silu":
 		return nil
 	case "leakyrelu":
 		if a.Alpha > 0 {

@@ -9,12 +9,19 @@ type Act uint8
 
 // Fused activations. ActLeakyReLU uses the kernel's alpha as its negative
 // slope and must have alpha > 0 for the derivative from y to be well defined.
+// ActReLU6 is min(max(x, 0), 6), MobileNet's activation (UReLU6's bits):
+// its derivative from y is 1 where 0 < y < 6 and 0 elsewhere. ActSiLU is
+// x·sigmoid(x), EfficientNet's activation (USiLU's bits), the one
+// exception: its derivative needs x, so it is fused in inference only
+// and actBackward panics on it.
 const (
 	ActNone Act = iota
 	ActReLU
 	ActLeakyReLU
 	ActSigmoid
 	ActTanh
+	ActReLU6
+	ActSiLU
 )
 
 // epilogueKernels are the vector forms of the passes around a product:
@@ -33,6 +40,10 @@ type epilogueKernels struct {
 	// does the rest). y may alias x.
 	clamp     func(x, y *float32, n int, lo, hi float32)
 	clampTail int
+	// rowBiasAct, when set, is rowBiasActGo's loop (its flags: 1 adds
+	// bias, 2 applies ReLU) over rows of cols floats, ld apart: the
+	// pointwise method's epilogue, one call a block of its output.
+	rowBiasAct func(y, bias *float32, rows, cols, ld, flags int, lo, hi float32)
 	// gelu and geluBwd are geluFwd's and geluBwd's loops over n elements
 	// (gelu.go), or nil where the Go loops run.
 	gelu    func(x, y *float32, n int)
@@ -86,6 +97,77 @@ func biasActRows(y, b []float32, rows, cols int, act Act, alpha float32) {
 	}
 }
 
+// rowBiasActFlags says whether rowBiasAct's kernel applies act itself,
+// with which flags and clamp bounds; the other activations follow it as
+// applyAct.
+func rowBiasActFlags(act Act) (flags int, lo, hi float32, ok bool) {
+	inf := float32(math.Inf(1))
+	switch act {
+	case ActNone:
+		return 0, -inf, inf, true
+	case ActReLU:
+		return 2, -inf, inf, true
+	case ActReLU6:
+		return 0, 0, 6, true
+	}
+	return 0, -inf, inf, false
+}
+
+// rowBiasAct adds b[r] (when b is not nil) to the cols floats of each row
+// r < rows of y, ld floats apart, and applies act: the epilogue of one
+// block of a product whose bias runs along its rows (a convolution's
+// output channels). It gives applyAct's bits for ActReLU and ActReLU6.
+func rowBiasAct(y, b []float32, rows, cols, ld int, act Act, alpha float32) {
+	if rows <= 0 || cols <= 0 {
+		return
+	}
+	y = y[:(rows-1)*ld+cols]
+	flags, lo, hi, ok := rowBiasActFlags(act)
+	if b != nil {
+		b = b[:rows] // the assembly does no bounds checks
+		flags |= 1
+	}
+	if k := epilogue(); k != nil && k.rowBiasAct != nil {
+		var bp *float32
+		if b != nil {
+			bp = &b[0]
+		}
+		k.rowBiasAct(&y[0], bp, rows, cols, ld, flags, lo, hi)
+	} else {
+		rowBiasActGo(y, b, rows, cols, ld, flags, lo, hi)
+	}
+	if !ok {
+		for r := 0; r < rows; r++ {
+			applyAct(y[r*ld:r*ld+cols], act, alpha)
+		}
+	}
+}
+
+// rowBiasActGo is rowBiasAct's loop: y += b[r] when flags&1, ReLU (the
+// bits of values with the sign bit set cleared) when flags&2, then
+// min(hi, max(lo, y)) with NaN kept.
+func rowBiasActGo(y, b []float32, rows, cols, ld, flags int, lo, hi float32) {
+	for r := 0; r < rows; r++ {
+		row := y[r*ld : r*ld+cols]
+		for j, v := range row {
+			if flags&1 != 0 {
+				v += b[r]
+			}
+			if flags&2 != 0 {
+				bits := math.Float32bits(v)
+				v = math.Float32frombits(bits &^ uint32(int32(bits)>>31))
+			}
+			if v < lo {
+				v = lo
+			}
+			if v > hi {
+				v = hi
+			}
+			row[j] = v
+		}
+	}
+}
+
 // applyAct applies act in place to v.
 func applyAct(v []float32, act Act, alpha float32) {
 	if k := epilogue(); k != nil && act == ActReLU && len(v) > 0 {
@@ -110,6 +192,10 @@ func applyAct(v []float32, act Act, alpha float32) {
 		sigmoidFwd(v, v)
 	case ActTanh:
 		tanhFwd(v, v)
+	case ActReLU6:
+		clampFloat32(v, v, 0, 6)
+	case ActSiLU:
+		siluFwd(v, v)
 	}
 }
 
@@ -142,6 +228,16 @@ func actBackward(y, dy []float32, act Act, alpha float32) {
 	case ActTanh:
 		for i, v := range y {
 			dy[i] *= 1 - v*v
+		}
+	case ActSiLU:
+		panic("cpu: ActSiLU's derivative needs the pre-activation; the planner fuses it in inference plans only")
+	case ActReLU6:
+		for i, v := range y {
+			var d float32 // dy·0 keeps UnaryBwdFromOutput's −0 and NaN
+			if v > 0 && v < 6 {
+				d = 1
+			}
+			dy[i] *= d
 		}
 	}
 }

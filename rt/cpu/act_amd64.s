@@ -406,3 +406,84 @@ cl2vec:
 cl2done:
 	VZEROUPPER
 	RET
+
+// func rowBiasActAVX512(y, bias *float32, rows, cols, ld, flags int, lo, hi float32)
+// For each r < rows, over the cols floats at y[r·ld:]: y += bias[r] (when
+// flags&1), then the ReLU of biasActRowsAVX512 (when flags&2), then
+// min(hi, max(lo, y)) with y's NaN kept, as clampAVX512.
+TEXT ·rowBiasActAVX512(SB), NOSPLIT, $0-56
+	MOVQ y+0(FP), DI
+	MOVQ bias+8(FP), SI
+	MOVQ rows+16(FP), R8
+	MOVQ cols+24(FP), R9
+	MOVQ ld+32(FP), R12
+	SHLQ $2, R12              // bytes a row
+	MOVQ flags+40(FP), R10
+	VBROADCASTSS lo+48(FP), Z14
+	VBROADCASTSS hi+52(FP), Z15
+	TAILMASK(R9)
+	MOVQ R9, R11
+	ANDQ $-16, R11
+	SHLQ $2, R11              // bytes of whole vectors a row
+	VXORPS Z13, Z13, Z13
+	TESTQ R8, R8
+	JEQ rbdone
+
+rbrow:
+	TESTQ $1, R10
+	JZ rbnobias
+	VBROADCASTSS (SI), Z13
+	ADDQ $4, SI
+
+rbnobias:
+	XORQ AX, AX
+	CMPQ AX, R11
+	JEQ rbtail
+
+rbvec:
+	VMOVUPS (DI)(AX*1), Z0
+	TESTQ $1, R10
+	JZ rbvecrelu
+	VADDPS Z13, Z0, Z0
+
+rbvecrelu:
+	TESTQ $2, R10
+	JZ rbvecclamp
+	VPSRAD $31, Z0, Z1
+	VPANDND Z0, Z1, Z0
+
+rbvecclamp:
+	VMAXPS Z0, Z14, Z0
+	VMINPS Z0, Z15, Z0
+	VMOVUPS Z0, (DI)(AX*1)
+	ADDQ $64, AX
+	CMPQ AX, R11
+	JNE rbvec
+
+rbtail:
+	KORTESTW K1, K1
+	JZ rbnext
+	VMOVUPS.Z (DI)(AX*1), K1, Z0
+	TESTQ $1, R10
+	JZ rbtailrelu
+	VADDPS Z13, Z0, Z0
+
+rbtailrelu:
+	TESTQ $2, R10
+	JZ rbtailclamp
+	VPSRAD $31, Z0, Z1
+	VPANDND Z0, Z1, Z0
+
+rbtailclamp:
+	VMAXPS Z0, Z14, Z0
+	VMINPS Z0, Z15, Z0
+	VMOVUPS Z0, K1, (DI)(AX*1)
+
+rbnext:
+	ADDQ R12, DI
+	DECQ R8
+	JNZ rbrow
+
+rbdone:
+	VZEROUPPER
+	RET

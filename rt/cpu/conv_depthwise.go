@@ -36,7 +36,8 @@ type depthwiseKernels struct {
 	lanes int
 	// rows, when set, writes output rows straight into y: for r < rows,
 	// y[r·ow+j] = bias + Σ_t w[t]·x[r·wq+offs[t]+j] for j < ow, then
-	// max(0, ·) when relu is not 0, reading x up to the end of the
+	// ReLU when relu is 1 and ReLU6 (applyAct's bits) when it is 2
+	// (rowsRelu), reading x up to the end of the
 	// vector of lanes that holds each row's last output. It replaces fwd
 	// and the store of its flat outputs where rows are at least
 	// rowsMinOW wide (narrower ones would leave most lanes empty).
@@ -46,6 +47,34 @@ type depthwiseKernels struct {
 	// i·lanes+l] over i < n/lanes (n a multiple of lanes): the weight
 	// gradient's dot products, summed across lanes by the caller.
 	dw func(groups int, offs *int, x, dy *float32, n int, acc *float32)
+	// deal, when set, is dealPairsGo in vector registers: split2's
+	// scatter of a row's pixel pairs to its two column phases.
+	deal func(src, even, odd []float32)
+}
+
+// dealPairsGo sets even[j] = src[2j] and odd[j] = src[2j+1] for j <
+// len(even) (odd as long, src twice as long).
+func dealPairsGo(src, even, odd []float32) {
+	odd = odd[:len(even)]
+	for j := range even {
+		p := src[2*j : 2*j+2 : 2*j+2]
+		even[j], odd[j] = p[0], p[1]
+	}
+}
+
+// rowsRelu is the rows kernel's relu argument for act: 0 for none, 1
+// for ReLU, 2 for ReLU6, and −1 for the activations it leaves to the
+// caller (which applies act after it, over the rows it wrote).
+func rowsRelu(act Act) int {
+	switch act {
+	case ActNone:
+		return 0
+	case ActReLU:
+		return 1
+	case ActReLU6:
+		return 2
+	}
+	return -1
 }
 
 // rowsMinOW is the narrowest output row the rows kernel takes: a 7-wide
@@ -121,6 +150,8 @@ type depthwiseGeom struct {
 	phases   int // SH·SW phase planes
 	n        int // flat outputs computed, OH·wq rounded up to the kernel's lanes
 	xlen     int // the planes and room for every shifted read of n outputs
+	// deal is the kernel's deal, or dealPairsGo.
+	deal func(src, even, odd []float32)
 }
 
 // newDepthwiseGeom lays out normalised g's planes for kernel k, and fills
@@ -130,7 +161,10 @@ func newDepthwiseGeom(g Conv, k *depthwiseKernels, offs []int) depthwiseGeom {
 	reachH, reachW := (g.KH-1)*g.DH/g.SH, (g.KW-1)*g.DW/g.SW
 	wq := max(ceil(g.W+2*g.PW, g.SW), g.OW+reachW)
 	hq := max(ceil(g.H+2*g.PH, g.SH), g.OH+reachH)
-	d := depthwiseGeom{wq: wq, hq: hq, planeLen: wq * hq, phases: g.SH * g.SW}
+	d := depthwiseGeom{wq: wq, hq: hq, planeLen: wq * hq, phases: g.SH * g.SW, deal: k.deal}
+	if d.deal == nil {
+		d.deal = dealPairsGo
+	}
 	d.n = gemmRoundUp(g.OH*wq, k.lanes)
 	maxOff := 0
 	for kh := 0; kh < g.KH; kh++ {
@@ -213,12 +247,7 @@ func (d depthwiseGeom) split2(plane, xp []float32, g Conv) {
 			if c0 == 1 { // column 0 with PW odd: phase 1, column (PW−1)/2
 				row1[(g.PW-1)/2] = src[0]
 			}
-			d0, d1 := row0[j0:j0+pairs], row1[j0:j0+pairs]
-			s := src[c0 : c0+2*pairs]
-			for j := range d0 {
-				p := s[2*j : 2*j+2 : 2*j+2]
-				d0[j], d1[j] = p[0], p[1]
-			}
+			d.deal(src[c0:c0+2*pairs], row0[j0:j0+pairs], row1[j0:j0+pairs])
 			if c := c0 + 2*pairs; c < g.W { // a last column alone: phase 0
 				row0[(c+g.PW)/2] = src[c]
 			}
@@ -289,12 +318,9 @@ func Conv2DDepthwiseFwd(x, w, b, y []float32, g Conv, act Act, alpha float32) {
 		}
 		yp := y[p*ohw : (p+1)*ohw]
 		if byRows {
-			relu := 0
-			if act == ActReLU {
-				relu = 1
-			}
-			k.rows(taps, &offs[0], &w[c*taps], &cw.panel[0], d.wq, &yp[0], g.OW, g.OH, bv, relu)
-			if act != ActNone && act != ActReLU {
+			relu := rowsRelu(act)
+			k.rows(taps, &offs[0], &w[c*taps], &cw.panel[0], d.wq, &yp[0], g.OW, g.OH, bv, max(relu, 0))
+			if relu < 0 {
 				applyAct(yp, act, alpha)
 			}
 			return

@@ -17,9 +17,37 @@ func archDepthwise(path string) *depthwiseKernels {
 }
 
 var (
-	depthwiseAVX512 = &depthwiseKernels{fwd: depthwiseFwdAVX512, lanes: 16, rows: depthwiseRowsAVX512, dw: depthwiseDWAVX512}
+	depthwiseAVX512 = &depthwiseKernels{fwd: depthwiseFwdAVX512, lanes: 16, rows: depthwiseRowsAVX512, dw: depthwiseDWAVX512, deal: dealPairs16}
 	depthwiseAVX2   = &depthwiseKernels{fwd: depthwiseFwdAVX2, lanes: 8, dw: depthwiseDWAVX2}
 )
+
+// dealLanes are dealPairsAVX512's lane indices: the even floats of two
+// vectors, then the odd ones.
+var dealLanes = func() (idx [32]int32) {
+	for i := range 16 {
+		idx[i], idx[16+i] = int32(2*i), int32(2*i+1)
+	}
+	return idx
+}()
+
+// dealPairs16 is depthwiseKernels.deal with AVX-512: dealPairsAVX512 over
+// the whole vectors, the Go loop over the last pairs mod 16.
+func dealPairs16(src, even, odd []float32) {
+	n := len(even)
+	if v := n &^ 15; v > 0 {
+		_, _ = src[2*v-1], odd[v-1] // the assembly does no bounds checks
+		dealPairsAVX512(&src[0], &even[0], &odd[0], v, &dealLanes[0])
+	}
+	for j := n &^ 15; j < n; j++ {
+		even[j], odd[j] = src[2*j], src[2*j+1]
+	}
+}
+
+// dealPairsAVX512 sets even[j] = src[2j] and odd[j] = src[2j+1] for j <
+// pairs, a multiple of 16, idx being dealLanes.
+//
+//go:noescape
+func dealPairsAVX512(src, even, odd *float32, pairs int, idx *int32)
 
 // depthwiseFwdAVX512 is depthwiseFwdGo for n a multiple of 16, in blocks
 // of up to 8 zmm accumulators, each product fused with its add.

@@ -236,7 +236,8 @@ depthwiseFwdAVX2done:
 // depthwiseKernels.rows for rows of 1 to 16 outputs (1 vectors, the last
 // under the mask of ow mod 16 lanes): 8 rows at a time in 8 accumulators
 // started at the bias while the taps stream, the rows left over in blocks
-// of half as many rows.
+// of half as many rows; relu 1 applies ReLU (max with 0), relu 2 ReLU6
+// (clampAVX512's min(6, max(0, y)), NaN kept).
 TEXT ·depthwiseRows1AVX512(SB), NOSPLIT, $0-80
 	MOVQ taps+0(FP), R10
 	MOVQ offs+8(FP), R11
@@ -251,6 +252,8 @@ TEXT ·depthwiseRows1AVX512(SB), NOSPLIT, $0-80
 	MOVQ rows+56(FP), R15
 	VBROADCASTSS bias+64(FP), Z30
 	VPXORD Z29, Z29, Z29
+	MOVL $0x40c00000, AX
+	VPBROADCASTD AX, Z28
 	MOVQ R13, CX
 	ANDQ $15, CX
 	MOVL $1, AX
@@ -298,6 +301,8 @@ depthwiseRows1AVX512r8t:
 	JLT depthwiseRows1AVX512r8t
 	CMPQ relu+72(FP), $0
 	JEQ depthwiseRows1AVX512r8s
+	CMPQ relu+72(FP), $2
+	JEQ depthwiseRows1AVX512r86
 	VMAXPS Z29, Z0, Z0
 	VMAXPS Z29, Z1, Z1
 	VMAXPS Z29, Z2, Z2
@@ -306,6 +311,24 @@ depthwiseRows1AVX512r8t:
 	VMAXPS Z29, Z5, Z5
 	VMAXPS Z29, Z6, Z6
 	VMAXPS Z29, Z7, Z7
+	JMP depthwiseRows1AVX512r8s
+depthwiseRows1AVX512r86:
+	VMAXPS Z0, Z29, Z0
+	VMINPS Z0, Z28, Z0
+	VMAXPS Z1, Z29, Z1
+	VMINPS Z1, Z28, Z1
+	VMAXPS Z2, Z29, Z2
+	VMINPS Z2, Z28, Z2
+	VMAXPS Z3, Z29, Z3
+	VMINPS Z3, Z28, Z3
+	VMAXPS Z4, Z29, Z4
+	VMINPS Z4, Z28, Z4
+	VMAXPS Z5, Z29, Z5
+	VMINPS Z5, Z28, Z5
+	VMAXPS Z6, Z29, Z6
+	VMINPS Z6, Z28, Z6
+	VMAXPS Z7, Z29, Z7
+	VMINPS Z7, Z28, Z7
 depthwiseRows1AVX512r8s:
 	MOVQ DI, BX
 	VMOVUPS Z0, K1, (BX)
@@ -366,10 +389,22 @@ depthwiseRows1AVX512r4t:
 	JLT depthwiseRows1AVX512r4t
 	CMPQ relu+72(FP), $0
 	JEQ depthwiseRows1AVX512r4s
+	CMPQ relu+72(FP), $2
+	JEQ depthwiseRows1AVX512r46
 	VMAXPS Z29, Z0, Z0
 	VMAXPS Z29, Z1, Z1
 	VMAXPS Z29, Z2, Z2
 	VMAXPS Z29, Z3, Z3
+	JMP depthwiseRows1AVX512r4s
+depthwiseRows1AVX512r46:
+	VMAXPS Z0, Z29, Z0
+	VMINPS Z0, Z28, Z0
+	VMAXPS Z1, Z29, Z1
+	VMINPS Z1, Z28, Z1
+	VMAXPS Z2, Z29, Z2
+	VMINPS Z2, Z28, Z2
+	VMAXPS Z3, Z29, Z3
+	VMINPS Z3, Z28, Z3
 depthwiseRows1AVX512r4s:
 	MOVQ DI, BX
 	VMOVUPS Z0, K1, (BX)
@@ -408,8 +443,16 @@ depthwiseRows1AVX512r2t:
 	JLT depthwiseRows1AVX512r2t
 	CMPQ relu+72(FP), $0
 	JEQ depthwiseRows1AVX512r2s
+	CMPQ relu+72(FP), $2
+	JEQ depthwiseRows1AVX512r26
 	VMAXPS Z29, Z0, Z0
 	VMAXPS Z29, Z1, Z1
+	JMP depthwiseRows1AVX512r2s
+depthwiseRows1AVX512r26:
+	VMAXPS Z0, Z29, Z0
+	VMINPS Z0, Z28, Z0
+	VMAXPS Z1, Z29, Z1
+	VMINPS Z1, Z28, Z1
 depthwiseRows1AVX512r2s:
 	MOVQ DI, BX
 	VMOVUPS Z0, K1, (BX)
@@ -437,7 +480,13 @@ depthwiseRows1AVX512r1t:
 	JLT depthwiseRows1AVX512r1t
 	CMPQ relu+72(FP), $0
 	JEQ depthwiseRows1AVX512r1s
+	CMPQ relu+72(FP), $2
+	JEQ depthwiseRows1AVX512r16
 	VMAXPS Z29, Z0, Z0
+	JMP depthwiseRows1AVX512r1s
+depthwiseRows1AVX512r16:
+	VMAXPS Z0, Z29, Z0
+	VMINPS Z0, Z28, Z0
 depthwiseRows1AVX512r1s:
 	MOVQ DI, BX
 	VMOVUPS Z0, K1, (BX)
@@ -454,7 +503,8 @@ depthwiseRows1AVX512done:
 // depthwiseKernels.rows for rows of 17 to 32 outputs (2 vectors, the last
 // under the mask of ow mod 16 lanes): 4 rows at a time in 8 accumulators
 // started at the bias while the taps stream, the rows left over in blocks
-// of half as many rows.
+// of half as many rows; relu 1 applies ReLU (max with 0), relu 2 ReLU6
+// (clampAVX512's min(6, max(0, y)), NaN kept).
 TEXT ·depthwiseRows2AVX512(SB), NOSPLIT, $0-80
 	MOVQ taps+0(FP), R10
 	MOVQ offs+8(FP), R11
@@ -469,6 +519,8 @@ TEXT ·depthwiseRows2AVX512(SB), NOSPLIT, $0-80
 	MOVQ rows+56(FP), R15
 	VBROADCASTSS bias+64(FP), Z30
 	VPXORD Z29, Z29, Z29
+	MOVL $0x40c00000, AX
+	VPBROADCASTD AX, Z28
 	MOVQ R13, CX
 	ANDQ $15, CX
 	MOVL $1, AX
@@ -512,6 +564,8 @@ depthwiseRows2AVX512r4t:
 	JLT depthwiseRows2AVX512r4t
 	CMPQ relu+72(FP), $0
 	JEQ depthwiseRows2AVX512r4s
+	CMPQ relu+72(FP), $2
+	JEQ depthwiseRows2AVX512r46
 	VMAXPS Z29, Z0, Z0
 	VMAXPS Z29, Z1, Z1
 	VMAXPS Z29, Z2, Z2
@@ -520,6 +574,24 @@ depthwiseRows2AVX512r4t:
 	VMAXPS Z29, Z5, Z5
 	VMAXPS Z29, Z6, Z6
 	VMAXPS Z29, Z7, Z7
+	JMP depthwiseRows2AVX512r4s
+depthwiseRows2AVX512r46:
+	VMAXPS Z0, Z29, Z0
+	VMINPS Z0, Z28, Z0
+	VMAXPS Z1, Z29, Z1
+	VMINPS Z1, Z28, Z1
+	VMAXPS Z2, Z29, Z2
+	VMINPS Z2, Z28, Z2
+	VMAXPS Z3, Z29, Z3
+	VMINPS Z3, Z28, Z3
+	VMAXPS Z4, Z29, Z4
+	VMINPS Z4, Z28, Z4
+	VMAXPS Z5, Z29, Z5
+	VMINPS Z5, Z28, Z5
+	VMAXPS Z6, Z29, Z6
+	VMINPS Z6, Z28, Z6
+	VMAXPS Z7, Z29, Z7
+	VMINPS Z7, Z28, Z7
 depthwiseRows2AVX512r4s:
 	MOVQ DI, BX
 	VMOVUPS Z0, (BX)
@@ -566,10 +638,22 @@ depthwiseRows2AVX512r2t:
 	JLT depthwiseRows2AVX512r2t
 	CMPQ relu+72(FP), $0
 	JEQ depthwiseRows2AVX512r2s
+	CMPQ relu+72(FP), $2
+	JEQ depthwiseRows2AVX512r26
 	VMAXPS Z29, Z0, Z0
 	VMAXPS Z29, Z1, Z1
 	VMAXPS Z29, Z2, Z2
 	VMAXPS Z29, Z3, Z3
+	JMP depthwiseRows2AVX512r2s
+depthwiseRows2AVX512r26:
+	VMAXPS Z0, Z29, Z0
+	VMINPS Z0, Z28, Z0
+	VMAXPS Z1, Z29, Z1
+	VMINPS Z1, Z28, Z1
+	VMAXPS Z2, Z29, Z2
+	VMINPS Z2, Z28, Z2
+	VMAXPS Z3, Z29, Z3
+	VMINPS Z3, Z28, Z3
 depthwiseRows2AVX512r2s:
 	MOVQ DI, BX
 	VMOVUPS Z0, (BX)
@@ -601,8 +685,16 @@ depthwiseRows2AVX512r1t:
 	JLT depthwiseRows2AVX512r1t
 	CMPQ relu+72(FP), $0
 	JEQ depthwiseRows2AVX512r1s
+	CMPQ relu+72(FP), $2
+	JEQ depthwiseRows2AVX512r16
 	VMAXPS Z29, Z0, Z0
 	VMAXPS Z29, Z1, Z1
+	JMP depthwiseRows2AVX512r1s
+depthwiseRows2AVX512r16:
+	VMAXPS Z0, Z29, Z0
+	VMINPS Z0, Z28, Z0
+	VMAXPS Z1, Z29, Z1
+	VMINPS Z1, Z28, Z1
 depthwiseRows2AVX512r1s:
 	MOVQ DI, BX
 	VMOVUPS Z0, (BX)
@@ -620,7 +712,8 @@ depthwiseRows2AVX512done:
 // depthwiseKernels.rows for rows of 33 to 48 outputs (3 vectors, the last
 // under the mask of ow mod 16 lanes): 2 rows at a time in 6 accumulators
 // started at the bias while the taps stream, the rows left over in blocks
-// of half as many rows.
+// of half as many rows; relu 1 applies ReLU (max with 0), relu 2 ReLU6
+// (clampAVX512's min(6, max(0, y)), NaN kept).
 TEXT ·depthwiseRows3AVX512(SB), NOSPLIT, $0-80
 	MOVQ taps+0(FP), R10
 	MOVQ offs+8(FP), R11
@@ -635,6 +728,8 @@ TEXT ·depthwiseRows3AVX512(SB), NOSPLIT, $0-80
 	MOVQ rows+56(FP), R15
 	VBROADCASTSS bias+64(FP), Z30
 	VPXORD Z29, Z29, Z29
+	MOVL $0x40c00000, AX
+	VPBROADCASTD AX, Z28
 	MOVQ R13, CX
 	ANDQ $15, CX
 	MOVL $1, AX
@@ -672,12 +767,28 @@ depthwiseRows3AVX512r2t:
 	JLT depthwiseRows3AVX512r2t
 	CMPQ relu+72(FP), $0
 	JEQ depthwiseRows3AVX512r2s
+	CMPQ relu+72(FP), $2
+	JEQ depthwiseRows3AVX512r26
 	VMAXPS Z29, Z0, Z0
 	VMAXPS Z29, Z1, Z1
 	VMAXPS Z29, Z2, Z2
 	VMAXPS Z29, Z3, Z3
 	VMAXPS Z29, Z4, Z4
 	VMAXPS Z29, Z5, Z5
+	JMP depthwiseRows3AVX512r2s
+depthwiseRows3AVX512r26:
+	VMAXPS Z0, Z29, Z0
+	VMINPS Z0, Z28, Z0
+	VMAXPS Z1, Z29, Z1
+	VMINPS Z1, Z28, Z1
+	VMAXPS Z2, Z29, Z2
+	VMINPS Z2, Z28, Z2
+	VMAXPS Z3, Z29, Z3
+	VMINPS Z3, Z28, Z3
+	VMAXPS Z4, Z29, Z4
+	VMINPS Z4, Z28, Z4
+	VMAXPS Z5, Z29, Z5
+	VMINPS Z5, Z28, Z5
 depthwiseRows3AVX512r2s:
 	MOVQ DI, BX
 	VMOVUPS Z0, (BX)
@@ -713,9 +824,19 @@ depthwiseRows3AVX512r1t:
 	JLT depthwiseRows3AVX512r1t
 	CMPQ relu+72(FP), $0
 	JEQ depthwiseRows3AVX512r1s
+	CMPQ relu+72(FP), $2
+	JEQ depthwiseRows3AVX512r16
 	VMAXPS Z29, Z0, Z0
 	VMAXPS Z29, Z1, Z1
 	VMAXPS Z29, Z2, Z2
+	JMP depthwiseRows3AVX512r1s
+depthwiseRows3AVX512r16:
+	VMAXPS Z0, Z29, Z0
+	VMINPS Z0, Z28, Z0
+	VMAXPS Z1, Z29, Z1
+	VMINPS Z1, Z28, Z1
+	VMAXPS Z2, Z29, Z2
+	VMINPS Z2, Z28, Z2
 depthwiseRows3AVX512r1s:
 	MOVQ DI, BX
 	VMOVUPS Z0, (BX)
@@ -734,7 +855,8 @@ depthwiseRows3AVX512done:
 // depthwiseKernels.rows for rows of 49 to 64 outputs (4 vectors, the last
 // under the mask of ow mod 16 lanes): 2 rows at a time in 8 accumulators
 // started at the bias while the taps stream, the rows left over in blocks
-// of half as many rows.
+// of half as many rows; relu 1 applies ReLU (max with 0), relu 2 ReLU6
+// (clampAVX512's min(6, max(0, y)), NaN kept).
 TEXT ·depthwiseRows4AVX512(SB), NOSPLIT, $0-80
 	MOVQ taps+0(FP), R10
 	MOVQ offs+8(FP), R11
@@ -749,6 +871,8 @@ TEXT ·depthwiseRows4AVX512(SB), NOSPLIT, $0-80
 	MOVQ rows+56(FP), R15
 	VBROADCASTSS bias+64(FP), Z30
 	VPXORD Z29, Z29, Z29
+	MOVL $0x40c00000, AX
+	VPBROADCASTD AX, Z28
 	MOVQ R13, CX
 	ANDQ $15, CX
 	MOVL $1, AX
@@ -790,6 +914,8 @@ depthwiseRows4AVX512r2t:
 	JLT depthwiseRows4AVX512r2t
 	CMPQ relu+72(FP), $0
 	JEQ depthwiseRows4AVX512r2s
+	CMPQ relu+72(FP), $2
+	JEQ depthwiseRows4AVX512r26
 	VMAXPS Z29, Z0, Z0
 	VMAXPS Z29, Z1, Z1
 	VMAXPS Z29, Z2, Z2
@@ -798,6 +924,24 @@ depthwiseRows4AVX512r2t:
 	VMAXPS Z29, Z5, Z5
 	VMAXPS Z29, Z6, Z6
 	VMAXPS Z29, Z7, Z7
+	JMP depthwiseRows4AVX512r2s
+depthwiseRows4AVX512r26:
+	VMAXPS Z0, Z29, Z0
+	VMINPS Z0, Z28, Z0
+	VMAXPS Z1, Z29, Z1
+	VMINPS Z1, Z28, Z1
+	VMAXPS Z2, Z29, Z2
+	VMINPS Z2, Z28, Z2
+	VMAXPS Z3, Z29, Z3
+	VMINPS Z3, Z28, Z3
+	VMAXPS Z4, Z29, Z4
+	VMINPS Z4, Z28, Z4
+	VMAXPS Z5, Z29, Z5
+	VMINPS Z5, Z28, Z5
+	VMAXPS Z6, Z29, Z6
+	VMINPS Z6, Z28, Z6
+	VMAXPS Z7, Z29, Z7
+	VMINPS Z7, Z28, Z7
 depthwiseRows4AVX512r2s:
 	MOVQ DI, BX
 	VMOVUPS Z0, (BX)
@@ -837,10 +981,22 @@ depthwiseRows4AVX512r1t:
 	JLT depthwiseRows4AVX512r1t
 	CMPQ relu+72(FP), $0
 	JEQ depthwiseRows4AVX512r1s
+	CMPQ relu+72(FP), $2
+	JEQ depthwiseRows4AVX512r16
 	VMAXPS Z29, Z0, Z0
 	VMAXPS Z29, Z1, Z1
 	VMAXPS Z29, Z2, Z2
 	VMAXPS Z29, Z3, Z3
+	JMP depthwiseRows4AVX512r1s
+depthwiseRows4AVX512r16:
+	VMAXPS Z0, Z29, Z0
+	VMINPS Z0, Z28, Z0
+	VMAXPS Z1, Z29, Z1
+	VMINPS Z1, Z28, Z1
+	VMAXPS Z2, Z29, Z2
+	VMINPS Z2, Z28, Z2
+	VMAXPS Z3, Z29, Z3
+	VMINPS Z3, Z28, Z3
 depthwiseRows4AVX512r1s:
 	MOVQ DI, BX
 	VMOVUPS Z0, (BX)
@@ -860,7 +1016,8 @@ depthwiseRows4AVX512done:
 // depthwiseKernels.rows for rows of 65 to 80 outputs (5 vectors, the last
 // under the mask of ow mod 16 lanes): 1 rows at a time in 5 accumulators
 // started at the bias while the taps stream, the rows left over in blocks
-// of half as many rows.
+// of half as many rows; relu 1 applies ReLU (max with 0), relu 2 ReLU6
+// (clampAVX512's min(6, max(0, y)), NaN kept).
 TEXT ·depthwiseRows5AVX512(SB), NOSPLIT, $0-80
 	MOVQ taps+0(FP), R10
 	MOVQ offs+8(FP), R11
@@ -875,6 +1032,8 @@ TEXT ·depthwiseRows5AVX512(SB), NOSPLIT, $0-80
 	MOVQ rows+56(FP), R15
 	VBROADCASTSS bias+64(FP), Z30
 	VPXORD Z29, Z29, Z29
+	MOVL $0x40c00000, AX
+	VPBROADCASTD AX, Z28
 	MOVQ R13, CX
 	ANDQ $15, CX
 	MOVL $1, AX
@@ -909,11 +1068,25 @@ depthwiseRows5AVX512r1t:
 	JLT depthwiseRows5AVX512r1t
 	CMPQ relu+72(FP), $0
 	JEQ depthwiseRows5AVX512r1s
+	CMPQ relu+72(FP), $2
+	JEQ depthwiseRows5AVX512r16
 	VMAXPS Z29, Z0, Z0
 	VMAXPS Z29, Z1, Z1
 	VMAXPS Z29, Z2, Z2
 	VMAXPS Z29, Z3, Z3
 	VMAXPS Z29, Z4, Z4
+	JMP depthwiseRows5AVX512r1s
+depthwiseRows5AVX512r16:
+	VMAXPS Z0, Z29, Z0
+	VMINPS Z0, Z28, Z0
+	VMAXPS Z1, Z29, Z1
+	VMINPS Z1, Z28, Z1
+	VMAXPS Z2, Z29, Z2
+	VMINPS Z2, Z28, Z2
+	VMAXPS Z3, Z29, Z3
+	VMINPS Z3, Z28, Z3
+	VMAXPS Z4, Z29, Z4
+	VMINPS Z4, Z28, Z4
 depthwiseRows5AVX512r1s:
 	MOVQ DI, BX
 	VMOVUPS Z0, (BX)
@@ -934,7 +1107,8 @@ depthwiseRows5AVX512done:
 // depthwiseKernels.rows for rows of 81 to 96 outputs (6 vectors, the last
 // under the mask of ow mod 16 lanes): 1 rows at a time in 6 accumulators
 // started at the bias while the taps stream, the rows left over in blocks
-// of half as many rows.
+// of half as many rows; relu 1 applies ReLU (max with 0), relu 2 ReLU6
+// (clampAVX512's min(6, max(0, y)), NaN kept).
 TEXT ·depthwiseRows6AVX512(SB), NOSPLIT, $0-80
 	MOVQ taps+0(FP), R10
 	MOVQ offs+8(FP), R11
@@ -949,6 +1123,8 @@ TEXT ·depthwiseRows6AVX512(SB), NOSPLIT, $0-80
 	MOVQ rows+56(FP), R15
 	VBROADCASTSS bias+64(FP), Z30
 	VPXORD Z29, Z29, Z29
+	MOVL $0x40c00000, AX
+	VPBROADCASTD AX, Z28
 	MOVQ R13, CX
 	ANDQ $15, CX
 	MOVL $1, AX
@@ -985,12 +1161,28 @@ depthwiseRows6AVX512r1t:
 	JLT depthwiseRows6AVX512r1t
 	CMPQ relu+72(FP), $0
 	JEQ depthwiseRows6AVX512r1s
+	CMPQ relu+72(FP), $2
+	JEQ depthwiseRows6AVX512r16
 	VMAXPS Z29, Z0, Z0
 	VMAXPS Z29, Z1, Z1
 	VMAXPS Z29, Z2, Z2
 	VMAXPS Z29, Z3, Z3
 	VMAXPS Z29, Z4, Z4
 	VMAXPS Z29, Z5, Z5
+	JMP depthwiseRows6AVX512r1s
+depthwiseRows6AVX512r16:
+	VMAXPS Z0, Z29, Z0
+	VMINPS Z0, Z28, Z0
+	VMAXPS Z1, Z29, Z1
+	VMINPS Z1, Z28, Z1
+	VMAXPS Z2, Z29, Z2
+	VMINPS Z2, Z28, Z2
+	VMAXPS Z3, Z29, Z3
+	VMINPS Z3, Z28, Z3
+	VMAXPS Z4, Z29, Z4
+	VMINPS Z4, Z28, Z4
+	VMAXPS Z5, Z29, Z5
+	VMINPS Z5, Z28, Z5
 depthwiseRows6AVX512r1s:
 	MOVQ DI, BX
 	VMOVUPS Z0, (BX)
@@ -1012,7 +1204,8 @@ depthwiseRows6AVX512done:
 // depthwiseKernels.rows for rows of 97 to 112 outputs (7 vectors, the last
 // under the mask of ow mod 16 lanes): 1 rows at a time in 7 accumulators
 // started at the bias while the taps stream, the rows left over in blocks
-// of half as many rows.
+// of half as many rows; relu 1 applies ReLU (max with 0), relu 2 ReLU6
+// (clampAVX512's min(6, max(0, y)), NaN kept).
 TEXT ·depthwiseRows7AVX512(SB), NOSPLIT, $0-80
 	MOVQ taps+0(FP), R10
 	MOVQ offs+8(FP), R11
@@ -1027,6 +1220,8 @@ TEXT ·depthwiseRows7AVX512(SB), NOSPLIT, $0-80
 	MOVQ rows+56(FP), R15
 	VBROADCASTSS bias+64(FP), Z30
 	VPXORD Z29, Z29, Z29
+	MOVL $0x40c00000, AX
+	VPBROADCASTD AX, Z28
 	MOVQ R13, CX
 	ANDQ $15, CX
 	MOVL $1, AX
@@ -1065,6 +1260,8 @@ depthwiseRows7AVX512r1t:
 	JLT depthwiseRows7AVX512r1t
 	CMPQ relu+72(FP), $0
 	JEQ depthwiseRows7AVX512r1s
+	CMPQ relu+72(FP), $2
+	JEQ depthwiseRows7AVX512r16
 	VMAXPS Z29, Z0, Z0
 	VMAXPS Z29, Z1, Z1
 	VMAXPS Z29, Z2, Z2
@@ -1072,6 +1269,22 @@ depthwiseRows7AVX512r1t:
 	VMAXPS Z29, Z4, Z4
 	VMAXPS Z29, Z5, Z5
 	VMAXPS Z29, Z6, Z6
+	JMP depthwiseRows7AVX512r1s
+depthwiseRows7AVX512r16:
+	VMAXPS Z0, Z29, Z0
+	VMINPS Z0, Z28, Z0
+	VMAXPS Z1, Z29, Z1
+	VMINPS Z1, Z28, Z1
+	VMAXPS Z2, Z29, Z2
+	VMINPS Z2, Z28, Z2
+	VMAXPS Z3, Z29, Z3
+	VMINPS Z3, Z28, Z3
+	VMAXPS Z4, Z29, Z4
+	VMINPS Z4, Z28, Z4
+	VMAXPS Z5, Z29, Z5
+	VMINPS Z5, Z28, Z5
+	VMAXPS Z6, Z29, Z6
+	VMINPS Z6, Z28, Z6
 depthwiseRows7AVX512r1s:
 	MOVQ DI, BX
 	VMOVUPS Z0, (BX)
@@ -1094,7 +1307,8 @@ depthwiseRows7AVX512done:
 // depthwiseKernels.rows for rows of 113 to 128 outputs (8 vectors, the last
 // under the mask of ow mod 16 lanes): 1 rows at a time in 8 accumulators
 // started at the bias while the taps stream, the rows left over in blocks
-// of half as many rows.
+// of half as many rows; relu 1 applies ReLU (max with 0), relu 2 ReLU6
+// (clampAVX512's min(6, max(0, y)), NaN kept).
 TEXT ·depthwiseRows8AVX512(SB), NOSPLIT, $0-80
 	MOVQ taps+0(FP), R10
 	MOVQ offs+8(FP), R11
@@ -1109,6 +1323,8 @@ TEXT ·depthwiseRows8AVX512(SB), NOSPLIT, $0-80
 	MOVQ rows+56(FP), R15
 	VBROADCASTSS bias+64(FP), Z30
 	VPXORD Z29, Z29, Z29
+	MOVL $0x40c00000, AX
+	VPBROADCASTD AX, Z28
 	MOVQ R13, CX
 	ANDQ $15, CX
 	MOVL $1, AX
@@ -1149,6 +1365,8 @@ depthwiseRows8AVX512r1t:
 	JLT depthwiseRows8AVX512r1t
 	CMPQ relu+72(FP), $0
 	JEQ depthwiseRows8AVX512r1s
+	CMPQ relu+72(FP), $2
+	JEQ depthwiseRows8AVX512r16
 	VMAXPS Z29, Z0, Z0
 	VMAXPS Z29, Z1, Z1
 	VMAXPS Z29, Z2, Z2
@@ -1157,6 +1375,24 @@ depthwiseRows8AVX512r1t:
 	VMAXPS Z29, Z5, Z5
 	VMAXPS Z29, Z6, Z6
 	VMAXPS Z29, Z7, Z7
+	JMP depthwiseRows8AVX512r1s
+depthwiseRows8AVX512r16:
+	VMAXPS Z0, Z29, Z0
+	VMINPS Z0, Z28, Z0
+	VMAXPS Z1, Z29, Z1
+	VMINPS Z1, Z28, Z1
+	VMAXPS Z2, Z29, Z2
+	VMINPS Z2, Z28, Z2
+	VMAXPS Z3, Z29, Z3
+	VMINPS Z3, Z28, Z3
+	VMAXPS Z4, Z29, Z4
+	VMINPS Z4, Z28, Z4
+	VMAXPS Z5, Z29, Z5
+	VMINPS Z5, Z28, Z5
+	VMAXPS Z6, Z29, Z6
+	VMINPS Z6, Z28, Z6
+	VMAXPS Z7, Z29, Z7
+	VMINPS Z7, Z28, Z7
 depthwiseRows8AVX512r1s:
 	MOVQ DI, BX
 	VMOVUPS Z0, (BX)

@@ -121,7 +121,8 @@ func rows(w *asm, v int) {
 	w.c("depthwiseKernels.rows for rows of %d to %d outputs (%d vectors, the last", 16*(v-1)+1, 16*v, v)
 	w.c("under the mask of ow mod 16 lanes): %d rows at a time in %d accumulators", r, r*v)
 	w.c("started at the bias while the taps stream, the rows left over in blocks")
-	w.c("of half as many rows.")
+	w.c("of half as many rows; relu 1 applies ReLU (max with 0), relu 2 ReLU6")
+	w.c("(clampAVX512's min(6, max(0, y)), NaN kept).")
 	w.WriteString(fmt.Sprintf("TEXT ·%s(SB), NOSPLIT, $0-80\n", name))
 	w.l("MOVQ taps+0(FP), R10")
 	w.l("MOVQ offs+8(FP), R11")
@@ -136,6 +137,8 @@ func rows(w *asm, v int) {
 	w.l("MOVQ rows+56(FP), R15")
 	w.l("VBROADCASTSS bias+64(FP), Z30")
 	w.l("VPXORD Z29, Z29, Z29")
+	w.l("MOVL $0x40c00000, AX") // 6.0
+	w.l("VPBROADCASTD AX, Z28")
 	// K1: the low ow mod 16 lanes, or all of them.
 	w.l("MOVQ R13, CX")
 	w.l("ANDQ $15, CX")
@@ -184,8 +187,16 @@ func rows(w *asm, v int) {
 		w.l("JLT %st", lbl)
 		w.l("CMPQ relu+72(FP), $0")
 		w.l("JEQ %ss", lbl)
+		w.l("CMPQ relu+72(FP), $2")
+		w.l("JEQ %s6", lbl)
 		for a := 0; a < rr*v; a++ {
 			w.l("VMAXPS Z29, Z%d, Z%d", a, a)
+		}
+		w.l("JMP %ss", lbl)
+		w.label(lbl + "6")
+		for a := 0; a < rr*v; a++ {
+			w.l("VMAXPS Z%d, Z29, Z%d", a, a)
+			w.l("VMINPS Z%d, Z28, Z%d", a, a)
 		}
 		w.label(lbl + "s")
 		w.l("MOVQ DI, BX")

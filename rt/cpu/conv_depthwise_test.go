@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"testing"
 )
@@ -91,20 +92,26 @@ func TestDepthwiseKernelsMatchGo(t *testing.T) {
 			continue
 		}
 		// The rows kernel: rows of ow outputs wq apart in x, bias and
-		// ReLU, against the Go kernel on each row and the same epilogue.
+		// ReLU or ReLU6 (a bias of 5 for ReLU6, so that the sums reach
+		// past both corners), against the Go kernel on each row and the
+		// same epilogue.
 		const wq, nrows = 40, 11
 		for _, ow := range []int{9, 16, 17, 33, 40, 129, 150} {
-			for relu := 0; relu < 2; relu++ {
+			for relu := 0; relu < 3; relu++ {
+				bias := []float32{0.25, 0.25, 5}[relu]
 				got := make([]float32, nrows*ow+1)
 				got[nrows*ow] = 7 // past the last row: must stay
-				k.rows(len(offs), &offs[0], &w[0], &x[0], wq, &got[0], ow, nrows, 0.25, relu)
+				k.rows(len(offs), &offs[0], &w[0], &x[0], wq, &got[0], ow, nrows, bias, relu)
 				want := make([]float32, gemmRoundUp(ow, 16))
 				for r := 0; r < nrows; r++ {
 					depthwiseFwdGo(len(offs), &offs[0], &w[0], &x[r*wq], &want[0], len(want))
 					for j, v := range want[:ow] {
-						v += 0.25
-						if relu == 1 {
+						v += bias
+						switch relu {
+						case 1:
 							v = max(v, 0)
+						case 2:
+							v = min(max(v, 0), 6)
 						}
 						want[j] = v
 					}
@@ -182,11 +189,19 @@ func TestConvDepthwiseBwd(t *testing.T) {
 // pixels dealt in pairs to the two column phases) writes the phase planes
 // that the general split writes, element for element and nothing else:
 // even and odd widths and paddings (so the first and the last column can
-// each go alone), row strides 1 and 2, kernels of 3 and 5, dilation.
+// each go alone), rows of fewer pairs than a vector and of more (the
+// vector deal and its tail: 33, 66, 67), row strides 1 and 2, kernels of
+// 3 and 5, dilation; on every path's depthwise kernel.
 func TestDepthwiseSplit2MatchesAny(t *testing.T) {
 	r := newTestRand(3)
+	for _, path := range gemmPathsSupported {
+		testDepthwiseSplit2(t, r, depthwiseFor(path))
+	}
+}
+
+func testDepthwiseSplit2(t *testing.T, r *rand.Rand, dk *depthwiseKernels) {
 	for _, h := range []int{1, 6, 7} {
-		for _, w := range []int{1, 2, 7, 8, 15} {
+		for _, w := range []int{1, 2, 7, 8, 15, 33, 66, 67} {
 			for _, p := range []int{0, 1, 2, 3} {
 				for _, sh := range []int{1, 2} {
 					for _, k := range []int{3, 5} {
@@ -198,7 +213,7 @@ func TestDepthwiseSplit2MatchesAny(t *testing.T) {
 								continue
 							}
 							offs := make([]int, k*k)
-							d := newDepthwiseGeom(g, depthwiseGo, offs)
+							d := newDepthwiseGeom(g, dk, offs)
 							plane := randSlice(r, h*w, 1)
 							got, want := make([]float32, d.xlen), make([]float32, d.xlen)
 							for i := range got {

@@ -10,6 +10,11 @@ import (
 // convolution kernels): go test -bench ConvMobile -args -gemmpath avx2.
 var benchGemmPath = flag.String("gemmpath", "", "the GEMM path BenchmarkConvMobile runs on (default: the fastest this machine has)")
 
+// benchConvThreads sets BenchmarkConvMobile's threads: go test -bench
+// ConvMobile -args -convthreads 2 times the split of batch-1 layers
+// (ns/op is then the wall time to read).
+var benchConvThreads = flag.Int("convthreads", 1, "the threads BenchmarkConvMobile runs on")
+
 // mobileConvs are layers of torchvision's mobilenet_v2, efficientnet_b0
 // and resnet50 at 224×224 (batch 1, the inference the zoo benchmark
 // times): their 1×1 convolutions and their depthwise ones.
@@ -36,11 +41,11 @@ var mobileConvs = []struct {
 }
 
 // BenchmarkConvMobile times every method that takes each of mobileConvs,
-// forward and backward with dx, on one thread, in CPU time (cpu-ms/op):
+// forward and backward with dx, on one thread (-convthreads), in CPU time (cpu-ms/op):
 // the numbers that set planner.cpuConv's choice among them.
 func BenchmarkConvMobile(b *testing.B) {
 	defer SetThreads(Threads())
-	SetThreads(1)
+	SetThreads(*benchConvThreads)
 	if *benchGemmPath != "" {
 		defer SetGemmPath("")
 		if err := SetGemmPath(*benchGemmPath); err != nil {

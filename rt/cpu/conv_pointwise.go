@@ -37,7 +37,10 @@ func Conv2DPointwiseFwd(x, w, b, y []float32, g Conv, act Act, alpha float32) {
 
 // pointwiseForward is Conv2DPointwiseFwd's body for normalised g, its
 // products on path (Sgemm's, or a bfloat16 path) and those of 1×1 images
-// in the precision prec, which multiplies as path does.
+// in the precision prec, which multiplies as path does. On a float32 path
+// with in-place tiles the products run in pointwiseBlocks; elsewhere each
+// image's output is filled with the bias, multiplied into by Sgemm and
+// passed over once more for the activation.
 func pointwiseForward(prec *Precision, path *gemmPath, x, w, b, y []float32, g Conv, act Act, alpha float32) {
 	G, hw := g.Groups, g.H*g.W
 	if hw == 1 && G == 1 {
@@ -45,6 +48,10 @@ func pointwiseForward(prec *Precision, path *gemmPath, x, w, b, y []float32, g C
 		// [N,OC] are a dense layer's, one product for the batch
 		// instead of a matrix-vector product an image.
 		prec.GemmFwd(x, w, b, y, g.N, g.C, g.OC, act, alpha)
+		return
+	}
+	if path.direct != nil && path.pairs == nil {
+		pointwiseBlocked(path, x, w, b, y, g, act, alpha)
 		return
 	}
 	ocg, cg := g.OC/G, g.C/G
@@ -78,6 +85,105 @@ func pointwiseForward(prec *Precision, path *gemmPath, x, w, b, y []float32, g C
 	}
 	for n := 0; n < g.N; n++ {
 		image(n, Threads())
+	}
+}
+
+// Blocks of pointwiseBlocked's products: pointwiseBlockA floats of the
+// weights (rows × a kc block of the shared dimension) stay in L2 while
+// the columns of a block stream past them, and the output block (rows ×
+// columns), pointwiseBlockC floats, stays in L2 between the kc blocks
+// and for the bias and activation epilogue.
+const (
+	pointwiseBlockA = 256 * 256
+	pointwiseBlockC = 256 * 128
+)
+
+// pointwiseBlocked runs pointwiseForward's products Y = W·X on path's
+// in-place tiles (path.direct), which read the weights and the image in
+// place: each image and group's output is cut into blocks of rows ×
+// columns, and each block is multiplied kc steps of the shared dimension
+// at a time and passed through the bias and activation while it is in
+// cache, where Sgemm wrote the whole image after the bias and the
+// activation pass read it from memory again. With at
+// least as many images as threads each thread takes whole images; with
+// fewer, the blocks of all images are split over the threads.
+func pointwiseBlocked(p *gemmPath, x, w, b, y []float32, g Conv, act Act, alpha float32) {
+	G, hw := g.Groups, g.H*g.W
+	m, k := g.OC/G, g.C/G
+	kc := min(k, p.kc)
+	mc := min(gemmRoundUp(m, p.mr), max(p.mr, pointwiseBlockA/kc/p.mr*p.mr))
+	nb := min(gemmRoundUp(hw, p.nr), max(p.nr, pointwiseBlockC/mc/p.nr*p.nr))
+	threads := Threads()
+	if g.N < threads {
+		// Enough blocks for every thread: fewer rows a block, down to one
+		// register tile, until there are four blocks a thread.
+		for mc > p.mr && g.N*G*gemmCeilDiv(m, mc)*gemmCeilDiv(hw, nb) < 4*threads {
+			mc = gemmRoundUp(mc/2, p.mr)
+		}
+	}
+	rowBlocks, colBlocks := gemmCeilDiv(m, mc), gemmCeilDiv(hw, nb)
+	perImage := G * rowBlocks * colBlocks
+	block := func(wa *gemmArena, t int) {
+		n, t := t/perImage, t%perImage
+		gi, t := t/(rowBlocks*colBlocks), t%(rowBlocks*colBlocks)
+		i0, j0 := t/colBlocks*mc, t%colBlocks*nb
+		pointwiseBlock(p, wa, x[(n*g.C+gi*k)*hw:], w[gi*m*k:], b, y[(n*g.OC+gi*m)*hw:], gi*m, m, k, hw, i0, min(i0+mc, m), j0, min(j0+nb, hw), kc, act, alpha)
+	}
+	tasks, per := g.N*perImage, 1
+	if g.N >= threads {
+		per = perImage // whole images a thread
+	}
+	ParallelFor(tasks/per, 1, func(lo, hi int) {
+		wa := gemmArenas.Get().(*gemmArena)
+		wa.fit(p)
+		for t := lo * per; t < hi*per; t++ {
+			block(wa, t)
+		}
+		gemmArenas.Put(wa)
+	})
+}
+
+// pointwiseBlock computes rows [i0, i1) and columns [j0, j1) of one
+// product y[m, hw] = act(w[m, k]·x[k, hw] + bias), the bias of row i
+// being b[b0+i] (none when b is nil): kc steps of k at a time, each over
+// the block's panels of nr columns (read in place, or a last narrower
+// one packed into wa) and its rows in the path's tiles, then the bias and
+// the activation in one pass over the block (rowBiasAct).
+func pointwiseBlock(p *gemmPath, wa *gemmArena, x, w, b, y []float32, b0, m, k, hw, i0, i1, j0, j1, kc int, act Act, alpha float32) {
+	beta := float32(0)
+	for pc := 0; pc < k; pc += kc {
+		kb := min(kc, k-pc)
+		for jr := j0; jr < j1; jr += p.nr {
+			cols := min(p.nr, j1-jr)
+			nr, tiles := p.nr, p.direct
+			if cols <= p.nr/2 && p.directHalf != nil {
+				nr, tiles = p.nr/2, p.directHalf
+			}
+			bp, ldb := &x[pc*hw+jr], hw
+			if cols < nr {
+				packB(false, x, hw, pc, jr, kb, cols, nr, wa.b, nil)
+				bp, ldb = &wa.b[0], nr
+			}
+			i := i0
+			for _, t := range tiles {
+				for ; i1-i >= t.rows; i += t.rows {
+					a := &w[i*k+pc]
+					if cols == nr {
+						t.kernel(kb, a, k, 1, bp, ldb, &y[i*hw+jr], hw, 1, beta)
+						continue
+					}
+					t.kernel(kb, a, k, 1, bp, ldb, &wa.tile[0], nr, 1, 0)
+					mergeTile(wa.tile, nr, t.rows, cols, y[i*hw+jr:], hw, 1, beta)
+				}
+			}
+		}
+		beta = 1
+	}
+	if b != nil {
+		b = b[b0+i0 : b0+i1]
+	}
+	if b != nil || act != ActNone {
+		rowBiasAct(y[i0*hw+j0:], b, i1-i0, j1-j0, hw, act, alpha)
 	}
 }
 

@@ -136,6 +136,10 @@ func actRef(v float64, act Act, alpha float32) float64 {
 		return 1 / (1 + math.Exp(-v))
 	case ActTanh:
 		return math.Tanh(v)
+	case ActReLU6:
+		return math.Min(math.Max(v, 0), 6)
+	case ActSiLU:
+		return v / (1 + math.Exp(-v))
 	}
 	return v
 }
@@ -151,4 +155,5 @@ var allActs = []struct {
 	{"leakyrelu", ActLeakyReLU, true},
 	{"sigmoid", ActSigmoid, false},
 	{"tanh", ActTanh, false},
+	{"relu6", ActReLU6, true},
 }

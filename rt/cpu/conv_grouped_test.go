@@ -1,0 +1,128 @@
+package cpu
+
+import (
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+)
+
+// TestConvGroupedFwd runs the grouped method on every path against the
+// plain convolution: groups of 1 to 16 input channels and 1 to 3 output
+// channels each (a depthwise multiplier, and more outputs than inputs),
+// strides 1, 2 and 2×1, padding past the filter's reach, dilation, rows
+// narrower and wider than rowsMinOW, every fused activation, with and
+// without bias, on one and two threads. Every output element must be
+// written (y starts as NaN), and x and w end at a guard page.
+func TestConvGroupedFwd(t *testing.T) {
+	defer SetGemmPath("")
+	defer SetThreads(Threads())
+	r := newTestRand(41)
+	geoms := []Conv{
+		convCase(2, 16, 9, 11, 16, 3, 3, 1, 1, 1, 2),
+		convCase(1, 24, 13, 13, 24, 3, 3, 2, 1, 1, 3),
+		convCase(3, 6, 6, 5, 12, 3, 3, 1, 2, 1, 3),
+		convCase(1, 4, 10, 12, 12, 3, 3, 1, 2, 2, 4),
+		convCase(1, 32, 8, 8, 32, 5, 5, 2, 2, 1, 2),
+		{N: 2, C: 10, H: 7, W: 17, OC: 5, OH: 7, OW: 9, KH: 3, KW: 3, SH: 1, SW: 2, PH: 1, PW: 1, DH: 1, DW: 1, Groups: 5},
+	}
+	for _, path := range GemmPaths() {
+		if err := SetGemmPath(path); err != nil {
+			t.Fatal(err)
+		}
+		for _, g := range geoms {
+			if !groupedOK(g.norm()) {
+				t.Fatalf("%+v: not a grouped geometry", g)
+			}
+			x := guardedFloats(t, g.N*g.C*g.H*g.W)
+			copy(x, randSlice(r, len(x), 1))
+			w := guardedFloats(t, g.OC*g.C/g.Groups*g.KH*g.KW)
+			copy(w, randSlice(r, len(w), 0.5))
+			b := randSlice(r, g.OC, 1)
+			for _, threads := range []int{1, 2} {
+				SetThreads(threads)
+				for _, bias := range [][]float32{nil, b} {
+					for _, a := range allActs {
+						y := make([]float32, g.N*g.OC*g.OH*g.OW)
+						for i := range y {
+							y[i] = float32(math.NaN())
+						}
+						Conv2DGroupedFwd(x, w, bias, y, g, a.act, 0.1)
+						if msg := closeTo(y, convRef(x, w, bias, g, a.act, 0.1), 1e-5); msg != "" {
+							t.Errorf("%s %d threads %+v bias %v act %s: %s", path, threads, g, bias != nil, a.name, msg)
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestConvGroupedRefusesOtherGeometry: one group, a depthwise layer and
+// groups of more than groupedMaxChannels channels panic with the reason.
+func TestConvGroupedRefusesOtherGeometry(t *testing.T) {
+	for _, g := range []Conv{
+		convCase(1, 8, 5, 5, 8, 3, 3, 1, 1, 1, 1),
+		convCase(1, 8, 5, 5, 8, 3, 3, 1, 1, 1, 8),
+		convCase(1, 34, 5, 5, 34, 3, 3, 1, 1, 1, 2),
+	} {
+		func() {
+			defer func() {
+				msg := fmt.Sprint(recover())
+				if !strings.Contains(msg, "the grouped method needs") {
+					t.Errorf("%+v: panic %q, want the grouped method's refusal", g, msg)
+				}
+			}()
+			x := make([]float32, g.N*g.C*g.H*g.W)
+			w := make([]float32, g.OC*g.C/g.Groups*g.KH*g.KW)
+			Conv2DGroupedFwd(x, w, nil, make([]float32, g.N*g.OC*g.OH*g.OW), g, ActNone, 0)
+		}()
+	}
+}
+
+// BenchmarkConvGrouped times regnet_y_400mf's grouped 3×3 layers (8
+// input channels a group, batch 1) by the grouped method, the direct one
+// (stride 1) and im2col + GEMM, forward, on one thread (-convthreads), in
+// CPU time: the numbers behind planner.cpuConv's choice of the grouped
+// method.
+func BenchmarkConvGrouped(b *testing.B) {
+	defer SetThreads(Threads())
+	SetThreads(*benchConvThreads)
+	r := newTestRand(7)
+	for _, c := range []struct {
+		name string
+		g    Conv
+	}{
+		{"rgy s2 48 112 g6", convCase(1, 48, 112, 112, 48, 3, 3, 2, 1, 1, 6)},
+		{"rgy 104 28 g13", convCase(1, 104, 28, 28, 104, 3, 3, 1, 1, 1, 13)},
+		{"rgy s2 104 56 g13", convCase(1, 104, 56, 56, 104, 3, 3, 2, 1, 1, 13)},
+		{"rgy 208 14 g26", convCase(1, 208, 14, 14, 208, 3, 3, 1, 1, 1, 26)},
+		{"rgy s2 440 14 g55", convCase(1, 440, 14, 14, 440, 3, 3, 2, 1, 1, 55)},
+		{"rgy 440 7 g55", convCase(1, 440, 7, 7, 440, 3, 3, 1, 1, 1, 55)},
+	} {
+		g := c.g
+		x := randSlice(r, g.N*g.C*g.H*g.W, 1)
+		w := randSlice(r, g.OC*g.C/g.Groups*g.KH*g.KW, 1)
+		bias := randSlice(r, g.OC, 1)
+		y := make([]float32, g.N*g.OC*g.OH*g.OW)
+		methods := []struct {
+			name string
+			fwd  func(x, w, b, y []float32, g Conv, act Act, alpha float32)
+		}{{"grouped", Conv2DGroupedFwd}, {"im2col", Conv2DIm2colFwd}}
+		if convDirectOK(g.norm()) {
+			methods = append(methods, struct {
+				name string
+				fwd  func(x, w, b, y []float32, g Conv, act Act, alpha float32)
+			}{"direct", Conv2DDirectFwd})
+		}
+		for _, m := range methods {
+			b.Run(c.name+"/"+m.name, func(b *testing.B) {
+				start := processCPU()
+				for b.Loop() {
+					m.fwd(x, w, bias, y, g, ActReLU, 0)
+				}
+				reportCPUTime(b, start)
+			})
+		}
+	}
+}
