@@ -42,8 +42,11 @@ type epilogueKernels struct {
 	clampTail int
 	// rowBiasAct, when set, is rowBiasActGo's loop (its flags: 1 adds
 	// bias, 2 applies ReLU) over rows of cols floats, ld apart: the
-	// pointwise method's epilogue, one call a block of its output.
-	rowBiasAct func(y, bias *float32, rows, cols, ld, flags int, lo, hi float32)
+	// pointwise method's epilogue, one call a block of its output; for
+	// each row's first cols − cols mod rowBiasActTail floats when
+	// rowBiasActTail is not 0 (the caller does the rest).
+	rowBiasAct     func(y, bias *float32, rows, cols, ld, flags int, lo, hi float32)
+	rowBiasActTail int
 	// gelu and geluBwd are geluFwd's and geluBwd's loops over n elements
 	// (gelu.go), or nil where the Go loops run.
 	gelu    func(x, y *float32, n int)
@@ -127,14 +130,22 @@ func rowBiasAct(y, b []float32, rows, cols, ld int, act Act, alpha float32) {
 		b = b[:rows] // the assembly does no bounds checks
 		flags |= 1
 	}
+	done := 0
 	if k := epilogue(); k != nil && k.rowBiasAct != nil {
-		var bp *float32
-		if b != nil {
-			bp = &b[0]
+		done = cols
+		if k.rowBiasActTail > 0 {
+			done -= cols % k.rowBiasActTail
 		}
-		k.rowBiasAct(&y[0], bp, rows, cols, ld, flags, lo, hi)
-	} else {
-		rowBiasActGo(y, b, rows, cols, ld, flags, lo, hi)
+		if done > 0 {
+			var bp *float32
+			if b != nil {
+				bp = &b[0]
+			}
+			k.rowBiasAct(&y[0], bp, rows, done, ld, flags, lo, hi)
+		}
+	}
+	if done < cols {
+		rowBiasActGo(y[done:], b, rows, cols-done, ld, flags, lo, hi)
 	}
 	if !ok {
 		for r := 0; r < rows; r++ {

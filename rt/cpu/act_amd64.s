@@ -487,3 +487,61 @@ rbnext:
 rbdone:
 	VZEROUPPER
 	RET
+
+// func rowBiasActAVX2(y, bias *float32, rows, cols, ld, flags int, lo, hi float32)
+// rowBiasActAVX512's loop in 8-float vectors, over each row's first cols
+// floats, cols a multiple of 8 (the caller does a row's last cols mod 8 in
+// Go): y += bias[r] (when flags&1), the sign-bit ReLU (when flags&2), then
+// min(hi, max(lo, y)) with y's NaN kept.
+TEXT ·rowBiasActAVX2(SB), NOSPLIT, $0-56
+	MOVQ y+0(FP), DI
+	MOVQ bias+8(FP), SI
+	MOVQ rows+16(FP), R8
+	MOVQ cols+24(FP), R11
+	SHLQ $2, R11              // bytes of whole vectors a row
+	MOVQ ld+32(FP), R12
+	SHLQ $2, R12              // bytes a row
+	MOVQ flags+40(FP), R10
+	VBROADCASTSS lo+48(FP), Y14
+	VBROADCASTSS hi+52(FP), Y15
+	VXORPS Y13, Y13, Y13
+	TESTQ R8, R8
+	JEQ r2done
+	TESTQ R11, R11
+	JEQ r2done
+
+r2row:
+	TESTQ $1, R10
+	JZ r2nobias
+	VBROADCASTSS (SI), Y13
+	ADDQ $4, SI
+
+r2nobias:
+	XORQ AX, AX
+
+r2vec:
+	VMOVUPS (DI)(AX*1), Y0
+	TESTQ $1, R10
+	JZ r2relu
+	VADDPS Y13, Y0, Y0
+
+r2relu:
+	TESTQ $2, R10
+	JZ r2clamp
+	VPSRAD $31, Y0, Y1
+	VPANDN Y0, Y1, Y0
+
+r2clamp:
+	VMAXPS Y0, Y14, Y0
+	VMINPS Y0, Y15, Y0
+	VMOVUPS Y0, (DI)(AX*1)
+	ADDQ $32, AX
+	CMPQ AX, R11
+	JNE r2vec
+	ADDQ R12, DI
+	DECQ R8
+	JNZ r2row
+
+r2done:
+	VZEROUPPER
+	RET
