@@ -60,13 +60,7 @@ if [ -s "$zoo/resnet18.d/resnet18.safetensors" ] && [ -s "$zoo/resnet18.x.npy" ]
 fi
 # Part 7 (the host CPU): the zoo's CPU programs for bench-zoo against the
 # machine's PyTorch.
-mkdir -p "$cout/zoo"
-cp bench/zoo/bench.sh bench/zoo/torch_bench.py "$cout/zoo/"
-for m in ${BENCH_ZOO_MODELS:-resnet18 resnet50 mobilenet_v2 efficientnet_b0}; do
-	[ -s "$zoo/$m.d/$m.cue" ] || continue
-	"$tmp/mlbuild" compile "$zoo/$m.d/$m.cue" --target linux/amd64 -o "$tmp/zoo-$m" --cache-dir "$tmp/cache" --force
-	xz -6 -T0 -c "$tmp/zoo-$m" >"$cout/zoo/$m.xz"
-done
+bench/gpu/zoo-cpu-bundle.sh "$zoo" "$cout" >/dev/null
 go test -c -o "$tmp/cuda.test" ./cuda
 xz -6 -T0 -c "$tmp/cuda.test" >"$dir/cuda.test.xz"
 if [ -d "$zoo" ]; then
