@@ -454,7 +454,7 @@ func sgemmPackedB(p *gemmPath, m, n, k int, a []float32, lda int, bp []float32, 
 // instead added 3 KB of code, past models/mnist.cue's program budget, for
 // a batch of one on two threads, where the layers F(4×4,3×3) takes ran
 // about as fast on one thread as the direct method on two.)
-func convWinogradForward(x, w, b, y []float32, g Conv, act Act, alpha float32, a *winoAlg, k *winogradKernels, flip bool) {
+func convWinogradForward(x, w, b, y []float32, g Conv, act Act, alpha float32, a *winoAlg, k *winogradKernels, flip bool, keep winoKeep) {
 	d := newWinoGeom(g, a, k.lanes)
 	winoXi := d.xi
 	hw, ohw := g.H*g.W, g.OH*g.OW
@@ -469,9 +469,16 @@ func convWinogradForward(x, w, b, y []float32, g Conv, act Act, alpha float32, a
 	// The filters go into the GEMM's packed B panels once: U[ξ] in
 	// blocks of kc input channels.
 	panel := gemmRoundUp(d.ocp, path.nr) * g.C
-	lead.tile = grow(lead.tile, winoXi*panel)
-	packed := lead.tile
-	winoPackFilters(a, w, packed, g, d.ocp, flip, path)
+	var packed []float32
+	var cached *winoCached
+	if keep != nil {
+		packed, cached = keep(a, w, g, d.ocp, g.N*d.th*d.tw, path)
+	}
+	if packed == nil {
+		lead.tile = grow(lead.tile, winoXi*panel)
+		packed = lead.tile
+		winoPackFilters(a, w, packed, g, d.ocp, flip, path)
+	}
 	relu := 0
 	if act == ActReLU {
 		relu = 1
@@ -509,9 +516,17 @@ func convWinogradForward(x, w, b, y []float32, g Conv, act Act, alpha float32, a
 			}
 		}
 		tiles := (n1 - n0) * d.th * d.tw
-		for xi := 0; xi < winoXi; xi++ {
-			sgemmPackedB(path, tiles, d.ocp, g.C, v[xi*ldV:], d.cp, packed[xi*panel:(xi+1)*panel], m[xi*ldM:], d.ocp)
+		// With fewer rounds than threads (a batch of one) the α²
+		// products of the round are shared among the idle threads.
+		grain := winoXi
+		if rounds < Threads() {
+			grain = 1
 		}
+		ParallelFor(winoXi, grain, func(lo, hi int) {
+			for xi := lo; xi < hi; xi++ {
+				sgemmPackedB(path, tiles, d.ocp, g.C, v[xi*ldV:], d.cp, packed[xi*panel:(xi+1)*panel], m[xi*ldM:], d.ocp)
+			}
+		})
 		// The outputs go channels-last into rows of OW pixels, so that
 		// the image's pixels are contiguous and one transpose takes them
 		// back to NCHW. The last tile column's pixels past OW spill into
@@ -552,6 +567,7 @@ func convWinogradForward(x, w, b, y []float32, g Conv, act Act, alpha float32, a
 	})
 	releaseConvWorkers(workers)
 	convWorkers.Put(lead)
+	cached.release()
 }
 
 // convWinogradBackward is Conv2DWinogradBwd for geometry that both
@@ -570,7 +586,7 @@ func convWinogradBackward(x, w, y, dy, dx, dw, db []float32, g Conv, act Act, al
 	}
 	gt := Conv{N: g.N, C: g.OC, H: g.OH, W: g.OW, OC: g.C, OH: g.H, OW: g.W,
 		KH: a.r, KW: a.r, SH: 1, SW: 1, PH: a.r - 1 - g.PH, PW: a.r - 1 - g.PW, DH: 1, DW: 1, Groups: 1}
-	convWinogradForward(dy, w, nil, dx, gt, ActNone, 0, a, k, true)
+	convWinogradForward(dy, w, nil, dx, gt, ActNone, 0, a, k, true, nil)
 }
 
 // convWinogradWeightGrad writes dw and, when not nil, db of a convolution
