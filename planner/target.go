@@ -398,7 +398,7 @@ func cpuConv(g ConvGeom, pass ConvPass) ConvChoice {
 	if pass != ConvForward && g.PH <= 4 && g.PW <= 4 && cpuWinogradPays(g) {
 		return ConvChoice{Method: ConvWinogradF4}
 	}
-	if (pass == ConvForward || g.PH <= 2 && g.PW <= 2) && cpuWinograd3Pays(g) {
+	if (pass == ConvForward || g.PH <= 2 && g.PW <= 2) && cpuWinograd3Pays(g, pass) {
 		return ConvChoice{Method: ConvWinograd3}
 	}
 	if direct {
@@ -475,13 +475,25 @@ func cpuWinogradPays(g ConvGeom) bool {
 // 7² (4 tiles) 14.5, 26.4 against 4.63, 28.9. Forward, 32 tiles (256 at
 // 14² batch 2, 512 at 7² batch 8) won by 10-20%, 48 (256 at 14² batch 3,
 // 512 at 7² batch 12) by 25-50%.
-func cpuWinograd3Pays(g ConvGeom) bool {
+//
+// The forward pass of 16 tiles or more takes it too where rt/cpu keeps the
+// transformed filters from call to call (conv_winograd_cache.go: at most
+// 256 tiles, and 36·C·OC floats within 4 Mi), as one-sample inference
+// calls it on the same weights: batch 1, CPU ms forward (rt/cpu's
+// BenchmarkConvBatch1), F(4×4,3×3) with the kept filters against the
+// direct method: ResNet's 256 at 14² 1.95 against 2.40 (4.1 transforming
+// them each call), DenseNet-121's 128→32 at 14² 0.14 against 0.16; 4
+// tiles lose (128→32 at 7²: 0.075 against 0.050). A batch of one that
+// trains transforms its changed filters each step, as before the cache.
+func cpuWinograd3Pays(g ConvGeom, pass ConvPass) bool {
 	one := func(v int) bool { return max(v, 1) == 1 }
 	if g.KH != 3 || g.KW != 3 || !one(g.SH) || !one(g.SW) || !one(g.DH) || !one(g.DW) || !one(g.Groups) {
 		return false
 	}
 	perImage := ((g.OH + 3) / 4) * ((g.OW + 3) / 4)
-	return g.C >= 32 && g.OC >= 32 && g.N*perImage >= 48 && perImage*(g.C+g.OC) <= cpuWinogradImageLimit
+	tiles := g.N * perImage
+	kept := pass == ConvForward && tiles >= 16 && tiles <= 256 && 36*g.C*g.OC <= 4<<20
+	return g.C >= 32 && g.OC >= 32 && (tiles >= 48 || kept) && perImage*(g.C+g.OC) <= cpuWinogradImageLimit
 }
 
 // cpuWinogradImageLimit bounds tiles × (C + OC) of one image: the CPU
