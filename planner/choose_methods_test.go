@@ -147,13 +147,14 @@ func TestCPUConvRule(t *testing.T) {
 		want [3]string // forward, backward, backward without dx
 	}{
 		{"5x5 pad 2", geom(5, 1, 2, 1), [3]string{ConvDirect, ConvDirect, ConvDirect}},
-		{"3x3 stride 2", geom(3, 2, 1, 1), [3]string{ConvIm2colGemm, ConvIm2colGemm, ConvIm2colGemm}},
+		{"3x3 stride 2", geom(3, 2, 1, 1), [3]string{ConvPhase, ConvIm2colGemm, ConvIm2colGemm}},
+		{"3x3 stride 2, 1028 outputs", func() ConvGeom { g := geom(3, 2, 1, 1); g.N = 257; return g }(), [3]string{ConvIm2colGemm, ConvIm2colGemm, ConvIm2colGemm}},
 		{"1x1 pad 1", geom(1, 1, 1, 1), [3]string{ConvIm2colGemm, ConvIm2colGemm, ConvIm2colGemm}},
 		{"3x3 dilation 2 pad 4", geom(3, 1, 4, 2), [3]string{ConvDirect, ConvDirect, ConvDirect}},
 		{"3x3 dilation 2 pad 5", geom(3, 1, 5, 2), [3]string{ConvIm2colGemm, ConvIm2colGemm, ConvIm2colGemm}},
 		{"3x3 pad 1x3", func() ConvGeom { g := geom(3, 1, 1, 1); g.PW = 3; return g }(), [3]string{ConvIm2colGemm, ConvIm2colGemm, ConvIm2colGemm}},
 		{"unset stride and dilation", geom(3, 0, 1, 0), [3]string{ConvDirect, ConvDirect, ConvDirect}},
-		{"stride 2 across only", func() ConvGeom { g := geom(3, 1, 1, 1); g.SW = 2; return g }(), [3]string{ConvIm2colGemm, ConvIm2colGemm, ConvIm2colGemm}},
+		{"stride 2 across only", func() ConvGeom { g := geom(3, 1, 1, 1); g.SW = 2; return g }(), [3]string{ConvPhase, ConvIm2colGemm, ConvIm2colGemm}},
 		{"mnist conv2 batch 250", wide(250, 32, 64, 1, 1, 1), [3]string{ConvWinogradF4, ConvWinogradF4, ConvWinogradF4}},
 		{"16 to 32, 1024 tiles", wide(4, 16, 32, 1, 1, 1), [3]string{ConvWinogradF4, ConvWinogradF4, ConvWinogradF4}},
 		{"32 to 32, 1024 tiles", wide(4, 32, 32, 1, 1, 1), [3]string{ConvWinogradF4, ConvWinogradF4, ConvWinogradF4}},
@@ -182,9 +183,11 @@ func TestCPUConvRule(t *testing.T) {
 		{"16 channels at 56²", res(32, 16, 56, 1), [3]string{ConvDirect, ConvDirect, ConvDirect}},
 		{"3x3 pad 3: forward only", res(32, 64, 54, 3), [3]string{ConvWinograd3, ConvIm2colGemm, ConvIm2colGemm}},
 		{"3x3 stride 2", func() ConvGeom { g := res(32, 64, 56, 1); g.SH, g.SW, g.OH, g.OW = 2, 2, 28, 28; return g }(), [3]string{ConvIm2colGemm, ConvIm2colGemm, ConvIm2colGemm}},
+		{"3x3 stride 2, batch 1", func() ConvGeom { g := res(1, 64, 56, 1); g.SH, g.SW, g.OH, g.OW = 2, 2, 28, 28; return g }(), [3]string{ConvPhase, ConvIm2colGemm, ConvIm2colGemm}},
 		{"1x1", geom(1, 1, 0, 1), [3]string{ConvPointwise, ConvPointwise, ConvPointwise}},
 		{"1x1 unset stride, groups 3", func() ConvGeom { g := geom(1, 0, 0, 0); g.C, g.OC, g.Groups = 6, 9, 3; return g }(), [3]string{ConvPointwise, ConvPointwise, ConvPointwise}},
-		{"1x1 stride 2", geom(1, 2, 0, 1), [3]string{ConvIm2colGemm, ConvIm2colGemm, ConvIm2colGemm}},
+		{"1x1 stride 2", geom(1, 2, 0, 1), [3]string{ConvPhase, ConvIm2colGemm, ConvIm2colGemm}},
+		{"resnet50 1x1 stride 2, batch 1", ConvGeom{N: 1, C: 512, H: 28, W: 28, OC: 1024, OH: 14, OW: 14, KH: 1, KW: 1, SH: 2, SW: 2, DH: 1, DW: 1, Groups: 1}, [3]string{ConvPhase, ConvIm2colGemm, ConvIm2colGemm}},
 		{"7x7 stride 2 (ResNet's stem)", ConvGeom{N: 2, C: 3, H: 224, W: 224, OC: 64, OH: 112, OW: 112, KH: 7, KW: 7, SH: 2, SW: 2, PH: 3, PW: 3, DH: 1, DW: 1, Groups: 1}, [3]string{ConvPhase, ConvIm2colGemm, ConvIm2colGemm}},
 		{"2x2 stride 2", geom(2, 2, 0, 1), [3]string{ConvPhase, ConvIm2colGemm, ConvIm2colGemm}},
 		{"7x7 stride 2 groups 3", ConvGeom{N: 2, C: 3, H: 32, W: 32, OC: 6, OH: 16, OW: 16, KH: 7, KW: 7, SH: 2, SW: 2, PH: 3, PW: 3, DH: 1, DW: 1, Groups: 3}, [3]string{ConvIm2colGemm, ConvIm2colGemm, ConvIm2colGemm}},
@@ -231,7 +234,7 @@ func TestPlanTextShowsMethods(t *testing.T) {
 	out := text.String()
 	for _, want := range []string{
 		"conv2d(k3x3 s1 p1 direct)  conv1  [2,1,12,12] [4,1,3,3] [4] -> [2,4,12,12] -",
-		"conv2d(k3x3 s2 p1 im2col+gemm)  conv2  [2,4,12,12] [4,4,3,3] [4] -> [2,4,6,6] -",
+		"conv2d(k3x3 s2 p1 phase direct)  conv2  [2,4,12,12] [4,4,3,3] [4] -> [2,4,6,6] -",
 		"conv2d_bwd(k3x3 s2 p1 im2col+gemm)",
 		"conv2d_bwd(k3x3 s1 p1 direct)",
 	} {

@@ -411,20 +411,30 @@ func cpuConv(g ConvGeom, pass ConvPass) ConvChoice {
 }
 
 // cpuPhasePays reports whether the CPU's phase method takes the forward
-// pass of strided g: undilated and ungrouped, its phase filters at most
-// 4/3 of the products (a 7×7 stride-2 filter: 64 taps for 49, 1.31; a 3×3
-// one would take 16 for 9). ResNet's stem (3→64 channels, 7×7, stride 2,
-// 224²), batch 8, one thread of the loaded 2-core Zen 4, ms (rt/cpu's
-// BenchmarkConvPhaseStem, alternating): the phase method 57-61, im2col +
-// GEMM 82-85, whose 147 rows of columns are gathered a value at a time.
-// The backward passes keep im2col.
+// pass of strided g: undilated and ungrouped, and either a filter whose
+// stride phases once needed at most 4/3 of its products (a 7×7 stride-2
+// filter: 64 taps for 49; a 3×3 one would take 16 for 9), or a batch of
+// at most 1024 output positions (one-sample inference at 224²: the 3×3
+// and 1×1 stride-2 layers of ResNet). The method now runs the filter's
+// own taps over the phase planes, as many products as im2col. ResNet's
+// stem (3→64 channels, 7×7, stride 2, 224²), batch 8, one thread of the
+// loaded 2-core Zen 4, ms (rt/cpu's BenchmarkConvPhaseStem, alternating):
+// the phase method with its zero taps 57-61, im2col + GEMM 82-85, whose
+// 147 rows of columns are gathered a value at a time; at batch 1 without
+// them 2.6-3.0 against 4.2-4.6 with. Batch 1, CPU ms forward (rt/cpu's
+// BenchmarkConvBatch1), phase against im2col: 3×3 64→128 at 56² 1.49,
+// 1.64; 128→256 at 28² 1.55, 1.80; 256→512 at 14² 1.74, 2.14; 1×1 64→128
+// at 56² 0.18, 0.28; 1×1 512→1024 at 28² 2.6-3.0, 2.65-2.70. It won at
+// batch 32 too (3×3 128→256 at 28² 45.0 against 52.3), but a bf16 plan's
+// im2col multiplies in bf16 there, and cpuConv chooses the method before
+// the precision. The backward passes keep im2col.
 func cpuPhasePays(g ConvGeom) bool {
 	sh, sw := max(g.SH, 1), max(g.SW, 1)
 	if sh*sw == 1 || max(g.DH, 1) != 1 || max(g.DW, 1) != 1 || max(g.Groups, 1) != 1 {
 		return false
 	}
 	taps := ((g.KH + sh - 1) / sh) * ((g.KW + sw - 1) / sw) * sh * sw
-	return 3*taps < 4*g.KH*g.KW
+	return 3*taps < 4*g.KH*g.KW || g.N*g.OH*g.OW <= 1024
 }
 
 // cpuWinogradPays reports whether the CPU's Winograd kernels take g (a 5×5
