@@ -350,3 +350,59 @@ func TestSum32(t *testing.T) {
 		}
 	}
 }
+
+// TestAvgPoolInside: where every window lies inside the input
+// (avgPoolInside) the average pool's forward gives, bit for bit, the sums
+// of its general loop (from zero, row by row of taps) times 1/(KH·KW), and
+// the float64 reference's values: 2×2 stride 2 on even and odd sizes
+// (DenseNet's transitions, a last row and column in no window), 3×3
+// stride 1, dilated, a 1×1 window, batches split over threads; geometries
+// with padding or a window past the edge are not taken.
+func TestAvgPoolInside(t *testing.T) {
+	cases := []Conv{
+		convCase(2, 3, 8, 8, 3, 2, 2, 2, 0, 1, 1),
+		convCase(1, 5, 7, 9, 5, 2, 2, 2, 0, 1, 1),
+		convCase(1, 2, 6, 5, 2, 3, 3, 1, 0, 1, 1),
+		convCase(3, 2, 11, 10, 2, 3, 3, 2, 0, 2, 1),
+		convCase(1, 4, 5, 5, 4, 1, 1, 2, 0, 1, 1),
+	}
+	for _, g := range cases {
+		if !avgPoolInside(g.norm()) {
+			t.Fatalf("%+v: every window lies inside, but avgPoolInside says not", g)
+		}
+	}
+	for _, g := range []Conv{convCase(1, 1, 6, 6, 1, 3, 3, 2, 1, 1, 1), {N: 1, C: 1, H: 5, W: 7, OC: 1, OH: 3, OW: 4, KH: 2, KW: 2, SH: 2, SW: 2}} {
+		if avgPoolInside(g.norm()) {
+			t.Fatalf("%+v: padded or ceil, but avgPoolInside takes it", g)
+		}
+	}
+	forEachPathAndThreads(t, func(t *testing.T) {
+		r := newTestRand(31)
+		for _, g := range cases {
+			g = g.norm()
+			x := randSlice(r, g.N*g.C*g.H*g.W, 1)
+			y := randSlice(r, g.N*g.C*g.OH*g.OW, 100)
+			AvgPool2DFwd(x, y, g)
+			want := make([]float32, len(y))
+			for p := 0; p < g.N*g.C; p++ {
+				for oh := 0; oh < g.OH; oh++ {
+					for ow := 0; ow < g.OW; ow++ {
+						var s float32
+						for kh := 0; kh < g.KH; kh++ {
+							for kw := 0; kw < g.KW; kw++ {
+								s += x[p*g.H*g.W+(oh*g.SH+kh*g.DH)*g.W+ow*g.SW+kw*g.DW]
+							}
+						}
+						want[(p*g.OH+oh)*g.OW+ow] = s * (1 / float32(g.KH*g.KW))
+					}
+				}
+			}
+			if msg := closeTo(y, want, 0); msg != "" {
+				t.Fatalf("%+v: %s", g, msg)
+			}
+			if msg := closeTo(y, poolRef(x, g, false), 1e-6); msg != "" {
+				t.Fatalf("%+v against the float64 reference: %s", g, msg)
+			}
+		}
+	})
+}
