@@ -35,7 +35,9 @@ func BenchmarkConvBatch1(b *testing.B) {
 		{"256→512 14² s2", convCase(1, 256, 14, 14, 512, 3, 3, 2, 1, 1, 1), []method{im2col, phase}},
 		{"1×1 64→128 56² s2", convCase(1, 64, 56, 56, 128, 1, 1, 2, 0, 1, 1), []method{im2col, phase}},
 		{"1×1 256→512 14² s2", convCase(1, 256, 14, 14, 512, 1, 1, 2, 0, 1, 1), []method{im2col, phase}},
+		{"resnet50 1×1 256→512 56² s2", convCase(1, 256, 56, 56, 512, 1, 1, 2, 0, 1, 1), []method{im2col, phase}},
 		{"resnet50 1×1 512→1024 28² s2", convCase(1, 512, 28, 28, 1024, 1, 1, 2, 0, 1, 1), []method{im2col, phase}},
+		{"resnet50 1×1 1024→2048 14² s2", convCase(1, 1024, 14, 14, 2048, 1, 1, 2, 0, 1, 1), []method{im2col, phase}},
 		{"stem 3→64 224² 7×7 s2", convCase(1, 3, 224, 224, 64, 7, 7, 2, 3, 1, 1), []method{im2col, phase}},
 	} {
 		r := newTestRand(73)
