@@ -3,6 +3,7 @@ package cpu
 import (
 	"bytes"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 )
 
@@ -113,15 +114,25 @@ func (e *winoCached) release() {
 }
 
 // sameFloatBits reports whether a and b (of one length) hold the same
-// bits, NaNs included.
+// bits, NaNs included, comparing blocks of 64 Ki floats on the threads
+// (at batch 1 on one thread the comparison of 2.4 MB was a tenth of a
+// 256-channel 14² layer's call).
 func sameFloatBits(a, b []float32) bool {
 	if len(a) != len(b) {
 		return false
 	}
-	if len(a) == 0 {
-		return true
-	}
-	ab := unsafe.Slice((*byte)(unsafe.Pointer(&a[0])), 4*len(a))
-	bb := unsafe.Slice((*byte)(unsafe.Pointer(&b[0])), 4*len(b))
-	return bytes.Equal(ab, bb)
+	const block = 1 << 16
+	var differ atomic.Bool
+	ParallelFor(gemmCeilDiv(len(a), block), 1, func(lo, hi int) {
+		lo, hi = lo*block, min(hi*block, len(a))
+		if differ.Load() || lo == hi {
+			return
+		}
+		ab := unsafe.Slice((*byte)(unsafe.Pointer(&a[lo])), 4*(hi-lo))
+		bb := unsafe.Slice((*byte)(unsafe.Pointer(&b[lo])), 4*(hi-lo))
+		if !bytes.Equal(ab, bb) {
+			differ.Store(true)
+		}
+	})
+	return !differ.Load()
 }

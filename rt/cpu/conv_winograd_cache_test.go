@@ -1,6 +1,7 @@
 package cpu
 
 import (
+	"math"
 	"sync"
 	"testing"
 )
@@ -71,4 +72,35 @@ func winoKeeps(w []float32) bool {
 		}
 	}
 	return false
+}
+
+// TestSameFloatBits: the kept filters' comparison, split in blocks over
+// the threads, finds one changed bit anywhere (first, last, a block's
+// edges, the last block's tail), tells -0 from +0, and takes equal NaNs
+// as equal, on lengths of one, several and part blocks.
+func TestSameFloatBits(t *testing.T) {
+	defer SetThreads(Threads())
+	r := newTestRand(75)
+	for _, threads := range []int{1, 2, 5} {
+		SetThreads(threads)
+		for _, n := range []int{1, 7, 1 << 16, 1<<16 + 1, 3<<16 + 5} {
+			a := randSlice(r, n, 1)
+			a[n/2] = float32(math.NaN())
+			b := cloneF(a)
+			if !sameFloatBits(a, b) {
+				t.Fatalf("%d threads, %d floats: equal slices compare unequal", threads, n)
+			}
+			for _, i := range []int{0, n - 1, n / 2, min(n-1, 1<<16), min(n-1, 1<<16-1), min(n-1, 2<<16+3)} {
+				b[i] = float32(math.Copysign(0, -1))
+				a[i] = 0
+				if sameFloatBits(a, b) {
+					t.Fatalf("%d threads, %d floats: -0 at %d against +0 compares equal", threads, n, i)
+				}
+				b[i] = a[i]
+			}
+			if sameFloatBits(a, b[:n-1]) {
+				t.Fatalf("%d floats: slices of different lengths compare equal", n)
+			}
+		}
+	}
 }
