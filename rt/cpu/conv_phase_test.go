@@ -10,7 +10,8 @@ import (
 // ResNet's stem, odd and even sizes and paddings, unequal strides,
 // padding wider than a stride, kernels smaller than the stride, batches
 // split over threads, an image's output channels split over threads (an
-// odd count), with each epilogue activation.
+// odd count), a 1×1 layer wide enough for the pointwise products, with
+// each epilogue activation.
 func TestConvPhaseFwd(t *testing.T) {
 	r := newTestRand(23)
 	cases := []Conv{
@@ -23,6 +24,7 @@ func TestConvPhaseFwd(t *testing.T) {
 		convCase(1, 9, 13, 13, 37, 3, 3, 2, 1, 1, 1), // ResNet's 3×3 stride 2 at batch 1, odd sizes
 		convCase(1, 5, 14, 11, 7, 1, 1, 2, 0, 1, 1),  // ResNet's 1×1 stride-2 downsample
 		convCase(3, 6, 12, 12, 4, 3, 3, 2, 1, 1, 1),
+		convCase(2, 256, 29, 28, 5, 1, 1, 2, 0, 1, 1), // 1×1 stride 2 by the pointwise products (phasePointwise)
 	}
 	forEachPathAndThreads(t, func(t *testing.T) {
 		for _, g := range cases {
