@@ -501,8 +501,9 @@ func convWinogradForward(x, w, b, y []float32, g Conv, act Act, alpha float32, a
 		// the round is shared among the idle threads: the transposes
 		// and the output transform by blocks of 16 channels (cp and ocp
 		// are multiples of 16: whole vectors and 8×8 transposes), the
-		// input transform by tile rows and the α² products one by one;
-		// otherwise each runs whole (one chunk).
+		// padded rows' copies by rows, the input transform by tile rows
+		// and the α² products one by one; otherwise each runs whole (one
+		// chunk).
 		share := rounds < Threads()
 		split := func(n int, fn func(lo, hi int)) {
 			grain := n
@@ -521,9 +522,11 @@ func convWinogradForward(x, w, b, y []float32, g Conv, act Act, alpha float32, a
 				c0, c1 := min(16*lo, g.C), min(16*hi, g.C)
 				transposeBlocks(path, x[(n*g.C+c0)*hw:(n*g.C+c1)*hw], c1-c0, hw, hw, cw.rows[c0:], d.cp)
 			})
-			for ih := 0; ih < g.H; ih++ {
-				copy(xh[((ih+g.PH)*d.wp+g.PW)*d.cp:((ih+g.PH)*d.wp+g.PW+g.W)*d.cp], cw.rows[ih*g.W*d.cp:])
-			}
+			split(g.H, func(lo, hi int) {
+				for ih := lo; ih < hi; ih++ {
+					copy(xh[((ih+g.PH)*d.wp+g.PW)*d.cp:((ih+g.PH)*d.wp+g.PW+g.W)*d.cp], cw.rows[ih*g.W*d.cp:])
+				}
+			})
 			t0 := (n - n0) * d.th * d.tw
 			split(d.th, func(lo, hi int) {
 				for ty := lo; ty < hi; ty++ {
