@@ -415,7 +415,7 @@ func cpuConv(g ConvGeom, pass ConvPass) ConvChoice {
 	if pass != ConvForward && g.PH <= 4 && g.PW <= 4 && cpuWinogradPays(g) {
 		return ConvChoice{Method: ConvWinogradF4}
 	}
-	if (pass == ConvForward || g.PH <= 2 && g.PW <= 2) && cpuWinograd3Pays(g) {
+	if (pass == ConvForward || g.PH <= 2 && g.PW <= 2) && cpuWinograd3Pays(g, pass) {
 		return ConvChoice{Method: ConvWinograd3}
 	}
 	if direct {
@@ -445,20 +445,30 @@ func cpuGroupedPays(g ConvGeom) bool {
 }
 
 // cpuPhasePays reports whether the CPU's phase method takes the forward
-// pass of strided g: undilated and ungrouped, its phase filters at most
-// 4/3 of the products (a 7×7 stride-2 filter: 64 taps for 49, 1.31; a 3×3
-// one would take 16 for 9). ResNet's stem (3→64 channels, 7×7, stride 2,
-// 224²), batch 8, one thread of the loaded 2-core Zen 4, ms (rt/cpu's
-// BenchmarkConvPhaseStem, alternating): the phase method 57-61, im2col +
-// GEMM 82-85, whose 147 rows of columns are gathered a value at a time.
-// The backward passes keep im2col.
+// pass of strided g: undilated and ungrouped, and either a filter whose
+// stride phases once needed at most 4/3 of its products (a 7×7 stride-2
+// filter: 64 taps for 49; a 3×3 one would take 16 for 9), or a batch of
+// at most 1024 output positions (one-sample inference at 224²: the 3×3
+// and 1×1 stride-2 layers of ResNet). The method now runs the filter's
+// own taps over the phase planes, as many products as im2col. ResNet's
+// stem (3→64 channels, 7×7, stride 2, 224²), batch 8, one thread of the
+// loaded 2-core Zen 4, ms (rt/cpu's BenchmarkConvPhaseStem, alternating):
+// the phase method with its zero taps 57-61, im2col + GEMM 82-85, whose
+// 147 rows of columns are gathered a value at a time; at batch 1 without
+// them 2.6-3.0 against 4.2-4.6 with. Batch 1, CPU ms forward (rt/cpu's
+// BenchmarkConvBatch1), phase against im2col: 3×3 64→128 at 56² 1.49,
+// 1.64; 128→256 at 28² 1.55, 1.80; 256→512 at 14² 1.74, 2.14; 1×1 64→128
+// at 56² 0.18, 0.28; 1×1 512→1024 at 28² 2.6-3.0, 2.65-2.70. It won at
+// batch 32 too (3×3 128→256 at 28² 45.0 against 52.3), but a bf16 plan's
+// im2col multiplies in bf16 there, and cpuConv chooses the method before
+// the precision. The backward passes keep im2col.
 func cpuPhasePays(g ConvGeom) bool {
 	sh, sw := max(g.SH, 1), max(g.SW, 1)
 	if sh*sw == 1 || max(g.DH, 1) != 1 || max(g.DW, 1) != 1 || max(g.Groups, 1) != 1 {
 		return false
 	}
 	taps := ((g.KH + sh - 1) / sh) * ((g.KW + sw - 1) / sw) * sh * sw
-	return 3*taps < 4*g.KH*g.KW
+	return 3*taps < 4*g.KH*g.KW || g.N*g.OH*g.OW <= 1024
 }
 
 // cpuWinogradPays reports whether the CPU's Winograd kernels take g (a 5×5
@@ -509,13 +519,25 @@ func cpuWinogradPays(g ConvGeom) bool {
 // 7² (4 tiles) 14.5, 26.4 against 4.63, 28.9. Forward, 32 tiles (256 at
 // 14² batch 2, 512 at 7² batch 8) won by 10-20%, 48 (256 at 14² batch 3,
 // 512 at 7² batch 12) by 25-50%.
-func cpuWinograd3Pays(g ConvGeom) bool {
+//
+// The forward pass of 16 tiles or more takes it too where rt/cpu keeps the
+// transformed filters from call to call (conv_winograd_cache.go: at most
+// 256 tiles, and 36·C·OC floats within 4 Mi), as one-sample inference
+// calls it on the same weights: batch 1, CPU ms forward (rt/cpu's
+// BenchmarkConvBatch1), F(4×4,3×3) with the kept filters against the
+// direct method: ResNet's 256 at 14² 1.95 against 2.40 (4.1 transforming
+// them each call), DenseNet-121's 128→32 at 14² 0.14 against 0.16; 4
+// tiles lose (128→32 at 7²: 0.075 against 0.050). A batch of one that
+// trains transforms its changed filters each step, as before the cache.
+func cpuWinograd3Pays(g ConvGeom, pass ConvPass) bool {
 	one := func(v int) bool { return max(v, 1) == 1 }
 	if g.KH != 3 || g.KW != 3 || !one(g.SH) || !one(g.SW) || !one(g.DH) || !one(g.DW) || !one(g.Groups) {
 		return false
 	}
 	perImage := ((g.OH + 3) / 4) * ((g.OW + 3) / 4)
-	return g.C >= 32 && g.OC >= 32 && g.N*perImage >= 48 && perImage*(g.C+g.OC) <= cpuWinogradImageLimit
+	tiles := g.N * perImage
+	kept := pass == ConvForward && tiles >= 16 && tiles <= 256 && 36*g.C*g.OC <= 4<<20
+	return g.C >= 32 && g.OC >= 32 && (tiles >= 48 || kept) && perImage*(g.C+g.OC) <= cpuWinogradImageLimit
 }
 
 // cpuWinogradImageLimit bounds tiles × (C + OC) of one image: the CPU

@@ -135,7 +135,7 @@ func Conv2DWinogradFwd(x, w, b, y []float32, g Conv, act Act, alpha float32) {
 	if !winogradOK(g) {
 		panic(winogradRefusal(winoF2, "Conv2DWinogradFwd", g))
 	}
-	convWinogradForward(x, w, b, y, g, act, alpha, winoF2, winoF2.kernels(activeGemmPath.Load()), false)
+	convWinogradForward(x, w, b, y, g, act, alpha, winoF2, winoF2.kernels(activeGemmPath.Load()), false, nil)
 }
 
 // Conv2DWinogradBwd is the backward pass of a convolution that
@@ -162,7 +162,7 @@ func Conv2DWinogradF4Fwd(x, w, b, y []float32, g Conv, act Act, alpha float32) {
 	if !winogradOK(g) {
 		panic(winogradRefusal(winoF4, "Conv2DWinogradF4Fwd", g))
 	}
-	convWinogradForward(x, w, b, y, g, act, alpha, winoF4, winoF4.kernels(activeGemmPath.Load()), false)
+	convWinogradForward(x, w, b, y, g, act, alpha, winoF4, winoF4.kernels(activeGemmPath.Load()), false, nil)
 }
 
 // Conv2DWinogradF4Bwd is the backward pass of a convolution that

@@ -18,7 +18,7 @@ var (
 	convDirectAVX512 = &convDirectKernels{
 		fwd: convDirectFwd2x128AVX512, fwdOC: 2, fwdPos: 128,
 		fwdTail: convDirectFwd2x32AVX512, fwdTailPos: 32,
-		fwdTail2: convDirectFwd2x64AVX512, fwdTail3: convDirectFwd2x96AVX512,
+		fwdTail2: convDirectFwd2x64AVX512, fwdTail3: convDirectFwd2x96AVX512, fwd4Plane: convDirectFwd4x64AVX512,
 		dw: convDirectDW4x4AVX512, dwOC: 4, dwTaps: 4, dwLanes: 16,
 		store: convDirectStoreAVX512, grad: convDirectGradAVX512,
 	}
@@ -36,6 +36,9 @@ func convDirectFwd2x32AVX512(taps int, offs *int, w, x, y *float32, ldw, ldy int
 
 //go:noescape
 func convDirectFwd2x64AVX512(taps int, offs *int, w, x, y *float32, ldw, ldy int)
+
+//go:noescape
+func convDirectFwd4x64AVX512(taps int, offs *int, w, x, y *float32, ldw, ldy int)
 
 //go:noescape
 func convDirectFwd2x96AVX512(taps int, offs *int, w, x, y *float32, ldw, ldy int)

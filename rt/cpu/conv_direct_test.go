@@ -126,13 +126,20 @@ func TestConvDirectBwdCompact(t *testing.T) {
 // TestConvDirectSplitImagesShareOnePanel: with fewer images than threads
 // the direct forward splits each image's blocks of output channels over
 // tasks that read one padded copy of the image (per group); the output is
-// the reference convolution's on every thread count.
+// the reference convolution's on every thread count, planes of 64
+// positions (four channels a kernel call) included.
 func TestConvDirectSplitImagesShareOnePanel(t *testing.T) {
 	defer SetThreads(Threads())
 	r := newTestRand(23)
 	for _, g := range []Conv{
 		convCase(1, 6, 9, 7, 96, 3, 3, 1, 1, 1, 1),
 		convCase(2, 8, 6, 6, 128, 3, 3, 1, 1, 1, 2),
+		// 7×7 padded by 1: 64 flat positions, the four-channel
+		// kernel's planes (fwd4Plane), with channel counts that leave
+		// pairs and a last odd channel to the two-channel kernels.
+		convCase(1, 5, 7, 7, 7, 3, 3, 1, 1, 1, 1),
+		convCase(2, 3, 7, 7, 10, 3, 3, 1, 1, 1, 1),
+		convCase(1, 4, 7, 7, 18, 3, 3, 1, 1, 1, 2),
 	} {
 		if !convDirectOK(g.norm()) {
 			t.Fatalf("the direct kernels do not take %+v", g)

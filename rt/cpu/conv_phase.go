@@ -2,23 +2,27 @@ package cpu
 
 import "fmt"
 
-// This file holds the phase method: a strided convolution computed as a
-// stride-1 direct convolution (conv_direct.go) over the stride phases of
-// its input. With strides (SH, SW), phase (a, b) of a zero-padded input
-// plane is the plane of its pixels (SH·i + a, SW·j + b), and
+// This file holds the phase method: a strided convolution computed by the
+// direct kernels (conv_direct.go) over the stride phases of its input.
+// With strides (SH, SW), phase (a, b) of a zero-padded input plane is the
+// plane of its pixels (SH·i + a, SW·j + b), and
 //
 //	y[oh][ow] = Σ_c Σ_kh Σ_kw w[c][kh][kw] · xpad[SH·oh + kh][SW·ow + kw]
-//	          = Σ_(c,a,b) Σ_u Σ_v w[c][SH·u + a][SW·v + b] · P_(c,a,b)[oh + u][ow + v]
+//	          = Σ_c Σ_kh Σ_kw w[c][kh][kw] · P_(c, kh mod SH, kw mod SW)[oh + ⌊kh/SH⌋][ow + ⌊kw/SW⌋]
 //
-// writing kh = SH·u + a and kw = SW·v + b: a stride-1 convolution without
-// padding of the SH·SW·C phase planes P with filters of ⌈KH/SH⌉×⌈KW/SW⌉
-// taps, those past the filter's edge zero. The zeros cost products: a
-// 7×7 stride-2 filter becomes 4×4 taps over 4 phases, 64 products where
-// im2col does 49 (1.31 times), a 3×3 one 16 for 9 (1.78). It pays where
-// the direct kernel's rate makes up for them and im2col's gathering is
-// dear: ResNet's stem (3 channels, 7×7, stride 2), whose im2col matrix has
-// 147 rows gathered a value at a time for 64 output channels
-// (BenchmarkConvPhaseStem). planner/target.go's cpuConv says where.
+// so every tap is a phase plane shifted by a constant, as in the direct
+// method's flat layout: the phase planes are written once, each in a flat
+// plane of rows ⌈(W+2·PW)/SW⌉ wide, and the direct kernels run the
+// filters' taps where they are, each tap's offset naming its phase plane
+// and shift. The phase method once ran the stride-1 convolution of all
+// SH·SW·C phase planes with ⌈KH/SH⌉×⌈KW/SW⌉ taps each, those past the
+// filter's edge zero: 64 products where im2col does 49 for a 7×7 stride-2
+// filter, 16 for 9 for a 3×3 one; now it does 49 and 9. It pays where
+// im2col's gathering is dear: ResNet's stem (3 channels, 7×7, stride 2),
+// whose im2col matrix has 147 rows gathered a value at a time for 64
+// output channels (BenchmarkConvPhaseStem), and the 3×3 and 1×1 stride-2
+// layers at batch 1 (BenchmarkConvBatch1). planner/target.go's cpuConv
+// says where.
 
 // phaseOK reports whether the phase method takes normalised g: a strided,
 // undilated, ungrouped convolution.
@@ -28,7 +32,8 @@ func phaseOK(g Conv) bool {
 
 // phaseConv returns the stride-1 convolution over the phase planes of
 // normalised g: C·SH·SW input channels of OH+⌈KH/SH⌉−1 rows and
-// OW+⌈KW/SW⌉−1 columns, ⌈KH/SH⌉×⌈KW/SW⌉ taps, no padding.
+// OW+⌈KW/SW⌉−1 columns, ⌈KH/SH⌉×⌈KW/SW⌉ taps, no padding. Its flat
+// layout (newConvDirectGeom) is the phase planes'.
 func phaseConv(g Conv) Conv {
 	ku, kv := (g.KH+g.SH-1)/g.SH, (g.KW+g.SW-1)/g.SW
 	return Conv{N: g.N, C: g.C * g.SH * g.SW, H: g.OH + ku - 1, W: g.OW + kv - 1,
@@ -37,63 +42,125 @@ func phaseConv(g Conv) Conv {
 
 // Conv2DPhaseFwd computes y = act(conv(x, w) + b) for a strided,
 // undilated, ungrouped convolution by the phase method (above); it panics
-// for other geometry (the planner chooses it only then). Its work buffers
-// hold the phase planes of the whole batch (4·N·C·SH·SW bytes a phase
-// pixel) and the rearranged filters, kept between calls.
+// for other geometry (the planner chooses it only then). Its work buffer
+// holds the phase planes of the whole batch (4·N·C·SH·SW bytes a phase
+// pixel, less the phases no tap reads), kept between calls.
 func Conv2DPhaseFwd(x, w, b, y []float32, g Conv, act Act, alpha float32) {
 	g = g.norm()
 	if !phaseOK(g) {
 		panic(fmt.Sprintf("cpu.Conv2DPhaseFwd: stride %dx%d, dilation %dx%d, %d groups; the phase method needs a stride above 1, no dilation and one group",
 			g.SH, g.SW, g.DH, g.DW, g.Groups))
 	}
+	if g.KH == 1 && g.KW == 1 && g.PH == 0 && g.PW == 0 && g.C >= 256 && g.OH*g.OW >= 196 {
+		phasePointwise(x, w, b, y, g, act, alpha)
+		return
+	}
+	k := convDirectFor(activeGemmPath.Load())
 	p := phaseConv(g)
-	ws := convWorkers.Get()
-	defer convWorkers.Put(ws)
-	ws.a = grow(ws.a, p.OC*p.C*p.KH*p.KW)
-	phaseFilters(w, ws.a, g, p)
-	plane := p.H * p.W
-	ws.panel = grow(ws.panel, g.N*p.C*plane)
-	xp := ws.panel
-	ParallelFor(g.N*g.C, 1, func(lo, hi int) {
-		for nc := lo; nc < hi; nc++ {
-			phasePlanes(x[nc*g.H*g.W:(nc+1)*g.H*g.W], xp[nc*g.SH*g.SW*plane:(nc+1)*g.SH*g.SW*plane], g, p)
-		}
-	})
-	convDirectForward(xp, ws.a, b, y, p, act, alpha, convDirectFor(activeGemmPath.Load()))
-}
-
-// phaseFilters writes the filters of the phase convolution p of g:
-// wp[oc][(c·SH + a)·SW + b][u][v] = w[oc][c][SH·u + a][SW·v + b], zero past
-// the filter's edge.
-func phaseFilters(w, wp []float32, g, p Conv) {
-	for oc := 0; oc < g.OC; oc++ {
-		for c := 0; c < g.C; c++ {
-			src := w[(oc*g.C+c)*g.KH*g.KW : (oc*g.C+c+1)*g.KH*g.KW]
-			for a := 0; a < g.SH; a++ {
-				for b := 0; b < g.SW; b++ {
-					dst := wp[((oc*p.C+(c*g.SH+a)*g.SW+b)*p.KH)*p.KW:][:p.KH*p.KW]
-					for u := 0; u < p.KH; u++ {
-						for v := 0; v < p.KW; v++ {
-							kh, kw := g.SH*u+a, g.SW*v+b
-							dst[u*p.KW+v] = 0
-							if kh < g.KH && kw < g.KW {
-								dst[u*p.KW+v] = src[kh*g.KW+kw]
-							}
-						}
-					}
-				}
+	d := newConvDirectGeom(p, k)
+	taps, ohw, phases := g.colRows(), g.OH*g.OW, g.SH*g.SW
+	lead := convWorkers.Get()
+	lead.offs = growInts(lead.offs, taps)
+	offs := lead.offs
+	for c, t := 0, 0; c < g.C; c++ {
+		for kh := 0; kh < g.KH; kh++ {
+			for kw := 0; kw < g.KW; kw++ {
+				offs[t] = ((c*g.SH+kh%g.SH)*g.SW+kw%g.SW)*d.xlen + kh/g.SH*d.wp + kw/g.SW
+				t++
 			}
 		}
 	}
+	lead.panel = grow(lead.panel, g.N*p.C*d.xlen)
+	xp := lead.panel
+	ParallelFor(g.N*g.C, 1, func(lo, hi int) {
+		for nc := lo; nc < hi; nc++ {
+			phasePlanes(x[nc*g.H*g.W:(nc+1)*g.H*g.W], xp[nc*phases*d.xlen:(nc+1)*phases*d.xlen], g, p, d.xlen)
+		}
+	})
+	// The kernels read the filters in place, fwdOC rows of taps; the last
+	// block, where OC is not a multiple of fwdOC, reads a copy whose rows
+	// past OC are zero.
+	ocp := gemmRoundUp(g.OC, k.fwdOC)
+	last := ocp - k.fwdOC
+	if ocp > g.OC {
+		lead.a = grow(lead.a, k.fwdOC*taps)
+		clear(lead.a)
+		copy(lead.a, w[last*taps:g.OC*taps])
+	}
+	// With fewer images than threads (batch-1 inference) each image's
+	// blocks of output channels are split over the threads too.
+	blocks, splits := ocp/k.fwdOC, 1
+	if g.N < Threads() {
+		splits = max(1, min(Threads()/g.N, blocks))
+	}
+	workers := convParallel(g.N*splits, func(cw *convWorker) {
+		cw.cols = grow(cw.cols, ocp*d.n)
+	}, func(cw *convWorker, task int) {
+		n, s := task/splits, task%splits
+		ob0, ob1 := blocks*s/splits*k.fwdOC, blocks*(s+1)/splits*k.fwdOC
+		planes, yf := xp[n*p.C*d.xlen:(n+1)*p.C*d.xlen], cw.cols
+		for ob := ob0; ob < ob1; ob += k.fwdOC {
+			wb := lead.a
+			if ob != last || ocp == g.OC {
+				wb = w[ob*taps : (ob+k.fwdOC)*taps]
+			}
+			k.forwardPlane(taps, offs, wb, planes, yf[ob*d.n:], taps, d.n)
+		}
+		for oc := ob0; oc < min(ob1, g.OC); oc++ {
+			bv := float32(0)
+			if b != nil {
+				bv = b[oc]
+			}
+			k.convDirectStore(yf[oc*d.n:], y[(n*g.OC+oc)*ohw:(n*g.OC+oc+1)*ohw], g, d.wp, bv, act, alpha)
+		}
+	})
+	releaseConvWorkers(workers)
+	convWorkers.Put(lead)
+}
+
+// phasePointwise is Conv2DPhaseFwd for a 1×1 filter without padding,
+// which reads phase (0, 0) alone: that phase of each image, the pixels
+// (SH·i, SW·j), gathered into a worker's buffer, then the pointwise
+// method's matrix products over it. It takes the layers of 256 input
+// channels or more and 196 output positions or more an image, where the
+// products outweigh the gathering: ResNet-50's 1×1 stride-2 layers at
+// batch 1 (BenchmarkConvBatch1, one thread, CPU ms, 3 rounds alternating,
+// against the direct kernels over the phase): 256→512 at 56² 2.42-2.63
+// against 3.14-3.38, 512→1024 at 28² 2.73-2.84 against 2.77-3.22;
+// 1024→2048 at 14² (49 outputs) 3.75-4.03 against 3.70-3.86 and ResNet-18's
+// 64→128 at 56² 0.22-0.31 against 0.22-0.23 keep the direct kernels.
+func phasePointwise(x, w, b, y []float32, g Conv, act Act, alpha float32) {
+	ohw := g.OH * g.OW
+	ws := convWorkers.Get()
+	ws.panel = grow(ws.panel, g.N*g.C*ohw)
+	sub := ws.panel
+	ParallelFor(g.N*g.C, 1, func(lo, hi int) {
+		for nc := lo; nc < hi; nc++ {
+			src, dst := x[nc*g.H*g.W:(nc+1)*g.H*g.W], sub[nc*ohw:(nc+1)*ohw]
+			for oh := 0; oh < g.OH; oh++ {
+				row, d := src[oh*g.SH*g.W:], dst[oh*g.OW:(oh+1)*g.OW]
+				for ow := range d {
+					d[ow] = row[ow*g.SW]
+				}
+			}
+		}
+	})
+	Conv2DPointwiseFwd(sub, w, b, y, Conv{N: g.N, C: g.C, H: g.OH, W: g.OW, OC: g.OC, OH: g.OH, OW: g.OW,
+		KH: 1, KW: 1, SH: 1, SW: 1, DH: 1, DW: 1, Groups: 1}, act, alpha)
+	convWorkers.Put(ws)
 }
 
 // phasePlanes writes the SH·SW phase planes of one input plane [H,W] of
-// g, each p.H×p.W: plane (a, b) holds the padded input's pixel (SH·i + a,
-// SW·j + b) at (i, j), zero where that lies in the padding.
-func phasePlanes(x, xp []float32, g, p Conv) {
-	for a := 0; a < g.SH; a++ {
-		for b := 0; b < g.SW; b++ {
-			ph := xp[(a*g.SW+b)*p.H*p.W : (a*g.SW+b+1)*p.H*p.W]
+// g, each p.H rows of p.W in a flat plane of xlen floats: plane (a, b)
+// holds the padded input's pixel (SH·i + a, SW·j + b) at (i, j), zero where
+// that lies in the padding and past the rows. A phase that no tap reads (a
+// ≥ KH or b ≥ KW: a 1×1 stride-2 filter reads one of four) is left as it
+// is.
+func phasePlanes(x, xp []float32, g, p Conv, xlen int) {
+	for a := 0; a < min(g.SH, g.KH); a++ {
+		for b := 0; b < min(g.SW, g.KW); b++ {
+			ph := xp[(a*g.SW+b)*xlen : (a*g.SW+b+1)*xlen]
+			clear(ph[p.H*p.W:])
 			// The columns j whose input column SW·j + b − PW is inside.
 			j0 := min(p.W, max(0, (g.PW-b+g.SW-1)/g.SW))
 			j1 := max(j0, min(p.W, (g.W+g.PW-b+g.SW-1)/g.SW))

@@ -9,7 +9,9 @@ import (
 // (convRef) within 1e-5 of each output's scale on strided geometries:
 // ResNet's stem, odd and even sizes and paddings, unequal strides,
 // padding wider than a stride, kernels smaller than the stride, batches
-// split over threads, with each epilogue activation.
+// split over threads, an image's output channels split over threads (an
+// odd count), a 1×1 layer wide enough for the pointwise products, with
+// each epilogue activation.
 func TestConvPhaseFwd(t *testing.T) {
 	r := newTestRand(23)
 	cases := []Conv{
@@ -19,6 +21,10 @@ func TestConvPhaseFwd(t *testing.T) {
 		convCase(1, 3, 10, 10, 4, 4, 4, 3, 0, 1, 1),
 		convCase(2, 2, 7, 7, 3, 1, 1, 2, 0, 1, 1), // a kernel smaller than the stride
 		{N: 2, C: 3, H: 9, W: 12, OC: 5, OH: 5, OW: 4, KH: 3, KW: 5, SH: 2, SW: 3, PH: 1, PW: 1, DH: 1, DW: 1, Groups: 1},
+		convCase(1, 9, 13, 13, 37, 3, 3, 2, 1, 1, 1), // ResNet's 3×3 stride 2 at batch 1, odd sizes
+		convCase(1, 5, 14, 11, 7, 1, 1, 2, 0, 1, 1),  // ResNet's 1×1 stride-2 downsample
+		convCase(3, 6, 12, 12, 4, 3, 3, 2, 1, 1, 1),
+		convCase(2, 256, 29, 28, 5, 1, 1, 2, 0, 1, 1), // 1×1 stride 2 by the pointwise products (phasePointwise)
 	}
 	forEachPathAndThreads(t, func(t *testing.T) {
 		for _, g := range cases {

@@ -454,7 +454,7 @@ func sgemmPackedB(p *gemmPath, m, n, k int, a []float32, lda int, bp []float32, 
 // instead added 3 KB of code, past models/mnist.cue's program budget, for
 // a batch of one on two threads, where the layers F(4×4,3×3) takes ran
 // about as fast on one thread as the direct method on two.)
-func convWinogradForward(x, w, b, y []float32, g Conv, act Act, alpha float32, a *winoAlg, k *winogradKernels, flip bool) {
+func convWinogradForward(x, w, b, y []float32, g Conv, act Act, alpha float32, a *winoAlg, k *winogradKernels, flip bool, keep winoKeep) {
 	d := newWinoGeom(g, a, k.lanes)
 	winoXi := d.xi
 	hw, ohw := g.H*g.W, g.OH*g.OW
@@ -469,9 +469,16 @@ func convWinogradForward(x, w, b, y []float32, g Conv, act Act, alpha float32, a
 	// The filters go into the GEMM's packed B panels once: U[ξ] in
 	// blocks of kc input channels.
 	panel := gemmRoundUp(d.ocp, path.nr) * g.C
-	lead.tile = grow(lead.tile, winoXi*panel)
-	packed := lead.tile
-	winoPackFilters(a, w, packed, g, d.ocp, flip, path)
+	var packed []float32
+	var cached *winoCached
+	if keep != nil {
+		packed, cached = keep(a, w, g, d.ocp, g.N*d.th*d.tw, path)
+	}
+	if packed == nil {
+		lead.tile = grow(lead.tile, winoXi*panel)
+		packed = lead.tile
+		winoPackFilters(a, w, packed, g, d.ocp, flip, path)
+	}
 	relu := 0
 	if act == ActReLU {
 		relu = 1
@@ -490,28 +497,52 @@ func convWinogradForward(x, w, b, y []float32, g Conv, act Act, alpha float32, a
 		n0 := round * d.images
 		n1 := min(g.N, n0+d.images)
 		xh, v, m := cw.panel, cw.cols[:winoXi*ldV], cw.cols[winoXi*ldV:]
+		// With fewer rounds than threads (a batch of one) each step of
+		// the round is shared among the idle threads: the transposes
+		// and the output transform by blocks of 16 channels (cp and ocp
+		// are multiples of 16: whole vectors and 8×8 transposes), the
+		// padded rows' copies by rows, the input transform by tile rows
+		// and the α² products one by one; otherwise each runs whole (one
+		// chunk).
+		share := rounds < Threads()
+		split := func(n int, fn func(lo, hi int)) {
+			grain := n
+			if share {
+				grain = 1
+			}
+			ParallelFor(n, grain, fn)
+		}
 		for n := n0; n < n1; n++ {
 			// The image channels-last, then into the padded rows; the
 			// borders and the channels past C stay zero. (Transposed
 			// straight into the padded rows, one image row at a time,
 			// ResNet-18's 64 channels at 56² measured no faster: 8
 			// channels' rows of 56 pixels a block, against all 3136.)
-			transposeBlocks(path, x[n*g.C*hw:(n+1)*g.C*hw], g.C, hw, hw, cw.rows, d.cp)
-			for ih := 0; ih < g.H; ih++ {
-				copy(xh[((ih+g.PH)*d.wp+g.PW)*d.cp:((ih+g.PH)*d.wp+g.PW+g.W)*d.cp], cw.rows[ih*g.W*d.cp:])
-			}
-			t0 := (n - n0) * d.th * d.tw
-			for ty := 0; ty < d.th; ty++ {
-				for tx := 0; tx < d.tw; tx++ {
-					t := t0 + ty*d.tw + tx
-					k.input(&xh[(d.m*ty*d.wp+d.m*tx)*d.cp], d.wp*d.cp, d.cp, &v[t*d.cp], ldV, d.cp)
+			split(d.cp/16, func(lo, hi int) {
+				c0, c1 := min(16*lo, g.C), min(16*hi, g.C)
+				transposeBlocks(path, x[(n*g.C+c0)*hw:(n*g.C+c1)*hw], c1-c0, hw, hw, cw.rows[c0:], d.cp)
+			})
+			split(g.H, func(lo, hi int) {
+				for ih := lo; ih < hi; ih++ {
+					copy(xh[((ih+g.PH)*d.wp+g.PW)*d.cp:((ih+g.PH)*d.wp+g.PW+g.W)*d.cp], cw.rows[ih*g.W*d.cp:])
 				}
-			}
+			})
+			t0 := (n - n0) * d.th * d.tw
+			split(d.th, func(lo, hi int) {
+				for ty := lo; ty < hi; ty++ {
+					for tx := 0; tx < d.tw; tx++ {
+						t := t0 + ty*d.tw + tx
+						k.input(&xh[(d.m*ty*d.wp+d.m*tx)*d.cp], d.wp*d.cp, d.cp, &v[t*d.cp], ldV, d.cp)
+					}
+				}
+			})
 		}
 		tiles := (n1 - n0) * d.th * d.tw
-		for xi := 0; xi < winoXi; xi++ {
-			sgemmPackedB(path, tiles, d.ocp, g.C, v[xi*ldV:], d.cp, packed[xi*panel:(xi+1)*panel], m[xi*ldM:], d.ocp)
-		}
+		split(winoXi, func(lo, hi int) {
+			for xi := lo; xi < hi; xi++ {
+				sgemmPackedB(path, tiles, d.ocp, g.C, v[xi*ldV:], d.cp, packed[xi*panel:(xi+1)*panel], m[xi*ldM:], d.ocp)
+			}
+		})
 		// The outputs go channels-last into rows of OW pixels, so that
 		// the image's pixels are contiguous and one transpose takes them
 		// back to NCHW. The last tile column's pixels past OW spill into
@@ -524,6 +555,8 @@ func convWinogradForward(x, w, b, y []float32, g Conv, act Act, alpha float32, a
 		// m·tw pixels transposed one by one (for a 14-pixel row: 8, 4
 		// and an overlapping 8 rows), F(4×4) on the flagship's second
 		// layer: forward 18.5 → 17.1 ms (one thread, median of 5).
+		// A block of channels writes only its own channels, in that
+		// order.
 		ldY := g.OW
 		if d.tw == 1 {
 			ldY = d.m
@@ -531,20 +564,24 @@ func convWinogradForward(x, w, b, y []float32, g Conv, act Act, alpha float32, a
 		yh := cw.tile
 		for n := n0; n < n1; n++ {
 			t0 := (n - n0) * d.th * d.tw
-			for ty := 0; ty < d.th; ty++ {
-				for tx := d.tw - 1; tx >= 0; tx-- {
-					t := t0 + ty*d.tw + tx
-					k.output(&m[t*d.ocp], ldM, &yh[(d.m*ty*ldY+d.m*tx)*d.ocp], ldY*d.ocp, d.ocp, &bias[0], relu, d.ocp)
-				}
-			}
 			out := y[n*g.OC*ohw : (n+1)*g.OC*ohw]
-			if ldY == g.OW {
-				transposeBlocks(path, yh, g.OH*g.OW, g.OC, d.ocp, out, ohw)
-			} else {
-				for oh := 0; oh < g.OH; oh++ {
-					transposeBlocks(path, yh[oh*ldY*d.ocp:], g.OW, g.OC, d.ocp, out[oh*g.OW:], ohw)
+			split(d.ocp/16, func(lo, hi int) {
+				c0, c1 := 16*lo, 16*hi
+				for ty := 0; ty < d.th; ty++ {
+					for tx := d.tw - 1; tx >= 0; tx-- {
+						t := t0 + ty*d.tw + tx
+						k.output(&m[t*d.ocp+c0], ldM, &yh[(d.m*ty*ldY+d.m*tx)*d.ocp+c0], ldY*d.ocp, d.ocp, &bias[c0], relu, c1-c0)
+					}
 				}
-			}
+				c1 = min(c1, g.OC)
+				if ldY == g.OW {
+					transposeBlocks(path, yh[c0:], g.OH*g.OW, c1-c0, d.ocp, out[c0*ohw:], ohw)
+				} else {
+					for oh := 0; oh < g.OH; oh++ {
+						transposeBlocks(path, yh[oh*ldY*d.ocp+c0:], g.OW, c1-c0, d.ocp, out[c0*ohw+oh*g.OW:], ohw)
+					}
+				}
+			})
 			if act != ActNone && act != ActReLU {
 				applyAct(out, act, alpha)
 			}
@@ -552,6 +589,7 @@ func convWinogradForward(x, w, b, y []float32, g Conv, act Act, alpha float32, a
 	})
 	releaseConvWorkers(workers)
 	convWorkers.Put(lead)
+	cached.release()
 }
 
 // convWinogradBackward is Conv2DWinogradBwd for geometry that both
@@ -570,7 +608,7 @@ func convWinogradBackward(x, w, y, dy, dx, dw, db []float32, g Conv, act Act, al
 	}
 	gt := Conv{N: g.N, C: g.OC, H: g.OH, W: g.OW, OC: g.C, OH: g.H, OW: g.W,
 		KH: a.r, KW: a.r, SH: 1, SW: 1, PH: a.r - 1 - g.PH, PW: a.r - 1 - g.PW, DH: 1, DW: 1, Groups: 1}
-	convWinogradForward(dy, w, nil, dx, gt, ActNone, 0, a, k, true)
+	convWinogradForward(dy, w, nil, dx, gt, ActNone, 0, a, k, true, nil)
 }
 
 // convWinogradWeightGrad writes dw and, when not nil, db of a convolution

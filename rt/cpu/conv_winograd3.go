@@ -207,7 +207,7 @@ func Conv2DWinograd3Fwd(x, w, b, y []float32, g Conv, act Act, alpha float32) {
 	if !winoF3.fits(g) {
 		panic(winogradRefusal(winoF3, "Conv2DWinograd3Fwd", g))
 	}
-	convWinogradForward(x, w, b, y, g, act, alpha, winoF3, winoF3.kernels(activeGemmPath.Load()), false)
+	convWinogradForward(x, w, b, y, g, act, alpha, winoF3, winoF3.kernels(activeGemmPath.Load()), false, winoCachedFilters)
 }
 
 // Conv2DWinograd3Bwd is the backward pass of a convolution that

@@ -14,6 +14,18 @@ func archMaxPool2x2(path string) *maxPool2x2Kernels {
 	return nil
 }
 
+// archMaxPool3s2Row returns the assembly kernel of maxPool3s2Row that goes
+// with the amd64 GEMM path of that name, or nil for the Go loops.
+func archMaxPool3s2Row(path string) func(r0, r1, r2, y *float32, n int) {
+	if path == "avx512" {
+		return maxPool3s2RowAVX512
+	}
+	return nil
+}
+
+//go:noescape
+func maxPool3s2RowAVX512(r0, r1, r2, y *float32, n int)
+
 var (
 	maxPool2x2AVX512 = &maxPool2x2Kernels{fwd: maxPool2x2FwdAVX512, bwd: maxPool2x2BwdAVX512}
 	maxPool2x2AVX2   = &maxPool2x2Kernels{fwd: maxPool2x2FwdAVX2, bwd: maxPool2x2BwdAVX2}

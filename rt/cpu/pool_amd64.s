@@ -493,3 +493,72 @@ bwd2next:
 bwd2done:
 	VZEROUPPER
 	RET
+
+// The interior of a max pool's output row for windows of 3 columns at
+// stride 2 over the column maxima of 3 input rows, eight outputs a step:
+// y[i] = max over c in {2i−1, 2i, 2i+1} of max(r0[c], r1[c], r2[c]). The
+// 16 lanes at 2i (the windows' centre and right columns) and the 16 at
+// 2i−1 (their left and centre columns) are loaded from each row; the last
+// vector is masked (K1: 2·(n mod 8) input lanes, K2: n mod 8 outputs).
+
+// func maxPool3s2RowAVX512(r0, r1, r2, y *float32, n int)
+TEXT ·maxPool3s2RowAVX512(SB), NOSPLIT, $0-40
+	MOVQ r0+0(FP), SI
+	MOVQ r1+8(FP), DX
+	MOVQ r2+16(FP), R11
+	MOVQ y+24(FP), DI
+	MOVQ n+32(FP), R9
+	POOLMASKS
+	VMOVUPS poolEven<>(SB), Z30
+	VMOVUPS poolOdd<>(SB), Z29
+	XORQ AX, AX               // input byte offset
+	XORQ BX, BX               // output byte offset
+	MOVQ R9, CX
+	SHRQ $3, CX               // whole steps
+	JEQ row3tail
+
+row3vec:
+	VMOVUPS (SI)(AX*1), Z0
+	VMOVUPS (DX)(AX*1), Z1
+	NANMAX(Z0, Z1, Z2)
+	VMOVUPS (R11)(AX*1), Z1
+	NANMAX(Z2, Z1, Z3)        // column maxima at 2i, 2i+1
+	VMOVUPS -4(SI)(AX*1), Z0
+	VMOVUPS -4(DX)(AX*1), Z1
+	NANMAX(Z0, Z1, Z2)
+	VMOVUPS -4(R11)(AX*1), Z1
+	NANMAX(Z2, Z1, Z4)        // column maxima at 2i−1, 2i
+	VPERMPS Z3, Z30, Z5       // centre columns
+	VPERMPS Z3, Z29, Z6       // right columns
+	VPERMPS Z4, Z30, Z7       // left columns
+	NANMAX(Z5, Z6, Z8)
+	NANMAX(Z7, Z8, Z9)
+	VMOVUPS Y9, (DI)(BX*1)
+	ADDQ $64, AX
+	ADDQ $32, BX
+	DECQ CX
+	JNZ row3vec
+
+row3tail:
+	KORTESTW K2, K2
+	JZ row3done
+	VMOVUPS.Z (SI)(AX*1), K1, Z0
+	VMOVUPS.Z (DX)(AX*1), K1, Z1
+	NANMAX(Z0, Z1, Z2)
+	VMOVUPS.Z (R11)(AX*1), K1, Z1
+	NANMAX(Z2, Z1, Z3)
+	VMOVUPS.Z -4(SI)(AX*1), K1, Z0
+	VMOVUPS.Z -4(DX)(AX*1), K1, Z1
+	NANMAX(Z0, Z1, Z2)
+	VMOVUPS.Z -4(R11)(AX*1), K1, Z1
+	NANMAX(Z2, Z1, Z4)
+	VPERMPS Z3, Z30, Z5
+	VPERMPS Z3, Z29, Z6
+	VPERMPS Z4, Z30, Z7
+	NANMAX(Z5, Z6, Z8)
+	NANMAX(Z7, Z8, Z9)
+	VMOVUPS Z9, K2, (DI)(BX*1)
+
+row3done:
+	VZEROUPPER
+	RET

@@ -187,7 +187,8 @@ func TestMaxPoolCeilMatchesNaive(t *testing.T) {
 }
 
 // TestMaxPoolPlaneMatchesArg: the general max pool forward (maxPoolPlane,
-// row by row over the columns whose windows lie inside the input) writes
+// row by row over the columns whose windows lie inside the input, by the
+// path's vector kernel for 3×3 windows of stride 2 across) writes
 // the value at the index maxPoolArg picks, window by window (NaN where
 // that is NaN; a tie of -0 and +0 may read either):
 // strides, paddings and dilations that leave edge columns on both sides or
@@ -207,6 +208,14 @@ func TestMaxPoolPlaneMatchesArg(t *testing.T) {
 		convCase(1, 1, 3, 5, 1, 3, 5, 3, 2, 1, 1),                                        // no interior column
 		{N: 1, C: 1, H: 1, W: 9, OC: 1, OH: 1, OW: 3, KH: 1, KW: 4, SH: 1, SW: 3, PW: 1}, // one row, padded at its ends only
 	}
+	// 3×3 windows of stride 2 across (the vector kernel's, where the
+	// path has one): interiors of every length mod 8, padding 0 to 2,
+	// stride 1 and 3 down.
+	for w := 5; w <= 40; w += 3 {
+		cases = append(cases, convCase(1, 1, 7, w, 1, 3, 3, 2, w%3, 1, 1))
+	}
+	cases = append(cases, Conv{N: 1, C: 1, H: 6, W: 21, OC: 1, OH: 6, OW: 11, KH: 3, KW: 3, SH: 1, SW: 2, PH: 1, PW: 1},
+		Conv{N: 1, C: 1, H: 9, W: 23, OC: 1, OH: 3, OW: 11, KH: 3, KW: 3, SH: 3, SW: 2, PH: 0, PW: 1})
 	ceil := convCase(1, 1, 8, 8, 1, 3, 3, 2, 0, 1, 1)
 	ceil.OH, ceil.OW = 4, 4 // ceil mode: the last window starts at 6 and reads 6 and 7
 	cases = append(cases, ceil)
@@ -236,6 +245,56 @@ func TestMaxPoolPlaneMatchesArg(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestMaxPool3s2RowAgrees: each path's kernel of the 3×3 stride-2 max
+// pool's rows gives its Go twin's values (NaN for NaN; a tie of -0 and
+// +0 may read either) for every length
+// from 0 to 40 (whole steps and every tail), on data with ties, NaNs,
+// infinities and both zeros, writing nothing past its outputs.
+func TestMaxPool3s2RowAgrees(t *testing.T) {
+	specials := []float32{float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.Copysign(0, -1)), 0}
+	r := newTestRand(12)
+	kernels := 0
+	for _, name := range GemmPaths() {
+		k := archMaxPool3s2Row(name)
+		if k == nil {
+			continue
+		}
+		kernels++
+		for n := 0; n <= 40; n++ {
+			var rows [3][]float32
+			for i := range rows {
+				rows[i] = make([]float32, 2*n+2)
+				for j := range rows[i] {
+					rows[i][j] = float32(r.IntN(5)) - 2
+					if r.IntN(8) == 0 {
+						rows[i][j] = specials[r.IntN(len(specials))]
+					}
+				}
+			}
+			want := make([]float32, n)
+			maxPool3s2RowGo(rows[0], rows[1], rows[2], want)
+			got := make([]float32, n+16)
+			for i := range got {
+				got[i] = 42
+			}
+			if n > 0 {
+				k(&rows[0][1], &rows[1][1], &rows[2][1], &got[0], n)
+			}
+			for i, v := range got[n:] {
+				if v != 42 {
+					t.Fatalf("%s, %d outputs: wrote %v past them at %d", name, n, v, n+i)
+				}
+			}
+			for i, w := range want {
+				if g := got[i]; g != w && !(g != g && w != w) {
+					t.Fatalf("%s, %d outputs: y[%d] = %v, the Go loop's %v", name, n, i, g, w)
+				}
+			}
+		}
+	}
+	t.Logf("%d vector kernels checked", kernels)
 }
 
 // BenchmarkMaxPoolStem: ResNet's 3×3 stride-2 stem pool, 64 planes of
@@ -290,4 +349,60 @@ func TestSum32(t *testing.T) {
 			t.Fatalf("sum32 of %d values = %v, float64 sum %v", n, got, s)
 		}
 	}
+}
+
+// TestAvgPoolInside: where every window lies inside the input
+// (avgPoolInside) the average pool's forward gives, bit for bit, the sums
+// of its general loop (from zero, row by row of taps) times 1/(KH·KW), and
+// the float64 reference's values: 2×2 stride 2 on even and odd sizes
+// (DenseNet's transitions, a last row and column in no window), 3×3
+// stride 1, dilated, a 1×1 window, batches split over threads; geometries
+// with padding or a window past the edge are not taken.
+func TestAvgPoolInside(t *testing.T) {
+	cases := []Conv{
+		convCase(2, 3, 8, 8, 3, 2, 2, 2, 0, 1, 1),
+		convCase(1, 5, 7, 9, 5, 2, 2, 2, 0, 1, 1),
+		convCase(1, 2, 6, 5, 2, 3, 3, 1, 0, 1, 1),
+		convCase(3, 2, 11, 10, 2, 3, 3, 2, 0, 2, 1),
+		convCase(1, 4, 5, 5, 4, 1, 1, 2, 0, 1, 1),
+	}
+	for _, g := range cases {
+		if !avgPoolInside(g.norm()) {
+			t.Fatalf("%+v: every window lies inside, but avgPoolInside says not", g)
+		}
+	}
+	for _, g := range []Conv{convCase(1, 1, 6, 6, 1, 3, 3, 2, 1, 1, 1), {N: 1, C: 1, H: 5, W: 7, OC: 1, OH: 3, OW: 4, KH: 2, KW: 2, SH: 2, SW: 2}} {
+		if avgPoolInside(g.norm()) {
+			t.Fatalf("%+v: padded or ceil, but avgPoolInside takes it", g)
+		}
+	}
+	forEachPathAndThreads(t, func(t *testing.T) {
+		r := newTestRand(31)
+		for _, g := range cases {
+			g = g.norm()
+			x := randSlice(r, g.N*g.C*g.H*g.W, 1)
+			y := randSlice(r, g.N*g.C*g.OH*g.OW, 100)
+			AvgPool2DFwd(x, y, g)
+			want := make([]float32, len(y))
+			for p := 0; p < g.N*g.C; p++ {
+				for oh := 0; oh < g.OH; oh++ {
+					for ow := 0; ow < g.OW; ow++ {
+						var s float32
+						for kh := 0; kh < g.KH; kh++ {
+							for kw := 0; kw < g.KW; kw++ {
+								s += x[p*g.H*g.W+(oh*g.SH+kh*g.DH)*g.W+ow*g.SW+kw*g.DW]
+							}
+						}
+						want[(p*g.OH+oh)*g.OW+ow] = s * (1 / float32(g.KH*g.KW))
+					}
+				}
+			}
+			if msg := closeTo(y, want, 0); msg != "" {
+				t.Fatalf("%+v: %s", g, msg)
+			}
+			if msg := closeTo(y, poolRef(x, g, false), 1e-6); msg != "" {
+				t.Fatalf("%+v against the float64 reference: %s", g, msg)
+			}
+		}
+	})
 }
