@@ -251,11 +251,14 @@ func TestCompileTrainEvalPredict(t *testing.T) {
 // second layer runs F(4×4,5×5)), and 3,162,238 with the AVX-512 kernel of
 // the 3×3 stride-2 max pool's rows (maxPool3s2RowAVX512, which
 // maxPoolPlane reaches beside the 2×2 kernel: the program links every max
-// pool's forward).
+// pool's forward), and 3,170,430 with rt/cpu's pointwise epilogue (the row
+// kernels rowBiasActAVX512 and rowBiasActAVX2 in the epilogue table every
+// program links, ReLU6's clamp) and rt/app's MLBUILD_CPU_KERNELS check and
+// info line: 4.5 KB of code that crossed into two more pages.
 // Issue 16 asks for 2 MB; docs/architecture.md (Where the bytes go) says
 // where they go and why 2 MB is out of reach of this program's features. The budget
 // catches a reader or a heavy package slipping back into every program.
-const mnistBinaryBudget = 3_166_000
+const mnistBinaryBudget = 3_174_000
 
 // checkMNISTBinary checks the size of the program of models/mnist.cue and
 // what it links: the function names that a stripped Go binary keeps for
