@@ -54,11 +54,14 @@ type epilogueKernels struct {
 	// expShift is expShift's loop over n elements (exp.go), or nil.
 	expShift func(x, y *float32, n int, m float32)
 	// sigmoid, tanh, silu and siluBwd are sigmoidFwd's, tanhFwd's,
-	// siluFwd's and siluBwd's loops over n elements (sigmoid.go), or nil.
-	sigmoid func(x, y *float32, n int)
-	tanh    func(x, y *float32, n int)
-	silu    func(x, y *float32, n int)
-	siluBwd func(x, dy, dx *float32, n int)
+	// siluFwd's and siluBwd's loops over n elements (sigmoid.go), or nil;
+	// sigmoid and silu over n − n mod sigmoidTail when sigmoidTail is not
+	// 0 (the caller does the rest).
+	sigmoid     func(x, y *float32, n int)
+	sigmoidTail int
+	tanh        func(x, y *float32, n int)
+	silu        func(x, y *float32, n int)
+	siluBwd     func(x, dy, dx *float32, n int)
 	// dropout is dropoutMask's loop over n elements (dropout.go), or nil.
 	dropout func(x, y, mask *float32, n int, base, seed, step uint32, rate, keep float32)
 }

@@ -16,7 +16,8 @@ func archEpilogue(path string) *epilogueKernels {
 
 var (
 	epilogueAVX512 = &epilogueKernels{biasAct: biasActRowsAVX512, reluBwd: reluBwdAVX512, sumRows: sumRowsAVX512, clamp: clampAVX512, clampTail: 0, rowBiasAct: rowBiasActAVX512, gelu: geluAVX512, geluBwd: geluBwdAVX512, expShift: expShiftAVX512, dropout: dropoutAVX512, sigmoid: sigmoidAVX512, tanh: tanhAVX512, silu: siluAVX512, siluBwd: siluBwdAVX512}
-	epilogueAVX2   = &epilogueKernels{biasAct: biasActRowsAVX2, reluBwd: reluBwdAVX2, sumRows: sumRowsAVX2, clamp: clampAVX2, clampTail: 8, rowBiasAct: rowBiasActAVX2, rowBiasActTail: 8}
+	epilogueAVX2   = &epilogueKernels{biasAct: biasActRowsAVX2, reluBwd: reluBwdAVX2, sumRows: sumRowsAVX2, clamp: clampAVX2, clampTail: 8, rowBiasAct: rowBiasActAVX2, rowBiasActTail: 8,
+		sigmoid: sigmoidAVX2, silu: siluAVX2, sigmoidTail: 8}
 )
 
 //go:noescape
@@ -48,3 +49,9 @@ func rowBiasActAVX512(y, bias *float32, rows, cols, ld, flags int, lo, hi float3
 
 //go:noescape
 func rowBiasActAVX2(y, bias *float32, rows, cols, ld, flags int, lo, hi float32)
+
+//go:noescape
+func sigmoidAVX2(x, y *float32, n int)
+
+//go:noescape
+func siluAVX2(x, y *float32, n int)

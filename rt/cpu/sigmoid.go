@@ -73,8 +73,10 @@ func sigmoidFwd(x, y []float32) {
 	y = y[:len(x)]
 	done := 0
 	if ek := epilogue(); ek != nil && ek.sigmoid != nil && len(x) > 0 {
-		done = len(x)
-		ek.sigmoid(&x[0], &y[0], done)
+		done = len(x) - len(x)%max(1, ek.sigmoidTail)
+		if done > 0 {
+			ek.sigmoid(&x[0], &y[0], done)
+		}
 	}
 	for i := done; i < len(x); i++ {
 		y[i] = sigmoidCore(x[i])
@@ -99,8 +101,10 @@ func siluFwd(x, y []float32) {
 	y = y[:len(x)]
 	done := 0
 	if ek := epilogue(); ek != nil && ek.silu != nil && len(x) > 0 {
-		done = len(x)
-		ek.silu(&x[0], &y[0], done)
+		done = len(x) - len(x)%max(1, ek.sigmoidTail)
+		if done > 0 {
+			ek.silu(&x[0], &y[0], done)
+		}
 	}
 	for i := done; i < len(x); i++ {
 		y[i] = x[i] * sigmoidCore(x[i])
