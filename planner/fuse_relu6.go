@@ -19,9 +19,17 @@ import "fmt"
 // through its view keeps its relu6 step. Params keep their buffers and
 // IDs. Elsewhere, and on other targets, the plan is unchanged.
 func fuseReLU6(p *Plan, t Target) {
-	if !t.ReLU6Epilogue {
-		return
+	if t.ReLU6Epilogue {
+		foldUnaryAct(p, "relu6")
 	}
+}
+
+// foldUnaryAct is the fold of fuseReLU6 and fuseSiLUEpilogue: every gemm
+// or conv2d step without a fused activation whose output is read by
+// exactly one step, a unary of the single op op, and by nothing else,
+// writes the unary's output itself with Attr.Act op; the unary steps are
+// dropped and each fold is listed in p.Fusions.
+func foldUnaryAct(p *Plan, op string) {
 	fused := make([]bool, len(p.Forward))
 	for i := range p.Forward {
 		s := &p.Forward[i]
@@ -33,15 +41,15 @@ func fuseReLU6(p *Plan, t Target) {
 			continue
 		}
 		r := &p.Forward[j]
-		if r.Kernel != KUnary || len(r.Attr.Chain) != 1 || r.Attr.Chain[0].Op != "relu6" {
+		if r.Kernel != KUnary || len(r.Attr.Chain) != 1 || r.Attr.Chain[0].Op != op {
 			continue
 		}
-		s.Attr.Act, s.Attr.Alpha = "relu6", 0
+		s.Attr.Act, s.Attr.Alpha = op, 0
 		s.Out[0] = r.Out[0]
-		s.Fused = append(fusedNames(s), r.Layer)
+		s.Fused = append(fusedNames(s), fusedNames(r)...)
 		fused[j] = true
 		r.In = nil // dead now: later searches must not count its read
-		p.Fusions = append(p.Fusions, fmt.Sprintf("%s + %s -> %s (relu6 epilogue)", s.Fused[0], r.Layer, s.Kernel))
+		p.Fusions = append(p.Fusions, fmt.Sprintf("%s + %s -> %s (%s epilogue)", s.Fused[0], r.Layer, s.Kernel, op))
 	}
 	p.dropForward(fused)
 }

@@ -1,7 +1,5 @@
 package planner
 
-import "fmt"
-
 // fuseSiLUEpilogue folds a silu step (fuseSiLU's, EfficientNet's
 // activation) into the gemm or conv2d step before it in an inference
 // plan, so that the product's output is activated while it is in cache
@@ -18,29 +16,7 @@ import "fmt"
 // intermediate buffer are gone. Params keep their buffers and IDs.
 // Elsewhere, and on other targets, the plan is unchanged.
 func fuseSiLUEpilogue(p *Plan, t Target) {
-	if !t.SiLUEpilogue || p.Training {
-		return
+	if t.SiLUEpilogue && !p.Training {
+		foldUnaryAct(p, "silu")
 	}
-	fused := make([]bool, len(p.Forward))
-	for i := range p.Forward {
-		s := &p.Forward[i]
-		if fused[i] || (s.Kernel != KGemm && s.Kernel != KConv2D) || s.Attr.Act != "" {
-			continue
-		}
-		j, ok := soleForwardReader(p, s.Out[0])
-		if !ok {
-			continue
-		}
-		r := &p.Forward[j]
-		if r.Kernel != KUnary || len(r.Attr.Chain) != 1 || r.Attr.Chain[0].Op != "silu" {
-			continue
-		}
-		s.Attr.Act, s.Attr.Alpha = "silu", 0
-		s.Out[0] = r.Out[0]
-		s.Fused = append(fusedNames(s), fusedNames(r)...)
-		fused[j] = true
-		r.In = nil // dead now: later searches must not count its read
-		p.Fusions = append(p.Fusions, fmt.Sprintf("%s + %s -> %s (silu epilogue)", s.Fused[0], r.Layer, s.Kernel))
-	}
-	p.dropForward(fused)
 }
