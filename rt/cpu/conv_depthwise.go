@@ -286,6 +286,25 @@ func (d depthwiseGeom) unsplit(xp, plane []float32, g Conv) {
 	}
 }
 
+// outPlane writes one output plane yp = act(Σ taps + bv) from the input
+// panel a worker's split made, the filter's len(offs) taps at wc: by rows
+// when byRows (the row kernel applies ReLU, applyAct any other
+// activation after it), else into the worker's columns and out through
+// the direct method's store.
+func (d *depthwiseGeom) outPlane(k *depthwiseKernels, store *convDirectKernels, cw *convWorker, offs []int, wc, yp []float32, g Conv, bv float32, act Act, alpha float32, byRows bool) {
+	taps := len(offs)
+	if byRows {
+		relu := rowsRelu(act)
+		k.rows(taps, &offs[0], &wc[0], &cw.panel[0], d.wq, &yp[0], g.OW, g.OH, bv, max(relu, 0))
+		if relu < 0 {
+			applyAct(yp, act, alpha)
+		}
+		return
+	}
+	k.fwd(taps, &offs[0], &wc[0], &cw.panel[0], &cw.cols[0], d.n)
+	store.convDirectStore(cw.cols, yp, g, d.wq, bv, act, alpha)
+}
+
 // Conv2DDepthwiseFwd computes y = act(conv(x, w) + b) for a depthwise g
 // (Groups = C = OC) at any stride, padding and dilation: x [N,C,H,W], w
 // [C,1,KH,KW], b [C] or nil, y [N,C,OH,OW]. It panics on any other
@@ -316,17 +335,7 @@ func Conv2DDepthwiseFwd(x, w, b, y []float32, g Conv, act Act, alpha float32) {
 		if b != nil {
 			bv = b[c]
 		}
-		yp := y[p*ohw : (p+1)*ohw]
-		if byRows {
-			relu := rowsRelu(act)
-			k.rows(taps, &offs[0], &w[c*taps], &cw.panel[0], d.wq, &yp[0], g.OW, g.OH, bv, max(relu, 0))
-			if relu < 0 {
-				applyAct(yp, act, alpha)
-			}
-			return
-		}
-		k.fwd(taps, &offs[0], &w[c*taps], &cw.panel[0], &cw.cols[0], d.n)
-		store.convDirectStore(cw.cols, yp, g, d.wq, bv, act, alpha)
+		d.outPlane(k, store, cw, offs, w[c*taps:], y[p*ohw:(p+1)*ohw], g, bv, act, alpha, byRows)
 	})
 	releaseConvWorkers(workers)
 	convWorkers.Put(lead)

@@ -73,17 +73,7 @@ func Conv2DGroupedFwd(x, w, b, y []float32, g Conv, act Act, alpha float32) {
 			if b != nil {
 				bv = b[oc]
 			}
-			yp := y[(n*g.OC+oc)*ohw : (n*g.OC+oc+1)*ohw]
-			if byRows {
-				relu := rowsRelu(act)
-				k.rows(taps, &offs[0], &w[oc*taps], &cw.panel[0], d.wq, &yp[0], g.OW, g.OH, bv, max(relu, 0))
-				if relu < 0 {
-					applyAct(yp, act, alpha)
-				}
-				continue
-			}
-			k.fwd(taps, &offs[0], &w[oc*taps], &cw.panel[0], &cw.cols[0], d.n)
-			store.convDirectStore(cw.cols, yp, g, d.wq, bv, act, alpha)
+			d.outPlane(k, store, cw, offs, w[oc*taps:], y[(n*g.OC+oc)*ohw:(n*g.OC+oc+1)*ohw], g, bv, act, alpha, byRows)
 		}
 	})
 	releaseConvWorkers(workers)
