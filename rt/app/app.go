@@ -189,12 +189,15 @@ type Model interface {
 	SelfTest() []SelfTestRow
 }
 
-// SelfTestRow is one line of `selftest`.
+// SelfTestRow is one line of `selftest`: a check, or, where Note is set,
+// a remark that selftest prints after the checks and counts as neither
+// passed nor failed (what a check left out, and why).
 type SelfTestRow struct {
 	Name     string
 	MaxError float64
 	Tol      float64
 	Err      error
+	Note     string
 }
 
 // Exit codes of a produced program.
