@@ -254,11 +254,15 @@ func TestCompileTrainEvalPredict(t *testing.T) {
 // pool's forward), and 3,170,430 with rt/cpu's pointwise epilogue (the row
 // kernels rowBiasActAVX512 and rowBiasActAVX2 in the epilogue table every
 // program links, ReLU6's clamp) and rt/app's MLBUILD_CPU_KERNELS check and
-// info line: 4.5 KB of code that crossed into two more pages.
+// info line: 4.5 KB of code that crossed into two more pages, and
+// 3,178,622 with the AVX2 sigmoid and SiLU kernels (their eight-lane
+// constant table: the epilogue table links them) and the gradient
+// check's time bound (its note and its reading of
+// MLBUILD_GRADCHECK_SECONDS).
 // Issue 16 asks for 2 MB; docs/architecture.md (Where the bytes go) says
 // where they go and why 2 MB is out of reach of this program's features. The budget
 // catches a reader or a heavy package slipping back into every program.
-const mnistBinaryBudget = 3_174_000
+const mnistBinaryBudget = 3_182_000
 
 // checkMNISTBinary checks the size of the program of models/mnist.cue and
 // what it links: the function names that a stripped Go binary keeps for
