@@ -108,15 +108,7 @@ func winoF3ATConsts(lanes int) []float32 {
 // the dy transform (D = E g Eᵀ of a 4×4 block g of dy), at6 the Aᵀ pass
 // (given winoF3ATConsts for its matrix).
 func newWinoF3Kernels(input, dy winoTileFunc, at6 winoPass, lanes int) *winogradKernels {
-	at := winoF3ATConsts(lanes)
-	return &winogradKernels{lanes: lanes, input: input, dy: dy,
-		// Y = Aᵀ M A + bias: t = M·A row by row, in place into the
-		// first four columns of M, then Aᵀ·t column by column into y.
-		output: func(src *float32, ldXi int, dst *float32, ldRow, ldCol int, bias *float32, relu, n int) {
-			at6(&at[0], 4, src, ldXi, 6*ldXi, src, ldXi, 6*ldXi, 6, nil, 0, n)
-			at6(&at[0], 4, src, 6*ldXi, ldXi, dst, ldRow, ldCol, 4, bias, relu, n)
-		},
-	}
+	return newWino4Kernels(input, dy, at6, winoF3ATConsts(lanes), 6, lanes)
 }
 
 // winogradF3Go is F(4×4,3×3) with the pure-Go kernels, built on first use

@@ -176,13 +176,19 @@ type winoTileFunc func(src *float32, ldRow, ldCol int, dst *float32, ldXi, n int
 // a 4×4 block g of dy, winogradKernels.dy), at8 the Aᵀ pass (given
 // winoF4ATConsts for its matrix).
 func newWinoF4Kernels(input, dy winoTileFunc, at8 winoPass, lanes int) *winogradKernels {
-	at := winoF4ATConsts(lanes)
+	return newWino4Kernels(input, dy, at8, winoF4ATConsts(lanes), 8, lanes)
+}
+
+// newWino4Kernels builds the transforms of an F(4×4,r×r) whose tiles are
+// side×side (r+3): input and dy as given, and the output transform from
+// the Aᵀ pass atPass with its constants at.
+func newWino4Kernels(input, dy winoTileFunc, atPass winoPass, at []float32, side, lanes int) *winogradKernels {
 	return &winogradKernels{lanes: lanes, input: input, dy: dy,
 		// Y = Aᵀ M A + bias: t = M·A row by row, in place into the
 		// first four columns of M, then Aᵀ·t column by column into y.
 		output: func(src *float32, ldXi int, dst *float32, ldRow, ldCol int, bias *float32, relu, n int) {
-			at8(&at[0], 4, src, ldXi, 8*ldXi, src, ldXi, 8*ldXi, 8, nil, 0, n)
-			at8(&at[0], 4, src, 8*ldXi, ldXi, dst, ldRow, ldCol, 4, bias, relu, n)
+			atPass(&at[0], 4, src, ldXi, side*ldXi, src, ldXi, side*ldXi, side, nil, 0, n)
+			atPass(&at[0], 4, src, side*ldXi, ldXi, dst, ldRow, ldCol, 4, bias, relu, n)
 		},
 	}
 }
