@@ -12,13 +12,17 @@ import (
 // kernel lets this process use the tile registers (Linux asks a process to
 // request them: arch_prctl ARCH_REQ_XCOMP_PERM).
 //
-// A product C = A·B (m×k times k×n) packs A as bfloat16 rows of kp = k
-// rounded up to 32 (pa, mp×kp, mp = m rounded up to 32), B as bfloat16
-// pairs along k (pb: kp/2 rows of np pairs, np = n rounded up to 32: the
-// layout TDPBF16PS reads), zero-padded, then multiplies 32×32 blocks of C
-// into pc (mp×np float32) with amxRowBlock, one 32-row block of C per piece
-// of work, storing whole blocks straight into C and those that C's edges
-// cut through pc.
+// A product C = A·B (m×k times k×n) packs A and B as bfloat16 in the tiles'
+// order (amx_layout.go: mp = m, kp = k and np = n rounded up to 32,
+// zero-padded), then amxPanelBlock multiplies 32-row blocks of C (two
+// panels of A) by 32-column blocks (two panels of B) in tiles. B is packed
+// first, by all threads, and so is A where it is read transposed; else
+// each thread packs its rows of A just before it multiplies them, while
+// they are in its cache. A thread's rows go in groups of amxGroupBlocks
+// 32-row blocks, each group multiplied by amxChunkBlocks 32-column blocks
+// of B at a time (all of B when 0), so that a chunk of B stays in cache for
+// the whole group. Whole blocks of C are stored in place; the blocks that
+// C's edges cut go through a scratch and are copied.
 
 var amx struct {
 	once sync.Once
@@ -65,17 +69,33 @@ func BF16Native() bool {
 }
 
 //go:noescape
-func amxRowBlock(cfg *byte, a *uint16, b *uint32, c *float32, nBlocks, kTiles, lda, ldb, ldc int)
+func amxPanelBlock(cfg *byte, a *uint16, b *uint32, c *float32, nBlocks, kTiles, aHalf, bHalf, bNext, ldc int)
 
-// amxBuffers are the packed operands and the padded product, reused.
+// amxKernel is amxPanelBlock's signature: tests run the blocking and the
+// packers with a Go twin of the tiles (amxPanelBlockGo) on any CPU.
+type amxKernel func(cfg *byte, a *uint16, b *uint32, c *float32, nBlocks, kTiles, aHalf, bHalf, bNext, ldc int)
+
+// The blocking of amxGemm's work (see the top of this file); variables for
+// BenchmarkAMXBlocking, which chose them on the H200 host's Xeon (48 KB L1,
+// 2 MB L2 a core) for models/gpt.cue's products: one 32-row block at a time
+// against all of B was the fastest or near it on 1 thread (940 GFLOP/s for
+// 16384×1536×384, against 470–650 with groups of 8 or 16 blocks, whose A
+// no longer stays in L1 across B's blocks), and on 2 threads within the
+// run's noise of the best.
+var (
+	amxGroupBlocks = 1
+	amxChunkBlocks = 0
+)
+
+// amxBuffers are the packed operands and the edges' scratch, reused.
 var amxBuffers amxBufferSet
 
 type amxBufferSet struct {
 	sync.Mutex
 	pa []uint16
 	pb []uint32
-	pc []float32
-	pt []uint32 // a transposed operand before its transpose
+	pc []float32 // C's column edge (mp rows of 32), then its row edge (32 rows of np)
+	pt []uint32  // a transposed operand before its transpose
 	// kept holds BF16Inference's packed B operands by the address of
 	// their first element, each with a copy of the float32 elements it was
 	// packed from: the address only finds the candidate, the comparison
@@ -98,7 +118,7 @@ const amxKeptMax = 64
 // keptB returns B packed as packBF16BVec would, from the kept tiles when B's
 // elements equal, bit for bit, those they were packed from, else packing
 // them again and keeping them.
-func (s *amxBufferSet) keptB(trans bool, b []float32, ldb, k, n, kp, lpb int) []uint32 {
+func (s *amxBufferSet) keptB(trans bool, b []float32, ldb, k, n, kp, np int) []uint32 {
 	rows, cols := k, n
 	if trans {
 		rows, cols = n, k
@@ -121,11 +141,11 @@ func (s *amxBufferSet) keptB(trans bool, b []float32, ldb, k, n, kp, lpb int) []
 		e = &amxKept{}
 		s.kept[key] = e
 	}
-	*e = amxKept{trans: trans, k: k, n: n, ldb: ldb, src: growF32(e.src, rows*cols), pb: growU32(e.pb, kp/2*lpb)}
+	*e = amxKept{trans: trans, k: k, n: n, ldb: ldb, src: growF32(e.src, rows*cols), pb: growU32(e.pb, kp/2*np)}
 	for r := 0; r < rows; r++ {
 		copy(e.src[r*cols:r*cols+cols], b[r*ldb:r*ldb+cols])
 	}
-	packBF16BVec(trans, b, ldb, k, n, e.pb, kp, lpb, s.pt)
+	packBF16BVec(trans, b, ldb, k, n, e.pb, kp, np, s.pt)
 	return e.pb
 }
 
@@ -145,53 +165,77 @@ func amxGemm(transA, transB bool, m, n, k int, a []float32, lda int, b []float32
 	if k <= 0 || !BF16Native() {
 		return false
 	}
+	amxGemmWith(amxPanelBlock, transA, transB, m, n, k, a, lda, b, ldb, c, ldc, keepB)
+	return true
+}
+
+// amxGemmWith is amxGemm's work with the tiles' kernel given.
+func amxGemmWith(kernel amxKernel, transA, transB bool, m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int, keepB bool) {
 	checkGemmOperands(transA, transB, m, n, k, a, lda, b, ldb, c, ldc)
 	mp, np, kp := gemmRoundUp(m, 32), gemmRoundUp(n, 32), gemmRoundUp(k, 32)
-	// Row strides one cache line longer than the rows: with n = 512 a
-	// stride of np pairs is 2 KB, and a tile's 16 rows would fall in two L1
-	// sets.
-	lpa, lpb := kp+32, np+16
 	s := &amxBuffers
 	s.Lock()
 	defer s.Unlock()
-	s.pa = growU16(s.pa, mp*lpa)
-	s.pc = growF32(s.pc, mp*lpb)
-	s.pt = growU32(s.pt, max(lpa/2*mp, lpb*kp/2))
-	pa, pc := s.pa, s.pc
-	packBF16AVec(transA, a, lda, m, k, pa, mp, lpa, s.pt)
+	s.pa = growU16(s.pa, mp*kp)
+	s.pc = growF32(s.pc, mp*32+32*np)
+	s.pt = growU32(s.pt, max(kp/2*mp, np*kp/2))
+	pa, colEdge, rowEdge := s.pa, s.pc[:mp*32], s.pc[mp*32:]
 	var pb []uint32
 	if keepB {
-		pb = s.keptB(transB, b, ldb, k, n, kp, lpb)
+		pb = s.keptB(transB, b, ldb, k, n, kp, np)
 	} else {
-		s.pb = growU32(s.pb, kp/2*lpb)
+		s.pb = growU32(s.pb, kp/2*np)
 		pb = s.pb
-		packBF16BVec(transB, b, ldb, k, n, pb, kp, lpb, s.pt)
+		packBF16BVec(transB, b, ldb, k, n, pb, kp, np, s.pt)
 	}
-	// Whole 32×32 blocks of C are stored in place; the blocks that C's
-	// edges cut go through pc and are copied.
-	nFull := n / 32
+	if transA {
+		packBF16AVec(true, a, lda, m, k, pa, mp, kp, s.pt)
+	}
+	// Byte offsets in the packed operands: a panel of A or of B is 32·kp
+	// bytes, and a block of 32 columns two panels of B.
+	aHalf, bHalf, bNext := 32*kp, 32*kp, 64*kp
+	nBlocks, nFull := np/32, n/32
+	chunk := amxChunkBlocks
+	if chunk <= 0 {
+		chunk = nBlocks
+	}
+	cfg := &amx.cfg[0]
+	// blocks multiplies the 32-row block mb of A by B's 32-column blocks
+	// [nb0, nb1) into C.
+	blocks := func(mb, nb0, nb1 int) {
+		i0, ap := mb*32, &pa[mb*32*kp]
+		bp := &pb[nb0*16*kp]
+		if i0+32 > m { // C's last rows, through the row edge's scratch
+			kernel(cfg, ap, bp, &rowEdge[nb0*32], nb1-nb0, kp/32, aHalf, bHalf, bNext, np*4)
+			j1 := min(nb1*32, n)
+			for i := i0; i < m; i++ {
+				copy(c[i*ldc+nb0*32:i*ldc+j1], rowEdge[(i-i0)*np+nb0*32:(i-i0)*np+j1])
+			}
+			return
+		}
+		if full := min(nb1, nFull) - nb0; full > 0 {
+			kernel(cfg, ap, bp, &c[i0*ldc+nb0*32], full, kp/32, aHalf, bHalf, bNext, ldc*4)
+		}
+		if nb1 > nFull { // C's last columns, through the column edge's scratch
+			kernel(cfg, ap, &pb[nFull*16*kp], &colEdge[i0*32], 1, kp/32, aHalf, bHalf, bNext, 32*4)
+			for i := i0; i < i0+32; i++ {
+				copy(c[i*ldc+nFull*32:i*ldc+n], colEdge[i*32:i*32+n-nFull*32])
+			}
+		}
+	}
 	ParallelFor(mp/32, 1, func(lo, hi int) {
-		for mb := lo; mb < hi; mb++ {
-			i0, ap := mb*32, &pa[mb*32*lpa]
-			if i0+32 > m {
-				amxRowBlock(&amx.cfg[0], ap, &pb[0], &pc[i0*lpb], np/32, kp/32, lpa*2, lpb*4, lpb*4)
-				for i := i0; i < m; i++ {
-					copy(c[i*ldc:i*ldc+n], pc[i*lpb:i*lpb+n])
-				}
-				continue
+		for g0 := lo; g0 < hi; g0 += amxGroupBlocks {
+			g1 := min(g0+amxGroupBlocks, hi)
+			if !transA {
+				packBF16ARows(a, lda, m, k, pa, kp, g0*32, g1*32)
 			}
-			if nFull > 0 {
-				amxRowBlock(&amx.cfg[0], ap, &pb[0], &c[i0*ldc], nFull, kp/32, lpa*2, lpb*4, ldc*4)
-			}
-			if nFull*32 < n {
-				amxRowBlock(&amx.cfg[0], ap, &pb[nFull*32], &pc[i0*lpb], 1, kp/32, lpa*2, lpb*4, lpb*4)
-				for i := i0; i < i0+32; i++ {
-					copy(c[i*ldc+nFull*32:i*ldc+n], pc[i*lpb:i*lpb+n-nFull*32])
+			for nb0 := 0; nb0 < nBlocks; nb0 += chunk {
+				for mb := g0; mb < g1; mb++ {
+					blocks(mb, nb0, min(nb0+chunk, nBlocks))
 				}
 			}
 		}
 	})
-	return true
 }
 
 //go:noescape
@@ -201,26 +245,25 @@ func bf16Row(dst *uint16, src *float32, n int)
 func bf16Pairs(dst *uint32, lo, hi *float32, n int)
 
 //go:noescape
+func bf16RowStrided(dst *uint16, src *float32, n, ldd int)
+
+//go:noescape
+func bf16PairsStrided(dst *uint32, lo, hi *float32, n, ldd int)
+
+//go:noescape
 func dwordT16(dst *uint32, ldd int, src *uint32, lds int, n int)
 
 // packBF16AVec is packBF16A with AVX-512 conversions (every CPU with AMX
-// has AVX-512): rows converted 16 at a time; transposed, the pairs of A's
-// columns (rows 2q and 2q+1 of the stored matrix) interleaved into the
-// rows of pt (kp/2 rows of mp pairs) and pt transposed into pa as uint32s.
+// has AVX-512): rows converted 32 at a time into their tiles (packBF16ARows);
+// transposed, the pairs of A's columns (rows 2q and 2q+1 of the stored
+// matrix) interleaved into the rows of pt (kp/2 rows of mp pairs), and pt
+// transposed 16×16 pairs at a time into A's panels.
 func packBF16AVec(trans bool, a []float32, lda, m, k int, pa []uint16, mp, kp int, pt []uint32) {
-	m16 := m &^ 15
 	if !trans {
-		ParallelFor(mp/16, 1, func(lo, hi int) {
-			for i := lo * 16; i < hi*16; i++ {
-				var src []float32
-				if i < m {
-					src = a[i*lda : i*lda+k]
-				}
-				bf16ConvertRow(pa[i*kp:i*kp+kp], src)
-			}
-		})
+		ParallelFor(mp/16, 1, func(lo, hi int) { packBF16ARows(a, lda, m, k, pa, kp, lo*16, hi*16) })
 		return
 	}
+	m16 := m &^ 15
 	// 16 rows of pt at a time (16 KB with mp = 256), transposed while they
 	// are in L1.
 	pa32 := unsafe.Slice((*uint32)(unsafe.Pointer(&pa[0])), len(pa)/2)
@@ -237,9 +280,34 @@ func packBF16AVec(trans bool, a []float32, lda, m, k int, pa []uint16, mp, kp in
 					row[i] = amxPair(a, true, lda, i, 2*q, m, k)
 				}
 			}
-			dwordT16(&pa32[q0], kp/2, &pt[q0*mp], mp, mp)
+			for i := 0; i < mp; i += 16 {
+				dwordT16(&pa32[amxAAt(i, 2*q0, kp)/2], 16, &pt[q0*mp+i], mp, 16)
+			}
 		}
 	})
+}
+
+// packBF16ARows packs rows [r0, r1) of A (not transposed), r0 and r1
+// multiples of 16: A's rows converted 32 at a time into their tiles, the
+// tail of k and the rows past m one at a time, the padding zeroed.
+func packBF16ARows(a []float32, lda, m, k int, pa []uint16, kp, r0, r1 int) {
+	k32 := k &^ 31
+	for i := r0; i < r1; i++ {
+		base := amxAAt(i, 0, kp)
+		p0 := 0
+		if i < m {
+			if k32 > 0 {
+				bf16RowStrided(&pa[base], &a[i*lda], k32, 512)
+			}
+			for p := k32; p < k; p++ {
+				pa[base+(p/32)*512+p%32] = bf16Bits(a[i*lda+p])
+			}
+			p0 = k
+		}
+		for p := p0; p < kp; p++ {
+			pa[base+(p/32)*512+p%32] = 0
+		}
+	}
 }
 
 // bf16ConvertRow writes src rounded to bfloat16 at the start of dst, 16 at a
@@ -270,25 +338,24 @@ func amxPair(a []float32, trans bool, lda, i, p, m, k int) uint32 {
 }
 
 // packBF16BVec is packBF16B with AVX-512 conversions: B's rows 2q and
-// 2q+1 interleaved 16 columns at a time; transposed, each stored row
-// converted (its consecutive bfloat16 are the pairs of its column of B)
-// into a row of pt (np rows of kp/2 pairs), and pt transposed into pb.
+// 2q+1 interleaved 16 columns at a time into their panels; transposed, each
+// stored row converted (its consecutive bfloat16 are the pairs of its
+// column of B) into a row of pt (np rows of kp/2 pairs), and pt transposed
+// 16 columns at a time into their panel.
 func packBF16BVec(trans bool, b []float32, ldb, k, n int, pb []uint32, kp, np int, pt []uint32) {
 	n16 := n &^ 15
 	if !trans {
 		ParallelFor(kp/2, 8, func(lo, hi int) {
 			for q := lo; q < hi; q++ {
-				row := pb[q*np : q*np+np]
 				p := 2 * q
 				j0 := 0
 				if p+1 < k && n16 > 0 {
-					bf16Pairs(&row[0], &b[p*ldb], &b[(p+1)*ldb], n16)
+					bf16PairsStrided(&pb[amxBAt(q, 0, kp)], &b[p*ldb], &b[(p+1)*ldb], n16, kp/2*16)
 					j0 = n16
 				}
-				for j := j0; j < n; j++ {
-					row[j] = amxPair(b, true, ldb, j, p, n, k)
+				for j := j0; j < np; j++ {
+					pb[amxBAt(q, j, kp)] = amxPair(b, true, ldb, j, p, n, k)
 				}
-				clear(row[n:])
 			}
 		})
 		return
@@ -305,7 +372,7 @@ func packBF16BVec(trans bool, b []float32, ldb, k, n int, pb []uint32, kp, np in
 				}
 				bf16ConvertRow(pt16[j*kp:j*kp+kp], src)
 			}
-			dwordT16(&pb[j0], np, &pt[j0*kp/2], kp/2, kp/2)
+			dwordT16(&pb[amxBAt(0, j0, kp)], 16, &pt[j0*kp/2], kp/2, kp/2)
 		}
 	})
 }

@@ -26,24 +26,27 @@
 #define STORE_T2 BYTE $0xc4; BYTE $0x82; BYTE $0x7a; BYTE $0x4b; BYTE $0x14; BYTE $0x1c
 #define STORE_T3 BYTE $0xc4; BYTE $0x82; BYTE $0x7a; BYTE $0x4b; BYTE $0x5c; BYTE $0x1d; BYTE $0x00
 
-// func amxRowBlock(cfg *byte, a *uint16, b *uint32, c *float32, nBlocks, kTiles, lda, ldb, ldc int)
+// func amxPanelBlock(cfg *byte, a *uint16, b *uint32, c *float32, nBlocks, kTiles, aHalf, bHalf, bNext, ldc int)
 //
-// C[32 rows][32·nBlocks] = A[32][32·kTiles] · B, one 32×32 block of C at a
-// time in tiles tmm0-3 (16×16 float32 each), k 32 at a time: tmm4 and tmm5
-// hold A's two 16-row halves (16 rows of 32 bfloat16), tmm6 and tmm7 B's
-// two 16-column halves (16 k-pairs of 16 columns, each a bfloat16 pair).
-// lda, ldb and ldc are row strides in bytes. The tile configuration is
-// loaded and released here, so no tile state outlives the call.
-TEXT ·amxRowBlock(SB), NOSPLIT, $0-72
+// C[32 rows][32·nBlocks] = A[32][32·kTiles] · B on operands packed in the
+// tiles' order (amx_layout.go), one 32×32 block of C at a time in tiles
+// tmm0-3 (16×16 float32 each), k 32 at a time: tmm4 and tmm5 hold A's two
+// 16-row panels' tiles (a, and aHalf bytes on), tmm6 and tmm7 B's two
+// 16-column panels' tiles (b, and bHalf bytes on; bNext bytes on for the
+// next 32 columns). Every tile is 1 KB of consecutive memory (rows of 64
+// bytes) and the next k-tile is the next 1 KB. ldc is C's row stride in
+// bytes. The tile configuration is loaded and released here, so no tile
+// state outlives the call.
+TEXT ·amxPanelBlock(SB), NOSPLIT, $0-80
 	MOVQ cfg+0(FP), AX
 	LDTILECFG_AX
 	MOVQ a+8(FP), AX
 	MOVQ b+16(FP), BX
 	MOVQ c+24(FP), R8
 	MOVQ nBlocks+32(FP), DX
-	MOVQ lda+48(FP), R9
-	MOVQ ldb+56(FP), R10
-	MOVQ ldc+64(FP), R11
+	MOVQ $64, R9 // the tiles' row stride, A's and B's
+	MOVQ $64, R10
+	MOVQ ldc+72(FP), R11
 
 nloop:
 	TILEZERO_T0
@@ -51,10 +54,11 @@ nloop:
 	TILEZERO_T2
 	TILEZERO_T3
 	MOVQ AX, SI
-	LEAQ (SI)(R9*8), R12
-	LEAQ (R12)(R9*8), R12 // A's second half: 16 rows down
+	MOVQ AX, R12
+	ADDQ aHalf+48(FP), R12 // A's second panel: rows 16-31
 	MOVQ BX, DI
-	LEAQ 64(DI), R13 // B's second half: 16 columns right
+	MOVQ BX, R13
+	ADDQ bHalf+56(FP), R13 // B's second panel: columns 16-31
 	MOVQ kTiles+40(FP), CX
 
 kloop:
@@ -66,12 +70,10 @@ kloop:
 	DP_T1
 	DP_T2
 	DP_T3
-	ADDQ $64, SI
-	ADDQ $64, R12
-	LEAQ (DI)(R10*8), DI
-	LEAQ (DI)(R10*8), DI   // 16 k-pairs down
-	LEAQ (R13)(R10*8), R13
-	LEAQ (R13)(R10*8), R13
+	ADDQ $1024, SI
+	ADDQ $1024, R12
+	ADDQ $1024, DI
+	ADDQ $1024, R13
 	DECQ CX
 	JNZ  kloop
 
@@ -83,7 +85,7 @@ kloop:
 	STORE_T2
 	LEAQ 64(R12), R13
 	STORE_T3
-	ADDQ $128, BX
+	ADDQ bNext+64(FP), BX
 	ADDQ $128, R8
 	DECQ DX
 	JNZ  nloop
@@ -158,6 +160,60 @@ pairloop:
 	VZEROUPPER
 	RET
 
+
+// func bf16RowStrided(dst *uint16, src *float32, n, ldd int)
+// dst[(j/32)·ldd + j%32] = bfloat16(src[j]) for j < n, n a positive
+// multiple of 32: a row of A into its k-tiles (ldd in uint16s).
+TEXT ·bf16RowStrided(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	MOVQ ldd+24(FP), DX
+	SHLQ $1, DX
+	BF16CONSTS
+
+srowloop:
+	VMOVUPS (SI), Z0
+	VMOVUPS 64(SI), Z3
+	BF16ROUND(Z0, Z2, Z1)
+	BF16ROUND(Z3, Z4, Z1)
+	VPMOVDW Z2, (DI)
+	VPMOVDW Z4, 32(DI)
+	ADDQ    $128, SI
+	ADDQ    DX, DI
+	SUBQ    $32, CX
+	JNZ     srowloop
+	VZEROUPPER
+	RET
+
+// func bf16PairsStrided(dst *uint32, lo, hi *float32, n, ldd int)
+// dst[(j/16)·ldd + j%16] = bfloat16(lo[j]) | bfloat16(hi[j])<<16 for
+// j < n, n a positive multiple of 16: a row of B's pairs into its 16-column
+// panels (ldd in uint32s).
+TEXT ·bf16PairsStrided(SB), NOSPLIT, $0-40
+	MOVQ dst+0(FP), DI
+	MOVQ lo+8(FP), SI
+	MOVQ hi+16(FP), DX
+	MOVQ n+24(FP), CX
+	MOVQ ldd+32(FP), R8
+	SHLQ $2, R8
+	BF16CONSTS
+
+spairloop:
+	VMOVUPS   (SI), Z0
+	VMOVUPS   (DX), Z3
+	BF16ROUND(Z0, Z2, Z1)
+	BF16ROUND(Z3, Z4, Z1)
+	VPSLLD    $16, Z4, Z4
+	VPORD     Z2, Z4, Z4
+	VMOVDQU32 Z4, (DI)
+	ADDQ      $64, SI
+	ADDQ      $64, DX
+	ADDQ      R8, DI
+	SUBQ      $16, CX
+	JNZ       spairloop
+	VZEROUPPER
+	RET
 
 // func dwordT16(dst *uint32, ldd int, src *uint32, lds int, n int)
 // dst[j*ldd+r] = src[r*lds+j] for the 16 rows r of src and j < n, n a

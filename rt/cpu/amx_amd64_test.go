@@ -2,7 +2,12 @@
 
 package cpu
 
-import "testing"
+import (
+	"fmt"
+	"math"
+	"testing"
+	"unsafe"
+)
 
 // TestPackBF16Vec checks the AVX-512 packers of the AMX path against the Go
 // packers, bit for bit, padding included, on sizes with every kind of tail.
@@ -30,7 +35,7 @@ func TestPackBF16Vec(t *testing.T) {
 			packBF16AVec(trans, a, lda, m, k, got, mp, kp, make([]uint32, max(kp/2*mp, np*kp/2)))
 			for i := range want {
 				if got[i] != want[i] {
-					t.Fatalf("%v trans %v: pa[%d] (row %d col %d) = %#04x, want %#04x", sz, trans, i, i/kp, i%kp, got[i], want[i])
+					t.Fatalf("%v trans %v: pa[%d] = %#04x, want %#04x", sz, trans, i, got[i], want[i])
 				}
 			}
 			wantB, gotB := make([]uint32, kp/2*np), make([]uint32, kp/2*np)
@@ -41,7 +46,7 @@ func TestPackBF16Vec(t *testing.T) {
 			packBF16BVec(trans, b, ldb, k, n, gotB, kp, np, make([]uint32, max(kp/2*mp, np*kp/2)))
 			for i := range wantB {
 				if gotB[i] != wantB[i] {
-					t.Fatalf("%v trans %v: pb[%d] (pair row %d col %d) = %#08x, want %#08x", sz, trans, i, i/np, i%np, gotB[i], wantB[i])
+					t.Fatalf("%v trans %v: pb[%d] = %#08x, want %#08x", sz, trans, i, gotB[i], wantB[i])
 				}
 			}
 		}
@@ -49,7 +54,7 @@ func TestPackBF16Vec(t *testing.T) {
 }
 
 // BenchmarkAMXParts times the AMX path's phases apart on the benchmark
-// MLP's largest products: packing A, packing B, the tiles, the copy out.
+// MLP's largest products: packing A, packing B, the tiles.
 func BenchmarkAMXParts(b *testing.B) {
 	if !BF16Native() {
 		b.Skip("no AMX here")
@@ -70,19 +75,18 @@ func BenchmarkAMXParts(b *testing.B) {
 		a, bm := randSlice(rng, c.m*c.k, 1), randSlice(rng, c.n*c.k, 1)
 		out := make([]float32, c.m*c.n)
 		mp, np, kp := gemmRoundUp(c.m, 32), gemmRoundUp(c.n, 32), gemmRoundUp(c.k, 32)
-		lpa, lpb := kp+32, np+16
-		pa, pb, pc := make([]uint16, mp*lpa), make([]uint32, kp/2*lpb), make([]float32, mp*lpb)
-		pt := make([]uint32, max(lpa/2*mp, lpb*kp/2))
+		pa, pb, pc := make([]uint16, mp*kp), make([]uint32, kp/2*np), make([]float32, mp*np)
+		pt := make([]uint32, max(kp/2*mp, np*kp/2))
 		flops := 2 * float64(c.m*c.n*c.k)
 		for _, part := range []struct {
 			name string
 			run  func()
 		}{
-			{"packA", func() { packBF16AVec(c.transA, a, lda, c.m, c.k, pa, mp, lpa, pt) }},
-			{"packB", func() { packBF16BVec(c.transB, bm, ldb, c.k, c.n, pb, kp, lpb, pt) }},
+			{"packA", func() { packBF16AVec(c.transA, a, lda, c.m, c.k, pa, mp, kp, pt) }},
+			{"packB", func() { packBF16BVec(c.transB, bm, ldb, c.k, c.n, pb, kp, np, pt) }},
 			{"tiles", func() {
 				for mb := 0; mb < mp/32; mb++ {
-					amxRowBlock(&amx.cfg[0], &pa[mb*32*lpa], &pb[0], &pc[mb*32*lpb], np/32, kp/32, lpa*2, lpb*4, lpb*4)
+					amxPanelBlock(&amx.cfg[0], &pa[mb*32*kp], &pb[0], &pc[mb*32*np], np/32, kp/32, 32*kp, 32*kp, 64*kp, np*4)
 				}
 			}},
 			{"all", func() { amxGemm(c.transA, c.transB, c.m, c.n, c.k, a, lda, bm, ldb, out, c.n, false) }},
@@ -94,6 +98,120 @@ func BenchmarkAMXParts(b *testing.B) {
 				}
 				b.ReportMetric(flops*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
 			})
+		}
+	}
+}
+
+// BenchmarkAMXBlocking times the GPT's products on AMX with the blocking's
+// choices (groups of 32-row blocks, chunks of 32-column blocks of B; 0 is
+// all of B), on 1 and 2 threads.
+func BenchmarkAMXBlocking(b *testing.B) {
+	if !BF16Native() {
+		b.Skip("no AMX here")
+	}
+	defer func(g, c int) { amxGroupBlocks, amxChunkBlocks = g, c }(amxGroupBlocks, amxChunkBlocks)
+	defer SetThreads(Threads())
+	for _, s := range gptProducts {
+		rng := newTestRand(9)
+		a, bm, c := randSlice(rng, s.m*s.k, 1), randSlice(rng, s.k*s.n, 1), make([]float32, s.m*s.n)
+		lda, ldb := s.k, s.n
+		if s.transA {
+			lda = s.m
+		}
+		if s.transB {
+			ldb = s.k
+		}
+		for _, threads := range []int{1, 2} {
+			for _, gc := range [][2]int{{1, 0}, {8, 0}, {8, 8}, {16, 4}, {4, 16}} {
+				b.Run(fmt.Sprintf("%s_%dx%dx%d/threads=%d/group=%d/chunk=%d", s.name, s.m, s.n, s.k, threads, gc[0], gc[1]), func(b *testing.B) {
+					SetThreads(threads)
+					amxGroupBlocks, amxChunkBlocks = gc[0], gc[1]
+					amxGemm(s.transA, s.transB, s.m, s.n, s.k, a, lda, bm, ldb, c, s.n, false)
+					start := processCPU()
+					for b.Loop() {
+						amxGemm(s.transA, s.transB, s.m, s.n, s.k, a, lda, bm, ldb, c, s.n, false)
+					}
+					reportCPUTime(b, start)
+					b.ReportMetric(2*float64(s.m)*float64(s.n)*float64(s.k)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+				})
+			}
+		}
+	}
+}
+
+// amxPanelBlockGo is amxPanelBlock in Go, for the blocking's and the
+// packers' tests on CPUs without AMX: each pair product and sum in float32
+// (the tiles' order of summation within a pair may differ; the tests'
+// tolerance covers it).
+func amxPanelBlockGo(_ *byte, a *uint16, b *uint32, c *float32, nBlocks, kTiles, aHalf, bHalf, bNext, ldc int) {
+	bf := func(h uint16) float32 { return math.Float32frombits(uint32(h) << 16) }
+	for nb := 0; nb < nBlocks; nb++ {
+		for h := 0; h < 2; h++ { // A's panel
+			for g := 0; g < 2; g++ { // B's panel
+				var acc [16][16]float32
+				for kt := 0; kt < kTiles; kt++ {
+					at := unsafe.Slice((*uint16)(unsafe.Add(unsafe.Pointer(a), h*aHalf+kt*1024)), 512)
+					bt := unsafe.Slice((*uint32)(unsafe.Add(unsafe.Pointer(b), nb*bNext+g*bHalf+kt*1024)), 256)
+					for r := 0; r < 16; r++ {
+						for j := 0; j < 16; j++ {
+							s := acc[r][j]
+							for q := 0; q < 16; q++ {
+								pair := bt[q*16+j]
+								s += bf(at[r*32+2*q])*bf(uint16(pair)) + bf(at[r*32+2*q+1])*bf(uint16(pair>>16))
+							}
+							acc[r][j] = s
+						}
+					}
+				}
+				for r := 0; r < 16; r++ {
+					row := unsafe.Slice((*float32)(unsafe.Add(unsafe.Pointer(c), nb*128+(h*16+r)*ldc+g*64)), 16)
+					copy(row, acc[r][:])
+				}
+			}
+		}
+	}
+}
+
+// TestAMXGemmBlocking runs the AMX path's packing, blocking and edges with
+// amxPanelBlockGo on every CPU, against the product of the rounded
+// operands in float64: shapes with every kind of edge, both
+// orientations, groups and chunks that do and do not divide the blocks, on
+// 1 and 3 threads.
+func TestAMXGemmBlocking(t *testing.T) {
+	if _, avx512 := x86Features(); !avx512 {
+		t.Skip("no AVX-512 here: the AMX path's packers (which AMX implies) cannot run")
+	}
+	defer func(g, c int) { amxGroupBlocks, amxChunkBlocks = g, c }(amxGroupBlocks, amxChunkBlocks)
+	defer SetThreads(Threads())
+	rng := newTestRand(12)
+	for _, sz := range [][3]int{{37, 45, 70}, {96, 512, 33}, {250, 100, 64}, {3, 5, 1}, {64, 96, 300}, {161, 200, 47}} {
+		m, n, k := sz[0], sz[1], sz[2]
+		for _, tr := range [][2]bool{{false, false}, {false, true}, {true, false}, {true, true}} {
+			for _, gc := range [][3]int{{8, 8, 1}, {3, 2, 3}, {1, 0, 3}} {
+				transA, transB := tr[0], tr[1]
+				amxGroupBlocks, amxChunkBlocks = gc[0], gc[1]
+				SetThreads(gc[2])
+				lda, ldb := k+3, n+1
+				if transA {
+					lda = m + 2
+				}
+				if transB {
+					ldb = k + 5
+				}
+				a := randSlice(rng, max(m, k)*lda, 1)
+				b := randSlice(rng, max(n, k)*ldb, 1)
+				ldc := n + 2
+				c := randSlice(rng, m*ldc, 1) // every element of C must be written
+				amxGemmWith(amxPanelBlockGo, transA, transB, m, n, k, a, lda, b, ldb, c, ldc, false)
+				ref, scale := bf16Ref(transA, transB, m, n, k, a, lda, b, ldb, true)
+				for i := 0; i < m; i++ {
+					for j := 0; j < n; j++ {
+						if d := math.Abs(float64(c[i*ldc+j])-ref[i*n+j]) / scale[i*n+j]; d > 2e-6*math.Sqrt(float64(k)) {
+							t.Fatalf("%v trans %v group %d chunk %d threads %d: C[%d][%d] = %v, want %v", sz, tr, gc[0], gc[1], gc[2], i, j, c[i*ldc+j], ref[i*n+j])
+						}
+					}
+				}
+			}
 		}
 	}
 }

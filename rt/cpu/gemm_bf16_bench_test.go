@@ -5,6 +5,21 @@ import (
 	"testing"
 )
 
+// gptProducts are models/gpt.cue's dense products at batch 64 × 256:
+// forward (x·Wᵀ), input gradient and weight gradient.
+var gptProducts = []struct {
+	name           string
+	transA, transB bool
+	m, n, k        int
+}{
+	{"fwd", false, true, 16384, 384, 384},
+	{"fwd", false, true, 16384, 1536, 384},
+	{"fwd", false, true, 16384, 384, 1536},
+	{"dx", false, false, 16384, 384, 1536},
+	{"dw", true, false, 384, 384, 16384},
+	{"dw", true, false, 1536, 384, 16384},
+}
+
 // BenchmarkGemmGPT runs the dense products of models/gpt.cue's training
 // step (16384 tokens, width 384, MLP 1536) in FP32 and BF16 on one and two
 // threads, in GFLOP/s and CPU time (on a shared machine the wall clock
@@ -12,18 +27,7 @@ import (
 // gradient (dy·w) and the weight gradients (dyᵀ·x).
 func BenchmarkGemmGPT(b *testing.B) {
 	defer SetThreads(Threads())
-	for _, s := range []struct {
-		name           string
-		transA, transB bool
-		m, n, k        int
-	}{
-		{"fwd", false, true, 16384, 384, 384},
-		{"fwd", false, true, 16384, 1536, 384},
-		{"fwd", false, true, 16384, 384, 1536},
-		{"dx", false, false, 16384, 384, 1536},
-		{"dw", true, false, 384, 384, 16384},
-		{"dw", true, false, 1536, 384, 16384},
-	} {
+	for _, s := range gptProducts {
 		rng := newTestRand(9)
 		a, bm, c := randSlice(rng, s.m*s.k, 1), randSlice(rng, s.k*s.n, 1), make([]float32, s.m*s.n)
 		lda, ldb := s.k, s.n

@@ -170,7 +170,7 @@ func TestPackBF16(t *testing.T) {
 					}
 					want = RoundBF16(want)
 				}
-				if got := bf(pa[i*kp+p]); got != want {
+				if got := bf(pa[amxAAt(i, p, kp)]); got != want {
 					t.Fatalf("trans %v: A[%d][%d] packed as %v, want %v", trans, i, p, got, want)
 				}
 			}
@@ -185,7 +185,7 @@ func TestPackBF16(t *testing.T) {
 					}
 					want = RoundBF16(want)
 				}
-				pair := pb[p/2*np+j]
+				pair := pb[amxBAt(p/2, j, kp)]
 				if p%2 == 1 {
 					pair >>= 16
 				}
