@@ -44,7 +44,7 @@ FUZZ_TEXT        ?= $(or $(FUZZTIME),15000x)
 FUZZTIME_SPEC    ?= $(or $(FUZZTIME),2000x)
 export CGO_ENABLED ?= 0
 
-.PHONY: all build test unit fuzz fuzz-long demo deps data data-text data-fashion bench bench-sgemm bench-models bench-mnist bench-fusion bench-generate compare-sklearn zoo zoo-train bench-zoo bench-gpt bench-resnet-cpu cuda-check cuda-bundle gpt-bundle fashion-bundle profile-bundle cpuhost-bundle decode-scaling-bundle attn-variants-bundle ddp-bundle bf16-bundle test-arm64 clean FORCE
+.PHONY: all build test unit fuzz fuzz-long demo deps data data-text data-fashion bench bench-sgemm bench-models bench-mnist bench-fusion bench-generate compare-sklearn zoo zoo-train bench-zoo bench-gpt bench-resnet-cpu cuda-check cuda-bundle gpt-bundle fashion-bundle profile-bundle cpuhost-bundle cpuprof-bundle decode-scaling-bundle attn-variants-bundle ddp-bundle bf16-bundle test-arm64 clean FORCE
 
 all: build
 
@@ -166,6 +166,13 @@ profile-bundle: data-text
 # (issue #31's CPU rows).
 cpuhost-bundle: data-text
 	@bench/gpu/cpuhost-bundle.sh $(TXDATA) .gpu/cpuhost
+
+# cpuprof-bundle builds what bench/cpuprof/run.sh runs on a machine without
+# Go (the GPU machine's host CPU): models/gpt.cue's CPU programs, f32 and
+# bf16, with a CPU profile of their bench (SPEC=... for another spec), and
+# rt/cpu's test binary for its GEMM benchmarks and AMX tests.
+cpuprof-bundle:
+	@bench/cpuprof/build.sh $(or $(SPEC),models/gpt.cue) .gpu/cpuprof
 
 # decode-scaling-bundle builds what bench/gpu/decode-scaling.sh runs on the
 # GPU machine's host CPU: generate's tokens/s of models/gpt.cue on 1 to 16
