@@ -69,11 +69,11 @@ func BF16Native() bool {
 }
 
 //go:noescape
-func amxPanelBlock(cfg *byte, a *uint16, b *uint32, c *float32, nBlocks, kTiles, aHalf, bHalf, bNext, ldc int)
+func amxPanelBlock(cfg *byte, a *uint16, b *uint32, c *float32, nBlocks, kTiles, aHalf, bHalf, bNext, ldc, acc int)
 
 // amxKernel is amxPanelBlock's signature: tests run the blocking and the
 // packers with a Go twin of the tiles (amxPanelBlockGo) on any CPU.
-type amxKernel func(cfg *byte, a *uint16, b *uint32, c *float32, nBlocks, kTiles, aHalf, bHalf, bNext, ldc int)
+type amxKernel func(cfg *byte, a *uint16, b *uint32, c *float32, nBlocks, kTiles, aHalf, bHalf, bNext, ldc, acc int)
 
 // The blocking of amxGemm's work (see the top of this file); variables for
 // BenchmarkAMXBlocking, which chose them on the H200 host's Xeon (48 KB L1,
@@ -82,9 +82,16 @@ type amxKernel func(cfg *byte, a *uint16, b *uint32, c *float32, nBlocks, kTiles
 // 16384×1536×384, against 470–650 with groups of 8 or 16 blocks, whose A
 // no longer stays in L1 across B's blocks), and on 2 threads within the
 // run's noise of the best.
+//
+// amxKChunk is the k-tiles a pass takes where k is long (the weight
+// gradients' 16,384 tokens): C's 32-row block is added to pass after pass,
+// so that a pass's B (n × 32·amxKChunk bfloat16, 768 KB with n = 384)
+// stays in L2 for all of the thread's row blocks, where all of B (12 MB)
+// came from L3 for each block.
 var (
 	amxGroupBlocks = 1
 	amxChunkBlocks = 0
+	amxKChunk      = 32
 )
 
 // amxBuffers are the packed operands and the edges' scratch, reused.
@@ -206,7 +213,7 @@ func amxGemmWith(kernel amxKernel, transA, transB bool, m, n, k int, a []float32
 		i0, ap := mb*32, &pa[mb*32*kp]
 		bp := &pb[nb0*16*kp]
 		if i0+32 > m { // C's last rows, through the row edge's scratch
-			kernel(cfg, ap, bp, &rowEdge[nb0*32], nb1-nb0, kp/32, aHalf, bHalf, bNext, np*4)
+			kernel(cfg, ap, bp, &rowEdge[nb0*32], nb1-nb0, kp/32, aHalf, bHalf, bNext, np*4, 0)
 			j1 := min(nb1*32, n)
 			for i := i0; i < m; i++ {
 				copy(c[i*ldc+nb0*32:i*ldc+j1], rowEdge[(i-i0)*np+nb0*32:(i-i0)*np+j1])
@@ -214,14 +221,28 @@ func amxGemmWith(kernel amxKernel, transA, transB bool, m, n, k int, a []float32
 			return
 		}
 		if full := min(nb1, nFull) - nb0; full > 0 {
-			kernel(cfg, ap, bp, &c[i0*ldc+nb0*32], full, kp/32, aHalf, bHalf, bNext, ldc*4)
+			kernel(cfg, ap, bp, &c[i0*ldc+nb0*32], full, kp/32, aHalf, bHalf, bNext, ldc*4, 0)
 		}
 		if nb1 > nFull { // C's last columns, through the column edge's scratch
-			kernel(cfg, ap, &pb[nFull*16*kp], &colEdge[i0*32], 1, kp/32, aHalf, bHalf, bNext, 32*4)
+			kernel(cfg, ap, &pb[nFull*16*kp], &colEdge[i0*32], 1, kp/32, aHalf, bHalf, bNext, 32*4, 0)
 			for i := i0; i < i0+32; i++ {
 				copy(c[i*ldc+nFull*32:i*ldc+n], colEdge[i*32:i*32+n-nFull*32])
 			}
 		}
+	}
+	if kTiles := kp / 32; amxKChunk > 0 && kTiles > 2*amxKChunk && m%32 == 0 && n%32 == 0 {
+		// Long k, no edges: passes of amxKChunk k-tiles, each added to C.
+		ParallelFor(mp/32, 1, func(lo, hi int) {
+			if !transA {
+				packBF16ARows(a, lda, m, k, pa, kp, lo*32, hi*32)
+			}
+			for kt0, acc := 0, 0; kt0 < kTiles; kt0, acc = kt0+amxKChunk, 1 {
+				for mb := lo; mb < hi; mb++ {
+					kernel(cfg, &pa[mb*32*kp+kt0*512], &pb[kt0*256], &c[mb*32*ldc], nBlocks, min(amxKChunk, kTiles-kt0), aHalf, bHalf, bNext, ldc*4, acc)
+				}
+			}
+		})
+		return
 	}
 	ParallelFor(mp/32, 1, func(lo, hi int) {
 		for g0 := lo; g0 < hi; g0 += amxGroupBlocks {

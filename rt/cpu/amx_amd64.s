@@ -20,13 +20,18 @@
 #define DP_T1 BYTE $0xc4; BYTE $0xe2; BYTE $0x42; BYTE $0x5c; BYTE $0xcc
 #define DP_T2 BYTE $0xc4; BYTE $0xe2; BYTE $0x4a; BYTE $0x5c; BYTE $0xd5
 #define DP_T3 BYTE $0xc4; BYTE $0xe2; BYTE $0x42; BYTE $0x5c; BYTE $0xdd
+// TILELOADD tmm0, [R8+R11]; tmm1, [SI+R11]; tmm2, [R12+R11]; tmm3, [R13+R11]
+#define LOADC_T0 BYTE $0xc4; BYTE $0x82; BYTE $0x7b; BYTE $0x4b; BYTE $0x04; BYTE $0x18
+#define LOADC_T1 BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0x0c; BYTE $0x1e
+#define LOADC_T2 BYTE $0xc4; BYTE $0x82; BYTE $0x7b; BYTE $0x4b; BYTE $0x14; BYTE $0x1c
+#define LOADC_T3 BYTE $0xc4; BYTE $0x82; BYTE $0x7b; BYTE $0x4b; BYTE $0x5c; BYTE $0x1d; BYTE $0x00
 // TILESTORED [R8+R11], tmm0; [SI+R11], tmm1; [R12+R11], tmm2; [R13+R11], tmm3
 #define STORE_T0 BYTE $0xc4; BYTE $0x82; BYTE $0x7a; BYTE $0x4b; BYTE $0x04; BYTE $0x18
 #define STORE_T1 BYTE $0xc4; BYTE $0xa2; BYTE $0x7a; BYTE $0x4b; BYTE $0x0c; BYTE $0x1e
 #define STORE_T2 BYTE $0xc4; BYTE $0x82; BYTE $0x7a; BYTE $0x4b; BYTE $0x14; BYTE $0x1c
 #define STORE_T3 BYTE $0xc4; BYTE $0x82; BYTE $0x7a; BYTE $0x4b; BYTE $0x5c; BYTE $0x1d; BYTE $0x00
 
-// func amxPanelBlock(cfg *byte, a *uint16, b *uint32, c *float32, nBlocks, kTiles, aHalf, bHalf, bNext, ldc int)
+// func amxPanelBlock(cfg *byte, a *uint16, b *uint32, c *float32, nBlocks, kTiles, aHalf, bHalf, bNext, ldc, acc int)
 //
 // C[32 rows][32·nBlocks] = A[32][32·kTiles] · B on operands packed in the
 // tiles' order (amx_layout.go), one 32×32 block of C at a time in tiles
@@ -35,9 +40,10 @@
 // 16-column panels' tiles (b, and bHalf bytes on; bNext bytes on for the
 // next 32 columns). Every tile is 1 KB of consecutive memory (rows of 64
 // bytes) and the next k-tile is the next 1 KB. ldc is C's row stride in
-// bytes. The tile configuration is loaded and released here, so no tile
-// state outlives the call.
-TEXT ·amxPanelBlock(SB), NOSPLIT, $0-80
+// bytes. With acc ≠ 0 the product is added to C (its tiles loaded first),
+// else it replaces C. The tile configuration is loaded and released here,
+// so no tile state outlives the call.
+TEXT ·amxPanelBlock(SB), NOSPLIT, $0-88
 	MOVQ cfg+0(FP), AX
 	LDTILECFG_AX
 	MOVQ a+8(FP), AX
@@ -49,10 +55,25 @@ TEXT ·amxPanelBlock(SB), NOSPLIT, $0-80
 	MOVQ ldc+72(FP), R11
 
 nloop:
+	CMPQ acc+80(FP), $0
+	JEQ  zero
+	LOADC_T0
+	LEAQ 64(R8), SI
+	LOADC_T1
+	LEAQ (R8)(R11*8), R12
+	LEAQ (R12)(R11*8), R12
+	LOADC_T2
+	LEAQ 64(R12), R13
+	LOADC_T3
+	JMP  ready
+
+zero:
 	TILEZERO_T0
 	TILEZERO_T1
 	TILEZERO_T2
 	TILEZERO_T3
+
+ready:
 	MOVQ AX, SI
 	MOVQ AX, R12
 	ADDQ aHalf+48(FP), R12 // A's second panel: rows 16-31

@@ -86,7 +86,7 @@ func BenchmarkAMXParts(b *testing.B) {
 			{"packB", func() { packBF16BVec(c.transB, bm, ldb, c.k, c.n, pb, kp, np, pt) }},
 			{"tiles", func() {
 				for mb := 0; mb < mp/32; mb++ {
-					amxPanelBlock(&amx.cfg[0], &pa[mb*32*kp], &pb[0], &pc[mb*32*np], np/32, kp/32, 32*kp, 32*kp, 64*kp, np*4)
+					amxPanelBlock(&amx.cfg[0], &pa[mb*32*kp], &pb[0], &pc[mb*32*np], np/32, kp/32, 32*kp, 32*kp, 64*kp, np*4, 0)
 				}
 			}},
 			{"all", func() { amxGemm(c.transA, c.transB, c.m, c.n, c.k, a, lda, bm, ldb, out, c.n, false) }},
@@ -103,13 +103,14 @@ func BenchmarkAMXParts(b *testing.B) {
 }
 
 // BenchmarkAMXBlocking times the GPT's products on AMX with the blocking's
-// choices (groups of 32-row blocks, chunks of 32-column blocks of B; 0 is
-// all of B), on 1 and 2 threads.
+// choices (groups of 32-row blocks, chunks of 32-column blocks of B, 0
+// being all of B; k-tiles a pass along k, 0 being no passes), on 1 and 2
+// threads.
 func BenchmarkAMXBlocking(b *testing.B) {
 	if !BF16Native() {
 		b.Skip("no AMX here")
 	}
-	defer func(g, c int) { amxGroupBlocks, amxChunkBlocks = g, c }(amxGroupBlocks, amxChunkBlocks)
+	defer func(g, c, kc int) { amxGroupBlocks, amxChunkBlocks, amxKChunk = g, c, kc }(amxGroupBlocks, amxChunkBlocks, amxKChunk)
 	defer SetThreads(Threads())
 	for _, s := range gptProducts {
 		rng := newTestRand(9)
@@ -122,10 +123,10 @@ func BenchmarkAMXBlocking(b *testing.B) {
 			ldb = s.k
 		}
 		for _, threads := range []int{1, 2} {
-			for _, gc := range [][2]int{{1, 0}, {8, 0}, {8, 8}, {16, 4}, {4, 16}} {
-				b.Run(fmt.Sprintf("%s_%dx%dx%d/threads=%d/group=%d/chunk=%d", s.name, s.m, s.n, s.k, threads, gc[0], gc[1]), func(b *testing.B) {
+			for _, gc := range [][3]int{{1, 0, 0}, {1, 0, 16}, {1, 0, 32}, {1, 0, 64}, {8, 8, 32}} {
+				b.Run(fmt.Sprintf("%s_%dx%dx%d/threads=%d/group=%d/chunk=%d/kchunk=%d", s.name, s.m, s.n, s.k, threads, gc[0], gc[1], gc[2]), func(b *testing.B) {
 					SetThreads(threads)
-					amxGroupBlocks, amxChunkBlocks = gc[0], gc[1]
+					amxGroupBlocks, amxChunkBlocks, amxKChunk = gc[0], gc[1], gc[2]
 					amxGemm(s.transA, s.transB, s.m, s.n, s.k, a, lda, bm, ldb, c, s.n, false)
 					start := processCPU()
 					for b.Loop() {
@@ -143,29 +144,32 @@ func BenchmarkAMXBlocking(b *testing.B) {
 // packers' tests on CPUs without AMX: each pair product and sum in float32
 // (the tiles' order of summation within a pair may differ; the tests'
 // tolerance covers it).
-func amxPanelBlockGo(_ *byte, a *uint16, b *uint32, c *float32, nBlocks, kTiles, aHalf, bHalf, bNext, ldc int) {
+func amxPanelBlockGo(_ *byte, a *uint16, b *uint32, c *float32, nBlocks, kTiles, aHalf, bHalf, bNext, ldc, acc int) {
 	bf := func(h uint16) float32 { return math.Float32frombits(uint32(h) << 16) }
 	for nb := 0; nb < nBlocks; nb++ {
 		for h := 0; h < 2; h++ { // A's panel
 			for g := 0; g < 2; g++ { // B's panel
-				var acc [16][16]float32
+				var sum [16][16]float32
+				for r := 0; r < 16 && acc != 0; r++ {
+					copy(sum[r][:], unsafe.Slice((*float32)(unsafe.Add(unsafe.Pointer(c), nb*128+(h*16+r)*ldc+g*64)), 16))
+				}
 				for kt := 0; kt < kTiles; kt++ {
 					at := unsafe.Slice((*uint16)(unsafe.Add(unsafe.Pointer(a), h*aHalf+kt*1024)), 512)
 					bt := unsafe.Slice((*uint32)(unsafe.Add(unsafe.Pointer(b), nb*bNext+g*bHalf+kt*1024)), 256)
 					for r := 0; r < 16; r++ {
 						for j := 0; j < 16; j++ {
-							s := acc[r][j]
+							s := sum[r][j]
 							for q := 0; q < 16; q++ {
 								pair := bt[q*16+j]
 								s += bf(at[r*32+2*q])*bf(uint16(pair)) + bf(at[r*32+2*q+1])*bf(uint16(pair>>16))
 							}
-							acc[r][j] = s
+							sum[r][j] = s
 						}
 					}
 				}
 				for r := 0; r < 16; r++ {
 					row := unsafe.Slice((*float32)(unsafe.Add(unsafe.Pointer(c), nb*128+(h*16+r)*ldc+g*64)), 16)
-					copy(row, acc[r][:])
+					copy(row, sum[r][:])
 				}
 			}
 		}
@@ -175,21 +179,23 @@ func amxPanelBlockGo(_ *byte, a *uint16, b *uint32, c *float32, nBlocks, kTiles,
 // TestAMXGemmBlocking runs the AMX path's packing, blocking and edges with
 // amxPanelBlockGo on every CPU, against the product of the rounded
 // operands in float64: shapes with every kind of edge, both
-// orientations, groups and chunks that do and do not divide the blocks, on
-// 1 and 3 threads.
+// orientations, groups and chunks that do and do not divide the blocks,
+// passes along k, on 1 and 3 threads.
 func TestAMXGemmBlocking(t *testing.T) {
 	if _, avx512 := x86Features(); !avx512 {
 		t.Skip("no AVX-512 here: the AMX path's packers (which AMX implies) cannot run")
 	}
-	defer func(g, c int) { amxGroupBlocks, amxChunkBlocks = g, c }(amxGroupBlocks, amxChunkBlocks)
+	defer func(g, c, kc int) { amxGroupBlocks, amxChunkBlocks, amxKChunk = g, c, kc }(amxGroupBlocks, amxChunkBlocks, amxKChunk)
 	defer SetThreads(Threads())
 	rng := newTestRand(12)
-	for _, sz := range [][3]int{{37, 45, 70}, {96, 512, 33}, {250, 100, 64}, {3, 5, 1}, {64, 96, 300}, {161, 200, 47}} {
+	for _, sz := range [][3]int{{37, 45, 70}, {96, 512, 33}, {250, 100, 64}, {3, 5, 1}, {64, 96, 300}, {161, 200, 47}, {128, 64, 500}} {
 		m, n, k := sz[0], sz[1], sz[2]
 		for _, tr := range [][2]bool{{false, false}, {false, true}, {true, false}, {true, true}} {
-			for _, gc := range [][3]int{{8, 8, 1}, {3, 2, 3}, {1, 0, 3}} {
+			// group, chunk, threads and k-chunk (2: passes along k where
+			// k > 128 and C has no edges)
+			for _, gc := range [][4]int{{8, 8, 1, 32}, {3, 2, 3, 32}, {1, 0, 3, 2}, {1, 0, 1, 3}} {
 				transA, transB := tr[0], tr[1]
-				amxGroupBlocks, amxChunkBlocks = gc[0], gc[1]
+				amxGroupBlocks, amxChunkBlocks, amxKChunk = gc[0], gc[1], gc[3]
 				SetThreads(gc[2])
 				lda, ldb := k+3, n+1
 				if transA {
@@ -207,7 +213,7 @@ func TestAMXGemmBlocking(t *testing.T) {
 				for i := 0; i < m; i++ {
 					for j := 0; j < n; j++ {
 						if d := math.Abs(float64(c[i*ldc+j])-ref[i*n+j]) / scale[i*n+j]; d > 2e-6*math.Sqrt(float64(k)) {
-							t.Fatalf("%v trans %v group %d chunk %d threads %d: C[%d][%d] = %v, want %v", sz, tr, gc[0], gc[1], gc[2], i, j, c[i*ldc+j], ref[i*n+j])
+							t.Fatalf("%v trans %v group %d chunk %d threads %d k-chunk %d: C[%d][%d] = %v, want %v", sz, tr, gc[0], gc[1], gc[2], gc[3], i, j, c[i*ldc+j], ref[i*n+j])
 						}
 					}
 				}

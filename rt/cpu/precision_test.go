@@ -68,10 +68,11 @@ func bf16Ref(transA, transB bool, m, n, k int, a []float32, lda int, b []float32
 
 // TestSgemmBF16 checks BF16's products against float64 sums of the rounded
 // operands, for every transpose and sizes that are not multiples of any
-// tile, and that they are not float32 products: the rounding must show.
+// tile (and 64×96×2500, which AMX takes in passes along k), and that they
+// are not float32 products: the rounding must show.
 func TestSgemmBF16(t *testing.T) {
 	rng := newTestRand(3)
-	for _, sz := range [][3]int{{37, 45, 70}, {250, 10, 256}, {16, 32, 32}, {3, 5, 1}, {64, 96, 300}, {64, 70, 40}, {96, 512, 33}} {
+	for _, sz := range [][3]int{{37, 45, 70}, {250, 10, 256}, {16, 32, 32}, {3, 5, 1}, {64, 96, 300}, {64, 70, 40}, {96, 512, 33}, {64, 96, 2500}} {
 		m, n, k := sz[0], sz[1], sz[2]
 		for _, tr := range [][2]bool{{false, false}, {false, true}, {true, false}, {true, true}} {
 			transA, transB := tr[0], tr[1]
