@@ -172,12 +172,24 @@ func amxGemm(transA, transB bool, m, n, k int, a []float32, lda int, b []float32
 	if k <= 0 || !BF16Native() {
 		return false
 	}
-	amxGemmWith(amxPanelBlock, transA, transB, m, n, k, a, lda, b, ldb, c, ldc, keepB)
+	amxGemmWith(amxPanelBlock, transA, transB, m, n, k, a, lda, b, ldb, c, ldc, keepB, nil)
 	return true
 }
 
-// amxGemmWith is amxGemm's work with the tiles' kernel given.
-func amxGemmWith(kernel amxKernel, transA, transB bool, m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int, keepB bool) {
+// amxGemmRows is amxGemm calling rows(i0, i1) for each 32-row block of C
+// (the last cut at m) once its products are stored, on the thread that
+// stored them (Precision.gemmRows).
+func amxGemmRows(transA, transB bool, m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int, keepB bool, rows func(i0, i1 int)) bool {
+	if k <= 0 || m <= 0 || n <= 0 || !BF16Native() {
+		return false
+	}
+	amxGemmWith(amxPanelBlock, transA, transB, m, n, k, a, lda, b, ldb, c, ldc, keepB, rows)
+	return true
+}
+
+// amxGemmWith is amxGemm's work with the tiles' kernel given, and rows,
+// when not nil, called as amxGemmRows says.
+func amxGemmWith(kernel amxKernel, transA, transB bool, m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int, keepB bool, rows func(i0, i1 int)) {
 	checkGemmOperands(transA, transB, m, n, k, a, lda, b, ldb, c, ldc)
 	mp, np, kp := gemmRoundUp(m, 32), gemmRoundUp(n, 32), gemmRoundUp(k, 32)
 	s := &amxBuffers
@@ -239,6 +251,9 @@ func amxGemmWith(kernel amxKernel, transA, transB bool, m, n, k int, a []float32
 			for kt0, acc := 0, 0; kt0 < kTiles; kt0, acc = kt0+amxKChunk, 1 {
 				for mb := lo; mb < hi; mb++ {
 					kernel(cfg, &pa[mb*32*kp+kt0*512], &pb[kt0*256], &c[mb*32*ldc], nBlocks, min(amxKChunk, kTiles-kt0), aHalf, bHalf, bNext, ldc*4, acc)
+					if rows != nil && kt0+amxKChunk >= kTiles {
+						rows(mb*32, mb*32+32)
+					}
 				}
 			}
 		})
@@ -253,6 +268,9 @@ func amxGemmWith(kernel amxKernel, transA, transB bool, m, n, k int, a []float32
 			for nb0 := 0; nb0 < nBlocks; nb0 += chunk {
 				for mb := g0; mb < g1; mb++ {
 					blocks(mb, nb0, min(nb0+chunk, nBlocks))
+					if rows != nil && nb0+chunk >= nBlocks && mb*32 < m {
+						rows(mb*32, min(mb*32+32, m))
+					}
 				}
 			}
 		}

@@ -5,6 +5,7 @@ package cpu
 import (
 	"fmt"
 	"math"
+	"sync/atomic"
 	"testing"
 	"unsafe"
 )
@@ -180,7 +181,8 @@ func amxPanelBlockGo(_ *byte, a *uint16, b *uint32, c *float32, nBlocks, kTiles,
 // amxPanelBlockGo on every CPU, against the product of the rounded
 // operands in float64: shapes with every kind of edge, both
 // orientations, groups and chunks that do and do not divide the blocks,
-// passes along k, on 1 and 3 threads.
+// passes along k, on 1 and 3 threads; and that amxGemmRows's callback sees
+// every row of C once, after its products.
 func TestAMXGemmBlocking(t *testing.T) {
 	if _, avx512 := x86Features(); !avx512 {
 		t.Skip("no AVX-512 here: the AMX path's packers (which AMX implies) cannot run")
@@ -208,14 +210,36 @@ func TestAMXGemmBlocking(t *testing.T) {
 				b := randSlice(rng, max(n, k)*ldb, 1)
 				ldc := n + 2
 				c := randSlice(rng, m*ldc, 1) // every element of C must be written
-				amxGemmWith(amxPanelBlockGo, transA, transB, m, n, k, a, lda, b, ldb, c, ldc, false)
 				ref, scale := bf16Ref(transA, transB, m, n, k, a, lda, b, ldb, true)
-				for i := 0; i < m; i++ {
-					for j := 0; j < n; j++ {
-						if d := math.Abs(float64(c[i*ldc+j])-ref[i*n+j]) / scale[i*n+j]; d > 2e-6*math.Sqrt(float64(k)) {
-							t.Fatalf("%v trans %v group %d chunk %d threads %d k-chunk %d: C[%d][%d] = %v, want %v", sz, tr, gc[0], gc[1], gc[2], gc[3], i, j, c[i*ldc+j], ref[i*n+j])
+				wrong := func(i, j int) bool {
+					return math.Abs(float64(c[i*ldc+j])-ref[i*n+j])/scale[i*n+j] > 2e-6*math.Sqrt(float64(k))
+				}
+				// rows sees each row of C once, already final.
+				seen, early := make([]atomic.Int32, m), atomic.Int32{}
+				rows := func(i0, i1 int) {
+					for i := i0; i < i1; i++ {
+						seen[i].Add(1)
+						for j := 0; j < n; j++ {
+							if wrong(i, j) {
+								early.Store(int32(i) + 1)
+							}
 						}
 					}
+				}
+				amxGemmWith(amxPanelBlockGo, transA, transB, m, n, k, a, lda, b, ldb, c, ldc, false, rows)
+				what := fmt.Sprintf("%v trans %v group %d chunk %d threads %d k-chunk %d", sz, tr, gc[0], gc[1], gc[2], gc[3])
+				for i := 0; i < m; i++ {
+					if got := seen[i].Load(); got != 1 {
+						t.Fatalf("%s: rows saw row %d %d times", what, i, got)
+					}
+					for j := 0; j < n; j++ {
+						if wrong(i, j) {
+							t.Fatalf("%s: C[%d][%d] = %v, want %v", what, i, j, c[i*ldc+j], ref[i*n+j])
+						}
+					}
+				}
+				if i := early.Load(); i > 0 {
+					t.Fatalf("%s: rows saw row %d before its products were stored", what, i-1)
 				}
 			}
 		}

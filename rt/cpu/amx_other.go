@@ -7,6 +7,12 @@ func amxGemm(transA, transB bool, m, n, k int, a []float32, lda int, b []float32
 	return false
 }
 
+// amxGemmRows is amxGemm with C's rows handed to rows as they are final;
+// there is none off amd64.
+func amxGemmRows(transA, transB bool, m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int, keepB bool, rows func(i0, i1 int)) bool {
+	return false
+}
+
 // BF16Native reports whether BF16 products run on Intel AMX tiles here;
 // where they don't, they run with VDPBF16PS where the CPU has AVX512-BF16
 // (gemm_bf16.go, the same numbers), else in float32 on rounded operands.

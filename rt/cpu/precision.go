@@ -19,6 +19,11 @@ type Precision struct {
 	// gemm is C = A·B (alpha 1, beta 0) in this precision, with Sgemm's
 	// argument convention.
 	gemm func(transA, transB bool, m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int)
+	// gemmRows, where set, is gemm calling rows(i0, i1) as soon as C's
+	// rows [i0, i1) are final, on the thread that wrote them (while they
+	// are in its cache), the calls covering [0, m) once; false, with
+	// nothing done, where it cannot (gemm then runs).
+	gemmRows func(transA, transB bool, m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int, rows func(i0, i1 int)) bool
 }
 
 var (
@@ -31,14 +36,18 @@ var (
 	// CPU has them (BF16Native), else with VDPBF16PS where it has
 	// AVX512-BF16 (gemm_bf16.go), elsewhere by Sgemm on rounded copies,
 	// which gives the same products at float32's speed.
-	BF16 = &Precision{name: "bf16", bf16: true, gemm: sgemmBF16}
+	BF16 = &Precision{name: "bf16", bf16: true, gemm: sgemmBF16, gemmRows: func(transA, transB bool, m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int, rows func(i0, i1 int)) bool {
+		return amxGemmRows(transA, transB, m, n, k, a, lda, b, ldb, c, ldc, false, rows)
+	}}
 	// BF16Inference is BF16 for the inference plans: on AMX it keeps each
 	// weight matrix's packed tiles between calls, with a copy of the
 	// float32 weights they came from, and a call whose weights equal the
 	// copy bit for bit reuses the tiles (comparing costs a fraction of
 	// packing); any other call packs again. The training plan uses BF16,
 	// as its weights change every step. The results are BF16's.
-	BF16Inference = &Precision{name: "bf16", bf16: true, gemm: sgemmBF16Cached}
+	BF16Inference = &Precision{name: "bf16", bf16: true, gemm: sgemmBF16Cached, gemmRows: func(transA, transB bool, m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int, rows func(i0, i1 int)) bool {
+		return amxGemmRows(transA, transB, m, n, k, a, lda, b, ldb, c, ldc, true, rows)
+	}}
 )
 
 // String is the precision's name in specs and `mlbuild plan`: "f32" or "bf16".
@@ -52,13 +61,16 @@ func (p *Precision) GemmFwd(x, w, b, y []float32, batch, in, out int, act Act, a
 		gemvFwd(x, w, b, y, batch, in, out, act, alpha)
 		return
 	}
-	p.gemm(false, true, batch, out, in, x, in, w, in, y, out)
 	if b == nil && act == ActNone {
+		p.gemm(false, true, batch, out, in, x, in, w, in, y, out)
 		return
 	}
-	ParallelFor(batch, rowGrain(out), func(lo, hi int) {
-		biasActRows(y[lo*out:hi*out], b, hi-lo, out, act, alpha)
-	})
+	epilogue := func(lo, hi int) { biasActRows(y[lo*out:hi*out], b, hi-lo, out, act, alpha) }
+	if p.gemmRows != nil && p.gemmRows(false, true, batch, out, in, x, in, w, in, y, out, epilogue) {
+		return // the bias and activation ran on each block of rows as the tiles stored it
+	}
+	p.gemm(false, true, batch, out, in, x, in, w, in, y, out)
+	ParallelFor(batch, rowGrain(out), epilogue)
 }
 
 // GemmBwd is the backward pass of GemmFwd in this precision: it turns dy
