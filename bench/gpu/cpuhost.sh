@@ -12,7 +12,10 @@
 #     first) of the twin's (--time-only) in fp32, fp32 with
 #     scaled_dot_product_attention and under bf16 autocast with it
 #     (TORCH_GPT_MODES, default "fp32 sdpa bf16", picks among them; a
-#     mode left out prints nan);
+#     mode left out prints nan; ML_F32=0 leaves mlbuild's f32 out); with
+#     ROUNDS=N (default 1) each side runs N times, the two sides in turn,
+#     and each column is its least (the host's speed drifts between
+#     minutes; every round's times go to big-rounds.txt);
 #  3. generation at batch 1, greedy, GEN_TOKENS tokens (default 1000) after
 #     a 16-character prompt, with the KV cache, on GEN_CORES cores
 #     (default "1 2 16"): mlbuild in f32 and with --precision bf16, its
@@ -41,6 +44,8 @@ for p in small gpt gpt-bf16; do python3 -c 'import lzma, shutil, sys; shutil.cop
 echo "mlbuild $(cat "$b/VERSION"); $(python3 -c 'import torch; print("torch", torch.__version__, "oneDNN", torch.backends.mkldnn.is_available())')"
 lscpu | grep -E '^(Model name|CPU\(s\)|Flags)' | sed 's/^\(Flags:\).*\(amx_bf16\).*/\1 ... \2 .../' | cut -c1-120
 cpus() { [ "$1" = 1 ] && echo 0 || echo "0-$(($1 - 1))"; }
+# least X...: the least of the numbers given, nan if none
+least() { python3 -c 'import sys; v=[float(x) for x in sys.argv[1:] if x != "nan"]; print(min(v) if v else "nan")' "$@"; }
 steps=${STEPS:-600}
 parts=" ${PARTS:-1 2 3 4} "
 if [[ $parts == *" 1 "* ]]; then
@@ -75,11 +80,16 @@ for t in ${CORES_BIG:-2 16}; do
 	tw() { taskset -c "$(cpus $t)" timeout 400 python3 "$b/torch_gpt.py" "$b/data/moby-dick.txt" --vocab 89 --context 256 --width 384 --heads 6 --layers 6 \
 		--dropout 0.2 --tie --batch 64 --steps "${TORCH_STEPS:-4}" --time-only --lr 1e-3 --beta2 0.99 --weight-decay 0.1 --clip 1.0 --warmup 100 --min-lr 1e-4 --threads $t "$@" 2>/dev/null |
 		python3 -c 'import json,sys; print(json.load(sys.stdin)["step_ms"])' 2>/dev/null || echo nan; }
-	modes=" ${TORCH_GPT_MODES:-fp32 sdpa bf16} " p1=nan p2=nan p3=nan
-	a=$(ml gpt) b16=$(ml gpt-bf16)
-	[[ $modes == *" fp32 "* ]] && p1=$(tw)
-	[[ $modes == *" sdpa "* ]] && p2=$(tw --sdpa)
-	[[ $modes == *" bf16 "* ]] && p3=$(tw --bf16 --sdpa)
+	modes=" ${TORCH_GPT_MODES:-fp32 sdpa bf16} " A=() B=() P1=() P2=() P3=()
+	for _ in $(seq "${ROUNDS:-1}"); do
+		[ "${ML_F32:-1}" = 1 ] && A+=("$(ml gpt)")
+		B+=("$(ml gpt-bf16)")
+		[[ $modes == *" fp32 "* ]] && P1+=("$(tw)")
+		[[ $modes == *" sdpa "* ]] && P2+=("$(tw --sdpa)")
+		[[ $modes == *" bf16 "* ]] && P3+=("$(tw --bf16 --sdpa)")
+	done
+	a=$(least "${A[@]}") b16=$(least "${B[@]}") p1=$(least "${P1[@]}") p2=$(least "${P2[@]}") p3=$(least "${P3[@]}")
+	echo "rounds: mlbuild f32 ${A[*]:-}; bf16 ${B[*]}; PyTorch fp32 ${P1[*]:-}; fp32 + SDPA ${P2[*]:-}; bf16 ${P3[*]:-}" >>"$out/big-rounds.txt"
 	python3 -c "import sys,math; t,a,b,*p=sys.argv[1:]; a,b=float(a),float(b); p=[float(x) for x in p]; best=min(x for x in p if not math.isnan(x)); print(f'| {t} | {a:.0f} | {b:.0f} | ' + ' | '.join(f'{x:.0f}' for x in p) + f' | {a/best:.2f} | {b/best:.2f} |')" $t $a $b16 $p1 $p2 $p3 | tee -a "$out/big.txt"
 done
 fi
