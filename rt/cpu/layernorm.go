@@ -9,6 +9,7 @@ import "math"
 // alike. It saves each row's mean and 1/sqrt(var+eps) for the backward
 // pass (either may be nil).
 func LayerNormFwd(x, gamma, beta, y, saveMean, saveInvStd []float32, rows, cols int, eps float32) {
+	path := activeGemmPath.Load().name
 	ParallelFor(rows, rowGrain(cols), func(lo, hi int) {
 		for r := lo; r < hi; r++ {
 			xr, yr := x[r*cols:(r+1)*cols], y[r*cols:(r+1)*cols]
@@ -21,15 +22,16 @@ func LayerNormFwd(x, gamma, beta, y, saveMean, saveInvStd []float32, rows, cols 
 				saveInvStd[r] = float32(inv)
 			}
 			gamma := gamma[:len(xr)]
+			done := lnYVector(path, xr, gamma, beta, yr, mean, inv)
 			if beta == nil {
-				for j, v := range xr {
-					yr[j] = float32((float64(v) - mean) * inv * float64(gamma[j]))
+				for j := done; j < len(xr); j++ {
+					yr[j] = float32((float64(xr[j]) - mean) * inv * float64(gamma[j]))
 				}
 				continue
 			}
 			beta := beta[:len(xr)]
-			for j, v := range xr {
-				yr[j] = float32((float64(v)-mean)*inv*float64(gamma[j]) + float64(beta[j]))
+			for j := done; j < len(xr); j++ {
+				yr[j] = float32((float64(xr[j])-mean)*inv*float64(gamma[j]) + float64(beta[j]))
 			}
 		}
 	})

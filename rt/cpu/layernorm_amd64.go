@@ -33,6 +33,35 @@ func lnDxVector(path string, x, dy, gamma, dx []float32, mean, inv, s1, s2 float
 	return n
 }
 
+// lnYVector writes the leading multiple of 8 of a row's y with lnYAVX512
+// where the GEMM path of that name is AVX-512, and returns how many it
+// wrote (0 elsewhere: the Go loop writes the rest). beta may be nil.
+func lnYVector(path string, x, gamma, beta, y []float32, mean, inv float64) int {
+	n := len(y) &^ 7
+	if path != "avx512" || n == 0 {
+		return 0
+	}
+	_, _ = x[n-1], gamma[n-1] // the assembly does no bounds checks
+	var bp *float32
+	if beta != nil {
+		bp = &beta[:n][0]
+	}
+	lnYAVX512(&x[0], &gamma[0], bp, &y[0], n, mean, inv)
+	return n
+}
+
+// lnYAVX512 is LayerNormFwd's output loop over n elements (a multiple of
+// 8) of a row, in the same float64 operations and order:
+//
+//	for j := range n {
+//		v := (float64(x[j]) - mean) * inv * float64(gamma[j])
+//		if beta != nil { v += float64(beta[j]) }
+//		y[j] = float32(v)
+//	}
+//
+//go:noescape
+func lnYAVX512(x, gamma, beta, y *float32, n int, mean, inv float64)
+
 // lnGamma64AVX512 is layerNormBwd's parameter-gradient loop over a block
 // of 64 columns, in the same float64 operations and order:
 //

@@ -127,3 +127,40 @@ dstore:
 ddone:
 	VZEROUPPER
 	RET
+
+// func lnYAVX512(x, gamma, beta, y *float32, n int, mean, inv float64)
+TEXT ·lnYAVX512(SB), NOSPLIT, $0-56
+	MOVQ x+0(FP), SI
+	MOVQ gamma+8(FP), R8
+	MOVQ beta+16(FP), R10
+	MOVQ y+24(FP), R9
+	MOVQ n+32(FP), CX
+	VBROADCASTSD mean+40(FP), Z16
+	VBROADCASTSD inv+48(FP), Z17
+	SHRQ $3, CX
+	JEQ ydone
+
+yloop:
+	VCVTPS2PD (SI), Z0
+	VSUBPD Z16, Z0, Z0 // x − mean
+	VMULPD Z17, Z0, Z0 // ·inv
+	VCVTPS2PD (R8), Z1
+	VMULPD Z1, Z0, Z0 // ·gamma
+	TESTQ R10, R10
+	JEQ ystore
+	VCVTPS2PD (R10), Z2
+	VADDPD Z2, Z0, Z0 // + beta
+	ADDQ $32, R10
+
+ystore:
+	VCVTPD2PS Z0, Y0
+	VMOVUPS Y0, (R9)
+	ADDQ $32, SI
+	ADDQ $32, R8
+	ADDQ $32, R9
+	DECQ CX
+	JNZ yloop
+
+ydone:
+	VZEROUPPER
+	RET

@@ -46,6 +46,66 @@ func TestLayerNormBwdKernelsMatchGo(t *testing.T) {
 	}
 }
 
+// TestLayerNormFwdKernelsMatchGo runs LayerNormFwd on every GEMM path the
+// machine has and on the generic one, with and without beta, on widths
+// with and without a tail of fewer than 8 columns: the vector loop
+// promises the Go loop's bits.
+func TestLayerNormFwdKernelsMatchGo(t *testing.T) {
+	r := newTestRand(33)
+	for _, sz := range []struct{ rows, cols int }{{3, 64}, {5, 200}, {9, 384}, {2, 71}, {1, 8}, {4, 5}} {
+		n := sz.rows * sz.cols
+		x, gamma, beta := randSlice(r, n, 2), randSlice(r, sz.cols, 1), randSlice(r, sz.cols, 1)
+		for _, beta := range [][]float32{beta, nil} {
+			run := func(path string) (y, mean, inv []float32) {
+				if err := SetGemmPath(path); err != nil {
+					t.Fatal(err)
+				}
+				defer SetGemmPath("")
+				y, mean, inv = make([]float32, n), make([]float32, sz.rows), make([]float32, sz.rows)
+				LayerNormFwd(x, gamma, beta, y, mean, inv, sz.rows, sz.cols, 1e-5)
+				return
+			}
+			wy, wmean, winv := run("generic")
+			for _, path := range GemmPaths() {
+				y, mean, inv := run(path)
+				for _, c := range []struct {
+					what      string
+					got, want []float32
+				}{{"y", y, wy}, {"mean", mean, wmean}, {"inv", inv, winv}} {
+					for i := range c.want {
+						if math.Float32bits(c.got[i]) != math.Float32bits(c.want[i]) {
+							t.Errorf("%s %dx%d beta %v: %s[%d] = %g, the Go loop gives %g", path, sz.rows, sz.cols, beta != nil, c.what, i, c.got[i], c.want[i])
+							break
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// BenchmarkLayerNormFwd is one of models/gpt.cue's layer norms forward
+// (16384 rows of 384) on one thread, on each GEMM path's loops.
+func BenchmarkLayerNormFwd(b *testing.B) {
+	const rows, cols = 16384, 384
+	r := newTestRand(34)
+	x, gamma, beta := randSlice(r, rows*cols, 2), randSlice(r, cols, 1), randSlice(r, cols, 1)
+	y, mean, inv := make([]float32, rows*cols), make([]float32, rows), make([]float32, rows)
+	defer SetThreads(Threads())
+	SetThreads(1)
+	for _, path := range GemmPaths() {
+		b.Run(path, func(b *testing.B) {
+			if err := SetGemmPath(path); err != nil {
+				b.Fatal(err)
+			}
+			defer SetGemmPath("")
+			for range b.N {
+				LayerNormFwd(x, gamma, beta, y, mean, inv, rows, cols, 1e-5)
+			}
+		})
+	}
+}
+
 // BenchmarkLayerNormBwd is one of models/gpt.cue's layer norms backward
 // (16384 rows of 384) on one thread, on each GEMM path's loops.
 func BenchmarkLayerNormBwd(b *testing.B) {
