@@ -281,9 +281,6 @@ func amxGemmWith(kernel amxKernel, transA, transB bool, m, n, k int, a []float32
 func bf16Row(dst *uint16, src *float32, n int)
 
 //go:noescape
-func bf16Pairs(dst *uint32, lo, hi *float32, n int)
-
-//go:noescape
 func bf16RowStrided(dst *uint16, src *float32, n, ldd int)
 
 //go:noescape
@@ -312,7 +309,7 @@ func packBF16AVec(trans bool, a []float32, lda, m, k int, pa []uint16, mp, kp in
 				row := pt[q*mp : q*mp+mp]
 				i0 := 0
 				if 2*q+1 < k && m16 > 0 {
-					bf16Pairs(&row[0], &a[2*q*lda], &a[(2*q+1)*lda], m16)
+					bf16PairsStrided(&row[0], &a[2*q*lda], &a[(2*q+1)*lda], m16, 16)
 					i0 = m16
 				}
 				for i := i0; i < mp; i++ {

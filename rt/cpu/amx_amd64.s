@@ -155,33 +155,6 @@ rowloop:
 	VZEROUPPER
 	RET
 
-// func bf16Pairs(dst *uint32, lo, hi *float32, n int)
-// dst[j] = bfloat16(lo[j]) | bfloat16(hi[j])<<16 for j < n, n a positive
-// multiple of 16.
-TEXT ·bf16Pairs(SB), NOSPLIT, $0-32
-	MOVQ dst+0(FP), DI
-	MOVQ lo+8(FP), SI
-	MOVQ hi+16(FP), DX
-	MOVQ n+24(FP), CX
-	BF16CONSTS
-
-pairloop:
-	VMOVUPS   (SI), Z0
-	VMOVUPS   (DX), Z3
-	BF16ROUND(Z0, Z2, Z1)
-	BF16ROUND(Z3, Z4, Z1)
-	VPSLLD    $16, Z4, Z4
-	VPORD     Z2, Z4, Z4
-	VMOVDQU32 Z4, (DI)
-	ADDQ      $64, SI
-	ADDQ      $64, DX
-	ADDQ      $64, DI
-	SUBQ      $16, CX
-	JNZ       pairloop
-	VZEROUPPER
-	RET
-
-
 // func bf16RowStrided(dst *uint16, src *float32, n, ldd int)
 // dst[(j/32)·ldd + j%32] = bfloat16(src[j]) for j < n, n a positive
 // multiple of 32: a row of A into its k-tiles (ldd in uint16s).
@@ -210,7 +183,7 @@ srowloop:
 // func bf16PairsStrided(dst *uint32, lo, hi *float32, n, ldd int)
 // dst[(j/16)·ldd + j%16] = bfloat16(lo[j]) | bfloat16(hi[j])<<16 for
 // j < n, n a positive multiple of 16: a row of B's pairs into its 16-column
-// panels (ldd in uint32s).
+// panels (ldd in uint32s), or with ldd 16 into consecutive pairs.
 TEXT ·bf16PairsStrided(SB), NOSPLIT, $0-40
 	MOVQ dst+0(FP), DI
 	MOVQ lo+8(FP), SI

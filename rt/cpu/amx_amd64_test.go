@@ -114,15 +114,7 @@ func BenchmarkAMXBlocking(b *testing.B) {
 	defer func(g, c, kc int) { amxGroupBlocks, amxChunkBlocks, amxKChunk = g, c, kc }(amxGroupBlocks, amxChunkBlocks, amxKChunk)
 	defer SetThreads(Threads())
 	for _, s := range gptProducts {
-		rng := newTestRand(9)
-		a, bm, c := randSlice(rng, s.m*s.k, 1), randSlice(rng, s.k*s.n, 1), make([]float32, s.m*s.n)
-		lda, ldb := s.k, s.n
-		if s.transA {
-			lda = s.m
-		}
-		if s.transB {
-			ldb = s.k
-		}
+		a, lda, bm, ldb, c := s.operands()
 		for _, threads := range []int{1, 2} {
 			for _, gc := range [][3]int{{1, 0, 0}, {1, 0, 16}, {1, 0, 32}, {1, 0, 64}, {8, 8, 32}} {
 				b.Run(fmt.Sprintf("%s_%dx%dx%d/threads=%d/group=%d/chunk=%d/kchunk=%d", s.name, s.m, s.n, s.k, threads, gc[0], gc[1], gc[2]), func(b *testing.B) {
@@ -199,15 +191,7 @@ func TestAMXGemmBlocking(t *testing.T) {
 				transA, transB := tr[0], tr[1]
 				amxGroupBlocks, amxChunkBlocks, amxKChunk = gc[0], gc[1], gc[3]
 				SetThreads(gc[2])
-				lda, ldb := k+3, n+1
-				if transA {
-					lda = m + 2
-				}
-				if transB {
-					ldb = k + 5
-				}
-				a := randSlice(rng, max(m, k)*lda, 1)
-				b := randSlice(rng, max(n, k)*ldb, 1)
+				a, lda, b, ldb := bf16TestOperands(rng, transA, transB, m, n, k)
 				ldc := n + 2
 				c := randSlice(rng, m*ldc, 1) // every element of C must be written
 				ref, scale := bf16Ref(transA, transB, m, n, k, a, lda, b, ldb, true)

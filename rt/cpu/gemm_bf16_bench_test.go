@@ -5,13 +5,16 @@ import (
 	"testing"
 )
 
-// gptProducts are models/gpt.cue's dense products at batch 64 × 256:
-// forward (x·Wᵀ), input gradient and weight gradient.
-var gptProducts = []struct {
+// gptProduct is one product of a benchmark: C = op(A)·op(B), m×k times k×n.
+type gptProduct struct {
 	name           string
 	transA, transB bool
 	m, n, k        int
-}{
+}
+
+// gptProducts are models/gpt.cue's dense products at batch 64 × 256:
+// forward (x·Wᵀ), input gradient and weight gradient.
+var gptProducts = []gptProduct{
 	{"fwd", false, true, 16384, 384, 384},
 	{"fwd", false, true, 16384, 1536, 384},
 	{"fwd", false, true, 16384, 384, 1536},
@@ -25,18 +28,25 @@ var gptProducts = []struct {
 // threads, in GFLOP/s and CPU time (on a shared machine the wall clock
 // counts other processes' turns): the forward products (x·wᵀ), an input
 // gradient (dy·w) and the weight gradients (dyᵀ·x).
+// operands are random operands of the product, packed (lda and ldb the
+// stored rows' lengths), and its C.
+func (s gptProduct) operands() (a []float32, lda int, b []float32, ldb int, c []float32) {
+	rng := newTestRand(9)
+	a, b, c = randSlice(rng, s.m*s.k, 1), randSlice(rng, s.k*s.n, 1), make([]float32, s.m*s.n)
+	lda, ldb = s.k, s.n
+	if s.transA {
+		lda = s.m
+	}
+	if s.transB {
+		ldb = s.k
+	}
+	return a, lda, b, ldb, c
+}
+
 func BenchmarkGemmGPT(b *testing.B) {
 	defer SetThreads(Threads())
 	for _, s := range gptProducts {
-		rng := newTestRand(9)
-		a, bm, c := randSlice(rng, s.m*s.k, 1), randSlice(rng, s.k*s.n, 1), make([]float32, s.m*s.n)
-		lda, ldb := s.k, s.n
-		if s.transA {
-			lda = s.m
-		}
-		if s.transB {
-			ldb = s.k
-		}
+		a, lda, bm, ldb, c := s.operands()
 		for _, threads := range []int{1, 2} {
 			for _, p := range []*Precision{FP32, BF16} {
 				b.Run(fmt.Sprintf("%s_%dx%dx%d/threads=%d/%s", s.name, s.m, s.n, s.k, threads, p), func(b *testing.B) {

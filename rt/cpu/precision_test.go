@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"math"
+	"math/rand/v2"
 	"os"
 
 	"testing"
@@ -66,6 +67,19 @@ func bf16Ref(transA, transB bool, m, n, k int, a []float32, lda int, b []float32
 	return ref, scale
 }
 
+// bf16TestOperands are random A and B of an m×k times k×n product with
+// row strides longer than their rows.
+func bf16TestOperands(rng *rand.Rand, transA, transB bool, m, n, k int) (a []float32, lda int, b []float32, ldb int) {
+	lda, ldb = k+3, n+1
+	if transA {
+		lda = m + 2
+	}
+	if transB {
+		ldb = k + 5
+	}
+	return randSlice(rng, max(m, k)*lda, 1), lda, randSlice(rng, max(n, k)*ldb, 1), ldb
+}
+
 // TestSgemmBF16 checks BF16's products against float64 sums of the rounded
 // operands, for every transpose and sizes that are not multiples of any
 // tile (and 64×96×2500, which AMX takes in passes along k), and that they
@@ -76,15 +90,7 @@ func TestSgemmBF16(t *testing.T) {
 		m, n, k := sz[0], sz[1], sz[2]
 		for _, tr := range [][2]bool{{false, false}, {false, true}, {true, false}, {true, true}} {
 			transA, transB := tr[0], tr[1]
-			lda, ldb := k+3, n+1
-			if transA {
-				lda = m + 2
-			}
-			if transB {
-				ldb = k + 5
-			}
-			a := randSlice(rng, max(m, k)*lda, 1)
-			b := randSlice(rng, max(n, k)*ldb, 1)
+			a, lda, b, ldb := bf16TestOperands(rng, transA, transB, m, n, k)
 			c := make([]float32, m*n)
 			BF16.gemm(transA, transB, m, n, k, a, lda, b, ldb, c, n)
 			ref, scale := bf16Ref(transA, transB, m, n, k, a, lda, b, ldb, true)
