@@ -204,6 +204,11 @@ func gemmOn(p *gemmPath, threads int, transA, transB bool, m, n, k int, alpha fl
 		return
 	}
 	checkGemmOperands(transA, transB, m, n, k, a, lda, b, ldb, c, ldc)
+	if p.pairs != nil && alpha != 1 {
+		// A bfloat16 path's tiles ignore alpha (gemmPath.kernel); its edge
+		// tiles would not.
+		panic("cpu: a bfloat16 product with alpha ≠ 1")
+	}
 	g := gemmCalls.Get().(*gemmCall)
 	*g = gemmCall{barrier: g.barrier, p: p, transA: transA, transB: transB, m: m, n: n, k: k, alpha: alpha, a: a, lda: lda, b: b, ldb: ldb, beta: beta, c: c, ldc: ldc}
 	switch {

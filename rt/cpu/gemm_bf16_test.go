@@ -359,3 +359,20 @@ func TestGemmBF16NoAllocs(t *testing.T) {
 		}
 	}
 }
+
+// TestGemmBF16RefusesAlpha: a bfloat16 path's tiles ignore alpha and its
+// edge tiles would not, so gemmOn refuses alpha ≠ 1 there rather than
+// scale some of C.
+func TestGemmBF16RefusesAlpha(t *testing.T) {
+	p := bf16Path()
+	if p == nil {
+		t.Skip("no AVX512-BF16 path on this machine")
+	}
+	a, b, c := make([]float32, 40*40), make([]float32, 40*40), make([]float32, 40*40)
+	defer func() {
+		if recover() == nil {
+			t.Fatal("gemmOn ran a bfloat16 product with alpha 0.5")
+		}
+	}()
+	gemmOn(p, 1, false, false, 40, 40, 40, 0.5, a, 40, b, 40, 0, c, 40)
+}
