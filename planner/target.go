@@ -438,10 +438,18 @@ func cpuConv(g ConvGeom, pass ConvPass) ConvChoice {
 // thread of the loaded 2-core Zen 4, ms (rt/cpu's BenchmarkConvGrouped):
 // 48 channels on 112² 0.65 against im2col's 2.16, 104 on 56² 0.46
 // against 1.54, 440 on 14² 0.21 against 0.61. Where the direct method
-// applies it stays (104 on 28², stride 1: 0.17 against 0.25).
+// applies it stays (104 on 28², stride 1: 0.17 against 0.25). It takes a
+// stem too, one group of at most 4 input channels (rt/cpu's
+// groupedStemChannels), a 3×3 filter at stride 2 undilated (the geometry
+// measured; the 7×7 stems keep the phase method): mobilenet_v2's and regnet_y_400mf's 3→32 3×3
+// stride-2 layer at 224², same benchmark, CPU ms: batch 1 0.39-0.41
+// against im2col's 0.97-1.06, batch 8 4.3 against 10.1-12.2.
 func cpuGroupedPays(g ConvGeom) bool {
 	groups := max(g.Groups, 1)
-	return groups > 1 && g.C/groups <= 16 && !(groups == g.C && g.OC == g.C)
+	if groups == 1 {
+		return g.C <= 4 && g.KH == 3 && g.KW == 3 && g.SH == 2 && g.SW == 2 && max(g.DH, 1) == 1 && max(g.DW, 1) == 1
+	}
+	return g.C/groups <= 16 && !(groups == g.C && g.OC == g.C)
 }
 
 // cpuPhasePays reports whether the CPU's phase method takes the forward

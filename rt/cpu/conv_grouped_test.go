@@ -10,6 +10,8 @@ import (
 // TestConvGroupedFwd runs the grouped method on every path against the
 // plain convolution: groups of 1 to 16 input channels and 1 to 3 output
 // channels each (a depthwise multiplier, and more outputs than inputs),
+// one group of 1 to 4 input channels (a stem, its output channels shared
+// out among tasks on two threads, an odd number of them),
 // strides 1, 2 and 2×1, padding past the filter's reach, dilation, rows
 // narrower and wider than rowsMinOW, every fused activation, with and
 // without bias, on one and two threads. Every output element must be
@@ -25,6 +27,10 @@ func TestConvGroupedFwd(t *testing.T) {
 		convCase(1, 4, 10, 12, 12, 3, 3, 1, 2, 2, 4),
 		convCase(1, 32, 8, 8, 32, 5, 5, 2, 2, 1, 2),
 		{N: 2, C: 10, H: 7, W: 17, OC: 5, OH: 7, OW: 9, KH: 3, KW: 3, SH: 1, SW: 2, PH: 1, PW: 1, DH: 1, DW: 1, Groups: 5},
+		convCase(1, 3, 37, 35, 13, 3, 3, 2, 1, 1, 1),
+		convCase(1, 3, 11, 9, 5, 3, 3, 2, 1, 1, 1),
+		convCase(2, 4, 12, 13, 7, 5, 5, 2, 2, 1, 1),
+		convCase(1, 1, 23, 21, 3, 3, 3, 1, 1, 1, 1),
 	}
 	for _, path := range GemmPaths() {
 		if err := SetGemmPath(path); err != nil {
@@ -58,11 +64,13 @@ func TestConvGroupedFwd(t *testing.T) {
 	}
 }
 
-// TestConvGroupedRefusesOtherGeometry: one group, a depthwise layer and
-// groups of more than groupedMaxChannels channels panic with the reason.
+// TestConvGroupedRefusesOtherGeometry: one group of more than
+// groupedStemChannels channels, a depthwise layer and groups of more than
+// groupedMaxChannels channels panic with the reason.
 func TestConvGroupedRefusesOtherGeometry(t *testing.T) {
 	for _, g := range []Conv{
 		convCase(1, 8, 5, 5, 8, 3, 3, 1, 1, 1, 1),
+		convCase(1, 5, 5, 5, 8, 3, 3, 2, 1, 1, 1),
 		convCase(1, 8, 5, 5, 8, 3, 3, 1, 1, 1, 8),
 		convCase(1, 34, 5, 5, 34, 3, 3, 1, 1, 1, 2),
 	} {
@@ -93,6 +101,8 @@ func BenchmarkConvGrouped(b *testing.B) {
 		name string
 		g    Conv
 	}{
+		{"stem 3 224 s2", convCase(1, 3, 224, 224, 32, 3, 3, 2, 1, 1, 1)},
+		{"stem 3 224 s2 b8", convCase(8, 3, 224, 224, 32, 3, 3, 2, 1, 1, 1)},
 		{"rgy s2 48 112 g6", convCase(1, 48, 112, 112, 48, 3, 3, 2, 1, 1, 6)},
 		{"rgy 104 28 g13", convCase(1, 104, 28, 28, 104, 3, 3, 1, 1, 1, 13)},
 		{"rgy s2 104 56 g13", convCase(1, 104, 56, 56, 104, 3, 3, 2, 1, 1, 13)},
