@@ -17,8 +17,9 @@ func archDepthwise(path string) *depthwiseKernels {
 }
 
 var (
-	depthwiseAVX512 = &depthwiseKernels{fwd: depthwiseFwdAVX512, lanes: 16, rows: depthwiseRowsAVX512, dw: depthwiseDWAVX512, deal: dealPairs16}
-	depthwiseAVX2   = &depthwiseKernels{fwd: depthwiseFwdAVX2, lanes: 8, dw: depthwiseDWAVX2}
+	depthwiseAVX512 = &depthwiseKernels{fwd: depthwiseFwdAVX512, lanes: 16, rows: depthwiseRowsAVX512, dw: depthwiseDWAVX512, deal: dealPairs16,
+		dealRows: dealRows16, copyRows: copyRows16}
+	depthwiseAVX2 = &depthwiseKernels{fwd: depthwiseFwdAVX2, lanes: 8, dw: depthwiseDWAVX2}
 )
 
 // dealLanes are dealPairsAVX512's lane indices: the even floats of two
@@ -42,6 +43,36 @@ func dealPairs16(src, even, odd []float32) {
 		even[j], odd[j] = src[2*j], src[2*j+1]
 	}
 }
+
+// dealRows16 is depthwiseKernels.dealRows with AVX-512.
+func dealRows16(src, even, odd []float32, rows, pairs, srcStride, dstStride int) {
+	if rows <= 0 || pairs <= 0 {
+		return
+	}
+	// The assembly does no bounds checks.
+	_ = src[(rows-1)*srcStride+2*pairs-1]
+	_, _ = even[(rows-1)*dstStride+pairs-1], odd[(rows-1)*dstStride+pairs-1]
+	dealRowsAVX512(&src[0], &even[0], &odd[0], rows, pairs, srcStride, dstStride, &dealLanes[0])
+}
+
+// copyRows16 is depthwiseKernels.copyRows with AVX-512.
+func copyRows16(src, dst []float32, rows, n, srcStride, dstStride int) {
+	if rows <= 0 || n <= 0 {
+		return
+	}
+	_, _ = src[(rows-1)*srcStride+n-1], dst[(rows-1)*dstStride+n-1] // the assembly does no bounds checks
+	copyRowsAVX512(&src[0], &dst[0], rows, n, srcStride, dstStride)
+}
+
+// dealRowsAVX512 is dealRows16 without the checks, idx being dealLanes.
+//
+//go:noescape
+func dealRowsAVX512(src, even, odd *float32, rows, pairs, srcStride, dstStride int, idx *int32)
+
+// copyRowsAVX512 is copyRows16 without the checks.
+//
+//go:noescape
+func copyRowsAVX512(src, dst *float32, rows, n, srcStride, dstStride int)
 
 // dealPairsAVX512 sets even[j] = src[2j] and odd[j] = src[2j+1] for j <
 // pairs, a multiple of 16, idx being dealLanes.

@@ -233,3 +233,56 @@ func testDepthwiseSplit2(t *testing.T, r *rand.Rand, dk *depthwiseKernels) {
 		}
 	}
 }
+
+// TestDepthwiseRowKernels: each path's dealRows and copyRows write what
+// the Go loops write, over 0 to 3 rows, 0 to 40 pairs or floats a row
+// (every remainder of a vector, with and without whole vectors before
+// it) and strides wider than a row, and nothing else: every element they
+// do not write keeps its marker, and the source ends at a guard page.
+func TestDepthwiseRowKernels(t *testing.T) {
+	r := newTestRand(5)
+	for _, path := range gemmPathsSupported {
+		dk := depthwiseFor(path)
+		if dk.dealRows == nil && dk.copyRows == nil {
+			continue
+		}
+		for rows := 0; rows <= 3; rows++ {
+			for n := 0; n <= 40; n++ {
+				srcStride, dstStride := 2*n+3, n+5
+				src := guardedFloats(t, max(0, (rows-1)*srcStride+2*n))
+				copy(src, randSlice(r, len(src), 1))
+				mark := func() []float32 {
+					v := make([]float32, rows*dstStride+8)
+					for i := range v {
+						v[i] = -7
+					}
+					return v
+				}
+				if dk.dealRows != nil {
+					ge, go1, we, wo := mark(), mark(), mark(), mark()
+					dk.dealRows(src, ge, go1, rows, n, srcStride, dstStride)
+					if rows > 0 && n > 0 {
+						dealRowsGo(dealPairsGo, src, we, wo, rows, n, srcStride, dstStride)
+					}
+					for i := range we {
+						if ge[i] != we[i] || go1[i] != wo[i] {
+							t.Fatalf("%s dealRows, %d rows of %d pairs: element %d = %v, %v; want %v, %v", path.name, rows, n, i, ge[i], go1[i], we[i], wo[i])
+						}
+					}
+				}
+				if dk.copyRows != nil {
+					got, want := mark(), mark()
+					dk.copyRows(src, got, rows, n, srcStride, dstStride)
+					if rows > 0 && n > 0 {
+						copyRowsGo(src, want, rows, n, srcStride, dstStride)
+					}
+					for i := range want {
+						if got[i] != want[i] {
+							t.Fatalf("%s copyRows, %d rows of %d: element %d = %v, want %v", path.name, rows, n, i, got[i], want[i])
+						}
+					}
+				}
+			}
+		}
+	}
+}
