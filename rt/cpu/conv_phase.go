@@ -135,6 +135,32 @@ func phasePointwise(x, w, b, y []float32, g Conv, act Act, alpha float32) {
 	ws := convWorkers.Get()
 	ws.panel = grow(ws.panel, g.N*g.C*ohw)
 	sub := ws.panel
+	// At stride 2 across, the depthwise split's row deal gathers the
+	// even columns in vector registers (the odd ones go to a worker's
+	// scratch), where the loop below went a pixel at a time (half of
+	// regnet_y_400mf's 32→48 layer at 112², batch 1).
+	dk := depthwiseFor(activeGemmPath.Load())
+	pairs := min(g.OW, g.W/2)
+	if g.SW == 2 && dk.dealRows != nil && pairs > 0 {
+		ParallelFor(g.N*g.C, 1, func(lo, hi int) {
+			cw := convWorkers.Get()
+			cw.cols = grow(cw.cols, ohw)
+			for nc := lo; nc < hi; nc++ {
+				src, dst := x[nc*g.H*g.W:(nc+1)*g.H*g.W], sub[nc*ohw:(nc+1)*ohw]
+				dk.dealRows(src, dst, cw.cols, g.OH, pairs, g.SH*g.W, g.OW)
+				for oh := 0; oh < g.OH; oh++ {
+					for ow := pairs; ow < g.OW; ow++ { // an odd width's last column
+						dst[oh*g.OW+ow] = src[oh*g.SH*g.W+2*ow]
+					}
+				}
+			}
+			convWorkers.Put(cw)
+		})
+		Conv2DPointwiseFwd(sub, w, b, y, Conv{N: g.N, C: g.C, H: g.OH, W: g.OW, OC: g.OC, OH: g.OH, OW: g.OW,
+			KH: 1, KW: 1, SH: 1, SW: 1, DH: 1, DW: 1, Groups: 1}, act, alpha)
+		convWorkers.Put(ws)
+		return
+	}
 	ParallelFor(g.N*g.C, 1, func(lo, hi int) {
 		for nc := lo; nc < hi; nc++ {
 			src, dst := x[nc*g.H*g.W:(nc+1)*g.H*g.W], sub[nc*ohw:(nc+1)*ohw]

@@ -11,7 +11,8 @@ import (
 // padding wider than a stride, kernels smaller than the stride, batches
 // split over threads, an image's output channels split over threads (an
 // odd count), 1×1 layers by the pointwise products (unpadded, at any
-// stride and width) and by the direct kernels (padded), with each
+// stride and width, odd and even, gathered at stride 2 across by the
+// row deal) and by the direct kernels (padded), with each
 // epilogue activation.
 func TestConvPhaseFwd(t *testing.T) {
 	r := newTestRand(23)
@@ -29,6 +30,8 @@ func TestConvPhaseFwd(t *testing.T) {
 		convCase(2, 7, 13, 10, 9, 1, 1, 3, 0, 1, 1),   // 1×1 stride 3, few channels (phasePointwise)
 		convCase(1, 5, 9, 9, 6, 1, 1, 2, 1, 1, 1),     // 1×1 stride 2 padded: the direct kernels
 		{N: 1, C: 4, H: 11, W: 9, OC: 3, OH: 6, OW: 3, KH: 1, KW: 1, SH: 2, SW: 3, DH: 1, DW: 1, Groups: 1},
+		{N: 1, C: 3, H: 10, W: 12, OC: 4, OH: 4, OW: 6, KH: 1, KW: 1, SH: 3, SW: 2, DH: 1, DW: 1, Groups: 1},
+		convCase(1, 3, 9, 70, 5, 1, 1, 2, 0, 1, 1), // rows of 35 pairs: whole vectors of the deal and a tail
 	}
 	forEachPathAndThreads(t, func(t *testing.T) {
 		for _, g := range cases {
