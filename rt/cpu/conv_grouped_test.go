@@ -125,6 +125,12 @@ func BenchmarkConvGrouped(b *testing.B) {
 				fwd  func(x, w, b, y []float32, g Conv, act Act, alpha float32)
 			}{"direct", Conv2DDirectFwd})
 		}
+		if phaseOK(g.norm()) {
+			methods = append(methods, struct {
+				name string
+				fwd  func(x, w, b, y []float32, g Conv, act Act, alpha float32)
+			}{"phase", Conv2DPhaseFwd})
+		}
 		for _, m := range methods {
 			b.Run(c.name+"/"+m.name, func(b *testing.B) {
 				start := processCPU()
