@@ -443,7 +443,11 @@ func cpuConv(g ConvGeom, pass ConvPass) ConvChoice {
 // groupedStemChannels), a 3×3 filter at stride 2 undilated (the geometry
 // measured; the 7×7 stems keep the phase method): mobilenet_v2's and regnet_y_400mf's 3→32 3×3
 // stride-2 layer at 224², same benchmark, CPU ms: batch 1 0.39-0.41
-// against im2col's 0.97-1.06, batch 8 4.3 against 10.1-12.2.
+// against im2col's 0.97-1.06, batch 8 4.3 against 10.1-12.2. With the
+// kernel of several output channels a pass (rt/cpu's filterRows) the
+// stem takes 0.23 (phase method 0.35-0.36), regnet's stride-2 layers
+// 0.33, 0.20 and 0.12; on the stride-1 ones the direct method still wins
+// or ties (104 on 28² 0.14 both, 208 on 14² 0.085 against 0.11).
 func cpuGroupedPays(g ConvGeom) bool {
 	groups := max(g.Groups, 1)
 	if groups == 1 {

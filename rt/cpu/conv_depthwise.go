@@ -56,6 +56,13 @@ type depthwiseKernels struct {
 	// copyRows, when set, is copyRowsGo in vector registers: splitAny's
 	// copies of the rows of a stride-1 plane in one call.
 	copyRows func(src, dst []float32, rows, n, srcStride, dstStride int)
+	// filterRows, when set, is rows for r filters over the same input
+	// rows (the grouped method's output channels of one group): for f <
+	// r, the plane at y + f·ldy gets filter f, whose tap t weighs
+	// w[t·r+f], started at bias[f]. maxFilters(ow) is the most filters it
+	// takes for rows ow wide (0: none).
+	filterRows func(r, taps int, offs *int, w, x *float32, wq int, y *float32, ldy, ow, rows int, bias *float32, relu int)
+	maxFilters func(ow int) int
 }
 
 // dealRowsGo sets even[r·dstStride+j] = src[r·srcStride+2j] and

@@ -18,7 +18,7 @@ func archDepthwise(path string) *depthwiseKernels {
 
 var (
 	depthwiseAVX512 = &depthwiseKernels{fwd: depthwiseFwdAVX512, lanes: 16, rows: depthwiseRowsAVX512, dw: depthwiseDWAVX512, deal: dealPairs16,
-		dealRows: dealRows16, copyRows: copyRows16}
+		dealRows: dealRows16, copyRows: copyRows16, filterRows: groupedRowsAVX512, maxFilters: groupedFiltersAVX512}
 	depthwiseAVX2 = &depthwiseKernels{fwd: depthwiseFwdAVX2, lanes: 8, dw: depthwiseDWAVX2}
 )
 
@@ -153,3 +153,162 @@ func depthwiseDWAVX512(groups int, offs *int, x, dy *float32, n int, acc *float3
 //
 //go:noescape
 func depthwiseDWAVX2(groups int, offs *int, x, dy *float32, n int, acc *float32)
+
+// groupedRowsAVX512 is depthwiseKernels.filterRows: the generated kernel
+// for rows of (ow+15)/16 vectors and r filters.
+func groupedRowsAVX512(r, taps int, offs *int, w, x *float32, wq int, y *float32, ldy, ow, rows int, bias *float32, relu int) {
+	groupedRowKernels[(ow+15)/16-1][r-1](taps, offs, w, x, wq, y, ldy, ow, rows, bias, relu)
+}
+
+// groupedFiltersAVX512 is depthwiseKernels.maxFilters: the generator's
+// groupedFilters for rows of up to 8 vectors, none past them.
+func groupedFiltersAVX512(ow int) int {
+	if ow < 1 || ow > 128 {
+		return 0
+	}
+	return len(groupedRowKernels[(ow+15)/16-1])
+}
+
+// groupedRowKernels[v-1][r-1] takes rows of v vectors and r filters.
+var groupedRowKernels = [8][]func(taps int, offs *int, w, x *float32, wq int, y *float32, ldy, ow, rows int, bias *float32, relu int){
+	{groupedRows1x1AVX512, groupedRows1x2AVX512, groupedRows1x3AVX512, groupedRows1x4AVX512, groupedRows1x5AVX512, groupedRows1x6AVX512, groupedRows1x7AVX512, groupedRows1x8AVX512},
+	{groupedRows2x1AVX512, groupedRows2x2AVX512, groupedRows2x3AVX512, groupedRows2x4AVX512, groupedRows2x5AVX512, groupedRows2x6AVX512, groupedRows2x7AVX512, groupedRows2x8AVX512},
+	{groupedRows3x1AVX512, groupedRows3x2AVX512, groupedRows3x3AVX512, groupedRows3x4AVX512, groupedRows3x5AVX512, groupedRows3x6AVX512, groupedRows3x7AVX512, groupedRows3x8AVX512},
+	{groupedRows4x1AVX512, groupedRows4x2AVX512, groupedRows4x3AVX512, groupedRows4x4AVX512, groupedRows4x5AVX512, groupedRows4x6AVX512},
+	{groupedRows5x1AVX512, groupedRows5x2AVX512, groupedRows5x3AVX512, groupedRows5x4AVX512, groupedRows5x5AVX512},
+	{groupedRows6x1AVX512, groupedRows6x2AVX512, groupedRows6x3AVX512, groupedRows6x4AVX512},
+	{groupedRows7x1AVX512, groupedRows7x2AVX512, groupedRows7x3AVX512},
+	{groupedRows8x1AVX512, groupedRows8x2AVX512},
+}
+
+//go:noescape
+func groupedRows1x1AVX512(taps int, offs *int, w, x *float32, wq int, y *float32, ldy, ow, rows int, bias *float32, relu int)
+
+//go:noescape
+func groupedRows1x2AVX512(taps int, offs *int, w, x *float32, wq int, y *float32, ldy, ow, rows int, bias *float32, relu int)
+
+//go:noescape
+func groupedRows1x3AVX512(taps int, offs *int, w, x *float32, wq int, y *float32, ldy, ow, rows int, bias *float32, relu int)
+
+//go:noescape
+func groupedRows1x4AVX512(taps int, offs *int, w, x *float32, wq int, y *float32, ldy, ow, rows int, bias *float32, relu int)
+
+//go:noescape
+func groupedRows1x5AVX512(taps int, offs *int, w, x *float32, wq int, y *float32, ldy, ow, rows int, bias *float32, relu int)
+
+//go:noescape
+func groupedRows1x6AVX512(taps int, offs *int, w, x *float32, wq int, y *float32, ldy, ow, rows int, bias *float32, relu int)
+
+//go:noescape
+func groupedRows1x7AVX512(taps int, offs *int, w, x *float32, wq int, y *float32, ldy, ow, rows int, bias *float32, relu int)
+
+//go:noescape
+func groupedRows1x8AVX512(taps int, offs *int, w, x *float32, wq int, y *float32, ldy, ow, rows int, bias *float32, relu int)
+
+//go:noescape
+func groupedRows2x1AVX512(taps int, offs *int, w, x *float32, wq int, y *float32, ldy, ow, rows int, bias *float32, relu int)
+
+//go:noescape
+func groupedRows2x2AVX512(taps int, offs *int, w, x *float32, wq int, y *float32, ldy, ow, rows int, bias *float32, relu int)
+
+//go:noescape
+func groupedRows2x3AVX512(taps int, offs *int, w, x *float32, wq int, y *float32, ldy, ow, rows int, bias *float32, relu int)
+
+//go:noescape
+func groupedRows2x4AVX512(taps int, offs *int, w, x *float32, wq int, y *float32, ldy, ow, rows int, bias *float32, relu int)
+
+//go:noescape
+func groupedRows2x5AVX512(taps int, offs *int, w, x *float32, wq int, y *float32, ldy, ow, rows int, bias *float32, relu int)
+
+//go:noescape
+func groupedRows2x6AVX512(taps int, offs *int, w, x *float32, wq int, y *float32, ldy, ow, rows int, bias *float32, relu int)
+
+//go:noescape
+func groupedRows2x7AVX512(taps int, offs *int, w, x *float32, wq int, y *float32, ldy, ow, rows int, bias *float32, relu int)
+
+//go:noescape
+func groupedRows2x8AVX512(taps int, offs *int, w, x *float32, wq int, y *float32, ldy, ow, rows int, bias *float32, relu int)
+
+//go:noescape
+func groupedRows3x1AVX512(taps int, offs *int, w, x *float32, wq int, y *float32, ldy, ow, rows int, bias *float32, relu int)
+
+//go:noescape
+func groupedRows3x2AVX512(taps int, offs *int, w, x *float32, wq int, y *float32, ldy, ow, rows int, bias *float32, relu int)
+
+//go:noescape
+func groupedRows3x3AVX512(taps int, offs *int, w, x *float32, wq int, y *float32, ldy, ow, rows int, bias *float32, relu int)
+
+//go:noescape
+func groupedRows3x4AVX512(taps int, offs *int, w, x *float32, wq int, y *float32, ldy, ow, rows int, bias *float32, relu int)
+
+//go:noescape
+func groupedRows3x5AVX512(taps int, offs *int, w, x *float32, wq int, y *float32, ldy, ow, rows int, bias *float32, relu int)
+
+//go:noescape
+func groupedRows3x6AVX512(taps int, offs *int, w, x *float32, wq int, y *float32, ldy, ow, rows int, bias *float32, relu int)
+
+//go:noescape
+func groupedRows3x7AVX512(taps int, offs *int, w, x *float32, wq int, y *float32, ldy, ow, rows int, bias *float32, relu int)
+
+//go:noescape
+func groupedRows3x8AVX512(taps int, offs *int, w, x *float32, wq int, y *float32, ldy, ow, rows int, bias *float32, relu int)
+
+//go:noescape
+func groupedRows4x1AVX512(taps int, offs *int, w, x *float32, wq int, y *float32, ldy, ow, rows int, bias *float32, relu int)
+
+//go:noescape
+func groupedRows4x2AVX512(taps int, offs *int, w, x *float32, wq int, y *float32, ldy, ow, rows int, bias *float32, relu int)
+
+//go:noescape
+func groupedRows4x3AVX512(taps int, offs *int, w, x *float32, wq int, y *float32, ldy, ow, rows int, bias *float32, relu int)
+
+//go:noescape
+func groupedRows4x4AVX512(taps int, offs *int, w, x *float32, wq int, y *float32, ldy, ow, rows int, bias *float32, relu int)
+
+//go:noescape
+func groupedRows4x5AVX512(taps int, offs *int, w, x *float32, wq int, y *float32, ldy, ow, rows int, bias *float32, relu int)
+
+//go:noescape
+func groupedRows4x6AVX512(taps int, offs *int, w, x *float32, wq int, y *float32, ldy, ow, rows int, bias *float32, relu int)
+
+//go:noescape
+func groupedRows5x1AVX512(taps int, offs *int, w, x *float32, wq int, y *float32, ldy, ow, rows int, bias *float32, relu int)
+
+//go:noescape
+func groupedRows5x2AVX512(taps int, offs *int, w, x *float32, wq int, y *float32, ldy, ow, rows int, bias *float32, relu int)
+
+//go:noescape
+func groupedRows5x3AVX512(taps int, offs *int, w, x *float32, wq int, y *float32, ldy, ow, rows int, bias *float32, relu int)
+
+//go:noescape
+func groupedRows5x4AVX512(taps int, offs *int, w, x *float32, wq int, y *float32, ldy, ow, rows int, bias *float32, relu int)
+
+//go:noescape
+func groupedRows5x5AVX512(taps int, offs *int, w, x *float32, wq int, y *float32, ldy, ow, rows int, bias *float32, relu int)
+
+//go:noescape
+func groupedRows6x1AVX512(taps int, offs *int, w, x *float32, wq int, y *float32, ldy, ow, rows int, bias *float32, relu int)
+
+//go:noescape
+func groupedRows6x2AVX512(taps int, offs *int, w, x *float32, wq int, y *float32, ldy, ow, rows int, bias *float32, relu int)
+
+//go:noescape
+func groupedRows6x3AVX512(taps int, offs *int, w, x *float32, wq int, y *float32, ldy, ow, rows int, bias *float32, relu int)
+
+//go:noescape
+func groupedRows6x4AVX512(taps int, offs *int, w, x *float32, wq int, y *float32, ldy, ow, rows int, bias *float32, relu int)
+
+//go:noescape
+func groupedRows7x1AVX512(taps int, offs *int, w, x *float32, wq int, y *float32, ldy, ow, rows int, bias *float32, relu int)
+
+//go:noescape
+func groupedRows7x2AVX512(taps int, offs *int, w, x *float32, wq int, y *float32, ldy, ow, rows int, bias *float32, relu int)
+
+//go:noescape
+func groupedRows7x3AVX512(taps int, offs *int, w, x *float32, wq int, y *float32, ldy, ow, rows int, bias *float32, relu int)
+
+//go:noescape
+func groupedRows8x1AVX512(taps int, offs *int, w, x *float32, wq int, y *float32, ldy, ow, rows int, bias *float32, relu int)
+
+//go:noescape
+func groupedRows8x2AVX512(taps int, offs *int, w, x *float32, wq int, y *float32, ldy, ow, rows int, bias *float32, relu int)

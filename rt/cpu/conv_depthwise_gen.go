@@ -3,7 +3,8 @@
 // conv_depthwise_gen.go writes conv_depthwise_amd64.s, the depthwise
 // convolution's kernels (conv_depthwise.go): the flat kernels (AVX-512
 // and AVX2, blocks of 8, 4 and 1 vectors) and the AVX-512 row kernels
-// (rows of 1 to 8 vectors, 8/V rows at a time). Each is a loop over the
+// (rows of 1 to 8 vectors, 8/V rows at a time), and the grouped method's
+// row kernels (rows of 1 to 8 vectors for up to 8 filters at a time). Each is a loop over the
 // taps around a fully unrolled block of accumulators; generating them
 // from loops keeps the registers readable. Run it with `go generate` in
 // rt/cpu and commit the .s file: produced programs copy rt/cpu and must
@@ -37,6 +38,11 @@ func main() {
 	flat(&w, "depthwiseFwdAVX2", "Y", 8, 15)
 	for v := 1; v <= 8; v++ {
 		rows(&w, v)
+	}
+	for v := 1; v <= 8; v++ {
+		for r := 1; r <= groupedFilters(v); r++ {
+			filterRows(&w, v, r)
+		}
 	}
 	dots(&w, "depthwiseDWAVX512", "Z", 16)
 	dots(&w, "depthwiseDWAVX2", "Y", 8)
@@ -220,6 +226,119 @@ func rows(w *asm, v int) {
 		w.l("JMP %s", lbl)
 	}
 	w.WriteString("\n")
+	w.label(name + "done")
+	w.l("VZEROUPPER")
+	w.l("RET")
+	w.WriteString("\n")
+}
+
+// groupedFilters is the most filters filterRows takes for rows of v
+// vectors: r·v accumulators, v input vectors and a broadcast weight in 32
+// registers, at most 8.
+func groupedFilters(v int) int { return min(8, (31-v)/v) }
+
+// filterRows writes the AVX-512 row kernel of r filters over the same
+// input rows of v vectors: each tap's v input vectors are loaded once and
+// multiplied by each filter's broadcast weight, where the depthwise row
+// kernel loads them once a filter (a split 64-byte load takes two of the
+// load ports' slots on Zen 4: the loads, not the multiply-adds, bound it).
+func filterRows(w *asm, v, r int) {
+	name := fmt.Sprintf("groupedRows%dx%dAVX512", v, r)
+	w.c("func %s(taps int, offs *int, w, x *float32, wq int, y *float32, ldy, ow, rows int, bias *float32, relu int)", name)
+	w.c("For each filter f < %d and row i < rows: y[f·ldy + i·ow + j] = bias[f] +", r)
+	w.c("Σ_t w[t·%d+f]·x[i·wq+offs[t]+j] for j < ow (%d to %d outputs, %d vectors, the", r, 16*(v-1)+1, 16*v, v)
+	w.c("last under the mask of ow mod 16 lanes), a row at a time in %d accumulators;", r*v)
+	w.c("relu 1 applies ReLU, relu 2 ReLU6 (the depthwise row kernels' bits).")
+	w.WriteString(fmt.Sprintf("TEXT ·%s(SB), NOSPLIT, $0-88\n", name))
+	w.l("MOVQ taps+0(FP), R10")
+	w.l("MOVQ offs+8(FP), R11")
+	w.l("MOVQ x+24(FP), SI")
+	w.l("MOVQ wq+32(FP), R14")
+	w.l("SHLQ $2, R14")
+	w.l("MOVQ y+40(FP), DI")
+	w.l("MOVQ ldy+48(FP), R9")
+	w.l("SHLQ $2, R9")
+	w.l("MOVQ ow+56(FP), R13")
+	w.l("MOVQ R13, R8")
+	w.l("SHLQ $2, R8")
+	w.l("MOVQ rows+64(FP), R15")
+	w.l("MOVQ bias+72(FP), DX")
+	// K1: the low ow mod 16 lanes, or all of them.
+	w.l("MOVQ R13, CX")
+	w.l("ANDQ $15, CX")
+	w.l("MOVL $1, AX")
+	w.l("SHLL CX, AX")
+	w.l("DECL AX")
+	w.l("TESTQ CX, CX")
+	w.l("JNZ %smask", name)
+	w.l("MOVL $0xffff, AX")
+	w.label(name + "mask")
+	w.l("KMOVW AX, K1")
+	w.l("TESTQ R15, R15")
+	w.l("JEQ %sdone", name)
+	acc := func(f, i int) int { return f*v + i }
+	xr := func(i int) int { return r*v + i }
+	wr := r*v + v
+	w.label(name + "row")
+	for f := 0; f < r; f++ {
+		w.l("VBROADCASTSS %s, Z%d", off(f, 4, "DX"), acc(f, 0))
+		for i := 1; i < v; i++ {
+			w.l("VMOVAPS Z%d, Z%d", acc(f, 0), acc(f, i))
+		}
+	}
+	w.l("XORQ CX, CX")
+	w.l("MOVQ w+16(FP), R12")
+	w.label(name + "t")
+	w.l("MOVQ (R11)(CX*8), AX")
+	w.l("LEAQ (SI)(AX*4), AX")
+	for i := 0; i < v; i++ {
+		w.l("VMOVUPS %s, Z%d", off(i, 64, "AX"), xr(i))
+	}
+	for f := 0; f < r; f++ {
+		w.l("VBROADCASTSS %s, Z%d", off(f, 4, "R12"), wr)
+		for i := 0; i < v; i++ {
+			w.l("VFMADD231PS Z%d, Z%d, Z%d", xr(i), wr, acc(f, i))
+		}
+	}
+	w.l("ADDQ $%d, R12", 4*r)
+	w.l("INCQ CX")
+	w.l("CMPQ CX, R10")
+	w.l("JLT %st", name)
+	// The input registers are free now: zero and 6 for the activations.
+	w.l("VPXORD Z%d, Z%d, Z%d", xr(0), xr(0), xr(0))
+	w.l("MOVL $0x40c00000, AX") // 6.0
+	w.l("VPBROADCASTD AX, Z%d", wr)
+	w.l("CMPQ relu+80(FP), $0")
+	w.l("JEQ %ss", name)
+	w.l("CMPQ relu+80(FP), $2")
+	w.l("JEQ %s6", name)
+	for a := 0; a < r*v; a++ {
+		w.l("VMAXPS Z%d, Z%d, Z%d", xr(0), a, a)
+	}
+	w.l("JMP %ss", name)
+	w.label(name + "6")
+	for a := 0; a < r*v; a++ {
+		w.l("VMAXPS Z%d, Z%d, Z%d", a, xr(0), a)
+		w.l("VMINPS Z%d, Z%d, Z%d", a, wr, a)
+	}
+	w.label(name + "s")
+	w.l("MOVQ DI, BX")
+	for f := 0; f < r; f++ {
+		if f > 0 {
+			w.l("ADDQ R9, BX")
+		}
+		for i := 0; i < v; i++ {
+			mask := ""
+			if i == v-1 {
+				mask = "K1, "
+			}
+			w.l("VMOVUPS Z%d, %s%s", acc(f, i), mask, off(i, 64, "BX"))
+		}
+	}
+	w.l("ADDQ R14, SI")
+	w.l("ADDQ R8, DI")
+	w.l("DECQ R15")
+	w.l("JNZ %srow", name)
 	w.label(name + "done")
 	w.l("VZEROUPPER")
 	w.l("RET")

@@ -20,7 +20,11 @@ import "fmt"
 // 27 rows of columns a value at a time for a product of only 27 steps
 // (11% of mobilenet_v2's batch-1 inference on one thread). With fewer
 // images and groups than threads, a task is a share of a group's output
-// channels, each task splitting its group's planes for itself.
+// channels, each task splitting its group's planes for itself. With
+// AVX-512 the rows of several output channels of a group are computed
+// together, each tap's input vectors loaded once for all of them
+// (depthwiseKernels.filterRows), where the depthwise row kernel loaded
+// them once a channel.
 
 // groupedMaxChannels is the most input channels a group the grouped
 // method takes: its phase planes, cg of them a task, stay in L2 (8 of
@@ -71,6 +75,12 @@ func Conv2DGroupedFwd(x, w, b, y []float32, g Conv, act Act, alpha float32) {
 	}
 	xlen := (cg-1)*plane + d.xlen
 	byRows := k.rows != nil && g.OW >= rowsMinOW
+	// filters output channels of a group at a time share each tap's
+	// loads of the input rows (depthwiseKernels.filterRows).
+	filters, relu := 1, rowsRelu(act)
+	if byRows && k.filterRows != nil && relu >= 0 {
+		filters = max(1, k.maxFilters(g.OW))
+	}
 	// parts tasks share each group's output channels where images and
 	// groups are fewer than threads.
 	parts := 1
@@ -83,6 +93,8 @@ func Conv2DGroupedFwd(x, w, b, y []float32, g Conv, act Act, alpha float32) {
 		if !byRows {
 			cw.cols = grow(cw.cols, d.n)
 		}
+		cw.rows = grow(cw.rows, taps*filters)
+		cw.db = grow(cw.db, filters)
 	}, func(cw *convWorker, task int) {
 		part := task % parts
 		n, gi := task/parts/G, task/parts%G
@@ -90,7 +102,28 @@ func Conv2DGroupedFwd(x, w, b, y []float32, g Conv, act Act, alpha float32) {
 			c := n*g.C + gi*cg + ci
 			d.split(x[c*hw:(c+1)*hw], cw.panel[ci*plane:], g)
 		}
-		for o := part * ocg / parts; o < (part+1)*ocg/parts; o++ {
+		o0, o1 := part*ocg/parts, (part+1)*ocg/parts
+		for o := o0; filters > 1 && o < o1; {
+			r := min(filters, o1-o)
+			oc := gi*ocg + o
+			wi, bb := cw.rows[:taps*r], cw.db[:r]
+			for f := range r {
+				for t := range taps {
+					wi[t*r+f] = w[(oc+f)*taps+t]
+				}
+				bb[f] = 0
+				if b != nil {
+					bb[f] = b[oc+f]
+				}
+			}
+			yp := y[(n*g.OC+oc)*ohw : (n*g.OC+oc+r)*ohw] // the assembly does no bounds checks
+			k.filterRows(r, taps, &offs[0], &wi[0], &cw.panel[0], d.wq, &yp[0], ohw, g.OW, g.OH, &bb[0], relu)
+			o += r
+		}
+		if filters > 1 {
+			return
+		}
+		for o := o0; o < o1; o++ {
 			oc := gi*ocg + o
 			bv := float32(0)
 			if b != nil {
