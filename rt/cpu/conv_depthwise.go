@@ -63,6 +63,10 @@ type depthwiseKernels struct {
 	// takes for rows ow wide (0: none).
 	filterRows func(r, taps int, offs *int, w, x *float32, wq int, y *float32, ldy, ow, rows int, bias *float32, relu int)
 	maxFilters func(ow int) int
+	// rows3x3, when set, is rows for a 3×3 filter of stride 1 undilated
+	// (the taps at kh·wq + kw) and rows of at most 128 outputs, the same
+	// bits: several output rows share the loads of their input rows.
+	rows3x3 func(w, x *float32, wq int, y *float32, ow, rows int, bias float32, relu int)
 }
 
 // dealRowsGo sets even[r·dstStride+j] = src[r·srcStride+2j] and
@@ -184,6 +188,9 @@ type depthwiseGeom struct {
 	// dealRows and copyRows are the kernel's, or nil for the Go loops.
 	dealRows func(src, even, odd []float32, rows, pairs, srcStride, dstStride int)
 	copyRows func(src, dst []float32, rows, n, srcStride, dstStride int)
+	// plain3x3: the filter is 3×3 at stride 1 undilated, its taps at
+	// kh·wq + kw (rows3x3's).
+	plain3x3 bool
 }
 
 // newDepthwiseGeom lays out normalised g's planes for kernel k, and fills
@@ -198,6 +205,7 @@ func newDepthwiseGeom(g Conv, k *depthwiseKernels, offs []int) depthwiseGeom {
 		d.deal = dealPairsGo
 	}
 	d.n = gemmRoundUp(g.OH*wq, k.lanes)
+	d.plain3x3 = g.KH == 3 && g.KW == 3 && g.SH == 1 && g.SW == 1 && g.DH == 1 && g.DW == 1
 	maxOff := 0
 	for kh := 0; kh < g.KH; kh++ {
 		for kw := 0; kw < g.KW; kw++ {
@@ -346,7 +354,11 @@ func (d *depthwiseGeom) outPlane(k *depthwiseKernels, store *convDirectKernels, 
 	taps := len(offs)
 	if byRows {
 		relu := rowsRelu(act)
-		k.rows(taps, &offs[0], &wc[0], &cw.panel[0], d.wq, &yp[0], g.OW, g.OH, bv, max(relu, 0))
+		if k.rows3x3 != nil && d.plain3x3 && taps == 9 && g.OW <= 128 {
+			k.rows3x3(&wc[0], &cw.panel[0], d.wq, &yp[0], g.OW, g.OH, bv, max(relu, 0))
+		} else {
+			k.rows(taps, &offs[0], &wc[0], &cw.panel[0], d.wq, &yp[0], g.OW, g.OH, bv, max(relu, 0))
+		}
 		if relu < 0 {
 			applyAct(yp, act, alpha)
 		}

@@ -18,7 +18,8 @@ func archDepthwise(path string) *depthwiseKernels {
 
 var (
 	depthwiseAVX512 = &depthwiseKernels{fwd: depthwiseFwdAVX512, lanes: 16, rows: depthwiseRowsAVX512, dw: depthwiseDWAVX512, deal: dealPairs16,
-		dealRows: dealRows16, copyRows: copyRows16, filterRows: groupedRowsAVX512, maxFilters: groupedFiltersAVX512}
+		dealRows: dealRows16, copyRows: copyRows16, filterRows: groupedRowsAVX512, maxFilters: groupedFiltersAVX512,
+		rows3x3: depthwise3x3RowsAVX512}
 	depthwiseAVX2 = &depthwiseKernels{fwd: depthwiseFwdAVX2, lanes: 8, dw: depthwiseDWAVX2}
 )
 
@@ -312,3 +313,39 @@ func groupedRows8x1AVX512(taps int, offs *int, w, x *float32, wq int, y *float32
 
 //go:noescape
 func groupedRows8x2AVX512(taps int, offs *int, w, x *float32, wq int, y *float32, ldy, ow, rows int, bias *float32, relu int)
+
+// depthwise3x3RowsAVX512 is depthwiseKernels.rows3x3: the generated
+// kernel for rows of (ow+15)/16 vectors, ow at most 128.
+func depthwise3x3RowsAVX512(w, x *float32, wq int, y *float32, ow, rows int, bias float32, relu int) {
+	depthwise3x3RowKernels[(ow+15)/16-1](w, x, wq, y, ow, rows, bias, relu)
+}
+
+// depthwise3x3RowKernels[v-1] takes rows of v vectors.
+var depthwise3x3RowKernels = [8]func(w, x *float32, wq int, y *float32, ow, rows int, bias float32, relu int){
+	depthwise3x3Rows1AVX512, depthwise3x3Rows2AVX512, depthwise3x3Rows3AVX512, depthwise3x3Rows4AVX512,
+	depthwise3x3Rows5AVX512, depthwise3x3Rows6AVX512, depthwise3x3Rows7AVX512, depthwise3x3Rows8AVX512,
+}
+
+//go:noescape
+func depthwise3x3Rows1AVX512(w, x *float32, wq int, y *float32, ow, rows int, bias float32, relu int)
+
+//go:noescape
+func depthwise3x3Rows2AVX512(w, x *float32, wq int, y *float32, ow, rows int, bias float32, relu int)
+
+//go:noescape
+func depthwise3x3Rows3AVX512(w, x *float32, wq int, y *float32, ow, rows int, bias float32, relu int)
+
+//go:noescape
+func depthwise3x3Rows4AVX512(w, x *float32, wq int, y *float32, ow, rows int, bias float32, relu int)
+
+//go:noescape
+func depthwise3x3Rows5AVX512(w, x *float32, wq int, y *float32, ow, rows int, bias float32, relu int)
+
+//go:noescape
+func depthwise3x3Rows6AVX512(w, x *float32, wq int, y *float32, ow, rows int, bias float32, relu int)
+
+//go:noescape
+func depthwise3x3Rows7AVX512(w, x *float32, wq int, y *float32, ow, rows int, bias float32, relu int)
+
+//go:noescape
+func depthwise3x3Rows8AVX512(w, x *float32, wq int, y *float32, ow, rows int, bias float32, relu int)

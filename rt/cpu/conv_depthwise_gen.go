@@ -44,6 +44,9 @@ func main() {
 			filterRows(&w, v, r)
 		}
 	}
+	for v := 1; v <= 8; v++ {
+		rows3x3(&w, v)
+	}
 	dots(&w, "depthwiseDWAVX512", "Z", 16)
 	dots(&w, "depthwiseDWAVX2", "Y", 8)
 	if err := os.WriteFile("conv_depthwise_amd64.s", w.Bytes(), 0o644); err != nil {
@@ -343,6 +346,137 @@ func filterRows(w *asm, v, r int) {
 	w.l("VZEROUPPER")
 	w.l("RET")
 	w.WriteString("\n")
+}
+
+// rows3x3Rows is how many output rows rows3x3 computes at a time for
+// rows of v vectors: r·v accumulators beside the 9 weights and an input
+// vector in 32 registers, at most 8.
+func rows3x3Rows(v int) int { return min(8, 21/v) }
+
+// rows3x3 writes the AVX-512 row kernel of a 3×3 stride-1 undilated
+// depthwise filter for rows of v vectors: r output rows at a time share
+// the loads of their r+2 input rows, each input vector loaded once for
+// the up to 3 rows that read it, where the row kernel loads it once a
+// tap and row (9 loads an output vector against 3(r+2)/r).
+func rows3x3(w *asm, v int) {
+	r := rows3x3Rows(v)
+	name := fmt.Sprintf("depthwise3x3Rows%dAVX512", v)
+	w.c("func %s(w, x *float32, wq int, y *float32, ow, rows int, bias float32, relu int)", name)
+	w.c("depthwiseKernels.rows for the taps (kh, kw) at kh·wq + kw, kh, kw < 3, and rows of")
+	w.c("%d to %d outputs: %d rows at a time (the rest one at a time), the same", 16*(v-1)+1, 16*v, r)
+	w.c("sums in the same order as depthwiseRows%dAVX512, so the same bits.", v)
+	w.WriteString(fmt.Sprintf("TEXT ·%s(SB), NOSPLIT, $0-64\n", name))
+	w.l("MOVQ w+0(FP), R12")
+	w.l("MOVQ x+8(FP), SI")
+	w.l("MOVQ wq+16(FP), R14")
+	w.l("SHLQ $2, R14")
+	w.l("MOVQ y+24(FP), DI")
+	w.l("MOVQ ow+32(FP), R13")
+	w.l("MOVQ R13, R8")
+	w.l("SHLQ $2, R8")
+	w.l("MOVQ rows+40(FP), R15")
+	w.l("MOVQ R13, CX")
+	w.l("ANDQ $15, CX")
+	w.l("MOVL $1, AX")
+	w.l("SHLL CX, AX")
+	w.l("DECL AX")
+	w.l("TESTQ CX, CX")
+	w.l("JNZ %smask", name)
+	w.l("MOVL $0xffff, AX")
+	w.label(name + "mask")
+	w.l("KMOVW AX, K1")
+	wreg := func(t int) int { return 21 + t } // Z21–Z29: the 9 weights
+	for t := 0; t < 9; t++ {
+		w.l("VBROADCASTSS %s, Z%d", off(t, 4, "R12"), wreg(t))
+	}
+	const xr, bias = 30, 31
+	w.l("VBROADCASTSS bias+48(FP), Z%d", bias)
+	blocks := []int{r}
+	if r > 1 {
+		blocks = append(blocks, 1)
+	}
+	for k, rr := range blocks {
+		lbl := fmt.Sprintf("%sr%d", name, rr)
+		next := name + "done"
+		if k+1 < len(blocks) {
+			next = fmt.Sprintf("%sr%d", name, blocks[k+1])
+		}
+		w.WriteString("\n")
+		w.label(lbl)
+		w.l("CMPQ R15, $%d", rr)
+		w.l("JLT %s", next)
+		for a := 0; a < rr*v; a++ {
+			w.l("VMOVAPS Z%d, Z%d", bias, a)
+		}
+		// Input row q (of rr+2) feeds output row o with kh = q − o.
+		w.l("MOVQ SI, AX")
+		for q := 0; q < rr+2; q++ {
+			if q > 0 {
+				w.l("ADDQ R14, AX")
+			}
+			for kw := 0; kw < 3; kw++ {
+				for i := 0; i < v; i++ {
+					w.l("VMOVUPS %s, Z%d", memOff(4*kw+64*i, "AX"), xr)
+					for o := 0; o < rr; o++ {
+						if kh := q - o; kh >= 0 && kh < 3 {
+							w.l("VFMADD231PS Z%d, Z%d, Z%d", xr, wreg(kh*3+kw), o*v+i)
+						}
+					}
+				}
+			}
+		}
+		w.l("CMPQ relu+56(FP), $0")
+		w.l("JEQ %ss", lbl)
+		w.l("VPXORD Z%d, Z%d, Z%d", xr, xr, xr)
+		w.l("CMPQ relu+56(FP), $2")
+		w.l("JEQ %s6", lbl)
+		for a := 0; a < rr*v; a++ {
+			w.l("VMAXPS Z%d, Z%d, Z%d", xr, a, a)
+		}
+		w.l("JMP %ss", lbl)
+		w.label(lbl + "6")
+		for a := 0; a < rr*v; a++ {
+			w.l("VMAXPS Z%d, Z%d, Z%d", a, xr, a)
+		}
+		w.l("MOVL $0x40c00000, AX") // 6.0
+		w.l("VPBROADCASTD AX, Z%d", xr)
+		for a := 0; a < rr*v; a++ {
+			w.l("VMINPS Z%d, Z%d, Z%d", a, xr, a)
+		}
+		w.label(lbl + "s")
+		w.l("MOVQ DI, BX")
+		for o := 0; o < rr; o++ {
+			if o > 0 {
+				w.l("ADDQ R8, BX")
+			}
+			for i := 0; i < v; i++ {
+				mask := ""
+				if i == v-1 {
+					mask = "K1, "
+				}
+				w.l("VMOVUPS Z%d, %s%s", o*v+i, mask, off(i, 64, "BX"))
+			}
+		}
+		for o := 0; o < rr; o++ {
+			w.l("ADDQ R14, SI")
+			w.l("ADDQ R8, DI")
+		}
+		w.l("SUBQ $%d, R15", rr)
+		w.l("JMP %s", lbl)
+	}
+	w.WriteString("\n")
+	w.label(name + "done")
+	w.l("VZEROUPPER")
+	w.l("RET")
+	w.WriteString("\n")
+}
+
+// memOff is a memory operand b bytes past reg.
+func memOff(b int, reg string) string {
+	if b == 0 {
+		return "(" + reg + ")"
+	}
+	return fmt.Sprintf("%d(%s)", b, reg)
 }
 
 // dots writes depthwiseKernels.dw: for each group of 4 taps, 4
