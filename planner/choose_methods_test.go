@@ -147,8 +147,12 @@ func TestCPUConvRule(t *testing.T) {
 		want [3]string // forward, backward, backward without dx
 	}{
 		{"5x5 pad 2", geom(5, 1, 2, 1), [3]string{ConvDirect, ConvDirect, ConvDirect}},
-		{"3x3 stride 2", geom(3, 2, 1, 1), [3]string{ConvPhase, ConvIm2colGemm, ConvIm2colGemm}},
-		{"3x3 stride 2, 1028 outputs", func() ConvGeom { g := geom(3, 2, 1, 1); g.N = 257; return g }(), [3]string{ConvIm2colGemm, ConvIm2colGemm, ConvIm2colGemm}},
+		{"3x3 stride 2", func() ConvGeom { g := geom(3, 2, 1, 1); g.C = 5; return g }(), [3]string{ConvPhase, ConvIm2colGemm, ConvIm2colGemm}},
+		{"3x3 stride 2, 1028 outputs", func() ConvGeom { g := geom(3, 2, 1, 1); g.C, g.N = 5, 257; return g }(), [3]string{ConvIm2colGemm, ConvIm2colGemm, ConvIm2colGemm}},
+		{"3x3 stride 2, 3 channels (a stem)", geom(3, 2, 1, 1), [3]string{ConvGrouped, ConvIm2colGemm, ConvIm2colGemm}},
+		{"3x3 stride 2, 3 channels, 1028 outputs", func() ConvGeom { g := geom(3, 2, 1, 1); g.N = 257; return g }(), [3]string{ConvGrouped, ConvIm2colGemm, ConvIm2colGemm}},
+		{"mobilenet_v2's stem", ConvGeom{N: 1, C: 3, H: 224, W: 224, OC: 32, OH: 112, OW: 112, KH: 3, KW: 3, SH: 2, SW: 2, PH: 1, PW: 1, DH: 1, DW: 1, Groups: 1}, [3]string{ConvGrouped, ConvIm2colGemm, ConvIm2colGemm}},
+		{"3x3 stride 2, dilation 2, 3 channels", geom(3, 2, 2, 2), [3]string{ConvIm2colGemm, ConvIm2colGemm, ConvIm2colGemm}},
 		{"1x1 pad 1", geom(1, 1, 1, 1), [3]string{ConvIm2colGemm, ConvIm2colGemm, ConvIm2colGemm}},
 		{"3x3 dilation 2 pad 4", geom(3, 1, 4, 2), [3]string{ConvDirect, ConvDirect, ConvDirect}},
 		{"3x3 dilation 2 pad 5", geom(3, 1, 5, 2), [3]string{ConvIm2colGemm, ConvIm2colGemm, ConvIm2colGemm}},
@@ -187,6 +191,9 @@ func TestCPUConvRule(t *testing.T) {
 		{"1x1", geom(1, 1, 0, 1), [3]string{ConvPointwise, ConvPointwise, ConvPointwise}},
 		{"1x1 unset stride, groups 3", func() ConvGeom { g := geom(1, 0, 0, 0); g.C, g.OC, g.Groups = 6, 9, 3; return g }(), [3]string{ConvPointwise, ConvPointwise, ConvPointwise}},
 		{"1x1 stride 2", geom(1, 2, 0, 1), [3]string{ConvPhase, ConvIm2colGemm, ConvIm2colGemm}},
+		{"regnet 1x1 stride 2 at 112², batch 1", ConvGeom{N: 1, C: 32, H: 112, W: 112, OC: 48, OH: 56, OW: 56, KH: 1, KW: 1, SH: 2, SW: 2, DH: 1, DW: 1, Groups: 1}, [3]string{ConvPhase, ConvIm2colGemm, ConvIm2colGemm}},
+		{"1x1 stride 2 at 112², batch 2", ConvGeom{N: 2, C: 32, H: 112, W: 112, OC: 48, OH: 56, OW: 56, KH: 1, KW: 1, SH: 2, SW: 2, DH: 1, DW: 1, Groups: 1}, [3]string{ConvIm2colGemm, ConvIm2colGemm, ConvIm2colGemm}},
+		{"1x1 stride 2 padded at 112², batch 1", ConvGeom{N: 1, C: 32, H: 110, W: 110, OC: 48, OH: 56, OW: 56, KH: 1, KW: 1, SH: 2, SW: 2, PH: 1, PW: 1, DH: 1, DW: 1, Groups: 1}, [3]string{ConvIm2colGemm, ConvIm2colGemm, ConvIm2colGemm}},
 		{"resnet50 1x1 stride 2, batch 1", ConvGeom{N: 1, C: 512, H: 28, W: 28, OC: 1024, OH: 14, OW: 14, KH: 1, KW: 1, SH: 2, SW: 2, DH: 1, DW: 1, Groups: 1}, [3]string{ConvPhase, ConvIm2colGemm, ConvIm2colGemm}},
 		{"7x7 stride 2 (ResNet's stem)", ConvGeom{N: 2, C: 3, H: 224, W: 224, OC: 64, OH: 112, OW: 112, KH: 7, KW: 7, SH: 2, SW: 2, PH: 3, PW: 3, DH: 1, DW: 1, Groups: 1}, [3]string{ConvPhase, ConvIm2colGemm, ConvIm2colGemm}},
 		{"2x2 stride 2", geom(2, 2, 0, 1), [3]string{ConvPhase, ConvIm2colGemm, ConvIm2colGemm}},
@@ -223,7 +230,7 @@ func TestChooseMethodsBadRule(t *testing.T) {
 // recorded method, and an absent workspace as "-", never an empty buffer.
 func TestPlanTextShowsMethods(t *testing.T) {
 	b := newModel("strided", 1, 12, 12)
-	b.conv("conv1", 4, 3, 1)
+	b.conv("conv1", 5, 3, 1) // 5 channels: conv2 is no stem (cpuGroupedPays)
 	b.add(spec.Node{Name: "conv2", Op: spec.OpConv2D, OutChannels: 4, Kernel: [2]int{3, 3},
 		Stride: [2]int{2, 2}, Padding: [2]int{1, 1}, Dilation: [2]int{1, 1}, Groups: 1, Bias: true},
 		func(in [][]int) []int { return []int{4, 6, 6} })
@@ -236,8 +243,8 @@ func TestPlanTextShowsMethods(t *testing.T) {
 	}
 	out := text.String()
 	for _, want := range []string{
-		"conv2d(k3x3 s1 p1 direct)  conv1  [2,1,12,12] [4,1,3,3] [4] -> [2,4,12,12] -",
-		"conv2d(k3x3 s2 p1 phase direct)  conv2  [2,4,12,12] [4,4,3,3] [4] -> [2,4,6,6] -",
+		"conv2d(k3x3 s1 p1 direct)  conv1  [2,1,12,12] [5,1,3,3] [5] -> [2,5,12,12] -",
+		"conv2d(k3x3 s2 p1 phase direct)  conv2  [2,5,12,12] [4,5,3,3] [4] -> [2,4,6,6] -",
 		"conv2d_bwd(k3x3 s2 p1 im2col+gemm)",
 		"conv2d_bwd(k3x3 s1 p1 direct)",
 	} {

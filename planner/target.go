@@ -438,10 +438,22 @@ func cpuConv(g ConvGeom, pass ConvPass) ConvChoice {
 // thread of the loaded 2-core Zen 4, ms (rt/cpu's BenchmarkConvGrouped):
 // 48 channels on 112² 0.65 against im2col's 2.16, 104 on 56² 0.46
 // against 1.54, 440 on 14² 0.21 against 0.61. Where the direct method
-// applies it stays (104 on 28², stride 1: 0.17 against 0.25).
+// applies it stays (104 on 28², stride 1: 0.17 against 0.25). It takes a
+// stem too, one group of at most 4 input channels (rt/cpu's
+// groupedStemChannels), a 3×3 filter at stride 2 undilated (the geometry
+// measured; the 7×7 stems keep the phase method): mobilenet_v2's and regnet_y_400mf's 3→32 3×3
+// stride-2 layer at 224², same benchmark, CPU ms: batch 1 0.39-0.41
+// against im2col's 0.97-1.06, batch 8 4.3 against 10.1-12.2. With the
+// kernel of several output channels a pass (rt/cpu's filterRows) the
+// stem takes 0.23 (phase method 0.35-0.36), regnet's stride-2 layers
+// 0.33, 0.20 and 0.12; on the stride-1 ones the direct method still wins
+// or ties (104 on 28² 0.14 both, 208 on 14² 0.085 against 0.11).
 func cpuGroupedPays(g ConvGeom) bool {
 	groups := max(g.Groups, 1)
-	return groups > 1 && g.C/groups <= 16 && !(groups == g.C && g.OC == g.C)
+	if groups == 1 {
+		return g.C <= 4 && g.KH == 3 && g.KW == 3 && g.SH == 2 && g.SW == 2 && max(g.DH, 1) == 1 && max(g.DW, 1) == 1
+	}
+	return g.C/groups <= 16 && !(groups == g.C && g.OC == g.C)
 }
 
 // cpuPhasePays reports whether the CPU's phase method takes the forward
@@ -461,14 +473,18 @@ func cpuGroupedPays(g ConvGeom) bool {
 // at 56² 0.18, 0.28; 1×1 512→1024 at 28² 2.6-3.0, 2.65-2.70. It won at
 // batch 32 too (3×3 128→256 at 28² 45.0 against 52.3), but a bf16 plan's
 // im2col multiplies in bf16 there, and cpuConv chooses the method before
-// the precision. The backward passes keep im2col.
+// the precision. A 1×1 layer without padding (the pointwise products over
+// the gathered phase, rt/cpu's phasePointwise) takes it up to 4096 output
+// positions: regnet_y_400mf's 32→48 at 112², batch 1 (3136 outputs), 0.16
+// against im2col's 0.42-0.49. The backward passes keep im2col.
 func cpuPhasePays(g ConvGeom) bool {
 	sh, sw := max(g.SH, 1), max(g.SW, 1)
 	if sh*sw == 1 || max(g.DH, 1) != 1 || max(g.DW, 1) != 1 || max(g.Groups, 1) != 1 {
 		return false
 	}
 	taps := ((g.KH + sh - 1) / sh) * ((g.KW + sw - 1) / sw) * sh * sw
-	return 3*taps < 4*g.KH*g.KW || g.N*g.OH*g.OW <= 1024
+	pointwise := g.KH == 1 && g.KW == 1 && g.PH == 0 && g.PW == 0
+	return 3*taps < 4*g.KH*g.KW || g.N*g.OH*g.OW <= 1024 || pointwise && g.N*g.OH*g.OW <= 4096
 }
 
 // cpuWinogradPays reports whether the CPU's Winograd kernels take g (a 5×5

@@ -17,6 +17,7 @@ func BenchmarkConvBatch1(b *testing.B) {
 	}
 	direct, wino := method{"direct", Conv2DDirectFwd}, method{"winograd3", Conv2DWinograd3Fwd}
 	im2col, phase := method{"im2col", Conv2DIm2colFwd}, method{"phase", Conv2DPhaseFwd}
+	phasePW := method{"phase pointwise", phasePointwise}
 	for _, l := range []struct {
 		name    string
 		g       Conv
@@ -33,11 +34,15 @@ func BenchmarkConvBatch1(b *testing.B) {
 		{"64→128 56² s2", convCase(1, 64, 56, 56, 128, 3, 3, 2, 1, 1, 1), []method{im2col, phase}},
 		{"128→256 28² s2", convCase(1, 128, 28, 28, 256, 3, 3, 2, 1, 1, 1), []method{im2col, phase}},
 		{"256→512 14² s2", convCase(1, 256, 14, 14, 512, 3, 3, 2, 1, 1, 1), []method{im2col, phase}},
-		{"1×1 64→128 56² s2", convCase(1, 64, 56, 56, 128, 1, 1, 2, 0, 1, 1), []method{im2col, phase}},
-		{"1×1 256→512 14² s2", convCase(1, 256, 14, 14, 512, 1, 1, 2, 0, 1, 1), []method{im2col, phase}},
-		{"resnet50 1×1 256→512 56² s2", convCase(1, 256, 56, 56, 512, 1, 1, 2, 0, 1, 1), []method{im2col, phase}},
-		{"resnet50 1×1 512→1024 28² s2", convCase(1, 512, 28, 28, 1024, 1, 1, 2, 0, 1, 1), []method{im2col, phase}},
-		{"resnet50 1×1 1024→2048 14² s2", convCase(1, 1024, 14, 14, 2048, 1, 1, 2, 0, 1, 1), []method{im2col, phase}},
+		{"1×1 64→128 56² s2", convCase(1, 64, 56, 56, 128, 1, 1, 2, 0, 1, 1), []method{im2col, phase, phasePW}},
+		{"1×1 256→512 14² s2", convCase(1, 256, 14, 14, 512, 1, 1, 2, 0, 1, 1), []method{im2col, phase, phasePW}},
+		{"resnet50 1×1 256→512 56² s2", convCase(1, 256, 56, 56, 512, 1, 1, 2, 0, 1, 1), []method{im2col, phase, phasePW}},
+		{"resnet50 1×1 512→1024 28² s2", convCase(1, 512, 28, 28, 1024, 1, 1, 2, 0, 1, 1), []method{im2col, phase, phasePW}},
+		{"resnet50 1×1 1024→2048 14² s2", convCase(1, 1024, 14, 14, 2048, 1, 1, 2, 0, 1, 1), []method{im2col, phase, phasePW}},
+		{"regnet 1×1 32→48 112² s2", convCase(1, 32, 112, 112, 48, 1, 1, 2, 0, 1, 1), []method{im2col, phase, phasePW}},
+		{"regnet 1×1 48→104 56² s2", convCase(1, 48, 56, 56, 104, 1, 1, 2, 0, 1, 1), []method{im2col, phase, phasePW}},
+		{"regnet 1×1 104→208 28² s2", convCase(1, 104, 28, 28, 208, 1, 1, 2, 0, 1, 1), []method{im2col, phase, phasePW}},
+		{"regnet 1×1 208→440 14² s2", convCase(1, 208, 14, 14, 440, 1, 1, 2, 0, 1, 1), []method{im2col, phase, phasePW}},
 		{"stem 3→64 224² 7×7 s2", convCase(1, 3, 224, 224, 64, 7, 7, 2, 3, 1, 1), []method{im2col, phase}},
 	} {
 		r := newTestRand(73)

@@ -50,6 +50,39 @@ type depthwiseKernels struct {
 	// deal, when set, is dealPairsGo in vector registers: split2's
 	// scatter of a row's pixel pairs to its two column phases.
 	deal func(src, even, odd []float32)
+	// dealRows, when set, is dealRowsGo in vector registers: deal over
+	// every row of a row phase in one call.
+	dealRows func(src, even, odd []float32, rows, pairs, srcStride, dstStride int)
+	// copyRows, when set, is copyRowsGo in vector registers: splitAny's
+	// copies of the rows of a stride-1 plane in one call.
+	copyRows func(src, dst []float32, rows, n, srcStride, dstStride int)
+	// filterRows, when set, is rows for r filters over the same input
+	// rows (the grouped method's output channels of one group): for f <
+	// r, the plane at y + f·ldy gets filter f, whose tap t weighs
+	// w[t·r+f], started at bias[f]. maxFilters(ow) is the most filters it
+	// takes for rows ow wide (0: none).
+	filterRows func(r, taps int, offs *int, w, x *float32, wq int, y *float32, ldy, ow, rows int, bias *float32, relu int)
+	maxFilters func(ow int) int
+	// rows3x3, when set, is rows for a 3×3 filter of stride 1 undilated
+	// (the taps at kh·wq + kw) and rows of at most 128 outputs, the same
+	// bits: several output rows share the loads of their input rows.
+	rows3x3 func(w, x *float32, wq int, y *float32, ow, rows int, bias float32, relu int)
+}
+
+// dealRowsGo sets even[r·dstStride+j] = src[r·srcStride+2j] and
+// odd[r·dstStride+j] = src[r·srcStride+2j+1] for r < rows and j < pairs.
+func dealRowsGo(deal func(src, even, odd []float32), src, even, odd []float32, rows, pairs, srcStride, dstStride int) {
+	for r := range rows {
+		deal(src[r*srcStride:r*srcStride+2*pairs], even[r*dstStride:r*dstStride+pairs], odd[r*dstStride:r*dstStride+pairs])
+	}
+}
+
+// copyRowsGo sets dst[r·dstStride+j] = src[r·srcStride+j] for r < rows
+// and j < n.
+func copyRowsGo(src, dst []float32, rows, n, srcStride, dstStride int) {
+	for r := range rows {
+		copy(dst[r*dstStride:r*dstStride+n], src[r*srcStride:r*srcStride+n])
+	}
 }
 
 // dealPairsGo sets even[j] = src[2j] and odd[j] = src[2j+1] for j <
@@ -152,6 +185,12 @@ type depthwiseGeom struct {
 	xlen     int // the planes and room for every shifted read of n outputs
 	// deal is the kernel's deal, or dealPairsGo.
 	deal func(src, even, odd []float32)
+	// dealRows and copyRows are the kernel's, or nil for the Go loops.
+	dealRows func(src, even, odd []float32, rows, pairs, srcStride, dstStride int)
+	copyRows func(src, dst []float32, rows, n, srcStride, dstStride int)
+	// plain3x3: the filter is 3×3 at stride 1 undilated, its taps at
+	// kh·wq + kw (rows3x3's).
+	plain3x3 bool
 }
 
 // newDepthwiseGeom lays out normalised g's planes for kernel k, and fills
@@ -161,11 +200,12 @@ func newDepthwiseGeom(g Conv, k *depthwiseKernels, offs []int) depthwiseGeom {
 	reachH, reachW := (g.KH-1)*g.DH/g.SH, (g.KW-1)*g.DW/g.SW
 	wq := max(ceil(g.W+2*g.PW, g.SW), g.OW+reachW)
 	hq := max(ceil(g.H+2*g.PH, g.SH), g.OH+reachH)
-	d := depthwiseGeom{wq: wq, hq: hq, planeLen: wq * hq, phases: g.SH * g.SW, deal: k.deal}
+	d := depthwiseGeom{wq: wq, hq: hq, planeLen: wq * hq, phases: g.SH * g.SW, deal: k.deal, dealRows: k.dealRows, copyRows: k.copyRows}
 	if d.deal == nil {
 		d.deal = dealPairsGo
 	}
 	d.n = gemmRoundUp(g.OH*wq, k.lanes)
+	d.plain3x3 = g.KH == 3 && g.KW == 3 && g.SH == 1 && g.SW == 1 && g.DH == 1 && g.DW == 1
 	maxOff := 0
 	for kh := 0; kh < g.KH; kh++ {
 		for kw := 0; kw < g.KW; kw++ {
@@ -206,13 +246,18 @@ func (d depthwiseGeom) splitAny(plane, xp []float32, g Conv) {
 				continue
 			}
 			c0 := j0*g.SW + qc - g.PW
+			if g.SW == 1 && i1 > i0 {
+				src := plane[(i0*g.SH+qr-g.PH)*g.W+c0:]
+				if d.copyRows != nil {
+					d.copyRows(src, ph[i0*d.wq+j0:], i1-i0, j1-j0, g.SH*g.W, d.wq)
+				} else {
+					copyRowsGo(src, ph[i0*d.wq+j0:], i1-i0, j1-j0, g.SH*g.W, d.wq)
+				}
+				continue
+			}
 			for i := i0; i < i1; i++ {
 				src := plane[(i*g.SH+qr-g.PH)*g.W:]
 				dst := ph[i*d.wq+j0 : i*d.wq+j1]
-				if g.SW == 1 {
-					copy(dst, src[c0:])
-					continue
-				}
 				src = src[c0 : c0+(len(dst)-1)*g.SW+1]
 				for j := range dst {
 					dst[j] = src[j*g.SW]
@@ -241,15 +286,29 @@ func (d depthwiseGeom) split2(plane, xp []float32, g Conv) {
 		c0 := g.PW & 1 // the first column whose c+PW is even
 		pairs := (g.W - c0) / 2
 		j0 := (c0 + g.PW) / 2
-		for i := i0; i < i1; i++ {
-			src := plane[(i*g.SH+qr-g.PH)*g.W : (i*g.SH+qr-g.PH+1)*g.W]
-			row0, row1 := ph0[i*d.wq:(i+1)*d.wq], ph1[i*d.wq:(i+1)*d.wq]
-			if c0 == 1 { // column 0 with PW odd: phase 1, column (PW−1)/2
-				row1[(g.PW-1)/2] = src[0]
+		if i1 <= i0 {
+			continue
+		}
+		// The pairs first: the deal streams the rows into cache, where
+		// the lone columns, read first, missed it once a row (a quarter
+		// of mobilenet_v2's stride-2 layer at 112², batch 1).
+		if pairs > 0 {
+			src := plane[(i0*g.SH+qr-g.PH)*g.W+c0:]
+			even, odd := ph0[i0*d.wq+j0:], ph1[i0*d.wq+j0:]
+			if d.dealRows != nil {
+				d.dealRows(src, even, odd, i1-i0, pairs, g.SH*g.W, d.wq)
+			} else {
+				dealRowsGo(d.deal, src, even, odd, i1-i0, pairs, g.SH*g.W, d.wq)
 			}
-			d.deal(src[c0:c0+2*pairs], row0[j0:j0+pairs], row1[j0:j0+pairs])
-			if c := c0 + 2*pairs; c < g.W { // a last column alone: phase 0
-				row0[(c+g.PW)/2] = src[c]
+		}
+		if c0 == 1 { // column 0 with PW odd: phase 1, column (PW−1)/2
+			for i := i0; i < i1; i++ {
+				ph1[i*d.wq+(g.PW-1)/2] = plane[(i*g.SH+qr-g.PH)*g.W]
+			}
+		}
+		if c := c0 + 2*pairs; c < g.W { // a last column alone: phase 0
+			for i := i0; i < i1; i++ {
+				ph0[i*d.wq+(c+g.PW)/2] = plane[(i*g.SH+qr-g.PH)*g.W+c]
 			}
 		}
 	}
@@ -295,7 +354,11 @@ func (d *depthwiseGeom) outPlane(k *depthwiseKernels, store *convDirectKernels, 
 	taps := len(offs)
 	if byRows {
 		relu := rowsRelu(act)
-		k.rows(taps, &offs[0], &wc[0], &cw.panel[0], d.wq, &yp[0], g.OW, g.OH, bv, max(relu, 0))
+		if k.rows3x3 != nil && d.plain3x3 && taps == 9 && g.OW <= 128 {
+			k.rows3x3(&wc[0], &cw.panel[0], d.wq, &yp[0], g.OW, g.OH, bv, max(relu, 0))
+		} else {
+			k.rows(taps, &offs[0], &wc[0], &cw.panel[0], d.wq, &yp[0], g.OW, g.OH, bv, max(relu, 0))
+		}
 		if relu < 0 {
 			applyAct(yp, act, alpha)
 		}

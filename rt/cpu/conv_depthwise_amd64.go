@@ -17,8 +17,10 @@ func archDepthwise(path string) *depthwiseKernels {
 }
 
 var (
-	depthwiseAVX512 = &depthwiseKernels{fwd: depthwiseFwdAVX512, lanes: 16, rows: depthwiseRowsAVX512, dw: depthwiseDWAVX512, deal: dealPairs16}
-	depthwiseAVX2   = &depthwiseKernels{fwd: depthwiseFwdAVX2, lanes: 8, dw: depthwiseDWAVX2}
+	depthwiseAVX512 = &depthwiseKernels{fwd: depthwiseFwdAVX512, lanes: 16, rows: depthwiseRowsAVX512, dw: depthwiseDWAVX512, deal: dealPairs16,
+		dealRows: dealRows16, copyRows: copyRows16, filterRows: groupedRowsAVX512, maxFilters: groupedFiltersAVX512,
+		rows3x3: depthwise3x3RowsAVX512}
+	depthwiseAVX2 = &depthwiseKernels{fwd: depthwiseFwdAVX2, lanes: 8, dw: depthwiseDWAVX2}
 )
 
 // dealLanes are dealPairsAVX512's lane indices: the even floats of two
@@ -42,6 +44,36 @@ func dealPairs16(src, even, odd []float32) {
 		even[j], odd[j] = src[2*j], src[2*j+1]
 	}
 }
+
+// dealRows16 is depthwiseKernels.dealRows with AVX-512.
+func dealRows16(src, even, odd []float32, rows, pairs, srcStride, dstStride int) {
+	if rows <= 0 || pairs <= 0 {
+		return
+	}
+	// The assembly does no bounds checks.
+	_ = src[(rows-1)*srcStride+2*pairs-1]
+	_, _ = even[(rows-1)*dstStride+pairs-1], odd[(rows-1)*dstStride+pairs-1]
+	dealRowsAVX512(&src[0], &even[0], &odd[0], rows, pairs, srcStride, dstStride, &dealLanes[0])
+}
+
+// copyRows16 is depthwiseKernels.copyRows with AVX-512.
+func copyRows16(src, dst []float32, rows, n, srcStride, dstStride int) {
+	if rows <= 0 || n <= 0 {
+		return
+	}
+	_, _ = src[(rows-1)*srcStride+n-1], dst[(rows-1)*dstStride+n-1] // the assembly does no bounds checks
+	copyRowsAVX512(&src[0], &dst[0], rows, n, srcStride, dstStride)
+}
+
+// dealRowsAVX512 is dealRows16 without the checks, idx being dealLanes.
+//
+//go:noescape
+func dealRowsAVX512(src, even, odd *float32, rows, pairs, srcStride, dstStride int, idx *int32)
+
+// copyRowsAVX512 is copyRows16 without the checks.
+//
+//go:noescape
+func copyRowsAVX512(src, dst *float32, rows, n, srcStride, dstStride int)
 
 // dealPairsAVX512 sets even[j] = src[2j] and odd[j] = src[2j+1] for j <
 // pairs, a multiple of 16, idx being dealLanes.
@@ -122,3 +154,198 @@ func depthwiseDWAVX512(groups int, offs *int, x, dy *float32, n int, acc *float3
 //
 //go:noescape
 func depthwiseDWAVX2(groups int, offs *int, x, dy *float32, n int, acc *float32)
+
+// groupedRowsAVX512 is depthwiseKernels.filterRows: the generated kernel
+// for rows of (ow+15)/16 vectors and r filters.
+func groupedRowsAVX512(r, taps int, offs *int, w, x *float32, wq int, y *float32, ldy, ow, rows int, bias *float32, relu int) {
+	groupedRowKernels[(ow+15)/16-1][r-1](taps, offs, w, x, wq, y, ldy, ow, rows, bias, relu)
+}
+
+// groupedFiltersAVX512 is depthwiseKernels.maxFilters: the generator's
+// groupedFilters for rows of up to 8 vectors, none past them.
+func groupedFiltersAVX512(ow int) int {
+	if ow < 1 || ow > 128 {
+		return 0
+	}
+	return len(groupedRowKernels[(ow+15)/16-1])
+}
+
+// groupedRowKernels[v-1][r-1] takes rows of v vectors and r filters.
+var groupedRowKernels = [8][]func(taps int, offs *int, w, x *float32, wq int, y *float32, ldy, ow, rows int, bias *float32, relu int){
+	{groupedRows1x1AVX512, groupedRows1x2AVX512, groupedRows1x3AVX512, groupedRows1x4AVX512, groupedRows1x5AVX512, groupedRows1x6AVX512, groupedRows1x7AVX512, groupedRows1x8AVX512},
+	{groupedRows2x1AVX512, groupedRows2x2AVX512, groupedRows2x3AVX512, groupedRows2x4AVX512, groupedRows2x5AVX512, groupedRows2x6AVX512, groupedRows2x7AVX512, groupedRows2x8AVX512},
+	{groupedRows3x1AVX512, groupedRows3x2AVX512, groupedRows3x3AVX512, groupedRows3x4AVX512, groupedRows3x5AVX512, groupedRows3x6AVX512, groupedRows3x7AVX512, groupedRows3x8AVX512},
+	{groupedRows4x1AVX512, groupedRows4x2AVX512, groupedRows4x3AVX512, groupedRows4x4AVX512, groupedRows4x5AVX512, groupedRows4x6AVX512},
+	{groupedRows5x1AVX512, groupedRows5x2AVX512, groupedRows5x3AVX512, groupedRows5x4AVX512, groupedRows5x5AVX512},
+	{groupedRows6x1AVX512, groupedRows6x2AVX512, groupedRows6x3AVX512, groupedRows6x4AVX512},
+	{groupedRows7x1AVX512, groupedRows7x2AVX512, groupedRows7x3AVX512},
+	{groupedRows8x1AVX512, groupedRows8x2AVX512},
+}
+
+//go:noescape
+func groupedRows1x1AVX512(taps int, offs *int, w, x *float32, wq int, y *float32, ldy, ow, rows int, bias *float32, relu int)
+
+//go:noescape
+func groupedRows1x2AVX512(taps int, offs *int, w, x *float32, wq int, y *float32, ldy, ow, rows int, bias *float32, relu int)
+
+//go:noescape
+func groupedRows1x3AVX512(taps int, offs *int, w, x *float32, wq int, y *float32, ldy, ow, rows int, bias *float32, relu int)
+
+//go:noescape
+func groupedRows1x4AVX512(taps int, offs *int, w, x *float32, wq int, y *float32, ldy, ow, rows int, bias *float32, relu int)
+
+//go:noescape
+func groupedRows1x5AVX512(taps int, offs *int, w, x *float32, wq int, y *float32, ldy, ow, rows int, bias *float32, relu int)
+
+//go:noescape
+func groupedRows1x6AVX512(taps int, offs *int, w, x *float32, wq int, y *float32, ldy, ow, rows int, bias *float32, relu int)
+
+//go:noescape
+func groupedRows1x7AVX512(taps int, offs *int, w, x *float32, wq int, y *float32, ldy, ow, rows int, bias *float32, relu int)
+
+//go:noescape
+func groupedRows1x8AVX512(taps int, offs *int, w, x *float32, wq int, y *float32, ldy, ow, rows int, bias *float32, relu int)
+
+//go:noescape
+func groupedRows2x1AVX512(taps int, offs *int, w, x *float32, wq int, y *float32, ldy, ow, rows int, bias *float32, relu int)
+
+//go:noescape
+func groupedRows2x2AVX512(taps int, offs *int, w, x *float32, wq int, y *float32, ldy, ow, rows int, bias *float32, relu int)
+
+//go:noescape
+func groupedRows2x3AVX512(taps int, offs *int, w, x *float32, wq int, y *float32, ldy, ow, rows int, bias *float32, relu int)
+
+//go:noescape
+func groupedRows2x4AVX512(taps int, offs *int, w, x *float32, wq int, y *float32, ldy, ow, rows int, bias *float32, relu int)
+
+//go:noescape
+func groupedRows2x5AVX512(taps int, offs *int, w, x *float32, wq int, y *float32, ldy, ow, rows int, bias *float32, relu int)
+
+//go:noescape
+func groupedRows2x6AVX512(taps int, offs *int, w, x *float32, wq int, y *float32, ldy, ow, rows int, bias *float32, relu int)
+
+//go:noescape
+func groupedRows2x7AVX512(taps int, offs *int, w, x *float32, wq int, y *float32, ldy, ow, rows int, bias *float32, relu int)
+
+//go:noescape
+func groupedRows2x8AVX512(taps int, offs *int, w, x *float32, wq int, y *float32, ldy, ow, rows int, bias *float32, relu int)
+
+//go:noescape
+func groupedRows3x1AVX512(taps int, offs *int, w, x *float32, wq int, y *float32, ldy, ow, rows int, bias *float32, relu int)
+
+//go:noescape
+func groupedRows3x2AVX512(taps int, offs *int, w, x *float32, wq int, y *float32, ldy, ow, rows int, bias *float32, relu int)
+
+//go:noescape
+func groupedRows3x3AVX512(taps int, offs *int, w, x *float32, wq int, y *float32, ldy, ow, rows int, bias *float32, relu int)
+
+//go:noescape
+func groupedRows3x4AVX512(taps int, offs *int, w, x *float32, wq int, y *float32, ldy, ow, rows int, bias *float32, relu int)
+
+//go:noescape
+func groupedRows3x5AVX512(taps int, offs *int, w, x *float32, wq int, y *float32, ldy, ow, rows int, bias *float32, relu int)
+
+//go:noescape
+func groupedRows3x6AVX512(taps int, offs *int, w, x *float32, wq int, y *float32, ldy, ow, rows int, bias *float32, relu int)
+
+//go:noescape
+func groupedRows3x7AVX512(taps int, offs *int, w, x *float32, wq int, y *float32, ldy, ow, rows int, bias *float32, relu int)
+
+//go:noescape
+func groupedRows3x8AVX512(taps int, offs *int, w, x *float32, wq int, y *float32, ldy, ow, rows int, bias *float32, relu int)
+
+//go:noescape
+func groupedRows4x1AVX512(taps int, offs *int, w, x *float32, wq int, y *float32, ldy, ow, rows int, bias *float32, relu int)
+
+//go:noescape
+func groupedRows4x2AVX512(taps int, offs *int, w, x *float32, wq int, y *float32, ldy, ow, rows int, bias *float32, relu int)
+
+//go:noescape
+func groupedRows4x3AVX512(taps int, offs *int, w, x *float32, wq int, y *float32, ldy, ow, rows int, bias *float32, relu int)
+
+//go:noescape
+func groupedRows4x4AVX512(taps int, offs *int, w, x *float32, wq int, y *float32, ldy, ow, rows int, bias *float32, relu int)
+
+//go:noescape
+func groupedRows4x5AVX512(taps int, offs *int, w, x *float32, wq int, y *float32, ldy, ow, rows int, bias *float32, relu int)
+
+//go:noescape
+func groupedRows4x6AVX512(taps int, offs *int, w, x *float32, wq int, y *float32, ldy, ow, rows int, bias *float32, relu int)
+
+//go:noescape
+func groupedRows5x1AVX512(taps int, offs *int, w, x *float32, wq int, y *float32, ldy, ow, rows int, bias *float32, relu int)
+
+//go:noescape
+func groupedRows5x2AVX512(taps int, offs *int, w, x *float32, wq int, y *float32, ldy, ow, rows int, bias *float32, relu int)
+
+//go:noescape
+func groupedRows5x3AVX512(taps int, offs *int, w, x *float32, wq int, y *float32, ldy, ow, rows int, bias *float32, relu int)
+
+//go:noescape
+func groupedRows5x4AVX512(taps int, offs *int, w, x *float32, wq int, y *float32, ldy, ow, rows int, bias *float32, relu int)
+
+//go:noescape
+func groupedRows5x5AVX512(taps int, offs *int, w, x *float32, wq int, y *float32, ldy, ow, rows int, bias *float32, relu int)
+
+//go:noescape
+func groupedRows6x1AVX512(taps int, offs *int, w, x *float32, wq int, y *float32, ldy, ow, rows int, bias *float32, relu int)
+
+//go:noescape
+func groupedRows6x2AVX512(taps int, offs *int, w, x *float32, wq int, y *float32, ldy, ow, rows int, bias *float32, relu int)
+
+//go:noescape
+func groupedRows6x3AVX512(taps int, offs *int, w, x *float32, wq int, y *float32, ldy, ow, rows int, bias *float32, relu int)
+
+//go:noescape
+func groupedRows6x4AVX512(taps int, offs *int, w, x *float32, wq int, y *float32, ldy, ow, rows int, bias *float32, relu int)
+
+//go:noescape
+func groupedRows7x1AVX512(taps int, offs *int, w, x *float32, wq int, y *float32, ldy, ow, rows int, bias *float32, relu int)
+
+//go:noescape
+func groupedRows7x2AVX512(taps int, offs *int, w, x *float32, wq int, y *float32, ldy, ow, rows int, bias *float32, relu int)
+
+//go:noescape
+func groupedRows7x3AVX512(taps int, offs *int, w, x *float32, wq int, y *float32, ldy, ow, rows int, bias *float32, relu int)
+
+//go:noescape
+func groupedRows8x1AVX512(taps int, offs *int, w, x *float32, wq int, y *float32, ldy, ow, rows int, bias *float32, relu int)
+
+//go:noescape
+func groupedRows8x2AVX512(taps int, offs *int, w, x *float32, wq int, y *float32, ldy, ow, rows int, bias *float32, relu int)
+
+// depthwise3x3RowsAVX512 is depthwiseKernels.rows3x3: the generated
+// kernel for rows of (ow+15)/16 vectors, ow at most 128.
+func depthwise3x3RowsAVX512(w, x *float32, wq int, y *float32, ow, rows int, bias float32, relu int) {
+	depthwise3x3RowKernels[(ow+15)/16-1](w, x, wq, y, ow, rows, bias, relu)
+}
+
+// depthwise3x3RowKernels[v-1] takes rows of v vectors.
+var depthwise3x3RowKernels = [8]func(w, x *float32, wq int, y *float32, ow, rows int, bias float32, relu int){
+	depthwise3x3Rows1AVX512, depthwise3x3Rows2AVX512, depthwise3x3Rows3AVX512, depthwise3x3Rows4AVX512,
+	depthwise3x3Rows5AVX512, depthwise3x3Rows6AVX512, depthwise3x3Rows7AVX512, depthwise3x3Rows8AVX512,
+}
+
+//go:noescape
+func depthwise3x3Rows1AVX512(w, x *float32, wq int, y *float32, ow, rows int, bias float32, relu int)
+
+//go:noescape
+func depthwise3x3Rows2AVX512(w, x *float32, wq int, y *float32, ow, rows int, bias float32, relu int)
+
+//go:noescape
+func depthwise3x3Rows3AVX512(w, x *float32, wq int, y *float32, ow, rows int, bias float32, relu int)
+
+//go:noescape
+func depthwise3x3Rows4AVX512(w, x *float32, wq int, y *float32, ow, rows int, bias float32, relu int)
+
+//go:noescape
+func depthwise3x3Rows5AVX512(w, x *float32, wq int, y *float32, ow, rows int, bias float32, relu int)
+
+//go:noescape
+func depthwise3x3Rows6AVX512(w, x *float32, wq int, y *float32, ow, rows int, bias float32, relu int)
+
+//go:noescape
+func depthwise3x3Rows7AVX512(w, x *float32, wq int, y *float32, ow, rows int, bias float32, relu int)
+
+//go:noescape
+func depthwise3x3Rows8AVX512(w, x *float32, wq int, y *float32, ow, rows int, bias float32, relu int)

@@ -1412,6 +1412,10308 @@ depthwiseRows8AVX512done:
 	VZEROUPPER
 	RET
 
+// func groupedRows1x1AVX512(taps int, offs *int, w, x *float32, wq int, y *float32, ldy, ow, rows int, bias *float32, relu int)
+// For each filter f < 1 and row i < rows: y[f·ldy + i·ow + j] = bias[f] +
+// Σ_t w[t·1+f]·x[i·wq+offs[t]+j] for j < ow (1 to 16 outputs, 1 vectors, the
+// last under the mask of ow mod 16 lanes), a row at a time in 1 accumulators;
+// relu 1 applies ReLU, relu 2 ReLU6 (the depthwise row kernels' bits).
+TEXT ·groupedRows1x1AVX512(SB), NOSPLIT, $0-88
+	MOVQ taps+0(FP), R10
+	MOVQ offs+8(FP), R11
+	MOVQ x+24(FP), SI
+	MOVQ wq+32(FP), R14
+	SHLQ $2, R14
+	MOVQ y+40(FP), DI
+	MOVQ ldy+48(FP), R9
+	SHLQ $2, R9
+	MOVQ ow+56(FP), R13
+	MOVQ R13, R8
+	SHLQ $2, R8
+	MOVQ rows+64(FP), R15
+	MOVQ bias+72(FP), DX
+	MOVQ R13, CX
+	ANDQ $15, CX
+	MOVL $1, AX
+	SHLL CX, AX
+	DECL AX
+	TESTQ CX, CX
+	JNZ groupedRows1x1AVX512mask
+	MOVL $0xffff, AX
+groupedRows1x1AVX512mask:
+	KMOVW AX, K1
+	TESTQ R15, R15
+	JEQ groupedRows1x1AVX512done
+groupedRows1x1AVX512row:
+	VBROADCASTSS (DX), Z0
+	XORQ CX, CX
+	MOVQ w+16(FP), R12
+groupedRows1x1AVX512t:
+	MOVQ (R11)(CX*8), AX
+	LEAQ (SI)(AX*4), AX
+	VMOVUPS (AX), Z1
+	VBROADCASTSS (R12), Z2
+	VFMADD231PS Z1, Z2, Z0
+	ADDQ $4, R12
+	INCQ CX
+	CMPQ CX, R10
+	JLT groupedRows1x1AVX512t
+	VPXORD Z1, Z1, Z1
+	MOVL $0x40c00000, AX
+	VPBROADCASTD AX, Z2
+	CMPQ relu+80(FP), $0
+	JEQ groupedRows1x1AVX512s
+	CMPQ relu+80(FP), $2
+	JEQ groupedRows1x1AVX5126
+	VMAXPS Z1, Z0, Z0
+	JMP groupedRows1x1AVX512s
+groupedRows1x1AVX5126:
+	VMAXPS Z0, Z1, Z0
+	VMINPS Z0, Z2, Z0
+groupedRows1x1AVX512s:
+	MOVQ DI, BX
+	VMOVUPS Z0, K1, (BX)
+	ADDQ R14, SI
+	ADDQ R8, DI
+	DECQ R15
+	JNZ groupedRows1x1AVX512row
+groupedRows1x1AVX512done:
+	VZEROUPPER
+	RET
+
+// func groupedRows1x2AVX512(taps int, offs *int, w, x *float32, wq int, y *float32, ldy, ow, rows int, bias *float32, relu int)
+// For each filter f < 2 and row i < rows: y[f·ldy + i·ow + j] = bias[f] +
+// Σ_t w[t·2+f]·x[i·wq+offs[t]+j] for j < ow (1 to 16 outputs, 1 vectors, the
+// last under the mask of ow mod 16 lanes), a row at a time in 2 accumulators;
+// relu 1 applies ReLU, relu 2 ReLU6 (the depthwise row kernels' bits).
+TEXT ·groupedRows1x2AVX512(SB), NOSPLIT, $0-88
+	MOVQ taps+0(FP), R10
+	MOVQ offs+8(FP), R11
+	MOVQ x+24(FP), SI
+	MOVQ wq+32(FP), R14
+	SHLQ $2, R14
+	MOVQ y+40(FP), DI
+	MOVQ ldy+48(FP), R9
+	SHLQ $2, R9
+	MOVQ ow+56(FP), R13
+	MOVQ R13, R8
+	SHLQ $2, R8
+	MOVQ rows+64(FP), R15
+	MOVQ bias+72(FP), DX
+	MOVQ R13, CX
+	ANDQ $15, CX
+	MOVL $1, AX
+	SHLL CX, AX
+	DECL AX
+	TESTQ CX, CX
+	JNZ groupedRows1x2AVX512mask
+	MOVL $0xffff, AX
+groupedRows1x2AVX512mask:
+	KMOVW AX, K1
+	TESTQ R15, R15
+	JEQ groupedRows1x2AVX512done
+groupedRows1x2AVX512row:
+	VBROADCASTSS (DX), Z0
+	VBROADCASTSS 4(DX), Z1
+	XORQ CX, CX
+	MOVQ w+16(FP), R12
+groupedRows1x2AVX512t:
+	MOVQ (R11)(CX*8), AX
+	LEAQ (SI)(AX*4), AX
+	VMOVUPS (AX), Z2
+	VBROADCASTSS (R12), Z3
+	VFMADD231PS Z2, Z3, Z0
+	VBROADCASTSS 4(R12), Z3
+	VFMADD231PS Z2, Z3, Z1
+	ADDQ $8, R12
+	INCQ CX
+	CMPQ CX, R10
+	JLT groupedRows1x2AVX512t
+	VPXORD Z2, Z2, Z2
+	MOVL $0x40c00000, AX
+	VPBROADCASTD AX, Z3
+	CMPQ relu+80(FP), $0
+	JEQ groupedRows1x2AVX512s
+	CMPQ relu+80(FP), $2
+	JEQ groupedRows1x2AVX5126
+	VMAXPS Z2, Z0, Z0
+	VMAXPS Z2, Z1, Z1
+	JMP groupedRows1x2AVX512s
+groupedRows1x2AVX5126:
+	VMAXPS Z0, Z2, Z0
+	VMINPS Z0, Z3, Z0
+	VMAXPS Z1, Z2, Z1
+	VMINPS Z1, Z3, Z1
+groupedRows1x2AVX512s:
+	MOVQ DI, BX
+	VMOVUPS Z0, K1, (BX)
+	ADDQ R9, BX
+	VMOVUPS Z1, K1, (BX)
+	ADDQ R14, SI
+	ADDQ R8, DI
+	DECQ R15
+	JNZ groupedRows1x2AVX512row
+groupedRows1x2AVX512done:
+	VZEROUPPER
+	RET
+
+// func groupedRows1x3AVX512(taps int, offs *int, w, x *float32, wq int, y *float32, ldy, ow, rows int, bias *float32, relu int)
+// For each filter f < 3 and row i < rows: y[f·ldy + i·ow + j] = bias[f] +
+// Σ_t w[t·3+f]·x[i·wq+offs[t]+j] for j < ow (1 to 16 outputs, 1 vectors, the
+// last under the mask of ow mod 16 lanes), a row at a time in 3 accumulators;
+// relu 1 applies ReLU, relu 2 ReLU6 (the depthwise row kernels' bits).
+TEXT ·groupedRows1x3AVX512(SB), NOSPLIT, $0-88
+	MOVQ taps+0(FP), R10
+	MOVQ offs+8(FP), R11
+	MOVQ x+24(FP), SI
+	MOVQ wq+32(FP), R14
+	SHLQ $2, R14
+	MOVQ y+40(FP), DI
+	MOVQ ldy+48(FP), R9
+	SHLQ $2, R9
+	MOVQ ow+56(FP), R13
+	MOVQ R13, R8
+	SHLQ $2, R8
+	MOVQ rows+64(FP), R15
+	MOVQ bias+72(FP), DX
+	MOVQ R13, CX
+	ANDQ $15, CX
+	MOVL $1, AX
+	SHLL CX, AX
+	DECL AX
+	TESTQ CX, CX
+	JNZ groupedRows1x3AVX512mask
+	MOVL $0xffff, AX
+groupedRows1x3AVX512mask:
+	KMOVW AX, K1
+	TESTQ R15, R15
+	JEQ groupedRows1x3AVX512done
+groupedRows1x3AVX512row:
+	VBROADCASTSS (DX), Z0
+	VBROADCASTSS 4(DX), Z1
+	VBROADCASTSS 8(DX), Z2
+	XORQ CX, CX
+	MOVQ w+16(FP), R12
+groupedRows1x3AVX512t:
+	MOVQ (R11)(CX*8), AX
+	LEAQ (SI)(AX*4), AX
+	VMOVUPS (AX), Z3
+	VBROADCASTSS (R12), Z4
+	VFMADD231PS Z3, Z4, Z0
+	VBROADCASTSS 4(R12), Z4
+	VFMADD231PS Z3, Z4, Z1
+	VBROADCASTSS 8(R12), Z4
+	VFMADD231PS Z3, Z4, Z2
+	ADDQ $12, R12
+	INCQ CX
+	CMPQ CX, R10
+	JLT groupedRows1x3AVX512t
+	VPXORD Z3, Z3, Z3
+	MOVL $0x40c00000, AX
+	VPBROADCASTD AX, Z4
+	CMPQ relu+80(FP), $0
+	JEQ groupedRows1x3AVX512s
+	CMPQ relu+80(FP), $2
+	JEQ groupedRows1x3AVX5126
+	VMAXPS Z3, Z0, Z0
+	VMAXPS Z3, Z1, Z1
+	VMAXPS Z3, Z2, Z2
+	JMP groupedRows1x3AVX512s
+groupedRows1x3AVX5126:
+	VMAXPS Z0, Z3, Z0
+	VMINPS Z0, Z4, Z0
+	VMAXPS Z1, Z3, Z1
+	VMINPS Z1, Z4, Z1
+	VMAXPS Z2, Z3, Z2
+	VMINPS Z2, Z4, Z2
+groupedRows1x3AVX512s:
+	MOVQ DI, BX
+	VMOVUPS Z0, K1, (BX)
+	ADDQ R9, BX
+	VMOVUPS Z1, K1, (BX)
+	ADDQ R9, BX
+	VMOVUPS Z2, K1, (BX)
+	ADDQ R14, SI
+	ADDQ R8, DI
+	DECQ R15
+	JNZ groupedRows1x3AVX512row
+groupedRows1x3AVX512done:
+	VZEROUPPER
+	RET
+
+// func groupedRows1x4AVX512(taps int, offs *int, w, x *float32, wq int, y *float32, ldy, ow, rows int, bias *float32, relu int)
+// For each filter f < 4 and row i < rows: y[f·ldy + i·ow + j] = bias[f] +
+// Σ_t w[t·4+f]·x[i·wq+offs[t]+j] for j < ow (1 to 16 outputs, 1 vectors, the
+// last under the mask of ow mod 16 lanes), a row at a time in 4 accumulators;
+// relu 1 applies ReLU, relu 2 ReLU6 (the depthwise row kernels' bits).
+TEXT ·groupedRows1x4AVX512(SB), NOSPLIT, $0-88
+	MOVQ taps+0(FP), R10
+	MOVQ offs+8(FP), R11
+	MOVQ x+24(FP), SI
+	MOVQ wq+32(FP), R14
+	SHLQ $2, R14
+	MOVQ y+40(FP), DI
+	MOVQ ldy+48(FP), R9
+	SHLQ $2, R9
+	MOVQ ow+56(FP), R13
+	MOVQ R13, R8
+	SHLQ $2, R8
+	MOVQ rows+64(FP), R15
+	MOVQ bias+72(FP), DX
+	MOVQ R13, CX
+	ANDQ $15, CX
+	MOVL $1, AX
+	SHLL CX, AX
+	DECL AX
+	TESTQ CX, CX
+	JNZ groupedRows1x4AVX512mask
+	MOVL $0xffff, AX
+groupedRows1x4AVX512mask:
+	KMOVW AX, K1
+	TESTQ R15, R15
+	JEQ groupedRows1x4AVX512done
+groupedRows1x4AVX512row:
+	VBROADCASTSS (DX), Z0
+	VBROADCASTSS 4(DX), Z1
+	VBROADCASTSS 8(DX), Z2
+	VBROADCASTSS 12(DX), Z3
+	XORQ CX, CX
+	MOVQ w+16(FP), R12
+groupedRows1x4AVX512t:
+	MOVQ (R11)(CX*8), AX
+	LEAQ (SI)(AX*4), AX
+	VMOVUPS (AX), Z4
+	VBROADCASTSS (R12), Z5
+	VFMADD231PS Z4, Z5, Z0
+	VBROADCASTSS 4(R12), Z5
+	VFMADD231PS Z4, Z5, Z1
+	VBROADCASTSS 8(R12), Z5
+	VFMADD231PS Z4, Z5, Z2
+	VBROADCASTSS 12(R12), Z5
+	VFMADD231PS Z4, Z5, Z3
+	ADDQ $16, R12
+	INCQ CX
+	CMPQ CX, R10
+	JLT groupedRows1x4AVX512t
+	VPXORD Z4, Z4, Z4
+	MOVL $0x40c00000, AX
+	VPBROADCASTD AX, Z5
+	CMPQ relu+80(FP), $0
+	JEQ groupedRows1x4AVX512s
+	CMPQ relu+80(FP), $2
+	JEQ groupedRows1x4AVX5126
+	VMAXPS Z4, Z0, Z0
+	VMAXPS Z4, Z1, Z1
+	VMAXPS Z4, Z2, Z2
+	VMAXPS Z4, Z3, Z3
+	JMP groupedRows1x4AVX512s
+groupedRows1x4AVX5126:
+	VMAXPS Z0, Z4, Z0
+	VMINPS Z0, Z5, Z0
+	VMAXPS Z1, Z4, Z1
+	VMINPS Z1, Z5, Z1
+	VMAXPS Z2, Z4, Z2
+	VMINPS Z2, Z5, Z2
+	VMAXPS Z3, Z4, Z3
+	VMINPS Z3, Z5, Z3
+groupedRows1x4AVX512s:
+	MOVQ DI, BX
+	VMOVUPS Z0, K1, (BX)
+	ADDQ R9, BX
+	VMOVUPS Z1, K1, (BX)
+	ADDQ R9, BX
+	VMOVUPS Z2, K1, (BX)
+	ADDQ R9, BX
+	VMOVUPS Z3, K1, (BX)
+	ADDQ R14, SI
+	ADDQ R8, DI
+	DECQ R15
+	JNZ groupedRows1x4AVX512row
+groupedRows1x4AVX512done:
+	VZEROUPPER
+	RET
+
+// func groupedRows1x5AVX512(taps int, offs *int, w, x *float32, wq int, y *float32, ldy, ow, rows int, bias *float32, relu int)
+// For each filter f < 5 and row i < rows: y[f·ldy + i·ow + j] = bias[f] +
+// Σ_t w[t·5+f]·x[i·wq+offs[t]+j] for j < ow (1 to 16 outputs, 1 vectors, the
+// last under the mask of ow mod 16 lanes), a row at a time in 5 accumulators;
+// relu 1 applies ReLU, relu 2 ReLU6 (the depthwise row kernels' bits).
+TEXT ·groupedRows1x5AVX512(SB), NOSPLIT, $0-88
+	MOVQ taps+0(FP), R10
+	MOVQ offs+8(FP), R11
+	MOVQ x+24(FP), SI
+	MOVQ wq+32(FP), R14
+	SHLQ $2, R14
+	MOVQ y+40(FP), DI
+	MOVQ ldy+48(FP), R9
+	SHLQ $2, R9
+	MOVQ ow+56(FP), R13
+	MOVQ R13, R8
+	SHLQ $2, R8
+	MOVQ rows+64(FP), R15
+	MOVQ bias+72(FP), DX
+	MOVQ R13, CX
+	ANDQ $15, CX
+	MOVL $1, AX
+	SHLL CX, AX
+	DECL AX
+	TESTQ CX, CX
+	JNZ groupedRows1x5AVX512mask
+	MOVL $0xffff, AX
+groupedRows1x5AVX512mask:
+	KMOVW AX, K1
+	TESTQ R15, R15
+	JEQ groupedRows1x5AVX512done
+groupedRows1x5AVX512row:
+	VBROADCASTSS (DX), Z0
+	VBROADCASTSS 4(DX), Z1
+	VBROADCASTSS 8(DX), Z2
+	VBROADCASTSS 12(DX), Z3
+	VBROADCASTSS 16(DX), Z4
+	XORQ CX, CX
+	MOVQ w+16(FP), R12
+groupedRows1x5AVX512t:
+	MOVQ (R11)(CX*8), AX
+	LEAQ (SI)(AX*4), AX
+	VMOVUPS (AX), Z5
+	VBROADCASTSS (R12), Z6
+	VFMADD231PS Z5, Z6, Z0
+	VBROADCASTSS 4(R12), Z6
+	VFMADD231PS Z5, Z6, Z1
+	VBROADCASTSS 8(R12), Z6
+	VFMADD231PS Z5, Z6, Z2
+	VBROADCASTSS 12(R12), Z6
+	VFMADD231PS Z5, Z6, Z3
+	VBROADCASTSS 16(R12), Z6
+	VFMADD231PS Z5, Z6, Z4
+	ADDQ $20, R12
+	INCQ CX
+	CMPQ CX, R10
+	JLT groupedRows1x5AVX512t
+	VPXORD Z5, Z5, Z5
+	MOVL $0x40c00000, AX
+	VPBROADCASTD AX, Z6
+	CMPQ relu+80(FP), $0
+	JEQ groupedRows1x5AVX512s
+	CMPQ relu+80(FP), $2
+	JEQ groupedRows1x5AVX5126
+	VMAXPS Z5, Z0, Z0
+	VMAXPS Z5, Z1, Z1
+	VMAXPS Z5, Z2, Z2
+	VMAXPS Z5, Z3, Z3
+	VMAXPS Z5, Z4, Z4
+	JMP groupedRows1x5AVX512s
+groupedRows1x5AVX5126:
+	VMAXPS Z0, Z5, Z0
+	VMINPS Z0, Z6, Z0
+	VMAXPS Z1, Z5, Z1
+	VMINPS Z1, Z6, Z1
+	VMAXPS Z2, Z5, Z2
+	VMINPS Z2, Z6, Z2
+	VMAXPS Z3, Z5, Z3
+	VMINPS Z3, Z6, Z3
+	VMAXPS Z4, Z5, Z4
+	VMINPS Z4, Z6, Z4
+groupedRows1x5AVX512s:
+	MOVQ DI, BX
+	VMOVUPS Z0, K1, (BX)
+	ADDQ R9, BX
+	VMOVUPS Z1, K1, (BX)
+	ADDQ R9, BX
+	VMOVUPS Z2, K1, (BX)
+	ADDQ R9, BX
+	VMOVUPS Z3, K1, (BX)
+	ADDQ R9, BX
+	VMOVUPS Z4, K1, (BX)
+	ADDQ R14, SI
+	ADDQ R8, DI
+	DECQ R15
+	JNZ groupedRows1x5AVX512row
+groupedRows1x5AVX512done:
+	VZEROUPPER
+	RET
+
+// func groupedRows1x6AVX512(taps int, offs *int, w, x *float32, wq int, y *float32, ldy, ow, rows int, bias *float32, relu int)
+// For each filter f < 6 and row i < rows: y[f·ldy + i·ow + j] = bias[f] +
+// Σ_t w[t·6+f]·x[i·wq+offs[t]+j] for j < ow (1 to 16 outputs, 1 vectors, the
+// last under the mask of ow mod 16 lanes), a row at a time in 6 accumulators;
+// relu 1 applies ReLU, relu 2 ReLU6 (the depthwise row kernels' bits).
+TEXT ·groupedRows1x6AVX512(SB), NOSPLIT, $0-88
+	MOVQ taps+0(FP), R10
+	MOVQ offs+8(FP), R11
+	MOVQ x+24(FP), SI
+	MOVQ wq+32(FP), R14
+	SHLQ $2, R14
+	MOVQ y+40(FP), DI
+	MOVQ ldy+48(FP), R9
+	SHLQ $2, R9
+	MOVQ ow+56(FP), R13
+	MOVQ R13, R8
+	SHLQ $2, R8
+	MOVQ rows+64(FP), R15
+	MOVQ bias+72(FP), DX
+	MOVQ R13, CX
+	ANDQ $15, CX
+	MOVL $1, AX
+	SHLL CX, AX
+	DECL AX
+	TESTQ CX, CX
+	JNZ groupedRows1x6AVX512mask
+	MOVL $0xffff, AX
+groupedRows1x6AVX512mask:
+	KMOVW AX, K1
+	TESTQ R15, R15
+	JEQ groupedRows1x6AVX512done
+groupedRows1x6AVX512row:
+	VBROADCASTSS (DX), Z0
+	VBROADCASTSS 4(DX), Z1
+	VBROADCASTSS 8(DX), Z2
+	VBROADCASTSS 12(DX), Z3
+	VBROADCASTSS 16(DX), Z4
+	VBROADCASTSS 20(DX), Z5
+	XORQ CX, CX
+	MOVQ w+16(FP), R12
+groupedRows1x6AVX512t:
+	MOVQ (R11)(CX*8), AX
+	LEAQ (SI)(AX*4), AX
+	VMOVUPS (AX), Z6
+	VBROADCASTSS (R12), Z7
+	VFMADD231PS Z6, Z7, Z0
+	VBROADCASTSS 4(R12), Z7
+	VFMADD231PS Z6, Z7, Z1
+	VBROADCASTSS 8(R12), Z7
+	VFMADD231PS Z6, Z7, Z2
+	VBROADCASTSS 12(R12), Z7
+	VFMADD231PS Z6, Z7, Z3
+	VBROADCASTSS 16(R12), Z7
+	VFMADD231PS Z6, Z7, Z4
+	VBROADCASTSS 20(R12), Z7
+	VFMADD231PS Z6, Z7, Z5
+	ADDQ $24, R12
+	INCQ CX
+	CMPQ CX, R10
+	JLT groupedRows1x6AVX512t
+	VPXORD Z6, Z6, Z6
+	MOVL $0x40c00000, AX
+	VPBROADCASTD AX, Z7
+	CMPQ relu+80(FP), $0
+	JEQ groupedRows1x6AVX512s
+	CMPQ relu+80(FP), $2
+	JEQ groupedRows1x6AVX5126
+	VMAXPS Z6, Z0, Z0
+	VMAXPS Z6, Z1, Z1
+	VMAXPS Z6, Z2, Z2
+	VMAXPS Z6, Z3, Z3
+	VMAXPS Z6, Z4, Z4
+	VMAXPS Z6, Z5, Z5
+	JMP groupedRows1x6AVX512s
+groupedRows1x6AVX5126:
+	VMAXPS Z0, Z6, Z0
+	VMINPS Z0, Z7, Z0
+	VMAXPS Z1, Z6, Z1
+	VMINPS Z1, Z7, Z1
+	VMAXPS Z2, Z6, Z2
+	VMINPS Z2, Z7, Z2
+	VMAXPS Z3, Z6, Z3
+	VMINPS Z3, Z7, Z3
+	VMAXPS Z4, Z6, Z4
+	VMINPS Z4, Z7, Z4
+	VMAXPS Z5, Z6, Z5
+	VMINPS Z5, Z7, Z5
+groupedRows1x6AVX512s:
+	MOVQ DI, BX
+	VMOVUPS Z0, K1, (BX)
+	ADDQ R9, BX
+	VMOVUPS Z1, K1, (BX)
+	ADDQ R9, BX
+	VMOVUPS Z2, K1, (BX)
+	ADDQ R9, BX
+	VMOVUPS Z3, K1, (BX)
+	ADDQ R9, BX
+	VMOVUPS Z4, K1, (BX)
+	ADDQ R9, BX
+	VMOVUPS Z5, K1, (BX)
+	ADDQ R14, SI
+	ADDQ R8, DI
+	DECQ R15
+	JNZ groupedRows1x6AVX512row
+groupedRows1x6AVX512done:
+	VZEROUPPER
+	RET
+
+// func groupedRows1x7AVX512(taps int, offs *int, w, x *float32, wq int, y *float32, ldy, ow, rows int, bias *float32, relu int)
+// For each filter f < 7 and row i < rows: y[f·ldy + i·ow + j] = bias[f] +
+// Σ_t w[t·7+f]·x[i·wq+offs[t]+j] for j < ow (1 to 16 outputs, 1 vectors, the
+// last under the mask of ow mod 16 lanes), a row at a time in 7 accumulators;
+// relu 1 applies ReLU, relu 2 ReLU6 (the depthwise row kernels' bits).
+TEXT ·groupedRows1x7AVX512(SB), NOSPLIT, $0-88
+	MOVQ taps+0(FP), R10
+	MOVQ offs+8(FP), R11
+	MOVQ x+24(FP), SI
+	MOVQ wq+32(FP), R14
+	SHLQ $2, R14
+	MOVQ y+40(FP), DI
+	MOVQ ldy+48(FP), R9
+	SHLQ $2, R9
+	MOVQ ow+56(FP), R13
+	MOVQ R13, R8
+	SHLQ $2, R8
+	MOVQ rows+64(FP), R15
+	MOVQ bias+72(FP), DX
+	MOVQ R13, CX
+	ANDQ $15, CX
+	MOVL $1, AX
+	SHLL CX, AX
+	DECL AX
+	TESTQ CX, CX
+	JNZ groupedRows1x7AVX512mask
+	MOVL $0xffff, AX
+groupedRows1x7AVX512mask:
+	KMOVW AX, K1
+	TESTQ R15, R15
+	JEQ groupedRows1x7AVX512done
+groupedRows1x7AVX512row:
+	VBROADCASTSS (DX), Z0
+	VBROADCASTSS 4(DX), Z1
+	VBROADCASTSS 8(DX), Z2
+	VBROADCASTSS 12(DX), Z3
+	VBROADCASTSS 16(DX), Z4
+	VBROADCASTSS 20(DX), Z5
+	VBROADCASTSS 24(DX), Z6
+	XORQ CX, CX
+	MOVQ w+16(FP), R12
+groupedRows1x7AVX512t:
+	MOVQ (R11)(CX*8), AX
+	LEAQ (SI)(AX*4), AX
+	VMOVUPS (AX), Z7
+	VBROADCASTSS (R12), Z8
+	VFMADD231PS Z7, Z8, Z0
+	VBROADCASTSS 4(R12), Z8
+	VFMADD231PS Z7, Z8, Z1
+	VBROADCASTSS 8(R12), Z8
+	VFMADD231PS Z7, Z8, Z2
+	VBROADCASTSS 12(R12), Z8
+	VFMADD231PS Z7, Z8, Z3
+	VBROADCASTSS 16(R12), Z8
+	VFMADD231PS Z7, Z8, Z4
+	VBROADCASTSS 20(R12), Z8
+	VFMADD231PS Z7, Z8, Z5
+	VBROADCASTSS 24(R12), Z8
+	VFMADD231PS Z7, Z8, Z6
+	ADDQ $28, R12
+	INCQ CX
+	CMPQ CX, R10
+	JLT groupedRows1x7AVX512t
+	VPXORD Z7, Z7, Z7
+	MOVL $0x40c00000, AX
+	VPBROADCASTD AX, Z8
+	CMPQ relu+80(FP), $0
+	JEQ groupedRows1x7AVX512s
+	CMPQ relu+80(FP), $2
+	JEQ groupedRows1x7AVX5126
+	VMAXPS Z7, Z0, Z0
+	VMAXPS Z7, Z1, Z1
+	VMAXPS Z7, Z2, Z2
+	VMAXPS Z7, Z3, Z3
+	VMAXPS Z7, Z4, Z4
+	VMAXPS Z7, Z5, Z5
+	VMAXPS Z7, Z6, Z6
+	JMP groupedRows1x7AVX512s
+groupedRows1x7AVX5126:
+	VMAXPS Z0, Z7, Z0
+	VMINPS Z0, Z8, Z0
+	VMAXPS Z1, Z7, Z1
+	VMINPS Z1, Z8, Z1
+	VMAXPS Z2, Z7, Z2
+	VMINPS Z2, Z8, Z2
+	VMAXPS Z3, Z7, Z3
+	VMINPS Z3, Z8, Z3
+	VMAXPS Z4, Z7, Z4
+	VMINPS Z4, Z8, Z4
+	VMAXPS Z5, Z7, Z5
+	VMINPS Z5, Z8, Z5
+	VMAXPS Z6, Z7, Z6
+	VMINPS Z6, Z8, Z6
+groupedRows1x7AVX512s:
+	MOVQ DI, BX
+	VMOVUPS Z0, K1, (BX)
+	ADDQ R9, BX
+	VMOVUPS Z1, K1, (BX)
+	ADDQ R9, BX
+	VMOVUPS Z2, K1, (BX)
+	ADDQ R9, BX
+	VMOVUPS Z3, K1, (BX)
+	ADDQ R9, BX
+	VMOVUPS Z4, K1, (BX)
+	ADDQ R9, BX
+	VMOVUPS Z5, K1, (BX)
+	ADDQ R9, BX
+	VMOVUPS Z6, K1, (BX)
+	ADDQ R14, SI
+	ADDQ R8, DI
+	DECQ R15
+	JNZ groupedRows1x7AVX512row
+groupedRows1x7AVX512done:
+	VZEROUPPER
+	RET
+
+// func groupedRows1x8AVX512(taps int, offs *int, w, x *float32, wq int, y *float32, ldy, ow, rows int, bias *float32, relu int)
+// For each filter f < 8 and row i < rows: y[f·ldy + i·ow + j] = bias[f] +
+// Σ_t w[t·8+f]·x[i·wq+offs[t]+j] for j < ow (1 to 16 outputs, 1 vectors, the
+// last under the mask of ow mod 16 lanes), a row at a time in 8 accumulators;
+// relu 1 applies ReLU, relu 2 ReLU6 (the depthwise row kernels' bits).
+TEXT ·groupedRows1x8AVX512(SB), NOSPLIT, $0-88
+	MOVQ taps+0(FP), R10
+	MOVQ offs+8(FP), R11
+	MOVQ x+24(FP), SI
+	MOVQ wq+32(FP), R14
+	SHLQ $2, R14
+	MOVQ y+40(FP), DI
+	MOVQ ldy+48(FP), R9
+	SHLQ $2, R9
+	MOVQ ow+56(FP), R13
+	MOVQ R13, R8
+	SHLQ $2, R8
+	MOVQ rows+64(FP), R15
+	MOVQ bias+72(FP), DX
+	MOVQ R13, CX
+	ANDQ $15, CX
+	MOVL $1, AX
+	SHLL CX, AX
+	DECL AX
+	TESTQ CX, CX
+	JNZ groupedRows1x8AVX512mask
+	MOVL $0xffff, AX
+groupedRows1x8AVX512mask:
+	KMOVW AX, K1
+	TESTQ R15, R15
+	JEQ groupedRows1x8AVX512done
+groupedRows1x8AVX512row:
+	VBROADCASTSS (DX), Z0
+	VBROADCASTSS 4(DX), Z1
+	VBROADCASTSS 8(DX), Z2
+	VBROADCASTSS 12(DX), Z3
+	VBROADCASTSS 16(DX), Z4
+	VBROADCASTSS 20(DX), Z5
+	VBROADCASTSS 24(DX), Z6
+	VBROADCASTSS 28(DX), Z7
+	XORQ CX, CX
+	MOVQ w+16(FP), R12
+groupedRows1x8AVX512t:
+	MOVQ (R11)(CX*8), AX
+	LEAQ (SI)(AX*4), AX
+	VMOVUPS (AX), Z8
+	VBROADCASTSS (R12), Z9
+	VFMADD231PS Z8, Z9, Z0
+	VBROADCASTSS 4(R12), Z9
+	VFMADD231PS Z8, Z9, Z1
+	VBROADCASTSS 8(R12), Z9
+	VFMADD231PS Z8, Z9, Z2
+	VBROADCASTSS 12(R12), Z9
+	VFMADD231PS Z8, Z9, Z3
+	VBROADCASTSS 16(R12), Z9
+	VFMADD231PS Z8, Z9, Z4
+	VBROADCASTSS 20(R12), Z9
+	VFMADD231PS Z8, Z9, Z5
+	VBROADCASTSS 24(R12), Z9
+	VFMADD231PS Z8, Z9, Z6
+	VBROADCASTSS 28(R12), Z9
+	VFMADD231PS Z8, Z9, Z7
+	ADDQ $32, R12
+	INCQ CX
+	CMPQ CX, R10
+	JLT groupedRows1x8AVX512t
+	VPXORD Z8, Z8, Z8
+	MOVL $0x40c00000, AX
+	VPBROADCASTD AX, Z9
+	CMPQ relu+80(FP), $0
+	JEQ groupedRows1x8AVX512s
+	CMPQ relu+80(FP), $2
+	JEQ groupedRows1x8AVX5126
+	VMAXPS Z8, Z0, Z0
+	VMAXPS Z8, Z1, Z1
+	VMAXPS Z8, Z2, Z2
+	VMAXPS Z8, Z3, Z3
+	VMAXPS Z8, Z4, Z4
+	VMAXPS Z8, Z5, Z5
+	VMAXPS Z8, Z6, Z6
+	VMAXPS Z8, Z7, Z7
+	JMP groupedRows1x8AVX512s
+groupedRows1x8AVX5126:
+	VMAXPS Z0, Z8, Z0
+	VMINPS Z0, Z9, Z0
+	VMAXPS Z1, Z8, Z1
+	VMINPS Z1, Z9, Z1
+	VMAXPS Z2, Z8, Z2
+	VMINPS Z2, Z9, Z2
+	VMAXPS Z3, Z8, Z3
+	VMINPS Z3, Z9, Z3
+	VMAXPS Z4, Z8, Z4
+	VMINPS Z4, Z9, Z4
+	VMAXPS Z5, Z8, Z5
+	VMINPS Z5, Z9, Z5
+	VMAXPS Z6, Z8, Z6
+	VMINPS Z6, Z9, Z6
+	VMAXPS Z7, Z8, Z7
+	VMINPS Z7, Z9, Z7
+groupedRows1x8AVX512s:
+	MOVQ DI, BX
+	VMOVUPS Z0, K1, (BX)
+	ADDQ R9, BX
+	VMOVUPS Z1, K1, (BX)
+	ADDQ R9, BX
+	VMOVUPS Z2, K1, (BX)
+	ADDQ R9, BX
+	VMOVUPS Z3, K1, (BX)
+	ADDQ R9, BX
+	VMOVUPS Z4, K1, (BX)
+	ADDQ R9, BX
+	VMOVUPS Z5, K1, (BX)
+	ADDQ R9, BX
+	VMOVUPS Z6, K1, (BX)
+	ADDQ R9, BX
+	VMOVUPS Z7, K1, (BX)
+	ADDQ R14, SI
+	ADDQ R8, DI
+	DECQ R15
+	JNZ groupedRows1x8AVX512row
+groupedRows1x8AVX512done:
+	VZEROUPPER
+	RET
+
+// func groupedRows2x1AVX512(taps int, offs *int, w, x *float32, wq int, y *float32, ldy, ow, rows int, bias *float32, relu int)
+// For each filter f < 1 and row i < rows: y[f·ldy + i·ow + j] = bias[f] +
+// Σ_t w[t·1+f]·x[i·wq+offs[t]+j] for j < ow (17 to 32 outputs, 2 vectors, the
+// last under the mask of ow mod 16 lanes), a row at a time in 2 accumulators;
+// relu 1 applies ReLU, relu 2 ReLU6 (the depthwise row kernels' bits).
+TEXT ·groupedRows2x1AVX512(SB), NOSPLIT, $0-88
+	MOVQ taps+0(FP), R10
+	MOVQ offs+8(FP), R11
+	MOVQ x+24(FP), SI
+	MOVQ wq+32(FP), R14
+	SHLQ $2, R14
+	MOVQ y+40(FP), DI
+	MOVQ ldy+48(FP), R9
+	SHLQ $2, R9
+	MOVQ ow+56(FP), R13
+	MOVQ R13, R8
+	SHLQ $2, R8
+	MOVQ rows+64(FP), R15
+	MOVQ bias+72(FP), DX
+	MOVQ R13, CX
+	ANDQ $15, CX
+	MOVL $1, AX
+	SHLL CX, AX
+	DECL AX
+	TESTQ CX, CX
+	JNZ groupedRows2x1AVX512mask
+	MOVL $0xffff, AX
+groupedRows2x1AVX512mask:
+	KMOVW AX, K1
+	TESTQ R15, R15
+	JEQ groupedRows2x1AVX512done
+groupedRows2x1AVX512row:
+	VBROADCASTSS (DX), Z0
+	VMOVAPS Z0, Z1
+	XORQ CX, CX
+	MOVQ w+16(FP), R12
+groupedRows2x1AVX512t:
+	MOVQ (R11)(CX*8), AX
+	LEAQ (SI)(AX*4), AX
+	VMOVUPS (AX), Z2
+	VMOVUPS 64(AX), Z3
+	VBROADCASTSS (R12), Z4
+	VFMADD231PS Z2, Z4, Z0
+	VFMADD231PS Z3, Z4, Z1
+	ADDQ $4, R12
+	INCQ CX
+	CMPQ CX, R10
+	JLT groupedRows2x1AVX512t
+	VPXORD Z2, Z2, Z2
+	MOVL $0x40c00000, AX
+	VPBROADCASTD AX, Z4
+	CMPQ relu+80(FP), $0
+	JEQ groupedRows2x1AVX512s
+	CMPQ relu+80(FP), $2
+	JEQ groupedRows2x1AVX5126
+	VMAXPS Z2, Z0, Z0
+	VMAXPS Z2, Z1, Z1
+	JMP groupedRows2x1AVX512s
+groupedRows2x1AVX5126:
+	VMAXPS Z0, Z2, Z0
+	VMINPS Z0, Z4, Z0
+	VMAXPS Z1, Z2, Z1
+	VMINPS Z1, Z4, Z1
+groupedRows2x1AVX512s:
+	MOVQ DI, BX
+	VMOVUPS Z0, (BX)
+	VMOVUPS Z1, K1, 64(BX)
+	ADDQ R14, SI
+	ADDQ R8, DI
+	DECQ R15
+	JNZ groupedRows2x1AVX512row
+groupedRows2x1AVX512done:
+	VZEROUPPER
+	RET
+
+// func groupedRows2x2AVX512(taps int, offs *int, w, x *float32, wq int, y *float32, ldy, ow, rows int, bias *float32, relu int)
+// For each filter f < 2 and row i < rows: y[f·ldy + i·ow + j] = bias[f] +
+// Σ_t w[t·2+f]·x[i·wq+offs[t]+j] for j < ow (17 to 32 outputs, 2 vectors, the
+// last under the mask of ow mod 16 lanes), a row at a time in 4 accumulators;
+// relu 1 applies ReLU, relu 2 ReLU6 (the depthwise row kernels' bits).
+TEXT ·groupedRows2x2AVX512(SB), NOSPLIT, $0-88
+	MOVQ taps+0(FP), R10
+	MOVQ offs+8(FP), R11
+	MOVQ x+24(FP), SI
+	MOVQ wq+32(FP), R14
+	SHLQ $2, R14
+	MOVQ y+40(FP), DI
+	MOVQ ldy+48(FP), R9
+	SHLQ $2, R9
+	MOVQ ow+56(FP), R13
+	MOVQ R13, R8
+	SHLQ $2, R8
+	MOVQ rows+64(FP), R15
+	MOVQ bias+72(FP), DX
+	MOVQ R13, CX
+	ANDQ $15, CX
+	MOVL $1, AX
+	SHLL CX, AX
+	DECL AX
+	TESTQ CX, CX
+	JNZ groupedRows2x2AVX512mask
+	MOVL $0xffff, AX
+groupedRows2x2AVX512mask:
+	KMOVW AX, K1
+	TESTQ R15, R15
+	JEQ groupedRows2x2AVX512done
+groupedRows2x2AVX512row:
+	VBROADCASTSS (DX), Z0
+	VMOVAPS Z0, Z1
+	VBROADCASTSS 4(DX), Z2
+	VMOVAPS Z2, Z3
+	XORQ CX, CX
+	MOVQ w+16(FP), R12
+groupedRows2x2AVX512t:
+	MOVQ (R11)(CX*8), AX
+	LEAQ (SI)(AX*4), AX
+	VMOVUPS (AX), Z4
+	VMOVUPS 64(AX), Z5
+	VBROADCASTSS (R12), Z6
+	VFMADD231PS Z4, Z6, Z0
+	VFMADD231PS Z5, Z6, Z1
+	VBROADCASTSS 4(R12), Z6
+	VFMADD231PS Z4, Z6, Z2
+	VFMADD231PS Z5, Z6, Z3
+	ADDQ $8, R12
+	INCQ CX
+	CMPQ CX, R10
+	JLT groupedRows2x2AVX512t
+	VPXORD Z4, Z4, Z4
+	MOVL $0x40c00000, AX
+	VPBROADCASTD AX, Z6
+	CMPQ relu+80(FP), $0
+	JEQ groupedRows2x2AVX512s
+	CMPQ relu+80(FP), $2
+	JEQ groupedRows2x2AVX5126
+	VMAXPS Z4, Z0, Z0
+	VMAXPS Z4, Z1, Z1
+	VMAXPS Z4, Z2, Z2
+	VMAXPS Z4, Z3, Z3
+	JMP groupedRows2x2AVX512s
+groupedRows2x2AVX5126:
+	VMAXPS Z0, Z4, Z0
+	VMINPS Z0, Z6, Z0
+	VMAXPS Z1, Z4, Z1
+	VMINPS Z1, Z6, Z1
+	VMAXPS Z2, Z4, Z2
+	VMINPS Z2, Z6, Z2
+	VMAXPS Z3, Z4, Z3
+	VMINPS Z3, Z6, Z3
+groupedRows2x2AVX512s:
+	MOVQ DI, BX
+	VMOVUPS Z0, (BX)
+	VMOVUPS Z1, K1, 64(BX)
+	ADDQ R9, BX
+	VMOVUPS Z2, (BX)
+	VMOVUPS Z3, K1, 64(BX)
+	ADDQ R14, SI
+	ADDQ R8, DI
+	DECQ R15
+	JNZ groupedRows2x2AVX512row
+groupedRows2x2AVX512done:
+	VZEROUPPER
+	RET
+
+// func groupedRows2x3AVX512(taps int, offs *int, w, x *float32, wq int, y *float32, ldy, ow, rows int, bias *float32, relu int)
+// For each filter f < 3 and row i < rows: y[f·ldy + i·ow + j] = bias[f] +
+// Σ_t w[t·3+f]·x[i·wq+offs[t]+j] for j < ow (17 to 32 outputs, 2 vectors, the
+// last under the mask of ow mod 16 lanes), a row at a time in 6 accumulators;
+// relu 1 applies ReLU, relu 2 ReLU6 (the depthwise row kernels' bits).
+TEXT ·groupedRows2x3AVX512(SB), NOSPLIT, $0-88
+	MOVQ taps+0(FP), R10
+	MOVQ offs+8(FP), R11
+	MOVQ x+24(FP), SI
+	MOVQ wq+32(FP), R14
+	SHLQ $2, R14
+	MOVQ y+40(FP), DI
+	MOVQ ldy+48(FP), R9
+	SHLQ $2, R9
+	MOVQ ow+56(FP), R13
+	MOVQ R13, R8
+	SHLQ $2, R8
+	MOVQ rows+64(FP), R15
+	MOVQ bias+72(FP), DX
+	MOVQ R13, CX
+	ANDQ $15, CX
+	MOVL $1, AX
+	SHLL CX, AX
+	DECL AX
+	TESTQ CX, CX
+	JNZ groupedRows2x3AVX512mask
+	MOVL $0xffff, AX
+groupedRows2x3AVX512mask:
+	KMOVW AX, K1
+	TESTQ R15, R15
+	JEQ groupedRows2x3AVX512done
+groupedRows2x3AVX512row:
+	VBROADCASTSS (DX), Z0
+	VMOVAPS Z0, Z1
+	VBROADCASTSS 4(DX), Z2
+	VMOVAPS Z2, Z3
+	VBROADCASTSS 8(DX), Z4
+	VMOVAPS Z4, Z5
+	XORQ CX, CX
+	MOVQ w+16(FP), R12
+groupedRows2x3AVX512t:
+	MOVQ (R11)(CX*8), AX
+	LEAQ (SI)(AX*4), AX
+	VMOVUPS (AX), Z6
+	VMOVUPS 64(AX), Z7
+	VBROADCASTSS (R12), Z8
+	VFMADD231PS Z6, Z8, Z0
+	VFMADD231PS Z7, Z8, Z1
+	VBROADCASTSS 4(R12), Z8
+	VFMADD231PS Z6, Z8, Z2
+	VFMADD231PS Z7, Z8, Z3
+	VBROADCASTSS 8(R12), Z8
+	VFMADD231PS Z6, Z8, Z4
+	VFMADD231PS Z7, Z8, Z5
+	ADDQ $12, R12
+	INCQ CX
+	CMPQ CX, R10
+	JLT groupedRows2x3AVX512t
+	VPXORD Z6, Z6, Z6
+	MOVL $0x40c00000, AX
+	VPBROADCASTD AX, Z8
+	CMPQ relu+80(FP), $0
+	JEQ groupedRows2x3AVX512s
+	CMPQ relu+80(FP), $2
+	JEQ groupedRows2x3AVX5126
+	VMAXPS Z6, Z0, Z0
+	VMAXPS Z6, Z1, Z1
+	VMAXPS Z6, Z2, Z2
+	VMAXPS Z6, Z3, Z3
+	VMAXPS Z6, Z4, Z4
+	VMAXPS Z6, Z5, Z5
+	JMP groupedRows2x3AVX512s
+groupedRows2x3AVX5126:
+	VMAXPS Z0, Z6, Z0
+	VMINPS Z0, Z8, Z0
+	VMAXPS Z1, Z6, Z1
+	VMINPS Z1, Z8, Z1
+	VMAXPS Z2, Z6, Z2
+	VMINPS Z2, Z8, Z2
+	VMAXPS Z3, Z6, Z3
+	VMINPS Z3, Z8, Z3
+	VMAXPS Z4, Z6, Z4
+	VMINPS Z4, Z8, Z4
+	VMAXPS Z5, Z6, Z5
+	VMINPS Z5, Z8, Z5
+groupedRows2x3AVX512s:
+	MOVQ DI, BX
+	VMOVUPS Z0, (BX)
+	VMOVUPS Z1, K1, 64(BX)
+	ADDQ R9, BX
+	VMOVUPS Z2, (BX)
+	VMOVUPS Z3, K1, 64(BX)
+	ADDQ R9, BX
+	VMOVUPS Z4, (BX)
+	VMOVUPS Z5, K1, 64(BX)
+	ADDQ R14, SI
+	ADDQ R8, DI
+	DECQ R15
+	JNZ groupedRows2x3AVX512row
+groupedRows2x3AVX512done:
+	VZEROUPPER
+	RET
+
+// func groupedRows2x4AVX512(taps int, offs *int, w, x *float32, wq int, y *float32, ldy, ow, rows int, bias *float32, relu int)
+// For each filter f < 4 and row i < rows: y[f·ldy + i·ow + j] = bias[f] +
+// Σ_t w[t·4+f]·x[i·wq+offs[t]+j] for j < ow (17 to 32 outputs, 2 vectors, the
+// last under the mask of ow mod 16 lanes), a row at a time in 8 accumulators;
+// relu 1 applies ReLU, relu 2 ReLU6 (the depthwise row kernels' bits).
+TEXT ·groupedRows2x4AVX512(SB), NOSPLIT, $0-88
+	MOVQ taps+0(FP), R10
+	MOVQ offs+8(FP), R11
+	MOVQ x+24(FP), SI
+	MOVQ wq+32(FP), R14
+	SHLQ $2, R14
+	MOVQ y+40(FP), DI
+	MOVQ ldy+48(FP), R9
+	SHLQ $2, R9
+	MOVQ ow+56(FP), R13
+	MOVQ R13, R8
+	SHLQ $2, R8
+	MOVQ rows+64(FP), R15
+	MOVQ bias+72(FP), DX
+	MOVQ R13, CX
+	ANDQ $15, CX
+	MOVL $1, AX
+	SHLL CX, AX
+	DECL AX
+	TESTQ CX, CX
+	JNZ groupedRows2x4AVX512mask
+	MOVL $0xffff, AX
+groupedRows2x4AVX512mask:
+	KMOVW AX, K1
+	TESTQ R15, R15
+	JEQ groupedRows2x4AVX512done
+groupedRows2x4AVX512row:
+	VBROADCASTSS (DX), Z0
+	VMOVAPS Z0, Z1
+	VBROADCASTSS 4(DX), Z2
+	VMOVAPS Z2, Z3
+	VBROADCASTSS 8(DX), Z4
+	VMOVAPS Z4, Z5
+	VBROADCASTSS 12(DX), Z6
+	VMOVAPS Z6, Z7
+	XORQ CX, CX
+	MOVQ w+16(FP), R12
+groupedRows2x4AVX512t:
+	MOVQ (R11)(CX*8), AX
+	LEAQ (SI)(AX*4), AX
+	VMOVUPS (AX), Z8
+	VMOVUPS 64(AX), Z9
+	VBROADCASTSS (R12), Z10
+	VFMADD231PS Z8, Z10, Z0
+	VFMADD231PS Z9, Z10, Z1
+	VBROADCASTSS 4(R12), Z10
+	VFMADD231PS Z8, Z10, Z2
+	VFMADD231PS Z9, Z10, Z3
+	VBROADCASTSS 8(R12), Z10
+	VFMADD231PS Z8, Z10, Z4
+	VFMADD231PS Z9, Z10, Z5
+	VBROADCASTSS 12(R12), Z10
+	VFMADD231PS Z8, Z10, Z6
+	VFMADD231PS Z9, Z10, Z7
+	ADDQ $16, R12
+	INCQ CX
+	CMPQ CX, R10
+	JLT groupedRows2x4AVX512t
+	VPXORD Z8, Z8, Z8
+	MOVL $0x40c00000, AX
+	VPBROADCASTD AX, Z10
+	CMPQ relu+80(FP), $0
+	JEQ groupedRows2x4AVX512s
+	CMPQ relu+80(FP), $2
+	JEQ groupedRows2x4AVX5126
+	VMAXPS Z8, Z0, Z0
+	VMAXPS Z8, Z1, Z1
+	VMAXPS Z8, Z2, Z2
+	VMAXPS Z8, Z3, Z3
+	VMAXPS Z8, Z4, Z4
+	VMAXPS Z8, Z5, Z5
+	VMAXPS Z8, Z6, Z6
+	VMAXPS Z8, Z7, Z7
+	JMP groupedRows2x4AVX512s
+groupedRows2x4AVX5126:
+	VMAXPS Z0, Z8, Z0
+	VMINPS Z0, Z10, Z0
+	VMAXPS Z1, Z8, Z1
+	VMINPS Z1, Z10, Z1
+	VMAXPS Z2, Z8, Z2
+	VMINPS Z2, Z10, Z2
+	VMAXPS Z3, Z8, Z3
+	VMINPS Z3, Z10, Z3
+	VMAXPS Z4, Z8, Z4
+	VMINPS Z4, Z10, Z4
+	VMAXPS Z5, Z8, Z5
+	VMINPS Z5, Z10, Z5
+	VMAXPS Z6, Z8, Z6
+	VMINPS Z6, Z10, Z6
+	VMAXPS Z7, Z8, Z7
+	VMINPS Z7, Z10, Z7
+groupedRows2x4AVX512s:
+	MOVQ DI, BX
+	VMOVUPS Z0, (BX)
+	VMOVUPS Z1, K1, 64(BX)
+	ADDQ R9, BX
+	VMOVUPS Z2, (BX)
+	VMOVUPS Z3, K1, 64(BX)
+	ADDQ R9, BX
+	VMOVUPS Z4, (BX)
+	VMOVUPS Z5, K1, 64(BX)
+	ADDQ R9, BX
+	VMOVUPS Z6, (BX)
+	VMOVUPS Z7, K1, 64(BX)
+	ADDQ R14, SI
+	ADDQ R8, DI
+	DECQ R15
+	JNZ groupedRows2x4AVX512row
+groupedRows2x4AVX512done:
+	VZEROUPPER
+	RET
+
+// func groupedRows2x5AVX512(taps int, offs *int, w, x *float32, wq int, y *float32, ldy, ow, rows int, bias *float32, relu int)
+// For each filter f < 5 and row i < rows: y[f·ldy + i·ow + j] = bias[f] +
+// Σ_t w[t·5+f]·x[i·wq+offs[t]+j] for j < ow (17 to 32 outputs, 2 vectors, the
+// last under the mask of ow mod 16 lanes), a row at a time in 10 accumulators;
+// relu 1 applies ReLU, relu 2 ReLU6 (the depthwise row kernels' bits).
+TEXT ·groupedRows2x5AVX512(SB), NOSPLIT, $0-88
+	MOVQ taps+0(FP), R10
+	MOVQ offs+8(FP), R11
+	MOVQ x+24(FP), SI
+	MOVQ wq+32(FP), R14
+	SHLQ $2, R14
+	MOVQ y+40(FP), DI
+	MOVQ ldy+48(FP), R9
+	SHLQ $2, R9
+	MOVQ ow+56(FP), R13
+	MOVQ R13, R8
+	SHLQ $2, R8
+	MOVQ rows+64(FP), R15
+	MOVQ bias+72(FP), DX
+	MOVQ R13, CX
+	ANDQ $15, CX
+	MOVL $1, AX
+	SHLL CX, AX
+	DECL AX
+	TESTQ CX, CX
+	JNZ groupedRows2x5AVX512mask
+	MOVL $0xffff, AX
+groupedRows2x5AVX512mask:
+	KMOVW AX, K1
+	TESTQ R15, R15
+	JEQ groupedRows2x5AVX512done
+groupedRows2x5AVX512row:
+	VBROADCASTSS (DX), Z0
+	VMOVAPS Z0, Z1
+	VBROADCASTSS 4(DX), Z2
+	VMOVAPS Z2, Z3
+	VBROADCASTSS 8(DX), Z4
+	VMOVAPS Z4, Z5
+	VBROADCASTSS 12(DX), Z6
+	VMOVAPS Z6, Z7
+	VBROADCASTSS 16(DX), Z8
+	VMOVAPS Z8, Z9
+	XORQ CX, CX
+	MOVQ w+16(FP), R12
+groupedRows2x5AVX512t:
+	MOVQ (R11)(CX*8), AX
+	LEAQ (SI)(AX*4), AX
+	VMOVUPS (AX), Z10
+	VMOVUPS 64(AX), Z11
+	VBROADCASTSS (R12), Z12
+	VFMADD231PS Z10, Z12, Z0
+	VFMADD231PS Z11, Z12, Z1
+	VBROADCASTSS 4(R12), Z12
+	VFMADD231PS Z10, Z12, Z2
+	VFMADD231PS Z11, Z12, Z3
+	VBROADCASTSS 8(R12), Z12
+	VFMADD231PS Z10, Z12, Z4
+	VFMADD231PS Z11, Z12, Z5
+	VBROADCASTSS 12(R12), Z12
+	VFMADD231PS Z10, Z12, Z6
+	VFMADD231PS Z11, Z12, Z7
+	VBROADCASTSS 16(R12), Z12
+	VFMADD231PS Z10, Z12, Z8
+	VFMADD231PS Z11, Z12, Z9
+	ADDQ $20, R12
+	INCQ CX
+	CMPQ CX, R10
+	JLT groupedRows2x5AVX512t
+	VPXORD Z10, Z10, Z10
+	MOVL $0x40c00000, AX
+	VPBROADCASTD AX, Z12
+	CMPQ relu+80(FP), $0
+	JEQ groupedRows2x5AVX512s
+	CMPQ relu+80(FP), $2
+	JEQ groupedRows2x5AVX5126
+	VMAXPS Z10, Z0, Z0
+	VMAXPS Z10, Z1, Z1
+	VMAXPS Z10, Z2, Z2
+	VMAXPS Z10, Z3, Z3
+	VMAXPS Z10, Z4, Z4
+	VMAXPS Z10, Z5, Z5
+	VMAXPS Z10, Z6, Z6
+	VMAXPS Z10, Z7, Z7
+	VMAXPS Z10, Z8, Z8
+	VMAXPS Z10, Z9, Z9
+	JMP groupedRows2x5AVX512s
+groupedRows2x5AVX5126:
+	VMAXPS Z0, Z10, Z0
+	VMINPS Z0, Z12, Z0
+	VMAXPS Z1, Z10, Z1
+	VMINPS Z1, Z12, Z1
+	VMAXPS Z2, Z10, Z2
+	VMINPS Z2, Z12, Z2
+	VMAXPS Z3, Z10, Z3
+	VMINPS Z3, Z12, Z3
+	VMAXPS Z4, Z10, Z4
+	VMINPS Z4, Z12, Z4
+	VMAXPS Z5, Z10, Z5
+	VMINPS Z5, Z12, Z5
+	VMAXPS Z6, Z10, Z6
+	VMINPS Z6, Z12, Z6
+	VMAXPS Z7, Z10, Z7
+	VMINPS Z7, Z12, Z7
+	VMAXPS Z8, Z10, Z8
+	VMINPS Z8, Z12, Z8
+	VMAXPS Z9, Z10, Z9
+	VMINPS Z9, Z12, Z9
+groupedRows2x5AVX512s:
+	MOVQ DI, BX
+	VMOVUPS Z0, (BX)
+	VMOVUPS Z1, K1, 64(BX)
+	ADDQ R9, BX
+	VMOVUPS Z2, (BX)
+	VMOVUPS Z3, K1, 64(BX)
+	ADDQ R9, BX
+	VMOVUPS Z4, (BX)
+	VMOVUPS Z5, K1, 64(BX)
+	ADDQ R9, BX
+	VMOVUPS Z6, (BX)
+	VMOVUPS Z7, K1, 64(BX)
+	ADDQ R9, BX
+	VMOVUPS Z8, (BX)
+	VMOVUPS Z9, K1, 64(BX)
+	ADDQ R14, SI
+	ADDQ R8, DI
+	DECQ R15
+	JNZ groupedRows2x5AVX512row
+groupedRows2x5AVX512done:
+	VZEROUPPER
+	RET
+
+// func groupedRows2x6AVX512(taps int, offs *int, w, x *float32, wq int, y *float32, ldy, ow, rows int, bias *float32, relu int)
+// For each filter f < 6 and row i < rows: y[f·ldy + i·ow + j] = bias[f] +
+// Σ_t w[t·6+f]·x[i·wq+offs[t]+j] for j < ow (17 to 32 outputs, 2 vectors, the
+// last under the mask of ow mod 16 lanes), a row at a time in 12 accumulators;
+// relu 1 applies ReLU, relu 2 ReLU6 (the depthwise row kernels' bits).
+TEXT ·groupedRows2x6AVX512(SB), NOSPLIT, $0-88
+	MOVQ taps+0(FP), R10
+	MOVQ offs+8(FP), R11
+	MOVQ x+24(FP), SI
+	MOVQ wq+32(FP), R14
+	SHLQ $2, R14
+	MOVQ y+40(FP), DI
+	MOVQ ldy+48(FP), R9
+	SHLQ $2, R9
+	MOVQ ow+56(FP), R13
+	MOVQ R13, R8
+	SHLQ $2, R8
+	MOVQ rows+64(FP), R15
+	MOVQ bias+72(FP), DX
+	MOVQ R13, CX
+	ANDQ $15, CX
+	MOVL $1, AX
+	SHLL CX, AX
+	DECL AX
+	TESTQ CX, CX
+	JNZ groupedRows2x6AVX512mask
+	MOVL $0xffff, AX
+groupedRows2x6AVX512mask:
+	KMOVW AX, K1
+	TESTQ R15, R15
+	JEQ groupedRows2x6AVX512done
+groupedRows2x6AVX512row:
+	VBROADCASTSS (DX), Z0
+	VMOVAPS Z0, Z1
+	VBROADCASTSS 4(DX), Z2
+	VMOVAPS Z2, Z3
+	VBROADCASTSS 8(DX), Z4
+	VMOVAPS Z4, Z5
+	VBROADCASTSS 12(DX), Z6
+	VMOVAPS Z6, Z7
+	VBROADCASTSS 16(DX), Z8
+	VMOVAPS Z8, Z9
+	VBROADCASTSS 20(DX), Z10
+	VMOVAPS Z10, Z11
+	XORQ CX, CX
+	MOVQ w+16(FP), R12
+groupedRows2x6AVX512t:
+	MOVQ (R11)(CX*8), AX
+	LEAQ (SI)(AX*4), AX
+	VMOVUPS (AX), Z12
+	VMOVUPS 64(AX), Z13
+	VBROADCASTSS (R12), Z14
+	VFMADD231PS Z12, Z14, Z0
+	VFMADD231PS Z13, Z14, Z1
+	VBROADCASTSS 4(R12), Z14
+	VFMADD231PS Z12, Z14, Z2
+	VFMADD231PS Z13, Z14, Z3
+	VBROADCASTSS 8(R12), Z14
+	VFMADD231PS Z12, Z14, Z4
+	VFMADD231PS Z13, Z14, Z5
+	VBROADCASTSS 12(R12), Z14
+	VFMADD231PS Z12, Z14, Z6
+	VFMADD231PS Z13, Z14, Z7
+	VBROADCASTSS 16(R12), Z14
+	VFMADD231PS Z12, Z14, Z8
+	VFMADD231PS Z13, Z14, Z9
+	VBROADCASTSS 20(R12), Z14
+	VFMADD231PS Z12, Z14, Z10
+	VFMADD231PS Z13, Z14, Z11
+	ADDQ $24, R12
+	INCQ CX
+	CMPQ CX, R10
+	JLT groupedRows2x6AVX512t
+	VPXORD Z12, Z12, Z12
+	MOVL $0x40c00000, AX
+	VPBROADCASTD AX, Z14
+	CMPQ relu+80(FP), $0
+	JEQ groupedRows2x6AVX512s
+	CMPQ relu+80(FP), $2
+	JEQ groupedRows2x6AVX5126
+	VMAXPS Z12, Z0, Z0
+	VMAXPS Z12, Z1, Z1
+	VMAXPS Z12, Z2, Z2
+	VMAXPS Z12, Z3, Z3
+	VMAXPS Z12, Z4, Z4
+	VMAXPS Z12, Z5, Z5
+	VMAXPS Z12, Z6, Z6
+	VMAXPS Z12, Z7, Z7
+	VMAXPS Z12, Z8, Z8
+	VMAXPS Z12, Z9, Z9
+	VMAXPS Z12, Z10, Z10
+	VMAXPS Z12, Z11, Z11
+	JMP groupedRows2x6AVX512s
+groupedRows2x6AVX5126:
+	VMAXPS Z0, Z12, Z0
+	VMINPS Z0, Z14, Z0
+	VMAXPS Z1, Z12, Z1
+	VMINPS Z1, Z14, Z1
+	VMAXPS Z2, Z12, Z2
+	VMINPS Z2, Z14, Z2
+	VMAXPS Z3, Z12, Z3
+	VMINPS Z3, Z14, Z3
+	VMAXPS Z4, Z12, Z4
+	VMINPS Z4, Z14, Z4
+	VMAXPS Z5, Z12, Z5
+	VMINPS Z5, Z14, Z5
+	VMAXPS Z6, Z12, Z6
+	VMINPS Z6, Z14, Z6
+	VMAXPS Z7, Z12, Z7
+	VMINPS Z7, Z14, Z7
+	VMAXPS Z8, Z12, Z8
+	VMINPS Z8, Z14, Z8
+	VMAXPS Z9, Z12, Z9
+	VMINPS Z9, Z14, Z9
+	VMAXPS Z10, Z12, Z10
+	VMINPS Z10, Z14, Z10
+	VMAXPS Z11, Z12, Z11
+	VMINPS Z11, Z14, Z11
+groupedRows2x6AVX512s:
+	MOVQ DI, BX
+	VMOVUPS Z0, (BX)
+	VMOVUPS Z1, K1, 64(BX)
+	ADDQ R9, BX
+	VMOVUPS Z2, (BX)
+	VMOVUPS Z3, K1, 64(BX)
+	ADDQ R9, BX
+	VMOVUPS Z4, (BX)
+	VMOVUPS Z5, K1, 64(BX)
+	ADDQ R9, BX
+	VMOVUPS Z6, (BX)
+	VMOVUPS Z7, K1, 64(BX)
+	ADDQ R9, BX
+	VMOVUPS Z8, (BX)
+	VMOVUPS Z9, K1, 64(BX)
+	ADDQ R9, BX
+	VMOVUPS Z10, (BX)
+	VMOVUPS Z11, K1, 64(BX)
+	ADDQ R14, SI
+	ADDQ R8, DI
+	DECQ R15
+	JNZ groupedRows2x6AVX512row
+groupedRows2x6AVX512done:
+	VZEROUPPER
+	RET
+
+// func groupedRows2x7AVX512(taps int, offs *int, w, x *float32, wq int, y *float32, ldy, ow, rows int, bias *float32, relu int)
+// For each filter f < 7 and row i < rows: y[f·ldy + i·ow + j] = bias[f] +
+// Σ_t w[t·7+f]·x[i·wq+offs[t]+j] for j < ow (17 to 32 outputs, 2 vectors, the
+// last under the mask of ow mod 16 lanes), a row at a time in 14 accumulators;
+// relu 1 applies ReLU, relu 2 ReLU6 (the depthwise row kernels' bits).
+TEXT ·groupedRows2x7AVX512(SB), NOSPLIT, $0-88
+	MOVQ taps+0(FP), R10
+	MOVQ offs+8(FP), R11
+	MOVQ x+24(FP), SI
+	MOVQ wq+32(FP), R14
+	SHLQ $2, R14
+	MOVQ y+40(FP), DI
+	MOVQ ldy+48(FP), R9
+	SHLQ $2, R9
+	MOVQ ow+56(FP), R13
+	MOVQ R13, R8
+	SHLQ $2, R8
+	MOVQ rows+64(FP), R15
+	MOVQ bias+72(FP), DX
+	MOVQ R13, CX
+	ANDQ $15, CX
+	MOVL $1, AX
+	SHLL CX, AX
+	DECL AX
+	TESTQ CX, CX
+	JNZ groupedRows2x7AVX512mask
+	MOVL $0xffff, AX
+groupedRows2x7AVX512mask:
+	KMOVW AX, K1
+	TESTQ R15, R15
+	JEQ groupedRows2x7AVX512done
+groupedRows2x7AVX512row:
+	VBROADCASTSS (DX), Z0
+	VMOVAPS Z0, Z1
+	VBROADCASTSS 4(DX), Z2
+	VMOVAPS Z2, Z3
+	VBROADCASTSS 8(DX), Z4
+	VMOVAPS Z4, Z5
+	VBROADCASTSS 12(DX), Z6
+	VMOVAPS Z6, Z7
+	VBROADCASTSS 16(DX), Z8
+	VMOVAPS Z8, Z9
+	VBROADCASTSS 20(DX), Z10
+	VMOVAPS Z10, Z11
+	VBROADCASTSS 24(DX), Z12
+	VMOVAPS Z12, Z13
+	XORQ CX, CX
+	MOVQ w+16(FP), R12
+groupedRows2x7AVX512t:
+	MOVQ (R11)(CX*8), AX
+	LEAQ (SI)(AX*4), AX
+	VMOVUPS (AX), Z14
+	VMOVUPS 64(AX), Z15
+	VBROADCASTSS (R12), Z16
+	VFMADD231PS Z14, Z16, Z0
+	VFMADD231PS Z15, Z16, Z1
+	VBROADCASTSS 4(R12), Z16
+	VFMADD231PS Z14, Z16, Z2
+	VFMADD231PS Z15, Z16, Z3
+	VBROADCASTSS 8(R12), Z16
+	VFMADD231PS Z14, Z16, Z4
+	VFMADD231PS Z15, Z16, Z5
+	VBROADCASTSS 12(R12), Z16
+	VFMADD231PS Z14, Z16, Z6
+	VFMADD231PS Z15, Z16, Z7
+	VBROADCASTSS 16(R12), Z16
+	VFMADD231PS Z14, Z16, Z8
+	VFMADD231PS Z15, Z16, Z9
+	VBROADCASTSS 20(R12), Z16
+	VFMADD231PS Z14, Z16, Z10
+	VFMADD231PS Z15, Z16, Z11
+	VBROADCASTSS 24(R12), Z16
+	VFMADD231PS Z14, Z16, Z12
+	VFMADD231PS Z15, Z16, Z13
+	ADDQ $28, R12
+	INCQ CX
+	CMPQ CX, R10
+	JLT groupedRows2x7AVX512t
+	VPXORD Z14, Z14, Z14
+	MOVL $0x40c00000, AX
+	VPBROADCASTD AX, Z16
+	CMPQ relu+80(FP), $0
+	JEQ groupedRows2x7AVX512s
+	CMPQ relu+80(FP), $2
+	JEQ groupedRows2x7AVX5126
+	VMAXPS Z14, Z0, Z0
+	VMAXPS Z14, Z1, Z1
+	VMAXPS Z14, Z2, Z2
+	VMAXPS Z14, Z3, Z3
+	VMAXPS Z14, Z4, Z4
+	VMAXPS Z14, Z5, Z5
+	VMAXPS Z14, Z6, Z6
+	VMAXPS Z14, Z7, Z7
+	VMAXPS Z14, Z8, Z8
+	VMAXPS Z14, Z9, Z9
+	VMAXPS Z14, Z10, Z10
+	VMAXPS Z14, Z11, Z11
+	VMAXPS Z14, Z12, Z12
+	VMAXPS Z14, Z13, Z13
+	JMP groupedRows2x7AVX512s
+groupedRows2x7AVX5126:
+	VMAXPS Z0, Z14, Z0
+	VMINPS Z0, Z16, Z0
+	VMAXPS Z1, Z14, Z1
+	VMINPS Z1, Z16, Z1
+	VMAXPS Z2, Z14, Z2
+	VMINPS Z2, Z16, Z2
+	VMAXPS Z3, Z14, Z3
+	VMINPS Z3, Z16, Z3
+	VMAXPS Z4, Z14, Z4
+	VMINPS Z4, Z16, Z4
+	VMAXPS Z5, Z14, Z5
+	VMINPS Z5, Z16, Z5
+	VMAXPS Z6, Z14, Z6
+	VMINPS Z6, Z16, Z6
+	VMAXPS Z7, Z14, Z7
+	VMINPS Z7, Z16, Z7
+	VMAXPS Z8, Z14, Z8
+	VMINPS Z8, Z16, Z8
+	VMAXPS Z9, Z14, Z9
+	VMINPS Z9, Z16, Z9
+	VMAXPS Z10, Z14, Z10
+	VMINPS Z10, Z16, Z10
+	VMAXPS Z11, Z14, Z11
+	VMINPS Z11, Z16, Z11
+	VMAXPS Z12, Z14, Z12
+	VMINPS Z12, Z16, Z12
+	VMAXPS Z13, Z14, Z13
+	VMINPS Z13, Z16, Z13
+groupedRows2x7AVX512s:
+	MOVQ DI, BX
+	VMOVUPS Z0, (BX)
+	VMOVUPS Z1, K1, 64(BX)
+	ADDQ R9, BX
+	VMOVUPS Z2, (BX)
+	VMOVUPS Z3, K1, 64(BX)
+	ADDQ R9, BX
+	VMOVUPS Z4, (BX)
+	VMOVUPS Z5, K1, 64(BX)
+	ADDQ R9, BX
+	VMOVUPS Z6, (BX)
+	VMOVUPS Z7, K1, 64(BX)
+	ADDQ R9, BX
+	VMOVUPS Z8, (BX)
+	VMOVUPS Z9, K1, 64(BX)
+	ADDQ R9, BX
+	VMOVUPS Z10, (BX)
+	VMOVUPS Z11, K1, 64(BX)
+	ADDQ R9, BX
+	VMOVUPS Z12, (BX)
+	VMOVUPS Z13, K1, 64(BX)
+	ADDQ R14, SI
+	ADDQ R8, DI
+	DECQ R15
+	JNZ groupedRows2x7AVX512row
+groupedRows2x7AVX512done:
+	VZEROUPPER
+	RET
+
+// func groupedRows2x8AVX512(taps int, offs *int, w, x *float32, wq int, y *float32, ldy, ow, rows int, bias *float32, relu int)
+// For each filter f < 8 and row i < rows: y[f·ldy + i·ow + j] = bias[f] +
+// Σ_t w[t·8+f]·x[i·wq+offs[t]+j] for j < ow (17 to 32 outputs, 2 vectors, the
+// last under the mask of ow mod 16 lanes), a row at a time in 16 accumulators;
+// relu 1 applies ReLU, relu 2 ReLU6 (the depthwise row kernels' bits).
+TEXT ·groupedRows2x8AVX512(SB), NOSPLIT, $0-88
+	MOVQ taps+0(FP), R10
+	MOVQ offs+8(FP), R11
+	MOVQ x+24(FP), SI
+	MOVQ wq+32(FP), R14
+	SHLQ $2, R14
+	MOVQ y+40(FP), DI
+	MOVQ ldy+48(FP), R9
+	SHLQ $2, R9
+	MOVQ ow+56(FP), R13
+	MOVQ R13, R8
+	SHLQ $2, R8
+	MOVQ rows+64(FP), R15
+	MOVQ bias+72(FP), DX
+	MOVQ R13, CX
+	ANDQ $15, CX
+	MOVL $1, AX
+	SHLL CX, AX
+	DECL AX
+	TESTQ CX, CX
+	JNZ groupedRows2x8AVX512mask
+	MOVL $0xffff, AX
+groupedRows2x8AVX512mask:
+	KMOVW AX, K1
+	TESTQ R15, R15
+	JEQ groupedRows2x8AVX512done
+groupedRows2x8AVX512row:
+	VBROADCASTSS (DX), Z0
+	VMOVAPS Z0, Z1
+	VBROADCASTSS 4(DX), Z2
+	VMOVAPS Z2, Z3
+	VBROADCASTSS 8(DX), Z4
+	VMOVAPS Z4, Z5
+	VBROADCASTSS 12(DX), Z6
+	VMOVAPS Z6, Z7
+	VBROADCASTSS 16(DX), Z8
+	VMOVAPS Z8, Z9
+	VBROADCASTSS 20(DX), Z10
+	VMOVAPS Z10, Z11
+	VBROADCASTSS 24(DX), Z12
+	VMOVAPS Z12, Z13
+	VBROADCASTSS 28(DX), Z14
+	VMOVAPS Z14, Z15
+	XORQ CX, CX
+	MOVQ w+16(FP), R12
+groupedRows2x8AVX512t:
+	MOVQ (R11)(CX*8), AX
+	LEAQ (SI)(AX*4), AX
+	VMOVUPS (AX), Z16
+	VMOVUPS 64(AX), Z17
+	VBROADCASTSS (R12), Z18
+	VFMADD231PS Z16, Z18, Z0
+	VFMADD231PS Z17, Z18, Z1
+	VBROADCASTSS 4(R12), Z18
+	VFMADD231PS Z16, Z18, Z2
+	VFMADD231PS Z17, Z18, Z3
+	VBROADCASTSS 8(R12), Z18
+	VFMADD231PS Z16, Z18, Z4
+	VFMADD231PS Z17, Z18, Z5
+	VBROADCASTSS 12(R12), Z18
+	VFMADD231PS Z16, Z18, Z6
+	VFMADD231PS Z17, Z18, Z7
+	VBROADCASTSS 16(R12), Z18
+	VFMADD231PS Z16, Z18, Z8
+	VFMADD231PS Z17, Z18, Z9
+	VBROADCASTSS 20(R12), Z18
+	VFMADD231PS Z16, Z18, Z10
+	VFMADD231PS Z17, Z18, Z11
+	VBROADCASTSS 24(R12), Z18
+	VFMADD231PS Z16, Z18, Z12
+	VFMADD231PS Z17, Z18, Z13
+	VBROADCASTSS 28(R12), Z18
+	VFMADD231PS Z16, Z18, Z14
+	VFMADD231PS Z17, Z18, Z15
+	ADDQ $32, R12
+	INCQ CX
+	CMPQ CX, R10
+	JLT groupedRows2x8AVX512t
+	VPXORD Z16, Z16, Z16
+	MOVL $0x40c00000, AX
+	VPBROADCASTD AX, Z18
+	CMPQ relu+80(FP), $0
+	JEQ groupedRows2x8AVX512s
+	CMPQ relu+80(FP), $2
+	JEQ groupedRows2x8AVX5126
+	VMAXPS Z16, Z0, Z0
+	VMAXPS Z16, Z1, Z1
+	VMAXPS Z16, Z2, Z2
+	VMAXPS Z16, Z3, Z3
+	VMAXPS Z16, Z4, Z4
+	VMAXPS Z16, Z5, Z5
+	VMAXPS Z16, Z6, Z6
+	VMAXPS Z16, Z7, Z7
+	VMAXPS Z16, Z8, Z8
+	VMAXPS Z16, Z9, Z9
+	VMAXPS Z16, Z10, Z10
+	VMAXPS Z16, Z11, Z11
+	VMAXPS Z16, Z12, Z12
+	VMAXPS Z16, Z13, Z13
+	VMAXPS Z16, Z14, Z14
+	VMAXPS Z16, Z15, Z15
+	JMP groupedRows2x8AVX512s
+groupedRows2x8AVX5126:
+	VMAXPS Z0, Z16, Z0
+	VMINPS Z0, Z18, Z0
+	VMAXPS Z1, Z16, Z1
+	VMINPS Z1, Z18, Z1
+	VMAXPS Z2, Z16, Z2
+	VMINPS Z2, Z18, Z2
+	VMAXPS Z3, Z16, Z3
+	VMINPS Z3, Z18, Z3
+	VMAXPS Z4, Z16, Z4
+	VMINPS Z4, Z18, Z4
+	VMAXPS Z5, Z16, Z5
+	VMINPS Z5, Z18, Z5
+	VMAXPS Z6, Z16, Z6
+	VMINPS Z6, Z18, Z6
+	VMAXPS Z7, Z16, Z7
+	VMINPS Z7, Z18, Z7
+	VMAXPS Z8, Z16, Z8
+	VMINPS Z8, Z18, Z8
+	VMAXPS Z9, Z16, Z9
+	VMINPS Z9, Z18, Z9
+	VMAXPS Z10, Z16, Z10
+	VMINPS Z10, Z18, Z10
+	VMAXPS Z11, Z16, Z11
+	VMINPS Z11, Z18, Z11
+	VMAXPS Z12, Z16, Z12
+	VMINPS Z12, Z18, Z12
+	VMAXPS Z13, Z16, Z13
+	VMINPS Z13, Z18, Z13
+	VMAXPS Z14, Z16, Z14
+	VMINPS Z14, Z18, Z14
+	VMAXPS Z15, Z16, Z15
+	VMINPS Z15, Z18, Z15
+groupedRows2x8AVX512s:
+	MOVQ DI, BX
+	VMOVUPS Z0, (BX)
+	VMOVUPS Z1, K1, 64(BX)
+	ADDQ R9, BX
+	VMOVUPS Z2, (BX)
+	VMOVUPS Z3, K1, 64(BX)
+	ADDQ R9, BX
+	VMOVUPS Z4, (BX)
+	VMOVUPS Z5, K1, 64(BX)
+	ADDQ R9, BX
+	VMOVUPS Z6, (BX)
+	VMOVUPS Z7, K1, 64(BX)
+	ADDQ R9, BX
+	VMOVUPS Z8, (BX)
+	VMOVUPS Z9, K1, 64(BX)
+	ADDQ R9, BX
+	VMOVUPS Z10, (BX)
+	VMOVUPS Z11, K1, 64(BX)
+	ADDQ R9, BX
+	VMOVUPS Z12, (BX)
+	VMOVUPS Z13, K1, 64(BX)
+	ADDQ R9, BX
+	VMOVUPS Z14, (BX)
+	VMOVUPS Z15, K1, 64(BX)
+	ADDQ R14, SI
+	ADDQ R8, DI
+	DECQ R15
+	JNZ groupedRows2x8AVX512row
+groupedRows2x8AVX512done:
+	VZEROUPPER
+	RET
+
+// func groupedRows3x1AVX512(taps int, offs *int, w, x *float32, wq int, y *float32, ldy, ow, rows int, bias *float32, relu int)
+// For each filter f < 1 and row i < rows: y[f·ldy + i·ow + j] = bias[f] +
+// Σ_t w[t·1+f]·x[i·wq+offs[t]+j] for j < ow (33 to 48 outputs, 3 vectors, the
+// last under the mask of ow mod 16 lanes), a row at a time in 3 accumulators;
+// relu 1 applies ReLU, relu 2 ReLU6 (the depthwise row kernels' bits).
+TEXT ·groupedRows3x1AVX512(SB), NOSPLIT, $0-88
+	MOVQ taps+0(FP), R10
+	MOVQ offs+8(FP), R11
+	MOVQ x+24(FP), SI
+	MOVQ wq+32(FP), R14
+	SHLQ $2, R14
+	MOVQ y+40(FP), DI
+	MOVQ ldy+48(FP), R9
+	SHLQ $2, R9
+	MOVQ ow+56(FP), R13
+	MOVQ R13, R8
+	SHLQ $2, R8
+	MOVQ rows+64(FP), R15
+	MOVQ bias+72(FP), DX
+	MOVQ R13, CX
+	ANDQ $15, CX
+	MOVL $1, AX
+	SHLL CX, AX
+	DECL AX
+	TESTQ CX, CX
+	JNZ groupedRows3x1AVX512mask
+	MOVL $0xffff, AX
+groupedRows3x1AVX512mask:
+	KMOVW AX, K1
+	TESTQ R15, R15
+	JEQ groupedRows3x1AVX512done
+groupedRows3x1AVX512row:
+	VBROADCASTSS (DX), Z0
+	VMOVAPS Z0, Z1
+	VMOVAPS Z0, Z2
+	XORQ CX, CX
+	MOVQ w+16(FP), R12
+groupedRows3x1AVX512t:
+	MOVQ (R11)(CX*8), AX
+	LEAQ (SI)(AX*4), AX
+	VMOVUPS (AX), Z3
+	VMOVUPS 64(AX), Z4
+	VMOVUPS 128(AX), Z5
+	VBROADCASTSS (R12), Z6
+	VFMADD231PS Z3, Z6, Z0
+	VFMADD231PS Z4, Z6, Z1
+	VFMADD231PS Z5, Z6, Z2
+	ADDQ $4, R12
+	INCQ CX
+	CMPQ CX, R10
+	JLT groupedRows3x1AVX512t
+	VPXORD Z3, Z3, Z3
+	MOVL $0x40c00000, AX
+	VPBROADCASTD AX, Z6
+	CMPQ relu+80(FP), $0
+	JEQ groupedRows3x1AVX512s
+	CMPQ relu+80(FP), $2
+	JEQ groupedRows3x1AVX5126
+	VMAXPS Z3, Z0, Z0
+	VMAXPS Z3, Z1, Z1
+	VMAXPS Z3, Z2, Z2
+	JMP groupedRows3x1AVX512s
+groupedRows3x1AVX5126:
+	VMAXPS Z0, Z3, Z0
+	VMINPS Z0, Z6, Z0
+	VMAXPS Z1, Z3, Z1
+	VMINPS Z1, Z6, Z1
+	VMAXPS Z2, Z3, Z2
+	VMINPS Z2, Z6, Z2
+groupedRows3x1AVX512s:
+	MOVQ DI, BX
+	VMOVUPS Z0, (BX)
+	VMOVUPS Z1, 64(BX)
+	VMOVUPS Z2, K1, 128(BX)
+	ADDQ R14, SI
+	ADDQ R8, DI
+	DECQ R15
+	JNZ groupedRows3x1AVX512row
+groupedRows3x1AVX512done:
+	VZEROUPPER
+	RET
+
+// func groupedRows3x2AVX512(taps int, offs *int, w, x *float32, wq int, y *float32, ldy, ow, rows int, bias *float32, relu int)
+// For each filter f < 2 and row i < rows: y[f·ldy + i·ow + j] = bias[f] +
+// Σ_t w[t·2+f]·x[i·wq+offs[t]+j] for j < ow (33 to 48 outputs, 3 vectors, the
+// last under the mask of ow mod 16 lanes), a row at a time in 6 accumulators;
+// relu 1 applies ReLU, relu 2 ReLU6 (the depthwise row kernels' bits).
+TEXT ·groupedRows3x2AVX512(SB), NOSPLIT, $0-88
+	MOVQ taps+0(FP), R10
+	MOVQ offs+8(FP), R11
+	MOVQ x+24(FP), SI
+	MOVQ wq+32(FP), R14
+	SHLQ $2, R14
+	MOVQ y+40(FP), DI
+	MOVQ ldy+48(FP), R9
+	SHLQ $2, R9
+	MOVQ ow+56(FP), R13
+	MOVQ R13, R8
+	SHLQ $2, R8
+	MOVQ rows+64(FP), R15
+	MOVQ bias+72(FP), DX
+	MOVQ R13, CX
+	ANDQ $15, CX
+	MOVL $1, AX
+	SHLL CX, AX
+	DECL AX
+	TESTQ CX, CX
+	JNZ groupedRows3x2AVX512mask
+	MOVL $0xffff, AX
+groupedRows3x2AVX512mask:
+	KMOVW AX, K1
+	TESTQ R15, R15
+	JEQ groupedRows3x2AVX512done
+groupedRows3x2AVX512row:
+	VBROADCASTSS (DX), Z0
+	VMOVAPS Z0, Z1
+	VMOVAPS Z0, Z2
+	VBROADCASTSS 4(DX), Z3
+	VMOVAPS Z3, Z4
+	VMOVAPS Z3, Z5
+	XORQ CX, CX
+	MOVQ w+16(FP), R12
+groupedRows3x2AVX512t:
+	MOVQ (R11)(CX*8), AX
+	LEAQ (SI)(AX*4), AX
+	VMOVUPS (AX), Z6
+	VMOVUPS 64(AX), Z7
+	VMOVUPS 128(AX), Z8
+	VBROADCASTSS (R12), Z9
+	VFMADD231PS Z6, Z9, Z0
+	VFMADD231PS Z7, Z9, Z1
+	VFMADD231PS Z8, Z9, Z2
+	VBROADCASTSS 4(R12), Z9
+	VFMADD231PS Z6, Z9, Z3
+	VFMADD231PS Z7, Z9, Z4
+	VFMADD231PS Z8, Z9, Z5
+	ADDQ $8, R12
+	INCQ CX
+	CMPQ CX, R10
+	JLT groupedRows3x2AVX512t
+	VPXORD Z6, Z6, Z6
+	MOVL $0x40c00000, AX
+	VPBROADCASTD AX, Z9
+	CMPQ relu+80(FP), $0
+	JEQ groupedRows3x2AVX512s
+	CMPQ relu+80(FP), $2
+	JEQ groupedRows3x2AVX5126
+	VMAXPS Z6, Z0, Z0
+	VMAXPS Z6, Z1, Z1
+	VMAXPS Z6, Z2, Z2
+	VMAXPS Z6, Z3, Z3
+	VMAXPS Z6, Z4, Z4
+	VMAXPS Z6, Z5, Z5
+	JMP groupedRows3x2AVX512s
+groupedRows3x2AVX5126:
+	VMAXPS Z0, Z6, Z0
+	VMINPS Z0, Z9, Z0
+	VMAXPS Z1, Z6, Z1
+	VMINPS Z1, Z9, Z1
+	VMAXPS Z2, Z6, Z2
+	VMINPS Z2, Z9, Z2
+	VMAXPS Z3, Z6, Z3
+	VMINPS Z3, Z9, Z3
+	VMAXPS Z4, Z6, Z4
+	VMINPS Z4, Z9, Z4
+	VMAXPS Z5, Z6, Z5
+	VMINPS Z5, Z9, Z5
+groupedRows3x2AVX512s:
+	MOVQ DI, BX
+	VMOVUPS Z0, (BX)
+	VMOVUPS Z1, 64(BX)
+	VMOVUPS Z2, K1, 128(BX)
+	ADDQ R9, BX
+	VMOVUPS Z3, (BX)
+	VMOVUPS Z4, 64(BX)
+	VMOVUPS Z5, K1, 128(BX)
+	ADDQ R14, SI
+	ADDQ R8, DI
+	DECQ R15
+	JNZ groupedRows3x2AVX512row
+groupedRows3x2AVX512done:
+	VZEROUPPER
+	RET
+
+// func groupedRows3x3AVX512(taps int, offs *int, w, x *float32, wq int, y *float32, ldy, ow, rows int, bias *float32, relu int)
+// For each filter f < 3 and row i < rows: y[f·ldy + i·ow + j] = bias[f] +
+// Σ_t w[t·3+f]·x[i·wq+offs[t]+j] for j < ow (33 to 48 outputs, 3 vectors, the
+// last under the mask of ow mod 16 lanes), a row at a time in 9 accumulators;
+// relu 1 applies ReLU, relu 2 ReLU6 (the depthwise row kernels' bits).
+TEXT ·groupedRows3x3AVX512(SB), NOSPLIT, $0-88
+	MOVQ taps+0(FP), R10
+	MOVQ offs+8(FP), R11
+	MOVQ x+24(FP), SI
+	MOVQ wq+32(FP), R14
+	SHLQ $2, R14
+	MOVQ y+40(FP), DI
+	MOVQ ldy+48(FP), R9
+	SHLQ $2, R9
+	MOVQ ow+56(FP), R13
+	MOVQ R13, R8
+	SHLQ $2, R8
+	MOVQ rows+64(FP), R15
+	MOVQ bias+72(FP), DX
+	MOVQ R13, CX
+	ANDQ $15, CX
+	MOVL $1, AX
+	SHLL CX, AX
+	DECL AX
+	TESTQ CX, CX
+	JNZ groupedRows3x3AVX512mask
+	MOVL $0xffff, AX
+groupedRows3x3AVX512mask:
+	KMOVW AX, K1
+	TESTQ R15, R15
+	JEQ groupedRows3x3AVX512done
+groupedRows3x3AVX512row:
+	VBROADCASTSS (DX), Z0
+	VMOVAPS Z0, Z1
+	VMOVAPS Z0, Z2
+	VBROADCASTSS 4(DX), Z3
+	VMOVAPS Z3, Z4
+	VMOVAPS Z3, Z5
+	VBROADCASTSS 8(DX), Z6
+	VMOVAPS Z6, Z7
+	VMOVAPS Z6, Z8
+	XORQ CX, CX
+	MOVQ w+16(FP), R12
+groupedRows3x3AVX512t:
+	MOVQ (R11)(CX*8), AX
+	LEAQ (SI)(AX*4), AX
+	VMOVUPS (AX), Z9
+	VMOVUPS 64(AX), Z10
+	VMOVUPS 128(AX), Z11
+	VBROADCASTSS (R12), Z12
+	VFMADD231PS Z9, Z12, Z0
+	VFMADD231PS Z10, Z12, Z1
+	VFMADD231PS Z11, Z12, Z2
+	VBROADCASTSS 4(R12), Z12
+	VFMADD231PS Z9, Z12, Z3
+	VFMADD231PS Z10, Z12, Z4
+	VFMADD231PS Z11, Z12, Z5
+	VBROADCASTSS 8(R12), Z12
+	VFMADD231PS Z9, Z12, Z6
+	VFMADD231PS Z10, Z12, Z7
+	VFMADD231PS Z11, Z12, Z8
+	ADDQ $12, R12
+	INCQ CX
+	CMPQ CX, R10
+	JLT groupedRows3x3AVX512t
+	VPXORD Z9, Z9, Z9
+	MOVL $0x40c00000, AX
+	VPBROADCASTD AX, Z12
+	CMPQ relu+80(FP), $0
+	JEQ groupedRows3x3AVX512s
+	CMPQ relu+80(FP), $2
+	JEQ groupedRows3x3AVX5126
+	VMAXPS Z9, Z0, Z0
+	VMAXPS Z9, Z1, Z1
+	VMAXPS Z9, Z2, Z2
+	VMAXPS Z9, Z3, Z3
+	VMAXPS Z9, Z4, Z4
+	VMAXPS Z9, Z5, Z5
+	VMAXPS Z9, Z6, Z6
+	VMAXPS Z9, Z7, Z7
+	VMAXPS Z9, Z8, Z8
+	JMP groupedRows3x3AVX512s
+groupedRows3x3AVX5126:
+	VMAXPS Z0, Z9, Z0
+	VMINPS Z0, Z12, Z0
+	VMAXPS Z1, Z9, Z1
+	VMINPS Z1, Z12, Z1
+	VMAXPS Z2, Z9, Z2
+	VMINPS Z2, Z12, Z2
+	VMAXPS Z3, Z9, Z3
+	VMINPS Z3, Z12, Z3
+	VMAXPS Z4, Z9, Z4
+	VMINPS Z4, Z12, Z4
+	VMAXPS Z5, Z9, Z5
+	VMINPS Z5, Z12, Z5
+	VMAXPS Z6, Z9, Z6
+	VMINPS Z6, Z12, Z6
+	VMAXPS Z7, Z9, Z7
+	VMINPS Z7, Z12, Z7
+	VMAXPS Z8, Z9, Z8
+	VMINPS Z8, Z12, Z8
+groupedRows3x3AVX512s:
+	MOVQ DI, BX
+	VMOVUPS Z0, (BX)
+	VMOVUPS Z1, 64(BX)
+	VMOVUPS Z2, K1, 128(BX)
+	ADDQ R9, BX
+	VMOVUPS Z3, (BX)
+	VMOVUPS Z4, 64(BX)
+	VMOVUPS Z5, K1, 128(BX)
+	ADDQ R9, BX
+	VMOVUPS Z6, (BX)
+	VMOVUPS Z7, 64(BX)
+	VMOVUPS Z8, K1, 128(BX)
+	ADDQ R14, SI
+	ADDQ R8, DI
+	DECQ R15
+	JNZ groupedRows3x3AVX512row
+groupedRows3x3AVX512done:
+	VZEROUPPER
+	RET
+
+// func groupedRows3x4AVX512(taps int, offs *int, w, x *float32, wq int, y *float32, ldy, ow, rows int, bias *float32, relu int)
+// For each filter f < 4 and row i < rows: y[f·ldy + i·ow + j] = bias[f] +
+// Σ_t w[t·4+f]·x[i·wq+offs[t]+j] for j < ow (33 to 48 outputs, 3 vectors, the
+// last under the mask of ow mod 16 lanes), a row at a time in 12 accumulators;
+// relu 1 applies ReLU, relu 2 ReLU6 (the depthwise row kernels' bits).
+TEXT ·groupedRows3x4AVX512(SB), NOSPLIT, $0-88
+	MOVQ taps+0(FP), R10
+	MOVQ offs+8(FP), R11
+	MOVQ x+24(FP), SI
+	MOVQ wq+32(FP), R14
+	SHLQ $2, R14
+	MOVQ y+40(FP), DI
+	MOVQ ldy+48(FP), R9
+	SHLQ $2, R9
+	MOVQ ow+56(FP), R13
+	MOVQ R13, R8
+	SHLQ $2, R8
+	MOVQ rows+64(FP), R15
+	MOVQ bias+72(FP), DX
+	MOVQ R13, CX
+	ANDQ $15, CX
+	MOVL $1, AX
+	SHLL CX, AX
+	DECL AX
+	TESTQ CX, CX
+	JNZ groupedRows3x4AVX512mask
+	MOVL $0xffff, AX
+groupedRows3x4AVX512mask:
+	KMOVW AX, K1
+	TESTQ R15, R15
+	JEQ groupedRows3x4AVX512done
+groupedRows3x4AVX512row:
+	VBROADCASTSS (DX), Z0
+	VMOVAPS Z0, Z1
+	VMOVAPS Z0, Z2
+	VBROADCASTSS 4(DX), Z3
+	VMOVAPS Z3, Z4
+	VMOVAPS Z3, Z5
+	VBROADCASTSS 8(DX), Z6
+	VMOVAPS Z6, Z7
+	VMOVAPS Z6, Z8
+	VBROADCASTSS 12(DX), Z9
+	VMOVAPS Z9, Z10
+	VMOVAPS Z9, Z11
+	XORQ CX, CX
+	MOVQ w+16(FP), R12
+groupedRows3x4AVX512t:
+	MOVQ (R11)(CX*8), AX
+	LEAQ (SI)(AX*4), AX
+	VMOVUPS (AX), Z12
+	VMOVUPS 64(AX), Z13
+	VMOVUPS 128(AX), Z14
+	VBROADCASTSS (R12), Z15
+	VFMADD231PS Z12, Z15, Z0
+	VFMADD231PS Z13, Z15, Z1
+	VFMADD231PS Z14, Z15, Z2
+	VBROADCASTSS 4(R12), Z15
+	VFMADD231PS Z12, Z15, Z3
+	VFMADD231PS Z13, Z15, Z4
+	VFMADD231PS Z14, Z15, Z5
+	VBROADCASTSS 8(R12), Z15
+	VFMADD231PS Z12, Z15, Z6
+	VFMADD231PS Z13, Z15, Z7
+	VFMADD231PS Z14, Z15, Z8
+	VBROADCASTSS 12(R12), Z15
+	VFMADD231PS Z12, Z15, Z9
+	VFMADD231PS Z13, Z15, Z10
+	VFMADD231PS Z14, Z15, Z11
+	ADDQ $16, R12
+	INCQ CX
+	CMPQ CX, R10
+	JLT groupedRows3x4AVX512t
+	VPXORD Z12, Z12, Z12
+	MOVL $0x40c00000, AX
+	VPBROADCASTD AX, Z15
+	CMPQ relu+80(FP), $0
+	JEQ groupedRows3x4AVX512s
+	CMPQ relu+80(FP), $2
+	JEQ groupedRows3x4AVX5126
+	VMAXPS Z12, Z0, Z0
+	VMAXPS Z12, Z1, Z1
+	VMAXPS Z12, Z2, Z2
+	VMAXPS Z12, Z3, Z3
+	VMAXPS Z12, Z4, Z4
+	VMAXPS Z12, Z5, Z5
+	VMAXPS Z12, Z6, Z6
+	VMAXPS Z12, Z7, Z7
+	VMAXPS Z12, Z8, Z8
+	VMAXPS Z12, Z9, Z9
+	VMAXPS Z12, Z10, Z10
+	VMAXPS Z12, Z11, Z11
+	JMP groupedRows3x4AVX512s
+groupedRows3x4AVX5126:
+	VMAXPS Z0, Z12, Z0
+	VMINPS Z0, Z15, Z0
+	VMAXPS Z1, Z12, Z1
+	VMINPS Z1, Z15, Z1
+	VMAXPS Z2, Z12, Z2
+	VMINPS Z2, Z15, Z2
+	VMAXPS Z3, Z12, Z3
+	VMINPS Z3, Z15, Z3
+	VMAXPS Z4, Z12, Z4
+	VMINPS Z4, Z15, Z4
+	VMAXPS Z5, Z12, Z5
+	VMINPS Z5, Z15, Z5
+	VMAXPS Z6, Z12, Z6
+	VMINPS Z6, Z15, Z6
+	VMAXPS Z7, Z12, Z7
+	VMINPS Z7, Z15, Z7
+	VMAXPS Z8, Z12, Z8
+	VMINPS Z8, Z15, Z8
+	VMAXPS Z9, Z12, Z9
+	VMINPS Z9, Z15, Z9
+	VMAXPS Z10, Z12, Z10
+	VMINPS Z10, Z15, Z10
+	VMAXPS Z11, Z12, Z11
+	VMINPS Z11, Z15, Z11
+groupedRows3x4AVX512s:
+	MOVQ DI, BX
+	VMOVUPS Z0, (BX)
+	VMOVUPS Z1, 64(BX)
+	VMOVUPS Z2, K1, 128(BX)
+	ADDQ R9, BX
+	VMOVUPS Z3, (BX)
+	VMOVUPS Z4, 64(BX)
+	VMOVUPS Z5, K1, 128(BX)
+	ADDQ R9, BX
+	VMOVUPS Z6, (BX)
+	VMOVUPS Z7, 64(BX)
+	VMOVUPS Z8, K1, 128(BX)
+	ADDQ R9, BX
+	VMOVUPS Z9, (BX)
+	VMOVUPS Z10, 64(BX)
+	VMOVUPS Z11, K1, 128(BX)
+	ADDQ R14, SI
+	ADDQ R8, DI
+	DECQ R15
+	JNZ groupedRows3x4AVX512row
+groupedRows3x4AVX512done:
+	VZEROUPPER
+	RET
+
+// func groupedRows3x5AVX512(taps int, offs *int, w, x *float32, wq int, y *float32, ldy, ow, rows int, bias *float32, relu int)
+// For each filter f < 5 and row i < rows: y[f·ldy + i·ow + j] = bias[f] +
+// Σ_t w[t·5+f]·x[i·wq+offs[t]+j] for j < ow (33 to 48 outputs, 3 vectors, the
+// last under the mask of ow mod 16 lanes), a row at a time in 15 accumulators;
+// relu 1 applies ReLU, relu 2 ReLU6 (the depthwise row kernels' bits).
+TEXT ·groupedRows3x5AVX512(SB), NOSPLIT, $0-88
+	MOVQ taps+0(FP), R10
+	MOVQ offs+8(FP), R11
+	MOVQ x+24(FP), SI
+	MOVQ wq+32(FP), R14
+	SHLQ $2, R14
+	MOVQ y+40(FP), DI
+	MOVQ ldy+48(FP), R9
+	SHLQ $2, R9
+	MOVQ ow+56(FP), R13
+	MOVQ R13, R8
+	SHLQ $2, R8
+	MOVQ rows+64(FP), R15
+	MOVQ bias+72(FP), DX
+	MOVQ R13, CX
+	ANDQ $15, CX
+	MOVL $1, AX
+	SHLL CX, AX
+	DECL AX
+	TESTQ CX, CX
+	JNZ groupedRows3x5AVX512mask
+	MOVL $0xffff, AX
+groupedRows3x5AVX512mask:
+	KMOVW AX, K1
+	TESTQ R15, R15
+	JEQ groupedRows3x5AVX512done
+groupedRows3x5AVX512row:
+	VBROADCASTSS (DX), Z0
+	VMOVAPS Z0, Z1
+	VMOVAPS Z0, Z2
+	VBROADCASTSS 4(DX), Z3
+	VMOVAPS Z3, Z4
+	VMOVAPS Z3, Z5
+	VBROADCASTSS 8(DX), Z6
+	VMOVAPS Z6, Z7
+	VMOVAPS Z6, Z8
+	VBROADCASTSS 12(DX), Z9
+	VMOVAPS Z9, Z10
+	VMOVAPS Z9, Z11
+	VBROADCASTSS 16(DX), Z12
+	VMOVAPS Z12, Z13
+	VMOVAPS Z12, Z14
+	XORQ CX, CX
+	MOVQ w+16(FP), R12
+groupedRows3x5AVX512t:
+	MOVQ (R11)(CX*8), AX
+	LEAQ (SI)(AX*4), AX
+	VMOVUPS (AX), Z15
+	VMOVUPS 64(AX), Z16
+	VMOVUPS 128(AX), Z17
+	VBROADCASTSS (R12), Z18
+	VFMADD231PS Z15, Z18, Z0
+	VFMADD231PS Z16, Z18, Z1
+	VFMADD231PS Z17, Z18, Z2
+	VBROADCASTSS 4(R12), Z18
+	VFMADD231PS Z15, Z18, Z3
+	VFMADD231PS Z16, Z18, Z4
+	VFMADD231PS Z17, Z18, Z5
+	VBROADCASTSS 8(R12), Z18
+	VFMADD231PS Z15, Z18, Z6
+	VFMADD231PS Z16, Z18, Z7
+	VFMADD231PS Z17, Z18, Z8
+	VBROADCASTSS 12(R12), Z18
+	VFMADD231PS Z15, Z18, Z9
+	VFMADD231PS Z16, Z18, Z10
+	VFMADD231PS Z17, Z18, Z11
+	VBROADCASTSS 16(R12), Z18
+	VFMADD231PS Z15, Z18, Z12
+	VFMADD231PS Z16, Z18, Z13
+	VFMADD231PS Z17, Z18, Z14
+	ADDQ $20, R12
+	INCQ CX
+	CMPQ CX, R10
+	JLT groupedRows3x5AVX512t
+	VPXORD Z15, Z15, Z15
+	MOVL $0x40c00000, AX
+	VPBROADCASTD AX, Z18
+	CMPQ relu+80(FP), $0
+	JEQ groupedRows3x5AVX512s
+	CMPQ relu+80(FP), $2
+	JEQ groupedRows3x5AVX5126
+	VMAXPS Z15, Z0, Z0
+	VMAXPS Z15, Z1, Z1
+	VMAXPS Z15, Z2, Z2
+	VMAXPS Z15, Z3, Z3
+	VMAXPS Z15, Z4, Z4
+	VMAXPS Z15, Z5, Z5
+	VMAXPS Z15, Z6, Z6
+	VMAXPS Z15, Z7, Z7
+	VMAXPS Z15, Z8, Z8
+	VMAXPS Z15, Z9, Z9
+	VMAXPS Z15, Z10, Z10
+	VMAXPS Z15, Z11, Z11
+	VMAXPS Z15, Z12, Z12
+	VMAXPS Z15, Z13, Z13
+	VMAXPS Z15, Z14, Z14
+	JMP groupedRows3x5AVX512s
+groupedRows3x5AVX5126:
+	VMAXPS Z0, Z15, Z0
+	VMINPS Z0, Z18, Z0
+	VMAXPS Z1, Z15, Z1
+	VMINPS Z1, Z18, Z1
+	VMAXPS Z2, Z15, Z2
+	VMINPS Z2, Z18, Z2
+	VMAXPS Z3, Z15, Z3
+	VMINPS Z3, Z18, Z3
+	VMAXPS Z4, Z15, Z4
+	VMINPS Z4, Z18, Z4
+	VMAXPS Z5, Z15, Z5
+	VMINPS Z5, Z18, Z5
+	VMAXPS Z6, Z15, Z6
+	VMINPS Z6, Z18, Z6
+	VMAXPS Z7, Z15, Z7
+	VMINPS Z7, Z18, Z7
+	VMAXPS Z8, Z15, Z8
+	VMINPS Z8, Z18, Z8
+	VMAXPS Z9, Z15, Z9
+	VMINPS Z9, Z18, Z9
+	VMAXPS Z10, Z15, Z10
+	VMINPS Z10, Z18, Z10
+	VMAXPS Z11, Z15, Z11
+	VMINPS Z11, Z18, Z11
+	VMAXPS Z12, Z15, Z12
+	VMINPS Z12, Z18, Z12
+	VMAXPS Z13, Z15, Z13
+	VMINPS Z13, Z18, Z13
+	VMAXPS Z14, Z15, Z14
+	VMINPS Z14, Z18, Z14
+groupedRows3x5AVX512s:
+	MOVQ DI, BX
+	VMOVUPS Z0, (BX)
+	VMOVUPS Z1, 64(BX)
+	VMOVUPS Z2, K1, 128(BX)
+	ADDQ R9, BX
+	VMOVUPS Z3, (BX)
+	VMOVUPS Z4, 64(BX)
+	VMOVUPS Z5, K1, 128(BX)
+	ADDQ R9, BX
+	VMOVUPS Z6, (BX)
+	VMOVUPS Z7, 64(BX)
+	VMOVUPS Z8, K1, 128(BX)
+	ADDQ R9, BX
+	VMOVUPS Z9, (BX)
+	VMOVUPS Z10, 64(BX)
+	VMOVUPS Z11, K1, 128(BX)
+	ADDQ R9, BX
+	VMOVUPS Z12, (BX)
+	VMOVUPS Z13, 64(BX)
+	VMOVUPS Z14, K1, 128(BX)
+	ADDQ R14, SI
+	ADDQ R8, DI
+	DECQ R15
+	JNZ groupedRows3x5AVX512row
+groupedRows3x5AVX512done:
+	VZEROUPPER
+	RET
+
+// func groupedRows3x6AVX512(taps int, offs *int, w, x *float32, wq int, y *float32, ldy, ow, rows int, bias *float32, relu int)
+// For each filter f < 6 and row i < rows: y[f·ldy + i·ow + j] = bias[f] +
+// Σ_t w[t·6+f]·x[i·wq+offs[t]+j] for j < ow (33 to 48 outputs, 3 vectors, the
+// last under the mask of ow mod 16 lanes), a row at a time in 18 accumulators;
+// relu 1 applies ReLU, relu 2 ReLU6 (the depthwise row kernels' bits).
+TEXT ·groupedRows3x6AVX512(SB), NOSPLIT, $0-88
+	MOVQ taps+0(FP), R10
+	MOVQ offs+8(FP), R11
+	MOVQ x+24(FP), SI
+	MOVQ wq+32(FP), R14
+	SHLQ $2, R14
+	MOVQ y+40(FP), DI
+	MOVQ ldy+48(FP), R9
+	SHLQ $2, R9
+	MOVQ ow+56(FP), R13
+	MOVQ R13, R8
+	SHLQ $2, R8
+	MOVQ rows+64(FP), R15
+	MOVQ bias+72(FP), DX
+	MOVQ R13, CX
+	ANDQ $15, CX
+	MOVL $1, AX
+	SHLL CX, AX
+	DECL AX
+	TESTQ CX, CX
+	JNZ groupedRows3x6AVX512mask
+	MOVL $0xffff, AX
+groupedRows3x6AVX512mask:
+	KMOVW AX, K1
+	TESTQ R15, R15
+	JEQ groupedRows3x6AVX512done
+groupedRows3x6AVX512row:
+	VBROADCASTSS (DX), Z0
+	VMOVAPS Z0, Z1
+	VMOVAPS Z0, Z2
+	VBROADCASTSS 4(DX), Z3
+	VMOVAPS Z3, Z4
+	VMOVAPS Z3, Z5
+	VBROADCASTSS 8(DX), Z6
+	VMOVAPS Z6, Z7
+	VMOVAPS Z6, Z8
+	VBROADCASTSS 12(DX), Z9
+	VMOVAPS Z9, Z10
+	VMOVAPS Z9, Z11
+	VBROADCASTSS 16(DX), Z12
+	VMOVAPS Z12, Z13
+	VMOVAPS Z12, Z14
+	VBROADCASTSS 20(DX), Z15
+	VMOVAPS Z15, Z16
+	VMOVAPS Z15, Z17
+	XORQ CX, CX
+	MOVQ w+16(FP), R12
+groupedRows3x6AVX512t:
+	MOVQ (R11)(CX*8), AX
+	LEAQ (SI)(AX*4), AX
+	VMOVUPS (AX), Z18
+	VMOVUPS 64(AX), Z19
+	VMOVUPS 128(AX), Z20
+	VBROADCASTSS (R12), Z21
+	VFMADD231PS Z18, Z21, Z0
+	VFMADD231PS Z19, Z21, Z1
+	VFMADD231PS Z20, Z21, Z2
+	VBROADCASTSS 4(R12), Z21
+	VFMADD231PS Z18, Z21, Z3
+	VFMADD231PS Z19, Z21, Z4
+	VFMADD231PS Z20, Z21, Z5
+	VBROADCASTSS 8(R12), Z21
+	VFMADD231PS Z18, Z21, Z6
+	VFMADD231PS Z19, Z21, Z7
+	VFMADD231PS Z20, Z21, Z8
+	VBROADCASTSS 12(R12), Z21
+	VFMADD231PS Z18, Z21, Z9
+	VFMADD231PS Z19, Z21, Z10
+	VFMADD231PS Z20, Z21, Z11
+	VBROADCASTSS 16(R12), Z21
+	VFMADD231PS Z18, Z21, Z12
+	VFMADD231PS Z19, Z21, Z13
+	VFMADD231PS Z20, Z21, Z14
+	VBROADCASTSS 20(R12), Z21
+	VFMADD231PS Z18, Z21, Z15
+	VFMADD231PS Z19, Z21, Z16
+	VFMADD231PS Z20, Z21, Z17
+	ADDQ $24, R12
+	INCQ CX
+	CMPQ CX, R10
+	JLT groupedRows3x6AVX512t
+	VPXORD Z18, Z18, Z18
+	MOVL $0x40c00000, AX
+	VPBROADCASTD AX, Z21
+	CMPQ relu+80(FP), $0
+	JEQ groupedRows3x6AVX512s
+	CMPQ relu+80(FP), $2
+	JEQ groupedRows3x6AVX5126
+	VMAXPS Z18, Z0, Z0
+	VMAXPS Z18, Z1, Z1
+	VMAXPS Z18, Z2, Z2
+	VMAXPS Z18, Z3, Z3
+	VMAXPS Z18, Z4, Z4
+	VMAXPS Z18, Z5, Z5
+	VMAXPS Z18, Z6, Z6
+	VMAXPS Z18, Z7, Z7
+	VMAXPS Z18, Z8, Z8
+	VMAXPS Z18, Z9, Z9
+	VMAXPS Z18, Z10, Z10
+	VMAXPS Z18, Z11, Z11
+	VMAXPS Z18, Z12, Z12
+	VMAXPS Z18, Z13, Z13
+	VMAXPS Z18, Z14, Z14
+	VMAXPS Z18, Z15, Z15
+	VMAXPS Z18, Z16, Z16
+	VMAXPS Z18, Z17, Z17
+	JMP groupedRows3x6AVX512s
+groupedRows3x6AVX5126:
+	VMAXPS Z0, Z18, Z0
+	VMINPS Z0, Z21, Z0
+	VMAXPS Z1, Z18, Z1
+	VMINPS Z1, Z21, Z1
+	VMAXPS Z2, Z18, Z2
+	VMINPS Z2, Z21, Z2
+	VMAXPS Z3, Z18, Z3
+	VMINPS Z3, Z21, Z3
+	VMAXPS Z4, Z18, Z4
+	VMINPS Z4, Z21, Z4
+	VMAXPS Z5, Z18, Z5
+	VMINPS Z5, Z21, Z5
+	VMAXPS Z6, Z18, Z6
+	VMINPS Z6, Z21, Z6
+	VMAXPS Z7, Z18, Z7
+	VMINPS Z7, Z21, Z7
+	VMAXPS Z8, Z18, Z8
+	VMINPS Z8, Z21, Z8
+	VMAXPS Z9, Z18, Z9
+	VMINPS Z9, Z21, Z9
+	VMAXPS Z10, Z18, Z10
+	VMINPS Z10, Z21, Z10
+	VMAXPS Z11, Z18, Z11
+	VMINPS Z11, Z21, Z11
+	VMAXPS Z12, Z18, Z12
+	VMINPS Z12, Z21, Z12
+	VMAXPS Z13, Z18, Z13
+	VMINPS Z13, Z21, Z13
+	VMAXPS Z14, Z18, Z14
+	VMINPS Z14, Z21, Z14
+	VMAXPS Z15, Z18, Z15
+	VMINPS Z15, Z21, Z15
+	VMAXPS Z16, Z18, Z16
+	VMINPS Z16, Z21, Z16
+	VMAXPS Z17, Z18, Z17
+	VMINPS Z17, Z21, Z17
+groupedRows3x6AVX512s:
+	MOVQ DI, BX
+	VMOVUPS Z0, (BX)
+	VMOVUPS Z1, 64(BX)
+	VMOVUPS Z2, K1, 128(BX)
+	ADDQ R9, BX
+	VMOVUPS Z3, (BX)
+	VMOVUPS Z4, 64(BX)
+	VMOVUPS Z5, K1, 128(BX)
+	ADDQ R9, BX
+	VMOVUPS Z6, (BX)
+	VMOVUPS Z7, 64(BX)
+	VMOVUPS Z8, K1, 128(BX)
+	ADDQ R9, BX
+	VMOVUPS Z9, (BX)
+	VMOVUPS Z10, 64(BX)
+	VMOVUPS Z11, K1, 128(BX)
+	ADDQ R9, BX
+	VMOVUPS Z12, (BX)
+	VMOVUPS Z13, 64(BX)
+	VMOVUPS Z14, K1, 128(BX)
+	ADDQ R9, BX
+	VMOVUPS Z15, (BX)
+	VMOVUPS Z16, 64(BX)
+	VMOVUPS Z17, K1, 128(BX)
+	ADDQ R14, SI
+	ADDQ R8, DI
+	DECQ R15
+	JNZ groupedRows3x6AVX512row
+groupedRows3x6AVX512done:
+	VZEROUPPER
+	RET
+
+// func groupedRows3x7AVX512(taps int, offs *int, w, x *float32, wq int, y *float32, ldy, ow, rows int, bias *float32, relu int)
+// For each filter f < 7 and row i < rows: y[f·ldy + i·ow + j] = bias[f] +
+// Σ_t w[t·7+f]·x[i·wq+offs[t]+j] for j < ow (33 to 48 outputs, 3 vectors, the
+// last under the mask of ow mod 16 lanes), a row at a time in 21 accumulators;
+// relu 1 applies ReLU, relu 2 ReLU6 (the depthwise row kernels' bits).
+TEXT ·groupedRows3x7AVX512(SB), NOSPLIT, $0-88
+	MOVQ taps+0(FP), R10
+	MOVQ offs+8(FP), R11
+	MOVQ x+24(FP), SI
+	MOVQ wq+32(FP), R14
+	SHLQ $2, R14
+	MOVQ y+40(FP), DI
+	MOVQ ldy+48(FP), R9
+	SHLQ $2, R9
+	MOVQ ow+56(FP), R13
+	MOVQ R13, R8
+	SHLQ $2, R8
+	MOVQ rows+64(FP), R15
+	MOVQ bias+72(FP), DX
+	MOVQ R13, CX
+	ANDQ $15, CX
+	MOVL $1, AX
+	SHLL CX, AX
+	DECL AX
+	TESTQ CX, CX
+	JNZ groupedRows3x7AVX512mask
+	MOVL $0xffff, AX
+groupedRows3x7AVX512mask:
+	KMOVW AX, K1
+	TESTQ R15, R15
+	JEQ groupedRows3x7AVX512done
+groupedRows3x7AVX512row:
+	VBROADCASTSS (DX), Z0
+	VMOVAPS Z0, Z1
+	VMOVAPS Z0, Z2
+	VBROADCASTSS 4(DX), Z3
+	VMOVAPS Z3, Z4
+	VMOVAPS Z3, Z5
+	VBROADCASTSS 8(DX), Z6
+	VMOVAPS Z6, Z7
+	VMOVAPS Z6, Z8
+	VBROADCASTSS 12(DX), Z9
+	VMOVAPS Z9, Z10
+	VMOVAPS Z9, Z11
+	VBROADCASTSS 16(DX), Z12
+	VMOVAPS Z12, Z13
+	VMOVAPS Z12, Z14
+	VBROADCASTSS 20(DX), Z15
+	VMOVAPS Z15, Z16
+	VMOVAPS Z15, Z17
+	VBROADCASTSS 24(DX), Z18
+	VMOVAPS Z18, Z19
+	VMOVAPS Z18, Z20
+	XORQ CX, CX
+	MOVQ w+16(FP), R12
+groupedRows3x7AVX512t:
+	MOVQ (R11)(CX*8), AX
+	LEAQ (SI)(AX*4), AX
+	VMOVUPS (AX), Z21
+	VMOVUPS 64(AX), Z22
+	VMOVUPS 128(AX), Z23
+	VBROADCASTSS (R12), Z24
+	VFMADD231PS Z21, Z24, Z0
+	VFMADD231PS Z22, Z24, Z1
+	VFMADD231PS Z23, Z24, Z2
+	VBROADCASTSS 4(R12), Z24
+	VFMADD231PS Z21, Z24, Z3
+	VFMADD231PS Z22, Z24, Z4
+	VFMADD231PS Z23, Z24, Z5
+	VBROADCASTSS 8(R12), Z24
+	VFMADD231PS Z21, Z24, Z6
+	VFMADD231PS Z22, Z24, Z7
+	VFMADD231PS Z23, Z24, Z8
+	VBROADCASTSS 12(R12), Z24
+	VFMADD231PS Z21, Z24, Z9
+	VFMADD231PS Z22, Z24, Z10
+	VFMADD231PS Z23, Z24, Z11
+	VBROADCASTSS 16(R12), Z24
+	VFMADD231PS Z21, Z24, Z12
+	VFMADD231PS Z22, Z24, Z13
+	VFMADD231PS Z23, Z24, Z14
+	VBROADCASTSS 20(R12), Z24
+	VFMADD231PS Z21, Z24, Z15
+	VFMADD231PS Z22, Z24, Z16
+	VFMADD231PS Z23, Z24, Z17
+	VBROADCASTSS 24(R12), Z24
+	VFMADD231PS Z21, Z24, Z18
+	VFMADD231PS Z22, Z24, Z19
+	VFMADD231PS Z23, Z24, Z20
+	ADDQ $28, R12
+	INCQ CX
+	CMPQ CX, R10
+	JLT groupedRows3x7AVX512t
+	VPXORD Z21, Z21, Z21
+	MOVL $0x40c00000, AX
+	VPBROADCASTD AX, Z24
+	CMPQ relu+80(FP), $0
+	JEQ groupedRows3x7AVX512s
+	CMPQ relu+80(FP), $2
+	JEQ groupedRows3x7AVX5126
+	VMAXPS Z21, Z0, Z0
+	VMAXPS Z21, Z1, Z1
+	VMAXPS Z21, Z2, Z2
+	VMAXPS Z21, Z3, Z3
+	VMAXPS Z21, Z4, Z4
+	VMAXPS Z21, Z5, Z5
+	VMAXPS Z21, Z6, Z6
+	VMAXPS Z21, Z7, Z7
+	VMAXPS Z21, Z8, Z8
+	VMAXPS Z21, Z9, Z9
+	VMAXPS Z21, Z10, Z10
+	VMAXPS Z21, Z11, Z11
+	VMAXPS Z21, Z12, Z12
+	VMAXPS Z21, Z13, Z13
+	VMAXPS Z21, Z14, Z14
+	VMAXPS Z21, Z15, Z15
+	VMAXPS Z21, Z16, Z16
+	VMAXPS Z21, Z17, Z17
+	VMAXPS Z21, Z18, Z18
+	VMAXPS Z21, Z19, Z19
+	VMAXPS Z21, Z20, Z20
+	JMP groupedRows3x7AVX512s
+groupedRows3x7AVX5126:
+	VMAXPS Z0, Z21, Z0
+	VMINPS Z0, Z24, Z0
+	VMAXPS Z1, Z21, Z1
+	VMINPS Z1, Z24, Z1
+	VMAXPS Z2, Z21, Z2
+	VMINPS Z2, Z24, Z2
+	VMAXPS Z3, Z21, Z3
+	VMINPS Z3, Z24, Z3
+	VMAXPS Z4, Z21, Z4
+	VMINPS Z4, Z24, Z4
+	VMAXPS Z5, Z21, Z5
+	VMINPS Z5, Z24, Z5
+	VMAXPS Z6, Z21, Z6
+	VMINPS Z6, Z24, Z6
+	VMAXPS Z7, Z21, Z7
+	VMINPS Z7, Z24, Z7
+	VMAXPS Z8, Z21, Z8
+	VMINPS Z8, Z24, Z8
+	VMAXPS Z9, Z21, Z9
+	VMINPS Z9, Z24, Z9
+	VMAXPS Z10, Z21, Z10
+	VMINPS Z10, Z24, Z10
+	VMAXPS Z11, Z21, Z11
+	VMINPS Z11, Z24, Z11
+	VMAXPS Z12, Z21, Z12
+	VMINPS Z12, Z24, Z12
+	VMAXPS Z13, Z21, Z13
+	VMINPS Z13, Z24, Z13
+	VMAXPS Z14, Z21, Z14
+	VMINPS Z14, Z24, Z14
+	VMAXPS Z15, Z21, Z15
+	VMINPS Z15, Z24, Z15
+	VMAXPS Z16, Z21, Z16
+	VMINPS Z16, Z24, Z16
+	VMAXPS Z17, Z21, Z17
+	VMINPS Z17, Z24, Z17
+	VMAXPS Z18, Z21, Z18
+	VMINPS Z18, Z24, Z18
+	VMAXPS Z19, Z21, Z19
+	VMINPS Z19, Z24, Z19
+	VMAXPS Z20, Z21, Z20
+	VMINPS Z20, Z24, Z20
+groupedRows3x7AVX512s:
+	MOVQ DI, BX
+	VMOVUPS Z0, (BX)
+	VMOVUPS Z1, 64(BX)
+	VMOVUPS Z2, K1, 128(BX)
+	ADDQ R9, BX
+	VMOVUPS Z3, (BX)
+	VMOVUPS Z4, 64(BX)
+	VMOVUPS Z5, K1, 128(BX)
+	ADDQ R9, BX
+	VMOVUPS Z6, (BX)
+	VMOVUPS Z7, 64(BX)
+	VMOVUPS Z8, K1, 128(BX)
+	ADDQ R9, BX
+	VMOVUPS Z9, (BX)
+	VMOVUPS Z10, 64(BX)
+	VMOVUPS Z11, K1, 128(BX)
+	ADDQ R9, BX
+	VMOVUPS Z12, (BX)
+	VMOVUPS Z13, 64(BX)
+	VMOVUPS Z14, K1, 128(BX)
+	ADDQ R9, BX
+	VMOVUPS Z15, (BX)
+	VMOVUPS Z16, 64(BX)
+	VMOVUPS Z17, K1, 128(BX)
+	ADDQ R9, BX
+	VMOVUPS Z18, (BX)
+	VMOVUPS Z19, 64(BX)
+	VMOVUPS Z20, K1, 128(BX)
+	ADDQ R14, SI
+	ADDQ R8, DI
+	DECQ R15
+	JNZ groupedRows3x7AVX512row
+groupedRows3x7AVX512done:
+	VZEROUPPER
+	RET
+
+// func groupedRows3x8AVX512(taps int, offs *int, w, x *float32, wq int, y *float32, ldy, ow, rows int, bias *float32, relu int)
+// For each filter f < 8 and row i < rows: y[f·ldy + i·ow + j] = bias[f] +
+// Σ_t w[t·8+f]·x[i·wq+offs[t]+j] for j < ow (33 to 48 outputs, 3 vectors, the
+// last under the mask of ow mod 16 lanes), a row at a time in 24 accumulators;
+// relu 1 applies ReLU, relu 2 ReLU6 (the depthwise row kernels' bits).
+TEXT ·groupedRows3x8AVX512(SB), NOSPLIT, $0-88
+	MOVQ taps+0(FP), R10
+	MOVQ offs+8(FP), R11
+	MOVQ x+24(FP), SI
+	MOVQ wq+32(FP), R14
+	SHLQ $2, R14
+	MOVQ y+40(FP), DI
+	MOVQ ldy+48(FP), R9
+	SHLQ $2, R9
+	MOVQ ow+56(FP), R13
+	MOVQ R13, R8
+	SHLQ $2, R8
+	MOVQ rows+64(FP), R15
+	MOVQ bias+72(FP), DX
+	MOVQ R13, CX
+	ANDQ $15, CX
+	MOVL $1, AX
+	SHLL CX, AX
+	DECL AX
+	TESTQ CX, CX
+	JNZ groupedRows3x8AVX512mask
+	MOVL $0xffff, AX
+groupedRows3x8AVX512mask:
+	KMOVW AX, K1
+	TESTQ R15, R15
+	JEQ groupedRows3x8AVX512done
+groupedRows3x8AVX512row:
+	VBROADCASTSS (DX), Z0
+	VMOVAPS Z0, Z1
+	VMOVAPS Z0, Z2
+	VBROADCASTSS 4(DX), Z3
+	VMOVAPS Z3, Z4
+	VMOVAPS Z3, Z5
+	VBROADCASTSS 8(DX), Z6
+	VMOVAPS Z6, Z7
+	VMOVAPS Z6, Z8
+	VBROADCASTSS 12(DX), Z9
+	VMOVAPS Z9, Z10
+	VMOVAPS Z9, Z11
+	VBROADCASTSS 16(DX), Z12
+	VMOVAPS Z12, Z13
+	VMOVAPS Z12, Z14
+	VBROADCASTSS 20(DX), Z15
+	VMOVAPS Z15, Z16
+	VMOVAPS Z15, Z17
+	VBROADCASTSS 24(DX), Z18
+	VMOVAPS Z18, Z19
+	VMOVAPS Z18, Z20
+	VBROADCASTSS 28(DX), Z21
+	VMOVAPS Z21, Z22
+	VMOVAPS Z21, Z23
+	XORQ CX, CX
+	MOVQ w+16(FP), R12
+groupedRows3x8AVX512t:
+	MOVQ (R11)(CX*8), AX
+	LEAQ (SI)(AX*4), AX
+	VMOVUPS (AX), Z24
+	VMOVUPS 64(AX), Z25
+	VMOVUPS 128(AX), Z26
+	VBROADCASTSS (R12), Z27
+	VFMADD231PS Z24, Z27, Z0
+	VFMADD231PS Z25, Z27, Z1
+	VFMADD231PS Z26, Z27, Z2
+	VBROADCASTSS 4(R12), Z27
+	VFMADD231PS Z24, Z27, Z3
+	VFMADD231PS Z25, Z27, Z4
+	VFMADD231PS Z26, Z27, Z5
+	VBROADCASTSS 8(R12), Z27
+	VFMADD231PS Z24, Z27, Z6
+	VFMADD231PS Z25, Z27, Z7
+	VFMADD231PS Z26, Z27, Z8
+	VBROADCASTSS 12(R12), Z27
+	VFMADD231PS Z24, Z27, Z9
+	VFMADD231PS Z25, Z27, Z10
+	VFMADD231PS Z26, Z27, Z11
+	VBROADCASTSS 16(R12), Z27
+	VFMADD231PS Z24, Z27, Z12
+	VFMADD231PS Z25, Z27, Z13
+	VFMADD231PS Z26, Z27, Z14
+	VBROADCASTSS 20(R12), Z27
+	VFMADD231PS Z24, Z27, Z15
+	VFMADD231PS Z25, Z27, Z16
+	VFMADD231PS Z26, Z27, Z17
+	VBROADCASTSS 24(R12), Z27
+	VFMADD231PS Z24, Z27, Z18
+	VFMADD231PS Z25, Z27, Z19
+	VFMADD231PS Z26, Z27, Z20
+	VBROADCASTSS 28(R12), Z27
+	VFMADD231PS Z24, Z27, Z21
+	VFMADD231PS Z25, Z27, Z22
+	VFMADD231PS Z26, Z27, Z23
+	ADDQ $32, R12
+	INCQ CX
+	CMPQ CX, R10
+	JLT groupedRows3x8AVX512t
+	VPXORD Z24, Z24, Z24
+	MOVL $0x40c00000, AX
+	VPBROADCASTD AX, Z27
+	CMPQ relu+80(FP), $0
+	JEQ groupedRows3x8AVX512s
+	CMPQ relu+80(FP), $2
+	JEQ groupedRows3x8AVX5126
+	VMAXPS Z24, Z0, Z0
+	VMAXPS Z24, Z1, Z1
+	VMAXPS Z24, Z2, Z2
+	VMAXPS Z24, Z3, Z3
+	VMAXPS Z24, Z4, Z4
+	VMAXPS Z24, Z5, Z5
+	VMAXPS Z24, Z6, Z6
+	VMAXPS Z24, Z7, Z7
+	VMAXPS Z24, Z8, Z8
+	VMAXPS Z24, Z9, Z9
+	VMAXPS Z24, Z10, Z10
+	VMAXPS Z24, Z11, Z11
+	VMAXPS Z24, Z12, Z12
+	VMAXPS Z24, Z13, Z13
+	VMAXPS Z24, Z14, Z14
+	VMAXPS Z24, Z15, Z15
+	VMAXPS Z24, Z16, Z16
+	VMAXPS Z24, Z17, Z17
+	VMAXPS Z24, Z18, Z18
+	VMAXPS Z24, Z19, Z19
+	VMAXPS Z24, Z20, Z20
+	VMAXPS Z24, Z21, Z21
+	VMAXPS Z24, Z22, Z22
+	VMAXPS Z24, Z23, Z23
+	JMP groupedRows3x8AVX512s
+groupedRows3x8AVX5126:
+	VMAXPS Z0, Z24, Z0
+	VMINPS Z0, Z27, Z0
+	VMAXPS Z1, Z24, Z1
+	VMINPS Z1, Z27, Z1
+	VMAXPS Z2, Z24, Z2
+	VMINPS Z2, Z27, Z2
+	VMAXPS Z3, Z24, Z3
+	VMINPS Z3, Z27, Z3
+	VMAXPS Z4, Z24, Z4
+	VMINPS Z4, Z27, Z4
+	VMAXPS Z5, Z24, Z5
+	VMINPS Z5, Z27, Z5
+	VMAXPS Z6, Z24, Z6
+	VMINPS Z6, Z27, Z6
+	VMAXPS Z7, Z24, Z7
+	VMINPS Z7, Z27, Z7
+	VMAXPS Z8, Z24, Z8
+	VMINPS Z8, Z27, Z8
+	VMAXPS Z9, Z24, Z9
+	VMINPS Z9, Z27, Z9
+	VMAXPS Z10, Z24, Z10
+	VMINPS Z10, Z27, Z10
+	VMAXPS Z11, Z24, Z11
+	VMINPS Z11, Z27, Z11
+	VMAXPS Z12, Z24, Z12
+	VMINPS Z12, Z27, Z12
+	VMAXPS Z13, Z24, Z13
+	VMINPS Z13, Z27, Z13
+	VMAXPS Z14, Z24, Z14
+	VMINPS Z14, Z27, Z14
+	VMAXPS Z15, Z24, Z15
+	VMINPS Z15, Z27, Z15
+	VMAXPS Z16, Z24, Z16
+	VMINPS Z16, Z27, Z16
+	VMAXPS Z17, Z24, Z17
+	VMINPS Z17, Z27, Z17
+	VMAXPS Z18, Z24, Z18
+	VMINPS Z18, Z27, Z18
+	VMAXPS Z19, Z24, Z19
+	VMINPS Z19, Z27, Z19
+	VMAXPS Z20, Z24, Z20
+	VMINPS Z20, Z27, Z20
+	VMAXPS Z21, Z24, Z21
+	VMINPS Z21, Z27, Z21
+	VMAXPS Z22, Z24, Z22
+	VMINPS Z22, Z27, Z22
+	VMAXPS Z23, Z24, Z23
+	VMINPS Z23, Z27, Z23
+groupedRows3x8AVX512s:
+	MOVQ DI, BX
+	VMOVUPS Z0, (BX)
+	VMOVUPS Z1, 64(BX)
+	VMOVUPS Z2, K1, 128(BX)
+	ADDQ R9, BX
+	VMOVUPS Z3, (BX)
+	VMOVUPS Z4, 64(BX)
+	VMOVUPS Z5, K1, 128(BX)
+	ADDQ R9, BX
+	VMOVUPS Z6, (BX)
+	VMOVUPS Z7, 64(BX)
+	VMOVUPS Z8, K1, 128(BX)
+	ADDQ R9, BX
+	VMOVUPS Z9, (BX)
+	VMOVUPS Z10, 64(BX)
+	VMOVUPS Z11, K1, 128(BX)
+	ADDQ R9, BX
+	VMOVUPS Z12, (BX)
+	VMOVUPS Z13, 64(BX)
+	VMOVUPS Z14, K1, 128(BX)
+	ADDQ R9, BX
+	VMOVUPS Z15, (BX)
+	VMOVUPS Z16, 64(BX)
+	VMOVUPS Z17, K1, 128(BX)
+	ADDQ R9, BX
+	VMOVUPS Z18, (BX)
+	VMOVUPS Z19, 64(BX)
+	VMOVUPS Z20, K1, 128(BX)
+	ADDQ R9, BX
+	VMOVUPS Z21, (BX)
+	VMOVUPS Z22, 64(BX)
+	VMOVUPS Z23, K1, 128(BX)
+	ADDQ R14, SI
+	ADDQ R8, DI
+	DECQ R15
+	JNZ groupedRows3x8AVX512row
+groupedRows3x8AVX512done:
+	VZEROUPPER
+	RET
+
+// func groupedRows4x1AVX512(taps int, offs *int, w, x *float32, wq int, y *float32, ldy, ow, rows int, bias *float32, relu int)
+// For each filter f < 1 and row i < rows: y[f·ldy + i·ow + j] = bias[f] +
+// Σ_t w[t·1+f]·x[i·wq+offs[t]+j] for j < ow (49 to 64 outputs, 4 vectors, the
+// last under the mask of ow mod 16 lanes), a row at a time in 4 accumulators;
+// relu 1 applies ReLU, relu 2 ReLU6 (the depthwise row kernels' bits).
+TEXT ·groupedRows4x1AVX512(SB), NOSPLIT, $0-88
+	MOVQ taps+0(FP), R10
+	MOVQ offs+8(FP), R11
+	MOVQ x+24(FP), SI
+	MOVQ wq+32(FP), R14
+	SHLQ $2, R14
+	MOVQ y+40(FP), DI
+	MOVQ ldy+48(FP), R9
+	SHLQ $2, R9
+	MOVQ ow+56(FP), R13
+	MOVQ R13, R8
+	SHLQ $2, R8
+	MOVQ rows+64(FP), R15
+	MOVQ bias+72(FP), DX
+	MOVQ R13, CX
+	ANDQ $15, CX
+	MOVL $1, AX
+	SHLL CX, AX
+	DECL AX
+	TESTQ CX, CX
+	JNZ groupedRows4x1AVX512mask
+	MOVL $0xffff, AX
+groupedRows4x1AVX512mask:
+	KMOVW AX, K1
+	TESTQ R15, R15
+	JEQ groupedRows4x1AVX512done
+groupedRows4x1AVX512row:
+	VBROADCASTSS (DX), Z0
+	VMOVAPS Z0, Z1
+	VMOVAPS Z0, Z2
+	VMOVAPS Z0, Z3
+	XORQ CX, CX
+	MOVQ w+16(FP), R12
+groupedRows4x1AVX512t:
+	MOVQ (R11)(CX*8), AX
+	LEAQ (SI)(AX*4), AX
+	VMOVUPS (AX), Z4
+	VMOVUPS 64(AX), Z5
+	VMOVUPS 128(AX), Z6
+	VMOVUPS 192(AX), Z7
+	VBROADCASTSS (R12), Z8
+	VFMADD231PS Z4, Z8, Z0
+	VFMADD231PS Z5, Z8, Z1
+	VFMADD231PS Z6, Z8, Z2
+	VFMADD231PS Z7, Z8, Z3
+	ADDQ $4, R12
+	INCQ CX
+	CMPQ CX, R10
+	JLT groupedRows4x1AVX512t
+	VPXORD Z4, Z4, Z4
+	MOVL $0x40c00000, AX
+	VPBROADCASTD AX, Z8
+	CMPQ relu+80(FP), $0
+	JEQ groupedRows4x1AVX512s
+	CMPQ relu+80(FP), $2
+	JEQ groupedRows4x1AVX5126
+	VMAXPS Z4, Z0, Z0
+	VMAXPS Z4, Z1, Z1
+	VMAXPS Z4, Z2, Z2
+	VMAXPS Z4, Z3, Z3
+	JMP groupedRows4x1AVX512s
+groupedRows4x1AVX5126:
+	VMAXPS Z0, Z4, Z0
+	VMINPS Z0, Z8, Z0
+	VMAXPS Z1, Z4, Z1
+	VMINPS Z1, Z8, Z1
+	VMAXPS Z2, Z4, Z2
+	VMINPS Z2, Z8, Z2
+	VMAXPS Z3, Z4, Z3
+	VMINPS Z3, Z8, Z3
+groupedRows4x1AVX512s:
+	MOVQ DI, BX
+	VMOVUPS Z0, (BX)
+	VMOVUPS Z1, 64(BX)
+	VMOVUPS Z2, 128(BX)
+	VMOVUPS Z3, K1, 192(BX)
+	ADDQ R14, SI
+	ADDQ R8, DI
+	DECQ R15
+	JNZ groupedRows4x1AVX512row
+groupedRows4x1AVX512done:
+	VZEROUPPER
+	RET
+
+// func groupedRows4x2AVX512(taps int, offs *int, w, x *float32, wq int, y *float32, ldy, ow, rows int, bias *float32, relu int)
+// For each filter f < 2 and row i < rows: y[f·ldy + i·ow + j] = bias[f] +
+// Σ_t w[t·2+f]·x[i·wq+offs[t]+j] for j < ow (49 to 64 outputs, 4 vectors, the
+// last under the mask of ow mod 16 lanes), a row at a time in 8 accumulators;
+// relu 1 applies ReLU, relu 2 ReLU6 (the depthwise row kernels' bits).
+TEXT ·groupedRows4x2AVX512(SB), NOSPLIT, $0-88
+	MOVQ taps+0(FP), R10
+	MOVQ offs+8(FP), R11
+	MOVQ x+24(FP), SI
+	MOVQ wq+32(FP), R14
+	SHLQ $2, R14
+	MOVQ y+40(FP), DI
+	MOVQ ldy+48(FP), R9
+	SHLQ $2, R9
+	MOVQ ow+56(FP), R13
+	MOVQ R13, R8
+	SHLQ $2, R8
+	MOVQ rows+64(FP), R15
+	MOVQ bias+72(FP), DX
+	MOVQ R13, CX
+	ANDQ $15, CX
+	MOVL $1, AX
+	SHLL CX, AX
+	DECL AX
+	TESTQ CX, CX
+	JNZ groupedRows4x2AVX512mask
+	MOVL $0xffff, AX
+groupedRows4x2AVX512mask:
+	KMOVW AX, K1
+	TESTQ R15, R15
+	JEQ groupedRows4x2AVX512done
+groupedRows4x2AVX512row:
+	VBROADCASTSS (DX), Z0
+	VMOVAPS Z0, Z1
+	VMOVAPS Z0, Z2
+	VMOVAPS Z0, Z3
+	VBROADCASTSS 4(DX), Z4
+	VMOVAPS Z4, Z5
+	VMOVAPS Z4, Z6
+	VMOVAPS Z4, Z7
+	XORQ CX, CX
+	MOVQ w+16(FP), R12
+groupedRows4x2AVX512t:
+	MOVQ (R11)(CX*8), AX
+	LEAQ (SI)(AX*4), AX
+	VMOVUPS (AX), Z8
+	VMOVUPS 64(AX), Z9
+	VMOVUPS 128(AX), Z10
+	VMOVUPS 192(AX), Z11
+	VBROADCASTSS (R12), Z12
+	VFMADD231PS Z8, Z12, Z0
+	VFMADD231PS Z9, Z12, Z1
+	VFMADD231PS Z10, Z12, Z2
+	VFMADD231PS Z11, Z12, Z3
+	VBROADCASTSS 4(R12), Z12
+	VFMADD231PS Z8, Z12, Z4
+	VFMADD231PS Z9, Z12, Z5
+	VFMADD231PS Z10, Z12, Z6
+	VFMADD231PS Z11, Z12, Z7
+	ADDQ $8, R12
+	INCQ CX
+	CMPQ CX, R10
+	JLT groupedRows4x2AVX512t
+	VPXORD Z8, Z8, Z8
+	MOVL $0x40c00000, AX
+	VPBROADCASTD AX, Z12
+	CMPQ relu+80(FP), $0
+	JEQ groupedRows4x2AVX512s
+	CMPQ relu+80(FP), $2
+	JEQ groupedRows4x2AVX5126
+	VMAXPS Z8, Z0, Z0
+	VMAXPS Z8, Z1, Z1
+	VMAXPS Z8, Z2, Z2
+	VMAXPS Z8, Z3, Z3
+	VMAXPS Z8, Z4, Z4
+	VMAXPS Z8, Z5, Z5
+	VMAXPS Z8, Z6, Z6
+	VMAXPS Z8, Z7, Z7
+	JMP groupedRows4x2AVX512s
+groupedRows4x2AVX5126:
+	VMAXPS Z0, Z8, Z0
+	VMINPS Z0, Z12, Z0
+	VMAXPS Z1, Z8, Z1
+	VMINPS Z1, Z12, Z1
+	VMAXPS Z2, Z8, Z2
+	VMINPS Z2, Z12, Z2
+	VMAXPS Z3, Z8, Z3
+	VMINPS Z3, Z12, Z3
+	VMAXPS Z4, Z8, Z4
+	VMINPS Z4, Z12, Z4
+	VMAXPS Z5, Z8, Z5
+	VMINPS Z5, Z12, Z5
+	VMAXPS Z6, Z8, Z6
+	VMINPS Z6, Z12, Z6
+	VMAXPS Z7, Z8, Z7
+	VMINPS Z7, Z12, Z7
+groupedRows4x2AVX512s:
+	MOVQ DI, BX
+	VMOVUPS Z0, (BX)
+	VMOVUPS Z1, 64(BX)
+	VMOVUPS Z2, 128(BX)
+	VMOVUPS Z3, K1, 192(BX)
+	ADDQ R9, BX
+	VMOVUPS Z4, (BX)
+	VMOVUPS Z5, 64(BX)
+	VMOVUPS Z6, 128(BX)
+	VMOVUPS Z7, K1, 192(BX)
+	ADDQ R14, SI
+	ADDQ R8, DI
+	DECQ R15
+	JNZ groupedRows4x2AVX512row
+groupedRows4x2AVX512done:
+	VZEROUPPER
+	RET
+
+// func groupedRows4x3AVX512(taps int, offs *int, w, x *float32, wq int, y *float32, ldy, ow, rows int, bias *float32, relu int)
+// For each filter f < 3 and row i < rows: y[f·ldy + i·ow + j] = bias[f] +
+// Σ_t w[t·3+f]·x[i·wq+offs[t]+j] for j < ow (49 to 64 outputs, 4 vectors, the
+// last under the mask of ow mod 16 lanes), a row at a time in 12 accumulators;
+// relu 1 applies ReLU, relu 2 ReLU6 (the depthwise row kernels' bits).
+TEXT ·groupedRows4x3AVX512(SB), NOSPLIT, $0-88
+	MOVQ taps+0(FP), R10
+	MOVQ offs+8(FP), R11
+	MOVQ x+24(FP), SI
+	MOVQ wq+32(FP), R14
+	SHLQ $2, R14
+	MOVQ y+40(FP), DI
+	MOVQ ldy+48(FP), R9
+	SHLQ $2, R9
+	MOVQ ow+56(FP), R13
+	MOVQ R13, R8
+	SHLQ $2, R8
+	MOVQ rows+64(FP), R15
+	MOVQ bias+72(FP), DX
+	MOVQ R13, CX
+	ANDQ $15, CX
+	MOVL $1, AX
+	SHLL CX, AX
+	DECL AX
+	TESTQ CX, CX
+	JNZ groupedRows4x3AVX512mask
+	MOVL $0xffff, AX
+groupedRows4x3AVX512mask:
+	KMOVW AX, K1
+	TESTQ R15, R15
+	JEQ groupedRows4x3AVX512done
+groupedRows4x3AVX512row:
+	VBROADCASTSS (DX), Z0
+	VMOVAPS Z0, Z1
+	VMOVAPS Z0, Z2
+	VMOVAPS Z0, Z3
+	VBROADCASTSS 4(DX), Z4
+	VMOVAPS Z4, Z5
+	VMOVAPS Z4, Z6
+	VMOVAPS Z4, Z7
+	VBROADCASTSS 8(DX), Z8
+	VMOVAPS Z8, Z9
+	VMOVAPS Z8, Z10
+	VMOVAPS Z8, Z11
+	XORQ CX, CX
+	MOVQ w+16(FP), R12
+groupedRows4x3AVX512t:
+	MOVQ (R11)(CX*8), AX
+	LEAQ (SI)(AX*4), AX
+	VMOVUPS (AX), Z12
+	VMOVUPS 64(AX), Z13
+	VMOVUPS 128(AX), Z14
+	VMOVUPS 192(AX), Z15
+	VBROADCASTSS (R12), Z16
+	VFMADD231PS Z12, Z16, Z0
+	VFMADD231PS Z13, Z16, Z1
+	VFMADD231PS Z14, Z16, Z2
+	VFMADD231PS Z15, Z16, Z3
+	VBROADCASTSS 4(R12), Z16
+	VFMADD231PS Z12, Z16, Z4
+	VFMADD231PS Z13, Z16, Z5
+	VFMADD231PS Z14, Z16, Z6
+	VFMADD231PS Z15, Z16, Z7
+	VBROADCASTSS 8(R12), Z16
+	VFMADD231PS Z12, Z16, Z8
+	VFMADD231PS Z13, Z16, Z9
+	VFMADD231PS Z14, Z16, Z10
+	VFMADD231PS Z15, Z16, Z11
+	ADDQ $12, R12
+	INCQ CX
+	CMPQ CX, R10
+	JLT groupedRows4x3AVX512t
+	VPXORD Z12, Z12, Z12
+	MOVL $0x40c00000, AX
+	VPBROADCASTD AX, Z16
+	CMPQ relu+80(FP), $0
+	JEQ groupedRows4x3AVX512s
+	CMPQ relu+80(FP), $2
+	JEQ groupedRows4x3AVX5126
+	VMAXPS Z12, Z0, Z0
+	VMAXPS Z12, Z1, Z1
+	VMAXPS Z12, Z2, Z2
+	VMAXPS Z12, Z3, Z3
+	VMAXPS Z12, Z4, Z4
+	VMAXPS Z12, Z5, Z5
+	VMAXPS Z12, Z6, Z6
+	VMAXPS Z12, Z7, Z7
+	VMAXPS Z12, Z8, Z8
+	VMAXPS Z12, Z9, Z9
+	VMAXPS Z12, Z10, Z10
+	VMAXPS Z12, Z11, Z11
+	JMP groupedRows4x3AVX512s
+groupedRows4x3AVX5126:
+	VMAXPS Z0, Z12, Z0
+	VMINPS Z0, Z16, Z0
+	VMAXPS Z1, Z12, Z1
+	VMINPS Z1, Z16, Z1
+	VMAXPS Z2, Z12, Z2
+	VMINPS Z2, Z16, Z2
+	VMAXPS Z3, Z12, Z3
+	VMINPS Z3, Z16, Z3
+	VMAXPS Z4, Z12, Z4
+	VMINPS Z4, Z16, Z4
+	VMAXPS Z5, Z12, Z5
+	VMINPS Z5, Z16, Z5
+	VMAXPS Z6, Z12, Z6
+	VMINPS Z6, Z16, Z6
+	VMAXPS Z7, Z12, Z7
+	VMINPS Z7, Z16, Z7
+	VMAXPS Z8, Z12, Z8
+	VMINPS Z8, Z16, Z8
+	VMAXPS Z9, Z12, Z9
+	VMINPS Z9, Z16, Z9
+	VMAXPS Z10, Z12, Z10
+	VMINPS Z10, Z16, Z10
+	VMAXPS Z11, Z12, Z11
+	VMINPS Z11, Z16, Z11
+groupedRows4x3AVX512s:
+	MOVQ DI, BX
+	VMOVUPS Z0, (BX)
+	VMOVUPS Z1, 64(BX)
+	VMOVUPS Z2, 128(BX)
+	VMOVUPS Z3, K1, 192(BX)
+	ADDQ R9, BX
+	VMOVUPS Z4, (BX)
+	VMOVUPS Z5, 64(BX)
+	VMOVUPS Z6, 128(BX)
+	VMOVUPS Z7, K1, 192(BX)
+	ADDQ R9, BX
+	VMOVUPS Z8, (BX)
+	VMOVUPS Z9, 64(BX)
+	VMOVUPS Z10, 128(BX)
+	VMOVUPS Z11, K1, 192(BX)
+	ADDQ R14, SI
+	ADDQ R8, DI
+	DECQ R15
+	JNZ groupedRows4x3AVX512row
+groupedRows4x3AVX512done:
+	VZEROUPPER
+	RET
+
+// func groupedRows4x4AVX512(taps int, offs *int, w, x *float32, wq int, y *float32, ldy, ow, rows int, bias *float32, relu int)
+// For each filter f < 4 and row i < rows: y[f·ldy + i·ow + j] = bias[f] +
+// Σ_t w[t·4+f]·x[i·wq+offs[t]+j] for j < ow (49 to 64 outputs, 4 vectors, the
+// last under the mask of ow mod 16 lanes), a row at a time in 16 accumulators;
+// relu 1 applies ReLU, relu 2 ReLU6 (the depthwise row kernels' bits).
+TEXT ·groupedRows4x4AVX512(SB), NOSPLIT, $0-88
+	MOVQ taps+0(FP), R10
+	MOVQ offs+8(FP), R11
+	MOVQ x+24(FP), SI
+	MOVQ wq+32(FP), R14
+	SHLQ $2, R14
+	MOVQ y+40(FP), DI
+	MOVQ ldy+48(FP), R9
+	SHLQ $2, R9
+	MOVQ ow+56(FP), R13
+	MOVQ R13, R8
+	SHLQ $2, R8
+	MOVQ rows+64(FP), R15
+	MOVQ bias+72(FP), DX
+	MOVQ R13, CX
+	ANDQ $15, CX
+	MOVL $1, AX
+	SHLL CX, AX
+	DECL AX
+	TESTQ CX, CX
+	JNZ groupedRows4x4AVX512mask
+	MOVL $0xffff, AX
+groupedRows4x4AVX512mask:
+	KMOVW AX, K1
+	TESTQ R15, R15
+	JEQ groupedRows4x4AVX512done
+groupedRows4x4AVX512row:
+	VBROADCASTSS (DX), Z0
+	VMOVAPS Z0, Z1
+	VMOVAPS Z0, Z2
+	VMOVAPS Z0, Z3
+	VBROADCASTSS 4(DX), Z4
+	VMOVAPS Z4, Z5
+	VMOVAPS Z4, Z6
+	VMOVAPS Z4, Z7
+	VBROADCASTSS 8(DX), Z8
+	VMOVAPS Z8, Z9
+	VMOVAPS Z8, Z10
+	VMOVAPS Z8, Z11
+	VBROADCASTSS 12(DX), Z12
+	VMOVAPS Z12, Z13
+	VMOVAPS Z12, Z14
+	VMOVAPS Z12, Z15
+	XORQ CX, CX
+	MOVQ w+16(FP), R12
+groupedRows4x4AVX512t:
+	MOVQ (R11)(CX*8), AX
+	LEAQ (SI)(AX*4), AX
+	VMOVUPS (AX), Z16
+	VMOVUPS 64(AX), Z17
+	VMOVUPS 128(AX), Z18
+	VMOVUPS 192(AX), Z19
+	VBROADCASTSS (R12), Z20
+	VFMADD231PS Z16, Z20, Z0
+	VFMADD231PS Z17, Z20, Z1
+	VFMADD231PS Z18, Z20, Z2
+	VFMADD231PS Z19, Z20, Z3
+	VBROADCASTSS 4(R12), Z20
+	VFMADD231PS Z16, Z20, Z4
+	VFMADD231PS Z17, Z20, Z5
+	VFMADD231PS Z18, Z20, Z6
+	VFMADD231PS Z19, Z20, Z7
+	VBROADCASTSS 8(R12), Z20
+	VFMADD231PS Z16, Z20, Z8
+	VFMADD231PS Z17, Z20, Z9
+	VFMADD231PS Z18, Z20, Z10
+	VFMADD231PS Z19, Z20, Z11
+	VBROADCASTSS 12(R12), Z20
+	VFMADD231PS Z16, Z20, Z12
+	VFMADD231PS Z17, Z20, Z13
+	VFMADD231PS Z18, Z20, Z14
+	VFMADD231PS Z19, Z20, Z15
+	ADDQ $16, R12
+	INCQ CX
+	CMPQ CX, R10
+	JLT groupedRows4x4AVX512t
+	VPXORD Z16, Z16, Z16
+	MOVL $0x40c00000, AX
+	VPBROADCASTD AX, Z20
+	CMPQ relu+80(FP), $0
+	JEQ groupedRows4x4AVX512s
+	CMPQ relu+80(FP), $2
+	JEQ groupedRows4x4AVX5126
+	VMAXPS Z16, Z0, Z0
+	VMAXPS Z16, Z1, Z1
+	VMAXPS Z16, Z2, Z2
+	VMAXPS Z16, Z3, Z3
+	VMAXPS Z16, Z4, Z4
+	VMAXPS Z16, Z5, Z5
+	VMAXPS Z16, Z6, Z6
+	VMAXPS Z16, Z7, Z7
+	VMAXPS Z16, Z8, Z8
+	VMAXPS Z16, Z9, Z9
+	VMAXPS Z16, Z10, Z10
+	VMAXPS Z16, Z11, Z11
+	VMAXPS Z16, Z12, Z12
+	VMAXPS Z16, Z13, Z13
+	VMAXPS Z16, Z14, Z14
+	VMAXPS Z16, Z15, Z15
+	JMP groupedRows4x4AVX512s
+groupedRows4x4AVX5126:
+	VMAXPS Z0, Z16, Z0
+	VMINPS Z0, Z20, Z0
+	VMAXPS Z1, Z16, Z1
+	VMINPS Z1, Z20, Z1
+	VMAXPS Z2, Z16, Z2
+	VMINPS Z2, Z20, Z2
+	VMAXPS Z3, Z16, Z3
+	VMINPS Z3, Z20, Z3
+	VMAXPS Z4, Z16, Z4
+	VMINPS Z4, Z20, Z4
+	VMAXPS Z5, Z16, Z5
+	VMINPS Z5, Z20, Z5
+	VMAXPS Z6, Z16, Z6
+	VMINPS Z6, Z20, Z6
+	VMAXPS Z7, Z16, Z7
+	VMINPS Z7, Z20, Z7
+	VMAXPS Z8, Z16, Z8
+	VMINPS Z8, Z20, Z8
+	VMAXPS Z9, Z16, Z9
+	VMINPS Z9, Z20, Z9
+	VMAXPS Z10, Z16, Z10
+	VMINPS Z10, Z20, Z10
+	VMAXPS Z11, Z16, Z11
+	VMINPS Z11, Z20, Z11
+	VMAXPS Z12, Z16, Z12
+	VMINPS Z12, Z20, Z12
+	VMAXPS Z13, Z16, Z13
+	VMINPS Z13, Z20, Z13
+	VMAXPS Z14, Z16, Z14
+	VMINPS Z14, Z20, Z14
+	VMAXPS Z15, Z16, Z15
+	VMINPS Z15, Z20, Z15
+groupedRows4x4AVX512s:
+	MOVQ DI, BX
+	VMOVUPS Z0, (BX)
+	VMOVUPS Z1, 64(BX)
+	VMOVUPS Z2, 128(BX)
+	VMOVUPS Z3, K1, 192(BX)
+	ADDQ R9, BX
+	VMOVUPS Z4, (BX)
+	VMOVUPS Z5, 64(BX)
+	VMOVUPS Z6, 128(BX)
+	VMOVUPS Z7, K1, 192(BX)
+	ADDQ R9, BX
+	VMOVUPS Z8, (BX)
+	VMOVUPS Z9, 64(BX)
+	VMOVUPS Z10, 128(BX)
+	VMOVUPS Z11, K1, 192(BX)
+	ADDQ R9, BX
+	VMOVUPS Z12, (BX)
+	VMOVUPS Z13, 64(BX)
+	VMOVUPS Z14, 128(BX)
+	VMOVUPS Z15, K1, 192(BX)
+	ADDQ R14, SI
+	ADDQ R8, DI
+	DECQ R15
+	JNZ groupedRows4x4AVX512row
+groupedRows4x4AVX512done:
+	VZEROUPPER
+	RET
+
+// func groupedRows4x5AVX512(taps int, offs *int, w, x *float32, wq int, y *float32, ldy, ow, rows int, bias *float32, relu int)
+// For each filter f < 5 and row i < rows: y[f·ldy + i·ow + j] = bias[f] +
+// Σ_t w[t·5+f]·x[i·wq+offs[t]+j] for j < ow (49 to 64 outputs, 4 vectors, the
+// last under the mask of ow mod 16 lanes), a row at a time in 20 accumulators;
+// relu 1 applies ReLU, relu 2 ReLU6 (the depthwise row kernels' bits).
+TEXT ·groupedRows4x5AVX512(SB), NOSPLIT, $0-88
+	MOVQ taps+0(FP), R10
+	MOVQ offs+8(FP), R11
+	MOVQ x+24(FP), SI
+	MOVQ wq+32(FP), R14
+	SHLQ $2, R14
+	MOVQ y+40(FP), DI
+	MOVQ ldy+48(FP), R9
+	SHLQ $2, R9
+	MOVQ ow+56(FP), R13
+	MOVQ R13, R8
+	SHLQ $2, R8
+	MOVQ rows+64(FP), R15
+	MOVQ bias+72(FP), DX
+	MOVQ R13, CX
+	ANDQ $15, CX
+	MOVL $1, AX
+	SHLL CX, AX
+	DECL AX
+	TESTQ CX, CX
+	JNZ groupedRows4x5AVX512mask
+	MOVL $0xffff, AX
+groupedRows4x5AVX512mask:
+	KMOVW AX, K1
+	TESTQ R15, R15
+	JEQ groupedRows4x5AVX512done
+groupedRows4x5AVX512row:
+	VBROADCASTSS (DX), Z0
+	VMOVAPS Z0, Z1
+	VMOVAPS Z0, Z2
+	VMOVAPS Z0, Z3
+	VBROADCASTSS 4(DX), Z4
+	VMOVAPS Z4, Z5
+	VMOVAPS Z4, Z6
+	VMOVAPS Z4, Z7
+	VBROADCASTSS 8(DX), Z8
+	VMOVAPS Z8, Z9
+	VMOVAPS Z8, Z10
+	VMOVAPS Z8, Z11
+	VBROADCASTSS 12(DX), Z12
+	VMOVAPS Z12, Z13
+	VMOVAPS Z12, Z14
+	VMOVAPS Z12, Z15
+	VBROADCASTSS 16(DX), Z16
+	VMOVAPS Z16, Z17
+	VMOVAPS Z16, Z18
+	VMOVAPS Z16, Z19
+	XORQ CX, CX
+	MOVQ w+16(FP), R12
+groupedRows4x5AVX512t:
+	MOVQ (R11)(CX*8), AX
+	LEAQ (SI)(AX*4), AX
+	VMOVUPS (AX), Z20
+	VMOVUPS 64(AX), Z21
+	VMOVUPS 128(AX), Z22
+	VMOVUPS 192(AX), Z23
+	VBROADCASTSS (R12), Z24
+	VFMADD231PS Z20, Z24, Z0
+	VFMADD231PS Z21, Z24, Z1
+	VFMADD231PS Z22, Z24, Z2
+	VFMADD231PS Z23, Z24, Z3
+	VBROADCASTSS 4(R12), Z24
+	VFMADD231PS Z20, Z24, Z4
+	VFMADD231PS Z21, Z24, Z5
+	VFMADD231PS Z22, Z24, Z6
+	VFMADD231PS Z23, Z24, Z7
+	VBROADCASTSS 8(R12), Z24
+	VFMADD231PS Z20, Z24, Z8
+	VFMADD231PS Z21, Z24, Z9
+	VFMADD231PS Z22, Z24, Z10
+	VFMADD231PS Z23, Z24, Z11
+	VBROADCASTSS 12(R12), Z24
+	VFMADD231PS Z20, Z24, Z12
+	VFMADD231PS Z21, Z24, Z13
+	VFMADD231PS Z22, Z24, Z14
+	VFMADD231PS Z23, Z24, Z15
+	VBROADCASTSS 16(R12), Z24
+	VFMADD231PS Z20, Z24, Z16
+	VFMADD231PS Z21, Z24, Z17
+	VFMADD231PS Z22, Z24, Z18
+	VFMADD231PS Z23, Z24, Z19
+	ADDQ $20, R12
+	INCQ CX
+	CMPQ CX, R10
+	JLT groupedRows4x5AVX512t
+	VPXORD Z20, Z20, Z20
+	MOVL $0x40c00000, AX
+	VPBROADCASTD AX, Z24
+	CMPQ relu+80(FP), $0
+	JEQ groupedRows4x5AVX512s
+	CMPQ relu+80(FP), $2
+	JEQ groupedRows4x5AVX5126
+	VMAXPS Z20, Z0, Z0
+	VMAXPS Z20, Z1, Z1
+	VMAXPS Z20, Z2, Z2
+	VMAXPS Z20, Z3, Z3
+	VMAXPS Z20, Z4, Z4
+	VMAXPS Z20, Z5, Z5
+	VMAXPS Z20, Z6, Z6
+	VMAXPS Z20, Z7, Z7
+	VMAXPS Z20, Z8, Z8
+	VMAXPS Z20, Z9, Z9
+	VMAXPS Z20, Z10, Z10
+	VMAXPS Z20, Z11, Z11
+	VMAXPS Z20, Z12, Z12
+	VMAXPS Z20, Z13, Z13
+	VMAXPS Z20, Z14, Z14
+	VMAXPS Z20, Z15, Z15
+	VMAXPS Z20, Z16, Z16
+	VMAXPS Z20, Z17, Z17
+	VMAXPS Z20, Z18, Z18
+	VMAXPS Z20, Z19, Z19
+	JMP groupedRows4x5AVX512s
+groupedRows4x5AVX5126:
+	VMAXPS Z0, Z20, Z0
+	VMINPS Z0, Z24, Z0
+	VMAXPS Z1, Z20, Z1
+	VMINPS Z1, Z24, Z1
+	VMAXPS Z2, Z20, Z2
+	VMINPS Z2, Z24, Z2
+	VMAXPS Z3, Z20, Z3
+	VMINPS Z3, Z24, Z3
+	VMAXPS Z4, Z20, Z4
+	VMINPS Z4, Z24, Z4
+	VMAXPS Z5, Z20, Z5
+	VMINPS Z5, Z24, Z5
+	VMAXPS Z6, Z20, Z6
+	VMINPS Z6, Z24, Z6
+	VMAXPS Z7, Z20, Z7
+	VMINPS Z7, Z24, Z7
+	VMAXPS Z8, Z20, Z8
+	VMINPS Z8, Z24, Z8
+	VMAXPS Z9, Z20, Z9
+	VMINPS Z9, Z24, Z9
+	VMAXPS Z10, Z20, Z10
+	VMINPS Z10, Z24, Z10
+	VMAXPS Z11, Z20, Z11
+	VMINPS Z11, Z24, Z11
+	VMAXPS Z12, Z20, Z12
+	VMINPS Z12, Z24, Z12
+	VMAXPS Z13, Z20, Z13
+	VMINPS Z13, Z24, Z13
+	VMAXPS Z14, Z20, Z14
+	VMINPS Z14, Z24, Z14
+	VMAXPS Z15, Z20, Z15
+	VMINPS Z15, Z24, Z15
+	VMAXPS Z16, Z20, Z16
+	VMINPS Z16, Z24, Z16
+	VMAXPS Z17, Z20, Z17
+	VMINPS Z17, Z24, Z17
+	VMAXPS Z18, Z20, Z18
+	VMINPS Z18, Z24, Z18
+	VMAXPS Z19, Z20, Z19
+	VMINPS Z19, Z24, Z19
+groupedRows4x5AVX512s:
+	MOVQ DI, BX
+	VMOVUPS Z0, (BX)
+	VMOVUPS Z1, 64(BX)
+	VMOVUPS Z2, 128(BX)
+	VMOVUPS Z3, K1, 192(BX)
+	ADDQ R9, BX
+	VMOVUPS Z4, (BX)
+	VMOVUPS Z5, 64(BX)
+	VMOVUPS Z6, 128(BX)
+	VMOVUPS Z7, K1, 192(BX)
+	ADDQ R9, BX
+	VMOVUPS Z8, (BX)
+	VMOVUPS Z9, 64(BX)
+	VMOVUPS Z10, 128(BX)
+	VMOVUPS Z11, K1, 192(BX)
+	ADDQ R9, BX
+	VMOVUPS Z12, (BX)
+	VMOVUPS Z13, 64(BX)
+	VMOVUPS Z14, 128(BX)
+	VMOVUPS Z15, K1, 192(BX)
+	ADDQ R9, BX
+	VMOVUPS Z16, (BX)
+	VMOVUPS Z17, 64(BX)
+	VMOVUPS Z18, 128(BX)
+	VMOVUPS Z19, K1, 192(BX)
+	ADDQ R14, SI
+	ADDQ R8, DI
+	DECQ R15
+	JNZ groupedRows4x5AVX512row
+groupedRows4x5AVX512done:
+	VZEROUPPER
+	RET
+
+// func groupedRows4x6AVX512(taps int, offs *int, w, x *float32, wq int, y *float32, ldy, ow, rows int, bias *float32, relu int)
+// For each filter f < 6 and row i < rows: y[f·ldy + i·ow + j] = bias[f] +
+// Σ_t w[t·6+f]·x[i·wq+offs[t]+j] for j < ow (49 to 64 outputs, 4 vectors, the
+// last under the mask of ow mod 16 lanes), a row at a time in 24 accumulators;
+// relu 1 applies ReLU, relu 2 ReLU6 (the depthwise row kernels' bits).
+TEXT ·groupedRows4x6AVX512(SB), NOSPLIT, $0-88
+	MOVQ taps+0(FP), R10
+	MOVQ offs+8(FP), R11
+	MOVQ x+24(FP), SI
+	MOVQ wq+32(FP), R14
+	SHLQ $2, R14
+	MOVQ y+40(FP), DI
+	MOVQ ldy+48(FP), R9
+	SHLQ $2, R9
+	MOVQ ow+56(FP), R13
+	MOVQ R13, R8
+	SHLQ $2, R8
+	MOVQ rows+64(FP), R15
+	MOVQ bias+72(FP), DX
+	MOVQ R13, CX
+	ANDQ $15, CX
+	MOVL $1, AX
+	SHLL CX, AX
+	DECL AX
+	TESTQ CX, CX
+	JNZ groupedRows4x6AVX512mask
+	MOVL $0xffff, AX
+groupedRows4x6AVX512mask:
+	KMOVW AX, K1
+	TESTQ R15, R15
+	JEQ groupedRows4x6AVX512done
+groupedRows4x6AVX512row:
+	VBROADCASTSS (DX), Z0
+	VMOVAPS Z0, Z1
+	VMOVAPS Z0, Z2
+	VMOVAPS Z0, Z3
+	VBROADCASTSS 4(DX), Z4
+	VMOVAPS Z4, Z5
+	VMOVAPS Z4, Z6
+	VMOVAPS Z4, Z7
+	VBROADCASTSS 8(DX), Z8
+	VMOVAPS Z8, Z9
+	VMOVAPS Z8, Z10
+	VMOVAPS Z8, Z11
+	VBROADCASTSS 12(DX), Z12
+	VMOVAPS Z12, Z13
+	VMOVAPS Z12, Z14
+	VMOVAPS Z12, Z15
+	VBROADCASTSS 16(DX), Z16
+	VMOVAPS Z16, Z17
+	VMOVAPS Z16, Z18
+	VMOVAPS Z16, Z19
+	VBROADCASTSS 20(DX), Z20
+	VMOVAPS Z20, Z21
+	VMOVAPS Z20, Z22
+	VMOVAPS Z20, Z23
+	XORQ CX, CX
+	MOVQ w+16(FP), R12
+groupedRows4x6AVX512t:
+	MOVQ (R11)(CX*8), AX
+	LEAQ (SI)(AX*4), AX
+	VMOVUPS (AX), Z24
+	VMOVUPS 64(AX), Z25
+	VMOVUPS 128(AX), Z26
+	VMOVUPS 192(AX), Z27
+	VBROADCASTSS (R12), Z28
+	VFMADD231PS Z24, Z28, Z0
+	VFMADD231PS Z25, Z28, Z1
+	VFMADD231PS Z26, Z28, Z2
+	VFMADD231PS Z27, Z28, Z3
+	VBROADCASTSS 4(R12), Z28
+	VFMADD231PS Z24, Z28, Z4
+	VFMADD231PS Z25, Z28, Z5
+	VFMADD231PS Z26, Z28, Z6
+	VFMADD231PS Z27, Z28, Z7
+	VBROADCASTSS 8(R12), Z28
+	VFMADD231PS Z24, Z28, Z8
+	VFMADD231PS Z25, Z28, Z9
+	VFMADD231PS Z26, Z28, Z10
+	VFMADD231PS Z27, Z28, Z11
+	VBROADCASTSS 12(R12), Z28
+	VFMADD231PS Z24, Z28, Z12
+	VFMADD231PS Z25, Z28, Z13
+	VFMADD231PS Z26, Z28, Z14
+	VFMADD231PS Z27, Z28, Z15
+	VBROADCASTSS 16(R12), Z28
+	VFMADD231PS Z24, Z28, Z16
+	VFMADD231PS Z25, Z28, Z17
+	VFMADD231PS Z26, Z28, Z18
+	VFMADD231PS Z27, Z28, Z19
+	VBROADCASTSS 20(R12), Z28
+	VFMADD231PS Z24, Z28, Z20
+	VFMADD231PS Z25, Z28, Z21
+	VFMADD231PS Z26, Z28, Z22
+	VFMADD231PS Z27, Z28, Z23
+	ADDQ $24, R12
+	INCQ CX
+	CMPQ CX, R10
+	JLT groupedRows4x6AVX512t
+	VPXORD Z24, Z24, Z24
+	MOVL $0x40c00000, AX
+	VPBROADCASTD AX, Z28
+	CMPQ relu+80(FP), $0
+	JEQ groupedRows4x6AVX512s
+	CMPQ relu+80(FP), $2
+	JEQ groupedRows4x6AVX5126
+	VMAXPS Z24, Z0, Z0
+	VMAXPS Z24, Z1, Z1
+	VMAXPS Z24, Z2, Z2
+	VMAXPS Z24, Z3, Z3
+	VMAXPS Z24, Z4, Z4
+	VMAXPS Z24, Z5, Z5
+	VMAXPS Z24, Z6, Z6
+	VMAXPS Z24, Z7, Z7
+	VMAXPS Z24, Z8, Z8
+	VMAXPS Z24, Z9, Z9
+	VMAXPS Z24, Z10, Z10
+	VMAXPS Z24, Z11, Z11
+	VMAXPS Z24, Z12, Z12
+	VMAXPS Z24, Z13, Z13
+	VMAXPS Z24, Z14, Z14
+	VMAXPS Z24, Z15, Z15
+	VMAXPS Z24, Z16, Z16
+	VMAXPS Z24, Z17, Z17
+	VMAXPS Z24, Z18, Z18
+	VMAXPS Z24, Z19, Z19
+	VMAXPS Z24, Z20, Z20
+	VMAXPS Z24, Z21, Z21
+	VMAXPS Z24, Z22, Z22
+	VMAXPS Z24, Z23, Z23
+	JMP groupedRows4x6AVX512s
+groupedRows4x6AVX5126:
+	VMAXPS Z0, Z24, Z0
+	VMINPS Z0, Z28, Z0
+	VMAXPS Z1, Z24, Z1
+	VMINPS Z1, Z28, Z1
+	VMAXPS Z2, Z24, Z2
+	VMINPS Z2, Z28, Z2
+	VMAXPS Z3, Z24, Z3
+	VMINPS Z3, Z28, Z3
+	VMAXPS Z4, Z24, Z4
+	VMINPS Z4, Z28, Z4
+	VMAXPS Z5, Z24, Z5
+	VMINPS Z5, Z28, Z5
+	VMAXPS Z6, Z24, Z6
+	VMINPS Z6, Z28, Z6
+	VMAXPS Z7, Z24, Z7
+	VMINPS Z7, Z28, Z7
+	VMAXPS Z8, Z24, Z8
+	VMINPS Z8, Z28, Z8
+	VMAXPS Z9, Z24, Z9
+	VMINPS Z9, Z28, Z9
+	VMAXPS Z10, Z24, Z10
+	VMINPS Z10, Z28, Z10
+	VMAXPS Z11, Z24, Z11
+	VMINPS Z11, Z28, Z11
+	VMAXPS Z12, Z24, Z12
+	VMINPS Z12, Z28, Z12
+	VMAXPS Z13, Z24, Z13
+	VMINPS Z13, Z28, Z13
+	VMAXPS Z14, Z24, Z14
+	VMINPS Z14, Z28, Z14
+	VMAXPS Z15, Z24, Z15
+	VMINPS Z15, Z28, Z15
+	VMAXPS Z16, Z24, Z16
+	VMINPS Z16, Z28, Z16
+	VMAXPS Z17, Z24, Z17
+	VMINPS Z17, Z28, Z17
+	VMAXPS Z18, Z24, Z18
+	VMINPS Z18, Z28, Z18
+	VMAXPS Z19, Z24, Z19
+	VMINPS Z19, Z28, Z19
+	VMAXPS Z20, Z24, Z20
+	VMINPS Z20, Z28, Z20
+	VMAXPS Z21, Z24, Z21
+	VMINPS Z21, Z28, Z21
+	VMAXPS Z22, Z24, Z22
+	VMINPS Z22, Z28, Z22
+	VMAXPS Z23, Z24, Z23
+	VMINPS Z23, Z28, Z23
+groupedRows4x6AVX512s:
+	MOVQ DI, BX
+	VMOVUPS Z0, (BX)
+	VMOVUPS Z1, 64(BX)
+	VMOVUPS Z2, 128(BX)
+	VMOVUPS Z3, K1, 192(BX)
+	ADDQ R9, BX
+	VMOVUPS Z4, (BX)
+	VMOVUPS Z5, 64(BX)
+	VMOVUPS Z6, 128(BX)
+	VMOVUPS Z7, K1, 192(BX)
+	ADDQ R9, BX
+	VMOVUPS Z8, (BX)
+	VMOVUPS Z9, 64(BX)
+	VMOVUPS Z10, 128(BX)
+	VMOVUPS Z11, K1, 192(BX)
+	ADDQ R9, BX
+	VMOVUPS Z12, (BX)
+	VMOVUPS Z13, 64(BX)
+	VMOVUPS Z14, 128(BX)
+	VMOVUPS Z15, K1, 192(BX)
+	ADDQ R9, BX
+	VMOVUPS Z16, (BX)
+	VMOVUPS Z17, 64(BX)
+	VMOVUPS Z18, 128(BX)
+	VMOVUPS Z19, K1, 192(BX)
+	ADDQ R9, BX
+	VMOVUPS Z20, (BX)
+	VMOVUPS Z21, 64(BX)
+	VMOVUPS Z22, 128(BX)
+	VMOVUPS Z23, K1, 192(BX)
+	ADDQ R14, SI
+	ADDQ R8, DI
+	DECQ R15
+	JNZ groupedRows4x6AVX512row
+groupedRows4x6AVX512done:
+	VZEROUPPER
+	RET
+
+// func groupedRows5x1AVX512(taps int, offs *int, w, x *float32, wq int, y *float32, ldy, ow, rows int, bias *float32, relu int)
+// For each filter f < 1 and row i < rows: y[f·ldy + i·ow + j] = bias[f] +
+// Σ_t w[t·1+f]·x[i·wq+offs[t]+j] for j < ow (65 to 80 outputs, 5 vectors, the
+// last under the mask of ow mod 16 lanes), a row at a time in 5 accumulators;
+// relu 1 applies ReLU, relu 2 ReLU6 (the depthwise row kernels' bits).
+TEXT ·groupedRows5x1AVX512(SB), NOSPLIT, $0-88
+	MOVQ taps+0(FP), R10
+	MOVQ offs+8(FP), R11
+	MOVQ x+24(FP), SI
+	MOVQ wq+32(FP), R14
+	SHLQ $2, R14
+	MOVQ y+40(FP), DI
+	MOVQ ldy+48(FP), R9
+	SHLQ $2, R9
+	MOVQ ow+56(FP), R13
+	MOVQ R13, R8
+	SHLQ $2, R8
+	MOVQ rows+64(FP), R15
+	MOVQ bias+72(FP), DX
+	MOVQ R13, CX
+	ANDQ $15, CX
+	MOVL $1, AX
+	SHLL CX, AX
+	DECL AX
+	TESTQ CX, CX
+	JNZ groupedRows5x1AVX512mask
+	MOVL $0xffff, AX
+groupedRows5x1AVX512mask:
+	KMOVW AX, K1
+	TESTQ R15, R15
+	JEQ groupedRows5x1AVX512done
+groupedRows5x1AVX512row:
+	VBROADCASTSS (DX), Z0
+	VMOVAPS Z0, Z1
+	VMOVAPS Z0, Z2
+	VMOVAPS Z0, Z3
+	VMOVAPS Z0, Z4
+	XORQ CX, CX
+	MOVQ w+16(FP), R12
+groupedRows5x1AVX512t:
+	MOVQ (R11)(CX*8), AX
+	LEAQ (SI)(AX*4), AX
+	VMOVUPS (AX), Z5
+	VMOVUPS 64(AX), Z6
+	VMOVUPS 128(AX), Z7
+	VMOVUPS 192(AX), Z8
+	VMOVUPS 256(AX), Z9
+	VBROADCASTSS (R12), Z10
+	VFMADD231PS Z5, Z10, Z0
+	VFMADD231PS Z6, Z10, Z1
+	VFMADD231PS Z7, Z10, Z2
+	VFMADD231PS Z8, Z10, Z3
+	VFMADD231PS Z9, Z10, Z4
+	ADDQ $4, R12
+	INCQ CX
+	CMPQ CX, R10
+	JLT groupedRows5x1AVX512t
+	VPXORD Z5, Z5, Z5
+	MOVL $0x40c00000, AX
+	VPBROADCASTD AX, Z10
+	CMPQ relu+80(FP), $0
+	JEQ groupedRows5x1AVX512s
+	CMPQ relu+80(FP), $2
+	JEQ groupedRows5x1AVX5126
+	VMAXPS Z5, Z0, Z0
+	VMAXPS Z5, Z1, Z1
+	VMAXPS Z5, Z2, Z2
+	VMAXPS Z5, Z3, Z3
+	VMAXPS Z5, Z4, Z4
+	JMP groupedRows5x1AVX512s
+groupedRows5x1AVX5126:
+	VMAXPS Z0, Z5, Z0
+	VMINPS Z0, Z10, Z0
+	VMAXPS Z1, Z5, Z1
+	VMINPS Z1, Z10, Z1
+	VMAXPS Z2, Z5, Z2
+	VMINPS Z2, Z10, Z2
+	VMAXPS Z3, Z5, Z3
+	VMINPS Z3, Z10, Z3
+	VMAXPS Z4, Z5, Z4
+	VMINPS Z4, Z10, Z4
+groupedRows5x1AVX512s:
+	MOVQ DI, BX
+	VMOVUPS Z0, (BX)
+	VMOVUPS Z1, 64(BX)
+	VMOVUPS Z2, 128(BX)
+	VMOVUPS Z3, 192(BX)
+	VMOVUPS Z4, K1, 256(BX)
+	ADDQ R14, SI
+	ADDQ R8, DI
+	DECQ R15
+	JNZ groupedRows5x1AVX512row
+groupedRows5x1AVX512done:
+	VZEROUPPER
+	RET
+
+// func groupedRows5x2AVX512(taps int, offs *int, w, x *float32, wq int, y *float32, ldy, ow, rows int, bias *float32, relu int)
+// For each filter f < 2 and row i < rows: y[f·ldy + i·ow + j] = bias[f] +
+// Σ_t w[t·2+f]·x[i·wq+offs[t]+j] for j < ow (65 to 80 outputs, 5 vectors, the
+// last under the mask of ow mod 16 lanes), a row at a time in 10 accumulators;
+// relu 1 applies ReLU, relu 2 ReLU6 (the depthwise row kernels' bits).
+TEXT ·groupedRows5x2AVX512(SB), NOSPLIT, $0-88
+	MOVQ taps+0(FP), R10
+	MOVQ offs+8(FP), R11
+	MOVQ x+24(FP), SI
+	MOVQ wq+32(FP), R14
+	SHLQ $2, R14
+	MOVQ y+40(FP), DI
+	MOVQ ldy+48(FP), R9
+	SHLQ $2, R9
+	MOVQ ow+56(FP), R13
+	MOVQ R13, R8
+	SHLQ $2, R8
+	MOVQ rows+64(FP), R15
+	MOVQ bias+72(FP), DX
+	MOVQ R13, CX
+	ANDQ $15, CX
+	MOVL $1, AX
+	SHLL CX, AX
+	DECL AX
+	TESTQ CX, CX
+	JNZ groupedRows5x2AVX512mask
+	MOVL $0xffff, AX
+groupedRows5x2AVX512mask:
+	KMOVW AX, K1
+	TESTQ R15, R15
+	JEQ groupedRows5x2AVX512done
+groupedRows5x2AVX512row:
+	VBROADCASTSS (DX), Z0
+	VMOVAPS Z0, Z1
+	VMOVAPS Z0, Z2
+	VMOVAPS Z0, Z3
+	VMOVAPS Z0, Z4
+	VBROADCASTSS 4(DX), Z5
+	VMOVAPS Z5, Z6
+	VMOVAPS Z5, Z7
+	VMOVAPS Z5, Z8
+	VMOVAPS Z5, Z9
+	XORQ CX, CX
+	MOVQ w+16(FP), R12
+groupedRows5x2AVX512t:
+	MOVQ (R11)(CX*8), AX
+	LEAQ (SI)(AX*4), AX
+	VMOVUPS (AX), Z10
+	VMOVUPS 64(AX), Z11
+	VMOVUPS 128(AX), Z12
+	VMOVUPS 192(AX), Z13
+	VMOVUPS 256(AX), Z14
+	VBROADCASTSS (R12), Z15
+	VFMADD231PS Z10, Z15, Z0
+	VFMADD231PS Z11, Z15, Z1
+	VFMADD231PS Z12, Z15, Z2
+	VFMADD231PS Z13, Z15, Z3
+	VFMADD231PS Z14, Z15, Z4
+	VBROADCASTSS 4(R12), Z15
+	VFMADD231PS Z10, Z15, Z5
+	VFMADD231PS Z11, Z15, Z6
+	VFMADD231PS Z12, Z15, Z7
+	VFMADD231PS Z13, Z15, Z8
+	VFMADD231PS Z14, Z15, Z9
+	ADDQ $8, R12
+	INCQ CX
+	CMPQ CX, R10
+	JLT groupedRows5x2AVX512t
+	VPXORD Z10, Z10, Z10
+	MOVL $0x40c00000, AX
+	VPBROADCASTD AX, Z15
+	CMPQ relu+80(FP), $0
+	JEQ groupedRows5x2AVX512s
+	CMPQ relu+80(FP), $2
+	JEQ groupedRows5x2AVX5126
+	VMAXPS Z10, Z0, Z0
+	VMAXPS Z10, Z1, Z1
+	VMAXPS Z10, Z2, Z2
+	VMAXPS Z10, Z3, Z3
+	VMAXPS Z10, Z4, Z4
+	VMAXPS Z10, Z5, Z5
+	VMAXPS Z10, Z6, Z6
+	VMAXPS Z10, Z7, Z7
+	VMAXPS Z10, Z8, Z8
+	VMAXPS Z10, Z9, Z9
+	JMP groupedRows5x2AVX512s
+groupedRows5x2AVX5126:
+	VMAXPS Z0, Z10, Z0
+	VMINPS Z0, Z15, Z0
+	VMAXPS Z1, Z10, Z1
+	VMINPS Z1, Z15, Z1
+	VMAXPS Z2, Z10, Z2
+	VMINPS Z2, Z15, Z2
+	VMAXPS Z3, Z10, Z3
+	VMINPS Z3, Z15, Z3
+	VMAXPS Z4, Z10, Z4
+	VMINPS Z4, Z15, Z4
+	VMAXPS Z5, Z10, Z5
+	VMINPS Z5, Z15, Z5
+	VMAXPS Z6, Z10, Z6
+	VMINPS Z6, Z15, Z6
+	VMAXPS Z7, Z10, Z7
+	VMINPS Z7, Z15, Z7
+	VMAXPS Z8, Z10, Z8
+	VMINPS Z8, Z15, Z8
+	VMAXPS Z9, Z10, Z9
+	VMINPS Z9, Z15, Z9
+groupedRows5x2AVX512s:
+	MOVQ DI, BX
+	VMOVUPS Z0, (BX)
+	VMOVUPS Z1, 64(BX)
+	VMOVUPS Z2, 128(BX)
+	VMOVUPS Z3, 192(BX)
+	VMOVUPS Z4, K1, 256(BX)
+	ADDQ R9, BX
+	VMOVUPS Z5, (BX)
+	VMOVUPS Z6, 64(BX)
+	VMOVUPS Z7, 128(BX)
+	VMOVUPS Z8, 192(BX)
+	VMOVUPS Z9, K1, 256(BX)
+	ADDQ R14, SI
+	ADDQ R8, DI
+	DECQ R15
+	JNZ groupedRows5x2AVX512row
+groupedRows5x2AVX512done:
+	VZEROUPPER
+	RET
+
+// func groupedRows5x3AVX512(taps int, offs *int, w, x *float32, wq int, y *float32, ldy, ow, rows int, bias *float32, relu int)
+// For each filter f < 3 and row i < rows: y[f·ldy + i·ow + j] = bias[f] +
+// Σ_t w[t·3+f]·x[i·wq+offs[t]+j] for j < ow (65 to 80 outputs, 5 vectors, the
+// last under the mask of ow mod 16 lanes), a row at a time in 15 accumulators;
+// relu 1 applies ReLU, relu 2 ReLU6 (the depthwise row kernels' bits).
+TEXT ·groupedRows5x3AVX512(SB), NOSPLIT, $0-88
+	MOVQ taps+0(FP), R10
+	MOVQ offs+8(FP), R11
+	MOVQ x+24(FP), SI
+	MOVQ wq+32(FP), R14
+	SHLQ $2, R14
+	MOVQ y+40(FP), DI
+	MOVQ ldy+48(FP), R9
+	SHLQ $2, R9
+	MOVQ ow+56(FP), R13
+	MOVQ R13, R8
+	SHLQ $2, R8
+	MOVQ rows+64(FP), R15
+	MOVQ bias+72(FP), DX
+	MOVQ R13, CX
+	ANDQ $15, CX
+	MOVL $1, AX
+	SHLL CX, AX
+	DECL AX
+	TESTQ CX, CX
+	JNZ groupedRows5x3AVX512mask
+	MOVL $0xffff, AX
+groupedRows5x3AVX512mask:
+	KMOVW AX, K1
+	TESTQ R15, R15
+	JEQ groupedRows5x3AVX512done
+groupedRows5x3AVX512row:
+	VBROADCASTSS (DX), Z0
+	VMOVAPS Z0, Z1
+	VMOVAPS Z0, Z2
+	VMOVAPS Z0, Z3
+	VMOVAPS Z0, Z4
+	VBROADCASTSS 4(DX), Z5
+	VMOVAPS Z5, Z6
+	VMOVAPS Z5, Z7
+	VMOVAPS Z5, Z8
+	VMOVAPS Z5, Z9
+	VBROADCASTSS 8(DX), Z10
+	VMOVAPS Z10, Z11
+	VMOVAPS Z10, Z12
+	VMOVAPS Z10, Z13
+	VMOVAPS Z10, Z14
+	XORQ CX, CX
+	MOVQ w+16(FP), R12
+groupedRows5x3AVX512t:
+	MOVQ (R11)(CX*8), AX
+	LEAQ (SI)(AX*4), AX
+	VMOVUPS (AX), Z15
+	VMOVUPS 64(AX), Z16
+	VMOVUPS 128(AX), Z17
+	VMOVUPS 192(AX), Z18
+	VMOVUPS 256(AX), Z19
+	VBROADCASTSS (R12), Z20
+	VFMADD231PS Z15, Z20, Z0
+	VFMADD231PS Z16, Z20, Z1
+	VFMADD231PS Z17, Z20, Z2
+	VFMADD231PS Z18, Z20, Z3
+	VFMADD231PS Z19, Z20, Z4
+	VBROADCASTSS 4(R12), Z20
+	VFMADD231PS Z15, Z20, Z5
+	VFMADD231PS Z16, Z20, Z6
+	VFMADD231PS Z17, Z20, Z7
+	VFMADD231PS Z18, Z20, Z8
+	VFMADD231PS Z19, Z20, Z9
+	VBROADCASTSS 8(R12), Z20
+	VFMADD231PS Z15, Z20, Z10
+	VFMADD231PS Z16, Z20, Z11
+	VFMADD231PS Z17, Z20, Z12
+	VFMADD231PS Z18, Z20, Z13
+	VFMADD231PS Z19, Z20, Z14
+	ADDQ $12, R12
+	INCQ CX
+	CMPQ CX, R10
+	JLT groupedRows5x3AVX512t
+	VPXORD Z15, Z15, Z15
+	MOVL $0x40c00000, AX
+	VPBROADCASTD AX, Z20
+	CMPQ relu+80(FP), $0
+	JEQ groupedRows5x3AVX512s
+	CMPQ relu+80(FP), $2
+	JEQ groupedRows5x3AVX5126
+	VMAXPS Z15, Z0, Z0
+	VMAXPS Z15, Z1, Z1
+	VMAXPS Z15, Z2, Z2
+	VMAXPS Z15, Z3, Z3
+	VMAXPS Z15, Z4, Z4
+	VMAXPS Z15, Z5, Z5
+	VMAXPS Z15, Z6, Z6
+	VMAXPS Z15, Z7, Z7
+	VMAXPS Z15, Z8, Z8
+	VMAXPS Z15, Z9, Z9
+	VMAXPS Z15, Z10, Z10
+	VMAXPS Z15, Z11, Z11
+	VMAXPS Z15, Z12, Z12
+	VMAXPS Z15, Z13, Z13
+	VMAXPS Z15, Z14, Z14
+	JMP groupedRows5x3AVX512s
+groupedRows5x3AVX5126:
+	VMAXPS Z0, Z15, Z0
+	VMINPS Z0, Z20, Z0
+	VMAXPS Z1, Z15, Z1
+	VMINPS Z1, Z20, Z1
+	VMAXPS Z2, Z15, Z2
+	VMINPS Z2, Z20, Z2
+	VMAXPS Z3, Z15, Z3
+	VMINPS Z3, Z20, Z3
+	VMAXPS Z4, Z15, Z4
+	VMINPS Z4, Z20, Z4
+	VMAXPS Z5, Z15, Z5
+	VMINPS Z5, Z20, Z5
+	VMAXPS Z6, Z15, Z6
+	VMINPS Z6, Z20, Z6
+	VMAXPS Z7, Z15, Z7
+	VMINPS Z7, Z20, Z7
+	VMAXPS Z8, Z15, Z8
+	VMINPS Z8, Z20, Z8
+	VMAXPS Z9, Z15, Z9
+	VMINPS Z9, Z20, Z9
+	VMAXPS Z10, Z15, Z10
+	VMINPS Z10, Z20, Z10
+	VMAXPS Z11, Z15, Z11
+	VMINPS Z11, Z20, Z11
+	VMAXPS Z12, Z15, Z12
+	VMINPS Z12, Z20, Z12
+	VMAXPS Z13, Z15, Z13
+	VMINPS Z13, Z20, Z13
+	VMAXPS Z14, Z15, Z14
+	VMINPS Z14, Z20, Z14
+groupedRows5x3AVX512s:
+	MOVQ DI, BX
+	VMOVUPS Z0, (BX)
+	VMOVUPS Z1, 64(BX)
+	VMOVUPS Z2, 128(BX)
+	VMOVUPS Z3, 192(BX)
+	VMOVUPS Z4, K1, 256(BX)
+	ADDQ R9, BX
+	VMOVUPS Z5, (BX)
+	VMOVUPS Z6, 64(BX)
+	VMOVUPS Z7, 128(BX)
+	VMOVUPS Z8, 192(BX)
+	VMOVUPS Z9, K1, 256(BX)
+	ADDQ R9, BX
+	VMOVUPS Z10, (BX)
+	VMOVUPS Z11, 64(BX)
+	VMOVUPS Z12, 128(BX)
+	VMOVUPS Z13, 192(BX)
+	VMOVUPS Z14, K1, 256(BX)
+	ADDQ R14, SI
+	ADDQ R8, DI
+	DECQ R15
+	JNZ groupedRows5x3AVX512row
+groupedRows5x3AVX512done:
+	VZEROUPPER
+	RET
+
+// func groupedRows5x4AVX512(taps int, offs *int, w, x *float32, wq int, y *float32, ldy, ow, rows int, bias *float32, relu int)
+// For each filter f < 4 and row i < rows: y[f·ldy + i·ow + j] = bias[f] +
+// Σ_t w[t·4+f]·x[i·wq+offs[t]+j] for j < ow (65 to 80 outputs, 5 vectors, the
+// last under the mask of ow mod 16 lanes), a row at a time in 20 accumulators;
+// relu 1 applies ReLU, relu 2 ReLU6 (the depthwise row kernels' bits).
+TEXT ·groupedRows5x4AVX512(SB), NOSPLIT, $0-88
+	MOVQ taps+0(FP), R10
+	MOVQ offs+8(FP), R11
+	MOVQ x+24(FP), SI
+	MOVQ wq+32(FP), R14
+	SHLQ $2, R14
+	MOVQ y+40(FP), DI
+	MOVQ ldy+48(FP), R9
+	SHLQ $2, R9
+	MOVQ ow+56(FP), R13
+	MOVQ R13, R8
+	SHLQ $2, R8
+	MOVQ rows+64(FP), R15
+	MOVQ bias+72(FP), DX
+	MOVQ R13, CX
+	ANDQ $15, CX
+	MOVL $1, AX
+	SHLL CX, AX
+	DECL AX
+	TESTQ CX, CX
+	JNZ groupedRows5x4AVX512mask
+	MOVL $0xffff, AX
+groupedRows5x4AVX512mask:
+	KMOVW AX, K1
+	TESTQ R15, R15
+	JEQ groupedRows5x4AVX512done
+groupedRows5x4AVX512row:
+	VBROADCASTSS (DX), Z0
+	VMOVAPS Z0, Z1
+	VMOVAPS Z0, Z2
+	VMOVAPS Z0, Z3
+	VMOVAPS Z0, Z4
+	VBROADCASTSS 4(DX), Z5
+	VMOVAPS Z5, Z6
+	VMOVAPS Z5, Z7
+	VMOVAPS Z5, Z8
+	VMOVAPS Z5, Z9
+	VBROADCASTSS 8(DX), Z10
+	VMOVAPS Z10, Z11
+	VMOVAPS Z10, Z12
+	VMOVAPS Z10, Z13
+	VMOVAPS Z10, Z14
+	VBROADCASTSS 12(DX), Z15
+	VMOVAPS Z15, Z16
+	VMOVAPS Z15, Z17
+	VMOVAPS Z15, Z18
+	VMOVAPS Z15, Z19
+	XORQ CX, CX
+	MOVQ w+16(FP), R12
+groupedRows5x4AVX512t:
+	MOVQ (R11)(CX*8), AX
+	LEAQ (SI)(AX*4), AX
+	VMOVUPS (AX), Z20
+	VMOVUPS 64(AX), Z21
+	VMOVUPS 128(AX), Z22
+	VMOVUPS 192(AX), Z23
+	VMOVUPS 256(AX), Z24
+	VBROADCASTSS (R12), Z25
+	VFMADD231PS Z20, Z25, Z0
+	VFMADD231PS Z21, Z25, Z1
+	VFMADD231PS Z22, Z25, Z2
+	VFMADD231PS Z23, Z25, Z3
+	VFMADD231PS Z24, Z25, Z4
+	VBROADCASTSS 4(R12), Z25
+	VFMADD231PS Z20, Z25, Z5
+	VFMADD231PS Z21, Z25, Z6
+	VFMADD231PS Z22, Z25, Z7
+	VFMADD231PS Z23, Z25, Z8
+	VFMADD231PS Z24, Z25, Z9
+	VBROADCASTSS 8(R12), Z25
+	VFMADD231PS Z20, Z25, Z10
+	VFMADD231PS Z21, Z25, Z11
+	VFMADD231PS Z22, Z25, Z12
+	VFMADD231PS Z23, Z25, Z13
+	VFMADD231PS Z24, Z25, Z14
+	VBROADCASTSS 12(R12), Z25
+	VFMADD231PS Z20, Z25, Z15
+	VFMADD231PS Z21, Z25, Z16
+	VFMADD231PS Z22, Z25, Z17
+	VFMADD231PS Z23, Z25, Z18
+	VFMADD231PS Z24, Z25, Z19
+	ADDQ $16, R12
+	INCQ CX
+	CMPQ CX, R10
+	JLT groupedRows5x4AVX512t
+	VPXORD Z20, Z20, Z20
+	MOVL $0x40c00000, AX
+	VPBROADCASTD AX, Z25
+	CMPQ relu+80(FP), $0
+	JEQ groupedRows5x4AVX512s
+	CMPQ relu+80(FP), $2
+	JEQ groupedRows5x4AVX5126
+	VMAXPS Z20, Z0, Z0
+	VMAXPS Z20, Z1, Z1
+	VMAXPS Z20, Z2, Z2
+	VMAXPS Z20, Z3, Z3
+	VMAXPS Z20, Z4, Z4
+	VMAXPS Z20, Z5, Z5
+	VMAXPS Z20, Z6, Z6
+	VMAXPS Z20, Z7, Z7
+	VMAXPS Z20, Z8, Z8
+	VMAXPS Z20, Z9, Z9
+	VMAXPS Z20, Z10, Z10
+	VMAXPS Z20, Z11, Z11
+	VMAXPS Z20, Z12, Z12
+	VMAXPS Z20, Z13, Z13
+	VMAXPS Z20, Z14, Z14
+	VMAXPS Z20, Z15, Z15
+	VMAXPS Z20, Z16, Z16
+	VMAXPS Z20, Z17, Z17
+	VMAXPS Z20, Z18, Z18
+	VMAXPS Z20, Z19, Z19
+	JMP groupedRows5x4AVX512s
+groupedRows5x4AVX5126:
+	VMAXPS Z0, Z20, Z0
+	VMINPS Z0, Z25, Z0
+	VMAXPS Z1, Z20, Z1
+	VMINPS Z1, Z25, Z1
+	VMAXPS Z2, Z20, Z2
+	VMINPS Z2, Z25, Z2
+	VMAXPS Z3, Z20, Z3
+	VMINPS Z3, Z25, Z3
+	VMAXPS Z4, Z20, Z4
+	VMINPS Z4, Z25, Z4
+	VMAXPS Z5, Z20, Z5
+	VMINPS Z5, Z25, Z5
+	VMAXPS Z6, Z20, Z6
+	VMINPS Z6, Z25, Z6
+	VMAXPS Z7, Z20, Z7
+	VMINPS Z7, Z25, Z7
+	VMAXPS Z8, Z20, Z8
+	VMINPS Z8, Z25, Z8
+	VMAXPS Z9, Z20, Z9
+	VMINPS Z9, Z25, Z9
+	VMAXPS Z10, Z20, Z10
+	VMINPS Z10, Z25, Z10
+	VMAXPS Z11, Z20, Z11
+	VMINPS Z11, Z25, Z11
+	VMAXPS Z12, Z20, Z12
+	VMINPS Z12, Z25, Z12
+	VMAXPS Z13, Z20, Z13
+	VMINPS Z13, Z25, Z13
+	VMAXPS Z14, Z20, Z14
+	VMINPS Z14, Z25, Z14
+	VMAXPS Z15, Z20, Z15
+	VMINPS Z15, Z25, Z15
+	VMAXPS Z16, Z20, Z16
+	VMINPS Z16, Z25, Z16
+	VMAXPS Z17, Z20, Z17
+	VMINPS Z17, Z25, Z17
+	VMAXPS Z18, Z20, Z18
+	VMINPS Z18, Z25, Z18
+	VMAXPS Z19, Z20, Z19
+	VMINPS Z19, Z25, Z19
+groupedRows5x4AVX512s:
+	MOVQ DI, BX
+	VMOVUPS Z0, (BX)
+	VMOVUPS Z1, 64(BX)
+	VMOVUPS Z2, 128(BX)
+	VMOVUPS Z3, 192(BX)
+	VMOVUPS Z4, K1, 256(BX)
+	ADDQ R9, BX
+	VMOVUPS Z5, (BX)
+	VMOVUPS Z6, 64(BX)
+	VMOVUPS Z7, 128(BX)
+	VMOVUPS Z8, 192(BX)
+	VMOVUPS Z9, K1, 256(BX)
+	ADDQ R9, BX
+	VMOVUPS Z10, (BX)
+	VMOVUPS Z11, 64(BX)
+	VMOVUPS Z12, 128(BX)
+	VMOVUPS Z13, 192(BX)
+	VMOVUPS Z14, K1, 256(BX)
+	ADDQ R9, BX
+	VMOVUPS Z15, (BX)
+	VMOVUPS Z16, 64(BX)
+	VMOVUPS Z17, 128(BX)
+	VMOVUPS Z18, 192(BX)
+	VMOVUPS Z19, K1, 256(BX)
+	ADDQ R14, SI
+	ADDQ R8, DI
+	DECQ R15
+	JNZ groupedRows5x4AVX512row
+groupedRows5x4AVX512done:
+	VZEROUPPER
+	RET
+
+// func groupedRows5x5AVX512(taps int, offs *int, w, x *float32, wq int, y *float32, ldy, ow, rows int, bias *float32, relu int)
+// For each filter f < 5 and row i < rows: y[f·ldy + i·ow + j] = bias[f] +
+// Σ_t w[t·5+f]·x[i·wq+offs[t]+j] for j < ow (65 to 80 outputs, 5 vectors, the
+// last under the mask of ow mod 16 lanes), a row at a time in 25 accumulators;
+// relu 1 applies ReLU, relu 2 ReLU6 (the depthwise row kernels' bits).
+TEXT ·groupedRows5x5AVX512(SB), NOSPLIT, $0-88
+	MOVQ taps+0(FP), R10
+	MOVQ offs+8(FP), R11
+	MOVQ x+24(FP), SI
+	MOVQ wq+32(FP), R14
+	SHLQ $2, R14
+	MOVQ y+40(FP), DI
+	MOVQ ldy+48(FP), R9
+	SHLQ $2, R9
+	MOVQ ow+56(FP), R13
+	MOVQ R13, R8
+	SHLQ $2, R8
+	MOVQ rows+64(FP), R15
+	MOVQ bias+72(FP), DX
+	MOVQ R13, CX
+	ANDQ $15, CX
+	MOVL $1, AX
+	SHLL CX, AX
+	DECL AX
+	TESTQ CX, CX
+	JNZ groupedRows5x5AVX512mask
+	MOVL $0xffff, AX
+groupedRows5x5AVX512mask:
+	KMOVW AX, K1
+	TESTQ R15, R15
+	JEQ groupedRows5x5AVX512done
+groupedRows5x5AVX512row:
+	VBROADCASTSS (DX), Z0
+	VMOVAPS Z0, Z1
+	VMOVAPS Z0, Z2
+	VMOVAPS Z0, Z3
+	VMOVAPS Z0, Z4
+	VBROADCASTSS 4(DX), Z5
+	VMOVAPS Z5, Z6
+	VMOVAPS Z5, Z7
+	VMOVAPS Z5, Z8
+	VMOVAPS Z5, Z9
+	VBROADCASTSS 8(DX), Z10
+	VMOVAPS Z10, Z11
+	VMOVAPS Z10, Z12
+	VMOVAPS Z10, Z13
+	VMOVAPS Z10, Z14
+	VBROADCASTSS 12(DX), Z15
+	VMOVAPS Z15, Z16
+	VMOVAPS Z15, Z17
+	VMOVAPS Z15, Z18
+	VMOVAPS Z15, Z19
+	VBROADCASTSS 16(DX), Z20
+	VMOVAPS Z20, Z21
+	VMOVAPS Z20, Z22
+	VMOVAPS Z20, Z23
+	VMOVAPS Z20, Z24
+	XORQ CX, CX
+	MOVQ w+16(FP), R12
+groupedRows5x5AVX512t:
+	MOVQ (R11)(CX*8), AX
+	LEAQ (SI)(AX*4), AX
+	VMOVUPS (AX), Z25
+	VMOVUPS 64(AX), Z26
+	VMOVUPS 128(AX), Z27
+	VMOVUPS 192(AX), Z28
+	VMOVUPS 256(AX), Z29
+	VBROADCASTSS (R12), Z30
+	VFMADD231PS Z25, Z30, Z0
+	VFMADD231PS Z26, Z30, Z1
+	VFMADD231PS Z27, Z30, Z2
+	VFMADD231PS Z28, Z30, Z3
+	VFMADD231PS Z29, Z30, Z4
+	VBROADCASTSS 4(R12), Z30
+	VFMADD231PS Z25, Z30, Z5
+	VFMADD231PS Z26, Z30, Z6
+	VFMADD231PS Z27, Z30, Z7
+	VFMADD231PS Z28, Z30, Z8
+	VFMADD231PS Z29, Z30, Z9
+	VBROADCASTSS 8(R12), Z30
+	VFMADD231PS Z25, Z30, Z10
+	VFMADD231PS Z26, Z30, Z11
+	VFMADD231PS Z27, Z30, Z12
+	VFMADD231PS Z28, Z30, Z13
+	VFMADD231PS Z29, Z30, Z14
+	VBROADCASTSS 12(R12), Z30
+	VFMADD231PS Z25, Z30, Z15
+	VFMADD231PS Z26, Z30, Z16
+	VFMADD231PS Z27, Z30, Z17
+	VFMADD231PS Z28, Z30, Z18
+	VFMADD231PS Z29, Z30, Z19
+	VBROADCASTSS 16(R12), Z30
+	VFMADD231PS Z25, Z30, Z20
+	VFMADD231PS Z26, Z30, Z21
+	VFMADD231PS Z27, Z30, Z22
+	VFMADD231PS Z28, Z30, Z23
+	VFMADD231PS Z29, Z30, Z24
+	ADDQ $20, R12
+	INCQ CX
+	CMPQ CX, R10
+	JLT groupedRows5x5AVX512t
+	VPXORD Z25, Z25, Z25
+	MOVL $0x40c00000, AX
+	VPBROADCASTD AX, Z30
+	CMPQ relu+80(FP), $0
+	JEQ groupedRows5x5AVX512s
+	CMPQ relu+80(FP), $2
+	JEQ groupedRows5x5AVX5126
+	VMAXPS Z25, Z0, Z0
+	VMAXPS Z25, Z1, Z1
+	VMAXPS Z25, Z2, Z2
+	VMAXPS Z25, Z3, Z3
+	VMAXPS Z25, Z4, Z4
+	VMAXPS Z25, Z5, Z5
+	VMAXPS Z25, Z6, Z6
+	VMAXPS Z25, Z7, Z7
+	VMAXPS Z25, Z8, Z8
+	VMAXPS Z25, Z9, Z9
+	VMAXPS Z25, Z10, Z10
+	VMAXPS Z25, Z11, Z11
+	VMAXPS Z25, Z12, Z12
+	VMAXPS Z25, Z13, Z13
+	VMAXPS Z25, Z14, Z14
+	VMAXPS Z25, Z15, Z15
+	VMAXPS Z25, Z16, Z16
+	VMAXPS Z25, Z17, Z17
+	VMAXPS Z25, Z18, Z18
+	VMAXPS Z25, Z19, Z19
+	VMAXPS Z25, Z20, Z20
+	VMAXPS Z25, Z21, Z21
+	VMAXPS Z25, Z22, Z22
+	VMAXPS Z25, Z23, Z23
+	VMAXPS Z25, Z24, Z24
+	JMP groupedRows5x5AVX512s
+groupedRows5x5AVX5126:
+	VMAXPS Z0, Z25, Z0
+	VMINPS Z0, Z30, Z0
+	VMAXPS Z1, Z25, Z1
+	VMINPS Z1, Z30, Z1
+	VMAXPS Z2, Z25, Z2
+	VMINPS Z2, Z30, Z2
+	VMAXPS Z3, Z25, Z3
+	VMINPS Z3, Z30, Z3
+	VMAXPS Z4, Z25, Z4
+	VMINPS Z4, Z30, Z4
+	VMAXPS Z5, Z25, Z5
+	VMINPS Z5, Z30, Z5
+	VMAXPS Z6, Z25, Z6
+	VMINPS Z6, Z30, Z6
+	VMAXPS Z7, Z25, Z7
+	VMINPS Z7, Z30, Z7
+	VMAXPS Z8, Z25, Z8
+	VMINPS Z8, Z30, Z8
+	VMAXPS Z9, Z25, Z9
+	VMINPS Z9, Z30, Z9
+	VMAXPS Z10, Z25, Z10
+	VMINPS Z10, Z30, Z10
+	VMAXPS Z11, Z25, Z11
+	VMINPS Z11, Z30, Z11
+	VMAXPS Z12, Z25, Z12
+	VMINPS Z12, Z30, Z12
+	VMAXPS Z13, Z25, Z13
+	VMINPS Z13, Z30, Z13
+	VMAXPS Z14, Z25, Z14
+	VMINPS Z14, Z30, Z14
+	VMAXPS Z15, Z25, Z15
+	VMINPS Z15, Z30, Z15
+	VMAXPS Z16, Z25, Z16
+	VMINPS Z16, Z30, Z16
+	VMAXPS Z17, Z25, Z17
+	VMINPS Z17, Z30, Z17
+	VMAXPS Z18, Z25, Z18
+	VMINPS Z18, Z30, Z18
+	VMAXPS Z19, Z25, Z19
+	VMINPS Z19, Z30, Z19
+	VMAXPS Z20, Z25, Z20
+	VMINPS Z20, Z30, Z20
+	VMAXPS Z21, Z25, Z21
+	VMINPS Z21, Z30, Z21
+	VMAXPS Z22, Z25, Z22
+	VMINPS Z22, Z30, Z22
+	VMAXPS Z23, Z25, Z23
+	VMINPS Z23, Z30, Z23
+	VMAXPS Z24, Z25, Z24
+	VMINPS Z24, Z30, Z24
+groupedRows5x5AVX512s:
+	MOVQ DI, BX
+	VMOVUPS Z0, (BX)
+	VMOVUPS Z1, 64(BX)
+	VMOVUPS Z2, 128(BX)
+	VMOVUPS Z3, 192(BX)
+	VMOVUPS Z4, K1, 256(BX)
+	ADDQ R9, BX
+	VMOVUPS Z5, (BX)
+	VMOVUPS Z6, 64(BX)
+	VMOVUPS Z7, 128(BX)
+	VMOVUPS Z8, 192(BX)
+	VMOVUPS Z9, K1, 256(BX)
+	ADDQ R9, BX
+	VMOVUPS Z10, (BX)
+	VMOVUPS Z11, 64(BX)
+	VMOVUPS Z12, 128(BX)
+	VMOVUPS Z13, 192(BX)
+	VMOVUPS Z14, K1, 256(BX)
+	ADDQ R9, BX
+	VMOVUPS Z15, (BX)
+	VMOVUPS Z16, 64(BX)
+	VMOVUPS Z17, 128(BX)
+	VMOVUPS Z18, 192(BX)
+	VMOVUPS Z19, K1, 256(BX)
+	ADDQ R9, BX
+	VMOVUPS Z20, (BX)
+	VMOVUPS Z21, 64(BX)
+	VMOVUPS Z22, 128(BX)
+	VMOVUPS Z23, 192(BX)
+	VMOVUPS Z24, K1, 256(BX)
+	ADDQ R14, SI
+	ADDQ R8, DI
+	DECQ R15
+	JNZ groupedRows5x5AVX512row
+groupedRows5x5AVX512done:
+	VZEROUPPER
+	RET
+
+// func groupedRows6x1AVX512(taps int, offs *int, w, x *float32, wq int, y *float32, ldy, ow, rows int, bias *float32, relu int)
+// For each filter f < 1 and row i < rows: y[f·ldy + i·ow + j] = bias[f] +
+// Σ_t w[t·1+f]·x[i·wq+offs[t]+j] for j < ow (81 to 96 outputs, 6 vectors, the
+// last under the mask of ow mod 16 lanes), a row at a time in 6 accumulators;
+// relu 1 applies ReLU, relu 2 ReLU6 (the depthwise row kernels' bits).
+TEXT ·groupedRows6x1AVX512(SB), NOSPLIT, $0-88
+	MOVQ taps+0(FP), R10
+	MOVQ offs+8(FP), R11
+	MOVQ x+24(FP), SI
+	MOVQ wq+32(FP), R14
+	SHLQ $2, R14
+	MOVQ y+40(FP), DI
+	MOVQ ldy+48(FP), R9
+	SHLQ $2, R9
+	MOVQ ow+56(FP), R13
+	MOVQ R13, R8
+	SHLQ $2, R8
+	MOVQ rows+64(FP), R15
+	MOVQ bias+72(FP), DX
+	MOVQ R13, CX
+	ANDQ $15, CX
+	MOVL $1, AX
+	SHLL CX, AX
+	DECL AX
+	TESTQ CX, CX
+	JNZ groupedRows6x1AVX512mask
+	MOVL $0xffff, AX
+groupedRows6x1AVX512mask:
+	KMOVW AX, K1
+	TESTQ R15, R15
+	JEQ groupedRows6x1AVX512done
+groupedRows6x1AVX512row:
+	VBROADCASTSS (DX), Z0
+	VMOVAPS Z0, Z1
+	VMOVAPS Z0, Z2
+	VMOVAPS Z0, Z3
+	VMOVAPS Z0, Z4
+	VMOVAPS Z0, Z5
+	XORQ CX, CX
+	MOVQ w+16(FP), R12
+groupedRows6x1AVX512t:
+	MOVQ (R11)(CX*8), AX
+	LEAQ (SI)(AX*4), AX
+	VMOVUPS (AX), Z6
+	VMOVUPS 64(AX), Z7
+	VMOVUPS 128(AX), Z8
+	VMOVUPS 192(AX), Z9
+	VMOVUPS 256(AX), Z10
+	VMOVUPS 320(AX), Z11
+	VBROADCASTSS (R12), Z12
+	VFMADD231PS Z6, Z12, Z0
+	VFMADD231PS Z7, Z12, Z1
+	VFMADD231PS Z8, Z12, Z2
+	VFMADD231PS Z9, Z12, Z3
+	VFMADD231PS Z10, Z12, Z4
+	VFMADD231PS Z11, Z12, Z5
+	ADDQ $4, R12
+	INCQ CX
+	CMPQ CX, R10
+	JLT groupedRows6x1AVX512t
+	VPXORD Z6, Z6, Z6
+	MOVL $0x40c00000, AX
+	VPBROADCASTD AX, Z12
+	CMPQ relu+80(FP), $0
+	JEQ groupedRows6x1AVX512s
+	CMPQ relu+80(FP), $2
+	JEQ groupedRows6x1AVX5126
+	VMAXPS Z6, Z0, Z0
+	VMAXPS Z6, Z1, Z1
+	VMAXPS Z6, Z2, Z2
+	VMAXPS Z6, Z3, Z3
+	VMAXPS Z6, Z4, Z4
+	VMAXPS Z6, Z5, Z5
+	JMP groupedRows6x1AVX512s
+groupedRows6x1AVX5126:
+	VMAXPS Z0, Z6, Z0
+	VMINPS Z0, Z12, Z0
+	VMAXPS Z1, Z6, Z1
+	VMINPS Z1, Z12, Z1
+	VMAXPS Z2, Z6, Z2
+	VMINPS Z2, Z12, Z2
+	VMAXPS Z3, Z6, Z3
+	VMINPS Z3, Z12, Z3
+	VMAXPS Z4, Z6, Z4
+	VMINPS Z4, Z12, Z4
+	VMAXPS Z5, Z6, Z5
+	VMINPS Z5, Z12, Z5
+groupedRows6x1AVX512s:
+	MOVQ DI, BX
+	VMOVUPS Z0, (BX)
+	VMOVUPS Z1, 64(BX)
+	VMOVUPS Z2, 128(BX)
+	VMOVUPS Z3, 192(BX)
+	VMOVUPS Z4, 256(BX)
+	VMOVUPS Z5, K1, 320(BX)
+	ADDQ R14, SI
+	ADDQ R8, DI
+	DECQ R15
+	JNZ groupedRows6x1AVX512row
+groupedRows6x1AVX512done:
+	VZEROUPPER
+	RET
+
+// func groupedRows6x2AVX512(taps int, offs *int, w, x *float32, wq int, y *float32, ldy, ow, rows int, bias *float32, relu int)
+// For each filter f < 2 and row i < rows: y[f·ldy + i·ow + j] = bias[f] +
+// Σ_t w[t·2+f]·x[i·wq+offs[t]+j] for j < ow (81 to 96 outputs, 6 vectors, the
+// last under the mask of ow mod 16 lanes), a row at a time in 12 accumulators;
+// relu 1 applies ReLU, relu 2 ReLU6 (the depthwise row kernels' bits).
+TEXT ·groupedRows6x2AVX512(SB), NOSPLIT, $0-88
+	MOVQ taps+0(FP), R10
+	MOVQ offs+8(FP), R11
+	MOVQ x+24(FP), SI
+	MOVQ wq+32(FP), R14
+	SHLQ $2, R14
+	MOVQ y+40(FP), DI
+	MOVQ ldy+48(FP), R9
+	SHLQ $2, R9
+	MOVQ ow+56(FP), R13
+	MOVQ R13, R8
+	SHLQ $2, R8
+	MOVQ rows+64(FP), R15
+	MOVQ bias+72(FP), DX
+	MOVQ R13, CX
+	ANDQ $15, CX
+	MOVL $1, AX
+	SHLL CX, AX
+	DECL AX
+	TESTQ CX, CX
+	JNZ groupedRows6x2AVX512mask
+	MOVL $0xffff, AX
+groupedRows6x2AVX512mask:
+	KMOVW AX, K1
+	TESTQ R15, R15
+	JEQ groupedRows6x2AVX512done
+groupedRows6x2AVX512row:
+	VBROADCASTSS (DX), Z0
+	VMOVAPS Z0, Z1
+	VMOVAPS Z0, Z2
+	VMOVAPS Z0, Z3
+	VMOVAPS Z0, Z4
+	VMOVAPS Z0, Z5
+	VBROADCASTSS 4(DX), Z6
+	VMOVAPS Z6, Z7
+	VMOVAPS Z6, Z8
+	VMOVAPS Z6, Z9
+	VMOVAPS Z6, Z10
+	VMOVAPS Z6, Z11
+	XORQ CX, CX
+	MOVQ w+16(FP), R12
+groupedRows6x2AVX512t:
+	MOVQ (R11)(CX*8), AX
+	LEAQ (SI)(AX*4), AX
+	VMOVUPS (AX), Z12
+	VMOVUPS 64(AX), Z13
+	VMOVUPS 128(AX), Z14
+	VMOVUPS 192(AX), Z15
+	VMOVUPS 256(AX), Z16
+	VMOVUPS 320(AX), Z17
+	VBROADCASTSS (R12), Z18
+	VFMADD231PS Z12, Z18, Z0
+	VFMADD231PS Z13, Z18, Z1
+	VFMADD231PS Z14, Z18, Z2
+	VFMADD231PS Z15, Z18, Z3
+	VFMADD231PS Z16, Z18, Z4
+	VFMADD231PS Z17, Z18, Z5
+	VBROADCASTSS 4(R12), Z18
+	VFMADD231PS Z12, Z18, Z6
+	VFMADD231PS Z13, Z18, Z7
+	VFMADD231PS Z14, Z18, Z8
+	VFMADD231PS Z15, Z18, Z9
+	VFMADD231PS Z16, Z18, Z10
+	VFMADD231PS Z17, Z18, Z11
+	ADDQ $8, R12
+	INCQ CX
+	CMPQ CX, R10
+	JLT groupedRows6x2AVX512t
+	VPXORD Z12, Z12, Z12
+	MOVL $0x40c00000, AX
+	VPBROADCASTD AX, Z18
+	CMPQ relu+80(FP), $0
+	JEQ groupedRows6x2AVX512s
+	CMPQ relu+80(FP), $2
+	JEQ groupedRows6x2AVX5126
+	VMAXPS Z12, Z0, Z0
+	VMAXPS Z12, Z1, Z1
+	VMAXPS Z12, Z2, Z2
+	VMAXPS Z12, Z3, Z3
+	VMAXPS Z12, Z4, Z4
+	VMAXPS Z12, Z5, Z5
+	VMAXPS Z12, Z6, Z6
+	VMAXPS Z12, Z7, Z7
+	VMAXPS Z12, Z8, Z8
+	VMAXPS Z12, Z9, Z9
+	VMAXPS Z12, Z10, Z10
+	VMAXPS Z12, Z11, Z11
+	JMP groupedRows6x2AVX512s
+groupedRows6x2AVX5126:
+	VMAXPS Z0, Z12, Z0
+	VMINPS Z0, Z18, Z0
+	VMAXPS Z1, Z12, Z1
+	VMINPS Z1, Z18, Z1
+	VMAXPS Z2, Z12, Z2
+	VMINPS Z2, Z18, Z2
+	VMAXPS Z3, Z12, Z3
+	VMINPS Z3, Z18, Z3
+	VMAXPS Z4, Z12, Z4
+	VMINPS Z4, Z18, Z4
+	VMAXPS Z5, Z12, Z5
+	VMINPS Z5, Z18, Z5
+	VMAXPS Z6, Z12, Z6
+	VMINPS Z6, Z18, Z6
+	VMAXPS Z7, Z12, Z7
+	VMINPS Z7, Z18, Z7
+	VMAXPS Z8, Z12, Z8
+	VMINPS Z8, Z18, Z8
+	VMAXPS Z9, Z12, Z9
+	VMINPS Z9, Z18, Z9
+	VMAXPS Z10, Z12, Z10
+	VMINPS Z10, Z18, Z10
+	VMAXPS Z11, Z12, Z11
+	VMINPS Z11, Z18, Z11
+groupedRows6x2AVX512s:
+	MOVQ DI, BX
+	VMOVUPS Z0, (BX)
+	VMOVUPS Z1, 64(BX)
+	VMOVUPS Z2, 128(BX)
+	VMOVUPS Z3, 192(BX)
+	VMOVUPS Z4, 256(BX)
+	VMOVUPS Z5, K1, 320(BX)
+	ADDQ R9, BX
+	VMOVUPS Z6, (BX)
+	VMOVUPS Z7, 64(BX)
+	VMOVUPS Z8, 128(BX)
+	VMOVUPS Z9, 192(BX)
+	VMOVUPS Z10, 256(BX)
+	VMOVUPS Z11, K1, 320(BX)
+	ADDQ R14, SI
+	ADDQ R8, DI
+	DECQ R15
+	JNZ groupedRows6x2AVX512row
+groupedRows6x2AVX512done:
+	VZEROUPPER
+	RET
+
+// func groupedRows6x3AVX512(taps int, offs *int, w, x *float32, wq int, y *float32, ldy, ow, rows int, bias *float32, relu int)
+// For each filter f < 3 and row i < rows: y[f·ldy + i·ow + j] = bias[f] +
+// Σ_t w[t·3+f]·x[i·wq+offs[t]+j] for j < ow (81 to 96 outputs, 6 vectors, the
+// last under the mask of ow mod 16 lanes), a row at a time in 18 accumulators;
+// relu 1 applies ReLU, relu 2 ReLU6 (the depthwise row kernels' bits).
+TEXT ·groupedRows6x3AVX512(SB), NOSPLIT, $0-88
+	MOVQ taps+0(FP), R10
+	MOVQ offs+8(FP), R11
+	MOVQ x+24(FP), SI
+	MOVQ wq+32(FP), R14
+	SHLQ $2, R14
+	MOVQ y+40(FP), DI
+	MOVQ ldy+48(FP), R9
+	SHLQ $2, R9
+	MOVQ ow+56(FP), R13
+	MOVQ R13, R8
+	SHLQ $2, R8
+	MOVQ rows+64(FP), R15
+	MOVQ bias+72(FP), DX
+	MOVQ R13, CX
+	ANDQ $15, CX
+	MOVL $1, AX
+	SHLL CX, AX
+	DECL AX
+	TESTQ CX, CX
+	JNZ groupedRows6x3AVX512mask
+	MOVL $0xffff, AX
+groupedRows6x3AVX512mask:
+	KMOVW AX, K1
+	TESTQ R15, R15
+	JEQ groupedRows6x3AVX512done
+groupedRows6x3AVX512row:
+	VBROADCASTSS (DX), Z0
+	VMOVAPS Z0, Z1
+	VMOVAPS Z0, Z2
+	VMOVAPS Z0, Z3
+	VMOVAPS Z0, Z4
+	VMOVAPS Z0, Z5
+	VBROADCASTSS 4(DX), Z6
+	VMOVAPS Z6, Z7
+	VMOVAPS Z6, Z8
+	VMOVAPS Z6, Z9
+	VMOVAPS Z6, Z10
+	VMOVAPS Z6, Z11
+	VBROADCASTSS 8(DX), Z12
+	VMOVAPS Z12, Z13
+	VMOVAPS Z12, Z14
+	VMOVAPS Z12, Z15
+	VMOVAPS Z12, Z16
+	VMOVAPS Z12, Z17
+	XORQ CX, CX
+	MOVQ w+16(FP), R12
+groupedRows6x3AVX512t:
+	MOVQ (R11)(CX*8), AX
+	LEAQ (SI)(AX*4), AX
+	VMOVUPS (AX), Z18
+	VMOVUPS 64(AX), Z19
+	VMOVUPS 128(AX), Z20
+	VMOVUPS 192(AX), Z21
+	VMOVUPS 256(AX), Z22
+	VMOVUPS 320(AX), Z23
+	VBROADCASTSS (R12), Z24
+	VFMADD231PS Z18, Z24, Z0
+	VFMADD231PS Z19, Z24, Z1
+	VFMADD231PS Z20, Z24, Z2
+	VFMADD231PS Z21, Z24, Z3
+	VFMADD231PS Z22, Z24, Z4
+	VFMADD231PS Z23, Z24, Z5
+	VBROADCASTSS 4(R12), Z24
+	VFMADD231PS Z18, Z24, Z6
+	VFMADD231PS Z19, Z24, Z7
+	VFMADD231PS Z20, Z24, Z8
+	VFMADD231PS Z21, Z24, Z9
+	VFMADD231PS Z22, Z24, Z10
+	VFMADD231PS Z23, Z24, Z11
+	VBROADCASTSS 8(R12), Z24
+	VFMADD231PS Z18, Z24, Z12
+	VFMADD231PS Z19, Z24, Z13
+	VFMADD231PS Z20, Z24, Z14
+	VFMADD231PS Z21, Z24, Z15
+	VFMADD231PS Z22, Z24, Z16
+	VFMADD231PS Z23, Z24, Z17
+	ADDQ $12, R12
+	INCQ CX
+	CMPQ CX, R10
+	JLT groupedRows6x3AVX512t
+	VPXORD Z18, Z18, Z18
+	MOVL $0x40c00000, AX
+	VPBROADCASTD AX, Z24
+	CMPQ relu+80(FP), $0
+	JEQ groupedRows6x3AVX512s
+	CMPQ relu+80(FP), $2
+	JEQ groupedRows6x3AVX5126
+	VMAXPS Z18, Z0, Z0
+	VMAXPS Z18, Z1, Z1
+	VMAXPS Z18, Z2, Z2
+	VMAXPS Z18, Z3, Z3
+	VMAXPS Z18, Z4, Z4
+	VMAXPS Z18, Z5, Z5
+	VMAXPS Z18, Z6, Z6
+	VMAXPS Z18, Z7, Z7
+	VMAXPS Z18, Z8, Z8
+	VMAXPS Z18, Z9, Z9
+	VMAXPS Z18, Z10, Z10
+	VMAXPS Z18, Z11, Z11
+	VMAXPS Z18, Z12, Z12
+	VMAXPS Z18, Z13, Z13
+	VMAXPS Z18, Z14, Z14
+	VMAXPS Z18, Z15, Z15
+	VMAXPS Z18, Z16, Z16
+	VMAXPS Z18, Z17, Z17
+	JMP groupedRows6x3AVX512s
+groupedRows6x3AVX5126:
+	VMAXPS Z0, Z18, Z0
+	VMINPS Z0, Z24, Z0
+	VMAXPS Z1, Z18, Z1
+	VMINPS Z1, Z24, Z1
+	VMAXPS Z2, Z18, Z2
+	VMINPS Z2, Z24, Z2
+	VMAXPS Z3, Z18, Z3
+	VMINPS Z3, Z24, Z3
+	VMAXPS Z4, Z18, Z4
+	VMINPS Z4, Z24, Z4
+	VMAXPS Z5, Z18, Z5
+	VMINPS Z5, Z24, Z5
+	VMAXPS Z6, Z18, Z6
+	VMINPS Z6, Z24, Z6
+	VMAXPS Z7, Z18, Z7
+	VMINPS Z7, Z24, Z7
+	VMAXPS Z8, Z18, Z8
+	VMINPS Z8, Z24, Z8
+	VMAXPS Z9, Z18, Z9
+	VMINPS Z9, Z24, Z9
+	VMAXPS Z10, Z18, Z10
+	VMINPS Z10, Z24, Z10
+	VMAXPS Z11, Z18, Z11
+	VMINPS Z11, Z24, Z11
+	VMAXPS Z12, Z18, Z12
+	VMINPS Z12, Z24, Z12
+	VMAXPS Z13, Z18, Z13
+	VMINPS Z13, Z24, Z13
+	VMAXPS Z14, Z18, Z14
+	VMINPS Z14, Z24, Z14
+	VMAXPS Z15, Z18, Z15
+	VMINPS Z15, Z24, Z15
+	VMAXPS Z16, Z18, Z16
+	VMINPS Z16, Z24, Z16
+	VMAXPS Z17, Z18, Z17
+	VMINPS Z17, Z24, Z17
+groupedRows6x3AVX512s:
+	MOVQ DI, BX
+	VMOVUPS Z0, (BX)
+	VMOVUPS Z1, 64(BX)
+	VMOVUPS Z2, 128(BX)
+	VMOVUPS Z3, 192(BX)
+	VMOVUPS Z4, 256(BX)
+	VMOVUPS Z5, K1, 320(BX)
+	ADDQ R9, BX
+	VMOVUPS Z6, (BX)
+	VMOVUPS Z7, 64(BX)
+	VMOVUPS Z8, 128(BX)
+	VMOVUPS Z9, 192(BX)
+	VMOVUPS Z10, 256(BX)
+	VMOVUPS Z11, K1, 320(BX)
+	ADDQ R9, BX
+	VMOVUPS Z12, (BX)
+	VMOVUPS Z13, 64(BX)
+	VMOVUPS Z14, 128(BX)
+	VMOVUPS Z15, 192(BX)
+	VMOVUPS Z16, 256(BX)
+	VMOVUPS Z17, K1, 320(BX)
+	ADDQ R14, SI
+	ADDQ R8, DI
+	DECQ R15
+	JNZ groupedRows6x3AVX512row
+groupedRows6x3AVX512done:
+	VZEROUPPER
+	RET
+
+// func groupedRows6x4AVX512(taps int, offs *int, w, x *float32, wq int, y *float32, ldy, ow, rows int, bias *float32, relu int)
+// For each filter f < 4 and row i < rows: y[f·ldy + i·ow + j] = bias[f] +
+// Σ_t w[t·4+f]·x[i·wq+offs[t]+j] for j < ow (81 to 96 outputs, 6 vectors, the
+// last under the mask of ow mod 16 lanes), a row at a time in 24 accumulators;
+// relu 1 applies ReLU, relu 2 ReLU6 (the depthwise row kernels' bits).
+TEXT ·groupedRows6x4AVX512(SB), NOSPLIT, $0-88
+	MOVQ taps+0(FP), R10
+	MOVQ offs+8(FP), R11
+	MOVQ x+24(FP), SI
+	MOVQ wq+32(FP), R14
+	SHLQ $2, R14
+	MOVQ y+40(FP), DI
+	MOVQ ldy+48(FP), R9
+	SHLQ $2, R9
+	MOVQ ow+56(FP), R13
+	MOVQ R13, R8
+	SHLQ $2, R8
+	MOVQ rows+64(FP), R15
+	MOVQ bias+72(FP), DX
+	MOVQ R13, CX
+	ANDQ $15, CX
+	MOVL $1, AX
+	SHLL CX, AX
+	DECL AX
+	TESTQ CX, CX
+	JNZ groupedRows6x4AVX512mask
+	MOVL $0xffff, AX
+groupedRows6x4AVX512mask:
+	KMOVW AX, K1
+	TESTQ R15, R15
+	JEQ groupedRows6x4AVX512done
+groupedRows6x4AVX512row:
+	VBROADCASTSS (DX), Z0
+	VMOVAPS Z0, Z1
+	VMOVAPS Z0, Z2
+	VMOVAPS Z0, Z3
+	VMOVAPS Z0, Z4
+	VMOVAPS Z0, Z5
+	VBROADCASTSS 4(DX), Z6
+	VMOVAPS Z6, Z7
+	VMOVAPS Z6, Z8
+	VMOVAPS Z6, Z9
+	VMOVAPS Z6, Z10
+	VMOVAPS Z6, Z11
+	VBROADCASTSS 8(DX), Z12
+	VMOVAPS Z12, Z13
+	VMOVAPS Z12, Z14
+	VMOVAPS Z12, Z15
+	VMOVAPS Z12, Z16
+	VMOVAPS Z12, Z17
+	VBROADCASTSS 12(DX), Z18
+	VMOVAPS Z18, Z19
+	VMOVAPS Z18, Z20
+	VMOVAPS Z18, Z21
+	VMOVAPS Z18, Z22
+	VMOVAPS Z18, Z23
+	XORQ CX, CX
+	MOVQ w+16(FP), R12
+groupedRows6x4AVX512t:
+	MOVQ (R11)(CX*8), AX
+	LEAQ (SI)(AX*4), AX
+	VMOVUPS (AX), Z24
+	VMOVUPS 64(AX), Z25
+	VMOVUPS 128(AX), Z26
+	VMOVUPS 192(AX), Z27
+	VMOVUPS 256(AX), Z28
+	VMOVUPS 320(AX), Z29
+	VBROADCASTSS (R12), Z30
+	VFMADD231PS Z24, Z30, Z0
+	VFMADD231PS Z25, Z30, Z1
+	VFMADD231PS Z26, Z30, Z2
+	VFMADD231PS Z27, Z30, Z3
+	VFMADD231PS Z28, Z30, Z4
+	VFMADD231PS Z29, Z30, Z5
+	VBROADCASTSS 4(R12), Z30
+	VFMADD231PS Z24, Z30, Z6
+	VFMADD231PS Z25, Z30, Z7
+	VFMADD231PS Z26, Z30, Z8
+	VFMADD231PS Z27, Z30, Z9
+	VFMADD231PS Z28, Z30, Z10
+	VFMADD231PS Z29, Z30, Z11
+	VBROADCASTSS 8(R12), Z30
+	VFMADD231PS Z24, Z30, Z12
+	VFMADD231PS Z25, Z30, Z13
+	VFMADD231PS Z26, Z30, Z14
+	VFMADD231PS Z27, Z30, Z15
+	VFMADD231PS Z28, Z30, Z16
+	VFMADD231PS Z29, Z30, Z17
+	VBROADCASTSS 12(R12), Z30
+	VFMADD231PS Z24, Z30, Z18
+	VFMADD231PS Z25, Z30, Z19
+	VFMADD231PS Z26, Z30, Z20
+	VFMADD231PS Z27, Z30, Z21
+	VFMADD231PS Z28, Z30, Z22
+	VFMADD231PS Z29, Z30, Z23
+	ADDQ $16, R12
+	INCQ CX
+	CMPQ CX, R10
+	JLT groupedRows6x4AVX512t
+	VPXORD Z24, Z24, Z24
+	MOVL $0x40c00000, AX
+	VPBROADCASTD AX, Z30
+	CMPQ relu+80(FP), $0
+	JEQ groupedRows6x4AVX512s
+	CMPQ relu+80(FP), $2
+	JEQ groupedRows6x4AVX5126
+	VMAXPS Z24, Z0, Z0
+	VMAXPS Z24, Z1, Z1
+	VMAXPS Z24, Z2, Z2
+	VMAXPS Z24, Z3, Z3
+	VMAXPS Z24, Z4, Z4
+	VMAXPS Z24, Z5, Z5
+	VMAXPS Z24, Z6, Z6
+	VMAXPS Z24, Z7, Z7
+	VMAXPS Z24, Z8, Z8
+	VMAXPS Z24, Z9, Z9
+	VMAXPS Z24, Z10, Z10
+	VMAXPS Z24, Z11, Z11
+	VMAXPS Z24, Z12, Z12
+	VMAXPS Z24, Z13, Z13
+	VMAXPS Z24, Z14, Z14
+	VMAXPS Z24, Z15, Z15
+	VMAXPS Z24, Z16, Z16
+	VMAXPS Z24, Z17, Z17
+	VMAXPS Z24, Z18, Z18
+	VMAXPS Z24, Z19, Z19
+	VMAXPS Z24, Z20, Z20
+	VMAXPS Z24, Z21, Z21
+	VMAXPS Z24, Z22, Z22
+	VMAXPS Z24, Z23, Z23
+	JMP groupedRows6x4AVX512s
+groupedRows6x4AVX5126:
+	VMAXPS Z0, Z24, Z0
+	VMINPS Z0, Z30, Z0
+	VMAXPS Z1, Z24, Z1
+	VMINPS Z1, Z30, Z1
+	VMAXPS Z2, Z24, Z2
+	VMINPS Z2, Z30, Z2
+	VMAXPS Z3, Z24, Z3
+	VMINPS Z3, Z30, Z3
+	VMAXPS Z4, Z24, Z4
+	VMINPS Z4, Z30, Z4
+	VMAXPS Z5, Z24, Z5
+	VMINPS Z5, Z30, Z5
+	VMAXPS Z6, Z24, Z6
+	VMINPS Z6, Z30, Z6
+	VMAXPS Z7, Z24, Z7
+	VMINPS Z7, Z30, Z7
+	VMAXPS Z8, Z24, Z8
+	VMINPS Z8, Z30, Z8
+	VMAXPS Z9, Z24, Z9
+	VMINPS Z9, Z30, Z9
+	VMAXPS Z10, Z24, Z10
+	VMINPS Z10, Z30, Z10
+	VMAXPS Z11, Z24, Z11
+	VMINPS Z11, Z30, Z11
+	VMAXPS Z12, Z24, Z12
+	VMINPS Z12, Z30, Z12
+	VMAXPS Z13, Z24, Z13
+	VMINPS Z13, Z30, Z13
+	VMAXPS Z14, Z24, Z14
+	VMINPS Z14, Z30, Z14
+	VMAXPS Z15, Z24, Z15
+	VMINPS Z15, Z30, Z15
+	VMAXPS Z16, Z24, Z16
+	VMINPS Z16, Z30, Z16
+	VMAXPS Z17, Z24, Z17
+	VMINPS Z17, Z30, Z17
+	VMAXPS Z18, Z24, Z18
+	VMINPS Z18, Z30, Z18
+	VMAXPS Z19, Z24, Z19
+	VMINPS Z19, Z30, Z19
+	VMAXPS Z20, Z24, Z20
+	VMINPS Z20, Z30, Z20
+	VMAXPS Z21, Z24, Z21
+	VMINPS Z21, Z30, Z21
+	VMAXPS Z22, Z24, Z22
+	VMINPS Z22, Z30, Z22
+	VMAXPS Z23, Z24, Z23
+	VMINPS Z23, Z30, Z23
+groupedRows6x4AVX512s:
+	MOVQ DI, BX
+	VMOVUPS Z0, (BX)
+	VMOVUPS Z1, 64(BX)
+	VMOVUPS Z2, 128(BX)
+	VMOVUPS Z3, 192(BX)
+	VMOVUPS Z4, 256(BX)
+	VMOVUPS Z5, K1, 320(BX)
+	ADDQ R9, BX
+	VMOVUPS Z6, (BX)
+	VMOVUPS Z7, 64(BX)
+	VMOVUPS Z8, 128(BX)
+	VMOVUPS Z9, 192(BX)
+	VMOVUPS Z10, 256(BX)
+	VMOVUPS Z11, K1, 320(BX)
+	ADDQ R9, BX
+	VMOVUPS Z12, (BX)
+	VMOVUPS Z13, 64(BX)
+	VMOVUPS Z14, 128(BX)
+	VMOVUPS Z15, 192(BX)
+	VMOVUPS Z16, 256(BX)
+	VMOVUPS Z17, K1, 320(BX)
+	ADDQ R9, BX
+	VMOVUPS Z18, (BX)
+	VMOVUPS Z19, 64(BX)
+	VMOVUPS Z20, 128(BX)
+	VMOVUPS Z21, 192(BX)
+	VMOVUPS Z22, 256(BX)
+	VMOVUPS Z23, K1, 320(BX)
+	ADDQ R14, SI
+	ADDQ R8, DI
+	DECQ R15
+	JNZ groupedRows6x4AVX512row
+groupedRows6x4AVX512done:
+	VZEROUPPER
+	RET
+
+// func groupedRows7x1AVX512(taps int, offs *int, w, x *float32, wq int, y *float32, ldy, ow, rows int, bias *float32, relu int)
+// For each filter f < 1 and row i < rows: y[f·ldy + i·ow + j] = bias[f] +
+// Σ_t w[t·1+f]·x[i·wq+offs[t]+j] for j < ow (97 to 112 outputs, 7 vectors, the
+// last under the mask of ow mod 16 lanes), a row at a time in 7 accumulators;
+// relu 1 applies ReLU, relu 2 ReLU6 (the depthwise row kernels' bits).
+TEXT ·groupedRows7x1AVX512(SB), NOSPLIT, $0-88
+	MOVQ taps+0(FP), R10
+	MOVQ offs+8(FP), R11
+	MOVQ x+24(FP), SI
+	MOVQ wq+32(FP), R14
+	SHLQ $2, R14
+	MOVQ y+40(FP), DI
+	MOVQ ldy+48(FP), R9
+	SHLQ $2, R9
+	MOVQ ow+56(FP), R13
+	MOVQ R13, R8
+	SHLQ $2, R8
+	MOVQ rows+64(FP), R15
+	MOVQ bias+72(FP), DX
+	MOVQ R13, CX
+	ANDQ $15, CX
+	MOVL $1, AX
+	SHLL CX, AX
+	DECL AX
+	TESTQ CX, CX
+	JNZ groupedRows7x1AVX512mask
+	MOVL $0xffff, AX
+groupedRows7x1AVX512mask:
+	KMOVW AX, K1
+	TESTQ R15, R15
+	JEQ groupedRows7x1AVX512done
+groupedRows7x1AVX512row:
+	VBROADCASTSS (DX), Z0
+	VMOVAPS Z0, Z1
+	VMOVAPS Z0, Z2
+	VMOVAPS Z0, Z3
+	VMOVAPS Z0, Z4
+	VMOVAPS Z0, Z5
+	VMOVAPS Z0, Z6
+	XORQ CX, CX
+	MOVQ w+16(FP), R12
+groupedRows7x1AVX512t:
+	MOVQ (R11)(CX*8), AX
+	LEAQ (SI)(AX*4), AX
+	VMOVUPS (AX), Z7
+	VMOVUPS 64(AX), Z8
+	VMOVUPS 128(AX), Z9
+	VMOVUPS 192(AX), Z10
+	VMOVUPS 256(AX), Z11
+	VMOVUPS 320(AX), Z12
+	VMOVUPS 384(AX), Z13
+	VBROADCASTSS (R12), Z14
+	VFMADD231PS Z7, Z14, Z0
+	VFMADD231PS Z8, Z14, Z1
+	VFMADD231PS Z9, Z14, Z2
+	VFMADD231PS Z10, Z14, Z3
+	VFMADD231PS Z11, Z14, Z4
+	VFMADD231PS Z12, Z14, Z5
+	VFMADD231PS Z13, Z14, Z6
+	ADDQ $4, R12
+	INCQ CX
+	CMPQ CX, R10
+	JLT groupedRows7x1AVX512t
+	VPXORD Z7, Z7, Z7
+	MOVL $0x40c00000, AX
+	VPBROADCASTD AX, Z14
+	CMPQ relu+80(FP), $0
+	JEQ groupedRows7x1AVX512s
+	CMPQ relu+80(FP), $2
+	JEQ groupedRows7x1AVX5126
+	VMAXPS Z7, Z0, Z0
+	VMAXPS Z7, Z1, Z1
+	VMAXPS Z7, Z2, Z2
+	VMAXPS Z7, Z3, Z3
+	VMAXPS Z7, Z4, Z4
+	VMAXPS Z7, Z5, Z5
+	VMAXPS Z7, Z6, Z6
+	JMP groupedRows7x1AVX512s
+groupedRows7x1AVX5126:
+	VMAXPS Z0, Z7, Z0
+	VMINPS Z0, Z14, Z0
+	VMAXPS Z1, Z7, Z1
+	VMINPS Z1, Z14, Z1
+	VMAXPS Z2, Z7, Z2
+	VMINPS Z2, Z14, Z2
+	VMAXPS Z3, Z7, Z3
+	VMINPS Z3, Z14, Z3
+	VMAXPS Z4, Z7, Z4
+	VMINPS Z4, Z14, Z4
+	VMAXPS Z5, Z7, Z5
+	VMINPS Z5, Z14, Z5
+	VMAXPS Z6, Z7, Z6
+	VMINPS Z6, Z14, Z6
+groupedRows7x1AVX512s:
+	MOVQ DI, BX
+	VMOVUPS Z0, (BX)
+	VMOVUPS Z1, 64(BX)
+	VMOVUPS Z2, 128(BX)
+	VMOVUPS Z3, 192(BX)
+	VMOVUPS Z4, 256(BX)
+	VMOVUPS Z5, 320(BX)
+	VMOVUPS Z6, K1, 384(BX)
+	ADDQ R14, SI
+	ADDQ R8, DI
+	DECQ R15
+	JNZ groupedRows7x1AVX512row
+groupedRows7x1AVX512done:
+	VZEROUPPER
+	RET
+
+// func groupedRows7x2AVX512(taps int, offs *int, w, x *float32, wq int, y *float32, ldy, ow, rows int, bias *float32, relu int)
+// For each filter f < 2 and row i < rows: y[f·ldy + i·ow + j] = bias[f] +
+// Σ_t w[t·2+f]·x[i·wq+offs[t]+j] for j < ow (97 to 112 outputs, 7 vectors, the
+// last under the mask of ow mod 16 lanes), a row at a time in 14 accumulators;
+// relu 1 applies ReLU, relu 2 ReLU6 (the depthwise row kernels' bits).
+TEXT ·groupedRows7x2AVX512(SB), NOSPLIT, $0-88
+	MOVQ taps+0(FP), R10
+	MOVQ offs+8(FP), R11
+	MOVQ x+24(FP), SI
+	MOVQ wq+32(FP), R14
+	SHLQ $2, R14
+	MOVQ y+40(FP), DI
+	MOVQ ldy+48(FP), R9
+	SHLQ $2, R9
+	MOVQ ow+56(FP), R13
+	MOVQ R13, R8
+	SHLQ $2, R8
+	MOVQ rows+64(FP), R15
+	MOVQ bias+72(FP), DX
+	MOVQ R13, CX
+	ANDQ $15, CX
+	MOVL $1, AX
+	SHLL CX, AX
+	DECL AX
+	TESTQ CX, CX
+	JNZ groupedRows7x2AVX512mask
+	MOVL $0xffff, AX
+groupedRows7x2AVX512mask:
+	KMOVW AX, K1
+	TESTQ R15, R15
+	JEQ groupedRows7x2AVX512done
+groupedRows7x2AVX512row:
+	VBROADCASTSS (DX), Z0
+	VMOVAPS Z0, Z1
+	VMOVAPS Z0, Z2
+	VMOVAPS Z0, Z3
+	VMOVAPS Z0, Z4
+	VMOVAPS Z0, Z5
+	VMOVAPS Z0, Z6
+	VBROADCASTSS 4(DX), Z7
+	VMOVAPS Z7, Z8
+	VMOVAPS Z7, Z9
+	VMOVAPS Z7, Z10
+	VMOVAPS Z7, Z11
+	VMOVAPS Z7, Z12
+	VMOVAPS Z7, Z13
+	XORQ CX, CX
+	MOVQ w+16(FP), R12
+groupedRows7x2AVX512t:
+	MOVQ (R11)(CX*8), AX
+	LEAQ (SI)(AX*4), AX
+	VMOVUPS (AX), Z14
+	VMOVUPS 64(AX), Z15
+	VMOVUPS 128(AX), Z16
+	VMOVUPS 192(AX), Z17
+	VMOVUPS 256(AX), Z18
+	VMOVUPS 320(AX), Z19
+	VMOVUPS 384(AX), Z20
+	VBROADCASTSS (R12), Z21
+	VFMADD231PS Z14, Z21, Z0
+	VFMADD231PS Z15, Z21, Z1
+	VFMADD231PS Z16, Z21, Z2
+	VFMADD231PS Z17, Z21, Z3
+	VFMADD231PS Z18, Z21, Z4
+	VFMADD231PS Z19, Z21, Z5
+	VFMADD231PS Z20, Z21, Z6
+	VBROADCASTSS 4(R12), Z21
+	VFMADD231PS Z14, Z21, Z7
+	VFMADD231PS Z15, Z21, Z8
+	VFMADD231PS Z16, Z21, Z9
+	VFMADD231PS Z17, Z21, Z10
+	VFMADD231PS Z18, Z21, Z11
+	VFMADD231PS Z19, Z21, Z12
+	VFMADD231PS Z20, Z21, Z13
+	ADDQ $8, R12
+	INCQ CX
+	CMPQ CX, R10
+	JLT groupedRows7x2AVX512t
+	VPXORD Z14, Z14, Z14
+	MOVL $0x40c00000, AX
+	VPBROADCASTD AX, Z21
+	CMPQ relu+80(FP), $0
+	JEQ groupedRows7x2AVX512s
+	CMPQ relu+80(FP), $2
+	JEQ groupedRows7x2AVX5126
+	VMAXPS Z14, Z0, Z0
+	VMAXPS Z14, Z1, Z1
+	VMAXPS Z14, Z2, Z2
+	VMAXPS Z14, Z3, Z3
+	VMAXPS Z14, Z4, Z4
+	VMAXPS Z14, Z5, Z5
+	VMAXPS Z14, Z6, Z6
+	VMAXPS Z14, Z7, Z7
+	VMAXPS Z14, Z8, Z8
+	VMAXPS Z14, Z9, Z9
+	VMAXPS Z14, Z10, Z10
+	VMAXPS Z14, Z11, Z11
+	VMAXPS Z14, Z12, Z12
+	VMAXPS Z14, Z13, Z13
+	JMP groupedRows7x2AVX512s
+groupedRows7x2AVX5126:
+	VMAXPS Z0, Z14, Z0
+	VMINPS Z0, Z21, Z0
+	VMAXPS Z1, Z14, Z1
+	VMINPS Z1, Z21, Z1
+	VMAXPS Z2, Z14, Z2
+	VMINPS Z2, Z21, Z2
+	VMAXPS Z3, Z14, Z3
+	VMINPS Z3, Z21, Z3
+	VMAXPS Z4, Z14, Z4
+	VMINPS Z4, Z21, Z4
+	VMAXPS Z5, Z14, Z5
+	VMINPS Z5, Z21, Z5
+	VMAXPS Z6, Z14, Z6
+	VMINPS Z6, Z21, Z6
+	VMAXPS Z7, Z14, Z7
+	VMINPS Z7, Z21, Z7
+	VMAXPS Z8, Z14, Z8
+	VMINPS Z8, Z21, Z8
+	VMAXPS Z9, Z14, Z9
+	VMINPS Z9, Z21, Z9
+	VMAXPS Z10, Z14, Z10
+	VMINPS Z10, Z21, Z10
+	VMAXPS Z11, Z14, Z11
+	VMINPS Z11, Z21, Z11
+	VMAXPS Z12, Z14, Z12
+	VMINPS Z12, Z21, Z12
+	VMAXPS Z13, Z14, Z13
+	VMINPS Z13, Z21, Z13
+groupedRows7x2AVX512s:
+	MOVQ DI, BX
+	VMOVUPS Z0, (BX)
+	VMOVUPS Z1, 64(BX)
+	VMOVUPS Z2, 128(BX)
+	VMOVUPS Z3, 192(BX)
+	VMOVUPS Z4, 256(BX)
+	VMOVUPS Z5, 320(BX)
+	VMOVUPS Z6, K1, 384(BX)
+	ADDQ R9, BX
+	VMOVUPS Z7, (BX)
+	VMOVUPS Z8, 64(BX)
+	VMOVUPS Z9, 128(BX)
+	VMOVUPS Z10, 192(BX)
+	VMOVUPS Z11, 256(BX)
+	VMOVUPS Z12, 320(BX)
+	VMOVUPS Z13, K1, 384(BX)
+	ADDQ R14, SI
+	ADDQ R8, DI
+	DECQ R15
+	JNZ groupedRows7x2AVX512row
+groupedRows7x2AVX512done:
+	VZEROUPPER
+	RET
+
+// func groupedRows7x3AVX512(taps int, offs *int, w, x *float32, wq int, y *float32, ldy, ow, rows int, bias *float32, relu int)
+// For each filter f < 3 and row i < rows: y[f·ldy + i·ow + j] = bias[f] +
+// Σ_t w[t·3+f]·x[i·wq+offs[t]+j] for j < ow (97 to 112 outputs, 7 vectors, the
+// last under the mask of ow mod 16 lanes), a row at a time in 21 accumulators;
+// relu 1 applies ReLU, relu 2 ReLU6 (the depthwise row kernels' bits).
+TEXT ·groupedRows7x3AVX512(SB), NOSPLIT, $0-88
+	MOVQ taps+0(FP), R10
+	MOVQ offs+8(FP), R11
+	MOVQ x+24(FP), SI
+	MOVQ wq+32(FP), R14
+	SHLQ $2, R14
+	MOVQ y+40(FP), DI
+	MOVQ ldy+48(FP), R9
+	SHLQ $2, R9
+	MOVQ ow+56(FP), R13
+	MOVQ R13, R8
+	SHLQ $2, R8
+	MOVQ rows+64(FP), R15
+	MOVQ bias+72(FP), DX
+	MOVQ R13, CX
+	ANDQ $15, CX
+	MOVL $1, AX
+	SHLL CX, AX
+	DECL AX
+	TESTQ CX, CX
+	JNZ groupedRows7x3AVX512mask
+	MOVL $0xffff, AX
+groupedRows7x3AVX512mask:
+	KMOVW AX, K1
+	TESTQ R15, R15
+	JEQ groupedRows7x3AVX512done
+groupedRows7x3AVX512row:
+	VBROADCASTSS (DX), Z0
+	VMOVAPS Z0, Z1
+	VMOVAPS Z0, Z2
+	VMOVAPS Z0, Z3
+	VMOVAPS Z0, Z4
+	VMOVAPS Z0, Z5
+	VMOVAPS Z0, Z6
+	VBROADCASTSS 4(DX), Z7
+	VMOVAPS Z7, Z8
+	VMOVAPS Z7, Z9
+	VMOVAPS Z7, Z10
+	VMOVAPS Z7, Z11
+	VMOVAPS Z7, Z12
+	VMOVAPS Z7, Z13
+	VBROADCASTSS 8(DX), Z14
+	VMOVAPS Z14, Z15
+	VMOVAPS Z14, Z16
+	VMOVAPS Z14, Z17
+	VMOVAPS Z14, Z18
+	VMOVAPS Z14, Z19
+	VMOVAPS Z14, Z20
+	XORQ CX, CX
+	MOVQ w+16(FP), R12
+groupedRows7x3AVX512t:
+	MOVQ (R11)(CX*8), AX
+	LEAQ (SI)(AX*4), AX
+	VMOVUPS (AX), Z21
+	VMOVUPS 64(AX), Z22
+	VMOVUPS 128(AX), Z23
+	VMOVUPS 192(AX), Z24
+	VMOVUPS 256(AX), Z25
+	VMOVUPS 320(AX), Z26
+	VMOVUPS 384(AX), Z27
+	VBROADCASTSS (R12), Z28
+	VFMADD231PS Z21, Z28, Z0
+	VFMADD231PS Z22, Z28, Z1
+	VFMADD231PS Z23, Z28, Z2
+	VFMADD231PS Z24, Z28, Z3
+	VFMADD231PS Z25, Z28, Z4
+	VFMADD231PS Z26, Z28, Z5
+	VFMADD231PS Z27, Z28, Z6
+	VBROADCASTSS 4(R12), Z28
+	VFMADD231PS Z21, Z28, Z7
+	VFMADD231PS Z22, Z28, Z8
+	VFMADD231PS Z23, Z28, Z9
+	VFMADD231PS Z24, Z28, Z10
+	VFMADD231PS Z25, Z28, Z11
+	VFMADD231PS Z26, Z28, Z12
+	VFMADD231PS Z27, Z28, Z13
+	VBROADCASTSS 8(R12), Z28
+	VFMADD231PS Z21, Z28, Z14
+	VFMADD231PS Z22, Z28, Z15
+	VFMADD231PS Z23, Z28, Z16
+	VFMADD231PS Z24, Z28, Z17
+	VFMADD231PS Z25, Z28, Z18
+	VFMADD231PS Z26, Z28, Z19
+	VFMADD231PS Z27, Z28, Z20
+	ADDQ $12, R12
+	INCQ CX
+	CMPQ CX, R10
+	JLT groupedRows7x3AVX512t
+	VPXORD Z21, Z21, Z21
+	MOVL $0x40c00000, AX
+	VPBROADCASTD AX, Z28
+	CMPQ relu+80(FP), $0
+	JEQ groupedRows7x3AVX512s
+	CMPQ relu+80(FP), $2
+	JEQ groupedRows7x3AVX5126
+	VMAXPS Z21, Z0, Z0
+	VMAXPS Z21, Z1, Z1
+	VMAXPS Z21, Z2, Z2
+	VMAXPS Z21, Z3, Z3
+	VMAXPS Z21, Z4, Z4
+	VMAXPS Z21, Z5, Z5
+	VMAXPS Z21, Z6, Z6
+	VMAXPS Z21, Z7, Z7
+	VMAXPS Z21, Z8, Z8
+	VMAXPS Z21, Z9, Z9
+	VMAXPS Z21, Z10, Z10
+	VMAXPS Z21, Z11, Z11
+	VMAXPS Z21, Z12, Z12
+	VMAXPS Z21, Z13, Z13
+	VMAXPS Z21, Z14, Z14
+	VMAXPS Z21, Z15, Z15
+	VMAXPS Z21, Z16, Z16
+	VMAXPS Z21, Z17, Z17
+	VMAXPS Z21, Z18, Z18
+	VMAXPS Z21, Z19, Z19
+	VMAXPS Z21, Z20, Z20
+	JMP groupedRows7x3AVX512s
+groupedRows7x3AVX5126:
+	VMAXPS Z0, Z21, Z0
+	VMINPS Z0, Z28, Z0
+	VMAXPS Z1, Z21, Z1
+	VMINPS Z1, Z28, Z1
+	VMAXPS Z2, Z21, Z2
+	VMINPS Z2, Z28, Z2
+	VMAXPS Z3, Z21, Z3
+	VMINPS Z3, Z28, Z3
+	VMAXPS Z4, Z21, Z4
+	VMINPS Z4, Z28, Z4
+	VMAXPS Z5, Z21, Z5
+	VMINPS Z5, Z28, Z5
+	VMAXPS Z6, Z21, Z6
+	VMINPS Z6, Z28, Z6
+	VMAXPS Z7, Z21, Z7
+	VMINPS Z7, Z28, Z7
+	VMAXPS Z8, Z21, Z8
+	VMINPS Z8, Z28, Z8
+	VMAXPS Z9, Z21, Z9
+	VMINPS Z9, Z28, Z9
+	VMAXPS Z10, Z21, Z10
+	VMINPS Z10, Z28, Z10
+	VMAXPS Z11, Z21, Z11
+	VMINPS Z11, Z28, Z11
+	VMAXPS Z12, Z21, Z12
+	VMINPS Z12, Z28, Z12
+	VMAXPS Z13, Z21, Z13
+	VMINPS Z13, Z28, Z13
+	VMAXPS Z14, Z21, Z14
+	VMINPS Z14, Z28, Z14
+	VMAXPS Z15, Z21, Z15
+	VMINPS Z15, Z28, Z15
+	VMAXPS Z16, Z21, Z16
+	VMINPS Z16, Z28, Z16
+	VMAXPS Z17, Z21, Z17
+	VMINPS Z17, Z28, Z17
+	VMAXPS Z18, Z21, Z18
+	VMINPS Z18, Z28, Z18
+	VMAXPS Z19, Z21, Z19
+	VMINPS Z19, Z28, Z19
+	VMAXPS Z20, Z21, Z20
+	VMINPS Z20, Z28, Z20
+groupedRows7x3AVX512s:
+	MOVQ DI, BX
+	VMOVUPS Z0, (BX)
+	VMOVUPS Z1, 64(BX)
+	VMOVUPS Z2, 128(BX)
+	VMOVUPS Z3, 192(BX)
+	VMOVUPS Z4, 256(BX)
+	VMOVUPS Z5, 320(BX)
+	VMOVUPS Z6, K1, 384(BX)
+	ADDQ R9, BX
+	VMOVUPS Z7, (BX)
+	VMOVUPS Z8, 64(BX)
+	VMOVUPS Z9, 128(BX)
+	VMOVUPS Z10, 192(BX)
+	VMOVUPS Z11, 256(BX)
+	VMOVUPS Z12, 320(BX)
+	VMOVUPS Z13, K1, 384(BX)
+	ADDQ R9, BX
+	VMOVUPS Z14, (BX)
+	VMOVUPS Z15, 64(BX)
+	VMOVUPS Z16, 128(BX)
+	VMOVUPS Z17, 192(BX)
+	VMOVUPS Z18, 256(BX)
+	VMOVUPS Z19, 320(BX)
+	VMOVUPS Z20, K1, 384(BX)
+	ADDQ R14, SI
+	ADDQ R8, DI
+	DECQ R15
+	JNZ groupedRows7x3AVX512row
+groupedRows7x3AVX512done:
+	VZEROUPPER
+	RET
+
+// func groupedRows8x1AVX512(taps int, offs *int, w, x *float32, wq int, y *float32, ldy, ow, rows int, bias *float32, relu int)
+// For each filter f < 1 and row i < rows: y[f·ldy + i·ow + j] = bias[f] +
+// Σ_t w[t·1+f]·x[i·wq+offs[t]+j] for j < ow (113 to 128 outputs, 8 vectors, the
+// last under the mask of ow mod 16 lanes), a row at a time in 8 accumulators;
+// relu 1 applies ReLU, relu 2 ReLU6 (the depthwise row kernels' bits).
+TEXT ·groupedRows8x1AVX512(SB), NOSPLIT, $0-88
+	MOVQ taps+0(FP), R10
+	MOVQ offs+8(FP), R11
+	MOVQ x+24(FP), SI
+	MOVQ wq+32(FP), R14
+	SHLQ $2, R14
+	MOVQ y+40(FP), DI
+	MOVQ ldy+48(FP), R9
+	SHLQ $2, R9
+	MOVQ ow+56(FP), R13
+	MOVQ R13, R8
+	SHLQ $2, R8
+	MOVQ rows+64(FP), R15
+	MOVQ bias+72(FP), DX
+	MOVQ R13, CX
+	ANDQ $15, CX
+	MOVL $1, AX
+	SHLL CX, AX
+	DECL AX
+	TESTQ CX, CX
+	JNZ groupedRows8x1AVX512mask
+	MOVL $0xffff, AX
+groupedRows8x1AVX512mask:
+	KMOVW AX, K1
+	TESTQ R15, R15
+	JEQ groupedRows8x1AVX512done
+groupedRows8x1AVX512row:
+	VBROADCASTSS (DX), Z0
+	VMOVAPS Z0, Z1
+	VMOVAPS Z0, Z2
+	VMOVAPS Z0, Z3
+	VMOVAPS Z0, Z4
+	VMOVAPS Z0, Z5
+	VMOVAPS Z0, Z6
+	VMOVAPS Z0, Z7
+	XORQ CX, CX
+	MOVQ w+16(FP), R12
+groupedRows8x1AVX512t:
+	MOVQ (R11)(CX*8), AX
+	LEAQ (SI)(AX*4), AX
+	VMOVUPS (AX), Z8
+	VMOVUPS 64(AX), Z9
+	VMOVUPS 128(AX), Z10
+	VMOVUPS 192(AX), Z11
+	VMOVUPS 256(AX), Z12
+	VMOVUPS 320(AX), Z13
+	VMOVUPS 384(AX), Z14
+	VMOVUPS 448(AX), Z15
+	VBROADCASTSS (R12), Z16
+	VFMADD231PS Z8, Z16, Z0
+	VFMADD231PS Z9, Z16, Z1
+	VFMADD231PS Z10, Z16, Z2
+	VFMADD231PS Z11, Z16, Z3
+	VFMADD231PS Z12, Z16, Z4
+	VFMADD231PS Z13, Z16, Z5
+	VFMADD231PS Z14, Z16, Z6
+	VFMADD231PS Z15, Z16, Z7
+	ADDQ $4, R12
+	INCQ CX
+	CMPQ CX, R10
+	JLT groupedRows8x1AVX512t
+	VPXORD Z8, Z8, Z8
+	MOVL $0x40c00000, AX
+	VPBROADCASTD AX, Z16
+	CMPQ relu+80(FP), $0
+	JEQ groupedRows8x1AVX512s
+	CMPQ relu+80(FP), $2
+	JEQ groupedRows8x1AVX5126
+	VMAXPS Z8, Z0, Z0
+	VMAXPS Z8, Z1, Z1
+	VMAXPS Z8, Z2, Z2
+	VMAXPS Z8, Z3, Z3
+	VMAXPS Z8, Z4, Z4
+	VMAXPS Z8, Z5, Z5
+	VMAXPS Z8, Z6, Z6
+	VMAXPS Z8, Z7, Z7
+	JMP groupedRows8x1AVX512s
+groupedRows8x1AVX5126:
+	VMAXPS Z0, Z8, Z0
+	VMINPS Z0, Z16, Z0
+	VMAXPS Z1, Z8, Z1
+	VMINPS Z1, Z16, Z1
+	VMAXPS Z2, Z8, Z2
+	VMINPS Z2, Z16, Z2
+	VMAXPS Z3, Z8, Z3
+	VMINPS Z3, Z16, Z3
+	VMAXPS Z4, Z8, Z4
+	VMINPS Z4, Z16, Z4
+	VMAXPS Z5, Z8, Z5
+	VMINPS Z5, Z16, Z5
+	VMAXPS Z6, Z8, Z6
+	VMINPS Z6, Z16, Z6
+	VMAXPS Z7, Z8, Z7
+	VMINPS Z7, Z16, Z7
+groupedRows8x1AVX512s:
+	MOVQ DI, BX
+	VMOVUPS Z0, (BX)
+	VMOVUPS Z1, 64(BX)
+	VMOVUPS Z2, 128(BX)
+	VMOVUPS Z3, 192(BX)
+	VMOVUPS Z4, 256(BX)
+	VMOVUPS Z5, 320(BX)
+	VMOVUPS Z6, 384(BX)
+	VMOVUPS Z7, K1, 448(BX)
+	ADDQ R14, SI
+	ADDQ R8, DI
+	DECQ R15
+	JNZ groupedRows8x1AVX512row
+groupedRows8x1AVX512done:
+	VZEROUPPER
+	RET
+
+// func groupedRows8x2AVX512(taps int, offs *int, w, x *float32, wq int, y *float32, ldy, ow, rows int, bias *float32, relu int)
+// For each filter f < 2 and row i < rows: y[f·ldy + i·ow + j] = bias[f] +
+// Σ_t w[t·2+f]·x[i·wq+offs[t]+j] for j < ow (113 to 128 outputs, 8 vectors, the
+// last under the mask of ow mod 16 lanes), a row at a time in 16 accumulators;
+// relu 1 applies ReLU, relu 2 ReLU6 (the depthwise row kernels' bits).
+TEXT ·groupedRows8x2AVX512(SB), NOSPLIT, $0-88
+	MOVQ taps+0(FP), R10
+	MOVQ offs+8(FP), R11
+	MOVQ x+24(FP), SI
+	MOVQ wq+32(FP), R14
+	SHLQ $2, R14
+	MOVQ y+40(FP), DI
+	MOVQ ldy+48(FP), R9
+	SHLQ $2, R9
+	MOVQ ow+56(FP), R13
+	MOVQ R13, R8
+	SHLQ $2, R8
+	MOVQ rows+64(FP), R15
+	MOVQ bias+72(FP), DX
+	MOVQ R13, CX
+	ANDQ $15, CX
+	MOVL $1, AX
+	SHLL CX, AX
+	DECL AX
+	TESTQ CX, CX
+	JNZ groupedRows8x2AVX512mask
+	MOVL $0xffff, AX
+groupedRows8x2AVX512mask:
+	KMOVW AX, K1
+	TESTQ R15, R15
+	JEQ groupedRows8x2AVX512done
+groupedRows8x2AVX512row:
+	VBROADCASTSS (DX), Z0
+	VMOVAPS Z0, Z1
+	VMOVAPS Z0, Z2
+	VMOVAPS Z0, Z3
+	VMOVAPS Z0, Z4
+	VMOVAPS Z0, Z5
+	VMOVAPS Z0, Z6
+	VMOVAPS Z0, Z7
+	VBROADCASTSS 4(DX), Z8
+	VMOVAPS Z8, Z9
+	VMOVAPS Z8, Z10
+	VMOVAPS Z8, Z11
+	VMOVAPS Z8, Z12
+	VMOVAPS Z8, Z13
+	VMOVAPS Z8, Z14
+	VMOVAPS Z8, Z15
+	XORQ CX, CX
+	MOVQ w+16(FP), R12
+groupedRows8x2AVX512t:
+	MOVQ (R11)(CX*8), AX
+	LEAQ (SI)(AX*4), AX
+	VMOVUPS (AX), Z16
+	VMOVUPS 64(AX), Z17
+	VMOVUPS 128(AX), Z18
+	VMOVUPS 192(AX), Z19
+	VMOVUPS 256(AX), Z20
+	VMOVUPS 320(AX), Z21
+	VMOVUPS 384(AX), Z22
+	VMOVUPS 448(AX), Z23
+	VBROADCASTSS (R12), Z24
+	VFMADD231PS Z16, Z24, Z0
+	VFMADD231PS Z17, Z24, Z1
+	VFMADD231PS Z18, Z24, Z2
+	VFMADD231PS Z19, Z24, Z3
+	VFMADD231PS Z20, Z24, Z4
+	VFMADD231PS Z21, Z24, Z5
+	VFMADD231PS Z22, Z24, Z6
+	VFMADD231PS Z23, Z24, Z7
+	VBROADCASTSS 4(R12), Z24
+	VFMADD231PS Z16, Z24, Z8
+	VFMADD231PS Z17, Z24, Z9
+	VFMADD231PS Z18, Z24, Z10
+	VFMADD231PS Z19, Z24, Z11
+	VFMADD231PS Z20, Z24, Z12
+	VFMADD231PS Z21, Z24, Z13
+	VFMADD231PS Z22, Z24, Z14
+	VFMADD231PS Z23, Z24, Z15
+	ADDQ $8, R12
+	INCQ CX
+	CMPQ CX, R10
+	JLT groupedRows8x2AVX512t
+	VPXORD Z16, Z16, Z16
+	MOVL $0x40c00000, AX
+	VPBROADCASTD AX, Z24
+	CMPQ relu+80(FP), $0
+	JEQ groupedRows8x2AVX512s
+	CMPQ relu+80(FP), $2
+	JEQ groupedRows8x2AVX5126
+	VMAXPS Z16, Z0, Z0
+	VMAXPS Z16, Z1, Z1
+	VMAXPS Z16, Z2, Z2
+	VMAXPS Z16, Z3, Z3
+	VMAXPS Z16, Z4, Z4
+	VMAXPS Z16, Z5, Z5
+	VMAXPS Z16, Z6, Z6
+	VMAXPS Z16, Z7, Z7
+	VMAXPS Z16, Z8, Z8
+	VMAXPS Z16, Z9, Z9
+	VMAXPS Z16, Z10, Z10
+	VMAXPS Z16, Z11, Z11
+	VMAXPS Z16, Z12, Z12
+	VMAXPS Z16, Z13, Z13
+	VMAXPS Z16, Z14, Z14
+	VMAXPS Z16, Z15, Z15
+	JMP groupedRows8x2AVX512s
+groupedRows8x2AVX5126:
+	VMAXPS Z0, Z16, Z0
+	VMINPS Z0, Z24, Z0
+	VMAXPS Z1, Z16, Z1
+	VMINPS Z1, Z24, Z1
+	VMAXPS Z2, Z16, Z2
+	VMINPS Z2, Z24, Z2
+	VMAXPS Z3, Z16, Z3
+	VMINPS Z3, Z24, Z3
+	VMAXPS Z4, Z16, Z4
+	VMINPS Z4, Z24, Z4
+	VMAXPS Z5, Z16, Z5
+	VMINPS Z5, Z24, Z5
+	VMAXPS Z6, Z16, Z6
+	VMINPS Z6, Z24, Z6
+	VMAXPS Z7, Z16, Z7
+	VMINPS Z7, Z24, Z7
+	VMAXPS Z8, Z16, Z8
+	VMINPS Z8, Z24, Z8
+	VMAXPS Z9, Z16, Z9
+	VMINPS Z9, Z24, Z9
+	VMAXPS Z10, Z16, Z10
+	VMINPS Z10, Z24, Z10
+	VMAXPS Z11, Z16, Z11
+	VMINPS Z11, Z24, Z11
+	VMAXPS Z12, Z16, Z12
+	VMINPS Z12, Z24, Z12
+	VMAXPS Z13, Z16, Z13
+	VMINPS Z13, Z24, Z13
+	VMAXPS Z14, Z16, Z14
+	VMINPS Z14, Z24, Z14
+	VMAXPS Z15, Z16, Z15
+	VMINPS Z15, Z24, Z15
+groupedRows8x2AVX512s:
+	MOVQ DI, BX
+	VMOVUPS Z0, (BX)
+	VMOVUPS Z1, 64(BX)
+	VMOVUPS Z2, 128(BX)
+	VMOVUPS Z3, 192(BX)
+	VMOVUPS Z4, 256(BX)
+	VMOVUPS Z5, 320(BX)
+	VMOVUPS Z6, 384(BX)
+	VMOVUPS Z7, K1, 448(BX)
+	ADDQ R9, BX
+	VMOVUPS Z8, (BX)
+	VMOVUPS Z9, 64(BX)
+	VMOVUPS Z10, 128(BX)
+	VMOVUPS Z11, 192(BX)
+	VMOVUPS Z12, 256(BX)
+	VMOVUPS Z13, 320(BX)
+	VMOVUPS Z14, 384(BX)
+	VMOVUPS Z15, K1, 448(BX)
+	ADDQ R14, SI
+	ADDQ R8, DI
+	DECQ R15
+	JNZ groupedRows8x2AVX512row
+groupedRows8x2AVX512done:
+	VZEROUPPER
+	RET
+
+// func depthwise3x3Rows1AVX512(w, x *float32, wq int, y *float32, ow, rows int, bias float32, relu int)
+// depthwiseKernels.rows for the taps (kh, kw) at kh·wq + kw, kh, kw < 3, and rows of
+// 1 to 16 outputs: 8 rows at a time (the rest one at a time), the same
+// sums in the same order as depthwiseRows1AVX512, so the same bits.
+TEXT ·depthwise3x3Rows1AVX512(SB), NOSPLIT, $0-64
+	MOVQ w+0(FP), R12
+	MOVQ x+8(FP), SI
+	MOVQ wq+16(FP), R14
+	SHLQ $2, R14
+	MOVQ y+24(FP), DI
+	MOVQ ow+32(FP), R13
+	MOVQ R13, R8
+	SHLQ $2, R8
+	MOVQ rows+40(FP), R15
+	MOVQ R13, CX
+	ANDQ $15, CX
+	MOVL $1, AX
+	SHLL CX, AX
+	DECL AX
+	TESTQ CX, CX
+	JNZ depthwise3x3Rows1AVX512mask
+	MOVL $0xffff, AX
+depthwise3x3Rows1AVX512mask:
+	KMOVW AX, K1
+	VBROADCASTSS (R12), Z21
+	VBROADCASTSS 4(R12), Z22
+	VBROADCASTSS 8(R12), Z23
+	VBROADCASTSS 12(R12), Z24
+	VBROADCASTSS 16(R12), Z25
+	VBROADCASTSS 20(R12), Z26
+	VBROADCASTSS 24(R12), Z27
+	VBROADCASTSS 28(R12), Z28
+	VBROADCASTSS 32(R12), Z29
+	VBROADCASTSS bias+48(FP), Z31
+
+depthwise3x3Rows1AVX512r8:
+	CMPQ R15, $8
+	JLT depthwise3x3Rows1AVX512r1
+	VMOVAPS Z31, Z0
+	VMOVAPS Z31, Z1
+	VMOVAPS Z31, Z2
+	VMOVAPS Z31, Z3
+	VMOVAPS Z31, Z4
+	VMOVAPS Z31, Z5
+	VMOVAPS Z31, Z6
+	VMOVAPS Z31, Z7
+	MOVQ SI, AX
+	VMOVUPS (AX), Z30
+	VFMADD231PS Z30, Z21, Z0
+	VMOVUPS 4(AX), Z30
+	VFMADD231PS Z30, Z22, Z0
+	VMOVUPS 8(AX), Z30
+	VFMADD231PS Z30, Z23, Z0
+	ADDQ R14, AX
+	VMOVUPS (AX), Z30
+	VFMADD231PS Z30, Z24, Z0
+	VFMADD231PS Z30, Z21, Z1
+	VMOVUPS 4(AX), Z30
+	VFMADD231PS Z30, Z25, Z0
+	VFMADD231PS Z30, Z22, Z1
+	VMOVUPS 8(AX), Z30
+	VFMADD231PS Z30, Z26, Z0
+	VFMADD231PS Z30, Z23, Z1
+	ADDQ R14, AX
+	VMOVUPS (AX), Z30
+	VFMADD231PS Z30, Z27, Z0
+	VFMADD231PS Z30, Z24, Z1
+	VFMADD231PS Z30, Z21, Z2
+	VMOVUPS 4(AX), Z30
+	VFMADD231PS Z30, Z28, Z0
+	VFMADD231PS Z30, Z25, Z1
+	VFMADD231PS Z30, Z22, Z2
+	VMOVUPS 8(AX), Z30
+	VFMADD231PS Z30, Z29, Z0
+	VFMADD231PS Z30, Z26, Z1
+	VFMADD231PS Z30, Z23, Z2
+	ADDQ R14, AX
+	VMOVUPS (AX), Z30
+	VFMADD231PS Z30, Z27, Z1
+	VFMADD231PS Z30, Z24, Z2
+	VFMADD231PS Z30, Z21, Z3
+	VMOVUPS 4(AX), Z30
+	VFMADD231PS Z30, Z28, Z1
+	VFMADD231PS Z30, Z25, Z2
+	VFMADD231PS Z30, Z22, Z3
+	VMOVUPS 8(AX), Z30
+	VFMADD231PS Z30, Z29, Z1
+	VFMADD231PS Z30, Z26, Z2
+	VFMADD231PS Z30, Z23, Z3
+	ADDQ R14, AX
+	VMOVUPS (AX), Z30
+	VFMADD231PS Z30, Z27, Z2
+	VFMADD231PS Z30, Z24, Z3
+	VFMADD231PS Z30, Z21, Z4
+	VMOVUPS 4(AX), Z30
+	VFMADD231PS Z30, Z28, Z2
+	VFMADD231PS Z30, Z25, Z3
+	VFMADD231PS Z30, Z22, Z4
+	VMOVUPS 8(AX), Z30
+	VFMADD231PS Z30, Z29, Z2
+	VFMADD231PS Z30, Z26, Z3
+	VFMADD231PS Z30, Z23, Z4
+	ADDQ R14, AX
+	VMOVUPS (AX), Z30
+	VFMADD231PS Z30, Z27, Z3
+	VFMADD231PS Z30, Z24, Z4
+	VFMADD231PS Z30, Z21, Z5
+	VMOVUPS 4(AX), Z30
+	VFMADD231PS Z30, Z28, Z3
+	VFMADD231PS Z30, Z25, Z4
+	VFMADD231PS Z30, Z22, Z5
+	VMOVUPS 8(AX), Z30
+	VFMADD231PS Z30, Z29, Z3
+	VFMADD231PS Z30, Z26, Z4
+	VFMADD231PS Z30, Z23, Z5
+	ADDQ R14, AX
+	VMOVUPS (AX), Z30
+	VFMADD231PS Z30, Z27, Z4
+	VFMADD231PS Z30, Z24, Z5
+	VFMADD231PS Z30, Z21, Z6
+	VMOVUPS 4(AX), Z30
+	VFMADD231PS Z30, Z28, Z4
+	VFMADD231PS Z30, Z25, Z5
+	VFMADD231PS Z30, Z22, Z6
+	VMOVUPS 8(AX), Z30
+	VFMADD231PS Z30, Z29, Z4
+	VFMADD231PS Z30, Z26, Z5
+	VFMADD231PS Z30, Z23, Z6
+	ADDQ R14, AX
+	VMOVUPS (AX), Z30
+	VFMADD231PS Z30, Z27, Z5
+	VFMADD231PS Z30, Z24, Z6
+	VFMADD231PS Z30, Z21, Z7
+	VMOVUPS 4(AX), Z30
+	VFMADD231PS Z30, Z28, Z5
+	VFMADD231PS Z30, Z25, Z6
+	VFMADD231PS Z30, Z22, Z7
+	VMOVUPS 8(AX), Z30
+	VFMADD231PS Z30, Z29, Z5
+	VFMADD231PS Z30, Z26, Z6
+	VFMADD231PS Z30, Z23, Z7
+	ADDQ R14, AX
+	VMOVUPS (AX), Z30
+	VFMADD231PS Z30, Z27, Z6
+	VFMADD231PS Z30, Z24, Z7
+	VMOVUPS 4(AX), Z30
+	VFMADD231PS Z30, Z28, Z6
+	VFMADD231PS Z30, Z25, Z7
+	VMOVUPS 8(AX), Z30
+	VFMADD231PS Z30, Z29, Z6
+	VFMADD231PS Z30, Z26, Z7
+	ADDQ R14, AX
+	VMOVUPS (AX), Z30
+	VFMADD231PS Z30, Z27, Z7
+	VMOVUPS 4(AX), Z30
+	VFMADD231PS Z30, Z28, Z7
+	VMOVUPS 8(AX), Z30
+	VFMADD231PS Z30, Z29, Z7
+	CMPQ relu+56(FP), $0
+	JEQ depthwise3x3Rows1AVX512r8s
+	VPXORD Z30, Z30, Z30
+	CMPQ relu+56(FP), $2
+	JEQ depthwise3x3Rows1AVX512r86
+	VMAXPS Z30, Z0, Z0
+	VMAXPS Z30, Z1, Z1
+	VMAXPS Z30, Z2, Z2
+	VMAXPS Z30, Z3, Z3
+	VMAXPS Z30, Z4, Z4
+	VMAXPS Z30, Z5, Z5
+	VMAXPS Z30, Z6, Z6
+	VMAXPS Z30, Z7, Z7
+	JMP depthwise3x3Rows1AVX512r8s
+depthwise3x3Rows1AVX512r86:
+	VMAXPS Z0, Z30, Z0
+	VMAXPS Z1, Z30, Z1
+	VMAXPS Z2, Z30, Z2
+	VMAXPS Z3, Z30, Z3
+	VMAXPS Z4, Z30, Z4
+	VMAXPS Z5, Z30, Z5
+	VMAXPS Z6, Z30, Z6
+	VMAXPS Z7, Z30, Z7
+	MOVL $0x40c00000, AX
+	VPBROADCASTD AX, Z30
+	VMINPS Z0, Z30, Z0
+	VMINPS Z1, Z30, Z1
+	VMINPS Z2, Z30, Z2
+	VMINPS Z3, Z30, Z3
+	VMINPS Z4, Z30, Z4
+	VMINPS Z5, Z30, Z5
+	VMINPS Z6, Z30, Z6
+	VMINPS Z7, Z30, Z7
+depthwise3x3Rows1AVX512r8s:
+	MOVQ DI, BX
+	VMOVUPS Z0, K1, (BX)
+	ADDQ R8, BX
+	VMOVUPS Z1, K1, (BX)
+	ADDQ R8, BX
+	VMOVUPS Z2, K1, (BX)
+	ADDQ R8, BX
+	VMOVUPS Z3, K1, (BX)
+	ADDQ R8, BX
+	VMOVUPS Z4, K1, (BX)
+	ADDQ R8, BX
+	VMOVUPS Z5, K1, (BX)
+	ADDQ R8, BX
+	VMOVUPS Z6, K1, (BX)
+	ADDQ R8, BX
+	VMOVUPS Z7, K1, (BX)
+	ADDQ R14, SI
+	ADDQ R8, DI
+	ADDQ R14, SI
+	ADDQ R8, DI
+	ADDQ R14, SI
+	ADDQ R8, DI
+	ADDQ R14, SI
+	ADDQ R8, DI
+	ADDQ R14, SI
+	ADDQ R8, DI
+	ADDQ R14, SI
+	ADDQ R8, DI
+	ADDQ R14, SI
+	ADDQ R8, DI
+	ADDQ R14, SI
+	ADDQ R8, DI
+	SUBQ $8, R15
+	JMP depthwise3x3Rows1AVX512r8
+
+depthwise3x3Rows1AVX512r1:
+	CMPQ R15, $1
+	JLT depthwise3x3Rows1AVX512done
+	VMOVAPS Z31, Z0
+	MOVQ SI, AX
+	VMOVUPS (AX), Z30
+	VFMADD231PS Z30, Z21, Z0
+	VMOVUPS 4(AX), Z30
+	VFMADD231PS Z30, Z22, Z0
+	VMOVUPS 8(AX), Z30
+	VFMADD231PS Z30, Z23, Z0
+	ADDQ R14, AX
+	VMOVUPS (AX), Z30
+	VFMADD231PS Z30, Z24, Z0
+	VMOVUPS 4(AX), Z30
+	VFMADD231PS Z30, Z25, Z0
+	VMOVUPS 8(AX), Z30
+	VFMADD231PS Z30, Z26, Z0
+	ADDQ R14, AX
+	VMOVUPS (AX), Z30
+	VFMADD231PS Z30, Z27, Z0
+	VMOVUPS 4(AX), Z30
+	VFMADD231PS Z30, Z28, Z0
+	VMOVUPS 8(AX), Z30
+	VFMADD231PS Z30, Z29, Z0
+	CMPQ relu+56(FP), $0
+	JEQ depthwise3x3Rows1AVX512r1s
+	VPXORD Z30, Z30, Z30
+	CMPQ relu+56(FP), $2
+	JEQ depthwise3x3Rows1AVX512r16
+	VMAXPS Z30, Z0, Z0
+	JMP depthwise3x3Rows1AVX512r1s
+depthwise3x3Rows1AVX512r16:
+	VMAXPS Z0, Z30, Z0
+	MOVL $0x40c00000, AX
+	VPBROADCASTD AX, Z30
+	VMINPS Z0, Z30, Z0
+depthwise3x3Rows1AVX512r1s:
+	MOVQ DI, BX
+	VMOVUPS Z0, K1, (BX)
+	ADDQ R14, SI
+	ADDQ R8, DI
+	SUBQ $1, R15
+	JMP depthwise3x3Rows1AVX512r1
+
+depthwise3x3Rows1AVX512done:
+	VZEROUPPER
+	RET
+
+// func depthwise3x3Rows2AVX512(w, x *float32, wq int, y *float32, ow, rows int, bias float32, relu int)
+// depthwiseKernels.rows for the taps (kh, kw) at kh·wq + kw, kh, kw < 3, and rows of
+// 17 to 32 outputs: 8 rows at a time (the rest one at a time), the same
+// sums in the same order as depthwiseRows2AVX512, so the same bits.
+TEXT ·depthwise3x3Rows2AVX512(SB), NOSPLIT, $0-64
+	MOVQ w+0(FP), R12
+	MOVQ x+8(FP), SI
+	MOVQ wq+16(FP), R14
+	SHLQ $2, R14
+	MOVQ y+24(FP), DI
+	MOVQ ow+32(FP), R13
+	MOVQ R13, R8
+	SHLQ $2, R8
+	MOVQ rows+40(FP), R15
+	MOVQ R13, CX
+	ANDQ $15, CX
+	MOVL $1, AX
+	SHLL CX, AX
+	DECL AX
+	TESTQ CX, CX
+	JNZ depthwise3x3Rows2AVX512mask
+	MOVL $0xffff, AX
+depthwise3x3Rows2AVX512mask:
+	KMOVW AX, K1
+	VBROADCASTSS (R12), Z21
+	VBROADCASTSS 4(R12), Z22
+	VBROADCASTSS 8(R12), Z23
+	VBROADCASTSS 12(R12), Z24
+	VBROADCASTSS 16(R12), Z25
+	VBROADCASTSS 20(R12), Z26
+	VBROADCASTSS 24(R12), Z27
+	VBROADCASTSS 28(R12), Z28
+	VBROADCASTSS 32(R12), Z29
+	VBROADCASTSS bias+48(FP), Z31
+
+depthwise3x3Rows2AVX512r8:
+	CMPQ R15, $8
+	JLT depthwise3x3Rows2AVX512r1
+	VMOVAPS Z31, Z0
+	VMOVAPS Z31, Z1
+	VMOVAPS Z31, Z2
+	VMOVAPS Z31, Z3
+	VMOVAPS Z31, Z4
+	VMOVAPS Z31, Z5
+	VMOVAPS Z31, Z6
+	VMOVAPS Z31, Z7
+	VMOVAPS Z31, Z8
+	VMOVAPS Z31, Z9
+	VMOVAPS Z31, Z10
+	VMOVAPS Z31, Z11
+	VMOVAPS Z31, Z12
+	VMOVAPS Z31, Z13
+	VMOVAPS Z31, Z14
+	VMOVAPS Z31, Z15
+	MOVQ SI, AX
+	VMOVUPS (AX), Z30
+	VFMADD231PS Z30, Z21, Z0
+	VMOVUPS 64(AX), Z30
+	VFMADD231PS Z30, Z21, Z1
+	VMOVUPS 4(AX), Z30
+	VFMADD231PS Z30, Z22, Z0
+	VMOVUPS 68(AX), Z30
+	VFMADD231PS Z30, Z22, Z1
+	VMOVUPS 8(AX), Z30
+	VFMADD231PS Z30, Z23, Z0
+	VMOVUPS 72(AX), Z30
+	VFMADD231PS Z30, Z23, Z1
+	ADDQ R14, AX
+	VMOVUPS (AX), Z30
+	VFMADD231PS Z30, Z24, Z0
+	VFMADD231PS Z30, Z21, Z2
+	VMOVUPS 64(AX), Z30
+	VFMADD231PS Z30, Z24, Z1
+	VFMADD231PS Z30, Z21, Z3
+	VMOVUPS 4(AX), Z30
+	VFMADD231PS Z30, Z25, Z0
+	VFMADD231PS Z30, Z22, Z2
+	VMOVUPS 68(AX), Z30
+	VFMADD231PS Z30, Z25, Z1
+	VFMADD231PS Z30, Z22, Z3
+	VMOVUPS 8(AX), Z30
+	VFMADD231PS Z30, Z26, Z0
+	VFMADD231PS Z30, Z23, Z2
+	VMOVUPS 72(AX), Z30
+	VFMADD231PS Z30, Z26, Z1
+	VFMADD231PS Z30, Z23, Z3
+	ADDQ R14, AX
+	VMOVUPS (AX), Z30
+	VFMADD231PS Z30, Z27, Z0
+	VFMADD231PS Z30, Z24, Z2
+	VFMADD231PS Z30, Z21, Z4
+	VMOVUPS 64(AX), Z30
+	VFMADD231PS Z30, Z27, Z1
+	VFMADD231PS Z30, Z24, Z3
+	VFMADD231PS Z30, Z21, Z5
+	VMOVUPS 4(AX), Z30
+	VFMADD231PS Z30, Z28, Z0
+	VFMADD231PS Z30, Z25, Z2
+	VFMADD231PS Z30, Z22, Z4
+	VMOVUPS 68(AX), Z30
+	VFMADD231PS Z30, Z28, Z1
+	VFMADD231PS Z30, Z25, Z3
+	VFMADD231PS Z30, Z22, Z5
+	VMOVUPS 8(AX), Z30
+	VFMADD231PS Z30, Z29, Z0
+	VFMADD231PS Z30, Z26, Z2
+	VFMADD231PS Z30, Z23, Z4
+	VMOVUPS 72(AX), Z30
+	VFMADD231PS Z30, Z29, Z1
+	VFMADD231PS Z30, Z26, Z3
+	VFMADD231PS Z30, Z23, Z5
+	ADDQ R14, AX
+	VMOVUPS (AX), Z30
+	VFMADD231PS Z30, Z27, Z2
+	VFMADD231PS Z30, Z24, Z4
+	VFMADD231PS Z30, Z21, Z6
+	VMOVUPS 64(AX), Z30
+	VFMADD231PS Z30, Z27, Z3
+	VFMADD231PS Z30, Z24, Z5
+	VFMADD231PS Z30, Z21, Z7
+	VMOVUPS 4(AX), Z30
+	VFMADD231PS Z30, Z28, Z2
+	VFMADD231PS Z30, Z25, Z4
+	VFMADD231PS Z30, Z22, Z6
+	VMOVUPS 68(AX), Z30
+	VFMADD231PS Z30, Z28, Z3
+	VFMADD231PS Z30, Z25, Z5
+	VFMADD231PS Z30, Z22, Z7
+	VMOVUPS 8(AX), Z30
+	VFMADD231PS Z30, Z29, Z2
+	VFMADD231PS Z30, Z26, Z4
+	VFMADD231PS Z30, Z23, Z6
+	VMOVUPS 72(AX), Z30
+	VFMADD231PS Z30, Z29, Z3
+	VFMADD231PS Z30, Z26, Z5
+	VFMADD231PS Z30, Z23, Z7
+	ADDQ R14, AX
+	VMOVUPS (AX), Z30
+	VFMADD231PS Z30, Z27, Z4
+	VFMADD231PS Z30, Z24, Z6
+	VFMADD231PS Z30, Z21, Z8
+	VMOVUPS 64(AX), Z30
+	VFMADD231PS Z30, Z27, Z5
+	VFMADD231PS Z30, Z24, Z7
+	VFMADD231PS Z30, Z21, Z9
+	VMOVUPS 4(AX), Z30
+	VFMADD231PS Z30, Z28, Z4
+	VFMADD231PS Z30, Z25, Z6
+	VFMADD231PS Z30, Z22, Z8
+	VMOVUPS 68(AX), Z30
+	VFMADD231PS Z30, Z28, Z5
+	VFMADD231PS Z30, Z25, Z7
+	VFMADD231PS Z30, Z22, Z9
+	VMOVUPS 8(AX), Z30
+	VFMADD231PS Z30, Z29, Z4
+	VFMADD231PS Z30, Z26, Z6
+	VFMADD231PS Z30, Z23, Z8
+	VMOVUPS 72(AX), Z30
+	VFMADD231PS Z30, Z29, Z5
+	VFMADD231PS Z30, Z26, Z7
+	VFMADD231PS Z30, Z23, Z9
+	ADDQ R14, AX
+	VMOVUPS (AX), Z30
+	VFMADD231PS Z30, Z27, Z6
+	VFMADD231PS Z30, Z24, Z8
+	VFMADD231PS Z30, Z21, Z10
+	VMOVUPS 64(AX), Z30
+	VFMADD231PS Z30, Z27, Z7
+	VFMADD231PS Z30, Z24, Z9
+	VFMADD231PS Z30, Z21, Z11
+	VMOVUPS 4(AX), Z30
+	VFMADD231PS Z30, Z28, Z6
+	VFMADD231PS Z30, Z25, Z8
+	VFMADD231PS Z30, Z22, Z10
+	VMOVUPS 68(AX), Z30
+	VFMADD231PS Z30, Z28, Z7
+	VFMADD231PS Z30, Z25, Z9
+	VFMADD231PS Z30, Z22, Z11
+	VMOVUPS 8(AX), Z30
+	VFMADD231PS Z30, Z29, Z6
+	VFMADD231PS Z30, Z26, Z8
+	VFMADD231PS Z30, Z23, Z10
+	VMOVUPS 72(AX), Z30
+	VFMADD231PS Z30, Z29, Z7
+	VFMADD231PS Z30, Z26, Z9
+	VFMADD231PS Z30, Z23, Z11
+	ADDQ R14, AX
+	VMOVUPS (AX), Z30
+	VFMADD231PS Z30, Z27, Z8
+	VFMADD231PS Z30, Z24, Z10
+	VFMADD231PS Z30, Z21, Z12
+	VMOVUPS 64(AX), Z30
+	VFMADD231PS Z30, Z27, Z9
+	VFMADD231PS Z30, Z24, Z11
+	VFMADD231PS Z30, Z21, Z13
+	VMOVUPS 4(AX), Z30
+	VFMADD231PS Z30, Z28, Z8
+	VFMADD231PS Z30, Z25, Z10
+	VFMADD231PS Z30, Z22, Z12
+	VMOVUPS 68(AX), Z30
+	VFMADD231PS Z30, Z28, Z9
+	VFMADD231PS Z30, Z25, Z11
+	VFMADD231PS Z30, Z22, Z13
+	VMOVUPS 8(AX), Z30
+	VFMADD231PS Z30, Z29, Z8
+	VFMADD231PS Z30, Z26, Z10
+	VFMADD231PS Z30, Z23, Z12
+	VMOVUPS 72(AX), Z30
+	VFMADD231PS Z30, Z29, Z9
+	VFMADD231PS Z30, Z26, Z11
+	VFMADD231PS Z30, Z23, Z13
+	ADDQ R14, AX
+	VMOVUPS (AX), Z30
+	VFMADD231PS Z30, Z27, Z10
+	VFMADD231PS Z30, Z24, Z12
+	VFMADD231PS Z30, Z21, Z14
+	VMOVUPS 64(AX), Z30
+	VFMADD231PS Z30, Z27, Z11
+	VFMADD231PS Z30, Z24, Z13
+	VFMADD231PS Z30, Z21, Z15
+	VMOVUPS 4(AX), Z30
+	VFMADD231PS Z30, Z28, Z10
+	VFMADD231PS Z30, Z25, Z12
+	VFMADD231PS Z30, Z22, Z14
+	VMOVUPS 68(AX), Z30
+	VFMADD231PS Z30, Z28, Z11
+	VFMADD231PS Z30, Z25, Z13
+	VFMADD231PS Z30, Z22, Z15
+	VMOVUPS 8(AX), Z30
+	VFMADD231PS Z30, Z29, Z10
+	VFMADD231PS Z30, Z26, Z12
+	VFMADD231PS Z30, Z23, Z14
+	VMOVUPS 72(AX), Z30
+	VFMADD231PS Z30, Z29, Z11
+	VFMADD231PS Z30, Z26, Z13
+	VFMADD231PS Z30, Z23, Z15
+	ADDQ R14, AX
+	VMOVUPS (AX), Z30
+	VFMADD231PS Z30, Z27, Z12
+	VFMADD231PS Z30, Z24, Z14
+	VMOVUPS 64(AX), Z30
+	VFMADD231PS Z30, Z27, Z13
+	VFMADD231PS Z30, Z24, Z15
+	VMOVUPS 4(AX), Z30
+	VFMADD231PS Z30, Z28, Z12
+	VFMADD231PS Z30, Z25, Z14
+	VMOVUPS 68(AX), Z30
+	VFMADD231PS Z30, Z28, Z13
+	VFMADD231PS Z30, Z25, Z15
+	VMOVUPS 8(AX), Z30
+	VFMADD231PS Z30, Z29, Z12
+	VFMADD231PS Z30, Z26, Z14
+	VMOVUPS 72(AX), Z30
+	VFMADD231PS Z30, Z29, Z13
+	VFMADD231PS Z30, Z26, Z15
+	ADDQ R14, AX
+	VMOVUPS (AX), Z30
+	VFMADD231PS Z30, Z27, Z14
+	VMOVUPS 64(AX), Z30
+	VFMADD231PS Z30, Z27, Z15
+	VMOVUPS 4(AX), Z30
+	VFMADD231PS Z30, Z28, Z14
+	VMOVUPS 68(AX), Z30
+	VFMADD231PS Z30, Z28, Z15
+	VMOVUPS 8(AX), Z30
+	VFMADD231PS Z30, Z29, Z14
+	VMOVUPS 72(AX), Z30
+	VFMADD231PS Z30, Z29, Z15
+	CMPQ relu+56(FP), $0
+	JEQ depthwise3x3Rows2AVX512r8s
+	VPXORD Z30, Z30, Z30
+	CMPQ relu+56(FP), $2
+	JEQ depthwise3x3Rows2AVX512r86
+	VMAXPS Z30, Z0, Z0
+	VMAXPS Z30, Z1, Z1
+	VMAXPS Z30, Z2, Z2
+	VMAXPS Z30, Z3, Z3
+	VMAXPS Z30, Z4, Z4
+	VMAXPS Z30, Z5, Z5
+	VMAXPS Z30, Z6, Z6
+	VMAXPS Z30, Z7, Z7
+	VMAXPS Z30, Z8, Z8
+	VMAXPS Z30, Z9, Z9
+	VMAXPS Z30, Z10, Z10
+	VMAXPS Z30, Z11, Z11
+	VMAXPS Z30, Z12, Z12
+	VMAXPS Z30, Z13, Z13
+	VMAXPS Z30, Z14, Z14
+	VMAXPS Z30, Z15, Z15
+	JMP depthwise3x3Rows2AVX512r8s
+depthwise3x3Rows2AVX512r86:
+	VMAXPS Z0, Z30, Z0
+	VMAXPS Z1, Z30, Z1
+	VMAXPS Z2, Z30, Z2
+	VMAXPS Z3, Z30, Z3
+	VMAXPS Z4, Z30, Z4
+	VMAXPS Z5, Z30, Z5
+	VMAXPS Z6, Z30, Z6
+	VMAXPS Z7, Z30, Z7
+	VMAXPS Z8, Z30, Z8
+	VMAXPS Z9, Z30, Z9
+	VMAXPS Z10, Z30, Z10
+	VMAXPS Z11, Z30, Z11
+	VMAXPS Z12, Z30, Z12
+	VMAXPS Z13, Z30, Z13
+	VMAXPS Z14, Z30, Z14
+	VMAXPS Z15, Z30, Z15
+	MOVL $0x40c00000, AX
+	VPBROADCASTD AX, Z30
+	VMINPS Z0, Z30, Z0
+	VMINPS Z1, Z30, Z1
+	VMINPS Z2, Z30, Z2
+	VMINPS Z3, Z30, Z3
+	VMINPS Z4, Z30, Z4
+	VMINPS Z5, Z30, Z5
+	VMINPS Z6, Z30, Z6
+	VMINPS Z7, Z30, Z7
+	VMINPS Z8, Z30, Z8
+	VMINPS Z9, Z30, Z9
+	VMINPS Z10, Z30, Z10
+	VMINPS Z11, Z30, Z11
+	VMINPS Z12, Z30, Z12
+	VMINPS Z13, Z30, Z13
+	VMINPS Z14, Z30, Z14
+	VMINPS Z15, Z30, Z15
+depthwise3x3Rows2AVX512r8s:
+	MOVQ DI, BX
+	VMOVUPS Z0, (BX)
+	VMOVUPS Z1, K1, 64(BX)
+	ADDQ R8, BX
+	VMOVUPS Z2, (BX)
+	VMOVUPS Z3, K1, 64(BX)
+	ADDQ R8, BX
+	VMOVUPS Z4, (BX)
+	VMOVUPS Z5, K1, 64(BX)
+	ADDQ R8, BX
+	VMOVUPS Z6, (BX)
+	VMOVUPS Z7, K1, 64(BX)
+	ADDQ R8, BX
+	VMOVUPS Z8, (BX)
+	VMOVUPS Z9, K1, 64(BX)
+	ADDQ R8, BX
+	VMOVUPS Z10, (BX)
+	VMOVUPS Z11, K1, 64(BX)
+	ADDQ R8, BX
+	VMOVUPS Z12, (BX)
+	VMOVUPS Z13, K1, 64(BX)
+	ADDQ R8, BX
+	VMOVUPS Z14, (BX)
+	VMOVUPS Z15, K1, 64(BX)
+	ADDQ R14, SI
+	ADDQ R8, DI
+	ADDQ R14, SI
+	ADDQ R8, DI
+	ADDQ R14, SI
+	ADDQ R8, DI
+	ADDQ R14, SI
+	ADDQ R8, DI
+	ADDQ R14, SI
+	ADDQ R8, DI
+	ADDQ R14, SI
+	ADDQ R8, DI
+	ADDQ R14, SI
+	ADDQ R8, DI
+	ADDQ R14, SI
+	ADDQ R8, DI
+	SUBQ $8, R15
+	JMP depthwise3x3Rows2AVX512r8
+
+depthwise3x3Rows2AVX512r1:
+	CMPQ R15, $1
+	JLT depthwise3x3Rows2AVX512done
+	VMOVAPS Z31, Z0
+	VMOVAPS Z31, Z1
+	MOVQ SI, AX
+	VMOVUPS (AX), Z30
+	VFMADD231PS Z30, Z21, Z0
+	VMOVUPS 64(AX), Z30
+	VFMADD231PS Z30, Z21, Z1
+	VMOVUPS 4(AX), Z30
+	VFMADD231PS Z30, Z22, Z0
+	VMOVUPS 68(AX), Z30
+	VFMADD231PS Z30, Z22, Z1
+	VMOVUPS 8(AX), Z30
+	VFMADD231PS Z30, Z23, Z0
+	VMOVUPS 72(AX), Z30
+	VFMADD231PS Z30, Z23, Z1
+	ADDQ R14, AX
+	VMOVUPS (AX), Z30
+	VFMADD231PS Z30, Z24, Z0
+	VMOVUPS 64(AX), Z30
+	VFMADD231PS Z30, Z24, Z1
+	VMOVUPS 4(AX), Z30
+	VFMADD231PS Z30, Z25, Z0
+	VMOVUPS 68(AX), Z30
+	VFMADD231PS Z30, Z25, Z1
+	VMOVUPS 8(AX), Z30
+	VFMADD231PS Z30, Z26, Z0
+	VMOVUPS 72(AX), Z30
+	VFMADD231PS Z30, Z26, Z1
+	ADDQ R14, AX
+	VMOVUPS (AX), Z30
+	VFMADD231PS Z30, Z27, Z0
+	VMOVUPS 64(AX), Z30
+	VFMADD231PS Z30, Z27, Z1
+	VMOVUPS 4(AX), Z30
+	VFMADD231PS Z30, Z28, Z0
+	VMOVUPS 68(AX), Z30
+	VFMADD231PS Z30, Z28, Z1
+	VMOVUPS 8(AX), Z30
+	VFMADD231PS Z30, Z29, Z0
+	VMOVUPS 72(AX), Z30
+	VFMADD231PS Z30, Z29, Z1
+	CMPQ relu+56(FP), $0
+	JEQ depthwise3x3Rows2AVX512r1s
+	VPXORD Z30, Z30, Z30
+	CMPQ relu+56(FP), $2
+	JEQ depthwise3x3Rows2AVX512r16
+	VMAXPS Z30, Z0, Z0
+	VMAXPS Z30, Z1, Z1
+	JMP depthwise3x3Rows2AVX512r1s
+depthwise3x3Rows2AVX512r16:
+	VMAXPS Z0, Z30, Z0
+	VMAXPS Z1, Z30, Z1
+	MOVL $0x40c00000, AX
+	VPBROADCASTD AX, Z30
+	VMINPS Z0, Z30, Z0
+	VMINPS Z1, Z30, Z1
+depthwise3x3Rows2AVX512r1s:
+	MOVQ DI, BX
+	VMOVUPS Z0, (BX)
+	VMOVUPS Z1, K1, 64(BX)
+	ADDQ R14, SI
+	ADDQ R8, DI
+	SUBQ $1, R15
+	JMP depthwise3x3Rows2AVX512r1
+
+depthwise3x3Rows2AVX512done:
+	VZEROUPPER
+	RET
+
+// func depthwise3x3Rows3AVX512(w, x *float32, wq int, y *float32, ow, rows int, bias float32, relu int)
+// depthwiseKernels.rows for the taps (kh, kw) at kh·wq + kw, kh, kw < 3, and rows of
+// 33 to 48 outputs: 7 rows at a time (the rest one at a time), the same
+// sums in the same order as depthwiseRows3AVX512, so the same bits.
+TEXT ·depthwise3x3Rows3AVX512(SB), NOSPLIT, $0-64
+	MOVQ w+0(FP), R12
+	MOVQ x+8(FP), SI
+	MOVQ wq+16(FP), R14
+	SHLQ $2, R14
+	MOVQ y+24(FP), DI
+	MOVQ ow+32(FP), R13
+	MOVQ R13, R8
+	SHLQ $2, R8
+	MOVQ rows+40(FP), R15
+	MOVQ R13, CX
+	ANDQ $15, CX
+	MOVL $1, AX
+	SHLL CX, AX
+	DECL AX
+	TESTQ CX, CX
+	JNZ depthwise3x3Rows3AVX512mask
+	MOVL $0xffff, AX
+depthwise3x3Rows3AVX512mask:
+	KMOVW AX, K1
+	VBROADCASTSS (R12), Z21
+	VBROADCASTSS 4(R12), Z22
+	VBROADCASTSS 8(R12), Z23
+	VBROADCASTSS 12(R12), Z24
+	VBROADCASTSS 16(R12), Z25
+	VBROADCASTSS 20(R12), Z26
+	VBROADCASTSS 24(R12), Z27
+	VBROADCASTSS 28(R12), Z28
+	VBROADCASTSS 32(R12), Z29
+	VBROADCASTSS bias+48(FP), Z31
+
+depthwise3x3Rows3AVX512r7:
+	CMPQ R15, $7
+	JLT depthwise3x3Rows3AVX512r1
+	VMOVAPS Z31, Z0
+	VMOVAPS Z31, Z1
+	VMOVAPS Z31, Z2
+	VMOVAPS Z31, Z3
+	VMOVAPS Z31, Z4
+	VMOVAPS Z31, Z5
+	VMOVAPS Z31, Z6
+	VMOVAPS Z31, Z7
+	VMOVAPS Z31, Z8
+	VMOVAPS Z31, Z9
+	VMOVAPS Z31, Z10
+	VMOVAPS Z31, Z11
+	VMOVAPS Z31, Z12
+	VMOVAPS Z31, Z13
+	VMOVAPS Z31, Z14
+	VMOVAPS Z31, Z15
+	VMOVAPS Z31, Z16
+	VMOVAPS Z31, Z17
+	VMOVAPS Z31, Z18
+	VMOVAPS Z31, Z19
+	VMOVAPS Z31, Z20
+	MOVQ SI, AX
+	VMOVUPS (AX), Z30
+	VFMADD231PS Z30, Z21, Z0
+	VMOVUPS 64(AX), Z30
+	VFMADD231PS Z30, Z21, Z1
+	VMOVUPS 128(AX), Z30
+	VFMADD231PS Z30, Z21, Z2
+	VMOVUPS 4(AX), Z30
+	VFMADD231PS Z30, Z22, Z0
+	VMOVUPS 68(AX), Z30
+	VFMADD231PS Z30, Z22, Z1
+	VMOVUPS 132(AX), Z30
+	VFMADD231PS Z30, Z22, Z2
+	VMOVUPS 8(AX), Z30
+	VFMADD231PS Z30, Z23, Z0
+	VMOVUPS 72(AX), Z30
+	VFMADD231PS Z30, Z23, Z1
+	VMOVUPS 136(AX), Z30
+	VFMADD231PS Z30, Z23, Z2
+	ADDQ R14, AX
+	VMOVUPS (AX), Z30
+	VFMADD231PS Z30, Z24, Z0
+	VFMADD231PS Z30, Z21, Z3
+	VMOVUPS 64(AX), Z30
+	VFMADD231PS Z30, Z24, Z1
+	VFMADD231PS Z30, Z21, Z4
+	VMOVUPS 128(AX), Z30
+	VFMADD231PS Z30, Z24, Z2
+	VFMADD231PS Z30, Z21, Z5
+	VMOVUPS 4(AX), Z30
+	VFMADD231PS Z30, Z25, Z0
+	VFMADD231PS Z30, Z22, Z3
+	VMOVUPS 68(AX), Z30
+	VFMADD231PS Z30, Z25, Z1
+	VFMADD231PS Z30, Z22, Z4
+	VMOVUPS 132(AX), Z30
+	VFMADD231PS Z30, Z25, Z2
+	VFMADD231PS Z30, Z22, Z5
+	VMOVUPS 8(AX), Z30
+	VFMADD231PS Z30, Z26, Z0
+	VFMADD231PS Z30, Z23, Z3
+	VMOVUPS 72(AX), Z30
+	VFMADD231PS Z30, Z26, Z1
+	VFMADD231PS Z30, Z23, Z4
+	VMOVUPS 136(AX), Z30
+	VFMADD231PS Z30, Z26, Z2
+	VFMADD231PS Z30, Z23, Z5
+	ADDQ R14, AX
+	VMOVUPS (AX), Z30
+	VFMADD231PS Z30, Z27, Z0
+	VFMADD231PS Z30, Z24, Z3
+	VFMADD231PS Z30, Z21, Z6
+	VMOVUPS 64(AX), Z30
+	VFMADD231PS Z30, Z27, Z1
+	VFMADD231PS Z30, Z24, Z4
+	VFMADD231PS Z30, Z21, Z7
+	VMOVUPS 128(AX), Z30
+	VFMADD231PS Z30, Z27, Z2
+	VFMADD231PS Z30, Z24, Z5
+	VFMADD231PS Z30, Z21, Z8
+	VMOVUPS 4(AX), Z30
+	VFMADD231PS Z30, Z28, Z0
+	VFMADD231PS Z30, Z25, Z3
+	VFMADD231PS Z30, Z22, Z6
+	VMOVUPS 68(AX), Z30
+	VFMADD231PS Z30, Z28, Z1
+	VFMADD231PS Z30, Z25, Z4
+	VFMADD231PS Z30, Z22, Z7
+	VMOVUPS 132(AX), Z30
+	VFMADD231PS Z30, Z28, Z2
+	VFMADD231PS Z30, Z25, Z5
+	VFMADD231PS Z30, Z22, Z8
+	VMOVUPS 8(AX), Z30
+	VFMADD231PS Z30, Z29, Z0
+	VFMADD231PS Z30, Z26, Z3
+	VFMADD231PS Z30, Z23, Z6
+	VMOVUPS 72(AX), Z30
+	VFMADD231PS Z30, Z29, Z1
+	VFMADD231PS Z30, Z26, Z4
+	VFMADD231PS Z30, Z23, Z7
+	VMOVUPS 136(AX), Z30
+	VFMADD231PS Z30, Z29, Z2
+	VFMADD231PS Z30, Z26, Z5
+	VFMADD231PS Z30, Z23, Z8
+	ADDQ R14, AX
+	VMOVUPS (AX), Z30
+	VFMADD231PS Z30, Z27, Z3
+	VFMADD231PS Z30, Z24, Z6
+	VFMADD231PS Z30, Z21, Z9
+	VMOVUPS 64(AX), Z30
+	VFMADD231PS Z30, Z27, Z4
+	VFMADD231PS Z30, Z24, Z7
+	VFMADD231PS Z30, Z21, Z10
+	VMOVUPS 128(AX), Z30
+	VFMADD231PS Z30, Z27, Z5
+	VFMADD231PS Z30, Z24, Z8
+	VFMADD231PS Z30, Z21, Z11
+	VMOVUPS 4(AX), Z30
+	VFMADD231PS Z30, Z28, Z3
+	VFMADD231PS Z30, Z25, Z6
+	VFMADD231PS Z30, Z22, Z9
+	VMOVUPS 68(AX), Z30
+	VFMADD231PS Z30, Z28, Z4
+	VFMADD231PS Z30, Z25, Z7
+	VFMADD231PS Z30, Z22, Z10
+	VMOVUPS 132(AX), Z30
+	VFMADD231PS Z30, Z28, Z5
+	VFMADD231PS Z30, Z25, Z8
+	VFMADD231PS Z30, Z22, Z11
+	VMOVUPS 8(AX), Z30
+	VFMADD231PS Z30, Z29, Z3
+	VFMADD231PS Z30, Z26, Z6
+	VFMADD231PS Z30, Z23, Z9
+	VMOVUPS 72(AX), Z30
+	VFMADD231PS Z30, Z29, Z4
+	VFMADD231PS Z30, Z26, Z7
+	VFMADD231PS Z30, Z23, Z10
+	VMOVUPS 136(AX), Z30
+	VFMADD231PS Z30, Z29, Z5
+	VFMADD231PS Z30, Z26, Z8
+	VFMADD231PS Z30, Z23, Z11
+	ADDQ R14, AX
+	VMOVUPS (AX), Z30
+	VFMADD231PS Z30, Z27, Z6
+	VFMADD231PS Z30, Z24, Z9
+	VFMADD231PS Z30, Z21, Z12
+	VMOVUPS 64(AX), Z30
+	VFMADD231PS Z30, Z27, Z7
+	VFMADD231PS Z30, Z24, Z10
+	VFMADD231PS Z30, Z21, Z13
+	VMOVUPS 128(AX), Z30
+	VFMADD231PS Z30, Z27, Z8
+	VFMADD231PS Z30, Z24, Z11
+	VFMADD231PS Z30, Z21, Z14
+	VMOVUPS 4(AX), Z30
+	VFMADD231PS Z30, Z28, Z6
+	VFMADD231PS Z30, Z25, Z9
+	VFMADD231PS Z30, Z22, Z12
+	VMOVUPS 68(AX), Z30
+	VFMADD231PS Z30, Z28, Z7
+	VFMADD231PS Z30, Z25, Z10
+	VFMADD231PS Z30, Z22, Z13
+	VMOVUPS 132(AX), Z30
+	VFMADD231PS Z30, Z28, Z8
+	VFMADD231PS Z30, Z25, Z11
+	VFMADD231PS Z30, Z22, Z14
+	VMOVUPS 8(AX), Z30
+	VFMADD231PS Z30, Z29, Z6
+	VFMADD231PS Z30, Z26, Z9
+	VFMADD231PS Z30, Z23, Z12
+	VMOVUPS 72(AX), Z30
+	VFMADD231PS Z30, Z29, Z7
+	VFMADD231PS Z30, Z26, Z10
+	VFMADD231PS Z30, Z23, Z13
+	VMOVUPS 136(AX), Z30
+	VFMADD231PS Z30, Z29, Z8
+	VFMADD231PS Z30, Z26, Z11
+	VFMADD231PS Z30, Z23, Z14
+	ADDQ R14, AX
+	VMOVUPS (AX), Z30
+	VFMADD231PS Z30, Z27, Z9
+	VFMADD231PS Z30, Z24, Z12
+	VFMADD231PS Z30, Z21, Z15
+	VMOVUPS 64(AX), Z30
+	VFMADD231PS Z30, Z27, Z10
+	VFMADD231PS Z30, Z24, Z13
+	VFMADD231PS Z30, Z21, Z16
+	VMOVUPS 128(AX), Z30
+	VFMADD231PS Z30, Z27, Z11
+	VFMADD231PS Z30, Z24, Z14
+	VFMADD231PS Z30, Z21, Z17
+	VMOVUPS 4(AX), Z30
+	VFMADD231PS Z30, Z28, Z9
+	VFMADD231PS Z30, Z25, Z12
+	VFMADD231PS Z30, Z22, Z15
+	VMOVUPS 68(AX), Z30
+	VFMADD231PS Z30, Z28, Z10
+	VFMADD231PS Z30, Z25, Z13
+	VFMADD231PS Z30, Z22, Z16
+	VMOVUPS 132(AX), Z30
+	VFMADD231PS Z30, Z28, Z11
+	VFMADD231PS Z30, Z25, Z14
+	VFMADD231PS Z30, Z22, Z17
+	VMOVUPS 8(AX), Z30
+	VFMADD231PS Z30, Z29, Z9
+	VFMADD231PS Z30, Z26, Z12
+	VFMADD231PS Z30, Z23, Z15
+	VMOVUPS 72(AX), Z30
+	VFMADD231PS Z30, Z29, Z10
+	VFMADD231PS Z30, Z26, Z13
+	VFMADD231PS Z30, Z23, Z16
+	VMOVUPS 136(AX), Z30
+	VFMADD231PS Z30, Z29, Z11
+	VFMADD231PS Z30, Z26, Z14
+	VFMADD231PS Z30, Z23, Z17
+	ADDQ R14, AX
+	VMOVUPS (AX), Z30
+	VFMADD231PS Z30, Z27, Z12
+	VFMADD231PS Z30, Z24, Z15
+	VFMADD231PS Z30, Z21, Z18
+	VMOVUPS 64(AX), Z30
+	VFMADD231PS Z30, Z27, Z13
+	VFMADD231PS Z30, Z24, Z16
+	VFMADD231PS Z30, Z21, Z19
+	VMOVUPS 128(AX), Z30
+	VFMADD231PS Z30, Z27, Z14
+	VFMADD231PS Z30, Z24, Z17
+	VFMADD231PS Z30, Z21, Z20
+	VMOVUPS 4(AX), Z30
+	VFMADD231PS Z30, Z28, Z12
+	VFMADD231PS Z30, Z25, Z15
+	VFMADD231PS Z30, Z22, Z18
+	VMOVUPS 68(AX), Z30
+	VFMADD231PS Z30, Z28, Z13
+	VFMADD231PS Z30, Z25, Z16
+	VFMADD231PS Z30, Z22, Z19
+	VMOVUPS 132(AX), Z30
+	VFMADD231PS Z30, Z28, Z14
+	VFMADD231PS Z30, Z25, Z17
+	VFMADD231PS Z30, Z22, Z20
+	VMOVUPS 8(AX), Z30
+	VFMADD231PS Z30, Z29, Z12
+	VFMADD231PS Z30, Z26, Z15
+	VFMADD231PS Z30, Z23, Z18
+	VMOVUPS 72(AX), Z30
+	VFMADD231PS Z30, Z29, Z13
+	VFMADD231PS Z30, Z26, Z16
+	VFMADD231PS Z30, Z23, Z19
+	VMOVUPS 136(AX), Z30
+	VFMADD231PS Z30, Z29, Z14
+	VFMADD231PS Z30, Z26, Z17
+	VFMADD231PS Z30, Z23, Z20
+	ADDQ R14, AX
+	VMOVUPS (AX), Z30
+	VFMADD231PS Z30, Z27, Z15
+	VFMADD231PS Z30, Z24, Z18
+	VMOVUPS 64(AX), Z30
+	VFMADD231PS Z30, Z27, Z16
+	VFMADD231PS Z30, Z24, Z19
+	VMOVUPS 128(AX), Z30
+	VFMADD231PS Z30, Z27, Z17
+	VFMADD231PS Z30, Z24, Z20
+	VMOVUPS 4(AX), Z30
+	VFMADD231PS Z30, Z28, Z15
+	VFMADD231PS Z30, Z25, Z18
+	VMOVUPS 68(AX), Z30
+	VFMADD231PS Z30, Z28, Z16
+	VFMADD231PS Z30, Z25, Z19
+	VMOVUPS 132(AX), Z30
+	VFMADD231PS Z30, Z28, Z17
+	VFMADD231PS Z30, Z25, Z20
+	VMOVUPS 8(AX), Z30
+	VFMADD231PS Z30, Z29, Z15
+	VFMADD231PS Z30, Z26, Z18
+	VMOVUPS 72(AX), Z30
+	VFMADD231PS Z30, Z29, Z16
+	VFMADD231PS Z30, Z26, Z19
+	VMOVUPS 136(AX), Z30
+	VFMADD231PS Z30, Z29, Z17
+	VFMADD231PS Z30, Z26, Z20
+	ADDQ R14, AX
+	VMOVUPS (AX), Z30
+	VFMADD231PS Z30, Z27, Z18
+	VMOVUPS 64(AX), Z30
+	VFMADD231PS Z30, Z27, Z19
+	VMOVUPS 128(AX), Z30
+	VFMADD231PS Z30, Z27, Z20
+	VMOVUPS 4(AX), Z30
+	VFMADD231PS Z30, Z28, Z18
+	VMOVUPS 68(AX), Z30
+	VFMADD231PS Z30, Z28, Z19
+	VMOVUPS 132(AX), Z30
+	VFMADD231PS Z30, Z28, Z20
+	VMOVUPS 8(AX), Z30
+	VFMADD231PS Z30, Z29, Z18
+	VMOVUPS 72(AX), Z30
+	VFMADD231PS Z30, Z29, Z19
+	VMOVUPS 136(AX), Z30
+	VFMADD231PS Z30, Z29, Z20
+	CMPQ relu+56(FP), $0
+	JEQ depthwise3x3Rows3AVX512r7s
+	VPXORD Z30, Z30, Z30
+	CMPQ relu+56(FP), $2
+	JEQ depthwise3x3Rows3AVX512r76
+	VMAXPS Z30, Z0, Z0
+	VMAXPS Z30, Z1, Z1
+	VMAXPS Z30, Z2, Z2
+	VMAXPS Z30, Z3, Z3
+	VMAXPS Z30, Z4, Z4
+	VMAXPS Z30, Z5, Z5
+	VMAXPS Z30, Z6, Z6
+	VMAXPS Z30, Z7, Z7
+	VMAXPS Z30, Z8, Z8
+	VMAXPS Z30, Z9, Z9
+	VMAXPS Z30, Z10, Z10
+	VMAXPS Z30, Z11, Z11
+	VMAXPS Z30, Z12, Z12
+	VMAXPS Z30, Z13, Z13
+	VMAXPS Z30, Z14, Z14
+	VMAXPS Z30, Z15, Z15
+	VMAXPS Z30, Z16, Z16
+	VMAXPS Z30, Z17, Z17
+	VMAXPS Z30, Z18, Z18
+	VMAXPS Z30, Z19, Z19
+	VMAXPS Z30, Z20, Z20
+	JMP depthwise3x3Rows3AVX512r7s
+depthwise3x3Rows3AVX512r76:
+	VMAXPS Z0, Z30, Z0
+	VMAXPS Z1, Z30, Z1
+	VMAXPS Z2, Z30, Z2
+	VMAXPS Z3, Z30, Z3
+	VMAXPS Z4, Z30, Z4
+	VMAXPS Z5, Z30, Z5
+	VMAXPS Z6, Z30, Z6
+	VMAXPS Z7, Z30, Z7
+	VMAXPS Z8, Z30, Z8
+	VMAXPS Z9, Z30, Z9
+	VMAXPS Z10, Z30, Z10
+	VMAXPS Z11, Z30, Z11
+	VMAXPS Z12, Z30, Z12
+	VMAXPS Z13, Z30, Z13
+	VMAXPS Z14, Z30, Z14
+	VMAXPS Z15, Z30, Z15
+	VMAXPS Z16, Z30, Z16
+	VMAXPS Z17, Z30, Z17
+	VMAXPS Z18, Z30, Z18
+	VMAXPS Z19, Z30, Z19
+	VMAXPS Z20, Z30, Z20
+	MOVL $0x40c00000, AX
+	VPBROADCASTD AX, Z30
+	VMINPS Z0, Z30, Z0
+	VMINPS Z1, Z30, Z1
+	VMINPS Z2, Z30, Z2
+	VMINPS Z3, Z30, Z3
+	VMINPS Z4, Z30, Z4
+	VMINPS Z5, Z30, Z5
+	VMINPS Z6, Z30, Z6
+	VMINPS Z7, Z30, Z7
+	VMINPS Z8, Z30, Z8
+	VMINPS Z9, Z30, Z9
+	VMINPS Z10, Z30, Z10
+	VMINPS Z11, Z30, Z11
+	VMINPS Z12, Z30, Z12
+	VMINPS Z13, Z30, Z13
+	VMINPS Z14, Z30, Z14
+	VMINPS Z15, Z30, Z15
+	VMINPS Z16, Z30, Z16
+	VMINPS Z17, Z30, Z17
+	VMINPS Z18, Z30, Z18
+	VMINPS Z19, Z30, Z19
+	VMINPS Z20, Z30, Z20
+depthwise3x3Rows3AVX512r7s:
+	MOVQ DI, BX
+	VMOVUPS Z0, (BX)
+	VMOVUPS Z1, 64(BX)
+	VMOVUPS Z2, K1, 128(BX)
+	ADDQ R8, BX
+	VMOVUPS Z3, (BX)
+	VMOVUPS Z4, 64(BX)
+	VMOVUPS Z5, K1, 128(BX)
+	ADDQ R8, BX
+	VMOVUPS Z6, (BX)
+	VMOVUPS Z7, 64(BX)
+	VMOVUPS Z8, K1, 128(BX)
+	ADDQ R8, BX
+	VMOVUPS Z9, (BX)
+	VMOVUPS Z10, 64(BX)
+	VMOVUPS Z11, K1, 128(BX)
+	ADDQ R8, BX
+	VMOVUPS Z12, (BX)
+	VMOVUPS Z13, 64(BX)
+	VMOVUPS Z14, K1, 128(BX)
+	ADDQ R8, BX
+	VMOVUPS Z15, (BX)
+	VMOVUPS Z16, 64(BX)
+	VMOVUPS Z17, K1, 128(BX)
+	ADDQ R8, BX
+	VMOVUPS Z18, (BX)
+	VMOVUPS Z19, 64(BX)
+	VMOVUPS Z20, K1, 128(BX)
+	ADDQ R14, SI
+	ADDQ R8, DI
+	ADDQ R14, SI
+	ADDQ R8, DI
+	ADDQ R14, SI
+	ADDQ R8, DI
+	ADDQ R14, SI
+	ADDQ R8, DI
+	ADDQ R14, SI
+	ADDQ R8, DI
+	ADDQ R14, SI
+	ADDQ R8, DI
+	ADDQ R14, SI
+	ADDQ R8, DI
+	SUBQ $7, R15
+	JMP depthwise3x3Rows3AVX512r7
+
+depthwise3x3Rows3AVX512r1:
+	CMPQ R15, $1
+	JLT depthwise3x3Rows3AVX512done
+	VMOVAPS Z31, Z0
+	VMOVAPS Z31, Z1
+	VMOVAPS Z31, Z2
+	MOVQ SI, AX
+	VMOVUPS (AX), Z30
+	VFMADD231PS Z30, Z21, Z0
+	VMOVUPS 64(AX), Z30
+	VFMADD231PS Z30, Z21, Z1
+	VMOVUPS 128(AX), Z30
+	VFMADD231PS Z30, Z21, Z2
+	VMOVUPS 4(AX), Z30
+	VFMADD231PS Z30, Z22, Z0
+	VMOVUPS 68(AX), Z30
+	VFMADD231PS Z30, Z22, Z1
+	VMOVUPS 132(AX), Z30
+	VFMADD231PS Z30, Z22, Z2
+	VMOVUPS 8(AX), Z30
+	VFMADD231PS Z30, Z23, Z0
+	VMOVUPS 72(AX), Z30
+	VFMADD231PS Z30, Z23, Z1
+	VMOVUPS 136(AX), Z30
+	VFMADD231PS Z30, Z23, Z2
+	ADDQ R14, AX
+	VMOVUPS (AX), Z30
+	VFMADD231PS Z30, Z24, Z0
+	VMOVUPS 64(AX), Z30
+	VFMADD231PS Z30, Z24, Z1
+	VMOVUPS 128(AX), Z30
+	VFMADD231PS Z30, Z24, Z2
+	VMOVUPS 4(AX), Z30
+	VFMADD231PS Z30, Z25, Z0
+	VMOVUPS 68(AX), Z30
+	VFMADD231PS Z30, Z25, Z1
+	VMOVUPS 132(AX), Z30
+	VFMADD231PS Z30, Z25, Z2
+	VMOVUPS 8(AX), Z30
+	VFMADD231PS Z30, Z26, Z0
+	VMOVUPS 72(AX), Z30
+	VFMADD231PS Z30, Z26, Z1
+	VMOVUPS 136(AX), Z30
+	VFMADD231PS Z30, Z26, Z2
+	ADDQ R14, AX
+	VMOVUPS (AX), Z30
+	VFMADD231PS Z30, Z27, Z0
+	VMOVUPS 64(AX), Z30
+	VFMADD231PS Z30, Z27, Z1
+	VMOVUPS 128(AX), Z30
+	VFMADD231PS Z30, Z27, Z2
+	VMOVUPS 4(AX), Z30
+	VFMADD231PS Z30, Z28, Z0
+	VMOVUPS 68(AX), Z30
+	VFMADD231PS Z30, Z28, Z1
+	VMOVUPS 132(AX), Z30
+	VFMADD231PS Z30, Z28, Z2
+	VMOVUPS 8(AX), Z30
+	VFMADD231PS Z30, Z29, Z0
+	VMOVUPS 72(AX), Z30
+	VFMADD231PS Z30, Z29, Z1
+	VMOVUPS 136(AX), Z30
+	VFMADD231PS Z30, Z29, Z2
+	CMPQ relu+56(FP), $0
+	JEQ depthwise3x3Rows3AVX512r1s
+	VPXORD Z30, Z30, Z30
+	CMPQ relu+56(FP), $2
+	JEQ depthwise3x3Rows3AVX512r16
+	VMAXPS Z30, Z0, Z0
+	VMAXPS Z30, Z1, Z1
+	VMAXPS Z30, Z2, Z2
+	JMP depthwise3x3Rows3AVX512r1s
+depthwise3x3Rows3AVX512r16:
+	VMAXPS Z0, Z30, Z0
+	VMAXPS Z1, Z30, Z1
+	VMAXPS Z2, Z30, Z2
+	MOVL $0x40c00000, AX
+	VPBROADCASTD AX, Z30
+	VMINPS Z0, Z30, Z0
+	VMINPS Z1, Z30, Z1
+	VMINPS Z2, Z30, Z2
+depthwise3x3Rows3AVX512r1s:
+	MOVQ DI, BX
+	VMOVUPS Z0, (BX)
+	VMOVUPS Z1, 64(BX)
+	VMOVUPS Z2, K1, 128(BX)
+	ADDQ R14, SI
+	ADDQ R8, DI
+	SUBQ $1, R15
+	JMP depthwise3x3Rows3AVX512r1
+
+depthwise3x3Rows3AVX512done:
+	VZEROUPPER
+	RET
+
+// func depthwise3x3Rows4AVX512(w, x *float32, wq int, y *float32, ow, rows int, bias float32, relu int)
+// depthwiseKernels.rows for the taps (kh, kw) at kh·wq + kw, kh, kw < 3, and rows of
+// 49 to 64 outputs: 5 rows at a time (the rest one at a time), the same
+// sums in the same order as depthwiseRows4AVX512, so the same bits.
+TEXT ·depthwise3x3Rows4AVX512(SB), NOSPLIT, $0-64
+	MOVQ w+0(FP), R12
+	MOVQ x+8(FP), SI
+	MOVQ wq+16(FP), R14
+	SHLQ $2, R14
+	MOVQ y+24(FP), DI
+	MOVQ ow+32(FP), R13
+	MOVQ R13, R8
+	SHLQ $2, R8
+	MOVQ rows+40(FP), R15
+	MOVQ R13, CX
+	ANDQ $15, CX
+	MOVL $1, AX
+	SHLL CX, AX
+	DECL AX
+	TESTQ CX, CX
+	JNZ depthwise3x3Rows4AVX512mask
+	MOVL $0xffff, AX
+depthwise3x3Rows4AVX512mask:
+	KMOVW AX, K1
+	VBROADCASTSS (R12), Z21
+	VBROADCASTSS 4(R12), Z22
+	VBROADCASTSS 8(R12), Z23
+	VBROADCASTSS 12(R12), Z24
+	VBROADCASTSS 16(R12), Z25
+	VBROADCASTSS 20(R12), Z26
+	VBROADCASTSS 24(R12), Z27
+	VBROADCASTSS 28(R12), Z28
+	VBROADCASTSS 32(R12), Z29
+	VBROADCASTSS bias+48(FP), Z31
+
+depthwise3x3Rows4AVX512r5:
+	CMPQ R15, $5
+	JLT depthwise3x3Rows4AVX512r1
+	VMOVAPS Z31, Z0
+	VMOVAPS Z31, Z1
+	VMOVAPS Z31, Z2
+	VMOVAPS Z31, Z3
+	VMOVAPS Z31, Z4
+	VMOVAPS Z31, Z5
+	VMOVAPS Z31, Z6
+	VMOVAPS Z31, Z7
+	VMOVAPS Z31, Z8
+	VMOVAPS Z31, Z9
+	VMOVAPS Z31, Z10
+	VMOVAPS Z31, Z11
+	VMOVAPS Z31, Z12
+	VMOVAPS Z31, Z13
+	VMOVAPS Z31, Z14
+	VMOVAPS Z31, Z15
+	VMOVAPS Z31, Z16
+	VMOVAPS Z31, Z17
+	VMOVAPS Z31, Z18
+	VMOVAPS Z31, Z19
+	MOVQ SI, AX
+	VMOVUPS (AX), Z30
+	VFMADD231PS Z30, Z21, Z0
+	VMOVUPS 64(AX), Z30
+	VFMADD231PS Z30, Z21, Z1
+	VMOVUPS 128(AX), Z30
+	VFMADD231PS Z30, Z21, Z2
+	VMOVUPS 192(AX), Z30
+	VFMADD231PS Z30, Z21, Z3
+	VMOVUPS 4(AX), Z30
+	VFMADD231PS Z30, Z22, Z0
+	VMOVUPS 68(AX), Z30
+	VFMADD231PS Z30, Z22, Z1
+	VMOVUPS 132(AX), Z30
+	VFMADD231PS Z30, Z22, Z2
+	VMOVUPS 196(AX), Z30
+	VFMADD231PS Z30, Z22, Z3
+	VMOVUPS 8(AX), Z30
+	VFMADD231PS Z30, Z23, Z0
+	VMOVUPS 72(AX), Z30
+	VFMADD231PS Z30, Z23, Z1
+	VMOVUPS 136(AX), Z30
+	VFMADD231PS Z30, Z23, Z2
+	VMOVUPS 200(AX), Z30
+	VFMADD231PS Z30, Z23, Z3
+	ADDQ R14, AX
+	VMOVUPS (AX), Z30
+	VFMADD231PS Z30, Z24, Z0
+	VFMADD231PS Z30, Z21, Z4
+	VMOVUPS 64(AX), Z30
+	VFMADD231PS Z30, Z24, Z1
+	VFMADD231PS Z30, Z21, Z5
+	VMOVUPS 128(AX), Z30
+	VFMADD231PS Z30, Z24, Z2
+	VFMADD231PS Z30, Z21, Z6
+	VMOVUPS 192(AX), Z30
+	VFMADD231PS Z30, Z24, Z3
+	VFMADD231PS Z30, Z21, Z7
+	VMOVUPS 4(AX), Z30
+	VFMADD231PS Z30, Z25, Z0
+	VFMADD231PS Z30, Z22, Z4
+	VMOVUPS 68(AX), Z30
+	VFMADD231PS Z30, Z25, Z1
+	VFMADD231PS Z30, Z22, Z5
+	VMOVUPS 132(AX), Z30
+	VFMADD231PS Z30, Z25, Z2
+	VFMADD231PS Z30, Z22, Z6
+	VMOVUPS 196(AX), Z30
+	VFMADD231PS Z30, Z25, Z3
+	VFMADD231PS Z30, Z22, Z7
+	VMOVUPS 8(AX), Z30
+	VFMADD231PS Z30, Z26, Z0
+	VFMADD231PS Z30, Z23, Z4
+	VMOVUPS 72(AX), Z30
+	VFMADD231PS Z30, Z26, Z1
+	VFMADD231PS Z30, Z23, Z5
+	VMOVUPS 136(AX), Z30
+	VFMADD231PS Z30, Z26, Z2
+	VFMADD231PS Z30, Z23, Z6
+	VMOVUPS 200(AX), Z30
+	VFMADD231PS Z30, Z26, Z3
+	VFMADD231PS Z30, Z23, Z7
+	ADDQ R14, AX
+	VMOVUPS (AX), Z30
+	VFMADD231PS Z30, Z27, Z0
+	VFMADD231PS Z30, Z24, Z4
+	VFMADD231PS Z30, Z21, Z8
+	VMOVUPS 64(AX), Z30
+	VFMADD231PS Z30, Z27, Z1
+	VFMADD231PS Z30, Z24, Z5
+	VFMADD231PS Z30, Z21, Z9
+	VMOVUPS 128(AX), Z30
+	VFMADD231PS Z30, Z27, Z2
+	VFMADD231PS Z30, Z24, Z6
+	VFMADD231PS Z30, Z21, Z10
+	VMOVUPS 192(AX), Z30
+	VFMADD231PS Z30, Z27, Z3
+	VFMADD231PS Z30, Z24, Z7
+	VFMADD231PS Z30, Z21, Z11
+	VMOVUPS 4(AX), Z30
+	VFMADD231PS Z30, Z28, Z0
+	VFMADD231PS Z30, Z25, Z4
+	VFMADD231PS Z30, Z22, Z8
+	VMOVUPS 68(AX), Z30
+	VFMADD231PS Z30, Z28, Z1
+	VFMADD231PS Z30, Z25, Z5
+	VFMADD231PS Z30, Z22, Z9
+	VMOVUPS 132(AX), Z30
+	VFMADD231PS Z30, Z28, Z2
+	VFMADD231PS Z30, Z25, Z6
+	VFMADD231PS Z30, Z22, Z10
+	VMOVUPS 196(AX), Z30
+	VFMADD231PS Z30, Z28, Z3
+	VFMADD231PS Z30, Z25, Z7
+	VFMADD231PS Z30, Z22, Z11
+	VMOVUPS 8(AX), Z30
+	VFMADD231PS Z30, Z29, Z0
+	VFMADD231PS Z30, Z26, Z4
+	VFMADD231PS Z30, Z23, Z8
+	VMOVUPS 72(AX), Z30
+	VFMADD231PS Z30, Z29, Z1
+	VFMADD231PS Z30, Z26, Z5
+	VFMADD231PS Z30, Z23, Z9
+	VMOVUPS 136(AX), Z30
+	VFMADD231PS Z30, Z29, Z2
+	VFMADD231PS Z30, Z26, Z6
+	VFMADD231PS Z30, Z23, Z10
+	VMOVUPS 200(AX), Z30
+	VFMADD231PS Z30, Z29, Z3
+	VFMADD231PS Z30, Z26, Z7
+	VFMADD231PS Z30, Z23, Z11
+	ADDQ R14, AX
+	VMOVUPS (AX), Z30
+	VFMADD231PS Z30, Z27, Z4
+	VFMADD231PS Z30, Z24, Z8
+	VFMADD231PS Z30, Z21, Z12
+	VMOVUPS 64(AX), Z30
+	VFMADD231PS Z30, Z27, Z5
+	VFMADD231PS Z30, Z24, Z9
+	VFMADD231PS Z30, Z21, Z13
+	VMOVUPS 128(AX), Z30
+	VFMADD231PS Z30, Z27, Z6
+	VFMADD231PS Z30, Z24, Z10
+	VFMADD231PS Z30, Z21, Z14
+	VMOVUPS 192(AX), Z30
+	VFMADD231PS Z30, Z27, Z7
+	VFMADD231PS Z30, Z24, Z11
+	VFMADD231PS Z30, Z21, Z15
+	VMOVUPS 4(AX), Z30
+	VFMADD231PS Z30, Z28, Z4
+	VFMADD231PS Z30, Z25, Z8
+	VFMADD231PS Z30, Z22, Z12
+	VMOVUPS 68(AX), Z30
+	VFMADD231PS Z30, Z28, Z5
+	VFMADD231PS Z30, Z25, Z9
+	VFMADD231PS Z30, Z22, Z13
+	VMOVUPS 132(AX), Z30
+	VFMADD231PS Z30, Z28, Z6
+	VFMADD231PS Z30, Z25, Z10
+	VFMADD231PS Z30, Z22, Z14
+	VMOVUPS 196(AX), Z30
+	VFMADD231PS Z30, Z28, Z7
+	VFMADD231PS Z30, Z25, Z11
+	VFMADD231PS Z30, Z22, Z15
+	VMOVUPS 8(AX), Z30
+	VFMADD231PS Z30, Z29, Z4
+	VFMADD231PS Z30, Z26, Z8
+	VFMADD231PS Z30, Z23, Z12
+	VMOVUPS 72(AX), Z30
+	VFMADD231PS Z30, Z29, Z5
+	VFMADD231PS Z30, Z26, Z9
+	VFMADD231PS Z30, Z23, Z13
+	VMOVUPS 136(AX), Z30
+	VFMADD231PS Z30, Z29, Z6
+	VFMADD231PS Z30, Z26, Z10
+	VFMADD231PS Z30, Z23, Z14
+	VMOVUPS 200(AX), Z30
+	VFMADD231PS Z30, Z29, Z7
+	VFMADD231PS Z30, Z26, Z11
+	VFMADD231PS Z30, Z23, Z15
+	ADDQ R14, AX
+	VMOVUPS (AX), Z30
+	VFMADD231PS Z30, Z27, Z8
+	VFMADD231PS Z30, Z24, Z12
+	VFMADD231PS Z30, Z21, Z16
+	VMOVUPS 64(AX), Z30
+	VFMADD231PS Z30, Z27, Z9
+	VFMADD231PS Z30, Z24, Z13
+	VFMADD231PS Z30, Z21, Z17
+	VMOVUPS 128(AX), Z30
+	VFMADD231PS Z30, Z27, Z10
+	VFMADD231PS Z30, Z24, Z14
+	VFMADD231PS Z30, Z21, Z18
+	VMOVUPS 192(AX), Z30
+	VFMADD231PS Z30, Z27, Z11
+	VFMADD231PS Z30, Z24, Z15
+	VFMADD231PS Z30, Z21, Z19
+	VMOVUPS 4(AX), Z30
+	VFMADD231PS Z30, Z28, Z8
+	VFMADD231PS Z30, Z25, Z12
+	VFMADD231PS Z30, Z22, Z16
+	VMOVUPS 68(AX), Z30
+	VFMADD231PS Z30, Z28, Z9
+	VFMADD231PS Z30, Z25, Z13
+	VFMADD231PS Z30, Z22, Z17
+	VMOVUPS 132(AX), Z30
+	VFMADD231PS Z30, Z28, Z10
+	VFMADD231PS Z30, Z25, Z14
+	VFMADD231PS Z30, Z22, Z18
+	VMOVUPS 196(AX), Z30
+	VFMADD231PS Z30, Z28, Z11
+	VFMADD231PS Z30, Z25, Z15
+	VFMADD231PS Z30, Z22, Z19
+	VMOVUPS 8(AX), Z30
+	VFMADD231PS Z30, Z29, Z8
+	VFMADD231PS Z30, Z26, Z12
+	VFMADD231PS Z30, Z23, Z16
+	VMOVUPS 72(AX), Z30
+	VFMADD231PS Z30, Z29, Z9
+	VFMADD231PS Z30, Z26, Z13
+	VFMADD231PS Z30, Z23, Z17
+	VMOVUPS 136(AX), Z30
+	VFMADD231PS Z30, Z29, Z10
+	VFMADD231PS Z30, Z26, Z14
+	VFMADD231PS Z30, Z23, Z18
+	VMOVUPS 200(AX), Z30
+	VFMADD231PS Z30, Z29, Z11
+	VFMADD231PS Z30, Z26, Z15
+	VFMADD231PS Z30, Z23, Z19
+	ADDQ R14, AX
+	VMOVUPS (AX), Z30
+	VFMADD231PS Z30, Z27, Z12
+	VFMADD231PS Z30, Z24, Z16
+	VMOVUPS 64(AX), Z30
+	VFMADD231PS Z30, Z27, Z13
+	VFMADD231PS Z30, Z24, Z17
+	VMOVUPS 128(AX), Z30
+	VFMADD231PS Z30, Z27, Z14
+	VFMADD231PS Z30, Z24, Z18
+	VMOVUPS 192(AX), Z30
+	VFMADD231PS Z30, Z27, Z15
+	VFMADD231PS Z30, Z24, Z19
+	VMOVUPS 4(AX), Z30
+	VFMADD231PS Z30, Z28, Z12
+	VFMADD231PS Z30, Z25, Z16
+	VMOVUPS 68(AX), Z30
+	VFMADD231PS Z30, Z28, Z13
+	VFMADD231PS Z30, Z25, Z17
+	VMOVUPS 132(AX), Z30
+	VFMADD231PS Z30, Z28, Z14
+	VFMADD231PS Z30, Z25, Z18
+	VMOVUPS 196(AX), Z30
+	VFMADD231PS Z30, Z28, Z15
+	VFMADD231PS Z30, Z25, Z19
+	VMOVUPS 8(AX), Z30
+	VFMADD231PS Z30, Z29, Z12
+	VFMADD231PS Z30, Z26, Z16
+	VMOVUPS 72(AX), Z30
+	VFMADD231PS Z30, Z29, Z13
+	VFMADD231PS Z30, Z26, Z17
+	VMOVUPS 136(AX), Z30
+	VFMADD231PS Z30, Z29, Z14
+	VFMADD231PS Z30, Z26, Z18
+	VMOVUPS 200(AX), Z30
+	VFMADD231PS Z30, Z29, Z15
+	VFMADD231PS Z30, Z26, Z19
+	ADDQ R14, AX
+	VMOVUPS (AX), Z30
+	VFMADD231PS Z30, Z27, Z16
+	VMOVUPS 64(AX), Z30
+	VFMADD231PS Z30, Z27, Z17
+	VMOVUPS 128(AX), Z30
+	VFMADD231PS Z30, Z27, Z18
+	VMOVUPS 192(AX), Z30
+	VFMADD231PS Z30, Z27, Z19
+	VMOVUPS 4(AX), Z30
+	VFMADD231PS Z30, Z28, Z16
+	VMOVUPS 68(AX), Z30
+	VFMADD231PS Z30, Z28, Z17
+	VMOVUPS 132(AX), Z30
+	VFMADD231PS Z30, Z28, Z18
+	VMOVUPS 196(AX), Z30
+	VFMADD231PS Z30, Z28, Z19
+	VMOVUPS 8(AX), Z30
+	VFMADD231PS Z30, Z29, Z16
+	VMOVUPS 72(AX), Z30
+	VFMADD231PS Z30, Z29, Z17
+	VMOVUPS 136(AX), Z30
+	VFMADD231PS Z30, Z29, Z18
+	VMOVUPS 200(AX), Z30
+	VFMADD231PS Z30, Z29, Z19
+	CMPQ relu+56(FP), $0
+	JEQ depthwise3x3Rows4AVX512r5s
+	VPXORD Z30, Z30, Z30
+	CMPQ relu+56(FP), $2
+	JEQ depthwise3x3Rows4AVX512r56
+	VMAXPS Z30, Z0, Z0
+	VMAXPS Z30, Z1, Z1
+	VMAXPS Z30, Z2, Z2
+	VMAXPS Z30, Z3, Z3
+	VMAXPS Z30, Z4, Z4
+	VMAXPS Z30, Z5, Z5
+	VMAXPS Z30, Z6, Z6
+	VMAXPS Z30, Z7, Z7
+	VMAXPS Z30, Z8, Z8
+	VMAXPS Z30, Z9, Z9
+	VMAXPS Z30, Z10, Z10
+	VMAXPS Z30, Z11, Z11
+	VMAXPS Z30, Z12, Z12
+	VMAXPS Z30, Z13, Z13
+	VMAXPS Z30, Z14, Z14
+	VMAXPS Z30, Z15, Z15
+	VMAXPS Z30, Z16, Z16
+	VMAXPS Z30, Z17, Z17
+	VMAXPS Z30, Z18, Z18
+	VMAXPS Z30, Z19, Z19
+	JMP depthwise3x3Rows4AVX512r5s
+depthwise3x3Rows4AVX512r56:
+	VMAXPS Z0, Z30, Z0
+	VMAXPS Z1, Z30, Z1
+	VMAXPS Z2, Z30, Z2
+	VMAXPS Z3, Z30, Z3
+	VMAXPS Z4, Z30, Z4
+	VMAXPS Z5, Z30, Z5
+	VMAXPS Z6, Z30, Z6
+	VMAXPS Z7, Z30, Z7
+	VMAXPS Z8, Z30, Z8
+	VMAXPS Z9, Z30, Z9
+	VMAXPS Z10, Z30, Z10
+	VMAXPS Z11, Z30, Z11
+	VMAXPS Z12, Z30, Z12
+	VMAXPS Z13, Z30, Z13
+	VMAXPS Z14, Z30, Z14
+	VMAXPS Z15, Z30, Z15
+	VMAXPS Z16, Z30, Z16
+	VMAXPS Z17, Z30, Z17
+	VMAXPS Z18, Z30, Z18
+	VMAXPS Z19, Z30, Z19
+	MOVL $0x40c00000, AX
+	VPBROADCASTD AX, Z30
+	VMINPS Z0, Z30, Z0
+	VMINPS Z1, Z30, Z1
+	VMINPS Z2, Z30, Z2
+	VMINPS Z3, Z30, Z3
+	VMINPS Z4, Z30, Z4
+	VMINPS Z5, Z30, Z5
+	VMINPS Z6, Z30, Z6
+	VMINPS Z7, Z30, Z7
+	VMINPS Z8, Z30, Z8
+	VMINPS Z9, Z30, Z9
+	VMINPS Z10, Z30, Z10
+	VMINPS Z11, Z30, Z11
+	VMINPS Z12, Z30, Z12
+	VMINPS Z13, Z30, Z13
+	VMINPS Z14, Z30, Z14
+	VMINPS Z15, Z30, Z15
+	VMINPS Z16, Z30, Z16
+	VMINPS Z17, Z30, Z17
+	VMINPS Z18, Z30, Z18
+	VMINPS Z19, Z30, Z19
+depthwise3x3Rows4AVX512r5s:
+	MOVQ DI, BX
+	VMOVUPS Z0, (BX)
+	VMOVUPS Z1, 64(BX)
+	VMOVUPS Z2, 128(BX)
+	VMOVUPS Z3, K1, 192(BX)
+	ADDQ R8, BX
+	VMOVUPS Z4, (BX)
+	VMOVUPS Z5, 64(BX)
+	VMOVUPS Z6, 128(BX)
+	VMOVUPS Z7, K1, 192(BX)
+	ADDQ R8, BX
+	VMOVUPS Z8, (BX)
+	VMOVUPS Z9, 64(BX)
+	VMOVUPS Z10, 128(BX)
+	VMOVUPS Z11, K1, 192(BX)
+	ADDQ R8, BX
+	VMOVUPS Z12, (BX)
+	VMOVUPS Z13, 64(BX)
+	VMOVUPS Z14, 128(BX)
+	VMOVUPS Z15, K1, 192(BX)
+	ADDQ R8, BX
+	VMOVUPS Z16, (BX)
+	VMOVUPS Z17, 64(BX)
+	VMOVUPS Z18, 128(BX)
+	VMOVUPS Z19, K1, 192(BX)
+	ADDQ R14, SI
+	ADDQ R8, DI
+	ADDQ R14, SI
+	ADDQ R8, DI
+	ADDQ R14, SI
+	ADDQ R8, DI
+	ADDQ R14, SI
+	ADDQ R8, DI
+	ADDQ R14, SI
+	ADDQ R8, DI
+	SUBQ $5, R15
+	JMP depthwise3x3Rows4AVX512r5
+
+depthwise3x3Rows4AVX512r1:
+	CMPQ R15, $1
+	JLT depthwise3x3Rows4AVX512done
+	VMOVAPS Z31, Z0
+	VMOVAPS Z31, Z1
+	VMOVAPS Z31, Z2
+	VMOVAPS Z31, Z3
+	MOVQ SI, AX
+	VMOVUPS (AX), Z30
+	VFMADD231PS Z30, Z21, Z0
+	VMOVUPS 64(AX), Z30
+	VFMADD231PS Z30, Z21, Z1
+	VMOVUPS 128(AX), Z30
+	VFMADD231PS Z30, Z21, Z2
+	VMOVUPS 192(AX), Z30
+	VFMADD231PS Z30, Z21, Z3
+	VMOVUPS 4(AX), Z30
+	VFMADD231PS Z30, Z22, Z0
+	VMOVUPS 68(AX), Z30
+	VFMADD231PS Z30, Z22, Z1
+	VMOVUPS 132(AX), Z30
+	VFMADD231PS Z30, Z22, Z2
+	VMOVUPS 196(AX), Z30
+	VFMADD231PS Z30, Z22, Z3
+	VMOVUPS 8(AX), Z30
+	VFMADD231PS Z30, Z23, Z0
+	VMOVUPS 72(AX), Z30
+	VFMADD231PS Z30, Z23, Z1
+	VMOVUPS 136(AX), Z30
+	VFMADD231PS Z30, Z23, Z2
+	VMOVUPS 200(AX), Z30
+	VFMADD231PS Z30, Z23, Z3
+	ADDQ R14, AX
+	VMOVUPS (AX), Z30
+	VFMADD231PS Z30, Z24, Z0
+	VMOVUPS 64(AX), Z30
+	VFMADD231PS Z30, Z24, Z1
+	VMOVUPS 128(AX), Z30
+	VFMADD231PS Z30, Z24, Z2
+	VMOVUPS 192(AX), Z30
+	VFMADD231PS Z30, Z24, Z3
+	VMOVUPS 4(AX), Z30
+	VFMADD231PS Z30, Z25, Z0
+	VMOVUPS 68(AX), Z30
+	VFMADD231PS Z30, Z25, Z1
+	VMOVUPS 132(AX), Z30
+	VFMADD231PS Z30, Z25, Z2
+	VMOVUPS 196(AX), Z30
+	VFMADD231PS Z30, Z25, Z3
+	VMOVUPS 8(AX), Z30
+	VFMADD231PS Z30, Z26, Z0
+	VMOVUPS 72(AX), Z30
+	VFMADD231PS Z30, Z26, Z1
+	VMOVUPS 136(AX), Z30
+	VFMADD231PS Z30, Z26, Z2
+	VMOVUPS 200(AX), Z30
+	VFMADD231PS Z30, Z26, Z3
+	ADDQ R14, AX
+	VMOVUPS (AX), Z30
+	VFMADD231PS Z30, Z27, Z0
+	VMOVUPS 64(AX), Z30
+	VFMADD231PS Z30, Z27, Z1
+	VMOVUPS 128(AX), Z30
+	VFMADD231PS Z30, Z27, Z2
+	VMOVUPS 192(AX), Z30
+	VFMADD231PS Z30, Z27, Z3
+	VMOVUPS 4(AX), Z30
+	VFMADD231PS Z30, Z28, Z0
+	VMOVUPS 68(AX), Z30
+	VFMADD231PS Z30, Z28, Z1
+	VMOVUPS 132(AX), Z30
+	VFMADD231PS Z30, Z28, Z2
+	VMOVUPS 196(AX), Z30
+	VFMADD231PS Z30, Z28, Z3
+	VMOVUPS 8(AX), Z30
+	VFMADD231PS Z30, Z29, Z0
+	VMOVUPS 72(AX), Z30
+	VFMADD231PS Z30, Z29, Z1
+	VMOVUPS 136(AX), Z30
+	VFMADD231PS Z30, Z29, Z2
+	VMOVUPS 200(AX), Z30
+	VFMADD231PS Z30, Z29, Z3
+	CMPQ relu+56(FP), $0
+	JEQ depthwise3x3Rows4AVX512r1s
+	VPXORD Z30, Z30, Z30
+	CMPQ relu+56(FP), $2
+	JEQ depthwise3x3Rows4AVX512r16
+	VMAXPS Z30, Z0, Z0
+	VMAXPS Z30, Z1, Z1
+	VMAXPS Z30, Z2, Z2
+	VMAXPS Z30, Z3, Z3
+	JMP depthwise3x3Rows4AVX512r1s
+depthwise3x3Rows4AVX512r16:
+	VMAXPS Z0, Z30, Z0
+	VMAXPS Z1, Z30, Z1
+	VMAXPS Z2, Z30, Z2
+	VMAXPS Z3, Z30, Z3
+	MOVL $0x40c00000, AX
+	VPBROADCASTD AX, Z30
+	VMINPS Z0, Z30, Z0
+	VMINPS Z1, Z30, Z1
+	VMINPS Z2, Z30, Z2
+	VMINPS Z3, Z30, Z3
+depthwise3x3Rows4AVX512r1s:
+	MOVQ DI, BX
+	VMOVUPS Z0, (BX)
+	VMOVUPS Z1, 64(BX)
+	VMOVUPS Z2, 128(BX)
+	VMOVUPS Z3, K1, 192(BX)
+	ADDQ R14, SI
+	ADDQ R8, DI
+	SUBQ $1, R15
+	JMP depthwise3x3Rows4AVX512r1
+
+depthwise3x3Rows4AVX512done:
+	VZEROUPPER
+	RET
+
+// func depthwise3x3Rows5AVX512(w, x *float32, wq int, y *float32, ow, rows int, bias float32, relu int)
+// depthwiseKernels.rows for the taps (kh, kw) at kh·wq + kw, kh, kw < 3, and rows of
+// 65 to 80 outputs: 4 rows at a time (the rest one at a time), the same
+// sums in the same order as depthwiseRows5AVX512, so the same bits.
+TEXT ·depthwise3x3Rows5AVX512(SB), NOSPLIT, $0-64
+	MOVQ w+0(FP), R12
+	MOVQ x+8(FP), SI
+	MOVQ wq+16(FP), R14
+	SHLQ $2, R14
+	MOVQ y+24(FP), DI
+	MOVQ ow+32(FP), R13
+	MOVQ R13, R8
+	SHLQ $2, R8
+	MOVQ rows+40(FP), R15
+	MOVQ R13, CX
+	ANDQ $15, CX
+	MOVL $1, AX
+	SHLL CX, AX
+	DECL AX
+	TESTQ CX, CX
+	JNZ depthwise3x3Rows5AVX512mask
+	MOVL $0xffff, AX
+depthwise3x3Rows5AVX512mask:
+	KMOVW AX, K1
+	VBROADCASTSS (R12), Z21
+	VBROADCASTSS 4(R12), Z22
+	VBROADCASTSS 8(R12), Z23
+	VBROADCASTSS 12(R12), Z24
+	VBROADCASTSS 16(R12), Z25
+	VBROADCASTSS 20(R12), Z26
+	VBROADCASTSS 24(R12), Z27
+	VBROADCASTSS 28(R12), Z28
+	VBROADCASTSS 32(R12), Z29
+	VBROADCASTSS bias+48(FP), Z31
+
+depthwise3x3Rows5AVX512r4:
+	CMPQ R15, $4
+	JLT depthwise3x3Rows5AVX512r1
+	VMOVAPS Z31, Z0
+	VMOVAPS Z31, Z1
+	VMOVAPS Z31, Z2
+	VMOVAPS Z31, Z3
+	VMOVAPS Z31, Z4
+	VMOVAPS Z31, Z5
+	VMOVAPS Z31, Z6
+	VMOVAPS Z31, Z7
+	VMOVAPS Z31, Z8
+	VMOVAPS Z31, Z9
+	VMOVAPS Z31, Z10
+	VMOVAPS Z31, Z11
+	VMOVAPS Z31, Z12
+	VMOVAPS Z31, Z13
+	VMOVAPS Z31, Z14
+	VMOVAPS Z31, Z15
+	VMOVAPS Z31, Z16
+	VMOVAPS Z31, Z17
+	VMOVAPS Z31, Z18
+	VMOVAPS Z31, Z19
+	MOVQ SI, AX
+	VMOVUPS (AX), Z30
+	VFMADD231PS Z30, Z21, Z0
+	VMOVUPS 64(AX), Z30
+	VFMADD231PS Z30, Z21, Z1
+	VMOVUPS 128(AX), Z30
+	VFMADD231PS Z30, Z21, Z2
+	VMOVUPS 192(AX), Z30
+	VFMADD231PS Z30, Z21, Z3
+	VMOVUPS 256(AX), Z30
+	VFMADD231PS Z30, Z21, Z4
+	VMOVUPS 4(AX), Z30
+	VFMADD231PS Z30, Z22, Z0
+	VMOVUPS 68(AX), Z30
+	VFMADD231PS Z30, Z22, Z1
+	VMOVUPS 132(AX), Z30
+	VFMADD231PS Z30, Z22, Z2
+	VMOVUPS 196(AX), Z30
+	VFMADD231PS Z30, Z22, Z3
+	VMOVUPS 260(AX), Z30
+	VFMADD231PS Z30, Z22, Z4
+	VMOVUPS 8(AX), Z30
+	VFMADD231PS Z30, Z23, Z0
+	VMOVUPS 72(AX), Z30
+	VFMADD231PS Z30, Z23, Z1
+	VMOVUPS 136(AX), Z30
+	VFMADD231PS Z30, Z23, Z2
+	VMOVUPS 200(AX), Z30
+	VFMADD231PS Z30, Z23, Z3
+	VMOVUPS 264(AX), Z30
+	VFMADD231PS Z30, Z23, Z4
+	ADDQ R14, AX
+	VMOVUPS (AX), Z30
+	VFMADD231PS Z30, Z24, Z0
+	VFMADD231PS Z30, Z21, Z5
+	VMOVUPS 64(AX), Z30
+	VFMADD231PS Z30, Z24, Z1
+	VFMADD231PS Z30, Z21, Z6
+	VMOVUPS 128(AX), Z30
+	VFMADD231PS Z30, Z24, Z2
+	VFMADD231PS Z30, Z21, Z7
+	VMOVUPS 192(AX), Z30
+	VFMADD231PS Z30, Z24, Z3
+	VFMADD231PS Z30, Z21, Z8
+	VMOVUPS 256(AX), Z30
+	VFMADD231PS Z30, Z24, Z4
+	VFMADD231PS Z30, Z21, Z9
+	VMOVUPS 4(AX), Z30
+	VFMADD231PS Z30, Z25, Z0
+	VFMADD231PS Z30, Z22, Z5
+	VMOVUPS 68(AX), Z30
+	VFMADD231PS Z30, Z25, Z1
+	VFMADD231PS Z30, Z22, Z6
+	VMOVUPS 132(AX), Z30
+	VFMADD231PS Z30, Z25, Z2
+	VFMADD231PS Z30, Z22, Z7
+	VMOVUPS 196(AX), Z30
+	VFMADD231PS Z30, Z25, Z3
+	VFMADD231PS Z30, Z22, Z8
+	VMOVUPS 260(AX), Z30
+	VFMADD231PS Z30, Z25, Z4
+	VFMADD231PS Z30, Z22, Z9
+	VMOVUPS 8(AX), Z30
+	VFMADD231PS Z30, Z26, Z0
+	VFMADD231PS Z30, Z23, Z5
+	VMOVUPS 72(AX), Z30
+	VFMADD231PS Z30, Z26, Z1
+	VFMADD231PS Z30, Z23, Z6
+	VMOVUPS 136(AX), Z30
+	VFMADD231PS Z30, Z26, Z2
+	VFMADD231PS Z30, Z23, Z7
+	VMOVUPS 200(AX), Z30
+	VFMADD231PS Z30, Z26, Z3
+	VFMADD231PS Z30, Z23, Z8
+	VMOVUPS 264(AX), Z30
+	VFMADD231PS Z30, Z26, Z4
+	VFMADD231PS Z30, Z23, Z9
+	ADDQ R14, AX
+	VMOVUPS (AX), Z30
+	VFMADD231PS Z30, Z27, Z0
+	VFMADD231PS Z30, Z24, Z5
+	VFMADD231PS Z30, Z21, Z10
+	VMOVUPS 64(AX), Z30
+	VFMADD231PS Z30, Z27, Z1
+	VFMADD231PS Z30, Z24, Z6
+	VFMADD231PS Z30, Z21, Z11
+	VMOVUPS 128(AX), Z30
+	VFMADD231PS Z30, Z27, Z2
+	VFMADD231PS Z30, Z24, Z7
+	VFMADD231PS Z30, Z21, Z12
+	VMOVUPS 192(AX), Z30
+	VFMADD231PS Z30, Z27, Z3
+	VFMADD231PS Z30, Z24, Z8
+	VFMADD231PS Z30, Z21, Z13
+	VMOVUPS 256(AX), Z30
+	VFMADD231PS Z30, Z27, Z4
+	VFMADD231PS Z30, Z24, Z9
+	VFMADD231PS Z30, Z21, Z14
+	VMOVUPS 4(AX), Z30
+	VFMADD231PS Z30, Z28, Z0
+	VFMADD231PS Z30, Z25, Z5
+	VFMADD231PS Z30, Z22, Z10
+	VMOVUPS 68(AX), Z30
+	VFMADD231PS Z30, Z28, Z1
+	VFMADD231PS Z30, Z25, Z6
+	VFMADD231PS Z30, Z22, Z11
+	VMOVUPS 132(AX), Z30
+	VFMADD231PS Z30, Z28, Z2
+	VFMADD231PS Z30, Z25, Z7
+	VFMADD231PS Z30, Z22, Z12
+	VMOVUPS 196(AX), Z30
+	VFMADD231PS Z30, Z28, Z3
+	VFMADD231PS Z30, Z25, Z8
+	VFMADD231PS Z30, Z22, Z13
+	VMOVUPS 260(AX), Z30
+	VFMADD231PS Z30, Z28, Z4
+	VFMADD231PS Z30, Z25, Z9
+	VFMADD231PS Z30, Z22, Z14
+	VMOVUPS 8(AX), Z30
+	VFMADD231PS Z30, Z29, Z0
+	VFMADD231PS Z30, Z26, Z5
+	VFMADD231PS Z30, Z23, Z10
+	VMOVUPS 72(AX), Z30
+	VFMADD231PS Z30, Z29, Z1
+	VFMADD231PS Z30, Z26, Z6
+	VFMADD231PS Z30, Z23, Z11
+	VMOVUPS 136(AX), Z30
+	VFMADD231PS Z30, Z29, Z2
+	VFMADD231PS Z30, Z26, Z7
+	VFMADD231PS Z30, Z23, Z12
+	VMOVUPS 200(AX), Z30
+	VFMADD231PS Z30, Z29, Z3
+	VFMADD231PS Z30, Z26, Z8
+	VFMADD231PS Z30, Z23, Z13
+	VMOVUPS 264(AX), Z30
+	VFMADD231PS Z30, Z29, Z4
+	VFMADD231PS Z30, Z26, Z9
+	VFMADD231PS Z30, Z23, Z14
+	ADDQ R14, AX
+	VMOVUPS (AX), Z30
+	VFMADD231PS Z30, Z27, Z5
+	VFMADD231PS Z30, Z24, Z10
+	VFMADD231PS Z30, Z21, Z15
+	VMOVUPS 64(AX), Z30
+	VFMADD231PS Z30, Z27, Z6
+	VFMADD231PS Z30, Z24, Z11
+	VFMADD231PS Z30, Z21, Z16
+	VMOVUPS 128(AX), Z30
+	VFMADD231PS Z30, Z27, Z7
+	VFMADD231PS Z30, Z24, Z12
+	VFMADD231PS Z30, Z21, Z17
+	VMOVUPS 192(AX), Z30
+	VFMADD231PS Z30, Z27, Z8
+	VFMADD231PS Z30, Z24, Z13
+	VFMADD231PS Z30, Z21, Z18
+	VMOVUPS 256(AX), Z30
+	VFMADD231PS Z30, Z27, Z9
+	VFMADD231PS Z30, Z24, Z14
+	VFMADD231PS Z30, Z21, Z19
+	VMOVUPS 4(AX), Z30
+	VFMADD231PS Z30, Z28, Z5
+	VFMADD231PS Z30, Z25, Z10
+	VFMADD231PS Z30, Z22, Z15
+	VMOVUPS 68(AX), Z30
+	VFMADD231PS Z30, Z28, Z6
+	VFMADD231PS Z30, Z25, Z11
+	VFMADD231PS Z30, Z22, Z16
+	VMOVUPS 132(AX), Z30
+	VFMADD231PS Z30, Z28, Z7
+	VFMADD231PS Z30, Z25, Z12
+	VFMADD231PS Z30, Z22, Z17
+	VMOVUPS 196(AX), Z30
+	VFMADD231PS Z30, Z28, Z8
+	VFMADD231PS Z30, Z25, Z13
+	VFMADD231PS Z30, Z22, Z18
+	VMOVUPS 260(AX), Z30
+	VFMADD231PS Z30, Z28, Z9
+	VFMADD231PS Z30, Z25, Z14
+	VFMADD231PS Z30, Z22, Z19
+	VMOVUPS 8(AX), Z30
+	VFMADD231PS Z30, Z29, Z5
+	VFMADD231PS Z30, Z26, Z10
+	VFMADD231PS Z30, Z23, Z15
+	VMOVUPS 72(AX), Z30
+	VFMADD231PS Z30, Z29, Z6
+	VFMADD231PS Z30, Z26, Z11
+	VFMADD231PS Z30, Z23, Z16
+	VMOVUPS 136(AX), Z30
+	VFMADD231PS Z30, Z29, Z7
+	VFMADD231PS Z30, Z26, Z12
+	VFMADD231PS Z30, Z23, Z17
+	VMOVUPS 200(AX), Z30
+	VFMADD231PS Z30, Z29, Z8
+	VFMADD231PS Z30, Z26, Z13
+	VFMADD231PS Z30, Z23, Z18
+	VMOVUPS 264(AX), Z30
+	VFMADD231PS Z30, Z29, Z9
+	VFMADD231PS Z30, Z26, Z14
+	VFMADD231PS Z30, Z23, Z19
+	ADDQ R14, AX
+	VMOVUPS (AX), Z30
+	VFMADD231PS Z30, Z27, Z10
+	VFMADD231PS Z30, Z24, Z15
+	VMOVUPS 64(AX), Z30
+	VFMADD231PS Z30, Z27, Z11
+	VFMADD231PS Z30, Z24, Z16
+	VMOVUPS 128(AX), Z30
+	VFMADD231PS Z30, Z27, Z12
+	VFMADD231PS Z30, Z24, Z17
+	VMOVUPS 192(AX), Z30
+	VFMADD231PS Z30, Z27, Z13
+	VFMADD231PS Z30, Z24, Z18
+	VMOVUPS 256(AX), Z30
+	VFMADD231PS Z30, Z27, Z14
+	VFMADD231PS Z30, Z24, Z19
+	VMOVUPS 4(AX), Z30
+	VFMADD231PS Z30, Z28, Z10
+	VFMADD231PS Z30, Z25, Z15
+	VMOVUPS 68(AX), Z30
+	VFMADD231PS Z30, Z28, Z11
+	VFMADD231PS Z30, Z25, Z16
+	VMOVUPS 132(AX), Z30
+	VFMADD231PS Z30, Z28, Z12
+	VFMADD231PS Z30, Z25, Z17
+	VMOVUPS 196(AX), Z30
+	VFMADD231PS Z30, Z28, Z13
+	VFMADD231PS Z30, Z25, Z18
+	VMOVUPS 260(AX), Z30
+	VFMADD231PS Z30, Z28, Z14
+	VFMADD231PS Z30, Z25, Z19
+	VMOVUPS 8(AX), Z30
+	VFMADD231PS Z30, Z29, Z10
+	VFMADD231PS Z30, Z26, Z15
+	VMOVUPS 72(AX), Z30
+	VFMADD231PS Z30, Z29, Z11
+	VFMADD231PS Z30, Z26, Z16
+	VMOVUPS 136(AX), Z30
+	VFMADD231PS Z30, Z29, Z12
+	VFMADD231PS Z30, Z26, Z17
+	VMOVUPS 200(AX), Z30
+	VFMADD231PS Z30, Z29, Z13
+	VFMADD231PS Z30, Z26, Z18
+	VMOVUPS 264(AX), Z30
+	VFMADD231PS Z30, Z29, Z14
+	VFMADD231PS Z30, Z26, Z19
+	ADDQ R14, AX
+	VMOVUPS (AX), Z30
+	VFMADD231PS Z30, Z27, Z15
+	VMOVUPS 64(AX), Z30
+	VFMADD231PS Z30, Z27, Z16
+	VMOVUPS 128(AX), Z30
+	VFMADD231PS Z30, Z27, Z17
+	VMOVUPS 192(AX), Z30
+	VFMADD231PS Z30, Z27, Z18
+	VMOVUPS 256(AX), Z30
+	VFMADD231PS Z30, Z27, Z19
+	VMOVUPS 4(AX), Z30
+	VFMADD231PS Z30, Z28, Z15
+	VMOVUPS 68(AX), Z30
+	VFMADD231PS Z30, Z28, Z16
+	VMOVUPS 132(AX), Z30
+	VFMADD231PS Z30, Z28, Z17
+	VMOVUPS 196(AX), Z30
+	VFMADD231PS Z30, Z28, Z18
+	VMOVUPS 260(AX), Z30
+	VFMADD231PS Z30, Z28, Z19
+	VMOVUPS 8(AX), Z30
+	VFMADD231PS Z30, Z29, Z15
+	VMOVUPS 72(AX), Z30
+	VFMADD231PS Z30, Z29, Z16
+	VMOVUPS 136(AX), Z30
+	VFMADD231PS Z30, Z29, Z17
+	VMOVUPS 200(AX), Z30
+	VFMADD231PS Z30, Z29, Z18
+	VMOVUPS 264(AX), Z30
+	VFMADD231PS Z30, Z29, Z19
+	CMPQ relu+56(FP), $0
+	JEQ depthwise3x3Rows5AVX512r4s
+	VPXORD Z30, Z30, Z30
+	CMPQ relu+56(FP), $2
+	JEQ depthwise3x3Rows5AVX512r46
+	VMAXPS Z30, Z0, Z0
+	VMAXPS Z30, Z1, Z1
+	VMAXPS Z30, Z2, Z2
+	VMAXPS Z30, Z3, Z3
+	VMAXPS Z30, Z4, Z4
+	VMAXPS Z30, Z5, Z5
+	VMAXPS Z30, Z6, Z6
+	VMAXPS Z30, Z7, Z7
+	VMAXPS Z30, Z8, Z8
+	VMAXPS Z30, Z9, Z9
+	VMAXPS Z30, Z10, Z10
+	VMAXPS Z30, Z11, Z11
+	VMAXPS Z30, Z12, Z12
+	VMAXPS Z30, Z13, Z13
+	VMAXPS Z30, Z14, Z14
+	VMAXPS Z30, Z15, Z15
+	VMAXPS Z30, Z16, Z16
+	VMAXPS Z30, Z17, Z17
+	VMAXPS Z30, Z18, Z18
+	VMAXPS Z30, Z19, Z19
+	JMP depthwise3x3Rows5AVX512r4s
+depthwise3x3Rows5AVX512r46:
+	VMAXPS Z0, Z30, Z0
+	VMAXPS Z1, Z30, Z1
+	VMAXPS Z2, Z30, Z2
+	VMAXPS Z3, Z30, Z3
+	VMAXPS Z4, Z30, Z4
+	VMAXPS Z5, Z30, Z5
+	VMAXPS Z6, Z30, Z6
+	VMAXPS Z7, Z30, Z7
+	VMAXPS Z8, Z30, Z8
+	VMAXPS Z9, Z30, Z9
+	VMAXPS Z10, Z30, Z10
+	VMAXPS Z11, Z30, Z11
+	VMAXPS Z12, Z30, Z12
+	VMAXPS Z13, Z30, Z13
+	VMAXPS Z14, Z30, Z14
+	VMAXPS Z15, Z30, Z15
+	VMAXPS Z16, Z30, Z16
+	VMAXPS Z17, Z30, Z17
+	VMAXPS Z18, Z30, Z18
+	VMAXPS Z19, Z30, Z19
+	MOVL $0x40c00000, AX
+	VPBROADCASTD AX, Z30
+	VMINPS Z0, Z30, Z0
+	VMINPS Z1, Z30, Z1
+	VMINPS Z2, Z30, Z2
+	VMINPS Z3, Z30, Z3
+	VMINPS Z4, Z30, Z4
+	VMINPS Z5, Z30, Z5
+	VMINPS Z6, Z30, Z6
+	VMINPS Z7, Z30, Z7
+	VMINPS Z8, Z30, Z8
+	VMINPS Z9, Z30, Z9
+	VMINPS Z10, Z30, Z10
+	VMINPS Z11, Z30, Z11
+	VMINPS Z12, Z30, Z12
+	VMINPS Z13, Z30, Z13
+	VMINPS Z14, Z30, Z14
+	VMINPS Z15, Z30, Z15
+	VMINPS Z16, Z30, Z16
+	VMINPS Z17, Z30, Z17
+	VMINPS Z18, Z30, Z18
+	VMINPS Z19, Z30, Z19
+depthwise3x3Rows5AVX512r4s:
+	MOVQ DI, BX
+	VMOVUPS Z0, (BX)
+	VMOVUPS Z1, 64(BX)
+	VMOVUPS Z2, 128(BX)
+	VMOVUPS Z3, 192(BX)
+	VMOVUPS Z4, K1, 256(BX)
+	ADDQ R8, BX
+	VMOVUPS Z5, (BX)
+	VMOVUPS Z6, 64(BX)
+	VMOVUPS Z7, 128(BX)
+	VMOVUPS Z8, 192(BX)
+	VMOVUPS Z9, K1, 256(BX)
+	ADDQ R8, BX
+	VMOVUPS Z10, (BX)
+	VMOVUPS Z11, 64(BX)
+	VMOVUPS Z12, 128(BX)
+	VMOVUPS Z13, 192(BX)
+	VMOVUPS Z14, K1, 256(BX)
+	ADDQ R8, BX
+	VMOVUPS Z15, (BX)
+	VMOVUPS Z16, 64(BX)
+	VMOVUPS Z17, 128(BX)
+	VMOVUPS Z18, 192(BX)
+	VMOVUPS Z19, K1, 256(BX)
+	ADDQ R14, SI
+	ADDQ R8, DI
+	ADDQ R14, SI
+	ADDQ R8, DI
+	ADDQ R14, SI
+	ADDQ R8, DI
+	ADDQ R14, SI
+	ADDQ R8, DI
+	SUBQ $4, R15
+	JMP depthwise3x3Rows5AVX512r4
+
+depthwise3x3Rows5AVX512r1:
+	CMPQ R15, $1
+	JLT depthwise3x3Rows5AVX512done
+	VMOVAPS Z31, Z0
+	VMOVAPS Z31, Z1
+	VMOVAPS Z31, Z2
+	VMOVAPS Z31, Z3
+	VMOVAPS Z31, Z4
+	MOVQ SI, AX
+	VMOVUPS (AX), Z30
+	VFMADD231PS Z30, Z21, Z0
+	VMOVUPS 64(AX), Z30
+	VFMADD231PS Z30, Z21, Z1
+	VMOVUPS 128(AX), Z30
+	VFMADD231PS Z30, Z21, Z2
+	VMOVUPS 192(AX), Z30
+	VFMADD231PS Z30, Z21, Z3
+	VMOVUPS 256(AX), Z30
+	VFMADD231PS Z30, Z21, Z4
+	VMOVUPS 4(AX), Z30
+	VFMADD231PS Z30, Z22, Z0
+	VMOVUPS 68(AX), Z30
+	VFMADD231PS Z30, Z22, Z1
+	VMOVUPS 132(AX), Z30
+	VFMADD231PS Z30, Z22, Z2
+	VMOVUPS 196(AX), Z30
+	VFMADD231PS Z30, Z22, Z3
+	VMOVUPS 260(AX), Z30
+	VFMADD231PS Z30, Z22, Z4
+	VMOVUPS 8(AX), Z30
+	VFMADD231PS Z30, Z23, Z0
+	VMOVUPS 72(AX), Z30
+	VFMADD231PS Z30, Z23, Z1
+	VMOVUPS 136(AX), Z30
+	VFMADD231PS Z30, Z23, Z2
+	VMOVUPS 200(AX), Z30
+	VFMADD231PS Z30, Z23, Z3
+	VMOVUPS 264(AX), Z30
+	VFMADD231PS Z30, Z23, Z4
+	ADDQ R14, AX
+	VMOVUPS (AX), Z30
+	VFMADD231PS Z30, Z24, Z0
+	VMOVUPS 64(AX), Z30
+	VFMADD231PS Z30, Z24, Z1
+	VMOVUPS 128(AX), Z30
+	VFMADD231PS Z30, Z24, Z2
+	VMOVUPS 192(AX), Z30
+	VFMADD231PS Z30, Z24, Z3
+	VMOVUPS 256(AX), Z30
+	VFMADD231PS Z30, Z24, Z4
+	VMOVUPS 4(AX), Z30
+	VFMADD231PS Z30, Z25, Z0
+	VMOVUPS 68(AX), Z30
+	VFMADD231PS Z30, Z25, Z1
+	VMOVUPS 132(AX), Z30
+	VFMADD231PS Z30, Z25, Z2
+	VMOVUPS 196(AX), Z30
+	VFMADD231PS Z30, Z25, Z3
+	VMOVUPS 260(AX), Z30
+	VFMADD231PS Z30, Z25, Z4
+	VMOVUPS 8(AX), Z30
+	VFMADD231PS Z30, Z26, Z0
+	VMOVUPS 72(AX), Z30
+	VFMADD231PS Z30, Z26, Z1
+	VMOVUPS 136(AX), Z30
+	VFMADD231PS Z30, Z26, Z2
+	VMOVUPS 200(AX), Z30
+	VFMADD231PS Z30, Z26, Z3
+	VMOVUPS 264(AX), Z30
+	VFMADD231PS Z30, Z26, Z4
+	ADDQ R14, AX
+	VMOVUPS (AX), Z30
+	VFMADD231PS Z30, Z27, Z0
+	VMOVUPS 64(AX), Z30
+	VFMADD231PS Z30, Z27, Z1
+	VMOVUPS 128(AX), Z30
+	VFMADD231PS Z30, Z27, Z2
+	VMOVUPS 192(AX), Z30
+	VFMADD231PS Z30, Z27, Z3
+	VMOVUPS 256(AX), Z30
+	VFMADD231PS Z30, Z27, Z4
+	VMOVUPS 4(AX), Z30
+	VFMADD231PS Z30, Z28, Z0
+	VMOVUPS 68(AX), Z30
+	VFMADD231PS Z30, Z28, Z1
+	VMOVUPS 132(AX), Z30
+	VFMADD231PS Z30, Z28, Z2
+	VMOVUPS 196(AX), Z30
+	VFMADD231PS Z30, Z28, Z3
+	VMOVUPS 260(AX), Z30
+	VFMADD231PS Z30, Z28, Z4
+	VMOVUPS 8(AX), Z30
+	VFMADD231PS Z30, Z29, Z0
+	VMOVUPS 72(AX), Z30
+	VFMADD231PS Z30, Z29, Z1
+	VMOVUPS 136(AX), Z30
+	VFMADD231PS Z30, Z29, Z2
+	VMOVUPS 200(AX), Z30
+	VFMADD231PS Z30, Z29, Z3
+	VMOVUPS 264(AX), Z30
+	VFMADD231PS Z30, Z29, Z4
+	CMPQ relu+56(FP), $0
+	JEQ depthwise3x3Rows5AVX512r1s
+	VPXORD Z30, Z30, Z30
+	CMPQ relu+56(FP), $2
+	JEQ depthwise3x3Rows5AVX512r16
+	VMAXPS Z30, Z0, Z0
+	VMAXPS Z30, Z1, Z1
+	VMAXPS Z30, Z2, Z2
+	VMAXPS Z30, Z3, Z3
+	VMAXPS Z30, Z4, Z4
+	JMP depthwise3x3Rows5AVX512r1s
+depthwise3x3Rows5AVX512r16:
+	VMAXPS Z0, Z30, Z0
+	VMAXPS Z1, Z30, Z1
+	VMAXPS Z2, Z30, Z2
+	VMAXPS Z3, Z30, Z3
+	VMAXPS Z4, Z30, Z4
+	MOVL $0x40c00000, AX
+	VPBROADCASTD AX, Z30
+	VMINPS Z0, Z30, Z0
+	VMINPS Z1, Z30, Z1
+	VMINPS Z2, Z30, Z2
+	VMINPS Z3, Z30, Z3
+	VMINPS Z4, Z30, Z4
+depthwise3x3Rows5AVX512r1s:
+	MOVQ DI, BX
+	VMOVUPS Z0, (BX)
+	VMOVUPS Z1, 64(BX)
+	VMOVUPS Z2, 128(BX)
+	VMOVUPS Z3, 192(BX)
+	VMOVUPS Z4, K1, 256(BX)
+	ADDQ R14, SI
+	ADDQ R8, DI
+	SUBQ $1, R15
+	JMP depthwise3x3Rows5AVX512r1
+
+depthwise3x3Rows5AVX512done:
+	VZEROUPPER
+	RET
+
+// func depthwise3x3Rows6AVX512(w, x *float32, wq int, y *float32, ow, rows int, bias float32, relu int)
+// depthwiseKernels.rows for the taps (kh, kw) at kh·wq + kw, kh, kw < 3, and rows of
+// 81 to 96 outputs: 3 rows at a time (the rest one at a time), the same
+// sums in the same order as depthwiseRows6AVX512, so the same bits.
+TEXT ·depthwise3x3Rows6AVX512(SB), NOSPLIT, $0-64
+	MOVQ w+0(FP), R12
+	MOVQ x+8(FP), SI
+	MOVQ wq+16(FP), R14
+	SHLQ $2, R14
+	MOVQ y+24(FP), DI
+	MOVQ ow+32(FP), R13
+	MOVQ R13, R8
+	SHLQ $2, R8
+	MOVQ rows+40(FP), R15
+	MOVQ R13, CX
+	ANDQ $15, CX
+	MOVL $1, AX
+	SHLL CX, AX
+	DECL AX
+	TESTQ CX, CX
+	JNZ depthwise3x3Rows6AVX512mask
+	MOVL $0xffff, AX
+depthwise3x3Rows6AVX512mask:
+	KMOVW AX, K1
+	VBROADCASTSS (R12), Z21
+	VBROADCASTSS 4(R12), Z22
+	VBROADCASTSS 8(R12), Z23
+	VBROADCASTSS 12(R12), Z24
+	VBROADCASTSS 16(R12), Z25
+	VBROADCASTSS 20(R12), Z26
+	VBROADCASTSS 24(R12), Z27
+	VBROADCASTSS 28(R12), Z28
+	VBROADCASTSS 32(R12), Z29
+	VBROADCASTSS bias+48(FP), Z31
+
+depthwise3x3Rows6AVX512r3:
+	CMPQ R15, $3
+	JLT depthwise3x3Rows6AVX512r1
+	VMOVAPS Z31, Z0
+	VMOVAPS Z31, Z1
+	VMOVAPS Z31, Z2
+	VMOVAPS Z31, Z3
+	VMOVAPS Z31, Z4
+	VMOVAPS Z31, Z5
+	VMOVAPS Z31, Z6
+	VMOVAPS Z31, Z7
+	VMOVAPS Z31, Z8
+	VMOVAPS Z31, Z9
+	VMOVAPS Z31, Z10
+	VMOVAPS Z31, Z11
+	VMOVAPS Z31, Z12
+	VMOVAPS Z31, Z13
+	VMOVAPS Z31, Z14
+	VMOVAPS Z31, Z15
+	VMOVAPS Z31, Z16
+	VMOVAPS Z31, Z17
+	MOVQ SI, AX
+	VMOVUPS (AX), Z30
+	VFMADD231PS Z30, Z21, Z0
+	VMOVUPS 64(AX), Z30
+	VFMADD231PS Z30, Z21, Z1
+	VMOVUPS 128(AX), Z30
+	VFMADD231PS Z30, Z21, Z2
+	VMOVUPS 192(AX), Z30
+	VFMADD231PS Z30, Z21, Z3
+	VMOVUPS 256(AX), Z30
+	VFMADD231PS Z30, Z21, Z4
+	VMOVUPS 320(AX), Z30
+	VFMADD231PS Z30, Z21, Z5
+	VMOVUPS 4(AX), Z30
+	VFMADD231PS Z30, Z22, Z0
+	VMOVUPS 68(AX), Z30
+	VFMADD231PS Z30, Z22, Z1
+	VMOVUPS 132(AX), Z30
+	VFMADD231PS Z30, Z22, Z2
+	VMOVUPS 196(AX), Z30
+	VFMADD231PS Z30, Z22, Z3
+	VMOVUPS 260(AX), Z30
+	VFMADD231PS Z30, Z22, Z4
+	VMOVUPS 324(AX), Z30
+	VFMADD231PS Z30, Z22, Z5
+	VMOVUPS 8(AX), Z30
+	VFMADD231PS Z30, Z23, Z0
+	VMOVUPS 72(AX), Z30
+	VFMADD231PS Z30, Z23, Z1
+	VMOVUPS 136(AX), Z30
+	VFMADD231PS Z30, Z23, Z2
+	VMOVUPS 200(AX), Z30
+	VFMADD231PS Z30, Z23, Z3
+	VMOVUPS 264(AX), Z30
+	VFMADD231PS Z30, Z23, Z4
+	VMOVUPS 328(AX), Z30
+	VFMADD231PS Z30, Z23, Z5
+	ADDQ R14, AX
+	VMOVUPS (AX), Z30
+	VFMADD231PS Z30, Z24, Z0
+	VFMADD231PS Z30, Z21, Z6
+	VMOVUPS 64(AX), Z30
+	VFMADD231PS Z30, Z24, Z1
+	VFMADD231PS Z30, Z21, Z7
+	VMOVUPS 128(AX), Z30
+	VFMADD231PS Z30, Z24, Z2
+	VFMADD231PS Z30, Z21, Z8
+	VMOVUPS 192(AX), Z30
+	VFMADD231PS Z30, Z24, Z3
+	VFMADD231PS Z30, Z21, Z9
+	VMOVUPS 256(AX), Z30
+	VFMADD231PS Z30, Z24, Z4
+	VFMADD231PS Z30, Z21, Z10
+	VMOVUPS 320(AX), Z30
+	VFMADD231PS Z30, Z24, Z5
+	VFMADD231PS Z30, Z21, Z11
+	VMOVUPS 4(AX), Z30
+	VFMADD231PS Z30, Z25, Z0
+	VFMADD231PS Z30, Z22, Z6
+	VMOVUPS 68(AX), Z30
+	VFMADD231PS Z30, Z25, Z1
+	VFMADD231PS Z30, Z22, Z7
+	VMOVUPS 132(AX), Z30
+	VFMADD231PS Z30, Z25, Z2
+	VFMADD231PS Z30, Z22, Z8
+	VMOVUPS 196(AX), Z30
+	VFMADD231PS Z30, Z25, Z3
+	VFMADD231PS Z30, Z22, Z9
+	VMOVUPS 260(AX), Z30
+	VFMADD231PS Z30, Z25, Z4
+	VFMADD231PS Z30, Z22, Z10
+	VMOVUPS 324(AX), Z30
+	VFMADD231PS Z30, Z25, Z5
+	VFMADD231PS Z30, Z22, Z11
+	VMOVUPS 8(AX), Z30
+	VFMADD231PS Z30, Z26, Z0
+	VFMADD231PS Z30, Z23, Z6
+	VMOVUPS 72(AX), Z30
+	VFMADD231PS Z30, Z26, Z1
+	VFMADD231PS Z30, Z23, Z7
+	VMOVUPS 136(AX), Z30
+	VFMADD231PS Z30, Z26, Z2
+	VFMADD231PS Z30, Z23, Z8
+	VMOVUPS 200(AX), Z30
+	VFMADD231PS Z30, Z26, Z3
+	VFMADD231PS Z30, Z23, Z9
+	VMOVUPS 264(AX), Z30
+	VFMADD231PS Z30, Z26, Z4
+	VFMADD231PS Z30, Z23, Z10
+	VMOVUPS 328(AX), Z30
+	VFMADD231PS Z30, Z26, Z5
+	VFMADD231PS Z30, Z23, Z11
+	ADDQ R14, AX
+	VMOVUPS (AX), Z30
+	VFMADD231PS Z30, Z27, Z0
+	VFMADD231PS Z30, Z24, Z6
+	VFMADD231PS Z30, Z21, Z12
+	VMOVUPS 64(AX), Z30
+	VFMADD231PS Z30, Z27, Z1
+	VFMADD231PS Z30, Z24, Z7
+	VFMADD231PS Z30, Z21, Z13
+	VMOVUPS 128(AX), Z30
+	VFMADD231PS Z30, Z27, Z2
+	VFMADD231PS Z30, Z24, Z8
+	VFMADD231PS Z30, Z21, Z14
+	VMOVUPS 192(AX), Z30
+	VFMADD231PS Z30, Z27, Z3
+	VFMADD231PS Z30, Z24, Z9
+	VFMADD231PS Z30, Z21, Z15
+	VMOVUPS 256(AX), Z30
+	VFMADD231PS Z30, Z27, Z4
+	VFMADD231PS Z30, Z24, Z10
+	VFMADD231PS Z30, Z21, Z16
+	VMOVUPS 320(AX), Z30
+	VFMADD231PS Z30, Z27, Z5
+	VFMADD231PS Z30, Z24, Z11
+	VFMADD231PS Z30, Z21, Z17
+	VMOVUPS 4(AX), Z30
+	VFMADD231PS Z30, Z28, Z0
+	VFMADD231PS Z30, Z25, Z6
+	VFMADD231PS Z30, Z22, Z12
+	VMOVUPS 68(AX), Z30
+	VFMADD231PS Z30, Z28, Z1
+	VFMADD231PS Z30, Z25, Z7
+	VFMADD231PS Z30, Z22, Z13
+	VMOVUPS 132(AX), Z30
+	VFMADD231PS Z30, Z28, Z2
+	VFMADD231PS Z30, Z25, Z8
+	VFMADD231PS Z30, Z22, Z14
+	VMOVUPS 196(AX), Z30
+	VFMADD231PS Z30, Z28, Z3
+	VFMADD231PS Z30, Z25, Z9
+	VFMADD231PS Z30, Z22, Z15
+	VMOVUPS 260(AX), Z30
+	VFMADD231PS Z30, Z28, Z4
+	VFMADD231PS Z30, Z25, Z10
+	VFMADD231PS Z30, Z22, Z16
+	VMOVUPS 324(AX), Z30
+	VFMADD231PS Z30, Z28, Z5
+	VFMADD231PS Z30, Z25, Z11
+	VFMADD231PS Z30, Z22, Z17
+	VMOVUPS 8(AX), Z30
+	VFMADD231PS Z30, Z29, Z0
+	VFMADD231PS Z30, Z26, Z6
+	VFMADD231PS Z30, Z23, Z12
+	VMOVUPS 72(AX), Z30
+	VFMADD231PS Z30, Z29, Z1
+	VFMADD231PS Z30, Z26, Z7
+	VFMADD231PS Z30, Z23, Z13
+	VMOVUPS 136(AX), Z30
+	VFMADD231PS Z30, Z29, Z2
+	VFMADD231PS Z30, Z26, Z8
+	VFMADD231PS Z30, Z23, Z14
+	VMOVUPS 200(AX), Z30
+	VFMADD231PS Z30, Z29, Z3
+	VFMADD231PS Z30, Z26, Z9
+	VFMADD231PS Z30, Z23, Z15
+	VMOVUPS 264(AX), Z30
+	VFMADD231PS Z30, Z29, Z4
+	VFMADD231PS Z30, Z26, Z10
+	VFMADD231PS Z30, Z23, Z16
+	VMOVUPS 328(AX), Z30
+	VFMADD231PS Z30, Z29, Z5
+	VFMADD231PS Z30, Z26, Z11
+	VFMADD231PS Z30, Z23, Z17
+	ADDQ R14, AX
+	VMOVUPS (AX), Z30
+	VFMADD231PS Z30, Z27, Z6
+	VFMADD231PS Z30, Z24, Z12
+	VMOVUPS 64(AX), Z30
+	VFMADD231PS Z30, Z27, Z7
+	VFMADD231PS Z30, Z24, Z13
+	VMOVUPS 128(AX), Z30
+	VFMADD231PS Z30, Z27, Z8
+	VFMADD231PS Z30, Z24, Z14
+	VMOVUPS 192(AX), Z30
+	VFMADD231PS Z30, Z27, Z9
+	VFMADD231PS Z30, Z24, Z15
+	VMOVUPS 256(AX), Z30
+	VFMADD231PS Z30, Z27, Z10
+	VFMADD231PS Z30, Z24, Z16
+	VMOVUPS 320(AX), Z30
+	VFMADD231PS Z30, Z27, Z11
+	VFMADD231PS Z30, Z24, Z17
+	VMOVUPS 4(AX), Z30
+	VFMADD231PS Z30, Z28, Z6
+	VFMADD231PS Z30, Z25, Z12
+	VMOVUPS 68(AX), Z30
+	VFMADD231PS Z30, Z28, Z7
+	VFMADD231PS Z30, Z25, Z13
+	VMOVUPS 132(AX), Z30
+	VFMADD231PS Z30, Z28, Z8
+	VFMADD231PS Z30, Z25, Z14
+	VMOVUPS 196(AX), Z30
+	VFMADD231PS Z30, Z28, Z9
+	VFMADD231PS Z30, Z25, Z15
+	VMOVUPS 260(AX), Z30
+	VFMADD231PS Z30, Z28, Z10
+	VFMADD231PS Z30, Z25, Z16
+	VMOVUPS 324(AX), Z30
+	VFMADD231PS Z30, Z28, Z11
+	VFMADD231PS Z30, Z25, Z17
+	VMOVUPS 8(AX), Z30
+	VFMADD231PS Z30, Z29, Z6
+	VFMADD231PS Z30, Z26, Z12
+	VMOVUPS 72(AX), Z30
+	VFMADD231PS Z30, Z29, Z7
+	VFMADD231PS Z30, Z26, Z13
+	VMOVUPS 136(AX), Z30
+	VFMADD231PS Z30, Z29, Z8
+	VFMADD231PS Z30, Z26, Z14
+	VMOVUPS 200(AX), Z30
+	VFMADD231PS Z30, Z29, Z9
+	VFMADD231PS Z30, Z26, Z15
+	VMOVUPS 264(AX), Z30
+	VFMADD231PS Z30, Z29, Z10
+	VFMADD231PS Z30, Z26, Z16
+	VMOVUPS 328(AX), Z30
+	VFMADD231PS Z30, Z29, Z11
+	VFMADD231PS Z30, Z26, Z17
+	ADDQ R14, AX
+	VMOVUPS (AX), Z30
+	VFMADD231PS Z30, Z27, Z12
+	VMOVUPS 64(AX), Z30
+	VFMADD231PS Z30, Z27, Z13
+	VMOVUPS 128(AX), Z30
+	VFMADD231PS Z30, Z27, Z14
+	VMOVUPS 192(AX), Z30
+	VFMADD231PS Z30, Z27, Z15
+	VMOVUPS 256(AX), Z30
+	VFMADD231PS Z30, Z27, Z16
+	VMOVUPS 320(AX), Z30
+	VFMADD231PS Z30, Z27, Z17
+	VMOVUPS 4(AX), Z30
+	VFMADD231PS Z30, Z28, Z12
+	VMOVUPS 68(AX), Z30
+	VFMADD231PS Z30, Z28, Z13
+	VMOVUPS 132(AX), Z30
+	VFMADD231PS Z30, Z28, Z14
+	VMOVUPS 196(AX), Z30
+	VFMADD231PS Z30, Z28, Z15
+	VMOVUPS 260(AX), Z30
+	VFMADD231PS Z30, Z28, Z16
+	VMOVUPS 324(AX), Z30
+	VFMADD231PS Z30, Z28, Z17
+	VMOVUPS 8(AX), Z30
+	VFMADD231PS Z30, Z29, Z12
+	VMOVUPS 72(AX), Z30
+	VFMADD231PS Z30, Z29, Z13
+	VMOVUPS 136(AX), Z30
+	VFMADD231PS Z30, Z29, Z14
+	VMOVUPS 200(AX), Z30
+	VFMADD231PS Z30, Z29, Z15
+	VMOVUPS 264(AX), Z30
+	VFMADD231PS Z30, Z29, Z16
+	VMOVUPS 328(AX), Z30
+	VFMADD231PS Z30, Z29, Z17
+	CMPQ relu+56(FP), $0
+	JEQ depthwise3x3Rows6AVX512r3s
+	VPXORD Z30, Z30, Z30
+	CMPQ relu+56(FP), $2
+	JEQ depthwise3x3Rows6AVX512r36
+	VMAXPS Z30, Z0, Z0
+	VMAXPS Z30, Z1, Z1
+	VMAXPS Z30, Z2, Z2
+	VMAXPS Z30, Z3, Z3
+	VMAXPS Z30, Z4, Z4
+	VMAXPS Z30, Z5, Z5
+	VMAXPS Z30, Z6, Z6
+	VMAXPS Z30, Z7, Z7
+	VMAXPS Z30, Z8, Z8
+	VMAXPS Z30, Z9, Z9
+	VMAXPS Z30, Z10, Z10
+	VMAXPS Z30, Z11, Z11
+	VMAXPS Z30, Z12, Z12
+	VMAXPS Z30, Z13, Z13
+	VMAXPS Z30, Z14, Z14
+	VMAXPS Z30, Z15, Z15
+	VMAXPS Z30, Z16, Z16
+	VMAXPS Z30, Z17, Z17
+	JMP depthwise3x3Rows6AVX512r3s
+depthwise3x3Rows6AVX512r36:
+	VMAXPS Z0, Z30, Z0
+	VMAXPS Z1, Z30, Z1
+	VMAXPS Z2, Z30, Z2
+	VMAXPS Z3, Z30, Z3
+	VMAXPS Z4, Z30, Z4
+	VMAXPS Z5, Z30, Z5
+	VMAXPS Z6, Z30, Z6
+	VMAXPS Z7, Z30, Z7
+	VMAXPS Z8, Z30, Z8
+	VMAXPS Z9, Z30, Z9
+	VMAXPS Z10, Z30, Z10
+	VMAXPS Z11, Z30, Z11
+	VMAXPS Z12, Z30, Z12
+	VMAXPS Z13, Z30, Z13
+	VMAXPS Z14, Z30, Z14
+	VMAXPS Z15, Z30, Z15
+	VMAXPS Z16, Z30, Z16
+	VMAXPS Z17, Z30, Z17
+	MOVL $0x40c00000, AX
+	VPBROADCASTD AX, Z30
+	VMINPS Z0, Z30, Z0
+	VMINPS Z1, Z30, Z1
+	VMINPS Z2, Z30, Z2
+	VMINPS Z3, Z30, Z3
+	VMINPS Z4, Z30, Z4
+	VMINPS Z5, Z30, Z5
+	VMINPS Z6, Z30, Z6
+	VMINPS Z7, Z30, Z7
+	VMINPS Z8, Z30, Z8
+	VMINPS Z9, Z30, Z9
+	VMINPS Z10, Z30, Z10
+	VMINPS Z11, Z30, Z11
+	VMINPS Z12, Z30, Z12
+	VMINPS Z13, Z30, Z13
+	VMINPS Z14, Z30, Z14
+	VMINPS Z15, Z30, Z15
+	VMINPS Z16, Z30, Z16
+	VMINPS Z17, Z30, Z17
+depthwise3x3Rows6AVX512r3s:
+	MOVQ DI, BX
+	VMOVUPS Z0, (BX)
+	VMOVUPS Z1, 64(BX)
+	VMOVUPS Z2, 128(BX)
+	VMOVUPS Z3, 192(BX)
+	VMOVUPS Z4, 256(BX)
+	VMOVUPS Z5, K1, 320(BX)
+	ADDQ R8, BX
+	VMOVUPS Z6, (BX)
+	VMOVUPS Z7, 64(BX)
+	VMOVUPS Z8, 128(BX)
+	VMOVUPS Z9, 192(BX)
+	VMOVUPS Z10, 256(BX)
+	VMOVUPS Z11, K1, 320(BX)
+	ADDQ R8, BX
+	VMOVUPS Z12, (BX)
+	VMOVUPS Z13, 64(BX)
+	VMOVUPS Z14, 128(BX)
+	VMOVUPS Z15, 192(BX)
+	VMOVUPS Z16, 256(BX)
+	VMOVUPS Z17, K1, 320(BX)
+	ADDQ R14, SI
+	ADDQ R8, DI
+	ADDQ R14, SI
+	ADDQ R8, DI
+	ADDQ R14, SI
+	ADDQ R8, DI
+	SUBQ $3, R15
+	JMP depthwise3x3Rows6AVX512r3
+
+depthwise3x3Rows6AVX512r1:
+	CMPQ R15, $1
+	JLT depthwise3x3Rows6AVX512done
+	VMOVAPS Z31, Z0
+	VMOVAPS Z31, Z1
+	VMOVAPS Z31, Z2
+	VMOVAPS Z31, Z3
+	VMOVAPS Z31, Z4
+	VMOVAPS Z31, Z5
+	MOVQ SI, AX
+	VMOVUPS (AX), Z30
+	VFMADD231PS Z30, Z21, Z0
+	VMOVUPS 64(AX), Z30
+	VFMADD231PS Z30, Z21, Z1
+	VMOVUPS 128(AX), Z30
+	VFMADD231PS Z30, Z21, Z2
+	VMOVUPS 192(AX), Z30
+	VFMADD231PS Z30, Z21, Z3
+	VMOVUPS 256(AX), Z30
+	VFMADD231PS Z30, Z21, Z4
+	VMOVUPS 320(AX), Z30
+	VFMADD231PS Z30, Z21, Z5
+	VMOVUPS 4(AX), Z30
+	VFMADD231PS Z30, Z22, Z0
+	VMOVUPS 68(AX), Z30
+	VFMADD231PS Z30, Z22, Z1
+	VMOVUPS 132(AX), Z30
+	VFMADD231PS Z30, Z22, Z2
+	VMOVUPS 196(AX), Z30
+	VFMADD231PS Z30, Z22, Z3
+	VMOVUPS 260(AX), Z30
+	VFMADD231PS Z30, Z22, Z4
+	VMOVUPS 324(AX), Z30
+	VFMADD231PS Z30, Z22, Z5
+	VMOVUPS 8(AX), Z30
+	VFMADD231PS Z30, Z23, Z0
+	VMOVUPS 72(AX), Z30
+	VFMADD231PS Z30, Z23, Z1
+	VMOVUPS 136(AX), Z30
+	VFMADD231PS Z30, Z23, Z2
+	VMOVUPS 200(AX), Z30
+	VFMADD231PS Z30, Z23, Z3
+	VMOVUPS 264(AX), Z30
+	VFMADD231PS Z30, Z23, Z4
+	VMOVUPS 328(AX), Z30
+	VFMADD231PS Z30, Z23, Z5
+	ADDQ R14, AX
+	VMOVUPS (AX), Z30
+	VFMADD231PS Z30, Z24, Z0
+	VMOVUPS 64(AX), Z30
+	VFMADD231PS Z30, Z24, Z1
+	VMOVUPS 128(AX), Z30
+	VFMADD231PS Z30, Z24, Z2
+	VMOVUPS 192(AX), Z30
+	VFMADD231PS Z30, Z24, Z3
+	VMOVUPS 256(AX), Z30
+	VFMADD231PS Z30, Z24, Z4
+	VMOVUPS 320(AX), Z30
+	VFMADD231PS Z30, Z24, Z5
+	VMOVUPS 4(AX), Z30
+	VFMADD231PS Z30, Z25, Z0
+	VMOVUPS 68(AX), Z30
+	VFMADD231PS Z30, Z25, Z1
+	VMOVUPS 132(AX), Z30
+	VFMADD231PS Z30, Z25, Z2
+	VMOVUPS 196(AX), Z30
+	VFMADD231PS Z30, Z25, Z3
+	VMOVUPS 260(AX), Z30
+	VFMADD231PS Z30, Z25, Z4
+	VMOVUPS 324(AX), Z30
+	VFMADD231PS Z30, Z25, Z5
+	VMOVUPS 8(AX), Z30
+	VFMADD231PS Z30, Z26, Z0
+	VMOVUPS 72(AX), Z30
+	VFMADD231PS Z30, Z26, Z1
+	VMOVUPS 136(AX), Z30
+	VFMADD231PS Z30, Z26, Z2
+	VMOVUPS 200(AX), Z30
+	VFMADD231PS Z30, Z26, Z3
+	VMOVUPS 264(AX), Z30
+	VFMADD231PS Z30, Z26, Z4
+	VMOVUPS 328(AX), Z30
+	VFMADD231PS Z30, Z26, Z5
+	ADDQ R14, AX
+	VMOVUPS (AX), Z30
+	VFMADD231PS Z30, Z27, Z0
+	VMOVUPS 64(AX), Z30
+	VFMADD231PS Z30, Z27, Z1
+	VMOVUPS 128(AX), Z30
+	VFMADD231PS Z30, Z27, Z2
+	VMOVUPS 192(AX), Z30
+	VFMADD231PS Z30, Z27, Z3
+	VMOVUPS 256(AX), Z30
+	VFMADD231PS Z30, Z27, Z4
+	VMOVUPS 320(AX), Z30
+	VFMADD231PS Z30, Z27, Z5
+	VMOVUPS 4(AX), Z30
+	VFMADD231PS Z30, Z28, Z0
+	VMOVUPS 68(AX), Z30
+	VFMADD231PS Z30, Z28, Z1
+	VMOVUPS 132(AX), Z30
+	VFMADD231PS Z30, Z28, Z2
+	VMOVUPS 196(AX), Z30
+	VFMADD231PS Z30, Z28, Z3
+	VMOVUPS 260(AX), Z30
+	VFMADD231PS Z30, Z28, Z4
+	VMOVUPS 324(AX), Z30
+	VFMADD231PS Z30, Z28, Z5
+	VMOVUPS 8(AX), Z30
+	VFMADD231PS Z30, Z29, Z0
+	VMOVUPS 72(AX), Z30
+	VFMADD231PS Z30, Z29, Z1
+	VMOVUPS 136(AX), Z30
+	VFMADD231PS Z30, Z29, Z2
+	VMOVUPS 200(AX), Z30
+	VFMADD231PS Z30, Z29, Z3
+	VMOVUPS 264(AX), Z30
+	VFMADD231PS Z30, Z29, Z4
+	VMOVUPS 328(AX), Z30
+	VFMADD231PS Z30, Z29, Z5
+	CMPQ relu+56(FP), $0
+	JEQ depthwise3x3Rows6AVX512r1s
+	VPXORD Z30, Z30, Z30
+	CMPQ relu+56(FP), $2
+	JEQ depthwise3x3Rows6AVX512r16
+	VMAXPS Z30, Z0, Z0
+	VMAXPS Z30, Z1, Z1
+	VMAXPS Z30, Z2, Z2
+	VMAXPS Z30, Z3, Z3
+	VMAXPS Z30, Z4, Z4
+	VMAXPS Z30, Z5, Z5
+	JMP depthwise3x3Rows6AVX512r1s
+depthwise3x3Rows6AVX512r16:
+	VMAXPS Z0, Z30, Z0
+	VMAXPS Z1, Z30, Z1
+	VMAXPS Z2, Z30, Z2
+	VMAXPS Z3, Z30, Z3
+	VMAXPS Z4, Z30, Z4
+	VMAXPS Z5, Z30, Z5
+	MOVL $0x40c00000, AX
+	VPBROADCASTD AX, Z30
+	VMINPS Z0, Z30, Z0
+	VMINPS Z1, Z30, Z1
+	VMINPS Z2, Z30, Z2
+	VMINPS Z3, Z30, Z3
+	VMINPS Z4, Z30, Z4
+	VMINPS Z5, Z30, Z5
+depthwise3x3Rows6AVX512r1s:
+	MOVQ DI, BX
+	VMOVUPS Z0, (BX)
+	VMOVUPS Z1, 64(BX)
+	VMOVUPS Z2, 128(BX)
+	VMOVUPS Z3, 192(BX)
+	VMOVUPS Z4, 256(BX)
+	VMOVUPS Z5, K1, 320(BX)
+	ADDQ R14, SI
+	ADDQ R8, DI
+	SUBQ $1, R15
+	JMP depthwise3x3Rows6AVX512r1
+
+depthwise3x3Rows6AVX512done:
+	VZEROUPPER
+	RET
+
+// func depthwise3x3Rows7AVX512(w, x *float32, wq int, y *float32, ow, rows int, bias float32, relu int)
+// depthwiseKernels.rows for the taps (kh, kw) at kh·wq + kw, kh, kw < 3, and rows of
+// 97 to 112 outputs: 3 rows at a time (the rest one at a time), the same
+// sums in the same order as depthwiseRows7AVX512, so the same bits.
+TEXT ·depthwise3x3Rows7AVX512(SB), NOSPLIT, $0-64
+	MOVQ w+0(FP), R12
+	MOVQ x+8(FP), SI
+	MOVQ wq+16(FP), R14
+	SHLQ $2, R14
+	MOVQ y+24(FP), DI
+	MOVQ ow+32(FP), R13
+	MOVQ R13, R8
+	SHLQ $2, R8
+	MOVQ rows+40(FP), R15
+	MOVQ R13, CX
+	ANDQ $15, CX
+	MOVL $1, AX
+	SHLL CX, AX
+	DECL AX
+	TESTQ CX, CX
+	JNZ depthwise3x3Rows7AVX512mask
+	MOVL $0xffff, AX
+depthwise3x3Rows7AVX512mask:
+	KMOVW AX, K1
+	VBROADCASTSS (R12), Z21
+	VBROADCASTSS 4(R12), Z22
+	VBROADCASTSS 8(R12), Z23
+	VBROADCASTSS 12(R12), Z24
+	VBROADCASTSS 16(R12), Z25
+	VBROADCASTSS 20(R12), Z26
+	VBROADCASTSS 24(R12), Z27
+	VBROADCASTSS 28(R12), Z28
+	VBROADCASTSS 32(R12), Z29
+	VBROADCASTSS bias+48(FP), Z31
+
+depthwise3x3Rows7AVX512r3:
+	CMPQ R15, $3
+	JLT depthwise3x3Rows7AVX512r1
+	VMOVAPS Z31, Z0
+	VMOVAPS Z31, Z1
+	VMOVAPS Z31, Z2
+	VMOVAPS Z31, Z3
+	VMOVAPS Z31, Z4
+	VMOVAPS Z31, Z5
+	VMOVAPS Z31, Z6
+	VMOVAPS Z31, Z7
+	VMOVAPS Z31, Z8
+	VMOVAPS Z31, Z9
+	VMOVAPS Z31, Z10
+	VMOVAPS Z31, Z11
+	VMOVAPS Z31, Z12
+	VMOVAPS Z31, Z13
+	VMOVAPS Z31, Z14
+	VMOVAPS Z31, Z15
+	VMOVAPS Z31, Z16
+	VMOVAPS Z31, Z17
+	VMOVAPS Z31, Z18
+	VMOVAPS Z31, Z19
+	VMOVAPS Z31, Z20
+	MOVQ SI, AX
+	VMOVUPS (AX), Z30
+	VFMADD231PS Z30, Z21, Z0
+	VMOVUPS 64(AX), Z30
+	VFMADD231PS Z30, Z21, Z1
+	VMOVUPS 128(AX), Z30
+	VFMADD231PS Z30, Z21, Z2
+	VMOVUPS 192(AX), Z30
+	VFMADD231PS Z30, Z21, Z3
+	VMOVUPS 256(AX), Z30
+	VFMADD231PS Z30, Z21, Z4
+	VMOVUPS 320(AX), Z30
+	VFMADD231PS Z30, Z21, Z5
+	VMOVUPS 384(AX), Z30
+	VFMADD231PS Z30, Z21, Z6
+	VMOVUPS 4(AX), Z30
+	VFMADD231PS Z30, Z22, Z0
+	VMOVUPS 68(AX), Z30
+	VFMADD231PS Z30, Z22, Z1
+	VMOVUPS 132(AX), Z30
+	VFMADD231PS Z30, Z22, Z2
+	VMOVUPS 196(AX), Z30
+	VFMADD231PS Z30, Z22, Z3
+	VMOVUPS 260(AX), Z30
+	VFMADD231PS Z30, Z22, Z4
+	VMOVUPS 324(AX), Z30
+	VFMADD231PS Z30, Z22, Z5
+	VMOVUPS 388(AX), Z30
+	VFMADD231PS Z30, Z22, Z6
+	VMOVUPS 8(AX), Z30
+	VFMADD231PS Z30, Z23, Z0
+	VMOVUPS 72(AX), Z30
+	VFMADD231PS Z30, Z23, Z1
+	VMOVUPS 136(AX), Z30
+	VFMADD231PS Z30, Z23, Z2
+	VMOVUPS 200(AX), Z30
+	VFMADD231PS Z30, Z23, Z3
+	VMOVUPS 264(AX), Z30
+	VFMADD231PS Z30, Z23, Z4
+	VMOVUPS 328(AX), Z30
+	VFMADD231PS Z30, Z23, Z5
+	VMOVUPS 392(AX), Z30
+	VFMADD231PS Z30, Z23, Z6
+	ADDQ R14, AX
+	VMOVUPS (AX), Z30
+	VFMADD231PS Z30, Z24, Z0
+	VFMADD231PS Z30, Z21, Z7
+	VMOVUPS 64(AX), Z30
+	VFMADD231PS Z30, Z24, Z1
+	VFMADD231PS Z30, Z21, Z8
+	VMOVUPS 128(AX), Z30
+	VFMADD231PS Z30, Z24, Z2
+	VFMADD231PS Z30, Z21, Z9
+	VMOVUPS 192(AX), Z30
+	VFMADD231PS Z30, Z24, Z3
+	VFMADD231PS Z30, Z21, Z10
+	VMOVUPS 256(AX), Z30
+	VFMADD231PS Z30, Z24, Z4
+	VFMADD231PS Z30, Z21, Z11
+	VMOVUPS 320(AX), Z30
+	VFMADD231PS Z30, Z24, Z5
+	VFMADD231PS Z30, Z21, Z12
+	VMOVUPS 384(AX), Z30
+	VFMADD231PS Z30, Z24, Z6
+	VFMADD231PS Z30, Z21, Z13
+	VMOVUPS 4(AX), Z30
+	VFMADD231PS Z30, Z25, Z0
+	VFMADD231PS Z30, Z22, Z7
+	VMOVUPS 68(AX), Z30
+	VFMADD231PS Z30, Z25, Z1
+	VFMADD231PS Z30, Z22, Z8
+	VMOVUPS 132(AX), Z30
+	VFMADD231PS Z30, Z25, Z2
+	VFMADD231PS Z30, Z22, Z9
+	VMOVUPS 196(AX), Z30
+	VFMADD231PS Z30, Z25, Z3
+	VFMADD231PS Z30, Z22, Z10
+	VMOVUPS 260(AX), Z30
+	VFMADD231PS Z30, Z25, Z4
+	VFMADD231PS Z30, Z22, Z11
+	VMOVUPS 324(AX), Z30
+	VFMADD231PS Z30, Z25, Z5
+	VFMADD231PS Z30, Z22, Z12
+	VMOVUPS 388(AX), Z30
+	VFMADD231PS Z30, Z25, Z6
+	VFMADD231PS Z30, Z22, Z13
+	VMOVUPS 8(AX), Z30
+	VFMADD231PS Z30, Z26, Z0
+	VFMADD231PS Z30, Z23, Z7
+	VMOVUPS 72(AX), Z30
+	VFMADD231PS Z30, Z26, Z1
+	VFMADD231PS Z30, Z23, Z8
+	VMOVUPS 136(AX), Z30
+	VFMADD231PS Z30, Z26, Z2
+	VFMADD231PS Z30, Z23, Z9
+	VMOVUPS 200(AX), Z30
+	VFMADD231PS Z30, Z26, Z3
+	VFMADD231PS Z30, Z23, Z10
+	VMOVUPS 264(AX), Z30
+	VFMADD231PS Z30, Z26, Z4
+	VFMADD231PS Z30, Z23, Z11
+	VMOVUPS 328(AX), Z30
+	VFMADD231PS Z30, Z26, Z5
+	VFMADD231PS Z30, Z23, Z12
+	VMOVUPS 392(AX), Z30
+	VFMADD231PS Z30, Z26, Z6
+	VFMADD231PS Z30, Z23, Z13
+	ADDQ R14, AX
+	VMOVUPS (AX), Z30
+	VFMADD231PS Z30, Z27, Z0
+	VFMADD231PS Z30, Z24, Z7
+	VFMADD231PS Z30, Z21, Z14
+	VMOVUPS 64(AX), Z30
+	VFMADD231PS Z30, Z27, Z1
+	VFMADD231PS Z30, Z24, Z8
+	VFMADD231PS Z30, Z21, Z15
+	VMOVUPS 128(AX), Z30
+	VFMADD231PS Z30, Z27, Z2
+	VFMADD231PS Z30, Z24, Z9
+	VFMADD231PS Z30, Z21, Z16
+	VMOVUPS 192(AX), Z30
+	VFMADD231PS Z30, Z27, Z3
+	VFMADD231PS Z30, Z24, Z10
+	VFMADD231PS Z30, Z21, Z17
+	VMOVUPS 256(AX), Z30
+	VFMADD231PS Z30, Z27, Z4
+	VFMADD231PS Z30, Z24, Z11
+	VFMADD231PS Z30, Z21, Z18
+	VMOVUPS 320(AX), Z30
+	VFMADD231PS Z30, Z27, Z5
+	VFMADD231PS Z30, Z24, Z12
+	VFMADD231PS Z30, Z21, Z19
+	VMOVUPS 384(AX), Z30
+	VFMADD231PS Z30, Z27, Z6
+	VFMADD231PS Z30, Z24, Z13
+	VFMADD231PS Z30, Z21, Z20
+	VMOVUPS 4(AX), Z30
+	VFMADD231PS Z30, Z28, Z0
+	VFMADD231PS Z30, Z25, Z7
+	VFMADD231PS Z30, Z22, Z14
+	VMOVUPS 68(AX), Z30
+	VFMADD231PS Z30, Z28, Z1
+	VFMADD231PS Z30, Z25, Z8
+	VFMADD231PS Z30, Z22, Z15
+	VMOVUPS 132(AX), Z30
+	VFMADD231PS Z30, Z28, Z2
+	VFMADD231PS Z30, Z25, Z9
+	VFMADD231PS Z30, Z22, Z16
+	VMOVUPS 196(AX), Z30
+	VFMADD231PS Z30, Z28, Z3
+	VFMADD231PS Z30, Z25, Z10
+	VFMADD231PS Z30, Z22, Z17
+	VMOVUPS 260(AX), Z30
+	VFMADD231PS Z30, Z28, Z4
+	VFMADD231PS Z30, Z25, Z11
+	VFMADD231PS Z30, Z22, Z18
+	VMOVUPS 324(AX), Z30
+	VFMADD231PS Z30, Z28, Z5
+	VFMADD231PS Z30, Z25, Z12
+	VFMADD231PS Z30, Z22, Z19
+	VMOVUPS 388(AX), Z30
+	VFMADD231PS Z30, Z28, Z6
+	VFMADD231PS Z30, Z25, Z13
+	VFMADD231PS Z30, Z22, Z20
+	VMOVUPS 8(AX), Z30
+	VFMADD231PS Z30, Z29, Z0
+	VFMADD231PS Z30, Z26, Z7
+	VFMADD231PS Z30, Z23, Z14
+	VMOVUPS 72(AX), Z30
+	VFMADD231PS Z30, Z29, Z1
+	VFMADD231PS Z30, Z26, Z8
+	VFMADD231PS Z30, Z23, Z15
+	VMOVUPS 136(AX), Z30
+	VFMADD231PS Z30, Z29, Z2
+	VFMADD231PS Z30, Z26, Z9
+	VFMADD231PS Z30, Z23, Z16
+	VMOVUPS 200(AX), Z30
+	VFMADD231PS Z30, Z29, Z3
+	VFMADD231PS Z30, Z26, Z10
+	VFMADD231PS Z30, Z23, Z17
+	VMOVUPS 264(AX), Z30
+	VFMADD231PS Z30, Z29, Z4
+	VFMADD231PS Z30, Z26, Z11
+	VFMADD231PS Z30, Z23, Z18
+	VMOVUPS 328(AX), Z30
+	VFMADD231PS Z30, Z29, Z5
+	VFMADD231PS Z30, Z26, Z12
+	VFMADD231PS Z30, Z23, Z19
+	VMOVUPS 392(AX), Z30
+	VFMADD231PS Z30, Z29, Z6
+	VFMADD231PS Z30, Z26, Z13
+	VFMADD231PS Z30, Z23, Z20
+	ADDQ R14, AX
+	VMOVUPS (AX), Z30
+	VFMADD231PS Z30, Z27, Z7
+	VFMADD231PS Z30, Z24, Z14
+	VMOVUPS 64(AX), Z30
+	VFMADD231PS Z30, Z27, Z8
+	VFMADD231PS Z30, Z24, Z15
+	VMOVUPS 128(AX), Z30
+	VFMADD231PS Z30, Z27, Z9
+	VFMADD231PS Z30, Z24, Z16
+	VMOVUPS 192(AX), Z30
+	VFMADD231PS Z30, Z27, Z10
+	VFMADD231PS Z30, Z24, Z17
+	VMOVUPS 256(AX), Z30
+	VFMADD231PS Z30, Z27, Z11
+	VFMADD231PS Z30, Z24, Z18
+	VMOVUPS 320(AX), Z30
+	VFMADD231PS Z30, Z27, Z12
+	VFMADD231PS Z30, Z24, Z19
+	VMOVUPS 384(AX), Z30
+	VFMADD231PS Z30, Z27, Z13
+	VFMADD231PS Z30, Z24, Z20
+	VMOVUPS 4(AX), Z30
+	VFMADD231PS Z30, Z28, Z7
+	VFMADD231PS Z30, Z25, Z14
+	VMOVUPS 68(AX), Z30
+	VFMADD231PS Z30, Z28, Z8
+	VFMADD231PS Z30, Z25, Z15
+	VMOVUPS 132(AX), Z30
+	VFMADD231PS Z30, Z28, Z9
+	VFMADD231PS Z30, Z25, Z16
+	VMOVUPS 196(AX), Z30
+	VFMADD231PS Z30, Z28, Z10
+	VFMADD231PS Z30, Z25, Z17
+	VMOVUPS 260(AX), Z30
+	VFMADD231PS Z30, Z28, Z11
+	VFMADD231PS Z30, Z25, Z18
+	VMOVUPS 324(AX), Z30
+	VFMADD231PS Z30, Z28, Z12
+	VFMADD231PS Z30, Z25, Z19
+	VMOVUPS 388(AX), Z30
+	VFMADD231PS Z30, Z28, Z13
+	VFMADD231PS Z30, Z25, Z20
+	VMOVUPS 8(AX), Z30
+	VFMADD231PS Z30, Z29, Z7
+	VFMADD231PS Z30, Z26, Z14
+	VMOVUPS 72(AX), Z30
+	VFMADD231PS Z30, Z29, Z8
+	VFMADD231PS Z30, Z26, Z15
+	VMOVUPS 136(AX), Z30
+	VFMADD231PS Z30, Z29, Z9
+	VFMADD231PS Z30, Z26, Z16
+	VMOVUPS 200(AX), Z30
+	VFMADD231PS Z30, Z29, Z10
+	VFMADD231PS Z30, Z26, Z17
+	VMOVUPS 264(AX), Z30
+	VFMADD231PS Z30, Z29, Z11
+	VFMADD231PS Z30, Z26, Z18
+	VMOVUPS 328(AX), Z30
+	VFMADD231PS Z30, Z29, Z12
+	VFMADD231PS Z30, Z26, Z19
+	VMOVUPS 392(AX), Z30
+	VFMADD231PS Z30, Z29, Z13
+	VFMADD231PS Z30, Z26, Z20
+	ADDQ R14, AX
+	VMOVUPS (AX), Z30
+	VFMADD231PS Z30, Z27, Z14
+	VMOVUPS 64(AX), Z30
+	VFMADD231PS Z30, Z27, Z15
+	VMOVUPS 128(AX), Z30
+	VFMADD231PS Z30, Z27, Z16
+	VMOVUPS 192(AX), Z30
+	VFMADD231PS Z30, Z27, Z17
+	VMOVUPS 256(AX), Z30
+	VFMADD231PS Z30, Z27, Z18
+	VMOVUPS 320(AX), Z30
+	VFMADD231PS Z30, Z27, Z19
+	VMOVUPS 384(AX), Z30
+	VFMADD231PS Z30, Z27, Z20
+	VMOVUPS 4(AX), Z30
+	VFMADD231PS Z30, Z28, Z14
+	VMOVUPS 68(AX), Z30
+	VFMADD231PS Z30, Z28, Z15
+	VMOVUPS 132(AX), Z30
+	VFMADD231PS Z30, Z28, Z16
+	VMOVUPS 196(AX), Z30
+	VFMADD231PS Z30, Z28, Z17
+	VMOVUPS 260(AX), Z30
+	VFMADD231PS Z30, Z28, Z18
+	VMOVUPS 324(AX), Z30
+	VFMADD231PS Z30, Z28, Z19
+	VMOVUPS 388(AX), Z30
+	VFMADD231PS Z30, Z28, Z20
+	VMOVUPS 8(AX), Z30
+	VFMADD231PS Z30, Z29, Z14
+	VMOVUPS 72(AX), Z30
+	VFMADD231PS Z30, Z29, Z15
+	VMOVUPS 136(AX), Z30
+	VFMADD231PS Z30, Z29, Z16
+	VMOVUPS 200(AX), Z30
+	VFMADD231PS Z30, Z29, Z17
+	VMOVUPS 264(AX), Z30
+	VFMADD231PS Z30, Z29, Z18
+	VMOVUPS 328(AX), Z30
+	VFMADD231PS Z30, Z29, Z19
+	VMOVUPS 392(AX), Z30
+	VFMADD231PS Z30, Z29, Z20
+	CMPQ relu+56(FP), $0
+	JEQ depthwise3x3Rows7AVX512r3s
+	VPXORD Z30, Z30, Z30
+	CMPQ relu+56(FP), $2
+	JEQ depthwise3x3Rows7AVX512r36
+	VMAXPS Z30, Z0, Z0
+	VMAXPS Z30, Z1, Z1
+	VMAXPS Z30, Z2, Z2
+	VMAXPS Z30, Z3, Z3
+	VMAXPS Z30, Z4, Z4
+	VMAXPS Z30, Z5, Z5
+	VMAXPS Z30, Z6, Z6
+	VMAXPS Z30, Z7, Z7
+	VMAXPS Z30, Z8, Z8
+	VMAXPS Z30, Z9, Z9
+	VMAXPS Z30, Z10, Z10
+	VMAXPS Z30, Z11, Z11
+	VMAXPS Z30, Z12, Z12
+	VMAXPS Z30, Z13, Z13
+	VMAXPS Z30, Z14, Z14
+	VMAXPS Z30, Z15, Z15
+	VMAXPS Z30, Z16, Z16
+	VMAXPS Z30, Z17, Z17
+	VMAXPS Z30, Z18, Z18
+	VMAXPS Z30, Z19, Z19
+	VMAXPS Z30, Z20, Z20
+	JMP depthwise3x3Rows7AVX512r3s
+depthwise3x3Rows7AVX512r36:
+	VMAXPS Z0, Z30, Z0
+	VMAXPS Z1, Z30, Z1
+	VMAXPS Z2, Z30, Z2
+	VMAXPS Z3, Z30, Z3
+	VMAXPS Z4, Z30, Z4
+	VMAXPS Z5, Z30, Z5
+	VMAXPS Z6, Z30, Z6
+	VMAXPS Z7, Z30, Z7
+	VMAXPS Z8, Z30, Z8
+	VMAXPS Z9, Z30, Z9
+	VMAXPS Z10, Z30, Z10
+	VMAXPS Z11, Z30, Z11
+	VMAXPS Z12, Z30, Z12
+	VMAXPS Z13, Z30, Z13
+	VMAXPS Z14, Z30, Z14
+	VMAXPS Z15, Z30, Z15
+	VMAXPS Z16, Z30, Z16
+	VMAXPS Z17, Z30, Z17
+	VMAXPS Z18, Z30, Z18
+	VMAXPS Z19, Z30, Z19
+	VMAXPS Z20, Z30, Z20
+	MOVL $0x40c00000, AX
+	VPBROADCASTD AX, Z30
+	VMINPS Z0, Z30, Z0
+	VMINPS Z1, Z30, Z1
+	VMINPS Z2, Z30, Z2
+	VMINPS Z3, Z30, Z3
+	VMINPS Z4, Z30, Z4
+	VMINPS Z5, Z30, Z5
+	VMINPS Z6, Z30, Z6
+	VMINPS Z7, Z30, Z7
+	VMINPS Z8, Z30, Z8
+	VMINPS Z9, Z30, Z9
+	VMINPS Z10, Z30, Z10
+	VMINPS Z11, Z30, Z11
+	VMINPS Z12, Z30, Z12
+	VMINPS Z13, Z30, Z13
+	VMINPS Z14, Z30, Z14
+	VMINPS Z15, Z30, Z15
+	VMINPS Z16, Z30, Z16
+	VMINPS Z17, Z30, Z17
+	VMINPS Z18, Z30, Z18
+	VMINPS Z19, Z30, Z19
+	VMINPS Z20, Z30, Z20
+depthwise3x3Rows7AVX512r3s:
+	MOVQ DI, BX
+	VMOVUPS Z0, (BX)
+	VMOVUPS Z1, 64(BX)
+	VMOVUPS Z2, 128(BX)
+	VMOVUPS Z3, 192(BX)
+	VMOVUPS Z4, 256(BX)
+	VMOVUPS Z5, 320(BX)
+	VMOVUPS Z6, K1, 384(BX)
+	ADDQ R8, BX
+	VMOVUPS Z7, (BX)
+	VMOVUPS Z8, 64(BX)
+	VMOVUPS Z9, 128(BX)
+	VMOVUPS Z10, 192(BX)
+	VMOVUPS Z11, 256(BX)
+	VMOVUPS Z12, 320(BX)
+	VMOVUPS Z13, K1, 384(BX)
+	ADDQ R8, BX
+	VMOVUPS Z14, (BX)
+	VMOVUPS Z15, 64(BX)
+	VMOVUPS Z16, 128(BX)
+	VMOVUPS Z17, 192(BX)
+	VMOVUPS Z18, 256(BX)
+	VMOVUPS Z19, 320(BX)
+	VMOVUPS Z20, K1, 384(BX)
+	ADDQ R14, SI
+	ADDQ R8, DI
+	ADDQ R14, SI
+	ADDQ R8, DI
+	ADDQ R14, SI
+	ADDQ R8, DI
+	SUBQ $3, R15
+	JMP depthwise3x3Rows7AVX512r3
+
+depthwise3x3Rows7AVX512r1:
+	CMPQ R15, $1
+	JLT depthwise3x3Rows7AVX512done
+	VMOVAPS Z31, Z0
+	VMOVAPS Z31, Z1
+	VMOVAPS Z31, Z2
+	VMOVAPS Z31, Z3
+	VMOVAPS Z31, Z4
+	VMOVAPS Z31, Z5
+	VMOVAPS Z31, Z6
+	MOVQ SI, AX
+	VMOVUPS (AX), Z30
+	VFMADD231PS Z30, Z21, Z0
+	VMOVUPS 64(AX), Z30
+	VFMADD231PS Z30, Z21, Z1
+	VMOVUPS 128(AX), Z30
+	VFMADD231PS Z30, Z21, Z2
+	VMOVUPS 192(AX), Z30
+	VFMADD231PS Z30, Z21, Z3
+	VMOVUPS 256(AX), Z30
+	VFMADD231PS Z30, Z21, Z4
+	VMOVUPS 320(AX), Z30
+	VFMADD231PS Z30, Z21, Z5
+	VMOVUPS 384(AX), Z30
+	VFMADD231PS Z30, Z21, Z6
+	VMOVUPS 4(AX), Z30
+	VFMADD231PS Z30, Z22, Z0
+	VMOVUPS 68(AX), Z30
+	VFMADD231PS Z30, Z22, Z1
+	VMOVUPS 132(AX), Z30
+	VFMADD231PS Z30, Z22, Z2
+	VMOVUPS 196(AX), Z30
+	VFMADD231PS Z30, Z22, Z3
+	VMOVUPS 260(AX), Z30
+	VFMADD231PS Z30, Z22, Z4
+	VMOVUPS 324(AX), Z30
+	VFMADD231PS Z30, Z22, Z5
+	VMOVUPS 388(AX), Z30
+	VFMADD231PS Z30, Z22, Z6
+	VMOVUPS 8(AX), Z30
+	VFMADD231PS Z30, Z23, Z0
+	VMOVUPS 72(AX), Z30
+	VFMADD231PS Z30, Z23, Z1
+	VMOVUPS 136(AX), Z30
+	VFMADD231PS Z30, Z23, Z2
+	VMOVUPS 200(AX), Z30
+	VFMADD231PS Z30, Z23, Z3
+	VMOVUPS 264(AX), Z30
+	VFMADD231PS Z30, Z23, Z4
+	VMOVUPS 328(AX), Z30
+	VFMADD231PS Z30, Z23, Z5
+	VMOVUPS 392(AX), Z30
+	VFMADD231PS Z30, Z23, Z6
+	ADDQ R14, AX
+	VMOVUPS (AX), Z30
+	VFMADD231PS Z30, Z24, Z0
+	VMOVUPS 64(AX), Z30
+	VFMADD231PS Z30, Z24, Z1
+	VMOVUPS 128(AX), Z30
+	VFMADD231PS Z30, Z24, Z2
+	VMOVUPS 192(AX), Z30
+	VFMADD231PS Z30, Z24, Z3
+	VMOVUPS 256(AX), Z30
+	VFMADD231PS Z30, Z24, Z4
+	VMOVUPS 320(AX), Z30
+	VFMADD231PS Z30, Z24, Z5
+	VMOVUPS 384(AX), Z30
+	VFMADD231PS Z30, Z24, Z6
+	VMOVUPS 4(AX), Z30
+	VFMADD231PS Z30, Z25, Z0
+	VMOVUPS 68(AX), Z30
+	VFMADD231PS Z30, Z25, Z1
+	VMOVUPS 132(AX), Z30
+	VFMADD231PS Z30, Z25, Z2
+	VMOVUPS 196(AX), Z30
+	VFMADD231PS Z30, Z25, Z3
+	VMOVUPS 260(AX), Z30
+	VFMADD231PS Z30, Z25, Z4
+	VMOVUPS 324(AX), Z30
+	VFMADD231PS Z30, Z25, Z5
+	VMOVUPS 388(AX), Z30
+	VFMADD231PS Z30, Z25, Z6
+	VMOVUPS 8(AX), Z30
+	VFMADD231PS Z30, Z26, Z0
+	VMOVUPS 72(AX), Z30
+	VFMADD231PS Z30, Z26, Z1
+	VMOVUPS 136(AX), Z30
+	VFMADD231PS Z30, Z26, Z2
+	VMOVUPS 200(AX), Z30
+	VFMADD231PS Z30, Z26, Z3
+	VMOVUPS 264(AX), Z30
+	VFMADD231PS Z30, Z26, Z4
+	VMOVUPS 328(AX), Z30
+	VFMADD231PS Z30, Z26, Z5
+	VMOVUPS 392(AX), Z30
+	VFMADD231PS Z30, Z26, Z6
+	ADDQ R14, AX
+	VMOVUPS (AX), Z30
+	VFMADD231PS Z30, Z27, Z0
+	VMOVUPS 64(AX), Z30
+	VFMADD231PS Z30, Z27, Z1
+	VMOVUPS 128(AX), Z30
+	VFMADD231PS Z30, Z27, Z2
+	VMOVUPS 192(AX), Z30
+	VFMADD231PS Z30, Z27, Z3
+	VMOVUPS 256(AX), Z30
+	VFMADD231PS Z30, Z27, Z4
+	VMOVUPS 320(AX), Z30
+	VFMADD231PS Z30, Z27, Z5
+	VMOVUPS 384(AX), Z30
+	VFMADD231PS Z30, Z27, Z6
+	VMOVUPS 4(AX), Z30
+	VFMADD231PS Z30, Z28, Z0
+	VMOVUPS 68(AX), Z30
+	VFMADD231PS Z30, Z28, Z1
+	VMOVUPS 132(AX), Z30
+	VFMADD231PS Z30, Z28, Z2
+	VMOVUPS 196(AX), Z30
+	VFMADD231PS Z30, Z28, Z3
+	VMOVUPS 260(AX), Z30
+	VFMADD231PS Z30, Z28, Z4
+	VMOVUPS 324(AX), Z30
+	VFMADD231PS Z30, Z28, Z5
+	VMOVUPS 388(AX), Z30
+	VFMADD231PS Z30, Z28, Z6
+	VMOVUPS 8(AX), Z30
+	VFMADD231PS Z30, Z29, Z0
+	VMOVUPS 72(AX), Z30
+	VFMADD231PS Z30, Z29, Z1
+	VMOVUPS 136(AX), Z30
+	VFMADD231PS Z30, Z29, Z2
+	VMOVUPS 200(AX), Z30
+	VFMADD231PS Z30, Z29, Z3
+	VMOVUPS 264(AX), Z30
+	VFMADD231PS Z30, Z29, Z4
+	VMOVUPS 328(AX), Z30
+	VFMADD231PS Z30, Z29, Z5
+	VMOVUPS 392(AX), Z30
+	VFMADD231PS Z30, Z29, Z6
+	CMPQ relu+56(FP), $0
+	JEQ depthwise3x3Rows7AVX512r1s
+	VPXORD Z30, Z30, Z30
+	CMPQ relu+56(FP), $2
+	JEQ depthwise3x3Rows7AVX512r16
+	VMAXPS Z30, Z0, Z0
+	VMAXPS Z30, Z1, Z1
+	VMAXPS Z30, Z2, Z2
+	VMAXPS Z30, Z3, Z3
+	VMAXPS Z30, Z4, Z4
+	VMAXPS Z30, Z5, Z5
+	VMAXPS Z30, Z6, Z6
+	JMP depthwise3x3Rows7AVX512r1s
+depthwise3x3Rows7AVX512r16:
+	VMAXPS Z0, Z30, Z0
+	VMAXPS Z1, Z30, Z1
+	VMAXPS Z2, Z30, Z2
+	VMAXPS Z3, Z30, Z3
+	VMAXPS Z4, Z30, Z4
+	VMAXPS Z5, Z30, Z5
+	VMAXPS Z6, Z30, Z6
+	MOVL $0x40c00000, AX
+	VPBROADCASTD AX, Z30
+	VMINPS Z0, Z30, Z0
+	VMINPS Z1, Z30, Z1
+	VMINPS Z2, Z30, Z2
+	VMINPS Z3, Z30, Z3
+	VMINPS Z4, Z30, Z4
+	VMINPS Z5, Z30, Z5
+	VMINPS Z6, Z30, Z6
+depthwise3x3Rows7AVX512r1s:
+	MOVQ DI, BX
+	VMOVUPS Z0, (BX)
+	VMOVUPS Z1, 64(BX)
+	VMOVUPS Z2, 128(BX)
+	VMOVUPS Z3, 192(BX)
+	VMOVUPS Z4, 256(BX)
+	VMOVUPS Z5, 320(BX)
+	VMOVUPS Z6, K1, 384(BX)
+	ADDQ R14, SI
+	ADDQ R8, DI
+	SUBQ $1, R15
+	JMP depthwise3x3Rows7AVX512r1
+
+depthwise3x3Rows7AVX512done:
+	VZEROUPPER
+	RET
+
+// func depthwise3x3Rows8AVX512(w, x *float32, wq int, y *float32, ow, rows int, bias float32, relu int)
+// depthwiseKernels.rows for the taps (kh, kw) at kh·wq + kw, kh, kw < 3, and rows of
+// 113 to 128 outputs: 2 rows at a time (the rest one at a time), the same
+// sums in the same order as depthwiseRows8AVX512, so the same bits.
+TEXT ·depthwise3x3Rows8AVX512(SB), NOSPLIT, $0-64
+	MOVQ w+0(FP), R12
+	MOVQ x+8(FP), SI
+	MOVQ wq+16(FP), R14
+	SHLQ $2, R14
+	MOVQ y+24(FP), DI
+	MOVQ ow+32(FP), R13
+	MOVQ R13, R8
+	SHLQ $2, R8
+	MOVQ rows+40(FP), R15
+	MOVQ R13, CX
+	ANDQ $15, CX
+	MOVL $1, AX
+	SHLL CX, AX
+	DECL AX
+	TESTQ CX, CX
+	JNZ depthwise3x3Rows8AVX512mask
+	MOVL $0xffff, AX
+depthwise3x3Rows8AVX512mask:
+	KMOVW AX, K1
+	VBROADCASTSS (R12), Z21
+	VBROADCASTSS 4(R12), Z22
+	VBROADCASTSS 8(R12), Z23
+	VBROADCASTSS 12(R12), Z24
+	VBROADCASTSS 16(R12), Z25
+	VBROADCASTSS 20(R12), Z26
+	VBROADCASTSS 24(R12), Z27
+	VBROADCASTSS 28(R12), Z28
+	VBROADCASTSS 32(R12), Z29
+	VBROADCASTSS bias+48(FP), Z31
+
+depthwise3x3Rows8AVX512r2:
+	CMPQ R15, $2
+	JLT depthwise3x3Rows8AVX512r1
+	VMOVAPS Z31, Z0
+	VMOVAPS Z31, Z1
+	VMOVAPS Z31, Z2
+	VMOVAPS Z31, Z3
+	VMOVAPS Z31, Z4
+	VMOVAPS Z31, Z5
+	VMOVAPS Z31, Z6
+	VMOVAPS Z31, Z7
+	VMOVAPS Z31, Z8
+	VMOVAPS Z31, Z9
+	VMOVAPS Z31, Z10
+	VMOVAPS Z31, Z11
+	VMOVAPS Z31, Z12
+	VMOVAPS Z31, Z13
+	VMOVAPS Z31, Z14
+	VMOVAPS Z31, Z15
+	MOVQ SI, AX
+	VMOVUPS (AX), Z30
+	VFMADD231PS Z30, Z21, Z0
+	VMOVUPS 64(AX), Z30
+	VFMADD231PS Z30, Z21, Z1
+	VMOVUPS 128(AX), Z30
+	VFMADD231PS Z30, Z21, Z2
+	VMOVUPS 192(AX), Z30
+	VFMADD231PS Z30, Z21, Z3
+	VMOVUPS 256(AX), Z30
+	VFMADD231PS Z30, Z21, Z4
+	VMOVUPS 320(AX), Z30
+	VFMADD231PS Z30, Z21, Z5
+	VMOVUPS 384(AX), Z30
+	VFMADD231PS Z30, Z21, Z6
+	VMOVUPS 448(AX), Z30
+	VFMADD231PS Z30, Z21, Z7
+	VMOVUPS 4(AX), Z30
+	VFMADD231PS Z30, Z22, Z0
+	VMOVUPS 68(AX), Z30
+	VFMADD231PS Z30, Z22, Z1
+	VMOVUPS 132(AX), Z30
+	VFMADD231PS Z30, Z22, Z2
+	VMOVUPS 196(AX), Z30
+	VFMADD231PS Z30, Z22, Z3
+	VMOVUPS 260(AX), Z30
+	VFMADD231PS Z30, Z22, Z4
+	VMOVUPS 324(AX), Z30
+	VFMADD231PS Z30, Z22, Z5
+	VMOVUPS 388(AX), Z30
+	VFMADD231PS Z30, Z22, Z6
+	VMOVUPS 452(AX), Z30
+	VFMADD231PS Z30, Z22, Z7
+	VMOVUPS 8(AX), Z30
+	VFMADD231PS Z30, Z23, Z0
+	VMOVUPS 72(AX), Z30
+	VFMADD231PS Z30, Z23, Z1
+	VMOVUPS 136(AX), Z30
+	VFMADD231PS Z30, Z23, Z2
+	VMOVUPS 200(AX), Z30
+	VFMADD231PS Z30, Z23, Z3
+	VMOVUPS 264(AX), Z30
+	VFMADD231PS Z30, Z23, Z4
+	VMOVUPS 328(AX), Z30
+	VFMADD231PS Z30, Z23, Z5
+	VMOVUPS 392(AX), Z30
+	VFMADD231PS Z30, Z23, Z6
+	VMOVUPS 456(AX), Z30
+	VFMADD231PS Z30, Z23, Z7
+	ADDQ R14, AX
+	VMOVUPS (AX), Z30
+	VFMADD231PS Z30, Z24, Z0
+	VFMADD231PS Z30, Z21, Z8
+	VMOVUPS 64(AX), Z30
+	VFMADD231PS Z30, Z24, Z1
+	VFMADD231PS Z30, Z21, Z9
+	VMOVUPS 128(AX), Z30
+	VFMADD231PS Z30, Z24, Z2
+	VFMADD231PS Z30, Z21, Z10
+	VMOVUPS 192(AX), Z30
+	VFMADD231PS Z30, Z24, Z3
+	VFMADD231PS Z30, Z21, Z11
+	VMOVUPS 256(AX), Z30
+	VFMADD231PS Z30, Z24, Z4
+	VFMADD231PS Z30, Z21, Z12
+	VMOVUPS 320(AX), Z30
+	VFMADD231PS Z30, Z24, Z5
+	VFMADD231PS Z30, Z21, Z13
+	VMOVUPS 384(AX), Z30
+	VFMADD231PS Z30, Z24, Z6
+	VFMADD231PS Z30, Z21, Z14
+	VMOVUPS 448(AX), Z30
+	VFMADD231PS Z30, Z24, Z7
+	VFMADD231PS Z30, Z21, Z15
+	VMOVUPS 4(AX), Z30
+	VFMADD231PS Z30, Z25, Z0
+	VFMADD231PS Z30, Z22, Z8
+	VMOVUPS 68(AX), Z30
+	VFMADD231PS Z30, Z25, Z1
+	VFMADD231PS Z30, Z22, Z9
+	VMOVUPS 132(AX), Z30
+	VFMADD231PS Z30, Z25, Z2
+	VFMADD231PS Z30, Z22, Z10
+	VMOVUPS 196(AX), Z30
+	VFMADD231PS Z30, Z25, Z3
+	VFMADD231PS Z30, Z22, Z11
+	VMOVUPS 260(AX), Z30
+	VFMADD231PS Z30, Z25, Z4
+	VFMADD231PS Z30, Z22, Z12
+	VMOVUPS 324(AX), Z30
+	VFMADD231PS Z30, Z25, Z5
+	VFMADD231PS Z30, Z22, Z13
+	VMOVUPS 388(AX), Z30
+	VFMADD231PS Z30, Z25, Z6
+	VFMADD231PS Z30, Z22, Z14
+	VMOVUPS 452(AX), Z30
+	VFMADD231PS Z30, Z25, Z7
+	VFMADD231PS Z30, Z22, Z15
+	VMOVUPS 8(AX), Z30
+	VFMADD231PS Z30, Z26, Z0
+	VFMADD231PS Z30, Z23, Z8
+	VMOVUPS 72(AX), Z30
+	VFMADD231PS Z30, Z26, Z1
+	VFMADD231PS Z30, Z23, Z9
+	VMOVUPS 136(AX), Z30
+	VFMADD231PS Z30, Z26, Z2
+	VFMADD231PS Z30, Z23, Z10
+	VMOVUPS 200(AX), Z30
+	VFMADD231PS Z30, Z26, Z3
+	VFMADD231PS Z30, Z23, Z11
+	VMOVUPS 264(AX), Z30
+	VFMADD231PS Z30, Z26, Z4
+	VFMADD231PS Z30, Z23, Z12
+	VMOVUPS 328(AX), Z30
+	VFMADD231PS Z30, Z26, Z5
+	VFMADD231PS Z30, Z23, Z13
+	VMOVUPS 392(AX), Z30
+	VFMADD231PS Z30, Z26, Z6
+	VFMADD231PS Z30, Z23, Z14
+	VMOVUPS 456(AX), Z30
+	VFMADD231PS Z30, Z26, Z7
+	VFMADD231PS Z30, Z23, Z15
+	ADDQ R14, AX
+	VMOVUPS (AX), Z30
+	VFMADD231PS Z30, Z27, Z0
+	VFMADD231PS Z30, Z24, Z8
+	VMOVUPS 64(AX), Z30
+	VFMADD231PS Z30, Z27, Z1
+	VFMADD231PS Z30, Z24, Z9
+	VMOVUPS 128(AX), Z30
+	VFMADD231PS Z30, Z27, Z2
+	VFMADD231PS Z30, Z24, Z10
+	VMOVUPS 192(AX), Z30
+	VFMADD231PS Z30, Z27, Z3
+	VFMADD231PS Z30, Z24, Z11
+	VMOVUPS 256(AX), Z30
+	VFMADD231PS Z30, Z27, Z4
+	VFMADD231PS Z30, Z24, Z12
+	VMOVUPS 320(AX), Z30
+	VFMADD231PS Z30, Z27, Z5
+	VFMADD231PS Z30, Z24, Z13
+	VMOVUPS 384(AX), Z30
+	VFMADD231PS Z30, Z27, Z6
+	VFMADD231PS Z30, Z24, Z14
+	VMOVUPS 448(AX), Z30
+	VFMADD231PS Z30, Z27, Z7
+	VFMADD231PS Z30, Z24, Z15
+	VMOVUPS 4(AX), Z30
+	VFMADD231PS Z30, Z28, Z0
+	VFMADD231PS Z30, Z25, Z8
+	VMOVUPS 68(AX), Z30
+	VFMADD231PS Z30, Z28, Z1
+	VFMADD231PS Z30, Z25, Z9
+	VMOVUPS 132(AX), Z30
+	VFMADD231PS Z30, Z28, Z2
+	VFMADD231PS Z30, Z25, Z10
+	VMOVUPS 196(AX), Z30
+	VFMADD231PS Z30, Z28, Z3
+	VFMADD231PS Z30, Z25, Z11
+	VMOVUPS 260(AX), Z30
+	VFMADD231PS Z30, Z28, Z4
+	VFMADD231PS Z30, Z25, Z12
+	VMOVUPS 324(AX), Z30
+	VFMADD231PS Z30, Z28, Z5
+	VFMADD231PS Z30, Z25, Z13
+	VMOVUPS 388(AX), Z30
+	VFMADD231PS Z30, Z28, Z6
+	VFMADD231PS Z30, Z25, Z14
+	VMOVUPS 452(AX), Z30
+	VFMADD231PS Z30, Z28, Z7
+	VFMADD231PS Z30, Z25, Z15
+	VMOVUPS 8(AX), Z30
+	VFMADD231PS Z30, Z29, Z0
+	VFMADD231PS Z30, Z26, Z8
+	VMOVUPS 72(AX), Z30
+	VFMADD231PS Z30, Z29, Z1
+	VFMADD231PS Z30, Z26, Z9
+	VMOVUPS 136(AX), Z30
+	VFMADD231PS Z30, Z29, Z2
+	VFMADD231PS Z30, Z26, Z10
+	VMOVUPS 200(AX), Z30
+	VFMADD231PS Z30, Z29, Z3
+	VFMADD231PS Z30, Z26, Z11
+	VMOVUPS 264(AX), Z30
+	VFMADD231PS Z30, Z29, Z4
+	VFMADD231PS Z30, Z26, Z12
+	VMOVUPS 328(AX), Z30
+	VFMADD231PS Z30, Z29, Z5
+	VFMADD231PS Z30, Z26, Z13
+	VMOVUPS 392(AX), Z30
+	VFMADD231PS Z30, Z29, Z6
+	VFMADD231PS Z30, Z26, Z14
+	VMOVUPS 456(AX), Z30
+	VFMADD231PS Z30, Z29, Z7
+	VFMADD231PS Z30, Z26, Z15
+	ADDQ R14, AX
+	VMOVUPS (AX), Z30
+	VFMADD231PS Z30, Z27, Z8
+	VMOVUPS 64(AX), Z30
+	VFMADD231PS Z30, Z27, Z9
+	VMOVUPS 128(AX), Z30
+	VFMADD231PS Z30, Z27, Z10
+	VMOVUPS 192(AX), Z30
+	VFMADD231PS Z30, Z27, Z11
+	VMOVUPS 256(AX), Z30
+	VFMADD231PS Z30, Z27, Z12
+	VMOVUPS 320(AX), Z30
+	VFMADD231PS Z30, Z27, Z13
+	VMOVUPS 384(AX), Z30
+	VFMADD231PS Z30, Z27, Z14
+	VMOVUPS 448(AX), Z30
+	VFMADD231PS Z30, Z27, Z15
+	VMOVUPS 4(AX), Z30
+	VFMADD231PS Z30, Z28, Z8
+	VMOVUPS 68(AX), Z30
+	VFMADD231PS Z30, Z28, Z9
+	VMOVUPS 132(AX), Z30
+	VFMADD231PS Z30, Z28, Z10
+	VMOVUPS 196(AX), Z30
+	VFMADD231PS Z30, Z28, Z11
+	VMOVUPS 260(AX), Z30
+	VFMADD231PS Z30, Z28, Z12
+	VMOVUPS 324(AX), Z30
+	VFMADD231PS Z30, Z28, Z13
+	VMOVUPS 388(AX), Z30
+	VFMADD231PS Z30, Z28, Z14
+	VMOVUPS 452(AX), Z30
+	VFMADD231PS Z30, Z28, Z15
+	VMOVUPS 8(AX), Z30
+	VFMADD231PS Z30, Z29, Z8
+	VMOVUPS 72(AX), Z30
+	VFMADD231PS Z30, Z29, Z9
+	VMOVUPS 136(AX), Z30
+	VFMADD231PS Z30, Z29, Z10
+	VMOVUPS 200(AX), Z30
+	VFMADD231PS Z30, Z29, Z11
+	VMOVUPS 264(AX), Z30
+	VFMADD231PS Z30, Z29, Z12
+	VMOVUPS 328(AX), Z30
+	VFMADD231PS Z30, Z29, Z13
+	VMOVUPS 392(AX), Z30
+	VFMADD231PS Z30, Z29, Z14
+	VMOVUPS 456(AX), Z30
+	VFMADD231PS Z30, Z29, Z15
+	CMPQ relu+56(FP), $0
+	JEQ depthwise3x3Rows8AVX512r2s
+	VPXORD Z30, Z30, Z30
+	CMPQ relu+56(FP), $2
+	JEQ depthwise3x3Rows8AVX512r26
+	VMAXPS Z30, Z0, Z0
+	VMAXPS Z30, Z1, Z1
+	VMAXPS Z30, Z2, Z2
+	VMAXPS Z30, Z3, Z3
+	VMAXPS Z30, Z4, Z4
+	VMAXPS Z30, Z5, Z5
+	VMAXPS Z30, Z6, Z6
+	VMAXPS Z30, Z7, Z7
+	VMAXPS Z30, Z8, Z8
+	VMAXPS Z30, Z9, Z9
+	VMAXPS Z30, Z10, Z10
+	VMAXPS Z30, Z11, Z11
+	VMAXPS Z30, Z12, Z12
+	VMAXPS Z30, Z13, Z13
+	VMAXPS Z30, Z14, Z14
+	VMAXPS Z30, Z15, Z15
+	JMP depthwise3x3Rows8AVX512r2s
+depthwise3x3Rows8AVX512r26:
+	VMAXPS Z0, Z30, Z0
+	VMAXPS Z1, Z30, Z1
+	VMAXPS Z2, Z30, Z2
+	VMAXPS Z3, Z30, Z3
+	VMAXPS Z4, Z30, Z4
+	VMAXPS Z5, Z30, Z5
+	VMAXPS Z6, Z30, Z6
+	VMAXPS Z7, Z30, Z7
+	VMAXPS Z8, Z30, Z8
+	VMAXPS Z9, Z30, Z9
+	VMAXPS Z10, Z30, Z10
+	VMAXPS Z11, Z30, Z11
+	VMAXPS Z12, Z30, Z12
+	VMAXPS Z13, Z30, Z13
+	VMAXPS Z14, Z30, Z14
+	VMAXPS Z15, Z30, Z15
+	MOVL $0x40c00000, AX
+	VPBROADCASTD AX, Z30
+	VMINPS Z0, Z30, Z0
+	VMINPS Z1, Z30, Z1
+	VMINPS Z2, Z30, Z2
+	VMINPS Z3, Z30, Z3
+	VMINPS Z4, Z30, Z4
+	VMINPS Z5, Z30, Z5
+	VMINPS Z6, Z30, Z6
+	VMINPS Z7, Z30, Z7
+	VMINPS Z8, Z30, Z8
+	VMINPS Z9, Z30, Z9
+	VMINPS Z10, Z30, Z10
+	VMINPS Z11, Z30, Z11
+	VMINPS Z12, Z30, Z12
+	VMINPS Z13, Z30, Z13
+	VMINPS Z14, Z30, Z14
+	VMINPS Z15, Z30, Z15
+depthwise3x3Rows8AVX512r2s:
+	MOVQ DI, BX
+	VMOVUPS Z0, (BX)
+	VMOVUPS Z1, 64(BX)
+	VMOVUPS Z2, 128(BX)
+	VMOVUPS Z3, 192(BX)
+	VMOVUPS Z4, 256(BX)
+	VMOVUPS Z5, 320(BX)
+	VMOVUPS Z6, 384(BX)
+	VMOVUPS Z7, K1, 448(BX)
+	ADDQ R8, BX
+	VMOVUPS Z8, (BX)
+	VMOVUPS Z9, 64(BX)
+	VMOVUPS Z10, 128(BX)
+	VMOVUPS Z11, 192(BX)
+	VMOVUPS Z12, 256(BX)
+	VMOVUPS Z13, 320(BX)
+	VMOVUPS Z14, 384(BX)
+	VMOVUPS Z15, K1, 448(BX)
+	ADDQ R14, SI
+	ADDQ R8, DI
+	ADDQ R14, SI
+	ADDQ R8, DI
+	SUBQ $2, R15
+	JMP depthwise3x3Rows8AVX512r2
+
+depthwise3x3Rows8AVX512r1:
+	CMPQ R15, $1
+	JLT depthwise3x3Rows8AVX512done
+	VMOVAPS Z31, Z0
+	VMOVAPS Z31, Z1
+	VMOVAPS Z31, Z2
+	VMOVAPS Z31, Z3
+	VMOVAPS Z31, Z4
+	VMOVAPS Z31, Z5
+	VMOVAPS Z31, Z6
+	VMOVAPS Z31, Z7
+	MOVQ SI, AX
+	VMOVUPS (AX), Z30
+	VFMADD231PS Z30, Z21, Z0
+	VMOVUPS 64(AX), Z30
+	VFMADD231PS Z30, Z21, Z1
+	VMOVUPS 128(AX), Z30
+	VFMADD231PS Z30, Z21, Z2
+	VMOVUPS 192(AX), Z30
+	VFMADD231PS Z30, Z21, Z3
+	VMOVUPS 256(AX), Z30
+	VFMADD231PS Z30, Z21, Z4
+	VMOVUPS 320(AX), Z30
+	VFMADD231PS Z30, Z21, Z5
+	VMOVUPS 384(AX), Z30
+	VFMADD231PS Z30, Z21, Z6
+	VMOVUPS 448(AX), Z30
+	VFMADD231PS Z30, Z21, Z7
+	VMOVUPS 4(AX), Z30
+	VFMADD231PS Z30, Z22, Z0
+	VMOVUPS 68(AX), Z30
+	VFMADD231PS Z30, Z22, Z1
+	VMOVUPS 132(AX), Z30
+	VFMADD231PS Z30, Z22, Z2
+	VMOVUPS 196(AX), Z30
+	VFMADD231PS Z30, Z22, Z3
+	VMOVUPS 260(AX), Z30
+	VFMADD231PS Z30, Z22, Z4
+	VMOVUPS 324(AX), Z30
+	VFMADD231PS Z30, Z22, Z5
+	VMOVUPS 388(AX), Z30
+	VFMADD231PS Z30, Z22, Z6
+	VMOVUPS 452(AX), Z30
+	VFMADD231PS Z30, Z22, Z7
+	VMOVUPS 8(AX), Z30
+	VFMADD231PS Z30, Z23, Z0
+	VMOVUPS 72(AX), Z30
+	VFMADD231PS Z30, Z23, Z1
+	VMOVUPS 136(AX), Z30
+	VFMADD231PS Z30, Z23, Z2
+	VMOVUPS 200(AX), Z30
+	VFMADD231PS Z30, Z23, Z3
+	VMOVUPS 264(AX), Z30
+	VFMADD231PS Z30, Z23, Z4
+	VMOVUPS 328(AX), Z30
+	VFMADD231PS Z30, Z23, Z5
+	VMOVUPS 392(AX), Z30
+	VFMADD231PS Z30, Z23, Z6
+	VMOVUPS 456(AX), Z30
+	VFMADD231PS Z30, Z23, Z7
+	ADDQ R14, AX
+	VMOVUPS (AX), Z30
+	VFMADD231PS Z30, Z24, Z0
+	VMOVUPS 64(AX), Z30
+	VFMADD231PS Z30, Z24, Z1
+	VMOVUPS 128(AX), Z30
+	VFMADD231PS Z30, Z24, Z2
+	VMOVUPS 192(AX), Z30
+	VFMADD231PS Z30, Z24, Z3
+	VMOVUPS 256(AX), Z30
+	VFMADD231PS Z30, Z24, Z4
+	VMOVUPS 320(AX), Z30
+	VFMADD231PS Z30, Z24, Z5
+	VMOVUPS 384(AX), Z30
+	VFMADD231PS Z30, Z24, Z6
+	VMOVUPS 448(AX), Z30
+	VFMADD231PS Z30, Z24, Z7
+	VMOVUPS 4(AX), Z30
+	VFMADD231PS Z30, Z25, Z0
+	VMOVUPS 68(AX), Z30
+	VFMADD231PS Z30, Z25, Z1
+	VMOVUPS 132(AX), Z30
+	VFMADD231PS Z30, Z25, Z2
+	VMOVUPS 196(AX), Z30
+	VFMADD231PS Z30, Z25, Z3
+	VMOVUPS 260(AX), Z30
+	VFMADD231PS Z30, Z25, Z4
+	VMOVUPS 324(AX), Z30
+	VFMADD231PS Z30, Z25, Z5
+	VMOVUPS 388(AX), Z30
+	VFMADD231PS Z30, Z25, Z6
+	VMOVUPS 452(AX), Z30
+	VFMADD231PS Z30, Z25, Z7
+	VMOVUPS 8(AX), Z30
+	VFMADD231PS Z30, Z26, Z0
+	VMOVUPS 72(AX), Z30
+	VFMADD231PS Z30, Z26, Z1
+	VMOVUPS 136(AX), Z30
+	VFMADD231PS Z30, Z26, Z2
+	VMOVUPS 200(AX), Z30
+	VFMADD231PS Z30, Z26, Z3
+	VMOVUPS 264(AX), Z30
+	VFMADD231PS Z30, Z26, Z4
+	VMOVUPS 328(AX), Z30
+	VFMADD231PS Z30, Z26, Z5
+	VMOVUPS 392(AX), Z30
+	VFMADD231PS Z30, Z26, Z6
+	VMOVUPS 456(AX), Z30
+	VFMADD231PS Z30, Z26, Z7
+	ADDQ R14, AX
+	VMOVUPS (AX), Z30
+	VFMADD231PS Z30, Z27, Z0
+	VMOVUPS 64(AX), Z30
+	VFMADD231PS Z30, Z27, Z1
+	VMOVUPS 128(AX), Z30
+	VFMADD231PS Z30, Z27, Z2
+	VMOVUPS 192(AX), Z30
+	VFMADD231PS Z30, Z27, Z3
+	VMOVUPS 256(AX), Z30
+	VFMADD231PS Z30, Z27, Z4
+	VMOVUPS 320(AX), Z30
+	VFMADD231PS Z30, Z27, Z5
+	VMOVUPS 384(AX), Z30
+	VFMADD231PS Z30, Z27, Z6
+	VMOVUPS 448(AX), Z30
+	VFMADD231PS Z30, Z27, Z7
+	VMOVUPS 4(AX), Z30
+	VFMADD231PS Z30, Z28, Z0
+	VMOVUPS 68(AX), Z30
+	VFMADD231PS Z30, Z28, Z1
+	VMOVUPS 132(AX), Z30
+	VFMADD231PS Z30, Z28, Z2
+	VMOVUPS 196(AX), Z30
+	VFMADD231PS Z30, Z28, Z3
+	VMOVUPS 260(AX), Z30
+	VFMADD231PS Z30, Z28, Z4
+	VMOVUPS 324(AX), Z30
+	VFMADD231PS Z30, Z28, Z5
+	VMOVUPS 388(AX), Z30
+	VFMADD231PS Z30, Z28, Z6
+	VMOVUPS 452(AX), Z30
+	VFMADD231PS Z30, Z28, Z7
+	VMOVUPS 8(AX), Z30
+	VFMADD231PS Z30, Z29, Z0
+	VMOVUPS 72(AX), Z30
+	VFMADD231PS Z30, Z29, Z1
+	VMOVUPS 136(AX), Z30
+	VFMADD231PS Z30, Z29, Z2
+	VMOVUPS 200(AX), Z30
+	VFMADD231PS Z30, Z29, Z3
+	VMOVUPS 264(AX), Z30
+	VFMADD231PS Z30, Z29, Z4
+	VMOVUPS 328(AX), Z30
+	VFMADD231PS Z30, Z29, Z5
+	VMOVUPS 392(AX), Z30
+	VFMADD231PS Z30, Z29, Z6
+	VMOVUPS 456(AX), Z30
+	VFMADD231PS Z30, Z29, Z7
+	CMPQ relu+56(FP), $0
+	JEQ depthwise3x3Rows8AVX512r1s
+	VPXORD Z30, Z30, Z30
+	CMPQ relu+56(FP), $2
+	JEQ depthwise3x3Rows8AVX512r16
+	VMAXPS Z30, Z0, Z0
+	VMAXPS Z30, Z1, Z1
+	VMAXPS Z30, Z2, Z2
+	VMAXPS Z30, Z3, Z3
+	VMAXPS Z30, Z4, Z4
+	VMAXPS Z30, Z5, Z5
+	VMAXPS Z30, Z6, Z6
+	VMAXPS Z30, Z7, Z7
+	JMP depthwise3x3Rows8AVX512r1s
+depthwise3x3Rows8AVX512r16:
+	VMAXPS Z0, Z30, Z0
+	VMAXPS Z1, Z30, Z1
+	VMAXPS Z2, Z30, Z2
+	VMAXPS Z3, Z30, Z3
+	VMAXPS Z4, Z30, Z4
+	VMAXPS Z5, Z30, Z5
+	VMAXPS Z6, Z30, Z6
+	VMAXPS Z7, Z30, Z7
+	MOVL $0x40c00000, AX
+	VPBROADCASTD AX, Z30
+	VMINPS Z0, Z30, Z0
+	VMINPS Z1, Z30, Z1
+	VMINPS Z2, Z30, Z2
+	VMINPS Z3, Z30, Z3
+	VMINPS Z4, Z30, Z4
+	VMINPS Z5, Z30, Z5
+	VMINPS Z6, Z30, Z6
+	VMINPS Z7, Z30, Z7
+depthwise3x3Rows8AVX512r1s:
+	MOVQ DI, BX
+	VMOVUPS Z0, (BX)
+	VMOVUPS Z1, 64(BX)
+	VMOVUPS Z2, 128(BX)
+	VMOVUPS Z3, 192(BX)
+	VMOVUPS Z4, 256(BX)
+	VMOVUPS Z5, 320(BX)
+	VMOVUPS Z6, 384(BX)
+	VMOVUPS Z7, K1, 448(BX)
+	ADDQ R14, SI
+	ADDQ R8, DI
+	SUBQ $1, R15
+	JMP depthwise3x3Rows8AVX512r1
+
+depthwise3x3Rows8AVX512done:
+	VZEROUPPER
+	RET
+
 // func depthwiseDWAVX512(groups int, offs *int, x, dy *float32, n int, acc *float32)
 // For each group q < groups of 4 taps and lane l < 16: acc[(4q+k)·16+l] =
 // Σ_i dy[i·16+l]·x[offs[4q+k]+i·16+l] over i < n/16, n a multiple of 16:

@@ -3,7 +3,8 @@
 // conv_depthwise_gen.go writes conv_depthwise_amd64.s, the depthwise
 // convolution's kernels (conv_depthwise.go): the flat kernels (AVX-512
 // and AVX2, blocks of 8, 4 and 1 vectors) and the AVX-512 row kernels
-// (rows of 1 to 8 vectors, 8/V rows at a time). Each is a loop over the
+// (rows of 1 to 8 vectors, 8/V rows at a time), and the grouped method's
+// row kernels (rows of 1 to 8 vectors for up to 8 filters at a time). Each is a loop over the
 // taps around a fully unrolled block of accumulators; generating them
 // from loops keeps the registers readable. Run it with `go generate` in
 // rt/cpu and commit the .s file: produced programs copy rt/cpu and must
@@ -37,6 +38,14 @@ func main() {
 	flat(&w, "depthwiseFwdAVX2", "Y", 8, 15)
 	for v := 1; v <= 8; v++ {
 		rows(&w, v)
+	}
+	for v := 1; v <= 8; v++ {
+		for r := 1; r <= groupedFilters(v); r++ {
+			filterRows(&w, v, r)
+		}
+	}
+	for v := 1; v <= 8; v++ {
+		rows3x3(&w, v)
 	}
 	dots(&w, "depthwiseDWAVX512", "Z", 16)
 	dots(&w, "depthwiseDWAVX2", "Y", 8)
@@ -224,6 +233,250 @@ func rows(w *asm, v int) {
 	w.l("VZEROUPPER")
 	w.l("RET")
 	w.WriteString("\n")
+}
+
+// groupedFilters is the most filters filterRows takes for rows of v
+// vectors: r·v accumulators, v input vectors and a broadcast weight in 32
+// registers, at most 8.
+func groupedFilters(v int) int { return min(8, (31-v)/v) }
+
+// filterRows writes the AVX-512 row kernel of r filters over the same
+// input rows of v vectors: each tap's v input vectors are loaded once and
+// multiplied by each filter's broadcast weight, where the depthwise row
+// kernel loads them once a filter (a split 64-byte load takes two of the
+// load ports' slots on Zen 4: the loads, not the multiply-adds, bound it).
+func filterRows(w *asm, v, r int) {
+	name := fmt.Sprintf("groupedRows%dx%dAVX512", v, r)
+	w.c("func %s(taps int, offs *int, w, x *float32, wq int, y *float32, ldy, ow, rows int, bias *float32, relu int)", name)
+	w.c("For each filter f < %d and row i < rows: y[f·ldy + i·ow + j] = bias[f] +", r)
+	w.c("Σ_t w[t·%d+f]·x[i·wq+offs[t]+j] for j < ow (%d to %d outputs, %d vectors, the", r, 16*(v-1)+1, 16*v, v)
+	w.c("last under the mask of ow mod 16 lanes), a row at a time in %d accumulators;", r*v)
+	w.c("relu 1 applies ReLU, relu 2 ReLU6 (the depthwise row kernels' bits).")
+	w.WriteString(fmt.Sprintf("TEXT ·%s(SB), NOSPLIT, $0-88\n", name))
+	w.l("MOVQ taps+0(FP), R10")
+	w.l("MOVQ offs+8(FP), R11")
+	w.l("MOVQ x+24(FP), SI")
+	w.l("MOVQ wq+32(FP), R14")
+	w.l("SHLQ $2, R14")
+	w.l("MOVQ y+40(FP), DI")
+	w.l("MOVQ ldy+48(FP), R9")
+	w.l("SHLQ $2, R9")
+	w.l("MOVQ ow+56(FP), R13")
+	w.l("MOVQ R13, R8")
+	w.l("SHLQ $2, R8")
+	w.l("MOVQ rows+64(FP), R15")
+	w.l("MOVQ bias+72(FP), DX")
+	// K1: the low ow mod 16 lanes, or all of them.
+	w.l("MOVQ R13, CX")
+	w.l("ANDQ $15, CX")
+	w.l("MOVL $1, AX")
+	w.l("SHLL CX, AX")
+	w.l("DECL AX")
+	w.l("TESTQ CX, CX")
+	w.l("JNZ %smask", name)
+	w.l("MOVL $0xffff, AX")
+	w.label(name + "mask")
+	w.l("KMOVW AX, K1")
+	w.l("TESTQ R15, R15")
+	w.l("JEQ %sdone", name)
+	acc := func(f, i int) int { return f*v + i }
+	xr := func(i int) int { return r*v + i }
+	wr := r*v + v
+	w.label(name + "row")
+	for f := 0; f < r; f++ {
+		w.l("VBROADCASTSS %s, Z%d", off(f, 4, "DX"), acc(f, 0))
+		for i := 1; i < v; i++ {
+			w.l("VMOVAPS Z%d, Z%d", acc(f, 0), acc(f, i))
+		}
+	}
+	w.l("XORQ CX, CX")
+	w.l("MOVQ w+16(FP), R12")
+	w.label(name + "t")
+	w.l("MOVQ (R11)(CX*8), AX")
+	w.l("LEAQ (SI)(AX*4), AX")
+	for i := 0; i < v; i++ {
+		w.l("VMOVUPS %s, Z%d", off(i, 64, "AX"), xr(i))
+	}
+	for f := 0; f < r; f++ {
+		w.l("VBROADCASTSS %s, Z%d", off(f, 4, "R12"), wr)
+		for i := 0; i < v; i++ {
+			w.l("VFMADD231PS Z%d, Z%d, Z%d", xr(i), wr, acc(f, i))
+		}
+	}
+	w.l("ADDQ $%d, R12", 4*r)
+	w.l("INCQ CX")
+	w.l("CMPQ CX, R10")
+	w.l("JLT %st", name)
+	// The input registers are free now: zero and 6 for the activations.
+	w.l("VPXORD Z%d, Z%d, Z%d", xr(0), xr(0), xr(0))
+	w.l("MOVL $0x40c00000, AX") // 6.0
+	w.l("VPBROADCASTD AX, Z%d", wr)
+	w.l("CMPQ relu+80(FP), $0")
+	w.l("JEQ %ss", name)
+	w.l("CMPQ relu+80(FP), $2")
+	w.l("JEQ %s6", name)
+	for a := 0; a < r*v; a++ {
+		w.l("VMAXPS Z%d, Z%d, Z%d", xr(0), a, a)
+	}
+	w.l("JMP %ss", name)
+	w.label(name + "6")
+	for a := 0; a < r*v; a++ {
+		w.l("VMAXPS Z%d, Z%d, Z%d", a, xr(0), a)
+		w.l("VMINPS Z%d, Z%d, Z%d", a, wr, a)
+	}
+	w.label(name + "s")
+	w.l("MOVQ DI, BX")
+	for f := 0; f < r; f++ {
+		if f > 0 {
+			w.l("ADDQ R9, BX")
+		}
+		for i := 0; i < v; i++ {
+			mask := ""
+			if i == v-1 {
+				mask = "K1, "
+			}
+			w.l("VMOVUPS Z%d, %s%s", acc(f, i), mask, off(i, 64, "BX"))
+		}
+	}
+	w.l("ADDQ R14, SI")
+	w.l("ADDQ R8, DI")
+	w.l("DECQ R15")
+	w.l("JNZ %srow", name)
+	w.label(name + "done")
+	w.l("VZEROUPPER")
+	w.l("RET")
+	w.WriteString("\n")
+}
+
+// rows3x3Rows is how many output rows rows3x3 computes at a time for
+// rows of v vectors: r·v accumulators beside the 9 weights and an input
+// vector in 32 registers, at most 8.
+func rows3x3Rows(v int) int { return min(8, 21/v) }
+
+// rows3x3 writes the AVX-512 row kernel of a 3×3 stride-1 undilated
+// depthwise filter for rows of v vectors: r output rows at a time share
+// the loads of their r+2 input rows, each input vector loaded once for
+// the up to 3 rows that read it, where the row kernel loads it once a
+// tap and row (9 loads an output vector against 3(r+2)/r).
+func rows3x3(w *asm, v int) {
+	r := rows3x3Rows(v)
+	name := fmt.Sprintf("depthwise3x3Rows%dAVX512", v)
+	w.c("func %s(w, x *float32, wq int, y *float32, ow, rows int, bias float32, relu int)", name)
+	w.c("depthwiseKernels.rows for the taps (kh, kw) at kh·wq + kw, kh, kw < 3, and rows of")
+	w.c("%d to %d outputs: %d rows at a time (the rest one at a time), the same", 16*(v-1)+1, 16*v, r)
+	w.c("sums in the same order as depthwiseRows%dAVX512, so the same bits.", v)
+	w.WriteString(fmt.Sprintf("TEXT ·%s(SB), NOSPLIT, $0-64\n", name))
+	w.l("MOVQ w+0(FP), R12")
+	w.l("MOVQ x+8(FP), SI")
+	w.l("MOVQ wq+16(FP), R14")
+	w.l("SHLQ $2, R14")
+	w.l("MOVQ y+24(FP), DI")
+	w.l("MOVQ ow+32(FP), R13")
+	w.l("MOVQ R13, R8")
+	w.l("SHLQ $2, R8")
+	w.l("MOVQ rows+40(FP), R15")
+	w.l("MOVQ R13, CX")
+	w.l("ANDQ $15, CX")
+	w.l("MOVL $1, AX")
+	w.l("SHLL CX, AX")
+	w.l("DECL AX")
+	w.l("TESTQ CX, CX")
+	w.l("JNZ %smask", name)
+	w.l("MOVL $0xffff, AX")
+	w.label(name + "mask")
+	w.l("KMOVW AX, K1")
+	wreg := func(t int) int { return 21 + t } // Z21–Z29: the 9 weights
+	for t := 0; t < 9; t++ {
+		w.l("VBROADCASTSS %s, Z%d", off(t, 4, "R12"), wreg(t))
+	}
+	const xr, bias = 30, 31
+	w.l("VBROADCASTSS bias+48(FP), Z%d", bias)
+	blocks := []int{r}
+	if r > 1 {
+		blocks = append(blocks, 1)
+	}
+	for k, rr := range blocks {
+		lbl := fmt.Sprintf("%sr%d", name, rr)
+		next := name + "done"
+		if k+1 < len(blocks) {
+			next = fmt.Sprintf("%sr%d", name, blocks[k+1])
+		}
+		w.WriteString("\n")
+		w.label(lbl)
+		w.l("CMPQ R15, $%d", rr)
+		w.l("JLT %s", next)
+		for a := 0; a < rr*v; a++ {
+			w.l("VMOVAPS Z%d, Z%d", bias, a)
+		}
+		// Input row q (of rr+2) feeds output row o with kh = q − o.
+		w.l("MOVQ SI, AX")
+		for q := 0; q < rr+2; q++ {
+			if q > 0 {
+				w.l("ADDQ R14, AX")
+			}
+			for kw := 0; kw < 3; kw++ {
+				for i := 0; i < v; i++ {
+					w.l("VMOVUPS %s, Z%d", memOff(4*kw+64*i, "AX"), xr)
+					for o := 0; o < rr; o++ {
+						if kh := q - o; kh >= 0 && kh < 3 {
+							w.l("VFMADD231PS Z%d, Z%d, Z%d", xr, wreg(kh*3+kw), o*v+i)
+						}
+					}
+				}
+			}
+		}
+		w.l("CMPQ relu+56(FP), $0")
+		w.l("JEQ %ss", lbl)
+		w.l("VPXORD Z%d, Z%d, Z%d", xr, xr, xr)
+		w.l("CMPQ relu+56(FP), $2")
+		w.l("JEQ %s6", lbl)
+		for a := 0; a < rr*v; a++ {
+			w.l("VMAXPS Z%d, Z%d, Z%d", xr, a, a)
+		}
+		w.l("JMP %ss", lbl)
+		w.label(lbl + "6")
+		for a := 0; a < rr*v; a++ {
+			w.l("VMAXPS Z%d, Z%d, Z%d", a, xr, a)
+		}
+		w.l("MOVL $0x40c00000, AX") // 6.0
+		w.l("VPBROADCASTD AX, Z%d", xr)
+		for a := 0; a < rr*v; a++ {
+			w.l("VMINPS Z%d, Z%d, Z%d", a, xr, a)
+		}
+		w.label(lbl + "s")
+		w.l("MOVQ DI, BX")
+		for o := 0; o < rr; o++ {
+			if o > 0 {
+				w.l("ADDQ R8, BX")
+			}
+			for i := 0; i < v; i++ {
+				mask := ""
+				if i == v-1 {
+					mask = "K1, "
+				}
+				w.l("VMOVUPS Z%d, %s%s", o*v+i, mask, off(i, 64, "BX"))
+			}
+		}
+		for o := 0; o < rr; o++ {
+			w.l("ADDQ R14, SI")
+			w.l("ADDQ R8, DI")
+		}
+		w.l("SUBQ $%d, R15", rr)
+		w.l("JMP %s", lbl)
+	}
+	w.WriteString("\n")
+	w.label(name + "done")
+	w.l("VZEROUPPER")
+	w.l("RET")
+	w.WriteString("\n")
+}
+
+// memOff is a memory operand b bytes past reg.
+func memOff(b int, reg string) string {
+	if b == 0 {
+		return "(" + reg + ")"
+	}
+	return fmt.Sprintf("%d(%s)", b, reg)
 }
 
 // dots writes depthwiseKernels.dw: for each group of 4 taps, 4

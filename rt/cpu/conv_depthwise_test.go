@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -226,6 +227,106 @@ func testDepthwiseSplit2(t *testing.T, r *rand.Rand, dk *depthwiseKernels) {
 									t.Fatalf("%dx%d pad %d stride (%d,2) kernel %d dilation %d: phase element %d = %v, want %v", h, w, p, sh, k, dil, i, got[i], want[i])
 								}
 							}
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestDepthwiseRowKernels: each path's dealRows and copyRows write what
+// the Go loops write, over 0 to 3 rows, 0 to 40 pairs or floats a row
+// (every remainder of a vector, with and without whole vectors before
+// it) and strides wider than a row, and nothing else: every element they
+// do not write keeps its marker, and the source ends at a guard page.
+func TestDepthwiseRowKernels(t *testing.T) {
+	r := newTestRand(5)
+	for _, path := range gemmPathsSupported {
+		dk := depthwiseFor(path)
+		if dk.dealRows == nil && dk.copyRows == nil {
+			continue
+		}
+		for rows := 0; rows <= 3; rows++ {
+			for n := 0; n <= 40; n++ {
+				srcStride, dstStride := 2*n+3, n+5
+				src := guardedFloats(t, max(0, (rows-1)*srcStride+2*n))
+				copy(src, randSlice(r, len(src), 1))
+				mark := func() []float32 {
+					v := make([]float32, rows*dstStride+8)
+					for i := range v {
+						v[i] = -7
+					}
+					return v
+				}
+				if dk.dealRows != nil {
+					ge, go1, we, wo := mark(), mark(), mark(), mark()
+					dk.dealRows(src, ge, go1, rows, n, srcStride, dstStride)
+					if rows > 0 && n > 0 {
+						dealRowsGo(dealPairsGo, src, we, wo, rows, n, srcStride, dstStride)
+					}
+					for i := range we {
+						if ge[i] != we[i] || go1[i] != wo[i] {
+							t.Fatalf("%s dealRows, %d rows of %d pairs: element %d = %v, %v; want %v, %v", path.name, rows, n, i, ge[i], go1[i], we[i], wo[i])
+						}
+					}
+				}
+				if dk.copyRows != nil {
+					got, want := mark(), mark()
+					dk.copyRows(src, got, rows, n, srcStride, dstStride)
+					if rows > 0 && n > 0 {
+						copyRowsGo(src, want, rows, n, srcStride, dstStride)
+					}
+					for i := range want {
+						if got[i] != want[i] {
+							t.Fatalf("%s copyRows, %d rows of %d: element %d = %v, want %v", path.name, rows, n, i, got[i], want[i])
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestDepthwise3x3RowsMatchRows: on every path that has it, rows3x3
+// gives the bits of the row kernel with the taps at kh·wq + kw, for rows
+// of 1 to 8 vectors (ow a whole number of vectors and not), 1 to 11 rows
+// (whole blocks of rows and the rest), no activation, ReLU and ReLU6,
+// with NaNs and values past 6 in the input; nothing past the plane is
+// written.
+func TestDepthwise3x3RowsMatchRows(t *testing.T) {
+	r := newTestRand(6)
+	for _, path := range gemmPathsSupported {
+		k := depthwiseFor(path)
+		if k.rows3x3 == nil {
+			continue
+		}
+		for v := 1; v <= 8; v++ {
+			for _, ow := range []int{16*v - 5, 16 * v} {
+				if ow < 1 {
+					continue
+				}
+				wq := ow + 2
+				offs := make([]int, 9)
+				for t := range offs {
+					offs[t] = t/3*wq + t%3
+				}
+				for rows := 1; rows <= 11; rows++ {
+					x := randSlice(r, (rows+2)*wq+16*v, 4)
+					x[len(x)/2] = float32(math.NaN())
+					w := randSlice(r, 9, 1)
+					for _, relu := range []int{0, 1, 2} {
+						got, want := make([]float32, rows*ow+1), make([]float32, rows*ow)
+						got[rows*ow] = 42
+						k.rows3x3(&w[0], &x[0], wq, &got[0], ow, rows, 0.25, relu)
+						k.rows(9, &offs[0], &w[0], &x[0], wq, &want[0], ow, rows, 0.25, relu)
+						for i, wv := range want {
+							if math.Float32bits(got[i]) != math.Float32bits(wv) {
+								t.Fatalf("%s ow %d rows %d relu %d: output %d = %v, the row kernel's %v", path.name, ow, rows, relu, i, got[i], wv)
+							}
+						}
+						if got[rows*ow] != 42 {
+							t.Fatalf("%s ow %d rows %d: wrote past the plane", path.name, ow, rows)
 						}
 					}
 				}

@@ -82,10 +82,13 @@ func (k *convDirectKernels) forwardPlane(taps int, offs []int, w, x, y []float32
 // convDirectStore writes one output plane from its flat form src (rows wp
 // apart) into dst [OH,OW], adding bias and applying act.
 func (k *convDirectKernels) convDirectStore(src, dst []float32, g Conv, wp int, bias float32, act Act, alpha float32) {
-	if k.store != nil && (act == ActNone || act == ActReLU) {
+	if k.store != nil && (act == ActNone || act == ActReLU || act == ActReLU6) {
 		relu := 0
-		if act == ActReLU {
+		switch act {
+		case ActReLU:
 			relu = 1
+		case ActReLU6:
+			relu = 2
 		}
 		src = src[:(g.OH-1)*wp+g.OW]
 		dst = dst[:g.OH*g.OW]

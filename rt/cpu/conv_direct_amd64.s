@@ -591,8 +591,9 @@ dw256loop:
 // func convDirectStoreAVX512(src, dst *float32, rows, ow, wp int, bias float32, relu int)
 // Compacts rows of a flat output plane: dst[r·ow + i] = f(src[r·wp + i] +
 // bias) for i < ow, where f clears negative values (sign bit set, so -0
-// too, as applyAct does) when relu is not zero and is the identity
-// otherwise. Stores are masked, so nothing past a row is written; a row's
+// too, as applyAct does) when relu is 1, clamps to [0, 6] with NaN kept
+// when relu is 2 (clampAVX512's operand order, as applyAct's ReLU6), and
+// is the identity otherwise. Stores are masked, so nothing past a row is written; a row's
 // tail reads a whole vector (up to 15 floats past it, still inside src)
 // except on the last row, where the load is masked too.
 TEXT ·convDirectStoreAVX512(SB), NOSPLIT, $0-56
@@ -603,6 +604,9 @@ TEXT ·convDirectStoreAVX512(SB), NOSPLIT, $0-56
 	MOVQ wp+32(FP), R10
 	VBROADCASTSS bias+40(FP), Z31
 	MOVQ relu+48(FP), R11
+	VPXORD Z29, Z29, Z29
+	MOVL $0x40c00000, AX       // 6.0
+	VPBROADCASTD AX, Z28
 	// K1: the lanes of a row's last partial vector.
 	MOVQ R9, CX
 	ANDQ $15, CX
@@ -624,8 +628,15 @@ storevec:
 	VADDPS (SI)(AX*1), Z31, Z0
 	TESTQ R11, R11
 	JZ storeplain
+	CMPQ R11, $2
+	JEQ storesix
 	VPSRAD $31, Z0, Z1
 	VPANDND Z0, Z1, Z0
+	JMP storeplain
+
+storesix:
+	VMAXPS Z0, Z29, Z0
+	VMINPS Z0, Z28, Z0
 
 storeplain:
 	VMOVUPS Z0, (DI)(AX*1)
@@ -648,8 +659,15 @@ storetailadd:
 	VADDPS Z0, Z31, Z0
 	TESTQ R11, R11
 	JZ storetailplain
+	CMPQ R11, $2
+	JEQ storetailsix
 	VPSRAD $31, Z0, Z1
 	VPANDND Z0, Z1, Z0
+	JMP storetailplain
+
+storetailsix:
+	VMAXPS Z0, Z29, Z0
+	VMINPS Z0, Z28, Z0
 
 storetailplain:
 	VMOVUPS Z0, K1, (DI)(AX*1)

@@ -156,3 +156,72 @@ func TestConvDirectSplitImagesShareOnePanel(t *testing.T) {
 		}
 	}
 }
+
+// TestConvDirectStoreActs: each path's convDirectStore gives the Go
+// loop's values (bias added, then applyAct) for every activation its
+// kernel takes (none, ReLU, ReLU6) and one it leaves to applyAct, on rows
+// narrower than, as wide as and wider than a vector, with NaNs, values
+// past 6 and negative zeros among them; nothing past the plane is
+// written.
+func TestConvDirectStoreActs(t *testing.T) {
+	r := newTestRand(12)
+	nan := float32(math.NaN())
+	for _, path := range gemmPathsSupported {
+		k := convDirectFor(path)
+		for _, ow := range []int{1, 7, 15, 16, 17, 33} {
+			for _, rows := range []int{1, 3} {
+				wp := ow + 3
+				g := Conv{OH: rows, OW: ow}
+				src := randSlice(r, rows*wp, 8)
+				for i := 0; i < len(src); i += 5 {
+					src[i] = []float32{nan, float32(math.Copysign(0, -1)), 7.5, -0.25}[(i/5)%4]
+				}
+				for _, act := range []Act{ActNone, ActReLU, ActReLU6, ActTanh} {
+					for _, bias := range []float32{0, 0.5} {
+						got := make([]float32, rows*ow+1)
+						got[rows*ow] = 42
+						k.convDirectStore(src, got[:rows*ow], g, wp, bias, act, 0)
+						want := make([]float32, rows*ow)
+						for oh := range rows {
+							for i := range ow {
+								want[oh*ow+i] = src[oh*wp+i] + bias
+							}
+						}
+						applyActGo(want, act)
+						for i, w := range want {
+							if got[i] != w && !(got[i] != got[i] && w != w) {
+								t.Fatalf("%s act %d ow %d rows %d bias %v: element %d = %v, want %v", path.name, act, ow, rows, bias, i, got[i], w)
+							}
+						}
+						if got[rows*ow] != 42 {
+							t.Fatalf("%s act %d ow %d rows %d: wrote past the plane", path.name, act, ow, rows)
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// applyActGo applies act as the Go loops do: ReLU and ReLU6 by
+// comparisons (NaN kept; a zero of either sign stays a zero), the rest
+// through applyAct.
+func applyActGo(v []float32, act Act) {
+	for i, x := range v {
+		switch act {
+		case ActReLU:
+			if x < 0 {
+				v[i] = 0
+			}
+		case ActReLU6:
+			if x < 0 {
+				v[i] = 0
+			} else if x > 6 {
+				v[i] = 6
+			}
+		}
+	}
+	if act != ActReLU && act != ActReLU6 {
+		applyAct(v, act, 0)
+	}
+}

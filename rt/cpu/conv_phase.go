@@ -51,7 +51,7 @@ func Conv2DPhaseFwd(x, w, b, y []float32, g Conv, act Act, alpha float32) {
 		panic(fmt.Sprintf("cpu.Conv2DPhaseFwd: stride %dx%d, dilation %dx%d, %d groups; the phase method needs a stride above 1, no dilation and one group",
 			g.SH, g.SW, g.DH, g.DW, g.Groups))
 	}
-	if g.KH == 1 && g.KW == 1 && g.PH == 0 && g.PW == 0 && g.C >= 256 && g.OH*g.OW >= 196 {
+	if g.KH == 1 && g.KW == 1 && g.PH == 0 && g.PW == 0 {
 		phasePointwise(x, w, b, y, g, act, alpha)
 		return
 	}
@@ -121,19 +121,46 @@ func Conv2DPhaseFwd(x, w, b, y []float32, g Conv, act Act, alpha float32) {
 // phasePointwise is Conv2DPhaseFwd for a 1×1 filter without padding,
 // which reads phase (0, 0) alone: that phase of each image, the pixels
 // (SH·i, SW·j), gathered into a worker's buffer, then the pointwise
-// method's matrix products over it. It takes the layers of 256 input
-// channels or more and 196 output positions or more an image, where the
-// products outweigh the gathering: ResNet-50's 1×1 stride-2 layers at
-// batch 1 (BenchmarkConvBatch1, one thread, CPU ms, 3 rounds alternating,
-// against the direct kernels over the phase): 256→512 at 56² 2.42-2.63
-// against 3.14-3.38, 512→1024 at 28² 2.73-2.84 against 2.77-3.22;
-// 1024→2048 at 14² (49 outputs) 3.75-4.03 against 3.70-3.86 and ResNet-18's
-// 64→128 at 56² 0.22-0.31 against 0.22-0.23 keep the direct kernels.
+// method's matrix products over it. It takes every such layer: batch 1
+// (BenchmarkConvBatch1, one thread, CPU ms, 2 runs, against the direct
+// kernels over the phase), regnet_y_400mf's 32→48 at 112² 0.16 against
+// 0.19, 48→104 at 56² 0.10 against 0.11, 104→208 at 28² 0.10 against
+// 0.12, 208→440 at 14² 0.12 against 0.14; ResNet's 64→128 at 56² 0.15
+// against 0.18, 256→512 at 56² 2.08-2.13 against 2.07-2.12,
+// 1024→2048 at 14² 3.16-3.23 against 3.81-3.84. (It once took only 256
+// input channels and 196 outputs or more, before the pointwise method's
+// products went in cache-sized blocks.)
 func phasePointwise(x, w, b, y []float32, g Conv, act Act, alpha float32) {
 	ohw := g.OH * g.OW
 	ws := convWorkers.Get()
 	ws.panel = grow(ws.panel, g.N*g.C*ohw)
 	sub := ws.panel
+	// At stride 2 across, the depthwise split's row deal gathers the
+	// even columns in vector registers (the odd ones go to a worker's
+	// scratch), where the loop below went a pixel at a time (half of
+	// regnet_y_400mf's 32→48 layer at 112², batch 1).
+	dk := depthwiseFor(activeGemmPath.Load())
+	pairs := min(g.OW, g.W/2)
+	if g.SW == 2 && dk.dealRows != nil && pairs > 0 {
+		ParallelFor(g.N*g.C, 1, func(lo, hi int) {
+			cw := convWorkers.Get()
+			cw.cols = grow(cw.cols, ohw)
+			for nc := lo; nc < hi; nc++ {
+				src, dst := x[nc*g.H*g.W:(nc+1)*g.H*g.W], sub[nc*ohw:(nc+1)*ohw]
+				dk.dealRows(src, dst, cw.cols, g.OH, pairs, g.SH*g.W, g.OW)
+				for oh := 0; oh < g.OH; oh++ {
+					for ow := pairs; ow < g.OW; ow++ { // an odd width's last column
+						dst[oh*g.OW+ow] = src[oh*g.SH*g.W+2*ow]
+					}
+				}
+			}
+			convWorkers.Put(cw)
+		})
+		Conv2DPointwiseFwd(sub, w, b, y, Conv{N: g.N, C: g.C, H: g.OH, W: g.OW, OC: g.OC, OH: g.OH, OW: g.OW,
+			KH: 1, KW: 1, SH: 1, SW: 1, DH: 1, DW: 1, Groups: 1}, act, alpha)
+		convWorkers.Put(ws)
+		return
+	}
 	ParallelFor(g.N*g.C, 1, func(lo, hi int) {
 		for nc := lo; nc < hi; nc++ {
 			src, dst := x[nc*g.H*g.W:(nc+1)*g.H*g.W], sub[nc*ohw:(nc+1)*ohw]

@@ -10,8 +10,10 @@ import (
 // ResNet's stem, odd and even sizes and paddings, unequal strides,
 // padding wider than a stride, kernels smaller than the stride, batches
 // split over threads, an image's output channels split over threads (an
-// odd count), a 1×1 layer wide enough for the pointwise products, with
-// each epilogue activation.
+// odd count), 1×1 layers by the pointwise products (unpadded, at any
+// stride and width, odd and even, gathered at stride 2 across by the
+// row deal) and by the direct kernels (padded), with each
+// epilogue activation.
 func TestConvPhaseFwd(t *testing.T) {
 	r := newTestRand(23)
 	cases := []Conv{
@@ -25,6 +27,11 @@ func TestConvPhaseFwd(t *testing.T) {
 		convCase(1, 5, 14, 11, 7, 1, 1, 2, 0, 1, 1),  // ResNet's 1×1 stride-2 downsample
 		convCase(3, 6, 12, 12, 4, 3, 3, 2, 1, 1, 1),
 		convCase(2, 256, 29, 28, 5, 1, 1, 2, 0, 1, 1), // 1×1 stride 2 by the pointwise products (phasePointwise)
+		convCase(2, 7, 13, 10, 9, 1, 1, 3, 0, 1, 1),   // 1×1 stride 3, few channels (phasePointwise)
+		convCase(1, 5, 9, 9, 6, 1, 1, 2, 1, 1, 1),     // 1×1 stride 2 padded: the direct kernels
+		{N: 1, C: 4, H: 11, W: 9, OC: 3, OH: 6, OW: 3, KH: 1, KW: 1, SH: 2, SW: 3, DH: 1, DW: 1, Groups: 1},
+		{N: 1, C: 3, H: 10, W: 12, OC: 4, OH: 4, OW: 6, KH: 1, KW: 1, SH: 3, SW: 2, DH: 1, DW: 1, Groups: 1},
+		convCase(1, 3, 9, 70, 5, 1, 1, 2, 0, 1, 1), // rows of 35 pairs: whole vectors of the deal and a tail
 	}
 	forEachPathAndThreads(t, func(t *testing.T) {
 		for _, g := range cases {

@@ -13,7 +13,9 @@ import (
 // that are no multiple of a tile (13, 30, 263: the 8-, 4-, 2- and 1-row
 // tiles, and a second row block), column counts with a last panel
 // narrower than a tile or than half of one (49, 1480: several column
-// blocks), groups, and a batch of one and of three. The operands end at
+// blocks), columns past the last half panel computed as dot products
+// (pointwiseDotCols: 49, 196, 18, and 2 with no tile at all, over one and
+// two kc blocks), groups, and a batch of one and of three. The operands end at
 // a guard page, and every output element must be written (y starts as
 // NaN).
 func TestConvPointwiseBlocks(t *testing.T) {
@@ -26,6 +28,11 @@ func TestConvPointwiseBlocks(t *testing.T) {
 		convCase(1, 24, 40, 37, 13, 1, 1, 1, 0, 1, 1),
 		convCase(1, 40, 7, 7, 263, 1, 1, 1, 0, 1, 1),
 		convCase(2, 6, 4, 5, 10, 1, 1, 1, 0, 1, 2),
+		convCase(1, 301, 7, 7, 30, 1, 1, 1, 0, 1, 1),
+		convCase(1, 20, 14, 14, 27, 1, 1, 1, 0, 1, 1),
+		convCase(1, 12, 3, 6, 25, 1, 1, 1, 0, 1, 1),
+		convCase(2, 9, 1, 2, 5, 1, 1, 1, 0, 1, 1),
+		convCase(2, 8, 7, 7, 12, 1, 1, 1, 0, 1, 2),
 	}
 	for _, path := range GemmPaths() {
 		if err := SetGemmPath(path); err != nil {

@@ -574,3 +574,116 @@ func TestBinaryBwdOfAResidualAdd(t *testing.T) {
 		}
 	}
 }
+
+// TestBinaryRowKernelsAreTheGoLoops: on every GEMM path, binaryRow,
+// rowScalar and scalarRow give the bits of the Go loops for every op, on
+// lengths from 0 to 40 and a long ragged one, with zeros of both signs,
+// infinities and NaNs among the operands; a and b end at a guard page
+// and y's element past the end stays untouched.
+func TestBinaryRowKernelsAreTheGoLoops(t *testing.T) {
+	defer SetGemmPath("")
+	r := newTestRand(37)
+	special := []float32{0, float32(math.Copysign(0, -1)), float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN()), 1e-38, -3}
+	same := func(got, want []float32) int {
+		for i := range want {
+			if math.Float32bits(got[i]) != math.Float32bits(want[i]) && !(got[i] != got[i] && want[i] != want[i]) {
+				return i
+			}
+		}
+		return -1
+	}
+	lengths := []int{1037}
+	for n := 0; n <= 40; n++ {
+		lengths = append(lengths, n)
+	}
+	for _, path := range GemmPaths() {
+		if err := SetGemmPath(path); err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range lengths {
+			a, b := guardedFloats(t, n), guardedFloats(t, n)
+			copy(a, randSlice(r, n, 2))
+			copy(b, randSlice(r, n, 2))
+			for i := 0; i < n; i += 5 {
+				a[i] = special[(i/5)%len(special)]
+				b[min(n-1, i+1)] = special[(i/5+3)%len(special)]
+			}
+			for _, s := range []float32{0.75, 0, float32(math.Inf(-1))} {
+				for _, op := range []BinOp{BAdd, BSub, BMul, BDiv} {
+					for _, c := range []struct {
+						name      string
+						got, want func(y []float32)
+					}{
+						{"binaryRow", func(y []float32) { binaryRow(op, a, b, y) }, func(y []float32) { binaryRowGo(op, a, b, y) }},
+						{"rowScalar", func(y []float32) { rowScalar(op, a, s, y) }, func(y []float32) { rowScalarGo(op, a, s, y) }},
+						{"scalarRow", func(y []float32) { scalarRow(op, s, b, y) }, func(y []float32) {
+							for i := range y {
+								y[i] = binaryOne(op, s, b[i])
+							}
+						}},
+					} {
+						got, want := make([]float32, n+1), make([]float32, n)
+						got[n] = 42
+						c.got(got[:n])
+						c.want(want)
+						if i := same(got[:n], want); i >= 0 {
+							t.Errorf("%s: %s op %d, n %d, s %g: y[%d] = %g, the Go loop's %g", path, c.name, op, n, s, i, got[i], want[i])
+						}
+						if got[n] != 42 {
+							t.Errorf("%s: %s op %d, n %d: wrote past y's end", path, c.name, op, n)
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestUnaryLoneReLU: UnaryFwd with a chain of one ReLU, on every GEMM
+// path and on 1 and 2 threads, gives max(x, 0) with x's NaN kept (a zero
+// of either sign for −0), on lengths from 0 to 40 and past ParallelFor's
+// grain, in place and not, writing nothing past y's end.
+func TestUnaryLoneReLU(t *testing.T) {
+	defer SetGemmPath("")
+	defer SetThreads(Threads())
+	r := newTestRand(38)
+	chain := []Unary{{Kind: UReLU}}
+	lengths := []int{1 << 16, 1<<15 + 13}
+	for n := 0; n <= 40; n++ {
+		lengths = append(lengths, n)
+	}
+	for _, path := range GemmPaths() {
+		if err := SetGemmPath(path); err != nil {
+			t.Fatal(err)
+		}
+		for _, threads := range []int{1, 2} {
+			SetThreads(threads)
+			for _, n := range lengths {
+				x := randSlice(r, n, 3)
+				for i := 0; i < n; i += 7 {
+					x[i] = []float32{float32(math.NaN()), float32(math.Copysign(0, -1)), float32(math.Inf(-1)), float32(math.Inf(1))}[(i/7)%4]
+				}
+				for _, inPlace := range []bool{false, true} {
+					y := make([]float32, n+1)
+					y[n] = 42
+					src := x
+					if inPlace {
+						copy(y, x)
+						src = y[:n]
+					}
+					UnaryFwd(src, y[:n], chain)
+					for i, v := range x {
+						want := max(v, 0)
+						if y[i] != want && !(v != v && y[i] != y[i]) {
+							t.Errorf("%s, %d threads, n %d, in place %v: relu(%g) = %g", path, threads, n, inPlace, v, y[i])
+							break
+						}
+					}
+					if y[n] != 42 {
+						t.Errorf("%s, n %d: wrote past y's end", path, n)
+					}
+				}
+			}
+		}
+	}
+}

@@ -1,6 +1,7 @@
 //go:build !purego
 
 #include "textflag.h"
+#include "avx512_amd64.h"
 
 // The 2×2 stride-2 max pool, eight windows (sixteen input columns) per
 // step, on row pairs: row pair i is input rows 2i and 2i+1 (row stride w
@@ -560,5 +561,86 @@ row3tail:
 	VMOVUPS Z9, K2, (DI)(BX*1)
 
 row3done:
+	VZEROUPPER
+	RET
+
+// func planeMeansAVX512(x, y *float32, planes, n int, scale float32)
+// y[p] = scale·Σ_{i<n} x[p·n+i] for p < planes: per plane four vectors of
+// partial sums over blocks of 64 floats, the whole vectors after them into
+// the first, the last n mod 16 floats (masked) into the second, then the
+// four added pairwise and the sixteen lanes in halves.
+TEXT ·planeMeansAVX512(SB), NOSPLIT, $0-36
+	MOVQ x+0(FP), SI
+	MOVQ y+8(FP), DI
+	MOVQ planes+16(FP), R8
+	MOVQ n+24(FP), R9
+	VMOVSS scale+32(FP), X15
+	TAILMASK(R9)
+	MOVQ R9, R10
+	SHRQ $6, R10               // blocks of 64 floats
+	MOVQ R9, R11
+	SHRQ $4, R11
+	ANDQ $3, R11               // whole vectors after them
+	MOVQ R9, R12
+	ANDQ $15, R12
+	SHLQ $2, R12               // bytes of the masked tail
+	TESTQ R8, R8
+	JEQ pmdone
+
+pmplane:
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	MOVQ R10, CX
+	TESTQ CX, CX
+	JEQ pmvecs
+
+pmblock:
+	VADDPS (SI), Z0, Z0
+	VADDPS 64(SI), Z1, Z1
+	VADDPS 128(SI), Z2, Z2
+	VADDPS 192(SI), Z3, Z3
+	ADDQ $256, SI
+	DECQ CX
+	JNZ pmblock
+
+pmvecs:
+	MOVQ R11, CX
+	TESTQ CX, CX
+	JEQ pmtail
+
+pmvec:
+	VADDPS (SI), Z0, Z0
+	ADDQ $64, SI
+	DECQ CX
+	JNZ pmvec
+
+pmtail:
+	KORTESTW K1, K1
+	JZ pmreduce
+	VMOVUPS.Z (SI), K1, Z4
+	VADDPS Z4, Z1, Z1
+	ADDQ R12, SI
+
+pmreduce:
+	VADDPS Z1, Z0, Z0
+	VADDPS Z3, Z2, Z2
+	VADDPS Z2, Z0, Z0
+	VEXTRACTF64X4 $1, Z0, Y1
+	VADDPS Y1, Y0, Y0
+	VEXTRACTF128 $1, Y0, X1
+	VADDPS X1, X0, X0
+	VPERMILPS $0x4e, X0, X1
+	VADDPS X1, X0, X0
+	VPERMILPS $0xb1, X0, X1
+	VADDSS X1, X0, X0
+	VMULSS X15, X0, X0
+	VMOVSS X0, (DI)
+	ADDQ $4, DI
+	DECQ R8
+	JNZ pmplane
+
+pmdone:
 	VZEROUPPER
 	RET

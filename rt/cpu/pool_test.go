@@ -351,6 +351,70 @@ func TestSum32(t *testing.T) {
 	}
 }
 
+// TestGlobalAvgPoolPlaneMeans: GlobalAvgPoolFwd on every GEMM path and on
+// 1 and 2 threads adds every element of each plane once, whatever the
+// plane's length mod 64 and 16: exactly on small integers (times the
+// mean's scale), and within 1e-6 of Σ|x| of the float64 mean on random
+// values; a NaN reaches its plane's mean only; nothing is written past y.
+func TestGlobalAvgPoolPlaneMeans(t *testing.T) {
+	defer SetGemmPath("")
+	defer SetThreads(Threads())
+	r := newTestRand(9)
+	spatials := []int{196, 3136}
+	for n := 1; n <= 140; n += 3 {
+		spatials = append(spatials, n)
+	}
+	for _, path := range GemmPaths() {
+		if err := SetGemmPath(path); err != nil {
+			t.Fatal(err)
+		}
+		for _, threads := range []int{1, 2} {
+			SetThreads(threads)
+			for _, sp := range spatials {
+				const n, c = 2, 3
+				x := guardedFloats(t, n*c*sp)
+				for i := range x {
+					x[i] = float32(i%7 - 3)
+				}
+				y := make([]float32, n*c+1)
+				y[n*c] = 42
+				GlobalAvgPoolFwd(x, y, n, c, sp)
+				for p := range n * c {
+					want := 0
+					for i := p * sp; i < (p+1)*sp; i++ {
+						want += i%7 - 3
+					}
+					if y[p] != float32(want)*(1/float32(sp)) {
+						t.Fatalf("%s %d threads, %d positions: plane %d of small integers = %v, want %v", path, threads, sp, p, y[p], float32(want)/float32(sp))
+					}
+				}
+				copy(x, randSlice(r, len(x), 1))
+				x[len(x)-1] = float32(math.NaN())
+				GlobalAvgPoolFwd(x, y, n, c, sp)
+				for p := range n * c {
+					var s, abs float64
+					for _, v := range x[p*sp : (p+1)*sp] {
+						s += float64(v)
+						abs += math.Abs(float64(v))
+					}
+					if p == n*c-1 {
+						if !math.IsNaN(float64(y[p])) {
+							t.Fatalf("%s, %d positions: the last plane's mean %v, want NaN", path, sp, y[p])
+						}
+						continue
+					}
+					if got := float64(y[p]) * float64(sp); math.Abs(got-s) > 1e-6*max(abs, 1) {
+						t.Fatalf("%s %d threads, %d positions: plane %d sum %v, float64 sum %v", path, threads, sp, p, got, s)
+					}
+				}
+				if y[n*c] != 42 {
+					t.Fatalf("%s, %d positions: wrote past y", path, sp)
+				}
+			}
+		}
+	}
+}
+
 // TestAvgPoolInside: where every window lies inside the input
 // (avgPoolInside) the average pool's forward gives, bit for bit, the sums
 // of its general loop (from zero, row by row of taps) times 1/(KH·KW), and

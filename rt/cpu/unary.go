@@ -140,11 +140,11 @@ func UnaryFwd(x, y []float32, chain []Unary) {
 	n := len(y)
 	x = x[:n]
 	if len(chain) == 1 && chain[0].Kind == UReLU {
-		ParallelFor(n, 1<<15, func(lo, hi int) {
-			for i := lo; i < hi; i++ {
-				y[i] = max(x[i], 0)
-			}
-		})
+		// clampFloat32's vectors, where Go's max went an element at a time
+		// (4% of regnet_y_400mf's batch-1 inference, the ReLU after each
+		// residual addition).
+		inf := float32(math.Inf(1))
+		ParallelFor(n, 1<<15, func(lo, hi int) { clampFloat32(x[lo:hi], y[lo:hi], 0, inf) })
 		return
 	}
 	// A chain with a transcendental function (a float64 one such as log:
