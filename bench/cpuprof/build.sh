@@ -19,7 +19,7 @@ sed -e "s/name: \"$name\"/name: \"${name}_bf16\"\n\tprecision: \"bf16\"/" "$spec
 grep -q 'precision: "bf16"' "$tmp/${name}_bf16.cue"
 for v in "$spec:$name" "$tmp/${name}_bf16.cue:$name-bf16"; do
 	src=${v%%:*} out=${v#*:}
-	"$tmp/mlbuild" compile "$src" --backend cpu --target linux/amd64 --emit "$tmp/$out" >/dev/null
+	"$tmp/mlbuild" compile "$src" --backend cpu --target linux/amd64 --emit "$tmp/$out" -o "$tmp/$out.bin" >/dev/null
 	# main.go's main runs the program and exits: pprof.go's main runs it,
 	# writes the profile, then exits.
 	sed -i 's/^func main() { app.Main(model{}) }$/func emittedMain() { app.Main(model{}) }/' "$tmp/$out/main.go"

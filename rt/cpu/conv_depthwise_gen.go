@@ -208,25 +208,7 @@ func rows(w *asm, v int) {
 			w.l("VMINPS Z%d, Z28, Z%d", a, a)
 		}
 		w.label(lbl + "s")
-		w.l("MOVQ DI, BX")
-		for row := 0; row < rr; row++ {
-			if row > 0 {
-				w.l("ADDQ R8, BX")
-			}
-			for i := 0; i < v; i++ {
-				mask := ""
-				if i == v-1 {
-					mask = "K1, "
-				}
-				w.l("VMOVUPS Z%d, %s%s", row*v+i, mask, off(i, 64, "BX"))
-			}
-		}
-		for row := 0; row < rr; row++ {
-			w.l("ADDQ R14, SI")
-			w.l("ADDQ R8, DI")
-		}
-		w.l("SUBQ $%d, R15", rr)
-		w.l("JMP %s", lbl)
+		w.storeRows(lbl, rr, v)
 	}
 	w.WriteString("\n")
 	w.label(name + "done")
@@ -444,31 +426,39 @@ func rows3x3(w *asm, v int) {
 			w.l("VMINPS Z%d, Z%d, Z%d", a, xr, a)
 		}
 		w.label(lbl + "s")
-		w.l("MOVQ DI, BX")
-		for o := 0; o < rr; o++ {
-			if o > 0 {
-				w.l("ADDQ R8, BX")
-			}
-			for i := 0; i < v; i++ {
-				mask := ""
-				if i == v-1 {
-					mask = "K1, "
-				}
-				w.l("VMOVUPS Z%d, %s%s", o*v+i, mask, off(i, 64, "BX"))
-			}
-		}
-		for o := 0; o < rr; o++ {
-			w.l("ADDQ R14, SI")
-			w.l("ADDQ R8, DI")
-		}
-		w.l("SUBQ $%d, R15", rr)
-		w.l("JMP %s", lbl)
+		w.storeRows(lbl, rr, v)
 	}
 	w.WriteString("\n")
 	w.label(name + "done")
 	w.l("VZEROUPPER")
 	w.l("RET")
 	w.WriteString("\n")
+}
+
+// storeRows stores rr rows of v accumulators (Z0 on, a row's last vector
+// under K1) at DI, rows R8 bytes apart, advances SI by R14 and DI by R8 a
+// row, counts the rows off R15 and jumps back to lbl: the row kernels'
+// common tail.
+func (w *asm) storeRows(lbl string, rr, v int) {
+	w.l("MOVQ DI, BX")
+	for row := 0; row < rr; row++ {
+		if row > 0 {
+			w.l("ADDQ R8, BX")
+		}
+		for i := 0; i < v; i++ {
+			mask := ""
+			if i == v-1 {
+				mask = "K1, "
+			}
+			w.l("VMOVUPS Z%d, %s%s", row*v+i, mask, off(i, 64, "BX"))
+		}
+	}
+	for row := 0; row < rr; row++ {
+		w.l("ADDQ R14, SI")
+		w.l("ADDQ R8, DI")
+	}
+	w.l("SUBQ $%d, R15", rr)
+	w.l("JMP %s", lbl)
 }
 
 // memOff is a memory operand b bytes past reg.
