@@ -166,18 +166,7 @@ func rows(w *asm, v int) {
 		}
 	}
 	for k, rr := range rs {
-		lbl := fmt.Sprintf("%sr%d", name, rr)
-		next := name + "done"
-		if k+1 < len(rs) {
-			next = fmt.Sprintf("%sr%d", name, rs[k+1])
-		}
-		w.WriteString("\n")
-		w.label(lbl)
-		w.l("CMPQ R15, $%d", rr)
-		w.l("JLT %s", next)
-		for a := 0; a < rr*v; a++ {
-			w.l("VMOVAPS Z30, Z%d", a)
-		}
+		lbl := w.rowBlock(name, rs, k, v, 30)
 		w.l("XORQ CX, CX")
 		w.label(lbl + "t")
 		w.l("MOVQ (R11)(CX*8), AX")
@@ -378,18 +367,7 @@ func rows3x3(w *asm, v int) {
 		blocks = append(blocks, 1)
 	}
 	for k, rr := range blocks {
-		lbl := fmt.Sprintf("%sr%d", name, rr)
-		next := name + "done"
-		if k+1 < len(blocks) {
-			next = fmt.Sprintf("%sr%d", name, blocks[k+1])
-		}
-		w.WriteString("\n")
-		w.label(lbl)
-		w.l("CMPQ R15, $%d", rr)
-		w.l("JLT %s", next)
-		for a := 0; a < rr*v; a++ {
-			w.l("VMOVAPS Z%d, Z%d", bias, a)
-		}
+		lbl := w.rowBlock(name, blocks, k, v, bias)
 		// Input row q (of rr+2) feeds output row o with kh = q − o.
 		w.l("MOVQ SI, AX")
 		for q := 0; q < rr+2; q++ {
@@ -433,6 +411,27 @@ func rows3x3(w *asm, v int) {
 	w.l("VZEROUPPER")
 	w.l("RET")
 	w.WriteString("\n")
+}
+
+// rowBlock opens block k of a row kernel's blocks of rows (rows[k] rows
+// of v vectors): its label (returned), the jump to the next smaller block
+// (or to done) while fewer rows are left in R15, and its accumulators
+// set from Z<init>.
+func (w *asm) rowBlock(name string, rows []int, k, v, init int) string {
+	rr := rows[k]
+	lbl := fmt.Sprintf("%sr%d", name, rr)
+	next := name + "done"
+	if k+1 < len(rows) {
+		next = fmt.Sprintf("%sr%d", name, rows[k+1])
+	}
+	w.WriteString("\n")
+	w.label(lbl)
+	w.l("CMPQ R15, $%d", rr)
+	w.l("JLT %s", next)
+	for a := 0; a < rr*v; a++ {
+		w.l("VMOVAPS Z%d, Z%d", init, a)
+	}
+	return lbl
 }
 
 // storeRows stores rr rows of v accumulators (Z0 on, a row's last vector
