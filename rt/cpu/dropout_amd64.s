@@ -49,20 +49,23 @@ GLOBL dropoutConst<>(SB), RODATA|NOPTR, $128
 	VPSRLD $16, h, t; \
 	VPXORD t, h, h
 
-// DROPOUT16 is dropoutMask for the 16 lanes whose indices Z21 holds: Z3 =
-// the mask, Z4 = x·mask from x in Z4.
-#define DROPOUT16 \
-	VPMULLD Z23, Z21, Z1; \
-	VPXORD Z24, Z1, Z1; \
-	MIX(Z1, Z2); \
-	VPXORD Z25, Z1, Z1; \
-	MIX(Z1, Z2); \
-	VPSRLD $8, Z1, Z1; \
-	VCVTDQ2PS Z1, Z1; \
-	VMULPS Z28, Z1, Z1; \
-	VCMPPS $5, Z29, Z1, K3; \
-	VMOVAPS.Z Z30, K3, Z3; \
-	VMULPS Z3, Z4, Z4
+// DROPOUTLANES is dropoutMask for the 16 lanes whose indices idx holds:
+// m = the mask, x = x·mask from x in x; clobbers h, t and k.
+#define DROPOUTLANES(idx, h, t, m, x, k) \
+	VPMULLD Z23, idx, h; \
+	VPXORD Z24, h, h; \
+	MIX(h, t); \
+	VPXORD Z25, h, h; \
+	MIX(h, t); \
+	VPSRLD $8, h, h; \
+	VCVTDQ2PS h, h; \
+	VMULPS Z28, h, h; \
+	VCMPPS $5, Z29, h, k; \
+	VMOVAPS.Z Z30, k, m; \
+	VMULPS m, x, x
+
+// DROPOUT16 is DROPOUTLANES for the lanes of Z21: Z3 the mask, Z4 x·mask.
+#define DROPOUT16 DROPOUTLANES(Z21, Z1, Z2, Z3, Z4, K3)
 
 // func dropoutAVX512(x, y, mask *float32, n int, base, seed, step uint32, rate, keep float32)
 // The mask and y = x·mask of elements base … base+n−1 (dropoutMask).
@@ -90,8 +93,33 @@ TEXT ·dropoutAVX512(SB), NOSPLIT, $0-52
 	TAILMASK(R9)
 	SHRQ $4, R9
 	JEQ dotail
+	VPADDD Z22, Z21, Z11 // the next 16 lanes' indices
+	VPADDD Z22, Z22, Z12 // 32
+
+dopair:
+	// Two vectors a round, their hash chains independent (one chain of
+	// five multiplies left the multiplier idle, waiting on its latency).
+	CMPQ R9, $2
+	JLT dovec
+	VMOVUPS (SI), Z4
+	VMOVUPS 64(SI), Z14
+	DROPOUT16
+	DROPOUTLANES(Z11, Z15, Z16, Z13, Z14, K4)
+	VMOVUPS Z3, (DX)
+	VMOVUPS Z13, 64(DX)
+	VMOVUPS Z4, (DI)
+	VMOVUPS Z14, 64(DI)
+	VPADDD Z12, Z21, Z21
+	VPADDD Z12, Z11, Z11
+	ADDQ $128, SI
+	ADDQ $128, DI
+	ADDQ $128, DX
+	SUBQ $2, R9
+	JMP dopair
 
 dovec:
+	TESTQ R9, R9
+	JEQ dotail
 	VMOVUPS (SI), Z4
 	DROPOUT16
 	VMOVUPS Z3, (DX)
