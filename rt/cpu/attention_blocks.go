@@ -184,10 +184,7 @@ func AttentionBlocksFwd(q, kt, v, o, lse []float32, a Attention) {
 					expShift(row[:seen], row[:seen], mx)
 					sum := sum64(row[:seen])
 					lse[m*a.Tq+i] = mx + float32(math.Log(sum))
-					inv := float32(1 / sum)
-					for j := range seen {
-						row[j] *= inv
-					}
+					rowScalar(BMul, row[:seen], float32(1/sum), row[:seen])
 					if a.Rate > 0 {
 						dropoutMask(row[:seen], row[:seen], x.mask[:seen], uint32((m*a.Tq+i)*a.Tk), a.Seed, a.Step, a.Rate, a.keepRate())
 					}
