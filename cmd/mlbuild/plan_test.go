@@ -75,7 +75,7 @@ func TestPlanPrecision(t *testing.T) {
 			"38 convolution steps: im2col+cublas, not the library's: im2col and cuBLAS measured faster in f32: a CIFAR ResNet-18 step 15.0 ms on an H200, 19.08 ms with cuDNN's float32 products"}},
 		{[]string{tf32}, []string{"precision: 0 of 42 matrix-product steps in tf32\n", "gemm fc: f32, not tf32: the CPU has no TF32 arithmetic"}},
 		{[]string{resnet}, []string{"conv2d(k3x3 s2 p1 im2col+gemm bf16)", "conv2d_bwd(k1x1 s2 p0 im2col+gemm bf16)", "conv2d(k3x3 s1 p1 direct f32)", "conv2d(k3x3 s1 p1 winograd F(4x4,3x3) f32)", "gemm(bf16)",
-			"precision: 14 of 42 matrix-product steps in bf16\n", "conv2d stem: f32, not bf16: the direct method multiplies in float32",
+			"precision: 13 of 42 matrix-product steps in bf16\n", "conv2d stem: f32, not bf16: the direct method multiplies in float32", "conv2d s4b1_proj: f32, not bf16: the phase direct method multiplies in float32",
 			"conv2d_bwd s1b1_conv1: f32, not bf16: the winograd F(4x4,3x3) method multiplies in float32"}},
 	} {
 		code, out, stderr := planCLI(c.args...)
