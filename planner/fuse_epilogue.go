@@ -23,7 +23,21 @@ var epilogueActs = map[string]bool{"relu": true, "leakyrelu": true, "sigmoid": t
 // view [N, OC, 1, OL] of the activation's output. Params keep their
 // buffers and IDs.
 func fuseEpilogue(p *Plan) {
-	var kept Phase
+	foldActs(p, true, func(act UnaryOp) bool {
+		// leakyrelu's derivative from the output needs the sign of the
+		// input: a positive slope keeps it
+		return epilogueActs[act.Op] && (act.Op != "leakyrelu" || act.Alpha > 0)
+	})
+}
+
+// foldActs is the fold of fuseEpilogue, fuseReLU6 and fuseSiLUEpilogue:
+// every gemm or conv2d step without a fused activation whose output is
+// read by exactly one step, a single-op unary whose op takes accepts, and
+// by nothing else (with views, also a 1-D convolution read so through its
+// one view), writes the unary's output itself with the unary's op and
+// alpha as Attr.Act and Attr.Alpha; the unary steps and the intermediate
+// buffers are dropped, and each fold is listed in p.Fusions.
+func foldActs(p *Plan, views bool, takes func(UnaryOp) bool) {
 	fused := make([]bool, len(p.Forward))
 	for i := range p.Forward {
 		s := &p.Forward[i]
@@ -32,7 +46,7 @@ func fuseEpilogue(p *Plan) {
 		}
 		j, ok := soleForwardReader(p, s.Out[0])
 		oneD := false
-		if !ok && s.Kernel == KConv2D && s.Attr.Conv != nil && s.Attr.Conv.OneD {
+		if !ok && views && s.Kernel == KConv2D && s.Attr.Conv != nil && s.Attr.Conv.OneD {
 			j, ok = soleViewReader(p, s.Out[0])
 			oneD = true
 		}
@@ -40,31 +54,22 @@ func fuseEpilogue(p *Plan) {
 			continue
 		}
 		r := &p.Forward[j]
-		if r.Kernel != KUnary || len(r.Attr.Chain) != 1 || !epilogueActs[r.Attr.Chain[0].Op] {
+		if r.Kernel != KUnary || len(r.Attr.Chain) != 1 || !takes(r.Attr.Chain[0]) {
 			continue
 		}
 		act := r.Attr.Chain[0]
-		if act.Op == "leakyrelu" && act.Alpha <= 0 {
-			continue // the derivative from the output needs the sign of the input
-		}
 		s.Attr.Act, s.Attr.Alpha = act.Op, act.Alpha
 		if oneD {
 			s.Out[0] = p.addView(p.Buffers[r.Out[0]].Name+"2d", r.Out[0], p.shapeOf(s.Out[0]))
 		} else {
 			s.Out[0] = r.Out[0]
 		}
-		s.Fused = append(fusedNames(s), r.Layer)
+		s.Fused = append(fusedNames(s), fusedNames(r)...)
 		fused[j] = true
 		r.In = nil // dead now: later searches must not count its read
-		p.Fusions = append(p.Fusions, fmt.Sprintf("%s + %s -> %s (%s epilogue)", s.Layer, r.Layer, s.Kernel, act.Op))
+		p.Fusions = append(p.Fusions, fmt.Sprintf("%s + %s -> %s (%s epilogue)", s.Fused[0], r.Layer, s.Kernel, act.Op))
 	}
-	for i, s := range p.Forward {
-		if !fused[i] {
-			kept = append(kept, s)
-		}
-	}
-	p.Forward = kept
-	p.removeUnused()
+	p.dropForward(fused)
 }
 
 // fusedNames returns the layers a step stands for: its Fused list, or its

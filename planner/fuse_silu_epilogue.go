@@ -17,6 +17,6 @@ package planner
 // Elsewhere, and on other targets, the plan is unchanged.
 func fuseSiLUEpilogue(p *Plan, t Target) {
 	if t.SiLUEpilogue && !p.Training {
-		foldUnaryAct(p, "silu")
+		foldActs(p, false, func(act UnaryOp) bool { return act.Op == "silu" })
 	}
 }
