@@ -169,16 +169,13 @@ func f32Bytes(x []float32) []byte {
 // keepB, B's packed tiles are kept (amxKept) and reused while B is
 // unchanged.
 func amxGemm(transA, transB bool, m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int, keepB bool) bool {
-	if k <= 0 || !BF16Native() {
-		return false
-	}
-	amxGemmWith(amxPanelBlock, transA, transB, m, n, k, a, lda, b, ldb, c, ldc, keepB, nil)
-	return true
+	return amxGemmRows(transA, transB, m, n, k, a, lda, b, ldb, c, ldc, keepB, nil)
 }
 
-// amxGemmRows is amxGemm calling rows(i0, i1) for each 32-row block of C
-// (the last cut at m) once its products are stored, on the thread that
-// stored them (Precision.gemmRows).
+// amxGemmRows is amxGemm calling rows(i0, i1), when not nil, for each
+// 32-row block of C (the last cut at m) once its products are stored, on
+// the thread that stored them (Precision.gemmRows); false, with nothing
+// done, where the CPU has no tiles or C is empty.
 func amxGemmRows(transA, transB bool, m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int, keepB bool, rows func(i0, i1 int)) bool {
 	if k <= 0 || m <= 0 || n <= 0 || !BF16Native() {
 		return false

@@ -31,6 +31,20 @@
 #define STORE_T2 BYTE $0xc4; BYTE $0x82; BYTE $0x7a; BYTE $0x4b; BYTE $0x14; BYTE $0x1c
 #define STORE_T3 BYTE $0xc4; BYTE $0x82; BYTE $0x7a; BYTE $0x4b; BYTE $0x5c; BYTE $0x1d; BYTE $0x00
 
+// C_TILES runs t0-t3 on the four 16×16 tiles of a 32×32 block of C at R8
+// (row stride R11): t0 at R8, t1 at SI = R8+64, t2 at R12 = R8+16 rows,
+// t3 at R13 = R12+64, the addresses the TILELOADD and TILESTORED bytes
+// above name.
+#define C_TILES(t0, t1, t2, t3) \
+	t0; \
+	LEAQ 64(R8), SI; \
+	t1; \
+	LEAQ (R8)(R11*8), R12; \
+	LEAQ (R12)(R11*8), R12; \
+	t2; \
+	LEAQ 64(R12), R13; \
+	t3
+
 // func amxPanelBlock(cfg *byte, a *uint16, b *uint32, c *float32, nBlocks, kTiles, aHalf, bHalf, bNext, ldc, acc int)
 //
 // C[32 rows][32·nBlocks] = A[32][32·kTiles] · B on operands packed in the
@@ -57,14 +71,7 @@ TEXT ·amxPanelBlock(SB), NOSPLIT, $0-88
 nloop:
 	CMPQ acc+80(FP), $0
 	JEQ  zero
-	LOADC_T0
-	LEAQ 64(R8), SI
-	LOADC_T1
-	LEAQ (R8)(R11*8), R12
-	LEAQ (R12)(R11*8), R12
-	LOADC_T2
-	LEAQ 64(R12), R13
-	LOADC_T3
+	C_TILES(LOADC_T0, LOADC_T1, LOADC_T2, LOADC_T3)
 	JMP  ready
 
 zero:
@@ -98,14 +105,7 @@ kloop:
 	DECQ CX
 	JNZ  kloop
 
-	STORE_T0
-	LEAQ 64(R8), SI
-	STORE_T1
-	LEAQ (R8)(R11*8), R12
-	LEAQ (R12)(R11*8), R12
-	STORE_T2
-	LEAQ 64(R12), R13
-	STORE_T3
+	C_TILES(STORE_T0, STORE_T1, STORE_T2, STORE_T3)
 	ADDQ bNext+64(FP), BX
 	ADDQ $128, R8
 	DECQ DX

@@ -148,17 +148,7 @@ func rows(w *asm, v int) {
 	w.l("VPXORD Z29, Z29, Z29")
 	w.l("MOVL $0x40c00000, AX") // 6.0
 	w.l("VPBROADCASTD AX, Z28")
-	// K1: the low ow mod 16 lanes, or all of them.
-	w.l("MOVQ R13, CX")
-	w.l("ANDQ $15, CX")
-	w.l("MOVL $1, AX")
-	w.l("SHLL CX, AX")
-	w.l("DECL AX")
-	w.l("TESTQ CX, CX")
-	w.l("JNZ %smask", name)
-	w.l("MOVL $0xffff, AX")
-	w.label(name + "mask")
-	w.l("KMOVW AX, K1")
+	w.rowMask(name)
 	var rs []int
 	for _, x := range []int{r, r / 2, r / 4, 1} {
 		if x > 0 && (len(rs) == 0 || rs[len(rs)-1] != x) {
@@ -237,17 +227,7 @@ func filterRows(w *asm, v, r int) {
 	w.l("SHLQ $2, R8")
 	w.l("MOVQ rows+64(FP), R15")
 	w.l("MOVQ bias+72(FP), DX")
-	// K1: the low ow mod 16 lanes, or all of them.
-	w.l("MOVQ R13, CX")
-	w.l("ANDQ $15, CX")
-	w.l("MOVL $1, AX")
-	w.l("SHLL CX, AX")
-	w.l("DECL AX")
-	w.l("TESTQ CX, CX")
-	w.l("JNZ %smask", name)
-	w.l("MOVL $0xffff, AX")
-	w.label(name + "mask")
-	w.l("KMOVW AX, K1")
+	w.rowMask(name)
 	w.l("TESTQ R15, R15")
 	w.l("JEQ %sdone", name)
 	acc := func(f, i int) int { return f*v + i }
@@ -346,16 +326,7 @@ func rows3x3(w *asm, v int) {
 	w.l("MOVQ R13, R8")
 	w.l("SHLQ $2, R8")
 	w.l("MOVQ rows+40(FP), R15")
-	w.l("MOVQ R13, CX")
-	w.l("ANDQ $15, CX")
-	w.l("MOVL $1, AX")
-	w.l("SHLL CX, AX")
-	w.l("DECL AX")
-	w.l("TESTQ CX, CX")
-	w.l("JNZ %smask", name)
-	w.l("MOVL $0xffff, AX")
-	w.label(name + "mask")
-	w.l("KMOVW AX, K1")
+	w.rowMask(name)
 	wreg := func(t int) int { return 21 + t } // Z21–Z29: the 9 weights
 	for t := 0; t < 9; t++ {
 		w.l("VBROADCASTSS %s, Z%d", off(t, 4, "R12"), wreg(t))
@@ -411,6 +382,21 @@ func rows3x3(w *asm, v int) {
 	w.l("VZEROUPPER")
 	w.l("RET")
 	w.WriteString("\n")
+}
+
+// rowMask sets K1 to a row's last vector's lanes: the low ow mod 16
+// (R13 holds ow), or all 16 where ow is a multiple of 16.
+func (w *asm) rowMask(name string) {
+	w.l("MOVQ R13, CX")
+	w.l("ANDQ $15, CX")
+	w.l("MOVL $1, AX")
+	w.l("SHLL CX, AX")
+	w.l("DECL AX")
+	w.l("TESTQ CX, CX")
+	w.l("JNZ %smask", name)
+	w.l("MOVL $0xffff, AX")
+	w.label(name + "mask")
+	w.l("KMOVW AX, K1")
 }
 
 // rowBlock opens block k of a row kernel's blocks of rows (rows[k] rows

@@ -1,9 +1,6 @@
 package cpu
 
-import (
-	"math"
-	"testing"
-)
+import "testing"
 
 // TestLayerNormBwdKernelsMatchGo runs layerNormBwd on every GEMM path the
 // machine has (so the AVX-512 loops where they exist) and on the generic
@@ -35,11 +32,8 @@ func TestLayerNormBwdKernelsMatchGo(t *testing.T) {
 				what      string
 				got, want []float32
 			}{{"dx", dx, wdx}, {"dx added", added, wadd}, {"dgamma", dg, wdg}, {"dbeta", db, wdb}} {
-				for i := range c.want {
-					if math.Float32bits(c.got[i]) != math.Float32bits(c.want[i]) {
-						t.Errorf("%s %dx%d: %s[%d] = %g, the Go loops give %g", path, sz.rows, sz.cols, c.what, i, c.got[i], c.want[i])
-						break
-					}
+				if msg := sameBits(c.got, c.want); msg != "" {
+					t.Errorf("%s %dx%d: %s: %s (the Go loops')", path, sz.rows, sz.cols, c.what, msg)
 				}
 			}
 		}
@@ -72,11 +66,8 @@ func TestLayerNormFwdKernelsMatchGo(t *testing.T) {
 					what      string
 					got, want []float32
 				}{{"y", y, wy}, {"mean", mean, wmean}, {"inv", inv, winv}} {
-					for i := range c.want {
-						if math.Float32bits(c.got[i]) != math.Float32bits(c.want[i]) {
-							t.Errorf("%s %dx%d beta %v: %s[%d] = %g, the Go loop gives %g", path, sz.rows, sz.cols, beta != nil, c.what, i, c.got[i], c.want[i])
-							break
-						}
+					if msg := sameBits(c.got, c.want); msg != "" {
+						t.Errorf("%s %dx%d beta %v: %s: %s (the Go loop's)", path, sz.rows, sz.cols, beta != nil, c.what, msg)
 					}
 				}
 			}
@@ -91,6 +82,11 @@ func BenchmarkLayerNormFwd(b *testing.B) {
 	r := newTestRand(34)
 	x, gamma, beta := randSlice(r, rows*cols, 2), randSlice(r, cols, 1), randSlice(r, cols, 1)
 	y, mean, inv := make([]float32, rows*cols), make([]float32, rows), make([]float32, rows)
+	onePathEach(b, func() { LayerNormFwd(x, gamma, beta, y, mean, inv, rows, cols, 1e-5) })
+}
+
+// onePathEach runs a benchmark of run on one thread on each GEMM path.
+func onePathEach(b *testing.B, run func()) {
 	defer SetThreads(Threads())
 	SetThreads(1)
 	for _, path := range GemmPaths() {
@@ -100,7 +96,7 @@ func BenchmarkLayerNormFwd(b *testing.B) {
 			}
 			defer SetGemmPath("")
 			for range b.N {
-				LayerNormFwd(x, gamma, beta, y, mean, inv, rows, cols, 1e-5)
+				run()
 			}
 		})
 	}
@@ -115,17 +111,5 @@ func BenchmarkLayerNormBwd(b *testing.B) {
 	mean, inv := make([]float32, rows), make([]float32, rows)
 	LayerNormFwd(x, gamma, nil, make([]float32, rows*cols), mean, inv, rows, cols, 1e-5)
 	dx, dg := make([]float32, rows*cols), make([]float32, cols)
-	defer SetThreads(Threads())
-	SetThreads(1)
-	for _, path := range GemmPaths() {
-		b.Run(path, func(b *testing.B) {
-			if err := SetGemmPath(path); err != nil {
-				b.Fatal(err)
-			}
-			defer SetGemmPath("")
-			for range b.N {
-				LayerNormBwd(x, gamma, mean, inv, dy, dx, dg, nil, rows, cols)
-			}
-		})
-	}
+	onePathEach(b, func() { LayerNormBwd(x, gamma, mean, inv, dy, dx, dg, nil, rows, cols) })
 }
