@@ -71,10 +71,6 @@ func BF16Native() bool {
 //go:noescape
 func amxPanelBlock(cfg *byte, a *uint16, b *uint32, c *float32, nBlocks, kTiles, aHalf, bHalf, bNext, ldc, acc int)
 
-// amxKernel is amxPanelBlock's signature: tests run the blocking and the
-// packers with a Go twin of the tiles (amxPanelBlockGo) on any CPU.
-type amxKernel func(cfg *byte, a *uint16, b *uint32, c *float32, nBlocks, kTiles, aHalf, bHalf, bNext, ldc, acc int)
-
 // The blocking of amxGemm's work (see the top of this file); variables for
 // BenchmarkAMXBlocking, which chose them on the H200 host's Xeon (48 KB L1,
 // 2 MB L2 a core) for models/gpt.cue's products: one 32-row block at a time
@@ -278,6 +274,26 @@ func amxGemmWith(kernel amxKernel, transA, transB bool, m, n, k int, a []float32
 func bf16Row(dst *uint16, src *float32, n int)
 
 //go:noescape
+func bf16RoundRow(dst, src *float32, n int)
+
+// roundRowVec is whether roundRow has bf16RoundRow: every AVX-512 CPU.
+var roundRowVec = func() bool { _, avx512 := x86Features(); return avx512 }()
+
+// roundRow writes RoundBF16 of each of src into dst (as long), 16 at a
+// time by bf16RoundRow where the CPU has AVX-512.
+func roundRow(dst, src []float32) {
+	done := 0
+	if n := len(src) &^ 15; roundRowVec && n > 0 {
+		_ = dst[n-1]
+		bf16RoundRow(&dst[0], &src[0], n)
+		done = n
+	}
+	for j := done; j < len(src); j++ {
+		dst[j] = RoundBF16(src[j])
+	}
+}
+
+//go:noescape
 func bf16RowStrided(dst *uint16, src *float32, n, ldd int)
 
 //go:noescape
@@ -296,28 +312,31 @@ func packBF16AVec(trans bool, a []float32, lda, m, k int, pa []uint16, mp, kp in
 		ParallelFor(mp/16, 1, func(lo, hi int) { packBF16ARows(a, lda, m, k, pa, kp, lo*16, hi*16) })
 		return
 	}
+	ParallelFor(kp/32, 1, func(lo, hi int) { packBF16ATrans(a, lda, m, k, pa, mp, kp, pt, lo, hi) })
+}
+
+// packBF16ATrans packs k-tiles [lo, hi) of A read transposed (packBF16AVec's
+// second way): 16 rows of pt at a time (16 KB with mp = 256), transposed
+// while they are in L1.
+func packBF16ATrans(a []float32, lda, m, k int, pa []uint16, mp, kp int, pt []uint32, lo, hi int) {
 	m16 := m &^ 15
-	// 16 rows of pt at a time (16 KB with mp = 256), transposed while they
-	// are in L1.
 	pa32 := unsafe.Slice((*uint32)(unsafe.Pointer(&pa[0])), len(pa)/2)
-	ParallelFor(kp/32, 1, func(lo, hi int) {
-		for q0 := lo * 16; q0 < hi*16; q0 += 16 {
-			for q := q0; q < q0+16; q++ {
-				row := pt[q*mp : q*mp+mp]
-				i0 := 0
-				if 2*q+1 < k && m16 > 0 {
-					bf16PairsStrided(&row[0], &a[2*q*lda], &a[(2*q+1)*lda], m16, 16)
-					i0 = m16
-				}
-				for i := i0; i < mp; i++ {
-					row[i] = amxPair(a, true, lda, i, 2*q, m, k)
-				}
+	for q0 := lo * 16; q0 < hi*16; q0 += 16 {
+		for q := q0; q < q0+16; q++ {
+			row := pt[q*mp : q*mp+mp]
+			i0 := 0
+			if 2*q+1 < k && m16 > 0 {
+				bf16PairsStrided(&row[0], &a[2*q*lda], &a[(2*q+1)*lda], m16, 16)
+				i0 = m16
 			}
-			for i := 0; i < mp; i += 16 {
-				dwordT16(&pa32[amxAAt(i, 2*q0, kp)/2], 16, &pt[q0*mp+i], mp, 16)
+			for i := i0; i < mp; i++ {
+				row[i] = amxPair(a, true, lda, i, 2*q, m, k)
 			}
 		}
-	})
+		for i := 0; i < mp; i += 16 {
+			dwordT16(&pa32[amxAAt(i, 2*q0, kp)/2], 16, &pt[q0*mp+i], mp, 16)
+		}
+	}
 }
 
 // packBF16ARows packs rows [r0, r1) of A (not transposed), r0 and r1
@@ -376,57 +395,108 @@ func amxPair(a []float32, trans bool, lda, i, p, m, k int) uint32 {
 // column of B) into a row of pt (np rows of kp/2 pairs), and pt transposed
 // 16 columns at a time into their panel.
 func packBF16BVec(trans bool, b []float32, ldb, k, n int, pb []uint32, kp, np int, pt []uint32) {
-	n16 := n &^ 15
 	if !trans {
-		ParallelFor(kp/2, 8, func(lo, hi int) {
-			for q := lo; q < hi; q++ {
-				p := 2 * q
-				j0 := 0
-				if p+1 < k && n16 > 0 {
-					bf16PairsStrided(&pb[amxBAt(q, 0, kp)], &b[p*ldb], &b[(p+1)*ldb], n16, kp/2*16)
-					j0 = n16
-				}
-				for j := j0; j < np; j++ {
-					pb[amxBAt(q, j, kp)] = amxPair(b, true, ldb, j, p, n, k)
-				}
-			}
-		})
+		ParallelFor(kp/2, 8, func(lo, hi int) { packBF16BPairs(b, ldb, k, n, pb, kp, np, lo, hi) })
 		return
 	}
-	// 16 rows of pt at a time (25 KB with k = 784), transposed while they
-	// are in L1.
-	pt16 := unsafe.Slice((*uint16)(unsafe.Pointer(&pt[0])), 2*len(pt))
-	ParallelFor(np/16, 1, func(lo, hi int) {
-		for j0 := lo * 16; j0 < hi*16; j0 += 16 {
-			for j := j0; j < j0+16; j++ {
-				var src []float32
-				if j < n {
-					src = b[j*ldb : j*ldb+k]
-				}
-				bf16ConvertRow(pt16[j*kp:j*kp+kp], src)
-			}
-			dwordT16(&pb[amxBAt(0, j0, kp)], 16, &pt[j0*kp/2], kp/2, kp/2)
+	ParallelFor(np/16, 1, func(lo, hi int) { packBF16BTrans(b, ldb, k, n, pb, kp, np, pt, lo, hi) })
+}
+
+// packBF16BPairs packs pair rows [lo, hi) of B (not transposed): rows 2q
+// and 2q+1 interleaved 16 columns at a time into their panels.
+func packBF16BPairs(b []float32, ldb, k, n int, pb []uint32, kp, np, lo, hi int) {
+	n16 := n &^ 15
+	for q := lo; q < hi; q++ {
+		p := 2 * q
+		j0 := 0
+		if p+1 < k && n16 > 0 {
+			bf16PairsStrided(&pb[amxBAt(q, 0, kp)], &b[p*ldb], &b[(p+1)*ldb], n16, kp/2*16)
+			j0 = n16
 		}
-	})
+		for j := j0; j < np; j++ {
+			pb[amxBAt(q, j, kp)] = amxPair(b, true, ldb, j, p, n, k)
+		}
+	}
 }
 
-func growU16(s []uint16, n int) []uint16 {
-	if cap(s) < n {
-		return make([]uint16, n)
+// packBF16BTrans packs the 16-column panels [lo, hi) of B read transposed:
+// 16 rows of pt at a time (25 KB with k = 784), transposed while they are
+// in L1.
+func packBF16BTrans(b []float32, ldb, k, n int, pb []uint32, kp, np int, pt []uint32, lo, hi int) {
+	pt16 := unsafe.Slice((*uint16)(unsafe.Pointer(&pt[0])), 2*len(pt))
+	for j0 := lo * 16; j0 < hi*16; j0 += 16 {
+		for j := j0; j < j0+16; j++ {
+			var src []float32
+			if j < n {
+				src = b[j*ldb : j*ldb+k]
+			}
+			bf16ConvertRow(pt16[j*kp:j*kp+kp], src)
+		}
+		dwordT16(&pb[amxBAt(0, j0, kp)], 16, &pt[j0*kp/2], kp/2, kp/2)
 	}
-	return s[:n]
 }
 
-func growU32(s []uint32, n int) []uint32 {
-	if cap(s) < n {
-		return make([]uint32, n)
+// newAMXLocal returns a thread's AMX products, or nil where the CPU has no
+// tiles.
+func newAMXLocal() *amxLocal {
+	if !BF16Native() {
+		return nil
 	}
-	return s[:n]
+	return &amxLocal{kernel: amxPanelBlock}
 }
 
-func growF32(s []float32, n int) []float32 {
-	if cap(s) < n {
-		return make([]float32, n)
+// mul is C = A·B, or C += A·B with acc, on the calling thread's tiles
+// (amxLocal), with Sgemm's argument convention.
+func (s *amxLocal) mul(transA, transB bool, m, n, k int, a []float32, lda int, b []float32, ldb int, acc bool, c []float32, ldc int) {
+	checkGemmOperands(transA, transB, m, n, k, a, lda, b, ldb, c, ldc)
+	if m <= 0 || n <= 0 {
+		return
 	}
-	return s[:n]
+	if k <= 0 {
+		if !acc {
+			scaleMatrix(m, n, 0, c, ldc)
+		}
+		return
+	}
+	mp, np, kp := gemmRoundUp(m, 32), gemmRoundUp(n, 32), gemmRoundUp(k, 32)
+	s.pa, s.pb = growU16(s.pa, mp*kp), growU32(s.pb, kp/2*np)
+	if transA || transB {
+		s.pt = growU32(s.pt, max(kp/2*mp, np*kp/2))
+	}
+	if transA {
+		packBF16ATrans(a, lda, m, k, s.pa, mp, kp, s.pt, 0, kp/32)
+	} else {
+		packBF16ARows(a, lda, m, k, s.pa, kp, 0, mp)
+	}
+	if transB {
+		packBF16BTrans(b, ldb, k, n, s.pb, kp, np, s.pt, 0, np/16)
+	} else {
+		packBF16BPairs(b, ldb, k, n, s.pb, kp, np, 0, kp/2)
+	}
+	out, ldo, add := c, ldc, 0
+	if acc {
+		add = 1
+	}
+	edges := m != mp || n != np
+	if edges { // the whole product through the scratch, then into C
+		s.pc = growF32(s.pc, mp*np)
+		out, ldo, add = s.pc, np, 0
+	}
+	cfg := &amx.cfg[0]
+	for mb := 0; mb < mp/32; mb++ {
+		s.kernel(cfg, &s.pa[mb*32*kp], &s.pb[0], &out[mb*32*ldo], np/32, kp/32, 32*kp, 32*kp, 64*kp, ldo*4, add)
+	}
+	if !edges {
+		return
+	}
+	for i := range m {
+		row, src := c[i*ldc:i*ldc+n], s.pc[i*np:i*np+n]
+		if !acc {
+			copy(row, src)
+			continue
+		}
+		for j, v := range src {
+			row[j] += v
+		}
+	}
 }

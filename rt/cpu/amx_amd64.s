@@ -155,6 +155,27 @@ rowloop:
 	VZEROUPPER
 	RET
 
+// func bf16RoundRow(dst, src *float32, n int)
+// dst[j] = RoundBF16(src[j]) for j < n, n a positive multiple of 16: the
+// bfloat16 back in the top half of a float32.
+TEXT ·bf16RoundRow(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	BF16CONSTS
+
+roundloop:
+	VMOVUPS (SI), Z0
+	BF16ROUND(Z0, Z2, Z1)
+	VPSLLD  $16, Z2, Z2
+	VMOVUPS Z2, (DI)
+	ADDQ    $64, SI
+	ADDQ    $64, DI
+	SUBQ    $16, CX
+	JNZ     roundloop
+	VZEROUPPER
+	RET
+
 // func bf16RowStrided(dst *uint16, src *float32, n, ldd int)
 // dst[(j/32)·ldd + j%32] = bfloat16(src[j]) for j < n, n a positive
 // multiple of 32: a row of A into its k-tiles (ldd in uint16s).

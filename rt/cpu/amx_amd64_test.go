@@ -229,3 +229,58 @@ func TestAMXGemmBlocking(t *testing.T) {
 		}
 	}
 }
+
+// TestAMXLocal checks one thread's AMX products (amxLocal.mul) against
+// float64 sums of the rounded operands: every orientation, shapes with and
+// without edges, C overwritten and added to, one amxLocal reused across
+// shapes (its buffers grow and shrink in use); with the tiles' Go twin on
+// every AVX-512 CPU, and with the tiles where the CPU has them.
+func TestAMXLocal(t *testing.T) {
+	if _, avx512 := x86Features(); !avx512 {
+		t.Skip("no AVX-512 here: the AMX path's packers (which AMX implies) cannot run")
+	}
+	kernels := map[string]*amxLocal{"Go twin": {kernel: amxPanelBlockGo}}
+	if x := newAMXLocal(); x != nil {
+		kernels["tiles"] = x
+	}
+	rng := newTestRand(19)
+	for name, x := range kernels {
+		for _, sz := range [][3]int{{64, 256, 64}, {37, 45, 70}, {256, 64, 64}, {3, 5, 1}, {64, 96, 200}, {32, 32, 31}} {
+			m, n, k := sz[0], sz[1], sz[2]
+			for _, tr := range [][2]bool{{false, false}, {false, true}, {true, false}, {true, true}} {
+				for _, acc := range []bool{false, true} {
+					transA, transB := tr[0], tr[1]
+					a, lda, b, ldb := bf16TestOperands(rng, transA, transB, m, n, k)
+					ldc := n + 3
+					c := randSlice(rng, m*ldc, 1)
+					before := append([]float32(nil), c...)
+					x.mul(transA, transB, m, n, k, a, lda, b, ldb, acc, c, ldc)
+					ref, scale := bf16Ref(transA, transB, m, n, k, a, lda, b, ldb, true)
+					for i := range m {
+						for j := range ldc {
+							want, tol := float64(before[i*ldc+j]), 0.0 // the gap between rows stays
+							if j < n {
+								want, tol = ref[i*n+j], 2e-6*math.Sqrt(float64(k))*(scale[i*n+j]+1)
+								if acc {
+									want += float64(before[i*ldc+j])
+								}
+							}
+							if math.Abs(float64(c[i*ldc+j])-want) > tol {
+								t.Fatalf("%s %v trans %v acc %v: C[%d][%d] = %v, want %v", name, sz, tr, acc, i, j, c[i*ldc+j], want)
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// twinTiles returns a thread's AMX products on the tiles' Go twin, or nil
+// where the packers cannot run (no AVX-512).
+func twinTiles() *amxLocal {
+	if _, avx512 := x86Features(); !avx512 {
+		return nil
+	}
+	return &amxLocal{kernel: amxPanelBlockGo}
+}

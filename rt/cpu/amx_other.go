@@ -17,3 +17,19 @@ func amxGemmRows(transA, transB bool, m, n, k int, a []float32, lda int, b []flo
 // where they don't, they run with VDPBF16PS where the CPU has AVX512-BF16
 // (gemm_bf16.go, the same numbers), else in float32 on rounded operands.
 func BF16Native() bool { return false }
+
+// newAMXLocal returns nil: there are no tiles off amd64.
+func newAMXLocal() *amxLocal { return nil }
+
+// mul is the AMX product of one thread; there is none off amd64
+// (newAMXLocal returns nil there).
+func (s *amxLocal) mul(transA, transB bool, m, n, k int, a []float32, lda int, b []float32, ldb int, acc bool, c []float32, ldc int) {
+	panic("cpu: AMX products off amd64")
+}
+
+// roundRow writes RoundBF16 of each of src into dst (as long).
+func roundRow(dst, src []float32) {
+	for j, v := range src {
+		dst[j] = RoundBF16(v)
+	}
+}

@@ -167,16 +167,15 @@ func roundedCopy(dst, src []float32, lds, rows, cols int) []float32 {
 		dst = make([]float32, rows*cols)
 	}
 	dst = dst[:rows*cols]
-	ParallelFor(rows, rowGrain(cols), func(lo, hi int) {
-		for r := lo; r < hi; r++ {
-			s := src[r*lds : r*lds+cols]
-			d := dst[r*cols : r*cols+cols]
-			for j, v := range s {
-				d[j] = RoundBF16(v)
-			}
-		}
-	})
+	ParallelFor(rows, rowGrain(cols), func(lo, hi int) { roundRows(dst, src, lds, cols, lo, hi) })
 	return dst
+}
+
+// roundRows is roundedCopy's work on rows [lo, hi), on the calling thread.
+func roundRows(dst, src []float32, lds, cols, lo, hi int) {
+	for r := lo; r < hi; r++ {
+		roundRow(dst[r*cols:r*cols+cols], src[r*lds:r*lds+cols])
+	}
 }
 
 // BF16Hardware names the instructions BF16 products run on here: "Intel

@@ -246,3 +246,27 @@ func TestBF16InferenceKeeps(t *testing.T) {
 	w[0] = -w[0]
 	check("a new weight matrix")
 }
+
+// TestRoundRow: roundRow (bf16RoundRow's vector loop where the CPU has
+// AVX-512) gives RoundBF16's bits for every element, ties, infinities,
+// NaNs and subnormals among them, at lengths with and without a tail.
+func TestRoundRow(t *testing.T) {
+	rng := newTestRand(23)
+	special := []float32{0, float32(math.Copysign(0, -1)), 1, -1, float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN()),
+		math.Float32frombits(0x3f808000), math.Float32frombits(0x3f818000), math.Float32frombits(0x7f7fffff), math.Float32frombits(0x00000001), math.Float32frombits(0xff80_0001)}
+	for _, n := range []int{1, 15, 16, 33, 100} {
+		src := randSlice(rng, n, 100)
+		for i := range src {
+			if i%3 == 0 {
+				src[i] = special[(i/3)%len(special)]
+			}
+		}
+		dst := make([]float32, n)
+		roundRow(dst, src)
+		for i, v := range src {
+			if want := RoundBF16(v); math.Float32bits(dst[i]) != math.Float32bits(want) {
+				t.Fatalf("n %d: roundRow(%#x) = %#x, want %#x", n, math.Float32bits(v), math.Float32bits(dst[i]), math.Float32bits(want))
+			}
+		}
+	}
+}
