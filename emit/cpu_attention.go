@@ -16,7 +16,8 @@ import (
 // layer's stream, and its count).
 
 // attentionGeom is the cpu.Attention literal of step st, with dropout in
-// training.
+// training, and bf16 products in a CPU program where the step's precision
+// says so (the references take none).
 func (g *generator) attentionGeom(st planner.Step, in []operand, training bool) (string, error) {
 	qs, ks, _, ok := planner.AttentionHeadShapes(in[0].buf.Shape, in[1].buf.Shape, in[2].buf.Shape, st.Attr.Perm)
 	n := len(qs)
@@ -27,6 +28,9 @@ func (g *generator) attentionGeom(st planner.Step, in []operand, training bool) 
 	lit := fmt.Sprintf("cpu.Attention{Mats: %d, Tq: %d, Tk: %d, D: %d, Scale: %s, Causal: %v", prod(qs[:n-2]), qs[n-2], ks[n-1], qs[n-1], float(a.Scale), a.Causal)
 	if a.Perm != nil {
 		lit += fmt.Sprintf(", Heads: %d", in[0].buf.Shape[2]) // [B, T, H, D]
+	}
+	if a.Precision == planner.PrecisionBF16 && !g.reference {
+		lit += ", BF16: true"
 	}
 	if training && a.Rate > 0 {
 		if g.reference {

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"regexp"
 	"testing"
+
+	"github.com/mlbuild/mlbuild/planner"
 )
 
 // TestTokenModelSource: the gpt_tiny program calls the fused causal
@@ -41,5 +43,44 @@ func TestTokenModelSource(t *testing.T) {
 	}
 	if bytes.Contains(src, []byte("cpu.SoftmaxFwd(")) || bytes.Contains(src, []byte("cpu.SoftmaxCausalFwd(")) {
 		t.Error("a softmax of gpt_tiny runs outside the fused attention")
+	}
+}
+
+// TestTokenModelSourceBF16: in a bf16 gpt_tiny, every fused attention of
+// the CPU program multiplies in bf16 (its plans give the steps bf16) and
+// no attention of the f32 program does.
+func TestTokenModelSourceBF16(t *testing.T) {
+	in := inputFor(t, "../testdata/specs/valid/gpt_tiny.cue", true)
+	f32, err := ModelSource(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in.Model.Precision = planner.PrecisionBF16
+	for i, o := range []planner.Options{{Training: true, Fusion: true}, {Fusion: true}, {Fusion: true, Batch: 1}} {
+		p, err := planner.Build(in.Model, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		*[]**planner.Plan{&in.Train, &in.Infer, &in.Infer1}[i] = p
+	}
+	bf, err := ModelSource(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	attn := regexp.MustCompile(`cpu\.Attention\{[^}]*\}`)
+	for _, c := range []struct {
+		name string
+		src  []byte
+		want bool
+	}{{"f32", f32, false}, {"bf16", bf, true}} {
+		lits := attn.FindAll(c.src, -1)
+		if len(lits) != 8 { // as TestTokenModelSource counts them: 2 forward in each plan, 2 backward
+			t.Errorf("%s: %d attention literals, want 8", c.name, len(lits))
+		}
+		for _, l := range lits {
+			if got := bytes.Contains(l, []byte("BF16: true")); got != c.want {
+				t.Errorf("%s: %s", c.name, l)
+			}
+		}
 	}
 }

@@ -21,7 +21,9 @@ func withPrecision(m *spec.Model, precision string) *spec.Model {
 // asks for it and the step has at least 16 rows (the batch times any
 // leading axes); a step of fewer rows, a spec asking for f32 and a target
 // without a Dense rule (the GPU backends) keep f32, and every dense step
-// left at f32 in a bf16 plan is listed with its reason.
+// left at f32 in a bf16 plan is listed with its reason. The CPU's fused
+// attention runs a bf16 plan's products in bf16, and a tf32 plan's in f32
+// with the reason; an f32 plan's carry none.
 func TestChoosePrecisions(t *testing.T) {
 	gpu := Target{Name: "cuda", Conv: cpuConv} // a target with no Dense rule
 	tests := []struct {
@@ -31,25 +33,31 @@ func TestChoosePrecisions(t *testing.T) {
 		want      map[string]string // "kernel layer" -> precision
 		notes     int               // lines in Plan.Precisions
 		noteWords string            // in every line
+		attention string            // the fused attention steps' precision
 	}{
 		{"bf16 training, batch 250", withPrecision(mlp(), "bf16"), Options{Batch: 250, Training: true, Fusion: true},
-			map[string]string{"gemm fc1": "bf16", "gemm fc2": "bf16", "gemm fc3": "bf16", "gemm_bwd fc1": "bf16", "gemm_bwd fc2": "bf16", "gemm_bwd fc3": "bf16"}, 0, ""},
+			map[string]string{"gemm fc1": "bf16", "gemm fc2": "bf16", "gemm fc3": "bf16", "gemm_bwd fc1": "bf16", "gemm_bwd fc2": "bf16", "gemm_bwd fc3": "bf16"}, 0, "", ""},
 		{"bf16 at 16 rows", withPrecision(mlp(), "bf16"), Options{Batch: 16, Training: false, Fusion: true},
-			map[string]string{"gemm fc1": "bf16", "gemm fc2": "bf16", "gemm fc3": "bf16"}, 0, ""},
+			map[string]string{"gemm fc1": "bf16", "gemm fc2": "bf16", "gemm fc3": "bf16"}, 0, "", ""},
 		{"bf16 at 15 rows", withPrecision(mlp(), "bf16"), Options{Batch: 15, Training: false, Fusion: true},
-			map[string]string{"gemm fc1": "f32", "gemm fc2": "f32", "gemm fc3": "f32"}, 3, "15 rows, fewer than the 16 of a bf16 tile"},
+			map[string]string{"gemm fc1": "f32", "gemm fc2": "f32", "gemm fc3": "f32"}, 3, "15 rows, fewer than the 16 of a bf16 tile", ""},
 		{"bf16 inference, batch 1", withPrecision(mlp(), "bf16"), Options{Batch: 1, Training: false, Fusion: true},
-			map[string]string{"gemm fc1": "f32", "gemm fc2": "f32", "gemm fc3": "f32"}, 3, "f32, not bf16: 1 row, fewer than"},
+			map[string]string{"gemm fc1": "f32", "gemm fc2": "f32", "gemm fc3": "f32"}, 3, "f32, not bf16: 1 row, fewer than", ""},
 		{"f32 spec", withPrecision(mlp(), "f32"), Options{Batch: 250, Training: true, Fusion: true},
-			map[string]string{"gemm fc1": "f32", "gemm fc2": "f32", "gemm fc3": "f32", "gemm_bwd fc1": "f32", "gemm_bwd fc2": "f32", "gemm_bwd fc3": "f32"}, 0, ""},
+			map[string]string{"gemm fc1": "f32", "gemm fc2": "f32", "gemm fc3": "f32", "gemm_bwd fc1": "f32", "gemm_bwd fc2": "f32", "gemm_bwd fc3": "f32"}, 0, "", ""},
 		{"no precision (f32)", mlp(), Options{Batch: 250, Training: false, Fusion: true},
-			map[string]string{"gemm fc1": "f32", "gemm fc2": "f32", "gemm fc3": "f32"}, 0, ""},
+			map[string]string{"gemm fc1": "f32", "gemm fc2": "f32", "gemm fc3": "f32"}, 0, "", ""},
 		{"bf16 on a GPU target", withPrecision(mlp(), "bf16"), Options{Batch: 250, Training: true, Fusion: true, Target: gpu},
-			map[string]string{"gemm fc1": "f32", "gemm fc2": "f32", "gemm fc3": "f32", "gemm_bwd fc1": "f32", "gemm_bwd fc2": "f32", "gemm_bwd fc3": "f32"}, 6, "the cuda backend has no bf16 products for this step"},
+			map[string]string{"gemm fc1": "f32", "gemm fc2": "f32", "gemm fc3": "f32", "gemm_bwd fc1": "f32", "gemm_bwd fc2": "f32", "gemm_bwd fc3": "f32"}, 6, "the cuda backend has no bf16 products for this step", ""},
 		// 2 samples of 8 tokens: the token-wise layers have 16 rows, the
 		// head (on the flattened tokens) 2.
 		{"rows are tokens", withPrecision(attention(), "bf16"), Options{Batch: 2, Training: false, Fusion: true},
-			map[string]string{"gemm q": "bf16", "gemm k": "bf16", "gemm v": "bf16", "gemm proj": "bf16", "gemm head": "f32"}, 1, "gemm head: f32, not bf16: 2 rows"},
+			map[string]string{"gemm q": "bf16", "gemm k": "bf16", "gemm v": "bf16", "gemm proj": "bf16", "gemm head": "f32"}, 1, "gemm head: f32, not bf16: 2 rows", "bf16"},
+		{"attention in f32", withPrecision(attention(), "f32"), Options{Batch: 2, Training: true, Fusion: true},
+			map[string]string{"gemm q": "f32", "gemm k": "f32", "gemm v": "f32", "gemm proj": "f32", "gemm head": "f32",
+				"gemm_bwd q": "f32", "gemm_bwd k": "f32", "gemm_bwd v": "f32", "gemm_bwd proj": "f32", "gemm_bwd head": "f32"}, 0, "", ""},
+		{"attention in tf32", withPrecision(attention(), "tf32"), Options{Batch: 2, Training: false, Fusion: true},
+			map[string]string{"gemm q": "f32", "gemm k": "f32", "gemm v": "f32", "gemm proj": "f32", "gemm head": "f32"}, 6, "the CPU has no TF32 arithmetic", "f32"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -74,10 +82,18 @@ func TestChoosePrecisions(t *testing.T) {
 					t.Errorf("Precisions line %q does not say %q", l, tc.noteWords)
 				}
 			}
-			// Only dense steps carry a precision.
+			// Only dense steps carry a precision, and the CPU's fused
+			// attention in a plan that asks for another than f32: the
+			// spec's.
 			for _, ph := range []Phase{p.Forward, p.Backward, p.Update} {
 				for _, s := range ph {
-					if s.Kernel != KGemm && s.Kernel != KGemmBwd && s.Attr.Precision != "" {
+					switch {
+					case s.Kernel == KGemm || s.Kernel == KGemmBwd:
+					case s.Kernel == KAttention || s.Kernel == KAttentionBwd:
+						if want := tc.attention; s.Attr.Precision != want {
+							t.Errorf("%s %s has precision %q, want %q", s.Kernel, s.Layer, s.Attr.Precision, want)
+						}
+					case s.Attr.Precision != "":
 						t.Errorf("%s %s has precision %q", s.Kernel, s.Layer, s.Attr.Precision)
 					}
 				}

@@ -255,7 +255,7 @@ const (
 )
 
 // CPU is the CPU backend's Target, the default of Options.Target.
-var CPU = Target{Name: "cpu", Conv: cpuConv, Dense: cpuDense, ConvPrecision: cpuConvPrecision, Attention: true, FoldBatchNorm: true, SiLU: true, ReLU6Epilogue: true, SiLUEpilogue: true}
+var CPU = Target{Name: "cpu", Conv: cpuConv, Dense: cpuDense, ConvPrecision: cpuConvPrecision, AttentionPrecision: cpuAttentionPrecision, Attention: true, FoldBatchNorm: true, SiLU: true, ReLU6Epilogue: true, SiLUEpilogue: true}
 
 // cpuBF16Rows is the fewest rows of a dense step that the CPU multiplies
 // in bf16: Intel AMX's bf16 tiles hold 16 rows, and below that (batch-1
@@ -289,6 +289,18 @@ func cpuDense(rows int, want string) DenseChoice {
 
 // cpuNoTF32 says why the CPU keeps a tf32 plan's steps in f32.
 const cpuNoTF32 = "the CPU has no TF32 arithmetic (a format of NVIDIA's tensor cores; tf32 runs on --backend cuda): float32 products"
+
+// cpuAttentionPrecision is the CPU backend's rule for the fused
+// attention's products (rt/cpu's Attention.BF16): a bf16 plan's run in
+// bf16 at any head dimension (on one thread's AMX tiles, whose packing pads
+// every edge, else emulated in float32 on rounded copies), its softmax and
+// dropout in float32; tf32 stays f32, as everywhere on the CPU.
+func cpuAttentionPrecision(_ int, want string) DenseChoice {
+	if want == PrecisionTF32 {
+		return DenseChoice{Precision: PrecisionF32, Why: cpuNoTF32}
+	}
+	return DenseChoice{Precision: want}
+}
 
 // cpuConvPrecision is the CPU backend's rule for convolutions' precision:
 // the methods that multiply by GEMMs, im2col + GEMM and the pointwise

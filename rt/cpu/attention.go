@@ -25,6 +25,14 @@ type Attention struct {
 	// k and dk [B, Tk, Heads, D] in kt's and dkt's places, matrix
 	// m = b·Heads + h; lse and delta stay [Mats, Tq].
 	Heads int
+	// BF16 makes the fused kernels' products (AttentionBlocksFwd's and
+	// AttentionBlocksBwd's q·kᵀ, p·v and their gradients) read
+	// bfloat16-rounded operands and accumulate in float32, as BF16's
+	// dense products: on AMX tiles where the CPU has them, else in
+	// float32 on rounded copies (the same products, at float32's speed).
+	// The softmax, its statistics and the dropout stay float32; the
+	// references ignore it.
+	BF16 bool
 }
 
 // heads copies x [B, rows, Heads, D] to [Mats, rows, D], and, where kt,

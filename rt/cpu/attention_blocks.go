@@ -6,13 +6,13 @@ import "math"
 // program): a matrix (batch, head) at a time on each thread, its queries
 // in blocks of attnBlock rows, so the scores of a block ([attnBlock, Tk],
 // 64 KB at Tk 256) stay in cache and those of the whole matrix are never
-// in memory. The products go through Sgemm on the calling thread
-// (sgemmOn1), reading and writing the operands in place (a token-major
-// matrix is rows Heads·D apart), a causal block stops at its last query's
-// key, and the
-// softmax and dropout are the unfused steps' vector kernels (expShift,
-// sum64, dropoutMask): the same arithmetic as AttentionFwd and
-// AttentionBwd, the references, with float32 sums in another order.
+// in memory. The products run on the calling thread (attnProducts: Sgemm's
+// sgemmOn1, or AMX tiles in a bf16 attention), reading and writing the
+// operands in place (a token-major matrix is rows Heads·D apart), a causal
+// block stops at its last query's key, and the softmax and dropout are the
+// unfused steps' vector kernels (expShift, sum64, dropoutMask): the same
+// arithmetic as AttentionFwd and AttentionBwd, the references, with float32
+// sums in another order (and, in bf16, rounded operands in the products).
 //
 // Dropout draws DropoutUniform(Seed, Step, (m·Tq + i)·Tk + j) for element
 // (m, i, j), as the references' Uniform does when it is that function.
@@ -21,15 +21,69 @@ import "math"
 const attnBlock = 64
 
 // attnScratch is one thread's block scores and their kin, [attnBlock, Tk]
-// each.
-type attnScratch struct{ s, p, ds, mask []float32 }
+// each, and its products.
+type attnScratch struct {
+	s, p, ds, mask []float32
+	attnProducts
+}
 
 func (a Attention) newScratch(backward bool) *attnScratch {
 	x := &attnScratch{s: make([]float32, attnBlock*a.Tk), mask: make([]float32, attnBlock*a.Tk)}
 	if backward {
 		x.p, x.ds = make([]float32, attnBlock*a.Tk), make([]float32, attnBlock*a.Tk)
 	}
+	if x.bf16 = a.BF16; x.bf16 {
+		x.tiles = attnTiles()
+	}
 	return x
+}
+
+// attnTiles returns a thread's AMX products for a bf16 attention (nil where
+// the CPU has none); tests give the tiles' Go twin.
+var attnTiles = newAMXLocal
+
+// attnProducts multiplies a thread's blocks, C = alpha·op(A)·op(B) +
+// beta·C with Sgemm's argument convention (beta 0 or 1), in the
+// attention's precision: float32 (sgemmOn1), or with bf16 bfloat16-rounded
+// operands accumulated in float32, on the thread's AMX tiles where it has
+// them (alpha then scales C after the product, and only with beta 0), else
+// by sgemmOn1 on rounded copies in ra and rb.
+type attnProducts struct {
+	bf16   bool
+	tiles  *amxLocal
+	ra, rb []float32
+}
+
+func (x *attnProducts) mul(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+	switch {
+	case !x.bf16:
+		sgemmOn1(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+	case x.tiles != nil:
+		if (beta != 0 && beta != 1) || (alpha != 1 && beta != 0) {
+			panic("cpu: the attention's tiles take beta 0 or 1, and alpha only with beta 0")
+		}
+		x.tiles.mul(transA, transB, m, n, k, a, lda, b, ldb, beta == 1, c, ldc)
+		if alpha != 1 {
+			for i := range m {
+				row := c[i*ldc : i*ldc+n]
+				rowScalar(BMul, row, alpha, row)
+			}
+		}
+	default:
+		ar, ac, br, bc := m, k, k, n
+		if transA {
+			ar, ac = k, m
+		}
+		if transB {
+			br, bc = n, k
+		}
+		x.ra, x.rb = growF32(x.ra, ar*ac), growF32(x.rb, br*bc)
+		checkGemmOperand("a", a, ar, ac, lda)
+		checkGemmOperand("b", b, br, bc, ldb)
+		roundRows(x.ra, a, lda, ac, 0, ar)
+		roundRows(x.rb, b, ldb, bc, 0, br)
+		sgemmOn1(transA, transB, m, n, k, alpha, x.ra, ac, x.rb, bc, beta, c, ldc)
+	}
 }
 
 // view is matrix m of x in the layout of q, v and o (and their
@@ -158,7 +212,7 @@ func (a Attention) keepRate() float32 { return 1 / (1 - a.Rate) }
 // keys the block's last query sees, and returns n.
 func (a Attention) blockScores(x *attnScratch, q []float32, ldq int, k []float32, ldk int, kT bool, i0, rows int) int {
 	n := a.seen(i0 + rows - 1)
-	sgemmOn1(false, !kT, rows, n, a.D, a.Scale, q[i0*ldq:], ldq, k, ldk, 0, x.s, n)
+	x.mul(false, !kT, rows, n, a.D, a.Scale, q[i0*ldq:], ldq, k, ldk, 0, x.s, n)
 	return n
 }
 
@@ -190,7 +244,7 @@ func AttentionBlocksFwd(q, kt, v, o, lse []float32, a Attention) {
 					}
 					clear(row[seen:])
 				}
-				sgemmOn1(false, false, rows, a.D, n, 1, x.s, n, vm, ldv, 0, om[i0*ldo:], ldo)
+				x.mul(false, false, rows, a.D, n, 1, x.s, n, vm, ldv, 0, om[i0*ldo:], ldo)
 			}
 		}
 	})
@@ -244,13 +298,13 @@ func AttentionBlocksBwd(q, kt, v, o, lse, do, dq, dkt, dv, delta []float32, a At
 					clear(pd[seen:])
 				}
 				if dv != nil { // dv[:n] += pdᵀ·do
-					sgemmOn1(true, false, n, a.D, rows, 1, x.p, n, dom[i0*lddo:], lddo, 1, dvm, lddv)
+					x.mul(true, false, n, a.D, rows, 1, x.p, n, dom[i0*lddo:], lddo, 1, dvm, lddv)
 				}
 				if dq == nil && dkt == nil {
 					continue
 				}
 				// dp = do·v[:n]ᵀ, then ds = Scale·p·(keep·dp − delta)
-				sgemmOn1(false, true, rows, n, a.D, 1, dom[i0*lddo:], lddo, vm, ldv, 0, x.ds, n)
+				x.mul(false, true, rows, n, a.D, 1, dom[i0*lddo:], lddo, vm, ldv, 0, x.ds, n)
 				for r := range rows {
 					i := i0 + r
 					p, ds := x.s[r*n:(r+1)*n], x.ds[r*n:(r+1)*n]
@@ -259,14 +313,14 @@ func AttentionBlocksBwd(q, kt, v, o, lse, do, dq, dkt, dv, delta []float32, a At
 					clear(ds[seen:])
 				}
 				if dq != nil { // dq[block] = ds·k[:n]
-					sgemmOn1(false, kT, rows, a.D, n, 1, x.ds, n, km, ldk, 0, dqm[i0*lddq:], lddq)
+					x.mul(false, kT, rows, a.D, n, 1, x.ds, n, km, ldk, 0, dqm[i0*lddq:], lddq)
 				}
 				switch {
 				case dkt == nil:
 				case kT: // dkᵀ[:, :n] += q[block]ᵀ·ds
-					sgemmOn1(true, false, a.D, n, rows, 1, qm[i0*ldq:], ldq, x.ds, n, 1, dkm, lddk)
+					x.mul(true, false, a.D, n, rows, 1, qm[i0*ldq:], ldq, x.ds, n, 1, dkm, lddk)
 				default: // dk[:n] += dsᵀ·q[block]
-					sgemmOn1(true, false, n, a.D, rows, 1, x.ds, n, qm[i0*ldq:], ldq, 1, dkm, lddk)
+					x.mul(true, false, n, a.D, rows, 1, x.ds, n, qm[i0*ldq:], ldq, 1, dkm, lddk)
 				}
 			}
 		}
