@@ -53,6 +53,8 @@ type epilogueKernels struct {
 	geluBwd func(x, dy, dx *float32, n int)
 	// expShift is expShift's loop over n elements (exp.go), or nil.
 	expShift func(x, y *float32, n int, m float32)
+	// expShiftSum is expShift's loop returning Σ y (expShiftSum), or nil.
+	expShiftSum func(x, y *float32, n int, m float32) float32
 	// sigmoid, tanh, silu and siluBwd are sigmoidFwd's, tanhFwd's,
 	// siluFwd's and siluBwd's loops over n elements (sigmoid.go), or nil;
 	// sigmoid and silu over n − n mod sigmoidTail when sigmoidTail is not

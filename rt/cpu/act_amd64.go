@@ -15,7 +15,7 @@ func archEpilogue(path string) *epilogueKernels {
 }
 
 var (
-	epilogueAVX512 = &epilogueKernels{biasAct: biasActRowsAVX512, reluBwd: reluBwdAVX512, sumRows: sumRowsAVX512, clamp: clampAVX512, clampTail: 0, rowBiasAct: rowBiasActAVX512, gelu: geluAVX512, geluBwd: geluBwdAVX512, expShift: expShiftAVX512, dropout: dropoutAVX512, sigmoid: sigmoidAVX512, tanh: tanhAVX512, silu: siluAVX512, siluBwd: siluBwdAVX512}
+	epilogueAVX512 = &epilogueKernels{biasAct: biasActRowsAVX512, reluBwd: reluBwdAVX512, sumRows: sumRowsAVX512, clamp: clampAVX512, clampTail: 0, rowBiasAct: rowBiasActAVX512, gelu: geluAVX512, geluBwd: geluBwdAVX512, expShift: expShiftAVX512, expShiftSum: expShiftSumAVX512, dropout: dropoutAVX512, sigmoid: sigmoidAVX512, tanh: tanhAVX512, silu: siluAVX512, siluBwd: siluBwdAVX512}
 	epilogueAVX2   = &epilogueKernels{biasAct: biasActRowsAVX2, reluBwd: reluBwdAVX2, sumRows: sumRowsAVX2, clamp: clampAVX2, clampTail: 8, rowBiasAct: rowBiasActAVX2, rowBiasActTail: 8,
 		sigmoid: sigmoidAVX2, silu: siluAVX2, sigmoidTail: 8}
 )

@@ -445,10 +445,31 @@ func newAMXLocal() *amxLocal {
 	return &amxLocal{kernel: amxPanelBlock}
 }
 
-// mul is C = A·B, or C += A·B with acc, on the calling thread's tiles
-// (amxLocal), with Sgemm's argument convention.
-func (s *amxLocal) mul(transA, transB bool, m, n, k int, a []float32, lda int, b []float32, ldb int, acc bool, c []float32, ldc int) {
-	checkGemmOperands(transA, transB, m, n, k, a, lda, b, ldb, c, ldc)
+// packB packs B (k×n, read transposed with transB, as Sgemm reads it) into
+// p for mulPacked.
+func (s *amxLocal) packB(p *amxPackedB, transB bool, b []float32, ldb, k, n int) {
+	p.k, p.n, p.kp = k, n, gemmRoundUp(k, 32)
+	if k <= 0 || n <= 0 {
+		return
+	}
+	kp, np := p.kp, gemmRoundUp(n, 32)
+	p.pb = growU32(p.pb, kp/2*np)
+	if transB {
+		s.pt = growU32(s.pt, np*kp/2)
+		packBF16BTrans(b, ldb, k, n, p.pb, kp, np, s.pt, 0, np/16)
+		return
+	}
+	packBF16BPairs(b, ldb, k, n, p.pb, kp, np, 0, kp/2)
+}
+
+// mulPacked is C = A·B, or C += A·B with acc, of B's first k rows and n
+// columns as packB packed them (k ≤ p.k, n ≤ p.n); A (m×k, read
+// transposed with transA) is packed here. Where k is not a multiple of 32,
+// A's padding multiplies B's rows past k, which must then be finite.
+func (s *amxLocal) mulPacked(transA bool, m, n, k int, a []float32, lda int, p *amxPackedB, acc bool, c []float32, ldc int) {
+	if k > p.k || n > p.n {
+		panic("cpu: mulPacked past its packed B")
+	}
 	if m <= 0 || n <= 0 {
 		return
 	}
@@ -458,20 +479,18 @@ func (s *amxLocal) mul(transA, transB bool, m, n, k int, a []float32, lda int, b
 		}
 		return
 	}
-	mp, np, kp := gemmRoundUp(m, 32), gemmRoundUp(n, 32), gemmRoundUp(k, 32)
-	s.pa, s.pb = growU16(s.pa, mp*kp), growU32(s.pb, kp/2*np)
-	if transA || transB {
-		s.pt = growU32(s.pt, max(kp/2*mp, np*kp/2))
+	if transA { // A as stored
+		checkGemmOperand("a", a, k, m, lda)
+	} else {
+		checkGemmOperand("a", a, m, k, lda)
 	}
+	mp, np, kp := gemmRoundUp(m, 32), gemmRoundUp(n, 32), gemmRoundUp(k, 32)
+	s.pa = growU16(s.pa, mp*kp)
 	if transA {
+		s.pt = growU32(s.pt, kp/2*mp)
 		packBF16ATrans(a, lda, m, k, s.pa, mp, kp, s.pt, 0, kp/32)
 	} else {
 		packBF16ARows(a, lda, m, k, s.pa, kp, 0, mp)
-	}
-	if transB {
-		packBF16BTrans(b, ldb, k, n, s.pb, kp, np, s.pt, 0, np/16)
-	} else {
-		packBF16BPairs(b, ldb, k, n, s.pb, kp, np, 0, kp/2)
 	}
 	out, ldo, add := c, ldc, 0
 	if acc {
@@ -481,10 +500,14 @@ func (s *amxLocal) mul(transA, transB bool, m, n, k int, a []float32, lda int, b
 	if edges { // the whole product through the scratch, then into C
 		s.pc = growF32(s.pc, mp*np)
 		out, ldo, add = s.pc, np, 0
+	} else {
+		checkGemmOperand("c", c, m, n, ldc)
 	}
+	// B's panels are p.kp deep: a product of fewer rows reads the first
+	// kp/32 tiles of each.
 	cfg := &amx.cfg[0]
 	for mb := 0; mb < mp/32; mb++ {
-		s.kernel(cfg, &s.pa[mb*32*kp], &s.pb[0], &out[mb*32*ldo], np/32, kp/32, 32*kp, 32*kp, 64*kp, ldo*4, add)
+		s.kernel(cfg, &s.pa[mb*32*kp], &p.pb[0], &out[mb*32*ldo], np/32, kp/32, 32*kp, 32*p.kp, 64*p.kp, ldo*4, add)
 	}
 	if !edges {
 		return

@@ -230,11 +230,13 @@ func TestAMXGemmBlocking(t *testing.T) {
 	}
 }
 
-// TestAMXLocal checks one thread's AMX products (amxLocal.mul) against
-// float64 sums of the rounded operands: every orientation, shapes with and
-// without edges, C overwritten and added to, one amxLocal reused across
-// shapes (its buffers grow and shrink in use); with the tiles' Go twin on
-// every AVX-512 CPU, and with the tiles where the CPU has them.
+// TestAMXLocal checks one thread's AMX products (amxLocal's packB and
+// mulPacked) against float64 sums of the rounded operands: every
+// orientation, shapes with and without edges, products of all of the
+// packed B and of its first rows and columns, C overwritten and added to,
+// one amxLocal reused across shapes (its buffers grow and shrink in use);
+// with the tiles' Go twin on every AVX-512 CPU, and with the tiles where the
+// CPU has them.
 func TestAMXLocal(t *testing.T) {
 	if _, avx512 := x86Features(); !avx512 {
 		t.Skip("no AVX-512 here: the AMX path's packers (which AMX implies) cannot run")
@@ -245,16 +247,20 @@ func TestAMXLocal(t *testing.T) {
 	}
 	rng := newTestRand(19)
 	for name, x := range kernels {
-		for _, sz := range [][3]int{{64, 256, 64}, {37, 45, 70}, {256, 64, 64}, {3, 5, 1}, {64, 96, 200}, {32, 32, 31}} {
-			m, n, k := sz[0], sz[1], sz[2]
+		// m, n, k of the product, and of the packed B
+		for _, sz := range [][5]int{{64, 256, 64, 256, 64}, {37, 45, 70, 45, 70}, {256, 64, 64, 64, 64}, {3, 5, 1, 5, 1}, {64, 96, 200, 96, 200},
+			{32, 32, 31, 32, 31}, {64, 128, 64, 256, 64}, {64, 64, 128, 64, 256}, {40, 50, 60, 70, 96}} {
+			m, n, k, nb, kb := sz[0], sz[1], sz[2], sz[3], sz[4]
 			for _, tr := range [][2]bool{{false, false}, {false, true}, {true, false}, {true, true}} {
 				for _, acc := range []bool{false, true} {
 					transA, transB := tr[0], tr[1]
-					a, lda, b, ldb := bf16TestOperands(rng, transA, transB, m, n, k)
+					a, lda, b, ldb := bf16TestOperands(rng, transA, transB, m, nb, kb)
 					ldc := n + 3
 					c := randSlice(rng, m*ldc, 1)
 					before := append([]float32(nil), c...)
-					x.mul(transA, transB, m, n, k, a, lda, b, ldb, acc, c, ldc)
+					var p amxPackedB
+					x.packB(&p, transB, b, ldb, kb, nb)
+					x.mulPacked(transA, m, n, k, a, lda, &p, acc, c, ldc)
 					ref, scale := bf16Ref(transA, transB, m, n, k, a, lda, b, ldb, true)
 					for i := range m {
 						for j := range ldc {

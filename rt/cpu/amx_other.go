@@ -21,9 +21,13 @@ func BF16Native() bool { return false }
 // newAMXLocal returns nil: there are no tiles off amd64.
 func newAMXLocal() *amxLocal { return nil }
 
-// mul is the AMX product of one thread; there is none off amd64
-// (newAMXLocal returns nil there).
-func (s *amxLocal) mul(transA, transB bool, m, n, k int, a []float32, lda int, b []float32, ldb int, acc bool, c []float32, ldc int) {
+// packB and mulPacked are the AMX products of one thread; there are none
+// off amd64 (newAMXLocal returns nil there).
+func (s *amxLocal) packB(p *amxPackedB, transB bool, b []float32, ldb, k, n int) {
+	panic("cpu: AMX products off amd64")
+}
+
+func (s *amxLocal) mulPacked(transA bool, m, n, k int, a []float32, lda int, p *amxPackedB, acc bool, c []float32, ldc int) {
 	panic("cpu: AMX products off amd64")
 }
 

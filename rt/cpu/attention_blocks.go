@@ -10,7 +10,7 @@ import "math"
 // sgemmOn1, or AMX tiles in a bf16 attention), reading and writing the
 // operands in place (a token-major matrix is rows Heads·D apart), a causal
 // block stops at its last query's key, and the softmax and dropout are the
-// unfused steps' vector kernels (expShift, sum64, dropoutMask): the same
+// unfused steps' vector kernels (expShiftSum, dropoutMask): the same
 // arithmetic as AttentionFwd and AttentionBwd, the references, with float32
 // sums in another order (and, in bf16, rounded operands in the products).
 //
@@ -47,43 +47,90 @@ var attnTiles = newAMXLocal
 // attention's precision: float32 (sgemmOn1), or with bf16 bfloat16-rounded
 // operands accumulated in float32, on the thread's AMX tiles where it has
 // them (alpha then scales C after the product, and only with beta 0), else
-// by sgemmOn1 on rounded copies in ra and rb.
+// by sgemmOn1 on rounded copies. A matrix's keys and values are B operands
+// of every block: setB prepares one once (packs or rounds it) for the
+// products of its blocks (mulB), which read its first rows and columns.
 type attnProducts struct {
-	bf16   bool
-	tiles  *amxLocal
-	ra, rb []float32
+	bf16  bool
+	tiles *amxLocal
+	ra    []float32 // A rounded, without tiles
+	b     [attnOperands]attnB
 }
 
-func (x *attnProducts) mul(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+// The B operands of a thread: a matrix's keys and values in the forms its
+// products read, and one block's.
+const (
+	bKeysT       = iota // kᵀ: the scores q·kᵀ
+	bValues             // v: the output p·v
+	bValuesT            // vᵀ: the dropped probabilities' gradient do·vᵀ
+	bKeys               // k: dq = ds·k
+	bBlock              // a block's operand (mul)
+	attnOperands        // their count
+)
+
+// attnB is a B operand as setB prepared it: as given (float32), as a
+// rounded copy, or packed for the tiles.
+type attnB struct {
+	trans   bool
+	b       []float32
+	ldb     int
+	rounded []float32
+	packed  amxPackedB
+}
+
+// setB prepares B operand i: b (k×n, read transposed with transB).
+func (x *attnProducts) setB(i int, transB bool, b []float32, ldb, k, n int) {
+	o := &x.b[i]
+	o.trans, o.b, o.ldb = transB, b, ldb
 	switch {
 	case !x.bf16:
-		sgemmOn1(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
 	case x.tiles != nil:
+		x.tiles.packB(&o.packed, transB, b, ldb, k, n)
+	default:
+		rows, cols := k, n
+		if transB {
+			rows, cols = n, k
+		}
+		checkGemmOperand("b", b, rows, cols, ldb)
+		o.rounded = growF32(o.rounded, rows*cols)
+		roundRows(o.rounded, b, ldb, cols, 0, rows)
+		o.b, o.ldb = o.rounded, cols
+	}
+}
+
+// mulB multiplies by the first k rows and n columns of B operand i.
+func (x *attnProducts) mulB(i int, transA bool, m, n, k int, alpha float32, a []float32, lda int, beta float32, c []float32, ldc int) {
+	o := &x.b[i]
+	switch {
+	case x.bf16 && x.tiles != nil:
 		if (beta != 0 && beta != 1) || (alpha != 1 && beta != 0) {
 			panic("cpu: the attention's tiles take beta 0 or 1, and alpha only with beta 0")
 		}
-		x.tiles.mul(transA, transB, m, n, k, a, lda, b, ldb, beta == 1, c, ldc)
+		x.tiles.mulPacked(transA, m, n, k, a, lda, &o.packed, beta == 1, c, ldc)
 		if alpha != 1 {
-			for i := range m {
-				row := c[i*ldc : i*ldc+n]
+			for r := range m {
+				row := c[r*ldc : r*ldc+n]
 				rowScalar(BMul, row, alpha, row)
 			}
 		}
-	default:
-		ar, ac, br, bc := m, k, k, n
+	case x.bf16:
+		rows, cols := m, k
 		if transA {
-			ar, ac = k, m
+			rows, cols = k, m
 		}
-		if transB {
-			br, bc = n, k
-		}
-		x.ra, x.rb = growF32(x.ra, ar*ac), growF32(x.rb, br*bc)
-		checkGemmOperand("a", a, ar, ac, lda)
-		checkGemmOperand("b", b, br, bc, ldb)
-		roundRows(x.ra, a, lda, ac, 0, ar)
-		roundRows(x.rb, b, ldb, bc, 0, br)
-		sgemmOn1(transA, transB, m, n, k, alpha, x.ra, ac, x.rb, bc, beta, c, ldc)
+		checkGemmOperand("a", a, rows, cols, lda)
+		x.ra = growF32(x.ra, rows*cols)
+		roundRows(x.ra, a, lda, cols, 0, rows)
+		sgemmOn1(transA, o.trans, m, n, k, alpha, x.ra, cols, o.b, o.ldb, beta, c, ldc)
+	default:
+		sgemmOn1(transA, o.trans, m, n, k, alpha, a, lda, o.b, o.ldb, beta, c, ldc)
 	}
+}
+
+// mul multiplies by a block's B operand, prepared for this product only.
+func (x *attnProducts) mul(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+	x.setB(bBlock, transB, b, ldb, k, n)
+	x.mulB(bBlock, transA, m, n, k, alpha, a, lda, beta, c, ldc)
 }
 
 // view is matrix m of x in the layout of q, v and o (and their
@@ -209,10 +256,11 @@ func (a Attention) rowDots(do []float32, lddo int, o []float32, ldo int, delta [
 func (a Attention) keepRate() float32 { return 1 / (1 - a.Rate) }
 
 // blockScores writes x.s [rows, n] = Scale·q[i0:i0+rows]·k[:n]ᵀ, n the
-// keys the block's last query sees, and returns n.
-func (a Attention) blockScores(x *attnScratch, q []float32, ldq int, k []float32, ldk int, kT bool, i0, rows int) int {
+// keys the block's last query sees, and returns n; x's bKeysT is the
+// matrix's kᵀ.
+func (a Attention) blockScores(x *attnScratch, q []float32, ldq int, i0, rows int) int {
 	n := a.seen(i0 + rows - 1)
-	x.mul(false, !kT, rows, n, a.D, a.Scale, q[i0*ldq:], ldq, k, ldk, 0, x.s, n)
+	x.mulB(bKeysT, false, rows, n, a.D, a.Scale, q[i0*ldq:], ldq, 0, x.s, n)
 	return n
 }
 
@@ -227,24 +275,25 @@ func AttentionBlocksFwd(q, kt, v, o, lse []float32, a Attention) {
 			km, ldk, kT := a.keysView(kt, m)
 			vm, ldv := a.view(v, m, a.Tk)
 			om, ldo := a.view(o, m, a.Tq)
+			x.setB(bKeysT, !kT, km, ldk, a.D, a.Tk)
+			x.setB(bValues, false, vm, ldv, a.Tk, a.D)
 			for i0 := 0; i0 < a.Tq; i0 += attnBlock {
 				rows := min(attnBlock, a.Tq-i0)
-				n := a.blockScores(x, qm, ldq, km, ldk, kT, i0, rows)
+				n := a.blockScores(x, qm, ldq, i0, rows)
 				for r := range rows {
 					i := i0 + r
 					row := x.s[r*n : (r+1)*n]
 					seen := a.seen(i)
 					mx := k.rowMaxOf(row[:seen])
-					expShift(row[:seen], row[:seen], mx)
-					sum := sum64(row[:seen])
-					lse[m*a.Tq+i] = mx + float32(math.Log(sum))
+					sum := expShiftSum(row[:seen], row[:seen], mx)
+					lse[m*a.Tq+i] = mx + float32(math.Log(float64(sum)))
 					rowScalar(BMul, row[:seen], float32(1/sum), row[:seen])
 					if a.Rate > 0 {
 						dropoutMask(row[:seen], row[:seen], x.mask[:seen], uint32((m*a.Tq+i)*a.Tk), a.Seed, a.Step, a.Rate, a.keepRate())
 					}
 					clear(row[seen:])
 				}
-				x.mul(false, false, rows, a.D, n, 1, x.s, n, vm, ldv, 0, om[i0*ldo:], ldo)
+				x.mulB(bValues, false, rows, a.D, n, 1, x.s, n, 0, om[i0*ldo:], ldo)
 			}
 		}
 	})
@@ -267,21 +316,36 @@ func AttentionBlocksBwd(q, kt, v, o, lse, do, dq, dkt, dv, delta []float32, a At
 			dkm, lddk, _ := a.keysView(dkt, m)
 			dvm, lddv := a.view(dv, m, a.Tk)
 			a.rowDots(dom, lddo, om, ldo, delta[m*a.Tq:(m+1)*a.Tq])
-			switch {
-			case dkt == nil:
-			case kT:
-				for d := range a.D {
-					clear(dkm[d*lddk : d*lddk+a.Tk])
+			x.setB(bKeysT, !kT, km, ldk, a.D, a.Tk)
+			if dq != nil || dkt != nil {
+				x.setB(bValuesT, true, vm, ldv, a.D, a.Tk)
+			}
+			if dq != nil {
+				x.setB(bKeys, kT, km, ldk, a.Tk, a.D)
+			}
+			// The blocks go last to first: the last one sees every key
+			// (where Tq > 0), so it writes dk and dv (beta 0) and the
+			// others add to them; else they are cleared first.
+			add := float32(0)
+			if a.Tq == 0 || a.seen(a.Tq-1) < a.Tk {
+				add = 1
+				switch {
+				case dkt == nil:
+				case kT:
+					for d := range a.D {
+						clear(dkm[d*lddk : d*lddk+a.Tk])
+					}
+				default:
+					a.clearRows(dkm, lddk, a.Tk)
 				}
-			default:
-				a.clearRows(dkm, lddk, a.Tk)
+				if dv != nil {
+					a.clearRows(dvm, lddv, a.Tk)
+				}
 			}
-			if dv != nil {
-				a.clearRows(dvm, lddv, a.Tk)
-			}
-			for i0 := 0; i0 < a.Tq; i0 += attnBlock {
+			last := (a.Tq+attnBlock-1)/attnBlock*attnBlock - attnBlock
+			for i0 := last; i0 >= 0; i0, add = i0-attnBlock, 1 {
 				rows := min(attnBlock, a.Tq-i0)
-				n := a.blockScores(x, qm, ldq, km, ldk, kT, i0, rows)
+				n := a.blockScores(x, qm, ldq, i0, rows)
 				// p = e^(s − lse), and pd = p·keep, the dropped
 				// probabilities the forward multiplied v by
 				for r := range rows {
@@ -298,13 +362,13 @@ func AttentionBlocksBwd(q, kt, v, o, lse, do, dq, dkt, dv, delta []float32, a At
 					clear(pd[seen:])
 				}
 				if dv != nil { // dv[:n] += pdᵀ·do
-					x.mul(true, false, n, a.D, rows, 1, x.p, n, dom[i0*lddo:], lddo, 1, dvm, lddv)
+					x.mul(true, false, n, a.D, rows, 1, x.p, n, dom[i0*lddo:], lddo, add, dvm, lddv)
 				}
 				if dq == nil && dkt == nil {
 					continue
 				}
 				// dp = do·v[:n]ᵀ, then ds = Scale·p·(keep·dp − delta)
-				x.mul(false, true, rows, n, a.D, 1, dom[i0*lddo:], lddo, vm, ldv, 0, x.ds, n)
+				x.mulB(bValuesT, false, rows, n, a.D, 1, dom[i0*lddo:], lddo, 0, x.ds, n)
 				for r := range rows {
 					i := i0 + r
 					p, ds := x.s[r*n:(r+1)*n], x.ds[r*n:(r+1)*n]
@@ -313,14 +377,14 @@ func AttentionBlocksBwd(q, kt, v, o, lse, do, dq, dkt, dv, delta []float32, a At
 					clear(ds[seen:])
 				}
 				if dq != nil { // dq[block] = ds·k[:n]
-					x.mul(false, kT, rows, a.D, n, 1, x.ds, n, km, ldk, 0, dqm[i0*lddq:], lddq)
+					x.mulB(bKeys, false, rows, a.D, n, 1, x.ds, n, 0, dqm[i0*lddq:], lddq)
 				}
 				switch {
 				case dkt == nil:
 				case kT: // dkᵀ[:, :n] += q[block]ᵀ·ds
-					x.mul(true, false, a.D, n, rows, 1, qm[i0*ldq:], ldq, x.ds, n, 1, dkm, lddk)
+					x.mul(true, false, a.D, n, rows, 1, qm[i0*ldq:], ldq, x.ds, n, add, dkm, lddk)
 				default: // dk[:n] += dsᵀ·q[block]
-					x.mul(true, false, n, a.D, rows, 1, x.ds, n, qm[i0*ldq:], ldq, 1, dkm, lddk)
+					x.mul(true, false, n, a.D, rows, 1, x.ds, n, qm[i0*ldq:], ldq, add, dkm, lddk)
 				}
 			}
 		}

@@ -44,6 +44,17 @@ func expShift(x, y []float32, m float32) {
 	}
 }
 
+// expShiftSum is expShift returning Σ y in float32: summed in vector lanes
+// added at the end where the machine has the loop, else by sum64, rounded.
+func expShiftSum(x, y []float32, m float32) float32 {
+	if ek := epilogue(); ek != nil && ek.expShiftSum != nil && len(x) > 0 {
+		_ = y[len(x)-1] // the assembly does no bounds checks
+		return ek.expShiftSum(&x[0], &y[0], len(x), m)
+	}
+	expShift(x, y, m)
+	return float32(sum64(y[:len(x)]))
+}
+
 // sum64 returns Σ x in float64, in four interleaved partial sums (lanes i
 // mod 4) added at the end, the same order for any caller, so results
 // depend only on x.

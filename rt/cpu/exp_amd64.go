@@ -9,6 +9,12 @@ package cpu
 //go:noescape
 func expShiftAVX512(x, y *float32, n int, m float32)
 
+// expShiftSumAVX512 is expShiftSum's loop over n elements: expShiftAVX512
+// returning the sum of y, in 16 lanes added at the end.
+//
+//go:noescape
+func expShiftSumAVX512(x, y *float32, n int, m float32) float32
+
 // sigmoidAVX512 is sigmoidFwd's loop over n elements (sigmoid.go):
 //
 //	for i := range n { y[i] = sigmoidCore(x[i]) }

@@ -94,6 +94,53 @@ exdone:
 	VZEROUPPER
 	RET
 
+// func expShiftSumAVX512(x, y *float32, n int, m float32) float32
+// y[i] = e^(x[i]−m) for i < n, and returns Σ y[i], summed in 16 lanes
+// (lane i mod 16) whose sums are then added in halves; y may alias x.
+TEXT ·expShiftSumAVX512(SB), NOSPLIT, $0-36
+	MOVQ x+0(FP), SI
+	MOVQ y+8(FP), DI
+	MOVQ n+16(FP), R9
+	VBROADCASTSS m+24(FP), Z15
+	EXPSETUP
+	VPXORD Z14, Z14, Z14
+	TAILMASK(R9)
+	SHRQ $4, R9
+	JEQ estail
+
+esvec:
+	VMOVUPS (SI), Z0
+	VSUBPS Z15, Z0, Z0
+	EXPCORE
+	VMOVUPS Z1, (DI)
+	VADDPS Z1, Z14, Z14
+	ADDQ $64, SI
+	ADDQ $64, DI
+	DECQ R9
+	JNZ esvec
+
+estail:
+	KORTESTW K1, K1
+	JZ esdone
+	VMOVUPS.Z (SI), K1, Z0
+	VSUBPS Z15, Z0, Z0
+	EXPCORE
+	VMOVUPS Z1, K1, (DI)
+	VADDPS Z1, Z14, K1, Z14
+
+esdone:
+	VEXTRACTF32X8 $1, Z14, Y0
+	VADDPS Y0, Y14, Y14
+	VEXTRACTF128 $1, Y14, X0
+	VADDPS X0, X14, X14
+	VMOVHLPS X14, X0, X0
+	VADDPS X0, X14, X14
+	VMOVSHDUP X14, X0
+	VADDSS X0, X14, X14
+	VMOVSS X14, ret+32(FP)
+	VZEROUPPER
+	RET
+
 // SIGMOIDSETUP loads EXPSETUP's constants, the sign bit into Z29, tanhSmall
 // into Z30 and zero into Z31.
 #define SIGMOIDSETUP \

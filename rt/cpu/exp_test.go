@@ -59,9 +59,10 @@ func TestExpAgainstFloat64(t *testing.T) {
 	}
 }
 
-// TestExpPathsAreTheGoTwin: every GEMM path's expShift (AVX-512 assembly
-// where the machine has it) gives expCore's bits, on every length up to
-// 40, a long one, in place, with a shift, and NaN.
+// TestExpPathsAreTheGoTwin: every GEMM path's expShift and expShiftSum
+// (AVX-512 assembly where the machine has it) give expCore's bits, on every
+// length up to 40, a long one, in place, with a shift, and NaN; and
+// expShiftSum's sum is the elements' within float32's rounding.
 func TestExpPathsAreTheGoTwin(t *testing.T) {
 	defer SetGemmPath("")
 	xs := append(expInputs(), float32(math.NaN()))
@@ -87,10 +88,17 @@ func TestExpPathsAreTheGoTwin(t *testing.T) {
 			expShift(x, y[:n], m)
 			inPlace := append([]float32(nil), x...)
 			expShift(inPlace, inPlace, m)
+			summed := append([]float32(nil), x...)
+			sum := expShiftSum(summed, summed, m)
+			var sum64 float64
 			for i := 0; i < n; i++ {
-				if !same(y[i], want[off+i]) || !same(inPlace[i], want[off+i]) {
-					t.Fatalf("%s, n %d: exp(%g − %g) = %g (in place %g), the Go twin %g", path, n, x[i], m, y[i], inPlace[i], want[off+i])
+				if !same(y[i], want[off+i]) || !same(inPlace[i], want[off+i]) || !same(summed[i], want[off+i]) {
+					t.Fatalf("%s, n %d: exp(%g − %g) = %g (in place %g, summed %g), the Go twin %g", path, n, x[i], m, y[i], inPlace[i], summed[i], want[off+i])
 				}
+				sum64 += float64(want[off+i])
+			}
+			if d := math.Abs(float64(sum) - sum64); !(d <= 1e-6*math.Abs(sum64)) && !(sum != sum && sum64 != sum64) {
+				t.Fatalf("%s, n %d: expShiftSum's sum %g, the elements' %g", path, n, sum, sum64)
 			}
 			if y[n] != 42 {
 				t.Fatalf("%s, n %d: wrote past the end", path, n)
