@@ -176,13 +176,26 @@ func amxGemmRows(transA, transB bool, m, n, k int, a []float32, lda int, b []flo
 	if k <= 0 || m <= 0 || n <= 0 || !BF16Native() {
 		return false
 	}
-	amxGemmWith(amxPanelBlock, transA, transB, m, n, k, a, lda, b, ldb, c, ldc, keepB, rows)
+	amxGemmWith(amxPanelBlock, transA, transB, m, n, k, a, lda, b, ldb, c, ldc, keepB, false, rows)
 	return true
 }
 
-// amxGemmWith is amxGemm's work with the tiles' kernel given, and rows,
-// when not nil, called as amxGemmRows says.
-func amxGemmWith(kernel amxKernel, transA, transB bool, m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int, keepB bool, rows func(i0, i1 int)) {
+// amxGemmAdd is C += A·B on AMX tiles (the tiles load C's blocks before
+// adding the products); false, with nothing done, where the CPU has none.
+func amxGemmAdd(transA, transB bool, m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int) bool {
+	if m <= 0 || n <= 0 || !BF16Native() {
+		return false
+	}
+	if k > 0 {
+		amxGemmWith(amxPanelBlock, transA, transB, m, n, k, a, lda, b, ldb, c, ldc, false, true, nil)
+	}
+	return true
+}
+
+// amxGemmWith is amxGemm's work with the tiles' kernel given, adding to C
+// with add (amxGemmAdd), and rows, when not nil, called as amxGemmRows
+// says.
+func amxGemmWith(kernel amxKernel, transA, transB bool, m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int, keepB, add bool, rows func(i0, i1 int)) {
 	checkGemmOperands(transA, transB, m, n, k, a, lda, b, ldb, c, ldc)
 	mp, np, kp := gemmRoundUp(m, 32), gemmRoundUp(n, 32), gemmRoundUp(k, 32)
 	s := &amxBuffers
@@ -212,6 +225,20 @@ func amxGemmWith(kernel amxKernel, transA, transB bool, m, n, k int, a []float32
 		chunk = nBlocks
 	}
 	cfg := &amx.cfg[0]
+	acc := 0 // the tiles load C's blocks first
+	if add {
+		acc = 1
+	}
+	// edge stores or adds the row of an edge's scratch into C's.
+	edge := func(dst, src []float32) {
+		if !add {
+			copy(dst, src)
+			return
+		}
+		for j, v := range src {
+			dst[j] += v
+		}
+	}
 	// blocks multiplies the 32-row block mb of A by B's 32-column blocks
 	// [nb0, nb1) into C.
 	blocks := func(mb, nb0, nb1 int) {
@@ -221,17 +248,17 @@ func amxGemmWith(kernel amxKernel, transA, transB bool, m, n, k int, a []float32
 			kernel(cfg, ap, bp, &rowEdge[nb0*32], nb1-nb0, kp/32, aHalf, bHalf, bNext, np*4, 0)
 			j1 := min(nb1*32, n)
 			for i := i0; i < m; i++ {
-				copy(c[i*ldc+nb0*32:i*ldc+j1], rowEdge[(i-i0)*np+nb0*32:(i-i0)*np+j1])
+				edge(c[i*ldc+nb0*32:i*ldc+j1], rowEdge[(i-i0)*np+nb0*32:(i-i0)*np+j1])
 			}
 			return
 		}
 		if full := min(nb1, nFull) - nb0; full > 0 {
-			kernel(cfg, ap, bp, &c[i0*ldc+nb0*32], full, kp/32, aHalf, bHalf, bNext, ldc*4, 0)
+			kernel(cfg, ap, bp, &c[i0*ldc+nb0*32], full, kp/32, aHalf, bHalf, bNext, ldc*4, acc)
 		}
 		if nb1 > nFull { // C's last columns, through the column edge's scratch
 			kernel(cfg, ap, &pb[nFull*16*kp], &colEdge[i0*32], 1, kp/32, aHalf, bHalf, bNext, 32*4, 0)
 			for i := i0; i < i0+32; i++ {
-				copy(c[i*ldc+nFull*32:i*ldc+n], colEdge[i*32:i*32+n-nFull*32])
+				edge(c[i*ldc+nFull*32:i*ldc+n], colEdge[i*32:i*32+n-nFull*32])
 			}
 		}
 	}
@@ -241,7 +268,7 @@ func amxGemmWith(kernel amxKernel, transA, transB bool, m, n, k int, a []float32
 			if !transA {
 				packBF16ARows(a, lda, m, k, pa, kp, lo*32, hi*32)
 			}
-			for kt0, acc := 0, 0; kt0 < kTiles; kt0, acc = kt0+amxKChunk, 1 {
+			for kt0, acc := 0, acc; kt0 < kTiles; kt0, acc = kt0+amxKChunk, 1 {
 				for mb := lo; mb < hi; mb++ {
 					kernel(cfg, &pa[mb*32*kp+kt0*512], &pb[kt0*256], &c[mb*32*ldc], nBlocks, min(amxKChunk, kTiles-kt0), aHalf, bHalf, bNext, ldc*4, acc)
 					if rows != nil && kt0+amxKChunk >= kTiles {
@@ -276,14 +303,14 @@ func bf16Row(dst *uint16, src *float32, n int)
 //go:noescape
 func bf16RoundRow(dst, src *float32, n int)
 
-// roundRowVec is whether roundRow has bf16RoundRow: every AVX-512 CPU.
-var roundRowVec = func() bool { _, avx512 := x86Features(); return avx512 }()
-
 // roundRow writes RoundBF16 of each of src into dst (as long), 16 at a
-// time by bf16RoundRow where the CPU has AVX-512.
+// time by bf16RoundRow where the CPU has AVX-512 (dotBF16Widen says so:
+// a flag of its own, initialised by a call, would make the compiler
+// initialise every package variable declared after it at run time, and
+// link the Winograd tables and kernels into programs that never use them).
 func roundRow(dst, src []float32) {
 	done := 0
-	if n := len(src) &^ 15; roundRowVec && n > 0 {
+	if n := len(src) &^ 15; dotBF16Widen && n > 0 {
 		_ = dst[n-1]
 		bf16RoundRow(&dst[0], &src[0], n)
 		done = n

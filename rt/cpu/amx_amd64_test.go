@@ -173,7 +173,8 @@ func amxPanelBlockGo(_ *byte, a *uint16, b *uint32, c *float32, nBlocks, kTiles,
 // amxPanelBlockGo on every CPU, against the product of the rounded
 // operands in float64: shapes with every kind of edge, both
 // orientations, groups and chunks that do and do not divide the blocks,
-// passes along k, on 1 and 3 threads; and that amxGemmRows's callback sees
+// passes along k, on 1 and 3 threads, storing C and adding to it; and
+// that amxGemmRows's callback sees
 // every row of C once, after its products.
 func TestAMXGemmBlocking(t *testing.T) {
 	if _, avx512 := x86Features(); !avx512 {
@@ -187,14 +188,23 @@ func TestAMXGemmBlocking(t *testing.T) {
 		for _, tr := range [][2]bool{{false, false}, {false, true}, {true, false}, {true, true}} {
 			// group, chunk, threads and k-chunk (2: passes along k where
 			// k > 128 and C has no edges)
-			for _, gc := range [][4]int{{8, 8, 1, 32}, {3, 2, 3, 32}, {1, 0, 3, 2}, {1, 0, 1, 3}} {
-				transA, transB := tr[0], tr[1]
+			// Every other one adds to C (amxGemmAdd).
+			for gi, gc := range [][4]int{{8, 8, 1, 32}, {3, 2, 3, 32}, {1, 0, 3, 2}, {1, 0, 1, 3}} {
+				transA, transB, add := tr[0], tr[1], gi%2 == 1
 				amxGroupBlocks, amxChunkBlocks, amxKChunk = gc[0], gc[1], gc[3]
 				SetThreads(gc[2])
 				a, lda, b, ldb := bf16TestOperands(rng, transA, transB, m, n, k)
 				ldc := n + 2
 				c := randSlice(rng, m*ldc, 1) // every element of C must be written
 				ref, scale := bf16Ref(transA, transB, m, n, k, a, lda, b, ldb, true)
+				if add {
+					for i := range m {
+						for j := range n {
+							ref[i*n+j] += float64(c[i*ldc+j])
+							scale[i*n+j] += math.Abs(float64(c[i*ldc+j]))
+						}
+					}
+				}
 				wrong := func(i, j int) bool {
 					return math.Abs(float64(c[i*ldc+j])-ref[i*n+j])/scale[i*n+j] > 2e-6*math.Sqrt(float64(k))
 				}
@@ -210,8 +220,8 @@ func TestAMXGemmBlocking(t *testing.T) {
 						}
 					}
 				}
-				amxGemmWith(amxPanelBlockGo, transA, transB, m, n, k, a, lda, b, ldb, c, ldc, false, rows)
-				what := fmt.Sprintf("%v trans %v group %d chunk %d threads %d k-chunk %d", sz, tr, gc[0], gc[1], gc[2], gc[3])
+				amxGemmWith(amxPanelBlockGo, transA, transB, m, n, k, a, lda, b, ldb, c, ldc, false, add, rows)
+				what := fmt.Sprintf("%v trans %v group %d chunk %d threads %d k-chunk %d add %v", sz, tr, gc[0], gc[1], gc[2], gc[3], add)
 				for i := 0; i < m; i++ {
 					if got := seen[i].Load(); got != 1 {
 						t.Fatalf("%s: rows saw row %d %d times", what, i, got)

@@ -7,6 +7,11 @@ func amxGemm(transA, transB bool, m, n, k int, a []float32, lda int, b []float32
 	return false
 }
 
+// amxGemmAdd is C += A·B on AMX tiles; there are none off amd64.
+func amxGemmAdd(transA, transB bool, m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int) bool {
+	return false
+}
+
 // amxGemmRows is amxGemm with C's rows handed to rows as they are final;
 // there is none off amd64.
 func amxGemmRows(transA, transB bool, m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int, keepB bool, rows func(i0, i1 int)) bool {

@@ -50,11 +50,16 @@ type pairPackers struct {
 // gemmBF16 is C = A·B (alpha 1, beta 0, Sgemm's argument convention) on the
 // bfloat16 path; false, with C untouched, where the CPU has none.
 func gemmBF16(transA, transB bool, m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int) bool {
+	return gemmBF16Beta(transA, transB, m, n, k, a, lda, b, ldb, 0, c, ldc)
+}
+
+// gemmBF16Beta is gemmBF16 with Sgemm's beta.
+func gemmBF16Beta(transA, transB bool, m, n, k int, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) bool {
 	p := bf16Path()
 	if p == nil {
 		return false
 	}
-	gemmOn(p, Threads(), transA, transB, m, n, k, 1, a, lda, b, ldb, 0, c, ldc)
+	gemmOn(p, Threads(), transA, transB, m, n, k, 1, a, lda, b, ldb, beta, c, ldc)
 	return true
 }
 

@@ -47,10 +47,9 @@ func LayerNormBwd(x, gamma, saveMean, saveInvStd, dy, dx, dgamma, dbeta []float3
 }
 
 // LayerNormBwdAdd is LayerNormBwd adding dx to what dx holds (dx +=,
-// each element rounded to float32 once, after its sum): a GPU plan's
-// layer norm backward that adds into a gradient sum
-// (planner.Attr.AccumulateDx), whose CPU reference this is. dx may not
-// alias dy.
+// each element rounded to float32 once, after its sum): a layer norm
+// backward that adds into a gradient sum (planner.Attr.AccumulateDx), in
+// a CPU plan and as a GPU plan's CPU reference. dx may not alias dy.
 func LayerNormBwdAdd(x, gamma, saveMean, saveInvStd, dy, dx, dgamma, dbeta []float32, rows, cols int) {
 	layerNormBwd(x, gamma, saveMean, saveInvStd, dy, dx, dgamma, dbeta, rows, cols, true)
 }

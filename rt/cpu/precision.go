@@ -24,19 +24,23 @@ type Precision struct {
 	// are in its cache), the calls covering [0, m) once; false, with
 	// nothing done, where it cannot (gemm then runs).
 	gemmRows func(transA, transB bool, m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int, rows func(i0, i1 int)) bool
+	// gemmAdd is C += A·B in this precision.
+	gemmAdd func(transA, transB bool, m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int)
 }
 
 var (
 	// FP32 multiplies in float32 (Sgemm).
 	FP32 = &Precision{name: "f32", gemm: func(transA, transB bool, m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int) {
 		Sgemm(transA, transB, m, n, k, 1, a, lda, b, ldb, 0, c, ldc)
+	}, gemmAdd: func(transA, transB bool, m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int) {
+		Sgemm(transA, transB, m, n, k, 1, a, lda, b, ldb, 1, c, ldc)
 	}}
 	// BF16 rounds both operands of every product to bfloat16 (round to
 	// nearest even) and accumulates in float32: on Intel AMX tiles where the
 	// CPU has them (BF16Native), else with VDPBF16PS where it has
 	// AVX512-BF16 (gemm_bf16.go), elsewhere by Sgemm on rounded copies,
 	// which gives the same products at float32's speed.
-	BF16 = &Precision{name: "bf16", bf16: true, gemm: sgemmBF16, gemmRows: func(transA, transB bool, m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int, rows func(i0, i1 int)) bool {
+	BF16 = &Precision{name: "bf16", bf16: true, gemm: sgemmBF16, gemmAdd: sgemmBF16Add, gemmRows: func(transA, transB bool, m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int, rows func(i0, i1 int)) bool {
 		return amxGemmRows(transA, transB, m, n, k, a, lda, b, ldb, c, ldc, false, rows)
 	}}
 	// BF16Inference is BF16 for the inference plans: on AMX it keeps each
@@ -45,7 +49,7 @@ var (
 	// copy bit for bit reuses the tiles (comparing costs a fraction of
 	// packing); any other call packs again. The training plan uses BF16,
 	// as its weights change every step. The results are BF16's.
-	BF16Inference = &Precision{name: "bf16", bf16: true, gemm: sgemmBF16Cached, gemmRows: func(transA, transB bool, m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int, rows func(i0, i1 int)) bool {
+	BF16Inference = &Precision{name: "bf16", bf16: true, gemm: sgemmBF16Cached, gemmAdd: sgemmBF16Add, gemmRows: func(transA, transB bool, m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int, rows func(i0, i1 int)) bool {
 		return amxGemmRows(transA, transB, m, n, k, a, lda, b, ldb, c, ldc, true, rows)
 	}}
 )
@@ -78,6 +82,19 @@ func (p *Precision) GemmFwd(x, w, b, y []float32, batch, in, out int, act Act, a
 // (overwriting it), db = Σ_rows dy (float32 in every precision) and
 // dx = dy·w; dx and db may be nil when nobody needs them.
 func (p *Precision) GemmBwd(x, w, y, dy, dx, dw, db []float32, batch, in, out int, act Act, alpha float32) {
+	p.gemmBwd(x, w, y, dy, dx, dw, db, batch, in, out, act, alpha, false)
+}
+
+// GemmBwdAdd is GemmBwd adding dy·w to what dx holds (dx +=, a GEMM with
+// beta 1; on AMX the tiles load dx's blocks before adding): a dense layer
+// whose input gradient goes into a sum (planner.Attr.AccumulateDx). dx may
+// not alias dy.
+func (p *Precision) GemmBwdAdd(x, w, y, dy, dx, dw, db []float32, batch, in, out int, act Act, alpha float32) {
+	p.gemmBwd(x, w, y, dy, dx, dw, db, batch, in, out, act, alpha, true)
+}
+
+// gemmBwd is GemmBwd, or GemmBwdAdd with add.
+func (p *Precision) gemmBwd(x, w, y, dy, dx, dw, db []float32, batch, in, out int, act Act, alpha float32, add bool) {
 	if act != ActNone {
 		ParallelFor(batch, rowGrain(out), func(lo, hi int) {
 			actBackward(y[lo*out:hi*out], dy[lo*out:hi*out], act, alpha)
@@ -87,7 +104,11 @@ func (p *Precision) GemmBwd(x, w, y, dy, dx, dw, db []float32, batch, in, out in
 	if db != nil {
 		sumRows(dy, db, batch, out)
 	}
-	if dx != nil {
+	switch {
+	case dx == nil:
+	case add:
+		p.gemmAdd(false, false, batch, in, out, dy, out, w, in, dx, in)
+	default:
 		p.gemm(false, false, batch, in, out, dy, out, w, in, dx, in)
 	}
 }
@@ -122,13 +143,29 @@ var bf16Scratch struct {
 // AVX512-BF16 path (gemmBF16), else Sgemm on copies of A and B rounded to
 // bfloat16.
 func sgemmBF16(transA, transB bool, m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int) {
+	bf16Product(false, transA, transB, m, n, k, a, lda, b, ldb, c, ldc)
+}
+
+// sgemmBF16Add is BF16's C += A·B: sgemmBF16's paths, adding to C.
+func sgemmBF16Add(transA, transB bool, m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int) {
+	bf16Product(true, transA, transB, m, n, k, a, lda, b, ldb, c, ldc)
+}
+
+// bf16Product is sgemmBF16, or sgemmBF16Add with add.
+func bf16Product(add bool, transA, transB bool, m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int) {
 	if m <= 0 || n <= 0 {
 		return
 	}
-	if amxGemm(transA, transB, m, n, k, a, lda, b, ldb, c, ldc, false) {
+	beta := float32(0)
+	if add {
+		beta = 1
+		if amxGemmAdd(transA, transB, m, n, k, a, lda, b, ldb, c, ldc) {
+			return
+		}
+	} else if amxGemm(transA, transB, m, n, k, a, lda, b, ldb, c, ldc, false) {
 		return
 	}
-	if gemmBF16(transA, transB, m, n, k, a, lda, b, ldb, c, ldc) {
+	if gemmBF16Beta(transA, transB, m, n, k, a, lda, b, ldb, beta, c, ldc) {
 		return
 	}
 	s := &bf16Scratch
@@ -144,7 +181,7 @@ func sgemmBF16(transA, transB bool, m, n, k int, a []float32, lda int, b []float
 	}
 	s.a = roundedCopy(s.a, a, lda, ar, ac)
 	s.b = roundedCopy(s.b, b, ldb, br, bc)
-	Sgemm(transA, transB, m, n, k, 1, s.a, ac, s.b, bc, 0, c, ldc)
+	Sgemm(transA, transB, m, n, k, 1, s.a, ac, s.b, bc, beta, c, ldc)
 }
 
 // sgemmBF16Cached is BF16Inference's product: sgemmBF16 with B's packed

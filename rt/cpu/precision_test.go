@@ -4,7 +4,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
-
+	"slices"
 	"testing"
 )
 
@@ -80,10 +80,11 @@ func bf16TestOperands(rng *rand.Rand, transA, transB bool, m, n, k int) (a []flo
 	return randSlice(rng, max(m, k)*lda, 1), lda, randSlice(rng, max(n, k)*ldb, 1), ldb
 }
 
-// TestSgemmBF16 checks BF16's products against float64 sums of the rounded
-// operands, for every transpose and sizes that are not multiples of any
-// tile (and 64×96×2500, which AMX takes in passes along k), and that they
-// are not float32 products: the rounding must show.
+// TestSgemmBF16 checks BF16's products, stored and added to C, against
+// float64 sums of the rounded operands, for every transpose and sizes that
+// are not multiples of any tile (and 64×96×2500, which AMX takes in passes
+// along k), and that they are not float32 products: the rounding must
+// show.
 func TestSgemmBF16(t *testing.T) {
 	rng := newTestRand(3)
 	for _, sz := range [][3]int{{37, 45, 70}, {250, 10, 256}, {16, 32, 32}, {3, 5, 1}, {64, 96, 300}, {64, 70, 40}, {96, 512, 33}, {64, 96, 2500}} {
@@ -105,6 +106,15 @@ func TestSgemmBF16(t *testing.T) {
 			}
 			if k >= 32 && fromExact < 1e-4 {
 				t.Errorf("%dx%dx%d trans %v: bf16 product within %.3g of the float32 operands' product: were the operands rounded?", m, n, k, tr, fromExact)
+			}
+			// C += A·B: the same product added to what C holds.
+			before := randSlice(rng, m*n, 1)
+			copy(c, before)
+			BF16.gemmAdd(transA, transB, m, n, k, a, lda, b, ldb, c, n)
+			for i := range c {
+				if d := math.Abs(float64(c[i]) - ref[i] - float64(before[i])); d > 2e-6*math.Sqrt(float64(k))*(scale[i]+1) {
+					t.Fatalf("%dx%dx%d trans %v: C += A·B gives C[%d] = %v, want %v + %v", m, n, k, tr, i, c[i], before[i], ref[i])
+				}
 			}
 		}
 	}
@@ -266,6 +276,35 @@ func TestRoundRow(t *testing.T) {
 		for i, v := range src {
 			if want := RoundBF16(v); math.Float32bits(dst[i]) != math.Float32bits(want) {
 				t.Fatalf("n %d: roundRow(%#x) = %#x, want %#x", n, math.Float32bits(v), math.Float32bits(dst[i]), math.Float32bits(want))
+			}
+		}
+	}
+}
+
+// TestGemmBwdAdd: in both precisions GemmBwdAdd writes GemmBwd's dw and db
+// and adds its dx to what dx held (to float32's rounding of the sum), with
+// the activation's derivative applied to dy first.
+func TestGemmBwdAdd(t *testing.T) {
+	rng := newTestRand(29)
+	for _, sz := range [][3]int{{40, 70, 33}, {64, 64, 96}} {
+		batch, in, out := sz[0], sz[1], sz[2]
+		x, w := randSlice(rng, batch*in, 1), randSlice(rng, out*in, 1)
+		y, dy0, held := randSlice(rng, batch*out, 1), randSlice(rng, batch*out, 1), randSlice(rng, batch*in, 1)
+		for _, p := range []*Precision{FP32, BF16} {
+			dy := append([]float32(nil), dy0...)
+			dx, dw, db := make([]float32, batch*in), make([]float32, out*in), make([]float32, out)
+			p.GemmBwd(x, w, y, dy, dx, dw, db, batch, in, out, ActReLU, 0)
+			dy = append(dy[:0], dy0...)
+			sum, dw2, db2 := append([]float32(nil), held...), make([]float32, out*in), make([]float32, out)
+			p.GemmBwdAdd(x, w, y, dy, sum, dw2, db2, batch, in, out, ActReLU, 0)
+			if !slices.Equal(dw, dw2) || !slices.Equal(db, db2) {
+				t.Fatalf("%s %v: GemmBwdAdd's dw or db differ from GemmBwd's", p, sz)
+			}
+			for i := range sum {
+				want := held[i] + dx[i]
+				if d := math.Abs(float64(sum[i] - want)); d > 1e-5*(math.Abs(float64(held[i]))+math.Abs(float64(dx[i]))+1) {
+					t.Fatalf("%s %v: dx[%d] = %v + %v = %v, GemmBwdAdd %v", p, sz, i, held[i], dx[i], want, sum[i])
+				}
 			}
 		}
 	}
