@@ -552,15 +552,20 @@ var cpuConvKernels = map[string]struct{ fwd, bwd string }{
 // save while SelfTest's gradient check runs (renderModelMethods), and in
 // inference cpu.BF16Inference, which keeps the packed weights between
 // calls while they are unchanged.
-var cpuDenseKernels = map[string]struct{ fwd, bwd, infer string }{
-	planner.PrecisionF32:  {"cpu.GemmFwd", "cpu.GemmBwd", "cpu.GemmFwd"},
-	planner.PrecisionBF16: {"bf16Dense.GemmFwd", "bf16Dense.GemmBwd", "cpu.BF16Inference.GemmFwd"},
+var cpuDenseKernels = map[string]denseKernels{
+	planner.PrecisionF32:  {"cpu.GemmFwd", "cpu.GemmBwd", "cpu.FP32.GemmBwdAdd", "cpu.GemmFwd"},
+	planner.PrecisionBF16: {"bf16Dense.GemmFwd", "bf16Dense.GemmBwd", "bf16Dense.GemmBwdAdd", "cpu.BF16Inference.GemmFwd"},
 }
+
+// denseKernels are a precision's rt/cpu functions of a dense layer: its
+// training forward, backward, backward adding dx into a gradient sum
+// (planner.Attr.AccumulateDx), and inference forward.
+type denseKernels struct{ fwd, bwd, bwdAdd, infer string }
 
 // cpuDenseKernel returns the rt/cpu functions of a dense step whose plan
 // recorded precision ("" in a plan built by hand: f32). A step of another
 // backend's plan (reference) runs in f32, the arithmetic it checks.
-func cpuDenseKernel(precision string, reference bool) (struct{ fwd, bwd, infer string }, error) {
+func cpuDenseKernel(precision string, reference bool) (denseKernels, error) {
 	if precision == "" || reference {
 		precision = planner.PrecisionF32
 	}

@@ -15,7 +15,7 @@ import (
 type denseArgs struct {
 	batch, in, out int
 	act            string
-	k              struct{ fwd, bwd, infer string }
+	k              denseKernels
 }
 
 func (g *generator) denseArgs(st planner.Step, in []operand) (denseArgs, error) {
@@ -80,19 +80,11 @@ func (g *generator) gemmBwdCall(st planner.Step, in, out []operand) (string, err
 }
 
 // gemmBwdAddCall calls the backward of a dense layer whose dx adds into
-// the gradient sum dx's storage holds (Attr.AccumulateDx, which a GPU
-// Target's plans have: planner/fuse_accumulate_gemm.go): the backward
-// without dx, which leaves in dy the gradient of the pre-activation, and
-// then dx += dy·w by Sgemm with beta 1. Only in float32, the arithmetic
-// of a GPU step's CPU reference: the CPU's bf16 products store their
-// result without adding (the planner's CPU Target never asks for it).
+// the gradient sum dx's storage holds (Attr.AccumulateDx:
+// planner/fuse_accumulate_gemm.go): the precision's GemmBwdAdd.
 func (g *generator) gemmBwdAddCall(st planner.Step, d denseArgs, in, out []operand) (string, error) {
-	if d.k.bwd != cpuDenseKernels[planner.PrecisionF32].bwd {
-		return "", fmt.Errorf("the CPU adds a dense layer's dx into a sum in f32 only, not in %s", st.Attr.Precision)
-	}
-	return fmt.Sprintf("%s(%s, %s, %s, %s, nil, %s, %s, %d, %d, %d, %s, %s)\ncpu.Sgemm(false, false, %d, %d, %d, 1, %s, %d, %s, %d, 1, %s, %d)",
-		d.k.bwd, in[0].slice(), in[1].slice(), in[2].slice(), in[3].slice(), out[1].slice(), out[2].slice(), d.batch, d.in, d.out, d.act, float(st.Attr.Alpha),
-		d.batch, d.in, d.out, in[3].slice(), d.out, in[1].slice(), d.in, out[0].slice(), d.in), nil
+	return fmt.Sprintf("%s(%s, %s, %s, %s, %s, %s, %s, %d, %d, %d, %s, %s)", d.k.bwdAdd, in[0].slice(), in[1].slice(), in[2].slice(), in[3].slice(),
+		out[0].slice(), out[1].slice(), out[2].slice(), d.batch, d.in, d.out, d.act, float(st.Attr.Alpha)), nil
 }
 
 // matMulCall calls a batched matrix product.

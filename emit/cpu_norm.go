@@ -60,7 +60,7 @@ func (g *generator) layerNormCall(st planner.Step, in, out []operand) (string, e
 			out[0].slice(), out[1].slice(), out[2].slice(), rows, cols, float(a.Eps)), nil
 	}
 	fn := "cpu.LayerNormBwd"
-	if a.AccumulateDx { // a GPU step's reference: dx adds into the gradient sum (planner/fuse_accumulate_norm.go)
+	if a.AccumulateDx { // dx adds into the gradient sum (planner/fuse_accumulate_norm.go)
 		fn = "cpu.LayerNormBwdAdd"
 	}
 	return fmt.Sprintf("%s(%s, %s, %s, %s, %s, %s, %s, %s, %d, %d)", fn, in[0].slice(), in[1].slice(), in[2].slice(), in[3].slice(), in[4].slice(),

@@ -33,12 +33,11 @@ import (
 // checks that no step adds into a storage already read). A fold adds a
 // line to Fusions.
 //
-// Why only where the Target says so: cuBLAS and MPS take beta 1 for the
-// cost of reading C once, which the accumulate step read anyway, so the
-// GPU backends gain a pass over the value for nothing. The CPU's float32
-// Sgemm takes beta too, but its bf16 products on AMX tiles store C
-// without reading it; until they add into C, the CPU keeps the
-// accumulate steps, and its plans keep the shape they had.
+// Why only where the Target says so: the backend's GEMM must take beta 1
+// for the cost of reading C once, which the accumulate step read anyway,
+// so that it gains a pass over the value for nothing: cuBLAS and MPS do,
+// and so do the CPU's Sgemm and its bf16 products (AMX tiles load C's
+// blocks before adding; rt/cpu's Precision.GemmBwdAdd).
 func fuseAccumulateGemm(p *Plan, t Target) {
 	if t.GemmAccumulate {
 		foldAccumulates(p, KGemmBwd)

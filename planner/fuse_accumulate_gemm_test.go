@@ -8,12 +8,21 @@ import (
 	"github.com/mlbuild/mlbuild/spec"
 )
 
-// accumulating is the CPU Target with GemmAccumulate, as the GPU targets
-// (emit/backend.go) have it; the planner cannot import them.
+// accumulating is the CPU Target with GemmAccumulate alone (the CPU and
+// GPU targets have LayerNormAccumulate too).
 func accumulating() Target {
-	t := CPU
+	t := keeping()
 	t.Name = "cpu with gemm accumulate"
 	t.GemmAccumulate = true
+	return t
+}
+
+// keeping is the CPU Target without GemmAccumulate and
+// LayerNormAccumulate: it keeps every accumulate step.
+func keeping() Target {
+	t := CPU
+	t.Name = "cpu keeping its accumulate steps"
+	t.GemmAccumulate, t.LayerNormAccumulate = false, false
 	return t
 }
 
@@ -91,8 +100,8 @@ func addsDx(ph Phase) []string {
 	return layers
 }
 
-// TestFuseAccumulateGemm builds each model for the CPU Target (which keeps
-// the accumulate steps) and for one with GemmAccumulate, and checks which
+// TestFuseAccumulateGemm builds each model for a Target that keeps the
+// accumulate steps and for one with GemmAccumulate, and checks which
 // accumulate steps are gone, which gemm_bwd steps add into dx, that each
 // dx that adds shares the value's gradient storage with every other
 // contribution, and that it runs after every other writer of that storage
@@ -100,7 +109,7 @@ func addsDx(ph Phase) []string {
 func TestFuseAccumulateGemm(t *testing.T) {
 	for _, tc := range []struct {
 		model   func() *spec.Model
-		cpu     []string // the layers of the CPU plan's accumulate steps (r is h's epilogue)
+		cpu     []string // the layers of the kept plan's accumulate steps (r is h's epilogue)
 		left    []string // those left with GemmAccumulate
 		adds    []string // the gemm_bwd steps that add into dx, in order
 		writers []string // the layers of the steps that write r's gradient, in order
@@ -114,9 +123,9 @@ func TestFuseAccumulateGemm(t *testing.T) {
 	} {
 		m := tc.model()
 		t.Run(m.Name, func(t *testing.T) {
-			cpu := mustBuild(t, m, Options{Batch: 4, Training: true, Fusion: true})
+			cpu := mustBuild(t, m, Options{Batch: 4, Training: true, Fusion: true, Target: keeping()})
 			if got := accumulates(cpu.Backward); !slices.Equal(got, tc.cpu) || len(addsDx(cpu.Backward)) > 0 {
-				t.Fatalf("CPU plan: accumulate steps of %v, gemm_bwd adding dx of %v; want %v and none", got, addsDx(cpu.Backward), tc.cpu)
+				t.Fatalf("kept plan: accumulate steps of %v, gemm_bwd adding dx of %v; want %v and none", got, addsDx(cpu.Backward), tc.cpu)
 			}
 			p := mustBuild(t, tc.model(), Options{Batch: 4, Training: true, Fusion: true, Target: accumulating()})
 			if got := accumulates(p.Backward); !slices.Equal(got, tc.left) {

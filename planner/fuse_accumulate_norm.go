@@ -18,11 +18,10 @@ package planner
 // the sum so far and has Attr.AccumulateDx, and a fold adds a line to
 // Fusions. Other steps are unchanged.
 //
-// Why only where the Target says so: a GPU's layer norm backward reads
-// the sum and adds in the kernel that writes dx, at the cost of one read
-// that the accumulate step made anyway; the CPU's runs the plain
-// backward and keeps its accumulate steps, and its plans the shape they
-// had.
+// Why only where the Target says so: the backend's layer norm backward
+// must read the sum and add in the kernel that writes dx, at the cost of
+// one read that the accumulate step made anyway, as the GPUs' and the
+// CPU's (rt/cpu's LayerNormBwdAdd) do.
 func fuseAccumulateNorm(p *Plan, t Target) {
 	if t.LayerNormAccumulate {
 		foldAccumulates(p, KLayerNormBwd)

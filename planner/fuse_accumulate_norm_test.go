@@ -20,9 +20,9 @@ func addsDxNorm(ph Phase) []string {
 	return layers
 }
 
-// TestFuseAccumulateNorm builds the tiny GPT for the CPU Target (which
-// keeps its accumulate steps) and for one with GemmAccumulate and
-// LayerNormAccumulate, as the GPU targets have them: every accumulate of
+// TestFuseAccumulateNorm builds the tiny GPT for a Target that keeps its
+// accumulate steps and for one with GemmAccumulate and
+// LayerNormAccumulate, as the CPU and GPU targets have them: every accumulate of
 // the residual stream's gradient (the residual add's gradient plus a
 // layer norm's dx: h1_res1's, h0_res2's, h0_res1's and the embedding
 // dropout's) is gone, the 4 layer norms after the first (ln_f's, whose
@@ -36,9 +36,9 @@ func TestFuseAccumulateNorm(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cpu := mustBuild(t, m, Options{Training: true, Fusion: true})
+	cpu := mustBuild(t, m, Options{Training: true, Fusion: true, Target: keeping()})
 	if got := accumulates(cpu.Backward); len(got) != 9 || len(addsDxNorm(cpu.Backward)) > 0 {
-		t.Fatalf("CPU plan: accumulate steps of %v, layernorm_bwd adding dx of %v; want 9 (and q's, k's and v's) and none", got, addsDxNorm(cpu.Backward))
+		t.Fatalf("kept plan: accumulate steps of %v, layernorm_bwd adding dx of %v; want 9 (and q's, k's and v's) and none", got, addsDxNorm(cpu.Backward))
 	}
 	gpu := accumulating()
 	gpu.LayerNormAccumulate = true
@@ -56,6 +56,11 @@ func TestFuseAccumulateNorm(t *testing.T) {
 	adds := []string{"h1_ln2", "h1_ln1", "h0_ln2", "h0_ln1"}
 	if got := addsDxNorm(p.Backward); !slices.Equal(got, adds) {
 		t.Errorf("layernorm_bwd adding dx: %v, want %v", got, adds)
+	}
+	// The CPU Target folds them all.
+	own := mustBuild(t, m, Options{Training: true, Fusion: true})
+	if got := addsDxNorm(own.Backward); !slices.Equal(got, adds) || !slices.Equal(accumulates(own.Backward), []string{"wte"}) || len(addsDx(own.Backward)) == 0 {
+		t.Errorf("the CPU plan: layernorm_bwd adding dx of %v, gemm_bwd of %v, accumulate steps of %v", got, addsDx(own.Backward), accumulates(own.Backward))
 	}
 	if got := len(gemmOnly.Backward) - len(p.Backward); got != 4 {
 		t.Errorf("%d backward steps fewer than with GemmAccumulate alone, want 4", got)

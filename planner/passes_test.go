@@ -213,7 +213,8 @@ func TestDifferentiate(t *testing.T) {
 		{transformerNorm, true, "softmax_xent gemm_bwd reducemean_bwd unary_bwd binary_bwd unary_bwd reducemean_bwd unary_bwd accumulate binary_bwd reducemean_bwd accumulate gemm_bwd layernorm_bwd"},
 	}
 	for _, tc := range tests {
-		p := mustBuild(t, tc.model(), Options{Batch: 2, Training: true, Fusion: tc.fusion})
+		// a Target that keeps the accumulate steps that sum contributions
+		p := mustBuild(t, tc.model(), Options{Batch: 2, Training: true, Fusion: tc.fusion, Target: keeping()})
 		if got := kernels(p.Backward); got != tc.backward {
 			t.Errorf("%s fusion %v: backward\n%s\nwant\n%s", p.Model, tc.fusion, got, tc.backward)
 		}
@@ -368,8 +369,9 @@ func TestFuseEpilogue(t *testing.T) {
 			t.Errorf("fused conv's backward has act %q", s.Attr.Act)
 		}
 	}
-	// GELU is not fused; leakyrelu is (positive slope); a value read twice is not.
-	p = mustBuild(t, residual(), Options{Batch: 2, Training: true, Fusion: true})
+	// GELU is not fused; leakyrelu is (positive slope); a value read twice
+	// is not (on a Target that keeps the accumulate of its gradients).
+	p = mustBuild(t, residual(), Options{Batch: 2, Training: true, Fusion: true, Target: keeping()})
 	if len(p.Fusions) != 1 || p.Forward[1].Attr.Act != "" {
 		t.Errorf("residual fusions %q", p.Fusions)
 	}

@@ -255,7 +255,7 @@ const (
 )
 
 // CPU is the CPU backend's Target, the default of Options.Target.
-var CPU = Target{Name: "cpu", Conv: cpuConv, Dense: cpuDense, ConvPrecision: cpuConvPrecision, AttentionPrecision: cpuAttentionPrecision, Attention: true, FoldBatchNorm: true, SiLU: true, ReLU6Epilogue: true, SiLUEpilogue: true}
+var CPU = Target{Name: "cpu", Conv: cpuConv, Dense: cpuDense, ConvPrecision: cpuConvPrecision, AttentionPrecision: cpuAttentionPrecision, Attention: true, FoldBatchNorm: true, SiLU: true, ReLU6Epilogue: true, SiLUEpilogue: true, GemmAccumulate: true, LayerNormAccumulate: true}
 
 // cpuBF16Rows is the fewest rows of a dense step that the CPU multiplies
 // in bf16: Intel AMX's bf16 tiles hold 16 rows, and below that (batch-1

@@ -258,11 +258,13 @@ func TestCompileTrainEvalPredict(t *testing.T) {
 // 3,178,622 with the AVX2 sigmoid and SiLU kernels (their eight-lane
 // constant table: the epilogue table links them) and the gradient
 // check's time bound (its note and its reading of
-// MLBUILD_GRADCHECK_SECONDS).
+// MLBUILD_GRADCHECK_SECONDS); 3,182,718 with the attention's exponentials
+// summed in their pass (expShiftSumAVX512, in the epilogue table) and the
+// dense backward's dx += (GemmBwdAdd's path, which GemmBwd shares).
 // Issue 16 asks for 2 MB; docs/architecture.md (Where the bytes go) says
 // where they go and why 2 MB is out of reach of this program's features. The budget
 // catches a reader or a heavy package slipping back into every program.
-const mnistBinaryBudget = 3_182_000
+const mnistBinaryBudget = 3_186_000
 
 // checkMNISTBinary checks the size of the program of models/mnist.cue and
 // what it links: the function names that a stripped Go binary keeps for
