@@ -87,15 +87,23 @@ func (x *attnProducts) setB(i int, transB bool, b []float32, ldb, k, n int) {
 	case x.tiles != nil:
 		x.tiles.packB(&o.packed, transB, b, ldb, k, n)
 	default:
-		rows, cols := k, n
-		if transB {
-			rows, cols = n, k
-		}
-		checkGemmOperand("b", b, rows, cols, ldb)
-		o.rounded = growF32(o.rounded, rows*cols)
-		roundRows(o.rounded, b, ldb, cols, 0, rows)
-		o.b, o.ldb = o.rounded, cols
+		o.rounded, o.ldb = roundedOperand(o.rounded, "b", transB, b, ldb, k, n)
+		o.b = o.rounded
 	}
+}
+
+// roundedOperand copies the operand x (r×c as a product reads it, stored
+// transposed with trans, row stride ld) rounded to bfloat16 into dst,
+// grown if it must be, and returns the copy and its row stride.
+func roundedOperand(dst []float32, name string, trans bool, x []float32, ld, r, c int) ([]float32, int) {
+	rows, cols := r, c
+	if trans {
+		rows, cols = c, r
+	}
+	checkGemmOperand(name, x, rows, cols, ld)
+	dst = growF32(dst, rows*cols)
+	roundRows(dst, x, ld, cols, 0, rows)
+	return dst, cols
 }
 
 // mulB multiplies by the first k rows and n columns of B operand i.
@@ -114,14 +122,8 @@ func (x *attnProducts) mulB(i int, transA bool, m, n, k int, alpha float32, a []
 			}
 		}
 	case x.bf16:
-		rows, cols := m, k
-		if transA {
-			rows, cols = k, m
-		}
-		checkGemmOperand("a", a, rows, cols, lda)
-		x.ra = growF32(x.ra, rows*cols)
-		roundRows(x.ra, a, lda, cols, 0, rows)
-		sgemmOn1(transA, o.trans, m, n, k, alpha, x.ra, cols, o.b, o.ldb, beta, c, ldc)
+		x.ra, lda = roundedOperand(x.ra, "a", transA, a, lda, m, k)
+		sgemmOn1(transA, o.trans, m, n, k, alpha, x.ra, lda, o.b, o.ldb, beta, c, ldc)
 	default:
 		sgemmOn1(transA, o.trans, m, n, k, alpha, a, lda, o.b, o.ldb, beta, c, ldc)
 	}

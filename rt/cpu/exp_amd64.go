@@ -2,18 +2,18 @@
 
 package cpu
 
-// expShiftAVX512 is expShift's loop over n elements:
+// expShiftSumAVX512 is expShiftSum's loop over n elements:
 //
 //	for i := range n { y[i] = expCore(x[i] - m) }
 //
-//go:noescape
-func expShiftAVX512(x, y *float32, n int, m float32)
-
-// expShiftSumAVX512 is expShiftSum's loop over n elements: expShiftAVX512
 // returning the sum of y, in 16 lanes added at the end.
 //
 //go:noescape
 func expShiftSumAVX512(x, y *float32, n int, m float32) float32
+
+// expShiftAVX512 is expShift's loop: expShiftSumAVX512's, its sum unused
+// (a vector addition a step, beside the exponential's twenty).
+func expShiftAVX512(x, y *float32, n int, m float32) { expShiftSumAVX512(x, y, n, m) }
 
 // sigmoidAVX512 is sigmoidFwd's loop over n elements (sigmoid.go):
 //

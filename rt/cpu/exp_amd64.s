@@ -60,40 +60,6 @@ GLOBL expConst<>(SB), RODATA|NOPTR, $84
 #define EXPSETUP \
 	BROADCAST13(expConst<>)
 
-// func expShiftAVX512(x, y *float32, n int, m float32)
-// y[i] = e^(x[i]−m) for i < n; y may alias x.
-TEXT ·expShiftAVX512(SB), NOSPLIT, $0-28
-	MOVQ x+0(FP), SI
-	MOVQ y+8(FP), DI
-	MOVQ n+16(FP), R9
-	VBROADCASTSS m+24(FP), Z15
-	EXPSETUP
-	TAILMASK(R9)
-	SHRQ $4, R9
-	JEQ extail
-
-exvec:
-	VMOVUPS (SI), Z0
-	VSUBPS Z15, Z0, Z0
-	EXPCORE
-	VMOVUPS Z1, (DI)
-	ADDQ $64, SI
-	ADDQ $64, DI
-	DECQ R9
-	JNZ exvec
-
-extail:
-	KORTESTW K1, K1
-	JZ exdone
-	VMOVUPS.Z (SI), K1, Z0
-	VSUBPS Z15, Z0, Z0
-	EXPCORE
-	VMOVUPS Z1, K1, (DI)
-
-exdone:
-	VZEROUPPER
-	RET
-
 // func expShiftSumAVX512(x, y *float32, n int, m float32) float32
 // y[i] = e^(x[i]−m) for i < n, and returns Σ y[i], summed in 16 lanes
 // (lane i mod 16) whose sums are then added in halves; y may alias x.
