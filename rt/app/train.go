@@ -254,6 +254,9 @@ func trainCmd(m Model, args []string, stdout, stderr io.Writer) (err error) {
 		if st, err = loadCheckpoint(m, o.resume); err != nil {
 			return err
 		}
+		if err := sameTextVocab(meta, "--resume", o.resume, st.vocab); err != nil {
+			return err
+		}
 		lastGood = o.resume
 		if st.seed != o.seed {
 			fmt.Fprintf(stderr, "note: the checkpoint was made with --seed %d; using it\n", st.seed)
@@ -264,6 +267,11 @@ func trainCmd(m Model, args []string, stdout, stderr io.Writer) (err error) {
 		from, f, err := startWeights(m, o)
 		if err != nil {
 			return err
+		}
+		if f != nil {
+			if err := sameTextVocab(meta, "--init", f.Path, f.Metadata[mdVocab]); err != nil {
+				return err
+			}
 		}
 		kept, err := keepPreprocessing(meta, ds, f)
 		if err != nil {

@@ -112,7 +112,9 @@ func (m *bigramLM) NextLogits(ctx []int32, _ int) []float32 {
 // dataset through train, then eval and generate: the validation loss
 // falls well below that of uniform guessing (ln V), progress counts
 // tokens/s, the weights carry the vocabulary, greedy generation follows
-// the text's most frequent bigrams, and eval on another text is refused.
+// the text's most frequent bigrams, training from the weights on their
+// text is accepted, and eval, train --init and train --resume on another
+// text are refused.
 func TestTrainTextEndToEnd(t *testing.T) {
 	dir := t.TempDir()
 	os.WriteFile(filepath.Join(dir, "moby.txt"), []byte(strings.Repeat(whaleText, 30)), 0o644)
@@ -157,10 +159,30 @@ func TestTrainTextEndToEnd(t *testing.T) {
 		}
 	}
 	t.Logf("generated %q", out.String())
+	// Training again from the weights, on their text: accepted.
+	w2 := filepath.Join(dir, "w2.safetensors")
+	if code := Run(m, []string{"train", "--data", dir, "--init", w, "--epochs", "1", "--out", w2, "--quiet"}, &out, &errs); code != 0 {
+		t.Fatalf("train --init on the same text: exit %d\n%s", code, errs.String())
+	}
 	os.WriteFile(filepath.Join(dir, "moby.txt"), []byte(strings.Repeat(strings.ToUpper(whaleText), 30)), 0o644)
 	errs.Reset()
 	if code := Run(m, []string{"eval", "--data", dir, "--weights", w}, &out, &errs); code != exitFailure || !strings.Contains(errs.String(), "does not match this text's training split") {
 		t.Errorf("eval on another text: exit %d, %s", code, errs.String())
+	}
+	// Training from them (or resuming their checkpoint) on another text
+	// is refused, and writes nothing.
+	ckpt := filepath.Join(dir, "w.ckpt.safetensors")
+	// (--epochs past the checkpoint's: a finished run's resume does nothing)
+	for _, from := range [][]string{{"--init", w}, {"--resume", ckpt, "--epochs", "50"}} {
+		errs.Reset()
+		w3 := filepath.Join(dir, "w3.safetensors")
+		args := append([]string{"train", "--data", dir, "--out", w3, "--checkpoint", filepath.Join(dir, "w3.ckpt.safetensors"), "--quiet"}, from...)
+		if code := Run(m, args, &out, &errs); code != exitFailure || !strings.Contains(errs.String(), "the weights' vocabulary is not this text's") {
+			t.Errorf("train %s on another text: exit %d, %s", from[0], code, errs.String())
+		}
+		if _, err := os.Stat(w3); err == nil {
+			t.Errorf("train %s on another text wrote %s", from[0], w3)
+		}
 	}
 }
 

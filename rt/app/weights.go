@@ -20,6 +20,7 @@ type trainState struct {
 	bestVal   float64
 	badEpochs int
 	run       *trainOptions // the run's settings, kept so that --resume continues it
+	vocab     string        // a text model's vocabulary (metadata mdVocab); "" for the others
 }
 
 // weightTensors lists the params and statistics as safetensors tensors, in
@@ -349,5 +350,6 @@ func loadCheckpoint(m Model, path string) (trainState, error) {
 	if name := md["mlbuild.model"]; name != "" && name != m.Meta().Name {
 		return trainState{}, fmt.Errorf("%s is a checkpoint of model %q, not %q", path, name, m.Meta().Name)
 	}
+	st.vocab = md[mdVocab]
 	return st, nil
 }
