@@ -100,6 +100,10 @@ func (s *textSource) fill(x, y []float32, idx []int) error {
 
 func (s *textSource) close() { s.c.Close() }
 
+// bytesRead is the bytes of the text's files read so far: the data rate's
+// count (batchLoader.bytesRead).
+func (s *textSource) bytesRead() int64 { return s.c.BytesRead() }
+
 func (s *textSource) windowTokens() int { return s.T }
 
 // textMode is the spec's token mode, "char" when it names none.

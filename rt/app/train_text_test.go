@@ -5,6 +5,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -111,7 +112,7 @@ func (m *bigramLM) NextLogits(ctx []int32, _ int) []float32 {
 // TestTrainTextEndToEnd trains the bigram language model on a text
 // dataset through train, then eval and generate: the validation loss
 // falls well below that of uniform guessing (ln V), progress counts
-// tokens/s, the weights carry the vocabulary, greedy generation follows
+// tokens/s and the text's bytes read (MB/s), the weights carry the vocabulary, greedy generation follows
 // the text's most frequent bigrams, training from the weights on their
 // text is accepted, and eval, train --init and train --resume on another
 // text are refused.
@@ -126,6 +127,9 @@ func TestTrainTextEndToEnd(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "tokens/s") {
 		t.Errorf("progress counts no tokens/s:\n%s", out.String())
+	}
+	if !regexp.MustCompile(`data [0-9.]+ MB/s waiting [0-9.]+%`).MatchString(out.String()) {
+		t.Errorf("progress shows no data rate (the text's bytes read):\n%s", out.String())
 	}
 	out.Reset()
 	if code := Run(m, []string{"eval", "--data", dir, "--weights", w, "--json"}, &out, &errs); code != 0 {

@@ -21,6 +21,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"unicode/utf8"
 )
 
@@ -215,7 +216,12 @@ type Corpus struct {
 	// Train and Val are the splits: byte ranges of the joined text, each
 	// starting at a token's first byte.
 	Train, Val Split
+	read       atomic.Int64 // bytes ReadAt has read
 }
+
+// BytesRead is how many bytes of the files ReadAt has read (the windows,
+// and a split read whole), for a data rate.
+func (c *Corpus) BytesRead() int64 { return c.read.Load() }
 
 // Split is a byte range [Start, End) of the corpus with its first possible
 // window start: the last offset with T+1 tokens before End.
@@ -411,8 +417,15 @@ func (c *Corpus) scan(pt *part, cut int64, mode Mode, seen map[rune]bool, train,
 	return n, nil
 }
 
-// ReadAt reads the joined text.
+// ReadAt reads the joined text, counting the bytes (BytesRead).
 func (c *Corpus) ReadAt(b []byte, off int64) (int, error) {
+	n, err := c.readAt(b, off)
+	c.read.Add(int64(n))
+	return n, err
+}
+
+// readAt is ReadAt's reading.
+func (c *Corpus) readAt(b []byte, off int64) (int, error) {
 	n := 0
 	for _, pt := range c.parts {
 		if off+int64(n) >= pt.off+pt.size || len(b) == n {
