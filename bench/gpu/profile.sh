@@ -6,7 +6,9 @@
 # channels_last for the ResNet, scaled_dot_product_attention for the GPT),
 # eager and compiled, in the same call. TORCH=0 skips PyTorch; R18_MODES
 # picks torch_resnet_cifar.py's modes (default eager_fp32,eager_bf16,
-# compile_ro_bf16,eager_tf32); PROGS picks the programs (default r18-f32
+# compile_ro_bf16,eager_tf32); GPT_MODES picks torch_gpt.py's modes, ;-separated
+# (default: fp32 eager, fp32 + SDPA, fp32 + SDPA compiled, bf16 + SDPA,
+# bf16 + SDPA compiled); PROGS picks the programs (default r18-f32
 # r18-tf32 r18-bf16 gpt-f32 gpt-bf16); LINES how many lines of each profile to print (36);
 # COLD=1 first times each program's kernel compile on an empty kernel cache,
 # one part at a time (MLBUILD_NVRTC_JOBS=1) and on every core (info's kernels line).
@@ -41,7 +43,9 @@ fi
 [ "${TORCH_GPT:-1}" = 0 ] && exit 0
 t=(python3 torch_gpt.py moby-dick.txt --vocab 89 --context 256 --width 384 --heads 6 --layers 6 --dropout 0.2 --tie
 	--batch 64 --lr 1e-3 --beta2 0.99 --weight-decay 0.1 --clip 1.0 --warmup 100 --min-lr 1e-4 --device cuda)
-for mode in "" "--sdpa" "--bf16 --sdpa" "--bf16 --sdpa --compile"; do
+IFS=';' read -r -a modes <<<"${GPT_MODES:-fp32;--sdpa;--sdpa --compile;--bf16 --sdpa;--bf16 --sdpa --compile}"
+for mode in "${modes[@]}"; do
+	[ "$mode" = fp32 ] && mode=""
 	echo "== PyTorch GPT $mode, 100 steps (timing)"
 	(cd "$b" && timeout 200 "${t[@]}" --steps 100 --time-only $mode 2>&1 | grep -v Warning | tail -n 3)
 done
