@@ -73,6 +73,10 @@ type windowed interface {
 	// (residentModel); residentOrder then draws each epoch's windows.
 	resident(r Resident) (Resident, error)
 	residentOrder(first, steps, bs int) []int
+	// sameVocab refuses weights that a run starts from (flag --init or
+	// --resume, their file path) whose stored vocabulary (metadata
+	// mdVocab, "" for none) is not this text's.
+	sameVocab(flag, path, stored string) error
 }
 
 // idxSource is a pair of IDX files.

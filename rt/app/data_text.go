@@ -214,24 +214,20 @@ func (o offsetSource) fill(x, y []float32, idx []int) error {
 
 func (o offsetSource) close() { o.textSrc.close() }
 
-// sameTextVocab refuses a training run that starts from weights (flag
+// sameVocab refuses a training run that starts from weights (flag
 // --resume or --init, the weights' file path) whose stored vocabulary is
 // not the one the training text gives: their ids would stand for other
 // tokens, and the run would train on without a word. Weights that carry
-// none (imported ones) and data without a vocabulary pass.
-func sameTextVocab(meta *Meta, flag, path, stored string) error {
-	if stored == "" || meta.rec == nil || meta.rec.vocab == "" || stored == meta.rec.vocab {
+// none (imported ones) pass.
+func (s *textSource) sameVocab(flag, path, stored string) error {
+	if stored == "" || stored == s.c.Vocab.String() {
 		return nil
 	}
 	theirs, err := textdata.ParseVocab(stored)
 	if err != nil {
 		return fmt.Errorf("%s %s: the metadata %s: %v", flag, path, mdVocab, err)
 	}
-	ours, err := textdata.ParseVocab(meta.rec.vocab)
-	if err != nil {
-		return err
-	}
-	if err := ours.Same(theirs); err != nil {
+	if err := s.c.Vocab.Same(theirs); err != nil {
 		return fmt.Errorf("%s %s: the weights' vocabulary is not this text's (in theirs %v): their ids would stand for other characters; train on the text they were trained on, or without %s", flag, path, err, flag)
 	}
 	return nil

@@ -254,8 +254,10 @@ func trainCmd(m Model, args []string, stdout, stderr io.Writer) (err error) {
 		if st, err = loadCheckpoint(m, o.resume); err != nil {
 			return err
 		}
-		if err := sameTextVocab(meta, "--resume", o.resume, st.vocab); err != nil {
-			return err
+		if ds.text != nil {
+			if err := ds.text.sameVocab("--resume", o.resume, st.vocab); err != nil {
+				return err
+			}
 		}
 		lastGood = o.resume
 		if st.seed != o.seed {
@@ -268,8 +270,8 @@ func trainCmd(m Model, args []string, stdout, stderr io.Writer) (err error) {
 		if err != nil {
 			return err
 		}
-		if f != nil {
-			if err := sameTextVocab(meta, "--init", f.Path, f.Metadata[mdVocab]); err != nil {
+		if f != nil && ds.text != nil {
+			if err := ds.text.sameVocab("--init", f.Path, f.Metadata[mdVocab]); err != nil {
 				return err
 			}
 		}
