@@ -56,13 +56,15 @@ func TestTokenModelSourceBF16(t *testing.T) {
 		t.Fatal(err)
 	}
 	in.Model.Precision = planner.PrecisionBF16
-	for i, o := range []planner.Options{{Training: true, Fusion: true}, {Fusion: true}, {Fusion: true, Batch: 1}} {
+	var plans []*planner.Plan
+	for _, o := range []planner.Options{{Training: true, Fusion: true}, {Fusion: true}, {Fusion: true, Batch: 1}} {
 		p, err := planner.Build(in.Model, o)
 		if err != nil {
 			t.Fatal(err)
 		}
-		*[]**planner.Plan{&in.Train, &in.Infer, &in.Infer1}[i] = p
+		plans = append(plans, p)
 	}
+	in.Train, in.Infer, in.Infer1 = plans[0], plans[1], plans[2]
 	bf, err := ModelSource(in)
 	if err != nil {
 		t.Fatal(err)

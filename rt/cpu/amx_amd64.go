@@ -225,7 +225,7 @@ func amxGemmWith(kernel amxKernel, transA, transB bool, m, n, k int, a []float32
 		chunk = nBlocks
 	}
 	cfg := &amx.cfg[0]
-	acc := 0 // the tiles load C's blocks first
+	acc := 0 // 1: the tiles load C's blocks and add to them
 	if add {
 		acc = 1
 	}
