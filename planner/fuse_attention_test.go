@@ -175,3 +175,35 @@ func TestFuseAttentionTiny(t *testing.T) {
 		t.Errorf("attention_bwd attr %+v, want the forward's (causal, dropout 0.1)", bwd.Attr)
 	}
 }
+
+// TestGPTShape pins models/gpt.cue to nanoGPT's shakespeare-char shape, as
+// issue #31 asks: 6 blocks of 6 heads, width 384, context 256, batch 64,
+// and 10,754,304 parameters with Moby-Dick's 89 characters (the token
+// table 89·384, the position table 256·384, per block 12·384² and its two
+// layer norms' gains, 384 each, and the final norm's gain: no biases, as
+// nanoGPT's bias=False; the head is tied to the token table).
+func TestGPTShape(t *testing.T) {
+	m, err := spec.Load("../models/gpt.cue")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := mustBuild(t, m, Options{Training: true, Fusion: true})
+	n := 0
+	for _, pr := range p.Params {
+		n += p.Buffers[pr.Buf].Size
+	}
+	const d, vocab, context, layers = 384, 89, 256, 6
+	if want := vocab*d + context*d + layers*(12*d*d+2*d) + d; n != want || want != 10_754_304 {
+		t.Errorf("%d parameters, want %d", n, want)
+	}
+	if p.Batch != 64 || countKernel(p.Forward, KAttention) != layers || p.Buffers[p.Input].Shape[1] != context {
+		t.Errorf("batch %d, %d attention steps, input %v", p.Batch, countKernel(p.Forward, KAttention), p.Buffers[p.Input].Shape)
+	}
+	for _, s := range p.Forward {
+		if s.Kernel == KAttention && s.In[0] != NoBuf {
+			if q := p.Buffers[s.In[0]].Shape; q[2] != 6 || q[3] != d/6 {
+				t.Errorf("attention %s: q %v, want 6 heads of %d", s.Layer, q, d/6)
+			}
+		}
+	}
+}

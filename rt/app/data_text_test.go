@@ -2,6 +2,7 @@ package app
 
 import (
 	"bytes"
+	"io"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -177,6 +178,13 @@ func TestGenerateCommand(t *testing.T) {
 	if _, again, _ := run("--prompt", "Call me", "--tokens", "60", "--seed", "4"); again != out {
 		t.Errorf("the same seed wrote %q, then %q", out, again)
 	}
+	// Each token reaches stdout as it is drawn: 60 writes of one token,
+	// then the newline.
+	var streamed writeLog
+	if code := Run(m, []string{"generate", "--weights", w, "--prompt", "Call me", "--tokens", "60", "--seed", "4"}, &streamed, io.Discard); code != 0 ||
+		len(streamed.writes) != 61 || strings.Join(streamed.writes, "") != out {
+		t.Errorf("stdout had %d writes %q, want the 60 tokens one at a time and the newline of %q", len(streamed.writes), streamed.writes, out)
+	}
 	code, _, errs = run("--prompt", "Call me 🐋")
 	if code != exitUsage || !strings.Contains(errs, "'🐋' (U+1F40B) is not in the vocabulary") {
 		t.Errorf("prompt outside the vocabulary: exit %d, %s", code, errs)
@@ -339,4 +347,12 @@ func TestGeneratePrecision(t *testing.T) {
 	if code := Run(plain, []string{"generate", "--weights", w, "--prompt", "Call", "--tokens", "5", "--precision", "f32"}, &out, &errs); code != 0 {
 		t.Errorf("--precision f32 on a model without bf16: exit %d, %s", code, errs.String())
 	}
+}
+
+// writeLog records each Write's bytes, to see how output arrives.
+type writeLog struct{ writes []string }
+
+func (l *writeLog) Write(b []byte) (int, error) {
+	l.writes = append(l.writes, string(b))
+	return len(b), nil
 }

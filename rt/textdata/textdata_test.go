@@ -4,6 +4,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -308,5 +309,42 @@ func TestVocabLimit(t *testing.T) {
 		t.Errorf("byte tokens: %v", err)
 	} else {
 		c.Close()
+	}
+}
+
+// TestOpenStreams: Open and Windows read a corpus through buffers of
+// their own size, never whole (issue #31's text larger than memory):
+// Moby-Dick joined 48 times (59 MB) opens, builds its vocabulary, checks
+// its validation split and gives 1,000 windows of 256 characters in under
+// 8 MiB of allocations (3.2 MB when this test was written, most of it a
+// 64 KiB read buffer a file).
+func TestOpenStreams(t *testing.T) {
+	p := mobyDick(t)
+	paths := make([]string, 48)
+	for i := range paths {
+		paths[i] = p
+	}
+	const T = 256
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	c, err := Open(paths, Options{Mode: Chars, Context: T, ValFrac: 0.1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ids, tg, buf := make([]int32, T), make([]int32, T), make([]byte, c.BufSize(T))
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 1000 {
+		if err := c.Windows(c.Train, rng, 1, T, ids, tg, buf); err != nil {
+			t.Fatal(err)
+		}
+	}
+	runtime.ReadMemStats(&after)
+	if c.Train.Tokens+c.Val.Tokens < 50_000_000 {
+		t.Fatalf("the joined text has %d tokens, fewer than 48 copies of Moby-Dick", c.Train.Tokens+c.Val.Tokens)
+	}
+	if got := after.TotalAlloc - before.TotalAlloc; got > 8<<20 {
+		t.Errorf("opening %d tokens and drawing 1,000 windows allocated %d bytes, over 8 MiB: was the text read whole?", c.Train.Tokens+c.Val.Tokens, got)
 	}
 }
