@@ -80,15 +80,7 @@ func flat(w *asm, name, reg string, lanes, bcast int) {
 	}
 	blocks := []int{8, 4, 1}
 	for k, v := range blocks {
-		lbl := fmt.Sprintf("%sb%d", name, v)
-		next := name + "done"
-		if k+1 < len(blocks) {
-			next = fmt.Sprintf("%sb%d", name, blocks[k+1])
-		}
-		w.WriteString("\n")
-		w.label(lbl)
-		w.l("CMPQ DX, $%d", v)
-		w.l("JLT %s", next)
+		lbl := w.openBlock(name, "b", "DX", blocks, k)
 		for i := 0; i < v; i++ {
 			w.l("%s %s%d, %s%d, %s%d", zero, reg, i, reg, i, reg, i)
 		}
@@ -276,19 +268,7 @@ func filterRows(w *asm, v, r int) {
 		w.l("VMINPS Z%d, Z%d, Z%d", a, wr, a)
 	}
 	w.label(name + "s")
-	w.l("MOVQ DI, BX")
-	for f := 0; f < r; f++ {
-		if f > 0 {
-			w.l("ADDQ R9, BX")
-		}
-		for i := 0; i < v; i++ {
-			mask := ""
-			if i == v-1 {
-				mask = "K1, "
-			}
-			w.l("VMOVUPS Z%d, %s%s", acc(f, i), mask, off(i, 64, "BX"))
-		}
-	}
+	w.storeVectors("R9", r, v)
 	w.l("ADDQ R14, SI")
 	w.l("ADDQ R8, DI")
 	w.l("DECQ R15")
@@ -404,31 +384,37 @@ func (w *asm) rowMask(name string) {
 // (or to done) while fewer rows are left in R15, and its accumulators
 // set from Z<init>.
 func (w *asm) rowBlock(name string, rows []int, k, v, init int) string {
-	rr := rows[k]
-	lbl := fmt.Sprintf("%sr%d", name, rr)
-	next := name + "done"
-	if k+1 < len(rows) {
-		next = fmt.Sprintf("%sr%d", name, rows[k+1])
-	}
-	w.WriteString("\n")
-	w.label(lbl)
-	w.l("CMPQ R15, $%d", rr)
-	w.l("JLT %s", next)
-	for a := 0; a < rr*v; a++ {
+	lbl := w.openBlock(name, "r", "R15", rows, k)
+	for a := 0; a < rows[k]*v; a++ {
 		w.l("VMOVAPS Z%d, Z%d", init, a)
 	}
 	return lbl
 }
 
-// storeRows stores rr rows of v accumulators (Z0 on, a row's last vector
-// under K1) at DI, rows R8 bytes apart, advances SI by R14 and DI by R8 a
-// row, counts the rows off R15 and jumps back to lbl: the row kernels'
-// common tail.
-func (w *asm) storeRows(lbl string, rr, v int) {
+// openBlock opens block k of kernel name's blocks of sizes[k] (rows or
+// vectors): its label, name, tag and size (returned), and the jump to the
+// next smaller block, or to the kernel's done, while the count in counter
+// is below the size.
+func (w *asm) openBlock(name, tag, counter string, sizes []int, k int) string {
+	lbl := fmt.Sprintf("%s%s%d", name, tag, sizes[k])
+	next := name + "done"
+	if k+1 < len(sizes) {
+		next = fmt.Sprintf("%s%s%d", name, tag, sizes[k+1])
+	}
+	w.WriteString("\n")
+	w.label(lbl)
+	w.l("CMPQ %s, $%d", counter, sizes[k])
+	w.l("JLT %s", next)
+	return lbl
+}
+
+// storeVectors stores rows of v accumulators (Z0 on, a row's last vector
+// under K1) at DI on, rows stride (a register) bytes apart.
+func (w *asm) storeVectors(stride string, rows, v int) {
 	w.l("MOVQ DI, BX")
-	for row := 0; row < rr; row++ {
+	for row := 0; row < rows; row++ {
 		if row > 0 {
-			w.l("ADDQ R8, BX")
+			w.l("ADDQ %s, BX", stride)
 		}
 		for i := 0; i < v; i++ {
 			mask := ""
@@ -438,6 +424,14 @@ func (w *asm) storeRows(lbl string, rr, v int) {
 			w.l("VMOVUPS Z%d, %s%s", row*v+i, mask, off(i, 64, "BX"))
 		}
 	}
+}
+
+// storeRows stores rr rows of v accumulators (Z0 on, a row's last vector
+// under K1) at DI, rows R8 bytes apart, advances SI by R14 and DI by R8 a
+// row, counts the rows off R15 and jumps back to lbl: the row kernels'
+// common tail.
+func (w *asm) storeRows(lbl string, rr, v int) {
+	w.storeVectors("R8", rr, v)
 	for row := 0; row < rr; row++ {
 		w.l("ADDQ R14, SI")
 		w.l("ADDQ R8, DI")
