@@ -229,16 +229,6 @@ func amxGemmWith(kernel amxKernel, transA, transB bool, m, n, k int, a []float32
 	if add {
 		acc = 1
 	}
-	// edge stores or adds the row of an edge's scratch into C's.
-	edge := func(dst, src []float32) {
-		if !add {
-			copy(dst, src)
-			return
-		}
-		for j, v := range src {
-			dst[j] += v
-		}
-	}
 	// blocks multiplies the 32-row block mb of A by B's 32-column blocks
 	// [nb0, nb1) into C.
 	blocks := func(mb, nb0, nb1 int) {
@@ -248,7 +238,7 @@ func amxGemmWith(kernel amxKernel, transA, transB bool, m, n, k int, a []float32
 			kernel(cfg, ap, bp, &rowEdge[nb0*32], nb1-nb0, kp/32, aHalf, bHalf, bNext, np*4, 0)
 			j1 := min(nb1*32, n)
 			for i := i0; i < m; i++ {
-				edge(c[i*ldc+nb0*32:i*ldc+j1], rowEdge[(i-i0)*np+nb0*32:(i-i0)*np+j1])
+				storeEdge(c[i*ldc+nb0*32:i*ldc+j1], rowEdge[(i-i0)*np+nb0*32:(i-i0)*np+j1], add)
 			}
 			return
 		}
@@ -258,7 +248,7 @@ func amxGemmWith(kernel amxKernel, transA, transB bool, m, n, k int, a []float32
 		if nb1 > nFull { // C's last columns, through the column edge's scratch
 			kernel(cfg, ap, &pb[nFull*16*kp], &colEdge[i0*32], 1, kp/32, aHalf, bHalf, bNext, 32*4, 0)
 			for i := i0; i < i0+32; i++ {
-				edge(c[i*ldc+nFull*32:i*ldc+n], colEdge[i*32:i*32+n-nFull*32])
+				storeEdge(c[i*ldc+nFull*32:i*ldc+n], colEdge[i*32:i*32+n-nFull*32], add)
 			}
 		}
 	}
@@ -540,13 +530,18 @@ func (s *amxLocal) mulPacked(transA bool, m, n, k int, a []float32, lda int, p *
 		return
 	}
 	for i := range m {
-		row, src := c[i*ldc:i*ldc+n], s.pc[i*np:i*np+n]
-		if !acc {
-			copy(row, src)
-			continue
-		}
-		for j, v := range src {
-			row[j] += v
-		}
+		storeEdge(c[i*ldc:i*ldc+n], s.pc[i*np:i*np+n], acc)
+	}
+}
+
+// storeEdge copies a row of C that an edge's scratch holds into dst, or
+// adds it to dst with add.
+func storeEdge(dst, src []float32, add bool) {
+	if !add {
+		copy(dst, src)
+		return
+	}
+	for j, v := range src {
+		dst[j] += v
 	}
 }
