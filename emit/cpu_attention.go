@@ -29,6 +29,9 @@ func (g *generator) attentionGeom(st planner.Step, in []operand, training bool) 
 	if a.Perm != nil {
 		lit += fmt.Sprintf(", Heads: %d", in[0].buf.Shape[2]) // [B, T, H, D]
 	}
+	if a.Padding {
+		lit += fmt.Sprintf(", Pad: %s, PadID: %d", in[len(in)-1].slice(), a.PadID)
+	}
 	if a.Precision == planner.PrecisionBF16 && !g.reference {
 		lit += ", BF16: true"
 	}

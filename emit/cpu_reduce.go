@@ -16,6 +16,15 @@ func (g *generator) softmaxCall(st planner.Step, in, out []operand) (string, err
 	if err != nil {
 		return "", err
 	}
+	if a.Padding {
+		// scores [B, ..., Tk] over the last axis, ids [B, Tk]: outer
+		// counts the rows, outer/B of them a sample
+		batch := in[0].buf.Shape[0]
+		if inner != 1 || outer%batch != 0 || a.Causal && outer%n != 0 {
+			return "", fmt.Errorf("padded softmax over axis %d of %v: not the last axis of scores", a.Axis, in[0].buf.Shape)
+		}
+		return fmt.Sprintf("cpu.SoftmaxPaddedFwd(%s, %s, %s, %d, %d, %d, %v, %d)", in[0].slice(), out[0].slice(), in[1].slice(), batch, outer/batch, n, a.Causal, a.PadID), nil
+	}
 	if a.Causal {
 		// scores [..., T, T] over the last axis: outer counts the
 		// matrices' rows, T of them each

@@ -43,6 +43,12 @@ type Decode struct {
 	// of the full plan over a window (a batched prefill) rather than a
 	// position at a time.
 	Fills []CacheFill
+	// Padded says that the model's attention masks the keys whose token
+	// id is PadID. The decode plan does not: a program generating text
+	// never feeds that id (it refuses a prompt that holds it and stops
+	// when it draws it), so no cached key is ever padding.
+	Padded bool
+	PadID  int
 }
 
 // CacheFill is where the full plan holds one cache's rows: after its
@@ -151,7 +157,7 @@ func DeriveDecode(p *Plan) (*Decode, error) {
 	d.q.Output = out
 	d.q.Input = d.rows[p.Input]
 	d.q.WorkSize, d.q.NaiveWorkSize = d.work, d.work
-	return &Decode{Plan: d.q, Tail: tail, Context: d.T, Caches: d.caches, Fills: d.fills}, nil
+	return &Decode{Plan: d.q, Tail: tail, Context: d.T, Caches: d.caches, Fills: d.fills, Padded: d.padded, PadID: d.padID}, nil
 }
 
 type decoder struct {
@@ -163,6 +169,10 @@ type decoder struct {
 	work     int
 	caches   []BufID
 	fills    []CacheFill
+	// padded and padID: the padding mask of the attentions (one id for
+	// all of them)
+	padded bool
+	padID  int
 }
 
 func (d *decoder) root(b BufID) BufID {
@@ -366,6 +376,9 @@ func (d *decoder) attention(i int, s Step, skip []bool, tail *int) error {
 	if st.Kernel != KSoftmax || !st.Attr.Causal {
 		return fmt.Errorf("q·kᵀ is not followed by a causal softmax")
 	}
+	if err := d.padding(st.Attr); err != nil {
+		return err
+	}
 	used = append(used, j)
 	if j, st, err = next(st.Out[0]); err != nil {
 		return err
@@ -395,6 +408,9 @@ func (d *decoder) fusedAttention(s Step, skip []bool, tail *int) error {
 	if !s.Attr.Causal {
 		return fmt.Errorf("an attention without the causal mask")
 	}
+	if err := d.padding(s.Attr); err != nil {
+		return err
+	}
 	q, tq, err := d.headSplit(s.In[0], []int{0, 2, 1, 3})
 	if err != nil {
 		return err
@@ -408,6 +424,21 @@ func (d *decoder) fusedAttention(s Step, skip []bool, tail *int) error {
 		return err
 	}
 	return d.attendCached(s.Layer, q, k, v, s.Out[0], s.Attr.Scale, []int{tq, tk, tv}, tk, tv, skip, tail)
+}
+
+// padding records the padding mask of an attention whose steps a's
+// attributes belong to: a decode plan drops the mask (Decode.Padded says
+// why), so every attention must mask the same id or none.
+func (d *decoder) padding(a Attr) error {
+	first := len(d.caches) == 0
+	switch {
+	case !first && a.Padding != d.padded:
+		return fmt.Errorf("one attention masks padding and another does not")
+	case !first && a.PadID != d.padID:
+		return fmt.Errorf("the attentions mask different padding ids (%d and %d)", d.padID, a.PadID)
+	}
+	d.padded, d.padID = a.Padding, a.PadID
+	return nil
 }
 
 // attendCached writes the KAttendCached step of an attention over the

@@ -379,6 +379,9 @@ func (d *differentiation) backward(s Step) {
 		delta := p.addBuffer(d.name(s.Layer+".delta"), KindScratch, p.shapeOf(s.Out[1]))
 		bwd.Kernel = KAttentionBwd
 		bwd.In = []BufID{s.In[0], s.In[1], s.In[2], y, s.Out[1], dy}
+		if s.Attr.Padding {
+			bwd.In = append(bwd.In, s.In[3])
+		}
 		bwd.Out = append(grads, delta)
 		bwd.Attr = s.Attr
 	case KEmbedding:

@@ -15,7 +15,7 @@ import (
 // them. The pattern is the one lower.go makes of a spec's attention:
 //
 //	matmul(q, kᵀ) → [unary(mulconst c)] → softmax(last axis, causal or
-//	not) → [dropout] → matmul(·, v)
+//	not, padded or not) → [dropout] → matmul(·, v)
 //
 // with q [..., Tq, D], kᵀ [..., D, Tk] and v [..., Tk, D] sharing their
 // leading axes (no broadcasting), D ≤ MaxAttentionDim, and each
@@ -28,7 +28,8 @@ import (
 // chain is one KAttention step in the place of its last matmul, named
 // after its first (the layer of q·kᵀ), In q, kᵀ, v, Out the second
 // matmul's output and a new scratch buffer "LAYER.lse" [..., Tq], Attr Scale (c, or 1 without a mulconst), Causal,
-// and Rate (the dropout's, in a training plan; 0 in an inference plan,
+// Padding and PadID (the softmax's; a padded step reads the token ids as a
+// fourth input), and Rate (the dropout's, in a training plan; 0 in an inference plan,
 // where dropout is the identity), Fused listing the layers it took. The
 // intermediate buffers are gone. Other steps and buffers are unchanged.
 // A target without Attention gets no change.
@@ -56,8 +57,12 @@ func fuseAttention(p *Plan, t Target) {
 		if p.Training {
 			rate = m.rate
 		}
-		*last = Step{Kernel: KAttention, Layer: layers[0], In: []BufID{m.q, m.kt, m.v}, Out: []BufID{last.Out[0], lse},
-			Attr: Attr{Scale: m.scale, Causal: m.causal, Rate: rate}, Fused: layers}
+		in := []BufID{m.q, m.kt, m.v}
+		if m.padding {
+			in = append(in, m.ids)
+		}
+		*last = Step{Kernel: KAttention, Layer: layers[0], In: in, Out: []BufID{last.Out[0], lse},
+			Attr: Attr{Scale: m.scale, Causal: m.causal, Padding: m.padding, PadID: m.padID, Rate: rate}, Fused: layers}
 		for _, j := range m.steps[:len(m.steps)-1] {
 			p.Forward[j].In = nil
 			removed[j] = true
@@ -65,6 +70,9 @@ func fuseAttention(p *Plan, t Target) {
 		kind := "attention"
 		if m.causal {
 			kind = "causal attention"
+		}
+		if m.padding {
+			kind += fmt.Sprintf(" (padding id %d)", m.padID)
 		}
 		p.Fusions = append(p.Fusions, fmt.Sprintf("%s -> %s (scale %g, dropout %g)", strings.Join(layers, " + "), kind, m.scale, rate))
 	}
@@ -84,8 +92,12 @@ type attentionMatch struct {
 	q, kt, v BufID
 	scale    float64
 	causal   bool
-	rate     float64
-	steps    []int
+	// padding masks the keys whose token id in ids is padID
+	padding bool
+	padID   int
+	ids     BufID
+	rate    float64
+	steps   []int
 }
 
 // matchAttention recognises the attention whose first matmul is forward
@@ -124,6 +136,9 @@ func matchAttention(p *Plan, i int) (attentionMatch, bool) {
 		return m, false
 	}
 	m.causal = st.Attr.Causal
+	if m.padding, m.padID = st.Attr.Padding, st.Attr.PadID; m.padding {
+		m.ids = st.In[1]
+	}
 	m.steps = append(m.steps, j)
 	probs := st.Out[0]
 	if j, st, ok = next(probs); ok && st.Kernel == KDropout {

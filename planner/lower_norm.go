@@ -106,6 +106,14 @@ func (l *lowering) lowerSoftmax(n *spec.Node) error {
 	if n.Causal && (k != KSoftmax || axis != len(n.OutShape) || len(n.OutShape) < 2 || n.OutShape[len(n.OutShape)-1] != n.OutShape[len(n.OutShape)-2]) {
 		return fail(n, "causal softmax needs scores [..., queries, keys] with as many keys as queries, over the last axis; got %s along axis %d", shapeString(n.OutShape), n.Axis)
 	}
-	l.emit(n, k, []BufID{x}, []BufID{l.output(n)}, Attr{Axis: axis, Causal: n.Causal})
+	in, attr := []BufID{x}, Attr{Axis: axis, Causal: n.Causal}
+	if n.Pad != nil {
+		ids, ok := l.value["input"]
+		if k != KSoftmax || axis != len(n.OutShape) || len(n.OutShape) < 2 || !ok {
+			return fail(n, "a padding mask needs a softmax over the last axis of scores [..., queries, keys]; got %s along axis %d", shapeString(n.OutShape), n.Axis)
+		}
+		in, attr.Padding, attr.PadID = append(in, ids), true, *n.Pad
+	}
+	l.emit(n, k, in, []BufID{l.output(n)}, attr)
 	return nil
 }

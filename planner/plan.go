@@ -151,7 +151,12 @@ const (
 	// KSoftmax, KLogSoftmax: along Attr.Axis (an axis of the full shape, batch = 0).
 	// In: x. Out: y. A softmax with Attr.Causal runs over the last axis of
 	// scores [..., T, T] and gives query i keys 0..i only: y is 0 past
-	// the diagonal, so its backward is the plain KSoftmaxBwd.
+	// the diagonal, so its backward is the plain KSoftmaxBwd. With
+	// Attr.Padding it runs over the last axis of scores [B, ..., Tk] and
+	// reads a second input, ids [B, Tk] (the model input: token ids as
+	// float32): key j of sample b gets y = 0 where ids[b, j] = Attr.PadID,
+	// and a row without any key left is all 0 (PadRow in rt/cpu); its
+	// backward is again the plain KSoftmaxBwd.
 	KSoftmax    Kernel = "softmax"
 	KLogSoftmax Kernel = "logsoftmax"
 	// KDropout: In: x. Out: y, mask (scratch, same shape). Attr: Rate.
@@ -218,7 +223,11 @@ const (
 	// Rate, the mask a separate dropout step over the probabilities
 	// would draw; 0: none), Perm (nil, or [0 2 1 3] in a training plan:
 	// q, k in kᵀ's place, v and o token-major [B, T, H, D], lse still
-	// [B, H, Tq]; fuse_attention_layout.go, AttentionHeadShapes).
+	// [B, H, Tq]; fuse_attention_layout.go, AttentionHeadShapes), and
+	// Padding with PadID (key j of sample b is masked where ids[b, j] =
+	// PadID; the step then reads ids [B, Tk], the model input, as a
+	// fourth input, and a query row that sees no key gets o = 0 and lse
+	// = +Inf, so that the backward's exp(s − lse) is 0 there).
 	KAttention Kernel = "attention"
 	// KResize: y = x resampled to y's height and width, plane by plane
 	// (rt/cpu.ResizeSource gives the source pixels and weights).
@@ -420,6 +429,11 @@ type Attr struct {
 	// Causal masks a softmax step's scores [..., T, T]: query i sees keys
 	// 0..i (KSoftmax, KAttention, KAttentionBwd).
 	Causal bool `json:"causal,omitempty"`
+	// Padding masks the keys of a KSoftmax, KAttention or KAttentionBwd
+	// step whose token id is PadID: the step reads the ids [B, Tk] as its
+	// last input (after its other operands).
+	Padding bool `json:"padding,omitempty"`
+	PadID   int  `json:"padId,omitempty"`
 	// Delta is where the Huber loss turns from quadratic to linear.
 	Delta float64 `json:"delta,omitempty"`
 	// Start is the first position along Axis a slice or slice_bwd step

@@ -228,6 +228,9 @@ func stepAttr(s Step, precision bool) string {
 	if a.Causal {
 		parts = append(parts, "causal")
 	}
+	if a.Padding {
+		parts = append(parts, fmt.Sprintf("padding id %d", a.PadID))
+	}
 	if s.Kernel == KAttention || s.Kernel == KAttentionBwd {
 		parts = append(parts, fmt.Sprintf("scale %.4g", a.Scale))
 		if a.Rate > 0 {

@@ -365,6 +365,9 @@ func verifyStep(p *Plan, phase string, index int, s *Step) error {
 		return fmt.Errorf("fused layers %v do not start with the step's layer", s.Fused)
 	}
 	ops := operands[s.Kernel]
+	if s.Attr.Padding && (s.Kernel == KSoftmax || s.Kernel == KAttention || s.Kernel == KAttentionBwd) {
+		ops.in++ // the token ids, last
+	}
 	if ops.in >= 0 && len(s.In) != ops.in || ops.in < 0 && len(s.In) < 1 {
 		return fmt.Errorf("%d inputs, want %d", len(s.In), ops.in)
 	}

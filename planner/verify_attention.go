@@ -6,8 +6,8 @@ import "fmt"
 // over the heads (AttentionHeadShapes of its operands and Attr.Perm),
 // q [..., Tq, D], kᵀ [..., D, Tk], v [..., Tk, D] with one set of leading
 // axes; o shaped like the operand q, the log-sum-exp (and the backward's
-// delta) [..., Tq], a square causal mask, a finite scale and a dropout
-// rate in [0, 1).
+// delta) [..., Tq], a square causal mask, a finite scale, a dropout rate
+// in [0, 1) and, with a padding mask, token ids [B, Tk] as the last input.
 func (r shapeRules) attention(s *Step) error {
 	qs := r.sh(s.In[0])
 	q, kt, v, ok := AttentionHeadShapes(qs, r.sh(s.In[1]), r.sh(s.In[2]), s.Attr.Perm)
@@ -30,6 +30,11 @@ func (r shapeRules) attention(s *Step) error {
 		return fmt.Errorf("dropout rate %g outside [0, 1)", a.Rate)
 	case a.Scale != a.Scale || a.Scale > 1e38 || a.Scale < -1e38:
 		return fmt.Errorf("scale %g is not finite", a.Scale)
+	}
+	if a.Padding {
+		if err := r.is("token ids", s.In[len(s.In)-1], []int{qs[0], kt[n-1]}); err != nil {
+			return err
+		}
 	}
 	rows := q[:n-1]
 	if s.Kernel == KAttention {

@@ -15,6 +15,15 @@ func (r shapeRules) softmax(s *Step) error {
 	if x := r.sh(in[0]); s.Attr.Causal && (s.Kernel != KSoftmax || s.Attr.Axis != len(x)-1 || len(x) < 3 || x[len(x)-1] != x[len(x)-2]) {
 		return fmt.Errorf("a causal %s along axis %d of %s: causal is for softmax over the last axis of scores [B, ..., T, T]", s.Kernel, s.Attr.Axis, shapeString(x))
 	}
+	if s.Attr.Padding {
+		x := r.sh(in[0])
+		if s.Kernel != KSoftmax || s.Attr.Axis != len(x)-1 || len(x) < 3 {
+			return fmt.Errorf("a padding mask on a %s along axis %d of %s: padding is for softmax over the last axis of scores [B, ..., Tk]", s.Kernel, s.Attr.Axis, shapeString(x))
+		}
+		if err := r.is("token ids", in[1], []int{x[0], x[len(x)-1]}); err != nil {
+			return err
+		}
+	}
 	if s.Kernel == KSoftmax || s.Kernel == KLogSoftmax {
 		return r.same("y", out[0], in[0])
 	}

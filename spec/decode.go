@@ -385,6 +385,12 @@ func (d *decoder) node(v cue.Value, path []string) Node {
 		}
 		if n.Op == OpSoftmax {
 			n.Causal = d.boolean(v, "causal")
+			if f := d.field(v, "pad"); f.Exists() {
+				if id, err := f.Int64(); err == nil {
+					pad := int(id)
+					n.Pad = &pad
+				}
+			}
 		}
 	case OpResize:
 		n.Mode = d.str(v, "mode")

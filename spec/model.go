@@ -122,6 +122,9 @@ type Node struct {
 	// softmax: mask the scores [..., queries, keys] so that query i sees
 	// keys 0..i
 	Causal bool `json:"causal,omitempty"`
+	// softmax: mask padding, the keys whose token id in the model input
+	// is *Pad (nil: no padding mask)
+	Pad *int `json:"pad,omitempty"`
 	// embedding: the vocabulary, the vector width, and whether a learned
 	// position table [tokens, Dim] is added
 	Vocab     int  `json:"vocab,omitempty"`

@@ -33,6 +33,13 @@ type Attention struct {
 	// The softmax, its statistics and the dropout stay float32; the
 	// references ignore it.
 	BF16 bool
+	// Pad, when not nil, is the keys' token ids [B, Tk] (float32, as the
+	// model input holds them; Mats a multiple of B), and PadID the id of
+	// padding: key j of matrix m is masked, its score −∞, where
+	// Pad[b·Tk + j] = PadID, b the matrix's sample (padding.go). A query
+	// that sees no key gets o = 0 and lse = +∞.
+	Pad   []float32
+	PadID float32
 }
 
 // heads copies x [B, rows, Heads, D] to [Mats, rows, D], and, where kt,
@@ -96,7 +103,8 @@ func (a Attention) seen(i int) int {
 }
 
 // scores writes s[j] = Scale·q_i·k_j of matrix m for the keys query i
-// sees, and returns their count; k is [Mats, Tk, D], a key a row.
+// sees (−∞ for a padding key), and returns their count; k is [Mats, Tk,
+// D], a key a row.
 func (a Attention) scores(q, k []float32, m, i int, s []float32) int {
 	n := a.seen(i)
 	qi := q[(m*a.Tq+i)*a.D : (m*a.Tq+i+1)*a.D]
@@ -107,6 +115,9 @@ func (a Attention) scores(q, k []float32, m, i int, s []float32) int {
 			acc += x * kj[d]
 		}
 		s[j] = a.Scale * acc
+	}
+	if ids := a.padKeys(m); ids != nil {
+		maskKeys(s[:n], ids, a.PadID)
 	}
 	return n
 }
@@ -168,14 +179,18 @@ func (a Attention) forward(q, k, v, o, lse []float32) {
 				for _, x := range s[:n] {
 					mx = max(mx, x)
 				}
+				oi := o[(m*a.Tq+i)*a.D : (m*a.Tq+i+1)*a.D]
+				clear(oi)
+				if math.IsInf(float64(mx), -1) { // every key masked
+					lse[m*a.Tq+i] = float32(math.Inf(1))
+					continue
+				}
 				var sum float64
 				for j := range n {
 					s[j] = float32(math.Exp(float64(s[j] - mx)))
 					sum += float64(s[j])
 				}
 				lse[m*a.Tq+i] = mx + float32(math.Log(sum))
-				oi := o[(m*a.Tq+i)*a.D : (m*a.Tq+i+1)*a.D]
-				clear(oi)
 				inv := float32(1 / sum)
 				for j := range n {
 					p := s[j] * inv * a.keep((m*a.Tq+i)*a.Tk+j)

@@ -279,6 +279,7 @@ func AttentionBlocksFwd(q, kt, v, o, lse []float32, a Attention) {
 			om, ldo := a.view(o, m, a.Tq)
 			x.setB(bKeysT, !kT, km, ldk, a.D, a.Tk)
 			x.setB(bValues, false, vm, ldv, a.Tk, a.D)
+			ids := a.padKeys(m)
 			for i0 := 0; i0 < a.Tq; i0 += attnBlock {
 				rows := min(attnBlock, a.Tq-i0)
 				n := a.blockScores(x, qm, ldq, i0, rows)
@@ -286,6 +287,11 @@ func AttentionBlocksFwd(q, kt, v, o, lse []float32, a Attention) {
 					i := i0 + r
 					row := x.s[r*n : (r+1)*n]
 					seen := a.seen(i)
+					if ids != nil && !maskKeys(row[:seen], ids, a.PadID) {
+						lse[m*a.Tq+i] = float32(math.Inf(1))
+						clear(row)
+						continue
+					}
 					mx := k.rowMaxOf(row[:seen])
 					sum := expShiftSum(row[:seen], row[:seen], mx)
 					lse[m*a.Tq+i] = mx + float32(math.Log(float64(sum)))
@@ -344,6 +350,7 @@ func AttentionBlocksBwd(q, kt, v, o, lse, do, dq, dkt, dv, delta []float32, a At
 					a.clearRows(dvm, lddv, a.Tk)
 				}
 			}
+			ids := a.padKeys(m)
 			last := (a.Tq+attnBlock-1)/attnBlock*attnBlock - attnBlock
 			for i0 := last; i0 >= 0; i0, add = i0-attnBlock, 1 {
 				rows := min(attnBlock, a.Tq-i0)
@@ -354,6 +361,9 @@ func AttentionBlocksBwd(q, kt, v, o, lse, do, dq, dkt, dv, delta []float32, a At
 					i := i0 + r
 					row, pd, mask := x.s[r*n:(r+1)*n], x.p[r*n:(r+1)*n], x.mask[r*n:(r+1)*n]
 					seen := a.seen(i)
+					if ids != nil {
+						maskKeys(row[:seen], ids, a.PadID)
+					}
 					expShift(row[:seen], row[:seen], lse[m*a.Tq+i])
 					clear(row[seen:])
 					if a.Rate > 0 {

@@ -28,7 +28,9 @@ func TestAttentionBlocksMatchReference(t *testing.T) {
 
 // attentionBlockCases are shapes that cut blocks unevenly: more queries
 // than a block, a last block of one query, causal and not, fewer keys than
-// queries, dropout, token-major operands.
+// queries, dropout, token-major operands, padding masks (keys padded at
+// the end, at the start, so that the first queries of a causal attention
+// see no key, and in the middle; a sample all padding).
 var attentionBlockCases = []Attention{
 	{Mats: 3, Tq: 1, Tk: 1, D: 16, Scale: 0.25, Causal: true},
 	{Mats: 2, Tq: 130, Tk: 130, D: 64, Scale: 0.125, Causal: true},
@@ -37,10 +39,42 @@ var attentionBlockCases = []Attention{
 	{Mats: 1, Tq: 33, Tk: 100, D: 16, Scale: 0.25, Rate: 0.3},
 	{Mats: 6, Tq: 129, Tk: 129, D: 8, Scale: 0.3, Causal: true, Rate: 0.1, Heads: 3},
 	{Mats: 4, Tq: 128, Tk: 128, D: 64, Scale: 0.125, Causal: true, Rate: 0.2, Heads: 2},
+	{Mats: 4, Tq: 70, Tk: 70, D: 16, Scale: 0.25, Causal: true, Heads: 2, PadID: testPad,
+		Pad: padIDs(70, span(50, 70), append(span(0, 3), 40, 41, 69))},
+	{Mats: 2, Tq: 7, Tk: 5, D: 6, Scale: 0.5, PadID: testPad, Pad: padIDs(5, []int{1, 3}, span(0, 5))},
+	{Mats: 6, Tq: 129, Tk: 129, D: 8, Scale: 0.3, Causal: true, Rate: 0.1, PadID: testPad,
+		Pad: padIDs(129, span(100, 129), []int{0}, nil, span(64, 129), span(1, 70), []int{128})},
+}
+
+// testPad is the padding id of the test cases' masks.
+const testPad = 7
+
+// padIDs is the token ids [len(masked), tk] of padding masks: sample b's
+// keys masked[b] hold testPad, its others ids that are not.
+func padIDs(tk int, masked ...[]int) []float32 {
+	ids := make([]float32, len(masked)*tk)
+	for b, keys := range masked {
+		for j := range tk {
+			ids[b*tk+j] = float32(j % testPad)
+		}
+		for _, j := range keys {
+			ids[b*tk+j] = testPad
+		}
+	}
+	return ids
+}
+
+// span is lo, lo+1, ..., hi−1.
+func span(lo, hi int) []int {
+	s := make([]int, 0, hi-lo)
+	for i := lo; i < hi; i++ {
+		s = append(s, i)
+	}
+	return s
 }
 
 func (a Attention) name() string {
-	return fmt.Sprintf("%dx%dx%dx%d_causal%v_rate%g_heads%d", a.Mats, a.Tq, a.Tk, a.D, a.Causal, a.Rate, a.Heads)
+	return fmt.Sprintf("%dx%dx%dx%d_causal%v_rate%g_heads%d_padded%v", a.Mats, a.Tq, a.Tk, a.D, a.Causal, a.Rate, a.Heads, a.Pad != nil)
 }
 
 // attentionInputs are an attention's operands, drawn at random, and the

@@ -1,15 +1,15 @@
 package cpu
 
 import (
-	"fmt"
 	"math"
 	"testing"
 )
 
 // unfusedAttention is attention as the CPU's plans run it, step by step:
-// scores = q·kᵀ (MatMulFwd), scaled, the (causal) softmax, the dropout's
-// mask, then ·v; and the backward through each step's own kernel. It
-// returns o, each row's log-sum-exp, and dq, dkt, dv for do.
+// scores = q·kᵀ (MatMulFwd), scaled, the (causal, padded) softmax, the
+// dropout's mask, then ·v; and the backward through each step's own
+// kernel. It returns o, each row's log-sum-exp (+∞ where a query sees no
+// key), and dq, dkt, dv for do.
 func unfusedAttention(q, kt, v, do []float32, a Attention) (o, lse, dq, dkt, dv []float32) {
 	m, tq, tk, d := a.Mats, a.Tq, a.Tk, a.D
 	qs, ks, vs, ss := []int{m, tq, d}, []int{m, d, tk}, []int{m, tk, d}, []int{m, tq, tk}
@@ -23,19 +23,32 @@ func unfusedAttention(q, kt, v, do []float32, a Attention) (o, lse, dq, dkt, dv 
 		row := s[r*tk : (r+1)*tk]
 		n := a.seen(r % tq)
 		mx := float32(math.Inf(-1))
-		for _, x := range row[:n] {
-			mx = max(mx, x)
-		}
 		var sum float64
-		for _, x := range row[:n] {
-			sum += math.Exp(float64(x - mx))
+		for pass := range 2 {
+			for j, x := range row[:n] {
+				if ids := a.padKeys(r / tq); ids != nil && ids[j] == a.PadID {
+					continue
+				}
+				if pass == 0 {
+					mx = max(mx, x)
+				} else {
+					sum += math.Exp(float64(x - mx))
+				}
+			}
 		}
 		lse[r] = mx + float32(math.Log(sum))
+		if sum == 0 {
+			lse[r] = float32(math.Inf(1))
+		}
 	}
 	p := make([]float32, len(s))
-	if a.Causal {
+	switch {
+	case a.Pad != nil:
+		batch := len(a.Pad) / tk
+		SoftmaxPaddedFwd(s, p, a.Pad, batch, m*tq/batch, tk, a.Causal, a.PadID)
+	case a.Causal:
 		SoftmaxCausalFwd(s, p, m, tq)
-	} else {
+	default:
 		SoftmaxFwd(s, p, m*tq, tk, 1)
 	}
 	mask := make([]float32, len(p))
@@ -66,16 +79,19 @@ type attentionOutput struct {
 	got, want []float32
 }
 
-// check fails t unless every element is within rel of the largest
-// magnitude of want (at least 1), and none is NaN.
+// check fails t unless every element is within rel of the largest finite
+// magnitude of want (at least 1), and none is NaN; an infinite want (the
+// log-sum-exp of a query that sees no key) must be got exactly.
 func (c attentionOutput) check(t *testing.T, rel float64, what string) {
 	t.Helper()
 	scale := float32(0)
 	for _, x := range c.want {
-		scale = max(scale, float32(math.Abs(float64(x))))
+		if !math.IsInf(float64(x), 0) {
+			scale = max(scale, float32(math.Abs(float64(x))))
+		}
 	}
 	for i := range c.want {
-		if d := math.Abs(float64(c.got[i] - c.want[i])); d > rel*float64(max(scale, 1)) || math.IsNaN(float64(c.got[i])) {
+		if inf := math.IsInf(float64(c.want[i]), 0); inf && c.got[i] != c.want[i] || !inf && !(math.Abs(float64(c.got[i]-c.want[i])) <= rel*float64(max(scale, 1))) {
 			t.Fatalf("%s[%d] = %g, %s %g (scale %g)", c.name, i, c.got[i], what, c.want[i], scale)
 		}
 	}
@@ -96,7 +112,8 @@ func testUniform(i uint32) float32 {
 // and backward, against the CPU's unfused steps (matmul, scale, causal or
 // plain softmax, dropout, matmul, and their backward kernels) on awkward
 // shapes: one position, a head dimension of 6, 16 and 64, queries and keys
-// of different counts without a mask, and dropout. Both sum the same
+// of different counts without a mask, dropout, and padding masks (with
+// queries that see no key, whose o is 0 and lse +∞). Both sum the same
 // products in other orders: relative errors within 1e-5 of each value's
 // scale.
 func TestAttentionMatchesUnfused(t *testing.T) {
@@ -107,9 +124,12 @@ func TestAttentionMatchesUnfused(t *testing.T) {
 		{Mats: 4, Tq: 8, Tk: 8, D: 6, Scale: 0.41, Causal: true, Rate: 0.1, Uniform: testUniform},
 		{Mats: 2, Tq: 7, Tk: 5, D: 16, Scale: 0.5},
 		{Mats: 1, Tq: 33, Tk: 33, D: 16, Scale: 0.25, Rate: 0.3, Uniform: testUniform},
+		{Mats: 4, Tq: 9, Tk: 9, D: 16, Scale: 0.25, Causal: true, Rate: 0.1, Uniform: testUniform, PadID: testPad,
+			Pad: padIDs(9, span(6, 9), []int{0, 1, 4}, nil, span(0, 9))},
+		{Mats: 4, Tq: 7, Tk: 5, D: 6, Scale: 0.5, PadID: testPad, Pad: padIDs(5, []int{2}, span(0, 5))},
 	}
 	for _, a := range cases {
-		t.Run(fmt.Sprintf("%dx%dx%dx%d_causal%v_rate%g", a.Mats, a.Tq, a.Tk, a.D, a.Causal, a.Rate), func(t *testing.T) {
+		t.Run(a.name(), func(t *testing.T) {
 			q := randSlice(r, a.Mats*a.Tq*a.D, 2)
 			kt := randSlice(r, a.Mats*a.D*a.Tk, 2)
 			v := randSlice(r, a.Mats*a.Tk*a.D, 1)
