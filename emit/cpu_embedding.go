@@ -47,6 +47,19 @@ func tokenVocab(p *planner.Plan) int {
 	return v
 }
 
+// padID is the padding id of plan p's attention masks (planner's
+// Attr.Padding), and whether it has one: the program's app.Meta.PadID
+// and Padded. Of several, the first; a plan whose masks differ gets no
+// decode plan (DeriveDecode refuses it).
+func padID(p *planner.Plan) (int, bool) {
+	for _, s := range p.Forward {
+		if s.Attr.Padding {
+			return s.Attr.PadID, true
+		}
+	}
+	return 0, false
+}
+
 // tokenLayer is the layer of the embedding whose vocabulary is
 // tokenVocab(p) (the first of them), "" when no embedding reads the
 // input: the GPU program's TokenLayer, the layer named by a bad id's error.

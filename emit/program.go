@@ -138,6 +138,9 @@ func (g *mainFile) renderMeta() {
 	if v := tokenVocab(tp); v > 0 {
 		g.p("Vocab: %d,", v)
 	}
+	if id, ok := padID(tp); ok {
+		g.p("PadID: %d, Padded: true,", id)
+	}
 	stateNames := "nil"
 	switch tr.Optimizer.Kind {
 	case "sgd":

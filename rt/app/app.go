@@ -109,6 +109,12 @@ type Meta struct {
 	// token, [Batch, tokens, classes] (Classes counts a sample's row of
 	// them, tokens·classes).
 	Vocab int
+	// Padded says that the model's attention masks the keys whose token
+	// id is PadID (a softmax's pad in the spec): generate refuses a
+	// prompt that holds that id and stops when it draws it, and the
+	// gradient check's inputs hold it.
+	Padded bool
+	PadID  int
 
 	// rec is what training fitted on the data (standardisation, string
 	// class order), saved with the weights; loadWeights reads it back.

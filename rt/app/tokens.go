@@ -16,6 +16,35 @@ func randomInputs(meta *Meta, rng *cpu.Rand, x []float32) {
 			x[i] = float32(rng.Intn(vocab))
 		}
 	}
+	if meta.Padded {
+		padInputs(meta, x)
+	}
+}
+
+// padInputs puts the padding id of a model with padding masks into the
+// samples of x, so that the gradient check runs through every case of
+// the mask: sample b mod 4 is 0: no padding; 1: its last quarter padded
+// (the padding at the end, as a dataset of documents gives it); 2: its
+// first two positions and one in the middle (a causal query that sees
+// no key); 3: padding only.
+func padInputs(meta *Meta, x []float32) {
+	T := meta.inputSize()
+	pad := float32(meta.PadID)
+	for b := 0; (b+1)*T <= len(x); b++ {
+		row := x[b*T : (b+1)*T]
+		switch b % 4 {
+		case 1:
+			for i := T - T/4; i < T; i++ {
+				row[i] = pad
+			}
+		case 2:
+			row[0], row[min(1, T-1)], row[T/2] = pad, pad, pad
+		case 3:
+			for i := range row {
+				row[i] = pad
+			}
+		}
+	}
 }
 
 // randomLabels clears labels and sets one random class per row: per
