@@ -112,13 +112,22 @@ func (s *textSource) fill(x, y []float32, idx []int) error {
 	return nil
 }
 
+// valDocStream is the first stream (rand.NewPCG's second word) of the
+// validation documents' offsets: document j draws from stream
+// valDocStream+j, apart from the training stream 1.
+const valDocStream = 1 << 32
+
 // fillDocs is fill in documents mode: sample i is a document, padded.
 func (s *textSource) fillDocs(x, y []float32, idx []int) error {
 	T := s.T
 	for k, i := range idx {
 		split, doc, rng := s.c.Train, i, s.rng
 		if i >= s.nTrain {
-			split, doc, rng = s.c.Val, i-s.nTrain, rand.New(rand.NewPCG(s.seed, uint64(i)))
+			// the j-th validation document's own stream, whatever --limit
+			// leaves of the training documents, so that train's
+			// validation and eval read the same samples
+			split, doc = s.c.Val, i-s.nTrain
+			rng = rand.New(rand.NewPCG(s.seed, valDocStream+uint64(doc)))
 		}
 		n, err := s.c.DocWindow(split, doc, T, rng, s.ids, s.tg, s.buf)
 		if err != nil {

@@ -5,6 +5,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -33,7 +34,8 @@ func documentsMeta(T, vocab int) *Meta {
 // inside it when it is longer than T) then the pad id V−1; each label the
 // next token one-hot, the pad id after the paragraph's last token, and a
 // row of zeros after it. The validation samples are the same every time,
-// the training ones drawn afresh; the pad id is stored with the
+// the training ones drawn afresh, and --limit does not move the
+// validation ones; the pad id is stored with the
 // vocabulary; a model without an id to spare is refused; and the windows
 // are not offered to a device (resident).
 func TestTextDocuments(t *testing.T) {
@@ -143,6 +145,24 @@ func TestTextDocuments(t *testing.T) {
 	a, _, _ = samples(val, wantVal)
 	if b, _, _ := samples(val, wantVal); a != b {
 		t.Error("the validation samples change")
+	}
+	// --limit leaves the validation samples as they are.
+	limited, err := openTrainSet(documentsMeta(T, V), dir, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer limited.close()
+	_, lval := limited.split(0.5, 9)
+	x, y := make([]float32, len(val)*T), make([]float32, len(val)*T*V)
+	lx := make([]float32, len(val)*T)
+	if err := ds.fill(x, y, val); err != nil {
+		t.Fatal(err)
+	}
+	if err := limited.fill(lx, y, lval); err != nil {
+		t.Fatal(err)
+	}
+	if len(lval) != len(val) || !slices.Equal(x, lx) {
+		t.Errorf("--limit 100 moves the validation samples")
 	}
 	// Without an id to spare for the pad, the model is refused.
 	if _, err := openTrainSet(documentsMeta(T, 89), dir, 0); err == nil || !strings.Contains(err.Error(), "documents mode reserves id classes−1 = 88 (the model's last id) for padding: raise classes to 90") {
