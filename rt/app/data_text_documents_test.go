@@ -209,7 +209,8 @@ func TestTokenLossSkipsPadding(t *testing.T) {
 // paragraphs: eval's loss and accuracy are those of the counted tokens
 // (the loss below uniform guessing), the weights carry the pad id, and
 // weights trained without documents (no pad id) are refused by train
-// --init and eval of the documents text, and the other way round.
+// --init, train --resume and eval of the documents text, and the other
+// way round.
 func TestTrainTextDocuments(t *testing.T) {
 	dir := mobyDickDir(t)
 	out := t.TempDir()
@@ -302,13 +303,18 @@ func TestTrainTextDocuments(t *testing.T) {
 		{docs, wp, "pad id none (not cut into documents), not 89"},
 		{plain, wd, "pad id 89, not none (not cut into documents)"},
 	} {
-		e.Reset()
-		w3 := filepath.Join(out, "w3.safetensors")
-		if code := Run(tc.m, []string{"train", "--data", dir, "--init", tc.from, "--out", w3, "--epochs", "1", "--limit", "8", "--quiet"}, &o, &e); code != exitFailure || !strings.Contains(e.String(), "the weights' vocabulary is not this text's") || !strings.Contains(e.String(), tc.want) {
-			t.Errorf("train --init %s: exit %d, %s", filepath.Base(tc.from), code, e.String())
-		}
-		if _, err := os.Stat(w3); err == nil {
-			t.Errorf("train --init %s wrote %s", filepath.Base(tc.from), w3)
+		// (--epochs past the checkpoint's: a finished run's resume does nothing)
+		ckpt := strings.TrimSuffix(tc.from, ".safetensors") + ".ckpt.safetensors"
+		for _, from := range [][]string{{"--init", tc.from}, {"--resume", ckpt, "--epochs", "50"}} {
+			e.Reset()
+			w3 := filepath.Join(out, "w3.safetensors")
+			args := append([]string{"train", "--data", dir, "--out", w3, "--checkpoint", filepath.Join(out, "w3.ckpt.safetensors"), "--epochs", "1", "--limit", "800", "--quiet"}, from...)
+			if code := Run(tc.m, args, &o, &e); code != exitFailure || !strings.Contains(e.String(), "the weights' vocabulary is not this text's") || !strings.Contains(e.String(), tc.want) {
+				t.Errorf("train %s %s: exit %d, %s", from[0], filepath.Base(from[1]), code, e.String())
+			}
+			if _, err := os.Stat(w3); err == nil {
+				t.Errorf("train %s %s wrote %s", from[0], filepath.Base(from[1]), w3)
+			}
 		}
 		e.Reset()
 		if code := Run(tc.m, []string{"eval", "--data", dir, "--weights", tc.from}, &o, &e); code != exitFailure || !strings.Contains(e.String(), "does not match") {
