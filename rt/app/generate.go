@@ -268,7 +268,8 @@ func generateCmd(m Model, args []string, stdout, stderr io.Writer) error {
 	}
 	if n := meta.vocabCapacity(); vocab.Size() > n {
 		return fmt.Errorf("the weights' vocabulary has %d tokens, but the model has %d ids", vocab.Size(), n)
-	} else if int(vocab.Pad) >= n {
+	}
+	if n := meta.vocabCapacity(); int(vocab.Pad) >= n {
 		return fmt.Errorf("the weights' vocabulary pads documents with id %d, but the model has %d ids", vocab.Pad, n)
 	}
 	var timed *timedModel
