@@ -238,6 +238,9 @@ func (g *mainFile) renderDataSpec(ds spec.Dataset) {
 			files[i] = quote(f)
 		}
 		g.p("Files: []string{%s}, Tokens: %s,", strings.Join(files, ", "), quote(ds.Tokens))
+		if ds.Documents != "" {
+			g.p("Documents: %s,", quote(ds.Documents))
+		}
 	}
 	if ds.Format == "npz" {
 		g.p("FeaturesArray: %s, LabelsArray: %s,", quote(ds.Arrays.Features), quote(ds.Arrays.Labels))

@@ -43,8 +43,9 @@ func TestReadersFor(t *testing.T) {
 	}
 }
 
-// TestTextDataSpec: a text dataset's files and token mode reach the
-// program's DataSpec, and its held-out fraction its TestSplit.
+// TestTextDataSpec: a text dataset's files, token mode and documents
+// separator reach the program's DataSpec, and its held-out fraction its
+// TestSplit.
 func TestTextDataSpec(t *testing.T) {
 	g := &mainFile{}
 	g.renderDataSpec(spec.Dataset{Format: "text", Task: "classification", Files: []string{"moby-dick.txt", "a\"b.txt"}, Tokens: "byte", TestSplit: 0.1})
@@ -53,5 +54,13 @@ func TestTextDataSpec(t *testing.T) {
 		if !strings.Contains(got, want) {
 			t.Errorf("DataSpec lacks %s:\n%s", want, got)
 		}
+	}
+	if strings.Contains(got, "Documents") {
+		t.Errorf("DataSpec of a text without documents names them:\n%s", got)
+	}
+	g = &mainFile{}
+	g.renderDataSpec(spec.Dataset{Format: "text", Task: "classification", Files: []string{"moby-dick.txt"}, Tokens: "char", Documents: "\n\n"})
+	if got := g.buf.String(); !strings.Contains(got, `Documents: "\n\n",`) {
+		t.Errorf("DataSpec lacks the documents separator:\n%s", got)
 	}
 }

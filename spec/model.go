@@ -199,9 +199,13 @@ type Dataset struct {
 	TestSplit float64 `json:"testSplit,omitempty"`
 	// Files are a text dataset's files, joined in order, and Tokens its
 	// token mode ("char" or "byte"); TestSplit is then the fraction of the
-	// text at its end that is the validation split.
-	Files  []string `json:"files,omitempty"`
-	Tokens string   `json:"tokens,omitempty"`
+	// text at its end that is the validation split. Documents, when not
+	// "", is the separator that cuts the text into documents, each a
+	// sample padded with the id classes−1 (the schema refuses an empty
+	// one).
+	Files     []string `json:"files,omitempty"`
+	Tokens    string   `json:"tokens,omitempty"`
+	Documents string   `json:"documents,omitempty"`
 	// Arrays names the features and labels arrays of an npz archive.
 	Arrays struct {
 		Features string `json:"features,omitempty"`

@@ -39,9 +39,12 @@ type DataSpec struct {
 	FeaturesArray, LabelsArray string
 	// Files are a text dataset's files, joined in order, and Tokens its
 	// token mode ("char" or "byte"); TestSplit is then the fraction at
-	// the text's end that is the validation split.
+	// the text's end that is the validation split. Documents, when not
+	// "", is the separator of documents mode (textdata.Options.Documents):
+	// each sample is a document padded with the id classes−1.
 	Files              []string
 	Tokens             string
+	Documents          string
 	Standardize        bool // per-feature standardisation of the inputs
 	StandardizeTargets bool // regression: standardised targets
 	// SkipBadImages (train's --skip-bad-images) leaves out, with a

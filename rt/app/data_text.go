@@ -1,6 +1,7 @@
 package app
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -29,9 +30,19 @@ const mdVocab = "mlbuild.text.vocab"
 // window as float32 (exact below 2^24) and the labels the T next tokens
 // one-hot, [T, V] (V the model's logits per position): the layout of a
 // model whose input is token ids (see Meta.OutputShape).
+//
+// In documents mode (the spec's documents separator) sample i < nTrain
+// is the i-th document of the training split, from an offset drawn
+// afresh from the run's stream when it is longer than T tokens, and
+// sample nTrain+j the j-th document of the validation split, from the
+// same offset every time; the inputs are padded with the pad id
+// V−1 after the document's end, the label of its last token is the pad
+// id (one-hot), and the padded positions' labels are rows of zeros,
+// which the loss (rt/cpu's SoftmaxXent) and the evaluation ignore.
 type textSource struct {
 	c      *textdata.Corpus
 	T, V   int
+	docs   bool // documents mode
 	nTrain int
 	seed   uint64
 	rng    *rand.Rand
@@ -47,8 +58,8 @@ type textSource struct {
 // or nil when the text is too long to keep whole or r declines; each
 // epoch's window starts are then drawn by textSource.residentOrder.
 func (s *textSource) resident(r Resident) (Resident, error) {
-	if s.c.Train.Tokens > residentTextMax {
-		return nil, nil
+	if s.docs || s.c.Train.Tokens > residentTextMax {
+		return nil, nil // documents are padded on the host, batch by batch
 	}
 	tk, err := s.c.ReadTokens(s.c.Train, residentTextMax)
 	if err != nil {
@@ -79,6 +90,9 @@ func (s *textSource) residentOrder(first, steps, bs int) []int {
 }
 
 func (s *textSource) fill(x, y []float32, idx []int) error {
+	if s.docs {
+		return s.fillDocs(x, y, idx)
+	}
 	T := s.T
 	for k, i := range idx {
 		split, rng := s.c.Train, s.rng
@@ -93,6 +107,39 @@ func (s *textSource) fill(x, y []float32, idx []int) error {
 		for j := range T {
 			x[k*T+j] = float32(s.ids[j])
 			row[j*s.V+int(s.tg[j])] = 1
+		}
+	}
+	return nil
+}
+
+// valDocStream is the first stream (rand.NewPCG's second word) of the
+// validation documents' offsets: document j draws from stream
+// valDocStream+j, apart from the training stream 1.
+const valDocStream = 1 << 32
+
+// fillDocs is fill in documents mode: sample i is a document, padded.
+func (s *textSource) fillDocs(x, y []float32, idx []int) error {
+	T := s.T
+	for k, i := range idx {
+		split, doc, rng := s.c.Train, i, s.rng
+		if i >= s.nTrain {
+			// the j-th validation document's own stream, whatever --limit
+			// leaves of the training documents, so that train's
+			// validation and eval read the same samples
+			split, doc = s.c.Val, i-s.nTrain
+			rng = rand.New(rand.NewPCG(s.seed, valDocStream+uint64(doc)))
+		}
+		n, err := s.c.DocWindow(split, doc, T, rng, s.ids, s.tg, s.buf)
+		if err != nil {
+			return err
+		}
+		row := y[k*T*s.V : (k+1)*T*s.V]
+		clear(row) // the positions after the document's end: no label
+		for j := range T {
+			x[k*T+j] = float32(s.ids[j])
+			if j < n {
+				row[j*s.V+int(s.tg[j])] = 1
+			}
 		}
 	}
 	return nil
@@ -143,7 +190,16 @@ func openText(meta *Meta, dir string, vocab *textdata.Vocab) (*dataset, *textSou
 	for _, f := range meta.Data.Files {
 		paths = append(paths, filepath.Join(dir, f))
 	}
-	c, err := textdata.Open(paths, textdata.Options{Mode: meta.textMode(), Context: T, ValFrac: meta.Data.TestSplit, Vocab: vocab})
+	o := textdata.Options{Mode: meta.textMode(), Context: T, ValFrac: meta.Data.TestSplit, Vocab: vocab}
+	docs := meta.Data.Documents != ""
+	if docs {
+		o.Documents, o.Pad = meta.Data.Documents, int32(meta.vocabCapacity()-1)
+	}
+	c, err := textdata.Open(paths, o)
+	var pe *textdata.PadError
+	if errors.As(err, &pe) {
+		return nil, nil, fmt.Errorf("the training text has %d distinct tokens (%s mode), but documents mode reserves id classes−1 = %d (the model's last id) for padding: raise classes to %d", pe.Tokens, meta.textMode(), pe.Pad, pe.Tokens+1)
+	}
 	if err != nil {
 		return nil, nil, err
 	}
@@ -151,11 +207,17 @@ func openText(meta *Meta, dir string, vocab *textdata.Vocab) (*dataset, *textSou
 		c.Close()
 		return nil, nil, fmt.Errorf("the training text has %d distinct tokens (%s mode), but the model has %d ids (its output's last axis): make the vocabulary of the spec %d or more, or use byte tokens", n, c.Mode, max, n)
 	}
-	src := &textSource{c: c, T: T, V: meta.vocabCapacity(), nTrain: max(int(c.Train.Tokens)/T, 1), seed: uint64(meta.Defaults.Seed),
+	src := &textSource{c: c, T: T, V: meta.vocabCapacity(), docs: docs, nTrain: max(int(c.Train.Tokens)/T, 1), seed: uint64(meta.Defaults.Seed),
 		ids: make([]int32, T), tg: make([]int32, T), buf: make([]byte, c.BufSize(T))}
 	src.rng = rand.New(rand.NewPCG(src.seed, 1))
+	if docs {
+		src.nTrain = len(c.Train.Docs) // Open refuses a split without one
+	}
 	n := src.nTrain
-	if c.Val.Tokens > 0 {
+	switch {
+	case docs:
+		n += len(c.Val.Docs)
+	case c.Val.Tokens > 0:
 		n += max(int(c.Val.Tokens)/T, 1)
 	}
 	return &dataset{src: src, n: n, features: T, width: T * src.V, text: src}, src, nil
@@ -228,7 +290,7 @@ func (s *textSource) sameVocab(flag, path, stored string) error {
 		return fmt.Errorf("%s %s: the metadata %s: %v", flag, path, mdVocab, err)
 	}
 	if err := s.c.Vocab.Same(theirs); err != nil {
-		return fmt.Errorf("%s %s: the weights' vocabulary is not this text's (in theirs %v): their ids would stand for other characters; train on the text they were trained on, or without %s", flag, path, err, flag)
+		return fmt.Errorf("%s %s: the weights' vocabulary is not this text's (in theirs %v): their ids would stand for other characters, or pad otherwise; train on the text (and documents separator) they were trained on, or without %s", flag, path, err, flag)
 	}
 	return nil
 }
@@ -268,7 +330,8 @@ func (s *textSource) correct(meta *Meta, out, labels []float32) int {
 }
 
 // tokenCorrect is tokenLoss's count alone: the rows of V logits whose
-// first largest logit is their one-hot target. A training step counts
+// first largest logit is their one-hot target (a row of zero labels, a
+// padded position, never counts). A training step counts
 // its batch's with it after every step, where tokenLoss's exponentials
 // (a GPT's 16,384 rows of 89 logits) cost a GPU step's time again.
 func tokenCorrect(logits, onehot []float32, V int) int {
@@ -285,7 +348,7 @@ func tokenCorrect(logits, onehot []float32, V int) int {
 				t = i
 			}
 		}
-		if best == t {
+		if best == t && hot[t] != 0 {
 			correct++
 		}
 	}
@@ -296,8 +359,9 @@ func tokenCorrect(logits, onehot []float32, V int) int {
 // each sample's output is T rows of logits (one per position, the
 // vocabulary's ids wide) and its labels the T next-token ids; the loss
 // is the mean over positions of softmax cross-entropy, the accuracy the
-// share of positions whose largest logit is the next token. Samples
-// counts windows.
+// share of positions whose largest logit is the next token, both over the
+// positions that have a label (in documents mode not the padding).
+// Samples counts windows.
 func (s *textSource) evaluate(m Model, ds *dataset, indices []int, meta *Meta) (evalResult, error) {
 	B, T, V := meta.Batch, s.T, meta.vocabCapacity()
 	x := m.InferInput(false)
@@ -308,34 +372,38 @@ func (s *textSource) evaluate(m Model, ds *dataset, indices []int, meta *Meta) (
 	defer loader.stop()
 	loader.start(indices)
 	var lossSum float64
-	correct := 0
+	correct, counted := 0, 0
 	for start := 0; start < len(indices); start += B {
 		n := min(B, len(indices)-start)
 		if err := loader.next(x[:n*per], labels[:n*T*V]); err != nil {
 			return evalResult{}, err
 		}
 		out := rows.run(x, n)
-		l, c := tokenLoss(out[:n*T*V], labels[:n*T*V], V)
+		l, c, k := tokenLoss(out[:n*T*V], labels[:n*T*V], V)
 		lossSum += l
 		correct += c
+		counted += k
 	}
 	r := evalResult{Samples: len(indices), Correct: correct}
-	if tokens := len(indices) * T; tokens > 0 {
-		r.Accuracy = float64(correct) / float64(tokens)
-		r.Loss = lossSum / float64(tokens)
+	if counted > 0 {
+		r.Accuracy = float64(correct) / float64(counted)
+		r.Loss = lossSum / float64(counted)
 	}
 	r.accuracy, r.loss = r.Accuracy, r.Loss
 	return r, nil
 }
 
 // tokenLoss is the summed softmax cross-entropy of rows of V logits
-// against their one-hot target rows, and the number of rows whose largest
-// logit is the target.
-func tokenLoss(logits, onehot []float32, V int) (float64, int) {
-	var sum float64
-	correct := 0
+// against their one-hot target rows, the number of rows whose largest
+// logit is the target, and the number of rows counted: a row whose
+// targets are all 0 (a padded position) is skipped.
+func tokenLoss(logits, onehot []float32, V int) (sum float64, correct, counted int) {
 	for p := 0; p*V < len(onehot); p++ {
 		t := argmax(onehot[p*V : (p+1)*V])
+		if onehot[p*V+t] == 0 {
+			continue // no target
+		}
+		counted++
 		row := logits[p*V : (p+1)*V]
 		best, mx := 0, math.Inf(-1)
 		for i, v := range row {
@@ -352,7 +420,7 @@ func tokenLoss(logits, onehot []float32, V int) (float64, int) {
 			correct++
 		}
 	}
-	return sum, correct
+	return sum, correct, counted
 }
 
 // argmax is the index of the first largest value.

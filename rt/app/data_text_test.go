@@ -238,7 +238,8 @@ func TestTextHelp(t *testing.T) {
 
 // TestTokenCorrectCountsAsTokenLoss: the count a training step takes
 // from tokenCorrect is tokenLoss's, on rows with ties for the largest
-// logit, NaNs and infinities.
+// logit, NaNs and infinities, and padded rows (labels all 0) that
+// neither counts.
 func TestTokenCorrectCountsAsTokenLoss(t *testing.T) {
 	const rows, V = 2000, 7
 	r := rand.New(rand.NewPCG(9, 10))
@@ -246,8 +247,13 @@ func TestTokenCorrectCountsAsTokenLoss(t *testing.T) {
 	for i := range logits {
 		logits[i] = float32(r.IntN(4)) // many ties
 	}
+	padded := 0
 	for p := range rows {
-		onehot[p*V+r.IntN(V)] = 1
+		if p%7 == 5 {
+			padded++
+		} else {
+			onehot[p*V+r.IntN(V)] = 1
+		}
 		switch p % 50 {
 		case 1:
 			logits[p*V+r.IntN(V)] = float32(math.NaN())
@@ -259,9 +265,9 @@ func TestTokenCorrectCountsAsTokenLoss(t *testing.T) {
 			}
 		}
 	}
-	_, want := tokenLoss(logits, onehot, V)
-	if got := tokenCorrect(logits, onehot, V); got != want || want == 0 || want == rows {
-		t.Fatalf("tokenCorrect counts %d, tokenLoss %d of %d rows", got, want, rows)
+	_, want, counted := tokenLoss(logits, onehot, V)
+	if got := tokenCorrect(logits, onehot, V); got != want || want == 0 || want == rows || counted != rows-padded {
+		t.Fatalf("tokenCorrect counts %d, tokenLoss %d of %d rows (want %d, the rows with a label)", got, want, counted, rows-padded)
 	}
 }
 

@@ -140,7 +140,10 @@ func contextJump(T int) int { return max(1, T/2) }
 // generate writes n tokens after prompt to w, each as soon as it is
 // drawn, and returns the ids it drew. The prompt must be non-empty and
 // its every token in vocab; the model's logits must have a value for
-// each vocabulary id.
+// each vocabulary id (and the pad id). A model trained on documents
+// (vocab.Pad, documents mode) ends a document with the pad id: when it
+// draws it, generate stops there, the pad id the last of the ids
+// returned and nothing written for it.
 func generate(w io.Writer, m TokenModel, vocab *textdata.Vocab, prompt string, n int, s Sampling, seed uint64) ([]int32, error) {
 	if prompt == "" {
 		return nil, usageError{"--prompt is empty: give the text to continue (at least one token)"}
@@ -154,6 +157,12 @@ func generate(w io.Writer, m TokenModel, vocab *textdata.Vocab, prompt string, n
 	var scratch []int
 	var out []int32
 	buf := make([]byte, 0, 8)
+	V, need := vocab.Size(), vocab.Size()
+	var drawn []float32 // the logits that can be drawn: the tokens', then the pad id's
+	if vocab.Pad != textdata.NoPad {
+		need = int(vocab.Pad) + 1
+		drawn = make([]float32, V+1)
+	}
 	start, prev := max(0, len(ids)-T), 0 // the window is ids[start:]; prev ids of it were read last call
 	for range n {
 		keep := prev
@@ -162,14 +171,24 @@ func generate(w io.Writer, m TokenModel, vocab *textdata.Vocab, prompt string, n
 		}
 		ctx := ids[start:]
 		logits := m.NextLogits(ctx, keep)
-		if len(logits) < vocab.Size() {
-			return out, fmt.Errorf("the model gave %d logits for a vocabulary of %d tokens", len(logits), vocab.Size())
+		if len(logits) < need {
+			return out, fmt.Errorf("the model gave %d logits for a vocabulary of %d ids", len(logits), need)
 		}
 		// ids past the vocabulary (a model wider than its text's
-		// vocabulary) were never a target: they are not drawn.
-		logits = logits[:vocab.Size()]
+		// vocabulary) were never a target: they are not drawn, but for
+		// the pad id, which was the target after a document's end.
+		if drawn != nil {
+			copy(drawn, logits[:V])
+			drawn[V] = logits[vocab.Pad]
+			logits = drawn
+		} else {
+			logits = logits[:V]
+		}
 		prev = len(ctx)
 		id := s.pick(logits, rng, &scratch)
+		if drawn != nil && id == int32(V) {
+			return append(out, vocab.Pad), nil // the end of the document
+		}
 		ids = append(ids, id)
 		out = append(out, id)
 		buf = vocab.Token(buf[:0], id)
@@ -249,6 +268,9 @@ func generateCmd(m Model, args []string, stdout, stderr io.Writer) error {
 	}
 	if n := meta.vocabCapacity(); vocab.Size() > n {
 		return fmt.Errorf("the weights' vocabulary has %d tokens, but the model has %d ids", vocab.Size(), n)
+	}
+	if n := meta.vocabCapacity(); int(vocab.Pad) >= n {
+		return fmt.Errorf("the weights' vocabulary pads documents with id %d, but the model has %d ids", vocab.Pad, n)
 	}
 	var timed *timedModel
 	if os.Getenv(DecodeStatsEnv) == "1" {

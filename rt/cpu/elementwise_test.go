@@ -687,3 +687,73 @@ func TestUnaryLoneReLU(t *testing.T) {
 		}
 	}
 }
+
+// TestSoftmaxXentIgnoresZeroRows: a label row of zeros (a padded position)
+// costs nothing and gets no gradient, and every other row's gradient, and
+// the loss, are bit for bit those of the formula without the rule (a copy
+// of the code before it), whose divisor is still every row of the batch.
+func TestSoftmaxXentIgnoresZeroRows(t *testing.T) {
+	r := newTestRand(31)
+	batch, classes := 37, 11 // three blocks of xentBlock rows, the last partial
+	logits := randSlice(r, batch*classes, 6)
+	labels := make([]float32, batch*classes)
+	ignored := func(i int) bool { return i%3 == 1 || i >= 33 }
+	for i := range batch {
+		if !ignored(i) {
+			labels[i*classes+r.IntN(classes)] = 1
+		}
+	}
+	d := make([]float32, len(logits))
+	for i := range d {
+		d[i] = 7 // the ignored rows must be written
+	}
+	got := SoftmaxXent(logits, labels, d, batch, classes)
+	want, wantD := softmaxXentBefore(logits, labels, batch, classes)
+	if got != want {
+		t.Errorf("loss %v, want %v bit for bit", got, want)
+	}
+	for i := range batch {
+		for j := range classes {
+			k := i*classes + j
+			switch {
+			case ignored(i) && d[k] != 0:
+				t.Fatalf("row %d has zero labels but dlogits[%d] = %v, want 0", i, j, d[k])
+			case !ignored(i) && math.Float32bits(d[k]) != math.Float32bits(wantD[k]):
+				t.Fatalf("row %d: dlogits[%d] = %v, want %v bit for bit", i, j, d[k], wantD[k])
+			}
+		}
+	}
+	if l := SoftmaxXent(logits, make([]float32, len(labels)), nil, batch, classes); l != 0 {
+		t.Errorf("a batch of ignored rows costs %v, want 0", l)
+	}
+}
+
+// softmaxXentBefore is SoftmaxXent's arithmetic before zero rows were
+// ignored, on one thread: the loss in blocks of xentBlock rows and
+// dlogits = (softmax - labels)/batch for every row.
+func softmaxXentBefore(logits, labels []float32, batch, classes int) (float32, []float32) {
+	d := make([]float32, len(logits))
+	invBatch := float32(1 / float64(batch))
+	var total float64
+	for b := 0; b*xentBlock < batch; b++ {
+		var loss float64
+		for r := b * xentBlock; r < min((b+1)*xentBlock, batch); r++ {
+			z, t, e := logits[r*classes:(r+1)*classes], labels[r*classes:(r+1)*classes], d[r*classes:(r+1)*classes]
+			m := rowMax(z)
+			expShift(z, e, m)
+			s := sum64(e)
+			lse := float64(m) + math.Log(s)
+			for j, v := range t {
+				if v != 0 {
+					loss -= float64(v) * (float64(z[j]) - lse)
+				}
+			}
+			inv := float32(1 / s)
+			for j, v := range t {
+				e[j] = (e[j]*inv - v) * invBatch
+			}
+		}
+		total += loss
+	}
+	return float32(total / float64(batch)), d
+}

@@ -134,6 +134,11 @@ func LogSoftmaxBwd(y, dy, dx []float32, outer, axis, inner int) {
 // works from log-softmax, so large logits neither overflow nor lose the loss.
 // The rows run in parallel; the loss sums them in blocks of xentBlock rows,
 // in order, so it does not depend on the number of threads.
+//
+// A label row of zeros is an ignored position (a text's padding after the
+// end of a document): it adds 0 to the loss and its dlogits row is 0, while
+// the divisor stays batch, all the rows. The other rows' loss and gradient
+// are computed as if there were no such rows, bit for bit.
 func SoftmaxXent(logits, labels, dlogits []float32, batch, classes int) float32 {
 	parts := make([]float64, (batch+xentBlock-1)/xentBlock)
 	invBatch := float32(1 / float64(batch))
@@ -150,6 +155,12 @@ func SoftmaxXent(logits, labels, dlogits []float32, batch, classes int) float32 
 				e := scratch
 				if dlogits != nil {
 					e = dlogits[r*classes : (r+1)*classes]
+				}
+				if allZero(t) {
+					if dlogits != nil {
+						clear(e)
+					}
+					continue
 				}
 				m := rowMax(z)
 				expShift(z, e, m)
@@ -175,6 +186,16 @@ func SoftmaxXent(logits, labels, dlogits []float32, batch, classes int) float32 
 		loss += v
 	}
 	return float32(loss / float64(batch))
+}
+
+// allZero reports whether every value of v is 0: SoftmaxXent's ignored row.
+func allZero(v []float32) bool {
+	for _, x := range v {
+		if x != 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // xentBlock is how many rows of SoftmaxXent's loss one partial sum holds.

@@ -2,13 +2,15 @@
 // UTF-8 files joined in order, a byte- or character-level vocabulary built
 // from the training split, a split by position (the validation split is
 // the text's tail), and random windows of T tokens with their next-token
-// targets.
+// targets; or, in documents mode, each split cut into documents at a
+// separator, and a window of each document padded with a pad id.
 //
 // Memory is bounded whatever the size of the files: Open reads them once
 // through a 64 KiB buffer (to check them and build the vocabulary), and a
 // batch reads each window with ReadAt, at most 4·(T+1)+3 bytes a window; what
-// stays in memory is the vocabulary (at most MaxVocab entries) and one
-// open file per input file.
+// stays in memory is the vocabulary (at most MaxVocab entries), one
+// open file per input file and, in documents mode, the index of the
+// documents (16 bytes a document, at most MaxDocuments of them).
 package textdata
 
 import (
@@ -44,8 +46,16 @@ const (
 type Vocab struct {
 	Mode   Mode
 	Tokens []rune // id → token (a byte value in Bytes mode)
-	ids    map[rune]int32
+	// Pad is the id that pads a document after its end, and the label of
+	// its last token (documents mode: Options.Documents); NoPad when the
+	// text is not cut into documents. It is no token's id (Pad ≥ Size()):
+	// no text encodes to it, and it decodes to no text.
+	Pad int32
+	ids map[rune]int32
 }
+
+// NoPad is Vocab.Pad of a text that is not cut into documents.
+const NoPad = -1
 
 // NewVocab makes the vocabulary of the given tokens, sorted and unique.
 func NewVocab(mode Mode, tokens []rune) (*Vocab, error) {
@@ -54,7 +64,7 @@ func NewVocab(mode Mode, tokens []rune) (*Vocab, error) {
 	}
 	t := append([]rune(nil), tokens...)
 	sort.Slice(t, func(i, j int) bool { return t[i] < t[j] })
-	v := &Vocab{Mode: mode, ids: make(map[rune]int32, len(t))}
+	v := &Vocab{Mode: mode, Pad: NoPad, ids: make(map[rune]int32, len(t))}
 	for i, r := range t {
 		if i > 0 && t[i-1] == r {
 			return nil, fmt.Errorf("vocabulary lists token %s twice", quoteToken(mode, r))
@@ -113,8 +123,12 @@ func (v *Vocab) Encode(s string) ([]int32, error) {
 	return out, nil
 }
 
-// Token appends the text of id to b: its byte, or its rune in UTF-8.
+// Token appends the text of id to b: its byte, or its rune in UTF-8;
+// nothing for the pad id.
 func (v *Vocab) Token(b []byte, id int32) []byte {
+	if id == v.Pad {
+		return b
+	}
 	r := v.Tokens[id]
 	if v.Mode == Bytes {
 		return append(b, byte(r))
@@ -133,7 +147,8 @@ func (v *Vocab) Decode(ids []int32) string {
 
 // String encodes the vocabulary for a weights file's metadata: the mode,
 // a colon, and the tokens' values in hexadecimal, comma-separated
-// ("char:a,20,41"). It is plain ASCII, whatever the tokens.
+// ("char:a,20,41"), then in documents mode ";pad=" and the pad id in
+// decimal ("char:a,20,41;pad=63"). It is plain ASCII, whatever the tokens.
 func (v *Vocab) String() string {
 	var b strings.Builder
 	b.WriteString(string(v.Mode))
@@ -144,6 +159,10 @@ func (v *Vocab) String() string {
 		}
 		b.WriteString(strconv.FormatInt(int64(r), 16))
 	}
+	if v.Pad != NoPad {
+		b.WriteString(";pad=")
+		b.WriteString(strconv.Itoa(int(v.Pad)))
+	}
 	return b.String()
 }
 
@@ -153,6 +172,7 @@ func ParseVocab(s string) (*Vocab, error) {
 	if !ok {
 		return nil, fmt.Errorf("vocabulary %q: want MODE:TOKENS", short(s))
 	}
+	list, padText, hasPad := strings.Cut(list, ";pad=")
 	var tokens []rune
 	for _, f := range strings.Split(list, ",") {
 		n, err := strconv.ParseInt(f, 16, 32)
@@ -164,6 +184,13 @@ func ParseVocab(s string) (*Vocab, error) {
 	v, err := NewVocab(Mode(mode), tokens)
 	if err != nil {
 		return nil, fmt.Errorf("vocabulary %q: %v", short(s), err)
+	}
+	if hasPad {
+		pad, err := strconv.ParseInt(padText, 10, 32)
+		if err != nil || pad < int64(v.Size()) {
+			return nil, fmt.Errorf("vocabulary %q: pad id %q is not a decimal number of %d or more (the ids below are the tokens')", short(s), short(padText), v.Size())
+		}
+		v.Pad = int32(pad)
 	}
 	return v, nil
 }
@@ -182,7 +209,18 @@ func (v *Vocab) Same(w *Vocab) error {
 	if len(v.Tokens) != len(w.Tokens) {
 		return fmt.Errorf("%d tokens, not %d", len(w.Tokens), len(v.Tokens))
 	}
+	if v.Pad != w.Pad {
+		return fmt.Errorf("pad id %s, not %s", padName(w.Pad), padName(v.Pad))
+	}
 	return nil
+}
+
+// padName is a pad id for messages: "none" for NoPad.
+func padName(id int32) string {
+	if id == NoPad {
+		return "none (not cut into documents)"
+	}
+	return strconv.Itoa(int(id))
 }
 
 func quoteToken(mode Mode, r rune) string {
@@ -228,7 +266,31 @@ func (c *Corpus) BytesRead() int64 { return c.read.Load() }
 type Split struct {
 	Start, End int64
 	Tokens     int64
-	lastStart  int64
+	// Docs are the split's documents in order (documents mode; nil
+	// otherwise).
+	Docs      []Document
+	lastStart int64
+}
+
+// Document is one document of a split (documents mode): a byte range
+// [Start, End) of the corpus that holds at least one token and no
+// separator. Its ends are a separator, a file's end or the split's ends.
+type Document struct{ Start, End int64 }
+
+// MaxDocuments is the most documents Open indexes, all splits together:
+// the index costs 16 bytes a document, so at most 256 MiB.
+const MaxDocuments = 1 << 24
+
+// PadError is Open's refusal of a pad id that is a token's id: the
+// training split has Tokens distinct tokens (ids 0 to Tokens−1), and
+// documents mode would pad with Pad, one of them.
+type PadError struct {
+	Tokens int
+	Pad    int32
+}
+
+func (e *PadError) Error() string {
+	return fmt.Sprintf("the training split has %d distinct tokens (ids 0 to %d), but documents mode pads with id %d: the pad id must be %d or more", e.Tokens, e.Tokens-1, e.Pad, e.Tokens)
 }
 
 // Options say how Open reads a corpus.
@@ -238,8 +300,19 @@ type Options struct {
 	ValFrac float64 // the fraction of the text (by bytes) that is the validation split, its tail; 0 for none
 	// Vocab, when not nil, is the vocabulary to use (from a weights
 	// file): Open checks that the training split's tokens are exactly its
-	// tokens and refuses the corpus otherwise.
+	// tokens (and its pad id Pad) and refuses the corpus otherwise.
 	Vocab *Vocab
+	// Documents, when not "", turns on documents mode: each split is cut
+	// into documents at every occurrence of this separator (leftmost
+	// first, not overlapping; it belongs to no document), at each file's
+	// end and at the split point; empty documents are left out. A
+	// document may be shorter than T tokens (a file too), and samples are
+	// read with DocWindow.
+	Documents string
+	// Pad is documents mode's pad id (Vocab.Pad): an id that is no
+	// token's, at least the number of the training split's distinct
+	// tokens (Open returns a *PadError otherwise).
+	Pad int32
 }
 
 // Position is a place in one file, for messages: "FILE:LINE:COL (byte N)".
@@ -273,6 +346,16 @@ func Open(paths []string, o Options) (*Corpus, error) {
 	if len(paths) == 0 {
 		return nil, errors.New("a text dataset needs at least one file")
 	}
+	var cut *docCutter
+	if o.Documents != "" {
+		if o.Pad < 0 {
+			return nil, fmt.Errorf("documents mode needs a pad id of 0 or more, not %d", o.Pad)
+		}
+		if o.Mode == Chars && !utf8.ValidString(o.Documents) {
+			return nil, fmt.Errorf("document separator %q is not valid UTF-8: use byte tokens", short(o.Documents))
+		}
+		cut = newDocCutter(o.Documents)
+	}
 	c := &Corpus{Mode: o.Mode}
 	for _, p := range paths {
 		f, err := os.Open(p)
@@ -295,17 +378,17 @@ func Open(paths []string, o Options) (*Corpus, error) {
 		c.size += st.Size()
 	}
 	// The split point, moved forward to a token's first byte.
-	cut := c.size - int64(float64(c.size)*o.ValFrac)
+	valFrom := c.size - int64(float64(c.size)*o.ValFrac)
 	seen := map[rune]bool{}
 	var trainTokens, valTokens int64
 	for i := range c.parts {
 		pt := &c.parts[i]
-		n, err := c.scan(pt, cut, o.Mode, seen, &trainTokens, &valTokens)
+		n, err := c.scan(pt, valFrom, o.Mode, seen, &trainTokens, &valTokens, cut)
 		if err != nil {
 			c.Close()
 			return nil, err
 		}
-		if n < int64(o.Context)+1 {
+		if n < int64(o.Context)+1 && cut == nil {
 			c.Close()
 			return nil, fmt.Errorf("%s: %d tokens, fewer than the context length %d plus the one token each window predicts", pt.path, n, o.Context)
 		}
@@ -315,6 +398,9 @@ func Open(paths []string, o Options) (*Corpus, error) {
 	}
 	c.Train = Split{Start: 0, End: c.Val.Start, Tokens: trainTokens}
 	c.Val = Split{Start: c.Val.Start, End: c.size, Tokens: valTokens}
+	if cut != nil {
+		c.Train.Docs, c.Val.Docs = cut.docs[0], cut.docs[1]
+	}
 	tokens := make([]rune, 0, len(seen))
 	for r := range seen {
 		tokens = append(tokens, r)
@@ -323,6 +409,13 @@ func Open(paths []string, o Options) (*Corpus, error) {
 	if err != nil {
 		c.Close()
 		return nil, err
+	}
+	if cut != nil {
+		if int(o.Pad) < v.Size() {
+			c.Close()
+			return nil, &PadError{Tokens: v.Size(), Pad: o.Pad}
+		}
+		v.Pad = o.Pad
 	}
 	if o.Vocab != nil {
 		if err := o.Vocab.Same(v); err != nil {
@@ -335,6 +428,13 @@ func Open(paths []string, o Options) (*Corpus, error) {
 	for _, s := range []*Split{&c.Train, &c.Val} {
 		if s.Tokens == 0 {
 			continue
+		}
+		if cut != nil {
+			if len(s.Docs) == 0 {
+				c.Close()
+				return nil, fmt.Errorf("the %s split (bytes %d to %d of the text) holds no document: it is separators %q alone", c.splitName(s), s.Start, s.End, short(o.Documents))
+			}
+			continue // documents are read whole or from an offset in them, with padding
 		}
 		if s.Tokens < int64(o.Context)+1 {
 			c.Close()
@@ -367,11 +467,16 @@ func (c *Corpus) splitName(s *Split) string {
 // scan reads one file through a buffer: it checks UTF-8 (Chars mode),
 // counts its tokens (into train or val by the cut), records the training
 // split's tokens in seen, and sets Val.Start to the first token at or
-// after cut. It returns the file's token count.
-func (c *Corpus) scan(pt *part, cut int64, mode Mode, seen map[rune]bool, train, val *int64) (int64, error) {
+// after cut. In documents mode (docs not nil) it also cuts the file
+// into documents. It returns the file's token count.
+func (c *Corpus) scan(pt *part, cut int64, mode Mode, seen map[rune]bool, train, val *int64, docs *docCutter) (int64, error) {
 	br := bufio.NewReaderSize(io.NewSectionReader(pt.f, 0, pt.size), 64<<10)
 	var n int64
 	line, col := 1, 1
+	var enc [utf8.UTFMax]byte
+	if docs != nil {
+		docs.begin(pt.off, pt.off >= cut)
+	}
 	for off := int64(0); off < pt.size; {
 		var r rune
 		size := 1
@@ -395,6 +500,12 @@ func (c *Corpus) scan(pt *part, cut int64, mode Mode, seen map[rune]bool, train,
 		if at >= cut {
 			if c.Val.Start == 0 {
 				c.Val.Start = at
+				if docs != nil && at > pt.off { // the split point ends this file's document
+					if err := docs.end(at); err != nil {
+						return n, fmt.Errorf("%s: %v", Position{pt.path, line, col, off}, err)
+					}
+					docs.begin(at, true)
+				}
 			}
 			*val++
 		} else {
@@ -406,6 +517,26 @@ func (c *Corpus) scan(pt *part, cut int64, mode Mode, seen map[rune]bool, train,
 			}
 			*train++
 		}
+		if docs != nil {
+			b := enc[:1]
+			if mode == Bytes {
+				enc[0] = byte(r)
+			} else {
+				b = utf8.AppendRune(enc[:0], r)
+			}
+			for k, x := range b {
+				if !docs.feed(x) {
+					continue
+				}
+				// the separator ends at this byte: the document before it
+				// ends where it starts, the next starts after it
+				next := at + int64(k) + 1
+				if err := docs.end(next - int64(len(docs.sep))); err != nil {
+					return n, fmt.Errorf("%s: %v", Position{pt.path, line, col, off}, err)
+				}
+				docs.begin(next, at >= cut)
+			}
+		}
 		n++
 		off += int64(size)
 		if r == '\n' {
@@ -414,7 +545,82 @@ func (c *Corpus) scan(pt *part, cut int64, mode Mode, seen map[rune]bool, train,
 			col++
 		}
 	}
+	if docs != nil {
+		if err := docs.end(pt.off + pt.size); err != nil {
+			return n, fmt.Errorf("%s: %v", Position{pt.path, line, col, pt.size}, err)
+		}
+	}
 	return n, nil
+}
+
+// docCutter cuts the text into documents as scan reads it: it matches the
+// separator byte by byte (Knuth–Morris–Pratt, so that a separator whose
+// start repeats within it, "aab" in "aaab", is still found) and records
+// each non-empty document of the training split (docs[0]) and of the
+// validation split (docs[1]).
+type docCutter struct {
+	sep     []byte
+	fail    []int // fail[i]: the longest proper prefix of sep[:i+1] that ends it
+	matched int   // bytes of sep matched so far
+	start   int64 // the current document's first byte
+	val     bool  // the current document is in the validation split
+	docs    [2][]Document
+	n       int
+}
+
+func newDocCutter(sep string) *docCutter {
+	d := &docCutter{sep: []byte(sep), fail: make([]int, len(sep))}
+	for i, k := 1, 0; i < len(sep); i++ {
+		for k > 0 && sep[i] != sep[k] {
+			k = d.fail[k-1]
+		}
+		if sep[i] == sep[k] {
+			k++
+		}
+		d.fail[i] = k
+	}
+	return d
+}
+
+// begin starts a document at byte at, in the validation split when val;
+// a separator begun before it is forgotten.
+func (d *docCutter) begin(at int64, val bool) {
+	d.start, d.val, d.matched = at, val, 0
+}
+
+// feed matches byte b and reports whether it completes the separator;
+// matching then starts over, so that separators do not overlap.
+func (d *docCutter) feed(b byte) bool {
+	for d.matched > 0 && d.sep[d.matched] != b {
+		d.matched = d.fail[d.matched-1]
+	}
+	if d.sep[d.matched] == b {
+		d.matched++
+	}
+	if d.matched == len(d.sep) {
+		d.matched = 0
+		return true
+	}
+	return false
+}
+
+// end ends the current document at byte at (exclusive), recording it
+// unless it is empty; an index past MaxDocuments is an error.
+func (d *docCutter) end(at int64) error {
+	if at <= d.start {
+		return nil
+	}
+	if d.n == MaxDocuments {
+		return fmt.Errorf("the text's %d-th document is over the limit of %d documents that are indexed: use a separator that occurs less often, or fewer files", MaxDocuments+1, MaxDocuments)
+	}
+	d.n++
+	k := 0
+	if d.val {
+		k = 1
+	}
+	d.docs[k] = append(d.docs[k], Document{d.start, at})
+	d.start = at
+	return nil
 }
 
 // ReadAt reads the joined text, counting the bytes (BytesRead).
@@ -588,4 +794,89 @@ func (c *Corpus) Windows(s Split, rng *rand.Rand, n, T int, ids, targets []int32
 		}
 	}
 	return nil
+}
+
+// DocWindow reads document i of split s (documents mode) as a sample of
+// T ids: the document's tokens from a token offset, then the pad id up to
+// T. It returns n, how many of the ids are the document's; targets[j] is
+// the token after ids[j] for j < n, where the one after the document's
+// last token is the pad id (its end), and -1 (no target) for j ≥ n.
+//
+// A document of T tokens or fewer is read from its start, without a draw
+// of rng. A longer one is read from an offset drawn as Windows draws a
+// window's start: a byte uniformly from those that leave T tokens before
+// the document's end, moved forward to a token's first byte (one draw of
+// rng). So a sample never reaches past its document's end, and its last
+// target is the pad id exactly when it ends there. buf is scratch of
+// BufSize(T) bytes; the result depends on rng alone.
+func (c *Corpus) DocWindow(s Split, i, T int, rng *rand.Rand, ids, targets []int32, buf []byte) (int, error) {
+	d := s.Docs[i]
+	buf = buf[:c.BufSize(T)]
+	start := d.Start
+	last, err := c.docLastStart(d, T, buf)
+	if err != nil {
+		return 0, err
+	}
+	if last > d.Start {
+		start += rng.Int64N(last - d.Start + 1)
+	}
+	end := min(start+int64(len(buf)), d.End)
+	m, err := c.ReadAt(buf[:end-start], start)
+	if err != nil && err != io.EOF {
+		return 0, err
+	}
+	b := buf[:m]
+	if c.Mode == Chars { // forward to the first byte of a rune
+		for len(b) > 0 && !utf8.RuneStart(b[0]) {
+			b = b[1:]
+		}
+	}
+	ids, targets = ids[:T], targets[:T]
+	n := 0 // tokens read
+	for ; n <= T && len(b) > 0; n++ {
+		r, size := rune(b[0]), 1
+		if c.Mode == Chars {
+			r, size = utf8.DecodeRune(b)
+		}
+		b = b[size:]
+		id, ok := c.Vocab.ID(r)
+		if !ok {
+			return 0, fmt.Errorf("%s: %s is not in the vocabulary", c.where(start), quoteToken(c.Mode, r))
+		}
+		if n < T {
+			ids[n] = id
+		}
+		if n > 0 {
+			targets[n-1] = id
+		}
+	}
+	if n > T { // T tokens and the one after them, all of the document
+		return T, nil
+	}
+	targets[n-1] = c.Vocab.Pad // the document ends after its n-th token
+	for j := n; j < T; j++ {
+		ids[j], targets[j] = c.Vocab.Pad, -1
+	}
+	return n, nil
+}
+
+// docLastStart is the first byte of the T-th token before d's end (the
+// last start of a sample that holds T of d's tokens), or d.Start when d
+// has T tokens or fewer. In Chars mode it reads up to 4·T bytes of d's
+// end into buf.
+func (c *Corpus) docLastStart(d Document, T int, buf []byte) (int64, error) {
+	if c.Mode == Bytes {
+		return max(d.Start, d.End-int64(T)), nil
+	}
+	from := max(d.Start, d.End-4*int64(T))
+	b := buf[:d.End-from]
+	if _, err := c.ReadAt(b, from); err != nil && err != io.EOF {
+		return 0, err
+	}
+	i := len(b)
+	for k := 0; k < T && i > 0; k++ {
+		_, size := utf8.DecodeLastRune(b[:i])
+		i -= size
+	}
+	return from + int64(i), nil
 }
