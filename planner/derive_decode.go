@@ -45,8 +45,9 @@ type Decode struct {
 	Fills []CacheFill
 	// Padded says that the model's attention masks the keys whose token
 	// id is PadID. The decode plan does not: a program generating text
-	// never feeds that id (it refuses a prompt that holds it and stops
-	// when it draws it), so no cached key is ever padding.
+	// never feeds that id (it refuses a model whose padding id is a token,
+	// and stops when it draws the padding id), so no cached key is ever
+	// padding.
 	Padded bool
 	PadID  int
 }

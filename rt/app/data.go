@@ -66,9 +66,10 @@ type windowed interface {
 	// windowTokens is T, the tokens of a window.
 	windowTokens() int
 	// evaluate is the package's evaluate for these windows, and correct
-	// trainCorrect: methods, so that only text programs link them.
+	// trainCorrect (with the positions that have a label): methods, so
+	// that only text programs link them.
 	evaluate(m Model, ds *dataset, indices []int, meta *Meta) (evalResult, error)
-	correct(meta *Meta, out, labels []float32) int
+	correct(meta *Meta, out, labels []float32) (correct, labelled int)
 	// resident offers a Resident device the training text whole
 	// (residentModel); residentOrder then draws each epoch's windows.
 	resident(r Resident) (Resident, error)

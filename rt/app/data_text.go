@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"path/filepath"
+	"slices"
 
 	"github.com/mlbuild/mlbuild/rt/textdata"
 )
@@ -324,9 +325,21 @@ func (s *textSource) positionalSplit(n int, seed int64) (train, val []int) {
 }
 
 // correct counts the positions of a training batch whose largest logit
-// is the next token.
-func (s *textSource) correct(meta *Meta, out, labels []float32) int {
-	return tokenCorrect(out[:len(labels)], labels, meta.vocabCapacity())
+// is the next token, and the positions that have a label: all of them,
+// but in documents mode, where the padding's rows of zero labels do not
+// count.
+func (s *textSource) correct(meta *Meta, out, labels []float32) (correct, labelled int) {
+	V := meta.vocabCapacity()
+	correct, labelled = tokenCorrect(out[:len(labels)], labels, V), len(labels)/V
+	if s.docs {
+		labelled = 0
+		for p := 0; p*V < len(labels); p++ {
+			if slices.ContainsFunc(labels[p*V:(p+1)*V], func(v float32) bool { return v != 0 }) {
+				labelled++
+			}
+		}
+	}
+	return correct, labelled
 }
 
 // tokenCorrect is tokenLoss's count alone: the rows of V logits whose

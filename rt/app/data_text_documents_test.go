@@ -183,8 +183,8 @@ func splitParagraphs(text string) []string {
 }
 
 // TestTokenLossSkipsPadding: rows of zero labels are not counted by
-// tokenLoss or tokenCorrect, and the others' sum is that of the rows
-// alone; evaluate averages over the counted rows.
+// tokenLoss, tokenCorrect or (in documents mode) the training accuracy's
+// positions, and the others' sum is that of the rows alone.
 func TestTokenLossSkipsPadding(t *testing.T) {
 	const V = 5
 	logits := []float32{
@@ -202,6 +202,17 @@ func TestTokenLossSkipsPadding(t *testing.T) {
 	}
 	if got := tokenCorrect(logits, onehot, V); got != 1 {
 		t.Errorf("tokenCorrect counts %d, want 1 (the padding never)", got)
+	}
+	// training's accuracy: of the 2 positions with a label in documents
+	// mode, of all 4 in a plain text
+	meta := &Meta{OutputShape: []int{4, V}}
+	for _, c := range []struct {
+		docs bool
+		want int
+	}{{true, 2}, {false, 4}} {
+		if got, n := (&textSource{docs: c.docs}).correct(meta, logits, onehot); got != 1 || n != c.want {
+			t.Errorf("documents %v: correct counts %d of %d, want 1 of %d", c.docs, got, n, c.want)
+		}
 	}
 }
 

@@ -144,8 +144,9 @@ type lmModel struct {
 // TestGenerateCommand runs `generate` on weights that carry a vocabulary:
 // the text streams to stdout, the same seed repeats it (on --threads 2
 // too, which sets the kernels' threads), a prompt outside
-// the vocabulary is a usage error, weights without one are refused, and a
-// program of another dataset has no generate.
+// the vocabulary is a usage error, a model whose padding id is a token is
+// refused, weights without a vocabulary are refused, and a program of
+// another dataset has no generate.
 func TestGenerateCommand(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "a.txt")
@@ -202,6 +203,18 @@ func TestGenerateCommand(t *testing.T) {
 	if code != exitUsage || !strings.Contains(errs, "--top-k -1") {
 		t.Errorf("--top-k -1: exit %d, %s", code, errs)
 	}
+	// a model that masks a token of its vocabulary as padding: the
+	// decode plan cannot honour the mask
+	lin.meta.Padded, lin.meta.PadID = true, 3
+	code, _, errs = run("--prompt", "Call")
+	if want := "the model's attention masks id 3 as padding, but that id is the token"; code != exitFailure || !strings.Contains(errs, want) {
+		t.Errorf("padding id 3 of a vocabulary of %d: exit %d, %s; want %q", c.Vocab.Size(), code, errs, want)
+	}
+	lin.meta.PadID = c.Vocab.Size() // an id of its own: generates
+	if code, again, errs := run("--prompt", "Call me", "--tokens", "60", "--seed", "4"); code != 0 || again != out {
+		t.Errorf("padding id %d, past the vocabulary: exit %d, %q (unpadded %q), %s", c.Vocab.Size(), code, again, out, errs)
+	}
+	lin.meta.Padded = false
 	lin.meta.rec = nil
 	bare := filepath.Join(dir, "bare.safetensors")
 	saveWeights(m, bare)

@@ -272,6 +272,12 @@ func generateCmd(m Model, args []string, stdout, stderr io.Writer) error {
 	if n := meta.vocabCapacity(); int(vocab.Pad) >= n {
 		return fmt.Errorf("the weights' vocabulary pads documents with id %d, but the model has %d ids", vocab.Pad, n)
 	}
+	if meta.Padded && meta.PadID < vocab.Size() {
+		// the decode plan drops the mask (planner.Decode.Padded): sound
+		// only while no id it reads is the padding id
+		return fmt.Errorf("the model's attention masks id %d as padding, but that id is the token %s of its vocabulary, which prompts and generated text hold unmasked; give padding an id of its own (a text dataset of documents pads with classes−1: pad: _vocab - 1)",
+			meta.PadID, strconv.QuoteToGraphic(vocab.Decode([]int32{int32(meta.PadID)})))
+	}
 	var timed *timedModel
 	if os.Getenv(DecodeStatsEnv) == "1" {
 		timed = &timedModel{TokenModel: tm}

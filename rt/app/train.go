@@ -364,6 +364,7 @@ func trainCmd(m Model, args []string, stdout, stderr io.Writer) (err error) {
 			// mean over its B·micro samples.
 			var loss float32
 			var c int
+			n := bs * perSample // the positions accuracy counts
 			for k := range micro {
 				if err := loader.next(m.TrainInput(), m.TrainLabels()); err != nil {
 					return err
@@ -379,17 +380,21 @@ func trainCmd(m Model, args []string, stdout, stderr io.Writer) (err error) {
 				}
 				loss += l / float32(micro)
 				if ds.text != nil {
-					c += ds.text.correct(meta, m.TrainOutput(), m.TrainLabels())
+					if k == 0 {
+						n = 0
+					}
+					ck, nk := ds.text.correct(meta, m.TrainOutput(), m.TrainLabels())
+					c, n = c+ck, n+nk
 				} else {
 					c += trainCorrect(meta, m.TrainOutput(), m.TrainLabels())
 				}
 			}
 			sumLoss += float64(loss)
 			correct += c
-			seen += bs * perSample
-			rep.Step(b+1, sumLoss/float64(b+1-st.batch), float64(correct)/float64(seen))
+			seen += n
+			rep.Step(b+1, sumLoss/float64(b+1-st.batch), float64(correct)/float64(max(seen, 1)))
 			if metrics != nil {
-				metrics.Write(progress.Event{Event: "step", Epoch: epoch + 1, Step: st.step, Loss: float64(loss), Acc: float64(c) / float64(bs*perSample), LR: float64(lr)})
+				metrics.Write(progress.Event{Event: "step", Epoch: epoch + 1, Step: st.step, Loss: float64(loss), Acc: float64(c) / float64(max(n, 1)), LR: float64(lr)})
 			}
 			select {
 			case <-sigs:
