@@ -8,7 +8,7 @@ import (
 )
 
 // Token models (nanoGPT and GPT-2 style language models) read integer
-// token ids and add three patterns to the ops of a transformer block:
+// token ids and add four patterns to the ops of a transformer block:
 //
 //   - Gather(weight [V, D], ids) of the graph's integer input: one
 //     `embedding` layer (vocab V, dim D), the input becoming token ids
@@ -20,7 +20,9 @@ import (
 //   - a causal mask on attention scores [..., T, T] — masked_fill's
 //     Where(tril == 0, -inf, scores), or an Add of a constant with 0 on
 //     and below the diagonal and -inf above — read by a Softmax over the
-//     keys: one `softmax` with `causal: true`.
+//     keys: one `softmax` with `causal: true`;
+//   - a padding mask, Equal of the token ids with one id, on the same
+//     scores: the softmax's `pad` field (padding_mask.go).
 //
 // A head whose weight equals the embedding's (nanoGPT ties
 // lm_head.weight to wte.weight; the export writes a transposed copy)
@@ -46,14 +48,19 @@ func tokenIDsShape(in *ValueInfo) error {
 }
 
 // tokenRead refuses a node that reads token ids other than as an
-// embedding's indices, or causally masked scores other than as a
-// Softmax's input.
+// embedding's indices or in a padding mask's Equal, or masked scores
+// other than as a Softmax's input (or a further mask's).
 func tokenRead(n *Node, j int, v *value) error {
-	if v.tokenIDs && n.OpType != "Shape" && (n.OpType != "Gather" || j != 1) {
+	if v.tokenIDs && n.OpType != "Shape" && n.OpType != "Equal" && (n.OpType != "Gather" || j != 1) {
+		// the message predates padding masks and stays as it was:
+		// testdata/onnx/backend.golden records it
 		return unsupported("", "reads the model's token ids as input %d; mlbuild reads token ids only through an embedding (Gather of a constant table [vocab, dim] at the ids)", j)
 	}
-	if v.causal != "" && (n.OpType != "Softmax" || j != 0) {
-		return unsupported("", "reads attention scores masked by node %s; mlbuild masks scores only as a causal softmax (the mask's only reader a Softmax over the keys)", v.causal)
+	// a second mask (a Where's scores or an Add) may come between the
+	// first and the Softmax; importWhere and importBinary take it as a
+	// mask or refuse it
+	if by := v.maskedBy(); by != "" && (n.OpType != "Softmax" || j != 0) && (n.OpType != "Where" || j != 2) && n.OpType != "Add" {
+		return unsupported("", "reads attention scores masked by node %s; mlbuild masks scores only in a softmax (the mask's only reader a Softmax over the keys)", by)
 	}
 	return nil
 }
@@ -165,7 +172,7 @@ func scoresSize(x *value) (int, bool) {
 func (c *nodeCtx) masked(x *value) (string, error) {
 	name := c.im.materialize(x)
 	return "folded: causal mask, taken by the softmax that reads it",
-		c.setOutput(&value{layer: name, lshape: x.shape, shape: x.shape, causal: c.name, standIn: x.standIn})
+		c.setOutput(&value{layer: name, lshape: x.shape, shape: x.shape, causal: c.name, standIn: x.standIn, padded: x.padded})
 }
 
 // foldAdditiveMask takes an Add of a constant with 0 on and below the
@@ -195,9 +202,12 @@ func importWhere(c *nodeCtx) (string, error) {
 	if cond.konst != nil && a.konst != nil && b.konst != nil {
 		return foldWhere(c, cond.konst, a.konst, b.konst)
 	}
-	const fix = "mask attention with masked_fill(tril[:T, :T] == 0, float('-inf')) right before the softmax (mlbuild's causal softmax), or file an issue with the mask you need"
+	if cond.keyPad != nil {
+		return c.wherePadMask(cond, a, b)
+	}
+	const fix = "mask attention with masked_fill(tril[:T, :T] == 0, float('-inf')) (mlbuild's causal softmax) or masked_fill((idx == PAD)[:, None, None, :], float('-inf')) (its padding mask) right before the softmax, or file an issue with the mask you need"
 	if cond.konst == nil {
-		return "", unsupported(fix, "Where with a condition that depends on the model input; mlbuild takes Where only as a constant causal mask on attention scores")
+		return "", unsupported(fix, "Where with a condition that depends on the model input other than through a padding mask (the token ids == one id); mlbuild takes Where only as a constant causal mask or a padding mask on attention scores")
 	}
 	if a.konst == nil || b.konst != nil {
 		return "", unsupported(fix, "Where choosing a runtime value where the condition is true; mlbuild takes Where only as masked_fill(mask, -inf) of attention scores")
@@ -264,15 +274,20 @@ func broadcastAt(k *constant, dims []int, i int) float64 {
 	return k.vals[off]
 }
 
-// importEqual folds Equal of constants (a mask's tril == 0).
+// importEqual folds Equal of constants (a mask's tril == 0), and takes
+// Equal of the token ids with one id as a padding mask.
 func importEqual(c *nodeCtx) (string, error) {
+	if c.has(0) && c.has(1) && (c.ins[0].tokenIDs || c.ins[1].tokenIDs) {
+		return equalTokenIDs(c)
+	}
+	const why = "Equal of a value that depends on the model input; mlbuild folds Equal only in constant masks, and takes the token ids == one id as a padding mask"
 	a, err := c.konst(0, "operand")
 	if err != nil {
-		return "", unsupported("", "Equal of a value that depends on the model input; mlbuild folds Equal only in constant masks")
+		return "", unsupported(padMaskFix, why)
 	}
 	b, err := c.konst(1, "operand")
 	if err != nil {
-		return "", unsupported("", "Equal of a value that depends on the model input; mlbuild folds Equal only in constant masks")
+		return "", unsupported(padMaskFix, why)
 	}
 	if a.hasBatch() || b.hasBatch() {
 		return "", unsupported("", "Equal of the batch size")

@@ -145,6 +145,12 @@ type value struct {
 	// scores causally, pending until a Softmax over the keys takes the
 	// mask as its causal flag (embedding.go).
 	causal string
+	// keyPad marks a padding mask computed from the token ids (shape
+	// holds its per-sample shape; it has no layer), and padded attention
+	// scores masked by one, pending until a Softmax over the keys takes
+	// the mask as its pad field (padding_mask.go).
+	keyPad *keyPadding
+	padded *paddedScores
 }
 
 // constant is a tensor known at import time. Shape arithmetic needs the
@@ -343,6 +349,10 @@ func Import(m *Model) (*Imported, error) {
 		return nil, im.refuse(Problem{Node: "graph", Op: "outputs", Opset: im.opset, Why: "the output's batch axis is not first (a Transpose or Reshape moved it); mlbuild's batch axis stays first"})
 	case v.moved != nil:
 		return nil, im.refuse(Problem{Node: v.moved.node, Op: "Transpose", Opset: im.opset, Why: fmt.Sprintf("perm %v moves the batch axis, and its output is the model's output; mlbuild's batch axis stays first", v.moved.perm)})
+	case v.keyPad != nil:
+		return nil, im.refuse(Problem{Node: v.keyPad.equal, Op: "Equal", Opset: im.opset, Why: "the padding mask computed from the token ids is the model's output; mlbuild takes a padding mask only to mask attention scores read by a softmax", Fix: padMaskFix})
+	case v.maskedBy() != "":
+		return nil, im.refuse(Problem{Node: "graph", Op: "outputs", Opset: im.opset, Why: fmt.Sprintf("the output is attention scores masked by node %s; mlbuild masks scores only in a softmax (the mask's only reader a Softmax over the keys)", v.maskedBy())})
 	case v.layer == "input" && v.view == nil:
 		return nil, im.refuse(Problem{Node: "graph", Op: "outputs", Opset: im.opset, Why: "the output is the input: the model computes nothing"})
 	}
@@ -591,6 +601,10 @@ func (im *importer) node(i int, n *Node) {
 			im.fail(n, name, err)
 			return
 		}
+		if err := padMaskRead(n, j, v); err != nil {
+			im.fail(n, name, err)
+			return
+		}
 		if v.lazy != nil && !lazyConsumers[n.OpType] {
 			if !v.lazy.reported {
 				v.lazy.reported = true
@@ -742,7 +756,7 @@ func (c *nodeCtx) setOutput(v *value) error {
 		}
 	}
 	c.im.vals[c.n.Outputs[0]] = v
-	if v.konst == nil {
+	if v.konst == nil && v.keyPad == nil {
 		c.im.layerValues[v.layer] = append(c.im.layerValues[v.layer], c.n.Outputs[0])
 	}
 	return nil

@@ -1,6 +1,7 @@
 package onnx
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"slices"
@@ -318,6 +319,9 @@ func importCast(c *nodeCtx) (string, error) {
 		return "", unsupported("", "Cast needs an input")
 	}
 	v := c.ins[0]
+	if v.keyPad != nil {
+		return c.castPadMask(v, DataType(to))
+	}
 	if v.konst == nil {
 		if DataType(to) != Float {
 			return "", unsupported("", "casts the model's values to %v; mlbuild computes in float32", DataType(to))
@@ -607,6 +611,9 @@ func (c *nodeCtx) view(v *value, s []int) (string, error) {
 	if product(s) != product(v.shape) {
 		return "", unsupported("", "the new shape %s holds %d elements per sample but the input %s holds %d", shapeText(s), product(s), shapeText(v.shape), product(v.shape))
 	}
+	if v.keyPad != nil {
+		return c.viewPadMask(v, s)
+	}
 	if slices.Equal(s, v.lshape) {
 		return "folded: the layer " + v.layer + " already has this shape", c.setOutput(&value{layer: v.layer, lshape: v.lshape, shape: s})
 	}
@@ -888,7 +895,7 @@ func importReshape(c *nodeCtx) (string, error) {
 	for i, v := range target.vals {
 		switch {
 		case target.isBatch(i):
-			if (i != 0 || v != 1) && x.konst == nil {
+			if (i != 0 || v != 1) && x.konst == nil && x.keyPad == nil {
 				// the batch moves or merges with other axes: followed
 				// (batch_layout.go)
 				return c.reshapeLazy(c.lazyOf(0))
@@ -973,6 +980,9 @@ func importReshape(c *nodeCtx) (string, error) {
 // per elements a sample) whose target, with the batch fixed at 1, does
 // not keep the batch first: the sizes out, entry infer (or -1) to infer.
 func (c *nodeCtx) reshapeFixedPlain(out []int, infer, per int) (string, error) {
+	if c.ins[0].keyPad != nil {
+		return "", unsupported(padMaskFix, "the target shape %v of the padding mask does not keep the batch axis first", out)
+	}
 	out = slices.Clone(out)
 	if infer >= 0 {
 		known := 1
@@ -1212,14 +1222,22 @@ func importSoftmax(op string) opImport {
 		if ax == 0 {
 			return "", unsupported("", "%s over the batch axis", c.n.OpType)
 		}
-		if x.causal != "" {
+		if by := x.maskedBy(); by != "" {
 			if op != "softmax" || ax != r-1 {
-				return "", unsupported("", "%s over axis %d of scores masked by node %s; mlbuild's causal mask is a softmax's, over the keys (the last axis)", c.n.OpType, ax, x.causal)
+				return "", unsupported("", "%s over axis %d of scores masked by node %s; mlbuild's causal and padding masks are a softmax's, over the keys (the last axis)", c.n.OpType, ax, by)
 			}
 			l := c.newLayer(op, x.shape)
-			l.Fields = []Field{{"causal", true}}
+			var masks []string
+			if x.causal != "" {
+				l.Fields = append(l.Fields, Field{"causal", true})
+				masks = append(masks, "causal: the mask of "+x.causal)
+			}
+			if p := x.padded; p != nil {
+				l.Fields = append(l.Fields, Field{"pad", p.id})
+				masks = append(masks, fmt.Sprintf("pad: %d, the mask of %s", p.id, p.by))
+			}
 			how, err := c.emit(l, x)
-			return how + " (causal: the mask of " + x.causal + ")", err
+			return how + " (" + strings.Join(masks, "; ") + ")", err
 		}
 		if c.im.opset < 13 && product(x.shape[ax:]) != 1 {
 			// Before opset 13 the op normalises over all axes from axis
@@ -1246,6 +1264,22 @@ func importBinary(c *nodeCtx) (string, error) {
 	}
 	a, b := c.ins[0], c.ins[1]
 	op := strings.ToLower(c.n.OpType)
+	if a.keyPad != nil || b.keyPad != nil {
+		return c.binaryPadMask(a, b)
+	}
+	if by := cmp.Or(a.maskedBy(), b.maskedBy()); by != "" {
+		// an Add to masked scores must be a further mask
+		if op == "add" && (a.konst != nil) != (b.konst != nil) {
+			x, k := a, b.konst
+			if a.konst != nil {
+				x, k = b, a.konst
+			}
+			if how, ok, err := c.foldAdditiveMask(x, k); ok || err != nil {
+				return how, err
+			}
+		}
+		return "", unsupported("", "%s of attention scores masked by node %s; mlbuild masks scores only in a softmax (the mask's only reader a Softmax over the keys)", c.n.OpType, by)
+	}
 	if a.konst != nil && b.konst != nil {
 		return foldBinary(c, op, a.konst, b.konst)
 	}

@@ -19,14 +19,20 @@ import (
 // 17, the untied one exported with the batch fixed at 1 (the importer
 // must find the batch axis, and run the spec on four sequences), and the
 // tied one with nanoGPT's inference forward, whose head reads the last
-// token only (x[:, [-1], :], a Gather: a slice layer). Each spec must read token ids [T], hold one embedding with
-// positions, one causal softmax per block and (for the tied model) a head
-// tied to the embedding with no weight of its own; compiled for the CPU,
-// predict on four sequences of ids must match PyTorch's logits within
-// 1e-4.
+// token only (x[:, [-1], :], a Gather: a slice layer), and gpt_pad, the
+// untied one whose attention also masks the keys whose id is 12 (the
+// vocabulary's last), with masked_fill of (idx == 12)[:, None, None, :]
+// after the causal mask in its first block and of (idx == 12).view(B, 1,
+// 1, T) before it in its second, run on ids right-padded with 0, 2, 5 and
+// 7 twelves. Each spec must read token ids [T], hold one embedding with
+// positions, one causal softmax per block, with pad: 12 exactly in
+// gpt_pad, and (for the tied model) a head tied to the embedding with no
+// weight of its own; compiled for the CPU, predict on four sequences of
+// ids must match PyTorch's logits within 1e-4 (gpt_pad's spec with the
+// pad fields left out misses by 0.55).
 func TestImportGPTExports(t *testing.T) {
 	dir := "../../testdata/onnx/gpt"
-	manifest, readF32 := exportManifest(t, dir, 7)
+	manifest, readF32 := exportManifest(t, dir, 9)
 	for _, c := range manifest {
 		t.Run(c.Model, func(t *testing.T) {
 			t.Parallel()
@@ -46,6 +52,7 @@ func TestImportGPTExports(t *testing.T) {
 				t.Errorf("input %v; want token ids %v", im.Input, c.InputShape[1:])
 			}
 			last := strings.HasPrefix(c.Model, "gpt_last")
+			padded := strings.HasPrefix(c.Model, "gpt_pad")
 			tied := strings.HasPrefix(c.Model, "gpt_tied") || last
 			blocks := 2
 			if tied {
@@ -64,6 +71,10 @@ func TestImportGPTExports(t *testing.T) {
 					}
 				case l.Op == "softmax" && slices.Contains(l.Fields, onnx.Field{Name: "causal", Value: true}):
 					causal++
+					pad := slices.IndexFunc(l.Fields, func(f onnx.Field) bool { return f.Name == "pad" })
+					if padded && (pad < 0 || l.Fields[pad].Value != 12) || !padded && pad >= 0 {
+						t.Errorf("softmax %s: fields %v; want pad: 12 exactly when the export masks padding", l.Name, l.Fields)
+					}
 				case l.Op == "slice" && slices.Equal(l.OutShape, []int{1, 16}):
 					slices1++
 				case l.Name == im.Output:

@@ -29,8 +29,13 @@ rewrite only those models.
   the exported graph itself cannot take.
 - gpt_dynseq: gpt_tied exported with a dynamic sequence axis as well,
   which mlbuild refuses (its spec's shapes are fixed); no outputs.
-onnx/gpt_import_test.go imports each model, runs the spec on the CPU
-and compares with PyTorch's logits.
+- gpt_pad: gpt whose attention also masks the padding keys, those whose
+  id is PAD = VOCAB - 1, with masked_fill of (idx == PAD): the first
+  block after the causal mask, as (idx == PAD)[:, None, None, :], the
+  second before it, as (idx == PAD).view(B, 1, 1, T). Its ids end with
+  0, 2, 5 and 7 PADs (never at position 0).
+cmd/mlbuild/import_gpt_test.go imports each model, runs the spec on the
+CPU and compares with PyTorch's logits.
 """
 import json
 import math
@@ -43,24 +48,33 @@ import torch.nn.functional as F
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 VOCAB, CONTEXT, WIDTH, HEADS = 13, 8, 16, 2
+PAD = VOCAB - 1  # gpt_pad's padding token id
 
 
 class CausalSelfAttention(nn.Module):
-    def __init__(self):
+    # pad: None, or how the block masks the padding keys, PAD in the ids:
+    # "after" the causal mask, as (idx == PAD)[:, None, None, :], or
+    # "before" it, as (idx == PAD).view(B, 1, 1, T)
+    def __init__(self, pad=None):
         super().__init__()
         self.c_attn = nn.Linear(WIDTH, 3 * WIDTH)
         self.c_proj = nn.Linear(WIDTH, WIDTH)
         self.n_head = HEADS
+        self.pad = pad
         self.register_buffer("bias", torch.tril(torch.ones(CONTEXT, CONTEXT)).view(1, 1, CONTEXT, CONTEXT))
 
-    def forward(self, x):
+    def forward(self, x, idx):
         B, T, C = x.size()
         q, k, v = self.c_attn(x).split(C, dim=2)
         k = k.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
         q = q.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
         v = v.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
         att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
+        if self.pad == "before":
+            att = att.masked_fill((idx == PAD).view(B, 1, 1, T), float("-inf"))
         att = att.masked_fill(self.bias[:, :, :T, :T] == 0, float("-inf"))
+        if self.pad == "after":
+            att = att.masked_fill((idx == PAD)[:, None, None, :], float("-inf"))
         att = F.softmax(att, dim=-1)
         y = att @ v
         y = y.transpose(1, 2).contiguous().view(B, T, C)
@@ -78,26 +92,29 @@ class MLP(nn.Module):
 
 
 class Block(nn.Module):
-    def __init__(self):
+    def __init__(self, pad=None):
         super().__init__()
         self.ln_1 = nn.LayerNorm(WIDTH)
-        self.attn = CausalSelfAttention()
+        self.attn = CausalSelfAttention(pad)
         self.ln_2 = nn.LayerNorm(WIDTH)
         self.mlp = MLP()
 
-    def forward(self, x):
-        x = x + self.attn(self.ln_1(x))
+    def forward(self, x, idx):
+        x = x + self.attn(self.ln_1(x), idx)
         return x + self.mlp(self.ln_2(x))
 
 
 class GPT(nn.Module):
-    def __init__(self, layers, tied, last=False):
+    def __init__(self, layers, tied, last=False, pad=False):
         super().__init__()
         self.last = last
+        # with pad, the first block masks padding after the causal mask
+        # and the second before it
+        pads = [["after", "before"][i] if pad else None for i in range(layers)]
         self.transformer = nn.ModuleDict(dict(
             wte=nn.Embedding(VOCAB, WIDTH),
             wpe=nn.Embedding(CONTEXT, WIDTH),
-            h=nn.ModuleList([Block() for _ in range(layers)]),
+            h=nn.ModuleList([Block(p) for p in pads]),
             ln_f=nn.LayerNorm(WIDTH),
         ))
         self.lm_head = nn.Linear(WIDTH, VOCAB, bias=False)
@@ -109,7 +126,7 @@ class GPT(nn.Module):
         pos = torch.arange(0, t, dtype=torch.long, device=idx.device).unsqueeze(0)
         x = self.transformer.wte(idx) + self.transformer.wpe(pos)
         for block in self.transformer.h:
-            x = block(x)
+            x = block(x, idx)
         x = self.transformer.ln_f(x)
         if self.last:
             # nanoGPT's forward without targets: "inference-time mini-
@@ -119,21 +136,28 @@ class GPT(nn.Module):
 
 
 # name, layers, tied, last token only, opsets, dynamic axes: "batch", "none" (the batch
-# fixed at 1) or "batch+seq"
-MODELS = [("gpt", 2, False, False, [13, 17], "batch"),
-          ("gpt_tied", 1, True, False, [13, 17], "batch"),
-          ("gpt_b1", 2, False, False, [17], "none"),
-          ("gpt_dynseq", 1, True, False, [17], "batch+seq"),
-          ("gpt_last", 1, True, True, [13, 17], "batch")]
+# fixed at 1) or "batch+seq", padding mask; a new model goes last, so that
+# the random draws of those before it stay the same
+MODELS = [("gpt", 2, False, False, [13, 17], "batch", False),
+          ("gpt_tied", 1, True, False, [13, 17], "batch", False),
+          ("gpt_b1", 2, False, False, [17], "none", False),
+          ("gpt_dynseq", 1, True, False, [17], "batch+seq", False),
+          ("gpt_last", 1, True, True, [13, 17], "batch", False),
+          ("gpt_pad", 2, False, False, [13, 17], "batch", True)]
+
+# gpt_pad's sequences end with this many PAD ids (right padding: position
+# 0 never is one, so that every query sees a key that is not padding and
+# PyTorch's softmax has no row of -inf only, which would be NaN)
+PADDED = [0, 2, 5, 7]
 
 
 def main():
     only = set(sys.argv[1:])
     torch.manual_seed(0)
     manifest = []
-    for name, layers, tied, last, opsets, dynamic in MODELS:
+    for name, layers, tied, last, opsets, dynamic, pad in MODELS:
         dynseq = dynamic == "batch+seq"
-        model = GPT(layers, tied, last)
+        model = GPT(layers, tied, last, pad)
         for m in model.modules():
             if isinstance(m, nn.LayerNorm):
                 # trained-looking affine parameters, so that they matter
@@ -141,6 +165,10 @@ def main():
                 m.bias.data.uniform_(-0.2, 0.2)
         model.eval()
         ids = torch.randint(0, VOCAB, (4, CONTEXT))
+        if pad:
+            ids = torch.randint(0, PAD, (4, CONTEXT))
+            for i, n in enumerate(PADDED):
+                ids[i, CONTEXT - n:] = PAD
         with torch.no_grad():
             y = model(ids)
         if not dynseq:
