@@ -292,7 +292,9 @@ func TestCUDAPrograms(t *testing.T) {
 // clipping kernels, a weight decayed and a bias not in one multi-tensor
 // update), the tiny GPT (the embedding's gather and its
 // scatter-add backward with learned positions, causal softmax, dropout,
-// GELU, per-token cross-entropy, a head tied to the embedding), and
+// GELU, per-token cross-entropy, a head tied to the embedding), the
+// tiny GPT whose attention masks padding (the padded fused attention
+// against rt/cpu's, fed padding ids by seeded in cuda_test.go), and
 // gradient accumulation (micro-batches through Gradients, then the mean
 // in the update), and the tiny GPT in bf16 (its dense layers reading the
 // bfloat16 twins that layer norm and the optimizer write), a small
@@ -306,7 +308,7 @@ func TestCUDAPrograms(t *testing.T) {
 // (ResNet-18's training steps take minutes on the fake's Go GEMMs);
 // MLBUILD_CUDA_FAKE_DIR keeps the module in that folder, to run and time
 // its tests by hand.
-var cudaFakeSpecs = []string{"mnist", "mnist_unfused", "spec_layernorm_graph", "spec_transformer_block", "spec_batchnorm_dense", "bench_mlp_bf16", "spec_resize_unet", "spec_adamw_cosine", "spec_gpt_tiny", "spec_accumulate", "gpt_tiny_bf16", "convnet_bf16", "accumulate_gemm"}
+var cudaFakeSpecs = []string{"mnist", "mnist_unfused", "spec_layernorm_graph", "spec_transformer_block", "spec_batchnorm_dense", "bench_mlp_bf16", "spec_resize_unet", "spec_adamw_cosine", "spec_gpt_tiny", "spec_gpt_tiny_pad", "spec_accumulate", "gpt_tiny_bf16", "convnet_bf16", "accumulate_gemm"}
 
 // cudaFaultSpecs are the programs whose fake run also trains on MNIST
 // through a GPU fault (testdata/fakehost/cuda_fault_test.go).
@@ -315,7 +317,7 @@ var cudaFaultSpecs = []string{"mnist", "mnist_unfused"}
 // cudaTextSpecs are the programs whose fake run also trains on Moby-Dick
 // with the text kept on the device and fed from the host
 // (testdata/fakehost/cuda_text_test.go).
-var cudaTextSpecs = []string{"spec_gpt_tiny"}
+var cudaTextSpecs = []string{"spec_gpt_tiny", "spec_gpt_tiny_pad"}
 
 // goTestOnFakeCUDA runs `go ARGS PKGS` in the generated module dir, whose
 // programs run on cuda/fakecuda's GPUs (kernel cache in a temporary

@@ -83,7 +83,10 @@ func TestSelftestOnFakeCUDA(t *testing.T) {
 
 // seeded fills the state as training starts (the params' init rules) and
 // returns a batch of inputs and labels (token ids and a one-hot row per
-// token for a model of token ids).
+// token for a model of token ids). Of the token ids, sample 1 ends in
+// three ids vocab−1 and sample 2 starts with two: the padding of a model
+// whose attention masks that id (testdata/specs/valid/gpt_tiny_pad.cue),
+// at the right and at the left, where a causal query sees no key.
 func seeded(m *gpuhost.Model, rows int) (x, y []float32) {
 	rng := cpu.NewRand(42)
 	state := m.State()
@@ -104,6 +107,9 @@ func seeded(m *gpuhost.Model, rows int) (x, y []float32) {
 		x[i] = rng.Float32()
 		if v := program.Meta.Vocab; v > 0 {
 			x[i] = float32(rng.Intn(v)) // token ids
+			if r, t := i/inW, i%inW; r == 1 && t >= inW-3 || r == 2 && t < 2 {
+				x[i] = float32(v - 1)
+			}
 		}
 	}
 	y = make([]float32, rows*labW)
