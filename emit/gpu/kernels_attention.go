@@ -40,6 +40,14 @@ import "fmt"
 // Dropout of the probabilities draws the mask of the unfused dropout step
 // (the element's index in [mats, Tq, Tk] hashed with the step's seed), so
 // fused and unfused programs drop the same elements.
+//
+// A padding mask (planner.Attr.Padding) is one more condition of
+// visible, the pairs a kernel keeps: the key's token id is not the pad
+// id. Masked scores stand at negHuge, never −∞, so the online softmax's
+// corrections stay finite; a query whose every key is masked ends with
+// a sum of 0, and the forward writes o = 0 and lse = +Inf for it
+// (rowEnd). The backward's masks alone give such a row p = 0, whatever
+// its lse.
 
 // attnGeom is one fused attention: mats matrices of tq queries and tk
 // keys of dimension d. heads 0: q, v and o (and do, dq, dv) are [mats,
