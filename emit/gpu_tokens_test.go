@@ -13,12 +13,13 @@ import (
 var tokenLayerField = regexp.MustCompile(`\bTokenLayer: +"wte",`)
 
 // TestGPTProgramsForTheGPU: the GPT specs (models/gpt.cue, the Moby-Dick
-// benchmark's spec and the tiny test GPT) make programs for both GPU
-// backends, each with the embedding's gather and backward kernels, the
-// TokenLayer by which the host names a bad id, and fused attention
-// kernels instead of a causal softmax over the scores.
+// benchmark's spec, the tiny test GPT and the one whose attention masks
+// padding) make programs for both GPU backends, each with the embedding's
+// gather and backward kernels, the TokenLayer by which the host names a
+// bad id, and fused attention kernels instead of a causal softmax over
+// the scores; the padded GPT's attention kernels mask its pad id, 95.
 func TestGPTProgramsForTheGPU(t *testing.T) {
-	for _, file := range []string{"../models/gpt.cue", "../testdata/text/gpt_moby.cue", "../testdata/specs/valid/gpt_tiny.cue"} {
+	for _, file := range []string{"../models/gpt.cue", "../testdata/text/gpt_moby.cue", "../testdata/specs/valid/gpt_tiny.cue", "../testdata/specs/valid/gpt_tiny_pad.cue"} {
 		for _, b := range []*Backend{Metal, CUDA} {
 			files, err := b.program(backendInput(t, b, file, true, 0))
 			if err != nil {
@@ -39,8 +40,12 @@ func TestGPTProgramsForTheGPU(t *testing.T) {
 				}
 			}
 			// the attention is fused: no causal softmax over scores
-			if strings.Contains(text["kernels.go"], "_softmax_causal(") {
+			if strings.Contains(text["kernels.go"], "_softmax_causal(") || strings.Contains(text["kernels.go"], "_softmax_padded(") {
 				t.Errorf("%s for %s: kernels.go has a causal softmax over the scores", file, b.Name)
+			}
+			// kernels_attention.go's attnGeom.String, in each kernel's doc
+			if pad := strings.Count(text["kernels.go"], "padding id 95"); strings.HasSuffix(file, "_pad.cue") != (pad > 0) {
+				t.Errorf("%s for %s: %d attention kernels mask padding", file, b.Name, pad)
 			}
 		}
 	}

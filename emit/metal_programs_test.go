@@ -35,6 +35,12 @@ func metalProgramSpecs(t *testing.T) map[string]struct {
 		// The GPU plans' dense backward adds its dx into a gradient sum
 		// (planner/fuse_accumulate_gemm.go), in place and moved down.
 		"accumulate_gemm": {"testdata/accumulate_gemm.cue", true},
+		// Attention unfused, its softmax masking padding: the padded
+		// softmax kernel (the fused attention's is spec_gpt_tiny_pad).
+		"gpt_tiny_pad_unfused": {"../testdata/specs/valid/gpt_tiny_pad.cue", false},
+		// The padded attention in bf16: on CUDA the fragment kernels,
+		// their twins bound after the token ids.
+		"gpt_tiny_pad_bf16": {"../testdata/specs/bf16/gpt_tiny_pad_bf16.cue", true},
 	}
 	valid, err := filepath.Glob("../testdata/specs/valid/*.cue")
 	if err != nil || len(valid) == 0 {
@@ -292,7 +298,10 @@ func TestCUDAPrograms(t *testing.T) {
 // clipping kernels, a weight decayed and a bias not in one multi-tensor
 // update), the tiny GPT (the embedding's gather and its
 // scatter-add backward with learned positions, causal softmax, dropout,
-// GELU, per-token cross-entropy, a head tied to the embedding), and
+// GELU, per-token cross-entropy, a head tied to the embedding), the
+// tiny GPT whose attention masks padding, fused and not, and in bf16
+// (the padded attention, on register fragments in bf16, and softmax
+// against rt/cpu's, fed padding ids by seeded in cuda_test.go), and
 // gradient accumulation (micro-batches through Gradients, then the mean
 // in the update), and the tiny GPT in bf16 (its dense layers reading the
 // bfloat16 twins that layer norm and the optimizer write), a small
@@ -306,7 +315,7 @@ func TestCUDAPrograms(t *testing.T) {
 // (ResNet-18's training steps take minutes on the fake's Go GEMMs);
 // MLBUILD_CUDA_FAKE_DIR keeps the module in that folder, to run and time
 // its tests by hand.
-var cudaFakeSpecs = []string{"mnist", "mnist_unfused", "spec_layernorm_graph", "spec_transformer_block", "spec_batchnorm_dense", "bench_mlp_bf16", "spec_resize_unet", "spec_adamw_cosine", "spec_gpt_tiny", "spec_accumulate", "gpt_tiny_bf16", "convnet_bf16", "accumulate_gemm"}
+var cudaFakeSpecs = []string{"mnist", "mnist_unfused", "spec_layernorm_graph", "spec_transformer_block", "spec_batchnorm_dense", "bench_mlp_bf16", "spec_resize_unet", "spec_adamw_cosine", "spec_gpt_tiny", "spec_gpt_tiny_pad", "gpt_tiny_pad_unfused", "spec_accumulate", "gpt_tiny_bf16", "gpt_tiny_pad_bf16", "convnet_bf16", "accumulate_gemm"}
 
 // cudaFaultSpecs are the programs whose fake run also trains on MNIST
 // through a GPU fault (testdata/fakehost/cuda_fault_test.go).
@@ -315,7 +324,7 @@ var cudaFaultSpecs = []string{"mnist", "mnist_unfused"}
 // cudaTextSpecs are the programs whose fake run also trains on Moby-Dick
 // with the text kept on the device and fed from the host
 // (testdata/fakehost/cuda_text_test.go).
-var cudaTextSpecs = []string{"spec_gpt_tiny"}
+var cudaTextSpecs = []string{"spec_gpt_tiny", "spec_gpt_tiny_pad"}
 
 // goTestOnFakeCUDA runs `go ARGS PKGS` in the generated module dir, whose
 // programs run on cuda/fakecuda's GPUs (kernel cache in a temporary

@@ -203,3 +203,42 @@ func TestAttentionFragBlocks(t *testing.T) {
 		t.Error("fragments whose accumulator rows depend on threadID_in_group pass fragShapeOK")
 	}
 }
+
+// fragPadGeoms are fragTestGeoms over 4 samples, to pad: their long
+// causal contexts run the kernels' unmasked tiles, which must still mask
+// padding (the left padding lies in them).
+var fragPadGeoms = []attnGeom{
+	{mats: 8, tq: 80, tk: 80, d: 32, heads: 2, scale: 0.17, causal: true, rate: 0.1},
+	{mats: 4, tq: 20, tk: 64, d: 16, scale: 0.25},
+	{mats: 4, tq: 128, tk: 128, d: 64, scale: 0.125, causal: true},
+}
+
+// TestAttentionFragPaddedOnCPU runs the fragment kernels with a padding
+// mask against the padded unfused reference rounding to bfloat16, over
+// attnPadGeoms and fragPadGeoms, at the tolerances of
+// TestAttentionFragKernelsOnCPU.
+func TestAttentionFragPaddedOnCPU(t *testing.T) {
+	tl, err := attnTilingFor(CUDA, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := CUDA.Fragments
+	cases := padCases(t, "fa_attn", append(attnPadGeoms[:len(attnPadGeoms):len(attnPadGeoms)], fragPadGeoms...), func(g attnGeom) (fwd, kv, q *Kernel) {
+		if _, ok := g.fragFwdBlock(f); ok {
+			fwd = attentionFwdFragKernel(g, f)
+		}
+		if _, ok := g.fragKeysBlock(f); ok {
+			kv = attentionBwdKeysFragKernel(g, f, true, true)
+		}
+		if _, ok := g.fragQueriesBlock(f); ok {
+			q = attentionBwdQueriesFragKernel(g, f)
+		}
+		return fwd, kv, q
+	}, tl, cpu.RoundBF16, faOutTol, faLSETol, faGradTol, 16)
+	for _, c := range cases {
+		if !strings.Contains(c.k.Doc, "register fragments") {
+			t.Errorf("%s: kernel %q is not the fragment one", c.name, c.k.Doc)
+		}
+	}
+	checkCases(t, CUDA, cases, runCases(t, CUDA, cases))
+}

@@ -358,3 +358,44 @@ func TestAttentionLowersToTiles(t *testing.T) {
 		t.Error("with attnNoFrags set, a bf16 CUDA plan does not use the tiles alone")
 	}
 }
+
+// tcPadGradTol is the tolerance of the tensor-tile gradients of padded
+// cases: a query that sees few keys has probabilities near 1, where one
+// TF32 unit of p·keep (≤ 1.25 with dropout), the flip that a rounding
+// boundary between the kernel's and the reference's p makes, is up to
+// 2^-10, times |do| ≤ 1 in dv (seeds 8 to 12 of these cases: 3.4e-4 at
+// most, 1.5e-5 in most runs). A masking error is far larger: a key that
+// should be masked moves a gradient by 0.1 to 60 in these cases.
+const tcPadGradTol = 0x1p-10 + tcGradTol
+
+// TestAttentionTCPaddedOnCPU runs the tensor-tile kernels with a padding
+// mask against the padded unfused reference rounding to TF32, over the
+// cases of attnPadGeoms the tiles take, at the tolerances of
+// TestAttentionTCKernelsOnCPU but the gradients' (tcPadGradTol).
+func TestAttentionTCPaddedOnCPU(t *testing.T) {
+	tl, err := attnTilingFor(CUDA, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := padCases(t, "tc_attn", attnPadGeoms, func(g attnGeom) (fwd, kv, q *Kernel) {
+		if !tcTiles(CUDA, g) {
+			return nil, nil, nil
+		}
+		if _, ok := g.tcFwdBlock(); ok {
+			fwd = attentionFwdTCKernel(g)
+		}
+		if _, ok := g.tcKeysBlock(); ok {
+			kv = attentionBwdKeysTCKernel(g, true, true)
+		}
+		if _, ok := g.tcQueriesBlock(); ok {
+			q = attentionBwdQueriesTCKernel(g)
+		}
+		return fwd, kv, q
+	}, tl, tf32Round, tcOutTol, tcLSETol, tcPadGradTol, 8)
+	for _, c := range cases {
+		if !strings.Contains(c.k.Doc, "tensor tiles") {
+			t.Errorf("%s: kernel %q is not the tensor-tile one", c.name, c.k.Doc)
+		}
+	}
+	checkCases(t, CUDA, cases, runCases(t, CUDA, cases))
+}

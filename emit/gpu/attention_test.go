@@ -27,6 +27,15 @@ import (
 // which are scaled after (as the kernels scale them); ds is then
 // p·(dp − delta) with delta = rowsum(do∘o), as the kernels compute it.
 func unfusedAttention(g attnGeom, q, kt, v, do []float32, step, seed uint32, round func(float32) float32) (o, lse, delta, dq, dkt, dv []float32) {
+	return unfusedPadded(g, q, kt, v, do, nil, step, seed, round)
+}
+
+// unfusedPadded is unfusedAttention with g's padding mask, where g is
+// padded: the token ids [g.batch, tk] mask the scores (−∞) before the
+// log-sum-exp, which is +Inf for a query that sees no key, and the
+// softmax is rt/cpu's padded one (SoftmaxPaddedFwd, its backward the
+// plain SoftmaxBwd), as the unfused plan runs them.
+func unfusedPadded(g attnGeom, q, kt, v, do, ids []float32, step, seed uint32, round func(float32) float32) (o, lse, delta, dq, dkt, dv []float32) {
 	m, tq, tk, d := g.mats, g.tq, g.tk, g.d
 	qs, ks, vs, ss := []int{m, tq, d}, []int{m, d, tk}, []int{m, tk, d}, []int{m, tq, tk}
 	r := func(x []float32) []float32 {
@@ -44,6 +53,14 @@ func unfusedAttention(g attnGeom, q, kt, v, do []float32, step, seed uint32, rou
 	for i := range s {
 		s[i] *= g.scale
 	}
+	masked := slices.Clone(s)
+	if g.padded {
+		for i := range masked {
+			if b, j := i/tk/tq/(m/g.batch), i%tk; ids[b*tk+j] == g.padID {
+				masked[i] = float32(math.Inf(-1))
+			}
+		}
+	}
 	lse = make([]float32, m*tq)
 	for r := range m * tq {
 		n := tk
@@ -51,17 +68,23 @@ func unfusedAttention(g attnGeom, q, kt, v, do []float32, step, seed uint32, rou
 			n = r%tq + 1
 		}
 		mx := float32(math.Inf(-1))
-		for _, x := range s[r*tk : r*tk+n] {
+		for _, x := range masked[r*tk : r*tk+n] {
 			mx = max(mx, x)
 		}
+		if math.IsInf(float64(mx), -1) { // no key seen
+			lse[r] = float32(math.Inf(1))
+			continue
+		}
 		var sum float64
-		for _, x := range s[r*tk : r*tk+n] {
+		for _, x := range masked[r*tk : r*tk+n] {
 			sum += math.Exp(float64(x - mx))
 		}
 		lse[r] = mx + float32(math.Log(sum))
 	}
 	p := make([]float32, len(s))
-	if g.causal {
+	if g.padded {
+		cpu.SoftmaxPaddedFwd(s, p, ids, g.batch, m/g.batch*tq, tk, g.causal, g.padID)
+	} else if g.causal {
 		cpu.SoftmaxCausalFwd(s, p, m, tq)
 	} else {
 		cpu.SoftmaxFwd(s, p, m*tq, tk, 1)
@@ -310,5 +333,164 @@ func TestAttentionTilingFitsMetal(t *testing.T) {
 	}
 	if _, err := attnTilingFor(CUDA, "nonesuch"); err == nil || !strings.Contains(err.Error(), "base") {
 		t.Errorf("an unknown policy: error %v, want one naming the policies", err)
+	}
+}
+
+// attnPadGeoms are the padded cases of the attention kernels, four
+// samples each (padIDs: right padding, left padding whose first causal
+// queries see no key, padding in the middle, a sample all padding):
+// causal and not, more keys than queries and fewer, dropout, operands
+// token-major, and head dimensions the tiles take (16, 40, 64) and not
+// (6).
+var attnPadGeoms = []attnGeom{
+	{mats: 8, tq: 19, tk: 19, d: 16, scale: 0.25, causal: true},
+	{mats: 4, tq: 7, tk: 45, d: 40, scale: 0.16},
+	{mats: 4, tq: 37, tk: 37, d: 64, scale: 0.125, causal: true, rate: 0.1},
+	{mats: 8, tq: 37, tk: 37, d: 16, heads: 2, scale: 0.25, causal: true, rate: 0.2},
+	{mats: 4, tq: 8, tk: 8, d: 6, scale: 0.4, causal: true},
+	{mats: 4, tq: 45, tk: 7, d: 6, heads: 1, scale: 0.4},
+}
+
+// attnPadID is the padding id of the padded cases (not 0, which a
+// kernel that ignored the id would match by chance).
+const attnPadID = 7
+
+// padded is g masked by token ids of 4 samples.
+func padded(g attnGeom) attnGeom {
+	g.padded, g.batch, g.padID = true, 4, attnPadID
+	return g
+}
+
+// padIDs is token ids [batch, tk] whose sample b is padded as b%4 says:
+// 0 at the right (the last third of the keys), 1 at the left (the first
+// quarter, at least one: a causal query before the first real key sees
+// none), 2 in the middle (every third key from the second), 3 all
+// padding. The other ids are anything but pad.
+func padIDs(r *rand.Rand, batch, tk int, pad float32) []float32 {
+	ids := make([]float32, batch*tk)
+	for b := range batch {
+		for j := range tk {
+			id := float32(r.IntN(40))
+			if id >= pad {
+				id++
+			}
+			switch {
+			case b%4 == 0 && j >= tk-tk/3, b%4 == 1 && j < max(1, tk/4), b%4 == 2 && j%3 == 1, b%4 == 3:
+				id = pad
+			}
+			ids[b*tk+j] = id
+		}
+	}
+	return ids
+}
+
+// attnData is one attention case's operands, in the kernels' layout (g's
+// heads), and the reference's results (unfusedPadded) for them.
+type attnData struct {
+	q, kt, v, do, ids          []float32
+	o, lse, delta, dq, dkt, dv []float32
+}
+
+// newAttnData draws the operands of g (and its token ids where padded)
+// and computes the reference with round.
+func newAttnData(g attnGeom, r *rand.Rand, step, seed uint32, round func(float32) float32) attnData {
+	var a attnData
+	a.q = randVec(r, g.mats*g.tq*g.d, -2, 2)
+	a.kt = randVec(r, g.mats*g.d*g.tk, -2, 2)
+	a.v = randVec(r, g.mats*g.tk*g.d, -1, 1)
+	a.do = randVec(r, g.mats*g.tq*g.d, -1, 1)
+	if g.padded {
+		a.ids = padIDs(r, g.batch, g.tk, g.padID)
+	}
+	a.o, a.lse, a.delta, a.dq, a.dkt, a.dv = unfusedPadded(g, a.q, a.kt, a.v, a.do, a.ids, step, seed, round)
+	if g.heads > 0 {
+		a.q, a.v, a.do, a.o, a.dq, a.dv = tokenMajor(g, a.q, g.tq), tokenMajor(g, a.v, g.tk), tokenMajor(g, a.do, g.tq), tokenMajor(g, a.o, g.tq), tokenMajor(g, a.dq, g.tq), tokenMajor(g, a.dv, g.tk)
+		a.kt, a.dkt = tokenMajor(g, transposeMats(a.kt, g.mats, g.d, g.tk), g.tk), tokenMajor(g, transposeMats(a.dkt, g.mats, g.d, g.tk), g.tk)
+	}
+	return a
+}
+
+// attnPadKernels are one family's kernels of g: the forward, the key
+// kernel (dk and dv) and the query kernel (dq); nil where the family
+// has none for g.
+type attnPadKernels func(g attnGeom) (fwd, kv, q *Kernel)
+
+// padCases are the padded cases of geoms for the kernels of family
+// (those it has), under tiling, with the reference's products
+// rounded by round, tolerances fwdTol (o), lseTol and gradTol: the
+// forward, dk and dv, dq, each reading the token ids last. It fails
+// unless some query of the cases sees no key (lse +Inf).
+func padCases(t *testing.T, name string, geoms []attnGeom, family attnPadKernels, tiling attnTiling, round func(float32) float32, fwdTol, lseTol, gradTol float64, seedR uint64) []gpuCase {
+	t.Helper()
+	const step, seed = 7, 1234
+	r := rand.New(rand.NewPCG(seedR, 41))
+	var cases []gpuCase
+	blind := 0
+	for _, g := range geoms {
+		g = padded(g)
+		g.tiling = tiling
+		fwd, kv, qk := family(g)
+		if fwd == nil && kv == nil && qk == nil {
+			continue
+		}
+		a := newAttnData(g, r, step, seed, round)
+		for _, x := range a.lse {
+			if math.IsInf(float64(x), 1) {
+				blind++
+			}
+		}
+		cn := fmt.Sprintf("%s_pad_%dx%dx%dx%d", name, g.mats, g.tq, g.tk, g.d)
+		if g.heads > 0 {
+			cn += fmt.Sprintf("_%dheads", g.heads)
+		}
+		args := func(ins ...[]float32) [][]float32 {
+			ins = append(ins, a.ids)
+			if g.rate > 0 {
+				return append([][]float32{argsVec(0.1, step, seed)}, ins...)
+			}
+			return ins
+		}
+		at := 0 // the first buffer after the step arguments
+		if g.rate > 0 {
+			at = 1
+		}
+		if fwd != nil {
+			cases = append(cases, gpuCase{name: cn, k: fwd, tols: map[int]float64{at + 3: fwdTol, at + 4: lseTol},
+				in: args(a.q, a.kt, a.v, zeros(len(a.o)), zeros(len(a.lse))), want: map[int][]float32{at + 3: a.o, at + 4: a.lse}})
+		}
+		if kv != nil {
+			cases = append(cases, gpuCase{name: cn + "_kv", k: kv, tol: gradTol,
+				in: args(a.q, a.kt, a.v, a.do, a.lse, a.delta, zeros(len(a.dkt)), zeros(len(a.dv))), want: map[int][]float32{at + 6: a.dkt, at + 7: a.dv}})
+		}
+		if qk != nil {
+			cases = append(cases, gpuCase{name: cn + "_q", k: qk, tol: gradTol,
+				in: args(a.q, a.kt, a.v, a.do, a.lse, a.delta, zeros(len(a.dq))), want: map[int][]float32{at + 6: a.dq}})
+		}
+	}
+	if blind == 0 {
+		t.Errorf("%s: no padded case has a query that sees no key", name)
+	}
+	return cases
+}
+
+// TestAttentionPaddedOnCPU runs the SIMT attention kernels with a
+// padding mask (planner.Attr.Padding) in both dialects on the CPU
+// against the unfused reference (rt/cpu's padded softmax): masked keys
+// get no probability and no gradient, and a query that sees no key o =
+// 0, lse = +Inf and no gradient. Also the delta kernel, which needs no
+// mask, on such rows (o = 0: delta 0).
+func TestAttentionPaddedOnCPU(t *testing.T) {
+	for _, d := range []*Dialect{Metal, CUDA} {
+		tl, err := attnTilingFor(d, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		cases := padCases(t, "attn", attnPadGeoms, func(g attnGeom) (*Kernel, *Kernel, *Kernel) {
+			return attentionFwdKernel(g), attentionBwdKeysKernel(g, true, true), attentionBwdQueriesKernel(g)
+		}, tl, nil, 2e-5, 2e-5, 1e-4, 31)
+		t.Run(d.Name, func(t *testing.T) {
+			t.Parallel()
+			checkCases(t, d, cases, runCases(t, d, cases))
+		})
 	}
 }

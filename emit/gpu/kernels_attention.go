@@ -40,12 +40,23 @@ import "fmt"
 // Dropout of the probabilities draws the mask of the unfused dropout step
 // (the element's index in [mats, Tq, Tk] hashed with the step's seed), so
 // fused and unfused programs drop the same elements.
+//
+// A padding mask (planner.Attr.Padding) is one more condition of
+// visible, the pairs a kernel keeps: the key's token id is not the pad
+// id. Masked scores stand at negHuge, never −∞, so the online softmax's
+// corrections stay finite; a query whose every key is masked ends with
+// a sum of 0, and the forward writes o = 0 and lse = +Inf for it
+// (rowEnd). The backward's masks alone give such a row p = 0, whatever
+// its lse.
 
 // attnGeom is one fused attention: mats matrices of tq queries and tk
 // keys of dimension d. heads 0: q, v and o (and do, dq, dv) are [mats,
 // T, d] and k comes as kᵀ [mats, d, tk] (and dkᵀ); heads H > 0: they are
 // token-major, [B, T, H, d] with mat = b·H + h, k (and dk) too, as the
-// projections of a transformer write them (planner.Attr.Perm).
+// projections of a transformer write them (planner.Attr.Perm). padded:
+// the kernels read the token ids [batch, tk] as their last input ("ids",
+// after the outputs) and mask key j of matrix mat where ids[b·tk + j] =
+// padID, b = mat / (mats/batch) the matrix's sample (planner.Attr.Padding).
 type attnGeom struct {
 	mats, tq, tk, d int
 	heads           int
@@ -53,6 +64,9 @@ type attnGeom struct {
 	causal          bool
 	rate            float32 // dropout; 0 for none (and outside training)
 	stream          uint32  // the dropout's stream (DropoutStream)
+	padded          bool
+	batch           int // the samples of ids, where padded
+	padID           float32
 	tiling          attnTiling
 }
 
@@ -88,6 +102,9 @@ func (g attnGeom) String() string {
 	}
 	if g.heads > 0 {
 		s += fmt.Sprintf(", token-major over %d heads", g.heads)
+	}
+	if g.padded {
+		s += fmt.Sprintf(", padding id %g", g.padID)
 	}
 	return s
 }
@@ -401,7 +418,41 @@ func (g attnGeom) visible(qi, kj Expr, qTo, kTo int) Expr {
 	if g.causal {
 		c = all(c, le(kj, qi))
 	}
-	return c
+	return all(c, g.notPad(kj))
+}
+
+// unpadded is whether key kj of matrix mat is no padding, where kj < kTo
+// by construction (its range check, where kTo > tk, comes first: the ids
+// are read only in range); nil without a padding mask. It is the mask of
+// the pairs that need no other (in range and, causal, seen).
+func (g attnGeom) unpadded(kj Expr, kTo int) Expr {
+	if !g.padded {
+		return nil
+	}
+	return all(below(kj, g.tk, kTo), g.notPad(kj))
+}
+
+// notPad is ids[b·tk + kj] ≠ padID for matrix mat's sample b (kj in
+// range), nil without a padding mask.
+func (g attnGeom) notPad(kj Expr) Expr {
+	if !g.padded {
+		return nil
+	}
+	b := div(vr("mat"), i32(g.mats/g.batch))
+	return ne(load("ids", add(mul(b, i32(g.tk)), kj)), flt(g.padID))
+}
+
+// rowEnd is a forward's statements that write the normaliser inv = 1/l
+// of a query row whose probabilities sum to l, and its log-sum-exp,
+// lse(m, l) (an expression); padded, a row that sees no key (l = 0: every
+// key masked) gets inv = 0, so o = 0, and lse = +Inf (the backward's
+// masks give it no gradient either).
+func (g attnGeom) rowEnd(inv string, l Expr, lse func() Expr) (Stmt, Expr) {
+	if !g.padded {
+		return let(inv, Float, div(flt(1), l)), lse()
+	}
+	seen := gt(l, flt(0))
+	return let(inv, Float, sel(seen, div(flt(1), l), flt(0))), sel(seen, lse(), call(FnAsFloat, u32(0x7f800000)))
 }
 
 // masked is v where c holds (nil: always), else the value of a masked
@@ -425,8 +476,11 @@ func (g attnGeom) keep(name string, qi, kj Expr) []Stmt {
 }
 
 // params are the kernel's parameters with the step arguments first when
-// it draws dropout.
+// it draws dropout, and the token ids last where padded.
 func (g attnGeom) params(ps ...Param) []Param {
+	if g.padded {
+		ps = append(ps, in("ids", g.batch*g.tk))
+	}
 	if g.rate > 0 {
 		return append([]Param{argsParam()}, ps...)
 	}
@@ -629,10 +683,11 @@ func attentionFwdKernel(g attnGeom) *Kernel {
 	body = append(body, For{"t", i32(0), i32(tiles), i32(1), loopBody})
 	for a := 0; a < attnRows; a++ {
 		i, inv := vr(nm("i", a)), nm("inv", a)
-		fin := []Stmt{let(inv, Float, div(flt(1), vr(nm("l", a))))}
+		norm, lse := g.rowEnd(inv, vr(nm("l", a)), func() Expr { return add(vr(nm("m", a)), call(FnLog, vr(nm("l", a)))) })
+		fin := []Stmt{norm}
 		fin = append(fin, b.storeDims(D, "o", func(dim Expr) Expr { return add(g.rowAt(vr("mat"), i, g.tq), dim) },
 			func(c int) Expr { return mul(vr(nm("o", a, c)), vr(inv)) })...)
-		fin = append(fin, when(eq(vr("tx"), i32(0)), store("lse", add(mul(vr("mat"), i32(g.tq)), i), add(vr(nm("m", a)), call(FnLog, vr(nm("l", a)))))))
+		fin = append(fin, when(eq(vr("tx"), i32(0)), store("lse", add(mul(vr("mat"), i32(g.tq)), i), lse)))
 		body = append(body, when(lt(i, i32(g.tq)), fin...))
 	}
 	n := g.mats * g.tq * D

@@ -415,14 +415,17 @@ func attentionFwdFragKernel(g attnGeom, f *FragmentDialect) *Kernel {
 		}
 		return tile
 	}
-	body = append(body, g.keyTiles(tile, compute(func(n, i int) Expr { return nil }), compute(vis), R, C, tiles))
+	body = append(body, g.keyTiles(tile, compute(func(n, i int) Expr { return g.unpadded(kj(n, i), tiles*C) }), compute(vis), R, C, tiles))
 	// each row's sum over its four lanes; o and the log-sum-exp
+	var lses []Expr // each row slot's log-sum-exp
 	for h := range rowOffs {
 		l := nm("l", h)
 		body = append(body,
 			set(l, add(vr(l), ShuffleXor{vr(l), 1})),
-			set(l, add(vr(l), ShuffleXor{vr(l), 2})),
-			let(nm("inv", h), Float, div(flt(1), vr(l))))
+			set(l, add(vr(l), ShuffleXor{vr(l), 2})))
+		norm, lse := g.rowEnd(nm("inv", h), vr(l), func() Expr { return add(mul(vr(nm("m", h)), flt(math.Ln2)), call(FnLog, vr(l))) })
+		body = append(body, norm)
+		lses = append(lses, lse)
 	}
 	for n := 0; n < dp/8; n++ {
 		for i := 0; i < nC; i++ {
@@ -437,7 +440,7 @@ func attentionFwdFragKernel(g attnGeom, f *FragmentDialect) *Kernel {
 	for h, off := range rowOffs {
 		row := add(vr("q0"), add(mul(vr("warp"), i32(16)), laneLin(1, 0, off)))
 		body = append(body, when(all(eq(vr("ft"), i32(0)), below(row, g.tq, blocks*R)),
-			store("lse", add(mul(vr("mat"), i32(g.tq)), row), add(mul(vr(nm("m", h)), flt(math.Ln2)), call(FnLog, vr(nm("l", h)))))))
+			store("lse", add(mul(vr("mat"), i32(g.tq)), row), lses[h])))
 	}
 	n := g.mats * g.tq * D
 	return &Kernel{
@@ -667,7 +670,8 @@ func attentionBwdKeysFragKernel(g attnGeom, f *FragmentDialect, wantDK, wantDV b
 		}
 		return tile
 	}
-	unmasked := func(qi, kj Expr) Expr { return nil }
+	// (a padding mask masks every tile: unpadded)
+	unmasked := func(qi, kj Expr) Expr { return g.unpadded(kj, blocks*KB) }
 	if g.causal {
 		// the queries past tq and the keys past tk need no mask here: their
 		// do (and so dp, delta, and their terms) are zero, and the keys'
@@ -837,7 +841,7 @@ func attentionBwdQueriesFragKernel(g attnGeom, f *FragmentDialect) *Kernel {
 	// masks says which keys a query sees (keyTiles' full tiles need none:
 	// the queries past tq are not written)
 	masks := func(qi, kj Expr) Expr { return g.visible(qi, kj, blocks*R, tiles*C) }
-	body = append(body, g.keyTiles(tile, compute(func(qi, kj Expr) Expr { return nil }), compute(masks), R, C, tiles))
+	body = append(body, g.keyTiles(tile, compute(func(qi, kj Expr) Expr { return g.unpadded(kj, tiles*C) }), compute(masks), R, C, tiles))
 	for n := 0; n < dp/8; n++ {
 		for i := 0; i < nC; i++ {
 			dim := add(i32(n*8), fragCol(f, FragC, i))

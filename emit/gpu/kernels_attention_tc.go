@@ -215,10 +215,11 @@ func attentionFwdTCKernel(g attnGeom) *Kernel {
 	body = append(body, For{"t", i32(0), i32(tiles), i32(1), loopBody})
 	for a := 0; a < attnRows; a++ {
 		i, inv := vr(nm("i", a)), nm("inv", a)
-		fin := []Stmt{let(inv, Float, div(flt(1), vr(nm("l", a))))}
+		norm, lse := g.rowEnd(inv, vr(nm("l", a)), func() Expr { return add(vr(nm("m", a)), call(FnLog, vr(nm("l", a)))) })
+		fin := []Stmt{norm}
 		fin = append(fin, b.storeDims(D, "o", func(dim Expr) Expr { return add(g.rowAt(vr("mat"), i, g.tq), dim) },
 			func(c int) Expr { return mul(vr(nm("o", a, c)), vr(inv)) })...)
-		fin = append(fin, when(eq(vr("tx"), i32(0)), store("lse", add(mul(vr("mat"), i32(g.tq)), i), add(vr(nm("m", a)), call(FnLog, vr(nm("l", a)))))))
+		fin = append(fin, when(eq(vr("tx"), i32(0)), store("lse", add(mul(vr("mat"), i32(g.tq)), i), lse)))
 		body = append(body, when(lt(i, i32(g.tq)), fin...))
 	}
 	n := g.mats * g.tq * D

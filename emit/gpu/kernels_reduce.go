@@ -172,26 +172,13 @@ func softmaxXentKernel(batch, classes int) *Kernel {
 // a fixed order): a GPT's 16,384 rows of tokens took 2.5 ms on 256 threads.
 func softmaxXentShareKernel(batch, classes, over int) *Kernel {
 	tg := pow2AtMost(batch, tgWide)
-	x := func(c Expr) Expr { return load("z", add(mul(vr("r"), i32(classes)), c)) }
-	t := func(c Expr) Expr { return load("t", add(mul(vr("r"), i32(classes)), c)) }
-	inv := flt(1 / float32(over))
 	body := []Stmt{
 		Shared{"sh", tg},
 		let("acc", Float, flt(0)),
-		strided("r", batch, tg,
-			let("m", Float, x(i32(0))),
-			loop("c", 1, classes, 1, set("m", call(FnMax, vr("m"), x(vr("c"))))),
-			let("s", Float, flt(0)),
-			loop("c", 0, classes, 1, set("s", add(vr("s"), call(FnExp, sub(x(vr("c")), vr("m")))))),
-			let("lse", Float, add(vr("m"), call(FnLog, vr("s")))),
-			loop("c", 0, classes, 1,
-				let("lp", Float, sub(x(vr("c")), vr("lse"))),
-				set("acc", sub(vr("acc"), mul(t(vr("c")), vr("lp")))),
-				store("dz", add(mul(vr("r"), i32(classes)), vr("c")), mul(sub(call(FnExp, vr("lp")), t(vr("c"))), inv))),
-		),
+		strided("r", batch, tg, xentRow(classes, over)...),
 	}
 	body = append(body, reduceInto("total", "acc", "sh", tg, sumOp)...)
-	body = append(body, when(eq(lidE, i32(0)), store("loss", i32(0), mul(vr("total"), inv))))
+	body = append(body, when(eq(lidE, i32(0)), store("loss", i32(0), mul(vr("total"), flt(1/float32(over))))))
 	n := batch * classes
 	return &Kernel{Doc: fmt.Sprintf("softmax cross-entropy, batch %d, %d classes", batch, classes) + shareDoc(batch, over),
 		Params:      []Param{in("z", n), in("t", n), out("loss", 1), out("dz", n)},
@@ -203,27 +190,40 @@ func softmaxXentShareKernel(batch, classes, over int) *Kernel {
 // sumRowsKernel then adds them up. Plans for a backend with
 // planner.Target.LossRows give the step the rows' scratch.
 func softmaxXentRowsKernel(batch, classes, over int) *Kernel {
-	x := func(c Expr) Expr { return load("z", add(mul(vr("r"), i32(classes)), c)) }
-	t := func(c Expr) Expr { return load("t", add(mul(vr("r"), i32(classes)), c)) }
-	inv := flt(1 / float32(over))
 	n := batch * classes
 	return elementwise(fmt.Sprintf("softmax cross-entropy rows, batch %d, %d classes", batch, classes)+shareDoc(batch, over), batch,
 		[]Param{in("z", n), in("t", n), out("rows", batch), out("dz", n)}, func(r Expr) []Stmt {
-			return []Stmt{
-				let("r", Int, r),
-				let("m", Float, x(i32(0))),
-				loop("c", 1, classes, 1, set("m", call(FnMax, vr("m"), x(vr("c"))))),
-				let("s", Float, flt(0)),
-				loop("c", 0, classes, 1, set("s", add(vr("s"), call(FnExp, sub(x(vr("c")), vr("m")))))),
-				let("lse", Float, add(vr("m"), call(FnLog, vr("s")))),
-				let("acc", Float, flt(0)),
-				loop("c", 0, classes, 1,
-					let("lp", Float, sub(x(vr("c")), vr("lse"))),
-					set("acc", sub(vr("acc"), mul(t(vr("c")), vr("lp")))),
-					store("dz", add(mul(vr("r"), i32(classes)), vr("c")), mul(sub(call(FnExp, vr("lp")), t(vr("c"))), inv))),
-				store("rows", vr("r"), vr("acc")),
-			}
+			s := []Stmt{let("r", Int, r), let("acc", Float, flt(0))}
+			s = append(s, xentRow(classes, over)...)
+			return append(s, store("rows", vr("r"), vr("acc")))
 		})
+}
+
+// xentRow is the softmax cross-entropy of row r of logits z and labels t
+// (classes a row): acc −= Σ t·log p and dz = (p − t)/over. A row whose
+// labels are all 0 (a position the loss ignores: a padding token) adds
+// nothing to acc and gets dz = 0; the divisor stays over, the rows of
+// the batch, as rt/cpu's SoftmaxXent keeps it.
+func xentRow(classes, over int) []Stmt {
+	x := func(c Expr) Expr { return load("z", add(mul(vr("r"), i32(classes)), c)) }
+	t := func(c Expr) Expr { return load("t", add(mul(vr("r"), i32(classes)), c)) }
+	dz := func(v Expr) Stmt { return store("dz", add(mul(vr("r"), i32(classes)), vr("c")), v) }
+	inv := flt(1 / float32(over))
+	return []Stmt{
+		let("live", Int, i32(0)),
+		loop("c", 0, classes, 1, set("live", sel(ne(t(vr("c")), flt(0)), i32(1), vr("live")))),
+		If{Cond: ne(vr("live"), i32(0)), Then: []Stmt{
+			let("m", Float, x(i32(0))),
+			loop("c", 1, classes, 1, set("m", call(FnMax, vr("m"), x(vr("c"))))),
+			let("s", Float, flt(0)),
+			loop("c", 0, classes, 1, set("s", add(vr("s"), call(FnExp, sub(x(vr("c")), vr("m")))))),
+			let("lse", Float, add(vr("m"), call(FnLog, vr("s")))),
+			loop("c", 0, classes, 1,
+				let("lp", Float, sub(x(vr("c")), vr("lse"))),
+				set("acc", sub(vr("acc"), mul(t(vr("c")), vr("lp")))),
+				dz(mul(sub(call(FnExp, vr("lp")), t(vr("c"))), inv))),
+		}, Else: []Stmt{loop("c", 0, classes, 1, dz(flt(0)))}},
+	}
 }
 
 // sumRowsKernel is loss = Σ rows · scale in one threadgroup, in a fixed
@@ -1515,6 +1515,42 @@ func softmaxCausalKernel(mats, t int) *Kernel {
 	n := mats * t * t
 	return &Kernel{Doc: fmt.Sprintf("causal softmax of %d score matrices of %d×%d", mats, t, t),
 		Params: []Param{in("x", n), out("y", n)}, Threadgroup: tg, Groups: mats * t, Body: body}
+}
+
+// softmaxPaddedKernel is the softmax over the last axis of scores
+// [batch, rows, t] (rows a sample's query rows, heads·queries) whose keys
+// are masked by the token ids [batch, t]: key j of sample b gets 0 where
+// ids[b·t + j] = pad; with causal (scores [batch, heads, t, t]), query q
+// sees keys 0..q only, as softmaxCausalKernel. A row without a key left
+// is all 0 (rt/cpu's SoftmaxPaddedFwd). One threadgroup per row;
+// softmaxBwdKernel along the last axis is its backward, as y is 0 at
+// every masked key.
+func softmaxPaddedKernel(batch, rows, t int, causal bool, pad float32) *Kernel {
+	tg := pow2AtMost(t, tgReduce)
+	e := add(mul(tgidE, i32(t)), vr("j"))
+	seen := ne(load("ids", add(mul(div(tgidE, i32(rows)), i32(t)), vr("j"))), flt(pad))
+	if causal {
+		seen = and(le(vr("j"), rem(tgidE, i32(t))), seen) // key j at or before query q
+	}
+	body := []Stmt{
+		Shared{"sh", tg},
+		let("mx", Float, flt(negHuge)),
+		strided("j", t, tg, set("mx", call(FnMax, vr("mx"), sel(seen, load("x", e), flt(negHuge))))),
+	}
+	body = append(body, reduceInto("m", "mx", "sh", tg, maxOp)...)
+	body = append(body, let("s", Float, flt(0)),
+		strided("j", t, tg, set("s", add(vr("s"), sel(seen, call(FnExp, sub(load("x", e), vr("m"))), flt(0))))))
+	body = append(body, reduceInto("total", "s", "sh", tg, sumOp)...)
+	// total is 0 only where no key is seen, and then no y reads inv
+	body = append(body, let("inv", Float, div(flt(1), vr("total"))),
+		strided("j", t, tg, store("y", e, sel(seen, mul(call(FnExp, sub(load("x", e), vr("m"))), vr("inv")), flt(0)))))
+	n := batch * rows * t
+	kind := "softmax"
+	if causal {
+		kind = "causal softmax"
+	}
+	return &Kernel{Doc: fmt.Sprintf("%s of %d samples' %d rows of %d scores, keys masked where their id is %g", kind, batch, rows, t, pad),
+		Params: []Param{in("x", n), in("ids", batch*t), out("y", n)}, Threadgroup: tg, Groups: batch * rows, Body: body}
 }
 
 // gradSumSqKernel writes the sum of squares of each of several gradients,

@@ -446,6 +446,22 @@ func kernelCases(t *testing.T) []gpuCase {
 		addCase(gpuCase{name: "softmax_causal", k: softmaxCausalKernel(mats, tt), in: [][]float32{x, zeros(n)}, want: map[int][]float32{1: y}})
 	}
 
+	// The padded softmax (planner.Attr.Padding), causal and not, against
+	// rt/cpu's: four samples padded at the right, the left (causal
+	// queries that see no key), the middle and all over (padIDs); rows
+	// shorter and longer than a threadgroup.
+	for _, sh := range []struct {
+		rows, t int
+		causal  bool
+	}{{15, 19, false}, {18, 9, true}, {2, 300, false}, {300, 300, true}} {
+		const batch = 4
+		n := batch * sh.rows * sh.t
+		x, y, ids := randVec(r, n, -5, 5), zeros(n), padIDs(r, batch, sh.t, attnPadID)
+		cpu.SoftmaxPaddedFwd(x, y, ids, batch, sh.rows, sh.t, sh.causal, attnPadID)
+		addCase(gpuCase{name: fmt.Sprintf("softmax_padded_%dx%d_%v", sh.rows, sh.t, sh.causal), k: softmaxPaddedKernel(batch, sh.rows, sh.t, sh.causal, attnPadID),
+			in: [][]float32{x, ids, randVec(r, n, 5, 6)}, want: map[int][]float32{2: y}})
+	}
+
 	// Losses.
 	for _, bc := range [][2]int{{300, 10}, {7, 3}} {
 		batch, classes := bc[0], bc[1]
@@ -481,6 +497,32 @@ func kernelCases(t *testing.T) []gpuCase {
 			want: map[int][]float32{2: rowLoss, 3: quarter(dz)}, tol: 1e-5})
 		addCase(gpuCase{name: "loss_sum", k: sumRowsKernel(batch, 1/float32(4*batch)), in: [][]float32{rowLoss, randVec(r, 1, 5, 6)},
 			want: map[int][]float32{1: {float32(sum / float64(4*batch))}}, tol: 1e-5})
+	}
+	// Rows of labels all 0 (positions the loss ignores: padding tokens)
+	// add no loss and get no gradient; the mean stays over every row. The
+	// other rows' loss is rt/cpu's (a zero row adds 0·log p to it), their
+	// gradient too; their row losses are those of the rows alone.
+	for _, bc := range [][2]int{{300, 10}, {7, 3}} {
+		batch, classes := bc[0], bc[1]
+		z, labels := randVec(r, batch*classes, -4, 4), zeros(batch*classes)
+		for b := 0; b < batch; b++ {
+			if b%3 != 1 {
+				labels[b*classes+r.IntN(classes)] = 1
+			}
+		}
+		dz, rowLoss, one := zeros(len(z)), zeros(batch), zeros(classes)
+		loss := cpu.SoftmaxXent(z, labels, dz, batch, classes)
+		for b := 0; b < batch; b++ {
+			if b%3 == 1 {
+				clear(dz[b*classes : (b+1)*classes])
+				continue
+			}
+			rowLoss[b] = cpu.SoftmaxXent(z[b*classes:(b+1)*classes], labels[b*classes:(b+1)*classes], one, 1, classes)
+		}
+		addCase(gpuCase{name: "softmax_xent_ignored", k: softmaxXentKernel(batch, classes), in: [][]float32{z, labels, zeros(1), randVec(r, len(z), 5, 6)},
+			want: map[int][]float32{2: {loss}, 3: dz}, tol: 1e-5})
+		addCase(gpuCase{name: "softmax_xent_rows_ignored", k: softmaxXentRowsKernel(batch, classes, batch), in: [][]float32{z, labels, randVec(r, batch, 5, 6), randVec(r, len(z), 5, 6)},
+			want: map[int][]float32{2: rowLoss, 3: dz}, tol: 1e-5})
 	}
 	{
 		n := 777

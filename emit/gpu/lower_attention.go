@@ -39,6 +39,16 @@ func (l *lowering) attnGeomOf(st *planner.Step, training bool) (attnGeom, error)
 	if training {
 		g.rate, g.stream = float32(st.Attr.Rate), DropoutStream(st.Layer)
 	}
+	if st.Attr.Padding {
+		ids, err := l.shape(st.In[len(st.In)-1])
+		if err != nil {
+			return attnGeom{}, err
+		}
+		if len(ids) != 2 || ids[1] != g.tk || ids[0] < 1 || g.mats%ids[0] != 0 {
+			return attnGeom{}, fmt.Errorf("attention of %d matrices of %d keys masked by token ids %v: not [B, %d] with B dividing the matrices", g.mats, g.tk, ids, g.tk)
+		}
+		g.padded, g.batch, g.padID = true, ids[0], float32(st.Attr.PadID)
+	}
 	return g, nil
 }
 
@@ -77,8 +87,13 @@ var attnNoFrags string
 // ones (or run without them, should a GPU's compiler refuse them).
 var attnNoTiles string
 
-// withArgs puts the step arguments before ops when g draws dropout.
-func (g attnGeom) withArgs(ops ...operand) []operand {
+// withArgs puts the step arguments before ops when g draws dropout, and
+// the step's token ids (its last input) after them where g is padded, as
+// g.params orders the kernels' parameters.
+func (g attnGeom) withArgs(st *planner.Step, ops ...operand) []operand {
+	if g.padded {
+		ops = append(ops, whole(st.In[len(st.In)-1]))
+	}
 	if g.rate > 0 {
 		return append([]operand{stepArgs}, ops...)
 	}
@@ -103,7 +118,7 @@ func (l *lowering) attention(st *planner.Step, training bool) error {
 			k = attentionFwdTCKernel(g)
 		}
 	}
-	ops := g.withArgs(whole(st.In[0]), whole(st.In[1]), whole(st.In[2]), whole(st.Out[0]), whole(st.Out[1]))
+	ops := g.withArgs(st, whole(st.In[0]), whole(st.In[1]), whole(st.In[2]), whole(st.Out[0]), whole(st.Out[1]))
 	k, ops, err = l.withOutputTwins(k, ops, twinOut{"o", st.Out[0]}) // a GEMM reads o in bfloat16 (twin_operands.go)
 	return l.launch("attention", k, err, ops...)
 }
@@ -139,7 +154,7 @@ func (l *lowering) attentionBwd(st *planner.Step) error {
 		}
 		// q's, k's and v's backward GEMMs read dq, dk and dv in bfloat16
 		// (twin_operands.go)
-		k, kvOps, err := l.withOutputTwins(k, g.withArgs(ops...), twinOut{g.dkName(), dkt}, twinOut{"dv", dv})
+		k, kvOps, err := l.withOutputTwins(k, g.withArgs(st, ops...), twinOut{g.dkName(), dkt}, twinOut{"dv", dv})
 		if err := l.launch("attention_bwd_kv", k, err, kvOps...); err != nil {
 			return err
 		}
@@ -153,6 +168,6 @@ func (l *lowering) attentionBwd(st *planner.Step) error {
 	} else if _, ok := g.tcQueriesBlock(); ok && l.attnTiles(g) {
 		k = attentionBwdQueriesTCKernel(g)
 	}
-	k, ops, err := l.withOutputTwins(k, g.withArgs(whole(q), whole(kt), whole(v), whole(do), whole(lse), whole(delta), whole(dq)), twinOut{"dq", dq})
+	k, ops, err := l.withOutputTwins(k, g.withArgs(st, whole(q), whole(kt), whole(v), whole(do), whole(lse), whole(delta), whole(dq)), twinOut{"dq", dq})
 	return l.launch("attention_bwd_q", k, err, ops...)
 }

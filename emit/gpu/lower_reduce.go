@@ -24,6 +24,9 @@ func (l *lowering) softmax(st *planner.Step) error {
 	if err != nil {
 		return err
 	}
+	if a.Padding {
+		return l.softmaxPadded(st, xs, outer, n, inner)
+	}
 	if a.Causal {
 		// scores [..., T, T] over the last axis: outer/n matrices
 		if st.Kernel != planner.KSoftmax || inner != 1 || outer%n != 0 {
@@ -39,6 +42,25 @@ func (l *lowering) softmax(st *planner.Step) error {
 		return err
 	}
 	return l.launch(string(st.Kernel), softmaxBwdKernel(outer, n, inner, log), nil, whole(st.In[0]), whole(st.In[1]), whole(st.Out[0]))
+}
+
+// softmaxPadded lowers a softmax whose keys a padding mask hides:
+// scores xs [B, ..., Tk] viewed as [outer, n, inner] over the last axis,
+// the token ids [B, Tk] its second input.
+func (l *lowering) softmaxPadded(st *planner.Step, xs []int, outer, n, inner int) error {
+	a := st.Attr
+	if err := l.operands(st, 2, 1); err != nil {
+		return err
+	}
+	ids, err := l.shape(st.In[1])
+	if err != nil {
+		return err
+	}
+	batch := xs[0]
+	if st.Kernel != planner.KSoftmax || inner != 1 || outer%batch != 0 || a.Causal && outer%n != 0 || len(ids) != 2 || ids[0] != batch || ids[1] != n {
+		return fmt.Errorf("a padded %s over axis %d of %v with token ids %v: not a softmax over the last axis of scores [B, ..., Tk] with ids [B, Tk]", st.Kernel, a.Axis, xs, ids)
+	}
+	return l.launch("softmax_padded", softmaxPaddedKernel(batch, outer/batch, n, a.Causal, float32(a.PadID)), nil, whole(st.In[0]), whole(st.In[1]), whole(st.Out[0]))
 }
 
 // reduceMean lowers a mean over the axes the output keeps at size 1, and

@@ -288,3 +288,61 @@ func TestClipLaunchesFitTheBufferLimit(t *testing.T) {
 		}
 	}
 }
+
+// TestLowerPadded: a padded softmax step (scores [2, 2, 5, 5], causal) and
+// a padded fused attention step lower to kernels that bind the token ids
+// [2, 5], the softmax's second buffer (after x) and the attention's last
+// (after o and lse); token ids of another shape are refused with an error
+// that names them.
+func TestLowerPadded(t *testing.T) {
+	plan := func(idShape ...int) *planner.Plan {
+		p := &planner.Plan{Model: "pad", Batch: 2}
+		add := func(name string, kind planner.BufKind, shape ...int) planner.BufID {
+			return testBuffer(p, name, kind, shape...)
+		}
+		ids := add("input", planner.KindInput, idShape...)
+		s := add("scores", planner.KindActivation, 2, 2, 5, 5)
+		y := add("att", planner.KindActivation, 2, 2, 5, 5)
+		q, kt, v := add("q", planner.KindActivation, 2, 2, 5, 8), add("kt", planner.KindActivation, 2, 2, 8, 5), add("v", planner.KindActivation, 2, 2, 5, 8)
+		o, lse := add("o", planner.KindActivation, 2, 2, 5, 8), add("lse", planner.KindScratch, 2, 2, 5)
+		p.Input, p.Output = ids, o
+		pad := planner.Attr{Axis: 3, Causal: true, Padding: true, PadID: 95}
+		p.Forward = planner.Phase{
+			{Kernel: planner.KSoftmax, Layer: "att", In: []planner.BufID{s, ids}, Out: []planner.BufID{y}, Attr: pad},
+			{Kernel: planner.KAttention, Layer: "attn", In: []planner.BufID{q, kt, v, ids}, Out: []planner.BufID{o, lse}, Attr: planner.Attr{Scale: 0.35, Causal: true, Padding: true, PadID: 95}},
+		}
+		return p
+	}
+	prog, err := Lower(plan(2, 5), CUDA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(prog.Forward) != 2 {
+		t.Fatalf("%d forward ops, want 2", len(prog.Forward))
+	}
+	for i, c := range []struct {
+		kernel string
+		at, n  int // the ids' binding, of n
+	}{{"softmax_padded", 1, 3}, {"attention", 5, 6}} {
+		l := prog.Forward[i].Launch
+		if l == nil || !strings.Contains(l.Kernel, c.kernel) || len(l.Bindings) != c.n || l.Bindings[c.at].Buf != 0 || l.Bindings[c.at].Size != 10 {
+			t.Errorf("op %d: launch %+v, want kernel %s binding the token ids (buffer 0, 10 elements) at %d of %d", i, l, c.kernel, c.at, c.n)
+		}
+	}
+	for _, k := range prog.Kernels {
+		if strings.Contains(k.Doc, "padding id 95") || strings.Contains(k.Doc, "masked where their id is 95") {
+			continue
+		}
+		t.Errorf("kernel %q does not say that it masks id 95", k.Doc)
+	}
+	p := plan(2, 4)
+	p.Forward = p.Forward[:1]
+	if _, err := Lower(p, CUDA); err == nil || !strings.Contains(err.Error(), "token ids [2 4]") {
+		t.Errorf("a padded softmax with ids [2 4] for 5 keys: error %v, want one naming the ids", err)
+	}
+	p = plan(2, 4)
+	p.Forward = p.Forward[1:]
+	if _, err := Lower(p, CUDA); err == nil || !strings.Contains(err.Error(), "token ids [2 4]") {
+		t.Errorf("a padded attention with ids [2 4] for 5 keys: error %v, want one naming the ids", err)
+	}
+}

@@ -67,3 +67,19 @@ func TestTolerancePerPrecision(t *testing.T) {
 		t.Errorf("stepPrecision %v, want bf16 (its GEMMs', the coarser)", p)
 	}
 }
+
+// TestAbsDiff: the selftest's difference is 0 for equal values, two NaNs
+// and the same infinity (the +Inf log-sum-exp of a fused attention's
+// query that sees no key, on both sides), and +Inf for a NaN against a
+// number or for infinities that differ.
+func TestAbsDiff(t *testing.T) {
+	inf, nan := float32(math.Inf(1)), float32(math.NaN())
+	for _, c := range []struct {
+		a, b float32
+		want float64
+	}{{1, 1, 0}, {1, 3, 2}, {nan, nan, 0}, {inf, inf, 0}, {-inf, -inf, 0}, {nan, 1, math.Inf(1)}, {1, nan, math.Inf(1)}, {inf, 1, math.Inf(1)}, {inf, -inf, math.Inf(1)}} {
+		if got := absDiff(c.a, c.b); got != c.want {
+			t.Errorf("absDiff(%g, %g) = %g, want %g", c.a, c.b, got, c.want)
+		}
+	}
+}

@@ -217,19 +217,29 @@ extern "C" __global__ void mlb006_softmax_xent(const float* __restrict__ z,
     __shared__ __align__(16) float sh[2];
     float acc = 0.0f;
     for (int r = (int)threadIdx.x; r < 3; r += 2) {
-        float m = z[r * 10];
-        for (int c = 1; c < 10; c += 1) {
-            m = fmaxf(m, z[r * 10 + c]);
-        }
-        float s = 0.0f;
+        int live = 0;
         for (int c = 0; c < 10; c += 1) {
-            s = s + expf(z[r * 10 + c] - m);
+            live = t[r * 10 + c] != 0.0f ? 1 : live;
         }
-        float lse = m + logf(s);
-        for (int c = 0; c < 10; c += 1) {
-            float lp = z[r * 10 + c] - lse;
-            acc = acc - t[r * 10 + c] * lp;
-            dz[r * 10 + c] = (expf(lp) - t[r * 10 + c]) * 0.33333334f;
+        if (live != 0) {
+            float m = z[r * 10];
+            for (int c = 1; c < 10; c += 1) {
+                m = fmaxf(m, z[r * 10 + c]);
+            }
+            float s = 0.0f;
+            for (int c = 0; c < 10; c += 1) {
+                s = s + expf(z[r * 10 + c] - m);
+            }
+            float lse = m + logf(s);
+            for (int c = 0; c < 10; c += 1) {
+                float lp = z[r * 10 + c] - lse;
+                acc = acc - t[r * 10 + c] * lp;
+                dz[r * 10 + c] = (expf(lp) - t[r * 10 + c]) * 0.33333334f;
+            }
+        } else {
+            for (int c = 0; c < 10; c += 1) {
+                dz[r * 10 + c] = 0.0f;
+            }
         }
     }
     sh[(int)threadIdx.x] = acc;

@@ -251,19 +251,29 @@ kernel void mlb006_softmax_xent(device const float* z [[buffer(0)]],
     threadgroup float sh[2];
     float acc = 0.0f;
     for (int r = (int)mlb_lid; r < 3; r += 2) {
-        float m = z[r * 10];
-        for (int c = 1; c < 10; c += 1) {
-            m = metal::fmax(m, z[r * 10 + c]);
-        }
-        float s = 0.0f;
+        int live = 0;
         for (int c = 0; c < 10; c += 1) {
-            s = s + metal::exp(z[r * 10 + c] - m);
+            live = t[r * 10 + c] != 0.0f ? 1 : live;
         }
-        float lse = m + metal::log(s);
-        for (int c = 0; c < 10; c += 1) {
-            float lp = z[r * 10 + c] - lse;
-            acc = acc - t[r * 10 + c] * lp;
-            dz[r * 10 + c] = (metal::exp(lp) - t[r * 10 + c]) * 0.33333334f;
+        if (live != 0) {
+            float m = z[r * 10];
+            for (int c = 1; c < 10; c += 1) {
+                m = metal::fmax(m, z[r * 10 + c]);
+            }
+            float s = 0.0f;
+            for (int c = 0; c < 10; c += 1) {
+                s = s + metal::exp(z[r * 10 + c] - m);
+            }
+            float lse = m + metal::log(s);
+            for (int c = 0; c < 10; c += 1) {
+                float lp = z[r * 10 + c] - lse;
+                acc = acc - t[r * 10 + c] * lp;
+                dz[r * 10 + c] = (metal::exp(lp) - t[r * 10 + c]) * 0.33333334f;
+            }
+        } else {
+            for (int c = 0; c < 10; c += 1) {
+                dz[r * 10 + c] = 0.0f;
+            }
         }
     }
     sh[(int)mlb_lid] = acc;
