@@ -44,7 +44,7 @@ FUZZ_TEXT        ?= $(or $(FUZZTIME),15000x)
 FUZZTIME_SPEC    ?= $(or $(FUZZTIME),2000x)
 export CGO_ENABLED ?= 0
 
-.PHONY: all build test unit fuzz fuzz-long demo deps data data-text data-fashion bench bench-sgemm bench-models bench-mnist bench-fusion bench-generate compare-sklearn zoo zoo-train bench-zoo bench-gpt bench-resnet-cpu cuda-check cuda-bundle gpt-bundle fashion-bundle profile-bundle cpuhost-bundle cpuprof-bundle decode-scaling-bundle attn-variants-bundle ddp-bundle bf16-bundle test-arm64 clean FORCE
+.PHONY: all build test unit fuzz fuzz-long demo deps data data-text data-fashion bench bench-sgemm bench-models bench-mnist bench-fusion bench-generate compare-sklearn zoo zoo-train bench-zoo bench-gpt bench-resnet-cpu cuda-check cuda-bundle gpt-bundle fashion-bundle profile-bundle padding-bundle cpuhost-bundle cpuprof-bundle decode-scaling-bundle attn-variants-bundle ddp-bundle bf16-bundle test-arm64 clean FORCE
 
 all: build
 
@@ -153,6 +153,13 @@ cuda-bundle:
 # fp32, SDPA, bf16 and torch.compile (issue #31).
 gpt-bundle: data-text
 	@bench/gpu/gpt-bundle.sh $(TXDATA) .gpu/gpt
+
+# padding-bundle builds what bench/gpu/padding.sh runs on a GPU machine:
+# the padded GPTs' selftest, gpt_moby_docs.cue trained on Moby-Dick's
+# paragraphs on the GPU and on its host's CPU, and models/gpt.cue's step
+# against the program of the commit before padding masks (issue #31).
+padding-bundle: data-text
+	@bench/gpu/padding-bundle.sh $(TXDATA) .gpu/padding
 
 # profile-bundle builds what bench/gpu/profile.sh runs on a GPU machine: the
 # step times and the op-by-op profile (MLBUILD_CUDA_PROFILE=1) of CIFAR
