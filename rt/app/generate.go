@@ -323,7 +323,7 @@ func (c *causalWindow) NextLogits(ctx []int32, _ int) []float32 {
 
 // KVCacheCheck is the selftest row of a model with a KV cache (a
 // TokenModel): from weights drawn with a fixed seed, it feeds T+2 seeded
-// random ids one at a time, as generate does (the window slides twice at
+// random ids (never a padding id) one at a time, as generate does (the window slides twice at
 // the end, and keep is 0 then), and compares the logits of NextLogits at
 // several lengths with those of the batch-1 forward pass over the same
 // window.
@@ -365,7 +365,7 @@ func kvCacheCheck(m Model, tm TokenModel, row SelfTestRow, bd BF16Decoder) SelfT
 	prev := 0
 	full := &causalWindow{m: m, T: T, V: meta.vocabCapacity()}
 	for n := 1; n <= T+2; n++ {
-		ids = append(ids, int32(rng.IntN(V)))
+		ids = append(ids, checkID(meta, V, rng))
 		ctx, keep := ids, prev
 		if len(ids) > T {
 			ctx, keep = ids[len(ids)-T:], 0
@@ -389,6 +389,20 @@ func kvCacheCheck(m Model, tm TokenModel, row SelfTestRow, bd BF16Decoder) SelfT
 		}
 	}
 	return row
+}
+
+// checkID draws an id of a vocabulary of V for the KV cache's checks as
+// generate feeds ids: never the padding id of a model with padding masks,
+// which its decode plan does not mask (planner.Decode.Padded).
+func checkID(meta *Meta, V int, rng *rand.Rand) int32 {
+	if !meta.Padded || meta.PadID < 0 || meta.PadID >= V {
+		return int32(rng.IntN(V))
+	}
+	id := int32(rng.IntN(V - 1))
+	if id >= int32(meta.PadID) {
+		id++
+	}
+	return id
 }
 
 func quoteShort(s string) string {

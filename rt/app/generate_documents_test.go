@@ -2,6 +2,7 @@ package app
 
 import (
 	"bytes"
+	"math/rand/v2"
 	"path/filepath"
 	"strconv"
 	"testing"
@@ -97,5 +98,29 @@ func TestGenerateStopsAtPad(t *testing.T) {
 	errs.Reset()
 	if code := Run(lm, []string{"generate", "--weights", w, "--prompt", prompt}, &out, &errs); code != exitFailure || !bytes.Contains(errs.Bytes(), []byte("pads documents with id")) {
 		t.Errorf("pad id past the model's ids: exit %d, %s", code, errs.String())
+	}
+}
+
+// TestKVCacheCheckSkipsPadding: the KV cache's checks feed a padded
+// model every id but its padding id, which the decode plan does not
+// mask (a prefill over it would disagree with the decode), and an
+// unpadded one every id.
+func TestKVCacheCheckSkipsPadding(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, c := range []struct {
+		meta Meta
+		want [4]bool // the ids drawn
+	}{
+		{Meta{Padded: true, PadID: 2}, [4]bool{true, true, false, true}},
+		{Meta{Padded: true, PadID: 3}, [4]bool{true, true, true, false}},
+		{Meta{}, [4]bool{true, true, true, true}},
+	} {
+		var seen [4]bool
+		for range 1000 {
+			seen[checkID(&c.meta, 4, rng)] = true
+		}
+		if seen != c.want {
+			t.Errorf("padded %v, id %d: drew %v, want %v", c.meta.Padded, c.meta.PadID, seen, c.want)
+		}
 	}
 }
