@@ -18,8 +18,10 @@ mkdir -p "$out"
 out=$(cd "$out" && pwd)
 cat "$b/VERSION"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
-xz -dc "$b/programs.tar.xz" | tar -C "$out" -xf -
-p=$out/st
+work=$(mktemp -d) # the programs and weights, left out of OUT
+trap 'rm -rf "$work"' EXIT
+xz -dc "$b/programs.tar.xz" | tar -C "$work" -xf -
+p=$work/st
 echo "== 1. selftest"
 for prog in tiny-pad-cuda docs-cuda; do
 	echo "-- $prog"
@@ -28,12 +30,12 @@ done
 echo "== 2. gpt_moby_docs, ${EPOCHS:-2} epochs, GPU and host CPU"
 for prog in docs-cuda docs-cpu; do
 	echo "-- $prog"
-	timeout 900 "$p/$prog" train --data "$b/data" --epochs "${EPOCHS:-2}" --seed 1 --out "$out/$prog.safetensors" --quiet | tail -n 2
-	timeout 300 "$p/$prog" eval --data "$b/data" --weights "$out/$prog.safetensors" --json
+	timeout 900 "$p/$prog" train --data "$b/data" --epochs "${EPOCHS:-2}" --seed 1 --out "$work/$prog.safetensors" --quiet | tail -n 2
+	timeout 300 "$p/$prog" eval --data "$b/data" --weights "$work/$prog.safetensors" --json
 done
 for seed in 1 2 3; do
 	echo "-- docs-cuda generate --seed $seed"
-	timeout 300 "$p/docs-cuda" generate --weights "$out/docs-cuda.safetensors" --prompt "Call me" --tokens 2000 --temperature 0.8 --top-k 20 --seed "$seed" | head -c 3000
+	timeout 300 "$p/docs-cuda" generate --weights "$work/docs-cuda.safetensors" --prompt "Call me" --tokens 2000 --temperature 0.8 --top-k 20 --seed "$seed" | head -c 3000
 	echo "[exit ${PIPESTATUS[0]}]"
 done
 echo "== 3. models/gpt.cue step, this tree against base"
