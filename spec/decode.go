@@ -198,6 +198,15 @@ func decode(v cue.Value, pos *positions) (*Model, error) {
 		}
 		first[n.Name] = n
 	}
+	// A text dataset of documents pads with the model's last id, which a
+	// padding mask must then hide.
+	if ds := m.Dataset; ds.Documents != "" && ds.Classes > 0 {
+		for i := range m.Nodes {
+			if n := &m.Nodes[i]; n.Pad != nil && *n.Pad != ds.Classes-1 {
+				d.errs = append(d.errs, Error{Pos: n.Pos, Layer: n.Name, Message: fmt.Sprintf("pad %d masks an id that the data never pads with: a text dataset of documents pads with its last id, classes−1 = %d; set pad: %d", *n.Pad, ds.Classes-1, ds.Classes-1)})
+			}
+		}
+	}
 	if len(d.errs) > 0 {
 		return nil, d.errs
 	}
