@@ -34,21 +34,7 @@ func TestGPTTrainsOnMobyDick(t *testing.T) {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("train: %v\n%s", err, out)
 	}
-	f, err := os.Open(metrics)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	val := math.NaN()
-	for sc := bufio.NewScanner(f); sc.Scan(); {
-		var m struct {
-			Event   string
-			ValLoss *float64 `json:"val_loss"`
-		}
-		if json.Unmarshal(sc.Bytes(), &m) == nil && m.Event == "epoch" && m.ValLoss != nil {
-			val = *m.ValLoss
-		}
-	}
+	val := lastValLoss(t, metrics)
 	if !(val < 3.0) {
 		t.Errorf("validation loss after 200 steps %v, want below 3.0 (uniform over 89 characters: %.2f)", val, math.Log(89))
 	}
@@ -104,21 +90,7 @@ func TestGPTTrainsOnDocuments(t *testing.T) {
 		"--metrics", metrics, "--out", weights, "--quiet").CombinedOutput(); err != nil {
 		t.Fatalf("train: %v\n%s", err, out)
 	}
-	f, err := os.Open(metrics)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	val := math.NaN()
-	for sc := bufio.NewScanner(f); sc.Scan(); {
-		var m struct {
-			Event   string
-			ValLoss *float64 `json:"val_loss"`
-		}
-		if json.Unmarshal(sc.Bytes(), &m) == nil && m.Event == "epoch" && m.ValLoss != nil {
-			val = *m.ValLoss
-		}
-	}
+	val := lastValLoss(t, metrics)
 	if !(val < 3.0) {
 		t.Errorf("validation loss after two epochs %v, want below 3.0 (uniform over 90 ids: %.2f)", val, math.Log(90))
 	}
@@ -149,4 +121,26 @@ func TestGPTTrainsOnDocuments(t *testing.T) {
 	if ended == 0 {
 		t.Errorf("none of five 2,000-token texts ended at a paragraph's end: generate does not stop at the pad id, or the model never draws it")
 	}
+}
+
+// lastValLoss is the validation loss of the last epoch event in a
+// training run's --metrics file, NaN when there is none.
+func lastValLoss(t *testing.T, metrics string) float64 {
+	t.Helper()
+	f, err := os.Open(metrics)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	val := math.NaN()
+	for sc := bufio.NewScanner(f); sc.Scan(); {
+		var m struct {
+			Event   string
+			ValLoss *float64 `json:"val_loss"`
+		}
+		if json.Unmarshal(sc.Bytes(), &m) == nil && m.Event == "epoch" && m.ValLoss != nil {
+			val = *m.ValLoss
+		}
+	}
+	return val
 }

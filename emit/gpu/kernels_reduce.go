@@ -1500,9 +1500,20 @@ func softmaxCausalKernel(mats, t int) *Kernel {
 	tg := pow2AtMost(t, tgReduce)
 	e := add(mul(tgidE, i32(t)), vr("j"))
 	seen := le(vr("j"), vr("q")) // key j at or before query q
+	body := append([]Stmt{Shared{"sh", tg}, let("q", Int, rem(tgidE, i32(t)))}, seenSoftmax(t, tg, e, seen)...)
+	n := mats * t * t
+	return &Kernel{Doc: fmt.Sprintf("causal softmax of %d score matrices of %d×%d", mats, t, t),
+		Params: []Param{in("x", n), out("y", n)}, Threadgroup: tg, Groups: mats * t, Body: body}
+}
+
+// seenSoftmax is the statements of a threadgroup's softmax of one row of
+// t scores over the keys j that seen holds for (e the index of key j's
+// score in x and y, both in the loop variable j), y 0 at the others: the
+// row's maximum and sum of exponentials over the keys seen, reduced in
+// the shared array sh of tg. The total is 0 only where no key is seen,
+// and then no y reads its inverse: the row is all 0.
+func seenSoftmax(t, tg int, e, seen Expr) []Stmt {
 	body := []Stmt{
-		Shared{"sh", tg},
-		let("q", Int, rem(tgidE, i32(t))),
 		let("mx", Float, flt(negHuge)),
 		strided("j", t, tg, set("mx", call(FnMax, vr("mx"), sel(seen, load("x", e), flt(negHuge))))),
 	}
@@ -1510,11 +1521,8 @@ func softmaxCausalKernel(mats, t int) *Kernel {
 	body = append(body, let("s", Float, flt(0)),
 		strided("j", t, tg, set("s", add(vr("s"), sel(seen, call(FnExp, sub(load("x", e), vr("m"))), flt(0))))))
 	body = append(body, reduceInto("total", "s", "sh", tg, sumOp)...)
-	body = append(body, let("inv", Float, div(flt(1), vr("total"))),
+	return append(body, let("inv", Float, div(flt(1), vr("total"))),
 		strided("j", t, tg, store("y", e, sel(seen, mul(call(FnExp, sub(load("x", e), vr("m"))), vr("inv")), flt(0)))))
-	n := mats * t * t
-	return &Kernel{Doc: fmt.Sprintf("causal softmax of %d score matrices of %d×%d", mats, t, t),
-		Params: []Param{in("x", n), out("y", n)}, Threadgroup: tg, Groups: mats * t, Body: body}
 }
 
 // softmaxPaddedKernel is the softmax over the last axis of scores
@@ -1532,18 +1540,7 @@ func softmaxPaddedKernel(batch, rows, t int, causal bool, pad float32) *Kernel {
 	if causal {
 		seen = and(le(vr("j"), rem(tgidE, i32(t))), seen) // key j at or before query q
 	}
-	body := []Stmt{
-		Shared{"sh", tg},
-		let("mx", Float, flt(negHuge)),
-		strided("j", t, tg, set("mx", call(FnMax, vr("mx"), sel(seen, load("x", e), flt(negHuge))))),
-	}
-	body = append(body, reduceInto("m", "mx", "sh", tg, maxOp)...)
-	body = append(body, let("s", Float, flt(0)),
-		strided("j", t, tg, set("s", add(vr("s"), sel(seen, call(FnExp, sub(load("x", e), vr("m"))), flt(0))))))
-	body = append(body, reduceInto("total", "s", "sh", tg, sumOp)...)
-	// total is 0 only where no key is seen, and then no y reads inv
-	body = append(body, let("inv", Float, div(flt(1), vr("total"))),
-		strided("j", t, tg, store("y", e, sel(seen, mul(call(FnExp, sub(load("x", e), vr("m"))), vr("inv")), flt(0)))))
+	body := append([]Stmt{Shared{"sh", tg}}, seenSoftmax(t, tg, e, seen)...)
 	n := batch * rows * t
 	kind := "softmax"
 	if causal {

@@ -768,22 +768,12 @@ func (c *Corpus) Windows(s Split, rng *rand.Rand, n, T int, ids, targets []int32
 		if err != nil && err != io.EOF {
 			return err
 		}
-		b := buf[:m]
-		if c.Mode == Chars { // forward to the first byte of a rune
-			for len(b) > 0 && !utf8.RuneStart(b[0]) {
-				b = b[1:]
-			}
-		}
+		b := c.tokenStart(buf[:m])
 		row, tg := ids[i*T:(i+1)*T], targets[i*T:(i+1)*T]
 		for j := 0; j <= T; j++ {
-			r, size := rune(b[0]), 1
-			if c.Mode == Chars {
-				r, size = utf8.DecodeRune(b)
-			}
-			b = b[size:]
-			id, ok := c.Vocab.ID(r)
-			if !ok {
-				return fmt.Errorf("%s: %s is not in the vocabulary", c.where(start), quoteToken(c.Mode, r))
+			var id int32
+			if id, b, err = c.next(b, start); err != nil {
+				return err
 			}
 			if j < T {
 				row[j] = id
@@ -794,6 +784,32 @@ func (c *Corpus) Windows(s Split, rng *rand.Rand, n, T int, ids, targets []int32
 		}
 	}
 	return nil
+}
+
+// tokenStart is b from its first token's first byte: in Chars mode
+// past the bytes of a rune that b starts inside.
+func (c *Corpus) tokenStart(b []byte) []byte {
+	if c.Mode == Chars {
+		for len(b) > 0 && !utf8.RuneStart(b[0]) {
+			b = b[1:]
+		}
+	}
+	return b
+}
+
+// next is the id of b's first token and the bytes after it; start, where
+// the read that gave b began, places an error about a token outside the
+// vocabulary.
+func (c *Corpus) next(b []byte, start int64) (int32, []byte, error) {
+	r, size := rune(b[0]), 1
+	if c.Mode == Chars {
+		r, size = utf8.DecodeRune(b)
+	}
+	id, ok := c.Vocab.ID(r)
+	if !ok {
+		return 0, nil, fmt.Errorf("%s: %s is not in the vocabulary", c.where(start), quoteToken(c.Mode, r))
+	}
+	return id, b[size:], nil
 }
 
 // DocWindow reads document i of split s (documents mode) as a sample of
@@ -825,23 +841,13 @@ func (c *Corpus) DocWindow(s Split, i, T int, rng *rand.Rand, ids, targets []int
 	if err != nil && err != io.EOF {
 		return 0, err
 	}
-	b := buf[:m]
-	if c.Mode == Chars { // forward to the first byte of a rune
-		for len(b) > 0 && !utf8.RuneStart(b[0]) {
-			b = b[1:]
-		}
-	}
+	b := c.tokenStart(buf[:m])
 	ids, targets = ids[:T], targets[:T]
 	n := 0 // tokens read
 	for ; n <= T && len(b) > 0; n++ {
-		r, size := rune(b[0]), 1
-		if c.Mode == Chars {
-			r, size = utf8.DecodeRune(b)
-		}
-		b = b[size:]
-		id, ok := c.Vocab.ID(r)
-		if !ok {
-			return 0, fmt.Errorf("%s: %s is not in the vocabulary", c.where(start), quoteToken(c.Mode, r))
+		var id int32
+		if id, b, err = c.next(b, start); err != nil {
+			return 0, err
 		}
 		if n < T {
 			ids[n] = id
