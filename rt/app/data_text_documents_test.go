@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -243,17 +242,7 @@ func TestTrainTextDocuments(t *testing.T) {
 	if code := Run(docs, []string{"eval", "--data", dir, "--weights", wd, "--json"}, &o, &e); code != 0 {
 		t.Fatalf("eval: exit %d\n%s", code, e.String())
 	}
-	var loss, acc float64
-	for _, field := range strings.Split(strings.Trim(o.String(), "{}\n"), ",") {
-		k, v, _ := strings.Cut(field, ":")
-		f, _ := strconv.ParseFloat(v, 64)
-		switch k {
-		case `"loss"`:
-			loss = f
-		case `"accuracy"`:
-			acc = f
-		}
-	}
+	loss, acc := evalLossAccuracy(o.String())
 	if !(loss > 1.5 && loss < 0.7*math.Log(V)) || !(acc > 0.15 && acc < 0.5) {
 		t.Errorf("eval after training on paragraphs: loss %v (uniform: %.2f), accuracy %v\n%s", loss, math.Log(V), acc, o.String())
 	}

@@ -135,17 +135,7 @@ func TestTrainTextEndToEnd(t *testing.T) {
 	if code := Run(m, []string{"eval", "--data", dir, "--weights", w, "--json"}, &out, &errs); code != 0 {
 		t.Fatalf("eval: exit %d\n%s", code, errs.String())
 	}
-	var loss, acc float64
-	for _, field := range strings.Split(strings.Trim(out.String(), "{}\n"), ",") {
-		k, v, _ := strings.Cut(field, ":")
-		f, _ := strconv.ParseFloat(v, 64)
-		switch k {
-		case `"loss"`:
-			loss = f
-		case `"accuracy"`:
-			acc = f
-		}
-	}
+	loss, acc := evalLossAccuracy(out.String())
 	if !(loss > 0 && loss < 0.6*math.Log(48)) || !(acc > 0.3) {
 		t.Errorf("eval after training: loss %v (uniform: %.2f), accuracy %v\n%s", loss, math.Log(48), acc, out.String())
 	}
@@ -280,4 +270,20 @@ func TestGenerateThroughInference(t *testing.T) {
 	if _, ok := Model(plainLM{m}).(TokenModel); ok {
 		t.Fatal("plainLM is a TokenModel: the test runs nothing new")
 	}
+}
+
+// evalLossAccuracy is the loss and accuracy of eval --json's object (0
+// for a field it lacks).
+func evalLossAccuracy(js string) (loss, acc float64) {
+	for _, field := range strings.Split(strings.Trim(js, "{}\n"), ",") {
+		k, v, _ := strings.Cut(field, ":")
+		f, _ := strconv.ParseFloat(v, 64)
+		switch k {
+		case `"loss"`:
+			loss = f
+		case `"accuracy"`:
+			acc = f
+		}
+	}
+	return loss, acc
 }
