@@ -1,9 +1,9 @@
 package cpu
 
 import (
-	"runtime"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // gemmMaxParts bounds the parts of one call.
@@ -256,9 +256,11 @@ func (b *gemmBarrier) reset(parties int) {
 	b.arrived.Store(0)
 }
 
-// gemmBarrierSpins is how many times a waiter checks (yielding the
-// processor in between) before it sleeps.
-const gemmBarrierSpins = 1000
+// gemmBarrierSpin is how long a waiter polls before it sleeps: about
+// what its 1,000 calls to runtime.Gosched took before it polled instead.
+// Every party of a barrier runs on a processor of its own (the task's
+// parts run at once), so none needs the waiter's.
+const gemmBarrierSpin = 200 * time.Microsecond
 
 // wait returns once all parties have called it in this generation.
 func (b *gemmBarrier) wait() {
@@ -271,11 +273,18 @@ func (b *gemmBarrier) wait() {
 		b.mu.Unlock()
 		return
 	}
-	for range gemmBarrierSpins {
+	start := time.Now()
+	for n := 1; ; n++ {
 		if b.gen.Load() != gen {
 			return
 		}
-		runtime.Gosched()
+		if n%teamPolls != 0 {
+			continue
+		}
+		spinPause() // no runtime.Gosched: see worker.accept
+		if n%(16*teamPolls) == 0 && time.Since(start) > gemmBarrierSpin {
+			break
+		}
 	}
 	b.mu.Lock()
 	for b.gen.Load() == gen {

@@ -152,15 +152,24 @@ func (t *task) finish(invited int) {
 		return
 	}
 	// The last parts usually end within microseconds of each other, so
-	// poll a little before sleeping. The caller never gives its core away
-	// with osYield here: where another process shares the core, that costs
-	// a whole time slice, while a sleeping caller is woken, and run soon,
-	// when the last worker leaves.
-	for i := 0; int(t.left.Load()) < joined; i++ {
-		if i < taskWaitSpins {
-			if i%64 == 63 {
-				runtime.Gosched()
-			}
+	// poll a little before sleeping, with a PAUSE every teamPolls polls
+	// and no call into the scheduler (see accept). The caller never gives
+	// its core away with osYield here: where another process shares the
+	// core, that costs a whole time slice, while a sleeping caller is
+	// woken, and run soon, when the last worker leaves.
+	var start time.Time
+	for i := 1; int(t.left.Load()) < joined; i++ {
+		if i%teamPolls != 0 {
+			continue
+		}
+		spinPause()
+		if i%(16*teamPolls) != 0 {
+			continue
+		}
+		if start.IsZero() {
+			start = time.Now()
+		}
+		if time.Since(start) < taskWait {
 			continue
 		}
 		t.waiting.Store(true)
@@ -176,9 +185,9 @@ func (t *task) finish(invited int) {
 	}
 }
 
-// taskWaitSpins is how many times a caller polls for its workers to leave
-// before it sleeps (some microseconds).
-const taskWaitSpins = 1 << 12
+// taskWait is about how long a caller polls for its workers to leave
+// before it sleeps (waking a sleeping goroutine takes longer).
+const taskWait = 30 * time.Microsecond
 
 // A worker is one long-lived goroutine of the pool. It waits for an
 // invitation to a task, spinning for a while after its last one (a model
@@ -209,6 +218,13 @@ type workerPool struct {
 // 200 µs spin let the worker fall asleep, and the next layer's backward
 // took 0.58 ms on 2 threads instead of 0.50.
 const workerSpin = 500 * time.Microsecond
+
+// workerGoschedEvery is how many of an idle worker's clock readings (a
+// microsecond or two apart) pass between its calls to runtime.Gosched:
+// some 100 µs, so that a goroutine of the program waiting for a processor
+// (the batch loader, the garbage collector) gets one well within
+// workerSpin.
+const workerGoschedEvery = 64
 
 // reserve takes up to n idle workers off the free list for t (listing them
 // in t.invited), starting workers until there are Threads()-1 of them, and
@@ -272,24 +288,36 @@ func (w *worker) loop() {
 
 // accept waits for an invitation and takes it, so that the inviting
 // caller can no longer withdraw it.
+//
+// It polls with a PAUSE every teamPolls loads (as the decode team does)
+// and reads the clock every 16·teamPolls. At each reading it lets other
+// threads run on this core (sched_yield: where another process holds some
+// of the cores, two of ours may share one, and an idle worker must not
+// keep the caller off it; a worker that loses its core this way only
+// joins later, and nobody waits for it). Only at every workerGoschedEvery-th
+// reading does it let other goroutines run on this processor
+// (runtime.Gosched): that puts the goroutine on the scheduler's global
+// queue under its lock, and 15 workers doing so every few hundred loads
+// spent half of a 16-core batch-1 ResNet-18 inference in that lock (H200
+// host, docs/kernels-cpu.md).
 func (w *worker) accept() *task {
 	start := time.Now()
 	for i := 1; ; i++ {
 		if t := w.invitation.Load(); t != nil && w.invitation.CompareAndSwap(t, nil) {
 			return t
 		}
-		if i%256 != 0 {
+		if i%teamPolls != 0 {
+			continue
+		}
+		spinPause()
+		if i%(16*teamPolls) != 0 {
 			continue
 		}
 		if time.Since(start) < workerSpin {
-			// Let other goroutines run on this processor, and other
-			// threads on this core: where another process holds some
-			// of the cores, two of ours may share one, and an idle
-			// worker must not keep the caller off it. A worker that
-			// loses its core this way only joins later; nobody waits
-			// for it.
-			runtime.Gosched()
 			osYield()
+			if i%(workerGoschedEvery*16*teamPolls) == 0 {
+				runtime.Gosched()
+			}
 			continue
 		}
 		w.sleeping.Store(true)
