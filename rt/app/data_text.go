@@ -6,7 +6,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"path/filepath"
-	"slices"
 
 	"github.com/mlbuild/mlbuild/rt/textdata"
 )
@@ -330,25 +329,20 @@ func (s *textSource) positionalSplit(n int, seed int64) (train, val []int) {
 // count.
 func (s *textSource) correct(meta *Meta, out, labels []float32) (correct, labelled int) {
 	V := meta.vocabCapacity()
-	correct, labelled = tokenCorrect(out[:len(labels)], labels, V), len(labels)/V
-	if s.docs {
-		labelled = 0
-		for p := 0; p*V < len(labels); p++ {
-			if slices.ContainsFunc(labels[p*V:(p+1)*V], func(v float32) bool { return v != 0 }) {
-				labelled++
-			}
-		}
+	correct, labelled = tokenCorrect(out[:len(labels)], labels, V)
+	if !s.docs {
+		labelled = len(labels) / V
 	}
 	return correct, labelled
 }
 
-// tokenCorrect is tokenLoss's count alone: the rows of V logits whose
-// first largest logit is their one-hot target (a row of zero labels, a
-// padded position, never counts). A training step counts
-// its batch's with it after every step, where tokenLoss's exponentials
-// (a GPT's 16,384 rows of 89 logits) cost a GPU step's time again.
-func tokenCorrect(logits, onehot []float32, V int) int {
-	correct := 0
+// tokenCorrect is tokenLoss's counts alone: the rows of V logits whose
+// first largest logit is their one-hot target, and the rows that have a
+// target (a row of zero labels, a padded position, is neither). A
+// training step counts its batch's with it after every step, where
+// tokenLoss's exponentials (a GPT's 16,384 rows of 89 logits) cost a GPU
+// step's time again.
+func tokenCorrect(logits, onehot []float32, V int) (correct, labelled int) {
 	for p := 0; p*V < len(onehot); p++ {
 		row, hot := logits[p*V:(p+1)*V], onehot[p*V:(p+1)*V]
 		best, mx := 0, float32(math.Inf(-1))
@@ -361,11 +355,15 @@ func tokenCorrect(logits, onehot []float32, V int) int {
 				t = i
 			}
 		}
-		if best == t && hot[t] != 0 {
+		if hot[t] == 0 {
+			continue // no target
+		}
+		labelled++
+		if best == t {
 			correct++
 		}
 	}
-	return correct
+	return correct, labelled
 }
 
 // evaluate is evaluate for a language model on a text dataset:

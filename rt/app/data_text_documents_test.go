@@ -199,7 +199,7 @@ func TestTokenLossSkipsPadding(t *testing.T) {
 	if sum != want || correct != wantCorrect || counted != wantCounted || counted != 2 || correct != 1 {
 		t.Errorf("tokenLoss with padding: %v, %d of %d; without: %v, %d of %d, want 1 of 2", sum, correct, counted, want, wantCorrect, wantCounted)
 	}
-	if got := tokenCorrect(logits, onehot, V); got != 1 {
+	if got, _ := tokenCorrect(logits, onehot, V); got != 1 {
 		t.Errorf("tokenCorrect counts %d, want 1 (the padding never)", got)
 	}
 	// training's accuracy: of the 2 positions with a label in documents

@@ -279,7 +279,7 @@ func TestTokenCorrectCountsAsTokenLoss(t *testing.T) {
 		}
 	}
 	_, want, counted := tokenLoss(logits, onehot, V)
-	if got := tokenCorrect(logits, onehot, V); got != want || want == 0 || want == rows || counted != rows-padded {
+	if got, _ := tokenCorrect(logits, onehot, V); got != want || want == 0 || want == rows || counted != rows-padded {
 		t.Fatalf("tokenCorrect counts %d, tokenLoss %d of %d rows (want %d, the rows with a label)", got, want, counted, rows-padded)
 	}
 }
