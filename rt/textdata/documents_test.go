@@ -4,7 +4,6 @@ import (
 	"errors"
 	"math/rand/v2"
 	"os"
-	"runtime"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -240,32 +239,28 @@ func TestDocumentsPad(t *testing.T) {
 // and keeps its index of documents alone (Moby-Dick joined 16 times,
 // 44,640 paragraphs, 0.7 MB of index).
 func TestDocumentsStream(t *testing.T) {
-	p := mobyDick(t)
-	paths := make([]string, 16)
-	for i := range paths {
-		paths[i] = p
-	}
 	const T = 256
-	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
-	c, err := Open(paths, Options{Mode: Chars, Context: T, ValFrac: 0.1, Documents: "\n\n", Pad: 100})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	ids, tg, buf := make([]int32, T), make([]int32, T), make([]byte, c.BufSize(T))
-	rng := rand.New(rand.NewPCG(1, 2))
-	for i := range 1000 {
-		if _, err := c.DocWindow(c.Train, i*37%len(c.Train.Docs), T, rng, ids, tg, buf); err != nil {
-			t.Fatal(err)
+	paths := copies(mobyDick(t), 16)
+	var c *Corpus
+	got := allocatedBy(t, func() error {
+		var err error
+		if c, err = Open(paths, Options{Mode: Chars, Context: T, ValFrac: 0.1, Documents: "\n\n", Pad: 100}); err != nil {
+			return err
 		}
-	}
-	runtime.ReadMemStats(&after)
+		ids, tg, buf := make([]int32, T), make([]int32, T), make([]byte, c.BufSize(T))
+		rng := rand.New(rand.NewPCG(1, 2))
+		for i := range 1000 {
+			if _, err := c.DocWindow(c.Train, i*37%len(c.Train.Docs), T, rng, ids, tg, buf); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	defer c.Close()
 	if n := len(c.Train.Docs) + len(c.Val.Docs); n < 16*2790 || n > 16*2790+1 {
 		t.Fatalf("%d documents, want 16 times Moby-Dick's 2,790 (one more where the split point cuts one)", n)
 	}
-	if got := after.TotalAlloc - before.TotalAlloc; got > 8<<20 {
+	if got > 8<<20 {
 		t.Errorf("opening and drawing 1,000 samples allocated %d bytes, over 8 MiB: was the text read whole?", got)
 	}
 }
