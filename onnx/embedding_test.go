@@ -117,15 +117,8 @@ func TestImportCausalMask(t *testing.T) {
 		{"axis", where(tril, "inf", softmax(2)), "Softmax over axis 2 of scores masked by node \"/Where\""},
 		{"reader", where(tril, "inf", node("Relu", "/Relu", []string{"s"}, []string{"y"})), "reads attention scores masked by node \"/Where\""},
 	} {
-		im, err := Import(c.m)
-		if c.want != "" {
-			if err == nil || !strings.Contains(err.Error(), c.want) {
-				t.Errorf("%s: got %v; want an error saying %q", c.name, err, c.want)
-			}
-			continue
-		}
-		if err != nil {
-			t.Errorf("%s: %v", c.name, err)
+		im, ok := importCase(t, c.name, c.m, c.want)
+		if !ok {
 			continue
 		}
 		if len(im.Layers) != 1 || im.Layers[0].Op != "softmax" || field(im.Layers[0], "causal") != true {
@@ -234,4 +227,23 @@ func TestImportGatherRuntime(t *testing.T) {
 			t.Errorf("%s: output %v; want %v", c.name, out, c.out)
 		}
 	}
+}
+
+// importCase imports the test model m of case name: where want is not
+// "", the import must fail with an error that says it; else it must
+// succeed, and ok says that im is there to check further.
+func importCase(t *testing.T, name string, m *Model, want string) (im *Imported, ok bool) {
+	t.Helper()
+	im, err := Import(m)
+	switch {
+	case want != "":
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: got %v; want an error saying %q", name, err, want)
+		}
+		return nil, false
+	case err != nil:
+		t.Errorf("%s: %v", name, err)
+		return nil, false
+	}
+	return im, true
 }
