@@ -4,9 +4,11 @@
 # GPU. testdata/text/gpt_moby_docs.cue (Moby-Dick's paragraphs as
 # documents, padded, every attention masking the padding) for CUDA and for
 # the CPU; testdata/specs/valid/gpt_tiny_pad.cue for CUDA; models/gpt.cue's
-# bf16 and f32 CUDA programs of this tree and of BASE (default 86c8e32, the
-# commit before padding masks), so that one run shows whether the unpadded
-# GPT's step moved; and Moby-Dick as make data-text joins it.
+# bf16 and f32 CUDA programs, and CIFAR ResNet-18's (bench/models), of this
+# tree and of BASE (default 86c8e32, the commit before padding masks), so
+# that one run shows whether the unpadded models' steps moved (the loss
+# kernel of every program changed: it skips rows of zero labels); and
+# Moby-Dick as make data-text joins it.
 # Usage: bench/gpu/padding-bundle.sh [TEXT_DIR [DIR [BASE]]]  (defaults data/text, .gpu/padding, 86c8e32)
 # There: bash DIR/padding.sh DIR OUT
 set -euo pipefail
@@ -30,6 +32,8 @@ c "$tmp/mlbuild" testdata/specs/valid/gpt_tiny_pad.cue cuda tiny-pad-cuda
 for who in mlbuild mlbuild-base; do
 	c "$tmp/$who" models/gpt.cue cuda "gpt-f32-$who"
 	c "$tmp/$who" "$tmp/gpt_bf16.cue" cuda "gpt-bf16-$who"
+	c "$tmp/$who" bench/models/resnet18_cifar.cue cuda "r18-f32-$who"
+	c "$tmp/$who" bench/models/resnet18_cifar_bf16.cue cuda "r18-bf16-$who"
 done
 tar -C "$tmp" -cf - st | xz -6 --lzma2=dict=256MiB >"$dir/programs.tar.xz"
 cp "$text/moby-dick.txt" "$dir/data/"
