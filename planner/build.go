@@ -143,6 +143,8 @@ var passes = [...]pass{
 		run: func(b *building) error { fusePool(b.p, b.target); return nil }},
 	{name: "twinOperands", file: "twin_operands.go", needs: []string{"choosePrecisions", "fuseUpdate", "fusePool"},
 		run: func(b *building) error { twinOperands(b.p, b.target); return nil }},
+	{name: "storeBF16", file: "store_bf16.go", needs: []string{"twinOperands"},
+		run: func(b *building) error { storeBF16(b.p, b.target); return nil }},
 	{name: "measureCosts", file: "measure_costs.go", needs: finalPhases,
 		run: func(b *building) error { return measureCosts(b.p) }},
 	{name: "assignBuffers", file: "assign_buffers.go", needs: finalPhases,
@@ -152,7 +154,7 @@ var passes = [...]pass{
 // finalPhases are the passes that add or rewrite steps or buffers: after
 // them "all phases are final".
 var finalPhases = []string{"lower", "addLoss", "foldBatchNorm", "fuseEpilogue", "fuseSiLU", "fuseReLU6", "fuseSiLUEpilogue", "fuseElementwise", "fuseAttention", "fuseAttentionLayout", "differentiate", "optimize",
-	"accumulate", "fuseUpdate", "fuseActBwd", "keepLess", "fuseAccumulateGemm", "fuseAccumulateNorm", "chooseMethods", "choosePrecisions", "chooseLossRows", "fusePool", "twinOperands"}
+	"accumulate", "fuseUpdate", "fuseActBwd", "keepLess", "fuseAccumulateGemm", "fuseAccumulateNorm", "chooseMethods", "choosePrecisions", "chooseLossRows", "fusePool", "twinOperands", "storeBF16"}
 
 // Build plans m for opts.Target: it runs the table passes in order and
 // checks the plan's invariants with Verify after each one, so

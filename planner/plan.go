@@ -581,6 +581,14 @@ type Plan struct {
 	// in the order they were made; none in a plan whose Target reads no
 	// bfloat16 operands.
 	Twins []Twin `json:"twins,omitempty"`
+	// Stored are the storage owners kept in bfloat16 memory (Elem
+	// ElemBF16, as are their views) that are no twins: a bf16 plan's
+	// activations and gradients that only steps of its Target's
+	// BF16Storage touch, and the workspaces where its library
+	// convolutions write dW in bfloat16 (store_bf16.go); in order.
+	Stored []BufID `json:"stored,omitempty"`
+	// StoredNote says, for `mlbuild plan`, what Stored holds.
+	StoredNote string `json:"storedNote,omitempty"`
 }
 
 // FoldSteps is the number of KFoldBatchNorm steps at the head of

@@ -111,6 +111,31 @@ type Target struct {
 	// their producers write (twin_operands.go), and which producers can;
 	// nil: its GEMMs read float32 operands only.
 	BF16 *BF16Twins
+	// BF16Storage says which steps of a bf16 plan can keep their
+	// activations and gradients in bfloat16 memory (store_bf16.go); nil:
+	// every buffer a step names stays float32.
+	BF16Storage *BF16Storage
+}
+
+// BF16Storage is what a backend's kernels can do with activations and
+// gradients stored in bfloat16: which kernels read and write any of
+// those operands in bfloat16, and which convolution method multiplies
+// bfloat16 tensors.
+type BF16Storage struct {
+	// Kernels are the kernels whose lowering reads and writes each of
+	// its activation and gradient operands in bfloat16 where the plan
+	// stores it so (emit/gpu rewrites their loads and stores), in float32
+	// elsewhere. A conv2d or conv2d_bwd is never among them: Library
+	// says which convolutions take bfloat16.
+	Kernels map[Kernel]bool
+	// Library is the convolution method (Attr.Method) that multiplies in
+	// bf16 only on bfloat16 tensors: its steps in precision bf16 need x
+	// and y (the forward), x, dy and dx (the backward) stored in
+	// bfloat16 and W's bfloat16 twin, and the backward writes dW in
+	// bfloat16 to its workspace, from which the step's lowering widens
+	// it into dW. A library step whose tensors cannot all be bfloat16
+	// runs in tf32 on float32 ones instead.
+	Library string
 }
 
 // LibraryWhy is why a ConvLibrary rule chose as it did, for `mlbuild

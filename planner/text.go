@@ -111,6 +111,9 @@ func WriteText(w io.Writer, p *Plan) error {
 			ew.printf("  %s\n", t.Note)
 		}
 	}
+	if len(p.Stored) > 0 {
+		ew.printf("\nbf16 storage: %s\n", p.StoredNote)
+	}
 	st := p.Stats()
 	ew.printf("\ntotals per %s step\n", map[bool]string{true: "training", false: "inference"}[p.Training])
 	tw = tabwriter.NewWriter(ew, 0, 0, 2, ' ', 0)

@@ -46,23 +46,7 @@ func twinOperands(p *Plan, t Target) {
 			}
 		}
 	}
-	trainable := map[BufID]bool{}
-	for _, pr := range p.Params {
-		trainable[pr.Buf] = pr.Trainable
-	}
-	updated := map[BufID]bool{}
-	for _, st := range p.Update {
-		if !t.BF16.Updates[st.Kernel] {
-			continue
-		}
-		for _, k := range updateParamOutputs(st) {
-			updated[st.Out[k]] = true
-		}
-	}
-	current := func(w BufID) bool {
-		_, isParam := trainable[w]
-		return isParam && p.Buffers[w].Kind == KindParam && (!p.Training || !trainable[w] || updated[w])
-	}
+	current := currentTwins(p, t.BF16)
 	readers := map[BufID][]string{}
 	var made []BufID
 	for i := range p.Forward {
@@ -76,13 +60,7 @@ func twinOperands(p *Plan, t Target) {
 		}
 		for _, id := range []BufID{x, w} {
 			if p.TwinOf(id) == NoBuf {
-				kind := p.Buffers[id].Kind
-				if kind == KindParam {
-					kind = KindParamBF16
-				}
-				tw := p.addBuffer(p.Buffers[id].Name+".bf16", kind, p.Buffers[id].Shape)
-				p.Buffers[tw].Elem = ElemBF16
-				p.Twins = append(p.Twins, Twin{Of: id, Twin: tw})
+				p.addTwin(id, 0)
 				made = append(made, id)
 			}
 			readers[id] = append(readers[id], st.Layer)
@@ -132,13 +110,7 @@ func twinOperands(p *Plan, t Target) {
 		}
 		for _, id := range use {
 			if p.TwinOf(id) == NoBuf {
-				kind := p.Buffers[id].Kind
-				if kind == KindParam {
-					kind = KindParamBF16
-				}
-				tw := p.addBuffer(p.Buffers[id].Name+".bf16", kind, p.Buffers[id].Shape)
-				p.Buffers[tw].Elem = ElemBF16
-				p.Twins = append(p.Twins, Twin{Of: id, Twin: tw})
+				p.addTwin(id, 0)
 				made = append(made, id)
 				if id == dy {
 					producer[id] = steps[bwdProducer[dy]]
@@ -175,4 +147,42 @@ func updateParamOutputs(st Step) []int {
 		return ks
 	}
 	return nil
+}
+
+// currentTwins reports, for a buffer, whether it is a param whose
+// bfloat16 twin stays current: in an inference plan every param, in a
+// training plan a frozen one or one that an update step of
+// twins.Updates writes (with its twin).
+func currentTwins(p *Plan, twins *BF16Twins) func(BufID) bool {
+	trainable := map[BufID]bool{}
+	for _, pr := range p.Params {
+		trainable[pr.Buf] = pr.Trainable
+	}
+	updated := map[BufID]bool{}
+	for _, st := range p.Update {
+		if !twins.Updates[st.Kernel] {
+			continue
+		}
+		for _, k := range updateParamOutputs(st) {
+			updated[st.Out[k]] = true
+		}
+	}
+	return func(w BufID) bool {
+		_, isParam := trainable[w]
+		return isParam && p.Buffers[w].Kind == KindParam && (!p.Training || !trainable[w] || updated[w])
+	}
+}
+
+// addTwin gives id's storage a bfloat16 twin of its shape (KindParamBF16
+// for a param, else id's kind), last read by step lastRead, and returns
+// the twin.
+func (p *Plan) addTwin(id BufID, lastRead int) BufID {
+	kind := p.Buffers[id].Kind
+	if kind == KindParam {
+		kind = KindParamBF16
+	}
+	tw := p.addBuffer(p.Buffers[id].Name+".bf16", kind, p.Buffers[id].Shape)
+	p.Buffers[tw].Elem = ElemBF16
+	p.Twins = append(p.Twins, Twin{Of: id, Twin: tw, LastRead: lastRead})
+	return tw
 }

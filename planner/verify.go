@@ -102,9 +102,27 @@ func verifyTwins(p *Plan) error {
 		}
 		twin[t.Twin], of[t.Of] = true, true
 	}
+	stored := map[BufID]bool{}
+	for _, id := range p.Stored {
+		if !p.validID(id) {
+			return fmt.Errorf("stored buffer %d: no such buffer", id)
+		}
+		b := p.Buffers[id]
+		switch {
+		case b.AliasOf != NoBuf || twin[id] || of[id] || stored[id]:
+			return fmt.Errorf("stored buffer %s: want a storage owner that is no twin, has none, and is listed once", b.Name)
+		case b.Kind != KindActivation && b.Kind != KindGrad && b.Kind != KindScratch:
+			return fmt.Errorf("stored buffer %s: kind %s, want activation, grad or scratch", b.Name, b.Kind)
+		}
+		stored[id] = true
+	}
 	for i, b := range p.Buffers {
-		if b.Elem != "" && !twin[BufID(i)] {
-			return fmt.Errorf("buffer %s: element type %q, but it is no twin", b.Name, b.Elem)
+		id := BufID(i)
+		switch {
+		case stored[p.root(id)] && b.Elem != ElemBF16:
+			return fmt.Errorf("buffer %s: element type %q, but its storage %s is stored in bfloat16", b.Name, b.Elem, p.Buffers[p.root(id)].Name)
+		case b.Elem != "" && !twin[id] && !stored[p.root(id)]:
+			return fmt.Errorf("buffer %s: element type %q, but it is no twin and is not stored in bfloat16", b.Name, b.Elem)
 		}
 	}
 	for _, s := range p.allSteps() {

@@ -1,0 +1,196 @@
+package planner
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// storeBF16 keeps a bf16 plan's activations and their gradients in
+// bfloat16 memory where every step that touches them can read and write
+// bfloat16 (Target.BF16Storage), as PyTorch's autocast keeps a
+// convolutional network's: the library convolutions then multiply
+// bfloat16 tensors on tensor cores, and the batch norms, activations and
+// sums around them move half the bytes. Sums of many terms (a batch
+// norm's statistics, the gradients' reductions) still add in float32
+// inside their kernels; only what a kernel stores is rounded.
+//
+// Before: all phases are final; a library convolution step
+// (Attr.Method = Target.BF16Storage.Library) of a bf16 plan has
+// Precision bf16 (the Target's ConvPrecision gives it bf16 when the
+// Target has BF16Storage); no buffer but the twins has an Elem.
+// After: a buffer that owns its storage, of kind activation or grad, is
+// no plan input, output, labels or loss, has no twin and is no twin, is
+// stored in bfloat16 (Elem ElemBF16, it and its views; listed in
+// Plan.Stored) when every step that names it is of a kernel in
+// BF16Storage.Kernels or a library convolution in bf16. A library
+// convolution stays in bf16 only where x and y (the forward), or x, dy
+// and dx (the backward, where present) are so stored and W is a param
+// whose twin stays current (twin_operands.go's rule); it then reads W's
+// twin (made here where twinOperands made none, last read by the last
+// such step), and a backward that writes dW gets a bfloat16 workspace of
+// W's shape (In[4], kind scratch, listed in Plan.Stored), where the
+// library writes dW before its lowering widens it into dW. Any other
+// library step runs in tf32, with a line in Plan.Precisions saying
+// which tensor stays float32 and why, and its tensors stay float32. The
+// choice is a fixed point: a convolution that falls back to tf32
+// returns its tensors to float32, which may make others fall back.
+// A plan of another precision, or for a Target without BF16Storage,
+// is unchanged.
+func storeBF16(p *Plan, t Target) {
+	s := t.BF16Storage
+	if s == nil || p.Precision != PrecisionBF16 {
+		return
+	}
+	steps := p.allSteps()
+	library := func(st *Step) bool {
+		return (st.Kernel == KConv2D || st.Kernel == KConv2DBwd) && st.Attr.Method == s.Library && st.Attr.Precision == PrecisionBF16
+	}
+	// why says why a buffer left the candidates, for the fallback's line.
+	cand, why := map[BufID]bool{}, map[BufID]string{}
+	twinned := map[BufID]bool{}
+	for _, tw := range p.Twins {
+		twinned[tw.Of], twinned[tw.Twin] = true, true
+	}
+	special := map[BufID]string{p.Input: "the model's input", p.Output: "the model's output", p.Labels: "the labels", p.Loss: "the loss"}
+	for i, b := range p.Buffers {
+		id := BufID(i)
+		if b.AliasOf == NoBuf && (b.Kind == KindActivation || b.Kind == KindGrad) && b.Elem == "" && !twinned[id] {
+			cand[id] = true
+		}
+	}
+	for id, what := range special {
+		if id != NoBuf {
+			delete(cand, p.root(id))
+			why[p.root(id)] = what
+		}
+	}
+	for id := range twinned {
+		why[id] = "a GEMM reads its bfloat16 twin"
+	}
+	current := func(BufID) bool { return false }
+	if t.BF16 != nil {
+		current = currentTwins(p, t.BF16)
+	}
+	for changed := true; changed; {
+		changed = false
+		for _, st := range steps {
+			if library(st) {
+				bad := libraryFloat32(p, st, cand, why, current)
+				if bad == "" {
+					continue
+				}
+				st.Attr.Precision = PrecisionTF32
+				p.Precisions = append(p.Precisions, fmt.Sprintf("%s %s: tf32, not bf16: %s (cuDNN multiplies bf16 only on bfloat16 tensors)", st.Kernel, st.Layer, bad))
+				changed = true
+			}
+			if s.Kernels[st.Kernel] && st.Kernel != KConv2D && st.Kernel != KConv2DBwd {
+				continue
+			}
+			for _, ids := range [][]BufID{st.In, st.Out} {
+				for _, id := range ids {
+					if r := p.root(id); id != NoBuf && cand[r] {
+						delete(cand, r)
+						why[r] = fmt.Sprintf("%s %s reads or writes it in float32 only", st.Kernel, st.Layer)
+						changed = true
+					}
+				}
+			}
+		}
+	}
+	// W's twins, and dW's workspaces.
+	lastRead, readers := map[BufID]int{}, map[BufID][]string{}
+	var weights []BufID // in the order of their first reader
+	convs := 0
+	for i, st := range steps {
+		if !library(st) {
+			continue
+		}
+		w := p.root(st.In[1])
+		if _, seen := lastRead[w]; !seen {
+			weights = append(weights, w)
+		}
+		lastRead[w] = i
+		if st.Kernel == KConv2D {
+			convs++
+		}
+		if !slices.Contains(readers[w], st.Layer) {
+			readers[w] = append(readers[w], st.Layer)
+		}
+		if st.Kernel == KConv2DBwd && st.Out[1] != NoBuf {
+			ws := p.addBuffer(st.Layer+".dW.bf16", KindScratch, p.Buffers[st.Out[1]].Shape)
+			p.Buffers[ws].Elem = ElemBF16
+			st.In[4] = ws
+			p.Stored = append(p.Stored, ws)
+		}
+	}
+	for _, w := range weights {
+		i := lastRead[w]
+		if p.TwinOf(w) == NoBuf {
+			p.addTwin(w, i)
+			p.Twins[len(p.Twins)-1].Note = fmt.Sprintf("%s: written by its update step and the program, read by the library convolutions of %s", p.Buffers[p.TwinOf(w)].Name, strings.Join(readers[w], ", "))
+			continue
+		}
+		for j := range p.Twins {
+			if p.Twins[j].Of == w {
+				p.Twins[j].LastRead = max(p.Twins[j].LastRead, i)
+			}
+		}
+	}
+	// The stored buffers: those a step names (an untouched one needs no
+	// element type), with their views.
+	named := map[BufID]bool{}
+	for _, st := range steps {
+		for _, ids := range [][]BufID{st.In, st.Out} {
+			for _, id := range ids {
+				if id != NoBuf && cand[p.root(id)] {
+					named[p.root(id)] = true
+				}
+			}
+		}
+	}
+	var owners []BufID
+	for i := range p.Buffers {
+		id := BufID(i)
+		if r := p.root(id); named[r] {
+			p.Buffers[i].Elem = ElemBF16
+			if r == id {
+				owners = append(owners, id)
+			}
+		}
+	}
+	p.Stored = append(owners, p.Stored...)
+	if len(p.Stored) > 0 {
+		p.StoredNote = fmt.Sprintf("%d activations and gradients in bfloat16 memory, and %d bfloat16 weight gradients: the %d library convolutions multiply bfloat16 tensors, and the steps around them read and write bfloat16 (their sums add in float32)",
+			len(owners), len(p.Stored)-len(owners), convs)
+	}
+}
+
+// libraryFloat32 says why library convolution st cannot multiply
+// bfloat16 tensors: which of its tensors is not a candidate for bfloat16
+// storage (cand; why says why not) or that W has no current twin; "" when
+// none.
+func libraryFloat32(p *Plan, st *Step, cand map[BufID]bool, why map[BufID]string, current func(BufID) bool) string {
+	type tensor struct {
+		name string
+		id   BufID
+	}
+	ts := []tensor{{"x", st.In[0]}, {"y", st.Out[0]}}
+	if st.Kernel == KConv2DBwd {
+		ts = []tensor{{"x", st.In[0]}, {"dy", st.In[3]}, {"dx", st.Out[0]}}
+	}
+	for _, x := range ts {
+		if x.id == NoBuf || cand[p.root(x.id)] {
+			continue
+		}
+		reason := why[p.root(x.id)]
+		if reason == "" {
+			reason = "not an activation or gradient the plan may store in bfloat16"
+		}
+		return fmt.Sprintf("%s (%s) stays float32: %s", x.name, p.Buffers[x.id].Name, reason)
+	}
+	if w := p.root(st.In[1]); !current(w) {
+		return fmt.Sprintf("W (%s) has no bfloat16 twin that its update keeps current", p.Buffers[w].Name)
+	}
+	return ""
+}
