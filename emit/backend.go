@@ -122,10 +122,12 @@ const gpuNoFoldWhy = "the GPU programs have no fold step yet: the batch norm run
 
 // cudaPrecisions gives t CUDA's precision rules: every dense step, and
 // every convolution whose method runs cuBLAS GEMMs (im2col and cuBLAS,
-// Winograd's batched products) or cuDNN calls (tf32 plans, and bf16 ones in tf32:
-// cudaLibraryConvs), runs in the precision the spec asks for,
-// bf16 or tf32, through cublasGemmEx's fast compute types (emit/gpu then
-// lowers all its products to GEMMs); the direct convolution kernel runs
+// Winograd's batched products) or cuDNN calls (cudaLibraryConvs), runs in
+// the precision the spec asks for, bf16 or tf32, through cublasGemmEx's
+// fast compute types (emit/gpu then lowers all its products to GEMMs) or
+// cuDNN's (a bf16 plan's cuDNN calls on the bfloat16 tensors that
+// gpu.BF16Storage lets the planner keep, tf32 where a tensor stays
+// float32: planner/store_bf16.go); the direct convolution kernel runs
 // no GEMM and stays f32. The fused attention's products run, in a bf16
 // plan, on register fragments with bfloat16 operands
 // (gpu.AttentionFragments: any head dimension the fused attention
@@ -135,16 +137,16 @@ const gpuNoFoldWhy = "the GPU programs have no fold step yet: the batch norm run
 // on CUDA_R_16BF).
 func cudaPrecisions(t planner.Target) planner.Target {
 	t.BF16 = gpu.BF16Twins
+	t.BF16Storage = gpu.BF16Storage
 	t.Dense = func(_ int, want string) planner.DenseChoice { return planner.DenseChoice{Precision: want} }
 	t.ConvPrecision = func(method, want string) planner.DenseChoice {
 		if method == gpu.ConvDirectMethod {
 			return planner.DenseChoice{Precision: planner.PrecisionF32, Why: "the direct convolution kernel runs no GEMM: float32 products"}
 		}
-		// cuDNN multiplies bf16 only on bfloat16 tensors: a bf16 plan's
-		// cuDNN calls on its float32 ones run in tf32 (cudaLibraryConvs).
-		if method == gpu.ConvLibraryMethod && want == planner.PrecisionBF16 {
-			return planner.DenseChoice{Precision: planner.PrecisionTF32, Why: "cuDNN multiplies bf16 only on bfloat16 tensors, and these are float32: TF32, 3 bits finer, and measured faster than bf16 im2col"}
-		}
+		// cuDNN multiplies bf16 only on bfloat16 tensors: the planner
+		// stores a bf16 plan's convolution tensors in bfloat16 where every
+		// step around them can (gpu.BF16Storage), and runs the others'
+		// cuDNN calls in tf32 (planner/store_bf16.go).
 		return planner.DenseChoice{Precision: want}
 	}
 	t.AttentionPrecision = func(headDim int, want string) planner.DenseChoice {
@@ -176,11 +178,10 @@ const cudaIm2col = "im2col+cublas"
 // f32 im2col and cuBLAS against 19.08 ms with cuDNN in f32
 // (CUDNN_FMA_MATH; float32 products, as im2col's), 8.6 ms with tf32
 // im2col against 6.24 ms with cuDNN's tf32, and 7.58 ms with bf16
-// im2col (cuBLAS's CUBLAS_COMPUTE_32F_FAST_16BF). cuDNN multiplies
-// bfloat16 only on bfloat16 tensors, which a bf16 plan's convolutions do
-// not have, so a bf16 plan's cuDNN convolutions run in tf32
-// (cudaPrecisions gives them that precision): faster than its bf16
-// im2col, and TF32 keeps 3 more bits than bfloat16.
+// im2col (cuBLAS's CUBLAS_COMPUTE_32F_FAST_16BF), when a bf16 plan's
+// cuDNN calls ran in tf32 on float32 tensors. cuDNN multiplies bfloat16
+// only on bfloat16 tensors, which the planner now keeps where it can
+// (planner/store_bf16.go); the others still run in tf32.
 func cudaLibraryConvs(t planner.Target) planner.Target {
 	t.ConvLibrary = func(c planner.ConvChoice, precision string) (planner.ConvChoice, planner.LibraryWhy) {
 		if c.Method != cudaIm2col {
@@ -192,7 +193,7 @@ func cudaLibraryConvs(t planner.Target) planner.Target {
 				Reason: "cuDNN's tf32 calls on the tensors in place (no im2col columns, no col2im): a CIFAR ResNet-18 step 6.24 ms on an H200, 8.6 ms with tf32 im2col"}
 		case planner.PrecisionBF16:
 			return planner.ConvChoice{Method: gpu.ConvLibraryMethod}, planner.LibraryWhy{Taken: true,
-				Reason: "cuDNN's calls in tf32 (it multiplies bf16 only on bfloat16 tensors): a CIFAR ResNet-18 step 6.24 ms on an H200, 7.58 ms with bf16 im2col"}
+				Reason: "cuDNN's calls on bfloat16 tensors (in tf32 where a tensor stays float32, 6.24 ms a CIFAR ResNet-18 step on an H200 against 7.58 ms with bf16 im2col)"}
 		}
 		return c, planner.LibraryWhy{Reason: "im2col and cuBLAS measured faster in f32: a CIFAR ResNet-18 step 15.0 ms on an H200, 19.08 ms with cuDNN's float32 products"}
 	}

@@ -135,3 +135,88 @@ func twinStores(ss []Stmt, twin map[string]string, n *int) []Stmt {
 
 // fmtList joins names with commas.
 func fmtList(names []string) string { return strings.Join(names, ", ") }
+
+// BF16Storage are the kernels whose lowerings read and write activations
+// and gradients that a bf16 plan stores in bfloat16 (the planner's
+// Target.BF16Storage): every buffer access of their kernels is a Load,
+// Load4, Store or Store4 of a parameter, which launch rewrites to
+// bfloat16 for each parameter bound to such a buffer (storedBF16). They
+// are the kernels around a convolutional network's library
+// convolutions: batch norm, activations, sums, the gradient sums and the
+// global average pool, forward and backward.
+var BF16Storage = &planner.BF16Storage{
+	Kernels: map[planner.Kernel]bool{planner.KBatchNorm: true, planner.KBatchNormBwd: true, planner.KUnary: true, planner.KUnaryBwd: true,
+		planner.KBinary: true, planner.KBinaryBwd: true, planner.KAccumulate: true, planner.KGlobalAvgPool: true, planner.KGlobalAvgPoolBwd: true},
+	Library: ConvLibraryMethod,
+}
+
+// storedBF16 returns k with each float parameter named in names holding
+// bfloat16 elements: its loads read bfloat16 (LoadBF16; a Load4 becomes
+// four) and its stores round to bfloat16 (StoreBF16; a Store4 becomes
+// four), so that a kernel written for float32 reads and writes a buffer
+// the plan stores in bfloat16, and computes in float32 as before. It is
+// an error for a name to be no float parameter of k.
+func storedBF16(k *Kernel, names []string) (*Kernel, error) {
+	out := *k
+	out.Params = append([]Param(nil), k.Params...)
+	set := map[string]bool{}
+	for _, n := range names {
+		found := false
+		for i, p := range out.Params {
+			if p.Name == n && p.Elem == Float {
+				out.Params[i].Elem, found = BF16, true
+			}
+		}
+		if !found {
+			return nil, fmt.Errorf("kernel %q: %s is no float parameter, so it cannot hold bfloat16 (a bug in mlbuild)", k.Doc, n)
+		}
+		set[n] = true
+	}
+	out.Body = rewriteStmts(storesBF16(k.Body, set), func(e Expr) Expr {
+		if l, ok := e.(Load); ok && set[l.Buf] {
+			return LoadBF16(l)
+		}
+		return e
+	})
+	out.Doc += ", " + fmtList(names) + " in bfloat16 memory"
+	return &out, nil
+}
+
+// storesBF16 copies ss with every store to a buffer of set a StoreBF16,
+// and every Load4 or Store4 of one four scalar accesses.
+func storesBF16(ss []Stmt, set map[string]bool) []Stmt {
+	var out []Stmt
+	for _, s := range ss {
+		switch s := s.(type) {
+		case Store:
+			if set[s.Buf] {
+				out = append(out, storeBF16(s.Buf, s.Index, s.Value))
+				continue
+			}
+		case Load4:
+			if set[s.Buf] {
+				for i, n := range s.Names {
+					out = append(out, let(n, Float, LoadBF16{s.Buf, add(s.Index, i32(i))}))
+				}
+				continue
+			}
+		case Store4:
+			if set[s.Buf] {
+				for i, v := range s.Values {
+					out = append(out, storeBF16(s.Buf, add(s.Index, i32(i)), v))
+				}
+				continue
+			}
+		case If:
+			s.Then, s.Else = storesBF16(s.Then, set), storesBF16(s.Else, set)
+			out = append(out, s)
+			continue
+		case For:
+			s.Body = storesBF16(s.Body, set)
+			out = append(out, s)
+			continue
+		}
+		out = append(out, s)
+	}
+	return out
+}

@@ -12,16 +12,19 @@ import (
 //
 // Before: st is a conv2d or conv2d_bwd step with Attr.Method
 // ConvLibraryMethod, no epilogue pool, and no workspace (Out[1] of
-// conv2d, In[4] of conv2d_bwd are NoBuf: the library keeps its own).
+// conv2d, In[4] of conv2d_bwd are NoBuf: the library keeps its own),
+// except dW's bfloat16 one in precision bf16.
 // After: the forward is one Conv (y = conv(x, W), Beta 0) followed, when
 // the layer has a bias or an activation, by one bias_act kernel over y;
 // the backward applies the activation's derivative to dy in place
 // (act_bwd, as the im2col lowering does when it cannot fold it), sums
 // db over dy (bias_grad), then one Conv for dW (Beta 0: the step writes
 // the whole gradient) and one for dx (Beta 0), each where the step has
-// that output. The Convs carry the step's precision (f32 or tf32: the
-// CUDA Target gives a bf16 plan's library convolutions tf32) and read and
-// write float32 buffers.
+// that output. The Convs carry the step's precision: f32 or tf32 on
+// float32 tensors, or bf16 on the bfloat16 tensors the planner stores
+// (store_bf16.go), where they read W's twin and the weight gradient goes
+// to the step's bfloat16 workspace (In[4]), from which a copy widens it
+// into dW.
 func (l *lowering) convLibrary(st *planner.Step, bwd bool) error {
 	a := st.Attr
 	if a.Pool != nil {
@@ -67,7 +70,18 @@ func (l *lowering) convLibrary(st *planner.Step, bwd bool) error {
 			return err
 		}
 	}
-	if present(dw) {
+	if present(dw) && l.step.Attr.Precision == planner.PrecisionBF16 {
+		// cuDNN writes dW in bfloat16 to the step's workspace (the
+		// planner's store_bf16.go), and a copy widens it into dW.
+		ws := st.In[4]
+		if err := l.conv1(g, ConvWeightGrad, x, ws, dy); err != nil {
+			return err
+		}
+		n := g.OC * (g.C / g.Groups) * g.KH * g.KW
+		if err := l.launch("widen", copyKernel(n), nil, whole(ws), whole(dw)); err != nil {
+			return err
+		}
+	} else if present(dw) {
 		if err := l.conv1(g, ConvWeightGrad, x, dw, dy); err != nil {
 			return err
 		}
@@ -80,9 +94,21 @@ func (l *lowering) convLibrary(st *planner.Step, bwd bool) error {
 
 // conv1 appends one Conv of product p on the tensors x, w and y (the
 // product's output among them), after checking that each buffer holds
-// its tensor and is float32.
+// its tensor: float32 tensors, or in precision bf16 bfloat16 ones, with
+// W's twin for a param W (the planner's store_bf16.go stores the others
+// so, and gives the weight gradient a bfloat16 workspace).
 func (l *lowering) conv1(g planner.ConvGeom, p string, x, w, y planner.BufID) error {
 	sizes := []int{g.N * g.C * g.H * g.W, g.OC * (g.C / g.Groups) * g.KH * g.KW, g.N * g.OC * g.OH * g.OW}
+	prec := l.fastPrecision()
+	elem := ""
+	if prec == planner.PrecisionBF16 {
+		elem = planner.ElemBF16
+		if p != ConvWeightGrad {
+			if w = l.twin(w); !present(w) {
+				return fmt.Errorf("a bf16 library convolution whose weight has no bfloat16 twin (a bug in mlbuild: the planner's store_bf16.go makes one)")
+			}
+		}
+	}
 	var ts [3]Binding
 	for i, id := range []planner.BufID{x, w, y} {
 		b, err := l.buf(id)
@@ -92,16 +118,12 @@ func (l *lowering) conv1(g planner.ConvGeom, p string, x, w, y planner.BufID) er
 		if b.Size < sizes[i] {
 			return fmt.Errorf("library convolution tensor %s needs %d elements, buffer %q has %d", "XWY"[i:i+1], sizes[i], b.Name, b.Size)
 		}
-		if b.Elem != "" {
-			return fmt.Errorf("library convolution tensor %s is buffer %q of %s elements: library convolutions read and write float32 (a bug in mlbuild)", "XWY"[i:i+1], b.Name, b.Elem)
+		if b.Elem != elem {
+			return fmt.Errorf("library convolution tensor %s in precision %s is buffer %q of %q elements: a library convolution reads and writes bfloat16 in bf16, float32 otherwise (a bug in mlbuild)", "XWY"[i:i+1], prec, b.Name, b.Elem)
 		}
 		ts[i] = Binding{Buf: id, Size: sizes[i], Mutable: i == map[string]int{ConvForward: 2, ConvInputGrad: 0, ConvWeightGrad: 1}[p]}
 	}
-	prec := l.fastPrecision()
-	if prec == planner.PrecisionBF16 {
-		return fmt.Errorf("a library convolution in precision bf16, which it does not compute on float32 tensors (a bug in mlbuild: the Target gives a bf16 plan's library convolutions tf32)")
-	}
-	c := &Conv{Geom: g, Product: p, X: ts[0], W: ts[1], Y: ts[2], Alpha: 1, Precision: prec}
+	c := &Conv{Geom: g, Product: p, X: ts[0], W: ts[1], Y: ts[2], Alpha: 1, Precision: prec, BF16: elem == planner.ElemBF16}
 	l.ops = append(l.ops, Op{Layer: l.step.Layer, Kernel: string(l.step.Kernel), Conv: c})
 	return nil
 }
@@ -121,10 +143,12 @@ const (
 
 // Conv is one library convolution: the product Product ("forward",
 // "input gradient", "weight gradient") of a convolution of geometry Geom
-// (strides, dilations and groups at least 1) on packed float32 tensors X
+// (strides, dilations and groups at least 1) on packed tensors X
 // [N, C, H, W], W [OC, C/Groups, KH, KW] and Y [N, OC, OH, OW], the
 // product's output Mutable among them: output = Alpha·product +
-// Beta·output, with the step's precision ("" exact float32, "tf32").
+// Beta·output, with the step's precision ("" exact float32, "tf32",
+// "bf16"). The tensors are float32, or bfloat16 when BF16 is set (in
+// precision bf16 only).
 type Conv struct {
 	Geom      planner.ConvGeom `json:"geom"`
 	Product   string           `json:"product"`
@@ -134,4 +158,5 @@ type Conv struct {
 	Alpha     float32          `json:"alpha"`
 	Beta      float32          `json:"beta,omitempty"`
 	Precision string           `json:"precision,omitempty"`
+	BF16      bool             `json:"bf16,omitempty"`
 }

@@ -234,6 +234,17 @@ func (l *lowering) launch(kind string, k *Kernel, err error, ops ...operand) err
 	if l.d.MaxBuffers > 0 && len(k.Params) > l.d.MaxBuffers {
 		return fmt.Errorf("kernel %s binds %d buffers; %s allows %d", kind, len(k.Params), l.d.Name, l.d.MaxBuffers)
 	}
+	var stored []string // the float parameters bound to buffers the plan stores in bfloat16
+	for i, o := range ops {
+		if b, err := l.buf(o.buf); err == nil && !o.args && b.Elem == planner.ElemBF16 && k.Params[i].Elem == Float {
+			stored = append(stored, k.Params[i].Name)
+		}
+	}
+	if len(stored) > 0 {
+		if k, err = storedBF16(k, stored); err != nil {
+			return err
+		}
+	}
 	var binds []Binding
 	for i, o := range ops {
 		prm := k.Params[i]
