@@ -543,7 +543,7 @@ func (g *gpuGen) renderStep(mp *gpuPlan, short string, i int, st planner.Step, o
 			return operand{}, err
 		}
 		b := pl.Buffers[id]
-		return operand{param: fmt.Sprintf("%s[%d:%d]", refArena[loc.arena], loc.off, loc.off+b.Size), buf: b}, nil
+		return operand{param: fmt.Sprintf("%s[%d:%d]", refArena[loc.arena], loc.off, loc.off+b.Slots()), buf: b}, nil
 	}
 	var ins, outs []operand
 	for _, id := range st.In {
@@ -560,6 +560,7 @@ func (g *gpuGen) renderStep(mp *gpuPlan, short string, i int, st planner.Step, o
 		}
 		outs = append(outs, o)
 	}
+	pre, post := widenStored(ins, outs)
 	var body string
 	var c stepCall
 	var err error
@@ -571,6 +572,10 @@ func (g *gpuGen) renderStep(mp *gpuPlan, short string, i int, st planner.Step, o
 	if err != nil {
 		return "", "", err
 	}
+	if c.loss && post != "" {
+		return "", "", fmt.Errorf("step %s of %s: a loss step writes a tensor stored in bfloat16 (a bug in mlbuild)", st.Kernel, st.Layer)
+	}
+	body = pre + body + post
 	if !c.loss {
 		body += "\nreturn 0"
 	}
@@ -590,7 +595,7 @@ func (g *gpuGen) renderStep(mp *gpuPlan, short string, i int, st planner.Step, o
 	// round a little differently on the two devices may tie on one and
 	// not the other, so the argmax may differ where the pooled values
 	// agree; the pool's backward step is checked from the GPU's argmax.
-	var check []string
+	var check, checkBF16 []string
 	seen := map[planner.BufID]bool{}
 	addCheck := func(id planner.BufID) error {
 		if id == planner.NoBuf || seen[id] {
@@ -600,6 +605,10 @@ func (g *gpuGen) renderStep(mp *gpuPlan, short string, i int, st planner.Step, o
 		loc, err := g.locate(mp, id)
 		if err != nil {
 			return err
+		}
+		if pl.Buffers[id].Elem == planner.ElemBF16 {
+			checkBF16 = append(checkBF16, fmt.Sprintf("{%s, %d, %d}", loc.arena, loc.off, pl.Buffers[id].Size))
+			return nil
 		}
 		check = append(check, fmt.Sprintf("{%s, %d, %d}", loc.arena, loc.off, pl.Buffers[id].Size))
 		return nil
@@ -636,6 +645,9 @@ func (g *gpuGen) renderStep(mp *gpuPlan, short string, i int, st planner.Step, o
 	}
 	head := fmt.Sprintf("Name: %s, Layer: %s, Ref: %s, Reduce: %d, Check: []region{%s}",
 		quote(fmt.Sprintf("%s %d %s: %s", strings.ToLower(short), i, st.Layer, st.Kernel)), quote(st.Layer), fn, reduceLen(pl, st), strings.Join(check, ", "))
+	if len(checkBF16) > 0 {
+		head += fmt.Sprintf(", CheckBF16: []region{%s}", strings.Join(checkBF16, ", "))
+	}
 	// kernels that multiply on tensor tiles round their operands: selftest
 	// widens the step's tolerance for it as for a fast GEMM
 	for _, op := range ops {
@@ -650,6 +662,35 @@ func (g *gpuGen) renderStep(mp *gpuPlan, short string, i int, st planner.Step, o
 		break
 	}
 	return ref, stepEntry(head, opLits), nil
+}
+
+// widenStored makes a step's CPU reference compute in float32 on the
+// tensors the plan stores in bfloat16: pre copies each such operand's
+// storage (once, where operands share it) into a float32 slice, widened,
+// and points the operands at it; post stores the outputs' slices back,
+// rounded to bfloat16 as the GPU's kernels round them.
+func widenStored(ins, outs []operand) (pre, post string) {
+	copies, stored := map[string]string{}, map[string]bool{}
+	for k, ops := range [][]operand{ins, outs} {
+		for i := range ops {
+			o := &ops[i]
+			if o.param == "" || o.buf.Elem != planner.ElemBF16 {
+				continue
+			}
+			v, ok := copies[o.param]
+			if !ok {
+				v = fmt.Sprintf("f%d", len(copies))
+				copies[o.param] = v
+				pre += fmt.Sprintf("%s := gpuhost.WidenBF16(%s, %d)\n", v, o.param, o.buf.Size)
+			}
+			if k == 1 && !stored[o.param] {
+				stored[o.param] = true
+				post += fmt.Sprintf("\ngpuhost.NarrowBF16(%s, %s)", o.param, v)
+			}
+			o.param = v
+		}
+	}
+	return pre, post
 }
 
 // opLiterals renders a step's GPU ops.
@@ -796,10 +837,11 @@ func (g *gpuGen) convLiteral(mp *gpuPlan, c *gpu.Conv) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		if elemBytes(mp.plan, b.Buf) != 4 {
-			return "", fmt.Errorf("a library convolution of a bfloat16 tensor (a bug in mlbuild)")
+		if es := elemBytes(mp.plan, b.Buf); es != map[bool]int{false: 4, true: 2}[c.BF16] {
+			return "", fmt.Errorf("a library convolution's tensor of %d-byte elements, want bfloat16 tensors: %v (a bug in mlbuild)", es, c.BF16)
 		}
-		ts[i] = fmt.Sprintf("bind{%s, %d, %d}", loc.arena, 4*(loc.off+b.Offset), 4*b.Size)
+		es := elemBytes(mp.plan, b.Buf)
+		ts[i] = fmt.Sprintf("bind{%s, %d, %d}", loc.arena, 4*loc.off+es*b.Offset, es*b.Size)
 	}
 	cg := c.Geom
 	geom := fmt.Sprintf("gpuhost.ConvGeom{N: %d, C: %d, H: %d, W: %d, OC: %d, KH: %d, KW: %d, PH: %d, PW: %d, SH: %d, SW: %d, DH: %d, DW: %d, Groups: %d, OH: %d, OW: %d}",
@@ -807,6 +849,9 @@ func (g *gpuGen) convLiteral(mp *gpuPlan, c *gpu.Conv) (string, error) {
 	extra := ""
 	if c.Beta != 0 {
 		extra += ", Beta: " + float(float64(c.Beta))
+	}
+	if c.BF16 {
+		extra += ", Elem: gpuhost.ElemBF16"
 	}
 	if c.Precision != "" {
 		pc, ok := gemmPrecisions[c.Precision]

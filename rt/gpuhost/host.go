@@ -368,16 +368,7 @@ func (m *Model) upload() error {
 func (m *Model) writeTwins() {
 	state := m.host[ArenaState]
 	for _, t := range m.p.BF16Twins {
-		of := state[t.Of.Offset : t.Of.Offset+t.Of.Size]
-		dst := state[t.Offset : t.Offset+(t.Of.Size+1)/2]
-		for i := range dst {
-			lo := BF16Bits(of[2*i])
-			var hi uint16
-			if 2*i+1 < len(of) {
-				hi = BF16Bits(of[2*i+1])
-			}
-			dst[i] = math.Float32frombits(uint32(lo) | uint32(hi)<<16)
-		}
+		NarrowBF16(state[t.Offset:t.Offset+(t.Of.Size+1)/2], state[t.Of.Offset:t.Of.Offset+t.Of.Size])
 	}
 }
 

@@ -101,7 +101,9 @@ type Op struct {
 	Sum                 bool
 }
 
-// Region is a tensor of a plan: arena, element offset, elements.
+// Region is a tensor of a plan: arena, offset (in float32 places) and
+// elements; a region of bfloat16 elements (PlanStep.CheckBF16) takes
+// half as many places, rounded up.
 type Region struct{ Arena, Offset, Size int }
 
 // RefFunc is a plan step's CPU reference, run on copies of the arenas:
@@ -117,7 +119,10 @@ type PlanStep struct {
 	Ops    []Op
 	Ref    RefFunc
 	Check  []Region
-	Reduce int
+	// CheckBF16 are the regions selftest compares that hold bfloat16
+	// elements: outputs the plan stores in bfloat16.
+	CheckBF16 []Region
+	Reduce    int
 	// Precision is the rounding of the products of the step's own
 	// kernels where they multiply on tensor tiles (the fused attention's
 	// in a bf16 or tf32 plan), for selftest's tolerance; a GEMM op

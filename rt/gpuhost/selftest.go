@@ -128,8 +128,12 @@ func (m *Model) checkStep(plan string, work int, st *PlanStep, ref map[int][]flo
 	}
 	st.Ref(ref[ArenaState], ref[work], ref[ArenaTrainInput], ref[ArenaTrainLabels], selftestLR, selftestStep, m.seed)
 	var maxErr, scale float64
-	for _, r := range st.Check {
+	for k, r := range append(st.Check, st.CheckBF16...) {
 		got, want := m.slice(r), ref[r.Arena][r.Offset:r.Offset+r.Size]
+		if k >= len(st.Check) {
+			places := Region{Arena: r.Arena, Offset: r.Offset, Size: (r.Size + 1) / 2}
+			got, want = WidenBF16(m.slice(places), r.Size), WidenBF16(ref[r.Arena][places.Offset:places.Offset+places.Size], r.Size)
+		}
 		for i := range want {
 			maxErr = math.Max(maxErr, absDiff(got[i], want[i]))
 			if w := math.Abs(float64(want[i])); !math.IsInf(w, 0) {
@@ -139,6 +143,12 @@ func (m *Model) checkStep(plan string, work int, st *PlanStep, ref map[int][]flo
 	}
 	row.MaxError = maxErr
 	row.Tol = tolerance(st.Reduce, scale, stepPrecision(st))
+	if len(st.CheckBF16) > 0 {
+		// Both sides round what they store to bfloat16: values that
+		// differ in float32's last bits may round to neighbours, one
+		// bfloat16 step apart (2^-7 of the value at most).
+		row.Tol = math.Max(row.Tol, 2*PrecisionBF16.unitRoundoff()*math.Max(1, scale))
+	}
 	return row
 }
 
