@@ -114,11 +114,11 @@ type RefFunc func(sa, wa, xa, ya []float32, lr float32, step int, seed uint32) f
 // regions selftest compares, and the length of the longest sum behind one
 // output element (which scales the tolerance).
 type PlanStep struct {
-	Name   string
-	Layer  string
-	Ops    []Op
-	Ref    RefFunc
-	Check  []Region
+	Name  string
+	Layer string
+	Ops   []Op
+	Ref   RefFunc
+	Check []Region
 	// CheckBF16 are the regions selftest compares that hold bfloat16
 	// elements: outputs the plan stores in bfloat16.
 	CheckBF16 []Region
