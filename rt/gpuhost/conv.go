@@ -79,27 +79,39 @@ func (g ConvGeom) Check() error {
 	return nil
 }
 
-// Check checks c's geometry, product and operands' element types against
-// Conv's contract for a device that reads float32 operands only, and
-// returns an error that says what disagrees, or nil; the device checks
-// the operands' bytes against its buffers itself.
-func (c *Conv) Check() error {
+// Check checks c's geometry, product, precision and tensors' element
+// types against Conv's contract, for a device that reads bfloat16
+// tensors (readsBF16) or not, and returns an error that says what
+// disagrees (which tensor is of which type), or nil; the device checks
+// the tensors' bytes against its buffers itself.
+func (c *Conv) Check(readsBF16 bool) error {
 	if err := c.Geom.Check(); err != nil {
 		return err
 	}
 	if c.Product >= convProductCount {
 		return fmt.Errorf("convolution product %d, which is none of forward, input gradient and weight gradient", c.Product)
 	}
+	if !c.Precision.Valid() {
+		return fmt.Errorf("convolution in precision %d, which is none of f32, bf16 and tf32", c.Precision)
+	}
 	for _, o := range []struct {
 		name string
 		e    Elem
 	}{{"X", c.X.Elem}, {"W", c.W.Elem}, {"Y", c.Y.Elem}} {
-		if o.e != ElemF32 {
-			return fmt.Errorf("convolution operand %s is %v: library convolutions read and write float32 tensors", o.name, o.e)
+		if o.e.Size() == 0 {
+			return fmt.Errorf("convolution tensor %s has element type %d, which is none of float32 and bfloat16", o.name, o.e)
 		}
 	}
-	if !c.Precision.Valid() {
-		return fmt.Errorf("convolution in precision %d, which is none of f32, bf16 and tf32", c.Precision)
+	e := c.X.Elem
+	switch {
+	case c.W.Elem != e || c.Y.Elem != e:
+		return fmt.Errorf("convolution tensors X %v, W %v and Y %v: all three must be float32 or all three bfloat16", c.X.Elem, c.W.Elem, c.Y.Elem)
+	case e == ElemBF16 && !readsBF16:
+		return fmt.Errorf("convolution tensors X, W and Y are bfloat16, which this device does not read (its library convolutions take float32 tensors)")
+	case e == ElemBF16 && c.Precision != PrecisionBF16:
+		return fmt.Errorf("bfloat16 convolution tensors X, W and Y in precision %v: bfloat16 tensors are multiplied in precision bf16", c.Precision)
+	case e == ElemF32 && c.Precision == PrecisionBF16:
+		return fmt.Errorf("float32 convolution tensors X, W and Y in precision bf16: a bf16 convolution reads bfloat16 tensors (their producers round them), float32 ones are multiplied in f32 or tf32")
 	}
 	return nil
 }

@@ -215,11 +215,22 @@ type Gemm struct {
 // device computes PrecisionF32 as float32 products summed in float32 (no
 // TF32 tensor cores), and another precision exactly (the operands
 // rounded as Precision.Round does, products summed in float32) or
-// refuses the Conv when it is encoded; never silently another. The
-// operands are float32 (Elem ElemF32); a device refuses any other
-// element type it does not read. A device without library convolutions
-// (Metal's) refuses every Conv: the planner asks for them only where its
-// Target says the backend has them.
+// refuses the Conv when it is encoded; never silently another.
+//
+// The tensors' element types. X, W and Y are all float32 (ElemF32), in
+// precision f32 or tf32, or all bfloat16 (ElemBF16: packed, 2 bytes an
+// element, the top half of the float32 their producers rounded) with
+// Precision PrecisionBF16: the products of the stored bfloat16 values
+// are what the device computes then, summed in float32, and the output
+// is Alpha·product + Beta·output computed in float32 (Beta not 0 reads
+// the old output as bfloat16) and stored rounded to bfloat16 (to
+// nearest, ties to even). A device that cannot read bfloat16 tensors,
+// or any other combination (tensors of different types, bfloat16
+// tensors in another precision, float32 tensors in precision bf16),
+// refuses the Conv with an error when it is encoded (Conv.Check). A
+// device without library convolutions (Metal's) refuses every Conv: the
+// planner asks for them, and for bfloat16 ones, only where its Target
+// says the backend has them.
 type Conv struct {
 	Geom      ConvGeom
 	Product   ConvProduct
@@ -230,7 +241,8 @@ type Conv struct {
 }
 
 // Tensor is a packed tensor of a Conv: its first element at byte Offset
-// of Buf, of type Elem; its shape is the Conv's.
+// of Buf, of type Elem (Offset a multiple of its size); its shape is the
+// Conv's.
 type Tensor struct {
 	Buf    Buffer
 	Offset int

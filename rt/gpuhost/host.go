@@ -330,7 +330,7 @@ func (m *Model) encode(enc Encoder, op *Op) error {
 			A: operand(g.A, g.MatrixBytes[0], g.Elem), B: operand(g.B, g.MatrixBytes[1], g.Elem), C: operand(g.C, g.MatrixBytes[2], ElemF32), Precision: s.Precision})
 	}
 	if c := op.Conv; c != nil {
-		t := func(b Bind) Tensor { return Tensor{Buf: m.bufs[b.Arena], Offset: b.Offset} }
+		t := func(b Bind) Tensor { return Tensor{Buf: m.bufs[b.Arena], Offset: b.Offset, Elem: c.Elem} }
 		return enc.Conv(Conv{Geom: c.Geom, Product: c.Product, X: t(c.X), W: t(c.W), Y: t(c.Y), Alpha: c.Alpha, Beta: c.Beta, Precision: c.Precision})
 	}
 	args := make([]Arg, len(op.Binds))

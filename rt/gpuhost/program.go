@@ -75,15 +75,17 @@ type BF16Twin struct {
 }
 
 // ConvOp is one library convolution of a plan (Encoder.Conv): the
-// product Product of geometry Geom on the packed float32 tensors X, W and
-// Y (each an arena, a byte offset and its bytes), output = Alpha·product +
-// Beta·output, in Precision.
+// product Product of geometry Geom on the packed tensors X, W and Y (each
+// an arena, a byte offset and its bytes) of element type Elem (all three
+// alike: float32, the zero value, or bfloat16 in precision bf16),
+// output = Alpha·product + Beta·output, in Precision.
 type ConvOp struct {
 	Geom        ConvGeom
 	Product     ConvProduct
 	X, W, Y     Bind
 	Alpha, Beta float32
 	Precision   Precision
+	Elem        Elem
 }
 
 // Op is one kernel launch (Groups threadgroups of Threadgroup threads) or,

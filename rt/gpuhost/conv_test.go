@@ -1,0 +1,101 @@
+package gpuhost
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestConvCheckElems: Conv.Check takes float32 tensors in f32 and tf32,
+// and bfloat16 ones in bf16 on a device that reads them; it refuses every
+// other combination with an error that names each tensor's type (a mix),
+// the device's (bfloat16 on one that does not read it) or the precision
+// (bfloat16 tensors in f32 or tf32, float32 ones in bf16).
+func TestConvCheckElems(t *testing.T) {
+	g := ConvGeom{N: 2, C: 4, H: 5, W: 5, OC: 6, KH: 3, KW: 3, PH: 1, PW: 1, SH: 1, SW: 1, DH: 1, DW: 1, Groups: 2, OH: 5, OW: 5}
+	f32, b16 := ElemF32, ElemBF16
+	for _, c := range []struct {
+		name      string
+		x, w, y   Elem
+		prec      Precision
+		readsBF16 bool
+		want      []string // "" for none: accepted
+	}{
+		{"float32 in f32", f32, f32, f32, PrecisionF32, false, nil},
+		{"float32 in tf32", f32, f32, f32, PrecisionTF32, true, nil},
+		{"bfloat16 in bf16", b16, b16, b16, PrecisionBF16, true, nil},
+		{"bfloat16 on a device that does not read it", b16, b16, b16, PrecisionBF16, false, []string{"bfloat16", "does not read"}},
+		{"X bfloat16 alone", b16, f32, f32, PrecisionBF16, true, []string{"X bfloat16, W float32 and Y float32"}},
+		{"W bfloat16 alone", f32, b16, f32, PrecisionBF16, true, []string{"X float32, W bfloat16 and Y float32"}},
+		{"Y bfloat16 alone", f32, f32, b16, PrecisionBF16, true, []string{"X float32, W float32 and Y bfloat16"}},
+		{"Y float32 alone", b16, b16, f32, PrecisionBF16, true, []string{"X bfloat16, W bfloat16 and Y float32"}},
+		{"bfloat16 in f32", b16, b16, b16, PrecisionF32, true, []string{"bfloat16", "precision f32"}},
+		{"bfloat16 in tf32", b16, b16, b16, PrecisionTF32, true, []string{"bfloat16", "precision tf32"}},
+		{"float32 in bf16", f32, f32, f32, PrecisionBF16, true, []string{"float32", "precision bf16"}},
+		{"float32 in bf16 on a float32 device", f32, f32, f32, PrecisionBF16, false, []string{"float32", "precision bf16"}},
+		{"an unknown element type", f32, 7, f32, PrecisionF32, true, []string{"tensor W", "element type 7"}},
+		{"an unknown precision", f32, f32, f32, 9, true, []string{"precision 9"}},
+	} {
+		cv := Conv{Geom: g, Alpha: 1, X: Tensor{Elem: c.x}, W: Tensor{Elem: c.w}, Y: Tensor{Elem: c.y}, Precision: c.prec}
+		err := cv.Check(c.readsBF16)
+		if len(c.want) == 0 {
+			if err != nil {
+				t.Errorf("%s: %v, want it accepted", c.name, err)
+			}
+			continue
+		}
+		if err == nil {
+			t.Errorf("%s: accepted, want a refusal", c.name)
+			continue
+		}
+		for _, w := range c.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%s: %q lacks %q", c.name, err, w)
+			}
+		}
+	}
+}
+
+// convRecorder is an Encoder that keeps the Convs it is given.
+type convRecorder struct{ convs []Conv }
+
+func (r *convRecorder) Dispatch(string, []Arg, int, int) error { return nil }
+func (r *convRecorder) Gemm(Gemm) error                        { return nil }
+func (r *convRecorder) Conv(c Conv) error                      { r.convs = append(r.convs, c); return nil }
+
+// TestEncodeConvElem: a ConvOp's element type reaches each of its Conv's
+// three tensors, with the arenas' buffers and the byte offsets; the zero
+// value (a program generated before ConvOp had Elem) is float32.
+func TestEncodeConvElem(t *testing.T) {
+	var m Model
+	for a := range m.bufs {
+		m.bufs[a] = &testBuf{arenaNames[a], 1 << 20}
+	}
+	g := ConvGeom{N: 1, C: 2, H: 3, W: 3, OC: 2, KH: 1, KW: 1, SH: 1, SW: 1, DH: 1, DW: 1, Groups: 1, OH: 3, OW: 3}
+	for _, e := range []Elem{ElemF32, ElemBF16} {
+		op := &ConvOp{Geom: g, Product: ConvWeightGrad, X: Bind{ArenaTrainWork, 32, 36}, W: Bind{ArenaState, 64, 8}, Y: Bind{ArenaTrainWork, 128, 36},
+			Alpha: 1, Beta: 1, Precision: PrecisionBF16, Elem: e}
+		var r convRecorder
+		if err := m.encode(&r, &Op{Conv: op}); err != nil {
+			t.Fatal(err)
+		}
+		if len(r.convs) != 1 {
+			t.Fatalf("%v: %d Convs encoded, want 1", e, len(r.convs))
+		}
+		c := r.convs[0]
+		for _, x := range []struct {
+			name string
+			t    Tensor
+			b    Bind
+		}{{"X", c.X, op.X}, {"W", c.W, op.W}, {"Y", c.Y, op.Y}} {
+			if x.t.Elem != e || x.t.Offset != x.b.Offset || x.t.Buf != m.bufs[x.b.Arena] {
+				t.Errorf("%v: tensor %s is %v at %d of %v, want %v at %d of the %s arena", e, x.name, x.t.Elem, x.t.Offset, x.t.Buf, e, x.b.Offset, arenaNames[x.b.Arena])
+			}
+		}
+		if c.Product != op.Product || c.Precision != op.Precision || c.Beta != 1 || c.Geom != g {
+			t.Errorf("%v: encoded %+v, want the op's product, precision, Beta and geometry", e, c)
+		}
+	}
+	if (ConvOp{}).Elem != ElemF32 {
+		t.Errorf("ConvOp's zero Elem is %v, want float32", (ConvOp{}).Elem)
+	}
+}
