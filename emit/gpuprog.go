@@ -575,7 +575,7 @@ func (g *gpuGen) renderStep(mp *gpuPlan, short string, i int, st planner.Step, o
 	if c.loss && post != "" {
 		return "", "", fmt.Errorf("step %s of %s: a loss step writes a tensor stored in bfloat16 (a bug in mlbuild)", st.Kernel, st.Layer)
 	}
-	body = pre + body + post
+	body = keepUsed(pre, body) + body + post
 	if !c.loss {
 		body += "\nreturn 0"
 	}
@@ -691,6 +691,19 @@ func widenStored(ins, outs []operand) (pre, post string) {
 		}
 	}
 	return pre, post
+}
+
+// keepUsed is the lines of pre that declare a variable body uses: a
+// reference that takes no workspace leaves the copy of a bfloat16 one
+// unused.
+func keepUsed(pre, body string) string {
+	var kept string
+	for _, line := range strings.SplitAfter(pre, "\n") {
+		if v, _, ok := strings.Cut(line, " := "); ok && strings.Contains(body, v+"[") {
+			kept += line
+		}
+	}
+	return kept
 }
 
 // opLiterals renders a step's GPU ops.

@@ -32,6 +32,10 @@ func metalProgramSpecs(t *testing.T) map[string]struct {
 		// (f32 plans keep im2col): the generated program's library
 		// convolutions on the fake cuDNN.
 		"convnet_bf16": {"../testdata/specs/bf16/convnet_bf16.cue", true},
+		// CUDA stores its activations and gradients in bfloat16 around
+		// cuDNN convolutions in bf16 (planner/store_bf16.go): the rewritten
+		// kernels and the fake cuDNN's bfloat16 products.
+		"resnet_tiny_bf16": {"../testdata/specs/bf16/resnet_tiny_bf16.cue", true},
 		// The GPU plans' dense backward adds its dx into a gradient sum
 		// (planner/fuse_accumulate_gemm.go), in place and moved down.
 		"accumulate_gemm": {"testdata/accumulate_gemm.cue", true},
@@ -315,7 +319,7 @@ func TestCUDAPrograms(t *testing.T) {
 // (ResNet-18's training steps take minutes on the fake's Go GEMMs);
 // MLBUILD_CUDA_FAKE_DIR keeps the module in that folder, to run and time
 // its tests by hand.
-var cudaFakeSpecs = []string{"mnist", "mnist_unfused", "spec_layernorm_graph", "spec_transformer_block", "spec_batchnorm_dense", "bench_mlp_bf16", "spec_resize_unet", "spec_adamw_cosine", "spec_gpt_tiny", "spec_gpt_tiny_pad", "gpt_tiny_pad_unfused", "spec_accumulate", "gpt_tiny_bf16", "gpt_tiny_pad_bf16", "convnet_bf16", "accumulate_gemm"}
+var cudaFakeSpecs = []string{"mnist", "mnist_unfused", "spec_layernorm_graph", "spec_transformer_block", "spec_batchnorm_dense", "bench_mlp_bf16", "spec_resize_unet", "spec_adamw_cosine", "spec_gpt_tiny", "spec_gpt_tiny_pad", "gpt_tiny_pad_unfused", "spec_accumulate", "gpt_tiny_bf16", "gpt_tiny_pad_bf16", "convnet_bf16", "resnet_tiny_bf16", "accumulate_gemm"}
 
 // cudaFaultSpecs are the programs whose fake run also trains on MNIST
 // through a GPU fault (testdata/fakehost/cuda_fault_test.go).

@@ -161,8 +161,10 @@ func storeBF16(p *Plan, t Target) {
 	}
 	p.Stored = append(owners, p.Stored...)
 	if len(p.Stored) > 0 {
-		p.StoredNote = fmt.Sprintf("%d activations and gradients in bfloat16 memory, and %d bfloat16 weight gradients: the %d library convolutions multiply bfloat16 tensors, and the steps around them read and write bfloat16 (their sums add in float32)",
-			len(owners), len(p.Stored)-len(owners), convs)
+		p.StoredNote = fmt.Sprintf("%d activations and gradients in bfloat16 memory, which every step that names them reads and writes in bfloat16 (sums add in float32)", len(owners))
+		if convs > 0 {
+			p.StoredNote += fmt.Sprintf("; %d library convolutions multiply bfloat16 tensors, %d of them writing dW to a bfloat16 workspace", convs, len(p.Stored)-len(owners))
+		}
 	}
 }
 

@@ -1,0 +1,186 @@
+package planner
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/mlbuild/mlbuild/spec"
+)
+
+// storageTarget is a GPU-like target as CUDA's: convolutions of more
+// than 32 taps a filter run as the library method "lib" in the plan's
+// precision, the others on a direct kernel in f32; update steps write
+// their weights' twins, and the kernels of kernels may keep their
+// operands in bfloat16 (nil: no BF16Storage).
+func storageTarget(kernels ...Kernel) Target {
+	t := bf16Target(KSGD, KAdam)
+	t.Conv = func(g ConvGeom, _ ConvPass) ConvChoice {
+		if g.C/max(g.Groups, 1)*g.KH*g.KW <= 32 {
+			return ConvChoice{Method: "direct"}
+		}
+		return ConvChoice{Method: "lib"}
+	}
+	t.ConvPrecision = func(method, want string) DenseChoice {
+		if method == "direct" {
+			return DenseChoice{Precision: PrecisionF32, Why: "direct"}
+		}
+		return DenseChoice{Precision: want}
+	}
+	if kernels != nil {
+		k := map[Kernel]bool{}
+		for _, kn := range kernels {
+			k[kn] = true
+		}
+		t.BF16Storage = &BF16Storage{Kernels: k, Library: "lib"}
+	}
+	return t
+}
+
+// TestStoreBF16: in the tiny ResNet's bf16 training plan, every library
+// convolution multiplies bfloat16 tensors (Precision bf16), reads W's
+// twin and, in the backward, writes dW to a bfloat16 workspace of W's
+// shape; every buffer a step names is float32 or stored in bfloat16, and
+// a stored one only by the storage kernels or bf16 library
+// convolutions; the model's input, output and loss stay float32. Without
+// batch norm among the storage kernels, or with none, every library
+// convolution falls back to tf32 on float32 tensors (the ReLUs and sums
+// between the batch norms may still be stored), each with its
+// reason (the first ones the kernel that cannot, later ones a
+// convolution that fell back before them); an f32 plan stores nothing; and the small convolutional
+// network, whose first convolution (direct) writes the second's input,
+// falls back all the way down its chain.
+func TestStoreBF16(t *testing.T) {
+	all := []Kernel{KBatchNorm, KBatchNormBwd, KUnary, KUnaryBwd, KBinary, KBinaryBwd, KAccumulate, KGlobalAvgPool, KGlobalAvgPoolBwd}
+	build := func(file, precision string, target Target) *Plan {
+		t.Helper()
+		m, err := spec.Load(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.Precision = precision
+		p, err := Build(m, Options{Training: true, Fusion: true, Target: target})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	libs := func(p *Plan) (bf16, tf32 int) {
+		for _, st := range p.allSteps() {
+			if st.Attr.Method != "lib" {
+				continue
+			}
+			switch st.Attr.Precision {
+			case PrecisionBF16:
+				bf16++
+			case PrecisionTF32:
+				tf32++
+			default:
+				t.Errorf("%s %s in precision %q", st.Kernel, st.Layer, st.Attr.Precision)
+			}
+		}
+		return bf16, tf32
+	}
+	const resnet = "../testdata/specs/bf16/resnet_tiny_bf16.cue"
+
+	p := build(resnet, PrecisionBF16, storageTarget(all...))
+	if bf16, tf32 := libs(p); bf16 != 10 || tf32 != 0 {
+		t.Errorf("library convolutions: %d in bf16 and %d in tf32, want 10 and 0 (5 layers, forward and backward)", bf16, tf32)
+	}
+	stored := map[BufID]bool{}
+	for _, id := range p.Stored {
+		stored[id] = true
+	}
+	if len(stored) < 30 {
+		t.Errorf("%d buffers stored in bfloat16, want the activations and gradients around 5 convolutions (at least 30)", len(stored))
+	}
+	for _, id := range []BufID{p.Input, p.Output, p.Loss, p.Labels} {
+		if p.Buffers[id].Elem != "" {
+			t.Errorf("%s is stored in %q", p.Buffers[id].Name, p.Buffers[id].Elem)
+		}
+	}
+	storage := map[Kernel]bool{}
+	for _, k := range all {
+		storage[k] = true
+	}
+	for _, st := range p.allSteps() {
+		lib := st.Attr.Method == "lib" && st.Attr.Precision == PrecisionBF16
+		for _, ids := range [][]BufID{st.In, st.Out} {
+			for _, id := range ids {
+				if id != NoBuf && stored[p.root(id)] && !storage[st.Kernel] && !lib {
+					t.Errorf("%s %s names %s, stored in bfloat16", st.Kernel, st.Layer, p.Buffers[id].Name)
+				}
+			}
+		}
+		if !lib {
+			continue
+		}
+		if p.TwinOf(st.In[1]) == NoBuf {
+			t.Errorf("%s %s: W has no twin", st.Kernel, st.Layer)
+		}
+		x, y := st.In[0], st.Out[0]
+		if st.Kernel == KConv2DBwd {
+			y = st.In[3]
+			ws := st.In[4]
+			if ws == NoBuf || p.Buffers[ws].Elem != ElemBF16 || p.Buffers[ws].Size != p.Buffers[st.In[1]].Size || !stored[ws] {
+				t.Errorf("%s %s: dW's workspace %v is no stored bfloat16 buffer of W's size", st.Kernel, st.Layer, ws)
+			}
+		}
+		for _, id := range []BufID{x, y} {
+			if p.Buffers[id].Elem != ElemBF16 {
+				t.Errorf("%s %s: %s is float32", st.Kernel, st.Layer, p.Buffers[id].Name)
+			}
+		}
+	}
+	var text strings.Builder
+	if err := WriteText(&text, p); err != nil || !strings.Contains(text.String(), "; 5 library convolutions multiply bfloat16 tensors, 5 of them writing dW to a bfloat16 workspace") {
+		t.Errorf("mlbuild plan does not show the bf16 storage (%v)", err)
+	}
+
+	for _, tc := range []struct {
+		name   string
+		file   string
+		target Target
+		why    string
+	}{
+		{"no batch norm", resnet, storageTarget(KUnary, KUnaryBwd, KBinary, KBinaryBwd, KAccumulate, KGlobalAvgPool, KGlobalAvgPoolBwd), "batchnorm"},
+		{"no storage", resnet, storageTarget(), "unary stem_relu reads or writes it in float32 only"},
+		{"convnet", "../testdata/specs/bf16/convnet_bf16.cue", storageTarget(all...), "conv2d conv2d1 reads or writes it in float32 only"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.target.BF16Storage == nil {
+				tc.target.BF16Storage = &BF16Storage{Library: "lib"}
+			}
+			p := build(tc.file, PrecisionBF16, tc.target)
+			if bf16, tf32 := libs(p); bf16 != 0 || tf32 == 0 {
+				t.Errorf("library convolutions: %d in bf16 and %d in tf32, want all in tf32", bf16, tf32)
+			}
+			for _, id := range p.Stored {
+				if p.Buffers[id].Kind == KindScratch {
+					t.Errorf("%s: a dW workspace, but no convolution is in bf16", p.Buffers[id].Name)
+				}
+			}
+			// Every fallback names the tensor that stays float32; the
+			// first ones the cause (later ones a convolution that fell
+			// back before them).
+			said := false
+			for _, l := range p.Precisions {
+				if strings.Contains(l, "tf32, not bf16") {
+					said = said || strings.Contains(l, tc.why)
+					if !strings.Contains(l, ") stays float32: ") {
+						t.Errorf("fallback %q names no tensor", l)
+					}
+				}
+			}
+			if !said {
+				t.Errorf("no fallback says %q: %q", tc.why, p.Precisions)
+			}
+		})
+	}
+
+	f32 := build(resnet, PrecisionF32, storageTarget(all...))
+	for _, b := range f32.Buffers {
+		if b.Elem != "" || len(f32.Stored) != 0 {
+			t.Fatalf("the f32 plan stores %s in %q", b.Name, b.Elem)
+		}
+	}
+}
