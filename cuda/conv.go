@@ -12,24 +12,34 @@ import (
 // the _v7 heuristics' first algorithm that needs no more is chosen.
 const dnnWorkspaceLimit = 1 << 30
 
-// convMath is the cuDNN math of each precision a library convolution
-// runs in: f32 restricts cuDNN to FMA kernels (float32 products: cuDNN's
-// default math takes TF32 tensor cores on float data) and prepareConv to
-// the algorithms that sum them in float32 (DNNFloat32Algo), tf32 is that
-// default math, which permits TF32 tensor cores on float data (TF32
-// operands, float32 sums; PyTorch's choice for allow_tf32). bf16 is not
-// here: cuDNN has no math that rounds float data to bfloat16 and writes
-// float32, so a bf16 Conv is refused (the CUDA target gives a bf16
-// plan's library convolutions tf32).
+// convMath is the cuDNN math and data type of each precision a library
+// convolution runs in (gpuhost.Conv takes float32 tensors in f32 and
+// tf32, bfloat16 ones in bf16). f32 restricts cuDNN to FMA kernels
+// (float32 products: cuDNN's default math takes TF32 tensor cores on
+// float data) and prepareConv to the algorithms that sum them in float32
+// (DNNFloat32Algo); tf32 is that default math, which permits TF32 tensor
+// cores on float data (TF32 operands, float32 sums; PyTorch's choice for
+// allow_tf32). bf16 is cuDNN's PSEUDO_BFLOAT16_CONFIG: bfloat16 tensors
+// and filter (CUDNN_DATA_BFLOAT16), a float compute type (products
+// summed in float32, the output rounded to bfloat16 when it is stored),
+// and CUDNN_TENSOR_OP_MATH, which asks for the tensor cores a bf16
+// convolution is made for and converts nothing on bfloat16 data (the
+// down-conversion its name warns of concerns float data; PyTorch sets
+// the same math for its bfloat16 convolutions); any algorithm the
+// heuristics offer may run, as in tf32.
 var convMath = map[gpuhost.Precision]struct {
 	math int32
 	name string
+	data int32        // the cudnnDataType_t of X, W and Y
+	elem gpuhost.Elem // their element type
 }{
-	gpuhost.PrecisionF32:  {DNNFMAMath, "CUDNN_FMA_MATH"},
-	gpuhost.PrecisionTF32: {DNNDefaultMath, "CUDNN_DEFAULT_MATH"},
+	gpuhost.PrecisionF32:  {DNNFMAMath, "CUDNN_FMA_MATH", DNNDataFloat, gpuhost.ElemF32},
+	gpuhost.PrecisionTF32: {DNNDefaultMath, "CUDNN_DEFAULT_MATH", DNNDataFloat, gpuhost.ElemF32},
+	gpuhost.PrecisionBF16: {DNNTensorOpMath, "CUDNN_TENSOR_OP_MATH on bfloat16", DNNDataBFloat16, gpuhost.ElemBF16},
 }
 
-// convKey is the descriptors of one geometry in one precision.
+// convKey is the descriptors of one geometry in one precision (which
+// sets their data type, convMath).
 type convKey struct {
 	g gpuhost.ConvGeom
 	p gpuhost.Precision
@@ -48,7 +58,8 @@ type convPlan struct {
 }
 
 // ConvArgs is one library convolution on device addresses: the product
-// of Conv's contract (gpuhost.Conv) on packed float32 NCHW tensors.
+// of Conv's contract (gpuhost.Conv) on packed NCHW tensors, bfloat16 in
+// precision bf16 and float32 in the others (convMath).
 type ConvArgs struct {
 	Geom      gpuhost.ConvGeom
 	Product   gpuhost.ConvProduct
@@ -61,7 +72,7 @@ type ConvArgs struct {
 // PrepareConv readies what a convolution of geometry g, product p and
 // precision prec needs before it can be captured: cuDNN loaded, its
 // handle on the engine's stream, the descriptors (kept per geometry and
-// precision), the algorithm (the _v7 heuristics' first deterministic one
+// precision, whose data type convMath gives), the algorithm (the _v7 heuristics' first deterministic one
 // whose status is success and whose workspace is within
 // dnnWorkspaceLimit, else their first such one of any kind; in f32 only
 // among those of the GEMM and direct families, DNNFloat32Algo) and a
@@ -83,7 +94,7 @@ func (e *Engine) prepareConv(g gpuhost.ConvGeom, p gpuhost.ConvProduct, prec gpu
 	}
 	m, ok := convMath[prec]
 	if !ok {
-		return nil, fmt.Errorf("cuda: a %v convolution in precision %v, which cuDNN does not compute on float32 tensors (f32 or tf32)", p, prec)
+		return nil, fmt.Errorf("cuda: a %v convolution in precision %v, which cuDNN does not compute here (f32 or tf32 on float32 tensors, bf16 on bfloat16 ones)", p, prec)
 	}
 	if err := e.lib.loadDNN(); err != nil {
 		return nil, err
@@ -101,7 +112,7 @@ func (e *Engine) prepareConv(g gpuhost.ConvGeom, p gpuhost.ConvProduct, prec gpu
 	cp := e.convs[key]
 	if cp == nil {
 		cp = &convPlan{}
-		if err := e.convDescriptors(cp, g, m.math); err != nil {
+		if err := e.convDescriptors(cp, g, m.data, m.math); err != nil {
 			e.destroyConv(cp)
 			return nil, fmt.Errorf("%w (convolution %v, %s)", err, g, m.name)
 		}
@@ -180,19 +191,19 @@ func (e *Engine) prepareConv(g gpuhost.ConvGeom, p gpuhost.ConvProduct, prec gpu
 		e.dnnWork, e.dnnWorkBytes = p, ws
 	}
 	cp.chosen[p], cp.algo[p], cp.ws[p] = true, algo, ws
-	if err := e.warmConv(cp, g, p, m.name); err != nil {
+	if err := e.warmConv(cp, g, p, m.elem.Size(), m.name); err != nil {
 		cp.chosen[p] = false
 		return nil, err
 	}
 	return cp, nil
 }
 
-// warmConv runs product p of cp once on scratch tensors and waits, on the
-// engine's thread outside any capture: cuDNN may load or compile a
-// kernel, or set it up, at its first call, none of which a capture
-// allows, and an algorithm that fails to run fails here, named, rather
-// than inside a graph. The scratch is freed after.
-func (e *Engine) warmConv(cp *convPlan, g gpuhost.ConvGeom, p gpuhost.ConvProduct, math string) error {
+// warmConv runs product p of cp once on scratch tensors of es bytes an
+// element and waits, on the engine's thread outside any capture: cuDNN
+// may load or compile a kernel, or set it up, at its first call, none of
+// which a capture allows, and an algorithm that fails to run fails here,
+// named, rather than inside a graph. The scratch is freed after.
+func (e *Engine) warmConv(cp *convPlan, g gpuhost.ConvGeom, p gpuhost.ConvProduct, es int, math string) error {
 	xs, ws, ys := g.Sizes()
 	var ptrs [3]DevicePtr
 	defer func() {
@@ -204,7 +215,7 @@ func (e *Engine) warmConv(cp *convPlan, g gpuhost.ConvGeom, p gpuhost.ConvProduc
 		}
 	}()
 	for i, n := range []int{xs, ws, ys} {
-		if err := e.alloc(&ptrs[i], uintptr(4*n), "a trial run of cuDNN"); err != nil {
+		if err := e.alloc(&ptrs[i], uintptr(es*n), "a trial run of cuDNN"); err != nil {
 			return err
 		}
 	}
@@ -214,9 +225,10 @@ func (e *Engine) warmConv(cp *convPlan, g gpuhost.ConvGeom, p gpuhost.ConvProduc
 	return e.lib.driverError("cuStreamSynchronize", e.lib.Driver.StreamSynchronize(e.stream), fmt.Sprintf("after a trial run of cuDNN's %v of %v", p, g))
 }
 
-// convDescriptors makes cp's descriptors for g with the given math; on
-// the engine's thread.
-func (e *Engine) convDescriptors(cp *convPlan, g gpuhost.ConvGeom, math int32) error {
+// convDescriptors makes cp's descriptors for g: X, W and Y of data type
+// data (NCHW), the convolution's compute type float (the only one of
+// float and bfloat16 data) and its math math; on the engine's thread.
+func (e *Engine) convDescriptors(cp *convPlan, g gpuhost.ConvGeom, data, math int32) error {
 	l, d := e.lib, e.lib.DNN
 	for _, c := range []struct {
 		call string
@@ -227,13 +239,13 @@ func (e *Engine) convDescriptors(cp *convPlan, g gpuhost.ConvGeom, math int32) e
 		{"cudnnCreateFilterDescriptor", func() DNNStatus { return d.CreateFilter(&cp.w) }},
 		{"cudnnCreateConvolutionDescriptor", func() DNNStatus { return d.CreateConv(&cp.conv) }},
 		{"cudnnSetTensor4dDescriptor", func() DNNStatus {
-			return d.SetTensor4d(cp.x, DNNTensorNCHW, DNNDataFloat, int32(g.N), int32(g.C), int32(g.H), int32(g.W))
+			return d.SetTensor4d(cp.x, DNNTensorNCHW, data, int32(g.N), int32(g.C), int32(g.H), int32(g.W))
 		}},
 		{"cudnnSetTensor4dDescriptor", func() DNNStatus {
-			return d.SetTensor4d(cp.y, DNNTensorNCHW, DNNDataFloat, int32(g.N), int32(g.OC), int32(g.OH), int32(g.OW))
+			return d.SetTensor4d(cp.y, DNNTensorNCHW, data, int32(g.N), int32(g.OC), int32(g.OH), int32(g.OW))
 		}},
 		{"cudnnSetFilter4dDescriptor", func() DNNStatus {
-			return d.SetFilter4d(cp.w, DNNDataFloat, DNNTensorNCHW, int32(g.OC), int32(g.C/g.Groups), int32(g.KH), int32(g.KW))
+			return d.SetFilter4d(cp.w, data, DNNTensorNCHW, int32(g.OC), int32(g.C/g.Groups), int32(g.KH), int32(g.KW))
 		}},
 		{"cudnnSetConvolution2dDescriptor", func() DNNStatus {
 			return d.SetConv2d(cp.conv, int32(g.PH), int32(g.PW), int32(g.SH), int32(g.SW), int32(g.DH), int32(g.DW), DNNCrossCorrelation, DNNDataFloat)

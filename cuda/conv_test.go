@@ -2,6 +2,7 @@ package cuda_test
 
 import (
 	"errors"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -265,6 +266,88 @@ func TestConvFacts(t *testing.T) {
 	for _, want := range []string{"cuDNN: fakecuda (Go), version 9.10.0", "CUDNN_FMA_MATH", "CUDNN_DEFAULT_MATH", "cuDNN algorithms: forward: 1 ×1; workspace 1.4 KiB"} {
 		if !strings.Contains(all, want) {
 			t.Errorf("info lacks %q:\n%s", want, all)
+		}
+	}
+}
+
+// TestFakeDNNDataTypes holds the fake cuDNN to the data types cuDNN
+// takes for a convolution: the tensors and the filter all float or all
+// bfloat16 with a float compute type (FLOAT_CONFIG and
+// PSEUDO_BFLOAT16_CONFIG); data types that differ among them are
+// CUDNN_STATUS_BAD_PARAM, and a data or compute type the fake does not
+// compute CUDNN_STATUS_NOT_SUPPORTED, from the heuristics of each
+// product as from its call.
+func TestFakeDNNDataTypes(t *testing.T) {
+	f := fakecuda.New(fakecuda.Options{WorkDir: fakeWorkDir})
+	lib := f.Libraries()
+	drv := lib.Driver
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	var ctx cuda.Context
+	if drv.Init(0) != 0 || drv.DevicePrimaryCtxRetain(&ctx, 0) != 0 || drv.CtxSetCurrent(ctx) != 0 {
+		t.Fatal("setting up a context failed")
+	}
+	defer drv.DevicePrimaryCtxRelease(0)
+	dnn, _, err := lib.DNNLoad()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var h cuda.DNNHandle
+	var x, y cuda.TensorDesc
+	var w cuda.FilterDesc
+	var conv cuda.ConvDesc
+	if dnn.Create(&h) != 0 || dnn.CreateTensor(&x) != 0 || dnn.CreateTensor(&y) != 0 || dnn.CreateFilter(&w) != 0 || dnn.CreateConv(&conv) != 0 {
+		t.Fatal("creating the handle and descriptors failed")
+	}
+	defer func() {
+		dnn.DestroyTensor(x)
+		dnn.DestroyTensor(y)
+		dnn.DestroyFilter(w)
+		dnn.DestroyConv(conv)
+		dnn.Destroy(h)
+	}()
+	const half int32 = 2 // CUDNN_DATA_HALF
+	fl, bf := cuda.DNNDataFloat, cuda.DNNDataBFloat16
+	g := geom3x3
+	for _, c := range []struct {
+		name             string
+		x, w, y, compute int32
+		want             cuda.DNNStatus
+	}{
+		{"float", fl, fl, fl, fl, cuda.DNNSuccess},
+		{"bfloat16 in float compute", bf, bf, bf, fl, cuda.DNNSuccess},
+		{"a float filter among bfloat16 tensors", bf, fl, bf, fl, cuda.DNNBadParam},
+		{"a bfloat16 output of float tensors", fl, fl, bf, fl, cuda.DNNBadParam},
+		{"a bfloat16 input beside float ones", bf, fl, fl, fl, cuda.DNNBadParam},
+		{"bfloat16 in bfloat16 compute", bf, bf, bf, bf, cuda.DNNNotSupported},
+		{"half", half, half, half, fl, cuda.DNNNotSupported},
+	} {
+		if dnn.SetTensor4d(x, cuda.DNNTensorNCHW, c.x, int32(g.N), int32(g.C), int32(g.H), int32(g.W)) != 0 ||
+			dnn.SetTensor4d(y, cuda.DNNTensorNCHW, c.y, int32(g.N), int32(g.OC), int32(g.OH), int32(g.OW)) != 0 ||
+			dnn.SetFilter4d(w, c.w, cuda.DNNTensorNCHW, int32(g.OC), int32(g.C), int32(g.KH), int32(g.KW)) != 0 ||
+			dnn.SetConv2d(conv, 1, 1, 1, 1, 1, 1, cuda.DNNCrossCorrelation, c.compute) != 0 {
+			t.Fatalf("%s: setting the descriptors failed", c.name)
+		}
+		var perf [8]cuda.ConvAlgoPerf
+		var n int32
+		for _, p := range []struct {
+			name string
+			s    cuda.DNNStatus
+		}{
+			{"forward heuristics", dnn.FwdAlgo(h, x, w, conv, y, 8, &n, &perf[0])},
+			{"input gradient heuristics", dnn.BwdDataAlgo(h, w, y, conv, x, 8, &n, &perf[0])},
+			{"weight gradient heuristics", dnn.BwdFilterAlgo(h, x, y, conv, w, 8, &n, &perf[0])},
+			{"forward", dnn.Forward(h, new(float32), x, 0, w, 0, conv, 9, 0, 0, new(float32), y, 0)},
+		} {
+			// The forward call's algorithm 9 is none of the fake's: past
+			// the descriptors' checks it is refused as a bad parameter.
+			want := c.want
+			if p.name == "forward" && want == cuda.DNNSuccess {
+				want = cuda.DNNBadParam
+			}
+			if p.s != want {
+				t.Errorf("%s: %s returned %d, want %d", c.name, p.name, p.s, want)
+			}
 		}
 	}
 }

@@ -145,7 +145,7 @@ func (d *Device) Facts() []gpuhost.Fact {
 		facts = append(facts, gpuhost.Fact{Key: f.Library, Value: where + ", version " + v})
 	}
 	if v := e.DNNVersion(); v != "" {
-		facts = append(facts, gpuhost.Fact{Key: "convolutions", Value: "cuDNN " + v + ", per step's precision: f32 CUDNN_FMA_MATH (exact fp32), tf32 CUDNN_DEFAULT_MATH (TF32 tensor cores, fp32 sums)"})
+		facts = append(facts, gpuhost.Fact{Key: "convolutions", Value: "cuDNN " + v + ", per step's precision: f32 CUDNN_FMA_MATH (exact fp32), tf32 CUDNN_DEFAULT_MATH (TF32 tensor cores, fp32 sums), bf16 CUDNN_TENSOR_OP_MATH on bfloat16 tensors (fp32 sums, bfloat16 output)"})
 		if a := e.ConvAlgorithms(); a != "" {
 			facts = append(facts, gpuhost.Fact{Key: "cuDNN algorithms", Value: a})
 		}
@@ -649,13 +649,14 @@ func (en *encoder) Conv(c gpuhost.Conv) error {
 // and each tensor's bytes inside its buffer) and returns its ConvArgs and
 // the buffers it uses.
 func (d *Device) convArgs(op string, c gpuhost.Conv) (ConvArgs, []*buffer, error) {
-	if err := c.Check(false); err != nil {
+	if err := c.Check(true); err != nil {
 		return ConvArgs{}, nil, fmt.Errorf("cuda: %s: %w", op, err)
 	}
-	if _, ok := convMath[c.Precision]; !ok {
-		return ConvArgs{}, nil, fmt.Errorf("cuda: %s: precision %v, which cuDNN does not compute on float32 tensors (f32 or tf32)", op, c.Precision)
+	if m, ok := convMath[c.Precision]; !ok || m.elem != c.X.Elem {
+		return ConvArgs{}, nil, fmt.Errorf("cuda: %s: precision %v on %v tensors, which cuDNN does not compute here (f32 or tf32 on float32 tensors, bf16 on bfloat16 ones)", op, c.Precision, c.X.Elem)
 	}
 	xs, ws, ys := c.Geom.Sizes()
+	es := c.X.Elem.Size() // 4 or 2, the same for all three: Check refused the rest
 	var ptrs [3]DevicePtr
 	var used []*buffer
 	for i, t := range []struct {
@@ -667,9 +668,9 @@ func (d *Device) convArgs(op string, c gpuhost.Conv) (ConvArgs, []*buffer, error
 		if err != nil {
 			return ConvArgs{}, nil, err
 		}
-		if t.x.Offset < 0 || t.x.Offset%4 != 0 || t.x.Offset+4*t.n > b.n {
-			return ConvArgs{}, nil, fmt.Errorf("cuda: %s, tensor %s: %d float32s at offset %d need bytes up to %d of buffer %q, which has %d (offsets are multiples of 4)",
-				op, t.name, t.n, t.x.Offset, t.x.Offset+4*t.n, b.label, b.n)
+		if t.x.Offset < 0 || t.x.Offset%es != 0 || t.x.Offset+es*t.n > b.n {
+			return ConvArgs{}, nil, fmt.Errorf("cuda: %s, tensor %s: %d %vs at offset %d need bytes up to %d of buffer %q, which has %d (offsets are multiples of %d)",
+				op, t.name, t.n, t.x.Elem, t.x.Offset, t.x.Offset+es*t.n, b.label, b.n, es)
 		}
 		ptrs[i] = b.ptr + DevicePtr(t.x.Offset)
 		used = append(used, b)

@@ -52,7 +52,10 @@ const (
 	DNNInternalError DNNStatus = 4000 // CUDNN_STATUS_INTERNAL_ERROR
 	DNNExecFailed    DNNStatus = 5000 // CUDNN_STATUS_EXECUTION_FAILED
 
-	// cudnnDataType_t values.
+	// cudnnDataType_t values: FLOAT, DOUBLE, HALF, INT8, INT32, INT8x4,
+	// UINT8, UINT8x4, INT8x32, BFLOAT16 in that order from 0. A bf16
+	// convolution's tensors and filter are CUDNN_DATA_BFLOAT16 and its
+	// compute type CUDNN_DATA_FLOAT (PSEUDO_BFLOAT16_CONFIG).
 	DNNDataFloat    int32 = 0 // CUDNN_DATA_FLOAT
 	DNNDataBFloat16 int32 = 9 // CUDNN_DATA_BFLOAT16
 
@@ -68,8 +71,8 @@ const (
 
 	// cudnnMathType_t values. DNNDefaultMath lets cuDNN use TF32 tensor
 	// cores on float data (Ampere and newer); DNNTensorOpMath asks for
-	// tensor cores (TF32 for float data); DNNFMAMath restricts cuDNN to
-	// FMA kernels: float32 products.
+	// tensor cores (TF32 for float data, bfloat16 ones for bfloat16
+	// data); DNNFMAMath restricts cuDNN to FMA kernels: float32 products.
 	DNNDefaultMath  int32 = 0
 	DNNTensorOpMath int32 = 1
 	DNNFMAMath      int32 = 3

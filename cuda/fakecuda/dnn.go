@@ -1,6 +1,7 @@
 package fakecuda
 
 import (
+	"encoding/binary"
 	"maps"
 	"unsafe"
 
@@ -11,12 +12,15 @@ import (
 // The fake cuDNN computes the three products of a convolution in Go
 // loops on the simulated memory, and checks what cuDNN checks, with its
 // status codes: a handle made by cudnnCreate (CUDNN_STATUS_NOT_INITIALIZED
-// otherwise); descriptors created and set, of float data in the NCHW
-// format, with sizes that agree (the filter's channels times the groups
-// are the input's, its count the output's, divisible by the groups, the
-// output what the window gives), a cross-correlation in float compute
-// (CUDNN_STATUS_BAD_PARAM for a disagreement, CUDNN_STATUS_NOT_SUPPORTED
-// for another data type, format or mode); an algorithm the heuristics
+// otherwise); descriptors created and set, in the NCHW format, the
+// tensors and the filter all of float data or all of bfloat16 data
+// (cuDNN's FLOAT_CONFIG and PSEUDO_BFLOAT16_CONFIG), with sizes that
+// agree (the filter's channels times the groups are the input's, its
+// count the output's, divisible by the groups, the output what the
+// window gives), a cross-correlation in float compute
+// (CUDNN_STATUS_BAD_PARAM for a disagreement, data types that differ
+// among them included, CUDNN_STATUS_NOT_SUPPORTED for another data
+// type, compute type, format or mode); an algorithm the heuristics
 // proposed, and a workspace of at least that algorithm's bytes inside a
 // live allocation (CUDNN_STATUS_BAD_PARAM). The _v7 heuristics propose
 // five algorithms: one whose status is CUDNN_STATUS_NOT_SUPPORTED (5),
@@ -36,7 +40,11 @@ import (
 // CUDNN_DEFAULT_MATH and CUDNN_TENSOR_OP_MATH first round each element of
 // both operands to TF32, as a Hopper GPU's tensor cores do with float
 // data; either way the products are summed in float64 and the sum
-// rounded to float32 (as the fake's Sgemm).
+// rounded to float32 (as the fake's Sgemm). On bfloat16 data, in any
+// math, the operands are the stored bfloat16 values (decoded exactly),
+// their products summed alike, the output Alpha·sum + Beta·output in
+// float32 (the old output decoded from bfloat16) stored rounded to
+// bfloat16 (to nearest, ties to even).
 // A product on a capturing stream is recorded into the graph and runs
 // when it is launched; its pointers are checked when it runs
 // (CUDA_ERROR_ILLEGAL_ADDRESS at the next synchronisation).
@@ -73,6 +81,7 @@ type convCall struct {
 	x, w, y     uint64
 	alpha, beta float32
 	precision   gpuhost.Precision
+	bf16        bool // bfloat16 tensors: 2 bytes an element
 }
 
 // fakeWorkspace is the bytes the fake's good algorithm needs.
@@ -132,11 +141,14 @@ func (f *Fake) dnn() *cuda.DNNAPI {
 			return gpuhost.ConvGeom{}, nil, cuda.DNNBadParam
 		}
 		for _, t := range []*dnnTensor{x, w, y} {
-			if t.dtype != cuda.DNNDataFloat || t.format != cuda.DNNTensorNCHW {
+			if t.format != cuda.DNNTensorNCHW {
 				return gpuhost.ConvGeom{}, nil, cuda.DNNNotSupported
 			}
 		}
-		if c.mode != cuda.DNNCrossCorrelation || c.compute != cuda.DNNDataFloat {
+		if w.dtype != x.dtype || y.dtype != x.dtype {
+			return gpuhost.ConvGeom{}, nil, cuda.DNNBadParam
+		}
+		if x.dtype != cuda.DNNDataFloat && x.dtype != cuda.DNNDataBFloat16 || c.mode != cuda.DNNCrossCorrelation || c.compute != cuda.DNNDataFloat {
 			return gpuhost.ConvGeom{}, nil, cuda.DNNNotSupported
 		}
 		g := gpuhost.ConvGeom{N: x.n, C: x.c, H: x.h, W: x.w, OC: w.n, KH: w.h, KW: w.w, PH: c.pad[0], PW: c.pad[1],
@@ -208,7 +220,11 @@ func (f *Fake) dnn() *cuda.DNNAPI {
 		}
 		f.convAlgos[algo]++
 		call := &convCall{g: g, product: p, x: uint64(x), w: uint64(w), y: uint64(y), alpha: *alpha, beta: *beta, precision: gpuhost.PrecisionTF32}
-		if c.math == cuda.DNNFMAMath {
+		switch {
+		case desc(uintptr(xd), "tensor").dtype == cuda.DNNDataBFloat16:
+			// Rounding a bfloat16 value to bfloat16 (or TF32) keeps it.
+			call.precision, call.bf16 = gpuhost.PrecisionBF16, true
+		case c.math == cuda.DNNFMAMath:
 			call.precision = gpuhost.PrecisionF32
 		}
 		st := f.streams[f.dnnHandles[h].stream]
@@ -386,11 +402,17 @@ func (f *Fake) ConvAlgorithms() map[int32]int {
 func unsafeSlice(p *cuda.ConvAlgoPerf, n int) []cuda.ConvAlgoPerf { return unsafe.Slice(p, n) }
 
 // runConv computes one product on the simulated memory; a tensor outside
-// the live allocations faults as a kernel would.
+// the live allocations faults as a kernel would. Float tensors are the
+// memory itself; bfloat16 ones are decoded copies, and the output is
+// encoded back, rounded, at the end.
 func (f *Fake) runConv(c *convCall) {
 	g := c.g
 	xs, ws, ys := g.Sizes()
-	X, W, Y := f.floats("cuDNN x", c.x, xs), f.floats("cuDNN w", c.w, ws), f.floats("cuDNN y", c.y, ys)
+	read := f.floats
+	if c.bf16 {
+		read = f.bf16s
+	}
+	X, W, Y := read("cuDNN x", c.x, xs), read("cuDNN w", c.w, ws), read("cuDNN y", c.y, ys)
 	if X == nil || W == nil || Y == nil {
 		return
 	}
@@ -403,14 +425,15 @@ func (f *Fake) runConv(c *convCall) {
 		return out
 	}
 	var out []float32
+	var outAt uint64
 	var rx, rw, ry []float32
 	switch c.product {
 	case gpuhost.ConvForward:
-		out, rx, rw, ry = Y, round(X), round(W), make([]float32, len(Y))
+		out, outAt, rx, rw, ry = Y, c.y, round(X), round(W), make([]float32, len(Y))
 	case gpuhost.ConvInputGrad:
-		out, rx, rw, ry = X, make([]float32, len(X)), round(W), round(Y)
+		out, outAt, rx, rw, ry = X, c.x, make([]float32, len(X)), round(W), round(Y)
 	default:
-		out, rx, rw, ry = W, round(X), make([]float32, len(W)), round(Y)
+		out, outAt, rx, rw, ry = W, c.w, round(X), make([]float32, len(W)), round(Y)
 	}
 	acc := make([]float64, len(out))
 	cg, ocg := g.C/g.Groups, g.OC/g.Groups
@@ -455,6 +478,12 @@ func (f *Fake) runConv(c *convCall) {
 			v += c.beta * out[i]
 		}
 		out[i] = v
+	}
+	if c.bf16 {
+		b := f.bytesAt(outAt, uint64(2*len(out)))
+		for i, v := range out {
+			binary.LittleEndian.PutUint16(b[2*i:], gpuhost.BF16Bits(v))
+		}
 	}
 	f.stats.ConvRuns++
 }
