@@ -68,6 +68,7 @@ func fakeSuite(opts cuda.Options, fail func(*fakecuda.Fake), check func(*testing
 		BF16Operands:   true,
 		Conv:           true,
 		ConvPrecisions: []gpuhost.Precision{gpuhost.PrecisionTF32},
+		ConvBF16:       true,
 	}
 }
 

@@ -52,9 +52,12 @@ func TestRealConformance(t *testing.T) {
 		BF16Operands: true,
 		// cuDNN's convolutions, each product against the float64
 		// reference: f32 (CUDNN_FMA_MATH) within 1e-5, tf32 within its
-		// bound; bf16 refused.
+		// bound, float32 tensors in bf16 refused; bfloat16 tensors in bf16
+		// (PSEUDO_BFLOAT16_CONFIG, CUDNN_TENSOR_OP_MATH) within half a
+		// bfloat16 unit of the product of the stored values.
 		Conv:           true,
 		ConvPrecisions: []gpuhost.Precision{gpuhost.PrecisionTF32},
+		ConvBF16:       true,
 	})
 }
 

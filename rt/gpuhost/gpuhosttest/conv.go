@@ -1,6 +1,7 @@
 package gpuhosttest
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
 	"slices"
@@ -134,10 +135,11 @@ var convProducts = []gpuhost.ConvProduct{gpuhost.ConvForward, gpuhost.ConvInputG
 // which must not be read); in each fast precision it lists (ConvPrecisions)
 // as Gemm's precisions are held (the rounded reference and a visible
 // difference from f32 on a device that RoundsOperands, else the error
-// bound); and it refuses the precisions it does not list, bfloat16
-// tensors, a geometry whose output size disagrees with its window, and a
-// tensor past its buffer. A device without them refuses every Conv with
-// an error that says so.
+// bound); and it refuses the precisions it does not list, float32
+// tensors in precision bf16 (a bf16 Conv reads bfloat16 tensors:
+// testConvBF16), bfloat16 tensors beside a float32 one, a geometry whose
+// output size disagrees with its window, and a tensor past its buffer. A
+// device without them refuses every Conv with an error that says so.
 func testConv(t *testing.T, s Suite) {
 	d := open(t, s)
 	g0 := convGeoms[0].g
@@ -181,7 +183,7 @@ func testConv(t *testing.T, s Suite) {
 			})
 		}
 	}
-	for _, p := range []gpuhost.Precision{gpuhost.PrecisionTF32, gpuhost.PrecisionBF16} {
+	for _, p := range []gpuhost.Precision{gpuhost.PrecisionTF32} {
 		t.Run("precision "+p.String(), func(t *testing.T) {
 			// Long sums (C·KH·KW = 72 and N·OH·OW = 98) so that rounding
 			// shows, as in GemmPrecision.
@@ -230,10 +232,197 @@ func testConv(t *testing.T, s Suite) {
 		}{
 			{"an output size the window does not give", func(c *gpuhost.Conv) { c.Geom = bad }, "window"},
 			{"channels that do not split into the groups", func(c *gpuhost.Conv) { c.Geom.Groups = 2 }, "groups"},
-			{"bfloat16 tensors", func(c *gpuhost.Conv) { c.X.Elem, c.W.Elem = gpuhost.ElemBF16, gpuhost.ElemBF16 }, "bfloat16"},
+			{"bfloat16 tensors beside a float32 one", func(c *gpuhost.Conv) { c.X.Elem, c.W.Elem = gpuhost.ElemBF16, gpuhost.ElemBF16 }, "bfloat16"},
+			{"float32 tensors in precision bf16", func(c *gpuhost.Conv) { c.Precision = gpuhost.PrecisionBF16 }, "bf16"},
 			{"an unknown product", func(c *gpuhost.Conv) { c.Product = 9 }, "product"},
 			{"x past its buffer", func(c *gpuhost.Conv) { c.X.Buf = small }, "small"},
 			{"y at an offset past its buffer", func(c *gpuhost.Conv) { c.Y.Offset = 4 }, "offset"},
+		} {
+			cv := ok
+			c.edit(&cv)
+			err := run(d, c.name, func(e gpuhost.Encoder) error { return e.Conv(cv) })
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("%s: %v, want a refusal containing %q", c.name, err, c.want)
+			}
+		}
+	})
+}
+
+// bf16Values is v rounded to bfloat16 with the suite's own bit arithmetic
+// (to nearest, ties to even; a quiet NaN stays one), as the values (for
+// the reference) and as the bytes a device reads, 2 an element.
+func bf16Values(v []float32) ([]float32, []byte) {
+	r := make([]float32, len(v))
+	b := make([]byte, 2*len(v))
+	for i, x := range v {
+		u := math.Float32bits(x)
+		if rest := u & 0xffff; rest > 0x8000 || rest == 0x8000 && u&0x10000 != 0 {
+			u += 0x10000
+		}
+		binary.LittleEndian.PutUint16(b[2*i:], uint16(u>>16))
+		r[i] = math.Float32frombits(u &^ 0xffff)
+	}
+	return r, b
+}
+
+// convRunBF16 stores x, w, y as bfloat16 at byte offset off of buffers
+// that end where their last element does (a device that sized them as
+// float32 refuses them or reads past them), records and runs one Conv of
+// bfloat16 tensors, and returns its output tensor decoded, and the error.
+func convRunBF16(t *testing.T, d gpuhost.Device, c gpuhost.Conv, off int, x, w, y []float32) ([]float32, error) {
+	t.Helper()
+	var bufs [3]gpuhost.Buffer
+	for i, v := range [][]float32{x, w, y} {
+		_, b := bf16Values(v)
+		bufs[i] = alloc(t, d, "xwy"[i:i+1], off+len(b))
+		if err := d.Upload(bufs[i], off, b); err != nil {
+			t.Fatalf("Upload of %d bfloat16 bytes at byte %d: %v", len(b), off, err)
+		}
+	}
+	c.X = gpuhost.Tensor{Buf: bufs[0], Offset: off, Elem: gpuhost.ElemBF16}
+	c.W = gpuhost.Tensor{Buf: bufs[1], Offset: off, Elem: gpuhost.ElemBF16}
+	c.Y = gpuhost.Tensor{Buf: bufs[2], Offset: off, Elem: gpuhost.ElemBF16}
+	if err := run(d, fmt.Sprintf("bf16 %v convolution", c.Product), func(e gpuhost.Encoder) error { return e.Conv(c) }); err != nil {
+		return nil, err
+	}
+	i := map[gpuhost.ConvProduct]int{gpuhost.ConvForward: 2, gpuhost.ConvInputGrad: 0, gpuhost.ConvWeightGrad: 1}[c.Product]
+	raw := make([]byte, 2*len([][]float32{x, w, y}[i]))
+	if err := d.Download(raw, bufs[i], off); err != nil {
+		t.Fatalf("Download of %d bfloat16 bytes at byte %d: %v", len(raw), off, err)
+	}
+	out := make([]float32, len(raw)/2)
+	for j := range out {
+		out[j] = math.Float32frombits(uint32(binary.LittleEndian.Uint16(raw[2*j:])) << 16)
+	}
+	return out, nil
+}
+
+// bf16Violations counts the elements of got farther from want than a
+// bfloat16 output allows: half a bfloat16 unit in the last place of want
+// (2⁻⁸ of it), for the rounding of the stored result, plus 1e-5·(1+|want|)
+// for float32 sums in another order; it reports the first few when
+// report is set.
+func bf16Violations(t *testing.T, what string, got, want []float32, report bool) int {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s: %d values, want %d", what, len(got), len(want))
+	}
+	bad := 0
+	for i := range want {
+		w := math.Abs(float64(want[i]))
+		if diff := math.Abs(float64(got[i]) - float64(want[i])); !(diff <= 0x1p-8*w+1e-5*(1+w)) {
+			if report && bad < 5 {
+				t.Errorf("%s[%d] = %g, want %g", what, i, got[i], want[i])
+			}
+			bad++
+		}
+	}
+	return bad
+}
+
+// testConvBF16: a device whose library convolutions read bfloat16 tensors
+// (Suite.ConvBF16) computes each product of each geometry on packed
+// bfloat16 X, W and Y in precision bf16 as the product of the stored
+// values summed in float32, Alpha·product + Beta·output stored rounded
+// to bfloat16: within half a bfloat16 unit of the float64 reference on
+// the rounded operands plus float32's summation error, with Beta 1 (the
+// old output read as bfloat16, tensors at an offset in buffers that end
+// where they do) and with Beta 0 over an output of NaNs, which must not
+// be read. On long sums its result is NOT, within that tolerance, the
+// float32 product of the operands before they were rounded (so the case
+// tells a bfloat16 convolution from a float32 one). It refuses what the
+// contract forbids: a mix of bfloat16 and float32 tensors, bfloat16
+// tensors in f32 or tf32, an unknown element type, an offset that is not
+// whole elements, and a bfloat16 tensor past its buffer. A device with
+// library convolutions that does not read bfloat16 refuses every
+// bfloat16 Conv, naming the type; one without library convolutions
+// refuses it as every Conv.
+func testConvBF16(t *testing.T, s Suite) {
+	d := open(t, s)
+	g0 := convGeoms[0].g
+	xs, ws, ys := g0.Sizes()
+	if !s.Conv || !s.ConvBF16 {
+		want := "bfloat16"
+		if !s.Conv {
+			want = "convolution"
+		}
+		_, err := convRunBF16(t, d, gpuhost.Conv{Geom: g0, Alpha: 1, Precision: gpuhost.PrecisionBF16}, 0, random(1, xs), random(2, ws), random(3, ys))
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Fatalf("a bfloat16 Conv on a device that does not read bfloat16 tensors: %v, want a refusal naming %q", err, want)
+		}
+		return
+	}
+	nan := func(n int) []float32 {
+		v := make([]float32, n)
+		for i := range v {
+			v[i] = math.Float32frombits(0x7fc00000) // a quiet NaN, exact in bfloat16
+		}
+		return v
+	}
+	outIndex := map[gpuhost.ConvProduct]int{gpuhost.ConvForward: 2, gpuhost.ConvInputGrad: 0, gpuhost.ConvWeightGrad: 1}
+	for _, cg := range convGeoms {
+		g := cg.g
+		xs, ws, ys := g.Sizes()
+		for _, p := range convProducts {
+			t.Run(cg.name+"/"+p.String(), func(t *testing.T) {
+				x, _ := bf16Values(random(31, xs))
+				w, _ := bf16Values(random(32, ws))
+				y, _ := bf16Values(random(33, ys))
+				got, err := convRunBF16(t, d, gpuhost.Conv{Geom: g, Product: p, Alpha: 1.5, Beta: 1, Precision: gpuhost.PrecisionBF16}, 16, x, w, y)
+				if err != nil {
+					t.Fatal(err)
+				}
+				bf16Violations(t, p.String()+" with Beta 1", got, ConvReference(g, p, x, w, y, 1.5, 1, 0), true)
+				ins := [][]float32{x, w, y}
+				ins[outIndex[p]] = nan(len(ins[outIndex[p]]))
+				got, err = convRunBF16(t, d, gpuhost.Conv{Geom: g, Product: p, Alpha: 1, Precision: gpuhost.PrecisionBF16}, 0, ins[0], ins[1], ins[2])
+				if err != nil {
+					t.Fatal(err)
+				}
+				bf16Violations(t, p.String()+" with Beta 0", got, ConvReference(g, p, ins[0], ins[1], ins[2], 1, 0, 0), true)
+			})
+		}
+	}
+	t.Run("not float32", func(t *testing.T) {
+		// Long sums (C·KH·KW = 72 and N·OH·OW = 98), as in testConv's
+		// precisions: the operands' rounding to bfloat16 shows.
+		g := convGeom(2, 8, 7, 7, 9, 3, 3, 1, 1, 1, 1, 1, 1, 1)
+		xs, ws, ys := g.Sizes()
+		x, w, y := random(41, xs), random(42, ws), random(43, ys)
+		rx, _ := bf16Values(x)
+		rw, _ := bf16Values(w)
+		ry, _ := bf16Values(y)
+		for _, p := range convProducts {
+			got, err := convRunBF16(t, d, gpuhost.Conv{Geom: g, Product: p, Alpha: 1, Precision: gpuhost.PrecisionBF16}, 0, x, w, y)
+			if err != nil {
+				t.Fatal(err)
+			}
+			bf16Violations(t, p.String(), got, ConvReference(g, p, rx, rw, ry, 1, 0, 0), true)
+			if bf16Violations(t, p.String(), got, ConvReference(g, p, x, w, y, 1, 0, 0), false) == 0 {
+				t.Errorf("the bf16 %v convolution is within a bfloat16 output's tolerance of the float32 one of the unrounded operands: the case cannot tell them apart", p)
+			}
+		}
+	})
+	t.Run("refused", func(t *testing.T) {
+		b16 := func(label string, n int) gpuhost.Tensor {
+			return gpuhost.Tensor{Buf: alloc(t, d, label, 2*n), Elem: gpuhost.ElemBF16}
+		}
+		x, w, y := b16("x", xs), b16("w", ws), b16("y", ys)
+		f32 := gpuhost.Tensor{Buf: alloc(t, d, "f", 4*max(xs, ws, ys))}
+		short := b16("short", ws-1)
+		ok := gpuhost.Conv{Geom: g0, Alpha: 1, Precision: gpuhost.PrecisionBF16, X: x, W: w, Y: y}
+		for _, c := range []struct {
+			name string
+			edit func(c *gpuhost.Conv)
+			want string
+		}{
+			{"X bfloat16, W and Y float32", func(c *gpuhost.Conv) { c.W, c.Y = f32, f32 }, "X bfloat16"},
+			{"Y float32", func(c *gpuhost.Conv) { c.Y = f32 }, "Y float32"},
+			{"bfloat16 tensors in f32", func(c *gpuhost.Conv) { c.Precision = gpuhost.PrecisionF32 }, "f32"},
+			{"bfloat16 tensors in tf32", func(c *gpuhost.Conv) { c.Precision = gpuhost.PrecisionTF32 }, "tf32"},
+			{"an unknown element type", func(c *gpuhost.Conv) { c.W.Elem = 7 }, "element type"},
+			{"an odd byte offset", func(c *gpuhost.Conv) { c.X.Offset = 3 }, "offset"},
+			{"w past its buffer", func(c *gpuhost.Conv) { c.W = short }, "short"},
 		} {
 			cv := ok
 			c.edit(&cv)

@@ -53,10 +53,18 @@ type Suite struct {
 	BF16Operands bool
 	// Conv says the device has library convolutions (Encoder.Conv): the
 	// Conv case then holds each product to the float64 reference, and
-	// checks ConvPrecisions as Precisions are checked for GEMMs;
-	// without it, every Conv must be refused.
+	// checks ConvPrecisions (fast precisions on float32 tensors: tf32;
+	// bf16 is ConvBF16's) as Precisions are checked for GEMMs; without
+	// it, every Conv must be refused.
 	Conv           bool
 	ConvPrecisions []gpuhost.Precision
+	// ConvBF16 says the device's library convolutions read and write
+	// bfloat16 tensors in precision bf16: the ConvBF16 case then holds
+	// each product to the product of the stored values with a bfloat16
+	// output and checks the refusals of the combinations the contract
+	// forbids; without it (and with Conv), every bfloat16 Conv must be
+	// refused.
+	ConvBF16 bool
 }
 
 // Run runs every case of the suite as a subtest.
@@ -80,6 +88,7 @@ func Run(t *testing.T, s Suite) {
 		{"GemmBF16Operands", testGemmBF16Operands},
 		{"KernelThenGemm", testKernelThenGemm},
 		{"Conv", testConv},
+		{"ConvBF16", testConvBF16},
 		{"Replay", testReplay},
 		{"SyncFailure", testSyncFailure},
 		{"BoundsRefused", testBoundsRefused},
@@ -567,16 +576,8 @@ func testGemmPrecision(t *testing.T, s Suite) {
 // (2 bytes each).
 func bf16Matrix(m matrix) (matrix, []byte) {
 	r := m
-	r.v = make([]float32, len(m.v))
-	b := make([]byte, 2*len(m.v))
-	for i, x := range m.v {
-		u := math.Float32bits(x)
-		if rest := u & 0xffff; rest > 0x8000 || rest == 0x8000 && u&0x10000 != 0 {
-			u += 0x10000
-		}
-		binary.LittleEndian.PutUint16(b[2*i:], uint16(u>>16))
-		r.v[i] = math.Float32frombits(u &^ 0xffff)
-	}
+	v, b := bf16Values(m.v)
+	r.v = v
 	return r, b
 }
 
