@@ -90,12 +90,6 @@ func TestRealConvResNet(t *testing.T) {
 	}
 	x, w, y := vals[0], vals[1], vals[2]
 	c.Geom, c.Alpha = g, 1
-	at := func(v []float32, a, b, h, wd, B, H, W int) float32 {
-		if h < 0 || h >= H || wd < 0 || wd >= W {
-			return 0
-		}
-		return v[((a*B+b)*H+h)*W+wd]
-	}
 	for _, prec := range []gpuhost.Precision{gpuhost.PrecisionF32, gpuhost.PrecisionTF32} {
 		if prec == gpuhost.PrecisionTF32 { // the f32 products' algorithms
 			line := d.Engine().ConvAlgorithms()
@@ -133,60 +127,9 @@ func TestRealConvResNet(t *testing.T) {
 			}
 			per := time.Since(start) / (20 * reps)
 			// One channel of the output against float64 sums.
-			var got []float32
-			var maxErr, scale float64 // the largest error and |sum|
-			switch p {
-			case gpuhost.ConvForward:
-				got = download32(t, d, c.Y.Buf, ys)
-				for i := range g.OH {
-					for j := range g.OW {
-						var s float64
-						for ci := range g.C {
-							for kh := range 3 {
-								for kw := range 3 {
-									s += float64(at(x, 5, ci, i+kh-1, j+kw-1, g.C, g.H, g.W)) * float64(w[((7*g.C+ci)*3+kh)*3+kw])
-								}
-							}
-						}
-						maxErr = max(maxErr, abs64(float64(got[((5*g.OC+7)*g.OH+i)*g.OW+j])-s))
-						scale = max(scale, abs64(s))
-					}
-				}
-			case gpuhost.ConvInputGrad:
-				got = download32(t, d, c.X.Buf, xs)
-				for i := range g.H {
-					for j := range g.W {
-						var s float64
-						for o := range g.OC {
-							for kh := range 3 {
-								for kw := range 3 {
-									s += float64(at(y, 5, o, i-kh+1, j-kw+1, g.OC, g.OH, g.OW)) * float64(w[((o*g.C+7)*3+kh)*3+kw])
-								}
-							}
-						}
-						maxErr = max(maxErr, abs64(float64(got[((5*g.C+7)*g.H+i)*g.W+j])-s))
-						scale = max(scale, abs64(s))
-					}
-				}
-			default:
-				got = download32(t, d, c.W.Buf, ws)
-				for ci := range g.C {
-					for kh := range 3 {
-						for kw := range 3 {
-							var s float64
-							for n := range g.N {
-								for i := range g.OH {
-									for j := range g.OW {
-										s += float64(y[((n*g.OC+7)*g.OH+i)*g.OW+j]) * float64(at(x, n, ci, i+kh-1, j+kw-1, g.C, g.H, g.W))
-									}
-								}
-							}
-							maxErr = max(maxErr, abs64(float64(got[((7*g.C+ci)*3+kh)*3+kw])-s))
-							scale = max(scale, abs64(s))
-						}
-					}
-				}
-			}
+			out := map[gpuhost.ConvProduct]gpuhost.Buffer{gpuhost.ConvForward: c.Y.Buf, gpuhost.ConvInputGrad: c.X.Buf, gpuhost.ConvWeightGrad: c.W.Buf}[p]
+			got := download32(t, d, out, map[gpuhost.ConvProduct]int{gpuhost.ConvForward: ys, gpuhost.ConvInputGrad: xs, gpuhost.ConvWeightGrad: ws}[p])
+			maxErr, scale := resnetChannelError(g, p, x, w, y, got)
 			// Sums of K = 576 (y, dx) or 131072 (dw) products of values
 			// within 1. f32 is float32 products summed in float32 (the
 			// algorithms DNNFloat32Algo admits), whose rounding errors
@@ -225,6 +168,161 @@ func TestRealConvResNet(t *testing.T) {
 	}
 	for _, f := range d.Facts() {
 		if f.Key == "cuDNN" || f.Key == "convolutions" || f.Key == "cuDNN algorithms" {
+			t.Logf("%s: %s", f.Key, f.Value)
+		}
+	}
+}
+
+// resnetChannelError compares one channel of product p's output got
+// (the image 5's channel 7 of y or dx, the filter 7 of dw) with float64
+// sums of the 3×3, pad 1 convolution g of x, w, y, and returns the
+// largest error and the largest |sum|.
+func resnetChannelError(g gpuhost.ConvGeom, p gpuhost.ConvProduct, x, w, y, got []float32) (maxErr, scale float64) {
+	at := func(v []float32, a, b, h, wd, B, H, W int) float32 {
+		if h < 0 || h >= H || wd < 0 || wd >= W {
+			return 0
+		}
+		return v[((a*B+b)*H+h)*W+wd]
+	}
+	switch p {
+	case gpuhost.ConvForward:
+		for i := range g.OH {
+			for j := range g.OW {
+				var s float64
+				for ci := range g.C {
+					for kh := range 3 {
+						for kw := range 3 {
+							s += float64(at(x, 5, ci, i+kh-1, j+kw-1, g.C, g.H, g.W)) * float64(w[((7*g.C+ci)*3+kh)*3+kw])
+						}
+					}
+				}
+				maxErr = max(maxErr, abs64(float64(got[((5*g.OC+7)*g.OH+i)*g.OW+j])-s))
+				scale = max(scale, abs64(s))
+			}
+		}
+	case gpuhost.ConvInputGrad:
+		for i := range g.H {
+			for j := range g.W {
+				var s float64
+				for o := range g.OC {
+					for kh := range 3 {
+						for kw := range 3 {
+							s += float64(at(y, 5, o, i-kh+1, j-kw+1, g.OC, g.OH, g.OW)) * float64(w[((o*g.C+7)*3+kh)*3+kw])
+						}
+					}
+				}
+				maxErr = max(maxErr, abs64(float64(got[((5*g.C+7)*g.H+i)*g.W+j])-s))
+				scale = max(scale, abs64(s))
+			}
+		}
+	default:
+		for ci := range g.C {
+			for kh := range 3 {
+				for kw := range 3 {
+					var s float64
+					for n := range g.N {
+						for i := range g.OH {
+							for j := range g.OW {
+								s += float64(y[((n*g.OC+7)*g.OH+i)*g.OW+j]) * float64(at(x, n, ci, i+kh-1, j+kw-1, g.C, g.H, g.W))
+							}
+						}
+					}
+					maxErr = max(maxErr, abs64(float64(got[((7*g.C+ci)*3+kh)*3+kw])-s))
+					scale = max(scale, abs64(s))
+				}
+			}
+		}
+	}
+	return maxErr, scale
+}
+
+// TestRealConvResNetBF16 times cuDNN's three products on TestRealConvResNet's
+// layer with bfloat16 tensors in precision bf16 (PSEUDO_BFLOAT16_CONFIG,
+// CUDNN_TENSOR_OP_MATH), each a CUDA graph of 20 calls, after checking
+// one output channel of each against float64 sums of the stored
+// bfloat16 values: within half a bfloat16 unit of the channel's largest
+// sum (the output's rounding) plus TestRealConvResNet's f32 bound
+// (float32 sums).
+func TestRealConvResNetBF16(t *testing.T) {
+	realOn(t)
+	d := openReal(t, t.TempDir())
+	defer d.Close()
+	g := gpuhost.ConvGeom{N: 128, C: 64, H: 32, W: 32, OC: 64, KH: 3, KW: 3, PH: 1, PW: 1, SH: 1, SW: 1, DH: 1, DW: 1, Groups: 1, OH: 32, OW: 32}
+	xs, ws, ys := g.Sizes()
+	vals, raws := [3][]float32{}, [3][]byte{}
+	c := gpuhost.Conv{Geom: g, Alpha: 1, Precision: gpuhost.PrecisionBF16}
+	for i, n := range []int{xs, ws, ys} {
+		b, err := d.Alloc("xwy"[i:i+1], 2*n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		vals[i], raws[i] = make([]float32, n), make([]byte, 2*n)
+		for j := range vals[i] {
+			h := gpuhost.BF16Bits(float32((j*7919+i*31)%2001)/1000 - 1)
+			binary.LittleEndian.PutUint16(raws[i][2*j:], h)
+			vals[i][j] = math.Float32frombits(uint32(h) << 16)
+		}
+		if err := d.Upload(b, 0, raws[i]); err != nil {
+			t.Fatal(err)
+		}
+		*[]*gpuhost.Tensor{&c.X, &c.W, &c.Y}[i] = gpuhost.Tensor{Buf: b, Elem: gpuhost.ElemBF16}
+	}
+	for _, p := range []gpuhost.ConvProduct{gpuhost.ConvForward, gpuhost.ConvInputGrad, gpuhost.ConvWeightGrad} {
+		c.Product = p
+		seq, err := d.Record("resnet bf16 conv", func(e gpuhost.Encoder) error {
+			for range 20 {
+				if err := e.Conv(c); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := seq.Launch(); err != nil {
+			t.Fatal(err)
+		}
+		if err := d.Sync(); err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		const reps = 10
+		for range reps {
+			seq.Launch()
+		}
+		if err := d.Sync(); err != nil {
+			t.Fatal(err)
+		}
+		per := time.Since(start) / (20 * reps)
+		oi := map[gpuhost.ConvProduct]int{gpuhost.ConvForward: 2, gpuhost.ConvInputGrad: 0, gpuhost.ConvWeightGrad: 1}[p]
+		raw := make([]byte, len(raws[oi]))
+		if err := d.Download(raw, []gpuhost.Buffer{c.X.Buf, c.W.Buf, c.Y.Buf}[oi], 0); err != nil {
+			t.Fatal(err)
+		}
+		got := make([]float32, len(raw)/2)
+		for j := range got {
+			got[j] = math.Float32frombits(uint32(binary.LittleEndian.Uint16(raw[2*j:])) << 16)
+		}
+		maxErr, scale := resnetChannelError(g, p, vals[0], vals[1], vals[2], got)
+		k := 576.0
+		if p == gpuhost.ConvWeightGrad {
+			k = 131072
+		}
+		bound := (0x1p-8 + 4*0x1p-24*math.Sqrt(k)) * max(1, scale)
+		if maxErr > bound {
+			t.Errorf("bf16 %v: largest error %.3g, want at most %.3g (largest sum %.3g)", p, maxErr, bound, scale)
+		}
+		t.Logf("bf16 %v of %v: %.1f µs a call (largest error %.2g, largest sum %.3g)", p, g, float64(per.Nanoseconds())/1e3, maxErr, scale)
+		// The next product reads the tensors as they were.
+		for i, b := range []gpuhost.Buffer{c.X.Buf, c.W.Buf, c.Y.Buf} {
+			if err := d.Upload(b, 0, raws[i]); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, f := range d.Facts() {
+		if f.Key == "convolutions" || f.Key == "cuDNN algorithms" {
 			t.Logf("%s: %s", f.Key, f.Value)
 		}
 	}
