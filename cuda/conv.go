@@ -72,11 +72,11 @@ type ConvArgs struct {
 // PrepareConv readies what a convolution of geometry g, product p and
 // precision prec needs before it can be captured: cuDNN loaded, its
 // handle on the engine's stream, the descriptors (kept per geometry and
-// precision, whose data type convMath gives), the algorithm (the _v7 heuristics' first deterministic one
-// whose status is success and whose workspace is within
-// dnnWorkspaceLimit, else their first such one of any kind; in f32 only
-// among those of the GEMM and direct families, DNNFloat32Algo) and a
-// workspace that holds it (one for the engine, grown when a product
+// precision, whose data type convMath gives), the algorithm (the _v7
+// heuristics' first deterministic one whose status is success and whose
+// workspace is within dnnWorkspaceLimit, else their first such one of
+// any kind; in f32 only among those of the GEMM and direct families,
+// DNNFloat32Algo) and a workspace that holds it (one for the engine, grown when a product
 // needs more; an outgrown one stays allocated, as graphs captured before
 // use it). It allocates and may synchronise, so it runs outside a
 // capture: Device.Record calls it for every Conv before it captures.
