@@ -129,8 +129,10 @@ func (m *Model) checkStep(plan string, work int, st *PlanStep, ref map[int][]flo
 	st.Ref(ref[ArenaState], ref[work], ref[ArenaTrainInput], ref[ArenaTrainLabels], selftestLR, selftestStep, m.seed)
 	var maxErr, scale float64
 	for k, r := range append(st.Check, st.CheckBF16...) {
-		got, want := m.slice(r), ref[r.Arena][r.Offset:r.Offset+r.Size]
-		if k >= len(st.Check) {
+		var got, want []float32
+		if k < len(st.Check) {
+			got, want = m.slice(r), ref[r.Arena][r.Offset:r.Offset+r.Size]
+		} else {
 			places := Region{Arena: r.Arena, Offset: r.Offset, Size: (r.Size + 1) / 2}
 			got, want = WidenBF16(m.slice(places), r.Size), WidenBF16(ref[r.Arena][places.Offset:places.Offset+places.Size], r.Size)
 		}

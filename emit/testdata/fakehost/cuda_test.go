@@ -157,6 +157,9 @@ func lossTol() float64 {
 				if op.Conv != nil && op.Conv.Precision == gpuhost.PrecisionTF32 {
 					tol = max(tol, 2e-3)
 				}
+				if op.Conv != nil && op.Conv.Precision == gpuhost.PrecisionBF16 {
+					tol = max(tol, 1e-2)
+				}
 				switch {
 				case op.Gemm == nil:
 				case op.Gemm.Shape.Precision == gpuhost.PrecisionBF16:
@@ -228,11 +231,26 @@ func TestTrainingMatchesCPU(t *testing.T) {
 	if lossTol() >= 1e-2 {
 		farShare = 4
 	}
+	// A program that stores activations in bfloat16 rounds every batch
+	// norm's input on both sides, from products of operands rounded
+	// differently (the GPU's convolutions read the weights' bfloat16
+	// twins, the CPU references the float32 weights), so the running
+	// statistics, averages of those inputs, agree within a bfloat16 step
+	// of their size rather than 1e-4.
+	stored := false
+	for _, ph := range [][]gpuhost.PlanStep{program.TrainForward, program.TrainBackward} {
+		for _, st := range ph {
+			stored = stored || len(st.CheckBF16) > 0
+		}
+	}
 	state := m.State()
 	for _, p := range program.Meta.Params {
 		far := 0
 		for i := p.Offset; i < p.Offset+p.Size; i++ {
 			d := math.Abs(float64(state[i] - sa[i]))
+			if stored && !p.Trainable {
+				d = max(0, d-0x1p-7*math.Abs(float64(sa[i])))
+			}
 			if d > 2*lr*3 {
 				t.Errorf("after 3 steps %s[%d] is %v on the fake GPU, %v on the CPU kernels", p.Name, i-p.Offset, state[i], sa[i])
 				break
