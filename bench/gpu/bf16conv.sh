@@ -21,14 +21,15 @@ for part in ${PARTS:-1 2 3}; do
 	case $part in
 	1)
 		echo "== 1. cuda real tests"
-		(cd "$p" && MLBUILD_CUDA_REAL=1 timeout 240 ./cudatest -test.run 'TestReal(Conformance|ConvResNet)' -test.v 2>&1 | grep -E '^(=== RUN|--- |PASS|FAIL|ok)|conv|bf16|ms' | tail -n 40)
+		(cd "$p" && MLBUILD_CUDA_REAL=1 timeout 240 ./cudatest -test.run 'TestReal(Conformance|ConvResNet)' -test.v 2>&1 | grep -E '^(--- |PASS|FAIL|ok)|    --- FAIL|real_test|conv.go' | tail -n 40) || true
 		;;
 	2)
 		echo "== 2. selftest"
 		for prog in tiny-bf16 r18-bf16-new; do
 			echo "-- $prog"
-			timeout 300 "$p/$prog" selftest 2>&1 | tail -n 4
-			timeout 300 "$p/$prog" selftest 2>&1 | grep -iE 'FAIL|error' | head -n 10 || true
+			timeout 300 "$p/$prog" selftest >"$out/selftest-$prog.txt" 2>&1 || true
+			tail -n 3 "$out/selftest-$prog.txt"
+			grep -iE 'FAIL|error' "$out/selftest-$prog.txt" | head -n 10 || true
 		done
 		;;
 	3)

@@ -223,8 +223,9 @@ type Gemm struct {
 // Precision PrecisionBF16: the products of the stored bfloat16 values
 // are what the device computes then, summed in float32, and the output
 // is Alpha·product + Beta·output computed in float32 (Beta not 0 reads
-// the old output as bfloat16) and stored rounded to bfloat16 (to
-// nearest, ties to even). A device that cannot read bfloat16 tensors,
+// the old output as bfloat16, and may round Alpha·product to bfloat16
+// before adding, as cuDNN's input gradient does on an H200) and stored
+// rounded to bfloat16 (to nearest, ties to even). A device that cannot read bfloat16 tensors,
 // or any other combination (tensors of different types, bfloat16
 // tensors in another precision, float32 tensors in precision bf16),
 // refuses the Conv with an error when it is encoded (Conv.Check). A
