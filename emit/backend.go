@@ -181,7 +181,9 @@ const cudaIm2col = "im2col+cublas"
 // im2col (cuBLAS's CUBLAS_COMPUTE_32F_FAST_16BF), when a bf16 plan's
 // cuDNN calls ran in tf32 on float32 tensors. cuDNN multiplies bfloat16
 // only on bfloat16 tensors, which the planner now keeps where it can
-// (planner/store_bf16.go); the others still run in tf32.
+// (planner/store_bf16.go): 4.17 ms against 6.25 for the same program
+// with its cuDNN calls in tf32 (docs/benchmarks.md, "Twelfth session");
+// the others still run in tf32.
 func cudaLibraryConvs(t planner.Target) planner.Target {
 	t.ConvLibrary = func(c planner.ConvChoice, precision string) (planner.ConvChoice, planner.LibraryWhy) {
 		if c.Method != cudaIm2col {
@@ -193,7 +195,7 @@ func cudaLibraryConvs(t planner.Target) planner.Target {
 				Reason: "cuDNN's tf32 calls on the tensors in place (no im2col columns, no col2im): a CIFAR ResNet-18 step 6.24 ms on an H200, 8.6 ms with tf32 im2col"}
 		case planner.PrecisionBF16:
 			return planner.ConvChoice{Method: gpu.ConvLibraryMethod}, planner.LibraryWhy{Taken: true,
-				Reason: "cuDNN's calls on bfloat16 tensors (in tf32 where a tensor stays float32, 6.24 ms a CIFAR ResNet-18 step on an H200 against 7.58 ms with bf16 im2col)"}
+				Reason: "cuDNN's calls on the bfloat16 tensors the plan stores (tf32 where one stays float32): a CIFAR ResNet-18 step 4.17 ms on an H200, 6.25 ms with cuDNN's tf32 on float32 tensors, 7.58 ms with bf16 im2col"}
 		}
 		return c, planner.LibraryWhy{Reason: "im2col and cuBLAS measured faster in f32: a CIFAR ResNet-18 step 15.0 ms on an H200, 19.08 ms with cuDNN's float32 products"}
 	}

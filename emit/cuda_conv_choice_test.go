@@ -22,7 +22,7 @@ func TestCUDAConvChoice(t *testing.T) {
 	}{
 		{planner.PrecisionF32, cudaIm2col, planner.PrecisionF32, "15.0 ms on an H200, 19.08 ms with cuDNN"},
 		{planner.PrecisionTF32, gpu.ConvLibraryMethod, planner.PrecisionTF32, "6.24 ms on an H200, 8.6 ms with tf32 im2col"},
-		{planner.PrecisionBF16, gpu.ConvLibraryMethod, planner.PrecisionTF32, "6.24 ms on an H200, 7.58 ms with bf16 im2col"},
+		{planner.PrecisionBF16, gpu.ConvLibraryMethod, planner.PrecisionBF16, "4.17 ms on an H200, 6.25 ms with cuDNN's tf32 on float32 tensors, 7.58 ms with bf16 im2col"},
 	} {
 		got, why := tg.ConvLibrary(im2col, c.plan)
 		if got.Method != c.method || why.Taken != (c.method == gpu.ConvLibraryMethod) || !strings.Contains(why.Reason, c.reason) {
@@ -47,7 +47,9 @@ func TestCUDAConvChoice(t *testing.T) {
 }
 
 // TestCUDABF16ConvsInTF32: the CUDA program of a bf16 spec with
-// convolutions calls cuDNN for those past the first with the precision
+// convolutions whose tensors cannot be stored in bfloat16 (the first,
+// direct, writes the second's input: planner/store_bf16.go's fallback)
+// calls cuDNN for those past the first with the precision
 // TF32 on every ConvOp (what the device runs and what selftest's
 // tolerance reads), never bf16, while its dense layer's GEMMs stay bf16;
 // the f32 ResNet-18's program has no ConvOp (im2col and cuBLAS).
@@ -76,5 +78,41 @@ func TestCUDABF16ConvsInTF32(t *testing.T) {
 	}
 	if strings.Contains(string(f32.Main), "gpuhost.ConvOp{") {
 		t.Error("the f32 ResNet-18's CUDA program calls cuDNN; f32 plans keep im2col and cuBLAS")
+	}
+}
+
+// TestCUDABF16ConvsOnBF16Tensors: the CUDA program of the tiny bf16
+// ResNet, whose activations the planner stores in bfloat16
+// (planner/store_bf16.go), calls cuDNN in bf16 on bfloat16 tensors for
+// every convolution past the stem (5 layers: 5 forward, 5 input and 5
+// weight gradients a training step), widens each weight gradient from
+// its bfloat16 workspace, and compares the stored outputs in selftest as
+// bfloat16 (CheckBF16); its CPU references widen and narrow them.
+func TestCUDABF16ConvsOnBF16Tensors(t *testing.T) {
+	src, err := CUDA.RenderGPU(backendInput(t, CUDA, "../testdata/specs/bf16/resnet_tiny_bf16.cue", true, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	main := string(src.Main)
+	convs := regexp.MustCompile(`\{Conv: &gpuhost\.ConvOp\{[^\n]*\}\}`).FindAllString(main, -1)
+	bf16 := 0
+	for _, c := range convs {
+		if strings.HasSuffix(c, "Elem: gpuhost.ElemBF16, Precision: gpuhost.PrecisionBF16}}") {
+			bf16++
+		} else {
+			t.Errorf("a library convolution not in bf16 on bfloat16 tensors: %s", c)
+		}
+	}
+	// the training plan's 15, and the inference plans' forward convolutions
+	if bf16 < 15 {
+		t.Errorf("%d bf16 library convolutions, want at least 15", bf16)
+	}
+	for _, want := range []string{"CheckBF16: []region{", "gpuhost.WidenBF16(", "gpuhost.NarrowBF16("} {
+		if !strings.Contains(main, want) {
+			t.Errorf("the program has no %s", want)
+		}
+	}
+	if n := strings.Count(string(src.Kernels), "in bfloat16 memory"); n < 5 {
+		t.Errorf("%d kernels read or write bfloat16 memory, want the batch norms, ReLUs, sums and the pool around the convolutions", n)
 	}
 }
