@@ -319,3 +319,108 @@ func runTwinCases(t *testing.T, d *Dialect, cases []twinCase) {
 		}
 	}
 }
+
+// packBF16 is v rounded to bfloat16 (bf16Want), two a float32 place, the
+// first in the low half, as a buffer the plan stores in bfloat16 holds it.
+func packBF16(v []float32) []float32 {
+	out := make([]float32, (len(v)+1)/2)
+	for i, x := range v {
+		var b [4]byte
+		binary.LittleEndian.PutUint32(b[:], math.Float32bits(out[i/2]))
+		binary.LittleEndian.PutUint16(b[2*(i%2):], bf16Want(x))
+		out[i/2] = math.Float32frombits(binary.LittleEndian.Uint32(b[:]))
+	}
+	return out
+}
+
+// TestStoredBF16 runs kernels written for float32 (batch norm's forward
+// on float4 sweeps and its backward, a vectorised sum, ReLU's backward,
+// the global average pool) as launch rewrites them for parameters bound
+// to buffers the plan stores in bfloat16 (storedBF16), in both dialects
+// on the CPU: each stored output is, bit for bit, the float32 kernel's
+// output on the same bfloat16 values rounded to bfloat16, and the
+// float32 outputs (batch norm's statistics) are the float32 kernel's; a
+// name that is no float parameter is refused.
+func TestStoredBF16(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	rounded := func(n int) []float32 {
+		v := make([]float32, n)
+		for i := range v {
+			v[i] = math.Float32frombits(uint32(bf16Want(r.Float32()*4-2)) << 16)
+		}
+		return v
+	}
+	const outer, c, inner = 3, 5, 12
+	n := outer * c * inner
+	type kernelCase struct {
+		name   string
+		k      *Kernel
+		stored []string // the parameters bound to bfloat16 buffers
+	}
+	accum, accumIn := accumulateKernel(n), [][]float32{rounded(n), rounded(n), zeros(n)}
+	bnIn := [][]float32{rounded(n), rounded(c), rounded(c), zeros(c), rounded(c), zeros(n), zeros(c), zeros(c)}
+	relu, err := actBwdKernel(n, "relu", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, kc := range []struct {
+		kernelCase
+		in [][]float32
+	}{
+		{kernelCase{"accumulate", accum, []string{"a", "b", "y"}}, accumIn},
+		{kernelCase{"accumulate_mixed", accum, []string{"a", "y"}}, accumIn},
+		{kernelCase{"batchnorm", batchNormKernel(outer, c, inner, 1e-5, 0.1), []string{"x", "y"}}, bnIn},
+		{kernelCase{"batchnorm_bwd", batchNormBwdKernel(outer, c, inner), []string{"x", "dy", "dx"}},
+			[][]float32{rounded(n), rounded(c), rounded(c), rounded(c), rounded(n), zeros(n), zeros(c), zeros(c)}},
+		{kernelCase{"relu_bwd", relu, []string{"y", "dy"}}, [][]float32{rounded(n), rounded(n)}},
+		{kernelCase{"globalavgpool", globalAvgPoolKernel(outer*c, inner), []string{"x"}}, [][]float32{rounded(n), zeros(outer * c)}},
+	} {
+		if len(kc.in) != len(kc.k.Params) {
+			t.Fatalf("%s: %d inputs for %d parameters", kc.name, len(kc.in), len(kc.k.Params))
+		}
+		sk, err := storedBF16(kc.k, kc.stored)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stored := map[int]bool{}
+		packed := make([][]float32, len(kc.in))
+		for i, p := range kc.k.Params {
+			packed[i] = kc.in[i]
+			if slices.Contains(kc.stored, p.Name) {
+				stored[i] = true
+				packed[i] = packBF16(kc.in[i])
+				if sk.Params[i].Elem != BF16 {
+					t.Errorf("%s: parameter %s is not bfloat16 after the rewrite", kc.name, p.Name)
+				}
+			}
+		}
+		for _, d := range []*Dialect{CUDA, Metal} {
+			res := runCases(t, d, []gpuCase{{name: kc.name, k: kc.k, in: kc.in}, {name: kc.name + "_stored", k: sk, in: packed}})
+			for i, p := range kc.k.Params {
+				if !p.Mutable {
+					continue
+				}
+				want, got := res[0][i], res[1][i]
+				bad := 0
+				for j, w := range want {
+					var g uint32
+					if stored[i] {
+						g = uint32(bf16Halves(got)[j]) << 16
+						w = math.Float32frombits(uint32(bf16Want(w)) << 16)
+					} else {
+						g = math.Float32bits(got[j])
+					}
+					if g != math.Float32bits(w) {
+						if bad < 3 {
+							t.Errorf("%s %s: %s[%d] = %v, want %v", d.Name, kc.name, p.Name, j, math.Float32frombits(g), w)
+						}
+						bad++
+					}
+				}
+			}
+		}
+	}
+	if _, err := storedBF16(accum, []string{"z"}); err == nil {
+		t.Error("storedBF16 took a name that is no parameter")
+	}
+}
