@@ -72,12 +72,11 @@ type ConvArgs struct {
 // PrepareConv readies what a convolution of geometry g, product p and
 // precision prec needs before it can be captured: cuDNN loaded, its
 // handle on the engine's stream, the descriptors (kept per geometry and
-// precision, whose data type convMath gives), the algorithm (the
-// fastest deterministic one of cuDNN's measured search whose status is
-// success and whose workspace is within dnnWorkspaceLimit, else its
-// fastest such one of any kind; with Options.ConvHeuristics the _v7
-// heuristics' first instead; in f32 only among those of the GEMM and
-// direct families, DNNFloat32Algo) and a workspace that holds it (one for the engine, grown when a product
+// precision, whose data type convMath gives), the algorithm (the _v7
+// heuristics' first deterministic one whose status is success and whose
+// workspace is within dnnWorkspaceLimit, else their first such one of
+// any kind; in f32 only among those of the GEMM and direct families,
+// DNNFloat32Algo) and a workspace that holds it (one for the engine, grown when a product
 // needs more; an outgrown one stays allocated, as graphs captured before
 // use it). It allocates and may synchronise, so it runs outside a
 // capture: Device.Record calls it for every Conv before it captures.
@@ -129,19 +128,12 @@ func (e *Engine) prepareConv(g gpuhost.ConvGeom, p gpuhost.ConvProduct, prec gpu
 	var n int32
 	var s DNNStatus
 	var call string
-	measured := !e.opts.ConvHeuristics
-	switch {
-	case p == gpuhost.ConvForward && measured:
-		call, s = "cudnnFindConvolutionForwardAlgorithm", d.FindFwd(e.dnn, cp.x, cp.w, cp.conv, cp.y, DNNFwdAlgoCount, &n, &perf[0])
-	case p == gpuhost.ConvForward:
+	switch p {
+	case gpuhost.ConvForward:
 		call, s = "cudnnGetConvolutionForwardAlgorithm_v7", d.FwdAlgo(e.dnn, cp.x, cp.w, cp.conv, cp.y, DNNFwdAlgoCount, &n, &perf[0])
-	case p == gpuhost.ConvInputGrad && measured:
-		call, s = "cudnnFindConvolutionBackwardDataAlgorithm", d.FindBwdData(e.dnn, cp.w, cp.y, cp.conv, cp.x, DNNBwdDataAlgoCount, &n, &perf[0])
-	case p == gpuhost.ConvInputGrad:
+	case gpuhost.ConvInputGrad:
 		call, s = "cudnnGetConvolutionBackwardDataAlgorithm_v7", d.BwdDataAlgo(e.dnn, cp.w, cp.y, cp.conv, cp.x, DNNBwdDataAlgoCount, &n, &perf[0])
-	case p == gpuhost.ConvWeightGrad && measured:
-		call, s = "cudnnFindConvolutionBackwardFilterAlgorithm", d.FindBwdFilter(e.dnn, cp.x, cp.y, cp.conv, cp.w, DNNBwdFilterAlgoCount, &n, &perf[0])
-	case p == gpuhost.ConvWeightGrad:
+	case gpuhost.ConvWeightGrad:
 		call, s = "cudnnGetConvolutionBackwardFilterAlgorithm_v7", d.BwdFilterAlgo(e.dnn, cp.x, cp.y, cp.conv, cp.w, DNNBwdFilterAlgoCount, &n, &perf[0])
 	default:
 		return nil, fmt.Errorf("cuda: convolution product %d, which is none of forward, input gradient and weight gradient", p)
@@ -150,10 +142,9 @@ func (e *Engine) prepareConv(g gpuhost.ConvGeom, p gpuhost.ConvProduct, prec gpu
 	if err := l.dnnError(call, s, what); err != nil {
 		return nil, err
 	}
-	// The first deterministic algorithm that succeeds within the limit (a
-	// training run gives the same weights twice), else the first that
-	// succeeds within it, of the measured search's (fastest first) or
-	// the heuristics' (best first) list; in f32, of the algorithms that
+	// The heuristics' first deterministic algorithm that succeeds within
+	// the limit (a training run gives the same weights twice), else their
+	// first that succeeds within it; in f32, of the algorithms that
 	// compute float32 products summed in float32 only (DNNFloat32Algo).
 	found, skipped := -1, 0
 	for i := range int(min(max(n, 0), int32(len(perf)))) {

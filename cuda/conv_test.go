@@ -195,44 +195,6 @@ func TestConvF32TakesFloat32Algorithms(t *testing.T) {
 	}
 }
 
-// TestConvAlgorithmSearch: by default each product's algorithm comes
-// from cuDNN's measured search (one cudnnFind… call a product and
-// precision), with Options.ConvHeuristics from the _v7 heuristics (no
-// search); either way the same rules pick among the answers (the fake
-// lists the same algorithms for both: algorithm 4 in tf32).
-func TestConvAlgorithmSearch(t *testing.T) {
-	for _, heuristics := range []bool{false, true} {
-		d, f, conv := convDevice(t, fakecuda.Options{}, cuda.Options{ConvHeuristics: heuristics}, geom3x3)
-		conv.Precision = gpuhost.PrecisionTF32
-		if _, err := d.Record("convs", func(e gpuhost.Encoder) error {
-			for _, p := range []gpuhost.ConvProduct{gpuhost.ConvForward, gpuhost.ConvInputGrad, gpuhost.ConvWeightGrad, gpuhost.ConvForward} {
-				conv.Product = p
-				if err := e.Conv(conv); err != nil {
-					return err
-				}
-			}
-			return nil
-		}); err != nil {
-			t.Fatal(err)
-		}
-		want := 3
-		if heuristics {
-			want = 0
-		}
-		if got := f.Stats().ConvSearches; got != want {
-			t.Errorf("heuristics %v: %d measured searches, want %d", heuristics, got, want)
-		}
-		if algos := f.ConvAlgorithms(); len(algos) != 1 || algos[4] == 0 {
-			t.Errorf("heuristics %v: calls per cuDNN algorithm %v, want algorithm 4 only", heuristics, algos)
-		}
-		d.Close()
-	}
-	t.Setenv("MLBUILD_CUDNN_ALGOS", "fastest")
-	if _, err := cuda.OpenHostDevice(); err == nil || !strings.Contains(err.Error(), `MLBUILD_CUDNN_ALGOS="fastest"`) {
-		t.Errorf("MLBUILD_CUDNN_ALGOS=fastest: %v, want an error naming the variable", err)
-	}
-}
-
 // TestConvNotPreparedInCapture: the engine refuses a convolution in an
 // open capture whose set-up did not run first, rather than letting cuDNN
 // allocate inside it.

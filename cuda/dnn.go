@@ -153,15 +153,6 @@ type DNNAPI struct {
 		requested int32, returned *int32, perf *ConvAlgoPerf) DNNStatus `sym:"cudnnGetConvolutionBackwardDataAlgorithm_v7"`
 	BwdFilterAlgo func(h DNNHandle, x TensorDesc, dy TensorDesc, conv ConvDesc, dw FilterDesc,
 		requested int32, returned *int32, perf *ConvAlgoPerf) DNNStatus `sym:"cudnnGetConvolutionBackwardFilterAlgorithm_v7"`
-	// The measured searches (cudnnFind…Algorithm): the same arguments as
-	// the heuristics, each algorithm run on scratch tensors that cuDNN
-	// allocates, fastest first. They allocate and synchronise.
-	FindFwd func(h DNNHandle, x TensorDesc, w FilterDesc, conv ConvDesc, y TensorDesc,
-		requested int32, returned *int32, perf *ConvAlgoPerf) DNNStatus `sym:"cudnnFindConvolutionForwardAlgorithm"`
-	FindBwdData func(h DNNHandle, w FilterDesc, dy TensorDesc, conv ConvDesc, dx TensorDesc,
-		requested int32, returned *int32, perf *ConvAlgoPerf) DNNStatus `sym:"cudnnFindConvolutionBackwardDataAlgorithm"`
-	FindBwdFilter func(h DNNHandle, x TensorDesc, dy TensorDesc, conv ConvDesc, dw FilterDesc,
-		requested int32, returned *int32, perf *ConvAlgoPerf) DNNStatus `sym:"cudnnFindConvolutionBackwardFilterAlgorithm"`
 	FwdWorkspace func(h DNNHandle, x TensorDesc, w FilterDesc, conv ConvDesc, y TensorDesc,
 		algo int32, bytes *uintptr) DNNStatus `sym:"cudnnGetConvolutionForwardWorkspaceSize"`
 	BwdDataWorkspace func(h DNNHandle, w FilterDesc, dy TensorDesc, conv ConvDesc, dx TensorDesc,

@@ -38,11 +38,6 @@ type Options struct {
 	// MLBUILD_CUDA_PROFILE=1).
 	Profile    bool
 	ProfileOut io.Writer
-	// ConvHeuristics chooses each library convolution's algorithm from
-	// cuDNN's _v7 heuristics instead of its measured search (cudnnFind:
-	// every algorithm run once, fastest first), which is the default
-	// (MLBUILD_CUDNN_ALGOS=heuristics; docs/cuda.md).
-	ConvHeuristics bool
 	// CompileJobs is how many parts of a program's kernels NVRTC compiles
 	// at once (Engine.LoadModules); 0 is $MLBUILD_NVRTC_JOBS, else the
 	// program's threads (GOMAXPROCS).

@@ -165,13 +165,6 @@ func hostOptions(one bool) (Options, error) {
 			return opts, fmt.Errorf("%s=%q: want 1 (every kernel launched alone and waited for, so a fault names it) or 0 (the default: one CUDA graph a step)", name, v)
 		}
 	}
-	switch v := os.Getenv("MLBUILD_CUDNN_ALGOS"); v {
-	case "", "measured":
-	case "heuristics":
-		opts.ConvHeuristics = true
-	default:
-		return opts, fmt.Errorf("MLBUILD_CUDNN_ALGOS=%q: want measured (the default: each convolution's fastest deterministic algorithm, timed by cuDNN when the program starts) or heuristics (cuDNN's _v7 heuristics' first)", v)
-	}
 	switch v := os.Getenv("MLBUILD_CUDA_PROFILE"); v {
 	case "", "0":
 	case "1":

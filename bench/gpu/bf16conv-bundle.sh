@@ -6,8 +6,7 @@
 # ResNet-18's bf16 CUDA program of this tree and of BASE (default
 # 207d900, the commit before), the tiny ResNet's
 # (testdata/specs/bf16/resnet_tiny_bf16.cue), the cuda package's tests
-# (the real cuDNN's bfloat16 convolutions) and PyTorch's twin; and the
-# tf32 program, for part 4's A/B of cuDNN's algorithm choice.
+# (the real cuDNN's bfloat16 convolutions) and PyTorch's twin.
 # Usage: bench/gpu/bf16conv-bundle.sh [DIR [BASE]]  (defaults .gpu/bf16conv, 207d900)
 # There: bash DIR/bf16conv.sh DIR OUT
 set -euo pipefail
@@ -25,7 +24,6 @@ c() { "$1" compile "$2" --backend cuda --target linux/amd64 -o "$tmp/st/$3" --ca
 mkdir -p "$tmp/st"
 c "$tmp/mlbuild" bench/models/resnet18_cifar_bf16.cue r18-bf16-new
 c "$tmp/mlbuild-base" bench/models/resnet18_cifar_bf16.cue r18-bf16-base
-c "$tmp/mlbuild" bench/models/resnet18_cifar_tf32.cue r18-tf32-new
 c "$tmp/mlbuild" testdata/specs/bf16/resnet_tiny_bf16.cue tiny-bf16
 go test -c -trimpath -o "$tmp/st/cudatest" ./cuda
 tar -C "$tmp" -cf - st | xz -6 --lzma2=dict=256MiB >"$dir/programs.tar.xz"

@@ -6,11 +6,7 @@
 #     programs (every step against its float32 reference);
 #  3. CIFAR ResNet-18's bf16 training step, this tree's program and
 #     BASE's alternating (ROUNDS rounds), then PyTorch's twin
-#     (R18_MODES, default compile_ro_bf16,eager_tf32) in the same call;
-#  4. cuDNN's algorithms chosen by its measured search (the default)
-#     against its heuristics (MLBUILD_CUDNN_ALGOS=heuristics): the bf16
-#     and tf32 steps alternating (ROUNDS rounds), each run's wall time
-#     (the search runs when the program starts).
+#     (R18_MODES, default compile_ro_bf16,eager_tf32) in the same call.
 # Usage: bash bf16conv.sh BUNDLE OUT   (PARTS picks parts, default "1 2 3")
 set -euo pipefail
 b=$(cd "$1" && pwd) out=$2
@@ -45,17 +41,6 @@ for part in ${PARTS:-1 2 3}; do
 			done
 		done
 		(cd "$b" && PYTHONUNBUFFERED=1 timeout 300 python3 torch_resnet_cifar.py ${R18_MODES:-compile_ro_bf16,eager_tf32} 2>&1 | grep -v Warning | tail -n 4)
-		;;
-	4)
-		echo "== 4. cuDNN's measured search against its heuristics"
-		for r in $(seq "${ROUNDS:-2}"); do
-			for prog in r18-bf16-new r18-tf32-new; do
-				for algos in measured heuristics; do
-					echo "-- round $r $prog $algos"
-					/usr/bin/time -f "wall %e s" env MLBUILD_CUDNN_ALGOS=$algos timeout 240 "$p/$prog" bench --json --iters 20 2>&1 | tail -n 2
-				done
-			done
-		done
 		;;
 	esac
 done

@@ -185,12 +185,6 @@ func (f *Fake) dnn() *cuda.DNNAPI {
 		*returned = int32(n)
 		return 0
 	}
-	searched := func(s cuda.DNNStatus) cuda.DNNStatus {
-		f.mu.Lock()
-		defer f.mu.Unlock()
-		f.stats.ConvSearches++
-		return s
-	}
 	workspace := func(h cuda.DNNHandle, xd cuda.TensorDesc, wd cuda.FilterDesc, cd cuda.ConvDesc, yd cuda.TensorDesc, algo int32, bytes *uintptr) cuda.DNNStatus {
 		f.mu.Lock()
 		defer f.mu.Unlock()
@@ -357,17 +351,6 @@ func (f *Fake) dnn() *cuda.DNNAPI {
 		},
 		BwdFilterAlgo: func(h cuda.DNNHandle, x cuda.TensorDesc, dy cuda.TensorDesc, c cuda.ConvDesc, dw cuda.FilterDesc, req int32, ret *int32, perf *cuda.ConvAlgoPerf) cuda.DNNStatus {
 			return algos(h, x, dw, c, dy, req, ret, perf)
-		},
-		// The measured searches answer as the heuristics do (the fake has
-		// no times to rank by), and are counted.
-		FindFwd: func(h cuda.DNNHandle, x cuda.TensorDesc, w cuda.FilterDesc, c cuda.ConvDesc, y cuda.TensorDesc, req int32, ret *int32, perf *cuda.ConvAlgoPerf) cuda.DNNStatus {
-			return searched(algos(h, x, w, c, y, req, ret, perf))
-		},
-		FindBwdData: func(h cuda.DNNHandle, w cuda.FilterDesc, dy cuda.TensorDesc, c cuda.ConvDesc, dx cuda.TensorDesc, req int32, ret *int32, perf *cuda.ConvAlgoPerf) cuda.DNNStatus {
-			return searched(algos(h, dx, w, c, dy, req, ret, perf))
-		},
-		FindBwdFilter: func(h cuda.DNNHandle, x cuda.TensorDesc, dy cuda.TensorDesc, c cuda.ConvDesc, dw cuda.FilterDesc, req int32, ret *int32, perf *cuda.ConvAlgoPerf) cuda.DNNStatus {
-			return searched(algos(h, x, dw, c, dy, req, ret, perf))
 		},
 		FwdWorkspace: func(h cuda.DNNHandle, x cuda.TensorDesc, w cuda.FilterDesc, c cuda.ConvDesc, y cuda.TensorDesc, algo int32, n *uintptr) cuda.DNNStatus {
 			return workspace(h, x, w, c, y, algo, n)

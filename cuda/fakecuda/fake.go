@@ -99,7 +99,6 @@ type Stats struct {
 	Pins          int // cuMemHostRegister
 	Convs         int // cuDNN convolution products run directly (not captured)
 	ConvRuns      int // cuDNN convolution products run, directly or by a graph
-	ConvSearches  int // cuDNN's measured algorithm searches (cudnnFind…Algorithm)
 }
 
 // Fake is the simulated GPU, its driver, NVRTC and cuBLAS. It is safe for
