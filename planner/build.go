@@ -145,6 +145,8 @@ var passes = [...]pass{
 		run: func(b *building) error { twinOperands(b.p, b.target); return nil }},
 	{name: "storeBF16", file: "store_bf16.go", needs: []string{"twinOperands"},
 		run: func(b *building) error { storeBF16(b.p, b.target); return nil }},
+	{name: "storeChannelsLast", file: "store_channels_last.go", needs: []string{"storeBF16"},
+		run: func(b *building) error { storeChannelsLast(b.p, b.target); return nil }},
 	{name: "measureCosts", file: "measure_costs.go", needs: finalPhases,
 		run: func(b *building) error { return measureCosts(b.p) }},
 	{name: "assignBuffers", file: "assign_buffers.go", needs: finalPhases,
@@ -154,7 +156,7 @@ var passes = [...]pass{
 // finalPhases are the passes that add or rewrite steps or buffers: after
 // them "all phases are final".
 var finalPhases = []string{"lower", "addLoss", "foldBatchNorm", "fuseEpilogue", "fuseSiLU", "fuseReLU6", "fuseSiLUEpilogue", "fuseElementwise", "fuseAttention", "fuseAttentionLayout", "differentiate", "optimize",
-	"accumulate", "fuseUpdate", "fuseActBwd", "keepLess", "fuseAccumulateGemm", "fuseAccumulateNorm", "chooseMethods", "choosePrecisions", "chooseLossRows", "fusePool", "twinOperands", "storeBF16"}
+	"accumulate", "fuseUpdate", "fuseActBwd", "keepLess", "fuseAccumulateGemm", "fuseAccumulateNorm", "chooseMethods", "choosePrecisions", "chooseLossRows", "fusePool", "twinOperands", "storeBF16", "storeChannelsLast"}
 
 // Build plans m for opts.Target: it runs the table passes in order and
 // checks the plan's invariants with Verify after each one, so

@@ -66,10 +66,19 @@ type Buffer struct {
 	// operand's bfloat16 twin (Plan.Twins), whose Size elements take
 	// Slots() float32 places of its arena.
 	Elem string `json:"elem,omitempty"`
+	// Layout is the order of a 4-D buffer's elements in memory: ""
+	// for its shape's [N, C, H, W], LayoutNHWC for channels last, [N, H,
+	// W, C] (a bfloat16 activation whose steps all take it so, where the
+	// Target's library convolutions are faster on it: store_bf16.go).
+	Layout string `json:"layout,omitempty"`
 }
 
 // ElemBF16 is the Elem of a buffer of bfloat16 values (2 bytes each).
 const ElemBF16 = "bf16"
+
+// LayoutNHWC is the Layout of a 4-D buffer [N, C, H, W] stored channels
+// last: element (n, c, h, w) at ((n·H + h)·W + w)·C + c.
+const LayoutNHWC = "nhwc"
 
 // Slots is the float32 places of its arena that b's storage takes: Size,
 // or half of it rounded up for a bfloat16 buffer.

@@ -184,3 +184,86 @@ func TestStoreBF16(t *testing.T) {
 		}
 	}
 }
+
+// TestStoreChannelsLast: for a target whose library convolutions are
+// faster channels last (BF16Storage.BatchNormScratch), the tiny ResNet's
+// stored 4-D tensors are stored [N, H, W, C]; every library convolution
+// and element-wise step finds its 4-D operands in one layout; each
+// training batch norm that names a channels-last tensor has a scratch of
+// BatchNormScratch floats as Out[3]. Without the global pool among the
+// storage kernels, its input stays float32, so the ReLU and the sum
+// before it go NCHW (the fixed point), and the rest stays channels last.
+// A target without the rule keeps every layout NCHW.
+func TestStoreChannelsLast(t *testing.T) {
+	all := []Kernel{KBatchNorm, KBatchNormBwd, KUnary, KUnaryBwd, KBinary, KBinaryBwd, KAccumulate, KGlobalAvgPool, KGlobalAvgPoolBwd}
+	last := func(kernels ...Kernel) Target {
+		t := storageTarget(kernels...)
+		t.BF16Storage.BatchNormScratch = func(outer, c, inner int) int { return 2 * c * (1 + outer*inner/64) }
+		return t
+	}
+	m, err := spec.Load("../testdata/specs/bf16/resnet_tiny_bf16.cue")
+	if err != nil {
+		t.Fatal(err)
+	}
+	build := func(target Target) *Plan {
+		t.Helper()
+		p, err := Build(m, Options{Training: true, Fusion: true, Target: target})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	check := func(p *Plan, target Target) (nhwc int) {
+		t.Helper()
+		for _, b := range p.Buffers {
+			if b.Layout == LayoutNHWC {
+				nhwc++
+			}
+		}
+		for _, st := range p.allSteps() {
+			ops := uniformOperands(p, st, target.BF16Storage)
+			for _, id := range ops {
+				if p.Buffers[p.root(id)].Layout != p.Buffers[p.root(ops[0])].Layout {
+					t.Errorf("%s %s: %s and %s in two layouts", st.Kernel, st.Layer, p.Buffers[id].Name, p.Buffers[ops[0]].Name)
+				}
+			}
+			if st.Kernel != KBatchNorm && st.Kernel != KBatchNormBwd {
+				continue
+			}
+			x := p.Buffers[st.In[0]].Shape
+			named := false
+			for _, ids := range [][]BufID{st.In, st.Out[:3]} {
+				for _, id := range ids {
+					named = named || id != NoBuf && p.Buffers[p.root(id)].Layout == LayoutNHWC
+				}
+			}
+			switch {
+			case named && (len(st.Out) != 4 || p.Buffers[st.Out[3]].Size != 2*x[1]*(1+x[0]*x[2]*x[3]/64)):
+				t.Errorf("%s %s names a channels-last tensor and has outputs %v, want a scratch of partial sums fourth", st.Kernel, st.Layer, st.Out)
+			case !named && len(st.Out) != 3:
+				t.Errorf("%s %s names no channels-last tensor but has %d outputs", st.Kernel, st.Layer, len(st.Out))
+			}
+		}
+		return nhwc
+	}
+	target := last(all...)
+	p := build(target)
+	if n, stored := check(p, target), len(p.Stored)-5; n != stored {
+		t.Errorf("%d tensors channels last, want every stored activation and gradient (%d)", n, stored)
+	}
+	noPool := last(KBatchNorm, KBatchNormBwd, KUnary, KUnaryBwd, KBinary, KBinaryBwd, KAccumulate)
+	p = build(noPool)
+	n := check(p, noPool)
+	for _, b := range p.Buffers {
+		if (b.Name == "b2_out.out" || b.Name == "b2_sum.out") && b.Layout != "" {
+			t.Errorf("%s is channels last, but the pool reads the ReLU's output in float32", b.Name)
+		}
+	}
+	if n == 0 {
+		t.Error("no tensor channels last without the pool among the storage kernels")
+	}
+	p = build(storageTarget(all...))
+	if n := check(p, storageTarget(all...)); n != 0 {
+		t.Errorf("%d tensors channels last for a target that keeps them NCHW", n)
+	}
+}

@@ -136,6 +136,16 @@ type BF16Storage struct {
 	// it into dW. A library step whose tensors cannot all be bfloat16
 	// runs in tf32 on float32 ones instead.
 	Library string
+	// BatchNormScratch, where set, says the backend keeps stored 4-D
+	// tensors channels last (Buffer.Layout LayoutNHWC) where every step
+	// that names them can: its library convolutions take x and y (dy and
+	// dx) channels last together, its element-wise kernels take every
+	// operand of one shape in one layout, and its batch norm and global
+	// average pool kernels take each operand in its own. A training
+	// batch norm, forward or backward, that names a channels-last tensor
+	// then gets a float32 scratch of BatchNormScratch(outer, c, inner)
+	// elements for its partial sums (Out[3]).
+	BatchNormScratch func(outer, c, inner int) int
 }
 
 // LibraryWhy is why a ConvLibrary rule chose as it did, for `mlbuild

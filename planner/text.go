@@ -73,6 +73,9 @@ func WriteText(w io.Writer, p *Plan) error {
 			where += " (view of " + p.Buffers[b.AliasOf].Name + ")"
 		}
 		kind := string(b.Kind)
+		if b.Layout != "" {
+			kind += " " + b.Layout
+		}
 		if b.Elem != "" {
 			kind += " " + b.Elem // a twin: Slots() places of 4 bytes
 		}

@@ -119,6 +119,10 @@ func verifyTwins(p *Plan) error {
 	for i, b := range p.Buffers {
 		id := BufID(i)
 		switch {
+		case b.AliasOf != NoBuf && p.validID(b.AliasOf) && p.Buffers[p.root(id)].Layout != "":
+			return fmt.Errorf("buffer %s views %s, which is stored channels last", b.Name, p.Buffers[p.root(id)].Name)
+		case b.Layout != "" && (b.Layout != LayoutNHWC || !stored[id] || b.AliasOf != NoBuf || len(b.Shape) != 4):
+			return fmt.Errorf("buffer %s: layout %q, want %q on a 4-D storage owner stored in bfloat16", b.Name, b.Layout, LayoutNHWC)
 		case stored[p.root(id)] && b.Elem != ElemBF16:
 			return fmt.Errorf("buffer %s: element type %q, but its storage %s is stored in bfloat16", b.Name, b.Elem, p.Buffers[p.root(id)].Name)
 		case b.Elem != "" && !twin[id] && !stored[p.root(id)]:
@@ -394,6 +398,12 @@ func verifyStep(p *Plan, phase string, index int, s *Step) error {
 	}
 	if s.Kernel == KSoftmaxXent && len(s.Out) == 3 { // the loss rows (choose_loss_rows.go)
 		ops.out = 3
+	}
+	if (s.Kernel == KBatchNorm || s.Kernel == KBatchNormBwd) && len(s.Out) == 4 { // channels-last partial sums (store_channels_last.go)
+		ops.out = 4
+		if s.Out[3] == NoBuf || !p.validID(s.Out[3]) || p.Buffers[s.Out[3]].Kind != KindScratch || !p.Training {
+			return fmt.Errorf("a batch norm's fourth output is no scratch of a training plan")
+		}
 	}
 	if ops.out >= 0 && len(s.Out) != ops.out || ops.out < 0 && len(s.Out) < 1 {
 		return fmt.Errorf("%d outputs, want %d", len(s.Out), ops.out)

@@ -35,3 +35,33 @@ func NarrowBF16(packed, v []float32) {
 		packed[i/2] = math.Float32frombits(uint32(lo) | uint32(hi)<<16)
 	}
 }
+
+// WidenBF16NHWC is WidenBF16 of a tensor [n, c, inner] stored channels
+// last (element (i, ch, s) at (i·inner + s)·c + ch): its values in the
+// order of its shape, as the CPU references take them.
+func WidenBF16NHWC(packed []float32, n, c, inner int) []float32 {
+	last := WidenBF16(packed, n*c*inner)
+	out := make([]float32, len(last))
+	for i := range n {
+		for s := range inner {
+			for ch := range c {
+				out[(i*c+ch)*inner+s] = last[(i*inner+s)*c+ch]
+			}
+		}
+	}
+	return out
+}
+
+// NarrowBF16NHWC is NarrowBF16 of v, a tensor [n, c, inner] in the order
+// of its shape, into packed, which stores it channels last.
+func NarrowBF16NHWC(packed, v []float32, n, c, inner int) {
+	last := make([]float32, len(v))
+	for i := range n {
+		for s := range inner {
+			for ch := range c {
+				last[(i*inner+s)*c+ch] = v[(i*c+ch)*inner+s]
+			}
+		}
+	}
+	NarrowBF16(packed, last)
+}
