@@ -188,13 +188,19 @@ type Program struct {
 	// (ascending); none where the backend makes none.
 	Replicas []Replica
 
-	// syncBN is a replica program's Replica.SyncBN (ForGPUs).
-	syncBN []SyncStep
+	// syncBN is a replica program's Replica.SyncBN, and noSyncBN its
+	// NoSyncBN (ForGPUs).
+	syncBN   []SyncStep
+	noSyncBN string
 }
 
 // withSyncBN is a replica program (ForGPUs) with its batch norm steps
-// synchronised; an error when the model has none.
+// synchronised; an error when the model has none, or its batch norms
+// have no synchronised kernels (Replica.NoSyncBN).
 func (p *Program) withSyncBN() (*Program, error) {
+	if p.noSyncBN != "" {
+		return nil, fmt.Errorf("--sync-bn: %s: %s", p.Meta.Name, p.noSyncBN)
+	}
 	if len(p.syncBN) == 0 {
 		return nil, fmt.Errorf("--sync-bn: %s has no batch norm layer, so there are no statistics to synchronise", p.Meta.Name)
 	}
@@ -235,6 +241,9 @@ type Replica struct {
 	// norm (train --sync-bn), which replace the steps of the same index;
 	// none when the model has no batch norm.
 	SyncBN []SyncStep
+	// NoSyncBN, where set, says why a model with batch norms has no
+	// SyncBN, for --sync-bn's error.
+	NoSyncBN string
 }
 
 // SyncStep is one step of a replica with synchronised batch norm: it
@@ -276,7 +285,7 @@ func (p *Program) ForGPUs(n int) (*Program, error) {
 		q.TrainWorkSize, q.TrainInputSize, q.TrainLabelsSize, q.OutputSize = r.TrainWorkSize, r.TrainInputSize, r.TrainLabelsSize, r.OutputSize
 		q.TrainOutput, q.TrainLoss, q.CopyOutput = r.TrainOutput, r.TrainLoss, r.CopyOutput
 		q.TrainForward, q.TrainBackward, q.TrainUpdate, q.Resident = r.TrainForward, r.TrainBackward, r.TrainUpdate, r.Resident
-		q.Replicas, q.syncBN = nil, r.SyncBN
+		q.Replicas, q.syncBN, q.noSyncBN = nil, r.SyncBN, r.NoSyncBN
 		q.Decode, q.DecodeWorkSize = nil, 0 // replicas train; generate runs on one GPU
 		return &q, nil
 	}

@@ -41,3 +41,17 @@ func TestForGPUs(t *testing.T) {
 		t.Errorf("NewReplicated of no GPUs: no error")
 	}
 }
+
+// TestSyncBNRefusedWithReason: a replica whose batch norms have no
+// synchronised kernels (Replica.NoSyncBN) refuses --sync-bn with the
+// emitter's reason, before it looks for the steps.
+func TestSyncBNRefusedWithReason(t *testing.T) {
+	p := &Program{Meta: &app.Meta{Name: "resnet"}, noSyncBN: "batch norm bn1 reads x, stored channels last"}
+	if _, err := p.withSyncBN(); err == nil || !strings.Contains(err.Error(), "--sync-bn: resnet: batch norm bn1 reads x, stored channels last") {
+		t.Errorf("withSyncBN: %v, want the reason", err)
+	}
+	p.noSyncBN = ""
+	if _, err := p.withSyncBN(); err == nil || !strings.Contains(err.Error(), "no batch norm layer") {
+		t.Errorf("withSyncBN without steps: %v, want no batch norm layer", err)
+	}
+}
