@@ -649,7 +649,7 @@ func (en *encoder) Conv(c gpuhost.Conv) error {
 // and each tensor's bytes inside its buffer) and returns its ConvArgs and
 // the buffers it uses.
 func (d *Device) convArgs(op string, c gpuhost.Conv) (ConvArgs, []*buffer, error) {
-	if err := c.Check(true); err != nil {
+	if err := c.Check(gpuhost.ConvSupport{BF16: true}); err != nil {
 		return ConvArgs{}, nil, fmt.Errorf("cuda: %s: %w", op, err)
 	}
 	if m, ok := convMath[c.Precision]; !ok || m.elem != c.X.Elem {

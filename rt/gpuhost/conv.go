@@ -79,12 +79,19 @@ func (g ConvGeom) Check() error {
 	return nil
 }
 
-// Check checks c's geometry, product, precision and tensors' element
-// types against Conv's contract, for a device that reads bfloat16
-// tensors (readsBF16) or not, and returns an error that says what
-// disagrees (which tensor is of which type), or nil; the device checks
-// the tensors' bytes against its buffers itself.
-func (c *Conv) Check(readsBF16 bool) error {
+// ConvSupport is what a device's library convolutions read beyond
+// float32 NCHW tensors, for Conv.Check: bfloat16 tensors (in precision
+// bf16), channels-last X and Y (Conv.NHWC).
+type ConvSupport struct {
+	BF16, NHWC bool
+}
+
+// Check checks c's geometry, product, precision, tensors' element types
+// and layout against Conv's contract, for a device that reads what
+// support says, and returns an error that says what disagrees (which
+// tensor is of which type, a layout the device does not read), or nil;
+// the device checks the tensors' bytes against its buffers itself.
+func (c *Conv) Check(support ConvSupport) error {
 	if err := c.Geom.Check(); err != nil {
 		return err
 	}
@@ -106,12 +113,14 @@ func (c *Conv) Check(readsBF16 bool) error {
 	switch {
 	case c.W.Elem != e || c.Y.Elem != e:
 		return fmt.Errorf("convolution tensors X %v, W %v and Y %v: all three must be float32 or all three bfloat16", c.X.Elem, c.W.Elem, c.Y.Elem)
-	case e == ElemBF16 && !readsBF16:
+	case e == ElemBF16 && !support.BF16:
 		return fmt.Errorf("convolution tensors X, W and Y are bfloat16, which this device does not read (its library convolutions take float32 tensors)")
 	case e == ElemBF16 && c.Precision != PrecisionBF16:
 		return fmt.Errorf("bfloat16 convolution tensors X, W and Y in precision %v: bfloat16 tensors are multiplied in precision bf16", c.Precision)
 	case e == ElemF32 && c.Precision == PrecisionBF16:
 		return fmt.Errorf("float32 convolution tensors X, W and Y in precision bf16: a bf16 convolution reads bfloat16 tensors (their producers round them), float32 ones are multiplied in f32 or tf32")
+	case c.NHWC && !support.NHWC:
+		return fmt.Errorf("convolution tensors X and Y are channels-last (NHWC), which this device does not read (its library convolutions take NCHW tensors)")
 	}
 	return nil
 }

@@ -36,7 +36,7 @@ func TestConvCheckElems(t *testing.T) {
 		{"an unknown precision", f32, f32, f32, 9, true, []string{"precision 9"}},
 	} {
 		cv := Conv{Geom: g, Alpha: 1, X: Tensor{Elem: c.x}, W: Tensor{Elem: c.w}, Y: Tensor{Elem: c.y}, Precision: c.prec}
-		err := cv.Check(c.readsBF16)
+		err := cv.Check(ConvSupport{BF16: c.readsBF16})
 		if len(c.want) == 0 {
 			if err != nil {
 				t.Errorf("%s: %v, want it accepted", c.name, err)
@@ -50,6 +50,31 @@ func TestConvCheckElems(t *testing.T) {
 		for _, w := range c.want {
 			if !strings.Contains(err.Error(), w) {
 				t.Errorf("%s: %q lacks %q", c.name, err, w)
+			}
+		}
+	}
+}
+
+// TestConvCheckNHWC: Conv.Check takes channels-last X and Y, in every
+// element type and precision it takes NCHW ones in, on a device that
+// reads them, and refuses them, naming the layout, on one that does not;
+// NCHW Convs are taken by both.
+func TestConvCheckNHWC(t *testing.T) {
+	g := ConvGeom{N: 2, C: 4, H: 5, W: 5, OC: 6, KH: 3, KW: 3, PH: 1, PW: 1, SH: 1, SW: 1, DH: 1, DW: 1, Groups: 2, OH: 5, OW: 5}
+	for _, c := range []struct {
+		e    Elem
+		prec Precision
+	}{{ElemF32, PrecisionF32}, {ElemF32, PrecisionTF32}, {ElemBF16, PrecisionBF16}} {
+		for _, nhwc := range []bool{false, true} {
+			for _, reads := range []bool{false, true} {
+				cv := Conv{Geom: g, Alpha: 1, X: Tensor{Elem: c.e}, W: Tensor{Elem: c.e}, Y: Tensor{Elem: c.e}, Precision: c.prec, NHWC: nhwc}
+				err := cv.Check(ConvSupport{BF16: true, NHWC: reads})
+				switch {
+				case nhwc && !reads && (err == nil || !strings.Contains(err.Error(), "NHWC")):
+					t.Errorf("%v in %v, NHWC, on a device that does not read it: %v, want a refusal naming NHWC", c.e, c.prec, err)
+				case (!nhwc || reads) && err != nil:
+					t.Errorf("%v in %v, NHWC %v, on a device that reads NHWC %v: %v, want it accepted", c.e, c.prec, nhwc, reads, err)
+				}
 			}
 		}
 	}

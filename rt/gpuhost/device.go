@@ -193,8 +193,9 @@ type Gemm struct {
 }
 
 // Conv is one product of a 2-D convolution, computed by the device's
-// convolution library (cuDNN on CUDA), on packed row-major (NCHW)
-// tensors of three shapes: X [N, C, H, W], W [OC, C/Groups, KH, KW] and
+// convolution library (cuDNN on CUDA), on packed row-major (NCHW, or
+// with NHWC channels-last X and Y, below) tensors of three shapes: X
+// [N, C, H, W], W [OC, C/Groups, KH, KW] and
 // Y [N, OC, OH, OW], where Geom gives OH and OW and they agree with the
 // window (ConvGeom.Check). Product says which tensor is written from the
 // other two:
@@ -228,10 +229,19 @@ type Gemm struct {
 // rounded to bfloat16 (to nearest, ties to even). A device that cannot read bfloat16 tensors,
 // or any other combination (tensors of different types, bfloat16
 // tensors in another precision, float32 tensors in precision bf16),
-// refuses the Conv with an error when it is encoded (Conv.Check). A
-// device without library convolutions (Metal's) refuses every Conv: the
-// planner asks for them, and for bfloat16 ones, only where its Target
-// says the backend has them.
+// refuses the Conv with an error when it is encoded (Conv.Check).
+//
+// The activations' layout. With NHWC set, X and Y are stored
+// channels-last, packed: X [N, H, W, C] and Y [N, OH, OW, OC], element
+// (n, c, h, w) of X at ((n·H + h)·W + w)·C + c and its twin for Y; W
+// keeps its layout [OC, C/Groups, KH, KW] (KCRS), and the products,
+// precisions, element types and sizes in bytes are those above, whatever
+// the layout. A device that cannot read channels-last tensors refuses a
+// Conv with NHWC set, naming it, when it is encoded (Conv.Check).
+//
+// A device without library convolutions (Metal's) refuses every Conv:
+// the planner asks for them, and for bfloat16 or channels-last ones,
+// only where its Target says the backend has them.
 type Conv struct {
 	Geom      ConvGeom
 	Product   ConvProduct
@@ -239,6 +249,7 @@ type Conv struct {
 	Alpha     float32
 	Beta      float32
 	Precision Precision
+	NHWC      bool // X and Y channels-last; W KCRS either way
 }
 
 // Tensor is a packed tensor of a Conv: its first element at byte Offset
