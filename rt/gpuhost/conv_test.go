@@ -87,18 +87,20 @@ func (r *convRecorder) Dispatch(string, []Arg, int, int) error { return nil }
 func (r *convRecorder) Gemm(Gemm) error                        { return nil }
 func (r *convRecorder) Conv(c Conv) error                      { r.convs = append(r.convs, c); return nil }
 
-// TestEncodeConvElem: a ConvOp's element type reaches each of its Conv's
-// three tensors, with the arenas' buffers and the byte offsets; the zero
-// value (a program generated before ConvOp had Elem) is float32.
+// TestEncodeConvElem: a ConvOp's element type and layout reach its Conv
+// (the type each of its three tensors'), with the arenas' buffers and
+// the byte offsets; the zero values (a program generated before ConvOp
+// had Elem or NHWC) are float32 and NCHW.
 func TestEncodeConvElem(t *testing.T) {
 	var m Model
 	for a := range m.bufs {
 		m.bufs[a] = &testBuf{arenaNames[a], 1 << 20}
 	}
 	g := ConvGeom{N: 1, C: 2, H: 3, W: 3, OC: 2, KH: 1, KW: 1, SH: 1, SW: 1, DH: 1, DW: 1, Groups: 1, OH: 3, OW: 3}
-	for _, e := range []Elem{ElemF32, ElemBF16} {
+	for i, e := range []Elem{ElemF32, ElemBF16, ElemF32, ElemBF16} {
+		nhwc := i >= 2
 		op := &ConvOp{Geom: g, Product: ConvWeightGrad, X: Bind{ArenaTrainWork, 32, 36}, W: Bind{ArenaState, 64, 8}, Y: Bind{ArenaTrainWork, 128, 36},
-			Alpha: 1, Beta: 1, Precision: PrecisionBF16, Elem: e}
+			Alpha: 1, Beta: 1, Precision: PrecisionBF16, Elem: e, NHWC: nhwc}
 		var r convRecorder
 		if err := m.encode(&r, &Op{Conv: op}); err != nil {
 			t.Fatal(err)
@@ -116,11 +118,11 @@ func TestEncodeConvElem(t *testing.T) {
 				t.Errorf("%v: tensor %s is %v at %d of %v, want %v at %d of the %s arena", e, x.name, x.t.Elem, x.t.Offset, x.t.Buf, e, x.b.Offset, arenaNames[x.b.Arena])
 			}
 		}
-		if c.Product != op.Product || c.Precision != op.Precision || c.Beta != 1 || c.Geom != g {
-			t.Errorf("%v: encoded %+v, want the op's product, precision, Beta and geometry", e, c)
+		if c.Product != op.Product || c.Precision != op.Precision || c.Beta != 1 || c.Geom != g || c.NHWC != nhwc {
+			t.Errorf("%v, NHWC %v: encoded %+v, want the op's product, precision, Beta, geometry and layout", e, nhwc, c)
 		}
 	}
-	if (ConvOp{}).Elem != ElemF32 {
-		t.Errorf("ConvOp's zero Elem is %v, want float32", (ConvOp{}).Elem)
+	if (ConvOp{}).Elem != ElemF32 || (ConvOp{}).NHWC {
+		t.Errorf("ConvOp's zero Elem is %v and NHWC %v, want float32 and NCHW", (ConvOp{}).Elem, (ConvOp{}).NHWC)
 	}
 }

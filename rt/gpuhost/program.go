@@ -78,7 +78,8 @@ type BF16Twin struct {
 // product Product of geometry Geom on the packed tensors X, W and Y (each
 // an arena, a byte offset and its bytes) of element type Elem (all three
 // alike: float32, the zero value, or bfloat16 in precision bf16),
-// output = Alpha·product + Beta·output, in Precision.
+// output = Alpha·product + Beta·output, in Precision; with NHWC, X and Y
+// are channels-last (Conv.NHWC; the zero value is NCHW).
 type ConvOp struct {
 	Geom        ConvGeom
 	Product     ConvProduct
@@ -86,6 +87,7 @@ type ConvOp struct {
 	Alpha, Beta float32
 	Precision   Precision
 	Elem        Elem
+	NHWC        bool
 }
 
 // Op is one kernel launch (Groups threadgroups of Threadgroup threads) or,
