@@ -39,10 +39,12 @@ var convMath = map[gpuhost.Precision]struct {
 }
 
 // convKey is the descriptors of one geometry in one precision (which
-// sets their data type, convMath).
+// sets their data type, convMath) and one layout of X and Y (NHWC or
+// NCHW, which sets their format).
 type convKey struct {
-	g gpuhost.ConvGeom
-	p gpuhost.Precision
+	g    gpuhost.ConvGeom
+	p    gpuhost.Precision
+	nhwc bool
 }
 
 // convPlan is what cuDNN needs for one geometry and precision: the
@@ -58,8 +60,9 @@ type convPlan struct {
 }
 
 // ConvArgs is one library convolution on device addresses: the product
-// of Conv's contract (gpuhost.Conv) on packed NCHW tensors, bfloat16 in
-// precision bf16 and float32 in the others (convMath).
+// of Conv's contract (gpuhost.Conv) on packed NCHW tensors, or with NHWC
+// channels-last X and Y (W NCHW either way), bfloat16 in precision bf16
+// and float32 in the others (convMath).
 type ConvArgs struct {
 	Geom      gpuhost.ConvGeom
 	Product   gpuhost.ConvProduct
@@ -67,28 +70,31 @@ type ConvArgs struct {
 	Alpha     float32
 	Beta      float32
 	Precision gpuhost.Precision
+	NHWC      bool
 }
 
-// PrepareConv readies what a convolution of geometry g, product p and
-// precision prec needs before it can be captured: cuDNN loaded, its
-// handle on the engine's stream, the descriptors (kept per geometry and
-// precision, whose data type convMath gives), the algorithm (the _v7
-// heuristics' first deterministic one whose status is success and whose
-// workspace is within dnnWorkspaceLimit, else their first such one of
-// any kind; in f32 only among those of the GEMM and direct families,
-// DNNFloat32Algo) and a workspace that holds it (one for the engine, grown when a product
-// needs more; an outgrown one stays allocated, as graphs captured before
-// use it). It allocates and may synchronise, so it runs outside a
-// capture: Device.Record calls it for every Conv before it captures.
-func (e *Engine) PrepareConv(g gpuhost.ConvGeom, p gpuhost.ConvProduct, prec gpuhost.Precision) error {
+// PrepareConv readies what a convolution of geometry g, product p,
+// precision prec and layout (nhwc: channels-last X and Y) needs before
+// it can be captured: cuDNN loaded, its handle on the engine's stream,
+// the descriptors (kept per geometry, precision and layout; convMath
+// gives their data type), the algorithm (the _v7 heuristics' first
+// deterministic one whose status is success and whose workspace is
+// within dnnWorkspaceLimit, else their first such one of any kind; in
+// f32 only among those of the GEMM and direct families, DNNFloat32Algo)
+// and a workspace that holds it (one for the engine, grown when a
+// product needs more; an outgrown one stays allocated, as graphs
+// captured before use it). It allocates and may synchronise, so it runs
+// outside a capture: Device.Record calls it for every Conv before it
+// captures.
+func (e *Engine) PrepareConv(g gpuhost.ConvGeom, p gpuhost.ConvProduct, prec gpuhost.Precision, nhwc bool) error {
 	if e.closed {
 		return errClosed
 	}
-	return e.do(func() error { _, err := e.prepareConv(g, p, prec); return err })
+	return e.do(func() error { _, err := e.prepareConv(g, p, prec, nhwc); return err })
 }
 
 // prepareConv is PrepareConv on the engine's thread.
-func (e *Engine) prepareConv(g gpuhost.ConvGeom, p gpuhost.ConvProduct, prec gpuhost.Precision) (*convPlan, error) {
+func (e *Engine) prepareConv(g gpuhost.ConvGeom, p gpuhost.ConvProduct, prec gpuhost.Precision, nhwc bool) (*convPlan, error) {
 	if e.capturing {
 		return nil, fmt.Errorf("cuda: a %v convolution (%v) was not prepared before the capture (cuDNN's set-up allocates; a bug in mlbuild)", p, g)
 	}
@@ -108,13 +114,17 @@ func (e *Engine) prepareConv(g gpuhost.ConvGeom, p gpuhost.ConvProduct, prec gpu
 			return nil, err
 		}
 	}
-	key := convKey{g, prec}
+	key := convKey{g, prec, nhwc}
+	format, layout := DNNTensorNCHW, ""
+	if nhwc {
+		format, layout = DNNTensorNHWC, ", NHWC"
+	}
 	cp := e.convs[key]
 	if cp == nil {
 		cp = &convPlan{}
-		if err := e.convDescriptors(cp, g, m.data, m.math); err != nil {
+		if err := e.convDescriptors(cp, g, m.data, m.math, format); err != nil {
 			e.destroyConv(cp)
-			return nil, fmt.Errorf("%w (convolution %v, %s)", err, g, m.name)
+			return nil, fmt.Errorf("%w (convolution %v%s, %s)", err, g, layout, m.name)
 		}
 		if e.convs == nil {
 			e.convs = map[convKey]*convPlan{}
@@ -138,7 +148,7 @@ func (e *Engine) prepareConv(g gpuhost.ConvGeom, p gpuhost.ConvProduct, prec gpu
 	default:
 		return nil, fmt.Errorf("cuda: convolution product %d, which is none of forward, input gradient and weight gradient", p)
 	}
-	what := fmt.Sprintf("%v of %v, %s", p, g, m.name)
+	what := fmt.Sprintf("%v of %v%s, %s", p, g, layout, m.name)
 	if err := l.dnnError(call, s, what); err != nil {
 		return nil, err
 	}
@@ -191,19 +201,19 @@ func (e *Engine) prepareConv(g gpuhost.ConvGeom, p gpuhost.ConvProduct, prec gpu
 		e.dnnWork, e.dnnWorkBytes = p, ws
 	}
 	cp.chosen[p], cp.algo[p], cp.ws[p] = true, algo, ws
-	if err := e.warmConv(cp, g, p, m.elem.Size(), m.name); err != nil {
+	if err := e.warmConv(cp, g, p, nhwc, m.elem.Size(), m.name); err != nil {
 		cp.chosen[p] = false
 		return nil, err
 	}
 	return cp, nil
 }
 
-// warmConv runs product p of cp once on scratch tensors of es bytes an
-// element and waits, on the engine's thread outside any capture: cuDNN
+// warmConv runs product p of cp (channels-last X and Y where nhwc) once
+// on scratch tensors of es bytes an element and waits, on the engine's thread outside any capture: cuDNN
 // may load or compile a kernel, or set it up, at its first call, none of
 // which a capture allows, and an algorithm that fails to run fails here,
 // named, rather than inside a graph. The scratch is freed after.
-func (e *Engine) warmConv(cp *convPlan, g gpuhost.ConvGeom, p gpuhost.ConvProduct, es int, math string) error {
+func (e *Engine) warmConv(cp *convPlan, g gpuhost.ConvGeom, p gpuhost.ConvProduct, nhwc bool, es int, math string) error {
 	xs, ws, ys := g.Sizes()
 	var ptrs [3]DevicePtr
 	defer func() {
@@ -219,16 +229,17 @@ func (e *Engine) warmConv(cp *convPlan, g gpuhost.ConvGeom, p gpuhost.ConvProduc
 			return err
 		}
 	}
-	if err := e.convCall(ConvArgs{Geom: g, Product: p, X: ptrs[0], W: ptrs[1], Y: ptrs[2], Alpha: 1}, cp, math); err != nil {
+	if err := e.convCall(ConvArgs{Geom: g, Product: p, X: ptrs[0], W: ptrs[1], Y: ptrs[2], Alpha: 1, NHWC: nhwc}, cp, math); err != nil {
 		return fmt.Errorf("%w (a trial run before the graph is recorded)", err)
 	}
 	return e.lib.driverError("cuStreamSynchronize", e.lib.Driver.StreamSynchronize(e.stream), fmt.Sprintf("after a trial run of cuDNN's %v of %v", p, g))
 }
 
 // convDescriptors makes cp's descriptors for g: X, W and Y of data type
-// data (NCHW), the convolution's compute type float (the only one of
+// data, X and Y in format format (NCHW or NHWC) and W in NCHW (KCRS)
+// whatever it is, the convolution's compute type float (the only one of
 // float and bfloat16 data) and its math math; on the engine's thread.
-func (e *Engine) convDescriptors(cp *convPlan, g gpuhost.ConvGeom, data, math int32) error {
+func (e *Engine) convDescriptors(cp *convPlan, g gpuhost.ConvGeom, data, math, format int32) error {
 	l, d := e.lib, e.lib.DNN
 	for _, c := range []struct {
 		call string
@@ -239,10 +250,10 @@ func (e *Engine) convDescriptors(cp *convPlan, g gpuhost.ConvGeom, data, math in
 		{"cudnnCreateFilterDescriptor", func() DNNStatus { return d.CreateFilter(&cp.w) }},
 		{"cudnnCreateConvolutionDescriptor", func() DNNStatus { return d.CreateConv(&cp.conv) }},
 		{"cudnnSetTensor4dDescriptor", func() DNNStatus {
-			return d.SetTensor4d(cp.x, DNNTensorNCHW, data, int32(g.N), int32(g.C), int32(g.H), int32(g.W))
+			return d.SetTensor4d(cp.x, format, data, int32(g.N), int32(g.C), int32(g.H), int32(g.W))
 		}},
 		{"cudnnSetTensor4dDescriptor", func() DNNStatus {
-			return d.SetTensor4d(cp.y, DNNTensorNCHW, data, int32(g.N), int32(g.OC), int32(g.OH), int32(g.OW))
+			return d.SetTensor4d(cp.y, format, data, int32(g.N), int32(g.OC), int32(g.OH), int32(g.OW))
 		}},
 		{"cudnnSetFilter4dDescriptor", func() DNNStatus {
 			return d.SetFilter4d(cp.w, data, DNNTensorNCHW, int32(g.OC), int32(g.C/g.Groups), int32(g.KH), int32(g.KW))
@@ -335,7 +346,11 @@ func (e *Engine) Conv(a ConvArgs) error {
 func (e *Engine) convCall(a ConvArgs, cp *convPlan, math string) error {
 	d, alpha, beta := e.lib.DNN, a.Alpha, a.Beta
 	p, ws := a.Product, e.dnnWork
-	what := fmt.Sprintf("%v of %v, algorithm %d, %s", p, a.Geom, cp.algo[p], math)
+	layout := ""
+	if a.NHWC {
+		layout = ", NHWC"
+	}
+	what := fmt.Sprintf("%v of %v%s, algorithm %d, %s", p, a.Geom, layout, cp.algo[p], math)
 	switch p {
 	case gpuhost.ConvForward:
 		return e.lib.dnnError("cudnnConvolutionForward", d.Forward(e.dnn, &alpha, cp.x, a.X, cp.w, a.W, cp.conv, cp.algo[p], ws, cp.ws[p], &beta, cp.y, a.Y), what)
@@ -349,7 +364,7 @@ func (e *Engine) convCall(a ConvArgs, cp *convPlan, math string) error {
 // prepareOrFind returns the prepared plan of a's convolution, preparing
 // it when no capture is open.
 func (e *Engine) prepareOrFind(a ConvArgs) (*convPlan, error) {
-	if cp := e.convs[convKey{a.Geom, a.Precision}]; cp != nil && a.Product < 3 && cp.chosen[a.Product] {
+	if cp := e.convs[convKey{a.Geom, a.Precision, a.NHWC}]; cp != nil && a.Product < 3 && cp.chosen[a.Product] {
 		return cp, nil
 	}
 	if e.capturing {
@@ -357,7 +372,7 @@ func (e *Engine) prepareOrFind(a ConvArgs) (*convPlan, error) {
 	}
 	// doHere runs on the caller's thread with the context current: the
 	// set-up may run there too (cuDNN's handle is per context).
-	return e.prepareConv(a.Geom, a.Product, a.Precision)
+	return e.prepareConv(a.Geom, a.Product, a.Precision, a.NHWC)
 }
 
 // ConvAlgorithms says, for `info`, which cuDNN algorithm each product

@@ -145,7 +145,7 @@ func (d *Device) Facts() []gpuhost.Fact {
 		facts = append(facts, gpuhost.Fact{Key: f.Library, Value: where + ", version " + v})
 	}
 	if v := e.DNNVersion(); v != "" {
-		facts = append(facts, gpuhost.Fact{Key: "convolutions", Value: "cuDNN " + v + ", per step's precision: f32 CUDNN_FMA_MATH (exact fp32), tf32 CUDNN_DEFAULT_MATH (TF32 tensor cores, fp32 sums), bf16 CUDNN_TENSOR_OP_MATH on bfloat16 tensors (fp32 sums, bfloat16 output)"})
+		facts = append(facts, gpuhost.Fact{Key: "convolutions", Value: "cuDNN " + v + ", per step's precision: f32 CUDNN_FMA_MATH (exact fp32), tf32 CUDNN_DEFAULT_MATH (TF32 tensor cores, fp32 sums), bf16 CUDNN_TENSOR_OP_MATH on bfloat16 tensors (fp32 sums, bfloat16 output); activations NCHW or NHWC, filters KCRS"})
 		if a := e.ConvAlgorithms(); a != "" {
 			facts = append(facts, gpuhost.Fact{Key: "cuDNN algorithms", Value: a})
 		}
@@ -634,7 +634,7 @@ func (en *encoder) Conv(c gpuhost.Conv) error {
 		return err
 	}
 	if en.blocking {
-		if err := en.d.e.PrepareConv(c.Geom, c.Product, c.Precision); err != nil {
+		if err := en.d.e.PrepareConv(c.Geom, c.Product, c.Precision, c.NHWC); err != nil {
 			return fmt.Errorf("cuda: %s: %w", op, err)
 		}
 	}
@@ -645,11 +645,11 @@ func (en *encoder) Conv(c gpuhost.Conv) error {
 	return en.add(op, func() error { return e.Conv(args) })
 }
 
-// convArgs checks c (its geometry, product, precision and element types,
-// and each tensor's bytes inside its buffer) and returns its ConvArgs and
-// the buffers it uses.
+// convArgs checks c (its geometry, product, precision, element types and
+// layout, and each tensor's bytes inside its buffer, the same in NCHW
+// and NHWC) and returns its ConvArgs and the buffers it uses.
 func (d *Device) convArgs(op string, c gpuhost.Conv) (ConvArgs, []*buffer, error) {
-	if err := c.Check(gpuhost.ConvSupport{BF16: true}); err != nil {
+	if err := c.Check(gpuhost.ConvSupport{BF16: true, NHWC: true}); err != nil {
 		return ConvArgs{}, nil, fmt.Errorf("cuda: %s: %w", op, err)
 	}
 	if m, ok := convMath[c.Precision]; !ok || m.elem != c.X.Elem {
@@ -675,7 +675,7 @@ func (d *Device) convArgs(op string, c gpuhost.Conv) (ConvArgs, []*buffer, error
 		ptrs[i] = b.ptr + DevicePtr(t.x.Offset)
 		used = append(used, b)
 	}
-	return ConvArgs{Geom: c.Geom, Product: c.Product, X: ptrs[0], W: ptrs[1], Y: ptrs[2], Alpha: c.Alpha, Beta: c.Beta, Precision: c.Precision}, used, nil
+	return ConvArgs{Geom: c.Geom, Product: c.Product, X: ptrs[0], W: ptrs[1], Y: ptrs[2], Alpha: c.Alpha, Beta: c.Beta, Precision: c.Precision, NHWC: c.NHWC}, used, nil
 }
 
 // preparer is Record's first pass over a sequence's ops: it checks each
@@ -690,7 +690,7 @@ func (p *preparer) Conv(c gpuhost.Conv) error {
 	if _, _, err := p.d.convArgs(op, c); err != nil {
 		return err
 	}
-	if err := p.d.e.PrepareConv(c.Geom, c.Product, c.Precision); err != nil {
+	if err := p.d.e.PrepareConv(c.Geom, c.Product, c.Precision, c.NHWC); err != nil {
 		return fmt.Errorf("cuda: %s (%v): %w", op, c.Geom, err)
 	}
 	return nil

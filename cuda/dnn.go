@@ -59,9 +59,13 @@ const (
 	DNNDataFloat    int32 = 0 // CUDNN_DATA_FLOAT
 	DNNDataBFloat16 int32 = 9 // CUDNN_DATA_BFLOAT16
 
-	// DNNTensorNCHW is cudnnTensorFormat_t's CUDNN_TENSOR_NCHW: packed
-	// row-major tensors and filters [K, C, H, W].
+	// cudnnTensorFormat_t values: NCHW, NHWC, NCHW_VECT_C from 0.
+	// DNNTensorNCHW is CUDNN_TENSOR_NCHW: packed row-major tensors and
+	// filters [K, C, H, W]; DNNTensorNHWC is CUDNN_TENSOR_NHWC, packed
+	// channels-last tensors [N, H, W, C] (a channels-last Conv's X and Y;
+	// its filter stays NCHW).
 	DNNTensorNCHW int32 = 0
+	DNNTensorNHWC int32 = 1
 
 	// DNNCrossCorrelation is cudnnConvolutionMode_t's
 	// CUDNN_CROSS_CORRELATION (the filter not flipped: what deep learning
