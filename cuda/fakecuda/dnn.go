@@ -12,7 +12,9 @@ import (
 // The fake cuDNN computes the three products of a convolution in Go
 // loops on the simulated memory, and checks what cuDNN checks, with its
 // status codes: a handle made by cudnnCreate (CUDNN_STATUS_NOT_INITIALIZED
-// otherwise); descriptors created and set, in the NCHW format, the
+// otherwise); descriptors created and set, the filter in the NCHW
+// format (KCRS) and the two tensors both NCHW or both NHWC
+// (channels-last; the products then read and write them so), the
 // tensors and the filter all of float data or all of bfloat16 data
 // (cuDNN's FLOAT_CONFIG and PSEUDO_BFLOAT16_CONFIG), with sizes that
 // agree (the filter's channels times the groups are the input's, its
@@ -20,7 +22,9 @@ import (
 // window gives), a cross-correlation in float compute
 // (CUDNN_STATUS_BAD_PARAM for a disagreement, data types that differ
 // among them included, CUDNN_STATUS_NOT_SUPPORTED for another data
-// type, compute type, format or mode); an algorithm the heuristics
+// type, compute type, format or mode: an NHWC filter, tensors of
+// different formats, NCHW_VECT_C; stricter than cuDNN, which takes
+// some of them, but mlbuild passes none); an algorithm the heuristics
 // proposed, and a workspace of at least that algorithm's bytes inside a
 // live allocation (CUDNN_STATUS_BAD_PARAM). The _v7 heuristics propose
 // five algorithms: one whose status is CUDNN_STATUS_NOT_SUPPORTED (5),
@@ -82,6 +86,7 @@ type convCall struct {
 	alpha, beta float32
 	precision   gpuhost.Precision
 	bf16        bool // bfloat16 tensors: 2 bytes an element
+	nhwc        bool // x and y channels-last
 }
 
 // fakeWorkspace is the bytes the fake's good algorithm needs.
@@ -140,10 +145,8 @@ func (f *Fake) dnn() *cuda.DNNAPI {
 		if x == nil || w == nil || c == nil || y == nil || !x.set || !w.set || !c.set || !y.set {
 			return gpuhost.ConvGeom{}, nil, cuda.DNNBadParam
 		}
-		for _, t := range []*dnnTensor{x, w, y} {
-			if t.format != cuda.DNNTensorNCHW {
-				return gpuhost.ConvGeom{}, nil, cuda.DNNNotSupported
-			}
+		if w.format != cuda.DNNTensorNCHW || x.format != y.format || x.format != cuda.DNNTensorNCHW && x.format != cuda.DNNTensorNHWC {
+			return gpuhost.ConvGeom{}, nil, cuda.DNNNotSupported
 		}
 		if w.dtype != x.dtype || y.dtype != x.dtype {
 			return gpuhost.ConvGeom{}, nil, cuda.DNNBadParam
@@ -219,7 +222,8 @@ func (f *Fake) dnn() *cuda.DNNAPI {
 			return cuda.DNNBadParam
 		}
 		f.convAlgos[algo]++
-		call := &convCall{g: g, product: p, x: uint64(x), w: uint64(w), y: uint64(y), alpha: *alpha, beta: *beta, precision: gpuhost.PrecisionTF32}
+		call := &convCall{g: g, product: p, x: uint64(x), w: uint64(w), y: uint64(y), alpha: *alpha, beta: *beta, precision: gpuhost.PrecisionTF32,
+			nhwc: desc(uintptr(xd), "tensor").format == cuda.DNNTensorNHWC}
 		switch {
 		case desc(uintptr(xd), "tensor").dtype == cuda.DNNDataBFloat16:
 			// Rounding a bfloat16 value to bfloat16 (or TF32) keeps it.
@@ -404,15 +408,16 @@ func unsafeSlice(p *cuda.ConvAlgoPerf, n int) []cuda.ConvAlgoPerf { return unsaf
 // runConv computes one product on the simulated memory; a tensor outside
 // the live allocations faults as a kernel would. Float tensors are the
 // memory itself; bfloat16 ones are decoded copies, and the output is
-// encoded back, rounded, at the end.
+// encoded back, rounded, at the end. X and Y are indexed through their
+// layout's strides (convStrides), W as KCRS.
 func (f *Fake) runConv(c *convCall) {
 	g := c.g
-	xs, ws, ys := g.Sizes()
+	xn, wn, yn := g.Sizes()
 	read := f.floats
 	if c.bf16 {
 		read = f.bf16s
 	}
-	X, W, Y := read("cuDNN x", c.x, xs), read("cuDNN w", c.w, ws), read("cuDNN y", c.y, ys)
+	X, W, Y := read("cuDNN x", c.x, xn), read("cuDNN w", c.w, wn), read("cuDNN y", c.y, yn)
 	if X == nil || W == nil || Y == nil {
 		return
 	}
@@ -437,12 +442,13 @@ func (f *Fake) runConv(c *convCall) {
 	}
 	acc := make([]float64, len(out))
 	cg, ocg := g.C/g.Groups, g.OC/g.Groups
+	xs, ys := convStrides(c.nhwc, g.C, g.H, g.W), convStrides(c.nhwc, g.OC, g.OH, g.OW)
 	for n := range g.N {
 		for o := range g.OC {
 			gi := o / ocg
 			for i := range g.OH {
 				for j := range g.OW {
-					yi := ((n*g.OC+o)*g.OH+i)*g.OW + j
+					yi := n*ys[0] + o*ys[1] + i*ys[2] + j*ys[3]
 					for c0 := range cg {
 						ci := gi*cg + c0
 						for kh := range g.KH {
@@ -455,7 +461,7 @@ func (f *Fake) runConv(c *convCall) {
 								if w < 0 || w >= g.W {
 									continue
 								}
-								xi := ((n*g.C+ci)*g.H+h)*g.W + w
+								xi := n*xs[0] + ci*xs[1] + h*xs[2] + w*xs[3]
 								wi := ((o*cg+c0)*g.KH+kh)*g.KW + kw
 								switch c.product {
 								case gpuhost.ConvForward:
@@ -486,4 +492,13 @@ func (f *Fake) runConv(c *convCall) {
 		}
 	}
 	f.stats.ConvRuns++
+}
+
+// convStrides are the element strides of a packed tensor's n, c, h and
+// w indices, of c channels h×w: NCHW's, or channels-last (nhwc) ones.
+func convStrides(nhwc bool, c, h, w int) [4]int {
+	if nhwc {
+		return [4]int{h * w * c, 1, w * c, c}
+	}
+	return [4]int{c * h * w, h * w, w, 1}
 }
