@@ -69,6 +69,7 @@ func fakeSuite(opts cuda.Options, fail func(*fakecuda.Fake), check func(*testing
 		Conv:           true,
 		ConvPrecisions: []gpuhost.Precision{gpuhost.PrecisionTF32},
 		ConvBF16:       true,
+		ConvNHWC:       true,
 	}
 }
 

@@ -54,10 +54,12 @@ func TestRealConformance(t *testing.T) {
 		// reference: f32 (CUDNN_FMA_MATH) within 1e-5, tf32 within its
 		// bound, float32 tensors in bf16 refused; bfloat16 tensors in bf16
 		// (PSEUDO_BFLOAT16_CONFIG, CUDNN_TENSOR_OP_MATH) within half a
-		// bfloat16 unit of the product of the stored values.
+		// bfloat16 unit of the product of the stored values; each of them
+		// on channels-last X and Y too (CUDNN_TENSOR_NHWC, KCRS filters).
 		Conv:           true,
 		ConvPrecisions: []gpuhost.Precision{gpuhost.PrecisionTF32},
 		ConvBF16:       true,
+		ConvNHWC:       true,
 	})
 }
 

@@ -440,3 +440,216 @@ func testConvBF16(t *testing.T, s Suite) {
 		}
 	})
 }
+
+// NCHWToNHWC is v, a packed NCHW tensor of n images of c channels h×w,
+// stored channels-last (element (i, ci, y, x) at ((i·h + y)·w + x)·c +
+// ci); NHWCToNCHW is its inverse. A channels-last Conv is held to
+// ConvReference on its tensors so transposed.
+func NCHWToNHWC(v []float32, n, c, h, w int) []float32 {
+	out := make([]float32, len(v))
+	for i := range n {
+		for ci := range c {
+			for y := range h {
+				for x := range w {
+					out[((i*h+y)*w+x)*c+ci] = v[((i*c+ci)*h+y)*w+x]
+				}
+			}
+		}
+	}
+	return out
+}
+
+// NHWCToNCHW is NCHWToNHWC's inverse: v, a packed channels-last tensor
+// of n images of c channels h×w, stored NCHW.
+func NHWCToNCHW(v []float32, n, c, h, w int) []float32 {
+	out := make([]float32, len(v))
+	for i := range n {
+		for ci := range c {
+			for y := range h {
+				for x := range w {
+					out[((i*c+ci)*h+y)*w+x] = v[((i*h+y)*w+x)*c+ci]
+				}
+			}
+		}
+	}
+	return out
+}
+
+// ConvReferenceNHWC is ConvReference of a channels-last Conv
+// (Conv.NHWC): x and y are channels-last, w is KCRS, and so is the
+// output's tensor it returns. It is ConvReference on x and y transposed
+// to NCHW, its output transposed back when it is x or y.
+func ConvReferenceNHWC(g gpuhost.ConvGeom, p gpuhost.ConvProduct, x, w, y []float32, alpha, beta float32, drop uint) []float32 {
+	out := ConvReference(g, p, NHWCToNCHW(x, g.N, g.C, g.H, g.W), w, NHWCToNCHW(y, g.N, g.OC, g.OH, g.OW), alpha, beta, drop)
+	switch p {
+	case gpuhost.ConvForward:
+		return NCHWToNHWC(out, g.N, g.OC, g.OH, g.OW)
+	case gpuhost.ConvInputGrad:
+		return NCHWToNHWC(out, g.N, g.C, g.H, g.W)
+	}
+	return out
+}
+
+// convViolations counts the elements of got outside the tolerance of
+// their element type e around want: float32 within 1e-5·(1+|want|), as
+// testConv holds f32 products; bfloat16 as bf16Violations allows (with
+// product, half a unit of it more). It reports the first few when
+// report is set.
+func convViolations(t *testing.T, e gpuhost.Elem, what string, got, want, product []float32, report bool) int {
+	t.Helper()
+	if e == gpuhost.ElemBF16 {
+		return bf16Violations(t, what, got, want, product, report)
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%s: %d values, want %d", what, len(got), len(want))
+	}
+	bad := 0
+	for i := range want {
+		if diff := math.Abs(float64(got[i]) - float64(want[i])); !(diff <= 1e-5*(1+math.Abs(float64(want[i])))) {
+			if report && bad < 5 {
+				t.Errorf("%s[%d] = %g, want %g", what, i, got[i], want[i])
+			}
+			bad++
+		}
+	}
+	return bad
+}
+
+// testConvNHWC: a device whose library convolutions read channels-last
+// X and Y (Suite.ConvNHWC) computes each product of each geometry on
+// packed NHWC X and Y and a KCRS W, float32 in f32 and, where it reads
+// them (Suite.ConvBF16), bfloat16 in bf16, as ConvReference computes it
+// on the tensors transposed to NCHW (ConvReferenceNHWC), with
+// testConv's and testConvBF16's tolerances: with Alpha 1.5 and Beta 1
+// (tensors at an offset in their buffers) and with Beta 0 over an
+// output of NaNs, which must not be read. On one device it runs each
+// product NCHW and then NHWC on the same values and geometry: each is
+// its own layout's product, and the NHWC one is NOT within tolerance of
+// the NCHW product of the same memory (so a device that ignores the
+// flag, or keeps one set of descriptors for both layouts, fails). It
+// refuses what it refuses in NCHW: a tensor past its buffer (the bytes
+// are the same in both layouts), an output size the window does not
+// give, bfloat16 tensors in f32. A device with library convolutions
+// that does not read NHWC refuses every channels-last Conv, naming
+// NHWC; one without them refuses it as every Conv.
+func testConvNHWC(t *testing.T, s Suite) {
+	d := open(t, s)
+	g0 := convGeoms[0].g
+	xs, ws, ys := g0.Sizes()
+	if !s.Conv || !s.ConvNHWC {
+		want := "NHWC"
+		if !s.Conv {
+			want = "convolution"
+		}
+		_, err := convRun(t, d, gpuhost.Conv{Geom: g0, Alpha: 1, NHWC: true}, 0, random(1, xs), random(2, ws), random(3, ys))
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Fatalf("a channels-last Conv on a device that does not read NHWC tensors: %v, want a refusal naming %q", err, want)
+		}
+		return
+	}
+	type kind struct {
+		e    gpuhost.Elem
+		prec gpuhost.Precision
+	}
+	kinds := []kind{{gpuhost.ElemF32, gpuhost.PrecisionF32}}
+	if s.ConvBF16 {
+		kinds = append(kinds, kind{gpuhost.ElemBF16, gpuhost.PrecisionBF16})
+	}
+	// values are n random values, rounded to bfloat16 for bfloat16
+	// tensors (the reference then reads what the device stores).
+	values := func(k kind, seed uint64, n int) []float32 {
+		v := random(seed, n)
+		if k.e == gpuhost.ElemBF16 {
+			v, _ = bf16Values(v)
+		}
+		return v
+	}
+	convRunElem := func(t *testing.T, k kind, c gpuhost.Conv, off int, x, w, y []float32) ([]float32, error) {
+		t.Helper()
+		c.Precision = k.prec
+		if k.e == gpuhost.ElemBF16 {
+			return convRunBF16(t, d, c, off, x, w, y)
+		}
+		return convRun(t, d, c, off, x, w, y)
+	}
+	nan := func(n int) []float32 {
+		v := make([]float32, n)
+		for i := range v {
+			v[i] = math.Float32frombits(0x7fc00000) // a quiet NaN, exact in bfloat16
+		}
+		return v
+	}
+	outIndex := map[gpuhost.ConvProduct]int{gpuhost.ConvForward: 2, gpuhost.ConvInputGrad: 0, gpuhost.ConvWeightGrad: 1}
+	for _, k := range kinds {
+		for _, cg := range convGeoms {
+			g := cg.g
+			xs, ws, ys := g.Sizes()
+			for _, p := range convProducts {
+				t.Run(fmt.Sprintf("%v/%s/%v", k.e, cg.name, p), func(t *testing.T) {
+					x, w, y := values(k, 51, xs), values(k, 52, ws), values(k, 53, ys)
+					got, err := convRunElem(t, k, gpuhost.Conv{Geom: g, Product: p, Alpha: 1.5, Beta: 1, NHWC: true}, 16, x, w, y)
+					if err != nil {
+						t.Fatal(err)
+					}
+					convViolations(t, k.e, p.String()+" with Beta 1", got, ConvReferenceNHWC(g, p, x, w, y, 1.5, 1, 0), ConvReferenceNHWC(g, p, x, w, y, 1.5, 0, 0), true)
+					ins := [][]float32{x, w, y}
+					ins[outIndex[p]] = nan(len(ins[outIndex[p]]))
+					got, err = convRunElem(t, k, gpuhost.Conv{Geom: g, Product: p, Alpha: 1, NHWC: true}, 0, ins[0], ins[1], ins[2])
+					if err != nil {
+						t.Fatal(err)
+					}
+					convViolations(t, k.e, p.String()+" with Beta 0", got, ConvReferenceNHWC(g, p, ins[0], ins[1], ins[2], 1, 0, 0), nil, true)
+				})
+			}
+		}
+	}
+	t.Run("not NCHW", func(t *testing.T) {
+		xs, ws, ys := g0.Sizes()
+		for _, k := range kinds {
+			x, w, y := values(k, 61, xs), values(k, 62, ws), values(k, 63, ys)
+			for _, p := range convProducts {
+				what := fmt.Sprintf("%v %v", k.e, p)
+				nchw, err := convRunElem(t, k, gpuhost.Conv{Geom: g0, Product: p, Alpha: 1}, 0, x, w, y)
+				if err != nil {
+					t.Fatal(err)
+				}
+				asNCHW := ConvReference(g0, p, x, w, y, 1, 0, 0)
+				convViolations(t, k.e, what+" NCHW", nchw, asNCHW, nil, true)
+				nhwc, err := convRunElem(t, k, gpuhost.Conv{Geom: g0, Product: p, Alpha: 1, NHWC: true}, 0, x, w, y)
+				if err != nil {
+					t.Fatal(err)
+				}
+				convViolations(t, k.e, what+" NHWC after NCHW", nhwc, ConvReferenceNHWC(g0, p, x, w, y, 1, 0, 0), nil, true)
+				if convViolations(t, k.e, what, nhwc, asNCHW, nil, false) == 0 {
+					t.Errorf("the channels-last %s convolution is within tolerance of the NCHW one of the same memory: the case cannot tell the layouts apart", what)
+				}
+			}
+		}
+	})
+	t.Run("refused", func(t *testing.T) {
+		bad := g0
+		bad.OH++
+		small := alloc(t, d, "small", 64)
+		x, w, y := alloc(t, d, "x", 4*xs), alloc(t, d, "w", 4*ws), alloc(t, d, "y", 4*ys)
+		ok := gpuhost.Conv{Geom: g0, Alpha: 1, NHWC: true, X: gpuhost.Tensor{Buf: x}, W: gpuhost.Tensor{Buf: w}, Y: gpuhost.Tensor{Buf: y}}
+		for _, c := range []struct {
+			name string
+			edit func(c *gpuhost.Conv)
+			want string
+		}{
+			{"an output size the window does not give", func(c *gpuhost.Conv) { c.Geom = bad }, "window"},
+			{"x past its buffer", func(c *gpuhost.Conv) { c.X.Buf = small }, "small"},
+			{"y at an offset past its buffer", func(c *gpuhost.Conv) { c.Y.Offset = 4 }, "offset"},
+			{"bfloat16 tensors in f32", func(c *gpuhost.Conv) {
+				c.X.Elem, c.W.Elem, c.Y.Elem = gpuhost.ElemBF16, gpuhost.ElemBF16, gpuhost.ElemBF16
+			}, "f32"},
+		} {
+			cv := ok
+			c.edit(&cv)
+			err := run(d, c.name, func(e gpuhost.Encoder) error { return e.Conv(cv) })
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("%s: %v, want a refusal containing %q", c.name, err, c.want)
+			}
+		}
+	})
+}

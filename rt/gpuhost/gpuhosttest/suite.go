@@ -65,6 +65,13 @@ type Suite struct {
 	// forbids; without it (and with Conv), every bfloat16 Conv must be
 	// refused.
 	ConvBF16 bool
+	// ConvNHWC says the device's library convolutions read and write
+	// channels-last X and Y (Conv.NHWC): the ConvNHWC case then holds
+	// each product, float32 and (with ConvBF16) bfloat16, to the NCHW
+	// reference on the transposed tensors, checks that the result is not
+	// the NCHW one, and checks the refusals; without it (and with Conv),
+	// every channels-last Conv must be refused.
+	ConvNHWC bool
 }
 
 // Run runs every case of the suite as a subtest.
@@ -89,6 +96,7 @@ func Run(t *testing.T, s Suite) {
 		{"KernelThenGemm", testKernelThenGemm},
 		{"Conv", testConv},
 		{"ConvBF16", testConvBF16},
+		{"ConvNHWC", testConvNHWC},
 		{"Replay", testReplay},
 		{"SyncFailure", testSyncFailure},
 		{"BoundsRefused", testBoundsRefused},
