@@ -249,10 +249,67 @@ func TestRealConvResNetBF16(t *testing.T) {
 	realOn(t)
 	d := openReal(t, t.TempDir())
 	defer d.Close()
-	g := gpuhost.ConvGeom{N: 128, C: 64, H: 32, W: 32, OC: 64, KH: 3, KW: 3, PH: 1, PW: 1, SH: 1, SW: 1, DH: 1, DW: 1, Groups: 1, OH: 32, OW: 32}
+	realConvResNetBF16(t, d, resnetLayer, false)
+}
+
+// TestRealConvResNetBF16NHWC is TestRealConvResNetBF16 on channels-last
+// X and Y (CUDNN_TENSOR_NHWC) with the KCRS filter: the layout bf16
+// plans store CNN activations in (cuDNN ran ResNet-18's layers faster on
+// it in PyTorch, bench/gpu/conv_nhwc.py), checked on the same values and
+// channel, transposed.
+func TestRealConvResNetBF16NHWC(t *testing.T) {
+	realOn(t)
+	d := openReal(t, t.TempDir())
+	defer d.Close()
+	realConvResNetBF16(t, d, resnetLayer, true)
+}
+
+// TestConvResNetBF16OnFake runs the two tests above on the fake, on a
+// 3×3, pad 1 layer small enough for its Go loops (6 images of 8
+// channels 5×4, 9 filters), so that their checks, the NHWC one's
+// transposes included, are tested before they run on a GPU.
+func TestConvResNetBF16OnFake(t *testing.T) {
+	g := gpuhost.ConvGeom{N: 6, C: 8, H: 5, W: 4, OC: 9, KH: 3, KW: 3, PH: 1, PW: 1, SH: 1, SW: 1, DH: 1, DW: 1, Groups: 1, OH: 5, OW: 4}
+	for _, nhwc := range []bool{false, true} {
+		d, f := openFake(t, cuda.Options{})
+		realConvResNetBF16(t, d, g, nhwc)
+		if err := d.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if faults := f.Faults(); len(faults) > 0 {
+			t.Errorf("NHWC %v: faults %v", nhwc, faults)
+		}
+	}
+}
+
+// resnetLayer is the layer of CIFAR ResNet-18 the real tests time at
+// batch 128: 64→64 channels, 3×3, 32×32.
+var resnetLayer = gpuhost.ConvGeom{N: 128, C: 64, H: 32, W: 32, OC: 64, KH: 3, KW: 3, PH: 1, PW: 1, SH: 1, SW: 1, DH: 1, DW: 1, Groups: 1, OH: 32, OW: 32}
+
+// realConvResNetBF16 is TestRealConvResNetBF16 on d and the 3×3, pad 1
+// layer g (at least 6 images and 8 channels and filters: the checked
+// channel is image 5's channel 7), with X and Y channels-last where nhwc
+// is set: the values are those of the NCHW run, stored transposed, and
+// the output is transposed back before its channel is checked.
+func realConvResNetBF16(t *testing.T, d *cuda.Device, g gpuhost.ConvGeom, nhwc bool) {
+	t.Helper()
 	xs, ws, ys := g.Sizes()
+	// stored is tensor i's values (NCHW) as the device holds them.
+	stored := func(i int, v []float32) []float32 {
+		switch {
+		case !nhwc || i == 1:
+			return v
+		case i == 0:
+			return gpuhosttest.NCHWToNHWC(v, g.N, g.C, g.H, g.W)
+		}
+		return gpuhosttest.NCHWToNHWC(v, g.N, g.OC, g.OH, g.OW)
+	}
+	layout := "NCHW"
+	if nhwc {
+		layout = "NHWC"
+	}
 	vals, raws := [3][]float32{}, [3][]byte{}
-	c := gpuhost.Conv{Geom: g, Alpha: 1, Precision: gpuhost.PrecisionBF16}
+	c := gpuhost.Conv{Geom: g, Alpha: 1, Precision: gpuhost.PrecisionBF16, NHWC: nhwc}
 	for i, n := range []int{xs, ws, ys} {
 		b, err := d.Alloc("xwy"[i:i+1], 2*n)
 		if err != nil {
@@ -260,9 +317,10 @@ func TestRealConvResNetBF16(t *testing.T) {
 		}
 		vals[i], raws[i] = make([]float32, n), make([]byte, 2*n)
 		for j := range vals[i] {
-			h := gpuhost.BF16Bits(float32((j*7919+i*31)%2001)/1000 - 1)
-			binary.LittleEndian.PutUint16(raws[i][2*j:], h)
-			vals[i][j] = math.Float32frombits(uint32(h) << 16)
+			vals[i][j] = math.Float32frombits(uint32(gpuhost.BF16Bits(float32((j*7919+i*31)%2001)/1000-1)) << 16)
+		}
+		for j, v := range stored(i, vals[i]) {
+			binary.LittleEndian.PutUint16(raws[i][2*j:], gpuhost.BF16Bits(v)) // exact: v is a bfloat16 value
 		}
 		if err := d.Upload(b, 0, raws[i]); err != nil {
 			t.Fatal(err)
@@ -306,6 +364,12 @@ func TestRealConvResNetBF16(t *testing.T) {
 		for j := range got {
 			got[j] = math.Float32frombits(uint32(binary.LittleEndian.Uint16(raw[2*j:])) << 16)
 		}
+		switch {
+		case nhwc && oi == 0:
+			got = gpuhosttest.NHWCToNCHW(got, g.N, g.C, g.H, g.W)
+		case nhwc && oi == 2:
+			got = gpuhosttest.NHWCToNCHW(got, g.N, g.OC, g.OH, g.OW)
+		}
 		maxErr, scale := resnetChannelError(g, p, vals[0], vals[1], vals[2], got)
 		k := 576.0
 		if p == gpuhost.ConvWeightGrad {
@@ -313,9 +377,9 @@ func TestRealConvResNetBF16(t *testing.T) {
 		}
 		bound := (0x1p-8 + 4*0x1p-24*math.Sqrt(k)) * max(1, scale)
 		if maxErr > bound {
-			t.Errorf("bf16 %v: largest error %.3g, want at most %.3g (largest sum %.3g)", p, maxErr, bound, scale)
+			t.Errorf("bf16 %s %v: largest error %.3g, want at most %.3g (largest sum %.3g)", layout, p, maxErr, bound, scale)
 		}
-		t.Logf("bf16 %v of %v: %.1f µs a call (largest error %.2g, largest sum %.3g)", p, g, float64(per.Nanoseconds())/1e3, maxErr, scale)
+		t.Logf("bf16 %s %v of %v: %.1f µs a call (largest error %.2g, largest sum %.3g)", layout, p, g, float64(per.Nanoseconds())/1e3, maxErr, scale)
 		// The next product reads the tensors as they were.
 		for i, b := range []gpuhost.Buffer{c.X.Buf, c.W.Buf, c.Y.Buf} {
 			if err := d.Upload(b, 0, raws[i]); err != nil {
