@@ -276,7 +276,10 @@ func TestConvFacts(t *testing.T) {
 // PSEUDO_BFLOAT16_CONFIG); data types that differ among them are
 // CUDNN_STATUS_BAD_PARAM, and a data or compute type the fake does not
 // compute CUDNN_STATUS_NOT_SUPPORTED, from the heuristics of each
-// product as from its call.
+// product as from its call. So are the formats: NCHW or NHWC tensors,
+// both alike, with an NCHW filter, of either data type; an NHWC filter,
+// tensors of two formats or NCHW_VECT_C ones are
+// CUDNN_STATUS_NOT_SUPPORTED (mlbuild passes none of them).
 func TestFakeDNNDataTypes(t *testing.T) {
 	f := fakecuda.New(fakecuda.Options{WorkDir: fakeWorkDir})
 	lib := f.Libraries()
@@ -306,25 +309,34 @@ func TestFakeDNNDataTypes(t *testing.T) {
 		dnn.DestroyConv(conv)
 		dnn.Destroy(h)
 	}()
-	const half int32 = 2 // CUDNN_DATA_HALF
+	const half int32 = 2  // CUDNN_DATA_HALF
+	const vectC int32 = 2 // CUDNN_TENSOR_NCHW_VECT_C
 	fl, bf := cuda.DNNDataFloat, cuda.DNNDataBFloat16
+	nchw, nhwc := cuda.DNNTensorNCHW, cuda.DNNTensorNHWC
 	g := geom3x3
 	for _, c := range []struct {
 		name             string
 		x, w, y, compute int32
 		want             cuda.DNNStatus
+		xf, wf, yf       int32 // the formats of x, w and y
 	}{
-		{"float", fl, fl, fl, fl, cuda.DNNSuccess},
-		{"bfloat16 in float compute", bf, bf, bf, fl, cuda.DNNSuccess},
-		{"a float filter among bfloat16 tensors", bf, fl, bf, fl, cuda.DNNBadParam},
-		{"a bfloat16 output of float tensors", fl, fl, bf, fl, cuda.DNNBadParam},
-		{"a bfloat16 input beside float ones", bf, fl, fl, fl, cuda.DNNBadParam},
-		{"bfloat16 in bfloat16 compute", bf, bf, bf, bf, cuda.DNNNotSupported},
-		{"half", half, half, half, fl, cuda.DNNNotSupported},
+		{"float", fl, fl, fl, fl, cuda.DNNSuccess, nchw, nchw, nchw},
+		{"bfloat16 in float compute", bf, bf, bf, fl, cuda.DNNSuccess, nchw, nchw, nchw},
+		{"a float filter among bfloat16 tensors", bf, fl, bf, fl, cuda.DNNBadParam, nchw, nchw, nchw},
+		{"a bfloat16 output of float tensors", fl, fl, bf, fl, cuda.DNNBadParam, nchw, nchw, nchw},
+		{"a bfloat16 input beside float ones", bf, fl, fl, fl, cuda.DNNBadParam, nchw, nchw, nchw},
+		{"bfloat16 in bfloat16 compute", bf, bf, bf, bf, cuda.DNNNotSupported, nchw, nchw, nchw},
+		{"half", half, half, half, fl, cuda.DNNNotSupported, nchw, nchw, nchw},
+		{"float NHWC tensors, an NCHW filter", fl, fl, fl, fl, cuda.DNNSuccess, nhwc, nchw, nhwc},
+		{"bfloat16 NHWC tensors, an NCHW filter", bf, bf, bf, fl, cuda.DNNSuccess, nhwc, nchw, nhwc},
+		{"an NHWC filter", bf, bf, bf, fl, cuda.DNNNotSupported, nhwc, nhwc, nhwc},
+		{"an NHWC input, an NCHW output", bf, bf, bf, fl, cuda.DNNNotSupported, nhwc, nchw, nchw},
+		{"an NCHW input, an NHWC output", fl, fl, fl, fl, cuda.DNNNotSupported, nchw, nchw, nhwc},
+		{"NCHW_VECT_C tensors", fl, fl, fl, fl, cuda.DNNNotSupported, vectC, nchw, vectC},
 	} {
-		if dnn.SetTensor4d(x, cuda.DNNTensorNCHW, c.x, int32(g.N), int32(g.C), int32(g.H), int32(g.W)) != 0 ||
-			dnn.SetTensor4d(y, cuda.DNNTensorNCHW, c.y, int32(g.N), int32(g.OC), int32(g.OH), int32(g.OW)) != 0 ||
-			dnn.SetFilter4d(w, c.w, cuda.DNNTensorNCHW, int32(g.OC), int32(g.C), int32(g.KH), int32(g.KW)) != 0 ||
+		if dnn.SetTensor4d(x, c.xf, c.x, int32(g.N), int32(g.C), int32(g.H), int32(g.W)) != 0 ||
+			dnn.SetTensor4d(y, c.yf, c.y, int32(g.N), int32(g.OC), int32(g.OH), int32(g.OW)) != 0 ||
+			dnn.SetFilter4d(w, c.w, c.wf, int32(g.OC), int32(g.C), int32(g.KH), int32(g.KW)) != 0 ||
 			dnn.SetConv2d(conv, 1, 1, 1, 1, 1, 1, cuda.DNNCrossCorrelation, c.compute) != 0 {
 			t.Fatalf("%s: setting the descriptors failed", c.name)
 		}
