@@ -93,7 +93,7 @@ func (t bnTile) prologue() []Stmt {
 		let("rl", Int, div(lidE, i32(t.cw))),
 		let("g", Int, div(tgidE, i32(t.chunks))),
 		let("ch", Int, add(mul(rem(tgidE, i32(t.chunks)), i32(t.cw)), vr("lane"))),
-		let("chs", Int, sel(t.live(), vr("ch"), i32(0))),
+		let("chs", Int, sel(and(t.live()), vr("ch"), i32(0))),
 		let("r0", Int, mul(vr("g"), i32(t.rowsPer))),
 		let("rend", Int, t.groupEnd(vr("r0"))),
 	}
@@ -147,7 +147,7 @@ func (t bnTile) sweep(reads []layoutBuf, use func(w int) []Stmt, store func(w in
 	var loads, uses []Stmt
 	for w := 0; w < nhwcWays; w++ {
 		j := add(vr("j"), i32(w*t.rlanes))
-		rw := fmt.Sprint("r", w)
+		rw := fmt.Sprint("row", w)
 		loads = append(loads, let(rw, Int, add(vr("r0"), j)))
 		var bounds []Expr
 		if w > 0 {
