@@ -82,12 +82,14 @@ func TestCUDABF16ConvsInTF32(t *testing.T) {
 }
 
 // TestCUDABF16ConvsOnBF16Tensors: the CUDA program of the tiny bf16
-// ResNet, whose activations the planner stores in bfloat16
-// (planner/store_bf16.go), calls cuDNN in bf16 on bfloat16 tensors for
-// every convolution past the stem (5 layers: 5 forward, 5 input and 5
-// weight gradients a training step), widens each weight gradient from
-// its bfloat16 workspace, and compares the stored outputs in selftest as
-// bfloat16 (CheckBF16); its CPU references widen and narrow them.
+// ResNet, whose activations the planner stores in bfloat16 and channels
+// last (planner/store_bf16.go, store_channels_last.go), calls cuDNN in
+// bf16 on channels-last bfloat16 tensors for every convolution past the
+// stem (5 layers: 5 forward, 5 input and 5 weight gradients a training
+// step), widens each weight gradient from its bfloat16 workspace, runs
+// its batch norms and pool on the channels-last kernels, and compares
+// the stored outputs in selftest as bfloat16 (CheckBF16); its CPU
+// references widen and narrow them, transposed.
 func TestCUDABF16ConvsOnBF16Tensors(t *testing.T) {
 	src, err := CUDA.RenderGPU(backendInput(t, CUDA, "../testdata/specs/bf16/resnet_tiny_bf16.cue", true, 0))
 	if err != nil {
@@ -97,7 +99,7 @@ func TestCUDABF16ConvsOnBF16Tensors(t *testing.T) {
 	convs := regexp.MustCompile(`\{Conv: &gpuhost\.ConvOp\{[^\n]*\}\}`).FindAllString(main, -1)
 	bf16 := 0
 	for _, c := range convs {
-		if strings.HasSuffix(c, "Elem: gpuhost.ElemBF16, Precision: gpuhost.PrecisionBF16}}") {
+		if strings.HasSuffix(c, "Elem: gpuhost.ElemBF16, NHWC: true, Precision: gpuhost.PrecisionBF16}}") {
 			bf16++
 		} else {
 			t.Errorf("a library convolution not in bf16 on bfloat16 tensors: %s", c)
@@ -107,9 +109,14 @@ func TestCUDABF16ConvsOnBF16Tensors(t *testing.T) {
 	if bf16 < 15 {
 		t.Errorf("%d bf16 library convolutions, want at least 15", bf16)
 	}
-	for _, want := range []string{"CheckBF16: []region{", "gpuhost.WidenBF16(", "gpuhost.NarrowBF16("} {
+	for _, want := range []string{"CheckBF16: []region{", "gpuhost.WidenBF16NHWC(", "gpuhost.NarrowBF16NHWC("} {
 		if !strings.Contains(main, want) {
 			t.Errorf("the program has no %s", want)
+		}
+	}
+	for _, k := range []string{"batchnorm_stats_nhwc", "batchnorm_nhwc", "batchnorm_bwd_sums_nhwc", "batchnorm_bwd_nhwc", "globalavgpool_nhwc", "globalavgpool_bwd_nhwc"} {
+		if !strings.Contains(string(src.Kernels), "_"+k+"(") {
+			t.Errorf("the program has no %s kernel", k)
 		}
 	}
 	if n := strings.Count(string(src.Kernels), "in bfloat16 memory"); n < 5 {

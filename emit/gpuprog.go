@@ -629,6 +629,11 @@ func (g *gpuGen) renderStep(mp *gpuPlan, short string, i int, st planner.Step, o
 		if st.Kernel == planner.KBatchNorm && !training && k >= 1 {
 			continue
 		}
+		// A channels-last batch norm's partial sums (Out[3]) are the
+		// GPU's scratch: the CPU reference sums in one pass.
+		if (st.Kernel == planner.KBatchNorm || st.Kernel == planner.KBatchNormBwd) && k >= 3 {
+			continue
+		}
 		if err := addCheck(id); err != nil {
 			return "", "", err
 		}
@@ -666,8 +671,9 @@ func (g *gpuGen) renderStep(mp *gpuPlan, short string, i int, st planner.Step, o
 
 // widenStored makes a step's CPU reference compute in float32 on the
 // tensors the plan stores in bfloat16: pre copies each such operand's
-// storage (once, where operands share it) into a float32 slice, widened,
-// and points the operands at it; post stores the outputs' slices back,
+// storage (once, where operands share it) into a float32 slice, widened
+// (and in the order of its shape where it is stored channels last), and
+// points the operands at it; post stores the outputs' slices back,
 // rounded to bfloat16 as the GPU's kernels round them.
 func widenStored(ins, outs []operand) (pre, post string) {
 	copies, stored := map[string]string{}, map[string]bool{}
@@ -677,15 +683,22 @@ func widenStored(ins, outs []operand) (pre, post string) {
 			if o.param == "" || o.buf.Elem != planner.ElemBF16 {
 				continue
 			}
+			// a channels-last tensor [N, C, H, W] is widened into, and
+			// narrowed from, the order of its shape
+			widen, narrow, shape := fmt.Sprintf("WidenBF16(%s, %d)", o.param, o.buf.Size), "NarrowBF16(%s, %s)", ""
+			if s := o.buf.Shape; o.buf.Layout == planner.LayoutNHWC && len(s) == 4 {
+				shape = fmt.Sprintf(", %d, %d, %d", s[0], s[1], s[2]*s[3])
+				widen, narrow = fmt.Sprintf("WidenBF16NHWC(%s%s)", o.param, shape), "NarrowBF16NHWC(%s, %s"+shape+")"
+			}
 			v, ok := copies[o.param]
 			if !ok {
 				v = fmt.Sprintf("f%d", len(copies))
 				copies[o.param] = v
-				pre += fmt.Sprintf("%s := gpuhost.WidenBF16(%s, %d)\n", v, o.param, o.buf.Size)
+				pre += fmt.Sprintf("%s := gpuhost.%s\n", v, widen)
 			}
 			if k == 1 && !stored[o.param] {
 				stored[o.param] = true
-				post += fmt.Sprintf("\ngpuhost.NarrowBF16(%s, %s)", o.param, v)
+				post += "\ngpuhost." + fmt.Sprintf(narrow, o.param, v)
 			}
 			o.param = v
 		}
@@ -865,6 +878,9 @@ func (g *gpuGen) convLiteral(mp *gpuPlan, c *gpu.Conv) (string, error) {
 	}
 	if c.BF16 {
 		extra += ", Elem: gpuhost.ElemBF16"
+	}
+	if c.NHWC {
+		extra += ", NHWC: true"
 	}
 	if c.Precision != "" {
 		pc, ok := gemmPrecisions[c.Precision]

@@ -2,6 +2,7 @@ package emit
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -26,8 +27,10 @@ type replicaPlan struct {
 	*gpuPlan
 	copyName, resident string
 	// syncBN are the batch norm steps lowered with synchronised batch
-	// norm (gpu.LowerSyncBNInto), which `train --sync-bn` runs instead.
-	syncBN []syncStep
+	// norm (gpu.LowerSyncBNInto), which `train --sync-bn` runs instead;
+	// noSyncBN says why there are none for a plan with batch norms.
+	syncBN   []syncStep
+	noSyncBN string
 }
 
 // syncStep is one step of a replica's plan lowered with synchronised
@@ -70,7 +73,9 @@ func (g *gpuGen) replicaPlans() ([]*replicaPlan, error) {
 			return nil, err
 		}
 		rp := &replicaPlan{gpuPlan: mp}
-		if rp.syncBN, err = g.syncBNSteps(pl, n); err != nil {
+		if why := channelsLastNorms(pl); why != "" {
+			rp.noSyncBN = why
+		} else if rp.syncBN, err = g.syncBNSteps(pl, n); err != nil {
 			return nil, err
 		}
 		if rp.copyName, err = g.register(gpu.CopyKernel(pl.Buffers[pl.Output].Size), "copy_output"); err != nil {
@@ -82,6 +87,26 @@ func (g *gpuGen) replicaPlans() ([]*replicaPlan, error) {
 		out = append(out, rp)
 	}
 	return out, nil
+}
+
+// channelsLastNorms says why a plan's batch norms have no synchronised
+// lowering: one names a tensor stored channels last (the planner's
+// store_channels_last.go), which the synchronised kernels do not read;
+// "" when none does.
+func channelsLastNorms(pl *planner.Plan) string {
+	for _, st := range append(slices.Clone(pl.Forward), pl.Backward...) {
+		if st.Kernel != planner.KBatchNorm && st.Kernel != planner.KBatchNormBwd {
+			continue
+		}
+		for _, ids := range [][]planner.BufID{st.In, st.Out} {
+			for _, id := range ids {
+				if id != planner.NoBuf && pl.Buffers[id].Layout == planner.LayoutNHWC {
+					return fmt.Sprintf("batch norm %s reads or writes %s, which the bf16 plan stores channels last, and synchronised batch norm has no channels-last kernels yet: train without --sync-bn, or with precision f32 or tf32", st.Layer, pl.Buffers[id].Name)
+				}
+			}
+		}
+	}
+	return ""
 }
 
 // syncBNSteps lowers the batch norm steps of a replica's plan with
@@ -193,6 +218,9 @@ func (g *gpuGen) renderReplicaFields(replicas []*replicaPlan) error {
 		g.p("Resident: %s,", r.resident)
 		if len(r.syncBN) > 0 {
 			g.p("SyncBN: %sSyncBN,", r.prefix)
+		}
+		if r.noSyncBN != "" {
+			g.p("NoSyncBN: %s,", quote(r.noSyncBN))
 		}
 		g.p("},")
 	}

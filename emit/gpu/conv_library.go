@@ -123,7 +123,11 @@ func (l *lowering) conv1(g planner.ConvGeom, p string, x, w, y planner.BufID) er
 		}
 		ts[i] = Binding{Buf: id, Size: sizes[i], Mutable: i == map[string]int{ConvForward: 2, ConvInputGrad: 0, ConvWeightGrad: 1}[p]}
 	}
-	c := &Conv{Geom: g, Product: p, X: ts[0], W: ts[1], Y: ts[2], Alpha: 1, Precision: prec, BF16: elem == planner.ElemBF16}
+	last := l.channelsLast(x, y)
+	if last[0] != last[1] {
+		return fmt.Errorf("library convolution tensors X and Y in two layouts (channels last: %v and %v; a bug in mlbuild: the planner's store_channels_last.go keeps them in one)", last[0], last[1])
+	}
+	c := &Conv{Geom: g, Product: p, X: ts[0], W: ts[1], Y: ts[2], Alpha: 1, Precision: prec, BF16: elem == planner.ElemBF16, NHWC: last[0]}
 	l.ops = append(l.ops, Op{Layer: l.step.Layer, Kernel: string(l.step.Kernel), Conv: c})
 	return nil
 }
@@ -148,7 +152,8 @@ const (
 // product's output Mutable among them: output = Alpha·product +
 // Beta·output, with the step's precision ("" exact float32, "tf32",
 // "bf16"). The tensors are float32, or bfloat16 when BF16 is set (in
-// precision bf16 only).
+// precision bf16 only), and X and Y channels last ([N, H, W, C]) when
+// NHWC is set (W is [OC, C/Groups, KH, KW] either way).
 type Conv struct {
 	Geom      planner.ConvGeom `json:"geom"`
 	Product   string           `json:"product"`
@@ -159,4 +164,5 @@ type Conv struct {
 	Beta      float32          `json:"beta,omitempty"`
 	Precision string           `json:"precision,omitempty"`
 	BF16      bool             `json:"bf16,omitempty"`
+	NHWC      bool             `json:"nhwc,omitempty"`
 }

@@ -338,6 +338,18 @@ func (l *lowering) fastPrecision() string {
 	return ""
 }
 
+// channelsLast says, for each of ids, whether the plan stores its
+// storage channels last (planner.LayoutNHWC); false for NoBuf.
+func (l *lowering) channelsLast(ids ...planner.BufID) []bool {
+	out := make([]bool, len(ids))
+	for i, id := range ids {
+		if b, err := l.buf(id); err == nil && present(id) {
+			out[i] = b.Layout == planner.LayoutNHWC
+		}
+	}
+	return out
+}
+
 func (l *lowering) buf(id planner.BufID) (*planner.Buffer, error) {
 	if id < 0 || int(id) >= len(l.p.Buffers) {
 		return nil, fmt.Errorf("buffer id %d out of range (plan has %d buffers)", id, len(l.p.Buffers))

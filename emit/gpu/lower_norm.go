@@ -21,6 +21,9 @@ func (l *lowering) batchNorm(st *planner.Step, training bool) error {
 		return err
 	}
 	in := st.In
+	if last := l.channelsLast(in[0], st.Out[0]); last[0] || last[1] {
+		return l.batchNormNHWC(st, training, outer, c, inner, last)
+	}
 	if training && l.syncBN && l.shares() > 1 {
 		total := outer * inner * l.shares()
 		if err := l.launch("syncbn_stats", syncBatchNormStatsKernel(outer, c, inner), nil, whole(in[0]), whole(st.Out[1]), whole(st.Out[2])); err != nil {
@@ -54,6 +57,9 @@ func (l *lowering) batchNormBwd(st *planner.Step) error {
 		return fmt.Errorf("batch norm backward computes dx, dgamma and dbeta together; an absent one is not supported yet")
 	}
 	in := st.In
+	if last := l.channelsLast(in[0], in[4], st.Out[0]); last[0] || last[1] || last[2] {
+		return l.batchNormBwdNHWC(st, outer, c, inner, last)
+	}
 	if l.syncBN && l.shares() > 1 {
 		// x, gamma, saveMean, saveInvStd, dy → dx, dgamma, dbeta: the
 		// share's sums are the parameters' gradients, which the sum makes
@@ -143,4 +149,66 @@ func (l *lowering) layerNorm(st *planner.Step) error {
 	}
 	return l.launch("layernorm_bwd", k, nil,
 		whole(in[0]), whole(in[1]), whole(in[2]), whole(in[3]), whole(in[4]), whole(st.Out[0]))
+}
+
+// batchNormNHWC lowers a batch norm some of whose tensors (last: x, y)
+// the plan stores channels last: in training two kernels over row
+// groups, partial sums into the step's scratch (Out[3]) and the
+// normalisation that merges them; else one element-wise kernel.
+func (l *lowering) batchNormNHWC(st *planner.Step, training bool, outer, c, inner int, last []bool) error {
+	a, in := st.Attr, st.In
+	if !training {
+		return l.launch("batchnorm_eval_nhwc", batchNormEvalNHWCKernel(outer, c, inner, last[0], last[1], float32(a.Eps)), nil,
+			whole(in[0]), whole(in[1]), whole(in[2]), whole(in[3]), whole(in[4]), whole(st.Out[0]))
+	}
+	if l.syncBN && l.shares() > 1 {
+		return fmt.Errorf("synchronised batch norm of a tensor stored channels last is not supported (a bug in mlbuild: the planner keeps such plans NCHW)")
+	}
+	part, groups, err := l.normPartials(st, outer, c, inner)
+	if err != nil {
+		return err
+	}
+	if err := l.launch("batchnorm_stats_nhwc", batchNormStatsNHWCKernel(outer, c, inner, last[0], groups), nil, whole(in[0]), whole(part)); err != nil {
+		return err
+	}
+	return l.launch("batchnorm_nhwc", batchNormApplyNHWCKernel(outer, c, inner, last[0], last[1], groups, float32(a.Eps), float32(a.Momentum)), nil,
+		whole(in[0]), whole(in[1]), whole(in[2]), whole(in[3]), whole(in[4]), whole(st.Out[0]), whole(st.Out[1]), whole(st.Out[2]), whole(part))
+}
+
+// batchNormBwdNHWC lowers a batch norm's backward some of whose tensors
+// (last: x, dy, dx) the plan stores channels last: the partial sums of
+// dy and dy·x̂ into the step's scratch (Out[3]), then dx, dgamma and
+// dbeta from them.
+func (l *lowering) batchNormBwdNHWC(st *planner.Step, outer, c, inner int, last []bool) error {
+	if l.syncBN && l.shares() > 1 {
+		return fmt.Errorf("synchronised batch norm of a tensor stored channels last is not supported (a bug in mlbuild: the planner keeps such plans NCHW)")
+	}
+	part, groups, err := l.normPartials(st, outer, c, inner)
+	if err != nil {
+		return err
+	}
+	in := st.In
+	if err := l.launch("batchnorm_bwd_sums_nhwc", batchNormBwdSumsNHWCKernel(outer, c, inner, last[0], last[1], groups), nil,
+		whole(in[0]), whole(in[2]), whole(in[3]), whole(in[4]), whole(part)); err != nil {
+		return err
+	}
+	return l.launch("batchnorm_bwd_nhwc", batchNormBwdApplyNHWCKernel(outer, c, inner, last[0], last[1], last[2], groups), nil,
+		whole(in[0]), whole(in[1]), whole(in[2]), whole(in[3]), whole(in[4]), whole(st.Out[0]), whole(st.Out[1]), whole(st.Out[2]), whole(part))
+}
+
+// normPartials is a channels-last batch norm step's scratch for its
+// partial sums (Out[3]) and the row groups they are over, after checking
+// that the scratch holds BatchNormScratch floats.
+func (l *lowering) normPartials(st *planner.Step, outer, c, inner int) (planner.BufID, int, error) {
+	if len(st.Out) < 4 || !present(st.Out[3]) {
+		return planner.NoBuf, 0, fmt.Errorf("a training batch norm of a tensor stored channels last has no scratch for its partial sums (a bug in mlbuild: the planner's store_channels_last.go gives it one)")
+	}
+	b, err := l.buf(st.Out[3])
+	if err != nil {
+		return planner.NoBuf, 0, err
+	}
+	if need := BatchNormScratch(outer, c, inner); b.Size < need || b.Elem != "" {
+		return planner.NoBuf, 0, fmt.Errorf("batch norm partial sums: buffer %q holds %d %q elements, want %d float32s", b.Name, b.Size, b.Elem, need)
+	}
+	return st.Out[3], BatchNormGroups(outer, c, inner), nil
 }

@@ -69,6 +69,12 @@ func (l *lowering) globalAvgPool(st *planner.Step) error {
 		return fmt.Errorf("global average pool input shape %v: want [N, C, ...] (%v)", xs, err)
 	}
 	planes, spatial := xs[0]*xs[1], prod(xs[2:])
+	if l.channelsLast(xid)[0] { // x [N, H, W, C] (the planner's store_channels_last.go)
+		if st.Kernel == planner.KGlobalAvgPool {
+			return l.launch("globalavgpool_nhwc", globalAvgPoolNHWCKernel(xs[0], xs[1], spatial), nil, whole(st.In[0]), whole(st.Out[0]))
+		}
+		return l.launch("globalavgpool_bwd_nhwc", globalAvgPoolBwdNHWCKernel(xs[0], xs[1], spatial), nil, whole(st.In[0]), whole(st.Out[0]))
+	}
 	if st.Kernel == planner.KGlobalAvgPool {
 		return l.launch("globalavgpool", globalAvgPoolKernel(planes, spatial), nil, whole(st.In[0]), whole(st.Out[0]))
 	}
