@@ -190,7 +190,9 @@ func TestStoreBF16(t *testing.T) {
 // stored 4-D tensors are stored [N, H, W, C]; every library convolution
 // and element-wise step finds its 4-D operands in one layout; each
 // training batch norm that names a channels-last tensor has a scratch of
-// BatchNormScratch floats as Out[3]. Without the global pool among the
+// BatchNormScratch floats as Out[3], and each library convolution
+// bfloat16 workspaces for its KRSC filter (the forward W's size, the
+// backward dW's and W's). Without the global pool among the
 // storage kernels, its input stays float32, so the ReLU and the sum
 // before it go NCHW (the fixed point), and the rest stays channels last.
 // A target without the rule keeps every layout NCHW.
@@ -248,8 +250,28 @@ func TestStoreChannelsLast(t *testing.T) {
 	}
 	target := last(all...)
 	p := build(target)
-	if n, stored := check(p, target), len(p.Stored)-5; n != stored {
+	stored := 0
+	for _, id := range p.Stored {
+		if p.Buffers[id].Kind != KindScratch {
+			stored++
+		}
+	}
+	if n := check(p, target); n != stored {
 		t.Errorf("%d tensors channels last, want every stored activation and gradient (%d)", n, stored)
+	}
+	// Each channels-last convolution's KRSC filter workspaces.
+	for _, st := range p.allSteps() {
+		if st.Attr.Method != "lib" {
+			continue
+		}
+		w := p.Buffers[st.In[1]].Size
+		ws, want := st.Out[1], w
+		if st.Kernel == KConv2DBwd {
+			ws, want = st.In[4], KRSCOffset(w)+w
+		}
+		if ws == NoBuf || p.Buffers[ws].Size != want || p.Buffers[ws].Elem != ElemBF16 {
+			t.Errorf("%s %s: workspace %v, want %d bfloat16s for the KRSC filter", st.Kernel, st.Layer, ws, want)
+		}
 	}
 	noPool := last(KBatchNorm, KBatchNormBwd, KUnary, KUnaryBwd, KBinary, KBinaryBwd, KAccumulate)
 	p = build(noPool)

@@ -21,7 +21,12 @@ import "fmt"
 // fixed point then keeps all NCHW. Batch norm and the global average pool take each operand in
 // its own layout. A training batch norm or batch norm backward that
 // names a channels-last tensor gets a float32 scratch for its partial
-// sums as Out[3] (BatchNormScratch elements, kind scratch). A plan
+// sums as Out[3] (BatchNormScratch elements, kind scratch). A library
+// convolution on channels-last tensors gets bfloat16 workspaces for its
+// filter in KRSC order, [OC, KH, KW, C/G] (cuDNN takes no other filter
+// with channels-last tensors in its backward): the forward's Out[1] of
+// W's size, and the backward's In[4] of KRSCOffset(W) + W (dW, then W).
+// A plan
 // without stored tensors, or for a Target that keeps them NCHW, is
 // unchanged.
 func storeChannelsLast(p *Plan, t Target) {
@@ -96,8 +101,41 @@ func storeChannelsLast(p *Plan, t Target) {
 			[]int{s.BatchNormScratch(x[0], x[1], x[2]*x[3])})
 		st.Out = append(st.Out, part)
 	}
-	p.StoredNote += fmt.Sprintf("; %d of them channels last", n)
+	// The channels-last convolutions' filters: cuDNN takes them KRSC
+	// with channels-last tensors ([OC, KH, KW, C/G]; it has no backward
+	// algorithm for a KCRS filter then), which the step's lowering
+	// writes, rounded to bfloat16, into a workspace: the forward's Out[1];
+	// in the backward, dW's bfloat16 workspace (In[4]) grows to hold dW
+	// in KRSC from its start and W in KRSC from KRSCOffset.
+	for _, st := range steps {
+		if uniform := uniformOperands(p, st, s); len(uniform) == 0 || (st.Kernel != KConv2D && st.Kernel != KConv2DBwd) || !nhwc[p.root(uniform[0])] {
+			continue
+		}
+		w := p.Buffers[st.In[1]].Size
+		if st.Kernel == KConv2D {
+			ws := p.addBuffer(st.Layer+".W.krsc", KindScratch, []int{w})
+			p.Buffers[ws].Elem = ElemBF16
+			st.Out[1] = ws
+			p.Stored = append(p.Stored, ws)
+			continue
+		}
+		size := KRSCOffset(w) + w
+		if ws := st.In[4]; ws != NoBuf {
+			p.Buffers[ws].Name, p.Buffers[ws].Shape, p.Buffers[ws].Size = st.Layer+".dW+W.krsc", []int{size}, size
+			continue
+		}
+		ws := p.addBuffer(st.Layer+".dW+W.krsc", KindScratch, []int{size})
+		p.Buffers[ws].Elem = ElemBF16
+		st.In[4] = ws
+		p.Stored = append(p.Stored, ws)
+	}
+	p.StoredNote += fmt.Sprintf("; %d of them channels last, with KRSC filters", n)
 }
+
+// KRSCOffset is where a channels-last convolution's backward workspace
+// (store_channels_last.go) holds W in KRSC, after dW: w elements (W's)
+// rounded up to 64, so that both start 128-byte aligned.
+func KRSCOffset(w int) int { return (w + 63) / 64 * 64 }
 
 // uniformOperands are the 4-D tensors that step st of a plan with
 // bfloat16 storage s must find in one layout and one shape: x and y (x,

@@ -41,7 +41,11 @@ func (l *lowering) convLibrary(st *planner.Step, bwd bool) error {
 			return err
 		}
 		x, w, b, y := st.In[0], st.In[1], st.In[2], st.Out[0]
-		if err := l.conv1(g, ConvForward, x, w, y); err != nil {
+		wk, err := l.convFilter(g, w, st.Out[1], 0)
+		if err != nil {
+			return err
+		}
+		if err := l.conv1(g, ConvForward, x, wk, y); err != nil {
 			return err
 		}
 		if !present(b) && a.Act == "" {
@@ -70,58 +74,88 @@ func (l *lowering) convLibrary(st *planner.Step, bwd bool) error {
 			return err
 		}
 	}
-	if present(dw) && l.step.Attr.Precision == planner.PrecisionBF16 {
+	n := g.OC * (g.C / g.Groups) * g.KH * g.KW
+	krsc := l.channelsLast(x)[0]
+	switch {
+	case present(dw) && l.step.Attr.Precision == planner.PrecisionBF16:
 		// cuDNN writes dW in bfloat16 to the step's workspace (the
-		// planner's store_bf16.go), and a copy widens it into dW.
-		ws := st.In[4]
+		// planner's store_bf16.go; KRSC with channels-last tensors), and
+		// a copy widens it into dW (putting it back in KCRS order).
+		ws := whole(st.In[4])
 		if err := l.conv1(g, ConvWeightGrad, x, ws, dy); err != nil {
 			return err
 		}
-		n := g.OC * (g.C / g.Groups) * g.KH * g.KW
-		if err := l.launch("widen", copyKernel(n), nil, whole(ws), whole(dw)); err != nil {
+		k := copyKernel(n)
+		if krsc {
+			k = filterOrderKernel(g, false)
+		}
+		if err := l.launch("widen", k, nil, ws, whole(dw)); err != nil {
 			return err
 		}
-	} else if present(dw) {
-		if err := l.conv1(g, ConvWeightGrad, x, dw, dy); err != nil {
+	case present(dw):
+		if err := l.conv1(g, ConvWeightGrad, x, whole(dw), dy); err != nil {
 			return err
 		}
 	}
-	if present(dx) {
-		return l.conv1(g, ConvInputGrad, dx, w, dy)
+	if !present(dx) {
+		return nil
 	}
-	return nil
+	wk, err := l.convFilter(g, w, st.In[4], planner.KRSCOffset(n))
+	if err != nil {
+		return err
+	}
+	return l.conv1(g, ConvInputGrad, dx, wk, dy)
+}
+
+// convFilter is the filter operand of a library convolution of W: W
+// itself in f32 and tf32; its bfloat16 twin in bf16 on NCHW tensors; on
+// channels-last tensors W in KRSC order, [OC, KH, KW, C/G], which a
+// kernel writes (rounded to bfloat16) into the step's workspace ws at
+// element off (the planner's store_channels_last.go): cuDNN has no
+// backward algorithm for a KCRS filter with channels-last tensors.
+func (l *lowering) convFilter(g planner.ConvGeom, w, ws planner.BufID, off int) (operand, error) {
+	if l.fastPrecision() != planner.PrecisionBF16 {
+		return whole(w), nil
+	}
+	if x := l.step.In[0]; !l.channelsLast(x)[0] {
+		tw := l.twin(w)
+		if !present(tw) {
+			return operand{}, fmt.Errorf("a bf16 library convolution whose weight has no bfloat16 twin (a bug in mlbuild: the planner's store_bf16.go makes one)")
+		}
+		return whole(tw), nil
+	}
+	if !present(ws) {
+		return operand{}, fmt.Errorf("a channels-last library convolution without a workspace for its KRSC filter (a bug in mlbuild: the planner's store_channels_last.go gives it one)")
+	}
+	k := at(ws, off)
+	return k, l.launch("filter_krsc", filterOrderKernel(g, true), nil, whole(w), k)
 }
 
 // conv1 appends one Conv of product p on the tensors x, w and y (the
 // product's output among them), after checking that each buffer holds
-// its tensor: float32 tensors, or in precision bf16 bfloat16 ones, with
-// W's twin for a param W (the planner's store_bf16.go stores the others
-// so, and gives the weight gradient a bfloat16 workspace).
-func (l *lowering) conv1(g planner.ConvGeom, p string, x, w, y planner.BufID) error {
+// its tensor: float32 tensors, or in precision bf16 bfloat16 ones (the
+// planner's store_bf16.go stores x and y so; w is the filter operand
+// convFilter gives, or the weight gradient's bfloat16 workspace).
+func (l *lowering) conv1(g planner.ConvGeom, p string, x planner.BufID, w operand, y planner.BufID) error {
 	sizes := []int{g.N * g.C * g.H * g.W, g.OC * (g.C / g.Groups) * g.KH * g.KW, g.N * g.OC * g.OH * g.OW}
 	prec := l.fastPrecision()
 	elem := ""
 	if prec == planner.PrecisionBF16 {
 		elem = planner.ElemBF16
-		if p != ConvWeightGrad {
-			if w = l.twin(w); !present(w) {
-				return fmt.Errorf("a bf16 library convolution whose weight has no bfloat16 twin (a bug in mlbuild: the planner's store_bf16.go makes one)")
-			}
-		}
 	}
 	var ts [3]Binding
-	for i, id := range []planner.BufID{x, w, y} {
-		b, err := l.buf(id)
+	for i, o := range []operand{whole(x), w, whole(y)} {
+		b, err := l.buf(o.buf)
 		if err != nil {
 			return err
 		}
-		if b.Size < sizes[i] {
-			return fmt.Errorf("library convolution tensor %s needs %d elements, buffer %q has %d", "XWY"[i:i+1], sizes[i], b.Name, b.Size)
+		if b.Size < o.off+sizes[i] {
+			return fmt.Errorf("library convolution tensor %s needs %d elements from %d, buffer %q has %d", "XWY"[i:i+1], sizes[i], o.off, b.Name, b.Size)
 		}
 		if b.Elem != elem {
 			return fmt.Errorf("library convolution tensor %s in precision %s is buffer %q of %q elements: a library convolution reads and writes bfloat16 in bf16, float32 otherwise (a bug in mlbuild)", "XWY"[i:i+1], prec, b.Name, b.Elem)
 		}
-		ts[i] = Binding{Buf: id, Size: sizes[i], Mutable: i == map[string]int{ConvForward: 2, ConvInputGrad: 0, ConvWeightGrad: 1}[p]}
+		ts[i] = Binding{Buf: o.buf, Offset: o.off, Size: sizes[i], Mutable: i == map[string]int{ConvForward: 2, ConvInputGrad: 0, ConvWeightGrad: 1}[p]}
 	}
 	last := l.channelsLast(x, y)
 	if last[0] != last[1] {
@@ -165,4 +199,26 @@ type Conv struct {
 	Precision string           `json:"precision,omitempty"`
 	BF16      bool             `json:"bf16,omitempty"`
 	NHWC      bool             `json:"nhwc,omitempty"`
+}
+
+// filterOrderKernel moves a convolution's filter of geometry g between
+// KCRS order, [OC, C/G, KH, KW] (a weight and its gradient), and KRSC,
+// [OC, KH, KW, C/G] (cuDNN's filter with channels-last tensors): toKRSC
+// reads KCRS w and writes KRSC k, else it reads KRSC k and writes KCRS
+// w. One thread an element, in the written order.
+func filterOrderKernel(g planner.ConvGeom, toKRSC bool) *Kernel {
+	cg, rs := g.C/g.Groups, g.KH*g.KW
+	n := g.OC * cg * rs
+	i := vr("i")
+	// element i of KRSC is (o, r·s, c); of KCRS (o, c, r·s)
+	krscAt := func(o, c, t Expr) Expr { return add(mul(add(mul(o, i32(rs)), t), i32(cg)), c) }
+	kcrsAt := func(o, c, t Expr) Expr { return add(mul(add(mul(o, i32(cg)), c), i32(rs)), t) }
+	if toKRSC {
+		o, t, c := div(i, i32(rs*cg)), rem(div(i, i32(cg)), i32(rs)), rem(i, i32(cg))
+		return elementwise(fmt.Sprintf("filter [%d,%d,%d,%d] from KCRS to KRSC order", g.OC, cg, g.KH, g.KW), n,
+			[]Param{in("w", n), out("k", n)}, func(Expr) []Stmt { return []Stmt{store("k", i, load("w", kcrsAt(o, c, t)))} })
+	}
+	o, c, t := div(i, i32(cg*rs)), rem(div(i, i32(rs)), i32(cg)), rem(i, i32(rs))
+	return elementwise(fmt.Sprintf("filter [%d,%d,%d,%d] from KRSC to KCRS order", g.OC, cg, g.KH, g.KW), n,
+		[]Param{in("k", n), out("w", n)}, func(Expr) []Stmt { return []Stmt{store("w", i, load("k", krscAt(o, c, t)))} })
 }

@@ -145,3 +145,37 @@ func closeTo(t *testing.T, what string, got, want []float32) {
 		t.Errorf("%s[%d] = %g, rt/cpu has %g (relative error %.3g)", what, at, got[at], want[at], worst)
 	}
 }
+
+// TestFilterOrder runs filterOrderKernel both ways in both dialects on
+// the CPU, on filters with groups and 1×1 taps: KRSC element
+// ((o·KH + kh)·KW + kw)·C/G + c holds KCRS element ((o·C/G + c)·KH +
+// kh)·KW + kw, and the way back restores the KCRS filter.
+func TestFilterOrder(t *testing.T) {
+	for _, g := range []planner.ConvGeom{{N: 1, C: 6, H: 5, W: 5, OC: 4, KH: 3, KW: 2, Groups: 2}, {N: 1, C: 3, H: 5, W: 5, OC: 5, KH: 1, KW: 1, Groups: 1}} {
+		cg := g.C / g.Groups
+		n := g.OC * cg * g.KH * g.KW
+		w := make([]float32, n)
+		for i := range w {
+			w[i] = float32(i + 1)
+		}
+		want := make([]float32, n)
+		for o := range g.OC {
+			for c := range cg {
+				for kh := range g.KH {
+					for kw := range g.KW {
+						want[((o*g.KH+kh)*g.KW+kw)*cg+c] = w[((o*cg+c)*g.KH+kh)*g.KW+kw]
+					}
+				}
+			}
+		}
+		for _, d := range []*Dialect{CUDA, Metal} {
+			res := runCases(t, d, []gpuCase{{name: "krsc", k: filterOrderKernel(g, true), in: [][]float32{w, zeros(n)}},
+				{name: "kcrs", k: filterOrderKernel(g, false), in: [][]float32{want, zeros(n)}}})
+			for i := range want {
+				if res[0][1][i] != want[i] || res[1][1][i] != w[i] {
+					t.Fatalf("%s %+v: KRSC[%d] = %v (want %v), back KCRS[%d] = %v (want %v)", d.Name, g, i, res[0][1][i], want[i], i, res[1][1][i], w[i])
+				}
+			}
+		}
+	}
+}
