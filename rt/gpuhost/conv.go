@@ -81,7 +81,7 @@ func (g ConvGeom) Check() error {
 
 // ConvSupport is what a device's library convolutions read beyond
 // float32 NCHW tensors, for Conv.Check: bfloat16 tensors (in precision
-// bf16), channels-last X and Y (Conv.NHWC).
+// bf16), channels-last tensors (Conv.NHWC: X and Y NHWC, W KRSC).
 type ConvSupport struct {
 	BF16, NHWC bool
 }
@@ -120,7 +120,7 @@ func (c *Conv) Check(support ConvSupport) error {
 	case e == ElemF32 && c.Precision == PrecisionBF16:
 		return fmt.Errorf("float32 convolution tensors X, W and Y in precision bf16: a bf16 convolution reads bfloat16 tensors (their producers round them), float32 ones are multiplied in f32 or tf32")
 	case c.NHWC && !support.NHWC:
-		return fmt.Errorf("convolution tensors X and Y are channels-last (NHWC), which this device does not read (its library convolutions take NCHW tensors)")
+		return fmt.Errorf("convolution tensors are channels-last (NHWC: X and Y NHWC, W KRSC), which this device does not read (its library convolutions take NCHW tensors and KCRS filters)")
 	}
 	return nil
 }

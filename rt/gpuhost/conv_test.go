@@ -55,7 +55,7 @@ func TestConvCheckElems(t *testing.T) {
 	}
 }
 
-// TestConvCheckNHWC: Conv.Check takes channels-last X and Y, in every
+// TestConvCheckNHWC: Conv.Check takes channels-last tensors, in every
 // element type and precision it takes NCHW ones in, on a device that
 // reads them, and refuses them, naming the layout, on one that does not;
 // NCHW Convs are taken by both.

@@ -194,7 +194,7 @@ type Gemm struct {
 
 // Conv is one product of a 2-D convolution, computed by the device's
 // convolution library (cuDNN on CUDA), on packed row-major (NCHW, or
-// with NHWC channels-last X and Y, below) tensors of three shapes: X
+// with NHWC channels-last, below) tensors of three shapes: X
 // [N, C, H, W], W [OC, C/Groups, KH, KW] and
 // Y [N, OC, OH, OW], where Geom gives OH and OW and they agree with the
 // window (ConvGeom.Check). Product says which tensor is written from the
@@ -231,13 +231,18 @@ type Gemm struct {
 // tensors in another precision, float32 tensors in precision bf16),
 // refuses the Conv with an error when it is encoded (Conv.Check).
 //
-// The activations' layout. With NHWC set, X and Y are stored
-// channels-last, packed: X [N, H, W, C] and Y [N, OH, OW, OC], element
-// (n, c, h, w) of X at ((n·H + h)·W + w)·C + c and its twin for Y; W
-// keeps its layout [OC, C/Groups, KH, KW] (KCRS), and the products,
-// precisions, element types and sizes in bytes are those above, whatever
-// the layout. A device that cannot read channels-last tensors refuses a
-// Conv with NHWC set, naming it, when it is encoded (Conv.Check).
+// The layout. With NHWC set, all three tensors are stored channels-last,
+// packed: X [N, H, W, C] and Y [N, OH, OW, OC], element (n, c, h, w) of
+// X at ((n·H + h)·W + w)·C + c and its twin for Y, and W
+// [OC, KH, KW, C/Groups] (KRSC), element (o, c, kh, kw) at
+// ((o·KH + kh)·KW + kw)·(C/Groups) + c: the channels-last form of the
+// tensor [OC, C/Groups, KH·KW], as WidenBF16NHWC and NarrowBF16NHWC take
+// it. The filter follows the activations because cuDNN does: it offers
+// no input- or weight-gradient algorithm for channels-last activations
+// with a KCRS filter. The products, precisions, element types and sizes
+// in bytes are those above, whatever the layout. A device that cannot
+// read channels-last tensors refuses a Conv with NHWC set, naming it,
+// when it is encoded (Conv.Check).
 //
 // A device without library convolutions (Metal's) refuses every Conv:
 // the planner asks for them, and for bfloat16 or channels-last ones,
@@ -249,7 +254,7 @@ type Conv struct {
 	Alpha     float32
 	Beta      float32
 	Precision Precision
-	NHWC      bool // X and Y channels-last; W KCRS either way
+	NHWC      bool // X and Y channels-last (NHWC) and W KRSC; else NCHW and KCRS
 }
 
 // Tensor is a packed tensor of a Conv: its first element at byte Offset

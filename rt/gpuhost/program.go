@@ -79,7 +79,8 @@ type BF16Twin struct {
 // an arena, a byte offset and its bytes) of element type Elem (all three
 // alike: float32, the zero value, or bfloat16 in precision bf16),
 // output = Alpha·product + Beta·output, in Precision; with NHWC, X and Y
-// are channels-last (Conv.NHWC; the zero value is NCHW).
+// are channels-last and W is KRSC (Conv.NHWC; the zero value is NCHW and
+// KCRS).
 type ConvOp struct {
 	Geom        ConvGeom
 	Product     ConvProduct
