@@ -39,8 +39,8 @@ var convMath = map[gpuhost.Precision]struct {
 }
 
 // convKey is the descriptors of one geometry in one precision (which
-// sets their data type, convMath) and one layout of X and Y (NHWC or
-// NCHW, which sets their format).
+// sets their data type, convMath) and one layout (NHWC and KRSC, or
+// NCHW and KCRS, which sets their format).
 type convKey struct {
 	g    gpuhost.ConvGeom
 	p    gpuhost.Precision
@@ -60,9 +60,9 @@ type convPlan struct {
 }
 
 // ConvArgs is one library convolution on device addresses: the product
-// of Conv's contract (gpuhost.Conv) on packed NCHW tensors, or with NHWC
-// channels-last X and Y (W NCHW either way), bfloat16 in precision bf16
-// and float32 in the others (convMath).
+// of Conv's contract (gpuhost.Conv) on packed NCHW tensors and a KCRS
+// filter, or with NHWC channels-last X and Y and a KRSC filter,
+// bfloat16 in precision bf16 and float32 in the others (convMath).
 type ConvArgs struct {
 	Geom      gpuhost.ConvGeom
 	Product   gpuhost.ConvProduct
@@ -74,11 +74,11 @@ type ConvArgs struct {
 }
 
 // PrepareConv readies what a convolution of geometry g, product p,
-// precision prec and layout (nhwc: channels-last X and Y) needs before
-// it can be captured: cuDNN loaded, its handle on the engine's stream,
-// the descriptors (kept per geometry, precision and layout; convMath
-// gives their data type), the algorithm (the _v7 heuristics' first
-// deterministic one whose status is success and whose workspace is
+// precision prec and layout (nhwc: channels-last X and Y, KRSC W) needs
+// before it can be captured: cuDNN loaded, its handle on the engine's
+// stream, the descriptors (kept per geometry, precision and layout;
+// convMath gives their data type), the algorithm (the _v7 heuristics'
+// first deterministic one whose status is success and whose workspace is
 // within dnnWorkspaceLimit, else their first such one of any kind; in
 // f32 only among those of the GEMM and direct families, DNNFloat32Algo)
 // and a workspace that holds it (one for the engine, grown when a
@@ -208,11 +208,12 @@ func (e *Engine) prepareConv(g gpuhost.ConvGeom, p gpuhost.ConvProduct, prec gpu
 	return cp, nil
 }
 
-// warmConv runs product p of cp (channels-last X and Y where nhwc) once
-// on scratch tensors of es bytes an element and waits, on the engine's thread outside any capture: cuDNN
-// may load or compile a kernel, or set it up, at its first call, none of
-// which a capture allows, and an algorithm that fails to run fails here,
-// named, rather than inside a graph. The scratch is freed after.
+// warmConv runs product p of cp (channels-last X and Y, KRSC W, where
+// nhwc) once on scratch tensors of es bytes an element and waits, on the
+// engine's thread outside any capture: cuDNN may load or compile a
+// kernel, or set it up, at its first call, none of which a capture
+// allows, and an algorithm that fails to run fails here, named, rather
+// than inside a graph. The scratch is freed after.
 func (e *Engine) warmConv(cp *convPlan, g gpuhost.ConvGeom, p gpuhost.ConvProduct, nhwc bool, es int, math string) error {
 	xs, ws, ys := g.Sizes()
 	var ptrs [3]DevicePtr
@@ -236,9 +237,13 @@ func (e *Engine) warmConv(cp *convPlan, g gpuhost.ConvGeom, p gpuhost.ConvProduc
 }
 
 // convDescriptors makes cp's descriptors for g: X, W and Y of data type
-// data, X and Y in format format (NCHW or NHWC) and W in NCHW (KCRS)
-// whatever it is, the convolution's compute type float (the only one of
-// float and bfloat16 data) and its math math; on the engine's thread.
+// data, all three in format format: NCHW (W KCRS) or NHWC (W KRSC; the
+// filter descriptor's k, c, h and w are the same, only its format says
+// how they are stored), the convolution's compute type float (the only
+// one of float and bfloat16 data) and its math math; on the engine's
+// thread. cuDNN 9.14 proposes no input- or weight-gradient algorithm for
+// NHWC tensors with an NCHW filter (on an H200, in bf16 and f32), so the
+// filter follows the tensors.
 func (e *Engine) convDescriptors(cp *convPlan, g gpuhost.ConvGeom, data, math, format int32) error {
 	l, d := e.lib, e.lib.DNN
 	for _, c := range []struct {
@@ -256,7 +261,7 @@ func (e *Engine) convDescriptors(cp *convPlan, g gpuhost.ConvGeom, data, math, f
 			return d.SetTensor4d(cp.y, format, data, int32(g.N), int32(g.OC), int32(g.OH), int32(g.OW))
 		}},
 		{"cudnnSetFilter4dDescriptor", func() DNNStatus {
-			return d.SetFilter4d(cp.w, data, DNNTensorNCHW, int32(g.OC), int32(g.C/g.Groups), int32(g.KH), int32(g.KW))
+			return d.SetFilter4d(cp.w, data, format, int32(g.OC), int32(g.C/g.Groups), int32(g.KH), int32(g.KW))
 		}},
 		{"cudnnSetConvolution2dDescriptor", func() DNNStatus {
 			return d.SetConv2d(cp.conv, int32(g.PH), int32(g.PW), int32(g.SH), int32(g.SW), int32(g.DH), int32(g.DW), DNNCrossCorrelation, DNNDataFloat)

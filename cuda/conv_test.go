@@ -276,8 +276,10 @@ func TestConvFacts(t *testing.T) {
 // PSEUDO_BFLOAT16_CONFIG); data types that differ among them are
 // CUDNN_STATUS_BAD_PARAM, and a data or compute type the fake does not
 // compute CUDNN_STATUS_NOT_SUPPORTED, from the heuristics of each
-// product as from its call. So are the formats: NCHW or NHWC tensors,
-// both alike, with an NCHW filter, of either data type; an NHWC filter,
+// product as from its call. So are the formats: NCHW tensors with an
+// NCHW (KCRS) filter or NHWC tensors with an NHWC (KRSC) filter, of
+// either data type; an NHWC filter with NCHW tensors, an NCHW filter
+// with NHWC tensors (cuDNN 9.14 proposes no gradient algorithm for it),
 // tensors of two formats or NCHW_VECT_C ones are
 // CUDNN_STATUS_NOT_SUPPORTED (mlbuild passes none of them).
 func TestFakeDNNDataTypes(t *testing.T) {
@@ -327,10 +329,12 @@ func TestFakeDNNDataTypes(t *testing.T) {
 		{"a bfloat16 input beside float ones", bf, fl, fl, fl, cuda.DNNBadParam, nchw, nchw, nchw},
 		{"bfloat16 in bfloat16 compute", bf, bf, bf, bf, cuda.DNNNotSupported, nchw, nchw, nchw},
 		{"half", half, half, half, fl, cuda.DNNNotSupported, nchw, nchw, nchw},
-		{"float NHWC tensors, an NCHW filter", fl, fl, fl, fl, cuda.DNNSuccess, nhwc, nchw, nhwc},
-		{"bfloat16 NHWC tensors, an NCHW filter", bf, bf, bf, fl, cuda.DNNSuccess, nhwc, nchw, nhwc},
-		{"an NHWC filter", bf, bf, bf, fl, cuda.DNNNotSupported, nhwc, nhwc, nhwc},
-		{"an NHWC input, an NCHW output", bf, bf, bf, fl, cuda.DNNNotSupported, nhwc, nchw, nchw},
+		{"float NHWC tensors, an NHWC filter", fl, fl, fl, fl, cuda.DNNSuccess, nhwc, nhwc, nhwc},
+		{"bfloat16 NHWC tensors, an NHWC filter", bf, bf, bf, fl, cuda.DNNSuccess, nhwc, nhwc, nhwc},
+		{"NHWC tensors, an NCHW filter", bf, bf, bf, fl, cuda.DNNNotSupported, nhwc, nchw, nhwc},
+		{"float NHWC tensors, an NCHW filter", fl, fl, fl, fl, cuda.DNNNotSupported, nhwc, nchw, nhwc},
+		{"NCHW tensors, an NHWC filter", bf, bf, bf, fl, cuda.DNNNotSupported, nchw, nhwc, nchw},
+		{"an NHWC input, an NCHW output", bf, bf, bf, fl, cuda.DNNNotSupported, nhwc, nhwc, nchw},
 		{"an NCHW input, an NHWC output", fl, fl, fl, fl, cuda.DNNNotSupported, nchw, nchw, nhwc},
 		{"NCHW_VECT_C tensors", fl, fl, fl, fl, cuda.DNNNotSupported, vectC, nchw, vectC},
 	} {

@@ -145,7 +145,7 @@ func (d *Device) Facts() []gpuhost.Fact {
 		facts = append(facts, gpuhost.Fact{Key: f.Library, Value: where + ", version " + v})
 	}
 	if v := e.DNNVersion(); v != "" {
-		facts = append(facts, gpuhost.Fact{Key: "convolutions", Value: "cuDNN " + v + ", per step's precision: f32 CUDNN_FMA_MATH (exact fp32), tf32 CUDNN_DEFAULT_MATH (TF32 tensor cores, fp32 sums), bf16 CUDNN_TENSOR_OP_MATH on bfloat16 tensors (fp32 sums, bfloat16 output); activations NCHW or NHWC, filters KCRS"})
+		facts = append(facts, gpuhost.Fact{Key: "convolutions", Value: "cuDNN " + v + ", per step's precision: f32 CUDNN_FMA_MATH (exact fp32), tf32 CUDNN_DEFAULT_MATH (TF32 tensor cores, fp32 sums), bf16 CUDNN_TENSOR_OP_MATH on bfloat16 tensors (fp32 sums, bfloat16 output); activations NCHW with filters KCRS, or NHWC with filters KRSC"})
 		if a := e.ConvAlgorithms(); a != "" {
 			facts = append(facts, gpuhost.Fact{Key: "cuDNN algorithms", Value: a})
 		}

@@ -61,9 +61,9 @@ const (
 
 	// cudnnTensorFormat_t values: NCHW, NHWC, NCHW_VECT_C from 0.
 	// DNNTensorNCHW is CUDNN_TENSOR_NCHW: packed row-major tensors and
-	// filters [K, C, H, W]; DNNTensorNHWC is CUDNN_TENSOR_NHWC, packed
-	// channels-last tensors [N, H, W, C] (a channels-last Conv's X and Y;
-	// its filter stays NCHW).
+	// filters [K, C, H, W] (KCRS); DNNTensorNHWC is CUDNN_TENSOR_NHWC,
+	// packed channels-last tensors [N, H, W, C] and filters [K, H, W, C]
+	// (KRSC), a channels-last Conv's X, Y and W.
 	DNNTensorNCHW int32 = 0
 	DNNTensorNHWC int32 = 1
 

@@ -9,46 +9,48 @@ import (
 	"github.com/mlbuild/mlbuild/rt/gpuhost"
 )
 
-// The fake cuDNN computes the three products of a convolution in Go
-// loops on the simulated memory, and checks what cuDNN checks, with its
-// status codes: a handle made by cudnnCreate (CUDNN_STATUS_NOT_INITIALIZED
-// otherwise); descriptors created and set, the filter in the NCHW
-// format (KCRS) and the two tensors both NCHW or both NHWC
-// (channels-last; the products then read and write them so), the
-// tensors and the filter all of float data or all of bfloat16 data
-// (cuDNN's FLOAT_CONFIG and PSEUDO_BFLOAT16_CONFIG), with sizes that
-// agree (the filter's channels times the groups are the input's, its
-// count the output's, divisible by the groups, the output what the
-// window gives), a cross-correlation in float compute
-// (CUDNN_STATUS_BAD_PARAM for a disagreement, data types that differ
-// among them included, CUDNN_STATUS_NOT_SUPPORTED for another data
-// type, compute type, format or mode: an NHWC filter, tensors of
-// different formats, NCHW_VECT_C; stricter than cuDNN, which takes
-// some of them, but mlbuild passes none); an algorithm the heuristics
-// proposed, and a workspace of at least that algorithm's bytes inside a
-// live allocation (CUDNN_STATUS_BAD_PARAM). The _v7 heuristics propose
-// five algorithms: one whose status is CUDNN_STATUS_NOT_SUPPORTED (5),
-// one deterministic that succeeds with a small workspace but is of the
-// FFT or Winograd family (4: FFT forward, WINOGRAD backward; what an f32
-// convolution must not run), one that succeeds with 2 GiB of workspace
+// The fake cuDNN computes the three products of a convolution in Go loops
+// on the simulated memory, and checks what cuDNN checks, with its status
+// codes: a handle made by cudnnCreate (CUDNN_STATUS_NOT_INITIALIZED
+// otherwise); descriptors created and set, the two tensors and the filter
+// all in the NCHW format (the filter KCRS) or all in the NHWC format
+// (channels-last; the filter KRSC, [K, R, S, C]: the products then read
+// and write all three so), the tensors and the filter all of float data or
+// all of bfloat16 data (cuDNN's FLOAT_CONFIG and PSEUDO_BFLOAT16_CONFIG),
+// with sizes that agree (the filter's channels times the groups are the
+// input's, its count the output's, divisible by the groups, the output
+// what the window gives), a cross-correlation in float compute
+// (CUDNN_STATUS_BAD_PARAM for a disagreement, data types that differ among
+// them included, CUDNN_STATUS_NOT_SUPPORTED for another data type, compute
+// type, format or mode: an NHWC filter with NCHW tensors, an NCHW filter
+// with NHWC tensors, tensors of different formats, NCHW_VECT_C; stricter
+// than cuDNN, which takes some of them (cuDNN 9.14 runs the forward
+// product of NHWC tensors with an NCHW filter but proposes no algorithm
+// for its two gradients), but mlbuild passes none); an algorithm the
+// heuristics proposed, and a workspace of at least that algorithm's bytes
+// inside a live allocation (CUDNN_STATUS_BAD_PARAM). The _v7 heuristics
+// propose five algorithms: one whose status is CUDNN_STATUS_NOT_SUPPORTED
+// (5), one deterministic that succeeds with a small workspace but is of
+// the FFT or Winograd family (4: FFT forward, WINOGRAD backward; what an
+// f32 convolution must not run), one that succeeds with 2 GiB of workspace
 // (2), one that succeeds but is not deterministic (0), and last one
 // deterministic that succeeds with a workspace of 1 KiB plus 4 bytes per
-// filter element (1); all but the first run, and ConvAlgorithms counts
-// the runs of each, so that a test sees which the host chose. The fake
+// filter element (1); all but the first run, and ConvAlgorithms counts the
+// runs of each, so that a test sees which the host chose. The fake
 // computes every algorithm alike (below): which one ran is seen only in
-// ConvAlgorithms. Stricter than cuDNN: the handle's creation
-// and destruction, the heuristics and the workspace queries are refused
-// on a thread that is capturing (CUDNN_STATUS_NOT_SUPPORTED, the capture
-// invalidated), as mlbuild chooses before it captures. The math type
-// sets the arithmetic: CUDNN_FMA_MATH multiplies the float32 values,
+// ConvAlgorithms. Stricter than cuDNN: the handle's creation and
+// destruction, the heuristics and the workspace queries are refused on a
+// thread that is capturing (CUDNN_STATUS_NOT_SUPPORTED, the capture
+// invalidated), as mlbuild chooses before it captures. The math type sets
+// the arithmetic: CUDNN_FMA_MATH multiplies the float32 values,
 // CUDNN_DEFAULT_MATH and CUDNN_TENSOR_OP_MATH first round each element of
 // both operands to TF32, as a Hopper GPU's tensor cores do with float
-// data; either way the products are summed in float64 and the sum
-// rounded to float32 (as the fake's Sgemm). On bfloat16 data, in any
-// math, the operands are the stored bfloat16 values (decoded exactly),
-// their products summed alike, the output Alpha·sum + Beta·output in
-// float32 (the old output decoded from bfloat16) stored rounded to
-// bfloat16 (to nearest, ties to even).
+// data; either way the products are summed in float64 and the sum rounded
+// to float32 (as the fake's Sgemm). On bfloat16 data, in any math, the
+// operands are the stored bfloat16 values (decoded exactly), their
+// products summed alike, the output Alpha·sum + Beta·output in float32
+// (the old output decoded from bfloat16) stored rounded to bfloat16 (to
+// nearest, ties to even).
 // A product on a capturing stream is recorded into the graph and runs
 // when it is launched; its pointers are checked when it runs
 // (CUDA_ERROR_ILLEGAL_ADDRESS at the next synchronisation).
@@ -86,7 +88,7 @@ type convCall struct {
 	alpha, beta float32
 	precision   gpuhost.Precision
 	bf16        bool // bfloat16 tensors: 2 bytes an element
-	nhwc        bool // x and y channels-last
+	nhwc        bool // x and y channels-last, w KRSC
 }
 
 // fakeWorkspace is the bytes the fake's good algorithm needs.
@@ -145,7 +147,7 @@ func (f *Fake) dnn() *cuda.DNNAPI {
 		if x == nil || w == nil || c == nil || y == nil || !x.set || !w.set || !c.set || !y.set {
 			return gpuhost.ConvGeom{}, nil, cuda.DNNBadParam
 		}
-		if w.format != cuda.DNNTensorNCHW || x.format != y.format || x.format != cuda.DNNTensorNCHW && x.format != cuda.DNNTensorNHWC {
+		if x.format != y.format || w.format != x.format || x.format != cuda.DNNTensorNCHW && x.format != cuda.DNNTensorNHWC {
 			return gpuhost.ConvGeom{}, nil, cuda.DNNNotSupported
 		}
 		if w.dtype != x.dtype || y.dtype != x.dtype {
@@ -408,8 +410,8 @@ func unsafeSlice(p *cuda.ConvAlgoPerf, n int) []cuda.ConvAlgoPerf { return unsaf
 // runConv computes one product on the simulated memory; a tensor outside
 // the live allocations faults as a kernel would. Float tensors are the
 // memory itself; bfloat16 ones are decoded copies, and the output is
-// encoded back, rounded, at the end. X and Y are indexed through their
-// layout's strides (convStrides), W as KCRS.
+// encoded back, rounded, at the end. X, Y and W are indexed through
+// their layout's strides (convStrides): NCHW and KCRS, or NHWC and KRSC.
 func (f *Fake) runConv(c *convCall) {
 	g := c.g
 	xn, wn, yn := g.Sizes()
@@ -443,6 +445,7 @@ func (f *Fake) runConv(c *convCall) {
 	acc := make([]float64, len(out))
 	cg, ocg := g.C/g.Groups, g.OC/g.Groups
 	xs, ys := convStrides(c.nhwc, g.C, g.H, g.W), convStrides(c.nhwc, g.OC, g.OH, g.OW)
+	ws := convStrides(c.nhwc, cg, g.KH, g.KW)
 	for n := range g.N {
 		for o := range g.OC {
 			gi := o / ocg
@@ -462,7 +465,7 @@ func (f *Fake) runConv(c *convCall) {
 									continue
 								}
 								xi := n*xs[0] + ci*xs[1] + h*xs[2] + w*xs[3]
-								wi := ((o*cg+c0)*g.KH+kh)*g.KW + kw
+								wi := o*ws[0] + c0*ws[1] + kh*ws[2] + kw*ws[3]
 								switch c.product {
 								case gpuhost.ConvForward:
 									acc[yi] += float64(rx[xi]) * float64(rw[wi])
@@ -495,7 +498,8 @@ func (f *Fake) runConv(c *convCall) {
 }
 
 // convStrides are the element strides of a packed tensor's n, c, h and
-// w indices, of c channels h×w: NCHW's, or channels-last (nhwc) ones.
+// w indices, of c channels h×w: NCHW's, or channels-last (nhwc) ones; a
+// filter's k, c, r and s likewise (KCRS, or KRSC when nhwc).
 func convStrides(nhwc bool, c, h, w int) [4]int {
 	if nhwc {
 		return [4]int{h * w * c, 1, w * c, c}
