@@ -55,7 +55,7 @@ func TestRealConformance(t *testing.T) {
 		// bound, float32 tensors in bf16 refused; bfloat16 tensors in bf16
 		// (PSEUDO_BFLOAT16_CONFIG, CUDNN_TENSOR_OP_MATH) within half a
 		// bfloat16 unit of the product of the stored values; each of them
-		// on channels-last X and Y too (CUDNN_TENSOR_NHWC, KCRS filters).
+		// on channels-last tensors too (CUDNN_TENSOR_NHWC, KRSC filters).
 		Conv:           true,
 		ConvPrecisions: []gpuhost.Precision{gpuhost.PrecisionTF32},
 		ConvBF16:       true,
@@ -253,10 +253,11 @@ func TestRealConvResNetBF16(t *testing.T) {
 }
 
 // TestRealConvResNetBF16NHWC is TestRealConvResNetBF16 on channels-last
-// X and Y (CUDNN_TENSOR_NHWC) with the KCRS filter: the layout bf16
-// plans store CNN activations in (cuDNN ran ResNet-18's layers faster on
-// it in PyTorch, bench/gpu/conv_nhwc.py), checked on the same values and
-// channel, transposed.
+// X and Y with a KRSC filter (CUDNN_TENSOR_NHWC, all three): the layout
+// bf16 plans store CNN activations in (cuDNN ran ResNet-18's layers
+// faster on it in PyTorch, bench/gpu/conv_nhwc.py; with a KCRS filter
+// cuDNN 9.14 proposes no algorithm for the two gradients), checked on
+// the same values and channel, transposed.
 func TestRealConvResNetBF16NHWC(t *testing.T) {
 	realOn(t)
 	d := openReal(t, t.TempDir())
@@ -288,19 +289,23 @@ var resnetLayer = gpuhost.ConvGeom{N: 128, C: 64, H: 32, W: 32, OC: 64, KH: 3, K
 
 // realConvResNetBF16 is TestRealConvResNetBF16 on d and the 3×3, pad 1
 // layer g (at least 6 images and 8 channels and filters: the checked
-// channel is image 5's channel 7), with X and Y channels-last where nhwc
-// is set: the values are those of the NCHW run, stored transposed, and
-// the output is transposed back before its channel is checked.
+// channel is image 5's channel 7), with X and Y channels-last and W KRSC
+// where nhwc is set: the values are those of the NCHW run, stored
+// transposed, and the output is transposed back before its channel is
+// checked.
 func realConvResNetBF16(t *testing.T, d *cuda.Device, g gpuhost.ConvGeom, nhwc bool) {
 	t.Helper()
 	xs, ws, ys := g.Sizes()
-	// stored is tensor i's values (NCHW) as the device holds them.
+	// stored is tensor i's values (NCHW, W KCRS) as the device holds
+	// them.
 	stored := func(i int, v []float32) []float32 {
 		switch {
-		case !nhwc || i == 1:
+		case !nhwc:
 			return v
 		case i == 0:
 			return gpuhosttest.NCHWToNHWC(v, g.N, g.C, g.H, g.W)
+		case i == 1:
+			return gpuhosttest.KCRSToKRSC(v, g)
 		}
 		return gpuhosttest.NCHWToNHWC(v, g.N, g.OC, g.OH, g.OW)
 	}
@@ -367,6 +372,8 @@ func realConvResNetBF16(t *testing.T, d *cuda.Device, g gpuhost.ConvGeom, nhwc b
 		switch {
 		case nhwc && oi == 0:
 			got = gpuhosttest.NHWCToNCHW(got, g.N, g.C, g.H, g.W)
+		case nhwc && oi == 1:
+			got = gpuhosttest.KRSCToKCRS(got, g)
 		case nhwc && oi == 2:
 			got = gpuhosttest.NHWCToNCHW(got, g.N, g.OC, g.OH, g.OW)
 		}

@@ -444,7 +444,9 @@ func testConvBF16(t *testing.T, s Suite) {
 // NCHWToNHWC is v, a packed NCHW tensor of n images of c channels h×w,
 // stored channels-last (element (i, ci, y, x) at ((i·h + y)·w + x)·c +
 // ci); NHWCToNCHW is its inverse. A channels-last Conv is held to
-// ConvReference on its tensors so transposed.
+// ConvReference on its tensors so transposed. A filter is such a tensor
+// of OC images of C/Groups channels KH×KW: KCRSToKRSC and KRSCToKCRS
+// transpose it so.
 func NCHWToNHWC(v []float32, n, c, h, w int) []float32 {
 	out := make([]float32, len(v))
 	for i := range n {
@@ -475,17 +477,48 @@ func NHWCToNCHW(v []float32, n, c, h, w int) []float32 {
 	return out
 }
 
+// KCRSToKRSC is w, a packed KCRS filter of geometry g
+// [OC, C/Groups, KH, KW], stored KRSC [OC, KH, KW, C/Groups] (element
+// (o, c, kh, kw) at ((o·KH + kh)·KW + kw)·(C/Groups) + c), the filter
+// of a channels-last Conv; KRSCToKCRS is its inverse.
+func KCRSToKRSC(w []float32, g gpuhost.ConvGeom) []float32 {
+	return NCHWToNHWC(w, g.OC, g.C/g.Groups, g.KH, g.KW)
+}
+
+// KRSCToKCRS is KCRSToKRSC's inverse: w, a KRSC filter of geometry g,
+// stored KCRS.
+func KRSCToKCRS(w []float32, g gpuhost.ConvGeom) []float32 {
+	return NHWCToNCHW(w, g.OC, g.C/g.Groups, g.KH, g.KW)
+}
+
 // ConvReferenceNHWC is ConvReference of a channels-last Conv
-// (Conv.NHWC): x and y are channels-last, w is KCRS, and so is the
-// output's tensor it returns. It is ConvReference on x and y transposed
-// to NCHW, its output transposed back when it is x or y.
+// (Conv.NHWC): x and y are channels-last, w is KRSC, and so is the
+// output's tensor it returns. It is ConvReference on the three
+// transposed to NCHW and KCRS, its output transposed back.
 func ConvReferenceNHWC(g gpuhost.ConvGeom, p gpuhost.ConvProduct, x, w, y []float32, alpha, beta float32, drop uint) []float32 {
-	out := ConvReference(g, p, NHWCToNCHW(x, g.N, g.C, g.H, g.W), w, NHWCToNCHW(y, g.N, g.OC, g.OH, g.OW), alpha, beta, drop)
-	switch p {
-	case gpuhost.ConvForward:
+	return convReferenceLayout(g, p, true, true, x, w, y, alpha, beta, drop)
+}
+
+// convReferenceLayout is ConvReference of tensors stored channels-last
+// where nhwc (x and y, else NCHW) and krsc (w, else KCRS), its output in
+// its own tensor's layout: ConvReferenceNHWC where both are set,
+// ConvReference where neither is, and what a device that reads one
+// tensor in the wrong layout computes otherwise.
+func convReferenceLayout(g gpuhost.ConvGeom, p gpuhost.ConvProduct, nhwc, krsc bool, x, w, y []float32, alpha, beta float32, drop uint) []float32 {
+	if nhwc {
+		x, y = NHWCToNCHW(x, g.N, g.C, g.H, g.W), NHWCToNCHW(y, g.N, g.OC, g.OH, g.OW)
+	}
+	if krsc {
+		w = KRSCToKCRS(w, g)
+	}
+	out := ConvReference(g, p, x, w, y, alpha, beta, drop)
+	switch {
+	case p == gpuhost.ConvForward && nhwc:
 		return NCHWToNHWC(out, g.N, g.OC, g.OH, g.OW)
-	case gpuhost.ConvInputGrad:
+	case p == gpuhost.ConvInputGrad && nhwc:
 		return NCHWToNHWC(out, g.N, g.C, g.H, g.W)
+	case p == gpuhost.ConvWeightGrad && krsc:
+		return KCRSToKRSC(out, g)
 	}
 	return out
 }
@@ -516,17 +549,20 @@ func convViolations(t *testing.T, e gpuhost.Elem, what string, got, want, produc
 }
 
 // testConvNHWC: a device whose library convolutions read channels-last
-// X and Y (Suite.ConvNHWC) computes each product of each geometry on
-// packed NHWC X and Y and a KCRS W, float32 in f32 and, where it reads
+// tensors (Suite.ConvNHWC) computes each product of each geometry on
+// packed NHWC X and Y and a KRSC W, float32 in f32 and, where it reads
 // them (Suite.ConvBF16), bfloat16 in bf16, as ConvReference computes it
-// on the tensors transposed to NCHW (ConvReferenceNHWC), with
+// on the tensors transposed to NCHW and KCRS (ConvReferenceNHWC), with
 // testConv's and testConvBF16's tolerances: with Alpha 1.5 and Beta 1
 // (tensors at an offset in their buffers) and with Beta 0 over an
 // output of NaNs, which must not be read. On one device it runs each
 // product NCHW and then NHWC on the same values and geometry: each is
 // its own layout's product, and the NHWC one is NOT within tolerance of
-// the NCHW product of the same memory (so a device that ignores the
-// flag, or keeps one set of descriptors for both layouts, fails). It
+// the products of the same memory read in another layout: all NCHW,
+// X and Y NHWC with W KCRS, or X and Y NCHW with W KRSC (so that a
+// device that ignores the flag, keeps one set of descriptors for both
+// layouts, or reads one of the tensors in the wrong layout, fails: the
+// first check, against the right layout, is then out of tolerance). It
 // refuses what it refuses in NCHW: a tensor past its buffer (the bytes
 // are the same in both layouts), an output size the window does not
 // give, bfloat16 tensors in f32. A device with library convolutions
@@ -613,15 +649,23 @@ func testConvNHWC(t *testing.T, s Suite) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				asNCHW := ConvReference(g0, p, x, w, y, 1, 0, 0)
-				convViolations(t, k.e, what+" NCHW", nchw, asNCHW, nil, true)
+				convViolations(t, k.e, what+" NCHW", nchw, ConvReference(g0, p, x, w, y, 1, 0, 0), nil, true)
 				nhwc, err := convRunElem(t, k, gpuhost.Conv{Geom: g0, Product: p, Alpha: 1, NHWC: true}, 0, x, w, y)
 				if err != nil {
 					t.Fatal(err)
 				}
 				convViolations(t, k.e, what+" NHWC after NCHW", nhwc, ConvReferenceNHWC(g0, p, x, w, y, 1, 0, 0), nil, true)
-				if convViolations(t, k.e, what, nhwc, asNCHW, nil, false) == 0 {
-					t.Errorf("the channels-last %s convolution is within tolerance of the NCHW one of the same memory: the case cannot tell the layouts apart", what)
+				for _, l := range []struct {
+					name       string
+					nhwc, krsc bool
+				}{
+					{"NCHW with a KCRS filter", false, false},
+					{"NHWC with a KCRS filter", true, false},
+					{"NCHW with a KRSC filter", false, true},
+				} {
+					if convViolations(t, k.e, what, nhwc, convReferenceLayout(g0, p, l.nhwc, l.krsc, x, w, y, 1, 0, 0), nil, false) == 0 {
+						t.Errorf("the channels-last %s convolution is within tolerance of the product of the same memory read %s: the device reads it so, or the case cannot tell the layouts apart", what, l.name)
+					}
 				}
 			}
 		}

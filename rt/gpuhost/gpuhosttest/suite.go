@@ -66,11 +66,12 @@ type Suite struct {
 	// refused.
 	ConvBF16 bool
 	// ConvNHWC says the device's library convolutions read and write
-	// channels-last X and Y (Conv.NHWC): the ConvNHWC case then holds
-	// each product, float32 and (with ConvBF16) bfloat16, to the NCHW
-	// reference on the transposed tensors, checks that the result is not
-	// the NCHW one, and checks the refusals; without it (and with Conv),
-	// every channels-last Conv must be refused.
+	// channels-last tensors (Conv.NHWC: X and Y NHWC, W KRSC): the
+	// ConvNHWC case then holds each product, float32 and (with ConvBF16)
+	// bfloat16, to the NCHW reference on the transposed tensors, checks
+	// that the result is not that of the same memory read in another
+	// layout (NCHW, or the filter KCRS), and checks the refusals; without
+	// it (and with Conv), every channels-last Conv must be refused.
 	ConvNHWC bool
 }
 
