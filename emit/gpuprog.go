@@ -575,6 +575,9 @@ func (g *gpuGen) renderStep(mp *gpuPlan, short string, i int, st planner.Step, o
 	if c.loss && post != "" {
 		return "", "", fmt.Errorf("step %s of %s: a loss step writes a tensor stored in bfloat16 (a bug in mlbuild)", st.Kernel, st.Layer)
 	}
+	if post = keepUsed(post, body); post != "" {
+		post = "\n" + strings.TrimSuffix(post, "\n")
+	}
 	body = keepUsed(pre, body) + body + post
 	if !c.loss {
 		body += "\nreturn 0"
@@ -698,7 +701,7 @@ func widenStored(ins, outs []operand) (pre, post string) {
 			}
 			if k == 1 && !stored[o.param] {
 				stored[o.param] = true
-				post += "\ngpuhost." + fmt.Sprintf(narrow, o.param, v)
+				post += "gpuhost." + fmt.Sprintf(narrow, o.param, v) + "\n"
 			}
 			o.param = v
 		}
@@ -706,13 +709,20 @@ func widenStored(ins, outs []operand) (pre, post string) {
 	return pre, post
 }
 
-// keepUsed is the lines of pre that declare a variable body uses: a
-// reference that takes no workspace leaves the copy of a bfloat16 one
-// unused.
-func keepUsed(pre, body string) string {
+// keepUsed is the lines of widenStored's pre or post that copy a
+// variable body uses: a reference that takes no workspace leaves the
+// copy of a bfloat16 one unused (the library convolutions' KRSC filters
+// and dW, which only the GPU's lowering writes).
+func keepUsed(lines, body string) string {
 	var kept string
-	for _, line := range strings.SplitAfter(pre, "\n") {
-		if v, _, ok := strings.Cut(line, " := "); ok && strings.Contains(body, v+"[") {
+	for _, line := range strings.SplitAfter(lines, "\n") {
+		v, _, declared := strings.Cut(line, " := ")
+		if !declared { // post: gpuhost.Narrow…(storage, v…)
+			_, rest, _ := strings.Cut(line, ", ")
+			v, _, _ = strings.Cut(rest, ",")
+			v = strings.TrimSuffix(strings.TrimSpace(v), ")")
+		}
+		if v = strings.TrimSpace(v); v != "" && strings.Contains(body, v+"[") {
 			kept += line
 		}
 	}
