@@ -17,7 +17,10 @@ import (
 // 2·groups·c floats (the IR has no atomics), and a second kernel, whose
 // threadgroups each merge the partials of their own channels, applies the
 // result. Each operand says its layout (NHWC or NCHW), so that the stem's
-// batch norm may read an NCHW tensor and write an NHWC one.
+// batch norm may read an NCHW tensor and write an NHWC one. An NCHW
+// operand is read a float a channel, not a line a warp: its 8 row-lanes
+// read 8 consecutive positions of a channel, one 32-byte sector between
+// the threadgroup's warps, so it costs more than an NHWC one (unmeasured).
 
 // nhwcLanes is the most channels a threadgroup of the NHWC batch norm
 // kernels covers: a CUDA warp of 32 threads then reads one row's 32
@@ -50,8 +53,9 @@ func BatchNormGroups(outer, c, inner int) int {
 }
 
 // BatchNormScratch is the floats of the scratch "part" that the NHWC batch
-// norm kernels of a [outer, c, inner] tensor share: a sum and a second
-// quantity per group and channel.
+// norm kernels of a [outer, c, inner] tensor share: per group g and
+// channel ch a sum at g·c + ch and a second quantity at (groups + g)·c +
+// ch. It holds float32 sums and must stay float32 in a bf16 plan.
 func BatchNormScratch(outer, c, inner int) int {
 	return 2 * BatchNormGroups(outer, c, inner) * c
 }
@@ -93,10 +97,18 @@ func (t bnTile) prologue() []Stmt {
 		let("rl", Int, div(lidE, i32(t.cw))),
 		let("g", Int, div(tgidE, i32(t.chunks))),
 		let("ch", Int, add(mul(rem(tgidE, i32(t.chunks)), i32(t.cw)), vr("lane"))),
-		let("chs", Int, sel(and(t.live()), vr("ch"), i32(0))),
+		let("chs", Int, t.safeChannel()),
 		let("r0", Int, mul(vr("g"), i32(t.rowsPer))),
 		let("rend", Int, t.groupEnd(vr("r0"))),
 	}
+}
+
+// safeChannel is ch, or 0 past the channels.
+func (t bnTile) safeChannel() Expr {
+	if live := t.live(); live != nil {
+		return sel(live, vr("ch"), i32(0))
+	}
+	return vr("ch")
 }
 
 // live is whether the thread's channel is one of the tensor's.
@@ -149,11 +161,8 @@ func (t bnTile) sweep(reads []layoutBuf, use func(w int) []Stmt, store func(w in
 		j := add(vr("j"), i32(w*t.rlanes))
 		rw := fmt.Sprint("row", w)
 		loads = append(loads, let(rw, Int, add(vr("r0"), j)))
-		var bounds []Expr
-		if w > 0 {
-			bounds = append(bounds, lt(j, i32(t.rowsPer)))
-		}
-		ok := and(append(bounds, lt(vr(rw), vr("rend")), t.live())...)
+		// rend ≤ r0 + rowsPer, so a row before it is one of the group's
+		ok := and(lt(vr(rw), vr("rend")), t.live())
 		okw := fmt.Sprint("ok", w)
 		loads = append(loads, let(okw, Int, sel(ok, i32(1), i32(0))))
 		for _, o := range reads {
@@ -176,16 +185,34 @@ func (t bnTile) sweep(reads []layoutBuf, use func(w int) []Stmt, store func(w in
 // so that sh can be reused. Every thread must run it.
 func (t bnTile) laneSum(name, partial string) []Stmt {
 	s := []Stmt{store("sh", lidE, vr(partial)), Barrier{}}
-	h := 1
-	for h < t.rlanes {
-		h *= 2
-	}
-	for h /= 2; h > 0; h /= 2 {
-		// row-lane rl takes rl + h where that is a row-lane
-		s = append(s, when(lt(vr("rl"), i32(t.rlanes-h)),
-			store("sh", lidE, add(load("sh", lidE), load("sh", add(lidE, i32(h*t.cw)))))), Barrier{})
+	for _, rd := range laneTree(t.rlanes) {
+		s = append(s, when(lt(vr("rl"), i32(rd.active)),
+			store("sh", lidE, add(load("sh", lidE), load("sh", add(lidE, i32(rd.stride*t.cw)))))), Barrier{})
 	}
 	return append(s, let(name, Float, load("sh", vr("lane"))), Barrier{})
+}
+
+// laneRound is a round of a tree sum over row-lanes: each row-lane
+// rl < active adds in the partial of row-lane rl + stride.
+type laneRound struct{ stride, active int }
+
+// laneTree is the rounds that sum n partials into the first: the strides
+// halve from the largest power of two below n, and a round's active
+// row-lanes are those whose partner still holds a partial not yet added
+// in. No row-lane a round reads is one it writes (the rounds sit between
+// barriers), whatever n is.
+func laneTree(n int) []laneRound {
+	h := 1
+	for h < n {
+		h *= 2
+	}
+	var rounds []laneRound
+	for h /= 2; h > 0; h /= 2 {
+		// partials 0 … n-1 are left: rl < n-h takes rl+h, leaving 0 … h-1
+		rounds = append(rounds, laneRound{h, n - h})
+		n = h
+	}
+	return rounds
 }
 
 // mergeSums declares, for each i, name[i] = Σ over groups of
@@ -217,6 +244,7 @@ func (t bnTile) partIndex(h int) Expr {
 	return add(add(i32(h*t.groups*t.c), mul(vr("g"), i32(t.c))), vr("ch"))
 }
 
+// layoutName is how a doc line names a layout.
 func layoutName(nhwc bool) string {
 	if nhwc {
 		return "NHWC"
@@ -224,8 +252,10 @@ func layoutName(nhwc bool) string {
 	return "NCHW"
 }
 
-func (t bnTile) kernel(doc string, params []Param, body []Stmt) *Kernel {
-	return &Kernel{Doc: fmt.Sprintf("%s of [%d,%d,%d], %d row groups × %d channel chunks", doc, t.outer, t.c, t.inner, t.groups, t.chunks),
+// kernel is a kernel of the tile's grid; its doc line is what, the shape,
+// the operands' layouts and the split.
+func (t bnTile) kernel(what, layouts string, params []Param, body []Stmt) *Kernel {
+	return &Kernel{Doc: fmt.Sprintf("%s of [%d,%d,%d] (%s), %d row groups × %d channel chunks", what, t.outer, t.c, t.inner, layouts, t.groups, t.chunks),
 		Params: params, Threadgroup: t.threadgroup(), Groups: t.grid(), Body: body}
 }
 
@@ -256,18 +286,18 @@ func batchNormStatsNHWCKernel(outer, c, inner int, xNHWC bool, groups int) *Kern
 	body = append(body, t.laneSum("t1", "a1")...)
 	body = append(body, t.laneSum("t2", "a2")...)
 	body = append(body,
-		let("ng", Float, t.groupRows(vr("g"))),
+		let("ng", Float, toFloat(sel(gt(vr("rend"), vr("r0")), sub(vr("rend"), vr("r0")), i32(0)))),
 		when(and(eq(vr("rl"), i32(0)), t.live()),
 			store("part", t.partIndex(0), add(vr("t1"), mul(vr("ng"), vr("k")))),
 			store("part", t.partIndex(1), sel(gt(vr("ng"), flt(0)),
 				call(FnMax, sub(vr("t2"), div(mul(vr("t1"), vr("t1")), vr("ng"))), flt(0)), flt(0)))))
-	return t.kernel(fmt.Sprintf("batch norm (training) statistics of %s", layoutName(xNHWC)),
+	return t.kernel("batch norm (training) statistics", "x "+layoutName(xNHWC),
 		[]Param{in("x", n), out("part", 2*groups*c)}, body)
 }
 
 // batchNormApplyNHWCKernel is a training batch norm's second kernel: each
 // threadgroup merges every group's pair for its channels (the mean from
-// the sums, then M2 = Σ M2_g + n_g·(mean_g − mean)²), normalises its
+// the sums, then Chan's M2 = Σ M2_g + n_g·(mean_g − mean)²), normalises its
 // block, y = gamma·x̂ + beta, and group 0 saves the mean and
 // 1/sqrt(var+eps) and moves the running statistics as batchNormKernel
 // does. y may be x when their layouts agree.
@@ -277,9 +307,17 @@ func batchNormApplyNHWCKernel(outer, c, inner int, xNHWC, yNHWC bool, groups int
 	m := t.rows
 	unbiased := float32(1) / float32(max(m-1, 1))
 	body := t.prologue()
-	body = append(body, t.mergeSums([]string{"total"}, []int{0})...)
+	// The mean is group 0's plus the mean of every group's sum less its
+	// rows at group 0's mean: small terms, where a plain Σ sum_g of values
+	// far from 0 rounds at the size of the whole channel's sum.
 	body = append(body,
-		let("mean", Float, mul(vr("total"), flt(1/float32(m)))),
+		let("ref", Float, div(load("part", vr("chs")), t.groupRows(i32(0)))),
+		let("off", Float, flt(0)),
+		For{"gg", vr("rl"), i32(t.groups), i32(t.rlanes), whenSome(t.live(),
+			set("off", add(vr("off"), sub(load("part", add(mul(vr("gg"), i32(c)), vr("chs"))), mul(t.groupRows(vr("gg")), vr("ref"))))))})
+	body = append(body, t.laneSum("offs", "off")...)
+	body = append(body,
+		let("mean", Float, add(vr("ref"), mul(vr("offs"), flt(1/float32(m))))),
 		let("q", Float, flt(0)),
 		For{"gg", vr("rl"), i32(t.groups), i32(t.rlanes), []Stmt{
 			let("ng", Float, t.groupRows(vr("gg"))),
@@ -293,16 +331,18 @@ func batchNormApplyNHWCKernel(outer, c, inner int, xNHWC, yNHWC bool, groups int
 		let("var", Float, mul(vr("ss"), flt(1/float32(m)))),
 		let("inv", Float, call(FnRsqrt, add(vr("var"), flt(eps)))),
 		let("scale", Float, mul(load("gamma", vr("chs")), vr("inv"))),
-		let("shift", Float, sub(load("beta", vr("chs")), mul(vr("mean"), vr("scale")))),
+		let("shift", Float, load("beta", vr("chs"))),
+		// (x − mean)·scale + beta, as rt/cpu: far from 0, x·scale +
+		// (beta − mean·scale) would round two large terms
 		t.sweep([]layoutBuf{{"x", xNHWC}}, nil, func(w int) (layoutBuf, Expr) {
-			return layoutBuf{"y", yNHWC}, add(mul(vr(fmt.Sprint("x", w)), vr("scale")), vr("shift"))
+			return layoutBuf{"y", yNHWC}, add(mul(sub(vr(fmt.Sprint("x", w)), vr("mean")), vr("scale")), vr("shift"))
 		}),
 		t.whenRoot(
 			store("smean", vr("ch"), vr("mean")),
 			store("sinv", vr("ch"), vr("inv")),
 			store("rmean", vr("ch"), add(mul(flt(1-momentum), load("rmean", vr("ch"))), mul(flt(momentum), vr("mean")))),
 			store("rvar", vr("ch"), add(mul(flt(1-momentum), load("rvar", vr("ch"))), mul(flt(momentum), mul(vr("ss"), flt(unbiased)))))))
-	return t.kernel(fmt.Sprintf("batch norm (training) of %s into %s", layoutName(xNHWC), layoutName(yNHWC)),
+	return t.kernel("batch norm (training)", fmt.Sprintf("x %s, y %s", layoutName(xNHWC), layoutName(yNHWC)),
 		[]Param{in("x", n), in("gamma", c), in("beta", c), out("rmean", c), out("rvar", c),
 			out("y", n), out("smean", c), out("sinv", c), in("part", 2*groups*c)}, body)
 }
@@ -312,7 +352,7 @@ func batchNormApplyNHWCKernel(outer, c, inner int, xNHWC, yNHWC bool, groups int
 func batchNormEvalNHWCKernel(outer, c, inner int, xNHWC, yNHWC bool, eps float32) *Kernel {
 	n := outer * c * inner
 	t := bnTile{outer: outer, c: c, inner: inner}
-	return elementwise(fmt.Sprintf("batch norm (evaluation) of [%d,%d,%d], %s into %s", outer, c, inner, layoutName(xNHWC), layoutName(yNHWC)), n,
+	return elementwise(fmt.Sprintf("batch norm (evaluation) of [%d,%d,%d] (x %s, y %s)", outer, c, inner, layoutName(xNHWC), layoutName(yNHWC)), n,
 		[]Param{in("x", n), in("gamma", c), in("beta", c), in("rmean", c), in("rvar", c), out("y", n)},
 		func(i Expr) []Stmt {
 			var s []Stmt
@@ -352,7 +392,7 @@ func batchNormBwdSumsNHWCKernel(outer, c, inner int, xNHWC, dyNHWC bool, groups 
 	body = append(body, when(and(eq(vr("rl"), i32(0)), t.live()),
 		store("part", t.partIndex(0), vr("t1")),
 		store("part", t.partIndex(1), vr("t2"))))
-	return t.kernel(fmt.Sprintf("batch norm backward's sums of x %s, dy %s", layoutName(xNHWC), layoutName(dyNHWC)),
+	return t.kernel("batch norm backward's sums", fmt.Sprintf("x %s, dy %s", layoutName(xNHWC), layoutName(dyNHWC)),
 		[]Param{in("x", n), in("smean", c), in("sinv", c), in("dy", n), out("part", 2*groups*c)}, body)
 }
 
@@ -378,7 +418,7 @@ func batchNormBwdApplyNHWCKernel(outer, c, inner int, xNHWC, dyNHWC, dxNHWC bool
 			return layoutBuf{"dx", dxNHWC}, mul(vr("k"), sub(sub(dy, vr("m1")), mul(xhat, vr("m2"))))
 		}),
 		t.whenRoot(store("dgamma", vr("ch"), vr("sdyx")), store("dbeta", vr("ch"), vr("sdy"))))
-	return t.kernel(fmt.Sprintf("batch norm backward of x %s, dy %s into dx %s", layoutName(xNHWC), layoutName(dyNHWC), layoutName(dxNHWC)),
+	return t.kernel("batch norm backward", fmt.Sprintf("x %s, dy %s, dx %s", layoutName(xNHWC), layoutName(dyNHWC), layoutName(dxNHWC)),
 		[]Param{in("x", n), in("gamma", c), in("smean", c), in("sinv", c), in("dy", n),
 			out("dx", n), out("dgamma", c), out("dbeta", c), in("part", 2*groups*c)}, body)
 }
