@@ -28,9 +28,11 @@ import (
 // and dx (the backward, where present) are so stored and W is a param
 // whose twin stays current (twin_operands.go's rule); it then reads W's
 // twin (made here where twinOperands made none, last read by the last
-// such step), and a backward that writes dW gets a bfloat16 workspace of
-// W's shape (In[4], kind scratch, listed in Plan.Stored), where the
-// library writes dW before its lowering widens it into dW. Any other
+// such step; for a Target that may keep tensors channels last,
+// storeChannelsLast makes it for the convolutions that stay NCHW), and a
+// backward that writes dW gets a bfloat16 workspace of W's shape (In[4],
+// kind scratch, listed in Plan.Stored), where the library writes dW
+// before its lowering widens it into dW. Any other
 // library step runs in tf32, with a line in Plan.Precisions saying
 // which tensor stays float32 and why, and its tensors stay float32. The
 // choice is a fixed point: a convolution that falls back to tf32
@@ -98,24 +100,16 @@ func storeBF16(p *Plan, t Target) {
 			}
 		}
 	}
-	// W's twins, and dW's workspaces.
-	lastRead, readers := map[BufID]int{}, map[BufID][]string{}
-	var weights []BufID // in the order of their first reader
+	// dW's workspaces, and W's twins where the Target keeps tensors NCHW
+	// (storeChannelsLast makes them, for the convolutions that stay NCHW,
+	// where it may not).
 	convs := 0
-	for i, st := range steps {
+	for _, st := range steps {
 		if !library(st) {
 			continue
 		}
-		w := p.root(st.In[1])
-		if _, seen := lastRead[w]; !seen {
-			weights = append(weights, w)
-		}
-		lastRead[w] = i
 		if st.Kernel == KConv2D {
 			convs++
-		}
-		if !slices.Contains(readers[w], st.Layer) {
-			readers[w] = append(readers[w], st.Layer)
 		}
 		if st.Kernel == KConv2DBwd && st.Out[1] != NoBuf {
 			ws := p.addBuffer(st.Layer+".dW.bf16", KindScratch, p.Buffers[st.Out[1]].Shape)
@@ -124,18 +118,8 @@ func storeBF16(p *Plan, t Target) {
 			p.Stored = append(p.Stored, ws)
 		}
 	}
-	for _, w := range weights {
-		i := lastRead[w]
-		if p.TwinOf(w) == NoBuf {
-			p.addTwin(w, i)
-			p.Twins[len(p.Twins)-1].Note = fmt.Sprintf("%s: written by its update step and the program, read by the library convolutions of %s", p.Buffers[p.TwinOf(w)].Name, strings.Join(readers[w], ", "))
-			continue
-		}
-		for j := range p.Twins {
-			if p.Twins[j].Of == w {
-				p.Twins[j].LastRead = max(p.Twins[j].LastRead, i)
-			}
-		}
+	if s.BatchNormScratch == nil {
+		filterTwins(p, steps, library)
 	}
 	// The stored buffers: those a step names (an untouched one needs no
 	// element type), with their views.
@@ -195,4 +179,38 @@ func libraryFloat32(p *Plan, st *Step, cand map[BufID]bool, why map[BufID]string
 		return fmt.Sprintf("W (%s) has no bfloat16 twin that its update keeps current", p.Buffers[w].Name)
 	}
 	return ""
+}
+
+// filterTwins gives the weight W of every step that reads(st) a
+// bfloat16 twin (the library convolutions that read it), last read by
+// the last such step, or extends the LastRead of the twin it has.
+func filterTwins(p *Plan, steps []*Step, reads func(*Step) bool) {
+	lastRead, readers := map[BufID]int{}, map[BufID][]string{}
+	var weights []BufID // in the order of their first reader
+	for i, st := range steps {
+		if !reads(st) {
+			continue
+		}
+		w := p.root(st.In[1])
+		if _, seen := lastRead[w]; !seen {
+			weights = append(weights, w)
+		}
+		lastRead[w] = i
+		if !slices.Contains(readers[w], st.Layer) {
+			readers[w] = append(readers[w], st.Layer)
+		}
+	}
+	for _, w := range weights {
+		i := lastRead[w]
+		if p.TwinOf(w) == NoBuf {
+			p.addTwin(w, i)
+			p.Twins[len(p.Twins)-1].Note = fmt.Sprintf("%s: written by its update step and the program, read by the library convolutions of %s", p.Buffers[p.TwinOf(w)].Name, strings.Join(readers[w], ", "))
+			continue
+		}
+		for j := range p.Twins {
+			if p.Twins[j].Of == w {
+				p.Twins[j].LastRead = max(p.Twins[j].LastRead, i)
+			}
+		}
+	}
 }

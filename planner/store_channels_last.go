@@ -25,7 +25,8 @@ import "fmt"
 // convolution on channels-last tensors gets bfloat16 workspaces for its
 // filter in KRSC order, [OC, KH, KW, C/G] (cuDNN takes no other filter
 // with channels-last tensors in its backward): the forward's Out[1] of
-// W's size, and the backward's In[4] of KRSCOffset(W) + W (dW, then W).
+// W's size, and the backward's In[4] of KRSCOffset(W) + W (dW, then W);
+// the bf16 convolutions that stay NCHW read W's bfloat16 twin, made here.
 // A plan
 // without stored tensors, or for a Target that keeps them NCHW, is
 // unchanged.
@@ -34,6 +35,11 @@ func storeChannelsLast(p *Plan, t Target) {
 	if s == nil || s.BatchNormScratch == nil || len(p.Stored) == 0 {
 		return
 	}
+	defer func() { // W's twins for the bf16 convolutions that stay NCHW
+		filterTwins(p, p.allSteps(), func(st *Step) bool {
+			return (st.Kernel == KConv2D || st.Kernel == KConv2DBwd) && st.Attr.Method == s.Library && st.Attr.Precision == PrecisionBF16 && p.Buffers[p.root(st.In[0])].Layout != LayoutNHWC
+		})
+	}()
 	viewed := map[BufID]bool{}
 	for _, b := range p.Buffers {
 		if b.AliasOf != NoBuf {

@@ -10,8 +10,8 @@ import (
 	"github.com/mlbuild/mlbuild/rt/cpu"
 )
 
-// toLayout returns the NHWC copy of an NCHW [outer, c, inner] tensor, or x
-// itself when nhwc is false (the layout an operand is given in).
+// toLayout returns a copy of the NCHW [outer, c, inner] tensor x in the
+// layout an operand is given in: NHWC when nhwc, else NCHW.
 func toLayout(x []float32, outer, c, inner int, nhwc bool) []float32 {
 	if !nhwc {
 		return slices.Clone(x)
@@ -119,7 +119,7 @@ func renameStores(k *Kernel, from, to string) *Kernel {
 func nhwcCases() []gpuCase {
 	r := rand.New(rand.NewPCG(7, 11))
 	var cases []gpuCase
-	add := func(c gpuCase) { cases = append(cases, c) }
+	addCase := func(c gpuCase) { cases = append(cases, c) }
 	bools := []bool{false, true}
 	for si, sh := range []struct {
 		outer, c, inner, groups int
@@ -162,13 +162,13 @@ func nhwcCases() []gpuCase {
 		x := randVec(r, n, sh.offset-2, sh.offset+3)
 		gamma, beta := randVec(r, c, 0.5, 1.5), randVec(r, c, -1, 1)
 		rm, rv := randVec(r, c, -0.1, 0.1), randVec(r, c, 0.9, 1.1)
-		wrm, wrv, y, sm, si2 := slices.Clone(rm), slices.Clone(rv), zeros(n), zeros(c), zeros(c)
-		cpu.BatchNormFwd(x, gamma, beta, wrm, wrv, y, sm, si2, outer, c, inner, 1e-5, 0.1, true)
+		wrm, wrv, y, sm, sinv := slices.Clone(rm), slices.Clone(rv), zeros(n), zeros(c), zeros(c)
+		cpu.BatchNormFwd(x, gamma, beta, wrm, wrv, y, sm, sinv, outer, c, inner, 1e-5, 0.1, true)
 		ye := zeros(n)
 		cpu.BatchNormFwd(x, gamma, beta, slices.Clone(rm), slices.Clone(rv), ye, nil, nil, outer, c, inner, 1e-5, 0.1, false)
 		dy := randVec(r, n, -1, 1)
 		dx, dg, dbt := zeros(n), zeros(c), zeros(c)
-		cpu.BatchNormBwd(x, gamma, sm, si2, dy, dx, dg, dbt, outer, c, inner)
+		cpu.BatchNormBwd(x, gamma, sm, sinv, dy, dx, dg, dbt, outer, c, inner)
 
 		// the scratch: per group Σx and Σ(x − mean_g)²; Σdy and Σdy·x̂
 		fwdPart := groupPartials(outer, c, inner, groups,
@@ -178,11 +178,11 @@ func nhwcCases() []gpuCase {
 			func(e int, _ []int) float64 { return float64(dy[e]) },
 			func(e int, _ []int) float64 {
 				ch := e / inner % c
-				return float64(dy[e]) * (float64(x[e]) - float64(sm[ch])) * float64(si2[ch])
+				return float64(dy[e]) * (float64(x[e]) - float64(sm[ch])) * float64(sinv[ch])
 			})
 
 		for _, xl := range bools {
-			add(gpuCase{name: fmt.Sprintf("bn_stats_%s_x%s", name, layoutName(xl)),
+			addCase(gpuCase{name: fmt.Sprintf("bn_stats_%s_x%s", name, layoutName(xl)),
 				k:    batchNormStatsNHWCKernel(outer, c, inner, xl, groups),
 				in:   [][]float32{toLayout(x, outer, c, inner, xl), zeros(2 * groups * c)},
 				want: map[int][]float32{1: fwdPart}, tol: partTol})
@@ -192,9 +192,9 @@ func nhwcCases() []gpuCase {
 				if si > 0 && !(xl == dyl || (!xl && dyl)) {
 					continue
 				}
-				add(gpuCase{name: fmt.Sprintf("bn_bwdsums_%s_x%s_dy%s", name, layoutName(xl), layoutName(dyl)),
+				addCase(gpuCase{name: fmt.Sprintf("bn_bwdsums_%s_x%s_dy%s", name, layoutName(xl), layoutName(dyl)),
 					k:    batchNormBwdSumsNHWCKernel(outer, c, inner, xl, dyl, groups),
-					in:   [][]float32{toLayout(x, outer, c, inner, xl), sm, si2, toLayout(dy, outer, c, inner, dyl), zeros(2 * groups * c)},
+					in:   [][]float32{toLayout(x, outer, c, inner, xl), sm, sinv, toLayout(dy, outer, c, inner, dyl), zeros(2 * groups * c)},
 					want: map[int][]float32{4: bwdPart}, tol: partTol})
 			}
 		}
@@ -203,32 +203,32 @@ func nhwcCases() []gpuCase {
 			xl, yl, dxl := cb[0], cb[1], cb[2]
 			if !seenFwd[[2]bool{xl, yl}] {
 				seenFwd[[2]bool{xl, yl}] = true
-				add(gpuCase{name: fmt.Sprintf("bn_apply_%s_x%s_y%s", name, layoutName(xl), layoutName(yl)),
+				addCase(gpuCase{name: fmt.Sprintf("bn_apply_%s_x%s_y%s", name, layoutName(xl), layoutName(yl)),
 					k: batchNormApplyNHWCKernel(outer, c, inner, xl, yl, groups, 1e-5, 0.1),
 					in: [][]float32{toLayout(x, outer, c, inner, xl), gamma, beta, slices.Clone(rm), slices.Clone(rv),
 						zeros(n), zeros(c), zeros(c), fwdPart},
-					want: map[int][]float32{3: wrm, 4: wrv, 5: toLayout(y, outer, c, inner, yl), 6: sm, 7: si2}, tol: 1e-5,
+					want: map[int][]float32{3: wrm, 4: wrv, 5: toLayout(y, outer, c, inner, yl), 6: sm, 7: sinv}, tol: 1e-5,
 					tols: map[int]float64{5: yTol}})
-				add(gpuCase{name: fmt.Sprintf("bn_eval_%s_x%s_y%s", name, layoutName(xl), layoutName(yl)),
+				addCase(gpuCase{name: fmt.Sprintf("bn_eval_%s_x%s_y%s", name, layoutName(xl), layoutName(yl)),
 					k:    batchNormEvalNHWCKernel(outer, c, inner, xl, yl, 1e-5),
 					in:   [][]float32{toLayout(x, outer, c, inner, xl), gamma, beta, rm, rv, zeros(n)},
 					want: map[int][]float32{5: toLayout(ye, outer, c, inner, yl)}, tol: 1e-5})
 			}
 			// dy in dx's layout: the backward's gradient arrives as its forward's output was stored
-			add(gpuCase{name: fmt.Sprintf("bn_bwdapply_%s_x%s_dy%s_dx%s", name, layoutName(xl), layoutName(yl), layoutName(dxl)),
+			addCase(gpuCase{name: fmt.Sprintf("bn_bwdapply_%s_x%s_dy%s_dx%s", name, layoutName(xl), layoutName(yl), layoutName(dxl)),
 				k: batchNormBwdApplyNHWCKernel(outer, c, inner, xl, yl, dxl, groups),
-				in: [][]float32{toLayout(x, outer, c, inner, xl), gamma, sm, si2, toLayout(dy, outer, c, inner, yl),
+				in: [][]float32{toLayout(x, outer, c, inner, xl), gamma, sm, sinv, toLayout(dy, outer, c, inner, yl),
 					zeros(n), zeros(c), zeros(c), bwdPart},
 				want: map[int][]float32{5: toLayout(dx, outer, c, inner, dxl), 6: dg, 7: dbt}, tol: 1e-5})
 		}
 		for _, l := range bools {
 			// dx over dy and y over x, one buffer each
-			add(gpuCase{name: fmt.Sprintf("bn_bwdapply_inplace_%s_%s", name, layoutName(l)),
+			addCase(gpuCase{name: fmt.Sprintf("bn_bwdapply_inplace_%s_%s", name, layoutName(l)),
 				k: renameStores(batchNormBwdApplyNHWCKernel(outer, c, inner, !l, l, l, groups), "dx", "dy"),
-				in: [][]float32{toLayout(x, outer, c, inner, !l), gamma, sm, si2, toLayout(dy, outer, c, inner, l),
+				in: [][]float32{toLayout(x, outer, c, inner, !l), gamma, sm, sinv, toLayout(dy, outer, c, inner, l),
 					zeros(c), zeros(c), bwdPart},
 				want: map[int][]float32{4: toLayout(dx, outer, c, inner, l), 5: dg, 6: dbt}, tol: 1e-5})
-			add(gpuCase{name: fmt.Sprintf("bn_apply_inplace_%s_%s", name, layoutName(l)),
+			addCase(gpuCase{name: fmt.Sprintf("bn_apply_inplace_%s_%s", name, layoutName(l)),
 				k: renameStores(batchNormApplyNHWCKernel(outer, c, inner, l, l, groups, 1e-5, 0.1), "y", "x"),
 				in: [][]float32{toLayout(x, outer, c, inner, l), gamma, beta, slices.Clone(rm), slices.Clone(rv),
 					zeros(c), zeros(c), fwdPart},
@@ -244,14 +244,14 @@ func nhwcCases() []gpuCase {
 			}
 			pool[p] = float32(s / float64(inner))
 		}
-		add(gpuCase{name: "gap_" + name, k: globalAvgPoolNHWCKernel(outer, c, inner),
+		addCase(gpuCase{name: "gap_" + name, k: globalAvgPoolNHWCKernel(outer, c, inner),
 			in: [][]float32{toLayout(x, outer, c, inner, true), zeros(outer * c)}, want: map[int][]float32{1: pool}, tol: 1e-6})
 		dpool := randVec(r, outer*c, -1, 1)
 		dxp := zeros(n)
 		for e := range dxp {
 			dxp[e] = dpool[e/inner] / float32(inner)
 		}
-		add(gpuCase{name: "gap_bwd_" + name, k: globalAvgPoolBwdNHWCKernel(outer, c, inner),
+		addCase(gpuCase{name: "gap_bwd_" + name, k: globalAvgPoolBwdNHWCKernel(outer, c, inner),
 			in: [][]float32{dpool, zeros(n)}, want: map[int][]float32{1: toLayout(dxp, outer, c, inner, true)}, tol: 1e-6})
 	}
 	return cases
@@ -427,5 +427,49 @@ func TestNHWCLaneTree(t *testing.T) {
 		if !slices.Equal(got, want) {
 			t.Errorf("n=%d: slot 0 holds %v", n, got)
 		}
+	}
+}
+
+// TestNHWCBatchNormChained runs each pass as a step does: the first
+// kernel's scratch, as the dialect computed it, feeds the second, and the
+// pair must give rt/cpu's batch norm (tolerances as nhwcCases').
+func TestNHWCBatchNormChained(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 10))
+	type shape struct{ outer, c, inner int }
+	shapes := []shape{{6, 36, 16}, {16, 64, 9}, {3, 24, 49}}
+	for _, d := range []*Dialect{CUDA, Metal} {
+		var first, second []gpuCase
+		for _, sh := range shapes {
+			outer, c, inner := sh.outer, sh.c, sh.inner
+			n, g := outer*c*inner, BatchNormGroups(outer, c, inner)
+			x := randVec(r, n, -2, 3)
+			gamma, beta := randVec(r, c, 0.5, 1.5), randVec(r, c, -1, 1)
+			rm, rv := randVec(r, c, -0.1, 0.1), randVec(r, c, 0.9, 1.1)
+			wrm, wrv, y, sm, sinv := slices.Clone(rm), slices.Clone(rv), zeros(n), zeros(c), zeros(c)
+			cpu.BatchNormFwd(x, gamma, beta, wrm, wrv, y, sm, sinv, outer, c, inner, 1e-5, 0.1, true)
+			dy := randVec(r, n, -1, 1)
+			dx, dg, dbt := zeros(n), zeros(c), zeros(c)
+			cpu.BatchNormBwd(x, gamma, sm, sinv, dy, dx, dg, dbt, outer, c, inner)
+			xs, ys := toLayout(x, outer, c, inner, false), toLayout(y, outer, c, inner, true) // the stem's layouts
+			dys, dxs := toLayout(dy, outer, c, inner, true), toLayout(dx, outer, c, inner, true)
+			first = append(first,
+				gpuCase{k: batchNormStatsNHWCKernel(outer, c, inner, false, g), in: [][]float32{xs, zeros(2 * g * c)}},
+				gpuCase{k: batchNormBwdSumsNHWCKernel(outer, c, inner, false, true, g), in: [][]float32{xs, sm, sinv, dys, zeros(2 * g * c)}})
+			second = append(second,
+				gpuCase{name: fmt.Sprintf("fwd_%dx%dx%d_g%d", outer, c, inner, g), k: batchNormApplyNHWCKernel(outer, c, inner, false, true, g, 1e-5, 0.1),
+					in:   [][]float32{xs, gamma, beta, slices.Clone(rm), slices.Clone(rv), zeros(n), zeros(c), zeros(c), nil},
+					want: map[int][]float32{3: wrm, 4: wrv, 5: ys, 6: sm, 7: sinv}, tol: 1e-5},
+				gpuCase{name: fmt.Sprintf("bwd_%dx%dx%d_g%d", outer, c, inner, g), k: batchNormBwdApplyNHWCKernel(outer, c, inner, false, true, true, g),
+					in:   [][]float32{xs, gamma, sm, sinv, dys, zeros(n), zeros(c), zeros(c), nil},
+					want: map[int][]float32{5: dxs, 6: dg, 7: dbt}, tol: 1e-5})
+		}
+		for i := range first {
+			first[i].name = "first_" + second[i].name
+		}
+		res := runCases(t, d, first)
+		for i := range second {
+			second[i].in[8] = res[i][len(res[i])-1] // part, the last parameter of both
+		}
+		checkCases(t, d, second, runCases(t, d, second))
 	}
 }
