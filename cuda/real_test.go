@@ -102,32 +102,7 @@ func TestRealConvResNet(t *testing.T) {
 		}
 		for _, p := range []gpuhost.ConvProduct{gpuhost.ConvForward, gpuhost.ConvInputGrad, gpuhost.ConvWeightGrad} {
 			c.Product, c.Precision = p, prec
-			seq, err := d.Record("resnet conv", func(e gpuhost.Encoder) error {
-				for range 20 {
-					if err := e.Conv(c); err != nil {
-						return err
-					}
-				}
-				return nil
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := seq.Launch(); err != nil {
-				t.Fatal(err)
-			}
-			if err := d.Sync(); err != nil {
-				t.Fatal(err)
-			}
-			start := time.Now()
-			const reps = 10
-			for range reps {
-				seq.Launch()
-			}
-			if err := d.Sync(); err != nil {
-				t.Fatal(err)
-			}
-			per := time.Since(start) / (20 * reps)
+			per := timeConv(t, d, c, "resnet conv")
 			// One channel of the output against float64 sums.
 			out := map[gpuhost.ConvProduct]gpuhost.Buffer{gpuhost.ConvForward: c.Y.Buf, gpuhost.ConvInputGrad: c.X.Buf, gpuhost.ConvWeightGrad: c.W.Buf}[p]
 			got := download32(t, d, out, map[gpuhost.ConvProduct]int{gpuhost.ConvForward: ys, gpuhost.ConvInputGrad: xs, gpuhost.ConvWeightGrad: ws}[p])
@@ -334,32 +309,7 @@ func realConvResNetBF16(t *testing.T, d *cuda.Device, g gpuhost.ConvGeom, nhwc b
 	}
 	for _, p := range []gpuhost.ConvProduct{gpuhost.ConvForward, gpuhost.ConvInputGrad, gpuhost.ConvWeightGrad} {
 		c.Product = p
-		seq, err := d.Record("resnet bf16 conv", func(e gpuhost.Encoder) error {
-			for range 20 {
-				if err := e.Conv(c); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := seq.Launch(); err != nil {
-			t.Fatal(err)
-		}
-		if err := d.Sync(); err != nil {
-			t.Fatal(err)
-		}
-		start := time.Now()
-		const reps = 10
-		for range reps {
-			seq.Launch()
-		}
-		if err := d.Sync(); err != nil {
-			t.Fatal(err)
-		}
-		per := time.Since(start) / (20 * reps)
+		per := timeConv(t, d, c, "resnet bf16 conv")
 		oi := map[gpuhost.ConvProduct]int{gpuhost.ConvForward: 2, gpuhost.ConvInputGrad: 0, gpuhost.ConvWeightGrad: 1}[p]
 		raw := make([]byte, len(raws[oi]))
 		if err := d.Download(raw, []gpuhost.Buffer{c.X.Buf, c.W.Buf, c.Y.Buf}[oi], 0); err != nil {
@@ -606,4 +556,36 @@ func TestRealZFault(t *testing.T) {
 	}
 	t.Logf("fault reported as: %v", err)
 	t.Logf("Close after the fault: %v", d.Close())
+}
+
+// timeConv records c 20 times in one sequence, runs it once, then times
+// 10 runs, and returns the time of one Conv.
+func timeConv(t *testing.T, d gpuhost.Device, c gpuhost.Conv, name string) time.Duration {
+	t.Helper()
+	seq, err := d.Record(name, func(e gpuhost.Encoder) error {
+		for range 20 {
+			if err := e.Conv(c); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := seq.Launch(); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	const reps = 10
+	for range reps {
+		seq.Launch()
+	}
+	if err := d.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	return time.Since(start) / (20 * reps)
 }

@@ -306,24 +306,13 @@ func convRunBF16(t *testing.T, d gpuhost.Device, c gpuhost.Conv, off int, x, w, 
 // reports the first few when report is set.
 func bf16Violations(t *testing.T, what string, got, want, product []float32, report bool) int {
 	t.Helper()
-	if len(got) != len(want) {
-		t.Fatalf("%s: %d values, want %d", what, len(got), len(want))
-	}
-	bad := 0
-	for i := range want {
-		w := math.Abs(float64(want[i]))
+	return violations(t, what, got, want, report, func(w float64, i int) float64 {
 		bound := 0x1p-8*w + 1e-5*(1+w)
 		if product != nil {
 			bound += 0x1p-8 * math.Abs(float64(product[i]))
 		}
-		if diff := math.Abs(float64(got[i]) - float64(want[i])); !(diff <= bound) {
-			if report && bad < 5 {
-				t.Errorf("%s[%d] = %g, want %g", what, i, got[i], want[i])
-			}
-			bad++
-		}
-	}
-	return bad
+		return bound
+	})
 }
 
 // testConvBF16: a device whose library convolutions read bfloat16 tensors
@@ -533,12 +522,21 @@ func convViolations(t *testing.T, e gpuhost.Elem, what string, got, want, produc
 	if e == gpuhost.ElemBF16 {
 		return bf16Violations(t, what, got, want, product, report)
 	}
+	return violations(t, what, got, want, report, func(w float64, _ int) float64 { return 1e-5 * (1 + w) })
+}
+
+// violations counts the elements of got farther from want than bound(|want
+// element|, its index) allows, reporting the first few when report is
+// set.
+func violations(t *testing.T, what string, got, want []float32, report bool, bound func(w float64, i int) float64) int {
+	t.Helper()
 	if len(got) != len(want) {
 		t.Fatalf("%s: %d values, want %d", what, len(got), len(want))
 	}
 	bad := 0
 	for i := range want {
-		if diff := math.Abs(float64(got[i]) - float64(want[i])); !(diff <= 1e-5*(1+math.Abs(float64(want[i])))) {
+		w := math.Abs(float64(want[i]))
+		if diff := math.Abs(float64(got[i]) - float64(want[i])); !(diff <= bound(w, i)) {
 			if report && bad < 5 {
 				t.Errorf("%s[%d] = %g, want %g", what, i, got[i], want[i])
 			}
