@@ -469,7 +469,9 @@ type Attr struct {
 	// KeptCols marks a conv2d_bwd whose workspace (In[4]) is its forward
 	// step's (Out[1]), which still holds the forward's im2col columns of
 	// the whole batch (ConvChoice.SharesForward): the backward reads them
-	// instead of gathering them again.
+	// instead of gathering them again; for a library convolution on
+	// channels-last tensors, the forward's KRSC filter
+	// (store_channels_last.go).
 	KeptCols bool `json:"keptCols,omitempty"`
 	// ActApplied marks a conv2d_bwd whose dy already carries its Act's
 	// derivative (fuse_act_bwd.go).

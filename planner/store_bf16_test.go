@@ -190,9 +190,9 @@ func TestStoreBF16(t *testing.T) {
 // stored 4-D tensors are stored [N, H, W, C]; every library convolution
 // and element-wise step finds its 4-D operands in one layout; each
 // training batch norm that names a channels-last tensor has a scratch of
-// BatchNormScratch floats as Out[3], and each library convolution
-// bfloat16 workspaces for its KRSC filter (the forward W's size, the
-// backward dW's and W's). Without the global pool among the
+// BatchNormScratch floats as Out[3], and each library convolution one
+// bfloat16 workspace for dW and its KRSC filter, which the forward
+// writes and the backward reads (KeptCols). Without the global pool among the
 // storage kernels, its input stays float32, so the ReLU and the sum
 // before it go NCHW (the fixed point), and the rest stays channels last.
 // A target without the rule keeps every layout NCHW.
@@ -265,12 +265,15 @@ func TestStoreChannelsLast(t *testing.T) {
 			continue
 		}
 		w := p.Buffers[st.In[1]].Size
-		ws, want := st.Out[1], w
+		ws := st.Out[1]
 		if st.Kernel == KConv2DBwd {
-			ws, want = st.In[4], KRSCOffset(w)+w
+			ws = st.In[4]
+			if fwd := forwardOf(p, st.Layer); !st.Attr.KeptCols || fwd == nil || fwd.Out[1] != ws {
+				t.Errorf("%s %s: workspace %v is not its forward's (KeptCols %v)", st.Kernel, st.Layer, ws, st.Attr.KeptCols)
+			}
 		}
-		if ws == NoBuf || p.Buffers[ws].Size != want || p.Buffers[ws].Elem != ElemBF16 {
-			t.Errorf("%s %s: workspace %v, want %d bfloat16s for the KRSC filter", st.Kernel, st.Layer, ws, want)
+		if ws == NoBuf || p.Buffers[ws].Size != KRSCOffset(w)+w || p.Buffers[ws].Elem != ElemBF16 {
+			t.Errorf("%s %s: workspace %v, want %d bfloat16s for dW and the KRSC filter", st.Kernel, st.Layer, ws, KRSCOffset(w)+w)
 		}
 	}
 	noPool := last(KBatchNorm, KBatchNormBwd, KUnary, KUnaryBwd, KBinary, KBinaryBwd, KAccumulate)
@@ -288,4 +291,14 @@ func TestStoreChannelsLast(t *testing.T) {
 	if n := check(p, storageTarget(all...)); n != 0 {
 		t.Errorf("%d tensors channels last for a target that keeps them NCHW", n)
 	}
+}
+
+// forwardOf is the forward convolution step of layer, or nil.
+func forwardOf(p *Plan, layer string) *Step {
+	for i := range p.Forward {
+		if st := &p.Forward[i]; st.Kernel == KConv2D && st.Layer == layer {
+			return st
+		}
+	}
+	return nil
 }

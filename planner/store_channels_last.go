@@ -22,11 +22,13 @@ import "fmt"
 // its own layout. A training batch norm or batch norm backward that
 // names a channels-last tensor gets a float32 scratch for its partial
 // sums as Out[3] (BatchNormScratch elements, kind scratch). A library
-// convolution on channels-last tensors gets bfloat16 workspaces for its
-// filter in KRSC order, [OC, KH, KW, C/G] (cuDNN takes no other filter
-// with channels-last tensors in its backward): the forward's Out[1] of
-// W's size, and the backward's In[4] of KRSCOffset(W) + W (dW, then W);
-// the bf16 convolutions that stay NCHW read W's bfloat16 twin, made here.
+// convolution on channels-last tensors gets a bfloat16 workspace of
+// KRSCOffset(W) + W elements, the forward's Out[1] and the backward's
+// In[4] (Attr.KeptCols), for its filter in KRSC order, [OC, KH, KW,
+// C/G], from KRSCOffset (cuDNN takes no other filter with channels-last
+// tensors in its backward), which the forward writes and the backward
+// reads, and dW in KRSC from the start; the bf16 convolutions that stay
+// NCHW read W's bfloat16 twin, made here.
 // A plan
 // without stored tensors, or for a Target that keeps them NCHW, is
 // unchanged.
@@ -109,31 +111,37 @@ func storeChannelsLast(p *Plan, t Target) {
 	}
 	// The channels-last convolutions' filters: cuDNN takes them KRSC
 	// with channels-last tensors ([OC, KH, KW, C/G]; it has no backward
-	// algorithm for a KCRS filter then), which the step's lowering
-	// writes, rounded to bfloat16, into a workspace: the forward's Out[1];
-	// in the backward, dW's bfloat16 workspace (In[4]) grows to hold dW
-	// in KRSC from its start and W in KRSC from KRSCOffset.
+	// algorithm for a KCRS filter then). Each layer gets one bfloat16
+	// workspace: the forward writes W in KRSC from KRSCOffset (its
+	// Out[1]); the backward, whose In[4] it is too (KeptCols: dW's
+	// bfloat16 workspace grows into it), reads that W there and writes
+	// dW in KRSC from the start.
+	bwd := map[string]*Step{}
 	for _, st := range steps {
-		if uniform := uniformOperands(p, st, s); len(uniform) == 0 || (st.Kernel != KConv2D && st.Kernel != KConv2DBwd) || !nhwc[p.root(uniform[0])] {
+		if st.Kernel == KConv2DBwd {
+			bwd[st.Layer] = st
+		}
+	}
+	for _, st := range steps {
+		if uniform := uniformOperands(p, st, s); len(uniform) == 0 || st.Kernel != KConv2D || !nhwc[p.root(uniform[0])] {
 			continue
 		}
 		w := p.Buffers[st.In[1]].Size
-		if st.Kernel == KConv2D {
-			ws := p.addBuffer(st.Layer+".W.krsc", KindScratch, []int{w})
-			p.Buffers[ws].Elem = ElemBF16
-			st.Out[1] = ws
-			p.Stored = append(p.Stored, ws)
-			continue
-		}
 		size := KRSCOffset(w) + w
-		if ws := st.In[4]; ws != NoBuf {
+		b := bwd[st.Layer]
+		ws := NoBuf
+		if b != nil && b.In[4] != NoBuf { // dW's bfloat16 workspace (storeBF16) grows into the layer's
+			ws = b.In[4]
 			p.Buffers[ws].Name, p.Buffers[ws].Shape, p.Buffers[ws].Size = st.Layer+".dW+W.krsc", []int{size}, size
-			continue
+		} else {
+			ws = p.addBuffer(st.Layer+".W.krsc", KindScratch, []int{size})
+			p.Buffers[ws].Elem = ElemBF16
+			p.Stored = append(p.Stored, ws)
 		}
-		ws := p.addBuffer(st.Layer+".dW+W.krsc", KindScratch, []int{size})
-		p.Buffers[ws].Elem = ElemBF16
-		st.In[4] = ws
-		p.Stored = append(p.Stored, ws)
+		st.Out[1] = ws
+		if b != nil {
+			b.In[4], b.Attr.KeptCols = ws, true
+		}
 	}
 	p.StoredNote += fmt.Sprintf("; %d of them channels last, with KRSC filters", n)
 }

@@ -41,7 +41,7 @@ func (l *lowering) convLibrary(st *planner.Step, bwd bool) error {
 			return err
 		}
 		x, w, b, y := st.In[0], st.In[1], st.In[2], st.Out[0]
-		wk, err := l.convFilter(g, w, st.Out[1], 0)
+		wk, err := l.convFilter(g, w, st.Out[1], planner.KRSCOffset(g.OC*(g.C/g.Groups)*g.KH*g.KW))
 		if err != nil {
 			return err
 		}
@@ -100,9 +100,12 @@ func (l *lowering) convLibrary(st *planner.Step, bwd bool) error {
 	if !present(dx) {
 		return nil
 	}
-	wk, err := l.convFilter(g, w, st.In[4], planner.KRSCOffset(n))
-	if err != nil {
-		return err
+	wk := at(st.In[4], planner.KRSCOffset(n)) // the forward's KRSC filter (KeptCols)
+	if !krsc || !a.KeptCols {
+		var err error
+		if wk, err = l.convFilter(g, w, st.In[4], planner.KRSCOffset(n)); err != nil {
+			return err
+		}
 	}
 	return l.conv1(g, ConvInputGrad, dx, wk, dy)
 }
@@ -112,7 +115,9 @@ func (l *lowering) convLibrary(st *planner.Step, bwd bool) error {
 // channels-last tensors W in KRSC order, [OC, KH, KW, C/G], which a
 // kernel writes (rounded to bfloat16) into the step's workspace ws at
 // element off (the planner's store_channels_last.go): cuDNN has no
-// backward algorithm for a KCRS filter with channels-last tensors.
+// backward algorithm for a KCRS filter with channels-last tensors. The
+// backward of a layer whose forward wrote it there (Attr.KeptCols)
+// reads it without calling this.
 func (l *lowering) convFilter(g planner.ConvGeom, w, ws planner.BufID, off int) (operand, error) {
 	if l.fastPrecision() != planner.PrecisionBF16 {
 		return whole(w), nil
