@@ -5,10 +5,11 @@ import "fmt"
 // storeChannelsLast keeps a bf16 plan's stored 4-D activations and
 // gradients channels last ([N, H, W, C] in memory) where the Target's
 // library convolutions are faster on them (Target.BF16Storage's
-// BatchNormScratch is set: CUDA's cuDNN, 1.85 ms a CIFAR ResNet-18 step
-// of convolutions on channels-last bfloat16 tensors against 2.79 on
-// NCHW ones, docs/runs/gpu-conv-layouts-2026-11-30.txt), and every step
-// that names them takes that layout.
+// BatchNormScratch is set: CUDA's cuDNN, whose calls for a CIFAR
+// ResNet-18 step take 1.58 ms on channels-last bfloat16 tensors with
+// KRSC filters against 2.79 on NCHW ones,
+// docs/runs/gpu-conv-layouts-2026-11-30.txt), and every step that names
+// them takes that layout.
 //
 // Before: storeBF16 has run: Plan.Stored lists the tensors stored in
 // bfloat16; no buffer has a Layout. After: a stored storage owner of
@@ -17,21 +18,20 @@ import "fmt"
 // its 4-D operands in one layout names it beside one that cannot be
 // channels last: a library convolution (x and y, or x, dy and dx) or a
 // step of the element-wise kernels of BF16Storage (every 4-D operand,
-// which must then also share one shape: a broadcast keeps NCHW), which a
-// fixed point then keeps all NCHW. Batch norm and the global average pool take each operand in
-// its own layout. A training batch norm or batch norm backward that
-// names a channels-last tensor gets a float32 scratch for its partial
-// sums as Out[3] (BatchNormScratch elements, kind scratch). A library
-// convolution on channels-last tensors gets a bfloat16 workspace of
-// KRSCOffset(W) + W elements, the forward's Out[1] and the backward's
-// In[4] (Attr.KeptCols), for its filter in KRSC order, [OC, KH, KW,
-// C/G], from KRSCOffset (cuDNN takes no other filter with channels-last
-// tensors in its backward), which the forward writes and the backward
-// reads, and dW in KRSC from the start; the bf16 convolutions that stay
-// NCHW read W's bfloat16 twin, made here.
-// A plan
-// without stored tensors, or for a Target that keeps them NCHW, is
-// unchanged.
+// which must then also share one shape: a broadcast keeps NCHW); a
+// fixed point then keeps all of them NCHW. Batch norm and the global
+// average pool take each operand in its own layout. A training batch
+// norm or batch norm backward that names a channels-last tensor gets a
+// float32 scratch for its partial sums as Out[3] (BatchNormScratch
+// elements, kind scratch). A library convolution on channels-last
+// tensors gets a bfloat16 workspace of KRSCOffset(W) + W elements, the
+// forward's Out[1] and the backward's In[4] (Attr.KeptCols): its filter
+// in KRSC order, [OC, KH, KW, C/G], from KRSCOffset (cuDNN takes no
+// other filter with channels-last tensors in its backward), which the
+// forward writes and the backward reads, and dW in KRSC from the start.
+// The bf16 convolutions that stay NCHW read W's bfloat16 twin, made
+// here. A plan without stored tensors, or for a Target that keeps them
+// NCHW, is unchanged.
 func storeChannelsLast(p *Plan, t Target) {
 	s := t.BF16Storage
 	if s == nil || s.BatchNormScratch == nil || len(p.Stored) == 0 {
