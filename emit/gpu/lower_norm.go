@@ -162,7 +162,7 @@ func (l *lowering) batchNormNHWC(st *planner.Step, training bool, outer, c, inne
 			whole(in[0]), whole(in[1]), whole(in[2]), whole(in[3]), whole(in[4]), whole(st.Out[0]))
 	}
 	if l.syncBN && l.shares() > 1 {
-		return fmt.Errorf("synchronised batch norm of a tensor stored channels last is not supported (a bug in mlbuild: the planner keeps such plans NCHW)")
+		return fmt.Errorf("synchronised batch norm of a tensor stored channels last is not supported (a bug in mlbuild: the emitter lowers none for such plans, channelsLastNorms)")
 	}
 	part, groups, err := l.normPartials(st, outer, c, inner)
 	if err != nil {
@@ -181,7 +181,7 @@ func (l *lowering) batchNormNHWC(st *planner.Step, training bool, outer, c, inne
 // dbeta from them.
 func (l *lowering) batchNormBwdNHWC(st *planner.Step, outer, c, inner int, last []bool) error {
 	if l.syncBN && l.shares() > 1 {
-		return fmt.Errorf("synchronised batch norm of a tensor stored channels last is not supported (a bug in mlbuild: the planner keeps such plans NCHW)")
+		return fmt.Errorf("synchronised batch norm of a tensor stored channels last is not supported (a bug in mlbuild: the emitter lowers none for such plans, channelsLastNorms)")
 	}
 	part, groups, err := l.normPartials(st, outer, c, inner)
 	if err != nil {
