@@ -56,7 +56,11 @@ func WriteText(w io.Writer, p *Plan) error {
 				layer = strings.Join(s.Fused, "+")
 			}
 			kernel := string(s.Kernel)
-			if a := stepAttr(s, mixed); a != "" {
+			a := stepAttr(s, mixed)
+			if channelsLastStep(p, s) { // its layout, where a tensor it names is stored channels last
+				a = strings.TrimSpace(a + " nhwc")
+			}
+			if a != "" {
 				kernel += "(" + a + ")"
 			}
 			fmt.Fprintf(tw, "  %d\t%s\t%s\t%s -> %s\t%s\t%s\n", i, kernel, layer,
@@ -175,6 +179,19 @@ func writeMemory(ew *errWriter, p *Plan) {
 	row("  free (gaps and alignment)", m.Work-m.KeptForBackward-m.Activations-m.ActivationGrads-m.Scratch)
 	row("peak (state and work arenas"+map[bool]string{true: " and folded weights", false: ""}[m.Folded > 0]+")", m.Total)
 	tw.Flush()
+}
+
+// channelsLastStep reports whether a tensor step s names is stored
+// channels last (store_channels_last.go).
+func channelsLastStep(p *Plan, s Step) bool {
+	for _, ids := range [][]BufID{s.In, s.Out} {
+		for _, id := range ids {
+			if id != NoBuf && p.validID(id) && p.Buffers[p.root(id)].Layout == LayoutNHWC {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // stepAttr prints the attributes that tell steps of one kernel apart;

@@ -64,7 +64,7 @@ func TestPlanPrecision(t *testing.T) {
 		{[]string{bf16, "--mode", "infer", "--batch", "1"}, []string{"gemm(relu f32)", "precision: 0 of 3 matrix-product steps in bf16\n", "gemm dense1: f32, not bf16: 1 row, fewer than the 16 of a bf16 tile"}},
 		{[]string{bf16, "--backend", "cuda"}, []string{"gemm(relu bf16)", "gemm_bwd(relu bf16)", "precision: 6 of 6 matrix-product steps in bf16\n"}},
 		{[]string{bf16, "--backend", "metal"}, []string{"gemm_bwd dense1: f32, not bf16: the Metal backend's MPS matrices are float32"}},
-		{[]string{resnet, "--backend", "cuda"}, []string{"conv2d(k3x3 s1 p1 cudnn bf16)", "conv2d_bwd(k3x3 s1 p1 cudnn bf16)", "gemm(bf16)",
+		{[]string{resnet, "--backend", "cuda"}, []string{"conv2d(k3x3 s1 p1 cudnn bf16 nhwc)", "conv2d_bwd(k3x3 s1 p1 cudnn bf16 forward's workspace nhwc)", "batchnorm(nhwc)", "gemm(bf16)",
 			"precision: 40 of 42 matrix-product steps in bf16\n",
 			"38 convolution steps: cudnn, cuDNN's calls on the bfloat16 tensors the plan stores (tf32 where one stays float32): a CIFAR ResNet-18 step 4.17 ms on an H200",
 			"bf16 storage: 144 activations and gradients in bfloat16 memory, which every step that names them reads and writes in bfloat16 (sums add in float32); 19 library convolutions multiply bfloat16 tensors, 19 of them writing dW to a bfloat16 workspace",
