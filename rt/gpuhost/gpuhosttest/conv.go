@@ -320,11 +320,11 @@ func bf16Violations(t *testing.T, what string, got, want, product []float32, rep
 // bfloat16 X, W and Y in precision bf16 as the product of the stored
 // values summed in float32, Alpha·product + Beta·output stored rounded
 // to bfloat16: within half a bfloat16 unit of the float64 reference on
-// the rounded operands plus float32's summation error (with Beta 1 half
-// a unit of Alpha·product more: on an H200 cuDNN's input gradient rounds
-// the product before the sum), with Beta 1 (the old output read as bfloat16, tensors at an offset in buffers that end
-// where they do) and with Beta 0 over an output of NaNs, which must not
-// be read. On long sums its result is NOT, within that tolerance, the
+// the rounded operands plus float32's summation error, with Beta 1 (the
+// old output read as bfloat16, tensors at an offset in buffers that end
+// where they do; half a unit of Alpha·product more, as on an H200
+// cuDNN's input gradient rounds the product before the sum) and with
+// Beta 0 over an output of NaNs, which must not be read. On long sums its result is NOT, within that tolerance, the
 // float32 product of the operands before they were rounded (so the case
 // tells a bfloat16 convolution from a float32 one). It refuses what the
 // contract forbids: a mix of bfloat16 and float32 tensors, bfloat16
