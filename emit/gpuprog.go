@@ -560,7 +560,7 @@ func (g *gpuGen) renderStep(mp *gpuPlan, short string, i int, st planner.Step, o
 		}
 		outs = append(outs, o)
 	}
-	pre, post := widenStored(ins, outs)
+	copies := widenStored(ins, outs)
 	var body string
 	var c stepCall
 	var err error
@@ -572,13 +572,23 @@ func (g *gpuGen) renderStep(mp *gpuPlan, short string, i int, st planner.Step, o
 	if err != nil {
 		return "", "", err
 	}
+	// Only the copies the reference uses: it takes no workspace, so the
+	// library convolutions' KRSC filters and dW, which only the GPU's
+	// lowering writes, are left out.
+	var pre, post string
+	for _, cp := range copies {
+		if !strings.Contains(body, cp.v+"[") {
+			continue
+		}
+		pre += cp.widen + "\n"
+		if cp.narrow != "" {
+			post += "\n" + cp.narrow
+		}
+	}
 	if c.loss && post != "" {
 		return "", "", fmt.Errorf("step %s of %s: a loss step writes a tensor stored in bfloat16 (a bug in mlbuild)", st.Kernel, st.Layer)
 	}
-	if post = keepUsed(post, body); post != "" {
-		post = "\n" + strings.TrimSuffix(post, "\n")
-	}
-	body = keepUsed(pre, body) + body + post
+	body = pre + body + post
 	if !c.loss {
 		body += "\nreturn 0"
 	}
@@ -672,61 +682,48 @@ func (g *gpuGen) renderStep(mp *gpuPlan, short string, i int, st planner.Step, o
 	return ref, stepEntry(head, opLits), nil
 }
 
+// storedCopy is a float32 copy v that a step's CPU reference makes of
+// a tensor the plan stores in bfloat16: the statement that widens it and,
+// for an output, the one that narrows it back ("" for an input).
+type storedCopy struct{ v, widen, narrow string }
+
 // widenStored makes a step's CPU reference compute in float32 on the
-// tensors the plan stores in bfloat16: pre copies each such operand's
-// storage (once, where operands share it) into a float32 slice, widened
-// (and in the order of its shape where it is stored channels last), and
-// points the operands at it; post stores the outputs' slices back,
-// rounded to bfloat16 as the GPU's kernels round them.
-func widenStored(ins, outs []operand) (pre, post string) {
-	copies, stored := map[string]string{}, map[string]bool{}
+// tensors the plan stores in bfloat16: one copy of each such operand's
+// storage (once, where operands share it), widened (and in the order of
+// its shape where it is stored channels last), at which it points the
+// operands; an output's copy is stored back rounded to bfloat16 as the
+// GPU's kernels round it.
+func widenStored(ins, outs []operand) []storedCopy {
+	var copies []storedCopy
+	at := map[string]int{} // storage expression → index in copies
 	for k, ops := range [][]operand{ins, outs} {
 		for i := range ops {
 			o := &ops[i]
 			if o.param == "" || o.buf.Elem != planner.ElemBF16 {
 				continue
 			}
-			// a channels-last tensor [N, C, H, W] is widened into, and
-			// narrowed from, the order of its shape
-			widen, narrow, shape := fmt.Sprintf("WidenBF16(%s, %d)", o.param, o.buf.Size), "NarrowBF16(%s, %s)", ""
-			if s := o.buf.Shape; o.buf.Layout == planner.LayoutNHWC && len(s) == 4 {
-				shape = fmt.Sprintf(", %d, %d, %d", s[0], s[1], s[2]*s[3])
-				widen, narrow = fmt.Sprintf("WidenBF16NHWC(%s%s)", o.param, shape), "NarrowBF16NHWC(%s, %s"+shape+")"
-			}
-			v, ok := copies[o.param]
+			j, ok := at[o.param]
 			if !ok {
-				v = fmt.Sprintf("f%d", len(copies))
-				copies[o.param] = v
-				pre += fmt.Sprintf("%s := gpuhost.%s\n", v, widen)
+				j = len(copies)
+				at[o.param] = j
+				v := fmt.Sprintf("f%d", j)
+				widen := fmt.Sprintf("%s := gpuhost.WidenBF16(%s, %d)", v, o.param, o.buf.Size)
+				if s := o.buf.Shape; o.buf.Layout == planner.LayoutNHWC && len(s) == 4 {
+					widen = fmt.Sprintf("%s := gpuhost.WidenBF16NHWC(%s, %d, %d, %d)", v, o.param, s[0], s[1], s[2]*s[3])
+				}
+				copies = append(copies, storedCopy{v: v, widen: widen})
 			}
-			if k == 1 && !stored[o.param] {
-				stored[o.param] = true
-				post += "gpuhost." + fmt.Sprintf(narrow, o.param, v) + "\n"
+			cp := &copies[j]
+			if k == 1 && cp.narrow == "" {
+				cp.narrow = fmt.Sprintf("gpuhost.NarrowBF16(%s, %s)", o.param, cp.v)
+				if s := o.buf.Shape; o.buf.Layout == planner.LayoutNHWC && len(s) == 4 {
+					cp.narrow = fmt.Sprintf("gpuhost.NarrowBF16NHWC(%s, %s, %d, %d, %d)", o.param, cp.v, s[0], s[1], s[2]*s[3])
+				}
 			}
-			o.param = v
+			o.param = cp.v
 		}
 	}
-	return pre, post
-}
-
-// keepUsed is the lines of widenStored's pre or post that copy a
-// variable body uses: a reference that takes no workspace leaves the
-// copy of a bfloat16 one unused (the library convolutions' KRSC filters
-// and dW, which only the GPU's lowering writes).
-func keepUsed(lines, body string) string {
-	var kept string
-	for _, line := range strings.SplitAfter(lines, "\n") {
-		v, _, declared := strings.Cut(line, " := ")
-		if !declared { // post: gpuhost.Narrow…(storage, v…)
-			_, rest, _ := strings.Cut(line, ", ")
-			v, _, _ = strings.Cut(rest, ",")
-			v = strings.TrimSuffix(strings.TrimSpace(v), ")")
-		}
-		if v = strings.TrimSpace(v); v != "" && strings.Contains(body, v+"[") {
-			kept += line
-		}
-	}
-	return kept
+	return copies
 }
 
 // opLiterals renders a step's GPU ops.
