@@ -45,9 +45,7 @@ func storeBF16(p *Plan, t Target) {
 		return
 	}
 	steps := p.allSteps()
-	library := func(st *Step) bool {
-		return (st.Kernel == KConv2D || st.Kernel == KConv2DBwd) && st.Attr.Method == s.Library && st.Attr.Precision == PrecisionBF16
-	}
+	library := s.bf16Library
 	// why says why a buffer left the candidates, for the fallback's line.
 	cand, why := map[BufID]bool{}, map[BufID]string{}
 	twinned := map[BufID]bool{}
@@ -157,15 +155,7 @@ func storeBF16(p *Plan, t Target) {
 // storage (cand; why says why not) or that W has no current twin; "" when
 // none.
 func libraryFloat32(p *Plan, st *Step, cand map[BufID]bool, why map[BufID]string, current func(BufID) bool) string {
-	type tensor struct {
-		name string
-		id   BufID
-	}
-	ts := []tensor{{"x", st.In[0]}, {"y", st.Out[0]}}
-	if st.Kernel == KConv2DBwd {
-		ts = []tensor{{"x", st.In[0]}, {"dy", st.In[3]}, {"dx", st.Out[0]}}
-	}
-	for _, x := range ts {
+	for _, x := range libraryTensors(st) {
 		if x.id == NoBuf || cand[p.root(x.id)] {
 			continue
 		}
@@ -213,4 +203,21 @@ func filterTwins(p *Plan, steps []*Step, reads func(*Step) bool) {
 			}
 		}
 	}
+}
+
+// convTensor is one of a library convolution's activation tensors, with
+// its name for messages.
+type convTensor struct {
+	name string
+	id   BufID
+}
+
+// libraryTensors are the tensors a library convolution step needs in
+// one element type and layout: x and y of the forward, x, dy and dx of
+// the backward (dx may be NoBuf).
+func libraryTensors(st *Step) []convTensor {
+	if st.Kernel == KConv2DBwd {
+		return []convTensor{{"x", st.In[0]}, {"dy", st.In[3]}, {"dx", st.Out[0]}}
+	}
+	return []convTensor{{"x", st.In[0]}, {"y", st.Out[0]}}
 }

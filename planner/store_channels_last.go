@@ -39,7 +39,7 @@ func storeChannelsLast(p *Plan, t Target) {
 	}
 	defer func() { // W's twins for the bf16 convolutions that stay NCHW
 		filterTwins(p, p.allSteps(), func(st *Step) bool {
-			return (st.Kernel == KConv2D || st.Kernel == KConv2DBwd) && st.Attr.Method == s.Library && st.Attr.Precision == PrecisionBF16 && p.Buffers[p.root(st.In[0])].Layout != LayoutNHWC
+			return s.bf16Library(st) && p.Buffers[p.root(st.In[0])].Layout != LayoutNHWC
 		})
 	}()
 	viewed := map[BufID]bool{}
@@ -158,10 +158,9 @@ func KRSCOffset(w int) int { return (w + 63) / 64 * 64 }
 func uniformOperands(p *Plan, st *Step, s *BF16Storage) []BufID {
 	var ids []BufID
 	switch {
-	case (st.Kernel == KConv2D || st.Kernel == KConv2DBwd) && st.Attr.Method == s.Library && st.Attr.Precision == PrecisionBF16:
-		ids = []BufID{st.In[0], st.Out[0]}
-		if st.Kernel == KConv2DBwd {
-			ids = []BufID{st.In[0], st.In[3], st.Out[0]}
+	case s.bf16Library(st):
+		for _, t := range libraryTensors(st) {
+			ids = append(ids, t.id)
 		}
 	case s.Kernels[st.Kernel] && st.Kernel != KBatchNorm && st.Kernel != KBatchNormBwd && st.Kernel != KGlobalAvgPool && st.Kernel != KGlobalAvgPoolBwd:
 		ids = append(append(ids, st.In...), st.Out...)

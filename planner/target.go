@@ -169,6 +169,12 @@ type BF16Twins struct {
 	Updates map[Kernel]bool
 }
 
+// bf16Library reports whether st is a library convolution of s in
+// precision bf16: one that multiplies bfloat16 tensors.
+func (s *BF16Storage) bf16Library(st *Step) bool {
+	return (st.Kernel == KConv2D || st.Kernel == KConv2DBwd) && st.Attr.Method == s.Library && st.Attr.Precision == PrecisionBF16
+}
+
 // ConvRule is a backend's rule for convolutions: for the geometry of one
 // step and the pass it belongs to, the method the backend runs and the
 // scratch that method needs from the plan.
