@@ -1,7 +1,10 @@
-# What an NHWC bf16 ResNet-18 step would cost in cuDNN, per layer kind, at batch 128:
-# convolutions with channels_last activations and (a) channels_last filters (KRSC),
-# (b) contiguous filters (KCRS); batch norm (cuDNN, channels_last bf16) forward
-# and backward, alone and followed by ReLU; all timed with CUDA events.
+# What an NHWC bf16 ResNet-18 step's convolutions cost in cuDNN at batch 128, per
+# layer (docs/runs/gpu-conv-layouts-2026-11-30.txt): channels_last activations with
+# (a) channels_last filters (KRSC) and (b) contiguous filters (KCRS), timed with CUDA
+# events. PyTorch may convert a contiguous filter to channels_last on every call, so
+# (b) is not cuDNN on a KCRS filter: mlbuild's own test on the real cuDNN (cuda's
+# TestRealConvResNetBF16NHWC, docs/runs/gpu-twelfth-c-2026-11-30.txt) found that
+# cuDNN 9.14 has no backward algorithm for NHWC tensors with a KCRS filter.
 import torch, torch.nn.functional as F
 torch.backends.cudnn.benchmark = True
 B = 128
@@ -29,16 +32,3 @@ for ci, co, h, st, k, c in geo:
         row.append("%s %.1f/%.1f/%.1f %s" % (name, *r, str(y.is_contiguous(memory_format=torch.channels_last))))
     print((ci, co, h, st, k), "x%d" % c, " | ".join(row), flush=True)
 print("convs (us, fwd+dgrad+wgrad, the model's 19 convs less the stem):", {k: round(v) for k, v in tot.items()})
-bn = {}
-for ch, h, c in [(64, 32, 5), (128, 16, 5), (256, 8, 5), (512, 4, 5)]:
-    x = torch.randn(B, ch, h, h, device="cuda", dtype=torch.bfloat16).to(memory_format=torch.channels_last).requires_grad_()
-    m = torch.nn.BatchNorm2d(ch).cuda().to(memory_format=torch.channels_last)
-    f = lambda: m(x)
-    def fr(): return F.relu(m(x))
-    y = m(x); dy = torch.randn_like(y)
-    fb = lambda: torch.autograd.grad(m(x), x, dy)
-    fbr = lambda: torch.autograd.grad(F.relu(m(x)), x, dy)
-    r = (t(f), t(fr), t(fb), t(fbr))
-    print("bn", ch, h, "fwd %.1f fwd+relu %.1f fwd+bwd %.1f fwd+relu+bwd %.1f" % r, flush=True)
-    for i, v in enumerate(r): bn[i] = bn.get(i, 0) + c * v
-print("batch norms (us, 20 layers): fwd %.0f, fwd+relu %.0f, fwd+bwd %.0f, fwd+relu+bwd %.0f" % tuple(bn[i] for i in range(4)))

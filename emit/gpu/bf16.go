@@ -148,10 +148,10 @@ var BF16Storage = &planner.BF16Storage{
 	Kernels: map[planner.Kernel]bool{planner.KBatchNorm: true, planner.KBatchNormBwd: true, planner.KUnary: true, planner.KUnaryBwd: true,
 		planner.KBinary: true, planner.KBinaryBwd: true, planner.KAccumulate: true, planner.KGlobalAvgPool: true, planner.KGlobalAvgPoolBwd: true},
 	Library: ConvLibraryMethod,
-	// cuDNN's convolutions are faster on channels-last tensors (1.85 ms
-	// a CIFAR ResNet-18 step against 2.79 on NCHW ones, PyTorch's calls
-	// on an H200: docs/runs/gpu-conv-layouts-2026-11-30.txt): the batch
-	// norm and global pool kernels of kernels_nhwc.go take them.
+	// cuDNN's convolutions are faster on channels-last tensors (1.58 ms
+	// a CIFAR ResNet-18 step with KRSC filters against 2.79 on NCHW ones,
+	// PyTorch's calls on an H200: docs/runs/gpu-conv-layouts-2026-11-30.txt):
+	// the batch norm and global pool kernels of kernels_nhwc.go take them.
 	BatchNormScratch: BatchNormScratch,
 }
 
