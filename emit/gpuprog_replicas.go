@@ -98,12 +98,8 @@ func channelsLastNorms(pl *planner.Plan) string {
 		if st.Kernel != planner.KBatchNorm && st.Kernel != planner.KBatchNormBwd {
 			continue
 		}
-		for _, ids := range [][]planner.BufID{st.In, st.Out} {
-			for _, id := range ids {
-				if id != planner.NoBuf && pl.Buffers[id].Layout == planner.LayoutNHWC {
-					return fmt.Sprintf("batch norm %s reads or writes %s, which the bf16 plan stores channels last, and synchronised batch norm has no channels-last kernels yet: train without --sync-bn, or with precision f32 or tf32", st.Layer, pl.Buffers[id].Name)
-				}
-			}
+		if id := pl.ChannelsLastOperand(st); id != planner.NoBuf {
+			return fmt.Sprintf("batch norm %s reads or writes %s, which the bf16 plan stores channels last, and synchronised batch norm has no channels-last kernels yet: train without --sync-bn, or with precision f32 or tf32", st.Layer, pl.Buffers[id].Name)
 		}
 	}
 	return ""

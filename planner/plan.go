@@ -615,6 +615,20 @@ func (p *Plan) FoldSteps() int {
 	return n
 }
 
+// ChannelsLastOperand is the first operand of step s (In, then Out)
+// whose storage the plan keeps channels last (store_channels_last.go),
+// or NoBuf.
+func (p *Plan) ChannelsLastOperand(s Step) BufID {
+	for _, ids := range [][]BufID{s.In, s.Out} {
+		for _, id := range ids {
+			if id != NoBuf && p.validID(id) && p.Buffers[p.root(id)].Layout == LayoutNHWC {
+				return id
+			}
+		}
+	}
+	return NoBuf
+}
+
 // TwinOf is the bfloat16 twin of id's storage (id itself or the buffer
 // it views), or NoBuf when it has none.
 func (p *Plan) TwinOf(id BufID) BufID {

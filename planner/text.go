@@ -57,7 +57,7 @@ func WriteText(w io.Writer, p *Plan) error {
 			}
 			kernel := string(s.Kernel)
 			a := stepAttr(s, mixed)
-			if channelsLastStep(p, s) { // its layout, where a tensor it names is stored channels last
+			if p.ChannelsLastOperand(s) != NoBuf { // its layout, where a tensor it names is stored channels last
 				a = strings.TrimSpace(a + " nhwc")
 			}
 			if a != "" {
@@ -179,19 +179,6 @@ func writeMemory(ew *errWriter, p *Plan) {
 	row("  free (gaps and alignment)", m.Work-m.KeptForBackward-m.Activations-m.ActivationGrads-m.Scratch)
 	row("peak (state and work arenas"+map[bool]string{true: " and folded weights", false: ""}[m.Folded > 0]+")", m.Total)
 	tw.Flush()
-}
-
-// channelsLastStep reports whether a tensor step s names is stored
-// channels last (store_channels_last.go).
-func channelsLastStep(p *Plan, s Step) bool {
-	for _, ids := range [][]BufID{s.In, s.Out} {
-		for _, id := range ids {
-			if id != NoBuf && p.validID(id) && p.Buffers[p.root(id)].Layout == LayoutNHWC {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 // stepAttr prints the attributes that tell steps of one kernel apart;
