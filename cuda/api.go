@@ -54,6 +54,7 @@ const (
 	ErrorInvalidImage                Result = 200
 	ErrorInvalidContext              Result = 201
 	ErrorNoBinaryForGPU              Result = 209
+	ErrorInvalidHandle               Result = 400
 	ErrorNotFound                    Result = 500
 	ErrorNotReady                    Result = 600
 	ErrorIllegalAddress              Result = 700
@@ -75,7 +76,10 @@ const (
 	CaptureModeRelaxed     int32 = 2
 
 	// EventDisableTiming (CU_EVENT_DISABLE_TIMING) makes an event that
-	// only orders streams, the cheapest kind.
+	// only orders streams, the cheapest kind; EventDefault
+	// (CU_EVENT_DEFAULT) one that also takes the GPU's time when the
+	// stream reaches it (EventElapsedTime).
+	EventDefault       uint32 = 0
 	EventDisableTiming uint32 = 2
 
 	NVRTCSuccess          NVRTCResult = 0
@@ -177,6 +181,18 @@ type DriverAPI struct {
 	EventRecord     func(ev Event, s Stream) Result               `sym:"cuEventRecord"`
 	StreamWaitEvent func(s Stream, ev Event, flags uint32) Result `sym:"cuStreamWaitEvent"`
 	EventDestroy    func(ev Event) Result                         `sym:"cuEventDestroy_v2"`
+	// EventSynchronize waits until the stream has reached the point ev
+	// last recorded (at once when ev was never recorded) and reports a
+	// fault of the work before it. EventElapsedTime sets *ms to the GPU
+	// time from start to end (in milliseconds, to about 0.5 µs), both
+	// recorded, reached, and created without EventDisableTiming: else
+	// CUDA_ERROR_INVALID_HANDLE, or CUDA_ERROR_NOT_READY while one is
+	// recorded but not reached. How the profile times its ops
+	// (profile.go). Drivers from CUDA 12.8 also export
+	// cuEventElapsedTime_v2, documented as the same but for reporting
+	// fewer faults of pending work; every driver exports this one.
+	EventSynchronize func(ev Event) Result                      `sym:"cuEventSynchronize"`
+	EventElapsedTime func(ms *float32, start, end Event) Result `sym:"cuEventElapsedTime"`
 }
 
 // NVRTCAPI is every NVRTC function (libnvrtc.so) this package calls.

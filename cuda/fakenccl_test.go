@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/mlbuild/mlbuild/cuda"
 	"github.com/mlbuild/mlbuild/cuda/fakecuda"
@@ -286,5 +287,92 @@ func TestFakeEvents(t *testing.T) {
 	}
 	if leaks := g0.f.Leaks(); len(leaks) != 3 {
 		t.Errorf("leaks %v, want the test's own stream, allocation and context only", leaks)
+	}
+}
+
+// TestFakeEventElapsedTime holds the fake's cuEventElapsedTime and
+// cuEventSynchronize to the driver's rules: a time between two reached
+// timing events, the time the stream got there (here a collective that
+// waits 20 ms for its peer), and CUDA_ERROR_INVALID_HANDLE for an event
+// made with CU_EVENT_DISABLE_TIMING, one never recorded or one unknown,
+// CUDA_ERROR_NOT_READY for one recorded but not reached,
+// CUDA_ERROR_INVALID_VALUE for no result.
+func TestFakeEventElapsedTime(t *testing.T) {
+	w := fakecuda.NewNCCLWorld()
+	defer w.Close()
+	gs := []*fakeGPU{newFakeGPU(t, w), newFakeGPU(t, w)}
+	var id cuda.NCCLUniqueID
+	gs[0].libs.NCCL.GetUniqueID(&id)
+	comms := make([]cuda.NCCLComm, 2)
+	var wg sync.WaitGroup
+	for r, g := range gs {
+		wg.Go(func() {
+			g.onThread(func() {
+				if res := g.libs.NCCL.CommInitRank(&comms[r], 2, id, int32(r)); res != 0 {
+					t.Errorf("rank %d: ncclCommInitRank: %d", r, res)
+				}
+			})
+		})
+	}
+	wg.Wait()
+	g := gs[0]
+	d := g.libs.Driver
+	want := func(what string, got, want cuda.Result) {
+		t.Helper()
+		if got != want {
+			t.Errorf("%s: CUresult %d, want %d", what, got, want)
+		}
+	}
+	var start, end, untimed, unrecorded cuda.Event
+	var ms float32
+	g.onThread(func() {
+		for _, c := range []struct {
+			ev    *cuda.Event
+			flags uint32
+		}{{&start, cuda.EventDefault}, {&end, cuda.EventDefault}, {&untimed, cuda.EventDisableTiming}, {&unrecorded, cuda.EventDefault}} {
+			want("cuEventCreate", d.EventCreate(c.ev, c.flags), cuda.Success)
+		}
+		want("cuEventSynchronize of an event never recorded", d.EventSynchronize(unrecorded), cuda.Success)
+		want("cuEventRecord", d.EventRecord(start, g.stream), cuda.Success)
+		want("cuEventRecord", d.EventRecord(untimed, g.stream), cuda.Success)
+		want("an event never recorded", d.EventElapsedTime(&ms, start, unrecorded), cuda.ErrorInvalidHandle)
+		want("an event made with CU_EVENT_DISABLE_TIMING", d.EventElapsedTime(&ms, start, untimed), cuda.ErrorInvalidHandle)
+		want("an unknown event", d.EventElapsedTime(&ms, start, end+1000), cuda.ErrorInvalidHandle)
+		want("no result", d.EventElapsedTime(nil, start, start), cuda.ErrorInvalidValue)
+		want("the same reached event twice", d.EventElapsedTime(&ms, start, start), cuda.Success)
+		if ms != 0 {
+			t.Errorf("the time from an event to itself: %g ms", ms)
+		}
+		// A collective waiting for its peer holds the stream: the event
+		// after it is recorded but not reached.
+		if r := g.libs.NCCL.AllReduce(g.buf, g.buf, 64, cuda.NCCLFloat32, cuda.NCCLSum, comms[0], g.stream); r != 0 {
+			t.Fatalf("rank 0's all-reduce: %d", r)
+		}
+		want("cuEventRecord after the collective", d.EventRecord(end, g.stream), cuda.Success)
+		want("an event recorded but not reached", d.EventElapsedTime(&ms, start, end), cuda.ErrorNotReady)
+	})
+	const wait = 20 * time.Millisecond
+	time.Sleep(wait)
+	gs[1].onThread(func() {
+		if r := gs[1].libs.NCCL.AllReduce(gs[1].buf, gs[1].buf, 64, cuda.NCCLFloat32, cuda.NCCLSum, comms[1], gs[1].stream); r != 0 {
+			t.Errorf("rank 1's all-reduce: %d", r)
+		}
+	})
+	g.onThread(func() {
+		want("cuEventSynchronize", d.EventSynchronize(end), cuda.Success)
+		want("two reached events", d.EventElapsedTime(&ms, start, end), cuda.Success)
+		if got := time.Duration(float64(ms) * 1e6); got < wait || got > 10*time.Second {
+			t.Errorf("the time across a collective that waited %v for its peer: %v", wait, got)
+		}
+		for _, ev := range []cuda.Event{start, end, untimed, unrecorded} {
+			want("cuEventDestroy", d.EventDestroy(ev), cuda.Success)
+		}
+		want("a destroyed event", d.EventElapsedTime(&ms, start, end), cuda.ErrorInvalidHandle)
+		want("cuEventSynchronize of a destroyed event", d.EventSynchronize(start), cuda.ErrorInvalidHandle)
+	})
+	for r := range gs {
+		if res := gs[r].libs.NCCL.CommDestroy(comms[r]); res != 0 {
+			t.Errorf("rank %d: ncclCommDestroy: %d", r, res)
+		}
 	}
 }

@@ -33,7 +33,15 @@
 // pending on the recorded stream at cuEventRecord, and a stream that does
 // not wait runs beside it (kernels run at launch, so only NCCL work is
 // ever pending); an event on a capturing stream is not simulated
-// (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, the capture invalidated).
+// (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, the capture invalidated). An
+// event made without CU_EVENT_DISABLE_TIMING takes the monotonic clock
+// when its stream reaches it: at cuEventRecord, since the kernels before
+// it have run, or when the NCCL work pending then finishes.
+// cuEventElapsedTime answers the difference in milliseconds, and
+// CUDA_ERROR_INVALID_HANDLE for an event never recorded or made with
+// CU_EVENT_DISABLE_TIMING, CUDA_ERROR_NOT_READY for one recorded but not
+// reached; cuEventSynchronize waits for the point and reports a pending
+// fault, as cuStreamSynchronize does.
 //
 // cuDNN's legacy convolution API is simulated too (dnn.go, whose doc lists
 // the rules it enforces with cuDNN's status codes): the three products of
@@ -51,6 +59,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 	"unsafe"
 
 	"github.com/mlbuild/mlbuild/cuda"
@@ -94,6 +103,7 @@ type Stats struct {
 	Captures      int // stream captures ended into a graph
 	GraphLaunches int // cuGraphLaunch
 	Syncs         int // cuStreamSynchronize
+	EventSyncs    int // cuEventSynchronize
 	Compiles      int // nvrtcCompileProgram
 	ModuleLoads   int // cuModuleLoadData
 	Pins          int // cuMemHostRegister
@@ -170,9 +180,52 @@ type op struct {
 // event is a point recorded in a stream: the NCCL work pending on it
 // then (its kernels have run: the fake runs them at launch). A stream
 // that waits for the event gets that work as its own pending work, so its
-// later work waits for it, and nothing else.
+// later work waits for it, and nothing else. An event created without
+// EventDisableTiming (timing) also takes the time when its stream
+// reaches the point: at once when nothing was pending, else when the last
+// of that work finishes.
 type event struct {
-	after []chan struct{}
+	timing bool
+	after  []chan struct{}
+	// reach is the point last recorded, nil before the first record.
+	reach *reach
+}
+
+// reach is one recording of an event: reached is closed when the stream
+// gets there, and at (the monotonic clock then) is set before.
+type reach struct {
+	reached chan struct{}
+	at      time.Time
+}
+
+// record makes a new point of e after the work in after, reached at once
+// when none of it is pending, else by a goroutine when the last finishes
+// (NCCL work always finishes or is aborted, which closes its channel).
+func (e *event) record(after []chan struct{}) {
+	r := &reach{reached: make(chan struct{})}
+	e.after, e.reach = after, r
+	if len(after) == 0 {
+		r.at = time.Now()
+		close(r.reached)
+		return
+	}
+	go func() {
+		for _, c := range after {
+			<-c
+		}
+		r.at = time.Now()
+		close(r.reached)
+	}()
+}
+
+// done reports whether the stream has reached r.
+func (r *reach) done() bool {
+	select {
+	case <-r.reached:
+		return true
+	default:
+		return false
+	}
 }
 
 type graph struct {
@@ -689,7 +742,7 @@ func (f *Fake) driver() *cuda.DriverAPI {
 				return cuda.ErrorInvalidValue
 			}
 			*ev = cuda.Event(f.handle())
-			f.events[*ev] = &event{}
+			f.events[*ev] = &event{timing: flags&cuda.EventDisableTiming == 0}
 			return cuda.Success
 		},
 		EventRecord: func(ev cuda.Event, s cuda.Stream) cuda.Result {
@@ -705,7 +758,7 @@ func (f *Fake) driver() *cuda.DriverAPI {
 				st.invalidated = "cuEventRecord on a capturing stream (not simulated)"
 				return cuda.ErrorStreamCaptureUnsup
 			}
-			e.after = slices.Clone(f.pendingAsync(st))
+			e.record(slices.Clone(f.pendingAsync(st)))
 			return cuda.Success
 		},
 		StreamWaitEvent: func(s cuda.Stream, ev cuda.Event, flags uint32) cuda.Result {
@@ -735,7 +788,55 @@ func (f *Fake) driver() *cuda.DriverAPI {
 			delete(f.events, ev)
 			return cuda.Success
 		},
+		EventSynchronize: f.eventSynchronize,
+		EventElapsedTime: f.eventElapsedTime,
 	}
+}
+
+// eventSynchronize waits, unlocked, until the stream reaches the point
+// ev last recorded (at once when it was never recorded), then reports a
+// pending fault as cuStreamSynchronize does. The event cannot be of a
+// capture: recording one there is not simulated.
+func (f *Fake) eventSynchronize(ev cuda.Event) cuda.Result {
+	defer f.mu.Unlock()
+	if r := f.enter(true); r != 0 {
+		return r
+	}
+	e := f.events[ev]
+	if e == nil {
+		return cuda.ErrorInvalidHandle
+	}
+	f.stats.EventSyncs++
+	if r := e.reach; r != nil && !r.done() {
+		f.mu.Unlock()
+		<-r.reached
+		f.mu.Lock()
+	}
+	return f.synchronise()
+}
+
+// eventElapsedTime is the time in milliseconds between the points start
+// and end reached, with the driver's status codes: an unknown event, one
+// never recorded or one made with EventDisableTiming is
+// CUDA_ERROR_INVALID_HANDLE; one recorded but not reached yet,
+// CUDA_ERROR_NOT_READY.
+func (f *Fake) eventElapsedTime(ms *float32, start, end cuda.Event) cuda.Result {
+	defer f.mu.Unlock()
+	if r := f.enter(true); r != 0 {
+		return r
+	}
+	if ms == nil {
+		return cuda.ErrorInvalidValue
+	}
+	a, b := f.events[start], f.events[end]
+	if a == nil || b == nil || !a.timing || !b.timing || a.reach == nil || b.reach == nil {
+		return cuda.ErrorInvalidHandle
+	}
+	if !a.reach.done() || !b.reach.done() {
+		return cuda.ErrorNotReady
+	}
+	*ms = float32(b.reach.at.Sub(a.reach.at).Seconds() * 1e3)
+	return cuda.Success
 }
 
 func (f *Fake) used() uint64 {
