@@ -2,7 +2,6 @@ package cuda
 
 import (
 	"fmt"
-	"time"
 
 	"github.com/mlbuild/mlbuild/rt/gpuhost"
 )
@@ -29,17 +28,17 @@ func (d *Device) recordBlocking(name string, enc *encoder, encode func(gpuhost.E
 }
 
 // launchBlocking runs a blocking sequence's ops, each launched alone and
-// waited for; the first failure names its op.
+// waited for; the first failure names its op. With Options.Profile they
+// run back to back and timed instead (launchTimed, profile.go).
 func (s *sequence) launchBlocking() error {
 	d := s.d
+	if d.e.opts.Profile {
+		return s.launchTimed()
+	}
 	for _, op := range s.ops {
-		start := time.Now()
 		err := op.launch()
 		if err == nil {
 			err = d.e.Synchronize()
-		}
-		if d.e.opts.Profile && err == nil && s.runs > 0 {
-			d.prof.add(s.name, op.name, time.Since(start))
 		}
 		if err != nil {
 			return fmt.Errorf("cuda: %s failed in sequence %q at %s (of its %d ops, each launched alone: MLBUILD_CUDA_BLOCKING): %w",

@@ -2,6 +2,7 @@ package cuda_test
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"testing"
 
@@ -100,6 +101,19 @@ func TestConformanceBlockingOnFake(t *testing.T) {
 	gpuhosttest.Run(t, fakeSuite(cuda.Options{Blocking: true}, failKernel, func(t *testing.T, _ *cuda.Device, f *fakecuda.Fake) {
 		if s := f.Stats(); s.Captures != 0 || s.GraphLaunches != 0 {
 			t.Errorf("blocking sequences made %d captures and %d graph launches, want none", s.Captures, s.GraphLaunches)
+		}
+	}))
+}
+
+// TestConformanceProfileOnFake runs the suite on devices that profile
+// their sequences (MLBUILD_CUDA_PROFILE=1): op lists launched back to
+// back between timing events, one event wait a launch; the events are
+// destroyed by Close (the suite's leak check).
+func TestConformanceProfileOnFake(t *testing.T) {
+	failKernel := func(f *fakecuda.Fake) { f.FailKernel("*", cuda.ErrorIllegalAddress) }
+	gpuhosttest.Run(t, fakeSuite(cuda.Options{Blocking: true, Profile: true, ProfileOut: io.Discard}, failKernel, func(t *testing.T, _ *cuda.Device, f *fakecuda.Fake) {
+		if s := f.Stats(); s.Captures != 0 || s.GraphLaunches != 0 {
+			t.Errorf("profiled sequences made %d captures and %d graph launches, want none", s.Captures, s.GraphLaunches)
 		}
 	}))
 }

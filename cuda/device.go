@@ -16,8 +16,9 @@ import (
 // recorded, and each Launch is one cuGraphLaunch: the ops are checked and
 // encoded once, and a training step costs one launch. With
 // Options.Blocking a sequence is kept as its list of ops instead, each
-// launched alone and waited for, so that a fault names its op. Use a
-// Device from one goroutine at a time.
+// launched alone and waited for, so that a fault names its op; with
+// Options.Profile too, the list is launched back to back and timed on the
+// GPU (profile.go). Use a Device from one goroutine at a time.
 type Device struct {
 	e         *Engine
 	kernels   map[string]deviceKernel
@@ -30,8 +31,10 @@ type Device struct {
 	lastLaunched string
 	launches     int
 	closed       bool
-	// prof sums the ops' times of blocking sequences (Options.Profile).
-	prof profile
+	// prof sums the ops' GPU times of timed sequences (Options.Profile),
+	// and timing holds the events their launches record (profile.go).
+	prof   profile
+	timing []Event
 }
 
 type deviceKernel struct {
@@ -478,6 +481,12 @@ func (d *Device) Close() error {
 				first = err
 			}
 		}
+	}
+	if len(d.timing) > 0 {
+		if err := d.e.DestroyEvents(d.timing); err != nil && first == nil {
+			first = err
+		}
+		d.timing = nil
 	}
 	if d.e.opts.Profile {
 		d.prof.write(d.e.opts.profileOut(), d.e.Name(), 40)

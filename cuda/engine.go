@@ -33,9 +33,14 @@ type Options struct {
 	// sequence that hit it (MLBUILD_CUDA_BLOCKING=1).
 	Blocking bool
 	// Profile times every op of a blocking sequence (Blocking must be
-	// set) and writes the table of their times to ProfileOut (nil:
-	// standard error) when the Device closes (profile.go;
-	// MLBUILD_CUDA_PROFILE=1).
+	// set) on the GPU: each launch enqueues the ops back to back, as the
+	// graph would run them, with a timing event before the first and
+	// after each, waits once, and adds the GPU time between the events
+	// around each op (the first launch of a sequence not counted). The
+	// table of those times and each sequence's GPU time a launch go to
+	// ProfileOut (nil: standard error) when the Device closes (profile.go;
+	// MLBUILD_CUDA_PROFILE=1). A fault then names the sequence but not its
+	// op: Blocking alone does.
 	Profile    bool
 	ProfileOut io.Writer
 	// CompileJobs is how many parts of a program's kernels NVRTC compiles

@@ -18,8 +18,10 @@ import (
 //	MLBUILD_CUDA_BLOCKING 1: launch every kernel alone and wait for it, so
 //	                     that a GPU fault names its kernel (slow; also
 //	                     CUDA_LAUNCH_BLOCKING=1, the variable CUDA users know)
-//	MLBUILD_CUDA_PROFILE 1: as BLOCKING, and each op timed; the table of the
-//	                     ops' times goes to standard error at the end
+//	MLBUILD_CUDA_PROFILE 1: each sequence's ops launched back to back, not
+//	                     as one graph, and each op's GPU time taken
+//	                     between events; the table of the ops' times goes
+//	                     to standard error at the end
 //
 // and the library overrides of LoadLibraries.
 func OpenHostDevice() (gpuhost.Device, error) {
@@ -170,7 +172,7 @@ func hostOptions(one bool) (Options, error) {
 	case "1":
 		opts.Blocking, opts.Profile = true, true
 	default:
-		return opts, fmt.Errorf("MLBUILD_CUDA_PROFILE=%q: want 1 (every op launched alone, timed, and the table of their times written to standard error at the end; slow) or 0 (the default)", v)
+		return opts, fmt.Errorf("MLBUILD_CUDA_PROFILE=%q: want 1 (every op launched on its own, back to back, its GPU time taken between events, and the table of those times written to standard error at the end) or 0 (the default)", v)
 	}
 	return opts, nil
 }
