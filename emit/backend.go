@@ -111,7 +111,7 @@ func gpuTarget(method string, scratch func(planner.ConvGeom) int, keepCols int, 
 		s := scratch(g)
 		return planner.ConvChoice{Method: method, Scratch: s, SharesForward: pass != planner.ConvForward && !direct && s <= keepCols && gpu.ConvOneRound(g, s)}
 	}, UpdateTensors: updateTensors, PoolBwdAct: true, PoolEpilogue: gpu.PoolEpilogue, PoolArgmax: true, LossRows: true, Attention: true, GemmAccumulate: true, LayerNormAccumulate: true,
-		NoFoldWhy: gpuNoFoldWhy}
+		FusedReLU: true, ShareSumGrads: true, NoFoldWhy: gpuNoFoldWhy}
 }
 
 // gpuNoFoldWhy is why a GPU program's inference keeps its batch norms

@@ -51,7 +51,11 @@ func (g *generator) binaryCall(st planner.Step, in, out []operand) (string, erro
 	r := max(len(as), len(bs), len(ys))
 	sa, sb, sy := g.shape(full(as, r)), g.shape(full(bs, r)), g.shape(full(ys, r))
 	if st.Kernel == planner.KBinary {
-		return fmt.Sprintf("cpu.BinaryFwd(%s, %s, %s, %s, %s, %s, %s)", op, in[0].slice(), in[1].slice(), out[0].slice(), sa, sb, sy), nil
+		fn := "cpu.BinaryFwd"
+		if a.Act == "relu" { // a fused ReLU (planner/fuse_sum_act.go)
+			fn = "cpu.BinaryReLUFwd"
+		}
+		return fmt.Sprintf("%s(%s, %s, %s, %s, %s, %s, %s)", fn, op, in[0].slice(), in[1].slice(), out[0].slice(), sa, sb, sy), nil
 	}
 	return fmt.Sprintf("cpu.BinaryBwd(%s, %s, %s, %s, %s, %s, %s, %s, %s)", op, in[0].slice(), in[1].slice(), in[2].slice(), out[0].slice(), out[1].slice(), sa, sb, sy), nil
 }

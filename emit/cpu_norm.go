@@ -20,7 +20,11 @@ func (g *generator) batchNormCall(st planner.Step, in, out []operand, training b
 		return "", err
 	}
 	s := in[0].buf.Shape
-	return fmt.Sprintf("cpu.BatchNormFwd(%s, %s, %s, %s, %s, %s, %s, %s, %d, %d, %d, %s, %s, %v)", in[0].slice(), in[1].slice(), in[2].slice(), in[3].slice(), in[4].slice(),
+	fn := "cpu.BatchNormFwd"
+	if a.Act == "relu" { // a fused ReLU (planner/fuse_norm_act.go)
+		fn = "cpu.BatchNormReLUFwd"
+	}
+	return fmt.Sprintf("%s(%s, %s, %s, %s, %s, %s, %s, %s, %d, %d, %d, %s, %s, %v)", fn, in[0].slice(), in[1].slice(), in[2].slice(), in[3].slice(), in[4].slice(),
 		out[0].slice(), out[1].slice(), out[2].slice(), s[0], s[1], prod(s[2:]), float(a.Eps), float(a.Momentum), training), nil
 }
 
@@ -39,9 +43,17 @@ func (g *generator) foldBatchNormCall(st planner.Step, in, out []operand) (strin
 		out[0].slice(), out[1].slice(), in[0].buf.Shape[0], float(st.Attr.Eps)), nil
 }
 
-// batchNormBwdCall calls batch normalisation's backward.
+// batchNormBwdCall calls batch normalisation's backward; with a fused
+// ReLU, beta is the sixth input.
 func (g *generator) batchNormBwdCall(st planner.Step, in, out []operand) (string, error) {
 	s := in[0].buf.Shape
+	if st.Attr.Act == "relu" {
+		if err := need(in, 6, "input"); err != nil {
+			return "", err
+		}
+		return fmt.Sprintf("cpu.BatchNormReLUBwd(%s, %s, %s, %s, %s, %s, %s, %s, %s, %d, %d, %d)", in[0].slice(), in[1].slice(), in[5].slice(), in[2].slice(), in[3].slice(), in[4].slice(),
+			out[0].slice(), out[1].slice(), out[2].slice(), s[0], s[1], prod(s[2:])), nil
+	}
 	return fmt.Sprintf("cpu.BatchNormBwd(%s, %s, %s, %s, %s, %s, %s, %s, %d, %d, %d)", in[0].slice(), in[1].slice(), in[2].slice(), in[3].slice(), in[4].slice(),
 		out[0].slice(), out[1].slice(), out[2].slice(), s[0], s[1], prod(s[2:])), nil
 }

@@ -108,13 +108,15 @@ var passes = [...]pass{
 		run: func(b *building) error { fuseReLU6(b.p, b.target); return nil }},
 	{name: "fuseSiLUEpilogue", file: "fuse_silu_epilogue.go", only: inInference | withFusion, needs: []string{"fuseEpilogue", "fuseSiLU"},
 		run: func(b *building) error { fuseSiLUEpilogue(b.p, b.target); return nil }},
+	{name: "fuseNormAct", file: "fuse_norm_act.go", only: withFusion, needs: []string{"lower", "foldBatchNorm", "fuseEpilogue"},
+		run: func(b *building) error { fuseNormAct(b.p, b.target); return nil }},
 	{name: "fuseElementwise", file: "fuse_elementwise.go", only: withFusion, needs: []string{"lower"},
 		run: func(b *building) error { fuseElementwise(b.p); return nil }},
 	{name: "fuseAttention", file: "fuse_attention.go", only: withFusion, needs: []string{"lower", "fuseElementwise"},
 		run: func(b *building) error { fuseAttention(b.p, b.target); return nil }},
 	{name: "fuseAttentionLayout", file: "fuse_attention_layout.go", only: inTraining | withFusion, needs: []string{"fuseAttention"},
 		run: func(b *building) error { fuseAttentionLayout(b.p); return nil }},
-	{name: "differentiate", file: "differentiate.go", only: inTraining, needs: []string{"addLoss", "fuseEpilogue", "fuseSiLU", "fuseReLU6", "fuseElementwise", "fuseAttention", "fuseAttentionLayout"},
+	{name: "differentiate", file: "differentiate.go", only: inTraining, needs: []string{"addLoss", "fuseEpilogue", "fuseSiLU", "fuseReLU6", "fuseNormAct", "fuseElementwise", "fuseAttention", "fuseAttentionLayout"},
 		run: func(b *building) error { differentiate(b.p); return nil }},
 	{name: "optimize", file: "optimize.go", only: inTraining, needs: []string{"differentiate"},
 		run: func(b *building) error { return optimize(b.p, b.m.Training.Optimizer, b.m.Training.ClipNorm) }},
@@ -126,10 +128,14 @@ var passes = [...]pass{
 		run: func(b *building) error { fuseActBwd(b.p, b.target); return nil }},
 	{name: "keepLess", file: "keep_less.go", only: inTraining, needs: []string{"differentiate"},
 		run: func(b *building) error { keepLess(b.p); return nil }},
+	{name: "fuseSumAct", file: "fuse_sum_act.go", only: withFusion, needs: []string{"lower", "keepLess"},
+		run: func(b *building) error { fuseSumAct(b.p, b.target); return nil }},
 	{name: "fuseAccumulateGemm", file: "fuse_accumulate_gemm.go", only: inTraining | withFusion, needs: []string{"differentiate", "keepLess"},
 		run: func(b *building) error { fuseAccumulateGemm(b.p, b.target); return nil }},
 	{name: "fuseAccumulateNorm", file: "fuse_accumulate_norm.go", only: inTraining | withFusion, needs: []string{"differentiate", "keepLess"},
 		run: func(b *building) error { fuseAccumulateNorm(b.p, b.target); return nil }},
+	{name: "shareSumGrads", file: "share_sum_grads.go", only: inTraining | withFusion, needs: []string{"differentiate", "keepLess", "fuseAccumulateGemm", "fuseAccumulateNorm"},
+		run: func(b *building) error { shareSumGrads(b.p, b.target); return nil }},
 	{name: "chooseMethods", file: "choose_methods.go", needs: []string{"lower", "differentiate"},
 		run: func(b *building) error { return chooseMethods(b.p, b.target, b.m.Precision) }},
 	{name: "choosePrecisions", file: "choose_precisions.go", needs: []string{"lower", "differentiate", "chooseMethods"},
@@ -155,8 +161,8 @@ var passes = [...]pass{
 
 // finalPhases are the passes that add or rewrite steps or buffers: after
 // them "all phases are final".
-var finalPhases = []string{"lower", "addLoss", "foldBatchNorm", "fuseEpilogue", "fuseSiLU", "fuseReLU6", "fuseSiLUEpilogue", "fuseElementwise", "fuseAttention", "fuseAttentionLayout", "differentiate", "optimize",
-	"accumulate", "fuseUpdate", "fuseActBwd", "keepLess", "fuseAccumulateGemm", "fuseAccumulateNorm", "chooseMethods", "choosePrecisions", "chooseLossRows", "fusePool", "twinOperands", "storeBF16", "storeChannelsLast"}
+var finalPhases = []string{"lower", "addLoss", "foldBatchNorm", "fuseEpilogue", "fuseSiLU", "fuseReLU6", "fuseSiLUEpilogue", "fuseNormAct", "fuseElementwise", "fuseAttention", "fuseAttentionLayout", "differentiate", "optimize",
+	"accumulate", "fuseUpdate", "fuseActBwd", "keepLess", "fuseSumAct", "fuseAccumulateGemm", "fuseAccumulateNorm", "shareSumGrads", "chooseMethods", "choosePrecisions", "chooseLossRows", "fusePool", "twinOperands", "storeBF16", "storeChannelsLast"}
 
 // Build plans m for opts.Target: it runs the table passes in order and
 // checks the plan's invariants with Verify after each one, so

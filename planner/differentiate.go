@@ -325,6 +325,10 @@ func (d *differentiation) backward(s Step) {
 		bwd.In = []BufID{s.In[0], s.In[1], s.Out[1], s.Out[2], dy}
 		bwd.Out = []BufID{grads[0], pg(s.In[1]), pg(s.In[2])}
 		bwd.Attr = Attr{Eps: s.Attr.Eps}
+		if s.Attr.Act != "" { // a fused ReLU's mask needs beta (fuse_norm_act.go)
+			bwd.In = append(bwd.In, s.In[2])
+			bwd.Attr.Act = s.Attr.Act
+		}
 	case KLayerNorm:
 		newGrads(0)
 		bwd.Kernel = KLayerNormBwd

@@ -84,6 +84,16 @@ type Target struct {
 	// accumulate steps that add such a contribution (a transformer's
 	// residual stream) into its layernorm_bwd.
 	LayerNormAccumulate bool
+	// FusedReLU says the backend's batch norm and binary add kernels
+	// apply a ReLU that follows them (Attr.Act "relu" of batchnorm,
+	// batchnorm_bwd and binary): fuse_norm_act.go and fuse_sum_act.go
+	// then fold such a ReLU into the step before it.
+	FusedReLU bool
+	// ShareSumGrads lets share_sum_grads.go pass a sum's dy on to its
+	// operands as their gradient instead of copying it. Any backend's
+	// buffers allow it; the GPU targets set it, and the CPU target, whose
+	// programs are not yet measured with it, does not.
+	ShareSumGrads bool
 	// FoldBatchNorm says the backend runs KFoldBatchNorm steps and its
 	// programs run an inference plan's fold steps only when the weights
 	// changed (Plan.FoldSteps): fold_batchnorm.go then folds each

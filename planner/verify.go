@@ -390,6 +390,9 @@ func verifyStep(p *Plan, phase string, index int, s *Step) error {
 	if s.Attr.Padding && (s.Kernel == KSoftmax || s.Kernel == KAttention || s.Kernel == KAttentionBwd) {
 		ops.in++ // the token ids, last
 	}
+	if s.Attr.Act != "" && s.Kernel == KBatchNormBwd { // beta, for the fused ReLU's mask (fuse_norm_act.go)
+		ops.in++
+	}
 	if ops.in >= 0 && len(s.In) != ops.in || ops.in < 0 && len(s.In) < 1 {
 		return fmt.Errorf("%d inputs, want %d", len(s.In), ops.in)
 	}

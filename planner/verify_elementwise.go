@@ -35,6 +35,9 @@ func (r shapeRules) binary(s *Step) error {
 	if s.Attr.BinOp != "add" && s.Attr.BinOp != "sub" && s.Attr.BinOp != "mul" && s.Attr.BinOp != "div" {
 		return fmt.Errorf("unknown binary op %q", s.Attr.BinOp)
 	}
+	if s.Attr.Act != "" && (s.Kernel != KBinary || s.Attr.Act != "relu") {
+		return fmt.Errorf("fused activation %q (only a forward binary step takes one, relu: fuse_sum_act.go)", s.Attr.Act)
+	}
 	as, bs, err := r.p.BinaryShapes(s)
 	if err != nil {
 		return err

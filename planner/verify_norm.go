@@ -41,13 +41,20 @@ func (r shapeRules) batchNorm(s *Step) error {
 		return fmt.Errorf("eps %g", s.Attr.Eps)
 	}
 	c := []int{x[1]}
+	if s.Attr.Act != "" && s.Attr.Act != "relu" {
+		return fmt.Errorf("fused activation %q (a batch norm takes only relu)", s.Attr.Act)
+	}
 	if s.Kernel == KBatchNorm {
 		return first(r.is("gamma", in[1], c), r.is("beta", in[2], c), r.is("running mean", in[3], c),
 			r.is("running var", in[4], c), r.kindIs(in[3], KindStat), r.kindIs(in[4], KindStat),
 			r.same("y", out[0], in[0]), r.is("saved mean", out[1], c), r.is("saved inverse std", out[2], c))
 	}
+	var beta error
+	if s.Attr.Act != "" {
+		beta = r.is("beta", in[5], c)
+	}
 	return first(r.is("gamma", in[1], c), r.is("saved mean", in[2], c), r.is("saved inverse std", in[3], c),
-		r.same("dy", in[4], in[0]), r.same("dx", out[0], in[0]), r.is("dgamma", out[1], c), r.is("dbeta", out[2], c))
+		r.same("dy", in[4], in[0]), r.same("dx", out[0], in[0]), r.is("dgamma", out[1], c), r.is("dbeta", out[2], c), beta)
 }
 
 // foldBatchNorm checks a fold step's weight and bias, the batch norm's

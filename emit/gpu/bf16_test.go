@@ -369,8 +369,8 @@ func TestStoredBF16(t *testing.T) {
 	}{
 		{kernelCase{"accumulate", accum, []string{"a", "b", "y"}}, accumIn},
 		{kernelCase{"accumulate_mixed", accum, []string{"a", "y"}}, accumIn},
-		{kernelCase{"batchnorm", batchNormKernel(outer, c, inner, 1e-5, 0.1), []string{"x", "y"}}, bnIn},
-		{kernelCase{"batchnorm_bwd", batchNormBwdKernel(outer, c, inner), []string{"x", "dy", "dx"}},
+		{kernelCase{"batchnorm", batchNormKernel(outer, c, inner, 1e-5, 0.1, false), []string{"x", "y"}}, bnIn},
+		{kernelCase{"batchnorm_bwd", batchNormBwdKernel(outer, c, inner, false), []string{"x", "dy", "dx"}},
 			[][]float32{rounded(n), rounded(c), rounded(c), rounded(c), rounded(n), zeros(n), zeros(c), zeros(c)}},
 		{kernelCase{"relu_bwd", relu, []string{"y", "dy"}}, [][]float32{rounded(n), rounded(n)}},
 		{kernelCase{"globalavgpool", globalAvgPoolKernel(outer*c, inner), []string{"x"}}, [][]float32{rounded(n), zeros(outer * c)}},

@@ -554,16 +554,24 @@ func binExpr(op string, a, b Expr) (Expr, error) {
 
 // binaryKernel is y = a ∘ b with numpy broadcasting; y has the full shape.
 // An operand of y's shape is read at y's index (four elements a thread
-// where y's size allows), a broadcast one through broadcastIndex.
-func binaryKernel(op string, aShape, bShape, yShape []int) (*Kernel, error) {
+// where y's size allows), a broadcast one through broadcastIndex. With
+// relu, y = max(a ∘ b, 0) (planner/fuse_sum_act.go).
+func binaryKernel(op string, aShape, bShape, yShape []int, relu bool) (*Kernel, error) {
 	n := prod(yShape)
 	if _, err := binExpr(op, flt(0), flt(0)); err != nil {
 		return nil, err
 	}
-	return elementwiseVec(fmt.Sprintf("%s %v %v -> %v", op, aShape, bShape, yShape), n,
+	doc := fmt.Sprintf("%s %v %v -> %v", op, aShape, bShape, yShape)
+	if relu {
+		doc += ", then relu"
+	}
+	return elementwiseVec(doc, n,
 		[]Param{in("a", prod(aShape)), in("b", prod(bShape)), out("y", n)}, []string{"a", "b", "y"},
 		func(i Expr) []Stmt {
 			e, _ := binExpr(op, load("a", operandIndex(i, yShape, aShape)), load("b", operandIndex(i, yShape, bShape)))
+			if relu {
+				e = call(FnMax, e, flt(0))
+			}
 			return []Stmt{store("y", i, e)}
 		}), nil
 }

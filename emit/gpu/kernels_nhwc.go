@@ -300,8 +300,9 @@ func batchNormStatsNHWCKernel(outer, c, inner int, xNHWC bool, groups int) *Kern
 // the sums, then Chan's M2 = Σ M2_g + n_g·(mean_g − mean)²), normalises its
 // block, y = gamma·x̂ + beta, and group 0 saves the mean and
 // 1/sqrt(var+eps) and moves the running statistics as batchNormKernel
-// does. y may be x when their layouts agree.
-func batchNormApplyNHWCKernel(outer, c, inner int, xNHWC, yNHWC bool, groups int, eps, momentum float32) *Kernel {
+// does. With relu, y is the fused ReLU's output (reluKeeps). y may be x
+// when their layouts agree.
+func batchNormApplyNHWCKernel(outer, c, inner int, xNHWC, yNHWC bool, groups int, eps, momentum float32, relu bool) *Kernel {
 	t := newBNTile(outer, c, inner, groups)
 	n := outer * c * inner
 	m := t.rows
@@ -335,24 +336,30 @@ func batchNormApplyNHWCKernel(outer, c, inner int, xNHWC, yNHWC bool, groups int
 		// (x − mean)·scale + beta, as rt/cpu: far from 0, x·scale +
 		// (beta − mean·scale) would round two large terms
 		t.sweep([]layoutBuf{{"x", xNHWC}}, nil, func(w int) (layoutBuf, Expr) {
-			return layoutBuf{"y", yNHWC}, add(mul(sub(vr(fmt.Sprint("x", w)), vr("mean")), vr("scale")), vr("shift"))
+			x := vr(fmt.Sprint("x", w))
+			y := add(mul(sub(x, vr("mean")), vr("scale")), vr("shift"))
+			if relu {
+				y = sel(reluKeeps(x, vr("mean"), vr("scale"), vr("shift")), y, flt(0))
+			}
+			return layoutBuf{"y", yNHWC}, y
 		}),
 		t.whenRoot(
 			store("smean", vr("ch"), vr("mean")),
 			store("sinv", vr("ch"), vr("inv")),
 			store("rmean", vr("ch"), add(mul(flt(1-momentum), load("rmean", vr("ch"))), mul(flt(momentum), vr("mean")))),
 			store("rvar", vr("ch"), add(mul(flt(1-momentum), load("rvar", vr("ch"))), mul(flt(momentum), mul(vr("ss"), flt(unbiased)))))))
-	return t.kernel("batch norm (training)", fmt.Sprintf("x %s, y %s", layoutName(xNHWC), layoutName(yNHWC)),
+	return t.kernel("batch norm (training)"+reluName(relu), fmt.Sprintf("x %s, y %s", layoutName(xNHWC), layoutName(yNHWC)),
 		[]Param{in("x", n), in("gamma", c), in("beta", c), out("rmean", c), out("rvar", c),
 			out("y", n), out("smean", c), out("sinv", c), in("part", 2*groups*c)}, body)
 }
 
 // batchNormEvalNHWCKernel normalises with the running statistics, one
-// thread an element of y in y's layout (x read in its own).
-func batchNormEvalNHWCKernel(outer, c, inner int, xNHWC, yNHWC bool, eps float32) *Kernel {
+// thread an element of y in y's layout (x read in its own); with relu,
+// y = max(y, 0).
+func batchNormEvalNHWCKernel(outer, c, inner int, xNHWC, yNHWC bool, eps float32, relu bool) *Kernel {
 	n := outer * c * inner
 	t := bnTile{outer: outer, c: c, inner: inner}
-	return elementwise(fmt.Sprintf("batch norm (evaluation) of [%d,%d,%d] (x %s, y %s)", outer, c, inner, layoutName(xNHWC), layoutName(yNHWC)), n,
+	return elementwise(fmt.Sprintf("batch norm (evaluation)%s of [%d,%d,%d] (x %s, y %s)", reluName(relu), outer, c, inner, layoutName(xNHWC), layoutName(yNHWC)), n,
 		[]Param{in("x", n), in("gamma", c), in("beta", c), in("rmean", c), in("rvar", c), out("y", n)},
 		func(i Expr) []Stmt {
 			var s []Stmt
@@ -362,15 +369,17 @@ func batchNormEvalNHWCKernel(outer, c, inner int, xNHWC, yNHWC bool, eps float32
 				s = []Stmt{let("ch", Int, rem(div(i, i32(inner)), i32(c))),
 					let("r", Int, add(mul(div(i, i32(c*inner)), i32(inner)), rem(i, i32(inner))))}
 			}
-			return append(s, store("y", i, add(mul(mul(load("gamma", vr("ch")), sub(load("x", t.index(xNHWC, vr("r"))), load("rmean", vr("ch")))),
-				call(FnRsqrt, add(load("rvar", vr("ch")), flt(eps)))), load("beta", vr("ch")))))
+			return append(s, store("y", i, evalReLU(relu, add(mul(mul(load("gamma", vr("ch")), sub(load("x", t.index(xNHWC, vr("r"))), load("rmean", vr("ch")))),
+				call(FnRsqrt, add(load("rvar", vr("ch")), flt(eps)))), load("beta", vr("ch"))))))
 		})
 }
 
 // batchNormBwdSumsNHWCKernel is a batch norm backward's first kernel: per
 // group g and channel ch, part[g·c + ch] = the group's Σdy and
-// part[(groups + g)·c + ch] = its Σdy·x̂, x̂ = (x − smean)·sinv.
-func batchNormBwdSumsNHWCKernel(outer, c, inner int, xNHWC, dyNHWC bool, groups int) *Kernel {
+// part[(groups + g)·c + ch] = its Σdy·x̂, x̂ = (x − smean)·sinv. With
+// relu, dy is the fused ReLU's, masked by reluKeeps (gamma and beta then
+// come after dy).
+func batchNormBwdSumsNHWCKernel(outer, c, inner int, xNHWC, dyNHWC bool, groups int, relu bool) *Kernel {
 	t := newBNTile(outer, c, inner, groups)
 	n := outer * c * inner
 	body := t.prologue()
@@ -378,10 +387,14 @@ func batchNormBwdSumsNHWCKernel(outer, c, inner int, xNHWC, dyNHWC bool, groups 
 		let("mean", Float, load("smean", vr("chs"))),
 		let("inv", Float, load("sinv", vr("chs"))),
 		let("a1", Float, flt(0)),
-		let("a2", Float, flt(0)),
+		let("a2", Float, flt(0)))
+	if relu {
+		body = append(body, let("k", Float, mul(load("gamma", vr("chs")), vr("inv"))), let("b", Float, load("beta", vr("chs"))))
+	}
+	body = append(body,
 		t.sweep([]layoutBuf{{"x", xNHWC}, {"dy", dyNHWC}}, func(w int) []Stmt {
 			// a missing row has dy 0 and adds nothing
-			x, dy := vr(fmt.Sprint("x", w)), vr(fmt.Sprint("dy", w))
+			x, dy := vr(fmt.Sprint("x", w)), bnDy(relu, fmt.Sprint("x", w), fmt.Sprint("dy", w))
 			return []Stmt{
 				set("a1", add(vr("a1"), dy)),
 				set("a2", add(vr("a2"), mul(dy, mul(sub(x, vr("mean")), vr("inv"))))),
@@ -392,15 +405,19 @@ func batchNormBwdSumsNHWCKernel(outer, c, inner int, xNHWC, dyNHWC bool, groups 
 	body = append(body, when(and(eq(vr("rl"), i32(0)), t.live()),
 		store("part", t.partIndex(0), vr("t1")),
 		store("part", t.partIndex(1), vr("t2"))))
-	return t.kernel("batch norm backward's sums", fmt.Sprintf("x %s, dy %s", layoutName(xNHWC), layoutName(dyNHWC)),
-		[]Param{in("x", n), in("smean", c), in("sinv", c), in("dy", n), out("part", 2*groups*c)}, body)
+	params := []Param{in("x", n), in("smean", c), in("sinv", c), in("dy", n), out("part", 2*groups*c)}
+	if relu {
+		params = append(params, in("gamma", c), in("beta", c))
+	}
+	return t.kernel("batch norm backward's sums"+reluName(relu), fmt.Sprintf("x %s, dy %s", layoutName(xNHWC), layoutName(dyNHWC)), params, body)
 }
 
 // batchNormBwdApplyNHWCKernel is a batch norm backward's second kernel:
 // each threadgroup adds up every group's Σdy and Σdy·x̂ for its channels,
 // dx = gamma·inv·(dy − dbeta/M − x̂·dgamma/M) over its block, and group 0
-// writes dgamma and dbeta. dx may be dy when their layouts agree.
-func batchNormBwdApplyNHWCKernel(outer, c, inner int, xNHWC, dyNHWC, dxNHWC bool, groups int) *Kernel {
+// writes dgamma and dbeta. With relu, dy is the fused ReLU's, masked by
+// reluKeeps (beta comes last). dx may be dy when their layouts agree.
+func batchNormBwdApplyNHWCKernel(outer, c, inner int, xNHWC, dyNHWC, dxNHWC bool, groups int, relu bool) *Kernel {
 	t := newBNTile(outer, c, inner, groups)
 	n := outer * c * inner
 	m := t.rows
@@ -411,16 +428,23 @@ func batchNormBwdApplyNHWCKernel(outer, c, inner int, xNHWC, dyNHWC, dxNHWC bool
 		let("inv", Float, load("sinv", vr("chs"))),
 		let("k", Float, mul(load("gamma", vr("chs")), vr("inv"))),
 		let("m1", Float, mul(vr("sdy"), flt(1/float32(m)))),
-		let("m2", Float, mul(vr("sdyx"), flt(1/float32(m)))),
+		let("m2", Float, mul(vr("sdyx"), flt(1/float32(m)))))
+	if relu {
+		body = append(body, let("b", Float, load("beta", vr("chs"))))
+	}
+	body = append(body,
 		t.sweep([]layoutBuf{{"x", xNHWC}, {"dy", dyNHWC}}, nil, func(w int) (layoutBuf, Expr) {
-			x, dy := vr(fmt.Sprint("x", w)), vr(fmt.Sprint("dy", w))
+			x, dy := vr(fmt.Sprint("x", w)), bnDy(relu, fmt.Sprint("x", w), fmt.Sprint("dy", w))
 			xhat := mul(sub(x, vr("mean")), vr("inv"))
 			return layoutBuf{"dx", dxNHWC}, mul(vr("k"), sub(sub(dy, vr("m1")), mul(xhat, vr("m2"))))
 		}),
 		t.whenRoot(store("dgamma", vr("ch"), vr("sdyx")), store("dbeta", vr("ch"), vr("sdy"))))
-	return t.kernel("batch norm backward", fmt.Sprintf("x %s, dy %s, dx %s", layoutName(xNHWC), layoutName(dyNHWC), layoutName(dxNHWC)),
-		[]Param{in("x", n), in("gamma", c), in("smean", c), in("sinv", c), in("dy", n),
-			out("dx", n), out("dgamma", c), out("dbeta", c), in("part", 2*groups*c)}, body)
+	params := []Param{in("x", n), in("gamma", c), in("smean", c), in("sinv", c), in("dy", n),
+		out("dx", n), out("dgamma", c), out("dbeta", c), in("part", 2*groups*c)}
+	if relu {
+		params = append(params, in("beta", c))
+	}
+	return t.kernel("batch norm backward"+reluName(relu), fmt.Sprintf("x %s, dy %s, dx %s", layoutName(xNHWC), layoutName(dyNHWC), layoutName(dxNHWC)), params, body)
 }
 
 // globalAvgPoolNHWCKernel is y[n·c + ch] = the mean over s of an NHWC

@@ -169,6 +169,15 @@ func nhwcCases() []gpuCase {
 		dy := randVec(r, n, -1, 1)
 		dx, dg, dbt := zeros(n), zeros(c), zeros(c)
 		cpu.BatchNormBwd(x, gamma, sm, sinv, dy, dx, dg, dbt, outer, c, inner)
+		// with a fused ReLU (planner/fuse_norm_act.go)
+		yr, yer := zeros(n), zeros(n)
+		cpu.BatchNormReLUFwd(x, gamma, beta, slices.Clone(rm), slices.Clone(rv), yr, zeros(c), zeros(c), outer, c, inner, 1e-5, 0.1, true)
+		cpu.BatchNormReLUFwd(x, gamma, beta, slices.Clone(rm), slices.Clone(rv), yer, nil, nil, outer, c, inner, 1e-5, 0.1, false)
+		dxr, dgr, dbr := zeros(n), zeros(c), zeros(c)
+		cpu.BatchNormReLUBwd(x, gamma, beta, sm, sinv, dy, dxr, dgr, dbr, outer, c, inner)
+		if zs := countZeros(yr); zs < n/5 || zs > 4*n/5 {
+			panic(fmt.Sprintf("%s: the fused ReLU's reference zeroed %d of %d values", name, zs, n))
+		}
 
 		// the scratch: per group Σx and Σ(x − mean_g)²; Σdy and Σdy·x̂
 		fwdPart := groupPartials(outer, c, inner, groups,
@@ -179,6 +188,18 @@ func nhwcCases() []gpuCase {
 			func(e int, _ []int) float64 {
 				ch := e / inner % c
 				return float64(dy[e]) * (float64(x[e]) - float64(sm[ch])) * float64(sinv[ch])
+			})
+		dym := slices.Clone(dy) // dy as the fused ReLU's backward sees it
+		for e := range dym {
+			if ch := e / inner % c; !cpu.BatchNormReLUKeeps(x[e], sm[ch], sinv[ch], gamma[ch], beta[ch]) {
+				dym[e] = 0
+			}
+		}
+		bwdPartReLU := groupPartials(outer, c, inner, groups,
+			func(e int, _ []int) float64 { return float64(dym[e]) },
+			func(e int, _ []int) float64 {
+				ch := e / inner % c
+				return float64(dym[e]) * (float64(x[e]) - float64(sm[ch])) * float64(sinv[ch])
 			})
 
 		for _, xl := range bools {
@@ -193,9 +214,13 @@ func nhwcCases() []gpuCase {
 					continue
 				}
 				addCase(gpuCase{name: fmt.Sprintf("bn_bwdsums_%s_x%s_dy%s", name, layoutName(xl), layoutName(dyl)),
-					k:    batchNormBwdSumsNHWCKernel(outer, c, inner, xl, dyl, groups),
+					k:    batchNormBwdSumsNHWCKernel(outer, c, inner, xl, dyl, groups, false),
 					in:   [][]float32{toLayout(x, outer, c, inner, xl), sm, sinv, toLayout(dy, outer, c, inner, dyl), zeros(2 * groups * c)},
 					want: map[int][]float32{4: bwdPart}, tol: partTol})
+				addCase(gpuCase{name: fmt.Sprintf("bn_bwdsums_relu_%s_x%s_dy%s", name, layoutName(xl), layoutName(dyl)),
+					k:    batchNormBwdSumsNHWCKernel(outer, c, inner, xl, dyl, groups, true),
+					in:   [][]float32{toLayout(x, outer, c, inner, xl), sm, sinv, toLayout(dy, outer, c, inner, dyl), zeros(2 * groups * c), gamma, beta},
+					want: map[int][]float32{4: bwdPartReLU}, tol: partTol})
 			}
 		}
 		seenFwd := map[[2]bool]bool{}
@@ -204,32 +229,47 @@ func nhwcCases() []gpuCase {
 			if !seenFwd[[2]bool{xl, yl}] {
 				seenFwd[[2]bool{xl, yl}] = true
 				addCase(gpuCase{name: fmt.Sprintf("bn_apply_%s_x%s_y%s", name, layoutName(xl), layoutName(yl)),
-					k: batchNormApplyNHWCKernel(outer, c, inner, xl, yl, groups, 1e-5, 0.1),
+					k: batchNormApplyNHWCKernel(outer, c, inner, xl, yl, groups, 1e-5, 0.1, false),
 					in: [][]float32{toLayout(x, outer, c, inner, xl), gamma, beta, slices.Clone(rm), slices.Clone(rv),
 						zeros(n), zeros(c), zeros(c), fwdPart},
 					want: map[int][]float32{3: wrm, 4: wrv, 5: toLayout(y, outer, c, inner, yl), 6: sm, 7: sinv}, tol: 1e-5,
 					tols: map[int]float64{5: yTol}})
+				addCase(gpuCase{name: fmt.Sprintf("bn_apply_relu_%s_x%s_y%s", name, layoutName(xl), layoutName(yl)),
+					k: batchNormApplyNHWCKernel(outer, c, inner, xl, yl, groups, 1e-5, 0.1, true),
+					in: [][]float32{toLayout(x, outer, c, inner, xl), gamma, beta, slices.Clone(rm), slices.Clone(rv),
+						zeros(n), zeros(c), zeros(c), fwdPart},
+					want: map[int][]float32{3: wrm, 4: wrv, 5: toLayout(yr, outer, c, inner, yl), 6: sm, 7: sinv}, tol: 1e-5,
+					tols: map[int]float64{5: yTol}})
 				addCase(gpuCase{name: fmt.Sprintf("bn_eval_%s_x%s_y%s", name, layoutName(xl), layoutName(yl)),
-					k:    batchNormEvalNHWCKernel(outer, c, inner, xl, yl, 1e-5),
+					k:    batchNormEvalNHWCKernel(outer, c, inner, xl, yl, 1e-5, false),
 					in:   [][]float32{toLayout(x, outer, c, inner, xl), gamma, beta, rm, rv, zeros(n)},
 					want: map[int][]float32{5: toLayout(ye, outer, c, inner, yl)}, tol: 1e-5})
+				addCase(gpuCase{name: fmt.Sprintf("bn_eval_relu_%s_x%s_y%s", name, layoutName(xl), layoutName(yl)),
+					k:    batchNormEvalNHWCKernel(outer, c, inner, xl, yl, 1e-5, true),
+					in:   [][]float32{toLayout(x, outer, c, inner, xl), gamma, beta, rm, rv, zeros(n)},
+					want: map[int][]float32{5: toLayout(yer, outer, c, inner, yl)}, tol: 1e-5})
 			}
 			// dy in dx's layout: the backward's gradient arrives as its forward's output was stored
 			addCase(gpuCase{name: fmt.Sprintf("bn_bwdapply_%s_x%s_dy%s_dx%s", name, layoutName(xl), layoutName(yl), layoutName(dxl)),
-				k: batchNormBwdApplyNHWCKernel(outer, c, inner, xl, yl, dxl, groups),
+				k: batchNormBwdApplyNHWCKernel(outer, c, inner, xl, yl, dxl, groups, false),
 				in: [][]float32{toLayout(x, outer, c, inner, xl), gamma, sm, sinv, toLayout(dy, outer, c, inner, yl),
 					zeros(n), zeros(c), zeros(c), bwdPart},
 				want: map[int][]float32{5: toLayout(dx, outer, c, inner, dxl), 6: dg, 7: dbt}, tol: 1e-5})
+			addCase(gpuCase{name: fmt.Sprintf("bn_bwdapply_relu_%s_x%s_dy%s_dx%s", name, layoutName(xl), layoutName(yl), layoutName(dxl)),
+				k: batchNormBwdApplyNHWCKernel(outer, c, inner, xl, yl, dxl, groups, true),
+				in: [][]float32{toLayout(x, outer, c, inner, xl), gamma, sm, sinv, toLayout(dy, outer, c, inner, yl),
+					zeros(n), zeros(c), zeros(c), bwdPartReLU, beta},
+				want: map[int][]float32{5: toLayout(dxr, outer, c, inner, dxl), 6: dgr, 7: dbr}, tol: 1e-5})
 		}
 		for _, l := range bools {
 			// dx over dy and y over x, one buffer each
 			addCase(gpuCase{name: fmt.Sprintf("bn_bwdapply_inplace_%s_%s", name, layoutName(l)),
-				k: renameStores(batchNormBwdApplyNHWCKernel(outer, c, inner, !l, l, l, groups), "dx", "dy"),
+				k: renameStores(batchNormBwdApplyNHWCKernel(outer, c, inner, !l, l, l, groups, false), "dx", "dy"),
 				in: [][]float32{toLayout(x, outer, c, inner, !l), gamma, sm, sinv, toLayout(dy, outer, c, inner, l),
 					zeros(c), zeros(c), bwdPart},
 				want: map[int][]float32{4: toLayout(dx, outer, c, inner, l), 5: dg, 6: dbt}, tol: 1e-5})
 			addCase(gpuCase{name: fmt.Sprintf("bn_apply_inplace_%s_%s", name, layoutName(l)),
-				k: renameStores(batchNormApplyNHWCKernel(outer, c, inner, l, l, groups, 1e-5, 0.1), "y", "x"),
+				k: renameStores(batchNormApplyNHWCKernel(outer, c, inner, l, l, groups, 1e-5, 0.1, false), "y", "x"),
 				in: [][]float32{toLayout(x, outer, c, inner, l), gamma, beta, slices.Clone(rm), slices.Clone(rv),
 					zeros(c), zeros(c), fwdPart},
 				want: map[int][]float32{0: toLayout(y, outer, c, inner, l), 3: wrm, 4: wrv}, tol: 1e-5, tols: map[int]float64{0: yTol}})
@@ -284,9 +324,9 @@ func TestNHWCBatchNormGroups(t *testing.T) {
 		scratch := BatchNormScratch(sh.outer, sh.c, sh.inner)
 		for _, k := range []*Kernel{
 			batchNormStatsNHWCKernel(sh.outer, sh.c, sh.inner, true, g),
-			batchNormApplyNHWCKernel(sh.outer, sh.c, sh.inner, false, true, g, 1e-5, 0.1),
-			batchNormBwdSumsNHWCKernel(sh.outer, sh.c, sh.inner, true, true, g),
-			batchNormBwdApplyNHWCKernel(sh.outer, sh.c, sh.inner, true, true, true, g),
+			batchNormApplyNHWCKernel(sh.outer, sh.c, sh.inner, false, true, g, 1e-5, 0.1, false),
+			batchNormBwdSumsNHWCKernel(sh.outer, sh.c, sh.inner, true, true, g, true),
+			batchNormBwdApplyNHWCKernel(sh.outer, sh.c, sh.inner, true, true, true, g, true),
 		} {
 			i := slices.IndexFunc(k.Params, func(p Param) bool { return p.Name == "part" })
 			if i < 0 || k.Params[i].Size != scratch {
@@ -330,12 +370,18 @@ func TestNHWCStoredBF16(t *testing.T) {
 	}
 	kcs := []kernelCase{
 		{"stats", batchNormStatsNHWCKernel(outer, c, inner, false, groups), []string{"x"}, [][]float32{x, zeros(2 * groups * c)}},
-		{"apply", batchNormApplyNHWCKernel(outer, c, inner, false, true, groups, 1e-5, 0.1), []string{"x", "y"},
+		{"apply", batchNormApplyNHWCKernel(outer, c, inner, false, true, groups, 1e-5, 0.1, false), []string{"x", "y"},
 			[][]float32{x, gamma, beta, rm, rv, zeros(n), zeros(c), zeros(c), part}},
-		{"eval", batchNormEvalNHWCKernel(outer, c, inner, true, true, 1e-5), []string{"x", "y"}, [][]float32{x, gamma, beta, rm, rv, zeros(n)}},
-		{"bwdsums", batchNormBwdSumsNHWCKernel(outer, c, inner, true, true, groups), []string{"x", "dy"}, [][]float32{x, sm, si, dy, zeros(2 * groups * c)}},
-		{"bwdapply", batchNormBwdApplyNHWCKernel(outer, c, inner, true, true, true, groups), []string{"x", "dy", "dx"},
+		{"apply_relu", batchNormApplyNHWCKernel(outer, c, inner, false, true, groups, 1e-5, 0.1, true), []string{"x", "y"},
+			[][]float32{x, gamma, beta, rm, rv, zeros(n), zeros(c), zeros(c), part}},
+		{"eval", batchNormEvalNHWCKernel(outer, c, inner, true, true, 1e-5, false), []string{"x", "y"}, [][]float32{x, gamma, beta, rm, rv, zeros(n)}},
+		{"eval_relu", batchNormEvalNHWCKernel(outer, c, inner, true, true, 1e-5, true), []string{"x", "y"}, [][]float32{x, gamma, beta, rm, rv, zeros(n)}},
+		{"bwdsums", batchNormBwdSumsNHWCKernel(outer, c, inner, true, true, groups, false), []string{"x", "dy"}, [][]float32{x, sm, si, dy, zeros(2 * groups * c)}},
+		{"bwdsums_relu", batchNormBwdSumsNHWCKernel(outer, c, inner, true, true, groups, true), []string{"x", "dy"}, [][]float32{x, sm, si, dy, zeros(2 * groups * c), gamma, beta}},
+		{"bwdapply", batchNormBwdApplyNHWCKernel(outer, c, inner, true, true, true, groups, false), []string{"x", "dy", "dx"},
 			[][]float32{x, gamma, sm, si, dy, zeros(n), zeros(c), zeros(c), part}},
+		{"bwdapply_relu", batchNormBwdApplyNHWCKernel(outer, c, inner, true, true, true, groups, true), []string{"x", "dy", "dx"},
+			[][]float32{x, gamma, sm, si, dy, zeros(n), zeros(c), zeros(c), part, beta}},
 		{"gap", globalAvgPoolNHWCKernel(outer, c, inner), []string{"x"}, [][]float32{x, zeros(outer * c)}},
 		{"gapbwd", globalAvgPoolBwdNHWCKernel(outer, c, inner), []string{"dx"}, [][]float32{rounded(outer*c, -1, 1), zeros(n)}},
 	}
@@ -454,12 +500,12 @@ func TestNHWCBatchNormChained(t *testing.T) {
 			dys, dxs := toLayout(dy, outer, c, inner, true), toLayout(dx, outer, c, inner, true)
 			first = append(first,
 				gpuCase{k: batchNormStatsNHWCKernel(outer, c, inner, false, g), in: [][]float32{xs, zeros(2 * g * c)}},
-				gpuCase{k: batchNormBwdSumsNHWCKernel(outer, c, inner, false, true, g), in: [][]float32{xs, sm, sinv, dys, zeros(2 * g * c)}})
+				gpuCase{k: batchNormBwdSumsNHWCKernel(outer, c, inner, false, true, g, false), in: [][]float32{xs, sm, sinv, dys, zeros(2 * g * c)}})
 			second = append(second,
-				gpuCase{name: fmt.Sprintf("fwd_%dx%dx%d_g%d", outer, c, inner, g), k: batchNormApplyNHWCKernel(outer, c, inner, false, true, g, 1e-5, 0.1),
+				gpuCase{name: fmt.Sprintf("fwd_%dx%dx%d_g%d", outer, c, inner, g), k: batchNormApplyNHWCKernel(outer, c, inner, false, true, g, 1e-5, 0.1, false),
 					in:   [][]float32{xs, gamma, beta, slices.Clone(rm), slices.Clone(rv), zeros(n), zeros(c), zeros(c), nil},
 					want: map[int][]float32{3: wrm, 4: wrv, 5: ys, 6: sm, 7: sinv}, tol: 1e-5},
-				gpuCase{name: fmt.Sprintf("bwd_%dx%dx%d_g%d", outer, c, inner, g), k: batchNormBwdApplyNHWCKernel(outer, c, inner, false, true, true, g),
+				gpuCase{name: fmt.Sprintf("bwd_%dx%dx%d_g%d", outer, c, inner, g), k: batchNormBwdApplyNHWCKernel(outer, c, inner, false, true, true, g, false),
 					in:   [][]float32{xs, gamma, sm, sinv, dys, zeros(n), zeros(c), zeros(c), nil},
 					want: map[int][]float32{5: dxs, 6: dg, 7: dbt}, tol: 1e-5})
 		}
@@ -472,4 +518,15 @@ func TestNHWCBatchNormChained(t *testing.T) {
 		}
 		checkCases(t, d, second, runCases(t, d, second))
 	}
+}
+
+// countZeros is how many of v are 0.
+func countZeros(v []float32) int {
+	n := 0
+	for _, x := range v {
+		if x == 0 {
+			n++
+		}
+	}
+	return n
 }

@@ -325,7 +325,7 @@ func huberShareKernel(n int, delta float32, over int) *Kernel {
 // inner is a multiple of 4, each pass reads float4s, several a thread in
 // flight (channelSweep): 1,024 threads reading one float at a time still
 // took 63 µs (run c).
-func batchNormKernel(outer, c, inner int, eps, momentum float32) *Kernel {
+func batchNormKernel(outer, c, inner int, eps, momentum float32, relu bool) *Kernel {
 	m := outer * inner
 	n := outer * c * inner
 	unbiased := float32(1) / float32(max(m-1, 1))
@@ -357,10 +357,16 @@ func batchNormKernel(outer, c, inner int, eps, momentum float32) *Kernel {
 			let("inv", Float, call(FnRsqrt, add(vr("var"), flt(eps)))),
 			let("scale", Float, mul(load("gamma", tgidE), vr("inv"))),
 			let("shift", Float, sub(load("beta", tgidE), mul(vr("mean"), vr("scale")))))
+		if relu {
+			body = append(body, let("b", Float, load("beta", tgidE)))
+		}
 		body = append(body, cs.pass([]string{"x"}, nil, func(w int) (string, [4]Expr) {
 			var v [4]Expr
 			for k := range v {
 				v[k] = add(mul(x(w, k), vr("scale")), vr("shift"))
+				if relu {
+					v[k] = sel(reluKeeps(x(w, k), vr("mean"), vr("scale"), vr("b")), v[k], flt(0))
+				}
 			}
 			return "y", v
 		}))
@@ -369,7 +375,7 @@ func batchNormKernel(outer, c, inner int, eps, momentum float32) *Kernel {
 			store("sinv", tgidE, vr("inv")),
 			store("rmean", tgidE, add(mul(flt(1-momentum), load("rmean", tgidE)), mul(flt(momentum), vr("mean")))),
 			store("rvar", tgidE, add(mul(flt(1-momentum), load("rvar", tgidE)), mul(flt(momentum), mul(vr("ss"), flt(unbiased)))))))
-		return &Kernel{Doc: fmt.Sprintf("batch norm (training) of [%d,%d,%d], float4s", outer, c, inner),
+		return &Kernel{Doc: fmt.Sprintf("batch norm (training)%s of [%d,%d,%d], float4s", reluName(relu), outer, c, inner),
 			Params: params, Threadgroup: cs.tg, Groups: c, Body: body}
 	}
 	tg := pow2AtMost(m, tgWide)
@@ -377,8 +383,8 @@ func batchNormKernel(outer, c, inner int, eps, momentum float32) *Kernel {
 	e := add(mul(add(mul(coord(vr("j"), shape, 0), i32(c)), tgidE), i32(inner)), coord(vr("j"), shape, 1))
 	body := meanAndSquares(e, m, tg)
 	body = append(body, let("var", Float, mul(vr("ss"), flt(1/float32(m)))))
-	body = append(body, normaliseChannel(e, m, tg, eps, momentum, mul(vr("ss"), flt(unbiased)), "smean", "sinv")...)
-	return &Kernel{Doc: fmt.Sprintf("batch norm (training) of [%d,%d,%d]", outer, c, inner),
+	body = append(body, normaliseChannel(e, m, tg, eps, momentum, mul(vr("ss"), flt(unbiased)), "smean", "sinv", relu)...)
+	return &Kernel{Doc: fmt.Sprintf("batch norm (training)%s of [%d,%d,%d]", reluName(relu), outer, c, inner),
 		Params: params, Threadgroup: tg, Groups: c, Body: body}
 }
 
@@ -451,13 +457,18 @@ func (cs channelSweep) pass(bufs []string, use func(w int, ok Expr) []Stmt, stor
 // threadgroup of channel tgid knows its "mean" and "var": y = gamma·x̂ +
 // beta over the channel's m values (e an index in j), then by thread 0
 // the mean and 1/sqrt(var+eps) saved into saveMean and saveInv, and the
-// running statistics moved toward the mean and sampleVar.
-func normaliseChannel(e Expr, m, tg int, eps, momentum float32, sampleVar Expr, saveMean, saveInv string) []Stmt {
+// running statistics moved toward the mean and sampleVar. With relu, y is
+// the fused ReLU's output (reluKeeps).
+func normaliseChannel(e Expr, m, tg int, eps, momentum float32, sampleVar Expr, saveMean, saveInv string, relu bool) []Stmt {
+	y := add(mul(load("x", e), vr("scale")), vr("shift"))
+	if relu {
+		y = sel(reluKeeps(load("x", e), vr("mean"), vr("scale"), load("beta", tgidE)), y, flt(0))
+	}
 	return []Stmt{
 		let("inv", Float, call(FnRsqrt, add(vr("var"), flt(eps)))),
 		let("scale", Float, mul(load("gamma", tgidE), vr("inv"))),
 		let("shift", Float, sub(load("beta", tgidE), mul(vr("mean"), vr("scale")))),
-		strided("j", m, tg, store("y", e, add(mul(load("x", e), vr("scale")), vr("shift")))),
+		strided("j", m, tg, store("y", e, y)),
 		when(eq(lidE, i32(0)),
 			store(saveMean, tgidE, vr("mean")),
 			store(saveInv, tgidE, vr("inv")),
@@ -466,17 +477,18 @@ func normaliseChannel(e Expr, m, tg int, eps, momentum float32, sampleVar Expr, 
 	}
 }
 
-// batchNormEvalKernel normalises with the running statistics, element-wise.
-func batchNormEvalKernel(outer, c, inner int, eps float32) *Kernel {
+// batchNormEvalKernel normalises with the running statistics,
+// element-wise; with relu, y = max(y, 0).
+func batchNormEvalKernel(outer, c, inner int, eps float32, relu bool) *Kernel {
 	n := outer * c * inner
-	return elementwise(fmt.Sprintf("batch norm (evaluation) of [%d,%d,%d]", outer, c, inner), n,
+	return elementwise(fmt.Sprintf("batch norm (evaluation)%s of [%d,%d,%d]", reluName(relu), outer, c, inner), n,
 		[]Param{in("x", n), in("gamma", c), in("beta", c), in("rmean", c), in("rvar", c), out("y", n)},
 		func(i Expr) []Stmt {
 			ch := rem(div(i, i32(inner)), i32(c))
 			return []Stmt{
 				let("ch", Int, ch),
-				store("y", i, add(mul(mul(load("gamma", vr("ch")), sub(load("x", i), load("rmean", vr("ch")))),
-					call(FnRsqrt, add(load("rvar", vr("ch")), flt(eps)))), load("beta", vr("ch")))),
+				store("y", i, evalReLU(relu, add(mul(mul(load("gamma", vr("ch")), sub(load("x", i), load("rmean", vr("ch")))),
+					call(FnRsqrt, add(load("rvar", vr("ch")), flt(eps)))), load("beta", vr("ch"))))),
 			}
 		})
 }
@@ -484,8 +496,9 @@ func batchNormEvalKernel(outer, c, inner int, eps float32) *Kernel {
 // channelGradSums is the first pass of a batch norm's backward over
 // channel tgid's m values (e an index in j): with its saved "mean" and
 // "inv" loaded, "sdy" = Σ dy and "sdyx" = Σ dy·x̂, summed in a tree in the
-// threadgroup's shared "sh".
-func channelGradSums(e Expr, m, tg int) []Stmt {
+// threadgroup's shared "sh". With relu, dy is masked as channelDy says
+// (and "k" = gamma·inv and "b" = beta are declared).
+func channelGradSums(e Expr, m, tg int, relu bool) []Stmt {
 	xhat := mul(sub(load("x", e), vr("mean")), vr("inv"))
 	body := []Stmt{
 		Shared{"sh", tg},
@@ -493,8 +506,12 @@ func channelGradSums(e Expr, m, tg int) []Stmt {
 		let("inv", Float, load("sinv", tgidE)),
 		let("a1", Float, flt(0)),
 		let("a2", Float, flt(0)),
-		strided("j", m, tg, set("a1", add(vr("a1"), load("dy", e))), set("a2", add(vr("a2"), mul(load("dy", e), xhat)))),
 	}
+	if relu {
+		body = append(body, let("k", Float, mul(load("gamma", tgidE), vr("inv"))), let("b", Float, load("beta", tgidE)))
+	}
+	dy := channelDy(e, relu)
+	body = append(body, strided("j", m, tg, set("a1", add(vr("a1"), dy)), set("a2", add(vr("a2"), mul(dy, xhat)))))
 	body = append(body, reduceInto("sdy", "a1", "sh", tg, sumOp)...)
 	return append(body, reduceInto("sdyx", "a2", "sh", tg, sumOp)...)
 }
@@ -503,14 +520,22 @@ func channelGradSums(e Expr, m, tg int) []Stmt {
 // dx = gamma·inv·(dy − dbeta/m − x̂·dgamma/m); dx may be dy.
 // Its threadgroups are as wide as batchNormKernel's, and read float4s as
 // its do where inner allows.
-func batchNormBwdKernel(outer, c, inner int) *Kernel {
+func batchNormBwdKernel(outer, c, inner int, relu bool) *Kernel {
 	m := outer * inner
 	n := outer * c * inner
 	params := []Param{in("x", n), in("gamma", c), in("smean", c), in("sinv", c), in("dy", n),
 		out("dx", n), out("dgamma", c), out("dbeta", c)}
+	if relu {
+		params = append(params, in("beta", c))
+	}
 	if cs, ok := newChannelSweep(outer, c, inner); ok {
 		x := func(w, k int) Expr { return vr(cs.name("x", w, k)) }
-		dy := func(w, k int) Expr { return vr(cs.name("dy", w, k)) }
+		dy := func(w, k int) Expr {
+			if relu {
+				return sel(reluKeeps(x(w, k), vr("mean"), vr("k"), vr("b")), vr(cs.name("dy", w, k)), flt(0))
+			}
+			return vr(cs.name("dy", w, k))
+		}
 		xhat := func(w, k int) Expr { return mul(sub(x(w, k), vr("mean")), vr("inv")) }
 		body := []Stmt{
 			Shared{"sh", cs.tg},
@@ -518,16 +543,22 @@ func batchNormBwdKernel(outer, c, inner int) *Kernel {
 			let("inv", Float, load("sinv", tgidE)),
 			let("a1", Float, flt(0)),
 			let("a2", Float, flt(0)),
+		}
+		if relu {
+			body = append(body, let("k", Float, mul(load("gamma", tgidE), vr("inv"))), let("b", Float, load("beta", tgidE)))
+		}
+		body = append(body,
 			cs.pass([]string{"x", "dy"}, func(w int, ok Expr) []Stmt {
 				s1 := add(add(add(dy(w, 0), dy(w, 1)), dy(w, 2)), dy(w, 3))
 				s2 := add(add(add(mul(dy(w, 0), xhat(w, 0)), mul(dy(w, 1), xhat(w, 1))), mul(dy(w, 2), xhat(w, 2))), mul(dy(w, 3), xhat(w, 3)))
 				return []Stmt{set("a1", add(vr("a1"), cs.masked(ok, s1))), set("a2", add(vr("a2"), cs.masked(ok, s2)))}
-			}, nil),
-		}
+			}, nil))
 		body = append(body, reduceInto("sdy", "a1", "sh", cs.tg, sumOp)...)
 		body = append(body, reduceInto("sdyx", "a2", "sh", cs.tg, sumOp)...)
+		if !relu {
+			body = append(body, let("k", Float, mul(load("gamma", tgidE), vr("inv"))))
+		}
 		body = append(body,
-			let("k", Float, mul(load("gamma", tgidE), vr("inv"))),
 			let("m1", Float, mul(vr("sdy"), flt(1/float32(m)))),
 			let("m2", Float, mul(vr("sdyx"), flt(1/float32(m)))),
 			cs.pass([]string{"x", "dy"}, nil, func(w int) (string, [4]Expr) {
@@ -538,21 +569,23 @@ func batchNormBwdKernel(outer, c, inner int) *Kernel {
 				return "dx", v
 			}),
 			when(eq(lidE, i32(0)), store("dgamma", tgidE, vr("sdyx")), store("dbeta", tgidE, vr("sdy"))))
-		return &Kernel{Doc: fmt.Sprintf("batch norm backward of [%d,%d,%d], float4s", outer, c, inner),
+		return &Kernel{Doc: fmt.Sprintf("batch norm backward%s of [%d,%d,%d], float4s", reluName(relu), outer, c, inner),
 			Params: params, Threadgroup: cs.tg, Groups: c, Body: body}
 	}
 	tg := pow2AtMost(m, tgWide)
 	shape := []int{outer, inner}
 	e := add(mul(add(mul(coord(vr("j"), shape, 0), i32(c)), tgidE), i32(inner)), coord(vr("j"), shape, 1))
 	xhat := mul(sub(load("x", e), vr("mean")), vr("inv"))
-	body := channelGradSums(e, m, tg)
+	body := channelGradSums(e, m, tg, relu)
+	if !relu {
+		body = append(body, let("k", Float, mul(load("gamma", tgidE), vr("inv"))))
+	}
 	body = append(body,
-		let("k", Float, mul(load("gamma", tgidE), vr("inv"))),
 		strided("j", m, tg, store("dx", e, mul(vr("k"),
-			sub(sub(load("dy", e), mul(vr("sdy"), flt(1/float32(m)))), mul(xhat, mul(vr("sdyx"), flt(1/float32(m)))))))),
+			sub(sub(channelDy(e, relu), mul(vr("sdy"), flt(1/float32(m)))), mul(xhat, mul(vr("sdyx"), flt(1/float32(m)))))))),
 		when(eq(lidE, i32(0)), store("dgamma", tgidE, vr("sdyx")), store("dbeta", tgidE, vr("sdy"))),
 	)
-	return &Kernel{Doc: fmt.Sprintf("batch norm backward of [%d,%d,%d]", outer, c, inner),
+	return &Kernel{Doc: fmt.Sprintf("batch norm backward%s of [%d,%d,%d]", reluName(relu), outer, c, inner),
 		Params: params, Threadgroup: tg, Groups: c, Body: body}
 }
 
@@ -1627,4 +1660,49 @@ func shareDoc(n, over int) string {
 		return ""
 	}
 	return fmt.Sprintf(" (a share: divided by the global %d)", over)
+}
+
+// reluKeeps is the mask of a ReLU fused into a batch norm
+// (planner/fuse_norm_act.go): whether (x − mean)·scale > −beta, scale
+// being gamma·inv. The forward and the backward kernels compute it from
+// the same float32 values, and it has no sum that a compiler could fuse
+// into an FMA, so that both agree on every element.
+func reluKeeps(x, mean, scale, beta Expr) Expr {
+	return gt(mul(sub(x, mean), scale), neg(beta))
+}
+
+// bnDy is a batch norm backward's dy, the local named dy, masked where
+// relu by the fused ReLU's rule on the local named x (with the kernel's
+// "mean", "k" = gamma·inv and "b" = beta).
+func bnDy(relu bool, x, dy string) Expr {
+	if !relu {
+		return vr(dy)
+	}
+	return sel(reluKeeps(vr(x), vr("mean"), vr("k"), vr("b")), vr(dy), flt(0))
+}
+
+// channelDy is dy at index e of a channel-per-threadgroup batch norm
+// backward, masked as bnDy's where relu.
+func channelDy(e Expr, relu bool) Expr {
+	if !relu {
+		return load("dy", e)
+	}
+	return sel(reluKeeps(load("x", e), vr("mean"), vr("k"), vr("b")), load("dy", e), flt(0))
+}
+
+// evalReLU is an evaluation batch norm's output y, and max(y, 0) with a
+// fused ReLU: no backward follows, so no mask needs to agree with one.
+func evalReLU(relu bool, y Expr) Expr {
+	if relu {
+		return call(FnMax, y, flt(0))
+	}
+	return y
+}
+
+// reluName is what a batch norm kernel's doc line adds for a fused ReLU.
+func reluName(relu bool) string {
+	if relu {
+		return " with ReLU"
+	}
+	return ""
 }

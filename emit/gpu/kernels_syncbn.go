@@ -40,7 +40,7 @@ func syncBatchNormStatsKernel(outer, c, inner int) *Kernel {
 // (var = s2/total − mean²), updates the running statistics (the unbiased
 // variance of the global batch, as one GPU does) and leaves the mean and
 // 1/sqrt(var+eps) in s1 and s2 for the backward pass.
-func syncBatchNormApplyKernel(outer, c, inner, total int, eps, momentum float32) *Kernel {
+func syncBatchNormApplyKernel(outer, c, inner, total int, eps, momentum float32, relu bool) *Kernel {
 	m := outer * inner
 	tg := pow2AtMost(m, tgReduce)
 	e := channelIndex(outer, c, inner)
@@ -50,9 +50,9 @@ func syncBatchNormApplyKernel(outer, c, inner, total int, eps, momentum float32)
 		let("var", Float, call(FnMax, sub(mul(load("s2", tgidE), flt(1/float32(total))), mul(vr("mean"), vr("mean"))), flt(0))),
 		Barrier{}, // every thread has read s1 and s2 before thread 0 overwrites them
 	}
-	body = append(body, normaliseChannel(e, m, tg, eps, momentum, mul(vr("var"), flt(unbiased)), "s1", "s2")...)
+	body = append(body, normaliseChannel(e, m, tg, eps, momentum, mul(vr("var"), flt(unbiased)), "s1", "s2", relu)...)
 	n := outer * c * inner
-	return &Kernel{Doc: fmt.Sprintf("synchronised batch norm (training) of a share [%d,%d,%d] of %d values a channel", outer, c, inner, total),
+	return &Kernel{Doc: fmt.Sprintf("synchronised batch norm (training)%s of a share [%d,%d,%d] of %d values a channel", reluName(relu), outer, c, inner, total),
 		Params: []Param{in("x", n), in("gamma", c), in("beta", c), out("rmean", c), out("rvar", c),
 			out("y", n), out("s1", c), out("s2", c)},
 		Threadgroup: tg, Groups: c, Body: body}
@@ -60,20 +60,23 @@ func syncBatchNormApplyKernel(outer, c, inner, total int, eps, momentum float32)
 
 // syncBatchNormBwdSumsKernel: per channel the share's dbeta = Σdy and
 // dgamma = Σdy·x̂, which the replicas then sum in place.
-func syncBatchNormBwdSumsKernel(outer, c, inner int) *Kernel {
+func syncBatchNormBwdSumsKernel(outer, c, inner int, relu bool) *Kernel {
 	m := outer * inner
 	tg := pow2AtMost(m, tgReduce)
 	e := channelIndex(outer, c, inner)
-	body := append(channelGradSums(e, m, tg), when(eq(lidE, i32(0)), store("dgamma", tgidE, vr("sdyx")), store("dbeta", tgidE, vr("sdy"))))
+	body := append(channelGradSums(e, m, tg, relu), when(eq(lidE, i32(0)), store("dgamma", tgidE, vr("sdyx")), store("dbeta", tgidE, vr("sdy"))))
 	n := outer * c * inner
-	return &Kernel{Doc: fmt.Sprintf("synchronised batch norm backward's sums of a share of [%d,%d,%d]", outer, c, inner),
-		Params:      []Param{in("x", n), in("smean", c), in("sinv", c), in("dy", n), out("dgamma", c), out("dbeta", c)},
-		Threadgroup: tg, Groups: c, Body: body}
+	params := []Param{in("x", n), in("smean", c), in("sinv", c), in("dy", n), out("dgamma", c), out("dbeta", c)}
+	if relu { // the fused ReLU's mask (reluKeeps)
+		params = append(params, in("gamma", c), in("beta", c))
+	}
+	return &Kernel{Doc: fmt.Sprintf("synchronised batch norm backward's sums%s of a share of [%d,%d,%d]", reluName(relu), outer, c, inner),
+		Params: params, Threadgroup: tg, Groups: c, Body: body}
 }
 
 // syncBatchNormBwdDxKernel: dx = gamma·inv·(dy − dbeta/total −
 // x̂·dgamma/total) with the global batch's sums; dx may be dy.
-func syncBatchNormBwdDxKernel(outer, c, inner, total int) *Kernel {
+func syncBatchNormBwdDxKernel(outer, c, inner, total int, relu bool) *Kernel {
 	m := outer * inner
 	tg := pow2AtMost(m, tgReduce)
 	e := channelIndex(outer, c, inner)
@@ -84,10 +87,14 @@ func syncBatchNormBwdDxKernel(outer, c, inner, total int) *Kernel {
 		let("k", Float, mul(load("gamma", tgidE), vr("inv"))),
 		let("mdy", Float, mul(load("dbeta", tgidE), flt(1/float32(total)))),
 		let("mdyx", Float, mul(load("dgamma", tgidE), flt(1/float32(total)))),
-		strided("j", m, tg, store("dx", e, mul(vr("k"), sub(sub(load("dy", e), vr("mdy")), mul(xhat, vr("mdyx")))))),
 	}
 	n := outer * c * inner
-	return &Kernel{Doc: fmt.Sprintf("synchronised batch norm backward's dx of a share [%d,%d,%d] of %d values a channel", outer, c, inner, total),
-		Params:      []Param{in("x", n), in("gamma", c), in("smean", c), in("sinv", c), in("dy", n), in("dgamma", c), in("dbeta", c), out("dx", n)},
-		Threadgroup: tg, Groups: c, Body: body}
+	params := []Param{in("x", n), in("gamma", c), in("smean", c), in("sinv", c), in("dy", n), in("dgamma", c), in("dbeta", c), out("dx", n)}
+	if relu { // the fused ReLU's mask (reluKeeps)
+		body = append(body, let("b", Float, load("beta", tgidE)))
+		params = append(params, in("beta", c))
+	}
+	body = append(body, strided("j", m, tg, store("dx", e, mul(vr("k"), sub(sub(channelDy(e, relu), vr("mdy")), mul(xhat, vr("mdyx")))))))
+	return &Kernel{Doc: fmt.Sprintf("synchronised batch norm backward's dx%s of a share [%d,%d,%d] of %d values a channel", reluName(relu), outer, c, inner, total),
+		Params: params, Threadgroup: tg, Groups: c, Body: body}
 }

@@ -397,7 +397,13 @@ func kernelCases(t *testing.T) []gpuCase {
 		y, da, db := zeros(prod(yS)), zeros(prod(aS)), zeros(prod(bS))
 		cpu.BinaryFwd(cop, a, b, y, alignShape(aS, len(yS)), alignShape(bS, len(yS)), yS)
 		cpu.BinaryBwd(cop, a, b, dy, da, db, alignShape(aS, len(yS)), alignShape(bS, len(yS)), yS)
-		addCase(gpuCase{name: "binary_" + op, k: must(binaryKernel(op, aS, bS, yS)), in: [][]float32{a, b, zeros(len(y))}, want: map[int][]float32{2: y}})
+		addCase(gpuCase{name: "binary_" + op, k: must(binaryKernel(op, aS, bS, yS, false)), in: [][]float32{a, b, zeros(len(y))}, want: map[int][]float32{2: y}})
+		yr := zeros(prod(yS))
+		cpu.BinaryReLUFwd(cop, a, b, yr, alignShape(aS, len(yS)), alignShape(bS, len(yS)), yS)
+		if z := countZeros(yr); z == 0 || z == len(yr) {
+			t.Fatalf("binary %s then relu: %d of %d zeros", op, z, len(yr))
+		}
+		addCase(gpuCase{name: "binary_relu_" + op, k: must(binaryKernel(op, aS, bS, yS, true)), in: [][]float32{a, b, zeros(len(y))}, want: map[int][]float32{2: yr}})
 		ka := must(binaryBwdKernel(op, false, aS, bS, yS))
 		kb := must(binaryBwdKernel(op, true, aS, bS, yS))
 		ina, inb := [][]float32{dy, zeros(len(da))}, [][]float32{dy, zeros(len(db))}
@@ -581,19 +587,39 @@ func kernelCases(t *testing.T) []gpuCase {
 		rm, rv := randVec(r, c, -0.1, 0.1), randVec(r, c, 0.9, 1.1)
 		wrm, wrv, y, sm, si := slices.Clone(rm), slices.Clone(rv), zeros(n), zeros(c), zeros(c)
 		cpu.BatchNormFwd(x, gamma, beta, wrm, wrv, y, sm, si, nb, c, sp, 1e-5, 0.1, true)
-		addCase(gpuCase{name: "batchnorm", k: batchNormKernel(nb, c, sp, 1e-5, 0.1),
+		addCase(gpuCase{name: "batchnorm", k: batchNormKernel(nb, c, sp, 1e-5, 0.1, false),
 			in:   [][]float32{x, gamma, beta, slices.Clone(rm), slices.Clone(rv), zeros(n), zeros(c), zeros(c)},
 			want: map[int][]float32{3: wrm, 4: wrv, 5: y, 6: sm, 7: si}, tol: 1e-4})
 		ye := zeros(n)
 		cpu.BatchNormFwd(x, gamma, beta, rm, rv, ye, nil, nil, nb, c, sp, 1e-5, 0.1, false)
-		addCase(gpuCase{name: "batchnorm_eval", k: batchNormEvalKernel(nb, c, sp, 1e-5),
+		addCase(gpuCase{name: "batchnorm_eval", k: batchNormEvalKernel(nb, c, sp, 1e-5, false),
 			in: [][]float32{x, gamma, beta, rm, rv, zeros(n)}, want: map[int][]float32{5: ye}, tol: 1e-5})
 		dy := randVec(r, n, -1, 1)
 		dx, dg, dbt := zeros(n), zeros(c), zeros(c)
 		cpu.BatchNormBwd(x, gamma, sm, si, dy, dx, dg, dbt, nb, c, sp)
-		addCase(gpuCase{name: "batchnorm_bwd", k: batchNormBwdKernel(nb, c, sp),
+		addCase(gpuCase{name: "batchnorm_bwd", k: batchNormBwdKernel(nb, c, sp, false),
 			in:   [][]float32{x, gamma, sm, si, dy, zeros(n), zeros(c), zeros(c)},
 			want: map[int][]float32{5: dx, 6: dg, 7: dbt}, tol: 1e-4})
+
+		// with a fused ReLU (planner/fuse_norm_act.go): about half of
+		// every channel masked, forward and backward
+		yr := zeros(n)
+		cpu.BatchNormReLUFwd(x, gamma, beta, slices.Clone(rm), slices.Clone(rv), yr, zeros(c), zeros(c), nb, c, sp, 1e-5, 0.1, true)
+		if zs := countZeros(yr); zs < n/4 || zs > 3*n/4 {
+			t.Fatalf("the fused ReLU's reference zeroed %d of %d values", zs, n)
+		}
+		addCase(gpuCase{name: "batchnorm_relu", k: batchNormKernel(nb, c, sp, 1e-5, 0.1, true),
+			in:   [][]float32{x, gamma, beta, slices.Clone(rm), slices.Clone(rv), zeros(n), zeros(c), zeros(c)},
+			want: map[int][]float32{3: wrm, 4: wrv, 5: yr, 6: sm, 7: si}, tol: 1e-4})
+		yer := zeros(n)
+		cpu.BatchNormReLUFwd(x, gamma, beta, rm, rv, yer, nil, nil, nb, c, sp, 1e-5, 0.1, false)
+		addCase(gpuCase{name: "batchnorm_eval_relu", k: batchNormEvalKernel(nb, c, sp, 1e-5, true),
+			in: [][]float32{x, gamma, beta, rm, rv, zeros(n)}, want: map[int][]float32{5: yer}, tol: 1e-5})
+		dxr, dgr, dbr := zeros(n), zeros(c), zeros(c)
+		cpu.BatchNormReLUBwd(x, gamma, beta, sm, si, dy, dxr, dgr, dbr, nb, c, sp)
+		addCase(gpuCase{name: "batchnorm_bwd_relu", k: batchNormBwdKernel(nb, c, sp, true),
+			in:   [][]float32{x, gamma, sm, si, dy, zeros(n), zeros(c), zeros(c), beta},
+			want: map[int][]float32{5: dxr, 6: dgr, 7: dbr}, tol: 1e-4})
 	}
 
 	// Layer normalisation: rows shorter and longer than a threadgroup,

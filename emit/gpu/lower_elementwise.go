@@ -129,7 +129,7 @@ func (l *lowering) binary(st *planner.Step) error {
 		if err != nil {
 			return err
 		}
-		k, err := binaryKernel(op, as, bs, ys)
+		k, err := binaryKernel(op, as, bs, ys, st.Attr.Act == "relu")
 		return l.launch("binary_"+op, k, err, whole(st.In[0]), whole(st.In[1]), whole(st.Out[0]))
 	}
 	if err := l.operands(st, 3, 2); err != nil {

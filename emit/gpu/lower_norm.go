@@ -20,7 +20,7 @@ func (l *lowering) batchNorm(st *planner.Step, training bool) error {
 	if err != nil {
 		return err
 	}
-	in := st.In
+	in, relu := st.In, st.Attr.Act == "relu"
 	if last := l.channelsLast(in[0], st.Out[0]); last[0] || last[1] {
 		return l.batchNormNHWC(st, training, outer, c, inner, last)
 	}
@@ -32,21 +32,26 @@ func (l *lowering) batchNorm(st *planner.Step, training bool) error {
 		if err := l.sum(st.Out[1], st.Out[2]); err != nil {
 			return err
 		}
-		return l.launch("syncbn", syncBatchNormApplyKernel(outer, c, inner, total, float32(a.Eps), float32(a.Momentum)), nil,
+		return l.launch("syncbn", syncBatchNormApplyKernel(outer, c, inner, total, float32(a.Eps), float32(a.Momentum), relu), nil,
 			whole(in[0]), whole(in[1]), whole(in[2]), whole(in[3]), whole(in[4]), whole(st.Out[0]), whole(st.Out[1]), whole(st.Out[2]))
 	}
 	if !training {
-		return l.launch("batchnorm_eval", batchNormEvalKernel(outer, c, inner, float32(a.Eps)), nil,
+		return l.launch("batchnorm_eval", batchNormEvalKernel(outer, c, inner, float32(a.Eps), relu), nil,
 			whole(in[0]), whole(in[1]), whole(in[2]), whole(in[3]), whole(in[4]), whole(st.Out[0]))
 	}
-	return l.launch("batchnorm", batchNormKernel(outer, c, inner, float32(a.Eps), float32(a.Momentum)), nil,
+	return l.launch("batchnorm", batchNormKernel(outer, c, inner, float32(a.Eps), float32(a.Momentum), relu), nil,
 		whole(in[0]), whole(in[1]), whole(in[2]), whole(in[3]), whole(in[4]), whole(st.Out[0]), whole(st.Out[1]), whole(st.Out[2]))
 }
 
 // batchNormBwd lowers batch normalisation's backward, which computes dx,
-// dgamma and dbeta in one kernel.
+// dgamma and dbeta in one kernel. With a fused ReLU (Attr.Act), beta is a
+// sixth input, which the kernels take last with the mask's other operands.
 func (l *lowering) batchNormBwd(st *planner.Step) error {
-	if err := l.operands(st, 5, 3); err != nil {
+	want, relu := 5, st.Attr.Act == "relu"
+	if relu {
+		want = 6
+	}
+	if err := l.operands(st, want, 3); err != nil {
 		return err
 	}
 	outer, c, inner, err := l.channels(st.In[0])
@@ -65,18 +70,18 @@ func (l *lowering) batchNormBwd(st *planner.Step) error {
 		// share's sums are the parameters' gradients, which the sum makes
 		// the global batch's (so the gradients' buckets leave them out).
 		total := outer * inner * l.shares()
-		if err := l.launch("syncbn_bwd_sums", syncBatchNormBwdSumsKernel(outer, c, inner), nil,
-			whole(in[0]), whole(in[2]), whole(in[3]), whole(in[4]), whole(st.Out[1]), whole(st.Out[2])); err != nil {
+		if err := l.launch("syncbn_bwd_sums", syncBatchNormBwdSumsKernel(outer, c, inner, relu), nil,
+			mask(relu, []operand{whole(in[1]), whole(in[5])}, whole(in[0]), whole(in[2]), whole(in[3]), whole(in[4]), whole(st.Out[1]), whole(st.Out[2]))...); err != nil {
 			return err
 		}
 		if err := l.sum(st.Out[1], st.Out[2]); err != nil {
 			return err
 		}
-		return l.launch("syncbn_bwd_dx", syncBatchNormBwdDxKernel(outer, c, inner, total), nil,
-			whole(in[0]), whole(in[1]), whole(in[2]), whole(in[3]), whole(in[4]), whole(st.Out[1]), whole(st.Out[2]), whole(st.Out[0]))
+		return l.launch("syncbn_bwd_dx", syncBatchNormBwdDxKernel(outer, c, inner, total, relu), nil,
+			mask(relu, []operand{whole(in[5])}, whole(in[0]), whole(in[1]), whole(in[2]), whole(in[3]), whole(in[4]), whole(st.Out[1]), whole(st.Out[2]), whole(st.Out[0]))...)
 	}
-	return l.launch("batchnorm_bwd", batchNormBwdKernel(outer, c, inner), nil,
-		whole(in[0]), whole(in[1]), whole(in[2]), whole(in[3]), whole(in[4]), whole(st.Out[0]), whole(st.Out[1]), whole(st.Out[2]))
+	return l.launch("batchnorm_bwd", batchNormBwdKernel(outer, c, inner, relu), nil,
+		mask(relu, []operand{whole(in[5])}, whole(in[0]), whole(in[1]), whole(in[2]), whole(in[3]), whole(in[4]), whole(st.Out[0]), whole(st.Out[1]), whole(st.Out[2]))...)
 }
 
 // channels views a tensor [N, C, rest...] as [N, C, prod(rest)].
@@ -158,7 +163,7 @@ func (l *lowering) layerNorm(st *planner.Step) error {
 func (l *lowering) batchNormNHWC(st *planner.Step, training bool, outer, c, inner int, last []bool) error {
 	a, in := st.Attr, st.In
 	if !training {
-		return l.launch("batchnorm_eval_nhwc", batchNormEvalNHWCKernel(outer, c, inner, last[0], last[1], float32(a.Eps)), nil,
+		return l.launch("batchnorm_eval_nhwc", batchNormEvalNHWCKernel(outer, c, inner, last[0], last[1], float32(a.Eps), a.Act == "relu"), nil,
 			whole(in[0]), whole(in[1]), whole(in[2]), whole(in[3]), whole(in[4]), whole(st.Out[0]))
 	}
 	if l.syncBN && l.shares() > 1 {
@@ -171,7 +176,7 @@ func (l *lowering) batchNormNHWC(st *planner.Step, training bool, outer, c, inne
 	if err := l.launch("batchnorm_stats_nhwc", batchNormStatsNHWCKernel(outer, c, inner, last[0], groups), nil, whole(in[0]), whole(part)); err != nil {
 		return err
 	}
-	return l.launch("batchnorm_nhwc", batchNormApplyNHWCKernel(outer, c, inner, last[0], last[1], groups, float32(a.Eps), float32(a.Momentum)), nil,
+	return l.launch("batchnorm_nhwc", batchNormApplyNHWCKernel(outer, c, inner, last[0], last[1], groups, float32(a.Eps), float32(a.Momentum), a.Act == "relu"), nil,
 		whole(in[0]), whole(in[1]), whole(in[2]), whole(in[3]), whole(in[4]), whole(st.Out[0]), whole(st.Out[1]), whole(st.Out[2]), whole(part))
 }
 
@@ -187,13 +192,13 @@ func (l *lowering) batchNormBwdNHWC(st *planner.Step, outer, c, inner int, last 
 	if err != nil {
 		return err
 	}
-	in := st.In
-	if err := l.launch("batchnorm_bwd_sums_nhwc", batchNormBwdSumsNHWCKernel(outer, c, inner, last[0], last[1], groups), nil,
-		whole(in[0]), whole(in[2]), whole(in[3]), whole(in[4]), whole(part)); err != nil {
+	in, relu := st.In, st.Attr.Act == "relu"
+	if err := l.launch("batchnorm_bwd_sums_nhwc", batchNormBwdSumsNHWCKernel(outer, c, inner, last[0], last[1], groups, relu), nil,
+		mask(relu, []operand{whole(in[1]), whole(in[5])}, whole(in[0]), whole(in[2]), whole(in[3]), whole(in[4]), whole(part))...); err != nil {
 		return err
 	}
-	return l.launch("batchnorm_bwd_nhwc", batchNormBwdApplyNHWCKernel(outer, c, inner, last[0], last[1], last[2], groups), nil,
-		whole(in[0]), whole(in[1]), whole(in[2]), whole(in[3]), whole(in[4]), whole(st.Out[0]), whole(st.Out[1]), whole(st.Out[2]), whole(part))
+	return l.launch("batchnorm_bwd_nhwc", batchNormBwdApplyNHWCKernel(outer, c, inner, last[0], last[1], last[2], groups, relu), nil,
+		mask(relu, []operand{whole(in[5])}, whole(in[0]), whole(in[1]), whole(in[2]), whole(in[3]), whole(in[4]), whole(st.Out[0]), whole(st.Out[1]), whole(st.Out[2]), whole(part))...)
 }
 
 // normPartials is a channels-last batch norm step's scratch for its
@@ -211,4 +216,14 @@ func (l *lowering) normPartials(st *planner.Step, outer, c, inner int) (planner.
 		return planner.NoBuf, 0, fmt.Errorf("batch norm partial sums: buffer %q holds %d %q elements, want %d float32s", b.Name, b.Size, b.Elem, need)
 	}
 	return st.Out[3], BatchNormGroups(outer, c, inner), nil
+}
+
+// mask is a batch norm backward kernel's operands ops, followed where relu
+// by the fused ReLU's mask operands (gamma and beta, or beta alone, as
+// the kernel lacks them), which the kernels take last.
+func mask(relu bool, extra []operand, ops ...operand) []operand {
+	if relu {
+		return append(ops, extra...)
+	}
+	return ops
 }

@@ -422,3 +422,16 @@ func sameShape(a, b []int) bool {
 	}
 	return true
 }
+
+// BinaryReLUFwd is BinaryFwd followed by a ReLU fused into it (the
+// planner's fuse_sum_act.go): y = max(a ∘ b, 0).
+func BinaryReLUFwd(op BinOp, a, b, y []float32, aShape, bShape, yShape []int) {
+	BinaryFwd(op, a, b, y, aShape, bShape, yShape)
+	ParallelFor(len(y), 1<<14, func(lo, hi int) {
+		for i, v := range y[lo:hi] {
+			if v < 0 {
+				y[lo+i] = 0
+			}
+		}
+	})
+}

@@ -1,0 +1,47 @@
+package planner
+
+import "fmt"
+
+// fuseSumAct folds a ReLU into the sum before it, for a Target whose
+// binary kernels apply it (Target.FusedReLU): a residual block's sum then
+// writes relu(a + b) in one pass instead of the sum's pass and the ReLU's
+// (a read and a write of the block's output saved, and a kernel).
+//
+// Unlike the batch norm's fold (fuse_norm_act.go), this one runs after
+// keepLess, on a differentiated plan: there the ReLU's backward reads its
+// output y and the sum's backward reads no operand, so the sum's own
+// output is read by the ReLU alone and nothing in the backward changes.
+//
+// Before: keepLess has run (in training). After, for a Target with
+// FusedReLU: every binary add step whose output is read by exactly one
+// step, a single-op unary relu, and by nothing else in any phase (not the
+// plan's output, no view), has Attr.Act "relu" and writes the unary's
+// output; the unary step and the sum's output buffer are gone, and each
+// fold adds a line to Fusions. The backward steps are unchanged.
+func fuseSumAct(p *Plan, t Target) {
+	if !t.FusedReLU {
+		return
+	}
+	fused := make([]bool, len(p.Forward))
+	for i := range p.Forward {
+		s := &p.Forward[i]
+		if fused[i] || s.Kernel != KBinary || s.Attr.BinOp != "add" || s.Attr.Act != "" {
+			continue
+		}
+		j, ok := soleForwardReader(p, s.Out[0])
+		if !ok {
+			continue
+		}
+		r := &p.Forward[j]
+		if r.Kernel != KUnary || len(r.Attr.Chain) != 1 || r.Attr.Chain[0].Op != "relu" {
+			continue
+		}
+		s.Attr.Act = "relu"
+		s.Out[0] = r.Out[0]
+		s.Fused = append(fusedNames(s), fusedNames(r)...)
+		fused[j] = true
+		r.In = nil
+		p.Fusions = append(p.Fusions, fmt.Sprintf("%s + %s -> binary (add, relu)", s.Fused[0], r.Layer))
+	}
+	p.dropForward(fused)
+}
