@@ -46,7 +46,7 @@ FUZZ_DOCS        ?= $(or $(FUZZTIME),10000x)
 FUZZTIME_SPEC    ?= $(or $(FUZZTIME),2000x)
 export CGO_ENABLED ?= 0
 
-.PHONY: all build test unit fuzz fuzz-long demo deps data data-text data-fashion bench bench-sgemm bench-models bench-mnist bench-fusion bench-generate compare-sklearn zoo zoo-train bench-zoo bench-gpt bench-resnet-cpu cuda-check cuda-bundle gpt-bundle fashion-bundle profile-bundle padding-bundle bf16conv-bundle cpuhost-bundle cpuprof-bundle decode-scaling-bundle attn-variants-bundle ddp-bundle bf16-bundle test-arm64 clean FORCE
+.PHONY: all build test unit fuzz fuzz-long demo deps data data-text data-fashion bench bench-sgemm bench-models bench-mnist bench-fusion bench-generate compare-sklearn zoo zoo-train bench-zoo bench-gpt bench-resnet-cpu cuda-check cuda-bundle gpt-bundle fashion-bundle profile-bundle padding-bundle bf16conv-bundle fused-bundle cpuhost-bundle cpuprof-bundle decode-scaling-bundle attn-variants-bundle ddp-bundle bf16-bundle test-arm64 clean FORCE
 
 all: build
 
@@ -170,6 +170,13 @@ padding-bundle: data-text
 # storage and PyTorch's compiled bf16 (issue #28).
 bf16conv-bundle:
 	@bench/gpu/bf16conv-bundle.sh .gpu/bf16conv
+
+# fused-bundle builds what bench/gpu/fused.sh runs on a GPU machine:
+# selftest of the ResNets with fused ReLUs, CIFAR ResNet-18's bf16 and f32
+# steps against the commit before them and PyTorch's, and the op profile
+# of the bf16 step (issue #28).
+fused-bundle:
+	@bench/gpu/fused-bundle.sh .gpu/fused
 
 # profile-bundle builds what bench/gpu/profile.sh runs on a GPU machine: the
 # step times and the op-by-op profile (MLBUILD_CUDA_PROFILE=1) of CIFAR

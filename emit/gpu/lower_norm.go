@@ -71,17 +71,17 @@ func (l *lowering) batchNormBwd(st *planner.Step) error {
 		// the global batch's (so the gradients' buckets leave them out).
 		total := outer * inner * l.shares()
 		if err := l.launch("syncbn_bwd_sums", syncBatchNormBwdSumsKernel(outer, c, inner, relu), nil,
-			mask(relu, []operand{whole(in[1]), whole(in[5])}, whole(in[0]), whole(in[2]), whole(in[3]), whole(in[4]), whole(st.Out[1]), whole(st.Out[2]))...); err != nil {
+			append([]operand{whole(in[0]), whole(in[2]), whole(in[3]), whole(in[4]), whole(st.Out[1]), whole(st.Out[2])}, reluOperands(st, 1, 5)...)...); err != nil {
 			return err
 		}
 		if err := l.sum(st.Out[1], st.Out[2]); err != nil {
 			return err
 		}
 		return l.launch("syncbn_bwd_dx", syncBatchNormBwdDxKernel(outer, c, inner, total, relu), nil,
-			mask(relu, []operand{whole(in[5])}, whole(in[0]), whole(in[1]), whole(in[2]), whole(in[3]), whole(in[4]), whole(st.Out[1]), whole(st.Out[2]), whole(st.Out[0]))...)
+			append([]operand{whole(in[0]), whole(in[1]), whole(in[2]), whole(in[3]), whole(in[4]), whole(st.Out[1]), whole(st.Out[2]), whole(st.Out[0])}, reluOperands(st, 5)...)...)
 	}
 	return l.launch("batchnorm_bwd", batchNormBwdKernel(outer, c, inner, relu), nil,
-		mask(relu, []operand{whole(in[5])}, whole(in[0]), whole(in[1]), whole(in[2]), whole(in[3]), whole(in[4]), whole(st.Out[0]), whole(st.Out[1]), whole(st.Out[2]))...)
+		append([]operand{whole(in[0]), whole(in[1]), whole(in[2]), whole(in[3]), whole(in[4]), whole(st.Out[0]), whole(st.Out[1]), whole(st.Out[2])}, reluOperands(st, 5)...)...)
 }
 
 // channels views a tensor [N, C, rest...] as [N, C, prod(rest)].
@@ -194,11 +194,11 @@ func (l *lowering) batchNormBwdNHWC(st *planner.Step, outer, c, inner int, last 
 	}
 	in, relu := st.In, st.Attr.Act == "relu"
 	if err := l.launch("batchnorm_bwd_sums_nhwc", batchNormBwdSumsNHWCKernel(outer, c, inner, last[0], last[1], groups, relu), nil,
-		mask(relu, []operand{whole(in[1]), whole(in[5])}, whole(in[0]), whole(in[2]), whole(in[3]), whole(in[4]), whole(part))...); err != nil {
+		append([]operand{whole(in[0]), whole(in[2]), whole(in[3]), whole(in[4]), whole(part)}, reluOperands(st, 1, 5)...)...); err != nil {
 		return err
 	}
 	return l.launch("batchnorm_bwd_nhwc", batchNormBwdApplyNHWCKernel(outer, c, inner, last[0], last[1], last[2], groups, relu), nil,
-		mask(relu, []operand{whole(in[5])}, whole(in[0]), whole(in[1]), whole(in[2]), whole(in[3]), whole(in[4]), whole(st.Out[0]), whole(st.Out[1]), whole(st.Out[2]), whole(part))...)
+		append([]operand{whole(in[0]), whole(in[1]), whole(in[2]), whole(in[3]), whole(in[4]), whole(st.Out[0]), whole(st.Out[1]), whole(st.Out[2]), whole(part)}, reluOperands(st, 5)...)...)
 }
 
 // normPartials is a channels-last batch norm step's scratch for its
@@ -218,12 +218,16 @@ func (l *lowering) normPartials(st *planner.Step, outer, c, inner int) (planner.
 	return st.Out[3], BatchNormGroups(outer, c, inner), nil
 }
 
-// mask is a batch norm backward kernel's operands ops, followed where relu
-// by the fused ReLU's mask operands (gamma and beta, or beta alone, as
-// the kernel lacks them), which the kernels take last.
-func mask(relu bool, extra []operand, ops ...operand) []operand {
-	if relu {
-		return append(ops, extra...)
+// reluOperands are the operands a batch norm backward kernel takes last
+// for a fused ReLU's mask (Attr.Act): the step's inputs ids (gamma and
+// beta, or beta alone, as the kernel lacks them); none without one.
+func reluOperands(st *planner.Step, ids ...int) []operand {
+	if st.Attr.Act != "relu" {
+		return nil
+	}
+	var ops []operand
+	for _, i := range ids {
+		ops = append(ops, whole(st.In[i]))
 	}
 	return ops
 }

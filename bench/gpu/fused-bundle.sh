@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# fused-bundle.sh builds here (Go, no GPU) the folder that fused.sh runs on
+# a GPU machine: CIFAR ResNet-18's CUDA programs in bf16 and f32 of this
+# tree and of BASE (default 243f9fb, before the fused ReLUs of
+# planner/fuse_norm_act.go, fuse_sum_act.go and share_sum_grads.go), the
+# tiny ResNet's (testdata/specs/bf16/resnet_tiny_bf16.cue) and PyTorch's
+# twin (bench/gpu/torch_resnet_cifar.py).
+# Usage: bench/gpu/fused-bundle.sh [DIR [BASE]]  (defaults .gpu/fused, 243f9fb)
+# There: bash DIR/fused.sh DIR OUT
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+dir=${1:-.gpu/fused} base=${2:-243f9fb}
+rm -rf "$dir" && mkdir -p "$dir"
+dir=$(cd "$dir" && pwd)
+tmp=$(mktemp -d)
+trap 'git worktree remove --force "$tmp/base" 2>/dev/null || true; rm -rf "$tmp"' EXIT
+export CGO_ENABLED=0 GOOS=linux GOARCH=amd64
+go build -trimpath -o "$tmp/mlbuild" ./cmd/mlbuild
+git worktree add -q --detach "$tmp/base" "$base"
+(cd "$tmp/base" && go build -trimpath -o "$tmp/mlbuild-base" ./cmd/mlbuild)
+c() { "$1" compile "$2" --backend cuda --target linux/amd64 -o "$tmp/st/$3" --cache-dir "$tmp/cache-$(basename "$1")" --force >/dev/null; }
+mkdir -p "$tmp/st"
+for v in new base; do
+	m=$tmp/mlbuild
+	[ "$v" = base ] && m=$tmp/mlbuild-base
+	c "$m" bench/models/resnet18_cifar_bf16.cue "r18-bf16-$v"
+	c "$m" bench/models/resnet18_cifar.cue "r18-f32-$v"
+done
+c "$tmp/mlbuild" testdata/specs/bf16/resnet_tiny_bf16.cue tiny-bf16
+tar -C "$tmp" -cf - st | xz -6 --lzma2=dict=256MiB >"$dir/programs.tar.xz"
+cp bench/gpu/fused.sh bench/gpu/torch_resnet_cifar.py "$dir/"
+echo "mlbuild $(git describe --always --dirty 2>/dev/null || echo unknown), base $base" >"$dir/VERSION"
+du -sh "$dir"

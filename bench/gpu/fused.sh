@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# fused.sh runs, on a GPU machine, what fused-bundle.sh built:
+#  1. selftest of the tiny ResNet's and CIFAR ResNet-18's bf16 and f32
+#     CUDA programs (every step against its CPU reference);
+#  2. CIFAR ResNet-18's training step and inference, this tree's programs
+#     and BASE's alternating (ROUNDS rounds, bf16 and f32), then PyTorch's
+#     twin (R18_MODES, default compile_ro_bf16,eager_fp32) in the same call;
+#  3. the op profile of this tree's bf16 step (MLBUILD_CUDA_PROFILE=1: GPU
+#     time between events around each op).
+# Usage: bash fused.sh BUNDLE OUT   (PARTS picks parts, default "1 2 3")
+set -euo pipefail
+b=$(cd "$1" && pwd) out=$2
+mkdir -p "$out"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+xz -dc "$b/programs.tar.xz" | tar -C "$work" -xf -
+p=$work/st
+cat "$b/VERSION"
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+for part in ${PARTS:-1 2 3}; do
+	case $part in
+	1)
+		echo "== 1. selftest"
+		for prog in tiny-bf16 r18-bf16-new r18-f32-new; do
+			echo "-- $prog"
+			timeout 300 "$p/$prog" selftest >"$out/selftest-$prog.txt" 2>&1 || true
+			tail -n 1 "$out/selftest-$prog.txt"
+			grep -iE 'FAIL|error' "$out/selftest-$prog.txt" | head -n 10 || true
+		done
+		;;
+	2)
+		echo "== 2. training step and inference, this tree against base"
+		for r in $(seq "${ROUNDS:-2}"); do
+			for prog in r18-bf16-new r18-bf16-base r18-f32-new r18-f32-base; do
+				echo "-- round $r $prog"
+				timeout 240 "$p/$prog" bench --json --iters 20 2>&1 | tail -n 1
+			done
+		done
+		(cd "$b" && PYTHONUNBUFFERED=1 timeout 300 python3 torch_resnet_cifar.py ${R18_MODES:-compile_ro_bf16,eager_fp32} 2>&1 | grep -v Warning | tail -n 4)
+		;;
+	3)
+		echo "== 3. profile of this tree's bf16 step"
+		MLBUILD_CUDA_PROFILE=1 timeout 240 "$p/r18-bf16-new" bench --iters 5 2>&1 | grep -v '^{' | head -n 60
+		;;
+	esac
+done
