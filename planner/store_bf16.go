@@ -23,7 +23,8 @@ import (
 // no plan input, output, labels or loss, has no twin and is no twin, is
 // stored in bfloat16 (Elem ElemBF16, it and its views; listed in
 // Plan.Stored) when every step that names it is of a kernel in
-// BF16Storage.Kernels or a library convolution in bf16. A library
+// BF16Storage.Kernels, a library convolution in bf16, or a convolution
+// of BF16Storage.Direct without an epilogue pool. A library
 // convolution stays in bf16 only where x and y (the forward), or x, dy
 // and dx (the backward, where present) are so stored and W is a param
 // whose twin stays current (twin_operands.go's rule); it then reads W's
@@ -84,7 +85,7 @@ func storeBF16(p *Plan, t Target) {
 				p.Precisions = append(p.Precisions, fmt.Sprintf("%s %s: tf32, not bf16: %s (cuDNN multiplies bf16 only on bfloat16 tensors)", st.Kernel, st.Layer, bad))
 				changed = true
 			}
-			if s.Kernels[st.Kernel] && st.Kernel != KConv2D && st.Kernel != KConv2DBwd {
+			if s.Kernels[st.Kernel] && st.Kernel != KConv2D && st.Kernel != KConv2DBwd || s.direct(st) {
 				continue
 			}
 			for _, ids := range [][]BufID{st.In, st.Out} {

@@ -146,6 +146,13 @@ type BF16Storage struct {
 	// it into dW. A library step whose tensors cannot all be bfloat16
 	// runs in tf32 on float32 ones instead.
 	Library string
+	// Direct is the convolution method (Attr.Method) whose kernels, a
+	// forward and a weight gradient without dx, read x and write y (read
+	// x, dy and y) in whatever element type and layout the plan stores
+	// each: the direct convolution of an image model's first layer.
+	// Such a step without a pool in its epilogue neither keeps a tensor
+	// float32 nor asks any layout of it. "" : no such method.
+	Direct string
 	// BatchNormScratch, where set, says the backend keeps stored 4-D
 	// tensors channels last (Buffer.Layout LayoutNHWC) where every step
 	// that names them can: its library convolutions take x and y (dy and
@@ -177,6 +184,13 @@ type BF16Twins struct {
 	// Updates are the optimizer kernels that write the twin of every
 	// param they update (their param outputs).
 	Updates map[Kernel]bool
+}
+
+// direct reports whether st is a convolution of s's Direct method that
+// takes each tensor as the plan stores it (one without an epilogue pool,
+// whose argmax is NCHW float32).
+func (s *BF16Storage) direct(st *Step) bool {
+	return s.Direct != "" && (st.Kernel == KConv2D || st.Kernel == KConv2DBwd) && st.Attr.Method == s.Direct && st.Attr.Pool == nil
 }
 
 // bf16Library reports whether st is a library convolution of s in

@@ -72,7 +72,13 @@ func directPixels(ow int) int {
 // activation equals the pooled value, the window's first maximum after the
 // activation, as rt/cpu's MaxPool2DArgmax finds it in the activation's
 // output.
-func convDirectKernel(g planner.ConvGeom, pool *planner.ConvGeom, hasBias bool, act string, alpha float32, argmax bool) (*Kernel, error) {
+//
+// lay says where x and y are channels last (NHWC, as the plan may store
+// them: planner.BF16Storage.Direct); a pooled y must be NCHW.
+func convDirectKernel(g planner.ConvGeom, pool *planner.ConvGeom, hasBias bool, act string, alpha float32, argmax bool, lay directLayouts) (*Kernel, error) {
+	if pool != nil && lay.y {
+		return nil, fmt.Errorf("a direct convolution with an epilogue pool writes y NCHW, not channels last")
+	}
 	cg, ocg := g.C/g.Groups, g.OC/g.Groups
 	ob := directChannels(ocg)
 	// The thread computes px pixels of a row of y, each the maximum of a
@@ -111,8 +117,8 @@ func convDirectKernel(g planner.ConvGeom, pool *planner.ConvGeom, hasBias bool, 
 	cols := (convCols-1)*g.SW + (g.KW-1)*g.DW + 1
 	xv := func(c, row, col int) string { return fmt.Sprintf("x%d_%d_%d", c, row, col) }
 	var err error
-	doc := fmt.Sprintf("direct convolution of [%d,%d,%d,%d] with a %dx%d window, %d output channels and %d pixels a thread, bias + %q",
-		g.N, g.C, g.H, g.W, g.KH, g.KW, ob, px, act)
+	doc := fmt.Sprintf("direct convolution of [%d,%d,%d,%d] with a %dx%d window, %d output channels and %d pixels a thread, bias + %q%s",
+		g.N, g.C, g.H, g.W, g.KH, g.KW, ob, px, act, lay.doc())
 	if pool != nil {
 		doc = fmt.Sprintf("direct convolution of [%d,%d,%d,%d] with a %dx%d window and a %dx%d max pool, %d output channels and %d pooled pixels a thread, bias + %q",
 			g.N, g.C, g.H, g.W, g.KH, g.KW, wr, wc, ob, px, act)
@@ -137,8 +143,12 @@ func convDirectKernel(g planner.ConvGeom, pool *planner.ConvGeom, hasBias bool, 
 			s = append(s,
 				let("h0", Int, sub(mul(vr("oh"), i32(g.SH)), i32(g.PH))),
 				let("w0", Int, sub(mul(vr("ow"), i32(g.SW)), i32(g.PW))),
-				let("xb", Int, mul(add(mul(vr("img"), i32(g.C)), mul(div(vr("o0"), i32(ocg)), i32(cg))), i32(g.H*g.W))),
 			)
+			if lay.x {
+				s = append(s, let("xc", Int, mul(div(vr("o0"), i32(ocg)), i32(cg))))
+			} else {
+				s = append(s, let("xb", Int, mul(add(mul(vr("img"), i32(g.C)), mul(div(vr("o0"), i32(ocg)), i32(cg))), i32(g.H*g.W))))
+			}
 			// The windows' inputs, loaded once.
 			for c := range cg {
 				for row, off := range rows {
@@ -147,13 +157,16 @@ func convDirectKernel(g planner.ConvGeom, pool *planner.ConvGeom, hasBias bool, 
 						ww := add(vr("w0"), i32(col))
 						inside := and(ge(hh, i32(0)), lt(hh, i32(g.H)), ge(ww, i32(0)), lt(ww, i32(g.W)))
 						s = append(s, let(xv(c, row, col), Float,
-							sel(inside, load("x", add(vr("xb"), add(i32(c*g.H*g.W), add(mul(hh, i32(g.W)), ww)))), flt(0))))
+							sel(inside, load("x", lay.xIndex(g, c, hh, ww)), flt(0))))
 					}
 				}
 			}
-			if pool == nil {
+			switch {
+			case lay.y: // channels last: y's channel o0 at the thread's first pixel
+				s = append(s, let("yb", Int, add(mul(add(mul(add(mul(vr("img"), i32(oh)), vr("oh")), i32(ow)), vr("ow")), i32(g.OC)), vr("o0"))))
+			case pool == nil:
 				s = append(s, let("yb", Int, add(mul(add(mul(vr("img"), i32(g.OC)), vr("o0")), i32(oh*ow)), add(mul(vr("oh"), i32(ow)), vr("ow")))))
-			} else {
+			default:
 				s = append(s, let("yb", Int, add(mul(add(mul(vr("img"), i32(g.OC)), vr("o0")), i32(oh*ow)), add(mul(vr("ph"), i32(ow)), vr("pw")))))
 			}
 			// Accumulator q of a channel is the convolution's output at
@@ -200,6 +213,9 @@ func convDirectKernel(g planner.ConvGeom, pool *planner.ConvGeom, hasBias bool, 
 					var e Expr
 					e, err = actExpr(act, alpha, v)
 					at := add(vr("yb"), i32(j*oh*ow+p))
+					if lay.y {
+						at = add(vr("yb"), i32(p*g.OC+j))
+					}
 					st := []Stmt{store("y", at, e)}
 					if argmax {
 						// the window's positions from last to first: the
@@ -258,7 +274,8 @@ func (l *lowering) convDirect(st *planner.Step) error {
 		return err
 	}
 	x, w, b, y := st.In[0], st.In[1], st.In[2], st.Out[0]
-	k, err := convDirectKernel(g, pool, present(b), a.Act, float32(a.Alpha), present(arg))
+	last := l.channelsLast(x, y)
+	k, err := convDirectKernel(g, pool, present(b), a.Act, float32(a.Alpha), present(arg), directLayouts{x: last[0], y: last[1]})
 	ops := []operand{whole(x), whole(w), whole(y)}
 	if present(b) {
 		ops = append(ops, whole(b))
@@ -300,7 +317,8 @@ func DirectBwdScratch(g planner.ConvGeom) int {
 // the bias, in registers; the block's sums go to partial
 // [chunks][OC][taps+1]. It replaces im2col, the gather of dy into rows,
 // the bias gradient's pass and a GEMM with 25 outputs a channel.
-func convDirectBwdKernel(g planner.ConvGeom, act string, alpha float32) (*Kernel, error) {
+// lay says where x and dy (and y, read with dy) are channels last.
+func convDirectBwdKernel(g planner.ConvGeom, act string, alpha float32, lay directLayouts) (*Kernel, error) {
 	cg, ocg := g.C/g.Groups, g.OC/g.Groups
 	taps := cg * g.KH * g.KW
 	chunks := directBwdChunks(g)
@@ -332,10 +350,17 @@ func convDirectBwdKernel(g planner.ConvGeom, act string, alpha float32) (*Kernel
 		let("img", Int, div(vr("q"), i32(g.OH*runsRow))),
 		let("oh", Int, rem(div(vr("q"), i32(runsRow)), i32(g.OH))),
 		let("ow0", Int, mul(rem(vr("q"), i32(runsRow)), i32(run))),
-		let("yi", Int, add(mul(add(mul(vr("img"), i32(g.OC)), vr("o")), i32(ohw)), add(mul(vr("oh"), i32(g.OW)), vr("ow0")))),
+	}
+	if lay.y { // channels last: dy's channel o at the run's first output
+		step = append(step, let("yi", Int, add(mul(add(mul(add(mul(vr("img"), i32(g.OH)), vr("oh")), i32(g.OW)), vr("ow0")), i32(g.OC)), vr("o"))))
+	} else {
+		step = append(step, let("yi", Int, add(mul(add(mul(vr("img"), i32(g.OC)), vr("o")), i32(ohw)), add(mul(vr("oh"), i32(g.OW)), vr("ow0")))))
 	}
 	for j := range run {
 		yi := add(vr("yi"), i32(j))
+		if lay.y {
+			yi = add(vr("yi"), i32(j*g.OC))
+		}
 		dz := Expr(load("dy", yi))
 		if act != "" {
 			d, err := actGradFromY(act, alpha, load("y", yi))
@@ -351,8 +376,10 @@ func convDirectBwdKernel(g planner.ConvGeom, act string, alpha float32) (*Kernel
 	}
 	step = append(step,
 		let("h0", Int, sub(mul(vr("oh"), i32(g.SH)), i32(g.PH))),
-		let("w0", Int, sub(mul(vr("ow0"), i32(g.SW)), i32(g.PW))),
-		let("xb", Int, mul(add(mul(vr("img"), i32(g.C)), vr("xc")), i32(g.H*g.W))))
+		let("w0", Int, sub(mul(vr("ow0"), i32(g.SW)), i32(g.PW))))
+	if !lay.x {
+		step = append(step, let("xb", Int, mul(add(mul(vr("img"), i32(g.C)), vr("xc")), i32(g.H*g.W))))
+	}
 	for c := range cg {
 		for kh := range g.KH {
 			hh := add(vr("h0"), i32(kh*g.DH))
@@ -362,7 +389,7 @@ func convDirectBwdKernel(g planner.ConvGeom, act string, alpha float32) (*Kernel
 				inside := and(ge(hh, i32(0)), lt(hh, i32(g.H)), ge(ww, i32(0)), lt(ww, i32(g.W)))
 				xv := fmt.Sprintf("x%d_%d_%d", c, kh, col)
 				step = append(step, let(xv, Float, sel(inside,
-					load("x", add(vr("xb"), add(i32(c*g.H*g.W), add(mul(hh, i32(g.W)), ww)))), flt(0))))
+					load("x", lay.xIndex(g, c, hh, ww)), flt(0))))
 				for kw := range g.KW {
 					// output j reads column j·SW + kw·DW with tap kw
 					d := col - kw*g.DW
@@ -404,8 +431,8 @@ func convDirectBwdKernel(g planner.ConvGeom, act string, alpha float32) (*Kernel
 			loop("q", 0, parts, 1, set("tot", add(vr("tot"), load("sh2", add(mul(lidE, i32(parts)), vr("q")))))),
 			store("partial", add(mul(add(mul(vr("ch"), i32(g.OC)), vr("o")), i32(taps+1)), lidE), vr("tot"))))
 	return &Kernel{
-		Doc: fmt.Sprintf("direct weight and bias gradients of a %dx%d window over [%d,%d,%d,%d], runs of %d outputs, %d blocks a channel",
-			g.KH, g.KW, g.N, g.C, g.H, g.W, run, chunks),
+		Doc: fmt.Sprintf("direct weight and bias gradients of a %dx%d window over [%d,%d,%d,%d], runs of %d outputs, %d blocks a channel%s",
+			g.KH, g.KW, g.N, g.C, g.H, g.W, run, chunks, lay.doc()),
 		Params: params, Threadgroup: tg, Groups: g.OC * chunks, Body: body,
 	}, nil
 }
@@ -450,7 +477,11 @@ func (l *lowering) convDirectBwd(st *planner.Step) error {
 	} else if b.Size < DirectBwdScratch(g) {
 		return fmt.Errorf("scratch %q has %d float32s, the direct weight gradient needs %d (DirectBwdScratch)", b.Name, b.Size, DirectBwdScratch(g))
 	}
-	k, err := convDirectBwdKernel(g, a.Act, float32(a.Alpha))
+	last := l.channelsLast(x, dy, y)
+	if a.Act != "" && last[1] != last[2] {
+		return fmt.Errorf("direct weight gradient: dy and y in different layouts")
+	}
+	k, err := convDirectBwdKernel(g, a.Act, float32(a.Alpha), directLayouts{x: last[0], y: last[1]})
 	ops := []operand{whole(x), whole(dy)}
 	if a.Act != "" {
 		ops = append(ops, whole(y))
@@ -463,4 +494,31 @@ func (l *lowering) convDirectBwd(st *planner.Step) error {
 		ops = append(ops, whole(db))
 	}
 	return l.launch("conv_direct_wgrad_sum", convDirectBwdSumKernel(g, present(db)), nil, ops...)
+}
+
+// directLayouts says which tensors of a direct convolution are channels
+// last: x, and y (with dy, its gradient, in the weight gradient).
+type directLayouts struct{ x, y bool }
+
+// xIndex is x's element at channel c of the thread's group (from its
+// first channel, "xc" channels last, "xb" the group's plane NCHW), row h,
+// column w of the thread's image "img".
+func (lay directLayouts) xIndex(g planner.ConvGeom, c int, h, w Expr) Expr {
+	if lay.x {
+		return add(mul(add(mul(add(mul(vr("img"), i32(g.H)), h), i32(g.W)), w), i32(g.C)), add(vr("xc"), i32(c)))
+	}
+	return add(vr("xb"), add(i32(c*g.H*g.W), add(mul(h, i32(g.W)), w)))
+}
+
+// doc is what a kernel's doc line adds for channels-last tensors.
+func (lay directLayouts) doc() string {
+	switch {
+	case lay.x && lay.y:
+		return " (x and y NHWC)"
+	case lay.x:
+		return " (x NHWC)"
+	case lay.y:
+		return " (y NHWC)"
+	}
+	return ""
 }
