@@ -148,6 +148,13 @@ var BF16Storage = &planner.BF16Storage{
 	Kernels: map[planner.Kernel]bool{planner.KBatchNorm: true, planner.KBatchNormBwd: true, planner.KUnary: true, planner.KUnaryBwd: true,
 		planner.KBinary: true, planner.KBinaryBwd: true, planner.KAccumulate: true, planner.KGlobalAvgPool: true, planner.KGlobalAvgPoolBwd: true},
 	Library: ConvLibraryMethod,
+	// The direct convolution (an image model's first layer) indexes x
+	// and y in either layout (directLayouts), and launch rewrites its
+	// loads and stores like the others': CIFAR ResNet-18's stem then
+	// writes the bfloat16 channels-last tensor its batch norm reads,
+	// which read the float32 NCHW one a float a channel (the stem's
+	// batch norm backward took 144 µs, docs/runs/gpu-thirteenth-2026-11-30.txt).
+	Direct: ConvDirectMethod,
 	// cuDNN's convolutions are faster on channels-last tensors (1.58 ms
 	// a CIFAR ResNet-18 step with KRSC filters against 2.79 on NCHW ones,
 	// PyTorch's calls on an H200: docs/runs/gpu-conv-layouts-2026-11-30.txt):
