@@ -717,7 +717,7 @@ func (g *generator) kernelCall(st planner.Step, in, out []operand, training bool
 		return g.attendCachedCall(st, in, out)
 	case planner.KAccumulate:
 		return g.accumulateCall(st, in, out)
-	case planner.KSGD:
+	case planner.KSGD, planner.KSGDMulti: // one call per (param, velocity)
 		return g.sgdCall(st, in, out, c)
 	case planner.KAdam, planner.KAdamMulti: // one call per (param, m, v)
 		return g.adamCall(st, in, out, c)

@@ -10,11 +10,20 @@ import (
 // The optimizer family's calls: one update per param, with the run-time
 // learning rate (and step count) as the step function's parameters.
 
-// sgdCall calls an SGD update, which takes the learning rate.
+// sgdCall calls one SGD update per (param, velocity) of the step, which
+// takes the learning rate.
 func (g *generator) sgdCall(st planner.Step, in, out []operand, c *stepCall) (string, error) {
 	a := st.Attr
 	c.lr = true
-	return fmt.Sprintf("cpu.SGD(%s, %s, %s, lr, %s, %s)", out[0].slice(), in[0].slice(), in[1].slice(), float(a.Momentum), float(a.WeightDecay)), nil
+	var calls []string
+	for i := 0; i+1 < len(in) && i < len(out); i += 2 {
+		wd := a.WeightDecay
+		if a.Decays != nil && i/2 < len(a.Decays) {
+			wd = a.Decays[i/2]
+		}
+		calls = append(calls, fmt.Sprintf("cpu.SGD(%s, %s, %s, lr, %s, %s)", out[i].slice(), in[i].slice(), in[i+1].slice(), float(a.Momentum), float(wd)))
+	}
+	return strings.Join(calls, "\n"), nil
 }
 
 // adamCall calls one Adam (or AdamW) update per (param, m, v) of the

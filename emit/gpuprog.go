@@ -752,7 +752,7 @@ func stepEntry(head string, opLits []string) string {
 // norm's running statistics.
 func updatedInputs(st planner.Step, training bool) []planner.BufID {
 	switch {
-	case st.Kernel == planner.KSGD || st.Kernel == planner.KAdam: // KAdamMulti's moments are among its outputs
+	case st.Kernel == planner.KSGD || st.Kernel == planner.KAdam: // KAdamMulti's moments and KSGDMulti's velocities are among their outputs
 		return st.In[1:]
 	case st.Kernel == planner.KBatchNorm && training && len(st.In) >= 5:
 		return st.In[3:5]

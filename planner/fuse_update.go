@@ -1,20 +1,21 @@
 package planner
 
-// fuseUpdate gathers the Adam steps of a target that updates several params
-// in one multi-tensor kernel, so that a training step's optimizer is one
-// launch (or a few) instead of one per param.
+// fuseUpdate gathers the Adam or SGD steps of a target that updates
+// several params in one multi-tensor kernel, so that a training step's
+// optimizer is one launch (or a few) instead of one per param.
 //
 // Before: Update holds one KAdam (or KSGD) step per trainable param, in
 // Params order, all with the same Attr but for AdamW's decay (optimize.go),
 // perhaps after a KClipGradNorm step, which stays first. After: for a Target
 // whose UpdateTensors is 2 or more, each run of up to UpdateTensors
 // consecutive KAdam steps with the same Attr but for WeightDecay is one
-// KAdamMulti step: its operands the steps' operands in order, its Layer the
-// first step's, Fused every step's layer (once for a layer's consecutive
-// params), and Attr.Decays each step's WeightDecay where they differ
-// (AdamW decays a weight but not its bias, optimize.go). A run of one
-// stays KAdam; KSGD steps are unchanged. The arithmetic of each param is
-// the same; nothing else changed.
+// KAdamMulti step, and each such run of KSGD steps one KSGDMulti step: its
+// operands the steps' operands in order (triples for Adam, pairs for SGD),
+// its Layer the first step's, Fused every step's layer (once for a layer's
+// consecutive params), and Attr.Decays each step's WeightDecay where they
+// differ (AdamW decays a weight but not its bias, optimize.go). A run of
+// one stays KAdam or KSGD. The arithmetic of each param is the same;
+// nothing else changed.
 func fuseUpdate(p *Plan, t Target) {
 	if t.UpdateTensors < 2 {
 		return
@@ -25,7 +26,7 @@ func fuseUpdate(p *Plan, t Target) {
 			out = append(out, run[0])
 			return
 		}
-		m := Step{Kernel: KAdamMulti, Layer: run[0].Layer, Attr: run[0].Attr}
+		m := Step{Kernel: multiUpdate[run[0].Kernel], Layer: run[0].Layer, Attr: run[0].Attr}
 		for _, s := range run {
 			if s.Attr.WeightDecay != m.Attr.WeightDecay && m.Attr.Decays == nil {
 				m.Attr.Decays = make([]float64, len(run))
@@ -44,11 +45,11 @@ func fuseUpdate(p *Plan, t Target) {
 	}
 	var run []Step
 	for _, s := range p.Update {
-		if len(run) > 0 && (s.Kernel != KAdam || !sameAdam(s.Attr, run[0].Attr) || len(run) == t.UpdateTensors) {
+		if len(run) > 0 && (s.Kernel != run[0].Kernel || !sameUpdate(s.Attr, run[0].Attr) || len(run) == t.UpdateTensors) {
 			flush(run)
 			run = nil
 		}
-		if s.Kernel != KAdam {
+		if multiUpdate[s.Kernel] == "" {
 			out = append(out, s)
 			continue
 		}
@@ -60,8 +61,13 @@ func fuseUpdate(p *Plan, t Target) {
 	p.Update = out
 }
 
-// sameAdam reports whether two Adam steps have the same hyper-parameters
-// but for the weight decay, which a multi-tensor step keeps per tensor.
-func sameAdam(a, b Attr) bool {
-	return a.Beta1 == b.Beta1 && a.Beta2 == b.Beta2 && a.Eps == b.Eps && a.Decoupled == b.Decoupled
+// multiUpdate is the multi-tensor kernel of each optimizer kernel that
+// has one.
+var multiUpdate = map[Kernel]Kernel{KAdam: KAdamMulti, KSGD: KSGDMulti}
+
+// sameUpdate reports whether two optimizer steps of one kernel have the
+// same hyper-parameters but for the weight decay, which a multi-tensor
+// step keeps per tensor.
+func sameUpdate(a, b Attr) bool {
+	return a.Beta1 == b.Beta1 && a.Beta2 == b.Beta2 && a.Eps == b.Eps && a.Decoupled == b.Decoupled && a.Momentum == b.Momentum
 }

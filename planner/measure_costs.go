@@ -86,9 +86,9 @@ func stepBytes(p *Plan, s *Step, c *costCounter) int64 {
 			n = c.sum(n, c.mul(3, p.size(id))) // read for the norm, read and written to scale
 		}
 	}
-	if s.Kernel == KAdamMulti {
-		for i := 0; i < len(s.Out); i += 3 {
-			n = c.sum(n, p.size(s.Out[i]))
+	if s.Kernel == KAdamMulti || s.Kernel == KSGDMulti {
+		for _, k := range updateParamOutputs(*s) {
+			n = c.sum(n, p.size(s.Out[k])) // each param is read as well as written
 		}
 	}
 	return c.mul(spec.BytesPerElement, n)
@@ -242,6 +242,12 @@ func stepFLOPs(p *Plan, s *Step, c *costCounter) int64 {
 			n = c.sum(n, p.size(s.Out[i]))
 		}
 		return c.mul(12, n)
+	case KSGDMulti:
+		var n int64
+		for i := 0; i < len(s.Out); i += 2 {
+			n = c.sum(n, p.size(s.Out[i]))
+		}
+		return c.mul(4, n)
 	}
 	return 0 // transpose, concat, slice and their gradients move data only
 }

@@ -302,10 +302,10 @@ func TestOptimize(t *testing.T) {
 	}
 }
 
-// TestFuseUpdate: a target with UpdateTensors gets its Adam steps in
-// multi-tensor steps of at most that many params, each param's (grad, m,
-// v) and (param, m, v) in Params order; SGD and the CPU target keep one
-// step per param.
+// TestFuseUpdate: a target with UpdateTensors gets its Adam and SGD steps
+// in multi-tensor steps of at most that many params, each param's (grad,
+// m, v) and (param, m, v), or (grad, velocity) and (param, velocity), in
+// Params order; the CPU target keeps one step per param.
 func TestFuseUpdate(t *testing.T) {
 	gpu := Target{Name: "gpu", Conv: CPU.Conv, UpdateTensors: 3}
 	for _, tc := range []struct {
@@ -315,6 +315,7 @@ func TestFuseUpdate(t *testing.T) {
 		{mlp, gpu},
 		{mlp, CPU},
 		{regularised, gpu},
+		{regularised, CPU},
 	} {
 		p := mustBuild(t, tc.model(), Options{Batch: 2, Training: true, Target: tc.target})
 		var trainable []Param
@@ -325,17 +326,18 @@ func TestFuseUpdate(t *testing.T) {
 		}
 		n := 0
 		for _, s := range p.Update {
-			k := 1
-			if s.Kernel == KAdamMulti {
-				k = len(s.Out) / 3
+			k, width := 1, len(s.Out)
+			if s.Kernel == KAdamMulti || s.Kernel == KSGDMulti {
+				width = map[Kernel]int{KAdamMulti: 3, KSGDMulti: 2}[s.Kernel]
+				k = len(s.Out) / width
 				if tc.target.UpdateTensors < 2 || k > tc.target.UpdateTensors || k < 2 {
 					t.Errorf("%s on %s: a multi-tensor step of %d params", p.Model, tc.target.Name, k)
 				}
 			}
 			for j := 0; j < k; j++ {
 				pr := trainable[n+j]
-				if s.Out[3*j] != pr.Buf || s.In[3*j] != pr.Grad {
-					t.Errorf("%s on %s: param %d of update step is %v, want %s", p.Model, tc.target.Name, j, s.Out[3*j], pr.Name)
+				if s.Out[width*j] != pr.Buf || s.In[width*j] != pr.Grad || s.Out[width*j+1] != pr.State[0] || s.In[width*j+1] != pr.State[0] {
+					t.Errorf("%s on %s: param %d of update step is %v, want %s", p.Model, tc.target.Name, j, s.Out[width*j], pr.Name)
 				}
 			}
 			n += k
@@ -343,12 +345,15 @@ func TestFuseUpdate(t *testing.T) {
 		if n != len(trainable) {
 			t.Errorf("%s on %s: the updates cover %d of %d trainable params", p.Model, tc.target.Name, n, len(trainable))
 		}
-		if tc.model().Training.Optimizer.Kind == "sgd" || tc.target.UpdateTensors < 2 {
+		if tc.target.UpdateTensors < 2 {
 			if len(p.Update) != len(trainable) {
 				t.Errorf("%s on %s: %d update steps for %d params, want one each", p.Model, tc.target.Name, len(p.Update), len(trainable))
 			}
 		} else if want := (len(trainable) + 2) / 3; len(p.Update) != want {
 			t.Errorf("%s on %s: %d update steps for %d params, want %d", p.Model, tc.target.Name, len(p.Update), len(trainable), want)
+		}
+		if err := Verify(p); err != nil {
+			t.Errorf("%s on %s: %v", p.Model, tc.target.Name, err)
 		}
 	}
 }

@@ -363,6 +363,14 @@ const (
 	// m_k, v_k. Attr as KAdam, shared by all but the weight decay, which
 	// Attr.Decays gives per param where it differs.
 	KAdamMulti Kernel = "adam_multi"
+	// KSGDMulti: SGD over several params in one step, for a backend that
+	// updates them in one multi-tensor kernel (fuse_update.go). In:
+	// grad_1, velocity_1, …, grad_k, velocity_k. Out: param_1,
+	// velocity_1, …, param_k, velocity_k: KSGD's pairs in order, the
+	// velocity read and written only when Momentum ≠ 0 (as KSGD's). Attr
+	// as KSGD, shared by all but the weight decay, which Attr.Decays
+	// gives per param where it differs.
+	KSGDMulti Kernel = "sgd_multi"
 	// KClipGradNorm: clipping by the global norm, the first update step:
 	// every gradient g_j is scaled in place by
 	// min(1, ClipNorm/(‖g‖+1e-6)), where ‖g‖ is the L2 norm over all of
@@ -425,9 +433,9 @@ type Attr struct {
 	Beta2       float64   `json:"beta2,omitempty"`
 	WeightDecay float64   `json:"weightDecay,omitempty"`
 	Decoupled   bool      `json:"decoupled,omitempty"`
-	// Decays is a KAdamMulti step's weight decay of each param, in
-	// order, where they differ (then WeightDecay is 0); nil: WeightDecay
-	// applies to every param of the step.
+	// Decays is a KAdamMulti or KSGDMulti step's weight decay of each
+	// param, in order, where they differ (then WeightDecay is 0); nil:
+	// WeightDecay applies to every param of the step.
 	Decays []float64 `json:"decays,omitempty"`
 	// ClipNorm is the largest global L2 norm of the gradients
 	// KClipGradNorm lets through.

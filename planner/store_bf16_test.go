@@ -13,7 +13,7 @@ import (
 // their weights' twins, and the kernels of kernels may keep their
 // operands in bfloat16 (nil: no BF16Storage).
 func storageTarget(kernels ...Kernel) Target {
-	t := bf16Target(KSGD, KAdam)
+	t := bf16Target(KSGD, KSGDMulti, KAdam)
 	t.Conv = func(g ConvGeom, _ ConvPass) ConvChoice {
 		if g.C/max(g.Groups, 1)*g.KH*g.KW <= 32 {
 			return ConvChoice{Method: "direct"}

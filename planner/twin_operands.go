@@ -134,7 +134,8 @@ func twinOperands(p *Plan, t Target) {
 }
 
 // updateParamOutputs are the indexes of an optimizer step's outputs that
-// are params: the first of SGD and Adam, every third of multi-tensor Adam.
+// are params: the first of SGD and Adam, every third of multi-tensor Adam,
+// every second of multi-tensor SGD.
 func updateParamOutputs(st Step) []int {
 	switch st.Kernel {
 	case KSGD, KAdam:
@@ -142,6 +143,12 @@ func updateParamOutputs(st Step) []int {
 	case KAdamMulti:
 		var ks []int
 		for k := 0; k < len(st.Out); k += 3 {
+			ks = append(ks, k)
+		}
+		return ks
+	case KSGDMulti:
+		var ks []int
+		for k := 0; k < len(st.Out); k += 2 {
 			ks = append(ks, k)
 		}
 		return ks

@@ -49,7 +49,7 @@ func TestTwinOperands(t *testing.T) {
 		m.Precision = precision
 		return m
 	}
-	adam := bf16Target(KAdam, KAdamMulti, KSGD)
+	adam := bf16Target(KAdam, KAdamMulti, KSGD, KSGDMulti)
 	for _, tc := range []struct {
 		name                 string
 		precision            string
@@ -228,7 +228,7 @@ func TestTwinOperandsGPT(t *testing.T) {
 		t.Fatal(err)
 	}
 	m.Precision = PrecisionBF16
-	p := mustBuild(t, m, Options{Training: true, Fusion: true, Target: bf16Target(KAdam, KAdamMulti, KSGD)})
+	p := mustBuild(t, m, Options{Training: true, Fusion: true, Target: bf16Target(KAdam, KAdamMulti, KSGD, KSGDMulti)})
 	gemms := 0
 	for _, st := range p.allSteps() {
 		if st.Kernel == KGemm || st.Kernel == KGemmBwd {

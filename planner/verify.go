@@ -218,9 +218,12 @@ func verifyParams(p *Plan) error {
 	names := map[string]bool{}
 	updates := map[BufID]int{}
 	for _, s := range p.Update {
-		step := len(s.Out) // one param per step, or one per triple of KAdamMulti
-		if s.Kernel == KAdamMulti {
+		step := len(s.Out) // one param per step, or one per triple of KAdamMulti or pair of KSGDMulti
+		switch s.Kernel {
+		case KAdamMulti:
 			step = 3
+		case KSGDMulti:
+			step = 2
 		}
 		for i := 0; i < len(s.Out); i += step {
 			if p.validID(s.Out[i]) {
@@ -284,7 +287,7 @@ var kernelPhase = map[Kernel]string{
 	KGlobalAvgPoolBwd: "backward", KUnaryBwd: "backward", KBinaryBwd: "backward", KSoftmaxBwd: "backward",
 	KLogSoftmaxBwd: "backward", KDropoutBwd: "backward", KBatchNormBwd: "backward", KMatMulBwd: "backward",
 	KConcatBwd: "backward", KSliceBwd: "backward", KResizeBwd: "backward", KAccumulate: "backward", KLayerNormBwd: "backward", KReduceMeanBwd: "backward", KEmbeddingBwd: "backward", KAttentionBwd: "backward",
-	KSGD: "update", KAdam: "update", KAdamMulti: "update", KClipGradNorm: "update", KGradMean: "update",
+	KSGD: "update", KAdam: "update", KAdamMulti: "update", KSGDMulti: "update", KClipGradNorm: "update", KGradMean: "update",
 	KTranspose: "any", // its own gradient
 }
 
@@ -343,6 +346,7 @@ var operands = map[Kernel]struct {
 	KSGD:                {2, 2, nil, nil},
 	KAdam:               {3, 3, nil, nil},
 	KAdamMulti:          {-1, -1, nil, nil},
+	KSGDMulti:           {-1, -1, nil, nil},
 	KClipGradNorm:       {-1, -1, nil, nil},
 	KGradMean:           {1, 2, nil, nil},
 }
@@ -491,6 +495,8 @@ func checkShapes(p *Plan, s *Step) error {
 		return r.loss(s)
 	case KAdamMulti:
 		return r.adamMulti(s)
+	case KSGDMulti:
+		return r.sgdMulti(s)
 	case KClipGradNorm:
 		return r.clipGradNorm(s)
 	case KGradMean:

@@ -10,7 +10,7 @@ import (
 
 // gpuLike is a target with every rewrite a GPU backend makes: pools in the
 // convolutions' epilogues with their argmax, the activation's derivative in
-// the pool's backward, multi-tensor Adam steps and fused attention.
+// the pool's backward, multi-tensor Adam and SGD steps and fused attention.
 var gpuLike = Target{
 	Name: "gpu-like", Conv: poolTarget.Conv, PoolEpilogue: poolTarget.PoolEpilogue,
 	PoolArgmax: true, PoolBwdAct: true, UpdateTensors: 3, Attention: true,
@@ -87,6 +87,8 @@ func TestShapeRulesCatch(t *testing.T) {
 		{"loss", CPU, KSoftmaxXent, func(p *Plan, s *Step) { s.In[1] = s.Out[1] }, "want [labels]"},
 		{"update", CPU, KAdam, func(p *Plan, s *Step) { s.Out[1] = s.Out[2] }, "optimizer state 1 is read from"},
 		{"update", gpuLike, KAdamMulti, func(p *Plan, s *Step) { s.Out[4] = s.Out[5] }, "param 2: optimizer state 1"},
+		{"update", gpuLike, KSGDMulti, func(p *Plan, s *Step) { s.Out[3] = s.Out[1] }, "param 2: optimizer state 1"},
+		{"update", gpuLike, KSGDMulti, func(p *Plan, s *Step) { s.Attr.Decays = []float64{0} }, "1 weight decays for"},
 		{"attention", gpuLike, KAttention, func(p *Plan, s *Step) { s.In[2] = s.In[1] }, "do not fit (want [...,Tq,D], [...,D,Tk] and [...,Tk,D])"},
 		{"attention", gpuLike, KAttention, func(p *Plan, s *Step) { s.Attr.Rate = 1 }, "dropout rate 1 outside [0, 1)"},
 		{"attention", gpuLike, KAttention, func(p *Plan, s *Step) { s.Attr.Perm = []int{0, 2, 1} }, "in the layout [0 2 1]"},

@@ -25,6 +25,26 @@ func (r shapeRules) adamMulti(s *Step) error {
 	return nil
 }
 
+// sgdMulti checks each (grad, velocity) → (param, velocity) pair of a
+// multi-tensor SGD step as one KSGD step.
+func (r shapeRules) sgdMulti(s *Step) error {
+	in, out := s.In, s.Out
+	if len(in)%2 != 0 || len(out) != len(in) || len(in) < 4 {
+		return fmt.Errorf("%d inputs and %d outputs: want two or more (grad, velocity) and (param, velocity) pairs", len(in), len(out))
+	}
+	if s.Attr.Decays != nil && len(s.Attr.Decays) != len(in)/2 {
+		return fmt.Errorf("%d weight decays for %d params", len(s.Attr.Decays), len(in)/2)
+	}
+	for i := 0; i < len(in); i += 2 {
+		t := *s
+		t.Kernel, t.In, t.Out = KSGD, in[i:i+2:i+2], out[i:i+2:i+2] // capped: the rule appends to them
+		if err := checkShapes(r.p, &t); err != nil {
+			return fmt.Errorf("param %d: %w", i/2+1, err)
+		}
+	}
+	return nil
+}
+
 // clipGradNorm checks a clipping step: gradients scaled in place, then
 // the norms buffer [k+1].
 func (r shapeRules) clipGradNorm(s *Step) error {

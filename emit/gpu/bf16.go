@@ -21,7 +21,7 @@ import (
 var BF16Twins = &planner.BF16Twins{
 	Producers: map[planner.Kernel][]int{planner.KLayerNorm: {0}, planner.KUnary: {0}, planner.KUnaryBwd: {0}, planner.KDropoutBwd: {0},
 		planner.KAttention: {0}, planner.KAttentionBwd: {0, 1, 2}, planner.KSoftmaxXent: {1}},
-	Updates: map[planner.Kernel]bool{planner.KSGD: true, planner.KAdam: true, planner.KAdamMulti: true},
+	Updates: map[planner.Kernel]bool{planner.KSGD: true, planner.KAdam: true, planner.KAdamMulti: true, planner.KSGDMulti: true},
 }
 
 // twin is the bfloat16 twin of buf's storage in the plan, or NoBuf.

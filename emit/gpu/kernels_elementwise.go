@@ -885,15 +885,25 @@ func sgdKernel(n int, momentum, wd float32) *Kernel {
 	}
 	params = append(params, out("p", n))
 	return elementwise(fmt.Sprintf("sgd momentum %g weight decay %g, %d elements", momentum, wd, n), n, params, func(i Expr) []Stmt {
-		s := []Stmt{let("lr", Float, call(FnAsFloat, load("args", i32(gpuhost.ArgLR)))), let("d", Float, load("g", i))}
-		if wd != 0 {
-			s = append(s, set("d", add(vr("d"), mul(flt(wd), load("p", i)))))
-		}
-		if momentum != 0 {
-			s = append(s, set("d", add(mul(flt(momentum), load("vel", i)), vr("d"))), store("vel", i, vr("d")))
-		}
-		return append(s, store("p", i, sub(load("p", i), mul(vr("lr"), vr("d")))))
+		return append([]Stmt{sgdLR()}, sgdElement("", i, momentum, wd)...)
 	})
+}
+
+// sgdLR declares the step's learning rate, lr, from args.
+func sgdLR() Stmt { return let("lr", Float, call(FnAsFloat, load("args", i32(gpuhost.ArgLR)))) }
+
+// sgdElement updates element i of the param, velocity and gradient named
+// p, vel and g followed by suffix, as rt/cpu's SGD does.
+func sgdElement(suffix string, i Expr, momentum, wd float32) []Stmt {
+	g, vel, p := "g"+suffix, "vel"+suffix, "p"+suffix
+	s := []Stmt{let("d", Float, load(g, i))}
+	if wd != 0 {
+		s = append(s, set("d", add(vr("d"), mul(flt(wd), load(p, i)))))
+	}
+	if momentum != 0 {
+		s = append(s, set("d", add(mul(flt(momentum), load(vel, i)), vr("d"))), store(vel, i, vr("d")))
+	}
+	return append(s, store(p, i, sub(load(p, i), mul(vr("lr"), vr("d")))))
 }
 
 // adamKernel is Adam (decoupled false: L2 weight decay added to the
@@ -946,9 +956,10 @@ func adamElement(suffix string, i Expr, beta1, beta2, eps, wd float32, decoupled
 	)
 }
 
-// UpdateTensors is the most params one multi-tensor Adam kernel of dialect d
-// updates: four buffers a param and the step arguments within the
-// dialect's buffer limit, and at most 64 (CUDA's kernel parameters).
+// UpdateTensors is the most params one multi-tensor Adam or SGD kernel of
+// dialect d updates: four buffers a param (Adam's; SGD's three and a
+// bfloat16 twin) and the step arguments within the dialect's buffer
+// limit, and at most 64 (CUDA's kernel parameters).
 func UpdateTensors(d *Dialect) int {
 	if d.MaxBuffers == 0 {
 		return 64
@@ -972,33 +983,17 @@ func decaysDoc(decays []float32) string {
 
 // adamMultiKernel is Adam over several params in one launch (the multi-tensor
 // update of planner.KAdamMulti): params args, then g, m, v, p of each
-// tensor. Each tensor gets whole threadgroups of its own, so no group
-// straddles two tensors; a chain of comparisons of the group index finds
-// the tensor, which runs the same arithmetic as adamKernel.
+// tensor, each tensor running the same arithmetic as adamKernel
+// (multiTensor).
 func adamMultiKernel(sizes []int, decays []float32, beta1, beta2, eps float32, decoupled bool) *Kernel {
 	params := []Param{argsParam()}
-	total, groups := 0, 0
-	starts := make([]int, len(sizes)+1) // first group of each tensor
 	for j, n := range sizes {
 		sfx := fmt.Sprint("_", j)
 		params = append(params, in("g"+sfx, n), out("m"+sfx, n), out("v"+sfx, n), out("p"+sfx, n))
-		starts[j] = groups
-		groups += ceilDiv(n, tgElem)
-		total += n
 	}
-	starts[len(sizes)] = groups
-	// Innermost first: the last tensor's branch, then each earlier one
-	// wrapped around it.
-	var chain []Stmt
-	for j := len(sizes) - 1; j >= 0; j-- {
-		k := sub(gidE, i32(starts[j]*tgElem))
-		body := []Stmt{let("k", Int, k), when(lt(vr("k"), i32(sizes[j])), adamElement(fmt.Sprint("_", j), vr("k"), beta1, beta2, eps, decays[j], decoupled)...)}
-		if chain == nil {
-			chain = body
-			continue
-		}
-		chain = []Stmt{If{Cond: lt(tgidE, i32(starts[j+1])), Then: body, Else: chain}}
-	}
+	chain, groups, total := multiTensor(sizes, func(j int, k Expr) []Stmt {
+		return adamElement(fmt.Sprint("_", j), k, beta1, beta2, eps, decays[j], decoupled)
+	})
 	kind := "adam"
 	if decoupled {
 		kind = "adamw"
@@ -1008,4 +1003,54 @@ func adamMultiKernel(sizes []int, decays []float32, beta1, beta2, eps float32, d
 		Params: params, Threadgroup: tgElem, Groups: groups,
 		Body: append(adamScalars(beta1, beta2), chain...),
 	}
+}
+
+// sgdMultiKernel is SGD over several params in one launch (the
+// multi-tensor update of planner.KSGDMulti): params args, then g, vel
+// (when momentum ≠ 0) and p of each tensor, each tensor running the same
+// arithmetic as sgdKernel with its own weight decay (multiTensor).
+func sgdMultiKernel(sizes []int, decays []float32, momentum float32) *Kernel {
+	params := []Param{argsParam()}
+	for j, n := range sizes {
+		sfx := fmt.Sprint("_", j)
+		params = append(params, in("g"+sfx, n))
+		if momentum != 0 {
+			params = append(params, out("vel"+sfx, n))
+		}
+		params = append(params, out("p"+sfx, n))
+	}
+	chain, groups, total := multiTensor(sizes, func(j int, k Expr) []Stmt {
+		return sgdElement(fmt.Sprint("_", j), k, momentum, decays[j])
+	})
+	return &Kernel{
+		Doc:    fmt.Sprintf("sgd over %d tensors (%d elements), momentum %g weight decay %s", len(sizes), total, momentum, decaysDoc(decays)),
+		Params: params, Threadgroup: tgElem, Groups: groups,
+		Body: append([]Stmt{sgdLR()}, chain...),
+	}
+}
+
+// multiTensor is the body of a multi-tensor kernel over tensors of sizes,
+// element(j, k) updating element k of tensor j, and its grid. Each tensor
+// gets whole threadgroups of its own, so no group straddles two tensors;
+// a chain of comparisons of the group index finds the tensor.
+func multiTensor(sizes []int, element func(j int, k Expr) []Stmt) (chain []Stmt, groups, total int) {
+	starts := make([]int, len(sizes)+1) // first group of each tensor
+	for j, n := range sizes {
+		starts[j] = groups
+		groups += ceilDiv(n, tgElem)
+		total += n
+	}
+	starts[len(sizes)] = groups
+	// Innermost first: the last tensor's branch, then each earlier one
+	// wrapped around it.
+	for j := len(sizes) - 1; j >= 0; j-- {
+		k := sub(gidE, i32(starts[j]*tgElem))
+		body := []Stmt{let("k", Int, k), when(lt(vr("k"), i32(sizes[j])), element(j, vr("k"))...)}
+		if chain == nil {
+			chain = body
+			continue
+		}
+		chain = []Stmt{If{Cond: lt(tgidE, i32(starts[j+1])), Then: body, Else: chain}}
+	}
+	return chain, groups, total
 }

@@ -813,6 +813,27 @@ func kernelCases(t *testing.T) []gpuCase {
 		}
 		addCase(gpuCase{name: "adam_multi", k: adamMultiKernel(sizes, decays, 0.9, 0.999, 1e-8, decoupled), in: in, want: want, tol: 1e-5})
 	}
+	// Multi-tensor SGD, with momentum and without: the same three tensors,
+	// each against cpu.SGD with its own weight decay.
+	for _, momentum := range []float32{0.9, 0} {
+		sizes := []int{300, 5, 513}
+		decays := []float32{5e-4, 0, 0.1}
+		in := [][]float32{argsVec(0.05, 3, 0)}
+		want := map[int][]float32{}
+		for j, n := range sizes {
+			g, vel, p := randVec(r, n, -1, 1), randVec(r, n, -0.1, 0.1), randVec(r, n, -1, 1)
+			wp, wv := slices.Clone(p), slices.Clone(vel)
+			cpu.SGD(wp, g, wv, 0.05, momentum, decays[j])
+			in = append(in, g)
+			if momentum != 0 {
+				in = append(in, vel)
+				want[len(in)-1] = wv
+			}
+			in = append(in, p)
+			want[len(in)-1] = wp
+		}
+		addCase(gpuCase{name: "sgd_multi", k: sgdMultiKernel(sizes, decays, momentum), in: in, want: want, tol: 1e-6})
+	}
 	// Clipping by the global norm: the sums of squares, the scale and the
 	// scaled gradients of its three kernels, each against cpu.ClipGradNorm
 	// (one gradient over a threadgroup of 1024, one shorter than it).

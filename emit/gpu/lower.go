@@ -472,6 +472,8 @@ func (l *lowering) lowerStep(st *planner.Step, training bool) error {
 		return l.adam(st)
 	case planner.KAdamMulti:
 		return l.adamMulti(st)
+	case planner.KSGDMulti:
+		return l.sgdMulti(st)
 	case planner.KClipGradNorm:
 		return l.clipGradNorm(st)
 	case planner.KGradMean:

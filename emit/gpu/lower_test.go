@@ -217,7 +217,8 @@ func TestLowerErrors(t *testing.T) {
 
 // TestBufferLimit: a kernel that binds more buffers than its dialect allows
 // (Metal: 31) is refused when it is lowered, not when Metal compiles it;
-// the multi-tensor Adam of each dialect fits.
+// the multi-tensor Adam of each dialect fits, and its multi-tensor SGD
+// with momentum and a twin for every param.
 func TestBufferLimit(t *testing.T) {
 	var params []Param
 	var ops []operand
@@ -238,6 +239,13 @@ func TestBufferLimit(t *testing.T) {
 		}
 		if k := adamMultiKernel(sizes, make([]float32, n), 0.9, 0.999, 1e-8, false); d.MaxBuffers > 0 && len(k.Params) > d.MaxBuffers || n < 2 {
 			t.Errorf("%s: Adam over %d tensors binds %d buffers (limit %d)", d.Name, n, len(k.Params), d.MaxBuffers)
+		}
+		twins := make([]string, n)
+		for i := range twins {
+			twins[i] = fmt.Sprint("p_", i)
+		}
+		if k := withTwins(sgdMultiKernel(sizes, make([]float32, n), 0.9), twins); d.MaxBuffers > 0 && len(k.Params) > d.MaxBuffers {
+			t.Errorf("%s: SGD with momentum over %d tensors, each with a twin, binds %d buffers (limit %d)", d.Name, n, len(k.Params), d.MaxBuffers)
 		}
 	}
 }

@@ -7,7 +7,7 @@ import (
 )
 
 // The optimizer family's lowerings: one update step per param (or, for
-// multi-tensor Adam, per group of params).
+// multi-tensor Adam and SGD, per group of params).
 
 // sgd lowers an SGD update, with the velocity buffer when the step has
 // momentum.
@@ -102,6 +102,55 @@ func (l *lowering) adamMulti(st *planner.Step) error {
 		k = withTwins(k, twinned)
 	}
 	return l.launch(kind, k, nil, ops...)
+}
+
+// sgdMulti lowers a multi-tensor SGD update: one kernel over several
+// params (fuse_update.go), binding each param's velocity when the step
+// has momentum and its bfloat16 twin when it has one, as sgd does.
+func (l *lowering) sgdMulti(st *planner.Step) error {
+	a := st.Attr
+	if len(st.In)%2 != 0 || len(st.Out) != len(st.In) {
+		return fmt.Errorf("multi-tensor SGD with %d inputs and %d outputs", len(st.In), len(st.Out))
+	}
+	if a.Decays != nil && len(a.Decays) != len(st.In)/2 {
+		return fmt.Errorf("multi-tensor SGD with %d weight decays for %d params", len(a.Decays), len(st.In)/2)
+	}
+	var sizes []int
+	var decays []float32
+	ops := []operand{stepArgs}
+	for i := 0; i < len(st.In); i += 2 {
+		pb, err := l.buf(st.Out[i])
+		if err != nil {
+			return err
+		}
+		sizes = append(sizes, pb.Size)
+		wd := a.WeightDecay
+		if a.Decays != nil {
+			wd = a.Decays[i/2]
+		}
+		decays = append(decays, float32(wd))
+		ops = append(ops, whole(st.In[i]))
+		if a.Momentum != 0 {
+			if !present(st.In[i+1]) {
+				return fmt.Errorf("sgd with momentum %g needs a velocity buffer for param %d", a.Momentum, i/2+1)
+			}
+			ops = append(ops, whole(st.In[i+1]))
+		}
+		ops = append(ops, whole(st.Out[i]))
+	}
+	k := sgdMultiKernel(sizes, decays, float32(a.Momentum))
+	// The params with bfloat16 twins get them written beside them.
+	var twinned []string
+	for i := 0; i < len(st.Out); i += 2 {
+		if tw := l.twin(st.Out[i]); present(tw) {
+			twinned = append(twinned, fmt.Sprint("p_", i/2))
+			ops = append(ops, whole(tw))
+		}
+	}
+	if len(twinned) > 0 {
+		k = withTwins(k, twinned)
+	}
+	return l.launch("sgd_multi", k, nil, ops...)
 }
 
 // gradMean lowers accumulation's mean of one param's gradient sum.
