@@ -299,3 +299,19 @@ func TestConvAlgoPerfLayout(t *testing.T) {
 		t.Errorf("ConvAlgoPerf: %d bytes, memory at %d, mathType at %d; cuDNN's: 48, 16, 28", s, m, unsafe.Offsetof(p.MathType))
 	}
 }
+
+// TestOpFamily checks the profile's families: generated kernels without
+// their numbers, GEMMs as one, library calls as they are.
+func TestOpFamily(t *testing.T) {
+	for what, want := range map[string]string{
+		"kernel mlb012_batchnorm_nhwc": "kernel batchnorm_nhwc",
+		"kernel mlb7_sgd_multi":        "kernel sgd_multi",
+		"128x10x512 GEMM":              "GEMM",
+		"forward convolution":          "forward convolution",
+		"kernel conf_accumulate":       "kernel conf_accumulate",
+	} {
+		if got := opFamily(what); got != want {
+			t.Errorf("opFamily(%q) = %q, want %q", what, got, want)
+		}
+	}
+}

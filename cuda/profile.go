@@ -6,6 +6,7 @@ import (
 	"io"
 	"regexp"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -43,9 +44,12 @@ type opStat struct {
 // sequences.
 type profile struct {
 	stats map[string]*opStat
-	seqs  map[string]time.Duration
-	runs  map[string]int // the counted launches of each sequence
-	wall  time.Duration
+	// families sums each sequence's ops by family (opFamily): where a
+	// step's time goes, apart from the other sequences'.
+	families map[string]map[string]*opStat
+	seqs     map[string]time.Duration
+	runs     map[string]int // the counted launches of each sequence
+	wall     time.Duration
 }
 
 // opIndex is the "op 12 " that starts an op's name in errors.
@@ -76,6 +80,20 @@ func (p *profile) add(seq, op string, d time.Duration) {
 	}
 	st.calls++
 	st.total += d
+	if p.families == nil {
+		p.families = map[string]map[string]*opStat{}
+	}
+	fam := p.families[seq]
+	if fam == nil {
+		fam = map[string]*opStat{}
+		p.families[seq] = fam
+	}
+	f := opFamily(what)
+	if fam[f] == nil {
+		fam[f] = &opStat{what: f}
+	}
+	fam[f].calls++
+	fam[f].total += d
 	p.seqs[seq] += d
 	p.wall += d
 }
@@ -121,7 +139,43 @@ func (p *profile) write(w io.Writer, device string, top int) {
 			float64(st.total)/float64(st.calls)/1e3, st.what)
 	}
 	fmt.Fprintf(w, "  %10.2f %5.1f%% in all\n", ms(p.wall), 100.0)
+	for _, sq := range seqs {
+		n := float64(max(p.runs[sq], 1))
+		fams := make([]*opStat, 0, len(p.families[sq]))
+		for _, st := range p.families[sq] {
+			fams = append(fams, st)
+		}
+		slices.SortFunc(fams, func(a, b *opStat) int {
+			if c := cmp.Compare(b.total, a.total); c != 0 {
+				return c
+			}
+			return cmp.Compare(a.what, b.what)
+		})
+		fmt.Fprintf(w, "  sequence %q by family, a launch:\n  %10s %6s %8s  %s\n", sq, "ms", "share", "ops", "family")
+		for i, st := range fams {
+			if i == top/2 {
+				break
+			}
+			fmt.Fprintf(w, "  %10.3f %5.1f%% %8.0f  %s\n", ms(st.total)/n, 100*float64(st.total)/float64(p.seqs[sq]), float64(st.calls)/n, st.what)
+		}
+	}
 }
+
+// opFamily is the family an op's name belongs to: a generated kernel's
+// name without its number ("kernel batchnorm_nhwc" for every
+// "kernel mlb012_batchnorm_nhwc"), every GEMM one, a library call its own.
+func opFamily(what string) string {
+	if m := kernelNumber.FindStringSubmatch(what); m != nil {
+		return "kernel " + m[1]
+	}
+	if strings.HasSuffix(what, " GEMM") {
+		return "GEMM"
+	}
+	return what
+}
+
+// kernelNumber is a generated kernel's op name: "kernel mlb012_name".
+var kernelNumber = regexp.MustCompile(`^kernel mlb[0-9]+_(.*)$`)
 
 // launchTimed runs a sequence's ops back to back between timing events,
 // waits once, and adds each op's GPU time to the profile (but at the

@@ -66,6 +66,10 @@ func TestProfileTimesEveryOp(t *testing.T) {
 			`(?m)^ +[0-9.]+ +[0-9.]+% +4 +[0-9.]+  kernel conf_accumulate$`,
 			`(?m)^ +[0-9.]+ +[0-9.]+% +2 +[0-9.]+  16x16x16 GEMM$`,
 			`(?m)^ +[0-9.]+ +100.0% in all$`,
+			// the sequence's families, a launch: two kernels and a GEMM
+			`(?m)^  sequence "training step" by family, a launch:$`,
+			`(?m)^ +[0-9.]+ +[0-9.]+% +2  kernel conf_accumulate$`,
+			`(?m)^ +[0-9.]+ +[0-9.]+% +1  GEMM$`,
 		} {
 			if !regexp.MustCompile(re).MatchString(text) {
 				t.Errorf("the profile does not match %s:\n%s", re, text)

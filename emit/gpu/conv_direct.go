@@ -129,7 +129,18 @@ func convDirectKernel(g planner.ConvGeom, pool *planner.ConvGeom, hasBias bool, 
 				let("img", Int, coord(i, shape, 0)),
 				let("o0", Int, mul(coord(i, shape, 1), i32(ob))),
 			}
-			if pool == nil {
+			if lay.y {
+				// channels last: consecutive threads take consecutive
+				// channel blocks of one pixel pair, so that a warp's
+				// stores run on in y and its threads share x's loads
+				last := []int{g.N, oh, runs, g.OC / ob}
+				s = []Stmt{
+					let("img", Int, coord(i, last, 0)),
+					let("o0", Int, mul(coord(i, last, 3), i32(ob))),
+					let("oh", Int, coord(i, last, 1)),
+					let("ow", Int, mul(coord(i, last, 2), i32(px))),
+				}
+			} else if pool == nil {
 				s = append(s,
 					let("oh", Int, coord(i, shape, 2)),
 					let("ow", Int, mul(coord(i, shape, 3), i32(px))))
