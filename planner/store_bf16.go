@@ -23,8 +23,11 @@ import (
 // no plan input, output, labels or loss, has no twin and is no twin, is
 // stored in bfloat16 (Elem ElemBF16, it and its views; listed in
 // Plan.Stored) when every step that names it is of a kernel in
-// BF16Storage.Kernels, a library convolution in bf16, or a convolution
-// of BF16Storage.Direct without an epilogue pool. A library
+// BF16Storage.Kernels, a library convolution in bf16, or, in a training
+// plan, a convolution of BF16Storage.Direct without an epilogue pool (in
+// an inference plan the batch norm after it is element-wise, reads a
+// float32 NCHW tensor as fast, and the direct kernel writes NCHW faster:
+// CIFAR ResNet-18's stem 39 µs against 77, docs/runs/gpu-thirteenth-c-2026-11-30.txt). A library
 // convolution stays in bf16 only where x and y (the forward), or x, dy
 // and dx (the backward, where present) are so stored and W is a param
 // whose twin stays current (twin_operands.go's rule); it then reads W's
@@ -85,7 +88,7 @@ func storeBF16(p *Plan, t Target) {
 				p.Precisions = append(p.Precisions, fmt.Sprintf("%s %s: tf32, not bf16: %s (cuDNN multiplies bf16 only on bfloat16 tensors)", st.Kernel, st.Layer, bad))
 				changed = true
 			}
-			if s.Kernels[st.Kernel] && st.Kernel != KConv2D && st.Kernel != KConv2DBwd || s.direct(st) {
+			if s.Kernels[st.Kernel] && st.Kernel != KConv2D && st.Kernel != KConv2DBwd || p.Training && s.direct(st) {
 				continue
 			}
 			for _, ids := range [][]BufID{st.In, st.Out} {
