@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -589,3 +590,88 @@ func timeConv(t *testing.T, d gpuhost.Device, c gpuhost.Conv, name string) time.
 	}
 	return time.Since(start) / (20 * reps)
 }
+
+// resnet18Convs are CIFAR ResNet-18's cuDNN convolutions at batch 128
+// (every one but the stem, which runs the direct kernel): the layers'
+// geometries and how many of each a step has.
+func resnet18Convs() []struct {
+	g     gpuhost.ConvGeom
+	count int
+} {
+	conv := func(c, hw, oc, k, s int) gpuhost.ConvGeom {
+		p := k / 2
+		o := (hw+2*p-k)/s + 1
+		return gpuhost.ConvGeom{N: 128, C: c, H: hw, W: hw, OC: oc, KH: k, KW: k, PH: p, PW: p, SH: s, SW: s, DH: 1, DW: 1, Groups: 1, OH: o, OW: o}
+	}
+	type layer = struct {
+		g     gpuhost.ConvGeom
+		count int
+	}
+	ls := []layer{{conv(64, 32, 64, 3, 1), 4}}
+	for _, st := range []struct{ c, hw int }{{64, 32}, {128, 16}, {256, 8}} {
+		ls = append(ls, layer{conv(st.c, st.hw, 2*st.c, 3, 2), 1}, layer{conv(st.c, st.hw, 2*st.c, 1, 2), 1}, layer{conv(2*st.c, st.hw/2, 2*st.c, 3, 1), 3})
+	}
+	return ls
+}
+
+// TestRealConvResNet18Step times, on this machine's GPU, every cuDNN
+// convolution of a CIFAR ResNet-18 bf16 training step as mlbuild's
+// programs call it (channels-last bfloat16 tensors, KRSC filters, the
+// algorithms cuda's Conv picks), forward, input and weight gradient, each
+// a CUDA graph of 20 calls launched 10 times, and logs the step's sum:
+// what the convolutions cost apart from everything around them, to set
+// beside PyTorch's calls on the same shapes (bench/gpu/conv_nhwc.py).
+// It fails if a layer's forward leaves y all zeros or a time is not
+// positive.
+func TestRealConvResNet18Step(t *testing.T) {
+	realOn(t)
+	d := openReal(t, t.TempDir())
+	defer d.Close()
+	var sums [3]time.Duration
+	for _, l := range resnet18Convs() {
+		g := l.g
+		xs, ws, ys := g.Sizes()
+		c := gpuhost.Conv{Geom: g, Alpha: 1, Precision: gpuhost.PrecisionBF16, NHWC: true}
+		for i, n := range []int{xs, ws, ys} {
+			b, err := d.Alloc("xwy"[i:i+1], 2*n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			raw := make([]byte, 2*n)
+			for j := 0; j < n; j++ {
+				binary.LittleEndian.PutUint16(raw[2*j:], gpuhost.BF16Bits(float32((j*7919+i*31)%2001)/1000-1))
+			}
+			if err := d.Upload(b, 0, raw); err != nil {
+				t.Fatal(err)
+			}
+			*[]*gpuhost.Tensor{&c.X, &c.W, &c.Y}[i] = gpuhost.Tensor{Buf: b, Elem: gpuhost.ElemBF16}
+		}
+		var per [3]time.Duration
+		for k, p := range []gpuhost.ConvProduct{gpuhost.ConvForward, gpuhost.ConvInputGrad, gpuhost.ConvWeightGrad} {
+			c.Product = p
+			per[k] = timeConv(t, d, c, "resnet18 step conv")
+			if per[k] <= 0 {
+				t.Errorf("%v %v: %v a call", g, p, per[k])
+			}
+			sums[k] += time.Duration(l.count) * per[k]
+			if p == gpuhost.ConvForward {
+				raw := make([]byte, 2*ys)
+				if err := d.Download(raw, c.Y.Buf, 0); err != nil {
+					t.Fatal(err)
+				}
+				if slices.Max(raw) == 0 {
+					t.Errorf("%v: the forward left y all zeros", g)
+				}
+			}
+		}
+		t.Logf("%dx%d s%d %d->%d at %dx%d (x%d): forward %.1f, input gradient %.1f, weight gradient %.1f µs a call",
+			g.KH, g.KW, g.SH, g.C, g.OC, g.H, g.W, l.count, us(per[0]), us(per[1]), us(per[2]))
+		for _, b := range []gpuhost.Buffer{c.X.Buf, c.W.Buf, c.Y.Buf} {
+			d.Free(b)
+		}
+	}
+	t.Logf("a ResNet-18 step's cuDNN convolutions: forward %.0f, input gradient %.0f, weight gradient %.0f µs; %.3f ms in all",
+		us(sums[0]), us(sums[1]), us(sums[2]), float64((sums[0]+sums[1]+sums[2]).Microseconds())/1e3)
+}
+
+func us(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 }

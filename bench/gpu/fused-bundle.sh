@@ -4,7 +4,9 @@
 # tree and of BASE (default 243f9fb, before the fused ReLUs of
 # planner/fuse_norm_act.go, fuse_sum_act.go and share_sum_grads.go), the
 # tiny ResNet's (testdata/specs/bf16/resnet_tiny_bf16.cue) and PyTorch's
-# twin (bench/gpu/torch_resnet_cifar.py).
+# twin (bench/gpu/torch_resnet_cifar.py), the cuda package's tests (the
+# step's cuDNN convolutions timed alone) and PyTorch's
+# (bench/gpu/conv_nhwc.py).
 # Usage: bench/gpu/fused-bundle.sh [DIR [BASE]]  (defaults .gpu/fused, 243f9fb)
 # There: bash DIR/fused.sh DIR OUT
 set -euo pipefail
@@ -27,7 +29,8 @@ for v in new base; do
 	c "$m" bench/models/resnet18_cifar.cue "r18-f32-$v"
 done
 c "$tmp/mlbuild" testdata/specs/bf16/resnet_tiny_bf16.cue tiny-bf16
+go test -c -trimpath -o "$tmp/st/cudatest" ./cuda
 tar -C "$tmp" -cf - st | xz -6 --lzma2=dict=256MiB >"$dir/programs.tar.xz"
-cp bench/gpu/fused.sh bench/gpu/torch_resnet_cifar.py "$dir/"
+cp bench/gpu/fused.sh bench/gpu/torch_resnet_cifar.py bench/gpu/conv_nhwc.py "$dir/"
 echo "mlbuild $(git describe --always --dirty 2>/dev/null || echo unknown), base $base" >"$dir/VERSION"
 du -sh "$dir"

@@ -6,8 +6,11 @@
 #     and BASE's alternating (ROUNDS rounds, bf16 and f32), then PyTorch's
 #     twin (R18_MODES, default compile_ro_bf16,eager_fp32) in the same call;
 #  3. the op profile of this tree's bf16 step (MLBUILD_CUDA_PROFILE=1: GPU
-#     time between events around each op).
-# Usage: bash fused.sh BUNDLE OUT   (PARTS picks parts, default "1 2 3")
+#     time between events around each op);
+#  4. the step's cuDNN convolutions alone, as the programs call them (the
+#     cuda package's TestRealConvResNet18Step), and PyTorch's calls on the
+#     same shapes (conv_nhwc.py).
+# Usage: bash fused.sh BUNDLE OUT   (PARTS picks parts, default "1 2 3 4")
 set -euo pipefail
 b=$(cd "$1" && pwd) out=$2
 mkdir -p "$out"
@@ -17,7 +20,7 @@ xz -dc "$b/programs.tar.xz" | tar -C "$work" -xf -
 p=$work/st
 cat "$b/VERSION"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
-for part in ${PARTS:-1 2 3}; do
+for part in ${PARTS:-1 2 3 4}; do
 	case $part in
 	1)
 		echo "== 1. selftest"
@@ -40,7 +43,12 @@ for part in ${PARTS:-1 2 3}; do
 		;;
 	3)
 		echo "== 3. profile of this tree's bf16 step"
-		MLBUILD_CUDA_PROFILE=1 timeout 240 "$p/r18-bf16-new" bench --iters 5 2>&1 | grep -v '^{' | head -n 60
+		MLBUILD_CUDA_PROFILE=1 timeout 240 "$p/r18-bf16-new" bench --iters 5 2>&1 | grep -v '^{' | tee "$out/profile.txt" | head -n 100
+		;;
+	4)
+		echo "== 4. the step's cuDNN convolutions alone, mlbuild's calls and PyTorch's"
+		(cd "$p" && MLBUILD_CUDA_REAL=1 timeout 240 ./cudatest -test.run 'TestRealConvResNet18Step' -test.v 2>&1 | grep -E 'real_test|^(--- |ok|FAIL|PASS)' | tail -n 20) || true
+		(cd "$b" && PYTHONUNBUFFERED=1 timeout 200 python3 conv_nhwc.py 2>&1 | grep -v Warning | tail -n 14) || true
 		;;
 	esac
 done
