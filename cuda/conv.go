@@ -152,14 +152,11 @@ func (e *Engine) prepareConv(g gpuhost.ConvGeom, p gpuhost.ConvProduct, prec gpu
 	if err := l.dnnError(call, s, what); err != nil {
 		return nil, err
 	}
-	// The candidates: the heuristics' algorithms that succeed within the
-	// limit, in their order, the deterministic ones alone where there are
-	// any (a training run gives the same weights twice); in f32, of the
-	// algorithms that compute float32 products summed in float32 only
-	// (DNNFloat32Algo). Up to convTrials of them are timed, and the
-	// fastest is chosen.
-	var det, any []int32
-	skipped := 0
+	// The heuristics' first deterministic algorithm that succeeds within
+	// the limit (a training run gives the same weights twice), else their
+	// first that succeeds within it; in f32, of the algorithms that
+	// compute float32 products summed in float32 only (DNNFloat32Algo).
+	found, skipped := -1, 0
 	for i := range int(min(max(n, 0), int32(len(perf)))) {
 		if perf[i].Status != DNNSuccess || perf[i].Memory > dnnWorkspaceLimit {
 			continue
@@ -169,63 +166,62 @@ func (e *Engine) prepareConv(g gpuhost.ConvGeom, p gpuhost.ConvProduct, prec gpu
 			continue
 		}
 		if perf[i].Determinism == DNNDeterministic {
-			det = append(det, perf[i].Algo)
+			found = i
+			break
 		}
-		any = append(any, perf[i].Algo)
+		if found < 0 {
+			found = i
+		}
 	}
-	cands := det
-	if len(cands) == 0 {
-		cands = any
-	}
-	if len(cands) == 0 {
+	if found < 0 {
 		f32 := ""
 		if skipped > 0 {
 			f32 = fmt.Sprintf(" and computes float32 products summed in float32 (%d that transform their operands, FFT or Winograd, skipped)", skipped)
 		}
 		return nil, fmt.Errorf("cuda: %s proposes no algorithm for the %s that succeeds within %d bytes of workspace%s (of %d proposed)", call, what, dnnWorkspaceLimit, f32, n)
 	}
-	if err := e.chooseConvAlgo(cp, g, p, nhwc, m.elem.Size(), m.name, what, cands[:min(len(cands), convTrials)]); err != nil {
+	algo := perf[found].Algo
+	var ws uintptr
+	switch p {
+	case gpuhost.ConvForward:
+		call, s = "cudnnGetConvolutionForwardWorkspaceSize", d.FwdWorkspace(e.dnn, cp.x, cp.w, cp.conv, cp.y, algo, &ws)
+	case gpuhost.ConvInputGrad:
+		call, s = "cudnnGetConvolutionBackwardDataWorkspaceSize", d.BwdDataWorkspace(e.dnn, cp.w, cp.y, cp.conv, cp.x, algo, &ws)
+	case gpuhost.ConvWeightGrad:
+		call, s = "cudnnGetConvolutionBackwardFilterWorkspaceSize", d.BwdFilterWorkspace(e.dnn, cp.x, cp.y, cp.conv, cp.w, algo, &ws)
+	}
+	if err := l.dnnError(call, s, fmt.Sprintf("%s, algorithm %d", what, algo)); err != nil {
+		return nil, err
+	}
+	if ws > e.dnnWorkBytes {
+		var p DevicePtr
+		if err := e.alloc(&p, ws, "cuDNN's workspace"); err != nil {
+			return nil, err
+		}
+		e.dnnWork, e.dnnWorkBytes = p, ws
+	}
+	cp.chosen[p], cp.algo[p], cp.ws[p] = true, algo, ws
+	if err := e.warmConv(cp, g, p, nhwc, m.elem.Size(), m.name); err != nil {
+		cp.chosen[p] = false
 		return nil, err
 	}
 	return cp, nil
 }
 
-// convTrials is how many of the heuristics' candidates prepareConv times
-// for one product: the heuristics' first was 3 to 8 times slower than
-// their second on CIFAR ResNet-18's 1×1 stride-2 64→128 forward in bf16
-// channels last (55.7 µs a call on an H200, PyTorch's benchmarked choice
-// 19.0; docs/runs/gpu-thirteenth-d-2026-11-30.txt).
-const convTrials = 4
-
-// convTrialRuns is how many timed calls a candidate gets, after one that
-// is not timed (cuDNN may set a kernel up at its first call).
-const convTrialRuns = 3
-
-// chooseConvAlgo gives cp product p the fastest of cands (cuDNN
-// algorithms in the heuristics' order) and its workspace: each runs once
-// untimed on scratch tensors of es bytes an element, then convTrialRuns
-// times between two events, on the engine's thread outside any capture;
-// a candidate whose size or run fails is passed over, and the first
-// failure is returned when every one fails. One candidate runs once, as
-// a trial, untimed. cuDNN may load, compile or set up a kernel at its
-// first call, none of which a capture allows: the trials do it here, and
-// an algorithm that fails to run fails here, named, rather than inside a
-// graph. The scratch is freed after.
-func (e *Engine) chooseConvAlgo(cp *convPlan, g gpuhost.ConvGeom, p gpuhost.ConvProduct, nhwc bool, es int, math, what string, cands []int32) error {
-	l, d := e.lib, e.lib.DNN
+// warmConv runs product p of cp (channels-last X and Y, KRSC W, where
+// nhwc) once on scratch tensors of es bytes an element and waits, on the
+// engine's thread outside any capture: cuDNN may load or compile a
+// kernel, or set it up, at its first call, none of which a capture
+// allows, and an algorithm that fails to run fails here, named, rather
+// than inside a graph. The scratch is freed after.
+func (e *Engine) warmConv(cp *convPlan, g gpuhost.ConvGeom, p gpuhost.ConvProduct, nhwc bool, es int, math string) error {
 	xs, ws, ys := g.Sizes()
 	var ptrs [3]DevicePtr
-	var start, end Event
 	defer func() {
 		for _, q := range ptrs {
 			if q != 0 {
 				delete(e.allocs, q)
-				l.Driver.MemFree(q)
-			}
-		}
-		for _, ev := range []Event{start, end} {
-			if ev != 0 {
-				l.Driver.EventDestroy(ev)
+				e.lib.Driver.MemFree(q)
 			}
 		}
 	}()
@@ -234,89 +230,10 @@ func (e *Engine) chooseConvAlgo(cp *convPlan, g gpuhost.ConvGeom, p gpuhost.Conv
 			return err
 		}
 	}
-	if len(cands) > 1 {
-		for _, ev := range []*Event{&start, &end} {
-			if err := l.driverError("cuEventCreate", l.Driver.EventCreate(ev, EventDefault), "timing cuDNN's algorithms"); err != nil {
-				return err
-			}
-		}
+	if err := e.convCall(ConvArgs{Geom: g, Product: p, X: ptrs[0], W: ptrs[1], Y: ptrs[2], Alpha: 1, NHWC: nhwc}, cp, math); err != nil {
+		return fmt.Errorf("%w (a trial run before the graph is recorded)", err)
 	}
-	args := ConvArgs{Geom: g, Product: p, X: ptrs[0], W: ptrs[1], Y: ptrs[2], Alpha: 1, NHWC: nhwc}
-	best, bestMs := int32(-1), float32(0)
-	var bestWS uintptr
-	var firstErr error
-	for _, algo := range cands {
-		var wsz uintptr
-		var call string
-		var s DNNStatus
-		switch p {
-		case gpuhost.ConvForward:
-			call, s = "cudnnGetConvolutionForwardWorkspaceSize", d.FwdWorkspace(e.dnn, cp.x, cp.w, cp.conv, cp.y, algo, &wsz)
-		case gpuhost.ConvInputGrad:
-			call, s = "cudnnGetConvolutionBackwardDataWorkspaceSize", d.BwdDataWorkspace(e.dnn, cp.w, cp.y, cp.conv, cp.x, algo, &wsz)
-		case gpuhost.ConvWeightGrad:
-			call, s = "cudnnGetConvolutionBackwardFilterWorkspaceSize", d.BwdFilterWorkspace(e.dnn, cp.x, cp.y, cp.conv, cp.w, algo, &wsz)
-		}
-		err := l.dnnError(call, s, fmt.Sprintf("%s, algorithm %d", what, algo))
-		if err == nil && wsz > e.dnnWorkBytes {
-			var q DevicePtr
-			if err = e.alloc(&q, wsz, "cuDNN's workspace"); err == nil {
-				e.dnnWork, e.dnnWorkBytes = q, wsz
-			}
-		}
-		var ms float32
-		if err == nil {
-			cp.algo[p], cp.ws[p] = algo, wsz
-			ms, err = e.trialConv(args, cp, math, start, end, len(cands) > 1)
-		}
-		if err != nil {
-			if firstErr == nil {
-				firstErr = fmt.Errorf("%w (a trial run before the graph is recorded)", err)
-			}
-			continue
-		}
-		if best < 0 || ms < bestMs {
-			best, bestMs, bestWS = algo, ms, wsz
-		}
-	}
-	if best < 0 {
-		return firstErr
-	}
-	cp.chosen[p], cp.algo[p], cp.ws[p] = true, best, bestWS
-	return nil
-}
-
-// trialConv runs a's call with cp's algorithm once and waits; where timed,
-// it then runs it convTrialRuns times between start and end and returns
-// their GPU time in milliseconds.
-func (e *Engine) trialConv(a ConvArgs, cp *convPlan, math string, start, end Event, timed bool) (float32, error) {
-	l := e.lib
-	sync := func() error {
-		return l.driverError("cuStreamSynchronize", l.Driver.StreamSynchronize(e.stream), fmt.Sprintf("after a trial run of cuDNN's %v of %v, algorithm %d", a.Product, a.Geom, cp.algo[a.Product]))
-	}
-	if err := e.convCall(a, cp, math); err != nil {
-		return 0, err
-	}
-	if err := sync(); err != nil || !timed {
-		return 0, err
-	}
-	if err := l.driverError("cuEventRecord", l.Driver.EventRecord(start, e.stream), "timing cuDNN's algorithms"); err != nil {
-		return 0, err
-	}
-	for range convTrialRuns {
-		if err := e.convCall(a, cp, math); err != nil {
-			return 0, err
-		}
-	}
-	if err := l.driverError("cuEventRecord", l.Driver.EventRecord(end, e.stream), "timing cuDNN's algorithms"); err != nil {
-		return 0, err
-	}
-	if err := sync(); err != nil {
-		return 0, err
-	}
-	var ms float32
-	err := l.driverError("cuEventElapsedTime", l.Driver.EventElapsedTime(&ms, start, end), "timing cuDNN's algorithms")
-	return ms, err
+	return e.lib.driverError("cuStreamSynchronize", e.lib.Driver.StreamSynchronize(e.stream), fmt.Sprintf("after a trial run of cuDNN's %v of %v", p, g))
 }
 
 // convDescriptors makes cp's descriptors for g: X, W and Y of data type

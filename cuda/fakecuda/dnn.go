@@ -3,7 +3,6 @@ package fakecuda
 import (
 	"encoding/binary"
 	"maps"
-	"time"
 	"unsafe"
 
 	"github.com/mlbuild/mlbuild/cuda"
@@ -83,7 +82,6 @@ type dnnTensor struct {
 // convCall is one cuDNN product with the descriptors' values at the
 // call (a captured one keeps them) and its scalars.
 type convCall struct {
-	delay       time.Duration // Options.ConvAlgoDelay of its algorithm
 	g           gpuhost.ConvGeom
 	product     gpuhost.ConvProduct
 	x, w, y     uint64
@@ -226,7 +224,7 @@ func (f *Fake) dnn() *cuda.DNNAPI {
 			return cuda.DNNBadParam
 		}
 		f.convAlgos[algo]++
-		call := &convCall{delay: f.opts.ConvAlgoDelay[algo], g: g, product: p, x: uint64(x), w: uint64(w), y: uint64(y), alpha: *alpha, beta: *beta, precision: gpuhost.PrecisionTF32,
+		call := &convCall{g: g, product: p, x: uint64(x), w: uint64(w), y: uint64(y), alpha: *alpha, beta: *beta, precision: gpuhost.PrecisionTF32,
 			nhwc: desc(uintptr(xd), "tensor").format == cuda.DNNTensorNHWC}
 		switch {
 		case desc(uintptr(xd), "tensor").dtype == cuda.DNNDataBFloat16:
@@ -415,7 +413,6 @@ func unsafeSlice(p *cuda.ConvAlgoPerf, n int) []cuda.ConvAlgoPerf { return unsaf
 // encoded back, rounded, at the end. X, Y and W are indexed through
 // their layout's strides (convStrides): NCHW and KCRS, or NHWC and KRSC.
 func (f *Fake) runConv(c *convCall) {
-	time.Sleep(c.delay)
 	g := c.g
 	xn, wn, yn := g.Sizes()
 	read := f.floats

@@ -88,11 +88,6 @@ type Options struct {
 	// WorkDir keeps the kernels built by g++; "" is a folder in the
 	// system's temporary folder shared by every fake.
 	WorkDir string
-	// ConvAlgoDelay makes each run of a cuDNN call with one of its
-	// algorithms take that much longer (the fake sleeps before it
-	// computes): how a test makes one algorithm the faster, which the
-	// host's timed choice (cuda's chooseConvAlgo) must then find.
-	ConvAlgoDelay map[int32]time.Duration
 }
 
 // Stats counts what the host code did.
