@@ -28,8 +28,14 @@ import (
 const nhwcLanes = 32
 
 // nhwcWays is how many rows a thread of the NHWC batch norm kernels loads
-// before it uses them, so that several loads are in flight.
-const nhwcWays = 4
+// before it uses them, so that several loads are in flight: a thread's
+// loads are of one bfloat16 each, and 256 threadgroups of 256 threads
+// with 4 in flight left the H200 waiting on memory. CIFAR ResNet-18's
+// bf16 step on an H200, alternating programs (docs/runs/gpu-thirteenth-f-2026-11-30.txt):
+// 4 ways 2.865–2.885 ms, 8 ways 2.831–2.833, 16 ways 2.753–2.772; twice
+// or four times BatchNormGroups' groups gained 0–20 µs more with 8 or 16
+// ways (2.73–2.76) and lost 0.3–0.4 ms with four times.
+const nhwcWays = 16
 
 // nhwcMinRows is the fewest rows BatchNormGroups gives a group: 8
 // row-lanes of a 256-thread threadgroup then have 8 rows each.
