@@ -63,44 +63,19 @@ func (l *lowering) adam(st *planner.Step) error {
 // params (fuse_update.go).
 func (l *lowering) adamMulti(st *planner.Step) error {
 	a := st.Attr
-	if len(st.In)%3 != 0 || len(st.Out) != len(st.In) {
-		return fmt.Errorf("multi-tensor Adam with %d inputs and %d outputs", len(st.In), len(st.Out))
+	sizes, decays, err := l.multiParams(st, 3, "Adam")
+	if err != nil {
+		return err
 	}
-	if a.Decays != nil && len(a.Decays) != len(st.In)/3 {
-		return fmt.Errorf("multi-tensor Adam with %d weight decays for %d params", len(a.Decays), len(st.In)/3)
-	}
-	var sizes []int
-	var decays []float32
 	ops := []operand{stepArgs}
 	for i := 0; i < len(st.In); i += 3 {
-		pb, err := l.buf(st.Out[i])
-		if err != nil {
-			return err
-		}
-		sizes = append(sizes, pb.Size)
-		wd := a.WeightDecay
-		if a.Decays != nil {
-			wd = a.Decays[i/3]
-		}
-		decays = append(decays, float32(wd))
 		ops = append(ops, whole(st.In[i]), whole(st.In[i+1]), whole(st.In[i+2]), whole(st.Out[i]))
 	}
 	kind := "adam_multi"
 	if a.Decoupled {
 		kind = "adamw_multi"
 	}
-	k := adamMultiKernel(sizes, decays, float32(a.Beta1), float32(a.Beta2), float32(a.Eps), a.Decoupled)
-	// The params with bfloat16 twins get them written beside them.
-	var twinned []string
-	for i := 0; i < len(st.Out); i += 3 {
-		if tw := l.twin(st.Out[i]); present(tw) {
-			twinned = append(twinned, fmt.Sprint("p_", i/3))
-			ops = append(ops, whole(tw))
-		}
-	}
-	if len(twinned) > 0 {
-		k = withTwins(k, twinned)
-	}
+	k, ops := l.multiTwins(st, 3, adamMultiKernel(sizes, decays, float32(a.Beta1), float32(a.Beta2), float32(a.Eps), a.Decoupled), ops)
 	return l.launch(kind, k, nil, ops...)
 }
 
@@ -109,26 +84,12 @@ func (l *lowering) adamMulti(st *planner.Step) error {
 // has momentum and its bfloat16 twin when it has one, as sgd does.
 func (l *lowering) sgdMulti(st *planner.Step) error {
 	a := st.Attr
-	if len(st.In)%2 != 0 || len(st.Out) != len(st.In) {
-		return fmt.Errorf("multi-tensor SGD with %d inputs and %d outputs", len(st.In), len(st.Out))
+	sizes, decays, err := l.multiParams(st, 2, "SGD")
+	if err != nil {
+		return err
 	}
-	if a.Decays != nil && len(a.Decays) != len(st.In)/2 {
-		return fmt.Errorf("multi-tensor SGD with %d weight decays for %d params", len(a.Decays), len(st.In)/2)
-	}
-	var sizes []int
-	var decays []float32
 	ops := []operand{stepArgs}
 	for i := 0; i < len(st.In); i += 2 {
-		pb, err := l.buf(st.Out[i])
-		if err != nil {
-			return err
-		}
-		sizes = append(sizes, pb.Size)
-		wd := a.WeightDecay
-		if a.Decays != nil {
-			wd = a.Decays[i/2]
-		}
-		decays = append(decays, float32(wd))
 		ops = append(ops, whole(st.In[i]))
 		if a.Momentum != 0 {
 			if !present(st.In[i+1]) {
@@ -138,19 +99,54 @@ func (l *lowering) sgdMulti(st *planner.Step) error {
 		}
 		ops = append(ops, whole(st.Out[i]))
 	}
-	k := sgdMultiKernel(sizes, decays, float32(a.Momentum))
-	// The params with bfloat16 twins get them written beside them.
+	k, ops := l.multiTwins(st, 2, sgdMultiKernel(sizes, decays, float32(a.Momentum)), ops)
+	return l.launch("sgd_multi", k, nil, ops...)
+}
+
+// multiParams checks a multi-tensor update's operands, per of them a
+// param in In and Out alike (its param first in Out), and returns each
+// param's size and weight decay (Attr.Decays where set, else
+// Attr.WeightDecay).
+func (l *lowering) multiParams(st *planner.Step, per int, what string) ([]int, []float32, error) {
+	a := st.Attr
+	if len(st.In)%per != 0 || len(st.Out) != len(st.In) {
+		return nil, nil, fmt.Errorf("multi-tensor %s with %d inputs and %d outputs", what, len(st.In), len(st.Out))
+	}
+	if a.Decays != nil && len(a.Decays) != len(st.In)/per {
+		return nil, nil, fmt.Errorf("multi-tensor %s with %d weight decays for %d params", what, len(a.Decays), len(st.In)/per)
+	}
+	var sizes []int
+	var decays []float32
+	for i := 0; i < len(st.In); i += per {
+		pb, err := l.buf(st.Out[i])
+		if err != nil {
+			return nil, nil, err
+		}
+		sizes = append(sizes, pb.Size)
+		wd := a.WeightDecay
+		if a.Decays != nil {
+			wd = a.Decays[i/per]
+		}
+		decays = append(decays, float32(wd))
+	}
+	return sizes, decays, nil
+}
+
+// multiTwins gives multi-tensor kernel k the bfloat16 twins of the params
+// that have one (param j is k's "p_j"), written beside them, bound after
+// ops.
+func (l *lowering) multiTwins(st *planner.Step, per int, k *Kernel, ops []operand) (*Kernel, []operand) {
 	var twinned []string
-	for i := 0; i < len(st.Out); i += 2 {
+	for i := 0; i < len(st.Out); i += per {
 		if tw := l.twin(st.Out[i]); present(tw) {
-			twinned = append(twinned, fmt.Sprint("p_", i/2))
+			twinned = append(twinned, fmt.Sprint("p_", i/per))
 			ops = append(ops, whole(tw))
 		}
 	}
 	if len(twinned) > 0 {
 		k = withTwins(k, twinned)
 	}
-	return l.launch("sgd_multi", k, nil, ops...)
+	return k, ops
 }
 
 // gradMean lowers accumulation's mean of one param's gradient sum.
