@@ -12,8 +12,8 @@ import (
 // spec.CheckLimitsAt at the plan's batch (Build checks that first). After:
 // each step's FLOPs counts a multiply-add as 2 and any other arithmetic op
 // as 1 (transcendental functions too), and Bytes counts 4 bytes per element
-// of every operand read or written (an in-place optimizer update reads and
-// writes its param). These are model-level estimates for comparing plans
+// (2 for a tensor stored in bfloat16) of every operand read or written (an
+// in-place optimizer update reads and writes its param). These are model-level estimates for comparing plans
 // (fused against unfused, one model against another), not hardware
 // counters. Every product and sum is checked (spec.MulCount, AddCount): a
 // count that would pass 2^63 fails the pass with an error naming the
@@ -65,33 +65,40 @@ func (p *Plan) size(id BufID) int64 {
 	return int64(p.Buffers[id].Size)
 }
 
-// stepBytes is 4 bytes per element of each operand read and each written.
+// stepBytes is the bytes of each operand read and each written: 4 an
+// element, 2 for a tensor stored in bfloat16 (store_bf16.go).
 func stepBytes(p *Plan, s *Step, c *costCounter) int64 {
+	bytes := func(id BufID) int64 {
+		if id != NoBuf && p.Buffers[p.root(id)].Elem == ElemBF16 {
+			return c.mul(2, p.size(id))
+		}
+		return c.mul(spec.BytesPerElement, p.size(id))
+	}
 	var n int64
 	for _, id := range s.In {
-		n = c.sum(n, p.size(id))
+		n = c.sum(n, bytes(id))
 	}
 	for _, id := range s.Out {
-		n = c.sum(n, p.size(id))
+		n = c.sum(n, bytes(id))
 	}
 	if s.Kernel == KSGD || s.Kernel == KAdam {
-		n = c.sum(n, p.size(s.Out[0])) // the param is read as well as written
+		n = c.sum(n, bytes(s.Out[0])) // the param is read as well as written
 	}
 	if s.Attr.AccumulateDx {
-		n = c.sum(n, p.size(s.Out[0])) // dx is read as well as written
+		n = c.sum(n, bytes(s.Out[0])) // dx is read as well as written
 	}
 	if s.Kernel == KClipGradNorm {
 		n = 0
 		for _, id := range s.In {
-			n = c.sum(n, c.mul(3, p.size(id))) // read for the norm, read and written to scale
+			n = c.sum(n, c.mul(3, bytes(id))) // read for the norm, read and written to scale
 		}
 	}
 	if s.Kernel == KAdamMulti || s.Kernel == KSGDMulti {
 		for _, k := range updateParamOutputs(*s) {
-			n = c.sum(n, p.size(s.Out[k])) // each param is read as well as written
+			n = c.sum(n, bytes(s.Out[k])) // each param is read as well as written
 		}
 	}
-	return c.mul(spec.BytesPerElement, n)
+	return n
 }
 
 // stepFLOPs estimates the arithmetic of one step.

@@ -98,6 +98,35 @@ func TestStoreBF16(t *testing.T) {
 			t.Errorf("%s is stored in %q", p.Buffers[id].Name, p.Buffers[id].Elem)
 		}
 	}
+	// The plan's bytes count 2 an element of a stored tensor (measure_costs.go):
+	// every batch norm's, from its operands' sizes and element types.
+	bns := 0
+	for _, st := range p.allSteps() {
+		if st.Kernel != KBatchNorm && st.Kernel != KBatchNormBwd {
+			continue
+		}
+		var want int64
+		halves := false
+		for _, id := range append(append([]BufID(nil), st.In...), st.Out...) {
+			if id == NoBuf {
+				continue
+			}
+			per := int64(4)
+			if p.Buffers[p.root(id)].Elem == ElemBF16 {
+				per, halves = 2, true
+			}
+			want += per * int64(p.Buffers[id].Size)
+		}
+		if st.Bytes != want {
+			t.Errorf("%s %s: %d bytes, want %d (2 an element of a bfloat16 tensor)", st.Kernel, st.Layer, st.Bytes, want)
+		}
+		if halves {
+			bns++
+		}
+	}
+	if bns == 0 {
+		t.Errorf("no batch norm step names a bfloat16 tensor")
+	}
 	storage := map[Kernel]bool{}
 	for _, k := range all {
 		storage[k] = true
