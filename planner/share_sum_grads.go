@@ -11,10 +11,10 @@ import (
 // kernels and a read and two writes of the block's output size). After
 // this pass, the steps that read da or db read dy itself.
 //
-// A shared dy is safe as buffers are assigned: a step that overwrites its
-// input in place (a batch norm's dx over its dy) does so only where
-// assign_buffers.go finds the input dead after it, and dy now lives until
-// its last reader.
+// A shared dy is safe as buffers are assigned: each step writes only its
+// own outputs, and assign_buffers.go keeps a buffer's storage to itself
+// from its first step to its last reader, which is now the last of the
+// steps that read dy.
 //
 // Before: keepLess has run (binary_bwd of an add reads no operand; its
 // Attr.OperandShapes keep their shapes), and so have the accumulate folds,
