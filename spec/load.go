@@ -155,7 +155,14 @@ func loadSources(srcs []source) (*Model, error) {
 	over := make(chan int64, 1)
 	stopWatch := make(chan struct{})
 	defer close(stopWatch)
-	go watchMemory(heapBytes(), MaxEvalMemory, stopWatch, over)
+	overErr := func(grown int64) error {
+		return Errors{{Pos: Pos{File: srcs[0].name, Line: 1, Col: 1}, Message: fmt.Sprintf("evaluating the spec took more than %s of memory (%s), so mlbuild stopped waiting: the spec builds values too large for a model (a string or list doubled over and over, a huge comprehension)", FormatBytes(MaxEvalMemory), FormatBytes(grown))}}
+	}
+	var now func(int64)
+	if hook := OverMemory; hook != nil {
+		now = func(grown int64) { hook(overErr(grown)) }
+	}
+	go watchMemory(heapBytes(), MaxEvalMemory, stopWatch, over, now)
 	go func() {
 		defer func() {
 			if r := recover(); r != nil {
@@ -169,7 +176,7 @@ func loadSources(srcs []source) (*Model, error) {
 	defer timer.Stop()
 	select {
 	case grown := <-over:
-		return nil, Errors{{Pos: Pos{File: srcs[0].name, Line: 1, Col: 1}, Message: fmt.Sprintf("evaluating the spec took more than %s of memory (%s), so mlbuild stopped waiting: the spec builds values too large for a model (a string or list doubled over and over, a huge comprehension)", FormatBytes(MaxEvalMemory), FormatBytes(grown))}}
+		return nil, overErr(grown)
 	case r := <-done:
 		if r.err != nil {
 			return nil, r.err

@@ -12,7 +12,7 @@ import (
 // (flags, exit codes, stdout and stderr) without building a binary.
 func TestMain(m *testing.M) {
 	testscript.Main(m, map[string]func(){
-		"mlbuild": func() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) },
+		"mlbuild": func() { exitAfter(os.Args[1:]) },
 	})
 }
 
