@@ -31,17 +31,27 @@ func fuseEpilogue(p *Plan) {
 }
 
 // foldActs is the fold of fuseEpilogue, fuseReLU6 and fuseSiLUEpilogue:
-// every gemm or conv2d step without a fused activation whose output is
+// foldAct over the gemm and conv2d steps, each fold listed as
+// "... -> gemm (relu epilogue)".
+func foldActs(p *Plan, views bool, takes func(UnaryOp) bool) {
+	foldAct(p, views, func(s *Step) bool { return s.Kernel == KGemm || s.Kernel == KConv2D }, takes,
+		func(_ *Step, act UnaryOp) string { return act.Op + " epilogue" })
+}
+
+// foldAct folds an activation into the step that feeds it: every forward
+// step that folds accepts, without a fused activation, whose output is
 // read by exactly one step, a single-op unary whose op takes accepts, and
 // by nothing else (with views, also a 1-D convolution read so through its
 // one view), writes the unary's output itself with the unary's op and
 // alpha as Attr.Act and Attr.Alpha; the unary steps and the intermediate
-// buffers are dropped, and each fold is listed in p.Fusions.
-func foldActs(p *Plan, views bool, takes func(UnaryOp) bool) {
+// buffers are dropped, and each fold is listed in p.Fusions as "a + b ->
+// kernel (note)". fuseEpilogue, fuseReLU6, fuseSiLUEpilogue (through
+// foldActs), fuseNormAct and fuseSumAct are its callers.
+func foldAct(p *Plan, views bool, folds func(*Step) bool, takes func(UnaryOp) bool, note func(s *Step, act UnaryOp) string) {
 	fused := make([]bool, len(p.Forward))
 	for i := range p.Forward {
 		s := &p.Forward[i]
-		if fused[i] || (s.Kernel != KGemm && s.Kernel != KConv2D) || s.Attr.Act != "" {
+		if fused[i] || !folds(s) || s.Attr.Act != "" {
 			continue
 		}
 		j, ok := soleForwardReader(p, s.Out[0])
@@ -67,7 +77,7 @@ func foldActs(p *Plan, views bool, takes func(UnaryOp) bool) {
 		s.Fused = append(fusedNames(s), fusedNames(r)...)
 		fused[j] = true
 		r.In = nil // dead now: later searches must not count its read
-		p.Fusions = append(p.Fusions, fmt.Sprintf("%s + %s -> %s (%s epilogue)", s.Fused[0], r.Layer, s.Kernel, act.Op))
+		p.Fusions = append(p.Fusions, fmt.Sprintf("%s + %s -> %s (%s)", s.Fused[0], r.Layer, s.Kernel, note(s, act)))
 	}
 	p.dropForward(fused)
 }

@@ -1,7 +1,5 @@
 package planner
 
-import "fmt"
-
 // fuseNormAct folds a ReLU into the batch norm before it, for a Target
 // whose batch norm kernels apply it (Target.FusedReLU): the batch norm
 // writes the ReLU's output as it normalises, and its backward masks dy as
@@ -26,29 +24,11 @@ import "fmt"
 // differentiate then gives the batchnorm_bwd the Act and beta as a sixth
 // input. Other steps, and plans for other Targets, are unchanged.
 func fuseNormAct(p *Plan, t Target) {
-	if !t.FusedReLU {
-		return
+	if t.FusedReLU {
+		foldAct(p, false, func(s *Step) bool { return s.Kernel == KBatchNorm }, isReLU,
+			func(_ *Step, act UnaryOp) string { return act.Op })
 	}
-	fused := make([]bool, len(p.Forward))
-	for i := range p.Forward {
-		bn := &p.Forward[i]
-		if fused[i] || bn.Kernel != KBatchNorm || bn.Attr.Act != "" {
-			continue
-		}
-		j, ok := soleForwardReader(p, bn.Out[0])
-		if !ok {
-			continue
-		}
-		r := &p.Forward[j]
-		if r.Kernel != KUnary || len(r.Attr.Chain) != 1 || r.Attr.Chain[0].Op != "relu" {
-			continue
-		}
-		bn.Attr.Act = "relu"
-		bn.Out[0] = r.Out[0]
-		bn.Fused = append(fusedNames(bn), fusedNames(r)...)
-		fused[j] = true
-		r.In = nil // dead now: later searches must not count its read
-		p.Fusions = append(p.Fusions, fmt.Sprintf("%s + %s -> batchnorm (relu)", bn.Fused[0], r.Layer))
-	}
-	p.dropForward(fused)
 }
+
+// isReLU reports whether a unary op is a plain ReLU.
+func isReLU(act UnaryOp) bool { return act.Op == "relu" }

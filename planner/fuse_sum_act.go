@@ -1,7 +1,5 @@
 package planner
 
-import "fmt"
-
 // fuseSumAct folds a ReLU into the sum before it, for a Target whose
 // binary kernels apply it (Target.FusedReLU): a residual block's sum then
 // writes relu(a + b) in one pass instead of the sum's pass and the ReLU's
@@ -19,29 +17,8 @@ import "fmt"
 // output; the unary step and the sum's output buffer are gone, and each
 // fold adds a line to Fusions. The backward steps are unchanged.
 func fuseSumAct(p *Plan, t Target) {
-	if !t.FusedReLU {
-		return
+	if t.FusedReLU {
+		foldAct(p, false, func(s *Step) bool { return s.Kernel == KBinary && s.Attr.BinOp == "add" }, isReLU,
+			func(s *Step, act UnaryOp) string { return s.Attr.BinOp + ", " + act.Op })
 	}
-	fused := make([]bool, len(p.Forward))
-	for i := range p.Forward {
-		s := &p.Forward[i]
-		if fused[i] || s.Kernel != KBinary || s.Attr.BinOp != "add" || s.Attr.Act != "" {
-			continue
-		}
-		j, ok := soleForwardReader(p, s.Out[0])
-		if !ok {
-			continue
-		}
-		r := &p.Forward[j]
-		if r.Kernel != KUnary || len(r.Attr.Chain) != 1 || r.Attr.Chain[0].Op != "relu" {
-			continue
-		}
-		s.Attr.Act = "relu"
-		s.Out[0] = r.Out[0]
-		s.Fused = append(fusedNames(s), fusedNames(r)...)
-		fused[j] = true
-		r.In = nil
-		p.Fusions = append(p.Fusions, fmt.Sprintf("%s + %s -> binary (add, relu)", s.Fused[0], r.Layer))
-	}
-	p.dropForward(fused)
 }
