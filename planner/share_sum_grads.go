@@ -64,7 +64,8 @@ func shareSumGrads(p *Plan, t Target) {
 }
 
 // plainGrad reports whether buffer g is a gradient that owns its storage,
-// has no view, and is written by exactly one step.
+// has no view, and is written by exactly one step (of the backward pass,
+// and touched by no other phase: usesOf).
 func plainGrad(p *Plan, g BufID) bool {
 	b := p.Buffers[g]
 	if b.Kind != KindGrad || b.AliasOf != NoBuf {
@@ -75,15 +76,8 @@ func plainGrad(p *Plan, g BufID) bool {
 			return false
 		}
 	}
-	writers := 0
-	for _, s := range p.allSteps() {
-		for _, o := range s.Out {
-			if o == g {
-				writers++
-			}
-		}
-	}
-	return writers == 1
+	u := usesOf(p, g)[g]
+	return len(u.writers) == 1 && !u.elsewhere
 }
 
 // replaceReads makes every step that reads buffer from read buffer to.
