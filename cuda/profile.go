@@ -115,16 +115,7 @@ func (p *profile) write(w io.Writer, device string, top int) {
 		n := max(p.runs[s], 1)
 		fmt.Fprintf(w, "  sequence %-28q %10.2f ms in %d launches, %.3f ms of GPU time a launch\n", s, ms(p.seqs[s]), n, ms(p.seqs[s])/float64(n))
 	}
-	ops := make([]*opStat, 0, len(p.stats))
-	for _, st := range p.stats {
-		ops = append(ops, st)
-	}
-	slices.SortFunc(ops, func(a, b *opStat) int {
-		if c := cmp.Compare(b.total, a.total); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.what, b.what)
-	})
+	ops := byTotal(p.stats)
 	fmt.Fprintf(w, "  %10s %6s %8s %10s  %s\n", "total ms", "share", "calls", "mean µs", "op")
 	for i, st := range ops {
 		if i == top {
@@ -141,16 +132,7 @@ func (p *profile) write(w io.Writer, device string, top int) {
 	fmt.Fprintf(w, "  %10.2f %5.1f%% in all\n", ms(p.wall), 100.0)
 	for _, sq := range seqs {
 		n := float64(max(p.runs[sq], 1))
-		fams := make([]*opStat, 0, len(p.families[sq]))
-		for _, st := range p.families[sq] {
-			fams = append(fams, st)
-		}
-		slices.SortFunc(fams, func(a, b *opStat) int {
-			if c := cmp.Compare(b.total, a.total); c != 0 {
-				return c
-			}
-			return cmp.Compare(a.what, b.what)
-		})
+		fams := byTotal(p.families[sq])
 		fmt.Fprintf(w, "  sequence %q by family, a launch:\n  %10s %6s %8s  %s\n", sq, "ms", "share", "ops", "family")
 		for i, st := range fams {
 			if i == top/2 {
@@ -159,6 +141,21 @@ func (p *profile) write(w io.Writer, device string, top int) {
 			fmt.Fprintf(w, "  %10.3f %5.1f%% %8.0f  %s\n", ms(st.total)/n, 100*float64(st.total)/float64(p.seqs[sq]), float64(st.calls)/n, st.what)
 		}
 	}
+}
+
+// byTotal is stats' lines, the largest total first (then by name).
+func byTotal(stats map[string]*opStat) []*opStat {
+	out := make([]*opStat, 0, len(stats))
+	for _, st := range stats {
+		out = append(out, st)
+	}
+	slices.SortFunc(out, func(a, b *opStat) int {
+		if c := cmp.Compare(b.total, a.total); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.what, b.what)
+	})
+	return out
 }
 
 // opFamily is the family an op's name belongs to: a generated kernel's
