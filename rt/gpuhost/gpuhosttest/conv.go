@@ -338,14 +338,8 @@ func testConvBF16(t *testing.T, s Suite) {
 	g0 := convGeoms[0].g
 	xs, ws, ys := g0.Sizes()
 	if !s.Conv || !s.ConvBF16 {
-		want := "bfloat16"
-		if !s.Conv {
-			want = "convolution"
-		}
 		_, err := convRunBF16(t, d, gpuhost.Conv{Geom: g0, Alpha: 1, Precision: gpuhost.PrecisionBF16}, 0, random(1, xs), random(2, ws), random(3, ys))
-		if err == nil || !strings.Contains(err.Error(), want) {
-			t.Fatalf("a bfloat16 Conv on a device that does not read bfloat16 tensors: %v, want a refusal naming %q", err, want)
-		}
+		refused(t, s, err, "bfloat16", "a bfloat16 Conv on a device that does not read bfloat16 tensors")
 		return
 	}
 	nan := func(n int) []float32 {
@@ -546,6 +540,20 @@ func violations(t *testing.T, what string, got, want []float32, report bool, bou
 	return bad
 }
 
+// refused fails the test unless err is a refusal naming feature, the
+// Conv feature the device lacks, or "convolution" on a device without
+// library convolutions (what: the call, for the message).
+func refused(t *testing.T, s Suite, err error, feature, what string) {
+	t.Helper()
+	want := feature
+	if !s.Conv {
+		want = "convolution"
+	}
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("%s: %v, want a refusal naming %q", what, err, want)
+	}
+}
+
 // testConvNHWC: a device whose library convolutions read channels-last
 // tensors (Suite.ConvNHWC) computes each product of each geometry on
 // packed NHWC X and Y and a KRSC W, float32 in f32 and, where it reads
@@ -571,14 +579,8 @@ func testConvNHWC(t *testing.T, s Suite) {
 	g0 := convGeoms[0].g
 	xs, ws, ys := g0.Sizes()
 	if !s.Conv || !s.ConvNHWC {
-		want := "NHWC"
-		if !s.Conv {
-			want = "convolution"
-		}
 		_, err := convRun(t, d, gpuhost.Conv{Geom: g0, Alpha: 1, NHWC: true}, 0, random(1, xs), random(2, ws), random(3, ys))
-		if err == nil || !strings.Contains(err.Error(), want) {
-			t.Fatalf("a channels-last Conv on a device that does not read NHWC tensors: %v, want a refusal naming %q", err, want)
-		}
+		refused(t, s, err, "NHWC", "a channels-last Conv on a device that does not read NHWC tensors")
 		return
 	}
 	type kind struct {
