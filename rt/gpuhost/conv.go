@@ -37,6 +37,30 @@ func (p ConvProduct) String() string {
 	return "unknown convolution product"
 }
 
+// ConvAct is the activation of a library convolution's epilogue
+// (Conv.Act), applied last: what a batch norm folded into the
+// convolution before it is followed by.
+type ConvAct uint8
+
+// The activations of an epilogue.
+const (
+	// ConvActNone applies none (the identity).
+	ConvActNone ConvAct = iota
+	// ConvActReLU is max(v, 0).
+	ConvActReLU
+	convActCount
+)
+
+var convActNames = [convActCount]string{"none", "relu"}
+
+// String names a for errors ("none", "relu").
+func (a ConvAct) String() string {
+	if a < convActCount {
+		return convActNames[a]
+	}
+	return fmt.Sprintf("unknown activation %d", uint8(a))
+}
+
 // Sizes are the elements of X, W and Y.
 func (g ConvGeom) Sizes() (x, w, y int) {
 	return g.N * g.C * g.H * g.W, g.OC * (g.C / max(g.Groups, 1)) * g.KH * g.KW, g.N * g.OC * g.OH * g.OW
@@ -81,9 +105,12 @@ func (g ConvGeom) Check() error {
 
 // ConvSupport is what a device's library convolutions read beyond
 // float32 NCHW tensors, for Conv.Check: bfloat16 tensors (in precision
-// bf16), channels-last tensors (Conv.NHWC: X and Y NHWC, W KRSC).
+// bf16), channels-last tensors (Conv.NHWC: X and Y NHWC, W KRSC), and
+// whether they compute a forward convolution's epilogue (Conv.Bias,
+// Conv.Z and Conv.Act) in the same call.
 type ConvSupport struct {
 	BF16, NHWC bool
+	Epilogue   bool
 }
 
 // Check checks c's geometry, product, precision, tensors' element types
@@ -121,6 +148,33 @@ func (c *Conv) Check(support ConvSupport) error {
 		return fmt.Errorf("float32 convolution tensors X, W and Y in precision bf16: a bf16 convolution reads bfloat16 tensors (their producers round them), float32 ones are multiplied in f32 or tf32")
 	case c.NHWC && !support.NHWC:
 		return fmt.Errorf("convolution tensors are channels-last (NHWC: X and Y NHWC, W KRSC), which this device does not read (its library convolutions take NCHW tensors and KCRS filters)")
+	}
+	return c.checkEpilogue(support)
+}
+
+// checkEpilogue checks c's epilogue (Bias, Z and Act) against Conv's
+// contract, for a device that computes one where support says so.
+func (c *Conv) checkEpilogue(support ConvSupport) error {
+	bias, z := c.Bias.Buf != nil, c.Z.Buf != nil
+	switch {
+	case c.Act >= convActCount:
+		return fmt.Errorf("convolution epilogue with activation %d, which is none of none and relu", c.Act)
+	case !bias && z:
+		return fmt.Errorf("convolution epilogue with Z but no Bias: an epilogue adds Z only beside a Bias (set Bias, of OC zeros if there is none)")
+	case !bias && c.Act != ConvActNone:
+		return fmt.Errorf("convolution epilogue with activation %v but no Bias: an epilogue applies Act only after a Bias (set Bias, of OC zeros if there is none)", c.Act)
+	case !bias:
+		return nil
+	case !support.Epilogue:
+		return fmt.Errorf("convolution with an epilogue (Bias, Z or Act), which this device's library convolutions do not compute (run the bias, the sum and the activation as kernels after a plain forward)")
+	case c.Product != ConvForward:
+		return fmt.Errorf("convolution epilogue on the %v: only a forward convolution has one", c.Product)
+	case c.Beta != 0:
+		return fmt.Errorf("convolution epilogue with Beta %g: a forward with an epilogue overwrites Y (Beta 0); add the old output as Z instead", c.Beta)
+	case c.Bias.Elem != c.Y.Elem:
+		return fmt.Errorf("convolution epilogue's Bias is %v and Y %v: the bias is of Y's element type (cuDNN takes no float bias on bfloat16 data)", c.Bias.Elem, c.Y.Elem)
+	case z && c.Z.Elem != c.Y.Elem:
+		return fmt.Errorf("convolution epilogue's Z is %v and Y %v: Z is of Y's element type, shape and layout", c.Z.Elem, c.Y.Elem)
 	}
 	return nil
 }

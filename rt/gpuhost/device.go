@@ -244,9 +244,33 @@ type Gemm struct {
 // read channels-last tensors refuses a Conv with NHWC set, naming it,
 // when it is encoded (Conv.Check).
 //
+// The epilogue. A forward may fold what follows it into the same call
+// (cuDNN's cudnnConvolutionBiasActivationForward): with Bias set (its
+// Buf not nil) it computes
+//
+//	y[n,o,i,j] = act(Alpha·conv(X, W)[n,o,i,j] + z[n,o,i,j] + bias[o])
+//
+// where Bias is OC values of Y's element type, one per output channel
+// (bfloat16 in bf16: cuDNN takes no float bias on bfloat16 data), Z,
+// when set, a tensor of Y's shape, layout and element type (a residual
+// added before the activation; 0 when its Buf is nil), and act is Act
+// (ConvActNone: none; ConvActReLU: max(v, 0)), applied last. Z and Act
+// need Bias (a bias of zeros where there is none), an epilogue is a
+// ConvForward's with Beta 0, and Z does not overlap Y. The sum is of the
+// stored values in float32 and stored rounded to Y's element type; a
+// device may first round Alpha·conv, and Alpha·conv + Z, to Y's type (as
+// cuDNN may), so a bfloat16 y may differ from the float64 value by
+// 2⁻⁸·(|Alpha·conv| + |Alpha·conv + Z| + |y|) (half a bfloat16 unit of
+// each rounded value) plus float32's summation error, and a float32 y by
+// float32's summation error. A device whose ConvSupport lacks Epilogue,
+// and every device for an epilogue on another product, with Beta not 0,
+// Z or Act without Bias, a Bias or Z of another element type than Y's,
+// or an Act it does not know, refuses the Conv when it is encoded
+// (Conv.Check).
+//
 // A device without library convolutions (Metal's) refuses every Conv:
-// the planner asks for them, and for bfloat16 or channels-last ones,
-// only where its Target says the backend has them.
+// the planner asks for them, and for bfloat16, channels-last or fused
+// ones, only where its Target says the backend has them.
 type Conv struct {
 	Geom      ConvGeom
 	Product   ConvProduct
@@ -254,12 +278,15 @@ type Conv struct {
 	Alpha     float32
 	Beta      float32
 	Precision Precision
-	NHWC      bool // X and Y channels-last (NHWC) and W KRSC; else NCHW and KCRS
+	NHWC      bool    // X and Y channels-last (NHWC) and W KRSC; else NCHW and KCRS
+	Bias      Tensor  // epilogue: OC values of Y's element type, one per output channel; Buf nil: none
+	Z         Tensor  // epilogue: a tensor of Y's shape, layout and element type; Buf nil: none
+	Act       ConvAct // epilogue: applied last
 }
 
 // Tensor is a packed tensor of a Conv: its first element at byte Offset
 // of Buf, of type Elem (Offset a multiple of its size); its shape is the
-// Conv's.
+// Conv's (Bias: OC elements; Z: Y's).
 type Tensor struct {
 	Buf    Buffer
 	Offset int

@@ -331,7 +331,14 @@ func (m *Model) encode(enc Encoder, op *Op) error {
 	}
 	if c := op.Conv; c != nil {
 		t := func(b Bind) Tensor { return Tensor{Buf: m.bufs[b.Arena], Offset: b.Offset, Elem: c.Elem} }
-		return enc.Conv(Conv{Geom: c.Geom, Product: c.Product, X: t(c.X), W: t(c.W), Y: t(c.Y), Alpha: c.Alpha, Beta: c.Beta, Precision: c.Precision, NHWC: c.NHWC})
+		cv := Conv{Geom: c.Geom, Product: c.Product, X: t(c.X), W: t(c.W), Y: t(c.Y), Alpha: c.Alpha, Beta: c.Beta, Precision: c.Precision, NHWC: c.NHWC, Act: c.Act}
+		if c.Bias != nil {
+			cv.Bias = t(*c.Bias)
+		}
+		if c.Z != nil {
+			cv.Z = t(*c.Z)
+		}
+		return enc.Conv(cv)
 	}
 	args := make([]Arg, len(op.Binds))
 	for i, b := range op.Binds {

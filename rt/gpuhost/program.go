@@ -80,7 +80,10 @@ type BF16Twin struct {
 // alike: float32, the zero value, or bfloat16 in precision bf16),
 // output = Alpha·product + Beta·output, in Precision; with NHWC, X and Y
 // are channels-last and W is KRSC (Conv.NHWC; the zero value is NCHW and
-// KCRS).
+// KCRS). A forward with Bias set carries an epilogue (Conv.Bias, Conv.Z
+// and Conv.Act): Y = Act(Alpha·product + Z + Bias per output channel),
+// Bias and Z of element type Elem; nil Bias, Z and a zero Act (the
+// zero value, and a program generated before ConvOp had them) are none.
 type ConvOp struct {
 	Geom        ConvGeom
 	Product     ConvProduct
@@ -89,6 +92,8 @@ type ConvOp struct {
 	Precision   Precision
 	Elem        Elem
 	NHWC        bool
+	Bias, Z     *Bind // nil: none
+	Act         ConvAct
 }
 
 // Op is one kernel launch (Groups threadgroups of Threadgroup threads) or,
