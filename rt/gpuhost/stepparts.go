@@ -273,16 +273,21 @@ func stepTouches(st *PlanStep, lo, hi int) bool {
 }
 
 // spans lists the bytes of the arenas that st's ops may read or write: each
-// kernel's buffer arguments, each library convolution's tensors, and each
-// GEMM operand from its first element to its last (the rows between, and
-// the matrices of a batch), so a span may hold bytes the op skips but never
-// misses one it touches.
+// kernel's buffer arguments, each library convolution's tensors (with its
+// epilogue's Bias and Z), and each GEMM operand from its first element to
+// its last (the rows between, and the matrices of a batch), so a span may
+// hold bytes the op skips but never misses one it touches.
 func (st *PlanStep) spans() []Bind {
 	var out []Bind
 	for _, op := range st.Ops {
 		out = append(out, op.Binds...)
 		if c := op.Conv; c != nil {
 			out = append(out, c.X, c.W, c.Y)
+			for _, b := range []*Bind{c.Bias, c.Z} {
+				if b != nil {
+					out = append(out, *b)
+				}
+			}
 		}
 		g := op.Gemm
 		if g == nil {
