@@ -24,6 +24,8 @@ type (
 	FilterDesc uintptr
 	// ConvDesc is a cudnnConvolutionDescriptor_t.
 	ConvDesc uintptr
+	// ActivationDesc is a cudnnActivationDescriptor_t.
+	ActivationDesc uintptr
 )
 
 // ConvAlgoPerf is cudnnConvolutionFwdAlgoPerf_t, and the BwdData and
@@ -85,6 +87,21 @@ const (
 	// algorithm whose results do not depend on the order its threads
 	// finish in.
 	DNNDeterministic int32 = 1
+
+	// cudnnActivationMode_t values a fused forward's epilogue takes
+	// (cudnnConvolutionBiasActivationForward): CUDNN_ACTIVATION_RELU,
+	// and CUDNN_ACTIVATION_IDENTITY, which cuDNN documents to work with
+	// CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM only
+	// (DNNFwdAlgoImplicitPrecompGemm). DNNNotPropagateNaN is
+	// cudnnNanPropagation_t's CUDNN_NOT_PROPAGATE_NAN.
+	DNNActivationReLU     int32 = 1
+	DNNActivationIdentity int32 = 5
+	DNNNotPropagateNaN    int32 = 0
+
+	// DNNFwdAlgoImplicitPrecompGemm is cudnnConvolutionFwdAlgo_t's
+	// CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM, the one forward
+	// algorithm a fused forward without an activation runs.
+	DNNFwdAlgoImplicitPrecompGemm int32 = 1
 
 	// The algorithm counts (CUDNN_CONVOLUTION_FWD_ALGO_COUNT, …): the
 	// most results the _v7 heuristics return.
@@ -171,6 +188,21 @@ type DNNAPI struct {
 		algo int32, ws DevicePtr, wsBytes uintptr, beta *float32, dxd TensorDesc, dx DevicePtr) DNNStatus `sym:"cudnnConvolutionBackwardData"`
 	BackwardFilter func(h DNNHandle, alpha *float32, xd TensorDesc, x DevicePtr, dyd TensorDesc, dy DevicePtr, conv ConvDesc,
 		algo int32, ws DevicePtr, wsBytes uintptr, beta *float32, dwd FilterDesc, dw DevicePtr) DNNStatus `sym:"cudnnConvolutionBackwardFilter"`
+	// The fused forward, 18 arguments: y = act(alpha1·conv(x, w) +
+	// alpha2·z + bias), bias a tensor of 1×K×1×1 of the data type of x
+	// and y (cuDNN 9.19 refuses a float bias on bfloat16 data with 3003)
+	// and act an activation descriptor's; alpha1 and alpha2 point to
+	// float32s, and z must be a valid tensor even when alpha2 is 0.
+	BiasActivationForward func(h DNNHandle, alpha1 *float32, xd TensorDesc, x DevicePtr, wd FilterDesc, w DevicePtr, conv ConvDesc,
+		algo int32, ws DevicePtr, wsBytes uintptr, alpha2 *float32, zd TensorDesc, z DevicePtr, biasd TensorDesc, bias DevicePtr,
+		act ActivationDesc, yd TensorDesc, y DevicePtr) DNNStatus `sym:"cudnnConvolutionBiasActivationForward"`
+	CreateActivation  func(d *ActivationDesc) DNNStatus `sym:"cudnnCreateActivationDescriptor"`
+	DestroyActivation func(d ActivationDesc) DNNStatus  `sym:"cudnnDestroyActivationDescriptor"`
+	// SetActivation is cudnnSetActivationDescriptor(desc, mode,
+	// reluNanOpt, coef): coef is a C double (purego passes a float64 in
+	// a floating-point register, as the C ABI does), the clipping or
+	// slope of the modes that have one, 0 here.
+	SetActivation func(d ActivationDesc, mode, nanOpt int32, coef float64) DNNStatus `sym:"cudnnSetActivationDescriptor"`
 }
 
 // dnnLibrary is where cuDNN is looked for: the sonames, the CUDA
