@@ -47,22 +47,46 @@ type convKey struct {
 	nhwc bool
 }
 
+// The slots of a convPlan, each with its own algorithm and workspace:
+// one for each product (gpuhost.ConvProduct's values), and two for a
+// forward with an epilogue, which cuDNN runs as another call
+// (cudnnConvolutionBiasActivationForward): with ReLU, chosen as the
+// plain forward's algorithm is, and without an activation, which cuDNN
+// runs with IMPLICIT_PRECOMP_GEMM only (CUDNN_ACTIVATION_IDENTITY's
+// rule), so that a plain forward of the same geometry keeps its own.
+const (
+	slotFusedReLU = int(gpuhost.ConvWeightGrad) + 1 + iota
+	slotFused
+	convSlots
+)
+
+// convSlotNames name the slots in `info` and errors.
+var convSlotNames = [convSlots]string{"forward", "input gradient", "weight gradient", "forward+bias+relu", "forward+bias"}
+
 // convPlan is what cuDNN needs for one geometry and precision: the
-// descriptors of X, W, Y and the convolution, and for each product the
-// algorithm chosen and its workspace.
+// descriptors of X, W, Y and the convolution, those of an epilogue (the
+// bias, 1×OC×1×1 of the tensors' data type and format, and an activation
+// descriptor of each gpuhost.ConvAct, indexed by it), made with the
+// first fused forward, and for each slot the algorithm chosen and its
+// workspace.
 type convPlan struct {
 	x, y   TensorDesc
 	w      FilterDesc
 	conv   ConvDesc
-	chosen [3]bool
-	algo   [3]int32
-	ws     [3]uintptr
+	bias   TensorDesc
+	act    [2]ActivationDesc
+	chosen [convSlots]bool
+	algo   [convSlots]int32
+	ws     [convSlots]uintptr
 }
 
 // ConvArgs is one library convolution on device addresses: the product
 // of Conv's contract (gpuhost.Conv) on packed NCHW tensors and a KCRS
 // filter, or with NHWC channels-last X and Y and a KRSC filter,
-// bfloat16 in precision bf16 and float32 in the others (convMath).
+// bfloat16 in precision bf16 and float32 in the others (convMath). A
+// forward with Bias (not 0) has Conv's epilogue: Bias is OC values of
+// the tensors' element type, Z (0: none) a tensor of Y's shape, layout
+// and type, Act the activation, and Beta is 0.
 type ConvArgs struct {
 	Geom      gpuhost.ConvGeom
 	Product   gpuhost.ConvProduct
@@ -71,30 +95,60 @@ type ConvArgs struct {
 	Beta      float32
 	Precision gpuhost.Precision
 	NHWC      bool
+	Bias, Z   DevicePtr
+	Act       gpuhost.ConvAct
 }
 
-// PrepareConv readies what a convolution of geometry g, product p,
-// precision prec and layout (nhwc: channels-last X and Y, KRSC W) needs
-// before it can be captured: cuDNN loaded, its handle on the engine's
-// stream, the descriptors (kept per geometry, precision and layout;
-// convMath gives their data type), the algorithm (the _v7 heuristics'
-// first deterministic one whose status is success and whose workspace is
-// within dnnWorkspaceLimit, else their first such one of any kind; in
-// f32 only among those of the GEMM and direct families, DNNFloat32Algo)
-// and a workspace that holds it (one for the engine, grown when a
-// product needs more; an outgrown one stays allocated, as graphs
-// captured before use it). It allocates and may synchronise, so it runs
-// outside a capture: Device.Record calls it for every Conv before it
-// captures.
-func (e *Engine) PrepareConv(g gpuhost.ConvGeom, p gpuhost.ConvProduct, prec gpuhost.Precision, nhwc bool) error {
+// slot is the convPlan slot of a's call, or an error for an epilogue
+// Conv's contract forbids (gpuhost.Conv.Check refuses it first on a
+// Device; this guards the Engine's own callers).
+func (a *ConvArgs) slot() (int, error) {
+	switch {
+	case a.Product > gpuhost.ConvWeightGrad:
+		return 0, fmt.Errorf("cuda: convolution product %d, which is none of forward, input gradient and weight gradient", a.Product)
+	case a.Act > gpuhost.ConvActReLU:
+		return 0, fmt.Errorf("cuda: a convolution epilogue with %v, which cuDNN's fused forward does not apply here (none or relu)", a.Act)
+	case a.Bias == 0 && (a.Z != 0 || a.Act != gpuhost.ConvActNone):
+		return 0, fmt.Errorf("cuda: a convolution epilogue with Z or %v but no bias", a.Act)
+	case a.Bias == 0:
+		return int(a.Product), nil
+	case a.Product != gpuhost.ConvForward || a.Beta != 0:
+		return 0, fmt.Errorf("cuda: a convolution epilogue on the %v with Beta %g: only a forward with Beta 0 has one", a.Product, a.Beta)
+	case a.Act == gpuhost.ConvActReLU:
+		return slotFusedReLU, nil
+	}
+	return slotFused, nil
+}
+
+// PrepareConv readies what a's convolution (its geometry, product,
+// precision, layout, and epilogue: whether it has a bias, and its
+// activation; its addresses are not read) needs before it can be
+// captured: cuDNN loaded, its handle on the engine's stream, the
+// descriptors (kept per geometry, precision and layout; convMath gives
+// their data type; an epilogue's with them), the algorithm (the _v7
+// heuristics' first deterministic one whose status is success and whose
+// workspace is within dnnWorkspaceLimit, else their first such one of
+// any kind; in f32 only among those of the GEMM and direct families,
+// DNNFloat32Algo; for a forward with a bias and no activation only
+// IMPLICIT_PRECOMP_GEMM, the one cuDNN runs it with) and a workspace that
+// holds it (one for the engine, grown when a product needs more; an
+// outgrown one stays allocated, as graphs captured before use it). It
+// allocates and may synchronise, so it runs outside a capture:
+// Device.Record calls it for every Conv before it captures.
+func (e *Engine) PrepareConv(a ConvArgs) error {
 	if e.closed {
 		return errClosed
 	}
-	return e.do(func() error { _, err := e.prepareConv(g, p, prec, nhwc); return err })
+	return e.do(func() error { _, err := e.prepareConv(a); return err })
 }
 
 // prepareConv is PrepareConv on the engine's thread.
-func (e *Engine) prepareConv(g gpuhost.ConvGeom, p gpuhost.ConvProduct, prec gpuhost.Precision, nhwc bool) (*convPlan, error) {
+func (e *Engine) prepareConv(a ConvArgs) (*convPlan, error) {
+	g, p, prec, nhwc := a.Geom, a.Product, a.Precision, a.NHWC
+	slot, err := a.slot()
+	if err != nil {
+		return nil, err
+	}
 	if e.capturing {
 		return nil, fmt.Errorf("cuda: a %v convolution (%v) was not prepared before the capture (cuDNN's set-up allocates; a bug in mlbuild)", p, g)
 	}
@@ -131,8 +185,13 @@ func (e *Engine) prepareConv(g gpuhost.ConvGeom, p gpuhost.ConvProduct, prec gpu
 		}
 		e.convs[key] = cp
 	}
-	if cp.chosen[p] {
+	if cp.chosen[slot] {
 		return cp, nil
+	}
+	if slot >= slotFusedReLU {
+		if err := e.epilogueDescriptors(cp, g, m.data, format, a.Act); err != nil {
+			return nil, fmt.Errorf("%w (the epilogue of convolution %v%s, %s)", err, g, layout, m.name)
+		}
 	}
 	var perf [8]ConvAlgoPerf
 	var n int32
@@ -148,16 +207,22 @@ func (e *Engine) prepareConv(g gpuhost.ConvGeom, p gpuhost.ConvProduct, prec gpu
 	default:
 		return nil, fmt.Errorf("cuda: convolution product %d, which is none of forward, input gradient and weight gradient", p)
 	}
-	what := fmt.Sprintf("%v of %v%s, %s", p, g, layout, m.name)
+	what := fmt.Sprintf("%s of %v%s, %s", convSlotNames[slot], g, layout, m.name)
 	if err := l.dnnError(call, s, what); err != nil {
 		return nil, err
 	}
 	// The heuristics' first deterministic algorithm that succeeds within
 	// the limit (a training run gives the same weights twice), else their
 	// first that succeeds within it; in f32, of the algorithms that
-	// compute float32 products summed in float32 only (DNNFloat32Algo).
-	found, skipped := -1, 0
+	// compute float32 products summed in float32 only (DNNFloat32Algo);
+	// for a forward with a bias and no activation, IMPLICIT_PRECOMP_GEMM
+	// only.
+	found, skipped, precomp := -1, 0, false
 	for i := range int(min(max(n, 0), int32(len(perf)))) {
+		if slot == slotFused && perf[i].Algo != DNNFwdAlgoImplicitPrecompGemm {
+			continue
+		}
+		precomp = precomp || slot == slotFused
 		if perf[i].Status != DNNSuccess || perf[i].Memory > dnnWorkspaceLimit {
 			continue
 		}
@@ -173,6 +238,14 @@ func (e *Engine) prepareConv(g gpuhost.ConvGeom, p gpuhost.ConvProduct, prec gpu
 			found = i
 		}
 	}
+	if found < 0 && slot == slotFused {
+		offered := "does not propose it"
+		if precomp {
+			offered = fmt.Sprintf("proposes it, but not as one that succeeds within %d bytes of workspace", dnnWorkspaceLimit)
+		}
+		return nil, fmt.Errorf("cuda: a %s runs only with IMPLICIT_PRECOMP_GEMM (algorithm %d: cuDNN's identity activation takes no other), and %s %s (of %d proposed); fuse a ReLU, or run the bias as a kernel after a plain forward",
+			what, DNNFwdAlgoImplicitPrecompGemm, call, offered, n)
+	}
 	if found < 0 {
 		f32 := ""
 		if skipped > 0 {
@@ -183,7 +256,7 @@ func (e *Engine) prepareConv(g gpuhost.ConvGeom, p gpuhost.ConvProduct, prec gpu
 	algo := perf[found].Algo
 	var ws uintptr
 	switch p {
-	case gpuhost.ConvForward:
+	case gpuhost.ConvForward: // with an epilogue too
 		call, s = "cudnnGetConvolutionForwardWorkspaceSize", d.FwdWorkspace(e.dnn, cp.x, cp.w, cp.conv, cp.y, algo, &ws)
 	case gpuhost.ConvInputGrad:
 		call, s = "cudnnGetConvolutionBackwardDataWorkspaceSize", d.BwdDataWorkspace(e.dnn, cp.w, cp.y, cp.conv, cp.x, algo, &ws)
@@ -200,23 +273,31 @@ func (e *Engine) prepareConv(g gpuhost.ConvGeom, p gpuhost.ConvProduct, prec gpu
 		}
 		e.dnnWork, e.dnnWorkBytes = p, ws
 	}
-	cp.chosen[p], cp.algo[p], cp.ws[p] = true, algo, ws
-	if err := e.warmConv(cp, g, p, nhwc, m.elem.Size(), m.name); err != nil {
-		cp.chosen[p] = false
+	cp.chosen[slot], cp.algo[slot], cp.ws[slot] = true, algo, ws
+	if err := e.warmConv(cp, a, m.elem.Size(), m.name); err != nil {
+		cp.chosen[slot] = false
 		return nil, err
 	}
 	return cp, nil
 }
 
-// warmConv runs product p of cp (channels-last X and Y, KRSC W, where
-// nhwc) once on scratch tensors of es bytes an element and waits, on the
-// engine's thread outside any capture: cuDNN may load or compile a
-// kernel, or set it up, at its first call, none of which a capture
-// allows, and an algorithm that fails to run fails here, named, rather
-// than inside a graph. The scratch is freed after.
-func (e *Engine) warmConv(cp *convPlan, g gpuhost.ConvGeom, p gpuhost.ConvProduct, nhwc bool, es int, math string) error {
+// warmConv runs a's call (its product, layout and epilogue, in the
+// precision cp was made for) once on scratch tensors of es bytes an
+// element and waits, on the engine's thread outside any capture: cuDNN
+// may load or compile a kernel, or set it up, at its first call, none of
+// which a capture allows, and an algorithm that fails to run fails here,
+// named, rather than inside a graph. A fused forward runs twice, with a
+// scratch Z and without one, as either may be captured. The scratch is
+// freed after.
+func (e *Engine) warmConv(cp *convPlan, a ConvArgs, es int, math string) error {
+	g := a.Geom
 	xs, ws, ys := g.Sizes()
-	var ptrs [3]DevicePtr
+	fused := a.Bias != 0
+	sizes := []int{xs, ws, ys}
+	if fused {
+		sizes = append(sizes, g.OC, ys)
+	}
+	ptrs := make([]DevicePtr, len(sizes))
 	defer func() {
 		for _, q := range ptrs {
 			if q != 0 {
@@ -225,15 +306,55 @@ func (e *Engine) warmConv(cp *convPlan, g gpuhost.ConvGeom, p gpuhost.ConvProduc
 			}
 		}
 	}()
-	for i, n := range []int{xs, ws, ys} {
+	for i, n := range sizes {
 		if err := e.alloc(&ptrs[i], uintptr(es*n), "a trial run of cuDNN"); err != nil {
 			return err
 		}
 	}
-	if err := e.convCall(ConvArgs{Geom: g, Product: p, X: ptrs[0], W: ptrs[1], Y: ptrs[2], Alpha: 1, NHWC: nhwc}, cp, math); err != nil {
-		return fmt.Errorf("%w (a trial run before the graph is recorded)", err)
+	trial := ConvArgs{Geom: g, Product: a.Product, X: ptrs[0], W: ptrs[1], Y: ptrs[2], Alpha: 1, Precision: a.Precision, NHWC: a.NHWC, Act: a.Act}
+	runs := []ConvArgs{trial}
+	if fused {
+		trial.Bias = ptrs[3]
+		withZ := trial
+		withZ.Z = ptrs[4]
+		runs = []ConvArgs{withZ, trial}
 	}
-	return e.lib.driverError("cuStreamSynchronize", e.lib.Driver.StreamSynchronize(e.stream), fmt.Sprintf("after a trial run of cuDNN's %v of %v", p, g))
+	for _, r := range runs {
+		if err := e.convCall(r, cp, math); err != nil {
+			return fmt.Errorf("%w (a trial run before the graph is recorded)", err)
+		}
+	}
+	slot, _ := a.slot()
+	return e.lib.driverError("cuStreamSynchronize", e.lib.Driver.StreamSynchronize(e.stream), fmt.Sprintf("after a trial run of cuDNN's %s of %v", convSlotNames[slot], g))
+}
+
+// epilogueDescriptors makes the descriptors of cp's epilogue that it
+// lacks: the bias, 1×OC×1×1 of data type data (the tensors': cuDNN 9.19
+// refuses a float bias on bfloat16 data) in the tensors' format, and
+// the activation descriptor of act (CUDNN_ACTIVATION_RELU, or
+// CUDNN_ACTIVATION_IDENTITY for none), NaNs not propagated; on the
+// engine's thread. destroyConv destroys them with the rest.
+func (e *Engine) epilogueDescriptors(cp *convPlan, g gpuhost.ConvGeom, data, format int32, act gpuhost.ConvAct) error {
+	l, d := e.lib, e.lib.DNN
+	if cp.bias == 0 {
+		if err := l.dnnError("cudnnCreateTensorDescriptor", d.CreateTensor(&cp.bias), "the bias"); err != nil {
+			return err
+		}
+		if err := l.dnnError("cudnnSetTensor4dDescriptor", d.SetTensor4d(cp.bias, format, data, 1, int32(g.OC), 1, 1), "the bias"); err != nil {
+			return err
+		}
+	}
+	if cp.act[act] != 0 {
+		return nil
+	}
+	mode := DNNActivationIdentity
+	if act == gpuhost.ConvActReLU {
+		mode = DNNActivationReLU
+	}
+	if err := l.dnnError("cudnnCreateActivationDescriptor", d.CreateActivation(&cp.act[act]), ""); err != nil {
+		return err
+	}
+	return l.dnnError("cudnnSetActivationDescriptor", d.SetActivation(cp.act[act], mode, DNNNotPropagateNaN, 0), fmt.Sprintf("activation %v", act))
 }
 
 // convDescriptors makes cp's descriptors for g: X, W and Y of data type
@@ -292,6 +413,14 @@ func (e *Engine) destroyConv(cp *convPlan) error {
 	if cp.conv != 0 {
 		errs = append(errs, l.dnnError("cudnnDestroyConvolutionDescriptor", d.DestroyConv(cp.conv), ""))
 	}
+	if cp.bias != 0 {
+		errs = append(errs, l.dnnError("cudnnDestroyTensorDescriptor", d.DestroyTensor(cp.bias), "the bias"))
+	}
+	for _, a := range cp.act {
+		if a != 0 {
+			errs = append(errs, l.dnnError("cudnnDestroyActivationDescriptor", d.DestroyActivation(a), ""))
+		}
+	}
 	*cp = convPlan{}
 	for _, err := range errs {
 		if err != nil {
@@ -331,8 +460,9 @@ func (e *Engine) releaseDNN() error {
 }
 
 // Conv queues one library convolution on the engine's stream: the
-// product's cuDNN call with the algorithm and workspace PrepareConv chose
-// (outside a capture it prepares them itself).
+// product's cuDNN call (cudnnConvolutionBiasActivationForward for a
+// forward with an epilogue) with the algorithm and workspace PrepareConv
+// chose (outside a capture it prepares them itself).
 func (e *Engine) Conv(a ConvArgs) error {
 	if e.closed {
 		return errClosed
@@ -347,15 +477,29 @@ func (e *Engine) Conv(a ConvArgs) error {
 }
 
 // convCall makes a's cuDNN call with cp's descriptors and algorithm and
-// the engine's workspace; on a thread with the context current.
+// the engine's workspace; on a thread with the context current. A fused
+// forward without Z passes Y as z with alpha2 0 (cuDNN wants a valid z).
 func (e *Engine) convCall(a ConvArgs, cp *convPlan, math string) error {
+	slot, err := a.slot()
+	if err != nil {
+		return err
+	}
 	d, alpha, beta := e.lib.DNN, a.Alpha, a.Beta
 	p, ws := a.Product, e.dnnWork
 	layout := ""
 	if a.NHWC {
 		layout = ", NHWC"
 	}
-	what := fmt.Sprintf("%v of %v%s, algorithm %d, %s", p, a.Geom, layout, cp.algo[p], math)
+	what := fmt.Sprintf("%s of %v%s, algorithm %d, %s", convSlotNames[slot], a.Geom, layout, cp.algo[slot], math)
+	switch {
+	case slot >= slotFusedReLU:
+		alpha2, z := float32(0), a.Y
+		if a.Z != 0 {
+			alpha2, z = 1, a.Z
+		}
+		return e.lib.dnnError("cudnnConvolutionBiasActivationForward", d.BiasActivationForward(e.dnn, &alpha, cp.x, a.X, cp.w, a.W, cp.conv, cp.algo[slot], ws, cp.ws[slot],
+			&alpha2, cp.y, z, cp.bias, a.Bias, cp.act[a.Act], cp.y, a.Y), what)
+	}
 	switch p {
 	case gpuhost.ConvForward:
 		return e.lib.dnnError("cudnnConvolutionForward", d.Forward(e.dnn, &alpha, cp.x, a.X, cp.w, a.W, cp.conv, cp.algo[p], ws, cp.ws[p], &beta, cp.y, a.Y), what)
@@ -369,24 +513,29 @@ func (e *Engine) convCall(a ConvArgs, cp *convPlan, math string) error {
 // prepareOrFind returns the prepared plan of a's convolution, preparing
 // it when no capture is open.
 func (e *Engine) prepareOrFind(a ConvArgs) (*convPlan, error) {
-	if cp := e.convs[convKey{a.Geom, a.Precision, a.NHWC}]; cp != nil && a.Product < 3 && cp.chosen[a.Product] {
+	slot, err := a.slot()
+	if err != nil {
+		return nil, err
+	}
+	if cp := e.convs[convKey{a.Geom, a.Precision, a.NHWC}]; cp != nil && cp.chosen[slot] {
 		return cp, nil
 	}
 	if e.capturing {
-		return nil, fmt.Errorf("cuda: a %v convolution (%v) was not prepared before the capture (a bug in mlbuild)", a.Product, a.Geom)
+		return nil, fmt.Errorf("cuda: a %s convolution (%v) was not prepared before the capture (a bug in mlbuild)", convSlotNames[slot], a.Geom)
 	}
 	// doHere runs on the caller's thread with the context current: the
 	// set-up may run there too (cuDNN's handle is per context).
-	return e.prepareConv(a.Geom, a.Product, a.Precision, a.NHWC)
+	return e.prepareConv(a)
 }
 
 // ConvAlgorithms says, for `info`, which cuDNN algorithm each product
-// runs with, over how many geometries, and the workspace: "forward: 1
-// ×12; input gradient: 1 ×10, 0 ×1; …; workspace 35.2 MiB"; "" when no
-// convolution was prepared.
+// (and each fused forward) runs with, over how many geometries, and the
+// workspace: "forward: 1 ×12; input gradient: 1 ×10, 0 ×1; …;
+// forward+bias+relu: 1 ×8; workspace 35.2 MiB"; "" when no convolution
+// was prepared.
 func (e *Engine) ConvAlgorithms() string {
 	var parts []string
-	for p := range gpuhost.ConvProduct(3) {
+	for p := range convSlots {
 		count := map[int32]int{}
 		for _, cp := range e.convs {
 			if cp.chosen[p] {
@@ -405,7 +554,7 @@ func (e *Engine) ConvAlgorithms() string {
 		for _, a := range algos {
 			each = append(each, fmt.Sprintf("%d ×%d", a, count[a]))
 		}
-		parts = append(parts, p.String()+": "+strings.Join(each, ", "))
+		parts = append(parts, convSlotNames[p]+": "+strings.Join(each, ", "))
 	}
 	if len(parts) == 0 {
 		return ""

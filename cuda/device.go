@@ -643,7 +643,7 @@ func (en *encoder) Conv(c gpuhost.Conv) error {
 		return err
 	}
 	if en.blocking {
-		if err := en.d.e.PrepareConv(c.Geom, c.Product, c.Precision, c.NHWC); err != nil {
+		if err := en.d.e.PrepareConv(args); err != nil {
 			return fmt.Errorf("cuda: %s: %w", op, err)
 		}
 	}
@@ -654,11 +654,17 @@ func (en *encoder) Conv(c gpuhost.Conv) error {
 	return en.add(op, func() error { return e.Conv(args) })
 }
 
-// convArgs checks c (its geometry, product, precision, element types and
-// layout, and each tensor's bytes inside its buffer, the same in NCHW
-// and NHWC) and returns its ConvArgs and the buffers it uses.
+// convSupport is what cuDNN's convolutions read here (gpuhost.Conv.Check):
+// bfloat16 and channels-last tensors, and a forward's epilogue
+// (cudnnConvolutionBiasActivationForward).
+var convSupport = gpuhost.ConvSupport{BF16: true, NHWC: true, Epilogue: true}
+
+// convArgs checks c (its geometry, product, precision, element types,
+// layout and epilogue, and each tensor's bytes inside its buffer, the
+// same in NCHW and NHWC; an epilogue's Bias of OC elements and Z of Y's)
+// and returns its ConvArgs and the buffers it uses.
 func (d *Device) convArgs(op string, c gpuhost.Conv) (ConvArgs, []*buffer, error) {
-	if err := c.Check(gpuhost.ConvSupport{BF16: true, NHWC: true}); err != nil {
+	if err := c.Check(convSupport); err != nil {
 		return ConvArgs{}, nil, fmt.Errorf("cuda: %s: %w", op, err)
 	}
 	if m, ok := convMath[c.Precision]; !ok || m.elem != c.X.Elem {
@@ -666,13 +672,16 @@ func (d *Device) convArgs(op string, c gpuhost.Conv) (ConvArgs, []*buffer, error
 	}
 	xs, ws, ys := c.Geom.Sizes()
 	es := c.X.Elem.Size() // 4 or 2, the same for all three: Check refused the rest
-	var ptrs [3]DevicePtr
+	var ptrs [5]DevicePtr
 	var used []*buffer
 	for i, t := range []struct {
 		name string
 		x    gpuhost.Tensor
 		n    int
-	}{{"X", c.X, xs}, {"W", c.W, ws}, {"Y", c.Y, ys}} {
+	}{{"X", c.X, xs}, {"W", c.W, ws}, {"Y", c.Y, ys}, {"Bias", c.Bias, c.Geom.OC}, {"Z", c.Z, ys}} {
+		if i >= 3 && t.x.Buf == nil {
+			continue // no epilogue, or one without Z
+		}
 		b, err := d.buffer(t.x.Buf, op+", tensor "+t.name)
 		if err != nil {
 			return ConvArgs{}, nil, err
@@ -684,7 +693,8 @@ func (d *Device) convArgs(op string, c gpuhost.Conv) (ConvArgs, []*buffer, error
 		ptrs[i] = b.ptr + DevicePtr(t.x.Offset)
 		used = append(used, b)
 	}
-	return ConvArgs{Geom: c.Geom, Product: c.Product, X: ptrs[0], W: ptrs[1], Y: ptrs[2], Alpha: c.Alpha, Beta: c.Beta, Precision: c.Precision, NHWC: c.NHWC}, used, nil
+	return ConvArgs{Geom: c.Geom, Product: c.Product, X: ptrs[0], W: ptrs[1], Y: ptrs[2], Alpha: c.Alpha, Beta: c.Beta, Precision: c.Precision, NHWC: c.NHWC,
+		Bias: ptrs[3], Z: ptrs[4], Act: c.Act}, used, nil
 }
 
 // preparer is Record's first pass over a sequence's ops: it checks each
@@ -696,10 +706,11 @@ func (p *preparer) Dispatch(string, []gpuhost.Arg, int, int) error { return nil 
 func (p *preparer) Gemm(gpuhost.Gemm) error                        { return nil }
 func (p *preparer) Conv(c gpuhost.Conv) error {
 	op := fmt.Sprintf("a %v convolution", c.Product)
-	if _, _, err := p.d.convArgs(op, c); err != nil {
+	args, _, err := p.d.convArgs(op, c)
+	if err != nil {
 		return err
 	}
-	if err := p.d.e.PrepareConv(c.Geom, c.Product, c.Precision, c.NHWC); err != nil {
+	if err := p.d.e.PrepareConv(args); err != nil {
 		return fmt.Errorf("cuda: %s (%v): %w", op, c.Geom, err)
 	}
 	return nil
