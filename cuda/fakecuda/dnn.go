@@ -51,6 +51,24 @@ import (
 // products summed alike, the output Alpha·sum + Beta·output in float32
 // (the old output decoded from bfloat16) stored rounded to bfloat16 (to
 // nearest, ties to even).
+//
+// The fused forward (cudnnConvolutionBiasActivationForward) computes
+// act(alpha1·conv + alpha2·z + bias[k]) alike: alpha1·sum in float32,
+// plus alpha2·z (z not read when alpha2 is 0, so that y may stand for it
+// over old values of NaN), plus the channel's bias, then the activation,
+// stored as the plain forward stores (rounded to bfloat16 on bfloat16
+// data). Beyond a forward's checks (a NULL alpha1 or alpha2 is
+// CUDNN_STATUS_BAD_PARAM) it checks what cuDNN does: an activation
+// descriptor created and set, of mode CUDNN_ACTIVATION_RELU or
+// CUDNN_ACTIVATION_IDENTITY (CUDNN_STATUS_NOT_SUPPORTED for another; BAD_PARAM for
+// one not set), IDENTITY only with the algorithm IMPLICIT_PRECOMP_GEMM
+// (1; 3003 for another, as cuDNN documents the rule), a z descriptor of
+// y's sizes, format and data type and a bias descriptor of 1×K×1×1 in
+// either format (CUDNN_STATUS_BAD_PARAM otherwise), the bias of the
+// tensors' data type (3003, CUDNN_STATUS_NOT_SUPPORTED's detail 3, for a
+// float bias on bfloat16 data or the reverse: cuDNN 9.19 on an H200
+// returned 3003 for a float bias on bfloat16 data).
+//
 // A product on a capturing stream is recorded into the graph and runs
 // when it is launched; its pointers are checked when it runs
 // (CUDA_ERROR_ILLEGAL_ADDRESS at the next synchronisation).
@@ -71,6 +89,7 @@ type dnnHandle struct{ stream cuda.Stream }
 
 type dnnTensor struct {
 	set                 bool
+	act                 int32 // an activation descriptor's mode
 	format, dtype       int32
 	n, c, h, w          int
 	filter              bool // a filter descriptor: n is K, c its channels
@@ -89,7 +108,17 @@ type convCall struct {
 	precision   gpuhost.Precision
 	bf16        bool // bfloat16 tensors: 2 bytes an element
 	nhwc        bool // x and y channels-last, w KRSC
+	// A fused forward's epilogue: bias (not 0), z read when alpha2 is
+	// not 0, ReLU when relu is set.
+	bias, z uint64
+	alpha2  float32
+	relu    bool
 }
+
+// fakeNotSupportedDataType is the status cuDNN 9.19 returned on an H200
+// for a fused forward's float bias on bfloat16 data:
+// CUDNN_STATUS_NOT_SUPPORTED, detail 3.
+const fakeNotSupportedDataType cuda.DNNStatus = 3003
 
 // fakeWorkspace is the bytes the fake's good algorithm needs.
 func fakeWorkspace(w *dnnTensor) uintptr { return uintptr(1024 + 4*w.n*w.c*w.h*w.w) }
@@ -206,8 +235,10 @@ func (f *Fake) dnn() *cuda.DNNAPI {
 		*bytes = need
 		return 0
 	}
+	// product checks and makes one call of product p; a fused forward's
+	// edit sets its epilogue (nil for the three plain products).
 	product := func(p gpuhost.ConvProduct, h cuda.DNNHandle, alpha *float32, xd cuda.TensorDesc, x cuda.DevicePtr, wd cuda.FilterDesc, w cuda.DevicePtr,
-		cd cuda.ConvDesc, algo int32, ws cuda.DevicePtr, wsBytes uintptr, beta *float32, yd cuda.TensorDesc, y cuda.DevicePtr) cuda.DNNStatus {
+		cd cuda.ConvDesc, algo int32, ws cuda.DevicePtr, wsBytes uintptr, beta *float32, yd cuda.TensorDesc, y cuda.DevicePtr, edit func(c *convCall)) cuda.DNNStatus {
 		defer f.mu.Unlock()
 		if r := f.enter(true); r != 0 {
 			return cuda.DNNExecFailed
@@ -233,6 +264,9 @@ func (f *Fake) dnn() *cuda.DNNAPI {
 		case c.math == cuda.DNNFMAMath:
 			call.precision = gpuhost.PrecisionF32
 		}
+		if edit != nil {
+			edit(call)
+		}
 		st := f.streams[f.dnnHandles[h].stream]
 		if st != nil && st.capturing {
 			st.ops = append(st.ops, op{conv: call})
@@ -242,6 +276,45 @@ func (f *Fake) dnn() *cuda.DNNAPI {
 		f.stats.Convs++
 		f.execute(op{conv: call})
 		return 0
+	}
+	fused := func(h cuda.DNNHandle, alpha1 *float32, xd cuda.TensorDesc, x cuda.DevicePtr, wd cuda.FilterDesc, w cuda.DevicePtr, cd cuda.ConvDesc,
+		algo int32, ws cuda.DevicePtr, wsBytes uintptr, alpha2 *float32, zd cuda.TensorDesc, z cuda.DevicePtr, bd cuda.TensorDesc, bias cuda.DevicePtr,
+		ad cuda.ActivationDesc, yd cuda.TensorDesc, y cuda.DevicePtr) cuda.DNNStatus {
+		// The epilogue's own checks, then the forward's (product), which
+		// records or runs the call with the epilogue set by edit.
+		f.mu.Lock()
+		var s cuda.DNNStatus
+		var relu bool
+		func() {
+			defer f.mu.Unlock()
+			if f.dnnHandles[h] == nil {
+				s = cuda.DNNNotInitalized
+				return
+			}
+			xt, yt, zt, bt, at := desc(uintptr(xd), "tensor"), desc(uintptr(yd), "tensor"), desc(uintptr(zd), "tensor"), desc(uintptr(bd), "tensor"), desc(uintptr(ad), "activation")
+			switch {
+			case xt == nil || yt == nil || zt == nil || bt == nil || at == nil || !xt.set || !yt.set || !zt.set || !bt.set || !at.set || alpha2 == nil:
+				s = cuda.DNNBadParam
+			case zt.format != yt.format || zt.dtype != yt.dtype || zt.n != yt.n || zt.c != yt.c || zt.h != yt.h || zt.w != yt.w:
+				s = cuda.DNNBadParam
+			case bt.n != 1 || bt.c != yt.c || bt.h != 1 || bt.w != 1:
+				s = cuda.DNNBadParam
+			case bt.dtype != xt.dtype:
+				s = fakeNotSupportedDataType
+			case at.act != cuda.DNNActivationReLU && at.act != cuda.DNNActivationIdentity:
+				s = cuda.DNNNotSupported
+			case at.act == cuda.DNNActivationIdentity && algo != cuda.DNNFwdAlgoImplicitPrecompGemm:
+				s = fakeNotSupportedDataType
+			}
+			relu = at != nil && at.act == cuda.DNNActivationReLU
+		}()
+		if s != 0 {
+			return s
+		}
+		zero := float32(0)
+		return product(gpuhost.ConvForward, h, alpha1, xd, x, wd, w, cd, algo, ws, wsBytes, &zero, yd, y, func(c *convCall) {
+			c.bias, c.z, c.alpha2, c.relu = uint64(bias), uint64(z), *alpha2, relu
+		})
 	}
 	return &cuda.DNNAPI{
 		GetVersion: func() uintptr { return 91000 },
@@ -301,6 +374,22 @@ func (f *Fake) dnn() *cuda.DNNAPI {
 		DestroyFilter: func(d cuda.FilterDesc) cuda.DNNStatus { return destroy("filter")(uintptr(d)) },
 		CreateConv:    func(d *cuda.ConvDesc) cuda.DNNStatus { return create("conv")((*uintptr)(d)) },
 		DestroyConv:   func(d cuda.ConvDesc) cuda.DNNStatus { return destroy("conv")(uintptr(d)) },
+		CreateActivation: func(d *cuda.ActivationDesc) cuda.DNNStatus {
+			return create("activation")((*uintptr)(d))
+		},
+		DestroyActivation: func(d cuda.ActivationDesc) cuda.DNNStatus { return destroy("activation")(uintptr(d)) },
+		SetActivation: func(d cuda.ActivationDesc, mode, nanOpt int32, coef float64) cuda.DNNStatus {
+			return withDesc(uintptr(d), "activation", func(t *dnnTensor) cuda.DNNStatus {
+				// cudnnActivationMode_t runs from SIGMOID (0) to
+				// SWISH (6); cudnnNanPropagation_t is 0 or 1.
+				if mode < 0 || mode > 6 || nanOpt < 0 || nanOpt > 1 || coef != coef {
+					return cuda.DNNBadParam
+				}
+				t.set, t.act = true, mode
+				return 0
+			})
+		},
+		BiasActivationForward: fused,
 		SetConvMath: func(d cuda.ConvDesc, m int32) cuda.DNNStatus {
 			return withDesc(uintptr(d), "conv", func(t *dnnTensor) cuda.DNNStatus {
 				if m < cuda.DNNDefaultMath || m > cuda.DNNFMAMath {
@@ -369,15 +458,15 @@ func (f *Fake) dnn() *cuda.DNNAPI {
 		},
 		Forward: func(h cuda.DNNHandle, alpha *float32, xd cuda.TensorDesc, x cuda.DevicePtr, wd cuda.FilterDesc, w cuda.DevicePtr, cd cuda.ConvDesc,
 			algo int32, ws cuda.DevicePtr, wsBytes uintptr, beta *float32, yd cuda.TensorDesc, y cuda.DevicePtr) cuda.DNNStatus {
-			return product(gpuhost.ConvForward, h, alpha, xd, x, wd, w, cd, algo, ws, wsBytes, beta, yd, y)
+			return product(gpuhost.ConvForward, h, alpha, xd, x, wd, w, cd, algo, ws, wsBytes, beta, yd, y, nil)
 		},
 		BackwardData: func(h cuda.DNNHandle, alpha *float32, wd cuda.FilterDesc, w cuda.DevicePtr, dyd cuda.TensorDesc, dy cuda.DevicePtr, cd cuda.ConvDesc,
 			algo int32, ws cuda.DevicePtr, wsBytes uintptr, beta *float32, dxd cuda.TensorDesc, dx cuda.DevicePtr) cuda.DNNStatus {
-			return product(gpuhost.ConvInputGrad, h, alpha, dxd, dx, wd, w, cd, algo, ws, wsBytes, beta, dyd, dy)
+			return product(gpuhost.ConvInputGrad, h, alpha, dxd, dx, wd, w, cd, algo, ws, wsBytes, beta, dyd, dy, nil)
 		},
 		BackwardFilter: func(h cuda.DNNHandle, alpha *float32, xd cuda.TensorDesc, x cuda.DevicePtr, dyd cuda.TensorDesc, dy cuda.DevicePtr, cd cuda.ConvDesc,
 			algo int32, ws cuda.DevicePtr, wsBytes uintptr, beta *float32, dwd cuda.FilterDesc, dw cuda.DevicePtr) cuda.DNNStatus {
-			return product(gpuhost.ConvWeightGrad, h, alpha, xd, x, dwd, dw, cd, algo, ws, wsBytes, beta, dyd, dy)
+			return product(gpuhost.ConvWeightGrad, h, alpha, xd, x, dwd, dw, cd, algo, ws, wsBytes, beta, dyd, dy, nil)
 		},
 	}
 }
@@ -422,6 +511,20 @@ func (f *Fake) runConv(c *convCall) {
 	X, W, Y := read("cuDNN x", c.x, xn), read("cuDNN w", c.w, wn), read("cuDNN y", c.y, yn)
 	if X == nil || W == nil || Y == nil {
 		return
+	}
+	// A fused forward's bias, and its z where alpha2 is not 0 (copies:
+	// z may be y).
+	var B, Z []float32
+	if c.bias != 0 {
+		if B = read("cuDNN bias", c.bias, g.OC); B == nil {
+			return
+		}
+		if c.alpha2 != 0 {
+			if Z = read("cuDNN z", c.z, yn); Z == nil {
+				return
+			}
+			Z = append([]float32(nil), Z...)
+		}
 	}
 	// The operands as the math reads them (copies: the inputs stay).
 	round := func(v []float32) []float32 {
@@ -485,6 +588,19 @@ func (f *Fake) runConv(c *convCall) {
 		v := c.alpha * float32(acc[i])
 		if c.beta != 0 {
 			v += c.beta * out[i]
+		}
+		if B != nil {
+			if Z != nil {
+				v += c.alpha2 * Z[i]
+			}
+			ch := i / (g.OH * g.OW) % g.OC // NCHW
+			if c.nhwc {
+				ch = i % g.OC
+			}
+			v += B[ch]
+			if c.relu && v < 0 {
+				v = 0
+			}
 		}
 		out[i] = v
 	}
