@@ -71,6 +71,7 @@ func fakeSuite(opts cuda.Options, fail func(*fakecuda.Fake), check func(*testing
 		ConvPrecisions: []gpuhost.Precision{gpuhost.PrecisionTF32},
 		ConvBF16:       true,
 		ConvNHWC:       true,
+		ConvEpilogue:   true,
 	}
 }
 

@@ -61,6 +61,9 @@ func TestRealConformance(t *testing.T) {
 		ConvPrecisions: []gpuhost.Precision{gpuhost.PrecisionTF32},
 		ConvBF16:       true,
 		ConvNHWC:       true,
+		// cuDNN's fused forward (cudnnConvolutionBiasActivationForward),
+		// in each of those element types and layouts.
+		ConvEpilogue: true,
 	})
 }
 

@@ -697,3 +697,239 @@ func testConvNHWC(t *testing.T, s Suite) {
 		}
 	})
 }
+
+// ConvEpilogueReference is a forward Conv's epilogue (gpuhost.Conv.Bias,
+// Z and Act) applied in float64 to conv, Alpha·conv(X, W) of geometry g
+// (as ConvReference or ConvReferenceNHWC computes it with Beta 0, in
+// the layout nhwc says): act(conv + z + bias[channel]) for each element,
+// z nil for none. emit/gpu's tests can hold their fused convolutions to
+// it too.
+func ConvEpilogueReference(g gpuhost.ConvGeom, nhwc bool, conv, bias, z []float32, act gpuhost.ConvAct) []float32 {
+	out := make([]float32, len(conv))
+	for i, c := range conv {
+		v := float64(c) + float64(bias[convChannel(g, nhwc, i)])
+		if z != nil {
+			v += float64(z[i])
+		}
+		if act == gpuhost.ConvActReLU {
+			v = math.Max(v, 0)
+		}
+		out[i] = float32(v)
+	}
+	return out
+}
+
+// convChannel is the output channel of element i of Y, of geometry g,
+// stored channels-last where nhwc and NCHW otherwise.
+func convChannel(g gpuhost.ConvGeom, nhwc bool, i int) int {
+	if nhwc {
+		return i % g.OC
+	}
+	return i / (g.OH * g.OW) % g.OC
+}
+
+// epilogueViolations counts the elements of got farther from want than
+// the epilogue's contract allows, conv (Alpha·conv) and convZ
+// (Alpha·conv + Z) being the values a device may round to Y's type
+// before adding the rest: for float32, 1e-5·(1 + |want| + |conv|), the
+// summation error; for bfloat16, that plus half a bfloat16 unit of each
+// of |want|, |conv| and |convZ| (2⁻⁸ of each). It reports the first few
+// when report is set.
+func epilogueViolations(t *testing.T, e gpuhost.Elem, what string, got, want, conv, convZ []float32, report bool) int {
+	t.Helper()
+	return violations(t, what, got, want, report, func(w float64, i int) float64 {
+		c := math.Abs(float64(conv[i]))
+		bound := 1e-5 * (1 + w + c)
+		if e == gpuhost.ElemBF16 {
+			bound += 0x1p-8 * (w + c + math.Abs(float64(convZ[i])))
+		}
+		return bound
+	})
+}
+
+// tensorBytes is v stored as elements of e: float32, or rounded to
+// bfloat16 by bf16Values.
+func tensorBytes(e gpuhost.Elem, v []float32) []byte {
+	if e == gpuhost.ElemBF16 {
+		_, b := bf16Values(v)
+		return b
+	}
+	return toBytes(v)
+}
+
+// convRunEpilogue stores x, w, bias and z (nil: no Z) as elements of c's
+// type (X.Elem, which the caller sets on every tensor) at byte offset
+// off of buffers that end where they do, over a Y of NaNs (Beta 0: not
+// read), records and runs c with them, and returns Y decoded, and the
+// error.
+func convRunEpilogue(t *testing.T, d gpuhost.Device, c gpuhost.Conv, off int, x, w, bias, z []float32) ([]float32, error) {
+	t.Helper()
+	e := c.X.Elem
+	_, _, ys := c.Geom.Sizes()
+	nan := make([]float32, ys)
+	for i := range nan {
+		nan[i] = math.Float32frombits(0x7fc00000) // a quiet NaN, exact in bfloat16
+	}
+	put := func(label string, v []float32) gpuhost.Tensor {
+		b := tensorBytes(e, v)
+		buf := alloc(t, d, label, off+len(b))
+		if err := d.Upload(buf, off, b); err != nil {
+			t.Fatalf("Upload of %d %vs at byte %d: %v", len(v), e, off, err)
+		}
+		return gpuhost.Tensor{Buf: buf, Offset: off, Elem: e}
+	}
+	c.X, c.W, c.Y, c.Bias = put("x", x), put("w", w), put("y", nan), put("bias", bias)
+	if z != nil {
+		c.Z = put("z", z)
+	}
+	if err := run(d, "fused convolution", func(enc gpuhost.Encoder) error { return enc.Conv(c) }); err != nil {
+		return nil, err
+	}
+	raw := make([]byte, e.Size()*ys)
+	if err := d.Download(raw, c.Y.Buf, off); err != nil {
+		t.Fatalf("Download of %d %vs at byte %d: %v", ys, e, off, err)
+	}
+	if e == gpuhost.ElemF32 {
+		return toFloats(raw), nil
+	}
+	out := make([]float32, ys)
+	for j := range out {
+		out[j] = math.Float32frombits(uint32(binary.LittleEndian.Uint16(raw[2*j:])) << 16)
+	}
+	return out, nil
+}
+
+// testConvEpilogue: a device whose library convolutions compute a
+// forward's epilogue (Suite.ConvEpilogue) computes, for each geometry,
+// float32 in f32 and (with ConvBF16) bfloat16 in bf16, NCHW and (with
+// ConvNHWC) NHWC, with Z and without, with ReLU and without,
+// Y = act(1.5·conv(X, W) + Z + Bias[channel]) over a Y of NaNs (Beta 0:
+// not read), tensors at an offset in buffers that end where they do,
+// within the contract's tolerance of ConvReference plus the epilogue in
+// float64 (ConvEpilogueReference; epilogueViolations' bounds); and its
+// result is NOT within that tolerance of the same without the bias, the
+// bias of the other layout's channel, without Z (where it has one),
+// and without the ReLU (where it has one), so that a device that drops
+// one of them fails. Every device refuses an epilogue on either
+// gradient, with Beta 1, and a Z without a Bias; a device with library
+// convolutions that computes no epilogue refuses every one, naming it,
+// and one without library convolutions refuses them as every Conv.
+func testConvEpilogue(t *testing.T, s Suite) {
+	d := open(t, s)
+	g0 := convGeoms[0].g
+	xs, ws, ys := g0.Sizes()
+	t.Run("refused", func(t *testing.T) {
+		x, w, y := alloc(t, d, "x", 4*xs), alloc(t, d, "w", 4*ws), alloc(t, d, "y", 4*ys)
+		bias, z := alloc(t, d, "bias", 4*g0.OC), alloc(t, d, "z", 4*ys)
+		ok := gpuhost.Conv{Geom: g0, Alpha: 1, X: gpuhost.Tensor{Buf: x}, W: gpuhost.Tensor{Buf: w}, Y: gpuhost.Tensor{Buf: y},
+			Bias: gpuhost.Tensor{Buf: bias}, Z: gpuhost.Tensor{Buf: z}, Act: gpuhost.ConvActReLU}
+		cases := []struct {
+			name string
+			edit func(c *gpuhost.Conv)
+			want string // on a device that computes epilogues
+		}{
+			{"an epilogue on the input gradient", func(c *gpuhost.Conv) { c.Product = gpuhost.ConvInputGrad }, "only a forward"},
+			{"an epilogue on the weight gradient", func(c *gpuhost.Conv) { c.Product = gpuhost.ConvWeightGrad }, "only a forward"},
+			{"an epilogue with Beta 1", func(c *gpuhost.Conv) { c.Beta = 1 }, "Beta"},
+			{"Z without Bias", func(c *gpuhost.Conv) { c.Bias, c.Act = gpuhost.Tensor{}, gpuhost.ConvActNone }, "no Bias"},
+			{"a ReLU without Bias", func(c *gpuhost.Conv) { c.Bias, c.Z = gpuhost.Tensor{}, gpuhost.Tensor{} }, "no Bias"},
+		}
+		if !s.ConvEpilogue {
+			cases = append(cases, struct {
+				name string
+				edit func(c *gpuhost.Conv)
+				want string
+			}{"an epilogue on a device without them", func(*gpuhost.Conv) {}, ""})
+		}
+		for _, c := range cases {
+			cv := ok
+			c.edit(&cv)
+			err := run(d, c.name, func(e gpuhost.Encoder) error { return e.Conv(cv) })
+			want := c.want
+			if !s.ConvEpilogue {
+				want = "epilogue"
+			}
+			refused(t, s, err, want, c.name)
+		}
+	})
+	if !s.Conv || !s.ConvEpilogue {
+		return
+	}
+	type kind struct {
+		e    gpuhost.Elem
+		prec gpuhost.Precision
+	}
+	kinds := []kind{{gpuhost.ElemF32, gpuhost.PrecisionF32}}
+	if s.ConvBF16 {
+		kinds = append(kinds, kind{gpuhost.ElemBF16, gpuhost.PrecisionBF16})
+	}
+	layouts := []bool{false}
+	if s.ConvNHWC {
+		layouts = append(layouts, true)
+	}
+	for _, k := range kinds {
+		// values are n random values, stored as the device stores them
+		// (the reference then reads what the device reads).
+		values := func(seed uint64, n int) []float32 {
+			v := random(seed, n)
+			if k.e == gpuhost.ElemBF16 {
+				v, _ = bf16Values(v)
+			}
+			return v
+		}
+		for _, nhwc := range layouts {
+			for _, cg := range convGeoms {
+				g := cg.g
+				xs, ws, ys := g.Sizes()
+				x, w, bias, zv := values(71, xs), values(72, ws), values(73, g.OC), values(74, ys)
+				conv := convReferenceLayout(g, gpuhost.ConvForward, nhwc, nhwc, x, w, make([]float32, ys), 1.5, 0, 0)
+				convZ := make([]float32, ys)
+				for i := range convZ {
+					convZ[i] = conv[i] + zv[i]
+				}
+				for _, withZ := range []bool{false, true} {
+					for _, act := range []gpuhost.ConvAct{gpuhost.ConvActNone, gpuhost.ConvActReLU} {
+						t.Run(fmt.Sprintf("%v/NHWC=%v/%s/Z=%v/%v", k.e, nhwc, cg.name, withZ, act), func(t *testing.T) {
+							var z []float32
+							cz := conv
+							if withZ {
+								z, cz = zv, convZ
+							}
+							c := gpuhost.Conv{Geom: g, Alpha: 1.5, Precision: k.prec, NHWC: nhwc, X: gpuhost.Tensor{Elem: k.e}, Act: act}
+							got, err := convRunEpilogue(t, d, c, 16, x, w, bias, z)
+							if err != nil {
+								t.Fatal(err)
+							}
+							epilogueViolations(t, k.e, "fused forward", got, ConvEpilogueReference(g, nhwc, conv, bias, z, act), conv, cz, true)
+							// What a device that drops a part computes.
+							wrong := []struct {
+								name string
+								want []float32
+							}{
+								{"without the bias", ConvEpilogueReference(g, nhwc, conv, make([]float32, g.OC), z, act)},
+								{"with the bias of the other layout's channels", ConvEpilogueReference(g, !nhwc, conv, bias, z, act)},
+							}
+							if withZ {
+								wrong = append(wrong, struct {
+									name string
+									want []float32
+								}{"without Z", ConvEpilogueReference(g, nhwc, conv, bias, nil, act)})
+							}
+							if act == gpuhost.ConvActReLU {
+								wrong = append(wrong, struct {
+									name string
+									want []float32
+								}{"without the ReLU", ConvEpilogueReference(g, nhwc, conv, bias, z, gpuhost.ConvActNone)})
+							}
+							for _, o := range wrong {
+								if epilogueViolations(t, k.e, o.name, got, o.want, conv, cz, false) == 0 {
+									t.Errorf("the fused forward is within tolerance of the one %s: the device computes that, or the case cannot tell them apart", o.name)
+								}
+							}
+						})
+					}
+				}
+			}
+		}
+	}
+}

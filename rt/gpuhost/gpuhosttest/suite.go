@@ -73,6 +73,14 @@ type Suite struct {
 	// layout (NCHW, or the filter KCRS), and checks the refusals; without
 	// it (and with Conv), every channels-last Conv must be refused.
 	ConvNHWC bool
+	// ConvEpilogue says the device's library convolutions compute a
+	// forward's epilogue (Conv.Bias, Conv.Z and Conv.Act; ConvSupport's
+	// Epilogue): the ConvEpilogue case then holds it, in every element
+	// type and layout the device reads, to the float64 reference;
+	// without it (and with Conv), every Conv with an epilogue must be
+	// refused. The case checks the refusals of the contract on every
+	// device.
+	ConvEpilogue bool
 }
 
 // Run runs every case of the suite as a subtest.
@@ -98,6 +106,7 @@ func Run(t *testing.T, s Suite) {
 		{"Conv", testConv},
 		{"ConvBF16", testConvBF16},
 		{"ConvNHWC", testConvNHWC},
+		{"ConvEpilogue", testConvEpilogue},
 		{"Replay", testReplay},
 		{"SyncFailure", testSyncFailure},
 		{"BoundsRefused", testBoundsRefused},
