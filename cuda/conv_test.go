@@ -367,3 +367,131 @@ func TestFakeDNNDataTypes(t *testing.T) {
 		}
 	}
 }
+
+// TestConvEpilogueAlgorithms: a plain forward, a fused one with ReLU and
+// Z, and a fused one without an activation, of one bf16 NHWC geometry,
+// are captured in one graph (each prepared, and run once, before the
+// capture: the fake invalidates a capture that asks the heuristics) and
+// each keeps its own algorithm: the plain forward and the ReLU one the
+// heuristics' first deterministic one (the fake's 4), the one without an
+// activation IMPLICIT_PRECOMP_GEMM (1), which cuDNN runs it with only
+// (the fake refuses another with 3003); info lists the three.
+func TestConvEpilogueAlgorithms(t *testing.T) {
+	d, f, c := convDevice(t, fakecuda.Options{}, cuda.Options{}, geom3x3)
+	defer d.Close()
+	for _, x := range []*gpuhost.Tensor{&c.X, &c.W, &c.Y} {
+		x.Elem = gpuhost.ElemBF16
+	}
+	c.Precision, c.NHWC = gpuhost.PrecisionBF16, true
+	_, _, ys := geom3x3.Sizes()
+	bias, err := d.Alloc("bias", 2*geom3x3.OC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	z, err := d.Alloc("z", 2*ys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	relu, plain := c, c
+	relu.Bias, relu.Z, relu.Act = gpuhost.Tensor{Buf: bias, Elem: gpuhost.ElemBF16}, gpuhost.Tensor{Buf: z, Elem: gpuhost.ElemBF16}, gpuhost.ConvActReLU
+	plain.Bias = relu.Bias
+	seq, err := d.Record("convs", func(e gpuhost.Encoder) error {
+		for _, cv := range []gpuhost.Conv{c, relu, plain} {
+			if err := e.Conv(cv); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := seq.Launch(); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := d.Engine().ConvAlgorithms(), "forward: 4 ×1; forward+bias+relu: 4 ×1; forward+bias: 1 ×1"; !strings.HasPrefix(got, want) {
+		t.Errorf("the algorithms chosen: %q, want %q", got, want)
+	}
+	// Each ran twice before the capture (the fused ones with a Z and
+	// without) and once in the graph's launch: 1 three times, 4 five.
+	if got := f.ConvAlgorithms(); got[1] != 3 || got[4] != 5 {
+		t.Errorf("the fake ran algorithms %v, want 1 three times and 4 five times", got)
+	}
+}
+
+// TestFakeDNNEpilogue holds the fake cuDNN's fused forward to what
+// cuDNN checks of an epilogue: the bias of the tensors' data type (3003
+// for a float bias on bfloat16 data, as cuDNN 9.19 on an H200, and for
+// the reverse), the identity activation with IMPLICIT_PRECOMP_GEMM only
+// (3003 for another), and ReLU or identity only (NOT_SUPPORTED for
+// sigmoid). A call that passes them is refused past them, for its
+// algorithm 9 (none of the fake's) or its missing workspace, as a bad
+// parameter.
+func TestFakeDNNEpilogue(t *testing.T) {
+	f := fakecuda.New(fakecuda.Options{WorkDir: fakeWorkDir})
+	lib := f.Libraries()
+	drv := lib.Driver
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	var ctx cuda.Context
+	if drv.Init(0) != 0 || drv.DevicePrimaryCtxRetain(&ctx, 0) != 0 || drv.CtxSetCurrent(ctx) != 0 {
+		t.Fatal("setting up a context failed")
+	}
+	defer drv.DevicePrimaryCtxRelease(0)
+	dnn, _, err := lib.DNNLoad()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var h cuda.DNNHandle
+	var x, y, b cuda.TensorDesc
+	var w cuda.FilterDesc
+	var conv cuda.ConvDesc
+	var act cuda.ActivationDesc
+	if dnn.Create(&h) != 0 || dnn.CreateTensor(&x) != 0 || dnn.CreateTensor(&y) != 0 || dnn.CreateTensor(&b) != 0 ||
+		dnn.CreateFilter(&w) != 0 || dnn.CreateConv(&conv) != 0 || dnn.CreateActivation(&act) != 0 {
+		t.Fatal("creating the handle and descriptors failed")
+	}
+	defer func() {
+		for _, d := range []cuda.TensorDesc{x, y, b} {
+			dnn.DestroyTensor(d)
+		}
+		dnn.DestroyFilter(w)
+		dnn.DestroyConv(conv)
+		dnn.DestroyActivation(act)
+		dnn.Destroy(h)
+	}()
+	const sigmoid int32 = 0 // CUDNN_ACTIVATION_SIGMOID
+	fl, bf := cuda.DNNDataFloat, cuda.DNNDataBFloat16
+	g := geom3x3
+	for _, c := range []struct {
+		name       string
+		data, bias int32
+		mode, algo int32
+		want       cuda.DNNStatus
+	}{
+		{"a bfloat16 bias on bfloat16 data", bf, bf, cuda.DNNActivationReLU, 9, cuda.DNNBadParam},
+		{"a float bias on bfloat16 data", bf, fl, cuda.DNNActivationReLU, 9, 3003},
+		{"a float bias on float data", fl, fl, cuda.DNNActivationReLU, 9, cuda.DNNBadParam},
+		{"a bfloat16 bias on float data", fl, bf, cuda.DNNActivationReLU, 9, 3003},
+		{"identity with IMPLICIT_PRECOMP_GEMM", bf, bf, cuda.DNNActivationIdentity, cuda.DNNFwdAlgoImplicitPrecompGemm, cuda.DNNBadParam},
+		{"identity with another algorithm", bf, bf, cuda.DNNActivationIdentity, 4, 3003},
+		{"sigmoid", bf, bf, sigmoid, 9, cuda.DNNNotSupported},
+	} {
+		nhwc := cuda.DNNTensorNHWC
+		if dnn.SetTensor4d(x, nhwc, c.data, int32(g.N), int32(g.C), int32(g.H), int32(g.W)) != 0 ||
+			dnn.SetTensor4d(y, nhwc, c.data, int32(g.N), int32(g.OC), int32(g.OH), int32(g.OW)) != 0 ||
+			dnn.SetTensor4d(b, nhwc, c.bias, 1, int32(g.OC), 1, 1) != 0 ||
+			dnn.SetFilter4d(w, c.data, nhwc, int32(g.OC), int32(g.C), int32(g.KH), int32(g.KW)) != 0 ||
+			dnn.SetConv2d(conv, 1, 1, 1, 1, 1, 1, cuda.DNNCrossCorrelation, fl) != 0 ||
+			dnn.SetActivation(act, c.mode, cuda.DNNNotPropagateNaN, 0) != 0 {
+			t.Fatalf("%s: setting the descriptors failed", c.name)
+		}
+		s := dnn.BiasActivationForward(h, new(float32), x, 0, w, 0, conv, c.algo, 0, 0, new(float32), y, 0, b, 0, act, y, 0)
+		if s != c.want {
+			t.Errorf("%s: cudnnConvolutionBiasActivationForward returned %d, want %d", c.name, s, c.want)
+		}
+	}
+}
