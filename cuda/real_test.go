@@ -678,3 +678,178 @@ func TestRealConvResNet18Step(t *testing.T) {
 }
 
 func us(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 }
+
+// TestRealConvEpilogue runs cuDNN's fused forward
+// (cudnnConvolutionBiasActivationForward) on every forward geometry of
+// CIFAR ResNet-18 at batch 128, bfloat16 NHWC tensors and KRSC filters
+// as mlbuild's programs call it, in the three epilogues a folded batch
+// norm gives (bias and ReLU; bias, residual Z and ReLU; bias alone, with
+// the identity activation, which runs IMPLICIT_PRECOMP_GEMM only), checks
+// 2048 elements of each output against a float64 reference on the same
+// bfloat16 values (realEpilogueBound's tolerance), and times each, a CUDA
+// graph of 20 calls, beside the plain forward: the µs a call and what
+// the epilogue adds. An identity epilogue whose algorithm the heuristics
+// do not offer fails its layer, saying so.
+func TestRealConvEpilogue(t *testing.T) {
+	realOn(t)
+	d := openReal(t, t.TempDir())
+	defer d.Close()
+	var layers []gpuhost.ConvGeom
+	for _, l := range resnet18Convs() {
+		layers = append(layers, l.g)
+	}
+	realConvEpilogue(t, d, layers)
+}
+
+// TestConvEpilogueOnFake runs TestRealConvEpilogue's body on the fake
+// with two small layers (a 3×3 and a 1×1 of stride 2), so that its
+// reference, its sampling and its bounds are tested before they run on a
+// GPU.
+func TestConvEpilogueOnFake(t *testing.T) {
+	d, f := openFake(t, cuda.Options{})
+	defer d.Close()
+	conv := func(c, hw, oc, k, s int) gpuhost.ConvGeom {
+		p, o := k/2, (hw+2*(k/2)-k)/s+1
+		return gpuhost.ConvGeom{N: 3, C: c, H: hw, W: hw, OC: oc, KH: k, KW: k, PH: p, PW: p, SH: s, SW: s, DH: 1, DW: 1, Groups: 1, OH: o, OW: o}
+	}
+	realConvEpilogue(t, d, []gpuhost.ConvGeom{conv(8, 6, 8, 3, 1), conv(8, 6, 16, 1, 2)})
+	if faults := f.Faults(); len(faults) > 0 {
+		t.Errorf("faults %v", faults)
+	}
+}
+
+// realConvEpilogue is TestRealConvEpilogue on d and the layers.
+func realConvEpilogue(t *testing.T, d *cuda.Device, layers []gpuhost.ConvGeom) {
+	t.Helper()
+	var sums [4]time.Duration
+	for _, g := range layers {
+		xs, ws, ys := g.Sizes()
+		// The tensors' values as stored (X and Z NHWC, W KRSC): the
+		// pattern of the other real tests, bfloat16 values in [-1, 1],
+		// the bias and Z scaled to the sums' size.
+		vals := make([][]float32, 5)
+		bufs := make([]gpuhost.Buffer, 5)
+		for i, n := range []int{xs, ws, ys, g.OC, ys} {
+			b, err := d.Alloc([]string{"x", "w", "y", "bias", "z"}[i], 2*n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			vals[i] = make([]float32, n)
+			raw := make([]byte, 2*n)
+			for j := range vals[i] {
+				v := float32((j*7919+i*31)%2001)/1000 - 1
+				if i >= 3 {
+					v *= 4
+				}
+				bits := gpuhost.BF16Bits(v)
+				vals[i][j] = math.Float32frombits(uint32(bits) << 16)
+				binary.LittleEndian.PutUint16(raw[2*j:], bits)
+			}
+			if err := d.Upload(b, 0, raw); err != nil {
+				t.Fatal(err)
+			}
+			bufs[i] = b
+		}
+		tensor := func(i int) gpuhost.Tensor { return gpuhost.Tensor{Buf: bufs[i], Elem: gpuhost.ElemBF16} }
+		plain := gpuhost.Conv{Geom: g, Alpha: 1, Precision: gpuhost.PrecisionBF16, NHWC: true, X: tensor(0), W: tensor(1), Y: tensor(2)}
+		relu, reluZ, identity := plain, plain, plain
+		relu.Bias, relu.Act = tensor(3), gpuhost.ConvActReLU
+		reluZ.Bias, reluZ.Z, reluZ.Act = tensor(3), tensor(4), gpuhost.ConvActReLU
+		identity.Bias = tensor(3)
+		var per [4]time.Duration
+		for k, c := range []gpuhost.Conv{plain, relu, reluZ, identity} {
+			name := []string{"plain", "bias+relu", "bias+z+relu", "bias"}[k]
+			// Recorded once alone first, so that a refusal (an identity
+			// epilogue whose algorithm the heuristics do not offer)
+			// fails this case, and timeConv's t.Fatal does not end the
+			// test.
+			if _, err := d.Record("epilogue "+name, func(e gpuhost.Encoder) error { return e.Conv(c) }); err != nil {
+				t.Errorf("%v, %s: %v", g, name, err)
+				continue
+			}
+			per[k] = timeConv(t, d, c, "epilogue "+name)
+			sums[k] += per[k]
+			raw := make([]byte, 2*ys)
+			if err := d.Download(raw, bufs[2], 0); err != nil {
+				t.Fatal(err)
+			}
+			if slices.Max(raw) == 0 {
+				t.Errorf("%v, %s: y is all zeros", g, name)
+			}
+			worst, bad := 0.0, 0
+			for s := range 2048 {
+				idx := s * 7919 % ys
+				got := math.Float32frombits(uint32(binary.LittleEndian.Uint16(raw[2*idx:])) << 16)
+				want, bound := realEpilogueRef(g, vals, c, idx)
+				if err := math.Abs(float64(got) - want); !(err <= bound) {
+					if bad < 5 {
+						t.Errorf("%v, %s: y[%d] = %g, want %g within %.3g", g, name, idx, got, want, bound)
+					}
+					bad++
+				} else {
+					worst = max(worst, err/bound)
+				}
+			}
+			if bad > 0 {
+				t.Errorf("%v, %s: %d of 2048 sampled elements out of bounds", g, name, bad)
+			}
+			if per[k] <= 0 {
+				t.Errorf("%v, %s: %v a call", g, name, per[k])
+			}
+			t.Logf("%dx%d s%d %d->%d at %dx%d, %s: %.1f µs a call (+%.1f), largest error %.2f of its bound",
+				g.KH, g.KW, g.SH, g.C, g.OC, g.H, g.W, name, us(per[k]), us(per[k]-per[0]), worst)
+		}
+		for _, b := range bufs {
+			d.Free(b)
+		}
+	}
+	t.Logf("the layers' sum (one each): plain %.1f, bias+relu %.1f, bias+z+relu %.1f, bias %.1f µs",
+		us(sums[0]), us(sums[1]), us(sums[2]), us(sums[3]))
+	for _, f := range d.Facts() {
+		if f.Key == "cuDNN algorithms" {
+			t.Logf("%s: %s", f.Key, f.Value)
+		}
+	}
+}
+
+// realEpilogueRef is element idx of c's output (bfloat16 NHWC tensors of
+// geometry g, one group; vals are X, W, Y, the bias and Z as stored,
+// KRSC W) in float64, and the tolerance of a bfloat16 result: half a
+// bfloat16 unit (2⁻⁸) of each of |y|, |conv| and |conv + z|, the values
+// the contract lets a device round (gpuhost.Conv's epilogue), plus
+// 4·2⁻²⁴·√K of the sum of the products' magnitudes, for float32 sums of
+// K products in any order, plus 1e-6.
+func realEpilogueRef(g gpuhost.ConvGeom, vals [][]float32, c gpuhost.Conv, idx int) (want, bound float64) {
+	o, j, i, n := idx%g.OC, idx/g.OC%g.OW, idx/(g.OC*g.OW)%g.OH, idx/(g.OC*g.OW*g.OH)
+	var sum, mag float64
+	for kh := range g.KH {
+		h := i*g.SH - g.PH + kh*g.DH
+		if h < 0 || h >= g.H {
+			continue
+		}
+		for kw := range g.KW {
+			w := j*g.SW - g.PW + kw*g.DW
+			if w < 0 || w >= g.W {
+				continue
+			}
+			for ci := range g.C {
+				p := float64(vals[0][((n*g.H+h)*g.W+w)*g.C+ci]) * float64(vals[1][((o*g.KH+kh)*g.KW+kw)*g.C+ci])
+				sum += p
+				mag += math.Abs(p)
+			}
+		}
+	}
+	conv := float64(c.Alpha) * sum
+	if c.Bias.Buf == nil {
+		return conv, 0x1p-8*math.Abs(conv) + 4*0x1p-24*math.Sqrt(float64(g.C*g.KH*g.KW))*mag + 1e-6
+	}
+	convZ := conv
+	if c.Z.Buf != nil {
+		convZ += float64(vals[4][idx])
+	}
+	want = convZ + float64(vals[3][o])
+	if c.Act == gpuhost.ConvActReLU {
+		want = max(want, 0)
+	}
+	return want, 0x1p-8*(math.Abs(want)+math.Abs(conv)+math.Abs(convZ)) + 4*0x1p-24*math.Sqrt(float64(g.C*g.KH*g.KW))*mag + 1e-6
+}
