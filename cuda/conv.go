@@ -341,6 +341,8 @@ func (e *Engine) epilogueDescriptors(cp *convPlan, g gpuhost.ConvGeom, data, for
 			return err
 		}
 		if err := l.dnnError("cudnnSetTensor4dDescriptor", d.SetTensor4d(cp.bias, format, data, 1, int32(g.OC), 1, 1), "the bias"); err != nil {
+			d.DestroyTensor(cp.bias) // a descriptor that is not set is none
+			cp.bias = 0
 			return err
 		}
 	}
@@ -354,7 +356,12 @@ func (e *Engine) epilogueDescriptors(cp *convPlan, g gpuhost.ConvGeom, data, for
 	if err := l.dnnError("cudnnCreateActivationDescriptor", d.CreateActivation(&cp.act[act]), ""); err != nil {
 		return err
 	}
-	return l.dnnError("cudnnSetActivationDescriptor", d.SetActivation(cp.act[act], mode, DNNNotPropagateNaN, 0), fmt.Sprintf("activation %v", act))
+	if err := l.dnnError("cudnnSetActivationDescriptor", d.SetActivation(cp.act[act], mode, DNNNotPropagateNaN, 0), fmt.Sprintf("activation %v", act)); err != nil {
+		d.DestroyActivation(cp.act[act])
+		cp.act[act] = 0
+		return err
+	}
+	return nil
 }
 
 // convDescriptors makes cp's descriptors for g: X, W and Y of data type

@@ -630,9 +630,10 @@ func (en *encoder) Gemm(g gpuhost.Gemm) error {
 }
 
 // Conv checks the convolution against Conv's contract and its operands
-// against their buffers, and captures one cuDNN call (the product's, with
-// the algorithm and workspace chosen before the capture: Record's first
-// pass, or at once in a blocking sequence).
+// against their buffers, and captures one cuDNN call (the product's, or
+// cudnnConvolutionBiasActivationForward for a forward with an epilogue,
+// with the algorithm and workspace chosen before the capture: Record's
+// first pass, or at once in a blocking sequence).
 func (en *encoder) Conv(c gpuhost.Conv) error {
 	op := fmt.Sprintf("op %d (%v convolution)", en.ops, c.Product)
 	if en.d.recording != en.seq {
