@@ -135,7 +135,10 @@ const (
 	// In: x [B,K], W [N,K], b [N] (optional). Out: y [B,N]. Attr: Act, Alpha, Precision.
 	KGemm Kernel = "gemm"
 	// KConv2D: y = act(conv(x, W) + b), by the backend's Attr.Method.
-	// In: x [B,C,H,W], W [OC,C/G,KH,KW], b [OC] (optional).
+	// In: x [B,C,H,W], W [OC,C/G,KH,KW], b [OC] (optional), and in an
+	// inference plan z [B,OC,OH,OW] (optional, none by default: a residual
+	// the epilogue adds before the activation, y = act(conv(x, W) + b + z);
+	// fuse_conv_sum.go).
 	// Out: y [B,OC,OH,OW], cols (optional scratch: the method's workspace,
 	// sized by the target; absent when the method needs none), and in a
 	// training plan with Attr.Pool, argmax.

@@ -94,6 +94,13 @@ type Target struct {
 	// buffers allow it; the GPU targets set it, and the CPU target, whose
 	// programs are not yet measured with it, does not.
 	ShareSumGrads bool
+	// ConvSum names the convolution methods (Attr.Method) whose forward
+	// adds a residual tensor z before its activation, y = act(conv(x, W)
+	// + b + z), in one pass (cuDNN's fused call on CUDA): fuse_conv_sum.go
+	// then folds the sum after such a convolution into it, in inference
+	// plans. A method needs a bias for it (the library's fused call takes
+	// one); nil folds none.
+	ConvSum map[string]bool
 	// FoldBatchNorm says the backend runs KFoldBatchNorm steps and its
 	// programs run an inference plan's fold steps only when the weights
 	// changed (Plan.FoldSteps): fold_batchnorm.go then folds each

@@ -111,8 +111,8 @@ func verifyTwins(p *Plan) error {
 		switch {
 		case b.AliasOf != NoBuf || twin[id] || of[id] || stored[id]:
 			return fmt.Errorf("stored buffer %s: want a storage owner that is no twin, has none, and is listed once", b.Name)
-		case b.Kind != KindActivation && b.Kind != KindGrad && b.Kind != KindScratch:
-			return fmt.Errorf("stored buffer %s: kind %s, want activation, grad or scratch", b.Name, b.Kind)
+		case b.Kind != KindActivation && b.Kind != KindGrad && b.Kind != KindScratch && b.Kind != KindFolded:
+			return fmt.Errorf("stored buffer %s: kind %s, want activation, grad, scratch or folded", b.Name, b.Kind)
 		}
 		stored[id] = true
 	}
@@ -122,6 +122,7 @@ func verifyTwins(p *Plan) error {
 		case b.AliasOf != NoBuf && p.validID(b.AliasOf) && p.Buffers[p.root(id)].Layout != "":
 			return fmt.Errorf("buffer %s views %s, which is stored channels last", b.Name, p.Buffers[p.root(id)].Name)
 		case b.Layout != "" && (b.Layout != LayoutNHWC || !stored[id] || b.AliasOf != NoBuf || len(b.Shape) != 4):
+			// (a folded filter stored so is KRSC: [OC, KH, KW, C/G])
 			return fmt.Errorf("buffer %s: layout %q, want %q on a 4-D storage owner stored in bfloat16", b.Name, b.Layout, LayoutNHWC)
 		case stored[p.root(id)] && b.Elem != ElemBF16:
 			return fmt.Errorf("buffer %s: element type %q, but its storage %s is stored in bfloat16", b.Name, b.Elem, p.Buffers[p.root(id)].Name)
@@ -396,6 +397,12 @@ func verifyStep(p *Plan, phase string, index int, s *Step) error {
 	}
 	if s.Attr.Act != "" && s.Kernel == KBatchNormBwd { // beta, for the fused ReLU's mask (fuse_norm_act.go)
 		ops.in++
+	}
+	if s.Kernel == KConv2D && len(s.In) == 4 { // z, a residual summed in the epilogue (fuse_conv_sum.go)
+		ops.in = 4
+		if p.Training || s.In[3] == NoBuf || !p.validID(s.In[3]) || !p.validID(s.Out[0]) || !equalShapes(p.Buffers[s.In[3]].Shape, p.Buffers[s.Out[0]].Shape) {
+			return fmt.Errorf("a convolution's fourth input is no residual of its output's shape in an inference plan")
+		}
 	}
 	if ops.in >= 0 && len(s.In) != ops.in || ops.in < 0 && len(s.In) < 1 {
 		return fmt.Errorf("%d inputs, want %d", len(s.In), ops.in)
