@@ -23,11 +23,14 @@ import (
 // no plan input, output, labels or loss, has no twin and is no twin, is
 // stored in bfloat16 (Elem ElemBF16, it and its views; listed in
 // Plan.Stored) when every step that names it is of a kernel in
-// BF16Storage.Kernels, a library convolution in bf16, or, in a training
-// plan, a convolution of BF16Storage.Direct without an epilogue pool (in
-// an inference plan the batch norm after it is element-wise, reads a
-// float32 NCHW tensor as fast, and the direct kernel writes NCHW faster:
-// CIFAR ResNet-18's stem 39 µs against 77, docs/runs/gpu-thirteenth-c-2026-11-30.txt). A library
+// BF16Storage.Kernels, a library convolution in bf16, or a convolution
+// of BF16Storage.Direct without an epilogue pool, except in an inference
+// plan a direct convolution followed by a batch norm: that batch norm is
+// element-wise there, reads a float32 NCHW tensor as fast, and the direct
+// kernel writes NCHW faster (CIFAR ResNet-18's stem 39 µs against 77,
+// docs/runs/gpu-thirteenth-c-2026-11-30.txt); where the batch norm was
+// folded into it (fold_batchnorm.go) the library convolution after it
+// reads its output in bfloat16. A library
 // convolution stays in bf16 only where x and y (the forward), or x, dy
 // and dx (the backward, where present) are so stored and W is a param
 // whose twin stays current (twin_operands.go's rule); it then reads W's
@@ -88,7 +91,7 @@ func storeBF16(p *Plan, t Target) {
 				p.Precisions = append(p.Precisions, fmt.Sprintf("%s %s: tf32, not bf16: %s (cuDNN multiplies bf16 only on bfloat16 tensors)", st.Kernel, st.Layer, bad))
 				changed = true
 			}
-			if s.Kernels[st.Kernel] && st.Kernel != KConv2D && st.Kernel != KConv2DBwd || p.Training && s.direct(st) {
+			if s.Kernels[st.Kernel] && st.Kernel != KConv2D && st.Kernel != KConv2DBwd || s.direct(st) && (p.Training || !readByNorm(p, st)) {
 				continue
 			}
 			for _, ids := range [][]BufID{st.In, st.Out} {
@@ -121,8 +124,22 @@ func storeBF16(p *Plan, t Target) {
 		}
 	}
 	if s.BatchNormScratch == nil {
-		filterTwins(p, steps, library)
+		filterTwins(p, steps, func(st *Step) bool { return library(st) && !folded(p, st) })
 	}
+	// A folded weight and bias (fold_batchnorm.go), which their fold step
+	// alone writes, are stored as the library reads them: in bfloat16.
+	var foldedStored []BufID
+	for _, st := range steps {
+		if library(st) && st.Kernel == KConv2D && folded(p, st) {
+			for _, id := range st.In[1:3] {
+				if id != NoBuf && p.Buffers[id].Elem == "" {
+					p.Buffers[id].Elem = ElemBF16
+					foldedStored = append(foldedStored, id)
+				}
+			}
+		}
+	}
+	defer func() { p.Stored = append(p.Stored, foldedStored...) }()
 	// The stored buffers: those a step names (an untouched one needs no
 	// element type), with their views.
 	named := map[BufID]bool{}
@@ -169,11 +186,27 @@ func libraryFloat32(p *Plan, st *Step, cand map[BufID]bool, why map[BufID]string
 		}
 		return fmt.Sprintf("%s (%s) stays float32: %s", x.name, p.Buffers[x.id].Name, reason)
 	}
-	if w := p.root(st.In[1]); !current(w) {
+	if w := p.root(st.In[1]); p.Buffers[w].Kind != KindFolded && !current(w) {
 		return fmt.Sprintf("W (%s) has no bfloat16 twin that its update keeps current", p.Buffers[w].Name)
 	}
 	return ""
 }
+
+// readByNorm reports whether a forward step reads st's output as a batch
+// norm's input.
+func readByNorm(p *Plan, st *Step) bool {
+	for _, r := range p.Forward {
+		if r.Kernel == KBatchNorm && len(r.In) > 0 && len(st.Out) > 0 && p.root(r.In[0]) == p.root(st.Out[0]) {
+			return true
+		}
+	}
+	return false
+}
+
+// folded reports whether convolution st reads a folded weight
+// (fold_batchnorm.go), which has no twin: a bf16 plan stores it in
+// bfloat16 itself.
+func folded(p *Plan, st *Step) bool { return p.Buffers[p.root(st.In[1])].Kind == KindFolded }
 
 // filterTwins gives the weight W of every step that reads(st) a
 // bfloat16 twin (the library convolutions that read it), last read by
@@ -222,6 +255,9 @@ type convTensor struct {
 func libraryTensors(st *Step) []convTensor {
 	if st.Kernel == KConv2DBwd {
 		return []convTensor{{"x", st.In[0]}, {"dy", st.In[3]}, {"dx", st.Out[0]}}
+	}
+	if len(st.In) > 3 { // the residual of fuse_conv_sum.go
+		return []convTensor{{"x", st.In[0]}, {"y", st.Out[0]}, {"z", st.In[3]}}
 	}
 	return []convTensor{{"x", st.In[0]}, {"y", st.Out[0]}}
 }

@@ -39,7 +39,7 @@ func storeChannelsLast(p *Plan, t Target) {
 	}
 	defer func() { // W's twins for the bf16 convolutions that stay NCHW
 		filterTwins(p, p.allSteps(), func(st *Step) bool {
-			return s.bf16Library(st) && p.Buffers[p.root(st.In[0])].Layout != LayoutNHWC
+			return s.bf16Library(st) && p.Buffers[p.root(st.In[0])].Layout != LayoutNHWC && !folded(p, st)
 		})
 	}()
 	viewed := map[BufID]bool{}
@@ -124,6 +124,10 @@ func storeChannelsLast(p *Plan, t Target) {
 	}
 	for _, st := range steps {
 		if uniform := uniformOperands(p, st, s); len(uniform) == 0 || st.Kernel != KConv2D || !nhwc[p.root(uniform[0])] {
+			continue
+		}
+		if folded(p, st) { // its fold step writes it in KRSC: no workspace
+			p.Buffers[st.In[1]].Layout = LayoutNHWC
 			continue
 		}
 		w := p.Buffers[st.In[1]].Size
