@@ -493,6 +493,45 @@ func batchNormEvalKernel(outer, c, inner int, eps float32, relu bool) *Kernel {
 		})
 }
 
+// foldBatchNormKernel folds an evaluation batch norm into the weight w
+// [oc, cg, rs] (cg input channels, rs taps) and bias b [oc] of the layer
+// before it (none without bias: 0): wf = w·s and bf = (b − rmean)·s +
+// beta with s = gamma·rsqrt(rvar + eps), as batchNormEvalKernel
+// normalises. One thread a folded weight, in the written order: KRSC
+// ([oc, rs, cg]) with krsc, else w's own; the first thread of each output
+// channel writes its bias.
+func foldBatchNormKernel(oc, cg, rs int, krsc, bias bool, eps float32) *Kernel {
+	n := oc * cg * rs
+	params := []Param{in("w", n)}
+	if bias {
+		params = append(params, in("b", oc))
+	}
+	params = append(params, in("gamma", oc), in("beta", oc), in("rmean", oc), in("rvar", oc), out("wf", n), out("bf", oc))
+	order := ""
+	if krsc {
+		order = ", into KRSC order"
+	}
+	return elementwise(fmt.Sprintf("batch norm folded into the weights [%d,%d,%d] and bias before it%s", oc, cg, rs, order), n, params,
+		func(i Expr) []Stmt {
+			src := i // element i of w's own order
+			if krsc { // element i of KRSC is (o, t, c); of w (o, c, t)
+				o, t, c := div(i, i32(rs*cg)), rem(div(i, i32(cg)), i32(rs)), rem(i, i32(cg))
+				src = add(mul(add(mul(o, i32(cg)), c), i32(rs)), t)
+			}
+			var b Expr = flt(0)
+			if bias {
+				b = load("b", vr("ch"))
+			}
+			return []Stmt{
+				let("ch", Int, div(i, i32(cg*rs))),
+				let("s", Float, mul(load("gamma", vr("ch")), call(FnRsqrt, add(load("rvar", vr("ch")), flt(eps))))),
+				store("wf", i, mul(load("w", src), vr("s"))),
+				when(eq(rem(i, i32(cg*rs)), i32(0)),
+					store("bf", vr("ch"), add(mul(sub(b, load("rmean", vr("ch"))), vr("s")), load("beta", vr("ch"))))),
+			}
+		})
+}
+
 // channelGradSums is the first pass of a batch norm's backward over
 // channel tgid's m values (e an index in j): with its saved "mean" and
 // "inv" loaded, "sdy" = Σ dy and "sdyx" = Σ dy·x̂, summed in a tree in the

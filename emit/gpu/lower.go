@@ -385,9 +385,8 @@ func splitAxis(shape []int, axis int) (outer, l, inner int, err error) {
 // UnsupportedError is a layer the GPU backends have no kernel for: a
 // limit of mlbuild that the spec meets, not a bug, so `mlbuild compile`
 // exits 1 with it (errors.As finds it through the lowering's wrapping).
-// Every kernel of the planner has a GPU lowering today but the fold of
-// a batch norm (planner.KFoldBatchNorm), which no GPU target plans; a new
-// kernel refuses with it until its GPU kernels are written.
+// Every kernel of the planner has a GPU lowering today; a new kernel
+// refuses with it until its GPU kernels are written.
 type UnsupportedError struct {
 	Layer  string
 	Kernel planner.Kernel
@@ -436,8 +435,8 @@ func (l *lowering) lowerStep(st *planner.Step, training bool) error {
 		return l.batchNorm(st, training)
 	case planner.KBatchNormBwd:
 		return l.batchNormBwd(st)
-	case planner.KFoldBatchNorm: // GPU targets fold no batch norm (emit's gpuNoFoldWhy)
-		return &UnsupportedError{Layer: st.Layer, Kernel: st.Kernel}
+	case planner.KFoldBatchNorm:
+		return l.foldBatchNorm(st)
 	case planner.KMatMul, planner.KMatMulBwd:
 		return l.matmul(st)
 	case planner.KLayerNorm, planner.KLayerNormBwd:

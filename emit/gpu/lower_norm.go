@@ -43,6 +43,41 @@ func (l *lowering) batchNorm(st *planner.Step, training bool) error {
 		whole(in[0]), whole(in[1]), whole(in[2]), whole(in[3]), whole(in[4]), whole(st.Out[0]), whole(st.Out[1]), whole(st.Out[2]))
 }
 
+// foldBatchNorm lowers a fold step (planner.KFoldBatchNorm, run only when
+// the weights change): the layer's weight scaled per output channel by
+// s = gamma/sqrt(var + eps), and its bias (b − mean)·s + beta, with b 0
+// where the layer has none. The folded weight is written in the layout
+// and element type its convolution reads: KRSC order where the plan
+// stores it channels last (store_channels_last.go, a cuDNN filter), and
+// bfloat16 where it is stored so (launch rounds the stores).
+func (l *lowering) foldBatchNorm(st *planner.Step) error {
+	if err := l.operands(st, 6, 2); err != nil {
+		return err
+	}
+	shape, err := l.shape(st.In[0])
+	if err != nil {
+		return err
+	}
+	wf, err := l.buf(st.Out[0])
+	if err != nil {
+		return err
+	}
+	oc, n := shape[0], prod(shape)
+	cg, rs := n/max(oc, 1), 1
+	krsc := wf.Layout == planner.LayoutNHWC && len(shape) == 4
+	if krsc {
+		cg, rs = shape[1], shape[2]*shape[3]
+	}
+	ops := []operand{whole(st.In[0])}
+	if present(st.In[1]) {
+		ops = append(ops, whole(st.In[1]))
+	}
+	for _, id := range append(st.In[2:6:6], st.Out...) {
+		ops = append(ops, whole(id))
+	}
+	return l.launch("fold_batchnorm", foldBatchNormKernel(oc, cg, rs, krsc, present(st.In[1]), float32(st.Attr.Eps)), nil, ops...)
+}
+
 // batchNormBwd lowers batch normalisation's backward, which computes dx,
 // dgamma and dbeta in one kernel. With a fused ReLU (Attr.Act), beta is a
 // sixth input, which the kernels take last with the mask's other operands.
