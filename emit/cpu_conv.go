@@ -31,6 +31,20 @@ func (g *generator) conv2DCall(st planner.Step, in, out []operand) (string, erro
 	if err != nil {
 		return "", err
 	}
+	if len(in) > 3 && in[3].param != "" {
+		// A residual in the epilogue (a GPU plan's, fuse_conv_sum.go): the
+		// convolution into a temporary, then the sum and its ReLU.
+		if a.Pool != nil || (a.Act != "" && a.Act != "relu") {
+			return "", fmt.Errorf("a convolution's residual with an epilogue pool or activation %q", a.Act)
+		}
+		c, sum := a.Conv, "cpu.BinaryFwd"
+		if a.Act == "relu" {
+			sum = "cpu.BinaryReLUFwd"
+		}
+		shape := g.shape([]int{c.N, c.OC, c.OH, c.OW})
+		return fmt.Sprintf("conv := make([]float32, %d) // the convolution's output, to which the step adds z\n%s(%s, %s, %s, conv, %s, cpu.ActNone, 0)\n%s(cpu.BAdd, conv, %s, %s, %s, %s, %s)",
+			c.N*c.OC*c.OH*c.OW, fn, in[0].slice(), in[1].slice(), in[2].slice(), convLit(a.Conv), sum, in[3].slice(), out[0].slice(), shape, shape, shape), nil
+	}
 	if a.Pool == nil {
 		return fmt.Sprintf("%s(%s, %s, %s, %s, %s, %s, %s)", fn, in[0].slice(), in[1].slice(), in[2].slice(), out[0].slice(), convLit(a.Conv), ac, float(a.Alpha)), nil
 	}

@@ -14,8 +14,11 @@ import (
 // ConvLibraryMethod, no epilogue pool, and no workspace (Out[1] of
 // conv2d, In[4] of conv2d_bwd are NoBuf: the library keeps its own),
 // except dW's bfloat16 one in precision bf16.
-// After: the forward is one Conv (y = conv(x, W), Beta 0) followed, when
-// the layer has a bias or an activation, by one bias_act kernel over y;
+// After: the forward is one Conv (y = conv(x, W), Beta 0), which takes
+// the bias, a residual (an inference plan's In[3], fuse_conv_sum.go) and
+// a ReLU into the library's fused call where libraryEpilogue says (a
+// folded batch norm's bias is of y's type), else is followed, when the
+// layer has a bias or an activation, by one bias_act kernel over y;
 // the backward applies the activation's derivative to dy in place
 // (act_bwd, as the im2col lowering does when it cannot fold it), sums
 // db over dy (bias_grad), then one Conv for dW (Beta 0: the step writes
@@ -41,12 +44,22 @@ func (l *lowering) convLibrary(st *planner.Step, bwd bool) error {
 			return err
 		}
 		x, w, b, y := st.In[0], st.In[1], st.In[2], st.Out[0]
+		z := planner.NoBuf
+		if len(st.In) > 3 {
+			z = st.In[3]
+		}
 		wk, err := l.convFilter(g, w, st.Out[1], planner.KRSCOffset(g.OC*(g.C/g.Groups)*g.KH*g.KW))
 		if err != nil {
 			return err
 		}
 		if err := l.conv1(g, ConvForward, x, wk, y); err != nil {
 			return err
+		}
+		if l.libraryEpilogue(b, y, z) {
+			return l.epilogue(b, z, a.Act)
+		}
+		if present(z) {
+			return fmt.Errorf("a library convolution's residual without a bias of its output's element type for the library's epilogue (a planner bug: fuse_conv_sum.go takes a sum only after a convolution with a bias, and store_bf16.go stores a folded bias as the convolution's output)")
 		}
 		if !present(b) && a.Act == "" {
 			return nil
@@ -119,6 +132,9 @@ func (l *lowering) convLibrary(st *planner.Step, bwd bool) error {
 // backward of a layer whose forward wrote it there (Attr.KeptCols)
 // reads it without calling this.
 func (l *lowering) convFilter(g planner.ConvGeom, w, ws planner.BufID, off int) (operand, error) {
+	if b, err := l.buf(w); err == nil && b.Kind == planner.KindFolded {
+		return whole(w), nil // its fold step wrote it as the library reads it (store_bf16.go, store_channels_last.go)
+	}
 	if l.fastPrecision() != planner.PrecisionBF16 {
 		return whole(w), nil
 	}
@@ -171,6 +187,58 @@ func (l *lowering) conv1(g planner.ConvGeom, p string, x planner.BufID, w operan
 	return nil
 }
 
+// libraryEpilogue reports whether the forward's bias b, a residual z
+// and its activation go into the library call's epilogue (the
+// library's fused call: cuDNN's cudnnConvolutionBiasActivationForward):
+// where the layer has a bias of y's element type (cuDNN takes no float32
+// bias on bfloat16 tensors) and an activation the epilogue has (ReLU or
+// none), and always for a residual.
+func (l *lowering) libraryEpilogue(b, y, z planner.BufID) bool {
+	if present(z) {
+		return true
+	}
+	if !present(b) || l.step.Attr.Act != "" && l.step.Attr.Act != "relu" {
+		return false
+	}
+	bb, err1 := l.buf(b)
+	yb, err2 := l.buf(y)
+	return err1 == nil && err2 == nil && bb.Elem == yb.Elem
+}
+
+// epilogue gives the forward Conv just appended the bias b, the residual
+// z (NoBuf: none) and the activation act ("" or "relu") of its fused
+// call, checking each buffer's size and element type against y's.
+func (l *lowering) epilogue(b, z planner.BufID, act string) error {
+	c := l.ops[len(l.ops)-1].Conv
+	if act != "" && act != "relu" {
+		return fmt.Errorf("a library convolution's epilogue with activation %q (it has ReLU or none)", act)
+	}
+	yb, err := l.buf(c.Y.Buf)
+	if err != nil {
+		return err
+	}
+	bind := func(name string, id planner.BufID, n int) (*Binding, error) {
+		bb, err := l.buf(id)
+		if err != nil {
+			return nil, err
+		}
+		if bb.Size < n || bb.Elem != yb.Elem || bb.Layout != yb.Layout && name == "z" {
+			return nil, fmt.Errorf("library convolution epilogue's %s is buffer %q of %d %q elements (layout %q), want %d of Y's type %q (layout %q; a bug in mlbuild)", name, bb.Name, bb.Size, bb.Elem, bb.Layout, n, yb.Elem, yb.Layout)
+		}
+		return &Binding{Buf: id, Size: n}, nil
+	}
+	if c.Bias, err = bind("bias", b, c.Geom.OC); err != nil {
+		return err
+	}
+	if present(z) {
+		if c.Z, err = bind("z", z, c.Y.Size); err != nil {
+			return err
+		}
+	}
+	c.Act = act
+	return nil
+}
+
 // ConvLibraryMethod is the method name the planner records (Attr.Method)
 // for a convolution that runs as the device's library convolution
 // (gpuhost.Encoder.Conv: cuDNN on CUDA).
@@ -204,6 +272,13 @@ type Conv struct {
 	Precision string           `json:"precision,omitempty"`
 	BF16      bool             `json:"bf16,omitempty"`
 	NHWC      bool             `json:"nhwc,omitempty"`
+	// The forward's epilogue, the library's fused call: Y =
+	// Act(Alpha·conv(X, W) + Z + Bias), Bias OC values and Z a tensor of
+	// Y's shape and layout, both of Y's element type (nil: none; Z and
+	// Act only with Bias), Act "" or "relu".
+	Bias *Binding `json:"bias,omitempty"`
+	Z    *Binding `json:"z,omitempty"`
+	Act  string   `json:"act,omitempty"`
 }
 
 // filterOrderKernel moves a convolution's filter of geometry g between
