@@ -111,14 +111,8 @@ func gpuTarget(method string, scratch func(planner.ConvGeom) int, keepCols int, 
 		s := scratch(g)
 		return planner.ConvChoice{Method: method, Scratch: s, SharesForward: pass != planner.ConvForward && !direct && s <= keepCols && gpu.ConvOneRound(g, s)}
 	}, UpdateTensors: updateTensors, PoolBwdAct: true, PoolEpilogue: gpu.PoolEpilogue, PoolArgmax: true, LossRows: true, Attention: true, GemmAccumulate: true, LayerNormAccumulate: true,
-		FusedReLU: true, ShareSumGrads: true, NoFoldWhy: gpuNoFoldWhy}
+		FusedReLU: true, ShareSumGrads: true, FoldBatchNorm: true}
 }
-
-// gpuNoFoldWhy is why a GPU program's inference keeps its batch norms
-// (planner.Target.NoFoldWhy): emit/gpu has no fold kernel, and the GPU
-// programs would need to run the fold steps only after the weights
-// change, as the CPU program does.
-const gpuNoFoldWhy = "the GPU programs have no fold step yet: the batch norm runs as its own kernel, as in training"
 
 // cudaPrecisions gives t CUDA's precision rules: every dense step, and
 // every convolution whose method runs cuBLAS GEMMs (im2col and cuBLAS,
@@ -185,6 +179,10 @@ const cudaIm2col = "im2col+cublas"
 // with its cuDNN calls in tf32 (docs/benchmarks.md, "Twelfth session");
 // the others still run in tf32.
 func cudaLibraryConvs(t planner.Target) planner.Target {
+	// cuDNN's fused call adds the folded batch norm's bias, a residual
+	// and the ReLU in the convolution's epilogue (emit/gpu's
+	// conv_library.go).
+	t.ConvSum = map[string]bool{gpu.ConvLibraryMethod: true}
 	t.ConvLibrary = func(c planner.ConvChoice, precision string) (planner.ConvChoice, planner.LibraryWhy) {
 		if c.Method != cudaIm2col {
 			return c, planner.LibraryWhy{}

@@ -284,7 +284,28 @@ func (g *gpuGen) locate(mp *gpuPlan, id planner.BufID) (location, error) {
 		}
 		return location{}, fmt.Errorf("inference buffer %s is in the state arena but is no param", b.Name)
 	}
+	if b.Arena == planner.ArenaFolded {
+		return location{mp.work, foldedAt(pl) + b.Offset}, nil
+	}
 	return location{mp.work, b.Offset}, nil
+}
+
+// foldedAt is where an inference plan's folded weights (its folded arena,
+// fold_batchnorm.go) begin in the program's work arena of that plan:
+// after the plan's work buffers, aligned. Only the plan's own sequences
+// touch that arena, and its fold sequence writes them when the weights
+// changed (gpuhost.Program.EvalFolds), so they last between batches.
+func foldedAt(pl *planner.Plan) int {
+	return (pl.WorkSize + planner.Align - 1) / planner.Align * planner.Align
+}
+
+// workSize is the elements of the program's work arena of plan pl: its
+// work buffers and then its folded weights.
+func workSize(pl *planner.Plan) int {
+	if pl.FoldedSize == 0 {
+		return pl.WorkSize
+	}
+	return foldedAt(pl) + pl.FoldedSize
 }
 
 // residentKernels adds the kernels of device-resident training of the
@@ -371,7 +392,16 @@ func (g *gpuGen) renderMain(plans []*gpuPlan, copyName, resident string, replica
 	g.p("// each plan has its own work arena.")
 	g.p("StateSize: %d,", tp.StateSize)
 	for _, mp := range plans {
-		g.p("%s: %d, // naive: %d", map[string]string{"t": "TrainWorkSize", "e": "EvalWorkSize", "o": "OneWorkSize"}[mp.prefix], mp.plan.WorkSize, mp.plan.NaiveWorkSize)
+		folded := ""
+		if mp.plan.FoldedSize > 0 {
+			folded = fmt.Sprintf("; the folded weights %d from %d", mp.plan.FoldedSize, foldedAt(mp.plan))
+		}
+		g.p("%s: %d, // naive: %d%s", map[string]string{"t": "TrainWorkSize", "e": "EvalWorkSize", "o": "OneWorkSize"}[mp.prefix], workSize(mp.plan), mp.plan.NaiveWorkSize, folded)
+	}
+	for _, mp := range plans[1:] {
+		if n := mp.plan.FoldSteps(); n > 0 {
+			g.p("%sFolds: %d, // the inference's first steps fold its batch norms: run when the weights changed", map[string]string{"e": "Eval", "o": "One"}[mp.prefix], n)
+		}
 	}
 	g.p("TrainInputSize: %d, // %s", tp.Buffers[tp.Input].Size, shapeText(tp.Buffers[tp.Input].Shape))
 	g.p("TrainLabelsSize: %d, // %s", tp.Buffers[tp.Labels].Size, shapeText(tp.Buffers[tp.Labels].Shape))
@@ -888,6 +918,27 @@ func (g *gpuGen) convLiteral(mp *gpuPlan, c *gpu.Conv) (string, error) {
 	}
 	if c.NHWC {
 		extra += ", NHWC: true"
+	}
+	for _, e := range []struct {
+		name string
+		b    *gpu.Binding
+	}{{"Bias", c.Bias}, {"Z", c.Z}} {
+		if e.b == nil {
+			continue
+		}
+		loc, err := g.locate(mp, e.b.Buf)
+		if err != nil {
+			return "", err
+		}
+		es := elemBytes(mp.plan, e.b.Buf)
+		extra += fmt.Sprintf(", %s: &bind{%s, %d, %d}", e.name, loc.arena, 4*loc.off+es*e.b.Offset, es*e.b.Size)
+	}
+	switch c.Act {
+	case "":
+	case "relu":
+		extra += ", Act: gpuhost.ConvActReLU"
+	default:
+		return "", fmt.Errorf("a library convolution's epilogue with activation %q, which rt/gpuhost does not name (a bug in mlbuild)", c.Act)
 	}
 	if c.Precision != "" {
 		pc, ok := gemmPrecisions[c.Precision]

@@ -90,6 +90,11 @@ type Model struct {
 	seed      uint32
 
 	train, grads, evalInfer, oneInfer Sequence
+	// The fold sequences of the batch and one-sample inference plans (nil
+	// where a plan folds nothing), and whether each plan's folded weights
+	// are current (fold.go).
+	folds  [2]Sequence
+	folded [2]bool
 	// The KV-cache decode (decode.go): a position's sequence, and one
 	// that also computes its logits; decodeCached is how many leading
 	// positions the caches hold.
@@ -164,10 +169,7 @@ func New(d Device, p *Program) (*Model, error) {
 	if m.grads, err = m.record("gradients", p.TrainForward, []Op{p.CopyOutput}, p.TrainBackward); err != nil {
 		return nil, err
 	}
-	if m.evalInfer, err = m.record("inference", p.EvalInfer); err != nil {
-		return nil, err
-	}
-	if m.oneInfer, err = m.record("one-sample inference", p.OneInfer); err != nil {
+	if err := m.recordFolds(); err != nil {
 		return nil, err
 	}
 	if dc := p.Decode; dc != nil {
@@ -396,6 +398,9 @@ func (m *Model) hostView(a int, write bool) []float32 {
 	}
 	if write {
 		m.hostNewer[a] = true
+		if a == ArenaState {
+			m.weightsChanged()
+		}
 	}
 	return m.host[a]
 }
@@ -481,6 +486,7 @@ func (m *Model) TrainOutput() []float32 { return m.hostView(ArenaLogits, false)[
 func (m *Model) TrainStep(lr float32, step int) float32 {
 	m.checkTrainInput()
 	m.setArgs(lr, step)
+	m.weightsChanged()
 	if err := m.run(m.train); err != nil {
 		fail(m.p, fmt.Errorf("training step %d: %w", step, err))
 	}
@@ -492,6 +498,7 @@ func (m *Model) TrainStep(lr float32, step int) float32 {
 func (m *Model) Gradients() float32 {
 	m.checkTrainInput()
 	m.setArgs(0, 1)
+	m.weightsChanged() // a training forward updates the running statistics
 	if err := m.run(m.grads); err != nil {
 		fail(m.p, fmt.Errorf("gradients: %w", err))
 	}
@@ -539,6 +546,9 @@ func (m *Model) Infer(one bool) []float32 {
 		seq, in, out = m.oneInfer, m.p.OneInput, m.p.OneOutput
 	}
 	m.checkTokens(m.InferInput(one))
+	if err := m.fold(one); err != nil {
+		fail(m.p, fmt.Errorf("inference: %w", err))
+	}
 	m.setArgs(0, 0)
 	if c, ok := m.d.(Caller); ok && !m.unified {
 		return m.call(c, seq, in, out, one)
@@ -585,6 +595,7 @@ func (m *Model) TraceTrainForward(visit func(layer string, out []float32) bool) 
 		}
 	}
 	m.checkTrainInput()
+	m.weightsChanged()
 	for i := range m.p.TrainForward {
 		st := &m.p.TrainForward[i]
 		if err := m.run(m.traces[i]); err != nil {

@@ -167,6 +167,10 @@ type Program struct {
 
 	TrainForward, TrainBackward, TrainUpdate []PlanStep
 	EvalInfer, OneInfer                      []PlanStep
+	// EvalFolds and OneFolds are how many of EvalInfer's and OneInfer's
+	// first steps fold batch norms into the weights (fold.go): the Model
+	// runs them only when the weights changed.
+	EvalFolds, OneFolds int
 
 	// GemmShapes are the distinct GEMMs of all plans, each checked against
 	// cpu.Sgemm by selftest.

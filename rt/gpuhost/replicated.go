@@ -328,6 +328,7 @@ func (r *Replicated) hostStep(lr float32, step int, update bool) (float32, error
 			return err
 		}
 		m.touched()
+		m.weightsChanged()
 		if err := launchParts(m.dp.host, r.colls[i], update); err != nil {
 			return err
 		}
@@ -448,6 +449,7 @@ func (r *Replicated) QueueSteps(n int) error {
 		if err := m.upload(); err != nil {
 			return err
 		}
+		m.weightsChanged()
 		for s := 0; s < n; s++ {
 			if err := launchParts(m.res.parts, r.colls[i], true); err != nil {
 				return err

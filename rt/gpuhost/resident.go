@@ -369,6 +369,7 @@ func (m *Model) QueueSteps(n int) error {
 	if err := m.upload(); err != nil {
 		return err
 	}
+	m.weightsChanged()
 	for i := 0; i < n; i++ {
 		if err := r.step.Launch(); err != nil {
 			return fmt.Errorf("training step %d of the epoch: %w", r.first+r.queued+1, err)
@@ -413,6 +414,7 @@ func (m *Model) SaveState() error {
 }
 
 func (m *Model) RestoreState() error {
+	m.weightsChanged()
 	if err := m.res.restore.Launch(); err != nil {
 		return err
 	}
