@@ -9,7 +9,10 @@
 #     time between events around each op);
 #  4. the step's cuDNN convolutions alone, as the programs call them (the
 #     cuda package's TestRealConvResNet18Step), and PyTorch's calls on the
-#     same shapes (conv_nhwc.py).
+#     same shapes (conv_nhwc.py);
+#  5. cuDNN's fused call on the inference's geometries (the cuda package's
+#     TestRealConvEpilogue: bias+relu, bias+z+relu and bias alone against
+#     the plain forward, checked and timed in graphs).
 # Usage: bash fused.sh BUNDLE OUT   (PARTS picks parts, default "1 2 3 4")
 set -euo pipefail
 b=$(cd "$1" && pwd) out=$2
@@ -49,6 +52,10 @@ for part in ${PARTS:-1 2 3 4}; do
 		echo "== 4. the step's cuDNN convolutions alone, mlbuild's calls and PyTorch's"
 		(cd "$p" && MLBUILD_CUDA_REAL=1 timeout 240 ./cudatest -test.run 'TestRealConvResNet18Step' -test.v 2>&1 | grep -E 'real_test|^(--- |ok|FAIL|PASS)' | tail -n 20) || true
 		(cd "$b" && PYTHONUNBUFFERED=1 timeout 200 python3 conv_nhwc.py 2>&1 | grep -v Warning | tail -n 14) || true
+		;;
+	5)
+		echo "== 5. cuDNN's fused epilogue on the inference's convolutions"
+		(cd "$p" && MLBUILD_CUDA_REAL=1 timeout 240 ./cudatest -test.run 'TestRealConvEpilogue' -test.v 2>&1 | grep -E 'real_test|^(--- |ok|FAIL|PASS)' | tail -n 60) || true
 		;;
 	esac
 done

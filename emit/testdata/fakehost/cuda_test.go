@@ -542,6 +542,45 @@ func TestInferenceIsOneCall(t *testing.T) {
 	}
 }
 
+// TestInferenceFollowsTraining: an inference after training steps uses
+// the trained weights and running statistics. A program that folds its
+// batch norms at inference (gpuhost's fold.go) must fold them again after
+// each step: its outputs equal, bit for bit, those of a second model
+// given the trained state, whose first inference folds it afresh, and
+// differ from the inference before training.
+func TestInferenceFollowsTraining(t *testing.T) {
+	_, m := newFakeModel(t)
+	_, fresh := newFakeModel(t)
+	B := program.Meta.Batch
+	x, y := seeded(m, 2*B)
+	inW, labW := program.TrainInputSize/B, program.TrainLabelsSize/B
+	for _, one := range []bool{false, true} {
+		in := m.InferInput(one)
+		copy(in, x[:len(in)])
+		before := append([]float32(nil), m.Infer(one)...)
+		for step := 1; step <= 2; step++ {
+			copy(m.TrainInput(), x[(step-1)%2*B*inW:])
+			copy(m.TrainLabels(), y[(step-1)%2*B*labW:])
+			m.TrainStep(0.05, step)
+		}
+		copy(m.InferInput(one), x[:len(in)])
+		got := append([]float32(nil), m.Infer(one)...)
+		copy(fresh.State(), m.State())
+		copy(fresh.InferInput(one), x[:len(in)])
+		want := fresh.Infer(one)
+		same := true
+		for j := range got {
+			if got[j] != want[j] {
+				t.Fatalf("one=%v: after training, output %d is %v; a model given the trained state says %v (stale folded weights?)", one, j, got[j], want[j])
+			}
+			same = same && got[j] == before[j]
+		}
+		if same {
+			t.Errorf("one=%v: the inference after two training steps is the one before them", one)
+		}
+	}
+}
+
 // TestDeviceMemoryUsed: what bench reports as the device memory the
 // program took holds at least its arenas, on a fake GPU that counts its
 // allocations.
