@@ -81,18 +81,6 @@ func convDirectKernel(g planner.ConvGeom, pool *planner.ConvGeom, hasBias bool, 
 	}
 	cg, ocg := g.C/g.Groups, g.OC/g.Groups
 	ob := directChannels(ocg)
-	// Channels last without groups, the thread's channels are strided:
-	// channel cb + j·nb for j < ob, cb the thread's block, so that one
-	// store of consecutive threads writes consecutive channels of a pixel
-	// (its channels in a row, the old order, left a warp's stores 16 bytes
-	// apart: CIFAR ResNet-18's stem took 77 µs bf16 NHWC on an H200
-	// against 39 for NCHW float32, twice the bytes). Two channels a thread
-	// where the pixel has 64 or more, a warp's store 64 bytes in a row.
-	strided := lay.y && pool == nil && g.Groups == 1
-	if strided && g.OC%2 == 0 && g.OC >= 64 {
-		ob = 2
-	}
-	nb := g.OC / ob // the channel blocks of a pixel
 	// The thread computes px pixels of a row of y, each the maximum of a
 	// wr×wc window of the convolution's outputs (1×1 without a pool).
 	oh, ow, px, wr, wc := g.OH, g.OW, directPixels(g.OW), 1, 1
@@ -145,14 +133,10 @@ func convDirectKernel(g planner.ConvGeom, pool *planner.ConvGeom, hasBias bool, 
 				// channels last: consecutive threads take consecutive
 				// channel blocks of one pixel pair, so that a warp's
 				// stores run on in y and its threads share x's loads
-				last := []int{g.N, oh, runs, nb}
-				first := mul(coord(i, last, 3), i32(ob))
-				if strided {
-					first = coord(i, last, 3)
-				}
+				last := []int{g.N, oh, runs, g.OC / ob}
 				s = []Stmt{
 					let("img", Int, coord(i, last, 0)),
-					let("o0", Int, first),
+					let("o0", Int, mul(coord(i, last, 3), i32(ob))),
 					let("oh", Int, coord(i, last, 1)),
 					let("ow", Int, mul(coord(i, last, 2), i32(px))),
 				}
@@ -200,9 +184,6 @@ func convDirectKernel(g planner.ConvGeom, pool *planner.ConvGeom, hasBias bool, 
 			// row q / convCols of the windows and column q % convCols.
 			for j := range ob {
 				o := add(vr("o0"), i32(j))
-				if strided {
-					o = add(vr("o0"), i32(j*nb))
-				}
 				wb := fmt.Sprintf("wb%d", j)
 				acc := func(q int) string { return fmt.Sprintf("acc%d_%d", j, q) }
 				var init Expr = flt(0)
@@ -243,10 +224,7 @@ func convDirectKernel(g planner.ConvGeom, pool *planner.ConvGeom, hasBias bool, 
 					var e Expr
 					e, err = actExpr(act, alpha, v)
 					at := add(vr("yb"), i32(j*oh*ow+p))
-					switch {
-					case strided:
-						at = add(vr("yb"), i32(p*g.OC+j*nb))
-					case lay.y:
+					if lay.y {
 						at = add(vr("yb"), i32(p*g.OC+j))
 					}
 					st := []Stmt{store("y", at, e)}
