@@ -90,7 +90,9 @@ func TestCUDABF16ConvsInTF32(t *testing.T) {
 // its batch norms and pool on the channels-last kernels, and compares
 // the stored outputs in selftest as bfloat16 (CheckBF16); its CPU
 // references widen and narrow them, transposed; and its replicas carry
-// the reason synchronised batch norm is refused (NoSyncBN).
+// the reason synchronised batch norm is refused (NoSyncBN). Its inference
+// plans' convolutions take the folded batch norms' biases, ReLUs and
+// residuals into cuDNN's fused call.
 func TestCUDABF16ConvsOnBF16Tensors(t *testing.T) {
 	src, err := CUDA.RenderGPU(backendInput(t, CUDA, "../testdata/specs/bf16/resnet_tiny_bf16.cue", true, 0))
 	if err != nil {
@@ -98,17 +100,25 @@ func TestCUDABF16ConvsOnBF16Tensors(t *testing.T) {
 	}
 	main := string(src.Main)
 	convs := regexp.MustCompile(`\{Conv: &gpuhost\.ConvOp\{[^\n]*\}\}`).FindAllString(main, -1)
-	bf16 := 0
+	bf16, fused := 0, 0
 	for _, c := range convs {
-		if strings.HasSuffix(c, "Elem: gpuhost.ElemBF16, NHWC: true, Precision: gpuhost.PrecisionBF16}}") {
+		if strings.Contains(c, "Elem: gpuhost.ElemBF16, NHWC: true, Precision: gpuhost.PrecisionBF16") {
 			bf16++
 		} else {
 			t.Errorf("a library convolution not in bf16 on bfloat16 tensors: %s", c)
+		}
+		if strings.Contains(c, ", Bias: &bind{") {
+			fused++
 		}
 	}
 	// the training plan's 15, and the inference plans' forward convolutions
 	if bf16 < 15 {
 		t.Errorf("%d bf16 library convolutions, want at least 15", bf16)
+	}
+	// the inference plans' convolutions take their folded batch norm's
+	// bias (and ReLU, and residual) into cuDNN's fused call
+	if fused < 8 {
+		t.Errorf("%d library convolutions with an epilogue, want the inference plans' (at least 8)", fused)
 	}
 	// its data-parallel tables (the tiny ResNet's batch of 16 holds 2, 4,
 	// 8 and 16 GPUs' shares) say why --sync-bn is refused

@@ -919,6 +919,13 @@ func (g *gpuGen) convLiteral(mp *gpuPlan, c *gpu.Conv) (string, error) {
 	if c.NHWC {
 		extra += ", NHWC: true"
 	}
+	if c.Precision != "" {
+		pc, ok := gemmPrecisions[c.Precision]
+		if !ok {
+			return "", fmt.Errorf("a library convolution in precision %q, which rt/gpuhost does not name (a bug in mlbuild)", c.Precision)
+		}
+		extra += ", Precision: gpuhost." + pc
+	}
 	for _, e := range []struct {
 		name string
 		b    *gpu.Binding
@@ -939,13 +946,6 @@ func (g *gpuGen) convLiteral(mp *gpuPlan, c *gpu.Conv) (string, error) {
 		extra += ", Act: gpuhost.ConvActReLU"
 	default:
 		return "", fmt.Errorf("a library convolution's epilogue with activation %q, which rt/gpuhost does not name (a bug in mlbuild)", c.Act)
-	}
-	if c.Precision != "" {
-		pc, ok := gemmPrecisions[c.Precision]
-		if !ok {
-			return "", fmt.Errorf("a library convolution in precision %q, which rt/gpuhost does not name (a bug in mlbuild)", c.Precision)
-		}
-		extra += ", Precision: gpuhost." + pc
 	}
 	return fmt.Sprintf("{Conv: &gpuhost.ConvOp{Geom: %s, Product: gpuhost.%s, X: %s, W: %s, Y: %s, Alpha: %s%s}}",
 		geom, product, ts[0], ts[1], ts[2], float(float64(c.Alpha)), extra), nil

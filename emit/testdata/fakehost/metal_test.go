@@ -96,8 +96,23 @@ func TestHostOnFake(t *testing.T) {
 	for step := 1; step <= 2; step++ {
 		oneCommandBuffer(t, f, "training step", trainOps, func() { m.TrainStep(1e-3, step) })
 	}
-	oneCommandBuffer(t, f, "inference", opsOf(program.EvalInfer), func() { m.Infer(false) })
-	oneCommandBuffer(t, f, "one-sample inference", opsOf(program.OneInfer), func() { m.Infer(true) })
+	// The first inference after training folds the batch norms into the
+	// weights again (a command buffer of its own, where the plan folds:
+	// rt/gpuhost's fold.go); the next is one command buffer.
+	for _, one := range []bool{false, true} {
+		folds := map[bool]int{false: program.EvalFolds, true: program.OneFolds}[one]
+		before := f.Stats()
+		m.Infer(one)
+		want := 1
+		if folds > 0 {
+			want = 2
+		}
+		if got := f.Stats().CommandBuffers - before.CommandBuffers; got != want {
+			t.Errorf("the first inference (one=%v) after training used %d command buffers, want %d (%d fold steps)", one, got, want, folds)
+		}
+	}
+	oneCommandBuffer(t, f, "inference", opsOf(program.EvalInfer[program.EvalFolds:]), func() { m.Infer(false) })
+	oneCommandBuffer(t, f, "one-sample inference", opsOf(program.OneInfer[program.OneFolds:]), func() { m.Infer(true) })
 
 	// Device-resident training: advance, two gathers, the step, record
 	// (of rows, or for a text of windows of one stream of ids).
