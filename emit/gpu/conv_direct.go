@@ -90,6 +90,14 @@ func convDirectKernel(g planner.ConvGeom, pool *planner.ConvGeom, hasBias bool, 
 	convCols := px * wc // the convolution's outputs a window row of the thread spans
 	runs := ceilDiv(ow, px)
 	n := g.N * g.OC / ob * oh * runs
+	// Channels last, a threadgroup's outputs are one contiguous run of y
+	// when its threads cover whole pixel pairs of full rows: they are
+	// then staged in threadgroup memory and stored in y's order, a warp's
+	// store writing consecutive elements, instead of each thread's 16
+	// scattered ones (CIFAR ResNet-18's stem took 77 µs bf16 NHWC on an
+	// H200 against 39 NCHW float32, twice the bytes).
+	staged := lay.y && pool == nil && !argmax && ow%px == 0 && n%tgElem == 0 && tgElem%(g.OC/ob) == 0
+	tile := tgElem * ob * px // the elements of y a staged threadgroup writes
 	params := []Param{in("x", g.N*g.C*g.H*g.W), in("w", g.OC*cg*g.KH*g.KW), out("y", g.N*g.OC*oh*ow)}
 	if hasBias {
 		params = append(params, in("b", g.OC))
@@ -172,6 +180,9 @@ func convDirectKernel(g planner.ConvGeom, pool *planner.ConvGeom, hasBias bool, 
 					}
 				}
 			}
+			if staged { // the thread's first output in the threadgroup's run of y
+				s = append(s, let("sb", Int, add(mul(mul(div(lidE, i32(g.OC/ob)), i32(px)), i32(g.OC)), mul(rem(lidE, i32(g.OC/ob)), i32(ob)))))
+			}
 			switch {
 			case lay.y: // channels last: y's channel o0 at the thread's first pixel
 				s = append(s, let("yb", Int, add(mul(add(mul(add(mul(vr("img"), i32(oh)), vr("oh")), i32(ow)), vr("ow")), i32(g.OC)), vr("o0"))))
@@ -227,6 +238,11 @@ func convDirectKernel(g planner.ConvGeom, pool *planner.ConvGeom, hasBias bool, 
 					if lay.y {
 						at = add(vr("yb"), i32(p*g.OC+j))
 					}
+					if staged { // its place in the threadgroup's run of y
+						at = add(vr("sb"), i32(p*g.OC+j))
+						s = append(s, store("tile", at, e))
+						continue
+					}
 					st := []Stmt{store("y", at, e)}
 					if argmax {
 						// the window's positions from last to first: the
@@ -253,6 +269,14 @@ func convDirectKernel(g planner.ConvGeom, pool *planner.ConvGeom, hasBias bool, 
 			}
 			return s
 		})
+	if staged && err == nil {
+		// no thread leaves early (n is a multiple of the threadgroup), and
+		// every one reaches the barrier
+		body := append([]Stmt{Shared{"tile", tile}, k.Body[0]}, k.Body[2:]...)
+		k.Body = append(body, Barrier{},
+			For{"e", lidE, i32(tile), i32(tgElem), []Stmt{store("y", add(mul(tgidE, i32(tile)), vr("e")), load("tile", vr("e")))}})
+		k.Doc += ", staged through threadgroup memory"
+	}
 	return k, err
 }
 

@@ -3,6 +3,7 @@ package gpu
 import (
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/mlbuild/mlbuild/planner"
@@ -16,7 +17,8 @@ import (
 // add the same products in the same order, are the NCHW ones. The
 // geometries are a CIFAR stem in small (3 channels, 16 outputs, two
 // pixels and eight channels a thread), groups with dilation and stride,
-// and a ragged row; with and without bias and activation.
+// a ragged row, and a 64-output stem whose channels-last y is staged
+// through threadgroup memory; with and without bias and activation.
 func TestDirectConvChannelsLast(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 9))
 	geoms := []struct {
@@ -28,6 +30,9 @@ func TestDirectConvChannelsLast(t *testing.T) {
 		{"stem", withOutputSize(planner.ConvGeom{N: 3, C: 3, H: 10, W: 10, OC: 16, KH: 3, KW: 3, SH: 1, SW: 1, PH: 1, PW: 1, DH: 1, DW: 1, Groups: 1}), false, ""},
 		{"grouped", withOutputSize(planner.ConvGeom{N: 2, C: 4, H: 9, W: 8, OC: 6, KH: 3, KW: 2, SH: 2, SW: 2, PH: 1, PW: 1, DH: 2, DW: 1, Groups: 2}), true, "relu"},
 		{"ragged", withOutputSize(planner.ConvGeom{N: 2, C: 2, H: 11, W: 11, OC: 3, KH: 3, KW: 3, SH: 1, SW: 1, PH: 1, PW: 1, DH: 1, DW: 1, Groups: 1}), true, "tanh"},
+		// 64 outputs in 512 threads: y channels last is staged through
+		// threadgroup memory (the CIFAR stem's case)
+		{"staged", withOutputSize(planner.ConvGeom{N: 2, C: 3, H: 8, W: 8, OC: 64, KH: 3, KW: 3, SH: 1, SW: 1, PH: 1, PW: 1, DH: 1, DW: 1, Groups: 1}), true, "relu"},
 	}
 	for _, d := range []*Dialect{CUDA, Metal} {
 		t.Run(d.Name, func(t *testing.T) {
@@ -56,6 +61,9 @@ func TestDirectConvChannelsLast(t *testing.T) {
 					k1, err := convDirectKernel(g, nil, gc.bias, gc.act, 0, false, lay)
 					if err != nil {
 						t.Fatal(err)
+					}
+					if staged := strings.Contains(k1.Doc, "staged"); staged != (gc.name == "staged" && lay.y) {
+						t.Fatalf("%s %+v: staged %v (%s)", gc.name, lay, staged, k1.Doc)
 					}
 					name := fmt.Sprintf("%s_%s", gc.name, map[bool]string{true: "xNHWC", false: "xNCHW"}[lay.x]+map[bool]string{true: "_yNHWC", false: "_yNCHW"}[lay.y])
 					plain = append(plain, gpuCase{name: "fwd_" + name + "_ref", k: k0, in: fwdIn(x)})
