@@ -88,6 +88,12 @@ type Options struct {
 	// WorkDir keeps the kernels built by g++; "" is a folder in the
 	// system's temporary folder shared by every fake.
 	WorkDir string
+	// ConvAlgoDelay makes each run of a cuDNN call with one of its
+	// algorithms take that much longer (the fake sleeps before it
+	// computes, when the call runs: at once, or at a graph's launch):
+	// how a test makes one algorithm the faster, which cuda's timed
+	// choice must then find.
+	ConvAlgoDelay map[int32]time.Duration
 }
 
 // Stats counts what the host code did.
