@@ -40,7 +40,8 @@ import (
 // runs of each, so that a test sees which the host chose. The fake
 // computes every algorithm alike (below): which one ran is seen only in
 // ConvAlgorithms; Options.ConvAlgoDelay makes the runs of one slower,
-// so that a test sees the host time them. Stricter than cuDNN: the handle's creation and
+// so that a test sees the host time them, and Fake.RefuseConvAlgo makes
+// the calls of one fail. Stricter than cuDNN: the handle's creation and
 // destruction, the heuristics and the workspace queries are refused on a
 // thread that is capturing (CUDNN_STATUS_NOT_SUPPORTED, the capture
 // invalidated), as mlbuild chooses before it captures. The math type sets
@@ -256,6 +257,12 @@ func (f *Fake) dnn() *cuda.DNNAPI {
 		}
 		if alpha == nil || beta == nil || wsBytes < need || need > 0 && f.find(uint64(ws), uint64(need)) == nil {
 			return cuda.DNNBadParam
+		}
+		if r := f.refuseAlgo[algo]; r != nil {
+			if r.pass <= 0 {
+				return r.status
+			}
+			r.pass--
 		}
 		f.convAlgos[algo]++
 		call := &convCall{delay: f.opts.ConvAlgoDelay[algo], g: g, product: p, x: uint64(x), w: uint64(w), y: uint64(y), alpha: *alpha, beta: *beta, precision: gpuhost.PrecisionTF32,
