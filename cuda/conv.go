@@ -509,6 +509,7 @@ func (e *Engine) timeConv(cp *convPlan, a ConvArgs, work DevicePtr, math, what s
 	var err error
 	for range convTimedCalls {
 		if err = e.convCall(a, cp, work, math); err != nil {
+			err = fmt.Errorf("%w (%s in a graph)", err, where)
 			break
 		}
 	}

@@ -615,3 +615,57 @@ func TestFakeDNNEpilogue(t *testing.T) {
 		}
 	}
 }
+
+// TestConvTrialFailures: a candidate that fails is passed over, and the
+// scratch, graphs and events of the trials are freed either way. Where
+// the fake refuses every call with both of a tf32 forward's candidates,
+// recording fails naming each and why, and leaves no allocation behind;
+// where it lets 4's trial run and refuses it in the graph that times it,
+// 4 is passed over with the timing's error, 1 is chosen, and a sequence
+// records and runs after (the failed capture was ended).
+func TestConvTrialFailures(t *testing.T) {
+	const refused cuda.DNNStatus = 3000 // CUDNN_STATUS_NOT_SUPPORTED
+	d, f, conv := convDevice(t, fakecuda.Options{}, cuda.Options{ConvTrials: 4}, geom3x3)
+	conv.Precision = gpuhost.PrecisionTF32
+	live := func() int { s := f.Stats(); return s.Allocs - s.Frees }
+	before := live()
+	f.RefuseConvAlgo(4, refused, 0)
+	f.RefuseConvAlgo(1, refused, 0)
+	_, err := d.Record("conv", func(e gpuhost.Encoder) error { return e.Conv(conv) })
+	if err == nil {
+		t.Fatal("recording a convolution whose every candidate is refused succeeded")
+	}
+	for _, want := range []string{"none of the 2 algorithms tried for the forward", "algorithm 4: cuda: cudnnConvolutionForward", "algorithm 1: cuda: cudnnConvolutionForward", "CUDNN_STATUS_NOT_SUPPORTED"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the error lacks %q:\n%v", want, err)
+		}
+	}
+	if n := live() - before; n != 0 {
+		t.Errorf("the failed choice left %d allocations, want none", n)
+	}
+	f.RefuseConvAlgo(1, 0, 0)
+	f.RefuseConvAlgo(4, refused, 1)
+	seq, err := d.Record("conv", func(e gpuhost.Encoder) error { return e.Conv(conv) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	choices := d.Engine().ConvChoices()
+	if len(choices) != 1 || choices[0].Algo != 1 {
+		t.Fatalf("choices %v, want algorithm 1", choices)
+	}
+	if tr := choices[0].Trials; len(tr) != 2 || tr[0].Algo != 4 || tr[0].Err == nil || !strings.Contains(tr[0].Err.Error(), "timing the forward") || tr[1].Err != nil {
+		t.Errorf("%v: want 4 passed over by its timing, 1 chosen", choices[0])
+	}
+	if err := seq.Launch(); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if leaks := f.Leaks(); len(leaks) > 0 {
+		t.Errorf("after Close the fake still holds %v", leaks)
+	}
+}
