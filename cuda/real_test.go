@@ -714,11 +714,12 @@ func us(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 }
 // CIFAR ResNet-18 at batch 128, bfloat16 NHWC tensors and KRSC filters
 // as mlbuild's programs call it, in the three epilogues a folded batch
 // norm gives (bias and ReLU; bias, residual Z and ReLU; bias alone, with
-// the identity activation, which runs IMPLICIT_PRECOMP_GEMM only), checks
-// 2048 elements of each output against a float64 reference on the same
-// bfloat16 values (realEpilogueBound's tolerance), and times each, a CUDA
-// graph of 20 calls, beside the plain forward: the µs a call and what
-// the epilogue adds, and logs the algorithm chosen for each call and
+// the identity activation, which cuDNN documents as IMPLICIT_PRECOMP_GEMM
+// only and 9.19 ran with IMPLICIT_GEMM too: each candidate is tried),
+// checks 2048 elements of each output against a float64 reference on the
+// same bfloat16 values (realEpilogueBound's tolerance), and times each, a
+// CUDA graph of 20 calls, beside the plain forward: the µs a call and
+// what the epilogue adds, and logs the algorithm chosen for each call and
 // each candidate's time (logConvChoices). An identity epilogue for which
 // no algorithm runs fails its layer, saying so.
 func TestRealConvEpilogue(t *testing.T) {
