@@ -24,8 +24,9 @@ import (
 //	                     to standard error at the end
 //	MLBUILD_CUDNN_TRIALS how many of cuDNN's proposed algorithms for each
 //	                     convolution are timed in a graph when a program
-//	                     starts, the fastest kept (default 4; 1: the
-//	                     heuristics' first that runs, untimed)
+//	                     starts, the fastest kept (default 4, or 1 where
+//	                     sequences are blocking; 1: the heuristics' first
+//	                     that runs, untimed)
 //
 // and the library overrides of LoadLibraries.
 func OpenHostDevice() (gpuhost.Device, error) {
