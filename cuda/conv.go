@@ -4,12 +4,13 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/mlbuild/mlbuild/rt/gpuhost"
 )
 
 // dnnWorkspaceLimit is the most workspace one cuDNN algorithm may take:
-// the _v7 heuristics' first algorithm that needs no more is chosen.
+// the _v7 heuristics' algorithms that need no more are the candidates.
 const dnnWorkspaceLimit = 1 << 30
 
 // convMath is the cuDNN math and data type of each precision a library
@@ -50,10 +51,12 @@ type convKey struct {
 // The slots of a convPlan, each with its own algorithm and workspace:
 // one for each product (gpuhost.ConvProduct's values), and two for a
 // forward with an epilogue, which cuDNN runs as another call
-// (cudnnConvolutionBiasActivationForward): with ReLU, chosen as the
-// plain forward's algorithm is, and without an activation, which cuDNN
-// runs with IMPLICIT_PRECOMP_GEMM only (CUDNN_ACTIVATION_IDENTITY's
-// rule), so that a plain forward of the same geometry keeps its own.
+// (cudnnConvolutionBiasActivationForward) whose own algorithm may be
+// the faster: with ReLU, and without an activation, which cuDNN
+// documents as IMPLICIT_PRECOMP_GEMM only (CUDNN_ACTIVATION_IDENTITY's
+// rule; cuDNN 9.19 ran IMPLICIT_GEMM too, in 39.9 µs against 73.6 for
+// CIFAR ResNet-18's 1×1 stride-2 64→128 projection), so that its
+// candidates are tried and one refused is passed over.
 const (
 	slotFusedReLU = int(gpuhost.ConvWeightGrad) + 1 + iota
 	slotFused
@@ -67,8 +70,8 @@ var convSlotNames = [convSlots]string{"forward", "input gradient", "weight gradi
 // descriptors of X, W, Y and the convolution, those of an epilogue (the
 // bias, 1×OC×1×1 of the tensors' data type and format, and an activation
 // descriptor of each gpuhost.ConvAct, indexed by it), made with the
-// first fused forward, and for each slot the algorithm chosen and its
-// workspace.
+// first fused forward, and for each slot the algorithm chosen, its
+// workspace and the trials that chose it (chooseConvAlgo).
 type convPlan struct {
 	x, y   TensorDesc
 	w      FilterDesc
@@ -78,6 +81,7 @@ type convPlan struct {
 	chosen [convSlots]bool
 	algo   [convSlots]int32
 	ws     [convSlots]uintptr
+	trials [convSlots][]ConvTrial
 }
 
 // ConvArgs is one library convolution on device addresses: the product
@@ -125,16 +129,18 @@ func (a *ConvArgs) slot() (int, error) {
 // activation; its addresses are not read) needs before it can be
 // captured: cuDNN loaded, its handle on the engine's stream, the
 // descriptors (kept per geometry, precision and layout; convMath gives
-// their data type; an epilogue's with them), the algorithm (the _v7
-// heuristics' first deterministic one whose status is success and whose
-// workspace is within dnnWorkspaceLimit, else their first such one of
-// any kind; in f32 only among those of the GEMM and direct families,
-// DNNFloat32Algo; for a forward with a bias and no activation only
-// IMPLICIT_PRECOMP_GEMM, the one cuDNN runs it with) and a workspace that
-// holds it (one for the engine, grown when a product needs more; an
-// outgrown one stays allocated, as graphs captured before use it). It
-// allocates and may synchronise, so it runs outside a capture:
-// Device.Record calls it for every Conv before it captures.
+// their data type; an epilogue's with them), the algorithm and a
+// workspace that holds it (one for the engine, grown when a product
+// needs more; an outgrown one stays allocated, as graphs captured before
+// use it). The candidates are the _v7 heuristics' algorithms whose status
+// is success and whose workspace is within dnnWorkspaceLimit, the
+// deterministic ones alone where there are any, in f32 only those of the
+// GEMM and direct families (DNNFloat32Algo); each runs once in the
+// heuristics' order, one that fails is passed over, and of the first
+// Options.ConvTrials that run the one fastest in a graph is chosen
+// (chooseConvAlgo). It allocates, captures and synchronises, so it runs
+// outside a capture: Device.Record calls it for every Conv before it
+// captures.
 func (e *Engine) PrepareConv(a ConvArgs) error {
 	if e.closed {
 		return errClosed
@@ -211,18 +217,15 @@ func (e *Engine) prepareConv(a ConvArgs) (*convPlan, error) {
 	if err := l.dnnError(call, s, what); err != nil {
 		return nil, err
 	}
-	// The heuristics' first deterministic algorithm that succeeds within
-	// the limit (a training run gives the same weights twice), else their
-	// first that succeeds within it; in f32, of the algorithms that
-	// compute float32 products summed in float32 only (DNNFloat32Algo);
-	// for a forward with a bias and no activation, IMPLICIT_PRECOMP_GEMM
-	// only.
-	found, skipped, precomp := -1, 0, false
+	// The candidates: the heuristics' algorithms that succeed within the
+	// limit, in their order, the deterministic ones alone where there are
+	// any (a training run gives the same weights twice); in f32, of the
+	// algorithms that compute float32 products summed in float32 only
+	// (DNNFloat32Algo). chooseConvAlgo tries them, and times those that
+	// run.
+	var det, other []int32
+	skipped := 0
 	for i := range int(min(max(n, 0), int32(len(perf)))) {
-		if slot == slotFused && perf[i].Algo != DNNFwdAlgoImplicitPrecompGemm {
-			continue
-		}
-		precomp = precomp || slot == slotFused
 		if perf[i].Status != DNNSuccess || perf[i].Memory > dnnWorkspaceLimit {
 			continue
 		}
@@ -231,101 +234,321 @@ func (e *Engine) prepareConv(a ConvArgs) (*convPlan, error) {
 			continue
 		}
 		if perf[i].Determinism == DNNDeterministic {
-			found = i
-			break
-		}
-		if found < 0 {
-			found = i
+			det = append(det, perf[i].Algo)
+		} else {
+			other = append(other, perf[i].Algo)
 		}
 	}
-	if found < 0 && slot == slotFused {
-		offered := "does not propose it"
-		if precomp {
-			offered = fmt.Sprintf("proposes it, but not as one that succeeds within %d bytes of workspace", dnnWorkspaceLimit)
-		}
-		return nil, fmt.Errorf("cuda: a %s runs only with IMPLICIT_PRECOMP_GEMM (algorithm %d: cuDNN's identity activation takes no other), and %s %s (of %d proposed); fuse a ReLU, or run the bias as a kernel after a plain forward",
-			what, DNNFwdAlgoImplicitPrecompGemm, call, offered, n)
+	cands := det
+	if len(cands) == 0 {
+		cands = other
 	}
-	if found < 0 {
+	if len(cands) == 0 {
 		f32 := ""
 		if skipped > 0 {
 			f32 = fmt.Sprintf(" and computes float32 products summed in float32 (%d that transform their operands, FFT or Winograd, skipped)", skipped)
 		}
-		return nil, fmt.Errorf("cuda: %s proposes no algorithm for the %s that succeeds within %d bytes of workspace%s (of %d proposed)", call, what, dnnWorkspaceLimit, f32, n)
+		return nil, fmt.Errorf("cuda: %s proposes no algorithm for the %s that succeeds within %d bytes of workspace%s (of %d proposed)%s", call, what, dnnWorkspaceLimit, f32, n, convNoneFix(slot))
 	}
-	algo := perf[found].Algo
-	var ws uintptr
-	switch p {
-	case gpuhost.ConvForward: // with an epilogue too
-		call, s = "cudnnGetConvolutionForwardWorkspaceSize", d.FwdWorkspace(e.dnn, cp.x, cp.w, cp.conv, cp.y, algo, &ws)
-	case gpuhost.ConvInputGrad:
-		call, s = "cudnnGetConvolutionBackwardDataWorkspaceSize", d.BwdDataWorkspace(e.dnn, cp.w, cp.y, cp.conv, cp.x, algo, &ws)
-	case gpuhost.ConvWeightGrad:
-		call, s = "cudnnGetConvolutionBackwardFilterWorkspaceSize", d.BwdFilterWorkspace(e.dnn, cp.x, cp.y, cp.conv, cp.w, algo, &ws)
-	}
-	if err := l.dnnError(call, s, fmt.Sprintf("%s, algorithm %d", what, algo)); err != nil {
-		return nil, err
-	}
-	if ws > e.dnnWorkBytes {
-		var p DevicePtr
-		if err := e.alloc(&p, ws, "cuDNN's workspace"); err != nil {
-			return nil, err
-		}
-		e.dnnWork, e.dnnWorkBytes = p, ws
-	}
-	cp.chosen[slot], cp.algo[slot], cp.ws[slot] = true, algo, ws
-	if err := e.warmConv(cp, a, m.elem.Size(), m.name); err != nil {
-		cp.chosen[slot] = false
+	if err := e.chooseConvAlgo(cp, a, slot, m.elem.Size(), m.name, what, cands); err != nil {
 		return nil, err
 	}
 	return cp, nil
 }
 
-// warmConv runs a's call (its product, layout and epilogue, in the
-// precision cp was made for) once on scratch tensors of es bytes an
-// element and waits, on the engine's thread outside any capture: cuDNN
-// may load or compile a kernel, or set it up, at its first call, none of
-// which a capture allows, and an algorithm that fails to run fails here,
-// named, rather than inside a graph. A fused forward runs twice, with a
-// scratch Z and without one, as either may be captured. The scratch is
-// freed after.
-func (e *Engine) warmConv(cp *convPlan, a ConvArgs, es int, math string) error {
-	g := a.Geom
+// convTrials is how many of a slot's candidates that run prepareConv
+// times, unless Options.ConvTrials or MLBUILD_CUDNN_TRIALS says. Timing
+// is needed: on an H200 (cuDNN 9.19, in graphs) the heuristics' first,
+// algorithm 1, ran CIFAR ResNet-18's 1×1 stride-2 64→128 bf16 NHWC
+// forward in 55–57 µs a call and algorithm 0 in 37.5, but the 128→256
+// one at 16×16 in 7.1 against 0's 34.4
+// (docs/runs/gpu-fourteenth-probes-2026-11-30.txt), so no fixed rule
+// takes the faster of both. Four is not measured: it bounds the start-up
+// cost, and the heuristics rarely offer more deterministic algorithms.
+const convTrials = 4
+
+// A candidate is timed as convTimedCalls calls captured in one graph,
+// launched once untimed, then convTimedLaunches times between two
+// events. A legacy cuDNN call costs about 55 µs of host time, more than
+// many of its kernels take, so calls made one by one between events time
+// the host (e87eddc did, chose worse, and was reverted).
+const (
+	convTimedCalls    = 5
+	convTimedLaunches = 3
+)
+
+// ConvTrial is one candidate algorithm of a prepared convolution call
+// and what its trial gave: the GPU time of one call in a graph (0 where
+// it was not timed: the one candidate that ran, or one passed over), or
+// the error that passed it over.
+type ConvTrial struct {
+	Algo    int32
+	PerCall time.Duration
+	Err     error
+}
+
+// chooseConvAlgo gives cp's slot for a's call the fastest of cands (cuDNN
+// algorithms in the heuristics' order) and its workspace, on the engine's
+// thread outside any capture. The candidates run once each, in order, on
+// scratch tensors (warmConv), until Options.ConvTrials of them have run:
+// one whose workspace query, workspace or run fails is passed over
+// (cuDNN documents the identity activation as IMPLICIT_PRECOMP_GEMM only,
+// and may refuse another algorithm with it), and when none runs the error
+// names each and why. When more than one ran, each is timed in a graph
+// (timeConv) and the fastest is chosen, a tie going to the heuristics'
+// order; one whose timing fails is passed over too. A candidate that
+// needs more workspace than the engine's runs on a scratch one, so that
+// one not chosen leaves no larger allocation behind; the engine's grows
+// to the chosen one's. The scratch is freed on every path.
+func (e *Engine) chooseConvAlgo(cp *convPlan, a ConvArgs, slot, es int, math, what string, cands []int32) error {
+	var work DevicePtr // the scratch workspace, of workBytes
+	var workBytes uintptr
+	scratch, err := e.convScratch(a.Geom, a.Bias != 0, es)
+	defer func() { e.freeScratch(append(scratch, work)...) }()
+	if err != nil {
+		return err
+	}
+	workFor := func(need uintptr) DevicePtr {
+		if need > e.dnnWorkBytes {
+			return work
+		}
+		return e.dnnWork
+	}
+	limit := e.opts.convTrials()
+	var trials []ConvTrial
+	var needs []uintptr // each trial's workspace
+	var ran []int       // the trials that ran
+	for _, algo := range cands {
+		if len(ran) == limit {
+			break
+		}
+		need, err := e.convWorkspace(cp, a.Product, algo, what)
+		if err == nil && need > e.dnnWorkBytes && need > workBytes {
+			e.freeScratch(work)
+			work, workBytes = 0, 0
+			if err = e.alloc(&work, need, "a trial of cuDNN's algorithms"); err == nil {
+				workBytes = need
+			}
+		}
+		if err == nil {
+			cp.algo[slot], cp.ws[slot] = algo, need
+			err = e.warmConv(cp, a, scratch, workFor(need), math)
+		}
+		if err == nil {
+			ran = append(ran, len(trials))
+		}
+		trials, needs = append(trials, ConvTrial{Algo: algo, Err: err}), append(needs, need)
+	}
+	best := -1
+	if len(ran) == 1 {
+		best = ran[0]
+	}
+	if len(ran) > 1 {
+		timed := convTrialArgs(a, scratch)
+		for _, i := range ran {
+			cp.algo[slot], cp.ws[slot] = trials[i].Algo, needs[i]
+			per, err := e.timeConv(cp, timed, workFor(needs[i]), math, what)
+			if err != nil {
+				trials[i].Err = err
+				continue
+			}
+			trials[i].PerCall = per
+			if best < 0 || per < trials[best].PerCall {
+				best = i
+			}
+		}
+	}
+	if best < 0 {
+		var each []string
+		for _, t := range trials {
+			each = append(each, fmt.Sprintf("algorithm %d: %v", t.Algo, t.Err))
+		}
+		return fmt.Errorf("cuda: none of the %d algorithms tried for the %s ran (trial runs before the graph is recorded): %s%s", len(trials), what, strings.Join(each, "; "), convNoneFix(slot))
+	}
+	need := needs[best]
+	if need > e.dnnWorkBytes {
+		e.freeScratch(work)
+		work = 0
+		var p DevicePtr
+		if err := e.alloc(&p, need, "cuDNN's workspace"); err != nil {
+			return err
+		}
+		e.dnnWork, e.dnnWorkBytes = p, need
+	}
+	cp.chosen[slot], cp.algo[slot], cp.ws[slot], cp.trials[slot] = true, trials[best].Algo, need, trials
+	return nil
+}
+
+// convNoneFix is the fix to suggest when no algorithm runs a slot's call:
+// a fused forward's epilogue can run as a kernel after a plain forward.
+func convNoneFix(slot int) string {
+	if slot >= slotFusedReLU {
+		return "; run the bias (and the activation) as a kernel after a plain forward"
+	}
+	return ""
+}
+
+// convWorkspace is the workspace of product p of cp with algorithm algo,
+// as cuDNN answers it; what names the call in an error.
+func (e *Engine) convWorkspace(cp *convPlan, p gpuhost.ConvProduct, algo int32, what string) (uintptr, error) {
+	d := e.lib.DNN
+	var ws uintptr
+	var call string
+	var s DNNStatus
+	switch p {
+	case gpuhost.ConvForward: // with an epilogue too
+		call, s = "cudnnGetConvolutionForwardWorkspaceSize", d.FwdWorkspace(e.dnn, cp.x, cp.w, cp.conv, cp.y, algo, &ws)
+	case gpuhost.ConvInputGrad:
+		call, s = "cudnnGetConvolutionBackwardDataWorkspaceSize", d.BwdDataWorkspace(e.dnn, cp.w, cp.y, cp.conv, cp.x, algo, &ws)
+	default:
+		call, s = "cudnnGetConvolutionBackwardFilterWorkspaceSize", d.BwdFilterWorkspace(e.dnn, cp.x, cp.y, cp.conv, cp.w, algo, &ws)
+	}
+	return ws, e.lib.dnnError(call, s, fmt.Sprintf("%s, algorithm %d", what, algo))
+}
+
+// convScratch allocates the scratch tensors of a trial of g (in the order
+// of convTrialArgs: X, W and Y, then a fused forward's bias and Z) of es
+// bytes an element. On an error it returns those it allocated, for
+// freeScratch.
+func (e *Engine) convScratch(g gpuhost.ConvGeom, fused bool, es int) ([]DevicePtr, error) {
 	xs, ws, ys := g.Sizes()
-	fused := a.Bias != 0
 	sizes := []int{xs, ws, ys}
 	if fused {
 		sizes = append(sizes, g.OC, ys)
 	}
-	ptrs := make([]DevicePtr, len(sizes))
-	defer func() {
-		for _, q := range ptrs {
-			if q != 0 {
-				delete(e.allocs, q)
-				e.lib.Driver.MemFree(q)
-			}
+	ptrs := make([]DevicePtr, 0, len(sizes))
+	for _, n := range sizes {
+		var p DevicePtr
+		if err := e.alloc(&p, uintptr(es*n), "a trial run of cuDNN"); err != nil {
+			return ptrs, err
 		}
-	}()
-	for i, n := range sizes {
-		if err := e.alloc(&ptrs[i], uintptr(es*n), "a trial run of cuDNN"); err != nil {
-			return err
+		ptrs = append(ptrs, p)
+	}
+	return ptrs, nil
+}
+
+// freeScratch frees allocations of the engine's thread that are no longer
+// used; 0 is none.
+func (e *Engine) freeScratch(ptrs ...DevicePtr) {
+	for _, q := range ptrs {
+		if q != 0 {
+			delete(e.allocs, q)
+			e.lib.Driver.MemFree(q)
 		}
 	}
-	trial := ConvArgs{Geom: g, Product: a.Product, X: ptrs[0], W: ptrs[1], Y: ptrs[2], Alpha: 1, Precision: a.Precision, NHWC: a.NHWC, Act: a.Act}
+}
+
+// convTrialArgs is a's call on the scratch tensors of convScratch: the
+// call to time, with a scratch Z where a has one.
+func convTrialArgs(a ConvArgs, scratch []DevicePtr) ConvArgs {
+	t := ConvArgs{Geom: a.Geom, Product: a.Product, X: scratch[0], W: scratch[1], Y: scratch[2], Alpha: 1, Precision: a.Precision, NHWC: a.NHWC, Act: a.Act}
+	if a.Bias != 0 {
+		t.Bias = scratch[3]
+		if a.Z != 0 {
+			t.Z = scratch[4]
+		}
+	}
+	return t
+}
+
+// warmConv runs a's call (its product, layout and epilogue, in the
+// precision cp was made for, with cp's algorithm for it) once on the
+// scratch tensors of convScratch and the workspace work, and waits, on
+// the engine's thread outside any capture: cuDNN may load or compile a
+// kernel, or set it up, at its first call, none of which a capture
+// allows, and an algorithm that fails to run fails here, named, rather
+// than inside a graph. A fused forward runs twice, with a scratch Z and
+// without one, as either may be captured.
+func (e *Engine) warmConv(cp *convPlan, a ConvArgs, scratch []DevicePtr, work DevicePtr, math string) error {
+	trial := convTrialArgs(a, scratch)
 	runs := []ConvArgs{trial}
-	if fused {
-		trial.Bias = ptrs[3]
-		withZ := trial
-		withZ.Z = ptrs[4]
-		runs = []ConvArgs{withZ, trial}
+	if a.Bias != 0 {
+		withZ, without := trial, trial
+		withZ.Z, without.Z = scratch[4], 0
+		runs = []ConvArgs{withZ, without}
 	}
 	for _, r := range runs {
-		if err := e.convCall(r, cp, math); err != nil {
+		if err := e.convCall(r, cp, work, math); err != nil {
 			return fmt.Errorf("%w (a trial run before the graph is recorded)", err)
 		}
 	}
 	slot, _ := a.slot()
-	return e.lib.driverError("cuStreamSynchronize", e.lib.Driver.StreamSynchronize(e.stream), fmt.Sprintf("after a trial run of cuDNN's %s of %v", convSlotNames[slot], g))
+	return e.lib.driverError("cuStreamSynchronize", e.lib.Driver.StreamSynchronize(e.stream), fmt.Sprintf("after a trial run of cuDNN's %s of %v, algorithm %d", convSlotNames[slot], a.Geom, cp.algo[slot]))
+}
+
+// timeConv is the GPU time of one of a's calls with cp's algorithm and
+// the workspace work: convTimedCalls of them captured on the engine's
+// stream into a graph (thread-local, the engine's mode), launched once
+// untimed, then convTimedLaunches times between two events; on the
+// engine's thread outside any other capture, after warmConv. The graph
+// and the events are destroyed on every path.
+func (e *Engine) timeConv(cp *convPlan, a ConvArgs, work DevicePtr, math, what string) (time.Duration, error) {
+	l, drv := e.lib, e.lib.Driver
+	slot, _ := a.slot()
+	where := fmt.Sprintf("timing the %s, algorithm %d", what, cp.algo[slot])
+	var start, end Event
+	var exec GraphExec
+	defer func() {
+		if exec != 0 {
+			drv.GraphExecDestroy(exec)
+		}
+		for _, ev := range []Event{start, end} {
+			if ev != 0 {
+				drv.EventDestroy(ev)
+			}
+		}
+	}()
+	for _, ev := range []*Event{&start, &end} {
+		if err := l.driverError("cuEventCreate", drv.EventCreate(ev, EventDefault), where); err != nil {
+			return 0, err
+		}
+	}
+	if err := l.driverError("cuStreamBeginCapture_v2", drv.StreamBeginCapture(e.stream, CaptureModeThreadLocal), where); err != nil {
+		return 0, err
+	}
+	var err error
+	for range convTimedCalls {
+		if err = e.convCall(a, cp, work, math); err != nil {
+			err = fmt.Errorf("%w (%s in a graph)", err, where)
+			break
+		}
+	}
+	var g Graph
+	endErr := l.driverError("cuStreamEndCapture", drv.StreamEndCapture(e.stream, &g), where)
+	if g != 0 {
+		defer drv.GraphDestroy(g)
+	}
+	if err == nil {
+		err = endErr
+	}
+	if err == nil {
+		err = l.driverError("cuGraphInstantiateWithFlags", drv.GraphInstantiate(&exec, g, 0), where)
+	}
+	if err == nil {
+		err = l.driverError("cuGraphLaunch", drv.GraphLaunch(exec, e.stream), where)
+	}
+	if err == nil {
+		err = l.driverError("cuEventRecord", drv.EventRecord(start, e.stream), where)
+	}
+	for range convTimedLaunches {
+		if err == nil {
+			err = l.driverError("cuGraphLaunch", drv.GraphLaunch(exec, e.stream), where)
+		}
+	}
+	if err == nil {
+		err = l.driverError("cuEventRecord", drv.EventRecord(end, e.stream), where)
+	}
+	if err == nil {
+		err = l.driverError("cuEventSynchronize", drv.EventSynchronize(end), where)
+	}
+	var ms float32
+	if err == nil {
+		err = l.driverError("cuEventElapsedTime", drv.EventElapsedTime(&ms, start, end), where)
+	}
+	if err != nil {
+		return 0, err
+	}
+	return time.Duration(float64(ms) * 1e6 / (convTimedCalls * convTimedLaunches)), nil
 }
 
 // epilogueDescriptors makes the descriptors of cp's epilogue that it
@@ -479,20 +702,21 @@ func (e *Engine) Conv(a ConvArgs) error {
 		if err != nil {
 			return err
 		}
-		return e.convCall(a, cp, convMath[a.Precision].name)
+		return e.convCall(a, cp, e.dnnWork, convMath[a.Precision].name)
 	})
 }
 
 // convCall makes a's cuDNN call with cp's descriptors and algorithm and
-// the engine's workspace; on a thread with the context current. A fused
-// forward without Z passes Y as z with alpha2 0 (cuDNN wants a valid z).
-func (e *Engine) convCall(a ConvArgs, cp *convPlan, math string) error {
+// the workspace ws (the engine's, or a trial's scratch one of cp's
+// bytes); on a thread with the context current. A fused forward without
+// Z passes Y as z with alpha2 0 (cuDNN wants a valid z).
+func (e *Engine) convCall(a ConvArgs, cp *convPlan, ws DevicePtr, math string) error {
 	slot, err := a.slot()
 	if err != nil {
 		return err
 	}
 	d, alpha, beta := e.lib.DNN, a.Alpha, a.Beta
-	p, ws := a.Product, e.dnnWork
+	p := a.Product
 	layout := ""
 	if a.NHWC {
 		layout = ", NHWC"
@@ -571,6 +795,58 @@ func (e *Engine) ConvAlgorithms() string {
 		ws = fmt.Sprintf("%.1f KiB", float64(e.dnnWorkBytes)/(1<<10))
 	}
 	return strings.Join(parts, "; ") + "; workspace " + ws
+}
+
+// ConvChoice is how one prepared convolution call got its cuDNN
+// algorithm: its geometry, precision and layout, the call (a slot's
+// name: "forward", "input gradient", "weight gradient",
+// "forward+bias+relu" or "forward+bias"), the algorithm chosen, and the
+// candidates tried, in the heuristics' order.
+type ConvChoice struct {
+	Geom      gpuhost.ConvGeom
+	Precision gpuhost.Precision
+	NHWC      bool
+	Call      string
+	Algo      int32
+	Trials    []ConvTrial
+}
+
+// String is c in one line, each candidate with its time or why it was
+// passed over: "forward: 0 (1 55.6 µs, 0 37.5 µs)".
+func (c ConvChoice) String() string {
+	var each []string
+	for _, t := range c.Trials {
+		switch {
+		case t.Err != nil:
+			each = append(each, fmt.Sprintf("%d passed over: %v", t.Algo, t.Err))
+		case t.PerCall > 0:
+			each = append(each, fmt.Sprintf("%d %.1f µs", t.Algo, float64(t.PerCall.Nanoseconds())/1e3))
+		default:
+			each = append(each, fmt.Sprintf("%d untimed", t.Algo))
+		}
+	}
+	return fmt.Sprintf("%s: %d (%s)", c.Call, c.Algo, strings.Join(each, ", "))
+}
+
+// ConvChoices lists how each prepared convolution call got its
+// algorithm, ordered by geometry, precision, layout and call: what
+// ConvAlgorithms counts, with the candidates' times.
+func (e *Engine) ConvChoices() []ConvChoice {
+	keys := make([]convKey, 0, len(e.convs))
+	for k := range e.convs {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b convKey) int { return strings.Compare(fmt.Sprint(a), fmt.Sprint(b)) })
+	var cs []ConvChoice
+	for _, k := range keys {
+		cp := e.convs[k]
+		for slot := range convSlots {
+			if cp.chosen[slot] {
+				cs = append(cs, ConvChoice{Geom: k.g, Precision: k.p, NHWC: k.nhwc, Call: convSlotNames[slot], Algo: cp.algo[slot], Trials: slices.Clone(cp.trials[slot])})
+			}
+		}
+	}
+	return cs
 }
 
 // DNNVersion is the loaded cuDNN's version, "" when none is loaded.

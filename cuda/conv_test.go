@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mlbuild/mlbuild/cuda"
 	"github.com/mlbuild/mlbuild/cuda/fakecuda"
@@ -118,41 +119,84 @@ func TestConvCapturedAfterPreparing(t *testing.T) {
 	}
 }
 
+// slowAlgo makes the fake's runs of cuDNN algorithm a 2 ms slower.
+func slowAlgo(a int32) map[int32]time.Duration {
+	return map[int32]time.Duration{a: 2 * time.Millisecond}
+}
+
 // TestConvF32TakesFloat32Algorithms: in f32 each of the three products
-// skips the heuristics' first proposal, a deterministic algorithm of the
-// FFT or Winograd family that succeeds within the workspace limit, and
-// runs a GEMM-family one (the fake's 1); in tf32 it takes that first
-// proposal (the fake's 4), as tf32 may run any algorithm. The enum
-// values are cuDNN's: DNNFloat32Algo says which algorithm of which
-// product is a float32 sum of float32 products.
+// never tries the heuristics' first proposal, a deterministic algorithm
+// of the FFT or Winograd family that succeeds within the workspace limit
+// (the fake's 4), however fast the fake makes it, and runs a GEMM-family
+// one (1), untimed and captured once, as it is the only candidate; in
+// tf32 both are candidates, as tf32 may run any algorithm: each is timed
+// in a graph (two captures more), the slow one at no less than the
+// fake's delay a call, and the faster is chosen, 4 where the fake makes
+// 1 slow and 1 where it makes 4 slow. The enum values are cuDNN's:
+// DNNFloat32Algo says which algorithm of which product is a float32 sum
+// of float32 products.
 func TestConvF32TakesFloat32Algorithms(t *testing.T) {
 	products := []gpuhost.ConvProduct{gpuhost.ConvForward, gpuhost.ConvInputGrad, gpuhost.ConvWeightGrad}
 	for _, c := range []struct {
-		prec gpuhost.Precision
-		algo int32
-	}{{gpuhost.PrecisionF32, 1}, {gpuhost.PrecisionTF32, 4}} {
+		prec       gpuhost.Precision
+		slow, algo int32
+	}{{gpuhost.PrecisionF32, 1, 1}, {gpuhost.PrecisionF32, 4, 1}, {gpuhost.PrecisionTF32, 1, 4}, {gpuhost.PrecisionTF32, 4, 1}} {
 		for _, p := range products {
-			d, f, conv := convDevice(t, fakecuda.Options{}, cuda.Options{}, geom3x3)
+			d, f, conv := convDevice(t, fakecuda.Options{ConvAlgoDelay: slowAlgo(c.slow)}, cuda.Options{ConvTrials: 4}, geom3x3)
 			conv.Product, conv.Precision = p, c.prec
+			live := func() int { s := f.Stats(); return s.Allocs - s.Frees }
+			before := live()
 			if _, err := d.Record("conv", func(e gpuhost.Encoder) error { return e.Conv(conv) }); err != nil {
 				t.Fatalf("%v %v: %v", c.prec, p, err)
 			}
-			if algos := f.ConvAlgorithms(); len(algos) != 1 || algos[c.algo] == 0 {
-				t.Errorf("%v %v: calls per cuDNN algorithm %v, want algorithm %d only", c.prec, p, algos, c.algo)
+			// One allocation stays, the workspace, of the chosen
+			// algorithm's size (the fake's 4 needs twice 1's 1456 bytes):
+			// the scratch tensors, and the scratch workspace 4 ran on
+			// before 1 was chosen, are freed.
+			ws := map[int32]string{1: "workspace 1.4 KiB", 4: "workspace 2.8 KiB"}[c.algo]
+			if n, line := live()-before, d.Engine().ConvAlgorithms(); n != 1 || !strings.HasSuffix(line, ws) {
+				t.Errorf("%v %v: %d allocations left and %q, want 1, the %s", c.prec, p, n, line, ws)
+			}
+			choices := d.Engine().ConvChoices()
+			if len(choices) != 1 || choices[0].Algo != c.algo {
+				t.Fatalf("%v %v, algorithm %d slow: the engine chose %v, want algorithm %d", c.prec, p, c.slow, choices, c.algo)
+			}
+			trials, captures := choices[0].Trials, f.Stats().Captures
+			if c.prec == gpuhost.PrecisionF32 {
+				if algos := f.ConvAlgorithms(); len(algos) != 1 || algos[1] == 0 {
+					t.Errorf("%v %v: calls per cuDNN algorithm %v, want algorithm 1 only", c.prec, p, algos)
+				}
+				if len(trials) != 1 || trials[0].PerCall != 0 || captures != 1 {
+					t.Errorf("%v %v: trials %v and %d captures, want algorithm 1 alone, untimed, and the sequence's one capture", c.prec, p, choices[0], captures)
+				}
+			} else {
+				if len(trials) != 2 || trials[0].Algo != 4 || trials[1].Algo != 1 || trials[0].Err != nil || trials[1].Err != nil || captures != 3 {
+					t.Fatalf("%v %v: trials %v and %d captures, want 4 and 1 timed, in the heuristics' order, and three captures", c.prec, p, choices[0], captures)
+				}
+				slow, fast := trials[0].PerCall, trials[1].PerCall
+				if c.slow == 1 {
+					slow, fast = fast, slow
+				}
+				if slow < 2*time.Millisecond || fast <= 0 || fast >= slow {
+					t.Errorf("%v %v: algorithm %d (slow) %v a call, the other %v: want the slow one at least the fake's 2ms, the other faster", c.prec, p, c.slow, slow, fast)
+				}
 			}
 			if err := d.Close(); err != nil {
 				t.Fatal(err)
+			}
+			if leaks := f.Leaks(); len(leaks) > 0 {
+				t.Errorf("%v %v: after Close the fake still holds %v", c.prec, p, leaks)
 			}
 		}
 	}
 	// TestRealConvResNet's check of info's line: the three f32 products
 	// on one device pass it, the three tf32 ones (algorithm 4: FFT
-	// forward, WINOGRAD backward) fail it.
+	// forward, WINOGRAD backward, the faster here) fail it.
 	for _, c := range []struct {
 		prec gpuhost.Precision
 		ok   bool
 	}{{gpuhost.PrecisionF32, true}, {gpuhost.PrecisionTF32, false}} {
-		d, _, conv := convDevice(t, fakecuda.Options{}, cuda.Options{}, geom3x3)
+		d, _, conv := convDevice(t, fakecuda.Options{ConvAlgoDelay: slowAlgo(1)}, cuda.Options{}, geom3x3)
 		conv.Precision = c.prec
 		if _, err := d.Record("convs", func(e gpuhost.Encoder) error {
 			for _, p := range products {
@@ -370,55 +414,131 @@ func TestFakeDNNDataTypes(t *testing.T) {
 
 // TestConvEpilogueAlgorithms: a plain forward, a fused one with ReLU and
 // Z, and a fused one without an activation, of one bf16 NHWC geometry,
-// are captured in one graph (each prepared, and run once, before the
-// capture: the fake invalidates a capture that asks the heuristics) and
-// each keeps its own algorithm: the plain forward and the ReLU one the
-// heuristics' first deterministic one (the fake's 4), the one without an
-// activation IMPLICIT_PRECOMP_GEMM (1), which cuDNN runs it with only
-// (the fake refuses another with 3003); info lists the three.
+// are captured in one graph (each prepared, its candidates run and
+// timed, before the capture: the fake invalidates a capture that asks
+// the heuristics) and each keeps its own algorithm. The plain forward and
+// the ReLU one time both candidates, the fake's 4 and 1, and take the
+// faster, whichever the fake makes slow; the one without an activation
+// tries 4 first, which the fake refuses with 3003 (cuDNN documents the
+// identity activation as IMPLICIT_PRECOMP_GEMM only), passes it over and
+// takes 1, untimed, even where 1 is the slow one. info lists the three.
 func TestConvEpilogueAlgorithms(t *testing.T) {
-	d, f, c := convDevice(t, fakecuda.Options{}, cuda.Options{}, geom3x3)
-	defer d.Close()
-	for _, x := range []*gpuhost.Tensor{&c.X, &c.W, &c.Y} {
-		x.Elem = gpuhost.ElemBF16
-	}
-	c.Precision, c.NHWC = gpuhost.PrecisionBF16, true
-	_, _, ys := geom3x3.Sizes()
-	bias, err := d.Alloc("bias", 2*geom3x3.OC)
-	if err != nil {
-		t.Fatal(err)
-	}
-	z, err := d.Alloc("z", 2*ys)
-	if err != nil {
-		t.Fatal(err)
-	}
-	relu, plain := c, c
-	relu.Bias, relu.Z, relu.Act = gpuhost.Tensor{Buf: bias, Elem: gpuhost.ElemBF16}, gpuhost.Tensor{Buf: z, Elem: gpuhost.ElemBF16}, gpuhost.ConvActReLU
-	plain.Bias = relu.Bias
-	seq, err := d.Record("convs", func(e gpuhost.Encoder) error {
-		for _, cv := range []gpuhost.Conv{c, relu, plain} {
-			if err := e.Conv(cv); err != nil {
-				return err
+	for _, c := range []struct {
+		slow int32
+		want string
+	}{
+		{1, "forward: 4 ×1; forward+bias+relu: 4 ×1; forward+bias: 1 ×1"},
+		{4, "forward: 1 ×1; forward+bias+relu: 1 ×1; forward+bias: 1 ×1"},
+	} {
+		d, f, conv := convDevice(t, fakecuda.Options{ConvAlgoDelay: slowAlgo(c.slow)}, cuda.Options{ConvTrials: 4}, geom3x3)
+		for _, x := range []*gpuhost.Tensor{&conv.X, &conv.W, &conv.Y} {
+			x.Elem = gpuhost.ElemBF16
+		}
+		conv.Precision, conv.NHWC = gpuhost.PrecisionBF16, true
+		_, _, ys := geom3x3.Sizes()
+		bias, err := d.Alloc("bias", 2*geom3x3.OC)
+		if err != nil {
+			t.Fatal(err)
+		}
+		z, err := d.Alloc("z", 2*ys)
+		if err != nil {
+			t.Fatal(err)
+		}
+		relu, plain := conv, conv
+		relu.Bias, relu.Z, relu.Act = gpuhost.Tensor{Buf: bias, Elem: gpuhost.ElemBF16}, gpuhost.Tensor{Buf: z, Elem: gpuhost.ElemBF16}, gpuhost.ConvActReLU
+		plain.Bias = relu.Bias
+		seq, err := d.Record("convs", func(e gpuhost.Encoder) error {
+			for _, cv := range []gpuhost.Conv{conv, relu, plain} {
+				if err := e.Conv(cv); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := seq.Launch(); err != nil {
+			t.Fatal(err)
+		}
+		if err := d.Sync(); err != nil {
+			t.Fatal(err)
+		}
+		if got := d.Engine().ConvAlgorithms(); !strings.HasPrefix(got, c.want) {
+			t.Errorf("algorithm %d slow: the algorithms chosen: %q, want %q", c.slow, got, c.want)
+		}
+		choices := d.Engine().ConvChoices()
+		if len(choices) != 3 {
+			t.Fatalf("algorithm %d slow: choices %v, want three", c.slow, choices)
+		}
+		for _, ch := range choices[:2] {
+			if tr := ch.Trials; len(tr) != 2 || tr[0].Algo != 4 || tr[1].Algo != 1 || tr[0].PerCall <= 0 || tr[1].PerCall <= 0 {
+				t.Errorf("algorithm %d slow: %v, want 4 and 1 timed", c.slow, ch)
 			}
 		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
+		identity := choices[2]
+		var refused *cuda.Error
+		if tr := identity.Trials; identity.Call != "forward+bias" || len(tr) != 2 || tr[0].Algo != 4 || !errors.As(tr[0].Err, &refused) || refused.Code != 3003 ||
+			tr[1].Algo != 1 || tr[1].Err != nil || tr[1].PerCall != 0 {
+			t.Errorf("algorithm %d slow: %v, want 4 passed over with status 3003, then 1 untimed", c.slow, identity)
+		}
+		if err := d.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if leaks := f.Leaks(); len(leaks) > 0 {
+			t.Errorf("after Close the fake still holds %v", leaks)
+		}
 	}
-	if err := seq.Launch(); err != nil {
-		t.Fatal(err)
+}
+
+// TestConvTrialsOff: Options.ConvTrials 1, MLBUILD_CUDNN_TRIALS=1 and a
+// blocking engine take the heuristics' first candidate that runs (the
+// fake's 4 in tf32), untimed, however slow the fake makes it, and
+// capture nothing more than the sequence (a blocking one nothing); by
+// default the two candidates are timed. OpenHostDevice refuses a value
+// of MLBUILD_CUDNN_TRIALS that is not a count, naming it.
+func TestConvTrialsOff(t *testing.T) {
+	env := func(v string) func(string) string {
+		return func(k string) string {
+			if k == "MLBUILD_CUDNN_TRIALS" {
+				return v
+			}
+			return ""
+		}
 	}
-	if err := d.Sync(); err != nil {
-		t.Fatal(err)
+	for _, c := range []struct {
+		name     string
+		opts     cuda.Options
+		algo     int32
+		captures int
+	}{
+		{"ConvTrials 1", cuda.Options{ConvTrials: 1}, 4, 1},
+		{"MLBUILD_CUDNN_TRIALS=1", cuda.Options{Getenv: env("1")}, 4, 1},
+		{"blocking", cuda.Options{Blocking: true, Getenv: env("")}, 4, 0},
+		{"the default", cuda.Options{Getenv: env("")}, 1, 3},
+		{"MLBUILD_CUDNN_TRIALS=2, blocking", cuda.Options{Blocking: true, Getenv: env("2")}, 1, 2},
+	} {
+		d, f, conv := convDevice(t, fakecuda.Options{ConvAlgoDelay: slowAlgo(4)}, c.opts, geom3x3)
+		conv.Precision = gpuhost.PrecisionTF32
+		if _, err := d.Record("conv", func(e gpuhost.Encoder) error { return e.Conv(conv) }); err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		choices := d.Engine().ConvChoices()
+		if len(choices) != 1 || choices[0].Algo != c.algo {
+			t.Errorf("%s: the engine chose %v, want algorithm %d", c.name, choices, c.algo)
+		} else if timed := choices[0].Trials[0].PerCall > 0; timed != (c.algo == 1) {
+			t.Errorf("%s: %v: want the trials timed only where 1 is chosen", c.name, choices[0])
+		}
+		if s := f.Stats(); s.Captures != c.captures {
+			t.Errorf("%s: %d captures, want %d", c.name, s.Captures, c.captures)
+		}
+		if err := d.Close(); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if got, want := d.Engine().ConvAlgorithms(), "forward: 4 ×1; forward+bias+relu: 4 ×1; forward+bias: 1 ×1"; !strings.HasPrefix(got, want) {
-		t.Errorf("the algorithms chosen: %q, want %q", got, want)
-	}
-	// Each ran twice before the capture (the fused ones with a Z and
-	// without) and once in the graph's launch: 1 three times, 4 five.
-	if got := f.ConvAlgorithms(); got[1] != 3 || got[4] != 5 {
-		t.Errorf("the fake ran algorithms %v, want 1 three times and 4 five times", got)
+	t.Setenv("MLBUILD_CUDNN_TRIALS", "off")
+	if _, err := cuda.OpenHostDevice(); err == nil || !strings.Contains(err.Error(), `MLBUILD_CUDNN_TRIALS="off"`) {
+		t.Errorf("OpenHostDevice with MLBUILD_CUDNN_TRIALS=off: %v, want the variable named", err)
 	}
 }
 
@@ -493,5 +613,59 @@ func TestFakeDNNEpilogue(t *testing.T) {
 		if s != c.want {
 			t.Errorf("%s: cudnnConvolutionBiasActivationForward returned %d, want %d", c.name, s, c.want)
 		}
+	}
+}
+
+// TestConvTrialFailures: a candidate that fails is passed over, and the
+// scratch, graphs and events of the trials are freed either way. Where
+// the fake refuses every call with both of a tf32 forward's candidates,
+// recording fails naming each and why, and leaves no allocation behind;
+// where it lets 4's trial run and refuses it in the graph that times it,
+// 4 is passed over with the timing's error, 1 is chosen, and a sequence
+// records and runs after (the failed capture was ended).
+func TestConvTrialFailures(t *testing.T) {
+	const refused cuda.DNNStatus = 3000 // CUDNN_STATUS_NOT_SUPPORTED
+	d, f, conv := convDevice(t, fakecuda.Options{}, cuda.Options{ConvTrials: 4}, geom3x3)
+	conv.Precision = gpuhost.PrecisionTF32
+	live := func() int { s := f.Stats(); return s.Allocs - s.Frees }
+	before := live()
+	f.RefuseConvAlgo(4, refused, 0)
+	f.RefuseConvAlgo(1, refused, 0)
+	_, err := d.Record("conv", func(e gpuhost.Encoder) error { return e.Conv(conv) })
+	if err == nil {
+		t.Fatal("recording a convolution whose every candidate is refused succeeded")
+	}
+	for _, want := range []string{"none of the 2 algorithms tried for the forward", "algorithm 4: cuda: cudnnConvolutionForward", "algorithm 1: cuda: cudnnConvolutionForward", "CUDNN_STATUS_NOT_SUPPORTED"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the error lacks %q:\n%v", want, err)
+		}
+	}
+	if n := live() - before; n != 0 {
+		t.Errorf("the failed choice left %d allocations, want none", n)
+	}
+	f.RefuseConvAlgo(1, 0, 0)
+	f.RefuseConvAlgo(4, refused, 1)
+	seq, err := d.Record("conv", func(e gpuhost.Encoder) error { return e.Conv(conv) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	choices := d.Engine().ConvChoices()
+	if len(choices) != 1 || choices[0].Algo != 1 {
+		t.Fatalf("choices %v, want algorithm 1", choices)
+	}
+	if tr := choices[0].Trials; len(tr) != 2 || tr[0].Algo != 4 || tr[0].Err == nil || !strings.Contains(tr[0].Err.Error(), "timing the forward") || tr[1].Err != nil {
+		t.Errorf("%v: want 4 passed over by its timing, 1 chosen", choices[0])
+	}
+	if err := seq.Launch(); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if leaks := f.Leaks(); len(leaks) > 0 {
+		t.Errorf("after Close the fake still holds %v", leaks)
 	}
 }

@@ -47,6 +47,13 @@ type Options struct {
 	// at once (Engine.LoadModules); 0 is $MLBUILD_NVRTC_JOBS, else the
 	// program's threads (GOMAXPROCS).
 	CompileJobs int
+	// ConvTrials is how many of the cuDNN algorithms the heuristics
+	// propose for a convolution call PrepareConv runs and times in a
+	// graph, to take the fastest; 1 takes the heuristics' first that
+	// runs, untimed. 0 is $MLBUILD_CUDNN_TRIALS, else 4 (convTrials), or
+	// 1 where Blocking is set: a blocking engine captures no graph unless
+	// it is asked to.
+	ConvTrials int
 	// Getenv reads the environment; nil is os.Getenv.
 	Getenv func(string) string
 }
@@ -60,6 +67,20 @@ func (o Options) compileJobs() int {
 		return n
 	}
 	return runtime.GOMAXPROCS(0)
+}
+
+// convTrials is Options.ConvTrials, its default resolved.
+func (o Options) convTrials() int {
+	if o.ConvTrials > 0 {
+		return o.ConvTrials
+	}
+	if n, err := strconv.Atoi(o.Getenv("MLBUILD_CUDNN_TRIALS")); err == nil && n > 0 {
+		return n
+	}
+	if o.Blocking {
+		return 1
+	}
+	return convTrials
 }
 
 // profileOut is where the profile goes.

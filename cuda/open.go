@@ -22,6 +22,11 @@ import (
 //	                     as one graph, and each op's GPU time taken
 //	                     between events; the table of the ops' times goes
 //	                     to standard error at the end
+//	MLBUILD_CUDNN_TRIALS how many of cuDNN's proposed algorithms for each
+//	                     convolution are timed in a graph when a program
+//	                     starts, the fastest kept (default 4, or 1 where
+//	                     sequences are blocking; 1: the heuristics' first
+//	                     that runs, untimed)
 //
 // and the library overrides of LoadLibraries.
 func OpenHostDevice() (gpuhost.Device, error) {
@@ -166,6 +171,13 @@ func hostOptions(one bool) (Options, error) {
 		default:
 			return opts, fmt.Errorf("%s=%q: want 1 (every kernel launched alone and waited for, so a fault names it) or 0 (the default: one CUDA graph a step)", name, v)
 		}
+	}
+	if v := os.Getenv("MLBUILD_CUDNN_TRIALS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return opts, fmt.Errorf("MLBUILD_CUDNN_TRIALS=%q: want how many of cuDNN's algorithms to time for each convolution, 1 or more (1: the heuristics' first, untimed; unset: 4)", v)
+		}
+		opts.ConvTrials = n
 	}
 	switch v := os.Getenv("MLBUILD_CUDA_PROFILE"); v {
 	case "", "0":

@@ -624,13 +624,17 @@ func resnet18Convs() []struct {
 // a CUDA graph of 20 calls launched 10 times, and logs the step's sum:
 // what the convolutions cost apart from everything around them, to set
 // beside PyTorch's calls on the same shapes (bench/gpu/conv_nhwc.py).
-// It fails if a layer's forward leaves y all zeros or a time is not
-// positive.
+// Before the calls are timed, each product is prepared alone and the
+// time its preparation took is logged (cuDNN's set-up, and the timing of
+// its candidate algorithms in graphs), with the algorithm chosen and
+// each candidate's time. It fails if a layer's forward leaves y all
+// zeros, a time is not positive, or a product has no choice to log.
 func TestRealConvResNet18Step(t *testing.T) {
 	realOn(t)
 	d := openReal(t, t.TempDir())
 	defer d.Close()
 	var sums [3]time.Duration
+	var prepared time.Duration
 	for _, l := range resnet18Convs() {
 		g := l.g
 		xs, ws, ys := g.Sizes()
@@ -650,8 +654,15 @@ func TestRealConvResNet18Step(t *testing.T) {
 			*[]*gpuhost.Tensor{&c.X, &c.W, &c.Y}[i] = gpuhost.Tensor{Buf: b, Elem: gpuhost.ElemBF16}
 		}
 		var per [3]time.Duration
+		var prep [3]time.Duration
 		for k, p := range []gpuhost.ConvProduct{gpuhost.ConvForward, gpuhost.ConvInputGrad, gpuhost.ConvWeightGrad} {
 			c.Product = p
+			start := time.Now()
+			if err := d.Engine().PrepareConv(cuda.ConvArgs{Geom: g, Product: p, Precision: c.Precision, NHWC: true}); err != nil {
+				t.Fatalf("%v %v: %v", g, p, err)
+			}
+			prep[k] = time.Since(start)
+			prepared += prep[k]
 			per[k] = timeConv(t, d, c, "resnet18 step conv")
 			if per[k] <= 0 {
 				t.Errorf("%v %v: %v a call", g, p, per[k])
@@ -667,14 +678,33 @@ func TestRealConvResNet18Step(t *testing.T) {
 				}
 			}
 		}
-		t.Logf("%dx%d s%d %d->%d at %dx%d (x%d): forward %.1f, input gradient %.1f, weight gradient %.1f µs a call",
-			g.KH, g.KW, g.SH, g.C, g.OC, g.H, g.W, l.count, us(per[0]), us(per[1]), us(per[2]))
+		t.Logf("%dx%d s%d %d->%d at %dx%d (x%d): forward %.1f, input gradient %.1f, weight gradient %.1f µs a call; prepared in %.1f, %.1f, %.1f ms",
+			g.KH, g.KW, g.SH, g.C, g.OC, g.H, g.W, l.count, us(per[0]), us(per[1]), us(per[2]), us(prep[0])/1e3, us(prep[1])/1e3, us(prep[2])/1e3)
+		if n := logConvChoices(t, d, g); n != 3 {
+			t.Errorf("%v: %d choices of cuDNN algorithms logged, want 3 (the products)", g, n)
+		}
 		for _, b := range []gpuhost.Buffer{c.X.Buf, c.W.Buf, c.Y.Buf} {
 			d.Free(b)
 		}
 	}
-	t.Logf("a ResNet-18 step's cuDNN convolutions: forward %.0f, input gradient %.0f, weight gradient %.0f µs; %.3f ms in all",
-		us(sums[0]), us(sums[1]), us(sums[2]), float64((sums[0]+sums[1]+sums[2]).Microseconds())/1e3)
+	t.Logf("a ResNet-18 step's cuDNN convolutions: forward %.0f, input gradient %.0f, weight gradient %.0f µs; %.3f ms in all; their preparation %.0f ms",
+		us(sums[0]), us(sums[1]), us(sums[2]), float64((sums[0]+sums[1]+sums[2]).Microseconds())/1e3, us(prepared)/1e3)
+}
+
+// logConvChoices logs how d's engine chose the cuDNN algorithm of each
+// prepared call of geometry g (cuda.Engine.ConvChoices: the algorithm,
+// and each candidate's GPU time a call in a graph or why it was passed
+// over) and returns how many it logged.
+func logConvChoices(t *testing.T, d *cuda.Device, g gpuhost.ConvGeom) int {
+	t.Helper()
+	n := 0
+	for _, c := range d.Engine().ConvChoices() {
+		if c.Geom == g {
+			t.Logf("  cuDNN %v%s %v", c.Precision, map[bool]string{true: " NHWC"}[c.NHWC], c)
+			n++
+		}
+	}
+	return n
 }
 
 func us(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 }
@@ -684,12 +714,14 @@ func us(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 }
 // CIFAR ResNet-18 at batch 128, bfloat16 NHWC tensors and KRSC filters
 // as mlbuild's programs call it, in the three epilogues a folded batch
 // norm gives (bias and ReLU; bias, residual Z and ReLU; bias alone, with
-// the identity activation, which runs IMPLICIT_PRECOMP_GEMM only), checks
-// 2048 elements of each output against a float64 reference on the same
-// bfloat16 values (realEpilogueBound's tolerance), and times each, a CUDA
-// graph of 20 calls, beside the plain forward: the µs a call and what
-// the epilogue adds. An identity epilogue whose algorithm the heuristics
-// do not offer fails its layer, saying so.
+// the identity activation, which cuDNN documents as IMPLICIT_PRECOMP_GEMM
+// only and 9.19 ran with IMPLICIT_GEMM too: each candidate is tried),
+// checks 2048 elements of each output against a float64 reference on the
+// same bfloat16 values (realEpilogueBound's tolerance), and times each, a
+// CUDA graph of 20 calls, beside the plain forward: the µs a call and
+// what the epilogue adds, and logs the algorithm chosen for each call and
+// each candidate's time (logConvChoices). An identity epilogue for which
+// no algorithm runs fails its layer, saying so.
 func TestRealConvEpilogue(t *testing.T) {
 	realOn(t)
 	d := openReal(t, t.TempDir())
@@ -798,6 +830,11 @@ func realConvEpilogue(t *testing.T, d *cuda.Device, layers []gpuhost.ConvGeom) {
 			}
 			t.Logf("%dx%d s%d %d->%d at %dx%d, %s: %.1f µs a call (+%.1f), largest error %.2f of its bound",
 				g.KH, g.KW, g.SH, g.C, g.OC, g.H, g.W, name, us(per[k]), us(per[k]-per[0]), worst)
+		}
+		// The plain forward, the ReLU slot (with Z and without) and the
+		// identity one.
+		if n := logConvChoices(t, d, g); n != 3 {
+			t.Errorf("%v: %d choices of cuDNN algorithms logged, want 3 (forward, forward+bias+relu, forward+bias)", g, n)
 		}
 		for _, b := range bufs {
 			d.Free(b)

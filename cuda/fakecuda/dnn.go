@@ -3,6 +3,7 @@ package fakecuda
 import (
 	"encoding/binary"
 	"maps"
+	"time"
 	"unsafe"
 
 	"github.com/mlbuild/mlbuild/cuda"
@@ -30,15 +31,17 @@ import (
 // heuristics proposed, and a workspace of at least that algorithm's bytes
 // inside a live allocation (CUDNN_STATUS_BAD_PARAM). The _v7 heuristics
 // propose five algorithms: one whose status is CUDNN_STATUS_NOT_SUPPORTED
-// (5), one deterministic that succeeds with a small workspace but is of
-// the FFT or Winograd family (4: FFT forward, WINOGRAD backward; what an
-// f32 convolution must not run), one that succeeds with 2 GiB of workspace
-// (2), one that succeeds but is not deterministic (0), and last one
-// deterministic that succeeds with a workspace of 1 KiB plus 4 bytes per
-// filter element (1); all but the first run, and ConvAlgorithms counts the
+// (5), one deterministic that succeeds with a small workspace (twice the
+// last one's) but is of the FFT or Winograd family (4: FFT forward,
+// WINOGRAD backward; what an f32 convolution must not run), one that
+// succeeds with 2 GiB of workspace (2), one that succeeds but is not
+// deterministic (0), and last one deterministic that succeeds with a
+// workspace of 1 KiB plus 4 bytes per filter element (1); all but the first run, and ConvAlgorithms counts the
 // runs of each, so that a test sees which the host chose. The fake
 // computes every algorithm alike (below): which one ran is seen only in
-// ConvAlgorithms. Stricter than cuDNN: the handle's creation and
+// ConvAlgorithms; Options.ConvAlgoDelay makes the runs of one slower,
+// so that a test sees the host time them, and Fake.RefuseConvAlgo makes
+// the calls of one fail. Stricter than cuDNN: the handle's creation and
 // destruction, the heuristics and the workspace queries are refused on a
 // thread that is capturing (CUDNN_STATUS_NOT_SUPPORTED, the capture
 // invalidated), as mlbuild chooses before it captures. The math type sets
@@ -101,6 +104,7 @@ type dnnTensor struct {
 // convCall is one cuDNN product with the descriptors' values at the
 // call (a captured one keeps them) and its scalars.
 type convCall struct {
+	delay       time.Duration // Options.ConvAlgoDelay of its algorithm
 	g           gpuhost.ConvGeom
 	product     gpuhost.ConvProduct
 	x, w, y     uint64
@@ -208,7 +212,7 @@ func (f *Fake) dnn() *cuda.DNNAPI {
 		ws := fakeWorkspace(desc(uintptr(wd), "filter"))
 		out := []cuda.ConvAlgoPerf{
 			{Algo: fakeAlgoRefused, Status: cuda.DNNNotSupported, MathType: c.math},
-			{Algo: fakeAlgoTransform, Status: cuda.DNNSuccess, Memory: ws, Determinism: cuda.DNNDeterministic, MathType: c.math},
+			{Algo: fakeAlgoTransform, Status: cuda.DNNSuccess, Memory: 2 * ws, Determinism: cuda.DNNDeterministic, MathType: c.math},
 			{Algo: fakeAlgoHuge, Status: cuda.DNNSuccess, Memory: fakeHugeWorkspace, Determinism: cuda.DNNDeterministic, MathType: c.math},
 			{Algo: fakeAlgoUnstable, Status: cuda.DNNSuccess, Memory: ws, MathType: c.math},
 			{Algo: fakeAlgoGood, Status: cuda.DNNSuccess, Memory: ws, Determinism: cuda.DNNDeterministic, MathType: c.math},
@@ -254,8 +258,14 @@ func (f *Fake) dnn() *cuda.DNNAPI {
 		if alpha == nil || beta == nil || wsBytes < need || need > 0 && f.find(uint64(ws), uint64(need)) == nil {
 			return cuda.DNNBadParam
 		}
+		if r := f.refuseAlgo[algo]; r != nil {
+			if r.pass <= 0 {
+				return r.status
+			}
+			r.pass--
+		}
 		f.convAlgos[algo]++
-		call := &convCall{g: g, product: p, x: uint64(x), w: uint64(w), y: uint64(y), alpha: *alpha, beta: *beta, precision: gpuhost.PrecisionTF32,
+		call := &convCall{delay: f.opts.ConvAlgoDelay[algo], g: g, product: p, x: uint64(x), w: uint64(w), y: uint64(y), alpha: *alpha, beta: *beta, precision: gpuhost.PrecisionTF32,
 			nhwc: desc(uintptr(xd), "tensor").format == cuda.DNNTensorNHWC}
 		switch {
 		case desc(uintptr(xd), "tensor").dtype == cuda.DNNDataBFloat16:
@@ -475,8 +485,10 @@ func (f *Fake) dnn() *cuda.DNNAPI {
 // filter w, or the status of an algorithm it does not run.
 func fakeAlgoWorkspace(algo int32, w *dnnTensor) (uintptr, cuda.DNNStatus) {
 	switch algo {
-	case fakeAlgoGood, fakeAlgoUnstable, fakeAlgoTransform:
+	case fakeAlgoGood, fakeAlgoUnstable:
 		return fakeWorkspace(w), 0
+	case fakeAlgoTransform:
+		return 2 * fakeWorkspace(w), 0
 	case fakeAlgoHuge:
 		return fakeHugeWorkspace, 0
 	case fakeAlgoRefused:
@@ -502,6 +514,7 @@ func unsafeSlice(p *cuda.ConvAlgoPerf, n int) []cuda.ConvAlgoPerf { return unsaf
 // encoded back, rounded, at the end. X, Y and W are indexed through
 // their layout's strides (convStrides): NCHW and KCRS, or NHWC and KRSC.
 func (f *Fake) runConv(c *convCall) {
+	time.Sleep(c.delay)
 	g := c.g
 	xn, wn, yn := g.Sizes()
 	read := f.floats

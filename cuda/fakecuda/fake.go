@@ -88,6 +88,12 @@ type Options struct {
 	// WorkDir keeps the kernels built by g++; "" is a folder in the
 	// system's temporary folder shared by every fake.
 	WorkDir string
+	// ConvAlgoDelay makes each run of a cuDNN call with one of its
+	// algorithms take that much longer (the fake sleeps before it
+	// computes, when the call runs: at once, or at a graph's launch):
+	// how a test makes one algorithm the faster, which cuda's timed
+	// choice must then find.
+	ConvAlgoDelay map[int32]time.Duration
 }
 
 // Stats counts what the host code did.
@@ -143,8 +149,10 @@ type Fake struct {
 	// failKernelCode.
 	failKernel     string
 	failKernelCode cuda.Result
-	stats          Stats
-	faults         []string
+	// refuseAlgo: RefuseConvAlgo's refusals, by algorithm.
+	refuseAlgo map[int32]*refusal
+	stats      Stats
+	faults     []string
 	// nccl is the fake NCCL world of this GPU's communicators, once NCCL
 	// asked for it (nccl.go).
 	nccl *NCCLWorld
@@ -339,6 +347,31 @@ func (f *Fake) FailGraphLaunch(n int, code cuda.Result) {
 		return
 	}
 	f.fail = append(f.fail, code)
+}
+
+// refusal is RefuseConvAlgo's for one algorithm: the calls to let
+// through first, and the status of the rest.
+type refusal struct {
+	pass   int
+	status cuda.DNNStatus
+}
+
+// RefuseConvAlgo makes the cuDNN calls with algorithm algo (a product or
+// a fused forward, direct or captured) return status s, after the first
+// pass of them from now have been made as usual: as cuDNN refuses an
+// algorithm its heuristics proposed, or refuses it only at a later call.
+// A status of 0 ends the refusal.
+func (f *Fake) RefuseConvAlgo(algo int32, s cuda.DNNStatus, pass int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if s == 0 {
+		delete(f.refuseAlgo, algo)
+		return
+	}
+	if f.refuseAlgo == nil {
+		f.refuseAlgo = map[int32]*refusal{}
+	}
+	f.refuseAlgo[algo] = &refusal{pass: pass, status: s}
 }
 
 // FailKernel makes the next run of the kernel named name ("*": of any
