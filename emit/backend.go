@@ -165,7 +165,9 @@ const cudaIm2col = "im2col+cublas"
 // im2col columns, no col2im, no scratch from the plan), in tf32 and bf16
 // plans, and stays on im2col in f32 plans. The direct and Winograd
 // methods stay (they fold a max pool into their epilogue, and the direct
-// kernel takes the first layer's few channels).
+// kernel takes the first layer's few channels), except in bf16 an RGB
+// image's 3×3 first layer, which cuDNN runs faster on the input cast to
+// bfloat16 channels last (docs/runs/gpu-fourteenth-stem-2026-11-30.txt).
 //
 // The choice is the measurement's (docs/cuda.md, "cuDNN or im2col"): a
 // CIFAR ResNet-18 training step at batch 128 on an H200 took 15.0 ms with
@@ -183,7 +185,13 @@ func cudaLibraryConvs(t planner.Target) planner.Target {
 	// and the ReLU in the convolution's epilogue (emit/gpu's
 	// conv_library.go).
 	t.ConvSum = map[string]bool{gpu.ConvLibraryMethod: true}
-	t.ConvLibrary = func(c planner.ConvChoice, precision string) (planner.ConvChoice, planner.LibraryWhy) {
+	t.ConvLibrary = func(g planner.ConvGeom, c planner.ConvChoice, precision string) (planner.ConvChoice, planner.LibraryWhy) {
+		if c.Method == gpu.ConvDirectMethod && precision == planner.PrecisionBF16 && g.C/max(g.Groups, 1) >= 3 && g.KH == 3 && g.KW == 3 {
+			// an RGB image's first layer: the plan casts its input to
+			// bfloat16 channels last for it (planner/cast_input.go)
+			return planner.ConvChoice{Method: gpu.ConvLibraryMethod}, planner.LibraryWhy{Taken: true,
+				Reason: "cuDNN's calls on the input cast to bfloat16: CIFAR ResNet-18's stem 43.8 µs forward and 56.6 weight gradient on an H200, 77 and 137 with the direct kernels"}
+		}
 		if c.Method != cudaIm2col {
 			return c, planner.LibraryWhy{}
 		}

@@ -697,6 +697,8 @@ func (g *generator) kernelCall(st planner.Step, in, out []operand, training bool
 		return g.matMulBwdCall(st, in, out)
 	case planner.KTranspose:
 		return g.transposeCall(st, in, out)
+	case planner.KCast: // a GPU plan's (cast_input.go); the reference computes on float32 copies in NCHW order
+		return fmt.Sprintf("copy(%s, %s)", out[0].slice(), in[0].slice()), nil
 	case planner.KSlice, planner.KSliceBwd:
 		return sliceCall(st, in, out)
 	case planner.KConcat, planner.KConcatBwd:

@@ -24,7 +24,7 @@ func TestCUDAConvChoice(t *testing.T) {
 		{planner.PrecisionTF32, gpu.ConvLibraryMethod, planner.PrecisionTF32, "6.24 ms on an H200, 8.6 ms with tf32 im2col"},
 		{planner.PrecisionBF16, gpu.ConvLibraryMethod, planner.PrecisionBF16, "4.17 ms on an H200, 6.25 ms with cuDNN's tf32 on float32 tensors, 7.58 ms with bf16 im2col"},
 	} {
-		got, why := tg.ConvLibrary(im2col, c.plan)
+		got, why := tg.ConvLibrary(planner.ConvGeom{N: 1, C: 16, H: 8, W: 8, OC: 16, KH: 3, KW: 3, Groups: 1}, im2col, c.plan)
 		if got.Method != c.method || why.Taken != (c.method == gpu.ConvLibraryMethod) || !strings.Contains(why.Reason, c.reason) {
 			t.Errorf("%s plan: method %q, taken %v, reason %q; want %q and a reason with %q", c.plan, got.Method, why.Taken, why.Reason, c.method, c.reason)
 		}
@@ -38,21 +38,31 @@ func TestCUDAConvChoice(t *testing.T) {
 			t.Errorf("%s plan: the %s convolution in %q (%s), want %q", c.plan, got.Method, p.Precision, p.Why, c.precision)
 		}
 	}
+	// The direct convolution stays, but for an RGB image's 3×3 first
+	// layer in bf16, which cuDNN takes on the input cast to bfloat16; an
+	// MNIST image's 5×5 one stays in every precision.
 	direct := planner.ConvChoice{Method: gpu.ConvDirectMethod}
+	rgb := planner.ConvGeom{N: 128, C: 3, H: 32, W: 32, OC: 64, KH: 3, KW: 3, Groups: 1}
+	mnist := planner.ConvGeom{N: 64, C: 1, H: 28, W: 28, OC: 32, KH: 5, KW: 5, Groups: 1}
 	for _, prec := range []string{planner.PrecisionF32, planner.PrecisionTF32, planner.PrecisionBF16} {
-		if got, why := tg.ConvLibrary(direct, prec); got.Method != gpu.ConvDirectMethod || why != (planner.LibraryWhy{}) {
-			t.Errorf("%s plan: the direct convolution became %q (%+v)", prec, got.Method, why)
+		if got, why := tg.ConvLibrary(mnist, direct, prec); got.Method != gpu.ConvDirectMethod || why != (planner.LibraryWhy{}) {
+			t.Errorf("%s plan: MNIST's direct convolution became %q (%+v)", prec, got.Method, why)
+		}
+		got, why := tg.ConvLibrary(rgb, direct, prec)
+		if want := map[bool]string{true: gpu.ConvLibraryMethod, false: gpu.ConvDirectMethod}[prec == planner.PrecisionBF16]; got.Method != want || why.Taken != (want == gpu.ConvLibraryMethod) {
+			t.Errorf("%s plan: the RGB stem's direct convolution became %q (%+v), want %q", prec, got.Method, why, want)
 		}
 	}
 }
 
 // TestCUDABF16ConvsInTF32: the CUDA program of a bf16 spec with
-// convolutions whose tensors cannot be stored in bfloat16 (the first,
-// direct, writes the second's input: planner/store_bf16.go's fallback)
-// calls cuDNN for those past the first with the precision
-// TF32 on every ConvOp (what the device runs and what selftest's
-// tolerance reads), never bf16, while its dense layer's GEMMs stay bf16;
-// the f32 ResNet-18's program has no ConvOp (im2col and cuBLAS).
+// convolutions whose tensors cannot be stored in bfloat16 (the last one's
+// output goes to an average pool, which reads float32 only:
+// planner/store_bf16.go's fallback, down the chain) calls cuDNN for all
+// three (the first on the input's cast copy, which then stays float32)
+// with the precision TF32 on every ConvOp (what the device runs and what
+// selftest's tolerance reads), never bf16, while its dense layer's GEMMs
+// stay bf16; the f32 ResNet-18's program has no ConvOp (im2col and cuBLAS).
 func TestCUDABF16ConvsInTF32(t *testing.T) {
 	src, err := CUDA.RenderGPU(backendInput(t, CUDA, "../testdata/specs/bf16/convnet_bf16.cue", true, 0))
 	if err != nil {
@@ -64,7 +74,7 @@ func TestCUDABF16ConvsInTF32(t *testing.T) {
 		t.Fatal("the bf16 convolutional network's program has no library convolution")
 	}
 	for _, c := range convs {
-		if !strings.HasSuffix(c, "Precision: gpuhost.PrecisionTF32}}") {
+		if !strings.Contains(c, "Precision: gpuhost.PrecisionTF32") || strings.Contains(c, "PrecisionBF16") {
 			t.Errorf("a library convolution not in tf32: %s", c)
 			break
 		}

@@ -65,7 +65,7 @@ func chooseMethods(p *Plan, t Target, precision string) error {
 			c := t.Conv(*s.Attr.Conv, pass)
 			if t.ConvLibrary != nil {
 				var why LibraryWhy
-				c, why = t.ConvLibrary(c, precision)
+				c, why = t.ConvLibrary(*s.Attr.Conv, c, precision)
 				if why.Reason != "" {
 					line := c.Method + ", " + why.Reason
 					if !why.Taken {

@@ -287,7 +287,7 @@ func TestPlanTextShowsWinograd(t *testing.T) {
 func TestChooseMethodsLibrary(t *testing.T) {
 	target := Target{Name: "lib", Conv: func(g ConvGeom, pass ConvPass) ConvChoice {
 		return ConvChoice{Method: "cols", Scratch: 64}
-	}, ConvLibrary: func(c ConvChoice, precision string) (ConvChoice, LibraryWhy) {
+	}, ConvLibrary: func(_ ConvGeom, c ConvChoice, precision string) (ConvChoice, LibraryWhy) {
 		if precision == PrecisionBF16 {
 			return c, LibraryWhy{Reason: "no bf16"}
 		}

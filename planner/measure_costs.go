@@ -159,6 +159,8 @@ func stepFLOPs(p *Plan, s *Step, c *costCounter) int64 {
 		return c.mul(p.size(s.In[0]), window())
 	case KGlobalAvgPool:
 		return in0()
+	case KCast:
+		return 0 // a copy
 	case KGlobalAvgPoolBwd:
 		return out0()
 	case KUnary:

@@ -193,6 +193,11 @@ const (
 	// KMatMul: batched y = a·b over the last two axes; leading axes broadcast.
 	// In: a [..., M, K], b [..., K, N]. Out: y [..., M, N].
 	KMatMul Kernel = "matmul"
+	// KCast: y = x, read in x's element type and layout and written in
+	// y's (a bf16 plan's input, float32 NCHW, as the bfloat16
+	// channels-last tensor a library convolution reads: cast_input.go).
+	// In: x. Out: y of x's shape.
+	KCast Kernel = "cast"
 	// KTranspose: y = x permuted by Attr.Perm (axes of the full shape; Perm[0] == 0).
 	// It is also the backward of a transpose (with the inverse Perm).
 	KTranspose Kernel = "transpose"

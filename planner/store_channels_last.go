@@ -166,7 +166,7 @@ func uniformOperands(p *Plan, st *Step, s *BF16Storage) []BufID {
 		for _, t := range libraryTensors(st) {
 			ids = append(ids, t.id)
 		}
-	case s.Kernels[st.Kernel] && st.Kernel != KBatchNorm && st.Kernel != KBatchNormBwd && st.Kernel != KGlobalAvgPool && st.Kernel != KGlobalAvgPoolBwd:
+	case s.Kernels[st.Kernel] && st.Kernel != KBatchNorm && st.Kernel != KBatchNormBwd && st.Kernel != KGlobalAvgPool && st.Kernel != KGlobalAvgPoolBwd && st.Kernel != KCast:
 		ids = append(append(ids, st.In...), st.Out...)
 	}
 	var out []BufID

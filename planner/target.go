@@ -66,12 +66,12 @@ type Target struct {
 	// so the scores [..., T, T] are never in memory.
 	Attention bool
 	// ConvLibrary, where set, offers the backend's library convolutions
-	// (cuDNN on CUDA) to chooseMethods: given the Conv rule's choice for
-	// a step and the plan's precision, it returns the choice that runs
+	// (cuDNN on CUDA) to chooseMethods: given a step's geometry, the Conv
+	// rule's choice for it and the plan's precision, it returns the choice that runs
 	// (the library's method, with no scratch, or the rule's own) and,
 	// for `mlbuild plan`, why. nil: the backend has no library
 	// convolutions (Metal, the CPU).
-	ConvLibrary func(c ConvChoice, precision string) (ConvChoice, LibraryWhy)
+	ConvLibrary func(g ConvGeom, c ConvChoice, precision string) (ConvChoice, LibraryWhy)
 	// GemmAccumulate says the backend's dense backward can add its input
 	// gradient into an existing sum at no cost beyond reading it (a GEMM
 	// with beta 1, Attr.AccumulateDx): fuse_accumulate_gemm.go then

@@ -290,6 +290,7 @@ var kernelPhase = map[Kernel]string{
 	KConcatBwd: "backward", KSliceBwd: "backward", KResizeBwd: "backward", KAccumulate: "backward", KLayerNormBwd: "backward", KReduceMeanBwd: "backward", KEmbeddingBwd: "backward", KAttentionBwd: "backward",
 	KSGD: "update", KAdam: "update", KAdamMulti: "update", KSGDMulti: "update", KClipGradNorm: "update", KGradMean: "update",
 	KTranspose: "any", // its own gradient
+	KCast:      "forward",
 }
 
 // operands gives each kernel's In and Out counts (-1: one or more) and
@@ -312,6 +313,7 @@ var operands = map[Kernel]struct {
 	KFoldBatchNorm:      {6, 2, []int{1}, nil},
 	KMatMul:             {2, 1, nil, nil},
 	KTranspose:          {1, 1, nil, nil},
+	KCast:               {1, 1, nil, nil},
 	KConcat:             {-1, 1, nil, nil},
 	KSlice:              {1, 1, nil, nil},
 	KResize:             {1, 1, nil, nil},
@@ -496,6 +498,8 @@ func checkShapes(p *Plan, s *Step) error {
 		return r.embedding(s)
 	case KAccumulate:
 		return r.accumulate(s)
+	case KCast:
+		return r.same("y", s.Out[0], s.In[0])
 	case KAttention, KAttentionBwd:
 		return r.attention(s)
 	case KSoftmaxXent, KMSE, KMAE, KHuber:

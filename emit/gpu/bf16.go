@@ -146,7 +146,8 @@ func fmtList(names []string) string { return strings.Join(names, ", ") }
 // global average pool, forward and backward.
 var BF16Storage = &planner.BF16Storage{
 	Kernels: map[planner.Kernel]bool{planner.KBatchNorm: true, planner.KBatchNormBwd: true, planner.KUnary: true, planner.KUnaryBwd: true,
-		planner.KBinary: true, planner.KBinaryBwd: true, planner.KAccumulate: true, planner.KGlobalAvgPool: true, planner.KGlobalAvgPoolBwd: true},
+		planner.KBinary: true, planner.KBinaryBwd: true, planner.KAccumulate: true, planner.KGlobalAvgPool: true, planner.KGlobalAvgPoolBwd: true,
+		planner.KCast: true},
 	Library: ConvLibraryMethod,
 	// The direct convolution (an image model's first layer) indexes x
 	// and y in either layout (directLayouts), and launch rewrites its

@@ -79,3 +79,31 @@ func TestFoldBatchNormKernel(t *testing.T) {
 		}
 	}
 }
+
+// TestCastKernel runs castKernel in both dialects on the CPU: NCHW to
+// channels last and back, element (n, c, s) of one at (n·inner + s)·c + c
+// of the other, and a copy between tensors of one layout.
+func TestCastKernel(t *testing.T) {
+	const outer, c, inner = 3, 5, 7
+	n := outer * c * inner
+	x := make([]float32, n)
+	for i := range x {
+		x[i] = float32(i + 1)
+	}
+	last := make([]float32, n)
+	for b := range outer {
+		for ch := range c {
+			for s := range inner {
+				last[(b*inner+s)*c+ch] = x[(b*c+ch)*inner+s]
+			}
+		}
+	}
+	cases := []gpuCase{
+		{name: "to_nhwc", k: castKernel(outer, c, inner, false, true), in: [][]float32{x, zeros(n)}, want: map[int][]float32{1: last}},
+		{name: "to_nchw", k: castKernel(outer, c, inner, true, false), in: [][]float32{last, zeros(n)}, want: map[int][]float32{1: x}},
+		{name: "copy", k: castKernel(outer, c, inner, true, true), in: [][]float32{last, zeros(n)}, want: map[int][]float32{1: last}},
+	}
+	for _, d := range []*Dialect{CUDA, Metal} {
+		checkCases(t, d, cases, runCases(t, d, cases))
+	}
+}

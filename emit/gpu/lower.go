@@ -445,6 +445,8 @@ func (l *lowering) lowerStep(st *planner.Step, training bool) error {
 		return l.reduceMean(st)
 	case planner.KTranspose:
 		return l.transpose(st)
+	case planner.KCast:
+		return l.cast(st)
 	case planner.KConcat, planner.KConcatBwd:
 		return l.concat(st)
 	case planner.KSlice, planner.KSliceBwd:
