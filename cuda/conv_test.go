@@ -314,6 +314,28 @@ func TestConvFacts(t *testing.T) {
 	}
 }
 
+// fakeDNN is the fake's cuDNN with a current context on the test's
+// thread (locked to it until the test ends), for tests that call cuDNN's
+// API directly.
+func fakeDNN(t *testing.T) *cuda.DNNAPI {
+	t.Helper()
+	f := fakecuda.New(fakecuda.Options{WorkDir: fakeWorkDir})
+	lib := f.Libraries()
+	drv := lib.Driver
+	runtime.LockOSThread()
+	t.Cleanup(runtime.UnlockOSThread)
+	var ctx cuda.Context
+	if drv.Init(0) != 0 || drv.DevicePrimaryCtxRetain(&ctx, 0) != 0 || drv.CtxSetCurrent(ctx) != 0 {
+		t.Fatal("setting up a context failed")
+	}
+	t.Cleanup(func() { drv.DevicePrimaryCtxRelease(0) })
+	dnn, _, err := lib.DNNLoad()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dnn
+}
+
 // TestFakeDNNDataTypes holds the fake cuDNN to the data types cuDNN
 // takes for a convolution: the tensors and the filter all float or all
 // bfloat16 with a float compute type (FLOAT_CONFIG and
@@ -327,20 +349,7 @@ func TestConvFacts(t *testing.T) {
 // tensors of two formats or NCHW_VECT_C ones are
 // CUDNN_STATUS_NOT_SUPPORTED (mlbuild passes none of them).
 func TestFakeDNNDataTypes(t *testing.T) {
-	f := fakecuda.New(fakecuda.Options{WorkDir: fakeWorkDir})
-	lib := f.Libraries()
-	drv := lib.Driver
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	var ctx cuda.Context
-	if drv.Init(0) != 0 || drv.DevicePrimaryCtxRetain(&ctx, 0) != 0 || drv.CtxSetCurrent(ctx) != 0 {
-		t.Fatal("setting up a context failed")
-	}
-	defer drv.DevicePrimaryCtxRelease(0)
-	dnn, _, err := lib.DNNLoad()
-	if err != nil {
-		t.Fatal(err)
-	}
+	dnn := fakeDNN(t)
 	var h cuda.DNNHandle
 	var x, y cuda.TensorDesc
 	var w cuda.FilterDesc
@@ -551,20 +560,7 @@ func TestConvTrialsOff(t *testing.T) {
 // algorithm 9 (none of the fake's) or its missing workspace, as a bad
 // parameter.
 func TestFakeDNNEpilogue(t *testing.T) {
-	f := fakecuda.New(fakecuda.Options{WorkDir: fakeWorkDir})
-	lib := f.Libraries()
-	drv := lib.Driver
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	var ctx cuda.Context
-	if drv.Init(0) != 0 || drv.DevicePrimaryCtxRetain(&ctx, 0) != 0 || drv.CtxSetCurrent(ctx) != 0 {
-		t.Fatal("setting up a context failed")
-	}
-	defer drv.DevicePrimaryCtxRelease(0)
-	dnn, _, err := lib.DNNLoad()
-	if err != nil {
-		t.Fatal(err)
-	}
+	dnn := fakeDNN(t)
 	var h cuda.DNNHandle
 	var x, y, b cuda.TensorDesc
 	var w cuda.FilterDesc
