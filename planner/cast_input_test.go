@@ -15,11 +15,7 @@ import (
 // casts nothing.
 func TestCastInput(t *testing.T) {
 	all := []Kernel{KBatchNorm, KBatchNormBwd, KUnary, KUnaryBwd, KBinary, KBinaryBwd, KAccumulate, KGlobalAvgPool, KGlobalAvgPoolBwd}
-	target := func(kernels ...Kernel) Target {
-		t := storageTarget(kernels...)
-		t.Conv = func(ConvGeom, ConvPass) ConvChoice { return ConvChoice{Method: "lib"} }
-		return t
-	}
+	target := castTarget
 	for _, tc := range []struct {
 		name      string
 		precision string
@@ -32,15 +28,7 @@ func TestCastInput(t *testing.T) {
 		{"no cast kernel", PrecisionBF16, target(all...), true, false},
 		{"f32", PrecisionF32, target(append(all, KCast)...), true, false},
 	} {
-		m, err := spec.Load("../testdata/specs/bf16/resnet_tiny_bf16.cue")
-		if err != nil {
-			t.Fatal(err)
-		}
-		m.Precision = tc.precision
-		p, err := Build(m, Options{Training: tc.training, Fusion: true, Target: tc.target})
-		if err != nil {
-			t.Fatal(err)
-		}
+		p := castPlan(t, tc.precision, tc.training, tc.target)
 		casts := 0
 		for i, st := range p.Forward {
 			if st.Kernel != KCast {
@@ -70,4 +58,28 @@ func TestCastInput(t *testing.T) {
 			}
 		}
 	}
+}
+
+// castTarget is storageTarget with every convolution on the library
+// method "lib" (the stem too), so that a bf16 plan casts its input.
+func castTarget(kernels ...Kernel) Target {
+	t := storageTarget(kernels...)
+	t.Conv = func(ConvGeom, ConvPass) ConvChoice { return ConvChoice{Method: "lib"} }
+	return t
+}
+
+// castPlan is the tiny ResNet's plan in a precision, for training or
+// inference, on a target.
+func castPlan(t *testing.T, precision string, training bool, target Target) *Plan {
+	t.Helper()
+	m, err := spec.Load("../testdata/specs/bf16/resnet_tiny_bf16.cue")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Precision = precision
+	p, err := Build(m, Options{Training: training, Fusion: true, Target: target})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
