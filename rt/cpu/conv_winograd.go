@@ -427,6 +427,10 @@ func sgemmPackedB(p *gemmPath, m, n, k int, a []float32, lda int, bp []float32, 
 	if p.pairs != nil || len(bp) < np*k {
 		panic("cpu: sgemmPackedB: B is not packed in kc blocks of panels")
 	}
+	if p.direct != nil && m*min(k, p.kc) <= gemmSmallMaxA {
+		sgemmPackedBInPlace(p, m, n, k, a, lda, bp, c, ldc)
+		return
+	}
 	g := gemmCalls.Get().(*gemmCall)
 	*g = gemmCall{barrier: g.barrier, p: p, m: m, n: n, k: k, alpha: 1, a: a, lda: lda, c: c, ldc: ldc}
 	w := gemmArenas.Get().(*gemmArena)
@@ -442,6 +446,43 @@ func sgemmPackedB(p *gemmPath, m, n, k int, a []float32, lda int, bp []float32, 
 	gemmArenas.Put(w)
 	*g = gemmCall{barrier: g.barrier}
 	gemmCalls.Put(g)
+}
+
+// sgemmPackedBInPlace is sgemmPackedB on the small-product path's tiles
+// (runSmall), for an A of at most gemmSmallMaxA floats a kc block: A is
+// read where it lies, and each packed panel of B is a k×nr matrix in
+// place (ldb nr), so the rows past the last whole mr-row tile run in the
+// smaller tiles. The packed kernel computes a whole mr-row tile for them:
+// 24 rows for the 16 tiles of a 14² image at batch 1, 60 for the 49 of a
+// 28² one.
+func sgemmPackedBInPlace(p *gemmPath, m, n, k int, a []float32, lda int, bp []float32, c []float32, ldc int) {
+	np := gemmRoundUp(n, p.nr)
+	w := gemmArenas.Get().(*gemmArena)
+	w.fit(p)
+	for pc := 0; pc < k; pc += p.kc {
+		kb := min(p.kc, k-pc)
+		var beta float32
+		if pc > 0 {
+			beta = 1
+		}
+		block := bp[pc*np:]
+		for jr := 0; jr < n; jr += p.nr {
+			cols := min(p.nr, n-jr)
+			b := &block[jr*kb]
+			i := 0
+			for _, t := range p.direct {
+				for ; m-i >= t.rows; i += t.rows {
+					if cols == p.nr {
+						t.kernel(kb, &a[i*lda+pc], lda, 1, b, p.nr, &c[i*ldc+jr], ldc, 1, beta)
+						continue
+					}
+					t.kernel(kb, &a[i*lda+pc], lda, 1, b, p.nr, &w.tile[0], p.nr, 1, 0)
+					mergeTile(w.tile, p.nr, t.rows, cols, c[i*ldc+jr:], ldc, 1, beta)
+				}
+			}
+		}
+	}
+	gemmArenas.Put(w)
 }
 
 // convWinogradForward is Conv2DWinogradFwd for geometry that winogradOK
