@@ -304,6 +304,93 @@ fwd4x64loop:
 	VZEROUPPER
 	RET
 
+// func convDirectFwd4x56AVX512(taps int, offs *int, w, x, y *float32, ldw, ldy int)
+// convDirectFwd4x64AVX512 for the first 56 positions only (a 7×7 plane
+// padded by 1, whose last 8 of 64 are past its last row): the fourth
+// vector of each channel is a ymm, which a core that splits zmm
+// operations into two 256-bit halves (AMD Zen 4) multiplies in half the
+// time. y's positions 56..63 are not written.
+TEXT ·convDirectFwd4x56AVX512(SB), NOSPLIT, $0-56
+	MOVQ taps+0(FP), CX
+	MOVQ offs+8(FP), R8
+	MOVQ w+16(FP), R9
+	MOVQ x+24(FP), SI
+	MOVQ y+32(FP), DI
+	MOVQ ldw+40(FP), R11
+	MOVQ ldy+48(FP), DX
+	SHLQ $2, R11              // ldw in bytes
+	LEAQ (R11)(R11*2), R12    // 3·ldw in bytes
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	VPXORD Z12, Z12, Z12
+	VPXORD Z13, Z13, Z13
+	VPXORD Z14, Z14, Z14
+	VPXORD Z15, Z15, Z15
+
+fwd4x56loop:
+	MOVQ (R8), AX
+	LEAQ (SI)(AX*4), BX
+	VBROADCASTSS (R9), Z28
+	VBROADCASTSS (R9)(R11*1), Z29
+	VBROADCASTSS (R9)(R11*2), Z30
+	VBROADCASTSS (R9)(R12*1), Z31
+	VMOVUPS (BX), Z16
+	VMOVUPS 64(BX), Z17
+	VMOVUPS 128(BX), Z18
+	VMOVUPS 192(BX), Y19
+	VFMADD231PS Z16, Z28, Z0
+	VFMADD231PS Z17, Z28, Z1
+	VFMADD231PS Z18, Z28, Z2
+	VFMADD231PS Y19, Y28, Y3
+	VFMADD231PS Z16, Z29, Z4
+	VFMADD231PS Z17, Z29, Z5
+	VFMADD231PS Z18, Z29, Z6
+	VFMADD231PS Y19, Y29, Y7
+	VFMADD231PS Z16, Z30, Z8
+	VFMADD231PS Z17, Z30, Z9
+	VFMADD231PS Z18, Z30, Z10
+	VFMADD231PS Y19, Y30, Y11
+	VFMADD231PS Z16, Z31, Z12
+	VFMADD231PS Z17, Z31, Z13
+	VFMADD231PS Z18, Z31, Z14
+	VFMADD231PS Y19, Y31, Y15
+	ADDQ $8, R8
+	ADDQ $4, R9
+	DECQ CX
+	JNZ fwd4x56loop
+
+	VMOVUPS Z0, (DI)
+	VMOVUPS Z1, 64(DI)
+	VMOVUPS Z2, 128(DI)
+	VMOVUPS Y3, 192(DI)
+	LEAQ (DI)(DX*4), DI
+	VMOVUPS Z4, (DI)
+	VMOVUPS Z5, 64(DI)
+	VMOVUPS Z6, 128(DI)
+	VMOVUPS Y7, 192(DI)
+	LEAQ (DI)(DX*4), DI
+	VMOVUPS Z8, (DI)
+	VMOVUPS Z9, 64(DI)
+	VMOVUPS Z10, 128(DI)
+	VMOVUPS Y11, 192(DI)
+	LEAQ (DI)(DX*4), DI
+	VMOVUPS Z12, (DI)
+	VMOVUPS Z13, 64(DI)
+	VMOVUPS Z14, 128(DI)
+	VMOVUPS Y15, 192(DI)
+	VZEROUPPER
+	RET
+
 // func convDirectFwd2x96AVX512(taps int, offs *int, w, x, y *float32, ldw, ldy int)
 // convDirectFwd2x128AVX512 for the last 96 positions of a plane in one
 // pass (12 zmm accumulators), where 3 calls of the 32-position

@@ -82,6 +82,48 @@ func TestConvDirectFwdTails(t *testing.T) {
 	}
 }
 
+// TestConvDirectFwd4Plane runs the four-channel kernels of a 64-position
+// plane against sums in float64: fwd4Plane over all 64 positions, and
+// fwd4Plane56 over the first 56, leaving the last 8 as they were.
+func TestConvDirectFwd4Plane(t *testing.T) {
+	r := newTestRand(19)
+	for _, path := range GemmPaths() {
+		k := convDirectFor(&gemmPath{name: path})
+		for _, c := range []struct {
+			name string
+			fwd  func(taps int, offs *int, w, x, y *float32, ldw, ldy int)
+			n    int
+		}{{"fwd4Plane", k.fwd4Plane, 64}, {"fwd4Plane56", k.fwd4Plane56, 56}} {
+			if c.fwd == nil {
+				continue
+			}
+			const taps, ldw, ldy = 9, 9 + 2, 64
+			offs := []int{0, 1, 2, 8, 9, 10, 16, 17, 18}
+			w := randSlice(r, 3*ldw+taps, 1)
+			x := randSlice(r, ldy+32, 1)
+			y := make([]float32, 4*ldy)
+			for i := range y {
+				y[i] = -7
+			}
+			c.fwd(taps, &offs[0], &w[0], &x[0], &y[0], ldw, ldy)
+			for oc := 0; oc < 4; oc++ {
+				for j := 0; j < ldy; j++ {
+					want := -7.0
+					if j < c.n {
+						want = 0
+						for tp := 0; tp < taps; tp++ {
+							want += float64(w[oc*ldw+tp]) * float64(x[offs[tp]+j])
+						}
+					}
+					if got := float64(y[oc*ldy+j]); math.Abs(got-want) > 1e-5*max(1, math.Abs(want)) {
+						t.Fatalf("%s %s: y[%d][%d] = %v, want %v", path, c.name, oc, j, got, want)
+					}
+				}
+			}
+		}
+	}
+}
+
 // TestConvDirectBwdCompact: the direct backward that folds each image's
 // lane-wise dw partial sums at once (layers past convDirectAccBudget, so
 // that 16 workers do not keep 151 MB each) gives the gradients of the one
