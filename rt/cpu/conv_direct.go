@@ -63,6 +63,24 @@ type convDirectKernels struct {
 	grad  func(dy, y, dyf *float32, rows, ow, wp, relu int, sums *float32)
 }
 
+// forwardPlane4 runs fwd4Plane, or fwd4Plane56 where the plane's rows end
+// by position 56 (used, OH·wp), for the 4 output channels whose rows of
+// taps are w (ldw = taps), and reports whether it did: only where the
+// plane is 2·fwdTailPos positions in all and the kernels exist.
+func (k *convDirectKernels) forwardPlane4(taps int, offs []int, w, x, y []float32, n, used int) bool {
+	if k.fwd4Plane == nil || n != 2*k.fwdTailPos {
+		return false
+	}
+	_ = w[4*taps-1] // the assembly does no bounds checks
+	_ = y[3*n+n-1]
+	if k.fwd4Plane56 != nil && used <= 56 {
+		k.fwd4Plane56(taps, &offs[0], &w[0], &x[0], &y[0], taps, n)
+		return true
+	}
+	k.fwd4Plane(taps, &offs[0], &w[0], &x[0], &y[0], taps, n)
+	return true
+}
+
 // forwardPlane runs fwd over the n flat positions of one block of fwdOC
 // output channels (rows n apart in y; their weights rows ldw apart in w),
 // and fwdTail over what is left past the last whole fwdPos block.
@@ -355,14 +373,7 @@ func convDirectForward(x, w, b, y []float32, g Conv, act Act, alpha float32, k *
 				d.pad(x[(n*g.C+gi*cg)*hw:(n*g.C+(gi+1)*cg)*hw], xp, g)
 			}
 			for ob := ob0; ob < ob1; {
-				if k.fwd4Plane != nil && d.n == 2*k.fwdTailPos && ob+4 <= min(ob1, ocg) {
-					wb := w[(gi*ocg+ob)*taps : (gi*ocg+ob+4)*taps]
-					if k.fwd4Plane56 != nil && g.OH*d.wp <= 56 {
-						k.fwd4Plane56(taps, &offs[0], &wb[0], &xp[0], &yf[ob*d.n], taps, d.n)
-						ob += 4
-						continue
-					}
-					k.fwd4Plane(taps, &offs[0], &wb[0], &xp[0], &yf[ob*d.n], taps, d.n)
+				if ob+4 <= min(ob1, ocg) && k.forwardPlane4(taps, offs, w[(gi*ocg+ob)*taps:(gi*ocg+ob+4)*taps], xp, yf[ob*d.n:], d.n, g.OH*d.wp) {
 					ob += 4
 					continue
 				}

@@ -100,6 +100,10 @@ func Conv2DPhaseFwd(x, w, b, y []float32, g Conv, act Act, alpha float32) {
 		ob0, ob1 := blocks*s/splits*k.fwdOC, blocks*(s+1)/splits*k.fwdOC
 		planes, yf := xp[n*p.C*d.xlen:(n+1)*p.C*d.xlen], cw.cols
 		for ob := ob0; ob < ob1; ob += k.fwdOC {
+			if ob+4 <= min(ob1, g.OC) && k.forwardPlane4(taps, offs, w[ob*taps:(ob+4)*taps], planes, yf[ob*d.n:], d.n, g.OH*d.wp) {
+				ob += 4 - k.fwdOC
+				continue
+			}
 			wb := lead.a
 			if ob != last || ocp == g.OC {
 				wb = w[ob*taps : (ob+k.fwdOC)*taps]

@@ -24,6 +24,9 @@ func TestConvPhaseFwd(t *testing.T) {
 		convCase(2, 2, 7, 7, 3, 1, 1, 2, 0, 1, 1), // a kernel smaller than the stride
 		{N: 2, C: 3, H: 9, W: 12, OC: 5, OH: 5, OW: 4, KH: 3, KW: 5, SH: 2, SW: 3, PH: 1, PW: 1, DH: 1, DW: 1, Groups: 1},
 		convCase(1, 9, 13, 13, 37, 3, 3, 2, 1, 1, 1), // ResNet's 3×3 stride 2 at batch 1, odd sizes
+		// planes of 64 positions whose rows end at 63: the four-channel
+		// kernel of all 64, not the one of 56
+		{N: 1, C: 3, H: 18, W: 12, OC: 8, OH: 9, OW: 6, KH: 3, KW: 3, SH: 2, SW: 2, PH: 1, PW: 1, DH: 1, DW: 1, Groups: 1},
 		convCase(1, 5, 14, 11, 7, 1, 1, 2, 0, 1, 1),  // ResNet's 1×1 stride-2 downsample
 		convCase(3, 6, 12, 12, 4, 3, 3, 2, 1, 1, 1),
 		convCase(2, 256, 29, 28, 5, 1, 1, 2, 0, 1, 1), // 1×1 stride 2 by the pointwise products (phasePointwise)
