@@ -51,6 +51,12 @@ type convDirectKernels struct {
 	// 7², batch 1, one thread, on Zen 4 (a loop of the whole inference,
 	// each layer timed, alternating): 2.65-2.74 against 2.34-2.40 ms.
 	fwd4Plane56 func(taps int, offs *int, w, x, y *float32, ldw, ldy int)
+	// fwd4, when set, is fwd for 4 output channels and fwd4Pos
+	// positions, run over the other planes' whole fwd4Pos blocks where 4
+	// channels are left (forwardPlane4), the two-channel tails after
+	// them.
+	fwd4    func(taps int, offs *int, w, x, y *float32, ldw, ldy int)
+	fwd4Pos int
 	// dw adds to acc[(r·dwTaps + t)·dwLanes + lane] the lane-wise partial
 	// sums Σ_i dy[r·lddy + i·dwLanes + lane]·x[offs[t] + i·dwLanes + lane]
 	// over i < n, for dwOC rows of dy and dwTaps offsets.
@@ -68,17 +74,50 @@ type convDirectKernels struct {
 // taps are w (ldw = taps), and reports whether it did: only where the
 // plane is 2·fwdTailPos positions in all and the kernels exist.
 func (k *convDirectKernels) forwardPlane4(taps int, offs []int, w, x, y []float32, n, used int) bool {
-	if k.fwd4Plane == nil || n != 2*k.fwdTailPos {
-		return false
-	}
-	_ = w[4*taps-1] // the assembly does no bounds checks
-	_ = y[3*n+n-1]
-	if k.fwd4Plane56 != nil && used <= 56 {
-		k.fwd4Plane56(taps, &offs[0], &w[0], &x[0], &y[0], taps, n)
+	if k.fwd4Plane != nil && n == 2*k.fwdTailPos {
+		_ = w[4*taps-1] // the assembly does no bounds checks
+		_ = y[3*n+n-1]
+		if k.fwd4Plane56 != nil && used <= 56 {
+			k.fwd4Plane56(taps, &offs[0], &w[0], &x[0], &y[0], taps, n)
+			return true
+		}
+		k.fwd4Plane(taps, &offs[0], &w[0], &x[0], &y[0], taps, n)
 		return true
 	}
-	k.fwd4Plane(taps, &offs[0], &w[0], &x[0], &y[0], taps, n)
+	if k.fwd4 == nil || k.fwdOC != 2 || n < k.fwd4Pos {
+		return false
+	}
+	_ = w[4*taps-1]
+	_ = y[3*n+n-1]
+	j0 := 0
+	for ; j0+k.fwd4Pos <= n; j0 += k.fwd4Pos {
+		k.fwd4(taps, &offs[0], &w[0], &x[j0], &y[j0], taps, n)
+	}
+	if j0 < n {
+		for c := 0; c < 4; c += 2 {
+			k.forwardRest(taps, offs, w[c*taps:], x, y[c*n:], taps, j0, n)
+		}
+	}
 	return true
+}
+
+// forwardRest is forwardPlane over positions [j0, n) only, where j0 is a
+// multiple of fwdTailPos.
+func (k *convDirectKernels) forwardRest(taps int, offs []int, w, x, y []float32, ldw, j0, n int) {
+	switch rest := n - j0; {
+	case rest == 3*k.fwdTailPos && k.fwdTail3 != nil:
+		k.fwdTail3(taps, &offs[0], &w[0], &x[j0], &y[j0], ldw, n)
+		return
+	case rest == 2*k.fwdTailPos && k.fwdTail2 != nil:
+		k.fwdTail2(taps, &offs[0], &w[0], &x[j0], &y[j0], ldw, n)
+		return
+	}
+	for ; j0+k.fwdPos <= n; j0 += k.fwdPos {
+		k.fwd(taps, &offs[0], &w[0], &x[j0], &y[j0], ldw, n)
+	}
+	for ; j0 < n; j0 += k.fwdTailPos {
+		k.fwdTail(taps, &offs[0], &w[0], &x[j0], &y[j0], ldw, n)
+	}
 }
 
 // forwardPlane runs fwd over the n flat positions of one block of fwdOC

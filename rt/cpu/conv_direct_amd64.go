@@ -19,8 +19,8 @@ var (
 		fwd: convDirectFwd2x128AVX512, fwdOC: 2, fwdPos: 128,
 		fwdTail: convDirectFwd2x32AVX512, fwdTailPos: 32,
 		fwdTail2: convDirectFwd2x64AVX512, fwdTail3: convDirectFwd2x96AVX512, fwd4Plane: convDirectFwd4x64AVX512,
-		fwd4Plane56: convDirectFwd4x56AVX512,
-		dw:          convDirectDW4x4AVX512, dwOC: 4, dwTaps: 4, dwLanes: 16,
+		fwd4Plane56: convDirectFwd4x56AVX512, fwd4: convDirectFwd4x96AVX512, fwd4Pos: 96,
+		dw: convDirectDW4x4AVX512, dwOC: 4, dwTaps: 4, dwLanes: 16,
 		store: convDirectStoreAVX512, grad: convDirectGradAVX512,
 	}
 	convDirectAVX2 = &convDirectKernels{
@@ -43,6 +43,9 @@ func convDirectFwd4x64AVX512(taps int, offs *int, w, x, y *float32, ldw, ldy int
 
 //go:noescape
 func convDirectFwd4x56AVX512(taps int, offs *int, w, x, y *float32, ldw, ldy int)
+
+//go:noescape
+func convDirectFwd4x96AVX512(taps int, offs *int, w, x, y *float32, ldw, ldy int)
 
 //go:noescape
 func convDirectFwd2x96AVX512(taps int, offs *int, w, x, y *float32, ldw, ldy int)

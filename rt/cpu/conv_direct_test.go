@@ -82,41 +82,42 @@ func TestConvDirectFwdTails(t *testing.T) {
 	}
 }
 
-// TestConvDirectFwd4Plane runs the four-channel kernels of a 64-position
-// plane against sums in float64: fwd4Plane over all 64 positions, and
-// fwd4Plane56 over the first 56, leaving the last 8 as they were.
+// TestConvDirectFwd4Plane runs forwardPlane4, the four-channel kernels,
+// against sums in float64 on planes of every length that picks a
+// different mix of them: fwd4Plane56 over the first 56 positions of 64
+// (leaving the last 8 as they were), fwd4Plane over all 64, and fwd4's
+// blocks followed by each two-channel tail.
 func TestConvDirectFwd4Plane(t *testing.T) {
 	r := newTestRand(19)
 	for _, path := range GemmPaths() {
 		k := convDirectFor(&gemmPath{name: path})
-		for _, c := range []struct {
-			name string
-			fwd  func(taps int, offs *int, w, x, y *float32, ldw, ldy int)
-			n    int
-		}{{"fwd4Plane", k.fwd4Plane, 64}, {"fwd4Plane56", k.fwd4Plane56, 56}} {
-			if c.fwd == nil {
-				continue
-			}
-			const taps, ldw, ldy = 9, 9 + 2, 64
+		for _, c := range []struct{ n, used int }{{64, 56}, {64, 63}, {96, 96}, {128, 128}, {160, 150}, {192, 192}, {224, 210}, {320, 304}} {
+			const taps, ldw = 9, 9
 			offs := []int{0, 1, 2, 8, 9, 10, 16, 17, 18}
-			w := randSlice(r, 3*ldw+taps, 1)
-			x := randSlice(r, ldy+32, 1)
-			y := make([]float32, 4*ldy)
+			w := randSlice(r, 4*ldw, 1)
+			x := randSlice(r, c.n+32, 1)
+			y := make([]float32, 4*c.n)
 			for i := range y {
 				y[i] = -7
 			}
-			c.fwd(taps, &offs[0], &w[0], &x[0], &y[0], ldw, ldy)
+			if !k.forwardPlane4(taps, offs, w, x, y, c.n, c.used) {
+				continue
+			}
+			ran := c.n
+			if c.used <= 56 && k.fwd4Plane56 != nil {
+				ran = 56
+			}
 			for oc := 0; oc < 4; oc++ {
-				for j := 0; j < ldy; j++ {
+				for j := 0; j < c.n; j++ {
 					want := -7.0
-					if j < c.n {
+					if j < ran {
 						want = 0
 						for tp := 0; tp < taps; tp++ {
 							want += float64(w[oc*ldw+tp]) * float64(x[offs[tp]+j])
 						}
 					}
-					if got := float64(y[oc*ldy+j]); math.Abs(got-want) > 1e-5*max(1, math.Abs(want)) {
-						t.Fatalf("%s %s: y[%d][%d] = %v, want %v", path, c.name, oc, j, got, want)
+					if got := float64(y[oc*c.n+j]); math.Abs(got-want) > 1e-5*max(1, math.Abs(want)) {
+						t.Fatalf("%s, n %d, used %d: y[%d][%d] = %v, want %v", path, c.n, c.used, oc, j, got, want)
 					}
 				}
 			}

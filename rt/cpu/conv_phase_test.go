@@ -27,7 +27,7 @@ func TestConvPhaseFwd(t *testing.T) {
 		// planes of 64 positions whose rows end at 63: the four-channel
 		// kernel of all 64, not the one of 56
 		{N: 1, C: 3, H: 18, W: 12, OC: 8, OH: 9, OW: 6, KH: 3, KW: 3, SH: 2, SW: 2, PH: 1, PW: 1, DH: 1, DW: 1, Groups: 1},
-		convCase(1, 5, 14, 11, 7, 1, 1, 2, 0, 1, 1),  // ResNet's 1×1 stride-2 downsample
+		convCase(1, 5, 14, 11, 7, 1, 1, 2, 0, 1, 1), // ResNet's 1×1 stride-2 downsample
 		convCase(3, 6, 12, 12, 4, 3, 3, 2, 1, 1, 1),
 		convCase(2, 256, 29, 28, 5, 1, 1, 2, 0, 1, 1), // 1×1 stride 2 by the pointwise products (phasePointwise)
 		convCase(2, 7, 13, 10, 9, 1, 1, 3, 0, 1, 1),   // 1×1 stride 3, few channels (phasePointwise)
