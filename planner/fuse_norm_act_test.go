@@ -33,8 +33,9 @@ func residualBlock() *spec.Model {
 // TestFusedReLUs: on a target with FusedReLU and ShareSumGrads, bn1
 // takes relu1 (forward and backward, the backward reading beta), the sum
 // takes out, the sum's backward is gone with both operands reading its dy,
-// and the leaky relu after stem_bn stays; on the CPU's target, and with
-// fusion off, nothing changes. Inference plans fold the relus alike.
+// and the leaky relu after stem_bn stays; on the CPU's target only the
+// sum takes its relu (SumReLU), and with fusion off nothing changes.
+// Inference plans fold the relus alike.
 func TestFusedReLUs(t *testing.T) {
 	gpu := CPU // the CPU's rules with a GPU's folds: batch norms kept, relus fused
 	gpu.FusedReLU, gpu.ShareSumGrads, gpu.FoldBatchNorm, gpu.NoFoldWhy = true, true, false, ""
@@ -114,15 +115,24 @@ func TestFusedReLUs(t *testing.T) {
 			t.Errorf("fusions %q: want a line for bn1's relu, the sum's relu and the sum's dy", p.Fusions)
 		}
 	}
-	for name, opts := range map[string]Options{
-		"the CPU target":       {Training: true, Fusion: true},
-		"fusion off on a GPU":  {Training: true, Target: gpu},
-		"inference on the CPU": {Fusion: true},
+	// The CPU's target folds the sum's relu alone (SumReLU): its batch
+	// norms keep theirs.
+	for name, c := range map[string]struct {
+		opts   Options
+		sumAct string
+	}{
+		"the CPU target":       {Options{Training: true, Fusion: true}, "relu"},
+		"fusion off on a GPU":  {Options{Training: true, Target: gpu}, ""},
+		"inference on the CPU": {Options{Fusion: true}, "relu"},
 	} {
+		opts := c.opts
 		p := mustBuild(t, residualBlock(), opts)
 		for _, s := range p.allSteps() {
-			if (s.Kernel == KBatchNorm || s.Kernel == KBinary || s.Kernel == KBatchNormBwd) && s.Attr.Act != "" {
+			if (s.Kernel == KBatchNorm || s.Kernel == KBatchNormBwd) && s.Attr.Act != "" {
 				t.Errorf("%s: %s of %s has Act %q", name, s.Kernel, s.Layer, s.Attr.Act)
+			}
+			if s.Kernel == KBinary && s.Attr.Act != c.sumAct {
+				t.Errorf("%s: the sum has Act %q, want %q", name, s.Attr.Act, c.sumAct)
 			}
 		}
 		if opts.Training && !slicesHas(p.Backward, KBinaryBwd) {

@@ -89,6 +89,11 @@ type Target struct {
 	// batchnorm_bwd and binary): fuse_norm_act.go and fuse_sum_act.go
 	// then fold such a ReLU into the step before it.
 	FusedReLU bool
+	// SumReLU says the backend's binary add kernel applies a ReLU that
+	// follows it (Attr.Act "relu" of binary), where its batch norm
+	// kernels do not (FusedReLU says both): fuse_sum_act.go then folds
+	// such a ReLU into the sum.
+	SumReLU bool
 	// ShareSumGrads lets share_sum_grads.go pass a sum's dy on to its
 	// operands as their gradient instead of copying it. Any backend's
 	// buffers allow it; the GPU targets set it, and the CPU target, whose
@@ -327,7 +332,8 @@ const (
 )
 
 // CPU is the CPU backend's Target, the default of Options.Target.
-var CPU = Target{Name: "cpu", Conv: cpuConv, Dense: cpuDense, ConvPrecision: cpuConvPrecision, AttentionPrecision: cpuAttentionPrecision, Attention: true, FoldBatchNorm: true, SiLU: true, ReLU6Epilogue: true, SiLUEpilogue: true, GemmAccumulate: true, LayerNormAccumulate: true}
+var CPU = Target{Name: "cpu", Conv: cpuConv, Dense: cpuDense, ConvPrecision: cpuConvPrecision, AttentionPrecision: cpuAttentionPrecision, Attention: true, FoldBatchNorm: true, SiLU: true, ReLU6Epilogue: true, SiLUEpilogue: true, GemmAccumulate: true, LayerNormAccumulate: true,
+	SumReLU: true}
 
 // cpuBF16Rows is the fewest rows of a dense step that the CPU multiplies
 // in bf16: Intel AMX's bf16 tiles hold 16 rows, and below that (batch-1

@@ -1,6 +1,9 @@
 package cpu
 
-import "fmt"
+import (
+	"fmt"
+	"math"
+)
 
 // BinOp names an element-wise binary operation with broadcasting.
 type BinOp uint8
@@ -424,8 +427,19 @@ func sameShape(a, b []int) bool {
 }
 
 // BinaryReLUFwd is BinaryFwd followed by a ReLU fused into it (the
-// planner's fuse_sum_act.go): y = max(a ∘ b, 0).
+// planner's fuse_sum_act.go): y = max(a ∘ b, 0). Operands of one shape
+// (a residual sum) go in blocks, each clamped while it is in cache by the
+// lone ReLU's clamp (clampFloat32), where the sum's step and the ReLU's
+// step each passed over the whole of y.
 func BinaryReLUFwd(op BinOp, a, b, y []float32, aShape, bShape, yShape []int) {
+	if bc := newBroadcast(aShape, bShape, yShape); bc.rank == 1 && bc.aStr[0] == 1 && bc.bStr[0] == 1 {
+		inf := float32(math.Inf(1))
+		ParallelFor(bc.inner(), 1<<14, func(lo, hi int) {
+			binaryRow(op, a[lo:hi], b[lo:hi], y[lo:hi])
+			clampFloat32(y[lo:hi], y[lo:hi], 0, inf)
+		})
+		return
+	}
 	BinaryFwd(op, a, b, y, aShape, bShape, yShape)
 	ParallelFor(len(y), 1<<14, func(lo, hi int) {
 		for i, v := range y[lo:hi] {

@@ -575,6 +575,36 @@ func TestBinaryBwdOfAResidualAdd(t *testing.T) {
 	}
 }
 
+// TestBinaryReLUFwd: a residual sum with its ReLU (operands of one shape,
+// in blocks on 3 threads) and a broadcast one give max(a ∘ b, 0), NaN
+// kept, for every op.
+func TestBinaryReLUFwd(t *testing.T) {
+	defer SetThreads(Threads())
+	SetThreads(3)
+	r := newTestRand(36)
+	nan := float32(math.NaN())
+	for _, c := range []struct{ a, b []int }{{[]int{2, 64, 257}, []int{2, 64, 257}}, {[]int{2, 64, 257}, []int{1, 64, 1}}} {
+		a, b := randSlice(r, size(c.a), 1), randSlice(r, size(c.b), 1)
+		a[5] = nan
+		y := make([]float32, size(c.a))
+		for _, op := range []BinOp{BAdd, BSub, BMul} {
+			BinaryReLUFwd(op, a, b, y, c.a, c.b, c.a)
+			want := make([]float32, len(y))
+			BinaryFwd(op, a, b, want, c.a, c.b, c.a)
+			for i, v := range want {
+				if v < 0 {
+					want[i] = 0
+				}
+			}
+			for i := range y {
+				if y[i] != want[i] && !(y[i] != y[i] && want[i] != want[i]) {
+					t.Fatalf("%v op %d: y[%d] = %v, want %v", c.b, op, i, y[i], want[i])
+				}
+			}
+		}
+	}
+}
+
 // TestBinaryRowKernelsAreTheGoLoops: on every GEMM path, binaryRow,
 // rowScalar and scalarRow give the bits of the Go loops for every op, on
 // lengths from 0 to 40 and a long ragged one, with zeros of both signs,
