@@ -281,6 +281,13 @@ type Conv struct {
 	Act  string   `json:"act,omitempty"`
 }
 
+// kcrsOfKRSC is where element i of a filter in KRSC order, [OC, rs, cg]
+// (rs taps, cg input channels), is in KCRS order, [OC, cg, rs].
+func kcrsOfKRSC(i Expr, cg, rs int) Expr {
+	o, t, c := div(i, i32(rs*cg)), rem(div(i, i32(cg)), i32(rs)), rem(i, i32(cg))
+	return add(mul(add(mul(o, i32(cg)), c), i32(rs)), t)
+}
+
 // filterOrderKernel moves a convolution's filter of geometry g between
 // KCRS order, [OC, C/G, KH, KW] (a weight and its gradient), and KRSC,
 // [OC, KH, KW, C/G] (cuDNN's filter with channels-last tensors): toKRSC
@@ -290,13 +297,11 @@ func filterOrderKernel(g planner.ConvGeom, toKRSC bool) *Kernel {
 	cg, rs := g.C/g.Groups, g.KH*g.KW
 	n := g.OC * cg * rs
 	i := vr("i")
-	// element i of KRSC is (o, r·s, c); of KCRS (o, c, r·s)
+	// element i of KCRS is (o, c, r·s); of KRSC (o, r·s, c)
 	krscAt := func(o, c, t Expr) Expr { return add(mul(add(mul(o, i32(rs)), t), i32(cg)), c) }
-	kcrsAt := func(o, c, t Expr) Expr { return add(mul(add(mul(o, i32(cg)), c), i32(rs)), t) }
 	if toKRSC {
-		o, t, c := div(i, i32(rs*cg)), rem(div(i, i32(cg)), i32(rs)), rem(i, i32(cg))
 		return elementwise(fmt.Sprintf("filter [%d,%d,%d,%d] from KCRS to KRSC order", g.OC, cg, g.KH, g.KW), n,
-			[]Param{in("w", n), out("k", n)}, func(Expr) []Stmt { return []Stmt{store("k", i, load("w", kcrsAt(o, c, t)))} })
+			[]Param{in("w", n), out("k", n)}, func(Expr) []Stmt { return []Stmt{store("k", i, load("w", kcrsOfKRSC(i, cg, rs)))} })
 	}
 	o, c, t := div(i, i32(cg*rs)), rem(div(i, i32(rs)), i32(cg)), rem(i, i32(rs))
 	return elementwise(fmt.Sprintf("filter [%d,%d,%d,%d] from KRSC to KCRS order", g.OC, cg, g.KH, g.KW), n,

@@ -513,10 +513,9 @@ func foldBatchNormKernel(oc, cg, rs int, krsc, bias bool, eps float32) *Kernel {
 	}
 	return elementwise(fmt.Sprintf("batch norm folded into the weights [%d,%d,%d] and bias before it%s", oc, cg, rs, order), n, params,
 		func(i Expr) []Stmt {
-			src := i  // element i of w's own order
-			if krsc { // element i of KRSC is (o, t, c); of w (o, c, t)
-				o, t, c := div(i, i32(rs*cg)), rem(div(i, i32(cg)), i32(rs)), rem(i, i32(cg))
-				src = add(mul(add(mul(o, i32(cg)), c), i32(rs)), t)
+			src := i // element i of w's own order
+			if krsc {
+				src = kcrsOfKRSC(i, cg, rs)
 			}
 			var b Expr = flt(0)
 			if bias {
