@@ -165,8 +165,8 @@ var BF16Storage = &planner.BF16Storage{
 
 // storedBF16 returns k with each float parameter named in names holding
 // bfloat16 elements: its loads read bfloat16 (LoadBF16; a Load4 becomes
-// four) and its stores round to bfloat16 (StoreBF16; a Store4 becomes
-// four), so that a kernel written for float32 reads and writes a buffer
+// a Load4BF16) and its stores round to bfloat16 (StoreBF16; a Store4
+// becomes a Store4BF16), so that a kernel written for float32 reads and writes a buffer
 // the plan stores in bfloat16, and computes in float32 as before. It is
 // an error for a name to be no float parameter of k.
 func storedBF16(k *Kernel, names []string) (*Kernel, error) {
@@ -196,7 +196,8 @@ func storedBF16(k *Kernel, names []string) (*Kernel, error) {
 }
 
 // storesBF16 copies ss with every store to a buffer of set a StoreBF16,
-// and every Load4 or Store4 of one four scalar accesses.
+// and every Load4 or Store4 of one a Load4BF16 or Store4BF16 (8 bytes
+// where 16 were).
 func storesBF16(ss []Stmt, set map[string]bool) []Stmt {
 	var out []Stmt
 	for _, s := range ss {
@@ -208,16 +209,12 @@ func storesBF16(ss []Stmt, set map[string]bool) []Stmt {
 			}
 		case Load4:
 			if set[s.Buf] {
-				for i, n := range s.Names {
-					out = append(out, let(n, Float, LoadBF16{s.Buf, add(s.Index, i32(i))}))
-				}
+				out = append(out, Load4BF16(s))
 				continue
 			}
 		case Store4:
 			if set[s.Buf] {
-				for i, v := range s.Values {
-					out = append(out, storeBF16(s.Buf, add(s.Index, i32(i)), v))
-				}
+				out = append(out, Store4BF16(s))
 				continue
 			}
 		case If:

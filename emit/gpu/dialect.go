@@ -1,5 +1,7 @@
 package gpu
 
+import "fmt"
+
 // Dialect is everything that differs between C-family GPU languages, as
 // data: a new language is a new value, not a new printer. Format strings use
 // explicit argument indexes so a dialect may reorder or drop arguments.
@@ -38,6 +40,14 @@ type Dialect struct {
 	// buffer, as one statement of integer bit arithmetic; LoadBF16 reads
 	// %[1]s[%[2]s] of one as a float. Types[BF16] spells its element.
 	StoreBF16, LoadBF16 string
+	// Load4BF16 declares an 8-byte vector %[1]s read from &%[2]s[%[3]s]
+	// of a 16-bit buffer, and BF16Lanes[i] reads lane i of vector %[1]s
+	// as a float; Store4BF16 writes the floats %[3]s … %[6]s, each
+	// rounded as StoreBF16 rounds, to &%[1]s[%[2]s] as one 8-byte
+	// access. Empty: Rewrite splits Load4BF16 and Store4BF16 into scalar
+	// ones.
+	Load4BF16, Store4BF16 string
+	BF16Lanes             [4]string
 	// MaxBuffers is the most buffers one kernel may bind (0: no limit that
 	// generated kernels reach).
 	MaxBuffers int
@@ -193,11 +203,21 @@ var CUDA = &Dialect{
 	Types:       map[Type]string{Float: "float", Int: "int", Uint: "unsigned int", BF16: "unsigned short"},
 	SharedArray: "__shared__ __align__(16) float %[1]s[%[2]d];",
 	StoreBF16: "{ const unsigned int mlb_u = __float_as_uint(%[3]s); " +
-		"%[1]s[%[2]s] = (unsigned short)((mlb_u & 0x7fffffffu) > 0x7f800000u ? (mlb_u >> 16) | 0x40u : (mlb_u + 0x7fffu + ((mlb_u >> 16) & 1u)) >> 16); }",
+		"%[1]s[%[2]s] = (unsigned short)" + cudaRoundBF16("mlb_u") + "; }",
 	LoadBF16: "__uint_as_float((unsigned int)%[1]s[%[2]s] << 16)",
 	Load4:    "const float4 %[1]s = *reinterpret_cast<const float4*>(&%[2]s[%[3]s]);",
 	Store4:   "*reinterpret_cast<float4*>(&%[1]s[%[2]s]) = make_float4(%[3]s, %[4]s, %[5]s, %[6]s);",
-	Barrier:  "__syncthreads();",
+	// a bfloat16 is the top half of its float: lane 0 is the low half
+	// of the first word (little-endian memory)
+	Load4BF16: "const uint2 %[1]s = *reinterpret_cast<const uint2*>(&%[2]s[%[3]s]);",
+	BF16Lanes: [4]string{"__uint_as_float(%[1]s.x << 16)", "__uint_as_float(%[1]s.x & 0xffff0000u)",
+		"__uint_as_float(%[1]s.y << 16)", "__uint_as_float(%[1]s.y & 0xffff0000u)"},
+	Store4BF16: "{ const unsigned int mlb_u0 = __float_as_uint(%[3]s), mlb_u1 = __float_as_uint(%[4]s), " +
+		"mlb_u2 = __float_as_uint(%[5]s), mlb_u3 = __float_as_uint(%[6]s); " +
+		"*reinterpret_cast<uint2*>(&%[1]s[%[2]s]) = make_uint2(" +
+		cudaRoundBF16("mlb_u0") + " | " + cudaRoundBF16("mlb_u1") + " << 16, " +
+		cudaRoundBF16("mlb_u2") + " | " + cudaRoundBF16("mlb_u3") + " << 16); }",
+	Barrier: "__syncthreads();",
 	Funcs: map[Func]string{
 		FnExp: "expf", FnLog: "logf", FnTanh: "tanhf", FnErf: "erff",
 		FnSqrt: "sqrtf", FnRsqrt: "rsqrtf", FnMax: "fmaxf", FnMin: "fminf",
@@ -213,3 +233,11 @@ var CUDA = &Dialect{
 
 // Dialects lists the dialects by name, for command-line switches.
 var Dialects = map[string]*Dialect{"metal": Metal, "cuda": CUDA}
+
+// cudaRoundBF16 is the bfloat16 bits, in the low half of an unsigned
+// int, of the float whose bits are the unsigned int u: StoreBF16's
+// rounding (to nearest, ties to even; a NaN kept and quieted), as one
+// parenthesised expression of at most 16 bits.
+func cudaRoundBF16(u string) string {
+	return fmt.Sprintf("((%[1]s & 0x7fffffffu) > 0x7f800000u ? (%[1]s >> 16) | 0x40u : (%[1]s + 0x7fffu + ((%[1]s >> 16) & 1u)) >> 16)", u)
+}

@@ -244,6 +244,29 @@ type StoreBF16 struct {
 
 func (StoreBF16) isStmt() {}
 
+// Load4BF16 declares the four float locals Names[0..3] = Buf[Index] …
+// Buf[Index+3] of a BF16 buffer, read as one 8-byte access where the
+// dialect has one (Dialect.Load4BF16; otherwise Rewrite splits it into
+// four LoadBF16s). Index is a multiple of 4 and the buffer is bound at
+// an 8-byte-aligned address, as Load4's. storedBF16 makes it of a Load4.
+type Load4BF16 struct {
+	Buf   string
+	Index Expr
+	Names [4]string
+}
+
+// Store4BF16 writes Values[0..3], each rounded as StoreBF16 rounds, to
+// Buf[Index] … Buf[Index+3] of a BF16 buffer as one 8-byte access where
+// the dialect has one (Dialect.Store4BF16); Index as Load4BF16's.
+type Store4BF16 struct {
+	Buf    string
+	Index  Expr
+	Values [4]Expr
+}
+
+func (Load4BF16) isStmt()  {}
+func (Store4BF16) isStmt() {}
+
 func (Let) isStmt()     {}
 func (Assign) isStmt()  {}
 func (Store) isStmt()   {}

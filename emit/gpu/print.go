@@ -148,6 +148,23 @@ func (p *printer) stmt(s Stmt, depth int) {
 		for i, lane := range []string{"x", "y", "z", "w"} {
 			p.line(depth, "%s %s = %s.%s;", p.d.Types[Float], s.Names[i], v, lane)
 		}
+	case Load4BF16:
+		if p.d.Load4BF16 == "" {
+			p.fail("dialect has no 8-byte bfloat16 loads (run Rewrite first)")
+			return
+		}
+		v := "mlb4_" + s.Names[0]
+		p.line(depth, p.d.Load4BF16, v, s.Buf, p.expr(s.Index, 0))
+		for i, lane := range p.d.BF16Lanes {
+			p.line(depth, "%s %s = %s;", p.d.Types[Float], s.Names[i], fmt.Sprintf(lane, v))
+		}
+	case Store4BF16:
+		if p.d.Store4BF16 == "" {
+			p.fail("dialect has no 8-byte bfloat16 stores (run Rewrite first)")
+			return
+		}
+		p.line(depth, p.d.Store4BF16, s.Buf, p.expr(s.Index, 0),
+			p.expr(s.Values[0], 0), p.expr(s.Values[1], 0), p.expr(s.Values[2], 0), p.expr(s.Values[3], 0))
 	case Store4:
 		if p.d.Store4 == "" {
 			p.fail("dialect has no 16-byte stores (run Rewrite first)")

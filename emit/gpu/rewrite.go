@@ -9,6 +9,9 @@ func Rewrite(k *Kernel, d *Dialect) *Kernel {
 	if d.Load4 == "" || d.Store4 == "" {
 		body = splitVec4(body)
 	}
+	if d.Load4BF16 == "" || d.Store4BF16 == "" {
+		body = splitVec4BF16(body)
+	}
 	out.Body = rewriteStmts(body, func(e Expr) Expr {
 		if c, ok := e.(Call); ok {
 			if _, has := d.Funcs[c.Fn]; !has && c.Fn == FnErf {
@@ -61,6 +64,33 @@ func splitVec4(ss []Stmt) []Stmt {
 	return out
 }
 
+// splitVec4BF16 replaces every Load4BF16 and Store4BF16 in ss by four
+// scalar bfloat16 loads or stores, for a dialect without 8-byte ones.
+func splitVec4BF16(ss []Stmt) []Stmt {
+	var out []Stmt
+	for _, s := range ss {
+		switch s := s.(type) {
+		case Load4BF16:
+			for i, n := range s.Names {
+				out = append(out, let(n, Float, LoadBF16{s.Buf, add(s.Index, i32(i))}))
+			}
+		case Store4BF16:
+			for i, v := range s.Values {
+				out = append(out, storeBF16(s.Buf, add(s.Index, i32(i)), v))
+			}
+		case If:
+			s.Then, s.Else = splitVec4BF16(s.Then), splitVec4BF16(s.Else)
+			out = append(out, s)
+		case For:
+			s.Body = splitVec4BF16(s.Body)
+			out = append(out, s)
+		default:
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
 // rewriteStmts applies f bottom-up to every expression in ss.
 func rewriteStmts(ss []Stmt, f func(Expr) Expr) []Stmt {
 	out := make([]Stmt, len(ss))
@@ -85,6 +115,15 @@ func rewriteStmts(ss []Stmt, f func(Expr) Expr) []Stmt {
 			s.Value = rewriteExpr(s.Value, f)
 			out[i] = s
 		case Store4:
+			s.Index = rewriteExpr(s.Index, f)
+			for j := range s.Values {
+				s.Values[j] = rewriteExpr(s.Values[j], f)
+			}
+			out[i] = s
+		case Load4BF16:
+			s.Index = rewriteExpr(s.Index, f)
+			out[i] = s
+		case Store4BF16:
 			s.Index = rewriteExpr(s.Index, f)
 			for j := range s.Values {
 				s.Values[j] = rewriteExpr(s.Values[j], f)

@@ -32,6 +32,9 @@ inline unsigned int __float_as_uint(float v) {
 // with -fno-strict-aliasing, so reading floats through it is defined.
 struct float4 { float x, y, z, w; };
 inline float4 make_float4(float x, float y, float z, float w) { return float4{x, y, z, w}; }
+// uint2 as the CUDA dialect's 8-byte bfloat16 loads and stores use it.
+struct uint2 { unsigned int x, y; };
+inline uint2 make_uint2(unsigned int x, unsigned int y) { return uint2{x, y}; }
 
 inline void __syncthreads() {
     mlb_dim t = threadIdx, b = blockIdx;
