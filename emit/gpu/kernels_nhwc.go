@@ -3,6 +3,7 @@ package gpu
 import (
 	"fmt"
 	"math"
+	"slices"
 )
 
 // Batch norm and the global average pool for tensors [outer, c, inner]
@@ -36,6 +37,14 @@ const nhwcLanes = 32
 // or four times BatchNormGroups' groups gained 0–20 µs more with 8 or 16
 // ways (2.73–2.76) and lost 0.3–0.4 ms with four times.
 const nhwcWays = 16
+
+// nhwcVec is how many consecutive channels a thread of the NHWC batch
+// norm kernels takes where every operand is channels last and the
+// channels are whole 32-channel chunks (bnTile.vectorised): one 8-byte
+// access a row of a bfloat16 operand (16 of a float32 one) where there
+// were four 2-byte ones, its nhwcWays/nhwcVec rows in flight holding as
+// many bytes as before. A warp then reads four rows' 64 bytes.
+const nhwcVec = 4
 
 // nhwcMinRows is the fewest rows BatchNormGroups gives a group: 8
 // row-lanes of a 256-thread threadgroup then have 8 rows each.
@@ -71,12 +80,15 @@ func BatchNormScratch(outer, c, inner int) int {
 // g = tgid / chunks (rows g·rowsPer … min(rows, (g+1)·rowsPer)) and chunk
 // k = tgid mod chunks (channels k·cw … (k+1)·cw, the last guarded by c);
 // thread lid is lane lid mod cw (channel k·cw + lane) and row-lane
-// lid / cw, which takes rows rl, rl + rlanes, … of the group.
+// lid / cw, which takes rows rl, rl + rlanes, … of the group. A
+// vectorised tile's lane takes v = nhwcVec channels, k·cw·v + lane·v …
+// + v−1, and its row-lanes are v times as many.
 type bnTile struct {
 	outer, c, inner    int
 	rows               int // outer·inner
 	groups, rowsPer    int
 	chunks, cw, rlanes int
+	v                  int // channels a thread: 1, or nhwcVec
 }
 
 func newBNTile(outer, c, inner, groups int) bnTile {
@@ -87,7 +99,50 @@ func newBNTile(outer, c, inner, groups int) bnTile {
 	chunks := ceilDiv(c, nhwcLanes)
 	cw := ceilDiv(c, chunks)
 	return bnTile{outer: outer, c: c, inner: inner, rows: rows, groups: groups, rowsPer: ceilDiv(rows, groups),
-		chunks: chunks, cw: cw, rlanes: max(1, tgReduce/cw)}
+		chunks: chunks, cw: cw, rlanes: max(1, tgReduce/cw), v: 1}
+}
+
+// vectorised is t with each thread on nhwcVec consecutive channels
+// (one Load4 or Store4 a row and operand) where every operand is
+// channels last (nhwc) and the channels are whole chunks, else t. The
+// grid, the threadgroups and the groups stay, so the scratch does too.
+func (t bnTile) vectorised(nhwc ...bool) bnTile {
+	if t.c%nhwcLanes != 0 || slices.Contains(nhwc, false) {
+		return t
+	}
+	t.v = nhwcVec
+	t.cw = nhwcLanes / nhwcVec
+	t.rlanes = tgReduce / t.cw
+	return t
+}
+
+// ways is how many rows a thread loads before it uses them.
+func (t bnTile) ways() int { return nhwcWays / t.v }
+
+// per is the name of the thread's local name for its channel k: name
+// itself when a thread has one channel.
+func (t bnTile) per(name string, k int) string {
+	if t.v == 1 {
+		return name
+	}
+	return fmt.Sprintf("%s_%d", name, k)
+}
+
+// val is the name of the local holding buf's value at way w and channel
+// k of the thread.
+func (t bnTile) val(buf string, w, k int) string {
+	if t.v == 1 {
+		return fmt.Sprint(buf, w)
+	}
+	return fmt.Sprintf("%s%d_%d", buf, w, k)
+}
+
+// plus is base + k (base where k is 0).
+func plus(base Expr, k int) Expr {
+	if k == 0 {
+		return base
+	}
+	return add(base, i32(k))
 }
 
 func (t bnTile) threadgroup() int { return t.cw * t.rlanes }
@@ -97,12 +152,17 @@ func (t bnTile) grid() int        { return t.groups * t.chunks }
 // chs (ch, or 0 past the channels: safe to index with), r0 and rend (its
 // group's rows).
 func (t bnTile) prologue() []Stmt {
+	sh, ch := t.threadgroup(), add(mul(rem(tgidE, i32(t.chunks)), i32(t.cw)), vr("lane"))
+	if t.v > 1 {
+		// two sums a channel at once (laneSums)
+		sh, ch = 2*t.v*t.threadgroup(), add(mul(rem(tgidE, i32(t.chunks)), i32(t.cw*t.v)), mul(vr("lane"), i32(t.v)))
+	}
 	return []Stmt{
-		Shared{"sh", t.threadgroup()},
+		Shared{"sh", sh},
 		let("lane", Int, rem(lidE, i32(t.cw))),
 		let("rl", Int, div(lidE, i32(t.cw))),
 		let("g", Int, div(tgidE, i32(t.chunks))),
-		let("ch", Int, add(mul(rem(tgidE, i32(t.chunks)), i32(t.cw)), vr("lane"))),
+		let("ch", Int, ch),
 		let("chs", Int, t.safeChannel()),
 		let("r0", Int, mul(vr("g"), i32(t.rowsPer))),
 		let("rend", Int, t.groupEnd(vr("r0"))),
@@ -119,7 +179,7 @@ func (t bnTile) safeChannel() Expr {
 
 // live is whether the thread's channel is one of the tensor's.
 func (t bnTile) live() Expr {
-	if t.cw*t.chunks == t.c {
+	if t.cw*t.chunks*t.v == t.c {
 		return nil
 	}
 	return lt(vr("ch"), i32(t.c))
@@ -154,35 +214,63 @@ type layoutBuf struct {
 	nhwc bool
 }
 
-// sweep walks the thread's rows of its group, nhwcWays at a time: for each
-// way w it loads the operands' values into locals buf + w (0 where the
-// row or channel is not there: the load is not made), then runs use(w)
-// and stores store's buffer and value at its row where the row is there.
-// A value is read and written only by the thread of its row and channel,
-// and each read of a row comes before its store, so a stored buffer may
-// be a read one of the same layout.
-func (t bnTile) sweep(reads []layoutBuf, use func(w int) []Stmt, store func(w int) (layoutBuf, Expr)) Stmt {
+// sweep walks the thread's rows of its group, ways() at a time: for each
+// way w it loads the operands' values of each of its channels k into
+// locals val(buf, w, k) (0 where the row or channel is not there: a
+// thread of one channel does not make the load, a vectorised one loads
+// row 0 instead), then runs use(w, k) for each k and stores store's
+// buffer and values at its row where the row is there. A value is read
+// and written only by the thread of its row and channel, and each read
+// of a row comes before its store, so a stored buffer may be a read one
+// of the same layout.
+func (t bnTile) sweep(reads []layoutBuf, use func(w, k int) []Stmt, store func(w, k int) (layoutBuf, Expr)) Stmt {
 	var loads, uses []Stmt
-	for w := 0; w < nhwcWays; w++ {
+	for w := 0; w < t.ways(); w++ {
 		j := add(vr("j"), i32(w*t.rlanes))
 		rw := fmt.Sprint("row", w)
 		loads = append(loads, let(rw, Int, add(vr("r0"), j)))
 		// rend ≤ r0 + rowsPer, so a row before it is one of the group's
 		ok := and(lt(vr(rw), vr("rend")), t.live())
 		okw := fmt.Sprint("ok", w)
+		there := ne(vr(okw), i32(0))
 		loads = append(loads, let(okw, Int, sel(ok, i32(1), i32(0))))
-		for _, o := range reads {
-			loads = append(loads, let(fmt.Sprint(o.buf, w), Float, sel(ne(vr(okw), i32(0)), load(o.buf, t.index(o.nhwc, vr(rw))), flt(0))))
+		if t.v == 1 {
+			for _, o := range reads {
+				loads = append(loads, let(t.val(o.buf, w, 0), Float, sel(there, load(o.buf, t.index(o.nhwc, vr(rw))), flt(0))))
+			}
+		} else {
+			rc := fmt.Sprint("rowc", w)
+			loads = append(loads, let(rc, Int, sel(there, vr(rw), i32(0))))
+			for _, o := range reads {
+				var names [nhwcVec]string
+				for k := range names {
+					names[k] = t.val(o.buf, w, k)
+				}
+				loads = append(loads, Load4{o.buf, t.index(true, vr(rc)), names})
+				for _, n := range names {
+					loads = append(loads, set(n, sel(there, vr(n), flt(0))))
+				}
+			}
 		}
-		if use != nil {
-			uses = append(uses, use(w)...)
+		for k := 0; k < t.v && use != nil; k++ {
+			uses = append(uses, use(w, k)...)
 		}
-		if store != nil {
-			o, v := store(w)
-			uses = append(uses, when(ne(vr(okw), i32(0)), Store{o.buf, t.index(o.nhwc, vr(rw)), v}))
+		if store == nil {
+			continue
 		}
+		if t.v == 1 {
+			o, v := store(w, 0)
+			uses = append(uses, when(there, Store{o.buf, t.index(o.nhwc, vr(rw)), v}))
+			continue
+		}
+		var o layoutBuf
+		var vals [nhwcVec]Expr
+		for k := range vals {
+			o, vals[k] = store(w, k)
+		}
+		uses = append(uses, when(there, Store4{o.buf, t.index(true, vr(rw)), vals}))
 	}
-	return For{"j", vr("rl"), i32(t.rowsPer), i32(t.rlanes * nhwcWays), append(loads, uses...)}
+	return For{"j", vr("rl"), i32(t.rowsPer), i32(t.rlanes * t.ways()), append(loads, uses...)}
 }
 
 // laneSum stores the thread's partial in sh[lid], adds up the row-lanes of
@@ -196,6 +284,40 @@ func (t bnTile) laneSum(name, partial string) []Stmt {
 			store("sh", lidE, add(load("sh", lidE), load("sh", add(lidE, i32(rd.stride*t.cw)))))), Barrier{})
 	}
 	return append(s, let(name, Float, load("sh", vr("lane"))), Barrier{})
+}
+
+// laneSums is laneSum of each partials[i] into names[i]: one after
+// another in a tile of one channel a thread, all in the same rounds
+// (partial i in sh[i·threadgroup + lid]) in a vectorised one, whose sh
+// holds 2·v partials a thread.
+func (t bnTile) laneSums(names, partials []string) []Stmt {
+	if t.v == 1 {
+		var s []Stmt
+		for i, n := range names {
+			s = append(s, t.laneSum(n, partials[i])...)
+		}
+		return s
+	}
+	if len(partials) > 2*t.v {
+		panic(fmt.Sprintf("gpu: %d lane sums at once, sh holds %d", len(partials), 2*t.v))
+	}
+	tg := t.threadgroup()
+	var s, adds []Stmt
+	for i, p := range partials {
+		s = append(s, store("sh", plus(lidE, i*tg), vr(p)))
+	}
+	s = append(s, Barrier{})
+	for _, rd := range laneTree(t.rlanes) {
+		adds = nil
+		for i := range partials {
+			adds = append(adds, store("sh", plus(lidE, i*tg), add(load("sh", plus(lidE, i*tg)), load("sh", plus(lidE, i*tg+rd.stride*t.cw)))))
+		}
+		s = append(s, when(lt(vr("rl"), i32(rd.active)), adds...), Barrier{})
+	}
+	for i, n := range names {
+		s = append(s, let(n, Float, load("sh", plus(vr("lane"), i*tg))))
+	}
+	return append(s, Barrier{})
 }
 
 // laneRound is a round of a tree sum over row-lanes: each row-lane
@@ -221,21 +343,24 @@ func laneTree(n int) []laneRound {
 	return rounds
 }
 
-// mergeSums declares, for each i, name[i] = Σ over groups of
-// part[offset[i]·groups·c + g·c + ch]: the row-lanes take the groups in
-// turn and laneSum adds them up.
+// mergeSums declares, for each i and channel k of the thread,
+// per(name[i], k) = Σ over groups of part[offset[i]·groups·c + g·c +
+// ch + k]: the row-lanes take the groups in turn and laneSums adds them
+// up.
 func (t bnTile) mergeSums(names []string, offsets []int) []Stmt {
 	var s, acc []Stmt
+	var sums, parts []string
 	for i := range names {
-		s = append(s, let(fmt.Sprint("part", i), Float, flt(0)))
-		acc = append(acc, set(fmt.Sprint("part", i), add(vr(fmt.Sprint("part", i)),
-			load("part", add(add(i32(offsets[i]*t.groups*t.c), mul(vr("gg"), i32(t.c))), vr("chs"))))))
+		for k := 0; k < t.v; k++ {
+			p := t.per(fmt.Sprint("part", i), k)
+			s = append(s, let(p, Float, flt(0)))
+			acc = append(acc, set(p, add(vr(p),
+				load("part", add(add(i32(offsets[i]*t.groups*t.c), mul(vr("gg"), i32(t.c))), plus(vr("chs"), k))))))
+			sums, parts = append(sums, t.per(names[i], k)), append(parts, p)
+		}
 	}
 	s = append(s, For{"gg", vr("rl"), i32(t.groups), i32(t.rlanes), whenSome(t.live(), acc...)})
-	for i, n := range names {
-		s = append(s, t.laneSum(n, fmt.Sprint("part", i))...)
-	}
-	return s
+	return append(s, t.laneSums(sums, parts)...)
 }
 
 // whenRoot runs then in the one thread of the grid that owns the
@@ -261,6 +386,9 @@ func layoutName(nhwc bool) string {
 // kernel is a kernel of the tile's grid; its doc line is what, the shape,
 // the operands' layouts and the split.
 func (t bnTile) kernel(what, layouts string, params []Param, body []Stmt) *Kernel {
+	if t.v > 1 {
+		layouts += fmt.Sprintf(", %d channels a thread", t.v)
+	}
 	return &Kernel{Doc: fmt.Sprintf("%s of [%d,%d,%d] (%s), %d row groups × %d channel chunks", what, t.outer, t.c, t.inner, layouts, t.groups, t.chunks),
 		Params: params, Threadgroup: t.threadgroup(), Groups: t.grid(), Body: body}
 }
@@ -274,29 +402,41 @@ func (t bnTile) kernel(what, layouts string, params []Param, body []Stmt) *Kerne
 // Σ(x−K)² − (Σ(x−K))²/n cancels little), and the group turns them into
 // the pair.
 func batchNormStatsNHWCKernel(outer, c, inner int, xNHWC bool, groups int) *Kernel {
-	t := newBNTile(outer, c, inner, groups)
+	t := newBNTile(outer, c, inner, groups).vectorised(xNHWC)
 	n := outer * c * inner
 	body := t.prologue()
+	var sums, partials []string
+	for k := 0; k < t.v; k++ {
+		body = append(body,
+			let(t.per("k", k), Float, sel(and(lt(vr("r0"), i32(t.rows)), t.live()), load("x", plus(t.index(xNHWC, vr("r0")), k)), flt(0))),
+			let(t.per("a1", k), Float, flt(0)),
+			let(t.per("a2", k), Float, flt(0)))
+	}
+	for _, q := range []string{"1", "2"} {
+		for k := 0; k < t.v; k++ {
+			sums, partials = append(sums, t.per("t"+q, k)), append(partials, t.per("a"+q, k))
+		}
+	}
 	body = append(body,
-		let("k", Float, sel(and(lt(vr("r0"), i32(t.rows)), t.live()), load("x", t.index(xNHWC, vr("r0"))), flt(0))),
-		let("a1", Float, flt(0)),
-		let("a2", Float, flt(0)),
-		t.sweep([]layoutBuf{{"x", xNHWC}}, func(w int) []Stmt {
-			d := fmt.Sprint("d", w)
+		t.sweep([]layoutBuf{{"x", xNHWC}}, func(w, k int) []Stmt {
+			d, a1, a2 := t.val("d", w, k), t.per("a1", k), t.per("a2", k)
 			return []Stmt{
-				let(d, Float, sel(ne(vr(fmt.Sprint("ok", w)), i32(0)), sub(vr(fmt.Sprint("x", w)), vr("k")), flt(0))),
-				set("a1", add(vr("a1"), vr(d))),
-				set("a2", add(vr("a2"), mul(vr(d), vr(d)))),
+				let(d, Float, sel(ne(vr(fmt.Sprint("ok", w)), i32(0)), sub(vr(t.val("x", w, k)), vr(t.per("k", k))), flt(0))),
+				set(a1, add(vr(a1), vr(d))),
+				set(a2, add(vr(a2), mul(vr(d), vr(d)))),
 			}
 		}, nil))
-	body = append(body, t.laneSum("t1", "a1")...)
-	body = append(body, t.laneSum("t2", "a2")...)
-	body = append(body,
-		let("ng", Float, toFloat(sel(gt(vr("rend"), vr("r0")), sub(vr("rend"), vr("r0")), i32(0)))),
-		when(and(eq(vr("rl"), i32(0)), t.live()),
-			store("part", t.partIndex(0), add(vr("t1"), mul(vr("ng"), vr("k")))),
-			store("part", t.partIndex(1), sel(gt(vr("ng"), flt(0)),
-				call(FnMax, sub(vr("t2"), div(mul(vr("t1"), vr("t1")), vr("ng"))), flt(0)), flt(0)))))
+	body = append(body, t.laneSums(sums, partials)...)
+	body = append(body, let("ng", Float, toFloat(sel(gt(vr("rend"), vr("r0")), sub(vr("rend"), vr("r0")), i32(0)))))
+	var parts []Stmt
+	for k := 0; k < t.v; k++ {
+		t1, t2 := vr(t.per("t1", k)), vr(t.per("t2", k))
+		parts = append(parts,
+			store("part", plus(t.partIndex(0), k), add(t1, mul(vr("ng"), vr(t.per("k", k))))),
+			store("part", plus(t.partIndex(1), k), sel(gt(vr("ng"), flt(0)),
+				call(FnMax, sub(t2, div(mul(t1, t1), vr("ng"))), flt(0)), flt(0))))
+	}
+	body = append(body, when(and(eq(vr("rl"), i32(0)), t.live()), parts...))
 	return t.kernel("batch norm (training) statistics", "x "+layoutName(xNHWC),
 		[]Param{in("x", n), out("part", 2*groups*c)}, body)
 }
@@ -309,7 +449,7 @@ func batchNormStatsNHWCKernel(outer, c, inner int, xNHWC bool, groups int) *Kern
 // does. With relu, y is the fused ReLU's output (reluKeeps). y may be x
 // when their layouts agree.
 func batchNormApplyNHWCKernel(outer, c, inner int, xNHWC, yNHWC bool, groups int, eps, momentum float32, relu bool) *Kernel {
-	t := newBNTile(outer, c, inner, groups)
+	t := newBNTile(outer, c, inner, groups).vectorised(xNHWC, yNHWC)
 	n := outer * c * inner
 	m := t.rows
 	unbiased := float32(1) / float32(max(m-1, 1))
@@ -317,43 +457,59 @@ func batchNormApplyNHWCKernel(outer, c, inner int, xNHWC, yNHWC bool, groups int
 	// The mean is group 0's plus the mean of every group's sum less its
 	// rows at group 0's mean: small terms, where a plain Σ sum_g of values
 	// far from 0 rounds at the size of the whole channel's sum.
+	var offs, ssq []Stmt
+	var offNames, offSums, qNames, qSums []string
+	for k := 0; k < t.v; k++ {
+		ref, off := t.per("ref", k), t.per("off", k)
+		body = append(body, let(ref, Float, div(load("part", plus(vr("chs"), k)), t.groupRows(i32(0)))), let(off, Float, flt(0)))
+		offs = append(offs, set(off, add(vr(off), sub(load("part", add(mul(vr("gg"), i32(c)), plus(vr("chs"), k))), mul(t.groupRows(vr("gg")), vr(ref))))))
+		offNames, offSums = append(offNames, off), append(offSums, t.per("offs", k))
+		d, q := t.per("d", k), t.per("q", k)
+		ssq = append(ssq,
+			let(d, Float, sub(div(load("part", add(mul(vr("gg"), i32(c)), plus(vr("chs"), k))), vr("ng")), vr(t.per("mean", k)))),
+			set(q, add(vr(q), add(load("part", add(add(i32(t.groups*c), mul(vr("gg"), i32(c))), plus(vr("chs"), k))),
+				mul(vr("ng"), mul(vr(d), vr(d)))))))
+		qNames, qSums = append(qNames, q), append(qSums, t.per("ss", k))
+	}
+	body = append(body, For{"gg", vr("rl"), i32(t.groups), i32(t.rlanes), whenSome(t.live(), offs...)})
+	body = append(body, t.laneSums(offSums, offNames)...)
+	for k := 0; k < t.v; k++ {
+		body = append(body,
+			let(t.per("mean", k), Float, add(vr(t.per("ref", k)), mul(vr(t.per("offs", k)), flt(1/float32(m))))),
+			let(t.per("q", k), Float, flt(0)))
+	}
+	body = append(body, For{"gg", vr("rl"), i32(t.groups), i32(t.rlanes), []Stmt{
+		let("ng", Float, t.groupRows(vr("gg"))),
+		when(and(gt(vr("ng"), flt(0)), t.live()), ssq...),
+	}})
+	body = append(body, t.laneSums(qSums, qNames)...)
+	var root []Stmt
+	for k := 0; k < t.v; k++ {
+		ss, mean, inv := vr(t.per("ss", k)), vr(t.per("mean", k)), vr(t.per("inv", k))
+		body = append(body,
+			let(t.per("var", k), Float, mul(ss, flt(1/float32(m)))),
+			let(t.per("inv", k), Float, call(FnRsqrt, add(vr(t.per("var", k)), flt(eps)))),
+			let(t.per("scale", k), Float, mul(load("gamma", plus(vr("chs"), k)), inv)),
+			let(t.per("shift", k), Float, load("beta", plus(vr("chs"), k))))
+		ch := plus(vr("ch"), k)
+		root = append(root,
+			store("smean", ch, mean),
+			store("sinv", ch, inv),
+			store("rmean", ch, add(mul(flt(1-momentum), load("rmean", ch)), mul(flt(momentum), mean))),
+			store("rvar", ch, add(mul(flt(1-momentum), load("rvar", ch)), mul(flt(momentum), mul(ss, flt(unbiased))))))
+	}
 	body = append(body,
-		let("ref", Float, div(load("part", vr("chs")), t.groupRows(i32(0)))),
-		let("off", Float, flt(0)),
-		For{"gg", vr("rl"), i32(t.groups), i32(t.rlanes), whenSome(t.live(),
-			set("off", add(vr("off"), sub(load("part", add(mul(vr("gg"), i32(c)), vr("chs"))), mul(t.groupRows(vr("gg")), vr("ref"))))))})
-	body = append(body, t.laneSum("offs", "off")...)
-	body = append(body,
-		let("mean", Float, add(vr("ref"), mul(vr("offs"), flt(1/float32(m))))),
-		let("q", Float, flt(0)),
-		For{"gg", vr("rl"), i32(t.groups), i32(t.rlanes), []Stmt{
-			let("ng", Float, t.groupRows(vr("gg"))),
-			when(and(gt(vr("ng"), flt(0)), t.live()),
-				let("d", Float, sub(div(load("part", add(mul(vr("gg"), i32(c)), vr("chs"))), vr("ng")), vr("mean"))),
-				set("q", add(vr("q"), add(load("part", add(add(i32(t.groups*c), mul(vr("gg"), i32(c))), vr("chs"))),
-					mul(vr("ng"), mul(vr("d"), vr("d"))))))),
-		}})
-	body = append(body, t.laneSum("ss", "q")...)
-	body = append(body,
-		let("var", Float, mul(vr("ss"), flt(1/float32(m)))),
-		let("inv", Float, call(FnRsqrt, add(vr("var"), flt(eps)))),
-		let("scale", Float, mul(load("gamma", vr("chs")), vr("inv"))),
-		let("shift", Float, load("beta", vr("chs"))),
 		// (x − mean)·scale + beta, as rt/cpu: far from 0, x·scale +
 		// (beta − mean·scale) would round two large terms
-		t.sweep([]layoutBuf{{"x", xNHWC}}, nil, func(w int) (layoutBuf, Expr) {
-			x := vr(fmt.Sprint("x", w))
-			y := add(mul(sub(x, vr("mean")), vr("scale")), vr("shift"))
+		t.sweep([]layoutBuf{{"x", xNHWC}}, nil, func(w, k int) (layoutBuf, Expr) {
+			x, mean, scale, shift := vr(t.val("x", w, k)), vr(t.per("mean", k)), vr(t.per("scale", k)), vr(t.per("shift", k))
+			y := add(mul(sub(x, mean), scale), shift)
 			if relu {
-				y = sel(reluKeeps(x, vr("mean"), vr("scale"), vr("shift")), y, flt(0))
+				y = sel(reluKeeps(x, mean, scale, shift), y, flt(0))
 			}
 			return layoutBuf{"y", yNHWC}, y
 		}),
-		t.whenRoot(
-			store("smean", vr("ch"), vr("mean")),
-			store("sinv", vr("ch"), vr("inv")),
-			store("rmean", vr("ch"), add(mul(flt(1-momentum), load("rmean", vr("ch"))), mul(flt(momentum), vr("mean")))),
-			store("rvar", vr("ch"), add(mul(flt(1-momentum), load("rvar", vr("ch"))), mul(flt(momentum), mul(vr("ss"), flt(unbiased)))))))
+		t.whenRoot(root...))
 	return t.kernel("batch norm (training)"+reluName(relu), fmt.Sprintf("x %s, y %s", layoutName(xNHWC), layoutName(yNHWC)),
 		[]Param{in("x", n), in("gamma", c), in("beta", c), out("rmean", c), out("rvar", c),
 			out("y", n), out("smean", c), out("sinv", c), in("part", 2*groups*c)}, body)
@@ -386,36 +542,61 @@ func batchNormEvalNHWCKernel(outer, c, inner int, xNHWC, yNHWC bool, eps float32
 // relu, dy is the fused ReLU's, masked by reluKeeps (gamma and beta then
 // come after dy).
 func batchNormBwdSumsNHWCKernel(outer, c, inner int, xNHWC, dyNHWC bool, groups int, relu bool) *Kernel {
-	t := newBNTile(outer, c, inner, groups)
+	t := newBNTile(outer, c, inner, groups).vectorised(xNHWC, dyNHWC)
 	n := outer * c * inner
 	body := t.prologue()
-	body = append(body,
-		let("mean", Float, load("smean", vr("chs"))),
-		let("inv", Float, load("sinv", vr("chs"))),
-		let("a1", Float, flt(0)),
-		let("a2", Float, flt(0)))
-	if relu {
-		body = append(body, let("k", Float, mul(load("gamma", vr("chs")), vr("inv"))), let("b", Float, load("beta", vr("chs"))))
+	var sums, partials []string
+	for k := 0; k < t.v; k++ {
+		body = append(body,
+			let(t.per("mean", k), Float, load("smean", plus(vr("chs"), k))),
+			let(t.per("inv", k), Float, load("sinv", plus(vr("chs"), k))),
+			let(t.per("a1", k), Float, flt(0)),
+			let(t.per("a2", k), Float, flt(0)))
+		if relu {
+			body = append(body, let(t.per("k", k), Float, mul(load("gamma", plus(vr("chs"), k)), vr(t.per("inv", k)))),
+				let(t.per("b", k), Float, load("beta", plus(vr("chs"), k))))
+		}
+	}
+	for _, q := range []string{"1", "2"} {
+		for k := 0; k < t.v; k++ {
+			sums, partials = append(sums, t.per("t"+q, k)), append(partials, t.per("a"+q, k))
+		}
 	}
 	body = append(body,
-		t.sweep([]layoutBuf{{"x", xNHWC}, {"dy", dyNHWC}}, func(w int) []Stmt {
+		t.sweep([]layoutBuf{{"x", xNHWC}, {"dy", dyNHWC}}, func(w, k int) []Stmt {
 			// a missing row has dy 0 and adds nothing
-			x, dy := vr(fmt.Sprint("x", w)), bnDy(relu, fmt.Sprint("x", w), fmt.Sprint("dy", w))
+			x, dy, a1, a2 := vr(t.val("x", w, k)), t.dy(relu, w, k), t.per("a1", k), t.per("a2", k)
 			return []Stmt{
-				set("a1", add(vr("a1"), dy)),
-				set("a2", add(vr("a2"), mul(dy, mul(sub(x, vr("mean")), vr("inv"))))),
+				set(a1, add(vr(a1), dy)),
+				set(a2, add(vr(a2), mul(dy, mul(sub(x, vr(t.per("mean", k))), vr(t.per("inv", k)))))),
 			}
 		}, nil))
-	body = append(body, t.laneSum("t1", "a1")...)
-	body = append(body, t.laneSum("t2", "a2")...)
-	body = append(body, when(and(eq(vr("rl"), i32(0)), t.live()),
-		store("part", t.partIndex(0), vr("t1")),
-		store("part", t.partIndex(1), vr("t2"))))
+	body = append(body, t.laneSums(sums, partials)...)
+	var parts []Stmt
+	for k := 0; k < t.v; k++ {
+		parts = append(parts,
+			store("part", plus(t.partIndex(0), k), vr(t.per("t1", k))),
+			store("part", plus(t.partIndex(1), k), vr(t.per("t2", k))))
+	}
+	body = append(body, when(and(eq(vr("rl"), i32(0)), t.live()), parts...))
 	params := []Param{in("x", n), in("smean", c), in("sinv", c), in("dy", n), out("part", 2*groups*c)}
 	if relu {
 		params = append(params, in("gamma", c), in("beta", c))
 	}
 	return t.kernel("batch norm backward's sums"+reluName(relu), fmt.Sprintf("x %s, dy %s", layoutName(xNHWC), layoutName(dyNHWC)), params, body)
+}
+
+// dy is the backward's dy at way w and channel k of the thread, masked
+// as bnDy masks it where relu (with the kernel's per-channel "mean",
+// "k" = gamma·inv and "b" = beta).
+func (t bnTile) dy(relu bool, w, k int) Expr {
+	if t.v == 1 {
+		return bnDy(relu, t.val("x", w, k), t.val("dy", w, k))
+	}
+	if !relu {
+		return vr(t.val("dy", w, k))
+	}
+	return sel(reluKeeps(vr(t.val("x", w, k)), vr(t.per("mean", k)), vr(t.per("k", k)), vr(t.per("b", k))), vr(t.val("dy", w, k)), flt(0))
 }
 
 // batchNormBwdApplyNHWCKernel is a batch norm backward's second kernel:
@@ -424,27 +605,32 @@ func batchNormBwdSumsNHWCKernel(outer, c, inner int, xNHWC, dyNHWC bool, groups 
 // writes dgamma and dbeta. With relu, dy is the fused ReLU's, masked by
 // reluKeeps (beta comes last). dx may be dy when their layouts agree.
 func batchNormBwdApplyNHWCKernel(outer, c, inner int, xNHWC, dyNHWC, dxNHWC bool, groups int, relu bool) *Kernel {
-	t := newBNTile(outer, c, inner, groups)
+	t := newBNTile(outer, c, inner, groups).vectorised(xNHWC, dyNHWC, dxNHWC)
 	n := outer * c * inner
 	m := t.rows
 	body := t.prologue()
 	body = append(body, t.mergeSums([]string{"sdy", "sdyx"}, []int{0, 1})...)
-	body = append(body,
-		let("mean", Float, load("smean", vr("chs"))),
-		let("inv", Float, load("sinv", vr("chs"))),
-		let("k", Float, mul(load("gamma", vr("chs")), vr("inv"))),
-		let("m1", Float, mul(vr("sdy"), flt(1/float32(m)))),
-		let("m2", Float, mul(vr("sdyx"), flt(1/float32(m)))))
-	if relu {
-		body = append(body, let("b", Float, load("beta", vr("chs"))))
+	var root []Stmt
+	for k := 0; k < t.v; k++ {
+		ch := plus(vr("chs"), k)
+		body = append(body,
+			let(t.per("mean", k), Float, load("smean", ch)),
+			let(t.per("inv", k), Float, load("sinv", ch)),
+			let(t.per("k", k), Float, mul(load("gamma", ch), vr(t.per("inv", k)))),
+			let(t.per("m1", k), Float, mul(vr(t.per("sdy", k)), flt(1/float32(m)))),
+			let(t.per("m2", k), Float, mul(vr(t.per("sdyx", k)), flt(1/float32(m)))))
+		if relu {
+			body = append(body, let(t.per("b", k), Float, load("beta", ch)))
+		}
+		root = append(root, store("dgamma", plus(vr("ch"), k), vr(t.per("sdyx", k))), store("dbeta", plus(vr("ch"), k), vr(t.per("sdy", k))))
 	}
 	body = append(body,
-		t.sweep([]layoutBuf{{"x", xNHWC}, {"dy", dyNHWC}}, nil, func(w int) (layoutBuf, Expr) {
-			x, dy := vr(fmt.Sprint("x", w)), bnDy(relu, fmt.Sprint("x", w), fmt.Sprint("dy", w))
-			xhat := mul(sub(x, vr("mean")), vr("inv"))
-			return layoutBuf{"dx", dxNHWC}, mul(vr("k"), sub(sub(dy, vr("m1")), mul(xhat, vr("m2"))))
+		t.sweep([]layoutBuf{{"x", xNHWC}, {"dy", dyNHWC}}, nil, func(w, k int) (layoutBuf, Expr) {
+			x, dy := vr(t.val("x", w, k)), t.dy(relu, w, k)
+			xhat := mul(sub(x, vr(t.per("mean", k))), vr(t.per("inv", k)))
+			return layoutBuf{"dx", dxNHWC}, mul(vr(t.per("k", k)), sub(sub(dy, vr(t.per("m1", k))), mul(xhat, vr(t.per("m2", k)))))
 		}),
-		t.whenRoot(store("dgamma", vr("ch"), vr("sdyx")), store("dbeta", vr("ch"), vr("sdy"))))
+		t.whenRoot(root...))
 	params := []Param{in("x", n), in("gamma", c), in("smean", c), in("sinv", c), in("dy", n),
 		out("dx", n), out("dgamma", c), out("dbeta", c), in("part", 2*groups*c)}
 	if relu {

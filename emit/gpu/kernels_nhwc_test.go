@@ -75,6 +75,11 @@ func renameStores(k *Kernel, from, to string) *Kernel {
 					s.Buf = to
 				}
 				out[i] = s
+			case Store4:
+				if s.Buf == from {
+					s.Buf = to
+				}
+				out[i] = s
 			case If:
 				out[i] = If{s.Cond, walk(s.Then), walk(s.Else)}
 			case For:
@@ -104,7 +109,8 @@ func renameStores(k *Kernel, from, to string) *Kernel {
 // nhwcCases are the NHWC kernels' cases: every kernel on shapes whose rows
 // do not divide into the groups (one with an empty group), channels not a
 // multiple of the 32-channel chunk (24, 36, 37: a chunk with a lane past
-// the channels) and 64, inner 1, 9 and 16, against rt/cpu's NCHW batch
+// the channels) and 32, 64 and 96 (four channels a thread where every
+// operand is NHWC), inner 1, 9, 16 and 40, against rt/cpu's NCHW batch
 // norm on the same values (converted to each operand's layout) and
 // float64 sums for the scratch. Every layout combination runs on the
 // first shape, all-NHWC and NCHW-in/NHWC-out on the others.
@@ -133,6 +139,11 @@ func nhwcCases() []gpuCase {
 		{16, 64, 9, 5, 0},  // 144 rows, groups of 29
 		{4, 36, 9, 36, 0},  // a row a group
 		{12, 37, 16, 1, 0}, // one group of 192 rows
+		// channels in whole chunks: all-NHWC operands take four channels
+		// a thread (bnTile.vectorised)
+		{2, 32, 1, 3, 0},  // 2 rows in 3 groups: group 2 is empty
+		{3, 96, 9, 4, 0},  // three chunks, groups of 7, the last of 6
+		{4, 64, 40, 1, 0}, // one group of 160 rows: more than a sweep of 32 row-lanes × 4 ways
 		// BatchNormGroups' own split (8 groups of 64 rows), and values far
 		// from 0, whose variance Σx² − (Σx)²/n in float32 would lose
 		{8, 64, 64, 0, 1000},
