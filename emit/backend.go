@@ -76,7 +76,7 @@ func (b *Backend) PlanOptions(o planner.Options) planner.Options {
 // kernel, as many as one kernel may bind buffers for (four a tensor).
 //
 // With a winograd budget (float32s; 0: never), a convolution that
-// gpu.WinogradFits and whose whole batch's workspace fits the budget runs
+// gpu.WinogradF4.Fits and whose whole batch's workspace fits the budget runs
 // as Winograd F(4×4, 5×5) instead: its 36 products are one strided batched
 // GEMM of the device, and its backward reads the forward's input transform.
 //
@@ -98,7 +98,7 @@ func (b *Backend) PlanOptions(o planner.Options) planner.Options {
 // (LayerNormAccumulate).
 func gpuTarget(method string, scratch func(planner.ConvGeom) int, keepCols int, updateTensors int, winograd int, direct bool) planner.Target {
 	return planner.Target{Conv: func(g planner.ConvGeom, pass planner.ConvPass) planner.ConvChoice {
-		if ws := gpu.WinogradF4.Scratch(g); gpu.WinogradFits(g) && ws <= winograd {
+		if ws := gpu.WinogradF4.Scratch(g); gpu.WinogradF4.Fits(g) && ws <= winograd {
 			return planner.ConvChoice{Method: gpu.WinogradF4.Method, Scratch: ws, SharesForward: pass != planner.ConvForward}
 		}
 		direct := direct && gpu.DirectFits(g)
