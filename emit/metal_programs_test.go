@@ -70,6 +70,8 @@ var largeSpecs = map[string]struct {
 	fusion bool
 }{
 	"bench_resnet18_cifar_bf16": {"../bench/models/resnet18_cifar_bf16.cue", true},
+	// f32: its 3×3 stride-1 layers by Winograd F(4×4,3×3) on CUDA
+	"bench_resnet18_cifar": {"../bench/models/resnet18_cifar.cue", true},
 }
 
 // metalModule writes one Go module holding the Metal program of every spec

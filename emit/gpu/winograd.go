@@ -29,7 +29,9 @@ import (
 // axes swapped. The weight gradient is F(r×r, m×m) on the same points,
 // which shares the input transform Bᵀ: a tile's m×m block of dy is the
 // filter (G2, wgDyKernel) and the forward's V the input, so the backward
-// reads the forward's V again (planner.ConvChoice.SharesForward):
+// reads the forward's V again where the target keeps the workspace from
+// the forward (planner.ConvChoice.SharesForward, Attr.KeptCols), and
+// transforms x again where it does not:
 //
 //	U2[ξν] = G2·dy[o][t]·G2ᵀ       [α²][OC][T]   (wgDyKernel)
 //	M2[ξν] = U2[ξν]·V[ξν]ᵀ         [α²][OC][C]   (cuBLAS, batched, K = T)
