@@ -75,10 +75,16 @@ func (b *Backend) PlanOptions(o planner.Options) planner.Options {
 // Its optimizer updates up to updateTensors params in one multi-tensor
 // kernel, as many as one kernel may bind buffers for (four a tensor).
 //
-// With a winograd budget (float32s; 0: never), a convolution that
-// gpu.WinogradFits and whose whole batch's workspace fits the budget runs
-// as Winograd F(4×4, 5×5) instead: its 36 products are one strided batched
-// GEMM of the device, and its backward reads the forward's input transform.
+// With a winograd budget (float32s; 0: never), a convolution that one of
+// winogradMethods Fits and whose whole batch's workspace fits the budget
+// runs as that Winograd algorithm instead: its products are one strided
+// batched GEMM of the device (or the products kernel, winograd_products.go).
+// A 5×5 layer's backward reads the forward's input transform, kept from the
+// forward; a 3×3 layer's does where the workspace is at most keepCols, as
+// im2col's columns are kept, and otherwise transforms the input again (one
+// pass over x, the cheapest kernel of the step): CIFAR ResNet-18's thirteen
+// 3×3 stride-1 layers would keep 1.7 GiB of workspace from the forward to
+// the backward at batch 128, where the plan's peak is 0.8 GiB.
 //
 // With direct set, a forward convolution whose window holds few values
 // (gpu.DirectFits: the first layer of an image model) runs as the direct
@@ -98,8 +104,14 @@ func (b *Backend) PlanOptions(o planner.Options) planner.Options {
 // (LayerNormAccumulate).
 func gpuTarget(method string, scratch func(planner.ConvGeom) int, keepCols int, updateTensors int, winograd int, direct bool) planner.Target {
 	return planner.Target{Conv: func(g planner.ConvGeom, pass planner.ConvPass) planner.ConvChoice {
-		if ws := gpu.WinogradF4.Scratch(g); gpu.WinogradFits(g) && ws <= winograd {
-			return planner.ConvChoice{Method: gpu.WinogradF4.Method, Scratch: ws, SharesForward: pass != planner.ConvForward}
+		for _, wa := range winogradMethods {
+			if !wa.Fits(g) {
+				continue
+			}
+			if ws := wa.Scratch(g); ws <= winograd {
+				keep := wa == gpu.WinogradF4 || ws <= keepCols
+				return planner.ConvChoice{Method: wa.Method, Scratch: ws, SharesForward: pass != planner.ConvForward && keep}
+			}
 		}
 		direct := direct && gpu.DirectFits(g)
 		if direct && pass == planner.ConvForward {
@@ -113,6 +125,27 @@ func gpuTarget(method string, scratch func(planner.ConvGeom) int, keepCols int, 
 	}, UpdateTensors: updateTensors, PoolBwdAct: true, PoolEpilogue: gpu.PoolEpilogue, PoolArgmax: true, LossRows: true, Attention: true, GemmAccumulate: true, LayerNormAccumulate: true,
 		FusedReLU: true, ShareSumGrads: true, FoldBatchNorm: true}
 }
+
+// winogradMethods are the Winograd algorithms of the GPU targets, one a
+// filter size: F(4×4, 5×5) and F(4×4, 3×3).
+//
+// F(4×4, 3×3) takes every 3×3 stride-1 layer of CIFAR ResNet-18 (64 to 512
+// channels, 32×32 down to 4×4 images), the 4×4 images too, by arithmetic
+// (the tiles are whole at every size: 4 divides 32, 16, 8 and 4). At batch
+// 128 every such layer is 4.83 G multiply-adds a GEMM by im2col (N·H·W·C·
+// OC·9, the same at each stage); F(4×4) does a quarter of them in its 36
+// products and F(2×2, 3×3) 4/9. What F(4×4) pays for it is its transformed
+// filters, 36·C·OC values (U in the forward and the input gradient, M2 in
+// the weight gradient), against 16·C·OC for F(2×2); they weigh most at 512
+// channels and 4×4 images, one tile an image (128 tiles): there F(4×4)'s
+// forward, input and weight gradients do 3 × 36·512²·128 = 3.6 G
+// multiply-adds and move about 8 × 38 MB of U-sized data, F(2×2)'s
+// 3 × 16·512²·512 = 6.4 G and 8 × 17 MB, im2col's 14.5 G. At the H200's
+// 67 TFLOP/s of float32 and 4.8 TB/s that is about 110 + 63 µs for
+// F(4×4), 190 + 28 for F(2×2) and 430 for im2col: F(4×4) wherever the
+// channels reach winogradMinChannels, and no F(2×2, 3×3). Not measured on
+// the H200 yet.
+var winogradMethods = []*gpu.Winograd{gpu.WinogradF4, gpu.Winograd3F4}
 
 // cudaPrecisions gives t CUDA's precision rules: every dense step, and
 // every convolution whose method runs cuBLAS GEMMs (im2col and cuBLAS,
@@ -163,11 +196,16 @@ const cudaIm2col = "im2col+cublas"
 // GEMMs runs instead as cuDNN calls (gpu.ConvLibraryMethod, lowered by
 // emit/gpu's conv_library.go), which read the tensors in place (no
 // im2col columns, no col2im, no scratch from the plan), in tf32 and bf16
-// plans, and stays on im2col in f32 plans. The direct and Winograd
-// methods stay (they fold a max pool into their epilogue, and the direct
-// kernel takes the first layer's few channels), except in bf16 an RGB
-// image's 3×3 first layer, which cuDNN runs faster on the input cast to
-// bfloat16 channels last (docs/runs/gpu-fourteenth-stem-2026-11-30.txt).
+// plans, and stays on im2col in f32 plans. So does a 3×3 layer that the
+// rule runs as Winograd F(4×4, 3×3): cuDNN in tf32 and bf16 plans (the
+// layers and the reasons are im2col's: Winograd's products are float32),
+// Winograd in f32. The direct and 5×5 Winograd methods stay (they fold a
+// max pool into their epilogue, and the direct kernel takes the first
+// layer's few channels), except in bf16 an RGB image's 3×3 first layer,
+// which cuDNN runs faster on the input cast to bfloat16 channels last
+// (docs/runs/gpu-fourteenth-stem-2026-11-30.txt). The library's choice
+// comes before the max pool's fusion (planner/fuse_pool.go), so a pool
+// after a 3×3 layer that cuDNN takes stays a step of its own.
 //
 // The choice is the measurement's (docs/cuda.md, "cuDNN or im2col"): a
 // CIFAR ResNet-18 training step at batch 128 on an H200 took 15.0 ms with
@@ -192,7 +230,10 @@ func cudaLibraryConvs(t planner.Target) planner.Target {
 			return planner.ConvChoice{Method: gpu.ConvLibraryMethod}, planner.LibraryWhy{Taken: true,
 				Reason: "cuDNN's calls on the input cast to bfloat16: CIFAR ResNet-18's stem 43.8 µs forward and 56.6 weight gradient on an H200, 77 and 137 with the direct kernels"}
 		}
-		if c.Method != cudaIm2col {
+		if c.Method == gpu.Winograd3F4.Method && precision == planner.PrecisionF32 {
+			return c, planner.LibraryWhy{Reason: "Winograd F(4x4,3x3) does a quarter of im2col's float32 products (not yet measured against cuDNN's)"}
+		}
+		if c.Method != cudaIm2col && c.Method != gpu.Winograd3F4.Method {
 			return c, planner.LibraryWhy{}
 		}
 		switch precision {

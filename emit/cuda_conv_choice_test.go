@@ -55,6 +55,57 @@ func TestCUDAConvChoice(t *testing.T) {
 	}
 }
 
+// TestGPUWinogradChoice: CUDA's rule runs CIFAR ResNet-18's 3×3 stride-1
+// layers at batch 128 (64 to 512 channels, 32×32 to 4×4 images) as
+// Winograd F(4×4,3×3) in f32 plans, their backward transforming the input
+// again (the workspace is past what the forward keeps), a small layer's
+// backward reading the forward's; in tf32 and bf16 plans cuDNN takes them
+// as it takes im2col's. A strided 3×3 layer and one of 8 channels stay on
+// im2col, MNIST's 5×5 layer stays F(4×4,5×5) sharing its forward's
+// workspace, and Metal (no Winograd budget) runs them all as im2col.
+func TestGPUWinogradChoice(t *testing.T) {
+	conv3 := func(n, c, hw, oc, stride int) planner.ConvGeom {
+		return planner.ConvGeom{N: n, C: c, H: hw, W: hw, OC: oc, OH: (hw-1)/stride + 1, OW: (hw-1)/stride + 1, KH: 3, KW: 3, SH: stride, SW: stride, PH: 1, PW: 1, DH: 1, DW: 1, Groups: 1}
+	}
+	for _, c := range []struct {
+		name   string
+		g      planner.ConvGeom
+		method string
+		shares bool
+	}{
+		{"64 channels 32x32", conv3(128, 64, 32, 64, 1), gpu.Winograd3F4.Method, false},
+		{"128 channels 16x16", conv3(128, 128, 16, 128, 1), gpu.Winograd3F4.Method, false},
+		{"256 channels 8x8", conv3(128, 256, 8, 256, 1), gpu.Winograd3F4.Method, false},
+		{"512 channels 4x4", conv3(128, 512, 4, 512, 1), gpu.Winograd3F4.Method, false},
+		{"small", conv3(16, 24, 10, 24, 1), gpu.Winograd3F4.Method, true},
+		{"stride 2", conv3(128, 64, 32, 128, 2), cudaIm2col, false},
+		{"8 channels", conv3(128, 8, 32, 8, 1), cudaIm2col, false},
+		{"MNIST 5x5", planner.ConvGeom{N: 250, C: 32, H: 14, W: 14, OC: 64, OH: 14, OW: 14, KH: 5, KW: 5, SH: 1, SW: 1, PH: 2, PW: 2, DH: 1, DW: 1, Groups: 1}, gpu.WinogradF4.Method, true},
+	} {
+		fwd, bwd := CUDA.Target.Conv(c.g, planner.ConvForward), CUDA.Target.Conv(c.g, planner.ConvBackward)
+		if fwd.Method != c.method || bwd.Method != c.method {
+			t.Errorf("%s: forward %q, backward %q, want %q", c.name, fwd.Method, bwd.Method, c.method)
+			continue
+		}
+		if wa := gpu.WinogradByMethod(c.method); wa != nil && (fwd.Scratch != wa.Scratch(c.g) || bwd.SharesForward != c.shares) {
+			t.Errorf("%s: scratch %d (the method's %d), backward shares the forward's %v, want %v", c.name, fwd.Scratch, wa.Scratch(c.g), bwd.SharesForward, c.shares)
+		}
+		if c.method != gpu.Winograd3F4.Method {
+			continue
+		}
+		for _, prec := range []string{planner.PrecisionF32, planner.PrecisionTF32, planner.PrecisionBF16} {
+			got, why := CUDA.Target.ConvLibrary(c.g, fwd, prec)
+			want := map[bool]string{true: c.method, false: gpu.ConvLibraryMethod}[prec == planner.PrecisionF32]
+			if got.Method != want || why.Taken == (want == c.method) || why.Reason == "" {
+				t.Errorf("%s, %s plan: %q (%+v), want %q", c.name, prec, got.Method, why, want)
+			}
+		}
+		if m := Metal.Target.Conv(c.g, planner.ConvForward).Method; m != "im2col+mps" {
+			t.Errorf("%s: Metal runs %q, want im2col+mps", c.name, m)
+		}
+	}
+}
+
 // TestCUDABF16ConvsInTF32: the CUDA program of a bf16 spec with
 // convolutions whose tensors cannot be stored in bfloat16 (the last one's
 // output goes to an average pool, which reads float32 only:
@@ -62,7 +113,7 @@ func TestCUDAConvChoice(t *testing.T) {
 // three (the first on the input's cast copy, which then stays float32)
 // with the precision TF32 on every ConvOp (what the device runs and what
 // selftest's tolerance reads), never bf16, while its dense layer's GEMMs
-// stay bf16; the f32 ResNet-18's program has no ConvOp (im2col and cuBLAS).
+// stay bf16; the f32 ResNet-18's program has no ConvOp (Winograd and im2col).
 func TestCUDABF16ConvsInTF32(t *testing.T) {
 	src, err := CUDA.RenderGPU(backendInput(t, CUDA, "../testdata/specs/bf16/convnet_bf16.cue", true, 0))
 	if err != nil {
@@ -87,7 +138,7 @@ func TestCUDABF16ConvsInTF32(t *testing.T) {
 		t.Fatal(err)
 	}
 	if strings.Contains(string(f32.Main), "gpuhost.ConvOp{") {
-		t.Error("the f32 ResNet-18's CUDA program calls cuDNN; f32 plans keep im2col and cuBLAS")
+		t.Error("the f32 ResNet-18's CUDA program calls cuDNN; f32 plans keep Winograd and im2col")
 	}
 }
 

@@ -77,8 +77,11 @@ func TestPlanPrecision(t *testing.T) {
 			"conv2d conv2d2: tf32, not bf16: x (relu1.out) stays float32: conv2d_bwd conv2d2 reads or writes it in float32 only (cuDNN multiplies bf16 only on bfloat16 tensors)"}},
 		{[]string{tf32, "--backend", "cuda"}, []string{"conv2d(k3x3 s1 p1 cudnn tf32)", "precision: 40 of 42 matrix-product steps in tf32\n",
 			"38 convolution steps: cudnn, cuDNN's tf32 calls on the tensors in place (no im2col columns, no col2im): a CIFAR ResNet-18 step 6.24 ms on an H200, 8.6 ms with tf32 im2col"}},
-		{[]string{f32, "--backend", "cuda"}, []string{"conv2d(k3x3 s1 p1 im2col+cublas)",
-			"38 convolution steps: im2col+cublas, not the library's: im2col and cuBLAS measured faster in f32: a CIFAR ResNet-18 step 15.0 ms on an H200, 19.08 ms with cuDNN's float32 products"}},
+		// f32: the 3x3 stride-1 layers by Winograd, the strided ones and
+		// the projections by im2col
+		{[]string{f32, "--backend", "cuda"}, []string{"conv2d(k3x3 s1 p1 winograd F(4x4,3x3))", "conv2d_bwd(k3x3 s1 p1 winograd F(4x4,3x3))", "conv2d(k3x3 s2 p1 im2col+cublas)",
+			"26 convolution steps: winograd F(4x4,3x3), not the library's: Winograd F(4x4,3x3) does a quarter of im2col's float32 products",
+			"12 convolution steps: im2col+cublas, not the library's: im2col and cuBLAS measured faster in f32: a CIFAR ResNet-18 step 15.0 ms on an H200, 19.08 ms with cuDNN's float32 products"}},
 		{[]string{tf32}, []string{"precision: 0 of 42 matrix-product steps in tf32\n", "gemm fc: f32, not tf32: the CPU has no TF32 arithmetic"}},
 		{[]string{resnet}, []string{"conv2d(k3x3 s2 p1 im2col+gemm bf16)", "conv2d_bwd(k1x1 s2 p0 im2col+gemm bf16)", "conv2d(k3x3 s1 p1 direct f32)", "conv2d(k3x3 s1 p1 winograd F(4x4,3x3) f32)", "gemm(bf16)",
 			"precision: 13 of 42 matrix-product steps in bf16\n", "conv2d stem: f32, not bf16: the direct method multiplies in float32", "conv2d s4b1_proj: f32, not bf16: the phase direct method multiplies in float32",

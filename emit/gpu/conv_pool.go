@@ -39,7 +39,7 @@ func PoolEpilogue(g planner.ConvGeom, method string, pool planner.ConvGeom) bool
 		return DirectFits(g) && pool.KH*pool.KW <= directPoolMaxWindow
 	}
 	if wa := WinogradByMethod(method); wa != nil {
-		return WinogradFits(g) && wa.m%pool.KH == 0 && wa.m%pool.KW == 0
+		return wa.Fits(g) && wa.m%pool.KH == 0 && wa.m%pool.KW == 0
 	}
 	return false
 }

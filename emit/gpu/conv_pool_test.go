@@ -26,6 +26,7 @@ func TestPoolEpilogue(t *testing.T) {
 	overlapping := poolOver(first, 3, 3)
 	overlapping.SH, overlapping.SW, overlapping.OH, overlapping.OW = 2, 2, 13, 13
 	elsewhere := poolOver(second, 2, 2)
+	third := withOutputSize(planner.ConvGeom{N: 4, C: 32, H: 14, W: 14, OC: 64, KH: 3, KW: 3, SH: 1, SW: 1, PH: 1, PW: 1, DH: 1, DW: 1, Groups: 1})
 	for _, c := range []struct {
 		name   string
 		g      planner.ConvGeom
@@ -43,6 +44,9 @@ func TestPoolEpilogue(t *testing.T) {
 		{"F(4x4) 3x3", second, WinogradF4.Method, poolOver(second, 3, 3), false},
 		{"F(2x2) 2x2", second, WinogradF2.Method, poolOver(second, 2, 2), true},
 		{"F(2x2) 4x4", second, WinogradF2.Method, poolOver(second, 4, 4), false},
+		{"F(4x4,3x3) 2x2", third, Winograd3F4.Method, poolOver(third, 2, 2), true},
+		{"F(4x4,3x3) of a 5x5 layer", second, Winograd3F4.Method, poolOver(second, 2, 2), false},
+		{"F(4x4,5x5) of a 3x3 layer", third, WinogradF4.Method, poolOver(third, 2, 2), false},
 		{"im2col", second, "im2col+cublas", poolOver(second, 2, 2), false},
 		{"padded pool", first, ConvDirectMethod, padded, false},
 		{"overlapping windows", first, ConvDirectMethod, overlapping, false},
@@ -109,7 +113,7 @@ func pooledConvCases() []pooledConvCase {
 	conv := func(n, c, h, w, oc, k, s, pad, dil, groups int) planner.ConvGeom {
 		return withOutputSize(planner.ConvGeom{N: n, C: c, H: h, W: w, OC: oc, KH: k, KW: k, SH: s, SW: s, PH: pad, PW: pad, DH: dil, DW: dil, Groups: groups})
 	}
-	f4, f2 := WinogradF4.Method, WinogradF2.Method
+	f4, f2, f43 := WinogradF4.Method, WinogradF2.Method, Winograd3F4.Method
 	return []pooledConvCase{
 		// models/mnist.cue's first layer in small: 14 pooled pixels a row, 1 a thread
 		{"direct_first", conv(3, 1, 28, 28, 8, 5, 1, 2, 1, 1), 2, 2, ConvDirectMethod, true, "relu", 0},
@@ -129,6 +133,10 @@ func pooledConvCases() []pooledConvCase {
 		// 64 output channels: the products and M·A in one kernel where the
 		// dialect has 16-byte accesses (wgProductRowsKernel)
 		{"winograd_64", conv(2, 16, 9, 11, 64, 5, 1, 2, 1, 1), 2, 2, f4, true, "relu", 0},
+		// F(4×4,3×3): 10×11, ragged tiles both ways; 64 channels each way,
+		// the products kernel's with K = 64 too
+		{"winograd3_10", conv(2, 16, 10, 11, 17, 3, 1, 1, 1, 1), 2, 2, f43, true, "relu", 0},
+		{"winograd3_64", conv(2, 64, 6, 9, 64, 3, 1, 1, 1, 1), 2, 2, f43, false, "relu", 0},
 	}
 }
 

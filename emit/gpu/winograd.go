@@ -6,18 +6,18 @@ import (
 	"github.com/mlbuild/mlbuild/planner"
 )
 
-// Winograd convolutions F(m×m, 5×5): the "winograd F(2x2,5x5)" and
-// "winograd F(4x4,5x5)" methods of a GPU target, for stride-1,
-// "same"-padded 5×5 convolutions (padding 2, no dilation, one group) with
-// enough channels to pay for the transforms.
+// Winograd convolutions F(m×m, r×r): the "winograd F(2x2,5x5)",
+// "winograd F(4x4,5x5)" and "winograd F(4x4,3x3)" methods of a GPU target,
+// for stride-1, "same"-padded r×r convolutions (padding (r − 1)/2, no
+// dilation, one group) with enough channels to pay for the transforms.
 //
 // The output is cut into m×m tiles; tile t of image n reads the α×α patch
-// (α = m + 4) of the padded input at (m·th − 2, m·tw − 2). With the
-// transforms of Toom-Cook on α points (Winograd: Bᵀ, G, Aᵀ), one channel's
-// tile is Aᵀ[(G·w·Gᵀ) ⊙ (Bᵀ·d·B)]A: α² multiplications for m² outputs
-// instead of 25·m² (F(2x2): 36 for 4, F(4x4): 64 for 16). Summed over input
-// channels, the α² elementwise products become α² GEMMs, one strided
-// batched GEMM:
+// (α = m + r − 1) of the padded input at (m·th − p, m·tw − p), p the
+// padding. With the transforms of Toom-Cook on α points (Winograd: Bᵀ, G,
+// Aᵀ), one channel's tile is Aᵀ[(G·w·Gᵀ) ⊙ (Bᵀ·d·B)]A: α² multiplications
+// for m² outputs instead of r²·m² (F(2x2,5x5): 36 for 4, F(4x4,5x5): 64
+// for 16, F(4x4,3x3): 36 for 16). Summed over input channels, the α²
+// elementwise products become α² GEMMs, one strided batched GEMM:
 //
 //	U[ξν] = G·W[o][c]·Gᵀ          [α²][OC][C]   (wgFilterKernel)
 //	V[ξν] = Bᵀ·patch[c][t]·B       [α²][C][T]    (wgInputKernel)
@@ -26,29 +26,42 @@ import (
 //
 // The input gradient is the same algorithm on dy (the activation's
 // derivative applied first) with the filter turned by 180° and its channel
-// axes swapped. The weight gradient is F(5×5, m×m) on the same points,
+// axes swapped. The weight gradient is F(r×r, m×m) on the same points,
 // which shares the input transform Bᵀ: a tile's m×m block of dy is the
 // filter (G2, wgDyKernel) and the forward's V the input, so the backward
-// reads the forward's V again (planner.ConvChoice.SharesForward):
+// reads the forward's V again where the target keeps the workspace from
+// the forward (planner.ConvChoice.SharesForward, Attr.KeptCols), and
+// transforms x again where it does not:
 //
 //	U2[ξν] = G2·dy[o][t]·G2ᵀ       [α²][OC][T]   (wgDyKernel)
 //	M2[ξν] = U2[ξν]·V[ξν]ᵀ         [α²][OC][C]   (cuBLAS, batched, K = T)
-//	dW     = A2ᵀ·M2[·][o][c]·A2    [OC][C][5][5] (wgWeightGradKernel)
+//	dW     = A2ᵀ·M2[·][o][c]·A2    [OC][C][r][r] (wgWeightGradKernel)
 //
-// The matrices were derived for these points with exact fractions and are
-// checked by the tests against direct correlation (winograd_test.go).
+// The matrices follow from the points: on finite points p_i (and ∞), row i
+// of G is the filter polynomial's powers p_iᵏ over Π_{j≠i}(p_i − p_j), row
+// i of Bᵀ the coefficients of Π_{j≠i}(x − p_j) (∞: of Π_j(x − p_j)), and
+// column i of Aᵀ the powers p_iʲ (∞: the last power only). They were
+// derived with exact fractions and are checked by the tests against direct
+// correlation (winograd_test.go, which derives them again from the points).
 
-// Winograd is one Winograd algorithm F(m×m, 5×5) with its weight gradient's
-// F(5×5, m×m).
+// Winograd is one Winograd algorithm F(m×m, r×r) with its weight gradient's
+// F(r×r, m×m).
 type Winograd struct {
-	Method   string      // Attr.Method
-	m, alpha int         // output tile side, points (m + 4)
-	bt       [][]float32 // Bᵀ, α×α: the input transform of both
-	g        [][]float32 // G, α×5: the filter transform
-	at       [][]float32 // Aᵀ, m×α: the output transform
-	g2       [][]float32 // G2, α×m: dy's blocks, the weight gradient's filters
-	at2      [][]float32 // A2ᵀ, 5×α: the weight gradient's output transform
+	Method string      // Attr.Method
+	m, r   int         // output tile side, filter side
+	alpha  int         // points (m + r − 1)
+	bt     [][]float32 // Bᵀ, α×α: the input transform of both
+	g      [][]float32 // G, α×r: the filter transform
+	at     [][]float32 // Aᵀ, m×α: the output transform
+	g2     [][]float32 // G2, α×m: dy's blocks, the weight gradient's filters
+	at2    [][]float32 // A2ᵀ, r×α: the weight gradient's output transform
 }
+
+// taps is r², the filter's values in one channel pair.
+func (wa *Winograd) taps() int { return wa.r * wa.r }
+
+// pad is the "same" padding (r − 1)/2.
+func (wa *Winograd) pad() int { return (wa.r - 1) / 2 }
 
 // products is α², the number of GEMMs of one pass.
 func (wa *Winograd) products() int { return wa.alpha * wa.alpha }
@@ -58,7 +71,7 @@ func (wa *Winograd) products() int { return wa.alpha * wa.alpha }
 const winogradMinChannels = 16
 
 // WinogradF2 is F(2×2, 5×5) on the points 0, ±1, ±2, ∞: 36 products.
-var WinogradF2 = &Winograd{Method: "winograd F(2x2,5x5)", m: 2, alpha: 6,
+var WinogradF2 = &Winograd{Method: "winograd F(2x2,5x5)", m: 2, r: 5, alpha: 6,
 	bt: [][]float32{
 		{4, 0, -5, 0, 1, 0},
 		{0, -4, -4, 1, 1, 0},
@@ -98,7 +111,7 @@ var WinogradF2 = &Winograd{Method: "winograd F(2x2,5x5)", m: 2, alpha: 6,
 
 // WinogradF4 is F(4×4, 5×5) on the points 0, ±1, ±2, ±1/2, ∞: 64 products
 // for 16 outputs, less than half the transformed data of F(2×2) a pixel.
-var WinogradF4 = &Winograd{Method: "winograd F(4x4,5x5)", m: 4, alpha: 8,
+var WinogradF4 = &Winograd{Method: "winograd F(4x4,5x5)", m: 4, r: 5, alpha: 8,
 	bt: [][]float32{
 		{-1, 0, 21. / 4, 0, -21. / 4, 0, 1, 0},
 		{0, 1, 1, -17. / 4, -17. / 4, 1, 1, 0},
@@ -144,9 +157,48 @@ var WinogradF4 = &Winograd{Method: "winograd F(4x4,5x5)", m: 4, alpha: 8,
 	},
 }
 
+// Winograd3F4 is F(4×4, 3×3) on the points 0, ±1, ±2, ∞ of F(2×2, 5×5)
+// (α = 6 for both, so Bᵀ is the same): 36 products for 16 outputs, a
+// quarter of the direct sum's 144. G is F(2×2,5×5)'s cut to three powers
+// (∞ takes the last), Aᵀ has the powers 0 to 3; its weight gradient
+// F(3×3, 4×4) has G cut to four powers and the powers 0 to 2 in A2ᵀ.
+// These are rt/cpu's F(4×4,3×3) matrices (conv_winograd3.go); the points
+// ±1/2 in place of ±2 were not tried, so that the input transform stays
+// F(2×2,5×5)'s.
+var Winograd3F4 = &Winograd{Method: "winograd F(4x4,3x3)", m: 4, r: 3, alpha: 6,
+	bt: WinogradF2.bt,
+	g: [][]float32{
+		{1. / 4, 0, 0},
+		{-1. / 6, -1. / 6, -1. / 6},
+		{-1. / 6, 1. / 6, -1. / 6},
+		{1. / 24, 1. / 12, 1. / 6},
+		{1. / 24, -1. / 12, 1. / 6},
+		{0, 0, 1},
+	},
+	at: [][]float32{
+		{1, 1, 1, 1, 1, 0},
+		{0, 1, -1, 2, -2, 0},
+		{0, 1, 1, 4, 4, 0},
+		{0, 1, -1, 8, -8, 1},
+	},
+	g2: [][]float32{
+		{1. / 4, 0, 0, 0},
+		{-1. / 6, -1. / 6, -1. / 6, -1. / 6},
+		{-1. / 6, 1. / 6, -1. / 6, 1. / 6},
+		{1. / 24, 1. / 12, 1. / 6, 1. / 3},
+		{1. / 24, -1. / 12, 1. / 6, -1. / 3},
+		{0, 0, 0, 1},
+	},
+	at2: [][]float32{
+		{1, 1, 1, 1, 1, 0},
+		{0, 1, -1, 2, -2, 0},
+		{0, 1, 1, 4, 4, 1},
+	},
+}
+
 // WinogradByMethod is the algorithm a method name names, or nil.
 func WinogradByMethod(method string) *Winograd {
-	for _, wa := range []*Winograd{WinogradF2, WinogradF4} {
+	for _, wa := range []*Winograd{WinogradF2, WinogradF4, Winograd3F4} {
 		if wa.Method == method {
 			return wa
 		}
@@ -154,11 +206,13 @@ func WinogradByMethod(method string) *Winograd {
 	return nil
 }
 
-// WinogradFits reports whether a convolution of geometry g can run as
-// Winograd F(2×2, 5×5) and has the channels to gain from it.
-func WinogradFits(g planner.ConvGeom) bool {
+// Fits reports whether a convolution of geometry g can run as wa (an r×r
+// window, stride 1, padding (r − 1)/2, no dilation, one group, the output
+// the input's size) and has the channels to gain from it.
+func (wa *Winograd) Fits(g planner.ConvGeom) bool {
 	g = normConv(g)
-	return g.KH == 5 && g.KW == 5 && g.PH == 2 && g.PW == 2 && g.SH == 1 && g.SW == 1 && g.DH == 1 && g.DW == 1 &&
+	p := wa.pad()
+	return g.KH == wa.r && g.KW == wa.r && g.PH == p && g.PW == p && g.SH == 1 && g.SW == 1 && g.DH == 1 && g.DW == 1 &&
 		g.Groups == 1 && g.OH == g.H && g.OW == g.W && g.C >= winogradMinChannels && g.OC >= winogradMinChannels
 }
 
@@ -275,7 +329,7 @@ func sandwich(L [][]float32, R [][]float32, xName, tName, outName string, a, b i
 // wgFilterKernel transforms the filters: U[ξν][p][q] = (G·w·Gᵀ)[ξ][ν] for
 // p < outCh, q < inCh. Forward: w = W[p][q]. For the input gradient
 // (flip): w = W[q][p] turned by 180°, so that outCh is the layer's input
-// channels. W is the layer's [OC][C][5][5].
+// channels. W is the layer's [OC][C][r][r].
 //
 // Each product's matrix is written once per chunk of tiles (S copies), so
 // that the batched GEMM's i-th product finds its own: one thread per copy
@@ -303,19 +357,20 @@ func wgFilterKernel(wa *Winograd, g planner.ConvGeom, flip bool, chunks int, kMa
 	if kMajor {
 		threads = wa.alpha * n
 	}
-	k := elementwise(fmt.Sprintf("Winograd F(%dx%d,5x5) transform of %d %s G·w·Gᵀ, %s", wa.m, wa.m, n, what, layout), threads,
-		[]Param{in("w", g.OC*g.C*25), out("u", np*chunks*n)}, func(i Expr) []Stmt {
+	r := wa.r
+	k := elementwise(fmt.Sprintf("Winograd F(%dx%d,%dx%d) transform of %d %s G·w·Gᵀ, %s", wa.m, wa.m, r, r, n, what, layout), threads,
+		[]Param{in("w", g.OC*g.C*wa.taps()), out("u", np*chunks*n)}, func(i Expr) []Stmt {
 			s := []Stmt{let("r", Int, rem(i, i32(n))), let("p", Int, div(vr("r"), i32(inCh))), let("q", Int, rem(vr("r"), i32(inCh)))}
 			base := add(mul(vr("p"), i32(g.C)), vr("q"))
 			if flip {
 				base = add(mul(vr("q"), i32(g.C)), vr("p"))
 			}
-			s = append(s, let("wb", Int, mul(base, i32(25))))
-			for kh := range 5 {
-				for kw := range 5 {
-					tap := kh*5 + kw
+			s = append(s, let("wb", Int, mul(base, i32(wa.taps()))))
+			for kh := range r {
+				for kw := range r {
+					tap := kh*r + kw
 					if flip {
-						tap = (4-kh)*5 + (4 - kw)
+						tap = (r-1-kh)*r + (r - 1 - kw)
 					}
 					s = append(s, let(fmt.Sprintf("w%d%d", kh, kw), Float, load("w", add(vr("wb"), i32(tap)))))
 				}
@@ -323,11 +378,12 @@ func wgFilterKernel(wa *Winograd, g planner.ConvGeom, flip bool, chunks int, kMa
 			if kMajor {
 				// row ξ of G·w, then of (G·w)·Gᵀ
 				s = append(s, let("xi", Int, div(i, i32(n))))
-				for j := range 5 {
+				rowVars := make([]Expr, r)
+				for j := range r {
 					var row Expr
 					for xi := wa.alpha - 1; xi >= 0; xi-- {
-						terms := make([]Expr, 5)
-						for k := range 5 {
+						terms := make([]Expr, r)
+						for k := range r {
 							terms[k] = vr(fmt.Sprintf("w%d%d", k, j))
 						}
 						if row == nil {
@@ -337,15 +393,15 @@ func wgFilterKernel(wa *Winograd, g planner.ConvGeom, flip bool, chunks int, kMa
 						}
 					}
 					s = append(s, let(fmt.Sprintf("t%d", j), Float, row))
+					rowVars[j] = vr(fmt.Sprintf("t%d", j))
 				}
-				terms := []Expr{vr("t0"), vr("t1"), vr("t2"), vr("t3"), vr("t4")}
 				for nu := range wa.alpha {
 					s = append(s, store("u", add(mul(add(mul(vr("xi"), i32(wa.alpha)), i32(nu)), i32(n)), add(mul(vr("q"), i32(outCh)), vr("p"))),
-						lin(wa.g[nu], terms)))
+						lin(wa.g[nu], rowVars)))
 				}
 				return s
 			}
-			s = append(s, sandwich(wa.g, wa.g, "w", "t", "u", 5, 5)...)
+			s = append(s, sandwich(wa.g, wa.g, "w", "t", "u", r, r)...)
 			for xi := range wa.alpha {
 				for nu := range wa.alpha {
 					s = append(s, store("u", add(i32((xi*wa.alpha+nu)*chunks*n), i), vr(fmt.Sprintf("u%d%d", xi, nu))))
@@ -378,17 +434,17 @@ func wgThread(wa *Winograd, i Expr, tl wgTiling, ch int, chName string, oh, ow i
 	}
 }
 
-// wgInputKernel transforms the 6×6 input patches: V[ξν][c][t] =
-// (Bᵀ·d·B)[ξ][ν], d the patch of channel c at (2·th − 2, 2·tw − 2) of
-// x [N][ch][h][w], zero outside the image.
+// wgInputKernel transforms the α×α input patches: V[ξν][c][t] =
+// (Bᵀ·d·B)[ξ][ν], d the patch of channel c at (m·th − p, m·tw − p) of
+// x [N][ch][h][w] (p the padding), zero outside the image.
 func wgInputKernel(wa *Winograd, n, ch, h, w int, tl wgTiling) *Kernel {
 	total, al := tl.s*ch*tl.tc, wa.alpha
-	return elementwise(fmt.Sprintf("Winograd F(%dx%d,5x5) transform of the %dx%d patches of [%d,%d,%d,%d], Bᵀ·d·B, in %d chunks of %d tiles", wa.m, wa.m, al, al, n, ch, h, w, tl.s, tl.tc), total,
+	return elementwise(fmt.Sprintf("Winograd F(%dx%d,%dx%d) transform of the %dx%d patches of [%d,%d,%d,%d], Bᵀ·d·B, in %d chunks of %d tiles", wa.m, wa.m, wa.r, wa.r, al, al, n, ch, h, w, tl.s, tl.tc), total,
 		[]Param{in("x", n*ch*h*w), out("v", wa.products()*total)}, func(i Expr) []Stmt {
 			s := wgThread(wa, i, tl, ch, "c", h, w)
 			s = append(s,
-				let("h0", Int, sub(mul(vr("th"), i32(wa.m)), i32(2))),
-				let("w0", Int, sub(mul(vr("tw"), i32(wa.m)), i32(2))),
+				let("h0", Int, sub(mul(vr("th"), i32(wa.m)), i32(wa.pad()))),
+				let("w0", Int, sub(mul(vr("tw"), i32(wa.m)), i32(wa.pad()))),
 				let("xb", Int, mul(add(mul(vr("n"), i32(ch)), vr("c")), i32(h*w))))
 			for a := range al {
 				for b := range al {
@@ -447,10 +503,10 @@ func wgOutputKernel(wa *Winograd, n, outCh, h, w int, tl wgTiling, pool *planner
 	if argmax {
 		params = append(params, out("arg", n*outCh*oh*ow))
 	}
-	doc := fmt.Sprintf("Winograd F(%dx%d,5x5) output tiles Aᵀ·M·A of [%d,%d,%d,%d], bias %v, %q", wa.m, wa.m, n, outCh, h, w, hasBias, act)
+	doc := fmt.Sprintf("Winograd F(%dx%d,%dx%d) output tiles Aᵀ·M·A of [%d,%d,%d,%d], bias %v, %q", wa.m, wa.m, wa.r, wa.r, n, outCh, h, w, hasBias, act)
 	if pool != nil {
-		doc = fmt.Sprintf("Winograd F(%dx%d,5x5) output tiles Aᵀ·M·A of [%d,%d,%d,%d] max-pooled %dx%d to [%d,%d,%d,%d], bias %v, %q",
-			wa.m, wa.m, n, outCh, h, w, wr, wc, n, outCh, oh, ow, hasBias, act)
+		doc = fmt.Sprintf("Winograd F(%dx%d,%dx%d) output tiles Aᵀ·M·A of [%d,%d,%d,%d] max-pooled %dx%d to [%d,%d,%d,%d], bias %v, %q",
+			wa.m, wa.m, wa.r, wa.r, n, outCh, h, w, wr, wc, n, outCh, oh, ow, hasBias, act)
 	}
 	var err error
 	k := elementwise(doc, total, params, func(i Expr) []Stmt {
@@ -520,12 +576,12 @@ func identity(n int) [][]float32 {
 	return m
 }
 
-// wgDyKernel transforms dy's 2×2 blocks, the filters of the weight
-// gradient's F(5×5, 2×2): U2[ξν][o][t] = (G2·z·G2ᵀ)[ξ][ν], z the block of
-// dy [N][OC][OH][OW] at (2·th, 2·tw), zero past the edge.
+// wgDyKernel transforms dy's m×m blocks, the filters of the weight
+// gradient's F(r×r, m×m): U2[ξν][o][t] = (G2·z·G2ᵀ)[ξ][ν], z the block of
+// dy [N][OC][OH][OW] at (m·th, m·tw), zero past the edge.
 func wgDyKernel(wa *Winograd, g planner.ConvGeom, tl wgTiling) *Kernel {
 	total, al := tl.s*g.OC*tl.tc, wa.alpha
-	return elementwise(fmt.Sprintf("Winograd F(5x5,%dx%d) transform of the %dx%d blocks of dy [%d,%d,%d,%d], G2·z·G2ᵀ, in %d chunks of %d tiles", wa.m, wa.m, wa.m, wa.m, g.N, g.OC, g.OH, g.OW, tl.s, tl.tc), total,
+	return elementwise(fmt.Sprintf("Winograd F(%dx%d,%dx%d) transform of the %dx%d blocks of dy [%d,%d,%d,%d], G2·z·G2ᵀ, in %d chunks of %d tiles", wa.r, wa.r, wa.m, wa.m, wa.m, wa.m, g.N, g.OC, g.OH, g.OW, tl.s, tl.tc), total,
 		[]Param{in("dy", g.N*g.OC*g.OH*g.OW), out("u", wa.products()*total)}, func(i Expr) []Stmt {
 			s := wgThread(wa, i, tl, g.OC, "o", g.OH, g.OW)
 			s = append(s, let("zb", Int, mul(add(mul(vr("n"), i32(g.OC)), vr("o")), i32(g.OH*g.OW))))
@@ -547,13 +603,13 @@ func wgDyKernel(wa *Winograd, g planner.ConvGeom, tl wgTiling) *Kernel {
 		})
 }
 
-// wgWeightGradKernel turns the weight gradient's products into the 5×5
+// wgWeightGradKernel turns the weight gradient's products into the r×r
 // taps: dW[o][c] = A2ᵀ·M2[·][o][c]·A2, from the chunks' sum
 // (wgChunkSumKernel).
 func wgWeightGradKernel(wa *Winograd, g planner.ConvGeom) *Kernel {
-	total, al := g.OC*g.C, wa.alpha
-	return elementwise(fmt.Sprintf("Winograd F(5x5,%dx%d) weight gradient taps A2ᵀ·M2·A2 of [%d,%d,5,5]", wa.m, wa.m, g.OC, g.C), total,
-		[]Param{in("m", wa.products()*total), out("dw", total*25)}, func(i Expr) []Stmt {
+	total, al, r := g.OC*g.C, wa.alpha, wa.r
+	return elementwise(fmt.Sprintf("Winograd F(%dx%d,%dx%d) weight gradient taps A2ᵀ·M2·A2 of [%d,%d,%d,%d]", r, r, wa.m, wa.m, g.OC, g.C, r, r), total,
+		[]Param{in("m", wa.products()*total), out("dw", total*wa.taps())}, func(i Expr) []Stmt {
 			var s []Stmt
 			for xi := range al {
 				for nu := range al {
@@ -561,10 +617,10 @@ func wgWeightGradKernel(wa *Winograd, g planner.ConvGeom) *Kernel {
 				}
 			}
 			s = append(s, sandwich(wa.at2, wa.at2, "m", "t", "k", al, al)...)
-			s = append(s, let("kb", Int, mul(i, i32(25))))
-			for kh := range 5 {
-				for kw := range 5 {
-					s = append(s, store("dw", add(vr("kb"), i32(kh*5+kw)), vr(fmt.Sprintf("k%d%d", kh, kw))))
+			s = append(s, let("kb", Int, mul(i, i32(wa.taps()))))
+			for kh := range r {
+				for kw := range r {
+					s = append(s, store("dw", add(vr("kb"), i32(kh*r+kw)), vr(fmt.Sprintf("k%d%d", kh, kw))))
 				}
 			}
 			return s
@@ -588,7 +644,7 @@ func wgChunkSumKernel(np, n, chunks int) *Kernel {
 func (l *lowering) winograd(st *planner.Step, bwd bool, wa *Winograd) error {
 	a := st.Attr
 	g := normConv(*a.Conv)
-	if !WinogradFits(g) {
+	if !wa.Fits(g) {
 		return fmt.Errorf("method %q does not apply to this convolution (%dx%d window, stride %dx%d, padding %dx%d, %d groups, %d→%d channels)",
 			wa.Method, g.KH, g.KW, g.SH, g.SW, g.PH, g.PW, g.Groups, g.C, g.OC)
 	}

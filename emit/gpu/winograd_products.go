@@ -160,8 +160,8 @@ func wgProductRowsKernel(wa *Winograd, s, rows, k, tc int) *Kernel {
 	}
 	body = append(body, when(lt(vr("t"), i32(tc)), stores...))
 	return &Kernel{
-		Doc: fmt.Sprintf("Winograd F(%dx%d,5x5) products [%d·%d][%d,%d]·[%d,%d], each row ξ's %d folded into Z = M·A: U k-major, %d tiles a threadgroup, 4x4 a thread",
-			wa.m, wa.m, wa.products(), s, rows, k, k, tc, al, wgProductTiles),
+		Doc: fmt.Sprintf("Winograd F(%dx%d,%dx%d) products [%d·%d][%d,%d]·[%d,%d], each row ξ's %d folded into Z = M·A: U k-major, %d tiles a threadgroup, 4x4 a thread",
+			wa.m, wa.m, wa.r, wa.r, wa.products(), s, rows, k, k, tc, al, wgProductTiles),
 		Params:      []Param{in("u", wa.products()*k*rows), in("v", wa.products()*s*k*tc), out("m", al*m*s*rows*tc)},
 		Threadgroup: threads, Groups: al * s * tb, Body: body,
 	}

@@ -1,7 +1,9 @@
 package gpu
 
 import (
+	"fmt"
 	"math"
+	"math/big"
 	"math/rand"
 	"strings"
 	"testing"
@@ -11,8 +13,9 @@ import (
 
 // TestWinogradMatrices checks the transforms' one-dimensional identities
 // in float64 on random data: Aᵀ[(G·g) ⊙ (Bᵀ·d)] is the correlation of d
-// (α values) with g, for F(2, 5) and F(4, 5) (g: 5 taps) and for the weight
-// gradients' F(5, 2) and F(5, 4) (5 outputs), each pair sharing Bᵀ.
+// (α values) with g, for F(2, 5), F(4, 5) and F(4, 3) (g: r taps) and for
+// the weight gradients' F(5, 2), F(5, 4) and F(3, 4) (r outputs), each
+// pair sharing Bᵀ.
 func TestWinogradMatrices(t *testing.T) {
 	r := rand.New(rand.NewSource(3))
 	for _, c := range []struct {
@@ -21,7 +24,8 @@ func TestWinogradMatrices(t *testing.T) {
 		m, k  int
 		bt    [][]float32
 	}{{"F(2,5)", WinogradF2.at, WinogradF2.g, 2, 5, WinogradF2.bt}, {"F(5,2)", WinogradF2.at2, WinogradF2.g2, 5, 2, WinogradF2.bt},
-		{"F(4,5)", WinogradF4.at, WinogradF4.g, 4, 5, WinogradF4.bt}, {"F(5,4)", WinogradF4.at2, WinogradF4.g2, 5, 4, WinogradF4.bt}} {
+		{"F(4,5)", WinogradF4.at, WinogradF4.g, 4, 5, WinogradF4.bt}, {"F(5,4)", WinogradF4.at2, WinogradF4.g2, 5, 4, WinogradF4.bt},
+		{"F(4,3)", Winograd3F4.at, Winograd3F4.g, 4, 3, Winograd3F4.bt}, {"F(3,4)", Winograd3F4.at2, Winograd3F4.g2, 3, 4, Winograd3F4.bt}} {
 		alpha := len(c.bt)
 		for range 20 {
 			g, d := make([]float64, c.k), make([]float64, alpha)
@@ -59,26 +63,213 @@ func TestWinogradMatrices(t *testing.T) {
 	}
 }
 
-// TestWinogradFits: only stride-1 "same" 5×5 convolutions with 16 or more
-// channels each way take the method.
-func TestWinogradFits(t *testing.T) {
-	base := planner.ConvGeom{N: 4, C: 32, H: 14, W: 14, OC: 64, OH: 14, OW: 14, KH: 5, KW: 5, SH: 1, SW: 1, PH: 2, PW: 2, DH: 1, DW: 1, Groups: 1}
-	if !WinogradFits(base) {
-		t.Fatal("models/mnist.cue's second convolution does not fit")
+// winogradPoints are the points each algorithm was derived on, in the
+// order of its matrices' columns; ∞ is last and implicit.
+var winogradPoints = map[*Winograd][]string{
+	WinogradF2:  {"0", "1", "-1", "2", "-2"},
+	WinogradF4:  {"0", "1", "-1", "2", "-2", "1/2", "-1/2"},
+	Winograd3F4: {"0", "1", "-1", "2", "-2"},
+}
+
+// winogradDerived are Bᵀ, G (α×r), Aᵀ (m×α), G2 (α×m) and A2ᵀ (r×α) of
+// F(m, r) and F(r, m) on the finite points (∞ added), in exact fractions:
+// row i of G is (1, p_i, …, p_i^(r−1)) / Π_{j≠i}(p_i − p_j), row i of Bᵀ
+// the coefficients of Π_{j≠i}(x − p_j), lowest power first, column i of Aᵀ
+// the powers of p_i; ∞'s row of G is the last power alone, its row of Bᵀ
+// the coefficients of Π_j(x − p_j), its column of Aᵀ 1 in the last row.
+func winogradDerived(points []*big.Rat, m, r int) (bt, g, at, g2, at2 [][]*big.Rat) {
+	alpha := len(points) + 1
+	zero := func(rows, cols int) [][]*big.Rat {
+		x := make([][]*big.Rat, rows)
+		for i := range x {
+			x[i] = make([]*big.Rat, cols)
+			for j := range x[i] {
+				x[i][j] = new(big.Rat)
+			}
+		}
+		return x
 	}
-	for name, change := range map[string]func(g *planner.ConvGeom){
-		"3x3":        func(g *planner.ConvGeom) { g.KH, g.KW, g.PH, g.PW = 3, 3, 1, 1 },
-		"stride 2":   func(g *planner.ConvGeom) { g.SH, g.SW, g.OH, g.OW = 2, 2, 7, 7 },
-		"padding 0":  func(g *planner.ConvGeom) { g.PH, g.PW, g.OH, g.OW = 0, 0, 10, 10 },
-		"dilation 2": func(g *planner.ConvGeom) { g.DH, g.DW = 2, 2 },
-		"groups 2":   func(g *planner.ConvGeom) { g.Groups = 2 },
-		"1 channel":  func(g *planner.ConvGeom) { g.C = 1 },
-		"8 outputs":  func(g *planner.ConvGeom) { g.OC = 8 },
-	} {
-		g := base
-		change(&g)
-		if WinogradFits(g) {
-			t.Errorf("%s: WinogradFits, want not", name)
+	// poly multiplies out Π (x − p_j) over the points but skip (-1: none).
+	poly := func(skip int) []*big.Rat {
+		c := []*big.Rat{big.NewRat(1, 1)}
+		for j, p := range points {
+			if j == skip {
+				continue
+			}
+			next := make([]*big.Rat, len(c)+1)
+			for k := range next {
+				next[k] = new(big.Rat)
+			}
+			for k, v := range c {
+				next[k+1].Add(next[k+1], v)
+				next[k].Sub(next[k], new(big.Rat).Mul(v, p))
+			}
+			c = next
+		}
+		return c
+	}
+	pow := func(p *big.Rat, k int) *big.Rat {
+		v := big.NewRat(1, 1)
+		for range k {
+			v = new(big.Rat).Mul(v, p)
+		}
+		return v
+	}
+	filter := func(taps int) [][]*big.Rat {
+		x := zero(alpha, taps)
+		for i, p := range points {
+			den := big.NewRat(1, 1)
+			for j, q := range points {
+				if j != i {
+					den.Mul(den, new(big.Rat).Sub(p, q))
+				}
+			}
+			for k := range taps {
+				x[i][k].Quo(pow(p, k), den)
+			}
+		}
+		x[alpha-1][taps-1].SetInt64(1)
+		return x
+	}
+	output := func(outs int) [][]*big.Rat {
+		x := zero(outs, alpha)
+		for i, p := range points {
+			for k := range outs {
+				x[k][i] = pow(p, k)
+			}
+		}
+		x[outs-1][alpha-1].SetInt64(1)
+		return x
+	}
+	bt = zero(alpha, alpha)
+	for i := range alpha {
+		skip := i
+		if i == alpha-1 {
+			skip = -1
+		}
+		for k, v := range poly(skip) {
+			bt[i][k].Set(v)
+		}
+	}
+	return bt, filter(r), output(m), filter(m), output(r)
+}
+
+// TestWinogradDerivedFromPoints derives every algorithm's matrices from
+// its points again in exact fractions (winogradDerived) and checks that
+// the float32 tables are those fractions rounded, and that the fractions
+// compute the correlation exactly: Aᵀ[(G·g) ⊙ (Bᵀ·d)] equals Σ_k g_k·d_(i+k)
+// as a fraction for random integer g and d, for the forward's F(m, r) and
+// the weight gradient's F(r, m).
+func TestWinogradDerivedFromPoints(t *testing.T) {
+	rnd := rand.New(rand.NewSource(5))
+	for _, wa := range []*Winograd{WinogradF2, WinogradF4, Winograd3F4} {
+		var points []*big.Rat
+		for _, s := range winogradPoints[wa] {
+			p, ok := new(big.Rat).SetString(s)
+			if !ok {
+				t.Fatalf("point %q", s)
+			}
+			points = append(points, p)
+		}
+		if len(points)+1 != wa.alpha || wa.alpha != wa.m+wa.r-1 {
+			t.Fatalf("%s: %d points and ∞ for α = %d", wa.Method, len(points), wa.alpha)
+		}
+		bt, g, at, g2, at2 := winogradDerived(points, wa.m, wa.r)
+		for _, c := range []struct {
+			name  string
+			table [][]float32
+			exact [][]*big.Rat
+		}{{"Bᵀ", wa.bt, bt}, {"G", wa.g, g}, {"Aᵀ", wa.at, at}, {"G2", wa.g2, g2}, {"A2ᵀ", wa.at2, at2}} {
+			if len(c.table) != len(c.exact) {
+				t.Fatalf("%s %s: %d rows, the derivation has %d", wa.Method, c.name, len(c.table), len(c.exact))
+			}
+			for i := range c.exact {
+				if len(c.table[i]) != len(c.exact[i]) {
+					t.Fatalf("%s %s row %d: %d columns, the derivation has %d", wa.Method, c.name, i, len(c.table[i]), len(c.exact[i]))
+				}
+				for j, v := range c.exact[i] {
+					if f, _ := v.Float32(); f != c.table[i][j] {
+						t.Errorf("%s %s[%d][%d] = %g, the derivation has %s (%g)", wa.Method, c.name, i, j, c.table[i][j], v.RatString(), f)
+					}
+				}
+			}
+		}
+		for _, f := range []struct {
+			name          string
+			outs, taps    int
+			filter, trans [][]*big.Rat
+		}{{fmt.Sprintf("F(%d,%d)", wa.m, wa.r), wa.m, wa.r, g, at}, {fmt.Sprintf("F(%d,%d)", wa.r, wa.m), wa.r, wa.m, g2, at2}} {
+			for range 10 {
+				d, w := make([]*big.Rat, wa.alpha), make([]*big.Rat, f.taps)
+				for i := range d {
+					d[i] = big.NewRat(rnd.Int63n(201)-100, 1)
+				}
+				for i := range w {
+					w[i] = big.NewRat(rnd.Int63n(201)-100, 1)
+				}
+				prod := make([]*big.Rat, wa.alpha)
+				for xi := range wa.alpha {
+					u, v := new(big.Rat), new(big.Rat)
+					for k := range f.taps {
+						u.Add(u, new(big.Rat).Mul(f.filter[xi][k], w[k]))
+					}
+					for j := range wa.alpha {
+						v.Add(v, new(big.Rat).Mul(bt[xi][j], d[j]))
+					}
+					prod[xi] = u.Mul(u, v)
+				}
+				for i := range f.outs {
+					got, want := new(big.Rat), new(big.Rat)
+					for xi := range wa.alpha {
+						got.Add(got, new(big.Rat).Mul(f.trans[i][xi], prod[xi]))
+					}
+					for k := range f.taps {
+						want.Add(want, new(big.Rat).Mul(w[k], d[i+k]))
+					}
+					if got.Cmp(want) != 0 {
+						t.Fatalf("%s %s output %d: %s, the correlation is %s", wa.Method, f.name, i, got.RatString(), want.RatString())
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestWinogradFits: only stride-1 "same" r×r convolutions with 16 or more
+// channels each way take an algorithm of filter side r.
+func TestWinogradFits(t *testing.T) {
+	five := planner.ConvGeom{N: 4, C: 32, H: 14, W: 14, OC: 64, OH: 14, OW: 14, KH: 5, KW: 5, SH: 1, SW: 1, PH: 2, PW: 2, DH: 1, DW: 1, Groups: 1}
+	// CIFAR ResNet-18's last stage: one 4×4 tile an image
+	three := planner.ConvGeom{N: 4, C: 512, H: 4, W: 4, OC: 512, OH: 4, OW: 4, KH: 3, KW: 3, SH: 1, SW: 1, PH: 1, PW: 1, DH: 1, DW: 1, Groups: 1}
+	for _, c := range []struct {
+		name string
+		wa   *Winograd
+		base planner.ConvGeom
+	}{{"models/mnist.cue's second convolution", WinogradF4, five}, {"models/mnist.cue's second convolution", WinogradF2, five}, {"a 3x3 layer", Winograd3F4, three}} {
+		if !c.wa.Fits(c.base) {
+			t.Fatalf("%s does not fit %s", c.name, c.wa.Method)
+		}
+		for name, change := range map[string]func(g *planner.ConvGeom){
+			"the other size": func(g *planner.ConvGeom) {
+				if g.KH == 5 {
+					g.KH, g.KW, g.PH, g.PW = 3, 3, 1, 1
+				} else {
+					g.KH, g.KW, g.PH, g.PW = 5, 5, 2, 2
+				}
+			},
+			"3x5 window": func(g *planner.ConvGeom) { g.KW, g.PW = 8-g.KH, (7-g.KH)/2 },
+			"stride 2":   func(g *planner.ConvGeom) { g.SH, g.SW, g.OH, g.OW = 2, 2, g.H/2, g.W/2 },
+			"padding 0":  func(g *planner.ConvGeom) { g.PH, g.PW, g.OH, g.OW = 0, 0, g.H-g.KH+1, g.W-g.KW+1 },
+			"dilation 2": func(g *planner.ConvGeom) { g.DH, g.DW = 2, 2 },
+			"groups 2":   func(g *planner.ConvGeom) { g.Groups = 2 },
+			"1 channel":  func(g *planner.ConvGeom) { g.C = 1 },
+			"8 outputs":  func(g *planner.ConvGeom) { g.OC = 8 },
+		} {
+			g := c.base
+			change(&g)
+			if c.wa.Fits(g) {
+				t.Errorf("%s, %s: %s fits, want not", c.name, name, c.wa.Method)
+			}
 		}
 	}
 }
@@ -100,18 +291,21 @@ func TestLoweredWinogradMatchesCPU(t *testing.T) {
 	for _, c := range []struct {
 		wa    *Winograd
 		chunk int
-	}{{WinogradF2, 7}, {WinogradF4, 4}} {
+	}{{WinogradF2, 7}, {WinogradF4, 4}, {Winograd3F4, 3}} {
 		wgChunk = c.chunk // t.Run returns when its parallel subtests are done
 		t.Run(c.wa.Method, func(t *testing.T) { testLoweredWinograd(t, c.wa) })
 	}
 }
 
 func testLoweredWinograd(t *testing.T, wa *Winograd) {
-	odd := withOutputSize(planner.ConvGeom{N: 3, C: 16, H: 9, W: 7, OC: 17, KH: 5, KW: 5, SH: 1, SW: 1, PH: 2, PW: 2, DH: 1, DW: 1, Groups: 1})
-	even := withOutputSize(planner.ConvGeom{N: 2, C: 19, H: 6, W: 8, OC: 16, KH: 5, KW: 5, SH: 1, SW: 1, PH: 2, PW: 2, DH: 1, DW: 1, Groups: 1})
+	conv := func(n, c, h, w, oc int) planner.ConvGeom {
+		return withOutputSize(planner.ConvGeom{N: n, C: c, H: h, W: w, OC: oc, KH: wa.r, KW: wa.r, SH: 1, SW: 1, PH: wa.pad(), PW: wa.pad(), DH: 1, DW: 1, Groups: 1})
+	}
+	// 9×7 and 6×8: sides that are not multiples of the tile's
+	odd, even := conv(3, 16, 9, 7, 17), conv(2, 19, 6, 8, 16)
 	// 64 output channels: the forward's products are wgProductRowsKernel's
 	// where the dialect has 16-byte accesses
-	wide := withOutputSize(planner.ConvGeom{N: 2, C: 16, H: 9, W: 7, OC: 64, KH: 5, KW: 5, SH: 1, SW: 1, PH: 2, PW: 2, DH: 1, DW: 1, Groups: 1})
+	wide := conv(2, 16, 9, 7, 64)
 	cases := []convLayerCase{
 		{name: "odd_kept", g: odd, bias: true, act: "relu", dx: true, scratch: wa.Scratch(odd)},
 		{name: "even_again", g: even, act: "", dx: true, scratch: wa.Scratch(even)},
