@@ -6,7 +6,8 @@
 # tiny ResNet's (testdata/specs/bf16/resnet_tiny_bf16.cue) and PyTorch's
 # twin (bench/gpu/torch_resnet_cifar.py), the cuda package's tests (the
 # step's cuDNN convolutions timed alone) and PyTorch's
-# (bench/gpu/conv_nhwc.py).
+# (bench/gpu/conv_nhwc.py); with SELFTEST_ALL=1 also the CUDA program of
+# every valid test spec and model (fused.sh's part 6).
 # Usage: bench/gpu/fused-bundle.sh [DIR [BASE]]  (defaults .gpu/fused, 243f9fb)
 # There: bash DIR/fused.sh DIR OUT
 set -euo pipefail
@@ -30,7 +31,19 @@ for v in new base; do
 done
 c "$tmp/mlbuild" testdata/specs/bf16/resnet_tiny_bf16.cue tiny-bf16
 go test -c -trimpath -o "$tmp/st/cudatest" ./cuda
+if [ -n "${SELFTEST_ALL:-}" ]; then
+	# fused.sh's part 6: every valid test spec's and model's CUDA program
+	# (models/gpt.cue left out: its selftest alone takes minutes)
+	mkdir -p "$tmp/st/all/selftest"
+	for spec in testdata/specs/valid/*.cue models/*.cue; do
+		name=$(basename "$spec" .cue)
+		case $spec in models/gpt.cue) continue ;; models/*) name=model_$name ;; esac
+		if ! "$tmp/mlbuild" compile "$spec" --backend cuda --target linux/amd64 -o "$tmp/st/all/selftest/$name" --cache-dir "$tmp/cache-all" --force >"$tmp/compile.log" 2>&1; then
+			echo "$spec: $(tail -n 1 "$tmp/compile.log")" >>"$tmp/st/all/selftest/COMPILE-FAILED"
+		fi
+	done
+fi
 tar -C "$tmp" -cf - st | xz -6 --lzma2=dict=256MiB >"$dir/programs.tar.xz"
-cp bench/gpu/fused.sh bench/gpu/torch_resnet_cifar.py bench/gpu/conv_nhwc.py "$dir/"
+cp bench/gpu/fused.sh bench/gpu/torch_resnet_cifar.py bench/gpu/conv_nhwc.py bench/gpu/selftest-all.sh "$dir/"
 echo "mlbuild $(git describe --always --dirty 2>/dev/null || echo unknown), base $base" >"$dir/VERSION"
 du -sh "$dir"

@@ -12,7 +12,10 @@
 #     same shapes (conv_nhwc.py);
 #  5. cuDNN's fused call on the inference's geometries (the cuda package's
 #     TestRealConvEpilogue: bias+relu, bias+z+relu and bias alone against
-#     the plain forward, checked and timed in graphs).
+#     the plain forward, checked and timed in graphs);
+#  6. selftest of every valid test spec's and model's CUDA program
+#     (selftest-all.sh; the bundle built with SELFTEST_ALL=1), each
+#     within SELFTEST_LIMIT seconds (default 120).
 # Usage: bash fused.sh BUNDLE OUT   (PARTS picks parts, default "1 2 3 4")
 set -euo pipefail
 b=$(cd "$1" && pwd) out=$2
@@ -56,6 +59,14 @@ for part in ${PARTS:-1 2 3 4}; do
 	5)
 		echo "== 5. cuDNN's fused epilogue on the inference's convolutions"
 		(cd "$p" && MLBUILD_CUDA_REAL=1 timeout 240 ./cudatest -test.run 'TestRealConvEpilogue' -test.v 2>&1 | grep -E 'real_test|^(--- |ok|FAIL|PASS)' | tail -n 60) || true
+		;;
+	6)
+		echo "== 6. selftest of every valid test spec and model"
+		if [ -d "$p/all/selftest" ]; then
+			SELFTEST_LIMIT=${SELFTEST_LIMIT:-120} bash "$b/selftest-all.sh" "$p/all" 2>&1 | tee "$out/selftest-all.txt" | grep -vE '^[0-9]+ passed' || true
+		else
+			echo "no programs: build the bundle with SELFTEST_ALL=1"
+		fi
 		;;
 	esac
 done
