@@ -223,6 +223,10 @@ func cudaLibraryConvs(t planner.Target) planner.Target {
 	// and the ReLU in the convolution's epilogue (emit/gpu's
 	// conv_library.go).
 	t.ConvSum = map[string]bool{gpu.ConvLibraryMethod: true}
+	// A bf16 plan's channels-last batch norms add a ResNet block's
+	// shortcut in their apply kernel (emit/gpu's batchNormSumNHWCKernel;
+	// other layouts keep the sum's kernel, after the batch norm's).
+	t.NormSum = map[string]bool{planner.PrecisionBF16: true}
 	t.ConvLibrary = func(g planner.ConvGeom, c planner.ConvChoice, precision string) (planner.ConvChoice, planner.LibraryWhy) {
 		if c.Method == gpu.ConvDirectMethod && precision == planner.PrecisionBF16 && g.C/max(g.Groups, 1) >= 3 && g.KH == 3 && g.KW == 3 {
 			// an RGB image's first layer: the plan casts its input to

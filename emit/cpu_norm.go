@@ -20,6 +20,10 @@ func (g *generator) batchNormCall(st planner.Step, in, out []operand, training b
 		return "", err
 	}
 	s := in[0].buf.Shape
+	if len(in) > 5 { // a residual summed before the activation (planner/fuse_norm_sum.go)
+		return fmt.Sprintf("cpu.BatchNormSumFwd(%s, %s, %s, %s, %s, %s, %s, %s, %s, %d, %d, %d, %s, %s, %v, %v)", in[0].slice(), in[1].slice(), in[2].slice(), in[3].slice(), in[4].slice(),
+			in[5].slice(), out[0].slice(), out[1].slice(), out[2].slice(), s[0], s[1], prod(s[2:]), float(a.Eps), float(a.Momentum), training, a.Act == "relu"), nil
+	}
 	fn := "cpu.BatchNormFwd"
 	if a.Act == "relu" { // a fused ReLU (planner/fuse_norm_act.go)
 		fn = "cpu.BatchNormReLUFwd"

@@ -149,6 +149,8 @@ var passes = [...]pass{
 		run: func(b *building) error { fusePool(b.p, b.target); return nil }},
 	{name: "fuseConvSum", file: "fuse_conv_sum.go", only: inInference | withFusion, needs: []string{"fuseSumAct", "chooseMethods", "fusePool"},
 		run: func(b *building) error { fuseConvSum(b.p, b.target); return nil }},
+	{name: "fuseNormSum", file: "fuse_norm_sum.go", only: inTraining | withFusion, needs: []string{"fuseSumAct", "shareSumGrads", "choosePrecisions"},
+		run: func(b *building) error { fuseNormSum(b.p, b.target); return nil }},
 	{name: "castInput", file: "cast_input.go", needs: []string{"chooseMethods", "choosePrecisions", "fuseConvSum"},
 		run: func(b *building) error { castInput(b.p, b.target); return nil }},
 	{name: "twinOperands", file: "twin_operands.go", needs: []string{"choosePrecisions", "fuseUpdate", "fusePool"},
@@ -166,7 +168,7 @@ var passes = [...]pass{
 // finalPhases are the passes that add or rewrite steps or buffers: after
 // them "all phases are final".
 var finalPhases = []string{"lower", "addLoss", "foldBatchNorm", "fuseEpilogue", "fuseSiLU", "fuseReLU6", "fuseSiLUEpilogue", "fuseNormAct", "fuseElementwise", "fuseAttention", "fuseAttentionLayout", "differentiate", "optimize",
-	"accumulate", "fuseUpdate", "fuseActBwd", "keepLess", "fuseSumAct", "fuseAccumulateGemm", "fuseAccumulateNorm", "shareSumGrads", "chooseMethods", "choosePrecisions", "chooseLossRows", "fusePool", "fuseConvSum", "castInput", "twinOperands", "storeBF16", "storeChannelsLast"}
+	"accumulate", "fuseUpdate", "fuseActBwd", "keepLess", "fuseSumAct", "fuseAccumulateGemm", "fuseAccumulateNorm", "shareSumGrads", "chooseMethods", "choosePrecisions", "chooseLossRows", "fusePool", "fuseConvSum", "fuseNormSum", "castInput", "twinOperands", "storeBF16", "storeChannelsLast"}
 
 // Build plans m for opts.Target: it runs the table passes in order and
 // checks the plan's invariants with Verify after each one, so

@@ -175,9 +175,12 @@ const (
 	// In evaluation mode y = x and mask is untouched.
 	KDropout Kernel = "dropout"
 	// KBatchNorm: normalise over every axis but 1 (channels/features).
-	// In: x, gamma [C], beta [C], runningMean [C], runningVar [C].
-	// Out: y, saveMean [C], saveInvStd [C] (scratch). Attr: Eps, Momentum.
-	// Training mode uses batch statistics and updates the running ones.
+	// In: x, gamma [C], beta [C], runningMean [C], runningVar [C], and in
+	// a training plan optionally z (x's shape), a residual added before
+	// the activation: y = act(bn(x) + z) (fuse_norm_sum.go).
+	// Out: y, saveMean [C], saveInvStd [C] (scratch). Attr: Eps, Momentum,
+	// Act (relu or none). Training mode uses batch statistics and updates
+	// the running ones.
 	KBatchNorm Kernel = "batchnorm"
 	// KFoldBatchNorm: the weights and bias of a convolution or dense layer
 	// followed by an inference batch norm, as one layer (fold_batchnorm.go): with

@@ -106,6 +106,11 @@ type Target struct {
 	// plans. A method needs a bias for it (the library's fused call takes
 	// one); nil folds none.
 	ConvSum map[string]bool
+	// NormSum names the plan precisions in which the backend's training
+	// batch norm kernels add a residual tensor z before their activation,
+	// y = act(bn(x) + z), in one pass: fuse_norm_sum.go then folds the
+	// sum after such a batch norm into it. nil folds none.
+	NormSum map[string]bool
 	// FoldBatchNorm says the backend runs KFoldBatchNorm steps and its
 	// programs run an inference plan's fold steps only when the weights
 	// changed (Plan.FoldSteps): fold_batchnorm.go then folds each

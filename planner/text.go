@@ -186,6 +186,9 @@ func writeMemory(ew *errWriter, p *Plan) {
 func stepAttr(s Step, precision bool) string {
 	a := s.Attr
 	var parts []string
+	if s.Kernel == KBatchNorm && len(s.In) > 5 {
+		parts = append(parts, "+ residual") // fuse_norm_sum.go: act(bn(x) + z)
+	}
 	if a.Act != "" {
 		switch {
 		case s.Kernel == KMaxPool2DBwd || s.Kernel == KMaxPool2DArgmaxBwd:

@@ -400,6 +400,12 @@ func verifyStep(p *Plan, phase string, index int, s *Step) error {
 	if s.Attr.Act != "" && s.Kernel == KBatchNormBwd { // beta, for the fused ReLU's mask (fuse_norm_act.go)
 		ops.in++
 	}
+	if s.Kernel == KBatchNorm && len(s.In) == 6 { // z, a residual summed after the normalisation (fuse_norm_sum.go)
+		ops.in = 6
+		if !p.Training || s.In[5] == NoBuf || !p.validID(s.In[5]) || !p.validID(s.Out[0]) || !equalShapes(p.Buffers[s.In[5]].Shape, p.Buffers[s.Out[0]].Shape) {
+			return fmt.Errorf("a batch norm's sixth input is no residual of its output's shape in a training plan")
+		}
+	}
 	if s.Kernel == KConv2D && len(s.In) == 4 { // z, a residual summed in the epilogue (fuse_conv_sum.go)
 		ops.in = 4
 		if p.Training || s.In[3] == NoBuf || !p.validID(s.In[3]) || !p.validID(s.Out[0]) || !equalShapes(p.Buffers[s.In[3]].Shape, p.Buffers[s.Out[0]].Shape) {

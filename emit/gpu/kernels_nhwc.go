@@ -449,6 +449,19 @@ func batchNormStatsNHWCKernel(outer, c, inner int, xNHWC bool, groups int) *Kern
 // does. With relu, y is the fused ReLU's output (reluKeeps). y may be x
 // when their layouts agree.
 func batchNormApplyNHWCKernel(outer, c, inner int, xNHWC, yNHWC bool, groups int, eps, momentum float32, relu bool) *Kernel {
+	return batchNormApplyNHWC(outer, c, inner, xNHWC, yNHWC, groups, eps, momentum, relu, false)
+}
+
+// batchNormSumNHWCKernel is batchNormApplyNHWCKernel with a residual z
+// after its other operands, every tensor channels last: y = bn(x) + z,
+// or max(bn(x) + z, 0) with relu (the planner's fuse_norm_sum.go). y may
+// be x or z.
+func batchNormSumNHWCKernel(outer, c, inner int, groups int, eps, momentum float32, relu bool) *Kernel {
+	return batchNormApplyNHWC(outer, c, inner, true, true, groups, eps, momentum, relu, true)
+}
+
+// batchNormApplyNHWC is the apply kernel, with a residual z where sum.
+func batchNormApplyNHWC(outer, c, inner int, xNHWC, yNHWC bool, groups int, eps, momentum float32, relu, sum bool) *Kernel {
 	t := newBNTile(outer, c, inner, groups).vectorised(xNHWC, yNHWC)
 	n := outer * c * inner
 	m := t.rows
@@ -483,6 +496,10 @@ func batchNormApplyNHWCKernel(outer, c, inner int, xNHWC, yNHWC bool, groups int
 		when(and(gt(vr("ng"), flt(0)), t.live()), ssq...),
 	}})
 	body = append(body, t.laneSums(qSums, qNames)...)
+	reads := []layoutBuf{{"x", xNHWC}}
+	if sum {
+		reads = append(reads, layoutBuf{"z", true})
+	}
 	var root []Stmt
 	for k := 0; k < t.v; k++ {
 		ss, mean, inv := vr(t.per("ss", k)), vr(t.per("mean", k)), vr(t.per("inv", k))
@@ -501,18 +518,28 @@ func batchNormApplyNHWCKernel(outer, c, inner int, xNHWC, yNHWC bool, groups int
 	body = append(body,
 		// (x − mean)·scale + beta, as rt/cpu: far from 0, x·scale +
 		// (beta − mean·scale) would round two large terms
-		t.sweep([]layoutBuf{{"x", xNHWC}}, nil, func(w, k int) (layoutBuf, Expr) {
+		t.sweep(reads, nil, func(w, k int) (layoutBuf, Expr) {
 			x, mean, scale, shift := vr(t.val("x", w, k)), vr(t.per("mean", k)), vr(t.per("scale", k)), vr(t.per("shift", k))
 			y := add(mul(sub(x, mean), scale), shift)
-			if relu {
+			switch {
+			case sum:
+				// the sum's kernel's rule: max(a + b, 0)
+				if y = add(y, vr(t.val("z", w, k))); relu {
+					y = call(FnMax, y, flt(0))
+				}
+			case relu:
 				y = sel(reluKeeps(x, mean, scale, shift), y, flt(0))
 			}
 			return layoutBuf{"y", yNHWC}, y
 		}),
 		t.whenRoot(root...))
-	return t.kernel("batch norm (training)"+reluName(relu), fmt.Sprintf("x %s, y %s", layoutName(xNHWC), layoutName(yNHWC)),
-		[]Param{in("x", n), in("gamma", c), in("beta", c), out("rmean", c), out("rvar", c),
-			out("y", n), out("smean", c), out("sinv", c), in("part", 2*groups*c)}, body)
+	what, layouts := "batch norm (training)", fmt.Sprintf("x %s, y %s", layoutName(xNHWC), layoutName(yNHWC))
+	params := []Param{in("x", n), in("gamma", c), in("beta", c), out("rmean", c), out("rvar", c),
+		out("y", n), out("smean", c), out("sinv", c), in("part", 2*groups*c)}
+	if sum {
+		what, layouts, params = what+" plus a residual", layouts+", z NHWC", append(params, in("z", n))
+	}
+	return t.kernel(what+reluName(relu), layouts, params, body)
 }
 
 // batchNormEvalNHWCKernel normalises with the running statistics, one

@@ -280,6 +280,26 @@ func nhwcCases() []gpuCase {
 					zeros(n), zeros(c), zeros(c), bwdPartReLU, beta},
 				want: map[int][]float32{5: toLayout(dxr, outer, c, inner, dxl), 6: dgr, 7: dbr}, tol: 1e-5})
 		}
+		// a residual summed after the normalisation (fuse_norm_sum.go),
+		// every tensor NHWC, and with y over z
+		z := randVec(r, n, -1, 1)
+		for _, relu := range bools {
+			ys := zeros(n)
+			cpu.BatchNormSumFwd(x, gamma, beta, slices.Clone(rm), slices.Clone(rv), z, ys, zeros(c), zeros(c), outer, c, inner, 1e-5, 0.1, true, relu)
+			k := batchNormSumNHWCKernel(outer, c, inner, groups, 1e-5, 0.1, relu)
+			in := func() [][]float32 {
+				return [][]float32{toLayout(x, outer, c, inner, true), gamma, beta, slices.Clone(rm), slices.Clone(rv),
+					zeros(n), zeros(c), zeros(c), fwdPart, toLayout(z, outer, c, inner, true)}
+			}
+			addCase(gpuCase{name: fmt.Sprintf("bn_sum_%s_relu%v", name, relu), k: k, in: in(),
+				want: map[int][]float32{3: wrm, 4: wrv, 5: toLayout(ys, outer, c, inner, true), 6: sm, 7: sinv}, tol: 1e-5,
+				tols: map[int]float64{5: yTol}})
+			inPlace := in()
+			inPlace = append(inPlace[:5], inPlace[6:]...)
+			addCase(gpuCase{name: fmt.Sprintf("bn_sum_inplace_%s_relu%v", name, relu), k: renameStores(k, "y", "z"), in: inPlace,
+				want: map[int][]float32{3: wrm, 4: wrv, 8: toLayout(ys, outer, c, inner, true)}, tol: 1e-5,
+				tols: map[int]float64{8: yTol}})
+		}
 		for _, l := range bools {
 			// dx over dy and y over x, one buffer each
 			addCase(gpuCase{name: fmt.Sprintf("bn_bwdapply_inplace_%s_%s", name, layoutName(l)),

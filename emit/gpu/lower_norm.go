@@ -11,6 +11,11 @@ import (
 
 // batchNorm lowers batch normalisation: with the running statistics
 // outside training, else with the batch's (which update the running ones).
+// A batch norm of a training plan with a residual z (In[5], the
+// planner's fuse_norm_sum.go) adds it before the activation: in training
+// in its apply kernel where the NHWC kernels take it (normSumFused), else
+// (and in the evaluation a training plan's forward also runs) by the
+// sum's own kernel after it (addResidual).
 func (l *lowering) batchNorm(st *planner.Step, training bool) error {
 	a := st.Attr
 	if err := l.operands(st, 5, 3); err != nil {
@@ -21,6 +26,20 @@ func (l *lowering) batchNorm(st *planner.Step, training bool) error {
 		return err
 	}
 	in, relu := st.In, st.Attr.Act == "relu"
+	if len(in) > 5 {
+		if !present(in[5]) {
+			return fmt.Errorf("a batch norm's residual is no buffer (a bug in mlbuild's planner, fuse_norm_sum.go)")
+		}
+		if training && l.normSumFused(st, c) {
+			return l.batchNormNHWC(st, training, outer, c, inner, []bool{true, true, true})
+		}
+		plain := *st
+		plain.In, plain.Attr.Act = st.In[:5], ""
+		if err := l.batchNorm(&plain, training); err != nil {
+			return err
+		}
+		return l.addResidual(st)
+	}
 	if last := l.channelsLast(in[0], st.Out[0]); last[0] || last[1] {
 		return l.batchNormNHWC(st, training, outer, c, inner, last)
 	}
@@ -191,10 +210,37 @@ func (l *lowering) layerNorm(st *planner.Step) error {
 		whole(in[0]), whole(in[1]), whole(in[2]), whole(in[3]), whole(in[4]), whole(st.Out[0]))
 }
 
-// batchNormNHWC lowers a batch norm some of whose tensors (last: x, y)
-// the plan stores channels last: in training two kernels over row
-// groups, partial sums into the step's scratch (Out[3]) and the
-// normalisation that merges them; else one element-wise kernel.
+// normSumFused reports whether the NHWC batch norm kernels add a
+// training batch norm's residual z themselves: where x, y and z are all
+// channels last and the channels are whole chunks, the apply kernel's
+// four-channel form (bnTile.vectorised), and no synchronised batch norm
+// splits the batch.
+func (l *lowering) normSumFused(st *planner.Step, c int) bool {
+	last := l.channelsLast(st.In[0], st.Out[0], st.In[5])
+	return last[0] && last[1] && last[2] && c%nhwcLanes == 0 && !(l.syncBN && l.shares() > 1)
+}
+
+// addResidual adds a training batch norm's residual z (In[5]) into its
+// output y in place, with the step's activation: the sum's own kernel,
+// after batch norm kernels that do not take z.
+func (l *lowering) addResidual(st *planner.Step) error {
+	y, z := st.Out[0], st.In[5]
+	if last := l.channelsLast(y, z); last[0] != last[1] {
+		return fmt.Errorf("a batch norm's output and residual in two layouts (channels last: %v and %v; a bug in mlbuild: the planner's store_channels_last.go keeps them in one)", last[0], last[1])
+	}
+	ys, err := l.shape(y)
+	if err != nil {
+		return err
+	}
+	k, err := binaryKernel("add", ys, ys, ys, st.Attr.Act == "relu")
+	return l.launch("binary_add", k, err, whole(y), whole(z), whole(y))
+}
+
+// batchNormNHWC lowers a batch norm some of whose tensors (last: x, y,
+// and z where the step has a residual) the plan stores channels last: in
+// training two kernels over row groups, partial sums into the step's
+// scratch (Out[3]) and the normalisation that merges them; else one
+// element-wise kernel.
 func (l *lowering) batchNormNHWC(st *planner.Step, training bool, outer, c, inner int, last []bool) error {
 	a, in := st.Attr, st.In
 	if !training {
@@ -211,8 +257,13 @@ func (l *lowering) batchNormNHWC(st *planner.Step, training bool, outer, c, inne
 	if err := l.launch("batchnorm_stats_nhwc", batchNormStatsNHWCKernel(outer, c, inner, last[0], groups), nil, whole(in[0]), whole(part)); err != nil {
 		return err
 	}
-	return l.launch("batchnorm_nhwc", batchNormApplyNHWCKernel(outer, c, inner, last[0], last[1], groups, float32(a.Eps), float32(a.Momentum), a.Act == "relu"), nil,
-		whole(in[0]), whole(in[1]), whole(in[2]), whole(in[3]), whole(in[4]), whole(st.Out[0]), whole(st.Out[1]), whole(st.Out[2]), whole(part))
+	ops := []operand{whole(in[0]), whole(in[1]), whole(in[2]), whole(in[3]), whole(in[4]), whole(st.Out[0]), whole(st.Out[1]), whole(st.Out[2]), whole(part)}
+	k := batchNormApplyNHWCKernel(outer, c, inner, last[0], last[1], groups, float32(a.Eps), float32(a.Momentum), a.Act == "relu")
+	if len(in) > 5 {
+		ops = append(ops, whole(in[5]))
+		k = batchNormSumNHWCKernel(outer, c, inner, groups, float32(a.Eps), float32(a.Momentum), a.Act == "relu")
+	}
+	return l.launch("batchnorm_nhwc", k, nil, ops...)
 }
 
 // batchNormBwdNHWC lowers a batch norm's backward some of whose tensors
