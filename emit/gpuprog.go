@@ -269,7 +269,8 @@ func (g *gpuGen) locate(mp *gpuPlan, id planner.BufID) (location, error) {
 		if b.Kind == planner.KindParamBF16 {
 			off, ok := g.trainParams[b.Name]
 			if !ok {
-				return location{}, fmt.Errorf("inference plan's bfloat16 twin %s has no training counterpart (a bug in mlbuild's planner)", b.Name)
+				// (a KRSC twin is named so: one in another order has another name)
+				return location{}, fmt.Errorf("inference plan's bfloat16 twin %s has no training counterpart (a bug in mlbuild's planner: the training plan gives the weight no twin, or one in another order)", b.Name)
 			}
 			return location{"arenaState", off}, nil
 		}
@@ -1037,7 +1038,8 @@ func reduceLen(pl *planner.Plan, st planner.Step) int {
 
 // renderTwins writes the Program's BF16Twins: the training plan's weights
 // with bfloat16 twins, which the host writes whenever it writes the
-// state (none, and no line, in a program without them).
+// state (none, and no line, in a program without them), a filter's KRSC
+// twin with its geometry.
 func (g *gpuGen) renderTwins(t *gpuPlan) error {
 	pl := t.plan
 	var lits []string
@@ -1053,7 +1055,11 @@ func (g *gpuGen) renderTwins(t *gpuPlan) error {
 		if err != nil {
 			return err
 		}
-		lits = append(lits, fmt.Sprintf("{Of: region{%s, %d, %d}, Offset: %d}, // %s", of.arena, of.off, pl.Buffers[tw.Of].Size, twin.off, comment(pl.Buffers[tw.Twin].Name)))
+		order := ""
+		if b := pl.Buffers[tw.Twin]; b.Layout == planner.LayoutNHWC && len(b.Shape) == 4 { // a filter's KRSC twin (store_channels_last.go)
+			order = fmt.Sprintf(", KRSC: [3]int{%d, %d, %d}", b.Shape[0], b.Shape[1], b.Shape[2]*b.Shape[3])
+		}
+		lits = append(lits, fmt.Sprintf("{Of: region{%s, %d, %d}, Offset: %d%s}, // %s", of.arena, of.off, pl.Buffers[tw.Of].Size, twin.off, order, comment(pl.Buffers[tw.Twin].Name)))
 	}
 	if len(lits) == 0 {
 		return nil

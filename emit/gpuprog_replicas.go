@@ -135,7 +135,9 @@ func (g *gpuGen) syncBNSteps(pl *planner.Plan, n int) ([]syncStep, error) {
 
 // sameState checks that a replica's plan lays out the state arena as the
 // program's training plan does: its size and every param, gradient and
-// optimizer state at the same offset.
+// optimizer state at the same offset, and every weight's bfloat16 twin
+// at the same offset in the same order (its update kernels write them,
+// the host writes them at the training plan's places).
 func sameState(tp, pl *planner.Plan) error {
 	if tp.StateSize != pl.StateSize || len(tp.Params) != len(pl.Params) {
 		return fmt.Errorf("has a state arena of %d elements and %d params, the program's %d and %d", pl.StateSize, len(pl.Params), tp.StateSize, len(tp.Params))
@@ -154,6 +156,24 @@ func sameState(tp, pl *planner.Plan) error {
 		}
 		if !same {
 			return fmt.Errorf("places param %s (or its gradient or optimizer state) elsewhere in the state arena", a.Name)
+		}
+	}
+	twins := func(p *planner.Plan) []planner.Buffer {
+		var out []planner.Buffer
+		for _, t := range p.Twins {
+			if b := p.Buffers[t.Twin]; b.Kind == planner.KindParamBF16 {
+				out = append(out, b)
+			}
+		}
+		return out
+	}
+	ta, tb := twins(tp), twins(pl)
+	if len(ta) != len(tb) {
+		return fmt.Errorf("has %d weights' bfloat16 twins, the program's %d", len(tb), len(ta))
+	}
+	for i, a := range ta {
+		if b := tb[i]; a.Name != b.Name || a.Offset != b.Offset || a.Layout != b.Layout {
+			return fmt.Errorf("places or orders the bfloat16 twin %s otherwise than the program's training plan (%s at %d, layout %q, against %d, %q)", a.Name, b.Name, b.Offset, b.Layout, a.Offset, a.Layout)
 		}
 	}
 	return nil

@@ -39,6 +39,11 @@ func metalProgramSpecs(t *testing.T) map[string]struct {
 		// CUDA runs its 3×3 stride-1 convolutions past the stem as
 		// Winograd F(4×4,3×3) in f32 (Metal as im2col).
 		"resnet_tiny": {"testdata/resnet_tiny.cue", true},
+		// Unfused, its inference plans fold no batch norm: their
+		// channels-last convolutions read the weights' KRSC twins, which
+		// the training plan's updates and the host write
+		// (planner/store_channels_last.go).
+		"resnet_tiny_bf16_unfused": {"../testdata/specs/bf16/resnet_tiny_bf16.cue", false},
 		// The GPU plans' dense backward adds its dx into a gradient sum
 		// (planner/fuse_accumulate_gemm.go), in place and moved down.
 		"accumulate_gemm": {"testdata/accumulate_gemm.cue", true},
@@ -315,17 +320,19 @@ func TestCUDAPrograms(t *testing.T) {
 // in the update), and the tiny GPT in bf16 (its dense layers reading the
 // bfloat16 twins that layer norm and the optimizer write), a small
 // convolutional network in bf16 (its convolutions through the fake cuDNN
-// in tf32, the only default program with library convolutions, as f32
-// plans keep im2col), a small f32 ResNet (its 3×3 layers by Winograd
-// F(4×4,3×3), forward and backward), and values read by a dense layer and an activation
-// in both orders (the dense backward adding its dx into the gradient sum,
+// in tf32, as f32 plans keep im2col), the tiny ResNet in bf16 fused and
+// not (cuDNN on bfloat16 channels-last tensors, reading the weights' KRSC
+// twins in training and, unfused, in inference), a small f32 ResNet (its
+// 3×3 layers by Winograd F(4×4,3×3), forward and backward), and values
+// read by a dense layer and an activation in both orders (the dense
+// backward adding its dx into the gradient sum,
 // Beta 1); set
 // MLBUILD_CUDA_FAKE_SPECS to run others (`go test ./emit -run CUDAPrograms`)
 // and MLBUILD_CUDA_FAKE_RUN to run only the programs' tests it matches
 // (ResNet-18's training steps take minutes on the fake's Go GEMMs);
 // MLBUILD_CUDA_FAKE_DIR keeps the module in that folder, to run and time
 // its tests by hand.
-var cudaFakeSpecs = []string{"mnist", "mnist_unfused", "spec_layernorm_graph", "spec_transformer_block", "spec_batchnorm_dense", "bench_mlp_bf16", "spec_resize_unet", "spec_adamw_cosine", "spec_gpt_tiny", "spec_gpt_tiny_pad", "gpt_tiny_pad_unfused", "spec_accumulate", "gpt_tiny_bf16", "gpt_tiny_pad_bf16", "convnet_bf16", "resnet_tiny_bf16", "resnet_tiny", "accumulate_gemm"}
+var cudaFakeSpecs = []string{"mnist", "mnist_unfused", "spec_layernorm_graph", "spec_transformer_block", "spec_batchnorm_dense", "bench_mlp_bf16", "spec_resize_unet", "spec_adamw_cosine", "spec_gpt_tiny", "spec_gpt_tiny_pad", "gpt_tiny_pad_unfused", "spec_accumulate", "gpt_tiny_bf16", "gpt_tiny_pad_bf16", "convnet_bf16", "resnet_tiny_bf16", "resnet_tiny_bf16_unfused", "resnet_tiny", "accumulate_gemm"}
 
 // cudaFaultSpecs are the programs whose fake run also trains on MNIST
 // through a GPU fault (testdata/fakehost/cuda_fault_test.go).

@@ -69,7 +69,9 @@ type Buffer struct {
 	// Layout is the order of a 4-D buffer's elements in memory: ""
 	// for its shape's [N, C, H, W], LayoutNHWC for channels last, [N, H,
 	// W, C] (a bfloat16 activation whose steps all take it so, where the
-	// Target's library convolutions are faster on it: store_bf16.go).
+	// Target's library convolutions are faster on it: store_bf16.go); on
+	// a folded filter or a weight's bfloat16 twin [OC, C, KH, KW], KRSC
+	// order, [OC, KH, KW, C] (store_channels_last.go).
 	Layout string `json:"layout,omitempty"`
 }
 
@@ -94,7 +96,9 @@ func (b *Buffer) Slots() int {
 // writes Of writes beside it in the same kernel (a weight's, its update
 // step and the program when it writes the weights), so that a bf16 GEMM
 // reads half the bytes (twin_operands.go). Of owns its storage; a view
-// of Of has Twin as its twin.
+// of Of has Twin as its twin. A weight's twin of Layout LayoutNHWC holds
+// the filter in KRSC order, the one channels-last library convolutions
+// read (store_channels_last.go): element i of Of goes to its KRSC place.
 type Twin struct {
 	Of   BufID `json:"of"`
 	Twin BufID `json:"twin"`
@@ -489,8 +493,8 @@ type Attr struct {
 	// step's (Out[1]), which still holds the forward's im2col columns of
 	// the whole batch (ConvChoice.SharesForward): the backward reads them
 	// instead of gathering them again; for a library convolution on
-	// channels-last tensors, the forward's KRSC filter
-	// (store_channels_last.go).
+	// channels-last tensors whose weight has no KRSC twin, the forward's
+	// KRSC filter (store_channels_last.go).
 	KeptCols bool `json:"keptCols,omitempty"`
 	// ActApplied marks a conv2d_bwd whose dy already carries its Act's
 	// derivative (fuse_act_bwd.go).

@@ -219,9 +219,11 @@ func TestStoreBF16(t *testing.T) {
 // stored 4-D tensors are stored [N, H, W, C]; every library convolution
 // and element-wise step finds its 4-D operands in one layout; each
 // training batch norm that names a channels-last tensor has a scratch of
-// BatchNormScratch floats as Out[3], and each library convolution one
-// bfloat16 workspace for dW and its KRSC filter, which the forward
-// writes and the backward reads (KeptCols). Without the global pool among the
+// BatchNormScratch floats as Out[3], and each library convolution's
+// weight a bfloat16 twin in KRSC order (Layout nhwc, of kind
+// param_bf16), which the convolutions read: the forward has no
+// workspace, the backward dW's alone, of W's size (no KeptCols).
+// Without the global pool among the
 // storage kernels, its input stays float32, so the ReLU and the sum
 // before it go NCHW (the fixed point), and the rest stays channels last.
 // A target without the rule keeps every layout NCHW.
@@ -247,7 +249,7 @@ func TestStoreChannelsLast(t *testing.T) {
 	check := func(p *Plan, target Target) (nhwc int) {
 		t.Helper()
 		for _, b := range p.Buffers {
-			if b.Layout == LayoutNHWC {
+			if b.Layout == LayoutNHWC && b.Kind != KindParamBF16 {
 				nhwc++
 			}
 		}
@@ -288,22 +290,26 @@ func TestStoreChannelsLast(t *testing.T) {
 	if n := check(p, target); n != stored {
 		t.Errorf("%d tensors channels last, want every stored activation and gradient (%d)", n, stored)
 	}
-	// Each channels-last convolution's KRSC filter workspaces.
+	// Each channels-last convolution's KRSC twin, and no KRSC workspace.
+	convs := 0
 	for _, st := range p.allSteps() {
 		if st.Attr.Method != "lib" {
 			continue
 		}
-		w := p.Buffers[st.In[1]].Size
-		ws := st.Out[1]
-		if st.Kernel == KConv2DBwd {
-			ws = st.In[4]
-			if fwd := forwardOf(p, st.Layer); !st.Attr.KeptCols || fwd == nil || fwd.Out[1] != ws {
-				t.Errorf("%s %s: workspace %v is not its forward's (KeptCols %v)", st.Kernel, st.Layer, ws, st.Attr.KeptCols)
-			}
+		convs++
+		w := p.Buffers[st.In[1]]
+		if tw := p.TwinOf(st.In[1]); tw == NoBuf || p.Buffers[tw].Layout != LayoutNHWC || p.Buffers[tw].Kind != KindParamBF16 || !equalShapes(p.Buffers[tw].Shape, w.Shape) {
+			t.Errorf("%s %s: W %s has twin %v, want a KRSC twin of its shape", st.Kernel, st.Layer, w.Name, tw)
 		}
-		if ws == NoBuf || p.Buffers[ws].Size != KRSCOffset(w)+w || p.Buffers[ws].Elem != ElemBF16 {
-			t.Errorf("%s %s: workspace %v, want %d bfloat16s for dW and the KRSC filter", st.Kernel, st.Layer, ws, KRSCOffset(w)+w)
+		switch ws := st.Out[1]; {
+		case st.Kernel == KConv2D && ws != NoBuf:
+			t.Errorf("%s %s: workspace %s, want none (it reads W's KRSC twin)", st.Kernel, st.Layer, p.Buffers[ws].Name)
+		case st.Kernel == KConv2DBwd && (st.Attr.KeptCols || st.In[4] == NoBuf || p.Buffers[st.In[4]].Size != w.Size || p.Buffers[st.In[4]].Elem != ElemBF16):
+			t.Errorf("%s %s: workspace %v (KeptCols %v), want dW's alone: %d bfloat16s", st.Kernel, st.Layer, st.In[4], st.Attr.KeptCols, w.Size)
 		}
+	}
+	if convs == 0 {
+		t.Error("no library convolution")
 	}
 	noPool := last(KBatchNorm, KBatchNormBwd, KUnary, KUnaryBwd, KBinary, KBinaryBwd, KAccumulate)
 	p = build(noPool)
@@ -320,14 +326,4 @@ func TestStoreChannelsLast(t *testing.T) {
 	if n := check(p, storageTarget(all...)); n != 0 {
 		t.Errorf("%d tensors channels last for a target that keeps them NCHW", n)
 	}
-}
-
-// forwardOf is the forward convolution step of layer, or nil.
-func forwardOf(p *Plan, layer string) *Step {
-	for i := range p.Forward {
-		if st := &p.Forward[i]; st.Kernel == KConv2D && st.Layer == layer {
-			return st
-		}
-	}
-	return nil
 }

@@ -1,6 +1,10 @@
 package planner
 
-import "fmt"
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
 
 // storeChannelsLast keeps a bf16 plan's stored 4-D activations and
 // gradients channels last ([N, H, W, C] in memory) where the Target's
@@ -23,15 +27,24 @@ import "fmt"
 // average pool take each operand in its own layout. A training batch
 // norm or batch norm backward that names a channels-last tensor gets a
 // float32 scratch for its partial sums as Out[3] (BatchNormScratch
-// elements, kind scratch). A library convolution on channels-last
-// tensors gets a bfloat16 workspace of KRSCOffset(W) + W elements, the
-// forward's Out[1] and the backward's In[4] (Attr.KeptCols): its filter
-// in KRSC order, [OC, KH, KW, C/G], from KRSCOffset (cuDNN takes no
-// other filter with channels-last tensors in its backward), which the
-// forward writes and the backward reads, and dW in KRSC from the start.
-// The bf16 convolutions that stay NCHW read W's bfloat16 twin, made
-// here. A plan without stored tensors, or for a Target that keeps them
-// NCHW, is unchanged.
+// elements, kind scratch). cuDNN takes a channels-last convolution's
+// filter in KRSC order, [OC, KH, KW, C/G] (it has no backward algorithm
+// for a KCRS filter then): a weight W that only channels-last bf16
+// library convolutions read (its forward and backward; a folded weight
+// is none) gets a bfloat16 twin in KRSC order (Layout LayoutNHWC on the
+// twin of a 4-D filter, last read by its last such reader), which its
+// update step and the program write beside W as they write W, and those
+// convolutions read it; their workspaces are then the backward's dW
+// workspace alone (storeBF16's, In[4]: dW in KRSC order), and the
+// forward has none. A channels-last convolution whose W has no such
+// twin (a weight also read by a convolution that stays NCHW, or one
+// with a twin already) gets a bfloat16 workspace of KRSCOffset(W) + W
+// elements instead, the forward's Out[1] and the backward's In[4]
+// (Attr.KeptCols): W in KRSC order from KRSCOffset, which the forward
+// writes and the backward reads, and dW in KRSC from the start. The
+// bf16 convolutions that stay NCHW read W's bfloat16 twin, made here. A
+// plan without stored tensors, or for a Target that keeps them NCHW, is
+// unchanged.
 func storeChannelsLast(p *Plan, t Target) {
 	s := t.BF16Storage
 	if s == nil || s.BatchNormScratch == nil || len(p.Stored) == 0 {
@@ -111,11 +124,13 @@ func storeChannelsLast(p *Plan, t Target) {
 	}
 	// The channels-last convolutions' filters: cuDNN takes them KRSC
 	// with channels-last tensors ([OC, KH, KW, C/G]; it has no backward
-	// algorithm for a KCRS filter then). Each layer gets one bfloat16
-	// workspace: the forward writes W in KRSC from KRSCOffset (its
-	// Out[1]); the backward, whose In[4] it is too (KeptCols: dW's
-	// bfloat16 workspace grows into it), reads that W there and writes
-	// dW in KRSC from the start.
+	// algorithm for a KCRS filter then). A weight whose readers are all
+	// channels last gets a KRSC twin, which they read. Each other layer
+	// gets one bfloat16 workspace: the forward writes W in KRSC from
+	// KRSCOffset (its Out[1]); the backward, whose In[4] it is too
+	// (KeptCols: dW's bfloat16 workspace grows into it), reads that W
+	// there and writes dW in KRSC from the start.
+	twins := krscTwins(p, steps, func(st *Step) bool { return nhwc[p.root(libraryTensors(st)[0].id)] }, s)
 	bwd := map[string]*Step{}
 	for _, st := range steps {
 		if st.Kernel == KConv2DBwd {
@@ -128,6 +143,9 @@ func storeChannelsLast(p *Plan, t Target) {
 		}
 		if folded(p, st) { // its fold step writes it in KRSC: no workspace
 			p.Buffers[st.In[1]].Layout = LayoutNHWC
+			continue
+		}
+		if tw := p.TwinOf(st.In[1]); tw != NoBuf && p.Buffers[tw].Layout == LayoutNHWC { // it reads W's KRSC twin
 			continue
 		}
 		w := p.Buffers[st.In[1]].Size
@@ -148,6 +166,45 @@ func storeChannelsLast(p *Plan, t Target) {
 		}
 	}
 	p.StoredNote += fmt.Sprintf("; %d of them channels last, with KRSC filters", n)
+	if twins > 0 {
+		p.StoredNote += fmt.Sprintf(" (%d weights' KRSC bfloat16 twins, which their updates write)", twins)
+	}
+}
+
+// krscTwins gives each weight that only channels-last (last) bf16
+// library convolutions of s read, not folded, a bfloat16 twin in KRSC
+// order (Layout LayoutNHWC), last read by its last such reader, unless
+// it has a twin already, and returns how many it made.
+func krscTwins(p *Plan, steps []*Step, last func(*Step) bool, s *BF16Storage) int {
+	lastRead, readers := map[BufID]int{}, map[BufID][]string{}
+	only := map[BufID]bool{} // read by channels-last convolutions only
+	var weights []BufID      // in the order of their first reader
+	for i, st := range steps {
+		if !s.bf16Library(st) || folded(p, st) {
+			continue
+		}
+		w := p.root(st.In[1])
+		if _, seen := lastRead[w]; !seen {
+			weights = append(weights, w)
+			only[w] = true
+		}
+		lastRead[w], only[w] = i, only[w] && last(st)
+		if !slices.Contains(readers[w], st.Layer) {
+			readers[w] = append(readers[w], st.Layer)
+		}
+	}
+	n := 0
+	for _, w := range weights {
+		if !only[w] || p.TwinOf(w) != NoBuf || len(p.Buffers[w].Shape) != 4 {
+			continue
+		}
+		tw := p.addTwin(w, lastRead[w])
+		b := &p.Buffers[tw]
+		b.Name, b.Layout = p.Buffers[w].Name+".krsc", LayoutNHWC
+		p.Twins[len(p.Twins)-1].Note = fmt.Sprintf("%s: in KRSC order, written by its update step and the program, read by the library convolutions of %s", b.Name, strings.Join(readers[w], ", "))
+		n++
+	}
+	return n
 }
 
 // KRSCOffset is where a channels-last convolution's backward workspace

@@ -74,7 +74,8 @@ var bufKinds = map[BufKind]bool{
 // verifyTwins checks the bfloat16 twins (twin_operands.go): each pairs a
 // float32 buffer that owns its storage with a bfloat16 buffer of its
 // shape that is twin of nothing else, of the same kind (KindParamBF16
-// for a param), and that no step names.
+// for a param), and that no step names; a layout only on a buffer stored
+// in bfloat16 or a weight's twin (KRSC: store_channels_last.go).
 func verifyTwins(p *Plan) error {
 	twin := map[BufID]bool{}
 	of := map[BufID]bool{}
@@ -121,9 +122,9 @@ func verifyTwins(p *Plan) error {
 		switch {
 		case b.AliasOf != NoBuf && p.validID(b.AliasOf) && p.Buffers[p.root(id)].Layout != "":
 			return fmt.Errorf("buffer %s views %s, which is stored channels last", b.Name, p.Buffers[p.root(id)].Name)
-		case b.Layout != "" && (b.Layout != LayoutNHWC || !stored[id] || b.AliasOf != NoBuf || len(b.Shape) != 4):
-			// (a folded filter stored so is KRSC: [OC, KH, KW, C/G])
-			return fmt.Errorf("buffer %s: layout %q, want %q on a 4-D storage owner stored in bfloat16", b.Name, b.Layout, LayoutNHWC)
+		case b.Layout != "" && (b.Layout != LayoutNHWC || !stored[id] && !(twin[id] && b.Kind == KindParamBF16) || b.AliasOf != NoBuf || len(b.Shape) != 4):
+			// (a folded filter stored so, or a weight's twin, is KRSC: [OC, KH, KW, C/G])
+			return fmt.Errorf("buffer %s: layout %q, want %q on a 4-D storage owner stored in bfloat16 or a weight's bfloat16 twin", b.Name, b.Layout, LayoutNHWC)
 		case stored[p.root(id)] && b.Elem != ElemBF16:
 			return fmt.Errorf("buffer %s: element type %q, but its storage %s is stored in bfloat16", b.Name, b.Elem, p.Buffers[p.root(id)].Name)
 		case b.Elem != "" && !twin[id] && !stored[p.root(id)]:

@@ -64,12 +64,16 @@ func TestPlanPrecision(t *testing.T) {
 		{[]string{bf16, "--mode", "infer", "--batch", "1"}, []string{"gemm(relu f32)", "precision: 0 of 3 matrix-product steps in bf16\n", "gemm dense1: f32, not bf16: 1 row, fewer than the 16 of a bf16 tile"}},
 		{[]string{bf16, "--backend", "cuda"}, []string{"gemm(relu bf16)", "gemm_bwd(relu bf16)", "precision: 6 of 6 matrix-product steps in bf16\n"}},
 		{[]string{bf16, "--backend", "metal"}, []string{"gemm_bwd dense1: f32, not bf16: the Metal backend's MPS matrices are float32"}},
-		{[]string{resnet, "--backend", "cuda"}, []string{"  0   cast(nhwc)                          input.out ", "conv2d(k3x3 s1 p1 cudnn bf16 nhwc)", "batchnorm(relu nhwc)", "batchnorm(+ residual relu nhwc)     s1b1_bn2+s1b1_sum+s1b1_out", "batchnorm_bwd(relu nhwc)", "sgd_multi", "conv2d_bwd(k3x3 s1 p1 cudnn bf16 forward's workspace nhwc)", "batchnorm(nhwc)", "gemm(bf16)",
+		{[]string{resnet, "--backend", "cuda"}, []string{"  0   cast(nhwc)                          input.out ", "conv2d(k3x3 s1 p1 cudnn bf16 nhwc)", "batchnorm(relu nhwc)", "batchnorm(+ residual relu nhwc)     s1b1_bn2+s1b1_sum+s1b1_out", "batchnorm_bwd(relu nhwc)", "sgd_multi", "conv2d_bwd(k3x3 s1 p1 cudnn bf16 nhwc)", "batchnorm(nhwc)", "gemm(bf16)",
 			"precision: 42 of 42 matrix-product steps in bf16\n",
 			"2 convolution steps: cudnn, cuDNN's calls on the input cast to bfloat16: CIFAR ResNet-18's stem",
 			"38 convolution steps: cudnn, cuDNN's calls on the bfloat16 tensors the plan stores (tf32 where one stays float32): a CIFAR ResNet-18 step 4.17 ms on an H200",
 			"s1b1_bn2 + s1b1_sum -> batchnorm (the sum and relu after the normalisation, in its kernel)",
-			"bf16 storage: 97 activations and gradients in bfloat16 memory, which every step that names them reads and writes in bfloat16 (sums add in float32); 20 library convolutions multiply bfloat16 tensors, 20 of them writing dW to a bfloat16 workspace"}},
+			"bf16 storage: 97 activations and gradients in bfloat16 memory, which every step that names them reads and writes in bfloat16 (sums add in float32); 20 library convolutions multiply bfloat16 tensors, 20 of them writing dW to a bfloat16 workspace",
+			// the convolutions read their weights' KRSC twins, which the
+			// update writes: no filter copy in the forward's workspace
+			"97 of them channels last, with KRSC filters (20 weights' KRSC bfloat16 twins, which their updates write)",
+			"s4b2_conv2.weight.krsc: in KRSC order, written by its update step and the program, read by the library convolutions of s4b2_conv2"}},
 		// inference: the batch norms folded into cuDNN's fused calls, with
 		// the residual sums
 		{[]string{resnet, "--backend", "cuda", "--mode", "infer"}, []string{"fold_batchnorm(nhwc)", "cast(nhwc)", "conv2d(relu k3x3 s1 p1 cudnn bf16 nhwc)  stem+stem_bn+stem_relu",

@@ -67,7 +67,13 @@ func (l *lowering) withOutputTwins(k *Kernel, ops []operand, outs ...twinOut) (*
 // value, rounded to bfloat16, to the same index of its twin: an update
 // kernel that keeps a weight's twin current. The value is computed once,
 // into a local.
-func withTwins(k *Kernel, bufs []string) *Kernel {
+func withTwins(k *Kernel, bufs []string) *Kernel { return withTwinsAt(k, bufs, nil) }
+
+// withTwinsAt is withTwins with twins in another order than their
+// buffers: a store of index i to a buffer b of at writes its twin at
+// at[b](i) (a filter's KRSC twin: krscOfKCRS), to the same index where
+// at has no b.
+func withTwinsAt(k *Kernel, bufs []string, at map[string]func(Expr) Expr) *Kernel {
 	out := *k
 	twin := map[string]string{}
 	out.Params = append([]Param(nil), k.Params...)
@@ -80,17 +86,24 @@ func withTwins(k *Kernel, bufs []string) *Kernel {
 		}
 	}
 	var n int
-	out.Body = twinStores(k.Body, twin, &n)
+	out.Body = twinStores(k.Body, twin, at, &n)
 	out.Doc += ", and " + fmtList(bufs) + " in bfloat16"
 	return &out
 }
 
 // twinStores copies ss with every store to a buffer of twin followed by
-// the same value's bfloat16 store to its twin; n counts the locals that
+// the same value's bfloat16 store to its twin, at the same index or,
+// for a buffer of at, at at[buffer](index); n counts the locals that
 // hold the stored values, so that each has its own name (a kernel may
 // store to a buffer many times in one block: the fused attention's
 // unrolled fragments).
-func twinStores(ss []Stmt, twin map[string]string, n *int) []Stmt {
+func twinStores(ss []Stmt, twin map[string]string, at map[string]func(Expr) Expr, n *int) []Stmt {
+	place := func(buf string, i Expr) Expr {
+		if f := at[buf]; f != nil {
+			return f(i)
+		}
+		return i
+	}
 	var out []Stmt
 	for _, s := range ss {
 		switch s := s.(type) {
@@ -102,7 +115,7 @@ func twinStores(ss []Stmt, twin map[string]string, n *int) []Stmt {
 			}
 			v := fmt.Sprintf("mlb_t%d_%s", *n, s.Buf)
 			*n++
-			out = append(out, let(v, Float, s.Value), store(s.Buf, s.Index, vr(v)), storeBF16(tb, s.Index, vr(v)))
+			out = append(out, let(v, Float, s.Value), store(s.Buf, s.Index, vr(v)), storeBF16(tb, place(s.Buf, s.Index), vr(v)))
 		case Store4:
 			tb, ok := twin[s.Buf]
 			if !ok {
@@ -118,13 +131,13 @@ func twinStores(ss []Stmt, twin map[string]string, n *int) []Stmt {
 			}
 			out = append(out, Store4{s.Buf, s.Index, vals})
 			for c := range vals {
-				out = append(out, storeBF16(tb, add(s.Index, i32(c)), vals[c]))
+				out = append(out, storeBF16(tb, place(s.Buf, add(s.Index, i32(c))), vals[c]))
 			}
 		case If:
-			s.Then, s.Else = twinStores(s.Then, twin, n), twinStores(s.Else, twin, n)
+			s.Then, s.Else = twinStores(s.Then, twin, at, n), twinStores(s.Else, twin, at, n)
 			out = append(out, s)
 		case For:
-			s.Body = twinStores(s.Body, twin, n)
+			s.Body = twinStores(s.Body, twin, at, n)
 			out = append(out, s)
 		default:
 			out = append(out, s)

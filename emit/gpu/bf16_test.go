@@ -452,3 +452,48 @@ func TestStoredBF16(t *testing.T) {
 		t.Error("storedBF16 took a name that is no parameter")
 	}
 }
+
+// TestKRSCTwinUpdate runs multi-tensor SGD over a filter [6, 5, 3, 3]
+// with a KRSC twin (a channels-last convolution's weight, the planner's
+// store_channels_last.go) and a bias with a twin in its own order, in
+// both dialects on the CPU: the params and velocities match rt/cpu's
+// SGD, and each twin element holds the rounding of the param element
+// whose place it is, bit for bit: for the filter, KCRS element
+// (o, c, t) at (o·9 + t)·5 + c.
+func TestKRSCTwinUpdate(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	const oc, cg, rs = 6, 5, 9
+	sizes := []int{oc * cg * rs, 7}
+	in, want := [][]float32{argsVec(0.05, 2, 0)}, map[int][]float32{}
+	for j, n := range sizes {
+		g, vel, p := randVec(r, n, -1, 1), randVec(r, n, -0.1, 0.1), randVec(r, n, -1, 1)
+		wp, wv := slices.Clone(p), slices.Clone(vel)
+		cpu.SGD(wp, g, wv, 0.05, 0.9, 1e-3)
+		in = append(in, g, vel, p)
+		want[1+3*j+1], want[1+3*j+2] = wv, wp
+	}
+	in = append(in, zeros((sizes[0]+1)/2), zeros((sizes[1]+1)/2))
+	at := map[string]func(Expr) Expr{"p_0": func(i Expr) Expr { return krscOfKCRS(i, cg, rs) }}
+	k := withTwinsAt(sgdMultiKernel(sizes, []float32{1e-3, 1e-3}, 0.9), []string{"p_0", "p_1"}, at)
+	for _, d := range []*Dialect{CUDA, Metal} {
+		cases := []gpuCase{{name: "sgd_multi_krsc", k: k, in: in, want: want, tol: 1e-6}}
+		res := runCases(t, d, cases)
+		checkCases(t, d, cases, res)
+		filter, bias := bf16Halves(res[0][7]), bf16Halves(res[0][8])
+		for o := range oc {
+			for c := range cg {
+				for tap := range rs {
+					v := res[0][3][(o*cg+c)*rs+tap]
+					if got := filter[(o*rs+tap)*cg+c]; got != bf16Want(v) {
+						t.Fatalf("%s: the KRSC twin of filter element (%d, %d, %d) is %#04x, want %#04x (the rounding of %g)", d.Name, o, c, tap, got, bf16Want(v), v)
+					}
+				}
+			}
+		}
+		for i, v := range res[0][6] {
+			if bias[i] != bf16Want(v) {
+				t.Fatalf("%s: the bias's twin [%d] is %#04x, want %#04x (the rounding of %g)", d.Name, i, bias[i], bf16Want(v), v)
+			}
+		}
+	}
+}

@@ -25,9 +25,10 @@ import (
 // the whole gradient) and one for dx (Beta 0), each where the step has
 // that output. The Convs carry the step's precision: f32 or tf32 on
 // float32 tensors, or bf16 on the bfloat16 tensors the planner stores
-// (store_bf16.go), where they read W's twin and the weight gradient goes
-// to the step's bfloat16 workspace (In[4]), from which a copy widens it
-// into dW.
+// (store_bf16.go), where they read W's twin (convFilter: on
+// channels-last tensors a KRSC one, or a KRSC copy the forward writes)
+// and the weight gradient goes to the step's bfloat16 workspace (In[4]),
+// from which a copy widens it into dW.
 func (l *lowering) convLibrary(st *planner.Step, bwd bool) error {
 	a := st.Attr
 	if a.Pool != nil {
@@ -125,12 +126,13 @@ func (l *lowering) convLibrary(st *planner.Step, bwd bool) error {
 
 // convFilter is the filter operand of a library convolution of W: W
 // itself in f32 and tf32; its bfloat16 twin in bf16 on NCHW tensors; on
-// channels-last tensors W in KRSC order, [OC, KH, KW, C/G], which a
+// channels-last tensors W in KRSC order, [OC, KH, KW, C/G] (cuDNN has no
+// backward algorithm for a KCRS filter with channels-last tensors): its
+// KRSC twin where it has one (the planner's store_channels_last.go,
+// kept current by its update step and the program), else a copy that a
 // kernel writes (rounded to bfloat16) into the step's workspace ws at
-// element off (the planner's store_channels_last.go): cuDNN has no
-// backward algorithm for a KCRS filter with channels-last tensors. The
-// backward of a layer whose forward wrote it there (Attr.KeptCols)
-// reads it without calling this.
+// element off. The backward of a layer whose forward wrote that copy
+// (Attr.KeptCols) reads it without calling this.
 func (l *lowering) convFilter(g planner.ConvGeom, w, ws planner.BufID, off int) (operand, error) {
 	if b, err := l.buf(w); err == nil && b.Kind == planner.KindFolded {
 		return whole(w), nil // its fold step wrote it as the library reads it (store_bf16.go, store_channels_last.go)
@@ -138,11 +140,22 @@ func (l *lowering) convFilter(g planner.ConvGeom, w, ws planner.BufID, off int) 
 	if l.fastPrecision() != planner.PrecisionBF16 {
 		return whole(w), nil
 	}
-	if x := l.step.In[0]; !l.channelsLast(x)[0] {
-		tw := l.twin(w)
-		if !present(tw) {
-			return operand{}, fmt.Errorf("a bf16 library convolution whose weight has no bfloat16 twin (a bug in mlbuild: the planner's store_bf16.go makes one)")
+	tw := l.twin(w)
+	krsc := false
+	if present(tw) {
+		b, err := l.buf(tw)
+		if err != nil {
+			return operand{}, err
 		}
+		krsc = b.Layout == planner.LayoutNHWC
+	}
+	if x := l.step.In[0]; !l.channelsLast(x)[0] {
+		if !present(tw) || krsc {
+			return operand{}, fmt.Errorf("a bf16 library convolution on NCHW tensors whose weight has no bfloat16 twin in its own order (a bug in mlbuild: the planner's store_bf16.go or store_channels_last.go makes one)")
+		}
+		return whole(tw), nil
+	}
+	if krsc {
 		return whole(tw), nil
 	}
 	if !present(ws) {
@@ -288,6 +301,15 @@ func kcrsOfKRSC(i Expr, cg, rs int) Expr {
 	return add(mul(add(mul(o, i32(cg)), c), i32(rs)), t)
 }
 
+// krscOfKCRS is where element i of a filter in KCRS order, [OC, cg, rs]
+// (cg input channels, rs taps), is in KRSC order, [OC, rs, cg]: where an
+// update kernel writes a weight's KRSC twin (the planner's
+// store_channels_last.go).
+func krscOfKCRS(i Expr, cg, rs int) Expr {
+	o, c, t := div(i, i32(cg*rs)), rem(div(i, i32(rs)), i32(cg)), rem(i, i32(rs))
+	return add(mul(add(mul(o, i32(rs)), t), i32(cg)), c)
+}
+
 // filterOrderKernel moves a convolution's filter of geometry g between
 // KCRS order, [OC, C/G, KH, KW] (a weight and its gradient), and KRSC,
 // [OC, KH, KW, C/G] (cuDNN's filter with channels-last tensors): toKRSC
@@ -297,13 +319,10 @@ func filterOrderKernel(g planner.ConvGeom, toKRSC bool) *Kernel {
 	cg, rs := g.C/g.Groups, g.KH*g.KW
 	n := g.OC * cg * rs
 	i := vr("i")
-	// element i of KCRS is (o, c, r·s); of KRSC (o, r·s, c)
-	krscAt := func(o, c, t Expr) Expr { return add(mul(add(mul(o, i32(rs)), t), i32(cg)), c) }
 	if toKRSC {
 		return elementwise(fmt.Sprintf("filter [%d,%d,%d,%d] from KCRS to KRSC order", g.OC, cg, g.KH, g.KW), n,
 			[]Param{in("w", n), out("k", n)}, func(Expr) []Stmt { return []Stmt{store("k", i, load("w", kcrsOfKRSC(i, cg, rs)))} })
 	}
-	o, c, t := div(i, i32(cg*rs)), rem(div(i, i32(rs)), i32(cg)), rem(i, i32(rs))
 	return elementwise(fmt.Sprintf("filter [%d,%d,%d,%d] from KRSC to KCRS order", g.OC, cg, g.KH, g.KW), n,
-		[]Param{in("k", n), out("w", n)}, func(Expr) []Stmt { return []Stmt{store("w", i, load("k", krscAt(o, c, t)))} })
+		[]Param{in("k", n), out("w", n)}, func(Expr) []Stmt { return []Stmt{store("w", i, load("k", krscOfKCRS(i, cg, rs)))} })
 }

@@ -28,12 +28,8 @@ func (l *lowering) sgd(st *planner.Step) error {
 		ops = append(ops, whole(st.In[1]))
 	}
 	ops = append(ops, whole(st.Out[0]))
-	k := sgdKernel(pb.Size, float32(a.Momentum), float32(a.WeightDecay))
-	if tw := l.twin(st.Out[0]); present(tw) {
-		k = withTwins(k, []string{"p"})
-		ops = append(ops, whole(tw))
-	}
-	return l.launch("sgd", k, nil, ops...)
+	k, ops, err := l.paramTwin(sgdKernel(pb.Size, float32(a.Momentum), float32(a.WeightDecay)), ops, st.Out[0])
+	return l.launch("sgd", k, err, ops...)
 }
 
 // adam lowers an Adam (or AdamW) update of one param.
@@ -52,11 +48,41 @@ func (l *lowering) adam(st *planner.Step) error {
 	}
 	k := adamKernel(pb.Size, float32(a.Beta1), float32(a.Beta2), float32(a.Eps), float32(a.WeightDecay), a.Decoupled)
 	ops := []operand{stepArgs, whole(st.In[0]), whole(st.In[1]), whole(st.In[2]), whole(st.Out[0])}
-	if tw := l.twin(st.Out[0]); present(tw) {
-		k = withTwins(k, []string{"p"})
-		ops = append(ops, whole(tw))
+	k, ops, err = l.paramTwin(k, ops, st.Out[0])
+	return l.launch(kind, k, err, ops...)
+}
+
+// paramTwin gives update kernel k, whose param p is the plan's buffer
+// param, the param's bfloat16 twin where it has one: written beside p,
+// bound after ops (multiTwins for kernels of several params).
+func (l *lowering) paramTwin(k *Kernel, ops []operand, param planner.BufID) (*Kernel, []operand, error) {
+	tw := l.twin(param)
+	if !present(tw) {
+		return k, ops, nil
 	}
-	return l.launch(kind, k, nil, ops...)
+	at := map[string]func(Expr) Expr{}
+	if err := l.twinOrder(at, "p", tw); err != nil {
+		return nil, nil, err
+	}
+	return withTwinsAt(k, []string{"p"}, at), append(ops, whole(tw)), nil
+}
+
+// twinOrder records in at where a store of index i to kernel parameter
+// param writes param's twin tw: nothing for a twin in its param's order;
+// for a filter's KRSC twin (Layout LayoutNHWC on a weight's twin
+// [OC, C/G, KH, KW], the planner's store_channels_last.go), element i of
+// the KCRS weight's KRSC place, krscOfKCRS.
+func (l *lowering) twinOrder(at map[string]func(Expr) Expr, param string, tw planner.BufID) error {
+	b, err := l.buf(tw)
+	if err != nil || b.Layout == "" {
+		return err
+	}
+	if b.Layout != planner.LayoutNHWC || len(b.Shape) != 4 {
+		return fmt.Errorf("bfloat16 twin %q of shape %v in layout %q: a twin is in its buffer's order or, for a 4-D filter, KRSC (a bug in mlbuild's planner)", b.Name, b.Shape, b.Layout)
+	}
+	cg, rs := b.Shape[1], b.Shape[2]*b.Shape[3]
+	at[param] = func(i Expr) Expr { return krscOfKCRS(i, cg, rs) }
+	return nil
 }
 
 // adamMulti lowers a multi-tensor Adam update: one kernel over several
@@ -75,8 +101,8 @@ func (l *lowering) adamMulti(st *planner.Step) error {
 	if a.Decoupled {
 		kind = "adamw_multi"
 	}
-	k, ops := l.multiTwins(st, 3, adamMultiKernel(sizes, decays, float32(a.Beta1), float32(a.Beta2), float32(a.Eps), a.Decoupled), ops)
-	return l.launch(kind, k, nil, ops...)
+	k, ops, err := l.multiTwins(st, 3, adamMultiKernel(sizes, decays, float32(a.Beta1), float32(a.Beta2), float32(a.Eps), a.Decoupled), ops)
+	return l.launch(kind, k, err, ops...)
 }
 
 // sgdMulti lowers a multi-tensor SGD update: one kernel over several
@@ -99,8 +125,8 @@ func (l *lowering) sgdMulti(st *planner.Step) error {
 		}
 		ops = append(ops, whole(st.Out[i]))
 	}
-	k, ops := l.multiTwins(st, 2, sgdMultiKernel(sizes, decays, float32(a.Momentum)), ops)
-	return l.launch("sgd_multi", k, nil, ops...)
+	k, ops, err := l.multiTwins(st, 2, sgdMultiKernel(sizes, decays, float32(a.Momentum)), ops)
+	return l.launch("sgd_multi", k, err, ops...)
 }
 
 // multiParams checks a multi-tensor update's operands, per of them a
@@ -133,20 +159,25 @@ func (l *lowering) multiParams(st *planner.Step, per int, what string) ([]int, [
 }
 
 // multiTwins gives multi-tensor kernel k the bfloat16 twins of the params
-// that have one (param j is k's "p_j"), written beside them, bound after
-// ops.
-func (l *lowering) multiTwins(st *planner.Step, per int, k *Kernel, ops []operand) (*Kernel, []operand) {
+// that have one (param j is k's "p_j"), written beside them (each in its
+// order: twinOrder), bound after ops.
+func (l *lowering) multiTwins(st *planner.Step, per int, k *Kernel, ops []operand) (*Kernel, []operand, error) {
 	var twinned []string
+	at := map[string]func(Expr) Expr{}
 	for i := 0; i < len(st.Out); i += per {
 		if tw := l.twin(st.Out[i]); present(tw) {
-			twinned = append(twinned, fmt.Sprint("p_", i/per))
+			p := fmt.Sprint("p_", i/per)
+			if err := l.twinOrder(at, p, tw); err != nil {
+				return nil, nil, err
+			}
+			twinned = append(twinned, p)
 			ops = append(ops, whole(tw))
 		}
 	}
 	if len(twinned) > 0 {
-		k = withTwins(k, twinned)
+		k = withTwinsAt(k, twinned, at)
 	}
-	return k, ops
+	return k, ops, nil
 }
 
 // gradMean lowers accumulation's mean of one param's gradient sum.

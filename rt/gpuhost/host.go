@@ -373,11 +373,17 @@ func (m *Model) upload() error {
 // writeTwins writes each weight's bfloat16 twin (Program.BF16Twins) in
 // the host's copy of the state arena from the weight there, as the
 // update kernels write it: two bfloat16 values a float32 place, the
-// first in its low half (little-endian memory).
+// first in its low half (little-endian memory), in the weight's order or
+// a filter's KRSC order (BF16Twin.KRSC).
 func (m *Model) writeTwins() {
 	state := m.host[ArenaState]
 	for _, t := range m.p.BF16Twins {
-		NarrowBF16(state[t.Offset:t.Offset+(t.Of.Size+1)/2], state[t.Of.Offset:t.Of.Offset+t.Of.Size])
+		tw, of := state[t.Offset:t.Offset+(t.Of.Size+1)/2], state[t.Of.Offset:t.Of.Offset+t.Of.Size]
+		if f := t.KRSC; f != [3]int{} {
+			NarrowBF16NHWC(tw, of, f[0], f[1], f[2])
+			continue
+		}
+		NarrowBF16(tw, of)
 	}
 }
 

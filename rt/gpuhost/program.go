@@ -66,12 +66,19 @@ type GemmOp struct {
 
 // BF16Twin is a weight's bfloat16 twin in the state arena: Of's Size
 // float32 values rounded to bfloat16 (to nearest, ties to even), two to a
-// float32 place from place Offset on. The update kernels keep it current;
-// the host writes it whenever it has written the state arena (the weights
-// at start, after loading them), before the device reads it.
+// float32 place from place Offset on, in Of's order or, where KRSC is
+// set, in KRSC order. The update kernels keep it current; the host
+// writes it whenever it has written the state arena (the weights at
+// start, after loading them), before the device reads it.
 type BF16Twin struct {
 	Of     Region
 	Offset int
+	// KRSC, when not zero, is the filter [OC, C/Groups, KH·KW] that Of
+	// holds in KCRS order, whose twin holds it in KRSC order (the filter
+	// of library convolutions on channels-last tensors, Conv.NHWC):
+	// element (o, c, t) of Of at (o·KH·KW + t)·C/Groups + c of the twin,
+	// as NarrowBF16NHWC stores a tensor [OC, C/Groups, KH·KW].
+	KRSC [3]int
 }
 
 // ConvOp is one library convolution of a plan (Encoder.Conv): the
@@ -176,7 +183,8 @@ type Program struct {
 	// cpu.Sgemm by selftest.
 	GemmShapes []GemmShape
 
-	// BF16Twins are the weights' bfloat16 twins, which bf16 GEMMs read
+	// BF16Twins are the weights' bfloat16 twins, which bf16 GEMMs and
+	// library convolutions read
 	// (none in other programs).
 	BF16Twins []BF16Twin
 

@@ -581,6 +581,55 @@ func TestInferenceFollowsTraining(t *testing.T) {
 	}
 }
 
+// TestTrainingAfterLoad: a model given a trained model's state (as
+// loading weights gives it: the host writes the state arena, and then
+// the weights' bfloat16 twins from the weights, a convolution's in KRSC
+// order) infers and trains as a model that went on after the same
+// training, whose twins its update kernels wrote: the inferences, the
+// next step's loss and the state after it, twins included, are the same
+// bit for bit. (Reading a model's state marks it written by the host, so
+// the state comes from a third model trained alike.)
+func TestTrainingAfterLoad(t *testing.T) {
+	_, m := newFakeModel(t)
+	_, src := newFakeModel(t)
+	_, loaded := newFakeModel(t)
+	B := program.Meta.Batch
+	x, y := seeded(m, 2*B)
+	copy(src.State(), m.State())
+	inW, labW := program.TrainInputSize/B, program.TrainLabelsSize/B
+	step := func(mm *gpuhost.Model, k int) float32 {
+		copy(mm.TrainInput(), x[(k-1)%2*B*inW:])
+		copy(mm.TrainLabels(), y[(k-1)%2*B*labW:])
+		mm.SetRand(uint64(k) * 0x9E3779B97F4A7C15)
+		return mm.TrainStep(0.05, k)
+	}
+	for k := 1; k <= 2; k++ {
+		step(m, k)
+		step(src, k)
+	}
+	copy(loaded.State(), src.State())
+	for _, one := range []bool{false, true} {
+		in := m.InferInput(one)
+		copy(in, x[:len(in)])
+		copy(loaded.InferInput(one), in)
+		got, want := append([]float32(nil), loaded.Infer(one)...), m.Infer(one)
+		for j := range want {
+			if math.Float32bits(got[j]) != math.Float32bits(want[j]) {
+				t.Fatalf("one=%v: output %d is %v after loading the state, %v on the model that trained on", one, j, got[j], want[j])
+			}
+		}
+	}
+	if got, want := step(loaded, 3), step(m, 3); math.Float32bits(got) != math.Float32bits(want) {
+		t.Errorf("step 3: loss %v after loading the state, %v on the model that trained on", got, want)
+	}
+	a, b := m.State(), loaded.State()
+	for i := range a {
+		if math.Float32bits(a[i]) != math.Float32bits(b[i]) {
+			t.Fatalf("after step 3 state place %d is %#x after loading the state, %#x on the model that trained on", i, math.Float32bits(b[i]), math.Float32bits(a[i]))
+		}
+	}
+}
+
 // TestDeviceMemoryUsed: what bench reports as the device memory the
 // program took holds at least its arenas, on a fake GPU that counts its
 // allocations.

@@ -1,8 +1,8 @@
 package main
 
 // The helpers of the data-parallel tests (cuda_ddp_test.go,
-// cuda_syncbn_test.go), copied by emit's TestCUDADataParallel next to the
-// main.go of each program they test.
+// cuda_syncbn_test.go, cuda_ddp_twins_test.go), copied by emit's
+// TestCUDADataParallel next to the main.go of each program they test.
 
 import (
 	"fmt"
