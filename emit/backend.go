@@ -105,7 +105,7 @@ func (b *Backend) PlanOptions(o planner.Options) planner.Options {
 func gpuTarget(method string, scratch func(planner.ConvGeom) int, keepCols int, updateTensors int, winograd int, direct bool) planner.Target {
 	return planner.Target{Conv: func(g planner.ConvGeom, pass planner.ConvPass) planner.ConvChoice {
 		for _, wa := range winogradMethods {
-			if !wa.Fits(g) {
+			if !wa.Fits(g) || wa == gpu.Winograd3F4 && g.N < winograd3MinBatch {
 				continue
 			}
 			if ws := wa.Scratch(g); ws <= winograd {
@@ -143,9 +143,19 @@ func gpuTarget(method string, scratch func(planner.ConvGeom) int, keepCols int, 
 // 3 × 16·512²·512 = 6.4 G and 8 × 17 MB, im2col's 14.5 G. At the H200's
 // 67 TFLOP/s of float32 and 4.8 TB/s that is about 110 + 63 µs for
 // F(4×4), 190 + 28 for F(2×2) and 430 for im2col: F(4×4) wherever the
-// channels reach winogradMinChannels, and no F(2×2, 3×3). Not measured on
-// the H200 yet.
+// channels reach winogradMinChannels, and no F(2×2, 3×3). Measured on the
+// H200 (docs/runs/gpu-fifteenth-b-2026-11-30.txt): the f32 training step
+// 8.29–8.31 ms against im2col's 14.34–14.35, the inference at batch 128
+// 2.46 ms against 4.22; but at batch 1 0.39 ms against 0.29, where a
+// layer is 1 to 64 tiles (winograd3MinBatch).
 var winogradMethods = []*gpu.Winograd{gpu.WinogradF4, gpu.Winograd3F4}
+
+// winograd3MinBatch is the smallest batch whose 3×3 layers run as
+// Winograd F(4×4, 3×3): a batch-1 CIFAR ResNet-18 inference took 0.39 ms
+// with it and 0.29 with im2col on an H200, batch 128 2.46 against 4.22.
+// Between the two it is not measured; 8 images make CIFAR's smallest
+// layers 8 tiles.
+const winograd3MinBatch = 8
 
 // cudaPrecisions gives t CUDA's precision rules: every dense step, and
 // every convolution whose method runs cuBLAS GEMMs (im2col and cuBLAS,

@@ -78,6 +78,8 @@ func TestGPUWinogradChoice(t *testing.T) {
 		{"256 channels 8x8", conv3(128, 256, 8, 256, 1), gpu.Winograd3F4.Method, false},
 		{"512 channels 4x4", conv3(128, 512, 4, 512, 1), gpu.Winograd3F4.Method, false},
 		{"small", conv3(16, 24, 10, 24, 1), gpu.Winograd3F4.Method, true},
+		{"batch 8", conv3(8, 512, 4, 512, 1), gpu.Winograd3F4.Method, false},
+		{"batch 1", conv3(1, 64, 32, 64, 1), cudaIm2col, false}, // winograd3MinBatch
 		{"stride 2", conv3(128, 64, 32, 128, 2), cudaIm2col, false},
 		{"8 channels", conv3(128, 8, 32, 8, 1), cudaIm2col, false},
 		{"MNIST 5x5", planner.ConvGeom{N: 250, C: 32, H: 14, W: 14, OC: 64, OH: 14, OW: 14, KH: 5, KW: 5, SH: 1, SW: 1, PH: 2, PW: 2, DH: 1, DW: 1, Groups: 1}, gpu.WinogradF4.Method, true},
