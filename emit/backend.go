@@ -123,7 +123,7 @@ func gpuTarget(method string, scratch func(planner.ConvGeom) int, keepCols int, 
 		s := scratch(g)
 		return planner.ConvChoice{Method: method, Scratch: s, SharesForward: pass != planner.ConvForward && !direct && s <= keepCols && gpu.ConvOneRound(g, s)}
 	}, UpdateTensors: updateTensors, PoolBwdAct: true, PoolEpilogue: gpu.PoolEpilogue, PoolArgmax: true, LossRows: true, Attention: true, GemmAccumulate: true, LayerNormAccumulate: true,
-		FusedReLU: true, ShareSumGrads: true, FoldBatchNorm: true}
+		AccumulateAct: true, FusedReLU: true, ShareSumGrads: true, FoldBatchNorm: true}
 }
 
 // winogradMethods are the Winograd algorithms of the GPU targets, one a

@@ -24,6 +24,9 @@ func (g *generator) unaryCall(st planner.Step, in, out []operand) (string, error
 		}
 		return fmt.Sprintf("%s(%s, %s, %s)", fn, in[0].slice(), out[0].slice(), ch), nil
 	}
+	if a.FromOutput && len(in) > 2 { // a second dy (planner/fuse_accumulate_act.go)
+		return fmt.Sprintf("cpu.UnaryBwdFromOutputSum(%s, %s, %s, %s, %s[0])", in[0].slice(), in[1].slice(), in[2].slice(), out[0].slice(), ch), nil
+	}
 	if a.FromOutput {
 		return fmt.Sprintf("cpu.UnaryBwdFromOutput(%s, %s, %s, %s[0])", in[0].slice(), in[1].slice(), out[0].slice(), ch), nil
 	}

@@ -136,6 +136,8 @@ var passes = [...]pass{
 		run: func(b *building) error { fuseAccumulateNorm(b.p, b.target); return nil }},
 	{name: "shareSumGrads", file: "share_sum_grads.go", only: inTraining | withFusion, needs: []string{"differentiate", "keepLess", "fuseAccumulateGemm", "fuseAccumulateNorm"},
 		run: func(b *building) error { shareSumGrads(b.p, b.target); return nil }},
+	{name: "fuseAccumulateAct", file: "fuse_accumulate_act.go", only: inTraining | withFusion, needs: []string{"differentiate", "keepLess", "fuseAccumulateGemm", "fuseAccumulateNorm", "shareSumGrads"},
+		run: func(b *building) error { fuseAccumulateAct(b.p, b.target); return nil }},
 	{name: "chooseMethods", file: "choose_methods.go", needs: []string{"lower", "differentiate"},
 		run: func(b *building) error { return chooseMethods(b.p, b.target, b.m.Precision) }},
 	{name: "choosePrecisions", file: "choose_precisions.go", needs: []string{"lower", "differentiate", "chooseMethods"},
@@ -168,7 +170,7 @@ var passes = [...]pass{
 // finalPhases are the passes that add or rewrite steps or buffers: after
 // them "all phases are final".
 var finalPhases = []string{"lower", "addLoss", "foldBatchNorm", "fuseEpilogue", "fuseSiLU", "fuseReLU6", "fuseSiLUEpilogue", "fuseNormAct", "fuseElementwise", "fuseAttention", "fuseAttentionLayout", "differentiate", "optimize",
-	"accumulate", "fuseUpdate", "fuseActBwd", "keepLess", "fuseSumAct", "fuseAccumulateGemm", "fuseAccumulateNorm", "shareSumGrads", "chooseMethods", "choosePrecisions", "chooseLossRows", "fusePool", "fuseConvSum", "fuseNormSum", "castInput", "twinOperands", "storeBF16", "storeChannelsLast"}
+	"accumulate", "fuseUpdate", "fuseActBwd", "keepLess", "fuseSumAct", "fuseAccumulateGemm", "fuseAccumulateNorm", "shareSumGrads", "fuseAccumulateAct", "chooseMethods", "choosePrecisions", "chooseLossRows", "fusePool", "fuseConvSum", "fuseNormSum", "castInput", "twinOperands", "storeBF16", "storeChannelsLast"}
 
 // Build plans m for opts.Target: it runs the table passes in order and
 // checks the plan's invariants with Verify after each one, so

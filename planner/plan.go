@@ -315,7 +315,9 @@ const (
 	// KUnaryBwd: In: x (the chain's input), dy. Out: dx. Attr: Chain.
 	// Intermediate values of a fused chain are recomputed from x. With
 	// Attr.FromOutput, In[0] is the chain's output y instead, and the
-	// chain one op whose derivative y gives (keep_less.go).
+	// chain one op whose derivative y gives (keep_less.go); such a step
+	// may read a second dy as In[2], dx = f'(y)·(dy + dy2)
+	// (fuse_accumulate_act.go).
 	KUnaryBwd Kernel = "unary_bwd"
 	// KBinaryBwd: In: a, b, dy. Out: da (optional), db (optional), summed
 	// over the axes that were broadcast. Attr: BinOp. The backward of add

@@ -94,6 +94,11 @@ type Target struct {
 	// kernels do not (FusedReLU says both): fuse_sum_act.go then folds
 	// such a ReLU into the sum.
 	SumReLU bool
+	// AccumulateAct says the backend's unary_bwd kernel from an
+	// activation's output adds a second dy (In[2]) to the first before
+	// applying the derivative: fuse_accumulate_act.go then folds an
+	// accumulate step whose sum only such a step reads into it.
+	AccumulateAct bool
 	// ShareSumGrads lets share_sum_grads.go pass a sum's dy on to its
 	// operands as their gradient instead of copying it. Any backend's
 	// buffers allow it; the GPU targets set it, and the CPU target, whose

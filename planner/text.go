@@ -189,6 +189,9 @@ func stepAttr(s Step, precision bool) string {
 	if s.Kernel == KBatchNorm && len(s.In) > 5 {
 		parts = append(parts, "+ residual") // fuse_norm_sum.go: act(bn(x) + z)
 	}
+	if s.Kernel == KUnaryBwd && len(s.In) > 2 {
+		parts = append(parts, "of dy + dy2") // fuse_accumulate_act.go
+	}
 	if a.Act != "" {
 		switch {
 		case s.Kernel == KMaxPool2DBwd || s.Kernel == KMaxPool2DArgmaxBwd:

@@ -401,6 +401,12 @@ func verifyStep(p *Plan, phase string, index int, s *Step) error {
 	if s.Attr.Act != "" && s.Kernel == KBatchNormBwd { // beta, for the fused ReLU's mask (fuse_norm_act.go)
 		ops.in++
 	}
+	if s.Kernel == KUnaryBwd && len(s.In) == 3 { // a second dy (fuse_accumulate_act.go)
+		ops.in = 3
+		if !s.Attr.FromOutput {
+			return fmt.Errorf("a second dy on an element-wise backward that is not from its output")
+		}
+	}
 	if s.Kernel == KBatchNorm && len(s.In) == 6 { // z, a residual summed after the normalisation (fuse_norm_sum.go)
 		ops.in = 6
 		if !p.Training || s.In[5] == NoBuf || !p.validID(s.In[5]) || !p.validID(s.Out[0]) || !equalShapes(p.Buffers[s.In[5]].Shape, p.Buffers[s.Out[0]].Shape) {

@@ -26,7 +26,11 @@ func (r shapeRules) unary(s *Step) error {
 	if s.Attr.FromOutput && (len(s.Attr.Chain) != 1 || !DerivativeFromOutput(s.Attr.Chain[0])) {
 		return fmt.Errorf("a backward from the output of %s, whose derivative its output does not give", chainText(s.Attr.Chain))
 	}
-	return first(r.same("dy", in[1], in[0]), r.same("dx", out[0], in[0]))
+	var dy2 error
+	if len(in) > 2 {
+		dy2 = r.same("second dy", in[2], in[0])
+	}
+	return first(r.same("dy", in[1], in[0]), dy2, r.same("dx", out[0], in[0]))
 }
 
 // binary checks a broadcasting binary op and its backward.

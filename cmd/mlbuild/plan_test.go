@@ -69,10 +69,11 @@ func TestPlanPrecision(t *testing.T) {
 			"2 convolution steps: cudnn, cuDNN's calls on the input cast to bfloat16: CIFAR ResNet-18's stem",
 			"38 convolution steps: cudnn, cuDNN's calls on the bfloat16 tensors the plan stores (tf32 where one stays float32): a CIFAR ResNet-18 step 4.17 ms on an H200",
 			"s1b1_bn2 + s1b1_sum -> batchnorm (the sum and relu after the normalisation, in its kernel)",
-			"bf16 storage: 97 activations and gradients in bfloat16 memory, which every step that names them reads and writes in bfloat16 (sums add in float32); 20 library convolutions multiply bfloat16 tensors, 20 of them writing dW to a bfloat16 workspace",
+			"unary_bwd(of dy + dy2 relu from y nhwc)", "accumulate + s1b1_out -> unary_bwd (the two gradients summed where the activation's derivative is applied)",
+			"bf16 storage: 90 activations and gradients in bfloat16 memory, which every step that names them reads and writes in bfloat16 (sums add in float32); 20 library convolutions multiply bfloat16 tensors, 20 of them writing dW to a bfloat16 workspace",
 			// the convolutions read their weights' KRSC twins, which the
 			// update writes: no filter copy in the forward's workspace
-			"97 of them channels last, with KRSC filters (20 weights' KRSC bfloat16 twins, which their updates write)",
+			"90 of them channels last, with KRSC filters (20 weights' KRSC bfloat16 twins, which their updates write)",
 			"s4b2_conv2.weight.krsc: in KRSC order, written by its update step and the program, read by the library convolutions of s4b2_conv2"}},
 		// inference: the batch norms folded into cuDNN's fused calls, with
 		// the residual sums

@@ -436,7 +436,10 @@ func unaryBwdKernel(n int, chain []planner.UnaryOp) (*Kernel, error) {
 
 // unaryBwdFromOutputKernel is dx = dy·op'(x) of a one-op chain whose
 // derivative its output y gives (planner.DerivativeFromOutput), reading y.
-func unaryBwdFromOutputKernel(n int, chain []planner.UnaryOp) (*Kernel, error) {
+// With sum, dy is the sum of two gradients, dy and dy2, the operands of
+// an accumulate step the planner folded in (fuse_accumulate_act.go), and
+// dx = (dy + dy2)·op'(x). dx may be dy or dy2.
+func unaryBwdFromOutputKernel(n int, chain []planner.UnaryOp, sum bool) (*Kernel, error) {
 	if len(chain) != 1 || !planner.DerivativeFromOutput(chain[0]) {
 		return nil, fmt.Errorf("a backward from the output of %s, whose derivative its output does not give", chainName(chain))
 	}
@@ -444,10 +447,17 @@ func unaryBwdFromOutputKernel(n int, chain []planner.UnaryOp) (*Kernel, error) {
 	if err != nil {
 		return nil, err
 	}
-	return elementwiseVec(fmt.Sprintf("element-wise %s backward from its output, %d elements", chainName(chain), n), n,
-		[]Param{in("y", n), in("dy", n), out("dx", n)}, []string{"y", "dy", "dx"}, func(i Expr) []Stmt {
-			return []Stmt{let("v", Float, load("y", i)), store("dx", i, mul(load("dy", i), d))}
-		}), nil
+	doc := fmt.Sprintf("element-wise %s backward from its output, %d elements", chainName(chain), n)
+	params, vec := []Param{in("y", n), in("dy", n), out("dx", n)}, []string{"y", "dy", "dx"}
+	dy := func(i Expr) Expr { return load("dy", i) }
+	if sum {
+		doc += ", of the sum of two gradients"
+		params, vec = []Param{in("y", n), in("dy", n), in("dy2", n), out("dx", n)}, []string{"y", "dy", "dy2", "dx"}
+		dy = func(i Expr) Expr { return add(load("dy", i), load("dy2", i)) }
+	}
+	return elementwiseVec(doc, n, params, vec, func(i Expr) []Stmt {
+		return []Stmt{let("v", Float, load("y", i)), store("dx", i, mul(dy(i), d))}
+	}), nil
 }
 
 // unaryGradFromOutput is op's derivative written with its output y.

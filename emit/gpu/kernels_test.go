@@ -354,7 +354,11 @@ func kernelCases(t *testing.T) []gpuCase {
 		addCase(gpuCase{name: "unary", k: must(unaryKernel(n, ch)), in: [][]float32{x, zeros(n)}, want: map[int][]float32{1: y}, tol: 1e-5})
 		addCase(gpuCase{name: "unary_bwd", k: must(unaryBwdKernel(n, ch)), in: [][]float32{x, dy, zeros(n)}, want: map[int][]float32{2: dx}, tol: 1e-5})
 		if len(ch) == 1 && planner.DerivativeFromOutput(ch[0]) {
-			addCase(gpuCase{name: "unary_bwd_from_y", k: must(unaryBwdFromOutputKernel(n, ch)), in: [][]float32{y, dy, zeros(n)}, want: map[int][]float32{2: dx}, tol: 1e-5})
+			addCase(gpuCase{name: "unary_bwd_from_y", k: must(unaryBwdFromOutputKernel(n, ch, false)), in: [][]float32{y, dy, zeros(n)}, want: map[int][]float32{2: dx}, tol: 1e-5})
+			// the sum of two gradients (fuse_accumulate_act.go)
+			dy2, dxs := randVec(r, n, -1, 1), zeros(n)
+			cpu.UnaryBwdFromOutputSum(y, dy, dy2, dxs, cpuChain(ch)[0])
+			addCase(gpuCase{name: "unary_bwd_from_y_sum", k: must(unaryBwdFromOutputKernel(n, ch, true)), in: [][]float32{y, dy, dy2, zeros(n)}, want: map[int][]float32{3: dxs}, tol: 1e-5})
 		}
 	}
 	// The backward from the output of the ops not in the table above.
@@ -365,9 +369,9 @@ func kernelCases(t *testing.T) []gpuCase {
 		ch := []planner.UnaryOp{op}
 		cpu.UnaryFwd(x, y, cpuChain(ch))
 		cpu.UnaryBwd(x, dy, dx, cpuChain(ch))
-		addCase(gpuCase{name: "unary_bwd_from_y", k: must(unaryBwdFromOutputKernel(n, ch)), in: [][]float32{y, dy, zeros(n)}, want: map[int][]float32{2: dx}, tol: 1e-5})
+		addCase(gpuCase{name: "unary_bwd_from_y", k: must(unaryBwdFromOutputKernel(n, ch, false)), in: [][]float32{y, dy, zeros(n)}, want: map[int][]float32{2: dx}, tol: 1e-5})
 	}
-	if _, err := unaryBwdFromOutputKernel(4, []planner.UnaryOp{{Op: "gelu"}}); err == nil {
+	if _, err := unaryBwdFromOutputKernel(4, []planner.UnaryOp{{Op: "gelu"}}, false); err == nil {
 		t.Errorf("unaryBwdFromOutputKernel accepts gelu")
 	}
 

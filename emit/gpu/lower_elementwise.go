@@ -1,6 +1,8 @@
 package gpu
 
 import (
+	"fmt"
+
 	"github.com/mlbuild/mlbuild/planner"
 )
 
@@ -29,7 +31,8 @@ func (l *lowering) unary(st *planner.Step) error {
 
 // unaryBwd lowers an element-wise chain's backward, recomputing the
 // chain's intermediate values from x, or from the output y when the step
-// reads y (Attr.FromOutput).
+// reads y (Attr.FromOutput), where it may sum a second dy (In[2]: the
+// planner's fuse_accumulate_act.go).
 func (l *lowering) unaryBwd(st *planner.Step) error {
 	a := st.Attr
 	if err := l.operands(st, 2, 1); err != nil {
@@ -40,12 +43,19 @@ func (l *lowering) unaryBwd(st *planner.Step) error {
 		return err
 	}
 	var k *Kernel
-	if a.FromOutput {
-		k, err = unaryBwdFromOutputKernel(xb.Size, a.Chain)
-	} else {
+	ops := []operand{whole(st.In[0]), whole(st.In[1])}
+	switch {
+	case len(st.In) > 2 && a.FromOutput:
+		k, err = unaryBwdFromOutputKernel(xb.Size, a.Chain, true)
+		ops = append(ops, whole(st.In[2]))
+	case len(st.In) > 2:
+		return fmt.Errorf("a second dy on an element-wise backward that is not from its output (a bug in mlbuild's planner, fuse_accumulate_act.go)")
+	case a.FromOutput:
+		k, err = unaryBwdFromOutputKernel(xb.Size, a.Chain, false)
+	default:
 		k, err = unaryBwdKernel(xb.Size, a.Chain)
 	}
-	ops := []operand{whole(st.In[0]), whole(st.In[1]), whole(st.Out[0])}
+	ops = append(ops, whole(st.Out[0]))
 	if tw := l.twin(st.Out[0]); present(tw) && err == nil {
 		k = withTwins(k, []string{"dx"}) // a GEMM's backward reads dx in bfloat16 (twin_operands.go)
 		ops = append(ops, whole(tw))

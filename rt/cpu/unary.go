@@ -422,6 +422,16 @@ func UnaryBwdFromOutput(y, dy, dx []float32, u Unary) {
 	})
 }
 
+// UnaryBwdFromOutputSum is UnaryBwdFromOutput of the sum of two
+// gradients, dy + dy2 (in float32), where the planner folded the
+// accumulate step that added them (fuse_accumulate_act.go). dx may be dy
+// or dy2.
+func UnaryBwdFromOutputSum(y, dy, dy2, dx []float32, u Unary) {
+	s := make([]float32, len(dx))
+	Add(dy[:len(dx)], dy2[:len(dx)], s)
+	UnaryBwdFromOutput(y, s, dx, u)
+}
+
 // derivFromOutput is u's derivative at the input whose output is out (see
 // UnaryBwdFromOutput for the ops it covers; any other op panics, a bug in
 // the plan that chose it).
