@@ -41,8 +41,12 @@ import (
 // with a twin already) gets a bfloat16 workspace of KRSCOffset(W) + W
 // elements instead, the forward's Out[1] and the backward's In[4]
 // (Attr.KeptCols): W in KRSC order from KRSCOffset, which the forward
-// writes and the backward reads, and dW in KRSC from the start. The
-// bf16 convolutions that stay NCHW read W's bfloat16 twin, made here. A
+// writes and the backward reads, and dW in KRSC from the start. A
+// channels-last convolution of BF16Storage.Sampled gets that workspace
+// whether or not W has a twin, grown to hold its sampled pixels from
+// SampledOffset(W) (a folded one, of an inference plan, a workspace of
+// its own for them). The bf16 convolutions that stay NCHW read W's
+// bfloat16 twin, made here. A
 // plan without stored tensors, or for a Target that keeps them NCHW, is
 // unchanged.
 func storeChannelsLast(p *Plan, t Target) {
@@ -141,22 +145,39 @@ func storeChannelsLast(p *Plan, t Target) {
 		if uniform := uniformOperands(p, st, s); len(uniform) == 0 || st.Kernel != KConv2D || !nhwc[p.root(uniform[0])] {
 			continue
 		}
-		if folded(p, st) { // its fold step writes it in KRSC: no workspace
-			p.Buffers[st.In[1]].Layout = LayoutNHWC
-			continue
-		}
-		if tw := p.TwinOf(st.In[1]); tw != NoBuf && p.Buffers[tw].Layout == LayoutNHWC { // it reads W's KRSC twin
-			continue
-		}
 		w := p.Buffers[st.In[1]].Size
 		size := KRSCOffset(w) + w
+		sampled := s.Sampled != nil && st.Attr.Conv != nil && s.Sampled(*st.Attr.Conv)
+		if sampled {
+			g := *st.Attr.Conv
+			size = SampledOffset(w) + g.N*g.OH*g.OW*g.C
+		}
+		if folded(p, st) { // its fold step writes it in KRSC: no workspace, but for the sampled pixels
+			p.Buffers[st.In[1]].Layout = LayoutNHWC
+			if sampled {
+				st.Out[1] = p.addBuffer(st.Layer+".x.sampled", KindScratch, []int{size})
+				p.Buffers[st.Out[1]].Elem = ElemBF16
+				p.Stored = append(p.Stored, st.Out[1])
+			}
+			continue
+		}
+		if tw := p.TwinOf(st.In[1]); tw != NoBuf && p.Buffers[tw].Layout == LayoutNHWC && !sampled { // it reads W's KRSC twin
+			continue
+		}
 		b := bwd[st.Layer]
 		ws := NoBuf
 		if b != nil && b.In[4] != NoBuf { // dW's bfloat16 workspace (storeBF16) grows into the layer's
 			ws = b.In[4]
 			p.Buffers[ws].Name, p.Buffers[ws].Shape, p.Buffers[ws].Size = st.Layer+".dW+W.krsc", []int{size}, size
+			if sampled {
+				p.Buffers[ws].Name = st.Layer + ".dW+W.krsc+x.sampled"
+			}
 		} else {
-			ws = p.addBuffer(st.Layer+".W.krsc", KindScratch, []int{size})
+			name := st.Layer + ".W.krsc"
+			if sampled {
+				name += "+x.sampled"
+			}
+			ws = p.addBuffer(name, KindScratch, []int{size})
 			p.Buffers[ws].Elem = ElemBF16
 			p.Stored = append(p.Stored, ws)
 		}
@@ -206,6 +227,11 @@ func krscTwins(p *Plan, steps []*Step, last func(*Step) bool, s *BF16Storage) in
 	}
 	return n
 }
+
+// SampledOffset is where a sampled convolution's workspace
+// (BF16Storage.Sampled) holds its copy of the pixels the window reads,
+// [N, OH, OW, C] channels last: after dW and W in KRSC (KRSCOffset).
+func SampledOffset(w int) int { return 2 * KRSCOffset(w) }
 
 // KRSCOffset is where a channels-last convolution's backward workspace
 // (store_channels_last.go) holds W in KRSC, after dW: w elements (W's)

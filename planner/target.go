@@ -185,6 +185,13 @@ type BF16Storage struct {
 	// then gets a float32 scratch of BatchNormScratch(outer, c, inner)
 	// elements for its partial sums (Out[3]).
 	BatchNormScratch func(outer, c, inner int) int
+	// Sampled, where set, names the channels-last library convolutions
+	// that run on a copy of the pixels their window reads (a 1×1 stride-2
+	// projection's every other pixel: emit/gpu's SampledConv): such a
+	// forward copies them into its workspace (Out[1], from
+	// SampledOffset), and its backward, whose In[4] that workspace is too
+	// (KeptCols), computes dW from the copy (store_channels_last.go).
+	Sampled func(g ConvGeom) bool
 }
 
 // LibraryWhy is why a ConvLibrary rule chose as it did, for `mlbuild

@@ -174,6 +174,9 @@ var BF16Storage = &planner.BF16Storage{
 	// PyTorch's calls on an H200: docs/runs/gpu-conv-layouts-2026-11-30.txt):
 	// the batch norm and global pool kernels of kernels_nhwc.go take them.
 	BatchNormScratch: BatchNormScratch,
+	// A projection's forward and weight gradient on a copy of its
+	// sampled pixels (conv_library.go).
+	Sampled: SampledConv,
 }
 
 // storedBF16 returns k with each float parameter named in names holding

@@ -49,11 +49,26 @@ func (l *lowering) convLibrary(st *planner.Step, bwd bool) error {
 		if len(st.In) > 3 {
 			z = st.In[3]
 		}
-		wk, err := l.convFilter(g, w, st.Out[1], planner.KRSCOffset(g.OC*(g.C/g.Groups)*g.KH*g.KW))
+		n := g.OC * (g.C / g.Groups) * g.KH * g.KW
+		wk, err := l.convFilter(g, w, st.Out[1], planner.KRSCOffset(n))
 		if err != nil {
 			return err
 		}
-		if err := l.conv1(g, ConvForward, x, wk, y); err != nil {
+		if SampledConv(g) && l.channelsLast(x)[0] {
+			// the pixels the window reads, copied, then a 1×1 stride-1
+			// convolution of them
+			if len(st.Out) < 2 || !present(st.Out[1]) {
+				return fmt.Errorf("a sampled library convolution without a workspace for its pixels (a bug in mlbuild: the planner's store_channels_last.go gives it one)")
+			}
+			xs := at(st.Out[1], planner.SampledOffset(n))
+			if err := l.launch("sample", sampleKernel(g), nil, whole(x), xs); err != nil {
+				return err
+			}
+			err = l.conv1At(sampledGeom(g), ConvForward, xs, wk, whole(y), true)
+		} else {
+			err = l.conv1(g, ConvForward, x, wk, y)
+		}
+		if err != nil {
 			return err
 		}
 		if l.libraryEpilogue(b, y, z) {
@@ -96,7 +111,14 @@ func (l *lowering) convLibrary(st *planner.Step, bwd bool) error {
 		// planner's store_bf16.go; KRSC with channels-last tensors), and
 		// a copy widens it into dW (putting it back in KCRS order).
 		ws := whole(st.In[4])
-		if err := l.conv1(g, ConvWeightGrad, x, ws, dy); err != nil {
+		var err error
+		if SampledConv(g) && krsc && a.KeptCols {
+			// dW from the forward's copy of the sampled pixels
+			err = l.conv1At(sampledGeom(g), ConvWeightGrad, at(st.In[4], planner.SampledOffset(n)), ws, whole(dy), true)
+		} else {
+			err = l.conv1(g, ConvWeightGrad, x, ws, dy)
+		}
+		if err != nil {
 			return err
 		}
 		k := copyKernel(n)
@@ -115,7 +137,7 @@ func (l *lowering) convLibrary(st *planner.Step, bwd bool) error {
 		return nil
 	}
 	wk := at(st.In[4], planner.KRSCOffset(n)) // the forward's KRSC filter (KeptCols)
-	if !krsc || !a.KeptCols {
+	if !krsc || !a.KeptCols || present(l.twin(w)) {
 		var err error
 		if wk, err = l.convFilter(g, w, st.In[4], planner.KRSCOffset(n)); err != nil {
 			return err
@@ -171,6 +193,16 @@ func (l *lowering) convFilter(g planner.ConvGeom, w, ws planner.BufID, off int) 
 // planner's store_bf16.go stores x and y so; w is the filter operand
 // convFilter gives, or the weight gradient's bfloat16 workspace).
 func (l *lowering) conv1(g planner.ConvGeom, p string, x planner.BufID, w operand, y planner.BufID) error {
+	last := l.channelsLast(x, y)
+	if last[0] != last[1] {
+		return fmt.Errorf("library convolution tensors X and Y in two layouts (channels last: %v and %v; a bug in mlbuild: the planner's store_channels_last.go keeps them in one)", last[0], last[1])
+	}
+	return l.conv1At(g, p, whole(x), w, whole(y), last[0])
+}
+
+// conv1At is conv1 on operands, x's and y's layout channels last where
+// nhwc (a workspace's sampled pixels have no layout of their own).
+func (l *lowering) conv1At(g planner.ConvGeom, p string, x, w, y operand, nhwc bool) error {
 	sizes := []int{g.N * g.C * g.H * g.W, g.OC * (g.C / g.Groups) * g.KH * g.KW, g.N * g.OC * g.OH * g.OW}
 	prec := l.fastPrecision()
 	elem := ""
@@ -178,7 +210,7 @@ func (l *lowering) conv1(g planner.ConvGeom, p string, x planner.BufID, w operan
 		elem = planner.ElemBF16
 	}
 	var ts [3]Binding
-	for i, o := range []operand{whole(x), w, whole(y)} {
+	for i, o := range []operand{x, w, y} {
 		b, err := l.buf(o.buf)
 		if err != nil {
 			return err
@@ -191,11 +223,7 @@ func (l *lowering) conv1(g planner.ConvGeom, p string, x planner.BufID, w operan
 		}
 		ts[i] = Binding{Buf: o.buf, Offset: o.off, Size: sizes[i], Mutable: i == map[string]int{ConvForward: 2, ConvInputGrad: 0, ConvWeightGrad: 1}[p]}
 	}
-	last := l.channelsLast(x, y)
-	if last[0] != last[1] {
-		return fmt.Errorf("library convolution tensors X and Y in two layouts (channels last: %v and %v; a bug in mlbuild: the planner's store_channels_last.go keeps them in one)", last[0], last[1])
-	}
-	c := &Conv{Geom: g, Product: p, X: ts[0], W: ts[1], Y: ts[2], Alpha: 1, Precision: prec, BF16: elem == planner.ElemBF16, NHWC: last[0]}
+	c := &Conv{Geom: g, Product: p, X: ts[0], W: ts[1], Y: ts[2], Alpha: 1, Precision: prec, BF16: elem == planner.ElemBF16, NHWC: nhwc}
 	l.ops = append(l.ops, Op{Layer: l.step.Layer, Kernel: string(l.step.Kernel), Conv: c})
 	return nil
 }
@@ -325,4 +353,57 @@ func filterOrderKernel(g planner.ConvGeom, toKRSC bool) *Kernel {
 	}
 	return elementwise(fmt.Sprintf("filter [%d,%d,%d,%d] from KRSC to KCRS order", g.OC, cg, g.KH, g.KW), n,
 		[]Param{in("k", n), out("w", n)}, func(Expr) []Stmt { return []Stmt{store("w", i, load("k", krscOfKCRS(i, cg, rs)))} })
+}
+
+// SampledConv reports whether a channels-last library convolution of
+// geometry g runs on a copy of the pixels its window reads, as a 1×1
+// stride-1 convolution (sampledGeom), forward and weight gradient: a 1×1
+// convolution with a stride, no padding, one group (a ResNet's
+// projection). cuDNN's legacy calls ran CIFAR ResNet-18's 64→128
+// projection at 32×32, batch 128, bf16 NHWC, in 38.4 µs forward and 22.4
+// weight gradient on an H200, where PyTorch's calls of the copy (5.8 µs)
+// and the 1×1 stride-1 convolution took 5.3 and 7.4
+// (docs/runs/gpu-fifteenth-probes-2026-11-30.txt). The input gradient
+// stays strided: its copy back (a scatter with zeros between) cost more
+// than it saved there.
+func SampledConv(g planner.ConvGeom) bool {
+	g = normConv(g)
+	return g.KH == 1 && g.KW == 1 && (g.SH > 1 || g.SW > 1) && g.PH == 0 && g.PW == 0 && g.Groups == 1
+}
+
+// sampledGeom is the 1×1 stride-1 convolution of a sampled convolution's
+// copied pixels, [N, OH, OW, C].
+func sampledGeom(g planner.ConvGeom) planner.ConvGeom {
+	g = normConv(g)
+	g.H, g.W, g.SH, g.SW = g.OH, g.OW, 1, 1
+	return g
+}
+
+// sampleKernel copies, from the channels-last [N, H, W, C] tensor x,
+// the pixels a 1×1 convolution's window of g reads into xs, [N, OH, OW,
+// C]: xs at pixel (n, i, j) is x at (n, i·SH, j·SW), four channels a
+// thread where C allows (16 or 8 bytes a thread).
+func sampleKernel(g planner.ConvGeom) *Kernel {
+	g = normConv(g)
+	n := g.N * g.OH * g.OW * g.C
+	src := func(e Expr) Expr {
+		// e = ((img·OH + i)·OW + j)·C + c
+		pix, c := div(e, i32(g.C)), rem(e, i32(g.C))
+		img, ij := div(pix, i32(g.OH*g.OW)), rem(pix, i32(g.OH*g.OW))
+		i, j := div(ij, i32(g.OW)), rem(ij, i32(g.OW))
+		return add(mul(add(mul(add(mul(img, i32(g.H)), mul(i, i32(g.SH))), i32(g.W)), mul(j, i32(g.SW))), i32(g.C)), c)
+	}
+	doc := fmt.Sprintf("the pixels of x [%d,%d,%d,%d] (NHWC) a 1×1 stride-%dx%d window reads, [%d,%d,%d,%d]", g.N, g.H, g.W, g.C, g.SH, g.SW, g.N, g.OH, g.OW, g.C)
+	params := []Param{in("x", g.N*g.H*g.W*g.C), out("xs", n)}
+	if g.C%4 != 0 {
+		return elementwise(doc, n, params, func(e Expr) []Stmt { return []Stmt{store("xs", e, load("x", src(e)))} })
+	}
+	names := [4]string{"v0", "v1", "v2", "v3"}
+	return &Kernel{Doc: doc + ", four channels a thread", Params: params, Threadgroup: tgElem, Groups: ceilDiv(n/4, tgElem),
+		Body: []Stmt{
+			let("e", Int, mul(gidE, i32(4))),
+			when(lt(vr("e"), i32(n)),
+				Load4{"x", src(vr("e")), names},
+				Store4{"xs", vr("e"), [4]Expr{vr("v0"), vr("v1"), vr("v2"), vr("v3")}}),
+		}}
 }

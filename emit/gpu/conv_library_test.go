@@ -2,6 +2,7 @@ package gpu
 
 import (
 	"math"
+	"slices"
 	"testing"
 
 	"github.com/mlbuild/mlbuild/planner"
@@ -176,6 +177,50 @@ func TestFilterOrder(t *testing.T) {
 					t.Fatalf("%s %+v: KRSC[%d] = %v (want %v), back KCRS[%d] = %v (want %v)", d.Name, g, i, res[0][1][i], want[i], i, res[1][1][i], w[i])
 				}
 			}
+		}
+	}
+}
+
+// TestSampleKernel runs sampleKernel in both dialects on the CPU: the
+// copy of a channels-last x's pixels that 1×1 windows of strides 2 and
+// (3, 2) read, on odd image sides, with channels a multiple of 4 (four
+// a thread) and not, against a plain loop; and SampledConv takes only
+// strided 1×1 windows without padding.
+func TestSampleKernel(t *testing.T) {
+	for _, g := range []planner.ConvGeom{
+		{N: 2, C: 8, H: 7, W: 5, OC: 3, OH: 4, OW: 3, KH: 1, KW: 1, SH: 2, SW: 2, Groups: 1},
+		{N: 3, C: 6, H: 9, W: 6, OC: 3, OH: 3, OW: 3, KH: 1, KW: 1, SH: 3, SW: 2, Groups: 1},
+	} {
+		if !SampledConv(g) {
+			t.Fatalf("%v: SampledConv refuses a strided 1×1 window", g)
+		}
+		x := make([]float32, g.N*g.H*g.W*g.C)
+		for i := range x {
+			x[i] = float32(i)
+		}
+		var want []float32
+		for n := 0; n < g.N; n++ {
+			for i := 0; i < g.OH; i++ {
+				for j := 0; j < g.OW; j++ {
+					at := ((n*g.H+i*g.SH)*g.W + j*g.SW) * g.C
+					want = append(want, x[at:at+g.C]...)
+				}
+			}
+		}
+		for _, d := range []*Dialect{CUDA, Metal} {
+			res := runCases(t, d, []gpuCase{{name: "sample", k: sampleKernel(g), in: [][]float32{x, zeros(len(want))}}})
+			if got := res[0][1]; !slices.Equal(got, want) {
+				t.Errorf("%s %v: sampled %v, want %v", d.Name, g, got, want)
+			}
+		}
+	}
+	for _, g := range []planner.ConvGeom{
+		{N: 1, C: 4, H: 8, W: 8, OC: 4, OH: 8, OW: 8, KH: 1, KW: 1, SH: 1, SW: 1, Groups: 1},
+		{N: 1, C: 4, H: 8, W: 8, OC: 4, OH: 4, OW: 4, KH: 3, KW: 3, SH: 2, SW: 2, PH: 1, PW: 1, Groups: 1},
+		{N: 1, C: 4, H: 8, W: 8, OC: 4, OH: 5, OW: 5, KH: 1, KW: 1, SH: 2, SW: 2, PH: 1, PW: 1, Groups: 1},
+	} {
+		if SampledConv(g) {
+			t.Errorf("%v: SampledConv takes it", g)
 		}
 	}
 }
