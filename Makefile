@@ -46,7 +46,7 @@ FUZZ_DOCS        ?= $(or $(FUZZTIME),10000x)
 FUZZTIME_SPEC    ?= $(or $(FUZZTIME),2000x)
 export CGO_ENABLED ?= 0
 
-.PHONY: all build test unit fuzz fuzz-long demo deps data data-text data-fashion bench bench-sgemm bench-models bench-mnist bench-fusion bench-generate compare-sklearn zoo zoo-train bench-zoo bench-gpt bench-resnet-cpu cuda-check cuda-bundle gpt-bundle fashion-bundle profile-bundle padding-bundle bf16conv-bundle fused-bundle cpuhost-bundle cpuprof-bundle decode-scaling-bundle attn-variants-bundle ddp-bundle bf16-bundle test-arm64 clean FORCE
+.PHONY: all build test unit fuzz fuzz-long test-fake-long demo deps data data-text data-fashion bench bench-sgemm bench-models bench-mnist bench-fusion bench-generate compare-sklearn zoo zoo-train bench-zoo bench-gpt bench-resnet-cpu cuda-check cuda-bundle gpt-bundle fashion-bundle profile-bundle padding-bundle bf16conv-bundle fused-bundle cpuhost-bundle cpuprof-bundle decode-scaling-bundle attn-variants-bundle ddp-bundle bf16-bundle test-arm64 clean FORCE
 
 all: build
 
@@ -114,6 +114,15 @@ fuzz:
 	@if grep -q 'func FuzzLoad' spec/*_test.go 2>/dev/null; then \
 		$(GO) test ./spec -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(FUZZTIME_SPEC); \
 	else echo "spec has no FuzzLoad target" >&2; exit 1; fi
+
+# test-fake-long runs the fake-GPU cases that `make test` leaves out for
+# CI's time (about five minutes of a 2-core machine): the data-parallel
+# run of the tiny bf16 ResNet (its weights' KRSC twins as the replicas'
+# updates write them) and its unfused program (inference plans reading
+# the twins).
+test-fake-long: data
+	MLBUILD_MNIST_DIR=$(CURDIR)/$(DATA) MLBUILD_CUDA_DDP_TWINS=1 $(GO) test -count=1 -timeout 40m ./emit -run '^TestCUDADataParallel$$'
+	MLBUILD_MNIST_DIR=$(CURDIR)/$(DATA) MLBUILD_CUDA_FAKE_SPECS="resnet_tiny_bf16_unfused" $(GO) test -count=1 -timeout 40m ./emit -run '^TestCUDAPrograms$$/fake'
 
 # fuzz-long is the deeper fuzzing run that `make test` used before issue
 # 27: 400000 executions of each target, 30000 of spec's (several minutes).
