@@ -6,11 +6,8 @@ package gpu
 func Rewrite(k *Kernel, d *Dialect) *Kernel {
 	out := *k
 	body := k.Body
-	if d.Load4 == "" || d.Store4 == "" {
-		body = splitVec4(body)
-	}
-	if d.Load4BF16 == "" || d.Store4BF16 == "" {
-		body = splitVec4BF16(body)
+	if f32, bf16 := d.Load4 == "" || d.Store4 == "", d.Load4BF16 == "" || d.Store4BF16 == ""; f32 || bf16 {
+		body = splitVec4(body, f32, bf16)
 	}
 	out.Body = rewriteStmts(body, func(e Expr) Expr {
 		if c, ok := e.(Call); ok {
@@ -38,51 +35,49 @@ func erfPoly(x Expr) Expr {
 }
 
 // splitVec4 replaces every Load4 and Store4 in ss by four scalar loads or
-// stores, for a dialect without 16-byte accesses.
-func splitVec4(ss []Stmt) []Stmt {
+// stores where f32, and every Load4BF16 and Store4BF16 by four scalar
+// bfloat16 ones where bf16, for a dialect without such accesses.
+func splitVec4(ss []Stmt, f32, bf16 bool) []Stmt {
 	var out []Stmt
 	for _, s := range ss {
 		switch s := s.(type) {
 		case Load4:
+			if !f32 {
+				out = append(out, s)
+				continue
+			}
 			for i, n := range s.Names {
 				out = append(out, let(n, Float, load(s.Buf, add(s.Index, i32(i)))))
 			}
 		case Store4:
+			if !f32 {
+				out = append(out, s)
+				continue
+			}
 			for i, v := range s.Values {
 				out = append(out, store(s.Buf, add(s.Index, i32(i)), v))
 			}
-		case If:
-			s.Then, s.Else = splitVec4(s.Then), splitVec4(s.Else)
-			out = append(out, s)
-		case For:
-			s.Body = splitVec4(s.Body)
-			out = append(out, s)
-		default:
-			out = append(out, s)
-		}
-	}
-	return out
-}
-
-// splitVec4BF16 replaces every Load4BF16 and Store4BF16 in ss by four
-// scalar bfloat16 loads or stores, for a dialect without 8-byte ones.
-func splitVec4BF16(ss []Stmt) []Stmt {
-	var out []Stmt
-	for _, s := range ss {
-		switch s := s.(type) {
 		case Load4BF16:
+			if !bf16 {
+				out = append(out, s)
+				continue
+			}
 			for i, n := range s.Names {
 				out = append(out, let(n, Float, LoadBF16{s.Buf, add(s.Index, i32(i))}))
 			}
 		case Store4BF16:
+			if !bf16 {
+				out = append(out, s)
+				continue
+			}
 			for i, v := range s.Values {
 				out = append(out, storeBF16(s.Buf, add(s.Index, i32(i)), v))
 			}
 		case If:
-			s.Then, s.Else = splitVec4BF16(s.Then), splitVec4BF16(s.Else)
+			s.Then, s.Else = splitVec4(s.Then, f32, bf16), splitVec4(s.Else, f32, bf16)
 			out = append(out, s)
 		case For:
-			s.Body = splitVec4BF16(s.Body)
+			s.Body = splitVec4(s.Body, f32, bf16)
 			out = append(out, s)
 		default:
 			out = append(out, s)
