@@ -116,13 +116,14 @@ fuzz:
 	else echo "spec has no FuzzLoad target" >&2; exit 1; fi
 
 # test-fake-long runs the fake-GPU cases that `make test` leaves out for
-# CI's time (about five minutes of a 2-core machine): the data-parallel
+# CI's time (about six minutes of a 2-core machine): the data-parallel
 # run of the tiny bf16 ResNet (its weights' KRSC twins as the replicas'
-# updates write them) and its unfused program (inference plans reading
-# the twins).
+# updates write them), its unfused program (inference plans reading the
+# twins) and the tiny f32 ResNet (Winograd F(4x4,3x3) in a whole program;
+# its kernels' own tests stay in make test).
 test-fake-long: data
 	MLBUILD_MNIST_DIR=$(CURDIR)/$(DATA) MLBUILD_CUDA_DDP_TWINS=1 $(GO) test -count=1 -timeout 40m ./emit -run '^TestCUDADataParallel$$'
-	MLBUILD_MNIST_DIR=$(CURDIR)/$(DATA) MLBUILD_CUDA_FAKE_SPECS="resnet_tiny_bf16_unfused" $(GO) test -count=1 -timeout 40m ./emit -run '^TestCUDAPrograms$$/fake'
+	MLBUILD_MNIST_DIR=$(CURDIR)/$(DATA) MLBUILD_CUDA_FAKE_SPECS="resnet_tiny_bf16_unfused resnet_tiny" $(GO) test -count=1 -timeout 40m ./emit -run '^TestCUDAPrograms$$/fake'
 
 # fuzz-long is the deeper fuzzing run that `make test` used before issue
 # 27: 400000 executions of each target, 30000 of spec's (several minutes).

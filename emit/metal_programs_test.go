@@ -323,8 +323,9 @@ func TestCUDAPrograms(t *testing.T) {
 // in tf32, as f32 plans keep im2col), the tiny ResNet in bf16 (cuDNN on
 // bfloat16 channels-last tensors, reading the weights' KRSC twins in
 // training; resnet_tiny_bf16_unfused, whose inference plans read them
-// too, runs when named: CI's time), a small f32 ResNet (its
-// 3×3 layers by Winograd F(4×4,3×3), forward and backward), and values
+// too, and resnet_tiny, a small f32 ResNet whose 3×3 layers run as
+// Winograd F(4×4,3×3), run when named, as make test-fake-long does: CI's
+// time), and values
 // read by a dense layer and an activation in both orders (the dense
 // backward adding its dx into the gradient sum,
 // Beta 1); set
@@ -333,7 +334,7 @@ func TestCUDAPrograms(t *testing.T) {
 // (ResNet-18's training steps take minutes on the fake's Go GEMMs);
 // MLBUILD_CUDA_FAKE_DIR keeps the module in that folder, to run and time
 // its tests by hand.
-var cudaFakeSpecs = []string{"mnist", "mnist_unfused", "spec_layernorm_graph", "spec_transformer_block", "spec_batchnorm_dense", "bench_mlp_bf16", "spec_resize_unet", "spec_adamw_cosine", "spec_gpt_tiny", "spec_gpt_tiny_pad", "gpt_tiny_pad_unfused", "spec_accumulate", "gpt_tiny_bf16", "gpt_tiny_pad_bf16", "convnet_bf16", "resnet_tiny_bf16", "resnet_tiny", "accumulate_gemm"}
+var cudaFakeSpecs = []string{"mnist", "mnist_unfused", "spec_layernorm_graph", "spec_transformer_block", "spec_batchnorm_dense", "bench_mlp_bf16", "spec_resize_unet", "spec_adamw_cosine", "spec_gpt_tiny", "spec_gpt_tiny_pad", "gpt_tiny_pad_unfused", "spec_accumulate", "gpt_tiny_bf16", "gpt_tiny_pad_bf16", "convnet_bf16", "resnet_tiny_bf16", "accumulate_gemm"}
 
 // cudaFaultSpecs are the programs whose fake run also trains on MNIST
 // through a GPU fault (testdata/fakehost/cuda_fault_test.go).
