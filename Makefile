@@ -226,7 +226,7 @@ attn-variants-bundle:
 # fashion-bundle builds what bench/gpu/fashion.sh runs on a GPU machine:
 # CIFAR ResNet-18 on Fashion-MNIST in f32 and bf16 against PyTorch's bf16
 # and fp32 runs of the same recipe (issue #28; docs/benchmarks.md).
-fashion-bundle: data-fashion
+fashion-bundle: data
 	@bench/gpu/fashion-bundle.sh $(FADATA) .gpu/fashion
 
 # ddp-bundle builds what bench/gpu/ddp.sh runs on a machine with 2 GPUs and

@@ -6,6 +6,7 @@
 # Fashion-MNIST IDX files (gzipped, from make data-fashion's folder) and the
 # PyTorch twin. About 45 MiB, under the 64 MiB a call of the device tool
 # carries.
+# With them models/mnist.cue in f32 and bf16 and MNIST (fashion.sh's MNIST=1).
 # Usage: bench/gpu/fashion-bundle.sh [FASHION_DIR [DIR]]  (defaults data/fashion, .gpu/fashion)
 # There: bash DIR/fashion.sh DIR OUT [EPOCHS]
 set -euo pipefail
@@ -22,6 +23,17 @@ grep -q 'precision: "bf16"' "$tmp/resnet18_fashion_bf16.cue"
 "$tmp/mlbuild" compile "$spec" --backend cuda --target linux/amd64 -o "$tmp/f32" --cache-dir "$tmp/cache" --force
 "$tmp/mlbuild" compile "$tmp/resnet18_fashion_bf16.cue" --backend cuda --target linux/amd64 -o "$tmp/bf16" --cache-dir "$tmp/cache" --force
 for p in f32 bf16; do xz -6 -T0 -c "$tmp/$p" >"$dir/r18f-$p.xz"; done
+# models/mnist.cue and its bf16 twin (made here as above), with MNIST, for
+# fashion.sh's MNIST=1
+sed -e 's/\tname: "mnist"/\tname:      "mnist_bf16"\n\tprecision: "bf16"/' models/mnist.cue >"$tmp/mnist_bf16.cue"
+grep -q 'precision: "bf16"' "$tmp/mnist_bf16.cue"
+"$tmp/mlbuild" compile models/mnist.cue --backend cuda --target linux/amd64 -o "$tmp/mnist-f32" --cache-dir "$tmp/cache" --force
+"$tmp/mlbuild" compile "$tmp/mnist_bf16.cue" --backend cuda --target linux/amd64 -o "$tmp/mnist-bf16" --cache-dir "$tmp/cache" --force
+for p in f32 bf16; do xz -6 -T0 -c "$tmp/mnist-$p" >"$dir/mnist-$p.xz"; done
+mkdir -p "$dir/mnist"
+for f in train-images-idx3-ubyte train-labels-idx1-ubyte t10k-images-idx3-ubyte t10k-labels-idx1-ubyte; do
+	gzip -6 -c "data/mnist/$f" >"$dir/mnist/$f.gz"
+done
 for f in train-images-idx3-ubyte train-labels-idx1-ubyte t10k-images-idx3-ubyte t10k-labels-idx1-ubyte; do
 	gzip -6 -c "$data/$f" >"$dir/data/$f.gz"
 done
